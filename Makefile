@@ -1,0 +1,52 @@
+# lerobotstream — set-up, build, test, demo.
+#   make demo   sets everything up if needed, then runs the main job
+#   make test   sets everything up if needed, then runs the test suite
+# Re-running is fast when nothing changed (stamp files under .venv/).
+
+SHELL := /bin/bash
+PYTHON_BOOT ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+# torch/torchcodec pairing: torchcodec 0.11–0.13 load with the CPU torch 2.13; 0.14+ need a CUDA torch.
+TORCH_SPEC ?= torch==2.13.0
+TORCHCODEC_SPEC ?= torchcodec==0.13.0
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+EXT_SOURCES := $(shell find lerobotstream csrc -name '*.pyx' -o -name '*.pxd' -o -name '*.c' -path 'csrc/*' -o -name '*.h' 2>/dev/null)
+PYTEST_ARGS ?=
+
+.PHONY: setup build test demo clean ffmpeg
+
+setup: $(VENV)/.stamp-deps
+
+# Debian's FFmpeg shared libraries (torchcodec dlopens libavcodec & co).
+ffmpeg:
+	@if ! ldconfig -p | grep -q 'libavformat\.so'; then \
+	  echo ">> installing Debian's FFmpeg libraries (apt-get install -y ffmpeg)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq ffmpeg >/dev/null; \
+	fi
+
+$(VENV)/.stamp-deps: pyproject.toml setup.py | ffmpeg
+	@[ -x $(PY) ] || $(PYTHON_BOOT) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "$(TORCH_SPEC)" "$(TORCHCODEC_SPEC)" "cython>=3.0" "numpy>=2.0" setuptools wheel
+	$(PIP) install -q --no-build-isolation -e ".[test,plot]"
+	@touch $@ $(VENV)/.stamp-ext
+
+# Rebuild the Cython extensions in place when a .pyx/.pxd/C source changed.
+$(VENV)/.stamp-ext: $(VENV)/.stamp-deps $(EXT_SOURCES)
+	$(PY) setup.py -q build_ext --inplace
+	@touch $@
+
+build: ffmpeg $(VENV)/.stamp-ext
+
+test: build
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+demo: build
+	$(PY) tools/demo.py
+
+clean:
+	rm -rf build *.egg-info $(VENV)/.stamp-*
+	find lerobotstream -name '*.so' -delete
+	find lerobotstream -name '*.c' -delete

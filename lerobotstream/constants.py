@@ -1,0 +1,56 @@
+"""Environment configuration and defaults, read once at import.
+
+Every ``os.environ`` lookup of the library lives here.
+
+| variable | default | meaning |
+|---|---|---|
+| ``HF_LEROBOT_HOME`` | ``$HF_HOME/lerobot`` (``~/.cache/huggingface/lerobot``) | local cache root (sidecars, indexes) |
+| ``LEROBOTSTREAM_INDEX_DIR`` | ``$HF_LEROBOT_HOME/streaming-indexes`` | derived memory-mapped indexes |
+| ``LEROBOTSTREAM_SIDECAR_DIR`` | ``$HF_LEROBOT_HOME/streaming-sidecars`` | revision-keyed sidecar cache |
+| ``LEROBOTSTREAM_LOG_EVERY_S`` | ``0`` (off) | period of the streaming log line, seconds |
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _as_float(value: str | None, default: float) -> float:
+    if value is None or value == "":
+        return default
+    return float(value)
+
+
+HF_HOME = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")).expanduser()
+HF_LEROBOT_HOME = Path(os.environ.get("HF_LEROBOT_HOME", HF_HOME / "lerobot")).expanduser()
+INDEX_DIR = Path(os.environ.get("LEROBOTSTREAM_INDEX_DIR", HF_LEROBOT_HOME / "streaming-indexes")).expanduser()
+SIDECAR_DIR = Path(os.environ.get("LEROBOTSTREAM_SIDECAR_DIR", HF_LEROBOT_HOME / "streaming-sidecars")).expanduser()
+LOG_EVERY_S = _as_float(os.environ.get("LEROBOTSTREAM_LOG_EVERY_S"), 0.0)
+
+# --- defaults of the streaming options (SPEC §5 C2) --------------------------------------------
+DEFAULT_SEED = 1000
+SEED_WHEN_NONE = 42
+DEFAULT_EPISODE_POOL_SIZE_PER_RANK = 32
+DEFAULT_PREFETCH_EPISODES = 8
+DEFAULT_BYTE_BUDGET_GB = 8.0
+DEFAULT_DECODE_THREADS = 2
+DEFAULT_DECODED_QUEUE_SIZE = 8
+DEFAULT_SIDECAR_LOCK_TIMEOUT_S = 1800.0
+DEFAULT_TOLERANCE_S = 1e-4
+DEFAULT_SAMPLING_STRATEGY = "remaining"
+SAMPLING_STRATEGIES = ("remaining", "round_robin")
+
+# LeRobot v3 layout (LeRobotDataset v3.0 on-disk format)
+CODEBASE_VERSION = "v3.0"
+DEFAULT_DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+DEFAULT_VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+DEFAULT_EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+SIDECAR_SCHEMA_VERSION = 3
+SIDECAR_BRANCH = "lerobot-sidecars"
+BUCKET_SIDECAR_DIR = "meta/mp4-sidecars"
+
+
+def hf_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` is set to a true value (read at call time; tests toggle it)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}

@@ -1,0 +1,137 @@
+"""Every exception lerobotstream raises, in one module.
+
+Each class takes one message string first; structured fields (``episode_index``, ``camera``,
+``path``, ``box``, ``offset``...) are keyword-only with defaults. Only the type and the message
+cross a DataLoader worker (torch rebuilds the error as ``exc_type(msg)``), so **the message itself
+names episode, camera and file**. Every class also inherits a built-in (``ValueError``,
+``OSError``...) so callers can catch either the library's base or the usual built-in.
+Credentials never appear in a message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LeRobotStreamError(Exception):
+    """Base class of every lerobotstream error.
+
+    Args:
+        message: human-readable text naming what failed (episode, camera, file where known).
+        **fields: structured context kept as attributes (e.g. ``episode_index=3``, ``path=...``).
+    """
+
+    def __init__(self, message: str = "", **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        for key, value in fields.items():
+            setattr(self, key, value)
+        self._fields = dict(fields)
+
+    def __reduce__(self):  # keep fields across pickling (multiprocessing, DataLoader workers)
+        return (_rebuild, (type(self), self.message, self._fields))
+
+
+def _rebuild(cls: type, message: str, fields: dict) -> LeRobotStreamError:
+    return cls(message, **fields)
+
+
+# --- METADATA ERRORS --------------------------------------------------------------------------
+class MetadataError(LeRobotStreamError, ValueError):
+    """LeRobot v3 metadata is missing, malformed or inconsistent (names the episode and file)."""
+
+
+class UnsupportedDatasetVersionError(MetadataError):
+    """The dataset is not LeRobotDataset v3.x (e.g. v2.1); the message says how to convert it."""
+
+
+class EpisodeDataError(MetadataError):
+    """An episode's Parquet rows disagree with its metadata (row count, frame_index, episode_index)."""
+
+
+# --- SOURCE (BYTES) ERRORS --------------------------------------------------------------------
+class SourceError(LeRobotStreamError, OSError):
+    """Reading bytes from a local path, fsspec URL, Hub dataset or bucket failed."""
+
+
+class SourceNotFoundError(SourceError, FileNotFoundError):
+    """The file does not exist at the source (path is named, credentials are not)."""
+
+
+class SourceChangedError(SourceError):
+    """The file's size or fingerprint changed during the run (metadata and payload must not change)."""
+
+
+class SourceAuthError(SourceError, PermissionError):
+    """The store refused our credentials (401/403). Credentials are never part of the message."""
+
+
+class RangeReadError(SourceError):
+    """A range read returned the wrong bytes (short body, wrong Content-Range) and retries ran out."""
+
+
+# --- MP4 ERRORS (ISO/IEC 14496-12) ------------------------------------------------------------
+class Mp4Error(LeRobotStreamError, ValueError):
+    """The MP4 could not be indexed: names the file, the box and the reason."""
+
+
+class Mp4TruncatedError(Mp4Error):
+    """A box runs past the end of its parent or of the file."""
+
+
+class Mp4InconsistentTablesError(Mp4Error):
+    """Sample tables (stts, stsz, stsc, stco/co64, ctts, stss) disagree with each other or the file."""
+
+
+class Mp4UnsupportedError(Mp4Error):
+    """A valid MP4 feature we refuse rather than read wrongly: fragmented (moof), several media
+    edits, repeated or non-unit-rate edits, no video track."""
+
+
+# --- SIDECAR ERRORS ---------------------------------------------------------------------------
+class SidecarError(LeRobotStreamError, ValueError):
+    """The MP4 index sidecar is unusable."""
+
+
+class SidecarSchemaError(SidecarError):
+    """The sidecar's schema version or layout is not the one this reader understands."""
+
+
+class SidecarStaleError(SidecarError):
+    """The sidecar does not describe the current sources (paths, sizes, fingerprints)."""
+
+
+class SidecarValidationError(SidecarError):
+    """The sidecar disagrees with the dataset metadata (episode window, fps, frame count)."""
+
+
+class SidecarLockTimeoutError(SidecarError, TimeoutError):
+    """Another process held the sidecar build lock longer than ``sidecar_lock_timeout_s``."""
+
+
+# --- DECODING ---------------------------------------------------------------------------------
+class FrameTimestampError(LeRobotStreamError, LookupError):
+    """No decoded frame lies within ``tolerance_s`` of a requested timestamp.
+
+    Fields: ``episode_index``, ``camera``, ``path``, ``requested_s``, ``nearest_s``.
+    """
+
+
+class DecodeError(LeRobotStreamError, RuntimeError):
+    """The decoder failed on an episode's mini-MP4 (wraps the backend's error ``from e``)."""
+
+
+# --- BUDGETS, SHARDING, RESUME ----------------------------------------------------------------
+class ByteBudgetError(LeRobotStreamError, ValueError):
+    """An episode's synthesized bytes exceed the worker's whole byte budget (raised before any fetch)."""
+
+
+class ShardingError(LeRobotStreamError, ValueError):
+    """A rank would own no episode (lower the number of ranks or select more episodes)."""
+
+
+class ResumeStateError(LeRobotStreamError, ValueError):
+    """A checkpointed stream state cannot be resumed sample-exactly (settings differ, or an old format)."""
+
+
+__all__ = [name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Exception)]

@@ -1,0 +1,44 @@
+"""Shared pytest fixtures: paths to ../shared/testdata, markers for CUDA tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("LEROBOTSTREAM_SHARED", REPO.parent / "shared")).resolve()
+TESTDATA = SHARED / "testdata"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except Exception:
+        has_cuda = False
+    must_fail = os.environ.get("FAIL_WITHOUT_CUDA") == "1"
+    for item in items:
+        if "needs_cuda" in item.keywords and not has_cuda and not must_fail:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+
+
+@pytest.fixture(scope="session")
+def testdata() -> Path:
+    """``../shared/testdata`` (real public media files and datasets; see its MANIFEST.md)."""
+    if not TESTDATA.is_dir():
+        pytest.skip(f"shared test data not found at {TESTDATA}")
+    return TESTDATA
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep every test's caches (sidecars, derived indexes) out of the user's home."""
+    home = tmp_path_factory.getbasetemp() / "hf_lerobot_home"
+    monkeypatch.setenv("HF_LEROBOT_HOME", str(home))
