@@ -1,0 +1,429 @@
+"""Byte-budgeted episode payload cache: reservations, prefetch frontier, concurrent fetches.
+
+:class:`EpisodeByteCache` owns the compressed payload of every episode a worker has admitted or
+prefetched: one synthesized mini-MP4 per camera. Accounting is by **reservation**: an episode
+reserves its exact synthesized size (all cameras, known in advance from the sidecar via
+``mp4.spans.plan_span(...).synth_nbytes``) *before* anything is fetched, and keeps it until the
+episode is retired by the planner **and** its last decode released its lease.
+
+States of an entry::
+
+    reserved (fetch pending) ──► resident (payload complete) ──► freed
+                 └──────────────► failed (error kept; re-raised to every reader)
+
+* ``reserved_bytes``: sum of reservations of every entry still held (pending fetches, finished
+  prefetches, admitted episodes, episodes still decoding).
+* ``resident_bytes``: sum of completed payloads (counted as soon as the fetch finishes, even before
+  a sample of the episode is asked for).
+
+Rules (SPEC C5):
+
+* An episode whose size exceeds the whole budget raises :class:`~lerobotstream.errors.ByteBudgetError`
+  before any byte of it is fetched.
+* Speculative prefetch (:meth:`EpisodeByteCache.prefetch`) never waits: when the budget is full it
+  returns ``False`` (prefetch pauses) and the caller retries later.
+* Admission (:meth:`EpisodeByteCache.admit`) may evict finished, unpinned prefetches (LRU) and
+  otherwise waits on a condition variable until a release makes room: a replacement admission
+  waits until the last decode of the outgoing episode releases its bytes.
+
+The budget covers compressed mini-MP4 bytes only, not decoder state, decoded tensors, Parquet
+tables or scratch buffers (SPEC C6).
+
+Thread-safe: every state change happens under one ``threading.Condition``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from lerobotstream.errors import ByteBudgetError
+
+__all__ = ["EpisodeByteCache", "EpisodePayload", "CacheStats"]
+
+#: ``fetch(episode_index) -> EpisodePayload``; runs on the cache's fetch threads.
+FetchFn = Callable[[int], "EpisodePayload"]
+
+
+@dataclass
+class EpisodePayload:
+    """What one fetch returns for an episode."""
+
+    payloads: dict[str, bytes]
+    """camera key -> synthesized mini-MP4 bytes (the budgeted part)."""
+    extra: Any = None
+    """Un-budgeted companion data fetched on the same frontier (e.g. the episode's Parquet rows)."""
+
+
+@dataclass
+class CacheStats:
+    """Per-process counters of one cache (seconds are wall-clock, summed over fetch threads)."""
+
+    fetches: int = 0
+    """Episode fetches started."""
+    fetch_failures: int = 0
+    """Episode fetches that raised."""
+    payload_bytes: int = 0
+    """Synthesized bytes stored (sum over fetches), bytes."""
+    evictions: int = 0
+    """Unpinned finished prefetches dropped to make room for an admission."""
+    admit_wait_s: float = 0.0
+    """Time admissions spent waiting for room, seconds."""
+    fetch_s: float = 0.0
+    """Time spent inside the fetch callable, seconds."""
+    peak_reserved_bytes: int = 0
+    """High-water mark of ``reserved_bytes``, bytes."""
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Entry:
+    episode_index: int
+    nbytes: int
+    speculative: bool
+    pins: int = 0
+    retired: bool = False
+    future: Future | None = None
+    result: EpisodePayload | None = None
+    error: BaseException | None = None
+    done: bool = False
+    resident_nbytes: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class EpisodeByteCache:
+    """Reservation-accounted cache of per-episode synthesized payloads.
+
+    Args:
+        byte_budget (int): Worker budget of reserved payload bytes, > 0.
+        episode_nbytes (Mapping[int, int]): Exact synthesized size of each episode (all cameras
+            together), bytes. Episodes not in the mapping cannot be admitted.
+        fetch (Callable[[int], EpisodePayload]): Fetches and synthesizes one episode (called on a
+            fetch thread). Its payload total must not exceed the episode's reservation.
+        max_workers (int): Concurrent fetches (threads), >= 1.
+        on_event (Callable[[str, dict], None] | None): Optional hook called (under the lock) after
+            every state change with an event name and a snapshot; tests use it to check invariants.
+
+    Raises:
+        ValueError: non-positive budget or worker count, negative sizes.
+    """
+
+    def __init__(
+        self,
+        byte_budget: int,
+        episode_nbytes: Mapping[int, int],
+        fetch: FetchFn,
+        *,
+        max_workers: int = 4,
+        on_event: Callable[[str, dict], None] | None = None,
+    ) -> None:
+        if int(byte_budget) <= 0:
+            raise ValueError(f"byte_budget must be positive, got {byte_budget}")
+        if int(max_workers) < 1:
+            raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+        sizes = {int(k): int(v) for k, v in episode_nbytes.items()}
+        bad = [k for k, v in sizes.items() if v < 0]
+        if bad:
+            raise ValueError(f"negative synthesized sizes for episodes {bad[:5]}")
+        self.byte_budget = int(byte_budget)
+        self._sizes = sizes
+        self._fetch = fetch
+        self._max_workers = int(max_workers)
+        self._on_event = on_event
+        self._cond = threading.Condition(threading.Lock())
+        self._entries: "OrderedDict[int, _Entry]" = OrderedDict()
+        self._reserved = 0
+        self._resident = 0
+        self._closed = False
+        self._pool: ThreadPoolExecutor | None = None
+        self.stats = CacheStats()
+
+    # --- accounting ---------------------------------------------------------------------------
+    @property
+    def reserved_bytes(self) -> int:
+        """Bytes reserved by pending fetches, finished prefetches and admitted/decoding episodes."""
+        with self._cond:
+            return self._reserved
+
+    @property
+    def resident_bytes(self) -> int:
+        """Bytes of completed payloads held (before or after their first sample was asked for)."""
+        with self._cond:
+            return self._resident
+
+    def episode_nbytes(self, episode_index: int) -> int:
+        """Exact reservation of one episode, bytes (raises KeyError when unknown)."""
+        return self._sizes[int(episode_index)]
+
+    def check_fits(self, episode_index: int) -> int:
+        """Raise :class:`ByteBudgetError` when the episode can never fit; returns its size."""
+        nbytes = self._sizes[int(episode_index)]
+        if nbytes > self.byte_budget:
+            raise ByteBudgetError(
+                f"episode {episode_index} requires {nbytes} synthesized bytes, exceeding the worker byte "
+                f"budget of {self.byte_budget} bytes; raise byte_budget_gb or lower num_workers",
+                episode_index=int(episode_index),
+                nbytes=nbytes,
+                byte_budget=self.byte_budget,
+            )
+        return nbytes
+
+    def held(self, episode_index: int) -> bool:
+        """True when the episode has an entry (pending, resident or failed)."""
+        with self._cond:
+            return int(episode_index) in self._entries
+
+    def is_ready(self, episode_index: int) -> bool:
+        """Non-blocking: the episode's payload is complete and its fetch did not fail."""
+        with self._cond:
+            e = self._entries.get(int(episode_index))
+            return e is not None and e.done and e.error is None
+
+    # --- internal -----------------------------------------------------------------------------
+    def _emit(self, event: str, episode_index: int) -> None:
+        if self._on_event is not None:
+            self._on_event(
+                event,
+                {
+                    "episode_index": episode_index,
+                    "reserved_bytes": self._reserved,
+                    "resident_bytes": self._resident,
+                    "byte_budget": self.byte_budget,
+                    "entries": {k: (e.pins, e.retired, e.done) for k, e in self._entries.items()},
+                },
+            )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("EpisodeByteCache is closed")
+
+    def _new_entry(self, ep: int, nbytes: int, speculative: bool) -> _Entry:
+        entry = _Entry(ep, nbytes, speculative)
+        self._entries[ep] = entry
+        self._reserved += nbytes
+        self.stats.peak_reserved_bytes = max(self.stats.peak_reserved_bytes, self._reserved)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="lrs-fetch")
+        self.stats.fetches += 1
+        entry.future = self._pool.submit(self._run_fetch, entry)
+        self._emit("reserve", ep)
+        return entry
+
+    def _run_fetch(self, entry: _Entry) -> None:
+        t0 = time.perf_counter()
+        result: EpisodePayload | None = None
+        error: BaseException | None = None
+        try:
+            result = self._fetch(entry.episode_index)
+            total = sum(len(b) for b in result.payloads.values())
+            if total > entry.nbytes:
+                raise ByteBudgetError(
+                    f"episode {entry.episode_index}: synthesized payload of {total} bytes exceeds its "
+                    f"reservation of {entry.nbytes} bytes (size prediction is wrong)",
+                    episode_index=entry.episode_index,
+                )
+        except BaseException as exc:  # stored and re-raised to every reader of this episode
+            error = exc
+            result = None
+        dt = time.perf_counter() - t0
+        with self._cond:
+            self.stats.fetch_s += dt
+            entry.done = True
+            if error is not None:
+                entry.error = error
+                self.stats.fetch_failures += 1
+            elif self._entries.get(entry.episode_index) is entry and not self._closed:
+                entry.result = result
+                entry.resident_nbytes = sum(len(b) for b in result.payloads.values())
+                self._resident += entry.resident_nbytes
+                self.stats.payload_bytes += entry.resident_nbytes
+            self._maybe_free(entry)
+            self._emit("fetched", entry.episode_index)
+            self._cond.notify_all()
+
+    def _free(self, entry: _Entry) -> None:
+        if self._entries.get(entry.episode_index) is entry:
+            del self._entries[entry.episode_index]
+            self._reserved -= entry.nbytes
+            self._resident -= entry.resident_nbytes
+            entry.resident_nbytes = 0
+            entry.result = None
+            self._emit("free", entry.episode_index)
+            self._cond.notify_all()
+
+    def _maybe_free(self, entry: _Entry) -> None:
+        if entry.retired and entry.pins == 0 and entry.done:
+            self._free(entry)
+
+    def _evict_for(self, nbytes: int) -> None:
+        """Drop finished, unpinned, unretired speculative prefetches (LRU) until ``nbytes`` fit."""
+        if self._reserved + nbytes <= self.byte_budget:
+            return
+        for entry in sorted(self._entries.values(), key=lambda e: e.last_used):
+            if self._reserved + nbytes <= self.byte_budget:
+                return
+            if entry.pins == 0 and entry.done and not entry.retired:
+                self.stats.evictions += 1
+                self._free(entry)
+
+    # --- public operations --------------------------------------------------------------------
+    def prefetch(self, episode_index: int) -> bool:
+        """Speculatively reserve and start fetching an episode; never waits.
+
+        Returns:
+            bool: True when the episode is held (already, or newly reserved); False when the budget
+            is full right now (prefetch pauses; call again later).
+
+        Raises:
+            ByteBudgetError: the episode is larger than the whole budget (nothing is fetched).
+            RuntimeError: the cache is closed.
+        """
+        ep = int(episode_index)
+        nbytes = self.check_fits(ep)
+        with self._cond:
+            self._check_open()
+            if ep in self._entries:
+                return True
+            if self._reserved + nbytes > self.byte_budget:
+                return False
+            self._new_entry(ep, nbytes, speculative=True)
+            return True
+
+    def admit(self, episode_index: int, *, timeout: float | None = None) -> None:
+        """Pin an episode for the active pool, reserving and fetching it if needed; may wait.
+
+        Evicts finished unpinned prefetches when needed; otherwise waits until releases make room.
+        The pin is dropped by :meth:`retire`.
+
+        Raises:
+            ByteBudgetError: the episode is larger than the whole budget (nothing is fetched).
+            TimeoutError: no room within ``timeout`` seconds.
+            RuntimeError: the cache was closed while waiting.
+        """
+        ep = int(episode_index)
+        nbytes = self.check_fits(ep)
+        t0 = time.perf_counter()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                self._check_open()
+                entry = self._entries.get(ep)
+                if entry is not None and not entry.retired:
+                    entry.pins += 1
+                    entry.speculative = False
+                    entry.last_used = time.monotonic()
+                    self._emit("admit", ep)
+                    break
+                if entry is None:
+                    self._evict_for(nbytes)
+                    if self._reserved + nbytes <= self.byte_budget:
+                        entry = self._new_entry(ep, nbytes, speculative=False)
+                        entry.pins += 1
+                        self._emit("admit", ep)
+                        break
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(
+                        f"episode {ep}: no room in the byte budget ({self._reserved}/{self.byte_budget} "
+                        f"bytes reserved) after {timeout} s"
+                    )
+                self._cond.wait(remaining)
+            self.stats.admit_wait_s += time.perf_counter() - t0
+
+    def acquire(self, episode_index: int) -> None:
+        """Take a decode lease on a held episode (released by :meth:`release`)."""
+        ep = int(episode_index)
+        with self._cond:
+            self._check_open()
+            entry = self._entries.get(ep)
+            if entry is None:
+                raise KeyError(f"episode {ep} is not held by the cache (admit it first)")
+            entry.pins += 1
+            entry.last_used = time.monotonic()
+
+    def release(self, episode_index: int) -> None:
+        """Drop one lease (decode lease or, via :meth:`retire`, the admission pin)."""
+        ep = int(episode_index)
+        with self._cond:
+            entry = self._entries.get(ep)
+            if entry is None:
+                return
+            entry.pins = max(0, entry.pins - 1)
+            self._maybe_free(entry)
+            self._emit("release", ep)
+            self._cond.notify_all()
+
+    def retire(self, episode_index: int) -> None:
+        """The planner is done with the episode: drop its admission pin; the bytes are freed as soon
+        as the last decode lease is released (and the fetch finished)."""
+        ep = int(episode_index)
+        with self._cond:
+            entry = self._entries.get(ep)
+            if entry is None:
+                return
+            entry.retired = True
+            entry.pins = max(0, entry.pins - 1)
+            self._maybe_free(entry)
+            self._emit("retire", ep)
+            self._cond.notify_all()
+
+    def get(self, episode_index: int, *, timeout: float | None = None) -> EpisodePayload:
+        """Wait for the episode's fetch and return its payload.
+
+        Raises:
+            KeyError: the episode is not held.
+            TimeoutError: not finished within ``timeout`` seconds.
+            Exception: the fetch's own error (typed error naming episode, camera and file).
+        """
+        ep = int(episode_index)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                self._check_open()
+                entry = self._entries.get(ep)
+                if entry is None:
+                    raise KeyError(f"episode {ep} is not held by the cache")
+                if entry.done:
+                    break
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(f"episode {ep}: fetch not finished after {timeout} s")
+                self._cond.wait(remaining)
+            entry.last_used = time.monotonic()
+            if entry.error is not None:
+                raise entry.error
+            assert entry.result is not None
+            return entry.result
+
+    def close(self) -> None:
+        """Drop everything, wake waiters (they raise), wait for running fetches to finish."""
+        with self._cond:
+            self._closed = True
+            for entry in list(self._entries.values()):
+                if entry.future is not None:
+                    entry.future.cancel()
+            self._entries.clear()
+            self._reserved = 0
+            self._resident = 0
+            self._cond.notify_all()
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> "EpisodeByteCache":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"EpisodeByteCache(budget={self.byte_budget}, reserved={self._reserved}, "
+            f"resident={self._resident}, entries={len(self._entries)})"
+        )
