@@ -121,6 +121,11 @@ class DecodeError(LeRobotStreamError, RuntimeError):
     """The decoder failed on an episode's mini-MP4 (wraps the backend's error ``from e``)."""
 
 
+class DeltaTimestampsError(LeRobotStreamError, ValueError):
+    """``delta_timestamps`` are invalid: an offset is not a whole number of frames within
+    ``tolerance_s`` (``|d*fps - round(d*fps)| / fps > tolerance_s``) or names an unknown feature."""
+
+
 # --- BUDGETS, SHARDING, RESUME ----------------------------------------------------------------
 class ByteBudgetError(LeRobotStreamError, ValueError):
     """An episode's synthesized bytes exceed the worker's whole byte budget (raised before any fetch)."""
