@@ -42,3 +42,24 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     """Keep every test's caches (sidecars, derived indexes) out of the user's home."""
     home = tmp_path_factory.getbasetemp() / "hf_lerobot_home"
     monkeypatch.setenv("HF_LEROBOT_HOME", str(home))
+
+
+@pytest.fixture(scope="session")
+def make_generated_dataset(tmp_path_factory: pytest.TempPathFactory):
+    """Factory ``make_generated_dataset(**make_dataset_kwargs) -> Path`` of generated v3 datasets
+    (``tools/make_dataset.py``), built once per session per distinct kwargs and shared by every
+    test module. Treat the result as read-only (copy it before breaking it on purpose)."""
+    import json as _json
+
+    from tools.make_dataset import make_dataset
+
+    base = tmp_path_factory.mktemp("generated_datasets")
+    cache: dict[str, Path] = {}
+
+    def factory(**kwargs) -> Path:
+        key = _json.dumps(kwargs, sort_keys=True, default=repr)
+        if key not in cache:
+            cache[key] = make_dataset(base / f"ds{len(cache):03d}", **kwargs)
+        return cache[key]
+
+    return factory
