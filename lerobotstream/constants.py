@@ -54,3 +54,10 @@ BUCKET_SIDECAR_DIR = "meta/mp4-sidecars"
 def hf_offline() -> bool:
     """True when ``HF_HUB_OFFLINE`` is set to a true value (read at call time; tests toggle it)."""
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def distributed_env() -> tuple[str | None, str | None]:
+    """(``RANK``, ``WORLD_SIZE``) environment values as strings, or None when unset (read at call
+    time: launchers set them per process). Used by the planner when torch.distributed is not
+    initialised."""
+    return os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
