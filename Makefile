@@ -15,7 +15,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 EXT_SOURCES := $(shell find lerobotstream csrc -name '*.pyx' -o -name '*.pxd' -o -name '*.c' -path 'csrc/*' -o -name '*.h' 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: setup build test demo clean ffmpeg
+.PHONY: setup build test demo clean ffmpeg setup-lerobot test-lerobot
 
 setup: $(VENV)/.stamp-deps
 
@@ -50,3 +50,33 @@ clean:
 	rm -rf build *.egg-info $(VENV)/.stamp-*
 	find lerobotstream -name '*.so' -delete
 	find lerobotstream -name '*.c' -delete
+
+# ---- LeRobot integration (issue 7) -------------------------------------------------------------
+# LeRobot 0.4.4 (the newest release on Python 3.11) pins torch<2.11 / torchcodec<0.11 /
+# huggingface-hub<0.36, so it lives in its own venv. Our package is installed into it from a
+# snapshot of the working tree (non-editable: the Cython extensions are compiled inside that venv,
+# against its numpy, without touching the in-place .so files of .venv).
+LEROBOT_VENV ?= .venv-lerobot
+LEROBOT_SPEC ?= lerobot==0.4.4
+LPY := $(LEROBOT_VENV)/bin/python
+LPIP := $(LPY) -m pip --disable-pip-version-check
+LRS_SOURCES := $(shell find lerobotstream csrc -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' -o -path 'csrc/*.c' \) 2>/dev/null)
+
+setup-lerobot: $(LEROBOT_VENV)/.stamp-lrs
+
+$(LEROBOT_VENV)/.stamp-lerobot: | ffmpeg
+	@[ -x $(LPY) ] || $(PYTHON_BOOT) -m venv $(LEROBOT_VENV)
+	$(LPIP) install -q --upgrade pip
+	@echo ">> installing $(LEROBOT_SPEC) into $(LEROBOT_VENV) (first time: several minutes, ~3 GB: LeRobot pulls its own torch)"
+	$(LPIP) install -q "$(LEROBOT_SPEC)" "cython>=3.0" setuptools wheel "pytest>=7"
+	@touch $@
+
+$(LEROBOT_VENV)/.stamp-lrs: $(LEROBOT_VENV)/.stamp-lerobot pyproject.toml setup.py $(LRS_SOURCES)
+	@rm -rf $(LEROBOT_VENV)/src && mkdir -p $(LEROBOT_VENV)/src
+	@tar cf - --exclude='*.so' --exclude='__pycache__' pyproject.toml setup.py README.md lerobotstream csrc | tar xf - -C $(LEROBOT_VENV)/src
+	@find $(LEROBOT_VENV)/src/lerobotstream -name '*.c' -delete
+	$(LPIP) install -q --no-deps --no-build-isolation --force-reinstall $(LEROBOT_VENV)/src
+	@touch $@
+
+test-lerobot: setup-lerobot
+	cd tests_lerobot && ../$(LEROBOT_VENV)/bin/pytest -q -p no:cacheprovider $(PYTEST_ARGS) .
