@@ -1,0 +1,245 @@
+# distutils: sources = csrc/mp4_parse.c
+"""Parse an MP4's video sample table from header bytes only (moov), never the media payload."""
+
+import logging
+
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int64_t, uint8_t
+
+from lerobotstream.mp4._c cimport lrs_err, lrs_mp4_info, lrs_mp4_scan_moov, lrs_mp4_fill
+from lerobotstream.mp4._status import raise_status, E_TRUNCATED, E_BADBOX, E_UNSUPPORTED, E_OVERFLOW
+from lerobotstream.mp4._table import SampleTable
+
+cnp.import_array()
+
+log = logging.getLogger(__name__)
+
+PROBE_BYTES = 64 * 1024          # first read of the file's start
+TAIL_MAX_BYTES = 64 * 1024 * 1024  # read everything after mdat in one go when at most this much
+MOOV_MAX_BYTES = 1 << 30         # refuse a moov box larger than this (untrusted size field)
+MAX_TOP_LEVEL_BOXES = 1_000_000
+
+
+cdef _raise(int code, str path, str box, long long offset, str reason):
+    raise_status(code, path, box, offset, reason)
+
+
+cdef class _Reader:
+    """Window over the file: serves header bytes from the last read, else reads (and counts)."""
+    cdef object read
+    cdef public long long file_size
+    cdef bytes buf
+    cdef long long buf_off
+    cdef str path
+
+    def __init__(self, read, long long file_size, str path):
+        self.read = read
+        self.file_size = file_size
+        self.path = path
+        self.buf = b""
+        self.buf_off = 0
+
+    cdef bytes fetch(self, long long off, long long n):
+        """Exactly n bytes at off (n > 0, off + n <= file_size), one read call."""
+        data = self.read(off, n)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            data = bytes(data)
+        data = bytes(data)
+        if len(data) != n:
+            _raise(E_TRUNCATED, self.path, "", off,
+                   f"read({off}, {n}) returned {len(data)} bytes (file size {self.file_size})")
+        return data
+
+    cdef set_window(self, long long off, bytes data):
+        self.buf = data
+        self.buf_off = off
+
+    cdef bytes get(self, long long off, long long n):
+        """n bytes at off, from the window when it holds them, else one read."""
+        cdef long long rel = off - self.buf_off
+        if rel >= 0 and rel + n <= len(self.buf):
+            return self.buf[rel:rel + n]
+        return self.fetch(off, n)
+
+
+def _fourcc(b: bytes) -> str:
+    return "".join(chr(c) if 32 <= c < 127 else "?" for c in b)
+
+
+def parse_mp4(read, file_size, *, path="", track_id=None):
+    """Parse the video sample table of an MP4 reading header bytes only.
+
+    Reads a probe of the file's start; when ``moov`` is there it is used; when ``mdat`` comes
+    first its payload is skipped by its header size and the trailing boxes are read in **one**
+    range read. The media payload is never read (beyond what the first probe happens to cover).
+
+    Args:
+        read: callable ``read(offset, n) -> bytes`` returning exactly ``n`` bytes at ``offset``.
+        file_size: size of the file in bytes.
+        path: the file's path, named in every error message.
+        track_id: tkhd track_id of the video track to use; ``None`` picks the first video track
+            (a log line names the choice when there are several).
+
+    Returns:
+        SampleTable: arrays in decode order (see ``lerobotstream.mp4.SampleTable``).
+
+    Raises:
+        Mp4TruncatedError: a box runs past its parent or the file; a short read.
+        Mp4InconsistentTablesError: stts/stsz/stsc/stco/ctts/stss disagree, or sample bytes lie
+            outside the file.
+        Mp4UnsupportedError: fragmented MP4 (moof/mvex), several/non-unit-rate/repeated media
+            edits, no video track (or none with ``track_id``).
+        Mp4Error: any other malformed box (bad size, zero timescale, absurd values).
+    """
+    cdef long long fsize = int(file_size)
+    cdef long long pos = 0, size, hdr, nboxes = 0
+    cdef long long moov_off = -1, moov_size = 0, mdat_off = -1, mdat_size = 0
+    path = str(path)
+    if fsize < 8:
+        _raise(E_TRUNCATED, path, "", 0, f"file of {fsize} bytes is too small for an MP4")
+    r = _Reader(read, fsize, path)
+    r.set_window(0, r.fetch(0, min(PROBE_BYTES, fsize)))
+    moov = None
+    ftyp = b""
+    seen_mdat = False
+    while pos < fsize:
+        nboxes += 1
+        if nboxes > MAX_TOP_LEVEL_BOXES:
+            _raise(E_BADBOX, path, "", pos, "too many top-level boxes")
+        if fsize - pos < 8:
+            if moov is not None:
+                break
+            _raise(E_TRUNCATED, path, "", pos, f"partial box header in the last {fsize - pos} bytes")
+        if seen_mdat and moov is None and (pos < r.buf_off or pos + 16 > r.buf_off + len(r.buf)):
+            # after mdat: read the whole tail at once (normally just moov) when it is small enough
+            if fsize - pos <= TAIL_MAX_BYTES:
+                r.set_window(pos, r.fetch(pos, fsize - pos))
+        head = r.get(pos, min(16, fsize - pos))
+        size = int.from_bytes(head[0:4], "big")
+        btype = head[4:8]
+        hdr = 8
+        if size == 1:
+            if len(head) < 16:
+                _raise(E_TRUNCATED, path, _fourcc(btype), pos, "64-bit box size runs past the end of the file")
+            size = int.from_bytes(head[8:16], "big") if int.from_bytes(head[8:16], "big") < (1 << 62) else -1
+            if size < 0:
+                _raise(E_OVERFLOW, path, _fourcc(btype), pos, "absurd 64-bit box size")
+            hdr = 16
+        elif size == 0:
+            size = fsize - pos
+        if size < hdr:
+            _raise(E_BADBOX, path, _fourcc(btype), pos, f"box size {size} is smaller than its header")
+        if btype == b"moof":
+            _raise(E_UNSUPPORTED, path, "moof", pos, "fragmented MP4 (moof) is not supported")
+        if btype == b"mdat":
+            if mdat_off < 0:
+                mdat_off = pos
+                mdat_size = min(size, fsize - pos)  # a truncated file: mdat claims more than exists
+            seen_mdat = True
+            if moov is not None:
+                break
+        elif btype == b"moov":
+            if moov is not None:
+                _raise(E_BADBOX, path, "moov", pos, "second moov box")
+            if pos + size > fsize:
+                _raise(E_TRUNCATED, path, "moov", pos,
+                       f"moov of {size} bytes runs past the end of the file ({fsize - pos} bytes left)")
+            if size > MOOV_MAX_BYTES:
+                _raise(E_UNSUPPORTED, path, "moov", pos, f"moov of {size} bytes is larger than we accept")
+            moov = r.get(pos, size)
+            moov_off, moov_size = pos, size
+            if seen_mdat:
+                break
+        elif btype == b"ftyp" and not ftyp and moov is None:
+            if pos + size <= fsize and size <= 4096:
+                ftyp = r.get(pos, size)
+        elif pos + size > fsize and moov is None:
+            _raise(E_TRUNCATED, path, _fourcc(btype), pos,
+                   f"box of {size} bytes runs past the end of the file before any moov")
+        pos += size
+    if moov is None:
+        _raise(E_BADBOX, path, "moov", -1, "no moov box in the file")
+    return _parse_moov(moov, moov_off, fsize, path, track_id,
+                       dict(moov_offset=moov_off, moov_size=moov_size, mdat_offset=mdat_off,
+                            mdat_size=mdat_size, faststart=(mdat_off < 0 or moov_off < mdat_off),
+                            ftyp=bytes(ftyp), file_size=fsize))
+
+
+def parse_mp4_bytes(data, *, path="", track_id=None):
+    """Parse a whole MP4 held in memory; same result and errors as :func:`parse_mp4`.
+
+    Args:
+        data: the file's bytes (bytes, bytearray or memoryview).
+        path: name used in error messages.
+        track_id: as in :func:`parse_mp4`.
+    """
+    mv = memoryview(data).cast("B")
+
+    def read(off, n):
+        return bytes(mv[off:off + n])
+
+    return parse_mp4(read, len(mv), path=path, track_id=track_id)
+
+
+cdef object _parse_moov(bytes moov, long long moov_off, long long fsize, str path, object track_id, dict extra):
+    cdef lrs_mp4_info info
+    cdef lrs_err err
+    cdef const uint8_t[::1] buf = moov
+    cdef long long want = -1 if track_id is None else int(track_id)
+    cdef int st
+    cdef int64_t n
+    if track_id is not None and want < 0:
+        raise ValueError(f"track_id must be >= 0, got {track_id}")
+    st = lrs_mp4_scan_moov(&buf[0], len(moov), moov_off, fsize, want, &info, &err)
+    if st != 0:
+        _raise(st, path, err.box.decode("ascii", "replace"), err.offset, err.reason.decode("utf-8", "replace"))
+    n = info.num_samples
+    offset = np.empty(n, np.int64)
+    size = np.empty(n, np.int64)
+    dts = np.empty(n, np.int64)
+    cts = np.empty(n, np.int64)
+    pts = np.empty(n, np.int64)
+    sync = np.empty(n, np.bool_)
+    pts_s = np.empty(n, np.float64)
+    cdef int64_t[::1] v_off = offset, v_size = size, v_dts = dts, v_cts = cts, v_pts = pts
+    cdef double[::1] v_ps = pts_s
+    cdef uint8_t[::1] v_sync = sync.view(np.uint8)
+    cdef int64_t one = 0
+    cdef double oned = 0
+    cdef uint8_t oneb = 0
+    cdef const uint8_t *bp = &buf[0]
+    cdef long long blen = len(moov)
+    # zero-length arrays: hand C a valid dummy pointer
+    cdef int64_t *p_off = &v_off[0] if n else &one
+    cdef int64_t *p_size = &v_size[0] if n else &one
+    cdef int64_t *p_dts = &v_dts[0] if n else &one
+    cdef int64_t *p_cts = &v_cts[0] if n else &one
+    cdef int64_t *p_pts = &v_pts[0] if n else &one
+    cdef uint8_t *p_sync = &v_sync[0] if n else &oneb
+    cdef double *p_ps = &v_ps[0] if n else &oned
+    with nogil:
+        st = lrs_mp4_fill(bp, blen, moov_off, fsize, &info, p_off, p_size, p_dts, p_cts, p_pts, p_sync, p_ps, &err)
+    if st != 0:
+        _raise(st, path, err.box.decode("ascii", "replace"), err.offset, err.reason.decode("utf-8", "replace"))
+    order = np.argsort(pts, kind="stable").astype(np.int64, copy=False)
+    ids = tuple(int(info.video_track_ids[i]) for i in range(min(info.num_video_tracks, 32)))
+    if info.num_video_tracks > 1 and track_id is None:
+        log.info("%s: %d video tracks %s; using the first (track_id %d)", path or "<bytes>",
+                 info.num_video_tracks, ids, info.track_id)
+    for a in (offset, size, dts, cts, pts, sync, pts_s, order):
+        a.flags.writeable = False
+    return SampleTable(
+        offset=offset, size=size, dts_ticks=dts, cts_ticks=cts, pts_ticks=pts, is_sync=sync,
+        pts_s=pts_s, presentation_order=order,
+        media_timescale=int(info.media_timescale), movie_timescale=int(info.movie_timescale),
+        media_time=int(info.media_time), empty_edit_movie_ticks=int(info.empty_edit_movie_ticks),
+        edit_duration_movie_ticks=int(info.edit_duration_movie_ticks),
+        codec=info.codec.decode("ascii", "replace"),
+        stsd=moov[info.stsd_start:info.stsd_end],
+        width=int(info.width), height=int(info.height), track_id=int(info.track_id),
+        ctts_version=None if info.ctts_version < 0 else int(info.ctts_version),
+        path=path, display_width=int(info.display_width), display_height=int(info.display_height),
+        media_duration=int(info.media_duration), has_edit=bool(info.has_edit),
+        video_track_ids=ids, **extra,
+    )
