@@ -1,0 +1,545 @@
+"""LeRobotDataset v3 metadata: ``meta/info.json``, every ``meta/episodes`` shard, tasks and stats.
+
+Everything is read through a :class:`~lerobotstream.sources.ByteSource` (``read_file``, ``list``,
+``exists``), so the same reader serves a local folder, an fsspec URL or the Hub. Layout (LeRobot
+v3.0): ``meta/info.json``; ``meta/episodes/chunk-XXX/file-XXX.parquet`` (one row per episode,
+**all** shards are read, in sorted order); ``meta/tasks.parquet`` (pandas-index form with
+``__index_level_0__`` or a plain ``task`` column, plus ``task_index``); ``meta/stats.json``
+(optional). ``stats/*`` columns of the episode shards are never read (column projection).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lerobotstream.errors import MetadataError, SourceError, UnsupportedDatasetVersionError
+from lerobotstream.sources import ByteSource, LocalSource
+
+INFO_PATH = "meta/info.json"
+TASKS_PATH = "meta/tasks.parquet"
+STATS_PATH = "meta/stats.json"
+EPISODES_DIR = "meta/episodes"
+
+CONVERT_HINT = (
+    "Convert it to v3.0 first with LeRobot's converter: "
+    "`python -m lerobot.datasets.v30.convert_dataset_v21_to_v30 --repo-id=<repo_id>` "
+    "(lerobot >= 0.4; a local v2.1 folder with two-level paths can also use tools/convert_v21_to_v30.py)"
+)
+
+_REQUIRED_EPISODE_COLUMNS = ("episode_index", "length", "dataset_from_index", "dataset_to_index", "data/chunk_index", "data/file_index")
+_VIDEO_SUFFIXES = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
+
+
+@dataclass(frozen=True)
+class EpisodeVideo:
+    """Where one episode of one camera lives inside a concatenated MP4."""
+
+    path: str
+    """MP4 path relative to the dataset root (``videos/<key>/chunk-XXX/file-XXX.mp4``)."""
+    chunk_index: int
+    """``videos/<key>/chunk_index``."""
+    file_index: int
+    """``videos/<key>/file_index``."""
+    from_timestamp: float
+    """Start of the episode inside the MP4, seconds (float64, as stored)."""
+    to_timestamp: float
+    """End of the episode inside the MP4, seconds (float64, as stored)."""
+
+
+@dataclass(frozen=True)
+class EpisodeInfo:
+    """One row of ``meta/episodes`` (``stats/*`` dropped)."""
+
+    episode_index: int
+    """Episode id (``episode_index`` column)."""
+    length: int
+    """Number of frames; equals ``dataset_to_index - dataset_from_index``."""
+    dataset_from_index: int
+    """Global ``index`` of the episode's first frame (inclusive)."""
+    dataset_to_index: int
+    """One past the global ``index`` of its last frame (half-open)."""
+    data_path: str
+    """Parquet file holding its rows, relative to the root."""
+    data_chunk_index: int
+    """``data/chunk_index``."""
+    data_file_index: int
+    """``data/file_index``."""
+    videos: dict[str, EpisodeVideo] = field(default_factory=dict)
+    """Per video key (camera): its window in a concatenated MP4."""
+    tasks: tuple[str, ...] = ()
+    """Task strings of the episode (``tasks`` column; empty when absent)."""
+    shard: str = ""
+    """The ``meta/episodes`` shard this row came from (for messages)."""
+
+
+def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
+    if isinstance(source, ByteSource):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        text = os.fspath(source)
+        if "://" in text:
+            try:
+                from lerobotstream.sources import open_source  # type: ignore[attr-defined]
+            except ImportError as e:  # pragma: no cover - depends on the sources issue
+                raise MetadataError(f"no byte source for {text!r}: remote roots need sources.open_source") from e
+            return open_source(text)
+        if not Path(text).is_dir():
+            raise MetadataError(f"dataset root {text!r} is not a folder", path=text)
+        return LocalSource(text)
+    raise TypeError(f"source must be a ByteSource, str or Path, got {type(source).__name__}")
+
+
+def _where(source: ByteSource, path: str) -> str:
+    root = getattr(source, "root_display", "") or ""
+    return f"{root.rstrip('/')}/{path}" if root else path
+
+
+def _read_bytes(source: ByteSource, path: str, *, what: str) -> bytes:
+    try:
+        return source.read_file(path)
+    except FileNotFoundError as e:
+        raise MetadataError(f"{what} is missing: {_where(source, path)}", path=path) from e
+    except SourceError as e:
+        raise MetadataError(f"could not read {what} {_where(source, path)}: {e}", path=path) from e
+
+
+def _read_parquet(source: ByteSource, path: str, *, what: str, columns: Iterable[str] | None = None) -> pa.Table:
+    data = _read_bytes(source, path, what=what)
+    try:
+        pf = pq.ParquetFile(io.BytesIO(data))
+        names = pf.schema_arrow.names
+        cols = None if columns is None else [c for c in names if c in set(columns)]
+        return pf.read(columns=cols)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise MetadataError(f"{what} {_where(source, path)} is not a readable Parquet file: {e}", path=path) from e
+
+
+class DatasetMeta:
+    """Metadata of one LeRobotDataset v3 root, for a selection of its episodes.
+
+    Build with :meth:`load`. Attributes:
+
+    - ``info`` (dict): ``meta/info.json`` as stored (feature shapes turned into tuples).
+    - ``fps`` (int), ``features`` (dict), ``camera_keys`` (video + image keys, info order),
+      ``video_keys``, ``image_keys``, ``shapes`` (key -> tuple), ``names`` (key -> names).
+    - ``tasks`` (list[str] by task_index), ``task_to_index`` (dict), ``stats`` (dict; ``{}`` when
+      ``meta/stats.json`` is absent).
+    - ``total_episodes`` / ``total_frames``: counted from the episode shards (all episodes, not
+      the selection); ``info["total_*"]`` are only compared, and a mismatch lands in ``warnings``.
+    - ``episodes`` (list[EpisodeInfo], selection, episode_index order), ``episode_lengths``
+      (np.int64), ``episode_indices`` (np.int64), ``repo_id``, ``source``, ``warnings`` (list[str]).
+    """
+
+    def __init__(
+        self,
+        *,
+        source: ByteSource,
+        info: dict[str, Any],
+        tasks: list[str],
+        stats: dict[str, Any],
+        episodes: list[EpisodeInfo],
+        total_episodes: int,
+        total_frames: int,
+        repo_id: str,
+        warnings_: list[str],
+    ) -> None:
+        self.source = source
+        self.info = info
+        self.fps: int = int(info["fps"])
+        self.features: dict[str, dict[str, Any]] = info["features"]
+        self.video_keys: list[str] = [k for k, f in self.features.items() if f.get("dtype") == "video"]
+        self.image_keys: list[str] = [k for k, f in self.features.items() if f.get("dtype") == "image"]
+        self.camera_keys: list[str] = [k for k, f in self.features.items() if f.get("dtype") in ("video", "image")]
+        self.shapes: dict[str, tuple[int, ...]] = {k: tuple(f.get("shape") or ()) for k, f in self.features.items()}
+        self.names: dict[str, Any] = {k: f.get("names") for k, f in self.features.items()}
+        self.tasks = tasks
+        self.task_to_index: dict[str, int] = {t: i for i, t in enumerate(tasks)}
+        self.stats = stats
+        self.episodes = episodes
+        self._by_index = {ep.episode_index: ep for ep in episodes}
+        self.total_episodes = total_episodes
+        self.total_frames = total_frames
+        self.repo_id = repo_id
+        self.warnings = warnings_
+        self.codebase_version: str = str(info.get("codebase_version"))
+        self.episode_indices = np.array([ep.episode_index for ep in episodes], dtype=np.int64)
+        self.episode_lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
+
+    # --- conveniences ---------------------------------------------------------------------------
+    @property
+    def num_episodes(self) -> int:
+        """Episodes in the selection."""
+        return len(self.episodes)
+
+    @property
+    def num_frames(self) -> int:
+        """Frames in the selection."""
+        return int(self.episode_lengths.sum())
+
+    @property
+    def data_path_template(self) -> str:
+        return self.info["data_path"]
+
+    @property
+    def video_path_template(self) -> str | None:
+        return self.info.get("video_path")
+
+    def episode(self, episode_index: int) -> EpisodeInfo:
+        """The selected episode ``episode_index``. Raises MetadataError when it is not selected."""
+        try:
+            return self._by_index[int(episode_index)]
+        except KeyError:
+            raise MetadataError(
+                f"episode {episode_index} is not in the selection of {self.repo_id} ({self.num_episodes} episodes)",
+                episode_index=int(episode_index),
+            ) from None
+
+    def task_index(self, task: str) -> int:
+        """``task_index`` of a task string. Raises MetadataError for an unknown task."""
+        try:
+            return self.task_to_index[task]
+        except KeyError:
+            raise MetadataError(f"unknown task {task!r} in {self.repo_id}") from None
+
+    def video_paths(self) -> list[str]:
+        """Sorted unique relative MP4 paths used by the selection."""
+        return sorted({v.path for ep in self.episodes for v in ep.videos.values()})
+
+    def data_paths(self) -> list[str]:
+        """Sorted unique relative Parquet data paths used by the selection."""
+        return sorted({ep.data_path for ep in self.episodes})
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+    def __repr__(self) -> str:
+        return (
+            f"DatasetMeta(repo_id={self.repo_id!r}, fps={self.fps}, episodes={self.num_episodes}/{self.total_episodes}, "
+            f"frames={self.num_frames}, cameras={self.camera_keys})"
+        )
+
+    # --- loading -------------------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        source: ByteSource | str | os.PathLike,
+        *,
+        episodes: Sequence[int] | None = None,
+        repo_id: str | None = None,
+        check_files: bool = True,
+    ) -> "DatasetMeta":
+        """Read and validate the metadata of a v3 dataset root.
+
+        Args:
+            source: a ByteSource, or a local folder path.
+            episodes: episode indices to select (any order, duplicates ignored); None = all.
+            repo_id: name used in messages; default ``info["repo_id"]`` or the source root.
+            check_files: also check that every data Parquet and MP4 the selection uses exists
+                (one ``exists`` call per unique file).
+
+        Returns:
+            DatasetMeta: with ``episodes`` sorted by ``episode_index``.
+
+        Raises:
+            UnsupportedDatasetVersionError: ``codebase_version`` is not v3.x (v2.x: says how to convert).
+            MetadataError: a missing or unreadable file (``info.json``, a shard, ``tasks.parquet``,
+                a referenced data/video file), a missing column, an episode whose ``length``
+                disagrees with ``[dataset_from_index, dataset_to_index)``, overlapping ranges,
+                duplicate or missing episode indices, or an unknown episode in ``episodes``.
+                Messages name the episode and the file.
+        """
+        src = _as_source(source)
+        info = _load_info(src)
+        name = repo_id or info.get("repo_id") or src.root_display or "dataset"
+        notes: list[str] = []
+        tasks = _load_tasks(src)
+        stats = _load_stats(src)
+        rows, shard_of = _load_episode_rows(src, info)
+        all_eps = _build_episodes(src, info, rows, shard_of)
+        total_frames = int(sum(ep.length for ep in all_eps))
+        info_eps, info_frames = info.get("total_episodes"), info.get("total_frames")
+        if info_eps is not None and int(info_eps) != len(all_eps):
+            notes.append(
+                f"{_where(src, INFO_PATH)}: total_episodes={info_eps} but meta/episodes holds {len(all_eps)} episodes; using the episode shards"
+            )
+        if info_frames is not None and int(info_frames) != total_frames:
+            notes.append(
+                f"{_where(src, INFO_PATH)}: total_frames={info_frames} but the episode lengths sum to {total_frames}; using the episode shards"
+            )
+        train = (info.get("splits") or {}).get("train")
+        if isinstance(train, str) and train != f"0:{len(all_eps)}":
+            notes.append(f"{_where(src, INFO_PATH)}: splits.train={train!r} but meta/episodes holds {len(all_eps)} episodes; ignored")
+        for task_list in (ep.tasks for ep in all_eps):
+            for t in task_list:
+                if tasks and t not in tasks:
+                    notes.append(f"task {t!r} of an episode is not in {_where(src, TASKS_PATH)}")
+                    break
+        if episodes is None:
+            selected = all_eps
+        else:
+            by_idx = {ep.episode_index: ep for ep in all_eps}
+            wanted = sorted({int(e) for e in episodes})
+            unknown = [e for e in wanted if e not in by_idx]
+            if unknown:
+                raise MetadataError(
+                    f"episodes {unknown[:10]}{'...' if len(unknown) > 10 else ''} are not in {name} "
+                    f"(meta/episodes holds {len(all_eps)} episodes, indices {all_eps[0].episode_index}..{all_eps[-1].episode_index})",
+                    episode_index=unknown[0],
+                )
+            selected = [by_idx[e] for e in wanted]
+        if check_files:
+            _check_files(src, selected)
+        for note in notes:
+            warnings.warn(note, stacklevel=2)
+        return cls(
+            source=src,
+            info=info,
+            tasks=tasks,
+            stats=stats,
+            episodes=selected,
+            total_episodes=len(all_eps),
+            total_frames=total_frames,
+            repo_id=str(name),
+            warnings_=notes,
+        )
+
+
+def _load_info(src: ByteSource) -> dict[str, Any]:
+    raw = _read_bytes(src, INFO_PATH, what="meta/info.json")
+    try:
+        info = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MetadataError(f"{_where(src, INFO_PATH)} is not valid JSON: {e}", path=INFO_PATH) from e
+    if not isinstance(info, dict):
+        raise MetadataError(f"{_where(src, INFO_PATH)} must hold a JSON object", path=INFO_PATH)
+    version = str(info.get("codebase_version", ""))
+    if not version.startswith("v3"):
+        raise UnsupportedDatasetVersionError(
+            f"{_where(src, INFO_PATH)}: codebase_version {version or '(missing)'!r} is not supported; "
+            f"lerobotstream reads LeRobotDataset v3.x only. {CONVERT_HINT}",
+            path=INFO_PATH,
+            codebase_version=version,
+        )
+    for key in ("fps", "features", "data_path"):
+        if key not in info:
+            raise MetadataError(f"{_where(src, INFO_PATH)} lacks the key {key!r}", path=INFO_PATH)
+    if not isinstance(info["features"], dict):
+        raise MetadataError(f"{_where(src, INFO_PATH)}: 'features' must be an object", path=INFO_PATH)
+    try:
+        fps = float(info["fps"])
+    except (TypeError, ValueError):
+        fps = -1.0
+    if fps <= 0 or fps != int(fps):
+        raise MetadataError(f"{_where(src, INFO_PATH)}: fps must be a positive integer, got {info['fps']!r}", path=INFO_PATH)
+    for key, feat in info["features"].items():
+        if not isinstance(feat, dict) or "dtype" not in feat:
+            raise MetadataError(f"{_where(src, INFO_PATH)}: feature {key!r} has no dtype", path=INFO_PATH)
+        if isinstance(feat.get("shape"), list):
+            feat["shape"] = tuple(feat["shape"])
+    has_video = any(f.get("dtype") == "video" for f in info["features"].values())
+    if has_video and not info.get("video_path"):
+        raise MetadataError(f"{_where(src, INFO_PATH)} has video features but no video_path template", path=INFO_PATH)
+    return info
+
+
+def _load_tasks(src: ByteSource) -> list[str]:
+    table = _read_parquet(src, TASKS_PATH, what="tasks file")
+    names = table.column_names
+    task_col = None
+    if "task" in names:
+        task_col = "task"
+    elif "__index_level_0__" in names:
+        task_col = "__index_level_0__"
+    else:
+        meta = (table.schema.metadata or {}).get(b"pandas")
+        if meta:
+            try:
+                idx_cols = [c for c in json.loads(meta).get("index_columns", []) if isinstance(c, str)]
+            except (ValueError, AttributeError):
+                idx_cols = []
+            task_col = next((c for c in idx_cols if c in names), None)
+    if task_col is None or "task_index" not in names:
+        raise MetadataError(
+            f"{_where(src, TASKS_PATH)} needs a task_index column and the task strings (a 'task' column or the pandas index); "
+            f"columns are {names}",
+            path=TASKS_PATH,
+        )
+    idx = table.column("task_index").to_pylist()
+    strings = table.column(task_col).to_pylist()
+    if sorted(idx) != list(range(len(idx))):
+        raise MetadataError(f"{_where(src, TASKS_PATH)}: task_index values {sorted(idx)[:10]} are not 0..{len(idx) - 1}", path=TASKS_PATH)
+    out = [""] * len(idx)
+    for i, s in zip(idx, strings):
+        out[i] = str(s)
+    return out
+
+
+def _load_stats(src: ByteSource) -> dict[str, Any]:
+    if not src.exists(STATS_PATH):
+        return {}
+    raw = _read_bytes(src, STATS_PATH, what="meta/stats.json")
+    try:
+        stats = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MetadataError(f"{_where(src, STATS_PATH)} is not valid JSON: {e}", path=STATS_PATH) from e
+    return stats if isinstance(stats, dict) else {}
+
+
+def _load_episode_rows(src: ByteSource, info: Mapping[str, Any]) -> tuple[dict[str, list], list[str]]:
+    """Concatenated non-``stats/*`` columns of every shard, and the shard of each row."""
+    shards = [p for p in src.list(EPISODES_DIR) if p.endswith(".parquet")]
+    shards = sorted(p for p in shards if _is_shard_path(p))
+    if not shards:
+        raise MetadataError(
+            f"no episode metadata: {_where(src, EPISODES_DIR)}/chunk-*/file-*.parquet not found", path=EPISODES_DIR
+        )
+    video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
+    wanted = list(_REQUIRED_EPISODE_COLUMNS) + ["tasks"] + [f"videos/{k}/{s}" for k in video_keys for s in _VIDEO_SUFFIXES]
+    cols: dict[str, list] = {c: [] for c in wanted}
+    shard_of: list[str] = []
+    for shard in shards:
+        table = _read_parquet(src, shard, what="episode metadata shard", columns=wanted)
+        missing = [c for c in wanted if c not in table.column_names and c != "tasks"]
+        if missing:
+            raise MetadataError(f"episode metadata shard {_where(src, shard)} lacks the columns {missing}", path=shard)
+        for c in wanted:
+            if c in table.column_names:
+                cols[c].extend(table.column(c).to_pylist())
+            else:
+                cols[c].extend([None] * table.num_rows)
+        shard_of.extend([shard] * table.num_rows)
+    return cols, shard_of
+
+
+def _is_shard_path(path: str) -> bool:
+    parts = path.split("/")
+    return len(parts) == 4 and parts[2].startswith("chunk-") and parts[3].startswith("file-")
+
+
+def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, list], shard_of: list[str]) -> list[EpisodeInfo]:
+    n = len(shard_of)
+    if n == 0:
+        raise MetadataError(f"the episode metadata shards under {_where(src, EPISODES_DIR)} hold no episodes", path=EPISODES_DIR)
+    for c in _REQUIRED_EPISODE_COLUMNS:
+        bad = [i for i, v in enumerate(cols[c]) if v is None]
+        if bad:
+            i = bad[0]
+            raise MetadataError(f"episode row {i} of {_where(src, shard_of[i])} has a null {c!r}", path=shard_of[i])
+    ep_idx = np.asarray(cols["episode_index"], dtype=np.int64)
+    order = np.argsort(ep_idx, kind="stable")
+    sorted_idx = ep_idx[order]
+    dup = np.nonzero(sorted_idx[1:] == sorted_idx[:-1])[0]
+    if dup.size:
+        a, b = order[dup[0]], order[dup[0] + 1]
+        e = int(sorted_idx[dup[0]])
+        raise MetadataError(
+            f"episode {e} appears twice in meta/episodes: in {_where(src, shard_of[a])} and {_where(src, shard_of[b])}",
+            episode_index=e,
+            path=shard_of[b],
+        )
+    expected = np.arange(n, dtype=np.int64)
+    if not np.array_equal(sorted_idx, expected):
+        missing = np.setdiff1d(np.arange(max(n, int(sorted_idx[-1]) + 1)), sorted_idx)
+        raise MetadataError(
+            f"meta/episodes under {_where(src, EPISODES_DIR)} is missing episodes {missing[:10].tolist()} "
+            f"(episode indices must be 0..N-1; found {n} rows, max index {int(sorted_idx[-1])}); a shard may be missing",
+            episode_index=int(missing[0]) if missing.size else None,
+            path=EPISODES_DIR,
+        )
+    info_eps = info.get("total_episodes")
+    if info_eps is not None and int(info_eps) > n:
+        raise MetadataError(
+            f"{_where(src, INFO_PATH)} says total_episodes={info_eps} but the shards under {_where(src, EPISODES_DIR)} "
+            f"hold only episodes 0..{n - 1}: episodes {n}..{int(info_eps) - 1} are missing (a shard may be missing)",
+            episode_index=n,
+            path=EPISODES_DIR,
+        )
+    video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
+    data_tpl, video_tpl = info["data_path"], info.get("video_path")
+    out: list[EpisodeInfo] = []
+    prev_to = None
+    for i in order.tolist():
+        e = int(cols["episode_index"][i])
+        shard = shard_of[i]
+        length = int(cols["length"][i])
+        lo, hi = int(cols["dataset_from_index"][i]), int(cols["dataset_to_index"][i])
+        if length <= 0 or hi - lo != length or lo < 0:
+            raise MetadataError(
+                f"episode {e} in {_where(src, shard)}: length {length} disagrees with [dataset_from_index, dataset_to_index) = [{lo}, {hi})",
+                episode_index=e,
+                path=shard,
+            )
+        if prev_to is not None and lo < prev_to:
+            raise MetadataError(
+                f"episode {e} in {_where(src, shard)}: [dataset_from_index, dataset_to_index) = [{lo}, {hi}) overlaps the previous episode (ends at {prev_to})",
+                episode_index=e,
+                path=shard,
+            )
+        prev_to = hi
+        dc, df = int(cols["data/chunk_index"][i]), int(cols["data/file_index"][i])
+        videos: dict[str, EpisodeVideo] = {}
+        for key in video_keys:
+            vals = [cols[f"videos/{key}/{s}"][i] for s in _VIDEO_SUFFIXES]
+            if any(v is None for v in vals):
+                raise MetadataError(
+                    f"episode {e}, camera {key!r}: null video location in {_where(src, shard)}",
+                    episode_index=e,
+                    camera=key,
+                    path=shard,
+                )
+            vc, vf, t0, t1 = int(vals[0]), int(vals[1]), float(vals[2]), float(vals[3])
+            if not (0.0 <= t0 < t1) or not np.isfinite(t1):
+                raise MetadataError(
+                    f"episode {e}, camera {key!r}: bad video window from_timestamp={t0} to_timestamp={t1} in {_where(src, shard)}",
+                    episode_index=e,
+                    camera=key,
+                    path=shard,
+                )
+            videos[key] = EpisodeVideo(video_tpl.format(video_key=key, chunk_index=vc, file_index=vf), vc, vf, t0, t1)
+        tasks = cols["tasks"][i]
+        out.append(
+            EpisodeInfo(
+                episode_index=e,
+                length=length,
+                dataset_from_index=lo,
+                dataset_to_index=hi,
+                data_path=data_tpl.format(chunk_index=dc, file_index=df),
+                data_chunk_index=dc,
+                data_file_index=df,
+                videos=videos,
+                tasks=tuple(str(t) for t in tasks) if tasks is not None else (),
+                shard=shard,
+            )
+        )
+    return out
+
+
+def _check_files(src: ByteSource, episodes: Sequence[EpisodeInfo]) -> None:
+    first_user: dict[str, tuple[EpisodeInfo, str | None]] = {}
+    for ep in episodes:
+        first_user.setdefault(ep.data_path, (ep, None))
+        for key, v in ep.videos.items():
+            first_user.setdefault(v.path, (ep, key))
+    for path in sorted(first_user):
+        if not src.exists(path):
+            ep, key = first_user[path]
+            what = f"camera {key!r} video" if key else "data file"
+            raise MetadataError(
+                f"episode {ep.episode_index}: {what} {_where(src, path)} is missing (referenced by {_where(src, ep.shard)})",
+                episode_index=ep.episode_index,
+                camera=key,
+                path=path,
+            )
+
+
+__all__ = ["DatasetMeta", "EpisodeInfo", "EpisodeVideo", "CONVERT_HINT"]
