@@ -2,10 +2,26 @@
 
 Every reader of the library (metadata, sidecar building, payload fetching) goes through one
 :class:`ByteSource`. Paths are POSIX paths relative to the dataset root (``meta/info.json``,
-``videos/observation.images.top/chunk-000/file-000.mp4``).
+``videos/observation.images.top/chunk-000/file-000.mp4``). :func:`open_source` picks the backend.
 """
 
-from lerobotstream.sources._base import ByteSource, SourceStats
+from lerobotstream.sources._base import COALESCE_GAP_BYTES, ByteSource, SourceStats, coalesce_ranges
+from lerobotstream.sources._fsspec import FsspecSource
+from lerobotstream.sources._http import HttpSource, RetryPolicy
+from lerobotstream.sources._hub import HubSource
 from lerobotstream.sources._local import LocalSource
+from lerobotstream.sources._open import open_source, parse_hf_url
 
-__all__ = ["ByteSource", "SourceStats", "LocalSource"]
+__all__ = [
+    "ByteSource",
+    "SourceStats",
+    "LocalSource",
+    "FsspecSource",
+    "HttpSource",
+    "HubSource",
+    "RetryPolicy",
+    "open_source",
+    "parse_hf_url",
+    "coalesce_ranges",
+    "COALESCE_GAP_BYTES",
+]

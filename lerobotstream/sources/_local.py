@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Sequence
 
 from lerobotstream.errors import RangeReadError, SourceNotFoundError
-from lerobotstream.sources._base import ByteSource
+from lerobotstream.sources._base import ByteSource, check_ranges
+
+#: open descriptors kept per process (least recently used closed beyond this)
+MAX_OPEN_FILES = 256
 
 
 class LocalSource(ByteSource):
@@ -23,6 +26,7 @@ class LocalSource(ByteSource):
         self.root = Path(root).expanduser().resolve()
         self.root_display = str(self.root)
         self._fds: dict[str, int] = {}
+        self._refs: dict[str, int] = {}
         self._pid = os.getpid()
         self._lock = threading.Lock()
 
@@ -32,19 +36,30 @@ class LocalSource(ByteSource):
     def local_path(self, path: str) -> str | None:
         return str(self._abs(path))
 
-    def _fd(self, path: str) -> int:
+    def _acquire(self, path: str) -> int:
+        """An open descriptor for ``path`` (per process), pinned until :meth:`_release`."""
         with self._lock:
             if self._pid != os.getpid():  # forked: never reuse the parent's descriptors
                 self._fds = {}
+                self._refs = {}
                 self._pid = os.getpid()
-            fd = self._fds.get(path)
+            fd = self._fds.pop(path, None)
             if fd is None:
+                # close least recently used descriptors that no thread is reading from
+                for old in [p for p in self._fds if not self._refs.get(p)][: max(0, len(self._fds) + 1 - MAX_OPEN_FILES)]:
+                    os.close(self._fds.pop(old))
                 try:
                     fd = os.open(self._abs(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
                 except FileNotFoundError as e:
                     raise SourceNotFoundError(f"file not found: {self._abs(path)}", path=path) from e
-                self._fds[path] = fd
+            self._fds[path] = fd  # (re)insert: most recently used last
+            self._refs[path] = self._refs.get(path, 0) + 1
             return fd
+
+    def _release(self, path: str) -> None:
+        with self._lock:
+            if path in self._refs:
+                self._refs[path] -= 1
 
     def size(self, path: str) -> int:
         try:
@@ -53,7 +68,10 @@ class LocalSource(ByteSource):
             raise SourceNotFoundError(f"file not found: {self._abs(path)}", path=path) from e
 
     def fingerprint(self, path: str) -> str | None:
-        st = self._abs(path).stat()
+        try:
+            st = self._abs(path).stat()
+        except FileNotFoundError as e:
+            raise SourceNotFoundError(f"file not found: {self._abs(path)}", path=path) from e
         return f"mtime_ns={st.st_mtime_ns}:size={st.st_size}"
 
     def exists(self, path: str) -> bool:
@@ -66,19 +84,24 @@ class LocalSource(ByteSource):
         return sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*") if p.is_file())
 
     def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        fd = self._fd(path)
+        check_ranges(path, ranges)
+        fd = self._acquire(path)
         out = []
         total = 0
-        for offset, length in ranges:
-            data = os.pread(fd, length, offset)
-            if len(data) != length:
-                raise RangeReadError(
-                    f"short read of {self._abs(path)}: asked [{offset}, {offset + length}), got {len(data)} bytes",
-                    path=path,
-                )
-            out.append(data)
-            total += length
-        self.stats.add(requests=len(ranges), bytes_read=total)
+        try:
+            for offset, length in ranges:
+                data = os.pread(fd, length, offset)
+                if len(data) != length:
+                    raise RangeReadError(
+                        f"short read of {self._abs(path)}: asked [{offset}, {offset + length}), got {len(data)} bytes",
+                        path=path,
+                        offset=offset,
+                    )
+                out.append(data)
+                total += length
+        finally:
+            self._release(path)
+        self.stats.add(requests=len(ranges), bytes_read=total, bytes_requested=total)
         return out
 
     def close(self) -> None:
@@ -87,6 +110,7 @@ class LocalSource(ByteSource):
                 for fd in self._fds.values():
                     os.close(fd)
             self._fds = {}
+            self._refs = {}
 
     def __del__(self) -> None:
         try:

@@ -1,0 +1,151 @@
+"""Any fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``...) as a byte source.
+
+Each thread of each process opens its own filesystem instance (``skip_instance_cache=True``,
+kept in a thread-local keyed by PID), so a forked worker never reuses its parent's sessions.
+Ranges are read with ``cat_ranges`` (one call per coalesced group, no file object and hence no
+read-ahead cache); every returned blob is length-checked before it is handed out.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Mapping, Sequence
+
+from lerobotstream.errors import RangeReadError, SourceError
+from lerobotstream.sources._base import ByteSource, check_ranges, coalesce_ranges
+from lerobotstream.sources._http import error_for, redact_url
+
+_FINGERPRINT_KEYS = ("xet_hash", "ETag", "etag", "e_tag", "md5", "md5Hash", "checksum", "sha256", "crc32c")
+
+
+class FsspecSource(ByteSource):
+    """Files under an fsspec URL root.
+
+    Args:
+        root: fsspec URL of the dataset root (``s3://bucket/ds``, ``memory://ds``...).
+        storage_options: keyword arguments of the filesystem (credentials stay out of ``repr``
+            and errors).
+    """
+
+    def __init__(self, root: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        import fsspec.core
+
+        self.protocol, base = fsspec.core.split_protocol(root)
+        self.protocol = self.protocol or "file"
+        self._options = dict(storage_options or {})
+        cls = fsspec.get_filesystem_class(self.protocol)
+        self.base = cls._strip_protocol(root).rstrip("/")
+        self.root_display = redact_url(root) if "://" in root else root
+        self._local = threading.local()
+        self._info_lock = threading.Lock()
+        self._info: dict[str, dict] = {}
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_local")
+        state.pop("_info_lock")
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local = threading.local()
+        self._info_lock = threading.Lock()
+
+    @property
+    def fs(self):
+        """This thread's (and this process's) filesystem instance."""
+        loc = self._local
+        if getattr(loc, "pid", None) != os.getpid():
+            import fsspec
+
+            loc.fs = fsspec.filesystem(self.protocol, skip_instance_cache=True, **self._options)
+            loc.pid = os.getpid()
+        return loc.fs
+
+    def _full(self, path: str) -> str:
+        return f"{self.base}/{path}" if self.base else path
+
+    def _err(self, e: BaseException, path: str) -> SourceError:
+        return error_for(None, path=path, where=self.root_display, exc=e)
+
+    def _stat(self, path: str) -> dict:
+        with self._info_lock:
+            hit = self._info.get(path)
+        if hit is not None:
+            return hit
+        try:
+            info = self.fs.info(self._full(path))
+        except Exception as e:
+            raise self._err(e, path) from None
+        self.stats.add(metadata_requests=1)
+        if info.get("type") == "directory":
+            raise error_for(404, path=path, where=self.root_display, detail="it is a folder")
+        with self._info_lock:
+            self._info[path] = info
+        return info
+
+    def size(self, path: str) -> int:
+        return int(self._stat(path)["size"])
+
+    def fingerprint(self, path: str) -> str | None:
+        info = self._stat(path)
+        for key in _FINGERPRINT_KEYS:
+            if info.get(key):
+                return f"{key.lower()}={info[key]}"
+        for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+            if info.get(key):
+                return f"{key}={info[key]}:size={info['size']}"
+        return None  # no stable object identity: callers rebuild derived indexes each open
+
+    def list(self, prefix: str) -> list[str]:
+        base = self._full(prefix.strip("/"))
+        try:
+            found = self.fs.find(base)
+        except FileNotFoundError:
+            return []
+        except Exception as e:
+            raise self._err(e, prefix) from None
+        self.stats.add(metadata_requests=1)
+        return sorted(_rel(p, self.base) for p in found)
+
+    def local_path(self, path: str) -> str | None:
+        return self._full(path) if self.protocol in ("file", "local") else None
+
+    def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        check_ranges(path, ranges, self.size(path))
+        groups, where = coalesce_ranges(ranges)
+        full = self._full(path)
+        if groups:
+            try:
+                blobs = self.fs.cat_ranges([full] * len(groups), [o for o, _ in groups], [o + n for o, n in groups],
+                                           on_error="raise")
+            except Exception as e:
+                raise self._err(e, path) from None
+        else:
+            blobs = []
+        for (off, n), blob in zip(groups, blobs):
+            if isinstance(blob, BaseException):
+                raise self._err(blob, path)
+            if len(blob) != n:
+                raise RangeReadError(
+                    f"short read of {path!r} at {self.root_display}: asked [{off}, {off + n}), got {len(blob)} bytes",
+                    path=path, offset=off,
+                )
+        self.stats.add(requests=len(groups), bytes_read=sum(len(b) for b in blobs),
+                       bytes_requested=sum(int(n) for _, n in ranges))
+        out = []
+        for g, start, n in where:
+            out.append(b"" if n == 0 else bytes(memoryview(blobs[g])[start : start + n]))
+        return out
+
+
+def _rel(p: str, base: str) -> str:
+    p = p.rstrip("/")
+    b = base.rstrip("/")
+    if b and p.startswith(b + "/"):
+        return p[len(b) + 1 :]
+    if b.lstrip("/") and p.lstrip("/").startswith(b.lstrip("/") + "/"):
+        return p.lstrip("/")[len(b.lstrip("/")) + 1 :]
+    return p.lstrip("/")

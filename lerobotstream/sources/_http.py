@@ -1,0 +1,498 @@
+"""Native HTTP range fetcher: bounded keep-alive connections per process, retries, checked ranges.
+
+Built on the standard library's ``http.client`` so that every byte on the wire is ours to check:
+no read-ahead, no automatic redirects (so ``Authorization`` never follows a redirect to another
+host), one ``Range`` request per coalesced group of ranges, and every ``206`` answer verified
+against ``Content-Range`` and its length before it is returned.
+
+Retry policy (:class:`RetryPolicy`): connection errors, resets, timeouts, truncated bodies,
+mis-ranged answers and statuses 408/425/429/500/502/503/504 are retried up to ``max_retries`` times
+with exponential backoff and full jitter (``min(cap, base * 2**attempt) * U(0.5, 1)``); a
+``Retry-After`` header (seconds or HTTP date, capped) replaces the computed wait.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import os
+import random
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from typing import Callable, Mapping, Sequence
+from urllib.parse import quote, unquote, urljoin, urlsplit
+
+from lerobotstream.errors import (
+    RangeReadError,
+    SourceAuthError,
+    SourceError,
+    SourceNotFoundError,
+)
+from lerobotstream.sources._base import ByteSource
+
+#: connections per process and per client (shared by all threads of the process)
+DEFAULT_MAX_CONNECTIONS = 16
+#: seconds before a connect or a read on the socket gives up (then retried)
+DEFAULT_TIMEOUT_S = 60.0
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+_MAX_REDIRECTS = 5
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry a failed request.
+
+    Attributes:
+        max_retries: retries after the first attempt (so at most ``max_retries + 1`` requests).
+        backoff_base_s: first backoff, seconds (doubles each retry).
+        backoff_cap_s: largest computed backoff, seconds.
+        max_retry_after_s: largest wait honoured from a ``Retry-After`` header, seconds.
+    """
+
+    max_retries: int = 5
+    backoff_base_s: float = 0.25
+    backoff_cap_s: float = 8.0
+    max_retry_after_s: float = 60.0
+
+    def delay_s(self, attempt: int, rng: random.Random, retry_after: str | None = None) -> float:
+        """Seconds to wait before retry number ``attempt`` (0-based)."""
+        if retry_after:
+            wait = _parse_retry_after(retry_after)
+            if wait is not None:
+                return min(max(wait, 0.0), self.max_retry_after_s)
+        return min(self.backoff_cap_s, self.backoff_base_s * (2**attempt)) * rng.uniform(0.5, 1.0)
+
+
+def _parse_retry_after(value: str) -> float | None:
+    value = value.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return when.timestamp() - time.time()
+
+
+def redact_url(url: str) -> str:
+    """``scheme://host[:port]/path`` without user info, query string or fragment (signed URLs
+    carry credentials in the query)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+@dataclass
+class Response:
+    """One complete HTTP answer (body fully read)."""
+
+    status: int
+    headers: Mapping[str, str]  # lower-case names
+    body: bytes
+    url: str
+
+
+class TransportError(Exception):
+    """A request failed below HTTP (connect, reset, timeout, truncated body); always retryable."""
+
+
+class HttpClient:
+    """Keep-alive ``http.client`` connections, at most ``max_connections`` open per process.
+
+    Thread-safe. Fork-safe: the pool is keyed by PID, so a forked worker opens its own sockets and
+    never touches its parent's.
+    """
+
+    def __init__(self, max_connections: int = DEFAULT_MAX_CONNECTIONS, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {max_connections}")
+        self.max_connections = max_connections
+        self.timeout_s = timeout_s
+        self._pid = -1
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.max_connections)
+        self._idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
+        self._num_idle = 0
+        self._ssl: ssl.SSLContext | None = None
+
+    def _check_pid(self) -> None:
+        if self._pid != os.getpid():
+            with threading.Lock():
+                if self._pid != os.getpid():
+                    self._reset()  # forked: drop (never close, never use) the parent's sockets
+
+    def __getstate__(self):
+        return {"max_connections": self.max_connections, "timeout_s": self.timeout_s}
+
+    def __setstate__(self, state):
+        self.__init__(**state)
+
+    def _take(self, key: tuple[str, str, int]) -> http.client.HTTPConnection:
+        with self._lock:
+            conns = self._idle.get(key)
+            if conns:
+                self._num_idle -= 1
+                return conns.pop()
+        scheme, host, port = key
+        if scheme == "https":
+            if self._ssl is None:
+                self._ssl = ssl.create_default_context()
+                try:
+                    import certifi  # optional: the same CA bundle as the Hub client
+
+                    self._ssl.load_verify_locations(certifi.where())
+                except ImportError:
+                    pass
+            return http.client.HTTPSConnection(host, port, timeout=self.timeout_s, context=self._ssl)
+        return http.client.HTTPConnection(host, port, timeout=self.timeout_s)
+
+    def _give_back(self, key, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            # Keep at most max_connections sockets idle; together with the slot semaphore no more
+            # than max_connections are ever in use, and idle ones beyond the cap are closed.
+            if self._num_idle >= self.max_connections:
+                victim_key = next((k for k, v in self._idle.items() if v), None)
+                if victim_key is not None:
+                    self._idle[victim_key].pop(0).close()
+                    self._num_idle -= 1
+            self._idle.setdefault(key, []).append(conn)
+            self._num_idle += 1
+
+    def send(self, method: str, url: str, headers: Mapping[str, str] | None = None) -> Response:
+        """One request, no redirects followed, body read fully.
+
+        Raises:
+            TransportError: connection refused/reset, timeout, or a body shorter than announced.
+        """
+        self._check_pid()
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
+            raise SourceError(f"not an HTTP URL: {redact_url(url)}")
+        key = (scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80))
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        with self._slots:
+            conn = self._take(key)
+            try:
+                conn.request(method, target, headers=dict(headers or {}))
+                resp = conn.getresponse()
+                body = resp.read() if method != "HEAD" else b""
+                resp_headers = {k.lower(): v for k, v in resp.getheaders()}
+                if "content-length" in resp_headers and method != "HEAD":
+                    if len(body) != int(resp_headers["content-length"]):
+                        raise http.client.IncompleteRead(body, int(resp_headers["content-length"]) - len(body))
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                conn.close()
+                raise TransportError(f"{type(e).__name__} on {method} {redact_url(url)}") from None
+            if resp.will_close:
+                conn.close()
+            else:
+                self._give_back(key, conn)
+        return Response(resp.status, resp_headers, body, url)
+
+    def close(self) -> None:
+        """Close this process's idle connections."""
+        if self._pid != os.getpid():
+            self._reset()
+            return
+        with self._lock:
+            for conns in self._idle.values():
+                for c in conns:
+                    c.close()
+            self._idle = {}
+            self._num_idle = 0
+
+
+def error_for(
+    status: int | None,
+    *,
+    path: str,
+    where: str,
+    detail: str = "",
+    exc: BaseException | None = None,
+) -> SourceError:
+    """The one place mapping a store failure to a typed error.
+
+    Args:
+        status: HTTP status (or None for a non-HTTP failure described by ``exc``).
+        path: dataset-relative path that was being read.
+        where: a credential-free description of the location (redacted URL or root).
+        detail: extra text (never containing credentials).
+        exc: the underlying exception (huggingface_hub, fsspec or OSError), when there is one.
+    """
+    extra = f": {detail}" if detail else ""
+    if exc is not None and status is None:
+        resp = getattr(exc, "response", None)
+        status = getattr(resp, "status_code", None)
+        name = type(exc).__name__
+        if name in ("RepositoryNotFoundError", "RevisionNotFoundError", "EntryNotFoundError", "BucketNotFoundError",
+                    "RemoteEntryNotFoundError", "LocalEntryNotFoundError") or isinstance(exc, FileNotFoundError):
+            return SourceNotFoundError(f"{path!r} not found at {where} ({name}){extra}", path=path)
+        if name == "GatedRepoError" or isinstance(exc, PermissionError):
+            return SourceAuthError(f"access to {path!r} at {where} was refused ({name}){extra}", path=path)
+        if name == "OfflineModeIsEnabled":
+            return SourceError(
+                f"cannot read {path!r} from {where}: huggingface_hub offline mode is enabled (HF_HUB_OFFLINE); "
+                "use a local dataset root instead",
+                path=path,
+            )
+        if status is None:
+            return SourceError(f"reading {path!r} from {where} failed ({name}){extra}", path=path)
+    if status in (401, 403):
+        return SourceAuthError(
+            f"the store refused our credentials (HTTP {status}) for {path!r} at {where}{extra}", path=path, status=status
+        )
+    if status in (404, 410):
+        return SourceNotFoundError(f"{path!r} not found (HTTP {status}) at {where}{extra}", path=path, status=status)
+    if status == 416:
+        return RangeReadError(f"range not satisfiable (HTTP 416) for {path!r} at {where}{extra}", path=path, status=status)
+    return SourceError(f"reading {path!r} from {where} failed (HTTP {status}){extra}", path=path, status=status)
+
+
+def check_range_response(r: Response, offset: int, length: int) -> str | None:
+    """None when ``r`` holds exactly bytes ``[offset, offset + length)``, else why not."""
+    if r.status == 200:
+        if offset == 0 and len(r.body) == length:
+            return None  # a server may answer a whole-file range with 200
+        return f"server ignored the Range header (200 with {len(r.body)} bytes)"
+    if r.status != 206:
+        return f"unexpected HTTP {r.status} for a range read"
+    cr = r.headers.get("content-range", "")
+    try:
+        unit, rest = cr.split(" ", 1)
+        span, _total = rest.split("/", 1)
+        first, last = (int(x) for x in span.split("-", 1))
+    except ValueError:
+        return f"missing or malformed Content-Range {cr!r}"
+    if unit != "bytes" or first != offset or last != offset + length - 1:
+        return f"wrong Content-Range {cr!r} for bytes={offset}-{offset + length - 1}"
+    if len(r.body) != length:
+        return f"body has {len(r.body)} bytes, expected {length}"
+    return None
+
+
+class RangeFetcher:
+    """Range GETs with retries against URLs given by a resolver (redirects resolved by the caller).
+
+    Args:
+        client: connection pool.
+        retry: retry policy.
+        stats: counters to update.
+        sleep: injectable sleep (tests).
+    """
+
+    def __init__(self, client: HttpClient, retry: RetryPolicy, stats, sleep: Callable[[float], None] = time.sleep):
+        self.client = client
+        self.retry = retry
+        self.stats = stats
+        self._sleep = sleep
+        self._rng = random.Random()  # jitter only; never the global RNG
+
+    def request(
+        self,
+        method: str,
+        resolve: Callable[[], tuple[str, dict[str, str]]],
+        *,
+        path: str,
+        invalidate: Callable[[], None] | None = None,
+        offset: int | None = None,
+        length: int | None = None,
+        metadata: bool = False,
+        accept_redirect: bool = False,
+    ) -> Response:
+        """Send ``method`` with retries; for ranges return only a verified 206/200.
+
+        ``resolve()`` gives ``(url, headers)`` (called before every attempt). On a 401/403,
+        ``invalidate()`` (when given) drops the cached signed URL so the next attempt resolves
+        again; this happens once, a second refusal raises SourceAuthError.
+        """
+        refreshed = False
+        last = ""
+        status: int | None = None
+        for attempt in range(self.retry.max_retries + 1):
+            url, headers = resolve()
+            if offset is not None:
+                headers = dict(headers)
+                headers["Range"] = f"bytes={offset}-{offset + length - 1}"
+                headers.setdefault("Accept-Encoding", "identity")
+            retry_after = None
+            try:
+                r = self.client.send(method, url, headers)
+            except TransportError as e:
+                last, status = str(e), None
+            else:
+                status = r.status
+                self.stats.add(requests=0 if metadata else 1, metadata_requests=1 if metadata else 0,
+                               bytes_read=0 if metadata else len(r.body))
+                if offset is not None and r.status in (200, 206):
+                    why = check_range_response(r, offset, length)
+                    if why is None:
+                        return r
+                    last = f"{why} from {redact_url(url)}"
+                elif r.status < 300 or (accept_redirect and r.status in (301, 302, 303, 307, 308)):
+                    return r
+                elif r.status in (401, 403) and not refreshed and invalidate is not None:
+                    refreshed = True
+                    invalidate()  # drop the cached signed URL; the next attempt resolves again
+                    self.stats.add(retries=1)
+                    continue
+                elif r.status in RETRY_STATUSES:
+                    last = f"HTTP {r.status} from {redact_url(url)}"
+                    retry_after = r.headers.get("retry-after")
+                else:
+                    raise error_for(r.status, path=path, where=redact_url(url),
+                                    detail="after refreshing the signed URL" if refreshed else "")
+            if attempt < self.retry.max_retries:
+                self.stats.add(retries=1)
+                self._sleep(self.retry.delay_s(attempt, self._rng, retry_after))
+        what = f"bytes [{offset}, {offset + length})" if offset is not None else method
+        err_cls = RangeReadError if offset is not None else SourceError
+        raise err_cls(
+            f"{what} of {path!r}: gave up after {self.retry.max_retries + 1} attempts; last error: {last}",
+            path=path, offset=offset, status=status,
+        )
+
+
+class _LinkParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            for k, v in attrs:
+                if k == "href" and v:
+                    self.links.append(v)
+
+
+class HttpSource(ByteSource):
+    """Files under a plain ``http(s)://`` URL root, read with ``Range`` requests.
+
+    Size and fingerprint come from one ``HEAD`` per file (cached): ``Content-Length`` and the
+    strong ``ETag`` (else ``Last-Modified``). Redirects are followed by hand, at most
+    :data:`_MAX_REDIRECTS`, resolved once per file and cached; headers given in ``headers`` (e.g.
+    ``Authorization``) are sent only to the root's host. ``list`` parses HTML directory indexes.
+
+    Args:
+        root: ``http://`` or ``https://`` URL of the dataset root (user info is refused).
+        headers: extra request headers for the root's host (never logged).
+        max_connections: open connections per process.
+        retry: retry policy.
+        timeout_s: socket timeout, seconds.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        super().__init__()
+        parts = urlsplit(root)
+        if parts.username or parts.password:
+            raise SourceError(f"credentials in the URL are not supported: {redact_url(root)}; pass headers= instead")
+        self.root = root.rstrip("/") + "/"
+        self.root_display = redact_url(self.root)
+        self._headers = dict(headers or {})
+        self._host = (parts.scheme, parts.hostname, parts.port)
+        self.client = HttpClient(max_connections, timeout_s)
+        self.fetcher = RangeFetcher(self.client, retry or RetryPolicy(), self.stats)
+        self._meta_lock = threading.Lock()
+        self._meta: dict[str, tuple[str, int, str | None]] = {}  # path -> (final url, size, fingerprint)
+
+    def __repr__(self) -> str:
+        return f"HttpSource({self.root_display!r})"
+
+    def _url(self, path: str) -> str:
+        return urljoin(self.root, quote(path))
+
+    def _headers_for(self, url: str) -> dict[str, str]:
+        p = urlsplit(url)
+        same = (p.scheme, p.hostname, p.port) == self._host
+        return dict(self._headers) if same else {}
+
+    def _head(self, path: str) -> tuple[str, int, str | None]:
+        with self._meta_lock:
+            hit = self._meta.get(path)
+        if hit is not None:
+            return hit
+        url = self._url(path)
+        for _ in range(_MAX_REDIRECTS + 1):
+            r = self.fetcher.request(
+                "HEAD", lambda u=url: (u, {**self._headers_for(u), "Accept-Encoding": "identity"}),
+                path=path, metadata=True, accept_redirect=True,
+            )
+            if r.status in (301, 302, 303, 307, 308) and "location" in r.headers:
+                url = urljoin(url, r.headers["location"])
+                continue
+            break
+        else:
+            raise SourceError(f"too many redirects for {path!r} at {self.root_display}", path=path)
+        if "content-length" not in r.headers:
+            raise SourceError(f"no Content-Length for {path!r} at {redact_url(url)}", path=path)
+        etag = r.headers.get("etag")
+        fp = f"etag={etag}" if etag and not etag.startswith("W/") else (
+            f"last-modified={r.headers['last-modified']}:size={r.headers['content-length']}" if "last-modified" in r.headers else None)
+        hit = (url, int(r.headers["content-length"]), fp)
+        with self._meta_lock:
+            self._meta[path] = hit
+        return hit
+
+    def size(self, path: str) -> int:
+        return self._head(path)[1]
+
+    def fingerprint(self, path: str) -> str | None:
+        return self._head(path)[2]
+
+    def list(self, prefix: str) -> list[str]:
+        out: list[str] = []
+        base = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        todo = [base]
+        while todo:
+            folder = todo.pop()
+            try:
+                r = self.fetcher.request("GET", lambda u=self._url(folder): (u, self._headers_for(u)),
+                                         path=folder, metadata=True)
+            except SourceNotFoundError:
+                continue
+            parser = _LinkParser()
+            parser.feed(r.body.decode("utf-8", "replace"))
+            for href in parser.links:
+                if href.startswith(("?", "#", "/", "..")) or "://" in href:
+                    continue
+                name = unquote(href.split("?")[0])
+                (todo.append(folder + name) if name.endswith("/") else out.append(folder + name))
+        return sorted(out)
+
+    def _fetch(self, path: str, offset: int, length: int) -> bytes:
+        url = self._head(path)[0]
+        r = self.fetcher.request("GET", lambda: (url, self._headers_for(url)), path=path,
+                                 offset=offset, length=length)
+        return r.body
+
+    def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        size = self.size(path)
+        from lerobotstream.sources._base import check_ranges
+
+        check_ranges(path, ranges, size)
+        return self._read_coalesced(path, ranges)
+
+    def close(self) -> None:
+        self.client.close()
+

@@ -1,0 +1,332 @@
+"""Hugging Face Hub byte sources: dataset repositories pinned to one commit, and Storage Buckets.
+
+**Pinning.** A dataset revision (branch, tag or commit) is resolved **once**, when the source is
+opened, with ``HfApi.dataset_info`` (``GET /api/datasets/{repo}/revision/{rev}``); every later
+listing and read uses the 40-hex commit, so a branch that moves during a run changes nothing.
+Endpoint, token and offline mode come from huggingface_hub (``HF_ENDPOINT``, ``HF_TOKEN`` / the
+saved token, ``HF_HUB_OFFLINE``).
+
+**Fingerprints.** Sizes and content hashes come from the tree listing (one ``GET .../tree/...``
+per folder, cached): ``xet:<hash>`` for Xet files, ``sha256:<oid>`` for LFS, ``git:<blob id>``
+otherwise. Buckets list with ``HfApi.list_bucket_tree`` and fingerprint by ``xetHash``, so a
+video replaced at the same path with the same size gets a new fingerprint.
+
+**Why a native range fetcher instead of ``HfFileSystem``** (measured with
+``tools/bench_sources.py`` against the loopback Hub of the tests; numbers in README "Data
+sources"): ``HfFileSystem`` sends every range read to ``/resolve/<rev>/<path>`` and follows the
+redirect again (2 round-trips and one Hub API hit per range, the pattern that draws 429s from
+the Hub when many ranks × workers read small ranges, BR-32), and its file objects read ahead by
+``block_size`` unless told otherwise. The native fetcher resolves the redirect **once per file**
+(``HEAD`` without following it), caches the signed URL until it expires or is refused (401/403 →
+resolve again, once), sends the ``Range`` GET straight to the storage host without the
+``Authorization`` header, and checks every answer's ``Content-Range`` and length.
+Training only reads: no method here issues POST, PUT or DELETE.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any, Sequence
+from urllib.parse import parse_qs, quote, urljoin, urlsplit
+
+from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
+from lerobotstream.sources._base import ByteSource, check_ranges
+from lerobotstream.sources._http import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_TIMEOUT_S,
+    HttpClient,
+    RangeFetcher,
+    RetryPolicy,
+    error_for,
+)
+
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+#: lifetime assumed for a signed URL whose expiry we cannot read, seconds
+SIGNED_URL_TTL_S = 600.0
+#: a signed URL is refreshed this many seconds before it expires
+SIGNED_URL_MARGIN_S = 30.0
+
+
+def _signed_url_expiry(url: str, now: float) -> float:
+    q = {k.lower(): v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+    try:
+        if "expires" in q:
+            return float(q["expires"])
+        if "x-amz-expires" in q and "x-amz-date" in q:
+            t = time.strptime(q["x-amz-date"], "%Y%m%dT%H%M%SZ")
+            import calendar
+
+            return calendar.timegm(t) + float(q["x-amz-expires"])
+    except (ValueError, OverflowError):
+        pass
+    return now + SIGNED_URL_TTL_S
+
+
+def _fingerprint_of(entry: Any) -> str | None:
+    xet = getattr(entry, "xet_hash", None)
+    if xet:
+        return f"xet:{xet}"
+    lfs = getattr(entry, "lfs", None)
+    if lfs is not None:
+        sha = getattr(lfs, "sha256", None) or (lfs.get("sha256") if isinstance(lfs, dict) else None)
+        if sha:
+            return f"sha256:{sha}"
+    blob = getattr(entry, "blob_id", None)
+    return f"git:{blob}" if blob else None
+
+
+class HubSource(ByteSource):
+    """A Hub dataset repository at one commit, or a Storage Bucket, read with ranged GETs.
+
+    Args:
+        repo_id: ``OWNER/NAME`` of the dataset or bucket.
+        revision: branch, tag or commit of a dataset (default ``main``); resolved once to a
+            commit. Must be None for buckets.
+        repo_type: ``"dataset"`` or ``"bucket"``.
+        token: Hub token; None uses huggingface_hub's (``HF_TOKEN`` or the saved login), False
+            sends none. Never logged, never part of an error or ``repr``.
+        endpoint: Hub URL; defaults to ``huggingface_hub.constants.ENDPOINT`` (``HF_ENDPOINT``).
+        max_connections: open connections per process for payload reads.
+        retry: retry policy of payload reads.
+        timeout_s: socket timeout, seconds.
+
+    Raises:
+        SourceError: offline mode is on, or the Hub answered with an error.
+        SourceNotFoundError: repository, bucket or revision does not exist (or is private).
+        SourceAuthError: the token was refused.
+    """
+
+    def __init__(
+        self,
+        repo_id: str,
+        *,
+        revision: str | None = None,
+        repo_type: str = "dataset",
+        token: str | bool | None = None,
+        endpoint: str | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        super().__init__()
+        from huggingface_hub import HfApi
+        from huggingface_hub import constants as hf_constants
+
+        if repo_type not in ("dataset", "bucket"):
+            raise SourceError(f"repo_type must be 'dataset' or 'bucket', got {repo_type!r}")
+        if repo_type == "bucket" and revision not in (None, ""):
+            raise SourceError(f"buckets have no revisions (got revision={revision!r} for bucket {repo_id!r})")
+        self.repo_id = repo_id
+        self.repo_type = repo_type
+        self.endpoint = (endpoint or hf_constants.ENDPOINT).rstrip("/")
+        self._token = token
+        where = f"{self.endpoint} ({repo_type} {repo_id})"
+        if hf_constants.is_offline_mode():
+            raise SourceError(
+                f"cannot open the {repo_type} {repo_id!r} on {self.endpoint}: huggingface_hub offline mode is "
+                "enabled (HF_HUB_OFFLINE); use root= a local copy of the dataset instead"
+            )
+        self._api = HfApi(endpoint=self.endpoint, token=token, library_name="lerobotstream")
+        if repo_type == "dataset":
+            self.revision = revision or "main"
+            try:
+                info = self._api.dataset_info(repo_id, revision=self.revision)
+            except Exception as e:  # every huggingface_hub / httpx failure, mapped in one place
+                raise error_for(None, path=f"@{self.revision}", where=where, exc=e) from None
+            self.stats.add(metadata_requests=1)
+            if not info.sha or not _COMMIT_RE.match(info.sha):
+                raise SourceError(f"the Hub did not resolve revision {self.revision!r} of {repo_id!r} to a commit")
+            self.commit: str | None = info.sha
+            self.root_display = f"hf://datasets/{repo_id}@{self.commit}"
+        else:
+            self.revision = None
+            self.commit = None
+            try:
+                self._api.bucket_info(repo_id)
+            except Exception as e:
+                raise error_for(None, path="", where=where, exc=e) from None
+            self.stats.add(metadata_requests=1)
+            self.root_display = f"hf://buckets/{repo_id}"
+        self.client = HttpClient(max_connections, timeout_s)
+        self.fetcher = RangeFetcher(self.client, retry or RetryPolicy(), self.stats)
+        self._lock = threading.Lock()
+        self._folders: dict[str, dict[str, tuple[int, str | None]]] = {}
+        self._signed: dict[str, tuple[str, dict[str, str], float]] = {}  # path -> (url, headers, expires)
+        self._path_locks: dict[str, threading.Lock] = {}
+        self._hub_headers: dict[str, str] | None = None
+
+    # --- pickling: a spawned worker gets the pinned commit, caches and a fresh pool -------------
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for k in ("_lock", "_path_locks", "client", "fetcher"):
+            state.pop(k, None)
+        state["_pool_cfg"] = (self.client.max_connections, self.client.timeout_s, self.fetcher.retry)
+        return state
+
+    def __setstate__(self, state):
+        max_conn, timeout_s, retry = state.pop("_pool_cfg")
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._path_locks = {}
+        self.client = HttpClient(max_conn, timeout_s)
+        self.fetcher = RangeFetcher(self.client, retry, self.stats)
+
+    def __repr__(self) -> str:
+        return f"HubSource({self.root_display!r})"
+
+    # --- listing ------------------------------------------------------------------------------
+    def _where(self) -> str:
+        return f"{self.endpoint} ({self.root_display})"
+
+    def _iter_tree(self, folder: str, recursive: bool):
+        if self.repo_type == "dataset":
+            return self._api.list_repo_tree(
+                self.repo_id, path_in_repo=folder or None, revision=self.commit, repo_type="dataset",
+                recursive=recursive,
+            )
+        return self._api.list_bucket_tree(self.repo_id, prefix=folder or None, recursive=recursive)
+
+    def _folder(self, folder: str) -> dict[str, tuple[int, str | None]]:
+        with self._lock:
+            hit = self._folders.get(folder)
+        if hit is not None:
+            return hit
+        entries: dict[str, tuple[int, str | None]] = {}
+        try:
+            for e in self._iter_tree(folder, recursive=False):
+                if type(e).__name__ in ("RepoFile", "BucketFile"):
+                    parent = e.path.rsplit("/", 1)[0] if "/" in e.path else ""
+                    if parent == folder:
+                        entries[e.path] = (int(e.size), _fingerprint_of(e))
+        except Exception as e:
+            err = error_for(None, path=folder or "/", where=self._where(), exc=e)
+            if not isinstance(err, SourceNotFoundError):
+                raise err from None
+        self.stats.add(metadata_requests=1)
+        with self._lock:
+            self._folders[folder] = entries
+        return entries
+
+    def _entry(self, path: str) -> tuple[int, str | None]:
+        folder = path.rsplit("/", 1)[0] if "/" in path else ""
+        hit = self._folder(folder).get(path)
+        if hit is None:
+            raise SourceNotFoundError(f"{path!r} not found in {self.root_display}", path=path)
+        return hit
+
+    def size(self, path: str) -> int:
+        return self._entry(path)[0]
+
+    def fingerprint(self, path: str) -> str | None:
+        return self._entry(path)[1]
+
+    def exists(self, path: str) -> bool:
+        try:
+            self._entry(path)
+        except SourceNotFoundError:
+            return False
+        return True
+
+    def list(self, prefix: str) -> list[str]:
+        prefix = prefix.strip("/")
+        out = []
+        try:
+            for e in self._iter_tree(prefix, recursive=True):
+                if type(e).__name__ in ("RepoFile", "BucketFile"):
+                    if not prefix or e.path.startswith(prefix + "/"):
+                        out.append(e.path)
+                        folder = e.path.rsplit("/", 1)[0] if "/" in e.path else ""
+                        with self._lock:
+                            self._folders.setdefault(folder, {})[e.path] = (int(e.size), _fingerprint_of(e))
+        except Exception as e:
+            err = error_for(None, path=prefix or "/", where=self._where(), exc=e)
+            if isinstance(err, SourceNotFoundError):
+                return []
+            raise err from None
+        self.stats.add(metadata_requests=1)
+        return sorted(out)
+
+    def refresh(self) -> None:
+        """Forget cached listings and signed URLs (the next call lists again; the commit stays)."""
+        with self._lock:
+            self._folders = {}
+            self._signed = {}
+
+    # --- payload ------------------------------------------------------------------------------
+    def resolve_url(self, path: str) -> str:
+        """The ``/resolve`` URL of ``path``, pinned to the commit for datasets."""
+        if self.repo_type == "dataset":
+            return f"{self.endpoint}/datasets/{self.repo_id}/resolve/{self.commit}/{quote(path)}"
+        return f"{self.endpoint}/buckets/{self.repo_id}/resolve/{quote(path, safe='')}"
+
+    def _auth_headers(self) -> dict[str, str]:
+        if self._hub_headers is None:
+            from huggingface_hub.utils import build_hf_headers
+
+            from lerobotstream._version import __version__
+
+            self._hub_headers = build_hf_headers(
+                token=self._token, library_name="lerobotstream", library_version=__version__
+            )
+        return dict(self._hub_headers)
+
+    def _headers_for(self, url: str) -> dict[str, str]:
+        """Hub headers for the Hub's own host; nothing (no Authorization) for any other host."""
+        same = urlsplit(url).netloc == urlsplit(self.endpoint).netloc
+        return self._auth_headers() if same else {}
+
+    def _signed_url(self, path: str) -> tuple[str, dict[str, str]]:
+        now = time.time()
+        with self._lock:
+            hit = self._signed.get(path)
+            if hit is not None and hit[2] - SIGNED_URL_MARGIN_S > now:
+                return hit[0], hit[1]
+            plock = self._path_locks.setdefault(path, threading.Lock())
+        with plock:  # one resolve per file even when many threads ask at once
+            with self._lock:
+                hit = self._signed.get(path)
+            if hit is not None and hit[2] - SIGNED_URL_MARGIN_S > time.time():
+                return hit[0], hit[1]
+            size, fp = self._entry(path)
+            url = self.resolve_url(path)
+            r = self.fetcher.request(
+                "HEAD", lambda: (url, {**self._headers_for(url), "Accept-Encoding": "identity"}),
+                path=path, metadata=True, accept_redirect=True,
+            )
+            linked = r.headers.get("x-linked-size") or (None if r.status >= 300 else r.headers.get("content-length"))
+            if linked is not None and int(linked) != size:
+                raise SourceChangedError(
+                    f"{path!r} in {self.root_display} changed: listed {size} bytes, now {linked}", path=path
+                )
+            xet = r.headers.get("x-xet-hash")
+            if xet and fp and fp.startswith("xet:") and fp != f"xet:{xet}":
+                raise SourceChangedError(f"{path!r} in {self.root_display} was replaced since it was listed", path=path)
+            if r.status in (301, 302, 303, 307, 308) and "location" in r.headers:
+                target = urljoin(url, r.headers["location"])
+                entry = (target, self._headers_for(target), _signed_url_expiry(target, time.time()))
+            else:  # served by the Hub host itself (small git files)
+                entry = (url, self._headers_for(url), float("inf"))
+            with self._lock:
+                self._signed[path] = entry
+            return entry[0], entry[1]
+
+    def _invalidate(self, path: str) -> None:
+        with self._lock:
+            self._signed.pop(path, None)
+
+    def _fetch(self, path: str, offset: int, length: int) -> bytes:
+        r = self.fetcher.request(
+            "GET", lambda: self._signed_url(path), path=path, offset=offset, length=length,
+            invalidate=lambda: self._invalidate(path),
+        )
+        return r.body
+
+    def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        check_ranges(path, ranges, self.size(path))
+        return self._read_coalesced(path, ranges)
+
+    def close(self) -> None:
+        self.client.close()
+

@@ -1,0 +1,117 @@
+"""``open_source``: one dataset root as users give it → the matching :class:`ByteSource`."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import unquote
+
+from lerobotstream.errors import SourceError, SourceNotFoundError
+from lerobotstream.sources._base import ByteSource
+from lerobotstream.sources._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT_S, RetryPolicy
+
+_HF_DATASET = re.compile(r"^hf://datasets/(?P<owner>[^/@]+)/(?P<name>[^/@]+)(?:@(?P<rev>[^/]+))?(?P<sub>/.*)?$")
+_HF_BUCKET = re.compile(r"^hf://buckets/(?P<owner>[^/@]+)/(?P<name>[^/@]+)(?P<sub>/.*)?$")
+
+
+def parse_hf_url(url: str) -> tuple[str, str, str | None]:
+    """``hf://datasets/OWNER/NAME[@REV]`` or ``hf://buckets/OWNER/NAME`` → ``(repo_type, repo_id,
+    revision)``. A revision containing ``/`` is written URL-encoded (``refs%2Fpr%2F1``).
+
+    Raises:
+        SourceError: another repo type, a sub-folder (data must sit at the root), or a malformed URL.
+    """
+    m = _HF_DATASET.match(url) or _HF_BUCKET.match(url)
+    if m is None:
+        raise SourceError(f"unsupported hf:// root {url!r}: expected hf://datasets/OWNER/NAME[@REV] or hf://buckets/OWNER/NAME")
+    if (m.group("sub") or "/").strip("/"):
+        raise SourceError(f"{url!r}: meta/, data/ and videos/ must sit at the repository or bucket root (no sub-folder)")
+    repo_type = "dataset" if url.startswith("hf://datasets/") else "bucket"
+    rev = m.groupdict().get("rev")
+    return repo_type, f"{m.group('owner')}/{m.group('name')}", unquote(rev) if rev else None
+
+
+def open_source(
+    root: str | os.PathLike | ByteSource | None = None,
+    *,
+    repo_id: str | None = None,
+    revision: str | None = None,
+    repo_type: str = "dataset",
+    token: str | bool | None = None,
+    endpoint: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    retry: RetryPolicy | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> ByteSource:
+    """Open a dataset root.
+
+    Roots as users give them:
+
+    - ``root=`` a local folder (or ``file://`` URL) → :class:`LocalSource` (``pread``);
+    - ``root="hf://datasets/OWNER/NAME[@REV]"`` or ``repo_id=`` + ``revision=`` → :class:`HubSource`
+      pinned to the commit the revision resolves to (once, now);
+    - ``root="hf://buckets/OWNER/BUCKET"`` or ``repo_id=`` + ``repo_type="bucket"`` → bucket;
+    - ``root="http(s)://..."`` → :class:`HttpSource` (native range fetcher);
+    - ``root=`` any other fsspec URL → :class:`FsspecSource`;
+    - an existing :class:`ByteSource` is returned unchanged.
+
+    Args:
+        root: see above; takes precedence over ``repo_id`` when both are given.
+        repo_id: ``OWNER/NAME`` on the Hub.
+        revision: branch, tag or commit (datasets only); default ``main``.
+        repo_type: ``"dataset"`` (default) or ``"bucket"``.
+        token: Hub token (None: huggingface_hub's own); never logged.
+        endpoint: Hub URL (default: ``HF_ENDPOINT`` through huggingface_hub).
+        storage_options: fsspec filesystem options.
+        headers: extra headers for a plain HTTP root's host.
+        max_connections: open connections per process (HTTP and Hub).
+        retry: retry policy (HTTP and Hub).
+        timeout_s: socket timeout, seconds.
+
+    Raises:
+        SourceNotFoundError: a local root that is not a folder, or a missing repository/revision.
+        SourceError: a malformed or unsupported root, or a Hub error at resolution time.
+    """
+    if isinstance(root, ByteSource):
+        return root
+    net = dict(max_connections=max_connections, retry=retry, timeout_s=timeout_s)
+    if root is None:
+        if not repo_id:
+            raise SourceError("give a dataset root (local folder or URL) or a repo_id")
+        if repo_type not in ("dataset", "bucket"):
+            raise SourceError(f"repo_type must be 'dataset' or 'bucket', got {repo_type!r}")
+        from lerobotstream.sources._hub import HubSource
+
+        return HubSource(repo_id, revision=revision if repo_type == "dataset" else None, repo_type=repo_type,
+                         token=token, endpoint=endpoint, **net)
+    root_s = os.fspath(root)
+    if root_s.startswith("hf://"):
+        kind, rid, rev = parse_hf_url(root_s)
+        if repo_id and repo_id != rid:
+            raise SourceError(f"root {root_s!r} names {rid!r} but repo_id={repo_id!r}")
+        if kind == "dataset" and rev and revision and rev != revision:
+            raise SourceError(f"root {root_s!r} pins revision {rev!r} but revision={revision!r}")
+        from lerobotstream.sources._hub import HubSource
+
+        return HubSource(rid, revision=(rev or revision) if kind == "dataset" else None, repo_type=kind,
+                         token=token, endpoint=endpoint, **net)
+    if root_s.startswith(("http://", "https://")):
+        from lerobotstream.sources._http import HttpSource
+
+        return HttpSource(root_s, headers=headers, **net)
+    if root_s.startswith("file://"):
+        root_s = root_s[len("file://"):]
+    elif "://" in root_s:
+        from lerobotstream.sources._fsspec import FsspecSource
+
+        return FsspecSource(root_s, storage_options=storage_options)
+    path = Path(root_s).expanduser()
+    if not path.is_dir():
+        raise SourceNotFoundError(f"dataset root is not a folder: {path}", path=str(path))
+    from lerobotstream.sources._local import LocalSource
+
+    return LocalSource(path)
