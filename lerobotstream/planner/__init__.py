@@ -1,0 +1,59 @@
+"""Episode planner: rank and worker shards, exact-coverage pools, seeds, sample-exact resume.
+
+Pure planning (numpy + a Cython core; never imports torch, never touches global RNG).
+
+Quick use (what ``StreamingLeRobotDataset`` does)::
+
+    planner = Planner({ep: length, ...}, seed=1000, num_workers=2, batch_size=8, repeat=True,
+                      byte_budget=8 << 30, episode_nbytes=cache.episode_nbytes)
+    planner.load_state_dict(ckpt["stream"])        # optional: sample-exact resume
+    # inside DataLoader worker p (torch.utils.data.get_worker_info()):
+    start = planner.worker_start(p, num_workers)   # logical worker, epoch, offset, limit
+    plan = planner.worker_plan(start.logical_worker)
+    for pool in plan.iter_pools(start.epoch, start.offset, repeat=planner.repeat):
+        pool.frontier(8)          # next episodes to be admitted, in order: prefetch them
+        pool.resident()           # episodes whose bytes must be resident now
+        ep, fr = pool.next_anchors(16)   # int64 arrays; shorter at the end of the epoch
+        pool.drain_events()       # [PoolEvent(position, "admit"|"evict", episode_index), ...]
+    # or simply: for ep, fr in planner.iter_worker_anchors(p, num_workers): ...
+
+Guarantees:
+
+* **Rank shards** (``Planner.rank_episodes``): whole episodes, greedy LPT on frame counts with
+  seeded tie-breaks; ``max - min <= max episode length`` frames. Deterministic from (seed,
+  selected episodes, lengths, world size). Fewer non-empty episodes than ranks → ShardingError.
+  Rank/world size: explicit, else ``torch.distributed`` if initialised, else RANK/WORLD_SIZE, else 0/1.
+* **Worker shards** (``Planner.worker_episodes``): the same LPT inside the rank over
+  ``max(1, num_workers)`` shards, capped at the rank's episode count; extra workers are idle (yield
+  nothing; logged once). Each used worker gets 1/n of ``byte_budget`` and ``decoder_cache_size``;
+  the pool is ``pool_size`` per worker when given, else ``max(1, 32 // n)``.
+* **Pools** (``EpisodePool``): at most ``pool_size`` resident episodes and ``byte_budget`` resident
+  bytes (``episode_nbytes(ep)`` exact sizes); admission strictly in a seeded order (the head waits
+  until it fits, so ``frontier(k)`` is exact); an episode leaves right after its last frame; every
+  frame of the worker's episodes exactly once per epoch. ``remaining``: uniform draw over the
+  resident episodes' remaining frames (Fenwick tree, O(log P)); ``round_robin``: each round
+  shuffles the residents and takes one random remaining frame of each; episodes admitted during a
+  round join the next. An episode larger than the worker's whole budget → ByteBudgetError when the
+  worker plan is built (before anything is fetched).
+* **Seeds**: every order is a function of (seed, epoch, rank, world size, worker, number of
+  workers, strategy, pool settings, episode sizes) through ``SeedSequence`` tuple entropy and a
+  private xoshiro256** generator. Default seed 1000; ``seed=None`` → 42.
+* **Finite / endless**: ``repeat=False`` yields one epoch per iteration (``set_epoch``);
+  ``samples_per_rank()`` / ``batches_per_rank()`` report per-rank sizes and ``equalize="drop"``
+  stops every rank after the smallest rank's batch count (DDP never hangs). ``repeat=True`` chains
+  epochs per worker forever.
+* **Resume**: ``state_dict()`` / ``load_state_dict()`` (schema-versioned); the rank's consumed sample
+  count is replayed through the DataLoader's batch turns (``replay_turns``) to give each worker its
+  offset; DataLoader worker p plays logical worker (p + next) mod N. Mismatched settings or a
+  state without the schema marker → ResumeStateError.
+"""
+
+from lerobotstream.planner._pool import EpisodePool, PoolEvent
+from lerobotstream.planner._planner import Planner, WorkerPlan, WorkerStart
+from lerobotstream.planner._shards import LPT_BOUND_DOC, lpt_shards
+from lerobotstream.planner._state import SCHEMA_KEY, SCHEMA_VERSION, StreamState, replay_turns
+from lerobotstream.planner._world import current_worker, discover_world
+
+__all__ = ["EpisodePool", "LPT_BOUND_DOC", "Planner", "PoolEvent", "SCHEMA_KEY", "SCHEMA_VERSION",
+           "StreamState", "WorkerPlan", "WorkerStart", "current_worker", "discover_world", "lpt_shards",
+           "replay_turns"]

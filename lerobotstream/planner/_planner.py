@@ -1,0 +1,392 @@
+"""Planner: rank shards, worker shards, per-worker pools, finite/endless streams and resume."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lerobotstream import constants
+from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError
+from lerobotstream.planner import _seeds
+from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool
+from lerobotstream.planner._poolcore import shuffled_order
+from lerobotstream.planner._shards import lpt_shards
+from lerobotstream.planner._state import StreamState, replay_turns
+from lerobotstream.planner._world import discover_world
+
+__all__ = ["Planner", "WorkerPlan", "WorkerStart"]
+
+logger = logging.getLogger("lerobotstream.planner")
+_IDLE_WARNED: set[tuple] = set()
+
+
+def _share(total: int | None, n: int) -> int | None:
+    return None if total is None else max(1, int(total) // n)
+
+
+@dataclass(frozen=True)
+class WorkerStart:
+    """Where a DataLoader worker's stream begins (see ``Planner.worker_start``).
+
+    Fields:
+        logical_worker (int): the worker shard this DataLoader worker plays.
+        epoch (int): epoch of the first anchor.
+        offset (int): anchors of that epoch already consumed (skipped on start).
+        limit (int | None): anchors this worker yields per epoch (None: all of them), finite mode.
+    """
+
+    logical_worker: int
+    epoch: int
+    offset: int
+    limit: int | None
+
+
+class WorkerPlan:
+    """One worker shard of one rank: its episodes and its share of the rank's resources.
+
+    Attributes:
+        worker (int): logical worker id, ``0 <= worker < planner.num_shards``.
+        episode_indices (np.ndarray): int64 dataset episode indices owned (sorted; empty = idle).
+        lengths (np.ndarray): int64 frames per owned episode.
+        nbytes (np.ndarray): int64 exact synthesized bytes per owned episode (zeros if no budget).
+        num_frames (int): frames per epoch.
+        pool_size (int): resident episodes at most.
+        byte_budget (int | None): resident bytes at most (bytes).
+        decoder_cache_size (int | None): the worker's share of the decoder LRU.
+    """
+
+    def __init__(self, planner: Planner, worker: int, positions: np.ndarray):
+        self._planner = planner
+        self.worker = worker
+        self.episode_indices = planner.episode_indices[positions]
+        self.lengths = planner.lengths[positions]
+        self.num_frames = int(self.lengths.sum())
+        n = planner.num_active_workers
+        self.pool_size = planner.pool_size if planner.pool_size is not None else max(
+            1, constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // n)
+        self.byte_budget = _share(planner.byte_budget, n)
+        self.decoder_cache_size = _share(planner.decoder_cache_size, n)
+        if planner.episode_nbytes is None or self.byte_budget is None:
+            self.nbytes = np.zeros(len(self.episode_indices), dtype=np.int64)
+        else:
+            self.nbytes = np.array([int(planner.episode_nbytes(int(e))) for e in self.episode_indices],
+                                   dtype=np.int64)
+            if (self.nbytes < 0).any():
+                bad = int(self.episode_indices[np.argmax(self.nbytes < 0)])
+                raise ByteBudgetError(f"episode {bad} reports a negative byte size", episode_index=bad)
+            over = np.flatnonzero(self.nbytes > self.byte_budget)
+            if len(over):
+                e, s = int(self.episode_indices[over[0]]), int(self.nbytes[over[0]])
+                raise ByteBudgetError(
+                    f"episode {e} needs {s} bytes ({s / 1e9:.3f} GB) of synthesized MP4 but worker "
+                    f"{worker} of rank {planner.rank} has a byte budget of {self.byte_budget} bytes "
+                    f"(rank budget {planner.byte_budget} bytes split over {n} worker(s)); raise the byte "
+                    "budget (streaming_byte_budget_gb) or use fewer DataLoader workers",
+                    episode_index=e, nbytes=s, byte_budget=self.byte_budget)
+
+    def _words(self, epoch: int, tag: int) -> np.ndarray:
+        p = self._planner
+        return _seeds.seed_words(p.seed, epoch, p.rank, p.world_size, self.worker, p.num_shards,
+                                 STRATEGY_IDS[p.strategy], self.pool_size,
+                                 0 if self.byte_budget is None else self.byte_budget + 1, tag)
+
+    def admission_order(self, epoch: int) -> np.ndarray:
+        """Dataset episode indices in this epoch's admission order (int64)."""
+        return self.episode_indices[shuffled_order(self._words(epoch, _seeds.TAG_ADMISSION), len(self.lengths))]
+
+    def pool(self, epoch: int) -> EpisodePool:
+        """A fresh exact-coverage pool for ``epoch`` (positioned at the epoch's first anchor)."""
+        order = shuffled_order(self._words(epoch, _seeds.TAG_ADMISSION), len(self.lengths))
+        return EpisodePool(self.episode_indices, self.lengths, self.nbytes, order, self.pool_size,
+                           self.byte_budget, self._planner.strategy, self._words(epoch, _seeds.TAG_DRAWS))
+
+    def iter_pools(self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False,
+                   limit: int | None = None) -> Iterator[EpisodePool]:
+        """Pools positioned at the stream start: the first one already skipped ``offset`` anchors
+        (its events drained), one per epoch; with ``repeat=False`` only ``epoch``'s.
+
+        ``start_offset`` may exceed one epoch with ``repeat=True`` (it rolls into later epochs).
+        The caller reads each pool up to ``limit`` anchors (finite mode) or to exhaustion.
+        """
+        if self.num_frames == 0:
+            return
+        if repeat:
+            epoch, start_offset = epoch + start_offset // self.num_frames, start_offset % self.num_frames
+        first = True
+        while True:
+            pool = self.pool(epoch)
+            if first and start_offset:
+                pool.skip(start_offset)
+                pool.drain_events()
+            first = False
+            yield pool
+            if not repeat:
+                return
+            epoch += 1
+
+    def iter_anchors(self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False,
+                     limit: int | None = None) -> Iterator[tuple[int, int]]:
+        """Yields ``(episode_index, frame_index)`` from ``start_offset`` of ``epoch`` on.
+
+        Finite (``repeat=False``): to the end of the epoch, or to ``limit`` anchors of the epoch.
+        Endless (``repeat=True``): epoch after epoch (an idle worker yields nothing).
+        """
+        stop = self.num_frames if limit is None else min(limit, self.num_frames)
+        for pool in self.iter_pools(epoch, start_offset, repeat=repeat):
+            while True:
+                want = 256 if repeat else min(256, stop - pool.emitted)
+                if want <= 0:
+                    break
+                ep, fr = pool.next_anchors(want)
+                yield from zip(ep.tolist(), fr.tolist())
+                if len(ep) < want:
+                    break
+
+
+class Planner:
+    """Deterministic episode planner of one rank (pure: no I/O, no torch import).
+
+    Args:
+        episode_lengths: frames per selected episode: ``{episode_index: length}``, or a 1-D array
+            (then ``episode_indices`` gives the indices, default ``0..E-1``). Episodes of length 0
+            are dropped (never yielded).
+        episode_indices: dataset episode indices matching an array ``episode_lengths``.
+        seed: order seed (default ``constants.DEFAULT_SEED`` = 1000; None → 42).
+        rank, world_size: default from torch.distributed, else RANK/WORLD_SIZE, else 0/1.
+        num_workers: DataLoader workers per rank (0 = in the training process). ``max_num_shards``
+            of the dataset maps here (lerobot-train passes max(1, num_workers); 0 and 1 give the
+            same single shard).
+        pool_size: per-worker pool size when given (SPEC W3); default: 32 per rank split over the
+            workers used (``max(1, 32 // n)``).
+        strategy: ``remaining`` (default) or ``round_robin``.
+        byte_budget: per-rank resident byte budget (bytes) or None; each worker gets 1/n.
+        episode_nbytes: ``episode_nbytes(episode_index) -> int`` exact synthesized bytes of an
+            episode (all cameras); needed with a byte budget.
+        decoder_cache_size: per-rank decoder LRU size or None; each worker gets 1/n.
+        repeat: endless stream (what lerobot-train uses).
+        batch_size, drop_last: the DataLoader's, for resume and batch counts.
+        equalize: finite epochs only: ``none`` (ranks may give different batch counts; see
+            ``batches_per_rank()``) or ``drop`` (every rank stops after the smallest rank's batch
+            count, so DDP collectives never hang; dropped anchors are skipped this epoch only).
+
+    Raises:
+        ShardingError: a rank would own no episode (lower the number of ranks), bad rank/world.
+        ValueError: unknown strategy or equalize mode, bad sizes.
+    """
+
+    def __init__(self, episode_lengths: Mapping[int, int] | np.ndarray | list[int], *,
+                 episode_indices: np.ndarray | list[int] | None = None, seed: int | None = constants.DEFAULT_SEED,
+                 rank: int | None = None, world_size: int | None = None, num_workers: int = 0,
+                 pool_size: int | None = None, strategy: str = constants.DEFAULT_SAMPLING_STRATEGY,
+                 byte_budget: int | None = None, episode_nbytes: Callable[[int], int] | None = None,
+                 decoder_cache_size: int | None = None, repeat: bool = False, batch_size: int = 1,
+                 drop_last: bool = False, equalize: str = "none"):
+        if isinstance(episode_lengths, Mapping):
+            idx = np.array(sorted(episode_lengths), dtype=np.int64)
+            lens = np.array([int(episode_lengths[int(i)]) for i in idx], dtype=np.int64)
+        else:
+            lens = np.asarray(episode_lengths, dtype=np.int64).reshape(-1)
+            idx = (np.arange(len(lens), dtype=np.int64) if episode_indices is None
+                   else np.asarray(episode_indices, dtype=np.int64).reshape(-1))
+            if len(idx) != len(lens):
+                raise ValueError(f"{len(idx)} episode indices for {len(lens)} lengths")
+            o = np.argsort(idx, kind="stable")
+            idx, lens = idx[o], lens[o]
+        if len(np.unique(idx)) != len(idx):
+            raise ValueError("episode indices must be unique")
+        if (lens < 0).any():
+            raise ValueError(f"negative episode length for episode {int(idx[np.argmax(lens < 0)])}")
+        keep = lens > 0
+        self.episode_indices, self.lengths = idx[keep], lens[keep]
+        if strategy not in STRATEGY_IDS:
+            raise ValueError(f"unknown sampling strategy {strategy!r}; expected one of {sorted(STRATEGY_IDS)}")
+        if equalize not in ("none", "drop"):
+            raise ValueError(f"equalize must be 'none' or 'drop', got {equalize!r}")
+        if num_workers < 0 or batch_size < 1 or (pool_size is not None and pool_size < 1):
+            raise ValueError(f"need num_workers >= 0, batch_size >= 1, pool_size >= 1 "
+                             f"(got {num_workers}, {batch_size}, {pool_size})")
+        if byte_budget is not None and byte_budget < 1:
+            raise ValueError(f"byte_budget must be >= 1 byte or None, got {byte_budget}")
+        if byte_budget is not None and episode_nbytes is None:
+            raise ValueError("a byte_budget needs episode_nbytes (each episode's exact synthesized size)")
+        self.seed = constants.SEED_WHEN_NONE if seed is None else int(seed)
+        self.rank, self.world_size = discover_world(rank, world_size)
+        self.num_workers = int(num_workers)
+        self.num_shards = max(1, self.num_workers)
+        self.pool_size = pool_size
+        self.strategy = strategy
+        self.byte_budget = byte_budget
+        self.episode_nbytes = episode_nbytes
+        self.decoder_cache_size = decoder_cache_size
+        self.repeat = bool(repeat)
+        self.batch_size = int(batch_size)
+        self.drop_last = bool(drop_last)
+        self.equalize = equalize
+        self.epoch = 0
+        self.samples_consumed = 0
+
+        n_eps = len(self.lengths)
+        if n_eps < self.world_size:
+            raise ShardingError(
+                f"{n_eps} non-empty selected episode(s) cannot be split over {self.world_size} ranks: "
+                f"rank(s) {n_eps}..{self.world_size - 1} would own no episode. Lower the number of ranks "
+                f"(world size) to at most {n_eps} or select more episodes.",
+                world_size=self.world_size, num_episodes=n_eps)
+        self._rank_pos = lpt_shards(self.lengths, self.world_size,
+                                    (self.seed, _seeds.TAG_RANK_SHARDS, self.world_size))
+        self._worker_pos_cache: dict[int, list[np.ndarray]] = {}
+        self._plans: dict[int, WorkerPlan] = {}
+        mine = self._worker_positions(self.rank)
+        self.num_active_workers = sum(1 for p in mine if len(p))
+        if self.num_active_workers < self.num_shards:
+            key = (self.rank, self.num_shards, n_eps)
+            if key not in _IDLE_WARNED:
+                _IDLE_WARNED.add(key)
+                logger.warning(
+                    "rank %d owns %d episode(s) for %d DataLoader workers: workers %d..%d get no episode "
+                    "and yield nothing (lower num_workers to use every worker)", self.rank,
+                    len(self._rank_pos[self.rank]), self.num_shards, self.num_active_workers,
+                    self.num_shards - 1)
+
+    # --- shards ---------------------------------------------------------------------------------
+    def _worker_positions(self, rank: int) -> list[np.ndarray]:
+        if rank not in self._worker_pos_cache:
+            rpos = self._rank_pos[rank]
+            n = min(self.num_shards, len(rpos))
+            parts = lpt_shards(self.lengths[rpos], n, (self.seed, _seeds.TAG_WORKER_SHARDS, rank,
+                                                       self.world_size, self.num_shards))
+            parts = [rpos[p] for p in parts] + [np.empty(0, np.int64)] * (self.num_shards - n)
+            self._worker_pos_cache[rank] = parts
+        return self._worker_pos_cache[rank]
+
+    def rank_episodes(self, rank: int | None = None) -> np.ndarray:
+        """Dataset episode indices owned by ``rank`` (default: this rank), sorted, int64."""
+        return self.episode_indices[self._rank_pos[self.rank if rank is None else rank]]
+
+    def worker_episodes(self, worker: int, rank: int | None = None) -> np.ndarray:
+        """Dataset episode indices owned by logical ``worker`` of ``rank`` (empty = idle)."""
+        return self.episode_indices[self._worker_positions(self.rank if rank is None else rank)[worker]]
+
+    def worker_plan(self, worker: int) -> WorkerPlan:
+        """This rank's logical ``worker`` shard (cached). Raises ByteBudgetError for an episode
+        larger than the worker's whole byte budget, before anything is fetched."""
+        if not 0 <= worker < self.num_shards:
+            raise ShardingError(f"worker {worker} outside 0..{self.num_shards - 1}")
+        if worker not in self._plans:
+            self._plans[worker] = WorkerPlan(self, worker, self._worker_positions(self.rank)[worker])
+        return self._plans[worker]
+
+    # --- epoch sizes ----------------------------------------------------------------------------
+    def samples_per_rank(self) -> np.ndarray:
+        """Frames per rank in one epoch before equalization, int64 (world_size,)."""
+        return np.array([int(self.lengths[p].sum()) for p in self._rank_pos], dtype=np.int64)
+
+    def _worker_frames(self, rank: int) -> list[int]:
+        return [int(self.lengths[p].sum()) for p in self._worker_positions(rank)]
+
+    def batches_per_rank(self) -> np.ndarray:
+        """DataLoader batches per rank in one finite epoch (``batch_size``, ``drop_last``, workers
+        taken into account), before equalization, int64 (world_size,)."""
+        out = []
+        for r in range(self.world_size):
+            fr = self._worker_frames(r)
+            out.append(replay_turns(fr, self.batch_size, batches=sum(fr) + 1, drop_last=self.drop_last)[2])
+        return np.array(out, dtype=np.int64)
+
+    def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
+        """Anchors each logical worker of ``rank`` yields in one finite epoch (after ``equalize``)."""
+        rank = self.rank if rank is None else rank
+        fr = self._worker_frames(rank)
+        if self.equalize == "none" or self.repeat:
+            return fr
+        bmin = int(self.batches_per_rank().min())
+        return replay_turns(fr, self.batch_size, batches=bmin, drop_last=self.drop_last)[0]
+
+    def epoch_samples(self) -> int:
+        """Anchors this rank yields in one finite epoch (after ``equalize``)."""
+        return sum(self.worker_epoch_limits())
+
+    # --- resume ---------------------------------------------------------------------------------
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch`` from its first anchor (resets ``samples_consumed``)."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self.epoch, self.samples_consumed = int(epoch), 0
+
+    def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
+        """Resume state: seed, epoch, samples consumed by this rank, batch size, world size,
+        workers, strategy, pool settings, schema marker. Pass the training loop's consumed sample
+        count (sum of the consumed batches' sizes) or set ``samples_consumed`` beforehand."""
+        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
+        return StreamState(self.seed, self.epoch, s, self.batch_size, self.world_size, self.num_workers,
+                           self.strategy, self.pool_size, self.byte_budget, self.repeat, self.drop_last,
+                           self.equalize).to_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a ``state_dict()``.
+
+        Raises:
+            ResumeStateError: no schema marker (older sampler: start a new run from the policy
+            weights), or any setting that fixes the order or the batch turns differs.
+        """
+        st = StreamState.from_dict(state)
+        mine = StreamState.from_dict(self.state_dict())
+        diffs = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
+                 for name in ("seed", "batch_size", "world_size", "num_workers", "strategy", "pool_size",
+                              "byte_budget", "repeat", "drop_last", "equalize")
+                 if getattr(st, name) != getattr(mine, name)]
+        if diffs:
+            raise ResumeStateError(
+                "sample-exact resume needs the same seed, world size, batch size, DataLoader worker count, "
+                "sampling strategy, pool settings, repeat/drop_last/equalize as the checkpointed run "
+                "(they fix episode ownership, the order and the batch boundaries); differs: "
+                + "; ".join(diffs) + ". Restore those settings, or start a new run from the policy weights.")
+        self.epoch, self.samples_consumed = st.epoch, st.samples
+
+    def worker_start(self, dl_worker_id: int | None = None, dl_num_workers: int = 0) -> WorkerStart:
+        """Where DataLoader worker ``dl_worker_id`` (None in-process) starts, from the resume state
+        (``epoch``, ``samples_consumed``).
+
+        Raises:
+            ShardingError: the DataLoader's worker count is not the planner's ``num_workers``.
+            ResumeStateError: the consumed count ends inside a batch (several workers) or exceeds
+            the finite epoch.
+        """
+        if dl_num_workers != self.num_workers:
+            raise ShardingError(
+                f"the DataLoader runs {dl_num_workers} worker(s) but the planner was built for "
+                f"num_workers={self.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)")
+        fr = self._worker_frames(self.rank)
+        s = self.samples_consumed
+        n = self.num_shards
+        if self.repeat:
+            limits = [None if f else 0 for f in fr]
+            if not any(f for f in fr):
+                return WorkerStart(0, self.epoch, 0, None)
+            given, nxt, _ = replay_turns(limits, self.batch_size, samples=s, drop_last=self.drop_last)
+        else:
+            limits = self.worker_epoch_limits()
+            total = sum(limits)
+            epoch = self.epoch
+            if total and s >= total:  # a finished epoch: continue with the next ones
+                epoch, s = epoch + s // total, s % total
+            given, nxt, _ = replay_turns(limits, self.batch_size, samples=s, drop_last=self.drop_last)
+        p = 0 if dl_worker_id is None else int(dl_worker_id)
+        logical = (p + (nxt or 0)) % n
+        if self.repeat:
+            f = fr[logical]
+            c = given[logical]
+            return WorkerStart(logical, self.epoch + (c // f if f else 0), c % f if f else 0, None)
+        return WorkerStart(logical, epoch, given[logical], limits[logical])
+
+    def iter_worker_anchors(self, dl_worker_id: int | None = None,
+                            dl_num_workers: int = 0) -> Iterator[tuple[int, int]]:
+        """The anchors DataLoader worker ``dl_worker_id`` yields, from the resume state on: one
+        (the rest of the) epoch when finite, endless with ``repeat=True``."""
+        start = self.worker_start(dl_worker_id, dl_num_workers)
+        plan = self.worker_plan(start.logical_worker)
+        return plan.iter_anchors(start.epoch, start.offset, repeat=self.repeat, limit=start.limit)

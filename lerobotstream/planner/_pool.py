@@ -1,0 +1,126 @@
+"""One worker's exact-coverage episode pool: global episode ids over the Cython ``PoolCore``."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from lerobotstream.planner._poolcore import PoolCore
+
+__all__ = ["EpisodePool", "PoolEvent", "STRATEGY_IDS"]
+
+STRATEGY_IDS = {"remaining": 0, "round_robin": 1}
+
+
+class PoolEvent(NamedTuple):
+    """An admission or eviction.
+
+    Fields:
+        position (int): samples the pool had emitted when it happened (an eviction at position p
+            follows the episode's last anchor, number p-1; an episode admitted at p can be drawn
+            from sample p on).
+        kind (str): ``"admit"`` (bytes must be resident before its first anchor) or ``"evict"``
+            (its last anchor was emitted: release its bytes once that anchor is decoded).
+        episode_index (int): dataset episode index.
+    """
+
+    position: int
+    kind: str
+    episode_index: int
+
+
+_KINDS = ("admit", "evict")
+
+
+class EpisodePool:
+    """Exact-coverage pool of one worker for one epoch (built by ``WorkerPlan.pool``).
+
+    Every frame of the worker's episodes is emitted exactly once; at most ``pool_size`` episodes
+    and ``byte_budget`` bytes are resident; episodes are admitted strictly in the seeded admission
+    order (the next one waits until it fits) and leave right after their last frame.
+
+    Args:
+        episode_indices (np.ndarray): int64 (E,) dataset episode indices of the worker.
+        lengths (np.ndarray): int64 (E,) frames per episode (>= 1).
+        nbytes (np.ndarray): int64 (E,) resident bytes per episode (zeros when unbounded).
+        order (np.ndarray): int64 (E,) admission order, positions into the arrays above.
+        pool_size (int): maximum resident episodes.
+        byte_budget (int | None): maximum resident bytes, or None.
+        strategy (str): ``remaining`` or ``round_robin``.
+        draw_words (np.ndarray): uint64 (4,) seed words of the draws.
+    """
+
+    def __init__(self, episode_indices, lengths, nbytes, order, pool_size, byte_budget, strategy, draw_words):
+        self.episode_indices = np.ascontiguousarray(episode_indices, dtype=np.int64)
+        self.pool_size = int(pool_size)
+        self.byte_budget = byte_budget
+        self.strategy = strategy
+        self._core = PoolCore(np.ascontiguousarray(lengths, dtype=np.int64),
+                              np.ascontiguousarray(nbytes, dtype=np.int64),
+                              np.ascontiguousarray(order, dtype=np.int64), self.pool_size,
+                              -1 if byte_budget is None else int(byte_budget), STRATEGY_IDS[strategy],
+                              np.ascontiguousarray(draw_words, dtype=np.uint64))
+
+    def fill(self, out_episode: np.ndarray, out_frame: np.ndarray) -> int:
+        """Write up to ``len(out_episode)`` anchors into the caller's int64 arrays; returns the
+        count (fewer means the epoch ended). The batched fast path (tools/bench_planner.py)."""
+        k = self._core.fill(out_episode, out_frame, min(len(out_episode), len(out_frame)))
+        out_episode[:k] = self.episode_indices[out_episode[:k]]
+        return k
+
+    def next_anchors(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Up to ``n`` anchors: (episode_index int64 (k,), frame_index int64 (k,)), k < n at the end."""
+        ep = np.empty(n, dtype=np.int64)
+        fr = np.empty(n, dtype=np.int64)
+        k = self.fill(ep, fr)
+        return ep[:k], fr[:k]
+
+    def skip(self, n: int) -> int:
+        """Draw and discard ``n`` anchors (resume fast-forward, no I/O); returns how many were drawn."""
+        return self._core.skip(n)
+
+    def drain_events(self) -> list[PoolEvent]:
+        """Admissions and evictions since the last drain, in order."""
+        pos, kind, ep = self._core.drain_events()
+        ids = self.episode_indices
+        return [PoolEvent(int(p), _KINDS[k], int(ids[e])) for p, k, e in zip(pos, kind, ep)]
+
+    def resident(self) -> np.ndarray:
+        """Dataset episode indices resident now (int64)."""
+        return self.episode_indices[self._core.resident()]
+
+    def frontier(self, k: int) -> np.ndarray:
+        """The next ``k`` episodes to be admitted, in admission order (int64): what to prefetch."""
+        return self.episode_indices[self._core.frontier(k)]
+
+    @property
+    def emitted(self) -> int:
+        """Anchors emitted so far in this epoch."""
+        return self._core.emitted
+
+    @property
+    def remaining(self) -> int:
+        """Frames of resident episodes not yet emitted."""
+        return self._core.total_remaining
+
+    @property
+    def num_resident(self) -> int:
+        return self._core.num_resident
+
+    @property
+    def resident_bytes(self) -> int:
+        return self._core.resident_bytes
+
+    @property
+    def exhausted(self) -> bool:
+        """True once every frame of the epoch has been emitted."""
+        return self._core.total_remaining == 0
+
+    def __iter__(self):
+        """Yields ``(episode_index, frame_index)`` Python ints until the epoch ends."""
+        while True:
+            ep, fr = self.next_anchors(256)
+            yield from zip(ep.tolist(), fr.tolist())
+            if len(ep) < 256:
+                return

@@ -1,0 +1,368 @@
+# cython: language_level=3
+"""Cython core of the exact-coverage episode pool (one DataLoader worker's anchor stream).
+
+Per emitted anchor the cost is O(log P) for ``remaining`` (Fenwick-tree draw over the resident
+episodes' remaining frame counts) and amortised O(1) for ``round_robin``; it never grows linearly
+with the pool size P. Frames inside a resident episode come from a lazily run Fisher-Yates
+shuffle (one int32 buffer per resident episode, allocated on admission and freed on eviction), so
+memory is the sum of the resident episodes' lengths.
+
+Randomness comes only from a private xoshiro256** generator seeded with four 64-bit words from
+``numpy.random.SeedSequence`` (see ``_pool.py``): no global RNG, and the order does not depend on
+the numpy version. Bounded draws use Lemire's multiply-shift with rejection (exactly uniform).
+
+Everything here works on *local* episode ids 0..E-1 (positions in the worker's admission order
+arrays); ``_pool.EpisodePool`` maps them to dataset ``episode_index`` values.
+"""
+
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memset
+
+cimport numpy as cnp
+import numpy as np
+
+from lerobotstream.errors import ByteBudgetError
+
+cnp.import_array()
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    static inline uint64_t lrs_rotl(const uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+    static inline uint64_t lrs_xoshiro_next(uint64_t *s) {
+        const uint64_t result = lrs_rotl(s[1] * 5, 7) * 9;
+        const uint64_t t = s[1] << 17;
+        s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+        s[2] ^= t; s[3] = lrs_rotl(s[3], 45);
+        return result;
+    }
+    /* Uniform integer in [0, n), n >= 1 (Lemire 2019, exact). */
+    static inline uint64_t lrs_randbelow(uint64_t *s, uint64_t n) {
+        uint64_t x = lrs_xoshiro_next(s);
+        unsigned __int128 m = (unsigned __int128)x * (unsigned __int128)n;
+        uint64_t l = (uint64_t)m;
+        if (l < n) {
+            uint64_t t = (0 - n) % n;
+            while (l < t) {
+                x = lrs_xoshiro_next(s);
+                m = (unsigned __int128)x * (unsigned __int128)n;
+                l = (uint64_t)m;
+            }
+        }
+        return (uint64_t)(m >> 64);
+    }
+    """
+    uint64_t lrs_xoshiro_next(uint64_t *s) nogil
+    uint64_t lrs_randbelow(uint64_t *s, uint64_t n) nogil
+
+DEF EV_ADMIT = 0
+DEF EV_EVICT = 1
+DEF STRAT_REMAINING = 0
+DEF STRAT_ROUND_ROBIN = 1
+
+
+def shuffled_order(uint64_t[::1] state, int64_t n):
+    """Seeded Fisher-Yates permutation of ``range(n)`` with the same xoshiro256** generator.
+
+    Args:
+        state: four uint64 seed words (not modified).
+        n: length of the permutation.
+
+    Returns:
+        np.ndarray: int64 (n,) permutation.
+    """
+    cdef uint64_t s[4]
+    cdef int64_t i, j, tmp
+    for i in range(4):
+        s[i] = state[i]
+    out = np.arange(n, dtype=np.int64)
+    cdef int64_t[::1] o = out
+    for i in range(n - 1, 0, -1):
+        j = <int64_t>lrs_randbelow(s, <uint64_t>(i + 1))
+        tmp = o[i]
+        o[i] = o[j]
+        o[j] = tmp
+    return out
+
+
+cdef class PoolCore:
+    """Exact-coverage pool over local episodes ``0..E-1`` admitted in ``order``.
+
+    Args:
+        lengths: int64 (E,) frames per local episode (all >= 1).
+        nbytes: int64 (E,) bytes each local episode holds while resident (0 when unbounded).
+        order: int64 (E,) admission order (a permutation of ``range(E)``).
+        pool_size: maximum resident episodes (>= 1).
+        byte_budget: maximum sum of resident ``nbytes`` (-1: unbounded).
+        strategy: 0 = ``remaining``, 1 = ``round_robin``.
+        state: four uint64 seed words for the draws.
+
+    Raises:
+        ByteBudgetError: when admission reaches an episode larger than the whole budget.
+    """
+
+    cdef int64_t n_eps, pool_size, byte_budget, n_res_bytes, strategy
+    cdef int64_t next_admit, n_resident, n_emitted, n_remaining, log2p
+    cdef int64_t[::1] lengths, nbytes, order
+    cdef int64_t *tree          # Fenwick tree over slots, 1-based, size P+1
+    cdef int64_t *slot_ep       # local episode in slot, -1 when free
+    cdef int64_t *slot_rem      # frames left in slot's episode
+    cdef int32_t **slot_buf     # lazily shuffled frame indices
+    cdef int64_t *free_slots
+    cdef int64_t n_free
+    cdef int64_t *res_list      # dense list of resident slots (round_robin)
+    cdef int64_t *res_pos       # slot -> position in res_list
+    cdef int64_t *round_slots
+    cdef int64_t round_len, round_pos
+    cdef uint64_t rng[4]
+    cdef list _ev_pos, _ev_kind, _ev_ep
+
+    def __cinit__(self):
+        self.tree = NULL
+        self.slot_ep = NULL
+        self.slot_rem = NULL
+        self.slot_buf = NULL
+        self.free_slots = NULL
+        self.res_list = NULL
+        self.res_pos = NULL
+        self.round_slots = NULL
+
+    def __init__(self, int64_t[::1] lengths, int64_t[::1] nbytes, int64_t[::1] order, int64_t pool_size,
+                 int64_t byte_budget, int64_t strategy, uint64_t[::1] state):
+        cdef int64_t i, P
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be >= 1, got {pool_size}")
+        if lengths.shape[0] != nbytes.shape[0] or lengths.shape[0] != order.shape[0]:
+            raise ValueError("lengths, nbytes and order must have the same length")
+        self.lengths = lengths
+        self.nbytes = nbytes
+        self.order = order
+        self.n_eps = lengths.shape[0]
+        self.pool_size = pool_size
+        self.byte_budget = byte_budget
+        self.strategy = strategy
+        self.n_remaining = 0
+        self.n_emitted = 0
+        self.next_admit = 0
+        self.n_resident = 0
+        self.n_res_bytes = 0
+        self.round_len = 0
+        self.round_pos = 0
+        for i in range(4):
+            self.rng[i] = state[i]
+        P = pool_size
+        self.log2p = 1
+        while self.log2p * 2 <= P:
+            self.log2p *= 2
+        self.tree = <int64_t *>malloc((P + 1) * sizeof(int64_t))
+        self.slot_ep = <int64_t *>malloc(P * sizeof(int64_t))
+        self.slot_rem = <int64_t *>malloc(P * sizeof(int64_t))
+        self.slot_buf = <int32_t **>malloc(P * sizeof(int32_t *))
+        self.free_slots = <int64_t *>malloc(P * sizeof(int64_t))
+        self.res_list = <int64_t *>malloc(P * sizeof(int64_t))
+        self.res_pos = <int64_t *>malloc(P * sizeof(int64_t))
+        self.round_slots = <int64_t *>malloc(P * sizeof(int64_t))
+        if (self.tree == NULL or self.slot_ep == NULL or self.slot_rem == NULL or self.slot_buf == NULL
+                or self.free_slots == NULL or self.res_list == NULL or self.res_pos == NULL
+                or self.round_slots == NULL):
+            raise MemoryError("PoolCore: out of memory")
+        memset(self.tree, 0, (P + 1) * sizeof(int64_t))
+        for i in range(P):
+            self.slot_ep[i] = -1
+            self.slot_rem[i] = 0
+            self.slot_buf[i] = NULL
+            self.free_slots[i] = P - 1 - i  # pop from the end: slot 0 first
+        self.n_free = P
+        self._ev_pos = []
+        self._ev_kind = []
+        self._ev_ep = []
+        self._admit()
+
+    def __dealloc__(self):
+        cdef int64_t i
+        if self.slot_buf != NULL:
+            for i in range(self.pool_size):
+                if self.slot_buf[i] != NULL:
+                    free(self.slot_buf[i])
+        free(self.tree)
+        free(self.slot_ep)
+        free(self.slot_rem)
+        free(self.slot_buf)
+        free(self.free_slots)
+        free(self.res_list)
+        free(self.res_pos)
+        free(self.round_slots)
+
+    # --- Fenwick tree --------------------------------------------------------------------------
+    cdef inline void _fw_add(self, int64_t slot, int64_t delta) noexcept nogil:
+        cdef int64_t i = slot + 1
+        while i <= self.pool_size:
+            self.tree[i] += delta
+            i += i & (-i)
+
+    cdef inline int64_t _fw_find(self, int64_t target) noexcept nogil:
+        """Slot whose cumulative range holds ``target`` (0 <= target < total)."""
+        cdef int64_t pos = 0, step = self.log2p, nxt
+        while step > 0:
+            nxt = pos + step
+            if nxt <= self.pool_size and self.tree[nxt] <= target:
+                pos = nxt
+                target -= self.tree[nxt]
+            step >>= 1
+        return pos  # 0-based slot = (1-based index pos+1) - 1
+
+    # --- admission / eviction ------------------------------------------------------------------
+    cdef int _admit(self) except -1:
+        cdef int64_t ep, slot, n, i
+        cdef int32_t *buf
+        while self.next_admit < self.n_eps and self.n_resident < self.pool_size:
+            ep = self.order[self.next_admit]
+            if self.byte_budget >= 0:
+                if self.nbytes[ep] > self.byte_budget:
+                    raise ByteBudgetError(
+                        f"local episode {ep} needs {self.nbytes[ep]} bytes, more than the whole byte "
+                        f"budget of {self.byte_budget} bytes", local_episode=ep)
+                if self.n_res_bytes + self.nbytes[ep] > self.byte_budget:
+                    break  # strict admission order: wait for evictions to free bytes
+            n = self.lengths[ep]
+            buf = <int32_t *>malloc(n * sizeof(int32_t))
+            if buf == NULL:
+                raise MemoryError("PoolCore: out of memory for an episode's frame order")
+            for i in range(n):
+                buf[i] = <int32_t>i
+            self.n_free -= 1
+            slot = self.free_slots[self.n_free]
+            self.slot_ep[slot] = ep
+            self.slot_rem[slot] = n
+            self.slot_buf[slot] = buf
+            self._fw_add(slot, n)
+            self.res_pos[slot] = self.n_resident
+            self.res_list[self.n_resident] = slot
+            self.n_resident += 1
+            self.n_res_bytes += self.nbytes[ep]
+            self.n_remaining += n
+            self.next_admit += 1
+            self._ev_pos.append(self.n_emitted)
+            self._ev_kind.append(EV_ADMIT)
+            self._ev_ep.append(ep)
+        return 0
+
+    cdef int _evict(self, int64_t slot) except -1:
+        cdef int64_t ep = self.slot_ep[slot], p, last
+        free(self.slot_buf[slot])
+        self.slot_buf[slot] = NULL
+        self.slot_ep[slot] = -1
+        p = self.res_pos[slot]
+        last = self.res_list[self.n_resident - 1]
+        self.res_list[p] = last
+        self.res_pos[last] = p
+        self.n_resident -= 1
+        self.n_res_bytes -= self.nbytes[ep]
+        self.free_slots[self.n_free] = slot
+        self.n_free += 1
+        self._ev_pos.append(self.n_emitted)
+        self._ev_kind.append(EV_EVICT)
+        self._ev_ep.append(ep)
+        return 0
+
+    cdef inline int64_t _pick_slot(self) noexcept nogil:
+        cdef int64_t i, j, tmp
+        if self.strategy == STRAT_REMAINING:
+            return self._fw_find(<int64_t>lrs_randbelow(self.rng, <uint64_t>self.n_remaining))
+        if self.round_pos >= self.round_len:
+            # new round: the residents right now (episodes admitted later join the next round)
+            for i in range(self.n_resident):
+                self.round_slots[i] = self.res_list[i]
+            self.round_len = self.n_resident
+            self.round_pos = 0
+            for i in range(self.round_len - 1, 0, -1):
+                j = <int64_t>lrs_randbelow(self.rng, <uint64_t>(i + 1))
+                tmp = self.round_slots[i]
+                self.round_slots[i] = self.round_slots[j]
+                self.round_slots[j] = tmp
+        i = self.round_slots[self.round_pos]
+        self.round_pos += 1
+        return i
+
+    cpdef int64_t fill(self, int64_t[::1] out_ep, int64_t[::1] out_frame, int64_t n) except -1:
+        """Emit up to ``n`` anchors into ``out_ep`` (local episode) / ``out_frame``; returns the count.
+
+        Fewer than ``n`` means the epoch is exhausted. Pass ``n`` <= the arrays' length.
+        """
+        cdef int64_t k = 0, slot, rem, j
+        cdef int32_t *buf
+        cdef int32_t f
+        if n > out_ep.shape[0] or n > out_frame.shape[0]:
+            raise ValueError("output arrays are shorter than n")
+        while k < n and self.n_remaining > 0:
+            slot = self._pick_slot()
+            rem = self.slot_rem[slot]
+            buf = self.slot_buf[slot]
+            j = <int64_t>lrs_randbelow(self.rng, <uint64_t>rem)
+            f = buf[j]
+            buf[j] = buf[rem - 1]
+            rem -= 1
+            self.slot_rem[slot] = rem
+            if self.strategy == STRAT_REMAINING:
+                self._fw_add(slot, -1)
+            self.n_remaining -= 1
+            out_ep[k] = self.slot_ep[slot]
+            out_frame[k] = f
+            k += 1
+            self.n_emitted += 1
+            if rem == 0:
+                self._evict(slot)
+                self._admit()
+        return k
+
+    cpdef int64_t skip(self, int64_t n) except -1:
+        """Draw and discard up to ``n`` anchors (resume fast-forward); returns the count."""
+        cdef int64_t chunk = 4096, done = 0, got
+        ep = np.empty(chunk, dtype=np.int64)
+        fr = np.empty(chunk, dtype=np.int64)
+        while done < n:
+            got = self.fill(ep, fr, min(chunk, n - done))
+            done += got
+            if got == 0:
+                break
+        return done
+
+    def drain_events(self):
+        """Events since the last drain: three lists (position, kind 0=admit/1=evict, local episode)."""
+        out = (self._ev_pos, self._ev_kind, self._ev_ep)
+        self._ev_pos = []
+        self._ev_kind = []
+        self._ev_ep = []
+        return out
+
+    def resident(self):
+        """Local ids of resident episodes, int64, in slot order."""
+        cdef int64_t i
+        return np.array([self.slot_ep[i] for i in range(self.pool_size) if self.slot_ep[i] >= 0],
+                        dtype=np.int64)
+
+    def frontier(self, int64_t k):
+        """Local ids of the next ``k`` episodes to be admitted, in admission order."""
+        cdef int64_t stop = min(self.n_eps, self.next_admit + max(k, 0))
+        return np.asarray(self.order[self.next_admit:stop]).copy()
+
+    @property
+    def emitted(self):
+        return self.n_emitted
+
+    @property
+    def total_remaining(self):
+        return self.n_remaining
+
+    @property
+    def num_resident(self):
+        return self.n_resident
+
+    @property
+    def resident_bytes(self):
+        return self.n_res_bytes
+
+    @property
+    def num_admitted(self):
+        return self.next_admit

@@ -1,0 +1,30 @@
+"""Seed derivation: every order comes from ``np.random.SeedSequence`` with a tuple entropy.
+
+Never global RNG: ``random``, ``numpy.random`` and ``torch`` global states are neither read nor
+written. The four 64-bit words feed the private xoshiro256** generator of ``_poolcore``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Domain tags keep the streams of different uses apart (arbitrary fixed constants).
+TAG_RANK_SHARDS = 0x52414E4B  # "RANK"
+TAG_WORKER_SHARDS = 0x574B5253  # "WKRS"
+TAG_ADMISSION = 0x41444D54  # "ADMT"
+TAG_DRAWS = 0x44524157  # "DRAW"
+
+
+def seed_words(*entropy: int) -> np.ndarray:
+    """Four uint64 words from ``SeedSequence(entropy)``; every entry must be a non-negative int.
+
+    Returns:
+        np.ndarray: uint64 (4,), C-contiguous.
+    """
+    ent = [int(x) for x in entropy]
+    if any(x < 0 for x in ent):
+        raise ValueError(f"seed entropy must be non-negative integers, got {ent}")
+    words = np.random.SeedSequence(ent).generate_state(4, dtype=np.uint64)
+    if not words.any():  # xoshiro's all-zero state is absorbing (probability 2**-256)
+        words[0] = 1
+    return np.ascontiguousarray(words)

@@ -1,0 +1,51 @@
+"""Frame-balanced shards of whole episodes (ranks, then DataLoader workers inside a rank).
+
+Algorithm: greedy LPT (longest processing time first). Episodes are sorted by decreasing length,
+ties broken by a seeded permutation, and each goes to the shard with the fewest frames so far
+(ties: lowest shard id).
+
+Guarantee (tested): ``max(shard frames) - min(shard frames) <= max(episode length)``, hence
+``max(shard frames) <= mean + max(episode length)``. Proof sketch: an episode is only ever added
+to a currently least-loaded shard, so after adding it that shard exceeds the minimum by at most
+the episode's length; every other gap only shrinks. When there are at least as many episodes as
+shards, every shard receives at least one episode (empty shards are least loaded first).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from lerobotstream.planner._seeds import seed_words
+from lerobotstream.planner._poolcore import shuffled_order
+
+__all__ = ["lpt_shards", "LPT_BOUND_DOC"]
+
+LPT_BOUND_DOC = "max(shard frames) - min(shard frames) <= max(episode length)"
+
+
+def lpt_shards(lengths: np.ndarray, num_shards: int, tie_seed: tuple[int, ...]) -> list[np.ndarray]:
+    """Split items (episodes) into ``num_shards`` frame-balanced groups.
+
+    Args:
+        lengths (np.ndarray): int64 (E,) frames per item, all >= 1.
+        num_shards (int): number of groups (>= 1).
+        tie_seed (tuple[int, ...]): entropy for the tie-breaking permutation among equal lengths.
+
+    Returns:
+        list[np.ndarray]: ``num_shards`` int64 arrays of *positions* into ``lengths``, each sorted
+        ascending. Pure function of (lengths, num_shards, tie_seed).
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n = int(lengths.shape[0])
+    tie = np.empty(n, dtype=np.int64)
+    tie[shuffled_order(seed_words(*tie_seed), n)] = np.arange(n, dtype=np.int64)
+    order = np.lexsort((tie, -lengths))  # primary: length descending; secondary: seeded tie rank
+    heap = [(0, s) for s in range(num_shards)]
+    owner = np.empty(n, dtype=np.int64)
+    for pos in order.tolist():
+        load, shard = heapq.heappop(heap)
+        owner[pos] = shard
+        heapq.heappush(heap, (load + int(lengths[pos]), shard))
+    return [np.flatnonzero(owner == s).astype(np.int64) for s in range(num_shards)]

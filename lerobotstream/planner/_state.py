@@ -1,0 +1,173 @@
+"""Resume state and the DataLoader's batch turns.
+
+How a ``torch.utils.data.DataLoader`` reads an ``IterableDataset`` with N workers: every worker
+runs its own copy of the iterator; batches are taken from workers in turn (worker w gives batches
+w, w+N, w+2N, ... of the rank); a worker's last batch may be short (or dropped with
+``drop_last=True``); a worker whose iterator is exhausted leaves the rotation and the others
+continue in the same cyclic order. So the rank's sample count alone, replayed through these turns
+(:func:`replay_turns`), says how many samples each worker has given and which worker gives the
+next batch. On resume, DataLoader worker ``p`` plays logical worker ``(p + next) mod N``, so the
+resumed DataLoader (which always starts with its worker 0) continues the rotation exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lerobotstream.errors import ResumeStateError
+
+__all__ = ["SCHEMA_KEY", "SCHEMA_VERSION", "StreamState", "replay_turns"]
+
+SCHEMA_KEY = "lerobotstream_planner_schema"
+SCHEMA_VERSION = 1
+
+_OLD_CHECKPOINT_MSG = (
+    "this checkpoint's stream state has no {key!r} marker: it was written by an older sampler "
+    "(a row shuffle buffer or the earlier multi-worker episode sampler), whose order cannot be "
+    "reproduced or told apart by world-size and batch-size checks. Sample-exact streaming resume "
+    "is refused; start a new run from the checkpoint's policy weights instead.")
+
+
+@dataclass(frozen=True)
+class StreamState:
+    """Everything sample-exact resume depends on (one rank's view).
+
+    Fields:
+        seed (int): planner seed (``seed=None`` was already mapped to 42).
+        epoch (int): epoch the stream (re)started at, >= 0.
+        samples (int): samples the training loop consumed from this rank since ``epoch`` began
+            (with ``repeat=True`` it may exceed one epoch), >= 0.
+        batch_size (int): DataLoader batch size, >= 1.
+        world_size (int): number of ranks.
+        num_workers (int): DataLoader workers per rank (0 = in the training process).
+        strategy (str): ``remaining`` or ``round_robin``.
+        pool_size (int | None): explicit per-worker pool size, or None for the default.
+        byte_budget (int | None): per-rank byte budget, bytes, or None (unbounded).
+        repeat (bool): endless stream.
+        drop_last (bool): DataLoader drops each worker's short last batch.
+        equalize (str): ``none`` or ``drop``.
+    """
+
+    seed: int
+    epoch: int
+    samples: int
+    batch_size: int
+    world_size: int
+    num_workers: int
+    strategy: str
+    pool_size: int | None
+    byte_budget: int | None
+    repeat: bool
+    drop_last: bool
+    equalize: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {SCHEMA_KEY: SCHEMA_VERSION, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any]) -> StreamState:
+        """Parse a ``state_dict()``; raises ResumeStateError for old or foreign layouts."""
+        if not isinstance(state, dict) or SCHEMA_KEY not in state:
+            raise ResumeStateError(_OLD_CHECKPOINT_MSG.format(key=SCHEMA_KEY))
+        if state[SCHEMA_KEY] != SCHEMA_VERSION:
+            raise ResumeStateError(
+                f"stream state schema {state[SCHEMA_KEY]!r} is not the supported {SCHEMA_VERSION}; "
+                "sample-exact resume needs the same lerobotstream planner version. Start a new run "
+                "from the checkpoint's policy weights.")
+        fields = {k: v for k, v in state.items() if k != SCHEMA_KEY}
+        try:
+            out = cls(**fields)
+        except TypeError as e:
+            raise ResumeStateError(f"malformed stream state {sorted(fields)}: {e}") from e
+        if out.epoch < 0 or out.samples < 0 or out.batch_size < 1:
+            raise ResumeStateError(
+                f"invalid stream state: epoch={out.epoch}, samples={out.samples}, batch_size={out.batch_size}")
+        return out
+
+
+def _can_give(rem: int | None, batch_size: int, drop_last: bool) -> bool:
+    return rem is None or rem >= batch_size or (rem > 0 and not drop_last)
+
+
+def replay_turns(limits: list[int | None], batch_size: int, *, samples: int | None = None,
+                 batches: int | None = None, drop_last: bool = False) -> tuple[list[int], int | None, int]:
+    """Replay the DataLoader's batch turns until ``samples`` samples or ``batches`` batches are taken.
+
+    Args:
+        limits: samples each logical worker can give (None: endless).
+        batch_size: DataLoader batch size (>= 1).
+        samples: stop after this many samples (must end on a batch boundary when len(limits) > 1).
+        batches: stop after this many batches.
+        drop_last: a worker's short last batch is dropped (the worker leaves the rotation).
+
+    Returns:
+        (samples given per worker, worker that gives the next batch or None when all are
+        exhausted, batches taken). Cost: O(number of phases x workers), not O(batches).
+
+    Raises:
+        ResumeStateError: ``samples`` ends inside a batch (with several workers), or exceeds what
+        the workers can give.
+    """
+    if samples is None and batches is None:
+        raise ValueError("replay_turns needs samples or batches")
+    n = len(limits)
+    rem = list(limits)
+    given = [0] * n
+    s_left, b_left, taken = samples, batches, 0
+    if n == 1:  # one stream: batch boundaries do not affect the sample order
+        cap = rem[0]
+        if samples is not None:
+            if cap is not None and samples > cap:
+                raise ResumeStateError(f"resume offset {samples} exceeds the {cap} samples of the epoch")
+            return [samples], (0 if _can_give(None if cap is None else cap - samples, 1, False) else None), -1
+    while True:
+        active = [w for w in range(n) if _can_give(rem[w], batch_size, drop_last)]
+        if not active:
+            if s_left:
+                raise ResumeStateError(
+                    f"resume offset of {samples} samples exceeds the {sum(given)} samples this rank's "
+                    "workers give in the epoch")
+            if b_left:
+                return given, None, taken
+            return given, None, taken
+        finite = [rem[w] // batch_size for w in active if rem[w] is not None]
+        if len(finite) == len([w for w in active if rem[w] is not None]) and all(
+                rem[w] is None or rem[w] >= batch_size for w in active):
+            k = min(finite) if finite else None
+            if s_left is not None:
+                q = s_left // (batch_size * len(active))
+                k = q if k is None else min(k, q)
+            if b_left is not None:
+                q = b_left // len(active)
+                k = q if k is None else min(k, q)
+            if k:
+                for w in active:
+                    given[w] += k * batch_size
+                    if rem[w] is not None:
+                        rem[w] -= k * batch_size
+                taken += k * len(active)
+                if s_left is not None:
+                    s_left -= k * batch_size * len(active)
+                if b_left is not None:
+                    b_left -= k * len(active)
+        for w in range(n):
+            if not _can_give(rem[w], batch_size, drop_last):
+                continue
+            if s_left == 0 or b_left == 0:
+                return given, w, taken
+            take = batch_size if rem[w] is None else min(batch_size, rem[w])
+            if s_left is not None and s_left < take:
+                raise ResumeStateError(
+                    f"resume offset of {samples} samples ends inside a batch of worker {w} (batch size "
+                    f"{batch_size}, {len(limits)} workers): sample-exact resume with several DataLoader "
+                    "workers needs the offset to be the sum of the batches the training loop consumed, "
+                    "with the same batch size and worker count as the checkpointed run")
+            given[w] += take
+            if rem[w] is not None:
+                rem[w] -= take
+            taken += 1
+            if s_left is not None:
+                s_left -= take
+            if b_left is not None:
+                b_left -= 1
