@@ -189,7 +189,7 @@ class HttpClient:
             try:
                 conn.request(method, target, headers=dict(headers or {}))
                 resp = conn.getresponse()
-                body = resp.read() if method != "HEAD" else b""
+                body = resp.read()  # HEAD: b"" (reading also frees the connection for reuse)
                 resp_headers = {k.lower(): v for k, v in resp.getheaders()}
                 if "content-length" in resp_headers and method != "HEAD":
                     if len(body) != int(resp_headers["content-length"]):
