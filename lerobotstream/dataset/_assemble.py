@@ -1,0 +1,143 @@
+"""Item assembly: one anchor → the map-style item (keys, dtypes, shapes, windows, pads, frames).
+
+Row columns of an episode are converted once (:func:`episode_rows`) into numpy arrays with the
+dtypes HF's torch formatter produces in map-style LeRobot (``torch.tensor(python_value)``): floats
+→ float32, ints → int64, bools → bool; ragged, nullable and string columns stay Python lists and
+are converted per item the same way. Each item owns its data (copies, never views of the cache).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from lerobotstream.dataset._windows import DeltaWindows
+
+__all__ = ["EpisodeRows", "episode_rows", "assemble_item"]
+
+_KIND_DTYPE = {"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}
+
+
+@dataclass
+class EpisodeRows:
+    """An episode's rows, converted once.
+
+    Attributes:
+        episode_index (int), length (int, frames), from_index (int, ``dataset_from_index``).
+        numeric (dict[str, np.ndarray]): fixed-shape columns, (length, ...) float32/int64/bool.
+        other (dict[str, list]): other columns as Python values (length,).
+        timestamp_s (np.ndarray): float64 (length,) of the float32 ``timestamp`` column.
+    """
+
+    episode_index: int
+    length: int
+    from_index: int
+    numeric: dict[str, np.ndarray]
+    other: dict[str, list]
+    timestamp_s: np.ndarray
+    columns: list[str] = field(default_factory=list)
+
+
+def _column_to_numpy(col: pa.ChunkedArray) -> np.ndarray | None:
+    if col.null_count:
+        return None
+    t = col.type
+    base = t
+    while pa.types.is_list(base) or pa.types.is_fixed_size_list(base) or pa.types.is_large_list(base):
+        base = base.value_type
+    if not (pa.types.is_integer(base) or pa.types.is_floating(base) or pa.types.is_boolean(base)):
+        return None
+    try:
+        arr = np.array(col.to_pylist())
+    except ValueError:  # ragged
+        return None
+    if arr.dtype.kind not in _KIND_DTYPE:
+        return None
+    return arr.astype(_KIND_DTYPE[arr.dtype.kind])
+
+
+def episode_rows(table: pa.Table, episode_index: int, from_index: int) -> EpisodeRows:
+    """Convert an episode's Parquet rows (sorted by ``frame_index``) once for assembly."""
+    numeric: dict[str, np.ndarray] = {}
+    other: dict[str, list] = {}
+    for name in table.column_names:
+        arr = _column_to_numpy(table.column(name))
+        if arr is None:
+            other[name] = table.column(name).to_pylist()
+        else:
+            numeric[name] = arr
+    ts = np.asarray(table.column("timestamp").to_numpy(), dtype=np.float64)
+    return EpisodeRows(int(episode_index), table.num_rows, int(from_index), numeric, other, ts, list(table.column_names))
+
+
+def _other_to_torch(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    return torch.tensor(value)
+
+
+#: ``frames(episode, camera, episode_frames, query_s) -> uint8 (T, C, H, W)``
+FramesFn = Callable[[int, str, np.ndarray, np.ndarray], torch.Tensor]
+
+
+def assemble_item(
+    rows: EpisodeRows,
+    frame_index: int,
+    *,
+    windows: DeltaWindows,
+    video_keys: Sequence[str],
+    from_timestamps: Mapping[str, float],
+    frames: FramesFn,
+    tasks: Sequence[str],
+    return_uint8: bool = False,
+    image_transforms: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    camera_keys: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Build the map-style item of ``(rows.episode_index, frame_index)``.
+
+    Returns:
+        dict: row columns (0-dim/1-dim tensors as the HF formatter makes them), windowed keys
+        stacked to (K, ...), ``<key>_is_pad`` bool (K,), video keys float32 [0, 1] (uint8 with
+        ``return_uint8``) of shape (C, H, W) or (K, C, H, W), and ``task`` (str).
+    """
+    f = int(frame_index)
+    n = rows.length
+    item: dict[str, Any] = {}
+    pads: dict[str, torch.Tensor] = {}
+    win: dict[str, np.ndarray] = {}
+    for key in windows.keys():
+        idx, pad = windows.resolve(key, f, n)
+        win[key] = idx
+        pads[f"{key}_is_pad"] = torch.from_numpy(pad.copy())
+    # video first (map-style builds {**video_frames, **item})
+    for key in video_keys:
+        idx = win[key] if key in win else np.array([f], dtype=np.int64)
+        query = from_timestamps[key] + rows.timestamp_s[idx]
+        data = frames(rows.episode_index, key, idx, query)
+        if not return_uint8:
+            data = data.type(torch.float32) / 255
+        item[key] = data.squeeze(0) if data.shape[0] == 1 else data
+    for name in rows.columns:
+        if name in rows.numeric:
+            col = rows.numeric[name]
+            if name in win:
+                item[name] = torch.from_numpy(np.ascontiguousarray(col[win[name]]))
+            else:
+                item[name] = torch.from_numpy(np.array(col[f]))
+        else:
+            col = rows.other[name]
+            if name in win:
+                item[name] = torch.stack([_other_to_torch(col[i]) for i in win[name]])
+            else:
+                item[name] = _other_to_torch(col[f])
+    item.update(pads)
+    if image_transforms is not None:
+        for key in camera_keys:
+            if key in item:
+                item[key] = image_transforms(item[key])
+    item["task"] = tasks[int(item["task_index"])]
+    return item
