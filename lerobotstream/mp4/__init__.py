@@ -4,3 +4,4 @@ from lerobotstream.mp4._table import SampleTable
 from lerobotstream.mp4.parse import parse_mp4, parse_mp4_bytes
 
 __all__ = ["SampleTable", "parse_mp4", "parse_mp4_bytes"]
+from lerobotstream.mp4._index_file import Mp4Index  # noqa: E402  derived mmap index (sidecar issue 3)

@@ -1,0 +1,80 @@
+"""MP4 index sidecars: the schema-3 NPZ, its derived memory-mapped index, and validation.
+
+- :func:`build_sidecar` parses a dataset's MP4s into a schema-3 NPZ (atomic, bounded memory).
+- :func:`open_sidecar` maps the NPZ's derived index (converting it once per node) and checks it
+  against the metadata and, optionally, the current sources.
+- CLI: ``python -m lerobotstream.sidecar build|inspect`` (``lerobotstream-build-mp4-sidecar``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from lerobotstream import constants
+from lerobotstream.errors import SidecarStaleError
+from lerobotstream.mp4._index_file import Mp4Index
+from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, load_tables, safe_data_root
+from lerobotstream.sidecar._build import BuildReport, build_sidecar
+from lerobotstream.sidecar._validate import check_fps, check_window, validate_index, validate_source
+
+__all__ = ["BuildReport", "Mp4Index", "SidecarWriter", "build_sidecar", "check_sources", "load_manifest",
+           "load_tables", "open_sidecar", "safe_data_root", "validate_index", "validate_source",
+           "check_fps", "check_window"]
+
+
+def check_sources(index: Mp4Index, source: Any, paths: list[str] | None = None) -> None:
+    """Check that the sidecar still describes the sources: size and fingerprint of each path.
+
+    Args:
+        index: the opened index.
+        source: ``ByteSource`` of the dataset root.
+        paths: the source paths to check (default: all of the sidecar's).
+
+    Raises:
+        SidecarStaleError: a size or fingerprint differs (names the file).
+    """
+    for path in paths if paths is not None else index.paths:
+        info = index.source_info(index.source_id(path))
+        size = int(source.size(path))
+        if info.get("size") is not None and int(info["size"]) != size:
+            raise SidecarStaleError(f"{path}: the sidecar says {info['size']} bytes, the source has {size}; "
+                                    "rebuild the sidecar", path=path)
+        want = info.get("fingerprint")
+        if want is not None:
+            got = source.fingerprint(path)
+            if got is not None and got != want:
+                raise SidecarStaleError(f"{path}: content fingerprint changed ({want} -> {got}); rebuild the sidecar",
+                                        path=path)
+
+
+def open_sidecar(
+    npz_path: str | os.PathLike,
+    meta: Any = None,
+    *,
+    source: Any = None,
+    tolerance_s: float = constants.DEFAULT_TOLERANCE_S,
+    index_dir: str | os.PathLike | None = None,
+    lock_timeout_s: float = constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S,
+) -> Mp4Index:
+    """Open a sidecar through its derived index and validate it.
+
+    Args:
+        npz_path: the schema-3 sidecar.
+        meta: ``DatasetMeta`` of the selection; when given, every selected (episode, camera)
+            window is validated (only the sources it uses are materialised).
+        source: ``ByteSource``; when given, the used sources' sizes and fingerprints are checked.
+        tolerance_s: allowed timestamp error, seconds.
+        index_dir: derived-index folder (default ``$HF_LEROBOT_HOME/streaming-indexes``).
+        lock_timeout_s: wait for another process converting the same sidecar, seconds.
+
+    Raises:
+        SidecarSchemaError, SidecarStaleError, SidecarValidationError, SidecarLockTimeoutError.
+    """
+    index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
+    if source is not None:
+        used = sorted(set(meta.video_paths())) if meta is not None else None
+        check_sources(index, source, used)
+    if meta is not None:
+        validate_index(index, meta, tolerance_s=tolerance_s)
+    return index

@@ -1,0 +1,111 @@
+"""``python -m lerobotstream.sidecar build|inspect`` (console script ``lerobotstream-build-mp4-sidecar``).
+
+build:   parse a dataset's MP4s into a schema-3 sidecar NPZ (atomic; a failure keeps the old file).
+inspect: print a readable summary of a sidecar (and of its derived index with ``--index``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from typing import Sequence
+
+
+def _build(args: argparse.Namespace) -> int:
+    from lerobotstream.sidecar._build import build_sidecar
+    from lerobotstream import sources
+
+    if args.root is not None:
+        src = sources.LocalSource(args.root)
+        data_root = args.root
+    else:
+        src = sources.open_source(args.data_root, repo_id=args.repo_id, revision=args.revision,
+                                  repo_type=args.repo_type)
+        data_root = args.data_root
+    report = build_sidecar(src, output=args.output, repo_id=args.repo_id, revision=args.revision,
+                           repo_type=args.repo_type, data_root=data_root, episodes=args.episodes,
+                           workers=args.workers, max_pending=args.max_pending, tolerance_s=args.tolerance_s,
+                           progress=not args.no_progress)
+    print(f"wrote {report.output}")
+    print(f"episodes={report.num_episodes} files={report.num_sources} samples={report.num_samples} "
+          f"subset={report.subset} elapsed_s={report.elapsed_s:.2f}")
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    import os
+
+    from lerobotstream.sidecar._archive import load_manifest
+
+    m = load_manifest(args.path)
+    srcs = m["sources"]
+    print(f"sidecar      {args.path} ({os.path.getsize(args.path):,} bytes)")
+    print(f"schema       {m['schema_version']}  created_by={m.get('created_by')}")
+    print(f"repo         {m.get('repo_id')} ({m.get('repo_type')}) revision={m.get('revision')}")
+    print(f"data_root    {m.get('data_root')}")
+    eps = m.get("episodes")
+    print(f"subset       {m.get('subset')}" + (f" ({len(eps)} of {m.get('total_episodes')} episodes: "
+                                               f"{eps[:10]}{' ...' if len(eps) > 10 else ''})" if eps else
+                                               f" (all {m.get('total_episodes')} episodes)"))
+    print(f"fps          {m.get('fps')}  video_keys={m.get('video_keys')}")
+    total = sum(int(s.get("num_samples", 0)) for s in srcs)
+    codecs = Counter(s.get("codec") for s in srcs)
+    print(f"sources      {len(srcs)} files, {total:,} samples, codecs {dict(codecs)}")
+    for s in srcs[: args.limit]:
+        edit = ""
+        if s.get("media_time") or s.get("empty_edit_movie_ticks"):
+            edit = f" edit(media_time={s.get('media_time')}, empty={s.get('empty_edit_movie_ticks')})"
+        print(f"  {s['path']}: {s.get('num_samples')} samples, {s.get('size'):,} bytes, {s.get('codec')} "
+              f"{s.get('width')}x{s.get('height')}, timescale {s.get('media_timescale')}/{s.get('movie_timescale')}, "
+              f"ctts v{s.get('ctts_version')}{edit}, fingerprint={s.get('fingerprint')}")
+    if len(srcs) > args.limit:
+        print(f"  ... {len(srcs) - args.limit} more")
+    if args.index:
+        from lerobotstream.mp4._index_file import Mp4Index
+
+        idx = Mp4Index.open(args.path)
+        print(f"index        {idx.index_path} ({idx.nbytes_stored():,} bytes) generation={idx.generation[:16]}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lerobotstream.sidecar", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command")
+    b = sub.add_parser("build", help="build a schema-3 sidecar")
+    b.add_argument("--repo-id", required=True)
+    where = b.add_mutually_exclusive_group(required=True)
+    where.add_argument("--root", help="local dataset folder")
+    where.add_argument("--data-root", help="payload root URL (hf://datasets/OWNER/NAME@SHA, hf://buckets/..., fsspec URL)")
+    b.add_argument("--revision", default=None, help="commit the sidecar describes")
+    b.add_argument("--repo-type", choices=("dataset", "bucket"), default="dataset")
+    b.add_argument("--output", required=True, help="the .npz to write (replaced atomically)")
+    b.add_argument("--workers", type=int, default=8, help="parse threads")
+    b.add_argument("--max-pending", type=int, default=None, help="parse results held at once (default 2*workers)")
+    b.add_argument("--episodes", type=int, nargs="+", default=None, help="episode indices (a subset build)")
+    b.add_argument("--tolerance-s", type=float, default=1e-4)
+    b.add_argument("--no-progress", action="store_true")
+    i = sub.add_parser("inspect", help="print a sidecar's summary")
+    i.add_argument("path")
+    i.add_argument("--limit", type=int, default=20, help="sources listed")
+    i.add_argument("--index", action="store_true", help="also open (convert) its derived index")
+    # the console script `lerobotstream-build-mp4-sidecar --repo-id ...` means `build`
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] not in ("build", "inspect", "-h", "--help"):
+        argv = ["build", *argv]
+    args = p.parse_args(argv)
+    if args.command is None:
+        p.print_help()
+        return 2
+    from lerobotstream.errors import LeRobotStreamError
+
+    try:
+        return _build(args) if args.command == "build" else _inspect(args)
+    except LeRobotStreamError as e:
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""Validation of a sidecar against the dataset metadata (at build and at open).
+
+For every selected episode and camera, the window ``[from_timestamp, from_timestamp + length/fps)``
+of the episode's video must resolve to exactly ``length`` frames whose presentation times lie
+within ``tolerance_s`` of ``from_timestamp + i/fps``; and ``info.json``'s fps must agree with the
+sample durations. The arithmetic is exact: presentation times stay in media ticks, ``fps`` is a
+rational, only the final difference (a few ticks at most) becomes a float. Problems are collected
+and raised once as :class:`~lerobotstream.errors.SidecarValidationError` naming episode, camera and
+file (the BR-07 / BR-09 / BR-12 bug classes).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from lerobotstream.errors import SidecarStaleError, SidecarValidationError
+
+__all__ = ["EpisodeWindow", "ValidationProblem", "check_fps", "check_window", "episode_windows",
+           "raise_problems", "validate_source", "validate_index"]
+
+#: relative disagreement allowed between info.json fps and the video's median frame rate
+FPS_RELATIVE_TOLERANCE = 1e-3
+_MAX_LISTED = 8
+
+
+@dataclass(frozen=True)
+class EpisodeWindow:
+    """One (episode, camera) use of a source MP4, from the metadata."""
+
+    episode_index: int
+    camera: str
+    path: str
+    from_timestamp: float
+    """Episode start inside the concatenated video, seconds (metadata value, float64)."""
+    length: int
+    """Number of frames of the episode (metadata)."""
+
+
+@dataclass(frozen=True)
+class ValidationProblem:
+    episode_index: int | None
+    camera: str | None
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"episode {self.episode_index}, camera {self.camera}, " if self.episode_index is not None else ""
+        return f"{where}file {self.path}: {self.reason}"
+
+
+def fps_fraction(fps: float | int) -> Fraction:
+    """``fps`` as an exact rational (30 → 30/1, 29.97002997 → 30000/1001)."""
+    return Fraction(fps).limit_denominator(100_000)
+
+
+def episode_windows(meta: Any) -> list[EpisodeWindow]:
+    """Every (episode, camera) window of the metadata's selected episodes, episode order."""
+    out = []
+    for ep in meta.episodes:
+        for cam, video in sorted(ep.videos.items()):
+            out.append(EpisodeWindow(int(ep.episode_index), cam, video.path, float(video.from_timestamp), int(ep.length)))
+    return out
+
+
+def _presented_ticks(table: Any) -> np.ndarray:
+    order = np.asarray(table.presentation_order, dtype=np.int64)
+    return np.asarray(table.pts_ticks, dtype=np.int64)[order]
+
+
+def _frame_time(ticks: int, table: Any) -> Fraction:
+    """Exact presentation time of a frame (seconds) from its PTS ticks."""
+    t = Fraction(int(ticks), int(table.media_timescale))
+    empty = int(getattr(table, "empty_edit_movie_ticks", 0) or 0)
+    if empty:
+        t += Fraction(empty, int(getattr(table, "movie_timescale", 1) or 1))
+    return t
+
+
+def check_fps(table: Any, fps: float, path: str) -> str | None:
+    """None when the median frame duration of the video agrees with ``fps``, else the reason."""
+    p = _presented_ticks(table)
+    if p.shape[0] < 2:
+        return None
+    d = np.diff(p)
+    d = d[d > 0]
+    if d.shape[0] == 0:
+        return "every frame has the same presentation time"
+    median = int(np.median(d))
+    ts = int(table.media_timescale)
+    video_fps = Fraction(ts, median)
+    want = fps_fraction(fps)
+    if abs(float(video_fps - want)) > FPS_RELATIVE_TOLERANCE * float(want):
+        return (f"info.json fps={fps} but the video plays at {float(video_fps):.6g} fps "
+                f"(median frame duration {median}/{ts} s)")
+    return None
+
+
+def check_window(table: Any, from_timestamp: float, length: int, fps: float, tolerance_s: float) -> str | None:
+    """None when the episode window resolves to exactly ``length`` frames within tolerance,
+    else the reason (frame counts, timestamps in seconds)."""
+    p = _presented_ticks(table)
+    n = int(p.shape[0])
+    if length <= 0:
+        return f"episode length {length} is not positive"
+    if n == 0:
+        return "the video has no frames"
+    start = Fraction(from_timestamp)  # the exact float64 value of the metadata
+    first_s, last_s = float(_frame_time(p[0], table)), float(_frame_time(p[-1], table))
+    # nearest frame to from_timestamp (exact comparison around the float search)
+    pts_s = np.asarray(table.pts_s, dtype=np.float64)[np.asarray(table.presentation_order, dtype=np.int64)]
+    k = int(np.searchsorted(pts_s, float(from_timestamp)))
+    cands = [c for c in (k - 1, k) if 0 <= c < n] or [n - 1]
+    k0 = min(cands, key=lambda c: (abs(_frame_time(p[c], table) - start), c))
+    off0 = _frame_time(p[k0], table) - start  # exact, seconds
+    if abs(off0) > Fraction(tolerance_s):
+        where = ("past the end of the video" if start > _frame_time(p[-1], table)
+                 else "before the first frame" if start < _frame_time(p[0], table) else "between frames")
+        return (f"from_timestamp={from_timestamp!r} s lies {where} (nearest frame {k0} at {float(off0 + start):.6f} s, "
+                f"off by {float(off0):.6f} s; video PTS range [{first_s:.6f}, {last_s:.6f}] s, {n} frames) — "
+                "is it shifted by a previous file's duration?")
+    if k0 + length > n:
+        return (f"the video is shorter than the metadata says: the episode needs frames [{k0}, {k0 + length}) "
+                f"({length} frames from {from_timestamp!r} s at {fps} fps) but the file has {n} frames "
+                f"ending at {last_s:.6f} s")
+    fr = fps_fraction(fps)
+    ts = int(table.media_timescale)
+    # err_i = pts(k0+i) - (start + i/fps) = off0 + (dticks_i/ts - i*den/num)
+    #       = off0 + (dticks_i*num - i*den*ts) / (num*ts)       (integers)
+    i = np.arange(length, dtype=np.int64)
+    dticks = p[k0: k0 + length] - p[k0]
+    num, den = fr.numerator, fr.denominator
+    bound = max(int(np.abs(dticks).max()) * num, (length - 1) * den * ts)
+    if bound < 2**62:
+        numer = dticks * num - i * (den * ts)
+        err = float(off0) + numer.astype(np.float64) / float(num * ts)
+    else:  # pathological scales: exact Python integers
+        err = np.array([float(off0 + Fraction(int(d) * num - int(j) * den * ts, num * ts))
+                        for d, j in zip(dticks, i)], dtype=np.float64)
+    bad = np.flatnonzero(np.abs(err) > tolerance_s)
+    if bad.shape[0]:
+        j = int(bad[0])
+        want = float(start + j * Fraction(den, num))
+        return (f"{bad.shape[0]} of {length} frames miss their timestamp by more than {tolerance_s} s; first: "
+                f"frame {j} of the episode should play at {want:.6f} s, the video's frame {k0 + j} plays at "
+                f"{want + float(err[j]):.6f} s (off by {float(err[j]):+.6f} s)")
+    return None
+
+
+def validate_source(table: Any, windows: Sequence[EpisodeWindow], fps: float, tolerance_s: float,
+                    path: str) -> list[ValidationProblem]:
+    """Problems of one source MP4: its fps, then every episode window that uses it."""
+    problems = []
+    first = windows[0] if windows else None
+    reason = check_fps(table, fps, path)
+    if reason is not None:
+        problems.append(ValidationProblem(first.episode_index if first else None, first.camera if first else None,
+                                          path, reason))
+    for w in windows:
+        reason = check_window(table, w.from_timestamp, w.length, fps, tolerance_s)
+        if reason is not None:
+            problems.append(ValidationProblem(w.episode_index, w.camera, path, reason))
+    return problems
+
+
+def raise_problems(problems: Sequence[ValidationProblem], *, sidecar: str = "") -> None:
+    """Raise one SidecarValidationError listing the problems (no-op when there are none).
+
+    The message names episode, camera and file of the first problems; the fields
+    ``episode_index``, ``camera``, ``path`` are those of the first one and ``problems`` holds all.
+    """
+    if not problems:
+        return
+    head = problems[0]
+    lines = [f"  - {p}" for p in problems[:_MAX_LISTED]]
+    more = f"\n  ... and {len(problems) - _MAX_LISTED} more" if len(problems) > _MAX_LISTED else ""
+    where = f" ({sidecar})" if sidecar else ""
+    raise SidecarValidationError(
+        f"MP4 sidecar{where} disagrees with the dataset metadata in {len(problems)} place(s):\n" + "\n".join(lines) + more,
+        episode_index=head.episode_index, camera=head.camera, path=head.path,
+        problems=[str(p) for p in problems])
+
+
+def group_windows(windows: Iterable[EpisodeWindow]) -> dict[str, list[EpisodeWindow]]:
+    out: dict[str, list[EpisodeWindow]] = defaultdict(list)
+    for w in windows:
+        out[w.path].append(w)
+    return dict(out)
+
+
+def validate_index(index: Any, meta: Any, *, tolerance_s: float) -> None:
+    """Validate the selected episodes of ``meta`` against an opened :class:`Mp4Index`.
+
+    Only the sources those episodes use are materialised.
+
+    Raises:
+        SidecarStaleError: an episode's video is not in the sidecar.
+        SidecarValidationError: a window, frame count or fps disagrees (names episode, camera, file).
+    """
+    problems: list[ValidationProblem] = []
+    for path, windows in sorted(group_windows(episode_windows(meta)).items()):
+        try:
+            sid = index.source_id(path)
+        except KeyError:
+            w = windows[0]
+            raise SidecarStaleError(
+                f"the MP4 sidecar {index.index_path} has no entry for {path} (episode {w.episode_index}, "
+                f"camera {w.camera}); rebuild the sidecar", episode_index=w.episode_index, camera=w.camera,
+                path=path) from None
+        problems.extend(validate_source(index.table(sid), windows, float(meta.fps), tolerance_s, path))
+    raise_problems(problems, sidecar=str(getattr(index, "index_path", "")))
