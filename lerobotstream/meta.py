@@ -297,10 +297,10 @@ class DatasetMeta:
                     episode_index=unknown[0],
                 )
             selected = [by_idx[e] for e in wanted]
-        if check_files:
-            _check_files(src, selected)
         for note in notes:
             warnings.warn(note, stacklevel=2)
+        if check_files:
+            _check_files(src, selected)
         return cls(
             source=src,
             info=info,
