@@ -5,3 +5,9 @@ from lerobotstream.mp4.parse import parse_mp4, parse_mp4_bytes
 
 __all__ = ["SampleTable", "parse_mp4", "parse_mp4_bytes"]
 from lerobotstream.mp4._index_file import Mp4Index  # noqa: E402  derived mmap index (sidecar issue 3)
+
+# spans and mini-MP4 synthesis (issue 4)
+from lerobotstream.mp4.spans import Span, episode_frame_range, plan_span  # noqa: E402
+from lerobotstream.mp4.synth import synthesize, synthesize_header  # noqa: E402
+
+__all__ += ["Span", "plan_span", "episode_frame_range", "synthesize", "synthesize_header"]
