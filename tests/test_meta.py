@@ -290,3 +290,11 @@ def test_stats_columns_are_not_read(make_generated_dataset, monkeypatch):
     DatasetMeta.load(root)
     shard_reads = [c for c in seen if c is not None]
     assert shard_reads and all(not any(name.startswith("stats/") for name in cols) for cols in shard_reads)
+
+
+def test_demo_summary_runs(capsys):
+    from tools.demo import main
+
+    assert main([str(BUNDLED)]) == 0
+    out = capsys.readouterr().out
+    assert "episodes    2 selected of 2" in out and "av1 640x480" in out and "file-000.mp4" in out
