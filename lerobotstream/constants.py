@@ -61,3 +61,10 @@ def distributed_env() -> tuple[str | None, str | None]:
     time: launchers set them per process). Used by the planner when torch.distributed is not
     initialised."""
     return os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+
+
+def train_trace_path() -> str | None:
+    """``LEROBOTSTREAM_TRAIN_TRACE``: when set, ``lerobotstream-train`` appends one JSON line per
+    training batch (rank, step, episode and frame indices) to ``<value>.rank<R>`` (read at call
+    time; used by the end-to-end resume tests)."""
+    return os.environ.get("LEROBOTSTREAM_TRAIN_TRACE") or None

@@ -139,4 +139,12 @@ class ResumeStateError(LeRobotStreamError, ValueError):
     """A checkpointed stream state cannot be resumed sample-exactly (settings differ, or an old format)."""
 
 
+class StreamingConfigError(LeRobotStreamError, ValueError):
+    """A ``--dataset.streaming_*`` training flag has an invalid value (the message names the flag)."""
+
+
+class LeRobotIntegrationError(LeRobotStreamError, RuntimeError):
+    """The installed LeRobot lacks a seam ``lerobotstream-train`` relies on (unsupported version)."""
+
+
 __all__ = [name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Exception)]
