@@ -298,3 +298,18 @@ def test_demo_summary_runs(capsys):
     assert main([str(BUNDLED)]) == 0
     out = capsys.readouterr().out
     assert "episodes    2 selected of 2" in out and "av1 640x480" in out and "file-000.mp4" in out
+
+
+def test_converter_reproduces_bundled(testdata, tmp_path):
+    from tools.convert_v21_to_v30 import convert
+
+    out = convert(testdata / "lerobot-v21-g1-subset", tmp_path / "g1")
+    meta = DatasetMeta.load(out)
+    ref = DatasetMeta.load(BUNDLED)
+    assert [(e.length, e.dataset_from_index, e.videos[CAM].from_timestamp) for e in meta.episodes] == [
+        (e.length, e.dataset_from_index, e.videos[CAM].from_timestamp) for e in ref.episodes
+    ]
+    mp4 = (out / meta.video_paths()[0]).stat().st_size
+    # stream copy: the concatenated file is about the sum of the two source MP4s (3797465 + 3275072 bytes)
+    assert abs(mp4 - (3797465 + 3275072)) < 20000
+    assert json.loads((out / "meta/episode_index_map.json").read_text())["new_to_original"] == {"0": 1, "1": 2}
