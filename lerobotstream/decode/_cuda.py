@@ -1,0 +1,123 @@
+"""NVDEC capability check and the counted, logged CPU fallback.
+
+``resolve_device(device, codec)`` turns a requested device into the one a decoder is opened on:
+``"cuda[:N]"`` only when a CUDA device exists, this process is not a fork of a CUDA-initialised
+parent, and the GPU's NVDEC decodes ``codec`` (AV1 needs compute capability >= 8.6: the A100
+(8.0) has no AV1 NVDEC). Every downgrade to CPU is recorded in :data:`FALLBACK_STATUS` (counts per
+reason) and logged (a warning the first time per reason, then debug).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+logger = logging.getLogger("lerobotstream.decode")
+
+# Minimum compute capability whose NVDEC decodes the codec (NVIDIA Video Codec SDK support matrix).
+NVDEC_MIN_CAPABILITY: dict[str, tuple[int, int]] = {
+    "avc1": (3, 0), "avc3": (3, 0), "h264": (3, 0),
+    "hev1": (6, 0), "hvc1": (6, 0), "hevc": (6, 0),
+    "av01": (8, 6), "av1": (8, 6),
+}
+
+
+@dataclass
+class FallbackStatus:
+    """Counts of decodes that ran elsewhere than requested (like torchcodec's ``CpuFallbackStatus``).
+
+    Attributes:
+        cpu_fallbacks: dict reason -> count of CUDA requests decoded on the CPU.
+        pyav_fallbacks: count of mini-MP4s torchcodec rejected and PyAV decoded.
+        last_reason: the last fallback reason ("" when none).
+    """
+
+    cpu_fallbacks: dict[str, int] = field(default_factory=dict)
+    pyav_fallbacks: int = 0
+    last_reason: str = ""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def fallback_count(self) -> int:
+        return sum(self.cpu_fallbacks.values())
+
+    @property
+    def fallback_required(self) -> bool:
+        return self.fallback_count > 0 or self.pyav_fallbacks > 0
+
+    def record_cpu(self, reason: str) -> None:
+        with self._lock:
+            first = reason not in self.cpu_fallbacks
+            self.cpu_fallbacks[reason] = self.cpu_fallbacks.get(reason, 0) + 1
+            self.last_reason = reason
+        (logger.warning if first else logger.debug)("NVDEC unavailable, decoding on CPU: %s", reason)
+
+    def record_pyav(self, reason: str) -> None:
+        with self._lock:
+            first = self.pyav_fallbacks == 0
+            self.pyav_fallbacks += 1
+            self.last_reason = reason
+        (logger.warning if first else logger.debug)("torchcodec rejected a mini-MP4, decoding with PyAV: %s", reason)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.cpu_fallbacks.clear()
+            self.pyav_fallbacks = 0
+            self.last_reason = ""
+
+    def __str__(self) -> str:
+        if not self.fallback_required:
+            return "Fallback status: No fallback required"
+        parts = [f"{r}: {c}" for r, c in sorted(self.cpu_fallbacks.items())]
+        if self.pyav_fallbacks:
+            parts.append(f"pyav: {self.pyav_fallbacks}")
+        return "Fallback status: " + "; ".join(parts)
+
+
+FALLBACK_STATUS = FallbackStatus()
+
+
+def nvdec_capability(codec: str, device: str = "cuda") -> tuple[bool, str]:
+    """Whether NVDEC on ``device`` can decode ``codec`` (a fourcc like ``"av01"``).
+
+    Returns:
+        (ok, reason): ``reason`` says why not (empty when ok).
+    """
+    try:
+        import torch
+    except Exception as e:  # pragma: no cover - torch is a dependency of decode
+        return False, f"torch unavailable ({e})"
+    if not torch.cuda.is_available():
+        return False, "no CUDA device (torch.cuda.is_available() is False)"
+    if getattr(torch.cuda, "_is_in_bad_fork", lambda: False)():
+        return False, "CUDA was initialised in the parent of this forked process (use spawn workers for NVDEC)"
+    key = (codec or "").strip().lower()
+    need = NVDEC_MIN_CAPABILITY.get(key)
+    if need is None:
+        return False, f"codec {codec!r} has no NVDEC support"
+    index = torch.device(device).index
+    cap = tuple(torch.cuda.get_device_capability(0 if index is None else index))
+    if cap < need:
+        name = torch.cuda.get_device_name(0 if index is None else index)
+        return False, (f"{name} (compute capability {cap[0]}.{cap[1]}) has no NVDEC for {codec} "
+                       f"(needs >= {need[0]}.{need[1]})")
+    return True, ""
+
+
+def resolve_device(device: str | None, codec: str, *, status: FallbackStatus | None = None) -> str:
+    """The device a decoder for ``codec`` should open on: ``device`` if usable, else ``"cpu"``.
+
+    A CUDA request that cannot be honoured is counted in ``status`` (default
+    :data:`FALLBACK_STATUS`) and logged with its reason.
+    """
+    if device is None or str(device) == "cpu":
+        return "cpu"
+    dev = str(device)
+    if not dev.startswith("cuda"):
+        raise ValueError(f"unsupported decode device {device!r} (use 'cpu' or 'cuda[:N]')")
+    ok, reason = nvdec_capability(codec, dev)
+    if ok:
+        return dev
+    (status or FALLBACK_STATUS).record_cpu(reason)
+    return "cpu"

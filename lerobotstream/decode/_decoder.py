@@ -1,0 +1,305 @@
+"""Decode frames of one (episode, camera) mini-MP4 with torchcodec (CPU or NVDEC), PyAV fallback.
+
+The decoder never scans the file at open: torchcodec gets ``custom_frame_mappings`` built from the
+span (local PTS after the mini-MP4's edit list, durations, safe seek points). Every returned frame's
+PTS is checked against the PTS the sample table predicts, so a wrong frame can never pass.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import threading
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from lerobotstream.constants import DEFAULT_TOLERANCE_S
+from lerobotstream.decode._cuda import FALLBACK_STATUS, FallbackStatus, resolve_device
+from lerobotstream.errors import DecodeError, FrameTimestampError
+
+logger = logging.getLogger("lerobotstream.decode")
+
+
+def frame_mappings_json(span) -> str:
+    """torchcodec ``custom_frame_mappings`` of a span's mini-MP4 (local ticks, after the edit)."""
+    pts = np.asarray(span.local_pts_ticks, dtype=np.int64) - int(span.start_pts_ticks)
+    dur = np.asarray(span.local_duration, dtype=np.int64)
+    key = np.asarray(span.local_key, dtype=bool)
+    frames = [{"pts": int(p), "duration": int(d), "key_frame": int(k)} for p, d, k in zip(pts, dur, key)]
+    return json.dumps({"frames": frames})
+
+
+class EpisodeDecoder:
+    """An open decoder over one mini-MP4 (bytes), addressed by local frame index.
+
+    Args:
+        mini_mp4: the synthesized file (bytes-like), from ``mp4.synthesize``.
+        span: the ``Span`` it was built from (local PTS, durations, seek points).
+        codec: fourcc of the track (for the NVDEC check).
+        device: ``"cpu"`` or ``"cuda[:N]"`` (NVDEC when capable, else counted CPU fallback).
+        num_threads: FFmpeg threads per decoder (torchcodec ``num_ffmpeg_threads``).
+        label: text naming episode/camera/file in errors.
+        allow_pyav: decode with PyAV when torchcodec rejects the file (counted, logged).
+        status: where fallbacks are counted (default: the process-wide ``FALLBACK_STATUS``).
+
+    Raises:
+        DecodeError: neither backend can open the file.
+    """
+
+    def __init__(self, mini_mp4, span, *, codec: str = "", device: str | None = "cpu", num_threads: int = 1,
+                 label: str = "", allow_pyav: bool = True, status: FallbackStatus | None = None) -> None:
+        self.pid = os.getpid()
+        self.span = span
+        self.label = label
+        self.status = status or FALLBACK_STATUS
+        self.lock = threading.Lock()
+        self._data = bytes(mini_mp4)
+        self.expected_pts_ticks = np.asarray(span.local_pts_ticks, dtype=np.int64) - int(span.start_pts_ticks)
+        self.timescale = int(span.media_timescale)
+        self.device = resolve_device(device, codec, status=self.status)
+        self.backend = "torchcodec"
+        self._tc = None
+        self._pyav_frames = None
+        self.frames_decoded = 0
+        try:
+            self._tc = self._open_torchcodec(self.device, num_threads)
+        except Exception as e:
+            if self.device != "cpu":
+                self.status.record_cpu(f"torchcodec could not open on {self.device}: {_short(e)}")
+                self.device = "cpu"
+                try:
+                    self._tc = self._open_torchcodec("cpu", num_threads)
+                except Exception as e2:
+                    e = e2
+            if self._tc is None:
+                if not allow_pyav:
+                    raise DecodeError(f"{label}: torchcodec cannot open the mini-MP4: {_short(e)}") from e
+                self.status.record_pyav(f"{label}: {_short(e)}")
+                self.backend = "pyav"
+
+    def _open_torchcodec(self, device: str, num_threads: int):
+        from torchcodec.decoders import VideoDecoder
+
+        return VideoDecoder(self._data, device=device, num_ffmpeg_threads=num_threads,
+                            custom_frame_mappings=frame_mappings_json(self.span))
+
+    @property
+    def num_frames(self) -> int:
+        return len(self.expected_pts_ticks)
+
+    def decode(self, local_indices: Sequence[int]) -> torch.Tensor:
+        """Frames at local indices, in the requested order (repeats allowed).
+
+        Each distinct frame is decoded once; indices are decoded in ascending order so a
+        sequential run decodes each GOP once.
+
+        Returns:
+            torch.uint8 tensor of shape ``(T, C, H, W)`` (on the decoder's device).
+
+        Raises:
+            DecodeError: backend failure, closed decoder, use across fork, or a returned PTS that
+                differs from the sample table's.
+        """
+        if os.getpid() != self.pid:
+            raise DecodeError(f"{self.label}: decoder opened in process {self.pid} used in {os.getpid()} (fork)")
+        idx = np.asarray(local_indices, dtype=np.int64).reshape(-1)
+        if idx.size == 0:
+            raise DecodeError(f"{self.label}: no frames requested")
+        if idx.min() < 0 or idx.max() >= self.num_frames:
+            raise DecodeError(f"{self.label}: local frame index outside [0, {self.num_frames})")
+        uniq, inverse = np.unique(idx, return_inverse=True)
+        with self.lock:
+            if self._tc is None and self.backend == "torchcodec":
+                raise DecodeError(f"{self.label}: decoder is closed")
+            try:
+                if self.backend == "torchcodec":
+                    batch = self._tc.get_frames_at([int(i) for i in uniq])
+                    data, pts_s = batch.data, batch.pts_seconds.double().cpu().numpy()
+                else:
+                    data, pts_s = self._pyav_decode(uniq)
+            except DecodeError:
+                raise
+            except Exception as e:
+                raise DecodeError(f"{self.label}: {self.backend} failed on local frames "
+                                  f"{uniq[:8].tolist()}: {_short(e)}") from e
+            self.frames_decoded += int(uniq.size)
+        want = self.expected_pts_ticks[uniq] / self.timescale
+        half_tick = 0.5 / self.timescale
+        bad = np.flatnonzero(~(np.abs(pts_s - want) < max(half_tick, 1e-7)))
+        if bad.size:
+            b = int(bad[0])
+            raise DecodeError(f"{self.label}: decoder returned pts {pts_s[b]:.6f} s for local frame "
+                              f"{int(uniq[b])}, the sample table says {want[b]:.6f} s")
+        if uniq.size == idx.size and np.array_equal(uniq, idx):
+            return data
+        return data[torch.from_numpy(inverse.reshape(-1).astype(np.int64)).to(data.device)]
+
+    def _pyav_decode(self, uniq: np.ndarray):
+        if self._pyav_frames is None:
+            self._pyav_frames = _pyav_decode_all(self._data, self.label)
+        by_pts = self._pyav_frames
+        out = []
+        for i in uniq:
+            t = int(self.expected_pts_ticks[i])
+            if t not in by_pts:
+                raise DecodeError(f"{self.label}: PyAV produced no frame with pts {t}/{self.timescale} s")
+            out.append(by_pts[t])
+        return torch.stack(out), self.expected_pts_ticks[uniq] / self.timescale
+
+    def close(self) -> None:
+        """Release the backend decoder (idempotent)."""
+        with self.lock:
+            self._tc = None
+            self._pyav_frames = None
+            self._data = b""
+            if self.backend == "torchcodec":
+                self.backend = "closed"
+
+    @property
+    def closed(self) -> bool:
+        return self.backend == "closed"
+
+
+def _pyav_decode_all(data: bytes, label: str) -> dict[int, torch.Tensor]:
+    """Every frame of a mini-MP4 with PyAV, keyed by pts in the stream time base (BR-27/28).
+
+    Decodes without frame threading, flushes explicitly, reads pts against the *stream* time base
+    (never ``frame.index``/``frame.time_base``) and always closes the container.
+    """
+    import av
+
+    out: dict[int, torch.Tensor] = {}
+    container = av.open(io.BytesIO(data), "r")
+    try:
+        stream = container.streams.video[0]
+        for packet in container.demux(stream):
+            for frame in (stream.codec_context.decode(packet) if packet.size else []):
+                _keep(out, frame)
+        for frame in stream.codec_context.decode(None):
+            _keep(out, frame)
+    finally:
+        container.close()
+    return out
+
+
+def _keep(out: dict, frame) -> None:
+    if frame.pts is None:
+        return
+    rgb = frame.to_ndarray(format="rgb24")
+    out[int(frame.pts)] = torch.from_numpy(np.ascontiguousarray(rgb.transpose(2, 0, 1)))
+
+
+def _short(e: BaseException) -> str:
+    s = f"{type(e).__name__}: {e}"
+    return s if len(s) < 400 else s[:400] + "..."
+
+
+class EpisodeVideo:
+    """Frames of one (episode, camera) addressed like the map-style dataset.
+
+    The episode's frame ``i`` is the source frame whose PTS is within ``tolerance_s`` (strictly)
+    of ``from_timestamp + i / fps`` (float64, never the float32 ``timestamp`` column).
+
+    Args:
+        table: the source's sample table (or index view) the span was planned on.
+        span: ``mp4.plan_span(table, ...)`` covering the episode.
+        mini_mp4: ``mp4.synthesize(table, span, payload)``.
+        episode_index, camera, path: identify the episode in errors.
+        from_timestamp: the episode's start in the source (``videos/<camera>/from_timestamp``).
+        fps: dataset fps (int or Fraction-like).
+        tolerance_s: strict bound on |source pts - query| (default 1e-4 s).
+        device, num_threads, allow_pyav, status: passed to :class:`EpisodeDecoder`.
+        cache, cache_key: when given, the decoder lives in this :class:`DecoderCache` under
+            ``cache_key`` (default ``(episode_index, camera)``) and is reopened after eviction.
+    """
+
+    def __init__(self, table, span, mini_mp4, *, episode_index: int, camera: str, path: str,
+                 from_timestamp: float, fps, tolerance_s: float = DEFAULT_TOLERANCE_S,
+                 device: str | None = "cpu", num_threads: int = 1, allow_pyav: bool = True,
+                 status: FallbackStatus | None = None, cache=None, cache_key=None) -> None:
+        if not tolerance_s > 0:
+            raise ValueError(f"tolerance_s must be > 0, got {tolerance_s}")
+        self.span = span
+        self.episode_index = int(episode_index)
+        self.camera = camera
+        self.path = path
+        self.from_timestamp = float(from_timestamp)
+        self.fps = fps
+        self.tolerance_s = float(tolerance_s)
+        self.codec = str(getattr(table, "codec", ""))
+        self.source_pts_s = np.asarray(table.pts_s, dtype=np.float64)[np.asarray(span.local_sample, dtype=np.int64)]
+        self._mini = mini_mp4
+        self._kw = dict(codec=self.codec, device=device, num_threads=num_threads, allow_pyav=allow_pyav,
+                        status=status, label=self.label)
+        self._cache = cache
+        self._key = cache_key if cache_key is not None else (self.episode_index, camera)
+        self._dec: EpisodeDecoder | None = None
+
+    @property
+    def label(self) -> str:
+        return f"episode {self.episode_index}, camera {self.camera!r}, file {self.path!r}"
+
+    def decoder(self) -> EpisodeDecoder:
+        """The open decoder (from the cache when one is attached)."""
+        factory = lambda: EpisodeDecoder(self._mini, self.span, **self._kw)  # noqa: E731
+        if self._cache is not None:
+            dec = self._cache.get_or_open(self._key, factory)
+        else:
+            dec = self._dec
+            if dec is None or dec.closed or dec.pid != os.getpid():
+                dec = self._dec = factory()
+        return dec
+
+    def query_times(self, frame_indices: Sequence[int]) -> np.ndarray:
+        """Source times (float64 s) of episode frames: ``from_timestamp + i / fps``."""
+        idx = np.asarray(frame_indices, dtype=np.int64).reshape(-1)
+        return self.from_timestamp + idx / float(self.fps)
+
+    def local_indices(self, source_times_s: np.ndarray) -> np.ndarray:
+        """Local frame index of each source time (strictly within tolerance), else FrameTimestampError."""
+        pts = self.source_pts_s
+        q = np.asarray(source_times_s, dtype=np.float64).reshape(-1)
+        j = np.clip(np.searchsorted(pts, q), 1, max(len(pts) - 1, 1))
+        left = np.clip(j - 1, 0, len(pts) - 1)
+        right = np.clip(j, 0, len(pts) - 1)
+        pick = np.where(np.abs(pts[left] - q) <= np.abs(pts[right] - q), left, right)
+        dist = np.abs(pts[pick] - q)
+        bad = np.flatnonzero(~(dist < self.tolerance_s))
+        if bad.size:
+            b = int(bad[0])
+            raise FrameTimestampError(
+                f"{self.label}: no frame within {self.tolerance_s} s of {q[b]:.6f} s "
+                f"(episode time {q[b] - self.from_timestamp:.6f} s); nearest frame is at "
+                f"{pts[pick[b]]:.6f} s (|diff| {dist[b]:.6f} s)",
+                episode_index=self.episode_index, camera=self.camera, path=self.path,
+                requested_s=float(q[b]), nearest_s=float(pts[pick[b]]))
+        return pick
+
+    def frames_at(self, frame_indices: Sequence[int], *, dtype: torch.dtype = torch.uint8) -> torch.Tensor:
+        """Frames of episode frame indices, shape ``(T, C, H, W)``, uint8 (or float32 in [0, 1])."""
+        return self._decode_times(self.query_times(frame_indices), dtype)
+
+    def frames_played_at(self, timestamps_s: Sequence[float], *, dtype: torch.dtype = torch.uint8) -> torch.Tensor:
+        """Frames at episode-relative timestamps (seconds), shape ``(T, C, H, W)``."""
+        t = np.asarray(timestamps_s, dtype=np.float64).reshape(-1)
+        return self._decode_times(self.from_timestamp + t, dtype)
+
+    def _decode_times(self, q: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+        local = self.local_indices(q)
+        frames = self.decoder().decode(local)
+        if dtype == torch.uint8:
+            return frames
+        if dtype.is_floating_point:
+            return frames.to(dtype) / 255.0
+        raise ValueError(f"dtype must be torch.uint8 or a float dtype, got {dtype}")
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.pop(self._key)
+        elif self._dec is not None:
+            self._dec.close()
+            self._dec = None
