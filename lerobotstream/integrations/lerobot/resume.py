@@ -1,0 +1,146 @@
+"""Stream state in LeRobot checkpoints, and the sample-exact resume check (SPEC §6).
+
+Next to LeRobot's ``training_state/training_step.json`` every checkpoint of a streaming run gets
+``training_state/lerobotstream_stream.json``: the settings the sample order depends on (seed,
+world size, batch size, DataLoader workers, strategy, pool and budget, episode selection) and the
+dataset's stream state for the checkpoint's step. On ``--resume=true`` the rank's consumed sample
+count is ``step × batch_size``; the stream skips exactly that many samples (each DataLoader worker
+its own share), so training continues with the very next sample the interrupted run would have
+used. Settings that change the order are refused with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from lerobotstream.errors import ResumeStateError
+
+__all__ = ["STATE_FILE", "FORMAT", "order_settings", "stream_state_for", "write_checkpoint_state",
+           "read_checkpoint_state", "check_resume"]
+
+STATE_FILE = "lerobotstream_stream.json"
+FORMAT = "lerobotstream-train-stream/1"
+
+_WHY = {
+    "world_size": "each rank owns a shard of episodes computed from the world size, so another "
+                  "world size gives every rank other episodes",
+    "batch_size": "the resume offset is step x batch size and, with several DataLoader workers, "
+                  "batches are taken from the workers in turn, so another batch size moves every "
+                  "batch boundary",
+    "num_workers": "each DataLoader worker owns its own part of the rank's episodes with its own pool, "
+                   "so another worker count changes ownership and the order",
+    "seed": "the episode and frame order is drawn from the seed (a run started before the seed "
+            "reached the stream used 42: pass --seed=42)",
+    "sampling_strategy": "the strategy decides which resident episode gives the next frame",
+    "episode_pool_size": "the pool size decides how many episodes are mixed at once",
+    "byte_budget_gb": "the byte budget decides when the next episode may be admitted",
+    "episodes": "the episode selection is what the order is drawn over",
+    "repo_id": "it is another dataset",
+}
+
+RESUME_RULES = (
+    "Sample-exact streaming resume needs the same world size, batch size and --num_workers as the "
+    "checkpointed run, and the same seed, sampling strategy, pool size and byte budget (SPEC §6). "
+    "Resume with the checkpoint's settings, or start a new run from the checkpoint's policy weights "
+    "(--policy.path=<checkpoint>/pretrained_model) if you need different ones.")
+
+
+def order_settings(cfg: Any, world_size: int) -> dict[str, Any]:
+    """The settings the stream's sample order depends on, JSON-ready."""
+    from lerobotstream.integrations.lerobot.factory import streaming_seed
+
+    d = cfg.dataset
+    return {
+        "repo_id": d.repo_id,
+        "episodes": None if d.episodes is None else sorted(int(e) for e in d.episodes),
+        "world_size": int(world_size),
+        "batch_size": int(cfg.batch_size),
+        "num_workers": int(cfg.num_workers),
+        "seed": streaming_seed(cfg.seed),
+        "sampling_strategy": d.streaming_sampling_strategy,
+        "episode_pool_size": d.streaming_episode_pool_size,
+        "byte_budget_gb": float(d.streaming_byte_budget_gb),
+    }
+
+
+def stream_state_for(dataset: Any, samples: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """The dataset's ``state_dict()`` layout, positioned after ``samples`` consumed samples of
+    this rank from the start of the run (epoch 0). Works with the offset layout
+    (``epoch/offset``) and the planner layout (``samples/batch_size/num_workers/...``)."""
+    state = dict(dataset.state_dict())
+    state["epoch"] = 0
+    if "samples" in state:
+        state["samples"] = int(samples)
+        for key in ("batch_size", "world_size", "num_workers"):
+            if key in state:
+                state[key] = settings[key]
+    else:
+        state["offset"] = int(samples)
+    for key in ("batch_size", "num_workers", "world_size"):
+        state.setdefault(key, settings[key])
+    return state
+
+
+def write_checkpoint_state(checkpoint_dir: Path, step: int, settings: dict[str, Any],
+                           stream_state: dict[str, Any]) -> Path:
+    """Write ``training_state/lerobotstream_stream.json`` atomically; returns its path."""
+    out_dir = Path(checkpoint_dir) / "training_state"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / STATE_FILE
+    doc = {"format": FORMAT, "step": int(step), "settings": settings, "stream_state": stream_state}
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=2, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with __import__("contextlib").suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
+    """Read the stream state of a checkpoint.
+
+    Raises:
+        ResumeStateError: no stream state (checkpoint of a map-style run or of an older streaming
+            reader), or an unknown format.
+    """
+    path = Path(checkpoint_dir) / "training_state" / STATE_FILE
+    if not path.is_file():
+        raise ResumeStateError(
+            f"checkpoint {checkpoint_dir} has no {STATE_FILE}: it was not written by a "
+            "lerobotstream streaming run (map-style, or an older streaming reader with a row shuffle "
+            "buffer or the earlier multi-worker sampler, whose order cannot be reproduced). "
+            "Sample-exact streaming resume is refused; start a new run from its policy weights "
+            f"(--policy.path={Path(checkpoint_dir) / 'pretrained_model'}).")
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ResumeStateError(f"cannot read {path}: {e}") from e
+    if doc.get("format") != FORMAT:
+        raise ResumeStateError(f"{path}: stream state format {doc.get('format')!r} is not {FORMAT!r}")
+    return doc
+
+
+def check_resume(doc: dict[str, Any], current: dict[str, Any], step: int, where: Path) -> None:
+    """Refuse a resume whose settings would change the sample order.
+
+    Raises:
+        ResumeStateError: listing every differing setting, why it matters, and what to do.
+    """
+    saved = doc.get("settings", {})
+    diffs = [f"  - {k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r} — {_WHY.get(k, 'it changes the order')}"
+             for k in current if saved.get(k) != current.get(k)]
+    if int(doc.get("step", step)) != int(step):
+        diffs.append(f"  - step: stream state written at step {doc.get('step')}, training_step.json says {step}")
+    if diffs:
+        raise ResumeStateError(
+            f"cannot resume the stream of {where} sample-exactly:\n" + "\n".join(diffs) + "\n" + RESUME_RULES)

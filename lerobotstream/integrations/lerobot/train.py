@@ -1,0 +1,293 @@
+"""``lerobotstream-train``: ``lerobot-train`` with ``--dataset.streaming=true`` on lerobotstream.
+
+Accepts every ``lerobot-train`` argument plus the ``--dataset.streaming_*`` flags
+(:class:`~lerobotstream.integrations.lerobot.config.StreamingDatasetConfig`). With
+``--dataset.streaming=false`` it runs LeRobot's own ``train`` untouched (map-style dataset).
+With ``--dataset.streaming=true`` it runs LeRobot's ``train`` with:
+
+* our dataset factory (``patching.py``),
+* an ``Accelerator`` that does not re-shard the stream's DataLoader (the stream already gives
+  each rank its own episodes; accelerate would split or dispatch it a second time), batches move
+  to the policy device in LeRobot's preprocessor as usual,
+* the stream state in every checkpoint and sample-exact ``--resume=true`` (``resume.py``),
+* a streaming summary at the end (rank 0): samples/s, share of step time waiting for data,
+  payload bytes fetched vs. dataset bytes, sidecar status. It is also written to
+  ``<output_dir>/streaming_summary.json``.
+"""
+
+# No ``from __future__ import annotations``: LeRobot's ``parser.wrap`` reads the config class
+# from the real annotation of ``_train``.
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lerobotstream import constants
+from lerobotstream.integrations.lerobot import patching
+from lerobotstream.integrations.lerobot.config import StreamingTrainPipelineConfig
+from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_KEYS, TAG_REQUESTS, TAG_WORKER, \
+    TrainingStream, make_streaming_dataset
+from lerobotstream.integrations.lerobot import resume as _resume
+
+__all__ = ["main", "Run"]
+
+log = logging.getLogger("lerobotstream.train")
+
+
+def _world() -> tuple[int, int]:
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank()), int(dist.get_world_size())
+    return 0, 1
+
+
+class Run:
+    """State of one streaming training run (the patched names call into it)."""
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        self.stream: TrainingStream | None = None
+        self.settings: dict[str, Any] = {}
+        self.start_step = 0
+        self.batches = 0
+        self.samples = 0
+        self.wait_s = 0.0
+        self.first_batch_s: float | None = None
+        self.loop_start: float | None = None
+        self.last_t: float | None = None
+        self.steady_wait_s = 0.0
+        self.steady_s = 0.0
+        self.worker_bytes: dict[int, int] = {}
+        self.worker_requests: dict[int, int] = {}
+        self.trace_file = None
+        self.sidecar_status: Any = None
+
+    # --- patched: make_dataset ------------------------------------------------------------------
+    def make_dataset(self, cfg: Any) -> Any:
+        if not cfg.dataset.streaming:
+            return patching.original("make_dataset")(cfg)
+        t0 = time.perf_counter()
+        stream = make_streaming_dataset(cfg)
+        rank, world = _world()
+        self.settings = _resume.order_settings(cfg, world)
+        if cfg.resume:
+            self._resume(cfg, stream)
+        self.stream = stream
+        ds = stream.dataset
+        self.sidecar_status = _sidecar_status(ds)
+        if rank == 0:
+            log.info("lerobotstream: %r, %d frames in %d episodes, seed %s, %d DataLoader workers, "
+                     "setup %.2f s, sidecar: %s", ds, stream.num_frames, stream.num_episodes,
+                     self.settings["seed"], cfg.num_workers, time.perf_counter() - t0, self.sidecar_status)
+        return stream
+
+    def _resume(self, cfg: Any, stream: TrainingStream) -> None:
+        ckpt = Path(cfg.checkpoint_path)
+        step_file = ckpt / "training_state" / "training_step.json"
+        try:
+            step = int(json.loads(step_file.read_text())["step"])
+        except (OSError, ValueError, KeyError) as e:
+            from lerobotstream.errors import ResumeStateError
+
+            raise ResumeStateError(f"cannot read the checkpoint step from {step_file}: {e}") from e
+        doc = _resume.read_checkpoint_state(ckpt)
+        _resume.check_resume(doc, self.settings, step, ckpt)
+        state = _resume.stream_state_for(stream.dataset, step * int(cfg.batch_size), self.settings)
+        stream.dataset.load_state_dict(state)
+        self.start_step = step
+        log.info("lerobotstream: resuming the stream at step %d (%d samples per rank consumed)",
+                 step, step * int(cfg.batch_size))
+
+    # --- patched: cycle -------------------------------------------------------------------------
+    def cycle(self, dataloader: Any) -> Iterator[Any]:
+        if not isinstance(getattr(dataloader, "dataset", None), TrainingStream):
+            yield from patching.original("cycle")(dataloader)
+            return
+        path = constants.train_trace_path()
+        rank, _ = _world()
+        if path:
+            self.trace_file = open(f"{path}.rank{rank}", "a", buffering=1)
+        it = iter(dataloader)
+        self.loop_start = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:  # the stream repeats; a finite one restarts like LeRobot's cycle
+                it = iter(dataloader)
+                continue
+            t1 = time.perf_counter()
+            self._account(batch, t0, t1)
+            yield batch
+
+    def _account(self, batch: dict[str, Any], t0: float, t1: float) -> None:
+        wait = t1 - t0
+        self.wait_s += wait
+        if self.first_batch_s is None:
+            self.first_batch_s = t1 - (self.loop_start or t0)
+        elif self.last_t is not None:
+            self.steady_wait_s += wait
+            self.steady_s += t1 - self.last_t
+        self.last_t = t1
+        wids = batch.pop(TAG_WORKER)
+        nbytes = batch.pop(TAG_BYTES)
+        nreq = batch.pop(TAG_REQUESTS)
+        for w, b, r in zip(wids.tolist(), nbytes.tolist(), nreq.tolist()):
+            self.worker_bytes[w] = max(self.worker_bytes.get(w, 0), b)
+            self.worker_requests[w] = max(self.worker_requests.get(w, 0), r)
+        n = int(wids.shape[0])
+        self.samples += n
+        if self.trace_file is not None:
+            rank, _ = _world()
+            self.trace_file.write(json.dumps({
+                "rank": rank, "step": self.start_step + self.batches,
+                "episode_index": batch["episode_index"].tolist(), "frame_index": batch["frame_index"].tolist(),
+                "worker": wids.tolist()}) + "\n")
+        self.batches += 1
+
+    # --- patched: save_checkpoint ---------------------------------------------------------------
+    def save_checkpoint(self, checkpoint_dir: Path, step: int, cfg: Any, *args: Any, **kwargs: Any) -> None:
+        patching.original("save_checkpoint")(checkpoint_dir, step, cfg, *args, **kwargs)
+        if self.stream is None:
+            return
+        state = _resume.stream_state_for(self.stream.dataset, int(step) * int(cfg.batch_size), self.settings)
+        _resume.write_checkpoint_state(Path(checkpoint_dir), int(step), self.settings, state)
+
+    # --- summary --------------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        ds = self.stream.dataset if self.stream is not None else None
+        elapsed = (self.last_t - self.loop_start) if (self.last_t and self.loop_start) else 0.0
+        fetched = sum(self.worker_bytes.values())
+        dataset_bytes = _dataset_bytes(ds) if ds is not None else None
+        rank, world = _world()
+        return {
+            "rank": rank, "world_size": world, "num_workers": int(self.cfg.num_workers),
+            "batch_size": int(self.cfg.batch_size), "seed": self.settings.get("seed"),
+            "start_step": self.start_step, "steps": self.batches, "samples": self.samples,
+            "elapsed_s": round(elapsed, 3),
+            "samples_per_s": round(self.samples / elapsed, 2) if elapsed > 0 else None,
+            "first_batch_s": None if self.first_batch_s is None else round(self.first_batch_s, 3),
+            "data_wait_share": round(self.steady_wait_s / self.steady_s, 4) if self.steady_s > 0 else None,
+            "data_wait_s": round(self.wait_s, 3),
+            "payload_bytes_fetched": fetched,
+            "payload_requests": sum(self.worker_requests.values()),
+            "dataset_bytes": dataset_bytes,
+            "sidecar": self.sidecar_status,
+        }
+
+
+def _dataset_bytes(ds: Any) -> int | None:
+    """Bytes of the Parquet and MP4 files the selected episodes live in (None if unknown)."""
+    try:
+        meta = ds.meta
+        paths = list(meta.video_paths()) + list(meta.data_paths())
+        return int(sum(meta.source.size(p) for p in paths))
+    except Exception:  # summary only: never fail a finished training run over it
+        return None
+
+
+def _sidecar_status(ds: Any) -> Any:
+    for name in ("sidecar_status", "sidecar_info"):
+        v = getattr(ds, name, None)
+        if v is not None:
+            return v() if callable(v) else v
+    st = ds.stats() if hasattr(ds, "stats") else {}
+    return (st or {}).get("sidecar", "not reported by this dataset version")
+
+
+def _fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    share = "?" if s["data_wait_share"] is None else f"{100 * s['data_wait_share']:.1f}%"
+    frac = (f" ({100 * s['payload_bytes_fetched'] / s['dataset_bytes']:.0f}% of the dataset's "
+            f"{_fmt_bytes(s['dataset_bytes'])})") if s.get("dataset_bytes") else ""
+    return "\n".join([
+        f"[lerobotstream] streaming summary (rank {s['rank']} of {s['world_size']}, "
+        f"{s['num_workers']} DataLoader workers, batch {s['batch_size']}, seed {s['seed']})",
+        f"[lerobotstream]   steps {s['start_step']}..{s['start_step'] + s['steps']}: {s['samples']} samples "
+        f"in {s['elapsed_s']:.1f} s = {s['samples_per_s']} samples/s (first batch after {s['first_batch_s']} s)",
+        f"[lerobotstream]   waiting for data: {share} of step time",
+        f"[lerobotstream]   payload fetched: {_fmt_bytes(s['payload_bytes_fetched'])} in "
+        f"{s['payload_requests']} requests{frac}",
+        f"[lerobotstream]   sidecar: {s['sidecar']}",
+    ])
+
+
+def _make_accelerator(cfg: Any) -> Any:
+    """LeRobot 0.4.4's own Accelerator settings, except that the stream's DataLoader is left as is."""
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    class StreamingAccelerator(Accelerator):
+        def prepare_data_loader(self, data_loader, device_placement=None, slice_fn_for_dispatch=None):
+            if isinstance(getattr(data_loader, "dataset", None), TrainingStream):
+                return data_loader  # already one shard per rank; don't split or dispatch it again
+            return super().prepare_data_loader(data_loader, device_placement=device_placement,
+                                               slice_fn_for_dispatch=slice_fn_for_dispatch)
+
+    return StreamingAccelerator(
+        step_scheduler_with_optimizer=False,
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
+        cpu=cfg.policy.device == "cpu",
+    )
+
+
+def run_training(cfg: StreamingTrainPipelineConfig) -> dict[str, Any] | None:
+    """Train with a parsed config; returns the streaming summary on rank 0 (None otherwise or
+    for a map-style run)."""
+    train = patching.train_function()
+    if not cfg.dataset.streaming:
+        train(cfg)  # LeRobot's map-style path, unchanged
+        return None
+    cfg.validate()  # LeRobot calls it again inside train(); it is idempotent
+    accelerator = _make_accelerator(cfg)
+    run = Run(cfg)
+    with patching.installed(make_dataset=run.make_dataset, cycle=run.cycle, save_checkpoint=run.save_checkpoint):
+        train(cfg, accelerator=accelerator)
+    if run.trace_file is not None:
+        run.trace_file.close()
+    if not accelerator.is_main_process:
+        return None
+    summary = run.summary()
+    print(format_summary(summary), flush=True)
+    if cfg.output_dir is not None:
+        out = Path(cfg.output_dir) / "streaming_summary.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(summary, indent=2, default=str))
+    return summary
+
+
+def _parse_and_train() -> Any:
+    from lerobot.configs import parser
+
+    @parser.wrap()
+    def _train(cfg: StreamingTrainPipelineConfig):
+        return run_training(cfg)
+
+    return _train()
+
+
+def main() -> None:
+    """Console entry ``lerobotstream-train``."""
+    patching.check_lerobot()
+    from lerobot.utils.import_utils import register_third_party_plugins
+
+    register_third_party_plugins()
+    _parse_and_train()
+
+
+if __name__ == "__main__":
+    main()
