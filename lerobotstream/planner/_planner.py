@@ -298,10 +298,15 @@ class Planner:
         return np.array(out, dtype=np.int64)
 
     def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
-        """Anchors each logical worker of ``rank`` yields in one finite epoch (after ``equalize``)."""
+        """Anchors each logical worker of ``rank`` yields in one finite epoch (after ``drop_last``
+        truncation to whole batches and ``equalize``)."""
         rank = self.rank if rank is None else rank
         fr = self._worker_frames(rank)
-        if self.equalize == "none" or self.repeat:
+        if self.repeat:
+            return fr
+        if self.drop_last:  # the DataLoader drops each worker's short last batch: never decode it
+            fr = [f - f % self.batch_size for f in fr]
+        if self.equalize == "none":
             return fr
         bmin = int(self.batches_per_rank().min())
         return replay_turns(fr, self.batch_size, batches=bmin, drop_last=self.drop_last)[0]
@@ -347,6 +352,17 @@ class Planner:
                 + "; ".join(diffs) + ". Restore those settings, or start a new run from the policy weights.")
         self.epoch, self.samples_consumed = st.epoch, st.samples
 
+    def position(self) -> tuple[int, int]:
+        """(epoch, samples consumed in it) of the resume state; in finite mode a consumed count of
+        one or more whole epochs rolls into the following epochs (``repeat=True`` keeps the
+        stream's start epoch: each worker rolls over on its own)."""
+        if self.repeat:
+            return self.epoch, self.samples_consumed
+        total = self.epoch_samples()
+        if total and self.samples_consumed >= total:
+            return self.epoch + self.samples_consumed // total, self.samples_consumed % total
+        return self.epoch, self.samples_consumed
+
     def worker_start(self, dl_worker_id: int | None = None, dl_num_workers: int = 0) -> WorkerStart:
         """Where DataLoader worker ``dl_worker_id`` (None in-process) starts, from the resume state
         (``epoch``, ``samples_consumed``).
@@ -361,19 +377,16 @@ class Planner:
                 f"the DataLoader runs {dl_num_workers} worker(s) but the planner was built for "
                 f"num_workers={self.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)")
         fr = self._worker_frames(self.rank)
-        s = self.samples_consumed
         n = self.num_shards
         if self.repeat:
+            s = self.samples_consumed
             limits = [None if f else 0 for f in fr]
             if not any(f for f in fr):
                 return WorkerStart(0, self.epoch, 0, None)
             given, nxt, _ = replay_turns(limits, self.batch_size, samples=s, drop_last=self.drop_last)
         else:
             limits = self.worker_epoch_limits()
-            total = sum(limits)
-            epoch = self.epoch
-            if total and s >= total:  # a finished epoch: continue with the next ones
-                epoch, s = epoch + s // total, s % total
+            epoch, s = self.position()
             given, nxt, _ = replay_turns(limits, self.batch_size, samples=s, drop_last=self.drop_last)
         p = 0 if dl_worker_id is None else int(dl_worker_id)
         logical = (p + (nxt or 0)) % n

@@ -118,6 +118,11 @@ def replay_turns(limits: list[int | None], batch_size: int, *, samples: int | No
     if n == 1:  # one stream: batch boundaries do not affect the sample order
         cap = rem[0]
         if samples is not None:
+            if drop_last and samples % batch_size:
+                raise ResumeStateError(
+                    f"resume offset of {samples} samples ends inside a batch (batch size {batch_size}, "
+                    "drop_last=True): sample-exact resume needs the offset to be the sum of the batches the "
+                    "training loop consumed, with the same batch size as the checkpointed run")
             if cap is not None and samples > cap:
                 raise ResumeStateError(f"resume offset {samples} exceeds the {cap} samples of the epoch")
             return [samples], (0 if _can_give(None if cap is None else cap - samples, 1, False) else None), -1
