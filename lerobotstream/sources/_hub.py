@@ -20,6 +20,10 @@ the Hub when many ranks × workers read small ranges, BR-32), and its file objec
 (``HEAD`` without following it), caches the signed URL until it expires or is refused (401/403 →
 resolve again, once), sends the ``Range`` GET straight to the storage host without the
 ``Authorization`` header, and checks every answer's ``Content-Range`` and length.
+Measured (26 episodes of ~20 contiguous ~96 KiB GOP ranges, loopback): native 1.15 requests and
+0.15 Hub requests per episode, bytes read/needed 1.000; ``HfFileSystem.cat_file`` per range 39.8
+requests (19.9 to the Hub), 48.7x over-fetch; ``HfFileSystem.open`` + read 2.08 requests (1.08 to
+the Hub), 3.3x over-fetch from read-ahead.
 Training only reads: no method here issues POST, PUT or DELETE.
 """
 
