@@ -39,6 +39,9 @@ DEFAULT_MAX_CONNECTIONS = 16
 DEFAULT_TIMEOUT_S = 60.0
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 _MAX_REDIRECTS = 5
+_FORK_LOCK = threading.Lock()  # guards the per-PID pool reset; re-created in a forked child
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: globals().__setitem__("_FORK_LOCK", threading.Lock()))
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,7 @@ class HttpClient:
 
     def _check_pid(self) -> None:
         if self._pid != os.getpid():
-            with threading.Lock():
+            with _FORK_LOCK:
                 if self._pid != os.getpid():
                     self._reset()  # forked: drop (never close, never use) the parent's sockets
 
