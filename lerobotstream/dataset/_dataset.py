@@ -180,10 +180,19 @@ class _Worker:
         payloads = {}
         for cam in self.ds.video_keys:
             span, table, path = self.span(ep, cam)
-            t1 = time.perf_counter()
-            data = self.source.read(path, span.byte_start, span.byte_stop - span.byte_start)
-            t2 = time.perf_counter()
-            payloads[cam] = synthesize(table, span, data)
+            try:
+                t1 = time.perf_counter()
+                data = self.source.read(path, span.byte_start, span.byte_stop - span.byte_start)
+                t2 = time.perf_counter()
+                payloads[cam] = synthesize(table, span, data)
+            except LeRobotStreamError as exc:
+                if f"episode {ep}" in exc.message:
+                    raise
+                raise type(exc)(f"episode {ep}, camera {cam!r}, file {path}: {exc.message}", episode_index=ep,
+                                camera=cam, path=path) from exc
+            except Exception as exc:
+                raise DecodeError(f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 "
+                                  f"failed: {exc!r}", episode_index=ep, camera=cam, path=path) from exc
             self.synth_s += time.perf_counter() - t2
             self.fetch_s += t2 - t1
         self.times.extra["fetch_total_s"] = self.times.extra.get("fetch_total_s", 0.0) + time.perf_counter() - t0
