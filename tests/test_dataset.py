@@ -1,0 +1,76 @@
+"""StreamingLeRobotDataset through a real DataLoader; budget invariants; loud failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.errors import ByteBudgetError, DecodeError
+
+CAM = (("observation.images.front", 64, 48),)
+
+
+@pytest.fixture(scope="module")
+def root(make_generated_dataset):
+    return Path(make_generated_dataset(episode_lengths=(7, 5, 9, 4), codec="av1", cameras=CAM, episodes_per_video_file=1))
+
+
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+def test_dataloader_exact_epoch(root, num_workers):
+    ds = StreamingLeRobotDataset(root=root, episode_pool_size=2, prefetch_episodes=1, max_num_shards=max(1, num_workers))
+    dl = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=num_workers)
+    seen = []
+    for batch in dl:
+        assert batch["observation.images.front"].shape[1:] == (3, 48, 64)
+        seen += list(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist()))
+    want = [(e, f) for e, n in enumerate((7, 5, 9, 4)) for f in range(n)]
+    assert sorted(seen) == want
+
+
+def test_oversize_episode_fails_before_fetch(root):
+    ds = StreamingLeRobotDataset(root=root, byte_budget_gb=100 / 2**30)
+    with pytest.raises(ByteBudgetError, match="episode"):
+        next(iter(ds))
+    assert ds.stats()["source"]["bytes_read"] == 0 or ds.stats()["cache"]["payload_bytes"] == 0
+    assert ds.stats()["cache"]["fetches"] == 0
+
+
+def test_small_budget_invariants(root, monkeypatch):
+    from lerobotstream import cache as cache_mod
+
+    events = []
+    orig = cache_mod.EpisodeByteCache.__init__
+
+    def init(self, budget, sizes, fetch, **kw):
+        def on_event(name, snap):
+            assert snap["reserved_bytes"] <= snap["byte_budget"], snap
+            assert snap["resident_bytes"] <= snap["reserved_bytes"], snap
+            events.append(name)
+
+        kw["on_event"] = on_event
+        orig(self, budget, sizes, fetch, **kw)
+
+    monkeypatch.setattr(cache_mod.EpisodeByteCache, "__init__", init)
+    probe = StreamingLeRobotDataset(root=root, episode_pool_size=1)
+    w = probe._state()
+    biggest = max(w.episode_nbytes(e) for e in range(4))
+    ds = StreamingLeRobotDataset(root=root, episode_pool_size=2, prefetch_episodes=2, byte_budget_gb=(biggest + 10) / 2**30)
+    n = sum(1 for _ in ds)
+    assert n == 25 and "fetched" in events and "free" in events
+
+
+def test_decode_failure_is_loud(root, monkeypatch):
+    from lerobotstream.dataset import _dataset
+
+    class Broken:
+        def __init__(self, *a, **k):
+            raise DecodeError("cannot open the mini-MP4 of episode 0, camera 'observation.images.front', file x.mp4")
+
+    monkeypatch.setattr(_dataset, "_Decoder", Broken)
+    ds = StreamingLeRobotDataset(root=root)
+    with pytest.raises(DecodeError, match="episode 0"):
+        for _ in ds:
+            pass
