@@ -7,5 +7,7 @@ torchcodec (FFmpeg on CPU, NVDEC on CUDA).
 
 from lerobotstream._version import __version__
 from lerobotstream import errors
+from lerobotstream.cache import EpisodeByteCache
+from lerobotstream.dataset import StreamingLeRobotDataset
 
-__all__ = ["__version__", "errors"]
+__all__ = ["__version__", "errors", "EpisodeByteCache", "StreamingLeRobotDataset"]
