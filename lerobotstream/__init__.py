@@ -7,7 +7,18 @@ torchcodec (FFmpeg on CPU, NVDEC on CUDA).
 
 from lerobotstream._version import __version__
 from lerobotstream import errors
-from lerobotstream.cache import EpisodeByteCache
-from lerobotstream.dataset import StreamingLeRobotDataset
 
 __all__ = ["__version__", "errors", "EpisodeByteCache", "StreamingLeRobotDataset"]
+
+
+def __getattr__(name: str):
+    # lazy: ``import lerobotstream.sidecar`` (the CLI) must not import torch
+    if name == "StreamingLeRobotDataset":
+        from lerobotstream.dataset import StreamingLeRobotDataset
+
+        return StreamingLeRobotDataset
+    if name == "EpisodeByteCache":
+        from lerobotstream.cache import EpisodeByteCache
+
+        return EpisodeByteCache
+    raise AttributeError(f"module 'lerobotstream' has no attribute {name!r}")
