@@ -104,13 +104,13 @@ class WorkerPlan:
         return EpisodePool(self.episode_indices, self.lengths, self.nbytes, order, self.pool_size,
                            self.byte_budget, self._planner.strategy, self._words(epoch, _seeds.TAG_DRAWS))
 
-    def iter_pools(self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False,
-                   limit: int | None = None) -> Iterator[EpisodePool]:
+    def iter_pools(self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False) -> Iterator[EpisodePool]:
         """Pools positioned at the stream start: the first one already skipped ``offset`` anchors
         (its events drained), one per epoch; with ``repeat=False`` only ``epoch``'s.
 
         ``start_offset`` may exceed one epoch with ``repeat=True`` (it rolls into later epochs).
-        The caller reads each pool up to ``limit`` anchors (finite mode) or to exhaustion.
+        The caller reads each pool to exhaustion, or to ``WorkerStart.limit`` anchors of the
+        epoch (finite mode with ``equalize``/``drop_last``; ``pool.emitted`` counts from the epoch start).
         """
         if self.num_frames == 0:
             return
