@@ -5,7 +5,7 @@ The dataset is laid out exactly as LeRobot v3.0 writes it: ``meta/info.json``,
 (pandas-index form by default), ``meta/stats.json``, ``data/chunk-XXX/file-XXX.parquet`` and one
 concatenated MP4 per camera and file ``videos/<key>/chunk-XXX/file-XXX.mp4``. Like LeRobot's
 writer, each episode is encoded on its own (ffmpeg CLI, raw RGB frames on stdin, ``yuv420p``),
-then the episode MP4s of one file are joined with the concat demuxer and ``-c copy``; an
+then the episode MP4s of one file are joined by PyAV's concat demuxer (stream copy); an
 episode's ``from_timestamp`` is the summed duration (PyAV ``stream.duration * time_base``, as
 LeRobot's ``get_video_duration_in_s``) of the episodes before it in the same file.
 
@@ -200,14 +200,27 @@ def _encode_episode(frames: np.ndarray, fps: int, codec: str, gop: int | None, o
 
 
 def _concat(parts: Sequence[Path], out: Path, faststart: bool) -> None:
+    """Join episode MP4s by stream copy the way LeRobot's ``concatenate_video_files`` does: PyAV's
+    concat demuxer remuxed packet by packet (PyAV's FFmpeg places each file at the end of the
+    previous one, so ``from_timestamp`` = summed PyAV stream durations is exact; the FFmpeg 5.1
+    CLI's concat demuxer instead rounds each file's duration to the edit list's milliseconds)."""
+    import av
+
     out.parent.mkdir(parents=True, exist_ok=True)
     listing = out.with_suffix(".concat.txt")
     listing.write_text("".join(f"file '{p.resolve().as_posix()}'\n" for p in parts))
     tmp = out.with_suffix(".tmp.mp4")
-    cmd = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "concat", "-safe", "0", "-i", str(listing), "-c", "copy"]
-    if faststart:
-        cmd += ["-movflags", "+faststart"]
-    _run(cmd + [str(tmp)])
+    options = {"movflags": "faststart"} if faststart else {}
+    with av.open(str(listing), format="concat", options={"safe": "0"}) as src, av.open(
+        str(tmp), "w", format="mp4", options=options
+    ) as dst:
+        in_stream = src.streams.video[0]
+        out_stream = dst.add_stream_from_template(in_stream, opaque=True)
+        for packet in src.demux(in_stream):
+            if packet.dts is None:  # flush packet
+                continue
+            packet.stream = out_stream
+            dst.mux(packet)
     os.replace(tmp, out)
     listing.unlink()
 
