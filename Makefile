@@ -71,11 +71,19 @@ $(LEROBOT_VENV)/.stamp-lerobot: | ffmpeg
 	$(LPIP) install -q "$(LEROBOT_SPEC)" "cython>=3.0" setuptools wheel "pytest>=7"
 	@touch $@
 
-$(LEROBOT_VENV)/.stamp-lrs: $(LEROBOT_VENV)/.stamp-lerobot pyproject.toml setup.py $(LRS_SOURCES)
+# Extensions: (re)built when a .pyx/.pxd/C source, setup.py or pyproject.toml changed.
+$(LEROBOT_VENV)/.stamp-lrs-ext: $(LEROBOT_VENV)/.stamp-lerobot pyproject.toml setup.py $(filter-out %.py,$(LRS_SOURCES))
 	@rm -rf $(LEROBOT_VENV)/src && mkdir -p $(LEROBOT_VENV)/src
 	@tar cf - --exclude='*.so' --exclude='__pycache__' pyproject.toml setup.py README.md lerobotstream csrc | tar xf - -C $(LEROBOT_VENV)/src
 	@find $(LEROBOT_VENV)/src/lerobotstream -name '*.c' -delete
-	$(LPIP) install -q --no-deps --no-build-isolation --force-reinstall $(LEROBOT_VENV)/src
+	flock /tmp/lrs-build.lock $(LPIP) install -q --no-deps --no-build-isolation --force-reinstall $(LEROBOT_VENV)/src
+	@touch $@
+
+# Pure-Python changes: copy the .py files over the installed package (no recompile).
+$(LEROBOT_VENV)/.stamp-lrs: $(LEROBOT_VENV)/.stamp-lrs-ext $(filter %.py,$(LRS_SOURCES))
+	@dest=$$($(LPY) -I -c 'import lerobotstream, os; print(os.path.dirname(lerobotstream.__file__))' 2>/dev/null) \
+	  && case "$$dest" in */site-packages/*) ;; *) echo "lerobotstream is not installed in $(LEROBOT_VENV)"; exit 1;; esac \
+	  && (cd lerobotstream && find . -name '*.py' | tar cf - -T -) | tar xf - -C "$$dest"
 	@touch $@
 
 test-lerobot: setup-lerobot

@@ -112,8 +112,8 @@ class Run:
         rank, _ = _world()
         if path:
             self.trace_file = open(f"{path}.rank{rank}", "a", buffering=1)
+        self.loop_start = time.perf_counter()  # includes starting the DataLoader workers
         it = iter(dataloader)
-        self.loop_start = time.perf_counter()
         while True:
             t0 = time.perf_counter()
             try:
