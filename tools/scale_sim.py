@@ -1,0 +1,507 @@
+"""Scale model by simulation: what a DROID-sized dataset and a 1,000-GPU run cost.
+
+Builds synthetic sample tables (no video payload) for datasets of increasing size, writes them
+through the real sidecar writer (``SidecarWriter``), converts them with the real derived-index
+converter (``Mp4Index.open``), and drives the real span planner (``episode_frame_range`` +
+``plan_span``) and planner (``Planner``: LPT rank/worker shards, exact-coverage pool). Each size is
+built in its own subprocess and each simulated rank runs in a fresh subprocess, so memory figures
+(``/proc/self/smaps_rollup``) are clean.
+
+Synthetic dataset (LeRobot v3 layout, AV1 ``g=2`` at ``fps``):
+
+* episode lengths: seeded log-normal, rescaled to the preset's total frame count;
+* per camera, episodes are appended to the current MP4 until the next one would push it past
+  ``file_mb`` (LeRobot's writer rule: a file holds whole episodes), 1,000 files per chunk;
+* per sample: size log-normal around ``sample_kb`` (keyframes 1.6x, inter frames 0.4x),
+  contiguous offsets after a 48-byte header, DTS ``i * 1024`` at timescale ``fps * 1024``, no
+  composition offsets (AV1 has no reordering), a sync sample every 2 frames from each episode's
+  first frame (each episode is encoded on its own, then concatenated).
+
+Per size it reports: NPZ (int64) and derived-index bytes (total, per sample), writer / convert /
+warm-open times, and per world size N a rank's (rank 0, one process, ``num_workers=0``) cost:
+open time, planner set-up (rank + worker LPT shards), the exact byte sizes of its episodes
+(``plan_span`` per (episode, camera): what the dataset needs before its first sample), the first
+anchor, planner anchors/s, balance (max/mean frames per rank), and memory after each step: RSS,
+PSS, anonymous (private heap) and file-backed pages.
+
+    .venv/bin/python tools/scale_sim.py                        # every size up to DROID (~3 min)
+    .venv/bin/python tools/scale_sim.py --max-scale droid100tb # + the 100 TB variant
+    .venv/bin/python tools/scale_sim.py --max-scale small --worlds 8,64 --json out.json
+
+Sizes (``--max-scale`` runs every size up to and including the named one):
+
+``tiny`` (smoke test), ``small`` (1k episodes), ``medium`` (10k), ``droid`` (92k episodes,
+27.6 M frames, 3 cameras, 15 fps, ~6 KB/sample, 200 MB files), ``droid100tb`` (DROID's episodes
+and frames at ~1.2 MB/sample = 100 TB: a 200 MB file then holds one episode, 276 k source MP4s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A synthetic dataset size.
+
+    Fields: ``episodes``; ``frames`` (total, per camera); ``cameras``; ``fps``; ``sample_kb``
+    (mean compressed sample, KB = 1000 B); ``file_mb`` (LeRobot's per-file limit, MB = 1e6 B).
+    """
+
+    name: str
+    episodes: int
+    frames: int
+    cameras: int = 3
+    fps: int = 15
+    sample_kb: float = 6.0
+    file_mb: float = 200.0
+
+    @property
+    def samples(self) -> int:
+        return self.frames * self.cameras
+
+    @property
+    def video_bytes(self) -> float:
+        return self.samples * self.sample_kb * 1e3
+
+
+PRESETS = {p.name: p for p in (
+    Preset("tiny", 40, 12_000, file_mb=2.0),
+    Preset("small", 1_000, 300_000),
+    Preset("medium", 10_000, 3_000_000),
+    Preset("droid", 92_000, 27_600_000),
+    # DROID's episodes and frames at a sample size that makes the dataset 100 TB:
+    # 100e12 / 82.8e6 samples = 1.21 MB/sample (high-resolution cameras); a 200 MB file then
+    # holds one episode (LeRobot never splits one), i.e. one source MP4 per (episode, camera).
+    Preset("droid100tb", 92_000, 27_600_000, sample_kb=100e12 / 82.8e6 / 1e3),
+)}
+ORDER = ["tiny", "small", "medium", "droid", "droid100tb"]
+TIMESCALE_PER_FPS = 1024  # PyAV/libsvtav1 time base 1/(fps*1024): sample duration 1024 ticks
+#: sizes above this many samples are written at DEFLATE level 1 (the writer's default 6 is too slow)
+DEFLATE6_MAX_SAMPLES = 1_000_000
+HEADER_BYTES = 48  # ftyp + mdat header before the first sample (moov at the end)
+STSD = bytes(range(130))  # stand-in av01 sample entry payload (copied verbatim, never decoded)
+FTYP = b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2av01mp41"
+
+
+# --- memory ---------------------------------------------------------------------------------------
+def smaps_rollup() -> dict[str, int]:
+    """This process's ``/proc/self/smaps_rollup`` in bytes: Rss, Pss, Pss_Anon, Pss_File,
+    Shared_*, Private_*, Anonymous (empty dict where the file does not exist)."""
+    out: dict[str, int] = {}
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[-1] == "kB":
+                    out[parts[0].rstrip(":")] = int(parts[1]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def _mem() -> dict[str, float]:
+    s = smaps_rollup()
+    mb = 1e6
+    return {"rss_mb": s.get("Rss", 0) / mb, "pss_mb": s.get("Pss", 0) / mb,
+            "anon_mb": s.get("Anonymous", 0) / mb,
+            "private_mb": (s.get("Private_Clean", 0) + s.get("Private_Dirty", 0)) / mb,
+            "file_mb": (s.get("Rss", 0) - s.get("Anonymous", 0)) / mb}
+
+
+# --- synthetic dataset -----------------------------------------------------------------------------
+def episode_lengths(p: Preset, seed: int) -> np.ndarray:
+    """int64 (episodes,) lengths >= 30 frames summing to ``p.frames`` (seeded log-normal)."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    raw = rng.lognormal(np.log(p.frames / p.episodes), 0.45, p.episodes)
+    lens = np.maximum(30, np.round(raw * p.frames / raw.sum())).astype(np.int64)
+    lens[np.argmax(lens)] += p.frames - int(lens.sum())  # exact total
+    return lens
+
+
+def episode_bytes_per_camera(p: Preset, lens: np.ndarray, seed: int) -> np.ndarray:
+    """float64 (episodes, cameras) expected compressed bytes per episode video (planning files)."""
+    rng = np.random.Generator(np.random.PCG64([seed, 1]))
+    scale = rng.lognormal(0.0, 0.25, (len(lens), p.cameras))
+    return lens[:, None] * p.sample_kb * 1e3 * scale
+
+
+def assign_files(p: Preset, ep_bytes: np.ndarray) -> tuple[np.ndarray, list[list[int]]]:
+    """LeRobot's writer rule per camera: append episodes to the current file until the next one
+    would push it past ``file_mb``. Returns (file id per (episode, camera) in source-id order,
+    episode list per source id). Source ids follow the sorted path order (camera, chunk, file)."""
+    limit = p.file_mb * 1e6
+    src = np.empty(ep_bytes.shape, dtype=np.int64)
+    sources: list[list[int]] = []
+    for c in range(p.cameras):
+        cur: list[int] = []
+        size = 0.0
+        for e in range(ep_bytes.shape[0]):
+            b = float(ep_bytes[e, c])
+            if cur and size + b > limit:
+                sources.append(cur)
+                cur, size = [], 0.0
+            cur.append(e)
+            size += b
+            src[e, c] = len(sources)
+        sources.append(cur)
+    return src, sources
+
+
+def source_path(cam: int, k: int) -> str:
+    return f"videos/observation.images.cam{cam}/chunk-{k // 1000:03d}/file-{k % 1000:03d}.mp4"
+
+
+def source_table(p: Preset, lens: np.ndarray, ep_scale: np.ndarray, rng: np.random.Generator) -> SimpleNamespace:
+    """Sample table of one concatenated MP4 holding episodes with ``lens`` frames (decode order)."""
+    n = int(lens.sum())
+    starts = np.repeat(np.cumsum(lens) - lens, lens)
+    local = np.arange(n, dtype=np.int64) - starts
+    is_sync = (local % 2) == 0
+    mean = p.sample_kb * 1e3 * np.repeat(ep_scale, lens)
+    size = (mean * np.where(is_sync, 1.6, 0.4) * rng.lognormal(-0.045, 0.3, n)).astype(np.int64) + 1
+    offset = np.empty(n, dtype=np.int64)
+    offset[0] = HEADER_BYTES
+    np.cumsum(size[:-1], out=offset[1:])
+    offset[1:] += HEADER_BYTES
+    dts = np.arange(n, dtype=np.int64) * TIMESCALE_PER_FPS
+    return SimpleNamespace(
+        offset=offset, size=size, dts_ticks=dts, cts_ticks=np.zeros(n, dtype=np.int64), is_sync=is_sync,
+        media_timescale=p.fps * TIMESCALE_PER_FPS, movie_timescale=1000, media_time=0, empty_edit_movie_ticks=0,
+        edit_duration_movie_ticks=n * 1000 // p.fps, codec="av01", stsd=STSD, ftyp=FTYP, width=320, height=180,
+        track_id=1, ctts_version=None, media_duration=n * TIMESCALE_PER_FPS, has_edit=False,
+        video_track_ids=(1,), moov_offset=int(offset[-1] + size[-1]), moov_size=8 * n + 1000,
+        mdat_offset=32, mdat_size=int(offset[-1] + size[-1]) - 32, faststart=False)
+
+
+def build(p: Preset, workdir: Path, seed: int) -> dict[str, Any]:
+    """Write the sidecar NPZ, convert it to the derived index, save the episode metadata.
+    Returns the build figures (times in seconds, bytes)."""
+    from lerobotstream.mp4._index_file import Mp4Index
+    from lerobotstream.sidecar import SidecarWriter
+
+    t0 = time.perf_counter()
+    lens = episode_lengths(p, seed)
+    ep_bytes = episode_bytes_per_camera(p, lens, seed)
+    src_of, sources = assign_files(p, ep_bytes)
+    from_ts = np.empty(src_of.shape, dtype=np.float64)
+    first_frame = np.empty(src_of.shape, dtype=np.int64)
+    for sid, eps in enumerate(sources):
+        e = np.asarray(eps, dtype=np.int64)
+        first = np.cumsum(lens[e]) - lens[e]
+        c = int(np.flatnonzero(src_of[e[0]] == sid)[0])
+        first_frame[e, c] = first
+        from_ts[e, c] = first / p.fps
+    np.savez(workdir / "episodes.npz", lengths=lens, source=src_of, from_timestamp=from_ts)
+    t_plan = time.perf_counter() - t0
+
+    npz = workdir / "sidecar.npz"
+    rng = np.random.Generator(np.random.PCG64([seed, 2]))
+    per_cam_count = [0] * p.cameras
+    t0 = time.perf_counter()
+    raw_int64 = 0
+    level = 6 if p.samples <= DEFLATE6_MAX_SAMPLES else 1
+    with SidecarWriter(npz, {"repo_id": f"sim/{p.name}", "repo_type": "dataset", "revision": None,
+                             "data_root": None, "subset": False, "episodes": None,
+                             "total_episodes": p.episodes, "fps": p.fps,
+                             "video_keys": [f"observation.images.cam{c}" for c in range(p.cameras)],
+                             "created_by": "tools/scale_sim.py"}) as w:
+        if level != 6:  # zlib's default level 6 costs ~5 us/sample here; level 1 is 4-6x faster
+            w._zf.compresslevel = level  # noqa: SLF001 - same ratio on these arrays (see docs/scale.md)
+        for sid, eps in enumerate(sources):
+            e = np.asarray(eps, dtype=np.int64)
+            c = int(np.flatnonzero(src_of[e[0]] == sid)[0])
+            scale = ep_bytes[e, c] / (lens[e] * p.sample_kb * 1e3)
+            t = source_table(p, lens[e], scale, rng)
+            k = per_cam_count[c]
+            per_cam_count[c] += 1
+            w.add_source(sid, t, path=source_path(c, k), size=t.moov_offset + t.moov_size, fingerprint=None)
+            raw_int64 += t.offset.shape[0] * (4 * 8 + 1)
+        w.commit()
+    t_write = time.perf_counter() - t0
+
+    index_dir = workdir / "indexes"
+    t0 = time.perf_counter()
+    idx = Mp4Index.open(npz, index_dir=index_dir)
+    t_convert = time.perf_counter() - t0
+    derived = idx.nbytes_stored()
+    header = len(json.dumps(idx._header, separators=(",", ":")))  # noqa: SLF001 - measuring
+    idx.close()
+    samples = p.samples
+    return {"preset": asdict(p), "episodes": p.episodes, "frames": p.frames, "samples": samples,
+            "sources": len(sources), "episodes_per_file": p.episodes * p.cameras / len(sources),
+            "video_tb": p.video_bytes / 1e12, "npz_bytes": npz.stat().st_size,
+            "npz_int64_raw_bytes": raw_int64, "derived_bytes": derived, "derived_json_bytes": header,
+            "derived_bytes_per_sample": derived / samples, "npz_bytes_per_sample": npz.stat().st_size / samples,
+            "t_plan_files_s": t_plan, "t_write_s": t_write, "t_convert_s": t_convert,
+            "deflate_level": level, "build_peak_rss_mb": _peak_rss_mb()}
+
+
+def _peak_rss_mb() -> float:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
+    return 0.0
+
+
+# --- one rank -------------------------------------------------------------------------------------
+def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers: int, seed: int,
+                  max_anchors: int, max_span_episodes: int = 1500, tolerance_s: float = 1e-4) -> dict[str, Any]:
+    """One rank (one process) of a ``world``-rank run, as the dataset starts it: warm-open the
+    index, shard, compute the exact synthesized size of each owned episode (span per camera),
+    draw the first anchor, then time the pool. Times in seconds, memory in MB (1e6 B).
+
+    Spans are planned exactly for the first ``max_span_episodes`` episodes of the shard; the rest
+    only touch their sources' tables and their span time is extrapolated linearly
+    (``t_nbytes_s``, ``t_to_first_sample_s`` include it; ``t_nbytes_measured_s`` does not)."""
+    import lerobotstream.mp4.index  # noqa: F401 - Cython accessors, as the dataset loads them
+    from lerobotstream.mp4._index_file import Mp4Index
+    from lerobotstream.mp4.spans import episode_frame_range, plan_span
+    from lerobotstream.planner import Planner
+
+    mem = {"imports": _mem()}
+    t_all = time.perf_counter()
+    t0 = time.perf_counter()
+    idx = Mp4Index.open(workdir / "sidecar.npz", index_dir=workdir / "indexes")
+    t_open = time.perf_counter() - t0
+    mem["open"] = _mem()
+
+    t0 = time.perf_counter()
+    meta = np.load(workdir / "episodes.npz")
+    lengths, src_of, from_ts = meta["lengths"], meta["source"], meta["from_timestamp"]
+    t_meta = time.perf_counter() - t0
+    mem["meta"] = _mem()
+
+    spans: dict[tuple[int, int], Any] = {}
+    touched: set[int] = set()
+    exact = {"episodes": 0, "frames": 0, "nbytes": 0, "s": 0.0}
+
+    def episode_nbytes(ep: int) -> int:
+        # the dataset plans every (episode, camera) span of its shard before the first sample;
+        # past ``max_span_episodes`` the (linear) cost is extrapolated: tables are still touched
+        if exact["episodes"] >= max_span_episodes:
+            for c in range(src_of.shape[1]):
+                sid = int(src_of[ep, c])
+                touched.add(sid)
+                idx.table(sid)
+            return int(exact["nbytes"] / exact["frames"] * int(lengths[ep])) + 1
+        t0 = time.perf_counter()
+        total = 0
+        for c in range(src_of.shape[1]):
+            sid = int(src_of[ep, c])
+            touched.add(sid)
+            table = idx.table(sid)
+            a, b = episode_frame_range(table, float(from_ts[ep, c]), int(lengths[ep]), fps, tolerance_s)
+            s = plan_span(table, a, b, path=idx.paths[sid])
+            spans[(ep, c)] = s
+            total += s.synth_nbytes
+        exact["episodes"] += 1
+        exact["frames"] += int(lengths[ep])
+        exact["nbytes"] += total
+        exact["s"] += time.perf_counter() - t0
+        return total
+
+    t0 = time.perf_counter()
+    planner = Planner(lengths, seed=seed, rank=rank, world_size=world, num_workers=num_workers,
+                      byte_budget=8 << 30, episode_nbytes=episode_nbytes, batch_size=8, repeat=True)
+    t_shard = time.perf_counter() - t0
+    per_rank = planner.samples_per_rank()
+    mem["shard"] = _mem()
+
+    t0 = time.perf_counter()
+    plan = planner.worker_plan(0)
+    t_nbytes = time.perf_counter() - t0
+    mem["spans"] = _mem()
+
+    n_eps = len(plan.episode_indices)
+    t_nbytes_full = t_nbytes + exact["s"] / max(1, exact["episodes"]) * (n_eps - exact["episodes"])
+    t0 = time.perf_counter()
+    pool = plan.pool(0)
+    ep0, fr0 = pool.next_anchors(1)
+    e0 = int(ep0[0])
+    for c in range(src_of.shape[1]):
+        if (e0, c) not in spans:
+            sid = int(src_of[e0, c])
+            a, b = episode_frame_range(idx.table(sid), float(from_ts[e0, c]), int(lengths[e0]), fps, tolerance_s)
+            spans[(e0, c)] = plan_span(idx.table(sid), a, b, path=idx.paths[sid])
+    first = spans[(e0, 0)]
+    _ = first.local_frame(first.frame_start + int(fr0[0]))
+    t_first = time.perf_counter() - t0
+    t_to_first = time.perf_counter() - t_all + (t_nbytes_full - t_nbytes)
+
+    budget = min(max_anchors, plan.num_frames - 1)
+    out_e = np.empty(65536, dtype=np.int64)
+    out_f = np.empty(65536, dtype=np.int64)
+    drawn = 0
+    t0 = time.perf_counter()
+    while drawn < budget:
+        k = pool.fill(out_e[: min(65536, budget - drawn)], out_f[: min(65536, budget - drawn)])
+        if k == 0:
+            break
+        drawn += k
+    t_draw = time.perf_counter() - t0
+    mem["end"] = _mem()
+    wf = [int(planner.lengths[p].sum()) for p in planner._worker_positions(rank)]  # noqa: SLF001
+    return {"world": world, "rank": rank, "num_workers": num_workers,
+            "rank_episodes": len(planner.rank_episodes()), "rank_frames": int(per_rank[rank]),
+            "sources_touched": len(touched), "sources_total": idx.num_sources,
+            "t_open_s": t_open, "t_meta_s": t_meta, "t_shard_s": t_shard, "t_nbytes_s": t_nbytes_full,
+            "t_nbytes_measured_s": t_nbytes, "spans_exact_episodes": exact["episodes"],
+            "span_ms_per_episode": 1e3 * exact["s"] / max(1, exact["episodes"]),
+            "t_first_s": t_first, "t_to_first_sample_s": t_to_first,
+            "anchors_per_s": drawn / t_draw if t_draw > 0 else float("nan"), "anchors_drawn": drawn,
+            "rank_balance_max_over_mean": float(per_rank.max() / per_rank.mean()),
+            "worker_balance_max_over_mean": float(max(wf) / (sum(wf) / len(wf))) if sum(wf) else 1.0,
+            "mem": mem,
+            "private_mb_over_imports": mem["spans"]["private_mb"] - mem["imports"]["private_mb"],
+            "anon_mb_over_imports": mem["spans"]["anon_mb"] - mem["imports"]["anon_mb"]}
+
+
+# --- driver ---------------------------------------------------------------------------------------
+def _run_child(args: list[str], timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(REPO))
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({r.returncode}):\n{r.stderr[-4000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def run(max_scale: str, worlds: list[int], *, workdir: Path | None = None, seed: int = 0,
+        max_anchors: int = 2_000_000, num_workers: int = 0, keep: bool = False, max_span_episodes: int = 1500,
+        timeout: float = 1800.0, log=print) -> list[dict[str, Any]]:
+    """Build and simulate every size up to ``max_scale``; returns one record per size."""
+    names = ORDER[: ORDER.index(max_scale) + 1]
+    base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="lrs-scale-"))
+    results = []
+    try:
+        for name in names:
+            wd = base / name
+            if wd.exists():
+                shutil.rmtree(wd)
+            wd.mkdir(parents=True)
+            t0 = time.perf_counter()
+            rec = _run_child(["_build", name, str(wd), "--seed", str(seed)], timeout)
+            log(f"[{name}] built {rec['sources']} sources, {rec['samples']:,} samples in "
+                f"{time.perf_counter() - t0:.1f}s (write {rec['t_write_s']:.1f}s, convert {rec['t_convert_s']:.1f}s)")
+            p = PRESETS[name]
+            rec["ranks"] = []
+            for n in worlds:
+                if n > p.episodes:
+                    continue
+                r = _run_child(["_rank", str(wd), "--world", str(n), "--fps", str(p.fps), "--seed", str(seed),
+                                "--num-workers", str(num_workers), "--max-anchors", str(max_anchors),
+                                "--max-span-episodes", str(max_span_episodes)], timeout)
+                rec["ranks"].append(r)
+                log(f"[{name}] N={n}: first sample {r['t_to_first_sample_s']:.2f}s, private "
+                    f"{r['mem']['spans']['private_mb']:.0f} MB (anon {r['mem']['spans']['anon_mb']:.0f} MB), "
+                    f"sources touched {r['sources_touched']}/{r['sources_total']}")
+            results.append(rec)
+            if not keep:
+                shutil.rmtree(wd, ignore_errors=True)
+    finally:
+        if not keep and workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    return results
+
+
+def markdown(results: list[dict[str, Any]]) -> str:
+    """The figures as two Markdown tables (per size; per size and world size)."""
+    lines = ["| size | episodes | samples | sources | ep/file | video TB | NPZ MB | NPZ B/sample (int64 raw) "
+             "| derived MB | derived B/sample | JSON header MB | write s (zlib level) | convert s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        lines.append(
+            f"| {r['preset']['name']} | {r['episodes']:,} | {r['samples']:,} | {r['sources']:,} | "
+            f"{r['episodes_per_file']:.1f} | {r['video_tb']:.2f} | {r['npz_bytes'] / 1e6:.1f} | "
+            f"{r['npz_bytes_per_sample']:.2f} ({r['npz_int64_raw_bytes'] / r['samples']:.0f}) | "
+            f"{r['derived_bytes'] / 1e6:.1f} | {r['derived_bytes_per_sample']:.2f} | "
+            f"{r['derived_json_bytes'] / 1e6:.2f} | {r['t_write_s']:.1f} ({r['deflate_level']}) | {r['t_convert_s']:.1f} |")
+    lines += ["", "| size | N ranks | eps/rank | sources touched | open s | shard s | spans s (ms/ep) | first sample s "
+              "| anchors/s | rank max/mean | RSS MB | PSS MB | private MB | anon MB | anon over imports MB |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        for k in r["ranks"]:
+            m = k["mem"]["spans"]
+            lines.append(
+                f"| {r['preset']['name']} | {k['world']} | {k['rank_episodes']:,} | {k['sources_touched']:,}/"
+                f"{k['sources_total']:,} | {k['t_open_s']:.3f} | {k['t_shard_s']:.3f} | {k['t_nbytes_s']:.2f} "
+                f"({k['span_ms_per_episode']:.1f}) | "
+                f"{k['t_to_first_sample_s']:.2f} | {k['anchors_per_s'] / 1e6:.1f} M | "
+                f"{k['rank_balance_max_over_mean']:.4f} | {m['rss_mb']:.0f} | {m['pss_mb']:.0f} | "
+                f"{m['private_mb']:.0f} | {m['anon_mb']:.0f} | {k['anon_mb_over_imports']:.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "_build":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("name")
+        ap.add_argument("workdir", type=Path)
+        ap.add_argument("--seed", type=int, default=0)
+        a = ap.parse_args(argv[1:])
+        print(json.dumps(build(PRESETS[a.name], a.workdir, a.seed)))
+        return 0
+    if argv and argv[0] == "_rank":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("workdir", type=Path)
+        ap.add_argument("--world", type=int, required=True)
+        ap.add_argument("--rank", type=int, default=0)
+        ap.add_argument("--fps", type=int, required=True)
+        ap.add_argument("--seed", type=int, default=0)
+        ap.add_argument("--num-workers", type=int, default=0)
+        ap.add_argument("--max-anchors", type=int, default=2_000_000)
+        ap.add_argument("--max-span-episodes", type=int, default=1500)
+        a = ap.parse_args(argv[1:])
+        print(json.dumps(simulate_rank(a.workdir, a.world, a.rank, fps=a.fps, num_workers=a.num_workers,
+                                       seed=a.seed, max_anchors=a.max_anchors,
+                                       max_span_episodes=a.max_span_episodes)))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--max-scale", choices=ORDER, default="droid", help="largest size to run (default droid)")
+    ap.add_argument("--worlds", default="8,64,1024", help="world sizes to simulate (comma-separated)")
+    ap.add_argument("--num-workers", type=int, default=0, help="DataLoader workers per rank (0: one process)")
+    ap.add_argument("--max-anchors", type=int, default=2_000_000, help="anchors drawn to time the pool")
+    ap.add_argument("--max-span-episodes", type=int, default=1500,
+                    help="plan spans exactly for this many of a rank's episodes, extrapolate the rest")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workdir", type=Path, default=None, help="keep builds here (default: a temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the built sidecars and indexes")
+    ap.add_argument("--json", type=Path, default=None, help="write the raw figures here")
+    a = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    results = run(a.max_scale, [int(x) for x in a.worlds.split(",") if x], workdir=a.workdir, seed=a.seed,
+                  max_anchors=a.max_anchors, num_workers=a.num_workers, keep=a.keep,
+                  max_span_episodes=a.max_span_episodes,
+                  log=lambda s: print(s, file=sys.stderr, flush=True))
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=1))
+    print(markdown(results))
+    print(f"\ntotal {time.perf_counter() - t0:.0f}s; command: python tools/scale_sim.py "
+          + " ".join(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
