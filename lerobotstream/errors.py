@@ -109,6 +109,11 @@ class SidecarLockTimeoutError(SidecarError, TimeoutError):
     """Another process held the sidecar build lock longer than ``sidecar_lock_timeout_s``."""
 
 
+class SidecarPublishError(SidecarError):
+    """``--push`` refused: only a complete, validated, full-dataset, current-schema sidecar of an
+    ``hf://`` root may be published (the message says what is missing)."""
+
+
 # --- DECODING ---------------------------------------------------------------------------------
 class FrameTimestampError(LeRobotStreamError, LookupError):
     """No decoded frame lies within ``tolerance_s`` of a requested timestamp.
