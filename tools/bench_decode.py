@@ -1,0 +1,115 @@
+"""Decode benchmark on one generated dataset, in one run:
+
+(a) ours: per-episode mini-MP4 (plan_span + synthesize + EpisodeVideo; only the span's bytes read),
+(b) map-style: one torchcodec decoder per full source file (exact mode, whole file read at open),
+    one ``get_frames_played_at`` per sample,
+(c) decode limit: one sequential ``get_frames_in_range`` over the same frames of the source.
+
+Reports frames/s, bytes read per frame and decoder-open time for sequential-within-episode and
+random access.
+
+    python tools/bench_decode.py [--codec av1] [--episodes 20] [--length 60] [--size 256x192]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from torchcodec.decoders import VideoDecoder  # noqa: E402
+
+from lerobotstream.decode import EpisodeVideo  # noqa: E402
+from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize  # noqa: E402
+from tools.make_dataset import make_dataset  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--codec", default="av1")
+    ap.add_argument("--episodes", type=int, default=20)
+    ap.add_argument("--length", type=int, default=60)
+    ap.add_argument("--size", default="256x192")
+    ap.add_argument("--random", type=int, default=200, help="random samples")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    w, h = map(int, args.size.split("x"))
+    rng = np.random.default_rng(args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = make_dataset(Path(tmp) / "d", episode_lengths=[args.length] * args.episodes, codec=args.codec,
+                            cameras=(("cam", w, h),))
+        path = next((root / "videos").rglob("*.mp4"))
+        data = path.read_bytes()
+        table = parse_mp4_bytes(data, path=str(path))
+        po = np.asarray(table.presentation_order)
+        pts_sorted = np.asarray(table.pts_s)[po]
+        L, E = args.length, args.episodes
+        eps = [(e * L, e * L + L) for e in range(E)]
+        print(f"{args.codec} {w}x{h}, {E} episodes x {L} frames, file {len(data) / 1e6:.2f} MB")
+
+        def ours(requests):
+            """requests: list of (episode, [frame indices]) -> frames, bytes, open_s"""
+            nbytes = 0
+            open_s = 0.0
+            frames = 0
+            videos = {}
+            t0 = time.perf_counter()
+            for e, idx in requests:
+                v = videos.get(e)
+                if v is None:
+                    a, b = eps[e]
+                    s = plan_span(table, a, b)
+                    to = time.perf_counter()
+                    payload = data[s.byte_start:s.byte_stop]
+                    nbytes += len(payload)
+                    mini = synthesize(table, s, payload)
+                    v = videos[e] = EpisodeVideo(table, s, mini, episode_index=e, camera="cam", path=str(path),
+                                                 from_timestamp=float(pts_sorted[a]), fps=30)
+                    v.decoder()
+                    open_s += time.perf_counter() - to
+                frames += len(v.frames_at(idx))
+            return frames, time.perf_counter() - t0, nbytes, open_s / max(len(videos), 1)
+
+        def mapstyle(requests):
+            t0 = time.perf_counter()
+            dec = VideoDecoder(data)  # exact mode: scans (reads) the whole file at open
+            open_s = time.perf_counter() - t0
+            frames = 0
+            for e, idx in requests:
+                for i in idx:
+                    dec.get_frames_played_at([float(pts_sorted[eps[e][0] + i])])
+                    frames += 1
+            return frames, time.perf_counter() - t0, len(data), open_s
+
+        def limit(requests):
+            t0 = time.perf_counter()
+            dec = VideoDecoder(data, seek_mode="approximate")
+            open_s = time.perf_counter() - t0
+            frames = 0
+            for e, idx in requests:
+                a = eps[e][0]
+                frames += len(dec.get_frames_in_range(a + min(idx), a + max(idx) + 1))
+            return frames, time.perf_counter() - t0, len(data), open_s
+
+        seq = [(e, list(range(L))) for e in range(E)]
+        rnd = [(int(e), [int(i)]) for e, i in zip(rng.integers(0, E, args.random), rng.integers(0, L, args.random))]
+        print(f"{'access':<12}{'method':<28}{'frames/s':>10}{'bytes/frame':>14}{'open ms':>10}")
+        for name, req in (("sequential", seq), ("random", rnd)):
+            for label, fn in (("(a) ours mini-MP4", ours), ("(b) map-style full file", mapstyle),
+                              ("(c) sequential limit", limit)):
+                if name == "random" and fn is limit:
+                    continue
+                frames, dt, nbytes, open_s = fn(req)
+                print(f"{name:<12}{label:<28}{frames / dt:>10.0f}{nbytes / frames:>14.0f}{open_s * 1e3:>10.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
