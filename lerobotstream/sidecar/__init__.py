@@ -1,9 +1,22 @@
-"""MP4 index sidecars: the schema-3 NPZ, its derived memory-mapped index, and validation.
+"""MP4 index sidecars: the schema-3 NPZ, its derived memory-mapped index, validation, lifecycle.
 
-- :func:`build_sidecar` parses a dataset's MP4s into a schema-3 NPZ (atomic, bounded memory).
+The dataset's whole use of this package is two calls::
+
+    npz, how = ensure_sidecar(source, meta, repo_id=repo_id, revision=commit, repo_type=repo_type,
+                              lock_timeout_s=sidecar_lock_timeout_s)   # how: "cache"|"published"|"built"
+    index = open_sidecar(npz, meta, source=source)                      # Mp4Index, validated
+
+- :func:`ensure_sidecar` (``_lifecycle``): revision-keyed cache under
+  ``$HF_LEROBOT_HOME/streaming-sidecars`` → a valid published sidecar (Hub dataset: branch
+  ``lerobot-sidecars``, named by the pinned commit; bucket: ``meta/mp4-sidecars/``) → a local
+  build under a ``filelock`` lock, installed atomically. Waiters give up after ``lock_timeout_s``
+  with :class:`~lerobotstream.errors.SidecarLockTimeoutError`. Never uploads.
 - :func:`open_sidecar` maps the NPZ's derived index (converting it once per node) and checks it
   against the metadata and, optionally, the current sources.
-- CLI: ``python -m lerobotstream.sidecar build|inspect`` (``lerobotstream-build-mp4-sidecar``).
+- :func:`build_sidecar` parses a dataset's MP4s into a schema-3 NPZ (atomic, bounded memory).
+- :func:`push_sidecar` (``_publish``): maintainers only, explicit; validates then publishes.
+- CLI: ``python -m lerobotstream.sidecar build|inspect`` (``lerobotstream-build-mp4-sidecar``),
+  ``build ... --push`` to publish.
 """
 
 from __future__ import annotations
@@ -16,9 +29,12 @@ from lerobotstream.errors import SidecarStaleError
 from lerobotstream.mp4._index_file import Mp4Index
 from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, load_tables, safe_data_root
 from lerobotstream.sidecar._build import BuildReport, build_sidecar
+from lerobotstream.sidecar._lifecycle import cache_path, ensure_sidecar, sidecar_identity
+from lerobotstream.sidecar._publish import published_path, push_sidecar
 from lerobotstream.sidecar._validate import check_fps, check_window, validate_index, validate_source
 
-__all__ = ["BuildReport", "Mp4Index", "SidecarWriter", "build_sidecar", "check_sources", "load_manifest",
+__all__ = ["BuildReport", "Mp4Index", "SidecarWriter", "build_sidecar", "cache_path", "check_sources",
+           "ensure_sidecar", "load_manifest", "published_path", "push_sidecar", "sidecar_identity",
            "load_tables", "open_sidecar", "safe_data_root", "validate_index", "validate_source",
            "check_fps", "check_window"]
 

@@ -1,6 +1,7 @@
 """``python -m lerobotstream.sidecar build|inspect`` (console script ``lerobotstream-build-mp4-sidecar``).
 
-build:   parse a dataset's MP4s into a schema-3 sidecar NPZ (atomic; a failure keeps the old file).
+build:   parse a dataset's MP4s into a schema-3 sidecar NPZ (atomic; a failure keeps the old file);
+         with --push, validate the complete sidecar and publish it (explicit maintainer action).
 inspect: print a readable summary of a sidecar (and of its derived index with ``--index``).
 """
 
@@ -16,13 +17,27 @@ def _build(args: argparse.Namespace) -> int:
     from lerobotstream.sidecar._build import build_sidecar
     from lerobotstream import sources
 
+    if args.push:
+        from lerobotstream.errors import SidecarPublishError
+
+        if args.episodes is not None:
+            raise SidecarPublishError("only a complete dataset sidecar can be published: drop --episodes "
+                                      "(subset sidecars cannot be pushed)")
+        if args.root is not None or not str(args.data_root).startswith("hf://"):
+            raise SidecarPublishError("--push needs --data-root hf://datasets/OWNER/NAME@COMMIT or "
+                                      "hf://buckets/OWNER/NAME (a local folder cannot be published)")
     if args.root is not None:
         src = sources.LocalSource(args.root)
         data_root = args.root
     else:
         src = sources.open_source(args.data_root, repo_id=args.repo_id, revision=args.revision,
-                                  repo_type=args.repo_type)
+                                  repo_type=args.repo_type, endpoint=args.endpoint)
         data_root = args.data_root
+        commit = getattr(src, "commit", None)
+        if commit is not None:
+            if args.revision not in (None, commit):
+                print(f"revision {args.revision} resolves to commit {commit}; the sidecar records the commit")
+            args.revision = commit
     report = build_sidecar(src, output=args.output, repo_id=args.repo_id, revision=args.revision,
                            repo_type=args.repo_type, data_root=data_root, episodes=args.episodes,
                            workers=args.workers, max_pending=args.max_pending, tolerance_s=args.tolerance_s,
@@ -30,6 +45,11 @@ def _build(args: argparse.Namespace) -> int:
     print(f"wrote {report.output}")
     print(f"episodes={report.num_episodes} files={report.num_sources} samples={report.num_samples} "
           f"subset={report.subset} elapsed_s={report.elapsed_s:.2f}")
+    if args.push:
+        from lerobotstream.sidecar._publish import push_sidecar
+
+        where = push_sidecar(report.output, src)
+        print(f"published {where}")
     return 0
 
 
@@ -86,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--episodes", type=int, nargs="+", default=None, help="episode indices (a subset build)")
     b.add_argument("--tolerance-s", type=float, default=1e-4)
     b.add_argument("--no-progress", action="store_true")
+    b.add_argument("--push", action="store_true",
+                   help="after building and validating a complete sidecar, publish it (dataset: branch "
+                        "lerobot-sidecars; bucket: meta/mp4-sidecars/); needs write access")
+    b.add_argument("--endpoint", default=None, help="Hub URL (default: HF_ENDPOINT)")
     i = sub.add_parser("inspect", help="print a sidecar's summary")
     i.add_argument("path")
     i.add_argument("--limit", type=int, default=20, help="sources listed")

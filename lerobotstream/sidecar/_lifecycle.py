@@ -1,0 +1,411 @@
+"""Sidecar resolution at dataset start: revision-keyed cache, then a published sidecar, then a
+locked local build, installed atomically.
+
+:func:`ensure_sidecar` returns the path of a schema-3 NPZ that describes the selected episodes of
+the current sources, and how it was obtained (``"cache"``, ``"published"`` or ``"built"``).
+
+**Cache key** (:func:`cache_path`). ``<cache_dir>/<repo slug>/mp4-v<schema>-<rev>-<digest16>.npz``;
+the digest covers the schema version, repo type and id, the data root without credentials, the
+episode subset (None for the full dataset), and the source identity: the resolved commit for a
+Hub dataset (a tag and its commit share one entry), otherwise every selected video's
+``(path, size, fingerprint)`` (``mtime_ns:size`` locally, ``xet:<hash>`` in buckets), so a video
+replaced in place, even at the same size, gets a new entry. A sidecar of another schema version
+never shares a name with the current one (old entries stay where they are and are not reused).
+
+**Unstable identity.** A source whose videos have no fingerprint (a generic remote filesystem
+without object identity) cannot prove that a cached sidecar still matches: it is rebuilt at every
+open (logged as a warning), still under the lock; a process that waited while another one rebuilt
+it during this same open uses that fresh file.
+
+**Lock.** The build (and the download of a published sidecar) runs while holding the
+``filelock`` lock ``<entry>.npz.lock``; the holder writes ``<entry>.npz.lock.info`` (pid, host,
+start time). Other processes wait up to ``lock_timeout_s`` and then raise
+:class:`~lerobotstream.errors.SidecarLockTimeoutError` naming the lock, its probable holder and
+what to do. The lock is an ``fcntl`` lock: it dies with its holder, even on SIGKILL; the partly
+written temporary archive is removed by the next holder, and the previous file is never
+replaced by an incomplete one (the archive moves into place with one ``os.replace``).
+
+Training only reads: nothing here uploads, creates a branch or writes to the dataset's store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+from lerobotstream import constants
+from lerobotstream.errors import (
+    Mp4Error,
+    SidecarError,
+    SidecarLockTimeoutError,
+    SidecarSchemaError,
+    SourceError,
+)
+from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION
+
+__all__ = ["SidecarIdentity", "cache_path", "check_identity", "ensure_sidecar", "sidecar_identity"]
+
+logger = logging.getLogger("lerobotstream.sidecar")
+
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+#: bytes per request when a published sidecar is copied into the cache
+DOWNLOAD_CHUNK_BYTES = 16 * 1024 * 1024
+
+
+def _slug(text: str | None, default: str, sep: str, limit: int | None = None) -> str:
+    s = re.sub(r"[^A-Za-z0-9_.-]+", sep, text or "").strip("-")
+    return (s[:limit] if limit else s) or default
+
+
+class SidecarIdentity:
+    """What a sidecar must describe: the selection of a dataset at one source state.
+
+    Attributes:
+        repo_id, repo_type: the dataset (``"dataset"`` or ``"bucket"``; local and other roots
+            use ``"dataset"``).
+        commit: the 40-hex commit the payload reads are pinned to (Hub datasets), else None.
+        revision: the revision recorded in a built sidecar (``commit`` when known).
+        data_root: the root without credentials (``ByteSource.root_display``).
+        episodes: the selected episode indices when they are a subset, None for the full dataset.
+        files: ``[(path, size_bytes, fingerprint or None)]`` of every selected video, sorted.
+        stable: False when some video has no fingerprint and no commit pins it (rebuild each open).
+    """
+
+    def __init__(self, *, repo_id: str, repo_type: str, commit: str | None, revision: str | None,
+                 data_root: str, episodes: list[int] | None, files: list[tuple[str, int, str | None]]) -> None:
+        self.repo_id = repo_id
+        self.repo_type = repo_type
+        self.commit = commit
+        self.revision = revision
+        self.data_root = data_root
+        self.episodes = episodes
+        self.files = files
+        self.stable = commit is not None or all(fp is not None for _, _, fp in files)
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON of the key fields (hex)."""
+        key = {
+            "schema_version": SIDECAR_SCHEMA_VERSION,
+            "repo_type": self.repo_type,
+            "repo_id": self.repo_id,
+            "commit": self.commit,
+            "data_root": self.data_root,
+            "episodes": self.episodes,
+            # a commit pins the contents; otherwise the listing is the identity
+            "files": None if self.commit is not None else [list(f) for f in self.files],
+        }
+        return hashlib.sha256(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def sidecar_identity(source: Any, meta: Any, *, repo_id: str, revision: str | None = None,
+                     repo_type: str = "dataset") -> SidecarIdentity:
+    """The identity of ``meta``'s selection at ``source``'s current state (one size and
+    fingerprint look-up per selected video; Hub sources answer from one listing per folder).
+
+    Raises:
+        SourceError: a video cannot be listed (names it).
+    """
+    commit = getattr(source, "commit", None)
+    if commit is not None and not _COMMIT_RE.match(str(commit)):
+        commit = None
+    if commit is None and revision is not None and _COMMIT_RE.match(revision) and repo_type == "dataset" \
+            and getattr(source, "repo_type", None) == "dataset":
+        commit = revision
+    selected = [int(ep.episode_index) for ep in meta.episodes]
+    subset = selected != list(range(int(meta.total_episodes)))
+    files = []
+    for path in sorted(set(meta.video_paths())):
+        files.append((path, int(source.size(path)), source.fingerprint(path)))
+    root = getattr(source, "root_display", "") or ""
+    return SidecarIdentity(repo_id=repo_id, repo_type=repo_type, commit=commit,
+                           revision=commit if commit is not None else revision, data_root=str(root),
+                           episodes=selected if subset else None, files=files)
+
+
+def cache_path(identity: SidecarIdentity, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The revision-keyed cache file of ``identity`` (see the module docstring)."""
+    root = Path(cache_dir) if cache_dir is not None else constants.SIDECAR_DIR
+    rev = identity.commit[:12] if identity.commit else {"bucket": "bucket"}.get(identity.repo_type, "files")
+    name = f"mp4-v{SIDECAR_SCHEMA_VERSION}-{_slug(rev, 'revision', '-', 32)}-{identity.digest()[:16]}.npz"
+    return root / _slug(identity.repo_id, "dataset", "--") / name
+
+
+def check_identity(manifest: dict[str, Any], identity: SidecarIdentity, *, require_fingerprints: bool = False) -> str | None:
+    """Why the sidecar with ``manifest`` does not describe ``identity`` (None when it does).
+
+    Checks schema, repository, commit (when the identity has one), episode coverage, and for every
+    selected video: present, same size, same fingerprint (a sidecar fingerprint that is null is
+    accepted only when a commit pins the contents and ``require_fingerprints`` is False).
+    """
+    if manifest.get("schema_version") != SIDECAR_SCHEMA_VERSION:
+        return f"schema version {manifest.get('schema_version')} (this reader needs {SIDECAR_SCHEMA_VERSION})"
+    if manifest.get("repo_id") not in (None, identity.repo_id):
+        return f"it indexes {manifest.get('repo_id')!r}, not {identity.repo_id!r}"
+    if identity.commit is not None and manifest.get("revision") != identity.commit:
+        return f"it indexes revision {manifest.get('revision')!r}, the source is pinned to {identity.commit}"
+    if manifest.get("subset"):
+        have = set(int(e) for e in (manifest.get("episodes") or []))
+        if identity.episodes is None:
+            return f"it indexes a subset of {len(have)} episodes, the full dataset is selected"
+        missing = sorted(set(identity.episodes) - have)
+        if missing:
+            return f"it indexes a subset of {len(have)} episodes that misses episodes {missing[:8]}"
+    entries = {s["path"]: s for s in manifest.get("sources", [])}
+    for path, size, fp in identity.files:
+        e = entries.get(path)
+        if e is None:
+            return f"it does not index {path}"
+        if e.get("size") is not None and int(e["size"]) != size:
+            return f"{path}: the sidecar says {e['size']} bytes, the source has {size}"
+        have = e.get("fingerprint")
+        if have is None:
+            if require_fingerprints or (identity.commit is None and fp is not None):
+                return f"{path}: the sidecar has no content fingerprint to check against the source"
+        elif fp is not None and have != fp:
+            return f"{path}: content fingerprint changed ({have} -> {fp})"
+    return None
+
+
+# --- the lock ------------------------------------------------------------------------------------
+class _BuildLock:
+    """``filelock`` lock ``<target>.lock`` plus the holder's ``<target>.lock.info``."""
+
+    def __init__(self, target: Path, timeout_s: float, what: str) -> None:
+        self.target = target
+        self.lock_path = Path(str(target) + ".lock")
+        self.info_path = Path(str(target) + ".lock.info")
+        self.timeout_s = float(timeout_s)
+        self.what = what
+        from filelock import FileLock
+
+        self._lock = FileLock(str(self.lock_path))
+
+    def __enter__(self) -> "_BuildLock":
+        from filelock import Timeout
+
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        try:
+            self._lock.acquire(timeout=self.timeout_s)
+        except Timeout:
+            raise SidecarLockTimeoutError(lock_timeout_message(self.lock_path, self.timeout_s,
+                                                               time.monotonic() - t0),
+                                          path=str(self.lock_path)) from None
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "started_unix": time.time(),
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "what": self.what}
+        tmp = self.info_path.with_name(f".{self.info_path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            tmp.write_text(json.dumps(info))
+            os.replace(tmp, self.info_path)
+        except OSError:  # the info is advice for error messages only
+            tmp.unlink(missing_ok=True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.info_path.unlink(missing_ok=True)
+        finally:
+            self._lock.release()
+
+
+def lock_timeout_message(lock_path: Path, timeout_s: float, waited_s: float) -> str:
+    """The text of :class:`SidecarLockTimeoutError`: the lock, its probable holder, what to do."""
+    holder = "an unknown process (no holder information was written)"
+    stale = False
+    try:
+        info = json.loads(Path(str(lock_path) + ".info").read_text())
+        holder = (f"pid {info.get('pid')} on host {info.get('host')}, holding it since {info.get('started')} "
+                  f"({info.get('what')})")
+        if info.get("host") == socket.gethostname():
+            try:
+                os.kill(int(info["pid"]), 0)
+                holder += "; that process is still running"
+            except ProcessLookupError:
+                holder += "; no such process runs on this host any more"
+                stale = True
+            except (PermissionError, KeyError, ValueError, TypeError):
+                pass
+    except (OSError, ValueError):
+        pass
+    return (f"timed out after {waited_s:.1f} s (limit {timeout_s:g} s) waiting for the MP4 sidecar lock {lock_path}; "
+            f"it is probably held by {holder}. Another process is building or downloading this sidecar: wait for it "
+            "to finish, or raise --dataset.streaming_sidecar_lock_timeout_s (sidecar_lock_timeout_s=), or, "
+            f"if the holder is dead{' (it looks dead)' if stale else ''}, delete {lock_path} and retry. "
+            "A shared sidecar cache or a published sidecar avoids the wait.")
+
+
+def _remove_stale_temporaries(target: Path) -> None:
+    """Under the lock, temporary archives of ``target`` belong to dead builders: remove them."""
+    for p in target.parent.glob(f".{target.name}.*.tmp.npz"):
+        try:
+            p.unlink()
+            logger.info("removed the partial sidecar %s left by an interrupted build", p)
+        except OSError:
+            pass
+
+
+# --- cached / published candidates --------------------------------------------------------------
+def _cached_reason(target: Path, identity: SidecarIdentity) -> str | None:
+    """None when ``target`` is a usable cached sidecar, else why not."""
+    from lerobotstream.sidecar._archive import load_manifest
+
+    if not target.is_file():
+        return "absent"
+    try:
+        manifest = load_manifest(target)
+    except (SidecarSchemaError, OSError) as e:
+        return f"unreadable: {e}"
+    return check_identity(manifest, identity)
+
+
+def _full_validate(npz: Path, meta: Any, tolerance_s: float, index_dir: Any, lock_timeout_s: float) -> None:
+    from lerobotstream.mp4._index_file import Mp4Index
+    from lerobotstream.sidecar._validate import validate_index
+
+    index = Mp4Index.open(npz, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
+    try:
+        validate_index(index, meta, tolerance_s=tolerance_s)
+    finally:
+        index.close()
+
+
+def _try_published(source: Any, identity: SidecarIdentity, target: Path, meta: Any, tolerance_s: float,
+                   index_dir: Any, lock_timeout_s: float) -> bool:
+    """Copy a valid published sidecar to ``target`` (atomically). False when there is none or it
+    is invalid (logged). Never writes to the store."""
+    from lerobotstream.sidecar._archive import load_manifest
+    from lerobotstream.sidecar._publish import open_published
+
+    try:
+        found = open_published(source, identity)
+    except SourceError as e:
+        logger.info("no published MP4 sidecar for %s: %s", identity.data_root, e)
+        return False
+    if found is None:
+        return False
+    store, path, where = found
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp.npz")
+    try:
+        size = int(store.size(path))
+        with open(tmp, "wb") as f:
+            for off in range(0, size, DOWNLOAD_CHUNK_BYTES):
+                f.write(store.read(path, off, min(DOWNLOAD_CHUNK_BYTES, size - off)))
+            f.flush()
+            os.fsync(f.fileno())
+        manifest = load_manifest(tmp)
+        reason = check_identity(manifest, identity, require_fingerprints=identity.repo_type == "bucket")
+        if reason is None:
+            _full_validate(tmp, meta, tolerance_s, index_dir, lock_timeout_s)
+    except (SidecarError, Mp4Error, SourceError, OSError) as e:
+        reason = f"{type(e).__name__}: {e}"
+    if reason is not None:
+        tmp.unlink(missing_ok=True)
+        logger.warning("ignoring the published MP4 sidecar %s: %s; building one locally instead", where, reason)
+        return False
+    os.replace(tmp, target)
+    logger.info("using the published MP4 sidecar %s (copied to %s)", where, target)
+    return True
+
+
+# --- entry point ---------------------------------------------------------------------------------
+def ensure_sidecar(
+    source: Any,
+    meta: Any = None,
+    *,
+    repo_id: str,
+    revision: str | None = None,
+    repo_type: str = "dataset",
+    episodes: Sequence[int] | None = None,
+    lock_timeout_s: float = constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S,
+    data_root: str | None = None,
+    workers: int = 8,
+    cache_dir: str | os.PathLike | None = None,
+    index_dir: str | os.PathLike | None = None,
+    use_published: bool = True,
+    tolerance_s: float = constants.DEFAULT_TOLERANCE_S,
+    progress: bool = False,
+) -> tuple[Path, str]:
+    """Find or make the schema-3 sidecar of the selected episodes at the sources' current state.
+
+    Order: (1) the revision-keyed local cache (no lock taken on a hit); (2) under the lock, the
+    cache again, then a valid published sidecar (Hub datasets: branch ``lerobot-sidecars``, file
+    named by the pinned commit; buckets: ``meta/mp4-sidecars/``), validated against the source
+    identity and the metadata before it is installed; (3) a local build, installed atomically.
+
+    Args:
+        source: ``ByteSource`` of the dataset root (a Hub dataset source is pinned to a commit).
+        meta: ``DatasetMeta`` of the selection (default: loaded with ``episodes``).
+        repo_id: ``OWNER/NAME`` (recorded, part of the key).
+        revision: the commit the payload is pinned to; default the source's own ``commit``.
+        repo_type: ``"dataset"`` or ``"bucket"``.
+        episodes: selected episodes when ``meta`` is None (None = all).
+        lock_timeout_s: how long to wait for another process's build or download, seconds.
+        data_root: data root recorded in a built sidecar (default: the source's root, no credentials).
+        workers: parse threads of a local build.
+        cache_dir: cache folder (default ``constants.SIDECAR_DIR``, ``$HF_LEROBOT_HOME/streaming-sidecars``).
+        index_dir: derived-index folder used to validate a published sidecar (default ``constants.INDEX_DIR``).
+        use_published: look for a published sidecar before building.
+        tolerance_s: allowed timestamp error when validating, seconds.
+        progress: show the build's progress bar.
+
+    Returns:
+        ``(npz_path, how)`` with ``how`` in ``{"cache", "published", "built"}``.
+
+    Raises:
+        SidecarLockTimeoutError: another process held the lock longer than ``lock_timeout_s``.
+        SidecarValidationError / Mp4Error / SourceChangedError: the local build failed (the
+            previous cached file, if any, is untouched).
+        SourceError / MetadataError: from reading the sources or the metadata.
+    """
+    from lerobotstream.sidecar._build import build_sidecar
+
+    if meta is None:
+        from lerobotstream.meta import DatasetMeta
+
+        meta = DatasetMeta.load(source, episodes=episodes, repo_id=repo_id)
+    identity = sidecar_identity(source, meta, repo_id=repo_id, revision=revision, repo_type=repo_type)
+    target = cache_path(identity, cache_dir)
+    t_open = time.time_ns()
+    if identity.stable:
+        reason = _cached_reason(target, identity)
+        if reason is None:
+            logger.debug("MP4 sidecar from the cache: %s", target)
+            return target, "cache"
+        if reason != "absent":
+            logger.warning("the cached MP4 sidecar %s is not usable (%s); replacing it", target, reason)
+    else:
+        unnamed = [p for p, _, fp in identity.files if fp is None][:3]
+        logger.warning("the sources at %s have no stable object identity (no fingerprint for %s...): the MP4 sidecar "
+                       "is rebuilt at every open", identity.data_root, ", ".join(unnamed))
+    what = f"MP4 sidecar of {repo_id} ({identity.data_root})"
+    with _BuildLock(target, lock_timeout_s, what):
+        _remove_stale_temporaries(target)
+        if identity.stable:
+            if _cached_reason(target, identity) is None:  # built or downloaded while we waited
+                return target, "cache"
+        else:
+            try:  # rebuilt by another process during this open: as fresh as our own build
+                if target.stat().st_mtime_ns >= t_open and _cached_reason(target, identity) is None:
+                    return target, "cache"
+            except FileNotFoundError:
+                pass
+        if use_published and identity.stable:
+            if _try_published(source, identity, target, meta, tolerance_s, index_dir, lock_timeout_s):
+                return target, "published"
+        t0 = time.perf_counter()
+        logger.warning("building the MP4 sidecar of %s (%d video files) into %s; other processes wait for it "
+                       "(a shared cache or a published sidecar avoids this)", repo_id, len(identity.files), target)
+        build_sidecar(source, output=target, repo_id=repo_id, revision=identity.revision, repo_type=repo_type,
+                      data_root=data_root if data_root is not None else identity.data_root,
+                      episodes=identity.episodes, workers=workers, tolerance_s=tolerance_s,
+                      progress=progress, meta=meta)
+        logger.info("built the MP4 sidecar %s in %.1f s", target, time.perf_counter() - t0)
+        return target, "built"
