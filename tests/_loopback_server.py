@@ -3,10 +3,13 @@
 Runs as its own process (``LoopbackServer.start(config)`` spawns ``python tests/_loopback_server.py``)
 and listens on two ports: ``hub`` (the Hub API, ``/resolve``, static files) and ``cdn`` (the
 storage host that ``/resolve`` redirects to, with expiring signed URLs). Control endpoints under
-``/__control__/`` (not logged) set faults, move branches and return the request log.
+``/__control__/`` (not logged) set faults, move branches and return the request log, refs, commits.
+Writes: only the dataset branch / preupload / commit API (what ``HfApi.create_branch`` and
+``HfApi.upload_file`` use; every file is uploaded inline, "regular"); every other write is 405.
 
 Config (JSON):
     ``static``: folder served under ``/static/`` (Range, HTML indexes, strong ETags);
+    ``scratch``: folder for commit folders made by uploads (default: the system temp folder);
     ``datasets``: ``{repo_id: {"refs": {"main": sha}, "commits": {sha: folder}}}``;
     ``buckets``: ``{bucket_id: folder}``;
     ``signed_ttl_s``: lifetime of a CDN signed URL, seconds.
@@ -138,6 +141,8 @@ class Handler(BaseHTTPRequestHandler):
         if fault and fault["kind"] == "status":
             h = {"Retry-After": fault["retry_after"]} if "retry_after" in fault else {}
             return self._json({"error": "injected"}, fault.get("status", 500), h)
+        if self.command == "POST" and self._write_api(path):
+            return
         if self.command in ("POST", "PUT", "DELETE"):
             return self._json({"error": "read-only loopback"}, 405)
         q = parse_qs(url.query)
@@ -172,7 +177,88 @@ class Handler(BaseHTTPRequestHandler):
                 st.config["datasets"][body["repo"]]["refs"][body["ref"]] = body["sha"]
             elif what == "ports":
                 return self._json({"hub": st.hub_port, "cdn": st.cdn_port})
+            elif what == "refs":
+                return self._json({repo: dict(ds["refs"]) for repo, ds in st.config.get("datasets", {}).items()})
+            elif what == "commits":
+                return self._json({repo: dict(ds["commits"]) for repo, ds in st.config.get("datasets", {}).items()})
         self._json({"ok": True})
+
+    # --- write API of dataset repositories (branch, preupload, commit) ---------------------------
+    def _write_api(self, path: str) -> bool:
+        """``POST /api/datasets/{repo}/branch/{name}``, ``.../preupload/{rev}``, ``.../commit/{rev}``;
+        True when answered. A commit copies its parent's folder (hard links) into a new commit folder
+        and moves the branch; the parent commit and every other ref stay as they were."""
+        parts = path.strip("/").split("/")
+        if parts[:2] != ["api", "datasets"] or len(parts) < 6 or parts[4] not in ("branch", "preupload", "commit"):
+            return False
+        st = self.state
+        repo, op, rev = parts[2] + "/" + parts[3], parts[4], unquote("/".join(parts[5:]))
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        if self.headers.get("Content-Encoding") == "gzip":
+            import gzip
+
+            body = gzip.decompress(body)
+        with st.lock:
+            ds = self._dataset(repo)
+            if ds is None:
+                self._json({"error": "Repository not found"}, 404, {"X-Error-Code": "RepoNotFound"})
+                return True
+            if op == "branch":
+                if rev in ds["refs"]:
+                    self._json({"error": "Reference already exists"}, 409)
+                    return True
+                start = (json.loads(body or b"{}") or {}).get("startingPoint") or "main"
+                sha = self._sha_of(ds, start)
+                if sha is None:
+                    self._json({"error": "Invalid rev id"}, 404, {"X-Error-Code": "RevisionNotFound"})
+                    return True
+                ds["refs"][rev] = sha
+                self._json({"ok": True})
+                return True
+            if rev not in ds["refs"]:  # uploads go to branches only
+                self._json({"error": f"Invalid rev id: {rev}"}, 404, {"X-Error-Code": "RevisionNotFound"})
+                return True
+            if op == "preupload":
+                files = (json.loads(body or b"{}") or {}).get("files", [])
+                self._json({"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None}
+                                      for f in files], "commitOid": ds["refs"][rev]})
+                return True
+            parent = ds["refs"][rev]
+            lines = [json.loads(x) for x in body.splitlines() if x.strip()]
+            sha = hashlib.sha1(parent.encode() + body).hexdigest()
+            import shutil
+            import tempfile
+
+            def link_or_copy(a, b):
+                try:
+                    os.link(a, b)
+                except OSError:
+                    shutil.copy2(a, b)
+
+            folder = Path(tempfile.mkdtemp(prefix=f"commit-{sha[:8]}-", dir=st.config.get("scratch")))
+            shutil.copytree(ds["commits"][parent], folder, copy_function=link_or_copy, dirs_exist_ok=True)
+            import base64
+
+            for item in lines:
+                if item.get("key") == "file":
+                    dst = folder / item["value"]["path"]
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    dst.unlink(missing_ok=True)  # never write through a hard link into the parent commit
+                    dst.write_bytes(base64.b64decode(item["value"]["content"]))
+                elif item.get("key") == "deletedFile":
+                    (folder / item["value"]["path"]).unlink(missing_ok=True)
+                elif item.get("key") != "header":
+                    self._json({"error": f"unsupported commit operation {item.get('key')}"}, 400)
+                    return True
+            ds["commits"][sha] = str(folder)
+            ds["refs"][rev] = sha
+            self._json({"commitUrl": f"{self._base()}/datasets/{repo}/commit/{sha}", "commitOid": sha,
+                        "pullRequestUrl": None})
+            return True
+
+    def _base(self) -> str:
+        return f"http://127.0.0.1:{self.state.hub_port}"
 
     # --- static files with Range ---------------------------------------------------------------
     def _file(self, folder: Path, rel: str, fault, listing=False, extra_headers=None):
@@ -364,6 +450,14 @@ class LoopbackServer:
 
     def set_ref(self, repo: str, ref: str, sha: str) -> None:
         self._control("set_ref", {"repo": repo, "ref": ref, "sha": sha})
+
+    def refs(self) -> dict:
+        """``{repo: {ref: sha}}`` now (branches created by uploads included)."""
+        return self._control("refs")
+
+    def commits(self) -> dict:
+        """``{repo: {sha: folder}}`` now (commits made by uploads included)."""
+        return self._control("commits")
 
     def close(self) -> None:
         self.proc.terminate()
