@@ -387,11 +387,12 @@ def _run_child(args: list[str], timeout: float) -> dict[str, Any]:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def run(max_scale: str, worlds: list[int], *, workdir: Path | None = None, seed: int = 0,
+def run(max_scale: str, worlds: list[int], *, only: bool = False, workdir: Path | None = None, seed: int = 0,
         max_anchors: int = 2_000_000, num_workers: int = 0, keep: bool = False, max_span_episodes: int = 1500,
         timeout: float = 1800.0, log=print) -> list[dict[str, Any]]:
-    """Build and simulate every size up to ``max_scale``; returns one record per size."""
-    names = ORDER[: ORDER.index(max_scale) + 1]
+    """Build and simulate every size up to ``max_scale`` (only that one with ``only``); returns one
+    record per size."""
+    names = [max_scale] if only else ORDER[: ORDER.index(max_scale) + 1]
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="lrs-scale-"))
     results = []
     try:
@@ -480,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--max-scale", choices=ORDER, default="droid", help="largest size to run (default droid)")
+    ap.add_argument("--only", action="store_true", help="run only the --max-scale size")
     ap.add_argument("--worlds", default="8,64,1024", help="world sizes to simulate (comma-separated)")
     ap.add_argument("--num-workers", type=int, default=0, help="DataLoader workers per rank (0: one process)")
     ap.add_argument("--max-anchors", type=int, default=2_000_000, help="anchors drawn to time the pool")
@@ -491,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the raw figures here")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    results = run(a.max_scale, [int(x) for x in a.worlds.split(",") if x], workdir=a.workdir, seed=a.seed,
+    results = run(a.max_scale, [int(x) for x in a.worlds.split(",") if x], only=a.only, workdir=a.workdir, seed=a.seed,
                   max_anchors=a.max_anchors, num_workers=a.num_workers, keep=a.keep,
                   max_span_episodes=a.max_span_episodes,
                   log=lambda s: print(s, file=sys.stderr, flush=True))
