@@ -5,7 +5,7 @@ The dataset is laid out exactly as LeRobot v3.0 writes it: ``meta/info.json``,
 (pandas-index form by default), ``meta/stats.json``, ``data/chunk-XXX/file-XXX.parquet`` and one
 concatenated MP4 per camera and file ``videos/<key>/chunk-XXX/file-XXX.mp4``. Like LeRobot's
 writer, each episode is encoded on its own (ffmpeg CLI, raw RGB frames on stdin, ``yuv420p``),
-then the episode MP4s of one file are joined by PyAV's concat demuxer (stream copy); an
+then the episode MP4s of one file are joined by a PyAV remux (stream copy); an
 episode's ``from_timestamp`` is the summed duration (PyAV ``stream.duration * time_base``, as
 LeRobot's ``get_video_duration_in_s``) of the episodes before it in the same file.
 
@@ -200,29 +200,48 @@ def _encode_episode(frames: np.ndarray, fps: int, codec: str, gop: int | None, o
 
 
 def _concat(parts: Sequence[Path], out: Path, faststart: bool) -> None:
-    """Join episode MP4s by stream copy the way LeRobot's ``concatenate_video_files`` does: PyAV's
-    concat demuxer remuxed packet by packet (PyAV's FFmpeg places each file at the end of the
-    previous one, so ``from_timestamp`` = summed PyAV stream durations is exact; the FFmpeg 5.1
-    CLI's concat demuxer instead rounds each file's duration to the edit list's milliseconds)."""
+    """Join episode MP4s by stream copy, as LeRobot's ``concatenate_video_files`` does for its
+    default AV1 (PyAV remux): each episode starts where the previous one ends, in the shared
+    media timescale, so ``from_timestamp`` = summed PyAV stream durations is exact.
+
+    Decode timestamps are laid out on one grid with the largest decode delay of any part: x264
+    gives a 1–2 frame episode no B-frame delay but a longer one 2 frames, and a demuxer that
+    kept each part's own delay would produce non-monotonic DTS at the boundary (the FFmpeg 5.1
+    CLI's concat demuxer "fixes" that by shifting PTS by a fraction of a frame)."""
     import av
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    listing = out.with_suffix(".concat.txt")
-    listing.write_text("".join(f"file '{p.resolve().as_posix()}'\n" for p in parts))
     tmp = out.with_suffix(".tmp.mp4")
+    packets_per_part = []
+    time_base = None
+    for part in parts:
+        with av.open(str(part)) as src:
+            stream = src.streams.video[0]
+            if time_base is None:
+                time_base = stream.time_base
+            elif stream.time_base != time_base:
+                raise ValueError(f"{part}: time base {stream.time_base} differs from {time_base}")
+            pkts = [(p.pts, p.dts, p.duration, p.is_keyframe, bytes(p)) for p in src.demux(stream) if p.dts is not None]
+        packets_per_part.append(pkts)
+    delays = [min(p[0] for p in pkts) - pkts[0][1] for pkts in packets_per_part]
+    max_delay = max(delays)
     options = {"movflags": "faststart"} if faststart else {}
-    with av.open(str(listing), format="concat", options={"safe": "0"}) as src, av.open(
-        str(tmp), "w", format="mp4", options=options
-    ) as dst:
-        in_stream = src.streams.video[0]
-        out_stream = dst.add_stream_from_template(in_stream, opaque=True)
-        for packet in src.demux(in_stream):
-            if packet.dts is None:  # flush packet
-                continue
-            packet.stream = out_stream
-            dst.mux(packet)
+    with av.open(str(parts[0])) as template_src, av.open(str(tmp), "w", format="mp4", options=options) as dst:
+        out_stream = dst.add_stream_from_template(template_src.streams.video[0], opaque=True)
+        offset = 0
+        for pkts in packets_per_part:
+            min_pts, first_dts = min(p[0] for p in pkts), pkts[0][1]
+            for pts, dts, duration, is_key, data in pkts:
+                packet = av.Packet(data)
+                packet.stream = out_stream
+                packet.time_base = time_base
+                packet.pts = offset + pts - min_pts
+                packet.dts = offset + dts - first_dts - max_delay
+                packet.duration = duration
+                packet.is_keyframe = is_key
+                dst.mux(packet)
+            offset += sum(p[2] for p in pkts)
     os.replace(tmp, out)
-    listing.unlink()
 
 
 def video_duration_s(path: str | os.PathLike) -> float:
