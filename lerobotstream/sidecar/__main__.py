@@ -33,6 +33,7 @@ def _build(args: argparse.Namespace) -> int:
         src = sources.open_source(args.data_root, repo_id=args.repo_id, revision=args.revision,
                                   repo_type=args.repo_type, endpoint=args.endpoint)
         data_root = args.data_root
+        args.repo_type = getattr(src, "repo_type", args.repo_type)  # hf://buckets/... is a bucket
         commit = getattr(src, "commit", None)
         if commit is not None:
             if args.revision not in (None, commit):
