@@ -43,8 +43,9 @@ build: ffmpeg $(VENV)/.stamp-ext
 test: build
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-demo: build
-	$(PY) tools/demo.py
+# The main job: train ACT with lerobotstream-train (streaming, 2 workers) on data/g1_v30, resume, summary.
+demo: setup-lerobot
+	$(LPY) tools/demo.py $(DEMO_ARGS)
 
 clean:
 	rm -rf build *.egg-info $(VENV)/.stamp-*

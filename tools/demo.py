@@ -1,20 +1,26 @@
-"""The main job: load the bundled LeRobot v3.0 dataset (data/g1_v30) and print its summary.
+"""The main job (``make demo``): train ACT with ``lerobotstream-train --dataset.streaming=true`` on
+the bundled real dataset (``data/g1_v30``: Unitree G1, 2 episodes, 736 frames, 640x480 AV1), then
+resume from its checkpoint for a few more steps, and print the streaming summaries.
 
-If ``data/g1_v30`` is absent it is rebuilt from ``../shared/testdata/lerobot-v21-g1-subset`` with
-``tools/convert_v21_to_v30.py``. (Later issues grow this into the streaming training run.)
+Runs in the LeRobot venv (``make setup-lerobot``). ACT is kept small (dim 64, one layer each,
+images resized to 96x128 by a LeRobot image transform) so it trains on 2 CPU cores in a few
+minutes. If ``data/g1_v30`` is absent it is rebuilt from
+``../shared/testdata/lerobot-v21-g1-subset`` with ``tools/convert_v21_to_v30.py``.
 
 Usage::
 
-    python tools/demo.py [DATASET_ROOT]
+    python tools/demo.py [--steps 40] [--resume-steps 20] [--batch-size 8] [--num-workers 2]
+    python tools/demo.py --summary-only [DATASET_ROOT]     # metadata summary, no training
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+# The installed lerobotstream (in .venv-lerobot: the copy built there), not the working tree.
 
 from lerobotstream.meta import DatasetMeta  # noqa: E402
 
@@ -54,16 +60,105 @@ def summary(meta: DatasetMeta) -> str:
     return "\n".join(lines)
 
 
+RESIZE = '{"resize": {"type": "Resize", "kwargs": {"size": [96, 128]}, "weight": 1.0}}'
+
+
+def train_args(root: Path, out: Path, steps: int, batch_size: int, num_workers: int) -> list[str]:
+    """The demo's ``lerobotstream-train`` arguments (small ACT, resized images, streaming on)."""
+    return [
+        "--dataset.repo_id=local/g1_v30", f"--dataset.root={root}", "--dataset.streaming=true",
+        "--dataset.image_transforms.enable=true", "--dataset.image_transforms.max_num_transforms=1",
+        f"--dataset.image_transforms.tfs={RESIZE}",
+        "--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false",
+        "--policy.dim_model=64", "--policy.n_heads=2", "--policy.dim_feedforward=128",
+        "--policy.n_encoder_layers=1", "--policy.n_decoder_layers=1", "--policy.n_vae_encoder_layers=1",
+        "--policy.latent_dim=8", "--policy.chunk_size=10", "--policy.n_action_steps=10",
+        "--policy.pretrained_backbone_weights=null", "--policy.optimizer_lr=1e-3",
+        "--policy.optimizer_lr_backbone=1e-3",
+        f"--batch_size={batch_size}", f"--steps={steps}", f"--save_freq={steps}", "--log_freq=5",
+        f"--num_workers={num_workers}", f"--output_dir={out}", "--wandb.enable=false",
+    ]
+
+
+def _run(cmd: list[str], env: dict[str, str]) -> tuple[int, list[float]]:
+    """Run, echo the output, and collect the logged losses."""
+    import re
+    import subprocess
+
+    print(">> " + " ".join(cmd[:1] + [a if " " not in a else repr(a) for a in cmd[1:]]), flush=True)
+    losses: list[float] = []
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "\r" in line:
+            line = line.rsplit("\r", 1)[-1]
+        m = re.search(r"\bstep:(\S+) .*\bloss:([0-9.]+)", line)
+        if m:
+            losses.append(float(m.group(2)))
+        if m or "lerobotstream" in line or "Error" in line or "Traceback" in line or "Checkpoint" in line \
+                or line.startswith(("  ", "Traceback")):
+            print(line, end="", flush=True)
+    return proc.wait(), losses
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    root = Path(args[0]) if args else BUNDLED
-    if not args and not (root / "meta" / "info.json").is_file():
-        from tools.convert_v21_to_v30 import convert
+    import argparse
+    import os
+    import shutil
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("root", nargs="?", type=Path, default=BUNDLED)
+    ap.add_argument("--summary-only", action="store_true")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--resume-steps", type=int, default=20)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--num-workers", type=int, default=2)
+    ap.add_argument("--output-dir", type=Path, default=REPO / "outputs" / "demo")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    root = args.root
+    if root == BUNDLED and not (root / "meta" / "info.json").is_file():
+        import subprocess
 
         print(f">> {root} missing: converting {V21_SOURCE}")
-        convert(V21_SOURCE, root)
+        subprocess.run([sys.executable, str(REPO / "tools" / "convert_v21_to_v30.py"), str(V21_SOURCE), str(root)],
+                       check=True, cwd=REPO)
     meta = DatasetMeta.load(root)
     print(summary(meta))
+    if args.summary_only:
+        return 0
+
+    exe = shutil.which("lerobotstream-train", path=str(Path(sys.executable).parent)) or shutil.which("lerobotstream-train")
+    if exe is None:
+        print("lerobotstream-train is not installed here: run `make demo` (it sets up .venv-lerobot)", file=sys.stderr)
+        return 2
+    out = args.output_dir
+    if out.exists():
+        shutil.rmtree(out)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="disabled", TOKENIZERS_PARALLELISM="false")
+    total = args.steps + args.resume_steps
+    print(f"\n== 1/2: train {args.steps} steps, streaming, {args.num_workers} DataLoader workers ==", flush=True)
+    rc, losses1 = _run([exe, *train_args(root, out, args.steps, args.batch_size, args.num_workers)], env)
+    if rc != 0:
+        print(f"demo: training failed (exit {rc})", file=sys.stderr)
+        return rc
+    first = json.loads((out / "streaming_summary.json").read_text())
+    cfg = out / "checkpoints" / f"{args.steps:06d}" / "pretrained_model" / "train_config.json"
+    print(f"\n== 2/2: resume from {cfg.parent.parent.name} for {args.resume_steps} more steps ==", flush=True)
+    rc, losses2 = _run([exe, "--resume=true", f"--config_path={cfg}", f"--steps={total}", f"--save_freq={total}"], env)
+    if rc != 0:
+        print(f"demo: resume failed (exit {rc})", file=sys.stderr)
+        return rc
+    second = json.loads((out / "streaming_summary.json").read_text())
+    losses = losses1 + losses2
+    print("\n== demo summary ==")
+    if losses:
+        print(f"loss: {losses[0]:.3f} (step {5}) -> {losses[-1]:.3f} (step {total}); "
+              f"{'decreased' if losses[-1] < losses[0] else 'did NOT decrease'}")
+    for name, s in (("run", first), ("resume", second)):
+        share = "?" if s["data_wait_share"] is None else f"{100 * s['data_wait_share']:.1f}%"
+        print(f"{name:6s}: steps {s['start_step']}..{s['start_step'] + s['steps']}, {s['samples_per_s']} samples/s, "
+              f"waiting for data {share} of step time, fetched {s['payload_bytes_fetched'] / 1e6:.2f} MB of "
+              f"{(s['dataset_bytes'] or 0) / 1e6:.2f} MB dataset, sidecar: {s['sidecar']}")
     return 0
 
 
