@@ -357,7 +357,8 @@ def ensure_sidecar(
         progress: show the build's progress bar.
 
     Returns:
-        ``(npz_path, how)`` with ``how`` in ``{"cache", "published", "built"}``.
+        ``(npz_path, how)`` with ``how`` in ``{"cache", "published", "built"}``. (A selection
+        without videos needs no sidecar: callers skip this call when ``meta.video_keys`` is empty.)
 
     Raises:
         SidecarLockTimeoutError: another process held the lock longer than ``lock_timeout_s``.
