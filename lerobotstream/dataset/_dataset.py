@@ -3,28 +3,47 @@
 Wiring (per process, created lazily after a PID check so DataLoader workers never inherit
 decoders, handles or connections from the parent):
 
-* metadata (``meta.DatasetMeta``) and the byte source are loaded in the constructor (small files);
-* per video source an MP4 sample table (``mp4.parse_mp4`` over the ByteSource; the sidecar
-  lifecycle will replace this) → per (episode, camera) a ``mp4.spans.plan_span`` with the exact
-  ``synth_nbytes`` → the episode's reservation in :class:`~lerobotstream.cache.EpisodeByteCache`;
-* rank shard, then worker shard (frame-balanced LPT), then an exact-coverage pool
-  (``planner._poolcore.PoolCore``) yields the anchors;
-* :class:`~lerobotstream.dataset._pipeline.Pipeline` drives fetches (Parquet rows + payloads of the
-  same frontier), decode threads and the ordered bounded queue.
+* constructor (training process): byte sources (``sources.open_source``; metadata from ``root``
+  / ``repo_id``, payload from ``data_root`` when given, else the same place), metadata
+  (``meta.DatasetMeta``), the MP4 index sidecar (``sidecar.ensure_sidecar``: revision-keyed cache →
+  published → locked local build) opened and validated once (``sidecar.open_sidecar``);
+* per process: the sidecar's derived mmap index (``Mp4Index``: only the sources this process's
+  episodes use are materialised) → per (episode, camera) ``mp4.plan_span`` with the exact
+  ``synth_nbytes`` → the planner (``planner.Planner``: rank shard, worker shard, exact-coverage
+  pools, sample-exact resume) and the worker's :class:`~lerobotstream.cache.EpisodeByteCache`;
+* :class:`~lerobotstream.dataset._pipeline.Pipeline` drives fetches (Parquet rows through
+  ``parquet.EpisodeParquetReader`` + mini-MP4 payloads of the same frontier), chunked decodes
+  (each GOP once per chunk; ``decode.EpisodeVideo`` over a bounded ``decode.DecoderCache``) and the
+  ordered bounded queue.
+
+Resume (sample-exact through a real DataLoader, any ``num_workers`` and ``batch_size``)::
+
+    ds = StreamingLeRobotDataset(root=..., repeat=True, batch_size=B, num_workers=N)
+    dl = DataLoader(ds, batch_size=B, num_workers=N)
+    for step, batch in enumerate(dl):
+        ...
+        if checkpoint_now:
+            # the training process only sees batches: tell the dataset what it consumed
+            state = ds.state_dict(samples_consumed=(step + 1) * B)   # or batches_consumed=step + 1
+    # later, a new process:
+    ds = StreamingLeRobotDataset(root=..., repeat=True, batch_size=B, num_workers=N)
+    ds.load_state_dict(state)   # ResumeStateError when seed/world/batch/workers/strategy/pool differ
+    dl = DataLoader(ds, batch_size=B, num_workers=N)   # continues with the next sample exactly
+
+With ``num_workers=0`` the dataset counts the items it yielded itself, so ``ds.state_dict()``
+without arguments is exact at batch boundaries. Each DataLoader worker derives its own offset
+from the rank's consumed count (``Planner.worker_start`` replays the DataLoader's batch turns).
 """
 
 from __future__ import annotations
 
-import io
+import itertools
 import os
 import threading
 import time
-from collections import OrderedDict
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import torch
 
 from lerobotstream import constants
@@ -39,7 +58,6 @@ from lerobotstream.errors import (
     LeRobotStreamError,
     MetadataError,
     ResumeStateError,
-    ShardingError,
 )
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.sources import open_source
@@ -47,144 +65,115 @@ from lerobotstream.sources import open_source
 __all__ = ["StreamingLeRobotDataset"]
 
 GIB = 1 << 30
+_SERIAL = itertools.count(1)
 
 
-class _PoolPlan:
-    """Anchor plan of one worker and one epoch over ``PoolCore`` (draws one anchor at a time)."""
-
-    def __init__(self, episode_ids: np.ndarray, lengths: np.ndarray, nbytes: np.ndarray, *, seed: int, epoch: int,
-                 rank: int, worker: int, pool_size: int, byte_budget: int, strategy: str) -> None:
-        from lerobotstream.planner._poolcore import PoolCore, shuffled_order
-        from lerobotstream.planner._seeds import TAG_ADMISSION, TAG_DRAWS, seed_words
-
-        self.ids = np.asarray(episode_ids, dtype=np.int64)
-        n = len(self.ids)
-        order = np.ascontiguousarray(shuffled_order(seed_words(seed, epoch, rank, worker, TAG_ADMISSION), n), dtype=np.int64)
-        self.core = PoolCore(
-            np.ascontiguousarray(lengths, dtype=np.int64), np.ascontiguousarray(nbytes, dtype=np.int64), order,
-            max(1, int(pool_size)), int(byte_budget), 1 if strategy == "round_robin" else 0,
-            seed_words(seed, epoch, rank, worker, TAG_DRAWS),
-        )
-        _, kinds, eps = self.core.drain_events()
-        self._initial = [int(self.ids[e]) for k, e in zip(kinds, eps) if k == 0]
-        self._ep = np.empty(1, dtype=np.int64)
-        self._fr = np.empty(1, dtype=np.int64)
-
-    def skip(self, n: int) -> int:
-        done = self.core.skip(n)
-        _, kinds, eps = self.core.drain_events()
-        self._initial = [int(self.ids[e]) for e in self.core.resident()]
-        return done
-
-    def initial_residents(self) -> list[int]:
-        return list(self._initial)
-
-    def draw(self):
-        if self.core.fill(self._ep, self._fr, 1) == 0:
-            return None
-        _, kinds, eps = self.core.drain_events()
-        evicted = [int(self.ids[e]) for k, e in zip(kinds, eps) if k == 1]
-        admitted = [int(self.ids[e]) for k, e in zip(kinds, eps) if k == 0]
-        return int(self.ids[self._ep[0]]), int(self._fr[0]), evicted, admitted
-
-    def frontier(self, k: int) -> list[int]:
-        return [int(self.ids[e]) for e in self.core.frontier(k)]
+def _gop_cost(local: np.ndarray, key: np.ndarray) -> int:
+    """Frames a decoder decodes to return the sorted unique local frames ``local`` in one pass:
+    per touched GOP, from its seek point to the last requested frame (presentation order)."""
+    if local.size == 0:
+        return 0
+    keys = np.flatnonzero(key)
+    if keys.size == 0:
+        return int(local.max()) + 1
+    g = keys[np.clip(np.searchsorted(keys, local, side="right") - 1, 0, None)]
+    last = {}
+    for s, f in zip(g.tolist(), local.tolist()):
+        last[s] = max(last.get(s, -1), f)
+    return int(sum(f - s + 1 for s, f in last.items()))
 
 
-class _Decoder:
-    """torchcodec decoder over one episode's mini-MP4 (one lock: calls are serialized)."""
+class _Decoded:
+    """One decode job's result: rows and, per camera, the distinct decoded frames."""
 
-    def __init__(self, mini: bytes, span: Any, path: str, episode_index: int, camera: str, device: str) -> None:
-        from torchcodec.decoders import VideoDecoder
+    __slots__ = ("rows", "frames", "videos")
 
-        self.span = span
-        self.lock = threading.Lock()
-        self.where = f"episode {episode_index}, camera {camera!r}, file {path}"
-        try:
-            self.dec = VideoDecoder(mini, seek_mode="exact", device=device)
-        except Exception as exc:
-            raise DecodeError(f"cannot open the mini-MP4 of {self.where}: {exc}", episode_index=episode_index,
-                              camera=camera, path=path) from exc
-        self.local_pts_s = np.asarray(span.local_pts_s(), dtype=np.float64)
-
-    def frames(self, local: np.ndarray, tolerance_s: float) -> torch.Tensor:
-        with self.lock:
-            try:
-                batch = self.dec.get_frames_at(indices=[int(j) for j in local])
-            except Exception as exc:
-                raise DecodeError(f"decoding local frames {local.tolist()} of {self.where} failed: {exc}") from exc
-        got = batch.pts_seconds.to(torch.float64).numpy()
-        want = self.local_pts_s[local]
-        if not np.all(np.abs(got - want) < max(tolerance_s, 1e-6)):
-            raise DecodeError(f"{self.where}: decoded pts {got.tolist()} != expected {want.tolist()}")
-        return batch.data
+    def __init__(self, rows: EpisodeRows) -> None:
+        self.rows = rows
+        self.frames: dict[str, tuple[np.ndarray, torch.Tensor]] = {}
+        self.videos: dict[str, Any] = {}
 
 
 class _Worker:
-    """Per-process state (tables, spans, decoders): never crosses a fork."""
+    """Per-process state (index, spans, decoders, counters): never crosses a fork."""
 
     def __init__(self, ds: "StreamingLeRobotDataset") -> None:
+        from lerobotstream.decode import FALLBACK_STATUS, DecoderCache
+        from lerobotstream.mp4 import Mp4Index
+        from lerobotstream.parquet import EpisodeParquetReader
+
         self.pid = os.getpid()
         self.ds = ds
-        self.source = open_source(ds._root_arg, repo_id=ds.repo_id, revision=ds.revision, repo_type=ds.repo_type) \
-            if ds._root_arg is not None or ds.repo_id is not None else ds.meta.source
-        self.tables: dict[str, Any] = {}
+        self.source = ds._payload_source
+        t0 = time.perf_counter()
+        self.index = Mp4Index.open(ds._sidecar_npz, lock_timeout_s=ds.sidecar_lock_timeout_s)
+        self.index_open_s = time.perf_counter() - t0
+        self.parquet = EpisodeParquetReader(ds.meta.source)
         self.spans: dict[tuple[int, str], Any] = {}
-        self.decoders: "OrderedDict[tuple[int, str], _Decoder]" = OrderedDict()
-        self.dec_lock = threading.Lock()
-        self.decoder_opens = 0
+        self.span_lock = threading.Lock()
+        self.decoders = DecoderCache(1)
+        self.fallback = FALLBACK_STATUS
+        self.lock = threading.Lock()
         self.times = StageTimes()
-        self.fetch_s = 0.0
-        self.synth_s = 0.0
-        self.open_s = 0.0
-        self.decode_s = 0.0
+        self.c: dict[str, float] = dict(fetch_s=0.0, synthesize_s=0.0, open_s=0.0, decode_s=0.0, parquet_s=0.0,
+                                        transforms_s=0.0, spans_s=0.0, frames_decoded=0, frames_returned=0,
+                                        frames_unique=0, decode_calls=0, bytes_needed=0, episodes_fetched=0)
         self.cache: EpisodeByteCache | None = None
+        self.serial: dict[int, int] = {}
 
-    def table(self, path: str):
-        from lerobotstream.mp4 import parse_mp4
-
-        t = self.tables.get(path)
-        if t is None:
-            size = self.source.size(path)
-            t = parse_mp4(lambda off, n: self.source.read(path, off, n), size, path=path)
-            self.tables[path] = t
-        return t
+    def add(self, **kw: float) -> None:
+        with self.lock:
+            for k, v in kw.items():
+                self.c[k] += v
 
     def span(self, ep: int, cam: str):
-        from lerobotstream.mp4.spans import episode_frame_range, plan_span
+        """(span, table, path, from_timestamp) of one (episode, camera)."""
+        from lerobotstream.mp4 import episode_frame_range, plan_span
 
         key = (ep, cam)
         s = self.spans.get(key)
-        if s is None:
-            info = self.ds.meta.episode(ep)
-            v = info.videos[cam]
-            table = self.table(v.path)
-            try:
-                a, b = episode_frame_range(table, v.from_timestamp, info.length, self.ds.meta.fps, self.ds.tolerance_s)
-            except ValueError as exc:
-                raise FrameTimestampError(f"episode {ep}, camera {cam!r}, file {v.path}: {exc}",
-                                          episode_index=ep, camera=cam, path=v.path) from exc
-            s = (plan_span(table, a, b, path=v.path), table, v.path)
+        if s is not None:
+            return s
+        t0 = time.perf_counter()
+        info = self.ds.meta.episode(ep)
+        v = info.videos[cam]
+        table = self.index.table(self.index.source_id(v.path))
+        try:
+            a, b = episode_frame_range(table, v.from_timestamp, info.length, self.ds.meta.fps, self.ds.tolerance_s)
+            span = plan_span(table, a, b, path=v.path)
+        except LeRobotStreamError as exc:
+            raise type(exc)(f"episode {ep}, camera {cam!r}, file {v.path}: {exc.message}", episode_index=ep,
+                            camera=cam, path=v.path) from exc
+        except ValueError as exc:
+            raise FrameTimestampError(f"episode {ep}, camera {cam!r}, file {v.path}: {exc}",
+                                      episode_index=ep, camera=cam, path=v.path) from exc
+        s = (span, table, v.path, float(v.from_timestamp))
+        with self.span_lock:
             self.spans[key] = s
+        self.add(spans_s=time.perf_counter() - t0)
         return s
 
     def episode_nbytes(self, ep: int) -> int:
-        return int(sum(self.span(ep, cam)[0].synth_nbytes for cam in self.ds.video_keys))
+        return int(sum(self.span(int(ep), cam)[0].synth_nbytes for cam in self.ds.video_keys))
 
     def fetch(self, ep: int) -> EpisodePayload:
-        from lerobotstream.mp4.synth import synthesize
+        """Parquet rows + every camera's mini-MP4 of one episode (runs on a cache fetch thread)."""
+        from lerobotstream.mp4 import synthesize
 
         info = self.ds.meta.episode(ep)
         t0 = time.perf_counter()
-        rows = self.rows(info)
+        tables = self.parquet.read(info.data_path, {ep: info.length})
+        rows = episode_rows(tables[ep], ep, info.dataset_from_index)
+        self.add(parquet_s=time.perf_counter() - t0)
         payloads = {}
         for cam in self.ds.video_keys:
-            span, table, path = self.span(ep, cam)
+            span, table, path, _ = self.span(ep, cam)
             try:
                 t1 = time.perf_counter()
                 data = self.source.read(path, span.byte_start, span.byte_stop - span.byte_start)
                 t2 = time.perf_counter()
                 payloads[cam] = synthesize(table, span, data)
+                self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
             except LeRobotStreamError as exc:
                 if f"episode {ep}" in exc.message:
                     raise
@@ -193,90 +182,73 @@ class _Worker:
             except Exception as exc:
                 raise DecodeError(f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 "
                                   f"failed: {exc!r}", episode_index=ep, camera=cam, path=path) from exc
-            self.synth_s += time.perf_counter() - t2
-            self.fetch_s += t2 - t1
-        self.times.extra["fetch_total_s"] = self.times.extra.get("fetch_total_s", 0.0) + time.perf_counter() - t0
-        return EpisodePayload(payloads, extra=rows)
+        self.add(episodes_fetched=1)
+        return EpisodePayload(payloads, extra=(rows, next(_SERIAL)))
 
-    def rows(self, info) -> EpisodeRows:
-        path = info.data_path
-        local = self.source.local_path(path)
-        cols = None
-        if local is not None:
-            table = pq.read_table(local, filters=[("episode_index", "=", info.episode_index)], columns=cols)
-        else:
-            table = pq.read_table(io.BytesIO(self.source.read_file(path)))
-            table = table.filter(pc.equal(table.column("episode_index"), info.episode_index))
-        if "frame_index" in table.column_names:
-            table = table.sort_by("frame_index")
-        if table.num_rows != info.length:
-            raise EpisodeDataError(f"episode {info.episode_index}: expected {info.length} rows in {path}, found {table.num_rows}",
-                                   episode_index=info.episode_index, path=path)
-        return episode_rows(table, info.episode_index, info.dataset_from_index)
+    def video(self, ep: int, cam: str, mini: bytes, serial: int):
+        from lerobotstream.decode import EpisodeVideo
 
-    def decoder(self, ep: int, cam: str) -> _Decoder:
-        key = (ep, cam)
-        with self.dec_lock:
-            d = self.decoders.get(key)
-            if d is not None:
-                self.decoders.move_to_end(key)
-                return d
-        assert self.cache is not None
-        mini = self.cache.get(ep).payloads[cam]
-        span, _, path = self.span(ep, cam)
-        t0 = time.perf_counter()
-        d = _Decoder(mini, span, path, ep, cam, self.ds.device)
-        self.open_s += time.perf_counter() - t0
-        with self.dec_lock:
-            self.decoder_opens += 1
-            old = self.decoders.get(key)
-            if old is not None:
-                return old
-            self.decoders[key] = d
-            while len(self.decoders) > self.ds._decoder_cap:
-                self.decoders.popitem(last=False)
-        return d
+        span, table, path, from_ts = self.span(ep, cam)
+        return EpisodeVideo(table, span, mini, episode_index=ep, camera=cam, path=path, from_timestamp=from_ts,
+                            fps=self.ds.meta.fps, tolerance_s=self.ds.tolerance_s, device=self.ds.device,
+                            cache=self.decoders, cache_key=(ep, cam, serial))
 
-    def frames(self, ep: int, cam: str, idx: np.ndarray, query_s: np.ndarray) -> torch.Tensor:
-        span, table, path = self.span(ep, cam)
-        po = np.asarray(table.presentation_order, dtype=np.int64)
-        pts = np.asarray(table.pts_s, dtype=np.float64)[po]
-        pos = np.clip(np.searchsorted(pts, query_s), 1, len(pts) - 1)
-        left, right = pts[pos - 1], pts[pos]
-        src = np.where(np.abs(query_s - left) <= np.abs(right - query_s), pos - 1, pos)
-        dist = np.abs(pts[src] - query_s)
-        if not np.all(dist < self.ds.tolerance_s):
-            bad = int(np.argmax(dist))
-            raise FrameTimestampError(
-                f"episode {ep}, camera {cam!r}, file {path}: no frame within tolerance_s={self.ds.tolerance_s} "
-                f"of {query_s[bad]:.6f} s (nearest {pts[src[bad]]:.6f} s)",
-                episode_index=ep, camera=cam, path=path, requested_s=float(query_s[bad]), nearest_s=float(pts[src[bad]]),
-            )
-        try:
-            local = np.array([span.local_frame(int(s)) for s in src], dtype=np.int64)
-        except IndexError as exc:
-            raise FrameTimestampError(f"episode {ep}, camera {cam!r}, file {path}: {exc}", episode_index=ep,
-                                      camera=cam, path=path) from exc
-        d = self.decoder(ep, cam)
-        t0 = time.perf_counter()
-        out = d.frames(local, self.ds.tolerance_s)
-        self.decode_s += time.perf_counter() - t0
-        return out
-
-    def assemble(self, ep: int, frame: int) -> dict[str, Any]:
+    def decode_group(self, ep: int, frames: np.ndarray) -> _Decoded:
+        """Decode, once each, every frame the anchors ``frames`` of episode ``ep`` need."""
         assert self.cache is not None
         payload = self.cache.get(ep)
-        rows: EpisodeRows = payload.extra
-        info = self.ds.meta.episode(ep)
+        rows, serial = payload.extra
         if rows.episode_index != ep:
             raise EpisodeDataError(f"rows of episode {rows.episode_index} returned for episode {ep}", episode_index=ep)
+        self.serial[ep] = serial
+        out = _Decoded(rows)
+        n = rows.length
+        for cam in self.ds.video_keys:
+            if cam in self.ds.windows.keys():
+                idx = np.concatenate([self.ds.windows.resolve(cam, int(f), n)[0] for f in frames])
+            else:
+                idx = np.asarray(frames, dtype=np.int64)
+            video = self.video(ep, cam, payload.payloads[cam], serial)
+            local = video.local_indices(video.from_timestamp + rows.timestamp_s[idx])
+            uniq = np.unique(local)
+            t0 = time.perf_counter()
+            opens = self.decoders.opened
+            dec = video.decoder()
+            t1 = time.perf_counter()
+            data = dec.decode(uniq)
+            t2 = time.perf_counter()
+            self.add(open_s=(t1 - t0) if self.decoders.opened != opens else 0.0, decode_s=t2 - t1,
+                     frames_decoded=_gop_cost(uniq, np.asarray(video.span.local_key, dtype=bool)),
+                     frames_returned=len(idx), frames_unique=len(uniq), decode_calls=1)
+            out.frames[cam] = (uniq, data)
+            out.videos[cam] = video
+        return out
+
+    def assemble(self, ep: int, frame: int, dec: _Decoded) -> dict[str, Any]:
+        info = self.ds.meta.episode(ep)
+
+        def frames(e: int, cam: str, idx: np.ndarray, query_s: np.ndarray) -> torch.Tensor:
+            uniq, data = dec.frames[cam]
+            local = dec.videos[cam].local_indices(query_s)
+            pos = np.searchsorted(uniq, local)
+            return data[torch.from_numpy(pos.astype(np.int64))]
+
         tfm = self.ds.image_transforms if self.ds._transforms_in_threads else None
-        return assemble_item(
-            rows, frame, windows=self.ds.windows, video_keys=self.ds.video_keys,
+        t0 = time.perf_counter()
+        item = assemble_item(
+            dec.rows, frame, windows=self.ds.windows, video_keys=self.ds.video_keys,
             from_timestamps={k: info.videos[k].from_timestamp for k in self.ds.video_keys},
-            frames=self.frames, tasks=self.ds.meta.tasks, return_uint8=self.ds.return_uint8,
+            frames=frames, tasks=self.ds.meta.tasks, return_uint8=self.ds.return_uint8,
             image_transforms=tfm, camera_keys=self.ds.video_keys,
         )
+        return item
+
+    def on_free(self, ep: int) -> None:
+        """The episode's bytes were freed: close its decoders (their mini-MP4 leaves memory too)."""
+        serial = self.serial.pop(ep, None)
+        if serial is not None:
+            for cam in self.ds.video_keys:
+                self.decoders.pop((ep, cam, serial))
 
 
 class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
@@ -285,19 +257,31 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
     Args (LeRobot's): repo_id, root, episodes, delta_timestamps, image_transforms, revision,
         max_num_shards, tolerance_s (1e-4), return_uint8 (False), video_backend ("torchcodec"),
         seed (1000; None → 42), repeat (False).
-    Args (streaming, SPEC §5): repo_type ("dataset"), data_root (payload root; default root),
-        episode_pool_size (32 per rank, split over workers), prefetch_episodes (8),
-        byte_budget_gb (8 per rank, split over workers), decode_threads (2),
-        decoded_queue_size (8), video_decoder_cache_size (pool × cameras), sampling_strategy
-        ("remaining" | "round_robin"), sidecar_lock_timeout_s (1800), device ("cpu" | "cuda"),
-        camera_keys (decode only these video keys; None = all).
+    Args (streaming, SPEC §5): repo_type ("dataset" | "bucket"), data_root (payload root when the
+        MP4/Parquet payload is mirrored elsewhere; metadata still comes from ``root``/``repo_id``),
+        episode_pool_size (per worker; default 32 per rank split over the workers),
+        prefetch_episodes (8), byte_budget_gb (8 per rank, split over workers), decode_threads (2),
+        decoded_queue_size (8), video_decoder_cache_size (per rank, split over workers; default
+        pool × cameras + prefetch per worker), sampling_strategy ("remaining" | "round_robin"),
+        sidecar_lock_timeout_s (1800), device ("cpu" | "cuda": NVDEC through
+        ``decode.resolve_device``, counted CPU fallback), camera_keys (decode only these video keys;
+        None = all), decode_lookahead (anchors decoded together per chunk, 64; see the memory bound
+        in ``dataset._pipeline``).
+    Args (resume): batch_size (the DataLoader's; None: taken from a loaded state, else 1),
+        drop_last (the DataLoader's), num_workers (the DataLoader's, for ``state_dict`` in the
+        training process; default ``max_num_shards`` when > 1, else 0; 0 and 1 are equivalent).
+
+    Epochs: ``repeat=False`` yields one epoch per iterator (call ``set_epoch(e)`` for the next
+    epoch's order, like ``DistributedSampler``); ``repeat=True`` chains epochs endlessly.
 
     Items: see :func:`lerobotstream.dataset._assemble.assemble_item`.
 
     Raises:
         MetadataError, DeltaTimestampsError, ShardingError at construction / iteration start;
-        ByteBudgetError before any payload fetch; DecodeError / FrameTimestampError / SourceError
-        during iteration (messages name episode, camera and file).
+        Sidecar* errors at construction; ByteBudgetError before any payload fetch;
+        ResumeStateError from ``load_state_dict`` (or the first worker batch when the DataLoader's
+        worker count differs); DecodeError / FrameTimestampError / SourceError during iteration
+        (messages name episode, camera and file).
     """
 
     def __init__(
@@ -327,6 +311,10 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         sidecar_lock_timeout_s: float = constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S,
         device: str = "cpu",
         camera_keys: Sequence[str] | None = None,
+        decode_lookahead: int = 64,
+        batch_size: int | None = None,
+        drop_last: bool = False,
+        num_workers: int | None = None,
     ) -> None:
         super().__init__()
         if tolerance_s <= 0:
@@ -335,13 +323,15 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
             raise ValueError(f"sampling_strategy must be one of {constants.SAMPLING_STRATEGIES}, got {sampling_strategy!r}")
         if video_backend not in (None, "torchcodec"):
             raise ValueError(f"video_backend {video_backend!r} is not supported (use 'torchcodec')")
+        t0 = time.perf_counter()
         self.repo_id = repo_id
         self.revision = revision
         self.repo_type = repo_type
-        self._root_arg = data_root if data_root is not None else root
         self.root = root
-        source = open_source(self._root_arg, repo_id=repo_id, revision=revision, repo_type=repo_type)
-        self.meta = DatasetMeta.load(source, episodes=episodes, repo_id=repo_id)
+        self.data_root = data_root
+        meta_source = open_source(root, repo_id=repo_id, revision=revision, repo_type=repo_type)
+        self._payload_source = meta_source if data_root is None else open_source(data_root)
+        self.meta = DatasetMeta.load(meta_source, episodes=episodes, repo_id=repo_id)
         self.episodes = None if episodes is None else sorted({int(e) for e in episodes})
         self.video_keys = list(self.meta.video_keys)
         if camera_keys is not None:
@@ -367,11 +357,37 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         self.sampling_strategy = sampling_strategy
         self.sidecar_lock_timeout_s = float(sidecar_lock_timeout_s)
         self.device = device
+        self.decode_lookahead = max(1, int(decode_lookahead))
+        self.batch_size = None if batch_size is None else int(batch_size)
+        self.drop_last = bool(drop_last)
+        self.num_workers = (self.max_num_shards if self.max_num_shards > 1 else 0) if num_workers is None else int(num_workers)
         self._epoch = 0
-        self._offset = 0
+        self._samples = 0  # consumed samples of the rank since _epoch began (loaded or set)
+        self._yielded = 0  # items yielded in this process since then (num_workers=0 counting)
+        self._state_num_workers: int | None = None
         self._worker: _Worker | None = None
         self._transforms_in_threads = True
-        self._decoder_cap = 1
+        self._setup = {"metadata_s": time.perf_counter() - t0}
+        t1 = time.perf_counter()
+        self._sidecar_npz, self._sidecar_how = self._ensure_sidecar()
+        self._setup["sidecar_s"] = time.perf_counter() - t1
+
+    def _ensure_sidecar(self):
+        from lerobotstream.sidecar import ensure_sidecar, open_sidecar
+
+        rid = self.repo_id or self.meta.repo_id or f"local/{_root_name(self.root)}"
+        npz, how = ensure_sidecar(self._payload_source, self.meta, repo_id=rid, revision=self.revision,
+                                  repo_type=self.repo_type, lock_timeout_s=self.sidecar_lock_timeout_s,
+                                  tolerance_s=self.tolerance_s,
+                                  data_root=None if self.data_root is None else os.fspath(self.data_root))
+        open_sidecar(npz, self.meta, source=self._payload_source, tolerance_s=self.tolerance_s,
+                     lock_timeout_s=self.sidecar_lock_timeout_s)  # validate once, in the training process
+        return str(npz), how
+
+    def __getstate__(self) -> dict[str, Any]:
+        st = dict(self.__dict__)
+        st["_worker"] = None  # never ship decoders, maps or threads to a worker
+        return st
 
     # --- LeRobot-like surface ---------------------------------------------------------------------
     @property
@@ -390,20 +406,83 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
     def num_episodes(self) -> int:
         return self.meta.num_episodes
 
+    @property
+    def sidecar_status(self) -> str:
+        """How the MP4 sidecar was obtained: ``"cache"``, ``"published"`` or ``"built"``."""
+        return self._sidecar_how
+
+    # --- planner and resume -----------------------------------------------------------------------
+    def _planner(self, num_workers: int, episode_nbytes: Callable[[int], int] | None = None):
+        from lerobotstream.planner import Planner
+
+        lengths = {int(e): int(n) for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
+        return Planner(lengths, seed=self.seed, num_workers=int(num_workers), pool_size=self.episode_pool_size,
+                       strategy=self.sampling_strategy, byte_budget=max(1, int(self.byte_budget_gb * GIB)),
+                       episode_nbytes=episode_nbytes, decoder_cache_size=self.video_decoder_cache_size,
+                       repeat=self.repeat, batch_size=self.batch_size or 1, drop_last=self.drop_last)
+
+    @property
+    def samples_consumed(self) -> int:
+        """Samples of this rank consumed since the current epoch (or loaded state) began: the loaded
+        count plus the items this process yielded (exact with ``num_workers=0``). Set it from the
+        training loop with DataLoader workers (``ds.samples_consumed = step * batch_size``)."""
+        return self._samples + self._yielded
+
+    @samples_consumed.setter
+    def samples_consumed(self, value: int) -> None:
+        self._samples, self._yielded = int(value), 0
+
     def set_epoch(self, epoch: int) -> None:
-        self._epoch = int(epoch)
-        self._offset = 0
+        """Start ``epoch`` from its first sample (its own seeded order)."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self._epoch, self._samples, self._yielded = int(epoch), 0, 0
 
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self._epoch, "offset": self._offset, "seed": self.seed}
+    def state_dict(self, samples_consumed: int | None = None, *, batches_consumed: int | None = None) -> dict[str, Any]:
+        """Resume state of this rank (``planner.StreamState`` layout, schema-versioned).
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        epoch, offset = int(state.get("epoch", 0)), int(state.get("offset", 0))
-        if epoch < 0 or offset < 0:
-            raise ResumeStateError(f"invalid stream state {state}")
-        if "seed" in state and int(state["seed"]) != self.seed:
-            raise ResumeStateError(f"checkpoint seed {state['seed']} != dataset seed {self.seed}")
-        self._epoch, self._offset = epoch, offset
+        Args:
+            samples_consumed: samples the training loop consumed from this rank since the epoch
+                (or the loaded state's epoch) began — the sum of the consumed batches' sizes.
+            batches_consumed: alternatively, batches consumed (converted by replaying the
+                DataLoader's batch turns, exact with short last batches).
+            Neither: :attr:`samples_consumed` (exact with ``num_workers=0``).
+        """
+        planner = self._planner(self.num_workers)
+        planner.set_epoch(self._epoch)
+        if batches_consumed is not None:
+            from lerobotstream.planner import replay_turns
+
+            if self.repeat:
+                limits = [None if f else 0 for f in planner.worker_epoch_limits()]
+            else:
+                limits = planner.worker_epoch_limits()
+            given, _, _ = replay_turns(limits, planner.batch_size, batches=int(batches_consumed),
+                                       drop_last=self.drop_last)
+            samples_consumed = sum(given)
+        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
+        return planner.state_dict(samples_consumed=s)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (before iterating).
+
+        Raises:
+            ResumeStateError: no schema marker, or a setting that fixes the order or the batch turns
+            (seed, world size, batch size, DataLoader workers, strategy, pool size, byte budget,
+            repeat, drop_last) differs from this dataset's.
+        """
+        from lerobotstream.planner import StreamState
+
+        st = StreamState.from_dict(state)
+        if self.batch_size is None:
+            self.batch_size = st.batch_size
+        planner = self._planner(self.num_workers)
+        fixed = dict(state)
+        if {int(st.num_workers), self.num_workers} <= {0, 1}:
+            fixed["num_workers"] = self.num_workers  # one shard either way: the same stream
+        planner.load_state_dict(fixed)
+        self._epoch, self._samples, self._yielded = st.epoch, st.samples, 0
+        self._state_num_workers = int(st.num_workers)
 
     # --- per process ------------------------------------------------------------------------------
     def _state(self) -> _Worker:
@@ -411,96 +490,116 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
             self._worker = _Worker(self)  # never reuse a parent's decoders/connections
         return self._worker
 
-    def _shard(self) -> tuple[np.ndarray, int, int, int]:
-        from lerobotstream.planner._seeds import TAG_RANK_SHARDS, TAG_WORKER_SHARDS
-        from lerobotstream.planner._shards import lpt_shards
-        from lerobotstream.planner._world import current_worker, discover_world
-
-        rank, world = discover_world()
-        worker, num_workers = current_worker()
-        worker = worker or 0
-        num_workers = max(1, num_workers)
-        ids, lengths = self.meta.episode_indices, self.meta.episode_lengths
-        keep = lengths > 0
-        ids, lengths = ids[keep], lengths[keep]
-        if len(ids) < world:
-            raise ShardingError(f"rank {rank} of {world} would own no episode of {self.meta.repo_id} "
-                                f"({len(ids)} episodes); reduce the distributed world size", rank=rank)
-        rank_pos = lpt_shards(lengths, world, (self.seed, TAG_RANK_SHARDS))[rank]
-        r_ids, r_len = ids[rank_pos], lengths[rank_pos]
-        w_pos = lpt_shards(r_len, num_workers, (self.seed, rank, TAG_WORKER_SHARDS))[worker]
-        return r_ids[w_pos], rank, worker, num_workers
-
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        _, num_workers = __import__("lerobotstream.planner._world", fromlist=["x"]).current_worker()
-        self._transforms_in_threads = num_workers > 0
-        while True:
-            n = 0
-            for item in self._iter_once():
-                n += 1
-                yield item
-            if not self.repeat or n == 0:
-                return
+        from lerobotstream.planner import current_worker
 
-    def _iter_once(self) -> Iterator[dict[str, Any]]:
+        wid, nw = current_worker()
+        in_process = nw == 0
+        self._transforms_in_threads = not in_process
+        if self._state_num_workers is not None and self._state_num_workers != nw and not (
+                {self._state_num_workers, nw} <= {0, 1}):
+            raise ResumeStateError(
+                f"the resume state was written with {self._state_num_workers} DataLoader worker(s) but this "
+                f"DataLoader runs {nw}: sample-exact resume needs the same worker count (it fixes the batch "
+                "turns); restore it, or start a new run from the policy weights")
         w = self._state()
-        ids, rank, worker, num_workers = self._shard()
-        epoch, offset = self._epoch, self._offset
-        if len(ids) == 0:
-            self._epoch += 1
+        planner = self._planner(nw, episode_nbytes=w.episode_nbytes)
+        planner.set_epoch(self._epoch)
+        planner.samples_consumed = self._samples
+        start = planner.worker_start(wid, nw)
+        plan = planner.worker_plan(start.logical_worker)  # ByteBudgetError here, before any fetch
+        if len(plan.episode_indices) == 0:
             return
-        pool = self.episode_pool_size or max(1, round(min(constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK, 32) / num_workers))
-        self._decoder_cap = (self.video_decoder_cache_size // num_workers if self.video_decoder_cache_size
-                             else pool * max(1, len(self.video_keys)) + self.prefetch_episodes)
-        self._decoder_cap = max(1, self._decoder_cap)
-        budget = max(1, int(self.byte_budget_gb * GIB) // num_workers)
-        lengths = np.array([self.meta.episode(e).length for e in ids], dtype=np.int64)
-        nbytes = np.array([w.episode_nbytes(int(e)) for e in ids], dtype=np.int64)
-        cache = EpisodeByteCache(budget, dict(zip(ids.tolist(), nbytes.tolist())), w.fetch,
-                                 max_workers=max(1, min(self.max_num_shards * 4, pool + self.prefetch_episodes)))
+        n_cams = max(1, len(self.video_keys))
+        cap = plan.decoder_cache_size or plan.pool_size * n_cams + self.prefetch_episodes * n_cams
+        w.decoders.clear()
+        w.decoders.capacity = max(1, int(cap))
+        nbytes = dict(zip(plan.episode_indices.tolist(), plan.nbytes.tolist()))
+        cache = EpisodeByteCache(int(plan.byte_budget), nbytes, w.fetch,
+                                 max_workers=max(1, min(8, self.prefetch_episodes + 1)))
         w.cache = cache
-        for e, nb in zip(ids.tolist(), nbytes.tolist()):
-            cache.check_fits(e)  # oversize → ByteBudgetError before any fetch
-        plan = _PoolPlan(ids, lengths, nbytes, seed=self.seed, epoch=epoch, rank=rank, worker=worker,
-                         pool_size=pool, byte_budget=budget, strategy=self.sampling_strategy)
-        if offset:
-            plan.skip(offset)
-        pipe = Pipeline(plan, cache, w.assemble, decode_threads=self.decode_threads,
+        pipe = Pipeline(plan.iter_pools(start.epoch, start.offset, repeat=self.repeat), start.limit, cache,
+                        w.decode_group, w.assemble, decode_threads=self.decode_threads,
                         decoded_queue_size=self.decoded_queue_size, prefetch_episodes=self.prefetch_episodes,
-                        times=w.times)
+                        lookahead=self.decode_lookahead, on_free=w.on_free, times=w.times)
         tfm = None if self._transforms_in_threads else self.image_transforms
         try:
             for item in pipe:
                 if tfm is not None:
+                    t0 = time.perf_counter()
                     for k in self.video_keys:
                         item[k] = tfm(item[k])
-                self._offset += 1
+                    w.add(transforms_s=time.perf_counter() - t0)
+                if in_process:
+                    self._yielded += 1
                 yield item
         finally:
-            with w.dec_lock:
-                w.decoders.clear()
-        self._epoch = epoch + 1
-        self._offset = 0
+            w.decoders.clear()
 
     def stats(self) -> dict[str, Any]:
-        """Per-process counters: bytes/requests fetched, decoder opens, stage seconds, budget bytes."""
+        """Per-process counters (stable names; the profiler reads them). Empty before iterating.
+
+        Keys:
+            sidecar (str): ``"cache"`` | ``"published"`` | ``"built"``.
+            source (dict): payload ``ByteSource.stats`` (requests, bytes_read, bytes_requested, retries,
+                metadata_requests); metadata_source (dict) when metadata comes from another root.
+            bytes_fetched (int), requests (int): payload source totals of this process.
+            bytes_needed (int): MP4 payload bytes of the fetched spans (what had to travel).
+            episodes_fetched (int).
+            decoder_opens (int), decoder_evictions (int), open_decoders (int), decoder_capacity (int).
+            decoder_fallbacks (int): CUDA requests decoded on the CPU; pyav_fallbacks (int);
+                fallback_reasons (dict reason → count).
+            frames_decoded (int): frames the decoders had to decode (per touched GOP, seek point to the
+                last requested frame); frames_returned (int): frames put into items (window frames
+                included); frames_unique (int); decode_calls (int);
+                frames_decoded_per_returned (float | None).
+            seconds (per stage, summed over threads): metadata_s, sidecar_s (training process setup),
+                index_open_s, spans_s, parquet_s, fetch_s, synthesize_s, open_s, decode_s, assemble_s,
+                transforms_s, queue_wait_s, admit_wait_s, decode_job_s; first_item_s.
+            items (int), chunks (int).
+            reserved_bytes, resident_bytes, byte_budget (int, bytes); cache (dict: ``CacheStats``).
+        """
         w = self._worker
         if w is None:
             return {}
-        c = w.cache
+        src = w.source.stats.as_dict()
+        fb = w.fallback
         out: dict[str, Any] = {
-            "source": w.source.stats.as_dict(),
-            "decoder_opens": w.decoder_opens,
-            "decoder_fallbacks": 0,
+            "sidecar": self._sidecar_how,
+            "source": src,
+            "bytes_fetched": int(src.get("bytes_read", 0)),
+            "requests": int(src.get("requests", 0)),
+            "decoder_opens": w.decoders.opened,
+            "decoder_evictions": w.decoders.evicted,
             "open_decoders": len(w.decoders),
-            "fetch_s": w.fetch_s, "synthesize_s": w.synth_s, "open_s": w.open_s, "decode_s": w.decode_s,
+            "decoder_capacity": w.decoders.capacity,
+            "decoder_fallbacks": fb.fallback_count,
+            "pyav_fallbacks": fb.pyav_fallbacks,
+            "fallback_reasons": dict(fb.cpu_fallbacks),
+            **self._setup,
+            "index_open_s": w.index_open_s,
             "assemble_s": w.times.assemble_s, "queue_wait_s": w.times.queue_wait_s,
-            "admit_wait_s": w.times.admit_wait_s, "items": w.times.items, "first_item_s": w.times.first_item_s,
+            "admit_wait_s": w.times.admit_wait_s, "decode_job_s": w.times.decode_job_s,
+            "items": w.times.items, "chunks": w.times.chunks, "first_item_s": w.times.first_item_s,
         }
+        with w.lock:
+            out.update({k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes")) else v)
+                        for k, v in w.c.items()})
+        out["frames_decoded_per_returned"] = (out["frames_decoded"] / out["frames_returned"]
+                                              if out["frames_returned"] else None)
+        if self.meta.source is not w.source:
+            out["metadata_source"] = self.meta.source.stats.as_dict()
+        c = w.cache
         if c is not None:
             out.update(reserved_bytes=c.reserved_bytes, resident_bytes=c.resident_bytes, byte_budget=c.byte_budget,
                        cache=c.stats.as_dict())
+        else:
+            out.update(reserved_bytes=0, resident_bytes=0, byte_budget=0, cache={})
         return out
 
     def __repr__(self) -> str:
         return f"StreamingLeRobotDataset({self.meta!r}, cameras={self.video_keys})"
+
+
+def _root_name(root: Any) -> str:
+    return os.path.basename(os.fspath(root).rstrip("/")) if root is not None else "dataset"

@@ -1,18 +1,30 @@
-"""One worker's streaming pipeline: planner anchors → cache frontier → decode threads → ordered queue.
+"""One worker's streaming pipeline: planner pools → cache frontier → chunked GOP-once decode → ordered items.
 
-The main (iterating) thread owns the planner and the cache frontier:
+The iterating thread owns the planner pools and the cache frontier. Anchors are drawn in
+**chunks** of ``lookahead`` anchors (the planner knows the order ahead of time):
 
-1. initial residents are admitted (pinned) in the cache, and the next ``prefetch_episodes``
-   episodes of the planner's frontier are prefetched speculatively (a fetch brings the episode's
-   Parquet rows and every camera's mini-MP4 on the same frontier);
-2. while fewer than ``decoded_queue_size`` items are in flight, the next anchor is drawn, a decode
-   lease is taken on its episode and its assembly is submitted to ``decode_threads`` threads;
-   planner evictions retire the episode in the cache (bytes freed when its last decode releases)
-   and admissions pin the next episode (waiting for room when the budget is full);
-3. the head of the in-flight deque is awaited and yielded: items come out in planner order.
+1. a chunk is split at admission events (an episode admitted at position p can be drawn from p
+   on; its bytes must be reserved before its first anchor, and the room comes from episodes
+   evicted earlier, whose last decode must release them first);
+2. per sub-chunk, the anchors are grouped by episode; one **decode job** per episode (on
+   ``decode_threads`` threads, holding a decode lease in the cache) gathers every frame the
+   sub-chunk's anchors need from each camera (windows included), decodes each distinct frame
+   once, in ascending order, in one decoder call — so a GOP is decoded once per chunk instead of
+   once per frame — and keeps the decoded uint8 frames until the chunk's items are assembled;
+3. items are assembled on ``decode_threads`` assembly threads, at most ``decoded_queue_size``
+   ahead of the consumer, and yielded strictly in planner order.
 
-An exception on a fetch or decode thread is re-raised from the iterator (never an empty or short
-epoch); all threads are joined and the cache closed when the generator ends or is closed.
+Memory bound of decoded frames per worker: at most two chunks are decoded at once (the one being
+yielded and the next one), so decoded frames ≤ ``2 × lookahead × cameras × T`` frames of
+``H × W × 3`` bytes each (T = frames per video window, 1 without ``delta_timestamps``), plus
+``decoded_queue_size`` assembled items.
+
+Planner evictions retire the episode in the cache (bytes freed when its last decode job releases
+its lease); admissions pin the next episode (waiting for room when the budget is full); the next
+``prefetch_episodes`` episodes of the planner frontier are prefetched whenever the budget allows.
+
+An exception on a fetch, decode or assembly thread is re-raised from the iterator (never an empty
+or short epoch); all threads are joined and the cache closed when the generator ends or is closed.
 """
 
 from __future__ import annotations
@@ -21,119 +33,164 @@ import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
 
 from lerobotstream.cache import EpisodeByteCache
 
-__all__ = ["AnchorPlan", "Pipeline", "StageTimes"]
-
-
-class AnchorPlan(Protocol):
-    """What the pipeline needs from a planner (one worker, one epoch)."""
-
-    def initial_residents(self) -> Sequence[int]:
-        """Episodes resident before the first draw (admission order)."""
-
-    def draw(self) -> tuple[int, int, list[int], list[int]] | None:
-        """Next anchor ``(episode, frame, evicted, admitted)``; the event lists are the episodes
-        evicted and admitted right after this draw. None at the end of the epoch."""
-
-    def frontier(self, k: int) -> Sequence[int]:
-        """The next ``k`` episodes to be admitted, in admission order."""
+__all__ = ["Pipeline", "StageTimes"]
 
 
 @dataclass
 class StageTimes:
-    """Wall-clock seconds per stage (summed over threads) and counts."""
+    """Wall-clock seconds per stage (summed over threads) and counts (one worker process)."""
 
+    decode_job_s: float = 0.0
     assemble_s: float = 0.0
     queue_wait_s: float = 0.0
     admit_wait_s: float = 0.0
     items: int = 0
+    chunks: int = 0
     first_item_s: float | None = None
     extra: dict[str, float] = field(default_factory=dict)
 
 
+#: ``decode_group(episode, frames int64 (k,)) -> opaque decoded state`` (runs on a decode thread)
+DecodeFn = Callable[[int, np.ndarray], Any]
+#: ``assemble(episode, frame, decoded_state) -> item`` (runs on an assembly thread)
+AssembleFn = Callable[[int, int, Any], Any]
+
+
 class Pipeline:
-    """Ordered, bounded, multi-threaded item production for one worker and one epoch.
+    """Ordered, bounded, multi-threaded item production for one worker.
 
     Args:
-        plan: the anchor plan (see :class:`AnchorPlan`).
+        pools: the worker's ``EpisodePool`` objects, one per epoch (``WorkerPlan.iter_pools``).
+        limit: anchors per epoch to yield at most (``WorkerStart.limit``; None = all).
         cache: the worker's :class:`EpisodeByteCache` (its fetch loads rows and payloads).
-        assemble: ``assemble(episode, frame) -> item``; called on a decode thread while a decode
-            lease is held on the episode.
-        decode_threads: assembly threads, >= 1.
-        decoded_queue_size: items in flight (submitted, not yet yielded), >= 1.
+        decode_group: decodes every frame a group of anchors of one episode needs.
+        assemble: builds one item from the group's decoded state.
+        decode_threads: decode and assembly threads (each), >= 1.
+        decoded_queue_size: assembled items in flight, >= 1.
         prefetch_episodes: episodes of the planner frontier fetched ahead, >= 0.
+        lookahead: anchors drawn (and decoded together) per chunk, >= 1.
+        on_free: called with an episode index after its cache entry was freed (close decoders).
         times: stage timings to update.
     """
 
-    def __init__(
-        self,
-        plan: AnchorPlan,
-        cache: EpisodeByteCache,
-        assemble: Callable[[int, int], Any],
-        *,
-        decode_threads: int,
-        decoded_queue_size: int,
-        prefetch_episodes: int,
-        times: StageTimes | None = None,
-    ) -> None:
-        self.plan = plan
+    def __init__(self, pools: Iterable[Any], limit: int | None, cache: EpisodeByteCache, decode_group: DecodeFn,
+                 assemble: AssembleFn, *, decode_threads: int, decoded_queue_size: int, prefetch_episodes: int,
+                 lookahead: int, on_free: Callable[[int], None] | None = None,
+                 times: StageTimes | None = None) -> None:
+        self.pools = pools
+        self.limit = limit
         self.cache = cache
+        self.decode_group = decode_group
         self.assemble = assemble
         self.decode_threads = max(1, int(decode_threads))
         self.queue_size = max(1, int(decoded_queue_size))
         self.prefetch_episodes = max(0, int(prefetch_episodes))
+        self.lookahead = max(1, int(lookahead))
+        self.on_free = on_free
         self.times = times if times is not None else StageTimes()
 
-    def _schedule_frontier(self) -> None:
-        for ep in self.plan.frontier(self.prefetch_episodes):
-            if not self.cache.prefetch(ep):
-                break  # budget full: speculative prefetch pauses, retried after the next draw
-
+    # --- main-thread helpers ------------------------------------------------------------------
     def _admit(self, ep: int) -> None:
         t0 = time.perf_counter()
         self.cache.admit(ep)
         self.times.admit_wait_s += time.perf_counter() - t0
 
-    def _run(self, ep: int, frame: int) -> Any:
+    def _prefetch(self, pool: Any) -> None:
+        if self.prefetch_episodes:
+            for ep in pool.frontier(self.prefetch_episodes).tolist():
+                if not self.cache.prefetch(ep):
+                    break  # budget full: speculative prefetch pauses, retried after the next chunk
+
+    def _job(self, ep: int, frames: np.ndarray) -> Any:
         t0 = time.perf_counter()
         try:
-            return self.assemble(ep, frame)
+            return self.decode_group(ep, frames)
         finally:
             self.cache.release(ep)
+            self.times.decode_job_s += time.perf_counter() - t0
+            if self.on_free is not None and not self.cache.held(ep):
+                self.on_free(ep)
+
+    def _assemble(self, ep: int, fr: int, job: Future) -> Any:
+        state = job.result()
+        t0 = time.perf_counter()
+        try:
+            return self.assemble(ep, fr, state)
+        finally:
             self.times.assemble_s += time.perf_counter() - t0
+
+    def _chunks(self, dec: ThreadPoolExecutor) -> Iterator[list[tuple[int, int, Future]]]:
+        """Sub-chunks of submitted work: ``[(episode, frame, decode job future), ...]``."""
+        for pool in self.pools:
+            pool.drain_events()
+            for ep in pool.resident().tolist():
+                self._admit(ep)
+            self._prefetch(pool)
+            pending_admits: list[int] = []
+            while True:
+                want = self.lookahead if self.limit is None else min(self.lookahead, self.limit - pool.emitted)
+                if want <= 0:
+                    break
+                start = pool.emitted
+                eps, frs = pool.next_anchors(want)
+                k = len(eps)
+                events = pool.drain_events()
+                cuts = sorted({e.position - start for e in events if e.kind == "admit" and 0 < e.position - start < k})
+                bounds = [0, *cuts, k]
+                for a, b in zip(bounds[:-1], bounds[1:]):
+                    admits = pending_admits + [e.episode_index for e in events
+                                               if e.kind == "admit" and e.position - start == a and a > 0]
+                    if a == 0:
+                        admits += [e.episode_index for e in events if e.kind == "admit" and e.position == start]
+                    pending_admits = []
+                    for ep in admits:
+                        self._admit(ep)
+                    seg_e, seg_f = eps[a:b], frs[a:b]
+                    jobs: dict[int, Future] = {}
+                    for ep in dict.fromkeys(seg_e.tolist()):
+                        self.cache.acquire(ep)
+                        try:
+                            jobs[ep] = dec.submit(self._job, ep, seg_f[seg_e == ep])
+                        except BaseException:
+                            self.cache.release(ep)
+                            raise
+                    for e in events:
+                        if e.kind == "evict" and a < e.position - start <= b:
+                            self.cache.retire(e.episode_index)
+                    self._prefetch(pool)
+                    self.times.chunks += 1
+                    yield [(int(x), int(y), jobs[int(x)]) for x, y in zip(seg_e.tolist(), seg_f.tolist())]
+                pending_admits = [e.episode_index for e in events if e.kind == "admit" and e.position - start == k]
+                if k < want:
+                    break
+            for ep in pending_admits:  # admitted at the very end (cannot happen with exact coverage)
+                self.cache.retire(ep)
 
     def __iter__(self) -> Iterator[Any]:
         t_start = time.perf_counter()
-        pool = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="lrs-decode")
+        dec = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="lrs-decode")
+        asm = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="lrs-assemble")
+        todo: deque[tuple[int, int, Future]] = deque()
         inflight: deque[Future] = deque()
+        chunks = self._chunks(dec)
+        exhausted = False
         try:
-            for ep in self.plan.initial_residents():
-                self.cache.check_fits(ep)
-            for ep in self.plan.initial_residents():
-                self._admit(ep)
-            self._schedule_frontier()
-            exhausted = False
             while True:
-                while not exhausted and len(inflight) < self.queue_size:
-                    drawn = self.plan.draw()
-                    if drawn is None:
-                        exhausted = True
-                        break
-                    ep, frame, evicted, admitted = drawn
-                    self.cache.acquire(ep)
+                # keep one chunk decoding ahead of the one being assembled (double buffering)
+                while not exhausted and len(todo) < self.lookahead + 1:
                     try:
-                        inflight.append(pool.submit(self._run, ep, frame))
-                    except BaseException:
-                        self.cache.release(ep)
-                        raise
-                    for e in evicted:
-                        self.cache.retire(e)
-                    for e in admitted:
-                        self._admit(e)
-                    self._schedule_frontier()
+                        todo.extend(next(chunks))
+                    except StopIteration:
+                        exhausted = True
+                while todo and len(inflight) < self.queue_size:
+                    ep, fr, job = todo.popleft()
+                    inflight.append(asm.submit(self._assemble, ep, fr, job))
                 if not inflight:
                     return
                 t0 = time.perf_counter()
@@ -144,7 +201,9 @@ class Pipeline:
                     self.times.first_item_s = time.perf_counter() - t_start
                 yield item
         finally:
+            chunks.close()
             for fut in inflight:
                 fut.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
+            asm.shutdown(wait=True, cancel_futures=True)
+            dec.shutdown(wait=True, cancel_futures=True)
             self.cache.close()
