@@ -31,21 +31,19 @@ def _epoch_parity(root, *, episodes=None, delta_timestamps=None, return_uint8=Fa
     return ds
 
 
-# Packed files (several episodes per MP4) are covered where the generator's concatenated PTS land on
-# the 1/fps grid (episodes 2-3 of the av1 case); elsewhere both this dataset and the map-style
-# reference raise a tolerance error (generator concat drift of ~0.65 ms), see the report.
+# Packed files (several episodes per MP4, concatenated like LeRobot) with episodes of 1-3 frames.
 @pytest.mark.parametrize(
-    "codec,cameras,episodes,windows,per_file",
+    "codec,cameras,episodes,windows,per_file,lengths",
     [
-        ("av1", CAM1, None, None, 1),
-        ("av1", CAM3, [0, 2, 3], WIN, 2),
-        ("h264", CAM1, [1, 3], WIN, 1),
-        ("hevc", CAM3, None, WIN, 1),
+        ("av1", CAM1, None, None, 1, (7, 5, 9, 4)),
+        ("av1", CAM3, [0, 2, 3, 4], WIN, 3, (7, 1, 9, 2, 3)),
+        ("h264", CAM1, [1, 3, 4], WIN, 2, (7, 3, 9, 1, 5)),
+        ("hevc", CAM3, None, WIN, 2, (7, 2, 9, 4)),
     ],
-    ids=["av1-1cam", "av1-3cam-subset-windows", "h264-bframes-subset-windows", "hevc-3cam-windows"],
+    ids=["av1-1cam", "av1-3cam-packed-subset-windows", "h264-bframes-packed-subset-windows", "hevc-3cam-packed-windows"],
 )
-def test_epoch_equals_mapstyle(make_generated_dataset, codec, cameras, episodes, windows, per_file):
-    root = make_generated_dataset(episode_lengths=(7, 5, 9, 4), codec=codec, cameras=cameras, episodes_per_video_file=per_file)
+def test_epoch_equals_mapstyle(make_generated_dataset, codec, cameras, episodes, windows, per_file, lengths):
+    root = make_generated_dataset(episode_lengths=lengths, codec=codec, cameras=cameras, episodes_per_video_file=per_file)
     _epoch_parity(Path(root), episodes=episodes, delta_timestamps=windows, episode_pool_size=2, prefetch_episodes=1)
 
 
@@ -55,8 +53,9 @@ def test_uint8_and_small_pool(make_generated_dataset):
                   decoded_queue_size=1)
 
 
-def test_real_dataset(testdata):
+def test_real_dataset():
+    """The bundled real G1 dataset (2 episodes, AV1, 480x640): both episodes, with windows."""
     root = Path(__file__).resolve().parents[1] / "data" / "g1_v30"
-    if not (root / "meta" / "info.json").exists():
-        pytest.skip("bundled real dataset data/g1_v30 not present")
-    _epoch_parity(root, episodes=[0], episode_pool_size=1, camera_keys=None)
+    assert (root / "meta" / "info.json").exists(), "bundled real dataset data/g1_v30 missing"
+    _epoch_parity(root, episode_pool_size=2, decode_lookahead=16,
+                  delta_timestamps={"observation.state": [-1 / 30, 0.0], "action": [0.0, 1 / 30]})
