@@ -68,6 +68,11 @@ GIB = 1 << 30
 _SERIAL = itertools.count(1)
 
 
+def _no_nbytes(episode_index: int) -> int:
+    """Stand-in size for planners that only compute states (never build a worker plan)."""
+    raise AssertionError("a state-only planner must not build worker plans")
+
+
 def _gop_cost(local: np.ndarray, key: np.ndarray) -> int:
     """Frames a decoder decodes to return the sorted unique local frames ``local`` in one pass:
     per touched GOP, from its seek point to the last requested frame (presentation order)."""
@@ -418,7 +423,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         lengths = {int(e): int(n) for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
         return Planner(lengths, seed=self.seed, num_workers=int(num_workers), pool_size=self.episode_pool_size,
                        strategy=self.sampling_strategy, byte_budget=max(1, int(self.byte_budget_gb * GIB)),
-                       episode_nbytes=episode_nbytes, decoder_cache_size=self.video_decoder_cache_size,
+                       episode_nbytes=episode_nbytes or _no_nbytes, decoder_cache_size=self.video_decoder_cache_size,
                        repeat=self.repeat, batch_size=self.batch_size or 1, drop_last=self.drop_last)
 
     @property
