@@ -135,8 +135,14 @@ def make_streaming_dataset(cfg: Any) -> TrainingStream:
     probe = StreamingLeRobotDataset(**common)  # metadata only: features + fps for the policy's deltas
     delta_timestamps = resolve_delta_timestamps(cfg.policy, PolicyMeta(probe.meta))
     image_transforms = ImageTransforms(d.image_transforms) if d.image_transforms.enable else None
+    import inspect
+
+    accepted = inspect.signature(StreamingLeRobotDataset.__init__).parameters
+    resume_kw = {k: v for k, v in (("batch_size", int(cfg.batch_size)), ("num_workers", int(cfg.num_workers)),
+                                   ("drop_last", False)) if k in accepted}  # LeRobot's DataLoader settings
     ds = StreamingLeRobotDataset(
         **common,
+        **resume_kw,
         delta_timestamps=delta_timestamps,
         image_transforms=image_transforms,
         max_num_shards=max(1, int(cfg.num_workers)),

@@ -71,6 +71,10 @@ def stream_state_for(dataset: Any, samples: int, settings: dict[str, Any]) -> di
     """The dataset's ``state_dict()`` layout, positioned after ``samples`` consumed samples of
     this rank from the start of the run (epoch 0). Works with the offset layout
     (``epoch/offset``) and the planner layout (``samples/batch_size/num_workers/...``)."""
+    import inspect
+
+    if "samples_consumed" in inspect.signature(dataset.state_dict).parameters:
+        return dict(dataset.state_dict(samples_consumed=int(samples)))  # planner layout, schema-versioned
     state = dict(dataset.state_dict())
     state["epoch"] = 0
     if "samples" in state:
