@@ -1,0 +1,122 @@
+"""``python -m lerobotstream.profile``: stream a dataset through a DataLoader (no model) and report.
+
+Examples::
+
+    python -m lerobotstream.profile --root /data/my_dataset --num-workers 2 --batch-size 8 --steps 50
+    python -m lerobotstream.profile --repo-id lerobot/pusht --steps 100 --json prof.json --plot prof.png
+    python -m lerobotstream.profile --root http://host/ds/ --step-ms 40   # would a 40 ms model step wait?
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from lerobotstream import constants
+
+__all__ = ["main", "run_profile"]
+
+
+def _ints(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    out: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.extend(range(int(a), int(b) + 1))
+        elif part.strip():
+            out.append(int(part))
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m lerobotstream.profile", description=__doc__.splitlines()[0])
+    ap.add_argument("--repo-id", default=None, help="Hub dataset repo id (or the id stored with --root)")
+    ap.add_argument("--root", default=None, help="local folder or URL (http(s)://, hf://) of the dataset")
+    ap.add_argument("--revision", default=None)
+    ap.add_argument("--episodes", default=None, help="episode selection, e.g. 0-9,20")
+    ap.add_argument("--cameras", default=None, help="comma-separated video keys to decode (default: all)")
+    g = ap.add_argument_group("streaming options")
+    g.add_argument("--episode-pool-size", type=int, default=None)
+    g.add_argument("--prefetch-episodes", type=int, default=constants.DEFAULT_PREFETCH_EPISODES)
+    g.add_argument("--byte-budget-gb", type=float, default=constants.DEFAULT_BYTE_BUDGET_GB)
+    g.add_argument("--decode-threads", type=int, default=constants.DEFAULT_DECODE_THREADS)
+    g.add_argument("--decoded-queue-size", type=int, default=constants.DEFAULT_DECODED_QUEUE_SIZE)
+    g.add_argument("--sampling-strategy", default=constants.DEFAULT_SAMPLING_STRATEGY,
+                   choices=constants.SAMPLING_STRATEGIES)
+    g.add_argument("--seed", type=int, default=constants.DEFAULT_SEED)
+    g.add_argument("--device", default="cpu")
+    g.add_argument("--return-uint8", action="store_true")
+    g.add_argument("--delta-timestamps", default=None, help='JSON, e.g. \'{"observation.state": [-0.1, 0]}\'')
+    r = ap.add_argument_group("run")
+    r.add_argument("--num-workers", type=int, default=2)
+    r.add_argument("--batch-size", type=int, default=8)
+    r.add_argument("--steps", type=int, default=50, help="batches to draw (fewer if the epoch ends)")
+    r.add_argument("--step-ms", type=float, default=0.0, help="simulated model step per batch, milliseconds")
+    r.add_argument("--memory-interval-ms", type=float, default=100.0)
+    r.add_argument("--json", default=None, help="write the full report (with series) to this JSON file")
+    r.add_argument("--plot", default=None, help="write throughput/memory/stage figure to this PNG (matplotlib)")
+    r.add_argument("--quiet", action="store_true", help="no terminal table")
+    return ap
+
+
+def run_profile(args: argparse.Namespace) -> dict:
+    """Build the dataset from parsed CLI args, profile it and return the report dict."""
+    from lerobotstream.dataset import StreamingLeRobotDataset
+    from lerobotstream.profile._report import build_report, needed_bytes
+    from lerobotstream.profile._run import profile_dataset
+
+    if args.root is None and args.repo_id is None:
+        raise SystemExit("give --root and/or --repo-id")
+    t0 = time.perf_counter()
+    ds = StreamingLeRobotDataset(
+        args.repo_id, root=args.root, episodes=_ints(args.episodes), revision=args.revision,
+        delta_timestamps=json.loads(args.delta_timestamps) if args.delta_timestamps else None,
+        return_uint8=args.return_uint8, seed=args.seed, episode_pool_size=args.episode_pool_size,
+        prefetch_episodes=args.prefetch_episodes, byte_budget_gb=args.byte_budget_gb,
+        decode_threads=args.decode_threads, decoded_queue_size=args.decoded_queue_size,
+        sampling_strategy=args.sampling_strategy, device=args.device,
+        camera_keys=args.cameras.split(",") if args.cameras else None,
+    )
+    metadata_s = time.perf_counter() - t0
+    raw = profile_dataset(ds, num_workers=args.num_workers, batch_size=args.batch_size, steps=args.steps,
+                          step_s=args.step_ms / 1e3, memory_interval_s=args.memory_interval_ms / 1e3,
+                          metadata_s=metadata_s)
+    config = {"root": args.root, "repo_id": args.repo_id, "num_workers": args.num_workers,
+              "batch_size": args.batch_size, "steps": args.steps, "decode_threads": args.decode_threads,
+              "prefetch_episodes": args.prefetch_episodes, "episode_pool_size": args.episode_pool_size,
+              "cameras": list(ds.video_keys), "episodes": ds.num_episodes}
+    return build_report(raw, ds, config=config, needed=needed_bytes(ds, raw["anchors"]))
+
+
+def _write_json(obj: dict, path: str) -> None:
+    p = Path(path)
+    tmp = p.with_name(p.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=1, default=str))
+    os.replace(tmp, p)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    report = run_profile(args)
+    if not args.quiet:
+        from lerobotstream.profile._report import format_report
+
+        print(format_report(report))
+    if args.json:
+        _write_json(report, args.json)
+    if args.plot:
+        from lerobotstream.profile._plot import plot_report
+
+        plot_report(report, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

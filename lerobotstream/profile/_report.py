@@ -1,0 +1,283 @@
+"""The profile report: raw run measurements → one JSON-able dict → a terminal table.
+
+Report fields (all seconds are wall-clock; per-stage seconds are summed over the threads of every
+process, so they can exceed the run's wall time):
+
+* ``throughput``: ``samples``, ``frames`` (decoded camera frames delivered), ``wall_s``,
+  ``samples_per_s`` / ``frames_per_s`` (whole run), ``steady_samples_per_s`` (after the first batch);
+* ``latency``: ``first_batch_s`` (from ``iter(loader)``: worker start-up, metadata, first fetches),
+  ``batch_wait_p50_ms`` / ``p95`` / ``p99`` / ``mean`` (time ``next(loader)`` blocked, first batch
+  excluded), ``data_wait_fraction`` (summed waits / wall: with ``--step-ms`` set to your model's
+  step, > ~0.05 means the GPU would wait for data);
+* ``stages``: ``seconds`` per stage (see :data:`STAGES`; a stage missing from ``stats()`` is None),
+  ``worker_stage_sum_s`` (all but metadata and the main wait), ``threads_bound`` (processes ×
+  (1 + 2 × decode threads + fetch threads)): ``worker_stage_sum_s <= wall_s × threads_bound``;
+* ``bytes``: ``fetched_bytes`` (everything the workers' source read: MP4 spans, Parquet, gaps),
+  ``requests``, ``span_payload_bytes`` (MP4 span bytes fetched), ``needed_frame_bytes`` (coded size
+  of every distinct camera frame delivered: the least any reader must fetch), ``span_bytes``
+  (GOP-aligned spans of the delivered episodes), ``fetched_over_needed`` (MP4 payload / needed),
+  ``fetched_over_span``, ``total_fetched_over_needed``, ``synthesized_bytes``;
+* ``decoder``: ``opens``, ``fallbacks`` (CUDA → CPU), ``pyav_fallbacks``, ``frames_decoded`` /
+  ``frames_returned`` by the workers (GOP cost of random access), ``sidecar`` (cache/published/built);
+* ``memory``: per process peak RSS/PSS, ``peak_pss_sum_bytes`` (true footprint of the tree),
+  ``peak_rss_sum_bytes`` (double-counts shared pages), series over time;
+* ``cache``: ``byte_budget``, ``peak_reserved_bytes``, series of summed ``reserved_bytes`` /
+  ``resident_bytes`` / fetched bytes per batch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["STAGES", "build_report", "format_report", "needed_bytes"]
+
+STAGES = (
+    ("metadata", "dataset construction: info.json, episodes, tasks (once, main process)"),
+    ("sidecar", "MP4 sidecar lookup/build (once) + derived index open per process"),
+    ("spans", "span planning per (episode, camera) from the index"),
+    ("rows", "Parquet rows of fetched episodes"),
+    ("fetch", "ranged reads of episode payloads (fetch threads)"),
+    ("synthesize", "mini-MP4 synthesis (fetch threads)"),
+    ("decoder_open", "torchcodec decoder construction per (episode, camera)"),
+    ("decode", "frame decode (decode threads)"),
+    ("decode_other", "rest of the decode jobs: waiting for a payload still in flight, bookkeeping"),
+    ("assemble", "item assembly minus transforms (rows, windows, pads, float conversion)"),
+    ("transforms", "image_transforms"),
+    ("worker_queue_wait", "worker's iterating thread waiting for its assembly threads"),
+    ("admit_wait", "admissions waiting for byte-budget room"),
+    ("main_batch_wait", "main process blocked in next(loader): the GPU's wait"),
+)
+"""(name, meaning) of each stage in the breakdown, in pipeline order."""
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    return float(np.percentile(np.asarray(xs, dtype=np.float64), q)) if xs else None
+
+
+def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | None:
+    """Compressed bytes the delivered samples needed, from the MP4 sample tables.
+
+    Args:
+        ds: the dataset (uses ``ds.meta``, ``ds.video_keys``, ``ds.fps``, ``ds.tolerance_s``).
+        anchors: delivered ``(episode_index, frame_index)`` pairs (duplicates allowed).
+
+    Returns:
+        ``{"needed_frame_bytes", "span_bytes", "episodes_touched"}``: the summed coded size of each
+        distinct (camera, episode, frame) sample, and of the GOP-aligned spans
+        (:func:`~lerobotstream.mp4.plan_span`) of each touched (episode, camera); None when the
+        tables cannot be read. Reads the MP4 tables through a separate source (not counted in
+        the run's bytes).
+    """
+    from lerobotstream.mp4 import episode_frame_range, parse_mp4, plan_span
+    from lerobotstream.sources import open_source
+
+    try:
+        root = getattr(ds, "_root_arg", None)
+        src = open_source(root, repo_id=ds.repo_id, revision=ds.revision, repo_type=getattr(ds, "repo_type", "dataset")) \
+            if root is not None or ds.repo_id is not None else ds.meta.source
+    except Exception:  # noqa: BLE001 - a profiler degrades to "unknown", it never hides a run
+        return None
+    by_ep: dict[int, set[int]] = {}
+    for e, f in anchors:
+        by_ep.setdefault(int(e), set()).add(int(f))
+    tables: dict[str, Any] = {}
+    frame_bytes = span_bytes = 0
+    for ep, frames in sorted(by_ep.items()):
+        info = ds.meta.episode(ep)
+        for cam in ds.video_keys:
+            v = info.videos[cam]
+            t = tables.get(v.path)
+            if t is None:
+                t = tables[v.path] = parse_mp4(lambda off, n, p=v.path: src.read(p, off, n), src.size(v.path), path=v.path)
+            a, b = episode_frame_range(t, v.from_timestamp, info.length, ds.fps, ds.tolerance_s)
+            span = plan_span(t, a, b, path=v.path)
+            span_bytes += int(span.byte_stop - span.byte_start)
+            order = np.asarray(t.presentation_order, dtype=np.int64)
+            sizes = np.asarray(t.size, dtype=np.int64)
+            idx = np.clip(a + np.fromiter(frames, dtype=np.int64), a, b - 1)
+            frame_bytes += int(sizes[order[idx]].sum())
+    return {"needed_frame_bytes": frame_bytes, "span_bytes": span_bytes, "episodes_touched": len(by_ep)}
+
+
+def _sum(snaps: list[dict], key: str) -> float | None:
+    vals = [s[key] for s in snaps if s.get(key) is not None]
+    return float(sum(vals)) if vals else None
+
+
+def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, needed: dict | None = None) -> dict:
+    """Turn :func:`~lerobotstream.profile.profile_dataset`'s raw run into the report dict (JSON-able)."""
+    snaps_full = raw.get("snapshots", [])
+    snaps = [s["stats"] for s in snaps_full]
+    waits = list(raw.get("batch_wait_s", []))
+    later = waits[1:]
+    wall = float(raw["wall_s"])
+    samples, frames = int(raw["samples"]), int(raw["frames"])
+    first = raw.get("first_batch_s")
+    first_samples = raw["timeline"][0]["samples"] if raw.get("timeline") else 0
+    steady = (samples - first_samples) / (wall - first) if first is not None and wall > first and samples > first_samples else None
+
+    timed_tf = float(sum(s.get("transforms_s", 0.0) for s in snaps_full))  # TimedTransform, every thread
+    stats_tf = _sum(snaps, "transforms_s") or 0.0  # the dataset's own (main-thread transforms only)
+    transforms_s = max(timed_tf, stats_tf)
+    open_s, decode_s = _sum(snaps, "open_s"), _sum(snaps, "decode_s")
+    assemble_s = _sum(snaps, "assemble_s")
+    if assemble_s is not None:
+        assemble_s = max(0.0, assemble_s - max(0.0, timed_tf - stats_tf))
+    job_s = _sum(snaps, "decode_job_s")
+    decode_other = None if job_s is None else max(0.0, job_s - (open_s or 0.0) - (decode_s or 0.0))
+    once = lambda k: max((float(s[k]) for s in snaps if s.get(k) is not None), default=None)  # noqa: E731
+    metadata = once("metadata_s")
+    sidecar = once("sidecar_s")
+    index_open = _sum(snaps, "index_open_s")
+    if sidecar is not None or index_open is not None:
+        sidecar = (sidecar or 0.0) + (index_open or 0.0)
+    stages: dict[str, float | None] = {
+        "metadata": metadata if metadata is not None else raw.get("metadata_s"),
+        "sidecar": sidecar,
+        "spans": _sum(snaps, "spans_s"),
+        "rows": _sum(snaps, "parquet_s"),
+        "fetch": _sum(snaps, "fetch_s"),
+        "synthesize": _sum(snaps, "synthesize_s"),
+        "decoder_open": open_s,
+        "decode": decode_s,
+        "decode_other": decode_other,
+        "assemble": assemble_s,
+        "transforms": transforms_s,
+        "worker_queue_wait": _sum(snaps, "queue_wait_s"),
+        "admit_wait": _sum(snaps, "admit_wait_s"),
+        "main_batch_wait": float(sum(waits)),
+    }
+    worker_stage_sum = float(sum(v for k, v in stages.items() if v is not None and k not in ("metadata", "main_batch_wait")))
+    decode_threads = int(getattr(ds, "decode_threads", 1) or 1) if ds is not None else 1
+    fetch_threads = max(1, min(8, int(getattr(ds, "prefetch_episodes", 7)) + 1)) if ds is not None else 8
+    nproc = max(1, len(snaps_full))
+    # iterating thread + decode pool + assembly pool + the cache's fetch pool, per process
+    threads_bound = nproc * (1 + 2 * decode_threads + fetch_threads)
+
+    fetched = int(sum(int(s.get("bytes_fetched", s.get("source", {}).get("bytes_read", 0))) for s in snaps))
+    requests = int(sum(int(s.get("source", {}).get("requests", 0)) for s in snaps))
+    nb: dict[str, Any] = {"fetched_bytes": fetched, "requests": requests,
+                          "retries": int(sum(int(s.get("source", {}).get("retries", 0)) for s in snaps)),
+                          "synthesized_bytes": int(sum(int(s.get("cache", {}).get("payload_bytes", 0)) for s in snaps)),
+                          "span_payload_bytes": int(sum(int(s.get("bytes_needed", 0)) for s in snaps)),
+                          "metadata_fetched_bytes": int(sum(int(s.get("metadata_source", {}).get("bytes_read", 0))
+                                                            for s in snaps)),
+                          "episode_fetches": int(sum(int(s.get("cache", {}).get("fetches", 0)) for s in snaps))}
+    if needed:
+        nb.update(needed)
+        video = nb["span_payload_bytes"] or fetched
+        nb["fetched_over_needed"] = video / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
+        nb["fetched_over_span"] = video / needed["span_bytes"] if needed.get("span_bytes") else None
+        nb["total_fetched_over_needed"] = fetched / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
+
+    mem = raw.get("memory", {})
+    tl = raw.get("timeline", [])
+    report = {
+        "config": dict(config or {}),
+        "throughput": {
+            "samples": samples, "frames": frames, "wall_s": wall, "steps": int(raw.get("steps", len(waits))),
+            "samples_per_s": samples / wall if wall > 0 else None,
+            "frames_per_s": frames / wall if wall > 0 else None,
+            "steady_samples_per_s": steady,
+            "steady_frames_per_s": steady * frames / samples if steady and samples else None,
+        },
+        "latency": {
+            "first_batch_s": first,
+            "batch_wait_p50_ms": None if not later else 1e3 * _pct(later, 50),
+            "batch_wait_p95_ms": None if not later else 1e3 * _pct(later, 95),
+            "batch_wait_p99_ms": None if not later else 1e3 * _pct(later, 99),
+            "batch_wait_mean_ms": None if not later else 1e3 * float(np.mean(later)),
+            "data_wait_fraction": float(sum(waits)) / wall if wall > 0 else None,
+            "simulated_step_s": raw.get("step_s", 0.0),
+        },
+        "stages": {"seconds": stages, "worker_stage_sum_s": worker_stage_sum, "threads_bound": threads_bound,
+                   "processes": nproc, "meaning": dict(STAGES)},
+        "bytes": nb,
+        "decoder": {"opens": int(sum(int(s.get("decoder_opens", 0)) for s in snaps)),
+                    "fallbacks": int(sum(int(s.get("decoder_fallbacks", 0)) for s in snaps)),
+                    "pyav_fallbacks": int(sum(int(s.get("pyav_fallbacks", 0)) for s in snaps)),
+                    "frames_decoded": int(sum(int(s.get("frames_decoded", 0)) for s in snaps)),
+                    "frames_returned": int(sum(int(s.get("frames_returned", 0)) for s in snaps)),
+                    "sidecar": next((s.get("sidecar") for s in snaps if s.get("sidecar")), None)},
+        "memory": mem,
+        "cache": {
+            "byte_budget": int(sum(int(s.get("byte_budget", 0)) for s in snaps)),
+            "peak_reserved_bytes": int(sum(int(s.get("cache", {}).get("peak_reserved_bytes", 0)) for s in snaps)),
+            "series": {"t_s": [p["t_s"] for p in tl], "reserved_bytes": [p["reserved_bytes"] for p in tl],
+                       "resident_bytes": [p["resident_bytes"] for p in tl],
+                       "bytes_fetched": [p["bytes_fetched"] for p in tl], "samples": [p["samples"] for p in tl]},
+        },
+        "per_process": [{"pid": s["pid"], "worker": s["worker"], **{k: v for k, v in s["stats"].items()}} for s in snaps_full],
+    }
+    return report
+
+
+def _mib(n: float | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def _f(x: float | None, fmt: str = ".1f", unit: str = "") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:{fmt}}{unit}"
+
+
+def format_report(r: dict) -> str:
+    """The report as a readable terminal table."""
+    th, la, st, by, de, me, ca = (r["throughput"], r["latency"], r["stages"], r["bytes"], r["decoder"], r["memory"], r["cache"])
+    cfg = r.get("config", {})
+    lines = []
+    if cfg:
+        lines.append("config: " + ", ".join(f"{k}={v}" for k, v in cfg.items()))
+    lines.append("")
+    lines.append("throughput")
+    lines.append(f"  samples/s            {_f(th['samples_per_s'])}   (steady, after first batch: {_f(th['steady_samples_per_s'])})")
+    lines.append(f"  frames decoded/s     {_f(th['frames_per_s'])}   (steady: {_f(th['steady_frames_per_s'])})")
+    lines.append(f"  samples / frames     {th['samples']} / {th['frames']} in {th['steps']} batches, {_f(th['wall_s'], '.2f', ' s')}")
+    lines.append("latency")
+    lines.append(f"  time to first batch  {_f(la['first_batch_s'], '.3f', ' s')}")
+    lines.append(f"  batch wait p50/p95/p99  {_f(la['batch_wait_p50_ms'], '.2f')} / {_f(la['batch_wait_p95_ms'], '.2f')} / "
+                 f"{_f(la['batch_wait_p99_ms'], '.2f')} ms")
+    lines.append(f"  data-wait fraction   {_f(la['data_wait_fraction'], '.3f')}" +
+                 (f"   (simulated step {la['simulated_step_s'] * 1e3:.1f} ms)" if la.get("simulated_step_s") else
+                  "   (no model: 1.0 means the loader is the only work)"))
+    lines.append(f"stages (seconds summed over {st['processes']} process(es) and their threads; bound "
+                 f"{st['threads_bound']} threads x wall)")
+    total = sum(v for v in st["seconds"].values() if v)
+    for name, _meaning in STAGES:
+        v = st["seconds"].get(name)
+        share = "" if v is None or total <= 0 else f"{100 * v / total:5.1f}%"
+        lines.append(f"  {name:<18} {_f(v, '9.3f', ' s'):>12}  {share}")
+    lines.append("bytes")
+    lines.append(f"  fetched              {_mib(by['fetched_bytes'])} in {by['requests']} requests ({by.get('retries', 0)} retries; "
+                 f"MP4 payload {_mib(by.get('span_payload_bytes'))}, rest Parquet/other)")
+    if "needed_frame_bytes" in by:
+        lines.append(f"  needed (coded frames delivered) {_mib(by['needed_frame_bytes'])}; GOP spans of "
+                     f"{by['episodes_touched']} episodes {_mib(by['span_bytes'])}")
+        lines.append(f"  MP4 payload fetched / needed {_f(by.get('fetched_over_needed'), '.2f', 'x')}   "
+                     f"/ spans of delivered episodes {_f(by.get('fetched_over_span'), '.2f', 'x')}   "
+                     f"(all bytes / needed {_f(by.get('total_fetched_over_needed'), '.2f', 'x')}; > spans = prefetch ahead)")
+    lines.append(f"decoder opens / fallbacks  {de['opens']} / {de['fallbacks']} (PyAV {de['pyav_fallbacks']}); "
+                 f"frames decoded / returned by workers {de['frames_decoded']} / {de['frames_returned']}; "
+                 f"sidecar: {de['sidecar']}")
+    lines.append("memory (peak)")
+    for p in me.get("processes", []):
+        lines.append(f"  {p['role']:<10} pid {p['pid']:<8} RSS {_mib(p['peak_rss_bytes']):>12}   PSS {_mib(p['peak_pss_bytes']):>12}")
+    if me.get("available"):
+        lines.append(f"  all processes        PSS sum {_mib(me['peak_pss_sum_bytes'])} (true footprint); "
+                     f"RSS sum {_mib(me['peak_rss_sum_bytes'])} (double-counts shared pages)")
+    else:
+        lines.append("  /proc/<pid>/smaps_rollup unavailable: no RSS/PSS")
+    ser = ca["series"]
+    lines.append(f"byte cache  budget {_mib(ca['byte_budget'])}, peak reserved {_mib(ca['peak_reserved_bytes'])}, "
+                 f"last reserved {_mib(ser['reserved_bytes'][-1] if ser['reserved_bytes'] else None)}, "
+                 f"last resident {_mib(ser['resident_bytes'][-1] if ser['resident_bytes'] else None)}")
+    return "\n".join(lines)

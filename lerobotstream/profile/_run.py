@@ -1,0 +1,191 @@
+"""One profiled run: the streaming dataset through a real DataLoader, no model, with its stats.
+
+Side channel: the dataset is wrapped in :class:`ProfiledStream`, which (in whichever process
+iterates it: a DataLoader worker or the main process) adds to every item one JSON string under
+:data:`STATS_KEY` holding that process's ``ds.stats()`` snapshot, its pid, worker id and wall
+clock. ``default_collate`` turns the strings into a list; the main process pops it before the
+"model" sees the batch and keeps the latest snapshot per pid. No dataset hook is needed, and the
+last batch a worker delivered carries that worker's counters up to the moment it was produced.
+Memory is sampled by the main process from ``/proc`` (:mod:`lerobotstream.profile._memory`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from lerobotstream.profile._memory import MemorySampler
+
+__all__ = ["STATS_KEY", "ProfiledStream", "TimedTransform", "profile_dataset", "RawRun"]
+
+STATS_KEY = "__lrs_stats__"
+"""Batch key of the per-item stats snapshots (JSON strings); removed before the batch is returned."""
+
+_TRANSFORM_S = [0.0]  # per process: seconds spent in TimedTransform
+_TRANSFORM_LOCK = threading.Lock()
+
+
+class TimedTransform:
+    """Wrap an image transform to count its seconds (per process, summed over decode threads)."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        self.fn = fn
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        t0 = time.perf_counter()
+        try:
+            return self.fn(x)
+        finally:
+            dt = time.perf_counter() - t0
+            with _TRANSFORM_LOCK:
+                _TRANSFORM_S[0] += dt
+
+
+class ProfiledStream(IterableDataset):
+    """Iterate ``ds`` and attach a stats snapshot (JSON str) to each item under :data:`STATS_KEY`."""
+
+    def __init__(self, ds: Any) -> None:
+        super().__init__()
+        self.ds = ds
+
+    def __iter__(self):
+        info = get_worker_info()
+        worker = None if info is None else int(info.id)
+        pid = os.getpid()
+        for item in self.ds:
+            snap = {"pid": pid, "worker": worker, "wall_s": time.time(), "stats": self.ds.stats(),
+                    "transforms_s": _TRANSFORM_S[0]}
+            item[STATS_KEY] = json.dumps(snap, default=_jsonable)
+            yield item
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    return str(x)
+
+
+def _batch_size(batch: Any) -> int:
+    if isinstance(batch, dict):
+        for k in ("index", "frame_index", "episode_index"):
+            v = batch.get(k)
+            if isinstance(v, torch.Tensor) and v.ndim >= 1:
+                return int(v.shape[0])
+        for v in batch.values():
+            if isinstance(v, torch.Tensor) and v.ndim >= 1:
+                return int(v.shape[0])
+            if isinstance(v, list):
+                return len(v)
+    return 1
+
+
+class RawRun(dict):
+    """Raw measurements of one run (a dict; :func:`lerobotstream.profile._report.build_report` reads it)."""
+
+
+def profile_dataset(
+    ds: Any,
+    *,
+    num_workers: int = 2,
+    batch_size: int = 8,
+    steps: int = 50,
+    step_s: float = 0.0,
+    memory_interval_s: float = 0.1,
+    metadata_s: float | None = None,
+) -> RawRun:
+    """Run ``ds`` through ``DataLoader(batch_size, num_workers)`` for ``steps`` batches, no model.
+
+    Args:
+        ds: a :class:`~lerobotstream.StreamingLeRobotDataset` (anything iterable with ``stats()``).
+        num_workers: DataLoader worker processes (0: iterate in this process).
+        batch_size: items per batch.
+        steps: batches to draw (fewer if the epoch ends first).
+        step_s: simulated model step, seconds slept after each batch (0: none).
+        memory_interval_s: seconds between RSS/PSS samples.
+        metadata_s: seconds the caller spent constructing ``ds`` (reported as the metadata stage).
+
+    Returns:
+        RawRun: ``wall_s``, ``first_batch_s``, ``batch_wait_s`` (list, s), ``batch_t_s`` (end time of
+        each batch, s since start), ``samples``, ``frames``, ``anchors`` ((episode, frame) pairs
+        delivered), ``snapshots`` (latest ``stats()`` per pid), ``timeline`` (per batch: cumulated
+        samples/frames, reserved/resident/fetched bytes summed over pids), ``memory``.
+    """
+    if ds.image_transforms is not None and not isinstance(ds.image_transforms, TimedTransform):
+        ds.image_transforms = TimedTransform(ds.image_transforms)
+    video_keys = list(getattr(ds, "video_keys", []))
+    loader = DataLoader(ProfiledStream(ds), batch_size=batch_size, num_workers=num_workers,
+                        persistent_workers=False)
+    pids: dict[int, str] = {os.getpid(): "main"}
+    latest: dict[int, dict] = {}
+    waits: list[float] = []
+    t_end: list[float] = []
+    timeline: list[dict] = []
+    anchors: list[tuple[int, int]] = []
+    samples = frames = 0
+    t0 = time.perf_counter()
+    wall0 = time.time()
+    holder: list[Any] = [None]  # the loader iterator, visible to the sampler thread
+
+    def current_pids() -> dict[int, str]:
+        it = holder[0]
+        if it is not None:
+            for i, w in enumerate(getattr(it, "_workers", []) or []):
+                if getattr(w, "pid", None):
+                    pids.setdefault(int(w.pid), f"worker {i}")
+        return dict(pids)
+
+    with MemorySampler(current_pids, interval_s=memory_interval_s, t0=t0) as mem:
+        it = holder[0] = iter(loader)
+        try:
+            for _ in range(int(steps)):
+                tb = time.perf_counter()
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                now = time.perf_counter()
+                waits.append(now - (t0 if not waits else tb))
+                t_end.append(now - t0)
+                for s in batch.pop(STATS_KEY, []):
+                    snap = json.loads(s)
+                    latest[int(snap["pid"])] = snap
+                    if int(snap["pid"]) != os.getpid():
+                        pids.setdefault(int(snap["pid"]), f"worker {snap['worker']}")
+                n = _batch_size(batch)
+                samples += n
+                for k in video_keys:
+                    v = batch.get(k)
+                    if isinstance(v, torch.Tensor):
+                        frames += int(np.prod(v.shape[:-3]))
+                ep, fr = batch.get("episode_index"), batch.get("frame_index")
+                if isinstance(ep, torch.Tensor) and isinstance(fr, torch.Tensor):
+                    anchors.extend(zip(ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
+                snaps = [x["stats"] for x in latest.values()]
+                timeline.append({
+                    "t_s": now - t0, "samples": samples, "frames": frames,
+                    "reserved_bytes": sum(int(x.get("reserved_bytes", 0)) for x in snaps),
+                    "resident_bytes": sum(int(x.get("resident_bytes", 0)) for x in snaps),
+                    "bytes_fetched": sum(int(x.get("source", {}).get("bytes_read", 0)) for x in snaps),
+                })
+                del batch
+                if step_s > 0:
+                    time.sleep(step_s)
+        finally:
+            wall = time.perf_counter() - t0
+            holder[0] = None
+            del it
+    return RawRun(
+        wall_s=wall, wall_start=wall0, first_batch_s=waits[0] if waits else None, batch_wait_s=waits,
+        batch_t_s=t_end, samples=samples, frames=frames, anchors=anchors, snapshots=list(latest.values()),
+        timeline=timeline, memory=mem.summary(), num_workers=int(num_workers), batch_size=int(batch_size),
+        steps=len(waits), step_s=float(step_s), metadata_s=metadata_s, video_keys=video_keys,
+    )
