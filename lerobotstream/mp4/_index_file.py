@@ -6,25 +6,36 @@ converted into **one** file under ``$HF_LEROBOT_HOME/streaming-indexes/`` whose 
 content digest (its *generation*). Every process maps that file read-only, so ranks on one node
 share the page cache, and only the pages of the sources a process touches are ever faulted in.
 
-File layout (all integers little-endian)::
+File layout (format 2; all integers little-endian)::
 
-    [8  magic b"LRSIDX\\x03\\x01"] [pad to 64]
-    [array blocks, each 64-byte aligned]                  (absolute offsets in the JSON header)
-    [JSON header, UTF-8]
+    [8  magic b"LRSIDX\x03\x02"] [pad to 64]
+    [array blocks, each 64-byte aligned]                  (absolute offsets in the records)
+    [per-source records: one JSON object per source, concatenated]
+    [u64 record_offsets (F+1)] [paths: UTF-8, concatenated] [u64 path_offsets (F+1)]
+    [top JSON header, UTF-8]                              (format, generation, manifest, where
+                                                           the tables above lie; O(1) in F)
     [u64 json_offset] [u64 json_nbytes] [8 magic]         (trailer: the last 24 bytes)
 
-Each array of a source is stored in one of three encodings:
+Opening parses only the small top header; a source's record (scalars and array specs) is parsed
+and validated the first time that source is used, so opening costs O(1) in the number of sources.
+
+Each array of a source is stored in one of these encodings:
 
 ``plain``  the values in the smallest exact integer dtype (uint8, uint16, uint32, int32, int64);
-           ``pts_s`` is always float64 and ``is_sync`` is a dense uint8 (viewed as bool).
-``const``  every value equal: the value is stored once (in the JSON header) and exposed as a
+           ``pts_s`` is float64 and ``is_sync`` is a dense uint8 (viewed as bool).
+``const``  every value equal: the value is stored once (in the record) and exposed as a
            read-only ``np.broadcast_to`` view of the logical length (constant composition offset,
            constant size...).
 ``arith``  an arithmetic progression ``first + i * step`` (constant sample duration → DTS; a constant
-           byte stride → offsets; identity presentation order): two integers in the header, the
-           array is materialised lazily, once per process, only for a source that is used.
-``derived`` (``pts_s`` only) computed from ``pts_ticks`` on first use, with the same exact formula
-           as a stored one (used when ``pts_ticks`` is itself ``const``/``arith``).
+           byte stride → offsets; identity presentation order). For a source of more than
+           ``SHARED_MIN_SAMPLES`` samples the record names a **shared progression block**: one block
+           per ``(dtype, first, step)`` holding the longest such progression, of which every source
+           with that key maps a prefix (zero-copy, page cache shared by every process of a node).
+           Smaller sources keep only ``first``/``step`` and materialise the array lazily (at most
+           ``SHARED_MIN_SAMPLES`` values per used source and process).
+``derived`` (``pts_s`` only) computed from ``pts_ticks`` with the same exact formula as a stored one;
+           for an ``arith`` ``pts_ticks`` of a large source it is stored once per
+           ``(first, step, timescales, empty edit)`` in a shared float64 block (a prefix view).
 
 Consumers must not assume int64: every view is read-only and its dtype is the stored one.
 """
@@ -63,8 +74,11 @@ def member_name(source_id: int, field: str) -> str:
 
 
 # --- derived file format ----------------------------------------------------------------------
-INDEX_MAGIC = b"LRSIDX\x03\x01"
-INDEX_FORMAT = 1
+INDEX_MAGIC = b"LRSIDX\x03\x02"
+INDEX_FORMAT = 2
+#: sources with more samples than this map their ``arith``/``derived`` arrays from shared blocks
+SHARED_MIN_SAMPLES = 4096
+_U64 = np.dtype("<u8")
 _ALIGN = 64
 _TRAILER = struct.Struct("<QQ8s")
 #: candidate storage dtypes, smallest first (the brief's exact list)
@@ -238,7 +252,8 @@ _SCALAR_KEYS = SCALAR_KEYS
 
 def _convert(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, out: io.BufferedWriter,
              npz_path: str) -> None:
-    """Write the derived index for an open NPZ into the file object ``out`` (source by source)."""
+    """Write the derived index (format 2) for an open NPZ into the file object ``out``, source by
+    source (only one source's arrays are in memory at a time)."""
     out.write(INDEX_MAGIC)
     pos = len(INDEX_MAGIC)
 
@@ -249,16 +264,25 @@ def _convert(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, out
             out.write(b"\0" * pad)
             pos += pad
 
-    def put(block: np.ndarray) -> int:
+    def put(block: np.ndarray | bytes) -> int:
         nonlocal pos
         pad_to_align()
         start = pos
-        data = np.ascontiguousarray(block).tobytes()
+        data = block if isinstance(block, bytes) else np.ascontiguousarray(block).tobytes()
         out.write(data)
         pos += len(data)
         return start
 
-    sources_out = []
+    # shared blocks: key -> longest count; specs that refer to a key get their offset at the end
+    shared_len: dict[tuple, int] = {}
+    shared_refs: dict[tuple, list[dict[str, Any]]] = {}
+
+    def share(key: tuple, spec: dict[str, Any]) -> None:
+        shared_len[key] = max(shared_len.get(key, 0), int(spec["count"]))
+        shared_refs.setdefault(key, []).append(spec)
+
+    records: list[bytes] = []
+    paths: list[str] = []
     for sid, src in enumerate(manifest["sources"]):
         arrays = {}
         for f in CANONICAL_FIELDS:
@@ -278,6 +302,7 @@ def _convert(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, out
         cts = arrays["cts_ticks"].astype(np.int64)
         pts_ticks = dts + cts - media_time
         is_sync = arrays["is_sync"].astype(bool)
+        shared = n > SHARED_MIN_SAMPLES
         specs: dict[str, Any] = {}
         for f, a in (("offset", arrays["offset"]), ("size", arrays["size"]), ("dts_ticks", dts),
                      ("cts_ticks", cts), ("pts_ticks", pts_ticks),
@@ -285,6 +310,8 @@ def _convert(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, out
             spec, block = encode_int_array(a)
             if block is not None:
                 spec["offset"] = put(block)
+            elif spec["enc"] == "arith" and shared:
+                share(("int", spec["dtype"], spec["first"], spec["step"]), spec)
             specs[f] = spec
         # sync samples stay dense: a bool per sample plus the sorted list of sync indices
         specs["is_sync"] = {"enc": "plain", "count": n, "dtype": "|u1", "offset": put(is_sync.astype(np.uint8))}
@@ -292,19 +319,56 @@ def _convert(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, out
         sdt = minimal_int_dtype(0, max(n - 1, 0))
         specs["sync_samples"] = {"enc": "plain", "count": int(sync_idx.shape[0]), "dtype": sdt.str,
                                  "offset": put(sync_idx.astype(sdt))}
-        if specs["pts_ticks"]["enc"] == "plain":
-            pts_s = pts_seconds(pts_ticks, src["media_timescale"], src.get("movie_timescale", 1),
-                                src.get("empty_edit_movie_ticks", 0))
+        pspec = specs["pts_ticks"]
+        timing = (int(src["media_timescale"]), int(src.get("movie_timescale") or 1),
+                  int(src.get("empty_edit_movie_ticks") or 0))
+        if pspec["enc"] == "plain":
+            pts_s = pts_seconds(pts_ticks, *timing)
             specs["pts_s"] = {"enc": "plain", "count": n, "dtype": "<f8", "offset": put(pts_s)}
+        elif pspec["enc"] == "arith" and shared:
+            specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
+            share(("pts_s", pspec["first"], pspec["step"], *timing), specs["pts_s"])
         else:
             specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
         entry = {k: src.get(k) for k in ("path", "size", "fingerprint", "stsd_b64", "ftyp_b64", *_SCALAR_KEYS)}
         entry["num_samples"] = n
         entry["arrays"] = specs
-        sources_out.append(entry)
+        records.append(entry)  # type: ignore[arg-type]  (serialised after the shared blocks)
+        paths.append(str(src.get("path")))
+    # shared progression blocks: the longest progression of each key, once
+    for key, count in shared_len.items():
+        if key[0] == "int":
+            _, dt, first, step = key
+            block = (np.arange(count, dtype=np.int64) * int(step) + int(first)).astype(np.dtype(dt))
+        else:
+            _, first, step, media_ts, movie_ts, empty = key
+            block = pts_seconds(np.arange(count, dtype=np.int64) * int(step) + int(first), media_ts, movie_ts, empty)
+        off = put(block)
+        for spec in shared_refs[key]:
+            spec["offset"] = off
+            spec["shared"] = True
+    data_end = pos
+    rec_offsets = np.empty(len(records) + 1, dtype=_U64)
+    rec_offsets[0] = pos
+    for i, entry in enumerate(records):
+        blob = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        out.write(blob)
+        pos += len(blob)
+        rec_offsets[i + 1] = pos
+    rec_table = put(rec_offsets)
+    path_offsets = np.empty(len(paths) + 1, dtype=_U64)
+    path_offsets[0] = pos
+    for i, p in enumerate(paths):
+        b = p.encode("utf-8")
+        out.write(b)
+        pos += len(b)
+        path_offsets[i + 1] = pos
+    path_table = put(path_offsets)
     pad_to_align()
     header = {"format": INDEX_FORMAT, "generation": generation, "npz": os.path.basename(npz_path),
-              "manifest": {k: v for k, v in manifest.items() if k != "sources"}, "sources": sources_out}
+              "manifest": {k: v for k, v in manifest.items() if k != "sources"},
+              "num_sources": len(records), "data_end": data_end, "records": rec_table, "paths": path_table,
+              "paths_sorted": all(paths[i] < paths[i + 1] for i in range(len(paths) - 1))}
     blob = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
     json_offset = pos
     out.write(blob)
@@ -312,10 +376,10 @@ def _convert(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, out
 
 
 def _parse_header(buf: mmap.mmap | bytes, path: str) -> dict[str, Any]:
-    """Validate the derived file's framing and return its JSON header.
+    """Validate the derived file's framing and return its top JSON header (O(1) in sources).
 
     Raises:
-        SidecarSchemaError: bad magic, trailer, JSON, or an array block outside the file.
+        SidecarSchemaError: bad magic, trailer, JSON, format, or source tables outside the file.
     """
     total = len(buf)
     if total < len(INDEX_MAGIC) + _TRAILER.size or bytes(buf[: len(INDEX_MAGIC)]) != INDEX_MAGIC:
@@ -327,23 +391,45 @@ def _parse_header(buf: mmap.mmap | bytes, path: str) -> dict[str, Any]:
         header = json.loads(bytes(buf[json_offset: json_offset + json_nbytes]).decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise SidecarSchemaError(f"{path}: derived index header is not JSON: {e}", path=path) from e
-    if not isinstance(header, dict) or header.get("format") != INDEX_FORMAT or not isinstance(header.get("sources"), list):
-        raise SidecarSchemaError(f"{path}: derived index format {header.get('format')!r} unsupported", path=path)
-    for src in header["sources"]:
-        n = int(src["num_samples"])
-        for name in _INDEX_FIELDS:
-            spec = src["arrays"].get(name)
-            if spec is None or spec.get("dtype") not in _ALLOWED_DTYPES:
-                raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} missing or bad dtype", path=path)
-            if name != "sync_samples" and int(spec["count"]) != n:
-                raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} has a wrong length", path=path)
-            if spec["enc"] == "plain":
-                off, itemsize = int(spec["offset"]), np.dtype(spec["dtype"]).itemsize
-                if off % itemsize or off < len(INDEX_MAGIC) or off + itemsize * int(spec["count"]) > json_offset:
-                    raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} lies outside the data", path=path)
-            elif spec["enc"] not in ("const", "arith", "derived"):
-                raise SidecarSchemaError(f"{path}: unknown encoding {spec['enc']!r}", path=path)
+    if not isinstance(header, dict) or header.get("format") != INDEX_FORMAT:
+        got = header.get("format") if isinstance(header, dict) else None
+        raise SidecarSchemaError(f"{path}: derived index format {got!r} unsupported", path=path)
+    try:
+        nsrc = int(header["num_sources"])
+        data_end = int(header["data_end"])
+        tables = (int(header["records"]), int(header["paths"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise SidecarSchemaError(f"{path}: derived index header lacks its source tables", path=path) from e
+    if nsrc < 0 or not len(INDEX_MAGIC) <= data_end <= json_offset:
+        raise SidecarSchemaError(f"{path}: derived index header is inconsistent", path=path)
+    for off in tables:
+        if off % 8 or off < data_end or off + 8 * (nsrc + 1) > json_offset:
+            raise SidecarSchemaError(f"{path}: derived index source table lies outside the file", path=path)
+    header["_json_offset"] = json_offset
     return header
+
+
+def _check_record(src: dict[str, Any], data_end: int, path: str) -> None:
+    """Validate one source record's array specs against the data region.
+
+    Raises:
+        SidecarSchemaError: a missing array, a bad dtype or length, or a block outside the data.
+    """
+    n = int(src["num_samples"])
+    for name in _INDEX_FIELDS:
+        spec = src["arrays"].get(name)
+        if spec is None or spec.get("dtype") not in _ALLOWED_DTYPES:
+            raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} missing or bad dtype", path=path)
+        if name != "sync_samples" and int(spec["count"]) != n:
+            raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} has a wrong length", path=path)
+        if spec["enc"] not in ("plain", "const", "arith", "derived"):
+            raise SidecarSchemaError(f"{path}: unknown encoding {spec['enc']!r}", path=path)
+        if "offset" in spec:
+            off, itemsize = int(spec["offset"]), np.dtype(spec["dtype"]).itemsize
+            if off % itemsize or off < len(INDEX_MAGIC) or off + itemsize * int(spec["count"]) > data_end:
+                raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} lies outside the data", path=path)
+        elif spec["enc"] == "plain":
+            raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} has no offset", path=path)
 
 
 class Mp4Index:
@@ -372,10 +458,16 @@ class Mp4Index:
         self._buf = np.frombuffer(self._mmap, dtype=np.uint8)  # read-only: ACCESS_READ
         self.generation: str = self._header["generation"]
         self.manifest: dict[str, Any] = self._header["manifest"]
-        self._sources: list[dict[str, Any]] = self._header["sources"]
-        self.paths: list[str] = [s["path"] for s in self._sources]
-        self._ids = {p: i for i, p in enumerate(self.paths)}
-        self._tables: dict[int, MappedSampleTable] = {}
+        self._num_sources = int(self._header["num_sources"])
+        self._data_end = int(self._header["data_end"])
+        n1 = self._num_sources + 1
+        self._rec_off = self._buf[self._header["records"]: self._header["records"] + 8 * n1].view(_U64)
+        self._path_off = self._buf[self._header["paths"]: self._header["paths"] + 8 * n1].view(_U64)
+        self._paths_sorted = bool(self._header.get("paths_sorted"))
+        self._paths: list[str] | None = None
+        self._ids: dict[str, int] | None = None
+        self._records: dict[int, dict[str, Any]] = {}
+        self._tables: dict[int, Any] = {}
         self._lock = threading.Lock()
 
     # --- construction ----------------------------------------------------------------------------
@@ -391,7 +483,10 @@ class Mp4Index:
             lock_timeout_s: how long to wait for another process converting the same sidecar.
 
         Returns:
-            Mp4Index mapped from ``<index_dir>/mp4-s3-<generation[:32]>.idx``.
+            Mp4Index mapped from ``<index_dir>/mp4-s3-f2-<generation[:32]>.idx``. A warm open
+            (derived file present, NPZ unchanged since: same path, inode, size and mtime) reads
+            the generation from a small ``.gen`` note next to it instead of the NPZ's central
+            directory.
 
         Raises:
             SidecarSchemaError: the NPZ is not a readable schema-3 sidecar.
@@ -404,6 +499,11 @@ class Mp4Index:
 
             index_dir = constants.INDEX_DIR
         index_dir = Path(index_dir)
+        known = _cached_generation(npz_path, index_dir)
+        if known is not None:  # warm open: no ZIP central directory, no manifest read
+            existing = cls._try_open(index_dir / _index_name(known), known)
+            if existing is not None:
+                return existing
         try:
             zf = zipfile.ZipFile(npz_path)
         except FileNotFoundError:
@@ -412,9 +512,10 @@ class Mp4Index:
             raise SidecarSchemaError(f"{npz_path}: not a readable sidecar archive: {e}", path=npz_path) from e
         with zf:
             generation = npz_generation(zf)
-            target = index_dir / f"mp4-s3-{generation[:32]}.idx"
+            target = index_dir / _index_name(generation)
             existing = cls._try_open(target, generation)
             if existing is not None:
+                _remember_generation(npz_path, index_dir, generation)
                 return existing
             manifest = read_manifest(zf, npz_path)
             try:
@@ -453,6 +554,7 @@ class Mp4Index:
                         f"cannot write the derived MP4 index in {index_dir}: {e.strerror}; check permissions and "
                         "free space in HF_LEROBOT_HOME (or set LEROBOTSTREAM_INDEX_DIR)", path=str(index_dir)) from e
                 raise
+        _remember_generation(npz_path, index_dir, generation)
         return cls(target)
 
     @classmethod
@@ -473,18 +575,65 @@ class Mp4Index:
     # --- lookups ---------------------------------------------------------------------------------
     @property
     def num_sources(self) -> int:
-        return len(self._sources)
+        return self._num_sources
+
+    @property
+    def paths(self) -> list[str]:
+        """Source paths (relative to the dataset root), by source id (built on first access)."""
+        if self._paths is None:
+            self._paths = [self._path(i) for i in range(self._num_sources)]
+        return self._paths
+
+    @property
+    def _sources(self) -> "_Records":
+        """Per-source records by id, parsed on access (for tools that inspect array specs)."""
+        return _Records(self)
+
+    def _path(self, source_id: int) -> str:
+        a, b = int(self._path_off[source_id]), int(self._path_off[source_id + 1])
+        return bytes(self._mmap[a:b]).decode("utf-8")
+
+    def _record(self, source_id: int) -> dict[str, Any]:
+        """The parsed, validated record of one source (cached)."""
+        rec = self._records.get(source_id)
+        if rec is not None:
+            return rec
+        if not 0 <= source_id < self._num_sources:
+            raise IndexError(f"source id {source_id} outside [0, {self._num_sources}) in {self.index_path}")
+        a, b = int(self._rec_off[source_id]), int(self._rec_off[source_id + 1])
+        where = str(self.index_path)
+        if not self._data_end <= a <= b <= self._header["_json_offset"]:
+            raise SidecarSchemaError(f"{where}: record of source {source_id} lies outside the file", path=where)
+        try:
+            rec = json.loads(bytes(self._mmap[a:b]).decode("utf-8"))
+            _check_record(rec, self._data_end, where)
+        except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
+            raise SidecarSchemaError(f"{where}: record of source {source_id} is damaged: {e}", path=where) from e
+        self._records[source_id] = rec
+        return rec
 
     def source_id(self, path: str) -> int:
         """Source id of the MP4 at ``path`` (relative POSIX path). Raises KeyError naming it."""
-        try:
-            return self._ids[path]
-        except KeyError:
-            raise KeyError(f"{path!r} is not in the MP4 sidecar index {self.index_path}") from None
+        if self._paths_sorted:  # binary search over the mapped path table, no per-source objects
+            lo, hi = 0, self._num_sources
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if self._path(mid) < path:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < self._num_sources and self._path(lo) == path:
+                return lo
+        else:
+            if self._ids is None:
+                self._ids = {p: i for i, p in enumerate(self.paths)}
+            if path in self._ids:
+                return self._ids[path]
+        raise KeyError(f"{path!r} is not in the MP4 sidecar index {self.index_path}")
 
     def source_info(self, source_id: int) -> dict[str, Any]:
         """Manifest entry of a source (path, size, fingerprint, timescales, codec...), no arrays."""
-        return {k: v for k, v in self._sources[source_id].items() if k != "arrays"}
+        return {k: v for k, v in self._record(source_id).items() if k != "arrays"}
 
     def nbytes_stored(self) -> int:
         """Size of the mapped file, bytes."""
@@ -494,12 +643,12 @@ class Mp4Index:
         dt = np.dtype(spec["dtype"])
         n = int(spec["count"])
         enc = spec["enc"]
-        if enc == "plain":
+        if "offset" in spec:  # plain, or a prefix of a shared progression block: zero-copy view
             off = int(spec["offset"])
             return self._buf[off: off + n * dt.itemsize].view(dt)
         if enc == "const":
             return np.broadcast_to(np.array(spec["value"], dtype=dt), (n,))
-        if enc == "arith":
+        if enc == "arith":  # small source (<= SHARED_MIN_SAMPLES): materialised once per process
             a = np.arange(n, dtype=np.int64) * int(spec["step"]) + int(spec["first"])
             return _readonly(a.astype(dt))
         raise SidecarSchemaError(f"{self.index_path}: unknown array encoding {enc!r}")
@@ -507,27 +656,32 @@ class Mp4Index:
     def table(self, source_id: int):
         """Read-only sample table of one source (decode order), built on first request.
 
+        Every array is a zero-copy view into the map (plain blocks, shared progression blocks) or a
+        zero-stride broadcast (constants); only sources of at most ``SHARED_MIN_SAMPLES`` samples
+        materialise their ``arith``/``derived`` arrays (small, once per process).
+
         Returns:
             SampleTable: the parser's class (``mp4._table.SampleTable``) whose arrays are views into
             the map, in their stored dtypes (no int64 promise); ``file_size`` is the manifest size.
 
         Raises:
             IndexError: ``source_id`` is not in ``[0, num_sources)``.
+            SidecarSchemaError: the source's record is damaged.
         """
         t = self._tables.get(source_id)
         if t is not None:
             return t
-        if not 0 <= source_id < len(self._sources):
-            raise IndexError(f"source id {source_id} outside [0, {len(self._sources)}) in {self.index_path}")
+        if not 0 <= source_id < self._num_sources:
+            raise IndexError(f"source id {source_id} outside [0, {self._num_sources}) in {self.index_path}")
         with self._lock:
             t = self._tables.get(source_id)
             if t is not None:
                 return t
-            src = self._sources[source_id]
+            src = self._record(source_id)
             specs = src["arrays"]
             arrays = {name: self._array(specs[name]) for name in _INDEX_FIELDS if name != "pts_s"}
             arrays["is_sync"] = arrays["is_sync"].view(bool)
-            if specs["pts_s"]["enc"] == "derived":
+            if specs["pts_s"]["enc"] == "derived" and "offset" not in specs["pts_s"]:
                 arrays["pts_s"] = _readonly(pts_seconds(arrays["pts_ticks"], src["media_timescale"],
                                                         src.get("movie_timescale") or 1,
                                                         src.get("empty_edit_movie_ticks") or 0))
@@ -546,8 +700,7 @@ class Mp4Index:
 
     def sync_samples(self, source_id: int) -> np.ndarray:
         """Decode-order indices of the sync samples of a source (dense, ascending, read-only view)."""
-        src = self._sources[source_id]
-        return self._array(src["arrays"]["sync_samples"])
+        return self._array(self._record(source_id)["arrays"]["sync_samples"])
 
     def table_for_path(self, path: str) -> MappedSampleTable:
         return self.table(self.source_id(path))
@@ -585,6 +738,76 @@ class Mp4Index:
 
     def __repr__(self) -> str:
         return f"Mp4Index({str(self.index_path)!r}, num_sources={self.num_sources}, generation={self.generation[:12]})"
+
+
+class _Records(Sequence):
+    """Read-only sequence of an index's per-source records, parsed lazily."""
+
+    def __init__(self, index: "Mp4Index") -> None:
+        self._index = index
+
+    def __len__(self) -> int:
+        return self._index.num_sources
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._index._record(j) for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        return self._index._record(i)
+
+
+def _index_name(generation: str) -> str:
+    """File name of the derived index of a generation (format-specific, so versions coexist)."""
+    return f"mp4-s3-f{INDEX_FORMAT}-{generation[:32]}.idx"
+
+
+def _npz_identity(npz_path: str) -> dict[str, Any] | None:
+    try:
+        st = os.stat(npz_path)
+    except OSError:
+        return None
+    return {"path": os.path.realpath(npz_path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns, "ino": st.st_ino, "dev": st.st_dev}
+
+
+def _generation_note(npz_path: str, index_dir: Path) -> Path:
+    key = hashlib.sha256(os.path.realpath(npz_path).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return index_dir / f"npz-{key}.gen"
+
+
+def _cached_generation(npz_path: str, index_dir: Path) -> str | None:
+    """The generation remembered for this NPZ when its identity (path, inode, size, mtime, ctime)
+    is unchanged, else None."""
+    ident = _npz_identity(npz_path)
+    if ident is None:
+        return None
+    try:
+        note = json.loads(_generation_note(npz_path, index_dir).read_text("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(note, dict) or {k: note.get(k) for k in ident} != ident:
+        return None
+    gen = note.get("generation")
+    return gen if isinstance(gen, str) and len(gen) == 64 else None
+
+
+def _remember_generation(npz_path: str, index_dir: Path, generation: str) -> None:
+    """Atomically write the NPZ identity → generation note (best effort: a read-only index folder
+    only costs the slow path next time)."""
+    ident = _npz_identity(npz_path)
+    if ident is None:
+        return
+    note = _generation_note(npz_path, index_dir)
+    tmp = note.with_name(f".{note.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        tmp.write_text(json.dumps({**ident, "generation": generation}), "utf-8")
+        os.replace(tmp, note)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
 
 
 def _make_table(**fields: Any):
