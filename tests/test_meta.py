@@ -295,7 +295,7 @@ def test_stats_columns_are_not_read(make_generated_dataset, monkeypatch):
 def test_demo_summary_runs(capsys):
     from tools.demo import main
 
-    assert main([str(BUNDLED)]) == 0
+    assert main([str(BUNDLED), "--summary-only"]) == 0
     out = capsys.readouterr().out
     assert "episodes    2 selected of 2" in out and "av1 640x480" in out and "file-000.mp4" in out
 
