@@ -21,43 +21,151 @@ Rules (reference.md §6, with the decisions of issue 4):
   ``stco``/``co64`` choice to a fixed point.
 """
 
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t
+
 import numpy as np
 
 from lerobotstream.errors import Mp4InconsistentTablesError, Mp4Error
 
 _SEARCH_WINDOW = 256
+_IDX_DTYPES = frozenset(np.dtype(d) for d in (np.uint8, np.uint16, np.uint32, np.int32, np.int64))
+
+ctypedef fused idx_t:
+    uint8_t
+    uint16_t
+    uint32_t
+    int32_t
+    int64_t
 
 
 cdef inline object _i64(a):
     return np.asarray(a, dtype=np.int64)
 
 
+cdef object _idx_view(a):
+    """``a`` as an ndarray in one of the fused index dtypes: the same buffer (no copy) for the
+    index's minimal-int views and broadcasts, an int64 copy for anything else."""
+    a = np.asarray(a)
+    if a.dtype.kind == "b":
+        return a.view(np.uint8)
+    if a.dtype not in _IDX_DTYPES:
+        return a.astype(np.int64)
+    return a
+
+
+cdef Py_ssize_t _first_after(const double[:] pts_s, const idx_t[:] order, double x, bint strict) noexcept nogil:
+    # first presentation-order k with pts(k) > x (strict) or pts(k) >= x; pts non-decreasing in k
+    cdef Py_ssize_t lo = 0, hi = order.shape[0], mid
+    cdef double v
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        v = pts_s[<Py_ssize_t>order[mid]]
+        if (v <= x) if strict else (v < x):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _frame_window(const double[:] pts_s, const idx_t[:] order, double lo, double hi):
+    """``(a, b)``: ``a`` = first frame with pts > lo, ``b`` = first frame with pts >= hi
+    (``np.searchsorted`` right/left on the presentation-order PTS, without building it)."""
+    return _first_after(pts_s, order, lo, True), _first_after(pts_s, order, hi, False)
+
+
+def _min_max(const idx_t[:] a, Py_ssize_t start, Py_ssize_t stop):
+    """(min, max) of ``a[start:stop]`` as Python ints (non-empty range)."""
+    cdef int64_t lo = <int64_t>a[start], hi = lo, v
+    cdef Py_ssize_t i
+    for i in range(start + 1, stop):
+        v = <int64_t>a[i]
+        if v < lo:
+            lo = v
+        elif v > hi:
+            hi = v
+    return lo, hi
+
+
+def _byte_runs(const int64_t[::1] offs, const int64_t[::1] ends, const int64_t[::1] order):
+    """Merged ``(offset, length)`` runs of the byte ranges ``[offs, ends)`` visited in ``order``
+    (ascending offsets): overlapping or touching ranges merge."""
+    cdef Py_ssize_t m = order.shape[0], i
+    cdef int64_t a, b, cur_a, cur_b
+    runs = []
+    cur_a = offs[order[0]]
+    cur_b = ends[order[0]]
+    for i in range(1, m):
+        a = offs[order[i]]
+        b = ends[order[i]]
+        if a <= cur_b:
+            if b > cur_b:
+                cur_b = b
+        else:
+            runs.append((cur_a, cur_b - cur_a))
+            cur_a = a
+            cur_b = b
+    runs.append((cur_a, cur_b - cur_a))
+    return runs
+
+
+def _safe_keys(const int64_t[::1] span_pts, const uint8_t[::1] span_sync, const int64_t[::1] korder):
+    """Safe seek points per local frame: a sync sample whose GOP (up to the next sync sample)
+    presents nothing before it; the span's first sync sample is always one."""
+    cdef Py_ssize_t m = span_pts.shape[0], j, g, first = 1
+    cdef int64_t p0
+    cdef bint ok
+    safe_np = np.zeros(m, dtype=np.uint8)
+    cdef uint8_t[::1] safe = safe_np
+    j = 0
+    while j < m:
+        if not span_sync[j]:
+            j += 1
+            continue
+        p0 = span_pts[j]
+        g = j + 1
+        ok = 1
+        while g < m and not span_sync[g]:
+            if span_pts[g] < p0:
+                ok = 0
+            g += 1
+        if first or ok:
+            safe[j] = 1
+        first = 0
+        j = g
+    key_np = np.zeros(korder.shape[0], dtype=bool)
+    cdef uint8_t[::1] key = key_np.view(np.uint8)
+    for j in range(korder.shape[0]):
+        key[j] = safe[korder[j]]
+    return key_np
+
+
+cdef Py_ssize_t _sync_before(const uint8_t[:] is_sync, Py_ssize_t i) noexcept nogil:
+    while i >= 0 and not is_sync[i]:
+        i -= 1
+    return i
+
+
+cdef Py_ssize_t _sync_after(const uint8_t[:] is_sync, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    i += 1
+    while i < n and not is_sync[i]:
+        i += 1
+    return i
+
+
 def _last_sync_at_or_before(is_sync, Py_ssize_t i):
     """Decode-order index of the last sync sample ``<= i``, or -1."""
-    cdef Py_ssize_t a
-    while i >= 0:
-        a = i - _SEARCH_WINDOW + 1
-        if a < 0:
-            a = 0
-        w = np.flatnonzero(np.asarray(is_sync[a:i + 1]))
-        if w.size:
-            return a + int(w[-1])
-        i = a - 1
-    return -1
+    cdef const uint8_t[:] v = _idx_view(is_sync).astype(np.uint8, copy=False)
+    if i >= v.shape[0]:
+        i = v.shape[0] - 1
+    return _sync_before(v, i)
 
 
 def _next_sync_after(is_sync, Py_ssize_t i, Py_ssize_t n):
     """Decode-order index of the first sync sample ``> i``, or ``n``."""
-    cdef Py_ssize_t a = i + 1, b
-    while a < n:
-        b = a + _SEARCH_WINDOW
-        if b > n:
-            b = n
-        w = np.flatnonzero(np.asarray(is_sync[a:b]))
-        if w.size:
-            return a + int(w[0])
-        a = b
-    return n
+    cdef const uint8_t[:] v = _idx_view(is_sync).astype(np.uint8, copy=False)
+    if n > v.shape[0]:
+        n = v.shape[0]
+    return _sync_after(v, i, n)
 
 
 def sample_durations(table, Py_ssize_t start, Py_ssize_t stop):
@@ -184,70 +292,48 @@ def plan_span(table, frame_start, frame_stop, *, path=""):
     if not (0 <= frame_start < frame_stop <= n):
         raise ValueError(f"{path or '<mp4>'}: frame range [{frame_start}, {frame_stop}) outside "
                          f"[0, {n}) or empty")
-    po = table.presentation_order
+    po = _idx_view(table.presentation_order)
     pts = table.pts_ticks
-    is_sync = table.is_sync
-    need = _i64(po[frame_start:frame_stop])
-    lo_need = int(need.min())
-    hi_need = int(need.max())
+    sync_np = _idx_view(table.is_sync).astype(np.uint8, copy=False)
+    cdef const uint8_t[:] sync_v = sync_np
+    if po.shape[0] != n or sync_v.shape[0] != n:
+        raise Mp4InconsistentTablesError(f"{path or '<mp4>'}: sample table arrays differ in length", path=path)
+    lo_need, hi_need = _min_max(po, frame_start, frame_stop)
     min_pts = int(pts[int(po[frame_start])])
 
-    s = _last_sync_at_or_before(is_sync, lo_need)
+    cdef Py_ssize_t s = _sync_before(sync_v, lo_need)
     while s > 0 and int(pts[s]) > min_pts:
-        s = _last_sync_at_or_before(is_sync, s - 1)
+        s = _sync_before(sync_v, s - 1)
     if s < 0:
         s = 0  # no sync sample before: decode from the first sample
-    e = hi_need + 1
-    nxt = _next_sync_after(is_sync, hi_need, n)
+    cdef Py_ssize_t e = hi_need + 1
+    cdef Py_ssize_t nxt = _sync_after(sync_v, hi_need, n)
     gop_pts = _i64(pts[s:nxt])
-    if gop_pts.size > 1 and bool(np.any(np.diff(gop_pts) < 0)):
+    if gop_pts.size > 1 and bool((gop_pts[1:] < gop_pts[:-1]).any()):
         e = nxt  # reordered: end at the end of the last GOP
 
-    offs = _i64(table.offset[s:e])
-    sizes = _i64(table.size[s:e])
-    ends = offs + sizes
+    offs = np.ascontiguousarray(_i64(table.offset[s:e]))
+    ends = offs + _i64(table.size[s:e])
     byte_start = int(offs.min())
     byte_stop = int(ends.max())
-    order = np.argsort(offs, kind="stable")
-    runs = []
-    cur_a = int(offs[order[0]])
-    cur_b = int(ends[order[0]])
-    for k in order[1:]:
-        a = int(offs[k]); b = int(ends[k])
-        if a <= cur_b:
-            if b > cur_b:
-                cur_b = b
-        else:
-            runs.append((cur_a, cur_b - cur_a))
-            cur_a, cur_b = a, b
-    runs.append((cur_a, cur_b - cur_a))
+    runs = _byte_runs(offs, ends, np.argsort(offs, kind="stable").astype(np.int64, copy=False))
 
-    span_pts = _i64(pts[s:e])
-    span_sync = np.asarray(is_sync[s:e], dtype=bool)
+    span_pts = np.ascontiguousarray(gop_pts[: e - s])  # e <= nxt
     dur = sample_durations(table, s, e)
     start_pts = int(span_pts[0])
     kept = np.flatnonzero(span_pts >= start_pts)
     korder = kept[np.argsort(span_pts[kept], kind="stable")]
     local_pts = span_pts[korder]
-    if local_pts.size > 1 and bool(np.any(np.diff(local_pts) <= 0)):
+    if local_pts.size > 1 and bool((local_pts[1:] <= local_pts[:-1]).any()):
         raise Mp4InconsistentTablesError(
             f"{path or '<mp4>'}: samples {s}..{e} share a presentation time", path=path)
     # safe seek points: sync samples whose GOP (to the next sync) presents nothing before them
-    key = np.zeros(local_pts.size, dtype=bool)
-    sync_local = np.flatnonzero(span_sync)
-    bounds = list(sync_local) + [e - s]
-    safe = set()
-    for gi in range(len(sync_local)):
-        a0 = int(bounds[gi]); b0 = int(bounds[gi + 1])
-        if gi == 0 or not bool(np.any(span_pts[a0:b0] < span_pts[a0])):
-            safe.add(a0)
-    for j in range(korder.size):
-        key[j] = int(korder[j]) in safe
+    key = _safe_keys(span_pts, np.ascontiguousarray(sync_np[s:e]), korder)
     first_local = int(np.searchsorted(local_pts, min_pts))
     frame_offset = frame_start - first_local
     contiguous = False
     if frame_offset >= 0 and frame_offset + local_pts.size <= n:
-        src = np.asarray(pts)[_i64(po[frame_offset:frame_offset + local_pts.size])].astype(np.int64)
+        src = _i64(np.asarray(pts)[np.asarray(po[frame_offset:frame_offset + local_pts.size])])
         contiguous = bool(np.array_equal(src, local_pts))
 
     span_cts = _i64(table.cts_ticks[s:e])
@@ -282,12 +368,11 @@ def episode_frame_range(table, double from_timestamp, Py_ssize_t length, fps, do
     Raises:
         ValueError: no frame of the source lies in that window.
     """
-    po = _i64(table.presentation_order)
-    pts_s = np.asarray(table.pts_s, dtype=np.float64)[po]
+    po = _idx_view(table.presentation_order)
+    pts_s = np.asarray(table.pts_s, dtype=np.float64)
     lo = from_timestamp - tolerance_s
     hi = from_timestamp + (length - 1) / float(fps) + tolerance_s
-    a = int(np.searchsorted(pts_s, lo, side="right"))
-    b = int(np.searchsorted(pts_s, hi, side="left"))
+    a, b = _frame_window(pts_s, po, lo, hi)
     if b <= a:
-        raise ValueError(f"no frame in [{lo}, {hi}] s (source has {len(pts_s)} frames)")
+        raise ValueError(f"no frame in [{lo}, {hi}] s (source has {len(po)} frames)")
     return a, b
