@@ -13,10 +13,9 @@ shards, every shard receives at least one episode (empty shards are least loaded
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
+from lerobotstream.planner._lpt import lpt_owner
 from lerobotstream.planner._seeds import seed_words
 from lerobotstream.planner._poolcore import shuffled_order
 
@@ -35,17 +34,16 @@ def lpt_shards(lengths: np.ndarray, num_shards: int, tie_seed: tuple[int, ...]) 
 
     Returns:
         list[np.ndarray]: ``num_shards`` int64 arrays of *positions* into ``lengths``, each sorted
-        ascending. Pure function of (lengths, num_shards, tie_seed).
+        ascending. Pure function of (lengths, num_shards, tie_seed). O(E log E + E log N): the
+        heap runs in C (``_lpt.lpt_owner``), the split is one stable argsort.
     """
     lengths = np.asarray(lengths, dtype=np.int64)
     n = int(lengths.shape[0])
     tie = np.empty(n, dtype=np.int64)
     tie[shuffled_order(seed_words(*tie_seed), n)] = np.arange(n, dtype=np.int64)
     order = np.lexsort((tie, -lengths))  # primary: length descending; secondary: seeded tie rank
-    heap = [(0, s) for s in range(num_shards)]
-    owner = np.empty(n, dtype=np.int64)
-    for pos in order.tolist():
-        load, shard = heapq.heappop(heap)
-        owner[pos] = shard
-        heapq.heappush(heap, (load + int(lengths[pos]), shard))
-    return [np.flatnonzero(owner == s).astype(np.int64) for s in range(num_shards)]
+    owner = lpt_owner(np.ascontiguousarray(lengths), np.ascontiguousarray(order, dtype=np.int64), int(num_shards))
+    # split by owner in O(E log E): a stable sort keeps each shard's positions ascending
+    by_owner = np.argsort(owner, kind="stable")
+    bounds = np.cumsum(np.bincount(owner, minlength=num_shards))[:-1]
+    return [part.astype(np.int64, copy=False) for part in np.split(by_owner, bounds)]
