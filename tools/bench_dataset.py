@@ -1,0 +1,257 @@
+"""Dataset benchmark on one generated dataset, in one run (SPEC: issue 10 "Must show"):
+
+(a) ours: ``StreamingLeRobotDataset`` through a DataLoader (``num_workers``), one epoch;
+(b) map-style baseline (LeRobot's algorithm): a map-style ``Dataset`` with one torchcodec decoder per
+    full source video file per worker (exact mode), one ``get_frames_played_at`` seek per sample and
+    camera, shuffled sampler, same ``num_workers`` and batch size;
+(c) decode limit: every frame of every video file decoded in one sequential pass, the files split
+    over ``num_workers`` processes (samples/s = frames/s / cameras).
+
+Reports samples/s and the ratios, first-batch latency, peak RSS and PSS per process (main and
+DataLoader workers, sampled every 50 ms from /proc), and frames decoded per frame returned (ours:
+``ds.stats()``; map-style: per sample, seek point to target frame).
+
+    python tools/bench_dataset.py --codec av1 --cameras 2 --size 640x480 --num-workers 2
+    python tools/bench_dataset.py --codec h264 --cameras 1 --size 640x480 --num-workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lerobotstream.dataset import StreamingLeRobotDataset  # noqa: E402
+from tools.make_dataset import make_dataset  # noqa: E402
+
+
+class _Mem:
+    """Peak RSS / PSS (KiB) of this process and its children, sampled from /proc."""
+
+    def __init__(self) -> None:
+        self.peak: dict[int, dict[str, int]] = {}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self, pid: int) -> None:
+        try:
+            txt = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            return
+        vals = {ln.split(":")[0]: int(ln.split()[1]) for ln in txt.splitlines()[1:] if ln.split()[0] in ("Rss:", "Pss:")}
+        p = self.peak.setdefault(pid, {"rss_kib": 0, "pss_kib": 0})
+        p["rss_kib"] = max(p["rss_kib"], vals.get("Rss", 0))
+        p["pss_kib"] = max(p["pss_kib"], vals.get("Pss", 0))
+
+    def _children(self) -> list[int]:
+        try:
+            return [int(x) for x in Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()]
+        except OSError:
+            return []
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for pid in [os.getpid(), *self._children()]:
+                self._sample(pid)
+            time.sleep(0.05)
+
+    def __enter__(self):
+        self.peak.clear()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._stop.clear()
+        self._t.start()
+        return self
+
+    def __exit__(self, *a):
+        self._stop.set()
+        self._t.join()
+
+    def summary(self) -> dict[str, list[int]]:
+        return {"rss_mib": [v["rss_kib"] // 1024 for v in self.peak.values()],
+                "pss_mib": [v["pss_kib"] // 1024 for v in self.peak.values()]}
+
+
+class _StatsDataset(StreamingLeRobotDataset):
+    """Writes each process's ``stats()`` to ``stats_dir`` when its iterator ends."""
+
+    stats_dir = ""
+
+    def __iter__(self):
+        try:
+            yield from super().__iter__()
+        finally:
+            with open(os.path.join(self.stats_dir, f"{os.getpid()}.json"), "w") as f:
+                json.dump(self.stats(), f, default=str)
+
+
+class MapStyle(torch.utils.data.Dataset):
+    """LeRobot's map-style algorithm: decoder per full file (opened lazily per worker), seek per sample."""
+
+    def __init__(self, root: Path, cameras: list[str]) -> None:
+        import pyarrow.parquet as pq
+
+        from lerobotstream.meta import DatasetMeta
+
+        self.root, self.cameras = root, cameras
+        self.meta = DatasetMeta.load(str(root))
+        tables = [pq.read_table(p) for p in sorted(glob.glob(str(root / "data" / "*" / "*.parquet")))]
+        import pyarrow as pa
+
+        t = pa.concat_tables(tables).sort_by("index")
+        self.ep = t.column("episode_index").to_numpy()
+        self.fr = t.column("frame_index").to_numpy()
+        self.ts = t.column("timestamp").to_numpy().astype(np.float64)
+        self.state = torch.from_numpy(np.stack(t.column("observation.state").to_numpy(zero_copy_only=False)).astype(np.float32))
+        self._dec: dict[str, object] = {}
+        self._pid = None
+        self.decoded = self.returned = 0
+
+    def __len__(self) -> int:
+        return len(self.ep)
+
+    def _decoder(self, path: str):
+        from torchcodec.decoders import VideoDecoder
+
+        if self._pid != os.getpid():
+            self._dec, self._pid = {}, os.getpid()
+        d = self._dec.get(path)
+        if d is None:
+            d = self._dec[path] = VideoDecoder(str(self.root / path), seek_mode="exact")
+        return d
+
+    def __getitem__(self, i: int) -> dict:
+        info = self.meta.episode(int(self.ep[i]))
+        item = {"episode_index": torch.tensor(int(self.ep[i])), "frame_index": torch.tensor(int(self.fr[i])),
+                "observation.state": self.state[i]}
+        for cam in self.cameras:
+            v = info.videos[cam]
+            frames = self._decoder(v.path).get_frames_played_at([v.from_timestamp + float(self.ts[i])])
+            item[cam] = frames.data[0].float() / 255
+        return item
+
+
+def _map_style_cost(root: Path, cams: list[str], meta) -> dict[tuple[int, int], int]:
+    """Frames a seek-per-sample decoder decodes for each (episode, frame) (seek point → target)."""
+    from lerobotstream.mp4 import parse_mp4_bytes
+
+    out: dict[tuple[int, int], int] = {}
+    tables = {}
+    for e in meta.episode_indices.tolist():
+        info = meta.episode(e)
+        for cam in cams:
+            p = info.videos[cam].path
+            if p not in tables:
+                t = parse_mp4_bytes((root / p).read_bytes())
+                po = np.asarray(t.presentation_order)
+                tables[p] = (np.asarray(t.pts_s)[po], np.asarray(t.is_sync)[po])
+            pts, sync = tables[p]
+            keys = np.flatnonzero(sync)
+            for f in range(info.length):
+                j = int(np.argmin(np.abs(pts - (info.videos[cam].from_timestamp + f / meta.fps))))
+                k = keys[np.searchsorted(keys, j, side="right") - 1]
+                out[(e, f)] = out.get((e, f), 0) + (j - int(k) + 1)
+    return out
+
+
+def _seq_decode(paths: list[str]) -> int:
+    from torchcodec.decoders import VideoDecoder
+
+    n = 0
+    for p in paths:
+        d = VideoDecoder(p, seek_mode="approximate")
+        for i in range(0, len(d), 64):
+            n += d.get_frames_in_range(i, min(i + 64, len(d))).data.shape[0]
+    return n
+
+
+def _run_loader(ds, nw: int, bs: int) -> tuple[float, float, int, dict]:
+    dl = torch.utils.data.DataLoader(ds, batch_size=bs, num_workers=nw, shuffle=isinstance(ds, MapStyle),
+                                     generator=torch.Generator().manual_seed(0) if isinstance(ds, MapStyle) else None,
+                                     persistent_workers=False)
+    n = 0
+    t0 = time.perf_counter()
+    first = None
+    with _Mem() as mem:
+        for batch in dl:
+            if first is None:
+                first = time.perf_counter() - t0
+            n += len(batch["episode_index"])
+    return time.perf_counter() - t0, first or 0.0, n, mem.summary()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--codec", default="av1")
+    ap.add_argument("--gop", type=int, default=None, help="default: the generator's (AV1 g=2, H.264 30)")
+    ap.add_argument("--cameras", type=int, default=2)
+    ap.add_argument("--size", default="640x480")
+    ap.add_argument("--episodes", type=int, default=8)
+    ap.add_argument("--length", type=int, default=60)
+    ap.add_argument("--num-workers", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--pool", type=int, default=2, help="episode_pool_size per worker")
+    ap.add_argument("--lookahead", type=int, default=64)
+    ap.add_argument("--decode-threads", type=int, default=1)
+    ap.add_argument("--root", default=None, help="reuse a generated dataset")
+    a = ap.parse_args(argv)
+    w, h = (int(x) for x in a.size.split("x"))
+    cams = [(f"observation.images.cam{j}", w, h) for j in range(a.cameras)]
+    tmp = tempfile.mkdtemp(prefix="bench_dataset_")
+    root = Path(a.root) if a.root else Path(tmp) / "ds"
+    if not a.root:
+        t = time.perf_counter()
+        make_dataset(root, episode_lengths=[a.length] * a.episodes, cameras=cams, codec=a.codec, gop=a.gop,
+                     episodes_per_video_file=max(1, a.episodes // 2))
+        print(f"generated {root} in {time.perf_counter() - t:.1f} s", flush=True)
+    keys = [c[0] for c in cams]
+    nw, bs = a.num_workers, a.batch_size
+    stats_dir = Path(tmp) / "stats"
+    stats_dir.mkdir(exist_ok=True)
+    _StatsDataset.stats_dir = str(stats_dir)
+    ds = _StatsDataset(root=root, episode_pool_size=a.pool, prefetch_episodes=2, max_num_shards=max(1, nw),
+                       decode_lookahead=a.lookahead, decode_threads=a.decode_threads)
+    ours_s, ours_first, n, ours_mem = _run_loader(ds, nw, bs)
+    st = [json.loads(p.read_text()) for p in stats_dir.glob("*.json")]
+    dec = sum(s.get("frames_decoded", 0) for s in st)
+    ret = sum(s.get("frames_returned", 0) for s in st)
+    ms = MapStyle(root, keys)
+    map_s, map_first, n2, map_mem = _run_loader(ms, nw, bs)
+    cost = _map_style_cost(root, keys, ms.meta)
+    paths = sorted({str(root / v.path) for e in ms.meta.episode_indices.tolist() for v in ms.meta.episode(e).videos.values()})
+    t0 = time.perf_counter()
+    with mp.get_context("fork").Pool(max(1, nw)) as pool:
+        frames = sum(pool.map(_seq_decode, [paths[i::max(1, nw)] for i in range(max(1, nw))]))
+    lim_s = time.perf_counter() - t0
+    ours_sps, map_sps, lim_sps = n / ours_s, n2 / map_s, frames / len(keys) / lim_s
+    res = {
+        "dataset": f"{a.codec} gop={a.gop or 'default'} {a.cameras} cam {a.size}, {a.episodes}x{a.length} frames",
+        "num_workers": nw, "batch_size": bs,
+        "ours_samples_per_s": round(ours_sps, 1), "map_style_samples_per_s": round(map_sps, 1),
+        "decode_limit_samples_per_s": round(lim_sps, 1),
+        "ours_vs_limit": round(ours_sps / lim_sps, 3), "ours_vs_map_style": round(ours_sps / map_sps, 3),
+        "first_batch_s": {"ours": round(ours_first, 3), "map_style": round(map_first, 3)},
+        "frames_decoded_per_returned": {"ours": round(dec / ret, 3) if ret else None,
+                                        "map_style": round(sum(cost.values()) / (len(cost) * len(keys)), 3)},
+        "peak_memory": {"ours": ours_mem, "map_style": map_mem},
+        "ours_stats_per_process": [{k: s.get(k) for k in ("items", "decode_s", "open_s", "fetch_s", "assemble_s",
+                                                          "queue_wait_s", "bytes_fetched", "decoder_opens")} for s in st],
+    }
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
