@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("LEROBOTSTREAM_SHARED", REPO.parent / "shared")).resolve()
+
+# lerobotstream.constants reads its cache folders once, at import: point them at a private
+# folder before any test module imports the package, so tests (and the subprocesses they start,
+# which inherit the environment) never write sidecars or indexes into the user's home.
+_TEST_HOME = Path(tempfile.mkdtemp(prefix="lerobotstream-tests-"))
+os.environ["HF_LEROBOT_HOME"] = str(_TEST_HOME / "hf_lerobot_home")
+os.environ.pop("LEROBOTSTREAM_INDEX_DIR", None)
+os.environ.pop("LEROBOTSTREAM_SIDECAR_DIR", None)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 TESTDATA = SHARED / "testdata"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_TEST_HOME, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
