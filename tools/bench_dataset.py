@@ -166,30 +166,53 @@ def _map_style_cost(root: Path, cams: list[str], meta) -> dict[tuple[int, int], 
     return out
 
 
-def _seq_decode(paths: list[str]) -> int:
-    from torchcodec.decoders import VideoDecoder
+class SeqLimit(torch.utils.data.IterableDataset):
+    """Decode limit through the same DataLoader: each worker decodes its share of the video files
+    sequentially (64-frame ranges) and yields one tiny tensor per range (no per-sample work)."""
 
-    n = 0
-    for p in paths:
-        d = VideoDecoder(p, seek_mode="approximate")
-        for i in range(0, len(d), 64):
-            n += d.get_frames_in_range(i, min(i + 64, len(d))).data.shape[0]
-    return n
+    def __init__(self, paths: list[str], cameras: int) -> None:
+        self.paths, self.cameras = paths, cameras
+
+    def __iter__(self):
+        from torchcodec.decoders import VideoDecoder
+
+        info = torch.utils.data.get_worker_info()
+        wid, nw = (0, 1) if info is None else (info.id, info.num_workers)
+        for p in self.paths[wid::nw]:
+            d = VideoDecoder(p, seek_mode="approximate")
+            for i in range(0, len(d), 64):
+                n = d.get_frames_in_range(i, min(i + 64, len(d))).data.shape[0]
+                yield torch.tensor([n / self.cameras])  # samples' worth of frames
 
 
-def _run_loader(ds, nw: int, bs: int) -> tuple[float, float, int, dict]:
-    dl = torch.utils.data.DataLoader(ds, batch_size=bs, num_workers=nw, shuffle=isinstance(ds, MapStyle),
-                                     generator=torch.Generator().manual_seed(0) if isinstance(ds, MapStyle) else None,
+def _run_loader(ds, nw: int, bs: int, warm_batches: int) -> dict:
+    """One pass through a DataLoader; warm-up = until ``warm_batches`` batches arrived."""
+    limit = isinstance(ds, SeqLimit)
+    mapstyle = isinstance(ds, MapStyle)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None if limit else bs, num_workers=nw, shuffle=mapstyle,
+                                     generator=torch.Generator().manual_seed(0) if mapstyle else None,
                                      persistent_workers=False)
-    n = 0
+    n = n_warm = 0.0
     t0 = time.perf_counter()
-    first = None
+    first = t_warm = None
+    k = 0
     with _Mem() as mem:
         for batch in dl:
+            n += float(batch.sum()) if limit else len(batch["episode_index"])
+            k += 1
             if first is None:
                 first = time.perf_counter() - t0
-            n += len(batch["episode_index"])
-    return time.perf_counter() - t0, first or 0.0, n, mem.summary()
+            if k == warm_batches:
+                t_warm, n_warm = time.perf_counter() - t0, n
+    total = time.perf_counter() - t0
+    steady = (n - n_warm) / (total - t_warm) if t_warm is not None and total > t_warm and n > n_warm else None
+    return {"samples": n, "total_s": total, "first_batch_s": first or 0.0, "warmup_s": t_warm,
+            "samples_per_s": n / total, "steady_samples_per_s": steady, "mem": mem.summary()}
+
+
+def _median(xs):
+    xs = [x for x in xs if x is not None]
+    return round(float(np.median(xs)), 3) if xs else None
 
 
 def main(argv=None) -> int:
@@ -199,13 +222,16 @@ def main(argv=None) -> int:
     ap.add_argument("--cameras", type=int, default=2)
     ap.add_argument("--size", default="640x480")
     ap.add_argument("--episodes", type=int, default=8)
-    ap.add_argument("--length", type=int, default=60)
-    ap.add_argument("--num-workers", type=int, default=2)
+    ap.add_argument("--length", type=int, default=90)
+    ap.add_argument("--num-workers", default="0,2", help="comma-separated DataLoader worker counts")
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--pool", type=int, default=2, help="episode_pool_size per worker")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved repetitions (median reported)")
+    ap.add_argument("--pool", type=int, default=4, help="episode_pool_size per rank (split over workers)")
     ap.add_argument("--lookahead", type=int, default=64)
     ap.add_argument("--decode-threads", type=int, default=1)
+    ap.add_argument("--decoded-cache-gb", type=float, default=1.0)
     ap.add_argument("--root", default=None, help="reuse a generated dataset")
+    ap.add_argument("--json", default=None, help="also write the result here")
     a = ap.parse_args(argv)
     w, h = (int(x) for x in a.size.split("x"))
     cams = [(f"observation.images.cam{j}", w, h) for j in range(a.cameras)]
@@ -215,41 +241,72 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         make_dataset(root, episode_lengths=[a.length] * a.episodes, cameras=cams, codec=a.codec, gop=a.gop,
                      episodes_per_video_file=max(1, a.episodes // 2))
-        print(f"generated {root} in {time.perf_counter() - t:.1f} s", flush=True)
-    keys = [c[0] for c in cams]
-    nw, bs = a.num_workers, a.batch_size
+        print(f"generated {root} in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
+    # one-time costs, paid once in the parent before anything is timed (workers fork from it)
+    t = time.perf_counter()
+    import torchcodec.decoders  # noqa: F401
+    warm = {"torchcodec_import_s": round(time.perf_counter() - t, 3)}
+    keys = [c[0] for c in cams] if not a.root else None
+    meta_probe = MapStyle(root, [])
+    keys = keys or list(meta_probe.meta.video_keys)
     stats_dir = Path(tmp) / "stats"
     stats_dir.mkdir(exist_ok=True)
     _StatsDataset.stats_dir = str(stats_dir)
-    ds = _StatsDataset(root=root, episode_pool_size=a.pool, prefetch_episodes=2, max_num_shards=max(1, nw),
-                       decode_lookahead=a.lookahead, decode_threads=a.decode_threads)
-    ours_s, ours_first, n, ours_mem = _run_loader(ds, nw, bs)
-    st = [json.loads(p.read_text()) for p in stats_dir.glob("*.json")]
-    dec = sum(s.get("frames_decoded", 0) for s in st)
-    ret = sum(s.get("frames_returned", 0) for s in st)
-    ms = MapStyle(root, keys)
-    map_s, map_first, n2, map_mem = _run_loader(ms, nw, bs)
-    cost = _map_style_cost(root, keys, ms.meta)
-    paths = sorted({str(root / v.path) for e in ms.meta.episode_indices.tolist() for v in ms.meta.episode(e).videos.values()})
-    t0 = time.perf_counter()
-    with mp.get_context("fork").Pool(max(1, nw)) as pool:
-        frames = sum(pool.map(_seq_decode, [paths[i::max(1, nw)] for i in range(max(1, nw))]))
-    lim_s = time.perf_counter() - t0
-    ours_sps, map_sps, lim_sps = n / ours_s, n2 / map_s, frames / len(keys) / lim_s
-    res = {
-        "dataset": f"{a.codec} gop={a.gop or 'default'} {a.cameras} cam {a.size}, {a.episodes}x{a.length} frames",
-        "num_workers": nw, "batch_size": bs,
-        "ours_samples_per_s": round(ours_sps, 1), "map_style_samples_per_s": round(map_sps, 1),
-        "decode_limit_samples_per_s": round(lim_sps, 1),
-        "ours_vs_limit": round(ours_sps / lim_sps, 3), "ours_vs_map_style": round(ours_sps / map_sps, 3),
-        "first_batch_s": {"ours": round(ours_first, 3), "map_style": round(map_first, 3)},
-        "frames_decoded_per_returned": {"ours": round(dec / ret, 3) if ret else None,
-                                        "map_style": round(sum(cost.values()) / (len(cost) * len(keys)), 3)},
-        "peak_memory": {"ours": ours_mem, "map_style": map_mem},
-        "ours_stats_per_process": [{k: s.get(k) for k in ("items", "decode_s", "open_s", "fetch_s", "assemble_s",
-                                                          "queue_wait_s", "bytes_fetched", "decoder_opens")} for s in st],
-    }
-    print(json.dumps(res, indent=1))
+    paths = sorted({str(root / v.path) for e in meta_probe.meta.episode_indices.tolist()
+                    for v in meta_probe.meta.episode(e).videos.values()})
+    cost = _map_style_cost(root, keys, meta_probe.meta)
+    results = []
+    for nw in [int(x) for x in a.num_workers.split(",")]:
+        t = time.perf_counter()
+        ds = _StatsDataset(root=root, episode_pool_size=a.pool, prefetch_episodes=2, max_num_shards=max(1, nw),
+                           decode_lookahead=a.lookahead, decode_threads=a.decode_threads,
+                           decoded_cache_gb=a.decoded_cache_gb)
+        setup_s = time.perf_counter() - t  # metadata + sidecar (built on the first construction, then cached)
+        ms = MapStyle(root, keys)
+        lim = SeqLimit(paths, len(keys))
+        runs: dict[str, list[dict]] = {"ours": [], "map_style": [], "limit": []}
+        ours_stats = []
+        order = [("ours", ds), ("map_style", ms), ("limit", lim)]
+        warm_batches = max(1, nw)
+        for r in range(a.repeats):
+            for name, d in order[r % 3:] + order[:r % 3]:  # rotate who goes first
+                for p in stats_dir.glob("*.json"):
+                    p.unlink()
+                runs[name].append(_run_loader(d, nw, a.batch_size, warm_batches))
+                if name == "ours":
+                    ours_stats.append([json.loads(p.read_text()) for p in stats_dir.glob("*.json")])
+        st = ours_stats[-1]
+        dec = sum(s.get("frames_decoded", 0) for s in st)
+        ret = sum(s.get("frames_returned", 0) for s in st)
+        ratios = {f"ours_vs_{o}_{m}": _median([x[m] / y[m] if x[m] and y[m] else None
+                                               for x, y in zip(runs["ours"], runs[o])])
+                  for o in ("map_style", "limit") for m in ("steady_samples_per_s", "samples_per_s")}
+        res = {
+            "num_workers": nw, "batch_size": a.batch_size, "repeats": a.repeats, "setup_s": round(setup_s, 3),
+            **{f"{n}_steady_samples_per_s": _median([x["steady_samples_per_s"] for x in v]) for n, v in runs.items()},
+            **{f"{n}_total_samples_per_s": _median([x["samples_per_s"] for x in v]) for n, v in runs.items()},
+            **ratios,
+            "first_batch_s": {n: _median([x["first_batch_s"] for x in v]) for n, v in runs.items()},
+            "warmup_s": {n: _median([x["warmup_s"] for x in v]) for n, v in runs.items()},
+            "frames_decoded_per_returned": {"ours": round(dec / ret, 3) if ret else None,
+                                            "map_style": round(sum(cost.values()) / (len(cost) * len(keys)), 3),
+                                            "limit": 1.0},
+            "peak_memory_mib_per_process": {n: v[-1]["mem"] for n, v in runs.items()},
+            "ours_stats_per_process": [{k: s.get(k) for k in (
+                "items", "first_item_s", "index_open_s", "decode_s", "open_s", "fetch_s", "assemble_s", "queue_wait_s",
+                "bytes_fetched", "decoder_opens", "gop_cache_peak_bytes", "gop_cache_evictions")} for s in st],
+            "runs": {n: [{k: (round(x[k], 3) if isinstance(x[k], float) else x[k]) for k in
+                          ("samples_per_s", "steady_samples_per_s", "first_batch_s")} for x in v]
+                     for n, v in runs.items()},
+        }
+        print(json.dumps(res), file=sys.stderr, flush=True)
+        results.append(res)
+    out = {"dataset": f"{a.codec} gop={a.gop or 'default'} {len(keys)} cam {a.size}, {a.episodes}x{a.length} frames",
+           "one_time": warm, "command": "python tools/bench_dataset.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "results": results}
+    print(json.dumps(out, indent=1))
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1))
     return 0
 
 

@@ -80,7 +80,31 @@ def _other_to_torch(value: Any) -> Any:
     return torch.tensor(value)
 
 
-#: ``frames(episode, camera, episode_frames, query_s) -> uint8 (T, C, H, W)``
+def _video_value(data: torch.Tensor | Sequence[torch.Tensor], return_uint8: bool) -> torch.Tensor:
+    """uint8 frames ((T,C,H,W) tensor or T views of (C,H,W)) → the item's owned value.
+
+    float32: ``x / 255`` computed in one pass straight from uint8 (bitwise equal to map-style's
+    ``x.type(torch.float32) / 255``: both round ``float(x) / 255.0f`` once); (C,H,W) when T == 1.
+    """
+    if isinstance(data, torch.Tensor):
+        views = [data[0]] if data.shape[0] == 1 else None
+        if views is None:
+            return data.clone() if return_uint8 else torch.div(data, 255)
+    else:
+        views = list(data)
+    if len(views) == 1:
+        v = views[0]
+        return v.clone() if return_uint8 else torch.div(v, 255)
+    if return_uint8:
+        return torch.stack(views)
+    out = torch.empty((len(views), *views[0].shape), dtype=torch.float32)
+    for t, v in enumerate(views):
+        torch.div(v, 255, out=out[t])
+    return out
+
+
+#: ``frames(episode, camera, episode_frames, query_s) -> uint8 (T, C, H, W)`` tensor, or a list of
+#: T uint8 (C, H, W) views (never modified; the item gets its own copy)
 FramesFn = Callable[[int, str, np.ndarray, np.ndarray], torch.Tensor]
 
 
@@ -118,9 +142,7 @@ def assemble_item(
         idx = win[key] if key in win else np.array([f], dtype=np.int64)
         query = from_timestamps[key] + rows.timestamp_s[idx]
         data = frames(rows.episode_index, key, idx, query)
-        if not return_uint8:
-            data = data.type(torch.float32) / 255
-        item[key] = data.squeeze(0) if data.shape[0] == 1 else data
+        item[key] = _video_value(data, return_uint8)
     for name in rows.columns:
         if name in rows.numeric:
             col = rows.numeric[name]

@@ -49,6 +49,7 @@ import torch
 from lerobotstream import constants
 from lerobotstream.cache import EpisodeByteCache, EpisodePayload
 from lerobotstream.dataset._assemble import EpisodeRows, assemble_item, episode_rows
+from lerobotstream.dataset._gopcache import GopCache
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
 from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.errors import (
@@ -73,19 +74,8 @@ def _no_nbytes(episode_index: int) -> int:
     raise AssertionError("a state-only planner must not build worker plans")
 
 
-def _gop_cost(local: np.ndarray, key: np.ndarray) -> int:
-    """Frames a decoder decodes to return the sorted unique local frames ``local`` in one pass:
-    per touched GOP, from its seek point to the last requested frame (presentation order)."""
-    if local.size == 0:
-        return 0
-    keys = np.flatnonzero(key)
-    if keys.size == 0:
-        return int(local.max()) + 1
-    g = keys[np.clip(np.searchsorted(keys, local, side="right") - 1, 0, None)]
-    last = {}
-    for s, f in zip(g.tolist(), local.tolist()):
-        last[s] = max(last.get(s, -1), f)
-    return int(sum(f - s + 1 for s, f in last.items()))
+#: longest GOP run decoded at once past the last needed frame (frames); longer GOPs are decoded in parts
+_MAX_RUN = 64
 
 
 class _Decoded:
@@ -95,7 +85,7 @@ class _Decoded:
 
     def __init__(self, rows: EpisodeRows) -> None:
         self.rows = rows
-        self.frames: dict[str, tuple[np.ndarray, torch.Tensor]] = {}
+        self.frames: dict[str, dict[int, torch.Tensor]] = {}  # camera -> local frame -> (C,H,W) uint8 view
         self.videos: dict[str, Any] = {}
 
 
@@ -125,6 +115,9 @@ class _Worker:
                                         frames_unique=0, decode_calls=0, bytes_needed=0, episodes_fetched=0)
         self.cache: EpisodeByteCache | None = None
         self.serial: dict[int, int] = {}
+        self.gops = GopCache(0)
+        self.demand: dict[tuple[int, str], dict[str, Any]] = {}
+        self.ep_locks: dict[int, threading.Lock] = {}
 
     def add(self, **kw: float) -> None:
         with self.lock:
@@ -198,8 +191,36 @@ class _Worker:
                             fps=self.ds.meta.fps, tolerance_s=self.ds.tolerance_s, device=self.ds.device,
                             cache=self.decoders, cache_key=(ep, cam, serial))
 
+    def _demand(self, ep: int, cam: str, video, rows: EpisodeRows) -> dict[str, np.ndarray]:
+        """Per local frame of (ep, cam): uses over the whole episode (every anchor once, windows
+        included) and uses served so far (int64 arrays, length = local frames)."""
+        key = (ep, cam)
+        d = self.demand.get(key)
+        if d is None:
+            n = rows.length
+            if cam in self.ds.windows.keys():
+                from lerobotstream.dataset._windows import window_indices
+
+                idx, _ = window_indices(np.arange(n, dtype=np.int64), n, self.ds.windows.frames[cam])
+                idx = idx.reshape(-1)
+            else:
+                idx = np.arange(n, dtype=np.int64)
+            local = video.local_indices(video.from_timestamp + rows.timestamp_s[idx])
+            m = len(video.span.local_key)
+            keys = np.flatnonzero(np.asarray(video.span.local_key, dtype=bool))
+            if keys.size == 0 or keys[0] != 0:
+                keys = np.concatenate([[0], keys]).astype(np.int64)
+            d = {"total": np.bincount(local, minlength=m).astype(np.int64), "served": np.zeros(m, np.int64),
+                 "keys": keys, "n": m}
+            self.demand[key] = d
+        return d
+
     def decode_group(self, ep: int, frames: np.ndarray) -> _Decoded:
-        """Decode, once each, every frame the anchors ``frames`` of episode ``ep`` need."""
+        """Decode, once each, every frame the anchors ``frames`` of episode ``ep`` need.
+
+        Whole GOP runs are decoded on first touch (one batched decoder call per camera and chunk)
+        and kept in the worker's :class:`~lerobotstream.dataset._gopcache.GopCache` until the
+        episode has used them (see its module doc for the memory bound)."""
         assert self.cache is not None
         payload = self.cache.get(ep)
         rows, serial = payload.extra
@@ -208,38 +229,76 @@ class _Worker:
         self.serial[ep] = serial
         out = _Decoded(rows)
         n = rows.length
-        for cam in self.ds.video_keys:
-            if cam in self.ds.windows.keys():
-                idx = np.concatenate([self.ds.windows.resolve(cam, int(f), n)[0] for f in frames])
-            else:
-                idx = np.asarray(frames, dtype=np.int64)
-            video = self.video(ep, cam, payload.payloads[cam], serial)
-            local = video.local_indices(video.from_timestamp + rows.timestamp_s[idx])
-            uniq = np.unique(local)
-            t0 = time.perf_counter()
-            opens = self.decoders.opened
-            dec = video.decoder()
-            t1 = time.perf_counter()
-            data = dec.decode(uniq)
-            t2 = time.perf_counter()
-            self.add(open_s=(t1 - t0) if self.decoders.opened != opens else 0.0, decode_s=t2 - t1,
-                     frames_decoded=_gop_cost(uniq, np.asarray(video.span.local_key, dtype=bool)),
-                     frames_returned=len(idx), frames_unique=len(uniq), decode_calls=1)
-            out.frames[cam] = (uniq, data)
-            out.videos[cam] = video
+        frames = np.asarray(frames, dtype=np.int64)
+        with self.lock:
+            ep_lock = self.ep_locks.setdefault(ep, threading.Lock())
+        with ep_lock:  # one job of an episode at a time: a GOP run is decoded once, not by two jobs
+            for cam in self.ds.video_keys:
+                if cam in self.ds.windows.keys():
+                    from lerobotstream.dataset._windows import window_indices
+
+                    idx = window_indices(frames, n, self.ds.windows.frames[cam])[0].reshape(-1)
+                else:
+                    idx = frames
+                video = self.video(ep, cam, payload.payloads[cam], serial)
+                out.videos[cam] = video
+                local = video.local_indices(video.from_timestamp + rows.timestamp_s[idx])
+                uniq, counts = np.unique(local, return_counts=True)
+                dm = self._demand(ep, cam, video, rows)
+                keys, m = dm["keys"], dm["n"]
+                gi = np.searchsorted(keys, uniq, side="right") - 1
+                starts = keys[gi]
+                ends = np.where(gi + 1 < keys.size, keys[np.minimum(gi + 1, keys.size - 1)], m)
+                got: dict[int, torch.Tensor] = {}
+                runs: list[tuple[int, int, int]] = []  # (gop start, decode stop, run key gop)
+                for g in np.unique(starts).tolist():
+                    sel = starts == g
+                    fs = uniq[sel].tolist()
+                    rk = (ep, cam, serial, g)
+                    views = [self.gops.get(rk, f) for f in fs]
+                    if all(v is not None for v in views):
+                        got.update(zip(fs, views))
+                        continue
+                    end = int(ends[sel][0])
+                    stop = end if end - g <= _MAX_RUN else min(end, max(fs[-1] + 1, g + _MAX_RUN))
+                    runs.append((g, stop, g))
+                t0 = time.perf_counter()
+                opens = self.decoders.opened
+                dec = video.decoder() if runs else None
+                t1 = time.perf_counter()
+                decoded = 0
+                if runs:
+                    want = np.concatenate([np.arange(g, e, dtype=np.int64) for g, e, _ in runs])
+                    data = dec.decode(want)
+                    o = 0
+                    served, total = dm["served"], dm["total"]
+                    for g, e, _ in runs:
+                        block = data[o:o + (e - g)]
+                        o += e - g
+                        decoded += e - g
+                        for f in range(g, e):
+                            got[f] = block[f - g]
+                        self.gops.put((ep, cam, serial, g), g, block,
+                                      int(total[g:e].sum() - served[g:e].sum()))
+                t2 = time.perf_counter()
+                # this chunk's uses are served (the chunk keeps its own references to the frames)
+                dm["served"][uniq] += counts
+                for g in np.unique(starts).tolist():
+                    self.gops.use((ep, cam, serial, g), int(counts[starts == g].sum()))
+                self.add(open_s=(t1 - t0) if self.decoders.opened != opens else 0.0, decode_s=t2 - t1,
+                         frames_decoded=decoded, frames_returned=len(idx), frames_unique=len(uniq),
+                         decode_calls=1 if runs else 0)
+                out.frames[cam] = got
         return out
 
     def assemble(self, ep: int, frame: int, dec: _Decoded) -> dict[str, Any]:
         info = self.ds.meta.episode(ep)
 
-        def frames(e: int, cam: str, idx: np.ndarray, query_s: np.ndarray) -> torch.Tensor:
-            uniq, data = dec.frames[cam]
-            local = dec.videos[cam].local_indices(query_s)
-            pos = np.searchsorted(uniq, local)
-            return data[torch.from_numpy(pos.astype(np.int64))]
+        def frames(e: int, cam: str, idx: np.ndarray, query_s: np.ndarray) -> list[torch.Tensor]:
+            got = dec.frames[cam]
+            return [got[int(i)] for i in dec.videos[cam].local_indices(query_s)]
 
         tfm = self.ds.image_transforms if self.ds._transforms_in_threads else None
-        t0 = time.perf_counter()
         item = assemble_item(
             dec.rows, frame, windows=self.ds.windows, video_keys=self.ds.video_keys,
             from_timestamps={k: info.videos[k].from_timestamp for k in self.ds.video_keys},
@@ -248,9 +307,23 @@ class _Worker:
         )
         return item
 
+    def reset_gops(self, capacity_bytes: int | None = None) -> None:
+        """Forget decoded GOPs and per-episode demand (iterator start/end); counters are kept."""
+        self.gops.clear()
+        if capacity_bytes is not None:
+            self.gops.capacity_bytes = max(0, int(capacity_bytes))
+        self.demand.clear()
+        with self.lock:
+            self.ep_locks.clear()
+
     def on_free(self, ep: int) -> None:
         """The episode's bytes were freed: close its decoders (their mini-MP4 leaves memory too)."""
         serial = self.serial.pop(ep, None)
+        self.gops.drop((ep,))
+        for cam in self.ds.video_keys:
+            self.demand.pop((ep, cam), None)
+        with self.lock:
+            self.ep_locks.pop(ep, None)
         if serial is not None:
             for cam in self.ds.video_keys:
                 self.decoders.pop((ep, cam, serial))
@@ -271,7 +344,9 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         sidecar_lock_timeout_s (1800), device ("cpu" | "cuda": NVDEC through
         ``decode.resolve_device``, counted CPU fallback), camera_keys (decode only these video keys;
         None = all), decode_lookahead (anchors decoded together per chunk, 64; see the memory bound
-        in ``dataset._pipeline``).
+        in ``dataset._pipeline``), decoded_cache_gb (decoded GOP frames kept so each GOP is decoded
+        once per episode, per rank split over the workers, 1.0; 0 disables; see
+        ``dataset._gopcache``).
     Args (resume): batch_size (the DataLoader's; None: taken from a loaded state, else 1),
         drop_last (the DataLoader's), num_workers (the DataLoader's, for ``state_dict`` in the
         training process; default ``max_num_shards`` when > 1, else 0; 0 and 1 are equivalent).
@@ -317,6 +392,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         device: str = "cpu",
         camera_keys: Sequence[str] | None = None,
         decode_lookahead: int = 64,
+        decoded_cache_gb: float = 1.0,
         batch_size: int | None = None,
         drop_last: bool = False,
         num_workers: int | None = None,
@@ -363,6 +439,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         self.sidecar_lock_timeout_s = float(sidecar_lock_timeout_s)
         self.device = device
         self.decode_lookahead = max(1, int(decode_lookahead))
+        self.decoded_cache_gb = max(0.0, float(decoded_cache_gb))
         self.batch_size = None if batch_size is None else int(batch_size)
         self.drop_last = bool(drop_last)
         self.num_workers = (self.max_num_shards if self.max_num_shards > 1 else 0) if num_workers is None else int(num_workers)
@@ -519,6 +596,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         cap = plan.decoder_cache_size or plan.pool_size * n_cams + self.prefetch_episodes * n_cams
         w.decoders.clear()
         w.decoders.capacity = max(1, int(cap))
+        w.reset_gops(int(self.decoded_cache_gb * GIB) // max(1, nw))
         nbytes = dict(zip(plan.episode_indices.tolist(), plan.nbytes.tolist()))
         cache = EpisodeByteCache(int(plan.byte_budget), nbytes, w.fetch,
                                  max_workers=max(1, min(8, self.prefetch_episodes + 1)))
@@ -540,6 +618,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
                 yield item
         finally:
             w.decoders.clear()
+            w.reset_gops()
 
     def stats(self) -> dict[str, Any]:
         """Per-process counters (stable names; the profiler reads them). Empty before iterating.
@@ -554,14 +633,16 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
             decoder_opens (int), decoder_evictions (int), open_decoders (int), decoder_capacity (int).
             decoder_fallbacks (int): CUDA requests decoded on the CPU; pyav_fallbacks (int);
                 fallback_reasons (dict reason → count).
-            frames_decoded (int): frames the decoders had to decode (per touched GOP, seek point to the
-                last requested frame); frames_returned (int): frames put into items (window frames
+            frames_decoded (int): frames the decoders had to decode (whole GOP runs from their seek
+                point, each once while it stays in the decoded-GOP cache); frames_returned (int): frames put into items (window frames
                 included); frames_unique (int); decode_calls (int);
                 frames_decoded_per_returned (float | None).
             seconds (per stage, summed over threads): metadata_s, sidecar_s (training process setup),
                 index_open_s, spans_s, parquet_s, fetch_s, synthesize_s, open_s, decode_s, assemble_s,
                 transforms_s, queue_wait_s, admit_wait_s, decode_job_s; first_item_s.
             items (int), chunks (int).
+            gop_cache_bytes, gop_cache_peak_bytes, gop_cache_capacity_bytes (int, bytes of decoded
+                uint8 frames kept), gop_cache_evictions (int): the decoded-GOP cache.
             reserved_bytes, resident_bytes, byte_budget (int, bytes); cache (dict: ``CacheStats``).
         """
         w = self._worker
@@ -586,6 +667,8 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
             "assemble_s": w.times.assemble_s, "queue_wait_s": w.times.queue_wait_s,
             "admit_wait_s": w.times.admit_wait_s, "decode_job_s": w.times.decode_job_s,
             "items": w.times.items, "chunks": w.times.chunks, "first_item_s": w.times.first_item_s,
+            "gop_cache_bytes": w.gops.nbytes, "gop_cache_peak_bytes": w.gops.peak_nbytes,
+            "gop_cache_capacity_bytes": w.gops.capacity_bytes, "gop_cache_evictions": w.gops.evictions,
         }
         with w.lock:
             out.update({k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes")) else v)
