@@ -52,7 +52,6 @@ DEFAULT = [
     ("av1-g2-1cam-320x240", "av1", 2, 1, (320, 240), 10, 60),
     ("av1-g2-3cam-320x240", "av1", 2, 3, (320, 240), 10, 60),
     ("av1-g2-1cam-640x480", "av1", 2, 1, (640, 480), 10, 60),
-    ("h264-bf2-1cam-320x240", "h264", None, 1, (320, 240), 10, 60),
     ("h264-bf2-3cam-640x480", "h264", None, 3, (640, 480), 10, 60),
 ]
 FULL = [(f"{c}-{'g2' if c == 'av1' else 'bf2'}-{n}cam-{w}x{h}", c, 2 if c == "av1" else None, n, (w, h), 10, 60)
@@ -340,7 +339,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "lerobotstream" / "bench"))
     ap.add_argument("--num-workers", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=None, help="batches per run (default 30; quick 4)")
+    ap.add_argument("--steps", type=int, default=None, help="batches per run (default 25; quick 4)")
     ap.add_argument("--decode-threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
@@ -354,7 +353,7 @@ def main(argv=None) -> int:
     if args.lerobot_trial:
         print(json.dumps(lerobot_trial(json.loads(args.lerobot_trial))))
         return 0
-    args.steps = args.steps or (4 if args.quick else 30)
+    args.steps = args.steps or (4 if args.quick else 25)
     configs = QUICK if args.quick else FULL if args.all else DEFAULT
     methods = [m for m in args.methods.split(",") if m]
     transports = [t for t in args.transports.split(",") if t]
