@@ -4,15 +4,20 @@
 (b) map-style baseline (LeRobot's algorithm): a map-style ``Dataset`` with one torchcodec decoder per
     full source video file per worker (exact mode), one ``get_frames_played_at`` seek per sample and
     camera, shuffled sampler, same ``num_workers`` and batch size;
-(c) decode limit: every frame of every video file decoded in one sequential pass, the files split
-    over ``num_workers`` processes (samples/s = frames/s / cameras).
+(c) decode limit: every frame of every video file decoded in one sequential pass, through the same
+    DataLoader (the files split over its workers; samples/s = frames/s / cameras).
 
-Reports samples/s and the ratios, first-batch latency, peak RSS and PSS per process (main and
-DataLoader workers, sampled every 50 ms from /proc), and frames decoded per frame returned (ours:
-``ds.stats()``; map-style: per sample, seek point to target frame).
+All three run through the same DataLoader settings, interleaved (the first one rotates), ``--repeats``
+times; medians are reported. One-time costs are kept apart: the torchcodec import is paid once in
+the parent before anything is timed (workers fork from it), the dataset construction (metadata +
+sidecar build/open) is ``setup_s``; per run, ``first_batch_s`` and ``warmup_s`` (until every worker
+delivered a batch) are reported separately from the steady-state rate (samples after warm-up / time
+after warm-up) and the total rate. Also: peak RSS and PSS per process (main and DataLoader workers,
+sampled every 50 ms from /proc), frames decoded per frame returned (ours: ``ds.stats()``; map-style:
+per sample, seek point to target frame).
 
-    python tools/bench_dataset.py --codec av1 --cameras 2 --size 640x480 --num-workers 2
-    python tools/bench_dataset.py --codec h264 --cameras 1 --size 640x480 --num-workers 2
+    python tools/bench_dataset.py --codec av1 --cameras 2 --size 640x480 --num-workers 0,2
+    python tools/bench_dataset.py --codec h264 --cameras 1 --size 640x480 --num-workers 0,2
 """
 
 from __future__ import annotations
