@@ -1,0 +1,59 @@
+"""Item tensors: contiguous NCHW frames (float32 and uint8), bitwise equal to map-style's
+``x.type(torch.float32) / 255`` for every uint8 value, from channels-last views and lists of views."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._assemble import _video_value
+
+
+def _all_values_nhwc(h: int = 48, w: int = 64, t: int = 3) -> torch.Tensor:
+    """(T, C, H, W) uint8 view of NHWC memory (torchcodec's layout) holding every value 0..255."""
+    n = t * h * w * 3
+    nhwc = (torch.arange(n, dtype=torch.int64) * 7 % 256).to(torch.uint8).reshape(t, h, w, 3)
+    return nhwc.permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_float_conversion_bitwise_equal_all_values(large):
+    x = _all_values_nhwc(480 if large else 48, 640 if large else 64)
+    assert not x.is_contiguous() and set(x.unique().tolist()) == set(range(256))
+    ref = x.type(torch.float32) / 255
+    for data in (x, list(x.unbind(0)), x[:1], [x[1]]):
+        got = _video_value(data, return_uint8=False)
+        want = ref if len(data) == 3 else ref[1 if isinstance(data, list) else 0]
+        assert got.dtype == torch.float32 and got.is_contiguous()
+        assert got.shape == want.shape
+        assert torch.equal(got.view(torch.int32), want.contiguous().view(torch.int32))  # bitwise
+
+
+def test_uint8_items_contiguous_and_owned():
+    x = _all_values_nhwc()
+    for data in (x, list(x.unbind(0)), x[:1]):
+        got = _video_value(data, return_uint8=True)
+        assert got.dtype == torch.uint8 and got.is_contiguous()
+        assert torch.equal(got, x if len(data) == 3 else x[0])
+        assert got.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    got = _video_value(x[:1], return_uint8=True)
+    got.fill_(0)
+    assert x.max() == 255  # the item owns its data
+
+
+def test_dataset_items_contiguous(make_generated_dataset):
+    cam = (("observation.images.front", 64, 48),)
+    root = Path(make_generated_dataset(episode_lengths=(7, 5), codec="av1", cameras=cam))
+    for u8 in (False, True):
+        ds = StreamingLeRobotDataset(root=root, return_uint8=u8,
+                                     delta_timestamps={"observation.images.front": [-1 / 30, 0.0]} if u8 else None)
+        n = 0
+        for it in ds:
+            v = it["observation.images.front"]
+            assert v.is_contiguous() and v.dtype == (torch.uint8 if u8 else torch.float32)
+            assert v.shape == ((2, 3, 48, 64) if u8 else (3, 48, 64))
+            n += 1
+        assert n == 12
