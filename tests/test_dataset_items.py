@@ -57,3 +57,22 @@ def test_dataset_items_contiguous(make_generated_dataset):
             assert v.shape == ((2, 3, 48, 64) if u8 else (3, 48, 64))
             n += 1
         assert n == 12
+
+
+def test_first_chunk_and_ffmpeg_threads_same_items(make_generated_dataset):
+    cam = (("observation.images.front", 64, 48),)
+    root = Path(make_generated_dataset(episode_lengths=(7, 5), codec="av1", cameras=cam))
+
+    def epoch(**kw):
+        ds = StreamingLeRobotDataset(root=root, decode_lookahead=4, **kw)
+        out = [(int(i["episode_index"]), int(i["frame_index"]), i["observation.images.front"]) for i in ds]
+        return out, ds.stats()
+
+    ref, _ = epoch()
+    for kw in (dict(first_lookahead=1), dict(first_lookahead=3, ffmpeg_threads=0), dict(ffmpeg_threads=2)):
+        got, st = epoch(**kw)
+        assert [g[:2] for g in got] == [r[:2] for r in ref]  # same planner order
+        assert all(torch.equal(g[2], r[2]) for g, r in zip(got, ref))
+        assert st["torchcodec_import_s"] >= 0
+    with pytest.raises(ValueError):
+        StreamingLeRobotDataset(root=root, ffmpeg_threads=-1)

@@ -4,8 +4,17 @@
 (b) map-style baseline (LeRobot's algorithm): a map-style ``Dataset`` with one torchcodec decoder per
     full source video file per worker (exact mode), one ``get_frames_played_at`` seek per sample and
     camera, shuffled sampler, same ``num_workers`` and batch size;
-(c) decode limit: every frame of every video file decoded in one sequential pass, through the same
-    DataLoader (the files split over its workers; samples/s = frames/s / cameras).
+(c) raw decode limit (``limit``): every frame of every video file decoded in one sequential pass,
+    through the same DataLoader (the files split over its workers; samples/s = frames/s / cameras);
+    it yields one tiny tensor per 64 frames, so it pays no per-item conversion and no batch transfer;
+(d) decode+item limit (``limit_items``): the same sequential pass, but yielding the items a training
+    loop needs — per sample every camera's frame as a contiguous float32 (C,H,W) in [0, 1] (the
+    conversion ours uses) plus the index columns — collated into batches by the same DataLoader. This
+    is the fair ceiling for ``ours`` (same item tensors, same collate/transfer); the goals are stated
+    against it, and the raw limit is reported beside it.
+
+Also CPU seconds per sample (this process + its reaped DataLoader workers, from ``getrusage``): the
+machine is shared, so wall-clock rates swing with other jobs while CPU cost per sample is steadier.
 
 All three run through the same DataLoader settings, interleaved (the first one rotates), ``--repeats``
 times; medians are reported. One-time costs are kept apart: the torchcodec import is paid once in
@@ -18,6 +27,9 @@ per sample, seek point to target frame).
 
     python tools/bench_dataset.py --codec av1 --cameras 2 --size 640x480 --num-workers 0,2
     python tools/bench_dataset.py --codec h264 --cameras 1 --size 640x480 --num-workers 0,2
+
+``--map-layout contiguous`` makes the map-style items contiguous too (LeRobot's ``x.type(float32) / 255``
+keeps torchcodec's channels-last strides; that is the default here, as LeRobot users get it).
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ import glob
 import json
 import multiprocessing as mp
 import os
+import resource
 import sys
 import tempfile
 import threading
@@ -105,12 +118,12 @@ class _StatsDataset(StreamingLeRobotDataset):
 class MapStyle(torch.utils.data.Dataset):
     """LeRobot's map-style algorithm: decoder per full file (opened lazily per worker), seek per sample."""
 
-    def __init__(self, root: Path, cameras: list[str]) -> None:
+    def __init__(self, root: Path, cameras: list[str], layout: str = "lerobot") -> None:
         import pyarrow.parquet as pq
 
         from lerobotstream.meta import DatasetMeta
 
-        self.root, self.cameras = root, cameras
+        self.root, self.cameras, self.layout = root, cameras, layout
         self.meta = DatasetMeta.load(str(root))
         tables = [pq.read_table(p) for p in sorted(glob.glob(str(root / "data" / "*" / "*.parquet")))]
         import pyarrow as pa
@@ -144,7 +157,11 @@ class MapStyle(torch.utils.data.Dataset):
         for cam in self.cameras:
             v = info.videos[cam]
             frames = self._decoder(v.path).get_frames_played_at([v.from_timestamp + float(self.ts[i])])
-            item[cam] = frames.data[0].float() / 255
+            x = frames.data[0]
+            if self.layout == "contiguous":
+                item[cam] = torch.empty(x.shape, dtype=torch.float32).copy_(x).div_(255)
+            else:
+                item[cam] = x.type(torch.float32) / 255  # LeRobot's conversion (channels-last strides)
         return item
 
 
@@ -190,6 +207,47 @@ class SeqLimit(torch.utils.data.IterableDataset):
                 yield torch.tensor([n / self.cameras])  # samples' worth of frames
 
 
+class SeqItems(torch.utils.data.IterableDataset):
+    """Decode+item limit: episodes split over the workers, each camera's frames decoded sequentially
+    (64-frame ranges, one decoder per file per worker), yielded as map-style-like items (every
+    camera's frame as contiguous float32 (C,H,W) in [0, 1], plus index columns)."""
+
+    def __init__(self, root: Path, cameras: list[str], meta) -> None:
+        self.root, self.cameras = root, cameras
+        self.eps = [(int(e), meta.episode(int(e))) for e in meta.episode_indices.tolist()]
+        self.fps = meta.fps
+
+    def __iter__(self):
+        from torchcodec.decoders import VideoDecoder
+
+        info = torch.utils.data.get_worker_info()
+        wid, nw = (0, 1) if info is None else (info.id, info.num_workers)
+        decs: dict[str, object] = {}
+        for e, ep in self.eps[wid::nw]:
+            for a in range(0, ep.length, 64):
+                b = min(a + 64, ep.length)
+                blocks = {}
+                for cam in self.cameras:
+                    v = ep.videos[cam]
+                    d = decs.get(v.path)
+                    if d is None:
+                        d = decs[v.path] = VideoDecoder(str(self.root / v.path), seek_mode="approximate")
+                    s0 = int(round(v.from_timestamp * self.fps))
+                    blocks[cam] = d.get_frames_in_range(s0 + a, s0 + b).data
+                for f in range(a, b):
+                    item = {"episode_index": torch.tensor(e), "frame_index": torch.tensor(f)}
+                    for cam, blk in blocks.items():
+                        x = blk[f - a]
+                        item[cam] = torch.empty(x.shape, dtype=torch.float32).copy_(x).div_(255)
+                    yield item
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its reaped children (DataLoader workers)."""
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
 def _run_loader(ds, nw: int, bs: int, warm_batches: int) -> dict:
     """One pass through a DataLoader; warm-up = until ``warm_batches`` batches arrived."""
     limit = isinstance(ds, SeqLimit)
@@ -201,6 +259,7 @@ def _run_loader(ds, nw: int, bs: int, warm_batches: int) -> dict:
     t0 = time.perf_counter()
     first = t_warm = None
     k = 0
+    c0 = _cpu_s()
     with _Mem() as mem:
         for batch in dl:
             n += float(batch.sum()) if limit else len(batch["episode_index"])
@@ -209,10 +268,13 @@ def _run_loader(ds, nw: int, bs: int, warm_batches: int) -> dict:
                 first = time.perf_counter() - t0
             if k == warm_batches:
                 t_warm, n_warm = time.perf_counter() - t0, n
+        del dl  # workers joined (reaped) before the CPU time is read
     total = time.perf_counter() - t0
+    cpu_ms = (_cpu_s() - c0) / max(n, 1) * 1e3
     steady = (n - n_warm) / (total - t_warm) if t_warm is not None and total > t_warm and n > n_warm else None
     return {"samples": n, "total_s": total, "first_batch_s": first or 0.0, "warmup_s": t_warm,
-            "samples_per_s": n / total, "steady_samples_per_s": steady, "mem": mem.summary()}
+            "samples_per_s": n / total, "steady_samples_per_s": steady, "cpu_ms_per_sample": cpu_ms,
+            "mem": mem.summary()}
 
 
 def _median(xs):
@@ -235,9 +297,20 @@ def main(argv=None) -> int:
     ap.add_argument("--lookahead", type=int, default=64)
     ap.add_argument("--decode-threads", type=int, default=1)
     ap.add_argument("--decoded-cache-gb", type=float, default=1.0)
+    ap.add_argument("--ffmpeg-threads", type=int, default=1, help="ours: torchcodec num_ffmpeg_threads per decoder")
+    ap.add_argument("--first-lookahead", type=int, default=None, help="ours: first decode chunk (default batch size)")
+    ap.add_argument("--map-layout", default="lerobot", choices=("lerobot", "contiguous"))
+    ap.add_argument("--torch-threads", type=int, default=1,
+                    help="torch intra-op threads in the main process (DataLoader workers always use 1); 0 = "
+                         "torch's default. Default 1: on a loaded 2-core machine torch's OpenMP team makes a "
+                         "3.7 MB copy in the main thread ~10x slower, which would penalise whoever converts or "
+                         "collates there")
+    ap.add_argument("--only", default="ours,map_style,limit,limit_items", help="contestants to run")
     ap.add_argument("--root", default=None, help="reuse a generated dataset")
     ap.add_argument("--json", default=None, help="also write the result here")
     a = ap.parse_args(argv)
+    if a.torch_threads > 0:
+        torch.set_num_threads(a.torch_threads)
     w, h = (int(x) for x in a.size.split("x"))
     cams = [(f"observation.images.cam{j}", w, h) for j in range(a.cameras)]
     tmp = tempfile.mkdtemp(prefix="bench_dataset_")
@@ -265,49 +338,55 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         ds = _StatsDataset(root=root, episode_pool_size=a.pool, prefetch_episodes=2, max_num_shards=max(1, nw),
                            decode_lookahead=a.lookahead, decode_threads=a.decode_threads,
-                           decoded_cache_gb=a.decoded_cache_gb)
+                           decoded_cache_gb=a.decoded_cache_gb, ffmpeg_threads=a.ffmpeg_threads,
+                           first_lookahead=a.first_lookahead, batch_size=a.batch_size)
         setup_s = time.perf_counter() - t  # metadata + sidecar (built on the first construction, then cached)
-        ms = MapStyle(root, keys)
+        ms = MapStyle(root, keys, a.map_layout)
         lim = SeqLimit(paths, len(keys))
-        runs: dict[str, list[dict]] = {"ours": [], "map_style": [], "limit": []}
+        lim_items = SeqItems(root, keys, meta_probe.meta)
+        only = a.only.split(",")
+        order = [(n, d) for n, d in (("ours", ds), ("map_style", ms), ("limit", lim), ("limit_items", lim_items))
+                 if n in only]
+        runs: dict[str, list[dict]] = {n: [] for n, _ in order}
         ours_stats = []
-        order = [("ours", ds), ("map_style", ms), ("limit", lim)]
         warm_batches = max(1, nw)
         for r in range(a.repeats):
-            for name, d in order[r % 3:] + order[:r % 3]:  # rotate who goes first
+            for name, d in order[r % len(order):] + order[:r % len(order)]:  # rotate who goes first
                 for p in stats_dir.glob("*.json"):
                     p.unlink()
                 runs[name].append(_run_loader(d, nw, a.batch_size, warm_batches))
                 if name == "ours":
                     ours_stats.append([json.loads(p.read_text()) for p in stats_dir.glob("*.json")])
-        st = ours_stats[-1]
+        st = ours_stats[-1] if ours_stats else []
         dec = sum(s.get("frames_decoded", 0) for s in st)
         ret = sum(s.get("frames_returned", 0) for s in st)
         ratios = {f"ours_vs_{o}_{m}": _median([x[m] / y[m] if x[m] and y[m] else None
                                                for x, y in zip(runs["ours"], runs[o])])
-                  for o in ("map_style", "limit") for m in ("steady_samples_per_s", "samples_per_s")}
+                  for o in ("map_style", "limit", "limit_items") if o in runs and "ours" in runs
+                  for m in ("steady_samples_per_s", "samples_per_s", "cpu_ms_per_sample")}
         res = {
             "num_workers": nw, "batch_size": a.batch_size, "repeats": a.repeats, "setup_s": round(setup_s, 3),
             **{f"{n}_steady_samples_per_s": _median([x["steady_samples_per_s"] for x in v]) for n, v in runs.items()},
             **{f"{n}_total_samples_per_s": _median([x["samples_per_s"] for x in v]) for n, v in runs.items()},
+            **{f"{n}_cpu_ms_per_sample": _median([x["cpu_ms_per_sample"] for x in v]) for n, v in runs.items()},
             **ratios,
             "first_batch_s": {n: _median([x["first_batch_s"] for x in v]) for n, v in runs.items()},
             "warmup_s": {n: _median([x["warmup_s"] for x in v]) for n, v in runs.items()},
             "frames_decoded_per_returned": {"ours": round(dec / ret, 3) if ret else None,
                                             "map_style": round(sum(cost.values()) / (len(cost) * len(keys)), 3),
-                                            "limit": 1.0},
+                                            "limit": 1.0, "limit_items": 1.0},
             "peak_memory_mib_per_process": {n: v[-1]["mem"] for n, v in runs.items()},
             "ours_stats_per_process": [{k: s.get(k) for k in (
                 "items", "first_item_s", "index_open_s", "decode_s", "open_s", "fetch_s", "assemble_s", "queue_wait_s",
                 "bytes_fetched", "decoder_opens", "gop_cache_peak_bytes", "gop_cache_evictions")} for s in st],
             "runs": {n: [{k: (round(x[k], 3) if isinstance(x[k], float) else x[k]) for k in
-                          ("samples_per_s", "steady_samples_per_s", "first_batch_s")} for x in v]
+                          ("samples_per_s", "steady_samples_per_s", "first_batch_s", "cpu_ms_per_sample")} for x in v]
                      for n, v in runs.items()},
         }
         print(json.dumps(res), file=sys.stderr, flush=True)
         results.append(res)
     out = {"dataset": f"{a.codec} gop={a.gop or 'default'} {len(keys)} cam {a.size}, {a.episodes}x{a.length} frames",
-           "one_time": warm, "command": "python tools/bench_dataset.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "one_time": warm, "torch_threads_main": torch.get_num_threads(), "command": "python tools/bench_dataset.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "results": results}
     print(json.dumps(out, indent=1))
     if a.json:

@@ -189,7 +189,7 @@ class _Worker:
         span, table, path, from_ts = self.span(ep, cam)
         return EpisodeVideo(table, span, mini, episode_index=ep, camera=cam, path=path, from_timestamp=from_ts,
                             fps=self.ds.meta.fps, tolerance_s=self.ds.tolerance_s, device=self.ds.device,
-                            cache=self.decoders, cache_key=(ep, cam, serial))
+                            num_threads=self.ds.ffmpeg_threads, cache=self.decoders, cache_key=(ep, cam, serial))
 
     def _demand(self, ep: int, cam: str, video, rows: EpisodeRows) -> dict[str, np.ndarray]:
         """Per local frame of (ep, cam): uses over the whole episode (every anchor once, windows
@@ -346,7 +346,11 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         None = all), decode_lookahead (anchors decoded together per chunk, 64; see the memory bound
         in ``dataset._pipeline``), decoded_cache_gb (decoded GOP frames kept so each GOP is decoded
         once per episode, per rank split over the workers, 1.0; 0 disables; see
-        ``dataset._gopcache``).
+        ``dataset._gopcache``), ffmpeg_threads (FFmpeg threads per decoder, torchcodec's
+        ``num_ffmpeg_threads``; 0 lets FFmpeg decide; default 1: the ``decode_threads`` already
+        run decoders in parallel — see README "Performance" for the measurement),
+        first_lookahead (anchors of each iterator's first decode chunk; default ``batch_size``
+        or 8: the first batch leaves before a whole ``decode_lookahead`` chunk is decoded).
     Args (resume): batch_size (the DataLoader's; None: taken from a loaded state, else 1),
         drop_last (the DataLoader's), num_workers (the DataLoader's, for ``state_dict`` in the
         training process; default ``max_num_shards`` when > 1, else 0; 0 and 1 are equivalent).
@@ -393,6 +397,8 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         camera_keys: Sequence[str] | None = None,
         decode_lookahead: int = 64,
         decoded_cache_gb: float = 1.0,
+        ffmpeg_threads: int = 1,
+        first_lookahead: int | None = None,
         batch_size: int | None = None,
         drop_last: bool = False,
         num_workers: int | None = None,
@@ -440,6 +446,10 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         self.device = device
         self.decode_lookahead = max(1, int(decode_lookahead))
         self.decoded_cache_gb = max(0.0, float(decoded_cache_gb))
+        if int(ffmpeg_threads) < 0:
+            raise ValueError(f"ffmpeg_threads must be >= 0, got {ffmpeg_threads}")
+        self.ffmpeg_threads = int(ffmpeg_threads)
+        self.first_lookahead = None if first_lookahead is None else max(1, int(first_lookahead))
         self.batch_size = None if batch_size is None else int(batch_size)
         self.drop_last = bool(drop_last)
         self.num_workers = (self.max_num_shards if self.max_num_shards > 1 else 0) if num_workers is None else int(num_workers)
@@ -453,6 +463,14 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         t1 = time.perf_counter()
         self._sidecar_npz, self._sidecar_how = self._ensure_sidecar()
         self._setup["sidecar_s"] = time.perf_counter() - t1
+        # import torchcodec (~1 s) here, in the training process, so DataLoader workers fork with it
+        # loaded instead of each importing it before its first batch (no decoder is created here)
+        t2 = time.perf_counter()
+        try:
+            import torchcodec.decoders  # noqa: F401
+        except Exception:  # reported by the first decode, with episode/camera/file
+            pass
+        self._setup["torchcodec_import_s"] = time.perf_counter() - t2
 
     def _ensure_sidecar(self):
         from lerobotstream.sidecar import ensure_sidecar, open_sidecar
@@ -604,7 +622,8 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         pipe = Pipeline(plan.iter_pools(start.epoch, start.offset, repeat=self.repeat), start.limit, cache,
                         w.decode_group, w.assemble, decode_threads=self.decode_threads,
                         decoded_queue_size=self.decoded_queue_size, prefetch_episodes=self.prefetch_episodes,
-                        lookahead=self.decode_lookahead, on_free=w.on_free, times=w.times)
+                        lookahead=self.decode_lookahead, on_free=w.on_free, times=w.times,
+                        first_lookahead=self.first_lookahead or self.batch_size or 8)
         tfm = None if self._transforms_in_threads else self.image_transforms
         try:
             for item in pipe:
@@ -638,7 +657,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
                 included); frames_unique (int); decode_calls (int);
                 frames_decoded_per_returned (float | None).
             seconds (per stage, summed over threads): metadata_s, sidecar_s (training process setup),
-                index_open_s, spans_s, parquet_s, fetch_s, synthesize_s, open_s, decode_s, assemble_s,
+                torchcodec_import_s, index_open_s, spans_s, parquet_s, fetch_s, synthesize_s, open_s, decode_s, assemble_s,
                 transforms_s, queue_wait_s, admit_wait_s, decode_job_s; first_item_s.
             items (int), chunks (int).
             gop_cache_bytes, gop_cache_peak_bytes, gop_cache_capacity_bytes (int, bytes of decoded

@@ -75,6 +75,8 @@ class Pipeline:
         decoded_queue_size: assembled items in flight, >= 1.
         prefetch_episodes: episodes of the planner frontier fetched ahead, >= 0.
         lookahead: anchors drawn (and decoded together) per chunk, >= 1.
+        first_lookahead: anchors of the iterator's first chunk (default ``lookahead``): a small
+            first chunk (e.g. one batch) lets the first items out before a whole chunk is decoded.
         on_free: called with an episode index after its cache entry was freed (close decoders).
         times: stage timings to update.
     """
@@ -82,7 +84,7 @@ class Pipeline:
     def __init__(self, pools: Iterable[Any], limit: int | None, cache: EpisodeByteCache, decode_group: DecodeFn,
                  assemble: AssembleFn, *, decode_threads: int, decoded_queue_size: int, prefetch_episodes: int,
                  lookahead: int, on_free: Callable[[int], None] | None = None,
-                 times: StageTimes | None = None) -> None:
+                 times: StageTimes | None = None, first_lookahead: int | None = None) -> None:
         self.pools = pools
         self.limit = limit
         self.cache = cache
@@ -92,6 +94,8 @@ class Pipeline:
         self.queue_size = max(1, int(decoded_queue_size))
         self.prefetch_episodes = max(0, int(prefetch_episodes))
         self.lookahead = max(1, int(lookahead))
+        self.first_lookahead = self.lookahead if first_lookahead is None else max(1, min(self.lookahead,
+                                                                                          int(first_lookahead)))
         self.on_free = on_free
         self.times = times if times is not None else StageTimes()
 
@@ -127,6 +131,7 @@ class Pipeline:
 
     def _chunks(self, dec: ThreadPoolExecutor) -> Iterator[list[tuple[int, int, Future]]]:
         """Sub-chunks of submitted work: ``[(episode, frame, decode job future), ...]``."""
+        size = self.first_lookahead  # the iterator's first chunk, then ``lookahead``
         for pool in self.pools:
             pool.drain_events()
             for ep in pool.resident().tolist():
@@ -134,11 +139,12 @@ class Pipeline:
             self._prefetch(pool)
             pending_admits: list[int] = []
             while True:
-                want = self.lookahead if self.limit is None else min(self.lookahead, self.limit - pool.emitted)
+                want = size if self.limit is None else min(size, self.limit - pool.emitted)
                 if want <= 0:
                     break
                 start = pool.emitted
                 eps, frs = pool.next_anchors(want)
+                size = self.lookahead
                 k = len(eps)
                 events = pool.drain_events()
                 cuts = sorted({e.position - start for e in events if e.kind == "admit" and 0 < e.position - start < k})
