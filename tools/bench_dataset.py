@@ -295,7 +295,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repetitions (median reported)")
     ap.add_argument("--pool", type=int, default=4, help="episode_pool_size per rank (split over workers)")
     ap.add_argument("--lookahead", type=int, default=64)
-    ap.add_argument("--decode-threads", type=int, default=1)
+    ap.add_argument("--decode-threads", type=int, default=None, help="ours (default: the dataset's, 2)")
     ap.add_argument("--decoded-cache-gb", type=float, default=1.0)
     ap.add_argument("--ffmpeg-threads", type=int, default=1, help="ours: torchcodec num_ffmpeg_threads per decoder")
     ap.add_argument("--first-lookahead", type=int, default=None, help="ours: first decode chunk (default batch size)")
@@ -337,7 +337,8 @@ def main(argv=None) -> int:
     for nw in [int(x) for x in a.num_workers.split(",")]:
         t = time.perf_counter()
         ds = _StatsDataset(root=root, episode_pool_size=a.pool, prefetch_episodes=2, max_num_shards=max(1, nw),
-                           decode_lookahead=a.lookahead, decode_threads=a.decode_threads,
+                           decode_lookahead=a.lookahead,
+                           **({} if a.decode_threads is None else {"decode_threads": a.decode_threads}),
                            decoded_cache_gb=a.decoded_cache_gb, ffmpeg_threads=a.ffmpeg_threads,
                            first_lookahead=a.first_lookahead, batch_size=a.batch_size)
         setup_s = time.perf_counter() - t  # metadata + sidecar (built on the first construction, then cached)
