@@ -463,9 +463,14 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         t1 = time.perf_counter()
         self._sidecar_npz, self._sidecar_how = self._ensure_sidecar()
         self._setup["sidecar_s"] = time.perf_counter() - t1
-        # import torchcodec (~1 s) here, in the training process, so DataLoader workers fork with it
-        # loaded instead of each importing it before its first batch (no decoder is created here)
+        # import torchcodec (~1 s) and the per-worker modules here, in the training process, so
+        # DataLoader workers fork with them loaded instead of each importing them before its first
+        # batch (no decoder, file handle or thread is created here)
         t2 = time.perf_counter()
+        import lerobotstream.decode  # noqa: F401
+        import lerobotstream.parquet  # noqa: F401
+        import lerobotstream.planner  # noqa: F401
+
         try:
             import torchcodec.decoders  # noqa: F401
         except Exception:  # reported by the first decode, with episode/camera/file
