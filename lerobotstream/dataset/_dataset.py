@@ -78,6 +78,28 @@ def _no_nbytes(episode_index: int) -> int:
 _MAX_RUN = 64
 
 
+#: frames per decoder call (whole GOP runs are grouped up to this; a longer run is one call): one
+#: huge output tensor per chunk is a fresh mmap that page-faults (~0.5 ms per 640x480 frame, more
+#: than decoding it), while call-sized outputs are recycled by the allocator
+_CALL_FRAMES = 16
+
+
+def _call_groups(runs: list, cap: int) -> list:
+    """Split GOP runs ``(start, stop, key)`` into consecutive groups of about ``cap`` frames."""
+    groups: list = []
+    cur: list = []
+    n = 0
+    for r in runs:
+        if cur and n + (r[1] - r[0]) > cap:
+            groups.append(cur)
+            cur, n = [], 0
+        cur.append(r)
+        n += r[1] - r[0]
+    if cur:
+        groups.append(cur)
+    return groups
+
+
 class _Decoded:
     """One decode job's result: rows and, per camera, the distinct decoded frames."""
 
@@ -267,12 +289,14 @@ class _Worker:
                 dec = video.decoder() if runs else None
                 t1 = time.perf_counter()
                 decoded = 0
-                if runs:
-                    want = np.concatenate([np.arange(g, e, dtype=np.int64) for g, e, _ in runs])
+                calls = 0
+                served, total = dm["served"], dm["total"]
+                for group in _call_groups(runs, _CALL_FRAMES):
+                    want = np.concatenate([np.arange(g, e, dtype=np.int64) for g, e, _ in group])
                     data = dec.decode(want)
+                    calls += 1
                     o = 0
-                    served, total = dm["served"], dm["total"]
-                    for g, e, _ in runs:
+                    for g, e, _ in group:
                         block = data[o:o + (e - g)]
                         o += e - g
                         decoded += e - g
@@ -287,7 +311,7 @@ class _Worker:
                     self.gops.use((ep, cam, serial, g), int(counts[starts == g].sum()))
                 self.add(open_s=(t1 - t0) if self.decoders.opened != opens else 0.0, decode_s=t2 - t1,
                          frames_decoded=decoded, frames_returned=len(idx), frames_unique=len(uniq),
-                         decode_calls=1 if runs else 0)
+                         decode_calls=calls)
                 out.frames[cam] = got
         return out
 
