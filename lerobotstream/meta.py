@@ -119,7 +119,7 @@ def _read_parquet(source: ByteSource, path: str, *, what: str, columns: Iterable
         pf = pq.ParquetFile(io.BytesIO(data))
         names = pf.schema_arrow.names
         cols = None if columns is None else [c for c in names if c in set(columns)]
-        return pf.read(columns=cols)
+        return pf.read(columns=cols, use_threads=False)  # small files; pyarrow threads + torch can abort at exit
     except (pa.ArrowException, OSError, ValueError) as e:
         raise MetadataError(f"{what} {_where(source, path)} is not a readable Parquet file: {e}", path=path) from e
 

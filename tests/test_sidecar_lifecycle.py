@@ -277,3 +277,30 @@ def test_lock_held_past_the_timeout_gives_the_documented_error(dataset, tmp_path
     msg2 = _lifecycle.lock_timeout_message(Path(lock), 0.3, 0.3)
     assert "no such process" in msg2 and "looks dead" in msg2
     assert ensure_sidecar(src, repo_id="t/ds", lock_timeout_s=5)[1] == "built"
+
+
+def test_damaged_cached_sidecar_arrays_are_rebuilt(tmp_path, make_generated_dataset):
+    """A cached NPZ whose manifest reads fine but whose array members are damaged is rebuilt
+    (not an untyped zlib error at every later start)."""
+    import shutil
+
+    from lerobotstream.meta import DatasetMeta
+    from lerobotstream.mp4 import Mp4Index
+    from lerobotstream.sidecar import ensure_sidecar
+    from lerobotstream.sources import LocalSource
+
+    root = make_generated_dataset(episode_lengths=(6, 9), codec="av1")
+    source = LocalSource(root)
+    meta = DatasetMeta.load(source)
+    cache_dir, index_dir = tmp_path / "sidecars", tmp_path / "indexes"
+    npz, how = ensure_sidecar(source, meta, repo_id="local/damaged", cache_dir=cache_dir, index_dir=index_dir)
+    assert how == "built"
+    good = npz.read_bytes()
+    data = bytearray(good)
+    data[100:140] = bytes(b ^ 0xFF for b in data[100:140])  # inside the first array member
+    npz.chmod(0o644)
+    npz.write_bytes(bytes(data))
+    shutil.rmtree(index_dir, ignore_errors=True)
+    npz2, how2 = ensure_sidecar(source, meta, repo_id="local/damaged", cache_dir=cache_dir, index_dir=index_dir)
+    assert npz2 == npz and how2 == "built"
+    Mp4Index.open(npz2, index_dir=index_dir).close()

@@ -53,6 +53,7 @@ import struct
 import threading
 import uuid
 import zipfile
+import zlib
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -538,7 +539,12 @@ class Mp4Index:
                     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
                     try:
                         with open(tmp, "wb") as out:
-                            _convert(zf, manifest, generation, out, npz_path)
+                            try:
+                                _convert(zf, manifest, generation, out, npz_path)
+                            except (zlib.error, zipfile.BadZipFile, EOFError, ValueError, KeyError) as e:
+                                raise SidecarSchemaError(
+                                    f"{npz_path}: corrupt sidecar archive ({type(e).__name__}: {e}); delete it so it "
+                                    "is rebuilt", path=str(npz_path)) from e
                             out.flush()
                             os.fsync(out.fileno())
                         os.chmod(tmp, 0o444)

@@ -253,8 +253,8 @@ def _remove_stale_temporaries(target: Path) -> None:
 
 
 # --- cached / published candidates --------------------------------------------------------------
-def _cached_reason(target: Path, identity: SidecarIdentity) -> str | None:
-    """None when ``target`` is a usable cached sidecar, else why not."""
+def _cached_reason(target: Path, identity: SidecarIdentity, index_dir: Any = None) -> str | None:
+    """None when ``target`` is a usable cached sidecar (identity matches, arrays readable), else why not."""
     from lerobotstream.sidecar._archive import load_manifest
 
     if not target.is_file():
@@ -263,7 +263,18 @@ def _cached_reason(target: Path, identity: SidecarIdentity) -> str | None:
         manifest = load_manifest(target)
     except (SidecarSchemaError, OSError) as e:
         return f"unreadable: {e}"
-    return check_identity(manifest, identity)
+    reason = check_identity(manifest, identity)
+    if reason is None:
+        # The manifest can be intact while array members are damaged (bit rot, a partial copy):
+        # opening the derived index converts the arrays once (CRC-checked) and is cheap when warm.
+        from lerobotstream.mp4._index_file import Mp4Index
+
+        try:
+            Mp4Index.open(target, index_dir=index_dir).close()
+        except SidecarSchemaError as e:
+            return f"corrupt: {e}"
+    return reason
+
 
 
 def _full_validate(npz: Path, meta: Any, tolerance_s: float, index_dir: Any, lock_timeout_s: float) -> None:
@@ -376,7 +387,7 @@ def ensure_sidecar(
     target = cache_path(identity, cache_dir)
     t_open = time.time_ns()
     if identity.stable:
-        reason = _cached_reason(target, identity)
+        reason = _cached_reason(target, identity, index_dir)
         if reason is None:
             logger.debug("MP4 sidecar from the cache: %s", target)
             return target, "cache"
@@ -390,11 +401,11 @@ def ensure_sidecar(
     with _BuildLock(target, lock_timeout_s, what):
         _remove_stale_temporaries(target)
         if identity.stable:
-            if _cached_reason(target, identity) is None:  # built or downloaded while we waited
+            if _cached_reason(target, identity, index_dir) is None:  # built or downloaded while we waited
                 return target, "cache"
         else:
             try:  # rebuilt by another process during this open: as fresh as our own build
-                if target.stat().st_mtime_ns >= t_open and _cached_reason(target, identity) is None:
+                if target.stat().st_mtime_ns >= t_open and _cached_reason(target, identity, index_dir) is None:
                     return target, "cache"
             except FileNotFoundError:
                 pass
