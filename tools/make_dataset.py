@@ -17,7 +17,8 @@ same identity: ``observation.state[0] = episode_index``, ``[1] = frame_index``, 
 
 Usage (CLI)::
 
-    python tools/make_dataset.py OUT_DIR --episodes 30,45,20 --codec h264 --cameras front:64x48,wrist:97x71
+    python tools/make_dataset.py OUT_DIR --episodes 30,45,20 --codec av1 --cameras front:64x48,wrist:97x71
+    python tools/make_dataset.py OUT_DIR --episodes 30,45,20 --codec h264 --cameras front:64x48  # H.264/HEVC: even sizes
 """
 
 from __future__ import annotations
