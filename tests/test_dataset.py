@@ -74,3 +74,34 @@ def test_decode_failure_is_loud(root, monkeypatch):
     with pytest.raises(DecodeError, match=r"episode \d+, camera 'observation.images.front', file"):
         for _ in ds:
             pass
+
+
+@pytest.fixture(scope="module")
+def root2cam(make_generated_dataset):
+    cams = (("observation.images.front", 64, 48), ("observation.images.wrist", 64, 48))
+    return Path(make_generated_dataset(episode_lengths=(9, 7, 8, 6, 9, 5, 7, 8), codec="h264", cameras=cams,
+                                       episodes_per_video_file=2))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_tiny_decoder_cache_with_decode_threads(root2cam, num_workers):
+    """Bug: a decode thread's open evicted and closed the decoder another decode thread was using
+    (``DecodeError: ... closed failed on local frames``). Decoders in use are pinned now."""
+    want = sorted((e, f) for e, n in enumerate((9, 7, 8, 6, 9, 5, 7, 8)) for f in range(n))
+    for _ in range(3):
+        ds = StreamingLeRobotDataset(root=root2cam, max_num_shards=max(1, num_workers), video_decoder_cache_size=1,
+                                     decode_threads=2, decode_lookahead=2, episode_pool_size=4, decoded_cache_gb=0)
+        dl = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=num_workers)
+        seen = []
+        for batch in dl:
+            seen += list(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist()))
+        assert sorted(seen) == want
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5])
+def test_video_decoder_cache_size_is_validated(root, bad):
+    from lerobotstream.errors import StreamingConfigError
+
+    with pytest.raises(StreamingConfigError, match="video_decoder_cache_size") as ei:
+        StreamingLeRobotDataset(root=root, video_decoder_cache_size=bad)
+    assert isinstance(ei.value, ValueError) and repr(bad) in str(ei.value)

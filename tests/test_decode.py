@@ -196,3 +196,65 @@ def test_closed_decoder_raises_and_video_reopens(clip):
     d.close()
     with pytest.raises(DecodeError, match="closed"):
         d.decode([0])
+
+
+def test_decoder_cache_never_closes_a_pinned_decoder():
+    """Bug: another thread's open evicted (and closed) a decoder in use. Pinned decoders are never
+    evicted; with all pinned the cache exceeds its capacity until they are released."""
+    closed = []
+
+    class D:
+        def __init__(self, k):
+            self.k = k
+
+        def close(self):
+            closed.append(self.k)
+
+    c = DecoderCache(1)
+    a = c.acquire("a", lambda: D("a"))
+    b = c.acquire("b", lambda: D("b"))  # over capacity: "a" is pinned, so nothing is closed
+    assert closed == [] and len(c) == 2 and c.pinned_count == 2
+    c.release(a)  # "a" is the LRU unpinned one: closed now that it is released
+    assert closed == ["a"] and len(c) == 1
+    c.pop("b")  # pinned: forgotten now, closed on its last release
+    assert closed == ["a"] and "b" not in c
+    c.release(b)
+    assert closed == ["a", "b"]
+    with c.pinned("x", lambda: D("x")) as x:
+        c.clear()
+        assert closed == ["a", "b"] and x.k == "x"
+    assert closed == ["a", "b", "x"] and c.pinned_count == 0
+
+
+def test_decoder_cache_threads_never_use_closed_decoders(clip):
+    """Many threads decoding distinct keys through one capacity-1 cache: no closed-decoder errors."""
+    import threading
+
+    cache = DecoderCache(1)
+    videos = [_video(clip, cache=cache, cache_key=("k", i)) for i in range(4)]
+    ref = videos[0].frames_at([0, 3, 5])
+    errors = []
+
+    def run(v):
+        try:
+            for _ in range(15):
+                assert torch.equal(v.frames_at([0, 3, 5]), ref)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(v,)) for v in videos]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert errors == []
+    assert cache.pinned_count == 0 and len(cache) <= 1
+
+
+def test_closed_decoder_error_is_internal_not_a_backend_failure(clip):
+    t, s, mini = clip
+    d = EpisodeDecoder(mini, s, codec=t.codec)
+    d.close()
+    assert d.closed
+    with pytest.raises(DecodeError, match="internal error: decode\\(\\) on a closed decoder"):
+        d.decode([0])

@@ -59,6 +59,7 @@ from lerobotstream.errors import (
     LeRobotStreamError,
     MetadataError,
     ResumeStateError,
+    StreamingConfigError,
 )
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.sources import open_source
@@ -67,6 +68,16 @@ __all__ = ["StreamingLeRobotDataset"]
 
 GIB = 1 << 30
 _SERIAL = itertools.count(1)
+
+
+def _require(name: str, value: Any, ok: bool, want: str) -> None:
+    """Raise :class:`StreamingConfigError` naming the option and its value unless ``ok``."""
+    if not ok:
+        raise StreamingConfigError(f"{name} must be {want}, got {value!r}", option=name, value=value)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 def _no_nbytes(episode_index: int) -> int:
@@ -286,24 +297,26 @@ class _Worker:
                     runs.append((g, stop, g))
                 t0 = time.perf_counter()
                 opens = self.decoders.opened
-                dec = video.decoder() if runs else None
-                t1 = time.perf_counter()
                 decoded = 0
                 calls = 0
                 served, total = dm["served"], dm["total"]
-                for group in _call_groups(runs, _CALL_FRAMES):
-                    want = np.concatenate([np.arange(g, e, dtype=np.int64) for g, e, _ in group])
-                    data = dec.decode(want)
-                    calls += 1
-                    o = 0
-                    for g, e, _ in group:
-                        block = data[o:o + (e - g)]
-                        o += e - g
-                        decoded += e - g
-                        for f in range(g, e):
-                            got[f] = block[f - g]
-                        self.gops.put((ep, cam, serial, g), g, block,
-                                      int(total[g:e].sum() - served[g:e].sum()))
+                t1 = t0
+                if runs:  # pinned: another decode thread's open cannot evict and close it mid-call
+                    with video.pinned_decoder() as dec:
+                        t1 = time.perf_counter()
+                        for group in _call_groups(runs, _CALL_FRAMES):
+                            want = np.concatenate([np.arange(g, e, dtype=np.int64) for g, e, _ in group])
+                            data = dec.decode(want)
+                            calls += 1
+                            o = 0
+                            for g, e, _ in group:
+                                block = data[o:o + (e - g)]
+                                o += e - g
+                                decoded += e - g
+                                for f in range(g, e):
+                                    got[f] = block[f - g]
+                                self.gops.put((ep, cam, serial, g), g, block,
+                                              int(total[g:e].sum() - served[g:e].sum()))
                 t2 = time.perf_counter()
                 # this chunk's uses are served (the chunk keeps its own references to the frames)
                 dm["served"][uniq] += counts
@@ -428,6 +441,9 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         num_workers: int | None = None,
     ) -> None:
         super().__init__()
+        _require("video_decoder_cache_size", video_decoder_cache_size,
+                 video_decoder_cache_size is None or (_is_int(video_decoder_cache_size) and video_decoder_cache_size >= 1),
+                 "None or an int >= 1 (open decoders per rank)")
         if tolerance_s <= 0:
             raise ValueError(f"tolerance_s must be > 0, got {tolerance_s}")
         if sampling_strategy not in constants.SAMPLING_STRATEGIES:

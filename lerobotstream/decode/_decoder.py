@@ -12,7 +12,8 @@ import json
 import logging
 import os
 import threading
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -62,6 +63,7 @@ class EpisodeDecoder:
         self.timescale = int(span.media_timescale)
         self.device = resolve_device(device, codec, status=self.status)
         self.backend = "torchcodec"
+        self._closed = False
         self._tc = None
         self._pyav_frames = None
         self.frames_decoded = 0
@@ -113,8 +115,9 @@ class EpisodeDecoder:
             raise DecodeError(f"{self.label}: local frame index outside [0, {self.num_frames})")
         uniq, inverse = np.unique(idx, return_inverse=True)
         with self.lock:
-            if self._tc is None and self.backend == "torchcodec":
-                raise DecodeError(f"{self.label}: decoder is closed")
+            if self._closed:
+                raise DecodeError(f"{self.label}: internal error: decode() on a closed decoder (it was closed "
+                                  "while still in use; pin it with DecoderCache.acquire/pinned)")
             try:
                 if self.backend == "torchcodec":
                     batch = self._tc.get_frames_at([int(i) for i in uniq])
@@ -153,15 +156,14 @@ class EpisodeDecoder:
     def close(self) -> None:
         """Release the backend decoder (idempotent)."""
         with self.lock:
+            self._closed = True
             self._tc = None
             self._pyav_frames = None
             self._data = b""
-            if self.backend == "torchcodec":
-                self.backend = "closed"
 
     @property
     def closed(self) -> bool:
-        return self.backend == "closed"
+        return self._closed
 
 
 def _pyav_decode_all(data: bytes, label: str) -> dict[int, torch.Tensor]:
@@ -244,7 +246,8 @@ class EpisodeVideo:
         return f"episode {self.episode_index}, camera {self.camera!r}, file {self.path!r}"
 
     def decoder(self) -> EpisodeDecoder:
-        """The open decoder (from the cache when one is attached)."""
+        """The open decoder (from the cache when one is attached), **not pinned**: with a shared
+        cache another thread may close it; decode through :meth:`pinned_decoder` instead."""
         factory = lambda: EpisodeDecoder(self._mini, self.span, **self._kw)  # noqa: E731
         if self._cache is not None:
             dec = self._cache.get_or_open(self._key, factory)
@@ -253,6 +256,17 @@ class EpisodeVideo:
             if dec is None or dec.closed or dec.pid != os.getpid():
                 dec = self._dec = factory()
         return dec
+
+    @contextmanager
+    def pinned_decoder(self) -> Iterator[EpisodeDecoder]:
+        """``with video.pinned_decoder() as dec:`` — the open decoder, pinned in the attached
+        :class:`DecoderCache` for the block (never evicted or closed by another thread meanwhile)."""
+        if self._cache is None:
+            yield self.decoder()
+            return
+        factory = lambda: EpisodeDecoder(self._mini, self.span, **self._kw)  # noqa: E731
+        with self._cache.pinned(self._key, factory) as dec:
+            yield dec
 
     def query_times(self, frame_indices: Sequence[int]) -> np.ndarray:
         """Source times (float64 s) of episode frames: ``from_timestamp + i / fps``."""
@@ -290,7 +304,8 @@ class EpisodeVideo:
 
     def _decode_times(self, q: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
         local = self.local_indices(q)
-        frames = self.decoder().decode(local)
+        with self.pinned_decoder() as dec:
+            frames = dec.decode(local)
         if dtype == torch.uint8:
             return frames
         if dtype.is_floating_point:
