@@ -105,3 +105,24 @@ def test_video_decoder_cache_size_is_validated(root, bad):
     with pytest.raises(StreamingConfigError, match="video_decoder_cache_size") as ei:
         StreamingLeRobotDataset(root=root, video_decoder_cache_size=bad)
     assert isinstance(ei.value, ValueError) and repr(bad) in str(ei.value)
+
+
+def _epoch_orders(root, persistent, epochs=3):
+    ds = StreamingLeRobotDataset(root=root, max_num_shards=2, episode_pool_size=2, prefetch_episodes=1, seed=7)
+    dl = torch.utils.data.DataLoader(ds, batch_size=3, num_workers=2, persistent_workers=persistent)
+    out = []
+    for e in range(epochs):
+        ds.set_epoch(e)
+        out.append([(int(a), int(b)) for batch in dl for a, b in zip(batch["episode_index"], batch["frame_index"])])
+    return out
+
+
+def test_set_epoch_reaches_persistent_workers(root):
+    """Bug: with persistent_workers=True every epoch came out in the same order (the workers' copy
+    never saw set_epoch). Each epoch now matches the non-persistent order of that epoch."""
+    want = [(e, f) for e, n in enumerate((7, 5, 9, 4)) for f in range(n)]
+    pers = _epoch_orders(root, True)
+    fresh = _epoch_orders(root, False)
+    assert pers == fresh
+    assert all(sorted(o) == want for o in pers)
+    assert pers[0] != pers[1] and pers[1] != pers[2]

@@ -393,7 +393,12 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         training process; default ``max_num_shards`` when > 1, else 0; 0 and 1 are equivalent).
 
     Epochs: ``repeat=False`` yields one epoch per iterator (call ``set_epoch(e)`` for the next
-    epoch's order, like ``DistributedSampler``); ``repeat=True`` chains epochs endlessly.
+    epoch's order, like ``DistributedSampler``); ``repeat=True`` chains epochs endlessly. With
+    ``DataLoader(persistent_workers=True)`` the workers keep the copy made at their start and never
+    see later ``set_epoch`` calls: each worker counts the iterators started on it, so the k-th
+    epoch of the DataLoader runs epoch ``e0 + k`` (``e0``: the epoch when the workers started) —
+    the same orders as ``set_epoch(e0 + k)`` without persistent workers, provided the epochs are
+    consecutive (a ``set_epoch`` that skips epochs cannot reach persistent workers).
 
     Items: see :func:`lerobotstream.dataset._assemble.assemble_item`.
 
@@ -497,6 +502,8 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         self._samples = 0  # consumed samples of the rank since _epoch began (loaded or set)
         self._yielded = 0  # items yielded in this process since then (num_workers=0 counting)
         self._state_num_workers: int | None = None
+        self._iter_pid: int | None = None  # DataLoader worker process that counts iterator starts
+        self._iter_starts = 0  # iterators started on this copy in that worker (persistent_workers)
         self._worker: _Worker | None = None
         self._transforms_in_threads = True
         self._setup = {"metadata_s": time.perf_counter() - t0}
@@ -647,10 +654,21 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
                 f"the resume state was written with {self._state_num_workers} DataLoader worker(s) but this "
                 f"DataLoader runs {nw}: sample-exact resume needs the same worker count (it fixes the batch "
                 "turns); restore it, or start a new run from the policy weights")
+        epoch, samples = self._epoch, self._samples
+        if not in_process:
+            # a DataLoader worker holds a copy of the dataset: with persistent_workers=True the same
+            # copy serves every epoch and never sees the training process's set_epoch(); the k-th
+            # iterator started on it is epoch (copied epoch + k), from its first sample
+            pid = os.getpid()
+            if self._iter_pid != pid:
+                self._iter_pid, self._iter_starts = pid, 0
+            if self._iter_starts:
+                epoch, samples = self._epoch + self._iter_starts, 0
+            self._iter_starts += 1
         w = self._state()
         planner = self._planner(nw, episode_nbytes=w.episode_nbytes)
-        planner.set_epoch(self._epoch)
-        planner.samples_consumed = self._samples
+        planner.set_epoch(epoch)
+        planner.samples_consumed = samples
         start = planner.worker_start(wid, nw)
         plan = planner.worker_plan(start.logical_worker)  # ByteBudgetError here, before any fetch
         if len(plan.episode_indices) == 0:
