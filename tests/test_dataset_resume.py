@@ -90,3 +90,11 @@ def test_mismatched_settings_raise(root):
         ds = _ds(root, 2, True)
         ds.load_state_dict(_ds(root, 2, True).state_dict(samples_consumed=6))
         _batches(ds, 2, 1)
+
+
+def test_resume_refuses_a_different_episodes_selection(root):
+    """Bug: ``episodes=[0, 1, 2]``'s state was accepted by a dataset over ``episodes=[0, 1, 3]``."""
+    st = _ds(root, 0, False, episodes=[0, 1, 2]).state_dict(samples_consumed=B)
+    _ds(root, 0, False, episodes=[2, 1, 0]).load_state_dict(st)
+    with pytest.raises(ResumeStateError, match="episode selection"):
+        _ds(root, 0, False, episodes=[0, 1, 3]).load_state_dict(st)

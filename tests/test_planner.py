@@ -426,3 +426,18 @@ def test_resume_state_validation():
         p.load_state_dict({"epoch": 0, "offset": 8, "batch_size": 4})
     p.load_state_dict(state)
     assert p.samples_consumed == 8
+
+
+def test_resume_refuses_a_different_episode_selection():
+    """Bug: a state written for episodes {0,1,2} loaded silently into episodes {0,1,3}."""
+    from lerobotstream.errors import ResumeStateError
+
+    a = Planner({0: 10, 1: 12, 2: 8}, rank=0, world_size=1, batch_size=2)
+    st = a.state_dict(samples_consumed=4)
+    assert st["episodes"] == a.episodes_digest
+    Planner({0: 10, 1: 12, 2: 8}, rank=0, world_size=1, batch_size=2).load_state_dict(st)  # same: accepted
+    for other in ({0: 10, 1: 12, 3: 8}, {0: 10, 1: 12, 2: 9}, {0: 10, 1: 12}):
+        with pytest.raises(ResumeStateError, match="episode selection"):
+            Planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(st)
+    legacy = {k: v for k, v in st.items() if k != "episodes"}  # written before the digest was stored
+    Planner({0: 10, 1: 12, 3: 8}, rank=0, world_size=1, batch_size=2).load_state_dict(legacy)

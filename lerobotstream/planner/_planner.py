@@ -15,7 +15,7 @@ from lerobotstream.planner import _seeds
 from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool
 from lerobotstream.planner._poolcore import shuffled_order
 from lerobotstream.planner._shards import lpt_shards
-from lerobotstream.planner._state import StreamState, replay_turns
+from lerobotstream.planner._state import StreamState, episodes_digest, replay_turns
 from lerobotstream.planner._world import discover_world
 
 __all__ = ["Planner", "WorkerPlan", "WorkerStart"]
@@ -226,6 +226,7 @@ class Planner:
         self.batch_size = int(batch_size)
         self.drop_last = bool(drop_last)
         self.equalize = equalize
+        self.episodes_digest = episodes_digest(self.episode_indices, self.lengths)
         self.epoch = 0
         self.samples_consumed = 0
 
@@ -329,7 +330,7 @@ class Planner:
         s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
         return StreamState(self.seed, self.epoch, s, self.batch_size, self.world_size, self.num_workers,
                            self.strategy, self.pool_size, self.byte_budget, self.repeat, self.drop_last,
-                           self.equalize).to_dict()
+                           self.equalize, self.episodes_digest).to_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a ``state_dict()``.
@@ -344,9 +345,12 @@ class Planner:
                  for name in ("seed", "batch_size", "world_size", "num_workers", "strategy", "pool_size",
                               "byte_budget", "repeat", "drop_last", "equalize")
                  if getattr(st, name) != getattr(mine, name)]
+        if st.episodes is not None and st.episodes != mine.episodes:
+            diffs.append(f"episode selection: checkpoint {st.episodes.split(':')[0]} episodes (digest "
+                         f"{st.episodes}), now {mine.episodes.split(':')[0]} episodes (digest {mine.episodes})")
         if diffs:
             raise ResumeStateError(
-                "sample-exact resume needs the same seed, world size, batch size, DataLoader worker count, "
+                "sample-exact resume needs the same episode selection, seed, world size, batch size, DataLoader worker count, "
                 "sampling strategy, pool settings, repeat/drop_last/equalize as the checkpointed run "
                 "(they fix episode ownership, the order and the batch boundaries); differs: "
                 + "; ".join(diffs) + ". Restore those settings, or start a new run from the policy weights.")

@@ -17,7 +17,7 @@ from typing import Any
 
 from lerobotstream.errors import ResumeStateError
 
-__all__ = ["SCHEMA_KEY", "SCHEMA_VERSION", "StreamState", "replay_turns"]
+__all__ = ["SCHEMA_KEY", "SCHEMA_VERSION", "StreamState", "episodes_digest", "replay_turns"]
 
 SCHEMA_KEY = "lerobotstream_planner_schema"
 SCHEMA_VERSION = 1
@@ -47,6 +47,9 @@ class StreamState:
         repeat (bool): endless stream.
         drop_last (bool): DataLoader drops each worker's short last batch.
         equalize (str): ``none`` or ``drop``.
+        episodes (str | None): digest of the selected episodes (sha256 of their indices and
+            lengths, :func:`episodes_digest`); None in states written before it was stored
+            (not checked then).
     """
 
     seed: int
@@ -61,6 +64,7 @@ class StreamState:
     repeat: bool
     drop_last: bool
     equalize: str
+    episodes: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {SCHEMA_KEY: SCHEMA_VERSION, **asdict(self)}
@@ -84,6 +88,19 @@ class StreamState:
             raise ResumeStateError(
                 f"invalid stream state: epoch={out.epoch}, samples={out.samples}, batch_size={out.batch_size}")
         return out
+
+
+def episodes_digest(episode_indices, lengths) -> str:
+    """``"sha256:<hex>"`` of the selected episode indices and their lengths (both as int64, in
+    episode order; ``"<count>:"`` prefixed so a reader can say how many episodes differ)."""
+    import hashlib
+
+    import numpy as np
+
+    idx = np.ascontiguousarray(np.asarray(episode_indices, dtype=np.int64).reshape(-1))
+    lens = np.ascontiguousarray(np.asarray(lengths, dtype=np.int64).reshape(-1))
+    h = hashlib.sha256(idx.astype("<i8").tobytes() + b"|" + lens.astype("<i8").tobytes()).hexdigest()
+    return f"{idx.size}:sha256:{h[:32]}"
 
 
 def _can_give(rem: int | None, batch_size: int, drop_last: bool) -> bool:
