@@ -126,3 +126,29 @@ def test_set_epoch_reaches_persistent_workers(root):
     assert pers == fresh
     assert all(sorted(o) == want for o in pers)
     assert pers[0] != pers[1] and pers[1] != pers[2]
+
+
+def _rank_anchors(root, monkeypatch, rank, equalize, nw=2, bs=2):
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    ds = StreamingLeRobotDataset(root=root, max_num_shards=nw, num_workers=nw, batch_size=bs, equalize=equalize,
+                                 episode_pool_size=2, prefetch_episodes=1)
+    dl = torch.utils.data.DataLoader(ds, batch_size=bs, num_workers=nw)
+    batches = [list(zip(b["episode_index"].tolist(), b["frame_index"].tolist())) for b in dl]
+    return batches
+
+
+def test_equalize_drop_gives_every_rank_the_same_batch_count(root2cam, monkeypatch):
+    """Bug: with repeat=False ranks got different sample counts (DDP hangs at the epoch end) and the
+    planner's ``equalize="drop"`` was not reachable from the dataset."""
+    none = [_rank_anchors(root2cam, monkeypatch, r, "none") for r in (0, 1)]
+    assert len(none[0]) != len(none[1])  # 16 vs 15 batches: the episodes do not split evenly
+    drop = [_rank_anchors(root2cam, monkeypatch, r, "drop") for r in (0, 1)]
+    assert len(drop[0]) == len(drop[1]) == min(len(none[0]), len(none[1]))
+    for r in (0, 1):  # drop only truncates: no anchor twice, none from the other rank
+        flat = [a for b in drop[r] for a in b]
+        assert len(set(flat)) == len(flat) and set(flat) <= {a for b in none[r] for a in b}
+    from lerobotstream.errors import StreamingConfigError
+
+    with pytest.raises(StreamingConfigError, match="equalize"):
+        StreamingLeRobotDataset(root=root2cam, equalize="pad")

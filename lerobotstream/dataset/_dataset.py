@@ -391,6 +391,12 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
     Args (resume): batch_size (the DataLoader's; None: taken from a loaded state, else 1),
         drop_last (the DataLoader's), num_workers (the DataLoader's, for ``state_dict`` in the
         training process; default ``max_num_shards`` when > 1, else 0; 0 and 1 are equivalent).
+    Args (distributed): equalize (``"none"`` | ``"drop"``; ``repeat=False`` only): ranks own whole
+        episodes, so their epochs can differ in length and DDP then hangs at the epoch end waiting
+        for the shorter rank. ``"drop"`` stops every rank after the smallest rank's batch count
+        (needs the DataLoader's ``batch_size``/``num_workers``/``drop_last`` passed here); the
+        anchors it skips are skipped in that epoch only (each epoch reshuffles). Default ``"none"``:
+        every frame exactly once per epoch, unequal rank lengths possible.
 
     Epochs: ``repeat=False`` yields one epoch per iterator (call ``set_epoch(e)`` for the next
     epoch's order, like ``DistributedSampler``); ``repeat=True`` chains epochs endlessly. With
@@ -444,11 +450,13 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         batch_size: int | None = None,
         drop_last: bool = False,
         num_workers: int | None = None,
+        equalize: str = "none",
     ) -> None:
         super().__init__()
         _require("video_decoder_cache_size", video_decoder_cache_size,
                  video_decoder_cache_size is None or (_is_int(video_decoder_cache_size) and video_decoder_cache_size >= 1),
                  "None or an int >= 1 (open decoders per rank)")
+        _require("equalize", equalize, equalize in ("none", "drop"), "'none' or 'drop'")
         if tolerance_s <= 0:
             raise ValueError(f"tolerance_s must be > 0, got {tolerance_s}")
         if sampling_strategy not in constants.SAMPLING_STRATEGIES:
@@ -497,6 +505,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         self.first_lookahead = None if first_lookahead is None else max(1, int(first_lookahead))
         self.batch_size = None if batch_size is None else int(batch_size)
         self.drop_last = bool(drop_last)
+        self.equalize = equalize
         self.num_workers = (self.max_num_shards if self.max_num_shards > 1 else 0) if num_workers is None else int(num_workers)
         self._epoch = 0
         self._samples = 0  # consumed samples of the rank since _epoch began (loaded or set)
@@ -571,7 +580,8 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         return Planner(lengths, seed=self.seed, num_workers=int(num_workers), pool_size=self.episode_pool_size,
                        strategy=self.sampling_strategy, byte_budget=max(1, int(self.byte_budget_gb * GIB)),
                        episode_nbytes=episode_nbytes or _no_nbytes, decoder_cache_size=self.video_decoder_cache_size,
-                       repeat=self.repeat, batch_size=self.batch_size or 1, drop_last=self.drop_last)
+                       repeat=self.repeat, batch_size=self.batch_size or 1, drop_last=self.drop_last,
+                       equalize=self.equalize)
 
     @property
     def samples_consumed(self) -> int:
