@@ -145,7 +145,8 @@ class ResumeStateError(LeRobotStreamError, ValueError):
 
 
 class StreamingConfigError(LeRobotStreamError, ValueError):
-    """A ``--dataset.streaming_*`` training flag has an invalid value (the message names the flag)."""
+    """A ``--dataset.streaming_*`` training flag or a ``StreamingLeRobotDataset`` option has an
+    invalid value (the message names the flag/option and the value; raised at construction)."""
 
 
 class LeRobotIntegrationError(LeRobotStreamError, RuntimeError):

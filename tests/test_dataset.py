@@ -152,3 +152,26 @@ def test_equalize_drop_gives_every_rank_the_same_batch_count(root2cam, monkeypat
 
     with pytest.raises(StreamingConfigError, match="equalize"):
         StreamingLeRobotDataset(root=root2cam, equalize="pad")
+
+
+@pytest.mark.parametrize("kw", [
+    dict(byte_budget_gb=0), dict(byte_budget_gb=-1.0), dict(episode_pool_size=0), dict(episodes=[]),
+    dict(delta_timestamps={"action": 0.1}), dict(delta_timestamps={"action": ["a"]}), dict(prefetch_episodes=-1),
+    dict(decode_threads=0), dict(decoded_queue_size=0), dict(episodes=[-1]),
+])
+def test_bad_options_raise_typed_errors_at_construction(root, kw):
+    """Bug: these were accepted (or failed later with a bare TypeError / hang)."""
+    from lerobotstream.errors import StreamingConfigError
+
+    (name, value), = kw.items()
+    with pytest.raises(StreamingConfigError) as ei:
+        StreamingLeRobotDataset(root=root, **kw)
+    msg = str(ei.value)
+    assert isinstance(ei.value, ValueError) and name in msg and "got" in msg
+
+
+def test_state_dict_refuses_negative_samples(root):
+    from lerobotstream.errors import StreamingConfigError
+
+    with pytest.raises(StreamingConfigError, match="samples_consumed.*-1"):
+        StreamingLeRobotDataset(root=root).state_dict(samples_consumed=-1)

@@ -80,6 +80,37 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
+
+
+def _validate_options(*, byte_budget_gb, episode_pool_size, episodes, delta_timestamps, prefetch_episodes,
+                      decode_threads, decoded_queue_size) -> None:
+    """Configuration errors at construction (StreamingConfigError naming the option and value)."""
+    _require("byte_budget_gb", byte_budget_gb, _is_number(byte_budget_gb) and byte_budget_gb > 0,
+             "a number > 0 (GiB per rank)")
+    _require("episode_pool_size", episode_pool_size,
+             episode_pool_size is None or (_is_int(episode_pool_size) and episode_pool_size >= 1), "None or an int >= 1")
+    _require("prefetch_episodes", prefetch_episodes, _is_int(prefetch_episodes) and prefetch_episodes >= 0, "an int >= 0")
+    _require("decode_threads", decode_threads, _is_int(decode_threads) and decode_threads >= 1, "an int >= 1")
+    _require("decoded_queue_size", decoded_queue_size, _is_int(decoded_queue_size) and decoded_queue_size >= 1,
+             "an int >= 1")
+    if episodes is not None:
+        try:
+            eps = list(episodes)
+        except TypeError:
+            eps = None
+        _require("episodes", episodes, eps is not None and len(eps) > 0 and all(_is_int(e) and e >= 0 for e in eps),
+                 "None (all episodes) or a non-empty sequence of episode indices >= 0")
+    if delta_timestamps is not None:
+        _require("delta_timestamps", delta_timestamps, isinstance(delta_timestamps, dict),
+                 "a dict {feature: [offset seconds, ...]}")
+        for key, offs in delta_timestamps.items():
+            _require(f"delta_timestamps[{key!r}]", offs,
+                     isinstance(offs, (list, tuple, np.ndarray)) and len(offs) > 0 and all(_is_number(d) for d in offs),
+                     "a non-empty list of numbers (offsets in seconds)")
+
+
 def _no_nbytes(episode_index: int) -> int:
     """Stand-in size for planners that only compute states (never build a worker plan)."""
     raise AssertionError("a state-only planner must not build worker plans")
@@ -457,6 +488,9 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
                  video_decoder_cache_size is None or (_is_int(video_decoder_cache_size) and video_decoder_cache_size >= 1),
                  "None or an int >= 1 (open decoders per rank)")
         _require("equalize", equalize, equalize in ("none", "drop"), "'none' or 'drop'")
+        _validate_options(byte_budget_gb=byte_budget_gb, episode_pool_size=episode_pool_size, episodes=episodes,
+                          delta_timestamps=delta_timestamps, prefetch_episodes=prefetch_episodes,
+                          decode_threads=decode_threads, decoded_queue_size=decoded_queue_size)
         if tolerance_s <= 0:
             raise ValueError(f"tolerance_s must be > 0, got {tolerance_s}")
         if sampling_strategy not in constants.SAMPLING_STRATEGIES:
@@ -615,6 +649,9 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         if batches_consumed is not None:
             from lerobotstream.planner import replay_turns
 
+            _require("batches_consumed", batches_consumed, _is_int(batches_consumed) and batches_consumed >= 0,
+                     "an int >= 0")
+
             if self.repeat:
                 limits = [None if f else 0 for f in planner.worker_epoch_limits()]
             else:
@@ -623,6 +660,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
                                        drop_last=self.drop_last)
             samples_consumed = sum(given)
         s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
+        _require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
         return planner.state_dict(samples_consumed=s)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
