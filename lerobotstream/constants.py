@@ -8,6 +8,7 @@ Every ``os.environ`` lookup of the library lives here.
 | ``LEROBOTSTREAM_INDEX_DIR`` | ``$HF_LEROBOT_HOME/streaming-indexes`` | derived memory-mapped indexes |
 | ``LEROBOTSTREAM_SIDECAR_DIR`` | ``$HF_LEROBOT_HOME/streaming-sidecars`` | revision-keyed sidecar cache |
 | ``LEROBOTSTREAM_LOG_EVERY_S`` | ``0`` (off) | period of the streaming log line, seconds |
+| ``LEROBOTSTREAM_DEBUG`` | unset | CLIs print tracebacks instead of a one-line error |
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ HF_LEROBOT_HOME = Path(os.environ.get("HF_LEROBOT_HOME", HF_HOME / "lerobot")).e
 INDEX_DIR = Path(os.environ.get("LEROBOTSTREAM_INDEX_DIR", HF_LEROBOT_HOME / "streaming-indexes")).expanduser()
 SIDECAR_DIR = Path(os.environ.get("LEROBOTSTREAM_SIDECAR_DIR", HF_LEROBOT_HOME / "streaming-sidecars")).expanduser()
 LOG_EVERY_S = _as_float(os.environ.get("LEROBOTSTREAM_LOG_EVERY_S"), 0.0)
+
+
+def debug_enabled() -> bool:
+    """``LEROBOTSTREAM_DEBUG`` set to a true value: CLIs print full tracebacks instead of one line
+    (read at call time)."""
+    return os.environ.get("LEROBOTSTREAM_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
 
 # --- defaults of the streaming options (SPEC §5 C2) --------------------------------------------
 DEFAULT_SEED = 1000

@@ -106,3 +106,18 @@ def test_bench_quick(tmp_path, capsys):
     assert rows[("http", "ours")]["served_bytes_per_frame"] > 0
     assert rows[("http", "mapstyle")]["served_bytes_per_frame"] > 0
     assert "ours / method" in capsys.readouterr().out
+
+
+def test_profile_cli_error_is_one_line_exit_2(tmp_path):
+    """Bug: ``--root /nonexistent`` printed a raw traceback. One typed line, exit 2; --debug keeps it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "LEROBOTSTREAM_DEBUG"}
+    cmd = [sys.executable, "-m", "lerobotstream.profile", "--root", str(tmp_path / "nonexistent"), "--steps", "1"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and lines and lines[-1].startswith("error: ") and "Traceback" not in p.stderr
+    p = subprocess.run(cmd + ["--debug"], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode != 0 and "Traceback" in p.stderr

@@ -273,4 +273,22 @@ def test_generated_dataset_fps_mismatch(generated, tmp_path):
     (ds / "meta/info.json").write_text(json.dumps(info))
     rc = cli_main(["build", "--repo-id", "o/gen", "--root", str(ds), "--output", str(tmp_path / "x.npz"),
                    "--no-progress"])
-    assert rc == 1 and not (tmp_path / "x.npz").exists()
+    assert rc == 2 and not (tmp_path / "x.npz").exists()
+
+
+def test_cli_errors_are_one_line_exit_2(tmp_path):
+    """Bug: ``inspect missing.npz`` printed a raw traceback. One typed line, exit 2; --debug keeps it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "LEROBOTSTREAM_DEBUG"}
+    cmd = [sys.executable, "-m", "lerobotstream.sidecar", "inspect", str(tmp_path / "missing.npz")]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "missing.npz" in lines[0]
+    assert "Traceback" not in p.stderr
+    p = subprocess.run(cmd + ["--debug"], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode != 0 and "Traceback" in p.stderr
+    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(env, LEROBOTSTREAM_DEBUG="1"), timeout=60)
+    assert "Traceback" in p.stderr

@@ -146,10 +146,10 @@ def test_push_refuses_subsets_and_local_roots(hub, tmp_path, capsys):
         push_sidecar(sub, LocalSource(hub.dirs[SHA1]))
     rc = sidecar_cli(["build", "--repo-id", "o/ds", "--data-root", f"hf://datasets/o/ds@{SHA1}", "--output",
                       str(tmp_path / "x.npz"), "--episodes", "0", "--push", "--endpoint", hub.url, "--no-progress"])
-    assert rc == 1 and "only a complete dataset sidecar" in capsys.readouterr().err
+    assert rc == 2 and "only a complete dataset sidecar" in capsys.readouterr().err
     rc = sidecar_cli(["build", "--repo-id", "o/ds", "--root", str(hub.dirs[SHA1]), "--output", str(tmp_path / "y.npz"),
                       "--push", "--no-progress"])
-    assert rc == 1 and "--push needs --data-root hf://" in capsys.readouterr().err
+    assert rc == 2 and "--push needs --data-root hf://" in capsys.readouterr().err
     assert not _writes(hub) and not (tmp_path / "x.npz").exists()
 
 

@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m lerobotstream.profile", description=__doc__.splitlines()[0])
     ap.add_argument("--repo-id", default=None, help="Hub dataset repo id (or the id stored with --root)")
     ap.add_argument("--root", default=None, help="local folder or URL (http(s)://, hf://) of the dataset")
+    ap.add_argument("--debug", action="store_true",
+                    help="print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1); else one line, exit 2")
     ap.add_argument("--revision", default=None)
     ap.add_argument("--episodes", default=None, help="episode selection, e.g. 0-9,20")
     ap.add_argument("--cameras", default=None, help="comma-separated video keys to decode (default: all)")
@@ -102,8 +104,25 @@ def _write_json(obj: dict, path: str) -> None:
     os.replace(tmp, p)
 
 
+def _fail(e: BaseException) -> int:
+    """One line ``error: <Type>: <message>`` on stderr; exit status 2."""
+    msg = " ".join(str(e).split()) or repr(e)
+    print(f"error: {type(e).__name__}: {msg}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the profile CLI; errors print one line and return 2 (``--debug`` / ``LEROBOTSTREAM_DEBUG=1``: traceback)."""
     args = _parser().parse_args(argv)
+    try:
+        return _main(args)
+    except Exception as e:  # noqa: BLE001
+        if args.debug or constants.debug_enabled():
+            raise
+        return _fail(e)
+
+
+def _main(args) -> int:
     report = run_profile(args)
     if not args.quiet:
         from lerobotstream.profile._report import format_report

@@ -3,6 +3,9 @@
 build:   parse a dataset's MP4s into a schema-3 sidecar NPZ (atomic; a failure keeps the old file);
          with --push, validate the complete sidecar and publish it (explicit maintainer action).
 inspect: print a readable summary of a sidecar (and of its derived index with ``--index``).
+
+Errors print one line ``error: <Type>: <message>`` and exit with status 2 (``--debug`` or
+``LEROBOTSTREAM_DEBUG=1``: the full traceback).
 """
 
 from __future__ import annotations
@@ -90,6 +93,13 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fail(e: BaseException) -> int:
+    """One line ``error: <Type>: <message>`` on stderr; exit status 2."""
+    msg = " ".join(str(e).split()) or repr(e)
+    print(f"error: {type(e).__name__}: {msg}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m lerobotstream.sidecar", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -115,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     i.add_argument("path")
     i.add_argument("--limit", type=int, default=20, help="sources listed")
     i.add_argument("--index", action="store_true", help="also open (convert) its derived index")
+    for sp in (b, i):
+        sp.add_argument("--debug", action="store_true",
+                        help="print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1)")
     # the console script `lerobotstream-build-mp4-sidecar --repo-id ...` means `build`
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in ("build", "inspect", "-h", "--help"):
@@ -123,13 +136,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         p.print_help()
         return 2
-    from lerobotstream.errors import LeRobotStreamError
+    from lerobotstream.constants import debug_enabled
 
     try:
         return _build(args) if args.command == "build" else _inspect(args)
-    except LeRobotStreamError as e:
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+    except Exception as e:  # noqa: BLE001 - one typed line (exit 2); --debug keeps the traceback
+        if args.debug or debug_enabled():
+            raise
+        return _fail(e)
 
 
 if __name__ == "__main__":
