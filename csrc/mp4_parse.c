@@ -262,6 +262,26 @@ static int table_head(const uint8_t *buf, const lrs_span *s, int64_t foff, uint3
     return LRS_OK;
 }
 
+/* A run-length table (stts, ctts: entries of (sample_count, value)) must describe exactly
+ * nsamp samples (the stsz count). */
+static int check_run_total(const uint8_t *buf, const lrs_span *s, int64_t foff, uint32_t t, const char *name,
+                           int64_t nsamp, lrs_err *e) {
+    cur_t c;
+    uint32_t n, i, cnt, value;
+    int64_t total = 0;
+    TRY(table_head(buf, s, foff, t, 8, 0, &c, &n, e));
+    for (i = 0; i < n; i++) {
+        TRY(rd_u32(&c, &cnt, e));
+        TRY(rd_u32(&c, &value, e));
+        total += cnt;
+        if (total > nsamp) break;
+    }
+    if (total != nsamp)
+        return fail(e, LRS_E_INCONSISTENT, t, foff + s->start, "%s describes %s%lld samples but stsz has %lld",
+                    name, total > nsamp ? "more than " : "", (long long)total, (long long)nsamp);
+    return LRS_OK;
+}
+
 static int scan_edits(const uint8_t *buf, const trak_t *tk, int64_t foff, lrs_mp4_info *info, lrs_err *e) {
     cur_t c;
     uint32_t n, i, version;
@@ -353,7 +373,7 @@ static int scan_tables(const uint8_t *buf, const trak_t *tk, int64_t foff, int64
                        lrs_err *e) {
     cur_t c;
     uint32_t n, i, u32, vf;
-    int64_t nsamp, total;
+    int64_t nsamp;
     const uint32_t STTS = FCC('s', 't', 't', 's'), CTTS = FCC('c', 't', 't', 's'), STSZ = FCC('s', 't', 's', 'z'),
                    STZ2 = FCC('s', 't', 'z', '2'), STSC = FCC('s', 't', 's', 'c'), STCO = FCC('s', 't', 'c', 'o'),
                    CO64 = FCC('c', 'o', '6', '4'), STSS = FCC('s', 't', 's', 's');
@@ -407,19 +427,7 @@ static int scan_tables(const uint8_t *buf, const trak_t *tk, int64_t foff, int64
 
     /* stts total must equal the sample count */
     info->stts = tk->stts;
-    TRY(table_head(buf, &tk->stts, foff, STTS, 8, 0, &c, &n, e));
-    total = 0;
-    for (i = 0; i < n; i++) {
-        uint32_t cnt;
-        TRY(rd_u32(&c, &cnt, e));
-        TRY(rd_u32(&c, &u32, e));
-        total += cnt;
-        if (total > nsamp) break;
-    }
-    if (total != nsamp)
-        return fail(e, LRS_E_INCONSISTENT, STTS, foff + tk->stts.start,
-                    "stts describes %s%lld samples but stsz has %lld", total > nsamp ? "more than " : "",
-                    (long long)total, (long long)nsamp);
+    TRY(check_run_total(buf, &tk->stts, foff, STTS, "stts", nsamp, e));
 
     /* ctts */
     info->ctts = tk->ctts;
@@ -428,19 +436,7 @@ static int scan_tables(const uint8_t *buf, const trak_t *tk, int64_t foff, int64
         if (tk->ctts.version > 1)
             return fail(e, LRS_E_UNSUPPORTED, CTTS, foff + tk->ctts.start, "ctts version %d", tk->ctts.version);
         info->ctts_version = tk->ctts.version;
-        TRY(table_head(buf, &tk->ctts, foff, CTTS, 8, 0, &c, &n, e));
-        total = 0;
-        for (i = 0; i < n; i++) {
-            uint32_t cnt;
-            TRY(rd_u32(&c, &cnt, e));
-            TRY(rd_u32(&c, &u32, e));
-            total += cnt;
-            if (total > nsamp) break;
-        }
-        if (total != nsamp)
-            return fail(e, LRS_E_INCONSISTENT, CTTS, foff + tk->ctts.start,
-                        "ctts describes %s%lld samples but stsz has %lld", total > nsamp ? "more than " : "",
-                        (long long)total, (long long)nsamp);
+        TRY(check_run_total(buf, &tk->ctts, foff, CTTS, "ctts", nsamp, e));
     }
 
     /* stss */
