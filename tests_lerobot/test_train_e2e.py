@@ -42,6 +42,7 @@ def test_trains_and_checkpoints_stream_state(first_run):
     summary = json.loads((out / "streaming_summary.json").read_text())
     assert summary["steps"] == STEPS and summary["samples"] == STEPS * BS
     assert summary["payload_bytes_fetched"] > 0
+    assert summary["sidecar"] == "built"  # a fresh HF_LEROBOT_HOME: built once, at start
     assert "[lerobotstream] streaming summary" in proc.stdout
     for step in (SAVE, STEPS):
         doc = json.loads((out / "checkpoints" / f"{step:06d}" / "training_state" / "lerobotstream_stream.json").read_text())
@@ -64,6 +65,7 @@ def test_resume_continues_sample_exactly(first_run):
     for step in range(SAVE, STEPS):
         assert (b[step]["episode_index"], b[step]["frame_index"]) == (a[step]["episode_index"], a[step]["frame_index"]), step
     assert "resuming the stream at step 3" in proc.stderr + proc.stdout
+    assert "sidecar: cache" in proc.stderr + proc.stdout  # the resumed run reuses the first run's sidecar
 
 
 @pytest.mark.parametrize("override,field", [("--batch_size=2", "batch_size"), ("--num_workers=3", "num_workers"),

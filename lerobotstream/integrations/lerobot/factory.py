@@ -78,10 +78,13 @@ class TrainingStream(torch.utils.data.IterableDataset):
     bytes back for the streaming summary. Other attributes are the stream's.
     """
 
-    def __init__(self, dataset: StreamingLeRobotDataset) -> None:
+    def __init__(self, dataset: StreamingLeRobotDataset, sidecar_status: str | None = None) -> None:
         super().__init__()
         self.dataset = dataset
         self.meta = PolicyMeta(dataset.meta)
+        #: how this process obtained the MP4 sidecar ("built" / "published" / "cache"): the first
+        #: dataset constructed in the process decides (a later one always finds the cache).
+        self.sidecar_status = sidecar_status or dataset.sidecar_status
 
     @property
     def num_frames(self) -> int:
@@ -161,7 +164,7 @@ def make_streaming_dataset(cfg: Any) -> TrainingStream:
         sidecar_lock_timeout_s=d.streaming_sidecar_lock_timeout_s,
         device=d.streaming_decode_device,
     )
-    stream = TrainingStream(ds)
+    stream = TrainingStream(ds, sidecar_status=probe.sidecar_status)
     if d.use_imagenet_stats:
         for key in stream.meta.camera_keys:
             stream.meta.stats.setdefault(key, {})

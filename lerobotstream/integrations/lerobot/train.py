@@ -79,7 +79,7 @@ class Run:
             self._resume(cfg, stream)
         self.stream = stream
         ds = stream.dataset
-        self.sidecar_status = _sidecar_status(ds)
+        self.sidecar_status = getattr(stream, "sidecar_status", None) or _sidecar_status(ds)
         if rank == 0:
             log.info("lerobotstream: %r, %d frames in %d episodes, seed %s, %d DataLoader workers, "
                      "setup %.2f s, sidecar: %s", ds, stream.num_frames, stream.num_episodes,
