@@ -61,6 +61,8 @@ class EpisodeDecoder:
         self._data = bytes(mini_mp4)
         self.expected_pts_ticks = np.asarray(span.local_pts_ticks, dtype=np.int64) - int(span.start_pts_ticks)
         self.timescale = int(span.media_timescale)
+        self.expected_pts_s = self.expected_pts_ticks / self.timescale
+        self._pts_tol_s = max(0.5 / self.timescale, 1e-7)
         self.device = resolve_device(device, codec, status=self.status)
         self.backend = "torchcodec"
         self._closed = False
@@ -113,14 +115,23 @@ class EpisodeDecoder:
             raise DecodeError(f"{self.label}: no frames requested")
         if idx.min() < 0 or idx.max() >= self.num_frames:
             raise DecodeError(f"{self.label}: local frame index outside [0, {self.num_frames})")
-        uniq, inverse = np.unique(idx, return_inverse=True)
+        # fast path (sequential pieces, single frames): already strictly ascending -> no unique/gather
+        ascending = idx.size == 1 or bool((idx[1:] > idx[:-1]).all())
+        if ascending:
+            uniq, inverse = idx, None
+        else:
+            uniq, inverse = np.unique(idx, return_inverse=True)
         with self.lock:
             if self._closed:
                 raise DecodeError(f"{self.label}: internal error: decode() on a closed decoder (it was closed "
                                   "while still in use; pin it with DecoderCache.acquire/pinned)")
             try:
                 if self.backend == "torchcodec":
-                    batch = self._tc.get_frames_at([int(i) for i in uniq])
+                    first, last = int(uniq[0]), int(uniq[-1])
+                    if last - first + 1 == uniq.size:  # contiguous run: one range call, no per-index checks
+                        batch = self._tc.get_frames_in_range(first, last + 1)
+                    else:
+                        batch = self._tc.get_frames_at(uniq.tolist())
                     data, pts_s = batch.data, batch.pts_seconds.double().cpu().numpy()
                 else:
                     data, pts_s = self._pyav_decode(uniq)
@@ -130,14 +141,15 @@ class EpisodeDecoder:
                 raise DecodeError(f"{self.label}: {self.backend} failed on local frames "
                                   f"{uniq[:8].tolist()}: {_short(e)}") from e
             self.frames_decoded += int(uniq.size)
-        want = self.expected_pts_ticks[uniq] / self.timescale
-        half_tick = 0.5 / self.timescale
-        bad = np.flatnonzero(~(np.abs(pts_s - want) < max(half_tick, 1e-7)))
-        if bad.size:
-            b = int(bad[0])
+        want = self.expected_pts_s[uniq]
+        ok = np.abs(pts_s - want) < self._pts_tol_s
+        if pts_s.shape != want.shape or not ok.all():
+            if pts_s.shape != want.shape:
+                raise DecodeError(f"{self.label}: decoder returned {pts_s.size} frames for {uniq.size} requested")
+            b = int(np.flatnonzero(~ok)[0])
             raise DecodeError(f"{self.label}: decoder returned pts {pts_s[b]:.6f} s for local frame "
                               f"{int(uniq[b])}, the sample table says {want[b]:.6f} s")
-        if uniq.size == idx.size and np.array_equal(uniq, idx):
+        if inverse is None:
             return data
         return data[torch.from_numpy(inverse.reshape(-1).astype(np.int64)).to(data.device)]
 
@@ -240,6 +252,7 @@ class EpisodeVideo:
         self._cache = cache
         self._key = cache_key if cache_key is not None else (self.episode_index, camera)
         self._dec: EpisodeDecoder | None = None
+        self._ep_local: np.ndarray | None = None
 
     @property
     def label(self) -> str:
@@ -293,9 +306,29 @@ class EpisodeVideo:
                 requested_s=float(q[b]), nearest_s=float(pts[pick[b]]))
         return pick
 
+    def _episode_to_local(self) -> np.ndarray:
+        """Local index of episode frame ``i`` for ``i < len(span)`` (-1 where none is within tolerance),
+        computed once with :meth:`local_indices`' rule so ``frames_at`` is one array lookup per call."""
+        m = self._ep_local
+        if m is None:
+            pts = self.source_pts_s
+            q = self.query_times(np.arange(len(pts), dtype=np.int64))
+            j = np.clip(np.searchsorted(pts, q), 1, max(len(pts) - 1, 1))
+            left = np.clip(j - 1, 0, len(pts) - 1)
+            right = np.clip(j, 0, len(pts) - 1)
+            pick = np.where(np.abs(pts[left] - q) <= np.abs(pts[right] - q), left, right)
+            m = self._ep_local = np.where(np.abs(pts[pick] - q) < self.tolerance_s, pick, -1).astype(np.int64)
+        return m
+
     def frames_at(self, frame_indices: Sequence[int], *, dtype: torch.dtype = torch.uint8) -> torch.Tensor:
         """Frames of episode frame indices, shape ``(T, C, H, W)``, uint8 (or float32 in [0, 1])."""
-        return self._decode_times(self.query_times(frame_indices), dtype)
+        idx = np.asarray(frame_indices, dtype=np.int64).reshape(-1)
+        m = self._episode_to_local()
+        if idx.size and idx.min() >= 0 and idx.max() < m.size:
+            local = m[idx]
+            if local.min() >= 0:
+                return self._decode_local(local, dtype)
+        return self._decode_times(self.query_times(idx), dtype)  # raises FrameTimestampError as needed
 
     def frames_played_at(self, timestamps_s: Sequence[float], *, dtype: torch.dtype = torch.uint8) -> torch.Tensor:
         """Frames at episode-relative timestamps (seconds), shape ``(T, C, H, W)``."""
@@ -303,7 +336,9 @@ class EpisodeVideo:
         return self._decode_times(self.from_timestamp + t, dtype)
 
     def _decode_times(self, q: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-        local = self.local_indices(q)
+        return self._decode_local(self.local_indices(q), dtype)
+
+    def _decode_local(self, local: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
         with self.pinned_decoder() as dec:
             frames = dec.decode(local)
         if dtype == torch.uint8:
