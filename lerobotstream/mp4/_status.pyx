@@ -8,13 +8,14 @@ from lerobotstream.errors import (
     Mp4UnsupportedError,
 )
 
-cdef extern from "lrs_status.h":
-    int LRS_OK
-    int LRS_E_TRUNCATED
-    int LRS_E_BADBOX
-    int LRS_E_OVERFLOW
-    int LRS_E_UNSUPPORTED
-    int LRS_E_INCONSISTENT
+from lerobotstream.mp4._c cimport (
+    LRS_E_BADBOX,
+    LRS_E_INCONSISTENT,
+    LRS_E_OVERFLOW,
+    LRS_E_TRUNCATED,
+    LRS_E_UNSUPPORTED,
+    LRS_OK,
+)
 
 STATUS_OK = LRS_OK
 E_TRUNCATED = LRS_E_TRUNCATED
