@@ -23,10 +23,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 TESTDATA = SHARED / "testdata"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_TEST_HOME, ignore_errors=True)
 
@@ -50,13 +46,6 @@ def testdata() -> Path:
     if not TESTDATA.is_dir():
         pytest.skip(f"shared test data not found at {TESTDATA}")
     return TESTDATA
-
-
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep every test's caches (sidecars, derived indexes) out of the user's home."""
-    home = tmp_path_factory.getbasetemp() / "hf_lerobot_home"
-    monkeypatch.setenv("HF_LEROBOT_HOME", str(home))
 
 
 @pytest.fixture(scope="session")
