@@ -76,3 +76,37 @@ def test_first_chunk_and_ffmpeg_threads_same_items(make_generated_dataset):
         assert st["torchcodec_import_s"] >= 0
     with pytest.raises(ValueError):
         StreamingLeRobotDataset(root=root, ffmpeg_threads=-1)
+
+
+@pytest.mark.parametrize("c,h,w", [(3, 1, 1), (3, 7, 5), (1, 9, 11), (4, 6, 10), (3, 481, 641)])
+def test_c_conversion_layouts(c, h, w):
+    """The one-pass C conversion: channels-last, planar, sliced and broadcast strides, odd sizes."""
+    from lerobotstream.dataset._frames import frames_to_float_chw
+
+    g = torch.Generator().manual_seed(c * 1000 + h + w)
+    nhwc = torch.randint(0, 256, (2, h, w, c), dtype=torch.uint8, generator=g)
+    views = {
+        "channels_last": nhwc.permute(0, 3, 1, 2)[1],
+        "contiguous": nhwc.permute(0, 3, 1, 2)[0].contiguous(),
+        "sliced": nhwc.permute(0, 3, 1, 2)[1][:, ::2, 1::2],
+        "broadcast": nhwc[0, :, :, 0].expand(c, h, w),
+    }
+    for name, v in views.items():
+        want = (v.type(torch.float32) / 255).contiguous()
+        got = frames_to_float_chw([v])
+        assert got.shape == v.shape and got.is_contiguous(), name
+        assert torch.equal(got.view(torch.int32), want.view(torch.int32)), name
+        both = frames_to_float_chw([v, v], squeeze=False)
+        assert both.shape == (2, *v.shape) and torch.equal(both[1], want), name
+
+
+def test_c_conversion_declines_what_it_cannot_convert():
+    from lerobotstream.dataset._frames import frames_to_float_chw
+
+    x = torch.zeros(3, 4, 5, dtype=torch.uint8)
+    assert frames_to_float_chw([]) is None
+    assert frames_to_float_chw([x.float()]) is None  # not uint8
+    assert frames_to_float_chw([x, torch.zeros(3, 4, 6, dtype=torch.uint8)]) is None  # shapes differ
+    assert frames_to_float_chw([x[0]]) is None  # not 3-D
+    got = _video_value([x.float()], return_uint8=False)  # torch's path takes over
+    assert got.dtype == torch.float32 and got.shape == (3, 4, 5)

@@ -8,8 +8,8 @@
     through the same DataLoader (the files split over its workers; samples/s = frames/s / cameras);
     it yields one tiny tensor per 64 frames, so it pays no per-item conversion and no batch transfer;
 (d) decode+item limit (``limit_items``): the same sequential pass, but yielding the items a training
-    loop needs — per sample every camera's frame as a contiguous float32 (C,H,W) in [0, 1] (the
-    conversion ours uses) plus the index columns — collated into batches by the same DataLoader. This
+    loop needs — per sample every camera's frame as a contiguous float32 (C,H,W) in [0, 1] (ours'
+    conversion function) plus the index columns — collated into batches by the same DataLoader. This
     is the fair ceiling for ``ours`` (same item tensors, same collate/transfer); the goals are stated
     against it, and the raw limit is reported beside it.
 
@@ -53,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lerobotstream.dataset import StreamingLeRobotDataset  # noqa: E402
+from lerobotstream.dataset._assemble import _video_value  # noqa: E402
 from tools.make_dataset import make_dataset  # noqa: E402
 
 
@@ -237,8 +238,7 @@ class SeqItems(torch.utils.data.IterableDataset):
                 for f in range(a, b):
                     item = {"episode_index": torch.tensor(e), "frame_index": torch.tensor(f)}
                     for cam, blk in blocks.items():
-                        x = blk[f - a]
-                        item[cam] = torch.empty(x.shape, dtype=torch.float32).copy_(x).div_(255)
+                        item[cam] = _video_value(blk[f - a:f - a + 1], False)  # ours' conversion
                     yield item
 
 
