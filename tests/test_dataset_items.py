@@ -81,7 +81,7 @@ def test_first_chunk_and_ffmpeg_threads_same_items(make_generated_dataset):
 @pytest.mark.parametrize("c,h,w", [(3, 1, 1), (3, 7, 5), (1, 9, 11), (4, 6, 10), (3, 481, 641)])
 def test_c_conversion_layouts(c, h, w):
     """The one-pass C conversion: channels-last, planar, sliced and broadcast strides, odd sizes."""
-    from lerobotstream.dataset._frames import frames_to_float_chw
+    from lerobotstream.decode._frames import frames_to_float_chw
 
     g = torch.Generator().manual_seed(c * 1000 + h + w)
     nhwc = torch.randint(0, 256, (2, h, w, c), dtype=torch.uint8, generator=g)
@@ -101,7 +101,7 @@ def test_c_conversion_layouts(c, h, w):
 
 
 def test_c_conversion_declines_what_it_cannot_convert():
-    from lerobotstream.dataset._frames import frames_to_float_chw
+    from lerobotstream.decode._frames import frames_to_float_chw
 
     x = torch.zeros(3, 4, 5, dtype=torch.uint8)
     assert frames_to_float_chw([]) is None

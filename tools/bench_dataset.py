@@ -119,12 +119,12 @@ class _StatsDataset(StreamingLeRobotDataset):
 class MapStyle(torch.utils.data.Dataset):
     """LeRobot's map-style algorithm: decoder per full file (opened lazily per worker), seek per sample."""
 
-    def __init__(self, root: Path, cameras: list[str], layout: str = "lerobot") -> None:
+    def __init__(self, root: Path, cameras: list[str], layout: str = "lerobot", uint8: bool = False) -> None:
         import pyarrow.parquet as pq
 
         from lerobotstream.meta import DatasetMeta
 
-        self.root, self.cameras, self.layout = root, cameras, layout
+        self.root, self.cameras, self.layout, self.uint8 = root, cameras, layout, uint8
         self.meta = DatasetMeta.load(str(root))
         tables = [pq.read_table(p) for p in sorted(glob.glob(str(root / "data" / "*" / "*.parquet")))]
         import pyarrow as pa
@@ -159,7 +159,9 @@ class MapStyle(torch.utils.data.Dataset):
             v = info.videos[cam]
             frames = self._decoder(v.path).get_frames_played_at([v.from_timestamp + float(self.ts[i])])
             x = frames.data[0]
-            if self.layout == "contiguous":
+            if self.uint8:
+                item[cam] = x  # map-style with return_uint8: torchcodec's uint8 frame as is
+            elif self.layout == "contiguous":
                 item[cam] = torch.empty(x.shape, dtype=torch.float32).copy_(x).div_(255)
             else:
                 item[cam] = x.type(torch.float32) / 255  # LeRobot's conversion (channels-last strides)
@@ -213,8 +215,8 @@ class SeqItems(torch.utils.data.IterableDataset):
     (64-frame ranges, one decoder per file per worker), yielded as map-style-like items (every
     camera's frame as contiguous float32 (C,H,W) in [0, 1], plus index columns)."""
 
-    def __init__(self, root: Path, cameras: list[str], meta) -> None:
-        self.root, self.cameras = root, cameras
+    def __init__(self, root: Path, cameras: list[str], meta, uint8: bool = False) -> None:
+        self.root, self.cameras, self.uint8 = root, cameras, uint8
         self.eps = [(int(e), meta.episode(int(e))) for e in meta.episode_indices.tolist()]
         self.fps = meta.fps
 
@@ -238,7 +240,7 @@ class SeqItems(torch.utils.data.IterableDataset):
                 for f in range(a, b):
                     item = {"episode_index": torch.tensor(e), "frame_index": torch.tensor(f)}
                     for cam, blk in blocks.items():
-                        item[cam] = _video_value(blk[f - a:f - a + 1], False)  # ours' conversion
+                        item[cam] = _video_value(blk[f - a:f - a + 1], self.uint8)  # ours' conversion
                     yield item
 
 
@@ -299,6 +301,8 @@ def main(argv=None) -> int:
     ap.add_argument("--decoded-cache-gb", type=float, default=1.0)
     ap.add_argument("--ffmpeg-threads", type=int, default=1, help="ours: torchcodec num_ffmpeg_threads per decoder")
     ap.add_argument("--first-lookahead", type=int, default=None, help="ours: first decode chunk (default batch size)")
+    ap.add_argument("--uint8", action="store_true",
+                    help="uint8 items everywhere (ours: return_uint8=True; limits: contiguous uint8 frames)")
     ap.add_argument("--map-layout", default="lerobot", choices=("lerobot", "contiguous"))
     ap.add_argument("--torch-threads", type=int, default=1,
                     help="torch intra-op threads in the main process (DataLoader workers always use 1); 0 = "
@@ -340,11 +344,11 @@ def main(argv=None) -> int:
                            decode_lookahead=a.lookahead,
                            **({} if a.decode_threads is None else {"decode_threads": a.decode_threads}),
                            decoded_cache_gb=a.decoded_cache_gb, ffmpeg_threads=a.ffmpeg_threads,
-                           first_lookahead=a.first_lookahead, batch_size=a.batch_size)
+                           first_lookahead=a.first_lookahead, batch_size=a.batch_size, return_uint8=a.uint8)
         setup_s = time.perf_counter() - t  # metadata + sidecar (built on the first construction, then cached)
-        ms = MapStyle(root, keys, a.map_layout)
+        ms = MapStyle(root, keys, a.map_layout, a.uint8)
         lim = SeqLimit(paths, len(keys))
-        lim_items = SeqItems(root, keys, meta_probe.meta)
+        lim_items = SeqItems(root, keys, meta_probe.meta, a.uint8)
         only = a.only.split(",")
         order = [(n, d) for n, d in (("ours", ds), ("map_style", ms), ("limit", lim), ("limit_items", lim_items))
                  if n in only]
@@ -386,7 +390,7 @@ def main(argv=None) -> int:
         }
         print(json.dumps(res), file=sys.stderr, flush=True)
         results.append(res)
-    out = {"dataset": f"{a.codec} gop={a.gop or 'default'} {len(keys)} cam {a.size}, {a.episodes}x{a.length} frames",
+    out = {"dataset": f"{a.codec} gop={a.gop or 'default'} {len(keys)} cam {a.size}, {a.episodes}x{a.length} frames" + (", uint8 items" if a.uint8 else ", float32 items"),
            "one_time": warm, "torch_threads_main": torch.get_num_threads(), "command": "python tools/bench_dataset.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "results": results}
     print(json.dumps(out, indent=1))

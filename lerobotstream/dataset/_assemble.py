@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from lerobotstream.dataset._frames import frames_to_float_chw
+from lerobotstream.decode._frames import frames_to_float_chw
 from lerobotstream.dataset._windows import DeltaWindows
 
 __all__ = ["EpisodeRows", "episode_rows", "assemble_item"]
@@ -87,7 +87,7 @@ def _video_value(data: torch.Tensor | Sequence[torch.Tensor], return_uint8: bool
     torchcodec's frames are NCHW *views* of NHWC memory (channels-last strides). Items are made
     contiguous NCHW here, in the one copy the item needs anyway, so the DataLoader's collate
     (``torch.stack``, into a contiguous shared-memory batch in workers) is a plain memcpy instead
-    of a strided gather. float32 (CPU frames): one C pass (:func:`~lerobotstream.dataset._frames.
+    of a strided gather. float32 (CPU frames): one C pass (:func:`~lerobotstream.decode._frames.
     frames_to_float_chw`, GIL released), bitwise equal to map-style's ``x.type(torch.float32) / 255``;
     elsewhere (CUDA frames) ``torch.empty(...).copy_(x).div_(255)``, equal too (both round
     ``float(x) / 255.0f`` once; tested for all 256 values). (C,H,W) when T == 1.

@@ -20,6 +20,7 @@ import torch
 
 from lerobotstream.constants import DEFAULT_TOLERANCE_S
 from lerobotstream.decode._cuda import FALLBACK_STATUS, FallbackStatus, resolve_device
+from lerobotstream.decode._frames import frames_to_float_chw
 from lerobotstream.errors import DecodeError, FrameTimestampError
 
 logger = logging.getLogger("lerobotstream.decode")
@@ -343,6 +344,10 @@ class EpisodeVideo:
             frames = dec.decode(local)
         if dtype == torch.uint8:
             return frames
+        if dtype == torch.float32:
+            out = frames_to_float_chw(list(frames.unbind(0)), squeeze=False)  # one C pass, CPU frames
+            if out is not None:
+                return out
         if dtype.is_floating_point:
             return frames.to(dtype) / 255.0
         raise ValueError(f"dtype must be torch.uint8 or a float dtype, got {dtype}")
