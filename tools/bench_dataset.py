@@ -244,6 +244,55 @@ class SeqItems(torch.utils.data.IterableDataset):
                     yield item
 
 
+def _copy_cameras(src: Path, dst: Path, copies: int) -> Path:
+    """A copy of the LeRobot v3 dataset ``src`` at ``dst`` where every camera also appears ``copies - 1``
+    more times under new keys (``<key>_copy<j>``, same MP4 files copied, same episode columns): a
+    multi-camera dataset with real content (e.g. ``data/g1_v30``) for ``--root ... --camera-copies 2``."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.copytree(src, dst)
+    info_p = dst / "meta" / "info.json"
+    info = json.loads(info_p.read_text())
+    keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
+    stats_p = dst / "meta" / "stats.json"
+    stats = json.loads(stats_p.read_text()) if stats_p.exists() else None
+    for k in keys:
+        for j in range(1, copies):
+            new = f"{k}_copy{j}"
+            shutil.copytree(dst / "videos" / k, dst / "videos" / new)
+            info["features"][new] = info["features"][k]
+            if stats is not None and k in stats:
+                stats[new] = stats[k]
+    info_p.write_text(json.dumps(info, indent=2))
+    if stats is not None:
+        stats_p.write_text(json.dumps(stats, indent=2))
+    for p in sorted((dst / "meta" / "episodes").rglob("*.parquet")):
+        t = pq.read_table(p)
+        for k in keys:
+            for c in [c for c in t.column_names if c.startswith(f"videos/{k}/") or c.startswith(f"stats/{k}/")]:
+                for j in range(1, copies):
+                    t = t.append_column(pa.field(c.replace(f"/{k}/", f"/{k}_copy{j}/", 1), t.schema.field(c).type),
+                                        t.column(c))
+        pq.write_table(t, p)
+    return dst
+
+
+def _transcode_h264(root: Path, gop: int) -> None:
+    """Re-encode every MP4 under ``root/videos`` in place with libx264 (2 B-frames, closed GOPs of
+    ``gop`` frames, same frame count and timestamps): the long-GOP case on real content."""
+    import subprocess
+
+    for p in sorted((root / "videos").rglob("*.mp4")):
+        tmp = p.with_suffix(".h264.mp4")
+        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", str(p), "-an", "-c:v", "libx264",
+                        "-preset", "veryfast", "-bf", "2", "-g", str(gop), "-keyint_min", str(gop),
+                        "-sc_threshold", "0", "-pix_fmt", "yuv420p", str(tmp)], check=True)
+        tmp.replace(p)
+
+
 def _cpu_s() -> float:
     """CPU seconds of this process and its reaped children (DataLoader workers)."""
     a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -310,7 +359,11 @@ def main(argv=None) -> int:
                          "3.7 MB copy in the main thread ~10x slower, which would penalise whoever converts or "
                          "collates there")
     ap.add_argument("--only", default="ours,map_style,limit,limit_items", help="contestants to run")
-    ap.add_argument("--root", default=None, help="reuse a generated dataset")
+    ap.add_argument("--root", default=None, help="reuse a generated dataset, or a real one (e.g. data/g1_v30)")
+    ap.add_argument("--transcode-h264", type=int, default=0, metavar="GOP",
+                    help="with --root: re-encode a copy of its videos as H.264 with this GOP (e.g. 30)")
+    ap.add_argument("--camera-copies", type=int, default=1,
+                    help="with --root: each camera appears this many times (a multi-camera dataset of real content)")
     ap.add_argument("--json", default=None, help="also write the result here")
     a = ap.parse_args(argv)
     if a.torch_threads > 0:
@@ -319,6 +372,10 @@ def main(argv=None) -> int:
     cams = [(f"observation.images.cam{j}", w, h) for j in range(a.cameras)]
     tmp = tempfile.mkdtemp(prefix="bench_dataset_")
     root = Path(a.root) if a.root else Path(tmp) / "ds"
+    if a.root and (a.camera_copies > 1 or a.transcode_h264):
+        root = _copy_cameras(root, Path(tmp) / "ds", a.camera_copies)
+        if a.transcode_h264:
+            _transcode_h264(root, a.transcode_h264)
     if not a.root:
         t = time.perf_counter()
         make_dataset(root, episode_lengths=[a.length] * a.episodes, cameras=cams, codec=a.codec, gop=a.gop,
@@ -390,7 +447,9 @@ def main(argv=None) -> int:
         }
         print(json.dumps(res), file=sys.stderr, flush=True)
         results.append(res)
-    out = {"dataset": f"{a.codec} gop={a.gop or 'default'} {len(keys)} cam {a.size}, {a.episodes}x{a.length} frames" + (", uint8 items" if a.uint8 else ", float32 items"),
+    name = (f"{a.root} ({len(keys)} cam{f', H.264 GOP {a.transcode_h264}' if a.transcode_h264 else ''})" if a.root else
+            f"{a.codec} gop={a.gop or 'default'} {len(keys)} cam {a.size}, {a.episodes}x{a.length} frames")
+    out = {"dataset": name + (", uint8 items" if a.uint8 else ", float32 items"),
            "one_time": warm, "torch_threads_main": torch.get_num_threads(), "command": "python tools/bench_dataset.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "results": results}
     print(json.dumps(out, indent=1))

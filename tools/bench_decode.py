@@ -20,6 +20,7 @@ the same uint8 (T, C, H, W) frames (torchcodec's NCHW views); no item conversion
 is ``tools/bench_dataset.py``).
 
     python tools/bench_decode.py --codec av1 --size 640x480 --episodes 8 --length 90 --repeats 3
+    python tools/bench_decode.py --mp4 data/g1_v30/videos/observation.images.cam_high/chunk-000/file-000.mp4 --episodes 8
 """
 
 from __future__ import annotations
@@ -55,21 +56,30 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--piece", type=int, default=16, help="frames per request in the sequential pass")
     ap.add_argument("--lookahead", type=int, default=64, help="planned random access: requests per chunk")
+    ap.add_argument("--mp4", default=None,
+                    help="decode this MP4 instead of a generated one (real content, e.g. data/g1_v30's video), its "
+                         "frames split into --episodes equal episodes (--codec/--size/--length/--gop ignored)")
     ap.add_argument("--keep-decoders", action="store_true", help="ours: keep every episode decoder open")
     args = ap.parse_args(argv)
     w, h = map(int, args.size.split("x"))
     rng = np.random.default_rng(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
-        root = make_dataset(Path(tmp) / "d", episode_lengths=[args.length] * args.episodes, codec=args.codec,
-                            cameras=(("cam", w, h),), gop=args.gop, episodes_per_video_file=args.episodes)
-        path = next((root / "videos").rglob("*.mp4"))
+        if args.mp4:
+            path = Path(args.mp4)
+        else:
+            root = make_dataset(Path(tmp) / "d", episode_lengths=[args.length] * args.episodes, codec=args.codec,
+                                cameras=(("cam", w, h),), gop=args.gop, episodes_per_video_file=args.episodes)
+            path = next((root / "videos").rglob("*.mp4"))
         data = path.read_bytes()
         table = parse_mp4_bytes(data, path=str(path))
         po = np.asarray(table.presentation_order)
         pts_sorted = np.asarray(table.pts_s)[po]
-        L, E = args.length, args.episodes
+        E = args.episodes
+        fps = int(round(1.0 / float(np.median(np.diff(pts_sorted)))))
+        L = len(po) // E if args.mp4 else args.length
         eps = [(e * L, e * L + L) for e in range(E)]
-        print(f"{args.codec} {w}x{h}, {E} episodes x {L} frames, file {len(data) / 1e6:.2f} MB")
+        label = str(path) if args.mp4 else f"{args.codec} {w}x{h}"
+        print(f"{label}, {E} episodes x {L} frames, file {len(data) / 1e6:.2f} MB")
 
         def ours(requests, chunks=None):
             """requests: list of (episode, [frame indices]) -> frames, bytes, open_s. ``chunks``: the
@@ -93,7 +103,7 @@ def main(argv=None) -> int:
                     nbytes += len(payload)
                     mini = synthesize(table, s, payload)
                     v = videos[e] = EpisodeVideo(table, s, mini, episode_index=e, camera="cam", path=str(path),
-                                                 from_timestamp=float(pts_sorted[a]), fps=30)
+                                                 from_timestamp=float(pts_sorted[a]), fps=fps)
                     v.decoder()
                     open_s += time.perf_counter() - to
                     opened += 1
