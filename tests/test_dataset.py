@@ -158,6 +158,9 @@ def test_equalize_drop_gives_every_rank_the_same_batch_count(root2cam, monkeypat
     dict(byte_budget_gb=0), dict(byte_budget_gb=-1.0), dict(episode_pool_size=0), dict(episodes=[]),
     dict(delta_timestamps={"action": 0.1}), dict(delta_timestamps={"action": ["a"]}), dict(prefetch_episodes=-1),
     dict(decode_threads=0), dict(decoded_queue_size=0), dict(episodes=[-1]),
+    dict(tolerance_s=0), dict(tolerance_s="1e-4"), dict(sampling_strategy="random"), dict(video_backend="pyav"),
+    dict(max_num_shards=0), dict(sidecar_lock_timeout_s=-5), dict(device="gpu"), dict(device="cuda0"),
+    dict(decode_lookahead=0), dict(decoded_cache_gb=float("nan")), dict(ffmpeg_threads=-1),
 ])
 def test_bad_options_raise_typed_errors_at_construction(root, kw):
     """Bug: these were accepted (or failed later with a bare TypeError / hang)."""

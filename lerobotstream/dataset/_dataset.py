@@ -440,7 +440,8 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
     Items: see :func:`lerobotstream.dataset._assemble.assemble_item`.
 
     Raises:
-        MetadataError, DeltaTimestampsError, ShardingError at construction / iteration start;
+        StreamingConfigError (a ValueError naming the option and its value) at construction for any
+        invalid option; MetadataError, DeltaTimestampsError, ShardingError at construction / iteration start;
         Sidecar* errors at construction; ByteBudgetError before any payload fetch;
         ResumeStateError from ``load_state_dict`` (or the first worker batch when the DataLoader's
         worker count differs); DecodeError / FrameTimestampError / SourceError during iteration
@@ -491,12 +492,22 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         _validate_options(byte_budget_gb=byte_budget_gb, episode_pool_size=episode_pool_size, episodes=episodes,
                           delta_timestamps=delta_timestamps, prefetch_episodes=prefetch_episodes,
                           decode_threads=decode_threads, decoded_queue_size=decoded_queue_size)
-        if tolerance_s <= 0:
-            raise ValueError(f"tolerance_s must be > 0, got {tolerance_s}")
-        if sampling_strategy not in constants.SAMPLING_STRATEGIES:
-            raise ValueError(f"sampling_strategy must be one of {constants.SAMPLING_STRATEGIES}, got {sampling_strategy!r}")
-        if video_backend not in (None, "torchcodec"):
-            raise ValueError(f"video_backend {video_backend!r} is not supported (use 'torchcodec')")
+        _require("tolerance_s", tolerance_s, _is_number(tolerance_s) and tolerance_s > 0, "a number > 0 (seconds)")
+        _require("sampling_strategy", sampling_strategy, sampling_strategy in constants.SAMPLING_STRATEGIES,
+                 f"one of {constants.SAMPLING_STRATEGIES}")
+        _require("video_backend", video_backend, video_backend in (None, "torchcodec"), "'torchcodec' (or None)")
+        _require("max_num_shards", max_num_shards, _is_int(max_num_shards) and max_num_shards >= 1, "an int >= 1")
+        _require("sidecar_lock_timeout_s", sidecar_lock_timeout_s,
+                 _is_number(sidecar_lock_timeout_s) and sidecar_lock_timeout_s > 0, "a number > 0 (seconds)")
+        _require("device", device, device is None or (isinstance(device, str) and (device == "cpu" or (
+            device.startswith("cuda") and (device == "cuda" or device[4:5] == ":" and device[5:].isdigit())))),
+                 "'cpu', 'cuda' or 'cuda:N'")
+        _require("decode_lookahead", decode_lookahead, _is_int(decode_lookahead) and decode_lookahead >= 1,
+                 "an int >= 1 (anchors per decode chunk)")
+        _require("decoded_cache_gb", decoded_cache_gb, _is_number(decoded_cache_gb) and decoded_cache_gb >= 0,
+                 "a number >= 0 (GiB per rank)")
+        _require("ffmpeg_threads", ffmpeg_threads, _is_int(ffmpeg_threads) and ffmpeg_threads >= 0,
+                 "an int >= 0 (0: FFmpeg chooses)")
         t0 = time.perf_counter()
         self.repo_id = repo_id
         self.revision = revision
@@ -533,8 +544,6 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         self.device = device
         self.decode_lookahead = max(1, int(decode_lookahead))
         self.decoded_cache_gb = max(0.0, float(decoded_cache_gb))
-        if int(ffmpeg_threads) < 0:
-            raise ValueError(f"ffmpeg_threads must be >= 0, got {ffmpeg_threads}")
         self.ffmpeg_threads = int(ffmpeg_threads)
         self.first_lookahead = None if first_lookahead is None else max(1, int(first_lookahead))
         self.batch_size = None if batch_size is None else int(batch_size)
