@@ -220,7 +220,7 @@ class _Worker:
 
     def fetch(self, ep: int) -> EpisodePayload:
         """Parquet rows + every camera's mini-MP4 of one episode (runs on a cache fetch thread)."""
-        from lerobotstream.mp4 import synthesize
+        from lerobotstream.mp4 import check_sample_framing, synthesize
 
         info = self.ds.meta.episode(ep)
         t0 = time.perf_counter()
@@ -234,6 +234,7 @@ class _Worker:
                 t1 = time.perf_counter()
                 data = self.source.read(path, span.byte_start, span.byte_stop - span.byte_start)
                 t2 = time.perf_counter()
+                check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
                 payloads[cam] = synthesize(table, span, data)
                 self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
             except LeRobotStreamError as exc:

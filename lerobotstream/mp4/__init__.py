@@ -11,3 +11,8 @@ from lerobotstream.mp4.spans import Span, episode_frame_range, plan_span  # noqa
 from lerobotstream.mp4.synth import synthesize, synthesize_header  # noqa: E402
 
 __all__ += ["Span", "plan_span", "episode_frame_range", "synthesize", "synthesize_header"]
+
+# structural spot-check of fetched sample bytes (NAL length prefixes / AV1 OBUs)
+from lerobotstream.mp4.framing import check_sample_framing, sample_framing  # noqa: E402
+
+__all__ += ["check_sample_framing", "sample_framing"]
