@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -161,6 +162,10 @@ def test_equalize_drop_gives_every_rank_the_same_batch_count(root2cam, monkeypat
     dict(tolerance_s=0), dict(tolerance_s="1e-4"), dict(sampling_strategy="random"), dict(video_backend="pyav"),
     dict(max_num_shards=0), dict(sidecar_lock_timeout_s=-5), dict(device="gpu"), dict(device="cuda0"),
     dict(decode_lookahead=0), dict(decoded_cache_gb=float("nan")), dict(ffmpeg_threads=-1),
+    dict(tolerance_s=2**64 * 10**400), dict(decoded_cache_gb=10**400), dict(byte_budget_gb=1e12),
+    dict(device="cuda:１"), dict(batch_size=0), dict(batch_size=2.7), dict(batch_size="8"), dict(first_lookahead=0),
+    dict(num_workers=-1), dict(seed="abc"), dict(seed=1.5), dict(return_uint8="no"), dict(repeat="no"),
+    dict(camera_keys="observation.images.cam"),
 ])
 def test_bad_options_raise_typed_errors_at_construction(root, kw):
     """Bug: these were accepted (or failed later with a bare TypeError / hang)."""
@@ -171,6 +176,15 @@ def test_bad_options_raise_typed_errors_at_construction(root, kw):
         StreamingLeRobotDataset(root=root, **kw)
     msg = str(ei.value)
     assert isinstance(ei.value, ValueError) and name in msg and "got" in msg
+
+
+def test_option_forms_that_are_accepted(root):
+    """A generator of episodes is read once (not consumed by validation); torch.device and numpy
+    scalars are accepted."""
+    ds = StreamingLeRobotDataset(root=root, episodes=(e for e in [1]), device=torch.device("cpu"),
+                                 tolerance_s=np.float64(1e-4), seed=np.int64(3), return_uint8=np.bool_(True))
+    assert ds.episodes == [1] and ds.device == "cpu"
+    assert len({int(it["episode_index"]) for it in ds}) == 1
 
 
 def test_state_dict_refuses_negative_samples(root):

@@ -75,6 +75,8 @@ def main(argv=None) -> int:
         po = np.asarray(table.presentation_order)
         pts_sorted = np.asarray(table.pts_s)[po]
         E = args.episodes
+        if E < 1 or len(po) // E < 1:
+            ap.error(f"--episodes {E}: the file has {len(po)} frames (need 1 <= episodes <= frames)")
         fps = int(round(1.0 / float(np.median(np.diff(pts_sorted)))))
         L = len(po) // E if args.mp4 else args.length
         eps = [(e * L, e * L + L) for e in range(E)]

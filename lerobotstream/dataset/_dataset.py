@@ -38,9 +38,12 @@ from the rank's consumed count (``Planner.worker_start`` replays the DataLoader'
 from __future__ import annotations
 
 import itertools
+import math
 import os
+import re
 import threading
 import time
+from collections import abc
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -58,6 +61,7 @@ from lerobotstream.errors import (
     FrameTimestampError,
     LeRobotStreamError,
     MetadataError,
+    Mp4InconsistentTablesError,
     ResumeStateError,
     StreamingConfigError,
 )
@@ -81,14 +85,25 @@ def _is_int(v: Any) -> bool:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
+    """A finite real number that fits a float64 (bools, strings, nan, inf and 10**400 are not)."""
+    if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
+
+
+#: the largest byte budget the C planner can hold (int64 bytes), in GiB
+_MAX_BUDGET_GB = float(2**62) / 2**30
+_DEVICE_RE = re.compile(r"cpu|cuda(:[0-9]+)?", re.ASCII)
 
 
 def _validate_options(*, byte_budget_gb, episode_pool_size, episodes, delta_timestamps, prefetch_episodes,
                       decode_threads, decoded_queue_size) -> None:
     """Configuration errors at construction (StreamingConfigError naming the option and value)."""
-    _require("byte_budget_gb", byte_budget_gb, _is_number(byte_budget_gb) and byte_budget_gb > 0,
-             "a number > 0 (GiB per rank)")
+    _require("byte_budget_gb", byte_budget_gb,
+             _is_number(byte_budget_gb) and 0 < byte_budget_gb <= _MAX_BUDGET_GB, "a number > 0 (GiB per rank)")
     _require("episode_pool_size", episode_pool_size,
              episode_pool_size is None or (_is_int(episode_pool_size) and episode_pool_size >= 1), "None or an int >= 1")
     _require("prefetch_episodes", prefetch_episodes, _is_int(prefetch_episodes) and prefetch_episodes >= 0, "an int >= 0")
@@ -240,8 +255,11 @@ class _Worker:
             except LeRobotStreamError as exc:
                 if f"episode {ep}" in exc.message:
                     raise
-                raise type(exc)(f"episode {ep}, camera {cam!r}, file {path}: {exc.message}", episode_index=ep,
-                                camera=cam, path=path) from exc
+                msg = exc.message if exc.message.startswith(f"{path}:") else f"{path}: {exc.message}"
+                if isinstance(exc, Mp4InconsistentTablesError):
+                    msg += f" [cached sidecar: {self.ds._sidecar_npz}]"
+                fields = {**getattr(exc, "_fields", {}), "episode_index": ep, "camera": cam, "path": path}
+                raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from exc
             except Exception as exc:
                 raise DecodeError(f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 "
                                   f"failed: {exc!r}", episode_index=ep, camera=cam, path=path) from exc
@@ -486,6 +504,9 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         equalize: str = "none",
     ) -> None:
         super().__init__()
+        # one-shot iterables (generators) are read once, here, not consumed by validation
+        episodes = list(episodes) if isinstance(episodes, abc.Iterator) else episodes
+        camera_keys = list(camera_keys) if isinstance(camera_keys, abc.Iterator) else camera_keys
         _require("video_decoder_cache_size", video_decoder_cache_size,
                  video_decoder_cache_size is None or (_is_int(video_decoder_cache_size) and video_decoder_cache_size >= 1),
                  "None or an int >= 1 (open decoders per rank)")
@@ -500,9 +521,22 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         _require("max_num_shards", max_num_shards, _is_int(max_num_shards) and max_num_shards >= 1, "an int >= 1")
         _require("sidecar_lock_timeout_s", sidecar_lock_timeout_s,
                  _is_number(sidecar_lock_timeout_s) and sidecar_lock_timeout_s > 0, "a number > 0 (seconds)")
-        _require("device", device, device is None or (isinstance(device, str) and (device == "cpu" or (
-            device.startswith("cuda") and (device == "cuda" or device[4:5] == ":" and device[5:].isdigit())))),
-                 "'cpu', 'cuda' or 'cuda:N'")
+        if isinstance(device, torch.device):
+            device = str(device)
+        _require("device", device, device is None or (isinstance(device, str) and bool(_DEVICE_RE.fullmatch(device))),
+                 "'cpu', 'cuda' or 'cuda:N' (or a torch.device)")
+        for flag, value in (("return_uint8", return_uint8), ("repeat", repeat), ("drop_last", drop_last)):
+            _require(flag, value, isinstance(value, (bool, np.bool_)), "True or False")
+        _require("seed", seed, seed is None or _is_int(seed), "None or an int")
+        _require("batch_size", batch_size, batch_size is None or (_is_int(batch_size) and batch_size >= 1),
+                 "None or an int >= 1 (the DataLoader's batch size)")
+        _require("first_lookahead", first_lookahead,
+                 first_lookahead is None or (_is_int(first_lookahead) and first_lookahead >= 1), "None or an int >= 1")
+        _require("num_workers", num_workers, num_workers is None or (_is_int(num_workers) and num_workers >= 0),
+                 "None or an int >= 0 (the DataLoader's num_workers)")
+        _require("camera_keys", camera_keys, camera_keys is None or (
+            not isinstance(camera_keys, (str, bytes)) and all(isinstance(k, str) for k in camera_keys)),
+                 "None or a list of video keys")
         _require("decode_lookahead", decode_lookahead, _is_int(decode_lookahead) and decode_lookahead >= 1,
                  "an int >= 1 (anchors per decode chunk)")
         _require("decoded_cache_gb", decoded_cache_gb, _is_number(decoded_cache_gb) and decoded_cache_gb >= 0,

@@ -9,8 +9,9 @@ it over every sample of a fetched span, in C with the GIL released:
 * H.264 ``avc1``/``avc3`` and HEVC ``hvc1``/``hev1`` (ISO/IEC 14496-15, 5.3.2 / 8.3.2 and
   5.3.3.1 / 8.3.3.1): a sample is a sequence of NAL units, each preceded by a big-endian length of
   ``lengthSizeMinusOne + 1`` bytes (from the sample entry's ``avcC`` / ``hvcC``). Every length is
-  >= 1, the NAL units end exactly at the sample end, and every NAL header's
-  ``forbidden_zero_bit`` (ITU-T H.264 7.4.1 / H.265 7.4.2.2) is 0.
+  >= 1, the NAL units end exactly at the sample end — fewer trailing bytes than a length prefix
+  are tolerated, as FFmpeg ignores them — and every NAL header's ``forbidden_zero_bit``
+  (ITU-T H.264 7.4.1 / H.265 7.4.2.2) is 0.
 * AV1 ``av01`` (AV1 spec 5.3 ``obu_header``/``leb128``, 7.5 ordering of OBUs; AV1-ISOBMFF 2.4
   samples): a sample is one temporal unit, a sequence of OBUs. ``obu_forbidden_bit`` is 0; with
   ``obu_has_size_field`` the ``leb128`` ``obu_size`` follows the header (after the optional
@@ -39,7 +40,6 @@ cdef enum:
 
 cdef enum:
     E_OUTSIDE = 1       # sample bytes outside the payload
-    E_NAL_PREFIX = 2    # fewer than length-size bytes left for a NAL length prefix
     E_NAL_ZERO = 3      # NAL length 0
     E_NAL_PAST = 4      # NAL runs past the sample end
     E_NAL_FORBIDDEN = 5 # forbidden_zero_bit set
@@ -70,9 +70,8 @@ cdef int _walk_nal(const uint8_t *p, int64_t n, int lsize, _fail *f) noexcept no
     cdef int64_t pos = 0
     cdef uint64_t ln
     while pos < n:
-        if n - pos < lsize:
-            f.reason = E_NAL_PREFIX; f.pos = pos; f.value = <uint64_t>(n - pos)
-            return 1
+        if n - pos < lsize:  # trailing bytes too short for a length prefix: FFmpeg ignores them
+            return 0
         ln = _be(p + pos, lsize)
         if ln == 0:
             f.reason = E_NAL_ZERO; f.pos = pos; f.value = 0
@@ -222,7 +221,6 @@ def sample_framing(table):
 
 
 _REASONS = {
-    E_NAL_PREFIX: "only {v} byte(s) left at byte {p} for a {ls}-byte NAL length prefix",
     E_NAL_ZERO: "NAL unit length 0 at byte {p}",
     E_NAL_PAST: "NAL unit of {v} bytes at byte {p} runs past the sample end",
     E_NAL_FORBIDDEN: "NAL header byte 0x{v:02x} at byte {p} has forbidden_zero_bit set",
@@ -256,8 +254,9 @@ def check_sample_framing(table, span, payload, *, path=None):
     Raises:
         Mp4InconsistentTablesError: a sample lies outside the payload or its bytes do not frame as
             the codec requires; the message names the file, the sample (decode-order index in the
-            source file), its offset and size (bytes), and says the MP4 sidecar/index does not
-            match the file.
+            source file), its offset and size (bytes), and says that the MP4 sidecar/index does not
+            match the file or the file is damaged (attributes ``path``, ``sample``, ``offset``,
+            ``size``).
     """
     kind_s, lsize = sample_framing(table)
     if kind_s is None:
@@ -292,7 +291,8 @@ def check_sample_framing(table, span, payload, *, path=None):
         why = _REASONS[f.reason].format(v=int(f.value), p=int(f.pos), ls=ls)
     codec = str(getattr(table, "codec", ""))
     raise Mp4InconsistentTablesError(
-        f"sample {sample} of {path} (decode order, offset {off}, size {sz} bytes) does not frame as "
-        f"{codec} ({why}): the MP4 sidecar/index does not match the file; delete the cached sidecar "
-        f"(or republish it) so it is rebuilt from the file",
+        f"{path}: sample {sample} (decode order, offset {off}, size {sz} bytes) does not frame as "
+        f"{codec} ({why}): either the MP4 sidecar/index does not match this file (delete the cached "
+        f"sidecar, or republish it, so it is rebuilt from the file) or the file itself is damaged "
+        f"(if a rebuilt sidecar fails the same way, re-encode or re-download the video)",
         path=path, sample=sample, offset=off, size=sz)
