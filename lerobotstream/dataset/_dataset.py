@@ -38,9 +38,7 @@ from the rank's consumed count (``Planner.worker_start`` replays the DataLoader'
 from __future__ import annotations
 
 import itertools
-import math
 import os
-import re
 import threading
 import time
 from collections import abc
@@ -53,6 +51,7 @@ from lerobotstream import constants
 from lerobotstream.cache import EpisodeByteCache, EpisodePayload
 from lerobotstream.dataset._assemble import EpisodeRows, assemble_item, episode_rows
 from lerobotstream.dataset._gopcache import GopCache
+from lerobotstream.dataset._options import is_int, require, validate_options
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
 from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.errors import (
@@ -63,7 +62,6 @@ from lerobotstream.errors import (
     MetadataError,
     Mp4InconsistentTablesError,
     ResumeStateError,
-    StreamingConfigError,
 )
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.sources import open_source
@@ -72,58 +70,6 @@ __all__ = ["StreamingLeRobotDataset"]
 
 GIB = 1 << 30
 _SERIAL = itertools.count(1)
-
-
-def _require(name: str, value: Any, ok: bool, want: str) -> None:
-    """Raise :class:`StreamingConfigError` naming the option and its value unless ``ok``."""
-    if not ok:
-        raise StreamingConfigError(f"{name} must be {want}, got {value!r}", option=name, value=value)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def _is_number(v: Any) -> bool:
-    """A finite real number that fits a float64 (bools, strings, nan, inf and 10**400 are not)."""
-    if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)):
-        return False
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:
-        return False
-
-
-#: the largest byte budget the C planner can hold (int64 bytes), in GiB
-_MAX_BUDGET_GB = float(2**62) / 2**30
-_DEVICE_RE = re.compile(r"cpu|cuda(:[0-9]+)?", re.ASCII)
-
-
-def _validate_options(*, byte_budget_gb, episode_pool_size, episodes, delta_timestamps, prefetch_episodes,
-                      decode_threads, decoded_queue_size) -> None:
-    """Configuration errors at construction (StreamingConfigError naming the option and value)."""
-    _require("byte_budget_gb", byte_budget_gb,
-             _is_number(byte_budget_gb) and 0 < byte_budget_gb <= _MAX_BUDGET_GB, "a number > 0 (GiB per rank)")
-    _require("episode_pool_size", episode_pool_size,
-             episode_pool_size is None or (_is_int(episode_pool_size) and episode_pool_size >= 1), "None or an int >= 1")
-    _require("prefetch_episodes", prefetch_episodes, _is_int(prefetch_episodes) and prefetch_episodes >= 0, "an int >= 0")
-    _require("decode_threads", decode_threads, _is_int(decode_threads) and decode_threads >= 1, "an int >= 1")
-    _require("decoded_queue_size", decoded_queue_size, _is_int(decoded_queue_size) and decoded_queue_size >= 1,
-             "an int >= 1")
-    if episodes is not None:
-        try:
-            eps = list(episodes)
-        except TypeError:
-            eps = None
-        _require("episodes", episodes, eps is not None and len(eps) > 0 and all(_is_int(e) and e >= 0 for e in eps),
-                 "None (all episodes) or a non-empty sequence of episode indices >= 0")
-    if delta_timestamps is not None:
-        _require("delta_timestamps", delta_timestamps, isinstance(delta_timestamps, dict),
-                 "a dict {feature: [offset seconds, ...]}")
-        for key, offs in delta_timestamps.items():
-            _require(f"delta_timestamps[{key!r}]", offs,
-                     isinstance(offs, (list, tuple, np.ndarray)) and len(offs) > 0 and all(_is_number(d) for d in offs),
-                     "a non-empty list of numbers (offsets in seconds)")
 
 
 def _no_nbytes(episode_index: int) -> int:
@@ -507,42 +453,17 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         # one-shot iterables (generators) are read once, here, not consumed by validation
         episodes = list(episodes) if isinstance(episodes, abc.Iterator) else episodes
         camera_keys = list(camera_keys) if isinstance(camera_keys, abc.Iterator) else camera_keys
-        _require("video_decoder_cache_size", video_decoder_cache_size,
-                 video_decoder_cache_size is None or (_is_int(video_decoder_cache_size) and video_decoder_cache_size >= 1),
-                 "None or an int >= 1 (open decoders per rank)")
-        _require("equalize", equalize, equalize in ("none", "drop"), "'none' or 'drop'")
-        _validate_options(byte_budget_gb=byte_budget_gb, episode_pool_size=episode_pool_size, episodes=episodes,
-                          delta_timestamps=delta_timestamps, prefetch_episodes=prefetch_episodes,
-                          decode_threads=decode_threads, decoded_queue_size=decoded_queue_size)
-        _require("tolerance_s", tolerance_s, _is_number(tolerance_s) and tolerance_s > 0, "a number > 0 (seconds)")
-        _require("sampling_strategy", sampling_strategy, sampling_strategy in constants.SAMPLING_STRATEGIES,
-                 f"one of {constants.SAMPLING_STRATEGIES}")
-        _require("video_backend", video_backend, video_backend in (None, "torchcodec"), "'torchcodec' (or None)")
-        _require("max_num_shards", max_num_shards, _is_int(max_num_shards) and max_num_shards >= 1, "an int >= 1")
-        _require("sidecar_lock_timeout_s", sidecar_lock_timeout_s,
-                 _is_number(sidecar_lock_timeout_s) and sidecar_lock_timeout_s > 0, "a number > 0 (seconds)")
         if isinstance(device, torch.device):
             device = str(device)
-        _require("device", device, device is None or (isinstance(device, str) and bool(_DEVICE_RE.fullmatch(device))),
-                 "'cpu', 'cuda' or 'cuda:N' (or a torch.device)")
-        for flag, value in (("return_uint8", return_uint8), ("repeat", repeat), ("drop_last", drop_last)):
-            _require(flag, value, isinstance(value, (bool, np.bool_)), "True or False")
-        _require("seed", seed, seed is None or _is_int(seed), "None or an int")
-        _require("batch_size", batch_size, batch_size is None or (_is_int(batch_size) and batch_size >= 1),
-                 "None or an int >= 1 (the DataLoader's batch size)")
-        _require("first_lookahead", first_lookahead,
-                 first_lookahead is None or (_is_int(first_lookahead) and first_lookahead >= 1), "None or an int >= 1")
-        _require("num_workers", num_workers, num_workers is None or (_is_int(num_workers) and num_workers >= 0),
-                 "None or an int >= 0 (the DataLoader's num_workers)")
-        _require("camera_keys", camera_keys, camera_keys is None or (
-            not isinstance(camera_keys, (str, bytes)) and all(isinstance(k, str) for k in camera_keys)),
-                 "None or a list of video keys")
-        _require("decode_lookahead", decode_lookahead, _is_int(decode_lookahead) and decode_lookahead >= 1,
-                 "an int >= 1 (anchors per decode chunk)")
-        _require("decoded_cache_gb", decoded_cache_gb, _is_number(decoded_cache_gb) and decoded_cache_gb >= 0,
-                 "a number >= 0 (GiB per rank)")
-        _require("ffmpeg_threads", ffmpeg_threads, _is_int(ffmpeg_threads) and ffmpeg_threads >= 0,
-                 "an int >= 0 (0: FFmpeg chooses)")
+        validate_options(
+            byte_budget_gb=byte_budget_gb, episode_pool_size=episode_pool_size, episodes=episodes,
+            delta_timestamps=delta_timestamps, prefetch_episodes=prefetch_episodes, decode_threads=decode_threads,
+            decoded_queue_size=decoded_queue_size, video_decoder_cache_size=video_decoder_cache_size,
+            equalize=equalize, tolerance_s=tolerance_s, sampling_strategy=sampling_strategy,
+            video_backend=video_backend, max_num_shards=max_num_shards, sidecar_lock_timeout_s=sidecar_lock_timeout_s,
+            device=device, flags={"return_uint8": return_uint8, "repeat": repeat, "drop_last": drop_last}, seed=seed,
+            batch_size=batch_size, first_lookahead=first_lookahead, num_workers=num_workers, camera_keys=camera_keys,
+            decode_lookahead=decode_lookahead, decoded_cache_gb=decoded_cache_gb, ffmpeg_threads=ffmpeg_threads)
         t0 = time.perf_counter()
         self.repo_id = repo_id
         self.revision = revision
@@ -693,7 +614,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         if batches_consumed is not None:
             from lerobotstream.planner import replay_turns
 
-            _require("batches_consumed", batches_consumed, _is_int(batches_consumed) and batches_consumed >= 0,
+            require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
                      "an int >= 0")
 
             if self.repeat:
@@ -704,7 +625,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
                                        drop_last=self.drop_last)
             samples_consumed = sum(given)
         s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
-        _require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
+        require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
         return planner.state_dict(samples_consumed=s)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
