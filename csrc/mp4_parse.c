@@ -132,6 +132,8 @@ typedef struct {
     uint32_t handler;
     int64_t media_timescale, media_duration;
     int64_t tkhd_w, tkhd_h;
+    int32_t matrix[9];        /* tkhd matrix, raw */
+    int32_t movie_matrix[9];  /* mvhd matrix seen before this trak (zeros if none yet) */
     lrs_span elst, stsd;
     lrs_span stts, ctts, stss, stsz, stz2, stsc, stco, co64;
     int64_t trak_off; /* buffer offset of the trak box */
@@ -187,7 +189,11 @@ static int walk_trak(const uint8_t *buf, int64_t pos, int64_t end, int64_t foff,
                 TRY(rd_u32(&c, &u32, e));
                 tk->track_id = u32;
                 /* reserved(4) duration(4|8) reserved(8) layer(2) alt(2) volume(2) reserved(2) matrix(36) */
-                TRY(skip(&c, 4 + ((vf >> 24) == 1 ? 8 : 4) + 8 + 8 + 36, e));
+                TRY(skip(&c, 4 + ((vf >> 24) == 1 ? 8 : 4) + 8 + 8, e));
+                for (int k = 0; k < 9; k++) {
+                    TRY(rd_u32(&c, &u32, e));
+                    tk->matrix[k] = (int32_t)u32;
+                }
                 TRY(rd_u32(&c, &u32, e));
                 tk->tkhd_w = u32 >> 16;
                 TRY(rd_u32(&c, &u32, e));
@@ -496,6 +502,7 @@ int lrs_mp4_scan_moov(const uint8_t *buf, int64_t len, int64_t file_offset, int6
     uint32_t t;
     int64_t hs, bs, pos, end;
     int have_mvhd = 0, chosen = 0;
+    int32_t movie_matrix[9] = {0};
     trak_t pick;
     memset(info, 0, sizeof(*info));
     memset(&pick, 0, sizeof(pick));
@@ -524,12 +531,19 @@ int lrs_mp4_scan_moov(const uint8_t *buf, int64_t len, int64_t file_offset, int6
             TRY(skip(&c, (vf >> 24) == 1 ? 16 : 8, err));
             TRY(rd_u32(&c, &u32, err));
             info->movie_timescale = u32;
+            /* duration(4|8) rate(4) volume(2) reserved(10) matrix(36) */
+            TRY(skip(&c, ((vf >> 24) == 1 ? 8 : 4) + 4 + 2 + 10, err));
+            for (int k = 0; k < 9; k++) {
+                TRY(rd_u32(&c, &u32, err));
+                movie_matrix[k] = (int32_t)u32;
+            }
         } else if (t == FCC('m', 'v', 'e', 'x')) {
             info->has_mvex = 1;
         } else if (t == FCC('t', 'r', 'a', 'k')) {
             trak_t tk;
             memset(&tk, 0, sizeof(tk));
             tk.trak_off = pos;
+            memcpy(tk.movie_matrix, movie_matrix, sizeof(movie_matrix));
             TRY(walk_trak(buf, pos + hs, pos + bs, file_offset, &tk, 0, err));
             info->num_tracks++;
             if (tk.has_hdlr && tk.handler == FCC('v', 'i', 'd', 'e')) {
@@ -563,6 +577,8 @@ int lrs_mp4_scan_moov(const uint8_t *buf, int64_t len, int64_t file_offset, int6
     info->track_id = pick.track_id;
     info->display_width = pick.tkhd_w;
     info->display_height = pick.tkhd_h;
+    memcpy(info->matrix, pick.matrix, sizeof(info->matrix));
+    memcpy(info->movie_matrix, pick.movie_matrix, sizeof(info->movie_matrix));
     if (!pick.has_mdhd)
         return fail(err, LRS_E_BADBOX, FCC('m', 'd', 'h', 'd'), file_offset + pick.trak_off, "video track has no mdhd");
     if (pick.media_timescale == 0)

@@ -27,6 +27,12 @@ typedef struct {
     /* movie */
     int64_t movie_timescale;
     int has_mvex;
+    /* display matrices (ISO/IEC 14496-12 6.2.2: a, b, u, c, d, v, x, y, w; 16.16 except u, v, w
+     * in 2.30), raw int32 values. movie_matrix is mvhd's as FFmpeg applies it to the chosen track:
+     * the mvhd read before that trak, all zeros when mvhd comes after it (FFmpeg multiplies the
+     * tkhd matrix by the movie matrix it has seen so far; a zeroed context otherwise). */
+    int32_t movie_matrix[9];
+    int32_t matrix[9];           /* tkhd matrix of the chosen track */
     /* chosen track */
     int64_t track_id;
     int64_t media_timescale;

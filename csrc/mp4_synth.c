@@ -35,9 +35,10 @@ static int64_t runs(const int64_t *v, int64_t n) {
     return r;
 }
 
-static void put_matrix(wr *w) {
-    static const uint32_t m[9] = {0x00010000, 0, 0, 0, 0x00010000, 0, 0, 0, 0x40000000};
-    for (int i = 0; i < 9; i++) put32(w, m[i]);
+/* The source's display matrices, verbatim: FFmpeg multiplies tkhd's by mvhd's and rotates or
+ * flips decoded frames by the product, so the mini-MP4 must carry both unchanged. */
+static void put_matrix(wr *w, const int32_t m[9]) {
+    for (int i = 0; i < 9; i++) put32(w, (uint32_t)m[i]);
 }
 
 /* Payload sizes of the fixed boxes (version 1 where there is a version). */
@@ -118,14 +119,14 @@ int64_t lrs_synth_header(const lrs_synth_in *in, uint8_t *out, int *use_co64) {
     put_hdr(&w, "mvhd", MVHD_P);
     put32(&w, 0x01000000); put64(&w, 0); put64(&w, 0);
     put32(&w, (uint32_t)in->media_timescale); put64(&w, (uint64_t)in->edit_duration);
-    put32(&w, 0x00010000); put16(&w, 0x0100); zeros(&w, 10); put_matrix(&w); zeros(&w, 24);
+    put32(&w, 0x00010000); put16(&w, 0x0100); zeros(&w, 10); put_matrix(&w, in->movie_matrix); zeros(&w, 24);
     put32(&w, (uint32_t)(in->track_id + 1));
 
     put_hdr(&w, "trak", L.trak_p);
     put_hdr(&w, "tkhd", TKHD_P);
     put32(&w, 0x01000007); put64(&w, 0); put64(&w, 0); put32(&w, (uint32_t)in->track_id); put32(&w, 0);
     put64(&w, (uint64_t)in->edit_duration); zeros(&w, 8); put16(&w, 0); put16(&w, 0); put16(&w, 0); put16(&w, 0);
-    put_matrix(&w);
+    put_matrix(&w, in->matrix);
     put32(&w, (uint32_t)((in->width & 0xFFFF) << 16)); put32(&w, (uint32_t)((in->height & 0xFFFF) << 16));
 
     put_hdr(&w, "edts", L.edts_p);

@@ -25,6 +25,8 @@ typedef struct {
     const uint8_t *stsd;        /* stsd box payload (version/flags, entry_count, entries) */
     int64_t stsd_len;
     uint32_t brand;             /* compatible brand for the codec, e.g. 'av01', 'avc1' */
+    int32_t movie_matrix[9];    /* written verbatim into mvhd (ISO/IEC 14496-12 6.2.2 order) */
+    int32_t matrix[9];          /* written verbatim into tkhd */
 } lrs_synth_in;
 
 /* Returns the header length (ftyp + moov + mdat header) and sets *use_co64; writes it to out when

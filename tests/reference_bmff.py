@@ -42,6 +42,8 @@ class RefTable:
     height: int
     track_id: int
     ctts_version: int | None
+    matrix: tuple
+    movie_matrix: tuple
 
 
 def boxes(data: bytes, start: int, end: int):
@@ -119,6 +121,8 @@ def parse_reference(data: bytes, *, track_id: int | None = None, file_size: int 
         raise RefError("no mvhd")
     v = data[mvhd[0]]
     movie_ts = struct.unpack_from(">I", data, mvhd[0] + (20 if v == 1 else 12))[0]
+    # mvhd: version/flags, times (8|16), timescale, duration (4|8), rate, volume, reserved(10), matrix
+    mvhd_matrix = struct.unpack_from(">9i", data, mvhd[0] + (4 + 16 + 4 + 8 if v == 1 else 4 + 8 + 4 + 4) + 4 + 2 + 10)
     if movie_ts == 0:
         raise RefError("zero movie timescale")
     chosen = None
@@ -133,13 +137,18 @@ def parse_reference(data: bytes, *, track_id: int | None = None, file_size: int 
         tv = data[tkhd[0]]
         tid = struct.unpack_from(">I", data, tkhd[0] + (20 if tv == 1 else 12))[0]
         if track_id is None or tid == track_id:
-            chosen = (trak, mdia, tkhd, tid)
+            chosen = (trak, mdia, tkhd, tid, ts)
             break
     if chosen is None:
         raise RefError("no video track")
-    trak, mdia, tkhd, tid = chosen
+    trak, mdia, tkhd, tid, trak_start = chosen
     tv = data[tkhd[0]]
-    wpos = tkhd[0] + (4 + 8 + 4 + 4 + 8 + 8 + 8 + 36 if tv == 0 else 4 + 16 + 4 + 4 + 8 + 8 + 8 + 36)
+    # version/flags, creation+modification (8|16), track_ID, reserved, duration (4|8), reserved(8),
+    # layer/alternate_group/volume/reserved (8), matrix (36), then width, height
+    wpos = tkhd[0] + (4 + 8 + 4 + 4 + 4 + 8 + 8 + 36 if tv == 0 else 4 + 16 + 4 + 4 + 8 + 8 + 8 + 36)
+    matrix = struct.unpack_from(">9i", data, wpos - 36)
+    # FFmpeg combines tkhd's matrix with the mvhd matrix read so far (zeros before any mvhd)
+    movie_matrix = mvhd_matrix if mvhd[0] < trak_start else (0,) * 9
     tk_w, tk_h = (x >> 16 for x in struct.unpack_from(">II", data, wpos))
     mdhd = _one(mdia[2], b"mdhd")
     mv = data[mdhd[0]]
@@ -286,4 +295,5 @@ def parse_reference(data: bytes, *, track_id: int | None = None, file_size: int 
         media_timescale=media_ts, movie_timescale=movie_ts, media_time=media_time,
         empty_edit_movie_ticks=empty, edit_duration_movie_ticks=edit_dur, codec=codec,
         stsd=bytes(stsd), width=width, height=height, track_id=tid, ctts_version=ctts_version,
+        matrix=tuple(matrix), movie_matrix=tuple(movie_matrix),
     )

@@ -29,6 +29,7 @@ FIELDS = [
     "offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "is_sync", "pts_s", "presentation_order",
     "media_timescale", "movie_timescale", "media_time", "empty_edit_movie_ticks",
     "edit_duration_movie_ticks", "codec", "stsd", "width", "height", "track_id", "ctts_version",
+    "matrix", "movie_matrix",
 ]
 
 # Files meant to be rejected, with the typed error (see each folder's MANIFEST.md).
@@ -632,3 +633,50 @@ def mutated_headers(draw):
 @given(mutated_headers())
 def test_fuzz_mutated_headers_only_typed_errors(data):
     _check_parse_or_typed(data)
+
+
+IDENTITY = (0x10000, 0, 0, 0, 0x10000, 0, 0, 0, 0x40000000)
+ROTATED = {  # ../shared/testdata MANIFEST "rotation matrix" row: tkhd matrices as stored
+    "mp4-torchcodec/nasa_13013_rotated.mp4": (0, -65536, 0, 65536, 0, 0, 0, 0, 1 << 30),
+    "mp4-mp4parse-rust/video_rotation_90.mp4": (0, 65536, 0, -65536, 0, 0, 60 << 16, 0, 1 << 30),
+    "mp4-decord/video_90.mov": (0, 65536, 0, -65536, 0, 0, 320 << 16, 0, 1 << 30),
+    # not in the MANIFEST row, rotated all the same (found by this test)
+    "mp4-androidx-media/sample_edit_list.mp4": (0, 65536, 0, -65536, 0, 0, 1080 << 16, 0, 1 << 30),
+    "mp4-androidx-media/sample_edit_list_no_sync_frame_before_edit.mp4": (0, 65536, 0, -65536, 0, 0, 0, 0, 1 << 30),
+}
+
+
+def test_display_matrices():
+    """Rotated files keep their tkhd matrix; the others (and every movie matrix here) are identity."""
+    for rel in ACCEPTED:
+        t = parse_mp4_bytes(_load(rel), path=rel)
+        assert t.matrix == ROTATED.get(rel, IDENTITY), rel
+        assert t.movie_matrix == IDENTITY, rel
+        assert all(isinstance(v, int) for v in t.matrix + t.movie_matrix)
+
+
+def _move_mvhd_after_traks(data: bytes) -> bytes:
+    out, pos = bytearray(data), 0
+    while pos < len(out):
+        size, typ = struct.unpack_from(">I4s", out, pos)
+        if typ == b"moov":
+            kids, p = [], pos + 8
+            while p < pos + size:
+                s, t = struct.unpack_from(">I4s", out, p)
+                kids.append((t, bytes(out[p:p + s])))
+                p += s
+            out[pos + 8:pos + size] = (b"".join(b for t, b in kids if t != b"mvhd")
+                                       + b"".join(b for t, b in kids if t == b"mvhd"))
+            return bytes(out)
+        pos += size
+    raise AssertionError("no moov")
+
+
+def test_movie_matrix_is_the_one_ffmpeg_applies():
+    """FFmpeg multiplies tkhd's matrix by the mvhd matrix read *so far*: an mvhd after the trak
+    leaves it zero. Parser and oracle both record that; the tkhd matrix is unaffected."""
+    rel = "mp4-torchcodec/nasa_13013_rotated.mp4"
+    data = _move_mvhd_after_traks(_load(rel))
+    ours = parse_mp4_bytes(data, path=rel)
+    _assert_same(ours, parse_reference(data))
+    assert ours.movie_matrix == (0,) * 9 and ours.matrix == ROTATED[rel]

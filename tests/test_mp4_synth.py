@@ -163,3 +163,32 @@ def test_accepts_memoryview_and_bytearray_payloads():
     s = plan_span(t, 0, 3)
     p = payload_of(t, s)
     assert synthesize(t, s, bytearray(p)) == synthesize(t, s, memoryview(p)) == synthesize(t, s, p)
+
+
+def test_display_matrices_written_verbatim_size_unchanged():
+    """tkhd and mvhd carry the source's matrices (FFmpeg rotates by their product); 36 bytes each
+    whatever the values, so the planned size does not depend on them."""
+    from lerobotstream.mp4 import parse_mp4_bytes
+
+    rot = (0, -65536, 0, 65536, 0, 0, 0, 0, 1 << 30)
+    movie = (65536, 0, 0, 0, -65536, 0, 7 << 16, -3, 1 << 30)
+    t = table(6, sync=[True, False, False, True, False, False])
+    t_id = SimpleNamespace(**{**vars(t), "matrix": (65536, 0, 0, 0, 65536, 0, 0, 0, 1 << 30)})
+    t.matrix, t.movie_matrix = rot, movie
+    s = plan_span(t, 1, 5)
+    pay = payload_of(t, s)
+    out = synthesize(t, s, pay)
+    assert len(out) == s.synth_nbytes == len(synthesize(t_id, plan_span(t_id, 1, 5), pay))
+    bx = boxes(out)
+    tkhd, mvhd = bx[b"tkhd"], bx[b"mvhd"]
+    assert struct.unpack(">9i", tkhd[4 + 16 + 4 + 4 + 8 + 8 + 8:][:36]) == rot  # v1 tkhd
+    assert struct.unpack(">9i", mvhd[4 + 16 + 4 + 8 + 4 + 2 + 10:][:36]) == movie  # v1 mvhd
+    assert struct.unpack(">II", tkhd[-8:]) == (65 << 16, 49 << 16)  # width/height unchanged, not swapped
+    back = parse_mp4_bytes(out)
+    assert back.matrix == rot and back.movie_matrix == movie
+    t.matrix = rot[:8]
+    with pytest.raises(Mp4Error, match="9 values"):
+        synthesize(t, s, pay)
+    t.matrix = rot[:8] + (1 << 31,)
+    with pytest.raises(Mp4Error, match="signed 32-bit"):
+        synthesize(t, s, pay)

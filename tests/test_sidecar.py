@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import SidecarSchemaError, SidecarStaleError, SidecarValidationError
+from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION
 from lerobotstream.sidecar import (
     SidecarWriter,
     build_sidecar,
@@ -47,7 +48,7 @@ def test_npz_round_trip(tmp_path):
     rep = build(tmp_path, tables, meta)
     assert rep.num_sources == 2 and rep.num_samples == 45 and not rep.subset
     m = load_manifest(rep.output)
-    assert m["schema_version"] == 3 and m["repo_id"] == "o/n" and m["revision"] == "a" * 40
+    assert m["schema_version"] == SIDECAR_SCHEMA_VERSION == 4 and m["repo_id"] == "o/n" and m["revision"] == "a" * 40
     assert m["data_root"] == "hf://datasets/o/n"  # no credentials, no query
     assert "secret" not in json.dumps(m) and "abc" not in json.dumps(m)
     assert [s["path"] for s in m["sources"]] == [A, B]
@@ -207,7 +208,7 @@ def test_schema_errors(tmp_path):
         load_manifest(bad)
     old = tmp_path / "old.npz"
     w = SidecarWriter(old, {})
-    w._manifest["schema_version"] = 3
+    w._manifest["schema_version"] = SIDECAR_SCHEMA_VERSION
     w.commit()
     with zipfile.ZipFile(old) as zf:
         raw = np.lib.format.read_array(zf.open("manifest.json.npy"))
@@ -292,3 +293,35 @@ def test_cli_errors_are_one_line_exit_2(tmp_path):
     assert p.returncode != 0 and "Traceback" in p.stderr
     p = subprocess.run(cmd, capture_output=True, text=True, env=dict(env, LEROBOTSTREAM_DEBUG="1"), timeout=60)
     assert "Traceback" in p.stderr
+
+
+def test_display_matrices_round_trip_and_missing_matrix_is_refused(tmp_path):
+    """Schema 4 keeps each source's tkhd/mvhd matrices through the NPZ and the derived index; a
+    record without them (or a derived index of an older schema) is refused, never read as identity."""
+    import dataclasses
+
+    from lerobotstream.mp4 import _index_file as ix
+
+    tables, meta = two_file_dataset()
+    rot = (0, -65536, 0, 65536, 0, 0, 0, 0, 1 << 30)
+    tables[A] = dataclasses.replace(tables[A], matrix=rot)
+    rep = build(tmp_path, tables, meta)
+    m = load_manifest(rep.output)
+    assert m["sources"][0]["matrix"] == list(rot) and m["sources"][1]["matrix"] == list(tables[B].matrix)
+    index = ix.Mp4Index.open(rep.output, index_dir=tmp_path / "idx")
+    assert index.index_path.name.startswith(f"mp4-s{SIDECAR_SCHEMA_VERSION}-")
+    t0, t1 = index.table(0), index.table(1)
+    assert t0.matrix == rot and t0.movie_matrix == tables[A].movie_matrix and t1.matrix == tables[B].matrix
+    # a schema-4 manifest whose record lacks the matrix: the derived index refuses the source
+    manifest = dict(m, sources=[{k: v for k, v in s.items() if k != "matrix"} for s in m["sources"]])
+    out = tmp_path / "nomatrix.idx"
+    with __import__("zipfile").ZipFile(rep.output) as zf, open(out, "wb") as f:
+        ix._convert(zf, manifest, "0" * 64, f, str(rep.output))
+    with pytest.raises(SidecarSchemaError, match="no valid matrix"):
+        ix.Mp4Index.open_index_file(out).table(0)
+    # a derived index converted from an older-schema manifest is not opened at all
+    old = tmp_path / "old.idx"
+    with __import__("zipfile").ZipFile(rep.output) as zf, open(old, "wb") as f:
+        ix._convert(zf, dict(m, schema_version=SIDECAR_SCHEMA_VERSION - 1), "1" * 64, f, str(rep.output))
+    with pytest.raises(SidecarSchemaError, match="schema 3"):
+        ix.Mp4Index.open_index_file(old)

@@ -81,6 +81,7 @@ from lerobotstream.errors import SidecarLockTimeoutError  # noqa: E402
 from lerobotstream.meta import DatasetMeta  # noqa: E402
 from lerobotstream.sidecar import cache_path, ensure_sidecar, load_manifest, open_sidecar, sidecar_identity  # noqa: E402
 from lerobotstream.sidecar import _lifecycle  # noqa: E402
+from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION as SV  # noqa: E402
 
 CAM = (("observation.images.front", 64, 48),)
 
@@ -127,7 +128,7 @@ def test_cache_hit_and_key_fields(dataset, tmp_path):
     full = DatasetMeta.load(src)
     path, how = ensure_sidecar(src, full, repo_id="t/ds")
     assert how == "built" and path.parent.parent == constants.SIDECAR_DIR
-    assert path.name.startswith("mp4-v3-") and path.parent.name == "t--ds"
+    assert path.name.startswith(f"mp4-v{SV}-") and path.parent.name == "t--ds"
     assert ensure_sidecar(src, full, repo_id="t/ds") == (path, "cache")
     assert ensure_sidecar(LocalSource(dataset), repo_id="t/ds") == (path, "cache")  # meta loaded inside
     # the episode subset, the repo and the data root are part of the key
@@ -160,14 +161,15 @@ def test_older_schema_in_the_slot_is_rebuilt_and_other_schemas_live_elsewhere(da
 
     import numpy as np
 
-    with zipfile.ZipFile(target, "w") as zf:  # a schema-2 archive sitting where schema 3 belongs
+    with zipfile.ZipFile(target, "w") as zf:  # an older-schema archive sitting where the current one belongs
         with zf.open("manifest.json.npy", "w") as f:
-            np.lib.format.write_array(f, np.frombuffer(json.dumps({"schema_version": 2}).encode(), np.uint8))
-    old_name = target.with_name(target.name.replace("mp4-v3-", "mp4-v2-"))
+            np.lib.format.write_array(f, np.frombuffer(json.dumps({"schema_version": SV - 1}).encode(), np.uint8))
+    old_name = target.with_name(target.name.replace(f"mp4-v{SV}-", f"mp4-v{SV - 1}-"))
+    assert old_name != target
     old_name.write_bytes(b"an old schema-2 entry")
     with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
         path, how = ensure_sidecar(src, meta, repo_id="t/ds")
-    assert (path, how) == (target, "built") and load_manifest(path)["schema_version"] == 3
+    assert (path, how) == (target, "built") and load_manifest(path)["schema_version"] == SV
     assert "not usable" in caplog.text and "schema" in caplog.text
     assert old_name.read_bytes() == b"an old schema-2 entry"
 
@@ -245,7 +247,7 @@ def test_sigkilled_holder_leaves_the_previous_sidecar_and_the_next_process_rebui
         if holder.poll() is None:
             holder.kill()
     assert path.read_bytes() == before  # intact
-    assert load_manifest(path)["schema_version"] == 3
+    assert load_manifest(path)["schema_version"] == SV
     nxt = _spawn(tmp_path, **{**cfg, "parse_delay_s": 0, "lock_timeout_s": 30})
     out, err = nxt.communicate(timeout=120)
     assert nxt.returncode == 0, err

@@ -12,6 +12,7 @@ import pytest
 
 from lerobotstream import constants
 from lerobotstream.errors import SidecarPublishError
+from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION as SV
 from lerobotstream.sidecar import build_sidecar, ensure_sidecar, load_manifest, load_tables, push_sidecar
 from lerobotstream.sidecar.__main__ import main as sidecar_cli
 from lerobotstream.sources import LocalSource, open_source
@@ -89,7 +90,7 @@ def test_push_creates_the_branch_and_uploads_only_to_it(hub, published):
     assert refs["main"] == SHA1 and refs["v1.0"] == SHA1  # source branch and tag untouched
     assert refs[BRANCH] not in (SHA1, SHA2)
     folder = Path(hub.commits()["o/ds"][refs[BRANCH]])
-    remote = folder / "meta" / "mp4-sidecars" / f"mp4-v3-{SHA1}.npz"
+    remote = folder / "meta" / "mp4-sidecars" / f"mp4-v{SV}-{SHA1}.npz"
     assert remote.read_bytes() == out.read_bytes()
     assert not (hub.dirs[SHA1] / "meta" / "mp4-sidecars").exists()  # the source commit is unchanged
     m = load_manifest(out)
@@ -120,7 +121,7 @@ def test_a_mismatched_published_sidecar_is_rejected_and_built_locally(hub, publi
 
     out, _ = published
     # someone published the SHA1 index under SHA2's name
-    HfApi(endpoint=hub.url, token="x").upload_file(path_or_fileobj=str(out), path_in_repo=f"meta/mp4-sidecars/mp4-v3-{SHA2}.npz",
+    HfApi(endpoint=hub.url, token="x").upload_file(path_or_fileobj=str(out), path_in_repo=f"meta/mp4-sidecars/mp4-v{SV}-{SHA2}.npz",
                                                    repo_id="o/ds", repo_type="dataset", revision=BRANCH)
     src = _open(hub, f"hf://datasets/o/ds@{SHA2}")
     hub.clear_log()
@@ -178,12 +179,12 @@ def test_bucket_publish_lookup_and_same_size_replacement(hub, tmp_path, caplog):
     bucket = hub.dirs["bucket"]
     src = _open(hub, "hf://buckets/o/bkt")
     # a maintainer's bucket sidecar (written in place: the loopback does not emulate Xet uploads)
-    pub = bucket / "meta" / "mp4-sidecars" / "mp4-v3.npz"
+    pub = bucket / "meta" / "mp4-sidecars" / f"mp4-v{SV}.npz"
     build_sidecar(src, output=tmp_path / "b.npz", repo_id="o/bkt", repo_type="bucket", progress=False)
     api = RecordingApi()
-    assert push_sidecar(tmp_path / "b.npz", src, api=api) == "hf://buckets/o/bkt/meta/mp4-sidecars/mp4-v3.npz"
+    assert push_sidecar(tmp_path / "b.npz", src, api=api) == f"hf://buckets/o/bkt/meta/mp4-sidecars/mp4-v{SV}.npz"
     assert [c[0] for c in api.calls] == ["batch_bucket_files"]  # no branch for buckets
-    assert api.calls[0][2]["add"] == [(str(tmp_path / "b.npz"), "meta/mp4-sidecars/mp4-v3.npz")]
+    assert api.calls[0][2]["add"] == [(str(tmp_path / "b.npz"), f"meta/mp4-sidecars/mp4-v{SV}.npz")]
     pub.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(tmp_path / "b.npz", pub)
     try:

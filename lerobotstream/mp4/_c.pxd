@@ -1,5 +1,5 @@
 # Declarations of the C sample-table parser (csrc/mp4_parse.h, csrc/lrs_status.h).
-from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdint cimport int64_t, int32_t, uint8_t, uint32_t
 
 cdef extern from "lrs_status.h":
     int LRS_OK
@@ -24,6 +24,8 @@ cdef extern from "mp4_parse.h":
     ctypedef struct lrs_mp4_info:
         int64_t movie_timescale
         int has_mvex
+        int32_t movie_matrix[9]
+        int32_t matrix[9]
         int64_t track_id
         int64_t media_timescale
         int64_t media_duration

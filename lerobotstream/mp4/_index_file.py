@@ -1,4 +1,4 @@
-"""Derived memory-mapped index: a schema-3 sidecar NPZ converted once into a flat read-only file.
+"""Derived memory-mapped index: a schema-4 sidecar NPZ converted once into a flat read-only file.
 
 The NPZ keeps canonical int64 arrays per source MP4 (``s000000/offset.npy`` ...). Decompressing it in
 every process (rank, DataLoader worker) costs time and private memory, so on first open it is
@@ -62,8 +62,10 @@ import numpy as np
 
 from lerobotstream.errors import SidecarError, SidecarSchemaError
 
-# --- schema-3 NPZ naming (the sidecar package writes it, this module reads it) ----------------
-SIDECAR_SCHEMA_VERSION = 3
+# --- schema-4 NPZ naming (the sidecar package writes it, this module reads it) ----------------
+#: 4: per-source ``matrix``/``movie_matrix`` (tkhd/mvhd display matrices; a schema-3 sidecar lacks
+#: them and would decode rotated videos unrotated, so it is rebuilt under its new name)
+SIDECAR_SCHEMA_VERSION = 4
 MANIFEST_MEMBER = "manifest.json"
 #: canonical per-source arrays of the NPZ (int64, except ``is_sync`` uint8), decode order
 CANONICAL_FIELDS = ("offset", "size", "dts_ticks", "cts_ticks", "is_sync")
@@ -220,10 +222,10 @@ def read_npz_member(zf: zipfile.ZipFile, name: str) -> np.ndarray:
 
 
 def read_manifest(zf: zipfile.ZipFile, path: str = "") -> dict[str, Any]:
-    """The schema-3 JSON manifest of an open NPZ.
+    """The schema-4 JSON manifest of an open NPZ.
 
     Raises:
-        SidecarSchemaError: no manifest, not JSON, or a schema version other than 3.
+        SidecarSchemaError: no manifest, not JSON, or a schema version other than 4.
     """
     try:
         raw = read_npz_member(zf, MANIFEST_MEMBER)
@@ -246,7 +248,9 @@ def read_manifest(zf: zipfile.ZipFile, path: str = "") -> dict[str, Any]:
 SCALAR_KEYS = ("media_timescale", "movie_timescale", "media_time", "empty_edit_movie_ticks",
                "edit_duration_movie_ticks", "codec", "width", "height", "track_id", "ctts_version",
                "display_width", "display_height", "media_duration", "has_edit", "video_track_ids",
-               "moov_offset", "moov_size", "mdat_offset", "mdat_size", "faststart")
+               "moov_offset", "moov_size", "mdat_offset", "mdat_size", "faststart", "matrix", "movie_matrix")
+#: scalars every schema-4 record must hold (a missing display matrix would silently unrotate frames)
+MATRIX_KEYS = ("matrix", "movie_matrix")
 BYTES_KEYS = ("stsd", "ftyp")
 _SCALAR_KEYS = SCALAR_KEYS
 
@@ -459,6 +463,10 @@ class Mp4Index:
         self._buf = np.frombuffer(self._mmap, dtype=np.uint8)  # read-only: ACCESS_READ
         self.generation: str = self._header["generation"]
         self.manifest: dict[str, Any] = self._header["manifest"]
+        if self.manifest.get("schema_version") != SIDECAR_SCHEMA_VERSION:
+            raise SidecarSchemaError(
+                f"{self.index_path}: derived index of a schema {self.manifest.get('schema_version')!r} sidecar "
+                f"(this reader needs {SIDECAR_SCHEMA_VERSION}); rebuild the sidecar", path=str(self.index_path))
         self._num_sources = int(self._header["num_sources"])
         self._data_end = int(self._header["data_end"])
         n1 = self._num_sources + 1
@@ -475,7 +483,7 @@ class Mp4Index:
     @classmethod
     def open(cls, npz_path: str | os.PathLike, *, index_dir: str | os.PathLike | None = None,
              lock_timeout_s: float = 1800.0) -> "Mp4Index":
-        """Open a schema-3 sidecar NPZ through its derived index, converting it on first use.
+        """Open a schema-4 sidecar NPZ through its derived index, converting it on first use.
 
         Args:
             npz_path: the sidecar archive.
@@ -484,13 +492,13 @@ class Mp4Index:
             lock_timeout_s: how long to wait for another process converting the same sidecar.
 
         Returns:
-            Mp4Index mapped from ``<index_dir>/mp4-s3-f2-<generation[:32]>.idx``. A warm open
+            Mp4Index mapped from ``<index_dir>/mp4-s4-f2-<generation[:32]>.idx``. A warm open
             (derived file present, NPZ unchanged since: same path, inode, size and mtime) reads
             the generation from a small ``.gen`` note next to it instead of the NPZ's central
             directory.
 
         Raises:
-            SidecarSchemaError: the NPZ is not a readable schema-3 sidecar.
+            SidecarSchemaError: the NPZ is not a readable schema-4 sidecar.
             SidecarLockTimeoutError: another process held the conversion lock too long.
             SidecarError: the index folder is not writable or the disk is full (says which).
         """
@@ -698,6 +706,8 @@ class Mp4Index:
                 scalars[k] = int(scalars.get(k) or 0)
             if scalars.get("video_track_ids") is not None:
                 scalars["video_track_ids"] = tuple(scalars["video_track_ids"])
+            for k in MATRIX_KEYS:
+                scalars[k] = _matrix(src.get(k), k, src.get("path"), str(self.index_path))
             for k in BYTES_KEYS:
                 scalars[k] = base64.b64decode(src[k + "_b64"]) if src.get(k + "_b64") else b""
             t = _make_table(path=src["path"], file_size=src.get("size"), **scalars, **arrays)
@@ -765,7 +775,7 @@ class _Records(Sequence):
 
 def _index_name(generation: str) -> str:
     """File name of the derived index of a generation (format-specific, so versions coexist)."""
-    return f"mp4-s3-f{INDEX_FORMAT}-{generation[:32]}.idx"
+    return f"mp4-s{SIDECAR_SCHEMA_VERSION}-f{INDEX_FORMAT}-{generation[:32]}.idx"
 
 
 def _npz_identity(npz_path: str) -> dict[str, Any] | None:
@@ -814,6 +824,16 @@ def _remember_generation(npz_path: str, index_dir: Path, generation: str) -> Non
             tmp.unlink()
         except OSError:
             pass
+
+
+def _matrix(value: Any, name: str, source: Any, where: str) -> tuple[int, ...]:
+    """A record's 3x3 display matrix as 9 signed int32 (SidecarSchemaError when absent or malformed)."""
+    ok = isinstance(value, (list, tuple)) and len(value) == 9 and all(
+        isinstance(v, int) and not isinstance(v, bool) and -2**31 <= v < 2**31 for v in value)
+    if not ok:
+        raise SidecarSchemaError(f"{where}: source {source!r} has no valid {name} (9 int32); rebuild the sidecar",
+                                 path=where)
+    return tuple(int(v) for v in value)
 
 
 def _make_table(**fields: Any):

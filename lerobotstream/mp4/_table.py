@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+#: ISO/IEC 14496-12 6.2.2 unity matrix (a, b, u, c, d, v, x, y, w; 16.16 except u, v, w in 2.30)
+IDENTITY_MATRIX: tuple[int, ...] = (0x10000, 0, 0, 0, 0x10000, 0, 0, 0, 0x40000000)
+
 
 @dataclass(frozen=True, eq=False)
 class SampleTable:
@@ -45,6 +48,12 @@ class SampleTable:
         faststart: True when moov comes before the first mdat.
         ftyp: the whole ftyp box (b"" if none).
         file_size: size of the MP4 in bytes.
+        matrix: the chosen track's tkhd transformation matrix, 9 signed int32 as stored
+            (a, b, u, c, d, v, x, y, w; 16.16 fixed point except u, v, w in 2.30).
+        movie_matrix: the mvhd matrix as FFmpeg combines it with ``matrix`` (it multiplies the
+            tkhd matrix by the movie matrix read so far): mvhd's matrix, or nine zeros when mvhd
+            comes after the track's trak box. Decoders (FFmpeg, torchcodec) rotate/flip frames by
+            the product; mini-MP4s write both verbatim so they decode to the same frame shape.
     """
 
     offset: np.ndarray
@@ -79,6 +88,8 @@ class SampleTable:
     faststart: bool = False
     ftyp: bytes = b""
     file_size: int = 0
+    matrix: tuple[int, ...] = IDENTITY_MATRIX
+    movie_matrix: tuple[int, ...] = IDENTITY_MATRIX
 
     @property
     def num_samples(self) -> int:

@@ -241,5 +241,6 @@ cdef object _parse_moov(bytes moov, long long moov_off, long long fsize, str pat
         ctts_version=None if info.ctts_version < 0 else int(info.ctts_version),
         path=path, display_width=int(info.display_width), display_height=int(info.display_height),
         media_duration=int(info.media_duration), has_edit=bool(info.has_edit),
-        video_track_ids=ids, **extra,
+        video_track_ids=ids, matrix=tuple(int(info.matrix[i]) for i in range(9)),
+        movie_matrix=tuple(int(info.movie_matrix[i]) for i in range(9)), **extra,
     )

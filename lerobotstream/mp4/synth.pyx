@@ -4,11 +4,12 @@
 
 The C writer (csrc/mp4_synth.c) both counts and writes, so ``len(synthesize(...))`` always equals
 ``span.synth_nbytes`` computed by :func:`lerobotstream.mp4.spans.plan_span` before any fetch.
+The tkhd and mvhd display matrices are the source's, verbatim (decoders rotate by their product).
 Timing: the edit list starts at the span's first sync sample, so local PTS = source ``pts_ticks``
 minus ``span.start_pts_ticks`` exactly (decoded frame 0 is the first presented frame).
 """
 
-from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdint cimport int64_t, int32_t, uint8_t, uint32_t
 from libc.string cimport memcpy
 
 import numpy as np
@@ -36,7 +37,24 @@ cdef extern from "mp4_synth.h":
         const uint8_t *stsd
         int64_t stsd_len
         uint32_t brand
+        int32_t movie_matrix[9]
+        int32_t matrix[9]
     int64_t lrs_synth_header(const lrs_synth_in *inp, uint8_t *out, int *use_co64) nogil
+
+
+_IDENTITY = (0x10000, 0, 0, 0, 0x10000, 0, 0, 0, 0x40000000)
+
+
+cdef int _set_matrix(int32_t *dst, values, str name) except -1:
+    vals = tuple(_IDENTITY if values is None else values)
+    if len(vals) != 9:
+        raise Mp4Error(f"{name} must hold 9 values, got {len(vals)}")
+    for i in range(9):
+        v = int(vals[i])
+        if not -2**31 <= v < 2**31:
+            raise Mp4Error(f"{name}[{i}] = {v} does not fit a signed 32-bit field")
+        dst[i] = <int32_t>v
+    return 0
 
 
 cdef uint32_t _brand(codec):
@@ -84,6 +102,8 @@ cdef int64_t _run(table, span, uint8_t *out, int *co64) except? -9:
     inp.stsd = &stsd[0]
     inp.stsd_len = stsd.shape[0]
     inp.brand = _brand(getattr(table, "codec", None))
+    _set_matrix(inp.matrix, getattr(table, "matrix", None), "matrix")
+    _set_matrix(inp.movie_matrix, getattr(table, "movie_matrix", None), "movie_matrix")
     r = lrs_synth_header(&inp, out, co64)
     if r < 0:
         raise Mp4Error(f"cannot synthesize samples [{span.sample_start}, {span.sample_stop}): "

@@ -1,4 +1,4 @@
-"""MP4 index sidecars: the schema-3 NPZ, its derived memory-mapped index, validation, lifecycle.
+"""MP4 index sidecars: the schema-4 NPZ, its derived memory-mapped index, validation, lifecycle.
 
 The dataset's whole use of this package is two calls::
 
@@ -13,7 +13,7 @@ The dataset's whole use of this package is two calls::
   with :class:`~lerobotstream.errors.SidecarLockTimeoutError`. Never uploads.
 - :func:`open_sidecar` maps the NPZ's derived index (converting it once per node) and checks it
   against the metadata and, optionally, the current sources.
-- :func:`build_sidecar` parses a dataset's MP4s into a schema-3 NPZ (atomic, bounded memory).
+- :func:`build_sidecar` parses a dataset's MP4s into a schema-4 NPZ (atomic, bounded memory).
 - :func:`push_sidecar` (``_publish``): maintainers only, explicit; validates then publishes.
 - CLI: ``python -m lerobotstream.sidecar build|inspect`` (``lerobotstream-build-mp4-sidecar``),
   ``build ... --push`` to publish.
@@ -76,7 +76,7 @@ def open_sidecar(
     """Open a sidecar through its derived index and validate it.
 
     Args:
-        npz_path: the schema-3 sidecar.
+        npz_path: the schema-4 sidecar.
         meta: ``DatasetMeta`` of the selection; when given, every selected (episode, camera)
             window is validated (only the sources it uses are materialised).
         source: ``ByteSource``; when given, the used sources' sizes and fingerprints are checked.

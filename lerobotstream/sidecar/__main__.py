@@ -1,6 +1,6 @@
 """``python -m lerobotstream.sidecar build|inspect`` (console script ``lerobotstream-build-mp4-sidecar``).
 
-build:   parse a dataset's MP4s into a schema-3 sidecar NPZ (atomic; a failure keeps the old file);
+build:   parse a dataset's MP4s into a schema-4 sidecar NPZ (atomic; a failure keeps the old file);
          with --push, validate the complete sidecar and publish it (explicit maintainer action).
 inspect: print a readable summary of a sidecar (and of its derived index with ``--index``).
 
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m lerobotstream.sidecar", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command")
-    b = sub.add_parser("build", help="build a schema-3 sidecar")
+    b = sub.add_parser("build", help="build a schema-4 sidecar")
     b.add_argument("--repo-id", required=True)
     where = b.add_mutually_exclusive_group(required=True)
     where.add_argument("--root", help="local dataset folder")

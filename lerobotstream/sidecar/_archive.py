@@ -1,4 +1,4 @@
-"""The schema-3 sidecar archive: an NPZ of canonical int64 sample arrays plus a JSON manifest.
+"""The schema-4 sidecar archive: an NPZ of canonical int64 sample arrays plus a JSON manifest.
 
 Layout (a ZIP of ``.npy`` members, DEFLATE-compressed)::
 
@@ -12,12 +12,13 @@ Layout (a ZIP of ``.npy`` members, DEFLATE-compressed)::
 
 All arrays are in decode order. ``pts_ticks = dts_ticks + cts_ticks - media_time`` is derived.
 
-Manifest: ``schema_version`` (3), ``repo_id``, ``repo_type``, ``revision`` (commit or null),
+Manifest: ``schema_version`` (4), ``repo_id``, ``repo_type``, ``revision`` (commit or null),
 ``data_root`` (never with credentials), ``subset`` (bool) and ``episodes`` (the selected episode
 indices, null for a full build), ``total_episodes``, ``fps``, ``video_keys``, ``created_by``, and
 ``sources``: one object per source with ``path`` (relative), ``size`` (bytes), ``fingerprint``
 (``ByteSource.fingerprint``, may be null), ``num_samples``, the track scalars of
-``SampleTable`` (timescales, edit parameters, codec, width/height, track_id, ctts_version, ...),
+``SampleTable`` (timescales, edit parameters, codec, width/height, track_id, ctts_version, ...,
+and since schema 4 ``matrix``/``movie_matrix``: the tkhd/mvhd display matrices, 9 int32 each),
 ``stsd_b64`` (the stsd payload, base64) and ``ftyp_b64``.
 """
 
@@ -112,7 +113,7 @@ def canonical_arrays(table: Any) -> dict[str, np.ndarray]:
 
 
 class SidecarWriter:
-    """Writes a schema-3 sidecar source by source into a temporary archive next to ``output``;
+    """Writes a schema-4 sidecar source by source into a temporary archive next to ``output``;
     :meth:`commit` moves it into place with one ``os.replace``. Until then (and after
     :meth:`abort`, or an exception inside ``with``) an existing ``output`` is untouched.
 
@@ -195,7 +196,7 @@ class SidecarWriter:
 
 
 def load_manifest(path: str | os.PathLike) -> dict[str, Any]:
-    """Read only the manifest of a sidecar NPZ (SidecarSchemaError when it is not schema 3)."""
+    """Read only the manifest of a sidecar NPZ (SidecarSchemaError when it is not schema 4)."""
     path = os.fspath(path)
     try:
         with zipfile.ZipFile(path) as zf:
