@@ -53,7 +53,6 @@ CODEBASE_VERSION = "v3.0"
 DEFAULT_DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 DEFAULT_VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
 DEFAULT_EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-SIDECAR_SCHEMA_VERSION = 3
 SIDECAR_BRANCH = "lerobot-sidecars"
 BUCKET_SIDECAR_DIR = "meta/mp4-sidecars"
 
