@@ -99,6 +99,7 @@ DEFLATE6_MAX_SAMPLES = 1_000_000
 HEADER_BYTES = 48  # ftyp + mdat header before the first sample (moov at the end)
 STSD = bytes(range(130))  # stand-in av01 sample entry payload (copied verbatim, never decoded)
 FTYP = b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2av01mp41"
+IDENTITY_MATRIX = (0x10000, 0, 0, 0, 0x10000, 0, 0, 0, 0x40000000)  # tkhd/mvhd display matrix: no rotation
 
 
 # --- memory ---------------------------------------------------------------------------------------
@@ -187,6 +188,7 @@ def source_table(p: Preset, lens: np.ndarray, ep_scale: np.ndarray, rng: np.rand
         media_timescale=p.fps * TIMESCALE_PER_FPS, movie_timescale=1000, media_time=0, empty_edit_movie_ticks=0,
         edit_duration_movie_ticks=n * 1000 // p.fps, codec="av01", stsd=STSD, ftyp=FTYP, width=320, height=180,
         track_id=1, ctts_version=None, media_duration=n * TIMESCALE_PER_FPS, has_edit=False,
+        matrix=IDENTITY_MATRIX, movie_matrix=IDENTITY_MATRIX,
         video_track_ids=(1,), moov_offset=int(offset[-1] + size[-1]), moov_size=8 * n + 1000,
         mdat_offset=32, mdat_size=int(offset[-1] + size[-1]) - 32, faststart=False)
 

@@ -41,6 +41,7 @@ from lerobotstream.mp4._index_file import (
     BYTES_KEYS,
     CANONICAL_FIELDS,
     MANIFEST_MEMBER,
+    MATRIX_KEYS,
     SCALAR_KEYS,
     SIDECAR_SCHEMA_VERSION,
     member_name,
@@ -79,7 +80,16 @@ def _jsonable(value: Any) -> Any:
 
 
 def source_entry(table: Any, *, path: str, size: int, fingerprint: str | None) -> dict[str, Any]:
-    """Manifest entry of one parsed source (scalars only; arrays go to NPZ members)."""
+    """Manifest entry of one parsed source (scalars only; arrays go to NPZ members).
+
+    Raises:
+        SidecarSchemaError: the table has no display matrices (``matrix``/``movie_matrix``): a
+            record without them would be refused when the index is opened, so fail here instead.
+    """
+    missing = [k for k in MATRIX_KEYS if getattr(table, k, None) is None]
+    if missing:
+        raise SidecarSchemaError(f"{path}: the sample table has no {' / '.join(missing)} (9 int32 display matrix)",
+                                 path=path)
     entry: dict[str, Any] = {"path": path, "size": int(size), "fingerprint": fingerprint,
                              "num_samples": int(np.asarray(table.offset).shape[0])}
     for k in SCALAR_KEYS:
