@@ -53,7 +53,7 @@ from lerobotstream.dataset._assemble import EpisodeRows, assemble_item, episode_
 from lerobotstream.dataset._gopcache import GopCache
 from lerobotstream.dataset._options import is_int, require, validate_options
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
-from lerobotstream.dataset._windows import DeltaWindows
+from lerobotstream.dataset._windows import DeltaWindows, window_indices
 from lerobotstream.errors import (
     DecodeError,
     EpisodeDataError,
@@ -88,7 +88,7 @@ _CALL_FRAMES = 16
 
 
 def _call_groups(runs: list, cap: int) -> list:
-    """Split GOP runs ``(start, stop, key)`` into consecutive groups of about ``cap`` frames."""
+    """Split GOP runs ``(start, stop)`` into consecutive groups of about ``cap`` frames."""
     groups: list = []
     cur: list = []
     n = 0
@@ -220,20 +220,20 @@ class _Worker:
                             fps=self.ds.meta.fps, tolerance_s=self.ds.tolerance_s, device=self.ds.device,
                             num_threads=self.ds.ffmpeg_threads, cache=self.decoders, cache_key=(ep, cam, serial))
 
+    def _needed(self, cam: str, frames: np.ndarray, n: int) -> np.ndarray:
+        """Episode frames (int64, flat, repeats kept) that anchors ``frames`` of an ``n``-frame
+        episode use from camera ``cam``: each anchor, or its ``delta_timestamps`` window."""
+        if cam in self.ds.windows.keys():
+            return window_indices(frames, n, self.ds.windows.frames[cam])[0].reshape(-1)
+        return frames
+
     def _demand(self, ep: int, cam: str, video, rows: EpisodeRows) -> dict[str, np.ndarray]:
         """Per local frame of (ep, cam): uses over the whole episode (every anchor once, windows
         included) and uses served so far (int64 arrays, length = local frames)."""
         key = (ep, cam)
         d = self.demand.get(key)
         if d is None:
-            n = rows.length
-            if cam in self.ds.windows.keys():
-                from lerobotstream.dataset._windows import window_indices
-
-                idx, _ = window_indices(np.arange(n, dtype=np.int64), n, self.ds.windows.frames[cam])
-                idx = idx.reshape(-1)
-            else:
-                idx = np.arange(n, dtype=np.int64)
+            idx = self._needed(cam, np.arange(rows.length, dtype=np.int64), rows.length)
             local = video.local_indices(video.from_timestamp + rows.timestamp_s[idx])
             m = len(video.span.local_key)
             keys = np.flatnonzero(np.asarray(video.span.local_key, dtype=bool))
@@ -263,12 +263,7 @@ class _Worker:
             ep_lock = self.ep_locks.setdefault(ep, threading.Lock())
         with ep_lock:  # one job of an episode at a time: a GOP run is decoded once, not by two jobs
             for cam in self.ds.video_keys:
-                if cam in self.ds.windows.keys():
-                    from lerobotstream.dataset._windows import window_indices
-
-                    idx = window_indices(frames, n, self.ds.windows.frames[cam])[0].reshape(-1)
-                else:
-                    idx = frames
+                idx = self._needed(cam, frames, n)
                 video = self.video(ep, cam, payload.payloads[cam], serial)
                 out.videos[cam] = video
                 local = video.local_indices(video.from_timestamp + rows.timestamp_s[idx])
@@ -279,7 +274,7 @@ class _Worker:
                 starts = keys[gi]
                 ends = np.where(gi + 1 < keys.size, keys[np.minimum(gi + 1, keys.size - 1)], m)
                 got: dict[int, torch.Tensor] = {}
-                runs: list[tuple[int, int, int]] = []  # (gop start, decode stop, run key gop)
+                runs: list[tuple[int, int]] = []  # (gop start, decode stop)
                 for g in np.unique(starts).tolist():
                     sel = starts == g
                     fs = uniq[sel].tolist()
@@ -290,7 +285,7 @@ class _Worker:
                         continue
                     end = int(ends[sel][0])
                     stop = end if end - g <= _MAX_RUN else min(end, max(fs[-1] + 1, g + _MAX_RUN))
-                    runs.append((g, stop, g))
+                    runs.append((g, stop))
                 t0 = time.perf_counter()
                 opens = self.decoders.opened
                 decoded = 0
@@ -301,11 +296,11 @@ class _Worker:
                     with video.pinned_decoder() as dec:
                         t1 = time.perf_counter()
                         for group in _call_groups(runs, _CALL_FRAMES):
-                            want = np.concatenate([np.arange(g, e, dtype=np.int64) for g, e, _ in group])
+                            want = np.concatenate([np.arange(g, e, dtype=np.int64) for g, e in group])
                             data = dec.decode(want)
                             calls += 1
                             o = 0
-                            for g, e, _ in group:
+                            for g, e in group:
                                 block = data[o:o + (e - g)]
                                 o += e - g
                                 decoded += e - g
@@ -483,7 +478,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         self.windows = DeltaWindows(delta_timestamps, self.meta.fps, tolerance_s, self.meta.features)
         self.delta_timestamps = delta_timestamps
         self.image_transforms = image_transforms
-        self.max_num_shards = max(1, int(max_num_shards))
+        self.max_num_shards = int(max_num_shards)
         self.tolerance_s = float(tolerance_s)
         self.return_uint8 = bool(return_uint8)
         self.video_backend = video_backend or "torchcodec"
@@ -498,10 +493,10 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         self.sampling_strategy = sampling_strategy
         self.sidecar_lock_timeout_s = float(sidecar_lock_timeout_s)
         self.device = device
-        self.decode_lookahead = max(1, int(decode_lookahead))
-        self.decoded_cache_gb = max(0.0, float(decoded_cache_gb))
+        self.decode_lookahead = int(decode_lookahead)
+        self.decoded_cache_gb = float(decoded_cache_gb)
         self.ffmpeg_threads = int(ffmpeg_threads)
-        self.first_lookahead = None if first_lookahead is None else max(1, int(first_lookahead))
+        self.first_lookahead = None if first_lookahead is None else int(first_lookahead)
         self.batch_size = None if batch_size is None else int(batch_size)
         self.drop_last = bool(drop_last)
         self.equalize = equalize

@@ -43,8 +43,6 @@ class GopCache:
         self._demand: dict[Hashable, int] = {}
         self.nbytes = 0
         self.peak_nbytes = 0
-        self.hits = 0
-        self.misses = 0
         self.evictions = 0
 
     @staticmethod
@@ -56,17 +54,9 @@ class GopCache:
         with self._lock:
             ent = self._items.get(key)
             if ent is None or not ent[0] <= frame < ent[0] + ent[1].shape[0]:
-                self.misses += 1
                 return None
             self._items.move_to_end(key)
-            self.hits += 1
             return ent[1][frame - ent[0]]
-
-    def stop(self, key: Hashable) -> int | None:
-        """One past the last cached local frame of ``key`` (None when absent)."""
-        with self._lock:
-            ent = self._items.get(key)
-            return None if ent is None else ent[0] + int(ent[1].shape[0])
 
     def put(self, key: Hashable, first: int, frames: torch.Tensor, demand: int) -> None:
         """Cache ``frames`` (T,C,H,W) = local frames ``first .. first+T-1`` of run ``key`` with
@@ -104,10 +94,6 @@ class GopCache:
             ent = self._items.pop(key, None)
             if ent is not None:
                 self.nbytes -= self._size(ent[1])
-
-    def demand(self, key: Hashable) -> int | None:
-        with self._lock:
-            return self._demand.get(key)
 
     def drop(self, prefix: tuple) -> None:
         """Forget every run whose key starts with ``prefix`` (e.g. ``(episode,)``)."""
