@@ -287,14 +287,20 @@ class EpisodeVideo:
         idx = np.asarray(frame_indices, dtype=np.int64).reshape(-1)
         return self.from_timestamp + idx / float(self.fps)
 
+    def _nearest(self, q: np.ndarray) -> np.ndarray:
+        """Local index (int64) of the frame whose source PTS is nearest each time ``q`` (float64 s;
+        ties go to the earlier frame); no tolerance check."""
+        pts = self.source_pts_s
+        j = np.clip(np.searchsorted(pts, q), 1, max(len(pts) - 1, 1))
+        left = np.clip(j - 1, 0, len(pts) - 1)
+        right = np.clip(j, 0, len(pts) - 1)
+        return np.where(np.abs(pts[left] - q) <= np.abs(pts[right] - q), left, right)
+
     def local_indices(self, source_times_s: np.ndarray) -> np.ndarray:
         """Local frame index of each source time (strictly within tolerance), else FrameTimestampError."""
         pts = self.source_pts_s
         q = np.asarray(source_times_s, dtype=np.float64).reshape(-1)
-        j = np.clip(np.searchsorted(pts, q), 1, max(len(pts) - 1, 1))
-        left = np.clip(j - 1, 0, len(pts) - 1)
-        right = np.clip(j, 0, len(pts) - 1)
-        pick = np.where(np.abs(pts[left] - q) <= np.abs(pts[right] - q), left, right)
+        pick = self._nearest(q)
         dist = np.abs(pts[pick] - q)
         bad = np.flatnonzero(~(dist < self.tolerance_s))
         if bad.size:
@@ -314,10 +320,7 @@ class EpisodeVideo:
         if m is None:
             pts = self.source_pts_s
             q = self.query_times(np.arange(len(pts), dtype=np.int64))
-            j = np.clip(np.searchsorted(pts, q), 1, max(len(pts) - 1, 1))
-            left = np.clip(j - 1, 0, len(pts) - 1)
-            right = np.clip(j, 0, len(pts) - 1)
-            pick = np.where(np.abs(pts[left] - q) <= np.abs(pts[right] - q), left, right)
+            pick = self._nearest(q)
             m = self._ep_local = np.where(np.abs(pts[pick] - q) < self.tolerance_s, pick, -1).astype(np.int64)
         return m
 
