@@ -66,8 +66,8 @@ def test_streamed_query_time_is_exact_float64(clip):
     assert v.query_times([100_000])[0] == 1000.0 + 100_000 / 30
 
 
-def test_decoder_cache_lru_closes_on_eviction():
-    closed = []
+def _closing_decoder_class(closed: list):
+    """A stand-in decoder class whose ``close()`` appends its key to ``closed``."""
 
     class D:
         def __init__(self, k):
@@ -75,6 +75,13 @@ def test_decoder_cache_lru_closes_on_eviction():
 
         def close(self):
             closed.append(self.k)
+
+    return D
+
+
+def test_decoder_cache_lru_closes_on_eviction():
+    closed = []
+    D = _closing_decoder_class(closed)
 
     c = DecoderCache(2)
     for k in "abc":
@@ -202,13 +209,7 @@ def test_decoder_cache_never_closes_a_pinned_decoder():
     """Bug: another thread's open evicted (and closed) a decoder in use. Pinned decoders are never
     evicted; with all pinned the cache exceeds its capacity until they are released."""
     closed = []
-
-    class D:
-        def __init__(self, k):
-            self.k = k
-
-        def close(self):
-            closed.append(self.k)
+    D = _closing_decoder_class(closed)
 
     c = DecoderCache(1)
     a = c.acquire("a", lambda: D("a"))
