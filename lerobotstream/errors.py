@@ -10,7 +10,8 @@ Credentials never appear in a message.
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, Callable
 
 
 class LeRobotStreamError(Exception):
@@ -154,3 +155,19 @@ class LeRobotIntegrationError(LeRobotStreamError, RuntimeError):
 
 
 __all__ = [name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Exception)]
+
+
+def run_cli(body: Callable[[], int], *, debug: bool = False) -> int:
+    """Run a command-line body and return its exit status. Any exception prints one line
+    ``error: <Type>: <message>`` on stderr and gives status 2 — unless ``debug`` (a ``--debug``
+    flag) or ``LEROBOTSTREAM_DEBUG`` is set, where it propagates with its traceback."""
+    from lerobotstream.constants import debug_enabled
+
+    try:
+        return body()
+    except Exception as e:  # noqa: BLE001 - one typed line for every failure
+        if debug or debug_enabled():
+            raise
+        msg = " ".join(str(e).split()) or repr(e)
+        print(f"error: {type(e).__name__}: {msg}", file=sys.stderr)
+        return 2

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lerobotstream import constants
+from lerobotstream.errors import run_cli
 
 __all__ = ["main", "run_profile"]
 
@@ -104,22 +105,10 @@ def _write_json(obj: dict, path: str) -> None:
     os.replace(tmp, p)
 
 
-def _fail(e: BaseException) -> int:
-    """One line ``error: <Type>: <message>`` on stderr; exit status 2."""
-    msg = " ".join(str(e).split()) or repr(e)
-    print(f"error: {type(e).__name__}: {msg}", file=sys.stderr)
-    return 2
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the profile CLI; errors print one line and return 2 (``--debug`` / ``LEROBOTSTREAM_DEBUG=1``: traceback)."""
     args = _parser().parse_args(argv)
-    try:
-        return _main(args)
-    except Exception as e:  # noqa: BLE001
-        if args.debug or constants.debug_enabled():
-            raise
-        return _fail(e)
+    return run_cli(lambda: _main(args), debug=args.debug)
 
 
 def _main(args) -> int:

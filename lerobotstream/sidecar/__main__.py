@@ -93,13 +93,6 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fail(e: BaseException) -> int:
-    """One line ``error: <Type>: <message>`` on stderr; exit status 2."""
-    msg = " ".join(str(e).split()) or repr(e)
-    print(f"error: {type(e).__name__}: {msg}", file=sys.stderr)
-    return 2
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m lerobotstream.sidecar", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -136,14 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         p.print_help()
         return 2
-    from lerobotstream.constants import debug_enabled
+    from lerobotstream.errors import run_cli
 
-    try:
-        return _build(args) if args.command == "build" else _inspect(args)
-    except Exception as e:  # noqa: BLE001 - one typed line (exit 2); --debug keeps the traceback
-        if args.debug or debug_enabled():
-            raise
-        return _fail(e)
+    return run_cli(lambda: _build(args) if args.command == "build" else _inspect(args), debug=args.debug)
 
 
 if __name__ == "__main__":
