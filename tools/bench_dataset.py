@@ -463,7 +463,9 @@ def main(argv=None) -> int:
                            if f"ours_vs_{o}_steady_samples_per_s" in r)
         print(f"  num_workers={r['num_workers']}: {cells}  |  {ratios}", file=sys.stderr)
     if a.json:
-        Path(a.json).write_text(json.dumps(out, indent=1))
+        tmp_json = Path(f"{a.json}.tmp{os.getpid()}")
+        tmp_json.write_text(json.dumps(out, indent=1))
+        os.replace(tmp_json, a.json)  # atomic: never a half-written result file
     return 0
 
 
