@@ -24,7 +24,7 @@ from lerobotstream.mp4 import SampleTable, parse_mp4, parse_mp4_bytes
 sys.path.insert(0, str(Path(__file__).parent))
 from reference_bmff import RefError, parse_reference  # noqa: E402
 
-TESTDATA = Path(__file__).resolve().parents[1].parent / "shared" / "testdata"
+from conftest import TESTDATA  # noqa: E402  (../shared/testdata, or $LEROBOTSTREAM_SHARED/testdata)
 FIELDS = [
     "offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "is_sync", "pts_s", "presentation_order",
     "media_timescale", "movie_timescale", "media_time", "empty_edit_movie_ticks",
