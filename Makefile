@@ -52,13 +52,17 @@ clean:
 	find lerobotstream -name '*.so' -delete
 	find lerobotstream -name '*.c' -delete
 
-# ---- LeRobot integration (issue 7) -------------------------------------------------------------
-# LeRobot 0.4.4 (the newest release on Python 3.11) pins torch<2.11 / torchcodec<0.11 /
-# huggingface-hub<0.36, so it lives in its own venv. Our package is installed into it from a
-# snapshot of the working tree (non-editable: the Cython extensions are compiled inside that venv,
-# against its numpy, without touching the in-place .so files of .venv).
+# ---- LeRobot integration ----------------------------------------------------------------------
+# LeRobot 0.6.1 (the current release; Python >= 3.12) pins torch<2.12 / torchcodec<0.12, so it
+# lives in its own venv (torch 2.11 + torchcodec 0.11, ~5 GB, about two minutes to install). Our
+# package is installed into it from a snapshot of the working tree (non-editable: the Cython
+# extensions are compiled inside that venv, for its Python and numpy, without touching the
+# in-place .so files of .venv). LeRobot 0.4.4 (Python 3.11) still works:
+#   make test-lerobot LEROBOT_SPEC=lerobot==0.4.4 LEROBOT_PYTHON=python3.11 LEROBOT_VENV=.venv-lerobot044
 LEROBOT_VENV ?= .venv-lerobot
-LEROBOT_SPEC ?= lerobot==0.4.4
+LEROBOT_SPEC ?= lerobot[dataset]==0.6.1
+LEROBOT_EXTRAS ?= accelerate
+LEROBOT_PYTHON ?= $(shell ls -d /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -1 | grep . || command -v python3.12)
 LPY := $(LEROBOT_VENV)/bin/python
 LPIP := $(LPY) -m pip --disable-pip-version-check
 LRS_SOURCES := $(shell find lerobotstream csrc -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' -o -path 'csrc/*.c' \) 2>/dev/null)
@@ -66,10 +70,10 @@ LRS_SOURCES := $(shell find lerobotstream csrc -type f \( -name '*.py' -o -name 
 setup-lerobot: $(LEROBOT_VENV)/.stamp-lrs
 
 $(LEROBOT_VENV)/.stamp-lerobot: | ffmpeg
-	@[ -x $(LPY) ] || $(PYTHON_BOOT) -m venv $(LEROBOT_VENV)
+	@[ -x $(LPY) ] || $(LEROBOT_PYTHON) -m venv $(LEROBOT_VENV)
 	$(LPIP) install -q --upgrade pip
-	@echo ">> installing $(LEROBOT_SPEC) into $(LEROBOT_VENV) (first time: several minutes, ~3 GB: LeRobot pulls its own torch)"
-	$(LPIP) install -q "$(LEROBOT_SPEC)" "cython>=3.0" setuptools wheel "pytest>=7"
+	@echo ">> installing $(LEROBOT_SPEC) into $(LEROBOT_VENV) with $$($(LPY) --version) (first time: a few minutes, ~5 GB: LeRobot pulls its own torch)"
+	$(LPIP) install -q "$(LEROBOT_SPEC)" $(LEROBOT_EXTRAS) "cython>=3.0" setuptools wheel "pytest>=7"
 	@touch $@
 
 # Extensions: (re)built when a .pyx/.pxd/C source, setup.py or pyproject.toml changed.

@@ -121,6 +121,9 @@ class ByteSource:
 
     Implementations are thread-safe and fork-safe: a process that was forked from the one that
     opened a handle or connection never reuses it (handles and connections are keyed by PID).
+    They are also picklable for ``spawn``/``forkserver`` DataLoader workers: the attributes named in
+    :attr:`_PROCESS_LOCAL` (locks, descriptors, connection pools) are left out of the pickle and
+    re-created empty by :meth:`_init_process_state` in the process that unpickles the source.
 
     Subclasses implement :meth:`size`, :meth:`_read_ranges` and :meth:`list` (remote ones
     implement :meth:`_fetch` and inherit coalescing through :meth:`_read_coalesced`).
@@ -128,9 +131,26 @@ class ByteSource:
 
     #: human-readable root (no credentials), used in error messages
     root_display: str = ""
+    #: attributes that belong to one process (locks, open descriptors, connections): never
+    #: pickled; :meth:`_init_process_state` creates them afresh
+    _PROCESS_LOCAL: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self.stats = SourceStats()
+
+    # --- pickling (spawn / forkserver workers) -------------------------------------------------
+    def _init_process_state(self) -> None:
+        """Create the :attr:`_PROCESS_LOCAL` attributes empty (called after unpickling)."""
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        for name in self._PROCESS_LOCAL:
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._init_process_state()
 
     # --- to implement ------------------------------------------------------------------------
     def size(self, path: str) -> int:

@@ -38,18 +38,12 @@ class FsspecSource(ByteSource):
         cls = fsspec.get_filesystem_class(self.protocol)
         self.base = cls._strip_protocol(root).rstrip("/")
         self.root_display = redact_url(root) if "://" in root else root
-        self._local = threading.local()
-        self._info_lock = threading.Lock()
         self._info: dict[str, dict] = {}
+        self._init_process_state()
 
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state.pop("_local")
-        state.pop("_info_lock")
-        return state
+    _PROCESS_LOCAL = ("_local", "_info_lock")
 
-    def __setstate__(self, state):
-        self.__dict__.update(state)
+    def _init_process_state(self) -> None:
         self._local = threading.local()
         self._info_lock = threading.Lock()
 

@@ -416,8 +416,13 @@ class HttpSource(ByteSource):
         self._host = (parts.scheme, parts.hostname, parts.port)
         self.client = HttpClient(max_connections, timeout_s)
         self.fetcher = RangeFetcher(self.client, retry or RetryPolicy(), self.stats)
-        self._meta_lock = threading.Lock()
         self._meta: dict[str, tuple[str, int, str | None]] = {}  # path -> (final url, size, fingerprint)
+        self._init_process_state()
+
+    _PROCESS_LOCAL = ("_meta_lock",)  # the connection pool pickles itself empty (HttpClient)
+
+    def _init_process_state(self) -> None:
+        self._meta_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"HttpSource({self.root_display!r})"

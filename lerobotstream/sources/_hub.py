@@ -155,27 +155,17 @@ class HubSource(ByteSource):
             self.root_display = f"hf://buckets/{repo_id}"
         self.client = HttpClient(max_connections, timeout_s)
         self.fetcher = RangeFetcher(self.client, retry or RetryPolicy(), self.stats)
-        self._lock = threading.Lock()
         self._folders: dict[str, dict[str, tuple[int, str | None]]] = {}
         self._signed: dict[str, tuple[str, dict[str, str], float]] = {}  # path -> (url, headers, expires)
-        self._path_locks: dict[str, threading.Lock] = {}
+        self._init_process_state()
         self._hub_headers: dict[str, str] | None = None
 
     # --- pickling: a spawned worker gets the pinned commit, caches and a fresh pool -------------
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        for k in ("_lock", "_path_locks", "client", "fetcher"):
-            state.pop(k, None)
-        state["_pool_cfg"] = (self.client.max_connections, self.client.timeout_s, self.fetcher.retry)
-        return state
+    _PROCESS_LOCAL = ("_lock", "_path_locks")  # the connection pool pickles itself empty (HttpClient)
 
-    def __setstate__(self, state):
-        max_conn, timeout_s, retry = state.pop("_pool_cfg")
-        self.__dict__.update(state)
+    def _init_process_state(self) -> None:
         self._lock = threading.Lock()
-        self._path_locks = {}
-        self.client = HttpClient(max_conn, timeout_s)
-        self.fetcher = RangeFetcher(self.client, retry, self.stats)
+        self._path_locks: dict[str, threading.Lock] = {}
 
     def __repr__(self) -> str:
         return f"HubSource({self.root_display!r})"

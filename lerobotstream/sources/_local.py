@@ -25,6 +25,11 @@ class LocalSource(ByteSource):
         super().__init__()
         self.root = Path(root).expanduser().resolve()
         self.root_display = str(self.root)
+        self._init_process_state()
+
+    _PROCESS_LOCAL = ("_fds", "_refs", "_pid", "_lock")
+
+    def _init_process_state(self) -> None:
         self._fds: dict[str, int] = {}
         self._refs: dict[str, int] = {}
         self._pid = os.getpid()
