@@ -1,4 +1,4 @@
-"""Shared pytest fixtures: paths to ../shared/testdata, markers for CUDA tests."""
+"""Shared pytest fixtures: the shipped test media (data/testmedia), markers for CUDA tests."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("LEROBOTSTREAM_SHARED", REPO.parent / "shared")).resolve()
+TESTDATA = REPO / "data" / "testmedia"
+"""Public media the real-file tests read, shipped in the repository (see its MANIFEST.md)."""
 
 # lerobotstream.constants reads its cache folders once, at import: point them at a private
 # folder before any test module imports the package, so tests (and the subprocesses they start,
@@ -20,7 +21,6 @@ os.environ["HF_LEROBOT_HOME"] = str(_TEST_HOME / "hf_lerobot_home")
 os.environ.pop("LEROBOTSTREAM_INDEX_DIR", None)
 os.environ.pop("LEROBOTSTREAM_SIDECAR_DIR", None)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
-TESTDATA = SHARED / "testdata"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -42,9 +42,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def testdata() -> Path:
-    """``../shared/testdata`` (real public media files and datasets; see its MANIFEST.md)."""
-    if not TESTDATA.is_dir():
-        pytest.skip(f"shared test data not found at {TESTDATA}")
+    """``data/testmedia`` (real public media files and datasets; see its MANIFEST.md).
+
+    It ships with the repository: a missing folder is a broken checkout and fails, never skips."""
+    if not (TESTDATA / "MANIFEST.md").is_file():
+        pytest.fail(f"the shipped test media is missing: {TESTDATA} (a partial checkout?)")
     return TESTDATA
 
 

@@ -2,7 +2,7 @@
 
 For every frame of every episode of generated datasets (AV1 g=2, H.264 with B-frames + edit list,
 HEVC; several episodes per file; 1..3-frame episodes; odd sizes) and of real files in
-../shared/testdata, the pixels returned by EpisodeVideo equal the sequential decode of the source at
+data/testmedia, the pixels returned by EpisodeVideo equal the sequential decode of the source at
 the same source timestamp, and (generated data) the burned-in identity matches. Requests come in
 reversed, repeated and random order.
 """

@@ -24,7 +24,7 @@ from lerobotstream.mp4 import SampleTable, parse_mp4, parse_mp4_bytes
 sys.path.insert(0, str(Path(__file__).parent))
 from reference_bmff import RefError, parse_reference  # noqa: E402
 
-from conftest import TESTDATA  # noqa: E402  (../shared/testdata, or $LEROBOTSTREAM_SHARED/testdata)
+from conftest import TESTDATA  # noqa: E402  (data/testmedia, shipped with the repository)
 FIELDS = [
     "offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "is_sync", "pts_s", "presentation_order",
     "media_timescale", "movie_timescale", "media_time", "empty_edit_movie_ticks",
@@ -636,7 +636,7 @@ def test_fuzz_mutated_headers_only_typed_errors(data):
 
 
 IDENTITY = (0x10000, 0, 0, 0, 0x10000, 0, 0, 0, 0x40000000)
-ROTATED = {  # ../shared/testdata MANIFEST "rotation matrix" row: tkhd matrices as stored
+ROTATED = {  # data/testmedia/MANIFEST.md "rotation matrix" row: tkhd matrices as stored
     "mp4-torchcodec/nasa_13013_rotated.mp4": (0, -65536, 0, 65536, 0, 0, 0, 0, 1 << 30),
     "mp4-mp4parse-rust/video_rotation_90.mp4": (0, 65536, 0, -65536, 0, 0, 60 << 16, 0, 1 << 30),
     "mp4-decord/video_90.mov": (0, 65536, 0, -65536, 0, 0, 320 << 16, 0, 1 << 30),

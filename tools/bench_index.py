@@ -1,7 +1,7 @@
 """Derived memory-mapped index vs the schema-4 NPZ: size on disk and open time.
 
 Builds a sidecar holding ``--copies`` copies of one MP4's sample table (default: the
-21,766-sample AV1 file of the shared test data), then reports:
+21,766-sample AV1 file of the shipped test media), then reports:
 
 - NPZ size vs derived index size (bytes, and bytes per sample);
 - loading every array of the NPZ (``np.load`` + decompress, what a reader without the derived
@@ -32,7 +32,7 @@ from lerobotstream.mp4 import parse_mp4_bytes  # noqa: E402
 from lerobotstream.mp4._index_file import Mp4Index  # noqa: E402
 from lerobotstream.sidecar import SidecarWriter, load_tables  # noqa: E402
 
-DEFAULT_MP4 = REPO.parent / "shared/testdata/mp4-androidx-media"
+DEFAULT_MP4 = REPO / "data/testmedia/mp4-androidx-media"
 
 
 def _find_default() -> Path:

@@ -2,7 +2,7 @@
 
 Usage: python tools/bench_parse.py [FILE] [--repeat 20]
 
-Default FILE is ../shared/testdata/mp4-androidx-media/long_180p_av1.mp4 (21,766 AV1 samples).
+Default FILE is data/testmedia/mp4-androidx-media/long_180p_av1.mp4 (21,766 AV1 samples).
 Both parsers get the whole file in memory; the tables are checked to agree before timing.
 """
 
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from lerobotstream.mp4 import parse_mp4, parse_mp4_bytes  # noqa: E402
 from reference_bmff import parse_reference  # noqa: E402
 
-DEFAULT = ROOT.parent / "shared" / "testdata" / "mp4-androidx-media" / "long_180p_av1.mp4"
+DEFAULT = ROOT / "data" / "testmedia" / "mp4-androidx-media" / "long_180p_av1.mp4"
 
 
 def _best(fn, repeat: int) -> float:

@@ -14,7 +14,7 @@ columns) and the aggregated ``meta/stats.json`` follow LeRobot v3.0's layout.
 
 Usage::
 
-    python tools/convert_v21_to_v30.py ../shared/testdata/lerobot-v21-g1-subset data/g1_v30
+    python tools/convert_v21_to_v30.py data/testmedia/lerobot-v21-g1-subset data/g1_v30
 """
 
 from __future__ import annotations

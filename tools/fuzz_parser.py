@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=ROOT / "outputs" / "fuzz")
     args = ap.parse_args(argv)
-    testdata = ROOT.parent / "shared" / "testdata"
+    testdata = ROOT / "data" / "testmedia"
     files = [Path(f) for f in args.files] or [testdata / f for f in DEFAULT_FILES]
     corpus = []
     for f in files:
