@@ -46,7 +46,7 @@ DEFAULT_DECODED_QUEUE_SIZE = 8
 DEFAULT_SIDECAR_LOCK_TIMEOUT_S = 1800.0
 DEFAULT_TOLERANCE_S = 1e-4
 DEFAULT_SAMPLING_STRATEGY = "remaining"
-SAMPLING_STRATEGIES = ("remaining", "round_robin")
+SAMPLING_STRATEGIES = ("remaining", "round_robin", "sequential")
 
 # LeRobot v3 layout (LeRobotDataset v3.0 on-disk format)
 CODEBASE_VERSION = "v3.0"

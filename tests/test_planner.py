@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError
 from lerobotstream.planner import SCHEMA_KEY, Planner, replay_turns
 
-STRATEGIES = ("remaining", "round_robin")
+STRATEGIES = ("remaining", "round_robin", "sequential")
 
 
 def _lengths(seed: int, n: int, lo: int = 1, hi: int = 200) -> np.ndarray:
@@ -441,3 +441,15 @@ def test_resume_refuses_a_different_episode_selection():
             Planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(st)
     legacy = {k: v for k, v in st.items() if k != "episodes"}  # written before the digest was stored
     Planner({0: 10, 1: 12, 3: 8}, rank=0, world_size=1, batch_size=2).load_state_dict(legacy)
+
+
+def test_sequential_strategy_is_ascending_and_the_same_every_epoch():
+    lengths = {3: 4, 7: 2, 9: 3, 12: 1}
+    for nw in (0, 2):
+        p = Planner(lengths, num_workers=nw, pool_size=2, strategy="sequential", seed=5)
+        for w in range(p.num_shards):
+            plan = p.worker_plan(w)
+            want = [(e, f) for e in sorted(plan.episode_indices.tolist()) for f in range(lengths[e])]
+            assert list(plan.iter_anchors(0)) == want
+            assert list(plan.iter_anchors(3)) == want  # no draws: every epoch alike
+            assert plan.admission_order(1).tolist() == sorted(plan.episode_indices.tolist())

@@ -62,9 +62,11 @@ from lerobotstream.errors import (
     MetadataError,
     Mp4InconsistentTablesError,
     ResumeStateError,
+    StreamingConfigError,
 )
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.sources import open_source
+from lerobotstream.sources._http import DEFAULT_READ_TIMEOUT_S
 
 __all__ = ["StreamingLeRobotDataset"]
 
@@ -369,7 +371,9 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         prefetch_episodes (8), byte_budget_gb (8 per rank, split over workers), decode_threads (2),
         decoded_queue_size (8), video_decoder_cache_size (per rank, split over workers; default
         pool × cameras + prefetch per worker), sampling_strategy ("remaining" | "round_robin"),
-        sidecar_lock_timeout_s (1800), device ("cpu" | "cuda": NVDEC through
+        sidecar_lock_timeout_s (1800), read_timeout_s (120: seconds one read from an HTTP(S) or Hub
+        root may take, retries and backoff included; then SourceTimeoutError naming the URL and the
+        time waited), device ("cpu" | "cuda": NVDEC through
         ``decode.resolve_device``, counted CPU fallback), camera_keys (decode only these video keys;
         None = all), decode_lookahead (anchors decoded together per chunk, 64; see the memory bound
         in ``dataset._pipeline``), decoded_cache_gb (decoded GOP frames kept so each GOP is decoded
@@ -388,6 +392,12 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         (needs the DataLoader's ``batch_size``/``num_workers``/``drop_last`` passed here); the
         anchors it skips are skipped in that epoch only (each epoch reshuffles). Default ``"none"``:
         every frame exactly once per epoch, unequal rank lengths possible.
+    Args (anchors): drop_n_last_frames (0): the last n frames of every episode are never anchors
+        (LeRobot's ``EpisodeAwareSampler(drop_n_last_frames=n)``, used by diffusion-style policies
+        whose action window must not run past the episode); an episode of at most n frames gives
+        no anchor; exactly-once coverage holds for the other anchors. Their windows still see the
+        whole episode. ``sampling_strategy="sequential"``: ascending episodes, frames in order
+        (an evaluation stream; the same order every epoch).
 
     Epochs: ``repeat=False`` yields one epoch per iterator (call ``set_epoch(e)`` for the next
     epoch's order, like ``DistributedSampler``); ``repeat=True`` chains epochs endlessly. With
@@ -433,6 +443,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         video_decoder_cache_size: int | None = None,
         sampling_strategy: str = constants.DEFAULT_SAMPLING_STRATEGY,
         sidecar_lock_timeout_s: float = constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S,
+        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         device: str = "cpu",
         camera_keys: Sequence[str] | None = None,
         decode_lookahead: int = 64,
@@ -443,6 +454,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         drop_last: bool = False,
         num_workers: int | None = None,
         equalize: str = "none",
+        drop_n_last_frames: int = 0,
     ) -> None:
         super().__init__()
         # one-shot iterables (generators) are read once, here, not consumed by validation
@@ -458,15 +470,19 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
             video_backend=video_backend, max_num_shards=max_num_shards, sidecar_lock_timeout_s=sidecar_lock_timeout_s,
             device=device, flags={"return_uint8": return_uint8, "repeat": repeat, "drop_last": drop_last}, seed=seed,
             batch_size=batch_size, first_lookahead=first_lookahead, num_workers=num_workers, camera_keys=camera_keys,
-            decode_lookahead=decode_lookahead, decoded_cache_gb=decoded_cache_gb, ffmpeg_threads=ffmpeg_threads)
+            decode_lookahead=decode_lookahead, decoded_cache_gb=decoded_cache_gb, ffmpeg_threads=ffmpeg_threads,
+            read_timeout_s=read_timeout_s)
         t0 = time.perf_counter()
         self.repo_id = repo_id
         self.revision = revision
         self.repo_type = repo_type
         self.root = root
         self.data_root = data_root
-        meta_source = open_source(root, repo_id=repo_id, revision=revision, repo_type=repo_type)
-        self._payload_source = meta_source if data_root is None else open_source(data_root)
+        self.read_timeout_s = float(read_timeout_s)
+        meta_source = open_source(root, repo_id=repo_id, revision=revision, repo_type=repo_type,
+                                  read_timeout_s=self.read_timeout_s)
+        self._payload_source = meta_source if data_root is None else open_source(data_root,
+                                                                                 read_timeout_s=self.read_timeout_s)
         self.meta = DatasetMeta.load(meta_source, episodes=episodes, repo_id=repo_id)
         self.episodes = None if episodes is None else sorted({int(e) for e in episodes})
         self.video_keys = list(self.meta.video_keys)
@@ -500,6 +516,13 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         self.batch_size = None if batch_size is None else int(batch_size)
         self.drop_last = bool(drop_last)
         self.equalize = equalize
+        require("drop_n_last_frames", drop_n_last_frames, is_int(drop_n_last_frames) and drop_n_last_frames >= 0,
+                "an int >= 0")
+        self.drop_n_last_frames = int(drop_n_last_frames)
+        if self.drop_n_last_frames and not (self.meta.episode_lengths > self.drop_n_last_frames).any():
+            raise StreamingConfigError(
+                f"drop_n_last_frames={self.drop_n_last_frames} leaves no anchor: every selected episode of "
+                f"{self.meta.repo_id} has at most that many frames")
         self.num_workers = (self.max_num_shards if self.max_num_shards > 1 else 0) if num_workers is None else int(num_workers)
         self._epoch = 0
         self._samples = 0  # consumed samples of the rank since _epoch began (loaded or set)
@@ -570,7 +593,10 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
     def _planner(self, num_workers: int, episode_nbytes: Callable[[int], int] | None = None):
         from lerobotstream.planner import Planner
 
-        lengths = {int(e): int(n) for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
+        # anchors per episode: the last drop_n_last_frames frames are never anchors (LeRobot's
+        # EpisodeAwareSampler); their windows still read the whole episode
+        lengths = {int(e): max(0, int(n) - self.drop_n_last_frames)
+                   for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
         return Planner(lengths, seed=self.seed, num_workers=int(num_workers), pool_size=self.episode_pool_size,
                        strategy=self.sampling_strategy, byte_budget=max(1, int(self.byte_budget_gb * GIB)),
                        episode_nbytes=episode_nbytes or _no_nbytes, decoder_cache_size=self.video_decoder_cache_size,

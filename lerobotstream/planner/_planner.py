@@ -94,13 +94,18 @@ class WorkerPlan:
                                  STRATEGY_IDS[p.strategy], self.pool_size,
                                  0 if self.byte_budget is None else self.byte_budget + 1, tag)
 
+    def _order(self, epoch: int) -> np.ndarray:
+        if self._planner.strategy == "sequential":  # ascending episode_index, every epoch alike
+            return np.arange(len(self.lengths), dtype=np.int64)
+        return shuffled_order(self._words(epoch, _seeds.TAG_ADMISSION), len(self.lengths))
+
     def admission_order(self, epoch: int) -> np.ndarray:
         """Dataset episode indices in this epoch's admission order (int64)."""
-        return self.episode_indices[shuffled_order(self._words(epoch, _seeds.TAG_ADMISSION), len(self.lengths))]
+        return self.episode_indices[self._order(epoch)]
 
     def pool(self, epoch: int) -> EpisodePool:
         """A fresh exact-coverage pool for ``epoch`` (positioned at the epoch's first anchor)."""
-        order = shuffled_order(self._words(epoch, _seeds.TAG_ADMISSION), len(self.lengths))
+        order = self._order(epoch)
         return EpisodePool(self.episode_indices, self.lengths, self.nbytes, order, self.pool_size,
                            self.byte_budget, self._planner.strategy, self._words(epoch, _seeds.TAG_DRAWS))
 
@@ -162,7 +167,8 @@ class Planner:
             same single shard).
         pool_size: per-worker pool size when given (SPEC W3); default: 32 per rank split over the
             workers used (``max(1, 32 // n)``).
-        strategy: ``remaining`` (default) or ``round_robin``.
+        strategy: ``remaining`` (default), ``round_robin`` or ``sequential`` (ascending episodes,
+            frames in order: evaluation streams).
         byte_budget: per-rank resident byte budget (bytes) or None; each worker gets 1/n.
         episode_nbytes: ``episode_nbytes(episode_index) -> int`` exact synthesized bytes of an
             episode (all cameras); needed with a byte budget.

@@ -10,7 +10,7 @@ from lerobotstream.planner._poolcore import PoolCore
 
 __all__ = ["EpisodePool", "PoolEvent", "STRATEGY_IDS"]
 
-STRATEGY_IDS = {"remaining": 0, "round_robin": 1}
+STRATEGY_IDS = {"remaining": 0, "round_robin": 1, "sequential": 2}
 
 
 class PoolEvent(NamedTuple):
@@ -47,7 +47,7 @@ class EpisodePool:
         order (np.ndarray): int64 (E,) admission order, positions into the arrays above.
         pool_size (int): maximum resident episodes.
         byte_budget (int | None): maximum resident bytes, or None.
-        strategy (str): ``remaining`` or ``round_robin``.
+        strategy (str): ``remaining``, ``round_robin`` or ``sequential``.
         draw_words (np.ndarray): uint64 (4,) seed words of the draws.
     """
 

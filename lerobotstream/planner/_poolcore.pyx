@@ -60,6 +60,7 @@ DEF EV_ADMIT = 0
 DEF EV_EVICT = 1
 DEF STRAT_REMAINING = 0
 DEF STRAT_ROUND_ROBIN = 1
+DEF STRAT_SEQUENTIAL = 2
 
 
 def shuffled_order(uint64_t[::1] state, int64_t n):
@@ -95,7 +96,8 @@ cdef class PoolCore:
         order: int64 (E,) admission order (a permutation of ``range(E)``).
         pool_size: maximum resident episodes (>= 1).
         byte_budget: maximum sum of resident ``nbytes`` (-1: unbounded).
-        strategy: 0 = ``remaining``, 1 = ``round_robin``.
+        strategy: 0 = ``remaining``, 1 = ``round_robin``, 2 = ``sequential`` (no draws: the
+            resident episode admitted first, its frames in ascending order).
         state: four uint64 seed words for the draws.
 
     Raises:
@@ -270,6 +272,13 @@ cdef class PoolCore:
         cdef int64_t i, j, tmp
         if self.strategy == STRAT_REMAINING:
             return self._fw_find(<int64_t>lrs_randbelow(self.rng, <uint64_t>self.n_remaining))
+        if self.strategy == STRAT_SEQUENTIAL:
+            # the earliest admitted resident (local ids rise with admission in that mode)
+            j = self.res_list[0]
+            for i in range(1, self.n_resident):
+                if self.slot_ep[self.res_list[i]] < self.slot_ep[j]:
+                    j = self.res_list[i]
+            return j
         if self.round_pos >= self.round_len:
             # new round: the residents right now (episodes admitted later join the next round)
             for i in range(self.n_resident):
@@ -299,9 +308,12 @@ cdef class PoolCore:
             slot = self._pick_slot()
             rem = self.slot_rem[slot]
             buf = self.slot_buf[slot]
-            j = <int64_t>lrs_randbelow(self.rng, <uint64_t>rem)
-            f = buf[j]
-            buf[j] = buf[rem - 1]
+            if self.strategy == STRAT_SEQUENTIAL:
+                f = <int32_t>(self.lengths[self.slot_ep[slot]] - rem)
+            else:
+                j = <int64_t>lrs_randbelow(self.rng, <uint64_t>rem)
+                f = buf[j]
+                buf[j] = buf[rem - 1]
             rem -= 1
             self.slot_rem[slot] = rem
             if self.strategy == STRAT_REMAINING:
