@@ -50,6 +50,11 @@ class EpisodeDataError(MetadataError):
     """An episode's Parquet rows disagree with its metadata (row count, frame_index, episode_index)."""
 
 
+class ParquetCorruptError(EpisodeDataError):
+    """A data Parquet file cannot be decoded (truncated or corrupt pages, a page checksum that does
+    not match): names the file and the episodes being read from it."""
+
+
 # --- SOURCE (BYTES) ERRORS --------------------------------------------------------------------
 class SourceError(LeRobotStreamError, OSError):
     """Reading bytes from a local path, fsspec URL, Hub dataset or bucket failed."""
@@ -69,6 +74,11 @@ class SourceAuthError(SourceError, PermissionError):
 
 class RangeReadError(SourceError):
     """A range read returned the wrong bytes (short body, wrong Content-Range) and retries ran out."""
+
+
+class SourceTimeoutError(SourceError, TimeoutError):
+    """A read got no complete answer within ``read_timeout_s`` (retries and backoff included);
+    the message names the URL (without its query string) and the seconds waited."""
 
 
 # --- MP4 ERRORS (ISO/IEC 14496-12) ------------------------------------------------------------
@@ -104,6 +114,11 @@ class SidecarStaleError(SidecarError):
 
 class SidecarValidationError(SidecarError):
     """The sidecar disagrees with the dataset metadata (episode window, fps, frame count)."""
+
+
+class SidecarWriteError(SidecarError, OSError):
+    """The sidecar (or its lock) could not be written: a full disk, a quota, a read-only or
+    unwritable folder. Names the path and what to do; ``errno`` is the operating system's."""
 
 
 class SidecarLockTimeoutError(SidecarError, TimeoutError):
@@ -171,3 +186,54 @@ def run_cli(body: Callable[[], int], *, debug: bool = False) -> int:
         msg = " ".join(str(e).split()) or repr(e)
         print(f"error: {type(e).__name__}: {msg}", file=sys.stderr)
         return 2
+
+
+#: exit status of a command whose reader closed stdout early (128 + SIGPIPE, as Unix tools)
+EXIT_CLOSED_STDOUT = 141
+
+
+def quiet_on_closed_stdout(body: Callable[[], int]) -> Callable[[], int]:
+    """``body`` for :func:`run_cli`, ending quietly when the reader closes stdout early.
+
+    ``cmd | head -2``: once ``head`` exits, the next write to stdout raises ``BrokenPipeError``.
+    The wrapper flushes stdout before returning (so the failure cannot surface at interpreter exit
+    instead), points stdout at ``os.devnull`` and returns :data:`EXIT_CLOSED_STDOUT` without an
+    error line. A ``BrokenPipeError`` from anything else than stdout propagates unchanged.
+    """
+    import os
+
+    def wrapped() -> int:
+        try:
+            status = body()
+            sys.stdout.flush()
+            return status
+        except BrokenPipeError:
+            if not _stdout_closed():
+                raise  # another pipe broke; stdout still works
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
+            except (OSError, ValueError):
+                pass
+            return EXIT_CLOSED_STDOUT
+
+    return wrapped
+
+
+def _stdout_closed() -> bool:
+    """True when stdout's reader has gone (flushing fails, or poll reports an error/hang-up)."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        return True
+    except OSError:
+        return False
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)  # POLLERR / POLLHUP are always reported
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False

@@ -45,7 +45,7 @@ def validate_options(*, byte_budget_gb, episode_pool_size, episodes, delta_times
                       decode_threads, decoded_queue_size, video_decoder_cache_size, equalize, tolerance_s,
                       sampling_strategy, video_backend, max_num_shards, sidecar_lock_timeout_s, device, flags, seed,
                       batch_size, first_lookahead, num_workers, camera_keys, decode_lookahead, decoded_cache_gb,
-                      ffmpeg_threads) -> None:
+                      ffmpeg_threads, read_timeout_s=None) -> None:
     """Configuration errors at construction (StreamingConfigError naming the option and value)."""
     require("byte_budget_gb", byte_budget_gb,
              _is_number(byte_budget_gb) and 0 < byte_budget_gb <= _MAX_BUDGET_GB, "a number > 0 (GiB per rank)")
@@ -66,6 +66,8 @@ def validate_options(*, byte_budget_gb, episode_pool_size, episodes, delta_times
     require("max_num_shards", max_num_shards, is_int(max_num_shards) and max_num_shards >= 1, "an int >= 1")
     require("sidecar_lock_timeout_s", sidecar_lock_timeout_s,
              _is_number(sidecar_lock_timeout_s) and sidecar_lock_timeout_s > 0, "a number > 0 (seconds)")
+    require("read_timeout_s", read_timeout_s, read_timeout_s is None or (_is_number(read_timeout_s) and read_timeout_s > 0),
+             "a number > 0 (seconds one read may take, retries included)")
     require("device", device, device is None or (isinstance(device, str) and bool(_DEVICE_RE.fullmatch(device))),
              "'cpu', 'cuda' or 'cuda:N' (or a torch.device)")
     for flag, value in flags.items():

@@ -9,6 +9,14 @@ Retry policy (:class:`RetryPolicy`): connection errors, resets, timeouts, trunca
 mis-ranged answers and statuses 408/425/429/500/502/503/504 are retried up to ``max_retries`` times
 with exponential backoff and full jitter (``min(cap, base * 2**attempt) * U(0.5, 1)``); a
 ``Retry-After`` header (seconds or HTTP date, capped) replaces the computed wait.
+
+Time limits: each attempt's connect and each wait for bytes give up after ``timeout_s`` (socket
+timeout); one read — every attempt and backoff of one request together — gives up after
+``read_timeout_s`` (:class:`~lerobotstream.errors.SourceTimeoutError` naming the URL and the time
+waited), so a server that accepts connections and never answers cannot block a reader for long.
+
+Signed roots: a root URL with a query string (``https://host/ds?X-Sig=...``) keeps that query on
+every request under it; it never appears in a message, a log line or a sidecar (:func:`redact_url`).
 """
 
 from __future__ import annotations
@@ -17,26 +25,32 @@ import email.utils
 import http.client
 import os
 import random
+import socket
 import ssl
 import threading
 import time
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Callable, Mapping, Sequence
-from urllib.parse import quote, unquote, urljoin, urlsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
 from lerobotstream.errors import (
     RangeReadError,
     SourceAuthError,
     SourceError,
     SourceNotFoundError,
+    SourceTimeoutError,
 )
 from lerobotstream.sources._base import ByteSource
 
 #: connections per process and per client (shared by all threads of the process)
 DEFAULT_MAX_CONNECTIONS = 16
-#: seconds before a connect or a read on the socket gives up (then retried)
-DEFAULT_TIMEOUT_S = 60.0
+#: seconds before a connect or one wait for bytes on the socket gives up (then retried)
+DEFAULT_TIMEOUT_S = 30.0
+#: seconds one read may take in total, every attempt and backoff included (then SourceTimeoutError)
+DEFAULT_READ_TIMEOUT_S = 120.0
+#: bytes per socket read of a response body (the deadline is checked between them)
+_BODY_CHUNK_BYTES = 1 << 20
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 _MAX_REDIRECTS = 5
 _FORK_LOCK = threading.Lock()  # guards the per-PID pool reset; re-created in a forked child
@@ -172,8 +186,13 @@ class HttpClient:
             self._idle.setdefault(key, []).append(conn)
             self._num_idle += 1
 
-    def send(self, method: str, url: str, headers: Mapping[str, str] | None = None) -> Response:
+    def send(self, method: str, url: str, headers: Mapping[str, str] | None = None, *,
+             deadline: float | None = None) -> Response:
         """One request, no redirects followed, body read fully.
+
+        Args:
+            deadline: ``time.monotonic()`` value after which the request gives up (the socket
+                timeout of each wait is the smaller of ``timeout_s`` and the time left).
 
         Raises:
             TransportError: connection refused/reset, timeout, or a body shorter than announced.
@@ -190,9 +209,11 @@ class HttpClient:
         with self._slots:
             conn = self._take(key)
             try:
+                _set_timeout(conn, self.timeout_s, deadline)
                 conn.request(method, target, headers=dict(headers or {}))
+                _set_timeout(conn, self.timeout_s, deadline)
                 resp = conn.getresponse()
-                body = resp.read()  # HEAD: b"" (reading also frees the connection for reuse)
+                body = _read_body(conn, resp, self.timeout_s, deadline)  # also frees the connection for reuse
                 resp_headers = {k.lower(): v for k, v in resp.getheaders()}
                 if "content-length" in resp_headers and method != "HEAD":
                     if len(body) != int(resp_headers["content-length"]):
@@ -217,6 +238,33 @@ class HttpClient:
                     c.close()
             self._idle = {}
             self._num_idle = 0
+
+
+def _set_timeout(conn: http.client.HTTPConnection, timeout_s: float, deadline: float | None) -> None:
+    """Socket timeout of the next wait: ``timeout_s``, or less when the deadline is nearer."""
+    t = timeout_s
+    if deadline is not None:
+        t = min(t, deadline - time.monotonic())
+        if t <= 0:
+            raise socket.timeout("read deadline reached")
+    conn.timeout = t
+    if conn.sock is not None:
+        conn.sock.settimeout(t)
+
+
+def _read_body(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, timeout_s: float,
+               deadline: float | None) -> bytes:
+    """The whole body, in chunks, so that a server trickling bytes cannot outlast the deadline."""
+    if deadline is None:
+        return resp.read()
+    chunks = []
+    while True:
+        _set_timeout(conn, timeout_s, deadline)
+        chunk = resp.read(_BODY_CHUNK_BYTES)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def error_for(
@@ -295,12 +343,17 @@ class RangeFetcher:
         retry: retry policy.
         stats: counters to update.
         sleep: injectable sleep (tests).
+        read_timeout_s: seconds one :meth:`request` may take in total (attempts and backoff).
     """
 
-    def __init__(self, client: HttpClient, retry: RetryPolicy, stats, sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, client: HttpClient, retry: RetryPolicy, stats, sleep: Callable[[float], None] = time.sleep,
+                 *, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S):
+        if not read_timeout_s > 0:
+            raise ValueError(f"read_timeout_s must be > 0 seconds, got {read_timeout_s!r}")
         self.client = client
         self.retry = retry
         self.stats = stats
+        self.read_timeout_s = float(read_timeout_s)
         self._sleep = sleep
         self._rng = random.Random()  # jitter only; never the global RNG
 
@@ -321,11 +374,21 @@ class RangeFetcher:
         ``resolve()`` gives ``(url, headers)`` (called before every attempt). On a 401/403,
         ``invalidate()`` (when given) drops the cached signed URL so the next attempt resolves
         again; this happens once, a second refusal raises SourceAuthError.
+
+        Raises:
+            SourceTimeoutError: no complete answer within ``read_timeout_s`` (all attempts).
         """
         refreshed = False
         last = ""
         status: int | None = None
+        t0 = time.monotonic()
+        deadline = t0 + self.read_timeout_s
+        url = ""
+        attempts = 0
         for attempt in range(self.retry.max_retries + 1):
+            if attempt and time.monotonic() >= deadline:
+                break
+            attempts += 1
             url, headers = resolve()
             if offset is not None:
                 headers = dict(headers)
@@ -333,7 +396,7 @@ class RangeFetcher:
                 headers.setdefault("Accept-Encoding", "identity")
             retry_after = None
             try:
-                r = self.client.send(method, url, headers)
+                r = self.client.send(method, url, headers, deadline=deadline)
             except TransportError as e:
                 last, status = str(e), None
             else:
@@ -359,9 +422,19 @@ class RangeFetcher:
                     raise error_for(r.status, path=path, where=redact_url(url),
                                     detail="after refreshing the signed URL" if refreshed else "")
             if attempt < self.retry.max_retries:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
                 self.stats.add(retries=1)
-                self._sleep(self.retry.delay_s(attempt, self._rng, retry_after))
+                self._sleep(min(self.retry.delay_s(attempt, self._rng, retry_after), left))
         what = f"bytes [{offset}, {offset + length})" if offset is not None else method
+        waited = time.monotonic() - t0
+        if waited >= self.read_timeout_s:
+            raise SourceTimeoutError(
+                f"{what} of {path!r} from {redact_url(url)}: no complete answer within read_timeout_s="
+                f"{self.read_timeout_s:g} s (waited {waited:.1f} s over {attempts} attempt(s); last error: {last}); "
+                "check the server, or raise the read_timeout_s option for a slow store or large ranges",
+                path=path, offset=offset, status=status, waited_s=waited)
         err_cls = RangeReadError if offset is not None else SourceError
         raise err_cls(
             f"{what} of {path!r}: gave up after {self.retry.max_retries + 1} attempts; last error: {last}",
@@ -381,6 +454,11 @@ class _LinkParser(HTMLParser):
                     self.links.append(v)
 
 
+def _host_key(parts) -> tuple[str, str, int]:
+    scheme = (parts.scheme or "").lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
+
+
 class HttpSource(ByteSource):
     """Files under a plain ``http(s)://`` URL root, read with ``Range`` requests.
 
@@ -390,11 +468,14 @@ class HttpSource(ByteSource):
     ``Authorization``) are sent only to the root's host. ``list`` parses HTML directory indexes.
 
     Args:
-        root: ``http://`` or ``https://`` URL of the dataset root (user info is refused).
+        root: ``http://`` or ``https://`` URL of the dataset root (user info is refused). A query
+            string (a signed root, ``?X-Sig=...``) is sent with every request under the root and
+            never shown.
         headers: extra request headers for the root's host (never logged).
         max_connections: open connections per process.
         retry: retry policy.
-        timeout_s: socket timeout, seconds.
+        timeout_s: socket timeout of each connect and each wait for bytes, seconds.
+        read_timeout_s: longest one read may take, every attempt and backoff included, seconds.
     """
 
     def __init__(
@@ -405,17 +486,20 @@ class HttpSource(ByteSource):
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         retry: RetryPolicy | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
     ) -> None:
         super().__init__()
         parts = urlsplit(root)
         if parts.username or parts.password:
             raise SourceError(f"credentials in the URL are not supported: {redact_url(root)}; pass headers= instead")
-        self.root = root.rstrip("/") + "/"
+        #: the root URL without query or fragment, ending with "/"
+        self.root = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/", "", ""))
+        self._query = parts.query  # a signed root's query: sent with every request, never shown
         self.root_display = redact_url(self.root)
         self._headers = dict(headers or {})
         self._host = (parts.scheme, parts.hostname, parts.port)
         self.client = HttpClient(max_connections, timeout_s)
-        self.fetcher = RangeFetcher(self.client, retry or RetryPolicy(), self.stats)
+        self.fetcher = RangeFetcher(self.client, retry or RetryPolicy(), self.stats, read_timeout_s=read_timeout_s)
         self._meta: dict[str, tuple[str, int, str | None]] = {}  # path -> (final url, size, fingerprint)
         self._init_process_state()
 
@@ -428,7 +512,8 @@ class HttpSource(ByteSource):
         return f"HttpSource({self.root_display!r})"
 
     def _url(self, path: str) -> str:
-        return urljoin(self.root, quote(path))
+        url = urljoin(self.root, quote(path))
+        return f"{url}?{self._query}" if self._query else url
 
     def _headers_for(self, url: str) -> dict[str, str]:
         p = urlsplit(url)
@@ -469,24 +554,68 @@ class HttpSource(ByteSource):
         return self._head(path)[2]
 
     def list(self, prefix: str) -> list[str]:
-        out: list[str] = []
+        """Files under ``prefix`` from the server's HTML directory indexes (recursive, sorted).
+
+        Each link is resolved against its page's URL (``urljoin``), so relative (``name``,
+        ``./name``), absolute-path (``/ds/dir/name``) and full-URL links all count when they point
+        to a direct child of the page's folder on the root's host; sort links, parents and other
+        hosts are skipped. A missing ``prefix`` folder (404) lists nothing.
+
+        Raises:
+            SourceError: the ``prefix`` page exists but links to nothing under it ("the server
+                returned no directory listing for ..."): an empty folder, or a server without
+                HTML indexes.
+        """
+        out: set[str] = set()
         base = prefix.strip("/") + "/" if prefix.strip("/") else ""
         todo = [base]
+        seen = {base}
         while todo:
             folder = todo.pop()
+            url = self._url(folder)
             try:
-                r = self.fetcher.request("GET", lambda u=self._url(folder): (u, self._headers_for(u)),
-                                         path=folder, metadata=True)
+                r = self.fetcher.request("GET", lambda u=url: (u, self._headers_for(u)), path=folder, metadata=True)
             except SourceNotFoundError:
+                if folder == base:
+                    return []
                 continue
-            parser = _LinkParser()
-            parser.feed(r.body.decode("utf-8", "replace"))
-            for href in parser.links:
-                if href.startswith(("?", "#", "/", "..")) or "://" in href:
-                    continue
-                name = unquote(href.split("?")[0])
-                (todo.append(folder + name) if name.endswith("/") else out.append(folder + name))
+            children = self._listing_children(url, r.body, folder)
+            if folder == base and not children:
+                raise SourceError(
+                    f"the server returned no directory listing for {redact_url(url)}: the page (HTTP {r.status}, "
+                    f"{len(r.body)} bytes) links to no file or folder under it. Serve HTML directory indexes "
+                    "(e.g. nginx `autoindex on`, `python -m http.server`), or use a local, hf:// or fsspec root",
+                    path=folder)
+            for name in children:
+                if name.endswith("/"):
+                    if folder + name not in seen:
+                        seen.add(folder + name)
+                        todo.append(folder + name)
+                else:
+                    out.add(folder + name)
         return sorted(out)
+
+    def _listing_children(self, page_url: str, body: bytes, folder: str) -> list[str]:
+        """Names (``"x.mp4"``, ``"sub/"``) of the direct children of ``folder`` linked from its page."""
+        parser = _LinkParser()
+        parser.feed(body.decode("utf-8", "replace"))
+        page = urlsplit(page_url)
+        page_base = urlunsplit((page.scheme, page.netloc, page.path, "", ""))
+        folder_path = unquote(urlsplit(self.root).path) + folder
+        host = _host_key(page)
+        names = []
+        for href in parser.links:
+            t = urlsplit(urljoin(page_base, href.strip()))
+            if _host_key(t) != host:
+                continue
+            path = unquote(t.path)
+            if not path.startswith(folder_path):
+                continue  # a parent, a sibling or another tree
+            name = path[len(folder_path):]
+            if not name or "/" in name.rstrip("/") or name in (".", "./", "..", "../"):
+                continue  # the page itself (sort links), deeper paths
+            names.append(name)
+        return names
 
     def _fetch(self, path: str, offset: int, length: int) -> bytes:
         url = self._head(path)[0]

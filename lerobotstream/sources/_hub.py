@@ -39,6 +39,7 @@ from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFound
 from lerobotstream.sources._base import ByteSource, check_ranges
 from lerobotstream.sources._http import (
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     HttpClient,
     RangeFetcher,
@@ -94,7 +95,8 @@ class HubSource(ByteSource):
         endpoint: Hub URL; defaults to ``huggingface_hub.constants.ENDPOINT`` (``HF_ENDPOINT``).
         max_connections: open connections per process for payload reads.
         retry: retry policy of payload reads.
-        timeout_s: socket timeout, seconds.
+        timeout_s: socket timeout of each connect and each wait for bytes, seconds.
+        read_timeout_s: longest one payload read may take (retries and backoff included), seconds.
 
     Raises:
         SourceError: offline mode is on, or the Hub answered with an error.
@@ -113,6 +115,7 @@ class HubSource(ByteSource):
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         retry: RetryPolicy | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
     ) -> None:
         super().__init__()
         from huggingface_hub import HfApi
@@ -154,7 +157,7 @@ class HubSource(ByteSource):
             self.stats.add(metadata_requests=1)
             self.root_display = f"hf://buckets/{repo_id}"
         self.client = HttpClient(max_connections, timeout_s)
-        self.fetcher = RangeFetcher(self.client, retry or RetryPolicy(), self.stats)
+        self.fetcher = RangeFetcher(self.client, retry or RetryPolicy(), self.stats, read_timeout_s=read_timeout_s)
         self._folders: dict[str, dict[str, tuple[int, str | None]]] = {}
         self._signed: dict[str, tuple[str, dict[str, str], float]] = {}  # path -> (url, headers, expires)
         self._init_process_state()

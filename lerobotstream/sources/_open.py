@@ -10,7 +10,7 @@ from urllib.parse import unquote
 
 from lerobotstream.errors import SourceError, SourceNotFoundError
 from lerobotstream.sources._base import ByteSource
-from lerobotstream.sources._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT_S, RetryPolicy
+from lerobotstream.sources._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S, DEFAULT_TIMEOUT_S, RetryPolicy
 
 _HF_DATASET = re.compile(r"^hf://datasets/(?P<owner>[^/@]+)/(?P<name>[^/@]+)(?:@(?P<rev>[^/]+))?(?P<sub>/.*)?$")
 _HF_BUCKET = re.compile(r"^hf://buckets/(?P<owner>[^/@]+)/(?P<name>[^/@]+)(?P<sub>/.*)?$")
@@ -46,6 +46,7 @@ def open_source(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     retry: RetryPolicy | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
 ) -> ByteSource:
     """Open a dataset root.
 
@@ -70,7 +71,11 @@ def open_source(
         headers: extra headers for a plain HTTP root's host.
         max_connections: open connections per process (HTTP and Hub).
         retry: retry policy (HTTP and Hub).
-        timeout_s: socket timeout, seconds.
+        timeout_s: socket timeout of each connect and each wait for bytes, seconds (HTTP and Hub).
+        read_timeout_s: longest one read may take, every retry and backoff included, seconds
+            (HTTP and Hub payload reads; default 120): a stalled server fails with
+            :class:`~lerobotstream.errors.SourceTimeoutError` naming the URL and the time waited.
+            Other fsspec URLs take their own timeouts through ``storage_options``.
 
     Raises:
         SourceNotFoundError: a local root that is not a folder, or a missing repository/revision.
@@ -78,7 +83,7 @@ def open_source(
     """
     if isinstance(root, ByteSource):
         return root
-    net = dict(max_connections=max_connections, retry=retry, timeout_s=timeout_s)
+    net = dict(max_connections=max_connections, retry=retry, timeout_s=timeout_s, read_timeout_s=read_timeout_s)
     if root is None:
         if not repo_id:
             raise SourceError("give a dataset root (local folder or URL) or a repo_id")
