@@ -8,6 +8,12 @@ requested episode, or when it has no statistics (then it must be read and filter
 without valid bounds may need a whole-file projected read, SPEC M7). Rows are then filtered by
 whole episodes and checked: row count equals the episode's ``length``, every ``episode_index``
 is the episode, and ``frame_index`` is exactly ``0..length-1`` in order.
+
+Damaged files fail loudly: pages that carry a CRC-32 (``write_page_checksum=True``; the Parquet
+format's optional ``crc`` field) are verified while they are decoded, and any decoding failure
+(a truncated or corrupt page, a checksum mismatch) raises
+:class:`~lerobotstream.errors.ParquetCorruptError` naming the file, the episodes and the row groups,
+instead of pyarrow's bare ``OSError``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lerobotstream.errors import EpisodeDataError, SourceError
+from lerobotstream.errors import EpisodeDataError, ParquetCorruptError, SourceError
 from lerobotstream.sources import ByteSource
 
 
@@ -100,8 +106,12 @@ class EpisodeParquetReader:
     def _where(self, path: str) -> str:
         return f"{path} in {self.source.root_display}"
 
-    def metadata(self, path: str) -> pq.FileMetaData:
-        """The file's Parquet footer (read once per process)."""
+    def metadata(self, path: str, *, episodes: Sequence[int] | None = None) -> pq.FileMetaData:
+        """The file's Parquet footer (read once per process).
+
+        Raises:
+            ParquetCorruptError: the footer cannot be read (names the file and ``episodes``).
+        """
         with self._lock:
             if self._pid != os.getpid():
                 self._meta, self._pid = {}, os.getpid()
@@ -109,10 +119,14 @@ class EpisodeParquetReader:
         if md is None:
             try:
                 md = pq.ParquetFile(SourceFile(self.source, path)).metadata
-            except (pa.ArrowException, OSError) as e:
+            except (pa.ArrowException, OSError, ValueError) as e:
                 if isinstance(e, SourceError):
                     raise
-                raise EpisodeDataError(f"cannot read the Parquet footer of {self._where(path)}: {e}", path=path) from e
+                what = "" if not episodes else f" (reading episodes {_short(episodes)})"
+                raise ParquetCorruptError(
+                    f"cannot read the Parquet footer of {self._where(path)}{what}: {type(e).__name__}: {e}; the file is "
+                    "truncated or damaged: re-download or rewrite it", path=path,
+                    episode_index=int(min(episodes)) if episodes else None) from e
             with self._lock:
                 self._meta[path] = md
         return md
@@ -145,9 +159,11 @@ class EpisodeParquetReader:
         Raises:
             EpisodeDataError: a projected column is missing, or an episode's rows disagree with its
                 metadata (count, episode_index, frame_index), naming the episode and the file.
+            ParquetCorruptError: the file cannot be decoded (truncated or corrupt pages, a page
+                checksum mismatch), naming the file, the episodes and the row groups.
             SourceError: the bytes could not be read.
         """
-        md = self.metadata(data_path)
+        md = self.metadata(data_path, episodes=list(episode_lengths))
         names = md.schema.to_arrow_schema().names
         wanted_cols = list(names) if self.columns is None else list(self.columns)
         missing = [c for c in wanted_cols if c not in names]
@@ -157,10 +173,18 @@ class EpisodeParquetReader:
         groups = self.candidate_row_groups(data_path, list(episode_lengths))
         if groups:
             try:
-                pf = pq.ParquetFile(SourceFile(self.source, data_path), metadata=md, pre_buffer=True)
+                pf = pq.ParquetFile(SourceFile(self.source, data_path), metadata=md, pre_buffer=True,
+                                    page_checksum_verification=True)
                 table = pf.read_row_groups(groups, columns=read_cols, use_threads=False)
-            except pa.ArrowException as e:
-                raise EpisodeDataError(f"cannot read row groups {groups} of {self._where(data_path)}: {e}", path=data_path) from e
+            except (pa.ArrowException, OSError, ValueError) as e:
+                if isinstance(e, SourceError):
+                    raise
+                eps = sorted(int(ep) for ep in episode_lengths)
+                raise ParquetCorruptError(
+                    f"episodes {_short(eps)} in {self._where(data_path)}: the Parquet data cannot be decoded "
+                    f"(row groups {_short(groups)}, columns {read_cols}): {type(e).__name__}: {e}; the file is "
+                    "truncated or damaged: re-download or rewrite it", path=data_path,
+                    episode_index=eps[0] if eps else None) from e
         else:
             table = pa.schema([md.schema.to_arrow_schema().field(c) for c in read_cols]).empty_table()
         with self._lock:
@@ -174,6 +198,14 @@ class EpisodeParquetReader:
             _validate(part, ep, int(length), data_path, self.source.root_display)
             out[ep] = part.select(wanted_cols)
         return out
+
+
+def _short(values: Sequence[int], limit: int = 8) -> str:
+    """``[1, 2, 3]``, or ``[1, 2, ..., (40 in all)]`` for long lists (messages stay one short line)."""
+    values = [int(v) for v in values]
+    if len(values) <= limit:
+        return str(values)
+    return f"{str(values[:limit])[:-1]}, ... ({len(values)} in all)]"
 
 
 def _column_index(md: pq.FileMetaData, name: str) -> int | None:

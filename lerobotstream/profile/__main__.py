@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lerobotstream import constants
-from lerobotstream.errors import run_cli
+from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
 
 __all__ = ["main", "run_profile"]
 
@@ -37,7 +37,11 @@ def _ints(text: str | None) -> list[int] | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m lerobotstream.profile", description=__doc__.splitlines()[0])
+    from lerobotstream._version import __version__
+
+    ap = argparse.ArgumentParser(prog="python -m lerobotstream.profile",
+                                 description=(__doc__ or "").splitlines()[0].replace("``", ""))
+    ap.add_argument("--version", action="version", version=f"lerobotstream {__version__}")
     ap.add_argument("--repo-id", default=None, help="Hub dataset repo id (or the id stored with --root)")
     ap.add_argument("--root", default=None, help="local folder or URL (http(s)://, hf://) of the dataset")
     ap.add_argument("--debug", action="store_true",
@@ -76,7 +80,7 @@ def run_profile(args: argparse.Namespace) -> dict:
     from lerobotstream.profile._run import profile_dataset
 
     if args.root is None and args.repo_id is None:
-        raise SystemExit("give --root and/or --repo-id")
+        raise StreamingConfigError("give --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); see --help")
     t0 = time.perf_counter()
     ds = StreamingLeRobotDataset(
         args.repo_id, root=args.root, episodes=_ints(args.episodes), revision=args.revision,
@@ -108,7 +112,7 @@ def _write_json(obj: dict, path: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the profile CLI; errors print one line and return 2 (``--debug`` / ``LEROBOTSTREAM_DEBUG=1``: traceback)."""
     args = _parser().parse_args(argv)
-    return run_cli(lambda: _main(args), debug=args.debug)
+    return run_cli(quiet_on_closed_stdout(lambda: _main(args)), debug=args.debug)
 
 
 def _main(args) -> int:

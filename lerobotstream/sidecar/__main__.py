@@ -5,21 +5,61 @@ build:   parse a dataset's MP4s into a schema-4 sidecar NPZ (atomic; a failure k
 inspect: print a readable summary of a sidecar (and of its derived index with ``--index``).
 
 Errors print one line ``error: <Type>: <message>`` and exit with status 2 (``--debug`` or
-``LEROBOTSTREAM_DEBUG=1``: the full traceback).
+``LEROBOTSTREAM_DEBUG=1``: the full traceback). A reader that closes stdout early
+(``... inspect X | head -2``) ends the command quietly (status 141, as Unix tools).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from typing import Sequence
+
+#: the parser's description (plain text: argparse prints it as written)
+DESCRIPTION = """\
+build:   parse a dataset's MP4s into a schema-4 sidecar NPZ (atomic; a failure keeps the old file);
+         with --push, validate the complete sidecar and publish it (explicit maintainer action).
+inspect: print a readable summary of a sidecar (and of its derived index with --index).
+
+The console script lerobotstream-build-mp4-sidecar runs build when no command is given.
+Errors print one line "error: <Type>: <message>" and exit with status 2 (--debug or
+LEROBOTSTREAM_DEBUG=1: the full traceback)."""
+
+EXAMPLES = """\
+examples:
+  %(prog)s build --root /data/my_dataset --output my_dataset.npz
+  %(prog)s build --data-root hf://datasets/OWNER/NAME@COMMIT --output sidecar.npz --push
+  %(prog)s inspect my_dataset.npz --index"""
+
+
+def _prog() -> str:
+    """``lerobotstream-build-mp4-sidecar`` when run as the console script, else ``python -m ...``."""
+    name = os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "")
+    return name if name.startswith("lerobotstream-") else "python -m lerobotstream.sidecar"
+
+
+def default_repo_id(root: str | None, data_root: str | None) -> str:
+    """The repo id recorded when ``--repo-id`` is not given: ``OWNER/NAME`` of an ``hf://`` root,
+    else ``local/<folder name>`` (the last path component of the folder or URL)."""
+    from urllib.parse import urlsplit
+
+    if root is None and data_root is not None and str(data_root).startswith("hf://"):
+        from lerobotstream.sources import parse_hf_url
+
+        return parse_hf_url(str(data_root))[1]
+    where = os.fspath(root) if root is not None else urlsplit(str(data_root or "")).path
+    name = os.path.basename(os.path.abspath(os.path.expanduser(where)) if root is not None else where.rstrip("/"))
+    return f"local/{name or 'dataset'}"
 
 
 def _build(args: argparse.Namespace) -> int:
     from lerobotstream.sidecar._build import build_sidecar
     from lerobotstream import sources
 
+    if args.repo_id is None:
+        args.repo_id = default_repo_id(args.root, args.data_root)
     if args.push:
         from lerobotstream.errors import SidecarPublishError
 
@@ -93,45 +133,64 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lerobotstream.sidecar", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command")
-    b = sub.add_parser("build", help="build a schema-4 sidecar")
-    b.add_argument("--repo-id", required=True)
+def _parser() -> argparse.ArgumentParser:
+    from lerobotstream import constants
+    from lerobotstream._version import __version__
+
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = argparse.ArgumentParser(prog=_prog(), description=DESCRIPTION, epilog=EXAMPLES, formatter_class=fmt)
+    p.add_argument("--version", action="version", version=f"lerobotstream {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="{build,inspect}")
+    b = sub.add_parser("build", help="build a schema-4 sidecar", description="Parse a dataset's MP4s into a "
+                       "schema-4 sidecar NPZ (written atomically: a failed build keeps the old file).")
     where = b.add_mutually_exclusive_group(required=True)
     where.add_argument("--root", help="local dataset folder")
     where.add_argument("--data-root", help="payload root URL (hf://datasets/OWNER/NAME@SHA, hf://buckets/..., fsspec URL)")
-    b.add_argument("--revision", default=None, help="commit the sidecar describes")
-    b.add_argument("--repo-type", choices=("dataset", "bucket"), default="dataset")
     b.add_argument("--output", required=True, help="the .npz to write (replaced atomically)")
-    b.add_argument("--workers", type=int, default=8, help="parse threads")
-    b.add_argument("--max-pending", type=int, default=None, help="parse results held at once (default 2*workers)")
-    b.add_argument("--episodes", type=int, nargs="+", default=None, help="episode indices (a subset build)")
-    b.add_argument("--tolerance-s", type=float, default=1e-4)
-    b.add_argument("--no-progress", action="store_true")
+    b.add_argument("--repo-id", default=None,
+                   help="repo id recorded in the sidecar (default: OWNER/NAME of an hf:// root, else "
+                        "local/<folder name>)")
+    b.add_argument("--revision", default=None, help="commit the sidecar describes (default: the hf:// root's commit)")
+    b.add_argument("--repo-type", choices=("dataset", "bucket"), default="dataset",
+                   help="Hub repository type (default: dataset; an hf://buckets/ root is a bucket)")
+    b.add_argument("--workers", type=int, default=8, help="parse threads (default: 8)")
+    b.add_argument("--max-pending", type=int, default=None, help="parse results held at once (default: 2 x workers)")
+    b.add_argument("--episodes", type=int, nargs="+", default=None, help="episode indices (a subset build; default: all)")
+    b.add_argument("--tolerance-s", type=float, default=constants.DEFAULT_TOLERANCE_S,
+                   help="largest allowed difference between a frame's timestamp in the video and in the "
+                        f"metadata, seconds (default: {constants.DEFAULT_TOLERANCE_S:g}, as LeRobot)")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     b.add_argument("--push", action="store_true",
                    help="after building and validating a complete sidecar, publish it (dataset: branch "
                         "lerobot-sidecars; bucket: meta/mp4-sidecars/); needs write access")
     b.add_argument("--endpoint", default=None, help="Hub URL (default: HF_ENDPOINT)")
-    i = sub.add_parser("inspect", help="print a sidecar's summary")
-    i.add_argument("path")
-    i.add_argument("--limit", type=int, default=20, help="sources listed")
+    i = sub.add_parser("inspect", help="print a sidecar's summary", description="Print a readable summary of a "
+                       "sidecar (and of its derived index with --index).")
+    i.add_argument("path", help="the sidecar .npz")
+    i.add_argument("--limit", type=int, default=20, help="sources listed (default: 20)")
     i.add_argument("--index", action="store_true", help="also open (convert) its derived index")
     for sp in (b, i):
         sp.add_argument("--debug", action="store_true",
                         help="print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1)")
-    # the console script `lerobotstream-build-mp4-sidecar --repo-id ...` means `build`
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the sidecar CLI; returns the exit status (0 ok, 2 error, 141 stdout closed early)."""
+    p = _parser()
+    # the console script `lerobotstream-build-mp4-sidecar --root ...` means `build`
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] not in ("build", "inspect", "-h", "--help"):
+    if argv and argv[0] not in ("build", "inspect", "-h", "--help", "--version"):
         argv = ["build", *argv]
     args = p.parse_args(argv)
     if args.command is None:
-        p.print_help()
+        p.print_usage(sys.stderr)
+        print("error: give a command: build or inspect (see --help)", file=sys.stderr)
         return 2
-    from lerobotstream.errors import run_cli
+    from lerobotstream.errors import quiet_on_closed_stdout, run_cli
 
-    return run_cli(lambda: _build(args) if args.command == "build" else _inspect(args), debug=args.debug)
+    body = quiet_on_closed_stdout(lambda: _build(args) if args.command == "build" else _inspect(args))
+    return run_cli(body, debug=args.debug)
 
 
 if __name__ == "__main__":

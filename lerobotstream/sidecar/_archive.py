@@ -20,23 +20,32 @@ indices, null for a full build), ``total_episodes``, ``fps``, ``video_keys``, ``
 ``SampleTable`` (timescales, edit parameters, codec, width/height, track_id, ctts_version, ...,
 and since schema 4 ``matrix``/``movie_matrix``: the tkhd/mvhd display matrices, 9 int32 each),
 ``stsd_b64`` (the stsd payload, base64) and ``ftyp_b64``.
+
+Temporaries: an archive is written as ``.<output name>.<hex>.tmp.npz`` beside the output while its
+writer holds an exclusive ``flock`` on it (the kernel drops the lock when the writer dies, even on
+``kill -9``). Each new writer first removes the temporaries of ``output`` that nobody holds —
+leftovers of dead builders — and never touches a live writer's. A write that fails for lack of
+space, quota or permission raises :class:`~lerobotstream.errors.SidecarWriteError` naming the path
+and what to do; the temporary is removed and an existing output stays as it was.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import json
+import logging
 import os
 import re
 import uuid
 import zipfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from lerobotstream.errors import SidecarSchemaError
+from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError, SidecarWriteError
 from lerobotstream.mp4._index_file import (
     BYTES_KEYS,
     CANONICAL_FIELDS,
@@ -51,7 +60,98 @@ from lerobotstream.mp4._index_file import (
     read_npz_member,
 )
 
-__all__ = ["SidecarWriter", "load_manifest", "load_tables", "safe_data_root", "source_entry"]
+__all__ = ["SidecarWriter", "load_manifest", "load_tables", "open_temporary", "remove_dead_temporaries",
+           "safe_data_root", "source_entry", "write_error"]
+
+logger = logging.getLogger("lerobotstream.sidecar")
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: temporaries are not locked, and none is removed as stale
+    fcntl = None  # type: ignore[assignment]
+
+#: errno values that mean "this folder cannot take the file" (the message says what to do)
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR}
+
+
+def write_error(path: str | os.PathLike, e: OSError, *, what: str = "the MP4 sidecar",
+                elsewhere: str = "--output for the CLI; LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME "
+                                 "for the dataset's sidecar cache") -> SidecarWriteError:
+    """The typed error for an ``OSError`` raised while writing ``path``: names the path, the
+    reason (``strerror``) and what to do (free space, permissions, or another folder)."""
+    path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    reason = e.strerror or str(e) or type(e).__name__
+    if e.errno in _NO_ROOM:
+        todo = f"free space on the disk holding {folder}, or write it elsewhere ({elsewhere})"
+    elif e.errno in _NOT_WRITABLE:
+        todo = f"make {folder} writable, or write it elsewhere ({elsewhere})"
+    else:
+        todo = f"check the disk holding {folder}, or write it elsewhere ({elsewhere})"
+    name = errno.errorcode.get(e.errno, "") if e.errno is not None else ""
+    return SidecarWriteError(f"cannot write {what} {path}: {reason}{f' ({name})' if name else ''}; {todo}",
+                             path=path, errno=e.errno)
+
+
+def _temporary_pattern(output: Path) -> str:
+    return f".{output.name}.*.tmp.npz"
+
+
+def open_temporary(output: str | os.PathLike) -> tuple[Path, IO[bytes]]:
+    """A new temporary file ``.<output name>.<hex>.tmp.npz`` beside ``output``, opened ``w+b`` and
+    exclusively ``flock``-ed for as long as the returned file stays open (so
+    :func:`remove_dead_temporaries` in another process leaves it alone).
+
+    Raises:
+        OSError: the folder cannot take the file (callers turn it into :func:`write_error`).
+    """
+    output = Path(output)
+    while True:
+        tmp = output.with_name(f".{output.name}.{uuid.uuid4().hex}.tmp.npz")
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                # a cleaner may have taken it for a dead builder's between our open and our lock
+                same = os.fstat(fd).st_ino == os.stat(tmp).st_ino
+            except (BlockingIOError, FileNotFoundError):
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+        return tmp, os.fdopen(fd, "w+b")
+
+
+def remove_dead_temporaries(output: str | os.PathLike) -> list[Path]:
+    """Remove the temporaries of ``output`` (``.<name>.*.tmp.npz`` beside it) that no live
+    process holds: partial archives of builders that died (``kill -9``, a crash, a reboot).
+    Returns the removed paths (each logged at INFO). Without ``fcntl`` nothing is removed."""
+    output = Path(output)
+    removed: list[Path] = []
+    if fcntl is None or not output.parent.is_dir():
+        return removed
+    for tmp in output.parent.glob(_temporary_pattern(output)):
+        try:
+            fd = os.open(tmp, os.O_RDONLY)
+        except OSError:
+            continue  # renamed into place or removed meanwhile
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a live writer holds it
+            try:
+                if os.fstat(fd).st_ino != os.stat(tmp).st_ino:
+                    continue  # the name now belongs to another file
+                tmp.unlink()
+            except OSError:
+                continue
+            removed.append(tmp)
+            logger.info("removed %s, a partial sidecar left by a builder that died", tmp)
+        finally:
+            os.close(fd)
+    return removed
 
 
 def safe_data_root(root: str | os.PathLike | None) -> str | None:
@@ -135,17 +235,32 @@ class SidecarWriter:
 
     def __init__(self, output: str | os.PathLike, manifest: dict[str, Any]) -> None:
         self.output = Path(output)
-        self.output.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp_path = self.output.with_name(f".{self.output.name}.{uuid.uuid4().hex}.tmp.npz")
         self._manifest = dict(manifest)
         self._manifest["schema_version"] = SIDECAR_SCHEMA_VERSION
         self._sources: dict[int, dict[str, Any]] = {}
-        self._zf: zipfile.ZipFile | None = zipfile.ZipFile(self.tmp_path, "w", zipfile.ZIP_DEFLATED, allowZip64=True)
+        self._file: IO[bytes] | None = None
+        self._zf: zipfile.ZipFile | None = None
+        self.tmp_path = self.output.with_name(f".{self.output.name}.tmp.npz")  # until open_temporary names it
+        try:
+            self.output.parent.mkdir(parents=True, exist_ok=True)
+            remove_dead_temporaries(self.output)
+            self.tmp_path, self._file = open_temporary(self.output)
+            self._zf = zipfile.ZipFile(self._file, "w", zipfile.ZIP_DEFLATED, allowZip64=True)
+        except OSError as e:
+            self.abort()
+            raise write_error(self.output, e) from e
 
     def _write_member(self, name: str, array: np.ndarray) -> None:
-        assert self._zf is not None
-        with self._zf.open(name + ".npy", "w", force_zip64=True) as f:
-            np.lib.format.write_array(f, np.ascontiguousarray(array), allow_pickle=False)
+        if self._zf is None:
+            raise RuntimeError("sidecar writer is closed")
+        try:
+            with self._zf.open(name + ".npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.ascontiguousarray(array), allow_pickle=False)
+        except OSError as e:
+            if isinstance(e, LeRobotStreamError):
+                raise
+            self.abort()
+            raise write_error(self.output, e) from e
 
     def add_source(self, source_id: int, table: Any, *, path: str, size: int, fingerprint: str | None) -> None:
         """Write one parsed source's arrays now (they can be dropped afterwards) and remember its
@@ -169,11 +284,18 @@ class SidecarWriter:
         manifest["sources"] = [self._sources[i] for i in ids]
         blob = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode("utf-8")
         self._write_member(MANIFEST_MEMBER, np.frombuffer(blob, dtype=np.uint8))
-        self._zf.close()
-        self._zf = None
-        with open(self.tmp_path, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(self.tmp_path, self.output)
+        try:
+            self._zf.close()  # writes the central directory
+            self._zf = None
+            assert self._file is not None
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            os.replace(self.tmp_path, self.output)  # still locked: no cleaner can take it before this
+        except OSError as e:
+            self.abort()
+            raise write_error(self.output, e) from e
+        self._file.close()  # releases the lock
+        self._file = None
         try:
             dfd = os.open(self.output.parent, os.O_RDONLY)
             try:
@@ -189,13 +311,19 @@ class SidecarWriter:
         if self._zf is not None:
             try:
                 self._zf.close()
-            except Exception:  # noqa: BLE001 - the archive is discarded anyway
+            except Exception:  # noqa: BLE001 - the archive is discarded anyway (a full disk fails here too)
                 pass
             self._zf = None
-        try:
-            self.tmp_path.unlink()
-        except FileNotFoundError:
-            pass
+        if self._file is not None:
+            try:
+                self.tmp_path.unlink()  # while still locked
+            except FileNotFoundError:
+                pass
+            try:
+                self._file.close()
+            except OSError:
+                pass
+            self._file = None
 
     def __enter__(self) -> "SidecarWriter":
         return self

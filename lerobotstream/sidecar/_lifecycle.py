@@ -22,8 +22,10 @@ it during this same open uses that fresh file.
 start time). Other processes wait up to ``lock_timeout_s`` and then raise
 :class:`~lerobotstream.errors.SidecarLockTimeoutError` naming the lock, its probable holder and
 what to do. The lock is an ``fcntl`` lock: it dies with its holder, even on SIGKILL; the partly
-written temporary archive is removed by the next holder, and the previous file is never
-replaced by an incomplete one (the archive moves into place with one ``os.replace``).
+written temporary archive (itself ``flock``-ed by its writer, see ``sidecar._archive``) is removed
+by the next writer, and the previous file is never replaced by an incomplete one (the archive
+moves into place with one ``os.replace``). A cache folder that cannot take the lock or the
+archive (full disk, quota, permissions) raises :class:`~lerobotstream.errors.SidecarWriteError`.
 
 Training only reads: nothing here uploads, creates a branch or writes to the dataset's store.
 """
@@ -191,14 +193,19 @@ class _BuildLock:
     def __enter__(self) -> "_BuildLock":
         from filelock import Timeout
 
-        self.target.parent.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         try:
+            self.target.parent.mkdir(parents=True, exist_ok=True)
             self._lock.acquire(timeout=self.timeout_s)
         except Timeout:
             raise SidecarLockTimeoutError(lock_timeout_message(self.lock_path, self.timeout_s,
                                                                time.monotonic() - t0),
                                           path=str(self.lock_path)) from None
+        except OSError as e:
+            from lerobotstream.sidecar._archive import write_error
+
+            raise write_error(self.lock_path, e, what="the MP4 sidecar lock",
+                              elsewhere="LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME") from e
         info = {"pid": os.getpid(), "host": socket.gethostname(), "started_unix": time.time(),
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "what": self.what}
         tmp = self.info_path.with_name(f".{self.info_path.name}.{uuid.uuid4().hex}.tmp")
@@ -240,16 +247,6 @@ def lock_timeout_message(lock_path: Path, timeout_s: float, waited_s: float) -> 
             "to finish, or raise --dataset.streaming_sidecar_lock_timeout_s (sidecar_lock_timeout_s=), or, "
             f"if the holder is dead{' (it looks dead)' if stale else ''}, delete {lock_path} and retry. "
             "A shared sidecar cache or a published sidecar avoids the wait.")
-
-
-def _remove_stale_temporaries(target: Path) -> None:
-    """Under the lock, temporary archives of ``target`` belong to dead builders: remove them."""
-    for p in target.parent.glob(f".{target.name}.*.tmp.npz"):
-        try:
-            p.unlink()
-            logger.info("removed the partial sidecar %s left by an interrupted build", p)
-        except OSError:
-            pass
 
 
 # --- cached / published candidates --------------------------------------------------------------
@@ -303,25 +300,34 @@ def _try_published(source: Any, identity: SidecarIdentity, target: Path, meta: A
     if found is None:
         return False
     store, path, where = found
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp.npz")
+    from lerobotstream.sidecar._archive import open_temporary
+
     try:
-        size = int(store.size(path))
-        with open(tmp, "wb") as f:
+        tmp, f = open_temporary(target)  # flock-ed while open: no other writer removes it as stale
+    except OSError as e:
+        logger.warning("ignoring the published MP4 sidecar %s: cannot write beside %s (%s); building one "
+                       "locally instead", where, target, e.strerror or e)
+        return False
+    try:
+        try:
+            size = int(store.size(path))
             for off in range(0, size, DOWNLOAD_CHUNK_BYTES):
                 f.write(store.read(path, off, min(DOWNLOAD_CHUNK_BYTES, size - off)))
             f.flush()
             os.fsync(f.fileno())
-        manifest = load_manifest(tmp)
-        reason = check_identity(manifest, identity, require_fingerprints=identity.repo_type == "bucket")
-        if reason is None:
-            _full_validate(tmp, meta, tolerance_s, index_dir, lock_timeout_s)
-    except (SidecarError, Mp4Error, SourceError, OSError) as e:
-        reason = f"{type(e).__name__}: {e}"
-    if reason is not None:
-        tmp.unlink(missing_ok=True)
-        logger.warning("ignoring the published MP4 sidecar %s: %s; building one locally instead", where, reason)
-        return False
-    os.replace(tmp, target)
+            manifest = load_manifest(tmp)
+            reason = check_identity(manifest, identity, require_fingerprints=identity.repo_type == "bucket")
+            if reason is None:
+                _full_validate(tmp, meta, tolerance_s, index_dir, lock_timeout_s)
+        except (SidecarError, Mp4Error, SourceError, OSError) as e:
+            reason = f"{type(e).__name__}: {e}"
+        if reason is not None:
+            tmp.unlink(missing_ok=True)
+            logger.warning("ignoring the published MP4 sidecar %s: %s; building one locally instead", where, reason)
+            return False
+        os.replace(tmp, target)
+    finally:
+        f.close()
     logger.info("using the published MP4 sidecar %s (copied to %s)", where, target)
     return True
 
@@ -377,6 +383,7 @@ def ensure_sidecar(
             previous cached file, if any, is untouched).
         SourceError / MetadataError: from reading the sources or the metadata.
     """
+    from lerobotstream.sidecar._archive import remove_dead_temporaries
     from lerobotstream.sidecar._build import build_sidecar
 
     if meta is None:
@@ -399,7 +406,7 @@ def ensure_sidecar(
                        "is rebuilt at every open", identity.data_root, ", ".join(unnamed))
     what = f"MP4 sidecar of {repo_id} ({identity.data_root})"
     with _BuildLock(target, lock_timeout_s, what):
-        _remove_stale_temporaries(target)
+        remove_dead_temporaries(target)
         if identity.stable:
             if _cached_reason(target, identity, index_dir) is None:  # built or downloaded while we waited
                 return target, "cache"
