@@ -32,8 +32,9 @@ EPISODES_DIR = "meta/episodes"
 
 CONVERT_HINT = (
     "Convert it to v3.0 first with LeRobot's converter: "
-    "`python -m lerobot.datasets.v30.convert_dataset_v21_to_v30 --repo-id=<repo_id>` "
-    "(lerobot >= 0.4; a local v2.1 folder with two-level paths can also use tools/convert_v21_to_v30.py)"
+    "`python -m lerobot.scripts.convert_dataset_v21_to_v30 --repo-id=<repo_id>` "
+    "(add `--root=<dataset folder> --push-to-hub=false` for a local copy; "
+    "LeRobot 0.4.x: `python -m lerobot.datasets.v30.convert_dataset_v21_to_v30`)"
 )
 
 _REQUIRED_EPISODE_COLUMNS = ("episode_index", "length", "dataset_from_index", "dataset_to_index", "data/chunk_index", "data/file_index")
@@ -108,7 +109,12 @@ def _read_bytes(source: ByteSource, path: str, *, what: str) -> bytes:
     try:
         return source.read_file(path)
     except FileNotFoundError as e:
-        raise MetadataError(f"{what} is missing: {_where(source, path)}", path=path) from e
+        hint = ""
+        root = str(getattr(source, "root_display", "") or "").rstrip("/")
+        if path == INFO_PATH and (root.endswith("/meta") or root == "meta"):
+            parent = root.rsplit("/", 1)[0] if "/" in root else "."
+            hint = f"; the root looks like the dataset's meta/ folder: give its parent folder as the root ({parent})"
+        raise MetadataError(f"{what} is missing: {_where(source, path)}{hint}", path=path) from e
     except SourceError as e:
         raise MetadataError(f"could not read {what} {_where(source, path)}: {e}", path=path) from e
 
