@@ -124,7 +124,7 @@ class EpisodeParquetReader:
                     raise
                 what = "" if not episodes else f" (reading episodes {_short(episodes)})"
                 raise ParquetCorruptError(
-                    f"cannot read the Parquet footer of {self._where(path)}{what}: {type(e).__name__}: {e}; the file is "
+                    f"cannot read the Parquet footer of {self._where(path)}{what}: {type(e).__name__}: {_reason(e)}; the file is "
                     "truncated or damaged: re-download or rewrite it", path=path,
                     episode_index=int(min(episodes)) if episodes else None) from e
             with self._lock:
@@ -182,7 +182,7 @@ class EpisodeParquetReader:
                 eps = sorted(int(ep) for ep in episode_lengths)
                 raise ParquetCorruptError(
                     f"episodes {_short(eps)} in {self._where(data_path)}: the Parquet data cannot be decoded "
-                    f"(row groups {_short(groups)}, columns {read_cols}): {type(e).__name__}: {e}; the file is "
+                    f"(row groups {_short(groups)}, columns {read_cols}): {type(e).__name__}: {_reason(e)}; the file is "
                     "truncated or damaged: re-download or rewrite it", path=data_path,
                     episode_index=eps[0] if eps else None) from e
         else:
@@ -198,6 +198,11 @@ class EpisodeParquetReader:
             _validate(part, ep, int(length), data_path, self.source.root_display)
             out[ep] = part.select(wanted_cols)
         return out
+
+
+def _reason(e: BaseException) -> str:
+    """pyarrow's message on one line, without its trailing period."""
+    return " ".join(str(e).split()).rstrip(".") or repr(e)
 
 
 def _short(values: Sequence[int], limit: int = 8) -> str:

@@ -142,3 +142,57 @@ def test_generated_dataset_through_memory_fsspec(tmp_path):
     fs.pipe("memory://pqtest/data/f.parquet", buf.getvalue().to_pybytes())
     out = read_episode_rows(open_source("memory://pqtest"), "data/f.parquet", {4: 25}, ["index"])
     assert out[4].num_rows == 25
+
+
+# --- damaged files (issue 17 item 10) -----------------------------------------------------------
+def _damage_column(path, column: str, *, row_group: int = 0, at: float = 0.5, nbytes: int = 8) -> None:
+    """Flip ``nbytes`` bytes inside the data of ``column`` in ``row_group`` (footer left intact)."""
+    md = pq.ParquetFile(path).metadata
+    rg = md.row_group(row_group)
+    c = next(rg.column(j) for j in range(rg.num_columns) if rg.column(j).path_in_schema.startswith(column))
+    start = c.dictionary_page_offset or c.data_page_offset
+    pos = start + int(c.total_compressed_size * at)
+    data = bytearray(path.read_bytes())
+    for i in range(pos, pos + nbytes):
+        data[i] ^= 0xA5
+    path.write_bytes(bytes(data))
+
+
+def test_page_checksums_are_verified(tmp_path):
+    from lerobotstream.errors import ParquetCorruptError
+
+    t = _episode_table(3, 40, 0)
+    pq.write_table(t, tmp_path / "crc.parquet", write_page_checksum=True, use_dictionary=False, compression="none")
+    src = open_source(tmp_path)
+    assert read_episode_rows(src, "crc.parquet", {3: 40})[3].num_rows == 40  # intact: reads
+    _damage_column(tmp_path / "crc.parquet", "action")
+    # without verification the flipped bytes decode as wrong floats, silently
+    pq.read_table(tmp_path / "crc.parquet")
+    with pytest.raises(ParquetCorruptError, match=r"episodes \[3\] in crc.parquet in .*CRC checksum verification failed"
+                                                  r".*re-download or rewrite it") as ei:
+        read_episode_rows(src, "crc.parquet", {3: 40})
+    assert ei.value.path == "crc.parquet" and ei.value.episode_index == 3
+    assert isinstance(ei.value, EpisodeDataError)
+
+
+def test_corrupt_pages_are_a_typed_error_naming_file_and_episodes(tmp_path):
+    from lerobotstream.errors import ParquetCorruptError
+
+    t = pa.concat_tables([_episode_table(e, LENGTHS[e], 0) for e in (0, 1)])
+    n = t.num_rows  # compressible values, so that snappy really compresses (and notices damage)
+    state = pa.array((np.arange(n * 64) % 7).reshape(n, 64).astype(np.float32).tolist(), pa.list_(pa.float32(), 64))
+    t = t.set_column(t.column_names.index("observation.state"), "observation.state", state)
+    pq.write_table(t, tmp_path / "bad.parquet", compression="snappy", use_dictionary=False, row_group_size=1000)
+    _damage_column(tmp_path / "bad.parquet", "observation.state")
+    with pytest.raises(OSError):
+        pq.read_table(tmp_path / "bad.parquet")  # what pyarrow alone says: a bare OSError, no file, no episode
+    reader = EpisodeParquetReader(open_source(tmp_path), columns=["observation.state"])
+    with pytest.raises(ParquetCorruptError, match=r"episodes \[0, 1\] in bad.parquet in .*: the Parquet data cannot "
+                                                  r"be decoded \(row groups \[0\].*OSError: .*snappy") as ei:
+        reader.read("bad.parquet", {0: LENGTHS[0], 1: LENGTHS[1]})
+    assert ei.value.episode_index == 0
+    # a truncated file: the footer itself is unreadable
+    data = (tmp_path / "bad.parquet").read_bytes()
+    (tmp_path / "cut.parquet").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ParquetCorruptError, match=r"footer of cut.parquet .*\(reading episodes \[0\]\).*truncated"):
+        reader.read("cut.parquet", {0: LENGTHS[0]})
