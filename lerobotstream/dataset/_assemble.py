@@ -3,11 +3,16 @@
 Row columns of an episode are converted once (:func:`episode_rows`) into numpy arrays with the
 dtypes HF's torch formatter produces in map-style LeRobot (``torch.tensor(python_value)``): floats
 → float32, ints → int64, bools → bool; ragged, nullable and string columns stay Python lists and
-are converted per item the same way. Each item owns its data (copies, never views of the cache).
+are converted per item the same way (dicts and None pass through, as LeRobot's
+``hf_transform_to_torch`` leaves them). ``image`` columns keep only their embedded bytes (decoded
+per chunk on the decode threads, :mod:`lerobotstream.dataset._images`); language columns are
+carried as map-style carries them (lists of row dicts). Each item owns its data (copies, never
+views of the cache).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -16,6 +21,7 @@ import pyarrow as pa
 import torch
 
 from lerobotstream.decode._frames import frames_to_float_chw
+from lerobotstream.dataset._images import LANGUAGE_COLUMNS, image_bytes, language_rows, to_output_unit
 from lerobotstream.dataset._windows import DeltaWindows
 
 __all__ = ["EpisodeRows", "episode_rows", "assemble_item"]
@@ -32,6 +38,7 @@ class EpisodeRows:
         numeric (dict[str, np.ndarray]): fixed-shape columns, (length, ...) float32/int64/bool.
         other (dict[str, list]): other columns as Python values (length,).
         timestamp_s (np.ndarray): float64 (length,) of the float32 ``timestamp`` column.
+        images (dict[str, list]): ``image`` columns: the embedded bytes of each row (None when absent).
     """
 
     episode_index: int
@@ -41,6 +48,7 @@ class EpisodeRows:
     other: dict[str, list]
     timestamp_s: np.ndarray
     columns: list[str] = field(default_factory=list)
+    images: dict[str, list] = field(default_factory=dict)
 
 
 def _column_to_numpy(col: pa.ChunkedArray) -> np.ndarray | None:
@@ -61,23 +69,34 @@ def _column_to_numpy(col: pa.ChunkedArray) -> np.ndarray | None:
     return arr.astype(_KIND_DTYPE[arr.dtype.kind])
 
 
-def episode_rows(table: pa.Table, episode_index: int, from_index: int) -> EpisodeRows:
-    """Convert an episode's Parquet rows (sorted by ``frame_index``) once for assembly."""
+def episode_rows(table: pa.Table, episode_index: int, from_index: int, *, image_keys: Sequence[str] = (),
+                 path: str = "") -> EpisodeRows:
+    """Convert an episode's Parquet rows (sorted by ``frame_index``) once for assembly.
+
+    ``image_keys``: the ``image`` features among the columns (only their bytes are kept).
+    """
     numeric: dict[str, np.ndarray] = {}
     other: dict[str, list] = {}
+    images: dict[str, list] = {}
     for name in table.column_names:
+        if name in image_keys:
+            images[name] = image_bytes(table.column(name), key=name, episode_index=int(episode_index), path=path)
+            continue
         arr = _column_to_numpy(table.column(name))
         if arr is None:
             other[name] = table.column(name).to_pylist()
         else:
             numeric[name] = arr
     ts = np.asarray(table.column("timestamp").to_numpy(), dtype=np.float64)
-    return EpisodeRows(int(episode_index), table.num_rows, int(from_index), numeric, other, ts, list(table.column_names))
+    return EpisodeRows(int(episode_index), table.num_rows, int(from_index), numeric, other, ts, list(table.column_names),
+                       images)
 
 
 def _other_to_torch(value: Any) -> Any:
     if value is None or isinstance(value, str):
         return value
+    if isinstance(value, dict):  # structs: LeRobot's hf_transform_to_torch leaves dicts as they are
+        return copy.deepcopy(value)
     return torch.tensor(value)
 
 
@@ -116,6 +135,19 @@ def _video_value(data: torch.Tensor | Sequence[torch.Tensor], return_uint8: bool
 FramesFn = Callable[[int, str, np.ndarray, np.ndarray], torch.Tensor]
 
 
+def _image_value(views: Sequence[torch.Tensor], windowed: bool) -> torch.Tensor:
+    """Decoded image frames (see ``_images.decode_image``) → the item's owned value: 8-bit frames
+    float32 ``x / 255`` in one C pass (``ToTensor``'s ``img.to(float32).div(255)``, bitwise), other
+    modes copied; ``(T, ...)`` stacked when ``windowed`` (map-style stacks window rows, even one)."""
+    if views[0].dtype == torch.uint8:
+        out = frames_to_float_chw(views, squeeze=not windowed)
+        if out is None:  # frames of different shapes: torch.stack refuses them, as map-style's does
+            vals = [v.to(torch.float32).div(255) for v in views]
+            return torch.stack(vals) if windowed else vals[0]
+        return out
+    return torch.stack(list(views)) if windowed else views[0].clone()
+
+
 def assemble_item(
     rows: EpisodeRows,
     frame_index: int,
@@ -128,16 +160,33 @@ def assemble_item(
     return_uint8: bool = False,
     image_transforms: Callable[[torch.Tensor], torch.Tensor] | None = None,
     camera_keys: Sequence[str] = (),
+    depth: Mapping[str, Callable[[Sequence[torch.Tensor]], torch.Tensor]] | None = None,
+    images: Mapping[str, Mapping[int, torch.Tensor]] | None = None,
+    image_depth: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Build the map-style item of ``(rows.episode_index, frame_index)``.
+
+    Args:
+        depth: depth video keys → their :class:`~lerobotstream.decode.DepthDequantizer` (the
+            ``frames`` of these keys are int16 ``(1, H, W)`` codes).
+        images: ``image`` keys → ``{episode frame: decoded frame}`` (``_images.decode_image``)
+            holding at least this anchor's frames.
+        image_depth: depth ``image`` keys → ``_images.image_depth_factor`` (unit conversion).
+        camera_keys: the keys ``image_transforms`` apply to (never depth keys).
 
     Returns:
         dict: row columns (0-dim/1-dim tensors as the HF formatter makes them), windowed keys
         stacked to (K, ...), ``<key>_is_pad`` bool (K,), video keys float32 [0, 1] (uint8 with
-        ``return_uint8``) of shape (C, H, W) or (K, C, H, W), and ``task`` (str).
+        ``return_uint8``) of shape (C, H, W) or (K, C, H, W), depth video float32 (1, H, W) or
+        (K, 1, H, W) in the output unit, ``image`` keys as map-style (float32 (C, H, W) in [0, 1]
+        for 8-bit images whatever ``return_uint8`` says, (K, C, H, W) with a window), language
+        columns as lists of row dicts, and ``task`` (str).
     """
     f = int(frame_index)
     n = rows.length
+    depth = depth or {}
+    images = images or {}
+    image_depth = image_depth or {}
     item: dict[str, Any] = {}
     pads: dict[str, torch.Tensor] = {}
     win: dict[str, np.ndarray] = {}
@@ -150,14 +199,27 @@ def assemble_item(
         idx = win[key] if key in win else np.array([f], dtype=np.int64)
         query = from_timestamps[key] + rows.timestamp_s[idx]
         data = frames(rows.episode_index, key, idx, query)
-        item[key] = _video_value(data, return_uint8)
+        if key in depth:
+            views = [data[0]] if isinstance(data, torch.Tensor) and data.shape[0] == 1 else list(data)
+            item[key] = depth[key](views).squeeze(0)  # map-style: (1, H, W), or (T, 1, H, W) for T > 1
+        else:
+            item[key] = _video_value(data, return_uint8)
     for name in rows.columns:
-        if name in rows.numeric:
+        if name in rows.images:
+            got = images[name]
+            if name in win:
+                value = _image_value([got[int(i)] for i in win[name]], True)
+            else:
+                value = _image_value([got[f]], False)
+            item[name] = to_output_unit(value, image_depth.get(name))
+        elif name in rows.numeric:
             col = rows.numeric[name]
             if name in win:
                 item[name] = torch.from_numpy(np.ascontiguousarray(col[win[name]]))
             else:
                 item[name] = torch.from_numpy(np.array(col[f]))
+        elif name in LANGUAGE_COLUMNS:
+            item[name] = language_rows(name, rows.other[name][f])
         else:
             col = rows.other[name]
             if name in win:

@@ -50,6 +50,8 @@ import torch
 from lerobotstream import constants
 from lerobotstream.cache import EpisodeByteCache, EpisodePayload
 from lerobotstream.dataset._assemble import EpisodeRows, assemble_item, episode_rows
+from lerobotstream.dataset._cameras import plan_cameras
+from lerobotstream.dataset._images import decode_images
 from lerobotstream.dataset._gopcache import GopCache
 from lerobotstream.dataset._options import is_int, require, validate_options
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
@@ -108,12 +110,13 @@ def _call_groups(runs: list, cap: int) -> list:
 class _Decoded:
     """One decode job's result: rows and, per camera, the distinct decoded frames."""
 
-    __slots__ = ("rows", "frames", "videos")
+    __slots__ = ("rows", "frames", "videos", "images")
 
     def __init__(self, rows: EpisodeRows) -> None:
         self.rows = rows
         self.frames: dict[str, dict[int, torch.Tensor]] = {}  # camera -> local frame -> (C,H,W) uint8 view
         self.videos: dict[str, Any] = {}
+        self.images: dict[str, dict[int, torch.Tensor]] = {}  # image key -> episode frame -> decoded frame
 
 
 class _Worker:
@@ -131,6 +134,9 @@ class _Worker:
         self.index = Mp4Index.open(ds._sidecar_npz, lock_timeout_s=ds.sidecar_lock_timeout_s)
         self.index_open_s = time.perf_counter() - t0
         self.parquet = EpisodeParquetReader(ds.meta.source)
+        if ds._cameras.skipped_columns:  # image features not selected: their bytes are never read
+            names = self.parquet.metadata(ds.meta.episodes[0].data_path).schema.to_arrow_schema().names
+            self.parquet.columns = [c for c in names if c not in set(ds._cameras.skipped_columns)]
         self.spans: dict[tuple[int, str], Any] = {}
         self.span_lock = threading.Lock()
         self.decoders = DecoderCache(1)
@@ -188,7 +194,7 @@ class _Worker:
         info = self.ds.meta.episode(ep)
         t0 = time.perf_counter()
         tables = self.parquet.read(info.data_path, {ep: info.length})
-        rows = episode_rows(tables[ep], ep, info.dataset_from_index)
+        rows = episode_rows(tables[ep], ep, info.dataset_from_index, image_keys=self.ds.image_keys, path=info.data_path)
         self.add(parquet_s=time.perf_counter() - t0)
         payloads = {}
         for cam in self.ds.video_keys:
@@ -220,7 +226,8 @@ class _Worker:
         span, table, path, from_ts = self.span(ep, cam)
         return EpisodeVideo(table, span, mini, episode_index=ep, camera=cam, path=path, from_timestamp=from_ts,
                             fps=self.ds.meta.fps, tolerance_s=self.ds.tolerance_s, device=self.ds.device,
-                            num_threads=self.ds.ffmpeg_threads, cache=self.decoders, cache_key=(ep, cam, serial))
+                            num_threads=self.ds.ffmpeg_threads, cache=self.decoders, cache_key=(ep, cam, serial),
+                            depth=cam in self.ds._cameras.dequantizers)
 
     def _needed(self, cam: str, frames: np.ndarray, n: int) -> np.ndarray:
         """Episode frames (int64, flat, repeats kept) that anchors ``frames`` of an ``n``-frame
@@ -319,6 +326,10 @@ class _Worker:
                          frames_decoded=decoded, frames_returned=len(idx), frames_unique=len(uniq),
                          decode_calls=calls)
                 out.frames[cam] = got
+            info = self.ds.meta.episode(ep)
+            for key in self.ds.image_keys:  # each distinct image of the chunk decoded once (Pillow)
+                out.images[key] = decode_images(rows.images[key], self._needed(key, frames, n), key=key,
+                                                episode_index=ep, path=info.data_path)
         return out
 
     def assemble(self, ep: int, frame: int, dec: _Decoded) -> dict[str, Any]:
@@ -333,7 +344,8 @@ class _Worker:
             dec.rows, frame, windows=self.ds.windows, video_keys=self.ds.video_keys,
             from_timestamps={k: info.videos[k].from_timestamp for k in self.ds.video_keys},
             frames=frames, tasks=self.ds.meta.tasks, return_uint8=self.ds.return_uint8,
-            image_transforms=tfm, camera_keys=self.ds.video_keys,
+            image_transforms=tfm, camera_keys=self.ds._cameras.transform_keys,
+            depth=self.ds._cameras.dequantizers, images=dec.images, image_depth=self.ds._cameras.image_depth,
         )
         return item
 
@@ -374,8 +386,10 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         sidecar_lock_timeout_s (1800), read_timeout_s (120: seconds one read from an HTTP(S) or Hub
         root may take, retries and backoff included; then SourceTimeoutError naming the URL and the
         time waited), device ("cpu" | "cuda": NVDEC through
-        ``decode.resolve_device``, counted CPU fallback), camera_keys (decode only these video keys;
-        None = all), decode_lookahead (anchors decoded together per chunk, 64; see the memory bound
+        ``decode.resolve_device``, counted CPU fallback), camera_keys (decode only these camera keys,
+        video or image features as LeRobot's ``meta.camera_keys``; None = all; a window on a camera
+        left out is a StreamingConfigError), depth_output_unit (``"mm"`` | ``"m"``: depth maps and
+        depth stats, as LeRobot 0.6.1's), decode_lookahead (anchors decoded together per chunk, 64; see the memory bound
         in ``dataset._pipeline``), decoded_cache_gb (decoded GOP frames kept so each GOP is decoded
         once per episode, per rank split over the workers, 1.0; 0 disables; see
         ``dataset._gopcache``), ffmpeg_threads (FFmpeg threads per decoder, torchcodec's
@@ -455,6 +469,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         num_workers: int | None = None,
         equalize: str = "none",
         drop_n_last_frames: int = 0,
+        depth_output_unit: str = "mm",
     ) -> None:
         super().__init__()
         # one-shot iterables (generators) are read once, here, not consumed by validation
@@ -471,7 +486,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
             device=device, flags={"return_uint8": return_uint8, "repeat": repeat, "drop_last": drop_last}, seed=seed,
             batch_size=batch_size, first_lookahead=first_lookahead, num_workers=num_workers, camera_keys=camera_keys,
             decode_lookahead=decode_lookahead, decoded_cache_gb=decoded_cache_gb, ffmpeg_threads=ffmpeg_threads,
-            read_timeout_s=read_timeout_s)
+            read_timeout_s=read_timeout_s, depth_output_unit=depth_output_unit)
         t0 = time.perf_counter()
         self.repo_id = repo_id
         self.revision = revision
@@ -485,12 +500,12 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
                                                                                  read_timeout_s=self.read_timeout_s)
         self.meta = DatasetMeta.load(meta_source, episodes=episodes, repo_id=repo_id)
         self.episodes = None if episodes is None else sorted({int(e) for e in episodes})
-        self.video_keys = list(self.meta.video_keys)
-        if camera_keys is not None:
-            unknown = [k for k in camera_keys if k not in self.meta.video_keys]
-            if unknown:
-                raise MetadataError(f"camera_keys {unknown} are not video keys of {self.meta.repo_id} ({self.meta.video_keys})")
-            self.video_keys = [k for k in self.meta.video_keys if k in set(camera_keys)]
+        self._cameras = plan_cameras(self.meta, camera_keys, list((delta_timestamps or {}).keys()), depth_output_unit)
+        self.video_keys = self._cameras.video_keys  # decoded videos, RGB and depth
+        self.image_keys = self._cameras.image_keys  # decoded image features
+        self.depth_keys = self._cameras.depth_keys  # decoded depth videos
+        self.depth_output_unit = depth_output_unit
+        self.meta.rescale_depth_stats(depth_output_unit)  # as LeRobot 0.6.1: stats match the returned unit
         self.windows = DeltaWindows(delta_timestamps, self.meta.fps, tolerance_s, self.meta.features)
         self.delta_timestamps = delta_timestamps
         self.image_transforms = image_transforms
@@ -726,7 +741,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
             for item in pipe:
                 if tfm is not None:
                     t0 = time.perf_counter()
-                    for k in self.video_keys:
+                    for k in self._cameras.transform_keys:
                         item[k] = tfm(item[k])
                     w.add(transforms_s=time.perf_counter() - t0)
                 if in_process:
@@ -802,7 +817,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         return out
 
     def __repr__(self) -> str:
-        return f"StreamingLeRobotDataset({self.meta!r}, cameras={self.video_keys})"
+        return f"StreamingLeRobotDataset({self.meta!r}, cameras={self.video_keys + self.image_keys})"
 
 
 def _root_name(root: Any) -> str:

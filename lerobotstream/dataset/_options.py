@@ -45,7 +45,7 @@ def validate_options(*, byte_budget_gb, episode_pool_size, episodes, delta_times
                       decode_threads, decoded_queue_size, video_decoder_cache_size, equalize, tolerance_s,
                       sampling_strategy, video_backend, max_num_shards, sidecar_lock_timeout_s, device, flags, seed,
                       batch_size, first_lookahead, num_workers, camera_keys, decode_lookahead, decoded_cache_gb,
-                      ffmpeg_threads, read_timeout_s=None) -> None:
+                      ffmpeg_threads, read_timeout_s=None, depth_output_unit="mm") -> None:
     """Configuration errors at construction (StreamingConfigError naming the option and value)."""
     require("byte_budget_gb", byte_budget_gb,
              _is_number(byte_budget_gb) and 0 < byte_budget_gb <= _MAX_BUDGET_GB, "a number > 0 (GiB per rank)")
@@ -81,7 +81,9 @@ def validate_options(*, byte_budget_gb, episode_pool_size, episodes, delta_times
              "None or an int >= 0 (the DataLoader's num_workers)")
     require("camera_keys", camera_keys, camera_keys is None or (
         not isinstance(camera_keys, (str, bytes)) and all(isinstance(k, str) for k in camera_keys)),
-             "None or a list of video keys")
+             "None or a list of camera keys (video or image features)")
+    require("depth_output_unit", depth_output_unit, depth_output_unit in ("mm", "m"),
+             "'mm' or 'm' (the unit depth maps and depth stats are returned in)")
     require("decode_lookahead", decode_lookahead, is_int(decode_lookahead) and decode_lookahead >= 1,
              "an int >= 1 (anchors per decode chunk)")
     require("decoded_cache_gb", decoded_cache_gb, _is_number(decoded_cache_gb) and decoded_cache_gb >= 0,

@@ -17,9 +17,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from lerobotstream.errors import DeltaTimestampsError
+from lerobotstream.errors import DeltaTimestampsError, StreamingConfigError
 
-__all__ = ["DeltaWindows", "check_delta_timestamps", "delta_frames", "window_indices"]
+__all__ = ["DeltaWindows", "check_delta_timestamps", "check_window_keys", "delta_frames", "window_indices"]
 
 
 def check_delta_timestamps(
@@ -58,6 +58,38 @@ def check_delta_timestamps(
             f"{outside}",
             outside=outside,
         )
+
+
+def check_window_keys(
+    keys: Sequence[str],
+    *,
+    cameras: Sequence[str],
+    decoded: Sequence[str],
+    language: Sequence[str] = (),
+) -> None:
+    """Windows that would give an item a ``<key>_is_pad`` without its frames, or a value map-style
+    cannot build, are configuration errors.
+
+    Args:
+        keys: the ``delta_timestamps`` keys.
+        cameras: every camera key of the dataset (video and image features).
+        decoded: the camera keys this dataset decodes (``camera_keys=``).
+        language: language column names (map-style cannot stack their rows: ``TypeError``).
+
+    Raises:
+        StreamingConfigError: a window on a camera that is not decoded, or on a language column.
+    """
+    skipped = [k for k in keys if k in cameras and k not in decoded]
+    if skipped:
+        raise StreamingConfigError(
+            f"delta_timestamps has windows on cameras {skipped} that camera_keys={list(decoded)} does not decode: "
+            "the items would carry their <key>_is_pad without the frames; add them to camera_keys or drop "
+            "their windows", option="delta_timestamps", value=skipped)
+    lang = [k for k in keys if k in language]
+    if lang:
+        raise StreamingConfigError(
+            f"delta_timestamps has windows on language columns {lang}: their per-frame lists of rows cannot be "
+            "stacked (map-style LeRobot raises TypeError); drop these windows", option="delta_timestamps", value=lang)
 
 
 def delta_frames(delta_timestamps: Mapping[str, Sequence[float]], fps: float) -> dict[str, np.ndarray]:

@@ -1,4 +1,5 @@
-"""Mini-MP4 bytes → frames: torchcodec (CPU / NVDEC with counted fallback), PyAV fallback, LRU."""
+"""Mini-MP4 bytes → frames: torchcodec (CPU / NVDEC with counted fallback), PyAV fallback, LRU; depth
+(``gray12le``) codes with PyAV and LeRobot's dequantiser."""
 
 from lerobotstream.decode._cache import DecoderCache
 from lerobotstream.decode._cuda import (
@@ -9,8 +10,9 @@ from lerobotstream.decode._cuda import (
     resolve_device,
 )
 from lerobotstream.decode._decoder import EpisodeDecoder, EpisodeVideo, frame_mappings_json
+from lerobotstream.decode._depth import DepthDecoder, DepthDequantizer, dequantize_reference
 
 __all__ = [
-    "DecoderCache", "EpisodeDecoder", "EpisodeVideo", "FallbackStatus", "FALLBACK_STATUS",
-    "NVDEC_MIN_CAPABILITY", "frame_mappings_json", "nvdec_capability", "resolve_device",
+    "DecoderCache", "DepthDecoder", "DepthDequantizer", "EpisodeDecoder", "EpisodeVideo", "FallbackStatus", "FALLBACK_STATUS",
+    "NVDEC_MIN_CAPABILITY", "dequantize_reference", "frame_mappings_json", "nvdec_capability", "resolve_device",
 ]

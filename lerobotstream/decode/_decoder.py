@@ -230,12 +230,15 @@ class EpisodeVideo:
         device, num_threads, allow_pyav, status: passed to :class:`EpisodeDecoder`.
         cache, cache_key: when given, the decoder lives in this :class:`DecoderCache` under
             ``cache_key`` (default ``(episode_index, camera)``) and is reopened after eviction.
+        depth: a depth camera (``gray12le`` HEVC): decoded with PyAV by
+            :class:`~lerobotstream.decode._depth.DepthDecoder` into int16 ``(T, 1, H, W)`` 12-bit
+            codes (on the CPU: a CUDA ``device`` is recorded as a CPU fallback in ``status``).
     """
 
     def __init__(self, table, span, mini_mp4, *, episode_index: int, camera: str, path: str,
                  from_timestamp: float, fps, tolerance_s: float = DEFAULT_TOLERANCE_S,
                  device: str | None = "cpu", num_threads: int = 1, allow_pyav: bool = True,
-                 status: FallbackStatus | None = None, cache=None, cache_key=None) -> None:
+                 status: FallbackStatus | None = None, cache=None, cache_key=None, depth: bool = False) -> None:
         if not tolerance_s > 0:
             raise ValueError(f"tolerance_s must be > 0, got {tolerance_s}")
         self.span = span
@@ -248,8 +251,15 @@ class EpisodeVideo:
         self.codec = str(getattr(table, "codec", ""))
         self.source_pts_s = np.asarray(table.pts_s, dtype=np.float64)[np.asarray(span.local_sample, dtype=np.int64)]
         self._mini = mini_mp4
-        self._kw = dict(codec=self.codec, device=device, num_threads=num_threads, allow_pyav=allow_pyav,
-                        status=status, label=self.label)
+        self.depth = bool(depth)
+        if self.depth:
+            if device not in (None, "cpu"):
+                (status or FALLBACK_STATUS).record_cpu(f"camera {camera!r}: depth video (gray12le) is decoded on the CPU "
+                                                      "with PyAV (NVDEC/torchcodec return 8-bit RGB only)")
+            self._kw = dict(num_threads=num_threads, label=self.label)
+        else:
+            self._kw = dict(codec=self.codec, device=device, num_threads=num_threads, allow_pyav=allow_pyav,
+                            status=status, label=self.label)
         self._cache = cache
         self._key = cache_key if cache_key is not None else (self.episode_index, camera)
         self._dec: EpisodeDecoder | None = None
@@ -259,10 +269,17 @@ class EpisodeVideo:
     def label(self) -> str:
         return f"episode {self.episode_index}, camera {self.camera!r}, file {self.path!r}"
 
+    def _factory(self):
+        if self.depth:
+            from lerobotstream.decode._depth import DepthDecoder
+
+            return lambda: DepthDecoder(self._mini, self.span, **self._kw)
+        return lambda: EpisodeDecoder(self._mini, self.span, **self._kw)
+
     def decoder(self) -> EpisodeDecoder:
         """The open decoder (from the cache when one is attached), **not pinned**: with a shared
         cache another thread may close it; decode through :meth:`pinned_decoder` instead."""
-        factory = lambda: EpisodeDecoder(self._mini, self.span, **self._kw)  # noqa: E731
+        factory = self._factory()
         if self._cache is not None:
             dec = self._cache.get_or_open(self._key, factory)
         else:
@@ -278,7 +295,7 @@ class EpisodeVideo:
         if self._cache is None:
             yield self.decoder()
             return
-        factory = lambda: EpisodeDecoder(self._mini, self.span, **self._kw)  # noqa: E731
+        factory = self._factory()
         with self._cache.pinned(self._key, factory) as dec:
             yield dec
 
@@ -325,7 +342,9 @@ class EpisodeVideo:
         return m
 
     def frames_at(self, frame_indices: Sequence[int], *, dtype: torch.dtype = torch.uint8) -> torch.Tensor:
-        """Frames of episode frame indices, shape ``(T, C, H, W)``, uint8 (or float32 in [0, 1])."""
+        """Frames of episode frame indices, shape ``(T, C, H, W)``, uint8 (or float32 in [0, 1]);
+        a depth camera gives its int16 ``(T, 1, H, W)`` 12-bit codes whatever ``dtype`` says
+        (dequantise with :class:`~lerobotstream.decode.DepthDequantizer`)."""
         idx = np.asarray(frame_indices, dtype=np.int64).reshape(-1)
         m = self._episode_to_local()
         if idx.size and idx.min() >= 0 and idx.max() < m.size:
@@ -345,7 +364,7 @@ class EpisodeVideo:
     def _decode_local(self, local: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
         with self.pinned_decoder() as dec:
             frames = dec.decode(local)
-        if dtype == torch.uint8:
+        if dtype == torch.uint8 or self.depth:
             return frames
         if dtype == torch.float32:
             out = frames_to_float_chw(list(frames.unbind(0)), squeeze=False)  # one C pass, CPU frames

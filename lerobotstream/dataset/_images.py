@@ -1,0 +1,160 @@
+"""``image`` features (PNG/JPEG/TIFF bytes embedded in the Parquet rows) and language columns, as
+LeRobot 0.6.1's map-style items hold them.
+
+Images: map-style decodes a cell with HF ``datasets.Image`` (``PIL.Image.open(BytesIO(bytes))``,
+``load()``, EXIF orientation applied) and converts it with LeRobot's ``pil_to_chw_tensor``: 16-bit
+gray (``I;16*``, depth maps) → float32 ``(1, H, W)`` in stored units; everything else through
+torchvision's ``ToTensor``: 8-bit modes → float32 ``(C, H, W)`` ``x / 255`` (``C`` = the mode's
+bands; ``P`` gives palette indices, ``1`` gives 0/1), ``I`` → int32 ``(1, H, W)``, ``F`` → float32
+``(1, H, W)``. :func:`decode_image` does the same with Pillow on a decode thread (Pillow's decoders
+release the GIL); 8-bit images stay uint8 ``(C, H, W)`` views here and are converted to float32 at
+assembly in one C pass (``frames_to_float_chw``, bitwise ``x.to(float32) / 255``).
+
+Language columns (``language_persistent``, ``language_events``): map-style returns the Python
+list of row dicts that HF ``datasets`` decodes against LeRobot's features: exactly the fields of
+the column's row schema, in schema order, ``timestamp`` cast to float32, ``tool_calls`` elements
+stored as JSON text parsed (``datasets.Json``). :func:`language_rows` rebuilds that from the
+Parquet values (a fresh list per item).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from lerobotstream.errors import EpisodeDataError
+from lerobotstream.meta import LANGUAGE_COLUMNS
+
+__all__ = ["decode_image", "decode_images", "image_bytes", "language_rows", "LANGUAGE_COLUMNS"]
+
+_UINT16_MODES = frozenset({"I;16", "I;16B", "I;16L"})
+_ORIENTATION = 0x0112  # EXIF Orientation tag (PIL.Image.ExifTags.Base.Orientation)
+#: row fields of each language column (LeRobot 0.6.1 ``PERSISTENT_ROW_FIELDS`` / ``EVENT_ROW_FIELDS``)
+LANGUAGE_ROW_FIELDS = {
+    "language_persistent": ("role", "content", "style", "timestamp", "camera", "tool_calls"),
+    "language_events": ("role", "content", "style", "camera", "tool_calls"),
+}
+
+
+def _pil():
+    try:
+        from PIL import Image, ImageOps
+    except ImportError as e:  # pragma: no cover - Pillow is a dependency of image features
+        raise EpisodeDataError("image features need Pillow (pip install pillow)") from e
+    return Image, ImageOps
+
+
+def image_bytes(column, *, key: str, episode_index: int, path: str = "") -> list:
+    """The ``bytes`` of each row of an ``image`` column (pyarrow ``struct<bytes, path>``).
+
+    Raises:
+        EpisodeDataError: the column is not a ``{bytes, path}`` struct.
+    """
+    import pyarrow as pa
+
+    arr = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+    if not pa.types.is_struct(arr.type) or arr.type.get_field_index("bytes") < 0:
+        raise EpisodeDataError(f"episode {episode_index}, image feature {key!r}, file {path}: the Parquet column is "
+                               f"{arr.type}, not a {{bytes, path}} struct", episode_index=episode_index, camera=key,
+                               path=path)
+    return arr.field("bytes").to_pylist()
+
+
+def decode_image(data: bytes | None, *, key: str = "", episode_index: int = -1, frame_index: int = -1,
+                 path: str = "") -> torch.Tensor:
+    """One Parquet image cell → map-style's tensor (uint8 modes kept uint8 for the float pass).
+
+    Returns:
+        torch.Tensor: uint8 ``(C, H, W)`` (a view of a fresh HWC array) for 8-bit modes — the
+        item value is its float32 ``/ 255``; float32 ``(1, H, W)`` for 16-bit gray (stored units)
+        and ``F``; int32 ``(1, H, W)`` for ``I``.
+
+    Raises:
+        EpisodeDataError: no embedded bytes (an image stored by path only), or bytes Pillow cannot
+            decode; the message names the episode, frame, feature and file.
+    """
+    where = f"episode {episode_index}, frame {frame_index}, image feature {key!r}, file {path}"
+    if data is None:
+        raise EpisodeDataError(f"{where}: the Parquet cell holds no embedded image bytes", episode_index=episode_index,
+                               camera=key, path=path)
+    Image, ImageOps = _pil()
+    try:
+        img = Image.open(io.BytesIO(data))
+        img.load()
+        if img.getexif().get(_ORIENTATION) is not None:
+            img = ImageOps.exif_transpose(img)
+    except Exception as e:
+        raise EpisodeDataError(f"{where}: Pillow cannot decode the image: {type(e).__name__}: {e}",
+                               episode_index=episode_index, camera=key, path=path) from e
+    mode = img.mode
+    if mode in _UINT16_MODES:
+        return torch.from_numpy(np.array(img, dtype=np.float32))[None, ...]
+    if mode == "I":
+        return torch.from_numpy(np.array(img, dtype=np.int32))[None, ...]
+    if mode == "F":
+        return torch.from_numpy(np.array(img, dtype=np.float32))[None, ...]
+    arr = np.array(img, dtype=np.uint8)
+    if mode == "1":
+        arr = arr * np.uint8(255)
+    channels = len(img.getbands())
+    arr = arr.reshape(img.size[1], img.size[0], channels)
+    return torch.from_numpy(arr).permute(2, 0, 1)
+
+
+def decode_images(cells: Sequence[bytes | None], frames: np.ndarray, *, key: str, episode_index: int,
+                  path: str = "") -> dict[int, torch.Tensor]:
+    """Each distinct episode frame of ``frames`` decoded once: ``{frame: decode_image(...)}``."""
+    return {int(f): decode_image(cells[int(f)], key=key, episode_index=episode_index, frame_index=int(f), path=path)
+            for f in np.unique(np.asarray(frames, dtype=np.int64)).tolist()}
+
+
+def _tool_call(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def language_rows(column: str, value: Any) -> Any:
+    """A language cell (Python value of the Parquet list of row structs) → map-style's value."""
+    if value is None:
+        return None
+    fields = LANGUAGE_ROW_FIELDS[column]
+    out = []
+    for row in value:
+        if row is None:
+            out.append(None)
+            continue
+        new: dict[str, Any] = {}
+        for name in fields:
+            v = row.get(name)
+            if name == "timestamp" and v is not None:
+                v = float(np.float32(v))
+            elif name == "tool_calls" and v is not None:
+                v = [_tool_call(c) for c in v]
+            new[name] = v
+        out.append(new)
+    return out
+
+
+def image_depth_factor(stored_unit: str | None, output_unit: str) -> str | None:
+    """How map-style converts a depth *image* to ``output_unit``: ``"mul"`` (m → mm, ``x * 1000``),
+    ``"div"`` (mm → m, ``x / 1000``) or None."""
+    if stored_unit is None or stored_unit == output_unit:
+        return None
+    return "mul" if stored_unit == "m" else "div"
+
+
+def to_output_unit(value: torch.Tensor, how: str | None) -> torch.Tensor:
+    """Apply :func:`image_depth_factor`'s conversion with map-style's torch expression."""
+    if how == "mul":
+        return value * 1000.0
+    if how == "div":
+        return value / 1000.0
+    return value
+
+
+def is_language(name: str, features: Mapping[str, Any] | None = None) -> bool:
+    """LeRobot treats a column as language by its name (``is_language_column``)."""
+    return name in LANGUAGE_COLUMNS
