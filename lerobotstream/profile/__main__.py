@@ -52,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     g = ap.add_argument_group("streaming options")
     g.add_argument("--episode-pool-size", type=int, default=None)
     g.add_argument("--prefetch-episodes", type=int, default=constants.DEFAULT_PREFETCH_EPISODES)
-    g.add_argument("--byte-budget-gb", type=float, default=constants.DEFAULT_BYTE_BUDGET_GB)
+    g.add_argument("--byte-budget-gb", type=float, default=constants.DEFAULT_BYTE_BUDGET_GB,
+                   help="byte budget per rank, GiB (2**30 bytes; default %(default)s)")
     g.add_argument("--decode-threads", type=int, default=constants.DEFAULT_DECODE_THREADS)
     g.add_argument("--decoded-queue-size", type=int, default=constants.DEFAULT_DECODED_QUEUE_SIZE)
     g.add_argument("--sampling-strategy", default=constants.DEFAULT_SAMPLING_STRATEGY,
@@ -65,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--num-workers", type=int, default=2)
     r.add_argument("--batch-size", type=int, default=8)
     r.add_argument("--steps", type=int, default=50, help="batches to draw (fewer if the epoch ends)")
-    r.add_argument("--step-ms", type=float, default=0.0, help="simulated model step per batch, milliseconds")
+    r.add_argument("--step-ms", type=float, default=0.0,
+                   help="simulated model step per batch, milliseconds (0: none; the verdict then predicts "
+                        "the wait of 10/50/100 ms steps)")
     r.add_argument("--memory-interval-ms", type=float, default=100.0)
     r.add_argument("--json", default=None, help="write the full report (with series) to this JSON file")
     r.add_argument("--plot", default=None, help="write throughput/memory/stage figure to this PNG (matplotlib)")

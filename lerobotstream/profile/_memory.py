@@ -68,7 +68,8 @@ class MemorySampler:
     Args:
         pids: callable returning ``{pid: role}`` for the processes to sample now (roles such as
             ``"main"``, ``"worker 0"``); called at every tick.
-        interval_s: seconds between samples (default 0.1).
+        interval_s: seconds between timer samples (default 0.1); call :meth:`sample` at the
+            points that must be measured whatever the timer does (a run can end between ticks).
         t0: ``time.perf_counter()`` origin of the time axis.
 
     Use as a context manager; :meth:`summary` gives per-process peaks and the time series of the
@@ -84,8 +85,19 @@ class MemorySampler:
         self._s = _Series()
         self._lock = threading.Lock()
 
-    def sample(self) -> None:
-        """Take one sample now (also called by the thread)."""
+    def sample(self, *, unless_newer_than_s: float | None = None) -> None:
+        """Take one sample now (also called by the thread).
+
+        Args:
+            unless_newer_than_s: skip when the last reading is younger than this many seconds
+                (each reading costs a few ms of CPU per process: ``smaps_rollup`` walks the page
+                tables), e.g. one reading per batch, never more often than the timer.
+        """
+        if unless_newer_than_s is not None:
+            with self._lock:
+                last = self._s.t_s[-1] if self._s.t_s else None
+            if last is not None and time.perf_counter() - self.t0 - last < unless_newer_than_s:
+                return
         readings = []
         for pid, role in dict(self._pids()).items():
             r = read_memory(pid)
@@ -93,10 +105,9 @@ class MemorySampler:
                 readings.append((r, role))
         if not readings:
             return
-        t = time.perf_counter() - self.t0
-        with self._lock:
+        with self._lock:  # called by the timer thread and at the caller's deterministic points
             s = self._s
-            s.t_s.append(t)
+            s.t_s.append(time.perf_counter() - self.t0)
             s.rss_sum_bytes.append(sum(r.rss_bytes for r, _ in readings))
             s.pss_sum_bytes.append(sum(r.pss_bytes for r, _ in readings))
             for r, role in readings:

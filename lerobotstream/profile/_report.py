@@ -8,10 +8,22 @@ process, so they can exceed the run's wall time):
 * ``latency``: ``first_batch_s`` (from ``iter(loader)``: worker start-up, metadata, first fetches),
   ``batch_wait_p50_ms`` / ``p95`` / ``p99`` / ``mean`` (time ``next(loader)`` blocked, first batch
   excluded), ``data_wait_fraction`` (summed waits / wall: with ``--step-ms`` set to your model's
-  step, > ~0.05 means the GPU would wait for data);
+  step, > ~0.05 means the GPU would wait for data; without it ~1.0 by construction),
+  ``steady_wait_fraction`` (the same after the first batch and its step), ``series`` (per batch: end time
+  ``t_s`` and ``batch_wait_s``);
 * ``stages``: ``seconds`` per stage (see :data:`STAGES`; a stage missing from ``stats()`` is None),
-  ``worker_stage_sum_s`` (all but metadata and the main wait), ``threads_bound`` (processes ×
-  (1 + 2 × decode threads + fetch threads)): ``worker_stage_sum_s <= wall_s × threads_bound``;
+  ``kind`` per stage (:data:`STAGE_KIND`: ``"start-up"`` once, ``"work"`` per item, ``"wait"`` a
+  thread blocked), ``work_s`` (summed work), ``busy_threads`` (``work_s / wall_s``: threads doing
+  work on average; compare with ``cpu_count``), ``worker_stage_sum_s`` (all but metadata and the
+  main wait), ``threads_bound`` (processes × (1 iterating + 2 × decode threads + fetch threads):
+  the most threads that can run stages at once, so ``worker_stage_sum_s <= wall_s × threads_bound``;
+  its terms in ``threads_bound_terms``);
+* ``verdict``: is the GPU waiting, and why. ``loader_samples_per_s`` (steady) and
+  ``loader_ms_per_batch`` (its time per batch): a model step shorter than that waits for data;
+  ``predicted_wait_fraction`` for a few step times (``{step_ms: fraction}``, from the loader's
+  rate: ``max(0, 1 - step / loader time per batch)``); with ``--step-ms``, ``measured_wait_fraction``
+  (waits after the first batch / wall after it); ``top_work`` (largest work stages); ``text`` and
+  ``why`` (the lines the terminal prints first);
 * ``bytes``: ``fetched_bytes`` (everything the workers' source read: MP4 spans, Parquet, gaps),
   ``requests``, ``span_payload_bytes`` (MP4 span bytes fetched), ``needed_frame_bytes`` (coded size
   of every distinct camera frame delivered: the least any reader must fetch), ``span_bytes``
@@ -28,11 +40,12 @@ process, so they can exceed the run's wall time):
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
 
-__all__ = ["STAGES", "build_report", "format_report", "needed_bytes"]
+__all__ = ["STAGES", "STAGE_KIND", "WAIT_THRESHOLD", "build_report", "format_report", "needed_bytes"]
 
 STAGES = (
     ("metadata", "dataset construction: info.json, episodes, tasks (once, main process)"),
@@ -51,6 +64,70 @@ STAGES = (
     ("main_batch_wait", "main process blocked in next(loader): the GPU's wait"),
 )
 """(name, meaning) of each stage in the breakdown, in pipeline order."""
+
+STAGE_KIND = {
+    "metadata": "start-up", "sidecar": "start-up",
+    "spans": "work", "rows": "work", "fetch": "work", "synthesize": "work", "decoder_open": "work",
+    "decode": "work", "assemble": "work", "transforms": "work",
+    "decode_other": "wait", "worker_queue_wait": "wait", "admit_wait": "wait", "main_batch_wait": "wait",
+}
+"""Each stage's kind: ``start-up`` (once per run or process), ``work`` (per item: CPU or I/O a
+thread spends producing items) or ``wait`` (a thread blocked on another: ``decode_other`` is mostly
+a decode job waiting for its payload to arrive)."""
+
+WAIT_THRESHOLD = 0.05
+"""Data-wait fraction above which the verdict says the GPU waits for data."""
+
+_EXAMPLE_STEPS_MS = (10.0, 50.0, 100.0)
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _verdict(report: dict, batch_size: int) -> dict:
+    """The ``verdict`` section (see the module docstring)."""
+    th, la, st = report["throughput"], report["latency"], report["stages"]
+    rate = th.get("steady_samples_per_s") or th.get("samples_per_s")
+    step_ms = 1e3 * float(la.get("simulated_step_s") or 0.0)
+    work = {k: v for k, v in st["seconds"].items() if STAGE_KIND[k] == "work" and v}
+    total_work = sum(work.values())
+    top = [{"stage": k, "seconds": v, "share_of_work": v / total_work}
+           for k, v in sorted(work.items(), key=lambda kv: -kv[1])[:2]] if total_work > 0 else []
+    out: dict[str, Any] = {"loader_samples_per_s": rate, "batch_size": batch_size, "step_ms": step_ms or None,
+                           "loader_ms_per_batch": None, "predicted_wait_fraction": {},
+                           "measured_wait_fraction": la.get("steady_wait_fraction") if step_ms else None,
+                           "top_work": top, "waits": None}
+    out["why"] = ""
+    if top:
+        out["why"] = ("why: most work is " + ", ".join(f"{t['stage']} {100 * t['share_of_work']:.0f}%" for t in top)
+                      + f" of {total_work:.2f} s summed over threads; {st['busy_threads']:.1f} threads busy on "
+                      f"average on {st['cpu_count']} CPU core(s)"
+                      + (" (CPU-bound: the cores are saturated)" if st["busy_threads"] >= 0.8 * st["cpu_count"] else ""))
+    if not rate:
+        out["text"] = "verdict: no batch was delivered: nothing to judge"
+        return out
+    per_batch_ms = 1e3 * batch_size / rate
+    out["loader_ms_per_batch"] = per_batch_ms
+    predict = {f"{t:g}": max(0.0, 1.0 - t / per_batch_ms) for t in (*_EXAMPLE_STEPS_MS, step_ms) if t > 0}
+    out["predicted_wait_fraction"] = predict
+    head = f"verdict: the loader delivers {rate:.1f} samples/s ({per_batch_ms:.1f} ms per batch of {batch_size})"
+    if step_ms:
+        measured = out["measured_wait_fraction"]
+        waits = measured is not None and measured > WAIT_THRESHOLD
+        out["waits"] = bool(waits)
+        m = "n/a" if measured is None else f"{100 * measured:.0f}%"
+        out["text"] = (f"verdict: with a model step of {step_ms:g} ms per batch of {batch_size} the run delivered "
+                       f"{rate:.1f} samples/s and the GPU waited {m} of the time (measured after the first batch): "
+                       + ("DATA-BOUND" if waits else "not waiting for data"))
+    else:
+        examples = ", ".join(f"{100 * predict[f'{t:g}']:.0f}% at {t:g} ms" for t in _EXAMPLE_STEPS_MS)
+        out["text"] = (f"{head}: a model step of T ms per batch of {batch_size} would wait "
+                       f"{examples}, none at {per_batch_ms:.0f} ms or more (no --step-ms given: measure yours)")
+    return out
 
 
 def _pct(xs: list[float], q: float) -> float | None:
@@ -156,6 +233,10 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
     nproc = max(1, len(snaps_full))
     # iterating thread + decode pool + assembly pool + the cache's fetch pool, per process
     threads_bound = nproc * (1 + 2 * decode_threads + fetch_threads)
+    work_s = float(sum(v for k, v in stages.items() if v and STAGE_KIND[k] == "work"))
+    # after the first batch and the model step that follows it: each later wait is paired with its step
+    step_s = float(raw.get("step_s") or 0.0)
+    steady_wall = wall - first - step_s if first is not None and wall > first + step_s else None
 
     fetched = int(sum(int(s.get("bytes_fetched", s.get("source", {}).get("bytes_read", 0))) for s in snaps))
     requests = int(sum(int(s.get("source", {}).get("requests", 0)) for s in snaps))
@@ -191,9 +272,15 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
             "batch_wait_p99_ms": None if not later else 1e3 * _pct(later, 99),
             "batch_wait_mean_ms": None if not later else 1e3 * float(np.mean(later)),
             "data_wait_fraction": float(sum(waits)) / wall if wall > 0 else None,
+            "steady_wait_fraction": float(sum(later)) / steady_wall if later and steady_wall else None,
             "simulated_step_s": raw.get("step_s", 0.0),
+            "series": {"t_s": list(raw.get("batch_t_s", [])), "batch_wait_s": waits},
         },
-        "stages": {"seconds": stages, "worker_stage_sum_s": worker_stage_sum, "threads_bound": threads_bound,
+        "stages": {"seconds": stages, "kind": dict(STAGE_KIND), "work_s": work_s,
+                   "busy_threads": work_s / wall if wall > 0 else None, "cpu_count": _cpu_count(),
+                   "worker_stage_sum_s": worker_stage_sum, "threads_bound": threads_bound,
+                   "threads_bound_terms": {"processes": nproc, "iterating": 1, "decode_threads": decode_threads,
+                                           "assembly_threads": decode_threads, "fetch_threads": fetch_threads},
                    "processes": nproc, "meaning": dict(STAGES)},
         "bytes": nb,
         "decoder": {"opens": int(sum(int(s.get("decoder_opens", 0)) for s in snaps)),
@@ -212,6 +299,7 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
         },
         "per_process": [{"pid": s["pid"], "worker": s["worker"], **{k: v for k, v in s["stats"].items()}} for s in snaps_full],
     }
+    report["verdict"] = _verdict(report, int(raw.get("batch_size") or 1))
     return report
 
 
@@ -237,6 +325,10 @@ def format_report(r: dict) -> str:
     lines = []
     if cfg:
         lines.append("config: " + ", ".join(f"{k}={v}" for k, v in cfg.items()))
+    if r.get("verdict"):
+        lines.append(r["verdict"]["text"])
+        if r["verdict"].get("why"):
+            lines.append("  " + r["verdict"]["why"])
     lines.append("")
     lines.append("throughput")
     lines.append(f"  samples/s            {_f(th['samples_per_s'])}   (steady, after first batch: {_f(th['steady_samples_per_s'])})")
@@ -247,15 +339,34 @@ def format_report(r: dict) -> str:
     lines.append(f"  batch wait p50/p95/p99  {_f(la['batch_wait_p50_ms'], '.2f')} / {_f(la['batch_wait_p95_ms'], '.2f')} / "
                  f"{_f(la['batch_wait_p99_ms'], '.2f')} ms")
     lines.append(f"  data-wait fraction   {_f(la['data_wait_fraction'], '.3f')}" +
-                 (f"   (simulated step {la['simulated_step_s'] * 1e3:.1f} ms)" if la.get("simulated_step_s") else
-                  "   (no model: 1.0 means the loader is the only work)"))
-    lines.append(f"stages (seconds summed over {st['processes']} process(es) and their threads; bound "
-                 f"{st['threads_bound']} threads x wall)")
-    total = sum(v for v in st["seconds"].values() if v)
-    for name, _meaning in STAGES:
-        v = st["seconds"].get(name)
-        share = "" if v is None or total <= 0 else f"{100 * v / total:5.1f}%"
-        lines.append(f"  {name:<18} {_f(v, '9.3f', ' s'):>12}  {share}")
+                 (f"   (simulated step {la['simulated_step_s'] * 1e3:.1f} ms; after the first batch "
+                  f"{_f(la.get('steady_wait_fraction'), '.3f')})" if la.get("simulated_step_s") else
+                  "   (no model step: ~1.0 by construction, see the verdict)"))
+    lines.append(f"stages (seconds summed over {st['processes']} process(es) and their threads)")
+    kind = st.get("kind", STAGE_KIND)
+    work_total = sum(v for k, v in st["seconds"].items() if v and kind.get(k) == "work")
+    for group, title in (("start-up", "start-up (once)"), ("work", "work (per item; share of the work)"),
+                         ("wait", "waits (a thread blocked; not work)")):
+        lines.append(f"  {title}")
+        for name, _meaning in STAGES:
+            if kind.get(name) != group:
+                continue
+            v = st["seconds"].get(name)
+            share = ""
+            if group == "work" and v is not None and work_total > 0:
+                share = f"{100 * v / work_total:5.1f}%"
+            elif name == "main_batch_wait" and v is not None and th["wall_s"] > 0:
+                share = f"{100 * v / th['wall_s']:5.1f}% of wall"
+            lines.append(f"    {name:<18} {_f(v, '9.3f', ' s'):>12}  {share}")
+    t = st.get("threads_bound_terms") or {}
+    if st.get("busy_threads") is not None:
+        lines.append(f"  work {work_total:.2f} s in {th['wall_s']:.2f} s wall: {st['busy_threads']:.1f} threads busy on "
+                     f"average ({st.get('cpu_count', '?')} CPU core(s) here; more busy threads than cores time-share them)")
+    if t:
+        lines.append(f"  threads_bound {st['threads_bound']} = {t['processes']} process(es) x (1 iterating + "
+                     f"{t['decode_threads']} decode + {t['assembly_threads']} assembly + {t['fetch_threads']} fetch "
+                     "threads): at most that many threads run stages at once, so summed stage seconds "
+                     "<= wall x threads_bound (a consistency bound, not a target)")
     lines.append("bytes")
     lines.append(f"  fetched              {_mib(by['fetched_bytes'])} in {by['requests']} requests ({by.get('retries', 0)} retries; "
                  f"MP4 payload {_mib(by.get('span_payload_bytes'))}, rest Parquet/other)")

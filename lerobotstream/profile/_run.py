@@ -6,13 +6,20 @@ iterates it: a DataLoader worker or the main process) adds to every item one JSO
 clock. ``default_collate`` turns the strings into a list; the main process pops it before the
 "model" sees the batch and keeps the latest snapshot per pid. No dataset hook is needed, and the
 last batch a worker delivered carries that worker's counters up to the moment it was produced.
-Memory is sampled by the main process from ``/proc`` (:mod:`lerobotstream.profile._memory`).
+Memory is sampled by the main process from ``/proc`` (:mod:`lerobotstream.profile._memory`): on a
+timer and, whatever the machine's speed, at deterministic points: once the workers have started
+(so every worker is read at least once), after each batch (unless the timer read within the
+interval) and before the workers stop.
+
+A worker's exception reaches the main process as torch rebuilds it (same type, its message the
+whole worker traceback); :func:`worker_error` gives back the original message.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -23,7 +30,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from lerobotstream.profile._memory import MemorySampler
 
-__all__ = ["STATS_KEY", "ProfiledStream", "TimedTransform", "profile_dataset", "RawRun"]
+__all__ = ["STATS_KEY", "ProfiledStream", "TimedTransform", "profile_dataset", "RawRun", "worker_error"]
 
 STATS_KEY = "__lrs_stats__"
 """Batch key of the per-item stats snapshots (JSON strings); removed before the batch is returned."""
@@ -88,6 +95,50 @@ def _batch_size(batch: Any) -> int:
     return 1
 
 
+_CAUGHT = re.compile(r"\ACaught (\w+) (in DataLoader worker process \d+)\.\nOriginal Traceback \(most recent call last\):\n")
+
+
+def worker_error(exc: BaseException) -> BaseException | None:
+    """The original error of a DataLoader worker, from torch's re-raised copy.
+
+    torch (``ExceptionWrapper.reraise``) re-raises a worker's exception in the main process as
+    ``type(exc)(msg)`` where ``msg`` is ``"Caught <Type> in DataLoader worker process N.\nOriginal
+    Traceback ..."``: the whole worker traceback, thousands of characters on one CLI line.
+
+    Returns:
+        A new exception of the same type whose message is the original one followed by
+        ``" (in DataLoader worker process N)"``, or None when ``exc`` is not such a copy (or its
+        type cannot be rebuilt from one message).
+    """
+    text = getattr(exc, "message", None)
+    if not isinstance(text, str):
+        text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+    m = _CAUGHT.match(text)
+    if m is None or m.group(1) != type(exc).__name__:
+        return None
+    block = text.rsplit("Traceback (most recent call last):\n", 1)[-1]  # the last (raised) exception
+    lines = block.split("\n")
+    first = next((i for i, line in enumerate(lines) if line and not line.startswith(" ")), None)
+    if first is None:
+        return None
+    body = "\n".join(lines[first:]).rstrip("\n")
+    names = (f"{type(exc).__module__}.{type(exc).__qualname__}", type(exc).__qualname__)
+    for name in names:
+        if body.startswith(name + ": "):
+            body = body[len(name) + 2:]
+            break
+        if body == name:
+            body = ""
+            break
+    else:
+        return None
+    try:
+        out = type(exc)(f"{body} ({m.group(2)})" if body else f"({m.group(2)})")
+    except Exception:  # noqa: BLE001 - a type that cannot be rebuilt keeps torch's copy
+        return None
+    return out
+
+
 class RawRun(dict):
     """Raw measurements of one run (a dict; :func:`lerobotstream.profile._report.build_report` reads it)."""
 
@@ -110,7 +161,9 @@ def profile_dataset(
         batch_size: items per batch.
         steps: batches to draw (fewer if the epoch ends first).
         step_s: simulated model step, seconds slept after each batch (0: none).
-        memory_interval_s: seconds between RSS/PSS samples.
+        memory_interval_s: seconds between timer RSS/PSS samples; readings are also taken once
+            the workers have started, after each batch (unless one is younger than this) and
+            before the workers stop.
         metadata_s: seconds the caller spent constructing ``ds`` (reported as the metadata stage).
 
     Returns:
@@ -145,6 +198,7 @@ def profile_dataset(
 
     with MemorySampler(current_pids, interval_s=memory_interval_s, t0=t0) as mem:
         it = holder[0] = iter(loader)
+        mem.sample()  # every worker is alive now: its first reading never depends on the timer
         try:
             for _ in range(int(steps)):
                 tb = time.perf_counter()
@@ -152,6 +206,11 @@ def profile_dataset(
                     batch = next(it)
                 except StopIteration:
                     break
+                except Exception as exc:
+                    original = worker_error(exc)
+                    if original is None:
+                        raise
+                    raise original from exc
                 now = time.perf_counter()
                 waits.append(now - (t0 if not waits else tb))
                 t_end.append(now - t0)
@@ -177,10 +236,12 @@ def profile_dataset(
                     "bytes_fetched": sum(int(x.get("source", {}).get("bytes_read", 0)) for x in snaps),
                 })
                 del batch
+                mem.sample(unless_newer_than_s=memory_interval_s)  # a reading per batch, at most the timer's rate
                 if step_s > 0:
                     time.sleep(step_s)
         finally:
             wall = time.perf_counter() - t0
+            mem.sample()  # the workers' last reading, before the iterator stops them
             holder[0] = None
             del it
     return RawRun(
