@@ -60,7 +60,7 @@ clean:
 # in-place .so files of .venv). LeRobot 0.4.4 (Python 3.11) still works:
 #   make test-lerobot LEROBOT_SPEC=lerobot==0.4.4 LEROBOT_PYTHON=python3.11 LEROBOT_VENV=.venv-lerobot044
 LEROBOT_VENV ?= .venv-lerobot
-LEROBOT_SPEC ?= lerobot[dataset]==0.6.1
+LEROBOT_SPEC ?= lerobot[dataset,diffusion]==0.6.1
 LEROBOT_EXTRAS ?= accelerate
 LEROBOT_PYTHON ?= $(shell ls -d /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -1 | grep . || command -v python3.12)
 LPY := $(LEROBOT_VENV)/bin/python

@@ -1,5 +1,7 @@
-"""``lerobotstream-train`` end to end: train, checkpoint, sample-exact resume, refused resume,
-map-style path unchanged, two-rank gloo run with disjoint episodes."""
+"""``lerobotstream-train`` end to end on the LeRobot of this venv (0.6.1 by default, with its default
+DataLoader settings: ``spawn`` workers, ``persistent_workers=True``, ``prefetch_factor=4``): train,
+checkpoint, sample-exact resume, refused resume, ``eval_split`` with a diffusion policy
+(``drop_n_last_frames``), map-style path unchanged, two-rank gloo run with disjoint episodes."""
 
 from __future__ import annotations
 
@@ -44,6 +46,13 @@ def test_trains_and_checkpoints_stream_state(first_run):
     assert summary["payload_bytes_fetched"] > 0
     assert summary["sidecar"] == "built"  # a fresh HF_LEROBOT_HOME: built once, at start
     assert "[lerobotstream] streaming summary" in proc.stdout
+    from importlib.metadata import version
+
+    log = proc.stdout + proc.stderr
+    assert f"on lerobot {version('lerobot')}" in log
+    if version("lerobot").startswith("0.6"):  # LeRobot's own DataLoader defaults, and uint8 frames
+        assert "'dataloader_multiprocessing_context': 'spawn'" in log and "'persistent_workers': True" in log
+        assert "uint8 frames" in log
     for step in (SAVE, STEPS):
         doc = json.loads((out / "checkpoints" / f"{step:06d}" / "training_state" / "lerobotstream_stream.json").read_text())
         assert doc["step"] == step
@@ -107,3 +116,38 @@ def test_torchrun_two_ranks_own_disjoint_episodes(have_dataset, tmp_path):
         assert sorted(recs) == [0, 1, 2]
         eps[rank] = {e for r in recs.values() for e in r["episode_index"]}
     assert eps[0] and eps[1] and not (eps[0] & eps[1]), eps
+
+
+DIFFUSION = [
+    "--policy.type=diffusion", "--policy.device=cpu", "--policy.push_to_hub=false",
+    "--policy.pretrained_backbone_weights=null", "--policy.use_group_norm=true", "--policy.down_dims=[16,32]",
+    "--policy.diffusion_step_embed_dim=16", "--policy.num_train_timesteps=10", "--policy.crop_shape=[96,128]",
+    "--policy.spatial_softmax_num_keypoints=8",
+]
+
+
+def test_eval_split_and_diffusion_drop_n_last_frames(have_dataset, tmp_path):
+    from importlib.metadata import version
+
+    if not version("lerobot").startswith("0.6"):
+        pytest.skip("eval_split and lerobot-train's diffusion drop_n_last_frames are LeRobot 0.6's")
+    out, trace = tmp_path / "out", tmp_path / "trace"
+    args = [*dataset_args(), *DIFFUSION, "--batch_size=4", "--steps=4", "--save_freq=4", "--log_freq=1",
+            "--num_workers=2", "--output_dir=" + str(out), "--wandb.enable=false",
+            "--dataset.eval_split=0.5", "--eval_steps=2", "--max_eval_samples=8"]
+    proc = run_train(args, tmp_path, trace=trace)
+    _ok(proc)
+    log = proc.stdout + proc.stderr
+    assert "train/eval split: 1 train, 1 eval episodes" in log
+    assert "eval stream" in log and "step 2: eval_loss=" in log and "step 4: eval_loss=" in log
+    import json as _json
+
+    lengths = {0: 393, 1: 343}  # data/g1_v30
+    drop = 16 - 8 - 2 + 1  # diffusion: horizon - n_action_steps - n_obs_steps + 1
+    recs = read_trace(Path(f"{trace}.rank0"))
+    assert sorted(recs) == [0, 1, 2, 3]
+    for rec in recs.values():
+        assert set(rec["episode_index"]) == {0}  # episode 1 is held out for eval
+        assert max(rec["frame_index"]) < lengths[0] - drop
+    doc = _json.loads((out / "checkpoints" / "000004" / "training_state" / "lerobotstream_stream.json").read_text())
+    assert doc["settings"]["drop_n_last_frames"] == drop and doc["settings"]["eval_split"] == 0.5

@@ -1,6 +1,9 @@
 """The main job (``make demo``): train ACT with ``lerobotstream-train --dataset.streaming=true`` on
-the bundled real dataset (``data/g1_v30``: Unitree G1, 2 episodes, 736 frames, 640x480 AV1), then
-resume from its checkpoint for a few more steps, and print the streaming summaries.
+the bundled real dataset (``data/g1_v30``: Unitree G1, 2 episodes, 736 frames, 640x480 AV1) with
+LeRobot's default DataLoader settings (0.6.x: ``spawn`` workers, persistent, prefetch 4), then
+resume from its mid-run checkpoint, check that the resumed run gets exactly the batches the first
+run got after that step (sample-exact resume), train a few steps further, and print the
+streaming summaries.
 
 Runs in the LeRobot venv (``make setup-lerobot``). ACT is kept small (dim 64, one layer each,
 images resized to 96x128 by a LeRobot image transform) so it trains on 2 CPU cores in a few
@@ -63,7 +66,7 @@ def summary(meta: DatasetMeta) -> str:
 RESIZE = '{"resize": {"type": "Resize", "kwargs": {"size": [96, 128]}, "weight": 1.0}}'
 
 
-def train_args(root: Path, out: Path, steps: int, batch_size: int, num_workers: int) -> list[str]:
+def train_args(root: Path, out: Path, steps: int, batch_size: int, num_workers: int, save_freq: int) -> list[str]:
     """The demo's ``lerobotstream-train`` arguments (small ACT, resized images, streaming on)."""
     return [
         "--dataset.repo_id=local/g1_v30", f"--dataset.root={root}", "--dataset.streaming=true",
@@ -75,7 +78,7 @@ def train_args(root: Path, out: Path, steps: int, batch_size: int, num_workers: 
         "--policy.latent_dim=8", "--policy.chunk_size=10", "--policy.n_action_steps=10",
         "--policy.pretrained_backbone_weights=null", "--policy.optimizer_lr=1e-3",
         "--policy.optimizer_lr_backbone=1e-3",
-        f"--batch_size={batch_size}", f"--steps={steps}", f"--save_freq={steps}", "--log_freq=5",
+        f"--batch_size={batch_size}", f"--steps={steps}", f"--save_freq={save_freq}", "--log_freq=5",
         f"--num_workers={num_workers}", f"--output_dir={out}", "--wandb.enable=false",
     ]
 
@@ -135,31 +138,51 @@ def main(argv: list[str] | None = None) -> int:
     if out.exists():
         shutil.rmtree(out)
     env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="disabled", TOKENIZERS_PARALLELISM="false")
+    mid = args.steps // 2
     total = args.steps + args.resume_steps
-    print(f"\n== 1/2: train {args.steps} steps, streaming, {args.num_workers} DataLoader workers ==", flush=True)
-    rc, losses1 = _run([exe, *train_args(root, out, args.steps, args.batch_size, args.num_workers)], env)
+    traces = [out / "trace_run", out / "trace_resume"]
+    print(f"\n== 1/2: train {args.steps} steps, streaming, {args.num_workers} DataLoader workers, "
+          f"checkpoints at {mid} and {args.steps} ==", flush=True)
+    rc, losses1 = _run([exe, *train_args(root, out, args.steps, args.batch_size, args.num_workers, mid)],
+                       dict(env, LEROBOTSTREAM_TRAIN_TRACE=str(traces[0])))
     if rc != 0:
         print(f"demo: training failed (exit {rc})", file=sys.stderr)
         return rc
     first = json.loads((out / "streaming_summary.json").read_text())
-    cfg = out / "checkpoints" / f"{args.steps:06d}" / "pretrained_model" / "train_config.json"
-    print(f"\n== 2/2: resume from {cfg.parent.parent.name} for {args.resume_steps} more steps ==", flush=True)
-    rc, losses2 = _run([exe, "--resume=true", f"--config_path={cfg}", f"--steps={total}", f"--save_freq={total}"], env)
+    cfg = out / "checkpoints" / f"{mid:06d}" / "pretrained_model" / "train_config.json"
+    print(f"\n== 2/2: resume from checkpoint {cfg.parent.parent.name} up to step {total} ==", flush=True)
+    rc, losses2 = _run([exe, "--resume=true", f"--config_path={cfg}", f"--steps={total}", f"--save_freq={total}"],
+                       dict(env, LEROBOTSTREAM_TRAIN_TRACE=str(traces[1])))
     if rc != 0:
         print(f"demo: resume failed (exit {rc})", file=sys.stderr)
         return rc
+    a, b = (_trace(Path(f"{t}.rank0")) for t in traces)
+    same = [s for s in range(mid, args.steps) if a.get(s) == b.get(s)]
+    exact = len(same) == args.steps - mid
     second = json.loads((out / "streaming_summary.json").read_text())
     losses = losses1 + losses2
     print("\n== demo summary ==")
     if losses:
-        print(f"loss: {losses[0]:.3f} (step {5}) -> {losses[-1]:.3f} (step {total}); "
+        print(f"loss: {losses[0]:.3f} (step 5) -> {losses[-1]:.3f} (step {total}); "
               f"{'decreased' if losses[-1] < losses[0] else 'did NOT decrease'}")
+    print(f"resume: steps {mid}..{args.steps} of the resumed run {'equal' if exact else 'DIFFER from'} the first "
+          f"run's batches ({len(same)} of {args.steps - mid} identical): "
+          f"{'sample-exact' if exact else 'NOT sample-exact'}")
     for name, s in (("run", first), ("resume", second)):
         share = "?" if s["data_wait_share"] is None else f"{100 * s['data_wait_share']:.1f}%"
         print(f"{name:6s}: steps {s['start_step']}..{s['start_step'] + s['steps']}, {s['samples_per_s']} samples/s, "
               f"waiting for data {share} of step time, fetched {s['payload_bytes_fetched'] / 1e6:.2f} MB of "
               f"{(s['dataset_bytes'] or 0) / 1e6:.2f} MB dataset, sidecar: {s['sidecar']}")
-    return 0
+    return 0 if exact else 1
+
+
+def _trace(path: Path) -> dict[int, tuple]:
+    """step -> (episode_index, frame_index) lists of that batch, from a LEROBOTSTREAM_TRAIN_TRACE file."""
+    out = {}
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        out[rec["step"]] = (rec["episode_index"], rec["frame_index"])
+    return out
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """``--dataset.streaming_*`` flags: LeRobot's config classes extended through draccus dataclasses.
 
 ``StreamingDatasetConfig`` subclasses LeRobot's ``DatasetConfig`` (every LeRobot flag keeps its
-meaning) and adds the streaming options of SPEC §5; ``StreamingTrainPipelineConfig`` is LeRobot's
-``TrainPipelineConfig`` with that dataset config. Checkpoints written with these classes store the
-extra fields in ``train_config.json``, so ``--resume=true`` reloads them.
+meaning and LeRobot's own checks run first) and adds the streaming options;
+``StreamingTrainPipelineConfig`` is LeRobot's ``TrainPipelineConfig`` with that dataset config.
+Checkpoints written with these classes store the extra fields in ``train_config.json``, so
+``--resume=true`` reloads them. The comment above each field is its ``--help`` text.
 """
 
 from __future__ import annotations
@@ -26,41 +27,47 @@ DECODE_DEVICES = ("cpu", "cuda")
 class StreamingDatasetConfig(DatasetConfig):
     """LeRobot's dataset flags plus the streaming options (used only with ``streaming=true``).
 
-    Fields (SPEC §5, C2; per rank unless said otherwise):
-        repo_type: ``dataset`` (Hub dataset repo) or ``bucket`` (Hugging Face Storage Bucket;
-            needs ``streaming=true``). ``root=hf://buckets/OWNER/BUCKET`` also selects a bucket.
-        streaming_episode_pool_size: complete episodes mixed at once; None → 32 per rank, split
-            over the DataLoader workers. > 0.
-        streaming_prefetch_episodes: episodes fetched ahead of the active pool. >= 0.
-        streaming_byte_budget_gb: synthesized (compressed) MP4 bytes held per rank, GiB. > 0.
-        streaming_decode_threads: sample-assembly / decode threads per worker. > 0.
-        streaming_decoded_queue_size: decoded samples buffered ahead. > 0.
-        streaming_sampling_strategy: ``remaining`` (default) or ``round_robin``.
-        streaming_sidecar_lock_timeout_s: wait for another process's sidecar build, s. > 0.
-        streaming_data_root: optional payload root (local, ``hf://``, bucket or fsspec URL);
-            unset → the dataset root / repo.
-        streaming_decode_device: ``cpu`` or ``cuda`` (NVDEC with CPU fallback).
-        video_decoder_cache_size: open-decoder LRU cap per rank; None → pool × cameras.
-        streaming_max_open_decoders: older name of ``video_decoder_cache_size`` (either may be set).
+    Fields (per rank unless said otherwise): see each field's comment (the ``--help`` text).
 
     Raises:
-        StreamingConfigError: an invalid value (the message names the flag).
+        ValueError: LeRobot's own checks (``DatasetConfig.__post_init__``: ``depth_output_unit``,
+            ``eval_split``, duplicated or negative ``episodes``, bucket rules), run first.
+        StreamingConfigError: an invalid streaming value (the message names the flag).
     """
 
+    # Hub repository type: "dataset" (a Hub dataset repo) or "bucket" (a Hugging Face Storage
+    # Bucket; needs streaming=true). root=hf://buckets/OWNER/BUCKET also selects a bucket.
     repo_type: str = "dataset"
+    # Complete episodes mixed at once per rank, split over the DataLoader workers (unset: 32 per rank).
     streaming_episode_pool_size: int | None = None
+    # Episodes fetched ahead of each worker's active pool.
     streaming_prefetch_episodes: int = constants.DEFAULT_PREFETCH_EPISODES
+    # Compressed (synthesized MP4) bytes held per rank, GiB; each worker gets 1/num_workers. Not an RSS limit.
     streaming_byte_budget_gb: float = constants.DEFAULT_BYTE_BUDGET_GB
+    # Sample-assembly / decode threads per DataLoader worker.
     streaming_decode_threads: int = constants.DEFAULT_DECODE_THREADS
+    # Decoded samples buffered ahead per worker.
     streaming_decoded_queue_size: int = constants.DEFAULT_DECODED_QUEUE_SIZE
+    # Episode mixing: "remaining" (default: frames drawn in proportion to what is left), "round_robin"
+    # (one frame of each resident episode per round) or "sequential" (episodes and frames in order).
     streaming_sampling_strategy: str = constants.DEFAULT_SAMPLING_STRATEGY
+    # Seconds to wait for another process that is building the same MP4 sidecar.
     streaming_sidecar_lock_timeout_s: float = constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S
+    # Optional payload root (local folder, hf://, hf://buckets/ or any fsspec URL) when the Parquet
+    # and MP4 files are mirrored elsewhere; metadata still comes from root / repo_id.
     streaming_data_root: str | None = None
+    # Where frames are decoded: "cpu" or "cuda" (NVDEC, with a counted CPU fallback).
     streaming_decode_device: str = "cpu"
+    # Open-decoder LRU cap per rank, split over the workers (unset: pool x cameras).
     video_decoder_cache_size: int | None = None
+    # Older name of video_decoder_cache_size (set only one of them).
     streaming_max_open_decoders: int | None = None
 
     def __post_init__(self) -> None:
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:  # LeRobot 0.6.x validates its own fields first
+            parent()
+
         def bad(flag: str, rule: str) -> StreamingConfigError:
             value = getattr(self, flag)
             return StreamingConfigError(f"--dataset.{flag}={value!r}: {rule}")
@@ -109,4 +116,5 @@ class StreamingDatasetConfig(DatasetConfig):
 class StreamingTrainPipelineConfig(TrainPipelineConfig):
     """LeRobot's ``TrainPipelineConfig`` whose ``dataset`` accepts the streaming flags."""
 
-    dataset: StreamingDatasetConfig  # type: ignore[assignment]  # narrowed: same position, still required
+    # The dataset to train on (LeRobot's flags) and, with --dataset.streaming=true, how to stream it.
+    dataset: StreamingDatasetConfig

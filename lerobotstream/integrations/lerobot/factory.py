@@ -1,24 +1,37 @@
-"""Dataset factory for ``lerobotstream-train``: config → :class:`TrainingStream`.
+"""Dataset factory for ``lerobotstream-train``: config → train (and eval) :class:`TrainingStream`.
 
-``make_streaming_dataset(cfg)`` does what LeRobot's ``make_dataset`` does for a map-style
-dataset (delta timestamps from the policy, image transforms, ImageNet stats) but builds a
-:class:`lerobotstream.StreamingLeRobotDataset` with the ``--dataset.streaming_*`` options,
-``max_num_shards = max(1, num_workers)``, ``repeat=True`` and the training seed
-(``--seed=null`` → 42).
+``make_streaming_datasets(cfg)`` does what LeRobot 0.6.1's ``make_train_eval_datasets`` does for
+map-style datasets — delta timestamps from the trainable config, image transforms, ImageNet stats
+(not for depth keys), depth stats in ``depth_output_unit``, the per-task ``eval_split`` — but
+builds :class:`lerobotstream.StreamingLeRobotDataset` streams with the ``--dataset.streaming_*``
+options, ``max_num_shards = max(1, num_workers)`` and the training seed (``--seed=null`` → 42):
+
+* train: ``repeat=True``, shuffled by the sampling strategy, ``drop_n_last_frames`` from the
+  policy (LeRobot's ``EpisodeAwareSampler`` rule), uint8 camera frames when LeRobot's training loop
+  converts them (0.6.x), float32 otherwise (0.4.4);
+* eval (``eval_split > 0``): the held-out episodes, ``sampling_strategy="sequential"``,
+  ``repeat=False`` (each pass over the eval DataLoader visits every frame once), no image
+  transforms, no per-sample tags. LeRobot itself falls back to map-style datasets for both halves.
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
+import math
 from typing import Any, Iterator
 
-import numpy as np
 import torch
 
 from lerobotstream import constants
 from lerobotstream.dataset import StreamingLeRobotDataset
 from lerobotstream.errors import StreamingConfigError
+from lerobotstream.integrations.lerobot.meta_view import LeRobotMetaView
 
-__all__ = ["PolicyMeta", "TrainingStream", "make_streaming_dataset", "streaming_seed", "TAG_KEYS"]
+__all__ = ["TrainingStream", "make_streaming_datasets", "make_streaming_dataset", "split_episodes_by_task",
+           "streaming_seed", "TAG_KEYS"]
+
+log = logging.getLogger("lerobotstream.train")
 
 # Per-sample bookkeeping added in the worker and removed in the training process before the
 # batch reaches LeRobot (see train.py): DataLoader worker id, cumulative payload bytes / requests
@@ -33,58 +46,41 @@ IMAGENET_STATS = {
 
 
 def streaming_seed(seed: int | None) -> int:
-    """The stream's seed for a training ``--seed`` (None → 42, SPEC C4)."""
+    """The stream's seed for a training ``--seed`` (None → 42)."""
     return constants.SEED_WHEN_NONE if seed is None else int(seed)
 
 
-class PolicyMeta:
-    """The metadata view LeRobot's policy factory and processors read (``features``, ``stats``,
-    ``fps``, ``camera_keys``...), over :class:`lerobotstream.meta.DatasetMeta`.
-
-    ``stats`` holds numpy arrays like LeRobot's ``LeRobotDatasetMetadata.stats`` (a private,
-    mutable copy: LeRobot writes ImageNet stats into it). Other attributes come from the
-    underlying metadata.
-    """
-
-    def __init__(self, meta: Any) -> None:
-        self._meta = meta
-        self.features = meta.features
-        self.stats = {k: {s: np.asarray(v) for s, v in d.items()} for k, d in (meta.stats or {}).items()
-                      if isinstance(d, dict)}
-
-    @property
-    def total_episodes(self) -> int:
-        return int(self._meta.total_episodes)
-
-    @property
-    def total_frames(self) -> int:
-        return int(self._meta.total_frames)
-
-    @property
-    def robot_type(self) -> str | None:
-        return self._meta.info.get("robot_type")
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_meta":
-            raise AttributeError(name)
-        return getattr(self._meta, name)
+def trainable_config(cfg: Any) -> Any:
+    """The config LeRobot reads delta indices, device and dtype from: ``cfg.trainable_config``
+    (0.6.x: the policy or the reward model), else ``cfg.policy`` (0.4.4)."""
+    return getattr(cfg, "trainable_config", None) or cfg.policy
 
 
 class TrainingStream(torch.utils.data.IterableDataset):
     """What ``lerobot-train`` gets as its dataset: the stream plus LeRobot's metadata view.
 
-    Iterating yields the stream's items with three small int64 tags (:data:`TAG_KEYS`) that the
-    training process strips before LeRobot sees the batch; they carry each worker's fetched
-    bytes back for the streaming summary. Other attributes are the stream's.
+    Args:
+        dataset: the stream.
+        sidecar_status: how the process obtained the MP4 sidecar (default: the dataset's).
+        tags: add the three int64 bookkeeping tags (:data:`TAG_KEYS`) to every item; the training
+            process strips them before LeRobot sees the batch (they carry each worker's fetched
+            bytes back for the streaming summary). Off for the eval stream.
+        max_samples: items per pass at most, over all DataLoader workers of this rank (each worker
+            stops after its ceil share); None: the whole stream.
+
+    Picklable (``spawn`` workers). Other attributes are the stream's.
     """
 
-    def __init__(self, dataset: StreamingLeRobotDataset, sidecar_status: str | None = None) -> None:
+    def __init__(self, dataset: StreamingLeRobotDataset, sidecar_status: str | None = None, *,
+                 tags: bool = True, max_samples: int | None = None, meta: LeRobotMetaView | None = None) -> None:
         super().__init__()
         self.dataset = dataset
-        self.meta = PolicyMeta(dataset.meta)
+        self.meta = meta or LeRobotMetaView(dataset.meta, dataset.root)
         #: how this process obtained the MP4 sidecar ("built" / "published" / "cache"): the first
         #: dataset constructed in the process decides (a later one always finds the cache).
         self.sidecar_status = sidecar_status or dataset.sidecar_status
+        self.tags = bool(tags)
+        self.max_samples = max_samples
 
     @property
     def num_frames(self) -> int:
@@ -94,14 +90,24 @@ class TrainingStream(torch.utils.data.IterableDataset):
     def num_episodes(self) -> int:
         return int(self.dataset.num_episodes)
 
+    @property
+    def episodes(self) -> list[int] | None:
+        return self.dataset.episodes
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
         wid = -1 if info is None else int(info.id)
-        for item in self.dataset:
-            src = (self.dataset.stats() or {}).get("source", {})
-            item[TAG_WORKER] = torch.tensor(wid, dtype=torch.int64)
-            item[TAG_BYTES] = torch.tensor(int(src.get("bytes_read", 0)), dtype=torch.int64)
-            item[TAG_REQUESTS] = torch.tensor(int(src.get("requests", 0)), dtype=torch.int64)
+        limit = None
+        if self.max_samples is not None:
+            limit = math.ceil(self.max_samples / (1 if info is None else int(info.num_workers)))
+        for n, item in enumerate(self.dataset):
+            if limit is not None and n >= limit:
+                return
+            if self.tags:
+                src = (self.dataset.stats() or {}).get("source", {})
+                item[TAG_WORKER] = torch.tensor(wid, dtype=torch.int64)
+                item[TAG_BYTES] = torch.tensor(int(src.get("bytes_read", 0)), dtype=torch.int64)
+                item[TAG_REQUESTS] = torch.tensor(int(src.get("requests", 0)), dtype=torch.int64)
             yield item
 
     def __getattr__(self, name: str) -> Any:
@@ -110,64 +116,128 @@ class TrainingStream(torch.utils.data.IterableDataset):
         return getattr(self.dataset, name)
 
 
-def _dataset_kwargs(cfg: Any) -> dict[str, Any]:
-    d = cfg.dataset
-    return dict(repo_id=d.repo_id, root=d.root, episodes=d.episodes, revision=d.revision,
-                repo_type=d.repo_type, data_root=d.streaming_data_root)
+def split_episodes_by_task(episodes: list[Any], eval_split: float) -> tuple[list[int], list[int]]:
+    """LeRobot 0.6.1's ``make_train_eval_datasets`` split: per task (an episode's first task, ""
+    when it has none), in episode order, the last ``ceil(n * eval_split)`` episodes are held out.
 
+    Args:
+        episodes: :class:`~lerobotstream.meta.EpisodeInfo` rows of the selection.
+        eval_split: fraction in [0, 1).
 
-def make_streaming_dataset(cfg: Any) -> TrainingStream:
-    """Build the training stream for a ``StreamingTrainPipelineConfig`` with ``streaming=true``.
+    Returns:
+        ``(train_episode_indices, eval_episode_indices)``, each in task-then-episode order.
 
     Raises:
-        StreamingConfigError: a policy that needs LeRobot's map-style episode sampler.
+        StreamingConfigError: the split leaves no training episode.
+    """
+    by_task: dict[str, list[int]] = {}
+    for ep in episodes:
+        by_task.setdefault(ep.tasks[0] if ep.tasks else "", []).append(int(ep.episode_index))
+    train, held = [], []
+    for eps in by_task.values():
+        n_eval = math.ceil(len(eps) * eval_split)
+        train.extend(eps[: len(eps) - n_eval])
+        held.extend(eps[len(eps) - n_eval:])
+    if not train:
+        raise StreamingConfigError(f"--dataset.eval_split={eval_split} leaves 0 training episodes "
+                                   f"from {len(episodes)} total")
+    return train, held
+
+
+def _loop_converts_uint8() -> bool:
+    """True when LeRobot's training loop turns uint8 camera frames into float32 itself (0.6.x)."""
+    from lerobotstream.integrations.lerobot import patching
+
+    lt = patching.check_lerobot()
+    try:
+        return "torch.uint8" in inspect.getsource(lt.train.__wrapped__)
+    except (OSError, TypeError):  # no source shipped: 0.6 and later convert
+        return patching.lerobot_version() >= (0, 6, 0)
+
+
+def _image_transforms(cfg: Any) -> Any:
+    try:
+        from lerobot.transforms import ImageTransforms  # 0.6.x
+    except ImportError:
+        from lerobot.datasets.transforms import ImageTransforms  # 0.4.4
+    return ImageTransforms(cfg.dataset.image_transforms) if cfg.dataset.image_transforms.enable else None
+
+
+def _stream_kwargs(cfg: Any) -> dict[str, Any]:
+    """Options both streams share: the dataset, the streaming flags, tolerance and the seed."""
+    d = cfg.dataset
+    kw = dict(repo_id=d.repo_id, root=d.root, revision=d.revision, repo_type=d.repo_type,
+              data_root=d.streaming_data_root, max_num_shards=max(1, int(cfg.num_workers)),
+              tolerance_s=cfg.tolerance_s, video_backend="torchcodec", seed=streaming_seed(cfg.seed),
+              episode_pool_size=d.streaming_episode_pool_size, prefetch_episodes=d.streaming_prefetch_episodes,
+              byte_budget_gb=d.streaming_byte_budget_gb, decode_threads=d.streaming_decode_threads,
+              decoded_queue_size=d.streaming_decoded_queue_size, video_decoder_cache_size=d.decoder_cache_size,
+              sidecar_lock_timeout_s=d.streaming_sidecar_lock_timeout_s, device=d.streaming_decode_device,
+              batch_size=int(cfg.batch_size), num_workers=int(cfg.num_workers), drop_last=False)
+    optional = {"depth_output_unit": getattr(d, "depth_output_unit", None),
+                "read_timeout_s": getattr(d, "streaming_read_timeout_s", None)}
+    accepted = inspect.signature(StreamingLeRobotDataset.__init__).parameters
+    kw.update({k: v for k, v in optional.items() if v is not None and k in accepted})
+    return kw
+
+
+def _lerobot_meta(stream: TrainingStream, cfg: Any) -> None:
+    """ImageNet stats for RGB camera keys (never depth keys) and depth stats in the output unit."""
+    meta = stream.meta
+    unit = getattr(cfg.dataset, "depth_output_unit", None)
+    if unit is not None and meta.depth_keys and "depth_output_unit" in inspect.signature(
+            StreamingLeRobotDataset.__init__).parameters:
+        meta.rescale_depth_stats(unit)
+    if cfg.dataset.use_imagenet_stats:
+        for key in meta.camera_keys:
+            if key in meta.depth_keys:
+                continue
+            meta.stats.setdefault(key, {})
+            for stats_type, stats in IMAGENET_STATS.items():
+                meta.stats[key][stats_type] = torch.tensor(stats, dtype=torch.float32)
+
+
+def make_streaming_datasets(cfg: Any) -> tuple[TrainingStream, TrainingStream | None]:
+    """The train stream and, with ``--dataset.eval_split > 0``, the eval stream.
+
+    Raises:
+        StreamingConfigError: several repo ids, a split that leaves no training episode, bad flags.
         lerobotstream errors from the dataset (metadata, sources, sharding).
     """
     from lerobot.datasets.factory import resolve_delta_timestamps
-    from lerobot.datasets.transforms import ImageTransforms
 
     d = cfg.dataset
     if isinstance(d.repo_id, list):
         raise StreamingConfigError("--dataset.repo_id: several datasets are not supported with streaming")
-    if hasattr(cfg.policy, "drop_n_last_frames"):
-        raise StreamingConfigError(
-            f"--policy.type={cfg.policy.type}: this policy trains with LeRobot's EpisodeAwareSampler "
-            "(drop_n_last_frames), which LeRobot builds only for map-style datasets; use "
-            "--dataset.streaming=false for it")
-    common = _dataset_kwargs(cfg)
-    probe = StreamingLeRobotDataset(**common)  # metadata only: features + fps for the policy's deltas
-    delta_timestamps = resolve_delta_timestamps(cfg.policy, PolicyMeta(probe.meta))
-    image_transforms = ImageTransforms(d.image_transforms) if d.image_transforms.enable else None
-    import inspect
+    common = _stream_kwargs(cfg)
+    probe = StreamingLeRobotDataset(**common, episodes=d.episodes)  # metadata: features + fps + tasks
+    delta_timestamps = resolve_delta_timestamps(trainable_config(cfg), LeRobotMetaView(probe.meta))
+    eval_split = float(getattr(d, "eval_split", 0.0) or 0.0)
+    train_eps: list[int] | None = d.episodes
+    eval_eps: list[int] = []
+    if eval_split > 0:
+        train_eps, eval_eps = split_episodes_by_task(list(probe.meta.episodes), eval_split)
+        log.info("lerobotstream: train/eval split: %d train, %d eval episodes (eval_split=%s)",
+                 len(train_eps), len(eval_eps), eval_split)
+    uint8 = _loop_converts_uint8()
+    train_ds = StreamingLeRobotDataset(
+        **common, episodes=train_eps, delta_timestamps=delta_timestamps, image_transforms=_image_transforms(cfg),
+        return_uint8=uint8, repeat=True, sampling_strategy=d.streaming_sampling_strategy,
+        drop_n_last_frames=int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0))
+    train = TrainingStream(train_ds, sidecar_status=probe.sidecar_status)
+    _lerobot_meta(train, cfg)
+    evaluation = None
+    if eval_eps:
+        eval_ds = StreamingLeRobotDataset(**common, episodes=eval_eps, delta_timestamps=delta_timestamps,
+                                          image_transforms=None, return_uint8=uint8, repeat=False,
+                                          sampling_strategy="sequential")
+        max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0)
+        evaluation = TrainingStream(eval_ds, sidecar_status=probe.sidecar_status, tags=False,
+                                    max_samples=max_eval or None)
+        _lerobot_meta(evaluation, cfg)
+    return train, evaluation
 
-    accepted = inspect.signature(StreamingLeRobotDataset.__init__).parameters
-    resume_kw = {k: v for k, v in (("batch_size", int(cfg.batch_size)), ("num_workers", int(cfg.num_workers)),
-                                   ("drop_last", False)) if k in accepted}  # LeRobot's DataLoader settings
-    ds = StreamingLeRobotDataset(
-        **common,
-        **resume_kw,
-        delta_timestamps=delta_timestamps,
-        image_transforms=image_transforms,
-        max_num_shards=max(1, int(cfg.num_workers)),
-        tolerance_s=cfg.tolerance_s,
-        return_uint8=False,
-        video_backend="torchcodec",
-        seed=streaming_seed(cfg.seed),
-        repeat=True,
-        episode_pool_size=d.streaming_episode_pool_size,
-        prefetch_episodes=d.streaming_prefetch_episodes,
-        byte_budget_gb=d.streaming_byte_budget_gb,
-        decode_threads=d.streaming_decode_threads,
-        decoded_queue_size=d.streaming_decoded_queue_size,
-        video_decoder_cache_size=d.decoder_cache_size,
-        sampling_strategy=d.streaming_sampling_strategy,
-        sidecar_lock_timeout_s=d.streaming_sidecar_lock_timeout_s,
-        device=d.streaming_decode_device,
-    )
-    stream = TrainingStream(ds, sidecar_status=probe.sidecar_status)
-    if d.use_imagenet_stats:
-        for key in stream.meta.camera_keys:
-            stream.meta.stats.setdefault(key, {})
-            for stats_type, stats in IMAGENET_STATS.items():
-                stream.meta.stats[key][stats_type] = torch.tensor(stats, dtype=torch.float32)
-    return stream
+
+def make_streaming_dataset(cfg: Any) -> TrainingStream:
+    """The train stream alone (LeRobot 0.4.4's ``make_dataset`` seam; ``eval_split`` is 0.6's)."""
+    return make_streaming_datasets(cfg)[0]

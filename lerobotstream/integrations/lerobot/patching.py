@@ -1,19 +1,23 @@
 """The ONLY place where lerobotstream patches LeRobot (kept small on purpose).
 
-LeRobot's ``lerobot_train.train`` looks up three module-level names that have no public hook:
-``make_dataset`` (the dataset factory), ``cycle`` (wraps the DataLoader into the endless batch
-iterator) and ``save_checkpoint``. While ``lerobotstream-train --dataset.streaming=true`` runs,
-:func:`installed` swaps them for ours and restores them afterwards:
+LeRobot's ``lerobot_train.train`` looks up module-level names that have no public hook. While
+``lerobotstream-train --dataset.streaming=true`` runs, :func:`installed` swaps them for ours and
+restores them afterwards:
 
-* ``make_dataset``: builds :class:`lerobotstream.StreamingLeRobotDataset` (map-style path: the
-  original factory, unchanged);
+* the dataset factory: ``make_train_eval_datasets`` (LeRobot 0.6.x: returns ``(train, eval or
+  None)``) or ``make_dataset`` (0.4.4) builds :class:`lerobotstream.StreamingLeRobotDataset`
+  streams (map-style path: the original factory, unchanged);
 * ``cycle``: the same endless iteration, plus step-time / data-wait accounting and the optional
   batch trace (other DataLoaders: the original ``cycle``);
-* ``save_checkpoint``: the original, then the stream state next to ``training_step.json``.
+* ``save_checkpoint``: the original, then the stream state next to ``training_step.json``;
+* ``Accelerator`` (``accelerate.Accelerator``, and ``lerobot_train.Accelerator`` where 0.4.4
+  imports it at module level): a subclass that leaves the stream's DataLoaders as they are, so
+  LeRobot builds it with its own settings (mixed precision from the policy's dtype, CPU from
+  ``cfg.trainable_config.device``, DDP kwargs) and never re-shards a stream.
 
-Everything else uses public seams: draccus config subclasses, ``parser.wrap`` and the
-``accelerator=`` argument of ``train``. :func:`check_lerobot` refuses LeRobot versions that lack
-these names with a message naming what is missing.
+Everything else uses public seams: draccus config subclasses and ``parser.wrap``.
+:func:`check_lerobot` refuses LeRobot versions that lack these names with a message naming what is
+missing.
 """
 
 from __future__ import annotations
@@ -25,10 +29,14 @@ from typing import Any
 
 from lerobotstream.errors import LeRobotIntegrationError
 
-__all__ = ["MIN_LEROBOT", "check_lerobot", "installed", "original", "train_function"]
+__all__ = ["MIN_LEROBOT", "TESTED_LEROBOT", "check_lerobot", "dataset_seam", "installed", "lerobot_version",
+           "original", "train_function"]
 
 MIN_LEROBOT = (0, 4, 4)
-_PATCHED = ("make_dataset", "cycle", "save_checkpoint")
+TESTED_LEROBOT = ("0.6.1", "0.4.4")
+#: dataset factories in the order they are looked for (0.6.x, then 0.4.4)
+DATASET_SEAMS = ("make_train_eval_datasets", "make_dataset")
+_PATCHED = (*DATASET_SEAMS, "cycle", "save_checkpoint", "Accelerator")
 _originals: dict[str, Any] = {}
 
 
@@ -40,37 +48,58 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def lerobot_version() -> tuple[int, ...]:
+    """The installed LeRobot version as a tuple (``(0, 6, 1)``). Raises LeRobotIntegrationError."""
+    try:
+        from importlib.metadata import version
+
+        return _version_tuple(version("lerobot"))
+    except Exception as e:  # PackageNotFoundError
+        raise LeRobotIntegrationError(
+            "lerobotstream-train needs LeRobot (pip install 'lerobot[dataset]==0.6.1' accelerate; "
+            "`make setup-lerobot` creates .venv-lerobot with it)") from e
+
+
+def dataset_seam(lt: Any) -> str:
+    """The dataset factory name ``lerobot_train.train`` calls in this LeRobot version."""
+    for name in DATASET_SEAMS:
+        if hasattr(lt, name):
+            return name
+    raise LeRobotIntegrationError(f"lerobot.scripts.lerobot_train has none of {DATASET_SEAMS}")
+
+
 def check_lerobot() -> Any:
     """Import ``lerobot.scripts.lerobot_train`` and check the seams; return the module.
 
     Raises:
-        LeRobotIntegrationError: LeRobot missing, older than 0.4.4, or missing a seam.
+        LeRobotIntegrationError: LeRobot missing, older than 0.4.4, or missing a seam (named).
     """
-    try:
-        from importlib.metadata import version
-
-        ver = version("lerobot")
-    except Exception as e:  # PackageNotFoundError
+    ver = lerobot_version()
+    text = ".".join(map(str, ver))
+    tested = " and ".join(TESTED_LEROBOT)
+    if ver < MIN_LEROBOT:
         raise LeRobotIntegrationError(
-            "lerobotstream-train needs LeRobot (pip install 'lerobot>=0.4.4'; `make setup-lerobot` "
-            "creates .venv-lerobot with it)") from e
-    if _version_tuple(ver) < MIN_LEROBOT:
-        raise LeRobotIntegrationError(
-            f"lerobotstream-train supports lerobot>={'.'.join(map(str, MIN_LEROBOT))}; found {ver}")
+            f"lerobotstream-train supports lerobot>={'.'.join(map(str, MIN_LEROBOT))} (tested: {tested}); found {text}")
     try:
         from lerobot.scripts import lerobot_train as lt
     except Exception as e:
-        raise LeRobotIntegrationError(f"cannot import lerobot.scripts.lerobot_train (lerobot {ver}): {e}") from e
-    missing = [n for n in (*_PATCHED, "train") if not hasattr(lt, n)]
+        raise LeRobotIntegrationError(f"cannot import lerobot.scripts.lerobot_train (lerobot {text}): {e}") from e
+    missing = [n for n in ("cycle", "save_checkpoint", "train") if not hasattr(lt, n)]
+    if not any(hasattr(lt, n) for n in DATASET_SEAMS):
+        missing.append(" or ".join(DATASET_SEAMS))
     fn = getattr(getattr(lt, "train", None), "__wrapped__", None)
     if fn is None:
         missing.append("train.__wrapped__ (parser.wrap)")
     elif "accelerator" not in inspect.signature(fn).parameters:
         missing.append("train(cfg, accelerator=...)")
+    try:
+        import accelerate  # noqa: F401
+    except ImportError:
+        missing.append("the accelerate package (pip install accelerate)")
     if missing:
         raise LeRobotIntegrationError(
-            f"lerobot {ver} is not supported by lerobotstream-train: lerobot.scripts.lerobot_train lacks "
-            f"{', '.join(missing)} (tested with lerobot 0.4.4)")
+            f"lerobot {text} is not supported by lerobotstream-train: lerobot.scripts.lerobot_train lacks "
+            f"{', '.join(missing)} (tested with lerobot {tested})")
     return lt
 
 
@@ -86,21 +115,37 @@ def original(name: str) -> Any:
 
 
 @contextlib.contextmanager
-def installed(**replacements: Callable[..., Any]) -> Iterator[None]:
-    """Swap ``lerobot_train.<name>`` for the given callables (names: make_dataset, cycle,
-    save_checkpoint) for the duration of the block; always restores LeRobot's originals."""
+def installed(**replacements: Any) -> Iterator[None]:
+    """Swap ``lerobot_train.<name>`` for the given objects for the duration of the block (names:
+    the version's dataset seam, ``cycle``, ``save_checkpoint``, ``Accelerator``; ``Accelerator``
+    is also swapped in the ``accelerate`` module, where 0.6.x imports it inside ``train``).
+    Always restores LeRobot's originals."""
+    import accelerate
+
     lt = check_lerobot()
     unknown = set(replacements) - set(_PATCHED)
     if unknown:
         raise ValueError(f"not a patchable name: {sorted(unknown)}")
     if _originals:
         raise RuntimeError("lerobotstream patches are already installed")
-    for name, fn in replacements.items():
-        _originals[name] = getattr(lt, name)
-        setattr(lt, name, fn)
+    targets: list[tuple[Any, str, Any]] = []
+    for name, obj in replacements.items():
+        if name == "Accelerator":
+            targets.append((accelerate, name, obj))
+            if hasattr(lt, name):
+                targets.append((lt, name, obj))
+        else:
+            if not hasattr(lt, name):
+                raise LeRobotIntegrationError(f"lerobot.scripts.lerobot_train has no {name}")
+            targets.append((lt, name, obj))
+    saved = [(mod, name, getattr(mod, name)) for mod, name, _ in targets]
+    for mod, name, old in saved:
+        _originals.setdefault(name, old)
+    for mod, name, obj in targets:
+        setattr(mod, name, obj)
     try:
         yield
     finally:
-        for name, fn in _originals.items():
-            setattr(lt, name, fn)
+        for mod, name, old in saved:
+            setattr(mod, name, old)
         _originals.clear()

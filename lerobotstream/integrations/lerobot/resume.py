@@ -1,4 +1,4 @@
-"""Stream state in LeRobot checkpoints, and the sample-exact resume check (SPEC §6).
+"""Stream state in LeRobot checkpoints, and the sample-exact resume check.
 
 Next to LeRobot's ``training_state/training_step.json`` every checkpoint of a streaming run gets
 ``training_state/lerobotstream_stream.json``: the settings the sample order depends on (seed,
@@ -11,6 +11,7 @@ used. Settings that change the order are refused with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -40,18 +41,23 @@ _WHY = {
     "byte_budget_gb": "the byte budget decides when the next episode may be admitted",
     "episodes": "the episode selection is what the order is drawn over",
     "repo_id": "it is another dataset",
+    "drop_n_last_frames": "the policy's drop_n_last_frames decides which frames are anchors",
+    "eval_split": "the held-out episodes are not streamed for training, so another split trains on other episodes",
 }
+
+#: settings that older stream states do not record, with the value those runs had
+_ADDED_LATER = {"drop_n_last_frames": 0, "eval_split": 0.0}
 
 RESUME_RULES = (
     "Sample-exact streaming resume needs the same world size, batch size and --num_workers as the "
-    "checkpointed run, and the same seed, sampling strategy, pool size and byte budget (SPEC §6). "
+    "checkpointed run, and the same seed, sampling strategy, pool size and byte budget. "
     "Resume with the checkpoint's settings, or start a new run from the checkpoint's policy weights "
     "(--policy.path=<checkpoint>/pretrained_model) if you need different ones.")
 
 
 def order_settings(cfg: Any, world_size: int) -> dict[str, Any]:
     """The settings the stream's sample order depends on, JSON-ready."""
-    from lerobotstream.integrations.lerobot.factory import streaming_seed
+    from lerobotstream.integrations.lerobot.factory import streaming_seed, trainable_config
 
     d = cfg.dataset
     return {
@@ -64,6 +70,8 @@ def order_settings(cfg: Any, world_size: int) -> dict[str, Any]:
         "sampling_strategy": d.streaming_sampling_strategy,
         "episode_pool_size": d.streaming_episode_pool_size,
         "byte_budget_gb": float(d.streaming_byte_budget_gb),
+        "drop_n_last_frames": int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0),
+        "eval_split": float(getattr(d, "eval_split", 0.0) or 0.0),
     }
 
 
@@ -89,25 +97,30 @@ def stream_state_for(dataset: Any, samples: int, settings: dict[str, Any]) -> di
     return state
 
 
-def write_checkpoint_state(checkpoint_dir: Path, step: int, settings: dict[str, Any],
-                           stream_state: dict[str, Any]) -> Path:
-    """Write ``training_state/lerobotstream_stream.json`` atomically; returns its path."""
-    out_dir = Path(checkpoint_dir) / "training_state"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / STATE_FILE
-    doc = {"format": FORMAT, "step": int(step), "settings": settings, "stream_state": stream_state}
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".json")
+def write_json_atomic(path: Path, doc: Any) -> Path:
+    """Write ``doc`` as JSON to ``path`` through a temporary file in the same folder, fsync and
+    ``os.replace``: readers see the old file or the whole new one, never a part."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=2, sort_keys=True)
+            json.dump(doc, f, indent=2, sort_keys=True, default=str)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        with __import__("contextlib").suppress(OSError):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     return path
+
+
+def write_checkpoint_state(checkpoint_dir: Path, step: int, settings: dict[str, Any],
+                           stream_state: dict[str, Any]) -> Path:
+    """Write ``training_state/lerobotstream_stream.json`` atomically; returns its path."""
+    doc = {"format": FORMAT, "step": int(step), "settings": settings, "stream_state": stream_state}
+    return write_json_atomic(Path(checkpoint_dir) / "training_state" / STATE_FILE, doc)
 
 
 def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
@@ -140,7 +153,7 @@ def check_resume(doc: dict[str, Any], current: dict[str, Any], step: int, where:
     Raises:
         ResumeStateError: listing every differing setting, why it matters, and what to do.
     """
-    saved = doc.get("settings", {})
+    saved = {**_ADDED_LATER, **doc.get("settings", {})}
     diffs = [f"  - {k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r} — {_WHY.get(k, 'it changes the order')}"
              for k in current if saved.get(k) != current.get(k)]
     if int(doc.get("step", step)) != int(step):

@@ -5,10 +5,12 @@ Accepts every ``lerobot-train`` argument plus the ``--dataset.streaming_*`` flag
 ``--dataset.streaming=false`` it runs LeRobot's own ``train`` untouched (map-style dataset).
 With ``--dataset.streaming=true`` it runs LeRobot's ``train`` with:
 
-* our dataset factory (``patching.py``),
-* an ``Accelerator`` that does not re-shard the stream's DataLoader (the stream already gives
-  each rank its own episodes; accelerate would split or dispatch it a second time), batches move
-  to the policy device in LeRobot's preprocessor as usual,
+* our dataset factory (``patching.py``): LeRobot 0.6.x's ``make_train_eval_datasets`` (train
+  stream, and an eval stream with ``--dataset.eval_split``) or 0.4.4's ``make_dataset``,
+* LeRobot's own ``Accelerator`` settings (mixed precision, CPU, DDP kwargs), through a subclass
+  that does not re-shard the streams' DataLoaders (each rank already streams its own episodes;
+  accelerate would split or dispatch them a second time); batches move to the policy device in
+  LeRobot's preprocessor as usual,
 * the stream state in every checkpoint and sample-exact ``--resume=true`` (``resume.py``),
 * a streaming summary at the end (rank 0): samples/s, share of step time waiting for data,
   payload bytes fetched vs. dataset bytes, sidecar status. It is also written to
@@ -30,8 +32,8 @@ import torch
 from lerobotstream import constants
 from lerobotstream.integrations.lerobot import patching
 from lerobotstream.integrations.lerobot.config import StreamingTrainPipelineConfig
-from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_KEYS, TAG_REQUESTS, TAG_WORKER, \
-    TrainingStream, make_streaming_dataset
+from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_REQUESTS, TAG_WORKER, TrainingStream, \
+    make_streaming_datasets
 from lerobotstream.integrations.lerobot import resume as _resume
 
 __all__ = ["main", "Run"]
@@ -66,13 +68,22 @@ class Run:
         self.worker_requests: dict[int, int] = {}
         self.trace_file = None
         self.sidecar_status: Any = None
+        self.accelerator: Any = None  # the Accelerator LeRobot built (StreamingAccelerator)
 
-    # --- patched: make_dataset ------------------------------------------------------------------
+    # --- patched: make_train_eval_datasets (0.6.x) / make_dataset (0.4.4) -----------------------
+    def make_train_eval_datasets(self, cfg: Any) -> tuple[Any, Any]:
+        if not cfg.dataset.streaming:
+            return patching.original("make_train_eval_datasets")(cfg)
+        return self._make_streams(cfg)
+
     def make_dataset(self, cfg: Any) -> Any:
         if not cfg.dataset.streaming:
             return patching.original("make_dataset")(cfg)
+        return self._make_streams(cfg)[0]
+
+    def _make_streams(self, cfg: Any) -> tuple[TrainingStream, TrainingStream | None]:
         t0 = time.perf_counter()
-        stream = make_streaming_dataset(cfg)
+        stream, evaluation = make_streaming_datasets(cfg)
         rank, world = _world()
         self.settings = _resume.order_settings(cfg, world)
         if cfg.resume:
@@ -81,10 +92,17 @@ class Run:
         ds = stream.dataset
         self.sidecar_status = getattr(stream, "sidecar_status", None) or _sidecar_status(ds)
         if rank == 0:
-            log.info("lerobotstream: %r, %d frames in %d episodes, seed %s, %d DataLoader workers, "
-                     "setup %.2f s, sidecar: %s", ds, stream.num_frames, stream.num_episodes,
-                     self.settings["seed"], cfg.num_workers, time.perf_counter() - t0, self.sidecar_status)
-        return stream
+            from importlib.metadata import version
+
+            log.info("lerobotstream %s on lerobot %s: %r, %d frames in %d episodes, seed %s, %d DataLoader "
+                     "workers, %s frames, setup %.2f s, sidecar: %s", _version(), version("lerobot"), ds,
+                     stream.num_frames, stream.num_episodes, self.settings["seed"], cfg.num_workers,
+                     "uint8" if ds.return_uint8 else "float32", time.perf_counter() - t0, self.sidecar_status)
+            if evaluation is not None:
+                log.info("lerobotstream: eval stream %r, %d frames in %d episodes (sequential, every frame once "
+                         "per pass%s)", evaluation.dataset, evaluation.num_frames, evaluation.num_episodes,
+                         f", at most {evaluation.max_samples} samples" if evaluation.max_samples else "")
+        return stream, evaluation
 
     def _resume(self, cfg: Any, stream: TrainingStream) -> None:
         ckpt = Path(cfg.checkpoint_path)
@@ -226,47 +244,52 @@ def format_summary(s: dict[str, Any]) -> str:
     ])
 
 
-def _make_accelerator(cfg: Any) -> Any:
-    """LeRobot 0.4.4's own Accelerator settings, except that the stream's DataLoader is left as is."""
+def _version() -> str:
+    from lerobotstream import __version__
+
+    return __version__
+
+
+def _streaming_accelerator_class(run: "Run") -> type:
+    """accelerate's ``Accelerator`` as LeRobot builds it, except that the streams' DataLoaders are
+    left as they are (one shard per rank already); the instance is recorded on ``run``."""
     from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs
 
     class StreamingAccelerator(Accelerator):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            run.accelerator = self
+
         def prepare_data_loader(self, data_loader, device_placement=None, slice_fn_for_dispatch=None):
             if isinstance(getattr(data_loader, "dataset", None), TrainingStream):
                 return data_loader  # already one shard per rank; don't split or dispatch it again
             return super().prepare_data_loader(data_loader, device_placement=device_placement,
                                                slice_fn_for_dispatch=slice_fn_for_dispatch)
 
-    return StreamingAccelerator(
-        step_scheduler_with_optimizer=False,
-        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
-        cpu=cfg.policy.device == "cpu",
-    )
+    return StreamingAccelerator
 
 
 def run_training(cfg: StreamingTrainPipelineConfig) -> dict[str, Any] | None:
     """Train with a parsed config; returns the streaming summary on rank 0 (None otherwise or
     for a map-style run)."""
+    lt = patching.check_lerobot()
     train = patching.train_function()
     if not cfg.dataset.streaming:
         train(cfg)  # LeRobot's map-style path, unchanged
         return None
-    cfg.validate()  # LeRobot calls it again inside train(); it is idempotent
-    accelerator = _make_accelerator(cfg)
     run = Run(cfg)
-    with patching.installed(make_dataset=run.make_dataset, cycle=run.cycle, save_checkpoint=run.save_checkpoint):
-        train(cfg, accelerator=accelerator)
+    seam = patching.dataset_seam(lt)
+    with patching.installed(**{seam: getattr(run, seam)}, cycle=run.cycle, save_checkpoint=run.save_checkpoint,
+                            Accelerator=_streaming_accelerator_class(run)):
+        train(cfg)
     if run.trace_file is not None:
         run.trace_file.close()
-    if not accelerator.is_main_process:
+    if run.accelerator is not None and not run.accelerator.is_main_process:
         return None
     summary = run.summary()
     print(format_summary(summary), flush=True)
     if cfg.output_dir is not None:
-        out = Path(cfg.output_dir) / "streaming_summary.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(summary, indent=2, default=str))
+        _resume.write_json_atomic(Path(cfg.output_dir) / "streaming_summary.json", summary)
     return summary
 
 
