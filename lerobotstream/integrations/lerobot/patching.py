@@ -110,8 +110,13 @@ def train_function() -> Callable[..., Any]:
 
 def original(name: str) -> Any:
     """LeRobot's own object behind a patched name (valid inside and outside :func:`installed`)."""
-    lt = check_lerobot()
-    return _originals.get(name, getattr(lt, name))
+    if name in _originals:
+        return _originals[name]
+    if name == "Accelerator":
+        import accelerate
+
+        return accelerate.Accelerator
+    return getattr(check_lerobot(), name)
 
 
 @contextlib.contextmanager
