@@ -88,13 +88,26 @@ def test_rank_without_episode_is_an_error():
         Planner({0: 5, 1: 0, 2: 3}, world_size=3, rank=0)
 
 
-def test_idle_workers_yield_nothing_and_say_so_once(caplog):
+def test_idle_workers_yield_nothing_and_say_so_once(caplog, monkeypatch):
+    """Said by DataLoader worker 0 where its stream starts, once per process; not by the other
+    workers nor by planners built for bookkeeping (state_dict). Real DataLoaders: test_idle_workers.py."""
+    from lerobotstream.planner import _planner
+
+    monkeypatch.setattr(_planner, "_IDLE_WARNED", set())
     caplog.set_level(logging.WARNING, logger="lerobotstream.planner")
     lengths = {0: 3, 1: 7, 2: 11}
+    said = lambda: len([r for r in caplog.records if "yield nothing" in r.message])  # noqa: E731
     for _ in range(2):
         p = Planner(lengths, world_size=2, rank=1, num_workers=4, seed=123)
+        p.state_dict(samples_consumed=0)
+    assert said() == 0
+    for w in (3, 2, 1):
+        p.worker_start(w, 4)
+    assert said() == 0
+    for _ in range(2):
+        Planner(lengths, world_size=2, rank=1, num_workers=4, seed=123).worker_start(0, 4)
     assert p.num_active_workers == 2  # rank 1 owns episodes 1 and 0 (LPT: 11 | 7 + 3)
-    assert len([r for r in caplog.records if "yield nothing" in r.message]) == 1
+    assert said() == 1
     assert list(p.worker_plan(3).iter_anchors(0)) == []
     assert list(p.worker_plan(3).iter_anchors(0, repeat=True)) == []
 
@@ -196,6 +209,9 @@ def test_byte_aware_admission_and_frontier():
 def test_episode_larger_than_budget_fails_before_any_fetch():
     with pytest.raises(ByteBudgetError, match=r"episode 1 needs 11 bytes.*byte budget of 10"):
         Planner({0: 5, 1: 5}, byte_budget=10, episode_nbytes={0: 3, 1: 11}.__getitem__).worker_plan(0)
+    # binary units, like the budget option (GiB): issue 17.18
+    with pytest.raises(ByteBudgetError, match=r"\(1\.500 GiB\) .*\(1\.000 GiB;"):
+        Planner({0: 5}, byte_budget=2**30, episode_nbytes={0: 3 << 29}.__getitem__).worker_plan(0)
     # per-worker share: 2 workers of a 20-byte rank budget get 10 each
     with pytest.raises(ByteBudgetError, match="worker"):
         p = Planner({0: 5, 1: 5}, num_workers=2, byte_budget=20, episode_nbytes={0: 3, 1: 11}.__getitem__)

@@ -82,9 +82,10 @@ class WorkerPlan:
             if len(over):
                 e, s = int(self.episode_indices[over[0]]), int(self.nbytes[over[0]])
                 raise ByteBudgetError(
-                    f"episode {e} needs {s} bytes ({s / 1e9:.3f} GB) of synthesized MP4 but worker "
+                    f"episode {e} needs {s} bytes ({s / 2**30:.3f} GiB) of synthesized MP4 but worker "
                     f"{worker} of rank {planner.rank} has a byte budget of {self.byte_budget} bytes "
-                    f"(rank budget {planner.byte_budget} bytes split over {n} worker(s)); raise the byte "
+                    f"({self.byte_budget / 2**30:.3f} GiB; rank budget {planner.byte_budget} bytes split "
+                    f"over {n} worker(s)); raise the byte "
                     "budget (streaming_byte_budget_gb) or use fewer DataLoader workers",
                     episode_index=e, nbytes=s, byte_budget=self.byte_budget)
 
@@ -249,15 +250,18 @@ class Planner:
         self._plans: dict[int, WorkerPlan] = {}
         mine = self._worker_positions(self.rank)
         self.num_active_workers = sum(1 for p in mine if len(p))
-        if self.num_active_workers < self.num_shards:
-            key = (self.rank, self.num_shards, n_eps)
-            if key not in _IDLE_WARNED:
-                _IDLE_WARNED.add(key)
-                logger.warning(
-                    "rank %d owns %d episode(s) for %d DataLoader workers: workers %d..%d get no episode "
-                    "and yield nothing (lower num_workers to use every worker)", self.rank,
-                    len(self._rank_pos[self.rank]), self.num_shards, self.num_active_workers,
-                    self.num_shards - 1)
+
+    def _warn_idle(self) -> None:
+        # Said where the stream starts, by DataLoader worker 0 only (every worker builds its own
+        # planner; the training process builds them for state_dict too) and once per process.
+        key = (self.rank, self.num_shards, len(self.lengths))
+        if key in _IDLE_WARNED:
+            return
+        _IDLE_WARNED.add(key)
+        logger.warning(
+            "rank %d owns %d episode(s) for %d DataLoader workers: workers %d..%d get no episode "
+            "and yield nothing (lower num_workers to use every worker)", self.rank,
+            len(self._rank_pos[self.rank]), self.num_shards, self.num_active_workers, self.num_shards - 1)
 
     # --- shards ---------------------------------------------------------------------------------
     def _worker_positions(self, rank: int) -> list[np.ndarray]:
@@ -386,6 +390,8 @@ class Planner:
             raise ShardingError(
                 f"the DataLoader runs {dl_num_workers} worker(s) but the planner was built for "
                 f"num_workers={self.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)")
+        if self.num_active_workers < self.num_shards and not dl_worker_id:
+            self._warn_idle()
         fr = self._worker_frames(self.rank)
         n = self.num_shards
         if self.repeat:
