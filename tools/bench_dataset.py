@@ -299,13 +299,15 @@ def _cpu_s() -> float:
     return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
 
 
-def _run_loader(ds, nw: int, bs: int, warm_batches: int) -> dict:
-    """One pass through a DataLoader; warm-up = until ``warm_batches`` batches arrived."""
+def _run_loader(ds, nw: int, bs: int, warm_batches: int, mp_context: str | None = None) -> dict:
+    """One pass through a DataLoader; warm-up = until ``warm_batches`` batches arrived.
+    ``mp_context``: the DataLoader's ``multiprocessing_context`` (workers only; under ``spawn`` and
+    ``forkserver`` every worker imports torch/torchcodec afresh: that start-up is in ``first_batch_s``)."""
     limit = isinstance(ds, SeqLimit)
     mapstyle = isinstance(ds, MapStyle)
     dl = torch.utils.data.DataLoader(ds, batch_size=None if limit else bs, num_workers=nw, shuffle=mapstyle,
                                      generator=torch.Generator().manual_seed(0) if mapstyle else None,
-                                     persistent_workers=False)
+                                     persistent_workers=False, multiprocessing_context=mp_context if nw else None)
     n = n_warm = 0.0
     t0 = time.perf_counter()
     first = t_warm = None
@@ -365,6 +367,9 @@ def main(argv=None) -> int:
     ap.add_argument("--camera-copies", type=int, default=1,
                     help="with --root: each camera appears this many times (a multi-camera dataset of real content)")
     ap.add_argument("--json", default=None, help="also write the result here")
+    ap.add_argument("--mp-context", default="fork",
+                    help="comma-separated DataLoader multiprocessing contexts for runs with workers "
+                         "(fork, spawn, forkserver; LeRobot 0.6's lerobot-train uses spawn)")
     a = ap.parse_args(argv)
     if a.torch_threads > 0:
         torch.set_num_threads(a.torch_threads)
@@ -396,7 +401,10 @@ def main(argv=None) -> int:
                     for v in meta_probe.meta.episode(e).videos.values()})
     cost = _map_style_cost(root, keys, meta_probe.meta)
     results = []
-    for nw in [int(x) for x in a.num_workers.split(",")]:
+    settings = [(nw, ctx) for nw in [int(x) for x in a.num_workers.split(",")]
+                for ctx in (a.mp_context.split(",") if nw else ["-"])]
+    for nw, ctx in settings:
+        mp_context = None if ctx == "-" else ctx
         t = time.perf_counter()
         ds = _StatsDataset(root=root, episode_pool_size=a.pool, prefetch_episodes=2, max_num_shards=max(1, nw),
                            decode_lookahead=a.lookahead,
@@ -417,7 +425,7 @@ def main(argv=None) -> int:
             for name, d in order[r % len(order):] + order[:r % len(order)]:  # rotate who goes first
                 for p in stats_dir.glob("*.json"):
                     p.unlink()
-                runs[name].append(_run_loader(d, nw, a.batch_size, warm_batches))
+                runs[name].append(_run_loader(d, nw, a.batch_size, warm_batches, mp_context))
                 if name == "ours":
                     ours_stats.append([json.loads(p.read_text()) for p in stats_dir.glob("*.json")])
         st = ours_stats[-1] if ours_stats else []
@@ -428,7 +436,8 @@ def main(argv=None) -> int:
                   for o in ("map_style", "limit", "limit_items") if o in runs and "ours" in runs
                   for m in ("steady_samples_per_s", "samples_per_s", "cpu_ms_per_sample")}
         res = {
-            "num_workers": nw, "batch_size": a.batch_size, "repeats": a.repeats, "setup_s": round(setup_s, 3),
+            "num_workers": nw, "mp_context": mp_context, "batch_size": a.batch_size, "repeats": a.repeats,
+            "setup_s": round(setup_s, 3),
             **{f"{n}_steady_samples_per_s": _median([x["steady_samples_per_s"] for x in v]) for n, v in runs.items()},
             **{f"{n}_total_samples_per_s": _median([x["samples_per_s"] for x in v]) for n, v in runs.items()},
             **{f"{n}_cpu_ms_per_sample": _median([x["cpu_ms_per_sample"] for x in v]) for n, v in runs.items()},
@@ -461,7 +470,9 @@ def main(argv=None) -> int:
         cells = "  ".join(f"{n} {r[f'{n}_steady_samples_per_s']:.0f} ({r[f'{n}_cpu_ms_per_sample']:.1f})" for n in names)
         ratios = "  ".join(f"ours/{o} {r[f'ours_vs_{o}_steady_samples_per_s']:.2f}" for o in names[1:]
                            if f"ours_vs_{o}_steady_samples_per_s" in r)
-        print(f"  num_workers={r['num_workers']}: {cells}  |  {ratios}", file=sys.stderr)
+        fb = "  ".join(f"{n} {r['first_batch_s'][n]:.2f}" for n in names if r["first_batch_s"].get(n) is not None)
+        ctx = f" ({r['mp_context']})" if r.get("mp_context") else ""
+        print(f"  num_workers={r['num_workers']}{ctx}: {cells}  |  {ratios}  |  first batch s: {fb}", file=sys.stderr)
     if a.json:
         tmp_json = Path(f"{a.json}.tmp{os.getpid()}")
         tmp_json.write_text(json.dumps(out, indent=1))
