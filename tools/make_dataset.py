@@ -15,6 +15,25 @@ and HEVC down to 64x48; :func:`read_identity` reads it back. The tabular feature
 same identity: ``observation.state[0] = episode_index``, ``[1] = frame_index``, ``[2] = index``;
 ``action[0] = episode_index``, ``[1] = frame_index + 0.5``.
 
+LeRobot 0.6 cameras beside the RGB videos (all optional):
+
+* **depth video** (``depth_cameras``): a per-pixel depth map in millimetres
+  (:func:`depth_frame_mm`, a function of episode, frame, camera and pixel) quantised with LeRobot
+  0.6.1's log quantiser (:func:`quantize_depth`, ``DepthEncoderConfig`` defaults) to 12-bit codes
+  and encoded as LeRobot's default depth encoder writes it: HEVC Rext ``gray12le``, x265
+  ``lossless=1``, ``g=2``; ``info.json`` records ``is_depth_map``, ``depth_unit: "mm"`` and the
+  quantiser's ``video.depth_min/depth_max/shift/use_log``. The decoded codes must equal
+  :func:`expected_depth_codes` exactly.
+* **image features** (``image_cameras``): :func:`image_frame` (the identity grid with a
+  per-pixel texture, RGB) stored as PNG (or JPEG) bytes in a ``{bytes, path}`` struct column of
+  the data Parquet, as LeRobot stores ``dtype: image`` features; PNG pixels are known exactly.
+* **depth images** (``depth_image_cameras``): :func:`depth_frame_mm` as 16-bit TIFF (``I;16``)
+  bytes in the rows (LeRobot's raw depth image path), ``depth_unit: "mm"``.
+* **language columns** (``language=True``): ``language_persistent`` / ``language_events`` as
+  LeRobot 0.6.1's annotation writer adds them (struct schema inferred by pyarrow, ``dtype:
+  language`` features, ``info["tools"]``); :func:`expected_language` gives each frame's rows as
+  map-style returns them.
+
 Usage (CLI)::
 
     python tools/make_dataset.py OUT_DIR --episodes 30,45,20 --codec av1 --cameras front:64x48,wrist:97x71
@@ -162,6 +181,109 @@ def read_identity(frame: Any) -> tuple[int, int, int]:
     return int(episode_index), int(frame_index), int(camera_index)
 
 
+# --- LeRobot 0.6 cameras: depth, images, language ---------------------------------------------
+#: LeRobot 0.6.1's DepthEncoderConfig defaults: (depth_min m, depth_max m, shift m, use_log)
+DEPTH_QUANTIZER = (0.01, 10.0, 3.5, True)
+DEPTH_QMAX = 4095
+
+
+def depth_frame_mm(episode_index: int, frame_index: int, camera_index: int, height: int, width: int) -> np.ndarray:
+    """The depth map (uint16 millimetres, ``(H, W)``, values 10..9999) of a generated depth camera."""
+    y = np.arange(height, dtype=np.int64)[:, None]
+    x = np.arange(width, dtype=np.int64)[None, :]
+    v = 10 + (x * 37 + y * 101 + frame_index * 53 + episode_index * 997 + camera_index * 5003) % 9990
+    return v.astype(np.uint16)
+
+
+def quantize_depth(depth_mm: np.ndarray, quantizer: Sequence = DEPTH_QUANTIZER) -> np.ndarray:
+    """LeRobot 0.6.1's ``quantize_depth`` for millimetre input (numpy path, op for op): uint16 codes 0..4095."""
+    import math
+
+    depth_min, depth_max, shift, use_log = quantizer
+    depth_f = np.asarray(depth_mm).astype(np.float32)
+    dmin, dmax, sh = np.float32(depth_min * 1000.0), np.float32(depth_max * 1000.0), np.float32(shift * 1000.0)
+    if use_log:
+        log_min = math.log(float(dmin + sh))
+        log_max = math.log(float(dmax + sh))
+        norm = (np.log(depth_f + sh) - log_min) / (log_max - log_min)
+    else:
+        norm = (depth_f - dmin) / (dmax - dmin)
+    return np.rint(norm * DEPTH_QMAX).clip(0, DEPTH_QMAX).astype(np.uint16)
+
+
+def expected_depth_codes(episode_index: int, frame_index: int, camera_index: int, height: int, width: int,
+                         quantizer: Sequence = DEPTH_QUANTIZER) -> np.ndarray:
+    """The 12-bit codes (uint16 ``(H, W)``) a lossless decode of a generated depth frame gives."""
+    return quantize_depth(depth_frame_mm(episode_index, frame_index, camera_index, height, width), quantizer)
+
+
+def image_frame(episode_index: int, frame_index: int, camera_index: int, height: int, width: int) -> np.ndarray:
+    """The RGB image (uint8 ``(H, W, 3)``) of a generated ``image`` feature: the identity grid of
+    :func:`identity_frame` (so :func:`read_identity` reads it) with a per-pixel, per-channel texture
+    of 0..47 (black cells brightened, white cells darkened)."""
+    grid = identity_frame(episode_index, frame_index, camera_index, height, width)
+    y = np.arange(height, dtype=np.int64)[:, None, None]
+    x = np.arange(width, dtype=np.int64)[None, :, None]
+    c = np.arange(3, dtype=np.int64)[None, None, :]
+    t = ((x * 3 + y * 5 + c * 11 + frame_index * 7 + episode_index) % 48).astype(np.uint8)
+    return np.where(grid == 255, 255 - t, t).astype(np.uint8)
+
+
+def _png_bytes(rgb: np.ndarray, fmt: str) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    if fmt == "png":
+        Image.fromarray(rgb).save(buf, format="PNG", compress_level=1)
+    elif fmt == "jpeg":
+        Image.fromarray(rgb).save(buf, format="JPEG", quality=90)
+    elif fmt == "tiff":  # uint16 depth (I;16), LeRobot's raw depth image format
+        Image.fromarray(rgb).save(buf, format="TIFF", compression="raw")
+    else:
+        raise ValueError(f"image format must be 'png', 'jpeg' or 'tiff', got {fmt!r}")
+    return buf.getvalue()
+
+
+#: LeRobot 0.6.1's ``say`` tool schema (``lerobot.datasets.language.SAY_TOOL_SCHEMA``)
+SAY_TOOL_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "say",
+        "description": "Speak a short utterance to the user via the TTS executor.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string", "description": "The verbatim text to speak."}},
+                       "required": ["text"]},
+    },
+}
+
+
+def _language_cells(episode_index: int, frame_index: int, fps: int) -> tuple[list, list]:
+    """(language_persistent, language_events) rows of a frame, as the annotation writer stores them."""
+    persistent = [
+        {"role": "assistant", "content": f"plan of episode {episode_index}", "style": "plan", "timestamp": 0.0,
+         "camera": None, "tool_calls": None},
+        {"role": "assistant", "content": "reach", "style": "subtask", "timestamp": 0.1, "camera": None,
+         "tool_calls": None},
+    ]
+    events: list = []
+    if frame_index % 5 == 2:
+        events.append({"role": "assistant", "content": None, "style": None, "camera": None,
+                       "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": {"text": f"frame {frame_index}"}}}]})
+    if frame_index % 7 == 3:
+        events.append({"role": "user", "content": "what is left of the cube?", "style": "vqa",
+                       "camera": "observation.images.front", "tool_calls": None})
+    return persistent, events
+
+
+def expected_language(episode_index: int, frame_index: int, fps: int) -> dict[str, list]:
+    """Each language column's value of a generated frame as LeRobot 0.6.1's map-style returns it:
+    the row fields in schema order, ``timestamp`` as float32."""
+    persistent, events = _language_cells(episode_index, frame_index, fps)
+    persistent = [{**r, "timestamp": float(np.float32(r["timestamp"]))} for r in persistent]
+    return {"language_persistent": persistent, "language_events": events}
+
+
 # --- encoding -------------------------------------------------------------------------------------
 def _encoder_args(codec: str, width: int, height: int, gop: int | None) -> list[str]:
     if codec == "av1":
@@ -198,6 +320,19 @@ def _encode_episode(frames: np.ndarray, fps: int, codec: str, gop: int | None, o
         *_encoder_args(codec, width, height, gop), "-pix_fmt", "yuv420p", "-an", str(out),
     ]  # fmt: skip
     _run(cmd, stdin=np.ascontiguousarray(frames).tobytes())
+
+
+def _encode_depth_episode(codes: np.ndarray, fps: int, out: Path, pix_fmt: str = "gray12le") -> None:
+    """12-bit codes ``(T, H, W)`` uint16 → HEVC as LeRobot 0.6.1's default depth encoder (x265
+    ``lossless=1``, ``g=2``, crf 30; Rext ``gray12le``)."""
+    num_frames, height, width = codes.shape
+    cmd = [
+        "ffmpeg", "-hide_banner", "-loglevel", "error", "-y",
+        "-f", "rawvideo", "-pix_fmt", "gray12le", "-s", f"{width}x{height}", "-framerate", str(fps), "-i", "-",
+        "-c:v", "libx265", "-g", "2", "-crf", "30", "-x265-params", "lossless=1:log-level=error",
+        "-pix_fmt", pix_fmt, "-an", str(out),
+    ]  # fmt: skip
+    _run(cmd, stdin=np.ascontiguousarray(codes.astype("<u2")).tobytes())
 
 
 def _concat(parts: Sequence[Path], out: Path, faststart: bool) -> None:
@@ -283,6 +418,14 @@ def _stats(values: np.ndarray) -> dict[str, list]:
     }
 
 
+def _depth_stats(values_mm: np.ndarray, count: int) -> dict[str, list]:
+    """Stats of a depth feature in its recorded unit (mm), shaped (1, 1, 1) like LeRobot's."""
+    return {
+        "min": [[[float(values_mm.min())]]], "max": [[[float(values_mm.max())]]],
+        "mean": [[[float(values_mm.mean())]]], "std": [[[float(values_mm.std())]]], "count": [count],
+    }
+
+
 def _tasks_table(tasks: Sequence[str], form: str) -> pa.Table:
     idx = pa.array(list(range(len(tasks))), pa.int64())
     names = pa.array(list(tasks), pa.string())
@@ -359,6 +502,13 @@ def make_dataset(
     tasks_parquet_form: str = "pandas_index",
     repo_id: str = "lerobotstream/generated",
     seed: int = 0,
+    depth_cameras: Sequence[tuple[str, int, int]] = (),
+    depth_quantizer: Sequence = DEPTH_QUANTIZER,
+    depth_pix_fmt: str = "gray12le",
+    image_cameras: Sequence[tuple[str, int, int]] = (),
+    image_format: str = "png",
+    depth_image_cameras: Sequence[tuple[str, int, int]] = (),
+    language: bool = False,
 ) -> Path:
     """Write a LeRobot v3.0 dataset whose frames and rows encode their identity.
 
@@ -382,6 +532,14 @@ def make_dataset(
         tasks_parquet_form: ``"pandas_index"`` (LeRobot's) or ``"column"`` (a ``task`` column).
         repo_id: stored in ``info.json`` under ``repo_id`` (not a LeRobot key; readers ignore it).
         seed: seeds the noise added to state/action columns beyond the identity entries.
+        depth_cameras: ``(key, width, height)`` of depth video cameras (HEVC ``gray12le``, even
+            sizes; camera indices continue after ``cameras``), see the module doc.
+        depth_quantizer: ``(depth_min m, depth_max m, shift m, use_log)`` recorded and applied.
+        depth_pix_fmt: the depth stream's pixel format (tests of refused encodings).
+        image_cameras: ``(key, width, height)`` of ``image`` features (indices continue after the
+            depth cameras); image_format: ``"png"`` (exact) or ``"jpeg"``.
+        depth_image_cameras: ``(key, width, height)`` of 16-bit TIFF depth ``image`` features.
+        language: add LeRobot 0.6.1's language columns, features and ``tools``.
 
     Returns:
         Path: ``root``.
@@ -399,8 +557,13 @@ def make_dataset(
         raise ValueError("state_dim must be >= 3 and action_dim >= 2 (they carry the identity)")
     if not episode_lengths or min(episode_lengths) < 1:
         raise ValueError("episode_lengths must be non-empty and positive")
-    if len(cameras) > 1 << _CAM_BITS:
+    n_cams = len(cameras) + len(depth_cameras) + len(image_cameras) + len(depth_image_cameras)
+    if n_cams > 1 << _CAM_BITS:
         raise ValueError(f"at most {1 << _CAM_BITS} cameras")
+    for key, w, h in depth_cameras:
+        if w % 2 or h % 2:
+            raise ValueError(f"depth camera {key}: HEVC needs an even width and height, got {w}x{h}")
+    cam_index = {key: j for j, (key, _, _) in enumerate([*cameras, *depth_cameras, *image_cameras, *depth_image_cameras])}
     for key, w, h in cameras:
         _encoder_args(codec, w, h, gop)  # validate sizes early
     root.mkdir(parents=True, exist_ok=True)
@@ -423,19 +586,29 @@ def make_dataset(
         action = rng.standard_normal((length, action_dim)).astype(np.float32)
         action[:, 0], action[:, 1] = ep, frame_index + 0.5
         task_index = ep % len(tasks)
-        ep_tables.append(
-            pa.table(
-                {
-                    "observation.state": pa.array(list(state), pa.list_(pa.float32())),
-                    "action": pa.array(list(action), pa.list_(pa.float32())),
-                    "timestamp": pa.array((frame_index / fps).astype(np.float32), pa.float32()),
-                    "frame_index": pa.array(frame_index, pa.int64()),
-                    "episode_index": pa.array(np.full(length, ep, np.int64), pa.int64()),
-                    "index": pa.array(index, pa.int64()),
-                    "task_index": pa.array(np.full(length, task_index, np.int64), pa.int64()),
-                }
-            )
+        image_cols: dict[str, pa.Array] = {}
+        image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+        for key, w, h in image_cameras:
+            cells = [{"bytes": _png_bytes(image_frame(ep, i, cam_index[key], h, w), image_format),
+                      "path": f"frame-{i:06d}.{'png' if image_format == 'png' else 'jpg'}"} for i in range(length)]
+            image_cols[key] = pa.array(cells, image_type)
+        for key, w, h in depth_image_cameras:
+            cells = [{"bytes": _png_bytes(depth_frame_mm(ep, i, cam_index[key], h, w), "tiff"),
+                      "path": f"frame-{i:06d}.tiff"} for i in range(length)]
+            image_cols[key] = pa.array(cells, image_type)
+        table = pa.table(
+            {
+                "observation.state": pa.array(list(state), pa.list_(pa.float32())),
+                "action": pa.array(list(action), pa.list_(pa.float32())),
+                **image_cols,
+                "timestamp": pa.array((frame_index / fps).astype(np.float32), pa.float32()),
+                "frame_index": pa.array(frame_index, pa.int64()),
+                "episode_index": pa.array(np.full(length, ep, np.int64), pa.int64()),
+                "index": pa.array(index, pa.int64()),
+                "task_index": pa.array(np.full(length, task_index, np.int64), pa.int64()),
+            }
         )
+        ep_tables.append(table)
         all_state.append(state)
         all_action.append(action)
         ep_rows.append(
@@ -458,7 +631,13 @@ def make_dataset(
         ep_rows[ep]["data/chunk_index"], ep_rows[ep]["data/file_index"] = c, f
         groups.setdefault((c, f), []).append(table)
     for (c, f), tables in groups.items():
-        _write_parquet(pa.concat_tables(tables), root / DATA_PATH.format(chunk_index=c, file_index=f))
+        table = pa.concat_tables(tables)
+        if language:  # one schema inference per file, as LeRobot's annotation writer does
+            cells = [_language_cells(e, i, fps) for e, i in zip(table.column("episode_index").to_pylist(),
+                                                                table.column("frame_index").to_pylist())]
+            table = table.append_column("language_persistent", pa.array([x[0] for x in cells]))
+            table = table.append_column("language_events", pa.array([x[1] for x in cells]))
+        _write_parquet(table, root / DATA_PATH.format(chunk_index=c, file_index=f))
 
     # --- videos -------------------------------------------------------------------------------
     image_stats: dict[str, dict[str, list]] = {}
@@ -499,6 +678,40 @@ def make_dataset(
             "std": [[[v]] for v in std],
             "count": [total_frames],
         }
+    for key, width, height in depth_cameras:
+        cam_idx = cam_index[key]
+        roller = _Roller(video_file_size_mb, episodes_per_video_file, chunks_size)
+        pending = {}
+        elapsed = {}
+        depth_vals = []
+        for ep, length in enumerate(episode_lengths):
+            mm = np.stack([depth_frame_mm(ep, i, cam_idx, height, width) for i in range(length)])
+            depth_vals.append(mm.reshape(-1).astype(np.float64))
+            part = tmp_dir / f"{cam_idx:02d}_{ep:06d}.mp4"
+            _encode_depth_episode(quantize_depth(mm, depth_quantizer), fps, part, depth_pix_fmt)
+            duration = video_duration_s(part)
+            c, f, _ = roller.place(part.stat().st_size)
+            from_ts = elapsed.get((c, f), 0.0)
+            elapsed[(c, f)] = from_ts + duration
+            pending.setdefault((c, f), []).append(part)
+            ep_rows[ep][f"videos/{key}/chunk_index"] = c
+            ep_rows[ep][f"videos/{key}/file_index"] = f
+            ep_rows[ep][f"videos/{key}/from_timestamp"] = from_ts
+            ep_rows[ep][f"videos/{key}/to_timestamp"] = from_ts + duration
+        for (c, f), parts in pending.items():
+            _concat(parts, root / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), faststart)
+        image_stats[key] = _depth_stats(np.concatenate(depth_vals), total_frames)
+    for key, width, height in depth_image_cameras:
+        vals = [depth_frame_mm(ep, i, cam_index[key], height, width).reshape(-1).astype(np.float64)
+                for ep, length in enumerate(episode_lengths) for i in range(length)]
+        image_stats[key] = _depth_stats(np.concatenate(vals), total_frames)
+    for key, width, height in image_cameras:
+        flat = np.concatenate([image_frame(ep, i, cam_index[key], height, width).reshape(-1, 3)
+                               for ep, length in enumerate(episode_lengths) for i in range(length)]).astype(np.float64) / 255.0
+        image_stats[key] = {
+            "min": [[[v]] for v in flat.min(0)], "max": [[[v]] for v in flat.max(0)],
+            "mean": [[[v]] for v in flat.mean(0)], "std": [[[v]] for v in flat.std(0)], "count": [total_frames],
+        }
     shutil.rmtree(tmp_dir)
 
     # --- meta/episodes shards -----------------------------------------------------------------
@@ -515,7 +728,7 @@ def make_dataset(
         cols["data/file_index"] = pa.array([r["data/file_index"] for r in rows], pa.int64())
         cols["dataset_from_index"] = pa.array([r["dataset_from_index"] for r in rows], pa.int64())
         cols["dataset_to_index"] = pa.array([r["dataset_to_index"] for r in rows], pa.int64())
-        for key, _, _ in cameras:
+        for key, _, _ in [*cameras, *depth_cameras]:
             for suffix, typ in (("chunk_index", pa.int64()), ("file_index", pa.int64()), ("from_timestamp", pa.float64()), ("to_timestamp", pa.float64())):
                 name = f"videos/{key}/{suffix}"
                 cols[name] = pa.array([r[name] for r in rows], typ)
@@ -567,8 +780,30 @@ def make_dataset(
                 "has_audio": False,
             },
         }
+    depth_min, depth_max, shift, use_log = depth_quantizer
+    for key, width, height in depth_cameras:
+        features[key] = {
+            "dtype": "video",
+            "shape": [height, width, 1],
+            "names": ["height", "width", "channels"],
+            "info": {
+                "is_depth_map": True, "depth_unit": "mm", "video.height": height, "video.width": width,
+                "video.codec": "hevc", "video.pix_fmt": depth_pix_fmt, "video.fps": fps, "video.channels": 1,
+                "has_audio": False, "video.g": 2, "video.crf": 30, "video.preset": None, "video.fast_decode": 0,
+                "video.video_backend": "pyav", "video.extra_options": {"x265-params": "lossless=1"},
+                "video.depth_min": depth_min, "video.depth_max": depth_max, "video.shift": shift, "video.use_log": use_log,
+            },
+        }
+    for key, width, height in image_cameras:
+        features[key] = {"dtype": "image", "shape": [height, width, 3], "names": ["height", "width", "channels"]}
+    for key, width, height in depth_image_cameras:
+        features[key] = {"dtype": "image", "shape": [height, width, 1], "names": ["height", "width", "channels"],
+                         "info": {"is_depth_map": True, "depth_unit": "mm"}}
     for name, dtype in (("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"), ("index", "int64"), ("task_index", "int64")):
         features[name] = {"dtype": dtype, "shape": [1], "names": None}
+    if language:  # lerobot.datasets.language.language_feature_info()
+        for name in ("language_persistent", "language_events"):
+            features[name] = {"dtype": "language", "shape": [1], "names": None}
     info = {
         "codebase_version": "v3.0",
         "robot_type": "generated",
@@ -581,10 +816,12 @@ def make_dataset(
         "fps": fps,
         "splits": {"train": f"0:{num_episodes}"},
         "data_path": DATA_PATH,
-        "video_path": VIDEO_PATH if cameras else None,
+        "video_path": VIDEO_PATH if (cameras or depth_cameras) else None,
         "features": features,
         "repo_id": repo_id,
     }
+    if language:
+        info["tools"] = [SAY_TOOL_SCHEMA]
     _write_json(info, root / "meta" / "info.json")
     return root
 
@@ -612,6 +849,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--episodes-meta-per-file", type=int, default=None)
     p.add_argument("--chunks-size", type=int, default=1000)
     p.add_argument("--faststart", action="store_true")
+    p.add_argument("--depth-cameras", default="", help="name:WxH,... depth video cameras (HEVC gray12le)")
+    p.add_argument("--image-cameras", default="", help="name:WxH,... image features (PNG in the Parquet rows)")
+    p.add_argument("--language", action="store_true", help="add LeRobot 0.6.1's language columns")
     args = p.parse_args(argv)
     root = make_dataset(
         args.root,
@@ -625,6 +865,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         episodes_meta_per_file=args.episodes_meta_per_file,
         chunks_size=args.chunks_size,
         faststart=args.faststart,
+        depth_cameras=_parse_cameras(args.depth_cameras) if args.depth_cameras else (),
+        image_cameras=_parse_cameras(args.image_cameras) if args.image_cameras else (),
+        language=args.language,
     )
     print(root)
     return 0
