@@ -2,8 +2,11 @@
 
 For every selected episode and camera, the window ``[from_timestamp, from_timestamp + length/fps)``
 of the episode's video must resolve to exactly ``length`` frames whose presentation times lie
-within ``tolerance_s`` of ``from_timestamp + i/fps``; and ``info.json``'s fps must agree with the
-sample durations. The arithmetic is exact: presentation times stay in media ticks, ``fps`` is a
+within ``tolerance_s`` of ``from_timestamp + i/fps`` (and the frame range the dataset streams,
+``mp4.episode_frame_range``, must be those frames); ``info.json``'s fps must agree with the sample
+durations; and inside one file (one camera) the selected episodes' frame ranges must be disjoint:
+an episode whose window was moved onto its neighbour's frames would otherwise stream them as its
+own (the error names both episodes and the frames no selected episode claims). The arithmetic is exact: presentation times stay in media ticks, ``fps`` is a
 rational, only the final difference (a few ticks at most) becomes a float. Problems are collected
 and raised once as :class:`~lerobotstream.errors.SidecarValidationError` naming episode, camera and
 file (the BR-07 / BR-09 / BR-12 bug classes).
@@ -20,7 +23,7 @@ import numpy as np
 
 from lerobotstream.errors import SidecarStaleError, SidecarValidationError
 
-__all__ = ["EpisodeWindow", "ValidationProblem", "check_fps", "check_window", "episode_windows",
+__all__ = ["EpisodeWindow", "ValidationProblem", "check_disjoint", "check_fps", "check_window", "episode_windows",
            "raise_problems", "validate_source", "validate_index"]
 
 #: relative disagreement allowed between info.json fps and the video's median frame rate
@@ -103,12 +106,18 @@ def check_fps(table: Any, fps: float, path: str) -> str | None:
 def check_window(table: Any, from_timestamp: float, length: int, fps: float, tolerance_s: float) -> str | None:
     """None when the episode window resolves to exactly ``length`` frames within tolerance,
     else the reason (frame counts, timestamps in seconds)."""
+    return _check_window(table, from_timestamp, length, fps, tolerance_s)[0]
+
+
+def _check_window(table: Any, from_timestamp: float, length: int, fps: float,
+                  tolerance_s: float) -> tuple[str | None, int | None]:
+    """(reason or None, first frame of the window in presentation order or None)."""
     p = _presented_ticks(table)
     n = int(p.shape[0])
     if length <= 0:
-        return f"episode length {length} is not positive"
+        return f"episode length {length} is not positive", None
     if n == 0:
-        return "the video has no frames"
+        return "the video has no frames", None
     start = Fraction(from_timestamp)  # the exact float64 value of the metadata
     first_s, last_s = float(_frame_time(p[0], table)), float(_frame_time(p[-1], table))
     # nearest frame to from_timestamp (exact comparison around the float search)
@@ -122,11 +131,11 @@ def check_window(table: Any, from_timestamp: float, length: int, fps: float, tol
                  else "before the first frame" if start < _frame_time(p[0], table) else "between frames")
         return (f"from_timestamp={from_timestamp!r} s lies {where} (nearest frame {k0} at {float(off0 + start):.6f} s, "
                 f"off by {float(off0):.6f} s; video PTS range [{first_s:.6f}, {last_s:.6f}] s, {n} frames) — "
-                "is it shifted by a previous file's duration?")
+                "is it shifted by a previous file's duration?"), None
     if k0 + length > n:
         return (f"the video is shorter than the metadata says: the episode needs frames [{k0}, {k0 + length}) "
                 f"({length} frames from {from_timestamp!r} s at {fps} fps) but the file has {n} frames "
-                f"ending at {last_s:.6f} s")
+                f"ending at {last_s:.6f} s"), None
     fr = fps_fraction(fps)
     ts = int(table.media_timescale)
     # err_i = pts(k0+i) - (start + i/fps) = off0 + (dticks_i/ts - i*den/num)
@@ -147,24 +156,89 @@ def check_window(table: Any, from_timestamp: float, length: int, fps: float, tol
         want = float(start + j * Fraction(den, num))
         return (f"{bad.shape[0]} of {length} frames miss their timestamp by more than {tolerance_s} s; first: "
                 f"frame {j} of the episode should play at {want:.6f} s, the video's frame {k0 + j} plays at "
-                f"{want + float(err[j]):.6f} s (off by {float(err[j]):+.6f} s)")
-    return None
+                f"{want + float(err[j]):.6f} s (off by {float(err[j]):+.6f} s)"), None
+    return None, k0
 
 
 def validate_source(table: Any, windows: Sequence[EpisodeWindow], fps: float, tolerance_s: float,
                     path: str) -> list[ValidationProblem]:
-    """Problems of one source MP4: its fps, then every episode window that uses it."""
+    """Problems of one source MP4: its fps, every episode window that uses it, then whether those
+    windows' frame ranges overlap (:func:`check_disjoint`)."""
+    from lerobotstream.mp4 import episode_frame_range
+
     problems = []
     first = windows[0] if windows else None
     reason = check_fps(table, fps, path)
     if reason is not None:
         problems.append(ValidationProblem(first.episode_index if first else None, first.camera if first else None,
                                           path, reason))
+    claimed: list[tuple[int, int, EpisodeWindow]] = []
     for w in windows:
-        reason = check_window(table, w.from_timestamp, w.length, fps, tolerance_s)
+        reason, k0 = _check_window(table, w.from_timestamp, w.length, fps, tolerance_s)
+        if reason is None:
+            a, b = episode_frame_range(table, w.from_timestamp, w.length, fps, tolerance_s)
+            if (a, b) != (k0, k0 + w.length):
+                reason = (f"the episode's window holds {b - a} frame(s) [{a}, {b}) of the video, not its "
+                          f"{w.length} frames [{k0}, {k0 + w.length})")
         if reason is not None:
             problems.append(ValidationProblem(w.episode_index, w.camera, path, reason))
+        else:
+            claimed.append((k0, k0 + w.length, w))
+    problems.extend(check_disjoint(claimed, len(table.presentation_order), path))
     return problems
+
+
+def _ranges(ranges: Sequence[tuple[int, int]]) -> str:
+    shown = ", ".join(f"[{a}, {b})" for a, b in ranges[:_MAX_LISTED])
+    return shown + (f" and {len(ranges) - _MAX_LISTED} more" if len(ranges) > _MAX_LISTED else "")
+
+
+def check_disjoint(claimed: Sequence[tuple[int, int, EpisodeWindow]], num_frames: int,
+                   path: str) -> list[ValidationProblem]:
+    """One problem per pair of episodes whose frame ranges overlap inside one video file.
+
+    Args:
+        claimed: ``(frame_start, frame_stop, window)`` per selected episode of the file (frames in
+            presentation order, half-open), windows that passed :func:`check_window`.
+        num_frames: frames of the video.
+        path: the file.
+
+    Returns:
+        list[ValidationProblem]: one per overlapping pair, naming both episodes, the camera, the
+        frames both claim and the frames no selected episode claims (an unselected episode may
+        own those); empty when the ranges are disjoint.
+    """
+    if len(claimed) < 2:
+        return []
+    order = sorted(claimed, key=lambda c: (c[0], c[1], c[2].episode_index))
+    overlaps = []
+    reach = order[0]  # the range reaching furthest so far
+    for cur in order[1:]:
+        if cur[0] < reach[1]:
+            overlaps.append((reach, cur))
+        if cur[1] > reach[1]:
+            reach = cur
+    if not overlaps:
+        return []
+    unclaimed, pos = [], 0
+    for a, b, _w in order:
+        if a > pos:
+            unclaimed.append((pos, a))
+        pos = max(pos, b)
+    if pos < num_frames:
+        unclaimed.append((pos, num_frames))
+    gaps = (f"; frames no selected episode claims: {_ranges(unclaimed)}" if unclaimed
+            else "; every frame of the file is claimed")
+    out = []
+    for (a0, a1, wa), (b0, b1, wb) in overlaps:
+        lo, hi = b0, min(a1, b1)
+        out.append(ValidationProblem(
+            wa.episode_index, wa.camera, path,
+            f"episodes {wa.episode_index} and {wb.episode_index} overlap in this file: episode {wa.episode_index} "
+            f"claims frames [{a0}, {a1}) (from_timestamp={wa.from_timestamp!r} s) and episode {wb.episode_index} "
+            f"frames [{b0}, {b1}) (from_timestamp={wb.from_timestamp!r} s), so {hi - lo} frame(s) [{lo}, {hi}) "
+            f"would be streamed as both{gaps} — is one episode's from_timestamp/to_timestamp shifted?"))
+    return out
 
 
 def raise_problems(problems: Sequence[ValidationProblem], *, sidecar: str = "") -> None:
