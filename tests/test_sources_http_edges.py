@@ -223,3 +223,22 @@ def test_dataset_takes_read_timeout_s(stalled):
     # meta/info.json is the first read: MetadataError carries the source's message
     with pytest.raises(MetadataError, match=rf"{stalled}meta/info.json: no complete answer within read_timeout_s=0\.3 s"):
         StreamingLeRobotDataset(root=stalled, read_timeout_s=0.3)
+
+
+def test_signed_root_end_to_end_leaves_no_trace_of_the_query(serve, tmp_path, monkeypatch, caplog):
+    import logging
+
+    from lerobotstream import StreamingLeRobotDataset, constants
+
+    monkeypatch.setattr(constants, "SIDECAR_DIR", tmp_path / "sidecars")
+    monkeypatch.setattr(constants, "INDEX_DIR", tmp_path / "indexes")
+    server = serve(hrefs="absolute", require_query=SECRET)
+    caplog.set_level(logging.DEBUG, logger="lerobotstream")
+    ds = StreamingLeRobotDataset(root=f"{server.url}?{SECRET}", episodes=[0])
+    item = next(iter(ds))
+    assert item["episode_index"] == 0 and all(q == SECRET for _, _, q in server.log)
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written  # the sidecar and its derived index
+    for p in written:
+        assert "s3cr3t" not in str(p) and b"s3cr3t" not in p.read_bytes(), p
+    assert "s3cr3t" not in caplog.text
