@@ -259,7 +259,7 @@ def _order(seed, epoch=0, **kw):
     return plan.admission_order(epoch).tolist(), list(plan.iter_anchors(epoch))
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "sequential"])  # sequential: no draws
 def test_seed_and_epoch_determine_the_order(strategy):
     a = _order(1000, strategy=strategy)
     assert a == _order(1000, strategy=strategy)
