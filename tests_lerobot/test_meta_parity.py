@@ -111,20 +111,19 @@ def test_eval_split_matches_lerobots_rule(both):
         assert (train, held) == (want_train, want_eval), split
 
 
-def test_imagenet_stats_skip_depth_keys_and_depth_stats_rescale():
+def test_imagenet_stats_skip_depth_keys():
+    from types import SimpleNamespace
+
+    from lerobotstream.integrations.lerobot.factory import _lerobot_meta
+
     feats = {"observation.images.rgb": {"dtype": "video", "shape": [3, 4, 4]},
              "observation.images.depth": {"dtype": "video", "shape": [1, 4, 4],
                                           "info": {"is_depth_map": True, "depth_unit": "mm"}}}
-
-    class _Meta:
-        features = feats
-        stats = {"observation.images.depth": {"mean": [1000.0], "count": [5]}}
-        episodes = []
-
-    view = LeRobotMetaView(_Meta())
-    assert view.depth_keys == ["observation.images.depth"] and view.camera_keys == list(feats)
-    view.rescale_depth_stats("m")
-    assert view.stats["observation.images.depth"]["mean"].tolist() == [1.0]
-    assert view.stats["observation.images.depth"]["count"].tolist() == [5]
-    with pytest.raises(ValueError):
-        view.rescale_depth_stats("cm")
+    meta = SimpleNamespace(features=feats, stats={"observation.images.depth": {"mean": [1.0]}}, episodes=[],
+                           depth_keys=["observation.images.depth"], camera_keys=list(feats))
+    stream = SimpleNamespace(meta=LeRobotMetaView(meta))
+    _lerobot_meta(stream, SimpleNamespace(dataset=SimpleNamespace(use_imagenet_stats=True)))
+    assert set(stream.meta.stats["observation.images.rgb"]) == {"mean", "std"}
+    assert stream.meta.stats["observation.images.depth"]["mean"].tolist() == [1.0]  # untouched
+    with pytest.raises(AttributeError, match="already in the dataset's depth_output_unit"):
+        stream.meta.rescale_depth_stats("m")

@@ -140,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="disabled", TOKENIZERS_PARALLELISM="false")
     mid = args.steps // 2
     total = args.steps + args.resume_steps
-    traces = [out / "trace_run", out / "trace_resume"]
+    traces = [out.parent / f"{out.name}-trace-run", out.parent / f"{out.name}-trace-resume"]
+    for t in traces:
+        Path(f"{t}.rank0").unlink(missing_ok=True)
     print(f"\n== 1/2: train {args.steps} steps, streaming, {args.num_workers} DataLoader workers, "
           f"checkpoints at {mid} and {args.steps} ==", flush=True)
     rc, losses1 = _run([exe, *train_args(root, out, args.steps, args.batch_size, args.num_workers, mid)],

@@ -16,6 +16,7 @@ from lerobot.configs.train import TrainPipelineConfig
 
 from lerobotstream import constants
 from lerobotstream.errors import StreamingConfigError
+from lerobotstream.sources._http import DEFAULT_READ_TIMEOUT_S
 
 __all__ = ["StreamingDatasetConfig", "StreamingTrainPipelineConfig", "REPO_TYPES", "DECODE_DEVICES"]
 
@@ -53,6 +54,9 @@ class StreamingDatasetConfig(DatasetConfig):
     streaming_sampling_strategy: str = constants.DEFAULT_SAMPLING_STRATEGY
     # Seconds to wait for another process that is building the same MP4 sidecar.
     streaming_sidecar_lock_timeout_s: float = constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S
+    # Seconds one read from an HTTP(S), Hub or bucket store may take, retries and backoff included;
+    # then a SourceTimeoutError names the URL (a stalled server no longer blocks for minutes).
+    streaming_read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     # Optional payload root (local folder, hf://, hf://buckets/ or any fsspec URL) when the Parquet
     # and MP4 files are mirrored elsewhere; metadata still comes from root / repo_id.
     streaming_data_root: str | None = None
@@ -90,6 +94,8 @@ class StreamingDatasetConfig(DatasetConfig):
             raise bad("streaming_decoded_queue_size", "must be > 0")
         if self.streaming_sampling_strategy not in constants.SAMPLING_STRATEGIES:
             raise bad("streaming_sampling_strategy", f"must be one of {constants.SAMPLING_STRATEGIES}")
+        if not self.streaming_read_timeout_s > 0:
+            raise bad("streaming_read_timeout_s", "must be > 0 seconds")
         if not self.streaming_sidecar_lock_timeout_s > 0:
             raise bad("streaming_sidecar_lock_timeout_s", "must be > 0 seconds")
         if self.streaming_decode_device not in DECODE_DEVICES:

@@ -173,21 +173,16 @@ def _stream_kwargs(cfg: Any) -> dict[str, Any]:
               byte_budget_gb=d.streaming_byte_budget_gb, decode_threads=d.streaming_decode_threads,
               decoded_queue_size=d.streaming_decoded_queue_size, video_decoder_cache_size=d.decoder_cache_size,
               sidecar_lock_timeout_s=d.streaming_sidecar_lock_timeout_s, device=d.streaming_decode_device,
-              batch_size=int(cfg.batch_size), num_workers=int(cfg.num_workers), drop_last=False)
-    optional = {"depth_output_unit": getattr(d, "depth_output_unit", None),
-                "read_timeout_s": getattr(d, "streaming_read_timeout_s", None)}
-    accepted = inspect.signature(StreamingLeRobotDataset.__init__).parameters
-    kw.update({k: v for k, v in optional.items() if v is not None and k in accepted})
+              batch_size=int(cfg.batch_size), num_workers=int(cfg.num_workers), drop_last=False,
+              read_timeout_s=d.streaming_read_timeout_s,
+              depth_output_unit=getattr(d, "depth_output_unit", "mm"))  # 0.4.4 has no depth flag
     return kw
 
 
 def _lerobot_meta(stream: TrainingStream, cfg: Any) -> None:
-    """ImageNet stats for RGB camera keys (never depth keys) and depth stats in the output unit."""
+    """ImageNet stats for RGB camera keys, never depth keys (whose stats the dataset already holds
+    in ``depth_output_unit``)."""
     meta = stream.meta
-    unit = getattr(cfg.dataset, "depth_output_unit", None)
-    if unit is not None and meta.depth_keys and "depth_output_unit" in inspect.signature(
-            StreamingLeRobotDataset.__init__).parameters:
-        meta.rescale_depth_stats(unit)
     if cfg.dataset.use_imagenet_stats:
         for key in meta.camera_keys:
             if key in meta.depth_keys:

@@ -7,11 +7,12 @@ What lerobot-train 0.6.1, its policy and processor factories, the model card
 ``processor/``, ``rewards/``, ``datasets/factory.py`` and ``datasets/dataset_metadata.py``):
 ``features``, ``fps``, ``stats`` (numpy arrays, mutable: LeRobot writes ImageNet stats into it),
 ``camera_keys`` / ``video_keys`` / ``image_keys`` / ``depth_keys``, ``has_language_columns``,
-``tasks`` (a pandas DataFrame indexed by task string, column ``task_index``), ``episodes``
-(columns by name, rows by episode index), ``total_episodes`` / ``total_frames`` / ``total_tasks``,
-``robot_type``, ``repo_id``, ``root``, ``chunks_size``, ``data_path`` / ``video_path``,
-``names`` / ``shapes``, ``get_task_index``, ``rescale_depth_stats``. Everything else falls
-through to the underlying :class:`~lerobotstream.meta.DatasetMeta`.
+``tools``, ``tasks`` (a pandas DataFrame indexed by task string, column ``task_index``),
+``episodes`` (columns by name, rows by episode index), ``total_episodes`` / ``total_frames`` /
+``total_tasks``, ``robot_type``, ``repo_id``, ``root``, ``chunks_size``, ``data_path`` /
+``video_path``, ``names`` / ``shapes``, ``get_task_index``. This view adds the LeRobot-shaped ones
+(``stats``, ``tasks``, ``episodes``, ``root``, the ``info`` fields); the others are
+:class:`~lerobotstream.meta.DatasetMeta`'s own, with LeRobot's names and meanings.
 """
 
 from __future__ import annotations
@@ -22,22 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LeRobotMetaView", "EpisodeTable", "LANGUAGE_COLUMNS", "DEPTH_UNITS"]
-
-#: LeRobot 0.6.1's language columns (``lerobot.datasets.language.LANGUAGE_COLUMNS``)
-LANGUAGE_COLUMNS = ("language_persistent", "language_events")
-#: LeRobot 0.6.1's depth output units and the factor between them
-DEPTH_UNITS = ("mm", "m")
-_MM_PER_METRE = 1000.0
-
-
-def _is_depth(feature: dict[str, Any]) -> bool:
-    """LeRobot 0.6.1's rule: ``info.is_depth_map`` (or the legacy ``video.is_depth_map`` inside
-    ``info`` or ``video_info``)."""
-    info = feature.get("info") or {}
-    video_info = feature.get("video_info") or {}
-    return bool(info.get("is_depth_map", False) or info.get("video.is_depth_map", False)
-                or video_info.get("video.is_depth_map", False))
+__all__ = ["LeRobotMetaView", "EpisodeTable"]
 
 
 class _EpisodeColumn(Sequence):
@@ -121,7 +107,9 @@ class LeRobotMetaView:
         root: the dataset's local root folder, or None for a remote one (``root`` attribute).
 
     ``stats`` is a private, mutable copy with numpy arrays (``np.ndarray``, float64 or as stored),
-    like LeRobot's. Picklable (DataLoader workers under ``spawn``).
+    like LeRobot's, taken when the view is made: depth stats are already in the dataset's
+    ``depth_output_unit`` (the dataset rescales them at construction, as LeRobot's does).
+    Picklable (DataLoader workers under ``spawn``).
     """
 
     def __init__(self, meta: Any, root: str | Path | None = None) -> None:
@@ -132,58 +120,10 @@ class LeRobotMetaView:
         self.root = None if root is None or "://" in str(root) else Path(root)
         self.episodes = EpisodeTable(meta.episodes)
 
-    # --- keys -----------------------------------------------------------------------------------
-    @property
-    def camera_keys(self) -> list[str]:
-        """Video and image keys, in ``info.json`` order (LeRobot's rule)."""
-        return [k for k, ft in self.features.items() if ft.get("dtype") in ("video", "image")]
-
-    @property
-    def video_keys(self) -> list[str]:
-        return [k for k, ft in self.features.items() if ft.get("dtype") == "video"]
-
-    @property
-    def image_keys(self) -> list[str]:
-        return [k for k, ft in self.features.items() if ft.get("dtype") == "image"]
-
-    @property
-    def depth_keys(self) -> list[str]:
-        """Keys whose feature ``info`` marks a depth map (``is_depth_map``)."""
-        return [k for k, ft in self.features.items() if _is_depth(ft)]
-
-    @property
-    def has_language_columns(self) -> bool:
-        """True when a language column (``language_persistent`` / ``language_events``) is a feature."""
-        return any(col in self.features for col in LANGUAGE_COLUMNS)
-
-    @property
-    def names(self) -> dict[str, Any]:
-        return {k: ft.get("names") for k, ft in self.features.items()}
-
-    @property
-    def shapes(self) -> dict[str, tuple[int, ...]]:
-        return {k: tuple(ft.get("shape") or ()) for k, ft in self.features.items()}
-
     # --- counts and layout ----------------------------------------------------------------------
-    @property
-    def fps(self) -> int:
-        return int(self._meta.fps)
-
-    @property
-    def repo_id(self) -> str:
-        return self._meta.repo_id
-
     @property
     def robot_type(self) -> str | None:
         return self._meta.info.get("robot_type")
-
-    @property
-    def total_episodes(self) -> int:
-        return int(self._meta.total_episodes)
-
-    @property
-    def total_frames(self) -> int:
-        return int(self._meta.total_frames)
 
     @property
     def total_tasks(self) -> int:
@@ -224,26 +164,11 @@ class LeRobotMetaView:
         index = self._meta.task_to_index.get(task)
         return None if index is None else int(index)
 
-    # --- depth ----------------------------------------------------------------------------------
-    def rescale_depth_stats(self, output_unit: str) -> None:
-        """Rescale depth stats in place from ``info.depth_unit`` to ``output_unit`` (``"mm"``/``"m"``),
-        as LeRobot 0.6.1's ``LeRobotDatasetMetadata.rescale_depth_stats`` does (``count`` kept).
-
-        Raises:
-            ValueError: an unknown ``output_unit``.
-        """
-        if output_unit not in DEPTH_UNITS:
-            raise ValueError(f"depth output unit must be one of {DEPTH_UNITS}, got {output_unit!r}")
-        for key in self.depth_keys:
-            stored = (self.features[key].get("info") or {}).get("depth_unit")
-            if stored is None or stored == output_unit or key not in self.stats:
-                continue
-            factor = _MM_PER_METRE if stored == "m" else 1.0 / _MM_PER_METRE
-            self.stats[key] = {s: v if s == "count" else v * factor for s, v in self.stats[key].items()}
-
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "_meta":
             raise AttributeError(name)
+        if name == "rescale_depth_stats":  # would rescale the dataset's copy, not this one
+            raise AttributeError("rescale_depth_stats: the stats are already in the dataset's depth_output_unit")
         return getattr(self._meta, name)
 
     def __repr__(self) -> str:

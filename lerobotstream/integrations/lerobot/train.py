@@ -129,6 +129,7 @@ class Run:
         path = constants.train_trace_path()
         rank, _ = _world()
         if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
             self.trace_file = open(f"{path}.rank{rank}", "a", buffering=1)
         self.loop_start = time.perf_counter()  # includes starting the DataLoader workers
         it = iter(dataloader)
@@ -304,7 +305,18 @@ def _parse_and_train() -> Any:
 
 
 def main() -> None:
-    """Console entry ``lerobotstream-train``."""
+    """Console entry ``lerobotstream-train`` (``--version``: ours and LeRobot's, before any parsing)."""
+    import sys
+
+    if "--version" in sys.argv[1:]:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            lerobot = version("lerobot")
+        except PackageNotFoundError:
+            lerobot = "not installed"
+        print(f"lerobotstream {_version()} (lerobot {lerobot})")
+        return
     patching.check_lerobot()
     from lerobot.utils.import_utils import register_third_party_plugins
 
