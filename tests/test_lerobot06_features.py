@@ -276,7 +276,7 @@ def test_language_columns_as_map_style(root):
 
 
 def test_language_windows_refused(root):
-    with pytest.raises(StreamingConfigError, match="language columns"):
+    with pytest.raises(StreamingConfigError, match="cannot be stacked"):
         StreamingLeRobotDataset(root=root, delta_timestamps={"language_events": [0.0, 0.1]})
 
 

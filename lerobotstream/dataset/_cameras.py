@@ -56,7 +56,8 @@ def plan_cameras(meta: DatasetMeta, camera_keys: Sequence[str] | None, window_ke
     Raises:
         MetadataError: a key is not a camera of the dataset; a selected depth video has an encoding
             that is not decoded losslessly or invalid quantiser parameters (names the camera).
-        StreamingConfigError: a window on a camera that is not decoded, or on a language column;
+        StreamingConfigError: a window on a camera that is not decoded, or on a language column or
+            ``string`` feature;
             a selected depth video without PyAV, or image features without Pillow, installed.
     """
     cameras = list(meta.camera_keys)
@@ -68,8 +69,9 @@ def plan_cameras(meta: DatasetMeta, camera_keys: Sequence[str] | None, window_ke
             raise MetadataError(f"camera_keys {unknown} are not camera keys (video or image features) of "
                                 f"{meta.repo_id} ({cameras})")
         selected = set(camera_keys)
+    unstackable = [*LANGUAGE_COLUMNS, *(k for k, f in meta.features.items() if f.get("dtype") in ("string", "language"))]
     check_window_keys(list(window_keys), cameras=cameras, decoded=[k for k in cameras if k in selected],
-                      language=LANGUAGE_COLUMNS)
+                      language=unstackable)
     depth_all = set(meta.depth_keys)
     video_keys = [k for k in meta.video_keys if k in selected]
     image_keys = [k for k in meta.image_keys if k in selected]

@@ -74,10 +74,11 @@ def check_window_keys(
         keys: the ``delta_timestamps`` keys.
         cameras: every camera key of the dataset (video and image features).
         decoded: the camera keys this dataset decodes (``camera_keys=``).
-        language: language column names (map-style cannot stack their rows: ``TypeError``).
+        language: columns whose values cannot be stacked into a window (language rows, ``string``
+            features: map-style raises ``TypeError``).
 
     Raises:
-        StreamingConfigError: a window on a camera that is not decoded, or on a language column.
+        StreamingConfigError: a window on a camera that is not decoded, or on such a column.
     """
     skipped = [k for k in keys if k in cameras and k not in decoded]
     if skipped:
@@ -88,7 +89,7 @@ def check_window_keys(
     lang = [k for k in keys if k in language]
     if lang:
         raise StreamingConfigError(
-            f"delta_timestamps has windows on language columns {lang}: their per-frame lists of rows cannot be "
+            f"delta_timestamps has windows on {lang}: their per-frame values (language rows, strings) cannot be "
             "stacked (map-style LeRobot raises TypeError); drop these windows", option="delta_timestamps", value=lang)
 
 
