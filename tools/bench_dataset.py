@@ -28,6 +28,12 @@ per sample, seek point to target frame).
     python tools/bench_dataset.py --codec av1 --cameras 2 --size 640x480 --num-workers 0,2
     python tools/bench_dataset.py --codec h264 --cameras 1 --size 640x480 --num-workers 0,2
 
+``--depth-cameras N`` / ``--image-cameras N`` add LeRobot 0.6 depth video cameras (HEVC ``gray12le``)
+and ``image`` features (PNG in the rows) of the same size; map-style then decodes depth as LeRobot
+0.6.1 does (PyAV: open the file, seek, decode to the frame, ``gray12le`` codes, dequantise) and
+images per sample with Pillow (HF ``Image`` + ``ToTensor``); compare with ``--only ours,map_style``
+(the sequential limits cover the RGB cameras only).
+
 ``--map-layout contiguous`` makes the map-style items contiguous too (LeRobot's ``x.type(float32) / 255``
 keeps torchcodec's channels-last strides; that is the default here, as LeRobot users get it).
 """
@@ -55,7 +61,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lerobotstream.dataset import StreamingLeRobotDataset  # noqa: E402
-from lerobotstream.dataset._assemble import _video_value  # noqa: E402
+from lerobotstream.dataset._assemble import _image_value, _video_value  # noqa: E402
+from lerobotstream.dataset._images import decode_image  # noqa: E402
 from tools.make_dataset import make_dataset  # noqa: E402
 
 
@@ -126,8 +133,11 @@ class MapStyle(torch.utils.data.Dataset):
 
         from lerobotstream.meta import DatasetMeta
 
-        self.root, self.cameras, self.layout, self.uint8 = root, cameras, layout, uint8
+        self.root, self.layout, self.uint8 = root, layout, uint8
         self.meta = DatasetMeta.load(str(root))
+        self.depth = {k: self.meta.depth_quantizer(k) for k in cameras if k in self.meta.depth_keys}
+        self.images = [k for k in cameras if k in self.meta.image_keys]
+        self.cameras = [k for k in cameras if k not in self.depth and k not in self.images]
         tables = [pq.read_table(p) for p in sorted(glob.glob(str(root / "data" / "*" / "*.parquet")))]
         import pyarrow as pa
 
@@ -136,6 +146,7 @@ class MapStyle(torch.utils.data.Dataset):
         self.fr = t.column("frame_index").to_numpy()
         self.ts = t.column("timestamp").to_numpy().astype(np.float64)
         self.state = torch.from_numpy(np.stack(t.column("observation.state").to_numpy(zero_copy_only=False)).astype(np.float32))
+        self.image_cells = {k: t.column(k).combine_chunks().field("bytes") for k in self.images}  # Arrow, like HF
         self._dec: dict[str, object] = {}
         self._pid = None
         self.decoded = self.returned = 0
@@ -167,7 +178,29 @@ class MapStyle(torch.utils.data.Dataset):
                 item[cam] = torch.empty(x.shape, dtype=torch.float32).copy_(x).div_(255)
             else:
                 item[cam] = x.type(torch.float32) / 255  # LeRobot's conversion (channels-last strides)
+        for cam, q in self.depth.items():  # LeRobot 0.6.1: PyAV per sample, gray12le codes, dequantised
+            item[cam] = self._depth(info.videos[cam].path, info.videos[cam].from_timestamp + float(self.ts[i]), q)
+        for cam in self.images:  # HF Image decode (Pillow) + ToTensor, per sample
+            item[cam] = _image_value([decode_image(self.image_cells[cam][i].as_py())], False)
         return item
+
+    def _depth(self, path: str, ts: float, q) -> torch.Tensor:
+        import av
+
+        from lerobotstream.decode import dequantize_reference
+
+        with av.open(str(self.root / path)) as container:
+            stream = container.streams.video[0]
+            container.seek(round(ts / stream.time_base) - 1, backward=True, any_frame=False, stream=stream)
+            best = None
+            for frame in container.decode(stream):
+                cur = float(frame.pts * stream.time_base)
+                if best is None or abs(cur - ts) < best[0]:
+                    best = (abs(cur - ts), frame.to_ndarray(format="gray12le"))
+                if cur >= ts:
+                    break
+        codes = torch.from_numpy(best[1].astype(np.int32))[None, None]
+        return dequantize_reference(codes, q.depth_min, q.depth_max, q.shift, q.use_log, "mm").squeeze(0)
 
 
 def _map_style_cost(root: Path, cams: list[str], meta) -> dict[tuple[int, int], int]:
@@ -352,6 +385,8 @@ def main(argv=None) -> int:
     ap.add_argument("--decoded-cache-gb", type=float, default=1.0)
     ap.add_argument("--ffmpeg-threads", type=int, default=1, help="ours: torchcodec num_ffmpeg_threads per decoder")
     ap.add_argument("--first-lookahead", type=int, default=None, help="ours: first decode chunk (default batch size)")
+    ap.add_argument("--depth-cameras", type=int, default=0, help="depth video cameras (HEVC gray12le) to add")
+    ap.add_argument("--image-cameras", type=int, default=0, help="image features (PNG in the rows) to add")
     ap.add_argument("--uint8", action="store_true",
                     help="uint8 items everywhere (ours: return_uint8=True; limits: contiguous uint8 frames)")
     ap.add_argument("--map-layout", default="lerobot", choices=("lerobot", "contiguous"))
@@ -385,7 +420,9 @@ def main(argv=None) -> int:
     if not a.root:
         t = time.perf_counter()
         make_dataset(root, episode_lengths=[a.length] * a.episodes, cameras=cams, codec=a.codec, gop=a.gop,
-                     episodes_per_video_file=max(1, a.episodes // 2))
+                     episodes_per_video_file=max(1, a.episodes // 2),
+                     depth_cameras=[(f"observation.images.depth{j}", w, h) for j in range(a.depth_cameras)],
+                     image_cameras=[(f"observation.images.img{j}", w, h) for j in range(a.image_cameras)])
         print(f"generated {root} in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
     # one-time costs, paid once in the parent before anything is timed (workers fork from it)
     t = time.perf_counter()
@@ -394,12 +431,14 @@ def main(argv=None) -> int:
     keys = [c[0] for c in cams] if not a.root else None
     meta_probe = MapStyle(root, [])
     keys = keys or list(meta_probe.meta.video_keys)
+    rgb_keys = [k for k in keys if k not in meta_probe.meta.depth_keys]
+    keys = keys + [k for k in meta_probe.meta.camera_keys if k not in keys]  # depth and image features
     stats_dir = Path(tmp) / "stats"
     stats_dir.mkdir(exist_ok=True)
     _StatsDataset.stats_dir = str(stats_dir)
     paths = sorted({str(root / v.path) for e in meta_probe.meta.episode_indices.tolist()
-                    for v in meta_probe.meta.episode(e).videos.values()})
-    cost = _map_style_cost(root, keys, meta_probe.meta)
+                    for k, v in meta_probe.meta.episode(e).videos.items() if k in rgb_keys})
+    cost = _map_style_cost(root, rgb_keys, meta_probe.meta)
     results = []
     settings = [(nw, ctx) for nw in [int(x) for x in a.num_workers.split(",")]
                 for ctx in (a.mp_context.split(",") if nw else ["-"])]
@@ -413,8 +452,8 @@ def main(argv=None) -> int:
                            first_lookahead=a.first_lookahead, batch_size=a.batch_size, return_uint8=a.uint8)
         setup_s = time.perf_counter() - t  # metadata + sidecar (built on the first construction, then cached)
         ms = MapStyle(root, keys, a.map_layout, a.uint8)
-        lim = SeqLimit(paths, len(keys))
-        lim_items = SeqItems(root, keys, meta_probe.meta, a.uint8)
+        lim = SeqLimit(paths, len(rgb_keys))
+        lim_items = SeqItems(root, rgb_keys, meta_probe.meta, a.uint8)
         only = a.only.split(",")
         order = [(n, d) for n, d in (("ours", ds), ("map_style", ms), ("limit", lim), ("limit_items", lim_items))
                  if n in only]
