@@ -391,3 +391,24 @@ def test_dequantizer_lut_equals_formula(params, unit):
     assert torch.equal(dequantize_reference(torch.from_numpy(codes.astype(np.int32)), *params, output_unit=unit), want)
     dq.exact_lut = False  # the per-item fallback computes the same
     assert torch.equal(dq(views), want)
+
+
+def test_depth_on_cuda_request_is_a_counted_cpu_fallback(root):
+    """NVDEC/torchcodec give 8-bit RGB only: a depth camera asked for on CUDA decodes on the CPU,
+    counted and logged, never silently (unit-tested without a device)."""
+    from lerobotstream.decode import EpisodeVideo, FallbackStatus
+    from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize
+
+    path = root / "videos" / DEPTH[0] / "chunk-000" / "file-000.mp4"
+    data = path.read_bytes()
+    table = parse_mp4_bytes(data)
+    span = plan_span(table, 0, 4)
+    status = FallbackStatus()
+    video = EpisodeVideo(table, span, synthesize(table, span, data[span.byte_start:span.byte_stop]), episode_index=0,
+                         camera=DEPTH[0], path=str(path), from_timestamp=0.0, fps=FPS, device="cuda", status=status,
+                         depth=True)
+    assert status.fallback_count == 1 and "depth video" in status.last_reason
+    codes = video.frames_at([0, 3])
+    assert codes.dtype == torch.int16 and codes.device.type == "cpu" and codes.shape == (2, 1, DEPTH[2], DEPTH[1])
+    want = np.stack([expected_depth_codes(0, i, CAM_INDEX[DEPTH[0]], DEPTH[2], DEPTH[1]) for i in (0, 3)])
+    assert np.array_equal(codes[:, 0].numpy().view(np.uint16), want)
