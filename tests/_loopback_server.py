@@ -12,7 +12,11 @@ Config (JSON):
     ``scratch``: folder for commit folders made by uploads (default: the system temp folder);
     ``datasets``: ``{repo_id: {"refs": {"main": sha}, "commits": {sha: folder}}}``;
     ``buckets``: ``{bucket_id: folder}``;
-    ``signed_ttl_s``: lifetime of a CDN signed URL, seconds.
+    ``signed_ttl_s``: lifetime of a CDN signed URL, seconds;
+    ``latency_s``: a remote store's round trip, slept once per new connection (the handshake)
+    and once before answering each request (control endpoints excepted), seconds (default 0);
+    ``bandwidth_bps``: response bodies of all connections together are paced to this many bytes
+    per second (64 KiB pieces; default: unpaced). ``tools/bench.py`` serves its remote store so.
 
 Faults (``set_faults([...])``), each ``{"kind", "match" (substring of the path), "count",
 "methods" (default ["GET"]), "status", "retry_after", "delay_s"}``; kinds: ``status``,
@@ -48,6 +52,23 @@ class State:
         self.hashes: dict[str, tuple[str, str]] = {}
         self.hub_port = 0
         self.cdn_port = 0
+        self.latency_s = float(config.get("latency_s") or 0.0)
+        bw = config.get("bandwidth_bps")
+        self.bandwidth_bps = float(bw) if bw else None
+        self._pace_lock = threading.Lock()
+        self._pace_next = 0.0
+
+    def pace(self, nbytes: int) -> None:
+        """Block until ``nbytes`` more body bytes fit the shared bandwidth cap (no-op without one)."""
+        if not self.bandwidth_bps:
+            return
+        with self._pace_lock:
+            now = time.monotonic()
+            start = max(now, self._pace_next)
+            self._pace_next = start + nbytes / self.bandwidth_bps
+            wait = self._pace_next - now
+        if wait > 0:
+            time.sleep(wait)
 
     def take_fault(self, method: str, path: str) -> dict | None:
         with self.lock:
@@ -84,16 +105,32 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # quiet
         pass
 
+    def setup(self):
+        super().setup()
+        if self.state.latency_s:  # a new connection costs one round trip before its first request
+            time.sleep(self.state.latency_s)
+
+    def _write_body(self, body: bytes) -> None:
+        if not self.state.bandwidth_bps:
+            self.wfile.write(body)
+            return
+        step = 1 << 16
+        for i in range(0, len(body), step):
+            piece = body[i:i + step]
+            self.state.pace(len(piece))
+            self.wfile.write(piece)
+
     # --- plumbing -------------------------------------------------------------------------------
-    def _send(self, status: int, body: bytes = b"", headers: dict | None = None, ctype="application/json"):
+    def _send(self, status: int, body: bytes = b"", headers: dict | None = None, ctype="application/json",
+              length: int | None = None):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         for k, v in (headers or {}).items():
             self.send_header(k, str(v))
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(len(body) if length is None else length))
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(body)
+            self._write_body(body)
 
     def _json(self, obj, status=200, headers=None):
         self._send(status, json.dumps(obj).encode(), headers)
@@ -122,6 +159,8 @@ class Handler(BaseHTTPRequestHandler):
         path = unquote(url.path)
         if path.startswith("/__control__/"):
             return self._control(path[len("/__control__/"):])
+        if st.latency_s:
+            time.sleep(st.latency_s)
         port = self.server.server_address[1]
         with st.lock:
             st.log.append({
@@ -271,20 +310,26 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, f"<html><body>{links}</body></html>".encode(), ctype="text/html")
         if not p.is_file():
             return self._not_found()
-        data = p.read_bytes()
-        size = len(data)
+        size = p.stat().st_size
         headers = {"ETag": f'"{self.state.file_hashes(p)[1][:32]}"', "Accept-Ranges": "bytes", **(extra_headers or {})}
         rng = self.headers.get("Range")
         if not rng or (fault and fault["kind"] == "ignore_range"):
-            return self._send(200, data, headers, "application/octet-stream")
+            return self._send(200, p.read_bytes() if self.command != "HEAD" else b"", headers,
+                              "application/octet-stream", length=size)
         a, b = rng.split("=", 1)[1].split("-")
         a, b = int(a), min(int(b), size - 1)
         if a >= size:
             return self._send(416, b"", {"Content-Range": f"bytes */{size}"})
-        body = data[a : b + 1]
+
+        def piece(lo: int, hi: int) -> bytes:  # bytes [lo, hi) of the file: only the range is read
+            with open(p, "rb") as f:
+                f.seek(lo)
+                return f.read(max(0, hi - lo))
+
+        body = piece(a, b + 1)
         cr = f"bytes {a}-{b}/{size}"
         if fault and fault["kind"] == "bad_range":
-            body = data[a + 1 : b + 2]
+            body = piece(a + 1, b + 2)
             cr = f"bytes {a + 1}-{b + 1}/{size}"
         if fault and fault["kind"] == "short":
             body = body[: max(0, len(body) // 2)]

@@ -1,480 +1,1165 @@
-"""Side-by-side loader benchmark: lerobotstream vs map-style vs LeRobot vs the decode limit, one run.
+"""The peer benchmark: lerobotstream vs LeRobot 0.6.1's own datasets vs the sequential decode limit.
 
-For every benchmark dataset (built once by ``tools/make_dataset.py`` and cached under
-``--cache-dir``) and every transport (local disk; loopback HTTP through ``tests/_loopback_server.py``)
-the methods run **interleaved** (rep 1: ours, map-style, LeRobot..., limit; rep 2: ...), each through
-a real ``DataLoader`` with the same ``num_workers`` and batch size, for ``--steps`` batches:
+One run, interleaved, the same data, DataLoader workers, batch size, item dtype (uint8 /
+float32) and ``multiprocessing_context`` for every contestant:
 
-- ``ours``: :class:`lerobotstream.StreamingLeRobotDataset` (profiled with
-  :func:`lerobotstream.profile.profile_dataset`: bytes fetched / needed come with it);
-- ``mapstyle``: the map-style baseline LeRobot uses: one torchcodec decoder per (worker, full video
-  file, exact seek mode, which scans the whole file at open), one seek per sample, random sampler;
-  over HTTP the decoder reads through a file object on the same byte source;
-- ``lerobot`` / ``lerobot-streaming``: LeRobot's own ``LeRobotDataset`` / ``StreamingLeRobotDataset``
-  run by ``.venv-lerobot/bin/python`` (LeRobot 0.4.4 cannot share our venv); local disk only;
-  skipped with a note when that interpreter or LeRobot is missing;
-- ``limit``: the decode limit: one sequential ``get_frames_in_range`` per (episode, camera) over
-  the same files, same workers (uint8 frames, no item assembly).
+- ``ours``: :class:`lerobotstream.StreamingLeRobotDataset`, run by this interpreter (``.venv``);
+  ``ours@PATH`` runs another checkout's package (PATH first on ``sys.path``; e.g. a ``git
+  worktree`` of the commit before a change: before/after in one run); ``ours@lerobot-venv`` runs
+  the package installed in ``.venv-lerobot`` (``make setup-lerobot``); ``ours+k=v+...`` passes
+  dataset options (``ours+decode_threads=1``) and ``+env.NAME=value`` sets an environment variable
+  of that contestant's process (``ours+env.THP_MEM_ALLOC_ENABLE=1``), ``+sharing_strategy=file_system``
+  torch.multiprocessing's sharing strategy;
+- ``lerobot``: LeRobot 0.6.1's map-style ``LeRobotDataset`` (``return_uint8`` as given, shuffled
+  sampler: what ``lerobot-train`` 0.6 builds), run by ``.venv-lerobot/bin/python``; over the
+  remote store it **downloads the dataset first** (8 parallel GETs of every file, as
+  ``huggingface_hub.snapshot_download``; the download is part of its time to the first batch);
+- ``lerobot-streaming``: LeRobot 0.6.1's ``StreamingLeRobotDataset`` (``max_num_shards`` = workers,
+  as ``lerobot-train`` passes; its 1000-item shuffle buffer fills before the first item leaves),
+  local disk only;
+- ``limit``: the raw sequential decode limit, measured in each round on each dataset: every
+  video file decoded front to back with torchcodec in 16-frame calls, nothing else, once with
+  FFmpeg's own threads (``num_ffmpeg_threads=0``: the machine's limit) and once on one thread
+  (whose CPU time per frame prices the decode share of every contestant's CPU).
 
-The figure of merit is **steady frames/s** (decoded camera frames delivered per second after the
-first batch; the first batch's latency is reported apart). Prints ratios ours / peer and
-ours / limit, writes ``--json`` and ``--png``. Timings on a shared machine are noisy: repeat with
-``--reps`` and read the median.
+Each contestant is its own long-lived process (LeRobot's needs its own venv), fed one trial at a
+time over a pipe, so imports are paid once, outside any timing; within a round the contestants
+of a setting run back to back in rotating order. Per trial: a fresh dataset and DataLoader
+(``persistent_workers=False``, ``prefetch_factor=4`` with workers, as ``lerobot-train``), drawn
+until ``--samples`` samples (per dataset default). Reported, medians over the rounds:
 
-    python tools/bench.py                 # default datasets, a few minutes on 2 cores
-    python tools/bench.py --quick         # one tiny dataset (the test runs this)
+- **steady samples/s**: samples after every worker's first batch / time after it;
+- **first batch s**: from the trial's start (download, dataset construction, worker start-up
+  under the context: ``spawn`` imports torch in every worker) to the first batch; ours' MP4
+  sidecar is built once per dataset and transport before the rounds (``sidecar`` in the JSON),
+  so ours starts with a warm sidecar;
+- **CPU ms per sample**: CPU time of the contestant's process and its DataLoader workers (from
+  ``/proc``) over the steady part, split into *decode* (frames decoded per sample x the limit's
+  one-thread CPU per frame) and *the rest*; for ours also the profiler's stage seconds per item
+  (``ds.stats()``, wall time summed over threads) in the JSON;
+- **frames decoded per frame returned**: ours counts them (``ds.stats()``); map-style's is the
+  model of one seek per sample (frames from the preceding keyframe to the target, averaged over
+  the dataset's frames); streaming LeRobot reads each shard in order (~1);
+- **peak PSS sum** (process + workers, sampled every 0.2 s), **bytes fetched / needed** (needed:
+  the coded size of the distinct frames delivered; fetched: ours' source counters, the remote
+  store's served bytes for the download);
+- ratios (ours / peer, ours / limit): per round, then the median; the load average and each
+  contestant's spread over the rounds say how noisy the machine was.
+
+The remote store is ``tests/_loopback_server.py`` on loopback with ``--latency-ms`` (one round trip
+per request and per new connection) and ``--bandwidth-mbit`` (all connections together).
+
+    python tools/bench.py                       # the README table (~10-15 min on 2 quiet cores)
+    python tools/bench.py --datasets g1 --workers 0,2:spawn --items uint8 --rounds 3
+    python tools/bench.py --contestants ours,ours@/tmp/before --datasets g1 --workers 0,2:spawn
+    python tools/bench.py --quick               # tiny dataset, seconds (the smoke test runs this)
+
+Writes ``--json`` (every trial and the summary) and ``--markdown`` (the README table, the full
+table, the goals of issue 18 met or not).
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 LEROBOT_PYTHON = ROOT / ".venv-lerobot" / "bin" / "python"
-REPO_ID = "lerobotstream/generated"
+BUILD_VERSION = "1"  # bump when a dataset recipe changes (cached builds are keyed by it)
+RESULT_PREFIX = "@@bench-result "
+SNAPSHOT_KEY = "__bench_stats__"
 
-# name, codec, gop, cameras, (w, h), episodes, frames per episode
-QUICK = [("av1-g2-1cam-64x48", "av1", 2, 1, (64, 48), 6, 20)]
-DEFAULT = [
-    ("av1-g2-1cam-320x240", "av1", 2, 1, (320, 240), 10, 60),
-    ("av1-g2-3cam-320x240", "av1", 2, 3, (320, 240), 10, 60),
-    ("av1-g2-1cam-640x480", "av1", 2, 1, (640, 480), 10, 60),
-    ("h264-bf2-3cam-640x480", "h264", None, 3, (640, 480), 10, 60),
-]
-FULL = [(f"{c}-{'g2' if c == 'av1' else 'bf2'}-{n}cam-{w}x{h}", c, 2 if c == "av1" else None, n, (w, h), 10, 60)
-        for c in ("av1", "h264") for n in (1, 3) for (w, h) in ((320, 240), (640, 480))]
+# --- the datasets -----------------------------------------------------------------------------------
+#: name -> (table label, recipe, default samples per trial)
+DATASETS: dict[str, tuple[str, dict, int]] = {
+    "g1": ("real G1 640x480 AV1 g=2, 1 camera (`data/g1_v30`)", {"kind": "g1"}, 640),
+    "g1-3cam": ("the same footage as 3 cameras", {"kind": "g1", "camera_copies": 3}, 640),
+    "g1-h264": ("the same re-encoded H.264, 2 B-frames, GOP 30", {"kind": "g1", "h264_gop": 30}, 640),
+    "gen-h264": ("generated H.264, B-frames, GOP 12, 2 cameras, 128x96, 20 episodes",
+                 {"kind": "generated", "codec": "h264", "gop": 12, "cameras": 2, "size": (128, 96),
+                  "episodes": 20, "length": 80}, 1280),
+    "gen-av1": ("generated AV1 g=2, 2 cameras, 640x480, 8 episodes",
+                {"kind": "generated", "codec": "av1", "gop": 2, "cameras": 2, "size": (640, 480),
+                 "episodes": 8, "length": 90}, 640),
+    "tiny": ("generated AV1, 1 camera, 64x48 (smoke test)",
+             {"kind": "generated", "codec": "av1", "gop": 2, "cameras": 1, "size": (64, 48),
+              "episodes": 4, "length": 12}, 24),
+}
 CAMERA_NAMES = ("observation.images.front", "observation.images.wrist", "observation.images.top")
 
+#: the README run: (dataset, transport, items, [workers[:context], ...])
+README_PLAN: list[tuple[str, str, str, list[str]]] = [
+    ("g1", "local", "uint8", ["0", "2:spawn", "2:fork"]),
+    ("g1", "local", "float32", ["0", "2:spawn"]),
+    ("g1-3cam", "local", "uint8", ["0", "2:spawn"]),
+    ("g1-h264", "local", "uint8", ["0", "2:spawn"]),
+    ("gen-h264", "local", "uint8", ["0", "2:spawn"]),
+    ("g1", "http", "uint8", ["0", "2:spawn"]),
+]
 
-# --- datasets --------------------------------------------------------------------------------------
-def ensure_dataset(cache_dir: Path, cfg: tuple) -> Path:
-    """Build (once) the dataset of ``cfg`` under ``cache_dir/<name>`` atomically and return its path."""
-    from tools.make_dataset import make_dataset
 
-    name, codec, gop, ncam, (w, h), neps, length = cfg
-    out = cache_dir / name
+def copy_cameras(src: Path, dst: Path, copies: int) -> Path:
+    """A copy of the LeRobot v3 dataset ``src`` at ``dst`` where every camera also appears ``copies - 1``
+    more times under new keys (``<key>_copy<j>``: the same MP4 files copied, the same episode
+    columns): a multi-camera dataset of real content."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.copytree(src, dst)
+    info_p = dst / "meta" / "info.json"
+    info = json.loads(info_p.read_text())
+    keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
+    stats_p = dst / "meta" / "stats.json"
+    stats = json.loads(stats_p.read_text()) if stats_p.exists() else None
+    for k in keys:
+        for j in range(1, copies):
+            new = f"{k}_copy{j}"
+            shutil.copytree(dst / "videos" / k, dst / "videos" / new)
+            info["features"][new] = info["features"][k]
+            if stats is not None and k in stats:
+                stats[new] = stats[k]
+    info_p.write_text(json.dumps(info, indent=2))
+    if stats is not None:
+        stats_p.write_text(json.dumps(stats, indent=2))
+    for p in sorted((dst / "meta" / "episodes").rglob("*.parquet")):
+        t = pq.read_table(p)
+        for k in keys:
+            for c in [c for c in t.column_names if c.startswith(f"videos/{k}/") or c.startswith(f"stats/{k}/")]:
+                for j in range(1, copies):
+                    t = t.append_column(pa.field(c.replace(f"/{k}/", f"/{k}_copy{j}/", 1), t.schema.field(c).type),
+                                        t.column(c))
+        pq.write_table(t, p)
+    return dst
+
+
+def transcode_h264(root: Path, gop: int) -> None:
+    """Re-encode every MP4 under ``root/videos`` in place with libx264 (2 B-frames, closed GOPs of
+    ``gop`` frames, same frame count and timestamps): the long-GOP case on real content."""
+    for p in sorted((root / "videos").rglob("*.mp4")):
+        tmp = p.with_suffix(".h264.mp4")
+        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", str(p), "-an", "-c:v", "libx264",
+                        "-preset", "veryfast", "-bf", "2", "-g", str(gop), "-keyint_min", str(gop),
+                        "-sc_threshold", "0", "-pix_fmt", "yuv420p", str(tmp)], check=True)
+        tmp.replace(p)
+
+
+def ensure_dataset(cache_dir: Path, name: str) -> Path:
+    """Build (once, atomically) the benchmark dataset ``name`` under ``cache_dir/datasets``."""
+    _, recipe, _ = DATASETS[name]
+    base = cache_dir / "datasets"
+    out = base / f"{name}-v{BUILD_VERSION}"
     if (out / "meta" / "info.json").exists():
         return out
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=cache_dir))
-    make_dataset(tmp / "d", episode_lengths=[length] * neps, codec=codec, gop=gop,
-                 cameras=tuple((CAMERA_NAMES[i], w, h) for i in range(ncam)), repo_id=REPO_ID)
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=base))
     try:
-        os.replace(tmp / "d", out)
-    except OSError:  # another run built it first
-        pass
-    shutil.rmtree(tmp, ignore_errors=True)
+        d = tmp / "d"
+        if recipe["kind"] == "g1":
+            copy_cameras(ROOT / "data" / "g1_v30", d, recipe.get("camera_copies", 1))
+            if recipe.get("h264_gop"):
+                transcode_h264(d, recipe["h264_gop"])
+        else:
+            from tools.make_dataset import make_dataset
+
+            w, h = recipe["size"]
+            make_dataset(d, episode_lengths=[recipe["length"]] * recipe["episodes"], codec=recipe["codec"],
+                         gop=recipe["gop"], cameras=tuple((CAMERA_NAMES[i], w, h) for i in range(recipe["cameras"])),
+                         episodes_per_video_file=max(1, recipe["episodes"] // 2), repo_id=f"bench/{name}")
+        try:
+            os.replace(d, out)
+        except OSError:  # another run built it first
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
-# --- timing (shared by every method, also inside the LeRobot interpreter) --------------------------
-def time_loader(loader: Any, steps: int, count: Callable[[Any], tuple[int, int]], *, max_frames: int | None = None) -> dict:
-    """Draw up to ``steps`` batches (or until ``max_frames``); ``count(batch) -> (samples, frames)``.
+class DatasetFacts:
+    """What the orchestrator knows of a dataset: files, cameras, coded sizes, map-style's decode model."""
 
-    Returns ``first_batch_s`` (from ``iter``), ``wall_s``, ``samples``, ``frames`` and the steady
-    rates ``steady_frames_per_s`` / ``steady_samples_per_s`` (after the first batch).
-    """
+    def __init__(self, root: Path) -> None:
+        import numpy as np
+
+        from lerobotstream.meta import DatasetMeta
+        from lerobotstream.mp4 import parse_mp4_bytes
+
+        self.root = root
+        self.meta = DatasetMeta.load(str(root))
+        self.video_keys = list(self.meta.video_keys)
+        self.files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+        self.video_files = sorted({e.videos[k].path for e in self.meta.episodes for k in self.video_keys})
+        self.total_frames = int(self.meta.num_frames)
+        self.tables = {p: parse_mp4_bytes((root / p).read_bytes(), path=p) for p in self.video_files}
+        # map-style: one seek per sample decodes from the preceding keyframe to the target
+        cost = n = 0
+        for t in self.tables.values():
+            order = np.asarray(t.presentation_order, dtype=np.int64)
+            sync = np.asarray(t.is_sync, dtype=bool)[order]
+            keys = np.flatnonzero(sync)
+            j = np.arange(len(order))
+            k = keys[np.clip(np.searchsorted(keys, j, side="right") - 1, 0, None)]
+            cost += int((j - k + 1).sum())
+            n += len(order)
+        self.seek_decoded_per_frame = cost / n if n else None
+        self.video_bytes = sum((root / p).stat().st_size for p in self.video_files)
+        self.total_bytes = sum((root / p).stat().st_size for p in self.files)
+
+    def needed_bytes(self, anchors: list[list[int]]) -> int:
+        """Coded bytes of the distinct (camera, episode, frame) samples delivered."""
+        import numpy as np
+
+        from lerobotstream.mp4 import episode_frame_range
+
+        by_ep: dict[int, set[int]] = {}
+        for e, f in anchors:
+            by_ep.setdefault(int(e), set()).add(int(f))
+        total = 0
+        for ep, frames in by_ep.items():
+            info = self.meta.episode(ep)
+            for cam in self.video_keys:
+                v = info.videos[cam]
+                t = self.tables[v.path]
+                a, b = episode_frame_range(t, v.from_timestamp, info.length, self.meta.fps, 1e-4)
+                order = np.asarray(t.presentation_order, dtype=np.int64)
+                idx = np.clip(a + np.fromiter(frames, dtype=np.int64), a, b - 1)
+                total += int(np.asarray(t.size, dtype=np.int64)[order[idx]].sum())
+        return total
+
+
+# --- inside a contestant process (stdlib at module level: this file also runs in LeRobot's venv) ----
+_CLK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                out += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLK  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _tree_cpu_s() -> dict[int, float]:
+    """CPU seconds of this process and of each live child (DataLoader workers), by pid."""
+    me = os.getpid()
+    return {p: _cpu_s(p) for p in (me, *_children(me))}
+
+
+def _cpu_delta_s(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds spent between two :func:`_tree_cpu_s` readings (a process gone by the second
+    reading counts up to the first; one started after the first counts fully)."""
+    return sum(after.get(p, c) - c for p, c in before.items()) + sum(c for p, c in after.items() if p not in before)
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class _PssSampler(threading.Thread):
+    """Peak PSS sum of this process and its children, every ``interval_s``; counts its own CPU."""
+
+    def __init__(self, interval_s: float = 0.2) -> None:
+        super().__init__(daemon=True)
+        self.interval_s = interval_s
+        self.peak_kib = 0
+        self.own_cpu_s = 0.0
+        self._stop_evt = threading.Event()
+
+    def sample(self) -> None:
+        me = os.getpid()
+        total = _pss_kib(me) + sum(_pss_kib(c) for c in _children(me))
+        self.peak_kib = max(self.peak_kib, total)
+
+    def run(self) -> None:
+        while not self._stop_evt.wait(self.interval_s):
+            self.sample()
+            self.own_cpu_s = time.thread_time()
+
+    def stop(self) -> None:
+        self._stop_evt.set()
+        self.join()
+
+
+try:  # a real IterableDataset subclass when torch is importable (both venvs have it)
+    from torch.utils.data import IterableDataset as _IterableBase
+except Exception:  # noqa: BLE001 - the orchestrator never builds one
+    _IterableBase = object
+
+
+class Snapshots(_IterableBase):
+    """Iterate ``ds`` (ours) and put its ``stats()`` on an item every ``every_s`` (an empty string
+    on the others): the counters of every worker reach the main process with the batches, at
+    almost no cost per item (no per-item JSON, unlike the profiler's side channel)."""
+
+    def __init__(self, ds: Any, every_s: float = 0.1) -> None:
+        super().__init__()
+        self.ds = ds
+        self.every_s = every_s
+
+    def __iter__(self):
+        last = -1e9
+        pid = os.getpid()
+        for item in self.ds:
+            now = time.monotonic()
+            if now - last >= self.every_s:
+                last = now
+                item[SNAPSHOT_KEY] = json.dumps({"pid": pid, "stats": self.ds.stats()}, default=str)
+            else:
+                item[SNAPSHOT_KEY] = ""
+            yield item
+
+
+_STAGES = ("spans_s", "parquet_s", "fetch_s", "synthesize_s", "open_s", "decode_s", "decode_job_s", "assemble_s",
+           "queue_wait_s", "admit_wait_s", "transforms_s")
+
+
+def _sum_snapshots(snaps: dict[int, dict]) -> dict:
+    """Sum the latest ``stats()`` of every process: counters, stage seconds and seconds per item."""
+    out: dict[str, Any] = {}
+    for k in ("items", "frames_decoded", "frames_returned", "decode_calls", "decoder_opens", "bytes_fetched",
+              "bytes_needed", "requests", *_STAGES):
+        out[k] = sum(float(s.get(k) or 0) for s in snaps.values())
+    items = out["items"]
+    out["stage_ms_per_item"] = {k[:-2]: 1e3 * out[k] / items for k in _STAGES} if items else {}
+    out["frames_decoded_per_returned"] = (out["frames_decoded"] / out["frames_returned"]
+                                          if out["frames_returned"] else None)
+    out["processes"] = len(snaps)
+    return out
+
+
+def _download(url: str, files: list[str], dst: Path, threads: int = 8) -> int:
+    """GET every file under ``url`` into ``dst`` with ``threads`` parallel requests (one listing
+    request first, standing in for the Hub's file-list call); returns the bytes received."""
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    with urllib.request.urlopen(url, timeout=60) as r:
+        r.read()
+
+    def get(rel: str) -> int:
+        out = dst / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with urllib.request.urlopen(url + rel, timeout=120) as r, open(out, "wb") as f:
+            n = 0
+            while True:
+                chunk = r.read(1 << 20)
+                if not chunk:
+                    return n
+                f.write(chunk)
+                n += len(chunk)
+
+    with ThreadPoolExecutor(threads) as ex:
+        return sum(ex.map(get, files))
+
+
+def _make_dataset(spec: dict, root: str):
+    kind, nw, uint8 = spec["kind"], int(spec["num_workers"]), bool(spec["uint8"])
+    if kind == "ours":
+        from lerobotstream import StreamingLeRobotDataset
+
+        opts = {k: v for k, v in (spec.get("options") or {}).items()
+                if not k.startswith("env.") and k != "sharing_strategy"}
+        ds = StreamingLeRobotDataset(root=root, return_uint8=uint8, max_num_shards=max(1, nw),
+                                     batch_size=spec["batch_size"], seed=spec["seed"], **opts)
+        return Snapshots(ds), ds
+    if kind == "lerobot":
+        from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+        ds = LeRobotDataset(spec["repo_id"], root=root, return_uint8=uint8)
+        return ds, ds
+    if kind == "lerobot-streaming":
+        from lerobot.datasets.streaming_dataset import StreamingLeRobotDataset as LeRobotStreaming
+
+        ds = LeRobotStreaming(spec["repo_id"], root=root, max_num_shards=max(1, nw), return_uint8=uint8,
+                              seed=spec["seed"])
+        return ds, ds
+    raise ValueError(f"unknown contestant kind {kind!r}")
+
+
+def run_trial(spec: dict) -> dict:
+    """One contestant run (inside its process): build, draw ``samples``, measure. See the module doc."""
+    if spec["kind"] == "warmup":
+        return _warmup(spec)
+    if spec["kind"] == "limit":
+        return _limit(spec)
+    if spec["kind"] == "prepare":
+        return _prepare(spec)
+    import torch
+    from torch.utils.data import DataLoader
+
+    if spec["kind"].startswith("lerobot"):
+        from lerobot.datasets import video_utils
+
+        video_utils._default_decoder_cache.clear()  # every trial opens its decoders afresh
     t0 = time.perf_counter()
+    nw, bs = int(spec["num_workers"]), int(spec["batch_size"])
+    root, download_s, downloaded, tmp = spec["root"], None, None, None
+    if spec.get("download_url"):
+        tmp = tempfile.mkdtemp(prefix="bench-download-")
+        downloaded = _download(spec["download_url"], spec["files"], Path(tmp))
+        download_s = time.perf_counter() - t0
+        root = tmp
+    try:
+        loader_ds, ds = _make_dataset(spec, root)
+        construct_s = time.perf_counter() - t0 - (download_s or 0.0)
+        ctx = spec.get("mp_context") if nw else None
+        kw: dict[str, Any] = dict(batch_size=bs, num_workers=nw, persistent_workers=False)
+        if nw:
+            kw.update(multiprocessing_context=ctx, prefetch_factor=int(spec.get("prefetch_factor", 4)))
+        if spec["kind"] == "lerobot":
+            kw.update(shuffle=True, generator=torch.Generator().manual_seed(int(spec["seed"])))
+        strategy = (spec.get("options") or {}).get("sharing_strategy")
+        if strategy:  # torch.multiprocessing's, for this process and the workers it forks
+            torch.multiprocessing.set_sharing_strategy(strategy)
+        loader = DataLoader(loader_ds, **kw)
+        mem = _PssSampler()
+        mem.start()
+        res = _drive(loader, spec, t0, mem)
+        mem.stop()
+        res.update(construct_s=construct_s, download_s=download_s, downloaded_bytes=downloaded,
+                   peak_pss_mib=mem.peak_kib / 1024)
+        if spec["kind"] == "ours":
+            st = getattr(ds, "_setup", {})
+            res["ours_setup_s"] = {k: v for k, v in st.items() if isinstance(v, float)}
+        return res
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _drive(loader, spec: dict, t0: float, mem: _PssSampler) -> dict:
+    import math
+
+    nw, target = int(spec["num_workers"]), int(spec["samples"])
+    warm_k = max(1, nw)  # every worker delivered its first batch
+    snaps: dict[int, dict] = {}
+    warm_snaps: dict[int, dict] = {}
+    anchors: list[list[int]] = []
+    n = k = 0
+    first_s = t_w = n_w = cpu_w = own_w = None
+    frames_per_sample = None
+    t_iter = time.perf_counter()
     it = iter(loader)
-    first = t_first = None
-    samples = frames = s_after = f_after = 0
-    for _ in range(steps):
+    while n < target:
         try:
             batch = next(it)
         except StopIteration:
             break
-        s, f = count(batch)
         now = time.perf_counter()
-        if first is None:
-            first, t_first = now - t0, now
-        else:
-            s_after, f_after = s_after + s, f_after + f
-        samples, frames = samples + s, frames + f
-        if max_frames is not None and frames >= max_frames:
-            break
-    end = time.perf_counter()
+        k += 1
+        for s in batch.pop(SNAPSHOT_KEY, None) or []:
+            if s:
+                d = json.loads(s)
+                pid = int(d["pid"])
+                snaps[pid] = d["stats"]
+                if t_w is not None:
+                    warm_snaps.setdefault(pid, d["stats"])  # each process's first reading after the warm-up
+        b = int(batch["index"].shape[0])
+        if frames_per_sample is None:
+            frames_per_sample = sum(math.prod(v.shape[1:-3]) for v in batch.values()
+                                    if hasattr(v, "shape") and v.ndim >= 4)
+        anchors.extend(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist()))
+        n += b
+        if k == 1:
+            first_s, first_iter_s = now - t0, now - t_iter
+            mem.sample()
+        if k == warm_k:
+            t_w, n_w, cpu_w, own_w = now, n, _tree_cpu_s(), mem.own_cpu_s
+        del batch
+    t_end = time.perf_counter()
+    cpu_end, own_end = _tree_cpu_s(), mem.own_cpu_s
+    mem.sample()  # the workers' last reading, before the iterator stops them
     del it
-    dt = (end - t_first) if t_first is not None else 0.0
-    return {"first_batch_s": first, "wall_s": end - t0, "samples": samples, "frames": frames,
-            "steady_frames_per_s": f_after / dt if dt > 0 and f_after else None,
-            "steady_samples_per_s": s_after / dt if dt > 0 and s_after else None}
+    steady = steady_cpu = None
+    if t_w is not None and n > n_w and t_end > t_w:
+        steady = (n - n_w) / (t_end - t_w)
+        steady_cpu = 1e3 * max(0.0, _cpu_delta_s(cpu_w, cpu_end) - (own_end - own_w)) / (n - n_w)
+    out = {"samples": n, "batches": k, "wall_s": t_end - t0, "first_batch_s": first_s,
+           "first_batch_from_iter_s": first_iter_s if k else None, "steady_samples_per_s": steady,
+           "cpu_ms_per_sample": steady_cpu, "frames_per_sample": frames_per_sample, "anchors": anchors}
+    if snaps:
+        out["ours_stats"] = _sum_snapshots(snaps)
+        steady = {pid: _diff(snaps[pid], w) for pid, w in warm_snaps.items() if pid in snaps}
+        if steady and all(x.get("items", 0) > 0 for x in steady.values()):
+            out["ours_stats_steady"] = _sum_snapshots(steady)
+    return out
 
 
-def _count_items(video_keys: list[str]) -> Callable[[Any], tuple[int, int]]:
-    import math
-
-    def count(batch):
-        n = len(batch["index"]) if "index" in batch else len(next(iter(batch.values())))
-        f = sum(math.prod(batch[k].shape[:-3]) for k in video_keys if k in batch)
-        return n, f
-    return count
-
-
-# --- map-style baseline and decode limit -------------------------------------------------------------
-class SourceFile(io.RawIOBase):
-    """Seekable read-only file object over ``ByteSource.read`` (each read is one range request)."""
-
-    def __init__(self, source: Any, path: str) -> None:
-        self.source, self.path, self.pos, self.size = source, path, 0, source.size(path)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, off: int, whence: int = 0) -> int:
-        self.pos = off if whence == 0 else self.pos + off if whence == 1 else self.size + off
-        return self.pos
-
-    def read(self, n: int = -1) -> bytes:
-        n = self.size - self.pos if n is None or n < 0 else min(n, self.size - self.pos)
-        if n <= 0:
-            return b""
-        data = self.source.read(self.path, self.pos, n)
-        self.pos += len(data)
-        return data
-
-    def readinto(self, b) -> int:
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
+def _diff(last: dict, first: dict) -> dict:
+    """Counters of ``last`` minus those of ``first`` (the same process's stats, later and earlier)."""
+    out = {}
+    for k, v in last.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(first.get(k), (int, float)):
+            out[k] = v - first[k]
+    return out
 
 
-class _PerProcess:
-    """Source and decoders opened lazily per process (never inherited across a fork)."""
+def _warmup(spec: dict) -> dict:
+    t = time.perf_counter()
+    import torch  # noqa: F401
+    import torchcodec.decoders  # noqa: F401
 
-    def __init__(self, root: str) -> None:
-        self.root, self._pid, self._src, self._dec = root, None, None, {}
+    mods = {"ours": ["lerobotstream"], "lerobot": ["lerobot.datasets.lerobot_dataset",
+                                                   "lerobot.datasets.streaming_dataset"]}[spec["side"]]
+    import importlib
 
-    def decoder(self, path: str, seek_mode: str):
-        from torchcodec.decoders import VideoDecoder
-
-        from lerobotstream.sources import open_source
-
-        if self._pid != os.getpid():
-            self._pid, self._src, self._dec = os.getpid(), open_source(self.root), {}
-        d = self._dec.get(path)
-        if d is None:
-            local = self._src.local_path(path)
-            d = self._dec[path] = VideoDecoder(str(local) if local is not None else SourceFile(self._src, path),
-                                               seek_mode=seek_mode)
-        return d
-
-
-def _rows(root: str):
-    """Metadata and every row (episode_index, frame_index, index, timestamp, state, action) as numpy."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from lerobotstream.meta import DatasetMeta
-    from lerobotstream.sources import open_source
-
-    src = open_source(root)
-    meta = DatasetMeta.load(src)
-    paths = sorted({e.data_path for e in meta.episodes})
-    table = pa.concat_tables([pq.read_table(io.BytesIO(src.read_file(p))) for p in paths]).sort_by("index")
-    cols = {c: table.column(c).to_numpy() for c in ("episode_index", "frame_index", "index", "timestamp")}
-    for c in ("observation.state", "action"):
-        cols[c] = __import__("numpy").array(table.column(c).to_pylist(), dtype="float32")
-    return meta, cols
+    for m in mods:
+        importlib.import_module(m)
+    ver = {}
+    for m in ("torch", "torchcodec", "lerobot", "lerobotstream"):
+        mod = sys.modules.get(m)
+        if mod is not None:
+            ver[m] = getattr(mod, "__version__", "?")
+    return {"import_s": time.perf_counter() - t, "versions": ver, "python": sys.version.split()[0],
+            "lerobotstream_file": getattr(sys.modules.get("lerobotstream"), "__file__", None)}
 
 
-class MapStyleBaseline:
-    """Map-style dataset: item ``i`` = row ``i``; each camera frame by one seek in a full-file decoder."""
+def _prepare(spec: dict) -> dict:
+    """Ours' sidecar for this root, built (or found) before the rounds: trials start warm."""
+    from lerobotstream import StreamingLeRobotDataset
 
-    def __init__(self, root: str) -> None:
-        self.meta, self.cols = _rows(root)
-        self.video_keys = list(self.meta.video_keys)
-        self.proc = _PerProcess(root)
-
-    def __len__(self) -> int:
-        return len(self.cols["index"])
-
-    def __getitem__(self, i: int) -> dict:
-        import torch
-
-        ep = int(self.cols["episode_index"][i])
-        info = self.meta.episode(ep)
-        item = {k: torch.as_tensor(v[i]) for k, v in self.cols.items()}
-        for cam in self.video_keys:
-            v = info.videos[cam]
-            ts = float(v.from_timestamp + self.cols["timestamp"][i])
-            frames = self.proc.decoder(v.path, "exact").get_frames_played_at([ts]).data
-            item[cam] = frames[0].to(torch.float32) / 255
-        return item
+    t = time.perf_counter()
+    ds = StreamingLeRobotDataset(root=spec["root"])
+    return {"sidecar": ds.sidecar_status, "construct_s": time.perf_counter() - t,
+            "sidecar_s": ds._setup.get("sidecar_s")}
 
 
-class DecodeLimit:
-    """Item ``k`` = every frame of one (episode, camera), one sequential range decode (uint8)."""
+def _limit(spec: dict) -> dict:
+    """Sequential decode of every video file (16-frame calls), ``ffmpeg_threads`` (0 = FFmpeg's)."""
+    from torchcodec.decoders import VideoDecoder
 
-    def __init__(self, root: str) -> None:
-        from lerobotstream.meta import DatasetMeta
-        from lerobotstream.sources import open_source
-
-        meta = DatasetMeta.load(open_source(root))
-        self.pieces = [(v.path, round(v.from_timestamp * meta.fps), e.length)
-                       for e in meta.episodes for v in e.videos.values()]
-        self.proc = _PerProcess(root)
-
-    def __len__(self) -> int:
-        return len(self.pieces)
-
-    def __getitem__(self, k: int):
-        path, start, n = self.pieces[k]
-        return self.proc.decoder(path, "approximate").get_frames_in_range(start, start + n).data
-
-
-# --- methods -------------------------------------------------------------------------------------------
-def run_ours(root: str, args) -> dict:
-    from lerobotstream.dataset import StreamingLeRobotDataset
-    from lerobotstream.profile import build_report, needed_bytes, profile_dataset
-
-    ds = StreamingLeRobotDataset(root=root, decode_threads=args.decode_threads)
-    raw = profile_dataset(ds, num_workers=args.num_workers, batch_size=args.batch_size, steps=args.steps)
-    rep = build_report(raw, ds, needed=needed_bytes(ds, raw["anchors"]))
-    th = rep["throughput"]
-    return {"first_batch_s": rep["latency"]["first_batch_s"], "wall_s": th["wall_s"], "samples": th["samples"],
-            "frames": th["frames"], "steady_frames_per_s": th["steady_frames_per_s"],
-            "steady_samples_per_s": th["steady_samples_per_s"],
-            "fetched_over_needed": rep["bytes"].get("fetched_over_needed"),
-            "peak_pss_sum_bytes": rep["memory"].get("peak_pss_sum_bytes")}
+    frames, cap = 0, int(spec.get("max_frames") or 0)
+    c0, t0 = os.times(), time.perf_counter()
+    for p in spec["files"]:
+        d = VideoDecoder(p, seek_mode="approximate", num_ffmpeg_threads=int(spec["ffmpeg_threads"]))
+        n = len(d)
+        for i in range(0, n, 16):
+            frames += int(d.get_frames_in_range(i, min(i + 16, n)).data.shape[0])
+            if cap and frames >= cap:
+                break
+        del d
+        if cap and frames >= cap:
+            break
+    wall = time.perf_counter() - t0
+    c1 = os.times()
+    cpu = (c1.user - c0.user) + (c1.system - c0.system)
+    return {"frames": frames, "wall_s": wall, "frames_per_s": frames / wall if wall > 0 else None,
+            "cpu_ms_per_frame": 1e3 * cpu / frames if frames else None}
 
 
-def run_mapstyle(root: str, args) -> dict:
-    import torch
-    from torch.utils.data import DataLoader
+def serve() -> int:
+    """Contestant loop: one JSON trial spec per stdin line, one result line on the original stdout."""
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # libraries' prints go to stderr, never into the result channel
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        spec = json.loads(line)
+        try:
+            res = run_trial(spec)
+        except BaseException as exc:  # noqa: BLE001 - reported to the orchestrator as the trial's error
+            import traceback
 
-    ds = MapStyleBaseline(root)
-    loader = DataLoader(ds, batch_size=args.batch_size, num_workers=args.num_workers, shuffle=True,
-                        generator=torch.Generator().manual_seed(args.seed))
-    return time_loader(loader, args.steps, _count_items(ds.video_keys))
-
-
-def run_limit(root: str, args, max_frames: int) -> dict:
-    from torch.utils.data import DataLoader
-
-    ds = DecodeLimit(root)
-    loader = DataLoader(ds, batch_size=None, num_workers=args.num_workers)
-    return time_loader(loader, len(ds), lambda b: (0, int(b.shape[0])), max_frames=max_frames)
-
-
-def run_lerobot(root: str, args, kind: str) -> dict:
-    """LeRobot's dataset in its own interpreter (``--lerobot-trial``); ``{"skipped": why}`` if unavailable."""
-    if not LEROBOT_PYTHON.exists():
-        return {"skipped": f"{LEROBOT_PYTHON} not found (make setup-lerobot)"}
-    spec = {"root": root, "kind": kind, "steps": args.steps, "batch_size": args.batch_size,
-            "num_workers": args.num_workers, "seed": args.seed}
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONPATH="")
-    proc = subprocess.run([str(LEROBOT_PYTHON), __file__, "--lerobot-trial", json.dumps(spec)], capture_output=True,
-                          text=True, env=env, timeout=args.trial_timeout_s, cwd=str(ROOT / "tools"))
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return {"skipped": f"LeRobot {kind} failed (rc {proc.returncode}): {proc.stderr.strip().splitlines()[-1:] or '?'}"}
+            traceback.print_exc()
+            res = {"error": f"{type(exc).__name__}: {exc}"[:1500]}
+        out.write(RESULT_PREFIX + json.dumps(res) + "\n")
+        out.flush()
+    return 0
 
 
-def lerobot_trial(spec: dict) -> dict:
-    """Runs inside ``.venv-lerobot``: LeRobot's dataset through a DataLoader, same timing."""
-    try:
-        import torch
-        from torch.utils.data import DataLoader
+# --- the orchestrator -------------------------------------------------------------------------------
+class Contestant:
+    """A long-lived process that runs trials (``python tools/bench.py --serve``)."""
 
-        if spec["kind"] == "lerobot":
-            from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    def __init__(self, label: str, kind: str, python: Path, env: dict, log: Path, *, path: str | None = None,
+                 options: dict | None = None, side: str = "ours") -> None:
+        self.label, self.kind, self.options, self.side = label, kind, options or {}, side
+        self.python, self.path, self.log_path = python, path, log
+        self.proc: subprocess.Popen | None = None
+        self.env = env
+        self.error: str | None = None
 
-            ds = LeRobotDataset(REPO_ID, root=spec["root"], video_backend="torchcodec")
-            loader = DataLoader(ds, batch_size=spec["batch_size"], num_workers=spec["num_workers"], shuffle=True,
-                                generator=torch.Generator().manual_seed(spec["seed"]))
-        else:
-            from lerobot.datasets.streaming_dataset import StreamingLeRobotDataset
+    def start(self) -> None:
+        env = dict(self.env)
+        env["PYTHONPATH"] = self.path or ""
+        env.update({k[4:]: str(v) for k, v in self.options.items() if k.startswith("env.")})
+        self.log = open(self.log_path, "a")
+        self.proc = subprocess.Popen([str(self.python), str(Path(__file__).resolve()), "--serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, env=env, cwd=str(ROOT))
 
-            ds = StreamingLeRobotDataset(REPO_ID, root=spec["root"], seed=spec["seed"])
-            loader = DataLoader(ds, batch_size=spec["batch_size"], num_workers=spec["num_workers"])
-        keys = list(ds.meta.video_keys)
-        return time_loader(loader, spec["steps"], _count_items(keys))
-    except Exception as exc:  # noqa: BLE001 - reported as a skip note by the parent
-        return {"skipped": f"LeRobot {spec['kind']}: {type(exc).__name__}: {str(exc)[:300]}"}
+    def send(self, spec: dict) -> str | None:
+        """Start the trial ``spec`` (the process starts on first use); an error text if it is gone."""
+        if self.proc is None:
+            self.start()
+        assert self.proc is not None and self.proc.stdin
+        try:
+            self.proc.stdin.write(json.dumps(spec) + "\n")
+            self.proc.stdin.flush()
+        except OSError as exc:
+            return f"{self.label} process is gone ({exc}); see {self.log_path}"
+        return None
+
+    def call(self, spec: dict, timeout_s: float) -> dict:
+        err = self.send(spec)
+        return {"error": err} if err else self.receive(timeout_s)
+
+    def receive(self, timeout_s: float) -> dict:
+        """The result of the trial sent last (the process is killed after ``timeout_s``)."""
+        assert self.proc is not None and self.proc.stdout
+        result: list[dict] = []
+
+        def read() -> None:
+            for line in self.proc.stdout:
+                if line.startswith(RESULT_PREFIX):
+                    result.append(json.loads(line[len(RESULT_PREFIX):]))
+                    return
+
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(timeout_s)
+        if not result:
+            self.close(kill=True)
+            return {"error": f"{self.label}: no result within {timeout_s:.0f} s or the process died; see {self.log_path}"}
+        return result[0]
+
+    def close(self, kill: bool = False) -> None:
+        if self.proc is None:
+            return
+        try:
+            if kill:
+                self.proc.kill()
+            else:
+                self.proc.stdin.close()
+            self.proc.wait(20)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+        self.log.close()
 
 
-# --- driver ----------------------------------------------------------------------------------------------
+def parse_contestant(text: str) -> tuple[str, str, str | None, dict]:
+    """``ours[@PATH][+k=v...]`` / ``lerobot`` / ``lerobot-streaming`` → (label, kind, path, options)."""
+    head, *opts = text.split("+")
+    options: dict[str, Any] = {}
+    for o in opts:
+        k, v = o.split("=", 1)
+        options[k] = v if k.startswith("env.") else json.loads(v) if v[:1].isdigit() or v in ("true", "false", "null") else v
+    kind, _, path = head.partition("@")
+    if kind not in ("ours", "lerobot", "lerobot-streaming"):
+        raise SystemExit(f"unknown contestant {text!r} (ours[@PATH][+option=value...], lerobot, lerobot-streaming)")
+    if path and kind != "ours":
+        raise SystemExit(f"{text!r}: only ours takes @PATH")
+    return text, kind, path or None, options
+
+
+def parse_workers(text: str) -> list[tuple[int, str | None]]:
+    out = []
+    for w in text.split(","):
+        n, _, ctx = w.partition(":")
+        out.append((int(n), (ctx or "spawn") if int(n) else None))
+    return out
+
+
 def _served_bytes(log: list[dict], base: Path) -> int:
     total = 0
     for e in log:
-        if e.get("method") != "GET":
+        if e.get("method") != "GET" or "/static/" not in e.get("path", ""):
+            continue
+        p = base / e["path"].split("/static/", 1)[1]
+        if not p.is_file():
             continue
         if e.get("range"):
             a, b = e["range"].split("=")[1].split("-")
-            total += int(b) - int(a) + 1
+            total += min(int(b), p.stat().st_size - 1) - int(a) + 1
         else:
-            p = base / e["path"].split("/static/", 1)[-1]
-            total += p.stat().st_size if p.is_file() else 0
+            total += p.stat().st_size
     return total
 
 
-def _fmt(x, spec=".0f") -> str:
-    return "-" if x is None else format(x, spec)
+def _median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="one tiny dataset, few steps (for tests)")
-    ap.add_argument("--all", action="store_true", help="all 8 datasets (codec x cameras x size)")
-    ap.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "lerobotstream" / "bench"))
-    ap.add_argument("--num-workers", type=int, default=2)
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="the tiny dataset, 1 round, ours + limit (smoke test)")
+    ap.add_argument("--datasets", default=None, help=f"comma-separated, of {', '.join(DATASETS)} (default: the README plan)")
+    ap.add_argument("--transports", default=None, help="local,http (default: the README plan)")
+    ap.add_argument("--items", default=None, help="uint8,float32 (default: the README plan)")
+    ap.add_argument("--workers", default=None,
+                    help="DataLoader settings, e.g. 0,2:spawn,2:fork (N:CONTEXT, context spawn|fork|forkserver; "
+                         "default: the README plan)")
+    ap.add_argument("--contestants", default=None,
+                    help="ours[@PATH][+option=value...], lerobot, lerobot-streaming (default: all three)")
+    ap.add_argument("--no-limit", action="store_true", help="skip the decode-limit runs")
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds, medians reported (default 3)")
+    ap.add_argument("--samples", type=int, default=None, help="samples per trial (default: per dataset, 640 on G1)")
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=None, help="batches per run (default 25; quick 4)")
-    ap.add_argument("--decode-threads", type=int, default=2)
-    ap.add_argument("--reps", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--transports", default="local,http")
-    ap.add_argument("--methods", default="ours,mapstyle,lerobot,lerobot-streaming,limit")
-    ap.add_argument("--trial-timeout-s", type=float, default=300)
+    ap.add_argument("--prefetch-factor", type=int, default=4, help="DataLoader prefetch_factor with workers (LeRobot's 4)")
+    ap.add_argument("--seed", type=int, default=1000)
+    ap.add_argument("--latency-ms", type=float, default=50.0, help="remote store: round trip per request, ms")
+    ap.add_argument("--bandwidth-mbit", type=float, default=400.0, help="remote store: shared bandwidth, Mbit/s")
+    ap.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "lerobotstream" / "bench"),
+                    help="built datasets and ours' sidecars (an isolated HF_LEROBOT_HOME)")
+    ap.add_argument("--lerobot-python", default=str(LEROBOT_PYTHON))
+    ap.add_argument("--trial-timeout-s", type=float, default=600)
     ap.add_argument("--json", default="bench.json")
-    ap.add_argument("--png", default="bench.png")
-    ap.add_argument("--lerobot-trial", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--markdown", default=None, help="write the tables and goals here too")
     args = ap.parse_args(argv)
-    if args.lerobot_trial:
-        print(json.dumps(lerobot_trial(json.loads(args.lerobot_trial))))
-        return 0
-    args.steps = args.steps or (4 if args.quick else 25)
-    configs = QUICK if args.quick else FULL if args.all else DEFAULT
-    methods = [m for m in args.methods.split(",") if m]
-    transports = [t for t in args.transports.split(",") if t]
-    cache = Path(args.cache_dir)
-    t_build = time.perf_counter()
-    roots = {cfg[0]: ensure_dataset(cache, cfg) for cfg in configs}
-    print(f"datasets ready in {time.perf_counter() - t_build:.1f} s under {cache}")
-    from tests._loopback_server import LoopbackServer
+    if args.serve:
+        return serve()
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    if args.quick:  # the smoke test's defaults; explicit flags still win
+        args.datasets = args.datasets or "tiny"
+        args.transports = args.transports or "local,http"
+        args.workers = args.workers or "0"
+        args.rounds = args.rounds or 1
+        args.contestants = args.contestants or "ours"
+    args.rounds = args.rounds or 3
+    args.contestants = args.contestants or "ours,lerobot,lerobot-streaming"
+    if args.datasets or args.transports or args.items or args.workers:
+        plan = [(d, t, i, (args.workers or "0,2:spawn").split(","))
+                for d in (args.datasets or "g1").split(",") for t in (args.transports or "local").split(",")
+                for i in (args.items or "uint8").split(",")]
+    else:
+        plan = README_PLAN
+    for d, *_ in plan:
+        if d not in DATASETS:
+            raise SystemExit(f"unknown dataset {d!r}; one of {', '.join(DATASETS)}")
+    cache = Path(args.cache_dir).expanduser()
+    t_start = time.time()
+    names = list(dict.fromkeys(p[0] for p in plan))
+    t = time.perf_counter()
+    roots = {n: ensure_dataset(cache, n) for n in names}
+    facts = {n: DatasetFacts(r) for n, r in roots.items()}
+    print(f"datasets ready in {time.perf_counter() - t:.1f} s under {cache / 'datasets'}", file=sys.stderr, flush=True)
 
-    server = LoopbackServer.start({"static": str(cache)}) if "http" in transports else None
-    results: list[dict] = []
+    logs = Path(tempfile.mkdtemp(prefix="bench-logs-"))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_LEROBOT_HOME=str(cache / "hf_lerobot"),
+               TOKENIZERS_PARALLELISM="false")
+    env.pop("LEROBOTSTREAM_SIDECAR_DIR", None)
+    env.pop("LEROBOTSTREAM_INDEX_DIR", None)
+    contestants: list[Contestant] = []
+    notes: list[str] = []
+    lerobot_py = Path(args.lerobot_python)
+    for text in [c for c in args.contestants.split(",") if c]:
+        label, kind, path, options = parse_contestant(text)
+        if kind.startswith("lerobot") or path == "lerobot-venv":
+            if not lerobot_py.exists():
+                notes.append(f"{label}: skipped, {lerobot_py} not found (make setup-lerobot)")
+                continue
+            py, p = lerobot_py, None
+        else:
+            py, p = Path(sys.executable), (str(Path(path).resolve()) if path else None)
+        contestants.append(Contestant(label, kind, py, env, logs / f"{label.replace('/', '_')}.log", path=p,
+                                      options=options, side="lerobot" if kind.startswith("lerobot") else "ours"))
+    ours_side = Contestant("limit", "limit", Path(sys.executable), env, logs / "limit.log")
+    server = None
+    if any(p[1] == "http" for p in plan):
+        from tests._loopback_server import LoopbackServer
+
+        server = LoopbackServer.start({"static": str(cache / "datasets"), "latency_s": args.latency_ms / 1e3,
+                                       "bandwidth_bps": args.bandwidth_mbit * 1e6 / 8})
+    trials: list[dict] = []
+    setup: dict[str, Any] = {"notes": notes, "logs": str(logs)}
     try:
-        for rep in range(args.reps):
-            for cfg in configs:
-                for transport in transports:
-                    root = str(roots[cfg[0]]) if transport == "local" else f"{server.static_url}{cfg[0]}/"
-                    ours_frames = None
-                    for method in methods:
-                        row = {"dataset": cfg[0], "transport": transport, "method": method, "rep": rep}
-                        if method.startswith("lerobot") and transport != "local":
-                            row["skipped"] = "LeRobot reads local files (LeRobotDataset downloads first); local only"
-                            results.append(row)
+        procs = [*contestants, *([] if args.no_limit else [ours_side])]
+        sent = {c.label: c.send({"kind": "warmup", "side": c.side}) for c in procs}  # imports run side by side
+        for c in procs:
+            r = {"error": sent[c.label]} if sent[c.label] else c.receive(args.trial_timeout_s)
+            setup[f"warmup {c.label}"] = r
+            print(f"  {c.label}: {r}", file=sys.stderr, flush=True)
+            if "error" in r:
+                c.error = r["error"]
+        for d, tr, _, _ in dict.fromkeys((p[0], p[1], None, None) for p in plan):
+            root = str(roots[d]) if tr == "local" else f"{server.static_url}{roots[d].name}/"
+            for c in contestants:
+                if c.kind == "ours" and not c.error:
+                    r = c.call({"kind": "prepare", "root": root}, args.trial_timeout_s)
+                    setup[f"prepare {c.label} {d} {tr}"] = r
+                    print(f"  prepare {c.label} {d} {tr}: {r}", file=sys.stderr, flush=True)
+        for rnd in range(args.rounds):
+            if not args.no_limit:
+                for d in names:
+                    f = facts[d]
+                    for thr in (0, 1):
+                        spec = {"kind": "limit", "files": [str(roots[d] / p) for p in f.video_files],
+                                "ffmpeg_threads": thr, "max_frames": 2 * (args.samples or DATASETS[d][2]) * len(f.video_keys)}
+                        la = _load()
+                        r = ours_side.call(spec, args.trial_timeout_s)
+                        r.update(round=rnd, dataset=d, contestant=f"limit-{'ffmpeg' if thr == 0 else '1thread'}",
+                                 load_before=la, load_after=_load())
+                        trials.append(r)
+                        print(f"round {rnd} {d:<9} limit ffmpeg_threads={thr}: "
+                              f"{_fmt(r.get('frames_per_s'))} frames/s, {_fmt(r.get('cpu_ms_per_frame'), '.2f')} CPU ms/frame",
+                              file=sys.stderr, flush=True)
+            for d, tr, items, workers in plan:
+                for nw, ctx in [w for ws in workers for w in parse_workers(ws)]:
+                    order = contestants[rnd % max(1, len(contestants)):] + contestants[:rnd % max(1, len(contestants))]
+                    for c in order:
+                        row = {"round": rnd, "dataset": d, "transport": tr, "items": items, "num_workers": nw,
+                               "mp_context": ctx, "contestant": c.label}
+                        if c.error:
+                            row["skipped"] = c.error
+                            trials.append(row)
                             continue
+                        if c.kind == "lerobot-streaming" and tr != "local":
+                            row["skipped"] = "LeRobot's StreamingLeRobotDataset reads a local folder or the Hub; local only"
+                            trials.append(row)
+                            continue
+                        spec = {"kind": c.kind, "num_workers": nw, "mp_context": ctx, "uint8": items == "uint8",
+                                "batch_size": args.batch_size, "samples": args.samples or DATASETS[d][2],
+                                "seed": args.seed + rnd, "repo_id": f"bench/{d}", "options": c.options,
+                                "prefetch_factor": args.prefetch_factor, "root": str(roots[d])}
+                        url = f"{server.static_url}{roots[d].name}/" if tr == "http" else None
+                        if tr == "http" and c.kind == "ours":
+                            spec["root"] = url
+                        elif tr == "http":
+                            spec.update(download_url=url, files=facts[d].files)
                         if server is not None:
                             server.clear_log()
-                        if method == "ours":
-                            r = run_ours(root, args)
-                            ours_frames = r["frames"]
-                        elif method == "mapstyle":
-                            r = run_mapstyle(root, args)
-                        elif method == "limit":
-                            r = run_limit(root, args, ours_frames or args.steps * args.batch_size * cfg[3])
-                        elif method in ("lerobot", "lerobot-streaming"):
-                            r = run_lerobot(root, args, method)
-                        else:
-                            raise SystemExit(f"unknown method {method!r}")
-                        row.update(r)
-                        if transport == "http" and server is not None and "skipped" not in r:
-                            row["served_bytes"] = _served_bytes(server.log(), cache)
-                        results.append(row)
-                        print(f"  rep {rep} {cfg[0]:<24} {transport:<6} {method:<18} "
-                              + (r["skipped"] if "skipped" in r else
-                                 f"{_fmt(r.get('steady_frames_per_s'))} frames/s, first batch {_fmt(r.get('first_batch_s'), '.2f')} s"),
-                              flush=True)
+                        la = _load()
+                        r = c.call(spec, args.trial_timeout_s)
+                        row.update(r, load_before=la, load_after=_load())
+                        if server is not None and tr == "http":
+                            row["served_bytes"] = _served_bytes(server.log(), cache / "datasets")
+                        if r.get("anchors"):
+                            row["needed_bytes"] = facts[d].needed_bytes(r["anchors"])
+                            row["anchors"] = len(r["anchors"])
+                        trials.append(row)
+                        print(f"round {rnd} {d:<9} {tr:<5} {items:<7} w{nw}{':' + ctx if ctx else '':<7} {c.label:<18} "
+                              + (row.get("error") or f"{_fmt(row.get('steady_samples_per_s'))} samples/s, first batch "
+                                 f"{_fmt(row.get('first_batch_s'), '.2f')} s, {_fmt(row.get('cpu_ms_per_sample'), '.1f')} "
+                                 f"CPU ms/sample, load {la:.1f}"), file=sys.stderr, flush=True)
     finally:
+        for c in [*contestants, ours_side]:
+            c.close()
         if server is not None:
             server.close()
-    summary = summarize(results)
-    print(format_summary(summary, args))
-    out = {"args": {k: v for k, v in vars(args).items() if k != "lerobot_trial"}, "results": results, "summary": summary}
-    tmp = Path(args.json + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(out, indent=1))
-    os.replace(tmp, args.json)
-    try:
-        plot_summary(summary, args.png)
-    except ImportError as exc:
-        print(f"no PNG: {exc}")
+    if any("error" in t for t in trials) or any("error" in str(v) for v in setup.values()):
+        notes.append(f"contestants' logs: {logs}")
+    else:
+        shutil.rmtree(logs, ignore_errors=True)
+    summary = summarize(trials, facts, contestants)
+    meta = {"command": "python tools/bench.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(t_start)), "minutes": (time.time() - t_start) / 60,
+            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "rounds": args.rounds, "batch_size": args.batch_size, "prefetch_factor": args.prefetch_factor,
+            "remote": {"latency_ms": args.latency_ms, "bandwidth_mbit": args.bandwidth_mbit},
+            "load": _load_summary(trials), "setup": setup, "git": _git_head()}
+    text = format_all(summary, meta)
+    print(text)
+    out = {"meta": meta, "summary": summary, "trials": trials}
+    _atomic_write(Path(args.json), json.dumps(out, indent=1, default=str))
+    if args.markdown:
+        _atomic_write(Path(args.markdown), text)
     return 0
 
 
-def summarize(results: list[dict]) -> list[dict]:
-    """Median steady frames/s per (dataset, transport, method) and ratios ours / method."""
-    import statistics
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
-    groups: dict[tuple, list[dict]] = {}
-    for r in results:
-        groups.setdefault((r["dataset"], r["transport"], r["method"]), []).append(r)
+
+def _git_head() -> str | None:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _load_summary(trials: list[dict]) -> dict:
+    xs = [x for t in trials for x in (t.get("load_before"), t.get("load_after")) if isinstance(x, float)]
+    return {"min": min(xs), "median": statistics.median(xs), "max": max(xs)} if xs else {}
+
+
+# --- summary and tables -------------------------------------------------------------------------------
+def summarize(trials: list[dict], facts: dict[str, DatasetFacts], contestants: list[Contestant]) -> list[dict]:
+    """One row per setting: per contestant the medians, and per-round ratios ours / peer, ours / limit."""
+    limits: dict[tuple[str, int, str], dict] = {(t["dataset"], t["round"], t["contestant"]): t
+                                                 for t in trials if t["contestant"].startswith("limit")}
+    settings = list(dict.fromkeys((t["dataset"], t["transport"], t["items"], t["num_workers"], t["mp_context"])
+                                  for t in trials if "transport" in t))
+    ours = next((c.label for c in contestants if c.kind == "ours"), None)
     rows = []
-    for (d, t, m), rs in groups.items():
-        fps = [r["steady_frames_per_s"] for r in rs if r.get("steady_frames_per_s")]
-        first = [r["first_batch_s"] for r in rs if r.get("first_batch_s") is not None]
-        served = [r["served_bytes"] / r["frames"] for r in rs if r.get("served_bytes") and r.get("frames")]
-        rows.append({"dataset": d, "transport": t, "method": m, "runs": len(fps),
-                     "steady_frames_per_s": statistics.median(fps) if fps else None,
-                     "first_batch_s": statistics.median(first) if first else None,
-                     "served_bytes_per_frame": statistics.median(served) if served else None,
-                     "skipped": next((r["skipped"] for r in rs if "skipped" in r), None)})
-    ours = {(r["dataset"], r["transport"]): r["steady_frames_per_s"] for r in rows if r["method"] == "ours"}
-    for r in rows:
-        o = ours.get((r["dataset"], r["transport"]))
-        r["ours_over_this"] = o / r["steady_frames_per_s"] if o and r["steady_frames_per_s"] else None
+    for key in settings:
+        d, tr, items, nw, ctx = key
+        f = facts[d]
+        cams = len(f.video_keys)
+        mine = [t for t in trials if (t.get("dataset"), t.get("transport"), t.get("items"), t.get("num_workers"),
+                                      t.get("mp_context")) == key]
+        row: dict[str, Any] = {"dataset": d, "transport": tr, "items": items, "num_workers": nw, "mp_context": ctx,
+                               "cameras": cams, "contestants": {}}
+        rounds = sorted({t["round"] for t in mine})
+        lim = {lab: [limits.get((d, r, lab)) for r in rounds] for lab in ("limit-ffmpeg", "limit-1thread")}
+        lim_sps = {lab: [x["frames_per_s"] / cams if x and x.get("frames_per_s") else None for x in v] for lab, v in lim.items()}
+        cpu_frame = _median([x.get("cpu_ms_per_frame") for x in lim["limit-1thread"] if x])
+        row["limit"] = {"samples_per_s": _median(lim_sps["limit-ffmpeg"]),
+                        "samples_per_s_1thread": _median(lim_sps["limit-1thread"]),
+                        "cpu_ms_per_frame_1thread": cpu_frame,
+                        "cpu_ms_per_frame_ffmpeg": _median([x.get("cpu_ms_per_frame") for x in lim["limit-ffmpeg"] if x])}
+        by_c: dict[str, dict[int, dict]] = {}
+        for t in mine:
+            by_c.setdefault(t["contestant"], {})[t["round"]] = t
+        for lab, per_round in by_c.items():
+            ok = [t for t in per_round.values() if "error" not in t and "skipped" not in t]
+            if not ok:
+                bad = next(iter(per_round.values()))
+                row["contestants"][lab] = {"skipped": bad.get("skipped") or bad.get("error")}
+                continue
+            sps = [t.get("steady_samples_per_s") for t in ok]
+            st = [t.get("ours_stats") for t in ok if t.get("ours_stats")]
+            st_steady = [t.get("ours_stats_steady") or t.get("ours_stats") for t in ok if t.get("ours_stats")]
+            if lab == ours or lab.startswith("ours"):
+                dpr = _median([s.get("frames_decoded_per_returned") for s in st])
+            elif lab == "lerobot":
+                dpr = f.seek_decoded_per_frame
+            else:
+                dpr = 1.0
+            cpu = _median([t.get("cpu_ms_per_sample") for t in ok])
+            dec = dpr * cams * cpu_frame if dpr is not None and cpu_frame is not None else None
+            needed = [t.get("needed_bytes") for t in ok]
+            if tr == "http":
+                fetched = [t.get("served_bytes") for t in ok]
+            else:
+                fetched = [t["ours_stats"]["bytes_fetched"] if t.get("ours_stats") else None for t in ok]
+            ratio = [a / b for a, b in zip(fetched, needed) if a and b]
+            c = {"runs": len(ok), "steady_samples_per_s": _median(sps),
+                 "spread": (min(x for x in sps if x) / max(x for x in sps if x)) if any(sps) else None,
+                 "first_batch_s": _median([t.get("first_batch_s") for t in ok]),
+                 "construct_s": _median([t.get("construct_s") for t in ok]),
+                 "download_s": _median([t.get("download_s") for t in ok]),
+                 "cpu_ms_per_sample": cpu, "decode_cpu_ms_per_sample": dec,
+                 "rest_cpu_ms_per_sample": (cpu - dec) if cpu is not None and dec is not None else None,
+                 "frames_decoded_per_returned": dpr, "decoded_per_returned_counted": bool(st),
+                 "peak_pss_mib": _median([t.get("peak_pss_mib") for t in ok]),
+                 "fetched_over_needed": _median(ratio),
+                 "samples": _median([t.get("samples") for t in ok])}
+            if st_steady:  # after the warm-up when each process reported twice, else the whole run
+                c["stage_ms_per_item"] = {k: _median([s["stage_ms_per_item"].get(k) for s in st_steady])
+                                          for k in st_steady[0]["stage_ms_per_item"]}
+            c["over_limit"] = _median([t.get("steady_samples_per_s") / lim_sps["limit-ffmpeg"][rounds.index(t["round"])]
+                                       for t in ok if t.get("steady_samples_per_s")
+                                       and lim_sps["limit-ffmpeg"][rounds.index(t["round"])]])
+            row["contestants"][lab] = c
+        if ours in by_c:
+            for lab, per_round in by_c.items():
+                if lab == ours or lab not in row["contestants"] or "skipped" in row["contestants"][lab]:
+                    continue
+                rs = [by_c[ours][r].get("steady_samples_per_s") / per_round[r].get("steady_samples_per_s")
+                      for r in per_round if r in by_c[ours] and by_c[ours][r].get("steady_samples_per_s")
+                      and per_round[r].get("steady_samples_per_s")]
+                fb = [per_round[r].get("first_batch_s") / by_c[ours][r].get("first_batch_s")
+                      for r in per_round if r in by_c[ours] and by_c[ours][r].get("first_batch_s")
+                      and per_round[r].get("first_batch_s")]
+                row["contestants"][lab]["ours_over_this"] = _median(rs)
+                row["contestants"][lab]["this_first_over_ours_first"] = _median(fb)
+        rows.append(row)
     return rows
 
 
-def format_summary(rows: list[dict], args) -> str:
-    lines = [f"\nsteady frames/s (median of {args.reps} rep(s); num_workers={args.num_workers}, "
-             f"batch_size={args.batch_size}, steps={args.steps}); ratio = ours / method",
-             f"{'dataset':<24} {'transport':<9} {'method':<18} {'frames/s':>9} {'first s':>8} {'B/frame':>9} {'ours/x':>7}"]
+def _fmt(x, spec=".0f") -> str:
+    return "–" if x is None else format(x, spec)
+
+
+def _setting(r: dict) -> str:
+    return f"{r['num_workers']}" + (f" ({r['mp_context']})" if r["mp_context"] else "")
+
+
+def readme_table(rows: list[dict], ours: str = "ours") -> str:
+    """The README table: one line per setting."""
+    head = ("| data | store | items | workers | ours samples/s | LeRobot map-style | LeRobot streaming | "
+            "ours ÷ map-style | ours ÷ decode limit | first batch s: ours / map / streaming | "
+            "CPU ms/sample: ours (decode + rest) / map-style | decoded per returned: ours / map | "
+            "peak PSS MiB: ours / map / streaming | fetched ÷ needed: ours / map |")
+    lines = [head, "|" + "---|" * 4 + "---:|" * 10]
     for r in rows:
-        if r["skipped"] and not r["runs"]:
-            lines.append(f"{r['dataset']:<24} {r['transport']:<9} {r['method']:<18} skipped: {r['skipped']}")
-            continue
-        lines.append(f"{r['dataset']:<24} {r['transport']:<9} {r['method']:<18} {_fmt(r['steady_frames_per_s']):>9} "
-                     f"{_fmt(r['first_batch_s'], '.2f'):>8} {_fmt(r['served_bytes_per_frame']):>9} "
-                     f"{_fmt(r['ours_over_this'], '.2f'):>7}")
+        c = r["contestants"]
+        o, m, s = c.get(ours, {}), c.get("lerobot", {}), c.get("lerobot-streaming", {})
+
+        def sps(x):
+            return "n/a" if "skipped" in x else _fmt(x.get("steady_samples_per_s"))
+
+        label = DATASETS[r["dataset"]][0] if r["dataset"] in DATASETS else r["dataset"]
+        store = "local" if r["transport"] == "local" else "remote"
+        lines.append(
+            f"| {label} | {store} | {r['items']} | {_setting(r)} | {sps(o)} | {sps(m)} | {sps(s)} | "
+            f"{_fmt(m.get('ours_over_this'), '.2f')} | {_fmt(o.get('over_limit'), '.2f')} | "
+            f"{_fmt(o.get('first_batch_s'), '.2f')} / {_fmt(m.get('first_batch_s'), '.2f')} / {_fmt(s.get('first_batch_s'), '.2f')} | "
+            f"{_fmt(o.get('cpu_ms_per_sample'), '.1f')} ({_fmt(o.get('decode_cpu_ms_per_sample'), '.1f')} + "
+            f"{_fmt(o.get('rest_cpu_ms_per_sample'), '.1f')}) / {_fmt(m.get('cpu_ms_per_sample'), '.1f')} | "
+            f"{_fmt(o.get('frames_decoded_per_returned'), '.2f')} / {_fmt(m.get('frames_decoded_per_returned'), '.2f')} | "
+            f"{_fmt(o.get('peak_pss_mib'))} / {_fmt(m.get('peak_pss_mib'))} / {_fmt(s.get('peak_pss_mib'))} | "
+            f"{_fmt(o.get('fetched_over_needed'), '.2f')} / {_fmt(m.get('fetched_over_needed'), '.2f')} |")
     return "\n".join(lines)
 
 
-def plot_summary(rows: list[dict], path: str) -> None:
-    import matplotlib
+def full_table(rows: list[dict]) -> str:
+    """Every contestant of every setting, with the decode limit of the same rounds."""
+    lines = ["| data | store | items | workers | contestant | runs | steady samples/s (spread) | ours ÷ this | "
+             "÷ decode limit | first batch s (download) | CPU ms/sample (decode + rest) | decoded/returned | "
+             "peak PSS MiB | fetched ÷ needed |", "|" + "---|" * 5 + "---:|" * 9]
+    for r in rows:
+        lim = r["limit"]
+        lines.append(f"| {r['dataset']} | {r['transport']} | {r['items']} | {_setting(r)} | decode limit (FFmpeg threads / 1 thread) | "
+                     f"{r['cameras']} cam | {_fmt(lim['samples_per_s'])} / {_fmt(lim['samples_per_s_1thread'])} | | | | "
+                     f"{_fmt(lim['cpu_ms_per_frame_1thread'], '.2f')} ms/frame (1 thread) | 1.00 | | |")
+        for lab, c in r["contestants"].items():
+            if "skipped" in c:
+                lines.append(f"| | | | | {lab} | 0 | {c['skipped']} | | | | | | | |")
+                continue
+            dl = f" ({_fmt(c['download_s'], '.2f')})" if c.get("download_s") is not None else ""
+            model = "" if c.get("decoded_per_returned_counted") or lab.startswith("ours") else " (model)"
+            lines.append(
+                f"| | | | | {lab} | {c['runs']} | {_fmt(c['steady_samples_per_s'])} ({_fmt(c['spread'], '.2f')}) | "
+                f"{_fmt(c.get('ours_over_this'), '.2f')} | {_fmt(c.get('over_limit'), '.2f')} | "
+                f"{_fmt(c['first_batch_s'], '.2f')}{dl} | {_fmt(c['cpu_ms_per_sample'], '.1f')} "
+                f"({_fmt(c['decode_cpu_ms_per_sample'], '.1f')} + {_fmt(c['rest_cpu_ms_per_sample'], '.1f')}) | "
+                f"{_fmt(c['frames_decoded_per_returned'], '.2f')}{model} | {_fmt(c['peak_pss_mib'])} | "
+                f"{_fmt(c['fetched_over_needed'], '.2f')} |")
+    return "\n".join(lines)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    keys = sorted({(r["dataset"], r["transport"]) for r in rows})
-    methods = list(dict.fromkeys(r["method"] for r in rows))
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(keys)), 4.5))
-    width = 0.8 / max(1, len(methods))
-    for j, m in enumerate(methods):
-        vals = [next((r["steady_frames_per_s"] or 0 for r in rows if (r["dataset"], r["transport"]) == k and r["method"] == m), 0)
-                for k in keys]
-        ax.bar([i + j * width for i in range(len(keys))], vals, width, label=m)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(keys))])
-    ax.set_xticklabels([f"{d}\n{t}" for d, t in keys], fontsize=7)
-    ax.set_ylabel("steady frames/s (decoded camera frames)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    tmp = path + f".tmp{os.getpid()}.png"
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    os.replace(tmp, path)
+def stage_table(rows: list[dict], ours: str = "ours") -> str:
+    """Ours' profiler stages per item (ms, wall time summed over threads and workers)."""
+    stages = ("spans", "parquet", "fetch", "synthesize", "open", "decode", "assemble", "queue_wait", "decode_job")
+    lines = ["| data | store | items | workers | " + " | ".join(stages) + " |", "|" + "---|" * 4 + "---:|" * len(stages)]
+    for r in rows:
+        for lab, c in r["contestants"].items():
+            if not lab.startswith("ours") or "stage_ms_per_item" not in c:
+                continue
+            s = c["stage_ms_per_item"]
+            name = r["dataset"] + ("" if lab == ours else f" [{lab}]")
+            lines.append(f"| {name} | {r['transport']} | {r['items']} | {_setting(r)} | "
+                         + " | ".join(_fmt(s.get(k), ".2f") for k in stages) + " |")
+    return "\n".join(lines)
+
+
+def goals(rows: list[dict], ours: str = "ours") -> list[tuple[str, str, str]]:
+    """Issue 18's goals on this machine: (goal, measured, "met" | "not met" | "not measured")."""
+    def find(d, tr="local", items="uint8", nw=None, ctx=None):
+        return [r for r in rows if r["dataset"] == d and r["transport"] == tr and r["items"] == items
+                and (nw is None or r["num_workers"] == nw) and (ctx is None or r["mp_context"] == ctx)]
+
+    def c(r, lab):
+        return r["contestants"].get(lab, {})
+
+    out = []
+
+    def add(goal, vals, ok):
+        if not vals:
+            out.append((goal, "–", "not measured"))
+        else:
+            out.append((goal, "; ".join(vals), "met" if ok else "not met"))
+
+    for nw in (0, 2):
+        rs = find("g1", nw=nw)
+        vals = [f"{_setting(r)}: {_fmt(c(r, ours).get('over_limit'), '.2f')}x" for r in rs]
+        add(f"≥ 0.8x the raw decode limit, real AV1 g=2, uint8, {nw} workers", vals,
+            rs and all((c(r, ours).get("over_limit") or 0) >= 0.8 for r in rs))
+    for nw, want in ((2, 2.0), (0, 3.0)):
+        rs = find("g1", nw=nw)
+        vals = [f"{_setting(r)}: {_fmt(c(r, 'lerobot').get('ours_over_this'), '.2f')}x" for r in rs]
+        add(f"≥ {want:.0f}x LeRobot 0.6.1 map-style, real AV1 g=2, uint8, {nw} workers", vals,
+            rs and all((c(r, "lerobot").get("ours_over_this") or 0) >= want for r in rs))
+    vals, ok = [], True
+    for d in dict.fromkeys(r["dataset"] for r in rows):
+        for tr in ("local", "http"):
+            for items in ("uint8", "float32"):
+                z = find(d, tr, items, 0)
+                for r in find(d, tr, items, 2):
+                    if z and c(z[0], ours).get("steady_samples_per_s") and c(r, ours).get("steady_samples_per_s"):
+                        q = c(r, ours)["steady_samples_per_s"] / c(z[0], ours)["steady_samples_per_s"]
+                        vals.append(f"{d} {tr} {items} {_setting(r)}: {q:.2f}x")
+                        ok = ok and q >= 1.0
+    add("2 workers never slower than 0 (ours, 2 workers ÷ 0 workers)", vals, ok)
+    rs = find("g1-h264")
+    vals = [f"{_setting(r)}: {_fmt(c(r, 'lerobot').get('ours_over_this'), '.2f')}x" for r in rs]
+    add("≥ 4x LeRobot map-style on long-GOP H.264", vals,
+        rs and all((c(r, "lerobot").get("ours_over_this") or 0) >= 4 for r in rs))
+    rs = [r for r in rows if r["transport"] == "local" and r["num_workers"] == 2]
+    vals = [f"{r['dataset']} {r['items']} {_setting(r)}: {_fmt(c(r, ours).get('first_batch_s'), '.2f')} vs "
+            f"{_fmt(c(r, 'lerobot').get('first_batch_s'), '.2f')} s" for r in rs if c(r, "lerobot").get("first_batch_s")]
+    add("first batch no slower than map-style's (warm sidecar), fork and spawn", vals,
+        all((c(r, ours).get("first_batch_s") or 1e9) <= c(r, "lerobot")["first_batch_s"] for r in rs
+            if c(r, "lerobot").get("first_batch_s")) and bool(vals))
+    vals, ok, fb_ok, fb_vals = [], True, True, []
+    for r in [r for r in rows if r["transport"] == "http"]:
+        loc = find(r["dataset"], "local", r["items"], r["num_workers"], r["mp_context"])
+        o = c(r, ours)
+        if loc and o.get("steady_samples_per_s") and c(loc[0], ours).get("steady_samples_per_s"):
+            q = o["steady_samples_per_s"] / c(loc[0], ours)["steady_samples_per_s"]
+            vals.append(f"{r['dataset']} {_setting(r)}: {q:.2f}x")
+            ok = ok and q >= 0.9
+        if o.get("first_batch_s") is not None:
+            fb_vals.append(f"{r['dataset']} {_setting(r)}: {o['first_batch_s']:.2f} s (map-style "
+                           f"{_fmt(c(r, 'lerobot').get('first_batch_s'), '.2f')} s incl. download)")
+            fb_ok = fb_ok and o["first_batch_s"] <= 2.0
+    add("remote store: steady ≥ 0.9x our local figure", vals, ok)
+    add("remote store: first batch within 2 s", fb_vals, fb_ok)
+    return out
+
+
+def format_all(rows: list[dict], meta: dict) -> str:
+    load = meta.get("load") or {}
+    parts = [f"Measured {meta['date']} at {meta.get('git') or '?'} on {meta['cpus']} CPU(s), {meta['rounds']} "
+             f"interleaved round(s), batch {meta['batch_size']}, load average during the run "
+             f"{_fmt(load.get('min'), '.1f')}-{_fmt(load.get('max'), '.1f')} (median {_fmt(load.get('median'), '.1f')}); "
+             f"{meta['minutes']:.1f} min in all. Remote store: {meta['remote']['latency_ms']:.0f} ms round trip, "
+             f"{meta['remote']['bandwidth_mbit']:.0f} Mbit/s.", "", f"`{meta['command']}`", "", readme_table(rows), "",
+             "Goals (issue 18):", ""]
+    parts += [f"- {g}: **{v}** — {m}" for g, m, v in goals(rows)]
+    parts += ["", "Every contestant, with the decode limit of the same rounds (spread = slowest ÷ fastest round):", "",
+              full_table(rows), "", "Ours' profiler stages, ms per item (wall time summed over threads and workers):",
+              "", stage_table(rows)]
+    for n in meta.get("setup", {}).get("notes", []):
+        parts.append(f"\nnote: {n}")
+    return "\n".join(parts)
 
 
 if __name__ == "__main__":

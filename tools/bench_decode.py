@@ -17,7 +17,7 @@ Reports frames/s (wall and per CPU second: the machine is shared, CPU time is st
 per frame and decoder-open time for sequential-within-episode and random access. The methods run
 interleaved (the first one rotates) ``--repeats`` times; medians are printed. Every method returns
 the same uint8 (T, C, H, W) frames (torchcodec's NCHW views); no item conversion is timed here (that
-is ``tools/bench_dataset.py``).
+is ``tools/bench.py``).
 
     python tools/bench_decode.py --codec av1 --size 640x480 --episodes 8 --length 90 --repeats 3
     python tools/bench_decode.py --mp4 data/g1_v30/videos/observation.images.cam_high/chunk-000/file-000.mp4 --episodes 8
