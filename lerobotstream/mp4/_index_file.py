@@ -1,4 +1,5 @@
-"""Derived memory-mapped index: a schema-4 sidecar NPZ converted once into a flat read-only file.
+"""Derived memory-mapped index: :class:`Mp4Index` maps a sidecar's derived file read-only and
+builds each source's sample table lazily, as views into the map.
 
 The NPZ keeps canonical int64 arrays per source MP4 (``s000000/offset.npy`` ...). Decompressing it in
 every process (rank, DataLoader worker) costs time and private memory, so on first open it is
@@ -6,36 +7,19 @@ converted into **one** file under ``$HF_LEROBOT_HOME/streaming-indexes/`` whose 
 content digest (its *generation*). Every process maps that file read-only, so ranks on one node
 share the page cache, and only the pages of the sources a process touches are ever faulted in.
 
-File layout (format 2; all integers little-endian)::
+The pieces, one concept each:
 
-    [8  magic b"LRSIDX\x03\x02"] [pad to 64]
-    [array blocks, each 64-byte aligned]                  (absolute offsets in the records)
-    [per-source records: one JSON object per source, concatenated]
-    [u64 record_offsets (F+1)] [paths: UTF-8, concatenated] [u64 path_offsets (F+1)]
-    [top JSON header, UTF-8]                              (format, generation, manifest, where
-                                                           the tables above lie; O(1) in F)
-    [u64 json_offset] [u64 json_nbytes] [8 magic]         (trailer: the last 24 bytes)
+- ``_npz_schema``: the schema-4 NPZ as read here (member names, manifest, generation digest).
+- ``_index_format``: the derived file's layout and array encodings (``plain``/``const``/``arith``/
+  ``derived``, shared progression blocks), the exact ``pts_s``/presentation-order derivations, and
+  the checks of a mapped file's header and records.
+- ``_index_write``: NPZ → derived file (once per generation and node, under a lock).
+- this module: opening (warm path through a ``.gen`` note, conversion under the lock, atomic
+  install) and the per-source views and lookups.
 
-Opening parses only the small top header; a source's record (scalars and array specs) is parsed
-and validated the first time that source is used, so opening costs O(1) in the number of sources.
-
-Each array of a source is stored in one of these encodings:
-
-``plain``  the values in the smallest exact integer dtype (uint8, uint16, uint32, int32, int64);
-           ``pts_s`` is float64 and ``is_sync`` is a dense uint8 (viewed as bool).
-``const``  every value equal: the value is stored once (in the record) and exposed as a
-           read-only ``np.broadcast_to`` view of the logical length (constant composition offset,
-           constant size...).
-``arith``  an arithmetic progression ``first + i * step`` (constant sample duration → DTS; a constant
-           byte stride → offsets; identity presentation order). For a source of more than
-           ``SHARED_MIN_SAMPLES`` samples the record names a **shared progression block**: one block
-           per ``(dtype, first, step)`` holding the longest such progression, of which every source
-           with that key maps a prefix (zero-copy, page cache shared by every process of a node).
-           Smaller sources keep only ``first``/``step`` and materialise the array lazily (at most
-           ``SHARED_MIN_SAMPLES`` values per used source and process).
-``derived`` (``pts_s`` only) computed from ``pts_ticks`` with the same exact formula as a stored one;
-           for an ``arith`` ``pts_ticks`` of a large source it is stored once per
-           ``(first, step, timescales, empty edit)`` in a shared float64 block (a prefix view).
+Names that callers import from here (``SIDECAR_SCHEMA_VERSION``, ``SHARED_MIN_SAMPLES``,
+``encode_int_array``, ``minimal_int_dtype``, ``pts_seconds``, ``presentation_order_of``...) are
+re-exported from those modules.
 
 Consumers must not assume int64: every view is read-only and its dtype is the stored one.
 """
@@ -45,123 +29,48 @@ from __future__ import annotations
 import base64
 import errno
 import hashlib
-import io
 import json
 import mmap
 import os
-import struct
 import threading
 import uuid
 import zipfile
 import zlib
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from lerobotstream.errors import SidecarError, SidecarSchemaError
+from lerobotstream.mp4._index_format import (  # noqa: F401  (re-exported: callers import them from here)
+    INDEX_FIELDS,
+    INDEX_FORMAT,
+    INDEX_MAGIC,
+    SHARED_MIN_SAMPLES,
+    U64,
+    check_record,
+    encode_int_array,
+    index_name,
+    minimal_int_dtype,
+    parse_header,
+    presentation_order_of,
+    pts_seconds,
+)
+from lerobotstream.mp4._index_write import write_index as _convert
+from lerobotstream.mp4._npz_schema import (  # noqa: F401  (re-exported: callers import them from here)
+    BYTES_KEYS,
+    CANONICAL_FIELDS,
+    MANIFEST_MEMBER,
+    MATRIX_KEYS,
+    SCALAR_KEYS,
+    SIDECAR_SCHEMA_VERSION,
+    member_name,
+    npz_generation,
+    read_manifest,
+    read_npz_member,
+)
 
-# --- schema-4 NPZ naming (the sidecar package writes it, this module reads it) ----------------
-#: 4: per-source ``matrix``/``movie_matrix`` (tkhd/mvhd display matrices; a schema-3 sidecar lacks
-#: them and would decode rotated videos unrotated, so it is rebuilt under its new name)
-SIDECAR_SCHEMA_VERSION = 4
-MANIFEST_MEMBER = "manifest.json"
-#: canonical per-source arrays of the NPZ (int64, except ``is_sync`` uint8), decode order
-CANONICAL_FIELDS = ("offset", "size", "dts_ticks", "cts_ticks", "is_sync")
-
-
-def member_name(source_id: int, field: str) -> str:
-    """NPZ member (without ``.npy``) holding ``field`` of source ``source_id``."""
-    return f"s{source_id:06d}/{field}"
-
-
-# --- derived file format ----------------------------------------------------------------------
-INDEX_MAGIC = b"LRSIDX\x03\x02"
-INDEX_FORMAT = 2
-#: sources with more samples than this map their ``arith``/``derived`` arrays from shared blocks
-SHARED_MIN_SAMPLES = 4096
-_U64 = np.dtype("<u8")
-_ALIGN = 64
-_TRAILER = struct.Struct("<QQ8s")
-#: candidate storage dtypes, smallest first (the brief's exact list)
-_UNSIGNED = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
-_SIGNED = (np.dtype(np.int32),)
-_INT64 = np.dtype(np.int64)
-_ALLOWED_DTYPES = {"|u1", "<u2", "<u4", "<i4", "<i8", "<f8"}
-_INDEX_FIELDS = ("offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "is_sync", "sync_samples",
-                 "presentation_order", "pts_s")
-
-
-def minimal_int_dtype(lo: int, hi: int) -> np.dtype:
-    """Smallest of uint8/uint16/uint32/int32/int64 holding every integer in ``[lo, hi]`` exactly."""
-    lo, hi = int(lo), int(hi)
-    if lo >= 0:
-        for dt in _UNSIGNED:
-            if hi <= np.iinfo(dt).max:
-                return dt
-    for dt in _SIGNED:
-        info = np.iinfo(dt)
-        if lo >= info.min and hi <= info.max:
-            return dt
-    return _INT64
-
-
-def encode_int_array(values: np.ndarray) -> tuple[dict[str, Any], np.ndarray | None]:
-    """Choose the encoding of one integer array.
-
-    Args:
-        values: 1-D integer array (any int dtype; values must fit int64).
-
-    Returns:
-        ``(spec, block)``: ``spec`` is the JSON description (``enc``, ``count``, ``dtype`` and
-        ``value`` / ``first``+``step`` when not plain); ``block`` is the array to store (minimal
-        dtype, C-contiguous) or None for ``const``/``arith``.
-    """
-    a = np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
-    n = int(a.shape[0])
-    if n == 0:
-        return {"enc": "const", "count": 0, "dtype": "|u1", "value": 0}, None
-    lo, hi = int(a.min()), int(a.max())
-    dt = minimal_int_dtype(lo, hi)
-    if lo == hi:
-        return {"enc": "const", "count": n, "dtype": dt.str, "value": lo}, None
-    if n >= 2:
-        step = int(a[1]) - int(a[0])
-        if step != 0 and abs(step) <= np.iinfo(np.int64).max and bool(np.all(np.diff(a) == step)):
-            return {"enc": "arith", "count": n, "dtype": dt.str, "first": int(a[0]), "step": step}, None
-    return {"enc": "plain", "count": n, "dtype": dt.str}, a.astype(dt)
-
-
-def pts_seconds(pts_ticks: np.ndarray, media_timescale: int, movie_timescale: int,
-                empty_edit_movie_ticks: int) -> np.ndarray:
-    """Exact presentation times in seconds: ``pts_ticks / media_ts + empty_edit / movie_ts``.
-
-    The sum is formed over integers and divided once, so each value is the float64 nearest the
-    rational time (one rounding). Falls back to Python fractions if int64 would overflow.
-
-    Returns:
-        float64 array, same shape as ``pts_ticks``.
-    """
-    ticks = np.asarray(pts_ticks, dtype=np.int64)
-    media_ts, movie_ts, empty = int(media_timescale), int(movie_timescale or 1), int(empty_edit_movie_ticks or 0)
-    if media_ts <= 0:
-        raise SidecarSchemaError(f"media timescale must be positive, got {media_ts}")
-    if empty == 0:
-        if ticks.size == 0 or int(np.abs(ticks).max()) <= 2**53:
-            return ticks.astype(np.float64) / float(media_ts)
-        return np.array([float(Fraction(int(t), media_ts)) for t in ticks], dtype=np.float64)
-    den = media_ts * movie_ts
-    bias = empty * media_ts
-    big = (int(np.abs(ticks).max()) if ticks.size else 0) * movie_ts + abs(bias)
-    if big <= 2**53 and den <= 2**53:
-        return (ticks * movie_ts + bias).astype(np.float64) / float(den)
-    return np.array([float(Fraction(int(t) * movie_ts + bias, den)) for t in ticks], dtype=np.float64)
-
-
-def presentation_order_of(pts_ticks: np.ndarray) -> np.ndarray:
-    """Decode-order index of each frame in presentation order (stable argsort of PTS), int64."""
-    return np.argsort(np.asarray(pts_ticks, dtype=np.int64), kind="stable").astype(np.int64)
+__all__ = ["MappedSampleTable", "Mp4Index"]
 
 
 # --- the per-source view ------------------------------------------------------------------------
@@ -200,243 +109,6 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-# --- opening ------------------------------------------------------------------------------------
-def npz_generation(zf: zipfile.ZipFile) -> str:
-    """Content digest of a sidecar NPZ from its ZIP central directory (names, CRC32s, sizes) and
-    its manifest bytes: two different sidecars never share a generation, reading it is cheap."""
-    h = hashlib.sha256()
-    h.update(b"lerobotstream-sidecar-generation-v1\0")
-    for info in sorted(zf.infolist(), key=lambda i: i.filename):
-        h.update(f"{info.filename}\0{info.CRC}\0{info.file_size}\0".encode())
-    try:
-        h.update(zf.read(MANIFEST_MEMBER + ".npy"))
-    except KeyError:
-        pass
-    return h.hexdigest()
-
-
-def read_npz_member(zf: zipfile.ZipFile, name: str) -> np.ndarray:
-    """Load one ``.npy`` member of the NPZ (no pickles)."""
-    with zf.open(name + ".npy") as f:
-        return np.lib.format.read_array(f, allow_pickle=False)
-
-
-def read_manifest(zf: zipfile.ZipFile, path: str = "") -> dict[str, Any]:
-    """The schema-4 JSON manifest of an open NPZ.
-
-    Raises:
-        SidecarSchemaError: no manifest, not JSON, or a schema version other than 4.
-    """
-    try:
-        raw = read_npz_member(zf, MANIFEST_MEMBER)
-        manifest = json.loads(raw.astype(np.uint8).tobytes().decode("utf-8"))
-    except KeyError as e:
-        raise SidecarSchemaError(f"{path}: not a lerobotstream sidecar (no {MANIFEST_MEMBER})", path=path) from e
-    except (ValueError, UnicodeDecodeError) as e:
-        raise SidecarSchemaError(f"{path}: unreadable sidecar manifest: {e}", path=path) from e
-    if not isinstance(manifest, dict) or manifest.get("schema_version") != SIDECAR_SCHEMA_VERSION:
-        got = manifest.get("schema_version") if isinstance(manifest, dict) else None
-        raise SidecarSchemaError(
-            f"{path}: unsupported MP4 sidecar schema {got!r} (this reader needs {SIDECAR_SCHEMA_VERSION}); "
-            "rebuild it with `python -m lerobotstream.sidecar build`", path=path)
-    if not isinstance(manifest.get("sources"), list):
-        raise SidecarSchemaError(f"{path}: sidecar manifest has no 'sources' list", path=path)
-    return manifest
-
-
-#: per-source scalars of ``SampleTable`` kept in the manifest (bytes fields go as ``<name>_b64``)
-SCALAR_KEYS = ("media_timescale", "movie_timescale", "media_time", "empty_edit_movie_ticks",
-               "edit_duration_movie_ticks", "codec", "width", "height", "track_id", "ctts_version",
-               "display_width", "display_height", "media_duration", "has_edit", "video_track_ids",
-               "moov_offset", "moov_size", "mdat_offset", "mdat_size", "faststart", "matrix", "movie_matrix")
-#: scalars every schema-4 record must hold (a missing display matrix would silently unrotate frames)
-MATRIX_KEYS = ("matrix", "movie_matrix")
-BYTES_KEYS = ("stsd", "ftyp")
-_SCALAR_KEYS = SCALAR_KEYS
-
-
-def _convert(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, out: io.BufferedWriter,
-             npz_path: str) -> None:
-    """Write the derived index (format 2) for an open NPZ into the file object ``out``, source by
-    source (only one source's arrays are in memory at a time)."""
-    out.write(INDEX_MAGIC)
-    pos = len(INDEX_MAGIC)
-
-    def pad_to_align() -> None:
-        nonlocal pos
-        pad = (-pos) % _ALIGN
-        if pad:
-            out.write(b"\0" * pad)
-            pos += pad
-
-    def put(block: np.ndarray | bytes) -> int:
-        nonlocal pos
-        pad_to_align()
-        start = pos
-        data = block if isinstance(block, bytes) else np.ascontiguousarray(block).tobytes()
-        out.write(data)
-        pos += len(data)
-        return start
-
-    # shared blocks: key -> longest count; specs that refer to a key get their offset at the end
-    shared_len: dict[tuple, int] = {}
-    shared_refs: dict[tuple, list[dict[str, Any]]] = {}
-
-    def share(key: tuple, spec: dict[str, Any]) -> None:
-        shared_len[key] = max(shared_len.get(key, 0), int(spec["count"]))
-        shared_refs.setdefault(key, []).append(spec)
-
-    records: list[bytes] = []
-    paths: list[str] = []
-    for sid, src in enumerate(manifest["sources"]):
-        arrays = {}
-        for f in CANONICAL_FIELDS:
-            try:
-                arrays[f] = read_npz_member(zf, member_name(sid, f))
-            except KeyError as e:
-                raise SidecarSchemaError(
-                    f"{npz_path}: source {sid} ({src.get('path')}) has no array {f!r}", path=npz_path) from e
-        n = int(src.get("num_samples", arrays["offset"].shape[0]))
-        for f, a in arrays.items():
-            if a.ndim != 1 or a.shape[0] != n:
-                raise SidecarSchemaError(
-                    f"{npz_path}: source {src.get('path')}: array {f} has shape {a.shape}, expected ({n},)",
-                    path=npz_path)
-        media_time = int(src.get("media_time", 0) or 0)
-        dts = arrays["dts_ticks"].astype(np.int64)
-        cts = arrays["cts_ticks"].astype(np.int64)
-        pts_ticks = dts + cts - media_time
-        is_sync = arrays["is_sync"].astype(bool)
-        shared = n > SHARED_MIN_SAMPLES
-        specs: dict[str, Any] = {}
-        for f, a in (("offset", arrays["offset"]), ("size", arrays["size"]), ("dts_ticks", dts),
-                     ("cts_ticks", cts), ("pts_ticks", pts_ticks),
-                     ("presentation_order", presentation_order_of(pts_ticks))):
-            spec, block = encode_int_array(a)
-            if block is not None:
-                spec["offset"] = put(block)
-            elif spec["enc"] == "arith" and shared:
-                share(("int", spec["dtype"], spec["first"], spec["step"]), spec)
-            specs[f] = spec
-        # sync samples stay dense: a bool per sample plus the sorted list of sync indices
-        specs["is_sync"] = {"enc": "plain", "count": n, "dtype": "|u1", "offset": put(is_sync.astype(np.uint8))}
-        sync_idx = np.flatnonzero(is_sync)
-        sdt = minimal_int_dtype(0, max(n - 1, 0))
-        specs["sync_samples"] = {"enc": "plain", "count": int(sync_idx.shape[0]), "dtype": sdt.str,
-                                 "offset": put(sync_idx.astype(sdt))}
-        pspec = specs["pts_ticks"]
-        timing = (int(src["media_timescale"]), int(src.get("movie_timescale") or 1),
-                  int(src.get("empty_edit_movie_ticks") or 0))
-        if pspec["enc"] == "plain":
-            pts_s = pts_seconds(pts_ticks, *timing)
-            specs["pts_s"] = {"enc": "plain", "count": n, "dtype": "<f8", "offset": put(pts_s)}
-        elif pspec["enc"] == "arith" and shared:
-            specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
-            share(("pts_s", pspec["first"], pspec["step"], *timing), specs["pts_s"])
-        else:
-            specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
-        entry = {k: src.get(k) for k in ("path", "size", "fingerprint", "stsd_b64", "ftyp_b64", *_SCALAR_KEYS)}
-        entry["num_samples"] = n
-        entry["arrays"] = specs
-        records.append(entry)  # type: ignore[arg-type]  (serialised after the shared blocks)
-        paths.append(str(src.get("path")))
-    # shared progression blocks: the longest progression of each key, once
-    for key, count in shared_len.items():
-        if key[0] == "int":
-            _, dt, first, step = key
-            block = (np.arange(count, dtype=np.int64) * int(step) + int(first)).astype(np.dtype(dt))
-        else:
-            _, first, step, media_ts, movie_ts, empty = key
-            block = pts_seconds(np.arange(count, dtype=np.int64) * int(step) + int(first), media_ts, movie_ts, empty)
-        off = put(block)
-        for spec in shared_refs[key]:
-            spec["offset"] = off
-            spec["shared"] = True
-    data_end = pos
-    rec_offsets = np.empty(len(records) + 1, dtype=_U64)
-    rec_offsets[0] = pos
-    for i, entry in enumerate(records):
-        blob = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode("utf-8")
-        out.write(blob)
-        pos += len(blob)
-        rec_offsets[i + 1] = pos
-    rec_table = put(rec_offsets)
-    path_offsets = np.empty(len(paths) + 1, dtype=_U64)
-    path_offsets[0] = pos
-    for i, p in enumerate(paths):
-        b = p.encode("utf-8")
-        out.write(b)
-        pos += len(b)
-        path_offsets[i + 1] = pos
-    path_table = put(path_offsets)
-    pad_to_align()
-    header = {"format": INDEX_FORMAT, "generation": generation, "npz": os.path.basename(npz_path),
-              "manifest": {k: v for k, v in manifest.items() if k != "sources"},
-              "num_sources": len(records), "data_end": data_end, "records": rec_table, "paths": path_table,
-              "paths_sorted": all(paths[i] < paths[i + 1] for i in range(len(paths) - 1))}
-    blob = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    json_offset = pos
-    out.write(blob)
-    out.write(_TRAILER.pack(json_offset, len(blob), INDEX_MAGIC))
-
-
-def _parse_header(buf: mmap.mmap | bytes, path: str) -> dict[str, Any]:
-    """Validate the derived file's framing and return its top JSON header (O(1) in sources).
-
-    Raises:
-        SidecarSchemaError: bad magic, trailer, JSON, format, or source tables outside the file.
-    """
-    total = len(buf)
-    if total < len(INDEX_MAGIC) + _TRAILER.size or bytes(buf[: len(INDEX_MAGIC)]) != INDEX_MAGIC:
-        raise SidecarSchemaError(f"{path}: not a lerobotstream derived index (bad magic)", path=path)
-    json_offset, json_nbytes, magic = _TRAILER.unpack(bytes(buf[total - _TRAILER.size:]))
-    if magic != INDEX_MAGIC or json_nbytes == 0 or json_offset + json_nbytes != total - _TRAILER.size:
-        raise SidecarSchemaError(f"{path}: derived index trailer is damaged", path=path)
-    try:
-        header = json.loads(bytes(buf[json_offset: json_offset + json_nbytes]).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise SidecarSchemaError(f"{path}: derived index header is not JSON: {e}", path=path) from e
-    if not isinstance(header, dict) or header.get("format") != INDEX_FORMAT:
-        got = header.get("format") if isinstance(header, dict) else None
-        raise SidecarSchemaError(f"{path}: derived index format {got!r} unsupported", path=path)
-    try:
-        nsrc = int(header["num_sources"])
-        data_end = int(header["data_end"])
-        tables = (int(header["records"]), int(header["paths"]))
-    except (KeyError, TypeError, ValueError) as e:
-        raise SidecarSchemaError(f"{path}: derived index header lacks its source tables", path=path) from e
-    if nsrc < 0 or not len(INDEX_MAGIC) <= data_end <= json_offset:
-        raise SidecarSchemaError(f"{path}: derived index header is inconsistent", path=path)
-    for off in tables:
-        if off % 8 or off < data_end or off + 8 * (nsrc + 1) > json_offset:
-            raise SidecarSchemaError(f"{path}: derived index source table lies outside the file", path=path)
-    header["_json_offset"] = json_offset
-    return header
-
-
-def _check_record(src: dict[str, Any], data_end: int, path: str) -> None:
-    """Validate one source record's array specs against the data region.
-
-    Raises:
-        SidecarSchemaError: a missing array, a bad dtype or length, or a block outside the data.
-    """
-    n = int(src["num_samples"])
-    for name in _INDEX_FIELDS:
-        spec = src["arrays"].get(name)
-        if spec is None or spec.get("dtype") not in _ALLOWED_DTYPES:
-            raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} missing or bad dtype", path=path)
-        if name != "sync_samples" and int(spec["count"]) != n:
-            raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} has a wrong length", path=path)
-        if spec["enc"] not in ("plain", "const", "arith", "derived"):
-            raise SidecarSchemaError(f"{path}: unknown encoding {spec['enc']!r}", path=path)
-        if "offset" in spec:
-            off, itemsize = int(spec["offset"]), np.dtype(spec["dtype"]).itemsize
-            if off % itemsize or off < len(INDEX_MAGIC) or off + itemsize * int(spec["count"]) > data_end:
-                raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} lies outside the data", path=path)
-        elif spec["enc"] == "plain":
-            raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} has no offset", path=path)
-
-
 class Mp4Index:
     """A sidecar's derived index, memory-mapped read-only; per-source tables built lazily.
 
@@ -459,7 +131,7 @@ class Mp4Index:
             if size == 0:
                 raise SidecarSchemaError(f"{self.index_path}: empty derived index", path=str(self.index_path))
             self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        self._header = _parse_header(self._mmap, str(self.index_path))
+        self._header = parse_header(self._mmap, str(self.index_path))
         self._buf = np.frombuffer(self._mmap, dtype=np.uint8)  # read-only: ACCESS_READ
         self.generation: str = self._header["generation"]
         self.manifest: dict[str, Any] = self._header["manifest"]
@@ -470,8 +142,8 @@ class Mp4Index:
         self._num_sources = int(self._header["num_sources"])
         self._data_end = int(self._header["data_end"])
         n1 = self._num_sources + 1
-        self._rec_off = self._buf[self._header["records"]: self._header["records"] + 8 * n1].view(_U64)
-        self._path_off = self._buf[self._header["paths"]: self._header["paths"] + 8 * n1].view(_U64)
+        self._rec_off = self._buf[self._header["records"]: self._header["records"] + 8 * n1].view(U64)
+        self._path_off = self._buf[self._header["paths"]: self._header["paths"] + 8 * n1].view(U64)
         self._paths_sorted = bool(self._header.get("paths_sorted"))
         self._paths: list[str] | None = None
         self._ids: dict[str, int] | None = None
@@ -510,7 +182,7 @@ class Mp4Index:
         index_dir = Path(index_dir)
         known = _cached_generation(npz_path, index_dir)
         if known is not None:  # warm open: no ZIP central directory, no manifest read
-            existing = cls._try_open(index_dir / _index_name(known), known)
+            existing = cls._try_open(index_dir / index_name(known), known)
             if existing is not None:
                 return existing
         try:
@@ -521,7 +193,7 @@ class Mp4Index:
             raise SidecarSchemaError(f"{npz_path}: not a readable sidecar archive: {e}", path=npz_path) from e
         with zf:
             generation = npz_generation(zf)
-            target = index_dir / _index_name(generation)
+            target = index_dir / index_name(generation)
             existing = cls._try_open(target, generation)
             if existing is not None:
                 _remember_generation(npz_path, index_dir, generation)
@@ -620,7 +292,7 @@ class Mp4Index:
             raise SidecarSchemaError(f"{where}: record of source {source_id} lies outside the file", path=where)
         try:
             rec = json.loads(bytes(self._mmap[a:b]).decode("utf-8"))
-            _check_record(rec, self._data_end, where)
+            check_record(rec, self._data_end, where)
         except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
             raise SidecarSchemaError(f"{where}: record of source {source_id} is damaged: {e}", path=where) from e
         self._records[source_id] = rec
@@ -693,7 +365,7 @@ class Mp4Index:
                 return t
             src = self._record(source_id)
             specs = src["arrays"]
-            arrays = {name: self._array(specs[name]) for name in _INDEX_FIELDS if name != "pts_s"}
+            arrays = {name: self._array(specs[name]) for name in INDEX_FIELDS if name != "pts_s"}
             arrays["is_sync"] = arrays["is_sync"].view(bool)
             if specs["pts_s"]["enc"] == "derived" and "offset" not in specs["pts_s"]:
                 arrays["pts_s"] = _readonly(pts_seconds(arrays["pts_ticks"], src["media_timescale"],
@@ -701,7 +373,7 @@ class Mp4Index:
                                                         src.get("empty_edit_movie_ticks") or 0))
             else:
                 arrays["pts_s"] = self._array(specs["pts_s"])
-            scalars = {k: src.get(k) for k in _SCALAR_KEYS if k in src}
+            scalars = {k: src.get(k) for k in SCALAR_KEYS if k in src}
             for k in ("media_time", "empty_edit_movie_ticks", "edit_duration_movie_ticks"):
                 scalars[k] = int(scalars.get(k) or 0)
             if scalars.get("video_track_ids") is not None:
@@ -771,11 +443,6 @@ class _Records(Sequence):
         if i < 0:
             i += len(self)
         return self._index._record(i)
-
-
-def _index_name(generation: str) -> str:
-    """File name of the derived index of a generation (format-specific, so versions coexist)."""
-    return f"mp4-s{SIDECAR_SCHEMA_VERSION}-f{INDEX_FORMAT}-{generation[:32]}.idx"
 
 
 def _npz_identity(npz_path: str) -> dict[str, Any] | None:

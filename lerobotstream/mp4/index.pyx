@@ -1,8 +1,9 @@
 # cython: language_level=3
 """Hot lookups on the derived MP4 index, without Python loops over samples.
 
-Every function takes the read-only views of a :class:`~lerobotstream.mp4._index_file.MappedSampleTable`
-(any of uint8/uint16/uint32/int32/int64, possibly zero-stride broadcasts) and never copies them.
+Every function takes the read-only views of one source's table in the derived index
+(:meth:`lerobotstream.mp4.Mp4Index.table`: any of uint8/uint16/uint32/int32/int64, possibly
+zero-stride broadcasts) and never copies them.
 
 - :func:`frames_to_samples`: presentation-order frame → decode-order sample.
 - :func:`sample_range_of_frames`: frames ``[f0, f1)`` → decode-order ``[s0, s1)`` holding them.
@@ -11,8 +12,8 @@ Every function takes the read-only views of a :class:`~lerobotstream.mp4._index_
 - :func:`nearest_frames`: times (seconds) → nearest presentation-order frame and its PTS.
 - :func:`sync_at_or_before`: decode-order sample → the sync sample where decoding starts.
 
-``Mp4Index`` itself (mapping, conversion, per-source tables) lives in ``_index_file`` and is
-re-exported here.
+``Mp4Index`` itself (mapping, conversion, per-source tables) lives in ``_index_file`` (import it
+from ``lerobotstream.mp4``); it calls these functions, so this module does not import it back.
 """
 
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t
@@ -211,6 +212,3 @@ def is_sorted_presentation(const double[:] pts_s, const idx_t[:] presentation_or
         if pts_s[<Py_ssize_t>presentation_order[k]] < pts_s[<Py_ssize_t>presentation_order[k - 1]]:
             return False
     return True
-
-
-from lerobotstream.mp4._index_file import Mp4Index, MappedSampleTable  # noqa: E402  (re-export)

@@ -1,0 +1,207 @@
+"""The derived index file (format 2): its layout, array encodings, exact time/order derivations
+and the checks of a mapped file's framing.
+
+A schema-4 sidecar NPZ is converted once into this flat read-only file (``_index_write``) and
+mapped by :class:`~lerobotstream.mp4._index_file.Mp4Index`, whose file is named by
+:func:`index_name` (schema, format and the NPZ's generation, so versions coexist).
+
+File layout (format 2; all integers little-endian)::
+
+    [8  magic b"LRSIDX\x03\x02"] [pad to 64]
+    [array blocks, each 64-byte aligned]                  (absolute offsets in the records)
+    [per-source records: one JSON object per source, concatenated]
+    [u64 record_offsets (F+1)] [paths: UTF-8, concatenated] [u64 path_offsets (F+1)]
+    [top JSON header, UTF-8]                              (format, generation, manifest, where
+                                                           the tables above lie; O(1) in F)
+    [u64 json_offset] [u64 json_nbytes] [8 magic]         (trailer: the last 24 bytes)
+
+Opening parses only the small top header; a source's record (scalars and array specs) is parsed
+and validated the first time that source is used, so opening costs O(1) in the number of sources.
+
+Each array of a source is stored in one of these encodings:
+
+``plain``  the values in the smallest exact integer dtype (uint8, uint16, uint32, int32, int64);
+           ``pts_s`` is float64 and ``is_sync`` is a dense uint8 (viewed as bool).
+``const``  every value equal: the value is stored once (in the record) and exposed as a
+           read-only ``np.broadcast_to`` view of the logical length (constant composition offset,
+           constant size...).
+``arith``  an arithmetic progression ``first + i * step`` (constant sample duration → DTS; a constant
+           byte stride → offsets; identity presentation order). For a source of more than
+           ``SHARED_MIN_SAMPLES`` samples the record names a **shared progression block**: one block
+           per ``(dtype, first, step)`` holding the longest such progression, of which every source
+           with that key maps a prefix (zero-copy, page cache shared by every process of a node).
+           Smaller sources keep only ``first``/``step`` and materialise the array lazily (at most
+           ``SHARED_MIN_SAMPLES`` values per used source and process).
+``derived`` (``pts_s`` only) computed from ``pts_ticks`` with the same exact formula as a stored one;
+           for an ``arith`` ``pts_ticks`` of a large source it is stored once per
+           ``(first, step, timescales, empty edit)`` in a shared float64 block (a prefix view).
+
+Consumers must not assume int64: every view is read-only and its dtype is the stored one.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import struct
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from lerobotstream.errors import SidecarSchemaError
+from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
+
+__all__ = ["ALIGN", "INDEX_FIELDS", "INDEX_FORMAT", "INDEX_MAGIC", "SHARED_MIN_SAMPLES", "TRAILER", "U64",
+           "check_record", "encode_int_array", "index_name", "minimal_int_dtype", "parse_header",
+           "presentation_order_of", "pts_seconds"]
+
+# --- file format ------------------------------------------------------------------------------
+INDEX_MAGIC = b"LRSIDX\x03\x02"
+INDEX_FORMAT = 2
+#: sources with more samples than this map their ``arith``/``derived`` arrays from shared blocks
+SHARED_MIN_SAMPLES = 4096
+U64 = np.dtype("<u8")
+ALIGN = 64
+TRAILER = struct.Struct("<QQ8s")
+#: candidate storage dtypes, smallest first (the brief's exact list)
+_UNSIGNED = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
+_SIGNED = (np.dtype(np.int32),)
+_INT64 = np.dtype(np.int64)
+_ALLOWED_DTYPES = {"|u1", "<u2", "<u4", "<i4", "<i8", "<f8"}
+#: the arrays of every source record (``pts_s`` float64, the others integer)
+INDEX_FIELDS = ("offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "is_sync", "sync_samples",
+                "presentation_order", "pts_s")
+
+
+def minimal_int_dtype(lo: int, hi: int) -> np.dtype:
+    """Smallest of uint8/uint16/uint32/int32/int64 holding every integer in ``[lo, hi]`` exactly."""
+    lo, hi = int(lo), int(hi)
+    if lo >= 0:
+        for dt in _UNSIGNED:
+            if hi <= np.iinfo(dt).max:
+                return dt
+    for dt in _SIGNED:
+        info = np.iinfo(dt)
+        if lo >= info.min and hi <= info.max:
+            return dt
+    return _INT64
+
+
+def encode_int_array(values: np.ndarray) -> tuple[dict[str, Any], np.ndarray | None]:
+    """Choose the encoding of one integer array.
+
+    Args:
+        values: 1-D integer array (any int dtype; values must fit int64).
+
+    Returns:
+        ``(spec, block)``: ``spec`` is the JSON description (``enc``, ``count``, ``dtype`` and
+        ``value`` / ``first``+``step`` when not plain); ``block`` is the array to store (minimal
+        dtype, C-contiguous) or None for ``const``/``arith``.
+    """
+    a = np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
+    n = int(a.shape[0])
+    if n == 0:
+        return {"enc": "const", "count": 0, "dtype": "|u1", "value": 0}, None
+    lo, hi = int(a.min()), int(a.max())
+    dt = minimal_int_dtype(lo, hi)
+    if lo == hi:
+        return {"enc": "const", "count": n, "dtype": dt.str, "value": lo}, None
+    if n >= 2:
+        step = int(a[1]) - int(a[0])
+        if step != 0 and abs(step) <= np.iinfo(np.int64).max and bool(np.all(np.diff(a) == step)):
+            return {"enc": "arith", "count": n, "dtype": dt.str, "first": int(a[0]), "step": step}, None
+    return {"enc": "plain", "count": n, "dtype": dt.str}, a.astype(dt)
+
+
+def pts_seconds(pts_ticks: np.ndarray, media_timescale: int, movie_timescale: int,
+                empty_edit_movie_ticks: int) -> np.ndarray:
+    """Exact presentation times in seconds: ``pts_ticks / media_ts + empty_edit / movie_ts``.
+
+    The sum is formed over integers and divided once, so each value is the float64 nearest the
+    rational time (one rounding). Falls back to Python fractions if int64 would overflow.
+
+    Returns:
+        float64 array, same shape as ``pts_ticks``.
+    """
+    ticks = np.asarray(pts_ticks, dtype=np.int64)
+    media_ts, movie_ts, empty = int(media_timescale), int(movie_timescale or 1), int(empty_edit_movie_ticks or 0)
+    if media_ts <= 0:
+        raise SidecarSchemaError(f"media timescale must be positive, got {media_ts}")
+    if empty == 0:
+        if ticks.size == 0 or int(np.abs(ticks).max()) <= 2**53:
+            return ticks.astype(np.float64) / float(media_ts)
+        return np.array([float(Fraction(int(t), media_ts)) for t in ticks], dtype=np.float64)
+    den = media_ts * movie_ts
+    bias = empty * media_ts
+    big = (int(np.abs(ticks).max()) if ticks.size else 0) * movie_ts + abs(bias)
+    if big <= 2**53 and den <= 2**53:
+        return (ticks * movie_ts + bias).astype(np.float64) / float(den)
+    return np.array([float(Fraction(int(t) * movie_ts + bias, den)) for t in ticks], dtype=np.float64)
+
+
+def presentation_order_of(pts_ticks: np.ndarray) -> np.ndarray:
+    """Decode-order index of each frame in presentation order (stable argsort of PTS), int64."""
+    return np.argsort(np.asarray(pts_ticks, dtype=np.int64), kind="stable").astype(np.int64)
+
+
+def index_name(generation: str) -> str:
+    """File name of the derived index of a generation (format-specific, so versions coexist)."""
+    return f"mp4-s{SIDECAR_SCHEMA_VERSION}-f{INDEX_FORMAT}-{generation[:32]}.idx"
+
+
+def parse_header(buf: mmap.mmap | bytes, path: str) -> dict[str, Any]:
+    """Validate the derived file's framing and return its top JSON header (O(1) in sources).
+
+    Raises:
+        SidecarSchemaError: bad magic, trailer, JSON, format, or source tables outside the file.
+    """
+    total = len(buf)
+    if total < len(INDEX_MAGIC) + TRAILER.size or bytes(buf[: len(INDEX_MAGIC)]) != INDEX_MAGIC:
+        raise SidecarSchemaError(f"{path}: not a lerobotstream derived index (bad magic)", path=path)
+    json_offset, json_nbytes, magic = TRAILER.unpack(bytes(buf[total - TRAILER.size:]))
+    if magic != INDEX_MAGIC or json_nbytes == 0 or json_offset + json_nbytes != total - TRAILER.size:
+        raise SidecarSchemaError(f"{path}: derived index trailer is damaged", path=path)
+    try:
+        header = json.loads(bytes(buf[json_offset: json_offset + json_nbytes]).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SidecarSchemaError(f"{path}: derived index header is not JSON: {e}", path=path) from e
+    if not isinstance(header, dict) or header.get("format") != INDEX_FORMAT:
+        got = header.get("format") if isinstance(header, dict) else None
+        raise SidecarSchemaError(f"{path}: derived index format {got!r} unsupported", path=path)
+    try:
+        nsrc = int(header["num_sources"])
+        data_end = int(header["data_end"])
+        tables = (int(header["records"]), int(header["paths"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise SidecarSchemaError(f"{path}: derived index header lacks its source tables", path=path) from e
+    if nsrc < 0 or not len(INDEX_MAGIC) <= data_end <= json_offset:
+        raise SidecarSchemaError(f"{path}: derived index header is inconsistent", path=path)
+    for off in tables:
+        if off % 8 or off < data_end or off + 8 * (nsrc + 1) > json_offset:
+            raise SidecarSchemaError(f"{path}: derived index source table lies outside the file", path=path)
+    header["_json_offset"] = json_offset
+    return header
+
+
+def check_record(src: dict[str, Any], data_end: int, path: str) -> None:
+    """Validate one source record's array specs against the data region.
+
+    Raises:
+        SidecarSchemaError: a missing array, a bad dtype or length, or a block outside the data.
+    """
+    n = int(src["num_samples"])
+    for name in INDEX_FIELDS:
+        spec = src["arrays"].get(name)
+        if spec is None or spec.get("dtype") not in _ALLOWED_DTYPES:
+            raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} missing or bad dtype", path=path)
+        if name != "sync_samples" and int(spec["count"]) != n:
+            raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} has a wrong length", path=path)
+        if spec["enc"] not in ("plain", "const", "arith", "derived"):
+            raise SidecarSchemaError(f"{path}: unknown encoding {spec['enc']!r}", path=path)
+        if "offset" in spec:
+            off, itemsize = int(spec["offset"]), np.dtype(spec["dtype"]).itemsize
+            if off % itemsize or off < len(INDEX_MAGIC) or off + itemsize * int(spec["count"]) > data_end:
+                raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} lies outside the data", path=path)
+        elif spec["enc"] == "plain":
+            raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} has no offset", path=path)
