@@ -15,6 +15,7 @@ The dataset's whole use of this package is two calls::
   against the metadata and, optionally, the current sources.
 - :func:`build_sidecar` parses a dataset's MP4s into a schema-4 NPZ (atomic, bounded memory).
 - :func:`push_sidecar` (``_publish``): maintainers only, explicit; validates then publishes.
+- :func:`sidecar_identity` (``_identity``): what a sidecar must describe (shared by both above).
 - CLI: ``python -m lerobotstream.sidecar build|inspect`` (``lerobotstream-build-mp4-sidecar``),
   ``build ... --push`` to publish.
 """
@@ -29,7 +30,8 @@ from lerobotstream.errors import SidecarStaleError
 from lerobotstream.mp4._index_file import Mp4Index
 from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, load_tables, safe_data_root
 from lerobotstream.sidecar._build import BuildReport, build_sidecar
-from lerobotstream.sidecar._lifecycle import cache_path, ensure_sidecar, sidecar_identity
+from lerobotstream.sidecar._identity import sidecar_identity
+from lerobotstream.sidecar._lifecycle import cache_path, ensure_sidecar
 from lerobotstream.sidecar._publish import published_path, push_sidecar
 from lerobotstream.sidecar._validate import check_fps, check_window, validate_index, validate_source
 

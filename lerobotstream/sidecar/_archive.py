@@ -46,7 +46,8 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError, SidecarWriteError
-from lerobotstream.mp4._index_file import (
+from lerobotstream.mp4._index_format import presentation_order_of, pts_seconds
+from lerobotstream.mp4._npz_schema import (
     BYTES_KEYS,
     CANONICAL_FIELDS,
     MANIFEST_MEMBER,
@@ -54,8 +55,6 @@ from lerobotstream.mp4._index_file import (
     SCALAR_KEYS,
     SIDECAR_SCHEMA_VERSION,
     member_name,
-    pts_seconds,
-    presentation_order_of,
     read_manifest,
     read_npz_member,
 )

@@ -32,7 +32,6 @@ Training only reads: nothing here uploads, creates a branch or writes to the dat
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -51,13 +50,13 @@ from lerobotstream.errors import (
     SidecarSchemaError,
     SourceError,
 )
-from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION
+from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
+from lerobotstream.sidecar._identity import SidecarIdentity, check_identity, sidecar_identity
 
 __all__ = ["SidecarIdentity", "cache_path", "check_identity", "ensure_sidecar", "sidecar_identity"]
 
 logger = logging.getLogger("lerobotstream.sidecar")
 
-_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 #: bytes per request when a published sidecar is copied into the cache
 DOWNLOAD_CHUNK_BYTES = 16 * 1024 * 1024
 
@@ -67,113 +66,12 @@ def _slug(text: str | None, default: str, sep: str, limit: int | None = None) ->
     return (s[:limit] if limit else s) or default
 
 
-class SidecarIdentity:
-    """What a sidecar must describe: the selection of a dataset at one source state.
-
-    Attributes:
-        repo_id, repo_type: the dataset (``"dataset"`` or ``"bucket"``; local and other roots
-            use ``"dataset"``).
-        commit: the 40-hex commit the payload reads are pinned to (Hub datasets), else None.
-        revision: the revision recorded in a built sidecar (``commit`` when known).
-        data_root: the root without credentials (``ByteSource.root_display``).
-        episodes: the selected episode indices when they are a subset, None for the full dataset.
-        files: ``[(path, size_bytes, fingerprint or None)]`` of every selected video, sorted.
-        stable: False when some video has no fingerprint and no commit pins it (rebuild each open).
-    """
-
-    def __init__(self, *, repo_id: str, repo_type: str, commit: str | None, revision: str | None,
-                 data_root: str, episodes: list[int] | None, files: list[tuple[str, int, str | None]]) -> None:
-        self.repo_id = repo_id
-        self.repo_type = repo_type
-        self.commit = commit
-        self.revision = revision
-        self.data_root = data_root
-        self.episodes = episodes
-        self.files = files
-        self.stable = commit is not None or all(fp is not None for _, _, fp in files)
-
-    def digest(self) -> str:
-        """SHA-256 of the canonical JSON of the key fields (hex)."""
-        key = {
-            "schema_version": SIDECAR_SCHEMA_VERSION,
-            "repo_type": self.repo_type,
-            "repo_id": self.repo_id,
-            "commit": self.commit,
-            "data_root": self.data_root,
-            "episodes": self.episodes,
-            # a commit pins the contents; otherwise the listing is the identity
-            "files": None if self.commit is not None else [list(f) for f in self.files],
-        }
-        return hashlib.sha256(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def sidecar_identity(source: Any, meta: Any, *, repo_id: str, revision: str | None = None,
-                     repo_type: str = "dataset") -> SidecarIdentity:
-    """The identity of ``meta``'s selection at ``source``'s current state (one size and
-    fingerprint look-up per selected video; Hub sources answer from one listing per folder).
-
-    Raises:
-        SourceError: a video cannot be listed (names it).
-    """
-    commit = getattr(source, "commit", None)
-    if commit is not None and not _COMMIT_RE.match(str(commit)):
-        commit = None
-    if commit is None and revision is not None and _COMMIT_RE.match(revision) and repo_type == "dataset" \
-            and getattr(source, "repo_type", None) == "dataset":
-        commit = revision
-    selected = [int(ep.episode_index) for ep in meta.episodes]
-    subset = selected != list(range(int(meta.total_episodes)))
-    files = []
-    for path in sorted(set(meta.video_paths())):
-        files.append((path, int(source.size(path)), source.fingerprint(path)))
-    root = getattr(source, "root_display", "") or ""
-    return SidecarIdentity(repo_id=repo_id, repo_type=repo_type, commit=commit,
-                           revision=commit if commit is not None else revision, data_root=str(root),
-                           episodes=selected if subset else None, files=files)
-
-
 def cache_path(identity: SidecarIdentity, cache_dir: str | os.PathLike | None = None) -> Path:
     """The revision-keyed cache file of ``identity`` (see the module docstring)."""
     root = Path(cache_dir) if cache_dir is not None else constants.SIDECAR_DIR
     rev = identity.commit[:12] if identity.commit else {"bucket": "bucket"}.get(identity.repo_type, "files")
     name = f"mp4-v{SIDECAR_SCHEMA_VERSION}-{_slug(rev, 'revision', '-', 32)}-{identity.digest()[:16]}.npz"
     return root / _slug(identity.repo_id, "dataset", "--") / name
-
-
-def check_identity(manifest: dict[str, Any], identity: SidecarIdentity, *, require_fingerprints: bool = False) -> str | None:
-    """Why the sidecar with ``manifest`` does not describe ``identity`` (None when it does).
-
-    Checks schema, repository, commit (when the identity has one), episode coverage, and for every
-    selected video: present, same size, same fingerprint (a sidecar fingerprint that is null is
-    accepted only when a commit pins the contents and ``require_fingerprints`` is False).
-    """
-    if manifest.get("schema_version") != SIDECAR_SCHEMA_VERSION:
-        return f"schema version {manifest.get('schema_version')} (this reader needs {SIDECAR_SCHEMA_VERSION})"
-    if manifest.get("repo_id") not in (None, identity.repo_id):
-        return f"it indexes {manifest.get('repo_id')!r}, not {identity.repo_id!r}"
-    if identity.commit is not None and manifest.get("revision") != identity.commit:
-        return f"it indexes revision {manifest.get('revision')!r}, the source is pinned to {identity.commit}"
-    if manifest.get("subset"):
-        have = set(int(e) for e in (manifest.get("episodes") or []))
-        if identity.episodes is None:
-            return f"it indexes a subset of {len(have)} episodes, the full dataset is selected"
-        missing = sorted(set(identity.episodes) - have)
-        if missing:
-            return f"it indexes a subset of {len(have)} episodes that misses episodes {missing[:8]}"
-    entries = {s["path"]: s for s in manifest.get("sources", [])}
-    for path, size, fp in identity.files:
-        e = entries.get(path)
-        if e is None:
-            return f"it does not index {path}"
-        if e.get("size") is not None and int(e["size"]) != size:
-            return f"{path}: the sidecar says {e['size']} bytes, the source has {size}"
-        have = e.get("fingerprint")
-        if have is None:
-            if require_fingerprints or (identity.commit is None and fp is not None):
-                return f"{path}: the sidecar has no content fingerprint to check against the source"
-        elif fp is not None and have != fp:
-            return f"{path}: content fingerprint changed ({have} -> {fp})"
-    return None
 
 
 # --- the lock ------------------------------------------------------------------------------------
@@ -273,24 +171,13 @@ def _cached_reason(target: Path, identity: SidecarIdentity, index_dir: Any = Non
     return reason
 
 
-
-def _full_validate(npz: Path, meta: Any, tolerance_s: float, index_dir: Any, lock_timeout_s: float) -> None:
-    from lerobotstream.mp4._index_file import Mp4Index
-    from lerobotstream.sidecar._validate import validate_index
-
-    index = Mp4Index.open(npz, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
-    try:
-        validate_index(index, meta, tolerance_s=tolerance_s)
-    finally:
-        index.close()
-
-
 def _try_published(source: Any, identity: SidecarIdentity, target: Path, meta: Any, tolerance_s: float,
                    index_dir: Any, lock_timeout_s: float) -> bool:
     """Copy a valid published sidecar to ``target`` (atomically). False when there is none or it
     is invalid (logged). Never writes to the store."""
     from lerobotstream.sidecar._archive import load_manifest
     from lerobotstream.sidecar._publish import open_published
+    from lerobotstream.sidecar._validate import validate_sidecar_file
 
     try:
         found = open_published(source, identity)
@@ -318,7 +205,8 @@ def _try_published(source: Any, identity: SidecarIdentity, target: Path, meta: A
             manifest = load_manifest(tmp)
             reason = check_identity(manifest, identity, require_fingerprints=identity.repo_type == "bucket")
             if reason is None:
-                _full_validate(tmp, meta, tolerance_s, index_dir, lock_timeout_s)
+                validate_sidecar_file(tmp, meta, tolerance_s=tolerance_s, index_dir=index_dir,
+                                      lock_timeout_s=lock_timeout_s)
         except (SidecarError, Mp4Error, SourceError, OSError) as e:
             reason = f"{type(e).__name__}: {e}"
         if reason is not None:

@@ -20,7 +20,8 @@ from typing import Any
 
 from lerobotstream import constants
 from lerobotstream.errors import SidecarError, SidecarPublishError, SourceNotFoundError
-from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION
+from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
+from lerobotstream.sidecar._identity import check_identity, sidecar_identity
 
 __all__ = ["open_published", "published_path", "push_sidecar"]
 
@@ -101,7 +102,7 @@ def push_sidecar(npz_path: str | os.PathLike, source: Any, meta: Any = None, *, 
         SidecarSchemaError / SidecarValidationError: the file is of an older schema or invalid.
     """
     from lerobotstream.sidecar._archive import load_manifest
-    from lerobotstream.sidecar._lifecycle import _full_validate, check_identity, sidecar_identity
+    from lerobotstream.sidecar._validate import validate_sidecar_file
 
     npz_path = Path(npz_path)
     if not _is_hub(source):
@@ -125,7 +126,8 @@ def push_sidecar(npz_path: str | os.PathLike, source: Any, meta: Any = None, *, 
     if reason is not None:
         raise SidecarPublishError(f"{npz_path} does not describe {source.root_display}: {reason}", path=str(npz_path))
     try:
-        _full_validate(npz_path, meta, tolerance_s, None, constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S)
+        validate_sidecar_file(npz_path, meta, tolerance_s=tolerance_s, index_dir=None,
+                              lock_timeout_s=constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S)
     except SidecarError as e:
         raise SidecarPublishError(f"{npz_path} failed validation, not publishing: {e}", path=str(npz_path)) from e
     if api is None:

@@ -24,7 +24,7 @@ import numpy as np
 from lerobotstream.errors import SidecarStaleError, SidecarValidationError
 
 __all__ = ["EpisodeWindow", "ValidationProblem", "check_disjoint", "check_fps", "check_window", "episode_windows",
-           "raise_problems", "validate_source", "validate_index"]
+           "raise_problems", "validate_source", "validate_index", "validate_sidecar_file"]
 
 #: relative disagreement allowed between info.json fps and the video's median frame rate
 FPS_RELATIVE_TOLERANCE = 1e-3
@@ -287,3 +287,30 @@ def validate_index(index: Any, meta: Any, *, tolerance_s: float) -> None:
                 path=path) from None
         problems.extend(validate_source(index.table(sid), windows, float(meta.fps), tolerance_s, path))
     raise_problems(problems, sidecar=str(getattr(index, "index_path", "")))
+
+
+def validate_sidecar_file(npz_path: Any, meta: Any, *, tolerance_s: float, index_dir: Any = None,
+                          lock_timeout_s: float) -> None:
+    """Validate a sidecar NPZ against the selected episodes of ``meta``: open it through its
+    derived index (converting it once), :func:`validate_index`, close it. Used before a sidecar is
+    installed from a published copy and before one is published.
+
+    Args:
+        npz_path: the schema-4 sidecar archive.
+        meta: ``DatasetMeta`` of the selection to check.
+        tolerance_s: allowed timestamp error, seconds.
+        index_dir: derived-index folder (default ``$HF_LEROBOT_HOME/streaming-indexes``).
+        lock_timeout_s: wait for another process converting the same sidecar, seconds.
+
+    Raises:
+        SidecarSchemaError: not a readable schema-4 sidecar.
+        SidecarLockTimeoutError: another process held the conversion lock too long.
+        SidecarStaleError, SidecarValidationError: from :func:`validate_index`.
+    """
+    from lerobotstream.mp4._index_file import Mp4Index
+
+    index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
+    try:
+        validate_index(index, meta, tolerance_s=tolerance_s)
+    finally:
+        index.close()

@@ -1,0 +1,123 @@
+"""What a sidecar must describe, and whether a manifest describes it: the identity of a dataset
+selection at one source state.
+
+Shared by the dataset-start lifecycle (``_lifecycle``: the cache key, cached and published
+candidates) and publishing (``_publish``: only a sidecar matching the full dataset is pushed), so
+neither imports the other for it. The identity is the repository, the resolved commit of a Hub
+dataset (a tag and its commit are one identity), the data root without credentials, the episode
+subset, and every selected video's ``(path, size, fingerprint)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
+
+__all__ = ["SidecarIdentity", "check_identity", "sidecar_identity"]
+
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+
+
+class SidecarIdentity:
+    """What a sidecar must describe: the selection of a dataset at one source state.
+
+    Attributes:
+        repo_id, repo_type: the dataset (``"dataset"`` or ``"bucket"``; local and other roots
+            use ``"dataset"``).
+        commit: the 40-hex commit the payload reads are pinned to (Hub datasets), else None.
+        revision: the revision recorded in a built sidecar (``commit`` when known).
+        data_root: the root without credentials (``ByteSource.root_display``).
+        episodes: the selected episode indices when they are a subset, None for the full dataset.
+        files: ``[(path, size_bytes, fingerprint or None)]`` of every selected video, sorted.
+        stable: False when some video has no fingerprint and no commit pins it (rebuild each open).
+    """
+
+    def __init__(self, *, repo_id: str, repo_type: str, commit: str | None, revision: str | None,
+                 data_root: str, episodes: list[int] | None, files: list[tuple[str, int, str | None]]) -> None:
+        self.repo_id = repo_id
+        self.repo_type = repo_type
+        self.commit = commit
+        self.revision = revision
+        self.data_root = data_root
+        self.episodes = episodes
+        self.files = files
+        self.stable = commit is not None or all(fp is not None for _, _, fp in files)
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON of the key fields (hex)."""
+        key = {
+            "schema_version": SIDECAR_SCHEMA_VERSION,
+            "repo_type": self.repo_type,
+            "repo_id": self.repo_id,
+            "commit": self.commit,
+            "data_root": self.data_root,
+            "episodes": self.episodes,
+            # a commit pins the contents; otherwise the listing is the identity
+            "files": None if self.commit is not None else [list(f) for f in self.files],
+        }
+        return hashlib.sha256(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def sidecar_identity(source: Any, meta: Any, *, repo_id: str, revision: str | None = None,
+                     repo_type: str = "dataset") -> SidecarIdentity:
+    """The identity of ``meta``'s selection at ``source``'s current state (one size and
+    fingerprint look-up per selected video; Hub sources answer from one listing per folder).
+
+    Raises:
+        SourceError: a video cannot be listed (names it).
+    """
+    commit = getattr(source, "commit", None)
+    if commit is not None and not _COMMIT_RE.match(str(commit)):
+        commit = None
+    if commit is None and revision is not None and _COMMIT_RE.match(revision) and repo_type == "dataset" \
+            and getattr(source, "repo_type", None) == "dataset":
+        commit = revision
+    selected = [int(ep.episode_index) for ep in meta.episodes]
+    subset = selected != list(range(int(meta.total_episodes)))
+    files = []
+    for path in sorted(set(meta.video_paths())):
+        files.append((path, int(source.size(path)), source.fingerprint(path)))
+    root = getattr(source, "root_display", "") or ""
+    return SidecarIdentity(repo_id=repo_id, repo_type=repo_type, commit=commit,
+                           revision=commit if commit is not None else revision, data_root=str(root),
+                           episodes=selected if subset else None, files=files)
+
+
+def check_identity(manifest: dict[str, Any], identity: SidecarIdentity, *, require_fingerprints: bool = False) -> str | None:
+    """Why the sidecar with ``manifest`` does not describe ``identity`` (None when it does).
+
+    Checks schema, repository, commit (when the identity has one), episode coverage, and for every
+    selected video: present, same size, same fingerprint (a sidecar fingerprint that is null is
+    accepted only when a commit pins the contents and ``require_fingerprints`` is False).
+    """
+    if manifest.get("schema_version") != SIDECAR_SCHEMA_VERSION:
+        return f"schema version {manifest.get('schema_version')} (this reader needs {SIDECAR_SCHEMA_VERSION})"
+    if manifest.get("repo_id") not in (None, identity.repo_id):
+        return f"it indexes {manifest.get('repo_id')!r}, not {identity.repo_id!r}"
+    if identity.commit is not None and manifest.get("revision") != identity.commit:
+        return f"it indexes revision {manifest.get('revision')!r}, the source is pinned to {identity.commit}"
+    if manifest.get("subset"):
+        have = set(int(e) for e in (manifest.get("episodes") or []))
+        if identity.episodes is None:
+            return f"it indexes a subset of {len(have)} episodes, the full dataset is selected"
+        missing = sorted(set(identity.episodes) - have)
+        if missing:
+            return f"it indexes a subset of {len(have)} episodes that misses episodes {missing[:8]}"
+    entries = {s["path"]: s for s in manifest.get("sources", [])}
+    for path, size, fp in identity.files:
+        e = entries.get(path)
+        if e is None:
+            return f"it does not index {path}"
+        if e.get("size") is not None and int(e["size"]) != size:
+            return f"{path}: the sidecar says {e['size']} bytes, the source has {size}"
+        have = e.get("fingerprint")
+        if have is None:
+            if require_fingerprints or (identity.commit is None and fp is not None):
+                return f"{path}: the sidecar has no content fingerprint to check against the source"
+        elif fp is not None and have != fp:
+            return f"{path}: content fingerprint changed ({have} -> {fp})"
+    return None
