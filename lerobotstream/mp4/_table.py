@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -108,3 +110,32 @@ class SampleTable:
             f"media_timescale={self.media_timescale}, media_time={self.media_time}, "
             f"empty_edit_movie_ticks={self.empty_edit_movie_ticks})"
         )
+
+
+def sample_durations(table: Any, start: int, stop: int) -> np.ndarray:
+    """Per-sample ``stts`` deltas (media ticks, int64, shape ``(stop-start,)``) of samples [start, stop).
+
+    Works on any sample-table view (``SampleTable`` or the derived index's). The last sample of
+    the file takes ``table.duration_ticks[-1]`` when the table has per-sample durations, else
+    ``media_duration - dts[-1]`` when positive, else the previous delta (or 1). (Used by both span
+    planning and mini-MP4 synthesis, so it lives with the table rather than in either.)
+    """
+    start, stop = operator.index(start), operator.index(stop)
+    n = len(table.dts_ticks)
+    dur_arr = getattr(table, "duration_ticks", None)
+    if dur_arr is not None:
+        return np.asarray(dur_arr[start:stop], dtype=np.int64).copy()
+    end = min(stop + 1, n)
+    dts = np.asarray(table.dts_ticks[start:end], dtype=np.int64)
+    out = np.empty(stop - start, dtype=np.int64)
+    out[: len(dts) - 1] = np.diff(dts)
+    if stop < n:  # the span ends before the file's last sample: delta to the next one
+        return out
+    last = 0
+    media_duration = getattr(table, "media_duration", None)
+    if media_duration is not None:
+        last = int(media_duration) - int(table.dts_ticks[n - 1])
+    if last <= 0:
+        last = int(table.dts_ticks[n - 1]) - int(table.dts_ticks[n - 2]) if n >= 2 else 1
+    out[-1] = max(last, 1)
+    return out

@@ -26,6 +26,7 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t
 import numpy as np
 
 from lerobotstream.errors import Mp4InconsistentTablesError, Mp4Error
+from lerobotstream.mp4._table import sample_durations  # noqa: F401  (also importable from here)
 
 _SEARCH_WINDOW = 256
 _IDX_DTYPES = frozenset(np.dtype(d) for d in (np.uint8, np.uint16, np.uint32, np.int32, np.int64))
@@ -166,32 +167,6 @@ def _next_sync_after(is_sync, Py_ssize_t i, Py_ssize_t n):
     if n > v.shape[0]:
         n = v.shape[0]
     return _sync_after(v, i, n)
-
-
-def sample_durations(table, Py_ssize_t start, Py_ssize_t stop):
-    """Per-sample ``stts`` deltas (media ticks, int64, shape ``(stop-start,)``) of samples [start, stop).
-
-    The last sample of the file takes ``table.duration_ticks[-1]`` when the table has per-sample
-    durations, else ``media_duration - dts[-1]`` when positive, else the previous delta (or 1).
-    """
-    n = len(table.dts_ticks)
-    dur_arr = getattr(table, "duration_ticks", None)
-    if dur_arr is not None:
-        return _i64(dur_arr[start:stop]).copy()
-    end = min(stop + 1, n)
-    dts = _i64(table.dts_ticks[start:end])
-    out = np.empty(stop - start, dtype=np.int64)
-    out[: len(dts) - 1] = np.diff(dts)
-    if stop < n:  # the span ends before the file's last sample: delta to the next one
-        return out
-    last = 0
-    media_duration = getattr(table, "media_duration", None)
-    if media_duration is not None:
-        last = int(media_duration) - int(table.dts_ticks[n - 1])
-    if last <= 0:
-        last = int(table.dts_ticks[n - 1]) - int(table.dts_ticks[n - 2]) if n >= 2 else 1
-    out[-1] = max(last, 1)
-    return out
 
 
 class Span:

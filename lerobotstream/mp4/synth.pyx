@@ -16,6 +16,7 @@ import numpy as np
 cimport numpy as cnp
 
 from lerobotstream.errors import Mp4Error
+from lerobotstream.mp4._table import sample_durations
 
 cnp.import_array()
 
@@ -63,8 +64,6 @@ cdef uint32_t _brand(codec):
 
 
 def _arrays(table, span):
-    from lerobotstream.mp4.spans import sample_durations
-
     s, e = span.sample_start, span.sample_stop
     size = np.ascontiguousarray(np.asarray(table.size[s:e], dtype=np.int64))
     dur = np.ascontiguousarray(sample_durations(table, s, e))
