@@ -37,35 +37,21 @@ from the rank's consumed count (``Planner.worker_start`` replays the DataLoader'
 
 from __future__ import annotations
 
-import itertools
 import os
-import threading
 import time
 from collections import abc
 from typing import Any, Callable, Iterator, Sequence
 
-import numpy as np
 import torch
 
 from lerobotstream import constants
-from lerobotstream.cache import EpisodeByteCache, EpisodePayload
-from lerobotstream.dataset._assemble import EpisodeRows, assemble_item, episode_rows
+from lerobotstream.cache import EpisodeByteCache
 from lerobotstream.dataset._cameras import plan_cameras
-from lerobotstream.dataset._images import decode_images
-from lerobotstream.dataset._gopcache import GopCache
 from lerobotstream.dataset._options import is_int, require, validate_options
-from lerobotstream.dataset._pipeline import Pipeline, StageTimes
-from lerobotstream.dataset._windows import DeltaWindows, window_indices
-from lerobotstream.errors import (
-    DecodeError,
-    EpisodeDataError,
-    FrameTimestampError,
-    LeRobotStreamError,
-    MetadataError,
-    Mp4InconsistentTablesError,
-    ResumeStateError,
-    StreamingConfigError,
-)
+from lerobotstream.dataset._pipeline import Pipeline
+from lerobotstream.dataset._windows import DeltaWindows
+from lerobotstream.dataset._worker import Worker
+from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.sources import open_source
 from lerobotstream.sources._http import DEFAULT_READ_TIMEOUT_S
@@ -73,302 +59,11 @@ from lerobotstream.sources._http import DEFAULT_READ_TIMEOUT_S
 __all__ = ["StreamingLeRobotDataset"]
 
 GIB = 1 << 30
-_SERIAL = itertools.count(1)
 
 
 def _no_nbytes(episode_index: int) -> int:
     """Stand-in size for planners that only compute states (never build a worker plan)."""
     raise AssertionError("a state-only planner must not build worker plans")
-
-
-#: longest GOP run decoded at once past the last needed frame (frames); longer GOPs are decoded in parts
-_MAX_RUN = 64
-
-
-#: frames per decoder call (whole GOP runs are grouped up to this; a longer run is one call): one
-#: huge output tensor per chunk is a fresh mmap that page-faults (~0.5 ms per 640x480 frame, more
-#: than decoding it), while call-sized outputs are recycled by the allocator
-_CALL_FRAMES = 16
-
-
-def _call_groups(runs: list, cap: int) -> list:
-    """Split GOP runs ``(start, stop)`` into consecutive groups of about ``cap`` frames."""
-    groups: list = []
-    cur: list = []
-    n = 0
-    for r in runs:
-        if cur and n + (r[1] - r[0]) > cap:
-            groups.append(cur)
-            cur, n = [], 0
-        cur.append(r)
-        n += r[1] - r[0]
-    if cur:
-        groups.append(cur)
-    return groups
-
-
-class _Decoded:
-    """One decode job's result: rows and, per camera, the distinct decoded frames."""
-
-    __slots__ = ("rows", "frames", "videos", "images")
-
-    def __init__(self, rows: EpisodeRows) -> None:
-        self.rows = rows
-        self.frames: dict[str, dict[int, torch.Tensor]] = {}  # camera -> local frame -> (C,H,W) uint8 view
-        self.videos: dict[str, Any] = {}
-        self.images: dict[str, dict[int, torch.Tensor]] = {}  # image key -> episode frame -> decoded frame
-
-
-class _Worker:
-    """Per-process state (index, spans, decoders, counters): never crosses a fork."""
-
-    def __init__(self, ds: "StreamingLeRobotDataset") -> None:
-        from lerobotstream.decode import FALLBACK_STATUS, DecoderCache
-        from lerobotstream.mp4 import Mp4Index
-        from lerobotstream.parquet import EpisodeParquetReader
-
-        self.pid = os.getpid()
-        self.ds = ds
-        self.source = ds._payload_source
-        t0 = time.perf_counter()
-        self.index = Mp4Index.open(ds._sidecar_npz, lock_timeout_s=ds.sidecar_lock_timeout_s)
-        self.index_open_s = time.perf_counter() - t0
-        self.parquet = EpisodeParquetReader(ds.meta.source)
-        if ds._cameras.skipped_columns:  # image features not selected: their bytes are never read
-            names = self.parquet.metadata(ds.meta.episodes[0].data_path).schema.to_arrow_schema().names
-            self.parquet.columns = [c for c in names if c not in set(ds._cameras.skipped_columns)]
-        self.spans: dict[tuple[int, str], Any] = {}
-        self.span_lock = threading.Lock()
-        self.decoders = DecoderCache(1)
-        self.fallback = FALLBACK_STATUS
-        self.lock = threading.Lock()
-        self.times = StageTimes()
-        self.c: dict[str, float] = dict(fetch_s=0.0, synthesize_s=0.0, open_s=0.0, decode_s=0.0, parquet_s=0.0,
-                                        transforms_s=0.0, spans_s=0.0, frames_decoded=0, frames_returned=0,
-                                        frames_unique=0, decode_calls=0, bytes_needed=0, episodes_fetched=0)
-        self.cache: EpisodeByteCache | None = None
-        self.serial: dict[int, int] = {}
-        self.gops = GopCache(0)
-        self.demand: dict[tuple[int, str], dict[str, Any]] = {}
-        self.ep_locks: dict[int, threading.Lock] = {}
-
-    def add(self, **kw: float) -> None:
-        with self.lock:
-            for k, v in kw.items():
-                self.c[k] += v
-
-    def span(self, ep: int, cam: str):
-        """(span, table, path, from_timestamp) of one (episode, camera)."""
-        from lerobotstream.mp4 import episode_frame_range, plan_span
-
-        key = (ep, cam)
-        s = self.spans.get(key)
-        if s is not None:
-            return s
-        t0 = time.perf_counter()
-        info = self.ds.meta.episode(ep)
-        v = info.videos[cam]
-        table = self.index.table(self.index.source_id(v.path))
-        try:
-            a, b = episode_frame_range(table, v.from_timestamp, info.length, self.ds.meta.fps, self.ds.tolerance_s)
-            span = plan_span(table, a, b, path=v.path)
-        except LeRobotStreamError as exc:
-            raise type(exc)(f"episode {ep}, camera {cam!r}, file {v.path}: {exc.message}", episode_index=ep,
-                            camera=cam, path=v.path) from exc
-        except ValueError as exc:
-            raise FrameTimestampError(f"episode {ep}, camera {cam!r}, file {v.path}: {exc}",
-                                      episode_index=ep, camera=cam, path=v.path) from exc
-        s = (span, table, v.path, float(v.from_timestamp))
-        with self.span_lock:
-            self.spans[key] = s
-        self.add(spans_s=time.perf_counter() - t0)
-        return s
-
-    def episode_nbytes(self, ep: int) -> int:
-        return int(sum(self.span(int(ep), cam)[0].synth_nbytes for cam in self.ds.video_keys))
-
-    def fetch(self, ep: int) -> EpisodePayload:
-        """Parquet rows + every camera's mini-MP4 of one episode (runs on a cache fetch thread)."""
-        from lerobotstream.mp4 import check_sample_framing, synthesize
-
-        info = self.ds.meta.episode(ep)
-        t0 = time.perf_counter()
-        tables = self.parquet.read(info.data_path, {ep: info.length})
-        rows = episode_rows(tables[ep], ep, info.dataset_from_index, image_keys=self.ds.image_keys, path=info.data_path)
-        self.add(parquet_s=time.perf_counter() - t0)
-        payloads = {}
-        for cam in self.ds.video_keys:
-            span, table, path, _ = self.span(ep, cam)
-            try:
-                t1 = time.perf_counter()
-                data = self.source.read(path, span.byte_start, span.byte_stop - span.byte_start)
-                t2 = time.perf_counter()
-                check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
-                payloads[cam] = synthesize(table, span, data)
-                self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
-            except LeRobotStreamError as exc:
-                if f"episode {ep}" in exc.message:
-                    raise
-                msg = exc.message if exc.message.startswith(f"{path}:") else f"{path}: {exc.message}"
-                if isinstance(exc, Mp4InconsistentTablesError):
-                    msg += f" [cached sidecar: {self.ds._sidecar_npz}]"
-                fields = {**getattr(exc, "_fields", {}), "episode_index": ep, "camera": cam, "path": path}
-                raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from exc
-            except Exception as exc:
-                raise DecodeError(f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 "
-                                  f"failed: {exc!r}", episode_index=ep, camera=cam, path=path) from exc
-        self.add(episodes_fetched=1)
-        return EpisodePayload(payloads, extra=(rows, next(_SERIAL)))
-
-    def video(self, ep: int, cam: str, mini: bytes, serial: int):
-        from lerobotstream.decode import EpisodeVideo
-
-        span, table, path, from_ts = self.span(ep, cam)
-        return EpisodeVideo(table, span, mini, episode_index=ep, camera=cam, path=path, from_timestamp=from_ts,
-                            fps=self.ds.meta.fps, tolerance_s=self.ds.tolerance_s, device=self.ds.device,
-                            num_threads=self.ds.ffmpeg_threads, cache=self.decoders, cache_key=(ep, cam, serial),
-                            depth=cam in self.ds._cameras.dequantizers)
-
-    def _needed(self, cam: str, frames: np.ndarray, n: int) -> np.ndarray:
-        """Episode frames (int64, flat, repeats kept) that anchors ``frames`` of an ``n``-frame
-        episode use from camera ``cam``: each anchor, or its ``delta_timestamps`` window."""
-        if cam in self.ds.windows.keys():
-            return window_indices(frames, n, self.ds.windows.frames[cam])[0].reshape(-1)
-        return frames
-
-    def _demand(self, ep: int, cam: str, video, rows: EpisodeRows) -> dict[str, np.ndarray]:
-        """Per local frame of (ep, cam): uses over the whole episode (every anchor once, windows
-        included) and uses served so far (int64 arrays, length = local frames)."""
-        key = (ep, cam)
-        d = self.demand.get(key)
-        if d is None:
-            idx = self._needed(cam, np.arange(rows.length, dtype=np.int64), rows.length)
-            local = video.local_indices(video.from_timestamp + rows.timestamp_s[idx])
-            m = len(video.span.local_key)
-            keys = np.flatnonzero(np.asarray(video.span.local_key, dtype=bool))
-            if keys.size == 0 or keys[0] != 0:
-                keys = np.concatenate([[0], keys]).astype(np.int64)
-            d = {"total": np.bincount(local, minlength=m).astype(np.int64), "served": np.zeros(m, np.int64),
-                 "keys": keys, "n": m}
-            self.demand[key] = d
-        return d
-
-    def decode_group(self, ep: int, frames: np.ndarray) -> _Decoded:
-        """Decode, once each, every frame the anchors ``frames`` of episode ``ep`` need.
-
-        Whole GOP runs are decoded on first touch (one batched decoder call per camera and chunk)
-        and kept in the worker's :class:`~lerobotstream.dataset._gopcache.GopCache` until the
-        episode has used them (see its module doc for the memory bound)."""
-        assert self.cache is not None
-        payload = self.cache.get(ep)
-        rows, serial = payload.extra
-        if rows.episode_index != ep:
-            raise EpisodeDataError(f"rows of episode {rows.episode_index} returned for episode {ep}", episode_index=ep)
-        self.serial[ep] = serial
-        out = _Decoded(rows)
-        n = rows.length
-        frames = np.asarray(frames, dtype=np.int64)
-        with self.lock:
-            ep_lock = self.ep_locks.setdefault(ep, threading.Lock())
-        with ep_lock:  # one job of an episode at a time: a GOP run is decoded once, not by two jobs
-            for cam in self.ds.video_keys:
-                idx = self._needed(cam, frames, n)
-                video = self.video(ep, cam, payload.payloads[cam], serial)
-                out.videos[cam] = video
-                local = video.local_indices(video.from_timestamp + rows.timestamp_s[idx])
-                uniq, counts = np.unique(local, return_counts=True)
-                dm = self._demand(ep, cam, video, rows)
-                keys, m = dm["keys"], dm["n"]
-                gi = np.searchsorted(keys, uniq, side="right") - 1
-                starts = keys[gi]
-                ends = np.where(gi + 1 < keys.size, keys[np.minimum(gi + 1, keys.size - 1)], m)
-                got: dict[int, torch.Tensor] = {}
-                runs: list[tuple[int, int]] = []  # (gop start, decode stop)
-                for g in np.unique(starts).tolist():
-                    sel = starts == g
-                    fs = uniq[sel].tolist()
-                    rk = (ep, cam, serial, g)
-                    views = [self.gops.get(rk, f) for f in fs]
-                    if all(v is not None for v in views):
-                        got.update(zip(fs, views))
-                        continue
-                    end = int(ends[sel][0])
-                    stop = end if end - g <= _MAX_RUN else min(end, max(fs[-1] + 1, g + _MAX_RUN))
-                    runs.append((g, stop))
-                t0 = time.perf_counter()
-                opens = self.decoders.opened
-                decoded = 0
-                calls = 0
-                served, total = dm["served"], dm["total"]
-                t1 = t0
-                if runs:  # pinned: another decode thread's open cannot evict and close it mid-call
-                    with video.pinned_decoder() as dec:
-                        t1 = time.perf_counter()
-                        for group in _call_groups(runs, _CALL_FRAMES):
-                            want = np.concatenate([np.arange(g, e, dtype=np.int64) for g, e in group])
-                            data = dec.decode(want)
-                            calls += 1
-                            o = 0
-                            for g, e in group:
-                                block = data[o:o + (e - g)]
-                                o += e - g
-                                decoded += e - g
-                                for f in range(g, e):
-                                    got[f] = block[f - g]
-                                self.gops.put((ep, cam, serial, g), g, block,
-                                              int(total[g:e].sum() - served[g:e].sum()))
-                t2 = time.perf_counter()
-                # this chunk's uses are served (the chunk keeps its own references to the frames)
-                dm["served"][uniq] += counts
-                for g in np.unique(starts).tolist():
-                    self.gops.use((ep, cam, serial, g), int(counts[starts == g].sum()))
-                self.add(open_s=(t1 - t0) if self.decoders.opened != opens else 0.0, decode_s=t2 - t1,
-                         frames_decoded=decoded, frames_returned=len(idx), frames_unique=len(uniq),
-                         decode_calls=calls)
-                out.frames[cam] = got
-            info = self.ds.meta.episode(ep)
-            for key in self.ds.image_keys:  # each distinct image of the chunk decoded once (Pillow)
-                out.images[key] = decode_images(rows.images[key], self._needed(key, frames, n), key=key,
-                                                episode_index=ep, path=info.data_path)
-        return out
-
-    def assemble(self, ep: int, frame: int, dec: _Decoded) -> dict[str, Any]:
-        info = self.ds.meta.episode(ep)
-
-        def frames(e: int, cam: str, idx: np.ndarray, query_s: np.ndarray) -> list[torch.Tensor]:
-            got = dec.frames[cam]
-            return [got[int(i)] for i in dec.videos[cam].local_indices(query_s)]
-
-        tfm = self.ds.image_transforms if self.ds._transforms_in_threads else None
-        item = assemble_item(
-            dec.rows, frame, windows=self.ds.windows, video_keys=self.ds.video_keys,
-            from_timestamps={k: info.videos[k].from_timestamp for k in self.ds.video_keys},
-            frames=frames, tasks=self.ds.meta.tasks, return_uint8=self.ds.return_uint8,
-            image_transforms=tfm, camera_keys=self.ds._cameras.transform_keys,
-            depth=self.ds._cameras.dequantizers, images=dec.images, image_depth=self.ds._cameras.image_depth,
-        )
-        return item
-
-    def reset_gops(self, capacity_bytes: int | None = None) -> None:
-        """Forget decoded GOPs and per-episode demand (iterator start/end); counters are kept."""
-        self.gops.clear()
-        if capacity_bytes is not None:
-            self.gops.capacity_bytes = max(0, int(capacity_bytes))
-        self.demand.clear()
-        with self.lock:
-            self.ep_locks.clear()
-
-    def on_free(self, ep: int) -> None:
-        """The episode's bytes were freed: close its decoders (their mini-MP4 leaves memory too)."""
-        serial = self.serial.pop(ep, None)
-        self.gops.drop((ep,))
-        for cam in self.ds.video_keys:
-            self.demand.pop((ep, cam), None)
-        with self.lock:
-            self.ep_locks.pop(ep, None)
-        if serial is not None:
-            for cam in self.ds.video_keys:
-                self.decoders.pop((ep, cam, serial))
 
 
 class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
@@ -377,7 +72,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
     Args (LeRobot's): repo_id, root, episodes, delta_timestamps, image_transforms, revision,
         max_num_shards, tolerance_s (1e-4), return_uint8 (False), video_backend ("torchcodec"),
         seed (1000; None → 42), repeat (False).
-    Args (streaming, SPEC §5): repo_type ("dataset" | "bucket"), data_root (payload root when the
+    Args (streaming): repo_type ("dataset" | "bucket"), data_root (payload root when the
         MP4/Parquet payload is mirrored elsewhere; metadata still comes from ``root``/``repo_id``),
         episode_pool_size (per worker; default 32 per rank split over the workers),
         prefetch_episodes (8), byte_budget_gb (8 per rank, split over workers), decode_threads (2),
@@ -545,7 +240,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         self._state_num_workers: int | None = None
         self._iter_pid: int | None = None  # DataLoader worker process that counts iterator starts
         self._iter_starts = 0  # iterators started on this copy in that worker (persistent_workers)
-        self._worker: _Worker | None = None
+        self._worker: Worker | None = None
         self._transforms_in_threads = True
         self._setup = {"metadata_s": time.perf_counter() - t0}
         t1 = time.perf_counter()
@@ -686,9 +381,9 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         self._state_num_workers = int(st.num_workers)
 
     # --- per process ------------------------------------------------------------------------------
-    def _state(self) -> _Worker:
+    def _state(self) -> Worker:
         if self._worker is None or self._worker.pid != os.getpid():
-            self._worker = _Worker(self)  # never reuse a parent's decoders/connections
+            self._worker = Worker(self)  # never reuse a parent's decoders/connections
         return self._worker
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -732,7 +427,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
                                  max_workers=max(1, min(8, self.prefetch_episodes + 1)))
         w.cache = cache
         pipe = Pipeline(plan.iter_pools(start.epoch, start.offset, repeat=self.repeat), start.limit, cache,
-                        w.decode_group, w.assemble, decode_threads=self.decode_threads,
+                        w.jobs.decode_group, w.assemble, decode_threads=self.decode_threads,
                         decoded_queue_size=self.decoded_queue_size, prefetch_episodes=self.prefetch_episodes,
                         lookahead=self.decode_lookahead, on_free=w.on_free, times=w.times,
                         first_lookahead=self.first_lookahead or self.batch_size or 8)
@@ -798,8 +493,8 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
             "assemble_s": w.times.assemble_s, "queue_wait_s": w.times.queue_wait_s,
             "admit_wait_s": w.times.admit_wait_s, "decode_job_s": w.times.decode_job_s,
             "items": w.times.items, "chunks": w.times.chunks, "first_item_s": w.times.first_item_s,
-            "gop_cache_bytes": w.gops.nbytes, "gop_cache_peak_bytes": w.gops.peak_nbytes,
-            "gop_cache_capacity_bytes": w.gops.capacity_bytes, "gop_cache_evictions": w.gops.evictions,
+            "gop_cache_bytes": w.jobs.gops.nbytes, "gop_cache_peak_bytes": w.jobs.gops.peak_nbytes,
+            "gop_cache_capacity_bytes": w.jobs.gops.capacity_bytes, "gop_cache_evictions": w.jobs.gops.evictions,
         }
         with w.lock:
             out.update({k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes")) else v)

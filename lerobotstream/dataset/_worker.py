@@ -1,0 +1,166 @@
+"""Per-process state of a :class:`~lerobotstream.dataset.StreamingLeRobotDataset`: the derived
+MP4 index, per (episode, camera) spans, payload fetch + mini-MP4 synthesis, decoders, counters.
+
+Created lazily in the process that iterates (after a PID check), so DataLoader workers never
+inherit decoders, descriptors, maps or threads from the training process, under ``fork``,
+``spawn`` or ``forkserver`` alike; it is never pickled.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from lerobotstream.cache import EpisodeByteCache, EpisodePayload
+from lerobotstream.dataset._assemble import assemble_item, episode_rows
+from lerobotstream.dataset._decodejob import ChunkDecoder, Decoded
+from lerobotstream.dataset._pipeline import StageTimes
+from lerobotstream.errors import DecodeError, FrameTimestampError, LeRobotStreamError, Mp4InconsistentTablesError
+
+__all__ = ["Worker"]
+
+_SERIAL = itertools.count(1)
+
+
+class Worker:
+    """Per-process state (index, spans, decoders, counters): never crosses a fork."""
+
+    def __init__(self, ds: Any) -> None:
+        from lerobotstream.decode import FALLBACK_STATUS, DecoderCache
+        from lerobotstream.mp4 import Mp4Index
+        from lerobotstream.parquet import EpisodeParquetReader
+
+        self.pid = os.getpid()
+        self.ds = ds
+        self.source = ds._payload_source
+        t0 = time.perf_counter()
+        self.index = Mp4Index.open(ds._sidecar_npz, lock_timeout_s=ds.sidecar_lock_timeout_s)
+        self.index_open_s = time.perf_counter() - t0
+        self.parquet = EpisodeParquetReader(ds.meta.source)
+        if ds._cameras.skipped_columns:  # image features not selected: their bytes are never read
+            names = self.parquet.metadata(ds.meta.episodes[0].data_path).schema.to_arrow_schema().names
+            self.parquet.columns = [c for c in names if c not in set(ds._cameras.skipped_columns)]
+        self.spans: dict[tuple[int, str], Any] = {}
+        self.span_lock = threading.Lock()
+        self.decoders = DecoderCache(1)
+        self.fallback = FALLBACK_STATUS
+        self.lock = threading.Lock()
+        self.times = StageTimes()
+        self.c: dict[str, float] = dict(fetch_s=0.0, synthesize_s=0.0, open_s=0.0, decode_s=0.0, parquet_s=0.0,
+                                        transforms_s=0.0, spans_s=0.0, frames_decoded=0, frames_returned=0,
+                                        frames_unique=0, decode_calls=0, bytes_needed=0, episodes_fetched=0)
+        self.cache: EpisodeByteCache | None = None
+        self.serial: dict[int, int] = {}  # episode -> serial of its resident payload (decoder keys)
+        self.jobs = ChunkDecoder(self)
+
+    def add(self, **kw: float) -> None:
+        with self.lock:
+            for k, v in kw.items():
+                self.c[k] += v
+
+    def span(self, ep: int, cam: str):
+        """(span, table, path, from_timestamp) of one (episode, camera)."""
+        from lerobotstream.mp4 import episode_frame_range, plan_span
+
+        key = (ep, cam)
+        s = self.spans.get(key)
+        if s is not None:
+            return s
+        t0 = time.perf_counter()
+        info = self.ds.meta.episode(ep)
+        v = info.videos[cam]
+        table = self.index.table(self.index.source_id(v.path))
+        try:
+            a, b = episode_frame_range(table, v.from_timestamp, info.length, self.ds.meta.fps, self.ds.tolerance_s)
+            span = plan_span(table, a, b, path=v.path)
+        except LeRobotStreamError as exc:
+            raise type(exc)(f"episode {ep}, camera {cam!r}, file {v.path}: {exc.message}", episode_index=ep,
+                            camera=cam, path=v.path) from exc
+        except ValueError as exc:
+            raise FrameTimestampError(f"episode {ep}, camera {cam!r}, file {v.path}: {exc}",
+                                      episode_index=ep, camera=cam, path=v.path) from exc
+        s = (span, table, v.path, float(v.from_timestamp))
+        with self.span_lock:
+            self.spans[key] = s
+        self.add(spans_s=time.perf_counter() - t0)
+        return s
+
+    def episode_nbytes(self, ep: int) -> int:
+        return int(sum(self.span(int(ep), cam)[0].synth_nbytes for cam in self.ds.video_keys))
+
+    def fetch(self, ep: int) -> EpisodePayload:
+        """Parquet rows + every camera's mini-MP4 of one episode (runs on a cache fetch thread)."""
+        from lerobotstream.mp4 import check_sample_framing, synthesize
+
+        info = self.ds.meta.episode(ep)
+        t0 = time.perf_counter()
+        tables = self.parquet.read(info.data_path, {ep: info.length})
+        rows = episode_rows(tables[ep], ep, info.dataset_from_index, image_keys=self.ds.image_keys, path=info.data_path)
+        self.add(parquet_s=time.perf_counter() - t0)
+        payloads = {}
+        for cam in self.ds.video_keys:
+            span, table, path, _ = self.span(ep, cam)
+            try:
+                t1 = time.perf_counter()
+                data = self.source.read(path, span.byte_start, span.byte_stop - span.byte_start)
+                t2 = time.perf_counter()
+                check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
+                payloads[cam] = synthesize(table, span, data)
+                self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
+            except LeRobotStreamError as exc:
+                if f"episode {ep}" in exc.message:
+                    raise
+                msg = exc.message if exc.message.startswith(f"{path}:") else f"{path}: {exc.message}"
+                if isinstance(exc, Mp4InconsistentTablesError):
+                    msg += f" [cached sidecar: {self.ds._sidecar_npz}]"
+                fields = {**getattr(exc, "_fields", {}), "episode_index": ep, "camera": cam, "path": path}
+                raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from exc
+            except Exception as exc:
+                raise DecodeError(f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 "
+                                  f"failed: {exc!r}", episode_index=ep, camera=cam, path=path) from exc
+        self.add(episodes_fetched=1)
+        return EpisodePayload(payloads, extra=(rows, next(_SERIAL)))
+
+    def video(self, ep: int, cam: str, mini: bytes, serial: int):
+        from lerobotstream.decode import EpisodeVideo
+
+        span, table, path, from_ts = self.span(ep, cam)
+        return EpisodeVideo(table, span, mini, episode_index=ep, camera=cam, path=path, from_timestamp=from_ts,
+                            fps=self.ds.meta.fps, tolerance_s=self.ds.tolerance_s, device=self.ds.device,
+                            num_threads=self.ds.ffmpeg_threads, cache=self.decoders, cache_key=(ep, cam, serial),
+                            depth=cam in self.ds._cameras.dequantizers)
+
+    def assemble(self, ep: int, frame: int, dec: Decoded) -> dict[str, Any]:
+        info = self.ds.meta.episode(ep)
+
+        def frames(e: int, cam: str, idx: np.ndarray, query_s: np.ndarray) -> list[torch.Tensor]:
+            got = dec.frames[cam]
+            return [got[int(i)] for i in dec.videos[cam].local_indices(query_s)]
+
+        tfm = self.ds.image_transforms if self.ds._transforms_in_threads else None
+        item = assemble_item(
+            dec.rows, frame, windows=self.ds.windows, video_keys=self.ds.video_keys,
+            from_timestamps={k: info.videos[k].from_timestamp for k in self.ds.video_keys},
+            frames=frames, tasks=self.ds.meta.tasks, return_uint8=self.ds.return_uint8,
+            image_transforms=tfm, camera_keys=self.ds._cameras.transform_keys,
+            depth=self.ds._cameras.dequantizers, images=dec.images, image_depth=self.ds._cameras.image_depth,
+        )
+        return item
+
+    def reset_gops(self, capacity_bytes: int | None = None) -> None:
+        """Forget decoded GOPs and per-episode demand (iterator start/end); counters are kept."""
+        self.jobs.reset(capacity_bytes)
+
+    def on_free(self, ep: int) -> None:
+        """The episode's bytes were freed: close its decoders (their mini-MP4 leaves memory too)."""
+        serial = self.serial.pop(ep, None)
+        self.jobs.drop_episode(ep)
+        if serial is not None:
+            for cam in self.ds.video_keys:
+                self.decoders.pop((ep, cam, serial))
