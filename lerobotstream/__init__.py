@@ -18,7 +18,7 @@ def __getattr__(name: str):
 
         return StreamingLeRobotDataset
     if name == "EpisodeByteCache":
-        from lerobotstream.cache import EpisodeByteCache
+        from lerobotstream.payload_cache import EpisodeByteCache
 
         return EpisodeByteCache
     raise AttributeError(f"module 'lerobotstream' has no attribute {name!r}")

@@ -40,7 +40,7 @@ def test_oversize_episode_fails_before_fetch(root):
 
 
 def test_small_budget_invariants(root, monkeypatch):
-    from lerobotstream import cache as cache_mod
+    from lerobotstream import payload_cache as cache_mod
 
     events = []
     orig = cache_mod.EpisodeByteCache.__init__

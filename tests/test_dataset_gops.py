@@ -1,5 +1,5 @@
 """Decoded-GOP cache: each GOP decoded once per episode (long-GOP H.264, random anchor order), items
-equal with the cache on, off and under eviction pressure; GopCache accounting."""
+equal with the cache on, off and under eviction pressure; DecodedGopCache accounting."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lerobotstream.dataset import StreamingLeRobotDataset
-from lerobotstream.dataset._gopcache import GopCache
+from lerobotstream.dataset._decoded_gops import DecodedGopCache
 
 CAM = (("observation.images.front", 64, 48),)
 LENGTHS = (61, 45, 33)
@@ -67,8 +67,8 @@ def test_windows_with_gop_cache(root):
     assert a.stats()["frames_decoded"] == sum(LENGTHS)
 
 
-def test_gopcache_accounting():
-    c = GopCache(2 * 10)
+def test_decoded_gops_accounting():
+    c = DecodedGopCache(2 * 10)
     t = torch.zeros(2, 1, 1, 5, dtype=torch.uint8)  # 10 bytes
     c.put((1, "a", 0, 0), 0, t, demand=3)
     assert c.get((1, "a", 0, 0), 1) is not None and c.get((1, "a", 0, 0), 2) is None

@@ -1,4 +1,4 @@
-"""Decoder plumbing: FrameTimestampError, tolerance, DecoderCache LRU/close/fork, CUDA path with the
+"""Decoder plumbing: FrameTimestampError, tolerance, OpenDecoderLRU LRU/close/fork, CUDA path with the
 device absent (capability check, counted fallback, error text), PyAV fallback."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 pytest.importorskip("torchcodec")
 
 from lerobotstream.decode import (  # noqa: E402
-    DecoderCache, EpisodeDecoder, EpisodeVideo, FallbackStatus, nvdec_capability, resolve_device)
+    OpenDecoderLRU, EpisodeDecoder, EpisodeVideo, FallbackStatus, nvdec_capability, resolve_device)
 from lerobotstream.decode import _cuda  # noqa: E402
 from lerobotstream.errors import DecodeError, FrameTimestampError  # noqa: E402
 from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize  # noqa: E402
@@ -83,7 +83,7 @@ def test_decoder_cache_lru_closes_on_eviction():
     closed = []
     D = _closing_decoder_class(closed)
 
-    c = DecoderCache(2)
+    c = OpenDecoderLRU(2)
     for k in "abc":
         c.get_or_open(k, lambda k=k: D(k))
     assert closed == ["a"] and len(c) == 2 and "a" not in c
@@ -94,11 +94,11 @@ def test_decoder_cache_lru_closes_on_eviction():
     c.clear()
     assert sorted(closed) == ["a", "b", "c", "d"] and len(c) == 0
     with pytest.raises(ValueError):
-        DecoderCache(0)
+        OpenDecoderLRU(0)
 
 
 def test_decoder_cache_forgets_parent_decoders_after_fork():
-    c = DecoderCache(2)
+    c = OpenDecoderLRU(2)
     c.get_or_open("a", lambda: SimpleNamespace(close=lambda: None))
     r, w = os.pipe()
     pid = os.fork()
@@ -194,7 +194,7 @@ def test_pyav_fallback_matches_torchcodec(clip, monkeypatch):
 
 
 def test_closed_decoder_raises_and_video_reopens(clip):
-    v = _video(clip, cache=DecoderCache(1))
+    v = _video(clip, cache=OpenDecoderLRU(1))
     a = v.frames_at([0, 2])
     v.close()
     assert torch.equal(v.frames_at([0, 2]), a)
@@ -211,7 +211,7 @@ def test_decoder_cache_never_closes_a_pinned_decoder():
     closed = []
     D = _closing_decoder_class(closed)
 
-    c = DecoderCache(1)
+    c = OpenDecoderLRU(1)
     a = c.acquire("a", lambda: D("a"))
     b = c.acquire("b", lambda: D("b"))  # over capacity: "a" is pinned, so nothing is closed
     assert closed == [] and len(c) == 2 and c.pinned_count == 2
@@ -231,7 +231,7 @@ def test_decoder_cache_threads_never_use_closed_decoders(clip):
     """Many threads decoding distinct keys through one capacity-1 cache: no closed-decoder errors."""
     import threading
 
-    cache = DecoderCache(1)
+    cache = OpenDecoderLRU(1)
     videos = [_video(clip, cache=cache, cache_key=("k", i)) for i in range(4)]
     ref = videos[0].frames_at([0, 3, 5])
     errors = []

@@ -18,7 +18,7 @@ import torch
 torchcodec = pytest.importorskip("torchcodec")
 from torchcodec.decoders import VideoDecoder  # noqa: E402
 
-from lerobotstream.decode import DecoderCache, EpisodeVideo  # noqa: E402
+from lerobotstream.decode import OpenDecoderLRU, EpisodeVideo  # noqa: E402
 from lerobotstream.mp4 import episode_frame_range, parse_mp4_bytes, plan_span, synthesize  # noqa: E402
 
 
@@ -67,7 +67,7 @@ def test_generated_every_frame(tmp_path_factory, codec, lengths, cameras, kw):
     root = _dataset(tmp_path_factory, codec, lengths, cameras, **kw)
     meta = DatasetMeta.load(str(root))
     rng = np.random.default_rng(4)
-    cache = DecoderCache(2)
+    cache = OpenDecoderLRU(2)
     oracles, tables, files, first_frame = {}, {}, {}, {}
     for ep in meta.episodes:
         for cam_i, cam in enumerate(meta.video_keys):

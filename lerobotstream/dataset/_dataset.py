@@ -10,10 +10,10 @@ decoders, handles or connections from the parent):
 * per process: the sidecar's derived mmap index (``Mp4Index``: only the sources this process's
   episodes use are materialised) → per (episode, camera) ``mp4.plan_span`` with the exact
   ``synth_nbytes`` → the planner (``planner.Planner``: rank shard, worker shard, exact-coverage
-  pools, sample-exact resume) and the worker's :class:`~lerobotstream.cache.EpisodeByteCache`;
+  pools, sample-exact resume) and the worker's :class:`~lerobotstream.payload_cache.EpisodeByteCache`;
 * :class:`~lerobotstream.dataset._pipeline.Pipeline` drives fetches (Parquet rows through
   ``parquet.EpisodeParquetReader`` + mini-MP4 payloads of the same frontier), chunked decodes
-  (each GOP once per chunk; ``decode.EpisodeVideo`` over a bounded ``decode.DecoderCache``) and the
+  (each GOP once per chunk; ``decode.EpisodeVideo`` over a bounded ``decode.OpenDecoderLRU``) and the
   ordered bounded queue.
 
 Resume (sample-exact through a real DataLoader, any ``num_workers`` and ``batch_size``)::
@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from lerobotstream import constants
-from lerobotstream.cache import EpisodeByteCache
+from lerobotstream.payload_cache import EpisodeByteCache
 from lerobotstream.dataset._cameras import plan_cameras
 from lerobotstream.dataset._options import is_int, require, validate_options
 from lerobotstream.dataset._pipeline import Pipeline
@@ -87,7 +87,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         depth stats, as LeRobot 0.6.1's), decode_lookahead (anchors decoded together per chunk, 64; see the memory bound
         in ``dataset._pipeline``), decoded_cache_gb (decoded GOP frames kept so each GOP is decoded
         once per episode, per rank split over the workers, 1.0; 0 disables; see
-        ``dataset._gopcache``), ffmpeg_threads (FFmpeg threads per decoder, torchcodec's
+        ``dataset._decoded_gops``), ffmpeg_threads (FFmpeg threads per decoder, torchcodec's
         ``num_ffmpeg_threads``; 0 lets FFmpeg decide; default 1: the ``decode_threads`` already
         run decoders in parallel — see README "Performance" for the measurement),
         first_lookahead (anchors of each iterator's first decode chunk; default ``batch_size``

@@ -4,7 +4,7 @@ A job (:meth:`ChunkDecoder.decode_group`, run on a decode thread of the
 :class:`~lerobotstream.dataset._pipeline.Pipeline`) gets up to ``decode_lookahead`` anchors of one
 episode. Per camera it maps the anchors (or their ``delta_timestamps`` windows) to local frames of
 the episode's mini-MP4, groups them by GOP (sync sample to the next sync sample), and decodes the
-GOP runs not yet held by the :class:`~lerobotstream.dataset._gopcache.GopCache` in batched decoder
+GOP runs not yet held by the :class:`~lerobotstream.dataset._decoded_gops.DecodedGopCache` in batched decoder
 calls of about ``_CALL_FRAMES`` frames. Per (episode, camera) it keeps the *demand*: how often each
 local frame is used over the whole episode and how often it was served, so a decoded GOP leaves
 the cache once its last use was served. Image features are decoded here too (Pillow), each
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from lerobotstream.dataset._assemble import EpisodeRows
-from lerobotstream.dataset._gopcache import GopCache
+from lerobotstream.dataset._decoded_gops import DecodedGopCache
 from lerobotstream.dataset._images import decode_images
 from lerobotstream.dataset._windows import window_indices
 from lerobotstream.errors import EpisodeDataError
@@ -76,7 +76,7 @@ class ChunkDecoder:
 
     def __init__(self, worker: Any) -> None:
         self.w = worker
-        self.gops = GopCache(0)
+        self.gops = DecodedGopCache(0)
         self.demand: dict[tuple[int, str], dict[str, Any]] = {}
         self.ep_locks: dict[int, threading.Lock] = {}
         self.lock = threading.Lock()
@@ -109,7 +109,7 @@ class ChunkDecoder:
         """Decode, once each, every frame the anchors ``frames`` of episode ``ep`` need.
 
         Whole GOP runs are decoded on first touch (one batched decoder call per camera and chunk)
-        and kept in the process's :class:`~lerobotstream.dataset._gopcache.GopCache` until the
+        and kept in the process's :class:`~lerobotstream.dataset._decoded_gops.DecodedGopCache` until the
         episode has used them (see its module doc for the memory bound)."""
         assert self.w.cache is not None
         payload = self.w.cache.get(ep)

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from lerobotstream.cache import EpisodeByteCache
+from lerobotstream.payload_cache import EpisodeByteCache
 
 __all__ = ["Pipeline", "StageTimes"]
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lerobotstream.cache import EpisodeByteCache, EpisodePayload
+from lerobotstream.payload_cache import EpisodeByteCache, EpisodePayload
 from lerobotstream.dataset._assemble import assemble_item, episode_rows
 from lerobotstream.dataset._decodejob import ChunkDecoder, Decoded
 from lerobotstream.dataset._pipeline import StageTimes
@@ -32,7 +32,7 @@ class Worker:
     """Per-process state (index, spans, decoders, counters): never crosses a fork."""
 
     def __init__(self, ds: Any) -> None:
-        from lerobotstream.decode import FALLBACK_STATUS, DecoderCache
+        from lerobotstream.decode import FALLBACK_STATUS, OpenDecoderLRU
         from lerobotstream.mp4 import Mp4Index
         from lerobotstream.parquet import EpisodeParquetReader
 
@@ -48,7 +48,7 @@ class Worker:
             self.parquet.columns = [c for c in names if c not in set(ds._cameras.skipped_columns)]
         self.spans: dict[tuple[int, str], Any] = {}
         self.span_lock = threading.Lock()
-        self.decoders = DecoderCache(1)
+        self.decoders = OpenDecoderLRU(1)
         self.fallback = FALLBACK_STATUS
         self.lock = threading.Lock()
         self.times = StageTimes()

@@ -1,7 +1,7 @@
 """Mini-MP4 bytes → frames: torchcodec (CPU / NVDEC with counted fallback), PyAV fallback, LRU; depth
 (``gray12le``) codes with PyAV and LeRobot's dequantiser."""
 
-from lerobotstream.decode._cache import DecoderCache
+from lerobotstream.decode._open_decoders import OpenDecoderLRU
 from lerobotstream.decode._cuda import (
     FALLBACK_STATUS,
     NVDEC_MIN_CAPABILITY,
@@ -13,6 +13,6 @@ from lerobotstream.decode._decoder import EpisodeDecoder, EpisodeVideo, frame_ma
 from lerobotstream.decode._depth import DepthDecoder, DepthDequantizer, dequantize_reference
 
 __all__ = [
-    "DecoderCache", "DepthDecoder", "DepthDequantizer", "EpisodeDecoder", "EpisodeVideo", "FallbackStatus", "FALLBACK_STATUS",
+    "OpenDecoderLRU", "DepthDecoder", "DepthDequantizer", "EpisodeDecoder", "EpisodeVideo", "FallbackStatus", "FALLBACK_STATUS",
     "NVDEC_MIN_CAPABILITY", "dequantize_reference", "frame_mappings_json", "nvdec_capability", "resolve_device",
 ]

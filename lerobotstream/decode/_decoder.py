@@ -125,7 +125,7 @@ class EpisodeDecoder:
         with self.lock:
             if self._closed:
                 raise DecodeError(f"{self.label}: internal error: decode() on a closed decoder (it was closed "
-                                  "while still in use; pin it with DecoderCache.acquire/pinned)")
+                                  "while still in use; pin it with OpenDecoderLRU.acquire/pinned)")
             try:
                 if self.backend == "torchcodec":
                     first, last = int(uniq[0]), int(uniq[-1])
@@ -228,7 +228,7 @@ class EpisodeVideo:
         fps: dataset fps (int or Fraction-like).
         tolerance_s: strict bound on |source pts - query| (default 1e-4 s).
         device, num_threads, allow_pyav, status: passed to :class:`EpisodeDecoder`.
-        cache, cache_key: when given, the decoder lives in this :class:`DecoderCache` under
+        cache, cache_key: when given, the decoder lives in this :class:`OpenDecoderLRU` under
             ``cache_key`` (default ``(episode_index, camera)``) and is reopened after eviction.
         depth: a depth camera (``gray12le`` HEVC): decoded with PyAV by
             :class:`~lerobotstream.decode._depth.DepthDecoder` into int16 ``(T, 1, H, W)`` 12-bit
@@ -291,7 +291,7 @@ class EpisodeVideo:
     @contextmanager
     def pinned_decoder(self) -> Iterator[EpisodeDecoder]:
         """``with video.pinned_decoder() as dec:`` — the open decoder, pinned in the attached
-        :class:`DecoderCache` for the block (never evicted or closed by another thread meanwhile)."""
+        :class:`OpenDecoderLRU` for the block (never evicted or closed by another thread meanwhile)."""
         if self._cache is None:
             yield self.decoder()
             return

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Callable, Hashable, Iterator
 
 
-class DecoderCache:
+class OpenDecoderLRU:
     """LRU of open decoders keyed by e.g. ``(episode_index, camera)``, safe across decode threads.
 
     At most ``capacity`` *unpinned* decoders stay open; the least recently used unpinned one is
@@ -32,7 +32,7 @@ class DecoderCache:
 
     def __init__(self, capacity: int) -> None:
         if int(capacity) < 1:
-            raise ValueError(f"DecoderCache capacity must be >= 1, got {capacity}")
+            raise ValueError(f"OpenDecoderLRU capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
         self._items: OrderedDict[Hashable, object] = OrderedDict()
         self._pins: dict[int, list] = {}  # id(decoder) -> [decoder, pin count]

@@ -26,10 +26,10 @@ from typing import Hashable
 
 import torch
 
-__all__ = ["GopCache"]
+__all__ = ["DecodedGopCache"]
 
 
-class GopCache:
+class DecodedGopCache:
     """LRU of decoded GOP runs with remaining-demand release.
 
     Args:

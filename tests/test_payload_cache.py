@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from lerobotstream.cache import EpisodeByteCache, EpisodePayload
+from lerobotstream.payload_cache import EpisodeByteCache, EpisodePayload
 from lerobotstream.errors import ByteBudgetError
 
 
