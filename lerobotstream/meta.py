@@ -23,6 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lerobotstream.errors import MetadataError, SourceError, UnsupportedDatasetVersionError
+from lerobotstream.features import (DEFAULT_TOOLS, DEPTH_PIX_FMTS, LANGUAGE_COLUMNS, DepthQuantizer,
+                                    depth_quantizer_of, is_depth_feature, rescale_depth_stats)
 from lerobotstream.sources import ByteSource, LocalSource
 
 INFO_PATH = "meta/info.json"
@@ -81,53 +83,6 @@ class EpisodeInfo:
     """Task strings of the episode (``tasks`` column; empty when absent)."""
     shard: str = ""
     """The ``meta/episodes`` shard this row came from (for messages)."""
-
-
-#: LeRobot 0.6.1's language columns (``lerobot.datasets.language.LANGUAGE_COLUMNS``)
-LANGUAGE_COLUMNS = ("language_persistent", "language_events")
-#: depth video pixel formats decoded losslessly (the 12-bit codes, no RGB conversion)
-DEPTH_PIX_FMTS = ("gray12le",)
-#: LeRobot 0.6.1's fallback tool list (``lerobot.datasets.language.DEFAULT_TOOLS``: the ``say`` tool)
-DEFAULT_TOOLS: tuple[dict, ...] = ({
-    "type": "function",
-    "function": {
-        "name": "say",
-        "description": "Speak a short utterance to the user via the TTS executor.",
-        "parameters": {"type": "object", "properties": {"text": {"type": "string", "description": "The verbatim text to speak."}},
-                       "required": ["text"]},
-    },
-},)
-
-
-@dataclass(frozen=True)
-class DepthQuantizer:
-    """LeRobot 0.6.1's depth quantiser parameters (``DepthEncoderConfig``): 12-bit codes
-    ``0..4095`` map to ``[depth_min, depth_max]`` metres, in log space (``log(d + shift)``) when
-    ``use_log``."""
-
-    depth_min: float
-    """Depth at code 0, metres."""
-    depth_max: float
-    """Depth at code 4095, metres."""
-    shift: float
-    """Offset added before the log, metres (log mode)."""
-    use_log: bool
-    """Logarithmic (True) or linear quantisation."""
-
-
-def _is_depth(feat: Mapping[str, Any]) -> bool:
-    info = feat.get("info") or {}
-    video_info = feat.get("video_info") or {}
-    return bool(info.get("is_depth_map", False) or info.get("video.is_depth_map", False)
-                or video_info.get("video.is_depth_map", False))
-
-
-def _scale(value: Any, factor: float) -> Any:
-    if isinstance(value, np.ndarray):
-        return value * factor
-    if isinstance(value, (list, tuple)):
-        return (np.asarray(value, dtype=np.float64) * factor).tolist()
-    return float(value) * factor
 
 
 def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
@@ -256,7 +211,7 @@ class DatasetMeta:
         """Keys of depth-map features (video or image), info order, as LeRobot 0.6.1 defines them:
         the feature's ``info`` has ``is_depth_map: true`` (or the legacy ``video.is_depth_map`` in
         ``info`` or ``video_info``)."""
-        return [k for k, f in self.features.items() if _is_depth(f)]
+        return [k for k, f in self.features.items() if is_depth_feature(f)]
 
     @property
     def has_language_columns(self) -> bool:
@@ -281,33 +236,7 @@ class DatasetMeta:
                 invalid (``depth_min + shift <= 0`` with ``use_log``, ``depth_max <= depth_min``,
                 non-numbers). The message names the camera and what is unsupported.
         """
-        feat = self.features.get(key)
-        if feat is None or feat.get("dtype") != "video" or key not in self.depth_keys:
-            raise MetadataError(f"{key!r} is not a depth video feature of {self.repo_id} (depth keys: {self.depth_keys})",
-                                camera=key)
-        info = feat.get("info") or {}
-        where = f"{self.repo_id}: depth camera {key!r} (meta/info.json features[{key!r}].info)"
-        pix_fmt = info.get("video.pix_fmt")
-        if pix_fmt is not None and pix_fmt not in DEPTH_PIX_FMTS:
-            raise MetadataError(
-                f"{where}: video.pix_fmt={pix_fmt!r} is not supported for depth maps; lerobotstream decodes "
-                f"depth video losslessly only as {', '.join(DEPTH_PIX_FMTS)} (LeRobot 0.6's default depth encoder)",
-                camera=key, path=INFO_PATH)
-        params: dict[str, Any] = {}
-        for name, default in (("depth_min", 0.01), ("depth_max", 10.0), ("shift", 3.5), ("use_log", True)):
-            value = info.get(f"video.{name}")
-            params[name] = default if value is None else value
-        ok = all(isinstance(params[n], (int, float)) and not isinstance(params[n], bool) and np.isfinite(params[n])
-                 for n in ("depth_min", "depth_max", "shift")) and isinstance(params["use_log"], bool)
-        if not ok:
-            raise MetadataError(f"{where}: quantiser parameters {params} are not numbers (use_log: a bool)",
-                                camera=key, path=INFO_PATH)
-        q = DepthQuantizer(float(params["depth_min"]), float(params["depth_max"]), float(params["shift"]),
-                           bool(params["use_log"]))
-        if q.depth_max <= q.depth_min or (q.use_log and q.depth_min + q.shift <= 0):
-            raise MetadataError(f"{where}: invalid quantiser parameters {params} (need depth_max > depth_min and, "
-                                "with use_log, depth_min + shift > 0)", camera=key, path=INFO_PATH)
-        return q
+        return depth_quantizer_of(self.features, key, self.repo_id)
 
     def depth_unit(self, key: str) -> str | None:
         """The unit a depth feature was recorded in (``info["depth_unit"]``: ``"mm"`` / ``"m"``), or None."""
@@ -319,17 +248,7 @@ class DatasetMeta:
         stat but ``count`` is multiplied by 1000 (m → mm) or 1/1000 (mm → m), in float64; lists
         stay lists, arrays arrays. A depth key without ``depth_unit`` is left as is (a warning says
         so, as LeRobot's does)."""
-        missing = [k for k in self.depth_keys if self.depth_unit(k) is None]
-        if missing:
-            warnings.warn(f"depth feature(s) {missing} of {self.repo_id} have no recorded 'depth_unit': their depth "
-                          f"maps and stats are returned as stored, without conversion to {output_unit!r}", stacklevel=2)
-        for key in self.depth_keys:
-            stored = self.depth_unit(key)
-            if stored is None or stored == output_unit or key not in self.stats:
-                continue
-            factor = 1000.0 if stored == "m" else 1.0 / 1000.0
-            self.stats[key] = {stat: value if stat == "count" else _scale(value, factor)
-                               for stat, value in self.stats[key].items()}
+        rescale_depth_stats(self.stats, self.features, output_unit, self.repo_id)
 
     def episode(self, episode_index: int) -> EpisodeInfo:
         """The selected episode ``episode_index``. Raises MetadataError when it is not selected."""

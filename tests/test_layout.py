@@ -1,5 +1,5 @@
 """Package layout (issue 20): no two modules of ``lerobotstream/`` import each other, and the
-modules of ``mp4/`` and ``sidecar/`` stay under the team's ~600-line split point.
+modules of the package stay under the team's ~600-line split point.
 
 Imports are read from the source with :mod:`ast` (``.py``) or from the import statements of a
 Cython ``.pyx`` (``cimport`` excluded: it is a compile-time declaration, not a run-time import).
@@ -30,10 +30,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "lerobotstream"
 
-#: the ~600-line split point; asserted for these folders (dataset/ is split later, issue 20 item 1)
-MAX_LINES = 600
-LINE_LIMITED = ("lerobotstream/mp4", "lerobotstream/sidecar", "lerobotstream/dataset", "lerobotstream/decode",
-                "lerobotstream/planner", "lerobotstream/integrations")
+#: the ~600-line split point (a few lines of slack), asserted for every module of the package
+MAX_LINES = 610
+LINE_LIMITED = ("lerobotstream",)
 
 #: two-module cycles closed by a deferred (function-level) import that stay for now, with why.
 #: Keys are sorted pairs of dotted module names. Empty: every cycle found so far was broken.

@@ -1,0 +1,121 @@
+"""What a LeRobot 0.6 feature means beyond its dtype: depth maps (and their quantiser), language
+columns, tools. The names and rules are LeRobot 0.6.1's (``lerobot.datasets.dataset_metadata``,
+``language``, ``configs.video.DepthEncoderConfig``); :class:`lerobotstream.meta.DatasetMeta` exposes
+them under LeRobot's attribute names.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from lerobotstream.errors import MetadataError
+
+__all__ = ["LANGUAGE_COLUMNS", "DEPTH_PIX_FMTS", "DEFAULT_TOOLS", "DepthQuantizer", "is_depth_feature",
+           "depth_quantizer_of", "rescale_depth_stats", "scale_stat"]
+
+INFO_PATH = "meta/info.json"  # = lerobotstream.meta.INFO_PATH (meta imports this module)
+
+#: LeRobot 0.6.1's language columns (``lerobot.datasets.language.LANGUAGE_COLUMNS``)
+LANGUAGE_COLUMNS = ("language_persistent", "language_events")
+#: depth video pixel formats decoded losslessly (the 12-bit codes, no RGB conversion)
+DEPTH_PIX_FMTS = ("gray12le",)
+#: LeRobot 0.6.1's fallback tool list (``lerobot.datasets.language.DEFAULT_TOOLS``: the ``say`` tool)
+DEFAULT_TOOLS: tuple[dict, ...] = ({
+    "type": "function",
+    "function": {
+        "name": "say",
+        "description": "Speak a short utterance to the user via the TTS executor.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string", "description": "The verbatim text to speak."}},
+                       "required": ["text"]},
+    },
+},)
+
+
+@dataclass(frozen=True)
+class DepthQuantizer:
+    """LeRobot 0.6.1's depth quantiser parameters (``DepthEncoderConfig``): 12-bit codes
+    ``0..4095`` map to ``[depth_min, depth_max]`` metres, in log space (``log(d + shift)``) when
+    ``use_log``."""
+
+    depth_min: float
+    """Depth at code 0, metres."""
+    depth_max: float
+    """Depth at code 4095, metres."""
+    shift: float
+    """Offset added before the log, metres (log mode)."""
+    use_log: bool
+    """Logarithmic (True) or linear quantisation."""
+
+
+def is_depth_feature(feat: Mapping[str, Any]) -> bool:
+    """LeRobot 0.6.1's rule: the feature's ``info`` has ``is_depth_map`` (or the legacy
+    ``video.is_depth_map`` in ``info`` or ``video_info``)."""
+    info = feat.get("info") or {}
+    video_info = feat.get("video_info") or {}
+    return bool(info.get("is_depth_map", False) or info.get("video.is_depth_map", False)
+                or video_info.get("video.is_depth_map", False))
+
+
+def scale_stat(value: Any, factor: float) -> Any:
+    """A stat value (array, list or number) times ``factor``, keeping its kind (lists stay lists)."""
+    if isinstance(value, np.ndarray):
+        return value * factor
+    if isinstance(value, (list, tuple)):
+        return (np.asarray(value, dtype=np.float64) * factor).tolist()
+    return float(value) * factor
+
+
+def depth_quantizer_of(features: Mapping[str, Any], key: str, repo_id: str) -> DepthQuantizer:
+    """See :meth:`lerobotstream.meta.DatasetMeta.depth_quantizer`."""
+    depth_keys = [k for k, f in features.items() if is_depth_feature(f)]
+    feat = features.get(key)
+    if feat is None or feat.get("dtype") != "video" or key not in depth_keys:
+        raise MetadataError(f"{key!r} is not a depth video feature of {repo_id} (depth keys: {depth_keys})",
+                            camera=key)
+    info = feat.get("info") or {}
+    where = f"{repo_id}: depth camera {key!r} (meta/info.json features[{key!r}].info)"
+    pix_fmt = info.get("video.pix_fmt")
+    if pix_fmt is not None and pix_fmt not in DEPTH_PIX_FMTS:
+        raise MetadataError(
+            f"{where}: video.pix_fmt={pix_fmt!r} is not supported for depth maps; lerobotstream decodes "
+            f"depth video losslessly only as {', '.join(DEPTH_PIX_FMTS)} (LeRobot 0.6's default depth encoder)",
+            camera=key, path=INFO_PATH)
+    params: dict[str, Any] = {}
+    for name, default in (("depth_min", 0.01), ("depth_max", 10.0), ("shift", 3.5), ("use_log", True)):
+        value = info.get(f"video.{name}")
+        params[name] = default if value is None else value
+    ok = all(isinstance(params[n], (int, float)) and not isinstance(params[n], bool) and np.isfinite(params[n])
+             for n in ("depth_min", "depth_max", "shift")) and isinstance(params["use_log"], bool)
+    if not ok:
+        raise MetadataError(f"{where}: quantiser parameters {params} are not numbers (use_log: a bool)",
+                            camera=key, path=INFO_PATH)
+    q = DepthQuantizer(float(params["depth_min"]), float(params["depth_max"]), float(params["shift"]),
+                       bool(params["use_log"]))
+    if q.depth_max <= q.depth_min or (q.use_log and q.depth_min + q.shift <= 0):
+        raise MetadataError(f"{where}: invalid quantiser parameters {params} (need depth_max > depth_min and, "
+                            "with use_log, depth_min + shift > 0)", camera=key, path=INFO_PATH)
+    return q
+
+
+def rescale_depth_stats(stats: dict[str, Any], features: Mapping[str, Any], output_unit: str, repo_id: str) -> None:
+    """See :meth:`lerobotstream.meta.DatasetMeta.rescale_depth_stats` (``stats`` changed in place)."""
+    depth_keys = [k for k, f in features.items() if is_depth_feature(f)]
+    missing = [k for k in depth_keys if _unit(features, k) is None]
+    if missing:
+        warnings.warn(f"depth feature(s) {missing} of {repo_id} have no recorded 'depth_unit': their depth "
+                      f"maps and stats are returned as stored, without conversion to {output_unit!r}", stacklevel=3)
+    for key in depth_keys:
+        stored = _unit(features, key)
+        if stored is None or stored == output_unit or key not in stats:
+            continue
+        factor = 1000.0 if stored == "m" else 1.0 / 1000.0
+        stats[key] = {stat: value if stat == "count" else scale_stat(value, factor)
+                      for stat, value in stats[key].items()}
+
+
+def _unit(features: Mapping[str, Any], key: str) -> str | None:
+    return ((features.get(key) or {}).get("info") or {}).get("depth_unit")

@@ -1,0 +1,440 @@
+"""HTTP transport: bounded keep-alive connections per process, retries, checked ranges, time limits.
+
+Built on the standard library's ``http.client`` so that every byte on the wire is ours to check:
+no read-ahead, no automatic redirects (so ``Authorization`` never follows a redirect to another
+host), one ``Range`` request per coalesced group of ranges, and every ``206`` answer verified
+against ``Content-Range`` and its length before it is returned.
+
+Retry policy (:class:`RetryPolicy`): connection errors, resets, timeouts, truncated bodies,
+mis-ranged answers and statuses 408/425/429/500/502/503/504 are retried up to ``max_retries`` times
+with exponential backoff and full jitter (``min(cap, base * 2**attempt) * U(0.5, 1)``); a
+``Retry-After`` header (seconds or HTTP date, capped) replaces the computed wait.
+
+Time limits: each attempt's connect and each wait for bytes give up after ``timeout_s`` (socket
+timeout); one read — every attempt and backoff of one request together — gives up after
+``read_timeout_s`` (:class:`~lerobotstream.errors.SourceTimeoutError` naming the URL and the time
+waited), so a server that accepts connections and never answers cannot block a reader for long.
+
+URLs in messages go through :func:`redact_url` (no user info, no query: signed URLs stay secret).
+Used by :class:`~lerobotstream.sources._http.HttpSource` and the Hub/bucket source.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import os
+import random
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping
+from urllib.parse import urlsplit
+
+from lerobotstream.errors import (
+    RangeReadError,
+    SourceAuthError,
+    SourceError,
+    SourceNotFoundError,
+    SourceTimeoutError,
+)
+
+#: connections per process and per client (shared by all threads of the process)
+DEFAULT_MAX_CONNECTIONS = 16
+#: seconds before a connect or one wait for bytes on the socket gives up (then retried)
+DEFAULT_TIMEOUT_S = 30.0
+#: seconds one read may take in total, every attempt and backoff included (then SourceTimeoutError)
+DEFAULT_READ_TIMEOUT_S = 120.0
+#: bytes per socket read of a response body (the deadline is checked between them)
+_BODY_CHUNK_BYTES = 1 << 20
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+_MAX_REDIRECTS = 5
+_FORK_LOCK = threading.Lock()  # guards the per-PID pool reset; re-created in a forked child
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: globals().__setitem__("_FORK_LOCK", threading.Lock()))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry a failed request.
+
+    Attributes:
+        max_retries: retries after the first attempt (so at most ``max_retries + 1`` requests).
+        backoff_base_s: first backoff, seconds (doubles each retry).
+        backoff_cap_s: largest computed backoff, seconds.
+        max_retry_after_s: largest wait honoured from a ``Retry-After`` header, seconds.
+    """
+
+    max_retries: int = 5
+    backoff_base_s: float = 0.25
+    backoff_cap_s: float = 8.0
+    max_retry_after_s: float = 60.0
+
+    def delay_s(self, attempt: int, rng: random.Random, retry_after: str | None = None) -> float:
+        """Seconds to wait before retry number ``attempt`` (0-based)."""
+        if retry_after:
+            wait = _parse_retry_after(retry_after)
+            if wait is not None:
+                return min(max(wait, 0.0), self.max_retry_after_s)
+        return min(self.backoff_cap_s, self.backoff_base_s * (2**attempt)) * rng.uniform(0.5, 1.0)
+
+
+def _parse_retry_after(value: str) -> float | None:
+    value = value.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return when.timestamp() - time.time()
+
+
+def redact_url(url: str) -> str:
+    """``scheme://host[:port]/path`` without user info, query string or fragment (signed URLs
+    carry credentials in the query)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+@dataclass
+class Response:
+    """One complete HTTP answer (body fully read)."""
+
+    status: int
+    headers: Mapping[str, str]  # lower-case names
+    body: bytes
+    url: str
+
+
+class TransportError(Exception):
+    """A request failed below HTTP (connect, reset, timeout, truncated body); always retryable."""
+
+
+class HttpClient:
+    """Keep-alive ``http.client`` connections, at most ``max_connections`` open per process.
+
+    Thread-safe. Fork-safe: the pool is keyed by PID, so a forked worker opens its own sockets and
+    never touches its parent's.
+    """
+
+    def __init__(self, max_connections: int = DEFAULT_MAX_CONNECTIONS, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {max_connections}")
+        self.max_connections = max_connections
+        self.timeout_s = timeout_s
+        self._pid = -1
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.max_connections)
+        self._idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
+        self._num_idle = 0
+        self._ssl: ssl.SSLContext | None = None
+
+    def _check_pid(self) -> None:
+        if self._pid != os.getpid():
+            with _FORK_LOCK:
+                if self._pid != os.getpid():
+                    self._reset()  # forked: drop (never close, never use) the parent's sockets
+
+    def __getstate__(self):
+        return {"max_connections": self.max_connections, "timeout_s": self.timeout_s}
+
+    def __setstate__(self, state):
+        self.__init__(**state)
+
+    def _take(self, key: tuple[str, str, int]) -> http.client.HTTPConnection:
+        with self._lock:
+            conns = self._idle.get(key)
+            if conns:
+                self._num_idle -= 1
+                return conns.pop()
+        scheme, host, port = key
+        if scheme == "https":
+            if self._ssl is None:
+                self._ssl = ssl.create_default_context()
+                try:
+                    import certifi  # optional: the same CA bundle as the Hub client
+
+                    self._ssl.load_verify_locations(certifi.where())
+                except ImportError:
+                    pass
+            return http.client.HTTPSConnection(host, port, timeout=self.timeout_s, context=self._ssl)
+        return http.client.HTTPConnection(host, port, timeout=self.timeout_s)
+
+    def _give_back(self, key, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            # Keep at most max_connections sockets idle; together with the slot semaphore no more
+            # than max_connections are ever in use, and idle ones beyond the cap are closed.
+            if self._num_idle >= self.max_connections:
+                victim_key = next((k for k, v in self._idle.items() if v), None)
+                if victim_key is not None:
+                    self._idle[victim_key].pop(0).close()
+                    self._num_idle -= 1
+            self._idle.setdefault(key, []).append(conn)
+            self._num_idle += 1
+
+    def send(self, method: str, url: str, headers: Mapping[str, str] | None = None, *,
+             deadline: float | None = None) -> Response:
+        """One request, no redirects followed, body read fully.
+
+        Args:
+            deadline: ``time.monotonic()`` value after which the request gives up (the socket
+                timeout of each wait is the smaller of ``timeout_s`` and the time left).
+
+        Raises:
+            TransportError: connection refused/reset, timeout, or a body shorter than announced.
+        """
+        self._check_pid()
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
+            raise SourceError(f"not an HTTP URL: {redact_url(url)}")
+        key = (scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80))
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        with self._slots:
+            conn = self._take(key)
+            try:
+                _set_timeout(conn, self.timeout_s, deadline)
+                conn.request(method, target, headers=dict(headers or {}))
+                _set_timeout(conn, self.timeout_s, deadline)
+                resp = conn.getresponse()
+                body = _read_body(conn, resp, self.timeout_s, deadline)  # also frees the connection for reuse
+                resp_headers = {k.lower(): v for k, v in resp.getheaders()}
+                if "content-length" in resp_headers and method != "HEAD":
+                    if len(body) != int(resp_headers["content-length"]):
+                        raise http.client.IncompleteRead(body, int(resp_headers["content-length"]) - len(body))
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                conn.close()
+                raise TransportError(f"{type(e).__name__} on {method} {redact_url(url)}") from None
+            if resp.will_close:
+                conn.close()
+            else:
+                self._give_back(key, conn)
+        return Response(resp.status, resp_headers, body, url)
+
+    def close(self) -> None:
+        """Close this process's idle connections."""
+        if self._pid != os.getpid():
+            self._reset()
+            return
+        with self._lock:
+            for conns in self._idle.values():
+                for c in conns:
+                    c.close()
+            self._idle = {}
+            self._num_idle = 0
+
+
+def _set_timeout(conn: http.client.HTTPConnection, timeout_s: float, deadline: float | None) -> None:
+    """Socket timeout of the next wait: ``timeout_s``, or less when the deadline is nearer."""
+    t = timeout_s
+    if deadline is not None:
+        t = min(t, deadline - time.monotonic())
+        if t <= 0:
+            raise socket.timeout("read deadline reached")
+    conn.timeout = t
+    if conn.sock is not None:
+        conn.sock.settimeout(t)
+
+
+def _read_body(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, timeout_s: float,
+               deadline: float | None) -> bytes:
+    """The whole body, in chunks, so that a server trickling bytes cannot outlast the deadline."""
+    if deadline is None:
+        return resp.read()
+    chunks = []
+    while True:
+        _set_timeout(conn, timeout_s, deadline)
+        chunk = resp.read(_BODY_CHUNK_BYTES)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def error_for(
+    status: int | None,
+    *,
+    path: str,
+    where: str,
+    detail: str = "",
+    exc: BaseException | None = None,
+) -> SourceError:
+    """The one place mapping a store failure to a typed error.
+
+    Args:
+        status: HTTP status (or None for a non-HTTP failure described by ``exc``).
+        path: dataset-relative path that was being read.
+        where: a credential-free description of the location (redacted URL or root).
+        detail: extra text (never containing credentials).
+        exc: the underlying exception (huggingface_hub, fsspec or OSError), when there is one.
+    """
+    extra = f": {detail}" if detail else ""
+    if exc is not None and status is None:
+        resp = getattr(exc, "response", None)
+        status = getattr(resp, "status_code", None)
+        name = type(exc).__name__
+        if name in ("RepositoryNotFoundError", "RevisionNotFoundError", "EntryNotFoundError", "BucketNotFoundError",
+                    "RemoteEntryNotFoundError", "LocalEntryNotFoundError") or isinstance(exc, FileNotFoundError):
+            return SourceNotFoundError(f"{path!r} not found at {where} ({name}){extra}", path=path)
+        if name == "GatedRepoError" or isinstance(exc, PermissionError):
+            return SourceAuthError(f"access to {path!r} at {where} was refused ({name}){extra}", path=path)
+        if name == "OfflineModeIsEnabled":
+            return SourceError(
+                f"cannot read {path!r} from {where}: huggingface_hub offline mode is enabled (HF_HUB_OFFLINE); "
+                "use a local dataset root instead",
+                path=path,
+            )
+        if status is None:
+            return SourceError(f"reading {path!r} from {where} failed ({name}){extra}", path=path)
+    if status in (401, 403):
+        return SourceAuthError(
+            f"the store refused our credentials (HTTP {status}) for {path!r} at {where}{extra}", path=path, status=status
+        )
+    if status in (404, 410):
+        return SourceNotFoundError(f"{path!r} not found (HTTP {status}) at {where}{extra}", path=path, status=status)
+    if status == 416:
+        return RangeReadError(f"range not satisfiable (HTTP 416) for {path!r} at {where}{extra}", path=path, status=status)
+    return SourceError(f"reading {path!r} from {where} failed (HTTP {status}){extra}", path=path, status=status)
+
+
+def check_range_response(r: Response, offset: int, length: int) -> str | None:
+    """None when ``r`` holds exactly bytes ``[offset, offset + length)``, else why not."""
+    if r.status == 200:
+        if offset == 0 and len(r.body) == length:
+            return None  # a server may answer a whole-file range with 200
+        return f"server ignored the Range header (200 with {len(r.body)} bytes)"
+    if r.status != 206:
+        return f"unexpected HTTP {r.status} for a range read"
+    cr = r.headers.get("content-range", "")
+    try:
+        unit, rest = cr.split(" ", 1)
+        span, _total = rest.split("/", 1)
+        first, last = (int(x) for x in span.split("-", 1))
+    except ValueError:
+        return f"missing or malformed Content-Range {cr!r}"
+    if unit != "bytes" or first != offset or last != offset + length - 1:
+        return f"wrong Content-Range {cr!r} for bytes={offset}-{offset + length - 1}"
+    if len(r.body) != length:
+        return f"body has {len(r.body)} bytes, expected {length}"
+    return None
+
+
+class RangeFetcher:
+    """Range GETs with retries against URLs given by a resolver (redirects resolved by the caller).
+
+    Args:
+        client: connection pool.
+        retry: retry policy.
+        stats: counters to update.
+        sleep: injectable sleep (tests).
+        read_timeout_s: seconds one :meth:`request` may take in total (attempts and backoff).
+    """
+
+    def __init__(self, client: HttpClient, retry: RetryPolicy, stats, sleep: Callable[[float], None] = time.sleep,
+                 *, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S):
+        if not read_timeout_s > 0:
+            raise ValueError(f"read_timeout_s must be > 0 seconds, got {read_timeout_s!r}")
+        self.client = client
+        self.retry = retry
+        self.stats = stats
+        self.read_timeout_s = float(read_timeout_s)
+        self._sleep = sleep
+        self._rng = random.Random()  # jitter only; never the global RNG
+
+    def request(
+        self,
+        method: str,
+        resolve: Callable[[], tuple[str, dict[str, str]]],
+        *,
+        path: str,
+        invalidate: Callable[[], None] | None = None,
+        offset: int | None = None,
+        length: int | None = None,
+        metadata: bool = False,
+        accept_redirect: bool = False,
+    ) -> Response:
+        """Send ``method`` with retries; for ranges return only a verified 206/200.
+
+        ``resolve()`` gives ``(url, headers)`` (called before every attempt). On a 401/403,
+        ``invalidate()`` (when given) drops the cached signed URL so the next attempt resolves
+        again; this happens once, a second refusal raises SourceAuthError.
+
+        Raises:
+            SourceTimeoutError: no complete answer within ``read_timeout_s`` (all attempts).
+        """
+        refreshed = False
+        last = ""
+        status: int | None = None
+        t0 = time.monotonic()
+        deadline = t0 + self.read_timeout_s
+        url = ""
+        attempts = 0
+        for attempt in range(self.retry.max_retries + 1):
+            if attempt and time.monotonic() >= deadline:
+                break
+            attempts += 1
+            url, headers = resolve()
+            if offset is not None:
+                headers = dict(headers)
+                headers["Range"] = f"bytes={offset}-{offset + length - 1}"
+                headers.setdefault("Accept-Encoding", "identity")
+            retry_after = None
+            try:
+                r = self.client.send(method, url, headers, deadline=deadline)
+            except TransportError as e:
+                last, status = str(e), None
+            else:
+                status = r.status
+                self.stats.add(requests=0 if metadata else 1, metadata_requests=1 if metadata else 0,
+                               bytes_read=0 if metadata else len(r.body))
+                if offset is not None and r.status in (200, 206):
+                    why = check_range_response(r, offset, length)
+                    if why is None:
+                        return r
+                    last = f"{why} from {redact_url(url)}"
+                elif r.status < 300 or (accept_redirect and r.status in (301, 302, 303, 307, 308)):
+                    return r
+                elif r.status in (401, 403) and not refreshed and invalidate is not None:
+                    refreshed = True
+                    invalidate()  # drop the cached signed URL; the next attempt resolves again
+                    self.stats.add(retries=1)
+                    continue
+                elif r.status in RETRY_STATUSES:
+                    last = f"HTTP {r.status} from {redact_url(url)}"
+                    retry_after = r.headers.get("retry-after")
+                else:
+                    raise error_for(r.status, path=path, where=redact_url(url),
+                                    detail="after refreshing the signed URL" if refreshed else "")
+            if attempt < self.retry.max_retries:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.stats.add(retries=1)
+                self._sleep(min(self.retry.delay_s(attempt, self._rng, retry_after), left))
+        what = f"bytes [{offset}, {offset + length})" if offset is not None else method
+        waited = time.monotonic() - t0
+        if waited >= self.read_timeout_s:
+            raise SourceTimeoutError(
+                f"{what} of {path!r} from {redact_url(url)}: no complete answer within read_timeout_s="
+                f"{self.read_timeout_s:g} s (waited {waited:.1f} s over {attempts} attempt(s); last error: {last}); "
+                "check the server, or raise the read_timeout_s option for a slow store or large ranges",
+                path=path, offset=offset, status=status, waited_s=waited)
+        err_cls = RangeReadError if offset is not None else SourceError
+        raise err_cls(
+            f"{what} of {path!r}: gave up after {self.retry.max_retries + 1} attempts; last error: {last}",
+            path=path, offset=offset, status=status,
+        )
