@@ -35,7 +35,7 @@ def debug_enabled() -> bool:
     (read at call time)."""
     return os.environ.get("LEROBOTSTREAM_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
 
-# --- defaults of the streaming options (SPEC §5 C2) --------------------------------------------
+# --- defaults of the streaming options (dataset arguments and --dataset.streaming_* flags) -----------
 DEFAULT_SEED = 1000
 SEED_WHEN_NONE = 42
 DEFAULT_EPISODE_POOL_SIZE_PER_RANK = 32

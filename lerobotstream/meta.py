@@ -93,7 +93,7 @@ def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
         if "://" in text:
             try:
                 from lerobotstream.sources import open_source  # type: ignore[attr-defined]
-            except ImportError as e:  # pragma: no cover - depends on the sources issue
+            except ImportError as e:  # pragma: no cover - sources is part of the package
                 raise MetadataError(f"no byte source for {text!r}: remote roots need sources.open_source") from e
             return open_source(text)
         if not Path(text).is_dir():

@@ -5,7 +5,7 @@ only the bytes pyarrow asks for travel: the footer (once per file and process; t
 ``FileMetaData`` is cached) and the column chunks of the projected columns in the candidate row
 groups. A row group is a candidate when its ``episode_index`` statistics ``[min, max]`` contain a
 requested episode, or when it has no statistics (then it must be read and filtered, so a file
-without valid bounds may need a whole-file projected read, SPEC M7). Rows are then filtered by
+without valid bounds may need a whole-file projected read). Rows are then filtered by
 whole episodes and checked: row count equals the episode's ``length``, every ``episode_index``
 is the episode, and ``frame_index`` is exactly ``0..length-1`` in order.
 

@@ -16,7 +16,7 @@ States of an entry::
 * ``resident_bytes``: sum of completed payloads (counted as soon as the fetch finishes, even before
   a sample of the episode is asked for).
 
-Rules (SPEC C5):
+Rules:
 
 * An episode whose size exceeds the whole budget raises :class:`~lerobotstream.errors.ByteBudgetError`
   before any byte of it is fetched.
@@ -27,7 +27,7 @@ Rules (SPEC C5):
   waits until the last decode of the outgoing episode releases its bytes.
 
 The budget covers compressed mini-MP4 bytes only, not decoder state, decoded tensors, Parquet
-tables or scratch buffers (SPEC C6).
+tables or scratch buffers: it is not a process RSS limit.
 
 Thread-safe: every state change happens under one ``threading.Condition``.
 """

@@ -1,6 +1,6 @@
 """Worker memory over many epochs with persistent DataLoader workers: what grows?
 
-A bounded experiment (issue 17.14): a small dataset, ``--epochs`` epochs through one persistent
+A bounded experiment: a small dataset, ``--epochs`` epochs through one persistent
 worker; at the end of each epoch the worker records its RSS, its RSS after ``malloc_trim(0)``,
 glibc's ``mallinfo2`` (bytes malloc holds **in use** vs **free but kept** in its arenas), the
 pyarrow pool's allocated bytes, Python objects by type, threads and memory mappings, and with

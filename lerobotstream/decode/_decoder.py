@@ -180,7 +180,7 @@ class EpisodeDecoder:
 
 
 def _pyav_decode_all(data: bytes, label: str) -> dict[int, torch.Tensor]:
-    """Every frame of a mini-MP4 with PyAV, keyed by pts in the stream time base (BR-27/28).
+    """Every frame of a mini-MP4 with PyAV, keyed by pts in the stream time base.
 
     Decodes without frame threading, flushes explicitly, reads pts against the *stream* time base
     (never ``frame.index``/``frame.time_base``) and always closes the container.

@@ -4,9 +4,9 @@ from lerobotstream.mp4._table import SampleTable
 from lerobotstream.mp4.parse import parse_mp4, parse_mp4_bytes
 
 __all__ = ["SampleTable", "parse_mp4", "parse_mp4_bytes"]
-from lerobotstream.mp4._index_file import Mp4Index  # noqa: E402  derived mmap index (sidecar issue 3)
+from lerobotstream.mp4._index_file import Mp4Index  # noqa: E402  derived mmap index of the sidecar
 
-# spans and mini-MP4 synthesis (issue 4)
+# spans and mini-MP4 synthesis
 from lerobotstream.mp4.spans import Span, episode_frame_range, plan_span  # noqa: E402
 from lerobotstream.mp4.synth import synthesize, synthesize_header  # noqa: E402
 

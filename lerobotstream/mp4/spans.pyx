@@ -6,7 +6,7 @@ Works on any sample-table view with the ``SampleTable`` fields (docs/ARCHITECTUR
 decode order, possibly small integer dtypes and read-only (the derived mmap index). Only the span's
 slice (plus a bounded backward/forward search for sync samples) is converted to int64.
 
-Rules (reference.md §6, with the decisions of issue 4):
+Rules:
 
 * start at the last sync sample ``s`` with ``s <= min(needed samples)`` and
   ``pts[s] <= pts(first needed frame)`` — a needed open-GOP leading picture (decoded after its sync

@@ -9,7 +9,8 @@ an episode whose window was moved onto its neighbour's frames would otherwise st
 own (the error names both episodes and the frames no selected episode claims). The arithmetic is exact: presentation times stay in media ticks, ``fps`` is a
 rational, only the final difference (a few ticks at most) becomes a float. Problems are collected
 and raised once as :class:`~lerobotstream.errors.SidecarValidationError` naming episode, camera and
-file (the BR-07 / BR-09 / BR-12 bug classes).
+file: an episode window that runs past its video file, a metadata ``fps`` that does not match
+the video, or an episode row pointing at the wrong file fails here instead of streaming wrong frames.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ video replaced at the same path with the same size gets a new fingerprint.
 ``tools/bench_sources.py`` against the loopback Hub of the tests; numbers in README "Data
 sources"): ``HfFileSystem`` sends every range read to ``/resolve/<rev>/<path>`` and follows the
 redirect again (2 round-trips and one Hub API hit per range, the pattern that draws 429s from
-the Hub when many ranks × workers read small ranges, BR-32), and its file objects read ahead by
+the Hub when many ranks × workers read small ranges), and its file objects read ahead by
 ``block_size`` unless told otherwise. The native fetcher resolves the redirect **once per file**
 (``HEAD`` without following it), caches the signed URL until it expires or is refused (401/403 →
 resolve again, once), sends the ``Range`` GET straight to the storage host without the
