@@ -8,7 +8,7 @@ streaming summaries.
 Runs in the LeRobot venv (``make setup-lerobot``). ACT is kept small (dim 64, one layer each,
 images resized to 96x128 by a LeRobot image transform) so it trains on 2 CPU cores in a few
 minutes. If ``data/g1_v30`` is absent it is rebuilt from
-``../shared/testdata/lerobot-v21-g1-subset`` with ``tools/convert_v21_to_v30.py``.
+``data/testmedia/lerobot-v21-g1-subset`` with ``tools/convert_v21_to_v30.py``.
 
 Usage::
 
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 from lerobotstream.meta import DatasetMeta  # noqa: E402
 
 BUNDLED = REPO / "data" / "g1_v30"
-V21_SOURCE = REPO.parent / "shared" / "testdata" / "lerobot-v21-g1-subset"
+V21_SOURCE = REPO / "data" / "testmedia" / "lerobot-v21-g1-subset"
 
 
 def summary(meta: DatasetMeta) -> str:
@@ -173,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, s in (("run", first), ("resume", second)):
         share = "?" if s["data_wait_share"] is None else f"{100 * s['data_wait_share']:.1f}%"
         print(f"{name:6s}: steps {s['start_step']}..{s['start_step'] + s['steps']}, {s['samples_per_s']} samples/s, "
-              f"waiting for data {share} of step time, fetched {s['payload_bytes_fetched'] / 1e6:.2f} MB of "
-              f"{(s['dataset_bytes'] or 0) / 1e6:.2f} MB dataset, sidecar: {s['sidecar']}")
+              f"waiting for data {share} of step time, fetched {s['payload_bytes_fetched'] / 2**20:.2f} MiB of "
+              f"{(s['dataset_bytes'] or 0) / 2**20:.2f} MiB dataset, sidecar: {s['sidecar']}")
     return 0 if exact else 1
 
 

@@ -220,13 +220,13 @@ def _sidecar_status(ds: Any) -> Any:
 
 
 def _fmt_bytes(n: int | None) -> str:
+    """Bytes in binary units (KiB, MiB, GiB), as the byte budget and the profiler state them."""
     if n is None:
         return "?"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return str(n)
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
 
 
 def format_summary(s: dict[str, Any]) -> str:
