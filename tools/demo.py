@@ -57,7 +57,7 @@ def summary(meta: DatasetMeta) -> str:
         lines.append(f"  {ep.episode_index}: {ep.length} frames, index [{ep.dataset_from_index}, {ep.dataset_to_index}), {cams}")
     lines.append("files")
     for path in meta.data_paths() + meta.video_paths():
-        lines.append(f"  {path}  {meta.source.size(path) / 1e6:.2f} MB")
+        lines.append(f"  {path}  {meta.source.size(path) / 2**20:.2f} MiB")
     for note in meta.warnings:
         lines.append(f"note: {note}")
     return "\n".join(lines)
