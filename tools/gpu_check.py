@@ -1,8 +1,8 @@
 """GPU check: CPU vs NVDEC parity of lerobotstream's mini-MP4 decode (run on a CUDA machine).
 
 Generates its own clips with the ffmpeg CLI (AV1/H.264/HEVC, even and odd heights, two clips that
-share a coded size but not a display size, which an NVDEC decoder cache can mis-crop), decodes each span through EpisodeVideo on CPU
-and on ``cuda``, and prints a pass/fail table. Parity: mean |diff| <= 2 and PSNR >= 35 dB per
+share a coded size but not a display size, which an NVDEC decoder cache can mis-crop), decodes
+each span through EpisodeVideo on CPU and on ``cuda``, and prints a pass/fail table. Parity: mean |diff| <= 2 and PSNR >= 35 dB per
 frame (colour conversion differs slightly between the paths). A codec the GPU cannot decode must
 show a counted CPU fallback instead.
 

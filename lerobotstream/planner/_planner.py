@@ -166,8 +166,8 @@ class Planner:
         num_workers: DataLoader workers per rank (0 = in the training process). ``max_num_shards``
             of the dataset maps here (lerobot-train passes max(1, num_workers); 0 and 1 give the
             same single shard).
-        pool_size: per-worker pool size when given (each batch comes from one worker's pool); default: 32 per rank split over the
-            workers used (``max(1, 32 // n)``).
+        pool_size: per-worker pool size when given (each batch comes from one worker's pool);
+            default: 32 per rank split over the workers used (``max(1, 32 // n)``).
         strategy: ``remaining`` (default), ``round_robin`` or ``sequential`` (ascending episodes,
             frames in order: evaluation streams).
         byte_budget: per-rank resident byte budget (bytes) or None; each worker gets 1/n.
