@@ -39,7 +39,7 @@ class StreamingDatasetConfig(DatasetConfig):
     # Hub repository type: "dataset" (a Hub dataset repo) or "bucket" (a Hugging Face Storage
     # Bucket; needs streaming=true). root=hf://buckets/OWNER/BUCKET also selects a bucket.
     repo_type: str = "dataset"
-    # Complete episodes mixed at once per rank, split over the DataLoader workers (unset: 32 per rank).
+    # Complete episodes mixed at once by each DataLoader worker (unset: 32 per rank, split over the workers).
     streaming_episode_pool_size: int | None = None
     # Episodes fetched ahead of each worker's active pool.
     streaming_prefetch_episodes: int = constants.DEFAULT_PREFETCH_EPISODES
