@@ -520,6 +520,16 @@ class LoopbackServer:
         self.close()
 
 
+def _exit_with_parent() -> None:
+    """Stop when the process that started this server is gone (even after ``kill -9``)."""
+    parent = os.getppid()
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
     serve(json.loads(sys.argv[1]))

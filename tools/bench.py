@@ -49,13 +49,15 @@ until ``--samples`` samples (per dataset default). Reported, medians over the ro
 The remote store is ``tests/_loopback_server.py`` on loopback with ``--latency-ms`` (one round trip
 per request and per new connection) and ``--bandwidth-mbit`` (all connections together).
 
-    python tools/bench.py                       # the README table (~10-15 min on 2 quiet cores)
+    python tools/bench.py                       # the README table (3 rounds, ~15 min on 2 shared cores)
+    python tools/bench.py --plan extended       # + 3 cameras, float32, generated H.264, the store in-process
     python tools/bench.py --datasets g1 --workers 0,2:spawn --items uint8 --rounds 3
     python tools/bench.py --contestants ours,ours@/tmp/before --datasets g1 --workers 0,2:spawn
     python tools/bench.py --quick               # tiny dataset, seconds (the smoke test runs this)
 
-Writes ``--json`` (every trial and the summary) and ``--markdown`` (the README table, the full
-table, the goals of issue 18 met or not).
+Writes ``--json`` (every trial and the summary; rewritten after every trial while the run goes, with
+``"partial": true``) and ``--markdown`` (the README table, the full table, the goals of issue 18 met
+or not).
 """
 
 from __future__ import annotations
@@ -97,15 +99,24 @@ DATASETS: dict[str, tuple[str, dict, int]] = {
 }
 CAMERA_NAMES = ("observation.images.front", "observation.images.wrist", "observation.images.top")
 
-#: the README run: (dataset, transport, items, [workers[:context], ...])
-README_PLAN: list[tuple[str, str, str, list[str]]] = [
-    ("g1", "local", "uint8", ["0", "2:spawn", "2:fork"]),
-    ("g1", "local", "float32", ["0", "2:spawn"]),
-    ("g1-3cam", "local", "uint8", ["0", "2:spawn"]),
-    ("g1-h264", "local", "uint8", ["0", "2:spawn"]),
-    ("gen-h264", "local", "uint8", ["0", "2:spawn"]),
-    ("g1", "http", "uint8", ["0", "2:spawn"]),
-]
+#: plans: (dataset, transport, items, [workers[:context], ...], contestants or None for all)
+PLANS: dict[str, list[tuple[str, str, str, list[str], tuple[str, ...] | None]]] = {
+    # the README table: issue 18's goals, sized for ~15 minutes on 2 shared cores (3 rounds)
+    "readme": [
+        ("g1", "local", "uint8", ["0", "2:spawn", "2:fork"], None),
+        ("g1-h264", "local", "uint8", ["2:spawn"], ("ours", "lerobot")),
+        ("g1", "http", "uint8", ["2:spawn"], ("ours", "lerobot")),
+    ],
+    # every dataset, float32 and the remote store in-process too (docs/performance.md; ~15 min a round)
+    "extended": [
+        ("g1", "local", "uint8", ["0", "2:spawn", "2:fork"], None),
+        ("g1", "local", "float32", ["0", "2:spawn"], None),
+        ("g1-3cam", "local", "uint8", ["0", "2:spawn"], None),
+        ("g1-h264", "local", "uint8", ["0", "2:spawn"], None),
+        ("gen-h264", "local", "uint8", ["0", "2:spawn"], None),
+        ("g1", "http", "uint8", ["0", "2:spawn"], None),
+    ],
+}
 
 
 def copy_cameras(src: Path, dst: Path, copies: int) -> Path:
@@ -583,6 +594,15 @@ def serve() -> int:
     """Contestant loop: one JSON trial spec per stdin line, one result line on the original stdout."""
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # libraries' prints go to stderr, never into the result channel
+    parent = os.getppid()
+
+    def orphaned() -> None:  # the orchestrator died (even kill -9): stop, also mid-trial
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=orphaned, daemon=True).start()
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -593,7 +613,9 @@ def serve() -> int:
             import traceback
 
             traceback.print_exc()
-            res = {"error": f"{type(exc).__name__}: {exc}"[:1500]}
+            lines = [x for x in str(exc).strip().splitlines() if x.strip()] or [""]
+            where = " (in a DataLoader worker)" if len(lines) > 1 and "DataLoader worker" in lines[0] else ""
+            res = {"error": f"{type(exc).__name__}: {lines[-1].strip()}{where}"[:1500]}  # a worker's: its last line
         out.write(RESULT_PREFIX + json.dumps(res) + "\n")
         out.flush()
     return 0
@@ -725,12 +747,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="the tiny dataset, 1 round, ours + limit (smoke test)")
-    ap.add_argument("--datasets", default=None, help=f"comma-separated, of {', '.join(DATASETS)} (default: the README plan)")
-    ap.add_argument("--transports", default=None, help="local,http (default: the README plan)")
-    ap.add_argument("--items", default=None, help="uint8,float32 (default: the README plan)")
+    ap.add_argument("--plan", default="readme", choices=sorted(PLANS),
+                    help="the settings to run when --datasets/--transports/--items/--workers are not given: readme "
+                         "(the README table, ~15 min) or extended (every dataset, float32, the store in-process)")
+    ap.add_argument("--datasets", default=None, help=f"comma-separated, of {', '.join(DATASETS)} (default: the plan's)")
+    ap.add_argument("--transports", default=None, help="local,http (default: the plan's)")
+    ap.add_argument("--items", default=None, help="uint8,float32 (default: the plan's)")
     ap.add_argument("--workers", default=None,
                     help="DataLoader settings, e.g. 0,2:spawn,2:fork (N:CONTEXT, context spawn|fork|forkserver; "
-                         "default: the README plan)")
+                         "default: the plan's)")
     ap.add_argument("--contestants", default=None,
                     help="ours[@PATH][+option=value...], lerobot, lerobot-streaming (default: all three)")
     ap.add_argument("--no-limit", action="store_true", help="skip the decode-limit runs")
@@ -747,9 +772,28 @@ def main(argv=None) -> int:
     ap.add_argument("--trial-timeout-s", type=float, default=600)
     ap.add_argument("--json", default="bench.json")
     ap.add_argument("--markdown", default=None, help="write the tables and goals here too")
+    ap.add_argument("--from-json", default=None, metavar="JSON",
+                    help="no run: the tables of an earlier (or interrupted, partial) run's --json")
     args = ap.parse_args(argv)
     if args.serve:
         return serve()
+    if args.from_json:
+        return _from_json(args)
+    if threading.current_thread() is not threading.main_thread():
+        return _run(args, argv)
+    import signal
+
+    def stop(signum, frame):  # SIGTERM: close the contestants and the store (_run's finally)
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        return _run(args, argv)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _run(args, argv) -> int:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     if args.quick:  # the smoke test's defaults; explicit flags still win
@@ -761,11 +805,11 @@ def main(argv=None) -> int:
     args.rounds = args.rounds or 3
     args.contestants = args.contestants or "ours,lerobot,lerobot-streaming"
     if args.datasets or args.transports or args.items or args.workers:
-        plan = [(d, t, i, (args.workers or "0,2:spawn").split(","))
+        plan = [(d, t, i, (args.workers or "0,2:spawn").split(","), None)
                 for d in (args.datasets or "g1").split(",") for t in (args.transports or "local").split(",")
                 for i in (args.items or "uint8").split(",")]
     else:
-        plan = README_PLAN
+        plan = PLANS[args.plan]
     for d, *_ in plan:
         if d not in DATASETS:
             raise SystemExit(f"unknown dataset {d!r}; one of {', '.join(DATASETS)}")
@@ -814,7 +858,7 @@ def main(argv=None) -> int:
             print(f"  {c.label}: {r}", file=sys.stderr, flush=True)
             if "error" in r:
                 c.error = r["error"]
-        for d, tr, _, _ in dict.fromkeys((p[0], p[1], None, None) for p in plan):
+        for d, tr in dict.fromkeys((p[0], p[1]) for p in plan):
             root = str(roots[d]) if tr == "local" else f"{server.static_url}{roots[d].name}/"
             for c in contestants:
                 if c.kind == "ours" and not c.error:
@@ -836,9 +880,10 @@ def main(argv=None) -> int:
                         print(f"round {rnd} {d:<9} limit ffmpeg_threads={thr}: "
                               f"{_fmt(r.get('frames_per_s'))} frames/s, {_fmt(r.get('cpu_ms_per_frame'), '.2f')} CPU ms/frame",
                               file=sys.stderr, flush=True)
-            for d, tr, items, workers in plan:
+            for d, tr, items, workers, only in plan:
                 for nw, ctx in [w for ws in workers for w in parse_workers(ws)]:
-                    order = contestants[rnd % max(1, len(contestants)):] + contestants[:rnd % max(1, len(contestants))]
+                    mine = [c for c in contestants if only is None or c.kind in only]
+                    order = mine[rnd % max(1, len(mine)):] + mine[:rnd % max(1, len(mine))]
                     for c in order:
                         row = {"round": rnd, "dataset": d, "transport": tr, "items": items, "num_workers": nw,
                                "mp_context": ctx, "contestant": c.label}
@@ -870,10 +915,15 @@ def main(argv=None) -> int:
                             row["needed_bytes"] = facts[d].needed_bytes(r["anchors"])
                             row["anchors"] = len(r["anchors"])
                         trials.append(row)
+                        _atomic_write(Path(args.json), json.dumps({"partial": True, "trials": trials}, default=str))
                         print(f"round {rnd} {d:<9} {tr:<5} {items:<7} w{nw}{':' + ctx if ctx else '':<7} {c.label:<18} "
                               + (row.get("error") or f"{_fmt(row.get('steady_samples_per_s'))} samples/s, first batch "
                                  f"{_fmt(row.get('first_batch_s'), '.2f')} s, {_fmt(row.get('cpu_ms_per_sample'), '.1f')} "
                                  f"CPU ms/sample, load {la:.1f}"), file=sys.stderr, flush=True)
+    except BaseException:  # interrupted (SIGTERM, Ctrl-C) or failed: a trial may be running, do not wait for it
+        for c in [*contestants, ours_side]:
+            c.close(kill=True)
+        raise
     finally:
         for c in [*contestants, ours_side]:
             c.close()
@@ -883,17 +933,40 @@ def main(argv=None) -> int:
         notes.append(f"contestants' logs: {logs}")
     else:
         shutil.rmtree(logs, ignore_errors=True)
-    summary = summarize(trials, facts, contestants)
+    ours = next((c.label for c in contestants if c.kind == "ours"), None)
+    summary = summarize(trials, facts, ours)
     meta = {"command": "python tools/bench.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(t_start)), "minutes": (time.time() - t_start) / 60,
             "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             "rounds": args.rounds, "batch_size": args.batch_size, "prefetch_factor": args.prefetch_factor,
             "remote": {"latency_ms": args.latency_ms, "bandwidth_mbit": args.bandwidth_mbit},
             "load": _load_summary(trials), "setup": setup, "git": _git_head()}
-    text = format_all(summary, meta)
+    text = format_all(summary, meta, ours or "ours")
     print(text)
     out = {"meta": meta, "summary": summary, "trials": trials}
     _atomic_write(Path(args.json), json.dumps(out, indent=1, default=str))
+    if args.markdown:
+        _atomic_write(Path(args.markdown), text)
+    return 0
+
+
+def _from_json(args) -> int:
+    """Summary and tables of a saved run (a partial one too: its meta is rebuilt from the trials)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    saved = json.loads(Path(args.from_json).read_text())
+    trials = saved["trials"]
+    cache = Path(args.cache_dir).expanduser()
+    facts = {d: DatasetFacts(ensure_dataset(cache, d)) for d in dict.fromkeys(t["dataset"] for t in trials)}
+    ours = next((t["contestant"] for t in trials if t["contestant"].startswith("ours")), None)
+    summary = summarize(trials, facts, ours)
+    meta = saved.get("meta") or {
+        "command": f"(partial run, tables from {args.from_json})", "date": "?", "minutes": float("nan"),
+        "cpus": len(os.sched_getaffinity(0)), "rounds": 1 + max(t["round"] for t in trials),
+        "batch_size": args.batch_size, "remote": {"latency_ms": args.latency_ms, "bandwidth_mbit": args.bandwidth_mbit},
+        "load": _load_summary(trials), "setup": {}, "git": _git_head()}
+    text = format_all(summary, meta, ours or "ours")
+    print(text)
     if args.markdown:
         _atomic_write(Path(args.markdown), text)
     return 0
@@ -919,13 +992,13 @@ def _load_summary(trials: list[dict]) -> dict:
 
 
 # --- summary and tables -------------------------------------------------------------------------------
-def summarize(trials: list[dict], facts: dict[str, DatasetFacts], contestants: list[Contestant]) -> list[dict]:
-    """One row per setting: per contestant the medians, and per-round ratios ours / peer, ours / limit."""
+def summarize(trials: list[dict], facts: dict[str, DatasetFacts], ours: str | None) -> list[dict]:
+    """One row per setting: per contestant the medians, and per-round ratios ``ours`` (the label of
+    the reference contestant) / peer and / limit."""
     limits: dict[tuple[str, int, str], dict] = {(t["dataset"], t["round"], t["contestant"]): t
                                                  for t in trials if t["contestant"].startswith("limit")}
     settings = list(dict.fromkeys((t["dataset"], t["transport"], t["items"], t["num_workers"], t["mp_context"])
                                   for t in trials if "transport" in t))
-    ours = next((c.label for c in contestants if c.kind == "ours"), None)
     rows = []
     for key in settings:
         d, tr, items, nw, ctx = key
@@ -950,7 +1023,8 @@ def summarize(trials: list[dict], facts: dict[str, DatasetFacts], contestants: l
             ok = [t for t in per_round.values() if "error" not in t and "skipped" not in t]
             if not ok:
                 bad = next(iter(per_round.values()))
-                row["contestants"][lab] = {"skipped": bad.get("skipped") or bad.get("error")}
+                why = [x for x in str(bad.get("skipped") or bad.get("error")).splitlines() if x.strip()] or ["?"]
+                row["contestants"][lab] = {"skipped": why[-1].strip()}  # a worker's error: its last line
                 continue
             sps = [t.get("steady_samples_per_s") for t in ok]
             st = [t.get("ours_stats") for t in ok if t.get("ours_stats")]
@@ -963,6 +1037,8 @@ def summarize(trials: list[dict], facts: dict[str, DatasetFacts], contestants: l
                 dpr = 1.0
             cpu = _median([t.get("cpu_ms_per_sample") for t in ok])
             dec = dpr * cams * cpu_frame if dpr is not None and cpu_frame is not None else None
+            if lab == "lerobot-streaming":
+                dec = None  # it decodes into its shuffle buffer before the first batch: no decode in the steady part
             needed = [t.get("needed_bytes") for t in ok]
             if tr == "http":
                 fetched = [t.get("served_bytes") for t in ok]
@@ -1145,18 +1221,18 @@ def goals(rows: list[dict], ours: str = "ours") -> list[tuple[str, str, str]]:
     return out
 
 
-def format_all(rows: list[dict], meta: dict) -> str:
+def format_all(rows: list[dict], meta: dict, ours: str = "ours") -> str:
     load = meta.get("load") or {}
     parts = [f"Measured {meta['date']} at {meta.get('git') or '?'} on {meta['cpus']} CPU(s), {meta['rounds']} "
              f"interleaved round(s), batch {meta['batch_size']}, load average during the run "
              f"{_fmt(load.get('min'), '.1f')}-{_fmt(load.get('max'), '.1f')} (median {_fmt(load.get('median'), '.1f')}); "
              f"{meta['minutes']:.1f} min in all. Remote store: {meta['remote']['latency_ms']:.0f} ms round trip, "
-             f"{meta['remote']['bandwidth_mbit']:.0f} Mbit/s.", "", f"`{meta['command']}`", "", readme_table(rows), "",
+             f"{meta['remote']['bandwidth_mbit']:.0f} Mbit/s.", "", f"`{meta['command']}`", "", readme_table(rows, ours), "",
              "Goals (issue 18):", ""]
-    parts += [f"- {g}: **{v}** — {m}" for g, m, v in goals(rows)]
+    parts += [f"- {g}: **{v}** — {m}" for g, m, v in goals(rows, ours)]
     parts += ["", "Every contestant, with the decode limit of the same rounds (spread = slowest ÷ fastest round):", "",
               full_table(rows), "", "Ours' profiler stages, ms per item (wall time summed over threads and workers):",
-              "", stage_table(rows)]
+              "", stage_table(rows, ours)]
     for n in meta.get("setup", {}).get("notes", []):
         parts.append(f"\nnote: {n}")
     return "\n".join(parts)
