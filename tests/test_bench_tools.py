@@ -51,7 +51,7 @@ def test_bench_quick_smoke(tmp_path):
     trials = [t for t in out["trials"] if t["contestant"].startswith("ours")]
     assert len(trials) == 4 and all(t["samples"] == 24 and "error" not in t for t in trials)
     text = md.read_text()
-    assert "| data | store |" in text and "Goals (issue 18)" in text and out["meta"]["command"] in text
+    assert "| data | store |" in text and "Goals:" in text and out["meta"]["command"] in text
 
 
 def test_bench_spawn_worker(tmp_path):

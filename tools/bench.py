@@ -56,7 +56,7 @@ per request and per new connection) and ``--bandwidth-mbit`` (all connections to
     python tools/bench.py --quick               # tiny dataset, seconds (the smoke test runs this)
 
 Writes ``--json`` (every trial and the summary; rewritten after every trial while the run goes, with
-``"partial": true``) and ``--markdown`` (the README table, the full table, the goals of issue 18 met
+``"partial": true``) and ``--markdown`` (the README table, the full table, the performance goals met
 or not).
 """
 
@@ -101,7 +101,7 @@ CAMERA_NAMES = ("observation.images.front", "observation.images.wrist", "observa
 
 #: plans: (dataset, transport, items, [workers[:context], ...], contestants or None for all)
 PLANS: dict[str, list[tuple[str, str, str, list[str], tuple[str, ...] | None]]] = {
-    # the README table: issue 18's goals, sized for ~15 minutes on 2 shared cores (3 rounds)
+    # the README table: the performance goals, sized for ~15 minutes on 2 shared cores (3 rounds)
     "readme": [
         ("g1", "local", "uint8", ["0", "2:spawn", "2:fork"], None),
         ("g1-h264", "local", "uint8", ["2:spawn"], ("ours", "lerobot")),
@@ -1157,7 +1157,7 @@ def stage_table(rows: list[dict], ours: str = "ours") -> str:
 
 
 def goals(rows: list[dict], ours: str = "ours") -> list[tuple[str, str, str]]:
-    """Issue 18's goals on this machine: (goal, measured, "met" | "not met" | "not measured")."""
+    """The performance goals on this machine (uint8 items): (goal, measured, "met" | "not met" | "not measured")."""
     def find(d, tr="local", items="uint8", nw=None, ctx=None):
         return [r for r in rows if r["dataset"] == d and r["transport"] == tr and r["items"] == items
                 and (nw is None or r["num_workers"] == nw) and (ctx is None or r["mp_context"] == ctx)]
@@ -1228,7 +1228,7 @@ def format_all(rows: list[dict], meta: dict, ours: str = "ours") -> str:
              f"{_fmt(load.get('min'), '.1f')}-{_fmt(load.get('max'), '.1f')} (median {_fmt(load.get('median'), '.1f')}); "
              f"{meta['minutes']:.1f} min in all. Remote store: {meta['remote']['latency_ms']:.0f} ms round trip, "
              f"{meta['remote']['bandwidth_mbit']:.0f} Mbit/s.", "", f"`{meta['command']}`", "", readme_table(rows, ours), "",
-             "Goals (issue 18):", ""]
+             "Goals:", ""]
     parts += [f"- {g}: **{v}** — {m}" for g, m, v in goals(rows, ours)]
     parts += ["", "Every contestant, with the decode limit of the same rounds (spread = slowest ÷ fastest round):", "",
               full_table(rows), "", "Ours' profiler stages, ms per item (wall time summed over threads and workers):",
