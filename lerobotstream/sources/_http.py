@@ -1,19 +1,8 @@
-"""Native HTTP range fetcher: bounded keep-alive connections per process, retries, checked ranges.
+"""``HttpSource``: a dataset root behind a plain ``http(s)://`` URL, read with ``Range`` requests.
 
-Built on the standard library's ``http.client`` so that every byte on the wire is ours to check:
-no read-ahead, no automatic redirects (so ``Authorization`` never follows a redirect to another
-host), one ``Range`` request per coalesced group of ranges, and every ``206`` answer verified
-against ``Content-Range`` and its length before it is returned.
-
-Retry policy (:class:`RetryPolicy`): connection errors, resets, timeouts, truncated bodies,
-mis-ranged answers and statuses 408/425/429/500/502/503/504 are retried up to ``max_retries`` times
-with exponential backoff and full jitter (``min(cap, base * 2**attempt) * U(0.5, 1)``); a
-``Retry-After`` header (seconds or HTTP date, capped) replaces the computed wait.
-
-Time limits: each attempt's connect and each wait for bytes give up after ``timeout_s`` (socket
-timeout); one read — every attempt and backoff of one request together — gives up after
-``read_timeout_s`` (:class:`~lerobotstream.errors.SourceTimeoutError` naming the URL and the time
-waited), so a server that accepts connections and never answers cannot block a reader for long.
+Sizes and fingerprints come from one ``HEAD`` per file; ``list`` parses HTML directory indexes.
+Connections, retries, checked ranges and time limits are the transport's
+(:mod:`lerobotstream.sources._http_transport`, whose names are re-exported here).
 
 Signed roots: a root URL with a query string (``https://host/ds?X-Sig=...``) keeps that query on
 every request under it; it never appears in a message, a log line or a sidecar (:func:`redact_url`).
