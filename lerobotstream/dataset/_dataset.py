@@ -89,7 +89,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         once per episode, per rank split over the workers, 1.0; 0 disables; see
         ``dataset._decoded_gops``), ffmpeg_threads (FFmpeg threads per decoder, torchcodec's
         ``num_ffmpeg_threads``; 0 lets FFmpeg decide; default 1: the ``decode_threads`` already
-        run decoders in parallel — see README "Performance" for the measurement),
+        run decoders in parallel),
         first_lookahead (anchors of each iterator's first decode chunk; default ``batch_size``
         or 8: the first batch leaves before a whole ``decode_lookahead`` chunk is decoded).
     Args (resume): batch_size (the DataLoader's; None: taken from a loaded state, else 1),

@@ -20,6 +20,7 @@ import torch
 
 from lerobotstream.constants import DEFAULT_TOLERANCE_S
 from lerobotstream.decode._cuda import FALLBACK_STATUS, FallbackStatus, resolve_device
+from lerobotstream.decode._depth import checked_request
 from lerobotstream.decode._frames import frames_to_float_chw
 from lerobotstream.errors import DecodeError, FrameTimestampError
 
@@ -109,13 +110,7 @@ class EpisodeDecoder:
             DecodeError: backend failure, closed decoder, use across fork, or a returned PTS that
                 differs from the sample table's.
         """
-        if os.getpid() != self.pid:
-            raise DecodeError(f"{self.label}: decoder opened in process {self.pid} used in {os.getpid()} (fork)")
-        idx = np.asarray(local_indices, dtype=np.int64).reshape(-1)
-        if idx.size == 0:
-            raise DecodeError(f"{self.label}: no frames requested")
-        if idx.min() < 0 or idx.max() >= self.num_frames:
-            raise DecodeError(f"{self.label}: local frame index outside [0, {self.num_frames})")
+        idx = checked_request(self.label, self.pid, local_indices, self.num_frames)
         # fast path (sequential pieces, single frames): already strictly ascending -> no unique/gather
         ascending = idx.size == 1 or bool((idx[1:] > idx[:-1]).all())
         if ascending:

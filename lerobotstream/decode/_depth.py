@@ -83,6 +83,23 @@ def dequantize_reference(codes: torch.Tensor, depth_min: float, depth_max: float
     return buf.mul_(MM_PER_METRE).round_().clamp_(0.0, _UINT16_MAX)
 
 
+def checked_request(label: str, pid: int, local_indices, num_frames: int) -> np.ndarray:
+    """A decoder request as flat int64 local frame indices, checked: same process as the decoder's
+    opener (``pid``), at least one frame, every index in ``[0, num_frames)``.
+
+    Raises:
+        DecodeError: naming ``label`` (episode, camera, file).
+    """
+    if os.getpid() != pid:
+        raise DecodeError(f"{label}: decoder opened in process {pid} used in {os.getpid()} (fork)")
+    idx = np.asarray(local_indices, dtype=np.int64).reshape(-1)
+    if idx.size == 0:
+        raise DecodeError(f"{label}: no frames requested")
+    if idx.min() < 0 or idx.max() >= num_frames:
+        raise DecodeError(f"{label}: local frame index outside [0, {num_frames})")
+    return idx
+
+
 class DepthDequantizer:
     """Codes → depth in ``output_unit``, bitwise as LeRobot 0.6.1's map-style.
 
@@ -248,13 +265,7 @@ class DepthDecoder:
             DecodeError: closed decoder, use across fork, an index outside the span, a frame the
                 decoder skipped or never produced, or a stream that is not ``gray12le``.
         """
-        if os.getpid() != self.pid:
-            raise DecodeError(f"{self.label}: decoder opened in process {self.pid} used in {os.getpid()} (fork)")
-        idx = np.asarray(local_indices, dtype=np.int64).reshape(-1)
-        if idx.size == 0:
-            raise DecodeError(f"{self.label}: no frames requested")
-        if idx.min() < 0 or idx.max() >= self.num_frames:
-            raise DecodeError(f"{self.label}: local frame index outside [0, {self.num_frames})")
+        idx = checked_request(self.label, self.pid, local_indices, self.num_frames)
         uniq, inverse = np.unique(idx, return_inverse=True)
         got: list[np.ndarray] = []
         with self.lock:
