@@ -224,9 +224,7 @@ def build(p: Preset, workdir: Path, seed: int) -> dict[str, Any]:
                              "data_root": None, "subset": False, "episodes": None,
                              "total_episodes": p.episodes, "fps": p.fps,
                              "video_keys": [f"observation.images.cam{c}" for c in range(p.cameras)],
-                             "created_by": "tools/scale_sim.py"}) as w:
-        if level != 6:  # zlib's default level 6 costs ~5 us/sample here; level 1 is 4-6x faster
-            w._zf.compresslevel = level  # noqa: SLF001 - same ratio on these arrays (see docs/scale.md)
+                             "created_by": "tools/scale_sim.py"}, compresslevel=level) as w:
         for sid, eps in enumerate(sources):
             e = np.asarray(eps, dtype=np.int64)
             c = int(np.flatnonzero(src_of[e[0]] == sid)[0])
@@ -315,7 +313,7 @@ def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers
             touched.add(sid)
             table = idx.table(sid)
             a, b = episode_frame_range(table, float(from_ts[ep, c]), int(lengths[ep]), fps, tolerance_s)
-            s = plan_span(table, a, b, path=idx.paths[sid])
+            s = plan_span(table, a, b, path=idx.path(sid))
             spans[(ep, c)] = s
             total += s.synth_nbytes
         exact["episodes"] += 1
@@ -346,7 +344,7 @@ def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers
         if (e0, c) not in spans:
             sid = int(src_of[e0, c])
             a, b = episode_frame_range(idx.table(sid), float(from_ts[e0, c]), int(lengths[e0]), fps, tolerance_s)
-            spans[(e0, c)] = plan_span(idx.table(sid), a, b, path=idx.paths[sid])
+            spans[(e0, c)] = plan_span(idx.table(sid), a, b, path=idx.path(sid))
     first = spans[(e0, 0)]
     _ = first.local_frame(first.frame_start + int(fr0[0]))
     t_first = time.perf_counter() - t0

@@ -1,7 +1,8 @@
 """Derived memory-mapped index: :class:`Mp4Index` maps a sidecar's derived file read-only and
 builds each source's sample table lazily, as views into the map.
 
-The NPZ keeps canonical int64 arrays per source MP4 (``s000000/offset.npy`` ...). Decompressing it in
+The NPZ keeps canonical int64 arrays of every source MP4 (blocks ``b000000/offset.npy`` ...; one
+member per source in schema 4). Decompressing it in
 every process (rank, DataLoader worker) costs time and private memory, so on first open it is
 converted into **one** file under ``$HF_LEROBOT_HOME/streaming-indexes/`` whose name is the NPZ's
 content digest (its *generation*). Every process maps that file read-only, so ranks on one node
@@ -9,7 +10,8 @@ share the page cache, and only the pages of the sources a process touches are ev
 
 The pieces, one concept each:
 
-- ``_npz_schema``: the schema-4 NPZ as read here (member names, manifest, generation digest).
+- ``_npz_schema``: the sidecar NPZ as read here (schema 5, and schema 4: member names, manifest,
+  per-source table, arrays source by source, generation digest).
 - ``_index_format``: the derived file's layout and array encodings (``plain``/``const``/``arith``/
   ``derived``, shared progression blocks), the exact ``pts_s``/presentation-order derivations, and
   the checks of a mapped file's header and records.
@@ -62,6 +64,7 @@ from lerobotstream.mp4._npz_schema import (  # noqa: F401  (re-exported: callers
     CANONICAL_FIELDS,
     MANIFEST_MEMBER,
     MATRIX_KEYS,
+    READABLE_SCHEMA_VERSIONS,
     SCALAR_KEYS,
     SIDECAR_SCHEMA_VERSION,
     member_name,
@@ -135,14 +138,15 @@ class Mp4Index:
         self._buf = np.frombuffer(self._mmap, dtype=np.uint8)  # read-only: ACCESS_READ
         self.generation: str = self._header["generation"]
         self.manifest: dict[str, Any] = self._header["manifest"]
-        if self.manifest.get("schema_version") != SIDECAR_SCHEMA_VERSION:
+        if self.manifest.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
             raise SidecarSchemaError(
                 f"{self.index_path}: derived index of a schema {self.manifest.get('schema_version')!r} sidecar "
-                f"(this reader needs {SIDECAR_SCHEMA_VERSION}); rebuild the sidecar", path=str(self.index_path))
+                f"(this reader opens {READABLE_SCHEMA_VERSIONS}); rebuild the sidecar", path=str(self.index_path))
         self._num_sources = int(self._header["num_sources"])
         self._data_end = int(self._header["data_end"])
-        n1 = self._num_sources + 1
-        self._rec_off = self._buf[self._header["records"]: self._header["records"] + 8 * n1].view(U64)
+        self._shared: list[int] = [int(o) for o in self._header["shared"]]
+        n, n1 = self._num_sources, self._num_sources + 1
+        self._rec_bounds = self._buf[self._header["records"]: self._header["records"] + 16 * n].view(U64).reshape(n, 2)
         self._path_off = self._buf[self._header["paths"]: self._header["paths"] + 8 * n1].view(U64)
         self._paths_sorted = bool(self._header.get("paths_sorted"))
         self._paths: list[str] | None = None
@@ -155,7 +159,7 @@ class Mp4Index:
     @classmethod
     def open(cls, npz_path: str | os.PathLike, *, index_dir: str | os.PathLike | None = None,
              lock_timeout_s: float = 1800.0) -> "Mp4Index":
-        """Open a schema-4 sidecar NPZ through its derived index, converting it on first use.
+        """Open a sidecar NPZ (schema 5 or 4) through its derived index, converting it on first use.
 
         Args:
             npz_path: the sidecar archive.
@@ -164,13 +168,13 @@ class Mp4Index:
             lock_timeout_s: how long to wait for another process converting the same sidecar.
 
         Returns:
-            Mp4Index mapped from ``<index_dir>/mp4-s4-f2-<generation[:32]>.idx``. A warm open
+            Mp4Index mapped from ``<index_dir>/mp4-s5-f3-<generation[:32]>.idx``. A warm open
             (derived file present, NPZ unchanged since: same path, inode, size and mtime) reads
             the generation from a small ``.gen`` note next to it instead of the NPZ's central
             directory.
 
         Raises:
-            SidecarSchemaError: the NPZ is not a readable schema-4 sidecar.
+            SidecarSchemaError: the NPZ is not a readable schema-5 or schema-4 sidecar.
             SidecarLockTimeoutError: another process held the conversion lock too long.
             SidecarError: the index folder is not writable or the disk is full (says which).
         """
@@ -279,6 +283,13 @@ class Mp4Index:
         a, b = int(self._path_off[source_id]), int(self._path_off[source_id + 1])
         return bytes(self._mmap[a:b]).decode("utf-8")
 
+    def path(self, source_id: int) -> str:
+        """Path of one source (relative to the dataset root), read from the mapped path table
+        (no per-source objects for the others). Raises IndexError outside ``[0, num_sources)``."""
+        if not 0 <= source_id < self._num_sources:
+            raise IndexError(f"source id {source_id} outside [0, {self._num_sources}) in {self.index_path}")
+        return self._path(source_id)
+
     def _record(self, source_id: int) -> dict[str, Any]:
         """The parsed, validated record of one source (cached)."""
         rec = self._records.get(source_id)
@@ -286,13 +297,14 @@ class Mp4Index:
             return rec
         if not 0 <= source_id < self._num_sources:
             raise IndexError(f"source id {source_id} outside [0, {self._num_sources}) in {self.index_path}")
-        a, b = int(self._rec_off[source_id]), int(self._rec_off[source_id + 1])
+        a, b = (int(x) for x in self._rec_bounds[source_id])
         where = str(self.index_path)
         if not self._data_end <= a <= b <= self._header["_json_offset"]:
             raise SidecarSchemaError(f"{where}: record of source {source_id} lies outside the file", path=where)
         try:
             rec = json.loads(bytes(self._mmap[a:b]).decode("utf-8"))
-            check_record(rec, self._data_end, where)
+            rec["path"] = self._path(source_id)
+            check_record(rec, self._data_end, where, self._shared)
         except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
             raise SidecarSchemaError(f"{where}: record of source {source_id} is damaged: {e}", path=where) from e
         self._records[source_id] = rec
@@ -318,8 +330,19 @@ class Mp4Index:
         raise KeyError(f"{path!r} is not in the MP4 sidecar index {self.index_path}")
 
     def source_info(self, source_id: int) -> dict[str, Any]:
-        """Manifest entry of a source (path, size, fingerprint, timescales, codec...), no arrays."""
-        return {k: v for k, v in self._record(source_id).items() if k != "arrays"}
+        """Manifest entry of a source (path, size, fingerprint, timescales, codec...,
+        ``stsd_b64``/``ftyp_b64``), no arrays."""
+        rec = self._record(source_id)
+        info = {k: v for k, v in rec.items() if k not in ("arrays", *BYTES_KEYS)}
+        for k in BYTES_KEYS:
+            info[k + "_b64"] = base64.b64encode(self._blob(rec.get(k))).decode("ascii")
+        return info
+
+    def _blob(self, ref: Any) -> bytes:
+        if not ref:
+            return b""
+        off, nbytes = int(ref[0]), int(ref[1])
+        return bytes(self._mmap[off: off + nbytes])
 
     def nbytes_stored(self) -> int:
         """Size of the mapped file, bytes."""
@@ -381,7 +404,7 @@ class Mp4Index:
             for k in MATRIX_KEYS:
                 scalars[k] = _matrix(src.get(k), k, src.get("path"), str(self.index_path))
             for k in BYTES_KEYS:
-                scalars[k] = base64.b64decode(src[k + "_b64"]) if src.get(k + "_b64") else b""
+                scalars[k] = self._blob(src.get(k))
             t = _make_table(path=src["path"], file_size=src.get("size"), **scalars, **arrays)
             self._tables[source_id] = t
             return t

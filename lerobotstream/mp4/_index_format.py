@@ -1,22 +1,30 @@
-"""The derived index file (format 2): its layout, array encodings, exact time/order derivations
+"""The derived index file (format 3): its layout, array encodings, exact time/order derivations
 and the checks of a mapped file's framing.
 
-A schema-4 sidecar NPZ is converted once into this flat read-only file (``_index_write``) and
-mapped by :class:`~lerobotstream.mp4._index_file.Mp4Index`, whose file is named by
-:func:`index_name` (schema, format and the NPZ's generation, so versions coexist).
+A sidecar NPZ (schema 5, or a schema-4 one) is converted once into this flat read-only file
+(``_index_write``) and mapped by :class:`~lerobotstream.mp4._index_file.Mp4Index`, whose file is
+named by :func:`index_name` (schema, format and the NPZ's generation, so versions coexist; files
+of another format are ignored and converted again).
 
-File layout (format 2; all integers little-endian)::
+File layout (format 3; all integers little-endian)::
 
-    [8  magic b"LRSIDX\x03\x02"] [pad to 64]
-    [array blocks, each 64-byte aligned]                  (absolute offsets in the records)
-    [per-source records: one JSON object per source, concatenated]
-    [u64 record_offsets (F+1)] [paths: UTF-8, concatenated] [u64 path_offsets (F+1)]
+    [8  magic b"LRSIDX\x03\x03"] [pad to 64]
+    [array blocks, stsd/ftyp blobs (each distinct one once), shared progression blocks;
+     each 64-byte aligned]                                (absolute offsets in the records)
+    [per-source records: one JSON object per source, in the NPZ's storage order]
+    [u64 record_bounds (F, 2): [start, stop) of each source's record, by source id]
+    [paths: UTF-8, concatenated] [u64 path_offsets (F+1)]
     [top JSON header, UTF-8]                              (format, generation, manifest, where
-                                                           the tables above lie; O(1) in F)
+                                                           the tables above lie, the offsets of
+                                                           the shared blocks; O(1) in F)
     [u64 json_offset] [u64 json_nbytes] [8 magic]         (trailer: the last 24 bytes)
 
-Opening parses only the small top header; a source's record (scalars and array specs) is parsed
-and validated the first time that source is used, so opening costs O(1) in the number of sources.
+Opening parses only the small top header; a source's record (scalars, blob references
+``[offset, nbytes]`` and array specs) is parsed and validated the first time that source is used,
+so opening costs O(1) in the number of sources. Format 2 differed in three per-source costs: the
+record table was (F+1) offsets in source order (the converter held every record until the end),
+shared blocks were named by absolute offsets patched into every record, and each record carried
+its stsd/ftyp as base64.
 
 Each array of a source is stored in one of these encodings:
 
@@ -57,8 +65,8 @@ __all__ = ["ALIGN", "INDEX_FIELDS", "INDEX_FORMAT", "INDEX_MAGIC", "SHARED_MIN_S
            "presentation_order_of", "pts_seconds"]
 
 # --- file format ------------------------------------------------------------------------------
-INDEX_MAGIC = b"LRSIDX\x03\x02"
-INDEX_FORMAT = 2
+INDEX_MAGIC = b"LRSIDX\x03\x03"
+INDEX_FORMAT = 3
 #: sources with more samples than this map their ``arith``/``derived`` arrays from shared blocks
 SHARED_MIN_SAMPLES = 4096
 U64 = np.dtype("<u8")
@@ -68,6 +76,9 @@ TRAILER = struct.Struct("<QQ8s")
 _UNSIGNED = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
 _SIGNED = (np.dtype(np.int32),)
 _INT64 = np.dtype(np.int64)
+_INT64_MAX = int(np.iinfo(np.int64).max)
+_UNSIGNED_MAX = tuple((dt, int(np.iinfo(dt).max)) for dt in _UNSIGNED)  # np.iinfo costs ~2 us a call
+_SIGNED_RANGE = tuple((dt, int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in _SIGNED)
 _ALLOWED_DTYPES = {"|u1", "<u2", "<u4", "<i4", "<i8", "<f8"}
 #: the arrays of every source record (``pts_s`` float64, the others integer)
 INDEX_FIELDS = ("offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "is_sync", "sync_samples",
@@ -78,12 +89,11 @@ def minimal_int_dtype(lo: int, hi: int) -> np.dtype:
     """Smallest of uint8/uint16/uint32/int32/int64 holding every integer in ``[lo, hi]`` exactly."""
     lo, hi = int(lo), int(hi)
     if lo >= 0:
-        for dt in _UNSIGNED:
-            if hi <= np.iinfo(dt).max:
+        for dt, top in _UNSIGNED_MAX:
+            if hi <= top:
                 return dt
-    for dt in _SIGNED:
-        info = np.iinfo(dt)
-        if lo >= info.min and hi <= info.max:
+    for dt, bottom, top in _SIGNED_RANGE:
+        if lo >= bottom and hi <= top:
             return dt
     return _INT64
 
@@ -108,8 +118,13 @@ def encode_int_array(values: np.ndarray) -> tuple[dict[str, Any], np.ndarray | N
     if lo == hi:
         return {"enc": "const", "count": n, "dtype": dt.str, "value": lo}, None
     if n >= 2:
-        step = int(a[1]) - int(a[0])
-        if step != 0 and abs(step) <= np.iinfo(np.int64).max and bool(np.all(np.diff(a) == step)):
+        first, last = int(a[0]), int(a[-1])
+        step = int(a[1]) - first
+        # a progression has its ends at the extremes and last = first + (n-1)*step: checked
+        # first, so plain arrays (offsets, sizes) skip the full comparison
+        ends = (lo, hi) == ((first, last) if step > 0 else (last, first))
+        if step != 0 and ends and last - first == step * (n - 1) and abs(step) <= _INT64_MAX \
+                and bool(np.all(np.diff(a) == step)):
             return {"enc": "arith", "count": n, "dtype": dt.str, "first": int(a[0]), "step": step}, None
     return {"enc": "plain", "count": n, "dtype": dt.str}, a.astype(dt)
 
@@ -177,20 +192,31 @@ def parse_header(buf: mmap.mmap | bytes, path: str) -> dict[str, Any]:
         raise SidecarSchemaError(f"{path}: derived index header lacks its source tables", path=path) from e
     if nsrc < 0 or not len(INDEX_MAGIC) <= data_end <= json_offset:
         raise SidecarSchemaError(f"{path}: derived index header is inconsistent", path=path)
-    for off in tables:
-        if off % 8 or off < data_end or off + 8 * (nsrc + 1) > json_offset:
+    for off, nbytes in ((tables[0], 16 * nsrc), (tables[1], 8 * (nsrc + 1))):
+        if off % 8 or off < data_end or off + nbytes > json_offset:
             raise SidecarSchemaError(f"{path}: derived index source table lies outside the file", path=path)
+    shared = header.get("shared")
+    if not isinstance(shared, list) or not all(isinstance(o, int) and len(INDEX_MAGIC) <= o <= data_end
+                                                for o in shared):
+        raise SidecarSchemaError(f"{path}: derived index shared block table is damaged", path=path)
     header["_json_offset"] = json_offset
     return header
 
 
-def check_record(src: dict[str, Any], data_end: int, path: str) -> None:
-    """Validate one source record's array specs against the data region.
+def check_record(src: dict[str, Any], data_end: int, path: str, shared: list[int] | None = None) -> None:
+    """Validate one source record's array specs and blob references against the data region;
+    resolves each ``shared`` block reference into its ``offset`` (``shared``: the header's list).
 
     Raises:
         SidecarSchemaError: a missing array, a bad dtype or length, or a block outside the data.
     """
     n = int(src["num_samples"])
+    for key in ("stsd", "ftyp"):
+        ref = src.get(key)
+        if ref is not None:
+            off, nbytes = int(ref[0]), int(ref[1])
+            if off < len(INDEX_MAGIC) or nbytes < 0 or off + nbytes > data_end:
+                raise SidecarSchemaError(f"{path}: {key} of {src.get('path')} lies outside the data", path=path)
     for name in INDEX_FIELDS:
         spec = src["arrays"].get(name)
         if spec is None or spec.get("dtype") not in _ALLOWED_DTYPES:
@@ -199,6 +225,11 @@ def check_record(src: dict[str, Any], data_end: int, path: str) -> None:
             raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} has a wrong length", path=path)
         if spec["enc"] not in ("plain", "const", "arith", "derived"):
             raise SidecarSchemaError(f"{path}: unknown encoding {spec['enc']!r}", path=path)
+        if "shared" in spec:
+            k = int(spec.pop("shared"))
+            if shared is None or not 0 <= k < len(shared):
+                raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} names no shared block", path=path)
+            spec["offset"] = shared[k]
         if "offset" in spec:
             off, itemsize = int(spec["offset"]), np.dtype(spec["dtype"]).itemsize
             if off % itemsize or off < len(INDEX_MAGIC) or off + itemsize * int(spec["count"]) > data_end:

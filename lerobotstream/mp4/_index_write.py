@@ -1,15 +1,21 @@
-"""Conversion of a schema-4 sidecar NPZ into the derived index file (format 2, ``_index_format``).
+"""Conversion of a sidecar NPZ (schema 5, or schema 4) into the derived index file (format 3,
+``_index_format``).
 
 Runs once per sidecar generation and node, under the index lock taken by
-:meth:`~lerobotstream.mp4._index_file.Mp4Index.open`; only one source's arrays are in memory at a
-time.
+:meth:`~lerobotstream.mp4._index_file.Mp4Index.open`. Memory stays bounded in the number of
+sources: one NPZ block of arrays at a time, each source's record serialised as soon as it is
+encoded and spooled to a temporary file (shared blocks are named by number, so no record is
+revisited), distinct stsd/ftyp blobs written once.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
+import shutil
+import tempfile
 import zipfile
 from typing import Any
 
@@ -28,15 +34,23 @@ from lerobotstream.mp4._index_format import (
     presentation_order_of,
     pts_seconds,
 )
-from lerobotstream.mp4._npz_schema import CANONICAL_FIELDS, SCALAR_KEYS, member_name, read_npz_member
+from lerobotstream.mp4._npz_schema import BYTES_KEYS, SCALAR_KEYS, iter_source_arrays, read_source_table
 
 __all__ = ["write_index"]
+
+_RECORD_KEYS = ("size", "fingerprint", *SCALAR_KEYS)
 
 
 def write_index(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, out: io.BufferedWriter,
                 npz_path: str) -> None:
-    """Write the derived index (format 2) for an open NPZ into the file object ``out``, source by
-    source (only one source's arrays are in memory at a time)."""
+    """Write the derived index (format 3) for an open NPZ into the file object ``out``.
+
+    Raises:
+        SidecarSchemaError: a source's arrays are missing or of the wrong length (names it).
+        zlib.error, zipfile.BadZipFile, EOFError, ValueError, KeyError: a damaged archive.
+    """
+    table = read_source_table(zf, manifest, npz_path)
+    nsrc = len(table)
     out.write(INDEX_MAGIC)
     pos = len(INDEX_MAGIC)
 
@@ -56,103 +70,136 @@ def write_index(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, 
         pos += len(data)
         return start
 
-    # shared blocks: key -> longest count; specs that refer to a key get their offset at the end
-    shared_len: dict[tuple, int] = {}
-    shared_refs: dict[tuple, list[dict[str, Any]]] = {}
+    # shared blocks: key -> (id, longest count); records name them by id, offsets go in the header
+    shared_ids: dict[tuple, int] = {}
+    shared_len: list[int] = []
+    shared_keys: list[tuple] = []
 
     def share(key: tuple, spec: dict[str, Any]) -> None:
-        shared_len[key] = max(shared_len.get(key, 0), int(spec["count"]))
-        shared_refs.setdefault(key, []).append(spec)
+        k = shared_ids.get(key)
+        if k is None:
+            k = shared_ids[key] = len(shared_len)
+            shared_len.append(0)
+            shared_keys.append(key)
+        shared_len[k] = max(shared_len[k], int(spec["count"]))
+        spec["shared"] = k
 
-    records: list[bytes] = []
-    paths: list[str] = []
-    for sid, src in enumerate(manifest["sources"]):
-        arrays = {}
-        for f in CANONICAL_FIELDS:
-            try:
-                arrays[f] = read_npz_member(zf, member_name(sid, f))
-            except KeyError as e:
-                raise SidecarSchemaError(
-                    f"{npz_path}: source {sid} ({src.get('path')}) has no array {f!r}", path=npz_path) from e
-        n = int(src.get("num_samples", arrays["offset"].shape[0]))
-        for f, a in arrays.items():
-            if a.ndim != 1 or a.shape[0] != n:
-                raise SidecarSchemaError(
-                    f"{npz_path}: source {src.get('path')}: array {f} has shape {a.shape}, expected ({n},)",
-                    path=npz_path)
-        media_time = int(src.get("media_time", 0) or 0)
-        dts = arrays["dts_ticks"].astype(np.int64)
-        cts = arrays["cts_ticks"].astype(np.int64)
-        pts_ticks = dts + cts - media_time
-        is_sync = arrays["is_sync"].astype(bool)
-        shared = n > SHARED_MIN_SAMPLES
-        specs: dict[str, Any] = {}
-        for f, a in (("offset", arrays["offset"]), ("size", arrays["size"]), ("dts_ticks", dts),
-                     ("cts_ticks", cts), ("pts_ticks", pts_ticks),
-                     ("presentation_order", presentation_order_of(pts_ticks))):
-            spec, block = encode_int_array(a)
-            if block is not None:
-                spec["offset"] = put(block)
-            elif spec["enc"] == "arith" and shared:
-                share(("int", spec["dtype"], spec["first"], spec["step"]), spec)
-            specs[f] = spec
-        # sync samples stay dense: a bool per sample plus the sorted list of sync indices
-        specs["is_sync"] = {"enc": "plain", "count": n, "dtype": "|u1", "offset": put(is_sync.astype(np.uint8))}
-        sync_idx = np.flatnonzero(is_sync)
-        sdt = minimal_int_dtype(0, max(n - 1, 0))
-        specs["sync_samples"] = {"enc": "plain", "count": int(sync_idx.shape[0]), "dtype": sdt.str,
-                                 "offset": put(sync_idx.astype(sdt))}
-        pspec = specs["pts_ticks"]
-        timing = (int(src["media_timescale"]), int(src.get("movie_timescale") or 1),
-                  int(src.get("empty_edit_movie_ticks") or 0))
-        if pspec["enc"] == "plain":
-            pts_s = pts_seconds(pts_ticks, *timing)
-            specs["pts_s"] = {"enc": "plain", "count": n, "dtype": "<f8", "offset": put(pts_s)}
-        elif pspec["enc"] == "arith" and shared:
-            specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
-            share(("pts_s", pspec["first"], pspec["step"], *timing), specs["pts_s"])
-        else:
-            specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
-        entry = {k: src.get(k) for k in ("path", "size", "fingerprint", "stsd_b64", "ftyp_b64", *SCALAR_KEYS)}
-        entry["num_samples"] = n
-        entry["arrays"] = specs
-        records.append(entry)  # type: ignore[arg-type]  (serialised after the shared blocks)
-        paths.append(str(src.get("path")))
-    # shared progression blocks: the longest progression of each key, once
-    for key, count in shared_len.items():
-        if key[0] == "int":
-            _, dt, first, step = key
-            block = (np.arange(count, dtype=np.int64) * int(step) + int(first)).astype(np.dtype(dt))
-        else:
-            _, first, step, media_ts, movie_ts, empty = key
-            block = pts_seconds(np.arange(count, dtype=np.int64) * int(step) + int(first), media_ts, movie_ts, empty)
-        off = put(block)
-        for spec in shared_refs[key]:
-            spec["offset"] = off
-            spec["shared"] = True
-    data_end = pos
-    rec_offsets = np.empty(len(records) + 1, dtype=U64)
-    rec_offsets[0] = pos
-    for i, entry in enumerate(records):
-        blob = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode("utf-8")
-        out.write(blob)
-        pos += len(blob)
-        rec_offsets[i + 1] = pos
-    rec_table = put(rec_offsets)
-    path_offsets = np.empty(len(paths) + 1, dtype=U64)
-    path_offsets[0] = pos
-    for i, p in enumerate(paths):
-        b = p.encode("utf-8")
-        out.write(b)
-        pos += len(b)
-        path_offsets[i + 1] = pos
+    blobs: dict[str, list[int]] = {}  # base64 text -> [offset, nbytes] of its bytes in the data region
+
+    def blob(b64: str | None) -> list[int] | None:
+        if not b64:
+            return None
+        ref = blobs.get(b64)
+        if ref is None:
+            raw = base64.b64decode(b64)
+            ref = blobs[b64] = [put(raw), len(raw)]
+        return ref
+
+    bounds = np.zeros((nsrc, 2), dtype=U64)  # record [start, stop) relative to the spool, then absolute
+    spool_dir = os.path.dirname(getattr(out, "name", "") or "") or None
+    with tempfile.TemporaryFile(dir=spool_dir) as spool:
+        spooled = 0
+        for sid, arrays in iter_source_arrays(zf, manifest, table, npz_path):
+            src = table[sid]
+            n = int(src.get("num_samples") if src.get("num_samples") is not None else arrays["offset"].shape[0])
+            for f, a in arrays.items():
+                if a.ndim != 1 or a.shape[0] != n:
+                    raise SidecarSchemaError(
+                        f"{npz_path}: source {src.get('path')}: array {f} has shape {a.shape}, expected ({n},)",
+                        path=npz_path)
+            media_time = int(src.get("media_time", 0) or 0)
+            dts = arrays["dts_ticks"].astype(np.int64)
+            cts = arrays["cts_ticks"].astype(np.int64)
+            pts_ticks = dts + cts - media_time
+            is_sync = arrays["is_sync"].astype(bool)
+            shared = n > SHARED_MIN_SAMPLES
+            specs: dict[str, Any] = {}
+            for f, a in (("offset", arrays["offset"]), ("size", arrays["size"]), ("dts_ticks", dts),
+                         ("cts_ticks", cts), ("pts_ticks", pts_ticks),
+                         ("presentation_order", presentation_order_of(pts_ticks))):
+                spec, block = encode_int_array(a)
+                if block is not None:
+                    spec["offset"] = put(block)
+                elif spec["enc"] == "arith" and shared:
+                    share(("int", spec["dtype"], spec["first"], spec["step"]), spec)
+                specs[f] = spec
+            # sync samples stay dense: a bool per sample plus the sorted list of sync indices
+            specs["is_sync"] = {"enc": "plain", "count": n, "dtype": "|u1", "offset": put(is_sync.astype(np.uint8))}
+            sync_idx = np.flatnonzero(is_sync)
+            sdt = minimal_int_dtype(0, max(n - 1, 0))
+            specs["sync_samples"] = {"enc": "plain", "count": int(sync_idx.shape[0]), "dtype": sdt.str,
+                                     "offset": put(sync_idx.astype(sdt))}
+            pspec = specs["pts_ticks"]
+            timing = (int(src["media_timescale"]), int(src.get("movie_timescale") or 1),
+                      int(src.get("empty_edit_movie_ticks") or 0))
+            if pspec["enc"] == "plain":
+                pts_s = pts_seconds(pts_ticks, *timing)
+                specs["pts_s"] = {"enc": "plain", "count": n, "dtype": "<f8", "offset": put(pts_s)}
+            elif pspec["enc"] == "arith" and shared:
+                specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
+                share(("pts_s", pspec["first"], pspec["step"], *timing), specs["pts_s"])
+            else:
+                specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
+            entry = {k: src.get(k) for k in _RECORD_KEYS}
+            for k in BYTES_KEYS:
+                entry[k] = blob(src.get(k + "_b64"))
+            entry["num_samples"] = n
+            entry["arrays"] = specs
+            rec = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode("utf-8")
+            spool.write(rec)
+            bounds[sid] = (spooled, spooled + len(rec))
+            spooled += len(rec)
+        # shared progression blocks: the longest progression of each key, once
+        shared_off = []
+        for key, count in zip(shared_keys, shared_len):
+            if key[0] == "int":
+                _, dt, first, step = key
+                block = (np.arange(count, dtype=np.int64) * int(step) + int(first)).astype(np.dtype(dt))
+            else:
+                _, first, step, media_ts, movie_ts, empty = key
+                block = pts_seconds(np.arange(count, dtype=np.int64) * int(step) + int(first), media_ts, movie_ts,
+                                    empty)
+            shared_off.append(put(block))
+        data_end = pos
+        spool.seek(0)
+        shutil.copyfileobj(spool, out, 1 << 20)
+    bounds += np.uint64(pos)
+    pos += spooled
+    rec_table = put(bounds)
+    paths, path_offsets = _path_table(table)
+    path_offsets += np.uint64(pos)
+    out.write(paths)
+    pos += len(paths)
     path_table = put(path_offsets)
     pad_to_align()
+    sorted_paths = _paths_sorted(table)
     header = {"format": INDEX_FORMAT, "generation": generation, "npz": os.path.basename(npz_path),
               "manifest": {k: v for k, v in manifest.items() if k != "sources"},
-              "num_sources": len(records), "data_end": data_end, "records": rec_table, "paths": path_table,
-              "paths_sorted": all(paths[i] < paths[i + 1] for i in range(len(paths) - 1))}
-    blob = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+              "num_sources": nsrc, "data_end": data_end, "records": rec_table, "paths": path_table,
+              "paths_sorted": sorted_paths, "shared": shared_off}
+    blob_ = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
     json_offset = pos
-    out.write(blob)
-    out.write(TRAILER.pack(json_offset, len(blob), INDEX_MAGIC))
+    out.write(blob_)
+    out.write(TRAILER.pack(json_offset, len(blob_), INDEX_MAGIC))
+
+
+def _path_table(table: Any) -> tuple[bytes, np.ndarray]:
+    """(UTF-8 paths concatenated, u64 (F+1) offsets relative to their start)."""
+    n = len(table)
+    col = getattr(table, "_columns", {}).get("path")
+    if col is not None and col[0] == "str":
+        arr = col[1]
+        items = arr.tolist()  # bytes, trailing NULs stripped
+    else:
+        items = [str(table.get(i, "path")).encode("utf-8") for i in range(n)]
+    offsets = np.zeros(n + 1, dtype=U64)
+    offsets[1:] = np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=n))
+    return b"".join(items), offsets
+
+
+def _paths_sorted(table: Any) -> bool:
+    col = getattr(table, "_columns", {}).get("path")
+    if col is not None and col[0] == "str":
+        return table._sorted_paths()
+    paths = [str(table.get(i, "path")) for i in range(len(table))]
+    return all(paths[i] < paths[i + 1] for i in range(len(paths) - 1))

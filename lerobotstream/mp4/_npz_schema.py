@@ -1,9 +1,21 @@
-"""The schema-4 sidecar NPZ as the derived index reads it: member names, manifest keys, generation.
+"""The sidecar NPZ as the derived index reads it: member names, manifest, per-source table, generation.
 
 The sidecar package writes the archive (``sidecar._archive``: layout and manifest fields); this
-module holds what both sides must agree on (schema version, member naming, the per-source scalars
-of the manifest) and the readers of an open archive (one ``.npy`` member, the validated manifest,
-the content digest that names the derived index file).
+module holds what both sides must agree on (schema versions, member naming, the per-source scalars)
+and the readers of an open archive (one ``.npy`` member, the validated manifest, the per-source
+table, the arrays source by source, the content digest that names the derived index file).
+
+Two layouts are read:
+
+- **schema 5** (written): a number of members independent of the number of sources. The
+  manifest holds only dataset-level fields; ``sources.json`` describes per-source *columns*
+  (``src/<key>.npy``: int64, fixed-width UTF-8 bytes, or dictionary codes into the distinct JSON
+  values kept in ``sources.json``); the sample arrays of many sources are concatenated into
+  *blocks* (``b000000/<field>.npy``), each source located by its ``src/_block`` and
+  ``src/_block_start`` columns.
+- **schema 4** (read only): five members per source (``s000000/<field>.npy``) and one JSON object
+  per source in the manifest. Costs O(sources) members, central-directory entries and Python
+  objects; still opened, never written.
 """
 
 from __future__ import annotations
@@ -11,26 +23,52 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from lerobotstream.errors import SidecarSchemaError
 
-__all__ = ["BYTES_KEYS", "CANONICAL_FIELDS", "MANIFEST_MEMBER", "MATRIX_KEYS", "SCALAR_KEYS",
-           "SIDECAR_SCHEMA_VERSION", "member_name", "npz_generation", "read_manifest", "read_npz_member"]
+__all__ = ["BYTES_KEYS", "CANONICAL_FIELDS", "ENTRY_KEYS", "LAYOUT_KEYS", "MANIFEST_MEMBER", "MATRIX_KEYS", "READABLE_SCHEMA_VERSIONS",
+           "SCALAR_KEYS", "SIDECAR_SCHEMA_VERSION", "SOURCES_MEMBER", "SourceTable", "block_member",
+           "column_member", "iter_source_arrays", "member_name", "npz_generation", "read_manifest",
+           "read_npz_member", "read_source_table"]
 
-#: 4: per-source ``matrix``/``movie_matrix`` (tkhd/mvhd display matrices; a schema-3 sidecar lacks
-#: them and would decode rotated videos unrotated, so it is rebuilt under its new name)
-SIDECAR_SCHEMA_VERSION = 4
+#: 5: per-source columns and blocks of concatenated sample arrays (a fixed number of members);
+#: 4: per-source members and manifest objects (still read); 3 lacked the display matrices (refused)
+SIDECAR_SCHEMA_VERSION = 5
+#: schemas this reader opens (an older one is refused with a message to rebuild)
+READABLE_SCHEMA_VERSIONS = (4, 5)
 MANIFEST_MEMBER = "manifest.json"
+SOURCES_MEMBER = "sources.json"
 #: canonical per-source arrays of the NPZ (int64, except ``is_sync`` uint8), decode order
 CANONICAL_FIELDS = ("offset", "size", "dts_ticks", "cts_ticks", "is_sync")
+#: per-source scalars of ``SampleTable`` kept per source (bytes fields go as ``<name>_b64``)
+SCALAR_KEYS = ("media_timescale", "movie_timescale", "media_time", "empty_edit_movie_ticks",
+               "edit_duration_movie_ticks", "codec", "width", "height", "track_id", "ctts_version",
+               "display_width", "display_height", "media_duration", "has_edit", "video_track_ids",
+               "moov_offset", "moov_size", "mdat_offset", "mdat_size", "faststart", "matrix", "movie_matrix")
+#: scalars every record must hold (a missing display matrix would silently unrotate frames)
+MATRIX_KEYS = ("matrix", "movie_matrix")
+BYTES_KEYS = ("stsd", "ftyp")
+#: the columns of a schema-5 source table (``_block``/``_block_start`` locate the arrays)
+ENTRY_KEYS = ("path", "size", "fingerprint", "num_samples", *SCALAR_KEYS, *(k + "_b64" for k in BYTES_KEYS))
+LAYOUT_KEYS = ("_block", "_block_start")
 
 
 def member_name(source_id: int, field: str) -> str:
-    """NPZ member (without ``.npy``) holding ``field`` of source ``source_id``."""
+    """Schema-4 NPZ member (without ``.npy``) holding ``field`` of source ``source_id``."""
     return f"s{source_id:06d}/{field}"
+
+
+def block_member(block: int, field: str) -> str:
+    """Schema-5 NPZ member (without ``.npy``) holding ``field`` of every source of ``block``."""
+    return f"b{block:06d}/{field}"
+
+
+def column_member(key: str) -> str:
+    """Schema-5 NPZ member (without ``.npy``) holding the per-source column ``key``."""
+    return f"src/{key}"
 
 
 def npz_generation(zf: zipfile.ZipFile) -> str:
@@ -53,34 +91,199 @@ def read_npz_member(zf: zipfile.ZipFile, name: str) -> np.ndarray:
         return np.lib.format.read_array(f, allow_pickle=False)
 
 
+def _read_json(zf: zipfile.ZipFile, name: str) -> Any:
+    raw = read_npz_member(zf, name)
+    return json.loads(raw.astype(np.uint8).tobytes().decode("utf-8"))
+
+
 def read_manifest(zf: zipfile.ZipFile, path: str = "") -> dict[str, Any]:
-    """The schema-4 JSON manifest of an open NPZ.
+    """The JSON manifest of an open NPZ (schema 4 or 5). A schema-4 manifest keeps its
+    ``sources`` list; a schema-5 one has dataset-level fields only (see :func:`read_source_table`).
 
     Raises:
-        SidecarSchemaError: no manifest, not JSON, or a schema version other than 4.
+        SidecarSchemaError: no manifest, not JSON, or a schema version this reader does not open.
     """
     try:
-        raw = read_npz_member(zf, MANIFEST_MEMBER)
-        manifest = json.loads(raw.astype(np.uint8).tobytes().decode("utf-8"))
+        manifest = _read_json(zf, MANIFEST_MEMBER)
     except KeyError as e:
         raise SidecarSchemaError(f"{path}: not a lerobotstream sidecar (no {MANIFEST_MEMBER})", path=path) from e
     except (ValueError, UnicodeDecodeError) as e:
         raise SidecarSchemaError(f"{path}: unreadable sidecar manifest: {e}", path=path) from e
-    if not isinstance(manifest, dict) or manifest.get("schema_version") != SIDECAR_SCHEMA_VERSION:
+    if not isinstance(manifest, dict) or manifest.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
         got = manifest.get("schema_version") if isinstance(manifest, dict) else None
         raise SidecarSchemaError(
-            f"{path}: unsupported MP4 sidecar schema {got!r} (this reader needs {SIDECAR_SCHEMA_VERSION}); "
-            "rebuild it with `python -m lerobotstream.sidecar build`", path=path)
-    if not isinstance(manifest.get("sources"), list):
+            f"{path}: unsupported MP4 sidecar schema {got!r} (this reader opens "
+            f"{' and '.join(map(str, READABLE_SCHEMA_VERSIONS))}); rebuild it with "
+            "`python -m lerobotstream.sidecar build`", path=path)
+    if manifest["schema_version"] == 4 and not isinstance(manifest.get("sources"), list):
         raise SidecarSchemaError(f"{path}: sidecar manifest has no 'sources' list", path=path)
     return manifest
 
 
-#: per-source scalars of ``SampleTable`` kept in the manifest (bytes fields go as ``<name>_b64``)
-SCALAR_KEYS = ("media_timescale", "movie_timescale", "media_time", "empty_edit_movie_ticks",
-               "edit_duration_movie_ticks", "codec", "width", "height", "track_id", "ctts_version",
-               "display_width", "display_height", "media_duration", "has_edit", "video_track_ids",
-               "moov_offset", "moov_size", "mdat_offset", "mdat_size", "faststart", "matrix", "movie_matrix")
-#: scalars every schema-4 record must hold (a missing display matrix would silently unrotate frames)
-MATRIX_KEYS = ("matrix", "movie_matrix")
-BYTES_KEYS = ("stsd", "ftyp")
+class SourceTable(Sequence):
+    """The per-source entries of a sidecar (path, size, fingerprint, num_samples, the track scalars
+    of ``SampleTable``, ``stsd_b64``/``ftyp_b64``), by source id.
+
+    A schema-5 table is columnar: integer columns are int64 arrays, paths and fingerprints
+    fixed-width UTF-8 byte arrays, other values dictionary codes into their distinct values, so
+    it holds no Python object per source. ``table[i]`` builds source ``i``'s entry as a dict;
+    :meth:`find` and :meth:`get` answer without building any.
+    """
+
+    def __init__(self, num_sources: int, columns: dict[str, tuple[str, Any, Any]] | None = None,
+                 entries: list[dict[str, Any]] | None = None) -> None:
+        self._n = int(num_sources)
+        self._columns = columns or {}  # key -> (kind, array, distinct values | null mask)
+        self._entries = entries  # schema 4
+        self._by_path: dict[str, int] | None = None
+        self._paths_sorted: bool | None = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def get(self, i: int, key: str, default: Any = None) -> Any:
+        """Value of ``key`` for source ``i`` (``default`` when the source has none)."""
+        if self._entries is not None:
+            return self._entries[i].get(key, default)
+        col = self._columns.get(key)
+        if col is None:
+            return default
+        kind, arr, extra = col
+        if kind == "int":
+            return int(arr[i])
+        if kind == "str":
+            if extra is not None and extra[i]:
+                return None
+            return bytes(arr[i]).decode("utf-8")
+        return extra[int(arr[i])]
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"source {i} outside [0, {self._n})")
+        if self._entries is not None:
+            return self._entries[i]
+        return {k: self.get(i, k) for k in self._columns if k not in LAYOUT_KEYS}
+
+    def find(self, path: str) -> int | None:
+        """Source id of ``path``, or None. Binary search when the paths are sorted (schema 5)."""
+        col = self._columns.get("path")
+        if self._entries is None and col is not None and col[0] == "str" and self._sorted_paths():
+            arr = col[1]
+            key = path.encode("utf-8")
+            i = int(np.searchsorted(arr, key))
+            return i if i < self._n and bytes(arr[i]) == key else None
+        if self._by_path is None:
+            self._by_path = {self.get(i, "path"): i for i in range(self._n)}
+        return self._by_path.get(path)
+
+    def _sorted_paths(self) -> bool:
+        if self._paths_sorted is None:
+            arr = self._columns["path"][1]
+            self._paths_sorted = bool(arr.shape[0] < 2 or np.all(arr[:-1] < arr[1:]))
+        return self._paths_sorted
+
+    def column(self, key: str) -> np.ndarray | None:
+        """An integer column as an int64 array (None when the column is not all-integer)."""
+        if self._entries is not None:
+            vals = [e.get(key) for e in self._entries]
+            if all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+                return np.asarray(vals, dtype=np.int64)
+            return None
+        col = self._columns.get(key)
+        return col[1] if col is not None and col[0] == "int" else None
+
+
+def read_source_table(zf: zipfile.ZipFile, manifest: dict[str, Any], path: str = "") -> SourceTable:
+    """The per-source table of an open NPZ whose manifest is ``manifest`` (schema 4 or 5).
+
+    Raises:
+        SidecarSchemaError: the table is missing or inconsistent (names the column).
+    """
+    if manifest["schema_version"] == 4:
+        return SourceTable(len(manifest["sources"]), entries=manifest["sources"])
+    try:
+        desc = _read_json(zf, SOURCES_MEMBER)
+        n = int(desc["num_sources"])
+        columns: dict[str, tuple[str, Any, Any]] = {}
+        for key, spec in desc["columns"].items():
+            kind = spec["kind"]
+            arr = read_npz_member(zf, column_member(key))
+            if arr.ndim != 1 or arr.shape[0] != n:
+                raise SidecarSchemaError(f"{path}: sidecar column {key} has shape {arr.shape}, expected ({n},)",
+                                         path=path)
+            if kind == "int":
+                columns[key] = (kind, arr.astype(np.int64, copy=False), None)
+            elif kind == "str":
+                null = read_npz_member(zf, column_member(key) + ".null").astype(bool) if spec.get("nullable") else None
+                columns[key] = (kind, arr, null)
+            elif kind == "json":
+                distinct = spec["distinct"]
+                if n and (int(arr.min()) < 0 or int(arr.max()) >= len(distinct)):
+                    raise SidecarSchemaError(f"{path}: sidecar column {key} has codes outside its values", path=path)
+                columns[key] = (kind, arr, distinct)
+            else:
+                raise SidecarSchemaError(f"{path}: sidecar column {key} has unknown kind {kind!r}", path=path)
+    except KeyError as e:
+        raise SidecarSchemaError(f"{path}: sidecar source table lacks {e}", path=path) from e
+    except (ValueError, TypeError, UnicodeDecodeError) as e:
+        raise SidecarSchemaError(f"{path}: unreadable sidecar source table: {e}", path=path) from e
+    for key in ("path", "num_samples", *LAYOUT_KEYS):
+        if key not in columns:
+            raise SidecarSchemaError(f"{path}: sidecar source table has no {key} column", path=path)
+    return SourceTable(n, columns=columns)
+
+
+def iter_source_arrays(zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable,
+                       path: str = "") -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """Yield ``(source_id, {field: array})`` for every source, in storage order (schema 4: by
+    id; schema 5: block by block), with the canonical fields of ``CANONICAL_FIELDS``. Only one
+    block (or one source) of arrays is in memory at a time.
+
+    Raises:
+        SidecarSchemaError: a member is missing, or a source's arrays do not fit its block.
+        zlib.error, zipfile.BadZipFile: damaged members (callers map them to a rebuild message).
+    """
+    n = len(table)
+    if manifest["schema_version"] == 4:
+        for sid in range(n):
+            arrays = {}
+            for f in CANONICAL_FIELDS:
+                try:
+                    arrays[f] = read_npz_member(zf, member_name(sid, f))
+                except KeyError as e:
+                    raise SidecarSchemaError(
+                        f"{path}: source {sid} ({table.get(sid, 'path')}) has no array {f!r}", path=path) from e
+            yield sid, arrays
+        return
+    blocks = table.column("_block")
+    starts = table.column("_block_start")
+    counts = table.column("num_samples")
+    order = np.lexsort((starts, blocks))
+    i = 0
+    while i < n:
+        b = int(blocks[order[i]])
+        j = i
+        while j < n and int(blocks[order[j]]) == b:
+            j += 1
+        arrays = {}
+        for f in CANONICAL_FIELDS:
+            try:
+                arrays[f] = read_npz_member(zf, block_member(b, f))
+            except KeyError as e:
+                raise SidecarSchemaError(f"{path}: sidecar block {b} has no array {f!r}", path=path) from e
+        size = int(arrays["offset"].shape[0])
+        for f, a in arrays.items():
+            if a.ndim != 1 or a.shape[0] != size:
+                raise SidecarSchemaError(f"{path}: sidecar block {b} array {f} has shape {a.shape}", path=path)
+        for k in order[i:j]:
+            sid = int(k)
+            a, c = int(starts[sid]), int(counts[sid])
+            if a < 0 or c < 0 or a + c > size:
+                raise SidecarSchemaError(
+                    f"{path}: source {sid} ({table.get(sid, 'path')}) lies outside sidecar block {b}", path=path)
+            yield sid, {f: arr[a: a + c] for f, arr in arrays.items()}
+        i = j

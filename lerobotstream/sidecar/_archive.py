@@ -1,25 +1,36 @@
-"""The schema-4 sidecar archive: an NPZ of canonical int64 sample arrays plus a JSON manifest.
+"""The schema-5 sidecar archive: an NPZ of canonical int64 sample arrays plus JSON descriptions.
 
-Layout (a ZIP of ``.npy`` members, DEFLATE-compressed)::
+Layout (a ZIP of ``.npy`` members, DEFLATE-compressed). The number of members does not grow with
+the number of sources (schema 4 had five per source: 276,000 sources meant 1.4 M members)::
 
-    manifest.json.npy            uint8 (n,)  UTF-8 JSON (see below)
-    s000000/offset.npy           int64 (num_samples,)  file byte offset of each sample
-    s000000/size.npy             int64                 sample size, bytes
-    s000000/dts_ticks.npy        int64                 decode time, media ticks
-    s000000/cts_ticks.npy        int64                 composition offset (signed), media ticks
-    s000000/is_sync.npy          uint8                 1 for a sync sample (keyframe)
-    s000001/...                                        (sources sorted by path; id = position)
+    manifest.json.npy            uint8 (n,)  UTF-8 JSON, dataset-level fields (below)
+    sources.json.npy             uint8 (n,)  UTF-8 JSON: num_sources and one spec per column
+    src/<key>.npy                (num_sources,) one per-source column: int64, fixed-width UTF-8
+                                 bytes (``path``, ``fingerprint``; ``src/<key>.null.npy`` marks
+                                 nulls), or uint32 codes into the column's ``distinct`` JSON values
+    src/_block.npy, src/_block_start.npy   int64: the block holding the source's arrays and the
+                                 index of its first sample there
+    b000000/offset.npy           int64 (block samples,)  file byte offset of each sample
+    b000000/size.npy             int64                   sample size, bytes
+    b000000/dts_ticks.npy        int64                   decode time, media ticks
+    b000000/cts_ticks.npy        int64                   composition offset (signed), media ticks
+    b000000/is_sync.npy          uint8                   1 for a sync sample (keyframe)
+    b000001/...                  (a block closes once it holds ``block_samples`` samples)
 
-All arrays are in decode order. ``pts_ticks = dts_ticks + cts_ticks - media_time`` is derived.
+Source ids are positions in the sorted path list. A source's arrays are the slice
+``[_block_start, _block_start + num_samples)`` of its block, in decode order.
+``pts_ticks = dts_ticks + cts_ticks - media_time`` is derived.
 
-Manifest: ``schema_version`` (4), ``repo_id``, ``repo_type``, ``revision`` (commit or null),
+Manifest: ``schema_version`` (5), ``repo_id``, ``repo_type``, ``revision`` (commit or null),
 ``data_root`` (never with credentials), ``subset`` (bool) and ``episodes`` (the selected episode
-indices, null for a full build), ``total_episodes``, ``fps``, ``video_keys``, ``created_by``, and
-``sources``: one object per source with ``path`` (relative), ``size`` (bytes), ``fingerprint``
-(``ByteSource.fingerprint``, may be null), ``num_samples``, the track scalars of
-``SampleTable`` (timescales, edit parameters, codec, width/height, track_id, ctts_version, ...,
-and since schema 4 ``matrix``/``movie_matrix``: the tkhd/mvhd display matrices, 9 int32 each),
-``stsd_b64`` (the stsd payload, base64) and ``ftyp_b64``.
+indices, null for a full build), ``total_episodes``, ``fps``, ``video_keys``, ``created_by``,
+``num_sources``, ``num_samples``, ``num_blocks``. Per source (the columns): ``path`` (relative),
+``size`` (bytes), ``fingerprint`` (``ByteSource.fingerprint``, may be null), ``num_samples``, the
+track scalars of ``SampleTable`` (timescales, edit parameters, codec, width/height, track_id,
+ctts_version, ..., ``matrix``/``movie_matrix``: the tkhd/mvhd display matrices, 9 int32 each),
+``stsd_b64`` (the stsd payload, base64) and ``ftyp_b64``. :func:`load_manifest` returns them as
+``manifest["sources"]``, a :class:`~lerobotstream.mp4._npz_schema.SourceTable` (a sequence of
+entry dicts). Schema-4 archives (per-source members) are still read.
 
 Temporaries: an archive is written as ``.<output name>.<hex>.tmp.npz`` beside the output while its
 writer holds an exclusive ``flock`` on it (the kernel drops the lock when the writer dies, even on
@@ -39,6 +50,7 @@ import os
 import re
 import uuid
 import zipfile
+from array import array
 from pathlib import Path
 from typing import IO, Any, Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -50,16 +62,21 @@ from lerobotstream.mp4._index_format import presentation_order_of, pts_seconds
 from lerobotstream.mp4._npz_schema import (
     BYTES_KEYS,
     CANONICAL_FIELDS,
+    ENTRY_KEYS,
+    LAYOUT_KEYS,
     MANIFEST_MEMBER,
     MATRIX_KEYS,
     SCALAR_KEYS,
     SIDECAR_SCHEMA_VERSION,
-    member_name,
+    SOURCES_MEMBER,
+    block_member,
+    column_member,
+    iter_source_arrays,
     read_manifest,
-    read_npz_member,
+    read_source_table,
 )
 
-__all__ = ["SidecarWriter", "load_manifest", "load_tables", "open_temporary", "remove_dead_temporaries",
+__all__ = ["BLOCK_SAMPLES", "SidecarWriter", "load_manifest", "load_tables", "open_temporary", "remove_dead_temporaries",
            "safe_data_root", "source_entry", "write_error"]
 
 logger = logging.getLogger("lerobotstream.sidecar")
@@ -166,14 +183,19 @@ def safe_data_root(root: str | os.PathLike | None) -> str | None:
     return str(Path(root).expanduser().resolve())
 
 
+_PLAIN = (int, str, bool, float, type(None))
+
+
 def _jsonable(value: Any) -> Any:
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating,)):
         return float(value)
     if isinstance(value, (np.bool_,)):
         return bool(value)
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
         return [_jsonable(v) for v in value]
     return value
 
@@ -221,22 +243,105 @@ def canonical_arrays(table: Any) -> dict[str, np.ndarray]:
     return out
 
 
+class _Column:
+    """One per-source column while writing: int64 values, strings, or JSON values by code."""
+
+    __slots__ = ("kind", "ints", "strs", "codes", "distinct", "lookup")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind  # "int" | "str" | "json"
+        self.ints = array("q")
+        self.strs: list[str | None] = []
+        self.codes = array("I")
+        self.distinct: list[Any] = []
+        self.lookup: dict[Any, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.ints) if self.kind == "int" else len(self.strs) if self.kind == "str" else len(self.codes)
+
+    def _code(self, value: Any) -> int:
+        # key by type and value (True, 1 and 1.0 stay apart); lists of scalars as tuples
+        try:
+            key: Any = (type(value), tuple(value) if type(value) is list else value)
+            hash(key)
+        except TypeError:
+            key = json.dumps(value, sort_keys=True, separators=(",", ":"))
+        code = self.lookup.get(key)
+        if code is None:
+            code = self.lookup[key] = len(self.distinct)
+            self.distinct.append(value)
+        return code
+
+    def _to_json(self) -> None:
+        values = list(self.ints) if self.kind == "int" else self.strs
+        self.kind, self.ints, self.strs = "json", array("q"), []
+        self.codes = array("I", [self._code(v) for v in values])
+
+    def append(self, value: Any) -> None:
+        if self.kind == "int":
+            if isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63:
+                self.ints.append(value)
+                return
+            self._to_json()
+        elif self.kind == "str":
+            if value is None or isinstance(value, str):
+                self.strs.append(value)
+                return
+            self._to_json()
+        self.codes.append(self._code(value))
+
+    def encode(self, order: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """``(spec, members)`` of the column with rows reordered by ``order``."""
+        if self.kind == "int":
+            return {"kind": "int"}, {"": np.frombuffer(self.ints, dtype=np.int64)[order]}
+        if self.kind == "str":
+            raw = [s.encode("utf-8") if s is not None else b"" for s in self.strs]
+            arr = np.array(raw, dtype=f"S{max([1, *map(len, raw)])}")[order]
+            null = np.fromiter((s is None for s in self.strs), dtype=np.uint8, count=len(self.strs))[order]
+            if null.any():
+                return {"kind": "str", "nullable": True}, {"": arr, ".null": null}
+            return {"kind": "str"}, {"": arr}
+        return {"kind": "json", "distinct": self.distinct}, {"": np.frombuffer(self.codes, dtype=np.uint32)[order]}
+
+
+#: a block of concatenated sample arrays closes once it holds this many samples (33 B each)
+BLOCK_SAMPLES = 1 << 20
+
+
 class SidecarWriter:
-    """Writes a schema-4 sidecar source by source into a temporary archive next to ``output``;
+    """Writes a schema-5 sidecar source by source into a temporary archive next to ``output``;
     :meth:`commit` moves it into place with one ``os.replace``. Until then (and after
     :meth:`abort`, or an exception inside ``with``) an existing ``output`` is untouched.
+
+    Sources may be added in any order. Their arrays are buffered until a block holds
+    ``block_samples`` samples, then written as five members; per-source scalars are kept as
+    columns (a few bytes per source), so memory is bounded by one block plus the columns.
 
     Args:
         output: the final ``.npz`` path.
         manifest: top-level manifest fields (repo_id, revision, data_root, subset, ...); the
-            schema version and the ``sources`` list are filled in here.
+            schema version and the source counts are filled in here.
+        compresslevel: zlib level of the members, 0-9 (default 6; 1 is 4-6x faster at about the
+            same size on sample tables).
+        block_samples: samples per block of concatenated arrays (>= 1).
     """
 
-    def __init__(self, output: str | os.PathLike, manifest: dict[str, Any]) -> None:
+    def __init__(self, output: str | os.PathLike, manifest: dict[str, Any], *, compresslevel: int = 6,
+                 block_samples: int = BLOCK_SAMPLES) -> None:
+        if block_samples < 1:
+            raise ValueError(f"block_samples must be >= 1, got {block_samples}")
         self.output = Path(output)
-        self._manifest = dict(manifest)
+        self._manifest = {k: v for k, v in manifest.items() if k != "sources"}
         self._manifest["schema_version"] = SIDECAR_SCHEMA_VERSION
-        self._sources: dict[int, dict[str, Any]] = {}
+        self._block_samples = int(block_samples)
+        self._ids = array("q")  # source ids in arrival order
+        self._seen = bytearray()  # 1 at each added source id
+        self._columns: dict[str, _Column] = {k: _Column("str" if k in ("path", "fingerprint") else "int")
+                                             for k in (*ENTRY_KEYS, *LAYOUT_KEYS)}
+        self._pending: list[dict[str, np.ndarray]] = []
+        self._pending_samples = 0
+        self._num_blocks = 0
+        self._num_samples = 0
         self._file: IO[bytes] | None = None
         self._zf: zipfile.ZipFile | None = None
         self.tmp_path = self.output.with_name(f".{self.output.name}.tmp.npz")  # until open_temporary names it
@@ -244,7 +349,8 @@ class SidecarWriter:
             self.output.parent.mkdir(parents=True, exist_ok=True)
             remove_dead_temporaries(self.output)
             self.tmp_path, self._file = open_temporary(self.output)
-            self._zf = zipfile.ZipFile(self._file, "w", zipfile.ZIP_DEFLATED, allowZip64=True)
+            self._zf = zipfile.ZipFile(self._file, "w", zipfile.ZIP_DEFLATED, allowZip64=True,
+                                       compresslevel=compresslevel)
         except OSError as e:
             self.abort()
             raise write_error(self.output, e) from e
@@ -261,28 +367,72 @@ class SidecarWriter:
             self.abort()
             raise write_error(self.output, e) from e
 
+    def _flush_block(self) -> None:
+        if not self._pending:
+            return
+        for f in CANONICAL_FIELDS:
+            self._write_member(block_member(self._num_blocks, f), np.concatenate([a[f] for a in self._pending]))
+        self._num_blocks += 1
+        self._pending = []
+        self._pending_samples = 0
+
     def add_source(self, source_id: int, table: Any, *, path: str, size: int, fingerprint: str | None) -> None:
-        """Write one parsed source's arrays now (they can be dropped afterwards) and remember its
-        manifest entry. ``source_id`` is the source's position in the sorted path list."""
+        """Take one parsed source's arrays and entry (the table can be dropped afterwards).
+        ``source_id`` is the source's position in the sorted path list.
+
+        Raises:
+            ValueError: ``source_id`` was added before.
+            SidecarSchemaError: the table's arrays or display matrices are malformed.
+            SidecarWriteError: a block could not be written (names the path and what to do).
+        """
         if self._zf is None:
             raise RuntimeError("sidecar writer is closed")
-        if source_id in self._sources:
+        if source_id < 0:
+            raise ValueError(f"source id {source_id} is negative ({path})")
+        if source_id < len(self._seen) and self._seen[source_id]:
             raise ValueError(f"source id {source_id} written twice ({path})")
-        for f, a in canonical_arrays(table).items():
-            self._write_member(member_name(source_id, f), a)
-        self._sources[source_id] = source_entry(table, path=path, size=size, fingerprint=fingerprint)
+        arrays = canonical_arrays(table)
+        entry = source_entry(table, path=path, size=size, fingerprint=fingerprint)
+        if source_id >= len(self._seen):
+            self._seen.extend(bytes(source_id + 1 - len(self._seen)))
+        self._seen[source_id] = 1
+        self._ids.append(source_id)
+        entry["_block"] = self._num_blocks
+        entry["_block_start"] = self._pending_samples
+        for k, col in self._columns.items():
+            col.append(entry.get(k))
+        self._pending.append(arrays)
+        n = int(arrays["offset"].shape[0])
+        self._pending_samples += n
+        self._num_samples += n
+        if self._pending_samples >= self._block_samples:
+            self._flush_block()
 
     def commit(self) -> Path:
-        """Write the manifest, fsync and atomically replace ``output``. Returns ``output``."""
+        """Write the last block, the columns and the manifest, fsync and atomically replace
+        ``output``. Returns ``output``.
+
+        Raises:
+            ValueError: the added source ids are not exactly ``0..n-1``.
+            SidecarWriteError: the archive could not be written or moved into place.
+        """
         if self._zf is None:
             raise RuntimeError("sidecar writer is closed")
-        ids = sorted(self._sources)
-        if ids != list(range(len(ids))):
-            raise ValueError(f"sidecar sources are not numbered 0..{len(ids) - 1}: {ids[:10]}")
-        manifest = dict(self._manifest)
-        manifest["sources"] = [self._sources[i] for i in ids]
-        blob = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode("utf-8")
-        self._write_member(MANIFEST_MEMBER, np.frombuffer(blob, dtype=np.uint8))
+        n = len(self._ids)
+        if n != len(self._seen) or (n and not all(self._seen)):
+            missing = [i for i, v in enumerate(self._seen) if not v][:10]
+            raise ValueError(f"sidecar sources are not numbered 0..{n - 1}: ids {missing} are missing")
+        self._flush_block()
+        order = np.argsort(np.frombuffer(self._ids, dtype=np.int64), kind="stable")
+        specs: dict[str, Any] = {}
+        for key, col in self._columns.items():
+            spec, members = col.encode(order)
+            specs[key] = spec
+            for suffix, arr in members.items():
+                self._write_member(column_member(key) + suffix, arr)
+        self._write_member(SOURCES_MEMBER, _json_bytes({"num_sources": n, "columns": specs}))
+        manifest = dict(self._manifest, num_sources=n, num_samples=self._num_samples, num_blocks=self._num_blocks)
+        self._write_member(MANIFEST_MEMBER, _json_bytes(manifest))
         try:
             self._zf.close()  # writes the central directory
             self._zf = None
@@ -307,6 +457,7 @@ class SidecarWriter:
 
     def abort(self) -> None:
         """Discard the temporary archive; ``output`` is left as it was."""
+        self._pending = []
         if self._zf is not None:
             try:
                 self._zf.close()
@@ -332,12 +483,25 @@ class SidecarWriter:
             self.abort()
 
 
+def _json_bytes(obj: Any) -> np.ndarray:
+    return np.frombuffer(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode("utf-8"), dtype=np.uint8)
+
+
 def load_manifest(path: str | os.PathLike) -> dict[str, Any]:
-    """Read only the manifest of a sidecar NPZ (SidecarSchemaError when it is not schema 4)."""
+    """Read the manifest of a sidecar NPZ, with its per-source entries as ``manifest["sources"]``
+    (a :class:`~lerobotstream.mp4._npz_schema.SourceTable`: a sequence of entry dicts that holds
+    no Python object per source for schema 5). No sample array is read.
+
+    Raises:
+        SidecarSchemaError: not a sidecar, or a schema this reader does not open (4 and 5 are).
+        FileNotFoundError: no file at ``path``.
+    """
     path = os.fspath(path)
     try:
         with zipfile.ZipFile(path) as zf:
-            return read_manifest(zf, path)
+            manifest = read_manifest(zf, path)
+            manifest["sources"] = read_source_table(zf, manifest, path)
+            return manifest
     except (zipfile.BadZipFile, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise
@@ -345,18 +509,28 @@ def load_manifest(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def load_tables(path: str | os.PathLike) -> Iterator[tuple[dict[str, Any], dict[str, np.ndarray]]]:
-    """Yield ``(source_entry, arrays)`` per source straight from the NPZ (canonical int64 arrays
-    plus derived ``pts_ticks``, ``pts_s`` and ``presentation_order``). For tools and tests;
-    readers use the derived index."""
+    """Yield ``(source_entry, arrays)`` per source, by source id, straight from the NPZ (canonical
+    int64 arrays plus derived ``pts_ticks``, ``pts_s`` and ``presentation_order``). For tools and
+    tests; readers use the derived index. Reads every block once, keeps one block's arrays of
+    sources not yet yielded."""
     path = os.fspath(path)
     with zipfile.ZipFile(path) as zf:
         manifest = read_manifest(zf, path)
-        for sid, src in enumerate(manifest["sources"]):
-            arrays = {f: read_npz_member(zf, member_name(sid, f)) for f in CANONICAL_FIELDS}
-            pts = arrays["dts_ticks"] + arrays["cts_ticks"] - int(src.get("media_time") or 0)
-            arrays["pts_ticks"] = pts
-            arrays["pts_s"] = pts_seconds(pts, src["media_timescale"], src.get("movie_timescale") or 1,
-                                          src.get("empty_edit_movie_ticks") or 0)
-            arrays["presentation_order"] = presentation_order_of(pts)
-            arrays["is_sync"] = arrays["is_sync"].astype(bool)
-            yield src, arrays
+        table = read_source_table(zf, manifest, path)
+        waiting: dict[int, dict[str, np.ndarray]] = {}
+        nxt = 0
+        for sid, arrays in iter_source_arrays(zf, manifest, table, path):
+            waiting[sid] = {f: np.array(a) for f, a in arrays.items()}
+            while nxt in waiting:
+                yield _with_derived(table[nxt], waiting.pop(nxt))
+                nxt += 1
+
+
+def _with_derived(src: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    pts = arrays["dts_ticks"] + arrays["cts_ticks"] - int(src.get("media_time") or 0)
+    arrays["pts_ticks"] = pts
+    arrays["pts_s"] = pts_seconds(pts, src["media_timescale"], src.get("movie_timescale") or 1,
+                                  src.get("empty_edit_movie_ticks") or 0)
+    arrays["presentation_order"] = presentation_order_of(pts)
+    arrays["is_sync"] = arrays["is_sync"].astype(bool)
+    return src, arrays

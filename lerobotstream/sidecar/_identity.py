@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
+from lerobotstream.mp4._npz_schema import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION, SourceTable
 
 __all__ = ["SidecarIdentity", "check_identity", "sidecar_identity"]
 
@@ -94,8 +94,9 @@ def check_identity(manifest: dict[str, Any], identity: SidecarIdentity, *, requi
     selected video: present, same size, same fingerprint (a sidecar fingerprint that is null is
     accepted only when a commit pins the contents and ``require_fingerprints`` is False).
     """
-    if manifest.get("schema_version") != SIDECAR_SCHEMA_VERSION:
-        return f"schema version {manifest.get('schema_version')} (this reader needs {SIDECAR_SCHEMA_VERSION})"
+    if manifest.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
+        return (f"schema version {manifest.get('schema_version')} (this reader opens "
+                f"{' and '.join(map(str, READABLE_SCHEMA_VERSIONS))})")
     if manifest.get("repo_id") not in (None, identity.repo_id):
         return f"it indexes {manifest.get('repo_id')!r}, not {identity.repo_id!r}"
     if identity.commit is not None and manifest.get("revision") != identity.commit:
@@ -107,14 +108,17 @@ def check_identity(manifest: dict[str, Any], identity: SidecarIdentity, *, requi
         missing = sorted(set(identity.episodes) - have)
         if missing:
             return f"it indexes a subset of {len(have)} episodes that misses episodes {missing[:8]}"
-    entries = {s["path"]: s for s in manifest.get("sources", [])}
-    for path, size, fp in identity.files:
-        e = entries.get(path)
-        if e is None:
+    sources = manifest.get("sources", [])
+    if not isinstance(sources, SourceTable):
+        sources = SourceTable(len(sources), entries=list(sources))
+    for path, size, fp in identity.files:  # only the selected videos: no object per other source
+        i = sources.find(path)
+        if i is None:
             return f"it does not index {path}"
-        if e.get("size") is not None and int(e["size"]) != size:
-            return f"{path}: the sidecar says {e['size']} bytes, the source has {size}"
-        have = e.get("fingerprint")
+        have_size = sources.get(i, "size")
+        if have_size is not None and int(have_size) != size:
+            return f"{path}: the sidecar says {have_size} bytes, the source has {size}"
+        have = sources.get(i, "fingerprint")
         if have is None:
             if require_fingerprints or (identity.commit is None and fp is not None):
                 return f"{path}: the sidecar has no content fingerprint to check against the source"
