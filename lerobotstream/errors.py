@@ -165,6 +165,11 @@ class StreamingConfigError(LeRobotStreamError, ValueError):
     invalid value (the message names the flag/option and the value; raised at construction)."""
 
 
+class MixtureFeatureError(StreamingConfigError):
+    """Datasets of a mixture disagree on a common feature (shape or dtype): the message names the
+    feature, both datasets and both values (raised at construction)."""
+
+
 class LeRobotIntegrationError(LeRobotStreamError, RuntimeError):
     """The installed LeRobot lacks a seam ``lerobotstream-train`` relies on (unsupported version)."""
 

@@ -1,5 +1,5 @@
 """What a LeRobot 0.6 feature means beyond its dtype: depth maps (and their quantiser), language
-columns, tools. The names and rules are LeRobot 0.6.1's (``lerobot.datasets.dataset_metadata``,
+columns, tools; stats of several datasets combined. The names and rules are LeRobot 0.6.1's (``lerobot.datasets.dataset_metadata``,
 ``language``, ``configs.video.DepthEncoderConfig``); :class:`lerobotstream.meta.DatasetMeta` exposes
 them under LeRobot's attribute names.
 """
@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from lerobotstream.errors import MetadataError
 
 __all__ = ["LANGUAGE_COLUMNS", "DEPTH_PIX_FMTS", "DEFAULT_TOOLS", "DepthQuantizer", "is_depth_feature",
-           "depth_quantizer_of", "rescale_depth_stats", "scale_stat"]
+           "depth_quantizer_of", "rescale_depth_stats", "scale_stat", "aggregate_stats"]
 
 INFO_PATH = "meta/info.json"  # = lerobotstream.meta.INFO_PATH (meta imports this module)
 
@@ -119,3 +119,50 @@ def rescale_depth_stats(stats: dict[str, Any], features: Mapping[str, Any], outp
 
 def _unit(features: Mapping[str, Any], key: str) -> str | None:
     return ((features.get(key) or {}).get("info") or {}).get("depth_unit")
+
+
+def aggregate_stats(stats_list: Sequence[Mapping[str, Mapping[str, Any]]],
+                    keys: Iterable[str] | None = None) -> dict[str, dict[str, list]]:
+    """Stats of several datasets combined, as LeRobot's ``aggregate_stats``
+    (``lerobot.datasets.compute_stats``): per feature, ``min``/``max`` elementwise, ``mean``
+    weighted by ``count``, ``std`` by the parallel-variance rule, ``count`` summed, quantiles
+    (``q01``, ``q99``, ...) count-weighted when every dataset has them.
+
+    Args:
+        stats_list: each dataset's ``meta/stats.json`` dict (``{feature: {stat: value}}``, lists or
+            arrays).
+        keys: features to aggregate (default: the union); a feature some datasets lack is
+            aggregated over those that have it (LeRobot's rule).
+
+    Returns:
+        ``{feature: {stat: list}}`` (JSON-shaped, float64 values; ``count`` as int).
+
+    Raises:
+        MetadataError: a feature's stats have different shapes in two datasets.
+    """
+    wanted = sorted({k for s in stats_list for k in s}) if keys is None else list(keys)
+    out: dict[str, dict[str, list]] = {}
+    for key in wanted:
+        parts = [s[key] for s in stats_list if key in s and all(n in s[key] for n in ("mean", "std", "count"))]
+        if not parts:
+            continue
+        try:
+            means = np.stack([np.asarray(p["mean"], dtype=np.float64) for p in parts])
+            var = np.stack([np.asarray(p["std"], dtype=np.float64) ** 2 for p in parts])
+            mins = np.stack([np.asarray(p.get("min", p["mean"]), dtype=np.float64) for p in parts])
+            maxs = np.stack([np.asarray(p.get("max", p["mean"]), dtype=np.float64) for p in parts])
+        except ValueError as exc:
+            raise MetadataError(f"stats of {key!r} have different shapes in the mixed datasets: {exc}") from exc
+        counts = np.stack([np.asarray(p["count"], dtype=np.float64).reshape(-1)[:1] for p in parts]).reshape(-1)
+        total = counts.sum()
+        c = counts.reshape((-1,) + (1,) * (means.ndim - 1))
+        mean = (means * c).sum(axis=0) / total
+        variance = ((var + (means - mean) ** 2) * c).sum(axis=0) / total
+        agg: dict[str, Any] = {"min": mins.min(axis=0).tolist(), "max": maxs.max(axis=0).tolist(),
+                               "mean": mean.tolist(), "std": np.sqrt(variance).tolist(), "count": [int(total)]}
+        for q in [k for k in parts[0] if k.startswith("q") and k[1:].isdigit()]:
+            if all(q in p for p in parts):
+                agg[q] = ((np.stack([np.asarray(p[q], dtype=np.float64) for p in parts]) * c).sum(axis=0)
+                          / total).tolist()
+        out[key] = agg
+    return out

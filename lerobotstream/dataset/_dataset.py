@@ -300,17 +300,25 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         return self._sidecar_how
 
     # --- planner and resume -----------------------------------------------------------------------
-    def _planner(self, num_workers: int, episode_nbytes: Callable[[int], int] | None = None):
+    def anchor_lengths(self) -> dict[int, int]:
+        """Anchors per selected episode: its length minus ``drop_n_last_frames`` (LeRobot's
+        ``EpisodeAwareSampler``: those last frames are never anchors; windows still read them)."""
+        return {int(e): max(0, int(n) - self.drop_n_last_frames)
+                for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
+
+    def _planner(self, num_workers: int, episode_nbytes: Callable[[int], int] | None = None, *,
+                 seed: int | None = None, pool_size: int | None = None, byte_budget_gb: float | None = None,
+                 decoder_cache_size: int | None = None, batch_size: int | None = None):
+        """This dataset's planner (the keyword overrides serve a mixture: its share of the budget)."""
         from lerobotstream.planner import Planner
 
-        # anchors per episode: the last drop_n_last_frames frames are never anchors (LeRobot's
-        # EpisodeAwareSampler); their windows still read the whole episode
-        lengths = {int(e): max(0, int(n) - self.drop_n_last_frames)
-                   for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
-        return Planner(lengths, seed=self.seed, num_workers=int(num_workers), pool_size=self.episode_pool_size,
-                       strategy=self.sampling_strategy, byte_budget=max(1, int(self.byte_budget_gb * GIB)),
-                       episode_nbytes=episode_nbytes or _no_nbytes, decoder_cache_size=self.video_decoder_cache_size,
-                       repeat=self.repeat, batch_size=self.batch_size or 1, drop_last=self.drop_last,
+        gb = self.byte_budget_gb if byte_budget_gb is None else byte_budget_gb
+        return Planner(self.anchor_lengths(), seed=self.seed if seed is None else seed, num_workers=int(num_workers),
+                       pool_size=self.episode_pool_size if pool_size is None else pool_size,
+                       strategy=self.sampling_strategy, byte_budget=max(1, int(gb * GIB)),
+                       episode_nbytes=episode_nbytes or _no_nbytes,
+                       decoder_cache_size=self.video_decoder_cache_size if decoder_cache_size is None else decoder_cache_size,
+                       repeat=self.repeat, batch_size=(batch_size or self.batch_size or 1), drop_last=self.drop_last,
                        equalize=self.equalize)
 
     @property
@@ -392,23 +400,7 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         wid, nw = current_worker()
         in_process = nw == 0
         self._transforms_in_threads = not in_process
-        if self._state_num_workers is not None and self._state_num_workers != nw and not (
-                {self._state_num_workers, nw} <= {0, 1}):
-            raise ResumeStateError(
-                f"the resume state was written with {self._state_num_workers} DataLoader worker(s) but this "
-                f"DataLoader runs {nw}: sample-exact resume needs the same worker count (it fixes the batch "
-                "turns); restore it, or start a new run from the policy weights")
-        epoch, samples = self._epoch, self._samples
-        if not in_process:
-            # a DataLoader worker holds a copy of the dataset: with persistent_workers=True the same
-            # copy serves every epoch and never sees the training process's set_epoch(); the k-th
-            # iterator started on it is epoch (copied epoch + k), from its first sample
-            pid = os.getpid()
-            if self._iter_pid != pid:
-                self._iter_pid, self._iter_starts = pid, 0
-            if self._iter_starts:
-                epoch, samples = self._epoch + self._iter_starts, 0
-            self._iter_starts += 1
+        epoch, samples = iteration_start(self, nw)
         w = self._state()
         planner = self._planner(nw, episode_nbytes=w.episode_nbytes)
         planner.set_epoch(epoch)
@@ -431,17 +423,8 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
                         decoded_queue_size=self.decoded_queue_size, prefetch_episodes=self.prefetch_episodes,
                         lookahead=self.decode_lookahead, on_free=w.on_free, times=w.times,
                         first_lookahead=self.first_lookahead or self.batch_size or 8)
-        tfm = None if self._transforms_in_threads else self.image_transforms
         try:
-            for item in pipe:
-                if tfm is not None:
-                    t0 = time.perf_counter()
-                    for k in self._cameras.transform_keys:
-                        item[k] = tfm(item[k])
-                    w.add(transforms_s=time.perf_counter() - t0)
-                if in_process:
-                    self._yielded += 1
-                yield item
+            yield from yield_items(self, pipe, w.add, self._cameras.transform_keys, in_process)
         finally:
             w.decoders.clear()
             w.reset_gops()
@@ -513,6 +496,51 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
 
     def __repr__(self) -> str:
         return f"StreamingLeRobotDataset({self.meta!r}, cameras={self.video_keys + self.image_keys})"
+
+
+def yield_items(ds: Any, items: Iterator[dict[str, Any]], add: Callable[..., None], transform_keys: Sequence[str],
+                in_process: bool) -> Iterator[dict[str, Any]]:
+    """``items`` with ``ds.image_transforms`` applied here when they do not run on the assembly
+    threads (in-process iteration), counting the yielded items for ``ds.state_dict``."""
+    tfm = None if ds._transforms_in_threads else ds.image_transforms
+    for item in items:
+        if tfm is not None:
+            t0 = time.perf_counter()
+            for k in transform_keys:
+                if k in item:
+                    item[k] = tfm(item[k])
+            add(transforms_s=time.perf_counter() - t0)
+        if in_process:
+            ds._yielded += 1
+        yield item
+
+
+def iteration_start(ds: Any, nw: int) -> tuple[int, int]:
+    """(epoch, consumed samples) an iterator of ``ds`` starts from in this process, with ``nw``
+    DataLoader workers (0: in-process).
+
+    A DataLoader worker holds a copy of the dataset: with ``persistent_workers=True`` the same copy
+    serves every epoch and never sees the training process's ``set_epoch()``; the k-th iterator
+    started on it is epoch (copied epoch + k), from its first sample.
+
+    Raises:
+        ResumeStateError: the loaded state was written with another DataLoader worker count.
+    """
+    if ds._state_num_workers is not None and ds._state_num_workers != nw and not (
+            {ds._state_num_workers, nw} <= {0, 1}):
+        raise ResumeStateError(
+            f"the resume state was written with {ds._state_num_workers} DataLoader worker(s) but this "
+            f"DataLoader runs {nw}: sample-exact resume needs the same worker count (it fixes the batch "
+            "turns); restore it, or start a new run from the policy weights")
+    epoch, samples = ds._epoch, ds._samples
+    if nw:
+        pid = os.getpid()
+        if ds._iter_pid != pid:
+            ds._iter_pid, ds._iter_starts = pid, 0
+        if ds._iter_starts:
+            epoch, samples = ds._epoch + ds._iter_starts, 0
+        ds._iter_starts += 1
+    return epoch, samples
 
 
 def _root_name(root: Any) -> str:

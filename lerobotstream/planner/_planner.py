@@ -18,7 +18,7 @@ from lerobotstream.planner._shards import lpt_shards
 from lerobotstream.planner._state import StreamState, episodes_digest, replay_turns
 from lerobotstream.planner._world import discover_world
 
-__all__ = ["Planner", "WorkerPlan", "WorkerStart"]
+__all__ = ["BatchTurns", "Planner", "WorkerPlan", "WorkerStart"]
 
 logger = logging.getLogger("lerobotstream.planner")
 _IDLE_WARNED: set[tuple] = set()
@@ -153,7 +153,78 @@ class WorkerPlan:
                     break
 
 
-class Planner:
+class BatchTurns:
+    """Epoch sizes and the DataLoader's batch turns of one rank, from ``_worker_frames(rank)``
+    (frames per logical worker in one epoch). Shared by :class:`Planner` and the mixture planner.
+
+    Needs the attributes ``rank``, ``world_size``, ``num_shards``, ``batch_size``, ``drop_last``,
+    ``repeat``, ``equalize``, ``epoch``, ``samples_consumed``.
+    """
+
+    def _worker_frames(self, rank: int) -> list[int]:
+        raise NotImplementedError
+
+    def batches_per_rank(self) -> np.ndarray:
+        """DataLoader batches per rank in one finite epoch (``batch_size``, ``drop_last``, workers
+        taken into account), before equalization, int64 (world_size,)."""
+        out = []
+        for r in range(self.world_size):
+            fr = self._worker_frames(r)
+            out.append(replay_turns(fr, self.batch_size, batches=sum(fr) + 1, drop_last=self.drop_last)[2])
+        return np.array(out, dtype=np.int64)
+
+    def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
+        """Anchors each logical worker of ``rank`` yields in one finite epoch (after ``drop_last``
+        truncation to whole batches and ``equalize``)."""
+        rank = self.rank if rank is None else rank
+        fr = self._worker_frames(rank)
+        if self.repeat:
+            return fr
+        if self.drop_last:  # the DataLoader drops each worker's short last batch: never decode it
+            fr = [f - f % self.batch_size for f in fr]
+        if self.equalize == "none":
+            return fr
+        bmin = int(self.batches_per_rank().min())
+        return replay_turns(fr, self.batch_size, batches=bmin, drop_last=self.drop_last)[0]
+
+    def epoch_samples(self) -> int:
+        """Anchors this rank yields in one finite epoch (after ``equalize``)."""
+        return sum(self.worker_epoch_limits())
+
+    def position(self) -> tuple[int, int]:
+        """(epoch, samples consumed in it) of the resume state; in finite mode a consumed count of
+        one or more whole epochs rolls into the following epochs (``repeat=True`` keeps the
+        stream's start epoch: each worker rolls over on its own)."""
+        if self.repeat:
+            return self.epoch, self.samples_consumed
+        total = self.epoch_samples()
+        if total and self.samples_consumed >= total:
+            return self.epoch + self.samples_consumed // total, self.samples_consumed % total
+        return self.epoch, self.samples_consumed
+
+    def _turn_start(self, dl_worker_id: int | None) -> tuple[int, int, int, int | None]:
+        """(logical worker, samples it already gave, epoch, its epoch limit or None) for DataLoader
+        worker ``dl_worker_id``, from the resume state. With ``repeat=True`` the count runs from the
+        stream's start epoch (the caller rolls it into epochs).
+
+        Raises:
+            ResumeStateError: the consumed count ends inside a batch or exceeds the finite epoch.
+        """
+        fr = self._worker_frames(self.rank)
+        if self.repeat:
+            if not any(f for f in fr):
+                return 0, 0, self.epoch, None
+            limits: list[int | None] = [None if f else 0 for f in fr]
+            epoch, s = self.epoch, self.samples_consumed
+        else:
+            limits = list(self.worker_epoch_limits())
+            epoch, s = self.position()
+        given, nxt, _ = replay_turns(limits, self.batch_size, samples=s, drop_last=self.drop_last)
+        logical = ((0 if dl_worker_id is None else int(dl_worker_id)) + (nxt or 0)) % self.num_shards
+        return logical, given[logical], epoch, (None if self.repeat else limits[logical])
+
+
+class Planner(BatchTurns):
     """Deterministic episode planner of one rank (pure: no I/O, no torch import).
 
     Args:
@@ -299,33 +370,6 @@ class Planner:
     def _worker_frames(self, rank: int) -> list[int]:
         return [int(self.lengths[p].sum()) for p in self._worker_positions(rank)]
 
-    def batches_per_rank(self) -> np.ndarray:
-        """DataLoader batches per rank in one finite epoch (``batch_size``, ``drop_last``, workers
-        taken into account), before equalization, int64 (world_size,)."""
-        out = []
-        for r in range(self.world_size):
-            fr = self._worker_frames(r)
-            out.append(replay_turns(fr, self.batch_size, batches=sum(fr) + 1, drop_last=self.drop_last)[2])
-        return np.array(out, dtype=np.int64)
-
-    def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
-        """Anchors each logical worker of ``rank`` yields in one finite epoch (after ``drop_last``
-        truncation to whole batches and ``equalize``)."""
-        rank = self.rank if rank is None else rank
-        fr = self._worker_frames(rank)
-        if self.repeat:
-            return fr
-        if self.drop_last:  # the DataLoader drops each worker's short last batch: never decode it
-            fr = [f - f % self.batch_size for f in fr]
-        if self.equalize == "none":
-            return fr
-        bmin = int(self.batches_per_rank().min())
-        return replay_turns(fr, self.batch_size, batches=bmin, drop_last=self.drop_last)[0]
-
-    def epoch_samples(self) -> int:
-        """Anchors this rank yields in one finite epoch (after ``equalize``)."""
-        return sum(self.worker_epoch_limits())
-
     # --- resume ---------------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         """Start ``epoch`` from its first anchor (resets ``samples_consumed``)."""
@@ -355,7 +399,9 @@ class Planner:
                  for name in ("seed", "batch_size", "world_size", "num_workers", "strategy", "pool_size",
                               "byte_budget", "repeat", "drop_last", "equalize")
                  if getattr(st, name) != getattr(mine, name)]
-        if st.episodes is not None and st.episodes != mine.episodes:
+        if st.mixture is not None:
+            diffs.append(f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset")
+        elif st.episodes is not None and st.episodes != mine.episodes:
             diffs.append(f"episode selection: checkpoint {st.episodes.split(':')[0]} episodes (digest "
                          f"{st.episodes}), now {mine.episodes.split(':')[0]} episodes (digest {mine.episodes})")
         if diffs:
@@ -365,17 +411,6 @@ class Planner:
                 "(they fix episode ownership, the order and the batch boundaries); differs: "
                 + "; ".join(diffs) + ". Restore those settings, or start a new run from the policy weights.")
         self.epoch, self.samples_consumed = st.epoch, st.samples
-
-    def position(self) -> tuple[int, int]:
-        """(epoch, samples consumed in it) of the resume state; in finite mode a consumed count of
-        one or more whole epochs rolls into the following epochs (``repeat=True`` keeps the
-        stream's start epoch: each worker rolls over on its own)."""
-        if self.repeat:
-            return self.epoch, self.samples_consumed
-        total = self.epoch_samples()
-        if total and self.samples_consumed >= total:
-            return self.epoch + self.samples_consumed // total, self.samples_consumed % total
-        return self.epoch, self.samples_consumed
 
     def worker_start(self, dl_worker_id: int | None = None, dl_num_workers: int = 0) -> WorkerStart:
         """Where DataLoader worker ``dl_worker_id`` (None in-process) starts, from the resume state
@@ -393,24 +428,11 @@ class Planner:
         if self.num_active_workers < self.num_shards and not dl_worker_id:
             self._warn_idle()
         fr = self._worker_frames(self.rank)
-        n = self.num_shards
-        if self.repeat:
-            s = self.samples_consumed
-            limits = [None if f else 0 for f in fr]
-            if not any(f for f in fr):
-                return WorkerStart(0, self.epoch, 0, None)
-            given, nxt, _ = replay_turns(limits, self.batch_size, samples=s, drop_last=self.drop_last)
-        else:
-            limits = self.worker_epoch_limits()
-            epoch, s = self.position()
-            given, nxt, _ = replay_turns(limits, self.batch_size, samples=s, drop_last=self.drop_last)
-        p = 0 if dl_worker_id is None else int(dl_worker_id)
-        logical = (p + (nxt or 0)) % n
+        logical, c, epoch, limit = self._turn_start(dl_worker_id)
         if self.repeat:
             f = fr[logical]
-            c = given[logical]
-            return WorkerStart(logical, self.epoch + (c // f if f else 0), c % f if f else 0, None)
-        return WorkerStart(logical, epoch, given[logical], limits[logical])
+            return WorkerStart(logical, epoch + (c // f if f else 0), c % f if f else 0, None)
+        return WorkerStart(logical, epoch, c, limit)
 
     def iter_worker_anchors(self, dl_worker_id: int | None = None,
                             dl_num_workers: int = 0) -> Iterator[tuple[int, int]]:

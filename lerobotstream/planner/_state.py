@@ -50,6 +50,8 @@ class StreamState:
         episodes (str | None): digest of the selected episodes (sha256 of their indices and
             lengths, :func:`episodes_digest`); None in states written before it was stored
             (not checked then).
+        mixture (dict | None): a weighted mixture's description (repo ids, weights, integer
+            weights); None for a single dataset (and in states written before mixtures existed).
     """
 
     seed: int
@@ -65,9 +67,13 @@ class StreamState:
     drop_last: bool
     equalize: str
     episodes: str | None = None
+    mixture: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {SCHEMA_KEY: SCHEMA_VERSION, **asdict(self)}
+        out = {SCHEMA_KEY: SCHEMA_VERSION, **asdict(self)}
+        if out["mixture"] is None:  # single-dataset states keep their layout
+            del out["mixture"]
+        return out
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> StreamState:

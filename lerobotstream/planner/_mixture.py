@@ -1,0 +1,473 @@
+"""Weighted mixtures of several datasets: one stream per worker over every dataset's pools.
+
+A mixture keeps one :class:`~lerobotstream.planner.Planner` per dataset (its own rank and
+worker shards, pools, byte-budget share and seeds) and adds, per worker, a seeded **mix
+sequence** that says which dataset gives each next sample:
+
+* **Blocks.** Positions are grouped in blocks of ``K`` samples. Up to the end of block ``b``,
+  dataset ``d`` (other than the heaviest one) has given exactly ``floor(w_d * b * K)`` samples
+  (integer weights, exact arithmetic); the heaviest dataset takes the rest of each block. Inside a
+  block the order is a seeded permutation. So the share of every dataset follows its weight to
+  within one sample per block in every prefix, in every rank and worker, and the count of each
+  dataset at any position is computed in O(log) without replaying the stream (resume).
+* **Phases** (finite mixtures, ``repeat=False``): when a dataset has given every frame of its
+  worker shard it leaves the mixture; the others continue with their weights renormalised (a new
+  phase, its own seeded blocks). One pass therefore visits every selected frame of every dataset
+  exactly once; the weights only shape the order.
+* **Endless** (``repeat=True``): each dataset is its own endless chain of exact-coverage epochs
+  (its pools roll over on their own); the weights set the rates.
+
+:class:`MixedPool` presents the datasets' pools to the worker pipeline as one pool over **global
+episode ids** (``offset[d] + episode_index``): its admissions and evictions are the datasets'
+own, moved to the mixture's sample positions, so the pipeline, byte cache and decoders serve the
+whole mixture. Resident bytes stay within the worker's budget because each dataset's pool keeps
+to its own share of it (the shares sum to the budget).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from lerobotstream.errors import ResumeStateError
+from lerobotstream.planner import _seeds
+from lerobotstream.errors import ShardingError
+from lerobotstream.planner._planner import BatchTurns, Planner, WorkerPlan, WorkerStart
+from lerobotstream.planner._pool import EpisodePool, PoolEvent
+from lerobotstream.planner._state import StreamState
+
+__all__ = ["MixSequence", "MixedPool", "MixturePlanner", "integer_weights", "mixture_shares"]
+
+TAG_MIXTURE = 0x4D495854  # "MIXT"
+WEIGHT_SCALE = 1 << 40  # integer weights: exact block counts, no float drift over billions of samples
+
+
+def integer_weights(weights: Sequence[float]) -> list[int]:
+    """Weights as integers summing to :data:`WEIGHT_SCALE` (largest-remainder rounding).
+
+    Raises:
+        ValueError: a weight is negative, not finite, or all are zero.
+    """
+    w = np.asarray(list(weights), dtype=np.float64)
+    if w.ndim != 1 or len(w) == 0 or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+        raise ValueError(f"weights must be finite numbers >= 0 with a positive sum, got {list(weights)}")
+    exact = w / w.sum() * WEIGHT_SCALE
+    out = np.floor(exact).astype(np.int64)
+    short = WEIGHT_SCALE - int(out.sum())
+    for i in np.argsort(-(exact - out), kind="stable")[:short]:
+        out[i] += 1
+    return [int(x) for x in out]
+
+
+def mixture_shares(weights: Sequence[float]) -> np.ndarray:
+    """Each dataset's share of a worker's byte budget and pool: half split evenly, half by weight,
+    so a lightly weighted dataset still holds its largest episodes. float64 (N,), sums to 1."""
+    w = np.asarray(list(weights), dtype=np.float64)
+    w = w / w.sum()
+    return 0.5 / len(w) + 0.5 * w
+
+
+class MixSequence:
+    """Seeded dataset choices of one phase: which dataset gives each sample (see the module doc).
+
+    Args:
+        weights: integer weights (``integer_weights``), one per dataset; zero weights never draw.
+        words: entropy of this phase's permutations (ints >= 0: seed, epoch, rank, worker, phase).
+        block: samples per block, ``K``; raised to at least the count that keeps the heaviest
+            dataset's per-block count non-negative.
+    """
+
+    def __init__(self, weights: Sequence[int], words: Sequence[int], block: int = 64) -> None:
+        self.weights = [int(x) for x in weights]
+        self.total = sum(self.weights)
+        if self.total <= 0 or any(x < 0 for x in self.weights):
+            raise ValueError(f"integer weights must be >= 0 with a positive sum, got {self.weights}")
+        self.n = len(self.weights)
+        self.heavy = int(np.argmax(self.weights))
+        # the heaviest dataset gets K - sum(floor(...)) >= K * w_max - (n - 1) per block
+        need = -(-(self.n - 1) * self.total // max(1, self.weights[self.heavy]))
+        self.block = max(int(block), need, 1)
+        self.words = [int(x) for x in words]
+        self._cache: tuple[int, np.ndarray] | None = None
+
+    def cumulative(self, b: int) -> np.ndarray:
+        """Samples of each dataset in the first ``b`` blocks, int64 (N,)."""
+        pos = int(b) * self.block
+        out = np.array([w * pos // self.total for w in self.weights], dtype=np.int64)
+        out[self.heavy] = pos - (int(out.sum()) - int(out[self.heavy]))
+        return out
+
+    def block_choices(self, b: int) -> np.ndarray:
+        """Dataset of each position of block ``b``, int64 (K,) (a seeded permutation)."""
+        if self._cache is not None and self._cache[0] == b:
+            return self._cache[1]
+        counts = self.cumulative(b + 1) - self.cumulative(b)
+        base = np.repeat(np.arange(self.n, dtype=np.int64), counts)
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([*self.words, TAG_MIXTURE, int(b)])))
+        out = base[rng.permutation(len(base))]
+        self._cache = (b, out)
+        return out
+
+    def counts(self, r: int) -> np.ndarray:
+        """Samples of each dataset among positions ``[0, r)``, int64 (N,)."""
+        b, j = divmod(int(r), self.block)
+        out = self.cumulative(b)
+        if j:
+            out = out + np.bincount(self.block_choices(b)[:j], minlength=self.n)
+        return out
+
+    def position_of(self, d: int, m: int) -> int:
+        """The smallest ``r`` with ``counts(r)[d] >= m`` (m >= 1: one past dataset d's m-th sample)."""
+        if m <= 0:
+            return 0
+        if self.weights[d] == 0:
+            raise ValueError(f"dataset {d} has weight 0 and never gives a sample")
+        lo, hi = 0, 1
+        while self.cumulative(hi)[d] < m:  # galloping: the block holding the m-th sample
+            lo, hi = hi, hi * 2
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.cumulative(mid + 1)[d] >= m:
+                hi = mid
+            else:
+                lo = mid + 1
+        before = int(self.cumulative(lo)[d])
+        where = np.flatnonzero(self.block_choices(lo) == d)
+        return lo * self.block + int(where[m - before - 1]) + 1
+
+    def choices(self, r0: int, r1: int) -> np.ndarray:
+        """Dataset of each position in ``[r0, r1)``, int64."""
+        parts = []
+        r = int(r0)
+        while r < r1:
+            b, j = divmod(r, self.block)
+            take = min(self.block - j, int(r1) - r)
+            parts.append(self.block_choices(b)[j:j + take])
+            r += take
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
+class _Phases:
+    """The mix sequence of one worker, across phases (finite) or one endless phase.
+
+    Args:
+        weights: integer weights per dataset.
+        caps: samples each dataset gives in this worker (None each: endless); a dataset with a cap
+            of 0 never draws.
+        words: entropy (seed, epoch, rank, world size, worker, workers).
+        start: samples of the worker's stream already consumed.
+    """
+
+    def __init__(self, weights: Sequence[int], caps: Sequence[int | None], words: Sequence[int], start: int = 0):
+        self.weights = list(weights)
+        self.caps = list(caps)
+        self.words = list(words)
+        self.n = len(self.weights)
+        self.given = np.zeros(self.n, dtype=np.int64)  # samples given by each dataset before the phase
+        self.phase = 0
+        self._enter()
+        self.skip(int(start))
+
+    def _active(self) -> list[int]:
+        return [d for d in range(self.n) if self.weights[d] > 0
+                and (self.caps[d] is None or self.given[d] < self.caps[d])]
+
+    def _enter(self) -> None:
+        act = self._active()
+        self.seq = None
+        self.r = 0  # position inside the phase
+        self.length = None  # samples in this phase (None: endless)
+        if not act:
+            return
+        w = [self.weights[d] if d in act else 0 for d in range(self.n)]
+        self.seq = MixSequence(w, [*self.words, self.phase])
+        ends = [self.seq.position_of(d, int(self.caps[d] - self.given[d])) for d in act if self.caps[d] is not None]
+        self.length = min(ends) if ends else None  # the phase ends when its first dataset is exhausted
+
+    def _advance_phase(self) -> None:
+        self.given += self.seq.counts(self.r)
+        self.phase += 1
+        self._enter()
+
+    def skip(self, count: int) -> None:
+        """Consume ``count`` samples without producing them."""
+        while count > 0 and self.seq is not None:
+            room = count if self.length is None else min(count, self.length - self.r)
+            self.r += room
+            count -= room
+            if self.length is not None and self.r >= self.length:
+                self._advance_phase()
+        if count > 0:
+            raise ResumeStateError(f"resume offset exceeds the mixture's samples by {count}")
+
+    def consumed(self) -> np.ndarray:
+        """Samples given by each dataset so far, int64 (N,)."""
+        if self.seq is None:
+            return self.given.copy()
+        return self.given + self.seq.counts(self.r)
+
+    def take(self, count: int) -> np.ndarray:
+        """The datasets of the next ``count`` samples (fewer when every dataset is exhausted), int64."""
+        parts = []
+        while count > 0 and self.seq is not None:
+            room = count if self.length is None else min(count, self.length - self.r)
+            parts.append(self.seq.choices(self.r, self.r + room))
+            self.r += room
+            count -= room
+            if self.length is not None and self.r >= self.length:
+                self._advance_phase()
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
+class _DatasetStream:
+    """One dataset's anchors in one worker: its pools, chained over epochs when endless."""
+
+    def __init__(self, plan: WorkerPlan, offset: int, epoch: int, start: int, repeat: bool) -> None:
+        self.plan, self.offset, self.repeat = plan, int(offset), bool(repeat)
+        f = plan.num_frames
+        if repeat and f:
+            epoch, start = epoch + start // f, start % f
+        self.epoch = epoch
+        self.pool: EpisodePool | None = plan.pool(epoch) if f else None
+        if self.pool is not None and start:
+            self.pool.skip(start)
+        if self.pool is not None:
+            self.pool.drain_events()
+
+    def resident(self) -> np.ndarray:
+        return np.empty(0, np.int64) if self.pool is None else self.pool.resident() + self.offset
+
+    def frontier(self, k: int) -> np.ndarray:
+        return np.empty(0, np.int64) if self.pool is None else self.pool.frontier(k) + self.offset
+
+    def take(self, count: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str, int]]]:
+        """``count`` anchors (global episode ids, frames) and their events as ``(j, kind, global
+        episode)``: ``j`` = anchors of this call before the event (an admission at j is drawn from
+        anchor j on; an eviction at j follows anchor j-1)."""
+        eps, frs, evs = [], [], []
+        got = 0
+        while got < count and self.pool is not None:
+            q0 = self.pool.emitted
+            e, f = self.pool.next_anchors(count - got)
+            evs += [(got + ev.position - q0, ev.kind, ev.episode_index + self.offset)
+                    for ev in self.pool.drain_events()]
+            eps.append(e)
+            frs.append(f)
+            got += len(e)
+            if got < count:
+                if not self.repeat:
+                    raise AssertionError("a finite dataset stream was asked past its epoch")
+                self.epoch += 1
+                self.pool = self.plan.pool(self.epoch)
+                self.pool.drain_events()
+                evs += [(got, "admit", int(ep) + self.offset) for ep in self.pool.resident().tolist()]
+        ep = np.concatenate(eps) + self.offset if eps else np.empty(0, np.int64)
+        fr = np.concatenate(frs) if frs else np.empty(0, np.int64)
+        return ep, fr, evs
+
+
+class MixedPool:
+    """The pool interface of :class:`~lerobotstream.planner.EpisodePool` over a mixture (global
+    episode ids): one per finite epoch, or one endless pool with ``repeat=True``.
+
+    Args:
+        streams: one ``_DatasetStream`` per dataset, positioned at the worker's start.
+        phases: the worker's mix sequence, positioned at the same start.
+        emitted: samples of the worker's stream before the start (positions count from there).
+    """
+
+    def __init__(self, streams: list[_DatasetStream], phases: _Phases, emitted: int) -> None:
+        self.streams, self.phases = streams, phases
+        self._emitted = int(emitted)
+        self._events: list[PoolEvent] = []
+
+    @property
+    def emitted(self) -> int:
+        return self._emitted
+
+    def resident(self) -> np.ndarray:
+        parts = [s.resident() for s in self.streams]
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+    def frontier(self, k: int) -> np.ndarray:
+        """The next admissions of every dataset, interleaved (prefetch hints), int64 (<= k,)."""
+        fronts = [s.frontier(k).tolist() for s in self.streams]
+        out: list[int] = []
+        for i in range(k):
+            out += [f[i] for f in fronts if i < len(f)]
+        return np.asarray(out[:k], dtype=np.int64)
+
+    def drain_events(self) -> list[PoolEvent]:
+        out, self._events = self._events, []
+        return out
+
+    def next_anchors(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Up to ``n`` anchors (global episode id int64 (k,), frame int64 (k,)); k < n at the end."""
+        which = self.phases.take(int(n))
+        k = len(which)
+        out_ep = np.empty(k, np.int64)
+        out_fr = np.empty(k, np.int64)
+        events: list[tuple[int, int, str, int]] = []
+        for d in np.unique(which).tolist():
+            pos = np.flatnonzero(which == d)
+            ep, fr, evs = self.streams[d].take(len(pos))
+            out_ep[pos], out_fr[pos] = ep, fr
+            for j, kind, gid in evs:
+                if kind == "evict":
+                    local = int(pos[j - 1]) + 1 if j > 0 else 0
+                else:
+                    local = int(pos[j]) if j < len(pos) else k
+                events.append((local, 0 if kind == "evict" else 1, kind, gid))
+        events.sort(key=lambda e: (e[0], e[1]))
+        self._events += [PoolEvent(self._emitted + p, kind, gid) for p, _, kind, gid in events]
+        self._emitted += k
+        return out_ep, out_fr
+
+    def skip(self, n: int) -> int:
+        got = 0
+        while got < n:
+            ep, _ = self.next_anchors(min(4096, n - got))
+            got += len(ep)
+            if len(ep) == 0:
+                break
+        self._events = []
+        return got
+
+
+class MixturePlanner(BatchTurns):
+    """The planner of one rank over a weighted mixture (pure: no I/O, no torch import).
+
+    Args:
+        planners: one :class:`Planner` per dataset, built with the same world, ``num_workers``
+            and ``repeat`` (their byte budgets and pool sizes are the datasets' shares).
+        weights: sampling weight per dataset (> 0 each), e.g. the frame counts.
+        offsets: global episode id offset per dataset (``offsets[d] + episode_index``).
+        seed, repeat, batch_size, drop_last, equalize: as :class:`Planner`'s.
+        mixture: a JSON-able description recorded in the state and compared on resume (repo ids,
+            weights).
+
+    Raises:
+        ValueError: planners disagree on world size, rank, workers or ``repeat``; bad weights.
+    """
+
+    def __init__(self, planners: Sequence[Planner], weights: Sequence[float], offsets: Sequence[int], *,
+                 seed: int, repeat: bool, batch_size: int = 1, drop_last: bool = False, equalize: str = "none",
+                 mixture: dict[str, Any] | None = None) -> None:
+        self.planners = list(planners)
+        if not self.planners or len(weights) != len(self.planners) or len(offsets) != len(self.planners):
+            raise ValueError("a mixture needs one weight and one offset per planner")
+        p0 = self.planners[0]
+        for p in self.planners:
+            if (p.rank, p.world_size, p.num_workers, p.repeat) != (p0.rank, p0.world_size, p0.num_workers, repeat):
+                raise ValueError("the planners of a mixture must share rank, world size, num_workers and repeat")
+        self.weights = integer_weights(weights)
+        self.offsets = [int(o) for o in offsets]
+        self.seed, self.repeat = int(seed), bool(repeat)
+        self.batch_size, self.drop_last, self.equalize = int(batch_size), bool(drop_last), equalize
+        self.rank, self.world_size = p0.rank, p0.world_size
+        self.num_workers, self.num_shards = p0.num_workers, p0.num_shards
+        self.mixture = dict(mixture or {})
+        self.epoch = 0
+        self.samples_consumed = 0
+
+    # --- sizes ------------------------------------------------------------------------------------
+    def dataset_worker_frames(self, rank: int | None = None) -> np.ndarray:
+        """Frames per (dataset, logical worker) of ``rank`` in one epoch, int64 (N, workers)."""
+        rank = self.rank if rank is None else rank
+        return np.array([p._worker_frames(rank) for p in self.planners], dtype=np.int64)
+
+    def _worker_frames(self, rank: int) -> list[int]:
+        return [int(x) for x in self.dataset_worker_frames(rank).sum(axis=0)]
+
+    def samples_per_rank(self) -> np.ndarray:
+        """Frames per rank in one epoch (every dataset), int64 (world_size,)."""
+        return np.sum([p.samples_per_rank() for p in self.planners], axis=0).astype(np.int64)
+
+    # batches_per_rank, worker_epoch_limits, epoch_samples, position: BatchTurns'
+
+    # --- resume -----------------------------------------------------------------------------------
+    def set_epoch(self, epoch: int) -> None:
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self.epoch, self.samples_consumed = int(epoch), 0
+
+    def _stream_state(self, samples: int) -> StreamState:
+        p0 = self.planners[0]
+        digest = "|".join(p.episodes_digest for p in self.planners)
+        budgets = [p.byte_budget for p in self.planners]
+        total = None if any(b is None for b in budgets) else int(sum(budgets))
+        pools = [p.pool_size for p in self.planners]
+        return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size, self.num_workers,
+                           p0.strategy, None if any(x is None for x in pools) else int(sum(pools)), total,
+                           self.repeat, self.drop_last, self.equalize, digest,
+                           mixture={**self.mixture, "integer_weights": list(self.weights)})
+
+    def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
+        """Resume state (``StreamState`` with its ``mixture`` field set)."""
+        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
+        return self._stream_state(s).to_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict`.
+
+        Raises:
+            ResumeStateError: a single-dataset state, or a different mixture (datasets, weights,
+            episode selections) or any setting :meth:`Planner.load_state_dict` checks.
+        """
+        st = StreamState.from_dict(state)
+        mine = self._stream_state(0)
+        if st.mixture is None:
+            raise ResumeStateError(
+                "the resume state was written by a single-dataset stream but this is a mixture of "
+                f"{len(self.planners)} datasets ({self.mixture.get('repo_ids')}); sample-exact resume "
+                "needs the same mixture. Start a new run from the policy weights.")
+        diffs = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
+                 for name in ("seed", "batch_size", "world_size", "num_workers", "strategy", "pool_size",
+                              "byte_budget", "repeat", "drop_last", "equalize")
+                 if getattr(st, name) != getattr(mine, name)]
+        for key in sorted(set(st.mixture) | set(mine.mixture)):
+            if st.mixture.get(key) != mine.mixture.get(key):
+                diffs.append(f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}")
+        if st.episodes != mine.episodes and not any(d.startswith("mixture") for d in diffs):
+            diffs.append("episode selection of the datasets differs")
+        if diffs:
+            raise ResumeStateError(
+                "sample-exact resume needs the same mixture (datasets, weights, episode selections), seed, "
+                "world size, batch size, DataLoader worker count, sampling strategy, pool and budget settings "
+                "as the checkpointed run; differs: " + "; ".join(diffs)
+                + ". Restore those settings, or start a new run from the policy weights.")
+        self.epoch, self.samples_consumed = st.epoch, st.samples
+
+    def worker_start(self, dl_worker_id: int | None = None, dl_num_workers: int = 0) -> WorkerStart:
+        """Where DataLoader worker ``dl_worker_id`` starts: logical worker, epoch, samples of the
+        worker's mixture stream already consumed (from the epoch's start; endless streams count
+        from the stream's start), limit (finite mode)."""
+        if dl_num_workers != self.num_workers:
+            raise ShardingError(
+                f"the DataLoader runs {dl_num_workers} worker(s) but the mixture was built for "
+                f"num_workers={self.num_workers} (pass num_workers equal to the DataLoader's)")
+        logical, c, epoch, limit = self._turn_start(dl_worker_id)
+        return WorkerStart(logical, epoch, c, limit)
+
+    def worker_pools(self, start: WorkerStart, plans: Sequence[WorkerPlan]) -> Iterator[MixedPool]:
+        """Mixed pools of logical worker ``start.logical_worker`` from ``start`` on: one per epoch
+        (finite, only ``start.epoch``'s), or one endless pool (``repeat=True``).
+
+        Args:
+            plans: each dataset's ``WorkerPlan`` of that logical worker (built with the worker's
+                ``episode_nbytes``).
+        """
+        w = start.logical_worker
+        frames = [int(p.num_frames) for p in plans]
+        weights = [wt if f else 0 for wt, f in zip(self.weights, frames)]
+        if not any(weights):
+            return
+        words = [self.seed, start.epoch, self.rank, self.world_size, w, self.num_shards]
+        caps = [None if self.repeat else f for f in frames]
+        phases = _Phases(weights, caps, words, start.offset)
+        counts = phases.consumed()
+        streams = [_DatasetStream(plan, off, start.epoch, int(c), self.repeat)
+                   for plan, off, c in zip(plans, self.offsets, counts)]
+        yield MixedPool(streams, phases, start.offset)
