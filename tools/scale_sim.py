@@ -236,6 +236,7 @@ def build(p: Preset, workdir: Path, seed: int) -> dict[str, Any]:
             raw_int64 += t.offset.shape[0] * (4 * 8 + 1)
         w.commit()
     t_write = time.perf_counter() - t0
+    write_peak = _peak_rss_mb()
 
     index_dir = workdir / "indexes"
     t0 = time.perf_counter()
@@ -251,7 +252,7 @@ def build(p: Preset, workdir: Path, seed: int) -> dict[str, Any]:
             "npz_int64_raw_bytes": raw_int64, "derived_bytes": derived, "derived_json_bytes": header,
             "derived_bytes_per_sample": derived / samples, "npz_bytes_per_sample": npz.stat().st_size / samples,
             "t_plan_files_s": t_plan, "t_write_s": t_write, "t_convert_s": t_convert,
-            "deflate_level": level, "build_peak_rss_mb": _peak_rss_mb()}
+            "deflate_level": level, "write_peak_rss_mb": write_peak, "build_peak_rss_mb": _peak_rss_mb()}
 
 
 def _peak_rss_mb() -> float:
@@ -429,15 +430,17 @@ def run(max_scale: str, worlds: list[int], *, only: bool = False, workdir: Path 
 def markdown(results: list[dict[str, Any]]) -> str:
     """The figures as two Markdown tables (per size; per size and world size)."""
     lines = ["| size | episodes | samples | sources | ep/file | video TB | NPZ MB | NPZ B/sample (int64 raw) "
-             "| derived MB | derived B/sample | JSON header MB | write s (zlib level) | convert s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| derived MB | derived B/sample | JSON header MB | write s (zlib level) | convert s "
+             "| peak RSS MB: write / + convert |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         lines.append(
             f"| {r['preset']['name']} | {r['episodes']:,} | {r['samples']:,} | {r['sources']:,} | "
             f"{r['episodes_per_file']:.1f} | {r['video_tb']:.2f} | {r['npz_bytes'] / 1e6:.1f} | "
             f"{r['npz_bytes_per_sample']:.2f} ({r['npz_int64_raw_bytes'] / r['samples']:.0f}) | "
             f"{r['derived_bytes'] / 1e6:.1f} | {r['derived_bytes_per_sample']:.2f} | "
-            f"{r['derived_json_bytes'] / 1e6:.2f} | {r['t_write_s']:.1f} ({r['deflate_level']}) | {r['t_convert_s']:.1f} |")
+            f"{r['derived_json_bytes'] / 1e6:.2f} | {r['t_write_s']:.1f} ({r['deflate_level']}) | {r['t_convert_s']:.1f} "
+            f"| {r.get('write_peak_rss_mb', 0):.0f} / {r.get('build_peak_rss_mb', 0):.0f} |")
     lines += ["", "| size | N ranks | eps/rank | sources touched | open s | shard s | spans s (ms/ep) | first sample s "
               "| anchors/s | rank max/mean | RSS MB | PSS MB | private MB | anon MB | anon over imports MB |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
