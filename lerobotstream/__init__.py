@@ -8,7 +8,7 @@ torchcodec (FFmpeg on CPU, NVDEC on CUDA).
 from lerobotstream._version import __version__
 from lerobotstream import errors
 
-__all__ = ["__version__", "errors", "EpisodeByteCache", "StreamingLeRobotDataset"]
+__all__ = ["__version__", "errors", "EpisodeByteCache", "StreamingLeRobotDataset", "StreamingMultiLeRobotDataset"]
 
 
 def __getattr__(name: str):
@@ -17,6 +17,10 @@ def __getattr__(name: str):
         from lerobotstream.dataset import StreamingLeRobotDataset
 
         return StreamingLeRobotDataset
+    if name == "StreamingMultiLeRobotDataset":
+        from lerobotstream.dataset import StreamingMultiLeRobotDataset
+
+        return StreamingMultiLeRobotDataset
     if name == "EpisodeByteCache":
         from lerobotstream.payload_cache import EpisodeByteCache
 

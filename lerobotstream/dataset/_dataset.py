@@ -195,11 +195,8 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
                                                                                  read_timeout_s=self.read_timeout_s)
         self.meta = DatasetMeta.load(meta_source, episodes=episodes, repo_id=repo_id)
         self.episodes = None if episodes is None else sorted({int(e) for e in episodes})
-        self._cameras = plan_cameras(self.meta, camera_keys, list((delta_timestamps or {}).keys()), depth_output_unit)
-        self.video_keys = self._cameras.video_keys  # decoded videos, RGB and depth
-        self.image_keys = self._cameras.image_keys  # decoded image features
-        self.depth_keys = self._cameras.depth_keys  # decoded depth videos
         self.depth_output_unit = depth_output_unit
+        self.select_cameras(camera_keys, delta_timestamps)
         self.meta.rescale_depth_stats(depth_output_unit)  # as LeRobot 0.6.1: stats match the returned unit
         self.windows = DeltaWindows(delta_timestamps, self.meta.fps, tolerance_s, self.meta.features)
         self.delta_timestamps = delta_timestamps
@@ -259,6 +256,14 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
         except Exception:  # reported by the first decode, with episode/camera/file
             pass
         self._setup["torchcodec_import_s"] = time.perf_counter() - t2
+
+    def select_cameras(self, camera_keys: Sequence[str] | None, delta_timestamps: dict | None = None) -> None:
+        """Decode only ``camera_keys`` (None: every camera); raises as the constructor does."""
+        windows = delta_timestamps if delta_timestamps is not None else getattr(self, "delta_timestamps", None)
+        self._cameras = plan_cameras(self.meta, camera_keys, list((windows or {}).keys()), self.depth_output_unit)
+        self.video_keys = self._cameras.video_keys  # decoded videos, RGB and depth
+        self.image_keys = self._cameras.image_keys  # decoded image features
+        self.depth_keys = self._cameras.depth_keys  # decoded depth videos
 
     def _ensure_sidecar(self):
         from lerobotstream.sidecar import ensure_sidecar, open_sidecar

@@ -1,0 +1,456 @@
+"""``StreamingMultiLeRobotDataset``: one torch ``IterableDataset`` over a weighted mixture of
+LeRobotDataset v3 datasets, each streamed as :class:`StreamingLeRobotDataset` streams it.
+
+Wiring: one :class:`StreamingLeRobotDataset` per dataset (its own sources, metadata, MP4
+sidecar, fps, windows and decoders) → per process one :class:`Worker` per dataset → a
+:class:`~lerobotstream.planner.MixturePlanner` (each dataset's rank/worker shards and pools, a
+seeded mix sequence) → **one** pipeline per worker: one byte cache, one set of decode and
+assembly threads and one prefetch frontier over global episode ids
+(``offset[d] + episode_index``).
+
+Budget: the rank's ``byte_budget_gb``, ``episode_pool_size``, ``decoded_cache_gb`` and
+``video_decoder_cache_size`` are split over the datasets (``planner.mixture_shares``: half evenly,
+half by weight); the shares sum to the rank's budget, so the whole mixture stays within it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import abc
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+from lerobotstream import constants
+from lerobotstream.dataset._dataset import GIB, StreamingLeRobotDataset, iteration_start, yield_items
+from lerobotstream.dataset._options import is_int, require
+from lerobotstream.dataset._pipeline import Pipeline
+from lerobotstream.errors import MixtureFeatureError, StreamingConfigError
+from lerobotstream.features import aggregate_stats
+from lerobotstream.payload_cache import EpisodeByteCache
+
+__all__ = ["StreamingMultiLeRobotDataset", "PER_DATASET_OPTIONS"]
+
+log = logging.getLogger("lerobotstream.dataset")
+
+#: options that may be given per dataset, as a dict keyed by repo id
+PER_DATASET_OPTIONS = ("episodes", "delta_timestamps", "revision", "repo_type", "data_root", "tolerance_s",
+                       "camera_keys", "drop_n_last_frames")
+#: options of the mixture as a whole (the rank's resources, the order, the DataLoader)
+_MIXTURE_OPTIONS = ("seed", "repeat", "batch_size", "num_workers", "drop_last", "equalize", "max_num_shards",
+                    "episode_pool_size", "byte_budget_gb", "decoded_cache_gb", "video_decoder_cache_size",
+                    "prefetch_episodes", "decode_threads", "decoded_queue_size", "decode_lookahead",
+                    "first_lookahead", "sampling_strategy")
+
+
+class _CacheView:
+    """One dataset's view of the mixture's byte cache (its episode ``e`` is ``offset + e`` there)."""
+
+    def __init__(self, cache: EpisodeByteCache, offset: int) -> None:
+        self.cache, self.offset = cache, offset
+
+    def get(self, episode_index: int, **kw: Any):
+        return self.cache.get(self.offset + int(episode_index), **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cache, name)
+
+
+class _MixtureWorker:
+    """Per-process state of a mixture: each dataset's :class:`Worker`, dispatch by global id."""
+
+    def __init__(self, ds: StreamingMultiLeRobotDataset) -> None:
+        self.pid = os.getpid()
+        self.ds = ds
+        self.workers = [child._state() for child in ds.datasets]
+        self.cache: EpisodeByteCache | None = None
+
+    def split(self, gid: int) -> tuple[int, int]:
+        offsets = self.ds._offsets
+        d = len(offsets) - 1
+        while offsets[d] > gid:
+            d -= 1
+        return d, int(gid) - offsets[d]
+
+    def fetch(self, gid: int):
+        d, ep = self.split(gid)
+        return self.workers[d].fetch(ep)
+
+    def decode_group(self, gid: int, frames):
+        d, ep = self.split(gid)
+        return self.workers[d].jobs.decode_group(ep, frames)
+
+    def assemble(self, gid: int, frame: int, dec) -> dict[str, Any]:
+        d, ep = self.split(gid)
+        item = self.workers[d].assemble(ep, frame, dec)
+        for key in self.ds._dropped[d]:
+            item.pop(key, None)
+        item["dataset_index"] = torch.tensor(d, dtype=torch.int64)
+        return item
+
+    def on_free(self, gid: int) -> None:
+        d, ep = self.split(gid)
+        self.workers[d].on_free(ep)
+
+    def add(self, **kw: float) -> None:
+        self.workers[0].add(**kw)
+
+
+def _per_dataset(name: str, value: Any, repo_ids: Sequence[str]) -> list[Any]:
+    """``value`` for each dataset: a dict keyed by exactly the repo ids is per dataset, anything
+    else is shared."""
+    if isinstance(value, abc.Mapping) and value and set(value) <= set(repo_ids) and (
+            name != "delta_timestamps" or all(isinstance(v, (abc.Mapping, type(None))) for v in value.values())):
+        missing = [r for r in repo_ids if r not in value]
+        if missing and name not in ("episodes", "delta_timestamps", "camera_keys"):
+            raise StreamingConfigError(f"{name} given per dataset misses {missing}", option=name, value=value)
+        return [value.get(r) for r in repo_ids]
+    return [value] * len(repo_ids)
+
+
+class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
+    """Stream a weighted mixture of LeRobotDataset v3 datasets (local, Hub, bucket, fsspec, mixed).
+
+    Args:
+        repo_ids: the datasets (unique); ``dataset_index`` of an item is its position here.
+        roots: one root per dataset (path or URL; None entries: the Hub by repo id), or None.
+        weights: sampling weight per dataset (numbers > 0); None: in proportion to the selected
+            frames (anchors) of each dataset.
+        **options: :class:`StreamingLeRobotDataset`'s. These may be given per dataset as a dict
+            keyed by repo id: ``episodes``, ``delta_timestamps`` (seconds; each dataset's own fps),
+            ``revision``, ``repo_type``, ``data_root``, ``tolerance_s``, ``camera_keys``,
+            ``drop_n_last_frames``. The rank's resources (``byte_budget_gb``, ``episode_pool_size``,
+            ``decoded_cache_gb``, ``video_decoder_cache_size``) are one budget for the whole mixture,
+            split over the datasets (half evenly, half by weight). ``camera_keys`` defaults to the
+            cameras common to every dataset (the others are never fetched).
+
+    Items: what each dataset's :class:`StreamingLeRobotDataset` gives, restricted to the features
+    common to every dataset (LeRobot's ``MultiLeRobotDataset`` rule; the dropped keys are logged
+    as a warning), plus ``dataset_index`` (int64 scalar tensor). ``task_index`` stays each dataset's
+    own. ``stats`` aggregates every dataset's stats (LeRobot's ``aggregate_stats``).
+
+    Mixing: with ``repeat=False`` one iterator visits every selected frame of every dataset
+    exactly once (the weights shape the order: a dataset leaves the mix when it is exhausted); with
+    ``repeat=True`` each dataset is its own endless chain of exact-coverage epochs and the weights
+    set the rates. In every rank and worker the share of each dataset follows the weights to within
+    one sample per block of 64 samples (``planner.MixSequence``). Rank and worker shards, seeds,
+    ``set_epoch``, ``persistent_workers`` and sample-exact resume behave as for one dataset; the
+    resume state records the mixture and refuses another one.
+
+    Raises:
+        StreamingConfigError: bad mixture options (duplicate or empty repo ids, roots or weights of
+            another length, a weight <= 0, ``equalize="drop"``); MixtureFeatureError: a common
+            feature's shape or dtype differs between two datasets (names both); and whatever
+            :class:`StreamingLeRobotDataset` raises for one dataset (its message names it).
+    """
+
+    def __init__(self, repo_ids: Sequence[str], *, roots: Sequence[Any] | None = None,
+                 weights: Sequence[float] | None = None, **options: Any) -> None:
+        super().__init__()
+        repo_ids = list(repo_ids) if not isinstance(repo_ids, str) else [repo_ids]
+        require("repo_ids", repo_ids, len(repo_ids) >= 1 and all(isinstance(r, str) and r for r in repo_ids)
+                and len(set(repo_ids)) == len(repo_ids), "a non-empty list of distinct repo ids")
+        n = len(repo_ids)
+        roots = [None] * n if roots is None else list(roots)
+        require("roots", roots, len(roots) == n, f"None or one root per repo id ({n})")
+        if weights is not None:
+            weights = list(weights)
+            require("weights", weights, len(weights) == n and all(
+                isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < float("inf") for w in weights),
+                    f"None or {n} numbers > 0 (one per repo id)")
+        unknown = set(options) - set(_known_options())
+        if unknown:
+            raise StreamingConfigError(f"unknown option(s) {sorted(unknown)} for StreamingMultiLeRobotDataset",
+                                       option=sorted(unknown)[0])
+        if options.get("equalize", "none") != "none":
+            raise StreamingConfigError("equalize='drop' is not supported for mixtures (use repeat=True, as "
+                                       "lerobot-train does)", option="equalize", value=options["equalize"])
+        t0 = time.perf_counter()
+        self.repo_ids = repo_ids
+        self.roots = roots
+        self.seed = constants.SEED_WHEN_NONE if options.get("seed", constants.DEFAULT_SEED) is None else int(
+            options.get("seed", constants.DEFAULT_SEED))
+        self.repeat = bool(options.get("repeat", False))
+        self.image_transforms: Callable | None = options.get("image_transforms")
+        max_num_shards = int(options.get("max_num_shards", 1))
+        nw = options.get("num_workers")
+        self.num_workers = (max_num_shards if max_num_shards > 1 else 0) if nw is None else int(nw)
+        self.batch_size = options.get("batch_size")
+        self.drop_last = bool(options.get("drop_last", False))
+        self.episode_pool_size = options.get("episode_pool_size")
+        self.byte_budget_gb = float(options.get("byte_budget_gb", constants.DEFAULT_BYTE_BUDGET_GB))
+        self.decoded_cache_gb = float(options.get("decoded_cache_gb", 1.0))
+        self.video_decoder_cache_size = options.get("video_decoder_cache_size")
+        self.prefetch_episodes = int(options.get("prefetch_episodes", constants.DEFAULT_PREFETCH_EPISODES))
+        self.decode_threads = int(options.get("decode_threads", constants.DEFAULT_DECODE_THREADS))
+        self.decoded_queue_size = int(options.get("decoded_queue_size", constants.DEFAULT_DECODED_QUEUE_SIZE))
+        self.decode_lookahead = int(options.get("decode_lookahead", 64))
+        self.first_lookahead = options.get("first_lookahead")
+        per = {k: _per_dataset(k, options[k], repo_ids) for k in PER_DATASET_OPTIONS if k in options}
+        shared = {k: v for k, v in options.items() if k not in per}
+        self.datasets: list[StreamingLeRobotDataset] = []
+        for d, (rid, root) in enumerate(zip(repo_ids, roots)):
+            kw = dict(shared)
+            kw.update({k: v[d] for k, v in per.items() if v[d] is not None})
+            kw["repo_id"], kw["root"] = rid, root
+            for k in ("equalize", "num_workers", "batch_size", "drop_last"):
+                kw.pop(k, None)
+            try:
+                self.datasets.append(StreamingLeRobotDataset(**kw))
+            except StreamingConfigError as exc:
+                raise type(exc)(f"dataset {d} ({rid}): {exc.message}", **getattr(exc, "_fields", {})) from exc
+        if "camera_keys" not in per:  # decode only the cameras every dataset has (the others are dropped)
+            cams = [set(c.meta.camera_keys) for c in self.datasets]
+            common = [k for k in self.datasets[0].meta.camera_keys if all(k in c for c in cams)]
+            for child in self.datasets:
+                child.select_cameras(common)
+        self._check_features()
+        frames = [sum(c.anchor_lengths().values()) for c in self.datasets]
+        if any(f == 0 for f in frames):
+            raise StreamingConfigError(f"dataset(s) {[r for r, f in zip(repo_ids, frames) if not f]} give no anchor")
+        self.weights = [float(w) for w in (weights if weights is not None else frames)]
+        self.weights_given = weights is not None
+        self._offsets, off = [], 0
+        for c in self.datasets:
+            self._offsets.append(off)
+            off += int(max(c.meta.episode_indices)) + 1
+        self.stats = aggregate_stats([c.meta.stats for c in self.datasets], keys=self.features)
+        self._epoch, self._samples, self._yielded = 0, 0, 0
+        self._state_num_workers: int | None = None
+        self._iter_pid: int | None = None
+        self._iter_starts = 0
+        self._worker: _MixtureWorker | None = None
+        self._transforms_in_threads = True
+        self._setup_s = time.perf_counter() - t0
+
+    # --- features -------------------------------------------------------------------------------
+    def _check_features(self) -> None:
+        feats = [c.meta.features for c in self.datasets]
+        common = [k for k in feats[0] if all(k in f for f in feats)]
+        if not common:
+            raise MixtureFeatureError(f"the datasets {self.repo_ids} have no feature in common")
+        for key in common:
+            for attr in ("dtype", "shape"):
+                ref = _norm(feats[0][key].get(attr))
+                for d in range(1, len(feats)):
+                    got = _norm(feats[d][key].get(attr))
+                    if got != ref:
+                        raise MixtureFeatureError(
+                            f"feature {key!r} has {attr} {ref} in dataset 0 ({self.repo_ids[0]}) but {got} in "
+                            f"dataset {d} ({self.repo_ids[d]}): a mixture needs one {attr} per common feature "
+                            f"(select other cameras with camera_keys, or re-encode one dataset)", option=key)
+        self.features = {k: feats[0][k] for k in common}
+        self._dropped = []
+        for d, f in enumerate(feats):
+            extra = [k for k in f if k not in self.features]
+            drop = extra + [f"{k}_is_pad" for k in extra]
+            self._dropped.append(tuple(drop))
+            if extra:
+                log.warning("lerobotstream: keys %s of %s are dropped: not in every dataset of the mixture",
+                            extra, self.repo_ids[d])
+
+    # --- LeRobot-like surface ---------------------------------------------------------------------
+    @property
+    def fps(self) -> int:
+        """Frames per second of the first dataset (each dataset streams at its own fps)."""
+        return self.datasets[0].fps
+
+    @property
+    def num_frames(self) -> int:
+        return sum(c.num_frames for c in self.datasets)
+
+    @property
+    def num_episodes(self) -> int:
+        return sum(c.num_episodes for c in self.datasets)
+
+    @property
+    def camera_keys(self) -> list[str]:
+        return [k for k in self.features if self.features[k].get("dtype") in ("video", "image")]
+
+    @property
+    def repo_id_to_index(self) -> dict[str, int]:
+        return {r: i for i, r in enumerate(self.repo_ids)}
+
+    @property
+    def mixture(self) -> dict[str, Any]:
+        """The mixture as recorded in resume states and checkpoints (JSON-able)."""
+        return {"repo_ids": list(self.repo_ids), "weights": [float(w) for w in self.weights],
+                "weights_given": self.weights_given}
+
+    def __getstate__(self) -> dict[str, Any]:
+        st = dict(self.__dict__)
+        st["_worker"] = None
+        return st
+
+    # --- planner and resume -------------------------------------------------------------------------
+    def _planner(self, num_workers: int, nbytes: Sequence[Callable[[int], int]] | None = None):
+        from lerobotstream.planner import MixturePlanner, mixture_shares
+        from lerobotstream.planner._seeds import seed_words
+
+        shares = mixture_shares(self.weights)
+        nw = max(1, int(num_workers))
+        pool = self.episode_pool_size or max(1, constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // nw)
+        planners = []
+        for d, (child, share) in enumerate(zip(self.datasets, shares)):
+            seed_d = int(seed_words(self.seed, 0x4D495854, d)[0] >> 2)
+            dec = None if self.video_decoder_cache_size is None else max(1, int(self.video_decoder_cache_size * share))
+            planners.append(child._planner(int(num_workers), None if nbytes is None else nbytes[d], seed=seed_d,
+                                           pool_size=max(1, round(pool * share)),
+                                           byte_budget_gb=self.byte_budget_gb * share, decoder_cache_size=dec,
+                                           batch_size=1))
+        return MixturePlanner(planners, self.weights, self._offsets, seed=self.seed, repeat=self.repeat,
+                              batch_size=int(self.batch_size or 1), drop_last=self.drop_last, mixture=self.mixture)
+
+    @property
+    def samples_consumed(self) -> int:
+        """As :attr:`StreamingLeRobotDataset.samples_consumed`."""
+        return self._samples + self._yielded
+
+    @samples_consumed.setter
+    def samples_consumed(self, value: int) -> None:
+        self._samples, self._yielded = int(value), 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch`` from its first sample (its own seeded order)."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self._epoch, self._samples, self._yielded = int(epoch), 0, 0
+
+    def state_dict(self, samples_consumed: int | None = None, *, batches_consumed: int | None = None) -> dict[str, Any]:
+        """Resume state of this rank: as :meth:`StreamingLeRobotDataset.state_dict`, with the
+        mixture (repo ids, weights) recorded."""
+        planner = self._planner(self.num_workers)
+        planner.set_epoch(self._epoch)
+        if batches_consumed is not None:
+            from lerobotstream.planner import replay_turns
+
+            require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
+                    "an int >= 0")
+            limits = planner.worker_epoch_limits()
+            if self.repeat:
+                limits = [None if f else 0 for f in limits]
+            samples_consumed = sum(replay_turns(limits, planner.batch_size, batches=int(batches_consumed),
+                                                drop_last=self.drop_last)[0])
+        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
+        require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
+        return planner.state_dict(samples_consumed=s)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (before iterating).
+
+        Raises:
+            ResumeStateError: a single-dataset state, another mixture (repo ids, weights, episode
+            selections), or a setting :meth:`StreamingLeRobotDataset.load_state_dict` checks.
+        """
+        from lerobotstream.planner import StreamState
+
+        st = StreamState.from_dict(state)
+        if self.batch_size is None:
+            self.batch_size = st.batch_size
+        fixed = dict(state)
+        if {int(st.num_workers), self.num_workers} <= {0, 1}:
+            fixed["num_workers"] = self.num_workers
+        self._planner(self.num_workers).load_state_dict(fixed)
+        self._epoch, self._samples, self._yielded = st.epoch, st.samples, 0
+        self._state_num_workers = int(st.num_workers)
+
+    # --- per process ----------------------------------------------------------------------------
+    def _state(self) -> _MixtureWorker:
+        if self._worker is None or self._worker.pid != os.getpid():
+            self._worker = _MixtureWorker(self)
+        return self._worker
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        from lerobotstream.planner import current_worker
+
+        wid, nw = current_worker()
+        in_process = nw == 0
+        self._transforms_in_threads = not in_process
+        for child in self.datasets:
+            child._transforms_in_threads = not in_process
+        epoch, samples = iteration_start(self, nw)
+        mw = self._state()
+        planner = self._planner(nw, [w.episode_nbytes for w in mw.workers])
+        planner.set_epoch(epoch)
+        planner.samples_consumed = samples
+        start = planner.worker_start(wid, nw)
+        plans = [p.worker_plan(start.logical_worker) for p in planner.planners]  # ByteBudgetError here
+        if not any(len(p.episode_indices) for p in plans):
+            return
+        nbytes: dict[int, int] = {}
+        budget = 0
+        shares = [float(x) for x in _shares(self.weights)]
+        for d, (child, w, plan) in enumerate(zip(self.datasets, mw.workers, plans)):
+            n_cams = max(1, len(child.video_keys))
+            cap = plan.decoder_cache_size or plan.pool_size * n_cams + self.prefetch_episodes * n_cams
+            w.decoders.clear()
+            w.decoders.capacity = max(1, int(cap))
+            w.reset_gops(int(self.decoded_cache_gb * shares[d] * GIB) // max(1, nw))
+            nbytes.update({self._offsets[d] + int(e): int(b) for e, b in zip(plan.episode_indices, plan.nbytes)})
+            budget += int(plan.byte_budget or 0) if len(plan.episode_indices) else 0
+        cache = EpisodeByteCache(max(1, budget), nbytes, mw.fetch, max_workers=max(1, min(8, self.prefetch_episodes + 1)))
+        mw.cache = cache
+        for d, w in enumerate(mw.workers):
+            w.cache = _CacheView(cache, self._offsets[d])
+        times = mw.workers[0].times
+        pipe = Pipeline(planner.worker_pools(start, plans), start.limit, cache, mw.decode_group, mw.assemble,
+                        decode_threads=self.decode_threads, decoded_queue_size=self.decoded_queue_size,
+                        prefetch_episodes=self.prefetch_episodes, lookahead=self.decode_lookahead,
+                        on_free=mw.on_free, times=times,
+                        first_lookahead=self.first_lookahead or self.batch_size or 8)
+        keys = [k for k in dict.fromkeys(k for c in self.datasets for k in c._cameras.transform_keys)
+                if k in self.features]
+        try:
+            yield from yield_items(self, pipe, mw.add, keys, in_process)
+        finally:
+            for w in mw.workers:
+                w.decoders.clear()
+                w.reset_gops()
+
+    def stats(self) -> dict[str, Any]:
+        """Per-process counters of the mixture: each dataset's :meth:`StreamingLeRobotDataset.stats`
+        under ``datasets`` (its ``cache`` and budget fields are the mixture's shared cache), and
+        the sums of the numeric counters (``source`` request and byte counts, frames, stage
+        seconds) at the top level. Empty before iterating."""
+        if self._worker is None:
+            return {}
+        per = [c.stats() for c in self.datasets]
+        out: dict[str, Any] = {"datasets": per, "mixture": self.mixture}
+        for k in per[0]:
+            vals = [p.get(k) for p in per]
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+                out[k] = sum(vals) if k not in ("reserved_bytes", "resident_bytes", "byte_budget") else vals[0]
+            elif k == "source":
+                out[k] = {sk: sum(p["source"].get(sk, 0) for p in per) for sk in per[0]["source"]
+                          if isinstance(per[0]["source"][sk], (int, float))}
+        fd, fr = out.get("frames_decoded", 0), out.get("frames_returned", 0)
+        out["frames_decoded_per_returned"] = fd / fr if fr else None
+        for k in ("sidecar", "cache"):
+            out[k] = per[0].get(k)
+        return out
+
+    def __repr__(self) -> str:
+        return (f"StreamingMultiLeRobotDataset({self.repo_ids}, weights={[round(w, 4) for w in self.weights]}, "
+                f"frames={self.num_frames}, episodes={self.num_episodes})")
+
+
+def _shares(weights: Sequence[float]):
+    from lerobotstream.planner import mixture_shares
+
+    return mixture_shares(weights)
+
+
+def _get(per: dict[str, list], key: str, d: int) -> Any:
+    return per[key][d] if key in per else None
+
+
+def _norm(v: Any) -> Any:
+    return tuple(v) if isinstance(v, (list, tuple)) else v
+
+
+def _known_options() -> list[str]:
+    import inspect
+
+    return [p for p in inspect.signature(StreamingLeRobotDataset.__init__).parameters if p not in ("self", "repo_id", "root")]
