@@ -1,4 +1,4 @@
-"""Derived index format 2: shared progression blocks (zero-copy views for large sources), lazy
+"""Derived index format 3: shared progression blocks (zero-copy views for large sources), lazy
 per-source records, the warm-open generation note, and episode_frame_range / plan_span on those
 views equal to the same calls on the parser's int64 tables."""
 

@@ -1,4 +1,4 @@
-"""Schema-3 sidecar: NPZ round-trip, atomic builds, validation against metadata, CLI, and a
+"""Schema-5 sidecar: NPZ round-trip, atomic builds, validation against metadata, CLI, and a
 generated dataset end to end (real parser + DatasetMeta)."""
 
 from __future__ import annotations
@@ -48,16 +48,16 @@ def test_npz_round_trip(tmp_path):
     rep = build(tmp_path, tables, meta)
     assert rep.num_sources == 2 and rep.num_samples == 45 and not rep.subset
     m = load_manifest(rep.output)
-    assert m["schema_version"] == SIDECAR_SCHEMA_VERSION == 4 and m["repo_id"] == "o/n" and m["revision"] == "a" * 40
+    assert m["schema_version"] == SIDECAR_SCHEMA_VERSION == 5 and m["repo_id"] == "o/n" and m["revision"] == "a" * 40
     assert m["data_root"] == "hf://datasets/o/n"  # no credentials, no query
-    assert "secret" not in json.dumps(m) and "abc" not in json.dumps(m)
+    assert "secret" not in json.dumps(m, default=list) and "abc" not in json.dumps(m, default=list)
     assert [s["path"] for s in m["sources"]] == [A, B]
     s0 = m["sources"][0]
     assert s0["fingerprint"] == f"fake:{A}:{tables[A].file_size}" and s0["ctts_version"] == 0
     assert s0["media_timescale"] == 15360 and s0["media_time"] == 512 and s0["codec"] == "avc1"
     with zipfile.ZipFile(rep.output) as zf:
         names = set(zf.namelist())
-    assert "s000000/offset.npy" in names and "manifest.json.npy" in names
+    assert {"b000000/offset.npy", "manifest.json.npy", "sources.json.npy", "src/path.npy"} <= names
     for (src, arrays), path in zip(load_tables(rep.output), [A, B]):
         t = tables[path]
         for f in ("offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "pts_s", "presentation_order", "is_sync"):
@@ -296,7 +296,7 @@ def test_cli_errors_are_one_line_exit_2(tmp_path):
 
 
 def test_display_matrices_round_trip_and_missing_matrix_is_refused(tmp_path):
-    """Schema 4 keeps each source's tkhd/mvhd matrices through the NPZ and the derived index; a
+    """The sidecar keeps each source's tkhd/mvhd matrices through the NPZ and the derived index; a
     record without them (or a derived index of an older schema) is refused, never read as identity."""
     import dataclasses
 
@@ -312,16 +312,21 @@ def test_display_matrices_round_trip_and_missing_matrix_is_refused(tmp_path):
     assert index.index_path.name.startswith(f"mp4-s{SIDECAR_SCHEMA_VERSION}-")
     t0, t1 = index.table(0), index.table(1)
     assert t0.matrix == rot and t0.movie_matrix == tables[A].movie_matrix and t1.matrix == tables[B].matrix
-    # a schema-4 manifest whose record lacks the matrix: the derived index refuses the source
-    manifest = dict(m, sources=[{k: v for k, v in s.items() if k != "matrix"} for s in m["sources"]])
+    # a schema-4 sidecar whose record lacks the matrix: the derived index refuses the source
+    from tests.test_sidecar_schema import _write4
+
+    _write4(tmp_path / "v4.npz", tables)
+    with zipfile.ZipFile(tmp_path / "v4.npz") as zf:
+        m4 = json.loads(np.lib.format.read_array(zf.open("manifest.json.npy")).tobytes())
+    manifest = dict(m4, sources=[{k: v for k, v in s.items() if k != "matrix"} for s in m4["sources"]])
     out = tmp_path / "nomatrix.idx"
-    with __import__("zipfile").ZipFile(rep.output) as zf, open(out, "wb") as f:
-        ix._convert(zf, manifest, "0" * 64, f, str(rep.output))
+    with zipfile.ZipFile(tmp_path / "v4.npz") as zf, open(out, "wb") as f:
+        ix._convert(zf, manifest, "0" * 64, f, str(tmp_path / "v4.npz"))
     with pytest.raises(SidecarSchemaError, match="no valid matrix"):
         ix.Mp4Index.open_index_file(out).table(0)
     # a derived index converted from an older-schema manifest is not opened at all
     old = tmp_path / "old.idx"
-    with __import__("zipfile").ZipFile(rep.output) as zf, open(old, "wb") as f:
-        ix._convert(zf, dict(m, schema_version=SIDECAR_SCHEMA_VERSION - 1), "1" * 64, f, str(rep.output))
+    with zipfile.ZipFile(rep.output) as zf, open(old, "wb") as f:
+        ix._convert(zf, dict(m, schema_version=3), "1" * 64, f, str(rep.output))
     with pytest.raises(SidecarSchemaError, match="schema 3"):
         ix.Mp4Index.open_index_file(old)

@@ -163,7 +163,7 @@ def test_older_schema_in_the_slot_is_rebuilt_and_other_schemas_live_elsewhere(da
 
     with zipfile.ZipFile(target, "w") as zf:  # an older-schema archive sitting where the current one belongs
         with zf.open("manifest.json.npy", "w") as f:
-            np.lib.format.write_array(f, np.frombuffer(json.dumps({"schema_version": SV - 1}).encode(), np.uint8))
+            np.lib.format.write_array(f, np.frombuffer(json.dumps({"schema_version": SV - 2}).encode(), np.uint8))
     old_name = target.with_name(target.name.replace(f"mp4-v{SV}-", f"mp4-v{SV - 1}-"))
     assert old_name != target
     old_name.write_bytes(b"an old schema-2 entry")

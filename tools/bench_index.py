@@ -12,11 +12,22 @@ Builds a sidecar holding ``--copies`` copies of one MP4's sample table (default:
 Outputs are verified first: every array of the index equals the NPZ's.
 
     .venv/bin/python tools/bench_index.py [--mp4 PATH] [--copies 100] [--repeat 5]
+
+``--per-source F1,F2`` measures instead what each *source* costs (the 100 TB case: many small
+MP4s): it writes sidecars of F1 and F2 sources of ~300 synthetic samples each (``scale_sim``'s
+tables, zlib level 1) and runs each step in a fresh process: write, first open (conversion),
+warm open (+ 10 tables), ``load_manifest``, reading the ZIP central directory. The slope between
+F1 and F2 is the per-source cost (µs and bytes: archive, derived file, peak RSS, anon heap).
+``--trees A,B`` runs the same steps against other checkouts side by side, e.g. the code before a
+change (``git archive <commit> lerobotstream | tar -x -C /tmp/old`` plus the built ``.so`` files)::
+
+    .venv/bin/python tools/bench_index.py --per-source 10000,30000 --trees /tmp/old,.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -27,6 +38,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+if os.environ.get("LRS_BENCH_TREE"):  # --trees: this step measures another checkout's lerobotstream
+    sys.path.insert(0, os.environ["LRS_BENCH_TREE"])
 
 from lerobotstream.mp4 import parse_mp4_bytes  # noqa: E402
 from lerobotstream.mp4._index_file import Mp4Index  # noqa: E402
@@ -51,12 +64,132 @@ def _best(fn, repeat: int) -> float:
     return best
 
 
+# --- per-source cost ------------------------------------------------------------------------------
+_STEPS = ("write", "convert", "open", "manifest", "zip_directory")
+
+
+def _proc() -> dict[str, int]:
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(("VmHWM", "VmRSS")):
+                out[line.split(":")[0]] = int(line.split()[1]) * 1024
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Anonymous"):
+                out["anon"] = int(line.split()[1]) * 1024
+    return out
+
+
+def _step(step: str, workdir: Path, num_sources: int) -> dict[str, float]:
+    """One step in this (fresh) process; returns seconds, bytes and memory over the imports."""
+    import inspect
+
+    from lerobotstream.mp4._index_file import Mp4Index as Index
+    from lerobotstream.sidecar import SidecarWriter as Writer
+    from lerobotstream.sidecar import load_manifest
+    from tools import scale_sim as ss
+
+    m0 = _proc()
+    out: dict[str, float] = {}
+    t0 = time.perf_counter()
+    if step == "write":
+        p = ss.PRESETS["droid100tb"]
+        rng = np.random.Generator(np.random.PCG64(0))
+        tables = [ss.source_table(p, np.array([300 + k]), np.ones(1), rng) for k in range(7)]
+        kw = {"compresslevel": 1} if "compresslevel" in inspect.signature(Writer).parameters else {}
+        t0 = time.perf_counter()
+        with Writer(workdir / "s.npz", {"repo_id": "bench/per-source"}, **kw) as w:
+            if not kw:
+                w._zf.compresslevel = 1  # noqa: SLF001 - a writer without the option (older trees)
+            for sid in range(num_sources):
+                t = tables[sid % 7]
+                w.add_source(sid, t, path=ss.source_path(sid % 3, sid), size=t.moov_offset + t.moov_size,
+                             fingerprint=None)
+            w.commit()
+        out["archive_bytes"] = (workdir / "s.npz").stat().st_size
+    elif step == "convert":
+        out["derived_bytes"] = Index.open(workdir / "s.npz", index_dir=workdir / "idx").nbytes_stored()
+    elif step == "open":
+        idx = Index.open(workdir / "s.npz", index_dir=workdir / "idx")
+        for sid in range(0, num_sources, max(1, num_sources // 10)):
+            idx.table(sid)
+    elif step == "manifest":
+        load_manifest(workdir / "s.npz")
+    elif step == "zip_directory":
+        with zipfile.ZipFile(workdir / "s.npz") as zf:
+            out["members"] = len(zf.infolist())
+    out["s"] = time.perf_counter() - t0
+    m1 = _proc()
+    out["peak_rss_bytes"] = m1["VmHWM"] - m0["VmRSS"]
+    out["anon_bytes"] = m1["anon"] - m0["anon"]
+    return out
+
+
+def per_source(sizes: list[int], trees: list[Path]) -> dict[str, dict[int, dict[str, dict[str, float]]]]:
+    """``{tree: {F: {step: figures}}}``, every step in a fresh process with ``tree`` first on the path."""
+    import json
+    import shutil
+    import subprocess
+
+    res: dict[str, dict[int, dict[str, dict[str, float]]]] = {}
+    for tree in trees:
+        res[str(tree)] = {}
+        for f in sizes:
+            wd = Path(tempfile.mkdtemp(prefix="lrs-per-source-"))
+            try:
+                res[str(tree)][f] = {}
+                for step in _STEPS:
+                    env = dict(os.environ, LRS_BENCH_TREE=str(tree.resolve()))
+                    r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "_step", step, str(wd), str(f)],
+                                       capture_output=True, text=True, env=env, cwd=str(wd))
+                    if r.returncode != 0:
+                        raise SystemExit(f"{tree} {step} F={f} failed:\n{r.stderr[-3000:]}")
+                    res[str(tree)][f][step] = json.loads(r.stdout.strip().splitlines()[-1])
+            finally:
+                shutil.rmtree(wd, ignore_errors=True)
+    return res
+
+
+def per_source_table(res: dict[str, dict[int, dict[str, dict[str, float]]]], sizes: list[int]) -> str:
+    a, b = sizes[0], sizes[-1]
+    trees = list(res)
+    lines = [f"| step | per source (slope F = {a:,} -> {b:,}) | " + " | ".join(trees) + " |",
+             "|---|---|" + "---:|" * len(trees)]
+    for step in _STEPS:
+        keys = [k for k in res[trees[0]][a][step] if k != "members"]
+        for k in keys:
+            cells = []
+            for t in trees:
+                d = (res[t][b][step][k] - res[t][a][step][k]) / (b - a)
+                cells.append(f"{d * 1e6:,.1f} us" if k == "s" else f"{d:,.0f} B")
+            lines.append(f"| {step} | {k} | " + " | ".join(cells) + " |")
+        if "members" in res[trees[0]][b][step]:
+            lines.append(f"| {step} | ZIP members at F = {b:,} | "
+                         + " | ".join(f"{int(res[t][b][step]['members']):,}" for t in trees) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "_step":
+        import json
+
+        print(json.dumps(_step(argv[1], Path(argv[2]), int(argv[3]))))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mp4", type=Path, default=None)
     ap.add_argument("--copies", type=int, default=100, help="sources in the sidecar (copies of the table)")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--per-source", default=None, metavar="F1,F2",
+                    help="measure the per-source cost between F1 and F2 sources of ~300 samples instead")
+    ap.add_argument("--trees", default=".", help="checkouts to measure side by side with --per-source (comma-separated)")
     args = ap.parse_args(argv)
+    if args.per_source:
+        sizes = [int(x) for x in args.per_source.split(",")]
+        trees = [Path(t) for t in args.trees.split(",")]
+        print(per_source_table(per_source(sizes, trees), sizes))
+        return 0
     mp4 = args.mp4 or _find_default()
     table = parse_mp4_bytes(mp4.read_bytes())
     n = table.num_samples
