@@ -3,7 +3,11 @@
 Reads go through a :class:`~lerobotstream.sources.ByteSource` via a seekable file object, so
 only the bytes pyarrow asks for travel: the footer (once per file and process; the parsed
 ``FileMetaData`` is cached) and the column chunks of the projected columns in the candidate row
-groups. A row group is a candidate when its ``episode_index`` statistics ``[min, max]`` contain a
+groups. Both are single-flight per reader: threads that want the same footer or row group while
+it is being read wait for that one read instead of sending their own, and decoded row groups stay
+in a small per-process cache (:data:`ROW_GROUP_CACHE_BYTES`), so episodes that share a row group
+fetch it once. A small remote file (at most :data:`SMALL_FILE_BYTES`) is read whole by its footer
+read, so its first episode costs one request, not two. A row group is a candidate when its ``episode_index`` statistics ``[min, max]`` contain a
 requested episode, or when it has no statistics (then it must be read and filtered, so a file
 without valid bounds may need a whole-file projected read). Rows are then filtered by
 whole episodes and checked: row count equals the episode's ``length``, every ``episode_index``
@@ -22,15 +26,111 @@ import bisect
 import io
 import os
 import threading
-from typing import Mapping, Sequence
+from collections import OrderedDict
+from concurrent.futures import Future
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lerobotstream.errors import EpisodeDataError, ParquetCorruptError, SourceError
 from lerobotstream.sources import ByteSource
+
+
+#: Decoded row groups kept per reader (per process), bytes of their Arrow buffers; the least
+#: recently used go first, and a row group larger than this is shared only with the readers that
+#: wait for it while it is read. 64 MiB holds the projected non-video columns of a few hundred
+#: LeRobot episodes.
+ROW_GROUP_CACHE_BYTES = 64 * 1024 * 1024
+#: A data file no larger than this on a remote source is read whole with its footer (one request
+#: instead of a footer read and then row-group reads); its bytes stay in memory for its row groups.
+SMALL_FILE_BYTES = 1024 * 1024
+#: Bytes of such whole small files kept per reader (least recently used dropped first).
+SMALL_FILES_CACHE_BYTES = 16 * 1024 * 1024
+
+
+class _SingleFlight:
+    """One computation per key at a time: callers of a key in flight wait for its result.
+
+    Results stay in ``done`` (an LRU of at most ``capacity_bytes`` by ``nbytes(value)``); a failed
+    computation is not kept: each waiter then runs ``fn`` itself, so its error names its own
+    request. Thread-safe; not fork-safe (the owner resets it after a fork).
+    """
+
+    def __init__(self, capacity_bytes: int | None, nbytes: Callable[[object], int] = lambda v: 0) -> None:
+        self.capacity_bytes = capacity_bytes
+        self._nbytes = nbytes
+        self._lock = threading.Lock()
+        self._inflight: dict[object, Future] = {}
+        self.done: OrderedDict[object, object] = OrderedDict()
+        self._held = 0
+        self.computed = 0
+        """Calls of ``fn`` (results computed rather than shared)."""
+
+    def get(self, key: object, fn: Callable[[], object]) -> object:
+        """The value of ``key``: cached, or awaited while another thread computes it, or ``fn()``."""
+        return self.get_many([key], lambda keys: [fn()])[0]
+
+    def get_many(self, keys: Sequence[object], compute: Callable[[list], list]) -> list:
+        """Values of ``keys``; those neither cached nor in flight come from one ``compute(missing)``
+        call (a list of values in the order of ``missing``). A thread computes its own keys before
+        it waits for others', so two threads never wait on each other."""
+        mine: list = []
+        waits: dict[object, Future] = {}
+        out: dict[object, object] = {}
+        with self._lock:
+            for k in dict.fromkeys(keys):
+                if k in self.done:
+                    self.done.move_to_end(k)
+                    out[k] = self.done[k]
+                elif k in self._inflight:
+                    waits[k] = self._inflight[k]
+                else:
+                    self._inflight[k] = Future()
+                    mine.append(k)
+            self.computed += len(mine)
+        if mine:
+            try:
+                values = list(compute(mine))
+            except BaseException as exc:
+                with self._lock:
+                    futs = [self._inflight.pop(k) for k in mine]
+                for f in futs:
+                    f.set_exception(exc)
+                raise
+            with self._lock:
+                futs = [self._inflight.pop(k) for k in mine]
+                for k, v in zip(mine, values):
+                    self._keep(k, v)
+            for f, v in zip(futs, values):
+                f.set_result(v)
+            out.update(zip(mine, values))
+        failed = []
+        for k, f in waits.items():
+            try:
+                out[k] = f.result()
+            except BaseException:  # the other thread's failure: read again, so the error is ours
+                failed.append(k)
+        if failed:
+            with self._lock:
+                self.computed += len(failed)
+            out.update(zip(failed, compute(failed)))
+        return [out[k] for k in keys]
+
+    def _keep(self, key: object, value: object) -> None:
+        n = self._nbytes(value)
+        if self.capacity_bytes is not None and n > self.capacity_bytes:
+            return
+        self.done[key] = value
+        self._held += n
+        while self.capacity_bytes is not None and self._held > self.capacity_bytes and self.done:
+            _, old = self.done.popitem(last=False)
+            self._held -= self._nbytes(old)
+
+    @property
+    def held_bytes(self) -> int:
+        return self._held
 
 
 class SourceFile(io.RawIOBase):
@@ -90,46 +190,80 @@ class EpisodeParquetReader:
         source: the dataset's byte source.
         columns: columns to return (None: every column of the file). ``episode_index`` and
             ``frame_index`` are read for filtering/validation and dropped again when not asked for.
+        row_group_cache_bytes: decoded row groups kept for later episodes, bytes (default
+            :data:`ROW_GROUP_CACHE_BYTES`; 0 keeps none, concurrent readers still share one read).
 
-    Thread-safe; the parsed footers are cached per process.
+    Thread-safe and single-flight: the fetch threads of a process share one footer read per file
+    and one read per row group (and projection); footers and row groups are cached per process
+    (a forked child starts empty).
     """
 
-    def __init__(self, source: ByteSource, columns: Sequence[str] | None = None) -> None:
+    def __init__(self, source: ByteSource, columns: Sequence[str] | None = None, *,
+                 row_group_cache_bytes: int = ROW_GROUP_CACHE_BYTES) -> None:
         self.source = source
         self.columns = list(dict.fromkeys(columns)) if columns is not None else None
+        self.row_group_cache_bytes = int(row_group_cache_bytes)
         self._lock = threading.Lock()
-        self._meta: dict[str, pq.FileMetaData] = {}
-        self._pid = os.getpid()
+        self._pid = -1
+        self._check_pid()
         self.row_groups_read = 0
-        """Row groups read so far (for tests and profiling)."""
+        """Row groups read from the source so far (cached or shared ones not counted; tests, profiling)."""
+
+    def _check_pid(self) -> None:
+        with self._lock:
+            if self._pid != os.getpid():  # forked: nothing of the parent's reads is shared
+                self._pid = os.getpid()
+                self._footers = _SingleFlight(None)
+                self._groups = _SingleFlight(self.row_group_cache_bytes, lambda t: t.nbytes)
+                self._small: OrderedDict[str, bytes] = OrderedDict()  # path -> whole small file
+                self._small_bytes = 0
+
+    @property
+    def footers_read(self) -> int:
+        """Footers read from the source in this process (tests, profiling)."""
+        return self._footers.computed
 
     def _where(self, path: str) -> str:
         return f"{path} in {self.source.root_display}"
 
     def metadata(self, path: str, *, episodes: Sequence[int] | None = None) -> pq.FileMetaData:
-        """The file's Parquet footer (read once per process).
+        """The file's Parquet footer (read once per process, by one thread).
 
         Raises:
             ParquetCorruptError: the footer cannot be read (names the file and ``episodes``).
         """
-        with self._lock:
-            if self._pid != os.getpid():
-                self._meta, self._pid = {}, os.getpid()
-            md = self._meta.get(path)
-        if md is None:
-            try:
-                md = pq.ParquetFile(SourceFile(self.source, path)).metadata
-            except (pa.ArrowException, OSError, ValueError) as e:
-                if isinstance(e, SourceError):
-                    raise
-                what = "" if not episodes else f" (reading episodes {_short(episodes)})"
-                raise ParquetCorruptError(
-                    f"cannot read the Parquet footer of {self._where(path)}{what}: {type(e).__name__}: {_reason(e)}; the file is "
-                    "truncated or damaged: re-download or rewrite it", path=path,
-                    episode_index=int(min(episodes)) if episodes else None) from e
+        self._check_pid()
+        return self._footers.get(path, lambda: self._read_footer(path, episodes))
+
+    def _read_footer(self, path: str, episodes: Sequence[int] | None) -> pq.FileMetaData:
+        size = self.source.size(path)
+        small = size <= SMALL_FILE_BYTES and self.source.local_path(path) is None  # remote: a round trip saved
+        data = self.source.read(path, 0, size) if small else None
+        try:
+            md = pq.ParquetFile(SourceFile(self.source, path, size) if data is None else pa.BufferReader(data)).metadata
+        except (pa.ArrowException, OSError, ValueError) as e:
+            if isinstance(e, SourceError):
+                raise
+            what = "" if not episodes else f" (reading episodes {_short(episodes)})"
+            raise ParquetCorruptError(
+                f"cannot read the Parquet footer of {self._where(path)}{what}: {type(e).__name__}: {_reason(e)}; the file is "
+                "truncated or damaged: re-download or rewrite it", path=path,
+                episode_index=int(min(episodes)) if episodes else None) from e
+        if data is not None:
             with self._lock:
-                self._meta[path] = md
+                self._small[path] = data
+                self._small_bytes += len(data)
+                while self._small_bytes > SMALL_FILES_CACHE_BYTES and len(self._small) > 1:
+                    self._small_bytes -= len(self._small.popitem(last=False)[1])
         return md
+
+    def _file(self, path: str):
+        """What pyarrow reads ``path`` from: its bytes when it was small, else a :class:`SourceFile`."""
+        with self._lock:
+            data = self._small.get(path)
+            if data is not None:
+                self._small.move_to_end(path)
+        return SourceFile(self.source, path) if data is None else pa.BufferReader(data)
 
     def candidate_row_groups(self, path: str, episodes: Sequence[int]) -> list[int]:
         """Row groups that may hold rows of ``episodes`` (statistics overlap, or no statistics)."""
@@ -171,32 +305,51 @@ class EpisodeParquetReader:
             raise EpisodeDataError(f"missing projected columns {missing} in {self._where(data_path)}", path=data_path)
         read_cols = list(dict.fromkeys(wanted_cols + ["episode_index"] + (["frame_index"] if "frame_index" in names else [])))
         groups = self.candidate_row_groups(data_path, list(episode_lengths))
+        eps = sorted(int(ep) for ep in episode_lengths)
         if groups:
-            try:
-                pf = pq.ParquetFile(SourceFile(self.source, data_path), metadata=md, pre_buffer=True,
-                                    page_checksum_verification=True)
-                table = pf.read_row_groups(groups, columns=read_cols, use_threads=False)
-            except (pa.ArrowException, OSError, ValueError) as e:
-                if isinstance(e, SourceError):
-                    raise
-                eps = sorted(int(ep) for ep in episode_lengths)
-                raise ParquetCorruptError(
-                    f"episodes {_short(eps)} in {self._where(data_path)}: the Parquet data cannot be decoded "
-                    f"(row groups {_short(groups)}, columns {read_cols}): {type(e).__name__}: {_reason(e)}; the file is "
-                    "truncated or damaged: re-download or rewrite it", path=data_path,
-                    episode_index=eps[0] if eps else None) from e
+            cols = tuple(read_cols)
+            parts = self._groups.get_many(
+                [(data_path, g, cols) for g in groups],
+                lambda keys: self._read_groups(data_path, md, [k[1] for k in keys], cols, eps))
+            table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         else:
             table = pa.schema([md.schema.to_arrow_schema().field(c) for c in read_cols]).empty_table()
-        with self._lock:
-            self.row_groups_read += len(groups)
         ep_col = table.column("episode_index").to_numpy()
         out: dict[int, pa.Table] = {}
         for ep, length in episode_lengths.items():
             ep = int(ep)
             rows = np.flatnonzero(ep_col == ep)
-            part = table.take(pa.array(rows, type=pa.int64()))
+            if rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
+                part = table.slice(int(rows[0]), int(rows.size))  # the usual contiguous rows: no copy
+            else:
+                part = table.take(pa.array(rows, type=pa.int64()))
             _validate(part, ep, int(length), data_path, self.source.root_display)
             out[ep] = part.select(wanted_cols)
+        return out
+
+
+    def _read_groups(self, path: str, md: pq.FileMetaData, groups: list[int], cols: Sequence[str],
+                     eps: Sequence[int]) -> list[pa.Table]:
+        """Row groups ``groups`` of ``path`` (columns ``cols``) from the source with one pyarrow
+        read (its pre-buffering merges their column chunks), checksums verified; one table each."""
+        try:
+            pf = pq.ParquetFile(self._file(path), metadata=md, pre_buffer=True, page_checksum_verification=True)
+            table = pf.read_row_groups(groups, columns=list(cols), use_threads=False)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            if isinstance(e, SourceError):
+                raise
+            raise ParquetCorruptError(
+                f"episodes {_short(eps)} in {self._where(path)}: the Parquet data cannot be decoded "
+                f"(row groups {_short(groups)}, columns {list(cols)}): {type(e).__name__}: {_reason(e)}; the file is "
+                "truncated or damaged: re-download or rewrite it", path=path,
+                episode_index=eps[0] if eps else None) from e
+        with self._lock:
+            self.row_groups_read += len(groups)
+        out, start = [], 0
+        for g in groups:
+            n = md.row_group(g).num_rows
+            out.append(table.slice(start, n))
+            start += n
         return out
 
 
@@ -228,7 +381,7 @@ def _validate(part: pa.Table, ep: int, length: int, path: str, root: str) -> Non
     where = f"episode {ep} in {path} ({root})"
     if part.num_rows != length:
         raise EpisodeDataError(f"{where}: expected {length} rows, found {part.num_rows}", episode_index=ep, path=path)
-    if length and not pc.all(pc.equal(part.column("episode_index"), ep)).as_py():
+    if length and not bool(np.all(part.column("episode_index").to_numpy() == ep)):
         raise EpisodeDataError(f"{where}: rows outside the episode", episode_index=ep, path=path)
     if "frame_index" in part.column_names:
         fi = part.column("frame_index").to_numpy()

@@ -1,6 +1,7 @@
 """``HttpSource``: a dataset root behind a plain ``http(s)://`` URL, read with ``Range`` requests.
 
-Sizes and fingerprints come from one ``HEAD`` per file; ``list`` parses HTML directory indexes.
+Sizes and fingerprints come from one ``HEAD`` per file, or from the one ``GET`` that reads a whole
+(metadata) file with :meth:`HttpSource.read_file`; ``list`` parses HTML directory indexes.
 Connections, retries, checked ranges and time limits are the transport's
 (:mod:`lerobotstream.sources._http_transport`, whose names are re-exported here).
 
@@ -11,12 +12,13 @@ every request under it; it never appears in a message, a log line or a sidecar (
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from typing import Mapping, Sequence
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
-from lerobotstream.errors import SourceError, SourceNotFoundError
-from lerobotstream.sources._base import ByteSource
+from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
+from lerobotstream.sources._base import ByteSource, check_ranges
 from lerobotstream.sources._http_transport import (  # noqa: F401  (re-exported: callers import them from here)
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_TIMEOUT_S,
@@ -46,6 +48,22 @@ class _LinkParser(HTMLParser):
                     self.links.append(v)
 
 
+_REDIRECTS = (301, 302, 303, 307, 308)
+#: folder pages of one listing level fetched at once
+_LISTING_THREADS = 8
+
+
+def _fingerprint(headers: Mapping[str, str], size: int) -> str | None:
+    """``etag=<strong ETag>``, else ``last-modified=<date>:size=<n>``, else None (weak ETags do not
+    identify bytes)."""
+    etag = headers.get("etag")
+    if etag and not etag.startswith("W/"):
+        return f"etag={etag}"
+    if "last-modified" in headers:
+        return f"last-modified={headers['last-modified']}:size={size}"
+    return None
+
+
 def _host_key(parts) -> tuple[str, str, int]:
     scheme = (parts.scheme or "").lower()
     return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
@@ -55,7 +73,8 @@ class HttpSource(ByteSource):
     """Files under a plain ``http(s)://`` URL root, read with ``Range`` requests.
 
     Size and fingerprint come from one ``HEAD`` per file (cached): ``Content-Length`` and the
-    strong ``ETag`` (else ``Last-Modified``). Redirects are followed by hand, at most
+    strong ``ETag`` (else ``Last-Modified``); :meth:`read_file` needs no ``HEAD``: its one ``GET``
+    answers them too. Redirects are followed by hand, at most
     :data:`_MAX_REDIRECTS`, resolved once per file and cached; headers given in ``headers`` (e.g.
     ``Authorization``) are sent only to the root's host. ``list`` parses HTML directory indexes.
 
@@ -123,7 +142,7 @@ class HttpSource(ByteSource):
                 "HEAD", lambda u=url: (u, {**self._headers_for(u), "Accept-Encoding": "identity"}),
                 path=path, metadata=True, accept_redirect=True,
             )
-            if r.status in (301, 302, 303, 307, 308) and "location" in r.headers:
+            if r.status in _REDIRECTS and "location" in r.headers:
                 url = urljoin(url, r.headers["location"])
                 continue
             break
@@ -131,10 +150,8 @@ class HttpSource(ByteSource):
             raise SourceError(f"too many redirects for {path!r} at {self.root_display}", path=path)
         if "content-length" not in r.headers:
             raise SourceError(f"no Content-Length for {path!r} at {redact_url(url)}", path=path)
-        etag = r.headers.get("etag")
-        fp = f"etag={etag}" if etag and not etag.startswith("W/") else (
-            f"last-modified={r.headers['last-modified']}:size={r.headers['content-length']}" if "last-modified" in r.headers else None)
-        hit = (url, int(r.headers["content-length"]), fp)
+        size = int(r.headers["content-length"])
+        hit = (url, size, _fingerprint(r.headers, size))
         with self._meta_lock:
             self._meta[path] = hit
         return hit
@@ -151,7 +168,8 @@ class HttpSource(ByteSource):
         Each link is resolved against its page's URL (``urljoin``), so relative (``name``,
         ``./name``), absolute-path (``/ds/dir/name``) and full-URL links all count when they point
         to a direct child of the page's folder on the root's host; sort links, parents and other
-        hosts are skipped. A missing ``prefix`` folder (404) lists nothing.
+        hosts are skipped. A missing ``prefix`` folder (404) lists nothing. The pages of one level
+        of sub-folders are fetched concurrently (at most :data:`_LISTING_THREADS` at once).
 
         Raises:
             SourceError: the ``prefix`` page exists but links to nothing under it ("the server
@@ -160,32 +178,45 @@ class HttpSource(ByteSource):
         """
         out: set[str] = set()
         base = prefix.strip("/") + "/" if prefix.strip("/") else ""
-        todo = [base]
+        level = [base]
         seen = {base}
-        while todo:
-            folder = todo.pop()
-            url = self._url(folder)
-            try:
-                r = self.fetcher.request("GET", lambda u=url: (u, self._headers_for(u)), path=folder, metadata=True)
-            except SourceNotFoundError:
-                if folder == base:
-                    return []
-                continue
-            children = self._listing_children(url, r.body, folder)
-            if folder == base and not children:
-                raise SourceError(
-                    f"the server returned no directory listing for {redact_url(url)}: the page (HTTP {r.status}, "
-                    f"{len(r.body)} bytes) links to no file or folder under it. Serve HTML directory indexes "
-                    "(e.g. nginx `autoindex on`, `python -m http.server`), or use a local, hf:// or fsspec root",
-                    path=folder)
-            for name in children:
-                if name.endswith("/"):
-                    if folder + name not in seen:
-                        seen.add(folder + name)
-                        todo.append(folder + name)
-                else:
-                    out.add(folder + name)
+        while level:  # one level of folders at a time, its pages fetched concurrently
+            if len(level) == 1:
+                pages = [self._listing_page(level[0])]
+            else:
+                with ThreadPoolExecutor(min(_LISTING_THREADS, len(level)), thread_name_prefix="lerobotstream-list") as ex:
+                    pages = list(ex.map(self._listing_page, level))
+            deeper = []
+            for folder, page in zip(level, pages):
+                if page is None:  # 404
+                    if folder == base:
+                        return []
+                    continue
+                url, r = page
+                children = self._listing_children(url, r.body, folder)
+                if folder == base and not children:
+                    raise SourceError(
+                        f"the server returned no directory listing for {redact_url(url)}: the page (HTTP {r.status}, "
+                        f"{len(r.body)} bytes) links to no file or folder under it. Serve HTML directory indexes "
+                        "(e.g. nginx `autoindex on`, `python -m http.server`), or use a local, hf:// or fsspec root",
+                        path=folder)
+                for name in children:
+                    if name.endswith("/"):
+                        if folder + name not in seen:
+                            seen.add(folder + name)
+                            deeper.append(folder + name)
+                    else:
+                        out.add(folder + name)
+            level = deeper
         return sorted(out)
+
+    def _listing_page(self, folder: str) -> tuple[str, Response] | None:
+        """``(url, answer)`` of the folder's index page, or None when it does not exist (404)."""
+        url = self._url(folder)
+        try:
+            return url, self.fetcher.request("GET", lambda u=url: (u, self._headers_for(u)), path=folder, metadata=True)
+        except SourceNotFoundError:
+            return None
 
     def _listing_children(self, page_url: str, body: bytes, folder: str) -> list[str]:
         """Names (``"x.mp4"``, ``"sub/"``) of the direct children of ``folder`` linked from its page."""
@@ -216,11 +247,59 @@ class HttpSource(ByteSource):
         return r.body
 
     def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        size = self.size(path)
-        from lerobotstream.sources._base import check_ranges
-
-        check_ranges(path, ranges, size)
+        check_ranges(path, ranges, self.size(path))
         return self._read_coalesced(path, ranges)
+
+    def read_file(self, path: str) -> bytes:
+        """The whole file with one ``GET`` and no ``HEAD`` first (for small metadata files).
+
+        Redirects are followed as for ``HEAD`` (at most :data:`_MAX_REDIRECTS`); the answer's
+        final URL, size and fingerprint are cached as a ``HEAD``'s would be, so a later
+        :meth:`size` or :meth:`fingerprint` of ``path`` sends nothing. When they were known
+        before, the file must still have that size and fingerprint.
+
+        Returns:
+            bytes: the body of the ``200`` answer (its length checked against ``Content-Length``).
+
+        Raises:
+            SourceNotFoundError: the file does not exist (404/410).
+            SourceChangedError: the file changed since its size or fingerprint were read (names the URL).
+            SourceError: any other failure (a non-200 success, a compressed body, too many
+                redirects, retries ran out); messages name the path and the redacted URL.
+        """
+        with self._meta_lock:
+            known = self._meta.get(path)
+        url = known[0] if known is not None else self._url(path)
+        for _ in range(_MAX_REDIRECTS + 1):
+            r = self.fetcher.request(
+                "GET", lambda u=url: (u, {**self._headers_for(u), "Accept-Encoding": "identity"}),
+                path=path, accept_redirect=True,
+            )
+            if r.status in _REDIRECTS and "location" in r.headers:
+                url = urljoin(url, r.headers["location"])
+                continue
+            break
+        else:
+            raise SourceError(f"too many redirects for {path!r} at {self.root_display}", path=path)
+        where = redact_url(url)
+        if r.status != 200:
+            raise SourceError(f"reading {path!r} from {where}: expected HTTP 200 for a whole-file GET, got "
+                              f"{r.status}", path=path, status=r.status)
+        encoding = r.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise SourceError(f"reading {path!r} from {where}: the server sent a {encoding!r}-encoded body although "
+                              "we asked for identity; its bytes are not the file's", path=path, status=r.status)
+        size = len(r.body)
+        fp = _fingerprint(r.headers, size)
+        if known is not None and (known[1] != size or (known[2] is not None and fp is not None and known[2] != fp)):
+            raise SourceChangedError(
+                f"{path!r} at {where} changed while being read: it had {known[1]} bytes ({known[2]}), the GET "
+                f"returned {size} bytes ({fp}); restart to read the new version", path=path)
+        if known is None:
+            with self._meta_lock:
+                self._meta.setdefault(path, (url, size, fp))
+        self.stats.add(bytes_requested=size)
+        return r.body
 
     def close(self) -> None:
         self.client.close()
