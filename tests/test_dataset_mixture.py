@@ -174,7 +174,7 @@ def test_stats_are_aggregated_like_lerobot(roots):
     counts = np.array([p["count"][0] for p in parts], dtype=np.float64)
     means = np.array([p["mean"] for p in parts])
     want_mean = (means * counts[:, None]).sum(0) / counts.sum()
-    got = ds.stats["observation.state"]
+    got = ds.meta.stats["observation.state"]
     np.testing.assert_allclose(got["mean"], want_mean)
     assert got["count"] == [int(counts.sum())]
     np.testing.assert_allclose(got["min"], np.min([p["min"] for p in parts], axis=0))
@@ -188,3 +188,17 @@ def test_spawn_workers_pickle_small(roots):
     dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="spawn")
     seen = collections.Counter(_check_item(item) for item in dl)
     assert max(seen.values()) == 1 and set(seen) == _expected()
+
+
+def test_profile_cli_accepts_a_mixture(roots, tmp_path):
+    import json
+
+    from lerobotstream.profile.__main__ import main
+
+    out = tmp_path / "prof.json"
+    rc = main(["--repo-id", ",".join(REPOS), "--root", ",".join(map(str, roots)), "--weights", "0.5,0.3,0.2",
+               "--num-workers", "0", "--batch-size", "4", "--steps", "6", "--json", str(out), "--quiet"])
+    assert rc == 0
+    report = json.loads(out.read_text())
+    assert report["config"]["mixture"]["repo_ids"] == REPOS
+    assert report["throughput"]["samples"] == 24 and report["bytes"]["needed_frame_bytes"] > 0

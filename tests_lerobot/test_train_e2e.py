@@ -151,3 +151,73 @@ def test_eval_split_and_diffusion_drop_n_last_frames(have_dataset, tmp_path):
         assert max(rec["frame_index"]) < lengths[0] - drop
     doc = _json.loads((out / "checkpoints" / "000004" / "training_state" / "lerobotstream_stream.json").read_text())
     assert doc["settings"]["drop_n_last_frames"] == drop and doc["settings"]["eval_split"] == 0.5
+
+
+def test_mixture_of_two_datasets_trains_resumes_and_is_recorded(have_dataset, tmp_path):
+    """``--dataset.repo_id='[a,b]'`` with ``--dataset.streaming_weights``: both datasets reach the
+    batches (``dataset_index``), the checkpoint and summary record the mixture, resume is
+    sample-exact, and another mixture is refused."""
+    import shutil
+
+    copy = tmp_path / "g1_copy"
+    shutil.copytree(have_dataset, copy)
+    mix = ["--dataset.repo_id=[local/g1_a,local/g1_b]", f"--dataset.root=[{have_dataset},{copy}]",
+           "--dataset.streaming_weights=[0.75,0.25]"]
+    args = [*mix, *dataset_args()[2:], *SMALL_ACT, "--batch_size=4", "--steps=8", "--save_freq=4", "--log_freq=1",
+            "--num_workers=2", f"--output_dir={tmp_path / 'out'}", "--wandb.enable=false"]
+    trace = tmp_path / "trace_a"
+    proc = run_train(args, tmp_path, trace=trace)
+    _ok(proc)
+    recs = read_trace(Path(f"{trace}.rank0"))
+    assert sorted(recs) == list(range(8))
+    taken = [d for rec in recs.values() for d in rec["dataset_index"]]
+    assert set(taken) == {0, 1} and taken.count(0) > taken.count(1)
+    summary = json.loads((tmp_path / "out" / "streaming_summary.json").read_text())
+    assert summary["mixture"]["repo_ids"] == ["local/g1_a", "local/g1_b"]
+    assert summary["mixture"]["weights"] == [0.75, 0.25]
+    assert sum(summary["samples_by_dataset"].values()) == 32
+    ckpt = tmp_path / "out" / "checkpoints" / "000004"
+    doc = json.loads((ckpt / "training_state" / "lerobotstream_stream.json").read_text())
+    assert doc["stream_state"]["mixture"]["repo_ids"] == ["local/g1_a", "local/g1_b"]
+    assert doc["settings"]["streaming_weights"] == [0.75, 0.25]
+    cfg = json.loads((ckpt / "pretrained_model" / "train_config.json").read_text())
+    assert cfg["dataset"]["streaming_weights"] == [0.75, 0.25]
+
+    trace_b = tmp_path / "trace_b"
+    cfg_path = ckpt / "pretrained_model" / "train_config.json"
+    proc = run_train(["--resume=true", f"--config_path={cfg_path}"], tmp_path, trace=trace_b)
+    _ok(proc)
+    b = read_trace(Path(f"{trace_b}.rank0"))
+    assert sorted(b) == list(range(4, 8))
+    for step in range(4, 8):
+        key = ("dataset_index", "episode_index", "frame_index")
+        assert tuple(b[step][k] for k in key) == tuple(recs[step][k] for k in key), step
+
+    proc = run_train(["--resume=true", f"--config_path={cfg_path}", "--dataset.streaming_weights=[0.5,0.5]"],
+                     tmp_path, timeout=200)
+    assert proc.returncode != 0 and "streaming_weights: checkpoint" in proc.stdout + proc.stderr
+
+
+def test_mixture_model_card_lists_every_dataset(monkeypatch):
+    """For a mixture the patched ``generate_model_card`` lists both datasets and the weights."""
+    from types import SimpleNamespace
+
+    from huggingface_hub import ModelCard, ModelCardData
+
+    from lerobotstream.integrations.lerobot import patching, train
+
+    captured = {}
+
+    def fake_original(self, dataset_repo_id, *args, **kwargs):  # LeRobot's, without the Hub validation
+        captured["datasets"] = dataset_repo_id
+        return ModelCard.from_template(ModelCardData(datasets=dataset_repo_id),
+                                       template_str="---\n{{ card_data }}\n---\n# policy\n")
+
+    monkeypatch.setattr(patching, "original", lambda name: fake_original)
+    stream = SimpleNamespace(dataset=SimpleNamespace(mixture={"repo_ids": ["a/x", "b/y"], "weights": [3.0, 1.0],
+                                                                "weights_given": True}))
+    run = SimpleNamespace(stream=stream)
+    card = train._mixture_model_card(run)(object(), "[a/x,b/y]")
+    assert captured["datasets"] == ["a/x", "b/y"]
+    assert "| a/x | 0.7500 |" in card.text and "| b/y | 0.2500 |" in card.text
+    assert "a/x" in str(card.data.datasets) and "b/y" in str(card.data.datasets)

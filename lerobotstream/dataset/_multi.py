@@ -129,7 +129,9 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
     Items: what each dataset's :class:`StreamingLeRobotDataset` gives, restricted to the features
     common to every dataset (LeRobot's ``MultiLeRobotDataset`` rule; the dropped keys are logged
     as a warning), plus ``dataset_index`` (int64 scalar tensor). ``task_index`` stays each dataset's
-    own. ``stats`` aggregates every dataset's stats (LeRobot's ``aggregate_stats``).
+    own. ``meta`` describes the mixture: the common ``features``, ``stats`` aggregated over every
+    dataset (LeRobot's ``aggregate_stats``), every task; ``datasets[d]`` is each dataset's own
+    :class:`StreamingLeRobotDataset`. ``stats()`` gives the per-process counters, as for one dataset.
 
     Mixing: with ``repeat=False`` one iterator visits every selected frame of every dataset
     exactly once (the weights shape the order: a dataset leaves the mix when it is exhausted); with
@@ -216,7 +218,8 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
         for c in self.datasets:
             self._offsets.append(off)
             off += int(max(c.meta.episode_indices)) + 1
-        self.stats = aggregate_stats([c.meta.stats for c in self.datasets], keys=self.features)
+        self.return_uint8 = bool(options.get("return_uint8", False))
+        self.meta = self._mixture_meta(aggregate_stats([c.meta.stats for c in self.datasets], keys=self.features))
         self._epoch, self._samples, self._yielded = 0, 0, 0
         self._state_num_workers: int | None = None
         self._iter_pid: int | None = None
@@ -251,7 +254,35 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
                 log.warning("lerobotstream: keys %s of %s are dropped: not in every dataset of the mixture",
                             extra, self.repo_ids[d])
 
+    def _mixture_meta(self, stats: dict[str, Any]):
+        """A :class:`~lerobotstream.meta.DatasetMeta` of the mixture as a whole: the common features,
+        the aggregated stats, every dataset's tasks (first appearance order; an item's
+        ``task_index`` stays its own dataset's), summed totals, the first dataset's fps and info
+        fields, no episode rows (each dataset's are in ``datasets[d].meta``)."""
+        from lerobotstream.meta import DatasetMeta
+
+        first = self.datasets[0].meta
+        info = {**first.info, "features": dict(self.features),
+                "total_episodes": sum(int(c.meta.total_episodes) for c in self.datasets),
+                "total_frames": sum(int(c.meta.total_frames) for c in self.datasets)}
+        tasks = list(dict.fromkeys(t for c in self.datasets for t in c.meta.tasks))
+        return DatasetMeta(source=first.source, info=info, tasks=tasks, stats=stats, episodes=[],
+                           total_episodes=info["total_episodes"], total_frames=info["total_frames"],
+                           repo_id="[" + ",".join(self.repo_ids) + "]", warnings_=[])
+
     # --- LeRobot-like surface ---------------------------------------------------------------------
+    @property
+    def episodes(self) -> dict[str, list[int] | None]:
+        """Each dataset's episode selection by repo id (None: every episode)."""
+        return {r: c.episodes for r, c in zip(self.repo_ids, self.datasets)}
+
+    @property
+    def sidecar_status(self) -> str:
+        """``"built"`` if any dataset's sidecar was built, else ``"published"`` if any was
+        downloaded, else ``"cache"``."""
+        how = [c.sidecar_status for c in self.datasets]
+        return next((h for h in ("built", "published") if h in how), "cache")
+
     @property
     def fps(self) -> int:
         """Frames per second of the first dataset (each dataset streams at its own fps)."""
@@ -268,6 +299,11 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
     @property
     def camera_keys(self) -> list[str]:
         return [k for k in self.features if self.features[k].get("dtype") in ("video", "image")]
+
+    @property
+    def video_keys(self) -> list[str]:
+        """Decoded video keys common to every dataset."""
+        return [k for k in self.datasets[0].video_keys if k in self.features]
 
     @property
     def repo_id_to_index(self) -> dict[str, int]:

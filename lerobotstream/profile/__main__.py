@@ -5,6 +5,7 @@ Examples::
     python -m lerobotstream.profile --root /data/my_dataset --num-workers 2 --batch-size 8 --steps 50
     python -m lerobotstream.profile --repo-id lerobot/pusht --steps 100 --json prof.json --plot prof.png
     python -m lerobotstream.profile --root http://host/ds/ --step-ms 40   # would a 40 ms model step wait?
+    python -m lerobotstream.profile --repo-id a/x,b/y --root /data/x,/data/y --weights 0.7,0.3   # a mixture
 """
 
 from __future__ import annotations
@@ -42,8 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m lerobotstream.profile",
                                  description=(__doc__ or "").splitlines()[0].replace("``", ""))
     ap.add_argument("--version", action="version", version=f"lerobotstream {__version__}")
-    ap.add_argument("--repo-id", default=None, help="Hub dataset repo id (or the id stored with --root)")
-    ap.add_argument("--root", default=None, help="local folder or URL (http(s)://, hf://) of the dataset")
+    ap.add_argument("--repo-id", default=None, help="Hub dataset repo id (or the id stored with --root); "
+                    "several, comma-separated, profile a weighted mixture")
+    ap.add_argument("--root", default=None, help="local folder or URL (http(s)://, hf://) of the dataset "
+                    "(a mixture: one per repo id, comma-separated)")
+    ap.add_argument("--weights", default=None, help="a mixture's sampling weights, comma-separated (default: "
+                    "in proportion to each dataset's frames)")
     ap.add_argument("--debug", action="store_true",
                     help="print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1); else one line, exit 2")
     ap.add_argument("--revision", default=None)
@@ -85,15 +90,26 @@ def run_profile(args: argparse.Namespace) -> dict:
     if args.root is None and args.repo_id is None:
         raise StreamingConfigError("give --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); see --help")
     t0 = time.perf_counter()
-    ds = StreamingLeRobotDataset(
-        args.repo_id, root=args.root, episodes=_ints(args.episodes), revision=args.revision,
-        delta_timestamps=json.loads(args.delta_timestamps) if args.delta_timestamps else None,
+    options = dict(
+        revision=args.revision, delta_timestamps=json.loads(args.delta_timestamps) if args.delta_timestamps else None,
         return_uint8=args.return_uint8, seed=args.seed, episode_pool_size=args.episode_pool_size,
         prefetch_episodes=args.prefetch_episodes, byte_budget_gb=args.byte_budget_gb,
         decode_threads=args.decode_threads, decoded_queue_size=args.decoded_queue_size,
         sampling_strategy=args.sampling_strategy, device=args.device,
-        camera_keys=args.cameras.split(",") if args.cameras else None,
-    )
+        camera_keys=args.cameras.split(",") if args.cameras else None)
+    repo_ids = (args.repo_id or "").split(",") if args.repo_id and "," in args.repo_id else None
+    if repo_ids is not None:
+        from lerobotstream.dataset import StreamingMultiLeRobotDataset
+
+        roots = args.root.split(",") if args.root else None
+        weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+        if args.episodes:
+            raise StreamingConfigError("--episodes selects episodes of one dataset; not with a mixture")
+        ds = StreamingMultiLeRobotDataset(repo_ids, roots=roots, weights=weights, **options)
+    else:
+        if args.weights:
+            raise StreamingConfigError("--weights needs several datasets in --repo-id (comma-separated)")
+        ds = StreamingLeRobotDataset(args.repo_id, root=args.root, episodes=_ints(args.episodes), **options)
     metadata_s = time.perf_counter() - t0
     raw = profile_dataset(ds, num_workers=args.num_workers, batch_size=args.batch_size, steps=args.steps,
                           step_s=args.step_ms / 1e3, memory_interval_s=args.memory_interval_ms / 1e3,
@@ -101,7 +117,8 @@ def run_profile(args: argparse.Namespace) -> dict:
     config = {"root": args.root, "repo_id": args.repo_id, "num_workers": args.num_workers,
               "batch_size": args.batch_size, "steps": args.steps, "decode_threads": args.decode_threads,
               "prefetch_episodes": args.prefetch_episodes, "episode_pool_size": args.episode_pool_size,
-              "cameras": list(ds.video_keys), "episodes": ds.num_episodes}
+              "cameras": list(getattr(ds, "video_keys", None) or ds.camera_keys), "episodes": ds.num_episodes,
+              **({"mixture": ds.mixture} if hasattr(ds, "mixture") else {})}
     return build_report(raw, ds, config=config, needed=needed_bytes(ds, raw["anchors"]))
 
 

@@ -139,7 +139,9 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
 
     Args:
         ds: the dataset (uses ``ds.meta``, ``ds.video_keys``, ``ds.fps``, ``ds.tolerance_s``).
-        anchors: delivered ``(episode_index, frame_index)`` pairs (duplicates allowed).
+        anchors: delivered ``(episode_index, frame_index)`` pairs (duplicates allowed); for a
+            :class:`~lerobotstream.StreamingMultiLeRobotDataset`, ``(dataset_index, episode_index,
+            frame_index)`` triples.
 
     Returns:
         ``{"needed_frame_bytes", "span_bytes", "episodes_touched"}``: the summed coded size of each
@@ -151,8 +153,13 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
     from lerobotstream.mp4 import episode_frame_range, parse_mp4, plan_span
     from lerobotstream.sources import open_source
 
+    if hasattr(ds, "datasets"):  # a mixture: each dataset's own anchors, summed
+        parts = [needed_bytes(child, [(e, f) for d, e, f in anchors if d == i]) for i, child in enumerate(ds.datasets)]
+        if any(p is None for p in parts):
+            return None
+        return {k: sum(p[k] for p in parts) for k in ("needed_frame_bytes", "span_bytes", "episodes_touched")}
     try:
-        root = getattr(ds, "_root_arg", None)
+        root = getattr(ds, "root", None)
         src = open_source(root, repo_id=ds.repo_id, revision=ds.revision, repo_type=getattr(ds, "repo_type", "dataset")) \
             if root is not None or ds.repo_id is not None else ds.meta.source
     except Exception:  # noqa: BLE001 - a profiler degrades to "unknown", it never hides a run

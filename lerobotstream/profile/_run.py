@@ -168,7 +168,7 @@ def profile_dataset(
 
     Returns:
         RawRun: ``wall_s``, ``first_batch_s``, ``batch_wait_s`` (list, s), ``batch_t_s`` (end time of
-        each batch, s since start), ``samples``, ``frames``, ``anchors`` ((episode, frame) pairs
+        each batch, s since start), ``samples``, ``frames``, ``anchors`` ((episode, frame) pairs; (dataset, episode, frame) for a mixture
         delivered), ``snapshots`` (latest ``stats()`` per pid), ``timeline`` (per batch: cumulated
         samples/frames, reserved/resident/fetched bytes summed over pids), ``memory``.
     """
@@ -227,7 +227,11 @@ def profile_dataset(
                         frames += int(np.prod(v.shape[:-3]))
                 ep, fr = batch.get("episode_index"), batch.get("frame_index")
                 if isinstance(ep, torch.Tensor) and isinstance(fr, torch.Tensor):
-                    anchors.extend(zip(ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
+                    di = batch.get("dataset_index")
+                    if isinstance(di, torch.Tensor):  # a mixture: (dataset, episode, frame)
+                        anchors.extend(zip(di.reshape(-1).tolist(), ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
+                    else:
+                        anchors.extend(zip(ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
                 snaps = [x["stats"] for x in latest.values()]
                 timeline.append({
                     "t_s": now - t0, "samples": samples, "frames": frames,

@@ -16,6 +16,7 @@ from lerobot.configs.train import TrainPipelineConfig
 
 from lerobotstream import constants
 from lerobotstream.errors import StreamingConfigError
+from lerobotstream.integrations.lerobot.factory import parse_list
 from lerobotstream.sources._http import DEFAULT_READ_TIMEOUT_S
 
 __all__ = ["StreamingDatasetConfig", "StreamingTrainPipelineConfig", "REPO_TYPES", "DECODE_DEVICES"]
@@ -66,6 +67,9 @@ class StreamingDatasetConfig(DatasetConfig):
     video_decoder_cache_size: int | None = None
     # Older name of video_decoder_cache_size (set only one of them).
     streaming_max_open_decoders: int | None = None
+    # Sampling weight per dataset when --dataset.repo_id lists several ('[a,b]', with --dataset.root
+    # a matching list): e.g. '[0.7,0.3]'. Unset: in proportion to each dataset's frames.
+    streaming_weights: list[float] | None = None
 
     def __post_init__(self) -> None:
         parent = getattr(super(), "__post_init__", None)
@@ -109,6 +113,31 @@ class StreamingDatasetConfig(DatasetConfig):
             raise bad("streaming_max_open_decoders",
                       f"is the older name of --dataset.video_decoder_cache_size={self.video_decoder_cache_size}; "
                       "set only one of them")
+
+        repo_ids = parse_list(self.repo_id) or []
+        if len(repo_ids) > 1:
+            if not self.streaming:
+                raise bad("repo_id", "several datasets are trained on together only with --dataset.streaming=true "
+                                     "(LeRobot's map-style loader has no mixture)")
+            if len(set(repo_ids)) != len(repo_ids):
+                raise bad("repo_id", "lists a dataset twice")
+            roots = parse_list(self.root)
+            if roots is not None and len(roots) != len(repo_ids):
+                raise bad("root", f"must list one root per dataset of --dataset.repo_id ({len(repo_ids)})")
+            if self.episodes is not None:
+                raise bad("episodes", "cannot select episodes of a mixture from the command line (it would be "
+                                      "ambiguous); use StreamingMultiLeRobotDataset(episodes={repo_id: [...]})")
+        if self.streaming_weights is not None:
+            w = list(self.streaming_weights)
+            if len(repo_ids) < 2:
+                raise bad("streaming_weights", "needs several datasets in --dataset.repo_id ('[a,b]')")
+            if len(w) != len(repo_ids) or not all(float(x) > 0 and float(x) < float("inf") for x in w):
+                raise bad("streaming_weights", f"must be {len(repo_ids)} numbers > 0, one per dataset")
+
+    @property
+    def repo_ids(self) -> list[str]:
+        """The datasets of ``--dataset.repo_id`` (one, or a ``'[a,b]'`` mixture)."""
+        return parse_list(self.repo_id) or []
 
     @property
     def decoder_cache_size(self) -> int | None:

@@ -12,6 +12,11 @@ options, ``max_num_shards = max(1, num_workers)`` and the training seed (``--see
 * eval (``eval_split > 0``): the held-out episodes, ``sampling_strategy="sequential"``,
   ``repeat=False`` (each pass over the eval DataLoader visits every frame once), no image
   transforms, no per-sample tags. LeRobot itself falls back to map-style datasets for both halves.
+
+``--dataset.repo_id='[a,b]'`` (``--dataset.root`` a matching list, ``--dataset.streaming_weights``
+optional) builds :class:`lerobotstream.StreamingMultiLeRobotDataset` streams instead: delta
+timestamps resolved against each dataset's own fps, the per-task ``eval_split`` applied to each
+dataset, ``dataset.meta`` the mixture's (common features, aggregated stats).
 """
 
 from __future__ import annotations
@@ -24,11 +29,11 @@ from typing import Any, Iterator
 import torch
 
 from lerobotstream import constants
-from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.dataset import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.integrations.lerobot.meta_view import LeRobotMetaView
 
-__all__ = ["TrainingStream", "make_streaming_datasets", "make_streaming_dataset", "split_episodes_by_task",
+__all__ = ["TrainingStream", "make_streaming_datasets", "make_streaming_dataset", "split_episodes_by_task", "parse_list",
            "streaming_seed", "TAG_KEYS"]
 
 log = logging.getLogger("lerobotstream.train")
@@ -43,6 +48,19 @@ IMAGENET_STATS = {
     "mean": [[[0.485]], [[0.456]], [[0.406]]],  # (c,1,1)
     "std": [[[0.229]], [[0.224]], [[0.225]]],  # (c,1,1)
 }
+
+
+def parse_list(value: str | list | None) -> list[str] | None:
+    """``'[a,b]'`` / ``'a,b'``-style flag text (or a list) as a list of strings; None stays None.
+    A plain ``'a'`` is ``['a']``. Quotes and spaces around the items are dropped."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    text = str(value).strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    return [part.strip().strip("'\"").strip() for part in text.split(",") if part.strip()]
 
 
 def streaming_seed(seed: int | None) -> int:
@@ -202,18 +220,13 @@ def make_streaming_datasets(cfg: Any) -> tuple[TrainingStream, TrainingStream | 
     from lerobot.datasets.factory import resolve_delta_timestamps
 
     d = cfg.dataset
-    if isinstance(d.repo_id, list):
-        raise StreamingConfigError("--dataset.repo_id: several datasets are not supported with streaming")
+    repo_ids = parse_list(d.repo_id) or [d.repo_id]
+    if len(repo_ids) > 1:
+        return _make_mixture_streams(cfg, repo_ids)
     common = _stream_kwargs(cfg)
     probe = StreamingLeRobotDataset(**common, episodes=d.episodes)  # metadata: features + fps + tasks
     delta_timestamps = resolve_delta_timestamps(trainable_config(cfg), LeRobotMetaView(probe.meta))
-    eval_split = float(getattr(d, "eval_split", 0.0) or 0.0)
-    train_eps: list[int] | None = d.episodes
-    eval_eps: list[int] = []
-    if eval_split > 0:
-        train_eps, eval_eps = split_episodes_by_task(list(probe.meta.episodes), eval_split)
-        log.info("lerobotstream: train/eval split: %d train, %d eval episodes (eval_split=%s)",
-                 len(train_eps), len(eval_eps), eval_split)
+    train_eps, eval_eps = _eval_split(cfg, probe, d.episodes)
     uint8 = _loop_converts_uint8()
     train_ds = StreamingLeRobotDataset(
         **common, episodes=train_eps, delta_timestamps=delta_timestamps, image_transforms=_image_transforms(cfg),
@@ -229,6 +242,62 @@ def make_streaming_datasets(cfg: Any) -> tuple[TrainingStream, TrainingStream | 
         max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0)
         evaluation = TrainingStream(eval_ds, sidecar_status=probe.sidecar_status, tags=False,
                                     max_samples=max_eval or None)
+        _lerobot_meta(evaluation, cfg)
+    return train, evaluation
+
+
+def _eval_split(cfg: Any, probe: StreamingLeRobotDataset, episodes: list[int] | None) -> tuple[list[int] | None, list[int]]:
+    """(train episodes, held-out episodes) of one dataset for ``--dataset.eval_split``."""
+    eval_split = float(getattr(cfg.dataset, "eval_split", 0.0) or 0.0)
+    if eval_split <= 0:
+        return episodes, []
+    train_eps, eval_eps = split_episodes_by_task(list(probe.meta.episodes), eval_split)
+    log.info("lerobotstream: train/eval split of %s: %d train, %d eval episodes (eval_split=%s)",
+             probe.meta.repo_id, len(train_eps), len(eval_eps), eval_split)
+    return train_eps, eval_eps
+
+
+def _make_mixture_streams(cfg: Any, repo_ids: list[str]) -> tuple[TrainingStream, TrainingStream | None]:
+    """``make_streaming_datasets`` for ``--dataset.repo_id='[a,b,...]'``: weighted mixture streams."""
+    from lerobot.datasets.factory import resolve_delta_timestamps
+
+    d = cfg.dataset
+    n = len(repo_ids)
+    roots = parse_list(d.root) or [None] * n
+    data_roots = parse_list(d.streaming_data_root) or [None] * n
+    if len(roots) != n or len(data_roots) != n:
+        raise StreamingConfigError(f"--dataset.root and --dataset.streaming_data_root must list one entry per "
+                                   f"dataset of --dataset.repo_id ({n})")
+    common = _stream_kwargs(cfg)
+    for key in ("repo_id", "root", "data_root"):
+        common.pop(key)
+    probes = [StreamingLeRobotDataset(**common, repo_id=r, root=root, data_root=dr)
+              for r, root, dr in zip(repo_ids, roots, data_roots)]
+    delta = {r: resolve_delta_timestamps(trainable_config(cfg), LeRobotMetaView(p.meta)) for r, p in zip(repo_ids, probes)}
+    splits = {r: _eval_split(cfg, p, None) for r, p in zip(repo_ids, probes)}
+    mix = dict(common, roots=roots, data_root=dict(zip(repo_ids, data_roots)), delta_timestamps=delta)
+    weights = None if d.streaming_weights is None else [float(w) for w in d.streaming_weights]
+    uint8 = _loop_converts_uint8()
+    status = next((h for h in ("built", "published") if h in [p.sidecar_status for p in probes]), "cache")
+    train_ds = StreamingMultiLeRobotDataset(
+        repo_ids, weights=weights, **mix, episodes={r: tr for r, (tr, _) in splits.items()},
+        image_transforms=_image_transforms(cfg), return_uint8=uint8, repeat=True,
+        sampling_strategy=d.streaming_sampling_strategy,
+        drop_n_last_frames=int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0))
+    log.info("lerobotstream: mixture of %d datasets %s, weights %s", n, repo_ids,
+             [round(w / sum(train_ds.weights), 4) for w in train_ds.weights])
+    train = TrainingStream(train_ds, sidecar_status=status, meta=LeRobotMetaView(train_ds.meta))
+    _lerobot_meta(train, cfg)
+    evaluation = None
+    held = {r: ev for r, (_, ev) in splits.items() if ev}
+    if held:
+        if len(held) < n:
+            raise StreamingConfigError(f"--dataset.eval_split holds out no episode of {sorted(set(repo_ids) - set(held))}")
+        eval_ds = StreamingMultiLeRobotDataset(repo_ids, **mix, episodes=held, image_transforms=None,
+                                               return_uint8=uint8, repeat=False, sampling_strategy="sequential")
+        max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0)
+        evaluation = TrainingStream(eval_ds, sidecar_status=status, tags=False, max_samples=max_eval or None,
+                                    meta=LeRobotMetaView(eval_ds.meta))
         _lerobot_meta(evaluation, cfg)
     return train, evaluation
 

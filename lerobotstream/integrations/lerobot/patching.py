@@ -13,7 +13,9 @@ restores them afterwards:
 * ``Accelerator`` (``accelerate.Accelerator``, and ``lerobot_train.Accelerator`` where 0.4.4
   imports it at module level): a subclass that leaves the stream's DataLoaders as they are, so
   LeRobot builds it with its own settings (mixed precision from the policy's dtype, CPU from
-  ``cfg.trainable_config.device``, DDP kwargs) and never re-shards a stream.
+  ``cfg.trainable_config.device``, DDP kwargs) and never re-shards a stream;
+* ``generate_model_card`` (``PreTrainedPolicy.generate_model_card``, used when a policy is pushed
+  to the Hub): for a mixture, the card lists every dataset and the weights.
 
 Everything else uses public seams: draccus config subclasses and ``parser.wrap``.
 :func:`check_lerobot` refuses LeRobot versions that lack these names with a message naming what is
@@ -36,7 +38,7 @@ MIN_LEROBOT = (0, 4, 4)
 TESTED_LEROBOT = ("0.6.1", "0.4.4")
 #: dataset factories in the order they are looked for (0.6.x, then 0.4.4)
 DATASET_SEAMS = ("make_train_eval_datasets", "make_dataset")
-_PATCHED = (*DATASET_SEAMS, "cycle", "save_checkpoint", "Accelerator")
+_PATCHED = (*DATASET_SEAMS, "cycle", "save_checkpoint", "Accelerator", "generate_model_card")
 _originals: dict[str, Any] = {}
 
 
@@ -116,14 +118,23 @@ def original(name: str) -> Any:
         import accelerate
 
         return accelerate.Accelerator
+    if name == "generate_model_card":
+        return _policy_class().generate_model_card
     return getattr(check_lerobot(), name)
+
+
+def _policy_class() -> Any:
+    from lerobot.policies.pretrained import PreTrainedPolicy
+
+    return PreTrainedPolicy
 
 
 @contextlib.contextmanager
 def installed(**replacements: Any) -> Iterator[None]:
     """Swap ``lerobot_train.<name>`` for the given objects for the duration of the block (names:
     the version's dataset seam, ``cycle``, ``save_checkpoint``, ``Accelerator``; ``Accelerator``
-    is also swapped in the ``accelerate`` module, where 0.6.x imports it inside ``train``).
+    is also swapped in the ``accelerate`` module, where 0.6.x imports it inside ``train``;
+    ``generate_model_card`` on LeRobot's ``PreTrainedPolicy``).
     Always restores LeRobot's originals."""
     import accelerate
 
@@ -139,6 +150,8 @@ def installed(**replacements: Any) -> Iterator[None]:
             targets.append((accelerate, name, obj))
             if hasattr(lt, name):
                 targets.append((lt, name, obj))
+        elif name == "generate_model_card":
+            targets.append((_policy_class(), name, obj))
         else:
             if not hasattr(lt, name):
                 raise LeRobotIntegrationError(f"lerobot.scripts.lerobot_train has no {name}")

@@ -40,13 +40,14 @@ _WHY = {
     "episode_pool_size": "the pool size decides how many episodes are mixed at once",
     "byte_budget_gb": "the byte budget decides when the next episode may be admitted",
     "episodes": "the episode selection is what the order is drawn over",
-    "repo_id": "it is another dataset",
+    "repo_id": "it is another dataset (or another mixture of datasets)",
+    "streaming_weights": "the weights set each dataset's share of the samples and the mix order",
     "drop_n_last_frames": "the policy's drop_n_last_frames decides which frames are anchors",
     "eval_split": "the held-out episodes are not streamed for training, so another split trains on other episodes",
 }
 
 #: settings that older stream states do not record, with the value those runs had
-_ADDED_LATER = {"drop_n_last_frames": 0, "eval_split": 0.0}
+_ADDED_LATER = {"drop_n_last_frames": 0, "eval_split": 0.0, "streaming_weights": None}
 
 RESUME_RULES = (
     "Sample-exact streaming resume needs the same world size, batch size and --num_workers as the "
@@ -72,6 +73,8 @@ def order_settings(cfg: Any, world_size: int) -> dict[str, Any]:
         "byte_budget_gb": float(d.streaming_byte_budget_gb),
         "drop_n_last_frames": int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0),
         "eval_split": float(getattr(d, "eval_split", 0.0) or 0.0),
+        "streaming_weights": None if getattr(d, "streaming_weights", None) is None
+        else [float(w) for w in d.streaming_weights],
     }
 
 

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -66,6 +66,7 @@ class Run:
         self.steady_s = 0.0
         self.worker_bytes: dict[int, int] = {}
         self.worker_requests: dict[int, int] = {}
+        self.samples_by_dataset: dict[int, int] = {}
         self.trace_file = None
         self.sidecar_status: Any = None
         self.accelerator: Any = None  # the Accelerator LeRobot built (StreamingAccelerator)
@@ -161,12 +162,16 @@ class Run:
             self.worker_requests[w] = max(self.worker_requests.get(w, 0), r)
         n = int(wids.shape[0])
         self.samples += n
+        if "dataset_index" in batch:  # a mixture: samples per dataset, for the summary
+            for d in batch["dataset_index"].tolist():
+                self.samples_by_dataset[int(d)] = self.samples_by_dataset.get(int(d), 0) + 1
         if self.trace_file is not None:
             rank, _ = _world()
             self.trace_file.write(json.dumps({
                 "rank": rank, "step": self.start_step + self.batches,
                 "episode_index": batch["episode_index"].tolist(), "frame_index": batch["frame_index"].tolist(),
-                "worker": wids.tolist()}) + "\n")
+                "worker": wids.tolist(),
+                **({"dataset_index": batch["dataset_index"].tolist()} if "dataset_index" in batch else {})}) + "\n")
         self.batches += 1
 
     # --- patched: save_checkpoint ---------------------------------------------------------------
@@ -197,15 +202,29 @@ class Run:
             "payload_requests": sum(self.worker_requests.values()),
             "dataset_bytes": dataset_bytes,
             "sidecar": self.sidecar_status,
+            **_mixture_summary(ds, self.samples_by_dataset),
         }
+
+
+def _mixture_summary(ds: Any, counts: dict[int, int]) -> dict[str, Any]:
+    """For a mixture: its repo ids and weights, and the samples this rank took from each dataset."""
+    mixture = getattr(ds, "mixture", None)
+    if not mixture:
+        return {}
+    total = sum(counts.values()) or 1
+    return {"mixture": mixture, "samples_by_dataset": {mixture["repo_ids"][d]: n for d, n in sorted(counts.items())},
+            "share_by_dataset": {mixture["repo_ids"][d]: round(n / total, 4) for d, n in sorted(counts.items())}}
 
 
 def _dataset_bytes(ds: Any) -> int | None:
     """Bytes of the Parquet and MP4 files the selected episodes live in (None if unknown)."""
     try:
-        meta = ds.meta
-        paths = list(meta.video_paths()) + list(meta.data_paths())
-        return int(sum(meta.source.size(p) for p in paths))
+        total = 0
+        for child in getattr(ds, "datasets", [ds]):  # a mixture: every dataset's files
+            meta = child.meta
+            paths = list(meta.video_paths()) + list(meta.data_paths())
+            total += int(sum(meta.source.size(p) for p in paths))
+        return total
     except Exception:  # summary only: never fail a finished training run over it
         return None
 
@@ -270,6 +289,27 @@ def _streaming_accelerator_class(run: "Run") -> type:
     return StreamingAccelerator
 
 
+def _mixture_model_card(run: Run) -> Callable[..., Any]:
+    """``PreTrainedPolicy.generate_model_card`` that, for a mixture, lists every dataset in the
+    card's ``datasets`` and adds the weights and observed shares to its text."""
+    original = patching.original("generate_model_card")
+
+    def generate_model_card(self: Any, dataset_repo_id: Any, *args: Any, **kwargs: Any) -> Any:
+        mixture = getattr(getattr(run.stream, "dataset", None), "mixture", None)
+        if not mixture:
+            return original(self, dataset_repo_id, *args, **kwargs)
+        card = original(self, list(mixture["repo_ids"]), *args, **kwargs)
+        total = sum(mixture["weights"])
+        rows = "\n".join(f"| {r} | {w / total:.4f} |" for r, w in zip(mixture["repo_ids"], mixture["weights"]))
+        card.text = (card.text + "\n\n## Training data: a streamed mixture\n\nTrained with lerobotstream on a "
+                     "weighted mixture of datasets (share of the samples drawn from each"
+                     f"{'' if mixture.get('weights_given') else ', in proportion to its frames'}):\n\n"
+                     "| dataset | weight |\n|---|---:|\n" + rows + "\n")
+        return card
+
+    return generate_model_card
+
+
 def run_training(cfg: StreamingTrainPipelineConfig) -> dict[str, Any] | None:
     """Train with a parsed config; returns the streaming summary on rank 0 (None otherwise or
     for a map-style run)."""
@@ -281,7 +321,8 @@ def run_training(cfg: StreamingTrainPipelineConfig) -> dict[str, Any] | None:
     run = Run(cfg)
     seam = patching.dataset_seam(lt)
     with patching.installed(**{seam: getattr(run, seam)}, cycle=run.cycle, save_checkpoint=run.save_checkpoint,
-                            Accelerator=_streaming_accelerator_class(run)):
+                            Accelerator=_streaming_accelerator_class(run),
+                            generate_model_card=_mixture_model_card(run)):
         train(cfg)
     if run.trace_file is not None:
         run.trace_file.close()
