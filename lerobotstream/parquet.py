@@ -66,7 +66,9 @@ class _SingleFlight:
         self.done: OrderedDict[object, object] = OrderedDict()
         self._held = 0
         self.computed = 0
-        """Calls of ``fn`` (results computed rather than shared)."""
+        """Values computed (rather than shared or cached)."""
+        self.shared = 0
+        """Values awaited while another thread computed them."""
 
     def get(self, key: object, fn: Callable[[], object]) -> object:
         """The value of ``key``: cached, or awaited while another thread computes it, or ``fn()``."""
@@ -86,6 +88,7 @@ class _SingleFlight:
                     out[k] = self.done[k]
                 elif k in self._inflight:
                     waits[k] = self._inflight[k]
+                    self.shared += 1
                 else:
                     self._inflight[k] = Future()
                     mine.append(k)

@@ -107,6 +107,26 @@ class FsspecSource(ByteSource):
     def local_path(self, path: str) -> str | None:
         return self._full(path) if self.protocol in ("file", "local") else None
 
+    def read_file(self, path: str) -> bytes:
+        """The whole file with one ``cat_file`` (no ``info`` first; for small metadata files).
+
+        Raises:
+            SourceNotFoundError: the file does not exist.
+            RangeReadError: the file no longer has the size an earlier ``info`` gave.
+            SourceError: any other failure of the filesystem (the message names path and root).
+        """
+        with self._info_lock:
+            known = self._info.get(path)
+        try:
+            data = self.fs.cat_file(self._full(path))
+        except Exception as e:
+            raise self._err(e, path) from None
+        if known is not None and len(data) != int(known["size"]):
+            raise RangeReadError(f"{path!r} at {self.root_display} has {len(data)} bytes, but {known['size']} when it "
+                                 "was first seen", path=path)
+        self.stats.add(requests=1, bytes_read=len(data), bytes_requested=len(data))
+        return data
+
     def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         check_ranges(path, ranges, self.size(path))
         groups, where = coalesce_ranges(ranges)
