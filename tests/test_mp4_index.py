@@ -108,8 +108,11 @@ def test_constant_arrays_stored_once_and_views(tmp_path):
     assert np.array_equal(m.offset, t.offset) and np.array_equal(m.dts_ticks, t.dts_ticks)
     assert np.array_equal(m.pts_s, t.pts_s)  # derived pts_s is bit-exact
     assert m.is_sync.dtype == bool and np.array_equal(m.is_sync, t.is_sync)
-    # only is_sync (dense, 1 byte/sample) and sync_samples are stored per sample
-    assert idx.nbytes_stored() < 1000 * 2 + 4096
+    # only is_sync (dense, 1 byte/sample) and sync_samples are stored per source and sample: the
+    # progressions from 0 (DTS, PTS, order, pts_s) live once in shared blocks, whatever the sources
+    two = Mp4Index.open(write_sidecar(tmp_path / "s2.npz", {"v.mp4": t, "w.mp4": t}), index_dir=tmp_path / "idx")
+    assert two.nbytes_stored() - idx.nbytes_stored() < 1000 * 2 + 4096
+    assert np.shares_memory(two.table(0).dts_ticks, two.table(1).dts_ticks)
 
 
 def test_bframes_edit_and_empty_edit_pts_exact(tmp_path):

@@ -143,6 +143,30 @@ def test_validation_passes_and_open_sidecar(tmp_path):
     assert idx.num_sources == 2
 
 
+def test_open_sidecar_validates_once_per_node_for_the_same_inputs(tmp_path, monkeypatch):
+    """A successful validation is noted next to the derived index; the same selection at the same
+    source state is not validated again, any change of windows or sources is."""
+    import lerobotstream.sidecar as sc
+
+    tables, meta = two_file_dataset()
+    out = build(tmp_path, tables, meta).output
+    open_sidecar(out, meta, source=FakeSource(tables), index_dir=tmp_path / "idx")
+    assert len(list((tmp_path / "idx").glob("*.valid-*"))) == 1
+    calls = []
+    monkeypatch.setattr(sc, "validate_index", lambda *a, **k: calls.append("validate"))
+    monkeypatch.setattr(sc, "check_sources", lambda *a, **k: calls.append("sources"))
+    open_sidecar(out, meta, source=FakeSource(tables), index_dir=tmp_path / "idx")
+    assert calls == []  # noted: skipped
+    monkeypatch.undo()
+    changed = FakeSource({**tables, B: synth_table(16, path=B)})  # a new size: the note does not apply
+    with pytest.raises(SidecarStaleError, match="file-001.mp4"):
+        open_sidecar(out, meta, source=changed, index_dir=tmp_path / "idx")
+    shorter = fake_meta([(0, 20, {"cam": (A, 0.0)}), (1, 11, {"cam": (A, 20 / 30)})])
+    with pytest.raises(SidecarValidationError, match="episode 1, camera cam"):
+        open_sidecar(out, shorter, source=FakeSource(tables), index_dir=tmp_path / "idx")
+    assert len(list((tmp_path / "idx").glob("*.valid-*"))) == 1  # failures are not noted
+
+
 def test_fps_mismatch_is_reported(tmp_path):
     t = synth_table(60)  # 30 fps video
     reason = check_fps(t, 29, A)

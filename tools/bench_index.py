@@ -1,4 +1,4 @@
-"""Derived memory-mapped index vs the schema-4 NPZ: size on disk and open time.
+"""Derived memory-mapped index vs the sidecar NPZ (schema 5): size on disk and open time.
 
 Builds a sidecar holding ``--copies`` copies of one MP4's sample table (default: the
 21,766-sample AV1 file of the shipped test media), then reports:

@@ -151,8 +151,9 @@ class Mp4Index:
         self._paths_sorted = bool(self._header.get("paths_sorted"))
         self._paths: list[str] | None = None
         self._ids: dict[str, int] | None = None
-        self._records: dict[int, dict[str, Any]] = {}
+        self._records: dict[int, dict[str, Any]] = {}  # stays empty: records are parsed per use
         self._tables: dict[int, Any] = {}
+        self._sync: dict[int, np.ndarray] = {}  # sync_samples views of the cached tables
         self._lock = threading.Lock()
 
     # --- construction ----------------------------------------------------------------------------
@@ -291,10 +292,8 @@ class Mp4Index:
         return self._path(source_id)
 
     def _record(self, source_id: int) -> dict[str, Any]:
-        """The parsed, validated record of one source (cached)."""
-        rec = self._records.get(source_id)
-        if rec is not None:
-            return rec
+        """The parsed, validated record of one source (parsed at each call, never cached: a
+        parsed record is ~7 KB of Python objects, and a table keeps what it needs)."""
         if not 0 <= source_id < self._num_sources:
             raise IndexError(f"source id {source_id} outside [0, {self._num_sources}) in {self.index_path}")
         a, b = (int(x) for x in self._rec_bounds[source_id])
@@ -307,7 +306,6 @@ class Mp4Index:
             check_record(rec, self._data_end, where, self._shared)
         except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
             raise SidecarSchemaError(f"{where}: record of source {source_id} is damaged: {e}", path=where) from e
-        self._records[source_id] = rec
         return rec
 
     def source_id(self, path: str) -> int:
@@ -362,8 +360,10 @@ class Mp4Index:
             return _readonly(a.astype(dt))
         raise SidecarSchemaError(f"{self.index_path}: unknown array encoding {enc!r}")
 
-    def table(self, source_id: int):
-        """Read-only sample table of one source (decode order), built on first request.
+    def table(self, source_id: int, *, cache: bool = True):
+        """Read-only sample table of one source (decode order), built on first request and kept
+        (``cache=False``: built afresh and not kept, for one-off passes over many sources such as
+        validation, so memory does not grow with the sources visited).
 
         Every array is a zero-copy view into the map (plain blocks, shared progression blocks) or a
         zero-stride broadcast (constants); only sources of at most ``SHARED_MIN_SAMPLES`` samples
@@ -386,32 +386,43 @@ class Mp4Index:
             t = self._tables.get(source_id)
             if t is not None:
                 return t
-            src = self._record(source_id)
-            specs = src["arrays"]
-            arrays = {name: self._array(specs[name]) for name in INDEX_FIELDS if name != "pts_s"}
-            arrays["is_sync"] = arrays["is_sync"].view(bool)
-            if specs["pts_s"]["enc"] == "derived" and "offset" not in specs["pts_s"]:
-                arrays["pts_s"] = _readonly(pts_seconds(arrays["pts_ticks"], src["media_timescale"],
-                                                        src.get("movie_timescale") or 1,
-                                                        src.get("empty_edit_movie_ticks") or 0))
-            else:
-                arrays["pts_s"] = self._array(specs["pts_s"])
-            scalars = {k: src.get(k) for k in SCALAR_KEYS if k in src}
-            for k in ("media_time", "empty_edit_movie_ticks", "edit_duration_movie_ticks"):
-                scalars[k] = int(scalars.get(k) or 0)
-            if scalars.get("video_track_ids") is not None:
-                scalars["video_track_ids"] = tuple(scalars["video_track_ids"])
-            for k in MATRIX_KEYS:
-                scalars[k] = _matrix(src.get(k), k, src.get("path"), str(self.index_path))
-            for k in BYTES_KEYS:
-                scalars[k] = self._blob(src.get(k))
-            t = _make_table(path=src["path"], file_size=src.get("size"), **scalars, **arrays)
-            self._tables[source_id] = t
+            t, sync = self._build_table(source_id)
+            if cache:
+                self._tables[source_id] = t
+                self._sync[source_id] = sync
             return t
+
+    def _build_table(self, source_id: int) -> tuple[Any, np.ndarray]:
+        """(the source's ``SampleTable`` of views, its ``sync_samples`` view)."""
+        src = self._record(source_id)
+        specs = src["arrays"]
+        arrays = {name: self._array(specs[name]) for name in INDEX_FIELDS if name != "pts_s"}
+        arrays["is_sync"] = arrays["is_sync"].view(bool)
+        if specs["pts_s"]["enc"] == "derived" and "offset" not in specs["pts_s"]:
+            arrays["pts_s"] = _readonly(pts_seconds(arrays["pts_ticks"], src["media_timescale"],
+                                                    src.get("movie_timescale") or 1,
+                                                    src.get("empty_edit_movie_ticks") or 0))
+        else:
+            arrays["pts_s"] = self._array(specs["pts_s"])
+        scalars = {k: src.get(k) for k in SCALAR_KEYS if k in src}
+        for k in ("media_time", "empty_edit_movie_ticks", "edit_duration_movie_ticks"):
+            scalars[k] = int(scalars.get(k) or 0)
+        if scalars.get("video_track_ids") is not None:
+            scalars["video_track_ids"] = tuple(scalars["video_track_ids"])
+        for k in MATRIX_KEYS:
+            scalars[k] = _matrix(src.get(k), k, src.get("path"), str(self.index_path))
+        for k in BYTES_KEYS:
+            scalars[k] = self._blob(src.get(k))
+        t = _make_table(path=src["path"], file_size=src.get("size"), **scalars, **arrays)
+        return t, arrays["sync_samples"]
 
     def sync_samples(self, source_id: int) -> np.ndarray:
         """Decode-order indices of the sync samples of a source (dense, ascending, read-only view)."""
-        return self._array(self._record(source_id)["arrays"]["sync_samples"])
+        v = self._sync.get(source_id)
+        if v is None:
+            self.table(source_id)
+            v = self._sync[source_id]
+        return v
 
     def table_for_path(self, path: str) -> MappedSampleTable:
         return self.table(self.source_id(path))
@@ -446,6 +457,7 @@ class Mp4Index:
     def close(self) -> None:
         """Drop the per-source views; the mapping closes when no view refers to it any more."""
         self._tables.clear()
+        self._sync.clear()
 
     def __repr__(self) -> str:
         return f"Mp4Index({str(self.index_path)!r}, num_sources={self.num_sources}, generation={self.generation[:12]})"

@@ -35,13 +35,15 @@ Each array of a source is stored in one of these encodings:
            constant size...).
 ``arith``  an arithmetic progression ``first + i * step`` (constant sample duration → DTS; a constant
            byte stride → offsets; identity presentation order). For a source of more than
-           ``SHARED_MIN_SAMPLES`` samples the record names a **shared progression block**: one block
-           per ``(dtype, first, step)`` holding the longest such progression, of which every source
-           with that key maps a prefix (zero-copy, page cache shared by every process of a node).
-           Smaller sources keep only ``first``/``step`` and materialise the array lazily (at most
-           ``SHARED_MIN_SAMPLES`` values per used source and process).
+           ``SHARED_MIN_SAMPLES`` samples, and for any progression starting at 0 (DTS, PTS,
+           identity order: a few keys per dataset), the record names a **shared progression
+           block**: one block per ``(dtype, first, step)`` holding the longest such progression,
+           of which every source with that key maps a prefix (zero-copy, page cache shared by
+           every process of a node). Other progressions of smaller sources keep only
+           ``first``/``step`` and materialise the array lazily (at most ``SHARED_MIN_SAMPLES``
+           values per used source and process).
 ``derived`` (``pts_s`` only) computed from ``pts_ticks`` with the same exact formula as a stored one;
-           for an ``arith`` ``pts_ticks`` of a large source it is stored once per
+           for a shared ``arith`` ``pts_ticks`` it is stored once per
            ``(first, step, timescales, empty edit)`` in a shared float64 block (a prefix view).
 
 Consumers must not assume int64: every view is read-only and its dtype is the stored one.

@@ -120,7 +120,9 @@ def write_index(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, 
                 spec, block = encode_int_array(a)
                 if block is not None:
                     spec["offset"] = put(block)
-                elif spec["enc"] == "arith" and shared:
+                elif spec["enc"] == "arith" and (shared or spec["first"] == 0):
+                    # progressions from 0 (DTS, PTS, identity order) are shared at any length: a
+                    # few keys per dataset, and no per-process copy for the many small sources
                     share(("int", spec["dtype"], spec["first"], spec["step"]), spec)
                 specs[f] = spec
             # sync samples stay dense: a bool per sample plus the sorted list of sync indices
@@ -135,7 +137,7 @@ def write_index(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, 
             if pspec["enc"] == "plain":
                 pts_s = pts_seconds(pts_ticks, *timing)
                 specs["pts_s"] = {"enc": "plain", "count": n, "dtype": "<f8", "offset": put(pts_s)}
-            elif pspec["enc"] == "arith" and shared:
+            elif pspec["enc"] == "arith" and "shared" in pspec:
                 specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
                 share(("pts_s", pspec["first"], pspec["step"], *timing), specs["pts_s"])
             else:

@@ -1,6 +1,6 @@
 """``python -m lerobotstream.sidecar build|inspect`` (console script ``lerobotstream-build-mp4-sidecar``).
 
-build:   parse a dataset's MP4s into a schema-4 sidecar NPZ (atomic; a failure keeps the old file);
+build:   parse a dataset's MP4s into a schema-5 sidecar NPZ (atomic; a failure keeps the old file);
          with --push, validate the complete sidecar and publish it (explicit maintainer action).
 inspect: print a readable summary of a sidecar (and of its derived index with ``--index``).
 
@@ -19,7 +19,7 @@ from typing import Sequence
 
 #: the parser's description (plain text: argparse prints it as written)
 DESCRIPTION = """\
-build:   parse a dataset's MP4s into a schema-4 sidecar NPZ (atomic; a failure keeps the old file);
+build:   parse a dataset's MP4s into a schema-5 sidecar NPZ (atomic; a failure keeps the old file);
          with --push, validate the complete sidecar and publish it (explicit maintainer action).
 inspect: print a readable summary of a sidecar (and of its derived index with --index).
 
@@ -113,10 +113,12 @@ def _inspect(args: argparse.Namespace) -> int:
                                                f"{eps[:10]}{' ...' if len(eps) > 10 else ''})" if eps else
                                                f" (all {m.get('total_episodes')} episodes)"))
     print(f"fps          {m.get('fps')}  video_keys={m.get('video_keys')}")
-    total = sum(int(s.get("num_samples", 0)) for s in srcs)
-    codecs = Counter(s.get("codec") for s in srcs)
+    counts = srcs.column("num_samples")  # columns: no entry dict per source
+    total = int(counts.sum()) if counts is not None else sum(int(srcs.get(i, "num_samples") or 0)
+                                                             for i in range(len(srcs)))
+    codecs = Counter(srcs.get(i, "codec") for i in range(len(srcs)))
     print(f"sources      {len(srcs)} files, {total:,} samples, codecs {dict(codecs)}")
-    for s in srcs[: args.limit]:
+    for s in srcs[: args.limit]:  # entry dicts of the listed sources only
         edit = ""
         if s.get("media_time") or s.get("empty_edit_movie_ticks"):
             edit = f" edit(media_time={s.get('media_time')}, empty={s.get('empty_edit_movie_ticks')})"
@@ -141,8 +143,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=_prog(), description=DESCRIPTION, epilog=EXAMPLES, formatter_class=fmt)
     p.add_argument("--version", action="version", version=f"lerobotstream {__version__}")
     sub = p.add_subparsers(dest="command", metavar="{build,inspect}")
-    b = sub.add_parser("build", help="build a schema-4 sidecar", description="Parse a dataset's MP4s into a "
-                       "schema-4 sidecar NPZ (written atomically: a failed build keeps the old file).")
+    b = sub.add_parser("build", help="build a schema-5 sidecar", description="Parse a dataset's MP4s into a "
+                       "schema-5 sidecar NPZ (written atomically: a failed build keeps the old file).")
     where = b.add_mutually_exclusive_group(required=True)
     where.add_argument("--root", help="local dataset folder")
     where.add_argument("--data-root", help="payload root URL (hf://datasets/OWNER/NAME@SHA, hf://buckets/..., fsspec URL)")

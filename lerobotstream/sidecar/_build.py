@@ -1,4 +1,4 @@
-"""Building a schema-4 sidecar: parse every selected MP4, validate it, write the NPZ atomically.
+"""Building a schema-5 sidecar: parse every selected MP4, validate it, write the NPZ atomically.
 
 Sources are parsed by ``workers`` threads; at most ``max_pending`` parse results are alive at
 once (submitted or finished but not yet written), so array memory is bounded by the largest
@@ -64,7 +64,7 @@ def build_sidecar(
     meta: Any = None,
     parse: Callable[..., Any] | None = None,
 ) -> BuildReport:
-    """Build the schema-4 MP4 sidecar of a dataset (or of a subset of its episodes).
+    """Build the schema-5 MP4 sidecar of a dataset (or of a subset of its episodes).
 
     Args:
         source: ``ByteSource`` of the dataset root.

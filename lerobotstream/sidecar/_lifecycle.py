@@ -1,7 +1,7 @@
 """Sidecar resolution at dataset start: revision-keyed cache, then a published sidecar, then a
 locked local build, installed atomically.
 
-:func:`ensure_sidecar` returns the path of a schema-4 NPZ that describes the selected episodes of
+:func:`ensure_sidecar` returns the path of a schema-5 NPZ that describes the selected episodes of
 the current sources, and how it was obtained (``"cache"``, ``"published"`` or ``"built"``).
 
 **Cache key** (:func:`cache_path`). ``<cache_dir>/<repo slug>/mp4-v<schema>-<rev>-<digest16>.npz``;
@@ -238,7 +238,7 @@ def ensure_sidecar(
     tolerance_s: float = constants.DEFAULT_TOLERANCE_S,
     progress: bool = False,
 ) -> tuple[Path, str]:
-    """Find or make the schema-4 sidecar of the selected episodes at the sources' current state.
+    """Find or make the schema-5 sidecar of the selected episodes at the sources' current state.
 
     Order: (1) the revision-keyed local cache (no lock taken on a hit); (2) under the lock, the
     cache again, then a valid published sidecar (Hub datasets: branch ``lerobot-sidecars``, file
