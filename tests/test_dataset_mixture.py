@@ -202,3 +202,29 @@ def test_profile_cli_accepts_a_mixture(roots, tmp_path):
     report = json.loads(out.read_text())
     assert report["config"]["mixture"]["repo_ids"] == REPOS
     assert report["throughput"]["samples"] == 24 and report["bytes"]["needed_frame_bytes"] > 0
+
+
+def test_local_and_http_sources_mix(roots, tmp_path):
+    import shutil
+
+    from tests._loopback_server import LoopbackServer
+
+    served = tmp_path / "static"
+    shutil.copytree(roots[1], served / "h264")
+    server = LoopbackServer.start({"static": str(served)})
+    try:
+        ds = StreamingMultiLeRobotDataset(REPOS[:2], roots=[roots[0], f"{server.static_url}h264/"],
+                                          weights=[1, 1], num_workers=2)
+        dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+        seen = collections.Counter(_check_item(item, REPOS[:2]) for item in dl)
+        assert max(seen.values()) == 1 and set(seen) == _expected(REPOS[:2])
+        assert any(e["path"].startswith("/static/h264/videos/") for e in server.log())
+    finally:
+        server.close()
+
+
+def test_a_window_the_fps_of_one_dataset_cannot_meet_names_it(roots):
+    from lerobotstream.errors import DeltaTimestampsError
+
+    with pytest.raises(DeltaTimestampsError, match="mix/h264"):  # 1/30 s is no frame step at 15 fps
+        _mix(roots, delta_timestamps={"action": [0.0, 1 / 30]})

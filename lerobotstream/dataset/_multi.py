@@ -27,7 +27,7 @@ from lerobotstream import constants
 from lerobotstream.dataset._dataset import GIB, StreamingLeRobotDataset, iteration_start, yield_items
 from lerobotstream.dataset._options import is_int, require
 from lerobotstream.dataset._pipeline import Pipeline
-from lerobotstream.errors import MixtureFeatureError, StreamingConfigError
+from lerobotstream.errors import LeRobotStreamError, MixtureFeatureError, StreamingConfigError
 from lerobotstream.features import aggregate_stats
 from lerobotstream.payload_cache import EpisodeByteCache
 
@@ -201,7 +201,9 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
                 kw.pop(k, None)
             try:
                 self.datasets.append(StreamingLeRobotDataset(**kw))
-            except StreamingConfigError as exc:
+            except LeRobotStreamError as exc:  # the same error, naming the dataset of the mixture
+                if rid in exc.message:
+                    raise
                 raise type(exc)(f"dataset {d} ({rid}): {exc.message}", **getattr(exc, "_fields", {})) from exc
         if "camera_keys" not in per:  # decode only the cameras every dataset has (the others are dropped)
             cams = [set(c.meta.camera_keys) for c in self.datasets]
