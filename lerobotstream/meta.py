@@ -7,10 +7,8 @@ v3.0): ``meta/info.json``; ``meta/episodes/chunk-XXX/file-XXX.parquet`` (one row
 ``__index_level_0__`` or a plain ``task`` column, plus ``task_index``); ``meta/stats.json``
 (optional). ``stats/*`` columns of the episode shards are never read (column projection).
 
-On a remote source the reads run concurrently (:class:`_MetaReads`): ``info.json``,
-``tasks.parquet``, ``stats.json``, the ``meta/episodes`` listing and the usual first shard
-(``chunk-000/file-000.parquet``) go out together, then the other shards, then one existence check
-per data/video file, so loading costs a few round trips instead of one per request.
+On a remote source, reads go out together (``sources._prefetch.PrefetchedReads``): info, tasks,
+stats, the episodes listing and its usual first shard; then the other shards; then the file checks.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ import io
 import json
 import os
 import warnings
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -32,6 +29,7 @@ from lerobotstream.errors import MetadataError, SourceError, UnsupportedDatasetV
 from lerobotstream.features import (DEFAULT_TOOLS, DEPTH_PIX_FMTS, LANGUAGE_COLUMNS, DepthQuantizer,
                                     depth_quantizer_of, is_depth_feature, rescale_depth_stats)
 from lerobotstream.sources import ByteSource, LocalSource
+from lerobotstream.sources._prefetch import PrefetchedReads
 
 INFO_PATH = "meta/info.json"
 TASKS_PATH = "meta/tasks.parquet"
@@ -39,8 +37,6 @@ STATS_PATH = "meta/stats.json"
 EPISODES_DIR = "meta/episodes"
 #: the shard every non-empty v3 dataset has (read together with the listing that finds the others)
 FIRST_SHARD_PATH = f"{EPISODES_DIR}/chunk-000/file-000.parquet"
-#: concurrent metadata requests on a remote source
-METADATA_READ_THREADS = 8
 
 CONVERT_HINT = (
     "Convert it to v3.0 first with LeRobot's converter: "
@@ -95,58 +91,6 @@ class EpisodeInfo:
     """The ``meta/episodes`` shard this row came from (for messages)."""
 
 
-class _MetaReads:
-    """The reads of one :meth:`DatasetMeta.load`, started ahead on a small thread pool.
-
-    On a remote source (no :meth:`~ByteSource.local_path`), :meth:`prefetch` starts
-    ``read_file``/``list``/``exists`` calls on up to :data:`METADATA_READ_THREADS` threads and the
-    loaders take their results (or their exceptions, unchanged) as if they had called the source
-    themselves; on a local one everything runs inline. The guessed first shard
-    (:data:`FIRST_SHARD_PATH`) is read again inline when its prefetch found nothing and the
-    listing names it. :meth:`close` waits for reads still running, so no thread touches the
-    source after loading.
-    """
-
-    def __init__(self, source: ByteSource) -> None:
-        self.source = source
-        self.root_display = source.root_display
-        remote = source.local_path(INFO_PATH) is None
-        self._pool = ThreadPoolExecutor(METADATA_READ_THREADS, thread_name_prefix="lerobotstream-meta") if remote else None
-        self._started: dict[tuple[str, str], Future] = {}
-
-    def prefetch(self, *calls: tuple[str, str]) -> None:
-        """Start ``(method, path)`` calls (``read_file``, ``list``, ``exists``) not started yet."""
-        if self._pool is None:
-            return
-        for call in calls:
-            if call not in self._started:
-                self._started[call] = self._pool.submit(getattr(self.source, call[0]), call[1])
-
-    def _take(self, method: str, path: str):
-        fut = self._started.pop((method, path), None)
-        if fut is not None:
-            try:
-                return fut.result()  # its exception is the one a direct call would raise
-            except FileNotFoundError:
-                if (method, path) != ("read_file", FIRST_SHARD_PATH):
-                    raise
-        return getattr(self.source, method)(path)  # not started, or the guessed shard was not there yet
-
-    def read_file(self, path: str) -> bytes:
-        return self._take("read_file", path)
-
-    def list(self, prefix: str) -> list[str]:
-        return self._take("list", prefix)
-
-    def exists(self, path: str) -> bool:
-        return self._take("exists", path)
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._started.clear()
-
-
 def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
     if isinstance(source, ByteSource):
         return source
@@ -164,12 +108,12 @@ def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
     raise TypeError(f"source must be a ByteSource, str or Path, got {type(source).__name__}")
 
 
-def _where(source: "ByteSource | _MetaReads", path: str) -> str:
+def _where(source: "ByteSource | PrefetchedReads", path: str) -> str:
     root = getattr(source, "root_display", "") or ""
     return f"{root.rstrip('/')}/{path}" if root else path
 
 
-def _read_bytes(source: "ByteSource | _MetaReads", path: str, *, what: str) -> bytes:
+def _read_bytes(source: "ByteSource | PrefetchedReads", path: str, *, what: str) -> bytes:
     try:
         return source.read_file(path)
     except FileNotFoundError as e:
@@ -183,8 +127,7 @@ def _read_bytes(source: "ByteSource | _MetaReads", path: str, *, what: str) -> b
         raise MetadataError(f"could not read {what} {_where(source, path)}: {e}", path=path) from e
 
 
-def _read_parquet(source: "ByteSource | _MetaReads", path: str, *, what: str,
-                  columns: Iterable[str] | None = None) -> pa.Table:
+def _read_parquet(source: "ByteSource | PrefetchedReads", path: str, *, what: str, columns: Iterable[str] | None = None) -> pa.Table:
     data = _read_bytes(source, path, what=what)
     try:
         pf = pq.ParquetFile(io.BytesIO(data))
@@ -378,25 +321,51 @@ class DatasetMeta:
                 Messages name the episode and the file.
         """
         src = _as_source(source)
-        reads = _MetaReads(src)
-        try:
+        with PrefetchedReads(src, speculative=[FIRST_SHARD_PATH], probe=INFO_PATH) as reads:
             reads.prefetch(("read_file", INFO_PATH), ("read_file", TASKS_PATH), ("read_file", STATS_PATH),
                            ("list", EPISODES_DIR), ("read_file", FIRST_SHARD_PATH))
             info = _load_info(reads)
+            name = repo_id or info.get("repo_id") or src.root_display or "dataset"
+            notes: list[str] = []
             tasks = _load_tasks(reads)
             stats = _load_stats(reads)
             rows, shard_of = _load_episode_rows(reads, info)
             all_eps = _build_episodes(src, info, rows, shard_of)
-            name = repo_id or info.get("repo_id") or src.root_display or "dataset"
-            selected = _select(all_eps, episodes, name)
             total_frames = int(sum(ep.length for ep in all_eps))
-            notes = _consistency_notes(src, info, all_eps, tasks, total_frames)
+            info_eps, info_frames = info.get("total_episodes"), info.get("total_frames")
+            if info_eps is not None and int(info_eps) != len(all_eps):
+                notes.append(
+                    f"{_where(src, INFO_PATH)}: total_episodes={info_eps} but meta/episodes holds {len(all_eps)} episodes; using the episode shards"
+                )
+            if info_frames is not None and int(info_frames) != total_frames:
+                notes.append(
+                    f"{_where(src, INFO_PATH)}: total_frames={info_frames} but the episode lengths sum to {total_frames}; using the episode shards"
+                )
+            train = (info.get("splits") or {}).get("train")
+            if isinstance(train, str) and train != f"0:{len(all_eps)}":
+                notes.append(f"{_where(src, INFO_PATH)}: splits.train={train!r} but meta/episodes holds {len(all_eps)} episodes; ignored")
+            for task_list in (ep.tasks for ep in all_eps):
+                for t in task_list:
+                    if tasks and t not in tasks:
+                        notes.append(f"task {t!r} of an episode is not in {_where(src, TASKS_PATH)}")
+                        break
+            if episodes is None:
+                selected = all_eps
+            else:
+                by_idx = {ep.episode_index: ep for ep in all_eps}
+                wanted = sorted({int(e) for e in episodes})
+                unknown = [e for e in wanted if e not in by_idx]
+                if unknown:
+                    raise MetadataError(
+                        f"episodes {unknown[:10]}{'...' if len(unknown) > 10 else ''} are not in {name} "
+                        f"(meta/episodes holds {len(all_eps)} episodes, indices {all_eps[0].episode_index}..{all_eps[-1].episode_index})",
+                        episode_index=unknown[0],
+                    )
+                selected = [by_idx[e] for e in wanted]
             for note in notes:
                 warnings.warn(note, stacklevel=2)
             if check_files:
                 _check_files(reads, selected)
-        finally:
-            reads.close()
         return cls(
             source=src,
             info=info,
@@ -410,47 +379,7 @@ class DatasetMeta:
         )
 
 
-def _select(all_eps: list[EpisodeInfo], episodes: Sequence[int] | None, name: str) -> list[EpisodeInfo]:
-    """The episodes asked for (all when None), sorted. Raises MetadataError naming unknown ones."""
-    if episodes is None:
-        return all_eps
-    by_idx = {ep.episode_index: ep for ep in all_eps}
-    wanted = sorted({int(e) for e in episodes})
-    unknown = [e for e in wanted if e not in by_idx]
-    if unknown:
-        raise MetadataError(
-            f"episodes {unknown[:10]}{'...' if len(unknown) > 10 else ''} are not in {name} "
-            f"(meta/episodes holds {len(all_eps)} episodes, indices {all_eps[0].episode_index}..{all_eps[-1].episode_index})",
-            episode_index=unknown[0],
-        )
-    return [by_idx[e] for e in wanted]
-
-
-def _consistency_notes(src: ByteSource, info: Mapping[str, Any], all_eps: list[EpisodeInfo], tasks: list[str],
-                       total_frames: int) -> list[str]:
-    """Warnings for ``info.json`` totals, splits and task strings that disagree with the shards."""
-    notes: list[str] = []
-    info_eps, info_frames = info.get("total_episodes"), info.get("total_frames")
-    if info_eps is not None and int(info_eps) != len(all_eps):
-        notes.append(
-            f"{_where(src, INFO_PATH)}: total_episodes={info_eps} but meta/episodes holds {len(all_eps)} episodes; using the episode shards"
-        )
-    if info_frames is not None and int(info_frames) != total_frames:
-        notes.append(
-            f"{_where(src, INFO_PATH)}: total_frames={info_frames} but the episode lengths sum to {total_frames}; using the episode shards"
-        )
-    train = (info.get("splits") or {}).get("train")
-    if isinstance(train, str) and train != f"0:{len(all_eps)}":
-        notes.append(f"{_where(src, INFO_PATH)}: splits.train={train!r} but meta/episodes holds {len(all_eps)} episodes; ignored")
-    for task_list in (ep.tasks for ep in all_eps):
-        for t in task_list:
-            if tasks and t not in tasks:
-                notes.append(f"task {t!r} of an episode is not in {_where(src, TASKS_PATH)}")
-                break
-    return notes
-
-
-def _load_info(src: _MetaReads) -> dict[str, Any]:
+def _load_info(src: PrefetchedReads) -> dict[str, Any]:
     raw = _read_bytes(src, INFO_PATH, what="meta/info.json")
     try:
         info = json.loads(raw)
@@ -488,7 +417,7 @@ def _load_info(src: _MetaReads) -> dict[str, Any]:
     return info
 
 
-def _load_tasks(src: _MetaReads) -> list[str]:
+def _load_tasks(src: PrefetchedReads) -> list[str]:
     table = _read_parquet(src, TASKS_PATH, what="tasks file")
     names = table.column_names
     task_col = None
@@ -520,7 +449,7 @@ def _load_tasks(src: _MetaReads) -> list[str]:
     return out
 
 
-def _load_stats(src: _MetaReads) -> dict[str, Any]:
+def _load_stats(src: PrefetchedReads) -> dict[str, Any]:
     try:  # one read, no existence check first: a missing stats.json is no error
         raw = src.read_file(STATS_PATH)
     except FileNotFoundError:
@@ -534,7 +463,7 @@ def _load_stats(src: _MetaReads) -> dict[str, Any]:
     return stats if isinstance(stats, dict) else {}
 
 
-def _load_episode_rows(src: _MetaReads, info: Mapping[str, Any]) -> tuple[dict[str, list], list[str]]:
+def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> tuple[dict[str, list], list[str]]:
     """Concatenated non-``stats/*`` columns of every shard, and the shard of each row."""
     shards = [p for p in src.list(EPISODES_DIR) if p.endswith(".parquet")]
     shards = sorted(p for p in shards if _is_shard_path(p))
@@ -584,26 +513,20 @@ def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, li
         e = int(sorted_idx[dup[0]])
         raise MetadataError(
             f"episode {e} appears twice in meta/episodes: in {_where(src, shard_of[a])} and {_where(src, shard_of[b])}",
-            episode_index=e,
-            path=shard_of[b],
-        )
+            episode_index=e, path=shard_of[b])
     expected = np.arange(n, dtype=np.int64)
     if not np.array_equal(sorted_idx, expected):
         missing = np.setdiff1d(np.arange(max(n, int(sorted_idx[-1]) + 1)), sorted_idx)
         raise MetadataError(
             f"meta/episodes under {_where(src, EPISODES_DIR)} is missing episodes {missing[:10].tolist()} "
             f"(episode indices must be 0..N-1; found {n} rows, max index {int(sorted_idx[-1])}); a shard may be missing",
-            episode_index=int(missing[0]) if missing.size else None,
-            path=EPISODES_DIR,
-        )
+            episode_index=int(missing[0]) if missing.size else None, path=EPISODES_DIR)
     info_eps = info.get("total_episodes")
     if info_eps is not None and int(info_eps) > n:
         raise MetadataError(
             f"{_where(src, INFO_PATH)} says total_episodes={info_eps} but the shards under {_where(src, EPISODES_DIR)} "
             f"hold only episodes 0..{n - 1}: episodes {n}..{int(info_eps) - 1} are missing (a shard may be missing)",
-            episode_index=n,
-            path=EPISODES_DIR,
-        )
+            episode_index=n, path=EPISODES_DIR)
     video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
     data_tpl, video_tpl = info["data_path"], info.get("video_path")
     out: list[EpisodeInfo] = []
@@ -616,15 +539,11 @@ def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, li
         if length <= 0 or hi - lo != length or lo < 0:
             raise MetadataError(
                 f"episode {e} in {_where(src, shard)}: length {length} disagrees with [dataset_from_index, dataset_to_index) = [{lo}, {hi})",
-                episode_index=e,
-                path=shard,
-            )
+                episode_index=e, path=shard)
         if prev_to is not None and lo < prev_to:
             raise MetadataError(
                 f"episode {e} in {_where(src, shard)}: [dataset_from_index, dataset_to_index) = [{lo}, {hi}) overlaps the previous episode (ends at {prev_to})",
-                episode_index=e,
-                path=shard,
-            )
+                episode_index=e, path=shard)
         prev_to = hi
         dc, df = int(cols["data/chunk_index"][i]), int(cols["data/file_index"][i])
         videos: dict[str, EpisodeVideo] = {}
@@ -633,18 +552,12 @@ def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, li
             if any(v is None for v in vals):
                 raise MetadataError(
                     f"episode {e}, camera {key!r}: null video location in {_where(src, shard)}",
-                    episode_index=e,
-                    camera=key,
-                    path=shard,
-                )
+                    episode_index=e, camera=key, path=shard)
             vc, vf, t0, t1 = int(vals[0]), int(vals[1]), float(vals[2]), float(vals[3])
             if not (0.0 <= t0 < t1) or not np.isfinite(t1):
                 raise MetadataError(
                     f"episode {e}, camera {key!r}: bad video window from_timestamp={t0} to_timestamp={t1} in {_where(src, shard)}",
-                    episode_index=e,
-                    camera=key,
-                    path=shard,
-                )
+                    episode_index=e, camera=key, path=shard)
             videos[key] = EpisodeVideo(video_tpl.format(video_key=key, chunk_index=vc, file_index=vf), vc, vf, t0, t1)
         tasks = cols["tasks"][i]
         out.append(
@@ -664,7 +577,7 @@ def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, li
     return out
 
 
-def _check_files(src: _MetaReads, episodes: Sequence[EpisodeInfo]) -> None:
+def _check_files(src: PrefetchedReads, episodes: Sequence[EpisodeInfo]) -> None:
     first_user: dict[str, tuple[EpisodeInfo, str | None]] = {}
     for ep in episodes:
         first_user.setdefault(ep.data_path, (ep, None))
@@ -677,10 +590,7 @@ def _check_files(src: _MetaReads, episodes: Sequence[EpisodeInfo]) -> None:
             what = f"camera {key!r} video" if key else "data file"
             raise MetadataError(
                 f"episode {ep.episode_index}: {what} {_where(src, path)} is missing (referenced by {_where(src, ep.shard)})",
-                episode_index=ep.episode_index,
-                camera=key,
-                path=path,
-            )
+                episode_index=ep.episode_index, camera=key, path=path)
 
 
 __all__ = ["DatasetMeta", "DepthQuantizer", "EpisodeInfo", "EpisodeVideo", "CONVERT_HINT", "LANGUAGE_COLUMNS",

@@ -136,7 +136,7 @@ def test_metadata_load_sends_each_request_once_and_no_head_for_metadata(store):
     })
     local = DatasetMeta.load(G1)
     assert meta.episodes == local.episodes and meta.tasks == local.tasks and meta.stats == local.stats
-    assert not [t for t in threading.enumerate() if t.name.startswith("lerobotstream-meta")]  # pool closed
+    assert not [t for t in threading.enumerate() if t.name.startswith("lerobotstream-prefetch")]  # pool closed
 
 
 def test_metadata_load_without_stats_json_sends_one_get(store):
