@@ -181,3 +181,19 @@ def test_resume_refuses_another_mixture():
     with pytest.raises(ResumeStateError, match="mixture"):
         single.load_state_dict(state)
     assert "mixture" not in single.state_dict()  # single-dataset states keep their layout
+
+
+def test_endless_datasets_each_run_exact_epochs():
+    """repeat=True: each dataset's anchors in a worker are consecutive exact-coverage epochs of
+    its worker shard, whatever the mixing rate."""
+    mp = _planner((A, B, C), [0.6, 0.3, 0.1], repeat=True)
+    for w in (0, 1):
+        got = _anchors(mp, w, 2, n=2000)
+        for d, lo in enumerate(OFFSETS):
+            mine = [a for a in got if lo <= a[0] < lo + 100]
+            plan = mp.planners[d].worker_plan(w)
+            shard = {(lo + int(e), f) for e, n in zip(plan.episode_indices, plan.lengths) for f in range(int(n))}
+            f = len(shard)
+            assert len(mine) >= 2 * f
+            for k in range(len(mine) // f):
+                assert set(mine[k * f:(k + 1) * f]) == shard, (d, k)
