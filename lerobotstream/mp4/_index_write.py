@@ -29,12 +29,11 @@ from lerobotstream.mp4._index_format import (
     SHARED_MIN_SAMPLES,
     TRAILER,
     U64,
-    encode_int_array,
+    encode_int_segments,
     minimal_int_dtype,
-    presentation_order_of,
     pts_seconds,
 )
-from lerobotstream.mp4._npz_schema import BYTES_KEYS, SCALAR_KEYS, iter_source_arrays, read_source_table
+from lerobotstream.mp4._npz_schema import BYTES_KEYS, SCALAR_KEYS, iter_source_blocks, read_source_table
 
 __all__ = ["write_index"]
 
@@ -99,58 +98,61 @@ def write_index(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, 
     spool_dir = os.path.dirname(getattr(out, "name", "") or "") or None
     with tempfile.TemporaryFile(dir=spool_dir) as spool:
         spooled = 0
-        for sid, arrays in iter_source_arrays(zf, manifest, table, npz_path):
-            src = table[sid]
-            n = int(src.get("num_samples") if src.get("num_samples") is not None else arrays["offset"].shape[0])
-            for f, a in arrays.items():
-                if a.ndim != 1 or a.shape[0] != n:
-                    raise SidecarSchemaError(
-                        f"{npz_path}: source {src.get('path')}: array {f} has shape {a.shape}, expected ({n},)",
-                        path=npz_path)
-            media_time = int(src.get("media_time", 0) or 0)
-            dts = arrays["dts_ticks"].astype(np.int64)
-            cts = arrays["cts_ticks"].astype(np.int64)
-            pts_ticks = dts + cts - media_time
-            is_sync = arrays["is_sync"].astype(bool)
-            shared = n > SHARED_MIN_SAMPLES
-            specs: dict[str, Any] = {}
-            for f, a in (("offset", arrays["offset"]), ("size", arrays["size"]), ("dts_ticks", dts),
-                         ("cts_ticks", cts), ("pts_ticks", pts_ticks),
-                         ("presentation_order", presentation_order_of(pts_ticks))):
-                spec, block = encode_int_array(a)
-                if block is not None:
-                    spec["offset"] = put(block)
-                elif spec["enc"] == "arith" and (shared or spec["first"] == 0):
-                    # progressions from 0 (DTS, PTS, identity order) are shared at any length: a
-                    # few keys per dataset, and no per-process copy for the many small sources
-                    share(("int", spec["dtype"], spec["first"], spec["step"]), spec)
-                specs[f] = spec
-            # sync samples stay dense: a bool per sample plus the sorted list of sync indices
-            specs["is_sync"] = {"enc": "plain", "count": n, "dtype": "|u1", "offset": put(is_sync.astype(np.uint8))}
-            sync_idx = np.flatnonzero(is_sync)
-            sdt = minimal_int_dtype(0, max(n - 1, 0))
-            specs["sync_samples"] = {"enc": "plain", "count": int(sync_idx.shape[0]), "dtype": sdt.str,
-                                     "offset": put(sync_idx.astype(sdt))}
-            pspec = specs["pts_ticks"]
-            timing = (int(src["media_timescale"]), int(src.get("movie_timescale") or 1),
-                      int(src.get("empty_edit_movie_ticks") or 0))
-            if pspec["enc"] == "plain":
-                pts_s = pts_seconds(pts_ticks, *timing)
-                specs["pts_s"] = {"enc": "plain", "count": n, "dtype": "<f8", "offset": put(pts_s)}
-            elif pspec["enc"] == "arith" and "shared" in pspec:
-                specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
-                share(("pts_s", pspec["first"], pspec["step"], *timing), specs["pts_s"])
-            else:
-                specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
-            entry = {k: src.get(k) for k in _RECORD_KEYS}
-            for k in BYTES_KEYS:
-                entry[k] = blob(src.get(k + "_b64"))
-            entry["num_samples"] = n
-            entry["arrays"] = specs
-            rec = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode("utf-8")
-            spool.write(rec)
-            bounds[sid] = (spooled, spooled + len(rec))
-            spooled += len(rec)
+        for sids, counts, barr in iter_source_blocks(zf, manifest, table, npz_path):
+            entries = [table[sid] for sid in sids]
+            media_time = np.array([int(e.get("media_time", 0) or 0) for e in entries], dtype=np.int64)
+            dts_b = barr["dts_ticks"].astype(np.int64)
+            cts_b = barr["cts_ticks"].astype(np.int64)
+            pts_b = dts_b + cts_b - np.repeat(media_time, counts)
+            seg = np.repeat(np.arange(len(sids), dtype=np.int64), counts)
+            starts = np.cumsum(counts) - counts
+            # presentation order of every source at once: stable by (source, pts), made local
+            order_b = np.lexsort((pts_b, seg)) - np.repeat(starts, counts)
+            enc = {f: encode_int_segments(v, counts) for f, v in (
+                ("offset", barr["offset"]), ("size", barr["size"]), ("dts_ticks", dts_b), ("cts_ticks", cts_b),
+                ("pts_ticks", pts_b), ("presentation_order", order_b))}
+            sync_b = barr["is_sync"].astype(bool)
+            for i, (sid, src) in enumerate(zip(sids, entries)):
+                n, s0 = int(counts[i]), int(starts[i])
+                shared = n > SHARED_MIN_SAMPLES
+                specs: dict[str, Any] = {}
+                for f, per_source in enc.items():
+                    spec, block = per_source[i]
+                    spec = dict(spec)
+                    if block is not None:
+                        spec["offset"] = put(block)
+                    elif spec["enc"] == "arith" and (shared or spec["first"] == 0):
+                        # progressions from 0 (DTS, PTS, identity order) are shared at any length:
+                        # a few keys per dataset, and no per-process copy for the many small sources
+                        share(("int", spec["dtype"], spec["first"], spec["step"]), spec)
+                    specs[f] = spec
+                is_sync = sync_b[s0: s0 + n]
+                # sync samples stay dense: a bool per sample plus the sorted list of sync indices
+                specs["is_sync"] = {"enc": "plain", "count": n, "dtype": "|u1", "offset": put(is_sync.view(np.uint8))}
+                sync_idx = np.flatnonzero(is_sync)
+                sdt = minimal_int_dtype(0, max(n - 1, 0))
+                specs["sync_samples"] = {"enc": "plain", "count": int(sync_idx.shape[0]), "dtype": sdt.str,
+                                         "offset": put(sync_idx.astype(sdt))}
+                pspec = specs["pts_ticks"]
+                timing = (int(src["media_timescale"]), int(src.get("movie_timescale") or 1),
+                          int(src.get("empty_edit_movie_ticks") or 0))
+                if pspec["enc"] == "plain":
+                    pts_s = pts_seconds(pts_b[s0: s0 + n], *timing)
+                    specs["pts_s"] = {"enc": "plain", "count": n, "dtype": "<f8", "offset": put(pts_s)}
+                elif pspec["enc"] == "arith" and "shared" in pspec:
+                    specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
+                    share(("pts_s", pspec["first"], pspec["step"], *timing), specs["pts_s"])
+                else:
+                    specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
+                entry = {k: src.get(k) for k in _RECORD_KEYS}
+                for k in BYTES_KEYS:
+                    entry[k] = blob(src.get(k + "_b64"))
+                entry["num_samples"] = n
+                entry["arrays"] = specs
+                rec = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode("utf-8")
+                spool.write(rec)
+                bounds[sid] = (spooled, spooled + len(rec))
+                spooled += len(rec)
         # shared progression blocks: the longest progression of each key, once
         shared_off = []
         for key, count in zip(shared_keys, shared_len):

@@ -31,7 +31,7 @@ from lerobotstream.errors import SidecarSchemaError
 
 __all__ = ["BYTES_KEYS", "CANONICAL_FIELDS", "ENTRY_KEYS", "LAYOUT_KEYS", "MANIFEST_MEMBER", "MATRIX_KEYS", "READABLE_SCHEMA_VERSIONS",
            "SCALAR_KEYS", "SIDECAR_SCHEMA_VERSION", "SOURCES_MEMBER", "SourceTable", "block_member",
-           "column_member", "iter_source_arrays", "member_name", "npz_generation", "read_manifest",
+           "column_member", "iter_source_arrays", "iter_source_blocks", "member_name", "npz_generation", "read_manifest",
            "read_npz_member", "read_source_table"]
 
 #: 5: per-source columns and blocks of concatenated sample arrays (a fixed number of members);
@@ -150,12 +150,12 @@ class SourceTable(Sequence):
             return default
         kind, arr, extra = col
         if kind == "int":
-            return int(arr[i])
+            return arr.item(i)
         if kind == "str":
-            if extra is not None and extra[i]:
+            if extra is not None and extra.item(i):
                 return None
-            return bytes(arr[i]).decode("utf-8")
-        return extra[int(arr[i])]
+            return arr.item(i).decode("utf-8")
+        return extra[arr.item(i)]
 
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
@@ -237,11 +237,11 @@ def read_source_table(zf: zipfile.ZipFile, manifest: dict[str, Any], path: str =
     return SourceTable(n, columns=columns)
 
 
-def iter_source_arrays(zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable,
-                       path: str = "") -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    """Yield ``(source_id, {field: array})`` for every source, in storage order (schema 4: by
-    id; schema 5: block by block), with the canonical fields of ``CANONICAL_FIELDS``. Only one
-    block (or one source) of arrays is in memory at a time.
+def iter_source_blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable,
+                       path: str = "") -> Iterator[tuple[list[int], np.ndarray, dict[str, np.ndarray]]]:
+    """Yield ``(source_ids, counts, {field: array})`` per stored block, in storage order: the
+    canonical arrays of the block's sources concatenated in the order of ``source_ids`` (schema
+    5: one NPZ block; schema 4: one source). Only one block of arrays is in memory at a time.
 
     Raises:
         SidecarSchemaError: a member is missing, or a source's arrays do not fit its block.
@@ -257,7 +257,12 @@ def iter_source_arrays(zf: zipfile.ZipFile, manifest: dict[str, Any], table: Sou
                 except KeyError as e:
                     raise SidecarSchemaError(
                         f"{path}: source {sid} ({table.get(sid, 'path')}) has no array {f!r}", path=path) from e
-            yield sid, arrays
+            count = int(table.get(sid, "num_samples", arrays["offset"].shape[0]))
+            for f, a in arrays.items():
+                if a.ndim != 1 or a.shape[0] != count:
+                    raise SidecarSchemaError(f"{path}: source {table.get(sid, 'path')}: array {f} has shape "
+                                             f"{a.shape}, expected ({count},)", path=path)
+            yield [sid], np.array([count], dtype=np.int64), arrays
         return
     blocks = table.column("_block")
     starts = table.column("_block_start")
@@ -279,11 +284,28 @@ def iter_source_arrays(zf: zipfile.ZipFile, manifest: dict[str, Any], table: Sou
         for f, a in arrays.items():
             if a.ndim != 1 or a.shape[0] != size:
                 raise SidecarSchemaError(f"{path}: sidecar block {b} array {f} has shape {a.shape}", path=path)
-        for k in order[i:j]:
-            sid = int(k)
-            a, c = int(starts[sid]), int(counts[sid])
-            if a < 0 or c < 0 or a + c > size:
-                raise SidecarSchemaError(
-                    f"{path}: source {sid} ({table.get(sid, 'path')}) lies outside sidecar block {b}", path=path)
-            yield sid, {f: arr[a: a + c] for f, arr in arrays.items()}
+        sids = order[i:j]
+        a0, c = starts[sids], counts[sids]
+        for k in sids[(a0 < 0) | (c < 0) | (a0 + c > size)][:1]:
+            raise SidecarSchemaError(
+                f"{path}: source {int(k)} ({table.get(int(k), 'path')}) lies outside sidecar block {b}", path=path)
+        if not (a0[0] == 0 and np.array_equal(a0[1:], (a0 + c)[:-1]) and int(a0[-1] + c[-1]) == size):
+            take = np.concatenate([np.arange(x, x + y) for x, y in zip(a0.tolist(), c.tolist())])
+            arrays = {f: a[take] for f, a in arrays.items()}  # not one contiguous run: gather
+        yield sids.tolist(), c, arrays
         i = j
+
+
+def iter_source_arrays(zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable,
+                       path: str = "") -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """Yield ``(source_id, {field: array})`` for every source, in storage order (schema 4: by
+    id; schema 5: block by block), with the canonical fields of ``CANONICAL_FIELDS``.
+
+    Raises:
+        the errors of :func:`iter_source_blocks`.
+    """
+    for sids, counts, arrays in iter_source_blocks(zf, manifest, table, path):
+        pos = 0
+        for sid, c in zip(sids, counts.tolist()):
+            yield sid, {f: a[pos: pos + c] for f, a in arrays.items()}
+            pos += c
