@@ -197,3 +197,34 @@ def test_no_python_object_per_untouched_source(tmp_path):
         counts[n] = _objects_after(use)
     assert counts[400] <= counts[8] + 20, counts
     assert os.path.getsize(tmp_path / "s400.npz") < 400 * 2000  # no per-source member overhead (~1 KB/source)
+
+
+def test_block_encodings_equal_per_source_encodings():
+    """The converter encodes a whole NPZ block at once; each source's result must equal
+    encode_int_array on its own slice (const, arith of any step and sign, plain, empty, 1 sample)."""
+    from lerobotstream.mp4._index_format import encode_int_array, encode_int_segments
+
+    rng = np.random.default_rng(7)
+    for _ in range(400):
+        segs = []
+        for _ in range(int(rng.integers(1, 7))):
+            n = int(rng.choice([0, 1, 2, 3, 17]))
+            kind = int(rng.integers(0, 5))
+            if kind == 0:
+                a = np.full(n, int(rng.integers(-5, 70_000)))
+            elif kind == 1:
+                a = int(rng.integers(-1000, 1000)) + np.arange(n) * int(rng.choice([-3, 1, 1024, 70_000]))
+            elif kind == 2:
+                a = rng.integers(-2**40, 2**40, n)
+            elif kind == 3:
+                a = rng.integers(0, 300, n)
+            else:  # a progression broken at its last value
+                a = np.arange(n) * 2 + (np.arange(n) == n - 1) * (n > 2)
+            segs.append(np.asarray(a, dtype=np.int64))
+        got = encode_int_segments(np.concatenate(segs), [len(x) for x in segs])
+        for x, (spec, block) in zip(segs, got):
+            want_spec, want_block = encode_int_array(x)
+            assert spec == want_spec, (x, spec, want_spec)
+            assert (block is None) == (want_block is None)
+            if block is not None:
+                assert block.dtype == want_block.dtype and np.array_equal(block, want_block)
