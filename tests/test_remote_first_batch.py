@@ -346,3 +346,23 @@ def test_dataset_construction_and_first_item_requests(store, tmp_path, monkeypat
     # one GET for the (small) data file, shared by both episodes' fetch threads; one per video span
     assert kinds[("GET", "data")] == 1, first
     assert kinds[("GET", "videos")] == 2 and kinds[("HEAD", "data")] == kinds[("HEAD", "videos")] == 0, first
+
+
+def test_metadata_load_from_the_hub_lists_each_folder_once(tmp_path, monkeypatch):
+    from huggingface_hub import constants as hf_constants
+
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)  # loopback only: endpoint is 127.0.0.1
+    shutil.copytree(G1, tmp_path / "g1")
+    sha = "1" * 40
+    server = LoopbackServer.start({"datasets": {"lerobot/g1": {"refs": {"main": sha},
+                                                               "commits": {sha: str(tmp_path / "g1")}}}})
+    try:
+        src = open_source("hf://datasets/lerobot/g1", endpoint=server.url, token=False, retry=FAST)
+        server.clear_log()
+        meta = DatasetMeta.load(src)
+        assert meta.episodes == DatasetMeta.load(G1).episodes
+        trees = Counter(e["path"].split(f"/tree/{sha}/", 1)[1] for e in server.log() if "/tree/" in e["path"])
+        # the three meta/ files read at once share one listing of meta/ (single-flight per folder)
+        assert trees["meta"] == 1 and max(trees.values()) == 1, trees
+    finally:
+        server.close()

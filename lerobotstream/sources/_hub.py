@@ -188,8 +188,15 @@ class HubSource(ByteSource):
     def _folder(self, folder: str) -> dict[str, tuple[int, str | None]]:
         with self._lock:
             hit = self._folders.get(folder)
-        if hit is not None:
-            return hit
+            if hit is not None:
+                return hit
+            flock = self._path_locks.setdefault(f"tree:{folder}", threading.Lock())
+        with flock:  # one tree request per folder even when many threads ask at once
+            with self._lock:
+                hit = self._folders.get(folder)
+            return hit if hit is not None else self._list_folder(folder)
+
+    def _list_folder(self, folder: str) -> dict[str, tuple[int, str | None]]:
         entries: dict[str, tuple[int, str | None]] = {}
         try:
             for e in self._iter_tree(folder, recursive=False):
