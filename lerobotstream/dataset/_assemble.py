@@ -233,5 +233,6 @@ def assemble_item(
         for key in camera_keys:
             if key in item:
                 item[key] = image_transforms(item[key])
-    item["task"] = tasks[int(item["task_index"])]
+    ti = rows.numeric.get("task_index")
+    item["task"] = tasks[int(ti[f])] if ti is not None and "task_index" not in win else tasks[int(item["task_index"])]
     return item

@@ -58,13 +58,17 @@ def _call_groups(runs: list, cap: int) -> list:
 class Decoded:
     """One decode job's result: rows and, per camera, the distinct decoded frames."""
 
-    __slots__ = ("rows", "frames", "videos", "images")
+    __slots__ = ("rows", "frames", "videos", "images", "local_of", "from_timestamps")
 
     def __init__(self, rows: EpisodeRows) -> None:
         self.rows = rows
         self.frames: dict[str, dict[int, torch.Tensor]] = {}  # camera -> local frame -> (C,H,W) uint8 view
         self.videos: dict[str, Any] = {}
         self.images: dict[str, dict[int, torch.Tensor]] = {}  # image key -> episode frame -> decoded frame
+        #: camera -> int64 (episode length,): local frame of each episode frame the episode's anchors
+        #: use (the map-style query ``from_timestamp + timestamp``), -1 for frames none uses
+        self.local_of: dict[str, np.ndarray] = {}
+        self.from_timestamps: dict[str, float] = {}  # camera -> the episode's start in its file (s)
 
 
 class ChunkDecoder:
@@ -90,18 +94,22 @@ class ChunkDecoder:
 
     def _demand(self, ep: int, cam: str, video, rows: EpisodeRows) -> dict[str, np.ndarray]:
         """Per local frame of (ep, cam): uses over the whole episode (every anchor once, windows
-        included) and uses served so far (int64 arrays, length = local frames)."""
+        included) and uses served so far (int64 arrays, length = local frames); ``local_of``: the
+        local frame of each episode frame some anchor uses (-1 elsewhere; FrameTimestampError
+        here, on the episode's first job, when one has no frame within tolerance)."""
         key = (ep, cam)
         d = self.demand.get(key)
         if d is None:
             idx = self.needed(cam, np.arange(rows.length, dtype=np.int64), rows.length)
             local = video.local_indices(video.from_timestamp + rows.timestamp_s[idx])
+            local_of = np.full(rows.length, -1, dtype=np.int64)
+            local_of[idx] = local
             m = len(video.span.local_key)
             keys = np.flatnonzero(np.asarray(video.span.local_key, dtype=bool))
             if keys.size == 0 or keys[0] != 0:
                 keys = np.concatenate([[0], keys]).astype(np.int64)
             d = {"total": np.bincount(local, minlength=m).astype(np.int64), "served": np.zeros(m, np.int64),
-                 "keys": keys, "n": m}
+                 "keys": keys, "n": m, "local_of": local_of}
             self.demand[key] = d
         return d
 
@@ -127,9 +135,11 @@ class ChunkDecoder:
                 idx = self.needed(cam, frames, n)
                 video = self.w.video(ep, cam, payload.payloads[cam], serial)
                 out.videos[cam] = video
-                local = video.local_indices(video.from_timestamp + rows.timestamp_s[idx])
-                uniq, counts = np.unique(local, return_counts=True)
+                out.from_timestamps[cam] = video.from_timestamp
                 dm = self._demand(ep, cam, video, rows)
+                out.local_of[cam] = dm["local_of"]
+                local = dm["local_of"][idx]  # the chunk's anchors are among the episode's: never -1
+                uniq, counts = np.unique(local, return_counts=True)
                 keys, m = dm["keys"], dm["n"]
                 gi = np.searchsorted(keys, uniq, side="right") - 1
                 starts = keys[gi]

@@ -137,17 +137,18 @@ class Worker:
                             depth=cam in self.ds._cameras.dequantizers)
 
     def assemble(self, ep: int, frame: int, dec: Decoded) -> dict[str, Any]:
-        info = self.ds.meta.episode(ep)
-
         def frames(e: int, cam: str, idx: np.ndarray, query_s: np.ndarray) -> list[torch.Tensor]:
             got = dec.frames[cam]
-            return [got[int(i)] for i in dec.videos[cam].local_indices(query_s)]
+            local = dec.local_of[cam][idx]  # looked up once per episode by the decode job
+            if local.min() < 0:  # a frame no anchor was known to use: the full lookup (and its error)
+                local = dec.videos[cam].local_indices(query_s)
+            return [got[i] for i in local.tolist()]
 
         tfm = self.ds.image_transforms if self.ds._transforms_in_threads else None
         item = assemble_item(
             dec.rows, frame, windows=self.ds.windows, video_keys=self.ds.video_keys,
-            from_timestamps={k: info.videos[k].from_timestamp for k in self.ds.video_keys},
-            frames=frames, tasks=self.ds.meta.tasks, return_uint8=self.ds.return_uint8,
+            from_timestamps=dec.from_timestamps, frames=frames, tasks=self.ds.meta.tasks,
+            return_uint8=self.ds.return_uint8,
             image_transforms=tfm, camera_keys=self.ds._cameras.transform_keys,
             depth=self.ds._cameras.dequantizers, images=dec.images, image_depth=self.ds._cameras.image_depth,
         )
