@@ -447,6 +447,15 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
                 w.decoders.clear()
                 w.reset_gops()
 
+    def source_stats(self) -> dict[str, Any]:
+        """Every dataset's payload-source counters summed (see
+        :meth:`StreamingLeRobotDataset.source_stats`). Empty before iterating."""
+        parts = [c.source_stats() for c in self.datasets]
+        if not any(parts):
+            return {}
+        keys = dict.fromkeys(k for p in parts for k in p)
+        return {k: sum(p.get(k, 0) for p in parts) for k in keys if all(isinstance(p.get(k, 0), (int, float)) for p in parts)}
+
     def stats(self) -> dict[str, Any]:
         """Per-process counters of the mixture: each dataset's :meth:`StreamingLeRobotDataset.stats`
         under ``datasets`` (its ``cache`` and budget fields are the mixture's shared cache), and

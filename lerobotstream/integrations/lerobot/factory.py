@@ -122,7 +122,7 @@ class TrainingStream(torch.utils.data.IterableDataset):
             if limit is not None and n >= limit:
                 return
             if self.tags:
-                src = (self.dataset.stats() or {}).get("source", {})
+                src = self.dataset.source_stats()
                 item[TAG_WORKER] = torch.tensor(wid, dtype=torch.int64)
                 item[TAG_BYTES] = torch.tensor(int(src.get("bytes_read", 0)), dtype=torch.int64)
                 item[TAG_REQUESTS] = torch.tensor(int(src.get("requests", 0)), dtype=torch.int64)
