@@ -58,6 +58,15 @@ class DecodedGopCache:
             self._items.move_to_end(key)
             return ent[1][frame - ent[0]]
 
+    def get_run(self, key: Hashable) -> tuple[int, torch.Tensor] | None:
+        """The cached run ``key`` as ``(first local frame, (T,C,H,W) frames)``, or None (one lock
+        for all of a GOP's frames; counts as a use for the LRU order)."""
+        with self._lock:
+            ent = self._items.get(key)
+            if ent is not None:
+                self._items.move_to_end(key)
+            return ent
+
     def put(self, key: Hashable, first: int, frames: torch.Tensor, demand: int) -> None:
         """Cache ``frames`` (T,C,H,W) = local frames ``first .. first+T-1`` of run ``key`` with
         ``demand`` remaining uses (replaces an older entry of the key)."""
@@ -94,6 +103,22 @@ class DecodedGopCache:
             ent = self._items.pop(key, None)
             if ent is not None:
                 self.nbytes -= self._size(ent[1])
+
+    def use_many(self, keys: list, counts: list) -> None:
+        """:meth:`use` for each ``(key, n)`` pair, under one lock."""
+        with self._lock:
+            for key, n in zip(keys, counts):
+                left = self._demand.get(key)
+                if left is None:
+                    continue
+                left -= int(n)
+                if left > 0:
+                    self._demand[key] = left
+                    continue
+                self._demand.pop(key, None)
+                ent = self._items.pop(key, None)
+                if ent is not None:
+                    self.nbytes -= self._size(ent[1])
 
     def drop(self, prefix: tuple) -> None:
         """Forget every run whose key starts with ``prefix`` (e.g. ``(episode,)``)."""

@@ -144,19 +144,22 @@ class ChunkDecoder:
                 gi = np.searchsorted(keys, uniq, side="right") - 1
                 starts = keys[gi]
                 ends = np.where(gi + 1 < keys.size, keys[np.minimum(gi + 1, keys.size - 1)], m)
+                # the chunk's distinct local frames by GOP: uniq is sorted, so each GOP is one slice
+                gop_starts, first, nfr = np.unique(starts, return_index=True, return_counts=True)
+                uniq_l = uniq.tolist()
                 got: dict[int, torch.Tensor] = {}
-                runs: list[tuple[int, int]] = []  # (gop start, decode stop)
-                for g in np.unique(starts).tolist():
-                    sel = starts == g
-                    fs = uniq[sel].tolist()
-                    rk = (ep, cam, serial, g)
-                    views = [self.gops.get(rk, f) for f in fs]
-                    if all(v is not None for v in views):
-                        got.update(zip(fs, views))
+                runs: list[tuple[int, int, list[int]]] = []  # (gop start, decode stop, frames the chunk needs)
+                for g, a, c in zip(gop_starts.tolist(), first.tolist(), nfr.tolist()):
+                    fs = uniq_l[a:a + c]
+                    held = self.gops.get_run((ep, cam, serial, g))
+                    if held is not None and held[0] <= fs[0] and fs[-1] < held[0] + held[1].shape[0]:
+                        f0, block = held
+                        for f in fs:
+                            got[f] = block[f - f0]
                         continue
-                    end = int(ends[sel][0])
+                    end = int(ends[a])
                     stop = end if end - g <= _MAX_RUN else min(end, max(fs[-1] + 1, g + _MAX_RUN))
-                    runs.append((g, stop))
+                    runs.append((g, stop, fs))
                 t0 = time.perf_counter()
                 opens = self.w.decoders.opened
                 decoded = 0
@@ -167,23 +170,23 @@ class ChunkDecoder:
                     with video.pinned_decoder() as dec:
                         t1 = time.perf_counter()
                         for group in _call_groups(runs, _CALL_FRAMES):
-                            want = np.concatenate([np.arange(g, e, dtype=np.int64) for g, e in group])
+                            want = np.concatenate([np.arange(g, e, dtype=np.int64) for g, e, _ in group])
                             data = dec.decode(want)
                             calls += 1
                             o = 0
-                            for g, e in group:
+                            for g, e, fs in group:
                                 block = data[o:o + (e - g)]
                                 o += e - g
                                 decoded += e - g
-                                for f in range(g, e):
+                                for f in fs:
                                     got[f] = block[f - g]
                                 self.gops.put((ep, cam, serial, g), g, block,
                                               int(total[g:e].sum() - served[g:e].sum()))
                 t2 = time.perf_counter()
                 # this chunk's uses are served (the chunk keeps its own references to the frames)
                 dm["served"][uniq] += counts
-                for g in np.unique(starts).tolist():
-                    self.gops.use((ep, cam, serial, g), int(counts[starts == g].sum()))
+                self.gops.use_many([(ep, cam, serial, g) for g in gop_starts.tolist()],
+                                   np.add.reduceat(counts, first).tolist())
                 self.w.add(open_s=(t1 - t0) if self.w.decoders.opened != opens else 0.0, decode_s=t2 - t1,
                          frames_decoded=decoded, frames_returned=len(idx), frames_unique=len(uniq),
                          decode_calls=calls)
