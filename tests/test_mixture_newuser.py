@@ -1,4 +1,4 @@
-"""Bugs a first-time user of StreamingMultiLeRobotDataset hit (each test fails today).
+"""Regression tests for bugs a first-time user of StreamingMultiLeRobotDataset hit (all fixed).
 
 1. A dataset with fewer episodes than DataLoader workers silently loses part of its weight: the
    workers that own none of its episodes never sample it, so the observed share drifts far from

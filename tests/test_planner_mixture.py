@@ -197,3 +197,25 @@ def test_endless_datasets_each_run_exact_epochs():
             assert len(mine) >= 2 * f
             for k in range(len(mine) // f):
                 assert set(mine[k * f:(k + 1) * f]) == shard, (d, k)
+
+
+@pytest.mark.parametrize("num_workers", [3, 4, 6])
+def test_endless_rank_shares_follow_weights_when_a_dataset_misses_workers(num_workers):
+    """C has 3 episodes: with more workers some hold none of it; the others draw it more often so
+    the rank's share still follows the weights."""
+    weights = [0.5, 0.3, 0.2]
+    mp = _planner((A, B, C), weights, repeat=True, num_workers=num_workers)
+    counts = np.zeros(3)
+    for w in range(num_workers):
+        for e, _ in _anchors(mp, w, num_workers, n=1200):
+            counts[e // 100] += 1
+    share = counts / counts.sum()
+    np.testing.assert_allclose(share, weights, atol=0.01)
+
+
+def test_impossible_shares_warn(caplog):
+    weights = [0.1, 0.1, 0.8]  # C in 2 of 6 workers cannot give 80% of the rank's samples
+    mp = _planner((A, B, C), weights, repeat=True, num_workers=6)
+    with caplog.at_level("WARNING", logger="lerobotstream.planner"):
+        mp.worker_weights(0)
+    assert "cannot follow the weights" in caplog.text and "d2" in caplog.text

@@ -15,6 +15,7 @@ half by weight); the shares sum to the rank's budget, so the whole mixture stays
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -99,15 +100,48 @@ class _MixtureWorker:
 
 
 def _per_dataset(name: str, value: Any, repo_ids: Sequence[str]) -> list[Any]:
-    """``value`` for each dataset: a dict keyed by exactly the repo ids is per dataset, anything
-    else is shared."""
-    if isinstance(value, abc.Mapping) and value and set(value) <= set(repo_ids) and (
-            name != "delta_timestamps" or all(isinstance(v, (abc.Mapping, type(None))) for v in value.values())):
-        missing = [r for r in repo_ids if r not in value]
-        if missing and name not in ("episodes", "delta_timestamps", "camera_keys"):
-            raise StreamingConfigError(f"{name} given per dataset misses {missing}", option=name, value=value)
-        return [value.get(r) for r in repo_ids]
-    return [value] * len(repo_ids)
+    """``value`` for each dataset: a dict keyed by repo ids is per dataset (a repo id left out
+    takes the default, None), anything else is shared. ``delta_timestamps`` is per dataset when
+    its values are dicts (else it is one ``{feature: offsets}`` for every dataset).
+
+    Raises:
+        StreamingConfigError: a per-dataset dict with a key that is not one of the repo ids.
+    """
+    per = isinstance(value, abc.Mapping) and (
+        name != "delta_timestamps" or (value and all(isinstance(v, (abc.Mapping, type(None))) for v in value.values())))
+    if not per:
+        return [value] * len(repo_ids)
+    unknown = [k for k in value if k not in repo_ids]
+    if unknown:
+        raise StreamingConfigError(f"{name} given per dataset has key(s) {unknown} that are not repo ids of the "
+                                   f"mixture {list(repo_ids)}", option=name, value=value)
+    return [value.get(r) for r in repo_ids]
+
+
+def _weights(weights: Any, repo_ids: Sequence[str]) -> list[float] | None:
+    """Weights as floats, one per dataset (a sequence, or a dict by repo id); None stays None.
+
+    Raises:
+        StreamingConfigError: another length, a key that is not a repo id, a value that is not a
+        finite number > 0.
+    """
+    import math
+    import numbers
+
+    if weights is None:
+        return None
+    n = len(repo_ids)
+    if isinstance(weights, abc.Mapping):
+        require("weights", weights, set(weights) == set(repo_ids), f"one weight per repo id {list(repo_ids)}")
+        weights = [weights[r] for r in repo_ids]
+    try:
+        values = [float(w) if isinstance(w, numbers.Real) or hasattr(w, "__float__") else None for w in list(weights)]
+    except (TypeError, ValueError):
+        values = [None]
+    require("weights", weights, len(values) == n and all(
+        v is not None and not isinstance(w, bool) and math.isfinite(v) and v > 0 for v, w in zip(values, weights)),
+            f"None or {n} finite numbers > 0 (one per repo id, or a dict by repo id)")
+    return values
 
 
 class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
@@ -157,11 +191,7 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
         n = len(repo_ids)
         roots = [None] * n if roots is None else list(roots)
         require("roots", roots, len(roots) == n, f"None or one root per repo id ({n})")
-        if weights is not None:
-            weights = list(weights)
-            require("weights", weights, len(weights) == n and all(
-                isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < float("inf") for w in weights),
-                    f"None or {n} numbers > 0 (one per repo id)")
+        weights = _weights(weights, repo_ids)
         unknown = set(options) - set(_known_options())
         if unknown:
             raise StreamingConfigError(f"unknown option(s) {sorted(unknown)} for StreamingMultiLeRobotDataset",
@@ -199,17 +229,14 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
             kw["repo_id"], kw["root"] = rid, root
             for k in ("equalize", "num_workers", "batch_size", "drop_last"):
                 kw.pop(k, None)
-            try:
+            with _naming(d, rid):
                 self.datasets.append(StreamingLeRobotDataset(**kw))
-            except LeRobotStreamError as exc:  # the same error, naming the dataset of the mixture
-                if rid in exc.message:
-                    raise
-                raise type(exc)(f"dataset {d} ({rid}): {exc.message}", **getattr(exc, "_fields", {})) from exc
         if "camera_keys" not in per:  # decode only the cameras every dataset has (the others are dropped)
             cams = [set(c.meta.camera_keys) for c in self.datasets]
             common = [k for k in self.datasets[0].meta.camera_keys if all(k in c for c in cams)]
-            for child in self.datasets:
-                child.select_cameras(common)
+            for d, child in enumerate(self.datasets):
+                with _naming(d, repo_ids[d]):
+                    child.select_cameras(common)
         self._check_features()
         frames = [sum(c.anchor_lengths().values()) for c in self.datasets]
         if any(f == 0 for f in frames):
@@ -247,6 +274,26 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
                             f"dataset {d} ({self.repo_ids[d]}): a mixture needs one {attr} per common feature "
                             f"(select other cameras with camera_keys, or re-encode one dataset)", option=key)
         self.features = {k: feats[0][k] for k in common}
+        decoded = [set(c.video_keys) | set(c.image_keys) for c in self.datasets]
+        for d in range(1, len(decoded)):
+            a, b = sorted(decoded[0] & set(common)), sorted(decoded[d] & set(common))
+            if a != b:
+                raise MixtureFeatureError(
+                    f"the datasets decode different cameras: {a} in dataset 0 ({self.repo_ids[0]}) but {b} in dataset "
+                    f"{d} ({self.repo_ids[d]}); items of a mixture have one key set: give every dataset the same "
+                    "camera_keys", option="camera_keys")
+        lengths = [{k: len(v) for k, v in (c.delta_timestamps or {}).items()} for c in self.datasets]
+        for key in sorted({k for w in lengths for k in w} & set(common)):
+            ref = lengths[0].get(key)
+            for d in range(1, len(lengths)):
+                if lengths[d].get(key) != ref:
+                    what = lambda n: "no window" if n is None else f"a window of {n} offsets"  # noqa: E731
+                    raise MixtureFeatureError(
+                        f"delta_timestamps[{key!r}] is {what(ref)} in dataset 0 ({self.repo_ids[0]}) but "
+                        f"{what(lengths[d].get(key))} in dataset {d} ({self.repo_ids[d]}): the items of a mixture "
+                        "are stacked into batches, so every dataset needs the same number of offsets per key "
+                        "(the offsets themselves may differ, e.g. the same horizon at another fps)",
+                        option="delta_timestamps")
         self._dropped = []
         for d, f in enumerate(feats):
             extra = [k for k in f if k not in self.features]
@@ -334,12 +381,15 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
         for d, (child, share) in enumerate(zip(self.datasets, shares)):
             seed_d = int(seed_words(self.seed, 0x4D495854, d)[0] >> 2)
             dec = None if self.video_decoder_cache_size is None else max(1, int(self.video_decoder_cache_size * share))
-            planners.append(child._planner(int(num_workers), None if nbytes is None else nbytes[d], seed=seed_d,
-                                           pool_size=max(1, round(pool * share)),
-                                           byte_budget_gb=self.byte_budget_gb * share, decoder_cache_size=dec,
-                                           batch_size=1))
+            with _naming(d, self.repo_ids[d], f"its share {share:.1%} of the mixture's byte_budget_gb="
+                                              f"{self.byte_budget_gb:g} and pool"):
+                planners.append(child._planner(int(num_workers), None if nbytes is None else nbytes[d], seed=seed_d,
+                                               pool_size=max(1, round(pool * share)),
+                                               byte_budget_gb=self.byte_budget_gb * share, decoder_cache_size=dec,
+                                               batch_size=1))
         return MixturePlanner(planners, self.weights, self._offsets, seed=self.seed, repeat=self.repeat,
-                              batch_size=int(self.batch_size or 1), drop_last=self.drop_last, mixture=self.mixture)
+                              batch_size=int(self.batch_size or 1), drop_last=self.drop_last, mixture=self.mixture,
+                              byte_budget=max(1, int(self.byte_budget_gb * GIB)), pool_size=self.episode_pool_size)
 
     @property
     def samples_consumed(self) -> int:
@@ -414,7 +464,11 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
         planner.set_epoch(epoch)
         planner.samples_consumed = samples
         start = planner.worker_start(wid, nw)
-        plans = [p.worker_plan(start.logical_worker) for p in planner.planners]  # ByteBudgetError here
+        plans = []
+        for d, p in enumerate(planner.planners):  # ByteBudgetError here, before any fetch
+            with _naming(d, self.repo_ids[d], f"its share {_shares(self.weights)[d]:.1%} of the mixture's "
+                                              f"byte_budget_gb={self.byte_budget_gb:g}"):
+                plans.append(p.worker_plan(start.logical_worker))
         if not any(len(p.episode_indices) for p in plans):
             return
         nbytes: dict[int, int] = {}
@@ -479,8 +533,21 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
         return out
 
     def __repr__(self) -> str:
-        return (f"StreamingMultiLeRobotDataset({self.repo_ids}, weights={[round(w, 4) for w in self.weights]}, "
+        total = sum(self.weights)
+        return (f"StreamingMultiLeRobotDataset({self.repo_ids}, shares={[float(f'{w / total:.3g}') for w in self.weights]}, "
                 f"frames={self.num_frames}, episodes={self.num_episodes})")
+
+
+@contextlib.contextmanager
+def _naming(d: int, repo_id: str, share: str | None = None) -> Iterator[None]:
+    """Re-raise a dataset's typed error with the dataset of the mixture (and its share) named."""
+    try:
+        yield
+    except LeRobotStreamError as exc:
+        where = f"dataset {d} ({repo_id}{'; ' + share if share else ''})"
+        if exc.message.startswith(f"dataset {d} ("):
+            raise
+        raise type(exc)(f"{where}: {exc.message}", **getattr(exc, "_fields", {})) from exc
 
 
 def _shares(weights: Sequence[float]):

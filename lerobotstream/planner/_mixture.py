@@ -347,6 +347,8 @@ class MixturePlanner(BatchTurns):
         seed, repeat, batch_size, drop_last, equalize: as :class:`Planner`'s.
         mixture: a JSON-able description recorded in the state and compared on resume (repo ids,
             weights).
+        byte_budget, pool_size: the mixture's rank byte budget (bytes) and per-worker pool option
+            (recorded in the state; each planner holds its share).
 
     Raises:
         ValueError: planners disagree on world size, rank, workers or ``repeat``; bad weights.
@@ -354,7 +356,8 @@ class MixturePlanner(BatchTurns):
 
     def __init__(self, planners: Sequence[Planner], weights: Sequence[float], offsets: Sequence[int], *,
                  seed: int, repeat: bool, batch_size: int = 1, drop_last: bool = False, equalize: str = "none",
-                 mixture: dict[str, Any] | None = None) -> None:
+                 mixture: dict[str, Any] | None = None, byte_budget: int | None = None,
+                 pool_size: int | None = None) -> None:
         self.planners = list(planners)
         if not self.planners or len(weights) != len(self.planners) or len(offsets) != len(self.planners):
             raise ValueError("a mixture needs one weight and one offset per planner")
@@ -369,6 +372,8 @@ class MixturePlanner(BatchTurns):
         self.rank, self.world_size = p0.rank, p0.world_size
         self.num_workers, self.num_shards = p0.num_workers, p0.num_shards
         self.mixture = dict(mixture or {})
+        self.byte_budget, self.pool_size = byte_budget, pool_size
+        self._fit: np.ndarray | None = None
         self.epoch = 0
         self.samples_consumed = 0
 
@@ -387,6 +392,55 @@ class MixturePlanner(BatchTurns):
 
     # batches_per_rank, worker_epoch_limits, epoch_samples, position: BatchTurns'
 
+    def worker_weights(self, worker: int) -> list[int]:
+        """Integer mixing weights of logical ``worker`` of this rank in an endless stream.
+
+        Every worker gives the rank the same number of samples (the DataLoader takes batches in
+        turn), so the rank's share of dataset d is the mean of its workers' shares. When every
+        worker holds episodes of every dataset, each worker simply uses the weights. When a
+        dataset has fewer episodes in the rank than there are workers, the workers that hold it
+        draw it more often: the shares are fitted (iterative proportional fitting over the workers
+        that hold each dataset) so that the rank's shares still follow the weights. Where that is
+        impossible (a dataset held by k of N workers with a weight share above k/N) the fit gives
+        it all of those workers' samples, and a warning says so once.
+        """
+        fits = self._fitted_shares()
+        return integer_weights(fits[worker]) if fits[worker].sum() > 0 else [0] * len(self.weights)
+
+    def _fitted_shares(self) -> np.ndarray:
+        if self._fit is not None:
+            return self._fit
+        frames = self.dataset_worker_frames()  # (datasets, workers)
+        held = (frames > 0).T.astype(np.float64)  # (workers, datasets)
+        active = held.sum(axis=1) > 0
+        target = np.asarray(self.weights, dtype=np.float64) / sum(self.weights)
+        fit = held * target
+        if held[active].all():
+            self._fit = fit
+            return fit
+        n = int(active.sum())
+        want = target * n
+        for _ in range(2000):
+            rows = fit.sum(axis=1, keepdims=True)
+            fit = np.divide(fit, rows, out=np.zeros_like(fit), where=rows > 0)
+            cols = fit.sum(axis=0)
+            scale = np.divide(want, cols, out=np.ones_like(want), where=cols > 0)
+            fit = fit * scale
+        rows = fit.sum(axis=1, keepdims=True)
+        fit = np.divide(fit, rows, out=np.zeros_like(fit), where=rows > 0)
+        got = fit.sum(axis=0) / max(1, n)
+        if np.abs(got - target).max() > 0.01:
+            import logging
+
+            logging.getLogger("lerobotstream.planner").warning(
+                "rank %d: the mixture's shares cannot follow the weights %s with %d DataLoader workers "
+                "(dataset(s) %s hold episodes in too few workers); the rank draws %s. Lower num_workers or "
+                "select more episodes of those datasets", self.rank, np.round(target, 4).tolist(), n,
+                [self.mixture.get("repo_ids", list(range(len(target))))[d] for d in np.flatnonzero(got < target - 0.01)],
+                np.round(got, 4).tolist())
+        self._fit = fit
+        return fit
+
     # --- resume -----------------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         if epoch < 0:
@@ -396,11 +450,8 @@ class MixturePlanner(BatchTurns):
     def _stream_state(self, samples: int) -> StreamState:
         p0 = self.planners[0]
         digest = "|".join(p.episodes_digest for p in self.planners)
-        budgets = [p.byte_budget for p in self.planners]
-        total = None if any(b is None for b in budgets) else int(sum(budgets))
-        pools = [p.pool_size for p in self.planners]
         return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size, self.num_workers,
-                           p0.strategy, None if any(x is None for x in pools) else int(sum(pools)), total,
+                           p0.strategy, self.pool_size, self.byte_budget,
                            self.repeat, self.drop_last, self.equalize, digest,
                            mixture={**self.mixture, "integer_weights": list(self.weights)})
 
@@ -464,6 +515,8 @@ class MixturePlanner(BatchTurns):
         weights = [wt if f else 0 for wt, f in zip(self.weights, frames)]
         if not any(weights):
             return
+        if self.repeat:  # rates: the rank's shares follow the weights even where a worker lacks a dataset
+            weights = self.worker_weights(w)
         words = [self.seed, start.epoch, self.rank, self.world_size, w, self.num_shards]
         caps = [None if self.repeat else f for f in frames]
         phases = _Phases(weights, caps, words, start.offset)
