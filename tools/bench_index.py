@@ -17,7 +17,9 @@ Outputs are verified first: every array of the index equals the NPZ's.
 MP4s): it writes sidecars of F1 and F2 sources of ~300 synthetic samples each (``scale_sim``'s
 tables, zlib level 1) and runs each step in a fresh process: write, first open (conversion),
 warm open (+ 10 tables), ``load_manifest``, reading the ZIP central directory. The slope between
-F1 and F2 is the per-source cost (µs and bytes: archive, derived file, peak RSS, anon heap).
+F1 and F2 is the per-source cost (µs and bytes: archive, derived file, peak RSS, anon heap);
+then ``open_sidecar`` with a one-episode-per-file selection, twice (a fresh process each): the
+validation the dataset runs in every rank, and the same call once the node has validated it.
 ``--trees A,B`` runs the same steps against other checkouts side by side, e.g. the code before a
 change (``git archive <commit> lerobotstream | tar -x -C /tmp/old`` plus the built ``.so`` files)::
 
@@ -65,7 +67,32 @@ def _best(fn, repeat: int) -> float:
 
 
 # --- per-source cost ------------------------------------------------------------------------------
-_STEPS = ("write", "convert", "open", "manifest", "zip_directory")
+_STEPS = ("write", "convert", "open", "manifest", "zip_directory", "validate", "validate_again")
+
+
+def _fake_selection(num_sources: int):
+    """(meta, source) look-alikes of the ``write`` step's sidecar: one episode per file, every
+    frame of it, at 15 fps; sizes as written, no fingerprints."""
+    from types import SimpleNamespace
+
+    from tools import scale_sim as ss
+
+    paths = [ss.source_path(sid % 3, sid) for sid in range(num_sources)]
+    frames = [300 + sid % 7 for sid in range(num_sources)]
+    eps = [SimpleNamespace(episode_index=e, length=frames[e],
+                           videos={"cam": SimpleNamespace(path=paths[e], from_timestamp=0.0)})
+           for e in range(num_sources)]
+    meta = SimpleNamespace(fps=15, episodes=eps, total_episodes=num_sources, video_keys=["cam"],
+                           video_paths=lambda: list(paths))
+    sizes = {}
+    p = ss.PRESETS["droid100tb"]
+    rng = np.random.Generator(np.random.PCG64(0))
+    tables = [ss.source_table(p, np.array([300 + k]), np.ones(1), rng) for k in range(7)]
+    for sid, path in enumerate(paths):
+        t = tables[sid % 7]
+        sizes[path] = int(t.moov_offset + t.moov_size)
+    source = SimpleNamespace(size=sizes.__getitem__, fingerprint=lambda path: None)
+    return meta, source
 
 
 def _proc() -> dict[str, int]:
@@ -119,6 +146,12 @@ def _step(step: str, workdir: Path, num_sources: int) -> dict[str, float]:
     elif step == "zip_directory":
         with zipfile.ZipFile(workdir / "s.npz") as zf:
             out["members"] = len(zf.infolist())
+    elif step in ("validate", "validate_again"):  # open_sidecar as the dataset calls it, twice
+        from lerobotstream.sidecar import open_sidecar
+
+        meta, source = _fake_selection(num_sources)
+        m0, t0 = _proc(), time.perf_counter()
+        open_sidecar(workdir / "s.npz", meta, source=source, index_dir=workdir / "idx")
     out["s"] = time.perf_counter() - t0
     m1 = _proc()
     out["peak_rss_bytes"] = m1["VmHWM"] - m0["VmRSS"]
