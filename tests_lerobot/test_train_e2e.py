@@ -221,3 +221,15 @@ def test_mixture_model_card_lists_every_dataset(monkeypatch):
     assert captured["datasets"] == ["a/x", "b/y"]
     assert "| a/x | 0.7500 |" in card.text and "| b/y | 0.2500 |" in card.text
     assert "a/x" in str(card.data.datasets) and "b/y" in str(card.data.datasets)
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--dataset.repo_id=[a/x,b/y]", "--dataset.root=[/x]"], "one root per dataset"),
+    (["--dataset.repo_id=[a/x,b/y]", "--dataset.streaming_weights=[1,0]"], "numbers > 0"),
+    (["--dataset.repo_id=a/x", "--dataset.streaming_weights=[1,2]"], "needs several datasets"),
+])
+def test_bad_mixture_flags_give_one_error_line(tmp_path, flags, message):
+    proc = run_train([*flags, "--dataset.streaming=true", "--policy.type=act"], tmp_path, timeout=200)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "error: StreamingConfigError: " in proc.stderr and message in proc.stderr

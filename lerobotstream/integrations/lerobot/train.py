@@ -362,7 +362,26 @@ def main() -> None:
     from lerobot.utils.import_utils import register_third_party_plugins
 
     register_third_party_plugins()
-    _parse_and_train()
+    try:
+        _parse_and_train()
+    except Exception as exc:  # a flag's own error, not draccus's "Couldn't instantiate" wrapper
+        cause = _flag_error(exc)
+        if cause is None or constants.debug_enabled():
+            raise
+        print(f"error: {type(cause).__name__}: {cause}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _flag_error(exc: BaseException) -> BaseException | None:
+    """The ValueError (e.g. StreamingConfigError) behind draccus's ParsingError, if any."""
+    if type(exc).__name__ != "ParsingError":
+        return None
+    seen = exc.__cause__ or exc.__context__
+    while seen is not None:
+        if isinstance(seen, ValueError) and type(seen).__name__ != "ParsingError":
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 if __name__ == "__main__":
