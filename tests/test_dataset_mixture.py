@@ -202,6 +202,7 @@ def test_profile_cli_accepts_a_mixture(roots, tmp_path):
     report = json.loads(out.read_text())
     assert report["config"]["mixture"]["repo_ids"] == REPOS
     assert report["throughput"]["samples"] == 24 and report["bytes"]["needed_frame_bytes"] > 0
+    assert sum(report["mixture"]["samples"]) == 24 and report["mixture"]["weight_shares"] == [0.5, 0.3, 0.2]
 
 
 def test_local_and_http_sources_mix(roots, tmp_path):

@@ -290,6 +290,7 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
                                            "assembly_threads": decode_threads, "fetch_threads": fetch_threads},
                    "processes": nproc, "meaning": dict(STAGES)},
         "bytes": nb,
+        **_mixture_shares(raw.get("anchors", []), ds),
         "decoder": {"opens": int(sum(int(s.get("decoder_opens", 0)) for s in snaps)),
                     "fallbacks": int(sum(int(s.get("decoder_fallbacks", 0)) for s in snaps)),
                     "pyav_fallbacks": int(sum(int(s.get("pyav_fallbacks", 0)) for s in snaps)),
@@ -323,6 +324,18 @@ def _f(x: float | None, fmt: str = ".1f", unit: str = "") -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
     return f"{x:{fmt}}{unit}"
+
+
+def _mixture_shares(anchors: list, ds: Any) -> dict:
+    """For a mixture (``(dataset, episode, frame)`` anchors): the delivered samples per dataset."""
+    mixture = getattr(ds, "mixture", None)
+    if not mixture or not anchors or len(anchors[0]) != 3:
+        return {}
+    counts = np.bincount(np.array([a[0] for a in anchors], dtype=np.int64), minlength=len(mixture["repo_ids"]))
+    total = float(sum(mixture["weights"]))
+    return {"mixture": {"repo_ids": list(mixture["repo_ids"]), "samples": counts.tolist(),
+                        "shares": (counts / max(1, counts.sum())).round(4).tolist(),
+                        "weight_shares": [round(w / total, 4) for w in mixture["weights"]]}}
 
 
 def format_report(r: dict) -> str:
@@ -383,6 +396,11 @@ def format_report(r: dict) -> str:
         lines.append(f"  MP4 payload fetched / needed {_f(by.get('fetched_over_needed'), '.2f', 'x')}   "
                      f"/ spans of delivered episodes {_f(by.get('fetched_over_span'), '.2f', 'x')}   "
                      f"(all bytes / needed {_f(by.get('total_fetched_over_needed'), '.2f', 'x')}; > spans = prefetch ahead)")
+    if r.get("mixture"):
+        mx = r["mixture"]
+        lines.append("mixture (samples delivered per dataset: share / weight share)")
+        for rid, n, got, want in zip(mx["repo_ids"], mx["samples"], mx["shares"], mx["weight_shares"]):
+            lines.append(f"  {rid:<30} {n:>8}   {got:.3f} / {want:.3f}")
     lines.append(f"decoder opens / fallbacks  {de['opens']} / {de['fallbacks']} (PyAV {de['pyav_fallbacks']}); "
                  f"frames decoded / returned by workers {de['frames_decoded']} / {de['frames_returned']}; "
                  f"sidecar: {de['sidecar']}")
