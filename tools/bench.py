@@ -635,7 +635,9 @@ class Contestant:
 
     def start(self) -> None:
         env = dict(self.env)
-        env["PYTHONPATH"] = self.path or ""
+        # plain ``ours`` (and the limit) run this checkout's package, not whichever one the venv
+        # has installed (an editable install may point at another working tree)
+        env["PYTHONPATH"] = self.path or (str(ROOT) if Path(self.python) == Path(sys.executable) else "")
         env.update({k[4:]: str(v) for k, v in self.options.items() if k.startswith("env.")})
         self.log = open(self.log_path, "a")
         self.proc = subprocess.Popen([str(self.python), str(Path(__file__).resolve()), "--serve"], stdin=subprocess.PIPE,
