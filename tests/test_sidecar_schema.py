@@ -228,3 +228,19 @@ def test_block_encodings_equal_per_source_encodings():
             assert (block is None) == (want_block is None)
             if block is not None:
                 assert block.dtype == want_block.dtype and np.array_equal(block, want_block)
+
+
+def test_a_published_schema4_sidecar_is_still_found_when_no_current_one_exists(monkeypatch):
+    from types import SimpleNamespace
+
+    from lerobotstream.sidecar import _publish
+
+    monkeypatch.setattr(_publish, "_is_hub", lambda source: True)
+    have = {"meta/mp4-sidecars/mp4-v4.npz"}
+    bucket = SimpleNamespace(repo_type="bucket", repo_id="o/b", exists=lambda p: p in have)
+    store, path, where = _publish.open_published(bucket, None)
+    assert store is bucket and path == "meta/mp4-sidecars/mp4-v4.npz" and where.endswith("mp4-v4.npz")
+    have.add("meta/mp4-sidecars/mp4-v5.npz")  # the current schema is preferred
+    assert _publish.open_published(bucket, None)[1] == "meta/mp4-sidecars/mp4-v5.npz"
+    have.clear()
+    assert _publish.open_published(bucket, None) is None

@@ -20,7 +20,7 @@ from typing import Any
 
 from lerobotstream import constants
 from lerobotstream.errors import SidecarError, SidecarPublishError, SourceNotFoundError
-from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
+from lerobotstream.mp4._npz_schema import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION
 from lerobotstream.sidecar._identity import check_identity, sidecar_identity
 
 __all__ = ["open_published", "published_path", "push_sidecar"]
@@ -28,17 +28,18 @@ __all__ = ["open_published", "published_path", "push_sidecar"]
 logger = logging.getLogger("lerobotstream.sidecar")
 
 
-def published_path(repo_type: str, commit: str | None) -> str:
-    """Path of the published sidecar inside the branch (datasets) or bucket.
+def published_path(repo_type: str, commit: str | None, *, schema_version: int = SIDECAR_SCHEMA_VERSION) -> str:
+    """Path of the published sidecar of schema ``schema_version`` inside the branch (datasets) or
+    bucket.
 
     Raises:
         SidecarPublishError: a dataset without a pinned 40-hex source commit.
     """
     if repo_type == "bucket":
-        return f"{constants.BUCKET_SIDECAR_DIR}/mp4-v{SIDECAR_SCHEMA_VERSION}.npz"
+        return f"{constants.BUCKET_SIDECAR_DIR}/mp4-v{schema_version}.npz"
     if not commit or len(commit) != 40:
         raise SidecarPublishError(f"a published dataset sidecar is named by its pinned source commit; got {commit!r}")
-    return f"{constants.BUCKET_SIDECAR_DIR}/mp4-v{SIDECAR_SCHEMA_VERSION}-{commit}.npz"
+    return f"{constants.BUCKET_SIDECAR_DIR}/mp4-v{schema_version}-{commit}.npz"
 
 
 def _is_hub(source: Any) -> bool:
@@ -52,7 +53,8 @@ def open_published(source: Any, identity: Any) -> tuple[Any, str, str] | None:
 
     Returns:
         ``(byte_source, path, display)``: read ``path`` through ``byte_source``; ``display`` names
-        it for logs. None for non-Hub sources, a missing branch, or a missing file.
+        it for logs. The current schema's file is preferred; a schema-4 one (still read) is used
+        when it is the only one. None for non-Hub sources, a missing branch, or a missing file.
 
     Raises:
         SourceError: the store failed in another way (callers log it and build).
@@ -61,20 +63,24 @@ def open_published(source: Any, identity: Any) -> tuple[Any, str, str] | None:
         return None
     from lerobotstream.sources._hub import HubSource
 
-    path = published_path(source.repo_type, getattr(source, "commit", None))
+    commit = getattr(source, "commit", None)
+    # the current schema first; an older one this reader still opens (schema 4) is used as it is
+    candidates = [published_path(source.repo_type, commit, schema_version=v)
+                  for v in sorted(READABLE_SCHEMA_VERSIONS, reverse=True)]
     if source.repo_type == "bucket":
         store = source
-        display = f"hf://buckets/{source.repo_id}/{path}"
     else:
         try:
             store = HubSource(source.repo_id, revision=constants.SIDECAR_BRANCH, repo_type="dataset",
                               token=source._token, endpoint=source.endpoint, retry=source.fetcher.retry)
         except SourceNotFoundError:
             return None  # no sidecar branch
-        display = f"hf://datasets/{source.repo_id}@{constants.SIDECAR_BRANCH}/{path}"
-    if not store.exists(path):
-        return None
-    return store, path, display
+    for path in candidates:
+        if store.exists(path):
+            where = (f"hf://buckets/{source.repo_id}/{path}" if source.repo_type == "bucket"
+                     else f"hf://datasets/{source.repo_id}@{constants.SIDECAR_BRANCH}/{path}")
+            return store, path, where
+    return None
 
 
 def push_sidecar(npz_path: str | os.PathLike, source: Any, meta: Any = None, *, api: Any = None,
