@@ -366,3 +366,15 @@ def test_metadata_load_from_the_hub_lists_each_folder_once(tmp_path, monkeypatch
         assert trees["meta"] == 1 and max(trees.values()) == 1, trees
     finally:
         server.close()
+
+
+def test_first_batch_tool_classifies_requests_and_counts_round_trips():
+    from tools.bench_first_batch import classify, critical_round_trips
+
+    def e(method, path, t):
+        return {"method": method, "path": f"/static/ds/{path}", "t": t}
+
+    log = [e("GET", "meta/info.json", 0.0), e("GET", "meta/episodes/", 0.001), e("GET", "meta/episodes/chunk-000/", 0.05),
+           e("HEAD", "data/f.parquet", 0.1), e("HEAD", "videos/c/f.mp4", 0.1005), e("GET", "videos/c/f.mp4", 0.2)]
+    assert [classify(x) for x in log] == ["GET meta", "list", "list", "HEAD", "HEAD", "GET videos"]
+    assert critical_round_trips(log, 0.05) == 4  # the two overlapped pairs count once each
