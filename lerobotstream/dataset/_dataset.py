@@ -66,7 +66,82 @@ def _no_nbytes(episode_index: int) -> int:
     raise AssertionError("a state-only planner must not build worker plans")
 
 
-class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
+class ResumableStream:
+    """Epochs and sample-exact resume of a stream of one rank, shared by
+    :class:`StreamingLeRobotDataset` and the mixture. Needs ``_planner(num_workers)`` (a planner
+    with ``set_epoch``, ``worker_epoch_limits``, ``batch_size``, ``state_dict`` and
+    ``load_state_dict``) and the attributes ``num_workers``, ``repeat``, ``drop_last``,
+    ``batch_size``, ``_epoch``, ``_samples``, ``_yielded``, ``_state_num_workers``."""
+
+    @property
+    def samples_consumed(self) -> int:
+        """Samples of this rank consumed since the current epoch (or loaded state) began: the loaded
+        count plus the items this process yielded (exact with ``num_workers=0``). Set it from the
+        training loop with DataLoader workers (``ds.samples_consumed = step * batch_size``)."""
+        return self._samples + self._yielded
+
+    @samples_consumed.setter
+    def samples_consumed(self, value: int) -> None:
+        self._samples, self._yielded = int(value), 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch`` from its first sample (its own seeded order)."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self._epoch, self._samples, self._yielded = int(epoch), 0, 0
+
+    def state_dict(self, samples_consumed: int | None = None, *, batches_consumed: int | None = None) -> dict[str, Any]:
+        """Resume state of this rank (``planner.StreamState`` layout, schema-versioned).
+
+        Args:
+            samples_consumed: samples the training loop consumed from this rank since the epoch
+                (or the loaded state's epoch) began — the sum of the consumed batches' sizes.
+            batches_consumed: alternatively, batches consumed (converted by replaying the
+                DataLoader's batch turns, exact with short last batches).
+            Neither: :attr:`samples_consumed` (exact with ``num_workers=0``).
+        """
+        planner = self._planner(self.num_workers)
+        planner.set_epoch(self._epoch)
+        if batches_consumed is not None:
+            from lerobotstream.planner import replay_turns
+
+            require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
+                     "an int >= 0")
+
+            if self.repeat:
+                limits = [None if f else 0 for f in planner.worker_epoch_limits()]
+            else:
+                limits = planner.worker_epoch_limits()
+            given, _, _ = replay_turns(limits, planner.batch_size, batches=int(batches_consumed),
+                                       drop_last=self.drop_last)
+            samples_consumed = sum(given)
+        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
+        require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
+        return planner.state_dict(samples_consumed=s)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (before iterating).
+
+        Raises:
+            ResumeStateError: no schema marker, or a setting that fixes the order or the batch turns
+            (seed, world size, batch size, DataLoader workers, strategy, pool size, byte budget,
+            repeat, drop_last) differs from this dataset's.
+        """
+        from lerobotstream.planner import StreamState
+
+        st = StreamState.from_dict(state)
+        if self.batch_size is None:
+            self.batch_size = st.batch_size
+        planner = self._planner(self.num_workers)
+        fixed = dict(state)
+        if {int(st.num_workers), self.num_workers} <= {0, 1}:
+            fixed["num_workers"] = self.num_workers  # one shard either way: the same stream
+        planner.load_state_dict(fixed)
+        self._epoch, self._samples, self._yielded = st.epoch, st.samples, 0
+        self._state_num_workers = int(st.num_workers)
+
+
+class StreamingLeRobotDataset(ResumableStream, torch.utils.data.IterableDataset):
     """Stream a LeRobotDataset v3 (Parquet + concatenated MP4) with map-style-identical items.
 
     Args (LeRobot's): repo_id, root, episodes, delta_timestamps, image_transforms, revision,
@@ -325,73 +400,6 @@ class StreamingLeRobotDataset(torch.utils.data.IterableDataset):
                        decoder_cache_size=self.video_decoder_cache_size if decoder_cache_size is None else decoder_cache_size,
                        repeat=self.repeat, batch_size=(batch_size or self.batch_size or 1), drop_last=self.drop_last,
                        equalize=self.equalize)
-
-    @property
-    def samples_consumed(self) -> int:
-        """Samples of this rank consumed since the current epoch (or loaded state) began: the loaded
-        count plus the items this process yielded (exact with ``num_workers=0``). Set it from the
-        training loop with DataLoader workers (``ds.samples_consumed = step * batch_size``)."""
-        return self._samples + self._yielded
-
-    @samples_consumed.setter
-    def samples_consumed(self, value: int) -> None:
-        self._samples, self._yielded = int(value), 0
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch`` from its first sample (its own seeded order)."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self._epoch, self._samples, self._yielded = int(epoch), 0, 0
-
-    def state_dict(self, samples_consumed: int | None = None, *, batches_consumed: int | None = None) -> dict[str, Any]:
-        """Resume state of this rank (``planner.StreamState`` layout, schema-versioned).
-
-        Args:
-            samples_consumed: samples the training loop consumed from this rank since the epoch
-                (or the loaded state's epoch) began — the sum of the consumed batches' sizes.
-            batches_consumed: alternatively, batches consumed (converted by replaying the
-                DataLoader's batch turns, exact with short last batches).
-            Neither: :attr:`samples_consumed` (exact with ``num_workers=0``).
-        """
-        planner = self._planner(self.num_workers)
-        planner.set_epoch(self._epoch)
-        if batches_consumed is not None:
-            from lerobotstream.planner import replay_turns
-
-            require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
-                     "an int >= 0")
-
-            if self.repeat:
-                limits = [None if f else 0 for f in planner.worker_epoch_limits()]
-            else:
-                limits = planner.worker_epoch_limits()
-            given, _, _ = replay_turns(limits, planner.batch_size, batches=int(batches_consumed),
-                                       drop_last=self.drop_last)
-            samples_consumed = sum(given)
-        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
-        require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
-        return planner.state_dict(samples_consumed=s)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict` (before iterating).
-
-        Raises:
-            ResumeStateError: no schema marker, or a setting that fixes the order or the batch turns
-            (seed, world size, batch size, DataLoader workers, strategy, pool size, byte budget,
-            repeat, drop_last) differs from this dataset's.
-        """
-        from lerobotstream.planner import StreamState
-
-        st = StreamState.from_dict(state)
-        if self.batch_size is None:
-            self.batch_size = st.batch_size
-        planner = self._planner(self.num_workers)
-        fixed = dict(state)
-        if {int(st.num_workers), self.num_workers} <= {0, 1}:
-            fixed["num_workers"] = self.num_workers  # one shard either way: the same stream
-        planner.load_state_dict(fixed)
-        self._epoch, self._samples, self._yielded = st.epoch, st.samples, 0
-        self._state_num_workers = int(st.num_workers)
 
     # --- per process ------------------------------------------------------------------------------
     def _state(self) -> Worker:

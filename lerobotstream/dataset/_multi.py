@@ -25,8 +25,8 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from lerobotstream import constants
-from lerobotstream.dataset._dataset import GIB, StreamingLeRobotDataset, iteration_start, yield_items
-from lerobotstream.dataset._options import is_int, require
+from lerobotstream.dataset._dataset import GIB, ResumableStream, StreamingLeRobotDataset, iteration_start, yield_items
+from lerobotstream.dataset._options import require
 from lerobotstream.dataset._pipeline import Pipeline
 from lerobotstream.errors import LeRobotStreamError, MixtureFeatureError, StreamingConfigError
 from lerobotstream.features import aggregate_stats
@@ -144,7 +144,7 @@ def _weights(weights: Any, repo_ids: Sequence[str]) -> list[float] | None:
     return values
 
 
-class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
+class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDataset):
     """Stream a weighted mixture of LeRobotDataset v3 datasets (local, Hub, bucket, fsspec, mixed).
 
     Args:
@@ -391,58 +391,8 @@ class StreamingMultiLeRobotDataset(torch.utils.data.IterableDataset):
                               batch_size=int(self.batch_size or 1), drop_last=self.drop_last, mixture=self.mixture,
                               byte_budget=max(1, int(self.byte_budget_gb * GIB)), pool_size=self.episode_pool_size)
 
-    @property
-    def samples_consumed(self) -> int:
-        """As :attr:`StreamingLeRobotDataset.samples_consumed`."""
-        return self._samples + self._yielded
-
-    @samples_consumed.setter
-    def samples_consumed(self, value: int) -> None:
-        self._samples, self._yielded = int(value), 0
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch`` from its first sample (its own seeded order)."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self._epoch, self._samples, self._yielded = int(epoch), 0, 0
-
-    def state_dict(self, samples_consumed: int | None = None, *, batches_consumed: int | None = None) -> dict[str, Any]:
-        """Resume state of this rank: as :meth:`StreamingLeRobotDataset.state_dict`, with the
-        mixture (repo ids, weights) recorded."""
-        planner = self._planner(self.num_workers)
-        planner.set_epoch(self._epoch)
-        if batches_consumed is not None:
-            from lerobotstream.planner import replay_turns
-
-            require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
-                    "an int >= 0")
-            limits = planner.worker_epoch_limits()
-            if self.repeat:
-                limits = [None if f else 0 for f in limits]
-            samples_consumed = sum(replay_turns(limits, planner.batch_size, batches=int(batches_consumed),
-                                                drop_last=self.drop_last)[0])
-        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
-        require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
-        return planner.state_dict(samples_consumed=s)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict` (before iterating).
-
-        Raises:
-            ResumeStateError: a single-dataset state, another mixture (repo ids, weights, episode
-            selections), or a setting :meth:`StreamingLeRobotDataset.load_state_dict` checks.
-        """
-        from lerobotstream.planner import StreamState
-
-        st = StreamState.from_dict(state)
-        if self.batch_size is None:
-            self.batch_size = st.batch_size
-        fixed = dict(state)
-        if {int(st.num_workers), self.num_workers} <= {0, 1}:
-            fixed["num_workers"] = self.num_workers
-        self._planner(self.num_workers).load_state_dict(fixed)
-        self._epoch, self._samples, self._yielded = st.epoch, st.samples, 0
-        self._state_num_workers = int(st.num_workers)
+    # samples_consumed, set_epoch, state_dict, load_state_dict: ResumableStream's (the state records
+    # the mixture: repo ids and weights; another mixture or a single-dataset state is refused)
 
     # --- per process ----------------------------------------------------------------------------
     def _state(self) -> _MixtureWorker:
