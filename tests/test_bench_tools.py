@@ -106,3 +106,21 @@ def test_bench_transcode_h264(make_generated_dataset, tmp_path):
         t = parse_mp4_bytes(mp4.read_bytes(), path=str(mp4))
         assert t.codec == "avc1" and len(t.size) == 16 and int(sum(t.is_sync)) == 2  # GOP 8 over 16 frames
     assert parse_mp4_bytes(next(src.joinpath("videos").rglob("*.mp4")).read_bytes()).codec == "av01"  # source kept
+
+
+def test_bench_mixture_smoke(tmp_path):
+    """A mixture (StreamingMultiLeRobotDataset over two generated datasets) through the peer
+    benchmark, on local disk and the loopback store; LeRobot's contestants would be skipped."""
+    from tools import bench
+
+    js = tmp_path / "b.json"
+    assert bench.main(["--quick", "--datasets", "tiny-mix", "--cache-dir", str(tmp_path / "cache"), "--json", str(js),
+                       "--latency-ms", "5"]) == 0
+    out = json.loads(js.read_text())
+    rows = {(r["transport"], r["num_workers"]): r for r in out["summary"]}
+    assert set(rows) == {("local", 0), ("http", 0)}
+    for r in rows.values():
+        ours = r["contestants"]["ours"]
+        assert ours["steady_samples_per_s"] > 0 and r["limit"]["samples_per_s"] > 0
+    trials = [t for t in out["trials"] if t["contestant"] == "ours"]
+    assert all(t["samples"] == 24 and "error" not in t and t["needed_bytes"] > 0 for t in trials)

@@ -96,6 +96,14 @@ DATASETS: dict[str, tuple[str, dict, int]] = {
     "tiny": ("generated AV1, 1 camera, 64x48 (smoke test)",
              {"kind": "generated", "codec": "av1", "gop": 2, "cameras": 1, "size": (64, 48),
               "episodes": 4, "length": 12}, 24),
+    "tiny-h264": ("generated H.264, 1 camera, 64x48 (smoke test)",
+                  {"kind": "generated", "codec": "h264", "gop": 4, "cameras": 1, "size": (64, 48),
+                   "episodes": 3, "length": 10}, 24),
+    # mixtures (StreamingMultiLeRobotDataset; LeRobot has no streaming mixture: ours and the limit only)
+    "mix": ("mixture: G1 AV1 + G1 H.264 GOP 30, weights 0.5/0.5",
+            {"kind": "mixture", "parts": ["g1", "g1-h264"], "weights": [0.5, 0.5]}, 640),
+    "tiny-mix": ("mixture: tiny AV1 + tiny H.264, weights 0.7/0.3 (smoke test)",
+                 {"kind": "mixture", "parts": ["tiny", "tiny-h264"], "weights": [0.7, 0.3]}, 24),
 }
 CAMERA_NAMES = ("observation.images.front", "observation.images.wrist", "observation.images.top")
 
@@ -169,6 +177,15 @@ def ensure_dataset(cache_dir: Path, name: str) -> Path:
     _, recipe, _ = DATASETS[name]
     base = cache_dir / "datasets"
     out = base / f"{name}-v{BUILD_VERSION}"
+    if recipe["kind"] == "mixture":  # a folder of links part0, part1, ... to the parts' builds
+        parts = [ensure_dataset(cache_dir, part) for part in recipe["parts"]]
+        out.mkdir(parents=True, exist_ok=True)
+        for i, part in enumerate(parts):
+            link = out / f"part{i}"
+            if not link.exists():
+                link.symlink_to(Path("..") / part.name)
+        _atomic_write(out / MIXTURE_FILE, json.dumps({"parts": len(parts), "weights": recipe["weights"]}))
+        return out
     if (out / "meta" / "info.json").exists():
         return out
     base.mkdir(parents=True, exist_ok=True)
@@ -193,6 +210,40 @@ def ensure_dataset(cache_dir: Path, name: str) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+MIXTURE_FILE = "bench-mixture.json"
+
+
+def mixture_of(root: str | Path) -> dict | None:
+    """``{"parts": n, "weights": [...]}`` when ``root`` is a mixture folder (part0, part1, ...)."""
+    p = Path(root) / MIXTURE_FILE
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def dataset_facts(root: Path) -> "DatasetFacts | MixtureFacts":
+    return MixtureFacts(root) if mixture_of(root) else DatasetFacts(root)
+
+
+class MixtureFacts:
+    """:class:`DatasetFacts` of a mixture folder: its parts' facts, paths under ``part<i>/``."""
+
+    def __init__(self, root: Path) -> None:
+        mix = mixture_of(root)
+        self.root, self.weights = root, mix["weights"]
+        self.parts = [DatasetFacts(root / f"part{i}") for i in range(mix["parts"])]
+        self.video_keys = self.parts[0].video_keys
+        self.files = [f"part{i}/{p}" for i, f in enumerate(self.parts) for p in f.files]
+        self.video_files = [f"part{i}/{p}" for i, f in enumerate(self.parts) for p in f.video_files]
+        self.total_frames = sum(f.total_frames for f in self.parts)
+        seek = [(f.seek_decoded_per_frame, f.total_frames) for f in self.parts if f.seek_decoded_per_frame]
+        self.seek_decoded_per_frame = sum(a * n for a, n in seek) / sum(n for _, n in seek) if seek else None
+        self.video_bytes = sum(f.video_bytes for f in self.parts)
+        self.total_bytes = sum(f.total_bytes for f in self.parts)
+
+    def needed_bytes(self, anchors: list[list[int]]) -> int:
+        """``anchors`` are ``(dataset_index, episode, frame)``: each part's own coded bytes, summed."""
+        return sum(f.needed_bytes([(e, fr) for d, e, fr in anchors if d == i]) for i, f in enumerate(self.parts))
 
 
 class DatasetFacts:
@@ -398,12 +449,18 @@ def _download(url: str, files: list[str], dst: Path, threads: int = 8) -> int:
 def _make_dataset(spec: dict, root: str):
     kind, nw, uint8 = spec["kind"], int(spec["num_workers"]), bool(spec["uint8"])
     if kind == "ours":
-        from lerobotstream import StreamingLeRobotDataset
+        from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
 
         opts = {k: v for k, v in (spec.get("options") or {}).items()
                 if not k.startswith("env.") and k != "sharing_strategy"}
-        ds = StreamingLeRobotDataset(root=root, return_uint8=uint8, max_num_shards=max(1, nw),
-                                     batch_size=spec["batch_size"], seed=spec["seed"], **opts)
+        common = dict(return_uint8=uint8, max_num_shards=max(1, nw), batch_size=spec["batch_size"], seed=spec["seed"],
+                      **opts)
+        mix = spec.get("mixture")
+        if mix:
+            ds = StreamingMultiLeRobotDataset([f"bench/part{i}" for i in range(mix["parts"])],
+                                              roots=_part_roots(root, mix["parts"]), weights=mix["weights"], **common)
+        else:
+            ds = StreamingLeRobotDataset(root=root, **common)
         return Snapshots(ds), ds
     if kind == "lerobot":
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
@@ -417,6 +474,11 @@ def _make_dataset(spec: dict, root: str):
                               seed=spec["seed"])
         return ds, ds
     raise ValueError(f"unknown contestant kind {kind!r}")
+
+
+def _part_roots(root: str, n: int) -> list[str]:
+    """The parts of a mixture folder (a local path or the store's URL)."""
+    return [f"{str(root).rstrip('/')}/part{i}" + ("/" if "://" in str(root) else "") for i in range(n)]
 
 
 def run_trial(spec: dict) -> dict:
@@ -501,7 +563,11 @@ def _drive(loader, spec: dict, t0: float, mem: _PssSampler) -> dict:
         if frames_per_sample is None:
             frames_per_sample = sum(math.prod(v.shape[1:-3]) for v in batch.values()
                                     if hasattr(v, "shape") and v.ndim >= 4)
-        anchors.extend(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist()))
+        if "dataset_index" in batch:  # a mixture: (dataset, episode, frame)
+            anchors.extend(zip(batch["dataset_index"].tolist(), batch["episode_index"].tolist(),
+                               batch["frame_index"].tolist()))
+        else:
+            anchors.extend(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist()))
         n += b
         if k == 1:
             first_s, first_iter_s = now - t0, now - t_iter
@@ -562,9 +628,9 @@ def _prepare(spec: dict) -> dict:
     from lerobotstream import StreamingLeRobotDataset
 
     t = time.perf_counter()
-    ds = StreamingLeRobotDataset(root=spec["root"])
-    return {"sidecar": ds.sidecar_status, "construct_s": time.perf_counter() - t,
-            "sidecar_s": ds._setup.get("sidecar_s")}
+    roots = _part_roots(spec["root"], spec["mixture"]["parts"]) if spec.get("mixture") else [spec["root"]]
+    status = [StreamingLeRobotDataset(root=r).sidecar_status for r in roots]
+    return {"sidecar": "+".join(status), "construct_s": time.perf_counter() - t}
 
 
 def _limit(spec: dict) -> dict:
@@ -820,7 +886,7 @@ def _run(args, argv) -> int:
     names = list(dict.fromkeys(p[0] for p in plan))
     t = time.perf_counter()
     roots = {n: ensure_dataset(cache, n) for n in names}
-    facts = {n: DatasetFacts(r) for n, r in roots.items()}
+    facts = {n: dataset_facts(r) for n, r in roots.items()}
     print(f"datasets ready in {time.perf_counter() - t:.1f} s under {cache / 'datasets'}", file=sys.stderr, flush=True)
 
     logs = Path(tempfile.mkdtemp(prefix="bench-logs-"))
@@ -864,7 +930,7 @@ def _run(args, argv) -> int:
             root = str(roots[d]) if tr == "local" else f"{server.static_url}{roots[d].name}/"
             for c in contestants:
                 if c.kind == "ours" and not c.error:
-                    r = c.call({"kind": "prepare", "root": root}, args.trial_timeout_s)
+                    r = c.call({"kind": "prepare", "root": root, "mixture": mixture_of(roots[d])}, args.trial_timeout_s)
                     setup[f"prepare {c.label} {d} {tr}"] = r
                     print(f"  prepare {c.label} {d} {tr}: {r}", file=sys.stderr, flush=True)
         for rnd in range(args.rounds):
@@ -893,6 +959,11 @@ def _run(args, argv) -> int:
                             row["skipped"] = c.error
                             trials.append(row)
                             continue
+                        if c.kind.startswith("lerobot") and mixture_of(roots[d]):
+                            row["skipped"] = ("LeRobot has no streaming mixture (its MultiLeRobotDataset needs every "
+                                              "dataset downloaded, has no weights, and lerobot-train refuses it)")
+                            trials.append(row)
+                            continue
                         if c.kind == "lerobot-streaming" and tr != "local":
                             row["skipped"] = "LeRobot's StreamingLeRobotDataset reads a local folder or the Hub; local only"
                             trials.append(row)
@@ -900,7 +971,8 @@ def _run(args, argv) -> int:
                         spec = {"kind": c.kind, "num_workers": nw, "mp_context": ctx, "uint8": items == "uint8",
                                 "batch_size": args.batch_size, "samples": args.samples or DATASETS[d][2],
                                 "seed": args.seed + rnd, "repo_id": f"bench/{d}", "options": c.options,
-                                "prefetch_factor": args.prefetch_factor, "root": str(roots[d])}
+                                "prefetch_factor": args.prefetch_factor, "root": str(roots[d]),
+                                "mixture": mixture_of(roots[d])}
                         url = f"{server.static_url}{roots[d].name}/" if tr == "http" else None
                         if tr == "http" and c.kind == "ours":
                             spec["root"] = url
