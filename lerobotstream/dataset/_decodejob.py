@@ -81,6 +81,9 @@ class ChunkDecoder:
     def __init__(self, worker: Any) -> None:
         self.w = worker
         self.gops = DecodedGopCache(0)
+        #: prefix of this decoder's keys in ``gops`` (a mixture shares one cache between its
+        #: datasets' workers, each under its own namespace: their episode indices overlap)
+        self.namespace: tuple = ()
         self.demand: dict[tuple[int, str], dict[str, Any]] = {}
         self.ep_locks: dict[int, threading.Lock] = {}
         self.lock = threading.Lock()
@@ -151,7 +154,7 @@ class ChunkDecoder:
                 runs: list[tuple[int, int, list[int]]] = []  # (gop start, decode stop, frames the chunk needs)
                 for g, a, c in zip(gop_starts.tolist(), first.tolist(), nfr.tolist()):
                     fs = uniq_l[a:a + c]
-                    held = self.gops.get_run((ep, cam, serial, g))
+                    held = self.gops.get_run((*self.namespace, ep, cam, serial, g))
                     if held is not None and held[0] <= fs[0] and fs[-1] < held[0] + held[1].shape[0]:
                         f0, block = held
                         for f in fs:
@@ -180,12 +183,12 @@ class ChunkDecoder:
                                 decoded += e - g
                                 for f in fs:
                                     got[f] = block[f - g]
-                                self.gops.put((ep, cam, serial, g), g, block,
+                                self.gops.put((*self.namespace, ep, cam, serial, g), g, block,
                                               int(total[g:e].sum() - served[g:e].sum()))
                 t2 = time.perf_counter()
                 # this chunk's uses are served (the chunk keeps its own references to the frames)
                 dm["served"][uniq] += counts
-                self.gops.use_many([(ep, cam, serial, g) for g in gop_starts.tolist()],
+                self.gops.use_many([(*self.namespace, ep, cam, serial, g) for g in gop_starts.tolist()],
                                    np.add.reduceat(counts, first).tolist())
                 self.w.add(open_s=(t1 - t0) if self.w.decoders.opened != opens else 0.0, decode_s=t2 - t1,
                          frames_decoded=decoded, frames_returned=len(idx), frames_unique=len(uniq),
@@ -209,7 +212,7 @@ class ChunkDecoder:
 
     def drop_episode(self, ep: int) -> None:
         """The episode left the pool: forget its decoded GOPs, demand and lock."""
-        self.gops.drop((ep,))
+        self.gops.drop((*self.namespace, ep))
         for cam in self.w.ds.video_keys:
             self.demand.pop((ep, cam), None)
         with self.lock:

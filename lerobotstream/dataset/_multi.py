@@ -8,9 +8,11 @@ seeded mix sequence) → **one** pipeline per worker: one byte cache, one set of
 assembly threads and one prefetch frontier over global episode ids
 (``offset[d] + episode_index``).
 
-Budget: the rank's ``byte_budget_gb``, ``episode_pool_size``, ``decoded_cache_gb`` and
-``video_decoder_cache_size`` are split over the datasets (``planner.mixture_shares``: half evenly,
-half by weight); the shares sum to the rank's budget, so the whole mixture stays within it.
+Budget: the rank's ``byte_budget_gb``, ``episode_pool_size`` and ``video_decoder_cache_size`` are
+split over the datasets (``planner.mixture_shares``: half evenly, half by weight); the shares sum
+to the rank's budget, so the whole mixture stays within it. ``decoded_cache_gb`` is one decoded-GOP
+cache per worker for every dataset (keys namespaced by dataset): a dataset's need for decoded GOPs
+follows its GOP length and episode lengths, not its weight.
 """
 
 from __future__ import annotations
@@ -157,7 +159,8 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
             ``revision``, ``repo_type``, ``data_root``, ``tolerance_s``, ``camera_keys``,
             ``drop_n_last_frames``. The rank's resources (``byte_budget_gb``, ``episode_pool_size``,
             ``decoded_cache_gb``, ``video_decoder_cache_size``) are one budget for the whole mixture,
-            split over the datasets (half evenly, half by weight). ``camera_keys`` defaults to the
+            split over the datasets (half evenly, half by weight); ``decoded_cache_gb`` is one cache
+            shared by the datasets. ``camera_keys`` defaults to the
             cameras common to every dataset (the others are never fetched).
 
     Items: what each dataset's :class:`StreamingLeRobotDataset` gives, restricted to the features
@@ -423,13 +426,14 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
             return
         nbytes: dict[int, int] = {}
         budget = 0
-        shares = [float(x) for x in _shares(self.weights)]
+        gops = mw.workers[0].jobs.gops  # one decoded-GOP cache for the mixture: each dataset's keys namespaced
         for d, (child, w, plan) in enumerate(zip(self.datasets, mw.workers, plans)):
             n_cams = max(1, len(child.video_keys))
             cap = plan.decoder_cache_size or plan.pool_size * n_cams + self.prefetch_episodes * n_cams
             w.decoders.clear()
             w.decoders.capacity = max(1, int(cap))
-            w.reset_gops(int(self.decoded_cache_gb * shares[d] * GIB) // max(1, nw))
+            w.jobs.gops, w.jobs.namespace = gops, (d,)
+            w.reset_gops(int(self.decoded_cache_gb * GIB) // max(1, nw))
             nbytes.update({self._offsets[d] + int(e): int(b) for e, b in zip(plan.episode_indices, plan.nbytes)})
             budget += int(plan.byte_budget or 0) if len(plan.episode_indices) else 0
         cache = EpisodeByteCache(max(1, budget), nbytes, mw.fetch, max_workers=max(1, min(8, self.prefetch_episodes + 1)))
@@ -472,7 +476,8 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
         for k in per[0]:
             vals = [p.get(k) for p in per]
             if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
-                out[k] = sum(vals) if k not in ("reserved_bytes", "resident_bytes", "byte_budget") else vals[0]
+                shared = k in ("reserved_bytes", "resident_bytes", "byte_budget") or k.startswith("gop_cache")
+                out[k] = vals[0] if shared else sum(vals)  # one byte cache and one GOP cache for the mixture
             elif k == "source":
                 out[k] = {sk: sum(p["source"].get(sk, 0) for p in per) for sk in per[0]["source"]
                           if isinstance(per[0]["source"][sk], (int, float))}
