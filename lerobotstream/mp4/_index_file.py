@@ -516,10 +516,16 @@ def _remember_generation(npz_path: str, index_dir: Path, generation: str) -> Non
     ident = _npz_identity(npz_path)
     if ident is None:
         return
-    note = _generation_note(npz_path, index_dir)
+    write_note(_generation_note(npz_path, index_dir), {**ident, "generation": generation})
+
+
+def write_note(note: Path, doc: dict) -> None:
+    """Atomically write ``doc`` as JSON to ``note`` through a temporary in the same folder, best
+    effort: an ``OSError`` (a read-only index folder) leaves no temporary and is not raised (a
+    missing note only costs the slow path next time)."""
     tmp = note.with_name(f".{note.name}.{uuid.uuid4().hex}.tmp")
     try:
-        tmp.write_text(json.dumps({**ident, "generation": generation}), "utf-8")
+        tmp.write_text(json.dumps(doc), "utf-8")
         os.replace(tmp, note)
     except OSError:
         try:

@@ -16,10 +16,7 @@ the video, or an episode row pointing at the wrong file fails here instead of st
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import time
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
@@ -358,12 +355,6 @@ def validation_note(index: Any, meta: Any, source: Any, used: Sequence[str] | No
 def record_validation(note: Path) -> None:
     """Atomically create ``note`` (best effort: a read-only index folder only costs validating
     again next time)."""
-    tmp = note.with_name(f".{note.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        tmp.write_text(json.dumps({"validated_at": time.time()}), "utf-8")
-        os.replace(tmp, note)
-    except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+    from lerobotstream.mp4._index_file import write_note
+
+    write_note(note, {"validated_at": time.time()})
