@@ -138,7 +138,7 @@ def test_eval_split_and_diffusion_drop_n_last_frames(have_dataset, tmp_path):
     proc = run_train(args, tmp_path, trace=trace)
     _ok(proc)
     log = proc.stdout + proc.stderr
-    assert "train/eval split: 1 train, 1 eval episodes" in log
+    assert "train/eval split of local/g1_v30: 1 train, 1 eval episodes" in log
     assert "eval stream" in log and "step 2: eval_loss=" in log and "step 4: eval_loss=" in log
     import json as _json
 
