@@ -33,6 +33,7 @@ from lerobotstream.dataset._pipeline import Pipeline
 from lerobotstream.errors import LeRobotStreamError, MixtureFeatureError, StreamingConfigError
 from lerobotstream.features import aggregate_stats
 from lerobotstream.payload_cache import EpisodeByteCache
+from lerobotstream.planner import mixture_shares
 
 __all__ = ["StreamingMultiLeRobotDataset", "PER_DATASET_OPTIONS"]
 
@@ -41,11 +42,7 @@ log = logging.getLogger("lerobotstream.dataset")
 #: options that may be given per dataset, as a dict keyed by repo id
 PER_DATASET_OPTIONS = ("episodes", "delta_timestamps", "revision", "repo_type", "data_root", "tolerance_s",
                        "camera_keys", "drop_n_last_frames")
-#: options of the mixture as a whole (the rank's resources, the order, the DataLoader)
-_MIXTURE_OPTIONS = ("seed", "repeat", "batch_size", "num_workers", "drop_last", "equalize", "max_num_shards",
-                    "episode_pool_size", "byte_budget_gb", "decoded_cache_gb", "video_decoder_cache_size",
-                    "prefetch_episodes", "decode_threads", "decoded_queue_size", "decode_lookahead",
-                    "first_lookahead", "sampling_strategy")
+
 
 
 class _CacheView:
@@ -205,24 +202,6 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
         t0 = time.perf_counter()
         self.repo_ids = repo_ids
         self.roots = roots
-        self.seed = constants.SEED_WHEN_NONE if options.get("seed", constants.DEFAULT_SEED) is None else int(
-            options.get("seed", constants.DEFAULT_SEED))
-        self.repeat = bool(options.get("repeat", False))
-        self.image_transforms: Callable | None = options.get("image_transforms")
-        max_num_shards = int(options.get("max_num_shards", 1))
-        nw = options.get("num_workers")
-        self.num_workers = (max_num_shards if max_num_shards > 1 else 0) if nw is None else int(nw)
-        self.batch_size = options.get("batch_size")
-        self.drop_last = bool(options.get("drop_last", False))
-        self.episode_pool_size = options.get("episode_pool_size")
-        self.byte_budget_gb = float(options.get("byte_budget_gb", constants.DEFAULT_BYTE_BUDGET_GB))
-        self.decoded_cache_gb = float(options.get("decoded_cache_gb", 1.0))
-        self.video_decoder_cache_size = options.get("video_decoder_cache_size")
-        self.prefetch_episodes = int(options.get("prefetch_episodes", constants.DEFAULT_PREFETCH_EPISODES))
-        self.decode_threads = int(options.get("decode_threads", constants.DEFAULT_DECODE_THREADS))
-        self.decoded_queue_size = int(options.get("decoded_queue_size", constants.DEFAULT_DECODED_QUEUE_SIZE))
-        self.decode_lookahead = int(options.get("decode_lookahead", 64))
-        self.first_lookahead = options.get("first_lookahead")
         per = {k: _per_dataset(k, options[k], repo_ids) for k in PER_DATASET_OPTIONS if k in options}
         shared = {k: v for k, v in options.items() if k not in per}
         self.datasets: list[StreamingLeRobotDataset] = []
@@ -230,10 +209,17 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
             kw = dict(shared)
             kw.update({k: v[d] for k, v in per.items() if v[d] is not None})
             kw["repo_id"], kw["root"] = rid, root
-            for k in ("equalize", "num_workers", "batch_size", "drop_last"):
-                kw.pop(k, None)
-            with _naming(d, rid):
+            with _naming(d, rid):  # every option is checked here, by the dataset's own constructor
                 self.datasets.append(StreamingLeRobotDataset(**kw))
+        # the mixture's settings: the shared options as the first dataset resolved them (defaults included)
+        first = self.datasets[0]
+        self.seed, self.repeat, self.image_transforms = first.seed, first.repeat, first.image_transforms
+        self.num_workers, self.batch_size, self.drop_last = first.num_workers, first.batch_size, first.drop_last
+        self.return_uint8, self.episode_pool_size = first.return_uint8, first.episode_pool_size
+        self.byte_budget_gb, self.decoded_cache_gb = first.byte_budget_gb, first.decoded_cache_gb
+        self.video_decoder_cache_size, self.prefetch_episodes = first.video_decoder_cache_size, first.prefetch_episodes
+        self.decode_threads, self.decoded_queue_size = first.decode_threads, first.decoded_queue_size
+        self.decode_lookahead, self.first_lookahead = first.decode_lookahead, first.first_lookahead
         if "camera_keys" not in per:  # decode only the cameras every dataset has (the others are dropped)
             cams = [set(c.meta.camera_keys) for c in self.datasets]
             common = [k for k in self.datasets[0].meta.camera_keys if all(k in c for c in cams)]
@@ -250,7 +236,6 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
         for c in self.datasets:
             self._offsets.append(off)
             off += int(max(c.meta.episode_indices)) + 1
-        self.return_uint8 = bool(options.get("return_uint8", False))
         self.meta = self._mixture_meta(aggregate_stats([c.meta.stats for c in self.datasets], keys=self.features))
         self._epoch, self._samples, self._yielded = 0, 0, 0
         self._state_num_workers: int | None = None
@@ -374,7 +359,7 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
 
     # --- planner and resume -------------------------------------------------------------------------
     def _planner(self, num_workers: int, nbytes: Sequence[Callable[[int], int]] | None = None):
-        from lerobotstream.planner import MixturePlanner, mixture_shares
+        from lerobotstream.planner import MixturePlanner
         from lerobotstream.planner._seeds import seed_words
 
         shares = mixture_shares(self.weights)
@@ -419,7 +404,7 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
         start = planner.worker_start(wid, nw)
         plans = []
         for d, p in enumerate(planner.planners):  # ByteBudgetError here, before any fetch
-            with _naming(d, self.repo_ids[d], f"its share {_shares(self.weights)[d]:.1%} of the mixture's "
+            with _naming(d, self.repo_ids[d], f"its share {mixture_shares(self.weights)[d]:.1%} of the mixture's "
                                               f"byte_budget_gb={self.byte_budget_gb:g}"):
                 plans.append(p.worker_plan(start.logical_worker))
         if not any(len(p.episode_indices) for p in plans):
@@ -503,12 +488,6 @@ def _naming(d: int, repo_id: str, share: str | None = None) -> Iterator[None]:
         if exc.message.startswith(f"dataset {d} ("):
             raise
         raise type(exc)(f"{where}: {exc.message}", **getattr(exc, "_fields", {})) from exc
-
-
-def _shares(weights: Sequence[float]):
-    from lerobotstream.planner import mixture_shares
-
-    return mixture_shares(weights)
 
 
 def _get(per: dict[str, list], key: str, d: int) -> Any:
