@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
 from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
@@ -131,23 +131,26 @@ class HttpSource(ByteSource):
         same = (p.scheme, p.hostname, p.port) == self._host
         return dict(self._headers) if same else {}
 
+    def _follow(self, method: str, path: str, url: str, **kw: Any) -> tuple[Any, str]:
+        """``method`` on ``url`` (identity encoding), following at most :data:`_MAX_REDIRECTS`
+        redirects: (the last answer, its URL). Raises SourceError after too many redirects."""
+        for _ in range(_MAX_REDIRECTS + 1):
+            r = self.fetcher.request(
+                method, lambda u=url: (u, {**self._headers_for(u), "Accept-Encoding": "identity"}),
+                path=path, accept_redirect=True, **kw,
+            )
+            if r.status in _REDIRECTS and "location" in r.headers:
+                url = urljoin(url, r.headers["location"])
+                continue
+            return r, url
+        raise SourceError(f"too many redirects for {path!r} at {self.root_display}", path=path)
+
     def _head(self, path: str) -> tuple[str, int, str | None]:
         with self._meta_lock:
             hit = self._meta.get(path)
         if hit is not None:
             return hit
-        url = self._url(path)
-        for _ in range(_MAX_REDIRECTS + 1):
-            r = self.fetcher.request(
-                "HEAD", lambda u=url: (u, {**self._headers_for(u), "Accept-Encoding": "identity"}),
-                path=path, metadata=True, accept_redirect=True,
-            )
-            if r.status in _REDIRECTS and "location" in r.headers:
-                url = urljoin(url, r.headers["location"])
-                continue
-            break
-        else:
-            raise SourceError(f"too many redirects for {path!r} at {self.root_display}", path=path)
+        r, url = self._follow("HEAD", path, self._url(path), metadata=True)
         if "content-length" not in r.headers:
             raise SourceError(f"no Content-Length for {path!r} at {redact_url(url)}", path=path)
         size = int(r.headers["content-length"])
@@ -269,18 +272,7 @@ class HttpSource(ByteSource):
         """
         with self._meta_lock:
             known = self._meta.get(path)
-        url = known[0] if known is not None else self._url(path)
-        for _ in range(_MAX_REDIRECTS + 1):
-            r = self.fetcher.request(
-                "GET", lambda u=url: (u, {**self._headers_for(u), "Accept-Encoding": "identity"}),
-                path=path, accept_redirect=True,
-            )
-            if r.status in _REDIRECTS and "location" in r.headers:
-                url = urljoin(url, r.headers["location"])
-                continue
-            break
-        else:
-            raise SourceError(f"too many redirects for {path!r} at {self.root_display}", path=path)
+        r, url = self._follow("GET", path, known[0] if known is not None else self._url(path))
         where = redact_url(url)
         if r.status != 200:
             raise SourceError(f"reading {path!r} from {where}: expected HTTP 200 for a whole-file GET, got "
