@@ -107,6 +107,21 @@ _U8 = torch.uint8
 _CPU = torch.device("cpu")
 
 
+cdef object _common_u8_shape(views):
+    """The ``(C, H, W)`` shape every frame of ``views`` has, when all are 3-D uint8 CPU tensors
+    (and there is at least one); else None."""
+    if len(views) == 0:
+        return None
+    first = views[0]
+    if first.dtype != _U8 or first.device != _CPU or first.dim() != 3:
+        return None
+    shape = tuple(first.shape)
+    for v in views[1:]:
+        if v.dtype != _U8 or v.device != _CPU or tuple(v.shape) != shape:
+            return None
+    return shape
+
+
 def frames_to_float_chw(views, bint squeeze=True):
     """T uint8 ``(C, H, W)`` CPU frames (any strides) → one new contiguous float32 tensor in [0, 1].
 
@@ -120,17 +135,10 @@ def frames_to_float_chw(views, bint squeeze=True):
         the common shape (the caller then uses torch's path).
     """
     cdef Py_ssize_t T = len(views), t
-    if T == 0:
+    shape = _common_u8_shape(views)
+    if shape is None:
         return None
-    first = views[0]
-    if first.dtype != _U8 or first.device != _CPU or first.dim() != 3:
-        return None
-    shape = tuple(first.shape)
     cdef int64_t C = shape[0], H = shape[1], W = shape[2]
-    for t in range(1, T):
-        v = views[t]
-        if v.dtype != _U8 or v.device != _CPU or tuple(v.shape) != shape:
-            return None
     out = torch.empty(shape if (T == 1 and squeeze) else (T, C, H, W), dtype=torch.float32)
     cdef uintptr_t dst = out.data_ptr()
     cdef int64_t step = C * H * W * 4
@@ -162,20 +170,15 @@ def frames_to_u8_chw(views, bint squeeze=True):
         such a tensor (other channel counts or strides, CUDA frames: the caller then uses torch's copy).
     """
     cdef Py_ssize_t T = len(views), t
-    if T == 0:
+    shape = _common_u8_shape(views)
+    if shape is None:
         return None
-    first = views[0]
-    if first.dtype != _U8 or first.device != _CPU or first.dim() != 3:
-        return None
-    shape = tuple(first.shape)
     cdef int64_t C = shape[0], H = shape[1], W = shape[2]
     if C != 3:
         return None
     cdef int64_t sc, sh, sw
     for t in range(T):
         v = views[t]
-        if t and (v.dtype != _U8 or v.device != _CPU or tuple(v.shape) != shape):
-            return None
         sc, sh, sw = v.stride()
         if sc != 1 or sw != 3 or sh < 3 * W:
             return None
