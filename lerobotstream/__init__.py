@@ -8,7 +8,8 @@ torchcodec (FFmpeg on CPU, NVDEC on CUDA).
 from lerobotstream._version import __version__
 from lerobotstream import errors
 
-__all__ = ["__version__", "errors", "EpisodeByteCache", "StreamingLeRobotDataset", "StreamingMultiLeRobotDataset"]
+__all__ = ["__version__", "errors", "EpisodeByteCache", "PackedCollate", "StreamingLeRobotDataset",
+           "StreamingMultiLeRobotDataset", "packed_collate"]
 
 
 def __getattr__(name: str):
@@ -21,6 +22,10 @@ def __getattr__(name: str):
         from lerobotstream.dataset import StreamingMultiLeRobotDataset
 
         return StreamingMultiLeRobotDataset
+    if name in ("PackedCollate", "packed_collate"):
+        from lerobotstream.dataset import _collate
+
+        return getattr(_collate, name)
     if name == "EpisodeByteCache":
         from lerobotstream.payload_cache import EpisodeByteCache
 

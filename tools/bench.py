@@ -9,7 +9,8 @@ float32) and ``multiprocessing_context`` for every contestant:
   the package installed in ``.venv-lerobot`` (``make setup-lerobot``); ``ours+k=v+...`` passes
   dataset options (``ours+decode_threads=1``) and ``+env.NAME=value`` sets an environment variable
   of that contestant's process (``ours+env.THP_MEM_ALLOC_ENABLE=1``), ``+sharing_strategy=file_system``
-  torch.multiprocessing's sharing strategy;
+  torch.multiprocessing's sharing strategy, ``+collate=packed`` the DataLoader's ``collate_fn``
+  (``lerobotstream.packed_collate``; ``default``: torch's ``default_collate``);
 - ``lerobot``: LeRobot 0.6.1's map-style ``LeRobotDataset`` (``return_uint8`` as given, shuffled
   sampler: what ``lerobot-train`` 0.6 builds), run by ``.venv-lerobot/bin/python``; over the
   remote store it **downloads the dataset first** (8 parallel GETs of every file, as
@@ -446,13 +447,18 @@ def _download(url: str, files: list[str], dst: Path, threads: int = 8) -> int:
         return sum(ex.map(get, files))
 
 
+#: ``ours+NAME=VALUE`` options that set the DataLoader, not the dataset: ``sharing_strategy``
+#: (torch.multiprocessing's), ``collate`` (``packed``: ``lerobotstream.packed_collate``; ``default``)
+_LOADER_OPTIONS = ("sharing_strategy", "collate")
+
+
 def _make_dataset(spec: dict, root: str):
     kind, nw, uint8 = spec["kind"], int(spec["num_workers"]), bool(spec["uint8"])
     if kind == "ours":
         from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
 
         opts = {k: v for k, v in (spec.get("options") or {}).items()
-                if not k.startswith("env.") and k != "sharing_strategy"}
+                if not k.startswith("env.") and k not in _LOADER_OPTIONS}
         common = dict(return_uint8=uint8, max_num_shards=max(1, nw), batch_size=spec["batch_size"], seed=spec["seed"],
                       **opts)
         mix = spec.get("mixture")
@@ -513,6 +519,12 @@ def run_trial(spec: dict) -> dict:
             kw.update(multiprocessing_context=ctx, prefetch_factor=int(spec.get("prefetch_factor", 4)))
         if spec["kind"] == "lerobot":
             kw.update(shuffle=True, generator=torch.Generator().manual_seed(int(spec["seed"])))
+        if (spec.get("options") or {}).get("collate") == "packed":
+            from lerobotstream import packed_collate
+
+            kw["collate_fn"] = packed_collate
+        elif (spec.get("options") or {}).get("collate") not in (None, "default"):
+            raise ValueError(f"collate must be packed or default, got {spec['options']['collate']!r}")
         strategy = (spec.get("options") or {}).get("sharing_strategy")
         if strategy:  # torch.multiprocessing's, for this process and the workers it forks
             torch.multiprocessing.set_sharing_strategy(strategy)
