@@ -194,6 +194,26 @@ def test_collate_equals_lerobot(root):
     assert all(_equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a)
 
 
+def test_packed_collate_over_lerobots_collate(root):
+    """What lerobotstream-train gives LeRobot 0.6.1 on a dataset with language columns: PackedCollate
+    over LeRobot's own lerobot_collate_fn, in 2 spawn DataLoader workers, equals LeRobot's collate."""
+    from lerobot.utils.collate import lerobot_collate_fn as theirs
+
+    from lerobotstream.dataset import PackedCollate
+
+    def batches(collate_fn):
+        ds = StreamingLeRobotDataset(root=root, max_num_shards=2, batch_size=3, seed=5)
+        return list(torch.utils.data.DataLoader(ds, batch_size=3, num_workers=2, collate_fn=collate_fn,
+                                                multiprocessing_context="spawn"))
+
+    ref, got = batches(theirs), batches(PackedCollate(theirs))
+    assert len(ref) == len(got) > 1
+    for a, b in zip(ref, got):
+        assert list(a) == list(b) and "language_events" not in b
+        for k in a:
+            assert _equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k], k
+
+
 def _pil_cases():
     from PIL import Image
 

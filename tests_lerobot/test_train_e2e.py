@@ -45,6 +45,8 @@ def test_trains_and_checkpoints_stream_state(first_run):
     assert summary["steps"] == STEPS and summary["samples"] == STEPS * BS
     assert summary["payload_bytes_fetched"] > 0
     assert summary["sidecar"] == "built"  # a fresh HF_LEROBOT_HOME: built once, at start
+    # LeRobot's collate (default_collate without language columns) in fewer shared-memory files
+    assert summary["collate"] == "PackedCollate('default_collate')"
     assert "[lerobotstream] streaming summary" in proc.stdout
     from importlib.metadata import version
 

@@ -160,20 +160,13 @@ class PackedCollate:
             storage = _new_storage(max(offset, 1), shared)
             for k, off in small:
                 out[k] = _stack_into(packed[k], storage, off)
-        rest = [{k: v for k, v in sample.items() if k not in packed} for sample in batch]
-        collated = self.inner(rest) if rest[0] else {}
-        # key order: the inner collate's, with the packed keys at their places in the items
-        position = {k: i for i, k in enumerate(keys)}
-        pending = sorted(packed, key=position.__getitem__)
-        result: dict[str, Any] = {}
-        for k, v in collated.items():
-            while pending and position[pending[0]] < position.get(k, len(keys)):
-                p = pending.pop(0)
-                result[p] = out[p]
-            result[k] = v
-        for p in pending:
-            result[p] = out[p]
-        return result
+        # the inner collate makes every other key, and the key order: a packed key's values stand in
+        # as empty strings, which both collates pass through as a list (no tensor work)
+        stand_in = dict.fromkeys(packed, "")
+        collated = self.inner([{**sample, **stand_in} for sample in batch])
+        for k, v in out.items():
+            collated[k] = v
+        return collated
 
 
 #: ``PackedCollate()`` over ``default_collate``

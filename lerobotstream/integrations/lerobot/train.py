@@ -9,8 +9,10 @@ With ``--dataset.streaming=true`` it runs LeRobot's ``train`` with:
   stream, and an eval stream with ``--dataset.eval_split``) or 0.4.4's ``make_dataset``,
 * LeRobot's own ``Accelerator`` settings (mixed precision, CPU, DDP kwargs), through a subclass
   that does not re-shard the streams' DataLoaders (each rank already streams its own episodes;
-  accelerate would split or dispatch them a second time); batches move to the policy device in
-  LeRobot's preprocessor as usual,
+  accelerate would split or dispatch them a second time) and collates them with
+  :class:`~lerobotstream.dataset.PackedCollate` over LeRobot's collate (the same batches, fewer
+  shared-memory files from the workers); batches move to the policy device in LeRobot's
+  preprocessor as usual,
 * the stream state in every checkpoint and sample-exact ``--resume=true`` (``resume.py``),
 * a streaming summary at the end (rank 0): samples/s, share of step time waiting for data,
   payload bytes fetched vs. dataset bytes, sidecar status. It is also written to
@@ -34,6 +36,7 @@ from lerobotstream.integrations.lerobot import patching
 from lerobotstream.integrations.lerobot.config import StreamingTrainPipelineConfig
 from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_REQUESTS, TAG_WORKER, TrainingStream, \
     make_streaming_datasets
+from lerobotstream.dataset._collate import PackedCollate
 from lerobotstream.integrations.lerobot import resume as _resume
 
 __all__ = ["main", "Run"]
@@ -70,6 +73,7 @@ class Run:
         self.trace_file = None
         self.sidecar_status: Any = None
         self.accelerator: Any = None  # the Accelerator LeRobot built (StreamingAccelerator)
+        self.collate: str | None = None  # the train stream DataLoader's collate_fn (repr)
 
     # --- patched: make_train_eval_datasets (0.6.x) / make_dataset (0.4.4) -----------------------
     def make_train_eval_datasets(self, cfg: Any) -> tuple[Any, Any]:
@@ -132,6 +136,7 @@ class Run:
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self.trace_file = open(f"{path}.rank{rank}", "a", buffering=1)
+        self.collate = repr(getattr(dataloader, "collate_fn", None))
         self.loop_start = time.perf_counter()  # includes starting the DataLoader workers
         it = iter(dataloader)
         while True:
@@ -202,6 +207,7 @@ class Run:
             "payload_requests": sum(self.worker_requests.values()),
             "dataset_bytes": dataset_bytes,
             "sidecar": self.sidecar_status,
+            "collate": self.collate,
             **_mixture_summary(ds, self.samples_by_dataset),
         }
 
@@ -282,6 +288,10 @@ def _streaming_accelerator_class(run: "Run") -> type:
 
         def prepare_data_loader(self, data_loader, device_placement=None, slice_fn_for_dispatch=None):
             if isinstance(getattr(data_loader, "dataset", None), TrainingStream):
+                # the same batches as LeRobot's collate (default or lerobot_collate_fn), in fewer
+                # shared-memory files from the workers (docs/performance.md)
+                if not isinstance(data_loader.collate_fn, PackedCollate):
+                    data_loader.collate_fn = PackedCollate(data_loader.collate_fn)
                 return data_loader  # already one shard per rank; don't split or dispatch it again
             return super().prepare_data_loader(data_loader, device_placement=device_placement,
                                                slice_fn_for_dispatch=slice_fn_for_dispatch)

@@ -1,0 +1,129 @@
+"""``PackedCollate``: the batches of ``default_collate`` / ``lerobot_collate_fn``, in fewer storages.
+
+The oracle is the inner collate itself: same keys in the same order, dtypes, shapes and values,
+batch by batch, in-process and through DataLoader workers (fork and spawn), on streamed items
+with video and state windows and ``*_is_pad`` masks (frame identities burned into the pixels).
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data._utils.collate import default_collate
+
+import lerobotstream
+from lerobotstream.dataset import PackedCollate, StreamingLeRobotDataset, lerobot_collate_fn, packed_collate
+from lerobotstream.dataset._collate import OWN_STORAGE_BYTES
+
+CAM = (("observation.images.front", 64, 48), ("observation.images.wrist", 32, 24))
+LENGTHS = (9, 6, 11, 7)
+B = 4
+
+
+@pytest.fixture(scope="module")
+def root(make_generated_dataset):
+    return Path(make_generated_dataset(episode_lengths=LENGTHS, codec="h264", gop=4, cameras=CAM,
+                                       episodes_per_video_file=2))
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    return type(a) is type(b) and a == b
+
+
+def _assert_same_batches(ref: list, got: list) -> None:
+    assert len(ref) == len(got) > 1
+    for a, b in zip(ref, got):
+        assert list(a) == list(b)
+        for k in a:
+            assert _equal(a[k], b[k]), k
+
+
+def _loader_batches(root, collate_fn, nw, ctx=None, **kw):
+    ds = StreamingLeRobotDataset(root=root, max_num_shards=max(1, nw), batch_size=B, seed=3, return_uint8=True,
+                                 decode_lookahead=6, **kw)
+    dl = torch.utils.data.DataLoader(ds, batch_size=B, num_workers=nw, collate_fn=collate_fn,
+                                     multiprocessing_context=ctx if nw else None)
+    return list(dl)
+
+
+WINDOWS = {"observation.images.front": [-0.1, 0.0], "observation.state": [-0.1, 0.0], "action": [0.0, 0.1, 0.2]}
+
+
+@pytest.mark.parametrize("nw,ctx", [(0, None), (2, "fork"), (2, "spawn")])
+def test_streamed_batches_equal_default_collate(root, nw, ctx):
+    kw = {"delta_timestamps": WINDOWS}
+    ref = _loader_batches(root, None, nw, ctx, **kw)
+    got = _loader_batches(root, packed_collate, nw, ctx, **kw)
+    _assert_same_batches(ref, got)
+    assert sum(len(b["index"]) for b in got) == sum(LENGTHS)  # the short last batches too
+    b = got[0]
+    assert b["observation.images.front"].shape[:2] == (B, 2) and b["action_is_pad"].dtype == torch.bool
+
+
+def test_small_keys_share_one_storage_large_keys_own_one(root):
+    batch = _loader_batches(root, packed_collate, 2, "fork")[0]  # through the process boundary
+    tensors = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}
+    large = {k for k, v in tensors.items() if v.numel() * v.element_size() >= OWN_STORAGE_BYTES}
+    small = set(tensors) - large
+    ptr = {k: tensors[k].untyped_storage().data_ptr() for k in tensors}
+    assert len({ptr[k] for k in small}) == 1 and len(small) >= 5
+    assert all(tensors[k].is_contiguous() for k in tensors)
+    assert all(ptr[k] != ptr[s] for k in large for s in small)
+    assert len({ptr[k] for k in large}) == len(large)
+
+
+def test_large_and_small_threshold_and_storages():
+    items = [{"frames": torch.full((3, 256, 512), i, dtype=torch.uint8), "state": torch.full((6,), float(i)),
+              "flag": torch.tensor(bool(i % 2)), "n": torch.tensor(i), "task": "pick"} for i in range(B)]
+    ref, got = default_collate(items), packed_collate(items)
+    assert list(ref) == list(got) and all(_equal(ref[k], got[k]) for k in ref)
+    assert got["frames"].untyped_storage().nbytes() == B * 3 * 256 * 512
+    assert got["state"].untyped_storage().data_ptr() == got["n"].untyped_storage().data_ptr() == \
+        got["flag"].untyped_storage().data_ptr()
+    offsets = sorted(got[k].storage_offset() * got[k].element_size() for k in ("state", "flag", "n"))
+    assert all(o % 64 == 0 for o in offsets)
+    assert not got["frames"].is_shared()  # shared memory only inside DataLoader workers
+
+
+def test_lerobot_collate_fn_inner_keeps_lists_drops_language_and_none():
+    items = [{"observation.state": torch.full((2,), float(i)), "task": "t", "messages": [{"role": "user"}],
+              "language_events": [{"text": "x"}], "index": torch.tensor(i)} for i in range(3)]
+    ref = lerobot_collate_fn(items + [None])
+    got = PackedCollate(lerobot_collate_fn)(items + [None])
+    assert list(ref) == list(got) and "language_events" not in got and got["messages"] == ref["messages"]
+    assert all(_equal(ref[k], got[k]) for k in ref)
+    assert PackedCollate(lerobot_collate_fn)([None, None]) is None
+
+
+def test_what_it_cannot_pack_goes_to_the_inner_collate_unchanged():
+    ragged = [{"x": torch.zeros(2)}, {"x": torch.zeros(3)}]
+    with pytest.raises(RuntimeError):
+        default_collate(ragged)
+    with pytest.raises(RuntimeError):
+        packed_collate(ragged)  # the same error as default_collate
+    mixed = [{"x": torch.zeros(2)}, {"x": torch.zeros(2, dtype=torch.int64)}]
+    assert _equal(packed_collate(mixed)["x"], default_collate(mixed)["x"])
+    grads = [{"x": torch.zeros(2, requires_grad=True)} for _ in range(2)]
+    assert packed_collate(grads)["x"].requires_grad  # default_collate's own stack
+    tuples = [(torch.zeros(2), 1), (torch.ones(2), 2)]
+    assert all(_equal(a, b) for a, b in zip(packed_collate(tuples), default_collate(tuples)))
+    calls = []
+
+    def mine(batch):
+        calls.append(len(batch))
+        return batch
+
+    items = [{"x": torch.zeros(2)}] * 3
+    assert PackedCollate(mine)(items) is items and calls == [3]  # unknown collate: called as is
+
+
+def test_public_names_and_pickle():
+    assert lerobotstream.packed_collate is packed_collate and lerobotstream.PackedCollate is PackedCollate
+    again = pickle.loads(pickle.dumps(PackedCollate(lerobot_collate_fn)))
+    assert again.inner is lerobot_collate_fn and again._packs
+    assert repr(packed_collate) == "PackedCollate('default_collate')"
