@@ -9,8 +9,9 @@ float32) and ``multiprocessing_context`` for every contestant:
   the package installed in ``.venv-lerobot`` (``make setup-lerobot``); ``ours+k=v+...`` passes
   dataset options (``ours+decode_threads=1``) and ``+env.NAME=value`` sets an environment variable
   of that contestant's process (``ours+env.THP_MEM_ALLOC_ENABLE=1``), ``+sharing_strategy=file_system``
-  torch.multiprocessing's sharing strategy, ``+collate=packed`` the DataLoader's ``collate_fn``
-  (``lerobotstream.packed_collate``; ``default``: torch's ``default_collate``);
+  torch.multiprocessing's sharing strategy, ``+collate=default`` the DataLoader's ``collate_fn``
+  (torch's ``default_collate``; ours runs with ``lerobotstream.packed_collate`` otherwise, as
+  ``lerobotstream-train`` does and the README recommends);
 - ``lerobot``: LeRobot 0.6.1's map-style ``LeRobotDataset`` (``return_uint8`` as given, shuffled
   sampler: what ``lerobot-train`` 0.6 builds), run by ``.venv-lerobot/bin/python``; over the
   remote store it **downloads the dataset first** (8 parallel GETs of every file, as
@@ -448,7 +449,8 @@ def _download(url: str, files: list[str], dst: Path, threads: int = 8) -> int:
 
 
 #: ``ours+NAME=VALUE`` options that set the DataLoader, not the dataset: ``sharing_strategy``
-#: (torch.multiprocessing's), ``collate`` (``packed``: ``lerobotstream.packed_collate``; ``default``)
+#: (torch.multiprocessing's), ``collate`` (``packed``: ``lerobotstream.packed_collate``, ours' default;
+#: ``default``: torch's ``default_collate``)
 _LOADER_OPTIONS = ("sharing_strategy", "collate")
 
 
@@ -519,12 +521,19 @@ def run_trial(spec: dict) -> dict:
             kw.update(multiprocessing_context=ctx, prefetch_factor=int(spec.get("prefetch_factor", 4)))
         if spec["kind"] == "lerobot":
             kw.update(shuffle=True, generator=torch.Generator().manual_seed(int(spec["seed"])))
-        if (spec.get("options") or {}).get("collate") == "packed":
+        collate = (spec.get("options") or {}).get("collate")
+        if collate is None and spec["kind"] == "ours":  # ours as lerobotstream-train and the README run it
+            try:
+                from lerobotstream import packed_collate  # noqa: F401
+                collate = "packed"
+            except ImportError:  # ours@PATH of a checkout before it
+                collate = "default"
+        if collate == "packed":
             from lerobotstream import packed_collate
 
             kw["collate_fn"] = packed_collate
-        elif (spec.get("options") or {}).get("collate") not in (None, "default"):
-            raise ValueError(f"collate must be packed or default, got {spec['options']['collate']!r}")
+        elif collate not in (None, "default"):
+            raise ValueError(f"collate must be packed or default, got {collate!r}")
         strategy = (spec.get("options") or {}).get("sharing_strategy")
         if strategy:  # torch.multiprocessing's, for this process and the workers it forks
             torch.multiprocessing.set_sharing_strategy(strategy)
@@ -533,7 +542,7 @@ def run_trial(spec: dict) -> dict:
         mem.start()
         res = _drive(loader, spec, t0, mem)
         mem.stop()
-        res.update(construct_s=construct_s, download_s=download_s, downloaded_bytes=downloaded,
+        res.update(collate=collate or "default", construct_s=construct_s, download_s=download_s, downloaded_bytes=downloaded,
                    peak_pss_mib=mem.peak_kib / 1024)
         if spec["kind"] == "ours":
             st = getattr(ds, "_setup", {})
