@@ -3,7 +3,7 @@
 Side channel: the dataset is wrapped in :class:`ProfiledStream`, which (in whichever process
 iterates it: a DataLoader worker or the main process) adds to every item one JSON string under
 :data:`STATS_KEY` holding that process's ``ds.stats()`` snapshot, its pid, worker id and wall
-clock. ``default_collate`` turns the strings into a list; the main process pops it before the
+clock. The collate turns the strings into a list; the main process pops it before the
 "model" sees the batch and keeps the latest snapshot per pid. No dataset hook is needed, and the
 last batch a worker delivered carries that worker's counters up to the moment it was produced.
 Memory is sampled by the main process from ``/proc`` (:mod:`lerobotstream.profile._memory`): on a
@@ -153,7 +153,9 @@ def profile_dataset(
     memory_interval_s: float = 0.1,
     metadata_s: float | None = None,
 ) -> RawRun:
-    """Run ``ds`` through ``DataLoader(batch_size, num_workers)`` for ``steps`` batches, no model.
+    """Run ``ds`` through ``DataLoader(batch_size, num_workers)`` for ``steps`` batches, no model,
+    collated as ``lerobotstream-train`` collates (``PackedCollate`` over ``default_collate``, or
+    over ``lerobot_collate_fn`` for a dataset with language columns).
 
     Args:
         ds: a :class:`~lerobotstream.StreamingLeRobotDataset` (anything iterable with ``stats()``).
@@ -175,8 +177,11 @@ def profile_dataset(
     if ds.image_transforms is not None and not isinstance(ds.image_transforms, TimedTransform):
         ds.image_transforms = TimedTransform(ds.image_transforms)
     video_keys = list(getattr(ds, "video_keys", []))
-    loader = DataLoader(ProfiledStream(ds), batch_size=batch_size, num_workers=num_workers,
-                        persistent_workers=False)
+    from lerobotstream.dataset._collate import PackedCollate, lerobot_collate_fn
+
+    language = bool(getattr(getattr(ds, "meta", None), "has_language_columns", False))
+    loader = DataLoader(ProfiledStream(ds), batch_size=batch_size, num_workers=num_workers, persistent_workers=False,
+                        collate_fn=PackedCollate(lerobot_collate_fn if language else None))
     pids: dict[int, str] = {os.getpid(): "main"}
     latest: dict[int, dict] = {}
     waits: list[float] = []
