@@ -110,6 +110,16 @@ def test_what_it_cannot_pack_goes_to_the_inner_collate_unchanged():
     assert _equal(packed_collate(mixed)["x"], default_collate(mixed)["x"])
     grads = [{"x": torch.zeros(2, requires_grad=True)} for _ in range(2)]
     assert packed_collate(grads)["x"].requires_grad  # default_collate's own stack
+    late_grad = [{"x": torch.zeros(2)}, {"x": torch.zeros(2, requires_grad=True)}]
+    assert packed_collate(late_grad)["x"].requires_grad
+    empty = [{"x": torch.zeros(0, 3), "y": torch.tensor(i)} for i in range(3)]
+    assert all(_equal(a, b) for a, b in zip(packed_collate(empty).values(), default_collate(empty).values()))
+    sparse = [{"x": torch.eye(2).to_sparse()} for _ in range(2)]
+    with pytest.raises(RuntimeError, match="sparse"):
+        packed_collate(sparse)  # default_collate's own refusal
+    nested = [{"obs": {"state": torch.full((2,), float(i))}, "n": torch.tensor(i)} for i in range(2)]
+    ref, got = default_collate(nested), packed_collate(nested)
+    assert list(ref) == list(got) and _equal(ref["obs"]["state"], got["obs"]["state"]) and _equal(ref["n"], got["n"])
     tuples = [(torch.zeros(2), 1), (torch.ones(2), 2)]
     assert all(_equal(a, b) for a, b in zip(packed_collate(tuples), default_collate(tuples)))
     calls = []

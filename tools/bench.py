@@ -115,7 +115,7 @@ PLANS: dict[str, list[tuple[str, str, str, list[str], tuple[str, ...] | None]]] 
     "readme": [
         ("g1", "local", "uint8", ["0", "2:spawn", "2:fork"], None),
         ("g1-h264", "local", "uint8", ["2:spawn"], ("ours", "lerobot")),
-        ("g1", "http", "uint8", ["2:spawn"], ("ours", "lerobot")),
+        ("g1", "http", "uint8", ["2:spawn", "2:fork"], ("ours", "lerobot")),
     ],
     # every dataset, float32 and the remote store in-process too (docs/performance.md; ~15 min a round)
     "extended": [

@@ -71,13 +71,12 @@ def _is_lerobot_collate(fn: Any) -> bool:
 
 
 def _stackable(values: list[Any]) -> bool:
-    """CPU tensors of one shape and dtype (what ``default_collate`` stacks), plain ``torch.Tensor``."""
+    """Plain dense CPU ``torch.Tensor`` values of one shape and dtype, none requiring grad: what
+    ``torch.stack(..., out=view)`` takes (anything else is left to the inner collate)."""
     first = values[0]
-    if type(first) is not torch.Tensor or first.device.type != "cpu" or first.requires_grad:
-        return False
     shape, dtype = first.shape, first.dtype
     return all(type(v) is torch.Tensor and v.shape == shape and v.dtype == dtype and v.device.type == "cpu"
-               for v in values)
+               and v.layout == torch.strided and not v.requires_grad and not v.is_quantized for v in values)
 
 
 def _new_storage(nbytes: int, shared: bool) -> torch.UntypedStorage:
