@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,36 @@ def test_first_chunk_and_ffmpeg_threads_same_items(make_generated_dataset):
         assert st["torchcodec_import_s"] >= 0
     with pytest.raises(ValueError):
         StreamingLeRobotDataset(root=root, ffmpeg_threads=-1)
+
+
+def test_first_chunk_decoded_before_the_next_chunk_is_drawn(make_generated_dataset, monkeypatch):
+    """The iterator's first chunk (``first_lookahead`` anchors) is decoded alone: drawn at once, the
+    next chunk's job of the same episode raced it for the episode's decode lock (both wake when the
+    episode's fetch ends) and won about half the time, so the first items waited for a whole
+    ``decode_lookahead`` chunk's decode."""
+    from lerobotstream.dataset import _decodejob
+
+    cam = (("observation.images.front", 64, 48),)
+    root = Path(make_generated_dataset(episode_lengths=(40,), codec="av1", cameras=cam))
+    calls: list[tuple[str, int]] = []
+    decode_group = _decodejob.ChunkDecoder.decode_group
+
+    def first_one_slow(self, ep, frames):
+        calls.append(("start", len(frames)))
+        if len(calls) == 1:
+            time.sleep(0.3)  # a next chunk's job submitted already would start (and take the lock) now
+        try:
+            return decode_group(self, ep, frames)
+        finally:
+            calls.append(("end", len(frames)))
+
+    monkeypatch.setattr(_decodejob.ChunkDecoder, "decode_group", first_one_slow)
+    ds = StreamingLeRobotDataset(root=root, first_lookahead=4, decode_lookahead=16)
+    it = iter(ds)
+    next(it)
+    assert calls[:2] == [("start", 4), ("end", 4)]
+    assert sum(1 for _ in it) == 39  # the rest of the epoch still comes, in full
+    assert sum(n for kind, n in calls if kind == "start") == 40  # every anchor in one decode job, once
 
 
 @pytest.mark.parametrize("c,h,w", [(3, 1, 1), (3, 7, 5), (1, 9, 11), (4, 6, 10), (3, 481, 641)])
