@@ -16,7 +16,6 @@ from torch.utils.data._utils.collate import default_collate
 
 import lerobotstream
 from lerobotstream.dataset import PackedCollate, StreamingLeRobotDataset, lerobot_collate_fn, packed_collate
-from lerobotstream.dataset._collate import OWN_STORAGE_BYTES
 
 CAM = (("observation.images.front", 64, 48), ("observation.images.wrist", 32, 24))
 LENGTHS = (9, 6, 11, 7)
@@ -31,7 +30,8 @@ def root(make_generated_dataset):
 
 def _equal(a, b) -> bool:
     if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+        return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
+                and torch.equal(a, b))
     return type(a) is type(b) and a == b
 
 
@@ -65,42 +65,72 @@ def test_streamed_batches_equal_default_collate(root, nw, ctx):
     assert b["observation.images.front"].shape[:2] == (B, 2) and b["action_is_pad"].dtype == torch.bool
 
 
-def test_small_keys_share_one_storage_large_keys_own_one(root):
+@pytest.fixture
+def in_worker(monkeypatch):
+    """Collate as inside a DataLoader worker (where PackedCollate packs; shared memory is real)."""
+    from lerobotstream.dataset import _collate
+
+    monkeypatch.setattr(_collate, "get_worker_info", lambda: object())
+
+
+def _ptr(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def test_small_keys_share_one_storage_per_dtype_frames_own_one(root):
     batch = _loader_batches(root, packed_collate, 2, "fork")[0]  # through the process boundary
     tensors = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}
-    large = {k for k, v in tensors.items() if v.numel() * v.element_size() >= OWN_STORAGE_BYTES}
-    small = set(tensors) - large
-    ptr = {k: tensors[k].untyped_storage().data_ptr() for k in tensors}
-    assert len({ptr[k] for k in small}) == 1 and len(small) >= 5
+    frames = {k for k, v in tensors.items() if v.dim() >= 4}
+    small = set(tensors) - frames
+    assert frames == {c for c, _, _ in CAM} and len(small) >= 6
+    for dtype in {tensors[k].dtype for k in small}:
+        assert len({_ptr(tensors[k]) for k in small if tensors[k].dtype == dtype}) == 1, dtype
+    assert len({_ptr(tensors[k]) for k in small}) == len({tensors[k].dtype for k in small})
+    assert len({_ptr(tensors[k]) for k in frames} | {_ptr(tensors[k]) for k in small}) == \
+        len(frames) + len({tensors[k].dtype for k in small})
     assert all(tensors[k].is_contiguous() for k in tensors)
-    assert all(ptr[k] != ptr[s] for k in large for s in small)
-    assert len({ptr[k] for k in large}) == len(large)
 
 
-def test_large_and_small_threshold_and_storages():
+def test_in_process_it_is_the_inner_collate_itself():
+    items = [{"state": torch.full((6,), float(i)), "n": torch.tensor(i)} for i in range(B)]
+    got = packed_collate(items)  # no DataLoader worker: nothing crosses a process
+    assert _ptr(got["state"]) != _ptr(got["n"]) and got["n"].storage_offset() == 0
+
+
+def test_packing_in_a_worker(in_worker, tmp_path):
     items = [{"frames": torch.full((3, 256, 512), i, dtype=torch.uint8), "state": torch.full((6,), float(i)),
-              "flag": torch.tensor(bool(i % 2)), "n": torch.tensor(i), "task": "pick"} for i in range(B)]
+              "action": torch.full((4, 6), -float(i)), "flag": torch.tensor(bool(i % 2)), "n": torch.tensor(i),
+              "m": torch.tensor(2 * i), "big": torch.zeros(32 << 10), "task": "pick"} for i in range(B)]
     ref, got = default_collate(items), packed_collate(items)
     assert list(ref) == list(got) and all(_equal(ref[k], got[k]) for k in ref)
-    assert got["frames"].untyped_storage().nbytes() == B * 3 * 256 * 512
-    assert got["state"].untyped_storage().data_ptr() == got["n"].untyped_storage().data_ptr() == \
-        got["flag"].untyped_storage().data_ptr()
-    offsets = sorted(got[k].storage_offset() * got[k].element_size() for k in ("state", "flag", "n"))
+    assert all(got[k].is_shared() for k in got if k != "task")
+    assert _ptr(got["state"]) == _ptr(got["action"]) != _ptr(got["n"]) == _ptr(got["m"]) != _ptr(got["flag"])
+    assert got["frames"].untyped_storage().nbytes() == B * 3 * 256 * 512  # image-like: its own
+    assert got["big"].untyped_storage().nbytes() == B * (32 << 10) * 4  # >= 64 KiB per batch: its own
+    offsets = [got[k].storage_offset() * got[k].element_size() for k in ("state", "action", "n", "m")]
     assert all(o % 64 == 0 for o in offsets)
-    assert not got["frames"].is_shared()  # shared memory only inside DataLoader workers
+    torch.save(got, tmp_path / "batch.pt")  # one dtype per storage: torch.save takes it
+    back = torch.load(tmp_path / "batch.pt")
+    assert all(_equal(back[k], got[k]) for k in got)
+    one = [{"frame": torch.zeros(3, 8, 8, dtype=torch.uint8), "index": torch.tensor(i)} for i in range(1)]
+    got = packed_collate(one)  # a small frame (batch of one) still keeps its own storage
+    assert got["frame"].untyped_storage().nbytes() == 3 * 8 * 8 and _ptr(got["frame"]) != _ptr(got["index"])
 
 
-def test_lerobot_collate_fn_inner_keeps_lists_drops_language_and_none():
+def test_lerobot_collate_fn_inner_keeps_lists_drops_language_and_none(in_worker):
     items = [{"observation.state": torch.full((2,), float(i)), "task": "t", "messages": [{"role": "user"}],
-              "language_events": [{"text": "x"}], "index": torch.tensor(i)} for i in range(3)]
+              "language_events": [{"text": "x"}], "index": torch.tensor(i),
+              "target_message_indices": torch.tensor([i])} for i in range(3)]
     ref = lerobot_collate_fn(items + [None])
     got = PackedCollate(lerobot_collate_fn)(items + [None])
     assert list(ref) == list(got) and "language_events" not in got and got["messages"] == ref["messages"]
-    assert all(_equal(ref[k], got[k]) for k in ref)
+    assert all(_equal(ref[k], got[k]) if isinstance(ref[k], torch.Tensor) else
+               all(_equal(a, b) for a, b in zip(ref[k], got[k])) for k in ref)
+    assert isinstance(got["target_message_indices"], list)  # a LeRobot list key stays a list
     assert PackedCollate(lerobot_collate_fn)([None, None]) is None
 
 
-def test_what_it_cannot_pack_goes_to_the_inner_collate_unchanged():
+def test_what_it_cannot_pack_goes_to_the_inner_collate_unchanged(in_worker):
     ragged = [{"x": torch.zeros(2)}, {"x": torch.zeros(3)}]
     with pytest.raises(RuntimeError):
         default_collate(ragged)
