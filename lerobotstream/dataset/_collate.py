@@ -98,8 +98,8 @@ class PackedCollate:
     shared storage per dtype** (64-byte aligned views; one dtype per storage, so ``torch.save`` of a
     batch works); image-like keys (frames, depth maps: 3 or more dims per item) and larger keys keep
     a storage each. Outside workers (``num_workers=0``) it is ``inner`` itself: nothing crosses a
-    process there. Measured on 2 cores with 2 workers, G1 640x480 uint8 samples: 5.6-5.8 vs
-    6.6-6.9 CPU ms per sample with ``default_collate`` (``docs/performance.md``).
+    process there. Measured on 2 cores with 2 workers, G1 640x480 uint8 samples: about 1 CPU ms
+    per sample less than ``default_collate`` (5.7-6.6 vs 6.7-8.0 ms; ``docs/performance.md``).
 
     The batch equals ``inner``'s: the same keys in the same order, values, shapes, dtypes, strides.
     The small keys' tensors are contiguous views into their dtype's storage, which has three
