@@ -92,33 +92,26 @@ class DecodedGopCache:
     def use(self, key: Hashable, n: int) -> None:
         """``n`` uses of run ``key`` were served: drop the run when no use remains."""
         with self._lock:
-            left = self._demand.get(key)
-            if left is None:
-                return
-            left -= int(n)
-            if left > 0:
-                self._demand[key] = left
-                return
-            self._demand.pop(key, None)
-            ent = self._items.pop(key, None)
-            if ent is not None:
-                self.nbytes -= self._size(ent[1])
+            self._use_locked(key, n)
 
     def use_many(self, keys: list, counts: list) -> None:
         """:meth:`use` for each ``(key, n)`` pair, under one lock."""
         with self._lock:
             for key, n in zip(keys, counts):
-                left = self._demand.get(key)
-                if left is None:
-                    continue
-                left -= int(n)
-                if left > 0:
-                    self._demand[key] = left
-                    continue
-                self._demand.pop(key, None)
-                ent = self._items.pop(key, None)
-                if ent is not None:
-                    self.nbytes -= self._size(ent[1])
+                self._use_locked(key, n)
+
+    def _use_locked(self, key: Hashable, n: int) -> None:
+        left = self._demand.get(key)
+        if left is None:
+            return
+        left -= int(n)
+        if left > 0:
+            self._demand[key] = left
+            return
+        self._demand.pop(key, None)
+        ent = self._items.pop(key, None)
+        if ent is not None:
+            self.nbytes -= self._size(ent[1])
 
     def drop(self, prefix: tuple) -> None:
         """Forget every run whose key starts with ``prefix`` (e.g. ``(episode,)``)."""
