@@ -44,7 +44,6 @@ PER_DATASET_OPTIONS = ("episodes", "delta_timestamps", "revision", "repo_type", 
                        "camera_keys", "drop_n_last_frames")
 
 
-
 class _CacheView:
     """One dataset's view of the mixture's byte cache (its episode ``e`` is ``offset + e`` there)."""
 
@@ -403,8 +402,9 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
         planner.samples_consumed = samples
         start = planner.worker_start(wid, nw)
         plans = []
+        shares = mixture_shares(self.weights)
         for d, p in enumerate(planner.planners):  # ByteBudgetError here, before any fetch
-            with _naming(d, self.repo_ids[d], f"its share {mixture_shares(self.weights)[d]:.1%} of the mixture's "
+            with _naming(d, self.repo_ids[d], f"its share {shares[d]:.1%} of the mixture's "
                                               f"byte_budget_gb={self.byte_budget_gb:g}"):
                 plans.append(p.worker_plan(start.logical_worker))
         if not any(len(p.episode_indices) for p in plans):
