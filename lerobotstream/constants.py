@@ -35,7 +35,8 @@ def debug_enabled() -> bool:
     (read at call time)."""
     return os.environ.get("LEROBOTSTREAM_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
 
-# --- defaults of the streaming options (dataset arguments and --dataset.streaming_* flags) -----------
+# --- defaults of the streaming options (read by lerobotstream.options.StreamOptions, the one table of
+# options; the planner and the sources read the ones they need from here) -----------------------------
 DEFAULT_SEED = 1000
 SEED_WHEN_NONE = 42
 DEFAULT_EPISODE_POOL_SIZE_PER_RANK = 32
@@ -46,6 +47,10 @@ DEFAULT_DECODED_QUEUE_SIZE = 8
 DEFAULT_SIDECAR_LOCK_TIMEOUT_S = 1800.0
 DEFAULT_TOLERANCE_S = 1e-4
 DEFAULT_SAMPLING_STRATEGY = "remaining"
+DEFAULT_READ_TIMEOUT_S = 120.0  # one read from an HTTP(S)/Hub/bucket store, retries included
+DEFAULT_DECODE_LOOKAHEAD = 64
+DEFAULT_DECODED_CACHE_GB = 1.0
+DEFAULT_FFMPEG_THREADS = 1
 SAMPLING_STRATEGIES = ("remaining", "round_robin", "sequential")
 
 # LeRobot v3 layout (LeRobotDataset v3.0 on-disk format)

@@ -10,8 +10,9 @@ Credentials never appear in a message.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 
 class LeRobotStreamError(Exception):
@@ -35,6 +36,19 @@ class LeRobotStreamError(Exception):
 
 def _rebuild(cls: type, message: str, fields: dict) -> LeRobotStreamError:
     return cls(message, **fields)
+
+
+@contextlib.contextmanager
+def naming(where: str) -> Iterator[None]:
+    """Re-raise a lerobotstream error raised inside the block with ``where`` before its message
+    (same type and fields), e.g. ``naming("dataset 1 (b/y)")`` for a mixture's dataset; an error
+    whose message already starts with ``where`` passes unchanged."""
+    try:
+        yield
+    except LeRobotStreamError as exc:
+        if exc.message.startswith(where.split(";")[0].rstrip(")")):
+            raise
+        raise type(exc)(f"{where}: {exc.message}", **getattr(exc, "_fields", {})) from exc
 
 
 # --- METADATA ERRORS --------------------------------------------------------------------------

@@ -91,9 +91,9 @@ def test_rank_without_episode_is_an_error():
 def test_idle_workers_yield_nothing_and_say_so_once(caplog, monkeypatch):
     """Said by DataLoader worker 0 where its stream starts, once per process; not by the other
     workers nor by planners built for bookkeeping (state_dict). Real DataLoaders: test_idle_workers.py."""
-    from lerobotstream.planner import _planner
+    from lerobotstream.planner import _base
 
-    monkeypatch.setattr(_planner, "_IDLE_WARNED", set())
+    monkeypatch.setattr(_base, "_IDLE_WARNED", set())
     caplog.set_level(logging.WARNING, logger="lerobotstream.planner")
     lengths = {0: 3, 1: 7, 2: 11}
     said = lambda: len([r for r in caplog.records if "yield nothing" in r.message])  # noqa: E731

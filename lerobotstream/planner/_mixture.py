@@ -26,22 +26,30 @@ to its own share of it (the shares sum to the budget).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from lerobotstream.errors import ResumeStateError
+from lerobotstream import constants
+from lerobotstream.errors import naming
 from lerobotstream.planner import _seeds
-from lerobotstream.errors import ShardingError
-from lerobotstream.planner._planner import BatchTurns, Planner, WorkerPlan, WorkerStart
+from lerobotstream.planner._base import PlannerBase, WorkerStart
+from lerobotstream.planner._planner import Planner, WorkerPlan
 from lerobotstream.planner._pool import EpisodePool, PoolEvent
+from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._state import StreamState
 
 __all__ = ["MixSequence", "MixedPool", "MixturePlanner", "integer_weights", "mixture_shares"]
 
 TAG_MIXTURE = 0x4D495854  # "MIXT"
 WEIGHT_SCALE = 1 << 40  # integer weights: exact block counts, no float drift over billions of samples
+GIB = 1 << 30
+
+
+def _no_nbytes(episode_index: int) -> int:
+    """Stand-in size for planners that only compute states (never build a worker plan)."""
+    raise AssertionError("a state-only planner must not build worker plans")
 
 
 def integer_weights(weights: Sequence[float]) -> list[int]:
@@ -336,7 +344,7 @@ class MixedPool:
         return got
 
 
-class MixturePlanner(BatchTurns):
+class MixturePlanner(PlannerBase):
     """The planner of one rank over a weighted mixture (pure: no I/O, no torch import).
 
     Args:
@@ -373,9 +381,54 @@ class MixturePlanner(BatchTurns):
         self.num_workers, self.num_shards = p0.num_workers, p0.num_shards
         self.mixture = dict(mixture or {})
         self.byte_budget, self.pool_size = byte_budget, pool_size
+        self.names = [str(n) for n in self.mixture.get("repo_ids", range(len(self.planners)))]
+        self.shares = mixture_shares(weights)
+        self.byte_budget_gb: float | None = None
+        self.num_active_workers = int((self.dataset_worker_frames().sum(axis=0) > 0).sum())
         self._fit: np.ndarray | None = None
         self.epoch = 0
         self.samples_consumed = 0
+
+    _kind = "mixture"
+
+    @classmethod
+    def for_datasets(cls, anchor_lengths: Sequence[Mapping[int, int]], weights: Sequence[float],
+                     offsets: Sequence[int], *, seed: int, num_workers: int, pool_size: int | None,
+                     byte_budget_gb: float, decoder_cache_size: int | None, strategy: str, repeat: bool,
+                     batch_size: int | None, drop_last: bool,
+                     episode_nbytes: Sequence[Callable[[int], int]] | None = None,
+                     mixture: dict[str, Any] | None = None, rank: int | None = None,
+                     world_size: int | None = None) -> MixturePlanner:
+        """The mixture planner of one rank, with each dataset's :class:`Planner` built from the
+        mixture's settings: its own seed (the mixture's seed and its position; a mixture of one
+        dataset uses the seed itself, so it gives that dataset's own order), its share
+        (:func:`mixture_shares`) of the rank's pool (per worker), byte budget (GiB) and open-decoder
+        cap. Errors name the dataset (``mixture["repo_ids"]``) and its share.
+
+        Raises:
+            ShardingError, ValueError: as :class:`Planner` for one dataset (its name and share added).
+        """
+        shares = mixture_shares(weights)
+        n = len(anchor_lengths)
+        pool = pool_size or max(1, constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // max(1, int(num_workers)))
+        names = list((mixture or {}).get("repo_ids", range(n)))
+        planners = []
+        for d, (lengths, share) in enumerate(zip(anchor_lengths, shares)):
+            seed_d = int(seed) if n == 1 else int(_seeds.seed_words(seed, TAG_MIXTURE, d)[0] >> 2)
+            dec = None if decoder_cache_size is None else max(1, int(decoder_cache_size * share))
+            nbytes = None if episode_nbytes is None else episode_nbytes[d]
+            with naming(f"dataset {d} ({names[d]}; its share {share:.1%} of the mixture's "
+                        f"byte_budget_gb={byte_budget_gb:g} and pool)"):
+                planners.append(Planner(
+                    lengths, seed=seed_d, rank=rank, world_size=world_size, num_workers=int(num_workers),
+                    pool_size=max(1, round(pool * share)), strategy=strategy,
+                    byte_budget=max(1, int(byte_budget_gb * share * GIB)), episode_nbytes=nbytes or _no_nbytes,
+                    decoder_cache_size=dec, repeat=repeat, batch_size=1, drop_last=drop_last))
+        out = cls(planners, weights, offsets, seed=seed, repeat=repeat, batch_size=int(batch_size or 1),
+                  drop_last=drop_last, mixture=mixture, byte_budget=max(1, int(byte_budget_gb * GIB)),
+                  pool_size=pool_size)
+        out.byte_budget_gb = float(byte_budget_gb)
+        return out
 
     # --- sizes ------------------------------------------------------------------------------------
     def dataset_worker_frames(self, rank: int | None = None) -> np.ndarray:
@@ -441,11 +494,9 @@ class MixturePlanner(BatchTurns):
         self._fit = fit
         return fit
 
-    # --- resume -----------------------------------------------------------------------------------
-    def set_epoch(self, epoch: int) -> None:
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self.epoch, self.samples_consumed = int(epoch), 0
+    # --- resume and the pipeline's interface (rules shared with one dataset: PlannerBase) --------
+    def _owns(self) -> str:
+        return "episodes of the mixture's datasets"
 
     def _stream_state(self, samples: int) -> StreamState:
         p0 = self.planners[0]
@@ -455,52 +506,27 @@ class MixturePlanner(BatchTurns):
                            self.repeat, self.drop_last, self.equalize, digest,
                            mixture={**self.mixture, "integer_weights": list(self.weights)})
 
-    def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
-        """Resume state (``StreamState`` with its ``mixture`` field set)."""
-        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
-        return self._stream_state(s).to_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict`.
-
-        Raises:
-            ResumeStateError: a single-dataset state, or a different mixture (datasets, weights,
-            episode selections) or any setting :meth:`Planner.load_state_dict` checks.
-        """
-        st = StreamState.from_dict(state)
-        mine = self._stream_state(0)
+    def _identity_diffs(self, st: StreamState, mine: StreamState) -> list[str]:
         if st.mixture is None:
             raise ResumeStateError(
                 "the resume state was written by a single-dataset stream but this is a mixture of "
                 f"{len(self.planners)} datasets ({self.mixture.get('repo_ids')}); sample-exact resume "
                 "needs the same mixture. Start a new run from the policy weights.")
-        diffs = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
-                 for name in ("seed", "batch_size", "world_size", "num_workers", "strategy", "pool_size",
-                              "byte_budget", "repeat", "drop_last", "equalize")
-                 if getattr(st, name) != getattr(mine, name)]
-        for key in sorted(set(st.mixture) | set(mine.mixture)):
-            if st.mixture.get(key) != mine.mixture.get(key):
-                diffs.append(f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}")
-        if st.episodes != mine.episodes and not any(d.startswith("mixture") for d in diffs):
+        diffs = [f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}"
+                 for key in sorted(set(st.mixture) | set(mine.mixture)) if st.mixture.get(key) != mine.mixture.get(key)]
+        if st.episodes != mine.episodes and not diffs:
             diffs.append("episode selection of the datasets differs")
-        if diffs:
-            raise ResumeStateError(
-                "sample-exact resume needs the same mixture (datasets, weights, episode selections), seed, "
-                "world size, batch size, DataLoader worker count, sampling strategy, pool and budget settings "
-                "as the checkpointed run; differs: " + "; ".join(diffs)
-                + ". Restore those settings, or start a new run from the policy weights.")
-        self.epoch, self.samples_consumed = st.epoch, st.samples
+        return diffs
 
-    def worker_start(self, dl_worker_id: int | None = None, dl_num_workers: int = 0) -> WorkerStart:
-        """Where DataLoader worker ``dl_worker_id`` starts: logical worker, epoch, samples of the
-        worker's mixture stream already consumed (from the epoch's start; endless streams count
-        from the stream's start), limit (finite mode)."""
-        if dl_num_workers != self.num_workers:
-            raise ShardingError(
-                f"the DataLoader runs {dl_num_workers} worker(s) but the mixture was built for "
-                f"num_workers={self.num_workers} (pass num_workers equal to the DataLoader's)")
-        logical, c, epoch, limit = self._turn_start(dl_worker_id)
-        return WorkerStart(logical, epoch, c, limit)
+    def worker_plans(self, start: WorkerStart) -> list[WorkerPlan]:
+        """Each dataset's ``WorkerPlan`` of ``start.logical_worker`` (ByteBudgetError names the
+        dataset and its share of the byte budget)."""
+        plans = []
+        for d, (p, share) in enumerate(zip(self.planners, self.shares)):
+            budget = "" if self.byte_budget_gb is None else f"={self.byte_budget_gb:g}"
+            with naming(f"dataset {d} ({self.names[d]}; its share {share:.1%} of the mixture's byte_budget_gb{budget})"):
+                plans.append(p.worker_plan(start.logical_worker))
+        return plans
 
     def worker_pools(self, start: WorkerStart, plans: Sequence[WorkerPlan]) -> Iterator[MixedPool]:
         """Mixed pools of logical worker ``start.logical_worker`` from ``start`` on: one per epoch

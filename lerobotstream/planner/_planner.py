@@ -2,47 +2,29 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from lerobotstream import constants
-from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError
+from lerobotstream.errors import ByteBudgetError, ShardingError
 from lerobotstream.planner import _seeds
 from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool
 from lerobotstream.planner._poolcore import shuffled_order
 from lerobotstream.planner._shards import lpt_shards
-from lerobotstream.planner._state import StreamState, episodes_digest, replay_turns
+from lerobotstream.planner._base import PlannerBase, WorkerStart
+from lerobotstream.planner._state import StreamState, episodes_digest
 from lerobotstream.planner._world import discover_world
 
 __all__ = ["BatchTurns", "Planner", "WorkerPlan", "WorkerStart"]
 
-logger = logging.getLogger("lerobotstream.planner")
-_IDLE_WARNED: set[tuple] = set()
+#: the shared rules' older name
+BatchTurns = PlannerBase
 
 
 def _share(total: int | None, n: int) -> int | None:
     return None if total is None else max(1, int(total) // n)
-
-
-@dataclass(frozen=True)
-class WorkerStart:
-    """Where a DataLoader worker's stream begins (see ``Planner.worker_start``).
-
-    Fields:
-        logical_worker (int): the worker shard this DataLoader worker plays.
-        epoch (int): epoch of the first anchor.
-        offset (int): anchors of that epoch already consumed (skipped on start).
-        limit (int | None): anchors this worker yields per epoch (None: all of them), finite mode.
-    """
-
-    logical_worker: int
-    epoch: int
-    offset: int
-    limit: int | None
 
 
 class WorkerPlan:
@@ -153,78 +135,7 @@ class WorkerPlan:
                     break
 
 
-class BatchTurns:
-    """Epoch sizes and the DataLoader's batch turns of one rank, from ``_worker_frames(rank)``
-    (frames per logical worker in one epoch). Shared by :class:`Planner` and the mixture planner.
-
-    Needs the attributes ``rank``, ``world_size``, ``num_shards``, ``batch_size``, ``drop_last``,
-    ``repeat``, ``equalize``, ``epoch``, ``samples_consumed``.
-    """
-
-    def _worker_frames(self, rank: int) -> list[int]:
-        raise NotImplementedError
-
-    def batches_per_rank(self) -> np.ndarray:
-        """DataLoader batches per rank in one finite epoch (``batch_size``, ``drop_last``, workers
-        taken into account), before equalization, int64 (world_size,)."""
-        out = []
-        for r in range(self.world_size):
-            fr = self._worker_frames(r)
-            out.append(replay_turns(fr, self.batch_size, batches=sum(fr) + 1, drop_last=self.drop_last)[2])
-        return np.array(out, dtype=np.int64)
-
-    def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
-        """Anchors each logical worker of ``rank`` yields in one finite epoch (after ``drop_last``
-        truncation to whole batches and ``equalize``)."""
-        rank = self.rank if rank is None else rank
-        fr = self._worker_frames(rank)
-        if self.repeat:
-            return fr
-        if self.drop_last:  # the DataLoader drops each worker's short last batch: never decode it
-            fr = [f - f % self.batch_size for f in fr]
-        if self.equalize == "none":
-            return fr
-        bmin = int(self.batches_per_rank().min())
-        return replay_turns(fr, self.batch_size, batches=bmin, drop_last=self.drop_last)[0]
-
-    def epoch_samples(self) -> int:
-        """Anchors this rank yields in one finite epoch (after ``equalize``)."""
-        return sum(self.worker_epoch_limits())
-
-    def position(self) -> tuple[int, int]:
-        """(epoch, samples consumed in it) of the resume state; in finite mode a consumed count of
-        one or more whole epochs rolls into the following epochs (``repeat=True`` keeps the
-        stream's start epoch: each worker rolls over on its own)."""
-        if self.repeat:
-            return self.epoch, self.samples_consumed
-        total = self.epoch_samples()
-        if total and self.samples_consumed >= total:
-            return self.epoch + self.samples_consumed // total, self.samples_consumed % total
-        return self.epoch, self.samples_consumed
-
-    def _turn_start(self, dl_worker_id: int | None) -> tuple[int, int, int, int | None]:
-        """(logical worker, samples it already gave, epoch, its epoch limit or None) for DataLoader
-        worker ``dl_worker_id``, from the resume state. With ``repeat=True`` the count runs from the
-        stream's start epoch (the caller rolls it into epochs).
-
-        Raises:
-            ResumeStateError: the consumed count ends inside a batch or exceeds the finite epoch.
-        """
-        fr = self._worker_frames(self.rank)
-        if self.repeat:
-            if not any(f for f in fr):
-                return 0, 0, self.epoch, None
-            limits: list[int | None] = [None if f else 0 for f in fr]
-            epoch, s = self.epoch, self.samples_consumed
-        else:
-            limits = list(self.worker_epoch_limits())
-            epoch, s = self.position()
-        given, nxt, _ = replay_turns(limits, self.batch_size, samples=s, drop_last=self.drop_last)
-        logical = ((0 if dl_worker_id is None else int(dl_worker_id)) + (nxt or 0)) % self.num_shards
-        return logical, given[logical], epoch, (None if self.repeat else limits[logical])
-
-
-class Planner(BatchTurns):
+class Planner(PlannerBase):
     """Deterministic episode planner of one rank (pure: no I/O, no torch import).
 
     Args:
@@ -322,17 +233,8 @@ class Planner(BatchTurns):
         mine = self._worker_positions(self.rank)
         self.num_active_workers = sum(1 for p in mine if len(p))
 
-    def _warn_idle(self) -> None:
-        # Said where the stream starts, by DataLoader worker 0 only (every worker builds its own
-        # planner; the training process builds them for state_dict too) and once per process.
-        key = (self.rank, self.num_shards, len(self.lengths))
-        if key in _IDLE_WARNED:
-            return
-        _IDLE_WARNED.add(key)
-        logger.warning(
-            "rank %d owns %d episode(s) for %d DataLoader workers: workers %d..%d get no episode "
-            "and yield nothing (lower num_workers to use every worker)", self.rank,
-            len(self._rank_pos[self.rank]), self.num_shards, self.num_active_workers, self.num_shards - 1)
+    def _owns(self) -> str:
+        return f"{len(self._rank_pos[self.rank])} episode(s)"
 
     # --- shards ---------------------------------------------------------------------------------
     def _worker_positions(self, rank: int) -> list[np.ndarray]:
@@ -370,69 +272,31 @@ class Planner(BatchTurns):
     def _worker_frames(self, rank: int) -> list[int]:
         return [int(self.lengths[p].sum()) for p in self._worker_positions(rank)]
 
-    # --- resume ---------------------------------------------------------------------------------
-    def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch`` from its first anchor (resets ``samples_consumed``)."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self.epoch, self.samples_consumed = int(epoch), 0
-
-    def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
-        """Resume state: seed, epoch, samples consumed by this rank, batch size, world size,
-        workers, strategy, pool settings, schema marker. Pass the training loop's consumed sample
-        count (sum of the consumed batches' sizes) or set ``samples_consumed`` beforehand."""
-        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
-        return StreamState(self.seed, self.epoch, s, self.batch_size, self.world_size, self.num_workers,
+    # --- resume and the pipeline's interface (rules shared with the mixture: PlannerBase) ----------
+    def _stream_state(self, samples: int) -> StreamState:
+        return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size, self.num_workers,
                            self.strategy, self.pool_size, self.byte_budget, self.repeat, self.drop_last,
-                           self.equalize, self.episodes_digest).to_dict()
+                           self.equalize, self.episodes_digest)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a ``state_dict()``.
-
-        Raises:
-            ResumeStateError: no schema marker (older sampler: start a new run from the policy
-            weights), or any setting that fixes the order or the batch turns differs.
-        """
-        st = StreamState.from_dict(state)
-        mine = StreamState.from_dict(self.state_dict())
-        diffs = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
-                 for name in ("seed", "batch_size", "world_size", "num_workers", "strategy", "pool_size",
-                              "byte_budget", "repeat", "drop_last", "equalize")
-                 if getattr(st, name) != getattr(mine, name)]
+    def _identity_diffs(self, st: StreamState, mine: StreamState) -> list[str]:
         if st.mixture is not None:
-            diffs.append(f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset")
-        elif st.episodes is not None and st.episodes != mine.episodes:
-            diffs.append(f"episode selection: checkpoint {st.episodes.split(':')[0]} episodes (digest "
-                         f"{st.episodes}), now {mine.episodes.split(':')[0]} episodes (digest {mine.episodes})")
-        if diffs:
-            raise ResumeStateError(
-                "sample-exact resume needs the same episode selection, seed, world size, batch size, DataLoader worker count, "
-                "sampling strategy, pool settings, repeat/drop_last/equalize as the checkpointed run "
-                "(they fix episode ownership, the order and the batch boundaries); differs: "
-                + "; ".join(diffs) + ". Restore those settings, or start a new run from the policy weights.")
-        self.epoch, self.samples_consumed = st.epoch, st.samples
+            return [f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset"]
+        if st.episodes is not None and st.episodes != mine.episodes:
+            return [f"episode selection: checkpoint {st.episodes.split(':')[0]} episodes (digest "
+                    f"{st.episodes}), now {mine.episodes.split(':')[0]} episodes (digest {mine.episodes})"]
+        return []
 
-    def worker_start(self, dl_worker_id: int | None = None, dl_num_workers: int = 0) -> WorkerStart:
-        """Where DataLoader worker ``dl_worker_id`` (None in-process) starts, from the resume state
-        (``epoch``, ``samples_consumed``).
+    def _start_at(self, logical: int, given: int, epoch: int, limit: int | None) -> WorkerStart:
+        if self.repeat:  # an endless stream's count rolls into the worker's later epochs
+            f = self._worker_frames(self.rank)[logical]
+            return WorkerStart(logical, epoch + (given // f if f else 0), given % f if f else 0, None)
+        return WorkerStart(logical, epoch, given, limit)
 
-        Raises:
-            ShardingError: the DataLoader's worker count is not the planner's ``num_workers``.
-            ResumeStateError: the consumed count ends inside a batch (several workers) or exceeds
-            the finite epoch.
-        """
-        if dl_num_workers != self.num_workers:
-            raise ShardingError(
-                f"the DataLoader runs {dl_num_workers} worker(s) but the planner was built for "
-                f"num_workers={self.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)")
-        if self.num_active_workers < self.num_shards and not dl_worker_id:
-            self._warn_idle()
-        fr = self._worker_frames(self.rank)
-        logical, c, epoch, limit = self._turn_start(dl_worker_id)
-        if self.repeat:
-            f = fr[logical]
-            return WorkerStart(logical, epoch + (c // f if f else 0), c % f if f else 0, None)
-        return WorkerStart(logical, epoch, c, limit)
+    def worker_plans(self, start: WorkerStart) -> list[WorkerPlan]:
+        return [self.worker_plan(start.logical_worker)]
+
+    def worker_pools(self, start: WorkerStart, plans: Sequence[WorkerPlan]) -> Iterator[EpisodePool]:
+        return plans[0].iter_pools(start.epoch, start.offset, repeat=self.repeat)
 
     def iter_worker_anchors(self, dl_worker_id: int | None = None,
                             dl_num_workers: int = 0) -> Iterator[tuple[int, int]]:

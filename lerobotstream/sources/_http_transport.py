@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 from urllib.parse import urlsplit
 
+from lerobotstream import constants
 from lerobotstream.errors import (
     RangeReadError,
     SourceAuthError,
@@ -46,7 +47,7 @@ DEFAULT_MAX_CONNECTIONS = 16
 #: seconds before a connect or one wait for bytes on the socket gives up (then retried)
 DEFAULT_TIMEOUT_S = 30.0
 #: seconds one read may take in total, every attempt and backoff included (then SourceTimeoutError)
-DEFAULT_READ_TIMEOUT_S = 120.0
+DEFAULT_READ_TIMEOUT_S = constants.DEFAULT_READ_TIMEOUT_S
 #: bytes per socket read of a response body (the deadline is checked between them)
 _BODY_CHUNK_BYTES = 1 << 20
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})

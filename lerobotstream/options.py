@@ -1,0 +1,405 @@
+"""``StreamOptions``: every option of a stream, in one place — default, unit, check, whether a
+mixture may set it per dataset, and how ``lerobotstream-train`` sets it.
+
+Everything that lists options is read from here: the constructors of
+:class:`~lerobotstream.StreamingLeRobotDataset` and
+:class:`~lerobotstream.StreamingMultiLeRobotDataset` (keyword arguments, or ``options=``), their
+checks (:meth:`StreamOptions.validate`: a :class:`~lerobotstream.errors.StreamingConfigError`
+naming the option, its value and the rule), the mixture's per-dataset options
+(:func:`per_dataset_options`), the ``--dataset.streaming_*`` flags of ``lerobotstream-train``
+(``integrations/lerobot/config.py`` builds its fields from :func:`train_flags`) and the options
+page of the docs (``docs/options.md``, written by :func:`options_markdown`; a test fails when it
+is stale). Adding an option is one :func:`_option` entry below plus its test.
+
+Units are in the names: ``*_gb`` GiB (2**30 bytes), ``*_s`` seconds; "per rank" resources are split
+evenly over the rank's DataLoader workers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections import abc
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+from lerobotstream import constants
+from lerobotstream.errors import StreamingConfigError
+
+__all__ = ["StreamOptions", "OptionInfo", "option_info", "per_dataset_options", "train_flags",
+           "options_markdown", "LEROBOT_POSITIONAL", "require", "is_int"]
+
+
+def require(name: str, value: Any, ok: bool, want: str) -> None:
+    """Raise :class:`StreamingConfigError` naming the option and its value unless ``ok``."""
+    if not ok:
+        raise StreamingConfigError(f"{name} must be {want}, got {value!r}", option=name, value=value)
+
+
+def is_int(v: Any) -> bool:
+    import numpy as np
+
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    """A finite real number that fits a float64 (bools, strings, nan, inf and 10**400 are not)."""
+    import numpy as np
+
+    if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
+
+
+def _is_bool(v: Any) -> bool:
+    import numpy as np
+
+    return isinstance(v, (bool, np.bool_))
+
+
+#: the largest byte budget the C planner can hold (int64 bytes), in GiB
+_MAX_BUDGET_GB = float(2**62) / 2**30
+_DEVICE_RE = re.compile(r"cpu|cuda(:[0-9]+)?", re.ASCII)
+
+
+def _int_at_least(lo: int, none_ok: bool = False) -> Callable[[Any], bool]:
+    return lambda v: (none_ok and v is None) or (is_int(v) and v >= lo)
+
+
+def _episodes_ok(v: Any) -> bool:
+    if v is None:
+        return True
+    try:
+        eps = list(v)
+    except TypeError:
+        return False
+    return len(eps) > 0 and all(is_int(e) and e >= 0 for e in eps)
+
+
+def _camera_keys_ok(v: Any) -> bool:
+    return v is None or (not isinstance(v, (str, bytes)) and isinstance(v, abc.Iterable)
+                         and all(isinstance(k, str) for k in v))
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    """What :class:`StreamOptions` knows of one option.
+
+    Fields:
+        name (str): the keyword argument.
+        default: its default (what an unset option means is in ``help``).
+        want (str): the rule, as the error message words it ("an int >= 1 ...").
+        check (callable): ``check(value) -> bool``.
+        help (str): one or two sentences (docs and ``--help``).
+        group (str): ``"lerobot"`` (LeRobot's own ``LeRobotDataset`` arguments), ``"source"``,
+            ``"resources"``, ``"order"``, ``"decode"``, ``"resume"``.
+        per_dataset (bool): a mixture may give it per dataset (a dict keyed by repo id).
+        flag (str | None): the ``--dataset.<flag>`` field ``lerobotstream-train`` declares for it
+            (its type is ``flag_type``), or None when LeRobot's own configuration sets it.
+        train (str): how ``lerobotstream-train`` sets it (the flag, or which LeRobot setting).
+    """
+
+    name: str
+    default: Any
+    want: str
+    check: Callable[[Any], bool]
+    help: str
+    group: str
+    per_dataset: bool
+    flag: str | None
+    flag_type: Any
+    train: str
+
+
+def _option(default: Any, want: str, check: Callable[[Any], bool], help: str, *, group: str,
+            per_dataset: bool = False, flag: str | None = None, flag_type: Any = None, train: str = "") -> Any:
+    return field(default=default, metadata={"want": want, "check": check, "help": help, "group": group,
+                                            "per_dataset": per_dataset, "flag": flag, "flag_type": flag_type,
+                                            "train": train})
+
+
+@dataclass
+class StreamOptions:
+    """Every option of a stream (one dataset or a mixture), with its default.
+
+    ``StreamOptions(**kw)`` only records values; :meth:`validate` checks them (the constructors do).
+    ``StreamingLeRobotDataset(repo_id, root=..., **kw)`` and
+    ``StreamingLeRobotDataset(repo_id, root=..., options=StreamOptions(...), **kw)`` are the same
+    (keywords given beside ``options`` override it). See ``docs/options.md`` for the table.
+    """
+
+    # --- LeRobot's own LeRobotDataset arguments (same names, order and defaults) ---------------------
+    episodes: Optional[Sequence[int]] = _option(
+        None, "None (all episodes) or a non-empty sequence of episode indices >= 0", _episodes_ok,
+        "Episode indices to stream (None: every episode).", group="lerobot", per_dataset=True,
+        train="--dataset.episodes (LeRobot's)")
+    delta_timestamps: Optional[dict] = _option(
+        None, "a dict {feature: [offset seconds, ...]}", lambda v: v is None or isinstance(v, dict),
+        "Temporal windows per feature, seconds relative to the anchor frame; each window also gives "
+        "a bool <key>_is_pad mask, as LeRobot's map-style dataset.", group="lerobot", per_dataset=True,
+        train="from the policy's delta indices (LeRobot's resolve_delta_timestamps)")
+    image_transforms: Optional[Callable] = _option(
+        None, "None or a callable", lambda v: v is None or callable(v),
+        "Applied to every camera frame (C,H,W) of an item; not to depth maps.", group="lerobot",
+        train="--dataset.image_transforms.* (LeRobot's)")
+    revision: Optional[str] = _option(
+        None, "None or a revision string", lambda v: v is None or isinstance(v, str),
+        "Hub revision (branch, tag or commit); payload reads are pinned to its commit.", group="lerobot",
+        per_dataset=True, train="--dataset.revision (LeRobot's)")
+    max_num_shards: int = _option(
+        1, "an int >= 1", _int_at_least(1),
+        "Worker shards per rank (LeRobot's streaming argument); sets num_workers when that is unset "
+        "and this is > 1.", group="lerobot", train="max(1, --num_workers)")
+    tolerance_s: float = _option(
+        constants.DEFAULT_TOLERANCE_S, "a number > 0 (seconds)", lambda v: _is_number(v) and v > 0,
+        "How far a frame's presentation time may be from its timestamp, seconds.", group="lerobot",
+        per_dataset=True, train="--tolerance_s (LeRobot's)")
+    return_uint8: bool = _option(
+        False, "True or False", _is_bool,
+        "Camera frames as uint8 (C,H,W) in [0, 255] instead of float32 in [0, 1].", group="lerobot",
+        train="True with LeRobot 0.6 (its training loop converts), False with 0.4.4")
+    video_backend: Optional[str] = _option(
+        "torchcodec", "'torchcodec' (or None)", lambda v: v in (None, "torchcodec"),
+        "Video decoder library (torchcodec; None means torchcodec).", group="lerobot", train="torchcodec")
+    seed: Optional[int] = _option(
+        constants.DEFAULT_SEED, "None or an int", lambda v: v is None or is_int(v),
+        f"Seed of every order (None: {constants.SEED_WHEN_NONE}).", group="lerobot",
+        train=f"--seed (LeRobot's; --seed=null gives {constants.SEED_WHEN_NONE})")
+    repeat: bool = _option(
+        False, "True or False", _is_bool,
+        "Chain exact-coverage epochs endlessly (False: one epoch per iterator; set_epoch for the next).",
+        group="lerobot", train="True for the training stream, False for the eval stream")
+    # --- where the bytes come from ----------------------------------------------------------------
+    repo_type: str = _option(
+        "dataset", "'dataset' or 'bucket'", lambda v: v in ("dataset", "bucket"),
+        "Hub repository type: a dataset repo or a Storage Bucket.", group="source", per_dataset=True,
+        flag="repo_type", flag_type=str)
+    data_root: Optional[str] = _option(
+        None, "None or a path or URL", lambda v: v is None or isinstance(v, (str, bytes)) or hasattr(v, "__fspath__"),
+        "Payload root (local folder, hf://, hf://buckets/ or any fsspec URL) when the Parquet and MP4 "
+        "files are mirrored elsewhere; metadata still comes from root / repo_id.", group="source",
+        per_dataset=True, flag="streaming_data_root", flag_type=Optional[str])
+    read_timeout_s: float = _option(
+        constants.DEFAULT_READ_TIMEOUT_S, "a number > 0 (seconds one read may take, retries included)",
+        lambda v: v is None or (_is_number(v) and v > 0),
+        "Seconds one read from an HTTP(S), Hub or bucket store may take, retries and backoff included; "
+        "then a SourceTimeoutError names the URL.", group="source", flag="streaming_read_timeout_s",
+        flag_type=float)
+    sidecar_lock_timeout_s: float = _option(
+        constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S, "a number > 0 (seconds)", lambda v: _is_number(v) and v > 0,
+        "Seconds to wait for another process that is building the same MP4 sidecar.", group="source",
+        flag="streaming_sidecar_lock_timeout_s", flag_type=float)
+    # --- resources (per rank, split over the workers) ---------------------------------------------
+    episode_pool_size: Optional[int] = _option(
+        None, "None or an int >= 1", _int_at_least(1, none_ok=True),
+        f"Complete episodes mixed at once by each DataLoader worker (None: "
+        f"{constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK} per rank, split over the workers).", group="resources",
+        flag="streaming_episode_pool_size", flag_type=Optional[int])
+    prefetch_episodes: int = _option(
+        constants.DEFAULT_PREFETCH_EPISODES, "an int >= 0", _int_at_least(0),
+        "Episodes fetched ahead of each worker's active pool.", group="resources",
+        flag="streaming_prefetch_episodes", flag_type=int)
+    byte_budget_gb: float = _option(
+        constants.DEFAULT_BYTE_BUDGET_GB, "a number > 0 (GiB per rank)",
+        lambda v: _is_number(v) and 0 < v <= _MAX_BUDGET_GB,
+        "Compressed (synthesized MP4) bytes held per rank, GiB; each worker gets 1/num_workers. Not an "
+        "RSS limit.", group="resources", flag="streaming_byte_budget_gb", flag_type=float)
+    video_decoder_cache_size: Optional[int] = _option(
+        None, "None or an int >= 1 (open decoders per rank)", _int_at_least(1, none_ok=True),
+        "Open decoders per rank, split over the workers (None: per worker, its pool size x cameras "
+        "+ prefetch_episodes x cameras).", group="resources", flag="video_decoder_cache_size",
+        flag_type=Optional[int])
+    decoded_cache_gb: float = _option(
+        constants.DEFAULT_DECODED_CACHE_GB, "a number >= 0 (GiB per rank)", lambda v: _is_number(v) and v >= 0,
+        "Decoded GOP frames kept so each GOP is decoded once per episode, GiB per rank split over the "
+        "workers (0 disables).", group="resources", flag="streaming_decoded_cache_gb", flag_type=float)
+    # --- order ------------------------------------------------------------------------------------
+    sampling_strategy: str = _option(
+        constants.DEFAULT_SAMPLING_STRATEGY, f"one of {constants.SAMPLING_STRATEGIES}",
+        lambda v: v in constants.SAMPLING_STRATEGIES,
+        "'remaining' (frames drawn in proportion to what is left), 'round_robin' (one frame of each "
+        "resident episode per round) or 'sequential' (episodes and frames in order).", group="order",
+        flag="streaming_sampling_strategy", flag_type=str)
+    equalize: str = _option(
+        "none", "'none' or 'drop'", lambda v: v in ("none", "drop"),
+        "Finite epochs under DDP: 'drop' stops every rank after the smallest rank's batch count (needs "
+        "batch_size, num_workers and drop_last); 'none' keeps every frame.", group="order",
+        train="'none' (training streams repeat; there is no epoch end to equalize)")
+    drop_n_last_frames: int = _option(
+        0, "an int >= 0", _int_at_least(0),
+        "The last n frames of every episode are never anchors (LeRobot's EpisodeAwareSampler); "
+        "windows still read them.", group="order", per_dataset=True,
+        train="the policy's drop_n_last_frames (LeRobot's rule)")
+    camera_keys: Optional[Sequence[str]] = _option(
+        None, "None or a list of camera keys (video or image features)", _camera_keys_ok,
+        "Decode only these camera keys (None: all; a mixture's default: the cameras every dataset has).",
+        group="decode", per_dataset=True, flag="streaming_camera_keys", flag_type=Optional[list[str]])
+    # --- decode -------------------------------------------------------------------------------------
+    decode_threads: int = _option(
+        constants.DEFAULT_DECODE_THREADS, "an int >= 1", _int_at_least(1),
+        "Sample-assembly / decode threads per DataLoader worker.", group="decode",
+        flag="streaming_decode_threads", flag_type=int)
+    decoded_queue_size: int = _option(
+        constants.DEFAULT_DECODED_QUEUE_SIZE, "an int >= 1", _int_at_least(1),
+        "Decoded samples buffered ahead per worker.", group="decode", flag="streaming_decoded_queue_size",
+        flag_type=int)
+    device: str = _option(
+        "cpu", "'cpu', 'cuda' or 'cuda:N' (or a torch.device)",
+        lambda v: v is None or (isinstance(v, str) and bool(_DEVICE_RE.fullmatch(v))),
+        "Where frames are decoded: 'cpu', or 'cuda' (NVDEC, with a counted CPU fallback).", group="decode",
+        flag="streaming_decode_device", flag_type=str)
+    decode_lookahead: int = _option(
+        constants.DEFAULT_DECODE_LOOKAHEAD, "an int >= 1 (anchors per decode chunk)", _int_at_least(1),
+        "Anchors decoded together per chunk (each GOP once per chunk).", group="decode",
+        flag="streaming_decode_lookahead", flag_type=int)
+    first_lookahead: Optional[int] = _option(
+        None, "None or an int >= 1", _int_at_least(1, none_ok=True),
+        "Anchors of each iterator's first decode chunk (None: batch_size, else 8), so the first batch "
+        "leaves before a whole chunk is decoded.", group="decode", flag="streaming_first_lookahead",
+        flag_type=Optional[int])
+    ffmpeg_threads: int = _option(
+        constants.DEFAULT_FFMPEG_THREADS, "an int >= 0 (0: FFmpeg chooses)", _int_at_least(0),
+        "FFmpeg threads per decoder (0: FFmpeg decides); the decode threads already run decoders in "
+        "parallel.", group="decode", flag="streaming_ffmpeg_threads", flag_type=int)
+    depth_output_unit: str = _option(
+        "mm", "'mm' or 'm' (the unit depth maps and depth stats are returned in)", lambda v: v in ("mm", "m"),
+        "Unit of depth maps and depth stats (LeRobot 0.6.1's).", group="decode",
+        train="--dataset.depth_output_unit (LeRobot 0.6's)")
+    # --- resume: the DataLoader's settings --------------------------------------------------------
+    batch_size: Optional[int] = _option(
+        None, "None or an int >= 1 (the DataLoader's batch size)", _int_at_least(1, none_ok=True),
+        "The DataLoader's batch size, for state_dict and equalize (None: a loaded state's, else 1).",
+        group="resume", train="--batch_size (LeRobot's)")
+    drop_last: bool = _option(
+        False, "True or False", _is_bool, "The DataLoader's drop_last.", group="resume",
+        train="False (LeRobot's DataLoader)")
+    num_workers: Optional[int] = _option(
+        None, "None or an int >= 0 (the DataLoader's num_workers)", _int_at_least(0, none_ok=True),
+        "The DataLoader's num_workers, for state_dict in the training process (None: max_num_shards "
+        "when > 1, else 0; 0 and 1 are the same stream).", group="resume", train="--num_workers (LeRobot's)")
+
+    # --- checks and views ---------------------------------------------------------------------------
+    def validate(self) -> StreamOptions:
+        """Check every option (in declaration order); returns ``self``.
+
+        Raises:
+            StreamingConfigError: the first option whose value breaks its rule (names it, its value
+                and the rule).
+        """
+        for info in option_info():
+            value = getattr(self, info.name)
+            require(info.name, value, info.check(value), info.want)
+        for key, offs in (self.delta_timestamps or {}).items():
+            import numpy as np
+
+            require(f"delta_timestamps[{key!r}]", offs,
+                    isinstance(offs, (list, tuple, np.ndarray)) and len(offs) > 0 and all(_is_number(d) for d in offs),
+                    "a non-empty list of numbers (offsets in seconds)")
+        return self
+
+    def replace(self, **changes: Any) -> StreamOptions:
+        """A copy with ``changes`` (unknown names: TypeError, as a constructor)."""
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{name: value}`` of every option (values as given, not copied)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_arguments(cls, options: StreamOptions | None, positional: Sequence[Any], keywords: dict[str, Any],
+                       owner: str) -> StreamOptions:
+        """The options of a constructor call: ``options`` (or the defaults), LeRobot's positional
+        arguments (:data:`LEROBOT_POSITIONAL` order), then ``keywords``; one-shot iterators given
+        as ``episodes`` / ``camera_keys`` are read once, here, and a ``torch.device`` becomes its
+        string.
+
+        Raises:
+            TypeError: more positional arguments than LeRobot's, an argument given twice, an
+                unknown keyword (as Python does for a signature), or ``options`` of another type.
+        """
+        if options is not None and not isinstance(options, StreamOptions):
+            raise TypeError(f"{owner}: options must be a StreamOptions, got {type(options).__name__}")
+        if len(positional) > len(LEROBOT_POSITIONAL):
+            raise TypeError(f"{owner}() takes at most {len(LEROBOT_POSITIONAL) + 2} positional arguments "
+                            f"({len(positional) + 2} given)")
+        given = dict(zip(LEROBOT_POSITIONAL, positional))
+        twice = sorted(set(given) & set(keywords))
+        if twice:
+            raise TypeError(f"{owner}() got multiple values for argument {twice[0]!r}")
+        given.update(keywords)
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise TypeError(f"{owner}() got an unexpected keyword argument {unknown[0]!r}")
+        for key in ("episodes", "camera_keys"):
+            if isinstance(given.get(key), abc.Iterator):
+                given[key] = list(given[key])
+        if given.get("device") is not None and not isinstance(given["device"], str) and type(
+                given["device"]).__name__ == "device":
+            given["device"] = str(given["device"])
+        return (options or cls()).replace(**given)
+
+
+#: LeRobot's ``LeRobotDataset``/``StreamingLeRobotDataset`` positional arguments after repo_id, root
+LEROBOT_POSITIONAL = ("episodes", "delta_timestamps", "image_transforms", "revision", "max_num_shards",
+                      "tolerance_s", "return_uint8", "video_backend", "seed", "repeat")
+
+
+def option_info() -> Iterator[OptionInfo]:
+    """Every option's :class:`OptionInfo`, in declaration order."""
+    for f in dataclasses.fields(StreamOptions):
+        m = f.metadata
+        flag = m["flag"]
+        yield OptionInfo(f.name, f.default, m["want"], m["check"], m["help"], m["group"], m["per_dataset"], flag,
+                         m["flag_type"], m["train"] or (f"--dataset.{flag}" if flag else ""))
+
+
+def per_dataset_options() -> tuple[str, ...]:
+    """Options a mixture accepts per dataset (a dict keyed by repo id)."""
+    return tuple(i.name for i in option_info() if i.per_dataset)
+
+
+def train_flags() -> list[OptionInfo]:
+    """The options ``lerobotstream-train`` declares a ``--dataset.<flag>`` field for."""
+    return [i for i in option_info() if i.flag]
+
+
+_GROUPS = {"lerobot": "LeRobot's dataset arguments", "source": "Where the bytes come from",
+           "resources": "Resources (per rank, split over the DataLoader workers)", "order": "Order",
+           "decode": "Decode", "resume": "Resume (the DataLoader's settings)"}
+
+
+def options_markdown() -> str:
+    """``docs/options.md``: one table per group (option, default, rule, per dataset in a mixture,
+    ``lerobotstream-train``, meaning). Regenerate with ``python -m lerobotstream.options > docs/options.md``."""
+    lines = ["# Stream options", "",
+             "<!-- generated by `python -m lerobotstream.options > docs/options.md`; "
+             "tests/test_options.py fails when this page is stale -->", "",
+             "Every option of `StreamingLeRobotDataset(repo_id, root, **options)` and "
+             "`StreamingMultiLeRobotDataset(repo_ids, roots=..., weights=..., **options)`, also given as "
+             "`options=lerobotstream.StreamOptions(...)`. One definition each, in `lerobotstream/options.py`: "
+             "defaults, checks (a bad value raises `StreamingConfigError` naming the option), the mixture's "
+             "per-dataset options and the `lerobotstream-train` flags are all read from it. `*_gb` are GiB "
+             "(2**30 bytes), `*_s` seconds.", ""]
+    infos = list(option_info())
+    for group, title in _GROUPS.items():
+        lines += [f"## {title}", "", "| option | default | accepts | per dataset | lerobotstream-train | meaning |",
+                  "|---|---|---|:-:|---|---|"]
+        for i in infos:
+            if i.group == group:
+                lines.append(f"| `{i.name}` | `{i.default!r}` | {i.want} | {'yes' if i.per_dataset else ''} | "
+                             f"{_md_train(i)} | {i.help} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _md_train(i: OptionInfo) -> str:
+    return f"`--dataset.{i.flag}`" if i.flag else i.train
+
+
+if __name__ == "__main__":  # pragma: no cover - docs generator
+    print(options_markdown())
