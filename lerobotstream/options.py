@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 from lerobotstream import constants
 from lerobotstream.errors import StreamingConfigError
 
-__all__ = ["StreamOptions", "OptionInfo", "option_info", "per_dataset_options", "train_flags",
+__all__ = ["StreamOptions", "OptionInfo", "option_info", "per_dataset_options", "train_flags", "constructor_signature",
            "options_markdown", "LEROBOT_POSITIONAL", "require", "is_int"]
 
 
@@ -309,6 +309,21 @@ class StreamOptions:
         """``{name: value}`` of every option (values as given, not copied)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
+    def resolved(self) -> dict[str, Any]:
+        """``{name: value}`` after :meth:`validate`, numbers and flags as their declared Python type
+        (``int``, ``float``, ``bool``; None stays None), ``seed=None`` as
+        ``constants.SEED_WHEN_NONE``, ``video_backend=None`` as ``"torchcodec"``: what a stream keeps."""
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            kind = str(f.type).replace("Optional[", "").rstrip("]")
+            if v is not None and kind in _CONVERT:
+                v = _CONVERT[kind](v)
+            out[f.name] = v
+        out["seed"] = constants.SEED_WHEN_NONE if self.seed is None else int(self.seed)
+        out["video_backend"] = self.video_backend or "torchcodec"
+        return out
+
     @classmethod
     def from_arguments(cls, options: StreamOptions | None, positional: Sequence[Any], keywords: dict[str, Any],
                        owner: str) -> StreamOptions:
@@ -344,6 +359,8 @@ class StreamOptions:
         return (options or cls()).replace(**given)
 
 
+_CONVERT: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "bool": bool}
+
 #: LeRobot's ``LeRobotDataset``/``StreamingLeRobotDataset`` positional arguments after repo_id, root
 LEROBOT_POSITIONAL = ("episodes", "delta_timestamps", "image_transforms", "revision", "max_num_shards",
                       "tolerance_s", "return_uint8", "video_backend", "seed", "repeat")
@@ -356,6 +373,23 @@ def option_info() -> Iterator[OptionInfo]:
         flag = m["flag"]
         yield OptionInfo(f.name, f.default, m["want"], m["check"], m["help"], m["group"], m["per_dataset"], flag,
                          m["flag_type"], m["train"] or (f"--dataset.{flag}" if flag else ""))
+
+
+def constructor_signature(func: Callable, keep: Sequence[str]) -> Any:
+    """``func``'s signature with its ``*args`` / ``**kwargs`` replaced by every option (LeRobot's
+    positional ones first, in their order), for ``help()``, IDEs and ``inspect.signature``; ``keep``:
+    the parameters of ``func`` kept as they are (``self``, ``repo_id``, ``root``, ``options``...)."""
+    import inspect
+
+    own = inspect.signature(func)
+    params = [p for name, p in own.parameters.items() if name in keep and p.kind != p.KEYWORD_ONLY]
+    defaults = {i.name: i.default for i in option_info()}
+    for name in LEROBOT_POSITIONAL:
+        params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults[name]))
+    params += [p for name, p in own.parameters.items() if name in keep and p.kind == p.KEYWORD_ONLY]
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=d) for name, d in defaults.items()
+               if name not in LEROBOT_POSITIONAL and name not in keep]
+    return own.replace(parameters=params)
 
 
 def per_dataset_options() -> tuple[str, ...]:

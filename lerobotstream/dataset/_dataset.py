@@ -11,6 +11,8 @@ decoders, handles or connections from the parent):
   episodes use are materialised) → per (episode, camera) ``mp4.plan_span`` with the exact
   ``synth_nbytes`` → the planner (``planner.Planner``: rank shard, worker shard, exact-coverage
   pools, sample-exact resume) and the worker's :class:`~lerobotstream.payload_cache.EpisodeByteCache`;
+* the stream core (:mod:`lerobotstream.dataset._stream`, shared with the mixture: this dataset is
+  a list of one part) wires them per iterator;
 * :class:`~lerobotstream.dataset._pipeline.Pipeline` drives fetches (Parquet rows through
   ``parquet.EpisodeParquetReader`` + mini-MP4 payloads of the same frontier), chunked decodes
   (each GOP once per chunk; ``decode.EpisodeVideo`` over a bounded ``decode.OpenDecoderLRU``) and the
@@ -39,137 +41,37 @@ from __future__ import annotations
 
 import os
 import time
-from collections import abc
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
 from lerobotstream import constants
-from lerobotstream.payload_cache import EpisodeByteCache
 from lerobotstream.dataset._cameras import plan_cameras
-from lerobotstream.dataset._options import is_int, require, validate_options
-from lerobotstream.dataset._pipeline import Pipeline
+from lerobotstream.dataset._stream import GIB, StreamCore, StreamPart
 from lerobotstream.dataset._windows import DeltaWindows
-from lerobotstream.dataset._worker import Worker
-from lerobotstream.errors import ResumeStateError, StreamingConfigError
+from lerobotstream.dataset._worker import WorkerConfig
+from lerobotstream.errors import StreamingConfigError
 from lerobotstream.meta import DatasetMeta
+from lerobotstream.options import StreamOptions, constructor_signature
 from lerobotstream.sources import open_source
-from lerobotstream.sources._http import DEFAULT_READ_TIMEOUT_S
 
 __all__ = ["StreamingLeRobotDataset"]
 
-GIB = 1 << 30
 
-
-def _no_nbytes(episode_index: int) -> int:
-    """Stand-in size for planners that only compute states (never build a worker plan)."""
-    raise AssertionError("a state-only planner must not build worker plans")
-
-
-class ResumableStream:
-    """Epochs and sample-exact resume of a stream of one rank, shared by
-    :class:`StreamingLeRobotDataset` and the mixture. Needs ``_planner(num_workers)`` (a planner
-    with ``set_epoch``, ``worker_epoch_limits``, ``batch_size``, ``state_dict`` and
-    ``load_state_dict``) and the attributes ``num_workers``, ``repeat``, ``drop_last``,
-    ``batch_size``, ``_epoch``, ``_samples``, ``_yielded``, ``_state_num_workers``."""
-
-    @property
-    def samples_consumed(self) -> int:
-        """Samples of this rank consumed since the current epoch (or loaded state) began: the loaded
-        count plus the items this process yielded (exact with ``num_workers=0``). Set it from the
-        training loop with DataLoader workers (``ds.samples_consumed = step * batch_size``)."""
-        return self._samples + self._yielded
-
-    @samples_consumed.setter
-    def samples_consumed(self, value: int) -> None:
-        self._samples, self._yielded = int(value), 0
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch`` from its first sample (its own seeded order)."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self._epoch, self._samples, self._yielded = int(epoch), 0, 0
-
-    def state_dict(self, samples_consumed: int | None = None, *, batches_consumed: int | None = None) -> dict[str, Any]:
-        """Resume state of this rank (``planner.StreamState`` layout, schema-versioned).
-
-        Args:
-            samples_consumed: samples the training loop consumed from this rank since the epoch
-                (or the loaded state's epoch) began — the sum of the consumed batches' sizes.
-            batches_consumed: alternatively, batches consumed (converted by replaying the
-                DataLoader's batch turns, exact with short last batches).
-            Neither: :attr:`samples_consumed` (exact with ``num_workers=0``).
-        """
-        planner = self._planner(self.num_workers)
-        planner.set_epoch(self._epoch)
-        if batches_consumed is not None:
-            from lerobotstream.planner import replay_turns
-
-            require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
-                     "an int >= 0")
-
-            if self.repeat:
-                limits = [None if f else 0 for f in planner.worker_epoch_limits()]
-            else:
-                limits = planner.worker_epoch_limits()
-            given, _, _ = replay_turns(limits, planner.batch_size, batches=int(batches_consumed),
-                                       drop_last=self.drop_last)
-            samples_consumed = sum(given)
-        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
-        require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
-        return planner.state_dict(samples_consumed=s)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict` (before iterating).
-
-        Raises:
-            ResumeStateError: no schema marker, or a setting that fixes the order or the batch turns
-            (seed, world size, batch size, DataLoader workers, strategy, pool size, byte budget,
-            repeat, drop_last) differs from this dataset's.
-        """
-        from lerobotstream.planner import StreamState
-
-        st = StreamState.from_dict(state)
-        if self.batch_size is None:
-            self.batch_size = st.batch_size
-        planner = self._planner(self.num_workers)
-        fixed = dict(state)
-        if {int(st.num_workers), self.num_workers} <= {0, 1}:
-            fixed["num_workers"] = self.num_workers  # one shard either way: the same stream
-        planner.load_state_dict(fixed)
-        self._epoch, self._samples, self._yielded = st.epoch, st.samples, 0
-        self._state_num_workers = int(st.num_workers)
-
-
-class StreamingLeRobotDataset(ResumableStream, torch.utils.data.IterableDataset):
+class StreamingLeRobotDataset(StreamCore):
     """Stream a LeRobotDataset v3 (Parquet + concatenated MP4) with map-style-identical items.
 
-    Args (LeRobot's): repo_id, root, episodes, delta_timestamps, image_transforms, revision,
-        max_num_shards, tolerance_s (1e-4), return_uint8 (False), video_backend ("torchcodec"),
-        seed (1000; None → 42), repeat (False).
-    Args (streaming): repo_type ("dataset" | "bucket"), data_root (payload root when the
-        MP4/Parquet payload is mirrored elsewhere; metadata still comes from ``root``/``repo_id``),
-        episode_pool_size (per worker; default 32 per rank split over the workers),
-        prefetch_episodes (8), byte_budget_gb (8 per rank, split over workers), decode_threads (2),
-        decoded_queue_size (8), video_decoder_cache_size (per rank, split over workers; default
-        pool × cameras + prefetch per worker), sampling_strategy ("remaining" | "round_robin"),
-        sidecar_lock_timeout_s (1800), read_timeout_s (120: seconds one read from an HTTP(S) or Hub
-        root may take, retries and backoff included; then SourceTimeoutError naming the URL and the
-        time waited), device ("cpu" | "cuda": NVDEC through
-        ``decode.resolve_device``, counted CPU fallback), camera_keys (decode only these camera keys,
-        video or image features as LeRobot's ``meta.camera_keys``; None = all; a window on a camera
-        left out is a StreamingConfigError), depth_output_unit (``"mm"`` | ``"m"``: depth maps and
-        depth stats, as LeRobot 0.6.1's), decode_lookahead (anchors decoded together per chunk, 64; see the memory bound
-        in ``dataset._pipeline``), decoded_cache_gb (decoded GOP frames kept so each GOP is decoded
-        once per episode, per rank split over the workers, 1.0; 0 disables; see
-        ``dataset._decoded_gops``), ffmpeg_threads (FFmpeg threads per decoder, torchcodec's
-        ``num_ffmpeg_threads``; 0 lets FFmpeg decide; default 1: the ``decode_threads`` already
-        run decoders in parallel),
-        first_lookahead (anchors of each iterator's first decode chunk; default ``batch_size``
-        or 8: the first batch leaves before a whole ``decode_lookahead`` chunk is decoded).
-    Args (resume): batch_size (the DataLoader's; None: taken from a loaded state, else 1),
-        drop_last (the DataLoader's), num_workers (the DataLoader's, for ``state_dict`` in the
-        training process; default ``max_num_shards`` when > 1, else 0; 0 and 1 are equivalent).
+    Args:
+        repo_id: ``OWNER/NAME`` on the Hub (also names local datasets' caches).
+        root: local folder, ``hf://`` / ``hf://buckets/`` or any fsspec URL of the dataset.
+        options: a :class:`~lerobotstream.options.StreamOptions`; keywords given beside it override it.
+        *args, **kwargs: the options (LeRobot's positional arguments in LeRobot's order: episodes,
+            delta_timestamps, image_transforms, revision, max_num_shards, tolerance_s, return_uint8,
+            video_backend, seed, repeat). Every option, its default, unit and rule:
+            :class:`~lerobotstream.options.StreamOptions` and ``docs/options.md`` (generated from it).
+    Every option is also an attribute (``ds.byte_budget_gb``, numbers as int / float) and
+    ``ds.options`` keeps the object.
+
     Args (distributed): equalize (``"none"`` | ``"drop"``; ``repeat=False`` only): ranks own whole
         episodes, so their epochs can differ in length and DDP then hangs at the epoch end waiting
         for the shorter rank. ``"drop"`` stops every rank after the smallest rank's batch count
@@ -202,118 +104,30 @@ class StreamingLeRobotDataset(ResumableStream, torch.utils.data.IterableDataset)
         (messages name episode, camera and file).
     """
 
-    def __init__(
-        self,
-        repo_id: str | None = None,
-        root: str | os.PathLike | None = None,
-        episodes: Sequence[int] | None = None,
-        delta_timestamps: dict[str, list[float]] | None = None,
-        image_transforms: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        revision: str | None = None,
-        max_num_shards: int = 1,
-        tolerance_s: float = constants.DEFAULT_TOLERANCE_S,
-        return_uint8: bool = False,
-        video_backend: str | None = "torchcodec",
-        seed: int | None = constants.DEFAULT_SEED,
-        repeat: bool = False,
-        *,
-        repo_type: str = "dataset",
-        data_root: str | os.PathLike | None = None,
-        episode_pool_size: int | None = None,
-        prefetch_episodes: int = constants.DEFAULT_PREFETCH_EPISODES,
-        byte_budget_gb: float = constants.DEFAULT_BYTE_BUDGET_GB,
-        decode_threads: int = constants.DEFAULT_DECODE_THREADS,
-        decoded_queue_size: int = constants.DEFAULT_DECODED_QUEUE_SIZE,
-        video_decoder_cache_size: int | None = None,
-        sampling_strategy: str = constants.DEFAULT_SAMPLING_STRATEGY,
-        sidecar_lock_timeout_s: float = constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S,
-        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
-        device: str = "cpu",
-        camera_keys: Sequence[str] | None = None,
-        decode_lookahead: int = 64,
-        decoded_cache_gb: float = 1.0,
-        ffmpeg_threads: int = 1,
-        first_lookahead: int | None = None,
-        batch_size: int | None = None,
-        drop_last: bool = False,
-        num_workers: int | None = None,
-        equalize: str = "none",
-        drop_n_last_frames: int = 0,
-        depth_output_unit: str = "mm",
-    ) -> None:
+    def __init__(self, repo_id: str | None = None, root: str | os.PathLike | None = None, *args: Any,
+                 options: StreamOptions | None = None, **kwargs: Any) -> None:
         super().__init__()
-        # one-shot iterables (generators) are read once, here, not consumed by validation
-        episodes = list(episodes) if isinstance(episodes, abc.Iterator) else episodes
-        camera_keys = list(camera_keys) if isinstance(camera_keys, abc.Iterator) else camera_keys
-        if isinstance(device, torch.device):
-            device = str(device)
-        validate_options(
-            byte_budget_gb=byte_budget_gb, episode_pool_size=episode_pool_size, episodes=episodes,
-            delta_timestamps=delta_timestamps, prefetch_episodes=prefetch_episodes, decode_threads=decode_threads,
-            decoded_queue_size=decoded_queue_size, video_decoder_cache_size=video_decoder_cache_size,
-            equalize=equalize, tolerance_s=tolerance_s, sampling_strategy=sampling_strategy,
-            video_backend=video_backend, max_num_shards=max_num_shards, sidecar_lock_timeout_s=sidecar_lock_timeout_s,
-            device=device, flags={"return_uint8": return_uint8, "repeat": repeat, "drop_last": drop_last}, seed=seed,
-            batch_size=batch_size, first_lookahead=first_lookahead, num_workers=num_workers, camera_keys=camera_keys,
-            decode_lookahead=decode_lookahead, decoded_cache_gb=decoded_cache_gb, ffmpeg_threads=ffmpeg_threads,
-            read_timeout_s=read_timeout_s, depth_output_unit=depth_output_unit)
+        opts = StreamOptions.from_arguments(options, args, kwargs, "StreamingLeRobotDataset").validate()
+        self.options = opts
         t0 = time.perf_counter()
-        self.repo_id = repo_id
-        self.revision = revision
-        self.repo_type = repo_type
-        self.root = root
-        self.data_root = data_root
-        self.read_timeout_s = float(read_timeout_s)
-        meta_source = open_source(root, repo_id=repo_id, revision=revision, repo_type=repo_type,
+        self.repo_id, self.root = repo_id, root
+        for name, value in opts.resolved().items():  # every option is an attribute (ds.byte_budget_gb ...)
+            setattr(self, name, value)
+        self.episodes = None if opts.episodes is None else sorted({int(e) for e in opts.episodes})
+        if self.num_workers is None:  # LeRobot's max_num_shards sets the DataLoader's worker count
+            self.num_workers = self.max_num_shards if self.max_num_shards > 1 else 0
+        meta_source = open_source(root, repo_id=repo_id, revision=self.revision, repo_type=self.repo_type,
                                   read_timeout_s=self.read_timeout_s)
-        self._payload_source = meta_source if data_root is None else open_source(data_root,
-                                                                                 read_timeout_s=self.read_timeout_s)
-        self.meta = DatasetMeta.load(meta_source, episodes=episodes, repo_id=repo_id)
-        self.episodes = None if episodes is None else sorted({int(e) for e in episodes})
-        self.depth_output_unit = depth_output_unit
-        self.select_cameras(camera_keys, delta_timestamps)
-        self.meta.rescale_depth_stats(depth_output_unit)  # as LeRobot 0.6.1: stats match the returned unit
-        self.windows = DeltaWindows(delta_timestamps, self.meta.fps, tolerance_s, self.meta.features)
-        self.delta_timestamps = delta_timestamps
-        self.image_transforms = image_transforms
-        self.max_num_shards = int(max_num_shards)
-        self.tolerance_s = float(tolerance_s)
-        self.return_uint8 = bool(return_uint8)
-        self.video_backend = video_backend or "torchcodec"
-        self.seed = constants.SEED_WHEN_NONE if seed is None else int(seed)
-        self.repeat = bool(repeat)
-        self.episode_pool_size = episode_pool_size
-        self.prefetch_episodes = int(prefetch_episodes)
-        self.byte_budget_gb = float(byte_budget_gb)
-        self.decode_threads = int(decode_threads)
-        self.decoded_queue_size = int(decoded_queue_size)
-        self.video_decoder_cache_size = video_decoder_cache_size
-        self.sampling_strategy = sampling_strategy
-        self.sidecar_lock_timeout_s = float(sidecar_lock_timeout_s)
-        self.device = device
-        self.decode_lookahead = int(decode_lookahead)
-        self.decoded_cache_gb = float(decoded_cache_gb)
-        self.ffmpeg_threads = int(ffmpeg_threads)
-        self.first_lookahead = None if first_lookahead is None else int(first_lookahead)
-        self.batch_size = None if batch_size is None else int(batch_size)
-        self.drop_last = bool(drop_last)
-        self.equalize = equalize
-        require("drop_n_last_frames", drop_n_last_frames, is_int(drop_n_last_frames) and drop_n_last_frames >= 0,
-                "an int >= 0")
-        self.drop_n_last_frames = int(drop_n_last_frames)
+        self._payload_source = meta_source if self.data_root is None else open_source(
+            self.data_root, read_timeout_s=self.read_timeout_s)
+        self.meta = DatasetMeta.load(meta_source, episodes=opts.episodes, repo_id=repo_id)
+        self.select_cameras(opts.camera_keys, self.delta_timestamps)
+        self.meta.rescale_depth_stats(self.depth_output_unit)  # as LeRobot 0.6.1: stats match the returned unit
+        self.windows = DeltaWindows(self.delta_timestamps, self.meta.fps, self.tolerance_s, self.meta.features)
         if self.drop_n_last_frames and not (self.meta.episode_lengths > self.drop_n_last_frames).any():
             raise StreamingConfigError(
                 f"drop_n_last_frames={self.drop_n_last_frames} leaves no anchor: every selected episode of "
                 f"{self.meta.repo_id} has at most that many frames")
-        self.num_workers = (self.max_num_shards if self.max_num_shards > 1 else 0) if num_workers is None else int(num_workers)
-        self._epoch = 0
-        self._samples = 0  # consumed samples of the rank since _epoch began (loaded or set)
-        self._yielded = 0  # items yielded in this process since then (num_workers=0 counting)
-        self._state_num_workers: int | None = None
-        self._iter_pid: int | None = None  # DataLoader worker process that counts iterator starts
-        self._iter_starts = 0  # iterators started on this copy in that worker (persistent_workers)
-        self._worker: Worker | None = None
-        self._transforms_in_threads = True
         self._setup = {"metadata_s": time.perf_counter() - t0}
         t1 = time.perf_counter()
         self._sidecar_npz, self._sidecar_how = self._ensure_sidecar()
@@ -352,11 +166,6 @@ class StreamingLeRobotDataset(ResumableStream, torch.utils.data.IterableDataset)
                      lock_timeout_s=self.sidecar_lock_timeout_s)  # validate once, in the training process
         return str(npz), how
 
-    def __getstate__(self) -> dict[str, Any]:
-        st = dict(self.__dict__)
-        st["_worker"] = None  # never ship decoders, maps or threads to a worker
-        return st
-
     # --- LeRobot-like surface ---------------------------------------------------------------------
     @property
     def fps(self) -> int:
@@ -386,68 +195,43 @@ class StreamingLeRobotDataset(ResumableStream, torch.utils.data.IterableDataset)
         return {int(e): max(0, int(n) - self.drop_n_last_frames)
                 for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
 
-    def _planner(self, num_workers: int, episode_nbytes: Callable[[int], int] | None = None, *,
-                 seed: int | None = None, pool_size: int | None = None, byte_budget_gb: float | None = None,
-                 decoder_cache_size: int | None = None, batch_size: int | None = None):
-        """This dataset's planner (the keyword overrides serve a mixture: its share of the budget)."""
+    def _planner(self, num_workers: int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
+        """This dataset's planner for ``num_workers`` DataLoader workers."""
         from lerobotstream.planner import Planner
 
-        gb = self.byte_budget_gb if byte_budget_gb is None else byte_budget_gb
-        return Planner(self.anchor_lengths(), seed=self.seed if seed is None else seed, num_workers=int(num_workers),
-                       pool_size=self.episode_pool_size if pool_size is None else pool_size,
-                       strategy=self.sampling_strategy, byte_budget=max(1, int(gb * GIB)),
-                       episode_nbytes=episode_nbytes or _no_nbytes,
-                       decoder_cache_size=self.video_decoder_cache_size if decoder_cache_size is None else decoder_cache_size,
-                       repeat=self.repeat, batch_size=(batch_size or self.batch_size or 1), drop_last=self.drop_last,
-                       equalize=self.equalize)
+        return Planner(self.anchor_lengths(), seed=self.seed, num_workers=int(num_workers),
+                       pool_size=self.episode_pool_size, strategy=self.sampling_strategy,
+                       byte_budget=max(1, int(self.byte_budget_gb * GIB)),
+                       episode_nbytes=episode_nbytes[0] if episode_nbytes else _no_nbytes,
+                       decoder_cache_size=self.video_decoder_cache_size, repeat=self.repeat,
+                       batch_size=self.batch_size or 1, drop_last=self.drop_last, equalize=self.equalize)
 
-    # --- per process ------------------------------------------------------------------------------
-    def _state(self) -> Worker:
-        if self._worker is None or self._worker.pid != os.getpid():
-            self._worker = Worker(self)  # never reuse a parent's decoders/connections
-        return self._worker
+    # --- the stream core's parts ------------------------------------------------------------------
+    def worker_config(self) -> WorkerConfig:
+        """What this dataset's per-process :class:`~lerobotstream.dataset._worker.Worker` needs."""
+        return WorkerConfig(meta=self.meta, payload_source=self._payload_source, sidecar_npz=self._sidecar_npz,
+                            sidecar_lock_timeout_s=self.sidecar_lock_timeout_s, cameras=self._cameras,
+                            windows=self.windows, tolerance_s=self.tolerance_s, device=self.device,
+                            ffmpeg_threads=self.ffmpeg_threads, return_uint8=self.return_uint8,
+                            image_transforms=self.image_transforms)
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        from lerobotstream.planner import current_worker
+    def _parts(self) -> list[StreamPart]:
+        return [StreamPart(self.worker_config(), transform_keys=tuple(self._cameras.transform_keys))]
 
-        wid, nw = current_worker()
-        in_process = nw == 0
-        self._transforms_in_threads = not in_process
-        epoch, samples = iteration_start(self, nw)
-        w = self._state()
-        planner = self._planner(nw, episode_nbytes=w.episode_nbytes)
-        planner.set_epoch(epoch)
-        planner.samples_consumed = samples
-        start = planner.worker_start(wid, nw)
-        plan = planner.worker_plan(start.logical_worker)  # ByteBudgetError here, before any fetch
-        if len(plan.episode_indices) == 0:
-            return
-        n_cams = max(1, len(self.video_keys))
-        cap = plan.decoder_cache_size or plan.pool_size * n_cams + self.prefetch_episodes * n_cams
-        w.decoders.clear()
-        w.decoders.capacity = max(1, int(cap))
-        w.reset_gops(int(self.decoded_cache_gb * GIB) // max(1, nw))
-        nbytes = dict(zip(plan.episode_indices.tolist(), plan.nbytes.tolist()))
-        cache = EpisodeByteCache(int(plan.byte_budget), nbytes, w.fetch,
-                                 max_workers=max(1, min(8, self.prefetch_episodes + 1)))
-        w.cache = cache
-        pipe = Pipeline(plan.iter_pools(start.epoch, start.offset, repeat=self.repeat), start.limit, cache,
-                        w.jobs.decode_group, w.assemble, decode_threads=self.decode_threads,
-                        decoded_queue_size=self.decoded_queue_size, prefetch_episodes=self.prefetch_episodes,
-                        lookahead=self.decode_lookahead, on_free=w.on_free, times=w.times,
-                        first_lookahead=self.first_lookahead or self.batch_size or 8)
-        try:
-            yield from yield_items(self, pipe, w.add, self._cameras.transform_keys, in_process)
-        finally:
-            w.decoders.clear()
-            w.reset_gops()
+    def _state(self):
+        """This process's :class:`~lerobotstream.dataset._worker.Worker` (created on first use)."""
+        return self._process_run().workers[0]
+
+    @property
+    def _worker(self):
+        return None if self._run is None else self._run.workers[0]
 
     def source_stats(self) -> dict[str, Any]:
         """This process's payload-source counters (``ByteSource.stats``: ``requests``,
         ``bytes_read``, ``bytes_requested``, ``retries``, ...; bytes), cheap enough to read per item
         (a fraction of a microsecond; :meth:`stats` builds every counter). Empty before iterating."""
-        w = self._worker
-        return {} if w is None else w.source.stats.as_dict()
+        parts = self._source_stats()
+        return parts[0] if parts else {}
 
     def stats(self) -> dict[str, Any]:
         """Per-process counters (stable names; the profiler reads them). Empty before iterating.
@@ -469,98 +253,27 @@ class StreamingLeRobotDataset(ResumableStream, torch.utils.data.IterableDataset)
             seconds (per stage, summed over threads): metadata_s, sidecar_s (training process setup),
                 torchcodec_import_s, index_open_s, spans_s, parquet_s, fetch_s, synthesize_s, open_s, decode_s, assemble_s,
                 transforms_s, queue_wait_s, admit_wait_s, decode_job_s; first_item_s.
-            items (int), chunks (int).
+            items (int): items yielded; chunks (int).
             gop_cache_bytes, gop_cache_peak_bytes, gop_cache_capacity_bytes (int, bytes of decoded
                 uint8 frames kept), gop_cache_evictions (int): the decoded-GOP cache.
             reserved_bytes, resident_bytes, byte_budget (int, bytes); cache (dict: ``CacheStats``).
         """
-        w = self._worker
-        if w is None:
+        if self._run is None:
             return {}
-        src = w.source.stats.as_dict()
-        fb = w.fallback
-        out: dict[str, Any] = {
-            "sidecar": self._sidecar_how,
-            "source": src,
-            "bytes_fetched": int(src.get("bytes_read", 0)),
-            "requests": int(src.get("requests", 0)),
-            "decoder_opens": w.decoders.opened,
-            "decoder_evictions": w.decoders.evicted,
-            "open_decoders": len(w.decoders),
-            "decoder_capacity": w.decoders.capacity,
-            "decoder_fallbacks": fb.fallback_count,
-            "pyav_fallbacks": fb.pyav_fallbacks,
-            "fallback_reasons": dict(fb.cpu_fallbacks),
-            **self._setup,
-            "index_open_s": w.index_open_s,
-            "assemble_s": w.times.assemble_s, "queue_wait_s": w.times.queue_wait_s,
-            "admit_wait_s": w.times.admit_wait_s, "decode_job_s": w.times.decode_job_s,
-            "items": w.times.items, "chunks": w.times.chunks, "first_item_s": w.times.first_item_s,
-            "gop_cache_bytes": w.jobs.gops.nbytes, "gop_cache_peak_bytes": w.jobs.gops.peak_nbytes,
-            "gop_cache_capacity_bytes": w.jobs.gops.capacity_bytes, "gop_cache_evictions": w.jobs.gops.evictions,
-        }
-        with w.lock:
-            out.update({k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes")) else v)
-                        for k, v in w.c.items()})
-        out["frames_decoded_per_returned"] = (out["frames_decoded"] / out["frames_returned"]
-                                              if out["frames_returned"] else None)
-        if self.meta.source is not w.source:
-            out["metadata_source"] = self.meta.source.stats.as_dict()
-        c = w.cache
-        if c is not None:
-            out.update(reserved_bytes=c.reserved_bytes, resident_bytes=c.resident_bytes, byte_budget=c.byte_budget,
-                       cache=c.stats.as_dict())
-        else:
-            out.update(reserved_bytes=0, resident_bytes=0, byte_budget=0, cache={})
-        return out
+        return {"sidecar": self._sidecar_how, **self._part_stats(0), **self._setup, **self._pipeline_stats(),
+                "items": self._run.times.items}
 
     def __repr__(self) -> str:
         return f"StreamingLeRobotDataset({self.meta!r}, cameras={self.video_keys + self.image_keys})"
 
 
-def yield_items(ds: Any, items: Iterator[dict[str, Any]], add: Callable[..., None], transform_keys: Sequence[str],
-                in_process: bool) -> Iterator[dict[str, Any]]:
-    """``items`` with ``ds.image_transforms`` applied here when they do not run on the assembly
-    threads (in-process iteration), counting the yielded items for ``ds.state_dict``."""
-    tfm = None if ds._transforms_in_threads else ds.image_transforms
-    for item in items:
-        if tfm is not None:
-            t0 = time.perf_counter()
-            for k in transform_keys:
-                if k in item:
-                    item[k] = tfm(item[k])
-            add(transforms_s=time.perf_counter() - t0)
-        if in_process:
-            ds._yielded += 1
-        yield item
+StreamingLeRobotDataset.__init__.__signature__ = constructor_signature(  # type: ignore[attr-defined]
+    StreamingLeRobotDataset.__init__, ("self", "repo_id", "root", "options"))
 
 
-def iteration_start(ds: Any, nw: int) -> tuple[int, int]:
-    """(epoch, consumed samples) an iterator of ``ds`` starts from in this process, with ``nw``
-    DataLoader workers (0: in-process).
-
-    A DataLoader worker holds a copy of the dataset: with ``persistent_workers=True`` the same copy
-    serves every epoch and never sees the training process's ``set_epoch()``; the k-th iterator
-    started on it is epoch (copied epoch + k), from its first sample.
-
-    Raises:
-        ResumeStateError: the loaded state was written with another DataLoader worker count.
-    """
-    if ds._state_num_workers is not None and ds._state_num_workers != nw and not (
-            {ds._state_num_workers, nw} <= {0, 1}):
-        raise ResumeStateError(
-            f"the resume state was written with {ds._state_num_workers} DataLoader worker(s) but this "
-            f"DataLoader runs {nw}: sample-exact resume needs the same worker count (it fixes the batch "
-            "turns); restore it, or start a new run from the policy weights")
-    epoch, samples = ds._epoch, ds._samples
-    if nw:
-        pid = os.getpid()
-        if ds._iter_pid != pid:
-            ds._iter_pid, ds._iter_starts = pid, 0
-        if ds._iter_starts:
-            epoch, samples = ds._epoch + ds._iter_starts, 0
-        ds._iter_starts += 1
-    return epoch, samples
+def _no_nbytes(episode_index: int) -> int:
+    """Stand-in size for planners that only compute states (never build a worker plan)."""
+    raise AssertionError("a state-only planner must not build worker plans")
 
 
 def _root_name(root: Any) -> str:

@@ -91,8 +91,8 @@ class ChunkDecoder:
     def needed(self, cam: str, frames: np.ndarray, n: int) -> np.ndarray:
         """Episode frames (int64, flat, repeats kept) that anchors ``frames`` of an ``n``-frame
         episode use from camera ``cam``: each anchor, or its ``delta_timestamps`` window."""
-        if cam in self.w.ds.windows.keys():
-            return window_indices(frames, n, self.w.ds.windows.frames[cam])[0].reshape(-1)
+        if cam in self.w.cfg.windows.keys():
+            return window_indices(frames, n, self.w.cfg.windows.frames[cam])[0].reshape(-1)
         return frames
 
     def _demand(self, ep: int, cam: str, video, rows: EpisodeRows) -> dict[str, np.ndarray]:
@@ -134,7 +134,7 @@ class ChunkDecoder:
         with self.lock:
             ep_lock = self.ep_locks.setdefault(ep, threading.Lock())
         with ep_lock:  # one job of an episode at a time: a GOP run is decoded once, not by two jobs
-            for cam in self.w.ds.video_keys:
+            for cam in self.w.cfg.video_keys:
                 idx = self.needed(cam, frames, n)
                 video = self.w.video(ep, cam, payload.payloads[cam], serial)
                 out.videos[cam] = video
@@ -194,8 +194,8 @@ class ChunkDecoder:
                          frames_decoded=decoded, frames_returned=len(idx), frames_unique=len(uniq),
                          decode_calls=calls)
                 out.frames[cam] = got
-            info = self.w.ds.meta.episode(ep)
-            for key in self.w.ds.image_keys:  # each distinct image of the chunk decoded once (Pillow)
+            info = self.w.cfg.meta.episode(ep)
+            for key in self.w.cfg.image_keys:  # each distinct image of the chunk decoded once (Pillow)
                 out.images[key] = decode_images(rows.images[key], self.needed(key, frames, n), key=key,
                                                 episode_index=ep, path=info.data_path)
         return out
@@ -213,7 +213,7 @@ class ChunkDecoder:
     def drop_episode(self, ep: int) -> None:
         """The episode left the pool: forget its decoded GOPs, demand and lock."""
         self.gops.drop((*self.namespace, ep))
-        for cam in self.w.ds.video_keys:
+        for cam in self.w.cfg.video_keys:
             self.demand.pop((ep, cam), None)
         with self.lock:
             self.ep_locks.pop(ep, None)

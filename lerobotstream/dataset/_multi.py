@@ -1,12 +1,14 @@
 """``StreamingMultiLeRobotDataset``: one torch ``IterableDataset`` over a weighted mixture of
 LeRobotDataset v3 datasets, each streamed as :class:`StreamingLeRobotDataset` streams it.
 
-Wiring: one :class:`StreamingLeRobotDataset` per dataset (its own sources, metadata, MP4
-sidecar, fps, windows and decoders) → per process one :class:`Worker` per dataset → a
-:class:`~lerobotstream.planner.MixturePlanner` (each dataset's rank/worker shards and pools, a
-seeded mix sequence) → **one** pipeline per worker: one byte cache, one set of decode and
-assembly threads and one prefetch frontier over global episode ids
-(``offset[d] + episode_index``).
+This module holds only what is specific to mixing: the per-dataset options, the common features
+and the mixture's metadata, the weights, one stream part per dataset (its global episode offset,
+dropped keys and ``dataset_index``) and the :class:`~lerobotstream.planner.MixturePlanner`
+(each dataset's rank/worker shards and pools, their seeds and shares, a seeded mix sequence).
+Everything else — resume state, the iterator, one byte cache, one set of decode and assembly
+threads and one prefetch frontier per worker over global episode ids
+(``offset[d] + episode_index``) — is the stream core's (:mod:`lerobotstream.dataset._stream`),
+the same code that streams one dataset.
 
 Budget: the rank's ``byte_budget_gb``, ``episode_pool_size`` and ``video_decoder_cache_size`` are
 split over the datasets (``planner.mixture_shares``: half evenly, half by weight); the shares sum
@@ -17,84 +19,29 @@ follows its GOP length and episode lengths, not its weight.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import time
 from collections import abc
 from typing import Any, Callable, Iterator, Sequence
 
-import torch
-
-from lerobotstream import constants
-from lerobotstream.dataset._dataset import GIB, ResumableStream, StreamingLeRobotDataset, iteration_start, yield_items
-from lerobotstream.dataset._options import require
-from lerobotstream.dataset._pipeline import Pipeline
-from lerobotstream.errors import LeRobotStreamError, MixtureFeatureError, StreamingConfigError
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._stream import StreamCore, StreamPart
+from lerobotstream.errors import MixtureFeatureError, StreamingConfigError, naming
 from lerobotstream.features import aggregate_stats
-from lerobotstream.payload_cache import EpisodeByteCache
-from lerobotstream.planner import mixture_shares
+from lerobotstream.options import StreamOptions, per_dataset_options, require
 
 __all__ = ["StreamingMultiLeRobotDataset", "PER_DATASET_OPTIONS"]
 
 log = logging.getLogger("lerobotstream.dataset")
 
-#: options that may be given per dataset, as a dict keyed by repo id
-PER_DATASET_OPTIONS = ("episodes", "delta_timestamps", "revision", "repo_type", "data_root", "tolerance_s",
-                       "camera_keys", "drop_n_last_frames")
+#: options that may be given per dataset, as a dict keyed by repo id (``StreamOptions``' per-dataset ones)
+PER_DATASET_OPTIONS = per_dataset_options()
 
-
-class _CacheView:
-    """One dataset's view of the mixture's byte cache (its episode ``e`` is ``offset + e`` there)."""
-
-    def __init__(self, cache: EpisodeByteCache, offset: int) -> None:
-        self.cache, self.offset = cache, offset
-
-    def get(self, episode_index: int, **kw: Any):
-        return self.cache.get(self.offset + int(episode_index), **kw)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.cache, name)
-
-
-class _MixtureWorker:
-    """Per-process state of a mixture: each dataset's :class:`Worker`, dispatch by global id."""
-
-    def __init__(self, ds: StreamingMultiLeRobotDataset) -> None:
-        self.pid = os.getpid()
-        self.ds = ds
-        self.workers = [child._state() for child in ds.datasets]
-        self.cache: EpisodeByteCache | None = None
-
-    def split(self, gid: int) -> tuple[int, int]:
-        offsets = self.ds._offsets
-        d = len(offsets) - 1
-        while offsets[d] > gid:
-            d -= 1
-        return d, int(gid) - offsets[d]
-
-    def fetch(self, gid: int):
-        d, ep = self.split(gid)
-        return self.workers[d].fetch(ep)
-
-    def decode_group(self, gid: int, frames):
-        d, ep = self.split(gid)
-        return self.workers[d].jobs.decode_group(ep, frames)
-
-    def assemble(self, gid: int, frame: int, dec) -> dict[str, Any]:
-        d, ep = self.split(gid)
-        item = self.workers[d].assemble(ep, frame, dec)
-        for key in self.ds._dropped[d]:
-            item.pop(key, None)
-        item["dataset_index"] = torch.tensor(d, dtype=torch.int64)
-        return item
-
-    def on_free(self, gid: int) -> None:
-        d, ep = self.split(gid)
-        self.workers[d].on_free(ep)
-
-    def add(self, **kw: float) -> None:
-        self.workers[0].add(**kw)
+#: the stream settings the core reads, taken from the first dataset (every dataset got the same shared options)
+_SHARED_SETTINGS = ("seed", "repeat", "image_transforms", "num_workers", "batch_size", "drop_last", "return_uint8",
+                    "episode_pool_size", "byte_budget_gb", "decoded_cache_gb", "video_decoder_cache_size",
+                    "prefetch_episodes", "decode_threads", "decoded_queue_size", "decode_lookahead",
+                    "first_lookahead", "sampling_strategy")
 
 
 def _per_dataset(name: str, value: Any, repo_ids: Sequence[str]) -> list[Any]:
@@ -142,7 +89,7 @@ def _weights(weights: Any, repo_ids: Sequence[str]) -> list[float] | None:
     return values
 
 
-class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDataset):
+class StreamingMultiLeRobotDataset(StreamCore):
     """Stream a weighted mixture of LeRobotDataset v3 datasets (local, Hub, bucket, fsspec, mixed).
 
     Args:
@@ -150,8 +97,9 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
         roots: one root per dataset (path or URL; None entries: the Hub by repo id), or None.
         weights: sampling weight per dataset (numbers > 0); None: in proportion to the selected
             frames (anchors) of each dataset.
-        **options: :class:`StreamingLeRobotDataset`'s. These may be given per dataset as a dict
-            keyed by repo id: ``episodes``, ``delta_timestamps`` (seconds; each dataset's own fps),
+        options, **kwargs: :class:`StreamingLeRobotDataset`'s (a
+            :class:`~lerobotstream.options.StreamOptions` and/or keywords). These may be given per
+            dataset as a dict keyed by repo id (``StreamOptions``' per-dataset ones): ``episodes``, ``delta_timestamps`` (seconds; each dataset's own fps),
             ``revision``, ``repo_type``, ``data_root``, ``tolerance_s``, ``camera_keys``,
             ``drop_n_last_frames``. The rank's resources (``byte_budget_gb``, ``episode_pool_size``,
             ``decoded_cache_gb``, ``video_decoder_cache_size``) are one budget for the whole mixture,
@@ -182,7 +130,7 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
     """
 
     def __init__(self, repo_ids: Sequence[str], *, roots: Sequence[Any] | None = None,
-                 weights: Sequence[float] | None = None, **options: Any) -> None:
+                 weights: Sequence[float] | None = None, options: StreamOptions | None = None, **kwargs: Any) -> None:
         super().__init__()
         repo_ids = list(repo_ids) if not isinstance(repo_ids, str) else [repo_ids]
         require("repo_ids", repo_ids, len(repo_ids) >= 1 and all(isinstance(r, str) and r for r in repo_ids)
@@ -191,10 +139,14 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
         roots = [None] * n if roots is None else list(roots)
         require("roots", roots, len(roots) == n, f"None or one root per repo id ({n})")
         weights = _weights(weights, repo_ids)
-        unknown = set(options) - set(_known_options())
+        known = set(StreamOptions().as_dict())
+        unknown = set(kwargs) - known
         if unknown:
             raise StreamingConfigError(f"unknown option(s) {sorted(unknown)} for StreamingMultiLeRobotDataset",
                                        option=sorted(unknown)[0])
+        options = {**({} if options is None else {k: v for k, v in options.as_dict().items()
+                                                  if v is not StreamOptions.__dataclass_fields__[k].default}),
+                   **kwargs}
         if options.get("equalize", "none") != "none":
             raise StreamingConfigError("equalize='drop' is not supported for mixtures (use repeat=True, as "
                                        "lerobot-train does)", option="equalize", value=options["equalize"])
@@ -211,14 +163,8 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
             with _naming(d, rid):  # every option is checked here, by the dataset's own constructor
                 self.datasets.append(StreamingLeRobotDataset(**kw))
         # the mixture's settings: the shared options as the first dataset resolved them (defaults included)
-        first = self.datasets[0]
-        self.seed, self.repeat, self.image_transforms = first.seed, first.repeat, first.image_transforms
-        self.num_workers, self.batch_size, self.drop_last = first.num_workers, first.batch_size, first.drop_last
-        self.return_uint8, self.episode_pool_size = first.return_uint8, first.episode_pool_size
-        self.byte_budget_gb, self.decoded_cache_gb = first.byte_budget_gb, first.decoded_cache_gb
-        self.video_decoder_cache_size, self.prefetch_episodes = first.video_decoder_cache_size, first.prefetch_episodes
-        self.decode_threads, self.decoded_queue_size = first.decode_threads, first.decoded_queue_size
-        self.decode_lookahead, self.first_lookahead = first.decode_lookahead, first.first_lookahead
+        for name in _SHARED_SETTINGS:
+            setattr(self, name, getattr(self.datasets[0], name))
         if "camera_keys" not in per:  # decode only the cameras every dataset has (the others are dropped)
             cams = [set(c.meta.camera_keys) for c in self.datasets]
             common = [k for k in self.datasets[0].meta.camera_keys if all(k in c for c in cams)]
@@ -236,12 +182,6 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
             self._offsets.append(off)
             off += int(max(c.meta.episode_indices)) + 1
         self.meta = self._mixture_meta(aggregate_stats([c.meta.stats for c in self.datasets], keys=self.features))
-        self._epoch, self._samples, self._yielded = 0, 0, 0
-        self._state_num_workers: int | None = None
-        self._iter_pid: int | None = None
-        self._iter_starts = 0
-        self._worker: _MixtureWorker | None = None
-        self._transforms_in_threads = True
         self._setup_s = time.perf_counter() - t0
 
     # --- features -------------------------------------------------------------------------------
@@ -351,125 +291,58 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
         return {"repo_ids": list(self.repo_ids), "weights": [float(w) for w in self.weights],
                 "weights_given": self.weights_given}
 
-    def __getstate__(self) -> dict[str, Any]:
-        st = dict(self.__dict__)
-        st["_worker"] = None
-        return st
+    # --- the stream core's parts and planner -----------------------------------------------------
+    def _parts(self) -> list[StreamPart]:
+        keys = [k for c in self.datasets for k in c._cameras.transform_keys]
+        transform_keys = tuple(k for k in dict.fromkeys(keys) if k in self.features)
+        return [StreamPart(child.worker_config(), offset=off, dataset_index=d, dropped=drop,
+                           transform_keys=transform_keys)
+                for d, (child, off, drop) in enumerate(zip(self.datasets, self._offsets, self._dropped))]
 
-    # --- planner and resume -------------------------------------------------------------------------
-    def _planner(self, num_workers: int, nbytes: Sequence[Callable[[int], int]] | None = None):
+    def _planner(self, num_workers: int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
         from lerobotstream.planner import MixturePlanner
-        from lerobotstream.planner._seeds import seed_words
 
-        shares = mixture_shares(self.weights)
-        nw = max(1, int(num_workers))
-        pool = self.episode_pool_size or max(1, constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // nw)
-        planners = []
-        for d, (child, share) in enumerate(zip(self.datasets, shares)):
-            seed_d = int(seed_words(self.seed, 0x4D495854, d)[0] >> 2)
-            dec = None if self.video_decoder_cache_size is None else max(1, int(self.video_decoder_cache_size * share))
-            with _naming(d, self.repo_ids[d], f"its share {share:.1%} of the mixture's byte_budget_gb="
-                                              f"{self.byte_budget_gb:g} and pool"):
-                planners.append(child._planner(int(num_workers), None if nbytes is None else nbytes[d], seed=seed_d,
-                                               pool_size=max(1, round(pool * share)),
-                                               byte_budget_gb=self.byte_budget_gb * share, decoder_cache_size=dec,
-                                               batch_size=1))
-        return MixturePlanner(planners, self.weights, self._offsets, seed=self.seed, repeat=self.repeat,
-                              batch_size=int(self.batch_size or 1), drop_last=self.drop_last, mixture=self.mixture,
-                              byte_budget=max(1, int(self.byte_budget_gb * GIB)), pool_size=self.episode_pool_size)
+        return MixturePlanner.for_datasets(
+            [c.anchor_lengths() for c in self.datasets], self.weights, self._offsets, seed=self.seed,
+            num_workers=int(num_workers), pool_size=self.episode_pool_size, byte_budget_gb=self.byte_budget_gb,
+            decoder_cache_size=self.video_decoder_cache_size, strategy=self.sampling_strategy, repeat=self.repeat,
+            batch_size=self.batch_size, drop_last=self.drop_last, episode_nbytes=episode_nbytes,
+            mixture=self.mixture)
 
-    # samples_consumed, set_epoch, state_dict, load_state_dict: ResumableStream's (the state records
-    # the mixture: repo ids and weights; another mixture or a single-dataset state is refused)
-
-    # --- per process ----------------------------------------------------------------------------
-    def _state(self) -> _MixtureWorker:
-        if self._worker is None or self._worker.pid != os.getpid():
-            self._worker = _MixtureWorker(self)
-        return self._worker
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        from lerobotstream.planner import current_worker
-
-        wid, nw = current_worker()
-        in_process = nw == 0
-        self._transforms_in_threads = not in_process
-        for child in self.datasets:
-            child._transforms_in_threads = not in_process
-        epoch, samples = iteration_start(self, nw)
-        mw = self._state()
-        planner = self._planner(nw, [w.episode_nbytes for w in mw.workers])
-        planner.set_epoch(epoch)
-        planner.samples_consumed = samples
-        start = planner.worker_start(wid, nw)
-        plans = []
-        shares = mixture_shares(self.weights)
-        for d, p in enumerate(planner.planners):  # ByteBudgetError here, before any fetch
-            with _naming(d, self.repo_ids[d], f"its share {shares[d]:.1%} of the mixture's "
-                                              f"byte_budget_gb={self.byte_budget_gb:g}"):
-                plans.append(p.worker_plan(start.logical_worker))
-        if not any(len(p.episode_indices) for p in plans):
-            return
-        nbytes: dict[int, int] = {}
-        budget = 0
-        gops = mw.workers[0].jobs.gops  # one decoded-GOP cache for the mixture: each dataset's keys namespaced
-        for d, (child, w, plan) in enumerate(zip(self.datasets, mw.workers, plans)):
-            n_cams = max(1, len(child.video_keys))
-            cap = plan.decoder_cache_size or plan.pool_size * n_cams + self.prefetch_episodes * n_cams
-            w.decoders.clear()
-            w.decoders.capacity = max(1, int(cap))
-            w.jobs.gops, w.jobs.namespace = gops, (d,)
-            w.reset_gops(int(self.decoded_cache_gb * GIB) // max(1, nw))
-            nbytes.update({self._offsets[d] + int(e): int(b) for e, b in zip(plan.episode_indices, plan.nbytes)})
-            budget += int(plan.byte_budget or 0) if len(plan.episode_indices) else 0
-        cache = EpisodeByteCache(max(1, budget), nbytes, mw.fetch, max_workers=max(1, min(8, self.prefetch_episodes + 1)))
-        mw.cache = cache
-        for d, w in enumerate(mw.workers):
-            w.cache = _CacheView(cache, self._offsets[d])
-        times = mw.workers[0].times
-        pipe = Pipeline(planner.worker_pools(start, plans), start.limit, cache, mw.decode_group, mw.assemble,
-                        decode_threads=self.decode_threads, decoded_queue_size=self.decoded_queue_size,
-                        prefetch_episodes=self.prefetch_episodes, lookahead=self.decode_lookahead,
-                        on_free=mw.on_free, times=times,
-                        first_lookahead=self.first_lookahead or self.batch_size or 8)
-        keys = [k for k in dict.fromkeys(k for c in self.datasets for k in c._cameras.transform_keys)
-                if k in self.features]
-        try:
-            yield from yield_items(self, pipe, mw.add, keys, in_process)
-        finally:
-            for w in mw.workers:
-                w.decoders.clear()
-                w.reset_gops()
+    # samples_consumed, set_epoch, state_dict, load_state_dict, __iter__: the stream core's (the state
+    # records the mixture: repo ids and weights; another mixture or a single-dataset state is refused)
 
     def source_stats(self) -> dict[str, Any]:
         """Every dataset's payload-source counters summed (see
         :meth:`StreamingLeRobotDataset.source_stats`). Empty before iterating."""
-        parts = [c.source_stats() for c in self.datasets]
+        parts = self._source_stats()
         if not any(parts):
             return {}
         keys = dict.fromkeys(k for p in parts for k in p)
         return {k: sum(p.get(k, 0) for p in parts) for k in keys if all(isinstance(p.get(k, 0), (int, float)) for p in parts)}
 
     def stats(self) -> dict[str, Any]:
-        """Per-process counters of the mixture: each dataset's :meth:`StreamingLeRobotDataset.stats`
-        under ``datasets`` (its ``cache`` and budget fields are the mixture's shared cache), and
-        the sums of the numeric counters (``source`` request and byte counts, frames, stage
-        seconds) at the top level. Empty before iterating."""
-        if self._worker is None:
+        """Per-process counters of the mixture: each dataset's own counters under ``datasets``
+        (items it gave, its fetches, decodes, decoders and source; the keys of
+        :meth:`StreamingLeRobotDataset.stats` less the worker's shared ones), the worker's shared
+        counters (pipeline stage times, ``chunks``, the one byte cache and decoded-GOP cache) and
+        the sums of each dataset's numeric counters at the top level. Empty before iterating."""
+        if self._run is None:
             return {}
-        per = [c.stats() for c in self.datasets]
+        per = [{"sidecar": c.sidecar_status, **self._part_stats(d)} for d, c in enumerate(self.datasets)]
         out: dict[str, Any] = {"datasets": per, "mixture": self.mixture}
         for k in per[0]:
             vals = [p.get(k) for p in per]
             if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
-                shared = k in ("reserved_bytes", "resident_bytes", "byte_budget") or k.startswith("gop_cache")
-                out[k] = vals[0] if shared else sum(vals)  # one byte cache and one GOP cache for the mixture
+                out[k] = sum(vals)
             elif k == "source":
                 out[k] = {sk: sum(p["source"].get(sk, 0) for p in per) for sk in per[0]["source"]
                           if isinstance(per[0]["source"][sk], (int, float))}
+        out.update(self._pipeline_stats())
+        out["items"] = self._run.times.items
         fd, fr = out.get("frames_decoded", 0), out.get("frames_returned", 0)
         out["frames_decoded_per_returned"] = fd / fr if fr else None
-        for k in ("sidecar", "cache"):
-            out[k] = per[0].get(k)
+        out["sidecar"] = self.sidecar_status
         return out
 
     def __repr__(self) -> str:
@@ -478,16 +351,9 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
                 f"frames={self.num_frames}, episodes={self.num_episodes})")
 
 
-@contextlib.contextmanager
-def _naming(d: int, repo_id: str, share: str | None = None) -> Iterator[None]:
-    """Re-raise a dataset's typed error with the dataset of the mixture (and its share) named."""
-    try:
-        yield
-    except LeRobotStreamError as exc:
-        where = f"dataset {d} ({repo_id}{'; ' + share if share else ''})"
-        if exc.message.startswith(f"dataset {d} ("):
-            raise
-        raise type(exc)(f"{where}: {exc.message}", **getattr(exc, "_fields", {})) from exc
+def _naming(d: int, repo_id: str):
+    """Re-raise a dataset's typed error with the dataset of the mixture named."""
+    return naming(f"dataset {d} ({repo_id})")
 
 
 def _get(per: dict[str, list], key: str, d: int) -> Any:
@@ -496,9 +362,3 @@ def _get(per: dict[str, list], key: str, d: int) -> Any:
 
 def _norm(v: Any) -> Any:
     return tuple(v) if isinstance(v, (list, tuple)) else v
-
-
-def _known_options() -> list[str]:
-    import inspect
-
-    return [p for p in inspect.signature(StreamingLeRobotDataset.__init__).parameters if p not in ("self", "repo_id", "root")]

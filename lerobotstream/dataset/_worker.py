@@ -1,9 +1,11 @@
-"""Per-process state of a :class:`~lerobotstream.dataset.StreamingLeRobotDataset`: the derived
-MP4 index, per (episode, camera) spans, payload fetch + mini-MP4 synthesis, decoders, counters.
+"""Per-process state of one dataset of a stream: the derived MP4 index, per (episode, camera)
+spans, payload fetch + mini-MP4 synthesis, decoders, counters.
 
-Created lazily in the process that iterates (after a PID check), so DataLoader workers never
-inherit decoders, descriptors, maps or threads from the training process, under ``fork``,
-``spawn`` or ``forkserver`` alike; it is never pickled.
+A :class:`Worker` is built from a :class:`WorkerConfig` (what the dataset decided at
+construction: metadata, sources, sidecar, cameras, windows, decode settings) in the process that
+iterates (after a PID check, by the stream core), so DataLoader workers never inherit decoders,
+descriptors, maps or threads from the training process, under ``fork``, ``spawn`` or
+``forkserver`` alike; it is never pickled.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import itertools
 import os
 import threading
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -23,29 +26,68 @@ from lerobotstream.dataset._decodejob import ChunkDecoder, Decoded
 from lerobotstream.dataset._pipeline import StageTimes
 from lerobotstream.errors import DecodeError, FrameTimestampError, LeRobotStreamError, Mp4InconsistentTablesError
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "WorkerConfig"]
 
 _SERIAL = itertools.count(1)
 
 
-class Worker:
-    """Per-process state (index, spans, decoders, counters): never crosses a fork."""
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What a :class:`Worker` needs of its dataset (built by the dataset, picklable).
 
-    def __init__(self, ds: Any) -> None:
+    Fields:
+        meta: the dataset's :class:`~lerobotstream.meta.DatasetMeta` (its ``source`` reads Parquet).
+        payload_source: the :class:`~lerobotstream.sources.ByteSource` of the MP4 payload.
+        sidecar_npz (str): the validated MP4 sidecar; sidecar_lock_timeout_s (float, seconds).
+        cameras: the ``camera_keys`` plan (``dataset._cameras.CameraPlan``).
+        windows: ``delta_timestamps`` windows (``dataset._windows.DeltaWindows``).
+        tolerance_s (float, seconds), device (str), ffmpeg_threads (int), return_uint8 (bool),
+        image_transforms (callable | None): as the dataset's options.
+    """
+
+    meta: Any
+    payload_source: Any
+    sidecar_npz: str
+    sidecar_lock_timeout_s: float
+    cameras: Any
+    windows: Any
+    tolerance_s: float
+    device: str
+    ffmpeg_threads: int
+    return_uint8: bool
+    image_transforms: Callable | None
+
+    @property
+    def video_keys(self) -> list[str]:
+        return self.cameras.video_keys
+
+    @property
+    def image_keys(self) -> list[str]:
+        return self.cameras.image_keys
+
+
+class Worker:
+    """Per-process state of one dataset (index, spans, decoders, counters): never crosses a fork.
+
+    Per iterator the stream core binds it (:meth:`bind`) to the worker's shared byte cache (this
+    dataset's episode ``e`` is ``offset + e`` there), decoded-GOP cache and decoder capacity.
+    """
+
+    def __init__(self, cfg: WorkerConfig) -> None:
         from lerobotstream.decode import FALLBACK_STATUS, OpenDecoderLRU
         from lerobotstream.mp4 import Mp4Index
         from lerobotstream.parquet import EpisodeParquetReader
 
         self.pid = os.getpid()
-        self.ds = ds
-        self.source = ds._payload_source
+        self.cfg = cfg
+        self.source = cfg.payload_source
         t0 = time.perf_counter()
-        self.index = Mp4Index.open(ds._sidecar_npz, lock_timeout_s=ds.sidecar_lock_timeout_s)
+        self.index = Mp4Index.open(cfg.sidecar_npz, lock_timeout_s=cfg.sidecar_lock_timeout_s)
         self.index_open_s = time.perf_counter() - t0
-        self.parquet = EpisodeParquetReader(ds.meta.source)
-        if ds._cameras.skipped_columns:  # image features not selected: their bytes are never read
-            names = self.parquet.metadata(ds.meta.episodes[0].data_path).schema.to_arrow_schema().names
-            self.parquet.columns = [c for c in names if c not in set(ds._cameras.skipped_columns)]
+        self.parquet = EpisodeParquetReader(cfg.meta.source)
+        if cfg.cameras.skipped_columns:  # image features not selected: their bytes are never read
+            names = self.parquet.metadata(cfg.meta.episodes[0].data_path).schema.to_arrow_schema().names
+            self.parquet.columns = [c for c in names if c not in set(cfg.cameras.skipped_columns)]
         self.spans: dict[tuple[int, str], Any] = {}
         self.span_lock = threading.Lock()
         self.decoders = OpenDecoderLRU(1)
@@ -54,10 +96,29 @@ class Worker:
         self.times = StageTimes()
         self.c: dict[str, float] = dict(fetch_s=0.0, synthesize_s=0.0, open_s=0.0, decode_s=0.0, parquet_s=0.0,
                                         transforms_s=0.0, spans_s=0.0, frames_decoded=0, frames_returned=0,
-                                        frames_unique=0, decode_calls=0, bytes_needed=0, episodes_fetched=0)
-        self.cache: EpisodeByteCache | None = None
+                                        frames_unique=0, decode_calls=0, bytes_needed=0, episodes_fetched=0,
+                                        items=0)
+        self.cache: _CacheView | None = None
         self.serial: dict[int, int] = {}  # episode -> serial of its resident payload (decoder keys)
         self.jobs = ChunkDecoder(self)
+        #: image transforms run on the assembly threads (DataLoader workers) or when items are yielded
+        self.transforms_in_threads = True
+
+    def bind(self, cache: EpisodeByteCache, offset: int, gops: Any, namespace: tuple, *, decoder_capacity: int,
+             gop_capacity_bytes: int, transforms_in_threads: bool) -> None:
+        """Start an iterator: the worker's byte cache (episode ``e`` at ``offset + e``), the shared
+        decoded-GOP cache (this dataset's keys under ``namespace``), the open-decoder cap."""
+        self.decoders.clear()
+        self.decoders.capacity = max(1, int(decoder_capacity))
+        self.jobs.gops, self.jobs.namespace = gops, namespace
+        self.reset_gops(gop_capacity_bytes)
+        self.cache = _CacheView(cache, offset)
+        self.transforms_in_threads = transforms_in_threads
+
+    def release(self) -> None:
+        """End an iterator: close decoders, forget decoded GOPs (counters are kept)."""
+        self.decoders.clear()
+        self.reset_gops()
 
     def add(self, **kw: float) -> None:
         with self.lock:
@@ -73,11 +134,11 @@ class Worker:
         if s is not None:
             return s
         t0 = time.perf_counter()
-        info = self.ds.meta.episode(ep)
+        info = self.cfg.meta.episode(ep)
         v = info.videos[cam]
         table = self.index.table(self.index.source_id(v.path))
         try:
-            a, b = episode_frame_range(table, v.from_timestamp, info.length, self.ds.meta.fps, self.ds.tolerance_s)
+            a, b = episode_frame_range(table, v.from_timestamp, info.length, self.cfg.meta.fps, self.cfg.tolerance_s)
             span = plan_span(table, a, b, path=v.path)
         except LeRobotStreamError as exc:
             raise type(exc)(f"episode {ep}, camera {cam!r}, file {v.path}: {exc.message}", episode_index=ep,
@@ -92,19 +153,19 @@ class Worker:
         return s
 
     def episode_nbytes(self, ep: int) -> int:
-        return int(sum(self.span(int(ep), cam)[0].synth_nbytes for cam in self.ds.video_keys))
+        return int(sum(self.span(int(ep), cam)[0].synth_nbytes for cam in self.cfg.video_keys))
 
     def fetch(self, ep: int) -> EpisodePayload:
         """Parquet rows + every camera's mini-MP4 of one episode (runs on a cache fetch thread)."""
         from lerobotstream.mp4 import check_sample_framing, synthesize
 
-        info = self.ds.meta.episode(ep)
+        info = self.cfg.meta.episode(ep)
         t0 = time.perf_counter()
         tables = self.parquet.read(info.data_path, {ep: info.length})
-        rows = episode_rows(tables[ep], ep, info.dataset_from_index, image_keys=self.ds.image_keys, path=info.data_path)
+        rows = episode_rows(tables[ep], ep, info.dataset_from_index, image_keys=self.cfg.image_keys, path=info.data_path)
         self.add(parquet_s=time.perf_counter() - t0)
         payloads = {}
-        for cam in self.ds.video_keys:
+        for cam in self.cfg.video_keys:
             span, table, path, _ = self.span(ep, cam)
             try:
                 t1 = time.perf_counter()
@@ -118,7 +179,7 @@ class Worker:
                     raise
                 msg = exc.message if exc.message.startswith(f"{path}:") else f"{path}: {exc.message}"
                 if isinstance(exc, Mp4InconsistentTablesError):
-                    msg += f" [cached sidecar: {self.ds._sidecar_npz}]"
+                    msg += f" [cached sidecar: {self.cfg.sidecar_npz}]"
                 fields = {**getattr(exc, "_fields", {}), "episode_index": ep, "camera": cam, "path": path}
                 raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from exc
             except Exception as exc:
@@ -132,9 +193,9 @@ class Worker:
 
         span, table, path, from_ts = self.span(ep, cam)
         return EpisodeVideo(table, span, mini, episode_index=ep, camera=cam, path=path, from_timestamp=from_ts,
-                            fps=self.ds.meta.fps, tolerance_s=self.ds.tolerance_s, device=self.ds.device,
-                            num_threads=self.ds.ffmpeg_threads, cache=self.decoders, cache_key=(ep, cam, serial),
-                            depth=cam in self.ds._cameras.dequantizers)
+                            fps=self.cfg.meta.fps, tolerance_s=self.cfg.tolerance_s, device=self.cfg.device,
+                            num_threads=self.cfg.ffmpeg_threads, cache=self.decoders, cache_key=(ep, cam, serial),
+                            depth=cam in self.cfg.cameras.dequantizers)
 
     def assemble(self, ep: int, frame: int, dec: Decoded) -> dict[str, Any]:
         def frames(e: int, cam: str, idx: np.ndarray, query_s: np.ndarray) -> list[torch.Tensor]:
@@ -144,14 +205,16 @@ class Worker:
                 local = dec.videos[cam].local_indices(query_s)
             return [got[i] for i in local.tolist()]
 
-        tfm = self.ds.image_transforms if self.ds._transforms_in_threads else None
+        tfm = self.cfg.image_transforms if self.transforms_in_threads else None
         item = assemble_item(
-            dec.rows, frame, windows=self.ds.windows, video_keys=self.ds.video_keys,
-            from_timestamps=dec.from_timestamps, frames=frames, tasks=self.ds.meta.tasks,
-            return_uint8=self.ds.return_uint8,
-            image_transforms=tfm, camera_keys=self.ds._cameras.transform_keys,
-            depth=self.ds._cameras.dequantizers, images=dec.images, image_depth=self.ds._cameras.image_depth,
+            dec.rows, frame, windows=self.cfg.windows, video_keys=self.cfg.video_keys,
+            from_timestamps=dec.from_timestamps, frames=frames, tasks=self.cfg.meta.tasks,
+            return_uint8=self.cfg.return_uint8,
+            image_transforms=tfm, camera_keys=self.cfg.cameras.transform_keys,
+            depth=self.cfg.cameras.dequantizers, images=dec.images, image_depth=self.cfg.cameras.image_depth,
         )
+        with self.lock:
+            self.c["items"] += 1
         return item
 
     def reset_gops(self, capacity_bytes: int | None = None) -> None:
@@ -163,5 +226,18 @@ class Worker:
         serial = self.serial.pop(ep, None)
         self.jobs.drop_episode(ep)
         if serial is not None:
-            for cam in self.ds.video_keys:
+            for cam in self.cfg.video_keys:
                 self.decoders.pop((ep, cam, serial))
+
+
+class _CacheView:
+    """One dataset's view of its worker's byte cache (its episode ``e`` is ``offset + e`` there)."""
+
+    def __init__(self, cache: EpisodeByteCache, offset: int) -> None:
+        self.cache, self.offset = cache, offset
+
+    def get(self, episode_index: int, **kw: Any):
+        return self.cache.get(self.offset + int(episode_index), **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cache, name)

@@ -1,75 +1,60 @@
 """``--dataset.streaming_*`` flags: LeRobot's config classes extended through draccus dataclasses.
 
 ``StreamingDatasetConfig`` subclasses LeRobot's ``DatasetConfig`` (every LeRobot flag keeps its
-meaning and LeRobot's own checks run first) and adds the streaming options;
-``StreamingTrainPipelineConfig`` is LeRobot's ``TrainPipelineConfig`` with that dataset config.
-Checkpoints written with these classes store the extra fields in ``train_config.json``, so
-``--resume=true`` reloads them. The comment above each field is its ``--help`` text.
+meaning and LeRobot's own checks run first) and adds the streaming options: one field per option of
+:class:`lerobotstream.options.StreamOptions` that has a flag (``train_flags()``: its name, type,
+default and ``--help`` text come from there), plus the mixture's ``streaming_weights`` and the older
+name ``streaming_max_open_decoders``. The flags are checked by the options' own rules (one rule per
+option; the message names the flag). ``StreamingTrainPipelineConfig`` is LeRobot's
+``TrainPipelineConfig`` with that dataset config. Checkpoints written with these classes store the
+extra fields in ``train_config.json``, so ``--resume=true`` reloads them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Optional
 
 from lerobot.configs.default import DatasetConfig
 from lerobot.configs.train import TrainPipelineConfig
 
-from lerobotstream import constants
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.integrations.lerobot.factory import parse_list
-from lerobotstream.sources._http import DEFAULT_READ_TIMEOUT_S
+from lerobotstream.options import train_flags
 
 __all__ = ["StreamingDatasetConfig", "StreamingTrainPipelineConfig", "REPO_TYPES", "DECODE_DEVICES"]
 
 REPO_TYPES = ("dataset", "bucket")
 DECODE_DEVICES = ("cpu", "cuda")
 
+#: flags of this config that are not StreamOptions fields: (name, type, default, help)
+_EXTRA_FLAGS = (
+    ("streaming_max_open_decoders", Optional[int], None,
+     "Older name of --dataset.video_decoder_cache_size (set only one of them)."),
+    ("streaming_weights", Optional[list[float]], None,
+     "Sampling weight per dataset when --dataset.repo_id lists several ('[a,b]', with --dataset.root a "
+     "matching list): e.g. '[0.7,0.3]'. Unset: in proportion to each dataset's frames."),
+)
 
-@dataclass
-class StreamingDatasetConfig(DatasetConfig):
-    """LeRobot's dataset flags plus the streaming options (used only with ``streaming=true``).
 
-    Fields (per rank unless said otherwise): see each field's comment (the ``--help`` text).
+def _help(text: str) -> dict:
+    return {"custom_args": {"help": text}}
 
-    Raises:
-        ValueError: LeRobot's own checks (``DatasetConfig.__post_init__``: ``depth_output_unit``,
-            ``eval_split``, duplicated or negative ``episodes``, bucket rules), run first.
-        StreamingConfigError: an invalid streaming value (the message names the flag).
-    """
 
-    # Hub repository type: "dataset" (a Hub dataset repo) or "bucket" (a Hugging Face Storage
-    # Bucket; needs streaming=true). root=hf://buckets/OWNER/BUCKET also selects a bucket.
-    repo_type: str = "dataset"
-    # Complete episodes mixed at once by each DataLoader worker (unset: 32 per rank, split over the workers).
-    streaming_episode_pool_size: int | None = None
-    # Episodes fetched ahead of each worker's active pool.
-    streaming_prefetch_episodes: int = constants.DEFAULT_PREFETCH_EPISODES
-    # Compressed (synthesized MP4) bytes held per rank, GiB; each worker gets 1/num_workers. Not an RSS limit.
-    streaming_byte_budget_gb: float = constants.DEFAULT_BYTE_BUDGET_GB
-    # Sample-assembly / decode threads per DataLoader worker.
-    streaming_decode_threads: int = constants.DEFAULT_DECODE_THREADS
-    # Decoded samples buffered ahead per worker.
-    streaming_decoded_queue_size: int = constants.DEFAULT_DECODED_QUEUE_SIZE
-    # Episode mixing: "remaining" (default: frames drawn in proportion to what is left), "round_robin"
-    # (one frame of each resident episode per round) or "sequential" (episodes and frames in order).
-    streaming_sampling_strategy: str = constants.DEFAULT_SAMPLING_STRATEGY
-    # Seconds to wait for another process that is building the same MP4 sidecar.
-    streaming_sidecar_lock_timeout_s: float = constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S
-    # Seconds one read from an HTTP(S), Hub or bucket store may take, retries and backoff included;
-    # then a SourceTimeoutError names the URL (a stalled server no longer blocks for minutes).
-    streaming_read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
-    # Optional payload root (local folder, hf://, hf://buckets/ or any fsspec URL) when the Parquet
-    # and MP4 files are mirrored elsewhere; metadata still comes from root / repo_id.
-    streaming_data_root: str | None = None
-    # Where frames are decoded: "cpu" or "cuda" (NVDEC, with a counted CPU fallback).
-    streaming_decode_device: str = "cpu"
-    # Open-decoder LRU cap per rank, split over the workers (unset: pool x cameras).
-    video_decoder_cache_size: int | None = None
-    # Older name of video_decoder_cache_size (set only one of them).
-    streaming_max_open_decoders: int | None = None
-    # Sampling weight per dataset when --dataset.repo_id lists several ('[a,b]', with --dataset.root
-    # a matching list): e.g. '[0.7,0.3]'. Unset: in proportion to each dataset's frames.
-    streaming_weights: list[float] | None = None
+def _flag_fields() -> list[tuple]:
+    out = []
+    for info in train_flags():
+        default = info.default
+        text = info.help if default is None else f"{info.help} Default: {default}."
+        out.append((info.flag, info.flag_type, dataclasses.field(default=default, metadata=_help(text))))
+    for name, typ, default, text in _EXTRA_FLAGS:
+        out.append((name, typ, dataclasses.field(default=default, metadata=_help(text))))
+    return out
+
+
+class _StreamingChecks:
+    """The checks and views of :data:`StreamingDatasetConfig` (its fields are generated)."""
 
     def __post_init__(self) -> None:
         parent = getattr(super(), "__post_init__", None)
@@ -80,34 +65,17 @@ class StreamingDatasetConfig(DatasetConfig):
             value = getattr(self, flag)
             return StreamingConfigError(f"--dataset.{flag}={value!r}: {rule}")
 
-        if self.repo_type not in REPO_TYPES:
-            raise bad("repo_type", f"must be one of {REPO_TYPES}")
         if self.repo_type == "bucket" and not self.streaming:
             raise bad("repo_type", "a bucket can only be read with --dataset.streaming=true")
         if str(self.root or "").startswith("hf://buckets/") and not self.streaming:
             raise bad("root", "an hf://buckets/ root can only be read with --dataset.streaming=true")
-        if self.streaming_episode_pool_size is not None and self.streaming_episode_pool_size <= 0:
-            raise bad("streaming_episode_pool_size", "must be > 0 (or unset for 32 per rank)")
-        if self.streaming_prefetch_episodes < 0:
-            raise bad("streaming_prefetch_episodes", "must be >= 0")
-        if not self.streaming_byte_budget_gb > 0:
-            raise bad("streaming_byte_budget_gb", "must be > 0 (GiB of compressed payload per rank)")
-        if self.streaming_decode_threads <= 0:
-            raise bad("streaming_decode_threads", "must be > 0")
-        if self.streaming_decoded_queue_size <= 0:
-            raise bad("streaming_decoded_queue_size", "must be > 0")
-        if self.streaming_sampling_strategy not in constants.SAMPLING_STRATEGIES:
-            raise bad("streaming_sampling_strategy", f"must be one of {constants.SAMPLING_STRATEGIES}")
-        if not self.streaming_read_timeout_s > 0:
-            raise bad("streaming_read_timeout_s", "must be > 0 seconds")
-        if not self.streaming_sidecar_lock_timeout_s > 0:
-            raise bad("streaming_sidecar_lock_timeout_s", "must be > 0 seconds")
-        if self.streaming_decode_device not in DECODE_DEVICES:
-            raise bad("streaming_decode_device", f"must be one of {DECODE_DEVICES}")
-        for flag in ("video_decoder_cache_size", "streaming_max_open_decoders"):
-            v = getattr(self, flag)
-            if v is not None and v <= 0:
-                raise bad(flag, "must be > 0 (or unset for pool x cameras)")
+        for info in train_flags():  # the options' own rules (StreamOptions), named by their flag
+            value = getattr(self, info.flag)
+            if not info.check(value):
+                raise bad(info.flag, f"must be {info.want}")
+        if self.streaming_max_open_decoders is not None and not (
+                isinstance(self.streaming_max_open_decoders, int) and self.streaming_max_open_decoders >= 1):
+            raise bad("streaming_max_open_decoders", "must be None or an int >= 1 (open decoders per rank)")
         if (self.video_decoder_cache_size is not None and self.streaming_max_open_decoders is not None
                 and self.video_decoder_cache_size != self.streaming_max_open_decoders):
             raise bad("streaming_max_open_decoders",
@@ -145,6 +113,19 @@ class StreamingDatasetConfig(DatasetConfig):
         if self.video_decoder_cache_size is not None:
             return self.video_decoder_cache_size
         return self.streaming_max_open_decoders
+
+
+StreamingDatasetConfig = dataclasses.make_dataclass(
+    "StreamingDatasetConfig", _flag_fields(), bases=(_StreamingChecks, DatasetConfig),
+    namespace={"__module__": __name__, "__doc__": """LeRobot's dataset flags plus the streaming options (used only
+    with ``streaming=true``): one ``--dataset.<flag>`` per :func:`lerobotstream.options.train_flags` option, plus
+    ``streaming_weights`` and ``streaming_max_open_decoders``.
+
+    Raises:
+        ValueError: LeRobot's own checks (``DatasetConfig.__post_init__``: ``depth_output_unit``,
+            ``eval_split``, duplicated or negative ``episodes``, bucket rules), run first.
+        StreamingConfigError: an invalid streaming value (the message names the flag and the rule).
+    """})
 
 
 @dataclass

@@ -182,18 +182,16 @@ def _image_transforms(cfg: Any) -> Any:
 
 
 def _stream_kwargs(cfg: Any) -> dict[str, Any]:
-    """Options both streams share: the dataset, the streaming flags, tolerance and the seed."""
+    """Options both streams share: every ``--dataset.<flag>`` option (``options.train_flags``), the
+    dataset, LeRobot's settings (tolerance, seed, batch size, workers, depth unit)."""
+    from lerobotstream.options import train_flags
+
     d = cfg.dataset
-    kw = dict(repo_id=d.repo_id, root=d.root, revision=d.revision, repo_type=d.repo_type,
-              data_root=d.streaming_data_root, max_num_shards=max(1, int(cfg.num_workers)),
-              tolerance_s=cfg.tolerance_s, video_backend="torchcodec", seed=streaming_seed(cfg.seed),
-              episode_pool_size=d.streaming_episode_pool_size, prefetch_episodes=d.streaming_prefetch_episodes,
-              byte_budget_gb=d.streaming_byte_budget_gb, decode_threads=d.streaming_decode_threads,
-              decoded_queue_size=d.streaming_decoded_queue_size, video_decoder_cache_size=d.decoder_cache_size,
-              sidecar_lock_timeout_s=d.streaming_sidecar_lock_timeout_s, device=d.streaming_decode_device,
-              batch_size=int(cfg.batch_size), num_workers=int(cfg.num_workers), drop_last=False,
-              read_timeout_s=d.streaming_read_timeout_s,
-              depth_output_unit=getattr(d, "depth_output_unit", "mm"))  # 0.4.4 has no depth flag
+    kw = {info.name: getattr(d, info.flag) for info in train_flags()}
+    kw.update(repo_id=d.repo_id, root=d.root, revision=d.revision, video_decoder_cache_size=d.decoder_cache_size,
+              max_num_shards=max(1, int(cfg.num_workers)), tolerance_s=cfg.tolerance_s, video_backend="torchcodec",
+              seed=streaming_seed(cfg.seed), batch_size=int(cfg.batch_size), num_workers=int(cfg.num_workers),
+              drop_last=False, depth_output_unit=getattr(d, "depth_output_unit", "mm"))  # 0.4.4 has no depth flag
     return kw
 
 
@@ -230,15 +228,15 @@ def make_streaming_datasets(cfg: Any) -> tuple[TrainingStream, TrainingStream | 
     uint8 = _loop_converts_uint8()
     train_ds = StreamingLeRobotDataset(
         **common, episodes=train_eps, delta_timestamps=delta_timestamps, image_transforms=_image_transforms(cfg),
-        return_uint8=uint8, repeat=True, sampling_strategy=d.streaming_sampling_strategy,
+        return_uint8=uint8, repeat=True,
         drop_n_last_frames=int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0))
     train = TrainingStream(train_ds, sidecar_status=probe.sidecar_status)
     _lerobot_meta(train, cfg)
     evaluation = None
     if eval_eps:
-        eval_ds = StreamingLeRobotDataset(**common, episodes=eval_eps, delta_timestamps=delta_timestamps,
-                                          image_transforms=None, return_uint8=uint8, repeat=False,
-                                          sampling_strategy="sequential")
+        eval_ds = StreamingLeRobotDataset(**{**common, "sampling_strategy": "sequential"}, episodes=eval_eps,
+                                          delta_timestamps=delta_timestamps, image_transforms=None,
+                                          return_uint8=uint8, repeat=False)
         max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0)
         evaluation = TrainingStream(eval_ds, sidecar_status=probe.sidecar_status, tags=False,
                                     max_samples=max_eval or None)
@@ -282,7 +280,6 @@ def _make_mixture_streams(cfg: Any, repo_ids: list[str]) -> tuple[TrainingStream
     train_ds = StreamingMultiLeRobotDataset(
         repo_ids, weights=weights, **mix, episodes={r: tr for r, (tr, _) in splits.items()},
         image_transforms=_image_transforms(cfg), return_uint8=uint8, repeat=True,
-        sampling_strategy=d.streaming_sampling_strategy,
         drop_n_last_frames=int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0))
     log.info("lerobotstream: mixture of %d datasets %s, weights %s", n, repo_ids,
              [round(w / sum(train_ds.weights), 4) for w in train_ds.weights])
@@ -293,8 +290,8 @@ def _make_mixture_streams(cfg: Any, repo_ids: list[str]) -> tuple[TrainingStream
     if held:
         if len(held) < n:
             raise StreamingConfigError(f"--dataset.eval_split holds out no episode of {sorted(set(repo_ids) - set(held))}")
-        eval_ds = StreamingMultiLeRobotDataset(repo_ids, **mix, episodes=held, image_transforms=None,
-                                               return_uint8=uint8, repeat=False, sampling_strategy="sequential")
+        eval_ds = StreamingMultiLeRobotDataset(repo_ids, **{**mix, "sampling_strategy": "sequential"}, episodes=held,
+                                               image_transforms=None, return_uint8=uint8, repeat=False)
         max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0)
         evaluation = TrainingStream(eval_ds, sidecar_status=status, tags=False, max_samples=max_eval or None,
                                     meta=LeRobotMetaView(eval_ds.meta))

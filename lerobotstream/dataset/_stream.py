@@ -1,0 +1,337 @@
+"""The stream core: one ``IterableDataset`` over a list of parts (datasets), shared by
+:class:`~lerobotstream.StreamingLeRobotDataset` (a list of one part) and
+:class:`~lerobotstream.StreamingMultiLeRobotDataset` (one part per dataset of the mixture).
+
+It owns what both streams do the same way (MosaicML Streaming's shape: one dataset is
+``streams = [default]``, and everything after that handles a list):
+
+* the resume state of one rank (epoch, consumed samples, the loaded state's worker count) and
+  ``samples_consumed`` / ``set_epoch`` / ``state_dict`` / ``load_state_dict`` / ``__getstate__``;
+* one ``__iter__``: DataLoader worker id → where the iterator starts (``persistent_workers``) →
+  the planner (``_planner``, a :class:`~lerobotstream.planner.PlannerBase`) → ``worker_start`` →
+  each part's worker plan → per process one :class:`~lerobotstream.dataset._worker.Worker` per part
+  bound to **one** byte cache, one decoded-GOP cache and one
+  :class:`~lerobotstream.dataset._pipeline.Pipeline` over global episode ids
+  (``part.offset + episode_index``) → items (a part's dropped keys removed, its ``dataset_index``
+  added) with image transforms applied where they belong;
+* per-process counters (``stats()``, ``source_stats()``): each part's own, and the pipeline's.
+
+A subclass provides :meth:`_parts` (one :class:`StreamPart` per dataset) and :meth:`_planner`
+(the rank's planner for a DataLoader worker count), and the option attributes the core reads
+(``num_workers``, ``repeat``, ``drop_last``, ``batch_size``, ``prefetch_episodes``,
+``decode_threads``, ``decoded_queue_size``, ``decode_lookahead``, ``first_lookahead``,
+``decoded_cache_gb``, ``image_transforms``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+from lerobotstream.dataset._pipeline import Pipeline, StageTimes
+from lerobotstream.dataset._worker import Worker, WorkerConfig
+from lerobotstream.errors import ResumeStateError
+from lerobotstream.options import is_int, require
+from lerobotstream.payload_cache import EpisodeByteCache
+
+__all__ = ["StreamCore", "StreamPart", "GIB"]
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class StreamPart:
+    """One dataset of a stream, as the core wires it.
+
+    Fields:
+        config: what its :class:`Worker` needs (:class:`WorkerConfig`).
+        offset (int): its episode ``e`` is the global episode id ``offset + e``.
+        dataset_index (int | None): added to each of its items as an int64 scalar tensor (None:
+            no key, a single dataset).
+        dropped (tuple[str, ...]): keys removed from its items (features not in every dataset).
+        transform_keys (tuple[str, ...]): item keys the image transforms apply to.
+    """
+
+    config: WorkerConfig
+    offset: int = 0
+    dataset_index: int | None = None
+    dropped: tuple[str, ...] = ()
+    transform_keys: tuple[str, ...] = ()
+
+
+class _Run:
+    """Per-process state of a stream: one :class:`Worker` per part, dispatch by global episode id,
+    the pipeline's stage times. Created after a PID check; never pickled."""
+
+    def __init__(self, parts: Sequence[StreamPart]) -> None:
+        self.pid = os.getpid()
+        self.parts = list(parts)
+        self.workers = [Worker(p.config) for p in self.parts]
+        self.offsets = [p.offset for p in self.parts]
+        self.cache: EpisodeByteCache | None = None
+        self.times = StageTimes()
+
+    def split(self, gid: int) -> tuple[int, int]:
+        d = len(self.offsets) - 1
+        while self.offsets[d] > gid:
+            d -= 1
+        return d, int(gid) - self.offsets[d]
+
+    def fetch(self, gid: int):
+        d, ep = self.split(gid)
+        return self.workers[d].fetch(ep)
+
+    def decode_group(self, gid: int, frames):
+        d, ep = self.split(gid)
+        return self.workers[d].jobs.decode_group(ep, frames)
+
+    def assemble(self, gid: int, frame: int, dec) -> dict[str, Any]:
+        d, ep = self.split(gid)
+        item = self.workers[d].assemble(ep, frame, dec)
+        part = self.parts[d]
+        for key in part.dropped:
+            item.pop(key, None)
+        if part.dataset_index is not None:
+            item["dataset_index"] = torch.tensor(part.dataset_index, dtype=torch.int64)
+        return item
+
+    def on_free(self, gid: int) -> None:
+        d, ep = self.split(gid)
+        self.workers[d].on_free(ep)
+
+
+class StreamCore(torch.utils.data.IterableDataset):
+    """Resume state, epochs and the one iterator of a stream of one rank (see the module doc)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._epoch = 0
+        self._samples = 0  # consumed samples of the rank since _epoch began (loaded or set)
+        self._yielded = 0  # items yielded in this process since then (num_workers=0 counting)
+        self._state_num_workers: int | None = None
+        self._iter_pid: int | None = None  # DataLoader worker process that counts iterator starts
+        self._iter_starts = 0  # iterators started on this copy in that worker (persistent_workers)
+        self._run: _Run | None = None
+
+    # --- what a stream provides -----------------------------------------------------------------
+    def _parts(self) -> list[StreamPart]:
+        raise NotImplementedError
+
+    def _planner(self, num_workers: int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
+        """The rank's planner for ``num_workers`` DataLoader workers (``episode_nbytes``: each
+        part's exact synthesized bytes per episode; None: a planner for resume states only)."""
+        raise NotImplementedError
+
+    # --- resume -----------------------------------------------------------------------------------
+    @property
+    def samples_consumed(self) -> int:
+        """Samples of this rank consumed since the current epoch (or loaded state) began: the loaded
+        count plus the items this process yielded (exact with ``num_workers=0``). Set it from the
+        training loop with DataLoader workers (``ds.samples_consumed = step * batch_size``)."""
+        return self._samples + self._yielded
+
+    @samples_consumed.setter
+    def samples_consumed(self, value: int) -> None:
+        self._samples, self._yielded = int(value), 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch`` from its first sample (its own seeded order)."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self._epoch, self._samples, self._yielded = int(epoch), 0, 0
+
+    def state_dict(self, samples_consumed: int | None = None, *, batches_consumed: int | None = None) -> dict[str, Any]:
+        """Resume state of this rank (``planner.StreamState`` layout, schema-versioned).
+
+        Args:
+            samples_consumed: samples the training loop consumed from this rank since the epoch
+                (or the loaded state's epoch) began — the sum of the consumed batches' sizes.
+            batches_consumed: alternatively, batches consumed (converted by replaying the
+                DataLoader's batch turns, exact with short last batches).
+            Neither: :attr:`samples_consumed` (exact with ``num_workers=0``).
+        """
+        planner = self._planner(self.num_workers)
+        planner.set_epoch(self._epoch)
+        if batches_consumed is not None:
+            from lerobotstream.planner import replay_turns
+
+            require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
+                    "an int >= 0")
+            if self.repeat:
+                limits = [None if f else 0 for f in planner.worker_epoch_limits()]
+            else:
+                limits = planner.worker_epoch_limits()
+            given, _, _ = replay_turns(limits, planner.batch_size, batches=int(batches_consumed),
+                                       drop_last=self.drop_last)
+            samples_consumed = sum(given)
+        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
+        require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
+        return planner.state_dict(samples_consumed=s)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (before iterating).
+
+        Raises:
+            ResumeStateError: no schema marker, another stream (dataset, episodes, mixture), or a
+            setting that fixes the order or the batch turns (seed, world size, batch size, DataLoader
+            workers, strategy, pool size, byte budget, repeat, drop_last) differs from this stream's.
+        """
+        from lerobotstream.planner import StreamState
+
+        st = StreamState.from_dict(state)
+        if self.batch_size is None:
+            self.batch_size = st.batch_size
+        planner = self._planner(self.num_workers)
+        fixed = dict(state)
+        if {int(st.num_workers), self.num_workers} <= {0, 1}:
+            fixed["num_workers"] = self.num_workers  # one shard either way: the same stream
+        planner.load_state_dict(fixed)
+        self._epoch, self._samples, self._yielded = st.epoch, st.samples, 0
+        self._state_num_workers = int(st.num_workers)
+
+    def _iteration_start(self, nw: int) -> tuple[int, int]:
+        """(epoch, consumed samples) an iterator starts from in this process, with ``nw``
+        DataLoader workers (0: in-process).
+
+        A DataLoader worker holds a copy of the dataset: with ``persistent_workers=True`` the same
+        copy serves every epoch and never sees the training process's ``set_epoch()``; the k-th
+        iterator started on it is epoch (copied epoch + k), from its first sample.
+
+        Raises:
+            ResumeStateError: the loaded state was written with another DataLoader worker count.
+        """
+        if self._state_num_workers is not None and self._state_num_workers != nw and not (
+                {self._state_num_workers, nw} <= {0, 1}):
+            raise ResumeStateError(
+                f"the resume state was written with {self._state_num_workers} DataLoader worker(s) but this "
+                f"DataLoader runs {nw}: sample-exact resume needs the same worker count (it fixes the batch "
+                "turns); restore it, or start a new run from the policy weights")
+        epoch, samples = self._epoch, self._samples
+        if nw:
+            pid = os.getpid()
+            if self._iter_pid != pid:
+                self._iter_pid, self._iter_starts = pid, 0
+            if self._iter_starts:
+                epoch, samples = self._epoch + self._iter_starts, 0
+            self._iter_starts += 1
+        return epoch, samples
+
+    def __getstate__(self) -> dict[str, Any]:
+        st = dict(self.__dict__)
+        st["_run"] = None  # never ship decoders, maps or threads to a worker
+        return st
+
+    # --- per process ------------------------------------------------------------------------------
+    def _process_run(self) -> _Run:
+        if self._run is None or self._run.pid != os.getpid():
+            self._run = _Run(self._parts())  # never reuse a parent's decoders/connections
+        return self._run
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        from lerobotstream.dataset._decoded_gops import DecodedGopCache
+        from lerobotstream.planner import current_worker
+
+        wid, nw = current_worker()
+        in_process = nw == 0
+        epoch, samples = self._iteration_start(nw)
+        run = self._process_run()
+        planner = self._planner(nw, [w.episode_nbytes for w in run.workers])
+        planner.set_epoch(epoch)
+        planner.samples_consumed = samples
+        start = planner.worker_start(wid, nw)
+        plans = planner.worker_plans(start)  # ByteBudgetError here, before any fetch
+        if not any(len(p.episode_indices) for p in plans):
+            return
+        nbytes: dict[int, int] = {}
+        budget = 0
+        for part, plan in zip(run.parts, plans):
+            nbytes.update({part.offset + int(e): int(b) for e, b in zip(plan.episode_indices, plan.nbytes)})
+            budget += int(plan.byte_budget or 0) if len(plan.episode_indices) else 0
+        cache = EpisodeByteCache(max(1, budget), nbytes, run.fetch, max_workers=max(1, min(8, self.prefetch_episodes + 1)))
+        run.cache = cache
+        gops = DecodedGopCache(0)  # one decoded-GOP cache for the worker: each part's keys namespaced
+        for d, (part, w, plan) in enumerate(zip(run.parts, run.workers, plans)):
+            n_cams = max(1, len(part.config.video_keys))
+            cap = plan.decoder_cache_size or plan.pool_size * n_cams + self.prefetch_episodes * n_cams
+            w.bind(cache, part.offset, gops, (d,), decoder_capacity=cap,
+                   gop_capacity_bytes=int(self.decoded_cache_gb * GIB) // max(1, nw),
+                   transforms_in_threads=not in_process)
+        pipe = Pipeline(planner.worker_pools(start, plans), start.limit, cache, run.decode_group, run.assemble,
+                        decode_threads=self.decode_threads, decoded_queue_size=self.decoded_queue_size,
+                        prefetch_episodes=self.prefetch_episodes, lookahead=self.decode_lookahead,
+                        on_free=run.on_free, times=run.times,
+                        first_lookahead=self.first_lookahead or self.batch_size or 8)
+        tfm = None if not in_process else self.image_transforms
+        by_index = {part.dataset_index: (w, part.transform_keys) for part, w in zip(run.parts, run.workers)}
+        try:
+            for item in pipe:
+                if tfm is not None:  # in-process: the training thread applies them (same --seed, same transforms)
+                    t0 = time.perf_counter()
+                    w, keys = by_index[None if "dataset_index" not in item else int(item["dataset_index"])]
+                    for k in keys:
+                        if k in item:
+                            item[k] = tfm(item[k])
+                    w.add(transforms_s=time.perf_counter() - t0)
+                if in_process:
+                    self._yielded += 1
+                yield item
+        finally:
+            for w in run.workers:
+                w.release()
+
+    # --- counters -----------------------------------------------------------------------------------
+    def _part_stats(self, d: int) -> dict[str, Any]:
+        """Part ``d``'s own counters in this process (see ``StreamingLeRobotDataset.stats``)."""
+        run = self._run
+        w = run.workers[d]
+        src = w.source.stats.as_dict()
+        fb = w.fallback
+        out: dict[str, Any] = {
+            "source": src,
+            "bytes_fetched": int(src.get("bytes_read", 0)),
+            "requests": int(src.get("requests", 0)),
+            "decoder_opens": w.decoders.opened,
+            "decoder_evictions": w.decoders.evicted,
+            "open_decoders": len(w.decoders),
+            "decoder_capacity": w.decoders.capacity,
+            "decoder_fallbacks": fb.fallback_count,
+            "pyav_fallbacks": fb.pyav_fallbacks,
+            "fallback_reasons": dict(fb.cpu_fallbacks),
+            "index_open_s": w.index_open_s,
+        }
+        with w.lock:
+            out.update({k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes", "items")) else v)
+                        for k, v in w.c.items()})
+        out["frames_decoded_per_returned"] = (out["frames_decoded"] / out["frames_returned"]
+                                              if out["frames_returned"] else None)
+        meta_source = w.cfg.meta.source
+        if meta_source is not w.source:
+            out["metadata_source"] = meta_source.stats.as_dict()
+        return out
+
+    def _pipeline_stats(self) -> dict[str, Any]:
+        """The worker's shared counters: pipeline stage times, the byte cache, the decoded-GOP cache."""
+        run = self._run
+        t = run.times
+        gops = run.workers[0].jobs.gops
+        out: dict[str, Any] = {
+            "assemble_s": t.assemble_s, "queue_wait_s": t.queue_wait_s, "admit_wait_s": t.admit_wait_s,
+            "decode_job_s": t.decode_job_s, "chunks": t.chunks, "first_item_s": t.first_item_s,
+            "gop_cache_bytes": gops.nbytes, "gop_cache_peak_bytes": gops.peak_nbytes,
+            "gop_cache_capacity_bytes": gops.capacity_bytes, "gop_cache_evictions": gops.evictions,
+        }
+        c = run.cache
+        if c is not None:
+            out.update(reserved_bytes=c.reserved_bytes, resident_bytes=c.resident_bytes, byte_budget=c.byte_budget,
+                       cache=c.stats.as_dict())
+        else:
+            out.update(reserved_bytes=0, resident_bytes=0, byte_budget=0, cache={})
+        return out
+
+    def _source_stats(self) -> list[dict[str, Any]]:
+        run = self._run
+        return [] if run is None else [w.source.stats.as_dict() for w in run.workers]
