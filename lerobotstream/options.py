@@ -211,7 +211,8 @@ class StreamOptions:
     video_decoder_cache_size: Optional[int] = _option(
         None, "None or an int >= 1 (open decoders per rank)", _int_at_least(1, none_ok=True),
         "Open decoders per rank, split over the workers (None: per worker, its pool size x cameras "
-        "+ prefetch_episodes x cameras).", group="resources", flag="video_decoder_cache_size",
+        "+ prefetch_episodes x cameras); a decoder in use is never evicted, so when all are in use the cap "
+        "is exceeded briefly instead of waited on.", group="resources", flag="video_decoder_cache_size",
         flag_type=Optional[int])
     decoded_cache_gb: float = _option(
         constants.DEFAULT_DECODED_CACHE_GB, "a number >= 0 (GiB per rank)", lambda v: _is_number(v) and v >= 0,
@@ -222,7 +223,9 @@ class StreamOptions:
         constants.DEFAULT_SAMPLING_STRATEGY, f"one of {constants.SAMPLING_STRATEGIES}",
         lambda v: v in constants.SAMPLING_STRATEGIES,
         "'remaining' (frames drawn in proportion to what is left), 'round_robin' (one frame of each "
-        "resident episode per round) or 'sequential' (episodes and frames in order).", group="order",
+        "resident episode per round: the most even mix, favours short episodes early, more decoder churn) or "
+        "'sequential' (episodes and frames in order, as the eval stream). Each visits every frame exactly once "
+        "per epoch.", group="order",
         flag="streaming_sampling_strategy", flag_type=str)
     equalize: str = _option(
         "none", "'none' or 'drop'", lambda v: v in ("none", "drop"),
@@ -236,7 +239,8 @@ class StreamOptions:
         train="the policy's drop_n_last_frames (LeRobot's rule)")
     camera_keys: Optional[Sequence[str]] = _option(
         None, "None or a list of camera keys (video or image features)", _camera_keys_ok,
-        "Decode only these camera keys (None: all; a mixture's default: the cameras every dataset has).",
+        "Decode only these camera keys (None: all; a mixture's default: the cameras every dataset has); "
+        "a camera left out is neither fetched nor decoded.",
         group="decode", per_dataset=True, flag="streaming_camera_keys", flag_type=Optional[list[str]])
     # --- decode -------------------------------------------------------------------------------------
     decode_threads: int = _option(
