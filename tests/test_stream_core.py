@@ -25,7 +25,7 @@ def _stream(ds, num_workers):
     out = []
     for item in dl:
         ep, fr = int(item["episode_index"]), int(item["frame_index"])
-        assert read_identity(item[FRONT[0]])[:2] == (ep, fr)
+        assert read_identity(item[FRONT[0]][-1])[:2] == (ep, fr)  # the window's last frame is the anchor
         out.append((ep, fr, item[FRONT[0]]))
     return out
 
