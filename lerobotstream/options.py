@@ -316,7 +316,8 @@ class StreamOptions:
     def resolved(self) -> dict[str, Any]:
         """``{name: value}`` after :meth:`validate`, numbers and flags as their declared Python type
         (``int``, ``float``, ``bool``; None stays None), ``seed=None`` as
-        ``constants.SEED_WHEN_NONE``, ``video_backend=None`` as ``"torchcodec"``: what a stream keeps."""
+        ``constants.SEED_WHEN_NONE``, ``video_backend=None`` as ``"torchcodec"``, ``num_workers=None`` as
+        ``max_num_shards`` when it is > 1, else 0: what a stream keeps."""
         out = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
@@ -326,6 +327,8 @@ class StreamOptions:
             out[f.name] = v
         out["seed"] = constants.SEED_WHEN_NONE if self.seed is None else int(self.seed)
         out["video_backend"] = self.video_backend or "torchcodec"
+        if self.num_workers is None:  # LeRobot's max_num_shards sets the DataLoader's worker count
+            out["num_workers"] = int(self.max_num_shards) if self.max_num_shards > 1 else 0
         return out
 
     @classmethod

@@ -108,14 +108,10 @@ class StreamingLeRobotDataset(StreamCore):
                  options: StreamOptions | None = None, **kwargs: Any) -> None:
         super().__init__()
         opts = StreamOptions.from_arguments(options, args, kwargs, "StreamingLeRobotDataset").validate()
-        self.options = opts
         t0 = time.perf_counter()
         self.repo_id, self.root = repo_id, root
-        for name, value in opts.resolved().items():  # every option is an attribute (ds.byte_budget_gb ...)
-            setattr(self, name, value)
+        self._take_options(opts)
         self.episodes = None if opts.episodes is None else sorted({int(e) for e in opts.episodes})
-        if self.num_workers is None:  # LeRobot's max_num_shards sets the DataLoader's worker count
-            self.num_workers = self.max_num_shards if self.max_num_shards > 1 else 0
         meta_source = open_source(root, repo_id=repo_id, revision=self.revision, repo_type=self.repo_type,
                                   read_timeout_s=self.read_timeout_s)
         self._payload_source = meta_source if self.data_root is None else open_source(

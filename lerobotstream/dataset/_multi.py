@@ -37,12 +37,6 @@ log = logging.getLogger("lerobotstream.dataset")
 #: options that may be given per dataset, as a dict keyed by repo id (``StreamOptions``' per-dataset ones)
 PER_DATASET_OPTIONS = per_dataset_options()
 
-#: the stream settings the core reads, taken from the first dataset (every dataset got the same shared options)
-_SHARED_SETTINGS = ("seed", "repeat", "image_transforms", "num_workers", "batch_size", "drop_last", "return_uint8",
-                    "episode_pool_size", "byte_budget_gb", "decoded_cache_gb", "video_decoder_cache_size",
-                    "prefetch_episodes", "decode_threads", "decoded_queue_size", "decode_lookahead",
-                    "first_lookahead", "sampling_strategy")
-
 
 def _per_dataset(name: str, value: Any, repo_ids: Sequence[str]) -> list[Any]:
     """``value`` for each dataset: a dict keyed by repo ids is per dataset (a repo id left out
@@ -139,32 +133,27 @@ class StreamingMultiLeRobotDataset(StreamCore):
         roots = [None] * n if roots is None else list(roots)
         require("roots", roots, len(roots) == n, f"None or one root per repo id ({n})")
         weights = _weights(weights, repo_ids)
-        known = set(StreamOptions().as_dict())
-        unknown = set(kwargs) - known
+        unknown = set(kwargs) - set(StreamOptions().as_dict())
         if unknown:
             raise StreamingConfigError(f"unknown option(s) {sorted(unknown)} for StreamingMultiLeRobotDataset",
                                        option=sorted(unknown)[0])
-        options = {**({} if options is None else {k: v for k, v in options.as_dict().items()
-                                                  if v is not StreamOptions.__dataclass_fields__[k].default}),
-                   **kwargs}
-        if options.get("equalize", "none") != "none":
-            raise StreamingConfigError("equalize='drop' is not supported for mixtures (use repeat=True, as "
-                                       "lerobot-train does)", option="equalize", value=options["equalize"])
         t0 = time.perf_counter()
         self.repo_ids = repo_ids
         self.roots = roots
-        per = {k: _per_dataset(k, options[k], repo_ids) for k in PER_DATASET_OPTIONS if k in options}
-        shared = {k: v for k, v in options.items() if k not in per}
+        # the mixture's own options are every dataset's defaults (MosaicML's ``stream.apply_default``);
+        # a per-dataset option given as a dict keyed by repo id sets it for each dataset instead
+        per = {k: _per_dataset(k, kwargs[k], repo_ids) for k in PER_DATASET_OPTIONS if k in kwargs}
+        mixture_opts = StreamOptions.from_arguments(
+            options, (), {k: v for k, v in kwargs.items() if k not in per}, "StreamingMultiLeRobotDataset").validate()
+        if mixture_opts.equalize != "none":
+            raise StreamingConfigError("equalize='drop' is not supported for mixtures (use repeat=True, as "
+                                       "lerobot-train does)", option="equalize", value=mixture_opts.equalize)
+        self._take_options(mixture_opts, skip=PER_DATASET_OPTIONS)
         self.datasets: list[StreamingLeRobotDataset] = []
         for d, (rid, root) in enumerate(zip(repo_ids, roots)):
-            kw = dict(shared)
-            kw.update({k: v[d] for k, v in per.items() if v[d] is not None})
-            kw["repo_id"], kw["root"] = rid, root
-            with _naming(d, rid):  # every option is checked here, by the dataset's own constructor
-                self.datasets.append(StreamingLeRobotDataset(**kw))
-        # the mixture's settings: the shared options as the first dataset resolved them (defaults included)
-        for name in _SHARED_SETTINGS:
-            setattr(self, name, getattr(self.datasets[0], name))
+            own = {k: v[d] for k, v in per.items() if v[d] is not None}
+            with _naming(d, rid):  # the per-dataset options are checked here, by the dataset's own constructor
+                self.datasets.append(StreamingLeRobotDataset(rid, root, options=mixture_opts, **own))
         if "camera_keys" not in per:  # decode only the cameras every dataset has (the others are dropped)
             cams = [set(c.meta.camera_keys) for c in self.datasets]
             common = [k for k in self.datasets[0].meta.camera_keys if all(k in c for c in cams)]
@@ -354,10 +343,6 @@ class StreamingMultiLeRobotDataset(StreamCore):
 def _naming(d: int, repo_id: str):
     """Re-raise a dataset's typed error with the dataset of the mixture named."""
     return naming(f"dataset {d} ({repo_id})")
-
-
-def _get(per: dict[str, list], key: str, d: int) -> Any:
-    return per[key][d] if key in per else None
 
 
 def _norm(v: Any) -> Any:

@@ -35,7 +35,7 @@ import torch
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
 from lerobotstream.dataset._worker import Worker, WorkerConfig
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.options import is_int, require
+from lerobotstream.options import StreamOptions, is_int, require
 from lerobotstream.payload_cache import EpisodeByteCache
 
 __all__ = ["StreamCore", "StreamPart", "GIB"]
@@ -116,6 +116,14 @@ class StreamCore(torch.utils.data.IterableDataset):
         self._iter_pid: int | None = None  # DataLoader worker process that counts iterator starts
         self._iter_starts = 0  # iterators started on this copy in that worker (persistent_workers)
         self._run: _Run | None = None
+
+    def _take_options(self, opts: StreamOptions, skip: Sequence[str] = ()) -> None:
+        """Keep ``opts`` (``self.options``) and every option (but ``skip``) as a resolved attribute
+        (``ds.byte_budget_gb``...; see :meth:`StreamOptions.resolved`)."""
+        self.options = opts
+        for name, value in opts.resolved().items():
+            if name not in skip:
+                setattr(self, name, value)
 
     # --- what a stream provides -----------------------------------------------------------------
     def _parts(self) -> list[StreamPart]:
