@@ -1,0 +1,188 @@
+"""Checks of one MP4 from its headers: presence, box layout, sample tables, format against
+``info.json``, and every episode window that uses it — the sidecar's own window, fps and overlap
+checks (``sidecar._validate.validate_source``), collected instead of raised."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from lerobotstream.errors import LeRobotStreamError, Mp4TruncatedError, Mp4UnsupportedError, SourceError
+from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
+from lerobotstream.sidecar._validate import EpisodeWindow, validate_source
+from lerobotstream.validate._codec import (CODEC_NAMES, box_layout, normalise_codec, normalise_pix_fmt,
+                                           stream_format)
+from lerobotstream.validate._findings import Finding, finding
+
+#: a window whose largest timestamp error exceeds this share of ``tolerance_s`` gets a warning
+MARGIN_WARN_SHARE = 0.5
+
+
+@dataclass
+class FileSummary:
+    """What one MP4's headers say (aggregated per camera into the report's summary)."""
+
+    path: str
+    camera: str
+    size: int = 0
+    codec: str | None = None
+    pix_fmt: str | None = None
+    width: int | None = None
+    height: int | None = None
+    frames: int = 0
+    sample_bytes: int = 0
+    gop_lengths: list[int] = field(default_factory=list)
+    reordered: bool = False
+    """Presentation order differs from decode order (B-frames)."""
+    edit_list: bool = False
+    faststart: bool | None = None
+    max_error_s: float | None = None
+    fmt: Any = None
+    table: Any = None
+    """The parsed sample table (kept only while ``--decode-sample`` needs it)."""
+
+
+def _episodes(windows: Sequence[EpisodeWindow]) -> list[int]:
+    return sorted({w.episode_index for w in windows})
+
+
+def _rotated(table: Any) -> bool:
+    m = list(getattr(table, "matrix", None) or [])
+    return len(m) == 9 and m[0] == 0 and m[4] == 0 and (m[1] != 0 or m[3] != 0)
+
+
+def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWindow], meta: Any, *,
+                tolerance_s: float, full_selection: bool, parse: Any = None,
+                keep_table: bool = False) -> tuple[list[Finding], FileSummary | None]:
+    """Findings of one MP4 and its summary (None when the file could not be parsed).
+
+    A file that is missing was reported by the metadata checks; here it is skipped.
+    """
+    if parse is None:
+        from lerobotstream.mp4 import parse_mp4 as parse
+    eps = _episodes(windows)
+    one = eps[0] if len(eps) == 1 else None
+    where = dict(camera=camera, file=path, episodes=eps, episode_index=one)
+    try:
+        size = int(source.size(path))
+    except FileNotFoundError:
+        return [], None  # reported once as file_missing
+    except (SourceError, OSError) as e:
+        return [finding("video_unreadable", f"{path}: cannot be listed: {e}", **where)], None
+    read = lambda offset, n: source.read(path, offset, n)  # noqa: E731
+    out: list[Finding] = []
+    try:
+        layout = box_layout(read, size)
+    except (SourceError, OSError) as e:
+        return [finding("video_unreadable", f"{path}: cannot be read: {e}", **where)], None
+    if layout.truncated_box is not None:
+        out.append(finding("video_truncated", f"{path} ({size:,} bytes): its top-level box {layout.truncated_box!r} "
+                           f"runs past the end of the file (episodes {eps[:8]}{'...' if len(eps) > 8 else ''} use it)",
+                           **where))
+    try:
+        table = parse(read, size, path=path)
+    except Mp4TruncatedError as e:
+        if not out:
+            out.append(finding("video_truncated", f"{path}: {e}", **where))
+        return out, None
+    except Mp4UnsupportedError as e:
+        return out + [finding("video_unsupported", f"{path}: {e}", **where)], None
+    except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
+        return out + [finding("video_unreadable", f"{path}: {type(e).__name__}: {e}", **where)], None
+    s = FileSummary(path, camera, size)
+    s.faststart = layout.faststart
+    n = int(np.asarray(table.offset).shape[0])
+    s.frames = n
+    offsets, sizes = np.asarray(table.offset, dtype=np.int64), np.asarray(table.size, dtype=np.int64)
+    s.sample_bytes = int(sizes.sum())
+    end = int((offsets + sizes).max()) if n else 0
+    if end > size and layout.truncated_box is None:
+        out.append(finding("video_truncated", f"{path} ({size:,} bytes): its samples run to byte {end:,} — "
+                           f"{end - size:,} bytes are missing", **where))
+    if not layout.faststart:
+        out.append(finding("not_faststart", f"{path}: the moov box comes after mdat", camera=camera, file=path))
+    sync = np.flatnonzero(np.asarray(table.is_sync, dtype=bool))
+    if sync.shape[0]:
+        s.gop_lengths = np.diff(np.append(sync, n)).astype(int).tolist()
+    order = np.asarray(table.presentation_order, dtype=np.int64)
+    s.reordered = bool(n and not np.array_equal(order, np.arange(n)))
+    s.edit_list = bool(int(table.media_time or 0) or int(getattr(table, "empty_edit_movie_ticks", 0) or 0))
+    fmt = stream_format(bytes(table.stsd), str(table.codec))
+    s.fmt, s.codec, s.pix_fmt = fmt, fmt.codec, fmt.pix_fmt
+    w, h = int(table.width), int(table.height)
+    if _rotated(table):
+        w, h = h, w
+    s.width, s.height = w, h
+    out.extend(_format_findings(meta, camera, path, fmt, w, h))
+    checked: list = []
+    problems = validate_source(table, windows, float(meta.fps), tolerance_s, path, checked=checked)
+    for p in problems:
+        out.append(finding(p.code if p.code != "window" else "window_frames", f"episode {p.episode_index}, camera "
+                           f"{camera}, file {path}: {p.reason}" if p.episode_index is not None else f"{path}: {p.reason}",
+                           episode_index=p.episode_index, camera=camera, file=path,
+                           episodes=eps if p.code == "fps_mismatch" else None))
+    margins = [(w_, r.max_error_s) for w_, r in checked if r.reason is None and r.max_error_s is not None]
+    if margins:
+        s.max_error_s = max(e for _, e in margins)
+        near = [w_.episode_index for w_, e in margins if e > MARGIN_WARN_SHARE * tolerance_s]
+        if near:
+            out.append(finding("timestamp_margin", f"{path}: {len(near)} episode window(s) have a frame more than "
+                               f"{MARGIN_WARN_SHARE:.0%} of tolerance_s={tolerance_s} s from its timestamp (largest "
+                               f"{s.max_error_s:.3g} s)", camera=camera, file=path, episodes=near))
+    if full_selection and not problems and checked:
+        claimed = sorted((r.first_frame, r.first_frame + w_.length) for w_, r in checked)
+        free, pos = [], 0
+        for a, b in claimed:
+            if a > pos:
+                free.append((pos, a))
+            pos = max(pos, b)
+        if pos < n:
+            free.append((pos, n))
+        if free:
+            nfree = sum(b - a for a, b in free)
+            shown = ", ".join(f"[{a}, {b})" for a, b in free[:4]) + (" ..." if len(free) > 4 else "")
+            out.append(finding("unclaimed_frames", f"{path}: {nfree} of its {n} frames belong to no episode: {shown}",
+                               camera=camera, file=path))
+    if keep_table:
+        s.table = table
+    return out, s
+
+
+def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int) -> list[Finding]:
+    """Codec, pixel format and frame size of the file against ``info.json``."""
+    feat = meta.features.get(camera) or {}
+    info = feat.get("info") or {}
+    out: list[Finding] = []
+    where = dict(camera=camera, file=path)
+    if fmt.fourcc not in CODEC_NAMES:
+        out.append(finding("codec_unsupported", f"{path}: codec {fmt.fourcc!r} cannot be decoded here (AV1, H.264 and "
+                           "HEVC can)", **where))
+    want_codec = normalise_codec(info.get("video.codec"))
+    if want_codec is not None and fmt.fourcc in CODEC_NAMES and want_codec != fmt.codec:
+        out.append(finding("codec_mismatch", f"{path}: info.json says video.codec={info.get('video.codec')!r} for "
+                           f"{camera}, the file is {fmt.codec} ({fmt.fourcc})", **where))
+    depth = is_depth_feature(feat)
+    if depth and fmt.pix_fmt is not None and fmt.pix_fmt not in DEPTH_PIX_FMTS:
+        out.append(finding("depth_unsupported", f"{path}: depth camera {camera} is encoded as {fmt.codec} "
+                           f"{fmt.pix_fmt}; depth maps decode losslessly only as {', '.join(DEPTH_PIX_FMTS)}", **where))
+    want_pix = normalise_pix_fmt(info.get("video.pix_fmt"))
+    if want_pix is not None and fmt.pix_fmt is not None and want_pix != fmt.pix_fmt:
+        out.append(finding("pix_fmt_mismatch", f"{path}: info.json says video.pix_fmt={info.get('video.pix_fmt')!r} "
+                           f"for {camera}, the file is {fmt.pix_fmt}", **where))
+    shape = tuple(int(x) for x in (feat.get("shape") or ()))
+    names = list(feat.get("names") or [])
+    if len(shape) == 3:
+        if names[:1] == ["channels"] or (shape[0] in (1, 3) and shape[2] not in (1, 3)):
+            want_h, want_w = shape[1], shape[2]
+        else:
+            want_h, want_w = shape[0], shape[1]
+        if (want_h, want_w) != (h, w):
+            out.append(finding("shape_mismatch", f"{path}: frames are {w}x{h} (width x height) but info.json's shape "
+                               f"for {camera} is {list(shape)}", **where))
+    for key, value in (("video.height", h), ("video.width", w)):
+        if info.get(key) is not None and int(info[key]) != value and len(shape) != 3:
+            out.append(finding("shape_mismatch", f"{path}: {key}={info[key]} in info.json, the file's is {value}",
+                               **where))
+    return out
