@@ -157,19 +157,9 @@ class DatasetMeta:
       (np.int64), ``episode_indices`` (np.int64), ``repo_id``, ``source``, ``warnings`` (list[str]).
     """
 
-    def __init__(
-        self,
-        *,
-        source: ByteSource,
-        info: dict[str, Any],
-        tasks: list[str],
-        stats: dict[str, Any],
-        episodes: list[EpisodeInfo],
-        total_episodes: int,
-        total_frames: int,
-        repo_id: str,
-        warnings_: list[str],
-    ) -> None:
+    def __init__(self, *, source: ByteSource, info: dict[str, Any], tasks: list[str], stats: dict[str, Any],
+                 episodes: list[EpisodeInfo], total_episodes: int, total_frames: int, repo_id: str,
+                 warnings_: list[str]) -> None:
         self.source = source
         self.info = info
         self.fps: int = int(info["fps"])
@@ -292,15 +282,8 @@ class DatasetMeta:
 
     # --- loading -------------------------------------------------------------------------------
     @classmethod
-    def load(
-        cls,
-        source: ByteSource | str | os.PathLike,
-        *,
-        episodes: Sequence[int] | None = None,
-        repo_id: str | None = None,
-        check_files: bool = True,
-        problems: list | None = None,
-    ) -> "DatasetMeta":
+    def load(cls, source: ByteSource | str | os.PathLike, *, episodes: Sequence[int] | None = None,
+             repo_id: str | None = None, check_files: bool = True, problems: list | None = None) -> "DatasetMeta":
         """Read and validate the metadata of a v3 dataset root.
 
         Args:
@@ -309,12 +292,9 @@ class DatasetMeta:
             repo_id: name used in messages; default ``info["repo_id"]`` or the source root.
             check_files: also check that every data Parquet and MP4 the selection uses exists
                 (one ``exists`` call per unique file).
-            problems: None (default) raises the first inconsistency below; a list collects one
-                :class:`MetadataError` per inconsistency instead (each with a ``code`` field, the
-                episode, camera and file it concerns; the ``info.json`` count mismatches as
-                ``severity="warning"``) and loads what can be loaded — the validator's mode
-                (``lerobotstream.validate``). Unreadable files and an unknown ``episodes`` entry
-                still raise.
+            problems: None raises the first inconsistency below; a list collects each as a
+                :class:`MetadataError` with a ``code`` field (count notes: ``severity="warning"``)
+                and loads what it can (``lerobotstream.validate``); unreadable files still raise.
 
         Returns:
             DatasetMeta: with ``episodes`` sorted by ``episode_index``.
@@ -376,17 +356,8 @@ class DatasetMeta:
                     problems.append(MetadataError(note, code="info_count", severity="warning", path=INFO_PATH))
             if check_files:
                 _check_files(reads, selected, problems)
-        return cls(
-            source=src,
-            info=info,
-            tasks=tasks,
-            stats=stats,
-            episodes=selected,
-            total_episodes=len(all_eps),
-            total_frames=total_frames,
-            repo_id=str(name),
-            warnings_=notes,
-        )
+        return cls(source=src, info=info, tasks=tasks, stats=stats, episodes=selected, total_episodes=len(all_eps),
+                   total_frames=total_frames, repo_id=str(name), warnings_=notes)
 
 
 def _load_info(src: PrefetchedReads) -> dict[str, Any]:
@@ -597,20 +568,10 @@ def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, li
                 continue
             videos[key] = EpisodeVideo(video_tpl.format(video_key=key, chunk_index=vc, file_index=vf), vc, vf, t0, t1)
         tasks = cols["tasks"][i]
-        out.append(
-            EpisodeInfo(
-                episode_index=e,
-                length=length,
-                dataset_from_index=lo,
-                dataset_to_index=hi,
-                data_path=data_tpl.format(chunk_index=dc, file_index=df),
-                data_chunk_index=dc,
-                data_file_index=df,
-                videos=videos,
-                tasks=tuple(str(t) for t in tasks) if tasks is not None else (),
-                shard=shard,
-            )
-        )
+        out.append(EpisodeInfo(
+            episode_index=e, length=length, dataset_from_index=lo, dataset_to_index=hi,
+            data_path=data_tpl.format(chunk_index=dc, file_index=df), data_chunk_index=dc, data_file_index=df,
+            videos=videos, tasks=tuple(str(t) for t in tasks) if tasks is not None else (), shard=shard))
     return out
 
 

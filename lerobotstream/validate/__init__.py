@@ -144,6 +144,7 @@ def validate_dataset(
             decoded += n
         summary.table = None
         summaries.append(summary)
+    findings += _faststart_findings(summaries)
     after = _counters(source)
     report = Report(
         dataset={"repo_id": meta.repo_id, "root": getattr(source, "root_display", None),
@@ -168,6 +169,21 @@ def _ordered(findings: list[Finding]) -> list[Finding]:
     """Errors first, then by code, episode, camera, file (a stable order for reports and tests)."""
     return sorted(findings, key=lambda f: (f.severity != "error", f.code, -1 if f.episode_index is None
                                            else f.episode_index, f.camera or "", f.file or ""))
+
+
+def _faststart_findings(summaries: list) -> list[Finding]:
+    """One warning per camera whose files put ``moov`` after ``mdat`` (a property of the writer,
+    not of one file: reported once, with the count)."""
+    by_cam: dict[str, list] = defaultdict(list)
+    for s in summaries:
+        by_cam[s.camera].append(s)
+    out = []
+    for cam, items in sorted(by_cam.items()):
+        late = [s.path for s in items if s.faststart is False]
+        if late:
+            out.append(finding("not_faststart", f"camera {cam}: {len(late)} of {len(items)} MP4 file(s) have the moov "
+                               f"box after mdat (first: {late[0]})", camera=cam))
+    return out
 
 
 def _depth_findings(meta: Any) -> list[Finding]:

@@ -162,7 +162,8 @@ def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_colum
         if int(md.num_rows) != total:
             out.append(finding("data_rows", f"{path} holds {md.num_rows} rows but its episodes {_short(eps)} have "
                                f"{total} frames in meta/episodes", file=path, episodes=eps))
-    if md.num_row_groups and ix_col is not None and all(b is not None for b in ix_bounds):
+    rows_off = any(f.code == "data_rows" for f in out)  # the index range follows the rows: reported once
+    if not rows_off and md.num_row_groups and ix_col is not None and all(b is not None for b in ix_bounds):
         lo = min(b[0] for b in ix_bounds)  # type: ignore[index]
         hi = max(b[1] for b in ix_bounds)  # type: ignore[index]
         want_lo = min(int(e.dataset_from_index) for e in episodes)

@@ -101,8 +101,6 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
     if end > size and layout.truncated_box is None:
         out.append(finding("video_truncated", f"{path} ({size:,} bytes): its samples run to byte {end:,} — "
                            f"{end - size:,} bytes are missing", **where))
-    if not layout.faststart:
-        out.append(finding("not_faststart", f"{path}: the moov box comes after mdat", camera=camera, file=path))
     sync = np.flatnonzero(np.asarray(table.is_sync, dtype=bool))
     if sync.shape[0]:
         s.gop_lengths = np.diff(np.append(sync, n)).astype(int).tolist()
