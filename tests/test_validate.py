@@ -141,7 +141,7 @@ def test_every_planted_defect_in_one_run(broken):
     assert [f.episodes for f in report.findings if f.file == v(2)] == [[2]]
     assert len([f for f in report.findings if f.file == v(3)]) == 1
     assert not [f for f in report.findings if f.episode_index == 0 or f.file == v(0)]
-    assert len(report.errors) == 7, _errors(report)
+    assert len(report.errors) == 7, [(f.code, f.episode_index, f.file) for f in report.errors]
     assert {f.code for f in report.warnings} <= {"not_faststart", "to_timestamp_mismatch", "index_gap"}
     assert codes["index_gap"][0].episode_index == 6
     for f in report.findings:  # the documented layout
@@ -179,6 +179,27 @@ def test_window_findings_are_the_sidecar_builds_own_problems(make_generated_data
     for problem in ei.value.problems:
         reason = problem.split(": ", 1)[1] if problem.startswith("episode") else problem
         assert any(reason.split(" — ")[0][:80] in f.message for f in report.errors), problem
+
+
+def test_a_window_shifted_by_one_frame_is_an_error(make_generated_dataset, tmp_path):
+    """LeRobot's silent case: an episode's from_timestamp moved one frame on (to_timestamp left),
+    and the next episode moved with its window: no overlap, no frame past the end, yet episode 1
+    streams frames that are not its own."""
+    root = _copy(make_generated_dataset(episode_lengths=(8, 9, 7, 6)), tmp_path)
+
+    def edit(cols):
+        cols[f"videos/{CAM}/from_timestamp"][1] += 1 / 30
+        cols[f"videos/{CAM}/from_timestamp"][2] += 1 / 30
+        cols[f"videos/{CAM}/to_timestamp"][2] += 1 / 30
+        return cols
+
+    _edit_episodes(root, edit)
+    report = validate_dataset(root=root)
+    codes = _codes(report)
+    assert [(f.episode_index, f.camera) for f in codes["window_shift"]] == [(1, CAM)]
+    assert "streams frames [9, 18) instead of its own [8, 17)" in codes["window_shift"][0].message
+    assert [f.episode_index for f in codes["episode_overlap"]] == [2]  # ep 2 moved onto ep 3's first frame
+    assert "to_timestamp_mismatch" not in codes  # ep 1's short window is the shift, reported once
 
 
 def test_metadata_defects_collected(make_generated_dataset, tmp_path):

@@ -89,7 +89,6 @@ def validate_dataset(
     findings += index_gap_findings(meta, full)
     findings += stats_findings(meta)
     findings += _depth_findings(meta)
-    findings += _to_timestamp_findings(meta, tolerance_s)
     missing = {f.file for f in findings if f.code == "file_missing"}
 
     # data/ Parquet footers
@@ -145,6 +144,8 @@ def validate_dataset(
         summary.table = None
         summaries.append(summary)
     findings += _faststart_findings(summaries)
+    shifted = {(f.episode_index, f.camera) for f in findings if f.code == "window_shift"}  # reported there
+    findings += _to_timestamp_findings(meta, tolerance_s, skip=shifted)
     after = _counters(source)
     report = Report(
         dataset={"repo_id": meta.repo_id, "root": getattr(source, "root_display", None),
@@ -202,7 +203,7 @@ def _depth_findings(meta: Any) -> list[Finding]:
     return out
 
 
-def _to_timestamp_findings(meta: Any, tolerance_s: float) -> list[Finding]:
+def _to_timestamp_findings(meta: Any, tolerance_s: float, skip: set = frozenset()) -> list[Finding]:
     """One warning per camera listing the episodes whose ``to_timestamp - from_timestamp`` is off
     ``length / fps`` by more than half a frame (or ``tolerance_s``, whichever is larger)."""
     limit = max(tolerance_s, 0.5 / float(meta.fps))
@@ -210,7 +211,7 @@ def _to_timestamp_findings(meta: Any, tolerance_s: float) -> list[Finding]:
     for ep in meta.episodes:
         for cam, v in ep.videos.items():
             d = (v.to_timestamp - v.from_timestamp) - ep.length / float(meta.fps)
-            if abs(d) > limit:
+            if abs(d) > limit and (int(ep.episode_index), cam) not in skip:
                 bad[cam].append((int(ep.episode_index), d))
     out = []
     for cam, items in sorted(bad.items()):

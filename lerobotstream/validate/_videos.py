@@ -129,23 +129,52 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
             out.append(finding("timestamp_margin", f"{path}: {len(near)} episode window(s) have a frame more than "
                                f"{MARGIN_WARN_SHARE:.0%} of tolerance_s={tolerance_s} s from its timestamp (largest "
                                f"{s.max_error_s:.3g} s)", camera=camera, file=path, episodes=near))
-    if full_selection and not problems and checked:
-        claimed = sorted((r.first_frame, r.first_frame + w_.length) for w_, r in checked)
-        free, pos = [], 0
-        for a, b in claimed:
-            if a > pos:
-                free.append((pos, a))
-            pos = max(pos, b)
-        if pos < n:
-            free.append((pos, n))
-        if free:
-            nfree = sum(b - a for a, b in free)
-            shown = ", ".join(f"[{a}, {b})" for a, b in free[:4]) + (" ..." if len(free) > 4 else "")
-            out.append(finding("unclaimed_frames", f"{path}: {nfree} of its {n} frames belong to no episode: {shown}",
-                               camera=camera, file=path))
+    if full_selection and checked:  # the overlap message already lists the unclaimed frames
+        overlap = any(p.code == "episode_overlap" for p in problems)
+        out.extend(f for f in _gap_findings(table, checked, meta, camera, path, n)
+                   if not (overlap and f.code == "unclaimed_frames"))
     if keep_table:
         s.table = table
     return out, s
+
+
+def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, n: int) -> list[Finding]:
+    """Frames of the file no episode claims (full selection). A gap right before an episode whose
+    ``to_timestamp - from_timestamp`` is short by the gap is that episode's shifted
+    ``from_timestamp`` (an error: it streams frames that are not its own); other gaps are warnings."""
+    pts = np.asarray(table.pts_s, dtype=np.float64)[np.asarray(table.presentation_order, dtype=np.int64)]
+    fps = float(meta.fps)
+    ranges = []
+    for w, r in checked:
+        k = r.first_frame if r.first_frame is not None else int(np.clip(np.searchsorted(pts, w.from_timestamp), 0, n))
+        ranges.append((k, min(n, k + w.length), w, r.reason is None))
+    ranges.sort(key=lambda t: (t[0], t[1]))
+    gaps, pos, shifted = [], 0, []
+    for a, b, w, good in ranges:
+        if a > pos:
+            gaps.append((pos, a))
+            ep = meta.episode(w.episode_index)
+            video = ep.videos.get(camera)
+            short = (ep.length / fps - (video.to_timestamp - video.from_timestamp)) * fps if video else 0.0
+            if good and abs(short - (a - pos)) < 0.5:  # a failed window is reported as such
+                shifted.append((w, a - pos, a))
+        pos = max(pos, b)
+    if pos < n:
+        gaps.append((pos, n))
+    out = []
+    for w, g, a in shifted:
+        out.append(finding("window_shift", f"episode {w.episode_index}, camera {camera}, file {path}: "
+                           f"from_timestamp={w.from_timestamp!r} s starts {g} frame(s) after the previous episode's "
+                           f"end, and to_timestamp - from_timestamp is {g} frame(s) short of length/fps: the window "
+                           f"was shifted, so the episode streams frames [{a}, {a + w.length}) instead of its own "
+                           f"[{a - g}, {a - g + w.length})", episode_index=w.episode_index, camera=camera, file=path))
+    if gaps and all(good for *_r, good in ranges):  # a failed window's frames are not known: its error says so
+        nfree = sum(b - a for a, b in gaps)
+        shown = ", ".join(f"[{a}, {b})" for a, b in gaps[:4]) + (" ..." if len(gaps) > 4 else "")
+        after = [w.episode_index for a, _b, w, _ok in ranges if any(a == g1 for _g0, g1 in gaps)]
+        out.append(finding("unclaimed_frames", f"{path}: {nfree} of its {n} frames belong to no episode: {shown}"
+                           + (f"; the episodes after the gaps: {after[:8]}" if after else ""), camera=camera, file=path))
+    return out
 
 
 def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int) -> list[Finding]:
