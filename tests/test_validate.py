@@ -292,3 +292,27 @@ def test_over_loopback_http_with_latency(tmp_path):
     assert report.cameras == local.cameras
     video = sum(p.stat().st_size for p in (G1 / "videos").rglob("*.mp4"))
     assert report.scan["bytes_read"] < video / 4
+
+
+def test_help_is_plain_text_and_names_the_console_script(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/lerobotstream-validate", "--help"])
+    with pytest.raises(SystemExit):
+        validate_main()
+    text = capsys.readouterr().out
+    assert text.startswith("usage: lerobotstream-validate ") and "``" not in text
+    for flag in ("--repo-id", "--root", "--revision", "--episodes", "--json", "--decode-sample", "--tolerance-s"):
+        assert flag in text
+    assert 'lerobotstream-validate = "lerobotstream.validate.__main__:main"' in (REPO / "pyproject.toml").read_text()
+
+
+def test_into_a_closed_pipe_ends_quietly():
+    import os
+
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([sys.executable, "-m", "lerobotstream.validate", "--root", str(G1)], stdout=w,
+                           stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120)
+    finally:
+        os.close(w)
+    assert p.returncode == 141 and p.stderr == ""

@@ -1,14 +1,12 @@
-"""What an MP4's headers say about its stream: codec, pixel format, box layout, NVDEC support.
+"""What an MP4's sample description says about its stream: codec, pixel format, NVDEC support.
 
-Read from bytes already fetched (``SampleTable.stsd``) or a few box headers (``read(offset, n)``);
-never from the sample payload.
+Read from bytes the parser already fetched (``SampleTable.stsd``), never from the sample payload.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Callable
 
 #: sample-entry fourcc → codec name as LeRobot writes it in ``info.json`` (``video.codec``)
 CODEC_NAMES = {"av01": "av1", "avc1": "h264", "avc3": "h264", "hev1": "hevc", "hvc1": "hevc"}
@@ -131,49 +129,3 @@ def nvdec_support(fmt: StreamFormat, *, depth_map: bool = False) -> dict[str, st
     else:
         ok = {g: False for g in GPU_FAMILIES}
     return {g: "nvdec" if v else "cpu" for g, v in ok.items()}
-
-
-@dataclass(frozen=True)
-class BoxLayout:
-    """The top-level boxes of a file: their order, and whether one runs past the end."""
-
-    order: tuple[str, ...]
-    faststart: bool
-    """``moov`` comes before ``mdat`` (a reader gets the headers with its first read)."""
-    truncated_box: str | None
-    """The fourcc of a top-level box that runs past the end of the file, else None."""
-    mdat_end: int
-    """End of the last ``mdat`` box, bytes (0 when there is none)."""
-
-
-def box_layout(read: Callable[[int, int], bytes], size: int, *, max_boxes: int = 64) -> BoxLayout:
-    """Walk the top-level box headers (16 bytes each, one read per box)."""
-    order: list[str] = []
-    truncated = None
-    pos = mdat_end = 0
-    while pos + 8 <= size and len(order) < max_boxes:
-        head = read(pos, min(16, size - pos))
-        if len(head) < 8:
-            break
-        box_size, kind = struct.unpack_from(">I4s", head, 0)
-        name = kind.decode("latin-1")
-        if box_size == 1 and len(head) >= 16:
-            box_size = struct.unpack_from(">Q", head, 8)[0]
-        elif box_size == 0:
-            box_size = size - pos
-        order.append(name)
-        if box_size < 8:
-            truncated = name
-            break
-        if pos + box_size > size:
-            truncated = name
-            if name == "mdat":
-                mdat_end = pos + box_size
-            break
-        if name == "mdat":
-            mdat_end = pos + box_size
-        pos += box_size
-    moov = order.index("moov") if "moov" in order else None
-    mdat = order.index("mdat") if "mdat" in order else None
-    faststart = moov is not None and (mdat is None or moov < mdat)
-    return BoxLayout(tuple(order), faststart, truncated, mdat_end)

@@ -12,8 +12,7 @@ import numpy as np
 from lerobotstream.errors import LeRobotStreamError, Mp4TruncatedError, Mp4UnsupportedError, SourceError
 from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
 from lerobotstream.sidecar._validate import EpisodeWindow, validate_source
-from lerobotstream.validate._codec import (CODEC_NAMES, box_layout, normalise_codec, normalise_pix_fmt,
-                                           stream_format)
+from lerobotstream.validate._codec import CODEC_NAMES, normalise_codec, normalise_pix_fmt, stream_format
 from lerobotstream.validate._findings import Finding, finding
 
 #: a window whose largest timestamp error exceeds this share of ``tolerance_s`` gets a warning
@@ -74,31 +73,21 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
     read = lambda offset, n: source.read(path, offset, n)  # noqa: E731
     out: list[Finding] = []
     try:
-        layout = box_layout(read, size)
-    except (SourceError, OSError) as e:
-        return [finding("video_unreadable", f"{path}: cannot be read: {e}", **where)], None
-    if layout.truncated_box is not None:
-        out.append(finding("video_truncated", f"{path} ({size:,} bytes): its top-level box {layout.truncated_box!r} "
-                           f"runs past the end of the file (episodes {eps[:8]}{'...' if len(eps) > 8 else ''} use it)",
-                           **where))
-    try:
-        table = parse(read, size, path=path)
+        table = parse(read, size, path=path)  # the sidecar build's parser: headers only
     except Mp4TruncatedError as e:
-        if not out:
-            out.append(finding("video_truncated", f"{path}: {e}", **where))
-        return out, None
+        return [finding("video_truncated", f"{path} ({size:,} bytes): {e}", **where)], None
     except Mp4UnsupportedError as e:
-        return out + [finding("video_unsupported", f"{path}: {e}", **where)], None
+        return [finding("video_unsupported", f"{path}: {e}", **where)], None
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
-        return out + [finding("video_unreadable", f"{path}: {type(e).__name__}: {e}", **where)], None
+        return [finding("video_unreadable", f"{path}: {type(e).__name__}: {e}", **where)], None
     s = FileSummary(path, camera, size)
-    s.faststart = layout.faststart
+    s.faststart = bool(getattr(table, "faststart", False))
     n = int(np.asarray(table.offset).shape[0])
     s.frames = n
     offsets, sizes = np.asarray(table.offset, dtype=np.int64), np.asarray(table.size, dtype=np.int64)
     s.sample_bytes = int(sizes.sum())
     end = int((offsets + sizes).max()) if n else 0
-    if end > size and layout.truncated_box is None:
+    if end > size:
         out.append(finding("video_truncated", f"{path} ({size:,} bytes): its samples run to byte {end:,} — "
                            f"{end - size:,} bytes are missing", **where))
     sync = np.flatnonzero(np.asarray(table.is_sync, dtype=bool))
