@@ -316,3 +316,8 @@ def test_into_a_closed_pipe_ends_quietly():
     finally:
         os.close(w)
     assert p.returncode == 141 and p.stderr == ""
+
+
+def test_every_code_is_documented():
+    text = (REPO / "docs" / "validate.md").read_text()
+    assert [c for c in CODES if f"| `{c}` | {CODES[c][0]} |" not in text] == []

@@ -82,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="decode N random frames per MP4 and check them against their timestamps (default: 0)")
     p.add_argument("--tolerance-s", type=float, default=constants.DEFAULT_TOLERANCE_S,
                    help=f"allowed timestamp error, seconds (default: {constants.DEFAULT_TOLERANCE_S:g}, as LeRobot)")
-    p.add_argument("--workers", type=int, default=8, help="threads reading headers (default: 8)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="threads reading headers (default: 8 on a local folder, 32 on a remote store)")
     p.add_argument("--examples", type=int, default=3, help="examples printed per finding code (default: 3)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--quiet", action="store_true", help="print only the last line (the counts)")
@@ -99,7 +100,7 @@ def _run(args: argparse.Namespace) -> int:
         raise StreamingConfigError("give --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); see --help")
     if args.decode_sample < 0:
         raise StreamingConfigError(f"--decode-sample must be >= 0, got {args.decode_sample}")
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise StreamingConfigError(f"--workers must be >= 1, got {args.workers}")
     if args.tolerance_s <= 0:
         raise StreamingConfigError(f"--tolerance-s must be > 0, got {args.tolerance_s}")

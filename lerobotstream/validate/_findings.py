@@ -13,6 +13,7 @@ REPORT_FORMAT = 1
 #: match on them. The message of each finding says where; the hint says what to do.
 CODES: dict[str, tuple[str, str]] = {
     # metadata (meta/)
+    "metadata": ("error", "fix the metadata the message names"),
     "duplicate_episode": ("error", "keep one row per episode_index in meta/episodes"),
     "missing_episodes": ("error", "episode indices must be 0..N-1: restore the missing meta/episodes shard or rows"),
     "episode_row_null": ("error", "fill the null column of the meta/episodes row (or rewrite the shard)"),

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, SourceError
+from lerobotstream.parquet import _column_index, _short  # the reader's own helpers
 from lerobotstream.validate._findings import CODES, Finding, finding
 
 STATS_PATH = "meta/stats.json"
@@ -20,7 +21,7 @@ def metadata_findings(problems: Sequence[Exception]) -> list[Finding]:
     for p in problems:
         code = getattr(p, "code", None)
         if code not in CODES:
-            code = "video_location"
+            code = "metadata"
         out.append(finding(code, str(p), episode_index=getattr(p, "episode_index", None),
                            camera=getattr(p, "camera", None), file=getattr(p, "path", None),
                            episodes=getattr(p, "episodes", None), severity=getattr(p, "severity", None)))
@@ -96,16 +97,6 @@ def stats_findings(meta: Any) -> list[Finding]:
     return out
 
 
-def _column(md: Any, name: str) -> int | None:
-    if md.num_row_groups == 0:
-        return None
-    rg = md.row_group(0)
-    for j in range(rg.num_columns):
-        if rg.column(j).path_in_schema == name:
-            return j
-    return None
-
-
 def _bounds(md: Any, col: int | None) -> list[tuple[int, int, int] | None]:
     """Per row group ``(min, max, num_rows)`` of an integer column, None where it has no statistics."""
     out: list[tuple[int, int, int] | None] = []
@@ -139,7 +130,7 @@ def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_colum
     if missing:
         out.append(finding("data_columns", f"{path} lacks the columns {missing} that info.json declares "
                            f"(episodes {_short(eps)})", file=path, episodes=eps))
-    ep_col, ix_col = _column(md, "episode_index"), _column(md, "index")
+    ep_col, ix_col = _column_index(md, "episode_index"), _column_index(md, "index")
     ep_bounds, ix_bounds = _bounds(md, ep_col), _bounds(md, ix_col)
     lengths = {int(e.episode_index): int(e.length) for e in episodes}
     if md.num_row_groups and all(b is not None for b in ep_bounds):
@@ -174,9 +165,3 @@ def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_colum
                                f"{want_hi + 1})", file=path, episodes=eps))
     return out
 
-
-def _short(values: Sequence[int], limit: int = 8) -> str:
-    values = list(values)
-    if len(values) <= limit:
-        return str(values)
-    return f"{str(values[:limit])[:-1]}, ... ({len(values)} in all)]"

@@ -32,7 +32,8 @@ class FileSummary:
     height: int | None = None
     frames: int = 0
     sample_bytes: int = 0
-    gop_lengths: list[int] = field(default_factory=list)
+    gop_lengths: dict[int, int] = field(default_factory=dict)
+    """GOP length (frames from one sync sample to the next, decode order) → how many."""
     reordered: bool = False
     """Presentation order differs from decode order (B-frames)."""
     edit_list: bool = False
@@ -92,7 +93,8 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
                            f"{end - size:,} bytes are missing", **where))
     sync = np.flatnonzero(np.asarray(table.is_sync, dtype=bool))
     if sync.shape[0]:
-        s.gop_lengths = np.diff(np.append(sync, n)).astype(int).tolist()
+        lengths, counts = np.unique(np.diff(np.append(sync, n)), return_counts=True)
+        s.gop_lengths = {int(k): int(c) for k, c in zip(lengths, counts)}
     order = np.asarray(table.presentation_order, dtype=np.int64)
     s.reordered = bool(n and not np.array_equal(order, np.arange(n)))
     s.edit_list = bool(int(table.media_time or 0) or int(getattr(table, "empty_edit_movie_ticks", 0) or 0))
