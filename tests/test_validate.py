@@ -321,3 +321,44 @@ def test_into_a_closed_pipe_ends_quietly():
 def test_every_code_is_documented():
     text = (REPO / "docs" / "validate.md").read_text()
     assert [c for c in CODES if f"| `{c}` | {CODES[c][0]} |" not in text] == []
+
+
+def test_from_the_hub_by_repo_id_and_revision(tmp_path, monkeypatch, capsys):
+    from huggingface_hub import constants as hf_constants
+
+    from tests._loopback_server import LoopbackServer
+
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)  # loopback only: the endpoint is 127.0.0.1
+    shutil.copytree(G1, tmp_path / "g1")
+    sha = "2" * 40
+    server = LoopbackServer.start({"datasets": {"lerobot/g1": {"refs": {"main": sha},
+                                                               "commits": {sha: str(tmp_path / "g1")}}}})
+    try:
+        out = tmp_path / "hub.json"
+        assert validate_main(["--repo-id", "lerobot/g1", "--revision", "main", "--endpoint", server.url,
+                              "--json", str(out), "--no-progress"]) == 0
+    finally:
+        server.close()
+    doc = json.loads(out.read_text())
+    assert doc["ok"] and doc["dataset"]["revision"] == sha and doc["scan"]["video_files"] == 1
+    assert [f["code"] for f in doc["findings"]] == ["not_faststart"]
+
+
+def test_unsupported_codec_unreadable_file_and_missing_episode(make_generated_dataset, tmp_path):
+    """More kinds at once: an MPEG-4 Part 2 file, a file of garbage, an episode row lost."""
+    root = _copy(make_generated_dataset(episode_lengths=(10, 10, 10, 10), episodes_per_video_file=1,
+                                        episodes_per_data_file=1, codec="h264", cameras=((CAM, 64, 48),)), tmp_path)
+    v = lambda i: root / f"videos/{CAM}/chunk-000/file-{i:03d}.mp4"  # noqa: E731
+    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                    "testsrc=size=64x48:rate=30", "-frames:v", "10", "-c:v", "mpeg4", str(v(0))], check=True)
+    v(1).write_bytes(b"\0" * 5000)
+    shard = pq.read_table(root / SHARD)
+    pq.write_table(shard.slice(0, 3), root / SHARD)  # episode 3's row lost (info.json says 4 episodes)
+    report = validate_dataset(root=root)
+    codes = _codes(report)
+    assert [(f.file, f.episode_index) for f in codes["codec_unsupported"]] == [(str(v(0).relative_to(root)), 0)]
+    assert "'mp4v'" in codes["codec_unsupported"][0].message and "codec_mismatch" not in codes
+    assert [(f.file, f.episode_index) for f in codes["video_unreadable"]] == [(str(v(1).relative_to(root)), 1)]
+    assert [f.episodes for f in codes["missing_episodes"]] == [[3]]
+    assert {f.code for f in report.errors} == {"codec_unsupported", "video_unreadable", "missing_episodes"}, \
+        _errors(report)

@@ -33,6 +33,7 @@ def validate_dataset(
     *,
     root: Any = None,
     revision: str | None = None,
+    endpoint: str | None = None,
     episodes: Sequence[int] | None = None,
     tolerance_s: float = constants.DEFAULT_TOLERANCE_S,
     decode_sample: int = 0,
@@ -48,6 +49,7 @@ def validate_dataset(
             with ``root``, only the name used in messages.
         root: local folder, ``http(s)://`` / fsspec URL or ``hf://`` root of the dataset.
         revision: branch, tag or commit of a Hub dataset.
+        endpoint: Hub URL (default: ``HF_ENDPOINT`` through huggingface_hub).
         episodes: episode indices to check (default: all). Checks that compare whole files
             (row totals, frames no episode claims) run only on a full selection.
         tolerance_s: allowed |frame PTS - (from_timestamp + i/fps)|, seconds (LeRobot's default 1e-4).
@@ -83,7 +85,8 @@ def validate_dataset(
     if source is None:
         from lerobotstream.sources import open_source
 
-        source = open_source(root, repo_id=repo_id, revision=revision) if root is not None or repo_id else None
+        source = (open_source(root, repo_id=repo_id, revision=revision, endpoint=endpoint)
+                  if root is not None or repo_id else None)
         if source is None:
             raise ValueError("give root (a folder or URL) or repo_id (a Hub dataset)")
     if workers is None:

@@ -74,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repo-id", default=None, help="Hub dataset OWNER/NAME (read from the Hub unless --root is given)")
     p.add_argument("--root", default=None, help="local folder or URL (http(s)://, hf://, any fsspec URL)")
     p.add_argument("--revision", default=None, help="branch, tag or commit of a Hub dataset (default: main)")
+    p.add_argument("--endpoint", default=None, help="Hub URL (default: HF_ENDPOINT)")
     p.add_argument("--episodes", nargs="+", default=None, metavar="E",
                    help="episodes to check: indices and ranges, e.g. 0-9 20 (default: all)")
     p.add_argument("--json", default=None, metavar="OUT", help="also write the findings and summary as JSON to OUT "
@@ -104,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
         raise StreamingConfigError(f"--workers must be >= 1, got {args.workers}")
     if args.tolerance_s <= 0:
         raise StreamingConfigError(f"--tolerance-s must be > 0, got {args.tolerance_s}")
-    report = validate_dataset(args.repo_id, root=args.root, revision=args.revision,
+    report = validate_dataset(args.repo_id, root=args.root, revision=args.revision, endpoint=args.endpoint,
                               episodes=parse_episodes(args.episodes), tolerance_s=args.tolerance_s,
                               decode_sample=args.decode_sample, workers=args.workers,
                               progress=not args.no_progress and sys.stderr.isatty())

@@ -104,7 +104,7 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
     if _rotated(table):
         w, h = h, w
     s.width, s.height = w, h
-    out.extend(_format_findings(meta, camera, path, fmt, w, h))
+    out.extend(_format_findings(meta, camera, path, fmt, w, h, where))
     checked: list = []
     problems = validate_source(table, windows, float(meta.fps), tolerance_s, path, checked=checked)
     for p in problems:
@@ -168,12 +168,13 @@ def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, 
     return out
 
 
-def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int) -> list[Finding]:
-    """Codec, pixel format and frame size of the file against ``info.json``."""
+def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int,
+                     where: dict) -> list[Finding]:
+    """Codec, pixel format and frame size of the file against ``info.json`` (``where``: the
+    finding fields naming the file and the episodes it holds)."""
     feat = meta.features.get(camera) or {}
     info = feat.get("info") or {}
     out: list[Finding] = []
-    where = dict(camera=camera, file=path)
     if fmt.fourcc not in CODEC_NAMES:
         out.append(finding("codec_unsupported", f"{path}: codec {fmt.fourcc!r} cannot be decoded here (AV1, H.264 and "
                            "HEVC can)", **where))
