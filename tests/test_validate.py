@@ -362,3 +362,29 @@ def test_unsupported_codec_unreadable_file_and_missing_episode(make_generated_da
     assert [f.episodes for f in codes["missing_episodes"]] == [[3]]
     assert {f.code for f in report.errors} == {"codec_unsupported", "video_unreadable", "missing_episodes"}, \
         _errors(report)
+
+
+def test_pixel_formats_read_from_the_sample_description_agree_with_ffprobe():
+    """The stsd reader (av1C / hvcC / avcC, including an avcC without its High-profile extension)
+    against ffprobe on every parseable MP4 of data/testmedia and the G1 video."""
+    from lerobotstream.mp4 import parse_mp4
+    from lerobotstream.validate._codec import CODEC_NAMES, stream_format
+
+    checked = 0
+    for p in sorted((REPO / "data" / "testmedia").rglob("*.mp4")) + sorted((G1 / "videos").rglob("*.mp4")):
+        data = p.read_bytes()
+        try:
+            table = parse_mp4(lambda o, n: data[o: o + n], len(data), path=str(p))
+        except Exception:  # noqa: BLE001 - the corpus holds files the parser refuses on purpose
+            continue
+        if str(table.codec) not in CODEC_NAMES:
+            continue
+        probe = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+                                "stream=pix_fmt", "-of", "json", str(p)], capture_output=True, text=True)
+        streams = json.loads(probe.stdout or "{}").get("streams") or [{}]
+        if not streams[0].get("pix_fmt"):
+            continue
+        assert stream_format(bytes(table.stsd), str(table.codec)).pix_fmt == \
+            streams[0]["pix_fmt"].replace("yuvj", "yuv"), p
+        checked += 1
+    assert checked >= 10

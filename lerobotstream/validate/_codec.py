@@ -76,6 +76,8 @@ def stream_format(stsd: bytes, fourcc: str) -> StreamFormat:
     """The format of a track from its ``stsd`` payload (version/flags, entry count, first entry)."""
     codec = CODEC_NAMES.get(fourcc, fourcc)
     chroma = depth = None
+    if fourcc not in CODEC_NAMES:  # an encrypted or other codec's entry: its boxes are not read
+        return StreamFormat(codec, fourcc, None, None, None)
     entry = stsd[8:] if len(stsd) >= 16 else b""
     boxes = _child_boxes(entry, 8 + 78) if len(entry) >= 86 else {}  # sample entry header + VisualSampleEntry
     try:
@@ -90,25 +92,60 @@ def stream_format(stsd: bytes, fourcc: str) -> StreamFormat:
             chroma, depth = _CHROMA.get(b[16] & 3), (b[17] & 7) + 8
         elif "avcC" in boxes:
             chroma, depth = _avc_format(boxes["avcC"])
-    except IndexError:  # a short configuration record: format unknown
+    except (IndexError, ValueError, struct.error):  # a short configuration record: format unknown
         chroma = depth = None
     return StreamFormat(codec, fourcc, _pix_fmt(chroma, depth), depth, chroma)
 
 
+_AVC_HIGH_PROFILES = (100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135)
+
+
+def _sps_chroma_depth(nal: bytes) -> tuple[int, int]:
+    """chroma_format_idc and luma bit depth of an H.264 SPS NAL unit (ITU-T H.264 7.3.2.1.1)."""
+    rbsp = nal[1:].replace(b"\x00\x00\x03", b"\x00\x00")  # emulation prevention bytes
+    bits = "".join(f"{x:08b}" for x in rbsp[3:40])  # after profile_idc, constraint flags, level_idc
+    pos = 0
+
+    def ue() -> int:
+        nonlocal pos
+        zeros = 0
+        while bits[pos] == "0":
+            zeros += 1
+            pos += 1
+        value = int(bits[pos: pos + zeros + 1], 2) - 1
+        pos += zeros + 1
+        return value
+
+    ue()  # seq_parameter_set_id
+    chroma = ue()
+    if chroma == 3:
+        pos += 1  # separate_colour_plane_flag
+    return chroma, ue() + 8
+
+
 def _avc_format(b: bytes) -> tuple[str | None, int | None]:
+    """Chroma and bit depth from ``avcC``: its High-profile extension, else the first SPS."""
     profile = b[1]
+    if profile not in _AVC_HIGH_PROFILES:
+        return "4:2:0", 8  # Baseline/Main/Extended: always 8-bit 4:2:0
     pos = 5
     nsps = b[pos] & 0x1F
     pos += 1
+    sps = []
     for _ in range(nsps):
-        pos += 2 + struct.unpack_from(">H", b, pos)[0]
+        n = struct.unpack_from(">H", b, pos)[0]
+        sps.append(b[pos + 2: pos + 2 + n])
+        pos += 2 + n
     npps = b[pos]
     pos += 1
     for _ in range(npps):
         pos += 2 + struct.unpack_from(">H", b, pos)[0]
-    if profile in (100, 110, 122, 144, 244) and pos + 2 <= len(b):
+    if pos + 2 <= len(b):
         return _CHROMA.get(b[pos] & 3), (b[pos + 1] & 7) + 8
-    return "4:2:0", 8  # Baseline/Main/Extended: always 8-bit 4:2:0
+    if sps:  # the extension is optional in practice (older writers omit it)
+        chroma, depth = _sps_chroma_depth(sps[0])
+        return _CHROMA.get(chroma), depth
+    return None, None
 
 
 def nvdec_support(fmt: StreamFormat, *, depth_map: bool = False) -> dict[str, str]:

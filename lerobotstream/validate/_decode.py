@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from lerobotstream.validate._findings import Finding, finding
+from lerobotstream.validate._tables import frame_hwc
 
 
 def decode_sample(source: Any, path: str, camera: str, table: Any, windows: Sequence[Any], meta: Any,
@@ -36,7 +37,7 @@ def decode_sample(source: Any, path: str, camera: str, table: Any, windows: Sequ
         return [], 0
     rng = np.random.default_rng(seed)
     chosen = sorted(rng.choice(len(picks), size=min(n, len(picks)), replace=False).tolist())
-    shape = tuple(int(x) for x in ((meta.features.get(camera) or {}).get("shape") or ()))
+    hwc = frame_hwc(meta.features.get(camera) or {})
     out: list[Finding] = []
     done = 0
     for j in chosen:
@@ -58,10 +59,11 @@ def decode_sample(source: Any, path: str, camera: str, table: Any, windows: Sequ
             out.append(finding("decode_failed", f"{path}: frame {k} (episode {epi}): {type(e).__name__}: "
                                f"{' '.join(str(e).split())[:300]}", episode_index=epi, camera=camera, file=path))
             break  # one finding per file: the next frames would fail the same way
-        if len(shape) == 3:
+        if hwc is not None:
             _, c, h, w = (int(x) for x in frame.shape)
-            if (h, w) != tuple(shape[:2]) and (h, w) != tuple(shape[1:]):
+            if (h, w) != hwc[:2]:
                 out.append(finding("decode_shape", f"{path}: frame {k} decodes to {c}x{h}x{w} (CxHxW), info.json's "
-                                   f"shape for {camera} is {list(shape)}", episode_index=epi, camera=camera, file=path))
+                                   f"shape for {camera} is {list(meta.features[camera]['shape'])}", episode_index=epi,
+                                   camera=camera, file=path))
                 break
     return out, done

@@ -42,13 +42,26 @@ def index_gap_findings(meta: Any, full: bool) -> list[Finding]:
     return out
 
 
+def frame_hwc(feat: dict) -> tuple[int, int, int] | None:
+    """(height, width, channels) of an image/video feature's ``shape``: ``[H, W, C]`` as LeRobot
+    writes it, or channel-first ``[C, H, W]`` (names start with ``channels``, or only the first
+    axis looks like channels); None when the shape is not 3-d."""
+    shape = tuple(int(s) for s in (feat.get("shape") or ()))
+    if len(shape) != 3:
+        return None
+    names = list(feat.get("names") or [])
+    if names[:1] == ["channels"] or (shape[0] in (1, 3, 4) and shape[2] not in (1, 3, 4)):
+        return shape[1], shape[2], shape[0]
+    return shape
+
+
 def _expected_stat_shapes(feat: dict) -> list[tuple[int, ...]]:
     """The shapes a feature's min/max/mean/std may have (LeRobot's compute_stats)."""
     shape = tuple(int(s) for s in (feat.get("shape") or ()))
     dtype = feat.get("dtype")
     if dtype in ("video", "image"):
-        channels = shape[-1] if shape else 3
-        return [(channels, 1, 1)]
+        hwc = frame_hwc(feat)
+        return [(hwc[2] if hwc else 3, 1, 1)]
     if dtype in ("string", "language"):
         return []
     return [shape] + ([(), (1,)] if shape in ((), (1,)) else [])

@@ -14,6 +14,7 @@ from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
 from lerobotstream.sidecar._validate import EpisodeWindow, validate_source
 from lerobotstream.validate._codec import CODEC_NAMES, normalise_codec, normalise_pix_fmt, stream_format
 from lerobotstream.validate._findings import Finding, finding
+from lerobotstream.validate._tables import frame_hwc
 
 #: a window whose largest timestamp error exceeds this share of ``tolerance_s`` gets a warning
 MARGIN_WARN_SHARE = 0.5
@@ -191,13 +192,9 @@ def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int
         out.append(finding("pix_fmt_mismatch", f"{path}: info.json says video.pix_fmt={info.get('video.pix_fmt')!r} "
                            f"for {camera}, the file is {fmt.pix_fmt}", **where))
     shape = tuple(int(x) for x in (feat.get("shape") or ()))
-    names = list(feat.get("names") or [])
-    if len(shape) == 3:
-        if names[:1] == ["channels"] or (shape[0] in (1, 3) and shape[2] not in (1, 3)):
-            want_h, want_w = shape[1], shape[2]
-        else:
-            want_h, want_w = shape[0], shape[1]
-        if (want_h, want_w) != (h, w):
+    hwc = frame_hwc(feat)
+    if hwc is not None:
+        if hwc[:2] != (h, w):
             out.append(finding("shape_mismatch", f"{path}: frames are {w}x{h} (width x height) but info.json's shape "
                                f"for {camera} is {list(shape)}", **where))
     for key, value in (("video.height", h), ("video.width", w)):
