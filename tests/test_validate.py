@@ -197,9 +197,30 @@ def test_a_window_shifted_by_one_frame_is_an_error(make_generated_dataset, tmp_p
     report = validate_dataset(root=root)
     codes = _codes(report)
     assert [(f.episode_index, f.camera) for f in codes["window_shift"]] == [(1, CAM)]
-    assert "streams frames [9, 18) instead of its own [8, 17)" in codes["window_shift"][0].message
+    assert codes["window_shift"][0].episodes == [1, 2]  # the run: ep 1 (from alone) and ep 2 (both) moved
+    assert "frames [9, 18) instead of [8, 17)" in codes["window_shift"][0].message
     assert [f.episode_index for f in codes["episode_overlap"]] == [2]  # ep 2 moved onto ep 3's first frame
     assert "to_timestamp_mismatch" not in codes  # ep 1's short window is the shift, reported once
+
+
+@pytest.mark.parametrize("shifted, ends", [((1, 2, 3), "into episode 4's window"),
+                                            ((3, 4, 5), "past the end of the file")])
+def test_a_run_of_shifted_episodes_is_one_finding(make_generated_dataset, tmp_path, shifted, ends):
+    """Several consecutive episodes moved one frame on (from_timestamp and to_timestamp both): each
+    streams its successor's first frame; one finding names the run."""
+    root = _copy(make_generated_dataset(episode_lengths=(8, 9, 7, 6, 8, 7)), tmp_path)
+
+    def edit(cols):
+        for e in shifted:
+            cols[f"videos/{CAM}/from_timestamp"][e] += 1 / 30
+            cols[f"videos/{CAM}/to_timestamp"][e] += 1 / 30
+        return cols
+
+    _edit_episodes(root, edit)
+    report = validate_dataset(root=root)
+    shift = _codes(report)["window_shift"]
+    assert [(f.episode_index, f.episodes) for f in shift] == [(shifted[0], list(shifted))]
+    assert ends in shift[0].message and "unclaimed_frames" not in _codes(report)
 
 
 def test_metadata_defects_collected(make_generated_dataset, tmp_path):

@@ -52,7 +52,7 @@ CODES: dict[str, tuple[str, str]] = {
     "timestamp_drift": ("error", "frames drift from from_timestamp + i/fps: re-encode at a constant frame rate"),
     "window_frames": ("error", "the episode's window does not select exactly its frames: fix from_timestamp"),
     "episode_overlap": ("error", "two episodes claim the same frames: one from_timestamp is shifted (recompute them from the videos' durations)"),
-    "window_shift": ("error", "the episode's from_timestamp was moved: set it back to the previous episode's to_timestamp (or to_timestamp - length/fps)"),
+    "window_shift": ("error", "the episodes' from_timestamp/to_timestamp were moved: set each from_timestamp back to the previous episode's to_timestamp in the file (recompute them from the videos' durations)"),
     "to_timestamp_mismatch": ("warning", "to_timestamp - from_timestamp should be length / fps: one of them was edited"),
     "timestamp_margin": ("warning", "frames sit close to the tolerance_s limit: a small float error turns them into FrameTimestampError"),
     "unclaimed_frames": ("warning", "frames of the file belong to no episode (an episode removed, or its window shifted)"),

@@ -131,36 +131,58 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
 
 
 def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, n: int) -> list[Finding]:
-    """Frames of the file no episode claims (full selection). A gap right before an episode whose
-    ``to_timestamp - from_timestamp`` is short by the gap is that episode's shifted
-    ``from_timestamp`` (an error: it streams frames that are not its own); other gaps are warnings."""
+    """Frames of the file no episode claims, and the shifted windows they reveal (full selection).
+
+    A run of consecutive episodes whose windows were all moved ``g`` frames on leaves ``g``
+    frames before it that no episode claims, and ends ``g`` frames into the next episode's window
+    (or ``g`` frames past the end of the file): those episodes stream frames that are not their
+    own. The same holds for one episode whose ``from_timestamp`` alone moved (its ``to_timestamp -
+    from_timestamp`` is then short by the gap). Each such run is one ``window_shift`` error; other
+    unclaimed frames are a warning.
+    """
     pts = np.asarray(table.pts_s, dtype=np.float64)[np.asarray(table.presentation_order, dtype=np.int64)]
     fps = float(meta.fps)
-    ranges = []
+    ranges = []  # (first frame, end (may pass n), window, window resolved)
     for w, r in checked:
         k = r.first_frame if r.first_frame is not None else int(np.clip(np.searchsorted(pts, w.from_timestamp), 0, n))
-        ranges.append((k, min(n, k + w.length), w, r.reason is None))
+        ranges.append((k, k + w.length, w, r.reason is None))
     ranges.sort(key=lambda t: (t[0], t[1]))
-    gaps, pos, shifted = [], 0, []
-    for a, b, w, good in ranges:
+    gaps, runs, singles, pos, run = [], [], [], 0, None  # run: (gap size, gap start, index of its first range)
+    for idx, (a, b, w, good) in enumerate(ranges):
         if a > pos:
-            gaps.append((pos, a))
+            gaps.append((pos, min(a, n)))
+            run = (a - pos, pos, idx)
             ep = meta.episode(w.episode_index)
             video = ep.videos.get(camera)
             short = (ep.length / fps - (video.to_timestamp - video.from_timestamp)) * fps if video else 0.0
-            if good and abs(short - (a - pos)) < 0.5:  # a failed window is reported as such
-                shifted.append((w, a - pos, a))
+            if good and abs(short - (a - pos)) < 0.5:  # from_timestamp alone moved (unless a run covers it)
+                singles.append((a - pos, pos, [w], f"to_timestamp - from_timestamp is {a - pos} frame(s) short of "
+                                "length/fps"))
+        elif a < pos and run is not None:
+            if pos - a == run[0] and any(x[3] for x in ranges[run[2]: idx]):  # else their own errors say it
+                nxt = f"ends {run[0]} frame(s) into episode {w.episode_index}'s window"
+                runs.append((run[0], run[1], [x[2] for x in ranges[run[2]: idx]], f"the run {nxt}"))
+            run = None
         pos = max(pos, b)
+    if run is not None and pos - n == run[0] and any(x[3] for x in ranges[run[2]:]):
+        runs.append((run[0], run[1], [x[2] for x in ranges[run[2]:]],
+                     f"the run ends {run[0]} frame(s) past the end of the file"))
     if pos < n:
         gaps.append((pos, n))
+    in_runs = {w.episode_index for *_g, ws, _why in runs for w in ws}
+    runs += [r for r in singles if r[2][0].episode_index not in in_runs]
     out = []
-    for w, g, a in shifted:
-        out.append(finding("window_shift", f"episode {w.episode_index}, camera {camera}, file {path}: "
-                           f"from_timestamp={w.from_timestamp!r} s starts {g} frame(s) after the previous episode's "
-                           f"end, and to_timestamp - from_timestamp is {g} frame(s) short of length/fps: the window "
-                           f"was shifted, so the episode streams frames [{a}, {a + w.length}) instead of its own "
-                           f"[{a - g}, {a - g + w.length})", episode_index=w.episode_index, camera=camera, file=path))
-    if gaps and all(good for *_r, good in ranges):  # a failed window's frames are not known: its error says so
+    for g, start, ws, why in runs:
+        eps = [w.episode_index for w in ws]
+        first = ws[0]
+        label = f"episode {eps[0]}" if len(eps) == 1 else f"{len(eps)} episodes {eps[0]}..{eps[-1]}"
+        out.append(finding("window_shift", f"{label}, camera {camera}, file {path}: window(s) start {g} frame(s) "
+                           f"late — frames [{start}, {start + g}) belong to no episode and {why}: the "
+                           f"from_timestamp(s) were shifted by {g}/{meta.fps} s, so each streams frames that are not "
+                           f"its own (episode {first.episode_index}: frames [{start + g}, {start + g + first.length}) "
+                           f"instead of [{start}, {start + first.length}))", episode_index=eps[0], camera=camera,
+                           file=path, episodes=eps if len(eps) > 1 else None))
+    if gaps and not runs and all(good for *_r, good in ranges):  # a failed window's frames are not known
         nfree = sum(b - a for a, b in gaps)
         shown = ", ".join(f"[{a}, {b})" for a, b in gaps[:4]) + (" ..." if len(gaps) > 4 else "")
         after = [w.episode_index for a, _b, w, _ok in ranges if any(a == g1 for _g0, g1 in gaps)]
