@@ -391,7 +391,7 @@ def test_pixel_formats_read_from_the_sample_description_agree_with_ffprobe():
     from lerobotstream.mp4 import parse_mp4
     from lerobotstream.validate._codec import CODEC_NAMES, stream_format
 
-    checked = 0
+    checked, seen = 0, {}
     for p in sorted((REPO / "data" / "testmedia").rglob("*.mp4")) + sorted((G1 / "videos").rglob("*.mp4")):
         data = p.read_bytes()
         try:
@@ -400,12 +400,17 @@ def test_pixel_formats_read_from_the_sample_description_agree_with_ffprobe():
             continue
         if str(table.codec) not in CODEC_NAMES:
             continue
+        fmt = stream_format(bytes(table.stsd), str(table.codec))
+        key = (str(table.codec), fmt.pix_fmt, bytes(table.stsd)[:120])
+        if seen.get(key[:2], 0) >= 2 or key in seen:  # two files per outcome keep the test short
+            continue
+        seen[key[:2]] = seen.get(key[:2], 0) + 1
+        seen[key] = 1
         probe = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
                                 "stream=pix_fmt", "-of", "json", str(p)], capture_output=True, text=True)
         streams = json.loads(probe.stdout or "{}").get("streams") or [{}]
         if not streams[0].get("pix_fmt"):
             continue
-        assert stream_format(bytes(table.stsd), str(table.codec)).pix_fmt == \
-            streams[0]["pix_fmt"].replace("yuvj", "yuv"), p
+        assert fmt.pix_fmt == streams[0]["pix_fmt"].replace("yuvj", "yuv"), p
         checked += 1
-    assert checked >= 10
+    assert checked >= 6 and {("avc1", "yuv444p"), ("av01", "yuv420p"), ("hev1", "yuv420p")} <= set(seen), seen.keys()
