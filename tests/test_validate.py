@@ -414,3 +414,19 @@ def test_pixel_formats_read_from_the_sample_description_agree_with_ffprobe():
         assert fmt.pix_fmt == streams[0]["pix_fmt"].replace("yuvj", "yuv"), p
         checked += 1
     assert checked >= 6 and {("avc1", "yuv444p"), ("av01", "yuv420p"), ("hev1", "yuv420p")} <= set(seen), seen.keys()
+
+
+def test_decode_sample_finds_a_damaged_payload_the_headers_hide(make_generated_dataset, tmp_path):
+    from lerobotstream.mp4 import parse_mp4
+
+    root = _copy(make_generated_dataset(episode_lengths=(12, 9, 7), episodes_per_video_file=2), tmp_path)
+    mp4 = root / f"videos/{CAM}/chunk-000/file-001.mp4"
+    data = bytearray(mp4.read_bytes())
+    table = parse_mp4(lambda o, n: bytes(data[o: o + n]), len(data))
+    for off, size in zip(table.offset.tolist(), table.size.tolist()):
+        data[off: off + size] = b"\0" * size  # the samples zeroed; every header intact
+    mp4.write_bytes(bytes(data))
+    assert validate_dataset(root=root).ok  # headers only: nothing to see
+    report = validate_dataset(root=root, decode_sample=2)
+    assert [(f.code, f.file) for f in report.errors] == [("decode_failed", str(mp4.relative_to(root)))]
+    assert report.errors[0].episode_index == 2

@@ -75,7 +75,6 @@ def validate_dataset(
     from lerobotstream.parquet import EpisodeParquetReader
     from lerobotstream.sidecar._validate import episode_windows, group_windows
     from lerobotstream.validate._tables import data_findings, index_gap_findings, metadata_findings, stats_findings
-    from lerobotstream.validate._videos import check_video
 
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -123,9 +122,8 @@ def validate_dataset(
         with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lrs-validate") as pool:
             futs = {pool.submit(data_findings, reader, p, by_data[p], feature_columns, full): ("data", p)
                     for p in data_paths}
-            futs.update({pool.submit(check_video, source, p, windows[p][0].camera, windows[p], meta,
-                                     tolerance_s=tolerance_s, full_selection=full,
-                                     keep_table=decode_sample > 0): ("video", p) for p in paths})
+            futs.update({pool.submit(_check_file, source, p, windows[p], meta, tolerance_s, full, decode_sample,
+                                     (seed, i)): ("video", p) for i, p in enumerate(paths)})
             for fut in cf.as_completed(futs):
                 kind, p = futs[fut]
                 if kind == "data":
@@ -139,22 +137,15 @@ def validate_dataset(
             bar.close()
     for p in data_paths:
         findings += data_results[p]
-    for i, p in enumerate(paths):
-        found, summary = results[p]
+    for p in paths:
+        found, summary, n = results[p]
         findings += found
-        if summary is None:
-            continue
-        if decode_sample and summary.table is not None and not any(f.severity == "error" and f.file == p for f in found):
-            from lerobotstream.validate._decode import decode_sample as _decode
-
-            more, n = _decode(source, p, summary.camera, summary.table, windows[p], meta, decode_sample,
-                              seed=hash((seed, i)) & 0xFFFFFFFF)
-            findings += more
-            decoded += n
-        summary.table = None
-        summaries.append(summary)
+        decoded += n
+        if summary is not None:
+            summaries.append(summary)
     findings += _faststart_findings(summaries)
-    shifted = {(f.episode_index, f.camera) for f in findings if f.code == "window_shift"}  # reported there
+    shifted = {(e, f.camera) for f in findings if f.code == "window_shift"  # reported there
+               for e in (f.episodes or [f.episode_index])}
     findings += _to_timestamp_findings(meta, tolerance_s, skip=shifted)
     after = _counters(source)
     report = Report(
@@ -169,6 +160,26 @@ def validate_dataset(
               "elapsed_s": round(time.perf_counter() - t0, 3)},
     )
     return report
+
+
+def _check_file(source: Any, path: str, windows: list, meta: Any, tolerance_s: float, full: bool,
+                decode_sample: int, seed: tuple[int, int]) -> tuple[list[Finding], Any, int]:
+    """One MP4: its header checks, then (``decode_sample``, no error so far) sampled frames decoded;
+    the sample table is dropped before returning (memory does not grow with the files)."""
+    from lerobotstream.validate._videos import check_video
+
+    found, summary = check_video(source, path, windows[0].camera, windows, meta, tolerance_s=tolerance_s,
+                                 full_selection=full, keep_table=decode_sample > 0)
+    decoded = 0
+    if summary is not None and summary.table is not None:
+        if not any(f.severity == "error" for f in found):
+            from lerobotstream.validate._decode import decode_sample as decode
+
+            more, decoded = decode(source, path, summary.camera, summary.table, windows, meta, decode_sample,
+                                   seed=list(seed))
+            found = found + more
+        summary.table = None
+    return found, summary, decoded
 
 
 def _counters(source: Any) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from lerobotstream.validate._tables import frame_hwc
 
 
 def decode_sample(source: Any, path: str, camera: str, table: Any, windows: Sequence[Any], meta: Any,
-                  n: int, seed: int) -> tuple[list[Finding], int]:
+                  n: int, seed: int | Sequence[int]) -> tuple[list[Finding], int]:
     """Findings of ``n`` sampled frames of one file, and how many frames were decoded.
 
     Frames are drawn (seeded by ``seed``) from the windows' episodes, uniformly over frames.
