@@ -108,11 +108,18 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
     out.extend(_format_findings(meta, camera, path, fmt, w, h, where))
     checked: list = []
     problems = validate_source(table, windows, float(meta.fps), tolerance_s, path, checked=checked)
+    fps_wrong = any(p.code == "fps_mismatch" for p in problems)
+    drifting = [p.episode_index for p in problems if p.code == "timestamp_drift"]
     for p in problems:
+        if fps_wrong and p.code == "timestamp_drift":
+            continue  # the wrong fps is the defect: its finding counts these windows
+        if p.code == "fps_mismatch":
+            more = f"; {len(drifting)} episode window(s) drift as a result" if drifting else ""
+            out.append(finding("fps_mismatch", f"{path}: {p.reason}{more}", **where))
+            continue
         out.append(finding(p.code if p.code != "window" else "window_frames", f"episode {p.episode_index}, camera "
                            f"{camera}, file {path}: {p.reason}" if p.episode_index is not None else f"{path}: {p.reason}",
-                           episode_index=p.episode_index, camera=camera, file=path,
-                           episodes=eps if p.code == "fps_mismatch" else None))
+                           episode_index=p.episode_index, camera=camera, file=path))
     margins = [(w_, r.max_error_s) for w_, r in checked if r.reason is None and r.max_error_s is not None]
     if margins:
         s.max_error_s = max(e for _, e in margins)
