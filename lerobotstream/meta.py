@@ -157,19 +157,9 @@ class DatasetMeta:
       (np.int64), ``episode_indices`` (np.int64), ``repo_id``, ``source``, ``warnings`` (list[str]).
     """
 
-    def __init__(
-        self,
-        *,
-        source: ByteSource,
-        info: dict[str, Any],
-        tasks: list[str],
-        stats: dict[str, Any],
-        episodes: list[EpisodeInfo],
-        total_episodes: int,
-        total_frames: int,
-        repo_id: str,
-        warnings_: list[str],
-    ) -> None:
+    def __init__(self, *, source: ByteSource, info: dict[str, Any], tasks: list[str], stats: dict[str, Any],
+                 episodes: list[EpisodeInfo], total_episodes: int, total_frames: int, repo_id: str,
+                 warnings_: list[str]) -> None:
         self.source = source
         self.info = info
         self.fps: int = int(info["fps"])
@@ -292,14 +282,8 @@ class DatasetMeta:
 
     # --- loading -------------------------------------------------------------------------------
     @classmethod
-    def load(
-        cls,
-        source: ByteSource | str | os.PathLike,
-        *,
-        episodes: Sequence[int] | None = None,
-        repo_id: str | None = None,
-        check_files: bool = True,
-    ) -> "DatasetMeta":
+    def load(cls, source: ByteSource | str | os.PathLike, *, episodes: Sequence[int] | None = None,
+             repo_id: str | None = None, check_files: bool = True, problems: list | None = None) -> "DatasetMeta":
         """Read and validate the metadata of a v3 dataset root.
 
         Args:
@@ -308,6 +292,9 @@ class DatasetMeta:
             repo_id: name used in messages; default ``info["repo_id"]`` or the source root.
             check_files: also check that every data Parquet and MP4 the selection uses exists
                 (one ``exists`` call per unique file).
+            problems: None raises the first inconsistency below; a list collects each as a
+                :class:`MetadataError` with a ``code`` field (count notes: ``severity="warning"``)
+                and loads what it can (``lerobotstream.validate``); unreadable files still raise.
 
         Returns:
             DatasetMeta: with ``episodes`` sorted by ``episode_index``.
@@ -330,7 +317,7 @@ class DatasetMeta:
             tasks = _load_tasks(reads)
             stats = _load_stats(reads)
             rows, shard_of = _load_episode_rows(reads, info)
-            all_eps = _build_episodes(src, info, rows, shard_of)
+            all_eps = _build_episodes(src, info, rows, shard_of, problems)
             total_frames = int(sum(ep.length for ep in all_eps))
             info_eps, info_frames = info.get("total_episodes"), info.get("total_frames")
             if info_eps is not None and int(info_eps) != len(all_eps):
@@ -363,20 +350,14 @@ class DatasetMeta:
                     )
                 selected = [by_idx[e] for e in wanted]
             for note in notes:
-                warnings.warn(note, stacklevel=2)
+                if problems is None:
+                    warnings.warn(note, stacklevel=2)
+                else:
+                    problems.append(MetadataError(note, code="info_count", severity="warning", path=INFO_PATH))
             if check_files:
-                _check_files(reads, selected)
-        return cls(
-            source=src,
-            info=info,
-            tasks=tasks,
-            stats=stats,
-            episodes=selected,
-            total_episodes=len(all_eps),
-            total_frames=total_frames,
-            repo_id=str(name),
-            warnings_=notes,
-        )
+                _check_files(reads, selected, problems)
+        return cls(source=src, info=info, tasks=tasks, stats=stats, episodes=selected, total_episodes=len(all_eps),
+                   total_frames=total_frames, repo_id=str(name), warnings_=notes)
 
 
 def _load_info(src: PrefetchedReads) -> dict[str, Any]:
@@ -495,38 +476,61 @@ def _is_shard_path(path: str) -> bool:
     return len(parts) == 4 and parts[2].startswith("chunk-") and parts[3].startswith("file-")
 
 
-def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, list], shard_of: list[str]) -> list[EpisodeInfo]:
+def _report(problems: list | None, error: MetadataError) -> None:
+    """Raise ``error`` (``problems`` is None), or collect it and go on (the validator)."""
+    if problems is None:
+        raise error
+    problems.append(error)
+
+
+def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, list], shard_of: list[str],
+                    problems: list | None = None) -> list[EpisodeInfo]:
+    """Episode rows → :class:`EpisodeInfo` list (episode_index order), checked; ``problems`` as in
+    :meth:`DatasetMeta.load` (collecting: a row that cannot be used is left out, once reported)."""
     n = len(shard_of)
     if n == 0:
         raise MetadataError(f"the episode metadata shards under {_where(src, EPISODES_DIR)} hold no episodes", path=EPISODES_DIR)
+    usable = np.ones(n, dtype=bool)
     for c in _REQUIRED_EPISODE_COLUMNS:
         bad = [i for i, v in enumerate(cols[c]) if v is None]
-        if bad:
-            i = bad[0]
-            raise MetadataError(f"episode row {i} of {_where(src, shard_of[i])} has a null {c!r}", path=shard_of[i])
-    ep_idx = np.asarray(cols["episode_index"], dtype=np.int64)
-    order = np.argsort(ep_idx, kind="stable")
-    sorted_idx = ep_idx[order]
+        for i in bad[: 1 if problems is None else len(bad)]:
+            _report(problems, MetadataError(f"episode row {i} of {_where(src, shard_of[i])} has a null {c!r}",
+                                            path=shard_of[i], code="episode_row_null"))
+            usable[i] = False
+    rows = np.flatnonzero(usable)
+    if rows.size == 0:
+        return []
+    ep_idx = np.asarray([cols["episode_index"][i] for i in rows], dtype=np.int64)
+    order = rows[np.argsort(ep_idx, kind="stable")]
+    sorted_idx = np.sort(ep_idx, kind="stable")
     dup = np.nonzero(sorted_idx[1:] == sorted_idx[:-1])[0]
-    if dup.size:
-        a, b = order[dup[0]], order[dup[0] + 1]
-        e = int(sorted_idx[dup[0]])
-        raise MetadataError(
+    for d in dup[: 1 if problems is None else len(dup)]:
+        a, b = order[d], order[d + 1]
+        e = int(sorted_idx[d])
+        _report(problems, MetadataError(
             f"episode {e} appears twice in meta/episodes: in {_where(src, shard_of[a])} and {_where(src, shard_of[b])}",
-            episode_index=e, path=shard_of[b])
-    expected = np.arange(n, dtype=np.int64)
+            episode_index=e, path=shard_of[b], code="duplicate_episode"))
+        usable[b] = False
+    order = np.asarray([i for i in order if usable[i]], dtype=np.int64)
+    sorted_idx = np.asarray([cols["episode_index"][i] for i in order], dtype=np.int64)
+    n_ok = int(sorted_idx.shape[0])
+    expected = np.arange(n_ok, dtype=np.int64)
     if not np.array_equal(sorted_idx, expected):
-        missing = np.setdiff1d(np.arange(max(n, int(sorted_idx[-1]) + 1)), sorted_idx)
-        raise MetadataError(
+        missing = np.setdiff1d(np.arange(max(n_ok, int(sorted_idx[-1]) + 1)), sorted_idx)
+        _report(problems, MetadataError(
             f"meta/episodes under {_where(src, EPISODES_DIR)} is missing episodes {missing[:10].tolist()} "
             f"(episode indices must be 0..N-1; found {n} rows, max index {int(sorted_idx[-1])}); a shard may be missing",
-            episode_index=int(missing[0]) if missing.size else None, path=EPISODES_DIR)
+            episode_index=int(missing[0]) if missing.size else None, path=EPISODES_DIR, code="missing_episodes",
+            episodes=missing.tolist()))
     info_eps = info.get("total_episodes")
-    if info_eps is not None and int(info_eps) > n:
-        raise MetadataError(
+    top = int(sorted_idx[-1]) + 1
+    if info_eps is not None and int(info_eps) > max(n, top):
+        _report(problems, MetadataError(
             f"{_where(src, INFO_PATH)} says total_episodes={info_eps} but the shards under {_where(src, EPISODES_DIR)} "
-            f"hold only episodes 0..{n - 1}: episodes {n}..{int(info_eps) - 1} are missing (a shard may be missing)",
-            episode_index=n, path=EPISODES_DIR)
+            f"hold only episodes 0..{max(n, top) - 1}: episodes {max(n, top)}..{int(info_eps) - 1} are missing "
+            "(a shard may be missing)",
+            episode_index=max(n, top), path=EPISODES_DIR, code="missing_episodes",
+            episodes=list(range(max(n, top), int(info_eps)))))
     video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
     data_tpl, video_tpl = info["data_path"], info.get("video_path")
     out: list[EpisodeInfo] = []
@@ -537,60 +541,57 @@ def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, li
         length = int(cols["length"][i])
         lo, hi = int(cols["dataset_from_index"][i]), int(cols["dataset_to_index"][i])
         if length <= 0 or hi - lo != length or lo < 0:
-            raise MetadataError(
+            _report(problems, MetadataError(
                 f"episode {e} in {_where(src, shard)}: length {length} disagrees with [dataset_from_index, dataset_to_index) = [{lo}, {hi})",
-                episode_index=e, path=shard)
+                episode_index=e, path=shard, code="index_range"))
+            if length <= 0:
+                continue
         if prev_to is not None and lo < prev_to:
-            raise MetadataError(
+            _report(problems, MetadataError(
                 f"episode {e} in {_where(src, shard)}: [dataset_from_index, dataset_to_index) = [{lo}, {hi}) overlaps the previous episode (ends at {prev_to})",
-                episode_index=e, path=shard)
-        prev_to = hi
+                episode_index=e, path=shard, code="index_overlap"))
+        prev_to = hi if prev_to is None else max(prev_to, hi)
         dc, df = int(cols["data/chunk_index"][i]), int(cols["data/file_index"][i])
         videos: dict[str, EpisodeVideo] = {}
         for key in video_keys:
             vals = [cols[f"videos/{key}/{s}"][i] for s in _VIDEO_SUFFIXES]
             if any(v is None for v in vals):
-                raise MetadataError(
+                _report(problems, MetadataError(
                     f"episode {e}, camera {key!r}: null video location in {_where(src, shard)}",
-                    episode_index=e, camera=key, path=shard)
+                    episode_index=e, camera=key, path=shard, code="video_location"))
+                continue
             vc, vf, t0, t1 = int(vals[0]), int(vals[1]), float(vals[2]), float(vals[3])
             if not (0.0 <= t0 < t1) or not np.isfinite(t1):
-                raise MetadataError(
+                _report(problems, MetadataError(
                     f"episode {e}, camera {key!r}: bad video window from_timestamp={t0} to_timestamp={t1} in {_where(src, shard)}",
-                    episode_index=e, camera=key, path=shard)
+                    episode_index=e, camera=key, path=shard, code="video_location"))
+                continue
             videos[key] = EpisodeVideo(video_tpl.format(video_key=key, chunk_index=vc, file_index=vf), vc, vf, t0, t1)
         tasks = cols["tasks"][i]
-        out.append(
-            EpisodeInfo(
-                episode_index=e,
-                length=length,
-                dataset_from_index=lo,
-                dataset_to_index=hi,
-                data_path=data_tpl.format(chunk_index=dc, file_index=df),
-                data_chunk_index=dc,
-                data_file_index=df,
-                videos=videos,
-                tasks=tuple(str(t) for t in tasks) if tasks is not None else (),
-                shard=shard,
-            )
-        )
+        out.append(EpisodeInfo(
+            episode_index=e, length=length, dataset_from_index=lo, dataset_to_index=hi,
+            data_path=data_tpl.format(chunk_index=dc, file_index=df), data_chunk_index=dc, data_file_index=df,
+            videos=videos, tasks=tuple(str(t) for t in tasks) if tasks is not None else (), shard=shard))
     return out
 
 
-def _check_files(src: PrefetchedReads, episodes: Sequence[EpisodeInfo]) -> None:
-    first_user: dict[str, tuple[EpisodeInfo, str | None]] = {}
+def _check_files(src: PrefetchedReads, episodes: Sequence[EpisodeInfo], problems: list | None = None) -> None:
+    """Every data Parquet and MP4 the episodes use exists; ``problems`` as in
+    :meth:`DatasetMeta.load` (collecting: one error per missing file, ``episodes`` listing its users)."""
+    users: dict[str, list[tuple[EpisodeInfo, str | None]]] = {}
     for ep in episodes:
-        first_user.setdefault(ep.data_path, (ep, None))
+        users.setdefault(ep.data_path, []).append((ep, None))
         for key, v in ep.videos.items():
-            first_user.setdefault(v.path, (ep, key))
-    src.prefetch(*(("exists", p) for p in sorted(first_user)))
-    for path in sorted(first_user):
+            users.setdefault(v.path, []).append((ep, key))
+    src.prefetch(*(("exists", p) for p in sorted(users)))
+    for path in sorted(users):
         if not src.exists(path):
-            ep, key = first_user[path]
+            ep, key = users[path][0]
             what = f"camera {key!r} video" if key else "data file"
-            raise MetadataError(
+            _report(problems, MetadataError(
                 f"episode {ep.episode_index}: {what} {_where(src, path)} is missing (referenced by {_where(src, ep.shard)})",
-                episode_index=ep.episode_index, camera=key, path=path)
+                episode_index=ep.episode_index, camera=key, path=path, code="file_missing",
+                episodes=sorted({int(u.episode_index) for u, _k in users[path]})))
 
 
 __all__ = ["DatasetMeta", "DepthQuantizer", "EpisodeInfo", "EpisodeVideo", "CONVERT_HINT", "LANGUAGE_COLUMNS",

@@ -19,7 +19,7 @@ from lerobotstream.sidecar.__main__ import main as sidecar_main
 
 REPO = Path(__file__).resolve().parents[1]
 G1 = REPO / "data" / "g1_v30"
-CLIS = ["lerobotstream.sidecar", "lerobotstream.profile"]
+CLIS = ["lerobotstream.sidecar", "lerobotstream.profile", "lerobotstream.validate"]
 
 
 def _run(*args: str, stdout=subprocess.PIPE, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -52,6 +52,8 @@ def test_version_through_the_console_script_form(capsys):
     ("lerobotstream.sidecar", "error: give a command: build or inspect (see --help)"),
     ("lerobotstream.profile", "error: StreamingConfigError: give --root (a dataset folder or URL) and/or "
                               "--repo-id (a Hub dataset); see --help"),
+    ("lerobotstream.validate", "error: StreamingConfigError: give --root (a dataset folder or URL) and/or "
+                               "--repo-id (a Hub dataset); see --help"),
 ])
 def test_no_arguments_is_an_error_line_and_status_2(module, line):
     p = _run("-m", module)

@@ -62,3 +62,10 @@ def test_tiny_end_to_end_in_subprocesses(tmp_path) -> None:
     table = scale_sim.markdown(results)
     assert "| tiny |" in table
     assert not (tmp_path / "tiny").exists()  # builds are removed unless --keep
+
+
+def test_validate_measurement_runs_and_finds_nothing_wrong() -> None:
+    rec = scale_sim.simulate_validate(20, workers=2)
+    assert rec["files"] == 20 and rec["requests"] > 0
+    assert rec["bytes_per_file"] < rec["file_bytes"] / 4  # headers, not the payload
+    assert set(rec["findings"]) <= {"not_faststart"} or rec["findings"] == {}

@@ -27,6 +27,7 @@ PSS, anonymous (private heap) and file-backed pages.
     .venv/bin/python tools/scale_sim.py                        # every size up to DROID (~3 min)
     .venv/bin/python tools/scale_sim.py --max-scale droid100tb # + the 100 TB variant
     .venv/bin/python tools/scale_sim.py --max-scale small --worlds 8,64 --json out.json
+    .venv/bin/python tools/scale_sim.py validate --files 100000   # the validator's header checks
 
 Sizes (``--max-scale`` runs every size up to and including the named one):
 
@@ -457,8 +458,74 @@ def markdown(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# --- the validator's per-file header checks at 100k files ----------------------------------------
+class _MemorySource:
+    """Every path is the same MP4 bytes (the bundled G1 video): what the validator's per-file
+    checks read (``size``, ``read``), with counted requests and bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        import threading
+
+        self.data = data
+        self.requests = self.bytes_read = 0
+        self._lock = threading.Lock()
+
+    def size(self, path: str) -> int:
+        return len(self.data)
+
+    def read(self, path: str, offset: int, n: int) -> bytes:
+        with self._lock:
+            self.requests += 1
+            self.bytes_read += min(n, len(self.data) - offset)
+        return self.data[offset: offset + n]
+
+
+def simulate_validate(files: int, *, workers: int = 8, latency_s: float = 0.0) -> dict[str, Any]:
+    """Run ``lerobotstream.validate``'s per-file checks (box walk, ``parse_mp4``, format against
+    info.json, every episode window, summary) over ``files`` copies of the G1 MP4 (2 episodes each)
+    on ``workers`` threads; returns the time, requests and bytes (what a store would serve; with
+    ``latency_s`` the modelled wall time of a remote store is ``requests * latency_s / workers``).
+    Metadata and Parquet footers are not included (they are a few requests in all, or one per data
+    file)."""
+    import concurrent.futures as cf
+
+    from lerobotstream.meta import DatasetMeta
+    from lerobotstream.sidecar._validate import EpisodeWindow
+    from lerobotstream.validate._videos import check_video
+
+    g1 = REPO / "data" / "g1_v30"
+    meta = DatasetMeta.load(g1)
+    cam = meta.video_keys[0]
+    src = _MemorySource((g1 / meta.episodes[0].videos[cam].path).read_bytes())
+    windows = [EpisodeWindow(ep.episode_index, cam, "", ep.videos[cam].from_timestamp, ep.length)
+               for ep in meta.episodes]  # every file holds G1's two episodes (indices as in G1)
+    t0 = time.perf_counter()
+    findings: dict[str, int] = {}
+    with cf.ThreadPoolExecutor(max_workers=workers) as pool:
+        futs = [pool.submit(check_video, src, f"videos/{cam}/chunk-{k // 1000:03d}/file-{k % 1000:03d}.mp4", cam,
+                            windows, meta, tolerance_s=1e-4, full_selection=True) for k in range(files)]
+        for fut in cf.as_completed(futs):
+            for f in fut.result()[0]:
+                findings[f.code] = findings.get(f.code, 0) + 1
+    elapsed = time.perf_counter() - t0
+    return {"files": files, "workers": workers, "elapsed_s": elapsed, "per_file_ms": 1e3 * elapsed / files,
+            "requests": src.requests, "bytes_read": src.bytes_read, "bytes_per_file": src.bytes_read / files,
+            "file_bytes": len(src.data), "findings": findings,
+            "modelled_remote_s": src.requests * latency_s / workers if latency_s else None,
+            "peak_rss_mb": _peak_rss_mb()}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "validate":
+        ap = argparse.ArgumentParser(prog="scale_sim.py validate",
+                                     description="the validator's per-file header checks over N files")
+        ap.add_argument("--files", type=int, default=100_000)
+        ap.add_argument("--workers", type=int, default=8)
+        ap.add_argument("--latency-ms", type=float, default=50.0, help="round trip modelled for a remote store")
+        a = ap.parse_args(argv[1:])
+        print(json.dumps(simulate_validate(a.files, workers=a.workers, latency_s=a.latency_ms / 1e3)))
+        return 0
     if argv and argv[0] == "_build":
         ap = argparse.ArgumentParser()
         ap.add_argument("name")

@@ -27,7 +27,8 @@ import numpy as np
 
 from lerobotstream.errors import SidecarStaleError, SidecarValidationError
 
-__all__ = ["EpisodeWindow", "ValidationProblem", "check_disjoint", "check_fps", "check_window", "episode_windows",
+__all__ = ["EpisodeWindow", "ValidationProblem", "WindowCheck", "check_disjoint", "check_fps", "check_window",
+           "check_window_detail", "episode_windows",
            "raise_problems", "validate_source", "validate_index", "validate_sidecar_file", "validation_note",
            "record_validation"]
 
@@ -51,10 +52,16 @@ class EpisodeWindow:
 
 @dataclass(frozen=True)
 class ValidationProblem:
+    """One disagreement between a video and the metadata; ``code`` names its kind for the
+    validator's report (``lerobotstream.validate``): ``fps_mismatch``, ``window_outside_file``,
+    ``window_off_frame``, ``video_short``, ``timestamp_drift``, ``window_frames``,
+    ``episode_overlap``, ``bad_length``, ``no_frames``."""
+
     episode_index: int | None
     camera: str | None
     path: str
     reason: str
+    code: str = "window"
 
     def __str__(self) -> str:
         where = f"episode {self.episode_index}, camera {self.camera}, " if self.episode_index is not None else ""
@@ -111,18 +118,33 @@ def check_fps(table: Any, fps: float, path: str) -> str | None:
 def check_window(table: Any, from_timestamp: float, length: int, fps: float, tolerance_s: float) -> str | None:
     """None when the episode window resolves to exactly ``length`` frames within tolerance,
     else the reason (frame counts, timestamps in seconds)."""
-    return _check_window(table, from_timestamp, length, fps, tolerance_s)[0]
+    return check_window_detail(table, from_timestamp, length, fps, tolerance_s).reason
 
 
-def _check_window(table: Any, from_timestamp: float, length: int, fps: float,
-                  tolerance_s: float) -> tuple[str | None, int | None]:
-    """(reason or None, first frame of the window in presentation order or None)."""
+@dataclass(frozen=True)
+class WindowCheck:
+    """What :func:`check_window_detail` found for one episode window."""
+
+    reason: str | None
+    """None when the window is good, else why not."""
+    code: str | None
+    """The kind of problem (see :class:`ValidationProblem`), None when good."""
+    first_frame: int | None
+    """First frame of the window in presentation order (None when the window is bad)."""
+    max_error_s: float | None = None
+    """Largest |frame PTS - (from_timestamp + i/fps)| of the window, seconds (None when unknown)."""
+
+
+def check_window_detail(table: Any, from_timestamp: float, length: int, fps: float,
+                        tolerance_s: float) -> WindowCheck:
+    """:func:`check_window` with the kind of problem, the window's first frame and its largest
+    timestamp error (how much of ``tolerance_s`` is used)."""
     p = _presented_ticks(table)
     n = int(p.shape[0])
     if length <= 0:
-        return f"episode length {length} is not positive", None
+        return WindowCheck(f"episode length {length} is not positive", "bad_length", None)
     if n == 0:
-        return "the video has no frames", None
+        return WindowCheck("the video has no frames", "no_frames", None)
     start = Fraction(from_timestamp)  # the exact float64 value of the metadata
     first_s, last_s = float(_frame_time(p[0], table)), float(_frame_time(p[-1], table))
     # nearest frame to from_timestamp (exact comparison around the float search)
@@ -134,13 +156,16 @@ def _check_window(table: Any, from_timestamp: float, length: int, fps: float,
     if abs(off0) > Fraction(tolerance_s):
         where = ("past the end of the video" if start > _frame_time(p[-1], table)
                  else "before the first frame" if start < _frame_time(p[0], table) else "between frames")
-        return (f"from_timestamp={from_timestamp!r} s lies {where} (nearest frame {k0} at {float(off0 + start):.6f} s, "
-                f"off by {float(off0):.6f} s; video PTS range [{first_s:.6f}, {last_s:.6f}] s, {n} frames) — "
-                "is it shifted by a previous file's duration?"), None
+        return WindowCheck(
+            f"from_timestamp={from_timestamp!r} s lies {where} (nearest frame {k0} at {float(off0 + start):.6f} s, "
+            f"off by {float(off0):.6f} s; video PTS range [{first_s:.6f}, {last_s:.6f}] s, {n} frames) — "
+            "is it shifted by a previous file's duration?",
+            "window_off_frame" if where == "between frames" else "window_outside_file", None)
     if k0 + length > n:
-        return (f"the video is shorter than the metadata says: the episode needs frames [{k0}, {k0 + length}) "
-                f"({length} frames from {from_timestamp!r} s at {fps} fps) but the file has {n} frames "
-                f"ending at {last_s:.6f} s"), None
+        return WindowCheck(
+            f"the video is shorter than the metadata says: the episode needs frames [{k0}, {k0 + length}) "
+            f"({length} frames from {from_timestamp!r} s at {fps} fps) but the file has {n} frames "
+            f"ending at {last_s:.6f} s", "video_short", None)
     fr = fps_fraction(fps)
     ts = int(table.media_timescale)
     # err_i = pts(k0+i) - (start + i/fps) = off0 + (dticks_i/ts - i*den/num)
@@ -159,16 +184,23 @@ def _check_window(table: Any, from_timestamp: float, length: int, fps: float,
     if bad.shape[0]:
         j = int(bad[0])
         want = float(start + j * Fraction(den, num))
-        return (f"{bad.shape[0]} of {length} frames miss their timestamp by more than {tolerance_s} s; first: "
-                f"frame {j} of the episode should play at {want:.6f} s, the video's frame {k0 + j} plays at "
-                f"{want + float(err[j]):.6f} s (off by {float(err[j]):+.6f} s)"), None
-    return None, k0
+        return WindowCheck(
+            f"{bad.shape[0]} of {length} frames miss their timestamp by more than {tolerance_s} s; first: "
+            f"frame {j} of the episode should play at {want:.6f} s, the video's frame {k0 + j} plays at "
+            f"{want + float(err[j]):.6f} s (off by {float(err[j]):+.6f} s)", "timestamp_drift", None,
+            float(np.abs(err).max()))
+    return WindowCheck(None, None, k0, float(np.abs(err).max()))
 
 
 def validate_source(table: Any, windows: Sequence[EpisodeWindow], fps: float, tolerance_s: float,
-                    path: str) -> list[ValidationProblem]:
+                    path: str, *, checked: list | None = None) -> list[ValidationProblem]:
     """Problems of one source MP4: its fps, every episode window that uses it, then whether those
-    windows' frame ranges overlap (:func:`check_disjoint`)."""
+    windows' frame ranges overlap (:func:`check_disjoint`).
+
+    Args:
+        checked: when a list, ``(window, WindowCheck)`` of every window is appended to it
+            (the validator's frame ranges and timestamp margins).
+    """
     from lerobotstream.mp4 import episode_frame_range
 
     problems = []
@@ -176,17 +208,20 @@ def validate_source(table: Any, windows: Sequence[EpisodeWindow], fps: float, to
     reason = check_fps(table, fps, path)
     if reason is not None:
         problems.append(ValidationProblem(first.episode_index if first else None, first.camera if first else None,
-                                          path, reason))
+                                          path, reason, "fps_mismatch"))
     claimed: list[tuple[int, int, EpisodeWindow]] = []
     for w in windows:
-        reason, k0 = _check_window(table, w.from_timestamp, w.length, fps, tolerance_s)
+        res = check_window_detail(table, w.from_timestamp, w.length, fps, tolerance_s)
+        reason, code, k0 = res.reason, res.code, res.first_frame
         if reason is None:
             a, b = episode_frame_range(table, w.from_timestamp, w.length, fps, tolerance_s)
             if (a, b) != (k0, k0 + w.length):
-                reason = (f"the episode's window holds {b - a} frame(s) [{a}, {b}) of the video, not its "
-                          f"{w.length} frames [{k0}, {k0 + w.length})")
+                reason, code = (f"the episode's window holds {b - a} frame(s) [{a}, {b}) of the video, not its "
+                                f"{w.length} frames [{k0}, {k0 + w.length})"), "window_frames"
+        if checked is not None:
+            checked.append((w, res))
         if reason is not None:
-            problems.append(ValidationProblem(w.episode_index, w.camera, path, reason))
+            problems.append(ValidationProblem(w.episode_index, w.camera, path, reason, code or "window"))
         else:
             claimed.append((k0, k0 + w.length, w))
     problems.extend(check_disjoint(claimed, len(table.presentation_order), path))
@@ -242,7 +277,8 @@ def check_disjoint(claimed: Sequence[tuple[int, int, EpisodeWindow]], num_frames
             f"episodes {wa.episode_index} and {wb.episode_index} overlap in this file: episode {wa.episode_index} "
             f"claims frames [{a0}, {a1}) (from_timestamp={wa.from_timestamp!r} s) and episode {wb.episode_index} "
             f"frames [{b0}, {b1}) (from_timestamp={wb.from_timestamp!r} s), so {hi - lo} frame(s) [{lo}, {hi}) "
-            f"would be streamed as both{gaps} — is one episode's from_timestamp/to_timestamp shifted?"))
+            f"would be streamed as both{gaps} — is one episode's from_timestamp/to_timestamp shifted?",
+            "episode_overlap"))
     return out
 
 

@@ -1,0 +1,136 @@
+"""``python -m lerobotstream.validate`` (console script ``lerobotstream-validate``): every defect
+of a dataset in one report, from headers only.
+
+Exit status: 0 when no finding is an error, 1 when one is, 2 on a usage error or when the
+dataset cannot be read at all (one line ``error: <Type>: <message>``; ``--debug`` or
+``LEROBOTSTREAM_DEBUG=1``: the traceback). A reader closing stdout early ends it quietly (141).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Sequence
+
+DESCRIPTION = """\
+Check a LeRobotDataset v3 before training: meta/, the data/ Parquet footers and statistics and
+the MP4 headers are read (never the video payload, unless --decode-sample asks for frames), and
+every defect is reported once, where it is, with a fix hint; then a per-camera summary.
+
+Exit status: 0 no error, 1 at least one error finding, 2 usage error or unreadable dataset."""
+
+EXAMPLES = """\
+examples:
+  %(prog)s --root /data/my_dataset
+  %(prog)s --repo-id lerobot/pusht --revision main --json report.json
+  %(prog)s --root http://host/datasets/x/ --episodes 0-9 20 --decode-sample 2"""
+
+
+def _prog() -> str:
+    name = os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "")
+    return name if name.startswith("lerobotstream-") else "python -m lerobotstream.validate"
+
+
+def parse_episodes(tokens: Sequence[str] | None) -> list[int] | None:
+    """``["0-9", "20,22"]`` → ``[0, ..., 9, 20, 22]``; None stays None.
+
+    Raises:
+        StreamingConfigError: a token is not an index or an ``a-b`` range (names the token).
+    """
+    from lerobotstream.errors import StreamingConfigError
+
+    if tokens is None:
+        return None
+    out: list[int] = []
+    for token in tokens:
+        for part in str(token).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                if "-" in part[1:]:
+                    a, b = part.split("-", 1)
+                    lo, hi = int(a), int(b)
+                    if hi < lo:
+                        raise ValueError
+                    out.extend(range(lo, hi + 1))
+                else:
+                    out.append(int(part))
+            except ValueError:
+                raise StreamingConfigError(f"--episodes: {part!r} is not an episode index or a range a-b "
+                                           "(e.g. --episodes 0-9 20)") from None
+    return sorted(set(out))
+
+
+def _parser() -> argparse.ArgumentParser:
+    from lerobotstream import constants
+    from lerobotstream._version import __version__
+
+    p = argparse.ArgumentParser(prog=_prog(), description=DESCRIPTION, epilog=EXAMPLES,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"lerobotstream {__version__}")
+    p.add_argument("--repo-id", default=None, help="Hub dataset OWNER/NAME (read from the Hub unless --root is given)")
+    p.add_argument("--root", default=None, help="local folder or URL (http(s)://, hf://, any fsspec URL)")
+    p.add_argument("--revision", default=None, help="branch, tag or commit of a Hub dataset (default: main)")
+    p.add_argument("--endpoint", default=None, help="Hub URL (default: HF_ENDPOINT)")
+    p.add_argument("--episodes", nargs="+", default=None, metavar="E",
+                   help="episodes to check: indices and ranges, e.g. 0-9 20 (default: all)")
+    p.add_argument("--json", default=None, metavar="OUT", help="also write the findings and summary as JSON to OUT "
+                   "(layout: docs/validate.md; - for stdout)")
+    p.add_argument("--decode-sample", type=int, default=0, metavar="N",
+                   help="decode N random frames per MP4 and check them against their timestamps (default: 0)")
+    p.add_argument("--tolerance-s", type=float, default=constants.DEFAULT_TOLERANCE_S,
+                   help=f"allowed timestamp error, seconds (default: {constants.DEFAULT_TOLERANCE_S:g}, as LeRobot)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="threads reading headers (default: 8 on a local folder, 32 on a remote store)")
+    p.add_argument("--examples", type=int, default=3, help="examples printed per finding code (default: 3)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--quiet", action="store_true", help="print only the last line (the counts)")
+    p.add_argument("--debug", action="store_true", help="print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1)")
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    from lerobotstream.errors import StreamingConfigError
+    from lerobotstream.validate import validate_dataset
+    from lerobotstream.validate._report import render
+
+    if args.root is None and args.repo_id is None:
+        raise StreamingConfigError("give --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); see --help")
+    if args.decode_sample < 0:
+        raise StreamingConfigError(f"--decode-sample must be >= 0, got {args.decode_sample}")
+    if args.workers is not None and args.workers < 1:
+        raise StreamingConfigError(f"--workers must be >= 1, got {args.workers}")
+    if args.tolerance_s <= 0:
+        raise StreamingConfigError(f"--tolerance-s must be > 0, got {args.tolerance_s}")
+    report = validate_dataset(args.repo_id, root=args.root, revision=args.revision, endpoint=args.endpoint,
+                              episodes=parse_episodes(args.episodes), tolerance_s=args.tolerance_s,
+                              decode_sample=args.decode_sample, workers=args.workers,
+                              progress=not args.no_progress and sys.stderr.isatty())
+    if args.json:
+        text = json.dumps(report.to_json(), indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            tmp = f"{args.json}.tmp-{os.getpid()}"
+            with open(tmp, "w") as fh:
+                fh.write(text + "\n")
+            os.replace(tmp, args.json)
+    if args.json != "-":
+        text = render(report, examples=args.examples)
+        print(text.splitlines()[-1] if args.quiet else text)
+    return report.exit_status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the validator CLI; returns the exit status (0 no error, 1 errors found, 2 usage error)."""
+    args = _parser().parse_args(argv)
+    from lerobotstream.errors import quiet_on_closed_stdout, run_cli
+
+    return run_cli(quiet_on_closed_stdout(lambda: _run(args)), debug=args.debug)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

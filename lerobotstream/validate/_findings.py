@@ -1,0 +1,144 @@
+"""Findings and the report that holds them (the JSON layout is documented in docs/validate.md)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: JSON layout version of :meth:`Report.to_json`
+REPORT_FORMAT = 1
+
+#: every finding code: (severity, what it means and how to fix it). Codes are stable: tools may
+#: match on them. The message of each finding says where; the hint says what to do.
+CODES: dict[str, tuple[str, str]] = {
+    # metadata (meta/)
+    "metadata": ("error", "fix the metadata the message names"),
+    "duplicate_episode": ("error", "keep one row per episode_index in meta/episodes"),
+    "missing_episodes": ("error", "episode indices must be 0..N-1: restore the missing meta/episodes shard or rows"),
+    "episode_row_null": ("error", "fill the null column of the meta/episodes row (or rewrite the shard)"),
+    "index_range": ("error", "length must equal dataset_to_index - dataset_from_index"),
+    "index_overlap": ("error", "episodes' [dataset_from_index, dataset_to_index) ranges must not overlap"),
+    "index_gap": ("warning", "global indices usually run contiguously from 0; a gap means rows were removed"),
+    "video_location": ("error", "the episode's videos/<camera>/* columns must name a file and a window"),
+    "info_count": ("warning", "update info.json's total_episodes/total_frames/splits to the episode shards"),
+    "file_missing": ("error", "restore the file (re-download, or fix the chunk/file indices of the episodes)"),
+    "stats_shape": ("error", "recompute meta/stats.json (LeRobot: compute_stats / aggregate_stats)"),
+    "stats_values": ("error", "recompute meta/stats.json: min must not exceed max, std must not be negative"),
+    "stats_nonfinite": ("warning", "recompute meta/stats.json: a statistic is NaN or infinite"),
+    "stats_unknown_feature": ("warning", "meta/stats.json names a feature info.json does not declare"),
+    # data/ Parquet (footers and statistics)
+    "data_unreadable": ("error", "re-download or rewrite the Parquet file"),
+    "data_rows": ("error", "the data file's rows must equal the lengths of the episodes in it"),
+    "data_columns": ("error", "the data file lacks columns info.json declares: rewrite it or fix info.json"),
+    "data_episode_absent": ("error", "the episode's rows are not in the data file meta/episodes names"),
+    "data_index_range": ("error", "the file's `index` column must cover the episodes' [dataset_from_index, dataset_to_index)"),
+    # videos (MP4 headers)
+    "video_unreadable": ("error", "re-encode or re-download the MP4"),
+    "video_truncated": ("error", "the MP4 ends before its data: re-download or re-encode it"),
+    "video_unsupported": ("error", "remux the MP4 (ffmpeg -i in.mp4 -c copy -movflags +faststart out.mp4)"),
+    "codec_unsupported": ("error", "re-encode as AV1, H.264 or HEVC (LeRobot's encoders)"),
+    "depth_unsupported": ("error", "re-encode the depth camera as LeRobot 0.6's default (HEVC gray12le, lossless)"),
+    "codec_mismatch": ("warning", "info.json's video.codec differs from the file's codec: update info.json"),
+    "pix_fmt_mismatch": ("warning", "info.json's video.pix_fmt differs from the file's: update info.json"),
+    "shape_mismatch": ("error", "info.json's shape/video.height/video.width must match the video's frames"),
+    "not_faststart": ("warning", "moov after mdat costs an extra read per file: ffmpeg -i in.mp4 -c copy -movflags +faststart out.mp4"),
+    "fps_mismatch": ("error", "info.json's fps must be the videos' frame rate (or re-encode at that rate)"),
+    "no_frames": ("error", "the video has no frames: re-encode it"),
+    "bad_length": ("error", "the episode's length must be positive"),
+    "window_outside_file": ("error", "from_timestamp must lie inside its file: fix the episode's video chunk/file indices or timestamps"),
+    "window_off_frame": ("error", "from_timestamp must be a frame's presentation time (within tolerance_s)"),
+    "video_short": ("error", "the file lacks the episode's last frames: re-encode the file, or shorten the episode"),
+    "timestamp_drift": ("error", "frames drift from from_timestamp + i/fps: re-encode at a constant frame rate"),
+    "window_frames": ("error", "the episode's window does not select exactly its frames: fix from_timestamp"),
+    "episode_overlap": ("error", "two episodes claim the same frames: one from_timestamp is shifted (recompute them from the videos' durations)"),
+    "window_shift": ("error", "the episodes' from_timestamp/to_timestamp were moved: set each from_timestamp back to the previous episode's to_timestamp in the file (recompute them from the videos' durations)"),
+    "to_timestamp_mismatch": ("warning", "to_timestamp - from_timestamp should be length / fps: one of them was edited"),
+    "timestamp_margin": ("warning", "frames sit close to the tolerance_s limit: a small float error turns them into FrameTimestampError"),
+    "unclaimed_frames": ("warning", "frames of the file belong to no episode (an episode removed, or its window shifted)"),
+    "decode_failed": ("error", "a sampled frame did not decode as its timestamps promise: re-encode the file"),
+    "decode_shape": ("error", "a decoded frame's shape differs from info.json's"),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One defect, reported once where it is.
+
+    ``episode_index``, ``camera`` and ``file`` are None when they do not apply; ``episodes`` lists
+    every episode a file-level defect takes (None when it concerns one episode or none).
+    """
+
+    severity: str
+    """``"error"`` (training would fail or read wrong frames) or ``"warning"``."""
+    code: str
+    """Stable identifier, a key of :data:`CODES`."""
+    episode_index: int | None
+    camera: str | None
+    file: str | None
+    """Path relative to the dataset root."""
+    message: str
+    """One line: what is wrong, where, and a fix hint."""
+    episodes: list[int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def finding(code: str, message: str, *, episode_index: int | None = None, camera: str | None = None,
+            file: str | None = None, episodes: list[int] | None = None, severity: str | None = None) -> Finding:
+    """A :class:`Finding` of ``code`` (its severity from :data:`CODES` unless given), the message
+    on one line with the code's fix hint."""
+    default, hint = CODES[code]
+    text = " ".join(str(message).split())
+    if hint and hint not in text:
+        text = f"{text} — fix: {hint}"
+    eps = sorted({int(e) for e in episodes}) if episodes else None
+    return Finding(severity or default, code, None if episode_index is None else int(episode_index), camera, file,
+                   text, eps)
+
+
+@dataclass
+class Report:
+    """What :func:`lerobotstream.validate.validate_dataset` found."""
+
+    dataset: dict[str, Any]
+    """``repo_id``, ``root``, ``revision``, ``fps``, ``total_episodes``, ``episodes_checked``, ``tolerance_s``."""
+    findings: list[Finding] = field(default_factory=list)
+    cameras: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per video key: the summary (see docs/validate.md)."""
+    scan: dict[str, Any] = field(default_factory=dict)
+    """``files`` (MP4 and Parquet files read), ``requests``, ``bytes_read``, ``elapsed_s``, ``decoded_frames``."""
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
+
+    @property
+    def ok(self) -> bool:
+        """True when no finding is an error."""
+        return not self.errors
+
+    @property
+    def exit_status(self) -> int:
+        """0 without errors, 1 with at least one."""
+        return 0 if self.ok else 1
+
+    def counts(self) -> dict[str, int]:
+        """Findings per code, most frequent first."""
+        return dict(Counter(f.code for f in self.findings).most_common())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": REPORT_FORMAT,
+            "ok": self.ok,
+            "dataset": self.dataset,
+            "counts": {"errors": len(self.errors), "warnings": len(self.warnings), "by_code": self.counts()},
+            "findings": [f.to_json() for f in self.findings],
+            "cameras": self.cameras,
+            "scan": self.scan,
+        }

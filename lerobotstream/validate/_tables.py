@@ -1,0 +1,180 @@
+"""Checks of the tabular side: metadata problems as findings, ``meta/stats.json`` shapes, and the
+``data/`` Parquet files from their footers and row-group statistics (no column data is read)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from lerobotstream.errors import LeRobotStreamError, SourceError
+from lerobotstream.parquet import _column_index, _short  # the reader's own helpers
+from lerobotstream.validate._findings import CODES, Finding, finding
+
+STATS_PATH = "meta/stats.json"
+_STAT_NAMES = ("min", "max", "mean", "std")
+
+
+def metadata_findings(problems: Sequence[Exception]) -> list[Finding]:
+    """The errors :meth:`DatasetMeta.load` collected (``problems=[]``), as findings."""
+    out = []
+    for p in problems:
+        code = getattr(p, "code", None)
+        if code not in CODES:
+            code = "metadata"
+        out.append(finding(code, str(p), episode_index=getattr(p, "episode_index", None),
+                           camera=getattr(p, "camera", None), file=getattr(p, "path", None),
+                           episodes=getattr(p, "episodes", None), severity=getattr(p, "severity", None)))
+    return out
+
+
+def index_gap_findings(meta: Any, full: bool) -> list[Finding]:
+    """Warnings where consecutive episodes' global index ranges leave a gap (full selection only)."""
+    if not full:
+        return []
+    out, prev = [], 0
+    for ep in meta.episodes:
+        if ep.dataset_from_index > prev:
+            out.append(finding("index_gap", f"episode {ep.episode_index} starts at dataset_from_index="
+                               f"{ep.dataset_from_index} but the episodes before it end at {prev}",
+                               episode_index=ep.episode_index, file=ep.shard or None))
+        prev = max(prev, ep.dataset_to_index)
+    return out
+
+
+def frame_hwc(feat: dict) -> tuple[int, int, int] | None:
+    """(height, width, channels) of an image/video feature's ``shape``: ``[H, W, C]`` as LeRobot
+    writes it, or channel-first ``[C, H, W]`` (names start with ``channels``, or only the first
+    axis looks like channels); None when the shape is not 3-d."""
+    shape = tuple(int(s) for s in (feat.get("shape") or ()))
+    if len(shape) != 3:
+        return None
+    names = list(feat.get("names") or [])
+    if names[:1] == ["channels"] or (shape[0] in (1, 3, 4) and shape[2] not in (1, 3, 4)):
+        return shape[1], shape[2], shape[0]
+    return shape
+
+
+def _expected_stat_shapes(feat: dict) -> list[tuple[int, ...]]:
+    """The shapes a feature's min/max/mean/std may have (LeRobot's compute_stats)."""
+    shape = tuple(int(s) for s in (feat.get("shape") or ()))
+    dtype = feat.get("dtype")
+    if dtype in ("video", "image"):
+        hwc = frame_hwc(feat)
+        return [(hwc[2] if hwc else 3, 1, 1)]
+    if dtype in ("string", "language"):
+        return []
+    return [shape] + ([(), (1,)] if shape in ((), (1,)) else [])
+
+
+def stats_findings(meta: Any) -> list[Finding]:
+    """``meta/stats.json`` against the features: each statistic's shape, ``min <= max``, ``std >= 0``."""
+    out: list[Finding] = []
+    features = meta.features
+    for key, st in sorted((meta.stats or {}).items()):
+        if not isinstance(st, dict):
+            continue
+        feat = features.get(key)
+        if feat is None:
+            out.append(finding("stats_unknown_feature", f"{STATS_PATH}: statistics for {key!r}, which info.json's "
+                               "features do not declare", camera=None, file=STATS_PATH))
+            continue
+        allowed = _expected_stat_shapes(feat)
+        arrays: dict[str, np.ndarray] = {}
+        for name in _STAT_NAMES:
+            if name not in st:
+                continue
+            try:
+                arr = np.asarray(st[name], dtype=np.float64)
+            except (TypeError, ValueError):
+                out.append(finding("stats_shape", f"{STATS_PATH}: {key}/{name} is not a numeric array",
+                                   file=STATS_PATH))
+                continue
+            arrays[name] = arr
+            if allowed and arr.shape not in allowed:
+                out.append(finding("stats_shape", f"{STATS_PATH}: {key}/{name} has shape {list(arr.shape)} but the "
+                                   f"feature's shape {list(feat.get('shape') or [])} ({feat.get('dtype')}) needs "
+                                   f"{list(allowed[0])}", file=STATS_PATH))
+        for name, arr in arrays.items():
+            if arr.size and not np.all(np.isfinite(arr)):
+                out.append(finding("stats_nonfinite", f"{STATS_PATH}: {key}/{name} holds NaN or infinite values",
+                                   file=STATS_PATH))
+        lo, hi = arrays.get("min"), arrays.get("max")
+        if lo is not None and hi is not None and lo.shape == hi.shape and np.any(lo > hi):
+            out.append(finding("stats_values", f"{STATS_PATH}: {key}: min exceeds max in "
+                               f"{int(np.sum(lo > hi))} of {lo.size} entries", file=STATS_PATH))
+        std = arrays.get("std")
+        if std is not None and np.any(std < 0):
+            out.append(finding("stats_values", f"{STATS_PATH}: {key}/std is negative in {int(np.sum(std < 0))} "
+                               f"of {std.size} entries", file=STATS_PATH))
+    return out
+
+
+def _bounds(md: Any, col: int | None) -> list[tuple[int, int, int] | None]:
+    """Per row group ``(min, max, num_rows)`` of an integer column, None where it has no statistics."""
+    out: list[tuple[int, int, int] | None] = []
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        st = rg.column(col).statistics if col is not None else None
+        out.append((int(st.min), int(st.max), int(rg.num_rows)) if st is not None and st.has_min_max else None)
+    return out
+
+
+def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_columns: Sequence[str],
+                  full_file: bool) -> list[Finding]:
+    """One ``data/`` Parquet file from its footer: readable, the declared columns present, the
+    episodes' rows there (``episode_index`` statistics), row counts and the ``index`` range.
+
+    Args:
+        reader: ``parquet.EpisodeParquetReader`` (its footer read: the same code as training's).
+        episodes: ``EpisodeInfo`` of the selected episodes stored in ``path``.
+        feature_columns: columns info.json declares for the data files.
+        full_file: every episode stored in the file is selected (row totals can be compared).
+    """
+    eps = sorted(int(e.episode_index) for e in episodes)
+    try:
+        md = reader.metadata(path, episodes=eps)
+    except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
+        return [finding("data_unreadable", f"{path}: {e}", file=path, episodes=eps,
+                        episode_index=eps[0] if len(eps) == 1 else None)]
+    out: list[Finding] = []
+    names = set(md.schema.to_arrow_schema().names)
+    missing = [c for c in feature_columns if c not in names]
+    if missing:
+        out.append(finding("data_columns", f"{path} lacks the columns {missing} that info.json declares "
+                           f"(episodes {_short(eps)})", file=path, episodes=eps))
+    ep_col, ix_col = _column_index(md, "episode_index"), _column_index(md, "index")
+    ep_bounds, ix_bounds = _bounds(md, ep_col), _bounds(md, ix_col)
+    lengths = {int(e.episode_index): int(e.length) for e in episodes}
+    if md.num_row_groups and all(b is not None for b in ep_bounds):
+        absent = [e for e in eps if not any(b[0] <= e <= b[1] for b in ep_bounds)]  # type: ignore[index]
+        for e in absent:
+            out.append(finding("data_episode_absent", f"episode {e}: meta/episodes says its rows are in {path}, but "
+                               "the file's episode_index statistics do not include it", episode_index=e, file=path))
+        # row groups holding one episode each give that episode's row count exactly
+        counts: dict[int, int] = {}
+        single = all(b[0] == b[1] for b in ep_bounds)  # type: ignore[index]
+        if single:
+            for b in ep_bounds:
+                counts[b[0]] = counts.get(b[0], 0) + b[2]  # type: ignore[index]
+            for e in eps:
+                if e in counts and counts[e] != lengths[e]:
+                    out.append(finding("data_rows", f"episode {e}: {path} holds {counts[e]} rows of it, meta/episodes "
+                                       f"says length {lengths[e]}", episode_index=e, file=path))
+    if full_file and not any(f.code == "data_rows" for f in out):
+        total = sum(lengths.values())
+        if int(md.num_rows) != total:
+            out.append(finding("data_rows", f"{path} holds {md.num_rows} rows but its episodes {_short(eps)} have "
+                               f"{total} frames in meta/episodes", file=path, episodes=eps))
+    rows_off = any(f.code == "data_rows" for f in out)  # the index range follows the rows: reported once
+    if not rows_off and md.num_row_groups and ix_col is not None and all(b is not None for b in ix_bounds):
+        lo = min(b[0] for b in ix_bounds)  # type: ignore[index]
+        hi = max(b[1] for b in ix_bounds)  # type: ignore[index]
+        want_lo = min(int(e.dataset_from_index) for e in episodes)
+        want_hi = max(int(e.dataset_to_index) for e in episodes) - 1
+        if (full_file and (lo, hi) != (want_lo, want_hi)) or lo > want_lo or hi < want_hi:
+            out.append(finding("data_index_range", f"{path}: its `index` column spans [{lo}, {hi}] but the episodes "
+                               f"{_short(eps)} it holds have dataset_from_index/dataset_to_index [{want_lo}, "
+                               f"{want_hi + 1})", file=path, episodes=eps))
+    return out
+

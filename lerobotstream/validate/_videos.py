@@ -1,0 +1,233 @@
+"""Checks of one MP4 from its headers: presence, box layout, sample tables, format against
+``info.json``, and every episode window that uses it — the sidecar's own window, fps and overlap
+checks (``sidecar._validate.validate_source``), collected instead of raised."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from lerobotstream.errors import LeRobotStreamError, Mp4TruncatedError, Mp4UnsupportedError, SourceError
+from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
+from lerobotstream.sidecar._validate import EpisodeWindow, validate_source
+from lerobotstream.validate._codec import CODEC_NAMES, normalise_codec, normalise_pix_fmt, stream_format
+from lerobotstream.validate._findings import Finding, finding
+from lerobotstream.validate._tables import frame_hwc
+
+#: a window whose largest timestamp error exceeds this share of ``tolerance_s`` gets a warning
+MARGIN_WARN_SHARE = 0.5
+
+
+@dataclass
+class FileSummary:
+    """What one MP4's headers say (aggregated per camera into the report's summary)."""
+
+    path: str
+    camera: str
+    size: int = 0
+    codec: str | None = None
+    pix_fmt: str | None = None
+    width: int | None = None
+    height: int | None = None
+    frames: int = 0
+    sample_bytes: int = 0
+    gop_lengths: dict[int, int] = field(default_factory=dict)
+    """GOP length (frames from one sync sample to the next, decode order) → how many."""
+    reordered: bool = False
+    """Presentation order differs from decode order (B-frames)."""
+    edit_list: bool = False
+    faststart: bool | None = None
+    max_error_s: float | None = None
+    fmt: Any = None
+    table: Any = None
+    """The parsed sample table (kept only while ``--decode-sample`` needs it)."""
+
+
+def _episodes(windows: Sequence[EpisodeWindow]) -> list[int]:
+    return sorted({w.episode_index for w in windows})
+
+
+def _rotated(table: Any) -> bool:
+    m = list(getattr(table, "matrix", None) or [])
+    return len(m) == 9 and m[0] == 0 and m[4] == 0 and (m[1] != 0 or m[3] != 0)
+
+
+def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWindow], meta: Any, *,
+                tolerance_s: float, full_selection: bool, parse: Any = None,
+                keep_table: bool = False) -> tuple[list[Finding], FileSummary | None]:
+    """Findings of one MP4 and its summary (None when the file could not be parsed).
+
+    A file that is missing was reported by the metadata checks; here it is skipped.
+    """
+    if parse is None:
+        from lerobotstream.mp4 import parse_mp4 as parse
+    eps = _episodes(windows)
+    one = eps[0] if len(eps) == 1 else None
+    where = dict(camera=camera, file=path, episodes=eps, episode_index=one)
+    try:
+        size = int(source.size(path))
+    except FileNotFoundError:
+        return [], None  # reported once as file_missing
+    except (SourceError, OSError) as e:
+        return [finding("video_unreadable", f"{path}: cannot be listed: {e}", **where)], None
+    read = lambda offset, n: source.read(path, offset, n)  # noqa: E731
+    out: list[Finding] = []
+    try:
+        table = parse(read, size, path=path)  # the sidecar build's parser: headers only
+    except Mp4TruncatedError as e:
+        return [finding("video_truncated", f"{path} ({size:,} bytes): {e}", **where)], None
+    except Mp4UnsupportedError as e:
+        return [finding("video_unsupported", f"{path}: {e}", **where)], None
+    except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
+        return [finding("video_unreadable", f"{path}: {type(e).__name__}: {e}", **where)], None
+    s = FileSummary(path, camera, size)
+    s.faststart = bool(getattr(table, "faststart", False))
+    n = int(np.asarray(table.offset).shape[0])
+    s.frames = n
+    offsets, sizes = np.asarray(table.offset, dtype=np.int64), np.asarray(table.size, dtype=np.int64)
+    s.sample_bytes = int(sizes.sum())
+    end = int((offsets + sizes).max()) if n else 0
+    if end > size:
+        out.append(finding("video_truncated", f"{path} ({size:,} bytes): its samples run to byte {end:,} — "
+                           f"{end - size:,} bytes are missing", **where))
+    sync = np.flatnonzero(np.asarray(table.is_sync, dtype=bool))
+    if sync.shape[0]:
+        lengths, counts = np.unique(np.diff(np.append(sync, n)), return_counts=True)
+        s.gop_lengths = {int(k): int(c) for k, c in zip(lengths, counts)}
+    order = np.asarray(table.presentation_order, dtype=np.int64)
+    s.reordered = bool(n and not np.array_equal(order, np.arange(n)))
+    s.edit_list = bool(int(table.media_time or 0) or int(getattr(table, "empty_edit_movie_ticks", 0) or 0))
+    fmt = stream_format(bytes(table.stsd), str(table.codec))
+    s.fmt, s.codec, s.pix_fmt = fmt, fmt.codec, fmt.pix_fmt
+    w, h = int(table.width), int(table.height)
+    if _rotated(table):
+        w, h = h, w
+    s.width, s.height = w, h
+    out.extend(_format_findings(meta, camera, path, fmt, w, h, where))
+    checked: list = []
+    problems = validate_source(table, windows, float(meta.fps), tolerance_s, path, checked=checked)
+    fps_wrong = any(p.code == "fps_mismatch" for p in problems)
+    drifting = [p.episode_index for p in problems if p.code == "timestamp_drift"]
+    for p in problems:
+        if fps_wrong and p.code == "timestamp_drift":
+            continue  # the wrong fps is the defect: its finding counts these windows
+        if p.code == "fps_mismatch":
+            more = f"; {len(drifting)} episode window(s) drift as a result" if drifting else ""
+            out.append(finding("fps_mismatch", f"{path}: {p.reason}{more}", **where))
+            continue
+        out.append(finding(p.code if p.code != "window" else "window_frames", f"episode {p.episode_index}, camera "
+                           f"{camera}, file {path}: {p.reason}" if p.episode_index is not None else f"{path}: {p.reason}",
+                           episode_index=p.episode_index, camera=camera, file=path))
+    margins = [(w_, r.max_error_s) for w_, r in checked if r.reason is None and r.max_error_s is not None]
+    if margins:
+        s.max_error_s = max(e for _, e in margins)
+        near = [w_.episode_index for w_, e in margins if e > MARGIN_WARN_SHARE * tolerance_s]
+        if near:
+            out.append(finding("timestamp_margin", f"{path}: {len(near)} episode window(s) have a frame more than "
+                               f"{MARGIN_WARN_SHARE:.0%} of tolerance_s={tolerance_s} s from its timestamp (largest "
+                               f"{s.max_error_s:.3g} s)", camera=camera, file=path, episodes=near))
+    if full_selection and checked:  # the overlap message already lists the unclaimed frames
+        overlap = any(p.code == "episode_overlap" for p in problems)
+        out.extend(f for f in _gap_findings(table, checked, meta, camera, path, n)
+                   if not (overlap and f.code == "unclaimed_frames"))
+    if keep_table:
+        s.table = table
+    return out, s
+
+
+def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, n: int) -> list[Finding]:
+    """Frames of the file no episode claims, and the shifted windows they reveal (full selection).
+
+    A run of consecutive episodes whose windows were all moved ``g`` frames on leaves ``g``
+    frames before it that no episode claims, and ends ``g`` frames into the next episode's window
+    (or ``g`` frames past the end of the file): those episodes stream frames that are not their
+    own. The same holds for one episode whose ``from_timestamp`` alone moved (its ``to_timestamp -
+    from_timestamp`` is then short by the gap). Each such run is one ``window_shift`` error; other
+    unclaimed frames are a warning.
+    """
+    pts = np.asarray(table.pts_s, dtype=np.float64)[np.asarray(table.presentation_order, dtype=np.int64)]
+    fps = float(meta.fps)
+    ranges = []  # (first frame, end (may pass n), window, window resolved)
+    for w, r in checked:
+        k = r.first_frame if r.first_frame is not None else int(np.clip(np.searchsorted(pts, w.from_timestamp), 0, n))
+        ranges.append((k, k + w.length, w, r.reason is None))
+    ranges.sort(key=lambda t: (t[0], t[1]))
+    gaps, runs, singles, pos, run = [], [], [], 0, None  # run: (gap size, gap start, index of its first range)
+    for idx, (a, b, w, good) in enumerate(ranges):
+        if a > pos:
+            gaps.append((pos, min(a, n)))
+            run = (a - pos, pos, idx)
+            ep = meta.episode(w.episode_index)
+            video = ep.videos.get(camera)
+            short = (ep.length / fps - (video.to_timestamp - video.from_timestamp)) * fps if video else 0.0
+            if good and abs(short - (a - pos)) < 0.5:  # from_timestamp alone moved (unless a run covers it)
+                singles.append((a - pos, pos, [w], f"to_timestamp - from_timestamp is {a - pos} frame(s) short of "
+                                "length/fps"))
+        elif a < pos and run is not None:
+            if pos - a == run[0] and any(x[3] for x in ranges[run[2]: idx]):  # else their own errors say it
+                nxt = f"ends {run[0]} frame(s) into episode {w.episode_index}'s window"
+                runs.append((run[0], run[1], [x[2] for x in ranges[run[2]: idx]], f"the run {nxt}"))
+            run = None
+        pos = max(pos, b)
+    if run is not None and pos - n == run[0] and any(x[3] for x in ranges[run[2]:]):
+        runs.append((run[0], run[1], [x[2] for x in ranges[run[2]:]],
+                     f"the run ends {run[0]} frame(s) past the end of the file"))
+    if pos < n:
+        gaps.append((pos, n))
+    in_runs = {w.episode_index for *_g, ws, _why in runs for w in ws}
+    runs += [r for r in singles if r[2][0].episode_index not in in_runs]
+    out = []
+    for g, start, ws, why in runs:
+        eps = [w.episode_index for w in ws]
+        first = ws[0]
+        label = f"episode {eps[0]}" if len(eps) == 1 else f"{len(eps)} episodes {eps[0]}..{eps[-1]}"
+        out.append(finding("window_shift", f"{label}, camera {camera}, file {path}: window(s) start {g} frame(s) "
+                           f"late — frames [{start}, {start + g}) belong to no episode and {why}: the "
+                           f"from_timestamp(s) were shifted by {g}/{meta.fps} s, so each streams frames that are not "
+                           f"its own (episode {first.episode_index}: frames [{start + g}, {start + g + first.length}) "
+                           f"instead of [{start}, {start + first.length}))", episode_index=eps[0], camera=camera,
+                           file=path, episodes=eps if len(eps) > 1 else None))
+    if gaps and not runs and all(good for *_r, good in ranges):  # a failed window's frames are not known
+        nfree = sum(b - a for a, b in gaps)
+        shown = ", ".join(f"[{a}, {b})" for a, b in gaps[:4]) + (" ..." if len(gaps) > 4 else "")
+        after = [w.episode_index for a, _b, w, _ok in ranges if any(a == g1 for _g0, g1 in gaps)]
+        out.append(finding("unclaimed_frames", f"{path}: {nfree} of its {n} frames belong to no episode: {shown}"
+                           + (f"; the episodes after the gaps: {after[:8]}" if after else ""), camera=camera, file=path))
+    return out
+
+
+def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int,
+                     where: dict) -> list[Finding]:
+    """Codec, pixel format and frame size of the file against ``info.json`` (``where``: the
+    finding fields naming the file and the episodes it holds)."""
+    feat = meta.features.get(camera) or {}
+    info = feat.get("info") or {}
+    out: list[Finding] = []
+    if fmt.fourcc not in CODEC_NAMES:
+        out.append(finding("codec_unsupported", f"{path}: codec {fmt.fourcc!r} cannot be decoded here (AV1, H.264 and "
+                           "HEVC can)", **where))
+    want_codec = normalise_codec(info.get("video.codec"))
+    if want_codec is not None and fmt.fourcc in CODEC_NAMES and want_codec != fmt.codec:
+        out.append(finding("codec_mismatch", f"{path}: info.json says video.codec={info.get('video.codec')!r} for "
+                           f"{camera}, the file is {fmt.codec} ({fmt.fourcc})", **where))
+    depth = is_depth_feature(feat)
+    if depth and fmt.pix_fmt is not None and fmt.pix_fmt not in DEPTH_PIX_FMTS:
+        out.append(finding("depth_unsupported", f"{path}: depth camera {camera} is encoded as {fmt.codec} "
+                           f"{fmt.pix_fmt}; depth maps decode losslessly only as {', '.join(DEPTH_PIX_FMTS)}", **where))
+    want_pix = normalise_pix_fmt(info.get("video.pix_fmt"))
+    if want_pix is not None and fmt.pix_fmt is not None and want_pix != fmt.pix_fmt:
+        out.append(finding("pix_fmt_mismatch", f"{path}: info.json says video.pix_fmt={info.get('video.pix_fmt')!r} "
+                           f"for {camera}, the file is {fmt.pix_fmt}", **where))
+    shape = tuple(int(x) for x in (feat.get("shape") or ()))
+    hwc = frame_hwc(feat)
+    if hwc is not None:
+        if hwc[:2] != (h, w):
+            out.append(finding("shape_mismatch", f"{path}: frames are {w}x{h} (width x height) but info.json's shape "
+                               f"for {camera} is {list(shape)}", **where))
+    for key, value in (("video.height", h), ("video.width", w)):
+        if info.get(key) is not None and int(info[key]) != value and len(shape) != 3:
+            out.append(finding("shape_mismatch", f"{path}: {key}={info[key]} in info.json, the file's is {value}",
+                               **where))
+    return out
