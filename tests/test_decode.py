@@ -138,7 +138,8 @@ def test_cuda_without_device_falls_back_counted_and_logged(clip, monkeypatch, ca
     assert not ok and "is_available() is False" in why
 
 
-@pytest.mark.parametrize("cap,codec,ok", [((8, 0), "av01", False), ((8, 6), "av01", True), ((9, 0), "av01", True),
+@pytest.mark.parametrize("cap,codec,ok", [((8, 0), "av01", False), ((8, 6), "av01", True), ((9, 0), "av01", False),
+                                          ((8, 9), "av01", True), ((10, 0), "av01", True), ((9, 0), "hev1", True),
                                           ((8, 0), "avc1", True), ((5, 2), "hev1", False), ((7, 5), "hvc1", True),
                                           ((9, 0), "mp4v", False)])
 def test_capability_matrix(monkeypatch, cap, codec, ok):

@@ -21,6 +21,10 @@ NVDEC_MIN_CAPABILITY: dict[str, tuple[int, int]] = {
     "hev1": (6, 0), "hvc1": (6, 0), "hevc": (6, 0),
     "av01": (8, 6), "av1": (8, 6),
 }
+#: compute capabilities at or above the minimum whose NVDEC still lacks the codec: Hopper (GH100,
+#: H100/H200, 9.0) has no AV1 decode (Video Codec SDK 13 "NVDEC Hardware Capabilities"; GA10x 8.6,
+#: Ada 8.9 and Blackwell 10.x/12.x have it)
+NVDEC_MISSING: dict[str, frozenset[tuple[int, int]]] = {"av01": frozenset({(9, 0)}), "av1": frozenset({(9, 0)})}
 
 
 @dataclass
@@ -98,10 +102,10 @@ def nvdec_capability(codec: str, device: str = "cuda") -> tuple[bool, str]:
         return False, f"codec {codec!r} has no NVDEC support"
     index = torch.device(device).index
     cap = tuple(torch.cuda.get_device_capability(0 if index is None else index))
-    if cap < need:
+    if cap < need or cap in NVDEC_MISSING.get(key, ()):
         name = torch.cuda.get_device_name(0 if index is None else index)
-        return False, (f"{name} (compute capability {cap[0]}.{cap[1]}) has no NVDEC for {codec} "
-                       f"(needs >= {need[0]}.{need[1]})")
+        why = f"needs >= {need[0]}.{need[1]}" + (", and not Hopper 9.0" if key in NVDEC_MISSING else "")
+        return False, f"{name} (compute capability {cap[0]}.{cap[1]}) has no NVDEC for {codec} ({why})"
     return True, ""
 
 
