@@ -36,7 +36,7 @@ from lerobotstream.planner import _seeds
 from lerobotstream.errors import ShardingError
 from lerobotstream.planner._planner import BatchTurns, Planner, WorkerPlan, WorkerStart
 from lerobotstream.planner._pool import EpisodePool, PoolEvent
-from lerobotstream.planner._state import StreamState
+from lerobotstream.planner._state import StreamState, episode_selection_diffs
 
 __all__ = ["MixSequence", "MixedPool", "MixturePlanner", "integer_weights", "mixture_shares"]
 
@@ -481,8 +481,8 @@ class MixturePlanner(BatchTurns):
         for key in sorted(set(st.mixture) | set(mine.mixture)):
             if st.mixture.get(key) != mine.mixture.get(key):
                 diffs.append(f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}")
-        if st.episodes != mine.episodes and not any(d.startswith("mixture") for d in diffs):
-            diffs.append("episode selection of the datasets differs")
+        if not any(d.startswith("mixture") for d in diffs):
+            diffs += episode_selection_diffs(st, mine)
         if diffs:
             raise ResumeStateError(
                 "sample-exact resume needs the same mixture (datasets, weights, episode selections), seed, "

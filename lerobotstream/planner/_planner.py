@@ -15,7 +15,7 @@ from lerobotstream.planner import _seeds
 from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool
 from lerobotstream.planner._poolcore import shuffled_order
 from lerobotstream.planner._shards import lpt_shards
-from lerobotstream.planner._state import StreamState, episodes_digest, replay_turns
+from lerobotstream.planner._state import StreamState, episode_selection_diffs, episodes_digest, replay_turns
 from lerobotstream.planner._world import discover_world
 
 __all__ = ["BatchTurns", "Planner", "WorkerPlan", "WorkerStart"]
@@ -401,9 +401,8 @@ class Planner(BatchTurns):
                  if getattr(st, name) != getattr(mine, name)]
         if st.mixture is not None:
             diffs.append(f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset")
-        elif st.episodes is not None and st.episodes != mine.episodes:
-            diffs.append(f"episode selection: checkpoint {st.episodes.split(':')[0]} episodes (digest "
-                         f"{st.episodes}), now {mine.episodes.split(':')[0]} episodes (digest {mine.episodes})")
+        else:
+            diffs += episode_selection_diffs(st, mine)
         if diffs:
             raise ResumeStateError(
                 "sample-exact resume needs the same episode selection, seed, world size, batch size, DataLoader worker count, "
