@@ -101,7 +101,8 @@ class Worker:
         info = self.ds.meta.episode(ep)
         t0 = time.perf_counter()
         tables = self.parquet.read(info.data_path, {ep: info.length})
-        rows = episode_rows(tables[ep], ep, info.dataset_from_index, image_keys=self.ds.image_keys, path=info.data_path)
+        rows = episode_rows(tables[ep], ep, info.dataset_from_index, image_keys=self.ds.image_keys, path=info.data_path,
+                            features=self.ds.meta.features)
         self.add(parquet_s=time.perf_counter() - t0)
         payloads = {}
         for cam in self.ds.video_keys:
