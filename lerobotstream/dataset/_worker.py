@@ -21,7 +21,8 @@ from lerobotstream.payload_cache import EpisodeByteCache, EpisodePayload
 from lerobotstream.dataset._assemble import assemble_item, episode_rows
 from lerobotstream.dataset._decodejob import ChunkDecoder, Decoded
 from lerobotstream.dataset._pipeline import StageTimes
-from lerobotstream.errors import DecodeError, FrameTimestampError, LeRobotStreamError, Mp4InconsistentTablesError
+from lerobotstream.errors import DecodeError, FrameTimestampError, LeRobotStreamError
+from lerobotstream.sidecar._identity import explain_payload_failure
 
 __all__ = ["Worker"]
 
@@ -114,14 +115,13 @@ class Worker:
                 check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
                 payloads[cam] = synthesize(table, span, data)
                 self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
-            except LeRobotStreamError as exc:
-                if f"episode {ep}" in exc.message:
+            except LeRobotStreamError as err:
+                if f"episode {ep}" in err.message:
                     raise
+                exc = explain_payload_failure(err, self.source, self.index, path, self.ds._sidecar_npz)
                 msg = exc.message if exc.message.startswith(f"{path}:") else f"{path}: {exc.message}"
-                if isinstance(exc, Mp4InconsistentTablesError):
-                    msg += f" [cached sidecar: {self.ds._sidecar_npz}]"
                 fields = {**getattr(exc, "_fields", {}), "episode_index": ep, "camera": cam, "path": path}
-                raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from exc
+                raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from err
             except Exception as exc:
                 raise DecodeError(f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 "
                                   f"failed: {exc!r}", episode_index=ep, camera=cam, path=path) from exc
