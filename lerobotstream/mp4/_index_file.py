@@ -42,7 +42,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError
+from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError, SidecarWriteError
 from lerobotstream.mp4._index_format import (  # noqa: F401  (re-exported: callers import them from here)
     INDEX_FIELDS,
     INDEX_FORMAT,
@@ -243,10 +243,8 @@ class Mp4Index:
             except OSError as e:
                 if isinstance(e, LeRobotStreamError):  # the lock timeout (a TimeoutError) is already typed
                     raise
-                from lerobotstream.sidecar._archive import write_error  # the sidecar write's rule, one place
-
-                raise write_error(target, e, what="the derived MP4 index",
-                                  elsewhere="LEROBOTSTREAM_INDEX_DIR or HF_LEROBOT_HOME") from e
+                raise SidecarWriteError.from_oserror(target, e, what="the derived MP4 index",
+                                                     elsewhere="LEROBOTSTREAM_INDEX_DIR or HF_LEROBOT_HOME") from e
         _remember_generation(npz_path, index_dir, generation)
         return cls(target)
 
