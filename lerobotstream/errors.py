@@ -131,8 +131,30 @@ class SidecarValidationError(SidecarError):
 
 
 class SidecarWriteError(SidecarError, OSError):
-    """The sidecar (or its lock) could not be written: a full disk, a quota, a read-only or
-    unwritable folder. Names the path and what to do; ``errno`` is the operating system's."""
+    """The sidecar, its lock or the derived MP4 index could not be written: a full disk, a quota,
+    a read-only or unwritable folder. Names the path and what to do; ``errno`` is the operating
+    system's."""
+
+    @classmethod
+    def from_oserror(cls, path: Any, e: OSError, *, what: str, elsewhere: str) -> "SidecarWriteError":
+        """The error for ``e`` raised while writing ``what`` at ``path``: the path, the reason
+        (``strerror`` and the errno name) and what to do (free space, permissions, or writing it
+        ``elsewhere``: the options or variables that choose another folder)."""
+        import errno
+        import os
+
+        path = os.fspath(path)
+        folder = os.path.dirname(path) or "."
+        reason = e.strerror or str(e) or type(e).__name__
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            todo = f"free space on the disk holding {folder}, or write it elsewhere ({elsewhere})"
+        elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR):
+            todo = f"make {folder} writable, or write it elsewhere ({elsewhere})"
+        else:
+            todo = f"check the disk holding {folder}, or write it elsewhere ({elsewhere})"
+        name = errno.errorcode.get(e.errno, "") if e.errno is not None else ""
+        return cls(f"cannot write {what} {path}: {reason}{f' ({name})' if name else ''}; {todo}",
+                   path=path, errno=e.errno)
 
 
 class SidecarLockTimeoutError(SidecarError, TimeoutError):

@@ -22,6 +22,14 @@ Rules:
   before any byte of it is fetched.
 * Speculative prefetch (:meth:`EpisodeByteCache.prefetch`) never waits: when the budget is full it
   returns ``False`` (prefetch pauses) and the caller retries later.
+* A fetch that fails with a :class:`~lerobotstream.errors.SourceError` (the source gave up after
+  its retries and time limit: a dead, stalled or refusing server, a missing or changed file) ends
+  the stream: from then on every operation (:meth:`~EpisodeByteCache.get` of any episode,
+  admission, prefetch) raises that error, no new fetch starts (queued ones are skipped), and
+  :meth:`~EpisodeByteCache.close` does not wait for fetches still running. So the consumer sees
+  the first unrecoverable failure (naming its file) within about one read's time limit, instead
+  of when it reaches that episode after every later prefetch failed on its own. Other fetch
+  errors (data errors of one episode) stay with their episode.
 * Admission (:meth:`EpisodeByteCache.admit`) may evict finished, unpinned prefetches (LRU) and
   otherwise waits on a condition variable until a release makes room: a replacement admission
   waits until the last decode of the outgoing episode releases its bytes.
@@ -41,7 +49,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from lerobotstream.errors import ByteBudgetError
+from lerobotstream.errors import ByteBudgetError, SourceError
 
 __all__ = ["EpisodeByteCache", "EpisodePayload", "CacheStats"]
 
@@ -67,6 +75,8 @@ class CacheStats:
     """Episode fetches started."""
     fetch_failures: int = 0
     """Episode fetches that raised."""
+    fetches_skipped: int = 0
+    """Queued fetches never run because an earlier fetch's source failure ended the stream."""
     payload_bytes: int = 0
     """Synthesized bytes stored (sum over fetches), bytes."""
     evictions: int = 0
@@ -141,6 +151,7 @@ class EpisodeByteCache:
         self._reserved = 0
         self._resident = 0
         self._closed = False
+        self._fatal: BaseException | None = None  # the first SourceError of a fetch: ends the stream
         self._pool: ThreadPoolExecutor | None = None
         self.stats = CacheStats()
 
@@ -200,8 +211,16 @@ class EpisodeByteCache:
             )
 
     def _check_open(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
         if self._closed:
             raise RuntimeError("EpisodeByteCache is closed")
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The source failure that ended the stream (None while every source read succeeds)."""
+        with self._cond:
+            return self._fatal
 
     def _new_entry(self, ep: int, nbytes: int, speculative: bool) -> _Entry:
         entry = _Entry(ep, nbytes, speculative)
@@ -219,7 +238,13 @@ class EpisodeByteCache:
         t0 = time.perf_counter()
         result: EpisodePayload | None = None
         error: BaseException | None = None
+        with self._cond:
+            fatal = self._fatal
+            if fatal is not None:
+                self.stats.fetches_skipped += 1
         try:
+            if fatal is not None:  # the stream has ended: do not send requests to a failed source
+                raise fatal
             result = self._fetch(entry.episode_index)
             total = sum(len(b) for b in result.payloads.values())
             if total > entry.nbytes:
@@ -237,7 +262,10 @@ class EpisodeByteCache:
             entry.done = True
             if error is not None:
                 entry.error = error
-                self.stats.fetch_failures += 1
+                if fatal is None:
+                    self.stats.fetch_failures += 1
+                if isinstance(error, SourceError) and self._fatal is None:
+                    self._fatal = error
             elif self._entries.get(entry.episode_index) is entry and not self._closed:
                 entry.result = result
                 entry.resident_nbytes = sum(len(b) for b in result.payloads.values())
@@ -379,6 +407,7 @@ class EpisodeByteCache:
         Raises:
             KeyError: the episode is not held.
             TimeoutError: not finished within ``timeout`` seconds.
+            SourceError: any fetch's source failure ended the stream (names its episode and file).
             Exception: the fetch's own error (typed error naming episode, camera and file).
         """
         ep = int(episode_index)
@@ -402,7 +431,8 @@ class EpisodeByteCache:
             return entry.result
 
     def close(self) -> None:
-        """Drop everything, wake waiters (they raise), wait for running fetches to finish."""
+        """Drop everything, wake waiters (they raise), wait for running fetches to finish (not after
+        a source failure ended the stream: those finish in the background, their results dropped)."""
         with self._cond:
             self._closed = True
             for entry in list(self._entries.values()):
@@ -413,8 +443,8 @@ class EpisodeByteCache:
             self._resident = 0
             self._cond.notify_all()
             pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        if pool is not None:  # after a source failure, a stalled read must not hold the error back
+            pool.shutdown(wait=self._fatal is None, cancel_futures=True)
 
     def __enter__(self) -> "EpisodeByteCache":
         return self

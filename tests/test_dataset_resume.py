@@ -98,3 +98,17 @@ def test_resume_refuses_a_different_episodes_selection(root):
     _ds(root, 0, False, episodes=[2, 1, 0]).load_state_dict(st)
     with pytest.raises(ResumeStateError, match="episode selection"):
         _ds(root, 0, False, episodes=[0, 1, 3]).load_state_dict(st)
+
+
+def test_a_state_without_digest_from_another_dataset_is_refused(root, make_generated_dataset):
+    """Bug (issue 29): a digest-less state written for one dataset loaded into another and skipped
+    56 samples silently; it cannot be checked, so it is refused."""
+    other = Path(make_generated_dataset(episode_lengths=(9, 8), codec="av1", cameras=CAM))
+    st = _ds(other, 0, False).state_dict(samples_consumed=B)
+    legacy = {k: v for k, v in st.items() if k != "episodes"}
+    with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
+        _ds(root, 0, False).load_state_dict(legacy)
+    with pytest.raises(ResumeStateError, match="episode selection"):
+        _ds(root, 0, False).load_state_dict(st)
+    with pytest.raises(ResumeStateError, match="epoch"):
+        _ds(root, 0, False).load_state_dict({**_ds(root, 0, False).state_dict(), "epoch": 3.7})

@@ -28,7 +28,6 @@ REFERENCE_PAGES = ("pytorch.md", "lerobot.md", "mixtures.md", "sources.md", "sid
 #: PENDING: the lead removes each entry once its page has been merged.
 PENDING_PAGES = {
     "docs/troubleshooting.md",  # new-user guide: low throughput, small machines
-    "docs/reliability.md",  # faults: stores, workers, disks
 }
 
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^()\s]+)\)")

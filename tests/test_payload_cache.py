@@ -200,3 +200,60 @@ def test_random_schedule_keeps_invariants():
         assert cache.reserved_bytes <= budget
     cache.close()
     assert "fetched" in seen
+
+
+def test_a_source_failure_ends_the_stream_at_once():
+    """Issue 29: a fetch's SourceError was stored for its episode only; every later prefetch was
+    attempted (and failed on its own) and the consumer saw the error when it reached that episode.
+    Now the first source failure is raised by every operation and no new fetch is sent."""
+    from lerobotstream.errors import SourceError
+
+    sizes = {e: 10 for e in range(8)}
+    failed = threading.Event()
+
+    class Dead(FakeFetch):
+        def __call__(self, ep):
+            if ep >= 2:  # the server dies after episodes 0 and 1
+                with self._lock:
+                    self.calls.append(ep)
+                raise SourceError(f"episode {ep}: reading videos/file-{ep:03d}.mp4 failed (HTTP 503)", path=ep)
+            return super().__call__(ep)
+
+    def on_event(name, snap):
+        if name == "fetched" and snap["episode_index"] == 2:
+            failed.set()
+
+    fetch = Dead(sizes)
+    cache = EpisodeByteCache(1000, sizes, fetch, max_workers=2, on_event=on_event)
+    cache.admit(0)
+    cache.admit(1)
+    assert cache.get(0).extra == 0 and cache.get(1).extra == 1
+    assert cache.prefetch(2)
+    assert failed.wait(10)
+    for op in (lambda: cache.get(0), lambda: cache.get(2), lambda: cache.admit(4), lambda: cache.prefetch(5)):
+        with pytest.raises(SourceError, match="file-002.mp4"):
+            op()
+    assert fetch.calls == [0, 1, 2] and cache.stats.fetch_failures == 1
+    assert cache.failure is not None and "file-002" in str(cache.failure)
+    cache.close()
+
+
+def test_queued_fetches_are_skipped_after_a_source_failure():
+    from lerobotstream.errors import SourceError
+
+    sizes = {e: 10 for e in range(6)}
+    release = threading.Event()
+
+    def fetch(ep):
+        release.wait(10)
+        raise SourceError(f"file-{ep:03d}.mp4: HTTP 404", path=ep)
+
+    cache = EpisodeByteCache(1000, sizes, fetch, max_workers=1)
+    for ep in range(4):  # one runs, three wait in the queue
+        assert cache.prefetch(ep)
+    release.set()
+    with pytest.raises(SourceError, match="file-000.mp4"):
+        cache.get(3)
+    cache.close()
+    assert cache.stats.fetch_failures == 1  # episode 0's request only
+    assert cache.stats.fetches_skipped + cache.stats.fetch_failures <= 4

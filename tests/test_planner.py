@@ -456,7 +456,9 @@ def test_resume_refuses_a_different_episode_selection():
         with pytest.raises(ResumeStateError, match="episode selection"):
             Planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(st)
     legacy = {k: v for k, v in st.items() if k != "episodes"}  # written before the digest was stored
-    Planner({0: 10, 1: 12, 3: 8}, rank=0, world_size=1, batch_size=2).load_state_dict(legacy)
+    for other in ({0: 10, 1: 12, 2: 8}, {0: 10, 1: 12, 3: 8}):  # cannot be checked: refused, never trusted
+        with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
+            Planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(legacy)
 
 
 def test_sequential_strategy_is_ascending_and_the_same_every_epoch():

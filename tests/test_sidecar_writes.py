@@ -182,3 +182,33 @@ def test_writers_in_one_process_keep_each_others_temporaries(tmp_path):
     tmp, f = open_temporary(out)
     f.close()  # closed without removing: like a writer that died
     assert remove_dead_temporaries(out) == [tmp] and not tmp.exists()
+
+
+# --- the derived index: the same typed error as the sidecar's (issue 29, fault trial item 6) ----
+@pytest.mark.parametrize("how", ["enospc", "enotdir"])
+def test_failed_derived_index_write_is_a_sidecar_write_error(tmp_path, monkeypatch, how):
+    from lerobotstream.mp4 import Mp4Index
+
+    tables, meta = _dataset()
+    out = tmp_path / "sc.npz"
+    _build(out, tables, meta)
+    if how == "enospc":
+        index_dir = tmp_path / "idx"
+
+        def fsync(fd):
+            raise ENOSPC
+
+        monkeypatch.setattr(os, "fsync", fsync)
+    else:  # the index folder cannot be made (a file is in the way): as a read-only cache, even for root
+        (tmp_path / "afile").write_text("x")
+        index_dir = tmp_path / "afile" / "idx"
+    with pytest.raises(SidecarWriteError) as ei:
+        Mp4Index.open(out, index_dir=index_dir)
+    monkeypatch.undo()
+    e = ei.value
+    assert isinstance(e, OSError) and isinstance(e, SidecarError)
+    assert e.errno == (errno.ENOSPC if how == "enospc" else errno.ENOTDIR)
+    assert str(e).startswith(f"cannot write the derived MP4 index {index_dir}/")
+    assert "LEROBOTSTREAM_INDEX_DIR" in str(e)
+    if how == "enospc":
+        assert not [p for p in index_dir.iterdir() if p.name.endswith(".tmp")]  # no partial index left

@@ -21,12 +21,15 @@ import pyarrow as pa
 import torch
 
 from lerobotstream.decode._frames import frames_to_float_chw, frames_to_u8_chw
-from lerobotstream.dataset._images import LANGUAGE_COLUMNS, image_bytes, language_rows, to_output_unit
+from lerobotstream.dataset._images import LANGUAGE_COLUMNS, declared_chw, image_bytes, language_rows, to_output_unit
+from lerobotstream.errors import EpisodeDataError
 from lerobotstream.dataset._windows import DeltaWindows
 
 __all__ = ["EpisodeRows", "episode_rows", "assemble_item"]
 
 _KIND_DTYPE = {"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}
+#: columns every data file must have whatever ``info.json`` declares (assembly reads them)
+REQUIRED_COLUMNS = ("timestamp", "task_index")
 
 
 @dataclass
@@ -49,6 +52,8 @@ class EpisodeRows:
     timestamp_s: np.ndarray
     columns: list[str] = field(default_factory=list)
     images: dict[str, list] = field(default_factory=dict)
+    image_shapes: dict[str, tuple[int, int, int] | None] = field(default_factory=dict)
+    """``image`` key -> the (C, H, W) its ``info.json`` feature declares (None: not checked)."""
 
 
 def _column_to_numpy(col: pa.ChunkedArray) -> np.ndarray | None:
@@ -70,26 +75,55 @@ def _column_to_numpy(col: pa.ChunkedArray) -> np.ndarray | None:
 
 
 def episode_rows(table: pa.Table, episode_index: int, from_index: int, *, image_keys: Sequence[str] = (),
-                 path: str = "") -> EpisodeRows:
+                 path: str = "", features: Mapping[str, Mapping[str, Any]] | None = None) -> EpisodeRows:
     """Convert an episode's Parquet rows (sorted by ``frame_index``) once for assembly.
 
     ``image_keys``: the ``image`` features among the columns (only their bytes are kept).
+    ``features``: ``meta/info.json`` features; when given, the rows are checked against them
+    (once per episode, on the fetch thread): every declared non-video column is present (``image``
+    columns only when in ``image_keys``) and each fixed-shape numeric column has the declared
+    per-row shape (``[1]`` also matches a scalar column).
+
+    Raises:
+        EpisodeDataError: ``timestamp`` or ``task_index`` is missing, a declared column is missing,
+            or a column's per-row shape is not the declared one; the message names the episode,
+            the file and the columns.
     """
+    ep = int(episode_index)
+    where = f"episode {ep}, file {path}"
+    names = set(table.column_names)
+    declared = [k for k, f in (features or {}).items() if f.get("dtype") != "video"
+                and (f.get("dtype") != "image" or k in image_keys)]
+    missing = [c for c in dict.fromkeys([*REQUIRED_COLUMNS, *declared]) if c not in names]
+    if missing:
+        raise EpisodeDataError(
+            f"{where}: the data file lacks the column(s) {missing}"
+            + (" that meta/info.json features declare" if any(c in declared for c in missing) else "")
+            + "; the file does not match the dataset's metadata (a partial rewrite?): rewrite the file or fix "
+            "meta/info.json", episode_index=ep, path=path, column=missing[0])
     numeric: dict[str, np.ndarray] = {}
     other: dict[str, list] = {}
     images: dict[str, list] = {}
     for name in table.column_names:
         if name in image_keys:
-            images[name] = image_bytes(table.column(name), key=name, episode_index=int(episode_index), path=path)
+            images[name] = image_bytes(table.column(name), key=name, episode_index=ep, path=path)
             continue
         arr = _column_to_numpy(table.column(name))
         if arr is None:
             other[name] = table.column(name).to_pylist()
         else:
             numeric[name] = arr
+            want = tuple((features or {}).get(name, {}).get("shape") or ())
+            got = arr.shape[1:]
+            if want and got != want and not (want == (1,) and got == ()):
+                raise EpisodeDataError(
+                    f"{where}: column {name!r} holds {list(got) or 'scalar'} values per row but meta/info.json "
+                    f"declares shape {list(want)}; the metadata does not describe this data (LeRobot refuses it "
+                    "too): fix meta/info.json or the file", episode_index=ep, path=path, column=name)
     ts = np.asarray(table.column("timestamp").to_numpy(), dtype=np.float64)
-    return EpisodeRows(int(episode_index), table.num_rows, int(from_index), numeric, other, ts, list(table.column_names),
-                       images)
+    shapes = {k: declared_chw((features or {}).get(k)) for k in images}
+    return EpisodeRows(ep, table.num_rows, int(from_index), numeric, other, ts, list(table.column_names), images,
+                       shapes)
 
 
 def _other_to_torch(value: Any) -> Any:

@@ -197,7 +197,8 @@ class ChunkDecoder:
             info = self.w.cfg.meta.episode(ep)
             for key in self.w.cfg.image_keys:  # each distinct image of the chunk decoded once (Pillow)
                 out.images[key] = decode_images(rows.images[key], self.needed(key, frames, n), key=key,
-                                                episode_index=ep, path=info.data_path)
+                                                episode_index=ep, path=info.data_path,
+                                                shape=rows.image_shapes.get(key))
         return out
 
     def reset(self, capacity_bytes: int | None = None) -> None:

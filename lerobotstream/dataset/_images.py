@@ -29,7 +29,7 @@ import torch
 from lerobotstream.errors import EpisodeDataError
 from lerobotstream.meta import LANGUAGE_COLUMNS
 
-__all__ = ["decode_image", "decode_images", "image_bytes", "language_rows", "LANGUAGE_COLUMNS"]
+__all__ = ["decode_image", "decode_images", "declared_chw", "image_bytes", "language_rows", "LANGUAGE_COLUMNS"]
 
 _UINT16_MODES = frozenset({"I;16", "I;16B", "I;16L"})
 _ORIENTATION = 0x0112  # EXIF Orientation tag (PIL.Image.ExifTags.Base.Orientation)
@@ -64,8 +64,28 @@ def image_bytes(column, *, key: str, episode_index: int, path: str = "") -> list
     return arr.field("bytes").to_pylist()
 
 
+def declared_chw(feature: Mapping[str, Any] | None) -> tuple[int, int, int] | None:
+    """The ``(C, H, W)`` an ``image`` feature of ``meta/info.json`` declares: its ``shape`` read
+    through its ``names`` (``height``/``width``/``channel(s)`` in any order), else as LeRobot's
+    ``(H, W, C)`` (or ``(C, H, W)`` when only the first entry is a channel count). None when the
+    feature declares no usable 3-entry shape (then nothing is checked)."""
+    shape = list((feature or {}).get("shape") or ())
+    if len(shape) != 3 or not all(isinstance(v, int) and v > 0 for v in shape):
+        return None
+    names = [str(n).lower() for n in ((feature or {}).get("names") or [])]
+    if len(names) == 3:
+        pos = {n.rstrip("s"): i for i, n in enumerate(names)}
+        if {"channel", "height", "width"} <= set(pos):
+            return shape[pos["channel"]], shape[pos["height"]], shape[pos["width"]]
+    if shape[-1] in (1, 2, 3, 4):
+        return shape[2], shape[0], shape[1]
+    if shape[0] in (1, 2, 3, 4):
+        return shape[0], shape[1], shape[2]
+    return None
+
+
 def decode_image(data: bytes | None, *, key: str = "", episode_index: int = -1, frame_index: int = -1,
-                 path: str = "") -> torch.Tensor:
+                 path: str = "", shape: tuple[int, int, int] | None = None) -> torch.Tensor:
     """One Parquet image cell → map-style's tensor (uint8 modes kept uint8 for the float pass).
 
     Returns:
@@ -73,9 +93,13 @@ def decode_image(data: bytes | None, *, key: str = "", episode_index: int = -1, 
         item value is its float32 ``/ 255``; float32 ``(1, H, W)`` for 16-bit gray (stored units)
         and ``F``; int32 ``(1, H, W)`` for ``I``.
 
+    Args:
+        shape: the ``(C, H, W)`` the feature declares (:func:`declared_chw`); None: not checked.
+
     Raises:
-        EpisodeDataError: no embedded bytes (an image stored by path only), or bytes Pillow cannot
-            decode; the message names the episode, frame, feature and file.
+        EpisodeDataError: no embedded bytes (an image stored by path only), bytes Pillow cannot
+            decode, or an image whose size or channel count is not the declared ``shape``; the
+            message names the episode, frame, feature and file.
     """
     where = f"episode {episode_index}, frame {frame_index}, image feature {key!r}, file {path}"
     if data is None:
@@ -91,6 +115,14 @@ def decode_image(data: bytes | None, *, key: str = "", episode_index: int = -1, 
         raise EpisodeDataError(f"{where}: Pillow cannot decode the image: {type(e).__name__}: {e}",
                                episode_index=episode_index, camera=key, path=path) from e
     mode = img.mode
+    if shape is not None:
+        got = (len(img.getbands()), img.size[1], img.size[0])
+        if got != tuple(shape):
+            raise EpisodeDataError(
+                f"{where}: the image is {mode} {img.size[0]}x{img.size[1]} (C, H, W) = {got}, but meta/info.json "
+                f"declares {tuple(shape)}; every image of a feature must have its declared size and channel count "
+                "(LeRobot stacks them into one tensor): re-encode the image or fix meta/info.json",
+                episode_index=episode_index, camera=key, path=path, frame_index=frame_index)
     if mode in _UINT16_MODES:
         return torch.from_numpy(np.array(img, dtype=np.float32))[None, ...]
     if mode == "I":
@@ -106,9 +138,10 @@ def decode_image(data: bytes | None, *, key: str = "", episode_index: int = -1, 
 
 
 def decode_images(cells: Sequence[bytes | None], frames: np.ndarray, *, key: str, episode_index: int,
-                  path: str = "") -> dict[int, torch.Tensor]:
+                  path: str = "", shape: tuple[int, int, int] | None = None) -> dict[int, torch.Tensor]:
     """Each distinct episode frame of ``frames`` decoded once: ``{frame: decode_image(...)}``."""
-    return {int(f): decode_image(cells[int(f)], key=key, episode_index=episode_index, frame_index=int(f), path=path)
+    return {int(f): decode_image(cells[int(f)], key=key, episode_index=episode_index, frame_index=int(f), path=path,
+                                 shape=shape)
             for f in np.unique(np.asarray(frames, dtype=np.int64)).tolist()}
 
 

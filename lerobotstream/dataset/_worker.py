@@ -24,7 +24,8 @@ from lerobotstream.payload_cache import EpisodeByteCache, EpisodePayload
 from lerobotstream.dataset._assemble import assemble_item, episode_rows
 from lerobotstream.dataset._decodejob import ChunkDecoder, Decoded
 from lerobotstream.dataset._pipeline import StageTimes
-from lerobotstream.errors import DecodeError, FrameTimestampError, LeRobotStreamError, Mp4InconsistentTablesError
+from lerobotstream.errors import DecodeError, FrameTimestampError, LeRobotStreamError
+from lerobotstream.sidecar._identity import explain_payload_failure
 
 __all__ = ["Worker", "WorkerConfig"]
 
@@ -162,7 +163,8 @@ class Worker:
         info = self.cfg.meta.episode(ep)
         t0 = time.perf_counter()
         tables = self.parquet.read(info.data_path, {ep: info.length})
-        rows = episode_rows(tables[ep], ep, info.dataset_from_index, image_keys=self.cfg.image_keys, path=info.data_path)
+        rows = episode_rows(tables[ep], ep, info.dataset_from_index, image_keys=self.cfg.image_keys, path=info.data_path,
+                            features=self.cfg.meta.features)
         self.add(parquet_s=time.perf_counter() - t0)
         payloads = {}
         for cam in self.cfg.video_keys:
@@ -174,14 +176,13 @@ class Worker:
                 check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
                 payloads[cam] = synthesize(table, span, data)
                 self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
-            except LeRobotStreamError as exc:
-                if f"episode {ep}" in exc.message:
+            except LeRobotStreamError as err:
+                if f"episode {ep}" in err.message:
                     raise
+                exc = explain_payload_failure(err, self.source, self.index, path, self.cfg.sidecar_npz)
                 msg = exc.message if exc.message.startswith(f"{path}:") else f"{path}: {exc.message}"
-                if isinstance(exc, Mp4InconsistentTablesError):
-                    msg += f" [cached sidecar: {self.cfg.sidecar_npz}]"
                 fields = {**getattr(exc, "_fields", {}), "episode_index": ep, "camera": cam, "path": path}
-                raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from exc
+                raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from err
             except Exception as exc:
                 raise DecodeError(f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 "
                                   f"failed: {exc!r}", episode_index=ep, camera=cam, path=path) from exc

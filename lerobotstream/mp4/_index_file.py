@@ -29,7 +29,6 @@ Consumers must not assume int64: every view is read-only and its dtype is the st
 from __future__ import annotations
 
 import base64
-import errno
 import hashlib
 import json
 import mmap
@@ -43,7 +42,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from lerobotstream.errors import SidecarError, SidecarSchemaError
+from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError, SidecarWriteError
 from lerobotstream.mp4._index_format import (  # noqa: F401  (re-exported: callers import them from here)
     INDEX_FIELDS,
     INDEX_FORMAT,
@@ -177,7 +176,9 @@ class Mp4Index:
         Raises:
             SidecarSchemaError: the NPZ is not a readable schema-5 or schema-4 sidecar.
             SidecarLockTimeoutError: another process held the conversion lock too long.
-            SidecarError: the index folder is not writable or the disk is full (says which).
+            SidecarWriteError: the derived index (or its lock) cannot be written: the folder is not
+                writable, the disk is full, another OS error (an ``OSError`` too, like the sidecar
+                write's; names the path, the reason and what to do).
         """
         npz_path = os.fspath(npz_path)
         if index_dir is None:
@@ -240,11 +241,10 @@ class Mp4Index:
                 finally:
                     lock.release()
             except OSError as e:
-                if e.errno in (errno.EACCES, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EPERM):
-                    raise SidecarError(
-                        f"cannot write the derived MP4 index in {index_dir}: {e.strerror}; check permissions and "
-                        "free space in HF_LEROBOT_HOME (or set LEROBOTSTREAM_INDEX_DIR)", path=str(index_dir)) from e
-                raise
+                if isinstance(e, LeRobotStreamError):  # the lock timeout (a TimeoutError) is already typed
+                    raise
+                raise SidecarWriteError.from_oserror(target, e, what="the derived MP4 index",
+                                                     elsewhere="LEROBOTSTREAM_INDEX_DIR or HF_LEROBOT_HOME") from e
         _remember_generation(npz_path, index_dir, generation)
         return cls(target)
 

@@ -38,7 +38,7 @@ from lerobotstream.planner._base import PlannerBase, WorkerStart
 from lerobotstream.planner._planner import Planner, WorkerPlan
 from lerobotstream.planner._pool import EpisodePool, PoolEvent
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner._state import StreamState
+from lerobotstream.planner._state import StreamState, episode_selection_diffs
 
 __all__ = ["MixSequence", "MixedPool", "MixturePlanner", "integer_weights", "mixture_shares"]
 
@@ -514,9 +514,7 @@ class MixturePlanner(PlannerBase):
                 "needs the same mixture. Start a new run from the policy weights.")
         diffs = [f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}"
                  for key in sorted(set(st.mixture) | set(mine.mixture)) if st.mixture.get(key) != mine.mixture.get(key)]
-        if st.episodes != mine.episodes and not diffs:
-            diffs.append("episode selection of the datasets differs")
-        return diffs
+        return diffs or episode_selection_diffs(st, mine)
 
     def worker_plans(self, start: WorkerStart) -> list[WorkerPlan]:
         """Each dataset's ``WorkerPlan`` of ``start.logical_worker`` (ByteBudgetError names the

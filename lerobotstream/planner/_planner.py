@@ -14,7 +14,7 @@ from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool
 from lerobotstream.planner._poolcore import shuffled_order
 from lerobotstream.planner._shards import lpt_shards
 from lerobotstream.planner._base import PlannerBase, WorkerStart
-from lerobotstream.planner._state import StreamState, episodes_digest
+from lerobotstream.planner._state import StreamState, episode_selection_diffs, episodes_digest
 from lerobotstream.planner._world import discover_world
 
 __all__ = ["BatchTurns", "Planner", "WorkerPlan", "WorkerStart"]
@@ -281,10 +281,7 @@ class Planner(PlannerBase):
     def _identity_diffs(self, st: StreamState, mine: StreamState) -> list[str]:
         if st.mixture is not None:
             return [f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset"]
-        if st.episodes is not None and st.episodes != mine.episodes:
-            return [f"episode selection: checkpoint {st.episodes.split(':')[0]} episodes (digest "
-                    f"{st.episodes}), now {mine.episodes.split(':')[0]} episodes (digest {mine.episodes})"]
-        return []
+        return episode_selection_diffs(st, mine)
 
     def _start_at(self, logical: int, given: int, epoch: int, limit: int | None) -> WorkerStart:
         if self.repeat:  # an endless stream's count rolls into the worker's later epochs

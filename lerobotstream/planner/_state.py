@@ -17,7 +17,8 @@ from typing import Any
 
 from lerobotstream.errors import ResumeStateError
 
-__all__ = ["SCHEMA_KEY", "SCHEMA_VERSION", "StreamState", "episodes_digest", "replay_turns"]
+__all__ = ["SCHEMA_KEY", "SCHEMA_VERSION", "StreamState", "episodes_digest", "episode_selection_diffs",
+           "replay_turns"]
 
 SCHEMA_KEY = "lerobotstream_planner_schema"
 SCHEMA_VERSION = 1
@@ -27,6 +28,42 @@ _OLD_CHECKPOINT_MSG = (
     "(a row shuffle buffer or the earlier multi-worker episode sampler), whose order cannot be "
     "reproduced or told apart by world-size and batch-size checks. Sample-exact streaming resume "
     "is refused; start a new run from the checkpoint's policy weights instead.")
+_NOT_A_STATE_MSG = (
+    "{what} is not a lerobotstream stream state: pass the dict that the dataset's (or planner's) "
+    "state_dict() returned, unchanged (it carries {key!r}={version} and the fields {fields})")
+
+_NULLABLE = frozenset({"pool_size", "byte_budget", "episodes", "mixture"})  # may be None
+_OPTIONAL = frozenset({"episodes", "mixture"})  # may be absent (older states)
+#: field -> (kind, lower bound for ints); kinds: int (a Python/numpy integer, never a bool or a
+#: float, even 3.0), bool, str, dict
+_FIELD_RULES: dict[str, tuple[str, int | None]] = {
+    "seed": ("int", None), "epoch": ("int", 0), "samples": ("int", 0), "batch_size": ("int", 1),
+    "world_size": ("int", 1), "num_workers": ("int", 0), "strategy": ("str", None), "pool_size": ("int", 1),
+    "byte_budget": ("int", 1), "repeat": ("bool", None), "drop_last": ("bool", None), "equalize": ("str", None),
+    "episodes": ("str", None), "mixture": ("dict", None),
+}
+
+
+def _field_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` is not a valid ``name`` field (None when it is)."""
+    import numbers
+
+    kind, low = _FIELD_RULES[name]
+    if value is None:
+        return None if name in _NULLABLE else "None (required)"
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            return f"{value!r} ({type(value).__name__}; an int is needed)"
+        if low is not None and int(value) < low:
+            return f"{value!r} (must be >= {low})"
+        return None
+    want = {"bool": bool, "str": str, "dict": dict}[kind]
+    if not isinstance(value, want):
+        return f"{value!r} ({type(value).__name__}; a {kind} is needed)"
+    if name == "episodes" and not all(part.count(":") == 2 and part.split(":")[0].isdigit()
+                                      for part in value.split("|")):
+        return f"{value!r} (not an episodes digest '<count>:sha256:<hex>')"
+    return None
 
 
 @dataclass(frozen=True)
@@ -77,24 +114,45 @@ class StreamState:
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> StreamState:
-        """Parse a ``state_dict()``; raises ResumeStateError for old or foreign layouts."""
-        if not isinstance(state, dict) or SCHEMA_KEY not in state:
+        """Parse a ``state_dict()``.
+
+        Every field is type-checked: ints are ints (never bools, floats such as ``3.7`` or ``3.0``,
+        strings, lists, None or nan), with ``epoch``, ``samples``, ``num_workers`` >= 0 and
+        ``batch_size``, ``world_size`` >= 1; ``repeat``/``drop_last`` bools; ``strategy``/
+        ``equalize`` strings; ``episodes`` an :func:`episodes_digest` string (or None in old
+        states; the planners refuse those, :func:`episode_selection_diffs`); ``mixture`` a dict or None.
+
+        Raises:
+            ResumeStateError: not a dict, not a stream state, an old or foreign layout, a missing,
+                unknown or wrong-typed field (the message names each field and its value).
+        """
+        if not isinstance(state, dict):
+            raise ResumeStateError(_NOT_A_STATE_MSG.format(
+                what=f"a {type(state).__name__}", key=SCHEMA_KEY, version=SCHEMA_VERSION, fields=list(_FIELD_RULES)))
+        if SCHEMA_KEY not in state:
+            if not set(state) & (set(_FIELD_RULES) | {"offset", "shuffle_buffer", "sampler", "rows"}):
+                raise ResumeStateError(_NOT_A_STATE_MSG.format(
+                    what=f"a dict with the keys {sorted(map(str, state))[:8]}", key=SCHEMA_KEY,
+                    version=SCHEMA_VERSION, fields=list(_FIELD_RULES)))
             raise ResumeStateError(_OLD_CHECKPOINT_MSG.format(key=SCHEMA_KEY))
-        if state[SCHEMA_KEY] != SCHEMA_VERSION:
+        if type(state[SCHEMA_KEY]) is not int or state[SCHEMA_KEY] != SCHEMA_VERSION:
             raise ResumeStateError(
                 f"stream state schema {state[SCHEMA_KEY]!r} is not the supported {SCHEMA_VERSION}; "
                 "sample-exact resume needs the same lerobotstream planner version. Start a new run "
                 "from the checkpoint's policy weights.")
         fields = {k: v for k, v in state.items() if k != SCHEMA_KEY}
-        try:
-            out = cls(**fields)
-        except TypeError as e:
-            raise ResumeStateError(f"malformed stream state {sorted(fields)}: {e}") from e
-        if out.epoch < 0 or out.samples < 0 or out.batch_size < 1:
+        unknown = sorted(map(str, set(fields) - set(_FIELD_RULES)))
+        missing = sorted(set(_FIELD_RULES) - _OPTIONAL - set(fields))
+        problems = [f"{n}={p}" for n in _FIELD_RULES if n in fields
+                    for p in [_field_problem(n, fields[n])] if p is not None]
+        if unknown or missing or problems:
+            parts = ([f"unknown fields {unknown}"] if unknown else []) + (
+                [f"missing fields {missing}"] if missing else []) + problems
             raise ResumeStateError(
-                f"invalid stream state: epoch={out.epoch}, samples={out.samples}, batch_size={out.batch_size}")
-        return out
-
+                "malformed stream state (tampered, or not written by state_dict()): " + "; ".join(parts)
+                + ". Pass the dict that state_dict() returned, or start a new run from the policy weights.")
+        ints = {n: int(v) for n, v in fields.items() if _FIELD_RULES[n][0] == "int" and v is not None}
+        return cls(**{**fields, **ints})
 
 def episodes_digest(episode_indices, lengths) -> str:
     """``"sha256:<hex>"`` of the selected episode indices and their lengths (both as int64, in
@@ -107,6 +165,30 @@ def episodes_digest(episode_indices, lengths) -> str:
     lens = np.ascontiguousarray(np.asarray(lengths, dtype=np.int64).reshape(-1))
     h = hashlib.sha256(idx.astype("<i8").tobytes() + b"|" + lens.astype("<i8").tobytes()).hexdigest()
     return f"{idx.size}:sha256:{h[:32]}"
+
+
+def episode_selection_diffs(checkpoint: StreamState, current: StreamState) -> list[str]:
+    """The identity rule of resume: what differs between the checkpoint's episode selection and
+    this stream's (an empty list when they are the same).
+
+    Raises:
+        ResumeStateError: the checkpoint carries no episodes digest (written before it was stored,
+            or removed): its dataset and episode selection cannot be checked, and a state loaded
+            into another dataset would silently skip or repeat samples, so it is refused.
+    """
+    if checkpoint.episodes is None:
+        raise ResumeStateError(
+            "this resume state has no 'episodes' digest (written by an older lerobotstream, or edited), so "
+            "the dataset and episode selection it was written for cannot be checked; loaded into another "
+            "dataset it would silently skip or repeat samples. Start a new run from the policy weights; or, "
+            "if you are sure it comes from this same dataset and selection, copy the 'episodes' value of "
+            f"this stream's state_dict() into it ({current.episodes!r}).")
+    if checkpoint.episodes == current.episodes:
+        return []
+    if checkpoint.mixture is not None or current.mixture is not None:
+        return ["episode selection of the datasets differs"]
+    return [f"episode selection: checkpoint {checkpoint.episodes.split(':')[0]} episodes (digest "
+            f"{checkpoint.episodes}), now {current.episodes.split(':')[0]} episodes (digest {current.episodes})"]
 
 
 def _can_give(rem: int | None, batch_size: int, drop_last: bool) -> bool:

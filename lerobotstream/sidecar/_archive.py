@@ -43,7 +43,6 @@ and what to do; the temporary is removed and an existing output stays as it was.
 from __future__ import annotations
 
 import base64
-import errno
 import json
 import logging
 import os
@@ -86,28 +85,14 @@ try:
 except ImportError:  # not POSIX: temporaries are not locked, and none is removed as stale
     fcntl = None  # type: ignore[assignment]
 
-#: errno values that mean "this folder cannot take the file" (the message says what to do)
-_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
-_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR}
+_SIDECAR_ELSEWHERE = "--output for the CLI; LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME for the dataset's sidecar cache"
 
 
 def write_error(path: str | os.PathLike, e: OSError, *, what: str = "the MP4 sidecar",
-                elsewhere: str = "--output for the CLI; LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME "
-                                 "for the dataset's sidecar cache") -> SidecarWriteError:
-    """The typed error for an ``OSError`` raised while writing ``path``: names the path, the
-    reason (``strerror``) and what to do (free space, permissions, or another folder)."""
-    path = os.fspath(path)
-    folder = os.path.dirname(path) or "."
-    reason = e.strerror or str(e) or type(e).__name__
-    if e.errno in _NO_ROOM:
-        todo = f"free space on the disk holding {folder}, or write it elsewhere ({elsewhere})"
-    elif e.errno in _NOT_WRITABLE:
-        todo = f"make {folder} writable, or write it elsewhere ({elsewhere})"
-    else:
-        todo = f"check the disk holding {folder}, or write it elsewhere ({elsewhere})"
-    name = errno.errorcode.get(e.errno, "") if e.errno is not None else ""
-    return SidecarWriteError(f"cannot write {what} {path}: {reason}{f' ({name})' if name else ''}; {todo}",
-                             path=path, errno=e.errno)
+                elsewhere: str = _SIDECAR_ELSEWHERE) -> SidecarWriteError:
+    """The typed error for an ``OSError`` raised while writing ``path``
+    (:meth:`SidecarWriteError.from_oserror`: names the path, the reason and what to do)."""
+    return SidecarWriteError.from_oserror(path, e, what=what, elsewhere=elsewhere)
 
 
 def _temporary_pattern(output: Path) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from lerobotstream.mp4._npz_schema import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION, SourceTable
 
-__all__ = ["SidecarIdentity", "check_identity", "sidecar_identity"]
+__all__ = ["SidecarIdentity", "check_identity", "explain_payload_failure", "sidecar_identity"]
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
@@ -125,3 +125,50 @@ def check_identity(manifest: dict[str, Any], identity: SidecarIdentity, *, requi
         elif fp is not None and have != fp:
             return f"{path}: content fingerprint changed ({have} -> {fp})"
     return None
+
+
+def explain_payload_failure(exc: Any, source: Any, index: Any, path: str, sidecar_path: Any) -> Any:
+    """The error to report when a video's payload read or framing check failed mid-run.
+
+    A file replaced during the run shows up as bytes that do not frame
+    (``Mp4InconsistentTablesError``) or a short read (``RangeReadError``). The source's size and
+    fingerprint (a fresh ``stat`` locally) are compared with what the sidecar recorded for
+    ``path``: when they differ, a :class:`~lerobotstream.errors.SourceChangedError` says the file
+    changed (no sidecar or retry can help until the run restarts). When they match, a framing
+    error's message gets what to do if the file was replaced by one of the same size and
+    modification time (which no stat can tell apart): delete the sidecar so it is rebuilt.
+
+    Args:
+        exc: the ``LeRobotStreamError`` raised by the read or the framing check.
+        source: the payload ``ByteSource``; index: the open ``Mp4Index``; sidecar_path: its file.
+
+    Returns:
+        the exception to raise (``exc`` itself when nothing more can be said).
+    """
+    from lerobotstream.errors import Mp4InconsistentTablesError, RangeReadError, SourceChangedError, SourceError
+
+    if not isinstance(exc, (Mp4InconsistentTablesError, RangeReadError)):
+        return exc
+    try:
+        rec = index.source_info(index.source_id(path))
+        size, fp = int(source.size(path)), source.fingerprint(path)
+    except (KeyError, SourceError, OSError, ValueError):
+        rec, size, fp = None, None, None
+    if rec is None:
+        if isinstance(exc, Mp4InconsistentTablesError):
+            return type(exc)(f"{exc.message} [cached sidecar: {sidecar_path}]", **getattr(exc, "_fields", {}))
+        return exc
+    had_size, had_fp = rec.get("size"), rec.get("fingerprint")
+    if (had_size is not None and int(had_size) != size) or (had_fp and fp and had_fp != fp):
+        return SourceChangedError(
+            f"{path}: the file changed during the run (the sidecar {sidecar_path} indexed {had_size} bytes, "
+            f"{had_fp}; it now has {size} bytes, {fp}), so its bytes no longer match the index ({exc.message}). "
+            "The dataset's files must not change while it is read: restart once the new version is complete "
+            "(the sidecar is then rebuilt)", **{**getattr(exc, "_fields", {}), "path": path})
+    if isinstance(exc, Mp4InconsistentTablesError):
+        return type(exc)(
+            f"{exc.message} [cached sidecar: {sidecar_path}]. The file still has the size and fingerprint the "
+            f"sidecar recorded ({fp}): if it was replaced by another file of the same size and mtime, the sidecar describes the "
+            "old one: delete that sidecar file (it is rebuilt at the next start), and do not change dataset "
+            "files during a run", **getattr(exc, "_fields", {}))
+    return exc

@@ -244,9 +244,9 @@ class HttpSource(ByteSource):
         return names
 
     def _fetch(self, path: str, offset: int, length: int) -> bytes:
-        url = self._head(path)[0]
+        url, size, fingerprint = self._head(path)
         r = self.fetcher.request("GET", lambda: (url, self._headers_for(url)), path=path,
-                                 offset=offset, length=length)
+                                 offset=offset, length=length, expect=(size, fingerprint))
         return r.body
 
     def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:

@@ -10,6 +10,11 @@ mis-ranged answers and statuses 408/425/429/500/502/503/504 are retried up to ``
 with exponential backoff and full jitter (``min(cap, base * 2**attempt) * U(0.5, 1)``); a
 ``Retry-After`` header (seconds or HTTP date, capped) replaces the computed wait.
 
+Files that change: a range read may be given what the file was when first seen (its size and
+strong ETag, :meth:`RangeFetcher.request`'s ``expect``); a ``206`` whose ``Content-Range`` total
+or ``ETag`` differs raises :class:`~lerobotstream.errors.SourceChangedError` at once (the file was
+replaced during the run; retrying cannot help), instead of retries on "wrong Content-Range".
+
 Time limits: each attempt's connect and each wait for bytes give up after ``timeout_s`` (socket
 timeout); one read — every attempt and backoff of one request together — gives up after
 ``read_timeout_s`` (:class:`~lerobotstream.errors.SourceTimeoutError` naming the URL and the time
@@ -37,6 +42,7 @@ from lerobotstream import constants
 from lerobotstream.errors import (
     RangeReadError,
     SourceAuthError,
+    SourceChangedError,
     SourceError,
     SourceNotFoundError,
     SourceTimeoutError,
@@ -312,6 +318,23 @@ def error_for(
     return SourceError(f"reading {path!r} from {where} failed (HTTP {status}){extra}", path=path, status=status)
 
 
+def changed_file(r: Response, expect: tuple[int, str | None] | None) -> str | None:
+    """None unless a range answer shows that the file is no longer the one first seen: its
+    ``Content-Range`` total (``bytes a-b/N``) is not the expected size, or its strong ``ETag`` is
+    not the expected ``etag=...`` fingerprint. ``expect``: ``(size, fingerprint or None)``."""
+    if expect is None or r.status != 206:
+        return None
+    size, fingerprint = expect
+    total = r.headers.get("content-range", "").rsplit("/", 1)[-1].strip()
+    if total.isdigit() and int(total) != int(size):
+        return f"it had {size} bytes, the server now answers for {int(total)} bytes"
+    etag = r.headers.get("etag")
+    if etag and not etag.startswith("W/") and fingerprint and fingerprint.startswith("etag=") \
+            and f"etag={etag}" != fingerprint:
+        return f"its ETag was {fingerprint[5:]}, the server now sends {etag}"
+    return None
+
+
 def check_range_response(r: Response, offset: int, length: int) -> str | None:
     """None when ``r`` holds exactly bytes ``[offset, offset + length)``, else why not."""
     if r.status == 200:
@@ -367,14 +390,17 @@ class RangeFetcher:
         length: int | None = None,
         metadata: bool = False,
         accept_redirect: bool = False,
+        expect: tuple[int, str | None] | None = None,
     ) -> Response:
         """Send ``method`` with retries; for ranges return only a verified 206/200.
 
         ``resolve()`` gives ``(url, headers)`` (called before every attempt). On a 401/403,
         ``invalidate()`` (when given) drops the cached signed URL so the next attempt resolves
-        again; this happens once, a second refusal raises SourceAuthError.
+        again; this happens once, a second refusal raises SourceAuthError. ``expect``: the file's
+        ``(size, fingerprint)`` when first seen (range reads), checked on every ``206`` answer.
 
         Raises:
+            SourceChangedError: a ``206`` shows another size or ETag than ``expect`` (no retry).
             SourceTimeoutError: no complete answer within ``read_timeout_s`` (all attempts).
         """
         refreshed = False
@@ -403,6 +429,12 @@ class RangeFetcher:
                 self.stats.add(requests=0 if metadata else 1, metadata_requests=1 if metadata else 0,
                                bytes_read=0 if metadata else len(r.body))
                 if offset is not None and r.status in (200, 206):
+                    changed = changed_file(r, expect)
+                    if changed is not None:
+                        raise SourceChangedError(
+                            f"{path!r} at {redact_url(url)} changed during the run: {changed}. The dataset's files "
+                            "must not change while it is read: restart once the new version is complete (its "
+                            "MP4 sidecar is then rebuilt)", path=path, offset=offset, status=r.status)
                     why = check_range_response(r, offset, length)
                     if why is None:
                         return r

@@ -323,7 +323,7 @@ class HubSource(ByteSource):
     def _fetch(self, path: str, offset: int, length: int) -> bytes:
         r = self.fetcher.request(
             "GET", lambda: self._signed_url(path), path=path, offset=offset, length=length,
-            invalidate=lambda: self._invalidate(path),
+            invalidate=lambda: self._invalidate(path), expect=(self.size(path), None),
         )
         return r.body
 

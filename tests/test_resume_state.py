@@ -1,0 +1,97 @@
+"""Resume states that cannot be trusted are refused with ResumeStateError (issue 29, fault trial
+items 1 and 5): states without an episodes digest, tampered or junk states, wrong-typed fields."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lerobotstream.errors import ResumeStateError
+from lerobotstream.planner import MixturePlanner, Planner, StreamState
+
+LENGTHS = {0: 10, 1: 12, 2: 8}
+OTHER = {0: 10, 1: 12, 3: 8, 4: 9}
+
+
+def _planner(lengths=LENGTHS, **kw):
+    return Planner(lengths, seed=3, num_workers=2, batch_size=2, **kw)
+
+
+def _mixture():
+    ps = [Planner(LENGTHS, seed=1, num_workers=2), Planner(OTHER, seed=2, num_workers=2)]
+    return MixturePlanner(ps, [1, 1], [0, 100], seed=5, repeat=False, batch_size=2, mixture={"repo_ids": ["a", "b"], "weights": [1, 1]})
+
+
+GOOD = _planner().state_dict(samples_consumed=4)
+
+
+def test_a_state_without_episodes_digest_is_refused_not_trusted():
+    """Bug: a digest-less state from one dataset loaded into another and silently skipped samples."""
+    legacy = {k: v for k, v in GOOD.items() if k != "episodes"}
+    for lengths in (LENGTHS, OTHER):
+        with pytest.raises(ResumeStateError, match="no 'episodes' digest") as info:
+            _planner(lengths).load_state_dict(legacy)
+        assert _planner(lengths).episodes_digest in str(info.value)  # the escape hatch is spelled out
+    for value in (None,):
+        with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
+            _planner().load_state_dict({**GOOD, "episodes": value})
+    mixed = _mixture().state_dict(samples_consumed=4)
+    with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
+        _mixture().load_state_dict({**mixed, "episodes": None})
+    _mixture().load_state_dict(mixed)  # intact states still load
+    _planner().load_state_dict(GOOD)
+
+
+def test_foreign_dicts_say_what_is_wrong():
+    with pytest.raises(ResumeStateError, match="not a lerobotstream stream state") as info:
+        _planner().load_state_dict({"foo": 1})
+    assert "older sampler" not in str(info.value) and "state_dict()" in str(info.value)
+    for junk in (None, [1, 2], "state", 3):
+        with pytest.raises(ResumeStateError, match="not a lerobotstream stream state"):
+            _planner().load_state_dict(junk)
+    with pytest.raises(ResumeStateError, match="older sampler"):  # a real older layout keeps its message
+        _planner().load_state_dict({"epoch": 0, "offset": 8, "batch_size": 4})
+
+
+@pytest.mark.parametrize("field,value", [("epoch", 3.7), ("epoch", 3.0), ("epoch", "3"), ("samples", math.nan),
+                                         ("samples", None), ("batch_size", [2]), ("num_workers", True),
+                                         ("episodes", ["3:sha256:ab"]), ("episodes", "junk"), ("repeat", 1),
+                                         ("epoch", -1), ("batch_size", 0), ("mixture", "a,b")])
+def test_wrong_typed_fields_name_the_field(field, value):
+    with pytest.raises(ResumeStateError, match=field):
+        StreamState.from_dict({**GOOD, field: value})
+    with pytest.raises(ResumeStateError, match=field):
+        _planner().load_state_dict({**GOOD, field: value})
+
+
+_JUNK = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=True), st.text(max_size=4),
+                  st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(), max_size=1))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edits=st.dictionaries(st.sampled_from(sorted(GOOD)), _JUNK, min_size=1, max_size=3),
+       drop=st.sets(st.sampled_from(sorted(GOOD)), max_size=2))
+def test_tampered_states_raise_only_resume_state_error(edits, drop):
+    """Any tampering either loads (it left a valid state for this planner) or raises ResumeStateError
+    — never TypeError/ValueError/AttributeError from inside the planner."""
+    state = {k: v for k, v in {**GOOD, **edits}.items() if k not in drop}
+    p = _planner()
+    try:
+        p.load_state_dict(state)
+    except ResumeStateError:
+        return
+    st_ = StreamState.from_dict(state)  # it loaded: it must be a valid state of this planner
+    assert st_.episodes == p.episodes_digest and isinstance(p.samples_consumed, int) and p.samples_consumed >= 0
+    assert type(p.epoch) is int
+
+
+@settings(max_examples=150, deadline=None)
+@given(junk=st.one_of(_JUNK, st.dictionaries(st.text(max_size=6), _JUNK, max_size=4)))
+def test_junk_states_raise_resume_state_error(junk):
+    with pytest.raises(ResumeStateError):
+        _planner().load_state_dict(junk)
+    with pytest.raises(ResumeStateError):
+        _mixture().load_state_dict(junk)
