@@ -57,7 +57,7 @@ def make_generated_dataset(tmp_path_factory: pytest.TempPathFactory):
     test module. Treat the result as read-only (copy it before breaking it on purpose)."""
     import json as _json
 
-    from tools.make_dataset import make_dataset
+    from lerobotstream.testing import make_dataset
 
     base = tmp_path_factory.mktemp("generated_datasets")
     cache: dict[str, Path] = {}

@@ -14,7 +14,7 @@ import torch
 
 from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
 from lerobotstream.errors import MixtureFeatureError, ResumeStateError, StreamingConfigError
-from tools.make_dataset import read_identity
+from lerobotstream.testing import read_identity
 
 FRONT = ("observation.images.front", 48, 32)
 SPECS = {  # repo id -> (make_dataset kwargs); each dataset has its own task string
@@ -208,7 +208,7 @@ def test_profile_cli_accepts_a_mixture(roots, tmp_path):
 def test_local_and_http_sources_mix(roots, tmp_path):
     import shutil
 
-    from tests._loopback_server import LoopbackServer
+    from lerobotstream.testing import LoopbackServer
 
     served = tmp_path / "static"
     shutil.copytree(roots[1], served / "h264")

@@ -45,7 +45,7 @@ def _orders(n: int, rng: np.random.Generator) -> list[list[int]]:
 
 
 def _dataset(tmp_path_factory, codec, lengths, cameras, **kw):
-    make_dataset = pytest.importorskip("tools.make_dataset").make_dataset
+    make_dataset = pytest.importorskip("lerobotstream.testing").make_dataset
     root = tmp_path_factory.mktemp(f"ds_{codec}")
     make_dataset(root / "d", episode_lengths=lengths, codec=codec, cameras=cameras, **kw)
     return root / "d"
@@ -60,7 +60,7 @@ GENERATED = [
 
 @pytest.mark.parametrize("codec,lengths,cameras,kw", GENERATED, ids=[g[0] for g in GENERATED])
 def test_generated_every_frame(tmp_path_factory, codec, lengths, cameras, kw):
-    from tools.make_dataset import read_identity
+    from lerobotstream.testing import read_identity
 
     from lerobotstream.meta import DatasetMeta
 

@@ -24,7 +24,7 @@ from lerobotstream.dataset._images import decode_image
 from lerobotstream.decode import DepthDecoder, DepthDequantizer, dequantize_reference
 from lerobotstream.errors import DecodeError, MetadataError, StreamingConfigError
 from lerobotstream.meta import DatasetMeta
-from tools.make_dataset import (
+from lerobotstream.testing import (
     depth_frame_mm,
     expected_depth_codes,
     expected_language,

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from tools.make_dataset import identity_frame, make_dataset, read_identity
+from lerobotstream.testing import identity_frame, make_dataset, read_identity
 
 torchcodec_decoders = pytest.importorskip("torchcodec.decoders")
 

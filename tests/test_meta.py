@@ -301,7 +301,7 @@ def test_demo_summary_runs(capsys):
 
 
 def test_converter_reproduces_bundled(testdata, tmp_path):
-    from tools.convert_v21_to_v30 import convert
+    from lerobotstream.testing import convert_v21_to_v30 as convert
 
     out = convert(testdata / "lerobot-v21-g1-subset", tmp_path / "g1")
     meta = DatasetMeta.load(out)

@@ -7,7 +7,6 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +20,7 @@ from lerobotstream.errors import (
 )
 from lerobotstream.mp4 import SampleTable, parse_mp4, parse_mp4_bytes
 
-sys.path.insert(0, str(Path(__file__).parent))
-from reference_bmff import RefError, parse_reference  # noqa: E402
+from lerobotstream.testing import RefError, parse_reference
 
 from conftest import TESTDATA  # noqa: E402  (data/testmedia, shipped with the repository)
 FIELDS = [

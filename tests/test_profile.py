@@ -18,7 +18,7 @@ from lerobotstream.profile.__main__ import main as profile_main
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from tools.make_dataset import make_dataset
+    from lerobotstream.testing import make_dataset
 
     root = tmp_path_factory.mktemp("prof") / "ds"
     return make_dataset(root, episode_lengths=[12, 16, 10, 14], codec="av1",

@@ -251,7 +251,7 @@ def test_schema_errors(tmp_path):
 # --- a generated dataset end to end --------------------------------------------------------------
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    from tools.make_dataset import make_dataset
+    from lerobotstream.testing import make_dataset
 
     # episode lengths are multiples of 3 at 30 fps: whole milliseconds, so ffmpeg's concat demuxer
     # (mvhd timescale 1000) adds no sub-frame gap between episodes

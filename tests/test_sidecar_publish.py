@@ -16,7 +16,7 @@ from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION as SV
 from lerobotstream.sidecar import build_sidecar, ensure_sidecar, load_manifest, load_tables, push_sidecar
 from lerobotstream.sidecar.__main__ import main as sidecar_cli
 from lerobotstream.sources import LocalSource, open_source
-from tests._loopback_server import LoopbackServer
+from lerobotstream.testing import LoopbackServer
 
 SHA1, SHA2 = "1" * 40, "2" * 40
 CAM = (("observation.images.front", 64, 48),)

@@ -6,7 +6,7 @@ import pytest
 
 from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
 from lerobotstream.sources import HubSource, RetryPolicy, open_source
-from tests._loopback_server import LoopbackServer
+from lerobotstream.testing import LoopbackServer
 
 FAST = RetryPolicy(max_retries=3, backoff_base_s=0.001, backoff_cap_s=0.01, max_retry_after_s=2.0)
 SHA1, SHA2 = "1" * 40, "2" * 40

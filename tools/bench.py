@@ -199,7 +199,7 @@ def ensure_dataset(cache_dir: Path, name: str) -> Path:
             if recipe.get("h264_gop"):
                 transcode_h264(d, recipe["h264_gop"])
         else:
-            from tools.make_dataset import make_dataset
+            from lerobotstream.testing import make_dataset
 
             w, h = recipe["size"]
             make_dataset(d, episode_lengths=[recipe["length"]] * recipe["episodes"], codec=recipe["codec"],
@@ -883,8 +883,6 @@ def main(argv=None) -> int:
 
 
 def _run(args, argv) -> int:
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     if args.quick:  # the smoke test's defaults; explicit flags still win
         args.datasets = args.datasets or "tiny"
         args.transports = args.transports or "local,http"
@@ -932,7 +930,7 @@ def _run(args, argv) -> int:
     ours_side = Contestant("limit", "limit", Path(sys.executable), env, logs / "limit.log")
     server = None
     if any(p[1] == "http" for p in plan):
-        from tests._loopback_server import LoopbackServer
+        from lerobotstream.testing import LoopbackServer
 
         server = LoopbackServer.start({"static": str(cache / "datasets"), "latency_s": args.latency_ms / 1e3,
                                        "bandwidth_bps": args.bandwidth_mbit * 1e6 / 8})
@@ -1047,8 +1045,6 @@ def _run(args, argv) -> int:
 
 def _from_json(args) -> int:
     """Summary and tables of a saved run (a partial one too: its meta is rebuilt from the trials)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     saved = json.loads(Path(args.from_json).read_text())
     trials = saved["trials"]
     cache = Path(args.cache_dir).expanduser()

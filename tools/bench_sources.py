@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lerobotstream.sources import RetryPolicy, open_source  # noqa: E402
-from tests._loopback_server import LoopbackServer  # noqa: E402
+from lerobotstream.sources import RetryPolicy, open_source
+from lerobotstream.testing import LoopbackServer
 
 SHA = "a" * 40
 REPO = "bench/ds"

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import argparse
 import struct
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from lerobotstream.errors import Mp4Error  # noqa: E402
-from lerobotstream.mp4 import parse_mp4_bytes  # noqa: E402
+from lerobotstream.errors import Mp4Error
+from lerobotstream.mp4 import parse_mp4_bytes
 
 DEFAULT_FILES = [
     "mp4-go-mp4/sample.mp4",

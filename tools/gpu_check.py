@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,10 +22,9 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from lerobotstream.decode import FallbackStatus, EpisodeVideo, nvdec_capability  # noqa: E402
-from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize  # noqa: E402
+from lerobotstream.decode import FallbackStatus, EpisodeVideo, nvdec_capability
+from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize
 
 ENC = {
     "av1": ["-c:v", "libsvtav1", "-g", "2", "-crf", "30", "-preset", "12"],

@@ -12,18 +12,16 @@ indices); the mapping is written to ``meta/episode_index_map.json``.
 Episode metadata, tasks (pandas-index form), per-episode stats (as ``stats/<feature>/<stat>``
 columns) and the aggregated ``meta/stats.json`` follow LeRobot v3.0's layout.
 
-Usage::
+From Python: ``lerobotstream.testing.convert_v21_to_v30(src, dst)``; from a checkout, the CLI::
 
-    python tools/convert_v21_to_v30.py data/testmedia/lerobot-v21-g1-subset data/g1_v30
+    python -m tools.convert_v21_to_v30 data/testmedia/lerobot-v21-g1-subset data/g1_v30
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -31,9 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tools.make_dataset import (  # noqa: E402
+from lerobotstream.testing._media import (
     DATA_PATH,
     EPISODES_PATH,
     VIDEO_PATH,
@@ -199,19 +195,3 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, data_file_size_mb
     _write_json({"new_to_original": {str(new_of[o]): o for o in kept}, "source_codebase_version": "v2.1"}, tmp / "meta/episode_index_map.json")
     os.replace(tmp, dst)
     return dst
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("src", help="LeRobot v2.1 dataset folder")
-    p.add_argument("dst", help="output v3.0 folder (must not exist)")
-    p.add_argument("--data-file-size-mb", type=float, default=100.0)
-    p.add_argument("--video-file-size-mb", type=float, default=200.0)
-    args = p.parse_args(argv)
-    out = convert(args.src, args.dst, data_file_size_mb=args.data_file_size_mb, video_file_size_mb=args.video_file_size_mb)
-    print(out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

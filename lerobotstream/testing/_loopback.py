@@ -1,6 +1,6 @@
 """A real HTTP server on loopback for source tests: static files with Range, a fake Hub, faults.
 
-Runs as its own process (``LoopbackServer.start(config)`` spawns ``python tests/_loopback_server.py``)
+Runs as its own process (``LoopbackServer.start(config)`` runs this file with ``sys.executable``; standard library only)
 and listens on two ports: ``hub`` (the Hub API, ``/resolve``, static files) and ``cdn`` (the
 storage host that ``/resolve`` redirects to, with expiring signed URLs). Control endpoints under
 ``/__control__/`` (not logged) set faults, move branches and return the request log, refs, commits.

@@ -1,6 +1,6 @@
 """Parse speed (samples/s) of lerobotstream's C parser vs the pure-Python reference, in one run.
 
-Usage: python tools/bench_parse.py [FILE] [--repeat 20]
+Usage: python -m tools.microbench parse [FILE] [--repeat 20]
 
 Default FILE is data/testmedia/mp4-androidx-media/long_180p_av1.mp4 (21,766 AV1 samples).
 Both parsers get the whole file in memory; the tables are checked to agree before timing.
@@ -9,18 +9,15 @@ Both parsers get the whole file in memory; the tables are checked to agree befor
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[2]
 
-from lerobotstream.mp4 import parse_mp4, parse_mp4_bytes  # noqa: E402
-from reference_bmff import parse_reference  # noqa: E402
+from lerobotstream.mp4 import parse_mp4, parse_mp4_bytes
+from lerobotstream.testing import parse_reference
 
 DEFAULT = ROOT / "data" / "testmedia" / "mp4-androidx-media" / "long_180p_av1.mp4"
 

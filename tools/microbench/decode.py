@@ -17,31 +17,29 @@ Reports frames/s (wall and per CPU second: the machine is shared, CPU time is st
 per frame and decoder-open time for sequential-within-episode and random access. The methods run
 interleaved (the first one rotates) ``--repeats`` times; medians are printed. Every method returns
 the same uint8 (T, C, H, W) frames (torchcodec's NCHW views); no item conversion is timed here (that
-is ``tools/bench.py``).
+is ``python -m tools.bench``).
 
-    python tools/bench_decode.py --codec av1 --size 640x480 --episodes 8 --length 90 --repeats 3
-    python tools/bench_decode.py --mp4 data/g1_v30/videos/observation.images.cam_high/chunk-000/file-000.mp4 --episodes 8
+    python -m tools.microbench decode --codec av1 --size 640x480 --episodes 8 --length 90 --repeats 3
+    python -m tools.microbench decode --mp4 data/g1_v30/videos/observation.images.cam_high/chunk-000/file-000.mp4 --episodes 8
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
-from torchcodec.decoders import VideoDecoder  # noqa: E402
+from torchcodec.decoders import VideoDecoder
 
-from lerobotstream.decode import EpisodeVideo  # noqa: E402
-from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize  # noqa: E402
-from tools.make_dataset import make_dataset  # noqa: E402
+from lerobotstream.decode import EpisodeVideo
+from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize
+from lerobotstream.testing import make_dataset
 
 
 def main(argv=None) -> int:

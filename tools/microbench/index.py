@@ -11,7 +11,7 @@ Builds a sidecar holding ``--copies`` copies of one MP4's sample table (default:
 
 Outputs are verified first: every array of the index equals the NPZ's.
 
-    .venv/bin/python tools/bench_index.py [--mp4 PATH] [--copies 100] [--repeat 5]
+    python -m tools.microbench index [--mp4 PATH] [--copies 100] [--repeat 5]
 
 ``--per-source F1,F2`` measures instead what each *source* costs (the 100 TB case: many small
 MP4s): it writes sidecars of F1 and F2 sources of ~300 synthetic samples each (``scale_sim``'s
@@ -23,7 +23,7 @@ validation the dataset runs in every rank, and the same call once the node has v
 ``--trees A,B`` runs the same steps against other checkouts side by side, e.g. the code before a
 change (``git archive <commit> lerobotstream | tar -x -C /tmp/old`` plus the built ``.so`` files)::
 
-    .venv/bin/python tools/bench_index.py --per-source 10000,30000 --trees /tmp/old,.
+    python -m tools.microbench index --per-source 10000,30000 --trees /tmp/old,.
 """
 
 from __future__ import annotations
@@ -38,14 +38,11 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-if os.environ.get("LRS_BENCH_TREE"):  # --trees: this step measures another checkout's lerobotstream
-    sys.path.insert(0, os.environ["LRS_BENCH_TREE"])
+REPO = Path(__file__).resolve().parents[2]
 
-from lerobotstream.mp4 import parse_mp4_bytes  # noqa: E402
-from lerobotstream.mp4._index_file import Mp4Index  # noqa: E402
-from lerobotstream.sidecar import SidecarWriter, load_tables  # noqa: E402
+from lerobotstream.mp4 import parse_mp4_bytes
+from lerobotstream.mp4._index_file import Mp4Index
+from lerobotstream.sidecar import SidecarWriter, load_tables
 
 DEFAULT_MP4 = REPO / "data/testmedia/mp4-androidx-media"
 
@@ -173,8 +170,9 @@ def per_source(sizes: list[int], trees: list[Path]) -> dict[str, dict[int, dict[
             try:
                 res[str(tree)][f] = {}
                 for step in _STEPS:
-                    env = dict(os.environ, LRS_BENCH_TREE=str(tree.resolve()))
-                    r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "_step", step, str(wd), str(f)],
+                    # --trees: this step measures that checkout's lerobotstream (first on the path)
+                    env = dict(os.environ, PYTHONPATH=os.pathsep.join((str(tree.resolve()), str(REPO))))
+                    r = subprocess.run([sys.executable, "-m", "tools.microbench", "index", "_step", step, str(wd), str(f)],
                                        capture_output=True, text=True, env=env, cwd=str(wd))
                     if r.returncode != 0:
                         raise SystemExit(f"{tree} {step} F={f} failed:\n{r.stderr[-3000:]}")

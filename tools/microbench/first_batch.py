@@ -1,6 +1,6 @@
 """Time to the first training batch over a remote store, and the requests it takes.
 
-Serves a dataset (default: the bundled ``data/g1_v30``) from ``tests/_loopback_server.py`` with a
+Serves a dataset (default: the bundled ``data/g1_v30``) from ``lerobotstream.testing.LoopbackServer`` with a
 round trip per request and per new connection (``--latency-ms``, default 50) and a shared
 bandwidth cap (``--bandwidth-mbit``, default 400), then for each build of lerobotstream
 (``--variant LABEL=PYTHONPATH``; default: this checkout) and each DataLoader setting
@@ -17,9 +17,9 @@ already imported torch, torchcodec and lerobotstream (as a training script has):
 
 Medians over ``--rounds``. Counts come from the server's log, never from timing. Example::
 
-    python tools/bench_first_batch.py                                   # this checkout
-    python tools/bench_first_batch.py --variant before=/tmp/before --variant after=.
-    python tools/bench_first_batch.py --workers 2:spawn --importtime /tmp/imports.txt
+    python -m tools.microbench first-batch                                   # this checkout
+    python -m tools.microbench first-batch --variant before=/tmp/before --variant after=.
+    python -m tools.microbench first-batch --workers 2:spawn --importtime /tmp/imports.txt
 
 ``--importtime FILE`` runs one extra spawn trial with ``PYTHONPROFILEIMPORTTIME=1`` and writes the
 workers' import profile (``python -X importtime`` format) to ``FILE``, plus a summary of the
@@ -28,8 +28,9 @@ largest top-level imports on stdout.
 
 from __future__ import annotations
 
-# Only the standard library at module level: a spawned DataLoader worker re-imports this module
-# (it is the trial's __main__), and its start-up must not pay for anything here.
+# Only the standard library at module level: a trial runs this file by path (the variant's
+# lerobotstream first on PYTHONPATH, whatever ``tools/`` that checkout has), a spawned DataLoader
+# worker re-imports it (it is the trial's __main__), and its start-up must not pay for anything here.
 import argparse
 import json
 import os
@@ -41,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULT_PREFIX = "@@first-batch "
 
 
@@ -225,8 +226,7 @@ def main(argv=None) -> int:
         res = trial(json.loads(args.trial))
         print(RESULT_PREFIX + json.dumps(res), flush=True)
         return 0
-    sys.path.insert(0, str(ROOT))
-    from tests._loopback_server import LoopbackServer
+    from lerobotstream.testing import LoopbackServer  # the orchestrator: this checkout's (python -m, repo root)
 
     variants = [v.split("=", 1) for v in args.variant] or [["this", str(ROOT)]]
     variants = [(label, str(Path(p).resolve())) for label, p in variants]

@@ -1,6 +1,6 @@
 """Planner throughput: anchors/s for pools of 32, 512 and 8192 episodes on a ~1M-frame dataset.
 
-Usage: .venv/bin/python tools/bench_planner.py [--frames 1000000] [--episodes 10000] [--batch 4096]
+Usage: python -m tools.microbench planner [--frames 1000000] [--episodes 10000] [--batch 4096]
 
 Goal (issue 6): flat in pool size, > 1M samples/s. Measures the batched path
 (``EpisodePool.fill`` into preallocated int64 arrays), one whole epoch per run, best of ``--repeats``;
@@ -44,13 +44,13 @@ def run(lengths: np.ndarray, pool_size: int, strategy: str, batch: int, repeats:
     return best
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frames", type=int, default=1_000_000)
     ap.add_argument("--episodes", type=int, default=10_000)
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     w = rng.uniform(0.5, 1.5, size=args.episodes)
     lengths = np.maximum(1, np.round(w / w.sum() * args.frames)).astype(np.int64)
@@ -61,7 +61,8 @@ def main() -> None:
         for pool_size in (32, 512, 8192):
             rate = run(lengths, pool_size, strategy, args.batch, args.repeats)
             print(f"{strategy:<12} {pool_size:>6} {rate:>14,.0f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
