@@ -1,19 +1,17 @@
 """Smoke runs of the benchmarks in ``tools/`` on tiny inputs, so they keep working (no timing asserted:
 performance is measured by running them, see docs/performance.md): the decode level
-(``bench_decode.py``) and the peer benchmark (``bench.py``)."""
+(``python -m tools.microbench decode``) and the peer benchmark (``python -m tools.bench``)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def test_bench_decode_smoke(capsys):
-    from tools import bench_decode
+    from tools.microbench import decode as bench_decode
 
     assert bench_decode.main(["--size", "64x48", "--episodes", "2", "--length", "6", "--repeats", "1",
                               "--random", "5", "--lookahead", "3"]) == 0
@@ -22,7 +20,7 @@ def test_bench_decode_smoke(capsys):
 
 
 def test_bench_decode_real_file_smoke(capsys):
-    from tools import bench_decode
+    from tools.microbench import decode as bench_decode
 
     mp4 = ROOT / "data" / "g1_v30" / "videos" / "observation.images.cam_high" / "chunk-000" / "file-000.mp4"
     assert bench_decode.main(["--mp4", str(mp4), "--episodes", "2", "--repeats", "1", "--random", "4"]) == 0

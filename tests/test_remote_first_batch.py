@@ -369,7 +369,7 @@ def test_metadata_load_from_the_hub_lists_each_folder_once(tmp_path, monkeypatch
 
 
 def test_first_batch_tool_classifies_requests_and_counts_round_trips():
-    from tools.bench_first_batch import classify, critical_round_trips
+    from tools.microbench.first_batch import classify, critical_round_trips
 
     def e(method, path, t):
         return {"method": method, "path": f"/static/ds/{path}", "t": t}

@@ -9,7 +9,7 @@ plus a second "CDN" host) and reads every episode through:
 - ``hffs-open``: ``HfFileSystem.open`` (default read-ahead cache) reading each episode's bytes.
 
 Then reads 1 MiB ranges with 1, 4 and 16 threads (``max_connections`` = threads) through the native
-source. Run: ``.venv/bin/python tools/bench_sources.py`` (about a minute).
+source. Run: ``.venv/bin/python -m tools.bench_sources`` (about a minute).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Long fuzz run of the MP4 sample-table parser: mutated/truncated headers must give typed errors.
 
-Usage: python tools/fuzz_parser.py [--seconds 60] [--seed 0] [--out outputs/fuzz] [FILE ...]
+Usage: python -m tools.fuzz_parser [--seconds 60] [--seed 0] [--out outputs/fuzz] [FILE ...]
 
 Mutates the moov box of each input (bit flips, random bytes, interesting u32 values, box-size
 edits, truncation) and parses with ``parse_mp4_bytes``. Anything other than a SampleTable or an

@@ -6,7 +6,7 @@ each span through EpisodeVideo on CPU and on ``cuda``, and prints a pass/fail ta
 frame (colour conversion differs slightly between the paths). A codec the GPU cannot decode must
 show a counted CPU fallback instead.
 
-    python tools/gpu_check.py [--keep DIR]
+    python -m tools.gpu_check [--keep DIR]
 Exit status 0 when every row passes.
 """
 

@@ -7,9 +7,9 @@ pyarrow pool's allocated bytes, Python objects by type, threads and memory mappi
 ``--tracemalloc`` the Python-traced bytes. The summary gives each one's growth per epoch after a
 warm-up: a leak grows *in use*; allocator fragmentation grows *free but kept* and RSS only.
 
-    python tools/rss_epochs.py --epochs 80                       # default glibc policy
-    MALLOC_ARENA_MAX=1 python tools/rss_epochs.py --epochs 80    # one malloc arena
-    python tools/rss_epochs.py --epochs 80 --mallopt-arena-max 2  # cap set inside the worker
+    python -m tools.rss_epochs --epochs 80                       # default glibc policy
+    MALLOC_ARENA_MAX=1 python -m tools.rss_epochs --epochs 80    # one malloc arena
+    python -m tools.rss_epochs --epochs 80 --mallopt-arena-max 2  # cap set inside the worker
 
 Linux/glibc only (``/proc``, ``mallinfo2``). Not a benchmark: no timing is asserted anywhere.
 """
