@@ -19,12 +19,15 @@ library itself: ``import lerobotstream`` does not load this package. Heavy or op
 - :func:`parse_reference`: a slow, independent pure-Python ISO BMFF sample-table reader (the
   oracle the C parser is tested against); :class:`RefError` where it refuses a file.
 - :func:`convert_v21_to_v30`: convert a local LeRobotDataset v2.1 folder to v3.0 (stream copy).
+- :func:`check_gpu_parity` (with :func:`gpu_parity_cases`, :func:`make_parity_clip`): CPU vs NVDEC
+  parity of the mini-MP4 decode on a CUDA machine (``python -m tools.gpu_check``).
 
 CLIs of a checkout: ``python -m tools.make_dataset`` and ``python -m tools.convert_v21_to_v30``.
 """
 
 from lerobotstream.testing._convert_v21 import convert as convert_v21_to_v30
 from lerobotstream.testing._dataset import make_dataset
+from lerobotstream.testing._gpu_parity import check_gpu_parity, gpu_parity_cases, make_parity_clip
 from lerobotstream.testing._identity import (
     DEPTH_QUANTIZER,
     SAY_TOOL_SCHEMA,
@@ -41,7 +44,7 @@ from lerobotstream.testing._media import CODECS, video_duration_s
 from lerobotstream.testing._reference_bmff import RefError, RefTable, parse_reference
 
 __all__ = [
-    "CODECS", "DEPTH_QUANTIZER", "SAY_TOOL_SCHEMA", "LoopbackServer", "RefError", "RefTable", "convert_v21_to_v30",
-    "depth_frame_mm", "expected_depth_codes", "expected_language", "identity_frame", "image_frame", "make_dataset",
+    "CODECS", "DEPTH_QUANTIZER", "SAY_TOOL_SCHEMA", "LoopbackServer", "RefError", "RefTable", "check_gpu_parity",
+    "convert_v21_to_v30", "depth_frame_mm", "gpu_parity_cases", "make_parity_clip", "expected_depth_codes", "expected_language", "identity_frame", "image_frame", "make_dataset",
     "parse_reference", "quantize_depth", "read_identity", "video_duration_s",
 ]

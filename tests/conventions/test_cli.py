@@ -17,7 +17,7 @@ from lerobotstream._version import __version__
 from lerobotstream.errors import EXIT_CLOSED_STDOUT
 from lerobotstream.sidecar.__main__ import main as sidecar_main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 G1 = REPO / "data" / "g1_v30"
 CLIS = ["lerobotstream.sidecar", "lerobotstream.profile"]
 

@@ -24,7 +24,7 @@ from lerobotstream.sidecar._archive import SidecarWriter, open_temporary, remove
 from lerobotstream.sidecar.__main__ import main as cli_main
 from tests._sidecar_helpers import FakeSource, fake_meta, fake_parse, synth_table
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 A, B = "videos/cam/chunk-000/file-000.mp4", "videos/cam/chunk-000/file-001.mp4"
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 

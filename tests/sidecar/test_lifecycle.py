@@ -1,7 +1,7 @@
 """Sidecar lifecycle: revision-keyed cache, lock (8 processes, SIGKILL, time-out), invalidation.
 
 Processes are real (``subprocess``): this file doubles as the child program
-(``python tests/test_sidecar_lifecycle.py CONFIG_JSON``, see :func:`child_main`).
+(``python tests/sidecar/test_lifecycle.py CONFIG_JSON``, see :func:`child_main`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 if __name__ == "__main__":
     sys.path.insert(0, str(REPO))
 

@@ -22,7 +22,7 @@ from lerobotstream.errors import MetadataError, SourceAuthError, SourceError, So
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.sources import HttpSource, RetryPolicy, open_source
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 G1 = REPO / "data" / "g1_v30"
 FAST = RetryPolicy(max_retries=2, backoff_base_s=0.001, backoff_cap_s=0.01)
 SECRET = "X-Sig=s3cr3t-signature&Expires=9999999999"

@@ -15,7 +15,7 @@ from lerobotstream.errors import MetadataError, UnsupportedDatasetVersionError
 from lerobotstream.meta import DatasetMeta, EpisodeVideo
 from lerobotstream.sources import LocalSource
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "data" / "g1_v30"
 CAM = "observation.images.cam_high"
 

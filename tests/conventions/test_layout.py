@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "lerobotstream"
 
 #: the ~600-line split point (a few lines of slack), asserted for every module of the package

@@ -28,7 +28,7 @@ from lerobotstream.parquet import EpisodeParquetReader, _SingleFlight
 from lerobotstream.sources import ByteSource, HttpSource, LocalSource, RetryPolicy, open_source
 from lerobotstream.testing import LoopbackServer
 
-G1 = Path(__file__).resolve().parents[1] / "data" / "g1_v30"
+G1 = Path(__file__).resolve().parents[2] / "data" / "g1_v30"
 FAST = RetryPolicy(max_retries=2, backoff_base_s=0.001, backoff_cap_s=0.01)
 
 

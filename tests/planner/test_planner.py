@@ -1,6 +1,6 @@
 """Planner: shards, exact coverage, pool bounds, seeds, finite/endless, resume (simulated loader).
 
-The real-DataLoader resume tests live in tests/test_planner_dataloader.py.
+The real-DataLoader resume tests live in tests/planner/test_resume_through_dataloader.py.
 """
 
 from __future__ import annotations

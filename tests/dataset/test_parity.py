@@ -55,7 +55,7 @@ def test_uint8_and_small_pool(make_generated_dataset):
 
 def test_real_dataset():
     """The bundled real G1 dataset (2 episodes, AV1, 480x640): both episodes, with windows."""
-    root = Path(__file__).resolve().parents[1] / "data" / "g1_v30"
+    root = Path(__file__).resolve().parents[2] / "data" / "g1_v30"
     assert (root / "meta" / "info.json").exists(), "bundled real dataset data/g1_v30 missing"
     _epoch_parity(root, episode_pool_size=2, decode_lookahead=16,
                   delta_timestamps={"observation.state": [-1 / 30, 0.0], "action": [0.0, 1 / 30]})

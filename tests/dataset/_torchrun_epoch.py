@@ -1,4 +1,4 @@
-"""Run by tests/test_dataset_dist.py under ``torchrun --nproc_per_node=2`` (gloo, CPU): each rank
+"""Run by tests/dataset/test_torchrun_two_ranks.py under ``torchrun --nproc_per_node=2`` (gloo, CPU): each rank
 iterates one finite epoch through a DataLoader and writes its (episode, frame) anchors."""
 
 import json
