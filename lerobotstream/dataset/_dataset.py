@@ -54,7 +54,7 @@ from lerobotstream.dataset._worker import Worker
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.sources import open_source
-from lerobotstream.sources._http import DEFAULT_READ_TIMEOUT_S
+from lerobotstream.sources import DEFAULT_READ_TIMEOUT_S
 
 __all__ = ["StreamingLeRobotDataset"]
 

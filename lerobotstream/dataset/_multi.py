@@ -359,7 +359,7 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
     # --- planner and resume -------------------------------------------------------------------------
     def _planner(self, num_workers: int, nbytes: Sequence[Callable[[int], int]] | None = None):
         from lerobotstream.planner import MixturePlanner
-        from lerobotstream.planner._seeds import seed_words
+        from lerobotstream.planner import seed_words
 
         shares = mixture_shares(self.weights)
         nw = max(1, int(num_workers))

@@ -1,5 +1,7 @@
-"""Package layout (issue 20): no two modules of ``lerobotstream/`` import each other, and the
-modules of the package stay under the team's ~600-line split point.
+"""Package layout (issues 20, 25): no two modules of ``lerobotstream/`` import each other, the
+modules of the package stay under the team's ~600-line split point, no module imports another
+package's private module, the library never imports its test fixtures (``lerobotstream.testing``),
+and nothing in ``tools/`` edits ``sys.path``.
 
 Imports are read from the source with :mod:`ast` (``.py``) or from the import statements of a
 Cython ``.pyx`` (``cimport`` excluded: it is a compile-time declaration, not a run-time import).
@@ -7,6 +9,11 @@ Every form counts: ``import a.b``, ``from a.b import c``, ``from . import x``, `
 ``from pkg import name`` is an edge to the submodule ``pkg.name`` when that module exists, else to
 ``pkg`` itself (its ``__init__``). A module's own parent packages are not edges: importing a
 submodule always imports its parents first, by Python's design.
+
+A module is *private* when a component of its dotted name starts with ``_`` (``sources._http``);
+it belongs to the package above that component (``lerobotstream.sources``), whose own modules
+(and subpackages) may import it; everyone else imports the names that package's ``__init__``
+re-exports.
 
 Two kinds of edge:
 
@@ -29,6 +36,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "lerobotstream"
+TOOLS = REPO / "tools"
 
 #: the ~600-line split point (a few lines of slack), asserted for every module of the package
 MAX_LINES = 610
@@ -168,6 +176,54 @@ def two_module_cycles() -> dict[tuple[str, str], tuple[bool, bool]]:
     return cycles
 
 
+def private_owner(target: str) -> str | None:
+    """The package a private module belongs to (``a.b._c.d`` -> ``a.b``); None for a public module."""
+    parts = target.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
+def private_imports() -> list[tuple[str, str]]:
+    """``(module, private module of another package)`` for every such import in the package."""
+    out = []
+    for name, edges in import_graph().items():
+        for target in edges:
+            owner = private_owner(target)
+            if owner is not None and name != owner and not name.startswith(owner + "."):
+                out.append((name, target))
+    return sorted(out)
+
+
+def sys_path_edits(paths) -> list[str]:
+    """``file:line`` of every edit of ``sys.path`` in ``paths`` (``.py`` files): a call of a mutating
+    method on ``sys.path``, an assignment to it or to an item or slice of it, ``from sys import
+    path``, ``site.addsitedir``."""
+    mutating = {"insert", "append", "extend", "remove", "pop", "clear", "__setitem__", "__delitem__"}
+
+    def is_sys_path(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
+                and node.value.id == "sys")
+
+    found = []
+    for path in sorted(paths):
+        tree = ast.parse(path.read_text("utf-8"), str(path))
+        for node in ast.walk(tree):
+            hit = False
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                hit = (node.func.attr in mutating and is_sys_path(node.func.value)) or (
+                    node.func.attr == "addsitedir" and isinstance(node.func.value, ast.Name) and node.func.value.id == "site")
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                hit = any(is_sys_path(t) or (isinstance(t, ast.Subscript) and is_sys_path(t.value)) for t in targets)
+            elif isinstance(node, ast.ImportFrom) and node.module == "sys":
+                hit = any(a.name == "path" for a in node.names)
+            if hit:
+                found.append((path.relative_to(REPO).as_posix(), node.lineno))
+    return [f"{p}:{n}" for p, n in sorted(found)]
+
+
 def long_modules(limit: int = MAX_LINES) -> dict[str, int]:
     """Repo-relative path -> line count of every module over ``limit`` lines."""
     out = {}
@@ -254,6 +310,37 @@ def test_scanner_finds_a_planted_cycle(tmp_path, monkeypatch):
     assert two_module_cycles() == {("lerobotstream.sub._a", "lerobotstream.sub._b"): (False, True)}
 
 
+def test_scanner_finds_planted_private_imports_and_sys_path_edits(tmp_path, monkeypatch):
+    pkg = tmp_path / "lerobotstream"
+    for sub in ("sources", "integrations", "dataset"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_version.py").write_text("")
+    (pkg / "sources" / "_http.py").write_text("")
+    (pkg / "sources" / "_hub.py").write_text("from lerobotstream.sources._http import x\n")  # its own package: fine
+    (pkg / "dataset" / "_a.py").write_text("from lerobotstream import _version\n")  # the root's: every module's
+    (pkg / "integrations" / "cfg.py").write_text("def f():\n    from lerobotstream.sources import _http\n")
+    monkeypatch.setitem(globals(), "REPO", tmp_path)
+    monkeypatch.setitem(globals(), "PACKAGE", pkg)
+    assert private_imports() == [("lerobotstream.integrations.cfg", "lerobotstream.sources._http")]
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "ok.py").write_text("import sys\nprint(sys.path[0])\nenv = dict(PYTHONPATH='x')\n")
+    (tools / "bad.py").write_text(textwrap.dedent("""
+        import site
+        import sys
+        from sys import path
+        sys.path.insert(0, "x")
+        sys.path.append("x")
+        sys.path[:0] = ["x"]
+        sys.path = ["x"]
+        sys.path += ["x"]
+        site.addsitedir("x")
+    """))
+    assert sys_path_edits(tools.glob("*.py")) == [f"tools/bad.py:{n}" for n in (4, 5, 6, 7, 8, 9, 10)]
+
+
 # --- the package ---------------------------------------------------------------------------------
 def test_no_two_modules_import_each_other_at_module_level():
     both = {pair: kinds for pair, kinds in two_module_cycles().items() if not any(kinds)}
@@ -288,3 +375,35 @@ def test_the_cycles_broken_in_issue_20_stay_broken():
     # mp4: synth takes sample_durations from _table, not from spans (spans calls synth's header_nbytes)
     assert "lerobotstream.mp4.spans" not in graph["lerobotstream.mp4.synth"]
     assert "lerobotstream.mp4._table" in graph["lerobotstream.mp4.synth"]
+
+
+def test_no_module_imports_another_packages_private_module():
+    found = private_imports()
+    assert found == [], (
+        "modules importing another package's private module (re-export the name from that package's "
+        f"__init__ and import it from there): {found}")
+
+
+def test_the_library_never_imports_its_test_fixtures():
+    graph = import_graph()
+    fixtures = "lerobotstream.testing"
+    found = sorted((a, b) for a, edges in graph.items() if not (a == fixtures or a.startswith(fixtures + "."))
+                   for b in edges if b == fixtures or b.startswith(fixtures + "."))
+    assert found == [], f"library modules importing lerobotstream.testing: {found}"
+
+
+def test_importing_the_package_loads_neither_fixtures_nor_heavy_libraries():
+    import subprocess
+    import sys
+
+    code = ("import sys, lerobotstream; a = sorted(m for m in sys.modules if m.startswith('lerobotstream.testing')); "
+            "import lerobotstream.testing; print(a, sorted(m for m in ('av', 'PIL', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out.split() == ["[]", "[]"], out
+
+
+def test_tools_never_edit_sys_path():
+    found = sys_path_edits(TOOLS.rglob("*.py"))
+    assert found == [], (
+        "tools/ edits sys.path (run tools as `python -m tools.NAME` from the repository root, or rely on the "
+        f"installed package; a child process gets its path from PYTHONPATH): {found}")

@@ -17,7 +17,7 @@ from lerobot.configs.train import TrainPipelineConfig
 from lerobotstream import constants
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.integrations.lerobot.factory import parse_list
-from lerobotstream.sources._http import DEFAULT_READ_TIMEOUT_S
+from lerobotstream.sources import DEFAULT_READ_TIMEOUT_S
 
 __all__ = ["StreamingDatasetConfig", "StreamingTrainPipelineConfig", "REPO_TYPES", "DECODE_DEVICES"]
 
