@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -36,13 +35,17 @@ class FakeFetch:
         return EpisodePayload({"cam0": b"x" * a, "cam1": b"y" * (n - a)}, extra=ep)
 
 
-def _checker(budget):
+def _checker(budget, waiting: threading.Event | None = None):
+    """``(on_event, seen)``: the hook checks the budget invariants at every event and sets
+    ``waiting`` when an admission starts waiting for room (threads ordered by events, not sleeps)."""
     seen = []
 
     def on_event(name, snap):
         assert snap["reserved_bytes"] <= budget, (name, snap)
         assert 0 <= snap["resident_bytes"] <= snap["reserved_bytes"], (name, snap)
         seen.append(name)
+        if name == "admit_wait" and waiting is not None:
+            waiting.set()
 
     return on_event, seen
 
@@ -84,7 +87,8 @@ def test_reserved_and_resident_accounting():
 def test_prefetch_pauses_when_full_and_admission_waits_for_last_decode():
     sizes = {0: 400, 1: 400}
     fetch = FakeFetch(sizes)
-    on_event, _ = _checker(500)
+    waiting = threading.Event()
+    on_event, _ = _checker(500, waiting)
     cache = EpisodeByteCache(500, sizes, fetch, max_workers=2, on_event=on_event)
     cache.admit(0)
     cache.get(0)
@@ -100,7 +104,7 @@ def test_prefetch_pauses_when_full_and_admission_waits_for_last_decode():
 
     t = threading.Thread(target=admit1)
     t.start()
-    time.sleep(0.1)
+    assert waiting.wait(10), "admission of episode 1 never started waiting"
     assert not done.is_set(), "admission must wait for the outgoing episode's last decode"
     assert fetch.calls == [0]
     cache.release(0)
@@ -127,7 +131,9 @@ def test_admission_evicts_unpinned_finished_prefetch():
 
 def test_admit_timeout_and_close_wakes_waiters():
     sizes = {0: 400, 1: 400}
-    cache = EpisodeByteCache(500, sizes, FakeFetch(sizes))
+    waiting = threading.Event()
+    on_event, _ = _checker(500, waiting)
+    cache = EpisodeByteCache(500, sizes, FakeFetch(sizes), on_event=on_event)
     cache.admit(0)
     with pytest.raises(TimeoutError):
         cache.admit(1, timeout=0.05)
@@ -139,9 +145,10 @@ def test_admit_timeout_and_close_wakes_waiters():
         except RuntimeError as exc:
             errors.append(exc)
 
+    waiting.clear()  # the timed-out admission above waited too
     t = threading.Thread(target=admit1)
     t.start()
-    time.sleep(0.05)
+    assert waiting.wait(10), "the admission never started waiting"
     cache.close()
     t.join(5)
     assert errors and "closed" in str(errors[0])

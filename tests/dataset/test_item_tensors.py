@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -83,24 +82,44 @@ def test_first_chunk_decoded_before_the_next_chunk_is_drawn(make_generated_datas
     """The iterator's first chunk (``first_lookahead`` anchors) is decoded alone: drawn at once, the
     next chunk's job of the same episode raced it for the episode's decode lock (both wake when the
     episode's fetch ends) and won about half the time, so the first items waited for a whole
-    ``decode_lookahead`` chunk's decode."""
-    from lerobotstream.dataset import _decodejob
+    ``decode_lookahead`` chunk's decode.
+
+    Ordered by events, not by time: the first decode holds until the pipeline has either drawn the
+    next chunk (the bug: its draw is logged as ``("draw", n)`` before the first decode's end) or
+    started assembling the first item (the pipeline waits for the first chunk, as it must)."""
+    import threading
+
+    from lerobotstream.dataset import _decodejob, _pipeline
 
     cam = (("observation.images.front", 64, 48),)
     root = Path(make_generated_dataset(episode_lengths=(40,), codec="av1", cameras=cam))
     calls: list[tuple[str, int]] = []
     decode_group = _decodejob.ChunkDecoder.decode_group
+    chunks, assemble = _pipeline.Pipeline._chunks, _pipeline.Pipeline._assemble
+    moved_on = threading.Event()  # the pipeline drew another chunk or started assembling
 
-    def first_one_slow(self, ep, frames):
+    def first_one_held(self, ep, frames):
         calls.append(("start", len(frames)))
         if len(calls) == 1:
-            time.sleep(0.3)  # a next chunk's job submitted already would start (and take the lock) now
+            moved_on.wait(60)  # a next chunk drawn already would be logged now, before this decode ends
         try:
             return decode_group(self, ep, frames)
         finally:
             calls.append(("end", len(frames)))
 
-    monkeypatch.setattr(_decodejob.ChunkDecoder, "decode_group", first_one_slow)
+    def chunks_logged(self, dec):
+        for n, chunk in enumerate(chunks(self, dec), 1):
+            yield chunk
+            calls.append(("draw", n + 1))  # resumed: chunk n + 1 is being drawn
+            moved_on.set()
+
+    def assemble_marked(self, ep, fr, job):
+        moved_on.set()
+        return assemble(self, ep, fr, job)
+
+    monkeypatch.setattr(_decodejob.ChunkDecoder, "decode_group", first_one_held)
+    monkeypatch.setattr(_pipeline.Pipeline, "_chunks", chunks_logged)
+    monkeypatch.setattr(_pipeline.Pipeline, "_assemble", assemble_marked)
     ds = StreamingLeRobotDataset(root=root, first_lookahead=4, decode_lookahead=16)
     it = iter(ds)
     next(it)
