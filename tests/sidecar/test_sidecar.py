@@ -337,7 +337,7 @@ def test_display_matrices_round_trip_and_missing_matrix_is_refused(tmp_path):
     t0, t1 = index.table(0), index.table(1)
     assert t0.matrix == rot and t0.movie_matrix == tables[A].movie_matrix and t1.matrix == tables[B].matrix
     # a schema-4 sidecar whose record lacks the matrix: the derived index refuses the source
-    from tests.test_sidecar_schema import _write4
+    from tests.sidecar.test_schema import _write4
 
     _write4(tmp_path / "v4.npz", tables)
     with zipfile.ZipFile(tmp_path / "v4.npz") as zf:
