@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Sequence
+import time
+from typing import Callable, Sequence
 
 #: subcommand -> (module of this package, one-line summary)
 SUBCOMMANDS = {
@@ -25,6 +26,16 @@ SUBCOMMANDS = {
     "parse": ("parse", "C sample-table parser vs the pure-Python reference"),
     "planner": ("planner", "planner anchors/s by pool size"),
 }
+
+
+def best_of(fn: Callable[[], object], repeat: int) -> float:
+    """The shortest wall time of ``repeat`` calls of ``fn``, seconds (``inf`` when ``repeat`` < 1)."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def main(argv: Sequence[str] | None = None) -> int:

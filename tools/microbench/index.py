@@ -41,8 +41,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 
 from lerobotstream.mp4 import parse_mp4_bytes
-from lerobotstream.mp4._index_file import Mp4Index
+from lerobotstream.mp4 import Mp4Index
 from lerobotstream.sidecar import SidecarWriter, load_tables
+from tools.microbench import best_of
 
 DEFAULT_MP4 = REPO / "data/testmedia/mp4-androidx-media"
 
@@ -52,15 +53,6 @@ def _find_default() -> Path:
     if not hits:
         raise SystemExit(f"long_180p_av1.mp4 not found under {DEFAULT_MP4}; pass --mp4")
     return hits[0]
-
-
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 # --- per-source cost ------------------------------------------------------------------------------
@@ -239,7 +231,7 @@ def main(argv=None) -> int:
                 for k in z.files:
                     z[k]
 
-        t_npz = _best(load_npz, args.repeat)
+        t_npz = best_of(load_npz, args.repeat)
         t0 = time.perf_counter()
         idx = Mp4Index.open(npz, index_dir=d / "idx")
         t_convert = time.perf_counter() - t0
@@ -254,14 +246,14 @@ def main(argv=None) -> int:
         specs = idx._sources[0]["arrays"]
         dtypes = {f: f"{specs[f]['enc']}:{np.dtype(specs[f]['dtype']).name}" for f in sorted(specs)}
         del idx
-        t_warm = _best(lambda: Mp4Index.open(npz, index_dir=d / "idx"), args.repeat)
+        t_warm = best_of(lambda: Mp4Index.open(npz, index_dir=d / "idx"), args.repeat)
 
         def warm_lookup():
             ix = Mp4Index.open(npz, index_dir=d / "idx")
             ix.frames_played_at(args.copies // 2, [1.0, 100.0])
             ix.byte_range(args.copies // 2, 100, 200)
 
-        t_lookup = _best(warm_lookup, args.repeat)
+        t_lookup = best_of(warm_lookup, args.repeat)
         idx_size = (next((d / "idx").glob("*.idx"))).stat().st_size
         npz_size = npz.stat().st_size
         with zipfile.ZipFile(npz) as zf:

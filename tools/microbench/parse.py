@@ -9,7 +9,6 @@ Both parsers get the whole file in memory; the tables are checked to agree befor
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,17 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 from lerobotstream.mp4 import parse_mp4, parse_mp4_bytes
 from lerobotstream.testing import parse_reference
+from tools.microbench import best_of
 
 DEFAULT = ROOT / "data" / "testmedia" / "mp4-androidx-media" / "long_180p_av1.mp4"
-
-
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("offset", "size", "pts_ticks", "is_sync", "pts_s"):
         assert np.array_equal(getattr(ours, name), getattr(ref, name)), name
     n = ours.num_samples
-    t_ours = _best(lambda: parse_mp4_bytes(data), args.repeat)
-    t_ref = _best(lambda: parse_reference(data), max(1, args.repeat // 5))
+    t_ours = best_of(lambda: parse_mp4_bytes(data), args.repeat)
+    t_ref = best_of(lambda: parse_reference(data), max(1, args.repeat // 5))
     calls = []
 
     def read(off, k):
