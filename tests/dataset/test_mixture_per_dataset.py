@@ -1,4 +1,7 @@
-"""Regression tests for bugs a first-time user of StreamingMultiLeRobotDataset hit (all fixed).
+"""StreamingMultiLeRobotDataset per dataset: a dataset smaller than the worker count keeps its
+weight, per-dataset windows and camera keys must give one item layout, and errors name their dataset.
+
+The bugs a first-time user hit (all fixed):
 
 1. A dataset with fewer episodes than DataLoader workers silently loses part of its weight: the
    workers that own none of its episodes never sample it, so the observed share drifts far from

@@ -90,7 +90,7 @@ def test_rank_without_episode_is_an_error():
 
 def test_idle_workers_yield_nothing_and_say_so_once(caplog, monkeypatch):
     """Said by DataLoader worker 0 where its stream starts, once per process; not by the other
-    workers nor by planners built for bookkeeping (state_dict). Real DataLoaders: test_idle_workers.py."""
+    workers nor by planners built for bookkeeping (state_dict). Real DataLoaders: test_idle_worker_warning.py."""
     from lerobotstream.planner import _planner
 
     monkeypatch.setattr(_planner, "_IDLE_WARNED", set())
@@ -341,7 +341,7 @@ def test_equalize_drop_gives_every_rank_the_same_batch_count(drop_last, num_work
         sum(lengths[e] for e in Planner(lengths, world_size=2, rank=r).rank_episodes()) for r in range(2)]
 
 
-# --- resume (simulated DataLoader; the real one is in test_planner_dataloader.py) ---------------------
+# --- resume (simulated DataLoader; the real one is in test_resume_through_dataloader.py) ---------------
 def test_replay_turns_reference_vectors():
     assert replay_turns([None] * 3, 1, batches=7)[:2] == ([3, 2, 2], 1)
     assert replay_turns([1, None], 1, batches=5)[:2] == ([1, 4], 1)

@@ -1,7 +1,7 @@
 """Profiling tools on a tiny generated dataset: report fields present and consistent.
 
 Runs ``python -m lerobotstream.profile`` (in process, 0 and 2 workers; the peer benchmark
-``tools/bench.py`` has its smoke runs in ``test_bench_tools.py``). No timing assertions: only
+``tools/bench.py`` has its smoke runs in ``tests/tools/test_bench.py``). No timing assertions: only
 relations that must hold whatever the machine's speed.
 """
 

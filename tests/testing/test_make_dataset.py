@@ -1,4 +1,4 @@
-"""tools/make_dataset.py: LeRobot v3 layout, burned-in identities, roll-over, timestamps."""
+"""lerobotstream.testing.make_dataset: LeRobot v3 layout, burned-in identities, roll-over, timestamps."""
 
 from __future__ import annotations
 
