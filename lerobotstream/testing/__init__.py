@@ -45,6 +45,7 @@ from lerobotstream.testing._reference_bmff import RefError, RefTable, parse_refe
 
 __all__ = [
     "CODECS", "DEPTH_QUANTIZER", "SAY_TOOL_SCHEMA", "LoopbackServer", "RefError", "RefTable", "check_gpu_parity",
-    "convert_v21_to_v30", "depth_frame_mm", "gpu_parity_cases", "make_parity_clip", "expected_depth_codes", "expected_language", "identity_frame", "image_frame", "make_dataset",
-    "parse_reference", "quantize_depth", "read_identity", "video_duration_s",
+    "convert_v21_to_v30", "depth_frame_mm", "expected_depth_codes", "expected_language", "gpu_parity_cases",
+    "identity_frame", "image_frame", "make_dataset", "make_parity_clip", "parse_reference", "quantize_depth",
+    "read_identity", "video_duration_s",
 ]

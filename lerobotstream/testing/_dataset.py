@@ -56,8 +56,8 @@ import numpy as np
 import pyarrow as pa
 
 from lerobotstream.testing._identity import (
-    _CAM_BITS, DEPTH_QUANTIZER, SAY_TOOL_SCHEMA, _language_cells, _png_bytes, depth_frame_mm, identity_frame, image_frame,
-    quantize_depth,
+    _CAM_BITS, DEPTH_QUANTIZER, SAY_TOOL_SCHEMA, _language_cells, _png_bytes, depth_frame_mm, identity_frame,
+    image_frame, quantize_depth,
 )
 from lerobotstream.testing._media import (
     CODECS, DATA_PATH, EPISODES_PATH, VIDEO_PATH, _concat, _depth_stats, _encode_depth_episode, _encode_episode,

@@ -1,7 +1,7 @@
 """A real HTTP server on loopback for source tests: static files with Range, a fake Hub, faults.
 
-Runs as its own process (``LoopbackServer.start(config)`` runs this file with ``sys.executable``; standard library only)
-and listens on two ports: ``hub`` (the Hub API, ``/resolve``, static files) and ``cdn`` (the
+Runs as its own process (``LoopbackServer.start(config)`` runs this file with ``sys.executable``:
+standard library only) and listens on two ports: ``hub`` (the Hub API, ``/resolve``, static files) and ``cdn`` (the
 storage host that ``/resolve`` redirects to, with expiring signed URLs). Control endpoints under
 ``/__control__/`` (not logged) set faults, move branches and return the request log, refs, commits.
 Writes: only the dataset branch / preupload / commit API (what ``HfApi.create_branch`` and
@@ -16,7 +16,7 @@ Config (JSON):
     ``latency_s``: a remote store's round trip, slept once per new connection (the handshake)
     and once before answering each request (control endpoints excepted), seconds (default 0);
     ``bandwidth_bps``: response bodies of all connections together are paced to this many bytes
-    per second (64 KiB pieces; default: unpaced). ``tools/bench.py`` serves its remote store so.
+    per second (64 KiB pieces; default: unpaced). ``python -m tools.bench`` serves its remote store so.
 
 Faults (``set_faults([...])``), each ``{"kind", "match" (substring of the path), "count",
 "methods" (default ["GET"]), "status", "retry_after", "delay_s"}``; kinds: ``status``,
