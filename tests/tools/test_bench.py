@@ -122,3 +122,16 @@ def test_bench_mixture_smoke(tmp_path):
         assert ours["steady_samples_per_s"] > 0 and r["limit"]["samples_per_s"] > 0
     trials = [t for t in out["trials"] if t["contestant"] == "ours"]
     assert all(t["samples"] == 24 and "error" not in t and t["needed_bytes"] > 0 for t in trials)
+
+
+def test_microbench_runs_each_subcommand_by_name(capsys):
+    """``python -m tools.microbench SUBCOMMAND ...`` reaches that subcommand's ``main`` (the planner's,
+    tiny); an unknown one is refused with the list and exit status 2."""
+    from tools import microbench
+
+    assert set(microbench.SUBCOMMANDS) == {"decode", "first-batch", "index", "parse", "planner"}
+    assert microbench.main(["planner", "--frames", "2000", "--episodes", "20", "--batch", "256", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "dataset: 20 episodes" in out and "round_robin" in out
+    assert microbench.main(["nope"]) == 2
+    assert "unknown subcommand 'nope'" in capsys.readouterr().err
