@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CAM = (("observation.images.front", 64, 48), ("observation.images.wrist", 64, 48))
 LENGTHS = (7, 5, 9, 4, 6)
 
@@ -35,6 +37,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_no_growth_over_20_epochs(make_generated_dataset):
     root = make_generated_dataset(episode_lengths=LENGTHS, codec="av1", cameras=CAM, episodes_per_video_file=2)
     repo = Path(__file__).resolve().parents[2]

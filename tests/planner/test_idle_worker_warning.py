@@ -32,6 +32,7 @@ print("samples", n)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ctx", ["fork", "spawn"])
 def test_idle_worker_warning_once_per_run(make_generated_dataset, ctx):
     root = Path(make_generated_dataset(episode_lengths=(5, 3), codec="av1", cameras=(("observation.images.front", 32, 24),)))

@@ -132,6 +132,7 @@ def _zero_mdat(mp4) -> None:
     raise AssertionError(f"no mdat in {mp4}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 1])
 def test_worker_error_is_the_original_typed_line(tiny, tmp_path, workers):
     """Bug (issue 17.13): with DataLoader workers the CLI's one error line carried torch's whole

@@ -201,6 +201,7 @@ def test_failed_build_keeps_the_previous_file(dataset, monkeypatch):
 
 
 # --- processes and the lock ----------------------------------------------------------------------
+@pytest.mark.slow
 def test_eight_processes_on_a_cold_cache_build_once(dataset, tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()

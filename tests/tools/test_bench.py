@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,6 +21,7 @@ def test_bench_decode_smoke(capsys):
     assert "random planned (a')/(b)" in out and "sequential (a)/(c)" in out
 
 
+@pytest.mark.slow
 def test_bench_decode_real_file_smoke(capsys):
     from tools.microbench import decode as bench_decode
 
@@ -27,6 +30,7 @@ def test_bench_decode_real_file_smoke(capsys):
     assert "file-000.mp4, 2 episodes x 368 frames" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_bench_quick_smoke(tmp_path):
     """The peer benchmark end to end on the tiny dataset: local disk and the throttled loopback store,
     ours and a variant of ours (a dataset option) interleaved, the decode limit (LeRobot's contestants
@@ -52,6 +56,7 @@ def test_bench_quick_smoke(tmp_path):
     assert "| data | store |" in text and "Goals:" in text and out["meta"]["command"] in text
 
 
+@pytest.mark.slow
 def test_bench_spawn_worker(tmp_path):
     """A spawn DataLoader worker runs ours: the stats side channel pickles, its counters come back."""
     from tools import bench
@@ -106,6 +111,7 @@ def test_bench_transcode_h264(make_generated_dataset, tmp_path):
     assert parse_mp4_bytes(next(src.joinpath("videos").rglob("*.mp4")).read_bytes()).codec == "av01"  # source kept
 
 
+@pytest.mark.slow
 def test_bench_mixture_smoke(tmp_path):
     """A mixture (StreamingMultiLeRobotDataset over two generated datasets) through the peer
     benchmark, on local disk and the loopback store; LeRobot's contestants would be skipped."""
