@@ -23,9 +23,9 @@ def __getattr__(name: str):
 
         return StreamingMultiLeRobotDataset
     if name in ("PackedCollate", "packed_collate"):
-        from lerobotstream.dataset import _collate
+        import lerobotstream.dataset
 
-        return getattr(_collate, name)
+        return getattr(lerobotstream.dataset, name)
     if name == "StreamOptions":  # no torch import
         from lerobotstream.options import StreamOptions
 

@@ -29,7 +29,7 @@ from lerobotstream.errors import MetadataError, SourceError, UnsupportedDatasetV
 from lerobotstream.features import (DEFAULT_TOOLS, DEPTH_PIX_FMTS, LANGUAGE_COLUMNS, DepthQuantizer,
                                     depth_quantizer_of, is_depth_feature, rescale_depth_stats)
 from lerobotstream.sources import ByteSource, LocalSource
-from lerobotstream.sources._prefetch import PrefetchedReads
+from lerobotstream.sources import PrefetchedReads
 
 INFO_PATH = "meta/info.json"
 TASKS_PATH = "meta/tasks.parquet"

@@ -118,7 +118,9 @@ class EpisodeByteCache:
             fetch thread). Its payload total must not exceed the episode's reservation.
         max_workers (int): Concurrent fetches (threads), >= 1.
         on_event (Callable[[str, dict], None] | None): Optional hook called (under the lock) after
-            every state change with an event name and a snapshot; tests use it to check invariants.
+            every state change with an event name and a snapshot, and with ``"admit_wait"`` each
+            time :meth:`admit` is about to wait for room; tests use it to check invariants and to
+            order threads without sleeping.
 
     Raises:
         ValueError: non-positive budget or worker count, negative sizes.
@@ -361,6 +363,7 @@ class EpisodeByteCache:
                         f"episode {ep}: no room in the byte budget ({self._reserved}/{self.byte_budget} "
                         f"bytes reserved) after {timeout} s"
                     )
+                self._emit("admit_wait", ep)
                 self._cond.wait(remaining)
             self.stats.admit_wait_s += time.perf_counter() - t0
 

@@ -53,11 +53,11 @@ def testdata() -> Path:
 @pytest.fixture(scope="session")
 def make_generated_dataset(tmp_path_factory: pytest.TempPathFactory):
     """Factory ``make_generated_dataset(**make_dataset_kwargs) -> Path`` of generated v3 datasets
-    (``tools/make_dataset.py``), built once per session per distinct kwargs and shared by every
+    (``lerobotstream.testing.make_dataset``), built once per session per distinct kwargs and shared by every
     test module. Treat the result as read-only (copy it before breaking it on purpose)."""
     import json as _json
 
-    from tools.make_dataset import make_dataset
+    from lerobotstream.testing import make_dataset
 
     base = tmp_path_factory.mktemp("generated_datasets")
     cache: dict[str, Path] = {}

@@ -71,3 +71,17 @@ def have_dataset() -> Path:
     if shutil.which(str(BIN / "lerobotstream-train")) is None:
         pytest.fail("lerobotstream-train is not installed in this venv (make setup-lerobot)")
     return DATASET
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test here is ``needs_lerobot`` (``pytest -m needs_lerobot`` selects them; LeRobot's venv,
+    ``make test-lerobot``); without LeRobot installed they skip instead of failing."""
+    import importlib.util
+
+    here = Path(__file__).resolve().parent
+    missing = importlib.util.find_spec("lerobot") is None
+    for item in items:
+        if here in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.needs_lerobot)
+            if missing:
+                item.add_marker(pytest.mark.skip(reason="needs LeRobot (make test-lerobot)"))

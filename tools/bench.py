@@ -48,14 +48,14 @@ until ``--samples`` samples (per dataset default). Reported, medians over the ro
 - ratios (ours / peer, ours / limit): per round, then the median; the load average and each
   contestant's spread over the rounds say how noisy the machine was.
 
-The remote store is ``tests/_loopback_server.py`` on loopback with ``--latency-ms`` (one round trip
+The remote store is ``lerobotstream.testing.LoopbackServer`` on loopback with ``--latency-ms`` (one round trip
 per request and per new connection) and ``--bandwidth-mbit`` (all connections together).
 
-    python tools/bench.py                       # the README table (3 rounds, ~15 min on 2 shared cores)
-    python tools/bench.py --plan extended       # + 3 cameras, float32, generated H.264, the store in-process
-    python tools/bench.py --datasets g1 --workers 0,2:spawn --items uint8 --rounds 3
-    python tools/bench.py --contestants ours,ours@/tmp/before --datasets g1 --workers 0,2:spawn
-    python tools/bench.py --quick               # tiny dataset, seconds (the smoke test runs this)
+    python -m tools.bench                       # the README table (3 rounds, ~15 min on 2 shared cores)
+    python -m tools.bench --plan extended       # + 3 cameras, float32, generated H.264, the store in-process
+    python -m tools.bench --datasets g1 --workers 0,2:spawn --items uint8 --rounds 3
+    python -m tools.bench --contestants ours,ours@/tmp/before --datasets g1 --workers 0,2:spawn
+    python -m tools.bench --quick               # tiny dataset, seconds (the smoke test runs this)
 
 Writes ``--json`` (every trial and the summary; rewritten after every trial while the run goes, with
 ``"partial": true``) and ``--markdown`` (the README table, the full table, the performance goals met
@@ -199,7 +199,7 @@ def ensure_dataset(cache_dir: Path, name: str) -> Path:
             if recipe.get("h264_gop"):
                 transcode_h264(d, recipe["h264_gop"])
         else:
-            from tools.make_dataset import make_dataset
+            from lerobotstream.testing import make_dataset
 
             w, h = recipe["size"]
             make_dataset(d, episode_lengths=[recipe["length"]] * recipe["episodes"], codec=recipe["codec"],
@@ -279,25 +279,12 @@ class DatasetFacts:
         self.total_bytes = sum((root / p).stat().st_size for p in self.files)
 
     def needed_bytes(self, anchors: list[list[int]]) -> int:
-        """Coded bytes of the distinct (camera, episode, frame) samples delivered."""
-        import numpy as np
+        """Coded bytes of the distinct (camera, episode, frame) samples delivered (the profiler's
+        computation, over the tables parsed here)."""
+        from lerobotstream.profile import needed_bytes_of_tables
 
-        from lerobotstream.mp4 import episode_frame_range
-
-        by_ep: dict[int, set[int]] = {}
-        for e, f in anchors:
-            by_ep.setdefault(int(e), set()).add(int(f))
-        total = 0
-        for ep, frames in by_ep.items():
-            info = self.meta.episode(ep)
-            for cam in self.video_keys:
-                v = info.videos[cam]
-                t = self.tables[v.path]
-                a, b = episode_frame_range(t, v.from_timestamp, info.length, self.meta.fps, 1e-4)
-                order = np.asarray(t.presentation_order, dtype=np.int64)
-                idx = np.clip(a + np.fromiter(frames, dtype=np.int64), a, b - 1)
-                total += int(np.asarray(t.size, dtype=np.int64)[order[idx]].sum())
-        return total
+        return needed_bytes_of_tables(self.meta, self.video_keys, self.tables.__getitem__, anchors, fps=self.meta.fps,
+                                      tolerance_s=1e-4)["needed_frame_bytes"]
 
 
 # --- inside a contestant process (stdlib at module level: this file also runs in LeRobot's venv) ----
@@ -340,40 +327,28 @@ def _cpu_delta_s(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(after.get(p, c) - c for p, c in before.items()) + sum(c for p, c in after.items() if p not in before)
 
 
-def _pss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+def _profile_memory():
+    """The profiler's PSS sampler (``lerobotstream/profile/_memory.py`` of this checkout), loaded by
+    its path: the module is standard library only, so it runs in LeRobot's venv too, where this
+    checkout's package (built for another Python) may not import."""
+    import importlib.util
+
+    name = "_lrs_bench_profile_memory"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "lerobotstream" / "profile" / "_memory.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod  # before running it: its dataclasses look their module up
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
 
 
-class _PssSampler(threading.Thread):
-    """Peak PSS sum of this process and its children, every ``interval_s``; counts its own CPU."""
-
-    def __init__(self, interval_s: float = 0.2) -> None:
-        super().__init__(daemon=True)
-        self.interval_s = interval_s
-        self.peak_kib = 0
-        self.own_cpu_s = 0.0
-        self._stop_evt = threading.Event()
-
-    def sample(self) -> None:
-        me = os.getpid()
-        total = _pss_kib(me) + sum(_pss_kib(c) for c in _children(me))
-        self.peak_kib = max(self.peak_kib, total)
-
-    def run(self) -> None:
-        while not self._stop_evt.wait(self.interval_s):
-            self.sample()
-            self.own_cpu_s = time.thread_time()
-
-    def stop(self) -> None:
-        self._stop_evt.set()
-        self.join()
+def _pss_sampler(interval_s: float = 0.2):
+    """A started ``MemorySampler`` of this process and its children (DataLoader workers); its
+    ``own_cpu_s`` is its timer thread's CPU, ``summary()["peak_pss_sum_bytes"]`` the peak PSS sum."""
+    me = os.getpid()
+    sampler = _profile_memory().MemorySampler(lambda: {me: "main", **{c: "child" for c in _children(me)}},
+                                              interval_s=interval_s)
+    return sampler.__enter__()
 
 
 try:  # a real IterableDataset subclass when torch is importable (both venvs have it)
@@ -538,12 +513,13 @@ def run_trial(spec: dict) -> dict:
         if strategy:  # torch.multiprocessing's, for this process and the workers it forks
             torch.multiprocessing.set_sharing_strategy(strategy)
         loader = DataLoader(loader_ds, **kw)
-        mem = _PssSampler()
-        mem.start()
-        res = _drive(loader, spec, t0, mem)
-        mem.stop()
+        mem = _pss_sampler()
+        try:
+            res = _drive(loader, spec, t0, mem)
+        finally:
+            mem.__exit__(None, None, None)
         res.update(collate=collate or "default", construct_s=construct_s, download_s=download_s, downloaded_bytes=downloaded,
-                   peak_pss_mib=mem.peak_kib / 1024)
+                   peak_pss_mib=mem.summary()["peak_pss_sum_bytes"] / 2**20)
         if spec["kind"] == "ours":
             st = getattr(ds, "_setup", {})
             res["ours_setup_s"] = {k: v for k, v in st.items() if isinstance(v, float)}
@@ -553,7 +529,7 @@ def run_trial(spec: dict) -> dict:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _drive(loader, spec: dict, t0: float, mem: _PssSampler) -> dict:
+def _drive(loader, spec: dict, t0: float, mem) -> dict:
     import math
 
     nw, target = int(spec["num_workers"]), int(spec["samples"])
@@ -710,7 +686,7 @@ def serve() -> int:
 
 # --- the orchestrator -------------------------------------------------------------------------------
 class Contestant:
-    """A long-lived process that runs trials (``python tools/bench.py --serve``)."""
+    """A long-lived process that runs trials (``python -m tools.bench --serve``)."""
 
     def __init__(self, label: str, kind: str, python: Path, env: dict, log: Path, *, path: str | None = None,
                  options: dict | None = None, side: str = "ours") -> None:
@@ -883,8 +859,6 @@ def main(argv=None) -> int:
 
 
 def _run(args, argv) -> int:
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     if args.quick:  # the smoke test's defaults; explicit flags still win
         args.datasets = args.datasets or "tiny"
         args.transports = args.transports or "local,http"
@@ -932,7 +906,7 @@ def _run(args, argv) -> int:
     ours_side = Contestant("limit", "limit", Path(sys.executable), env, logs / "limit.log")
     server = None
     if any(p[1] == "http" for p in plan):
-        from tests._loopback_server import LoopbackServer
+        from lerobotstream.testing import LoopbackServer
 
         server = LoopbackServer.start({"static": str(cache / "datasets"), "latency_s": args.latency_ms / 1e3,
                                        "bandwidth_bps": args.bandwidth_mbit * 1e6 / 8})
@@ -1030,7 +1004,7 @@ def _run(args, argv) -> int:
         shutil.rmtree(logs, ignore_errors=True)
     ours = next((c.label for c in contestants if c.kind == "ours"), None)
     summary = summarize(trials, facts, ours)
-    meta = {"command": "python tools/bench.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    meta = {"command": "python -m tools.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(t_start)), "minutes": (time.time() - t_start) / 60,
             "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             "rounds": args.rounds, "batch_size": args.batch_size, "prefetch_factor": args.prefetch_factor,
@@ -1047,8 +1021,6 @@ def _run(args, argv) -> int:
 
 def _from_json(args) -> int:
     """Summary and tables of a saved run (a partial one too: its meta is rebuilt from the trials)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     saved = json.loads(Path(args.from_json).read_text())
     trials = saved["trials"]
     cache = Path(args.cache_dir).expanduser()

@@ -9,23 +9,21 @@ plus a second "CDN" host) and reads every episode through:
 - ``hffs-open``: ``HfFileSystem.open`` (default read-ahead cache) reading each episode's bytes.
 
 Then reads 1 MiB ranges with 1, 4 and 16 threads (``max_connections`` = threads) through the native
-source. Run: ``.venv/bin/python tools/bench_sources.py`` (about a minute).
+source. Run: ``.venv/bin/python -m tools.bench_sources`` (about a minute).
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lerobotstream.sources import RetryPolicy, open_source  # noqa: E402
-from tests._loopback_server import LoopbackServer  # noqa: E402
+from lerobotstream.sources import RetryPolicy, open_source
+from lerobotstream.testing import LoopbackServer
 
 SHA = "a" * 40
 REPO = "bench/ds"

@@ -8,7 +8,7 @@ streaming summaries.
 Runs in the LeRobot venv (``make setup-lerobot``). ACT is kept small (dim 64, one layer each,
 images resized to 96x128 by a LeRobot image transform) so it trains on 2 CPU cores in a few
 minutes. If ``data/g1_v30`` is absent it is rebuilt from
-``data/testmedia/lerobot-v21-g1-subset`` with ``tools/convert_v21_to_v30.py``.
+``data/testmedia/lerobot-v21-g1-subset`` with :func:`lerobotstream.testing.convert_v21_to_v30`.
 
 Usage::
 
@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # The installed lerobotstream (in .venv-lerobot: the copy built there), not the working tree.
 
-from lerobotstream.meta import DatasetMeta  # noqa: E402
+from lerobotstream.meta import DatasetMeta
 
 BUNDLED = REPO / "data" / "g1_v30"
 V21_SOURCE = REPO / "data" / "testmedia" / "lerobot-v21-g1-subset"
@@ -120,11 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     root = args.root
     if root == BUNDLED and not (root / "meta" / "info.json").is_file():
-        import subprocess
+        from lerobotstream.testing import convert_v21_to_v30
 
         print(f">> {root} missing: converting {V21_SOURCE}")
-        subprocess.run([sys.executable, str(REPO / "tools" / "convert_v21_to_v30.py"), str(V21_SOURCE), str(root)],
-                       check=True, cwd=REPO)
+        convert_v21_to_v30(V21_SOURCE, root)
     meta = DatasetMeta.load(root)
     print(summary(meta))
     if args.summary_only:

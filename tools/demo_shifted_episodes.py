@@ -1,14 +1,14 @@
 """LeRobot's silent failure and what ``lerobotstream-validate`` says about it.
 
 Writes a dataset with LeRobot's own writer (``LeRobotDataset.create`` / ``add_frame`` /
-``save_episode``; frames carry their ``(episode, frame)`` identity, ``tools/make_dataset.py``),
+``save_episode``; frames carry their ``(episode, frame)`` identity, ``lerobotstream.testing``),
 shifts the video windows of a run of episodes by one frame (``from_timestamp`` and
 ``to_timestamp``, as a faulty merge or edit leaves them), reads every item through LeRobot's
 map-style ``LeRobotDataset`` and counts the frames that are not the item's own, then runs the
 validator on both copies. Run it in the LeRobot venv; the validator runs with ``--validator-python``
 (a Python that imports this checkout's lerobotstream)::
 
-    .venv-lerobot/bin/python tools/demo_shifted_episodes.py --validator-python .venv/bin/python
+    .venv-lerobot/bin/python -m tools.demo_shifted_episodes --validator-python .venv/bin/python
 """
 
 from __future__ import annotations
@@ -23,15 +23,13 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 CAM = "observation.images.front"
 
 
 def write(root: Path, episodes: int, length: int) -> None:
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    from tools.make_dataset import identity_frame
+    from lerobotstream.testing import identity_frame
 
     features = {CAM: {"dtype": "video", "shape": (64, 64, 3), "names": ["height", "width", "channels"]},
                 "observation.state": {"dtype": "float32", "shape": (2,), "names": ["e", "f"]},

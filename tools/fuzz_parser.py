@@ -1,6 +1,6 @@
 """Long fuzz run of the MP4 sample-table parser: mutated/truncated headers must give typed errors.
 
-Usage: python tools/fuzz_parser.py [--seconds 60] [--seed 0] [--out outputs/fuzz] [FILE ...]
+Usage: python -m tools.fuzz_parser [--seconds 60] [--seed 0] [--out outputs/fuzz] [FILE ...]
 
 Mutates the moov box of each input (bit flips, random bytes, interesting u32 values, box-size
 edits, truncation) and parses with ``parse_mp4_bytes``. Anything other than a SampleTable or an
@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import argparse
 import struct
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from lerobotstream.errors import Mp4Error  # noqa: E402
-from lerobotstream.mp4 import parse_mp4_bytes  # noqa: E402
+from lerobotstream.errors import Mp4Error
+from lerobotstream.mp4 import parse_mp4_bytes
 
 DEFAULT_FILES = [
     "mp4-go-mp4/sample.mp4",

@@ -1,12 +1,10 @@
-"""GPU check: CPU vs NVDEC parity of lerobotstream's mini-MP4 decode (run on a CUDA machine).
+"""GPU check: CPU vs NVDEC parity of lerobotstream's mini-MP4 decode, one command on a CUDA machine.
 
-Generates its own clips with the ffmpeg CLI (AV1/H.264/HEVC, even and odd heights, two clips that
-share a coded size but not a display size, which an NVDEC decoder cache can mis-crop), decodes
-each span through EpisodeVideo on CPU and on ``cuda``, and prints a pass/fail table. Parity: mean |diff| <= 2 and PSNR >= 35 dB per
-frame (colour conversion differs slightly between the paths). A codec the GPU cannot decode must
-show a counted CPU fallback instead.
+The clips and the check are :mod:`lerobotstream.testing` 's (``check_gpu_parity``), the same code the
+``needs_cuda`` tests run (``python -m pytest -m needs_cuda``; they skip without a GPU). This script
+prints the whole table at once:
 
-    python tools/gpu_check.py [--keep DIR]
+    python -m tools.gpu_check [--keep DIR]
 Exit status 0 when every row passes.
 """
 
@@ -14,76 +12,12 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from lerobotstream.decode import FallbackStatus, EpisodeVideo, nvdec_capability  # noqa: E402
-from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize  # noqa: E402
-
-ENC = {
-    "av1": ["-c:v", "libsvtav1", "-g", "2", "-crf", "30", "-preset", "12"],
-    "h264": ["-c:v", "libx264", "-bf", "2", "-g", "15"],
-    "hevc": ["-c:v", "libx265", "-x265-params", "log-level=error:keyint=15"],
-}
-SIZES = [(320, 240), (320, 182), (322, 178), (1280, 532), (1280, 530)]  # heights not a multiple of 16
-
-
-def make_clip(out: Path, codec: str, w: int, h: int) -> Path:
-    vf = f"scale={w}:{h}"
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=1280x720:r=30:d=2",
-                    "-vf", vf, *ENC[codec], "-pix_fmt", "yuv420p", str(out)], check=True)
-    return out
-
-
-def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
-    mse = float(((a.double() - b.double()) ** 2).mean())
-    return 99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
-
-
-def check(path: Path, codec: str) -> dict:
-    data = path.read_bytes()
-    t = parse_mp4_bytes(data, path=path.name)
-    n = len(t.dts_ticks)
-    row = {"clip": path.name, "codec": t.codec, "size": f"{t.width}x{t.height}"}
-    s = plan_span(t, n // 3, n // 3 + 10)
-    mini = synthesize(t, s, data[s.byte_start:s.byte_stop])
-    po = np.asarray(t.presentation_order)
-    start = float(t.pts_s[po[n // 3]])
-    kw = dict(episode_index=0, camera="cam", path=path.name, from_timestamp=start, fps=30)
-    cpu = EpisodeVideo(t, s, mini, device="cpu", **kw).frames_at(range(10))
-    st = FallbackStatus()
-    ok_cap, why = nvdec_capability(t.codec, "cuda")
-    t0 = time.perf_counter()
-    try:
-        gpu = EpisodeVideo(t, s, mini, device="cuda", status=st, **kw).frames_at(range(10))
-    except Exception as e:  # report, never hide
-        row.update(result="FAIL", detail=f"{type(e).__name__}: {str(e)[:120]}")
-        return row
-    row["ms"] = f"{(time.perf_counter() - t0) * 1e3:.0f}"
-    row["device"] = gpu.device.type
-    gpu = gpu.cpu()
-    if gpu.shape != cpu.shape:
-        row.update(result="FAIL", detail=f"shape {tuple(gpu.shape)} vs {tuple(cpu.shape)}")
-        return row
-    mad = float((gpu.int() - cpu.int()).abs().float().mean())
-    worst = min(psnr(gpu[i], cpu[i]) for i in range(len(cpu)))
-    row["mean|d|"] = f"{mad:.2f}"
-    row["minPSNR"] = f"{worst:.1f}"
-    if not ok_cap:
-        good = st.fallback_count >= 1 and row["device"] == "cpu" and mad == 0
-        row.update(result="PASS" if good else "FAIL", detail=f"fallback: {why}")
-    else:
-        good = row["device"] == "cuda" and mad <= 2.0 and worst >= 35.0
-        row.update(result="PASS" if good else "FAIL", detail=str(st))
-    return row
+from lerobotstream.testing import check_gpu_parity, gpu_parity_cases, make_parity_clip
 
 
 def main(argv=None) -> int:
@@ -96,16 +30,13 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         d = args.keep or Path(tmp)
         d.mkdir(parents=True, exist_ok=True)
-        for codec in ENC:
-            for w, h in SIZES:
-                if codec == "av1" and h < 64:
-                    continue
-                try:
-                    clip = make_clip(d / f"{codec}_{w}x{h}.mp4", codec, w, h)
-                except subprocess.CalledProcessError as e:
-                    rows.append({"clip": f"{codec}_{w}x{h}", "result": "SKIP", "detail": f"encode failed {e}"})
-                    continue
-                rows.append(check(clip, codec))
+        for codec, w, h in gpu_parity_cases():
+            try:
+                clip = make_parity_clip(d / f"{codec}_{w}x{h}.mp4", codec, w, h)
+            except subprocess.CalledProcessError as e:
+                rows.append({"clip": f"{codec}_{w}x{h}", "result": "SKIP", "detail": f"encode failed {e}"})
+                continue
+            rows.append(check_gpu_parity(clip))
     cols = ["clip", "codec", "size", "device", "ms", "mean|d|", "minPSNR", "result", "detail"]
     print(" | ".join(cols))
     for r in rows:

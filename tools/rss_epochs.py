@@ -7,9 +7,9 @@ pyarrow pool's allocated bytes, Python objects by type, threads and memory mappi
 ``--tracemalloc`` the Python-traced bytes. The summary gives each one's growth per epoch after a
 warm-up: a leak grows *in use*; allocator fragmentation grows *free but kept* and RSS only.
 
-    python tools/rss_epochs.py --epochs 80                       # default glibc policy
-    MALLOC_ARENA_MAX=1 python tools/rss_epochs.py --epochs 80    # one malloc arena
-    python tools/rss_epochs.py --epochs 80 --mallopt-arena-max 2  # cap set inside the worker
+    python -m tools.rss_epochs --epochs 80                       # default glibc policy
+    MALLOC_ARENA_MAX=1 python -m tools.rss_epochs --epochs 80    # one malloc arena
+    python -m tools.rss_epochs --epochs 80 --mallopt-arena-max 2  # cap set inside the worker
 
 Linux/glibc only (``/proc``, ``mallinfo2``). Not a benchmark: no timing is asserted anywhere.
 """
@@ -27,7 +27,6 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 FIELDS = ("rss_kb", "rss_trim_kb", "malloc_in_use_kb", "malloc_free_kept_kb", "arrow_kb", "python_objects",
           "threads", "maps", "traced_kb")
@@ -127,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         from lerobotstream.dataset import StreamingLeRobotDataset
-        from tools.make_dataset import make_dataset
+        from lerobotstream.testing import make_dataset
 
         root = a.root or make_dataset(Path(tmp) / "ds", episode_lengths=(12, 10, 14, 8), codec="av1",
                                       cameras=(("observation.images.front", 64, 48),))

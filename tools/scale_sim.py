@@ -24,10 +24,10 @@ open time, planner set-up (rank + worker LPT shards), the exact byte sizes of it
 anchor, planner anchors/s, balance (max/mean frames per rank), and memory after each step: RSS,
 PSS, anonymous (private heap) and file-backed pages.
 
-    .venv/bin/python tools/scale_sim.py                        # every size up to DROID (~3 min)
-    .venv/bin/python tools/scale_sim.py --max-scale droid100tb # + the 100 TB variant
-    .venv/bin/python tools/scale_sim.py --max-scale small --worlds 8,64 --json out.json
-    .venv/bin/python tools/scale_sim.py validate --files 100000   # the validator's header checks
+    .venv/bin/python -m tools.scale_sim                        # every size up to DROID (~3 min)
+    .venv/bin/python -m tools.scale_sim --max-scale droid100tb # + the 100 TB variant
+    .venv/bin/python -m tools.scale_sim --max-scale small --worlds 8,64 --json out.json
+    .venv/bin/python -m tools.scale_sim validate --files 100000   # the validator's header checks
 
 Sizes (``--max-scale`` runs every size up to and including the named one):
 
@@ -54,8 +54,6 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 
 @dataclass(frozen=True)
@@ -382,7 +380,7 @@ def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers
 
 # --- driver ---------------------------------------------------------------------------------------
 def _run_child(args: list[str], timeout: float) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), *args]
+    cmd = [sys.executable, "-m", "tools.scale_sim", *args]  # this checkout (cwd) first on the path
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(REPO))
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed ({r.returncode}):\n{r.stderr[-4000:]}")
@@ -570,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         a.json.write_text(json.dumps(results, indent=1))
     print(markdown(results))
-    print(f"\ntotal {time.perf_counter() - t0:.0f}s; command: python tools/scale_sim.py "
+    print(f"\ntotal {time.perf_counter() - t0:.0f}s; command: python -m tools.scale_sim "
           + " ".join(argv))
     return 0
 

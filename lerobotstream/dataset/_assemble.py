@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from lerobotstream.decode._frames import frames_to_float_chw, frames_to_u8_chw
+from lerobotstream.decode import frames_to_float_chw, frames_to_u8_chw
 from lerobotstream.dataset._images import LANGUAGE_COLUMNS, declared_chw, image_bytes, language_rows, to_output_unit
 from lerobotstream.errors import EpisodeDataError
 from lerobotstream.dataset._windows import DeltaWindows

@@ -16,3 +16,30 @@ __all__ += ["Span", "plan_span", "episode_frame_range", "synthesize", "synthesiz
 from lerobotstream.mp4.framing import check_sample_framing, sample_framing  # noqa: E402
 
 __all__ += ["check_sample_framing", "sample_framing"]
+
+# the sidecar archive format (schema 5 NPZ members, derived-index helpers), shared with lerobotstream.sidecar
+from lerobotstream.mp4._index_file import write_note  # noqa: E402
+from lerobotstream.mp4._index_format import presentation_order_of, pts_seconds  # noqa: E402
+from lerobotstream.mp4._npz_schema import (  # noqa: E402
+    BYTES_KEYS,
+    CANONICAL_FIELDS,
+    ENTRY_KEYS,
+    LAYOUT_KEYS,
+    MANIFEST_MEMBER,
+    MATRIX_KEYS,
+    READABLE_SCHEMA_VERSIONS,
+    SCALAR_KEYS,
+    SIDECAR_SCHEMA_VERSION,
+    SOURCES_MEMBER,
+    SourceTable,
+    block_member,
+    column_member,
+    iter_source_arrays,
+    read_manifest,
+    read_source_table,
+)
+
+__all__ += ["Mp4Index", "write_note", "presentation_order_of", "pts_seconds", "BYTES_KEYS", "CANONICAL_FIELDS",
+            "ENTRY_KEYS", "LAYOUT_KEYS", "MANIFEST_MEMBER", "MATRIX_KEYS", "READABLE_SCHEMA_VERSIONS", "SCALAR_KEYS",
+            "SIDECAR_SCHEMA_VERSION", "SOURCES_MEMBER", "SourceTable", "block_member", "column_member",
+            "iter_source_arrays", "read_manifest", "read_source_table"]

@@ -84,6 +84,9 @@ class MemorySampler:
         self._thread: threading.Thread | None = None
         self._s = _Series()
         self._lock = threading.Lock()
+        self.own_cpu_s = 0.0
+        """CPU seconds the timer thread has used so far (the sampler's own cost: each reading walks
+        page tables), to subtract from the process's CPU time over a measured interval."""
 
     def sample(self, *, unless_newer_than_s: float | None = None) -> None:
         """Take one sample now (also called by the thread).
@@ -118,6 +121,7 @@ class MemorySampler:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             self.sample()
+            self.own_cpu_s = time.thread_time()
 
     def __enter__(self) -> "MemorySampler":
         self.sample()

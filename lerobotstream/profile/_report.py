@@ -41,11 +41,12 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["STAGES", "STAGE_KIND", "WAIT_THRESHOLD", "build_report", "format_report", "needed_bytes"]
+__all__ = ["STAGES", "STAGE_KIND", "WAIT_THRESHOLD", "build_report", "format_report", "needed_bytes",
+           "needed_bytes_of_tables"]
 
 STAGES = (
     ("metadata", "dataset construction: info.json, episodes, tasks (once, main process)"),
@@ -150,7 +151,7 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
         tables cannot be read. Reads the MP4 tables through a separate source (not counted in
         the run's bytes).
     """
-    from lerobotstream.mp4 import episode_frame_range, parse_mp4, plan_span
+    from lerobotstream.mp4 import parse_mp4
     from lerobotstream.sources import open_source
 
     if hasattr(ds, "datasets"):  # a mixture: each dataset's own anchors, summed
@@ -164,19 +165,42 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
             if root is not None or ds.repo_id is not None else ds.meta.source
     except Exception:  # noqa: BLE001 - a profiler degrades to "unknown", it never hides a run
         return None
+    tables: dict[str, Any] = {}
+
+    def table(path: str) -> Any:
+        if path not in tables:
+            tables[path] = parse_mp4(lambda off, n: src.read(path, off, n), src.size(path), path=path)
+        return tables[path]
+
+    return needed_bytes_of_tables(ds.meta, ds.video_keys, table, anchors, fps=ds.fps, tolerance_s=ds.tolerance_s)
+
+
+def needed_bytes_of_tables(meta: Any, video_keys: Any, table: Callable[[str], Any], anchors: Any, *, fps: float,
+                           tolerance_s: float) -> dict[str, int]:
+    """:func:`needed_bytes` from sample tables already at hand (``tools/bench.py`` has them parsed).
+
+    Args:
+        meta: :class:`~lerobotstream.meta.DatasetMeta` (its ``episode(i)``).
+        video_keys: the cameras counted.
+        table: ``path -> SampleTable`` of a video file (called once or more per path).
+        anchors: delivered ``(episode_index, frame_index)`` pairs (duplicates allowed).
+        fps, tolerance_s: the dataset's frame rate (Hz) and timestamp tolerance (s).
+
+    Returns:
+        ``{"needed_frame_bytes", "span_bytes", "episodes_touched"}`` as :func:`needed_bytes`.
+    """
+    from lerobotstream.mp4 import episode_frame_range, plan_span
+
     by_ep: dict[int, set[int]] = {}
     for e, f in anchors:
         by_ep.setdefault(int(e), set()).add(int(f))
-    tables: dict[str, Any] = {}
     frame_bytes = span_bytes = 0
     for ep, frames in sorted(by_ep.items()):
-        info = ds.meta.episode(ep)
-        for cam in ds.video_keys:
+        info = meta.episode(ep)
+        for cam in video_keys:
             v = info.videos[cam]
-            t = tables.get(v.path)
-            if t is None:
-                t = tables[v.path] = parse_mp4(lambda off, n, p=v.path: src.read(p, off, n), src.size(v.path), path=v.path)
-            a, b = episode_frame_range(t, v.from_timestamp, info.length, ds.fps, ds.tolerance_s)
+            t = table(v.path)
+            a, b = episode_frame_range(t, v.from_timestamp, info.length, fps, tolerance_s)
             span = plan_span(t, a, b, path=v.path)
             span_bytes += int(span.byte_stop - span.byte_start)
             order = np.asarray(t.presentation_order, dtype=np.int64)

@@ -177,7 +177,7 @@ def profile_dataset(
     if ds.image_transforms is not None and not isinstance(ds.image_transforms, TimedTransform):
         ds.image_transforms = TimedTransform(ds.image_transforms)
     video_keys = list(getattr(ds, "video_keys", []))
-    from lerobotstream.dataset._collate import PackedCollate, lerobot_collate_fn
+    from lerobotstream.dataset import PackedCollate, lerobot_collate_fn
 
     language = bool(getattr(getattr(ds, "meta", None), "has_language_columns", False))
     loader = DataLoader(ProfiledStream(ds), batch_size=batch_size, num_workers=num_workers, persistent_workers=False,

@@ -27,7 +27,7 @@ from typing import Any
 
 from lerobotstream import constants
 from lerobotstream.errors import SidecarStaleError
-from lerobotstream.mp4._index_file import Mp4Index
+from lerobotstream.mp4 import Mp4Index
 from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, load_tables, safe_data_root
 from lerobotstream.sidecar._build import BuildReport, build_sidecar
 from lerobotstream.sidecar._identity import sidecar_identity

@@ -128,7 +128,7 @@ def _inspect(args: argparse.Namespace) -> int:
     if len(srcs) > args.limit:
         print(f"  ... {len(srcs) - args.limit} more")
     if args.index:
-        from lerobotstream.mp4._index_file import Mp4Index
+        from lerobotstream.mp4 import Mp4Index
 
         idx = Mp4Index.open(args.path)
         print(f"index        {idx.index_path} ({idx.nbytes_stored():,} bytes) generation={idx.generation[:16]}")

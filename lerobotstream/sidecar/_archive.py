@@ -57,8 +57,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError, SidecarWriteError
-from lerobotstream.mp4._index_format import presentation_order_of, pts_seconds
-from lerobotstream.mp4._npz_schema import (
+from lerobotstream.mp4 import (
     BYTES_KEYS,
     CANONICAL_FIELDS,
     ENTRY_KEYS,
@@ -71,6 +70,8 @@ from lerobotstream.mp4._npz_schema import (
     block_member,
     column_member,
     iter_source_arrays,
+    presentation_order_of,
+    pts_seconds,
     read_manifest,
     read_source_table,
 )

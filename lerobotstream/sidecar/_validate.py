@@ -350,7 +350,7 @@ def validate_sidecar_file(npz_path: Any, meta: Any, *, tolerance_s: float, index
         SidecarLockTimeoutError: another process held the conversion lock too long.
         SidecarStaleError, SidecarValidationError: from :func:`validate_index`.
     """
-    from lerobotstream.mp4._index_file import Mp4Index
+    from lerobotstream.mp4 import Mp4Index
 
     index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
     try:
@@ -391,6 +391,6 @@ def validation_note(index: Any, meta: Any, source: Any, used: Sequence[str] | No
 def record_validation(note: Path) -> None:
     """Atomically create ``note`` (best effort: a read-only index folder only costs validating
     again next time)."""
-    from lerobotstream.mp4._index_file import write_note
+    from lerobotstream.mp4 import write_note
 
     write_note(note, {"validated_at": time.time()})

@@ -7,10 +7,17 @@ Every reader of the library (metadata, sidecar building, payload fetching) goes 
 
 from lerobotstream.sources._base import COALESCE_GAP_BYTES, ByteSource, SourceStats, coalesce_ranges
 from lerobotstream.sources._fsspec import FsspecSource
-from lerobotstream.sources._http import HttpSource, RetryPolicy
+from lerobotstream.sources._http import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    HttpSource,
+    RetryPolicy,
+)
 from lerobotstream.sources._hub import HubSource
 from lerobotstream.sources._local import LocalSource
 from lerobotstream.sources._open import open_source, parse_hf_url
+from lerobotstream.sources._prefetch import PrefetchedReads
 
 __all__ = [
     "ByteSource",
@@ -24,4 +31,8 @@ __all__ = [
     "parse_hf_url",
     "coalesce_ranges",
     "COALESCE_GAP_BYTES",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_READ_TIMEOUT_S",
+    "DEFAULT_TIMEOUT_S",
+    "PrefetchedReads",
 ]

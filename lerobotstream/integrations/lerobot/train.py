@@ -36,7 +36,7 @@ from lerobotstream.integrations.lerobot import patching
 from lerobotstream.integrations.lerobot.config import StreamingTrainPipelineConfig
 from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_REQUESTS, TAG_WORKER, TrainingStream, \
     make_streaming_datasets
-from lerobotstream.dataset._collate import PackedCollate
+from lerobotstream.dataset import PackedCollate
 from lerobotstream.integrations.lerobot import resume as _resume
 
 __all__ = ["main", "Run"]

@@ -1,0 +1,51 @@
+"""Fixtures for tests of code that reads LeRobot datasets: small generated datasets, a loopback Hub.
+
+Public and importable by users (``pip install lerobotstream`` ships it), never imported by the
+library itself: ``import lerobotstream`` does not load this package. Heavy or optional libraries
+(PyAV, Pillow, the ffmpeg CLI) are loaded only by the functions that use them.
+
+- :func:`make_dataset` writes a LeRobotDataset v3.0 whose frames and rows carry their identity
+  ``(episode_index, frame_index, camera_index)``; :func:`read_identity` reads a decoded frame's
+  identity back, :func:`identity_frame`, :func:`depth_frame_mm`, :func:`expected_depth_codes`,
+  :func:`image_frame` and :func:`expected_language` give every generated value exactly. Needs the
+  ``ffmpeg`` CLI (libsvtav1/libaom-av1, libx264, libx265) and PyAV::
+
+      from lerobotstream.testing import make_dataset, read_identity
+      root = make_dataset(tmp_path / "ds", episode_lengths=(30, 45, 20), codec="h264")
+
+- :class:`LoopbackServer`: a real HTTP server on 127.0.0.1 in its own process (static files with
+  Range, a fake Hugging Face Hub with redirects to a signed-URL CDN, injectable faults, latency
+  and bandwidth).
+- :func:`parse_reference`: a slow, independent pure-Python ISO BMFF sample-table reader (the
+  oracle the C parser is tested against); :class:`RefError` where it refuses a file.
+- :func:`convert_v21_to_v30`: convert a local LeRobotDataset v2.1 folder to v3.0 (stream copy).
+- :func:`check_gpu_parity` (with :func:`gpu_parity_cases`, :func:`make_parity_clip`): CPU vs NVDEC
+  parity of the mini-MP4 decode on a CUDA machine (``python -m tools.gpu_check``).
+
+CLIs of a checkout: ``python -m tools.make_dataset`` and ``python -m tools.convert_v21_to_v30``.
+"""
+
+from lerobotstream.testing._convert_v21 import convert as convert_v21_to_v30
+from lerobotstream.testing._dataset import make_dataset
+from lerobotstream.testing._gpu_parity import check_gpu_parity, gpu_parity_cases, make_parity_clip
+from lerobotstream.testing._identity import (
+    DEPTH_QUANTIZER,
+    SAY_TOOL_SCHEMA,
+    depth_frame_mm,
+    expected_depth_codes,
+    expected_language,
+    identity_frame,
+    image_frame,
+    quantize_depth,
+    read_identity,
+)
+from lerobotstream.testing._loopback import LoopbackServer
+from lerobotstream.testing._media import CODECS, video_duration_s
+from lerobotstream.testing._reference_bmff import RefError, RefTable, parse_reference
+
+__all__ = [
+    "CODECS", "DEPTH_QUANTIZER", "SAY_TOOL_SCHEMA", "LoopbackServer", "RefError", "RefTable", "check_gpu_parity",
+    "convert_v21_to_v30", "depth_frame_mm", "expected_depth_codes", "expected_language", "gpu_parity_cases",
+    "identity_frame", "image_frame", "make_dataset", "make_parity_clip", "parse_reference", "quantize_depth",
+    "read_identity", "video_duration_s",
+]

@@ -1,0 +1,473 @@
+"""Planner: shards, exact coverage, pool bounds, seeds, finite/endless, resume (simulated loader).
+
+The real-DataLoader resume tests live in tests/planner/test_resume_through_dataloader.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from itertools import islice
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError
+from lerobotstream.planner import SCHEMA_KEY, Planner, replay_turns
+
+STRATEGIES = ("remaining", "round_robin", "sequential")
+
+
+def _lengths(seed: int, n: int, lo: int = 1, hi: int = 200) -> np.ndarray:
+    return np.random.default_rng(seed).integers(lo, hi + 1, size=n)
+
+
+def _all_frames(lengths: dict[int, int]) -> Counter:
+    return Counter((e, f) for e, n in lengths.items() for f in range(n))
+
+
+def _epoch(planner_kw: dict, epoch: int = 0) -> tuple[Counter, dict]:
+    """Union over ranks and workers of one epoch; per-rank / per-worker frame sets."""
+    world = planner_kw.get("world_size", 1)
+    seen: Counter = Counter()
+    shards = {}
+    for r in range(world):
+        p = Planner(**{**planner_kw, "rank": r})
+        for w in range(p.num_shards):
+            got = list(p.worker_plan(w).iter_anchors(epoch))
+            seen.update(got)
+            shards[(r, w)] = {e for e, _ in got}
+    return seen, shards
+
+
+# --- exhaustive coverage ------------------------------------------------------------------------
+DATASETS = {
+    "uneven": dict(enumerate(_lengths(1, 13).tolist())),
+    "subset_with_empty": {3: 17, 5: 0, 8: 200, 9: 1, 12: 44, 20: 90, 21: 1, 30: 133},
+}
+
+
+@pytest.mark.parametrize("name", sorted(DATASETS))
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+def test_epoch_covers_every_selected_frame_exactly_once(name, strategy, num_workers, world_size):
+    lengths = DATASETS[name]
+    kw = dict(episode_lengths=lengths, world_size=world_size, num_workers=num_workers, strategy=strategy,
+              pool_size=3, seed=7)
+    seen, shards = _epoch(kw)
+    expected = _all_frames(lengths)
+    assert seen == expected  # every frame exactly once (Counter equality catches duplicates)
+    # shards disjoint
+    owners = Counter(e for eps in shards.values() for e in eps)
+    assert all(c == 1 for c in owners.values())
+    # frame balance: max - min <= max episode length (ranks, then workers inside each rank)
+    maxlen = max(lengths.values())
+    p0 = Planner(**{**kw, "rank": 0})
+    per_rank = p0.samples_per_rank()
+    assert per_rank.sum() == sum(lengths.values())
+    assert per_rank.max() - per_rank.min() <= maxlen
+    assert per_rank.max() <= per_rank.mean() + maxlen
+    for r in range(world_size):
+        p = Planner(**{**kw, "rank": r})
+        fr = [int(sum(lengths[e] for e in p.worker_episodes(w))) for w in range(p.num_active_workers)]
+        assert max(fr) - min(fr) <= max(lengths[e] for e in p.rank_episodes())
+
+
+def test_lpt_bound_reference_case():
+    p = Planner([100, 90, 20, 10, 5], world_size=2, rank=0)
+    a, b = p.samples_per_rank()
+    assert abs(a - b) <= 15
+
+
+def test_rank_without_episode_is_an_error():
+    with pytest.raises(ShardingError, match="Lower the number of ranks"):
+        Planner({0: 5, 1: 0, 2: 3}, world_size=3, rank=0)
+
+
+def test_idle_workers_yield_nothing_and_say_so_once(caplog, monkeypatch):
+    """Said by DataLoader worker 0 where its stream starts, once per process; not by the other
+    workers nor by planners built for bookkeeping (state_dict). Real DataLoaders: test_idle_worker_warning.py."""
+    from lerobotstream.planner import _base
+
+    monkeypatch.setattr(_base, "_IDLE_WARNED", set())
+    caplog.set_level(logging.WARNING, logger="lerobotstream.planner")
+    lengths = {0: 3, 1: 7, 2: 11}
+    said = lambda: len([r for r in caplog.records if "yield nothing" in r.message])  # noqa: E731
+    for _ in range(2):
+        p = Planner(lengths, world_size=2, rank=1, num_workers=4, seed=123)
+        p.state_dict(samples_consumed=0)
+    assert said() == 0
+    for w in (3, 2, 1):
+        p.worker_start(w, 4)
+    assert said() == 0
+    for _ in range(2):
+        Planner(lengths, world_size=2, rank=1, num_workers=4, seed=123).worker_start(0, 4)
+    assert p.num_active_workers == 2  # rank 1 owns episodes 1 and 0 (LPT: 11 | 7 + 3)
+    assert said() == 1
+    assert list(p.worker_plan(3).iter_anchors(0)) == []
+    assert list(p.worker_plan(3).iter_anchors(0, repeat=True)) == []
+
+
+def test_rank_discovery_from_env(monkeypatch):
+    monkeypatch.setenv("RANK", "2")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    p = Planner({i: 5 for i in range(6)})
+    assert (p.rank, p.world_size) == (2, 3)
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    p = Planner({i: 5 for i in range(6)})
+    assert (p.rank, p.world_size) == (0, 1)
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(ShardingError):
+        Planner({i: 5 for i in range(6)})
+
+
+def test_worker_resource_shares():
+    p = Planner({i: 10 for i in range(8)}, num_workers=3, byte_budget=900, episode_nbytes=lambda e: 100,
+                decoder_cache_size=12)
+    wp = p.worker_plan(1)
+    assert (wp.byte_budget, wp.decoder_cache_size, wp.pool_size) == (300, 4, 32 // 3)
+    assert Planner({i: 10 for i in range(8)}, num_workers=3, pool_size=5).worker_plan(0).pool_size == 5
+
+
+# --- pool invariants ------------------------------------------------------------------------------
+def _check_pool(lengths, nbytes, pool_size, budget, strategy, seed, step=1):
+    p = Planner(lengths, pool_size=pool_size, byte_budget=budget, strategy=strategy, seed=seed,
+                episode_nbytes=(lambda e: nbytes[e]) if budget is not None else None)
+    pool = p.worker_plan(0).pool(0)
+    resident: set[int] = set()
+    size = dict(enumerate(nbytes))
+    seen = Counter()
+    while True:
+        for ev in pool.drain_events():
+            if ev.kind == "admit":
+                assert ev.episode_index not in resident
+                resident.add(ev.episode_index)
+            else:
+                resident.remove(ev.episode_index)
+        assert set(pool.resident().tolist()) == resident
+        assert len(resident) <= pool_size
+        if budget is not None:
+            assert sum(size[e] for e in resident) == pool.resident_bytes <= budget
+        if pool.exhausted:
+            break
+        ep, fr = pool.next_anchors(step)
+        for e, f in zip(ep.tolist(), fr.tolist()):
+            seen[(e, f)] += 1
+    assert seen == _all_frames(dict(enumerate(lengths)))
+    assert pool.next_anchors(5)[0].size == 0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_pool_bounds_and_exact_coverage_property(data):
+    n = data.draw(st.integers(1, 12))
+    lengths = data.draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
+    nbytes = data.draw(st.lists(st.integers(0, 50), min_size=n, max_size=n))
+    pool_size = data.draw(st.integers(1, 6))
+    budget = data.draw(st.one_of(st.none(), st.integers(max(max(nbytes), 1), 150)))
+    strategy = data.draw(st.sampled_from(STRATEGIES))
+    seed = data.draw(st.integers(0, 2**32))
+    _check_pool(lengths, nbytes, pool_size, budget, strategy, seed, step=data.draw(st.sampled_from([1, 3])))
+
+
+def test_anchor_always_from_a_resident_episode():
+    lengths = [5, 3, 8, 1, 6, 4, 7, 2]
+    for strategy in STRATEGIES:
+        pool = Planner(lengths, pool_size=3, strategy=strategy).worker_plan(0).pool(0)
+        resident = set(pool.resident().tolist())
+        pool.drain_events()
+        while not pool.exhausted:
+            ep, fr = pool.next_anchors(1)
+            assert int(ep[0]) in resident
+            evs = pool.drain_events()
+            for ev in evs:
+                assert ev.position == pool.emitted
+                (resident.add if ev.kind == "admit" else resident.remove)(ev.episode_index)
+            if fr[0] >= 0 and any(ev.kind == "evict" for ev in evs):
+                assert [ev.episode_index for ev in evs if ev.kind == "evict"] == [int(ep[0])]
+
+
+def test_byte_aware_admission_and_frontier():
+    sizes = {0: 7, 1: 6, 2: 4, 3: 3, 4: 2}
+    p = Planner({e: 5 for e in sizes}, pool_size=4, byte_budget=10, episode_nbytes=sizes.__getitem__)
+    plan = p.worker_plan(0)
+    order = plan.admission_order(0).tolist()
+    pool = plan.pool(0)
+    admitted = [ev.episode_index for ev in pool.drain_events()]
+    assert admitted == order[: len(admitted)]  # strict seeded order
+    assert pool.frontier(10).tolist() == order[len(admitted):]
+    assert pool.resident_bytes <= 10
+    _check_pool([5] * 5, [sizes[e] for e in range(5)], 4, 10, "remaining", 3)
+
+
+def test_episode_larger_than_budget_fails_before_any_fetch():
+    with pytest.raises(ByteBudgetError, match=r"episode 1 needs 11 bytes.*byte budget of 10"):
+        Planner({0: 5, 1: 5}, byte_budget=10, episode_nbytes={0: 3, 1: 11}.__getitem__).worker_plan(0)
+    # binary units, like the budget option (GiB): issue 17.18
+    with pytest.raises(ByteBudgetError, match=r"\(1\.500 GiB\) .*\(1\.000 GiB;"):
+        Planner({0: 5}, byte_budget=2**30, episode_nbytes={0: 3 << 29}.__getitem__).worker_plan(0)
+    # per-worker share: 2 workers of a 20-byte rank budget get 10 each
+    with pytest.raises(ByteBudgetError, match="worker"):
+        p = Planner({0: 5, 1: 5}, num_workers=2, byte_budget=20, episode_nbytes={0: 3, 1: 11}.__getitem__)
+        [p.worker_plan(w) for w in range(2)]
+
+
+def test_round_robin_rounds_take_one_frame_per_resident():
+    p = Planner({e: 10 for e in range(6)}, pool_size=6, strategy="round_robin", seed=5)
+    ep, _ = p.worker_plan(0).pool(0).next_anchors(60)
+    for r in range(10):
+        assert sorted(ep[6 * r: 6 * r + 6].tolist()) == list(range(6))
+
+
+def test_round_robin_newly_admitted_join_next_round():
+    # pool 2: episode lengths 1 and 3; the 1-frame episode leaves in round 1, its replacement waits
+    p = Planner({0: 1, 1: 3, 2: 3}, pool_size=2, strategy="round_robin", seed=0)
+    plan = p.worker_plan(0)
+    for epoch in range(20):
+        order = plan.admission_order(epoch).tolist()
+        pool = plan.pool(epoch)
+        ep, _ = pool.next_anchors(7)
+        first_round = set(order[:2])
+        assert set(ep[:2].tolist()) == first_round
+        assert Counter(ep.tolist()) == Counter({0: 1, 1: 3, 2: 3})
+
+
+def test_remaining_mixes_like_a_uniform_draw():
+    p = Planner({e: 100 for e in range(64)}, pool_size=64, seed=1)
+    ep, _ = p.worker_plan(0).pool(0).next_anchors(64)
+    assert len(set(ep.tolist())) >= 30  # coupon collector: ~41 expected
+
+
+def test_large_epoch_bounded_and_complete():
+    lengths = {e: 90 for e in range(500)}
+    pool = Planner(lengths, pool_size=64, seed=3).worker_plan(0).pool(0)
+    ep, fr = pool.next_anchors(500 * 90 + 10)
+    assert len(ep) == 45000
+    assert len(set(zip(ep.tolist(), fr.tolist()))) == 45000
+
+
+# --- seeds and global RNG -----------------------------------------------------------------------------
+def _order(seed, epoch=0, **kw):
+    p = Planner(dict(enumerate(_lengths(4, 20, 1, 50).tolist())), seed=seed, pool_size=4, **kw)
+    plan = p.worker_plan(0)
+    return plan.admission_order(epoch).tolist(), list(plan.iter_anchors(epoch))
+
+
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "sequential"])  # sequential: no draws
+def test_seed_and_epoch_determine_the_order(strategy):
+    a = _order(1000, strategy=strategy)
+    assert a == _order(1000, strategy=strategy)
+    b = _order(1001, strategy=strategy)
+    assert a[0] != b[0] and a[1] != b[1]
+    assert a[1] != _order(1000, epoch=1, strategy=strategy)[1]
+    assert _order(None, strategy=strategy) == _order(42, strategy=strategy)
+    assert Planner({0: 1}).seed == 1000
+
+
+def test_global_rng_independence():
+    import torch
+
+    lengths = dict(enumerate(_lengths(9, 16, 1, 60).tolist()))
+    ref = {}
+    for r in range(4):
+        p = Planner(lengths, world_size=4, rank=r, num_workers=2, pool_size=3)
+        ref[r] = [list(p.worker_plan(w).iter_anchors(e)) for e in (0, 1) for w in range(2)]
+    for r in range(4):
+        p = Planner(lengths, world_size=4, rank=r, num_workers=2, pool_size=3)
+        got = []
+        for e in (0, 1):
+            for w in range(2):
+                if r == 0:  # rank-asymmetric RNG use (BR-13)
+                    torch.rand(7)
+                    np.random.seed(r + e)
+                    np.random.rand(3)
+                    random.seed(e)
+                    random.random()
+                got.append(list(p.worker_plan(w).iter_anchors(e)))
+        assert got == ref[r]
+    for e in (0, 1):
+        union = Counter(a for r in range(4) for w in range(2) for a in ref[r][e * 2 + w])
+        assert union == _all_frames(lengths)
+
+
+# --- finite epochs: equal batch counts -----------------------------------------------------------
+def _simulate_loader(planner: Planner, n_batches: int | None = None) -> list[list[tuple[int, int]]]:
+    """Batches in the order torch's DataLoader returns them for an IterableDataset."""
+    n = planner.num_workers
+    its = ([planner.iter_worker_anchors(None, 0)] if n == 0
+           else [planner.iter_worker_anchors(p, n) for p in range(n)])
+    active = [True] * len(its)
+    out: list[list[tuple[int, int]]] = []
+    bs = planner.batch_size
+    while any(active):
+        for w, it in enumerate(its):
+            if not active[w]:
+                continue
+            if n_batches is not None and len(out) >= n_batches:
+                return out
+            batch = list(islice(it, bs))
+            if not batch or (len(batch) < bs and planner.drop_last):
+                active[w] = False
+                continue
+            out.append(batch)
+            if len(batch) < bs:
+                active[w] = False
+    return out
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_equalize_drop_gives_every_rank_the_same_batch_count(drop_last, num_workers):
+    lengths = {0: 3, 1: 7, 2: 11, 3: 13, 4: 2}
+    counts, seen = [], Counter()
+    for r in range(2):
+        kw = dict(world_size=2, rank=r, batch_size=4, drop_last=drop_last, num_workers=num_workers)
+        p = Planner(lengths, equalize="drop", **kw)
+        batches = _simulate_loader(p)
+        counts.append(len(batches))
+        seen.update(a for b in batches for a in b)
+        assert sum(map(len, batches)) == p.epoch_samples()
+        plain = Planner(lengths, **kw)
+        assert len(_simulate_loader(plain)) == plain.batches_per_rank()[r]
+    assert counts[0] == counts[1]
+    assert max(seen.values()) == 1
+    assert Planner(lengths, world_size=2, rank=0).samples_per_rank().tolist() == [
+        sum(lengths[e] for e in Planner(lengths, world_size=2, rank=r).rank_episodes()) for r in range(2)]
+
+
+# --- resume (simulated DataLoader; the real one is in test_resume_through_dataloader.py) ---------------
+def test_replay_turns_reference_vectors():
+    assert replay_turns([None] * 3, 1, batches=7)[:2] == ([3, 2, 2], 1)
+    assert replay_turns([1, None], 1, batches=5)[:2] == ([1, 4], 1)
+    assert replay_turns([0, None, 2], 1, batches=4)[:2] == ([0, 2, 2], 1)
+    assert replay_turns([2, None, None], 1, batches=3)[:2] == ([1, 1, 1], 0)
+    assert replay_turns([2, 3], 1, batches=10)[0] == [2, 3]
+    assert replay_turns([10, 7], 4, samples=4 + 4 + 4 + 3)[:2] == ([8, 7], 0)
+    with pytest.raises(ResumeStateError, match="inside a batch"):
+        replay_turns([10, 7], 4, samples=5)
+
+
+def _flat(batches):
+    return [a for b in batches for a in b]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
+def test_resume_finite_at_every_offset_across_epochs(strategy, drop_last, num_workers):
+    lengths = {0: 4, 1: 7, 2: 2, 3: 5, 4: 3, 6: 1}
+    kw = dict(episode_lengths=lengths, num_workers=num_workers, batch_size=3, strategy=strategy,
+              drop_last=drop_last, pool_size=2, world_size=2, rank=1, seed=11)
+    p = Planner(**kw)
+    epochs = []
+    for e in (0, 1, 2):
+        p.set_epoch(e)
+        epochs.append(_simulate_loader(p))
+    stream = _flat(epochs[0]) + _flat(epochs[1]) + _flat(epochs[2])
+    for e in (0, 1):
+        bounds = np.cumsum([0] + [len(b) for b in epochs[e]]).tolist()
+        before = sum(len(_flat(epochs[i])) for i in range(e))
+        offsets = range(bounds[-1] + 1) if num_workers <= 1 and not drop_last else bounds
+        for s in offsets:
+            state = p.state_dict()
+            state.update(epoch=e, samples=s)
+            q = Planner(**kw)
+            q.load_state_dict(state)
+            cur, _ = q.position()
+            got = _flat(_simulate_loader(q))
+            for nxt in range(cur + 1, 3):
+                q.set_epoch(nxt)
+                got += _flat(_simulate_loader(q))
+            assert got == stream[before + s:], (e, s)
+    if num_workers >= 2:
+        q = Planner(**kw)
+        st_ = q.state_dict(samples_consumed=1)
+        q.load_state_dict(st_)
+        with pytest.raises(ResumeStateError, match="inside a batch"):
+            q.worker_start(0, num_workers)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
+def test_resume_endless_at_every_batch_across_epoch_boundaries(strategy, num_workers):
+    lengths = {0: 4, 1: 7, 2: 2, 3: 5, 4: 3}
+    kw = dict(episode_lengths=lengths, num_workers=num_workers, batch_size=4, strategy=strategy,
+              pool_size=2, repeat=True, seed=3)
+    total = 24  # batches: several epochs of every worker
+    ref = _simulate_loader(Planner(**kw), total)
+    flat = _flat(ref)
+    assert Counter(flat[:21]) == _all_frames(lengths) or num_workers >= 2  # one epoch when 1 stream
+    step = 1 if num_workers <= 1 else 4
+    for s in range(0, total * 4, step):
+        q = Planner(**kw)
+        q.load_state_dict(q.state_dict(samples_consumed=s))
+        got = _flat(_simulate_loader(q, (total * 4 - s) // 4))
+        assert got == flat[s: s + len(got)] and len(got) == total * 4 - s - (total * 4 - s) % 4
+
+
+def test_resume_random_offsets_larger_dataset():
+    lengths = dict(enumerate(_lengths(2, 60, 1, 200).tolist()))
+    kw = dict(episode_lengths=lengths, num_workers=3, batch_size=16, pool_size=5, seed=8)
+    p = Planner(**kw)
+    ref = _simulate_loader(p)
+    bounds = np.cumsum([0] + [len(b) for b in ref]).tolist()
+    flat = _flat(ref)
+    assert Counter(flat) == _all_frames(lengths)
+    rng = np.random.default_rng(0)
+    for k in rng.choice(len(bounds), size=6, replace=False).tolist():
+        q = Planner(**kw)
+        q.load_state_dict(q.state_dict(samples_consumed=bounds[k]))
+        assert _flat(_simulate_loader(q)) == flat[bounds[k]:]
+
+
+def test_resume_state_validation():
+    p = Planner({0: 5, 1: 6}, batch_size=4, num_workers=2)
+    state = p.state_dict(samples_consumed=8)
+    assert state[SCHEMA_KEY] == 1
+    for change in (dict(batch_size=8), dict(num_workers=1), dict(strategy="round_robin"), dict(pool_size=3),
+                   dict(seed=1)):
+        q = Planner({0: 5, 1: 6}, **{**dict(batch_size=4, num_workers=2), **change})
+        with pytest.raises(ResumeStateError, match="sample-exact resume needs"):
+            q.load_state_dict(state)
+    q = Planner({0: 5, 1: 6}, batch_size=4, num_workers=2, world_size=2, rank=0)
+    with pytest.raises(ResumeStateError, match="world_size"):
+        q.load_state_dict(state)
+    with pytest.raises(ResumeStateError, match="policy weights"):
+        p.load_state_dict({"epoch": 0, "offset": 8, "batch_size": 4})
+    p.load_state_dict(state)
+    assert p.samples_consumed == 8
+
+
+def test_resume_refuses_a_different_episode_selection():
+    """Bug: a state written for episodes {0,1,2} loaded silently into episodes {0,1,3}."""
+    from lerobotstream.errors import ResumeStateError
+
+    a = Planner({0: 10, 1: 12, 2: 8}, rank=0, world_size=1, batch_size=2)
+    st = a.state_dict(samples_consumed=4)
+    assert st["episodes"] == a.episodes_digest
+    Planner({0: 10, 1: 12, 2: 8}, rank=0, world_size=1, batch_size=2).load_state_dict(st)  # same: accepted
+    for other in ({0: 10, 1: 12, 3: 8}, {0: 10, 1: 12, 2: 9}, {0: 10, 1: 12}):
+        with pytest.raises(ResumeStateError, match="episode selection"):
+            Planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(st)
+    legacy = {k: v for k, v in st.items() if k != "episodes"}  # written before the digest was stored
+    for other in ({0: 10, 1: 12, 2: 8}, {0: 10, 1: 12, 3: 8}):  # cannot be checked: refused, never trusted
+        with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
+            Planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(legacy)
+
+
+def test_sequential_strategy_is_ascending_and_the_same_every_epoch():
+    lengths = {3: 4, 7: 2, 9: 3, 12: 1}
+    for nw in (0, 2):
+        p = Planner(lengths, num_workers=nw, pool_size=2, strategy="sequential", seed=5)
+        for w in range(p.num_shards):
+            plan = p.worker_plan(w)
+            want = [(e, f) for e in sorted(plan.episode_indices.tolist()) for f in range(lengths[e])]
+            assert list(plan.iter_anchors(0)) == want
+            assert list(plan.iter_anchors(3)) == want  # no draws: every epoch alike
+            assert plan.admission_order(1).tolist() == sorted(plan.episode_indices.tolist())

@@ -1,0 +1,270 @@
+"""Profiling tools on a tiny generated dataset: report fields present and consistent.
+
+Runs ``python -m lerobotstream.profile`` (in process, 0 and 2 workers; the peer benchmark
+``tools/bench.py`` has its smoke runs in ``tests/tools/test_bench.py``). No timing assertions: only
+relations that must hold whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from lerobotstream.profile import STAGES, build_report, format_report, read_memory
+from lerobotstream.profile.__main__ import main as profile_main
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from lerobotstream.testing import make_dataset
+
+    root = tmp_path_factory.mktemp("prof") / "ds"
+    return make_dataset(root, episode_lengths=[12, 16, 10, 14], codec="av1",
+                        cameras=(("observation.images.front", 64, 48), ("observation.images.wrist", 64, 48)))
+
+
+def _check_report(r: dict, *, batch_size: int, steps: int, workers: int) -> None:
+    th, la, st, by, me = r["throughput"], r["latency"], r["stages"], r["bytes"], r["memory"]
+    assert 0 < th["steps"] <= steps
+    assert 0 < th["samples"] <= batch_size * th["steps"]
+    assert th["frames"] == 2 * th["samples"]  # two cameras, no windows
+    assert th["wall_s"] > 0 and th["samples_per_s"] > 0 and th["frames_per_s"] == pytest.approx(2 * th["samples_per_s"])
+    assert 0 < la["first_batch_s"] <= th["wall_s"]
+    if th["steps"] > 1:
+        assert 0 <= la["batch_wait_p50_ms"] <= la["batch_wait_p95_ms"] <= la["batch_wait_p99_ms"]
+    assert set(st["seconds"]) == {name for name, _ in STAGES}
+    for name in ("metadata", "sidecar", "fetch", "synthesize", "decoder_open", "decode", "assemble",
+                 "transforms", "worker_queue_wait", "main_batch_wait"):
+        assert st["seconds"][name] is not None and st["seconds"][name] >= 0, name
+    assert st["processes"] == max(1, workers)
+    assert st["worker_stage_sum_s"] <= th["wall_s"] * st["threads_bound"] + 1e-6
+    assert st["seconds"]["main_batch_wait"] <= th["wall_s"] + 1e-6
+    # bytes: what travelled covers what the delivered samples needed
+    assert by["needed_frame_bytes"] > 0 and by["span_bytes"] >= by["needed_frame_bytes"]
+    assert by["span_payload_bytes"] >= by["span_bytes"]  # every delivered episode's spans were fetched
+    assert by["fetched_bytes"] >= by["span_payload_bytes"]
+    assert by["fetched_over_needed"] >= 1.0 and by["requests"] >= by["episodes_touched"]
+    assert r["decoder"]["opens"] >= 1 and r["decoder"]["fallbacks"] == 0
+    assert r["decoder"]["frames_returned"] >= th["frames"]
+    if me["available"]:
+        roles = {p["role"] for p in me["processes"]}
+        assert "main" in roles and len(roles) == 1 + workers
+        for p in me["processes"]:
+            assert 0 < p["peak_pss_bytes"] <= p["peak_rss_bytes"]
+        assert me["peak_pss_sum_bytes"] <= me["peak_rss_sum_bytes"]
+    ser = r["cache"]["series"]
+    assert len(ser["t_s"]) == th["steps"] and ser["samples"][-1] == th["samples"]
+    assert all(res <= resv for res, resv in zip(ser["resident_bytes"], ser["reserved_bytes"]))
+    assert max(ser["reserved_bytes"]) <= r["cache"]["byte_budget"]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_profile_cli_report(tiny, tmp_path, capsys, workers):
+    out = tmp_path / "r.json"
+    png = tmp_path / "r.png"
+    argv = ["--root", str(tiny), "--num-workers", str(workers), "--batch-size", "4", "--steps", "5",
+            "--json", str(out)]
+    if workers:
+        pytest.importorskip("matplotlib")
+        argv += ["--plot", str(png)]
+    assert profile_main(argv) == 0
+    text = capsys.readouterr().out
+    for word in ("samples/s", "time to first batch", "p50/p95/p99", "decoder_open", "fetched", "PSS"):
+        assert word in text
+    r = json.loads(out.read_text())
+    _check_report(r, batch_size=4, steps=5, workers=workers)
+    if workers:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_read_memory_self():
+    m = read_memory(os.getpid())
+    if m is None:
+        pytest.skip("/proc/<pid>/smaps_rollup unavailable")
+    assert 0 < m.pss_bytes <= m.rss_bytes
+    assert read_memory(2**22 + 12345) is None
+
+
+def test_profile_cli_error_is_one_line_exit_2(tmp_path):
+    """Bug: ``--root /nonexistent`` printed a raw traceback. One typed line, exit 2; --debug keeps it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "LEROBOTSTREAM_DEBUG"}
+    cmd = [sys.executable, "-m", "lerobotstream.profile", "--root", str(tmp_path / "nonexistent"), "--steps", "1"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and lines and lines[-1].startswith("error: ") and "Traceback" not in p.stderr
+    p = subprocess.run(cmd + ["--debug"], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode != 0 and "Traceback" in p.stderr
+
+
+def test_every_worker_is_read_whatever_the_timer(tiny, tmp_path, capsys):
+    """Bug (issue 17.1): memory was read only by a 0.1 s timer, so on a loaded machine a run on a
+    tiny dataset could end before it saw a worker (``len(roles) == 1 + workers`` failed). Readings
+    are also taken once the workers have started and before they stop: with a timer that never
+    ticks during the run every worker is still there."""
+    if read_memory(os.getpid()) is None:
+        pytest.skip("/proc/<pid>/smaps_rollup unavailable")
+    out = tmp_path / "r.json"
+    argv = ["--root", str(tiny), "--num-workers", "2", "--batch-size", "4", "--steps", "3",
+            "--memory-interval-ms", "1e9", "--json", str(out), "--quiet"]
+    assert profile_main(argv) == 0
+    r = json.loads(out.read_text())
+    assert {p["role"] for p in r["memory"]["processes"]} == {"main", "worker 0", "worker 1"}
+    assert len(r["memory"]["series"]["t_s"]) >= 2  # at the workers' start and before their stop
+    assert r["memory"]["series"]["t_s"] == sorted(r["memory"]["series"]["t_s"])
+
+
+def _zero_mdat(mp4) -> None:
+    data = bytearray(mp4.read_bytes())
+    pos = 0
+    while pos + 8 <= len(data):
+        size, kind = int.from_bytes(data[pos:pos + 4], "big"), bytes(data[pos + 4:pos + 8])
+        if kind == b"mdat":
+            data[pos + 8:pos + size] = bytes(size - 8)
+            mp4.write_bytes(bytes(data))
+            return
+        pos += size
+    raise AssertionError(f"no mdat in {mp4}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 1])
+def test_worker_error_is_the_original_typed_line(tiny, tmp_path, workers):
+    """Bug (issue 17.13): with DataLoader workers the CLI's one error line carried torch's whole
+    wrapped worker traceback ("Caught ... Original Traceback ...", ~5,000 characters). It is the
+    original typed error, naming the worker; --debug still shows both tracebacks."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = tmp_path / "ds"
+    shutil.copytree(tiny, root)
+    for mp4 in sorted(root.rglob("*.mp4")):
+        _zero_mdat(mp4)  # headers intact (the sidecar builds), payload no longer frames as AV1
+    env = {k: v for k, v in os.environ.items() if k != "LEROBOTSTREAM_DEBUG"}
+    cmd = [sys.executable, "-m", "lerobotstream.profile", "--root", str(root), "--num-workers", str(workers),
+           "--batch-size", "2", "--steps", "2", "--quiet"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    errors = [line for line in p.stderr.splitlines() if line.startswith("error: ")]
+    assert p.returncode == 2, p.stderr
+    assert len(errors) == 1 and errors[0].startswith("error: Mp4InconsistentTablesError: "), p.stderr
+    for junk in ("Traceback", "Caught", 'File "', "Original"):
+        assert junk not in p.stderr
+    assert "episode" in errors[0] and ".mp4" in errors[0] and len(errors[0]) < 1500
+    if workers:
+        assert errors[0].endswith("(in DataLoader worker process 0)")
+        p = subprocess.run(cmd + ["--debug"], capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode != 0 and "Original Traceback" in p.stderr and "The above exception" in p.stderr
+
+
+def test_worker_error_unwraps_torch_copies_only():
+    from lerobotstream.errors import DecodeError
+    from lerobotstream.profile._run import worker_error
+
+    tb = ('Caught DecodeError in DataLoader worker process 3.\nOriginal Traceback (most recent call last):\n'
+          '  File "x.py", line 1, in f\n    raise DecodeError("inner")\n'
+          'lerobotstream.errors.DecodeError: inner\n\nThe above exception was the direct cause of the following '
+          'exception:\n\nTraceback (most recent call last):\n  File "y.py", line 2, in g\n    g()\n'
+          'lerobotstream.errors.DecodeError: episode 4, camera \'front\', file v.mp4: cannot decode\nsecond line\n')
+    e = worker_error(DecodeError(tb))
+    assert type(e) is DecodeError
+    assert str(e) == "episode 4, camera 'front', file v.mp4: cannot decode\nsecond line (in DataLoader worker process 3)"
+    assert worker_error(DecodeError("plain message")) is None
+    assert worker_error(ValueError(tb)) is None  # the type torch names must be the raised type
+    k = worker_error(KeyError('Caught KeyError in DataLoader worker process 0.\nOriginal Traceback (most recent call '
+                              'last):\n  File "x.py", line 1, in f\n    d[k]\nKeyError: \'observation.state\'\n'))
+    assert type(k) is KeyError and k.args == ("'observation.state' (in DataLoader worker process 0)",)
+
+
+def _raw(*, step_s: float = 0.0, waits=(0.5, 0.1, 0.1, 0.1), batch: int = 8) -> dict:
+    """A synthetic raw run: 4 batches of 8, the last three 0.1 s apart after a 0.5 s first batch."""
+    t = []
+    acc = 0.0
+    for i, w in enumerate(waits):  # the loop: next(loader) (the wait), then the model step
+        acc += w + (step_s if i else 0.0)
+        t.append(acc)
+    stats = {"decode_s": 3.0, "assemble_s": 1.0, "fetch_s": 0.5, "open_s": 0.1, "decode_job_s": 4.0,
+             "queue_wait_s": 0.7, "admit_wait_s": 0.0, "spans_s": 0.01, "parquet_s": 0.02, "synthesize_s": 0.03,
+             "transforms_s": 0.0, "sidecar_s": 0.05, "metadata_s": 0.01, "index_open_s": 0.0}
+    return {"wall_s": t[-1] + step_s, "first_batch_s": waits[0], "batch_wait_s": list(waits), "batch_t_s": t,
+            "samples": batch * len(waits), "frames": batch * len(waits), "anchors": [],
+            "snapshots": [{"pid": 1, "worker": 0, "stats": stats}],
+            "timeline": [{"t_s": x, "samples": batch * (i + 1), "frames": batch * (i + 1), "reserved_bytes": 0,
+                          "resident_bytes": 0, "bytes_fetched": 0} for i, x in enumerate(t)],
+            "memory": {"available": False, "processes": [], "series": {}}, "num_workers": 1,
+            "batch_size": batch, "steps": len(waits), "step_s": step_s, "metadata_s": 0.01}
+
+
+def test_verdict_without_a_step_predicts_the_wait():
+    """Bug (issue 17.17): without --step-ms the data-wait fraction is ~1.0 by construction and no
+    verdict was printed. The verdict gives the loader's rate and what a model step would wait."""
+    r = build_report(_raw())
+    ve = r["verdict"]
+    assert ve["loader_samples_per_s"] == pytest.approx(24 / 0.3)  # 3 batches of 8 in 0.3 s
+    assert ve["loader_ms_per_batch"] == pytest.approx(100.0)
+    assert ve["predicted_wait_fraction"] == pytest.approx({"10": 0.9, "50": 0.5, "100": 0.0})
+    assert ve["measured_wait_fraction"] is None and ve["waits"] is None
+    assert [t["stage"] for t in ve["top_work"]] == ["decode", "assemble"]
+    text = format_report(r)
+    first = text.splitlines()[0]
+    assert first.startswith("verdict: the loader delivers 80.0 samples/s (100.0 ms per batch of 8)")
+    assert "90% at 10 ms, 50% at 50 ms, 0% at 100 ms, none at 100 ms or more" in first
+    assert "why: most work is decode" in text
+    # work and waits are apart; threads_bound is explained
+    assert text.index("work (per item") < text.index("    decode ") < text.index("waits (a thread blocked")
+    assert text.index("waits (a thread blocked") < text.index("    decode_other") < text.index("    main_batch_wait")
+    assert "threads_bound " in text and "1 iterating +" in text and "threads busy on average" in text
+    st = r["stages"]
+    assert st["work_s"] == pytest.approx(3.0 + 1.0 + 0.5 + 0.1 + 0.01 + 0.02 + 0.03)
+    assert st["busy_threads"] == pytest.approx(st["work_s"] / r["throughput"]["wall_s"])
+
+
+def test_verdict_with_a_step_is_measured():
+    r = build_report(_raw(step_s=0.05, waits=(0.5, 0.05, 0.05, 0.05)))
+    ve = r["verdict"]
+    assert ve["measured_wait_fraction"] == pytest.approx(0.5)  # 0.05 s wait of each 0.1 s batch
+    assert ve["waits"] is True and "DATA-BOUND" in ve["text"] and "50%" in ve["text"]
+    r = build_report(_raw(step_s=0.2, waits=(0.5, 0.0, 0.0, 0.0)))
+    assert r["verdict"]["waits"] is False and "not waiting for data" in r["verdict"]["text"]
+
+
+def test_units_are_binary_everywhere():
+    """Issue 17.18: one convention, binary units (KiB/MiB/GiB; the byte budget is GiB)."""
+    import re
+
+    from lerobotstream.profile._report import _mib
+
+    assert _mib(3 * 2**20) == "3.0 MiB" and _mib(2**30) == "1.0 GiB" and _mib(1536) == "1.5 KiB"
+    raw = _raw()
+    raw["snapshots"][0]["stats"].update(byte_budget=8 * 2**30, bytes_fetched=5 * 2**20)
+    text = format_report(build_report(raw))
+    assert "8.0 GiB" in text and "5.0 MiB" in text
+    assert not re.search(r"\d (KB|MB|GB)\b", text)
+
+
+def test_plot_answers_the_question(tmp_path):
+    """Issue 17.16: distinct stage colours, a rolling throughput line (not per-batch dots that reach
+    thousands of samples/s when two batches arrive together), a title with the config and verdict."""
+    pytest.importorskip("matplotlib")
+    from lerobotstream.profile._plot import STAGE_COLORS, _title, plot_report, rolling_rate
+
+    assert set(STAGE_COLORS) == {name for name, _ in STAGES}
+    assert len(set(STAGE_COLORS.values())) == len(STAGE_COLORS)
+    # batches in pairs 1 ms apart every 0.266 s: ~60 samples/s, per-batch "rates" of 8,000/s
+    t, n = [], []
+    for k in range(40):
+        t += [0.5 + 0.266 * k, 0.501 + 0.266 * k]
+        n += [16 * k + 8, 16 * k + 16]
+    roll = rolling_rate(t, n, 10)
+    assert max(roll[10:]) < 70 and min(roll[10:]) > 50
+    r = build_report(_raw(), config={"root": "/data/x", "num_workers": 1, "batch_size": 8, "episodes": 3,
+                                     "cameras": ["front"], "decode_threads": 2})
+    title = _title(r)
+    assert "/data/x" in title and "1 workers" in title and "batch 8" in title and "verdict:" in title
+    png = plot_report(r, tmp_path / "f.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,5 @@
+"""``python -m tools.microbench {decode,first-batch,index,parse,planner} ...`` (see the package docstring)."""
+
+from tools.microbench import main
+
+raise SystemExit(main())
