@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from lerobotstream import constants
+from lerobotstream import _heap, constants
 from lerobotstream.payload_cache import EpisodeByteCache
 from lerobotstream.dataset._cameras import plan_cameras
 from lerobotstream.dataset._options import is_int, require, validate_options
@@ -441,6 +441,7 @@ class StreamingLeRobotDataset(ResumableStream, torch.utils.data.IterableDataset)
         finally:
             w.decoders.clear()
             w.reset_gops()
+            _heap.trim()  # the iterator's frames are freed: free pages back to the OS if many are kept
 
     def source_stats(self) -> dict[str, Any]:
         """This process's payload-source counters (``ByteSource.stats``: ``requests``,

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from lerobotstream import constants
+from lerobotstream import _heap, constants
 from lerobotstream.dataset._dataset import GIB, ResumableStream, StreamingLeRobotDataset, iteration_start, yield_items
 from lerobotstream.dataset._options import require
 from lerobotstream.dataset._pipeline import Pipeline
@@ -439,6 +439,7 @@ class StreamingMultiLeRobotDataset(ResumableStream, torch.utils.data.IterableDat
             for w in mw.workers:
                 w.decoders.clear()
                 w.reset_gops()
+            _heap.trim()  # the iterator's frames are freed: free pages back to the OS if many are kept
 
     def source_stats(self) -> dict[str, Any]:
         """Every dataset's payload-source counters summed (see
