@@ -8,9 +8,9 @@ from then on frame buffers come from the arenas rather than ``mmap``, and an are
 memory back only when its top exceeds twice that threshold, which a 64 MiB heap practically
 never does. Each epoch starts new pipeline threads, which attach to arenas the last epoch's
 threads left, so over the epochs every arena fills with free-but-resident frame memory: measured
-in-process on the bundled G1 data (``tools/rss_epochs.py``), RSS rose from 516 to 1,506 MiB in 12
-epochs while the bytes malloc held *in use* stayed at 120 MiB (docs/performance.md, "Memory over
-epochs").
+in-process on the bundled G1 data (``tools/rss_epochs.py``), RSS rose from 521 to 993–1,293 MiB in
+12 epochs while the bytes malloc held *in use* stayed at 120 MiB (docs/performance.md, "Memory
+over epochs").
 
 :func:`trim` (called when an episode is freed and when an iterator ends) estimates the free memory
 the heap keeps resident — RSS minus the bytes malloc has in use (``mallinfo2``) minus the part of

@@ -53,12 +53,9 @@ FIELDS = ("rss_kb", "rss_peak_kb", "pss_kb", "malloc_in_use_kb", "malloc_free_ke
 SAMPLE_EVERY = 8
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-
 def _libc():
+    from lerobotstream._heap import _MallInfo2  # imported late: HF_LEROBOT_HOME is set first (main)
+
     libc = ctypes.CDLL("libc.so.6")
     libc.mallinfo2.restype = _MallInfo2
     return libc
