@@ -101,10 +101,10 @@ def test_real_malloc_trim_gives_freed_buffers_back():
     t.start()
     t.join()
     keep.clear()
-    before = _heap.kept_free_bytes()
+    assert _heap.kept_free_bytes() is not None
     assert _heap.trim(force=True) is True
     after = _heap.kept_free_bytes()
-    assert after is not None and before is not None and after <= before
+    assert after is not None and abs(after) < 8 << 20  # just trimmed: nothing counted as kept free
 
 
 def _threads() -> int:
