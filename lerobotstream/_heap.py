@@ -4,10 +4,12 @@ Why: decoded frames are large, short-lived buffers allocated on the decode and a
 (and, while prefetching, on the fetch threads). glibc serves each thread from its own malloc arena
 (up to ``8 × cores`` of them, each a 64 MiB heap), and its *dynamic mmap threshold* rises to the
 largest buffer freed so far (a batched decoder call's ``(16, 3, 480, 640)`` output is 14 MiB):
-from then on frame buffers come from the arenas rather than ``mmap``, and an arena gives its free
-memory back only when its top exceeds twice that threshold, which a 64 MiB heap practically
-never does. Each epoch starts new pipeline threads, which attach to arenas the last epoch's
-threads left, so over the epochs every arena fills with free-but-resident frame memory: measured
+from then on frame buffers come from the arenas rather than ``mmap``. ``free()`` gives an arena's
+memory back only from the top of its heap, past the trim threshold (twice the mmap threshold);
+memory freed between live chunks stays resident. Each epoch starts new pipeline threads, which
+attach to arenas the last epoch's threads left, so over the epochs every arena fills with
+free-but-resident frame memory (fixing the thresholds does not help; capping the arenas only
+slows it; docs/performance.md has the side-by-side soak): measured
 in-process on the bundled G1 data (``tools/rss_epochs.py``), RSS rose from 521 to 993–1,293 MiB in
 12 epochs while the bytes malloc held *in use* stayed at 120 MiB (docs/performance.md, "Memory
 over epochs").
