@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from lerobotstream import _heap
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
 from lerobotstream.dataset._worker import Worker, WorkerConfig
 from lerobotstream.errors import ResumeStateError
@@ -290,6 +291,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         finally:
             for w in run.workers:
                 w.release()
+            _heap.trim()  # the iterator's frames are freed: free pages back to the OS if many are kept
 
     # --- counters -----------------------------------------------------------------------------------
     def _part_stats(self, d: int) -> dict[str, Any]:

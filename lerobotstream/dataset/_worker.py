@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from lerobotstream import _heap
 from lerobotstream.payload_cache import EpisodeByteCache, EpisodePayload
 from lerobotstream.dataset._assemble import assemble_item, episode_rows
 from lerobotstream.dataset._decodejob import ChunkDecoder, Decoded
@@ -223,12 +224,15 @@ class Worker:
         self.jobs.reset(capacity_bytes)
 
     def on_free(self, ep: int) -> None:
-        """The episode's bytes were freed: close its decoders (their mini-MP4 leaves memory too)."""
+        """The episode's bytes were freed: close its decoders (their mini-MP4 leaves memory too) and,
+        when the heap keeps much free memory resident, give it back to the OS
+        (:func:`lerobotstream._heap.trim`: glibc's per-thread arenas would keep it)."""
         serial = self.serial.pop(ep, None)
         self.jobs.drop_episode(ep)
         if serial is not None:
             for cam in self.cfg.video_keys:
                 self.decoders.pop((ep, cam, serial))
+        _heap.trim()
 
 
 class _CacheView:

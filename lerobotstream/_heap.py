@@ -1,0 +1,135 @@
+"""Give free heap pages back to the OS once too many are kept (glibc ``malloc_trim``).
+
+Why: decoded frames are large, short-lived buffers allocated on the decode and assembly threads
+(and, while prefetching, on the fetch threads). glibc serves each thread from its own malloc arena
+(up to ``8 × cores`` of them, each a 64 MiB heap), and its *dynamic mmap threshold* rises to the
+largest buffer freed so far (a batched decoder call's ``(16, 3, 480, 640)`` output is 14 MiB):
+from then on frame buffers come from the arenas rather than ``mmap``. ``free()`` gives an arena's
+memory back only from the top of its heap, past the trim threshold (twice the mmap threshold);
+memory freed between live chunks stays resident. Each epoch starts new pipeline threads, which
+attach to arenas the last epoch's threads left, so over the epochs every arena fills with
+free-but-resident frame memory (fixing the thresholds does not help; capping the arenas only
+slows it; docs/performance.md has the side-by-side soak): measured
+in-process on the bundled G1 data (``tools/rss_epochs.py``), RSS rose from 521 to 993–1,293 MiB in
+12 epochs while the bytes malloc held *in use* stayed at 120 MiB (docs/performance.md, "Memory
+over epochs").
+
+:func:`trim` (called when an episode is freed and when an iterator ends) estimates the free memory
+the heap keeps resident — RSS minus the bytes malloc has in use (``mallinfo2``) minus the part of
+RSS that is not heap, as measured right after the last trim — and calls ``malloc_trim(0)`` when it
+exceeds :data:`TRIM_SLACK_BYTES`. Trimming costs CPU twice (the ``madvise`` calls, then page faults
+when the memory is used again), so it is done only when that much is kept, not at every episode.
+
+Process-wide and thread-safe. A no-op where ``malloc_trim``/``mallinfo2`` are missing (not glibc,
+or glibc < 2.33) or when the environment sets ``LEROBOTSTREAM_MALLOC_TRIM=0``;
+``LEROBOTSTREAM_MALLOC_TRIM_MIB`` sets the slack (MiB). Both are read at import.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+import time
+
+__all__ = ["TRIM_SLACK_BYTES", "available", "kept_free_bytes", "stats", "trim"]
+
+_DEFAULT_SLACK_MIB = 256
+
+
+def _slack_bytes() -> int:
+    """:data:`TRIM_SLACK_BYTES` from the environment (0: trimming disabled)."""
+    if os.environ.get("LEROBOTSTREAM_MALLOC_TRIM", "1").strip().lower() in ("0", "false", "no", "off"):
+        return 0
+    try:
+        mib = float(os.environ.get("LEROBOTSTREAM_MALLOC_TRIM_MIB", _DEFAULT_SLACK_MIB))
+    except ValueError:
+        mib = _DEFAULT_SLACK_MIB
+    return max(1, int(mib * (1 << 20)))
+
+
+#: free heap memory kept resident that triggers a trim (bytes); 0: never trim
+TRIM_SLACK_BYTES = _slack_bytes()
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _load():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim_fn, info_fn = libc.malloc_trim, libc.mallinfo2
+        open("/proc/self/statm").close()
+    except (OSError, AttributeError):
+        return None, None
+    trim_fn.argtypes, trim_fn.restype = [ctypes.c_size_t], ctypes.c_int
+    info_fn.argtypes, info_fn.restype = [], _MallInfo2
+    return trim_fn, info_fn
+
+
+_malloc_trim, _mallinfo2 = _load() if TRIM_SLACK_BYTES > 0 else (None, None)
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_lock = threading.Lock()
+_not_heap: int | None = None  # RSS minus malloc's in-use bytes right after the last trim
+_pid = os.getpid()  # _not_heap belongs to this process (a forked child measures its own)
+_trims = 0
+_checks = 0
+_trim_s = 0.0
+
+
+def available() -> bool:
+    """True when :func:`trim` can trim (glibc >= 2.33 on Linux, not disabled by the environment)."""
+    return _malloc_trim is not None and _mallinfo2 is not None
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * _PAGE
+
+
+def _in_use_bytes() -> int:
+    m = _mallinfo2()
+    return int(m.uordblks) + int(m.hblkhd)
+
+
+def kept_free_bytes() -> int | None:
+    """Estimated free heap memory held resident since the last trim (bytes; None before the
+    first trim or when unavailable)."""
+    if not available() or _not_heap is None:
+        return None
+    return _rss_bytes() - _in_use_bytes() - _not_heap
+
+
+def trim(force: bool = False) -> bool:
+    """``malloc_trim(0)`` when :func:`kept_free_bytes` exceeds :data:`TRIM_SLACK_BYTES` (or at the
+    first call, or when ``force``); returns True when it trimmed. One thread trims at a time (a
+    concurrent call returns False at once). Never raises."""
+    global _not_heap, _pid, _trims, _checks, _trim_s
+    if not available() or not _lock.acquire(blocking=False):
+        return False
+    try:
+        if _pid != os.getpid():
+            _pid, _not_heap = os.getpid(), None
+        _checks += 1
+        in_use = _in_use_bytes()
+        if not force and _not_heap is not None and _rss_bytes() - in_use - _not_heap < TRIM_SLACK_BYTES:
+            return False
+        t0 = time.perf_counter()
+        _malloc_trim(0)
+        _trim_s += time.perf_counter() - t0
+        _trims += 1
+        _not_heap = _rss_bytes() - in_use
+        return True
+    except OSError:
+        return False
+    finally:
+        _lock.release()
+
+
+def stats() -> dict[str, float]:
+    """``trims`` (int) and ``checks`` (int, calls of :func:`trim`) made by this process,
+    ``trim_s`` (float, seconds inside ``malloc_trim``), ``available`` (bool)."""
+    return {"trims": _trims, "checks": _checks, "trim_s": _trim_s, "available": available()}
