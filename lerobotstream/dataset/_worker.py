@@ -26,7 +26,7 @@ from lerobotstream.dataset._assemble import assemble_item, episode_rows
 from lerobotstream.dataset._decodejob import ChunkDecoder, Decoded
 from lerobotstream.dataset._pipeline import StageTimes
 from lerobotstream.errors import DecodeError, FrameTimestampError, LeRobotStreamError
-from lerobotstream.sidecar._identity import explain_payload_failure
+from lerobotstream.sidecar import explain_payload_failure
 
 __all__ = ["Worker", "WorkerConfig"]
 

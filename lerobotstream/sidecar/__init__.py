@@ -30,12 +30,16 @@ from lerobotstream.errors import SidecarStaleError
 from lerobotstream.mp4 import Mp4Index
 from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, load_tables, safe_data_root
 from lerobotstream.sidecar._build import BuildReport, build_sidecar
-from lerobotstream.sidecar._identity import sidecar_identity
+from lerobotstream.sidecar._identity import explain_payload_failure, sidecar_identity
 from lerobotstream.sidecar._lifecycle import cache_path, ensure_sidecar
 from lerobotstream.sidecar._publish import published_path, push_sidecar
 from lerobotstream.sidecar._validate import (
+    EpisodeWindow,
     check_fps,
     check_window,
+    check_window_detail,
+    episode_windows,
+    group_windows,
     record_validation,
     validate_index,
     validate_source,
@@ -45,7 +49,8 @@ from lerobotstream.sidecar._validate import (
 __all__ = ["BuildReport", "Mp4Index", "SidecarWriter", "build_sidecar", "cache_path", "check_sources",
            "ensure_sidecar", "load_manifest", "published_path", "push_sidecar", "sidecar_identity",
            "load_tables", "open_sidecar", "safe_data_root", "validate_index", "validate_source",
-           "check_fps", "check_window"]
+           "check_fps", "check_window", "check_window_detail", "episode_windows", "group_windows", "EpisodeWindow",
+           "explain_payload_failure"]
 
 
 def check_sources(index: Mp4Index, source: Any, paths: list[str] | None = None) -> None:

@@ -73,7 +73,7 @@ def validate_dataset(
     """
     from lerobotstream.meta import DatasetMeta
     from lerobotstream.parquet import EpisodeParquetReader
-    from lerobotstream.sidecar._validate import episode_windows, group_windows
+    from lerobotstream.sidecar import episode_windows, group_windows
     from lerobotstream.validate._tables import data_findings, index_gap_findings, metadata_findings, stats_findings
 
     if workers is not None and workers < 1:

@@ -22,7 +22,7 @@ def decode_sample(source: Any, path: str, camera: str, table: Any, windows: Sequ
     """
     from lerobotstream.decode import EpisodeDecoder
     from lerobotstream.mp4 import check_sample_framing, plan_span, synthesize
-    from lerobotstream.sidecar._validate import check_window_detail
+    from lerobotstream.sidecar import check_window_detail
 
     picks: list[tuple[int, int]] = []  # (episode, source frame)
     for w in windows:

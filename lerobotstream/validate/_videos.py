@@ -11,7 +11,7 @@ import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, Mp4TruncatedError, Mp4UnsupportedError, SourceError
 from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
-from lerobotstream.sidecar._validate import EpisodeWindow, validate_source
+from lerobotstream.sidecar import EpisodeWindow, validate_source
 from lerobotstream.validate._codec import CODEC_NAMES, normalise_codec, normalise_pix_fmt, stream_format
 from lerobotstream.validate._findings import Finding, finding
 from lerobotstream.validate._tables import frame_hwc
