@@ -20,14 +20,19 @@ import numpy as np
 from lerobotstream.errors import ResumeStateError, ShardingError
 from lerobotstream.planner._state import StreamState, replay_turns
 
-__all__ = ["PlannerBase", "WorkerStart", "RESUME_SETTINGS"]
+__all__ = ["PlannerBase", "WorkerStart", "RESUME_SETTINGS", "ELASTIC_SETTINGS", "REFUSED_SETTINGS"]
 
 logger = logging.getLogger("lerobotstream.planner")
 _IDLE_WARNED: set[tuple] = set()
 
-#: settings that fix episode ownership, the order and the batch boundaries: a resume state must match them
+#: settings that fix episode ownership, the order and the batch boundaries: a resume state that
+#: matches them continues the very same order; one that does not is resumed elastically
 RESUME_SETTINGS = ("seed", "batch_size", "world_size", "num_workers", "strategy", "pool_size", "byte_budget",
                    "repeat", "drop_last", "equalize")
+#: what an elastic resume cannot change (with the stream's identity: dataset, episodes, mixture)
+REFUSED_SETTINGS = ("seed",)
+#: what it can: the remainder of the epoch is replanned over the new values
+ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -82,9 +87,46 @@ class PlannerBase:
     def _worker_frames(self, rank: int) -> list[int]:
         raise NotImplementedError
 
+    # --- elastic resume (a subclass that supports it overrides _load_elastic and _pass) ------------
+    def _init_elastic(self) -> None:
+        #: the state dict whose unconsumed samples epoch ``origin_epoch`` replays (None: plain epochs)
+        self.origin: dict[str, Any] | None = None
+        self.origin_epoch: int | None = None
+        #: settings the last loaded state changed (elastic resume), for the caller to log
+        self.resume_changes: list[str] = []
+        #: ``() -> [episode_nbytes per dataset]`` for the replay where this planner has no sizes
+        self.nbytes_provider = getattr(self, "nbytes_provider", None)
+        self._replay_nbytes = None
+        self._rp = None
+        self._rolled = None
+        self._chain = None
+        self._elastic_epoch_rolled = False
+
+    def _elastic_active(self) -> bool:
+        return getattr(self, "origin", None) is not None and self.epoch == self.origin_epoch
+
+    def _pass(self) -> PlannerBase:
+        """The planner of the epoch in progress: this one, or (elastic resume) the one that plays
+        the old run's remainder on this topology."""
+        return self
+
+    def _endless_limits(self, rank: int) -> list[int | None]:
+        """Per logical worker: None (endless) or the samples it gives before it stops."""
+        return [None if f else 0 for f in self._worker_frames(rank)]
+
+    def _load_elastic(self, st: StreamState, changed: list[str]) -> None:
+        raise ResumeStateError(
+            f"sample-exact resume of a {self._kind} needs the same world size, batch size, DataLoader worker "
+            "count, sampling strategy, pool and budget settings, repeat/drop_last/equalize as the checkpointed "
+            "run; differs: " + "; ".join(changed) + ". Restore those settings, or start a new run from the "
+            "policy weights.")
+
     def batches_per_rank(self) -> np.ndarray:
         """DataLoader batches per rank in one finite epoch (``batch_size``, ``drop_last``, workers
         taken into account), before equalization, int64 (world_size,)."""
+        p = self._pass()
+        if p is not self:
+            return p.batches_per_rank()
         out = []
         for r in range(self.world_size):
             fr = self._worker_frames(r)
@@ -94,6 +136,9 @@ class PlannerBase:
     def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
         """Anchors each logical worker of ``rank`` yields in one finite epoch (after ``drop_last``
         truncation to whole batches and ``equalize``)."""
+        p = self._pass()
+        if p is not self:
+            return p.worker_epoch_limits(rank)
         rank = self.rank if rank is None else rank
         fr = self._worker_frames(rank)
         if self.repeat:
@@ -102,17 +147,25 @@ class PlannerBase:
             fr = [f - f % self.batch_size for f in fr]
         if self.equalize == "none":
             return fr
-        bmin = int(self.batches_per_rank().min())
+        if getattr(self, "_bmin", None) is None:  # every rank's limits need it: computed once
+            self._bmin = int(self.batches_per_rank().min())
+        bmin = self._bmin
         return replay_turns(fr, self.batch_size, batches=bmin, drop_last=self.drop_last)[0]
 
     def epoch_samples(self) -> int:
         """Anchors this rank yields in one finite epoch (after ``equalize``)."""
+        p = self._pass()
+        if p is not self:
+            return p.epoch_samples()
         return sum(self.worker_epoch_limits())
 
     def position(self) -> tuple[int, int]:
         """(epoch, samples consumed in it) of the resume state; in finite mode a consumed count of
         one or more whole epochs rolls into the following epochs (``repeat=True`` keeps the
         stream's start epoch: each worker rolls over on its own)."""
+        p = self._pass()
+        if p is not self:
+            return p.position()
         if self.repeat:
             return self.epoch, self.samples_consumed
         total = self.epoch_samples()
@@ -130,9 +183,9 @@ class PlannerBase:
         """
         fr = self._worker_frames(self.rank)
         if self.repeat:
-            if not any(f for f in fr):
+            limits: list[int | None] = self._endless_limits(self.rank)
+            if not any(x is None or x for x in limits):
                 return 0, 0, self.epoch, None
-            limits: list[int | None] = [None if f else 0 for f in fr]
             epoch, s = self.epoch, self.samples_consumed
         else:
             limits = list(self.worker_epoch_limits())
@@ -157,26 +210,38 @@ class PlannerBase:
         return self._stream_state(s).to_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict`.
+        """Restore a :meth:`state_dict` — of this topology (the very same order continues) or of
+        another one (elastic resume: the epoch's unconsumed samples are replanned over this
+        planner's ranks, workers and batch size; see docs/resume.md). Sets
+        :attr:`resume_changes` to the settings that differ.
 
         Raises:
             ResumeStateError: no schema marker (older sampler: start a new run from the policy
-            weights), another stream (dataset, episodes, mixture), or any of
-            :data:`RESUME_SETTINGS` differs; the message lists every difference.
+            weights), another stream (dataset, episodes, mixture) or seed; the message lists every
+            difference. A mixture also refuses any other change of :data:`RESUME_SETTINGS`.
         """
         st = StreamState.from_dict(state)
         mine = self._stream_state(0)
-        diffs = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
-                 for name in RESUME_SETTINGS if getattr(st, name) != getattr(mine, name)]
-        diffs += self._identity_diffs(st, mine)
-        if diffs:
+        refused = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
+                   for name in REFUSED_SETTINGS if getattr(st, name) != getattr(mine, name)]
+        refused += self._identity_diffs(st, mine)
+        if refused:
             what = ("the same mixture (datasets, weights, episode selections)" if self._kind == "mixture"
                     else "the same episode selection")
             raise ResumeStateError(
-                f"sample-exact resume needs {what}, seed, world size, batch size, DataLoader worker count, "
-                "sampling strategy, pool and budget settings, repeat/drop_last/equalize as the checkpointed run "
-                "(they fix episode ownership, the order and the batch boundaries); differs: "
-                + "; ".join(diffs) + ". Restore those settings, or start a new run from the policy weights.")
+                f"resume needs {what} and seed as the checkpointed run (they fix which samples the epoch has "
+                "and their order; world size, batch size, DataLoader workers, pool and budget may change); "
+                "differs: " + "; ".join(refused) + ". Restore those settings, or start a new run from the "
+                "policy weights.")
+        changed = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
+                   for name in ELASTIC_SETTINGS if getattr(st, name) != getattr(mine, name)]
+        self._init_elastic()
+        self.resume_changes = changed
+        if changed:
+            self._load_elastic(st, changed)
+            return
+        if st.origin is not None:  # the same topology inside a remainder: the same remainder plan continues
+            self.origin, self.origin_epoch = st.origin, st.epoch
         self.epoch, self.samples_consumed = st.epoch, st.samples
 
     def _check_dataloader(self, dl_worker_id: int | None, dl_num_workers: int) -> None:
@@ -214,6 +279,9 @@ class PlannerBase:
             ResumeStateError: the consumed count ends inside a batch (several workers) or exceeds
             the finite epoch.
         """
+        p = self._pass()
+        if p is not self:
+            return p.worker_start(dl_worker_id, dl_num_workers)
         self._check_dataloader(dl_worker_id, dl_num_workers)
         logical, c, epoch, limit = self._turn_start(dl_worker_id)
         return self._start_at(logical, c, epoch, limit)

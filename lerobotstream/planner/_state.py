@@ -17,10 +17,14 @@ from typing import Any
 
 from lerobotstream.errors import ResumeStateError
 
-__all__ = ["SCHEMA_KEY", "SCHEMA_VERSION", "StreamState", "episodes_digest", "replay_turns"]
+__all__ = ["ELASTIC_SCHEMA_VERSION", "READABLE_SCHEMA_VERSIONS", "SCHEMA_KEY", "SCHEMA_VERSION", "StreamState", "episodes_digest", "replay_turns"]
 
 SCHEMA_KEY = "lerobotstream_planner_schema"
 SCHEMA_VERSION = 1
+#: states that carry an elastic ``origin`` are written as schema 2 (older readers refuse them by
+#: version); states without one keep schema 1's layout
+ELASTIC_SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (SCHEMA_VERSION, ELASTIC_SCHEMA_VERSION)
 
 _OLD_CHECKPOINT_MSG = (
     "this checkpoint's stream state has no {key!r} marker: it was written by an older sampler "
@@ -52,6 +56,9 @@ class StreamState:
             (not checked then).
         mixture (dict | None): a weighted mixture's description (repo ids, weights, integer
             weights); None for a single dataset (and in states written before mixtures existed).
+        origin (dict | None): elastic resume (schema 2): the ``state_dict()`` of the run whose
+            unconsumed samples this epoch (``epoch``) replays on this state's topology; ``samples``
+            then counts from the start of that remainder. None otherwise (schema 1 layout).
     """
 
     seed: int
@@ -68,11 +75,16 @@ class StreamState:
     equalize: str
     episodes: str | None = None
     mixture: dict[str, Any] | None = None
+    origin: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {SCHEMA_KEY: SCHEMA_VERSION, **asdict(self)}
         if out["mixture"] is None:  # single-dataset states keep their layout
             del out["mixture"]
+        if out["origin"] is None:
+            del out["origin"]
+        else:
+            out[SCHEMA_KEY] = ELASTIC_SCHEMA_VERSION
         return out
 
     @classmethod
@@ -80,9 +92,9 @@ class StreamState:
         """Parse a ``state_dict()``; raises ResumeStateError for old or foreign layouts."""
         if not isinstance(state, dict) or SCHEMA_KEY not in state:
             raise ResumeStateError(_OLD_CHECKPOINT_MSG.format(key=SCHEMA_KEY))
-        if state[SCHEMA_KEY] != SCHEMA_VERSION:
+        if state[SCHEMA_KEY] not in READABLE_SCHEMA_VERSIONS:
             raise ResumeStateError(
-                f"stream state schema {state[SCHEMA_KEY]!r} is not the supported {SCHEMA_VERSION}; "
+                f"stream state schema {state[SCHEMA_KEY]!r} is not one of the supported {READABLE_SCHEMA_VERSIONS}; "
                 "sample-exact resume needs the same lerobotstream planner version. Start a new run "
                 "from the checkpoint's policy weights.")
         fields = {k: v for k, v in state.items() if k != SCHEMA_KEY}
@@ -90,6 +102,8 @@ class StreamState:
             out = cls(**fields)
         except TypeError as e:
             raise ResumeStateError(f"malformed stream state {sorted(fields)}: {e}") from e
+        if out.origin is not None and not isinstance(out.origin, dict):
+            raise ResumeStateError(f"malformed stream state: origin must be a state dict, got {type(out.origin).__name__}")
         if out.epoch < 0 or out.samples < 0 or out.batch_size < 1:
             raise ResumeStateError(
                 f"invalid stream state: epoch={out.epoch}, samples={out.samples}, batch_size={out.batch_size}")
