@@ -204,6 +204,17 @@ class StreamCore(torch.utils.data.IterableDataset):
         self._loaded_state = state
         self.resume_changes = list(planner.resume_changes)
 
+    def resume_info(self) -> dict[str, Any] | None:
+        """What an elastic resume continues (None: a plain epoch): ``epoch``, ``samples_left`` (all
+        ranks), ``rank_samples`` (this rank), ``episodes_whole``, ``episodes_started``, ``depth``
+        (see ``Planner.remainder_info``; computes the remainder, opening the datasets' indexes for
+        their episode sizes)."""
+        planner = self._planner(self.num_workers)
+        planner.set_epoch(self._epoch)
+        planner.samples_consumed = self._samples
+        info = getattr(planner, "remainder_info", None)
+        return None if info is None else info()
+
     def _resumed(self, planner):
         """``planner`` with this stream's elastic origin (what the remainder epoch replays) and the
         episode sizes a replay under a byte budget needs (each part's, opened on first use)."""
