@@ -229,3 +229,98 @@ def test_old_schema_1_states_still_load_and_report_what_changed():
     q.load_state_dict(st)
     assert q.resume_changes == ["num_workers: checkpoint 2, now 1"]
     assert q.state_dict(samples_consumed=4)["lerobotstream_planner_schema"] == 2
+
+
+# --- mixtures (finite) ------------------------------------------------------------------------------
+MIX = [{e: int(n) for e, n in enumerate(np.random.default_rng(s).integers(3, 30, size=k))} for s, k in ((1, 9), (2, 6))]
+OFFSETS = [0, 1000]
+MIX_FULL = Counter((OFFSETS[d] + e, f) for d, ls in enumerate(MIX) for e, n in ls.items() for f in range(n))
+
+
+def _mixture(topo, rank, byte_budget_gb=1.0, **kw):
+    from lerobotstream.planner import MixturePlanner
+
+    w, k, b = topo
+    return MixturePlanner.for_datasets(MIX, [0.7, 0.3], OFFSETS, seed=11, num_workers=k, pool_size=None,
+                                       byte_budget_gb=byte_budget_gb, decoder_cache_size=None, strategy="remaining",
+                                       repeat=False, batch_size=b, drop_last=False,
+                                       episode_nbytes=[lambda e: 500 + e, lambda e: 700 + 3 * e],
+                                       mixture={"repo_ids": ["a", "b"]}, rank=rank, world_size=w, **kw)
+
+
+class _MixLoader:
+    """The planner-level DataLoader turns over a mixture's worker pools."""
+
+    def __init__(self, planner):
+        self.planner, self.num_workers, self.batch_size, self.drop_last = planner, planner.num_workers, \
+            planner.batch_size, planner.drop_last
+
+    def iter_worker_anchors(self, dl, n):
+        start = self.planner.worker_start(dl, n)
+        for pool in self.planner.worker_pools(start, self.planner.worker_plans(start)):
+            while True:
+                want = 256 if start.limit is None else min(256, start.limit - pool.emitted)
+                if want <= 0:
+                    break
+                ep, fr = pool.next_anchors(want)
+                yield from zip(ep.tolist(), fr.tolist())
+                if len(ep) < want:
+                    break
+
+
+def _mix_run(topo, n=None, state=None, **kw):
+    got, out = [], None
+    for r in range(topo[0]):
+        p = _mixture(topo, r, **kw)
+        if state is not None:
+            p.load_state_dict(state)
+        batches = _loader(_MixLoader(p), n)
+        got += [a for bt in batches for a in bt]
+        if r == 0:
+            out = p.state_dict(samples_consumed=sum(len(bt) for bt in batches))
+    return got, out
+
+
+@pytest.mark.parametrize("old,new", TOPOLOGIES[:4])
+def test_mixture_elastic_resume_covers_the_epoch_exactly_once(old, new):
+    consumed, state = _mix_run(old, 2)
+    got, _ = _mix_run(new, state=state, byte_budget_gb=0.5)
+    assert Counter(consumed) + Counter(got) == MIX_FULL
+    p = _mixture(new, 0, byte_budget_gb=0.5)
+    p.load_state_dict(state)
+    info = p.remainder_info()
+    assert info["samples_left"] == len(got) and sum(info["samples_left_per_dataset"]) == len(got)
+
+
+def test_mixture_state_inside_a_remainder_resumes_again():
+    consumed, state = _mix_run((2, 2, 4), 2)
+    mid, state2 = _mix_run((3, 1, 3), 2, state=state)
+    assert "origin" in state2
+    got, _ = _mix_run((1, 2, 5), state=state2)
+    assert Counter(consumed) + Counter(mid) + Counter(got) == MIX_FULL
+
+
+def test_mixture_refuses_other_weights_and_endless_topology_changes():
+    from lerobotstream.planner import MixturePlanner
+
+    _, state = _mix_run((2, 2, 4), 1)
+    other = MixturePlanner.for_datasets(MIX, [0.5, 0.5], OFFSETS, seed=11, num_workers=2, pool_size=None,
+                                        byte_budget_gb=1.0, decoder_cache_size=None, strategy="remaining",
+                                        repeat=False, batch_size=4, drop_last=False,
+                                        episode_nbytes=[lambda e: 500] * 2, mixture={"repo_ids": ["a", "b"]},
+                                        rank=0, world_size=2)
+    with pytest.raises(ResumeStateError, match="integer_weights"):
+        other.load_state_dict(state)
+    endless = MixturePlanner.for_datasets(MIX, [0.7, 0.3], OFFSETS, seed=11, num_workers=2, pool_size=None,
+                                          byte_budget_gb=1.0, decoder_cache_size=None, strategy="remaining",
+                                          repeat=True, batch_size=4, drop_last=False,
+                                          episode_nbytes=[lambda e: 500] * 2, mixture={"repo_ids": ["a", "b"]},
+                                          rank=0, world_size=2)
+    st = endless.state_dict(samples_consumed=8)
+    endless2 = MixturePlanner.for_datasets(MIX, [0.7, 0.3], OFFSETS, seed=11, num_workers=1, pool_size=None,
+                                           byte_budget_gb=1.0, decoder_cache_size=None, strategy="remaining",
+                                           repeat=True, batch_size=4, drop_last=False,
+                                           episode_nbytes=[lambda e: 500] * 2, mixture={"repo_ids": ["a", "b"]},
+                                           rank=0, world_size=2)
+    with pytest.raises(ResumeStateError, match="endless mixture"):
+        endless2.load_state_dict(st)

@@ -213,3 +213,46 @@ def _compute(planner: Planner, st: StreamState, nbytes) -> Remainder:
         if k == pmin:
             _replay(col, src._plan_for(r, w), epoch, g)
     return col.build(epoch, src, deeper if src is rp else 1)
+
+
+def plan_mixture_remainder(mix, state: StreamState, nbytes=None) -> list[Remainder]:
+    """A finite mixture's :func:`plan_remainder`: per dataset, the samples of ``state``'s epoch in
+    progress its run had not consumed. Each old (rank, worker) gave its anchors in the mixture's
+    seeded dataset order (``_Phases``, from counts); each dataset's pool of that worker is replayed
+    to its own count.
+
+    Args:
+        mix: a ``MixturePlanner`` over the same datasets.
+        state: the old run's rank-0 state (finite: ``repeat=False``).
+        nbytes: per dataset, ``episode_nbytes`` for the replay (default: the planners').
+    """
+    from lerobotstream.planner._mixture import _Phases
+
+    key = json.dumps([state.to_dict(), [p.episodes_digest for p in mix.planners], "mixture"], sort_keys=True,
+                     default=str)
+    if key in _CACHE:
+        return _CACHE[key]
+    old = mix._like(state, nbytes)
+    p = old._pass()
+    rp = p if p is not old and not p._elastic_epoch_rolled else None
+    epoch, s = p.position()
+    cols = [_Collect() for _ in p.planners]
+    limits0 = p.worker_epoch_limits(0)
+    given0, b, done = _batches(limits0, p.batch_size, s, p.drop_last)
+    for r in range(p.world_size):
+        given = given0 if r == 0 else _given(p.worker_epoch_limits(r), p.batch_size, s, b, done, p.drop_last)
+        frames = p.dataset_worker_frames(r)  # (datasets, workers)
+        for w, g in enumerate(given):
+            f = [int(x) for x in frames[:, w]]
+            weights = [wt if fw else 0 for wt, fw in zip(p.weights, f)]
+            if not any(weights):
+                continue
+            counts = _Phases(weights, f, [p.seed, epoch, r, p.world_size, w, p.num_shards], g).consumed()
+            for d, dp in enumerate(p.planners):
+                _replay(cols[d], dp._plan_for(r, w), epoch, int(counts[d]))
+    deeper = 1 + (rp.remainders[0].depth if rp is not None else 0)
+    out = [c.build(epoch, dp, deeper if rp is not None else 1) for c, dp in zip(cols, p.planners)]
+    _CACHE[key] = out
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return out

@@ -26,6 +26,7 @@ to its own share of it (the shares sum to the budget).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -45,6 +46,7 @@ __all__ = ["MixSequence", "MixedPool", "MixturePlanner", "integer_weights", "mix
 TAG_MIXTURE = 0x4D495854  # "MIXT"
 WEIGHT_SCALE = 1 << 40  # integer weights: exact block counts, no float drift over billions of samples
 GIB = 1 << 30
+_BUDGET_KEY = "byte_budget_gb"  # in the state's mixture record (the exact option an elastic replay rebuilds from)
 
 
 def _no_nbytes(episode_index: int) -> int:
@@ -374,6 +376,7 @@ class MixturePlanner(PlannerBase):
             if (p.rank, p.world_size, p.num_workers, p.repeat) != (p0.rank, p0.world_size, p0.num_workers, repeat):
                 raise ValueError("the planners of a mixture must share rank, world size, num_workers and repeat")
         self.weights = integer_weights(weights)
+        self._float_weights = [float(x) for x in weights]  # as given: the shares are computed from them
         self.offsets = [int(o) for o in offsets]
         self.seed, self.repeat = int(seed), bool(repeat)
         self.batch_size, self.drop_last, self.equalize = int(batch_size), bool(drop_last), equalize
@@ -388,6 +391,7 @@ class MixturePlanner(PlannerBase):
         self._fit: np.ndarray | None = None
         self.epoch = 0
         self.samples_consumed = 0
+        self._init_elastic()
 
     _kind = "mixture"
 
@@ -441,6 +445,9 @@ class MixturePlanner(PlannerBase):
 
     def samples_per_rank(self) -> np.ndarray:
         """Frames per rank in one epoch (every dataset), int64 (world_size,)."""
+        p = self._pass()
+        if p is not self:
+            return p.samples_per_rank()
         return np.sum([p.samples_per_rank() for p in self.planners], axis=0).astype(np.int64)
 
     # batches_per_rank, worker_epoch_limits, epoch_samples, position: BatchTurns'
@@ -501,10 +508,12 @@ class MixturePlanner(PlannerBase):
     def _stream_state(self, samples: int) -> StreamState:
         p0 = self.planners[0]
         digest = "|".join(p.episodes_digest for p in self.planners)
+        extra = {} if self.byte_budget_gb is None else {"byte_budget_gb": self.byte_budget_gb}
         return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size, self.num_workers,
                            p0.strategy, self.pool_size, self.byte_budget,
                            self.repeat, self.drop_last, self.equalize, digest,
-                           mixture={**self.mixture, "integer_weights": list(self.weights)})
+                           mixture={**self.mixture, "integer_weights": list(self.weights), **extra},
+                           origin=self.origin if self._elastic_active() else None)
 
     def _identity_diffs(self, st: StreamState, mine: StreamState) -> list[str]:
         if st.mixture is None:
@@ -513,14 +522,100 @@ class MixturePlanner(PlannerBase):
                 f"{len(self.planners)} datasets ({self.mixture.get('repo_ids')}); sample-exact resume "
                 "needs the same mixture. Start a new run from the policy weights.")
         diffs = [f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}"
-                 for key in sorted(set(st.mixture) | set(mine.mixture)) if st.mixture.get(key) != mine.mixture.get(key)]
+                 for key in sorted((set(st.mixture) | set(mine.mixture)) - {_BUDGET_KEY})
+                 if st.mixture.get(key) != mine.mixture.get(key)]
         if st.episodes != mine.episodes and not diffs:
             diffs.append("episode selection of the datasets differs")
         return diffs
 
+    # --- elastic resume (finite mixtures) -----------------------------------------------------------
+    def _like(self, st: StreamState, nbytes: Sequence[Callable[[int], int]] | None = None) -> MixturePlanner:
+        """The mixture planner of rank 0 with ``st``'s settings and position (same datasets)."""
+        gb = (st.mixture or {}).get(_BUDGET_KEY)
+        if gb is None:  # states written before the option was recorded
+            gb = self.byte_budget_gb if st.byte_budget == self.byte_budget else st.byte_budget / GIB
+        nb = list(nbytes) if nbytes else [p.episode_nbytes for p in self.planners]
+        out = MixturePlanner.for_datasets(
+            [dict(zip(p.full_indices.tolist(), p.full_lengths.tolist())) for p in self.planners], self._float_weights,
+            self.offsets, seed=st.seed, num_workers=st.num_workers, pool_size=st.pool_size, byte_budget_gb=gb,
+            decoder_cache_size=None, strategy=st.strategy, repeat=st.repeat, batch_size=st.batch_size,
+            drop_last=st.drop_last, episode_nbytes=nb, mixture=self.mixture, rank=0, world_size=st.world_size)
+        out.epoch, out.samples_consumed = st.epoch, st.samples
+        if st.origin is not None:
+            out.origin, out.origin_epoch = st.origin, st.epoch
+        out._replay_nbytes = nb
+        return out
+
+    def _load_elastic(self, st: StreamState, changed: list[str]) -> None:
+        if st.repeat or self.repeat:
+            raise ResumeStateError(
+                "elastic resume of an endless mixture (repeat=True) is not supported yet: a mixture resumes on "
+                "another topology only with finite epochs; differs: " + "; ".join(changed) + ". Restore those "
+                "settings, or start a new run from the policy weights.")
+        key = st.epoch
+        if st.origin is None:
+            key, s = self._like(st).position()
+            if s == 0:
+                self.epoch, self.samples_consumed = key, 0
+                return
+        self.origin, self.origin_epoch = st.to_dict(), key
+        self.epoch, self.samples_consumed = key, 0
+
+    def _plain(self) -> MixturePlanner:
+        out = copy.copy(self)
+        out._init_elastic()
+        return out
+
+    def _remainder_planner(self) -> MixturePlanner:
+        if self._rp is None:
+            from lerobotstream.planner._elastic import plan_mixture_remainder
+
+            nb = self._replay_nbytes
+            if nb is None and self.nbytes_provider is not None:
+                nb = self.nbytes_provider()
+            rems = plan_mixture_remainder(self, StreamState.from_dict(self.origin), nb)
+            seed = int(_seeds.seed_words(self.seed, TAG_MIXTURE, 0x454C5354, rems[0].epoch, rems[0].depth)[0] >> 2)
+            rmp = MixturePlanner([p._planner_over(r) for p, r in zip(self.planners, rems)], self._float_weights,
+                                 self.offsets, seed=seed, repeat=False, batch_size=self.batch_size,
+                                 drop_last=self.drop_last, mixture=self.mixture, byte_budget=self.byte_budget,
+                                 pool_size=self.pool_size)
+            rmp.byte_budget_gb = self.byte_budget_gb
+            rmp.epoch = rems[0].epoch
+            rmp.remainders = rems
+            self._rp = rmp
+        return self._rp
+
+    def _pass(self) -> MixturePlanner:
+        if not self._elastic_active():
+            return self
+        rmp = self._remainder_planner()
+        rmp.samples_consumed = self.samples_consumed
+        total = rmp.epoch_samples()
+        if self.samples_consumed < total or not total and not self.samples_consumed:
+            return rmp
+        q = self._plain()  # the count ran past the remainder: the next plain epochs
+        q.epoch, q.samples_consumed = rmp.epoch + 1, self.samples_consumed - total
+        q._elastic_epoch_rolled = True
+        return q
+
+    def remainder_info(self) -> dict[str, Any] | None:
+        """As ``Planner.remainder_info``, summed over the datasets (None: a plain epoch)."""
+        if not self._elastic_active():
+            return None
+        rmp = self._remainder_planner()
+        rems = rmp.remainders
+        return {"epoch": rems[0].epoch, "samples_left": sum(r.total for r in rems),
+                "rank_samples": int(rmp.samples_per_rank()[self.rank]),
+                "episodes_whole": sum(len(r.episode_indices) - len(r.frames) for r in rems),
+                "episodes_started": sum(len(r.frames) for r in rems), "depth": rems[0].depth,
+                "samples_left_per_dataset": [r.total for r in rems]}
+
     def worker_plans(self, start: WorkerStart) -> list[WorkerPlan]:
         """Each dataset's ``WorkerPlan`` of ``start.logical_worker`` (ByteBudgetError names the
         dataset and its share of the byte budget)."""
+        p = self._pass()
+        if p is not self:
+            return p.worker_plans(start)
         plans = []
         for d, (p, share) in enumerate(zip(self.planners, self.shares)):
             budget = "" if self.byte_budget_gb is None else f"={self.byte_budget_gb:g}"
@@ -536,6 +631,10 @@ class MixturePlanner(PlannerBase):
             plans: each dataset's ``WorkerPlan`` of that logical worker (built with the worker's
                 ``episode_nbytes``).
         """
+        p = self._pass()
+        if p is not self:
+            yield from p.worker_pools(start, plans)
+            return
         w = start.logical_worker
         frames = [int(p.num_frames) for p in plans]
         weights = [wt if f else 0 for wt, f in zip(self.weights, frames)]

@@ -265,7 +265,7 @@ class Planner(PlannerBase):
         if rank not in self._worker_pos_cache:
             rpos = self._rank_pos[rank]
             n = min(self.num_shards, len(rpos))
-            parts = lpt_shards(self.lengths[rpos], n, (self.seed, _seeds.TAG_WORKER_SHARDS, rank,
+            parts = [] if n == 0 else lpt_shards(self.lengths[rpos], n, (self.seed, _seeds.TAG_WORKER_SHARDS, rank,
                                                        self.world_size, self.num_shards))
             parts = [rpos[p] for p in parts] + [np.empty(0, np.int64)] * (self.num_shards - n)
             self._worker_pos_cache[rank] = parts
@@ -406,22 +406,26 @@ class Planner(PlannerBase):
 
     def _remainder_planner(self) -> Planner:
         if self._rp is None:
-            rem = self._remainder()
-            seed = int(_seeds.seed_words(self.seed, TAG_ELASTIC, rem.epoch, rem.depth)[0] >> 2)
-            plain = self._plain()
-            rp = Planner(rem.lengths, episode_indices=rem.episode_indices, seed=seed, rank=self.rank,
-                         world_size=self.world_size, num_workers=self.num_workers, pool_size=self.pool_size,
-                         strategy=self.strategy, byte_budget=self.byte_budget, episode_nbytes=self.episode_nbytes,
-                         decoder_cache_size=self.decoder_cache_size, repeat=self.repeat, batch_size=self.batch_size,
-                         drop_last=self.drop_last, equalize=self.equalize, _remainder_of=plain,
-                         _frame_maps=rem.frames)
-            rp.epoch = rem.epoch
-            if self.repeat:
-                plain.epoch = rem.epoch + 1
-                rp._chain = plain
-            rp.remainder = rem
-            self._rp = rp
+            self._rp = self._planner_over(self._remainder())
         return self._rp
+
+    def _planner_over(self, rem) -> Planner:
+        """The planner of this topology that plays remainder ``rem`` (its own seed), then (endless)
+        this planner's plain epochs."""
+        seed = int(_seeds.seed_words(self.seed, TAG_ELASTIC, rem.epoch, rem.depth)[0] >> 2)
+        plain = self._plain()
+        rp = Planner(rem.lengths, episode_indices=rem.episode_indices, seed=seed, rank=self.rank,
+                     world_size=self.world_size, num_workers=self.num_workers, pool_size=self.pool_size,
+                     strategy=self.strategy, byte_budget=self.byte_budget, episode_nbytes=self.episode_nbytes,
+                     decoder_cache_size=self.decoder_cache_size, repeat=self.repeat, batch_size=self.batch_size,
+                     drop_last=self.drop_last, equalize=self.equalize, _remainder_of=plain,
+                     _frame_maps=rem.frames)
+        rp.epoch = rem.epoch
+        if self.repeat:
+            plain.epoch = rem.epoch + 1
+            rp._chain = plain
+        rp.remainder = rem
+        return rp
 
     def _pass(self) -> Planner:
         if not self._elastic_active():
