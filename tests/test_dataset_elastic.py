@@ -92,3 +92,41 @@ def test_a_state_saved_in_the_remainder_resumes_again(roots, monkeypatch):
     assert "origin" in state2
     got, _ = _run(root, (1, 2, 2), monkeypatch, False, state=state2)
     assert Counter(consumed) + Counter(mid) + Counter(got) == FULL
+
+
+def _mix(roots, topo, monkeypatch, rank, windows):
+    from lerobotstream.dataset import StreamingMultiLeRobotDataset
+
+    w, k, b = topo
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", str(w))
+    extra = dict(delta_timestamps={CAM: [-1 / FPS, 0.0]}) if windows else {}
+    return StreamingMultiLeRobotDataset(["t/av1", "t/hevc"], roots=[roots["av1"], roots["hevc"]], weights=[0.6, 0.4],
+                                        repeat=False, episode_pool_size=2, prefetch_episodes=1, num_workers=k,
+                                        max_num_shards=max(1, k), batch_size=b, return_uint8=True, **extra)
+
+
+def _mix_run(roots, topo, monkeypatch, windows, n=None, state=None):
+    got, state0 = [], None
+    for r in range(topo[0]):
+        ds = _mix(roots, topo, monkeypatch, r, windows)
+        if state is not None:
+            ds.load_state_dict(state)
+        k = 0
+        for batch in torch.utils.data.DataLoader(ds, batch_size=topo[2], num_workers=topo[1]):
+            got += [(d, e, f) for d, (e, f) in zip(batch["dataset_index"].tolist(), _anchors(batch, windows))]
+            k += 1
+            if k == n:
+                break
+        if r == 0 and n is not None:
+            state0 = ds.state_dict(batches_consumed=k)
+    return got, state0
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+@pytest.mark.parametrize("old,new,windows", [((2, 2, 4), (1, 3, 6), True), ((1, 0, 8), (3, 2, 5), False)])
+def test_mixture_elastic_resume_with_real_frames(roots, monkeypatch, old, new, windows):
+    consumed, state = _mix_run(roots, old, monkeypatch, windows, n=2)
+    got, _ = _mix_run(roots, new, monkeypatch, windows, state=state)
+    full = Counter((d, e, f) for d in (0, 1) for e, n in enumerate(LENGTHS) for f in range(n))
+    assert Counter(consumed) + Counter(got) == full
