@@ -25,17 +25,12 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._state import StreamState, replay_turns
 
-if TYPE_CHECKING:
-    from lerobotstream.planner._planner import Planner
-
-__all__ = ["Remainder", "plan_remainder", "TAG_ELASTIC"]
+__all__ = ["Remainder", "plan_remainder", "cached", "TAG_ELASTIC"]
 
 TAG_ELASTIC = 0x454C5354  # "ELST"
 _CACHE: OrderedDict[str, Remainder] = OrderedDict()
@@ -77,7 +72,7 @@ class Remainder:
         return out
 
 
-def _batches(limits: list, batch_size: int, samples: int, drop_last: bool) -> tuple[list[int], int, bool]:
+def rank_batches(limits: list, batch_size: int, samples: int, drop_last: bool) -> tuple[list[int], int, bool]:
     """(samples per worker, batches, rank exhausted) of rank 0 after ``samples`` samples."""
     given, nxt, taken = replay_turns(limits, batch_size, samples=samples, drop_last=drop_last)
     if taken < 0:  # one worker: replay_turns does not count batches
@@ -85,7 +80,7 @@ def _batches(limits: list, batch_size: int, samples: int, drop_last: bool) -> tu
     return given, taken, nxt is None
 
 
-def _given(limits: list, batch_size: int, samples: int, batches: int, rank0_done: bool, drop_last: bool) -> list[int]:
+def rank_given(limits: list, batch_size: int, samples: int, batches: int, rank0_done: bool, drop_last: bool) -> list[int]:
     """Samples per worker of another rank after rank 0's ``batches`` (lockstep DDP steps)."""
     if len(limits) == 1 and not rank0_done:  # one stream: ranks consumed the same samples (maybe mid-batch)
         cap = limits[0]
@@ -93,7 +88,7 @@ def _given(limits: list, batch_size: int, samples: int, batches: int, rank0_done
     return replay_turns(limits, batch_size, batches=batches, drop_last=drop_last)[0]
 
 
-def plan_remainder(planner: Planner, state: StreamState, nbytes=None) -> Remainder:
+def plan_remainder(planner, state: StreamState, nbytes=None) -> Remainder:
     """The samples of ``state``'s epoch in progress its run had not consumed, over all of its
     ranks and workers (see the module doc).
 
@@ -107,18 +102,24 @@ def plan_remainder(planner: Planner, state: StreamState, nbytes=None) -> Remaind
         ResumeStateError: the state's consumed count does not fit its epoch (ends inside a batch
         with several workers, or exceeds it).
     """
-    key = json.dumps([state.to_dict(), planner.episodes_digest], sort_keys=True, default=str)
+    return cached([state.to_dict(), planner.episodes_digest], lambda: _compute(planner, state, nbytes))
+
+
+def cached(key_parts, compute):
+    """``compute()`` once per key (a JSON-able description of the state and the episodes) per
+    process: every planner a DataLoader worker builds for one stream shares its remainder."""
+    key = json.dumps(key_parts, sort_keys=True, default=str)
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    out = _compute(planner, state, nbytes)
+    out = compute()
     _CACHE[key] = out
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return out
 
 
-class _Collect:
+class Collect:
     """Frames left per episode, gathered worker by worker."""
 
     def __init__(self) -> None:
@@ -135,7 +136,7 @@ class _Collect:
     def add_all(self, plan) -> None:
         self.whole.append(plan.episode_indices)
 
-    def build(self, epoch: int, src: Planner, depth: int) -> Remainder:
+    def build(self, epoch: int, src, depth: int) -> Remainder:
         """``src``: the planner of the pass (its own frame maps say what "whole" means)."""
         whole = np.concatenate(self.whole) if self.whole else np.empty(0, np.int64)
         lengths = dict(zip(src.episode_indices.tolist(), src.lengths.tolist()))
@@ -155,7 +156,7 @@ class _Collect:
         return Remainder(int(epoch), idx, ln, frames, int(src.lengths.sum() - ln.sum()), depth)
 
 
-def _replay(col: _Collect, plan, epoch: int, given: int) -> None:
+def replay(col: Collect, plan, epoch: int, given: int) -> None:
     """Add what logical worker ``plan`` had left of ``epoch`` after ``given`` anchors."""
     if plan.num_frames == 0:
         return
@@ -167,21 +168,21 @@ def _replay(col: _Collect, plan, epoch: int, given: int) -> None:
     col.add_pool(pool)
 
 
-def _compute(planner: Planner, st: StreamState, nbytes) -> Remainder:
+def _compute(planner, st: StreamState, nbytes) -> Remainder:
     old = planner._like(st, nbytes)
     rp = old._remainder_planner() if old._elastic_active() else None
     deeper = 1 + (rp.remainder.depth if rp is not None else 0)
-    col = _Collect()
+    col = Collect()
     B, dl = old.batch_size, old.drop_last
     if not old.repeat:
         p = old._pass()  # the plain epoch, the old remainder, or the plain epochs after it
         epoch, s = p.position()
         limits0 = p.worker_epoch_limits(0)
-        given0, b, done = _batches(limits0, B, s, dl)
+        given0, b, done = rank_batches(limits0, B, s, dl)
         for r in range(p.world_size):
-            given = given0 if r == 0 else _given(p.worker_epoch_limits(r), B, s, b, done, dl)
+            given = given0 if r == 0 else rank_given(p.worker_epoch_limits(r), B, s, b, done, dl)
             for w, g in enumerate(given):
-                _replay(col, p._plan_for(r, w), epoch, g)
+                replay(col, p._plan_for(r, w), epoch, g)
         return col.build(epoch, p, deeper if p is rp else 1)
     # endless: per worker its share of the old remainder (when the old run played one), then its epochs
     s = old.samples_consumed
@@ -191,9 +192,9 @@ def _compute(planner: Planner, st: StreamState, nbytes) -> Remainder:
         rf = rp._worker_frames(r) if rp is not None else [0] * len(f)
         chains.append(([None if fw else rw for fw, rw in zip(f, rf)], f, rf))
     passes = []  # (pass, rank, worker, anchors of that pass given): pass 0 = the old remainder
-    given0, b, done = _batches(chains[0][0], B, s, dl)
+    given0, b, done = rank_batches(chains[0][0], B, s, dl)
     for r, (limits, f, rf) in enumerate(chains):
-        given = given0 if r == 0 else _given(limits, B, s, b, done, dl)
+        given = given0 if r == 0 else rank_given(limits, B, s, b, done, dl)
         for w, g in enumerate(given):
             if rp is not None and g < rf[w]:
                 passes.append((0, r, w, g))
@@ -211,48 +212,6 @@ def _compute(planner: Planner, st: StreamState, nbytes) -> Remainder:
         epoch = (rp.epoch if rp is not None else old.epoch - 1) + pmin
     for k, r, w, g in passes:
         if k == pmin:
-            _replay(col, src._plan_for(r, w), epoch, g)
+            replay(col, src._plan_for(r, w), epoch, g)
     return col.build(epoch, src, deeper if src is rp else 1)
 
-
-def plan_mixture_remainder(mix, state: StreamState, nbytes=None) -> list[Remainder]:
-    """A finite mixture's :func:`plan_remainder`: per dataset, the samples of ``state``'s epoch in
-    progress its run had not consumed. Each old (rank, worker) gave its anchors in the mixture's
-    seeded dataset order (``_Phases``, from counts); each dataset's pool of that worker is replayed
-    to its own count.
-
-    Args:
-        mix: a ``MixturePlanner`` over the same datasets.
-        state: the old run's rank-0 state (finite: ``repeat=False``).
-        nbytes: per dataset, ``episode_nbytes`` for the replay (default: the planners').
-    """
-    from lerobotstream.planner._mixture import _Phases
-
-    key = json.dumps([state.to_dict(), [p.episodes_digest for p in mix.planners], "mixture"], sort_keys=True,
-                     default=str)
-    if key in _CACHE:
-        return _CACHE[key]
-    old = mix._like(state, nbytes)
-    p = old._pass()
-    rp = p if p is not old and not p._elastic_epoch_rolled else None
-    epoch, s = p.position()
-    cols = [_Collect() for _ in p.planners]
-    limits0 = p.worker_epoch_limits(0)
-    given0, b, done = _batches(limits0, p.batch_size, s, p.drop_last)
-    for r in range(p.world_size):
-        given = given0 if r == 0 else _given(p.worker_epoch_limits(r), p.batch_size, s, b, done, p.drop_last)
-        frames = p.dataset_worker_frames(r)  # (datasets, workers)
-        for w, g in enumerate(given):
-            f = [int(x) for x in frames[:, w]]
-            weights = [wt if fw else 0 for wt, fw in zip(p.weights, f)]
-            if not any(weights):
-                continue
-            counts = _Phases(weights, f, [p.seed, epoch, r, p.world_size, w, p.num_shards], g).consumed()
-            for d, dp in enumerate(p.planners):
-                _replay(cols[d], dp._plan_for(r, w), epoch, int(counts[d]))
-    deeper = 1 + (rp.remainders[0].depth if rp is not None else 0)
-    out = [c.build(epoch, dp, deeper if rp is not None else 1) for c, dp in zip(cols, p.planners)]
-    _CACHE[key] = out
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return out
