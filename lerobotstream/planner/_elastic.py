@@ -63,14 +63,6 @@ class Remainder:
         """Frames left (samples the remainder pass gives over all new ranks)."""
         return int(self.lengths.sum())
 
-    def anchors(self) -> set[tuple[int, int]]:
-        """Every (episode, frame) left (tests and small datasets only)."""
-        out = set()
-        for e, n in zip(self.episode_indices.tolist(), self.lengths.tolist()):
-            fr = self.frames.get(e)
-            out.update((e, int(f)) for f in (range(n) if fr is None else fr.tolist()))
-        return out
-
 
 def rank_batches(limits: list, batch_size: int, samples: int, drop_last: bool) -> tuple[list[int], int, bool]:
     """(samples per worker, batches, rank exhausted) of rank 0 after ``samples`` samples."""
