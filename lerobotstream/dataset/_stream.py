@@ -180,8 +180,8 @@ class StreamCore(torch.utils.data.IterableDataset):
 
         Raises:
             ResumeStateError: no schema marker, another stream (dataset, episodes, mixture) or seed;
-            a mixture also refuses a change of world size, batch size, workers, strategy, pool
-            size, byte budget, repeat or drop_last.
+            an endless mixture (``repeat=True``) also refuses a change of world size, batch size,
+            workers, strategy, pool size, byte budget or drop_last.
         """
         from lerobotstream.planner import StreamState
 
@@ -235,7 +235,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         A state loaded for another DataLoader worker count than ``nw`` is resumed elastically here.
 
         Raises:
-            ResumeStateError: the loaded state cannot be resumed with ``nw`` workers (a mixture).
+            ResumeStateError: the loaded state cannot be resumed with ``nw`` workers (an endless mixture).
         """
         if self._state_num_workers is not None and self._state_num_workers != nw and not (
                 {self._state_num_workers, nw} <= {0, 1}):

@@ -218,7 +218,7 @@ class PlannerBase:
         Raises:
             ResumeStateError: no schema marker (older sampler: start a new run from the policy
             weights), another stream (dataset, episodes, mixture) or seed; the message lists every
-            difference. A mixture also refuses any other change of :data:`RESUME_SETTINGS`.
+            difference. An endless mixture also refuses any other change of :data:`RESUME_SETTINGS`.
         """
         st = StreamState.from_dict(state)
         mine = self._stream_state(0)
