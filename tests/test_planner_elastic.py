@@ -324,3 +324,16 @@ def test_mixture_refuses_other_weights_and_endless_topology_changes():
                                            rank=0, world_size=2)
     with pytest.raises(ResumeStateError, match="endless mixture"):
         endless2.load_state_dict(st)
+
+
+def test_repeat_may_change_too():
+    consumed, state = _old_run((2, 2, 4), 2, repeat=True)
+    got, planners = _new_run((3, 1, 5), state)  # endless -> finite: the remainder is that epoch
+    assert Counter(consumed) + Counter(got) == FULL and planners[0].remainder_info()["epoch"] == 0
+    consumed, state = _old_run((2, 2, 4), 2)
+    planners = []
+    for r in range(2):
+        p = _planner((2, 3, 2), r, repeat=True)
+        p.load_state_dict(state)
+        planners.append(p)
+    assert Counter(consumed) + Counter(_endless_prefix(planners, [])) == FULL
