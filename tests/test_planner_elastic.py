@@ -12,33 +12,12 @@ import pytest
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import Planner
+from tests.test_planner import _simulate_loader as _loader  # DataLoader turns, simulated
 
 LENGTHS = {e: int(n) for e, n in enumerate(np.random.default_rng(7).integers(3, 40, size=23))}
 FULL = Counter((e, f) for e, n in LENGTHS.items() for f in range(n))
 TOPOLOGIES = [((2, 2, 4), (1, 3, 6)), ((2, 2, 4), (4, 1, 4)), ((2, 2, 4), (3, 2, 5)), ((1, 0, 8), (2, 2, 4)),
               ((3, 2, 2), (1, 1, 7)), ((1, 1, 4), (5, 3, 1))]
-
-
-def _loader(planner: Planner, n_batches: int | None = None) -> list[list[tuple[int, int]]]:
-    """Batches in the order torch's DataLoader returns them for an IterableDataset."""
-    n = planner.num_workers
-    its = [planner.iter_worker_anchors(None, 0)] if n == 0 else [planner.iter_worker_anchors(p, n) for p in range(n)]
-    active = [True] * len(its)
-    out: list[list[tuple[int, int]]] = []
-    while any(active):
-        for w, it in enumerate(its):
-            if not active[w]:
-                continue
-            if n_batches is not None and len(out) >= n_batches:
-                return out
-            batch = list(islice(it, planner.batch_size))
-            if not batch or (len(batch) < planner.batch_size and planner.drop_last):
-                active[w] = False
-                continue
-            out.append(batch)
-            if len(batch) < planner.batch_size:
-                active[w] = False
-    return out
 
 
 def _planner(topo, rank, lengths=LENGTHS, **kw):
@@ -93,6 +72,9 @@ def test_byte_budget_pool_size_and_drop_last_change():
     consumed, state = _old_run((2, 2, 4), 2, byte_budget=6000, episode_nbytes=nbytes, pool_size=2)
     got, _ = _new_run((3, 1, 3), state, byte_budget=4500, episode_nbytes=nbytes, pool_size=5)
     assert Counter(consumed) + Counter(got) == FULL
+    got, _ = _new_run((2, 2, 3), state, drop_last=True)  # each worker's short last batch dropped
+    c = Counter(consumed) + Counter(got)
+    assert max(c.values()) == 1 and len(FULL) - len(c) < 2 * 2 * 3
 
 
 def test_remainder_is_frame_balanced_and_keeps_untouched_episodes_whole():
@@ -237,35 +219,15 @@ OFFSETS = [0, 1000]
 MIX_FULL = Counter((OFFSETS[d] + e, f) for d, ls in enumerate(MIX) for e, n in ls.items() for f in range(n))
 
 
-def _mixture(topo, rank, byte_budget_gb=1.0, **kw):
+def _mixture(topo, rank, byte_budget_gb=1.0, weights=(0.7, 0.3), repeat=False):
     from lerobotstream.planner import MixturePlanner
 
     w, k, b = topo
-    return MixturePlanner.for_datasets(MIX, [0.7, 0.3], OFFSETS, seed=11, num_workers=k, pool_size=None,
+    return MixturePlanner.for_datasets(MIX, list(weights), OFFSETS, seed=11, num_workers=k, pool_size=None,
                                        byte_budget_gb=byte_budget_gb, decoder_cache_size=None, strategy="remaining",
-                                       repeat=False, batch_size=b, drop_last=False,
+                                       repeat=repeat, batch_size=b, drop_last=False,
                                        episode_nbytes=[lambda e: 500 + e, lambda e: 700 + 3 * e],
-                                       mixture={"repo_ids": ["a", "b"]}, rank=rank, world_size=w, **kw)
-
-
-class _MixLoader:
-    """The planner-level DataLoader turns over a mixture's worker pools."""
-
-    def __init__(self, planner):
-        self.planner, self.num_workers, self.batch_size, self.drop_last = planner, planner.num_workers, \
-            planner.batch_size, planner.drop_last
-
-    def iter_worker_anchors(self, dl, n):
-        start = self.planner.worker_start(dl, n)
-        for pool in self.planner.worker_pools(start, self.planner.worker_plans(start)):
-            while True:
-                want = 256 if start.limit is None else min(256, start.limit - pool.emitted)
-                if want <= 0:
-                    break
-                ep, fr = pool.next_anchors(want)
-                yield from zip(ep.tolist(), fr.tolist())
-                if len(ep) < want:
-                    break
+                                       mixture={"repo_ids": ["a", "b"]}, rank=rank, world_size=w)
 
 
 def _mix_run(topo, n=None, state=None, **kw):
@@ -274,7 +236,7 @@ def _mix_run(topo, n=None, state=None, **kw):
         p = _mixture(topo, r, **kw)
         if state is not None:
             p.load_state_dict(state)
-        batches = _loader(_MixLoader(p), n)
+        batches = _loader(p, n)
         got += [a for bt in batches for a in bt]
         if r == 0:
             out = p.state_dict(samples_consumed=sum(len(bt) for bt in batches))
@@ -301,29 +263,12 @@ def test_mixture_state_inside_a_remainder_resumes_again():
 
 
 def test_mixture_refuses_other_weights_and_endless_topology_changes():
-    from lerobotstream.planner import MixturePlanner
-
     _, state = _mix_run((2, 2, 4), 1)
-    other = MixturePlanner.for_datasets(MIX, [0.5, 0.5], OFFSETS, seed=11, num_workers=2, pool_size=None,
-                                        byte_budget_gb=1.0, decoder_cache_size=None, strategy="remaining",
-                                        repeat=False, batch_size=4, drop_last=False,
-                                        episode_nbytes=[lambda e: 500] * 2, mixture={"repo_ids": ["a", "b"]},
-                                        rank=0, world_size=2)
     with pytest.raises(ResumeStateError, match="integer_weights"):
-        other.load_state_dict(state)
-    endless = MixturePlanner.for_datasets(MIX, [0.7, 0.3], OFFSETS, seed=11, num_workers=2, pool_size=None,
-                                          byte_budget_gb=1.0, decoder_cache_size=None, strategy="remaining",
-                                          repeat=True, batch_size=4, drop_last=False,
-                                          episode_nbytes=[lambda e: 500] * 2, mixture={"repo_ids": ["a", "b"]},
-                                          rank=0, world_size=2)
-    st = endless.state_dict(samples_consumed=8)
-    endless2 = MixturePlanner.for_datasets(MIX, [0.7, 0.3], OFFSETS, seed=11, num_workers=1, pool_size=None,
-                                           byte_budget_gb=1.0, decoder_cache_size=None, strategy="remaining",
-                                           repeat=True, batch_size=4, drop_last=False,
-                                           episode_nbytes=[lambda e: 500] * 2, mixture={"repo_ids": ["a", "b"]},
-                                           rank=0, world_size=2)
+        _mixture((2, 2, 4), 0, weights=[0.5, 0.5]).load_state_dict(state)
+    st = _mixture((2, 2, 4), 0, repeat=True).state_dict(samples_consumed=8)
     with pytest.raises(ResumeStateError, match="endless mixture"):
-        endless2.load_state_dict(st)
+        _mixture((2, 1, 4), 0, repeat=True).load_state_dict(st)
 
 
 def test_repeat_may_change_too():

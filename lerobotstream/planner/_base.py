@@ -10,6 +10,7 @@ stream in a resume state (``_stream_state``, ``_identity_diffs``).
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import numpy as np
 from lerobotstream.errors import ResumeStateError, ShardingError
 from lerobotstream.planner._state import StreamState, replay_turns
 
-__all__ = ["PlannerBase", "WorkerStart", "RESUME_SETTINGS", "ELASTIC_SETTINGS", "REFUSED_SETTINGS"]
+__all__ = ["PlannerBase", "WorkerStart", "RESUME_SETTINGS", "ELASTIC_SETTINGS", "REFUSED_SETTINGS", "read_pools"]
 
 logger = logging.getLogger("lerobotstream.planner")
 _IDLE_WARNED: set[tuple] = set()
@@ -33,6 +34,20 @@ RESUME_SETTINGS = ("seed", "batch_size", "world_size", "num_workers", "strategy"
 REFUSED_SETTINGS = ("seed",)
 #: what it can: the remainder of the epoch is replanned over the new values
 ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
+
+
+def read_pools(pools: Iterator[Any], limit: int | None) -> Iterator[tuple[int, int]]:
+    """``(episode, frame)`` of ``pools`` read in turn, each to its end or to ``limit`` anchors of
+    its epoch (``pool.emitted`` counts from the epoch start; None: no limit)."""
+    for pool in pools:
+        while True:
+            want = 256 if limit is None else min(256, limit - pool.emitted)
+            if want <= 0:
+                break
+            ep, fr = pool.next_anchors(want)
+            yield from zip(ep.tolist(), fr.tolist())
+            if len(ep) < want:
+                break
 
 
 @dataclass(frozen=True)
@@ -105,21 +120,70 @@ class PlannerBase:
     def _elastic_active(self) -> bool:
         return getattr(self, "origin", None) is not None and self.epoch == self.origin_epoch
 
-    def _pass(self) -> PlannerBase:
-        """The planner of the epoch in progress: this one, or (elastic resume) the one that plays
-        the old run's remainder on this topology."""
-        return self
-
     def _endless_limits(self, rank: int) -> list[int | None]:
         """Per logical worker: None (endless) or the samples it gives before it stops."""
         return [None if f else 0 for f in self._worker_frames(rank)]
 
+    def _like(self, st: StreamState, nbytes=None) -> PlannerBase:
+        """A planner of rank 0 over the same stream with ``st``'s settings and position."""
+        raise NotImplementedError
+
+    def _remainder_planner(self) -> PlannerBase:
+        """The planner of this topology that plays the origin's remainder (cached)."""
+        raise NotImplementedError
+
+    def _check_elastic(self, st: StreamState, changed: list[str]) -> None:
+        """Raise ResumeStateError where this stream cannot resume ``st`` on another topology."""
+
     def _load_elastic(self, st: StreamState, changed: list[str]) -> None:
-        raise ResumeStateError(
-            f"sample-exact resume of a {self._kind} needs the same world size, batch size, DataLoader worker "
-            "count, sampling strategy, pool and budget settings, repeat/drop_last/equalize as the checkpointed "
-            "run; differs: " + "; ".join(changed) + ". Restore those settings, or start a new run from the "
-            "policy weights.")
+        """Resume ``st`` on this topology: this planner's epoch becomes the old run's epoch in
+        progress, whose unconsumed samples it plays first (counted from 0)."""
+        self._check_elastic(st, changed)
+        key = st.epoch
+        if st.origin is None:
+            if not st.repeat:
+                key, s = self._like(st).position()  # counts only: a finished epoch rolls over
+            else:
+                s = st.samples
+            if s == 0:  # nothing of that epoch consumed: it is simply played on this topology
+                self.epoch, self.samples_consumed = key, 0
+                return
+        self.origin, self.origin_epoch = st.to_dict(), key
+        self.epoch, self.samples_consumed = key, 0
+
+    def _plain(self) -> PlannerBase:
+        """This planner without its elastic origin (the plain epochs of its topology)."""
+        out = copy.copy(self)
+        out._init_elastic()
+        return out
+
+    def _pass(self) -> PlannerBase:
+        """The planner of the epoch in progress: this one, or (elastic resume) the one that plays
+        the old run's remainder on this topology (endless: then its plain epochs), or, when the
+        count ran past the remainder (finite), the plain epochs after it."""
+        if not self._elastic_active():
+            return self
+        rp = self._remainder_planner()
+        rp.samples_consumed = self.samples_consumed
+        if self.repeat:
+            return rp
+        total = rp.epoch_samples()
+        if self.samples_consumed < total or not total and not self.samples_consumed:
+            return rp
+        key = (self.epoch, self.samples_consumed)
+        if self._rolled is None or self._rolled[0] != key:
+            q = self._plain()
+            q.epoch, q.samples_consumed = rp.epoch + 1, self.samples_consumed - total
+            q._elastic_epoch_rolled = True
+            self._rolled = (key, q)
+        return self._rolled[1]
+
+    def iter_worker_anchors(self, dl_worker_id: int | None = None,
+                            dl_num_workers: int = 0) -> Iterator[tuple[int, int]]:
+        """The anchors (global episode id, frame) DataLoader worker ``dl_worker_id`` yields, from
+        the resume state on: one (the rest of the) epoch when finite, endless with ``repeat=True``."""
+        start = self.worker_start(dl_worker_id, dl_num_workers)
+        return read_pools(self.worker_pools(start, self.worker_plans(start)), start.limit)
 
     def batches_per_rank(self) -> np.ndarray:
         """DataLoader batches per rank in one finite epoch (``batch_size``, ``drop_last``, workers

@@ -26,7 +26,6 @@ to its own share of it (the shares sum to the budget).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -369,25 +368,12 @@ class MixturePlanner(PlannerBase):
         out._replay_nbytes = nb
         return out
 
-    def _load_elastic(self, st: StreamState, changed: list[str]) -> None:
+    def _check_elastic(self, st: StreamState, changed: list[str]) -> None:
         if st.repeat or self.repeat:
             raise ResumeStateError(
                 "elastic resume of an endless mixture (repeat=True) is not supported yet: a mixture resumes on "
                 "another topology only with finite epochs; differs: " + "; ".join(changed) + ". Restore those "
                 "settings, or start a new run from the policy weights.")
-        key = st.epoch
-        if st.origin is None:
-            key, s = self._like(st).position()
-            if s == 0:
-                self.epoch, self.samples_consumed = key, 0
-                return
-        self.origin, self.origin_epoch = st.to_dict(), key
-        self.epoch, self.samples_consumed = key, 0
-
-    def _plain(self) -> MixturePlanner:
-        out = copy.copy(self)
-        out._init_elastic()
-        return out
 
     def _remainder_planner(self) -> MixturePlanner:
         if self._rp is None:
@@ -405,19 +391,6 @@ class MixturePlanner(PlannerBase):
             rmp.remainders = rems
             self._rp = rmp
         return self._rp
-
-    def _pass(self) -> MixturePlanner:
-        if not self._elastic_active():
-            return self
-        rmp = self._remainder_planner()
-        rmp.samples_consumed = self.samples_consumed
-        total = rmp.epoch_samples()
-        if self.samples_consumed < total or not total and not self.samples_consumed:
-            return rmp
-        q = self._plain()  # the count ran past the remainder: the next plain epochs
-        q.epoch, q.samples_consumed = rmp.epoch + 1, self.samples_consumed - total
-        q._elastic_epoch_rolled = True
-        return q
 
     def remainder_info(self) -> dict[str, Any] | None:
         """As ``Planner.remainder_info``, summed over the datasets (None: a plain epoch)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -14,7 +13,7 @@ from lerobotstream.planner import _seeds
 from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool
 from lerobotstream.planner._poolcore import shuffled_order
 from lerobotstream.planner._shards import lpt_shards
-from lerobotstream.planner._base import PlannerBase, WorkerStart
+from lerobotstream.planner._base import PlannerBase, WorkerStart, read_pools
 from lerobotstream.planner._state import StreamState, episodes_digest
 from lerobotstream.planner._world import discover_world
 
@@ -132,15 +131,7 @@ class WorkerPlan:
         Endless (``repeat=True``): epoch after epoch (an idle worker yields nothing).
         """
         stop = self.num_frames if limit is None else min(limit, self.num_frames)
-        for pool in self.iter_pools(epoch, start_offset, repeat=repeat):
-            while True:
-                want = 256 if repeat else min(256, stop - pool.emitted)
-                if want <= 0:
-                    break
-                ep, fr = pool.next_anchors(want)
-                yield from zip(ep.tolist(), fr.tolist())
-                if len(ep) < want:
-                    break
+        yield from read_pools(self.iter_pools(epoch, start_offset, repeat=repeat), None if repeat else stop)
 
 
 class Planner(PlannerBase):
@@ -352,14 +343,6 @@ class Planner(PlannerBase):
             return plans[0].iter_pools(start.epoch, start.offset, self._chain.epoch)
         return plans[0].iter_pools(start.epoch, start.offset, repeat=self.repeat)
 
-    def iter_worker_anchors(self, dl_worker_id: int | None = None,
-                            dl_num_workers: int = 0) -> Iterator[tuple[int, int]]:
-        """The anchors DataLoader worker ``dl_worker_id`` yields, from the resume state on: one
-        (the rest of the) epoch when finite, endless with ``repeat=True``."""
-        start = self.worker_start(dl_worker_id, dl_num_workers)
-        pools = self.worker_pools(start, self.worker_plans(start))
-        return _read_pools(pools, start.limit)
-
     # --- elastic resume ------------------------------------------------------------------------
     def _like(self, st: StreamState, nbytes: Callable[[int], int] | None = None) -> Planner:
         """A planner of rank 0 over the same episodes with ``st``'s settings and position."""
@@ -373,27 +356,6 @@ class Planner(PlannerBase):
         if st.origin is not None:
             out.origin, out.origin_epoch = st.origin, st.epoch
         out._replay_nbytes = nb
-        return out
-
-    def _load_elastic(self, st: StreamState, changed: list[str]) -> None:
-        """Resume ``st`` on this topology: this planner's epoch becomes the old run's epoch in
-        progress, whose unconsumed samples it plays first (counted from 0)."""
-        key = st.epoch
-        if st.origin is None:
-            if not st.repeat:
-                key, s = self._like(st).position()  # counts only: a finished epoch rolls over
-            else:
-                s = st.samples
-            if s == 0:  # nothing of that epoch consumed: it is simply played on this topology
-                self.epoch, self.samples_consumed = key, 0
-                return
-        self.origin, self.origin_epoch = st.to_dict(), key
-        self.epoch, self.samples_consumed = key, 0
-
-    def _plain(self) -> Planner:
-        """This planner without its elastic origin (the plain epochs of its topology)."""
-        out = copy.copy(self)
-        out._init_elastic()
         return out
 
     def _remainder(self):
@@ -427,24 +389,6 @@ class Planner(PlannerBase):
         rp.remainder = rem
         return rp
 
-    def _pass(self) -> Planner:
-        if not self._elastic_active():
-            return self
-        rp = self._remainder_planner()
-        rp.samples_consumed = self.samples_consumed
-        if self.repeat:
-            return rp
-        total = rp.epoch_samples()
-        if self.samples_consumed < total or not total and not self.samples_consumed:
-            return rp
-        key = (self.epoch, self.samples_consumed)  # the count ran past the remainder: the next plain epochs
-        if self._rolled is None or self._rolled[0] != key:
-            q = self._plain()
-            q.epoch, q.samples_consumed = rp.remainder.epoch + 1, self.samples_consumed - total
-            q._elastic_epoch_rolled = True
-            self._rolled = (key, q)
-        return self._rolled[1]
-
     def remainder_info(self) -> dict[str, Any] | None:
         """What an elastic resume continues (None when this planner plays a plain epoch): the
         epoch, samples left over all ranks (``samples_left``) and on this rank (``rank_samples``),
@@ -456,18 +400,6 @@ class Planner(PlannerBase):
         return {"epoch": rem.epoch, "samples_left": rem.total, "rank_samples": int(rp.samples_per_rank()[self.rank]),
                 "episodes_whole": int(len(rem.episode_indices) - len(rem.frames)),
                 "episodes_started": len(rem.frames), "depth": rem.depth}
-
-
-def _read_pools(pools: Iterator[EpisodePool], limit: int | None) -> Iterator[tuple[int, int]]:
-    for pool in pools:
-        while True:
-            want = 256 if limit is None else min(256, limit - pool.emitted)
-            if want <= 0:
-                break
-            ep, fr = pool.next_anchors(want)
-            yield from zip(ep.tolist(), fr.tolist())
-            if len(ep) < want:
-                break
 
 
 def _no_nbytes(episode_index: int) -> int:
