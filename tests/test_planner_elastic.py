@@ -282,3 +282,14 @@ def test_repeat_may_change_too():
         p.load_state_dict(state)
         planners.append(p)
     assert Counter(consumed) + Counter(_endless_prefix(planners, [])) == FULL
+
+
+def test_fewer_episodes_left_than_new_ranks():
+    p = _planner((1, 1, 4), 0)
+    nb = int(p.batches_per_rank()[0])
+    consumed, state = _old_run((1, 1, 4), nb - 1)  # one batch (<= 4 frames) left
+    got, planners = _new_run((5, 3, 1), state)
+    assert Counter(consumed) + Counter(got) == FULL and 0 < len(got) <= 4
+    assert 0 in planners[0]._pass().samples_per_rank()  # some new ranks own nothing this epoch
+    got, planners = _new_run((5, 3, 1), state, equalize="drop")  # DDP-safe: every rank stops at 0 batches
+    assert got == []

@@ -399,7 +399,7 @@ class Planner(PlannerBase):
         rem = rp.remainder
         return {"epoch": rem.epoch, "samples_left": rem.total, "rank_samples": int(rp.samples_per_rank()[self.rank]),
                 "episodes_whole": int(len(rem.episode_indices) - len(rem.frames)),
-                "episodes_started": len(rem.frames), "depth": rem.depth}
+                "episodes_started": len(rem.frames), "depth": rem.depth, "consumed": rem.consumed}
 
 
 def _no_nbytes(episode_index: int) -> int:
