@@ -130,3 +130,15 @@ def test_mixture_elastic_resume_with_real_frames(roots, monkeypatch, old, new, w
     got, _ = _mix_run(roots, new, monkeypatch, windows, state=state)
     full = Counter((d, e, f) for d in (0, 1) for e, n in enumerate(LENGTHS) for f in range(n))
     assert Counter(consumed) + Counter(got) == full
+
+
+def test_another_dataloader_worker_count_than_loaded_resumes_elastically(roots, monkeypatch):
+    """The state matched the dataset's num_workers, but the DataLoader runs another count: the
+    workers resume elastically (they used to refuse)."""
+    root = roots["av1"]
+    consumed, state = _run(root, (1, 2, 4), monkeypatch, False, n=2)
+    ds = _ds(root, (1, 2, 4), monkeypatch, 0, False)
+    ds.load_state_dict(state)
+    assert ds.resume_changes == []
+    got = [a for b in torch.utils.data.DataLoader(ds, batch_size=4, num_workers=1) for a in _anchors(b, False)]
+    assert Counter(consumed) + Counter(got) == FULL
