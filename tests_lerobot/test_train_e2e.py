@@ -79,18 +79,37 @@ def test_resume_continues_sample_exactly(first_run):
     assert "sidecar: cache" in proc.stderr + proc.stdout  # the resumed run reuses the first run's sidecar
 
 
-@pytest.mark.parametrize("override,field", [("--batch_size=2", "batch_size"), ("--num_workers=3", "num_workers"),
-                                            ("--seed=7", "seed")])
-def test_mismatched_resume_is_refused(first_run, override, field):
+def test_mismatched_resume_is_refused(first_run):
     tmp, out, _, _, workers = first_run
     if workers != WORKERS:
         pytest.skip("checked once, on the 2-worker run")
     cfg = out / "checkpoints" / f"{SAVE:06d}" / "pretrained_model" / "train_config.json"
-    proc = run_train(["--resume=true", f"--config_path={cfg}", override], tmp, timeout=200)
+    proc = run_train(["--resume=true", f"--config_path={cfg}", "--seed=7"], tmp, timeout=200)
     assert proc.returncode != 0
     text = proc.stdout + proc.stderr
     assert "ResumeStateError" in text and "sample-exactly" in text, text[-3000:]
-    assert f"{field}: checkpoint" in text and "same world size, batch size and --num_workers" in text
+    assert "seed: checkpoint" in text and "same dataset, episodes, seed" in text
+
+
+@pytest.mark.parametrize("override", ["--batch_size=2", "--num_workers=3"])
+def test_elastic_resume_continues_the_epoch(first_run, override):
+    """Another --batch_size or --num_workers: the epoch continues with samples the first run had
+    not consumed (each once), and the log says what changed and how many samples are left."""
+    tmp, out, trace_a, _, workers = first_run
+    if workers != WORKERS:
+        pytest.skip("checked once, on the 2-worker run")
+    cfg = out / "checkpoints" / f"{SAVE:06d}" / "pretrained_model" / "train_config.json"
+    trace_b = tmp / f"trace_elastic_{override[2:].split('=')[0]}"
+    proc = run_train(["--resume=true", f"--config_path={cfg}", override], tmp, trace=trace_b)
+    _ok(proc)
+    text = proc.stdout + proc.stderr
+    assert "elastic resume at step 3" in text and "samples left over all ranks" in text, text[-3000:]
+    assert override[2:].split("=")[0] + ": checkpoint" in text
+    a, b = read_trace(Path(f"{trace_a}.rank0")), read_trace(Path(f"{trace_b}.rank0"))
+    consumed = {(e, f) for s in range(SAVE) for e, f in zip(a[s]["episode_index"], a[s]["frame_index"])}
+    after = [(e, f) for s in sorted(b) for e, f in zip(b[s]["episode_index"], b[s]["frame_index"])]
+    assert sorted(b) == list(range(SAVE, STEPS)) and after
+    assert not consumed & set(after) and len(after) == len(set(after))
 
 
 def test_map_style_path_is_unchanged(have_dataset, tmp_path):

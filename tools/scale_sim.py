@@ -379,6 +379,62 @@ def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers
 
 
 # --- driver ---------------------------------------------------------------------------------------
+# --- elastic resume ---------------------------------------------------------------------------------
+def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, int], *, fraction: float = 0.5,
+                     seed: int = 0, budget: bool = True) -> dict[str, Any]:
+    """Cost of an elastic resume on the preset's episode lengths (planner only, no payload):
+    an old run of ``old = (ranks, workers, batch)`` consumed ``fraction`` of rank 0's epoch;
+    rank 0 / DataLoader worker 0 of a new run ``new`` loads rank 0's state and starts. Times:
+    load_state_dict (counts only), the remainder (one C pool replay per old worker), the
+    remainder's shards and the new worker's first anchor; memory (``_mem``) before and after.
+    ``budget``: a per-rank byte budget with exact episode sizes (admission then depends on bytes)."""
+    from lerobotstream.planner import Planner
+    from lerobotstream.planner._elastic import plan_remainder  # noqa: F401  (imported before timing)
+
+    p = PRESETS[name]
+    lens = episode_lengths(p, seed)
+    sizes = (lens * p.cameras * int(p.sample_kb * 1000)).astype(np.int64)
+    kw = dict(byte_budget=int(16 * sizes.max()), episode_nbytes=lambda e: int(sizes[e])) if budget else {}
+    w0, k0, b0 = old
+    w1, k1, b1 = new
+    mem0 = _mem()
+    oldp = Planner(lens, rank=0, world_size=w0, num_workers=k0, batch_size=b0, **kw)
+    batches = int(oldp.batches_per_rank()[0] * fraction)
+    from lerobotstream.planner import replay_turns
+
+    given, _, _ = replay_turns(oldp.worker_epoch_limits(), b0, batches=batches)
+    state = oldp.state_dict(samples_consumed=sum(given))
+    t0 = time.perf_counter()
+    newp = Planner(lens, rank=0, world_size=w1, num_workers=k1, batch_size=b1, **kw)
+    t_new = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    newp.load_state_dict(state)
+    t_load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    rem = newp._remainder()
+    t_rem = time.perf_counter() - t0
+    mem_rem = _mem()
+    t0 = time.perf_counter()
+    rp = newp._remainder_planner()
+    per_rank = rp.samples_per_rank()
+    t_rp = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    it = newp.iter_worker_anchors(0 if k1 else None, k1)
+    next(it)
+    t_first = time.perf_counter() - t0
+    return {"preset": name, "episodes": int(len(lens)), "frames": int(lens.sum()), "old": list(old), "new": list(new),
+            "byte_budget": bool(budget), "old_batches_per_rank": batches, "consumed_all_ranks": rem.consumed,
+            "samples_left": rem.total, "episodes_left": int(len(rem.episode_indices)),
+            "episodes_started": len(rem.frames),
+            "started_frames_stored": int(sum(len(f) for f in rem.frames.values())),
+            "t_new_planner_s": t_new, "t_load_state_s": t_load, "t_remainder_s": t_rem,
+            "t_remainder_shards_s": t_rp, "t_first_anchor_s": t_first,
+            "replayed_anchors_per_s": rem.consumed / t_rem if t_rem else None,
+            "rank_balance_max_minus_min": int(per_rank.max() - per_rank.min()),
+            "max_episode_left": int(rem.lengths.max()) if len(rem.lengths) else 0,
+            "mem_before": mem0, "mem_after_remainder": mem_rem, "mem_after": _mem()}
+
+
 def _run_child(args: list[str], timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "tools.scale_sim", *args]  # this checkout (cwd) first on the path
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(REPO))
@@ -546,6 +602,36 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(simulate_rank(a.workdir, a.world, a.rank, fps=a.fps, num_workers=a.num_workers,
                                        seed=a.seed, max_anchors=a.max_anchors,
                                        max_span_episodes=a.max_span_episodes)))
+        return 0
+    if argv and argv[0] == "_elastic":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("name")
+        ap.add_argument("--old", required=True)
+        ap.add_argument("--new", required=True)
+        ap.add_argument("--fraction", type=float, default=0.5)
+        ap.add_argument("--seed", type=int, default=0)
+        ap.add_argument("--no-budget", action="store_true")
+        a = ap.parse_args(argv[1:])
+        topo = lambda t: tuple(int(x) for x in t.split("x"))  # noqa: E731
+        print(json.dumps(simulate_elastic(a.name, topo(a.old), topo(a.new), fraction=a.fraction, seed=a.seed,
+                                          budget=not a.no_budget)))
+        return 0
+    if argv and argv[0] == "--elastic":
+        # elastic resume cost, each case in a fresh process: tools/scale_sim.py --elastic droid 1024x8x32 512x4x64 ...
+        name, cases = argv[1], argv[2:] or ["1024x8x32", "512x4x64"]
+        out = []
+        for old, new in zip(cases[::2], cases[1::2]):
+            for budget in ([], ["--no-budget"]):
+                r = _run_child(["_elastic", name, "--old", old, "--new", new, *budget], 3600)
+                out.append(r)
+                print(f"[{name}] {old} -> {new} budget={r['byte_budget']}: remainder {r['t_remainder_s']:.2f}s "
+                      f"({r['consumed_all_ranks']:,} anchors replayed, {r['replayed_anchors_per_s'] / 1e6:.1f} M/s), "
+                      f"load {r['t_load_state_s']:.2f}s, shards {r['t_remainder_shards_s']:.2f}s, first anchor "
+                      f"{r['t_first_anchor_s']:.3f}s; {r['episodes_started']:,} started episodes "
+                      f"({r['started_frames_stored']:,} frames stored); RSS {r['mem_before']['rss_mb']:.0f} -> "
+                      f"{r['mem_after_remainder']['rss_mb']:.0f} -> {r['mem_after']['rss_mb']:.0f} MB; "
+                      f"rank max-min {r['rank_balance_max_minus_min']} <= {r['max_episode_left']}", flush=True)
+        print(json.dumps(out))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--max-scale", choices=ORDER, default="droid", help="largest size to run (default droid)")

@@ -195,12 +195,12 @@ class StreamingLeRobotDataset(StreamCore):
         """This dataset's planner for ``num_workers`` DataLoader workers."""
         from lerobotstream.planner import Planner
 
-        return Planner(self.anchor_lengths(), seed=self.seed, num_workers=int(num_workers),
+        return self._resumed(Planner(self.anchor_lengths(), seed=self.seed, num_workers=int(num_workers),
                        pool_size=self.episode_pool_size, strategy=self.sampling_strategy,
                        byte_budget=max(1, int(self.byte_budget_gb * GIB)),
                        episode_nbytes=episode_nbytes[0] if episode_nbytes else _no_nbytes,
                        decoder_cache_size=self.video_decoder_cache_size, repeat=self.repeat,
-                       batch_size=self.batch_size or 1, drop_last=self.drop_last, equalize=self.equalize)
+                       batch_size=self.batch_size or 1, drop_last=self.drop_last, equalize=self.equalize))
 
     # --- the stream core's parts ------------------------------------------------------------------
     def worker_config(self) -> WorkerConfig:

@@ -291,12 +291,12 @@ class StreamingMultiLeRobotDataset(StreamCore):
     def _planner(self, num_workers: int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
         from lerobotstream.planner import MixturePlanner
 
-        return MixturePlanner.for_datasets(
+        return self._resumed(MixturePlanner.for_datasets(
             [c.anchor_lengths() for c in self.datasets], self.weights, self._offsets, seed=self.seed,
             num_workers=int(num_workers), pool_size=self.episode_pool_size, byte_budget_gb=self.byte_budget_gb,
             decoder_cache_size=self.video_decoder_cache_size, strategy=self.sampling_strategy, repeat=self.repeat,
             batch_size=self.batch_size, drop_last=self.drop_last, episode_nbytes=episode_nbytes,
-            mixture=self.mixture)
+            mixture=self.mixture))
 
     # samples_consumed, set_epoch, state_dict, load_state_dict, __iter__: the stream core's (the state
     # records the mixture: repo ids and weights; another mixture or a single-dataset state is refused)

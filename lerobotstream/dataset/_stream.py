@@ -35,7 +35,6 @@ import torch
 from lerobotstream import _heap
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
 from lerobotstream.dataset._worker import Worker, WorkerConfig
-from lerobotstream.errors import ResumeStateError
 from lerobotstream.options import StreamOptions, is_int, require
 from lerobotstream.payload_cache import EpisodeByteCache
 
@@ -182,25 +181,57 @@ class StreamCore(torch.utils.data.IterableDataset):
         return planner.state_dict(samples_consumed=s)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict` (before iterating).
+        """Restore a :meth:`state_dict` (before iterating): of this topology (the same order
+        continues), or of another world size, DataLoader worker count, batch size, pool size or
+        byte budget (elastic resume: the epoch's unconsumed samples are replanned over this run's
+        ranks and workers, then plain epochs follow; see docs/resume.md). ``resume_changes`` lists
+        what changed.
 
         Raises:
-            ResumeStateError: no schema marker, another stream (dataset, episodes, mixture), or a
-            setting that fixes the order or the batch turns (seed, world size, batch size, DataLoader
-            workers, strategy, pool size, byte budget, repeat, drop_last) differs from this stream's.
+            ResumeStateError: no schema marker, another stream (dataset, episodes, mixture) or seed;
+            an endless mixture (``repeat=True``) also refuses a change of world size, batch size,
+            workers, strategy, pool size, byte budget or drop_last.
         """
         from lerobotstream.planner import StreamState
 
         st = StreamState.from_dict(state)
         if self.batch_size is None:
             self.batch_size = st.batch_size
+        self._origin = None
         planner = self._planner(self.num_workers)
         fixed = dict(state)
         if {int(st.num_workers), self.num_workers} <= {0, 1}:
             fixed["num_workers"] = self.num_workers  # one shard either way: the same stream
         planner.load_state_dict(fixed)
-        self._epoch, self._samples, self._yielded = st.epoch, st.samples, 0
-        self._state_num_workers = int(st.num_workers)
+        self._adopt(planner, fixed)
+        self._state_num_workers = None if planner.resume_changes else int(st.num_workers)
+
+    def _adopt(self, planner, state: dict[str, Any]) -> None:
+        """Take a planner's loaded position (epoch, samples, elastic origin) as this stream's."""
+        self._origin = None if planner.origin is None else (planner.origin, planner.origin_epoch)
+        self._epoch, self._samples, self._yielded = planner.epoch, planner.samples_consumed, 0
+        self._loaded_state = state
+        self.resume_changes = list(planner.resume_changes)
+
+    def resume_info(self) -> dict[str, Any] | None:
+        """What an elastic resume continues (None: a plain epoch): ``epoch``, ``samples_left`` (all
+        ranks), ``rank_samples`` (this rank), ``episodes_whole``, ``episodes_started``, ``depth``
+        (see ``Planner.remainder_info``; computes the remainder, opening the datasets' indexes for
+        their episode sizes)."""
+        planner = self._planner(self.num_workers)
+        planner.set_epoch(self._epoch)
+        planner.samples_consumed = self._samples
+        info = getattr(planner, "remainder_info", None)
+        return None if info is None else info()
+
+    def _resumed(self, planner):
+        """``planner`` with this stream's elastic origin (what the remainder epoch replays) and the
+        episode sizes a replay under a byte budget needs (each part's, opened on first use)."""
+        origin = self.__dict__.get("_origin")
+        if origin is not None:
+            planner.origin, planner.origin_epoch = origin
+        planner.nbytes_provider = lambda: [w.episode_nbytes for w in self._process_run().workers]
+        return planner
 
     def _iteration_start(self, nw: int) -> tuple[int, int]:
         """(epoch, consumed samples) an iterator starts from in this process, with ``nw``
@@ -210,15 +241,17 @@ class StreamCore(torch.utils.data.IterableDataset):
         copy serves every epoch and never sees the training process's ``set_epoch()``; the k-th
         iterator started on it is epoch (copied epoch + k), from its first sample.
 
+        A state loaded for another DataLoader worker count than ``nw`` is resumed elastically here.
+
         Raises:
-            ResumeStateError: the loaded state was written with another DataLoader worker count.
+            ResumeStateError: the loaded state cannot be resumed with ``nw`` workers (an endless mixture).
         """
         if self._state_num_workers is not None and self._state_num_workers != nw and not (
                 {self._state_num_workers, nw} <= {0, 1}):
-            raise ResumeStateError(
-                f"the resume state was written with {self._state_num_workers} DataLoader worker(s) but this "
-                f"DataLoader runs {nw}: sample-exact resume needs the same worker count (it fixes the batch "
-                "turns); restore it, or start a new run from the policy weights")
+            planner = self._planner(nw)
+            planner.load_state_dict(self._loaded_state)
+            self._adopt(planner, self._loaded_state)
+            self._state_num_workers = None
         epoch, samples = self._epoch, self._samples
         if nw:
             pid = os.getpid()

@@ -45,8 +45,13 @@ Guarantees:
   epochs per worker forever.
 * **Resume**: ``state_dict()`` / ``load_state_dict()`` (schema-versioned); the rank's consumed sample
   count is replayed through the DataLoader's batch turns (``replay_turns``) to give each worker its
-  offset; DataLoader worker p plays logical worker (p + next) mod N. Mismatched settings or a
-  state without the schema marker → ResumeStateError.
+  offset; DataLoader worker p plays logical worker (p + next) mod N. A state of another
+  topology (world size, workers, batch size, strategy, pool, budget) resumes *elastically*
+  (``_elastic``): every old rank's and worker's consumed anchors follow from rank 0's count and a
+  C replay of its pool; the epoch's unconsumed frames (untouched episodes whole, started ones their
+  frames left) are sharded frame-balanced over the new ranks and workers and played once, then
+  plain epochs follow (docs/resume.md; finite mixtures too). Another seed, episode selection or
+  mixture, or a state without the schema marker → ResumeStateError.
 """
 
 from lerobotstream.planner._pool import EpisodePool, PoolEvent

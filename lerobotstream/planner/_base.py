@@ -10,6 +10,7 @@ stream in a resume state (``_stream_state``, ``_identity_diffs``).
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,14 +21,33 @@ import numpy as np
 from lerobotstream.errors import ResumeStateError, ShardingError
 from lerobotstream.planner._state import StreamState, replay_turns
 
-__all__ = ["PlannerBase", "WorkerStart", "RESUME_SETTINGS"]
+__all__ = ["PlannerBase", "WorkerStart", "RESUME_SETTINGS", "ELASTIC_SETTINGS", "REFUSED_SETTINGS", "read_pools"]
 
 logger = logging.getLogger("lerobotstream.planner")
 _IDLE_WARNED: set[tuple] = set()
 
-#: settings that fix episode ownership, the order and the batch boundaries: a resume state must match them
+#: settings that fix episode ownership, the order and the batch boundaries: a resume state that
+#: matches them continues the very same order; one that does not is resumed elastically
 RESUME_SETTINGS = ("seed", "batch_size", "world_size", "num_workers", "strategy", "pool_size", "byte_budget",
                    "repeat", "drop_last", "equalize")
+#: what an elastic resume cannot change (with the stream's identity: dataset, episodes, mixture)
+REFUSED_SETTINGS = ("seed",)
+#: what it can: the remainder of the epoch is replanned over the new values
+ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
+
+
+def read_pools(pools: Iterator[Any], limit: int | None) -> Iterator[tuple[int, int]]:
+    """``(episode, frame)`` of ``pools`` read in turn, each to its end or to ``limit`` anchors of
+    its epoch (``pool.emitted`` counts from the epoch start; None: no limit)."""
+    for pool in pools:
+        while True:
+            want = 256 if limit is None else min(256, limit - pool.emitted)
+            if want <= 0:
+                break
+            ep, fr = pool.next_anchors(want)
+            yield from zip(ep.tolist(), fr.tolist())
+            if len(ep) < want:
+                break
 
 
 @dataclass(frozen=True)
@@ -82,9 +102,95 @@ class PlannerBase:
     def _worker_frames(self, rank: int) -> list[int]:
         raise NotImplementedError
 
+    # --- elastic resume (a subclass that supports it overrides _load_elastic and _pass) ------------
+    def _init_elastic(self) -> None:
+        #: the state dict whose unconsumed samples epoch ``origin_epoch`` replays (None: plain epochs)
+        self.origin: dict[str, Any] | None = None
+        self.origin_epoch: int | None = None
+        #: settings the last loaded state changed (elastic resume), for the caller to log
+        self.resume_changes: list[str] = []
+        #: ``() -> [episode_nbytes per dataset]`` for the replay where this planner has no sizes
+        self.nbytes_provider = getattr(self, "nbytes_provider", None)
+        self._replay_nbytes = None
+        self._rp = None
+        self._rolled = None
+        self._chain = None
+        self._elastic_epoch_rolled = False
+
+    def _elastic_active(self) -> bool:
+        return getattr(self, "origin", None) is not None and self.epoch == self.origin_epoch
+
+    def _endless_limits(self, rank: int) -> list[int | None]:
+        """Per logical worker: None (endless) or the samples it gives before it stops."""
+        return [None if f else 0 for f in self._worker_frames(rank)]
+
+    def _like(self, st: StreamState, nbytes=None) -> PlannerBase:
+        """A planner of rank 0 over the same stream with ``st``'s settings and position."""
+        raise NotImplementedError
+
+    def _remainder_planner(self) -> PlannerBase:
+        """The planner of this topology that plays the origin's remainder (cached)."""
+        raise NotImplementedError
+
+    def _check_elastic(self, st: StreamState, changed: list[str]) -> None:
+        """Raise ResumeStateError where this stream cannot resume ``st`` on another topology."""
+
+    def _load_elastic(self, st: StreamState, changed: list[str]) -> None:
+        """Resume ``st`` on this topology: this planner's epoch becomes the old run's epoch in
+        progress, whose unconsumed samples it plays first (counted from 0)."""
+        self._check_elastic(st, changed)
+        key = st.epoch
+        if st.origin is None:
+            if not st.repeat:
+                key, s = self._like(st).position()  # counts only: a finished epoch rolls over
+            else:
+                s = st.samples
+            if s == 0:  # nothing of that epoch consumed: it is simply played on this topology
+                self.epoch, self.samples_consumed = key, 0
+                return
+        self.origin, self.origin_epoch = st.to_dict(), key
+        self.epoch, self.samples_consumed = key, 0
+
+    def _plain(self) -> PlannerBase:
+        """This planner without its elastic origin (the plain epochs of its topology)."""
+        out = copy.copy(self)
+        out._init_elastic()
+        return out
+
+    def _pass(self) -> PlannerBase:
+        """The planner of the epoch in progress: this one, or (elastic resume) the one that plays
+        the old run's remainder on this topology (endless: then its plain epochs), or, when the
+        count ran past the remainder (finite), the plain epochs after it."""
+        if not self._elastic_active():
+            return self
+        rp = self._remainder_planner()
+        rp.samples_consumed = self.samples_consumed
+        if self.repeat:
+            return rp
+        total = rp.epoch_samples()
+        if self.samples_consumed < total or not total and not self.samples_consumed:
+            return rp
+        key = (self.epoch, self.samples_consumed)
+        if self._rolled is None or self._rolled[0] != key:
+            q = self._plain()
+            q.epoch, q.samples_consumed = rp.epoch + 1, self.samples_consumed - total
+            q._elastic_epoch_rolled = True
+            self._rolled = (key, q)
+        return self._rolled[1]
+
+    def iter_worker_anchors(self, dl_worker_id: int | None = None,
+                            dl_num_workers: int = 0) -> Iterator[tuple[int, int]]:
+        """The anchors (global episode id, frame) DataLoader worker ``dl_worker_id`` yields, from
+        the resume state on: one (the rest of the) epoch when finite, endless with ``repeat=True``."""
+        start = self.worker_start(dl_worker_id, dl_num_workers)
+        return read_pools(self.worker_pools(start, self.worker_plans(start)), start.limit)
+
     def batches_per_rank(self) -> np.ndarray:
         """DataLoader batches per rank in one finite epoch (``batch_size``, ``drop_last``, workers
         taken into account), before equalization, int64 (world_size,)."""
+        p = self._pass()
+        if p is not self:
+            return p.batches_per_rank()
         out = []
         for r in range(self.world_size):
             fr = self._worker_frames(r)
@@ -94,6 +200,9 @@ class PlannerBase:
     def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
         """Anchors each logical worker of ``rank`` yields in one finite epoch (after ``drop_last``
         truncation to whole batches and ``equalize``)."""
+        p = self._pass()
+        if p is not self:
+            return p.worker_epoch_limits(rank)
         rank = self.rank if rank is None else rank
         fr = self._worker_frames(rank)
         if self.repeat:
@@ -102,17 +211,25 @@ class PlannerBase:
             fr = [f - f % self.batch_size for f in fr]
         if self.equalize == "none":
             return fr
-        bmin = int(self.batches_per_rank().min())
+        if getattr(self, "_bmin", None) is None:  # every rank's limits need it: computed once
+            self._bmin = int(self.batches_per_rank().min())
+        bmin = self._bmin
         return replay_turns(fr, self.batch_size, batches=bmin, drop_last=self.drop_last)[0]
 
     def epoch_samples(self) -> int:
         """Anchors this rank yields in one finite epoch (after ``equalize``)."""
+        p = self._pass()
+        if p is not self:
+            return p.epoch_samples()
         return sum(self.worker_epoch_limits())
 
     def position(self) -> tuple[int, int]:
         """(epoch, samples consumed in it) of the resume state; in finite mode a consumed count of
         one or more whole epochs rolls into the following epochs (``repeat=True`` keeps the
         stream's start epoch: each worker rolls over on its own)."""
+        p = self._pass()
+        if p is not self:
+            return p.position()
         if self.repeat:
             return self.epoch, self.samples_consumed
         total = self.epoch_samples()
@@ -130,9 +247,9 @@ class PlannerBase:
         """
         fr = self._worker_frames(self.rank)
         if self.repeat:
-            if not any(f for f in fr):
+            limits: list[int | None] = self._endless_limits(self.rank)
+            if not any(x is None or x for x in limits):
                 return 0, 0, self.epoch, None
-            limits: list[int | None] = [None if f else 0 for f in fr]
             epoch, s = self.epoch, self.samples_consumed
         else:
             limits = list(self.worker_epoch_limits())
@@ -157,26 +274,38 @@ class PlannerBase:
         return self._stream_state(s).to_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict`.
+        """Restore a :meth:`state_dict` — of this topology (the very same order continues) or of
+        another one (elastic resume: the epoch's unconsumed samples are replanned over this
+        planner's ranks, workers and batch size; see docs/resume.md). Sets
+        :attr:`resume_changes` to the settings that differ.
 
         Raises:
             ResumeStateError: no schema marker (older sampler: start a new run from the policy
-            weights), another stream (dataset, episodes, mixture), or any of
-            :data:`RESUME_SETTINGS` differs; the message lists every difference.
+            weights), another stream (dataset, episodes, mixture) or seed; the message lists every
+            difference. An endless mixture also refuses any other change of :data:`RESUME_SETTINGS`.
         """
         st = StreamState.from_dict(state)
         mine = self._stream_state(0)
-        diffs = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
-                 for name in RESUME_SETTINGS if getattr(st, name) != getattr(mine, name)]
-        diffs += self._identity_diffs(st, mine)
-        if diffs:
+        refused = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
+                   for name in REFUSED_SETTINGS if getattr(st, name) != getattr(mine, name)]
+        refused += self._identity_diffs(st, mine)
+        if refused:
             what = ("the same mixture (datasets, weights, episode selections)" if self._kind == "mixture"
                     else "the same episode selection")
             raise ResumeStateError(
-                f"sample-exact resume needs {what}, seed, world size, batch size, DataLoader worker count, "
-                "sampling strategy, pool and budget settings, repeat/drop_last/equalize as the checkpointed run "
-                "(they fix episode ownership, the order and the batch boundaries); differs: "
-                + "; ".join(diffs) + ". Restore those settings, or start a new run from the policy weights.")
+                f"resume needs {what} and seed as the checkpointed run (they fix which samples the epoch has "
+                "and their order; world size, batch size, DataLoader workers, pool and budget may change); "
+                "differs: " + "; ".join(refused) + ". Restore those settings, or start a new run from the "
+                "policy weights.")
+        changed = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
+                   for name in ELASTIC_SETTINGS if getattr(st, name) != getattr(mine, name)]
+        self._init_elastic()
+        self.resume_changes = changed
+        if changed:
+            self._load_elastic(st, changed)
+            return
+        if st.origin is not None:  # the same topology inside a remainder: the same remainder plan continues
+            self.origin, self.origin_epoch = st.origin, st.epoch
         self.epoch, self.samples_consumed = st.epoch, st.samples
 
     def _check_dataloader(self, dl_worker_id: int | None, dl_num_workers: int) -> None:
@@ -214,6 +343,9 @@ class PlannerBase:
             ResumeStateError: the consumed count ends inside a batch (several workers) or exceeds
             the finite epoch.
         """
+        p = self._pass()
+        if p is not self:
+            return p.worker_start(dl_worker_id, dl_num_workers)
         self._check_dataloader(dl_worker_id, dl_num_workers)
         logical, c, epoch, limit = self._turn_start(dl_worker_id)
         return self._start_at(logical, c, epoch, limit)

@@ -39,194 +39,18 @@ from lerobotstream.planner._planner import Planner, WorkerPlan
 from lerobotstream.planner._pool import EpisodePool, PoolEvent
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._state import StreamState, episode_selection_diffs
+from lerobotstream.planner._mixseq import TAG_MIXTURE, WEIGHT_SCALE, MixSequence, _Phases, integer_weights, mixture_shares
+from lerobotstream.planner._elastic import Collect, Remainder, cached, rank_batches, rank_given, replay
 
 __all__ = ["MixSequence", "MixedPool", "MixturePlanner", "integer_weights", "mixture_shares"]
 
-TAG_MIXTURE = 0x4D495854  # "MIXT"
-WEIGHT_SCALE = 1 << 40  # integer weights: exact block counts, no float drift over billions of samples
 GIB = 1 << 30
+_BUDGET_KEY = "byte_budget_gb"  # in the state's mixture record (the exact option an elastic replay rebuilds from)
 
 
 def _no_nbytes(episode_index: int) -> int:
     """Stand-in size for planners that only compute states (never build a worker plan)."""
     raise AssertionError("a state-only planner must not build worker plans")
-
-
-def integer_weights(weights: Sequence[float]) -> list[int]:
-    """Weights as integers summing to :data:`WEIGHT_SCALE` (largest-remainder rounding).
-
-    Raises:
-        ValueError: a weight is negative, not finite, or all are zero.
-    """
-    w = np.asarray(list(weights), dtype=np.float64)
-    if w.ndim != 1 or len(w) == 0 or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
-        raise ValueError(f"weights must be finite numbers >= 0 with a positive sum, got {list(weights)}")
-    exact = w / w.sum() * WEIGHT_SCALE
-    out = np.floor(exact).astype(np.int64)
-    short = WEIGHT_SCALE - int(out.sum())
-    for i in np.argsort(-(exact - out), kind="stable")[:short]:
-        out[i] += 1
-    return [int(x) for x in out]
-
-
-def mixture_shares(weights: Sequence[float]) -> np.ndarray:
-    """Each dataset's share of a worker's byte budget and pool: half split evenly, half by weight,
-    so a lightly weighted dataset still holds its largest episodes. float64 (N,), sums to 1."""
-    w = np.asarray(list(weights), dtype=np.float64)
-    w = w / w.sum()
-    return 0.5 / len(w) + 0.5 * w
-
-
-class MixSequence:
-    """Seeded dataset choices of one phase: which dataset gives each sample (see the module doc).
-
-    Args:
-        weights: integer weights (``integer_weights``), one per dataset; zero weights never draw.
-        words: entropy of this phase's permutations (ints >= 0: seed, epoch, rank, worker, phase).
-        block: samples per block, ``K``; raised to at least the count that keeps the heaviest
-            dataset's per-block count non-negative.
-    """
-
-    def __init__(self, weights: Sequence[int], words: Sequence[int], block: int = 64) -> None:
-        self.weights = [int(x) for x in weights]
-        self.total = sum(self.weights)
-        if self.total <= 0 or any(x < 0 for x in self.weights):
-            raise ValueError(f"integer weights must be >= 0 with a positive sum, got {self.weights}")
-        self.n = len(self.weights)
-        self.heavy = int(np.argmax(self.weights))
-        # the heaviest dataset gets K - sum(floor(...)) >= K * w_max - (n - 1) per block
-        need = -(-(self.n - 1) * self.total // max(1, self.weights[self.heavy]))
-        self.block = max(int(block), need, 1)
-        self.words = [int(x) for x in words]
-        self._cache: tuple[int, np.ndarray] | None = None
-
-    def cumulative(self, b: int) -> np.ndarray:
-        """Samples of each dataset in the first ``b`` blocks, int64 (N,)."""
-        pos = int(b) * self.block
-        out = np.array([w * pos // self.total for w in self.weights], dtype=np.int64)
-        out[self.heavy] = pos - (int(out.sum()) - int(out[self.heavy]))
-        return out
-
-    def block_choices(self, b: int) -> np.ndarray:
-        """Dataset of each position of block ``b``, int64 (K,) (a seeded permutation)."""
-        if self._cache is not None and self._cache[0] == b:
-            return self._cache[1]
-        counts = self.cumulative(b + 1) - self.cumulative(b)
-        base = np.repeat(np.arange(self.n, dtype=np.int64), counts)
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([*self.words, TAG_MIXTURE, int(b)])))
-        out = base[rng.permutation(len(base))]
-        self._cache = (b, out)
-        return out
-
-    def counts(self, r: int) -> np.ndarray:
-        """Samples of each dataset among positions ``[0, r)``, int64 (N,)."""
-        b, j = divmod(int(r), self.block)
-        out = self.cumulative(b)
-        if j:
-            out = out + np.bincount(self.block_choices(b)[:j], minlength=self.n)
-        return out
-
-    def position_of(self, d: int, m: int) -> int:
-        """The smallest ``r`` with ``counts(r)[d] >= m`` (m >= 1: one past dataset d's m-th sample)."""
-        if m <= 0:
-            return 0
-        if self.weights[d] == 0:
-            raise ValueError(f"dataset {d} has weight 0 and never gives a sample")
-        lo, hi = 0, 1
-        while self.cumulative(hi)[d] < m:  # galloping: the block holding the m-th sample
-            lo, hi = hi, hi * 2
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.cumulative(mid + 1)[d] >= m:
-                hi = mid
-            else:
-                lo = mid + 1
-        before = int(self.cumulative(lo)[d])
-        where = np.flatnonzero(self.block_choices(lo) == d)
-        return lo * self.block + int(where[m - before - 1]) + 1
-
-    def choices(self, r0: int, r1: int) -> np.ndarray:
-        """Dataset of each position in ``[r0, r1)``, int64."""
-        parts = []
-        r = int(r0)
-        while r < r1:
-            b, j = divmod(r, self.block)
-            take = min(self.block - j, int(r1) - r)
-            parts.append(self.block_choices(b)[j:j + take])
-            r += take
-        return np.concatenate(parts) if parts else np.empty(0, np.int64)
-
-
-class _Phases:
-    """The mix sequence of one worker, across phases (finite) or one endless phase.
-
-    Args:
-        weights: integer weights per dataset.
-        caps: samples each dataset gives in this worker (None each: endless); a dataset with a cap
-            of 0 never draws.
-        words: entropy (seed, epoch, rank, world size, worker, workers).
-        start: samples of the worker's stream already consumed.
-    """
-
-    def __init__(self, weights: Sequence[int], caps: Sequence[int | None], words: Sequence[int], start: int = 0):
-        self.weights = list(weights)
-        self.caps = list(caps)
-        self.words = list(words)
-        self.n = len(self.weights)
-        self.given = np.zeros(self.n, dtype=np.int64)  # samples given by each dataset before the phase
-        self.phase = 0
-        self._enter()
-        self.skip(int(start))
-
-    def _active(self) -> list[int]:
-        return [d for d in range(self.n) if self.weights[d] > 0
-                and (self.caps[d] is None or self.given[d] < self.caps[d])]
-
-    def _enter(self) -> None:
-        act = self._active()
-        self.seq = None
-        self.r = 0  # position inside the phase
-        self.length = None  # samples in this phase (None: endless)
-        if not act:
-            return
-        w = [self.weights[d] if d in act else 0 for d in range(self.n)]
-        self.seq = MixSequence(w, [*self.words, self.phase])
-        ends = [self.seq.position_of(d, int(self.caps[d] - self.given[d])) for d in act if self.caps[d] is not None]
-        self.length = min(ends) if ends else None  # the phase ends when its first dataset is exhausted
-
-    def _advance_phase(self) -> None:
-        self.given += self.seq.counts(self.r)
-        self.phase += 1
-        self._enter()
-
-    def skip(self, count: int) -> None:
-        """Consume ``count`` samples without producing them."""
-        while count > 0 and self.seq is not None:
-            room = count if self.length is None else min(count, self.length - self.r)
-            self.r += room
-            count -= room
-            if self.length is not None and self.r >= self.length:
-                self._advance_phase()
-        if count > 0:
-            raise ResumeStateError(f"resume offset exceeds the mixture's samples by {count}")
-
-    def consumed(self) -> np.ndarray:
-        """Samples given by each dataset so far, int64 (N,)."""
-        if self.seq is None:
-            return self.given.copy()
-        return self.given + self.seq.counts(self.r)
-
-    def take(self, count: int) -> np.ndarray:
-        """The datasets of the next ``count`` samples (fewer when every dataset is exhausted), int64."""
-        parts = []
-        while count > 0 and self.seq is not None:
-            room = count if self.length is None else min(count, self.length - self.r)
-            parts.append(self.seq.choices(self.r, self.r + room))
-            self.r += room
-            count -= room
-            if self.length is not None and self.r >= self.length:
-                self._advance_phase()
-        return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
 class _DatasetStream:
@@ -374,6 +198,7 @@ class MixturePlanner(PlannerBase):
             if (p.rank, p.world_size, p.num_workers, p.repeat) != (p0.rank, p0.world_size, p0.num_workers, repeat):
                 raise ValueError("the planners of a mixture must share rank, world size, num_workers and repeat")
         self.weights = integer_weights(weights)
+        self._float_weights = [float(x) for x in weights]  # as given: the shares are computed from them
         self.offsets = [int(o) for o in offsets]
         self.seed, self.repeat = int(seed), bool(repeat)
         self.batch_size, self.drop_last, self.equalize = int(batch_size), bool(drop_last), equalize
@@ -388,6 +213,7 @@ class MixturePlanner(PlannerBase):
         self._fit: np.ndarray | None = None
         self.epoch = 0
         self.samples_consumed = 0
+        self._init_elastic()
 
     _kind = "mixture"
 
@@ -441,6 +267,9 @@ class MixturePlanner(PlannerBase):
 
     def samples_per_rank(self) -> np.ndarray:
         """Frames per rank in one epoch (every dataset), int64 (world_size,)."""
+        p = self._pass()
+        if p is not self:
+            return p.samples_per_rank()
         return np.sum([p.samples_per_rank() for p in self.planners], axis=0).astype(np.int64)
 
     # batches_per_rank, worker_epoch_limits, epoch_samples, position: BatchTurns'
@@ -501,10 +330,12 @@ class MixturePlanner(PlannerBase):
     def _stream_state(self, samples: int) -> StreamState:
         p0 = self.planners[0]
         digest = "|".join(p.episodes_digest for p in self.planners)
+        extra = {} if self.byte_budget_gb is None else {"byte_budget_gb": self.byte_budget_gb}
         return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size, self.num_workers,
                            p0.strategy, self.pool_size, self.byte_budget,
                            self.repeat, self.drop_last, self.equalize, digest,
-                           mixture={**self.mixture, "integer_weights": list(self.weights)})
+                           mixture={**self.mixture, "integer_weights": list(self.weights), **extra},
+                           origin=self.origin if self._elastic_active() else None)
 
     def _identity_diffs(self, st: StreamState, mine: StreamState) -> list[str]:
         if st.mixture is None:
@@ -513,12 +344,70 @@ class MixturePlanner(PlannerBase):
                 f"{len(self.planners)} datasets ({self.mixture.get('repo_ids')}); sample-exact resume "
                 "needs the same mixture. Start a new run from the policy weights.")
         diffs = [f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}"
-                 for key in sorted(set(st.mixture) | set(mine.mixture)) if st.mixture.get(key) != mine.mixture.get(key)]
+                 for key in sorted((set(st.mixture) | set(mine.mixture)) - {_BUDGET_KEY})
+                 if st.mixture.get(key) != mine.mixture.get(key)]
         return diffs or episode_selection_diffs(st, mine)
+
+    # --- elastic resume (finite mixtures) -----------------------------------------------------------
+    def _like(self, st: StreamState, nbytes: Sequence[Callable[[int], int]] | None = None) -> MixturePlanner:
+        """The mixture planner of rank 0 with ``st``'s settings and position (same datasets)."""
+        gb = (st.mixture or {}).get(_BUDGET_KEY)
+        if gb is None:  # states written before the option was recorded
+            gb = self.byte_budget_gb if st.byte_budget == self.byte_budget else st.byte_budget / GIB
+        nb = list(nbytes) if nbytes else [p.episode_nbytes for p in self.planners]
+        out = MixturePlanner.for_datasets(
+            [dict(zip(p.full_indices.tolist(), p.full_lengths.tolist())) for p in self.planners], self._float_weights,
+            self.offsets, seed=st.seed, num_workers=st.num_workers, pool_size=st.pool_size, byte_budget_gb=gb,
+            decoder_cache_size=None, strategy=st.strategy, repeat=st.repeat, batch_size=st.batch_size,
+            drop_last=st.drop_last, episode_nbytes=nb, mixture=self.mixture, rank=0, world_size=st.world_size)
+        out.epoch, out.samples_consumed = st.epoch, st.samples
+        if st.origin is not None:
+            out.origin, out.origin_epoch = st.origin, st.epoch
+        out._replay_nbytes = nb
+        return out
+
+    def _check_elastic(self, st: StreamState, changed: list[str]) -> None:
+        if st.repeat or self.repeat:
+            raise ResumeStateError(
+                "elastic resume of an endless mixture (repeat=True) is not supported yet: a mixture resumes on "
+                "another topology only with finite epochs; differs: " + "; ".join(changed) + ". Restore those "
+                "settings, or start a new run from the policy weights.")
+
+    def _remainder_planner(self) -> MixturePlanner:
+        if self._rp is None:
+            nb = self._replay_nbytes
+            if nb is None and self.nbytes_provider is not None:
+                nb = self.nbytes_provider()
+            rems = plan_mixture_remainder(self, StreamState.from_dict(self.origin), nb)
+            seed = int(_seeds.seed_words(self.seed, TAG_MIXTURE, 0x454C5354, rems[0].epoch, rems[0].depth)[0] >> 2)
+            rmp = MixturePlanner([p._planner_over(r) for p, r in zip(self.planners, rems)], self._float_weights,
+                                 self.offsets, seed=seed, repeat=False, batch_size=self.batch_size,
+                                 drop_last=self.drop_last, mixture=self.mixture, byte_budget=self.byte_budget,
+                                 pool_size=self.pool_size)
+            rmp.byte_budget_gb = self.byte_budget_gb
+            rmp.epoch = rems[0].epoch
+            rmp.remainders = rems
+            self._rp = rmp
+        return self._rp
+
+    def remainder_info(self) -> dict[str, Any] | None:
+        """As ``Planner.remainder_info``, summed over the datasets (None: a plain epoch)."""
+        if not self._elastic_active():
+            return None
+        rmp = self._remainder_planner()
+        rems = rmp.remainders
+        return {"epoch": rems[0].epoch, "samples_left": sum(r.total for r in rems),
+                "rank_samples": int(rmp.samples_per_rank()[self.rank]),
+                "episodes_whole": sum(len(r.episode_indices) - len(r.frames) for r in rems),
+                "episodes_started": sum(len(r.frames) for r in rems), "depth": rems[0].depth,
+                "samples_left_per_dataset": [r.total for r in rems]}
 
     def worker_plans(self, start: WorkerStart) -> list[WorkerPlan]:
         """Each dataset's ``WorkerPlan`` of ``start.logical_worker`` (ByteBudgetError names the
         dataset and its share of the byte budget)."""
+        p = self._pass()
+        if p is not self:
+            return p.worker_plans(start)
         plans = []
         for d, (p, share) in enumerate(zip(self.planners, self.shares)):
             budget = "" if self.byte_budget_gb is None else f"={self.byte_budget_gb:g}"
@@ -534,6 +423,10 @@ class MixturePlanner(PlannerBase):
             plans: each dataset's ``WorkerPlan`` of that logical worker (built with the worker's
                 ``episode_nbytes``).
         """
+        p = self._pass()
+        if p is not self:
+            yield from p.worker_pools(start, plans)
+            return
         w = start.logical_worker
         frames = [int(p.num_frames) for p in plans]
         weights = [wt if f else 0 for wt, f in zip(self.weights, frames)]
@@ -548,3 +441,41 @@ class MixturePlanner(PlannerBase):
         streams = [_DatasetStream(plan, off, start.epoch, int(c), self.repeat)
                    for plan, off, c in zip(plans, self.offsets, counts)]
         yield MixedPool(streams, phases, start.offset)
+
+
+def plan_mixture_remainder(mix, state: StreamState, nbytes=None) -> list[Remainder]:
+    """A finite mixture's :func:`plan_remainder`: per dataset, the samples of ``state``'s epoch in
+    progress its run had not consumed. Each old (rank, worker) gave its anchors in the mixture's
+    seeded dataset order (``_Phases``, from counts); each dataset's pool of that worker is replayed
+    to its own count.
+
+    Args:
+        mix: a ``MixturePlanner`` over the same datasets.
+        state: the old run's rank-0 state (finite: ``repeat=False``).
+        nbytes: per dataset, ``episode_nbytes`` for the replay (default: the planners').
+    """
+    return cached([state.to_dict(), [p.episodes_digest for p in mix.planners], "mixture"],
+                  lambda: _mixture_remainder(mix, state, nbytes))
+
+
+def _mixture_remainder(mix, state: StreamState, nbytes) -> list[Remainder]:
+    old = mix._like(state, nbytes)
+    p = old._pass()
+    rp = p if p is not old and not p._elastic_epoch_rolled else None
+    epoch, s = p.position()
+    cols = [Collect() for _ in p.planners]
+    limits0 = p.worker_epoch_limits(0)
+    given0, b, done = rank_batches(limits0, p.batch_size, s, p.drop_last)
+    for r in range(p.world_size):
+        given = given0 if r == 0 else rank_given(p.worker_epoch_limits(r), p.batch_size, s, b, done, p.drop_last)
+        frames = p.dataset_worker_frames(r)  # (datasets, workers)
+        for w, g in enumerate(given):
+            f = [int(x) for x in frames[:, w]]
+            weights = [wt if fw else 0 for wt, fw in zip(p.weights, f)]
+            if not any(weights):
+                continue
+            counts = _Phases(weights, f, [p.seed, epoch, r, p.world_size, w, p.num_shards], g).consumed()
+            for d, dp in enumerate(p.planners):
+                replay(cols[d], dp._plan_for(r, w), epoch, int(counts[d]))
+    deeper = 1 + (rp.remainders[0].depth if rp is not None else 0)
+    return [c.build(epoch, dp, deeper if rp is not None else 1) for c, dp in zip(cols, p.planners)]

@@ -13,9 +13,11 @@ from lerobotstream.planner import _seeds
 from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool
 from lerobotstream.planner._poolcore import shuffled_order
 from lerobotstream.planner._shards import lpt_shards
-from lerobotstream.planner._base import PlannerBase, WorkerStart
+from lerobotstream.planner._base import PlannerBase, WorkerStart, read_pools
 from lerobotstream.planner._state import StreamState, episode_selection_diffs, episodes_digest
 from lerobotstream.planner._world import discover_world
+
+TAG_ELASTIC = 0x454C5354  # "ELST": the remainder planner's seed
 
 __all__ = ["BatchTurns", "Planner", "WorkerPlan", "WorkerStart"]
 
@@ -41,13 +43,17 @@ class WorkerPlan:
         decoder_cache_size (int | None): the worker's share of the decoder LRU.
     """
 
-    def __init__(self, planner: Planner, worker: int, positions: np.ndarray):
+    def __init__(self, planner: Planner, worker: int, positions: np.ndarray, rank: int | None = None):
         self._planner = planner
         self.worker = worker
+        self.rank = planner.rank if rank is None else int(rank)
         self.episode_indices = planner.episode_indices[positions]
         self.lengths = planner.lengths[positions]
         self.num_frames = int(self.lengths.sum())
-        n = planner.num_active_workers
+        maps = planner.frame_maps
+        self.frame_maps = ({i: maps[e] for i, e in enumerate(self.episode_indices.tolist()) if e in maps}
+                           if maps else {})
+        n = planner._share_count(self.rank)
         self.pool_size = planner.pool_size if planner.pool_size is not None else max(
             1, constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // n)
         self.byte_budget = _share(planner.byte_budget, n)
@@ -65,7 +71,7 @@ class WorkerPlan:
                 e, s = int(self.episode_indices[over[0]]), int(self.nbytes[over[0]])
                 raise ByteBudgetError(
                     f"episode {e} needs {s} bytes ({s / 2**30:.3f} GiB) of synthesized MP4 but worker "
-                    f"{worker} of rank {planner.rank} has a byte budget of {self.byte_budget} bytes "
+                    f"{worker} of rank {self.rank} has a byte budget of {self.byte_budget} bytes "
                     f"({self.byte_budget / 2**30:.3f} GiB; rank budget {planner.byte_budget} bytes split "
                     f"over {n} worker(s)); raise the byte "
                     "budget (streaming_byte_budget_gb) or use fewer DataLoader workers",
@@ -73,7 +79,7 @@ class WorkerPlan:
 
     def _words(self, epoch: int, tag: int) -> np.ndarray:
         p = self._planner
-        return _seeds.seed_words(p.seed, epoch, p.rank, p.world_size, self.worker, p.num_shards,
+        return _seeds.seed_words(p.seed, epoch, self.rank, p.world_size, self.worker, p.num_shards,
                                  STRATEGY_IDS[p.strategy], self.pool_size,
                                  0 if self.byte_budget is None else self.byte_budget + 1, tag)
 
@@ -90,7 +96,8 @@ class WorkerPlan:
         """A fresh exact-coverage pool for ``epoch`` (positioned at the epoch's first anchor)."""
         order = self._order(epoch)
         return EpisodePool(self.episode_indices, self.lengths, self.nbytes, order, self.pool_size,
-                           self.byte_budget, self._planner.strategy, self._words(epoch, _seeds.TAG_DRAWS))
+                           self.byte_budget, self._planner.strategy, self._words(epoch, _seeds.TAG_DRAWS),
+                           self.frame_maps)
 
     def iter_pools(self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False) -> Iterator[EpisodePool]:
         """Pools positioned at the stream start: the first one already skipped ``offset`` anchors
@@ -124,15 +131,7 @@ class WorkerPlan:
         Endless (``repeat=True``): epoch after epoch (an idle worker yields nothing).
         """
         stop = self.num_frames if limit is None else min(limit, self.num_frames)
-        for pool in self.iter_pools(epoch, start_offset, repeat=repeat):
-            while True:
-                want = 256 if repeat else min(256, stop - pool.emitted)
-                if want <= 0:
-                    break
-                ep, fr = pool.next_anchors(want)
-                yield from zip(ep.tolist(), fr.tolist())
-                if len(ep) < want:
-                    break
+        yield from read_pools(self.iter_pools(epoch, start_offset, repeat=repeat), None if repeat else stop)
 
 
 class Planner(PlannerBase):
@@ -173,7 +172,8 @@ class Planner(PlannerBase):
                  pool_size: int | None = None, strategy: str = constants.DEFAULT_SAMPLING_STRATEGY,
                  byte_budget: int | None = None, episode_nbytes: Callable[[int], int] | None = None,
                  decoder_cache_size: int | None = None, repeat: bool = False, batch_size: int = 1,
-                 drop_last: bool = False, equalize: str = "none"):
+                 drop_last: bool = False, equalize: str = "none", _remainder_of: Planner | None = None,
+                 _frame_maps: Mapping[int, np.ndarray] | None = None):
         if isinstance(episode_lengths, Mapping):
             idx = np.array(sorted(episode_lengths), dtype=np.int64)
             lens = np.array([int(episode_lengths[int(i)]) for i in idx], dtype=np.int64)
@@ -218,9 +218,16 @@ class Planner(PlannerBase):
         self.episodes_digest = episodes_digest(self.episode_indices, self.lengths)
         self.epoch = 0
         self.samples_consumed = 0
+        # elastic resume (see _elastic): a remainder planner plays only the frames in frame_maps
+        # (episodes absent from it whole) and takes its resource shares from the plain planner
+        self.frame_maps: dict[int, np.ndarray] = dict(_frame_maps or {})
+        self._remainder_of = _remainder_of
+        self.full_indices, self.full_lengths = ((self.episode_indices, self.lengths) if _remainder_of is None
+                                                else (_remainder_of.full_indices, _remainder_of.full_lengths))
+        self._init_elastic()
 
         n_eps = len(self.lengths)
-        if n_eps < self.world_size:
+        if n_eps < self.world_size and _remainder_of is None:
             raise ShardingError(
                 f"{n_eps} non-empty selected episode(s) cannot be split over {self.world_size} ranks: "
                 f"rank(s) {n_eps}..{self.world_size - 1} would own no episode. Lower the number of ranks "
@@ -230,18 +237,26 @@ class Planner(PlannerBase):
                                     (self.seed, _seeds.TAG_RANK_SHARDS, self.world_size))
         self._worker_pos_cache: dict[int, list[np.ndarray]] = {}
         self._plans: dict[int, WorkerPlan] = {}
-        mine = self._worker_positions(self.rank)
-        self.num_active_workers = sum(1 for p in mine if len(p))
+        self.num_active_workers = self._active_count(self.rank)
 
     def _owns(self) -> str:
         return f"{len(self._rank_pos[self.rank])} episode(s)"
+
+    def _active_count(self, rank: int) -> int:
+        return sum(1 for p in self._worker_positions(rank) if len(p))
+
+    def _share_count(self, rank: int) -> int:
+        """Workers of ``rank`` the pool and budget shares are split over (a remainder planner uses
+        the plain planner's, so a worker's shares stay the same when its stream moves on)."""
+        src = self if self._remainder_of is None else self._remainder_of
+        return max(1, src._active_count(rank))
 
     # --- shards ---------------------------------------------------------------------------------
     def _worker_positions(self, rank: int) -> list[np.ndarray]:
         if rank not in self._worker_pos_cache:
             rpos = self._rank_pos[rank]
             n = min(self.num_shards, len(rpos))
-            parts = lpt_shards(self.lengths[rpos], n, (self.seed, _seeds.TAG_WORKER_SHARDS, rank,
+            parts = [] if n == 0 else lpt_shards(self.lengths[rpos], n, (self.seed, _seeds.TAG_WORKER_SHARDS, rank,
                                                        self.world_size, self.num_shards))
             parts = [rpos[p] for p in parts] + [np.empty(0, np.int64)] * (self.num_shards - n)
             self._worker_pos_cache[rank] = parts
@@ -264,9 +279,18 @@ class Planner(PlannerBase):
             self._plans[worker] = WorkerPlan(self, worker, self._worker_positions(self.rank)[worker])
         return self._plans[worker]
 
+    def _plan_for(self, rank: int, worker: int) -> WorkerPlan:
+        """Logical ``worker`` of any ``rank`` (elastic resume replays every old rank's pools)."""
+        if rank == self.rank:
+            return self.worker_plan(worker)
+        return WorkerPlan(self, worker, self._worker_positions(rank)[worker], rank=rank)
+
     # --- epoch sizes ----------------------------------------------------------------------------
     def samples_per_rank(self) -> np.ndarray:
         """Frames per rank in one epoch before equalization, int64 (world_size,)."""
+        p = self._pass()
+        if p is not self:
+            return p.samples_per_rank()
         return np.array([int(self.lengths[p].sum()) for p in self._rank_pos], dtype=np.int64)
 
     def _worker_frames(self, rank: int) -> list[int]:
@@ -276,7 +300,8 @@ class Planner(PlannerBase):
     def _stream_state(self, samples: int) -> StreamState:
         return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size, self.num_workers,
                            self.strategy, self.pool_size, self.byte_budget, self.repeat, self.drop_last,
-                           self.equalize, self.episodes_digest)
+                           self.equalize, self.episodes_digest,
+                           origin=self.origin if self._elastic_active() else None)
 
     def _identity_diffs(self, st: StreamState, mine: StreamState) -> list[str]:
         if st.mixture is not None:
@@ -284,21 +309,123 @@ class Planner(PlannerBase):
         return episode_selection_diffs(st, mine)
 
     def _start_at(self, logical: int, given: int, epoch: int, limit: int | None) -> WorkerStart:
+        if self.repeat and self._chain is not None:  # remainder, then the plain epochs: worker_pools splits
+            return WorkerStart(logical, epoch, given, None)
         if self.repeat:  # an endless stream's count rolls into the worker's later epochs
             f = self._worker_frames(self.rank)[logical]
             return WorkerStart(logical, epoch + (given // f if f else 0), given % f if f else 0, None)
         return WorkerStart(logical, epoch, given, limit)
 
+    def _endless_limits(self, rank: int) -> list[int | None]:
+        fr = self._worker_frames(rank)
+        if self._chain is None:
+            return [None if f else 0 for f in fr]
+        after = self._chain._worker_frames(rank)  # endless once the remainder is done, if any frames
+        return [None if a else f for f, a in zip(fr, after)]
+
     def worker_plans(self, start: WorkerStart) -> list[WorkerPlan]:
-        return [self.worker_plan(start.logical_worker)]
+        p = self._pass()
+        if p is not self:
+            return p.worker_plans(start)
+        plan = self.worker_plan(start.logical_worker)
+        if self.repeat and self._chain is not None:
+            return [_ChainPlan(plan, self._chain.worker_plan(start.logical_worker))]
+        return [plan]
 
     def worker_pools(self, start: WorkerStart, plans: Sequence[WorkerPlan]) -> Iterator[EpisodePool]:
+        p = self._pass()
+        if p is not self:
+            return p.worker_pools(start, plans)
+        if isinstance(plans[0], _ChainPlan):
+            return plans[0].iter_pools(start.epoch, start.offset, self._chain.epoch)
         return plans[0].iter_pools(start.epoch, start.offset, repeat=self.repeat)
 
-    def iter_worker_anchors(self, dl_worker_id: int | None = None,
-                            dl_num_workers: int = 0) -> Iterator[tuple[int, int]]:
-        """The anchors DataLoader worker ``dl_worker_id`` yields, from the resume state on: one
-        (the rest of the) epoch when finite, endless with ``repeat=True``."""
-        start = self.worker_start(dl_worker_id, dl_num_workers)
-        plan = self.worker_plan(start.logical_worker)
-        return plan.iter_anchors(start.epoch, start.offset, repeat=self.repeat, limit=start.limit)
+    # --- elastic resume ------------------------------------------------------------------------
+    def _like(self, st: StreamState, nbytes: Callable[[int], int] | None = None) -> Planner:
+        """A planner of rank 0 over the same episodes with ``st``'s settings and position."""
+        nb = nbytes or self.episode_nbytes or _no_nbytes
+        out = Planner(self.full_lengths, episode_indices=self.full_indices, seed=st.seed, rank=0,
+                      world_size=st.world_size, num_workers=st.num_workers, pool_size=st.pool_size,
+                      strategy=st.strategy, byte_budget=st.byte_budget,
+                      episode_nbytes=nb if st.byte_budget is not None else None, repeat=st.repeat,
+                      batch_size=st.batch_size, drop_last=st.drop_last, equalize=st.equalize)
+        out.epoch, out.samples_consumed = st.epoch, st.samples
+        if st.origin is not None:
+            out.origin, out.origin_epoch = st.origin, st.epoch
+        out._replay_nbytes = nb
+        return out
+
+    def _remainder(self):
+        from lerobotstream.planner._elastic import plan_remainder
+
+        nb = self._replay_nbytes
+        if nb is None and self.nbytes_provider is not None:
+            nb = self.nbytes_provider()[0]
+        return plan_remainder(self, StreamState.from_dict(self.origin), nb)
+
+    def _remainder_planner(self) -> Planner:
+        if self._rp is None:
+            self._rp = self._planner_over(self._remainder())
+        return self._rp
+
+    def _planner_over(self, rem) -> Planner:
+        """The planner of this topology that plays remainder ``rem`` (its own seed), then (endless)
+        this planner's plain epochs."""
+        seed = int(_seeds.seed_words(self.seed, TAG_ELASTIC, rem.epoch, rem.depth)[0] >> 2)
+        plain = self._plain()
+        rp = Planner(rem.lengths, episode_indices=rem.episode_indices, seed=seed, rank=self.rank,
+                     world_size=self.world_size, num_workers=self.num_workers, pool_size=self.pool_size,
+                     strategy=self.strategy, byte_budget=self.byte_budget, episode_nbytes=self.episode_nbytes,
+                     decoder_cache_size=self.decoder_cache_size, repeat=self.repeat, batch_size=self.batch_size,
+                     drop_last=self.drop_last, equalize=self.equalize, _remainder_of=plain,
+                     _frame_maps=rem.frames)
+        rp.epoch = rem.epoch
+        if self.repeat:
+            plain.epoch = rem.epoch + 1
+            rp._chain = plain
+        rp.remainder = rem
+        return rp
+
+    def remainder_info(self) -> dict[str, Any] | None:
+        """What an elastic resume continues (None when this planner plays a plain epoch): the
+        epoch, samples left over all ranks (``samples_left``) and on this rank (``rank_samples``),
+        episodes left whole and partly consumed, samples the old run consumed in that epoch."""
+        if not self._elastic_active():
+            return None
+        rp = self._remainder_planner()
+        rem = rp.remainder
+        return {"epoch": rem.epoch, "samples_left": rem.total, "rank_samples": int(rp.samples_per_rank()[self.rank]),
+                "episodes_whole": int(len(rem.episode_indices) - len(rem.frames)),
+                "episodes_started": len(rem.frames), "depth": rem.depth, "consumed": rem.consumed}
+
+
+def _no_nbytes(episode_index: int) -> int:
+    raise AssertionError("this planner has no episode sizes (episode_nbytes) to replay a byte budget")
+
+
+class _ChainPlan:
+    """An endless elastic worker's plan: its share of the remainder, then its plain epochs (the
+    episodes and sizes of both, one set of resource shares)."""
+
+    def __init__(self, first: WorkerPlan, then: WorkerPlan) -> None:
+        self.first, self.then = first, then
+        self.worker = first.worker
+        self.episode_indices = np.concatenate([first.episode_indices, then.episode_indices])
+        self.nbytes = np.concatenate([first.nbytes, then.nbytes])
+        self.lengths = np.concatenate([first.lengths, then.lengths])
+        self.num_frames = first.num_frames + then.num_frames
+        self.pool_size, self.byte_budget = then.pool_size, then.byte_budget
+        self.decoder_cache_size = then.decoder_cache_size
+
+    def iter_pools(self, epoch: int, given: int, next_epoch: int) -> Iterator[EpisodePool]:
+        """``given`` anchors of the chain already consumed: the remainder pool (epoch ``epoch``)
+        while some of it is left, then the plain epochs from ``next_epoch`` on."""
+        first = self.first.num_frames
+        if given < first:
+            pool = self.first.pool(epoch)
+            if given:
+                pool.skip(given)
+                pool.drain_events()
+            yield pool
+            given = first
+        yield from self.then.iter_pools(next_epoch, given - first, repeat=True)

@@ -49,9 +49,13 @@ class EpisodePool:
         byte_budget (int | None): maximum resident bytes, or None.
         strategy (str): ``remaining``, ``round_robin`` or ``sequential``.
         draw_words (np.ndarray): uint64 (4,) seed words of the draws.
+        frame_maps (dict[int, np.ndarray] | None): elastic remainders: for a local episode whose
+            ``lengths`` entry counts only its remaining frames, the int64 ascending frame indices
+            those are (pool-local frame k is frame ``frame_maps[i][k]`` of the episode).
     """
 
-    def __init__(self, episode_indices, lengths, nbytes, order, pool_size, byte_budget, strategy, draw_words):
+    def __init__(self, episode_indices, lengths, nbytes, order, pool_size, byte_budget, strategy, draw_words,
+                 frame_maps=None):
         self.episode_indices = np.ascontiguousarray(episode_indices, dtype=np.int64)
         self.pool_size = int(pool_size)
         self.byte_budget = byte_budget
@@ -61,11 +65,55 @@ class EpisodePool:
                               np.ascontiguousarray(order, dtype=np.int64), self.pool_size,
                               -1 if byte_budget is None else int(byte_budget), STRATEGY_IDS[strategy],
                               np.ascontiguousarray(draw_words, dtype=np.uint64))
+        self._maps = dict(frame_maps or {})
+        self._mapped: np.ndarray | None = None
+        if self._maps:  # one flat table: frame = flat[base[local] + k]
+            n = len(self.episode_indices)
+            self._mapped = np.zeros(n, dtype=bool)
+            self._base = np.zeros(n, dtype=np.int64)
+            parts, at = [], 0
+            for local in sorted(self._maps):
+                self._mapped[local] = True
+                self._base[local] = at
+                parts.append(np.asarray(self._maps[local], dtype=np.int64))
+                at += len(parts[-1])
+            self._flat = np.concatenate(parts)
+
+    def _map(self, local: np.ndarray, frames: np.ndarray) -> None:
+        """Pool-local frames of local episodes → episode frames, in place."""
+        if self._mapped is None:
+            return
+        sel = np.flatnonzero(self._mapped[local])
+        if len(sel):
+            frames[sel] = self._flat[self._base[local[sel]] + frames[sel]]
+
+    def remaining_state(self) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """Where this epoch stands (elastic resume): ``(untouched, started, frames)`` — dataset
+        episode indices not yet admitted (int64, admission order), those admitted with frames left
+        (int64) and, for each of those, the episode frames it has not emitted yet (int64,
+        ascending). Every other episode of the pool has emitted all its frames."""
+        n_admitted, res, frames = self._core.remaining_state()
+        order = self._core.order_array()
+        out = []
+        for local, fr in zip(res.tolist(), frames):
+            fr = np.asarray(fr, dtype=np.int64)
+            self._map(np.full(len(fr), local, dtype=np.int64), fr)
+            out.append(np.sort(fr))
+        return self.episode_indices[order[n_admitted:]], self.episode_indices[res], out
+
+    def episode_frames(self, local: int, length: int) -> np.ndarray:
+        """The episode frames local episode ``local`` (``length`` pool frames) stands for, int64."""
+        if self._mapped is not None and self._mapped[local]:
+            b = self._base[local]
+            return self._flat[b:b + length].copy()
+        return np.arange(length, dtype=np.int64)
 
     def fill(self, out_episode: np.ndarray, out_frame: np.ndarray) -> int:
         """Write up to ``len(out_episode)`` anchors into the caller's int64 arrays; returns the
         count (fewer means the epoch ended). The batched fast path (tools/bench_planner.py)."""
         k = self._core.fill(out_episode, out_frame, min(len(out_episode), len(out_frame)))
+        if self._mapped is not None:
+            self._map(out_episode[:k], out_frame[:k])
         out_episode[:k] = self.episode_indices[out_episode[:k]]
         return k
 

@@ -340,6 +340,33 @@ cdef class PoolCore:
                 break
         return done
 
+    def order_array(self):
+        """The admission order (local ids), int64 (E,) (a view)."""
+        return np.asarray(self.order)
+
+    def remaining_state(self):
+        """Where the epoch stands, for elastic resume: ``(num_admitted, resident, frames)`` --
+        episodes ``order[:num_admitted]`` not in ``resident`` are finished, ``order[num_admitted:]``
+        untouched; ``resident`` (int64, local ids) are the admitted ones with frames left and
+        ``frames[i]`` (int64, ascending) the local frame indices resident episode i has not emitted.
+        Memory: the resident episodes' remaining frames."""
+        cdef int64_t i, ep, rem, n
+        eps = []
+        frames = []
+        for i in range(self.pool_size):
+            ep = self.slot_ep[i]
+            if ep < 0:
+                continue
+            rem = self.slot_rem[i]
+            n = self.lengths[ep]
+            if self.strategy == STRAT_SEQUENTIAL:
+                fr = np.arange(n - rem, n, dtype=np.int64)
+            else:
+                fr = np.sort(np.asarray(<int32_t[:rem]>self.slot_buf[i]).astype(np.int64)) if rem else np.empty(0, np.int64)
+            eps.append(ep)
+            frames.append(fr)
+        return self.next_admit, np.array(eps, dtype=np.int64), frames
+
     def drain_events(self):
         """Events since the last drain: three lists (position, kind 0=admit/1=evict, local episode)."""
         out = (self._ev_pos, self._ev_kind, self._ev_ep)

@@ -17,11 +17,15 @@ from typing import Any
 
 from lerobotstream.errors import ResumeStateError
 
-__all__ = ["SCHEMA_KEY", "SCHEMA_VERSION", "StreamState", "episodes_digest", "episode_selection_diffs",
-           "replay_turns"]
+__all__ = ["ELASTIC_SCHEMA_VERSION", "READABLE_SCHEMA_VERSIONS", "SCHEMA_KEY", "SCHEMA_VERSION", "StreamState",
+           "episodes_digest", "episode_selection_diffs", "replay_turns"]
 
 SCHEMA_KEY = "lerobotstream_planner_schema"
 SCHEMA_VERSION = 1
+#: states that carry an elastic ``origin`` are written as schema 2 (older readers refuse them by
+#: version); states without one keep schema 1's layout
+ELASTIC_SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (SCHEMA_VERSION, ELASTIC_SCHEMA_VERSION)
 
 _OLD_CHECKPOINT_MSG = (
     "this checkpoint's stream state has no {key!r} marker: it was written by an older sampler "
@@ -32,15 +36,15 @@ _NOT_A_STATE_MSG = (
     "{what} is not a lerobotstream stream state: pass the dict that the dataset's (or planner's) "
     "state_dict() returned, unchanged (it carries {key!r}={version} and the fields {fields})")
 
-_NULLABLE = frozenset({"pool_size", "byte_budget", "episodes", "mixture"})  # may be None
-_OPTIONAL = frozenset({"episodes", "mixture"})  # may be absent (older states)
+_NULLABLE = frozenset({"pool_size", "byte_budget", "episodes", "mixture", "origin"})  # may be None
+_OPTIONAL = frozenset({"episodes", "mixture", "origin"})  # may be absent (older states)
 #: field -> (kind, lower bound for ints); kinds: int (a Python/numpy integer, never a bool or a
 #: float, even 3.0), bool, str, dict
 _FIELD_RULES: dict[str, tuple[str, int | None]] = {
     "seed": ("int", None), "epoch": ("int", 0), "samples": ("int", 0), "batch_size": ("int", 1),
     "world_size": ("int", 1), "num_workers": ("int", 0), "strategy": ("str", None), "pool_size": ("int", 1),
     "byte_budget": ("int", 1), "repeat": ("bool", None), "drop_last": ("bool", None), "equalize": ("str", None),
-    "episodes": ("str", None), "mixture": ("dict", None),
+    "episodes": ("str", None), "mixture": ("dict", None), "origin": ("dict", None),
 }
 
 
@@ -89,6 +93,9 @@ class StreamState:
             (not checked then).
         mixture (dict | None): a weighted mixture's description (repo ids, weights, integer
             weights); None for a single dataset (and in states written before mixtures existed).
+        origin (dict | None): elastic resume (schema 2): the ``state_dict()`` of the run whose
+            unconsumed samples this epoch (``epoch``) replays on this state's topology; ``samples``
+            then counts from the start of that remainder. None otherwise (schema 1 layout).
     """
 
     seed: int
@@ -105,11 +112,16 @@ class StreamState:
     equalize: str
     episodes: str | None = None
     mixture: dict[str, Any] | None = None
+    origin: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {SCHEMA_KEY: SCHEMA_VERSION, **asdict(self)}
         if out["mixture"] is None:  # single-dataset states keep their layout
             del out["mixture"]
+        if out["origin"] is None:
+            del out["origin"]
+        else:
+            out[SCHEMA_KEY] = ELASTIC_SCHEMA_VERSION
         return out
 
     @classmethod
@@ -135,9 +147,9 @@ class StreamState:
                     what=f"a dict with the keys {sorted(map(str, state))[:8]}", key=SCHEMA_KEY,
                     version=SCHEMA_VERSION, fields=list(_FIELD_RULES)))
             raise ResumeStateError(_OLD_CHECKPOINT_MSG.format(key=SCHEMA_KEY))
-        if type(state[SCHEMA_KEY]) is not int or state[SCHEMA_KEY] != SCHEMA_VERSION:
+        if type(state[SCHEMA_KEY]) is not int or state[SCHEMA_KEY] not in READABLE_SCHEMA_VERSIONS:
             raise ResumeStateError(
-                f"stream state schema {state[SCHEMA_KEY]!r} is not the supported {SCHEMA_VERSION}; "
+                f"stream state schema {state[SCHEMA_KEY]!r} is not one of the supported {READABLE_SCHEMA_VERSIONS}; "
                 "sample-exact resume needs the same lerobotstream planner version. Start a new run "
                 "from the checkpoint's policy weights.")
         fields = {k: v for k, v in state.items() if k != SCHEMA_KEY}

@@ -76,14 +76,17 @@ def test_in_process_counter_is_exact(root):
 
 def test_mismatched_settings_raise(root):
     state = _ds(root, 2, True).state_dict(samples_consumed=8)
-    for kw in (dict(batch_size=8), dict(seed=7), dict(sampling_strategy="round_robin"), dict(episode_pool_size=3),
-               dict(byte_budget_gb=1.0)):
+    with pytest.raises(ResumeStateError, match="seed"):
+        StreamingLeRobotDataset(root=root, repeat=True, episode_pool_size=2, max_num_shards=2, batch_size=B,
+                                num_workers=2, seed=7).load_state_dict(state)
+    for kw in (dict(batch_size=8), dict(sampling_strategy="round_robin"), dict(episode_pool_size=3),
+               dict(byte_budget_gb=1.0)):  # another topology: elastic resume (tests/test_dataset_elastic.py)
         args = dict(root=root, repeat=True, episode_pool_size=2, max_num_shards=2, batch_size=B, num_workers=2)
         args.update(kw)
-        with pytest.raises(ResumeStateError):
-            StreamingLeRobotDataset(**args).load_state_dict(state)
-    with pytest.raises(ResumeStateError):  # worker count differs
-        _ds(root, 1, True).load_state_dict(state)
+        ds = StreamingLeRobotDataset(**args)
+        ds.load_state_dict(state)
+        assert ds.resume_changes
+    _ds(root, 1, True).load_state_dict(state)  # worker count differs: elastic too
     with pytest.raises(ResumeStateError, match="marker"):
         _ds(root, 2, True).load_state_dict({"epoch": 0, "offset": 8})
     with pytest.raises(ResumeStateError):  # ends inside a batch with several workers

@@ -3,10 +3,16 @@
 Next to LeRobot's ``training_state/training_step.json`` every checkpoint of a streaming run gets
 ``training_state/lerobotstream_stream.json``: the settings the sample order depends on (seed,
 world size, batch size, DataLoader workers, strategy, pool and budget, episode selection) and the
-dataset's stream state for the checkpoint's step. On ``--resume=true`` the rank's consumed sample
-count is ``step × batch_size``; the stream skips exactly that many samples (each DataLoader worker
-its own share), so training continues with the very next sample the interrupted run would have
-used. Settings that change the order are refused with the reason.
+dataset's stream state for the checkpoint's step. On ``--resume=true`` with the same settings the
+rank's consumed sample count is ``step × batch_size``; the stream skips exactly that many samples
+(each DataLoader worker its own share), so training continues with the very next sample the
+interrupted run would have used. With another number of processes, ``--batch_size``,
+``--num_workers``, pool size, byte budget or sampling strategy (:data:`ELASTIC_KEYS`) the
+checkpoint's stream state is resumed elastically: the samples of the epoch in progress that the
+interrupted run had not consumed are replanned over the new ranks and workers (each once), then
+plain epochs follow (docs/resume.md). Settings that change which samples the epoch has or their
+order (dataset, episodes, seed, weights, ``drop_n_last_frames``, ``eval_split``) are refused with
+the reason; a mixture refuses the elastic ones too.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 
 from lerobotstream.errors import ResumeStateError
 
-__all__ = ["STATE_FILE", "FORMAT", "order_settings", "stream_state_for", "write_checkpoint_state",
+__all__ = ["STATE_FILE", "FORMAT", "ELASTIC_KEYS", "order_settings", "stream_state_for", "write_checkpoint_state",
            "read_checkpoint_state", "check_resume"]
 
 STATE_FILE = "lerobotstream_stream.json"
@@ -46,6 +52,9 @@ _WHY = {
     "eval_split": "the held-out episodes are not streamed for training, so another split trains on other episodes",
 }
 
+#: settings an elastic resume may change (a single dataset): the epoch's remainder is replanned over them
+ELASTIC_KEYS = ("world_size", "batch_size", "num_workers", "sampling_strategy", "episode_pool_size", "byte_budget_gb")
+
 #: settings that older stream states do not record, with the value those runs had
 _ADDED_LATER = {"drop_n_last_frames": 0, "eval_split": 0.0, "streaming_weights": None}
 
@@ -53,6 +62,12 @@ RESUME_RULES = (
     "Sample-exact streaming resume needs the same world size, batch size and --num_workers as the "
     "checkpointed run, and the same seed, sampling strategy, pool size and byte budget. "
     "Resume with the checkpoint's settings, or start a new run from the checkpoint's policy weights "
+    "(--policy.path=<checkpoint>/pretrained_model) if you need different ones.")
+ELASTIC_RULES = (
+    "Streaming resume may change the number of processes, --batch_size, --num_workers, the sampling "
+    "strategy, pool size and byte budget (the rest of the epoch is replanned over them), but needs the "
+    "same dataset, episodes, seed, weights, drop_n_last_frames and eval_split as the checkpointed run. "
+    "Resume with those settings, or start a new run from the checkpoint's policy weights "
     "(--policy.path=<checkpoint>/pretrained_model) if you need different ones.")
 
 
@@ -150,17 +165,23 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
     return doc
 
 
-def check_resume(doc: dict[str, Any], current: dict[str, Any], step: int, where: Path) -> None:
-    """Refuse a resume whose settings would change the sample order.
+def check_resume(doc: dict[str, Any], current: dict[str, Any], step: int, where: Path, *,
+                 elastic: bool = False) -> list[str]:
+    """Refuse a resume whose settings would change the sample order (``elastic``: only those
+    outside :data:`ELASTIC_KEYS`); returns the elastic changes, ``"key: checkpoint X, now Y"``.
 
     Raises:
-        ResumeStateError: listing every differing setting, why it matters, and what to do.
+        ResumeStateError: listing every refused setting, why it matters, and what to do.
     """
     saved = {**_ADDED_LATER, **doc.get("settings", {})}
+    differ = [k for k in current if saved.get(k) != current.get(k)]
+    allowed = [k for k in differ if elastic and k in ELASTIC_KEYS]
     diffs = [f"  - {k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r} — {_WHY.get(k, 'it changes the order')}"
-             for k in current if saved.get(k) != current.get(k)]
+             for k in differ if k not in allowed]
     if int(doc.get("step", step)) != int(step):
         diffs.append(f"  - step: stream state written at step {doc.get('step')}, training_step.json says {step}")
     if diffs:
         raise ResumeStateError(
-            f"cannot resume the stream of {where} sample-exactly:\n" + "\n".join(diffs) + "\n" + RESUME_RULES)
+            f"cannot resume the stream of {where} sample-exactly:\n" + "\n".join(diffs) + "\n"
+            + (ELASTIC_RULES if elastic else RESUME_RULES))
+    return [f"{k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r}" for k in allowed]

@@ -59,6 +59,7 @@ class Run:
         self.stream: TrainingStream | None = None
         self.settings: dict[str, Any] = {}
         self.start_step = 0
+        self.stream_base = (0, 0)  # (step, samples of the stream) where this run picked it up
         self.batches = 0
         self.samples = 0
         self.wait_s = 0.0
@@ -119,12 +120,24 @@ class Run:
 
             raise ResumeStateError(f"cannot read the checkpoint step from {step_file}: {e}") from e
         doc = _resume.read_checkpoint_state(ckpt)
-        _resume.check_resume(doc, self.settings, step, ckpt)
-        state = _resume.stream_state_for(stream.dataset, step * int(cfg.batch_size), self.settings)
-        stream.dataset.load_state_dict(state)
+        ds = stream.dataset
+        changes = _resume.check_resume(doc, self.settings, step, ckpt, elastic=not hasattr(ds, "datasets"))
+        if changes or "origin" in doc.get("stream_state", {}):
+            # another topology, or inside an elastic remainder: the checkpoint's own (rank 0) state
+            ds.load_state_dict(doc["stream_state"])
+        else:
+            ds.load_state_dict(_resume.stream_state_for(ds, step * int(cfg.batch_size), self.settings))
         self.start_step = step
-        log.info("lerobotstream: resuming the stream at step %d (%d samples per rank consumed)",
-                 step, step * int(cfg.batch_size))
+        self.stream_base = (step, int(ds.samples_consumed))
+        if changes:
+            info = ds.resume_info() or {}
+            log.info("lerobotstream: elastic resume at step %d (%s): the epoch in progress (%s) has %s samples "
+                     "left over all ranks (%s on this rank; %s episodes whole, %s started), then plain epochs "
+                     "of the new topology", step, "; ".join(changes), info.get("epoch"), info.get("samples_left"),
+                     info.get("rank_samples"), info.get("episodes_whole"), info.get("episodes_started"))
+        else:
+            log.info("lerobotstream: resuming the stream at step %d (%d samples per rank consumed)",
+                     step, step * int(cfg.batch_size))
 
     # --- patched: cycle -------------------------------------------------------------------------
     def cycle(self, dataloader: Any) -> Iterator[Any]:
@@ -184,7 +197,9 @@ class Run:
         patching.original("save_checkpoint")(checkpoint_dir, step, cfg, *args, **kwargs)
         if self.stream is None:
             return
-        state = _resume.stream_state_for(self.stream.dataset, int(step) * int(cfg.batch_size), self.settings)
+        base_step, base_samples = self.stream_base
+        samples = base_samples + (int(step) - base_step) * int(cfg.batch_size)
+        state = _resume.stream_state_for(self.stream.dataset, samples, self.settings)
         _resume.write_checkpoint_state(Path(checkpoint_dir), int(step), self.settings, state)
 
     # --- summary --------------------------------------------------------------------------------

@@ -1,0 +1,295 @@
+"""Elastic resume at the planner level: an old run of W ranks x K workers x batch B consumes N
+batches per rank; rank 0's state is loaded by every rank of a new run W' x K' x B'; old + new is
+every (episode, frame) of the epoch exactly once (deterministic: DataLoader turns simulated)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import islice
+
+import numpy as np
+import pytest
+
+from lerobotstream.errors import ResumeStateError
+from lerobotstream.planner import Planner
+from tests.test_planner import _simulate_loader as _loader  # DataLoader turns, simulated
+
+LENGTHS = {e: int(n) for e, n in enumerate(np.random.default_rng(7).integers(3, 40, size=23))}
+FULL = Counter((e, f) for e, n in LENGTHS.items() for f in range(n))
+TOPOLOGIES = [((2, 2, 4), (1, 3, 6)), ((2, 2, 4), (4, 1, 4)), ((2, 2, 4), (3, 2, 5)), ((1, 0, 8), (2, 2, 4)),
+              ((3, 2, 2), (1, 1, 7)), ((1, 1, 4), (5, 3, 1))]
+
+
+def _planner(topo, rank, lengths=LENGTHS, **kw):
+    w, k, b = topo
+    return Planner(lengths, rank=rank, world_size=w, num_workers=k, batch_size=b, **kw)
+
+
+def _old_run(topo, n, lengths=LENGTHS, state=None, **kw):
+    """Every rank consumes ``n`` batches (from ``state`` when given); (anchors consumed, rank 0's state)."""
+    consumed, out = [], None
+    for r in range(topo[0]):
+        p = _planner(topo, r, lengths, **kw)
+        if state is not None:
+            p.load_state_dict(state)
+        batches = _loader(p, n)
+        consumed += [a for bt in batches for a in bt]
+        if r == 0:
+            out = p.state_dict(samples_consumed=p.samples_consumed + sum(len(bt) for bt in batches))
+    return consumed, out
+
+
+def _new_run(topo, state, lengths=LENGTHS, **kw):
+    got, planners = [], []
+    for r in range(topo[0]):
+        p = _planner(topo, r, lengths, **kw)
+        p.load_state_dict(state)
+        got += [a for bt in _loader(p) for a in bt]
+        planners.append(p)
+    return got, planners
+
+
+@pytest.mark.parametrize("strategy", ["remaining", "round_robin", "sequential"])
+@pytest.mark.parametrize("old,new", TOPOLOGIES)
+def test_finite_elastic_resume_covers_the_epoch_exactly_once(old, new, strategy):
+    for n in (1, 3):
+        consumed, state = _old_run(old, n, strategy=strategy, pool_size=3)
+        got, planners = _new_run(new, state, strategy=strategy)
+        assert Counter(consumed) + Counter(got) == FULL, (old, new, n)
+        assert planners[0].resume_changes  # something changed: it was an elastic resume
+        info = planners[0].remainder_info()
+        assert info["samples_left"] == len(got) and info["epoch"] == 0
+        # then ordinary exact-coverage epochs of the new topology
+        nxt = Counter()
+        for p in planners:
+            p.set_epoch(1)
+            nxt.update(a for bt in _loader(p) for a in bt)
+        assert nxt == FULL
+
+
+def test_byte_budget_pool_size_and_drop_last_change():
+    nbytes = lambda e: 1000 + 37 * e  # noqa: E731
+    consumed, state = _old_run((2, 2, 4), 2, byte_budget=6000, episode_nbytes=nbytes, pool_size=2)
+    got, _ = _new_run((3, 1, 3), state, byte_budget=4500, episode_nbytes=nbytes, pool_size=5)
+    assert Counter(consumed) + Counter(got) == FULL
+    got, _ = _new_run((2, 2, 3), state, drop_last=True)  # each worker's short last batch dropped
+    c = Counter(consumed) + Counter(got)
+    assert max(c.values()) == 1 and len(FULL) - len(c) < 2 * 2 * 3
+
+
+def test_remainder_is_frame_balanced_and_keeps_untouched_episodes_whole():
+    consumed, state = _old_run((2, 2, 4), 3)
+    seen = {e for e, _ in consumed}
+    p = _planner((3, 2, 5), 0)
+    p.load_state_dict(state)
+    rp = p._pass()
+    rem = rp.remainder
+    assert set(rem.frames) <= seen  # only episodes the old run started are partial
+    untouched = set(LENGTHS) - seen
+    for e in untouched:
+        assert e in rem.episode_indices and e not in rem.frames
+    per_rank = rp.samples_per_rank()
+    assert per_rank.sum() == rem.total
+    assert per_rank.max() - per_rank.min() <= rem.lengths.max()  # LPT bound over the new ranks
+    owners = [set(rp.rank_episodes(r).tolist()) for r in range(3)]
+    assert sum(len(o) for o in owners) == len(rem.episode_indices)  # every episode on exactly one rank
+
+
+def test_equalize_drop_gives_every_new_rank_the_same_batch_count():
+    consumed, state = _old_run((2, 2, 4), 2)
+    counts, got = [], []
+    for r in range(3):
+        p = _planner((3, 2, 5), r, equalize="drop")
+        p.load_state_dict(state)
+        b = _loader(p)
+        counts.append(len(b))
+        got += [a for bt in b for a in bt]
+    assert len(set(counts)) == 1
+    c = Counter(consumed) + Counter(got)
+    assert max(c.values()) == 1 and set(c) <= set(FULL)
+
+
+def test_state_saved_inside_a_remainder_resumes_again_elsewhere():
+    consumed, state = _old_run((2, 2, 4), 2, strategy="round_robin")
+    mid, state2 = _old_run((3, 2, 5), 2, state=state, strategy="round_robin")
+    assert "origin" in state2
+    got, _ = _new_run((1, 3, 6), state2, strategy="round_robin")
+    assert Counter(consumed) + Counter(mid) + Counter(got) == FULL
+    # the same topology as the state's continues that remainder's very order
+    same, _ = _new_run((3, 2, 5), state2, strategy="round_robin")
+    assert Counter(consumed) + Counter(mid) + Counter(same) == FULL
+    p = _planner((3, 2, 5), 0, strategy="round_robin")
+    p.load_state_dict(state)
+    ref = [a for bt in _loader(p) for a in bt]
+    p = _planner((3, 2, 5), 0, strategy="round_robin")
+    p.load_state_dict(state2)
+    assert p.resume_changes == []
+    rest = [a for bt in _loader(p) for a in bt]
+    assert rest == ref[len(ref) - len(rest):]
+
+
+def test_a_finished_epoch_resumes_as_the_next_plain_epoch():
+    consumed, state = _old_run((2, 2, 4), 1000)  # every rank ran its epoch to the end
+    assert Counter(consumed) == FULL
+    p = _planner((3, 1, 5), 0)
+    p.load_state_dict(state)
+    assert p.epoch == 1 and p.remainder_info() is None
+
+
+def _endless_prefix(planners, taken):
+    """Per new rank and DataLoader worker: its remainder share (the first anchors of its stream)."""
+    out = []
+    for p in planners:
+        rp = p._pass()
+        for dl in range(max(1, p.num_workers)):
+            start = p.worker_start(dl if p.num_workers else None, p.num_workers)
+            share = rp._worker_frames(p.rank)[start.logical_worker] - start.offset
+            it = p.iter_worker_anchors(dl if p.num_workers else None, p.num_workers)
+            out += list(islice(it, share))
+            taken.append((p, dl, it))
+    return out
+
+
+@pytest.mark.parametrize("old,new", TOPOLOGIES[:4])
+def test_endless_elastic_resume_covers_the_epoch_in_progress(old, new):
+    consumed, state = _old_run(old, 2, repeat=True)
+    assert max(Counter(consumed).values()) == 1  # no old worker rolled over yet
+    planners = []
+    for r in range(new[0]):
+        p = _planner(new, r, repeat=True)
+        p.load_state_dict(state)
+        planners.append(p)
+    its: list = []
+    got = _endless_prefix(planners, its)
+    assert Counter(consumed) + Counter(got) == FULL
+    # each worker then plays the new topology's epoch 1: together one exact epoch
+    nxt = Counter()
+    for p, dl, it in its:
+        f = p._plain()._worker_frames(p.rank)[p.worker_start(dl if p.num_workers else None, p.num_workers).logical_worker]
+        nxt.update(islice(it, f))
+    assert nxt == FULL
+
+
+def test_endless_state_inside_the_remainder_resumes_again():
+    consumed, state = _old_run((2, 2, 4), 2, repeat=True)
+    mid, state2 = _old_run((3, 2, 2), 3, state=state, repeat=True)
+    assert "origin" in state2
+    planners = []
+    for r in range(2):
+        p = _planner((2, 1, 3), r, repeat=True)
+        p.load_state_dict(state2)
+        planners.append(p)
+    got = _endless_prefix(planners, [])
+    assert Counter(consumed) + Counter(mid) + Counter(got) == FULL
+
+
+def test_refused_cases_list_every_difference():
+    _, state = _old_run((2, 2, 4), 1)
+    with pytest.raises(ResumeStateError, match="seed") as e:
+        _planner((1, 1, 4), 0, seed=5).load_state_dict(state)
+    assert "world size, batch size" in str(e.value)
+    other = dict(LENGTHS)
+    other[3] += 1
+    with pytest.raises(ResumeStateError, match="episode selection"):
+        _planner((2, 2, 4), 0, other).load_state_dict(state)
+    fewer = {e: n for e, n in LENGTHS.items() if e != 5}
+    with pytest.raises(ResumeStateError, match="seed.*episode selection"):
+        _planner((2, 2, 4), 0, fewer, seed=3).load_state_dict(state)
+    mix = dict(state, mixture={"repo_ids": ["a", "b"]})
+    with pytest.raises(ResumeStateError, match="mixture"):
+        _planner((2, 2, 4), 0).load_state_dict(mix)
+
+
+def test_old_schema_1_states_still_load_and_report_what_changed():
+    p = _planner((2, 2, 4), 0)
+    st = p.state_dict(samples_consumed=8)
+    assert st["lerobotstream_planner_schema"] == 1 and "origin" not in st
+    q = _planner((2, 2, 4), 0)
+    q.load_state_dict(st)
+    assert q.resume_changes == [] and q.samples_consumed == 8
+    q = _planner((2, 1, 4), 0)
+    q.load_state_dict(st)
+    assert q.resume_changes == ["num_workers: checkpoint 2, now 1"]
+    assert q.state_dict(samples_consumed=4)["lerobotstream_planner_schema"] == 2
+
+
+# --- mixtures (finite) ------------------------------------------------------------------------------
+MIX = [{e: int(n) for e, n in enumerate(np.random.default_rng(s).integers(3, 30, size=k))} for s, k in ((1, 9), (2, 6))]
+OFFSETS = [0, 1000]
+MIX_FULL = Counter((OFFSETS[d] + e, f) for d, ls in enumerate(MIX) for e, n in ls.items() for f in range(n))
+
+
+def _mixture(topo, rank, byte_budget_gb=1.0, weights=(0.7, 0.3), repeat=False):
+    from lerobotstream.planner import MixturePlanner
+
+    w, k, b = topo
+    return MixturePlanner.for_datasets(MIX, list(weights), OFFSETS, seed=11, num_workers=k, pool_size=None,
+                                       byte_budget_gb=byte_budget_gb, decoder_cache_size=None, strategy="remaining",
+                                       repeat=repeat, batch_size=b, drop_last=False,
+                                       episode_nbytes=[lambda e: 500 + e, lambda e: 700 + 3 * e],
+                                       mixture={"repo_ids": ["a", "b"]}, rank=rank, world_size=w)
+
+
+def _mix_run(topo, n=None, state=None, **kw):
+    got, out = [], None
+    for r in range(topo[0]):
+        p = _mixture(topo, r, **kw)
+        if state is not None:
+            p.load_state_dict(state)
+        batches = _loader(p, n)
+        got += [a for bt in batches for a in bt]
+        if r == 0:
+            out = p.state_dict(samples_consumed=sum(len(bt) for bt in batches))
+    return got, out
+
+
+@pytest.mark.parametrize("old,new", TOPOLOGIES[:4])
+def test_mixture_elastic_resume_covers_the_epoch_exactly_once(old, new):
+    consumed, state = _mix_run(old, 2)
+    got, _ = _mix_run(new, state=state, byte_budget_gb=0.5)
+    assert Counter(consumed) + Counter(got) == MIX_FULL
+    p = _mixture(new, 0, byte_budget_gb=0.5)
+    p.load_state_dict(state)
+    info = p.remainder_info()
+    assert info["samples_left"] == len(got) and sum(info["samples_left_per_dataset"]) == len(got)
+
+
+def test_mixture_state_inside_a_remainder_resumes_again():
+    consumed, state = _mix_run((2, 2, 4), 2)
+    mid, state2 = _mix_run((3, 1, 3), 2, state=state)
+    assert "origin" in state2
+    got, _ = _mix_run((1, 2, 5), state=state2)
+    assert Counter(consumed) + Counter(mid) + Counter(got) == MIX_FULL
+
+
+def test_mixture_refuses_other_weights_and_endless_topology_changes():
+    _, state = _mix_run((2, 2, 4), 1)
+    with pytest.raises(ResumeStateError, match="integer_weights"):
+        _mixture((2, 2, 4), 0, weights=[0.5, 0.5]).load_state_dict(state)
+    st = _mixture((2, 2, 4), 0, repeat=True).state_dict(samples_consumed=8)
+    with pytest.raises(ResumeStateError, match="endless mixture"):
+        _mixture((2, 1, 4), 0, repeat=True).load_state_dict(st)
+
+
+def test_repeat_may_change_too():
+    consumed, state = _old_run((2, 2, 4), 2, repeat=True)
+    got, planners = _new_run((3, 1, 5), state)  # endless -> finite: the remainder is that epoch
+    assert Counter(consumed) + Counter(got) == FULL and planners[0].remainder_info()["epoch"] == 0
+    consumed, state = _old_run((2, 2, 4), 2)
+    planners = []
+    for r in range(2):
+        p = _planner((2, 3, 2), r, repeat=True)
+        p.load_state_dict(state)
+        planners.append(p)
+    assert Counter(consumed) + Counter(_endless_prefix(planners, [])) == FULL
+
+
+def test_fewer_episodes_left_than_new_ranks():
+    p = _planner((1, 1, 4), 0)
+    nb = int(p.batches_per_rank()[0])
+    consumed, state = _old_run((1, 1, 4), nb - 1)  # one batch (<= 4 frames) left
+    got, planners = _new_run((5, 3, 1), state)
+    assert Counter(consumed) + Counter(got) == FULL and 0 < len(got) <= 4
+    assert 0 in planners[0]._pass().samples_per_rank()  # some new ranks own nothing this epoch
+    got, planners = _new_run((5, 3, 1), state, equalize="drop")  # DDP-safe: every rank stops at 0 batches
+    assert got == []
