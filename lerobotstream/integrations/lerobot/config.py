@@ -37,6 +37,13 @@ class StreamingDatasetConfig(DatasetConfig):
         StreamingConfigError: an invalid streaming value (the message names the flag).
     """
 
+    # The dataset: OWNER/NAME on the Hub; with --dataset.root unset, a local copy at
+    # $HF_LEROBOT_HOME/OWNER/NAME is used first (as LeRobot). With --dataset.streaming=true, '[a,b]' lists
+    # several datasets: a weighted mixture (--dataset.streaming_weights), not a concatenation.
+    repo_id: str
+    # true: stream the dataset with lerobotstream (nothing downloaded; the --dataset.streaming_* flags
+    # apply); false (default): LeRobot's own map-style dataset, downloaded first.
+    streaming: bool = False
     # Hub repository type: "dataset" (a Hub dataset repo) or "bucket" (a Hugging Face Storage
     # Bucket; needs streaming=true). root=hf://buckets/OWNER/BUCKET also selects a bucket.
     repo_type: str = "dataset"
