@@ -87,7 +87,8 @@ def test_mismatched_resume_is_refused(first_run, override, field):
         pytest.skip("checked once, on the 2-worker run")
     cfg = out / "checkpoints" / f"{SAVE:06d}" / "pretrained_model" / "train_config.json"
     proc = run_train(["--resume=true", f"--config_path={cfg}", override], tmp, timeout=200)
-    assert proc.returncode != 0
+    assert proc.returncode == 2, proc.stderr[-3000:]  # one line, no traceback (issue 29, new user, item 3)
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines()[-1].startswith("error: ResumeStateError: ")
     text = proc.stdout + proc.stderr
     assert "ResumeStateError" in text and "sample-exactly" in text, text[-3000:]
     assert f"{field}: checkpoint" in text and "same world size, batch size and --num_workers" in text
