@@ -151,8 +151,8 @@ class StreamingLeRobotDataset(ResumableStream, torch.utils.data.IterableDataset)
         MP4/Parquet payload is mirrored elsewhere; metadata still comes from ``root``/``repo_id``),
         episode_pool_size (per worker; default 32 per rank split over the workers),
         prefetch_episodes (8), byte_budget_gb (8 per rank, split over workers), decode_threads (2),
-        decoded_queue_size (8), video_decoder_cache_size (per rank, split over workers; default
-        pool × cameras + prefetch per worker), sampling_strategy ("remaining" | "round_robin"),
+        decoded_queue_size (8), video_decoder_cache_size (per rank, split over workers; unset:
+        (episode pool + prefetch_episodes) × cameras, per worker), sampling_strategy ("remaining" | "round_robin"),
         sidecar_lock_timeout_s (1800), read_timeout_s (120: seconds one read from an HTTP(S) or Hub
         root may take, retries and backoff included; then SourceTimeoutError naming the URL and the
         time waited), device ("cpu" | "cuda": NVDEC through

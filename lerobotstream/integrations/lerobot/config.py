@@ -70,7 +70,8 @@ class StreamingDatasetConfig(DatasetConfig):
     streaming_data_root: str | None = None
     # Where frames are decoded: "cpu" or "cuda" (NVDEC, with a counted CPU fallback).
     streaming_decode_device: str = "cpu"
-    # Open-decoder LRU cap per rank, split over the workers (unset: pool x cameras).
+    # Open-decoder LRU cap per rank, split over the workers (unset: (episode pool + prefetch_episodes) x
+    # cameras, per worker).
     video_decoder_cache_size: int | None = None
     # Older name of video_decoder_cache_size (set only one of them).
     streaming_max_open_decoders: int | None = None
@@ -114,7 +115,7 @@ class StreamingDatasetConfig(DatasetConfig):
         for flag in ("video_decoder_cache_size", "streaming_max_open_decoders"):
             v = getattr(self, flag)
             if v is not None and v <= 0:
-                raise bad(flag, "must be > 0 (or unset for pool x cameras)")
+                raise bad(flag, "must be > 0 (or unset for (episode pool + prefetch_episodes) x cameras per worker)")
         if (self.video_decoder_cache_size is not None and self.streaming_max_open_decoders is not None
                 and self.video_decoder_cache_size != self.streaming_max_open_decoders):
             raise bad("streaming_max_open_decoders",
@@ -148,7 +149,8 @@ class StreamingDatasetConfig(DatasetConfig):
 
     @property
     def decoder_cache_size(self) -> int | None:
-        """The open-decoder cap per rank from either flag name (None → pool × cameras)."""
+        """The open-decoder cap per rank from either flag name (None → (episode pool +
+        prefetch_episodes) × cameras, per worker)."""
         if self.video_decoder_cache_size is not None:
             return self.video_decoder_cache_size
         return self.streaming_max_open_decoders
