@@ -163,12 +163,14 @@ def split_episodes_by_task(episodes: list[Any], eval_split: float) -> tuple[list
 
 
 def _loop_converts_uint8() -> bool:
-    """True when LeRobot's training loop turns uint8 camera frames into float32 itself (0.6.x)."""
+    """True when LeRobot's training loop turns uint8 camera frames into float32 itself (0.6.x: in
+    ``train``; main after 0.6.1: in ``_preprocess_dataset_batch``, shared with held-out evaluation)."""
     from lerobotstream.integrations.lerobot import patching
 
     lt = patching.check_lerobot()
     try:
-        return "torch.uint8" in inspect.getsource(lt.train.__wrapped__)
+        return any("torch.uint8" in inspect.getsource(fn)
+                   for fn in (lt.train.__wrapped__, getattr(lt, "_preprocess_dataset_batch", None)) if fn is not None)
     except (OSError, TypeError):  # no source shipped: 0.6 and later convert
         return patching.lerobot_version() >= (0, 6, 0)
 

@@ -314,22 +314,40 @@ def _streaming_accelerator_class(run: "Run") -> type:
 
 
 def _mixture_model_card(run: Run) -> Callable[..., Any]:
-    """``PreTrainedPolicy.generate_model_card`` that, for a mixture, lists every dataset in the
-    card's ``datasets`` and adds the weights and observed shares to its text."""
+    """LeRobot's ``generate_model_card`` that, for a mixture, lists every dataset in the card's
+    ``datasets`` and adds the weights and observed shares to its text (0.6.1's method
+    ``PreTrainedPolicy.generate_model_card(dataset_repo_id, ...)`` or main's free function
+    ``generate_model_card(model_cfg, cfg, dataset_meta)``, see :func:`patching.model_card_target`)."""
     original = patching.original("generate_model_card")
+    _, is_method = patching.model_card_target()
 
-    def generate_model_card(self: Any, dataset_repo_id: Any, *args: Any, **kwargs: Any) -> Any:
-        mixture = getattr(getattr(run.stream, "dataset", None), "mixture", None)
-        if not mixture:
-            return original(self, dataset_repo_id, *args, **kwargs)
-        card = original(self, list(mixture["repo_ids"]), *args, **kwargs)
-        total = sum(mixture["weights"])
-        rows = "\n".join(f"| {r} | {w / total:.4f} |" for r, w in zip(mixture["repo_ids"], mixture["weights"]))
+    def mixture() -> dict | None:
+        return getattr(getattr(run.stream, "dataset", None), "mixture", None)
+
+    def extend(card: Any, mix: dict) -> Any:
+        total = sum(mix["weights"])
+        rows = "\n".join(f"| {r} | {w / total:.4f} |" for r, w in zip(mix["repo_ids"], mix["weights"]))
         card.text = (card.text + "\n\n## Training data: a streamed mixture\n\nTrained with lerobotstream on a "
                      "weighted mixture of datasets (share of the samples drawn from each"
-                     f"{'' if mixture.get('weights_given') else ', in proportion to its frames'}):\n\n"
+                     f"{'' if mix.get('weights_given') else ', in proportion to its frames'}):\n\n"
                      "| dataset | weight |\n|---|---:|\n" + rows + "\n")
         return card
+
+    if is_method:
+        def generate_model_card(self: Any, dataset_repo_id: Any, *args: Any, **kwargs: Any) -> Any:
+            mix = mixture()
+            if not mix:
+                return original(self, dataset_repo_id, *args, **kwargs)
+            return extend(original(self, list(mix["repo_ids"]), *args, **kwargs), mix)
+    else:
+        def generate_model_card(model_cfg: Any, cfg: Any = None, dataset_meta: Any = None, *args: Any,
+                                **kwargs: Any) -> Any:
+            mix = mixture()
+            card = original(model_cfg, cfg, dataset_meta, *args, **kwargs)
+            if not mix:
+                return card
+            card.data.datasets = list(mix["repo_ids"])
+            return extend(card, mix)
 
     return generate_model_card
 
