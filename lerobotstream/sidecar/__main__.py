@@ -31,6 +31,7 @@ LEROBOTSTREAM_DEBUG=1: the full traceback)."""
 EXAMPLES = """\
 examples:
   %(prog)s build --root /data/my_dataset --output my_dataset.npz
+  %(prog)s build --repo-id OWNER/NAME --output my_dataset.npz   # $HF_LEROBOT_HOME/OWNER/NAME, else the Hub
   %(prog)s build --data-root hf://datasets/OWNER/NAME@COMMIT --output sidecar.npz --push
   %(prog)s inspect my_dataset.npz --index"""
 
@@ -165,7 +166,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--output", required=True, help="the .npz to write (replaced atomically)")
     b.add_argument("--repo-id", default=None,
                    help="repo id recorded in the sidecar (default: OWNER/NAME of an hf:// root, else "
-                        "local/<folder name>)")
+                        "local/<folder name>); alone, the dataset to build: $HF_LEROBOT_HOME/<repo_id> if "
+                        "there, else the Hub (as LeRobot)")
     b.add_argument("--revision", default=None, help="commit the sidecar describes (default: the hf:// root's commit)")
     b.add_argument("--repo-type", choices=("dataset", "bucket"), default="dataset",
                    help="Hub repository type (default: dataset; an hf://buckets/ root is a bucket)")
