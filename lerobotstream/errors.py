@@ -213,19 +213,34 @@ class LeRobotIntegrationError(LeRobotStreamError, RuntimeError):
 __all__ = [name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Exception)]
 
 
+#: exit status of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
+EXIT_INTERRUPTED = 130
+
+
+def error_line(e: BaseException) -> str:
+    """The one line a CLI prints for ``e``: ``error: <Type>: <message>`` (whitespace folded)."""
+    msg = " ".join(str(e).split()) or repr(e)
+    return f"error: {type(e).__name__}: {msg}"
+
+
 def run_cli(body: Callable[[], int], *, debug: bool = False) -> int:
     """Run a command-line body and return its exit status. Any exception prints one line
-    ``error: <Type>: <message>`` on stderr and gives status 2 — unless ``debug`` (a ``--debug``
-    flag) or ``LEROBOTSTREAM_DEBUG`` is set, where it propagates with its traceback."""
+    ``error: <Type>: <message>`` on stderr and gives status 2; Ctrl-C (``KeyboardInterrupt``)
+    prints ``interrupted`` and gives status 130 — unless ``debug`` (a ``--debug`` flag) or
+    ``LEROBOTSTREAM_DEBUG`` is set, where either propagates with its traceback."""
     from lerobotstream.constants import debug_enabled
 
     try:
         return body()
+    except KeyboardInterrupt:
+        if debug or debug_enabled():
+            raise
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 - one typed line for every failure
         if debug or debug_enabled():
             raise
-        msg = " ".join(str(e).split()) or repr(e)
-        print(f"error: {type(e).__name__}: {msg}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 2
 
 

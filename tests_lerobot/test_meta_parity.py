@@ -84,7 +84,10 @@ def test_lerobots_own_code_paths_run_on_the_view(both):
     from lerobot.datasets.factory import resolve_delta_timestamps
     from lerobot.policies.act.configuration_act import ACTConfig
     from lerobot.policies.factory import make_policy
-    from lerobot.policies.pretrained import _build_card_context
+    try:
+        from lerobot.policies.pretrained import _build_card_context  # 0.6.1
+    except ImportError:  # LeRobot main (0.6.2.dev): a public function beside generate_model_card
+        from lerobot.common.train_utils import build_card_context as _build_card_context
 
     ours, theirs = both
     cfg = ACTConfig(device="cpu", pretrained_backbone_weights=None, dim_model=16, n_heads=2, dim_feedforward=32,

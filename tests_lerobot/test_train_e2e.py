@@ -85,7 +85,8 @@ def test_mismatched_resume_is_refused(first_run):
         pytest.skip("checked once, on the 2-worker run")
     cfg = out / "checkpoints" / f"{SAVE:06d}" / "pretrained_model" / "train_config.json"
     proc = run_train(["--resume=true", f"--config_path={cfg}", "--seed=7"], tmp, timeout=200)
-    assert proc.returncode != 0
+    assert proc.returncode == 2, proc.stderr[-3000:]  # one line, no traceback (issue 29, new user, item 3)
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines()[-1].startswith("error: ResumeStateError: ")
     text = proc.stdout + proc.stderr
     assert "ResumeStateError" in text and "sample-exactly" in text, text[-3000:]
     assert "seed: checkpoint" in text and "same dataset, episodes, seed" in text
@@ -235,6 +236,7 @@ def test_mixture_model_card_lists_every_dataset(monkeypatch):
                                        template_str="---\n{{ card_data }}\n---\n# policy\n")
 
     monkeypatch.setattr(patching, "original", lambda name: fake_original)
+    monkeypatch.setattr(patching, "model_card_target", lambda: (None, True))  # 0.6.1's method form
     stream = SimpleNamespace(dataset=SimpleNamespace(mixture={"repo_ids": ["a/x", "b/y"], "weights": [3.0, 1.0],
                                                                 "weights_given": True}))
     run = SimpleNamespace(stream=stream)
@@ -242,6 +244,29 @@ def test_mixture_model_card_lists_every_dataset(monkeypatch):
     assert captured["datasets"] == ["a/x", "b/y"]
     assert "| a/x | 0.7500 |" in card.text and "| b/y | 0.2500 |" in card.text
     assert "a/x" in str(card.data.datasets) and "b/y" in str(card.data.datasets)
+
+
+def test_mixture_model_card_with_the_free_function_of_lerobot_main(monkeypatch):
+    """LeRobot main (after 0.6.1) renders cards with ``generate_model_card(model_cfg, cfg, dataset_meta)``,
+    whose ``datasets`` is ``cfg.dataset.repo_id`` (the string '[a/x,b/y]' for a mixture)."""
+    from types import SimpleNamespace
+
+    from huggingface_hub import ModelCard, ModelCardData
+
+    from lerobotstream.integrations.lerobot import patching, train
+
+    def fake_original(model_cfg, cfg=None, dataset_meta=None):
+        return ModelCard.from_template(ModelCardData(datasets=cfg.dataset.repo_id),
+                                       template_str="---\n{{ card_data }}\n---\n# policy\n")
+
+    monkeypatch.setattr(patching, "original", lambda name: fake_original)
+    monkeypatch.setattr(patching, "model_card_target", lambda: (None, False))
+    stream = SimpleNamespace(dataset=SimpleNamespace(mixture={"repo_ids": ["a/x", "b/y"], "weights": [1.0, 1.0],
+                                                                "weights_given": False}))
+    card = train._mixture_model_card(SimpleNamespace(stream=stream))(
+        object(), SimpleNamespace(dataset=SimpleNamespace(repo_id="[a/x,b/y]")), None)
+    assert card.data.datasets == ["a/x", "b/y"] and "| a/x | 0.5000 |" in card.text
+    assert "in proportion to its frames" in card.text
 
 
 @pytest.mark.parametrize("flags,message", [

@@ -88,7 +88,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
 
     Args:
         repo_ids: the datasets (unique); ``dataset_index`` of an item is its position here.
-        roots: one root per dataset (path or URL; None entries: the Hub by repo id), or None.
+        roots: one root per dataset (path or URL; None entries: $HF_LEROBOT_HOME/<repo_id>, else the Hub), or None.
         weights: sampling weight per dataset (numbers > 0); None: in proportion to the selected
             frames (anchors) of each dataset.
         options, **kwargs: :class:`StreamingLeRobotDataset`'s (a
@@ -114,7 +114,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
     set the rates. In every rank and worker the share of each dataset follows the weights to within
     one sample per block of 64 samples (``planner.MixSequence``). Rank and worker shards, seeds,
     ``set_epoch``, ``persistent_workers`` and sample-exact resume behave as for one dataset; the
-    resume state records the mixture and refuses another one.
+    resume state records the mixture and refuses another one. ``fps`` is the first dataset's (30 for a
+    30 and a 10 fps dataset); each streams at its own fps (``ds.datasets[i].fps``).
 
     Raises:
         StreamingConfigError: bad mixture options (duplicate or empty repo ids, roots or weights of

@@ -6,6 +6,11 @@ Examples::
     python -m lerobotstream.profile --repo-id lerobot/pusht --steps 100 --json prof.json --plot prof.png
     python -m lerobotstream.profile --root http://host/ds/ --step-ms 40   # would a 40 ms model step wait?
     python -m lerobotstream.profile --repo-id a/x,b/y --root /data/x,/data/y --weights 0.7,0.3   # a mixture
+
+Defaults are what ``lerobotstream-train`` runs with lerobot-train 0.6's defaults (:data:`TRAIN_DEFAULTS`):
+uint8 frames, 4 ``spawn`` DataLoader workers, ``prefetch_factor`` 4, persistent workers, batch 8,
+and a stream that repeats (``--repeat``; off by default for one dataset, whose epoch end then
+ends the run early; on for a mixture, whose shares would otherwise bend once a dataset runs out).
 """
 
 from __future__ import annotations
@@ -21,7 +26,13 @@ from typing import Sequence
 from lerobotstream import constants
 from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
 
-__all__ = ["main", "run_profile"]
+__all__ = ["main", "run_profile", "TRAIN_DEFAULTS"]
+
+#: what ``lerobotstream-train`` runs with lerobot-train 0.6's defaults (``TrainPipelineConfig``:
+#: ``num_workers=4``, ``batch_size=8``, ``prefetch_factor=4``, ``persistent_workers=True``,
+#: ``dataloader_multiprocessing_context="spawn"``; 0.6's loop converts uint8 frames on the device)
+TRAIN_DEFAULTS = {"num_workers": 4, "batch_size": 8, "prefetch_factor": 4, "persistent_workers": True,
+                  "multiprocessing_context": "spawn", "return_uint8": True}
 
 
 def _ints(text: str | None) -> list[int] | None:
@@ -65,11 +76,23 @@ def _parser() -> argparse.ArgumentParser:
                    choices=constants.SAMPLING_STRATEGIES)
     g.add_argument("--seed", type=int, default=constants.DEFAULT_SEED)
     g.add_argument("--device", default="cpu")
-    g.add_argument("--return-uint8", action="store_true")
+    g.add_argument("--return-uint8", action=argparse.BooleanOptionalAction, default=TRAIN_DEFAULTS["return_uint8"],
+                   help="uint8 frames, as lerobotstream-train on LeRobot 0.6 (default); --no-return-uint8: "
+                        "float32 in [0, 1], as LeRobot 0.4")
+    g.add_argument("--repeat", action=argparse.BooleanOptionalAction, default=None,
+                   help="repeat the stream, as training does (default: on for a mixture, off for one dataset)")
     g.add_argument("--delta-timestamps", default=None, help='JSON, e.g. \'{"observation.state": [-0.1, 0]}\'')
     r = ap.add_argument_group("run")
-    r.add_argument("--num-workers", type=int, default=2)
-    r.add_argument("--batch-size", type=int, default=8)
+    r.add_argument("--num-workers", type=int, default=TRAIN_DEFAULTS["num_workers"],
+                   help="DataLoader worker processes (default: %(default)s, lerobot-train's; 0: in this process, "
+                        "often the fastest on 2 cores, see docs/troubleshooting.md)")
+    r.add_argument("--batch-size", type=int, default=TRAIN_DEFAULTS["batch_size"])
+    r.add_argument("--prefetch-factor", type=int, default=TRAIN_DEFAULTS["prefetch_factor"],
+                   help="batches each worker prepares ahead (default: %(default)s, lerobot-train's)")
+    r.add_argument("--persistent-workers", action=argparse.BooleanOptionalAction,
+                   default=TRAIN_DEFAULTS["persistent_workers"], help="keep workers across epochs (default: on)")
+    r.add_argument("--multiprocessing-context", default=TRAIN_DEFAULTS["multiprocessing_context"],
+                   choices=("spawn", "fork", "forkserver"), help="how workers start (default: %(default)s, lerobot-train's)")
     r.add_argument("--steps", type=int, default=50, help="batches to draw (fewer if the epoch ends)")
     r.add_argument("--step-ms", type=float, default=0.0,
                    help="simulated model step per batch, milliseconds (0: none; the verdict then predicts "
@@ -89,15 +112,16 @@ def run_profile(args: argparse.Namespace) -> dict:
 
     if args.root is None and args.repo_id is None:
         raise StreamingConfigError("give --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); see --help")
+    repo_ids = (args.repo_id or "").split(",") if args.repo_id and "," in args.repo_id else None
+    repeat = (repo_ids is not None) if args.repeat is None else bool(args.repeat)
     t0 = time.perf_counter()
     options = dict(
         revision=args.revision, delta_timestamps=json.loads(args.delta_timestamps) if args.delta_timestamps else None,
         return_uint8=args.return_uint8, seed=args.seed, episode_pool_size=args.episode_pool_size,
         prefetch_episodes=args.prefetch_episodes, byte_budget_gb=args.byte_budget_gb,
         decode_threads=args.decode_threads, decoded_queue_size=args.decoded_queue_size,
-        sampling_strategy=args.sampling_strategy, device=args.device,
+        sampling_strategy=args.sampling_strategy, device=args.device, repeat=repeat,
         camera_keys=args.cameras.split(",") if args.cameras else None)
-    repo_ids = (args.repo_id or "").split(",") if args.repo_id and "," in args.repo_id else None
     if repo_ids is not None:
         from lerobotstream.dataset import StreamingMultiLeRobotDataset
 
@@ -111,11 +135,17 @@ def run_profile(args: argparse.Namespace) -> dict:
             raise StreamingConfigError("--weights needs several datasets in --repo-id (comma-separated)")
         ds = StreamingLeRobotDataset(args.repo_id, root=args.root, episodes=_ints(args.episodes), **options)
     metadata_s = time.perf_counter() - t0
+    loader = dict(prefetch_factor=args.prefetch_factor, persistent_workers=args.persistent_workers,
+                  multiprocessing_context=args.multiprocessing_context)
     raw = profile_dataset(ds, num_workers=args.num_workers, batch_size=args.batch_size, steps=args.steps,
                           step_s=args.step_ms / 1e3, memory_interval_s=args.memory_interval_ms / 1e3,
-                          metadata_s=metadata_s)
+                          metadata_s=metadata_s, **loader)
+    as_training = (all(loader[k] == TRAIN_DEFAULTS[k] for k in loader) and args.return_uint8 == TRAIN_DEFAULTS["return_uint8"]
+                   and args.num_workers == TRAIN_DEFAULTS["num_workers"] and args.batch_size == TRAIN_DEFAULTS["batch_size"])
     config = {"root": args.root, "repo_id": args.repo_id, "num_workers": args.num_workers,
-              "batch_size": args.batch_size, "steps": args.steps, "decode_threads": args.decode_threads,
+              "batch_size": args.batch_size, "frames": "uint8" if args.return_uint8 else "float32", **loader,
+              "repeat": repeat, "as_lerobotstream_train": as_training,
+              "steps": args.steps, "decode_threads": args.decode_threads,
               "prefetch_episodes": args.prefetch_episodes, "episode_pool_size": args.episode_pool_size,
               "cameras": list(getattr(ds, "video_keys", None) or ds.camera_keys), "episodes": ds.num_episodes,
               **({"mixture": ds.mixture} if hasattr(ds, "mixture") else {})}
@@ -136,6 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args) -> int:
+    if args.plot:
+        from lerobotstream.profile._plot import require_matplotlib
+
+        require_matplotlib()  # before the run, not after it
     report = run_profile(args)
     if not args.quiet:
         from lerobotstream.profile._report import format_report

@@ -18,7 +18,7 @@ import os
 import textwrap
 from pathlib import Path
 
-__all__ = ["plot_report", "STAGE_COLORS", "rolling_rate"]
+__all__ = ["plot_report", "require_matplotlib", "STAGE_COLORS", "rolling_rate"]
 
 STAGE_COLORS = {
     # start-up: greys
@@ -59,8 +59,8 @@ def _title(report: dict) -> str:
     return "\n".join(text)
 
 
-def plot_report(report: dict, path: str | os.PathLike) -> Path:
-    """Write the report's figure to ``path`` (PNG) atomically and return the path.
+def require_matplotlib():
+    """``matplotlib.pyplot`` on the Agg backend (the CLI calls it before a ``--plot`` run).
 
     Raises:
         ImportError: matplotlib is not installed (message says how to install it).
@@ -70,8 +70,18 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("--plot needs matplotlib: pip install 'lerobotstream[plot]'") from exc
+    except ImportError as exc:
+        raise ImportError("--plot needs matplotlib: pip install 'lerobotstream[plot]' (or drop --plot)") from exc
+    return plt
+
+
+def plot_report(report: dict, path: str | os.PathLike) -> Path:
+    """Write the report's figure to ``path`` (PNG) atomically and return the path.
+
+    Raises:
+        ImportError: matplotlib is not installed (message says how to install it).
+    """
+    plt = require_matplotlib()
     from lerobotstream.profile._report import STAGE_KIND, STAGES
 
     path = Path(path)

@@ -314,7 +314,7 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
                                            "assembly_threads": decode_threads, "fetch_threads": fetch_threads},
                    "processes": nproc, "meaning": dict(STAGES)},
         "bytes": nb,
-        **_mixture_shares(raw.get("anchors", []), ds),
+        **_mixture_shares(raw.get("anchors", []), ds, raw.get("batch_samples")),
         "decoder": {"opens": int(sum(int(s.get("decoder_opens", 0)) for s in snaps)),
                     "fallbacks": int(sum(int(s.get("decoder_fallbacks", 0)) for s in snaps)),
                     "pyav_fallbacks": int(sum(int(s.get("pyav_fallbacks", 0)) for s in snaps)),
@@ -350,16 +350,42 @@ def _f(x: float | None, fmt: str = ".1f", unit: str = "") -> str:
     return f"{x:{fmt}}{unit}"
 
 
-def _mixture_shares(anchors: list, ds: Any) -> dict:
-    """For a mixture (``(dataset, episode, frame)`` anchors): the delivered samples per dataset."""
+def _mixture_shares(anchors: list, ds: Any, batch_samples: list[int] | None = None) -> dict:
+    """For a mixture (``(dataset, episode, frame)`` anchors): the delivered samples per dataset,
+    and ``exhausted``: for each dataset of a stream that does not repeat whose every sample was
+    delivered, ``{"repo_id", "step"}`` (the batch, 1-based, that carried its last sample; from then
+    on the shares no longer follow the weights)."""
     mixture = getattr(ds, "mixture", None)
     if not mixture or not anchors or len(anchors[0]) != 3:
         return {}
-    counts = np.bincount(np.array([a[0] for a in anchors], dtype=np.int64), minlength=len(mixture["repo_ids"]))
+    ids = np.array([a[0] for a in anchors], dtype=np.int64)
+    counts = np.bincount(ids, minlength=len(mixture["repo_ids"]))
     total = float(sum(mixture["weights"]))
+    exhausted = []
+    if not getattr(ds, "repeat", True):
+        ends = np.asarray(batch_samples or [], dtype=np.int64)  # cumulated samples at each batch end
+        for d, child in enumerate(getattr(ds, "datasets", [])):
+            size = _num_samples(child)
+            if size and counts[d] >= size:
+                last = int(np.flatnonzero(ids == d)[-1])  # position of its last sample in the run
+                step = int(np.searchsorted(ends, last + 1)) + 1 if len(ends) else None
+                exhausted.append({"repo_id": mixture["repo_ids"][d], "step": step})
     return {"mixture": {"repo_ids": list(mixture["repo_ids"]), "samples": counts.tolist(),
                         "shares": (counts / max(1, counts.sum())).round(4).tolist(),
-                        "weight_shares": [round(w / total, 4) for w in mixture["weights"]]}}
+                        "weight_shares": [round(w / total, 4) for w in mixture["weights"]],
+                        "repeat": bool(getattr(ds, "repeat", True)), "exhausted": exhausted}}
+
+
+def _num_samples(ds: Any) -> int | None:
+    """Samples one pass over ``ds`` yields (its anchors: frames minus ``drop_n_last_frames``), None
+    when unknown."""
+    try:
+        return int(sum(ds.anchor_lengths().values()))
+    except Exception:  # noqa: BLE001 - a report detail only
+        try:
+            return int(ds.num_frames)
+        except Exception:  # noqa: BLE001
+            return None
 
 
 def format_report(r: dict) -> str:
@@ -368,7 +394,12 @@ def format_report(r: dict) -> str:
     cfg = r.get("config", {})
     lines = []
     if cfg:
-        lines.append("config: " + ", ".join(f"{k}={v}" for k, v in cfg.items()))
+        lines.append("config: " + ", ".join(f"{k}={v}" for k, v in cfg.items() if k != "as_lerobotstream_train"))
+        if "as_lerobotstream_train" in cfg:
+            lines.append("DataLoader as lerobotstream-train runs it with lerobot-train 0.6's defaults (uint8 frames, "
+                         "4 spawn workers, prefetch 4, persistent workers, batch 8)" if cfg["as_lerobotstream_train"]
+                         else "DataLoader settings differ from lerobotstream-train's defaults (uint8, 4 spawn "
+                              "workers, prefetch 4, persistent, batch 8): pass your training's values to compare")
     if r.get("verdict"):
         lines.append(r["verdict"]["text"])
         if r["verdict"].get("why"):
@@ -425,6 +456,9 @@ def format_report(r: dict) -> str:
         lines.append("mixture (samples delivered per dataset: share / weight share)")
         for rid, n, got, want in zip(mx["repo_ids"], mx["samples"], mx["shares"], mx["weight_shares"]):
             lines.append(f"  {rid:<30} {n:>8}   {got:.3f} / {want:.3f}")
+        for ex in mx.get("exhausted") or []:
+            lines.append(f"  dataset {ex['repo_id']} exhausted at step {ex['step']}: later batches come from the "
+                         "others, so the shares no longer follow the weights (--repeat keeps every dataset going)")
     lines.append(f"decoder opens / fallbacks  {de['opens']} / {de['fallbacks']} (PyAV {de['pyav_fallbacks']}); "
                  f"frames decoded / returned by workers {de['frames_decoded']} / {de['frames_returned']}; "
                  f"sidecar: {de['sidecar']}")

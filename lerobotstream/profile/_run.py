@@ -152,6 +152,9 @@ def profile_dataset(
     step_s: float = 0.0,
     memory_interval_s: float = 0.1,
     metadata_s: float | None = None,
+    prefetch_factor: int | None = None,
+    persistent_workers: bool = False,
+    multiprocessing_context: str | None = None,
 ) -> RawRun:
     """Run ``ds`` through ``DataLoader(batch_size, num_workers)`` for ``steps`` batches, no model,
     collated as ``lerobotstream-train`` collates (``PackedCollate`` over ``default_collate``, or
@@ -167,6 +170,9 @@ def profile_dataset(
             the workers have started, after each batch (unless one is younger than this) and
             before the workers stop.
         metadata_s: seconds the caller spent constructing ``ds`` (reported as the metadata stage).
+        prefetch_factor, persistent_workers, multiprocessing_context: the DataLoader's (used only
+            with workers; None: torch's defaults, 2 batches per worker and the platform's start
+            method). ``lerobotstream-train`` on LeRobot 0.6 runs 4, True and ``"spawn"``.
 
     Returns:
         RawRun: ``wall_s``, ``first_batch_s``, ``batch_wait_s`` (list, s), ``batch_t_s`` (end time of
@@ -180,8 +186,10 @@ def profile_dataset(
     from lerobotstream.dataset import PackedCollate, lerobot_collate_fn
 
     language = bool(getattr(getattr(ds, "meta", None), "has_language_columns", False))
-    loader = DataLoader(ProfiledStream(ds), batch_size=batch_size, num_workers=num_workers, persistent_workers=False,
-                        collate_fn=PackedCollate(lerobot_collate_fn if language else None))
+    workers = dict(prefetch_factor=prefetch_factor, persistent_workers=bool(persistent_workers),
+                   multiprocessing_context=multiprocessing_context) if int(num_workers) > 0 else {}
+    loader = DataLoader(ProfiledStream(ds), batch_size=batch_size, num_workers=num_workers,
+                        collate_fn=PackedCollate(lerobot_collate_fn if language else None), **workers)
     pids: dict[int, str] = {os.getpid(): "main"}
     latest: dict[int, dict] = {}
     waits: list[float] = []
@@ -258,4 +266,5 @@ def profile_dataset(
         batch_t_s=t_end, samples=samples, frames=frames, anchors=anchors, snapshots=list(latest.values()),
         timeline=timeline, memory=mem.summary(), num_workers=int(num_workers), batch_size=int(batch_size),
         steps=len(waits), step_s=float(step_s), metadata_s=metadata_s, video_keys=video_keys,
+        batch_samples=[b["samples"] for b in timeline],
     )

@@ -23,13 +23,15 @@ build:   parse a dataset's MP4s into a schema-5 sidecar NPZ (atomic; a failure k
          with --push, validate the complete sidecar and publish it (explicit maintainer action).
 inspect: print a readable summary of a sidecar (and of its derived index with --index).
 
-The console script lerobotstream-build-mp4-sidecar runs build when no command is given.
+The console script lerobotstream-build-mp4-sidecar takes build's options without the word
+build (lerobotstream-build-mp4-sidecar --root DIR --output X.npz builds); bare, it asks for them.
 Errors print one line "error: <Type>: <message>" and exit with status 2 (--debug or
 LEROBOTSTREAM_DEBUG=1: the full traceback)."""
 
 EXAMPLES = """\
 examples:
   %(prog)s build --root /data/my_dataset --output my_dataset.npz
+  %(prog)s build --repo-id OWNER/NAME --output my_dataset.npz   # $HF_LEROBOT_HOME/OWNER/NAME, else the Hub
   %(prog)s build --data-root hf://datasets/OWNER/NAME@COMMIT --output sidecar.npz --push
   %(prog)s inspect my_dataset.npz --index"""
 
@@ -58,7 +60,7 @@ def _build(args: argparse.Namespace) -> int:
     from lerobotstream.sidecar._build import build_sidecar
     from lerobotstream import sources
 
-    if args.repo_id is None:
+    if args.repo_id is None and (args.root is not None or args.data_root is not None):
         args.repo_id = default_repo_id(args.root, args.data_root)
     if args.push:
         from lerobotstream.errors import SidecarPublishError
@@ -69,7 +71,19 @@ def _build(args: argparse.Namespace) -> int:
         if args.root is not None or not str(args.data_root).startswith("hf://"):
             raise SidecarPublishError("--push needs --data-root hf://datasets/OWNER/NAME@COMMIT or "
                                       "hf://buckets/OWNER/NAME (a local folder cannot be published)")
-    if args.root is not None:
+    if args.root is None and args.data_root is None:
+        if args.repo_id is None:
+            from lerobotstream.errors import StreamingConfigError
+
+            raise StreamingConfigError("give --root FOLDER, --data-root URL or --repo-id OWNER/NAME (a local copy "
+                                       "in $HF_LEROBOT_HOME/<repo_id> first, else the Hub, as LeRobot)")
+        src = sources.open_source(None, repo_id=args.repo_id, revision=args.revision, repo_type=args.repo_type,
+                                  endpoint=args.endpoint)
+        data_root = None  # recorded from the source: the local copy's folder or hf://datasets/...@commit
+        commit = getattr(src, "commit", None)
+        if commit is not None:
+            args.revision = commit
+    elif args.root is not None:
         src = sources.LocalSource(args.root)
         data_root = args.root
     else:
@@ -145,13 +159,15 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="{build,inspect}")
     b = sub.add_parser("build", help="build a schema-5 sidecar", description="Parse a dataset's MP4s into a "
                        "schema-5 sidecar NPZ (written atomically: a failed build keeps the old file).")
-    where = b.add_mutually_exclusive_group(required=True)
-    where.add_argument("--root", help="local dataset folder")
+    where = b.add_mutually_exclusive_group()
+    where.add_argument("--root", help="local dataset folder (unset: --repo-id's local copy "
+                       "$HF_LEROBOT_HOME/<repo_id> if there is one, else the Hub, as LeRobot)")
     where.add_argument("--data-root", help="payload root URL (hf://datasets/OWNER/NAME@SHA, hf://buckets/..., fsspec URL)")
     b.add_argument("--output", required=True, help="the .npz to write (replaced atomically)")
     b.add_argument("--repo-id", default=None,
                    help="repo id recorded in the sidecar (default: OWNER/NAME of an hf:// root, else "
-                        "local/<folder name>)")
+                        "local/<folder name>); alone, the dataset to build: $HF_LEROBOT_HOME/<repo_id> if "
+                        "there, else the Hub (as LeRobot)")
     b.add_argument("--revision", default=None, help="commit the sidecar describes (default: the hf:// root's commit)")
     b.add_argument("--repo-type", choices=("dataset", "bucket"), default="dataset",
                    help="Hub repository type (default: dataset; an hf://buckets/ root is a bucket)")
@@ -187,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.command is None:
         p.print_usage(sys.stderr)
-        print("error: give a command: build or inspect (see --help)", file=sys.stderr)
+        print("error: give a command: build or inspect (build's options alone, e.g. --root DIR --output X.npz, "
+              "mean build; see --help)", file=sys.stderr)
         return 2
     from lerobotstream.errors import quiet_on_closed_stdout, run_cli
 

@@ -94,7 +94,11 @@ class _BuildLock:
         t0 = time.monotonic()
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
-            self._lock.acquire(timeout=self.timeout_s)
+            while True:
+                self._lock.acquire(timeout=max(0.0, self.timeout_s - (time.monotonic() - t0)))
+                if self._holds_the_path() is not False:
+                    break
+                self._lock.release()  # the previous holder removed the file we locked: lock the new one
         except Timeout:
             raise SidecarLockTimeoutError(lock_timeout_message(self.lock_path, self.timeout_s,
                                                                time.monotonic() - t0),
@@ -114,9 +118,25 @@ class _BuildLock:
             tmp.unlink(missing_ok=True)
         return self
 
+    def _holds_the_path(self) -> bool | None:
+        """Whether the locked file is still the one at ``lock_path`` (None: cannot tell)."""
+        fd = getattr(getattr(self._lock, "_context", None), "lock_file_fd", None)
+        if not isinstance(fd, int):
+            return None
+        try:
+            return os.fstat(fd).st_ino == os.stat(self.lock_path).st_ino
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return None
+
     def __exit__(self, *exc: Any) -> None:
         try:
             self.info_path.unlink(missing_ok=True)
+            if self._holds_the_path():  # no empty .lock left behind (a waiter re-locks the new file)
+                self.lock_path.unlink(missing_ok=True)
+        except OSError:
+            pass
         finally:
             self._lock.release()
 

@@ -16,7 +16,7 @@ from lerobotstream.sources._http import (
 )
 from lerobotstream.sources._hub import HubSource
 from lerobotstream.sources._local import LocalSource
-from lerobotstream.sources._open import open_source, parse_hf_url
+from lerobotstream.sources._open import lerobot_local_copy, open_source, parse_hf_url
 from lerobotstream.sources._prefetch import PrefetchedReads
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "HubSource",
     "RetryPolicy",
     "open_source",
+    "lerobot_local_copy",
     "parse_hf_url",
     "coalesce_ranges",
     "COALESCE_GAP_BYTES",

@@ -69,6 +69,20 @@ def _signed_url_expiry(url: str, now: float) -> float:
     return now + SIGNED_URL_TTL_S
 
 
+def _offline_hint(exc: BaseException) -> str:
+    """What to do when the Hub cannot be reached at all (no answer, not an HTTP error): '' else."""
+    try:
+        import httpx
+
+        transport = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+    except ImportError:
+        transport = False
+    if transport or isinstance(exc, ConnectionError) or type(exc).__name__ in ("ConnectError", "ConnectTimeout"):
+        return ("no network? pass root= a local copy of the dataset (or put one at $HF_LEROBOT_HOME/<repo_id>), "
+                "or set HF_HUB_OFFLINE=1")
+    return ""
+
+
 def _fingerprint_of(entry: Any) -> str | None:
     xet = getattr(entry, "xet_hash", None)
     if xet:
@@ -141,7 +155,7 @@ class HubSource(ByteSource):
             try:
                 info = self._api.dataset_info(repo_id, revision=self.revision)
             except Exception as e:  # every huggingface_hub / httpx failure, mapped in one place
-                raise error_for(None, path=f"@{self.revision}", where=where, exc=e) from None
+                raise error_for(None, path=f"@{self.revision}", where=where, exc=e, detail=_offline_hint(e)) from None
             self.stats.add(metadata_requests=1)
             if not info.sha or not _COMMIT_RE.match(info.sha):
                 raise SourceError(f"the Hub did not resolve revision {self.revision!r} of {repo_id!r} to a commit")
@@ -153,7 +167,7 @@ class HubSource(ByteSource):
             try:
                 self._api.bucket_info(repo_id)
             except Exception as e:
-                raise error_for(None, path="", where=where, exc=e) from None
+                raise error_for(None, path="", where=where, exc=e, detail=_offline_hint(e)) from None
             self.stats.add(metadata_requests=1)
             self.root_display = f"hf://buckets/{repo_id}"
         self.client = HttpClient(max_connections, timeout_s)

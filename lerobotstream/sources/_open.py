@@ -2,18 +2,66 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import unquote
 
-from lerobotstream.errors import SourceError, SourceNotFoundError
+from lerobotstream import constants
+from lerobotstream.errors import SourceError, SourceNotFoundError, StreamingConfigError
 from lerobotstream.sources._base import ByteSource
 from lerobotstream.sources._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S, DEFAULT_TIMEOUT_S, RetryPolicy
 
 _HF_DATASET = re.compile(r"^hf://datasets/(?P<owner>[^/@]+)/(?P<name>[^/@]+)(?:@(?P<rev>[^/]+))?(?P<sub>/.*)?$")
 _HF_BUCKET = re.compile(r"^hf://buckets/(?P<owner>[^/@]+)/(?P<name>[^/@]+)(?P<sub>/.*)?$")
+_HUB_REPO_ID = re.compile(r"^[^/\s]+/[^/\s]+$")
+
+log = logging.getLogger("lerobotstream.sources")
+
+
+def lerobot_local_copy(repo_id: str | None, repo_type: str = "dataset") -> Path | None:
+    """LeRobot's local-copy rule for a dataset opened without ``root``: the folder
+    ``$HF_LEROBOT_HOME/<repo_id>`` when it holds ``meta/info.json``, else None (then the Hub).
+
+    The same precedence as LeRobot 0.6.1's ``LeRobotDatasetMetadata`` (``root`` given → that
+    folder; unset → ``$HF_LEROBOT_HOME/<repo_id>`` if its metadata loads → the Hub), including its
+    exceptions: a folder left by the old ``snapshot_download(local_dir=...)`` (it holds
+    ``.cache/huggingface/download``) is a stale mirror and is skipped, and buckets have no local
+    copy (LeRobot keeps only their ``meta/`` there). As in LeRobot, a local copy is used whatever
+    ``revision`` says (the revision is checked only against the Hub).
+
+    Args:
+        repo_id: ``OWNER/NAME`` (or any name a local dataset was saved under); None → None.
+        repo_type: ``"dataset"`` or ``"bucket"`` (a bucket → None).
+
+    Returns:
+        The folder, or None when there is no usable local copy.
+    """
+    if not repo_id or repo_type != "dataset" or "://" in repo_id:
+        return None
+    folder = Path(constants.HF_LEROBOT_HOME) / repo_id
+    if not (folder / "meta" / "info.json").is_file():
+        return None
+    if (folder / ".cache" / "huggingface" / "download").exists():
+        return None  # LeRobot's has_legacy_hub_download_metadata: re-fetched from the Hub
+    return folder
+
+
+def check_hub_repo_id(repo_id: str) -> str:
+    """``repo_id`` when it can name a Hub repository (``OWNER/NAME``).
+
+    Raises:
+        StreamingConfigError: no ``OWNER/`` part (or more than one ``/``, or spaces); the message
+            says where a local copy would have been found.
+    """
+    if not _HUB_REPO_ID.match(repo_id):
+        raise StreamingConfigError(
+            f"repo_id={repo_id!r} is not a Hub repository id OWNER/NAME, and there is no local copy at "
+            f"{Path(constants.HF_LEROBOT_HOME) / repo_id} (HF_LEROBOT_HOME); pass root= the dataset folder "
+            "for a local dataset")
+    return repo_id
 
 
 def parse_hf_url(url: str) -> tuple[str, str, str | None]:
@@ -52,6 +100,9 @@ def open_source(
 
     Roots as users give them:
 
+    - ``root`` unset, ``repo_id=`` → LeRobot's rule: the local copy ``$HF_LEROBOT_HOME/<repo_id>``
+      when there is one (:func:`lerobot_local_copy`), else the Hub (``repo_id`` must then be
+      ``OWNER/NAME``);
     - ``root=`` a local folder (or ``file://`` URL) → :class:`LocalSource` (``pread``);
     - ``root="hf://datasets/OWNER/NAME[@REV]"`` or ``repo_id=`` + ``revision=`` → :class:`HubSource`
       pinned to the commit the revision resolves to (once, now);
@@ -80,6 +131,7 @@ def open_source(
     Raises:
         SourceNotFoundError: a local root that is not a folder, or a missing repository/revision.
         SourceError: a malformed or unsupported root, or a Hub error at resolution time.
+        StreamingConfigError: ``root`` unset and ``repo_id`` neither a local copy nor ``OWNER/NAME``.
     """
     if isinstance(root, ByteSource):
         return root
@@ -89,9 +141,16 @@ def open_source(
             raise SourceError("give a dataset root (local folder or URL) or a repo_id")
         if repo_type not in ("dataset", "bucket"):
             raise SourceError(f"repo_type must be 'dataset' or 'bucket', got {repo_type!r}")
+        local = lerobot_local_copy(repo_id, repo_type)
+        if local is not None:
+            from lerobotstream.sources._local import LocalSource
+
+            log.info("%s: using the local copy %s ($HF_LEROBOT_HOME/<repo_id>, as LeRobot)%s", repo_id, local,
+                     f"; revision {revision!r} is not checked against it" if revision else "")
+            return LocalSource(local)
         from lerobotstream.sources._hub import HubSource
 
-        return HubSource(repo_id, revision=revision if repo_type == "dataset" else None, repo_type=repo_type,
+        return HubSource(check_hub_repo_id(repo_id), revision=revision if repo_type == "dataset" else None, repo_type=repo_type,
                          token=token, endpoint=endpoint, **net)
     root_s = os.fspath(root)
     if root_s.startswith("hf://"):

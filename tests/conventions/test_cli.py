@@ -49,7 +49,8 @@ def test_version_through_the_console_script_form(capsys):
 
 
 @pytest.mark.parametrize("module, line", [
-    ("lerobotstream.sidecar", "error: give a command: build or inspect (see --help)"),
+    ("lerobotstream.sidecar", "error: give a command: build or inspect (build's options alone, e.g. --root DIR "
+                              "--output X.npz, mean build; see --help)"),
     ("lerobotstream.profile", "error: StreamingConfigError: give --root (a dataset folder or URL) and/or "
                               "--repo-id (a Hub dataset); see --help"),
     ("lerobotstream.validate", "error: StreamingConfigError: give --root (a dataset folder or URL) and/or "
@@ -162,3 +163,88 @@ def test_v21_message_names_lerobots_converter_command(tmp_path):
     msg = str(ei.value)
     assert "python -m lerobot.scripts.convert_dataset_v21_to_v30 --repo-id=<repo_id>" in msg
     assert "tools/" not in msg  # an installed user has no tools/ folder
+
+
+# --- issue 29 (new user, items 3 and 4) ---------------------------------------------------------
+def test_bare_console_script_and_its_help_agree():
+    """The help said the console script runs build when no command is given, while bare it said
+    "give a command". Both now say the same: build's options alone mean build."""
+    p = _run("-m", "lerobotstream.sidecar", "--help")
+    helptext = " ".join(p.stdout.split())
+    assert "takes build's options without the word build" in helptext and "bare, it asks for them" in helptext
+    bare = _run("-m", "lerobotstream.sidecar")
+    assert bare.returncode == 2 and "build's options alone" in bare.stderr.strip().splitlines()[-1]
+
+
+_INTERRUPT = """
+import sys
+import {module} as target
+def interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+setattr(target, {name!r}, interrupted)
+from lerobotstream.{cli}.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("cli, module, name, args", [
+    ("sidecar", "lerobotstream.sidecar._build", "build_sidecar", ["build", "--root", str(G1), "--output", "{tmp}/x.npz"]),
+    ("profile", "lerobotstream.profile._run", "profile_dataset", ["--root", str(G1), "--num-workers", "0"]),
+])
+def test_ctrl_c_is_one_line_and_status_130(cli, module, name, args, tmp_path):
+    """Ctrl-C printed a KeyboardInterrupt traceback; it prints ``interrupted`` and exits 130
+    (--debug: the traceback). The interrupt is raised where the command does its work."""
+    code = _INTERRUPT.format(module=module, name=name, cli=cli)
+    argv = [a.format(tmp=tmp_path) for a in args]
+    p = _run("-c", code, *argv)
+    assert p.returncode == 130 and p.stderr.strip().splitlines()[-1] == "interrupted", p.stderr
+    assert "Traceback" not in p.stderr
+    p = _run("-c", code, *argv, "--debug")
+    assert p.returncode != 130 and "KeyboardInterrupt" in p.stderr and "Traceback" in p.stderr
+    assert not list(tmp_path.iterdir())  # nothing half-written beside --output
+
+
+def test_an_interrupted_sidecar_build_leaves_no_lock(tmp_path, monkeypatch):
+    """An interrupted build left an empty ``<entry>.npz.lock`` (and a finished one did too)."""
+    from lerobotstream.sidecar import _build, ensure_sidecar
+    from lerobotstream.sources import LocalSource
+
+    cache = tmp_path / "sidecars"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_build, "build_sidecar", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ensure_sidecar(LocalSource(G1), repo_id="local/g1_v30", cache_dir=cache)
+    assert [p for p in cache.rglob("*") if p.is_file()] == []
+    monkeypatch.undo()
+    target, how = ensure_sidecar(LocalSource(G1), repo_id="local/g1_v30", cache_dir=cache)
+    assert how == "built" and [p for p in cache.rglob("*") if p.is_file()] == [target]
+
+
+def test_the_build_lock_stays_exclusive_when_its_file_is_removed(tmp_path):
+    """The holder removes the lock file on exit; a process that locked the removed file locks the
+    new one instead, so two holders never overlap."""
+    import threading
+
+    from lerobotstream.sidecar._lifecycle import _BuildLock
+
+    target = tmp_path / "entry.npz"
+    inside = threading.Event()
+    order: list[str] = []
+    with _BuildLock(target, 60, "first") as first:
+        assert first._holds_the_path() is True
+
+        def second() -> None:
+            with _BuildLock(target, 60, "second") as lock:
+                order.append("second in")
+                assert lock._holds_the_path() is True
+            inside.set()
+
+        t = threading.Thread(target=second)
+        t.start()
+        order.append("first out")
+    t.join(60)
+    assert inside.is_set() and order == ["first out", "second in"]
+    assert not list(tmp_path.iterdir())

@@ -268,3 +268,64 @@ def test_plot_answers_the_question(tmp_path):
     assert "/data/x" in title and "1 workers" in title and "batch 8" in title and "verdict:" in title
     png = plot_report(r, tmp_path / "f.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- issue 29 (new user, item 2): the profiler measures what lerobotstream-train runs ----------
+def test_defaults_are_what_lerobotstream_train_runs():
+    from lerobotstream.profile.__main__ import TRAIN_DEFAULTS, _parser
+
+    a = _parser().parse_args(["--root", "x"])
+    assert (a.num_workers, a.batch_size, a.prefetch_factor, a.persistent_workers, a.multiprocessing_context,
+            a.return_uint8, a.repeat) == (4, 8, 4, True, "spawn", True, None)
+    assert TRAIN_DEFAULTS == {"num_workers": 4, "batch_size": 8, "prefetch_factor": 4, "persistent_workers": True,
+                              "multiprocessing_context": "spawn", "return_uint8": True}
+    assert _parser().parse_args(["--root", "x", "--no-return-uint8"]).return_uint8 is False
+
+
+def test_report_says_which_dataloader_it_measured(tiny, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert profile_main(["--root", str(tiny), "--num-workers", "1", "--steps", "2", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    cfg = json.loads(out.read_text())["config"]
+    assert (cfg["frames"], cfg["prefetch_factor"], cfg["persistent_workers"], cfg["multiprocessing_context"]) == \
+        ("uint8", 4, True, "spawn")
+    assert cfg["as_lerobotstream_train"] is False and "differ from lerobotstream-train's defaults" in text
+
+
+def _mixture(make_generated_dataset):
+    a = make_generated_dataset(repo_id="p/a", episode_lengths=(5, 5), cameras=(("observation.images.front", 32, 32),))
+    b = make_generated_dataset(repo_id="p/b", episode_lengths=(20, 20), cameras=(("observation.images.front", 32, 32),))
+    return ["--repo-id", "p/a,p/b", "--root", f"{a},{b}", "--weights", "0.3,0.7", "--num-workers", "0",
+            "--batch-size", "5"]
+
+
+def test_mixture_without_repeat_reports_the_exhausted_dataset(make_generated_dataset, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert profile_main([*_mixture(make_generated_dataset), "--no-repeat", "--steps", "20", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    mx = json.loads(out.read_text())["mixture"]
+    assert mx["repeat"] is False and mx["samples"] == [10, 40]  # one pass: every sample once
+    ex = next(e for e in mx["exhausted"] if e["repo_id"] == "p/a")
+    assert 1 <= ex["step"] < 10  # before the last of the 10 batches
+    assert f"dataset p/a exhausted at step {ex['step']}" in text
+
+
+def test_mixture_repeats_by_default(make_generated_dataset, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert profile_main([*_mixture(make_generated_dataset), "--steps", "16", "--json", str(out), "--quiet"]) == 0
+    mx = json.loads(out.read_text())["mixture"]
+    assert mx["repeat"] is True and mx["exhausted"] == [] and sum(mx["samples"]) == 80
+    assert mx["samples"][0] > 10  # p/a went on past its 10 samples: the weights hold
+    assert abs(mx["shares"][0] - 0.3) < 0.1
+
+
+def test_plot_needs_matplotlib_before_the_run(tiny, tmp_path, monkeypatch, capsys):
+    import sys
+
+    import lerobotstream.profile.__main__ as cli
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed
+    monkeypatch.setattr(cli, "run_profile", lambda args: pytest.fail("the run started before --plot was checked"))
+    assert profile_main(["--root", str(tiny), "--plot", str(tmp_path / "r.png")]) == 2
+    assert capsys.readouterr().err.strip() == ("error: ImportError: --plot needs matplotlib: pip install "
+                                               "'lerobotstream[plot]' (or drop --plot)")

@@ -154,3 +154,32 @@ def test_bucket_listing_fingerprints_and_replacement(hub):
             stale.read(VID, 0, 3)
     finally:
         path.write_bytes(old)
+
+
+def test_unreachable_hub_says_what_to_do(hub):
+    """Issue 29 (new user, item 4): a connection error named only httpx's ConnectError; it says
+    what to do without a network."""
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on: the connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(SourceError) as ei:
+        open_source(repo_id="lerobot/demo", endpoint=f"http://127.0.0.1:{port}", token=TOKEN, retry=FAST)
+    msg = str(ei.value)
+    assert "no network? pass root=" in msg and "HF_HUB_OFFLINE=1" in msg and TOKEN not in msg
+    with pytest.raises(SourceNotFoundError) as ei:  # an answer from the Hub: no network hint
+        _open(hub, "hf://datasets/lerobot/nope")
+    assert "no network" not in str(ei.value)
+
+
+def test_local_copy_comes_before_the_hub(hub, tmp_path, monkeypatch):
+    """Issue 29 (new user, item 1): with root unset, $HF_LEROBOT_HOME/<repo_id> is read before
+    the Hub is asked anything (LeRobot's rule)."""
+    from lerobotstream import constants
+
+    monkeypatch.setattr(constants, "HF_LEROBOT_HOME", tmp_path)
+    _write(tmp_path / "lerobot" / "demo", b"L")
+    src = open_source(repo_id="lerobot/demo", revision=SHA2, endpoint=hub.url, token=TOKEN)
+    assert not isinstance(src, HubSource) and src.read(VID, 0, 2) == b"LL"
+    assert hub.log() == []  # the Hub was not asked

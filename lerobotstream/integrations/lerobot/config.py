@@ -28,6 +28,16 @@ __all__ = ["StreamingDatasetConfig", "StreamingTrainPipelineConfig", "REPO_TYPES
 REPO_TYPES = ("dataset", "bucket")
 DECODE_DEVICES = ("cpu", "cuda")
 
+#: LeRobot's own flags whose --help text says what they mean when streaming: (name, type, default, help)
+_LEROBOT_OVERRIDES = (
+    ("repo_id", str, dataclasses.MISSING,
+     "The dataset: OWNER/NAME on the Hub; with --dataset.root unset, a local copy at "
+     "$HF_LEROBOT_HOME/OWNER/NAME is used first (as LeRobot). With --dataset.streaming=true, '[a,b]' lists "
+     "several datasets: a weighted mixture (--dataset.streaming_weights), not a concatenation."),
+    ("streaming", bool, False,
+     "true: stream the dataset with lerobotstream (nothing downloaded; the --dataset.streaming_* flags "
+     "apply); false (default): LeRobot's own map-style dataset, downloaded first."),
+)
 #: flags of this config that are not StreamOptions fields: (name, type, default, help)
 _EXTRA_FLAGS = (
     ("streaming_max_open_decoders", Optional[int], None,
@@ -43,7 +53,8 @@ def _help(text: str) -> dict:
 
 
 def _flag_fields() -> list[tuple]:
-    out = []
+    out = [(name, typ, dataclasses.field(default=default, metadata=_help(text)))
+           for name, typ, default, text in _LEROBOT_OVERRIDES]
     for info in train_flags():
         default = info.default
         text = info.help if default is None else f"{info.help} Default: {default}."
@@ -109,7 +120,8 @@ class _StreamingChecks:
 
     @property
     def decoder_cache_size(self) -> int | None:
-        """The open-decoder cap per rank from either flag name (None → pool × cameras)."""
+        """The open-decoder cap per rank from either flag name (None → (episode pool +
+        prefetch_episodes) × cameras, per worker)."""
         if self.video_decoder_cache_size is not None:
             return self.video_decoder_cache_size
         return self.streaming_max_open_decoders

@@ -163,14 +163,44 @@ def split_episodes_by_task(episodes: list[Any], eval_split: float) -> tuple[list
 
 
 def _loop_converts_uint8() -> bool:
-    """True when LeRobot's training loop turns uint8 camera frames into float32 itself (0.6.x)."""
+    """True when LeRobot's training loop turns uint8 camera frames into float32 itself (0.6.x: in
+    ``train``; main after 0.6.1: in ``_preprocess_dataset_batch``, shared with held-out evaluation)."""
     from lerobotstream.integrations.lerobot import patching
 
     lt = patching.check_lerobot()
     try:
-        return "torch.uint8" in inspect.getsource(lt.train.__wrapped__)
+        return any("torch.uint8" in inspect.getsource(fn)
+                   for fn in (lt.train.__wrapped__, getattr(lt, "_preprocess_dataset_batch", None)) if fn is not None)
     except (OSError, TypeError):  # no source shipped: 0.6 and later convert
         return patching.lerobot_version() >= (0, 6, 0)
+
+
+def _delta_timestamps(cfg: Any, meta: Any) -> dict[str, list[float]] | None:
+    """LeRobot's ``resolve_delta_timestamps`` for one dataset's metadata, with ``cfg.rename_map``
+    where LeRobot takes it (main after 0.6.1, #4076: dataset keys renamed to the policy's before the
+    image/state histories are chosen; 0.6.1 and 0.4.4 take no map)."""
+    from lerobot.datasets.factory import resolve_delta_timestamps
+
+    view = LeRobotMetaView(meta)
+    rename_map = getattr(cfg, "rename_map", None)
+    if rename_map and "rename_map" in inspect.signature(resolve_delta_timestamps).parameters:
+        return resolve_delta_timestamps(trainable_config(cfg), view, rename_map)
+    return resolve_delta_timestamps(trainable_config(cfg), view)
+
+
+def _selected_episodes(d: Any, total: int) -> list[int] | None:
+    """``--dataset.episodes`` less ``--dataset.exclude_episodes`` (LeRobot after 0.6.1); None: all.
+    Excluded indices outside ``[0, total)`` are ignored with a warning, as LeRobot does."""
+    excluded = list(getattr(d, "exclude_episodes", None) or [])
+    if not excluded:
+        return d.episodes
+    outside = sorted(e for e in set(excluded) if not 0 <= int(e) < total)
+    if outside:
+        log.warning("lerobotstream: ignoring --dataset.exclude_episodes outside [0, %d): %s", total, outside)
+    keep = [int(e) for e in (d.episodes if d.episodes is not None else range(total)) if int(e) not in set(excluded)]
+    if not keep:
+        raise StreamingConfigError(f"--dataset.exclude_episodes={excluded} leaves no episode of {d.repo_id}")
+    return keep
 
 
 def _image_transforms(cfg: Any) -> Any:
@@ -215,22 +245,23 @@ def make_streaming_datasets(cfg: Any) -> tuple[TrainingStream, TrainingStream | 
         StreamingConfigError: several repo ids, a split that leaves no training episode, bad flags.
         lerobotstream errors from the dataset (metadata, sources, sharding).
     """
-    from lerobot.datasets.factory import resolve_delta_timestamps
-
     d = cfg.dataset
     repo_ids = parse_list(d.repo_id) or [d.repo_id]
     if len(repo_ids) > 1:
         return _make_mixture_streams(cfg, repo_ids)
     common = _stream_kwargs(cfg)
-    probe = StreamingLeRobotDataset(**common, episodes=d.episodes)  # metadata: features + fps + tasks
-    delta_timestamps = resolve_delta_timestamps(trainable_config(cfg), LeRobotMetaView(probe.meta))
-    train_eps, eval_eps = _eval_split(cfg, probe, d.episodes)
+    first = StreamingLeRobotDataset(**common, episodes=d.episodes)  # metadata: features + fps + tasks
+    episodes = _selected_episodes(d, first.meta.total_episodes)
+    probe = first if episodes == d.episodes else StreamingLeRobotDataset(**common, episodes=episodes)
+    status = next((h for h in ("built", "published") if h in (first.sidecar_status, probe.sidecar_status)), "cache")
+    delta_timestamps = _delta_timestamps(cfg, probe.meta)
+    train_eps, eval_eps = _eval_split(cfg, probe, episodes)
     uint8 = _loop_converts_uint8()
     train_ds = StreamingLeRobotDataset(
         **common, episodes=train_eps, delta_timestamps=delta_timestamps, image_transforms=_image_transforms(cfg),
         return_uint8=uint8, repeat=True,
         drop_n_last_frames=int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0))
-    train = TrainingStream(train_ds, sidecar_status=probe.sidecar_status)
+    train = TrainingStream(train_ds, sidecar_status=status)
     _lerobot_meta(train, cfg)
     evaluation = None
     if eval_eps:
@@ -238,7 +269,7 @@ def make_streaming_datasets(cfg: Any) -> tuple[TrainingStream, TrainingStream | 
                                           delta_timestamps=delta_timestamps, image_transforms=None,
                                           return_uint8=uint8, repeat=False)
         max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0)
-        evaluation = TrainingStream(eval_ds, sidecar_status=probe.sidecar_status, tags=False,
+        evaluation = TrainingStream(eval_ds, sidecar_status=status, tags=False,
                                     max_samples=max_eval or None)
         _lerobot_meta(evaluation, cfg)
     return train, evaluation
@@ -257,9 +288,11 @@ def _eval_split(cfg: Any, probe: StreamingLeRobotDataset, episodes: list[int] | 
 
 def _make_mixture_streams(cfg: Any, repo_ids: list[str]) -> tuple[TrainingStream, TrainingStream | None]:
     """``make_streaming_datasets`` for ``--dataset.repo_id='[a,b,...]'``: weighted mixture streams."""
-    from lerobot.datasets.factory import resolve_delta_timestamps
-
     d = cfg.dataset
+    if getattr(d, "exclude_episodes", None):
+        raise StreamingConfigError("--dataset.exclude_episodes cannot select episodes of a mixture from the command "
+                                   "line (it would be ambiguous); use StreamingMultiLeRobotDataset(episodes={repo_id: "
+                                   "[...]})")
     n = len(repo_ids)
     roots = parse_list(d.root) or [None] * n
     data_roots = parse_list(d.streaming_data_root) or [None] * n
@@ -271,7 +304,7 @@ def _make_mixture_streams(cfg: Any, repo_ids: list[str]) -> tuple[TrainingStream
         common.pop(key)
     probes = [StreamingLeRobotDataset(**common, repo_id=r, root=root, data_root=dr)
               for r, root, dr in zip(repo_ids, roots, data_roots)]
-    delta = {r: resolve_delta_timestamps(trainable_config(cfg), LeRobotMetaView(p.meta)) for r, p in zip(repo_ids, probes)}
+    delta = {r: _delta_timestamps(cfg, p.meta) for r, p in zip(repo_ids, probes)}
     splits = {r: _eval_split(cfg, p, None) for r, p in zip(repo_ids, probes)}
     mix = dict(common, roots=roots, data_root=dict(zip(repo_ids, data_roots)), delta_timestamps=delta)
     weights = None if d.streaming_weights is None else [float(w) for w in d.streaming_weights]

@@ -14,8 +14,8 @@ restores them afterwards:
   imports it at module level): a subclass that leaves the stream's DataLoaders as they are, so
   LeRobot builds it with its own settings (mixed precision from the policy's dtype, CPU from
   ``cfg.trainable_config.device``, DDP kwargs) and never re-shards a stream;
-* ``generate_model_card`` (``PreTrainedPolicy.generate_model_card``, used when a policy is pushed
-  to the Hub): for a mixture, the card lists every dataset and the weights.
+* ``generate_model_card`` (``PreTrainedPolicy.generate_model_card``; on LeRobot main the free
+  function ``lerobot.common.train_utils.generate_model_card``; used when a policy is pushed to the Hub): for a mixture, the card lists every dataset and the weights.
 
 Everything else uses public seams: draccus config subclasses and ``parser.wrap``.
 :func:`check_lerobot` refuses LeRobot versions that lack these names with a message naming what is
@@ -92,8 +92,8 @@ def check_lerobot() -> Any:
     fn = getattr(getattr(lt, "train", None), "__wrapped__", None)
     if fn is None:
         missing.append("train.__wrapped__ (parser.wrap)")
-    elif "accelerator" not in inspect.signature(fn).parameters:
-        missing.append("train(cfg, accelerator=...)")
+    elif "accelerator" not in inspect.signature(fn).parameters and not _builds_accelerator():
+        missing.append("train(cfg, accelerator=...) or lerobot.distributed.make_accelerator")
     try:
         import accelerate  # noqa: F401
     except ImportError:
@@ -103,6 +103,17 @@ def check_lerobot() -> Any:
             f"lerobot {text} is not supported by lerobotstream-train: lerobot.scripts.lerobot_train lacks "
             f"{', '.join(missing)} (tested with lerobot {tested})")
     return lt
+
+
+def _builds_accelerator() -> bool:
+    """LeRobot main after 0.6.1: ``train(cfg)`` builds its ``Accelerator`` through
+    ``lerobot.distributed.make_accelerator`` (``cfg.accelerator.build``, which imports
+    ``accelerate.Accelerator`` when called, so the patched class is the one built)."""
+    try:
+        from lerobot.distributed import make_accelerator  # noqa: F401
+    except Exception:  # noqa: BLE001 - 0.6.1 and 0.4.4 have no such module
+        return False
+    return True
 
 
 def train_function() -> Callable[..., Any]:
@@ -119,8 +130,24 @@ def original(name: str) -> Any:
 
         return accelerate.Accelerator
     if name == "generate_model_card":
-        return _policy_class().generate_model_card
+        return model_card_target()[0].generate_model_card
     return getattr(check_lerobot(), name)
+
+
+def model_card_target() -> tuple[Any, bool]:
+    """Where LeRobot's ``generate_model_card`` lives: ``(PreTrainedPolicy, True)`` (0.6.1, 0.4.4: a
+    method taking the dataset repo id) or ``(lerobot.common.train_utils, False)`` (main after 0.6.1:
+    a free function of ``(model_cfg, cfg, dataset_meta)``)."""
+    policy = _policy_class()
+    if hasattr(policy, "generate_model_card"):
+        return policy, True
+    try:
+        from lerobot.common import train_utils
+    except ImportError as e:
+        raise LeRobotIntegrationError(f"LeRobot has no generate_model_card (lerobot {lerobot_version()}): {e}") from e
+    if not hasattr(train_utils, "generate_model_card"):
+        raise LeRobotIntegrationError("lerobot.common.train_utils has no generate_model_card")
+    return train_utils, False
 
 
 def _policy_class() -> Any:
@@ -151,7 +178,7 @@ def installed(**replacements: Any) -> Iterator[None]:
             if hasattr(lt, name):
                 targets.append((lt, name, obj))
         elif name == "generate_model_card":
-            targets.append((_policy_class(), name, obj))
+            targets.append((model_card_target()[0], name, obj))
         else:
             if not hasattr(lt, name):
                 raise LeRobotIntegrationError(f"lerobot.scripts.lerobot_train has no {name}")

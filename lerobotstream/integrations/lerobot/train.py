@@ -207,7 +207,7 @@ class Run:
         ds = self.stream.dataset if self.stream is not None else None
         elapsed = (self.last_t - self.loop_start) if (self.last_t and self.loop_start) else 0.0
         fetched = sum(self.worker_bytes.values())
-        dataset_bytes = _dataset_bytes(ds) if ds is not None else None
+        files = _dataset_bytes(ds) if ds is not None else None
         rank, world = _world()
         return {
             "rank": rank, "world_size": world, "num_workers": int(self.cfg.num_workers),
@@ -220,7 +220,9 @@ class Run:
             "data_wait_s": round(self.wait_s, 3),
             "payload_bytes_fetched": fetched,
             "payload_requests": sum(self.worker_requests.values()),
-            "dataset_bytes": dataset_bytes,
+            "dataset_bytes": None if files is None else files["total"],
+            "dataset_mp4_bytes": None if files is None else files["mp4"],
+            "dataset_parquet_bytes": None if files is None else files["parquet"],
             "sidecar": self.sidecar_status,
             "collate": self.collate,
             **_mixture_summary(ds, self.samples_by_dataset),
@@ -237,15 +239,17 @@ def _mixture_summary(ds: Any, counts: dict[int, int]) -> dict[str, Any]:
             "share_by_dataset": {mixture["repo_ids"][d]: round(n / total, 4) for d, n in sorted(counts.items())}}
 
 
-def _dataset_bytes(ds: Any) -> int | None:
-    """Bytes of the Parquet and MP4 files the selected episodes live in (None if unknown)."""
+def _dataset_bytes(ds: Any) -> dict[str, int] | None:
+    """Bytes of the MP4 and Parquet files the selected episodes live in: ``{"mp4", "parquet",
+    "total"}`` (None if unknown)."""
     try:
-        total = 0
+        mp4 = parquet = 0
         for child in getattr(ds, "datasets", [ds]):  # a mixture: every dataset's files
             meta = child.meta
-            paths = list(meta.video_paths()) + list(meta.data_paths())
-            total += int(sum(meta.source.size(p) for p in paths))
-        return total
+            source = getattr(child, "_payload_source", None) or meta.source
+            mp4 += int(sum(source.size(p) for p in meta.video_paths()))
+            parquet += int(sum(source.size(p) for p in meta.data_paths()))
+        return {"mp4": mp4, "parquet": parquet, "total": mp4 + parquet}
     except Exception:  # summary only: never fail a finished training run over it
         return None
 
@@ -270,15 +274,25 @@ def _fmt_bytes(n: int | None) -> str:
 
 
 def format_summary(s: dict[str, Any]) -> str:
+    """The summary's terminal lines. Fetched bytes (MP4 spans and Parquet, every epoch, every
+    worker) are compared with the MP4 + Parquet files of the selected episodes, as a ratio; the
+    data-wait share leaves the first batch (worker start-up, first fetches) out and says so."""
     share = "?" if s["data_wait_share"] is None else f"{100 * s['data_wait_share']:.1f}%"
-    frac = (f" ({100 * s['payload_bytes_fetched'] / s['dataset_bytes']:.0f}% of the dataset's "
-            f"{_fmt_bytes(s['dataset_bytes'])})") if s.get("dataset_bytes") else ""
+    frac = ""
+    if s.get("dataset_bytes"):
+        parts = ""
+        if s.get("dataset_mp4_bytes") is not None and s.get("dataset_parquet_bytes") is not None:
+            parts = (f" = MP4 {_fmt_bytes(s['dataset_mp4_bytes'])} + Parquet "
+                     f"{_fmt_bytes(s['dataset_parquet_bytes'])}")
+        frac = (f" (MP4 + Parquet, all epochs: {s['payload_bytes_fetched'] / s['dataset_bytes']:.2f} x the "
+                f"{_fmt_bytes(s['dataset_bytes'])} of the selected episodes' files{parts})")
     return "\n".join([
         f"[lerobotstream] streaming summary (rank {s['rank']} of {s['world_size']}, "
         f"{s['num_workers']} DataLoader workers, batch {s['batch_size']}, seed {s['seed']})",
         f"[lerobotstream]   steps {s['start_step']}..{s['start_step'] + s['steps']}: {s['samples']} samples "
         f"in {s['elapsed_s']:.1f} s = {s['samples_per_s']} samples/s (first batch after {s['first_batch_s']} s)",
-        f"[lerobotstream]   waiting for data: {share} of step time",
+        f"[lerobotstream]   waiting for data: {share} of step time after the first batch (the first batch's "
+        f"{s['first_batch_s']} s of start-up is not counted)",
         f"[lerobotstream]   payload fetched: {_fmt_bytes(s['payload_bytes_fetched'])} in "
         f"{s['payload_requests']} requests{frac}",
         f"[lerobotstream]   sidecar: {s['sidecar']}",
@@ -315,22 +329,40 @@ def _streaming_accelerator_class(run: "Run") -> type:
 
 
 def _mixture_model_card(run: Run) -> Callable[..., Any]:
-    """``PreTrainedPolicy.generate_model_card`` that, for a mixture, lists every dataset in the
-    card's ``datasets`` and adds the weights and observed shares to its text."""
+    """LeRobot's ``generate_model_card`` that, for a mixture, lists every dataset in the card's
+    ``datasets`` and adds the weights and observed shares to its text (0.6.1's method
+    ``PreTrainedPolicy.generate_model_card(dataset_repo_id, ...)`` or main's free function
+    ``generate_model_card(model_cfg, cfg, dataset_meta)``, see :func:`patching.model_card_target`)."""
     original = patching.original("generate_model_card")
+    _, is_method = patching.model_card_target()
 
-    def generate_model_card(self: Any, dataset_repo_id: Any, *args: Any, **kwargs: Any) -> Any:
-        mixture = getattr(getattr(run.stream, "dataset", None), "mixture", None)
-        if not mixture:
-            return original(self, dataset_repo_id, *args, **kwargs)
-        card = original(self, list(mixture["repo_ids"]), *args, **kwargs)
-        total = sum(mixture["weights"])
-        rows = "\n".join(f"| {r} | {w / total:.4f} |" for r, w in zip(mixture["repo_ids"], mixture["weights"]))
+    def mixture() -> dict | None:
+        return getattr(getattr(run.stream, "dataset", None), "mixture", None)
+
+    def extend(card: Any, mix: dict) -> Any:
+        total = sum(mix["weights"])
+        rows = "\n".join(f"| {r} | {w / total:.4f} |" for r, w in zip(mix["repo_ids"], mix["weights"]))
         card.text = (card.text + "\n\n## Training data: a streamed mixture\n\nTrained with lerobotstream on a "
                      "weighted mixture of datasets (share of the samples drawn from each"
-                     f"{'' if mixture.get('weights_given') else ', in proportion to its frames'}):\n\n"
+                     f"{'' if mix.get('weights_given') else ', in proportion to its frames'}):\n\n"
                      "| dataset | weight |\n|---|---:|\n" + rows + "\n")
         return card
+
+    if is_method:
+        def generate_model_card(self: Any, dataset_repo_id: Any, *args: Any, **kwargs: Any) -> Any:
+            mix = mixture()
+            if not mix:
+                return original(self, dataset_repo_id, *args, **kwargs)
+            return extend(original(self, list(mix["repo_ids"]), *args, **kwargs), mix)
+    else:
+        def generate_model_card(model_cfg: Any, cfg: Any = None, dataset_meta: Any = None, *args: Any,
+                                **kwargs: Any) -> Any:
+            mix = mixture()
+            card = original(model_cfg, cfg, dataset_meta, *args, **kwargs)
+            if not mix:
+                return card
+            card.data.datasets = list(mix["repo_ids"])
+            return extend(card, mix)
 
     return generate_model_card
 
@@ -371,10 +403,21 @@ def _parse_and_train() -> Any:
 
 
 def main() -> None:
-    """Console entry ``lerobotstream-train`` (``--version``: ours and LeRobot's, before any parsing)."""
+    """Console entry ``lerobotstream-train``.
+
+    ``--version``: ours and LeRobot's, before any parsing. ``--help``: a short streaming section
+    first (:func:`streaming_help`), then LeRobot's whole list. A mistyped ``--dataset.*`` flag:
+    one line naming the closest flag (:func:`unknown_dataset_flag`), exit 2. Every lerobotstream
+    error (and a flag's own error): one line ``error: <Type>: <message>``, exit 2; Ctrl-C:
+    ``interrupted``, exit 130. ``--debug`` (removed before LeRobot parses the flags) or
+    ``LEROBOTSTREAM_DEBUG=1``: the traceback instead.
+    """
     import sys
 
-    if "--version" in sys.argv[1:]:
+    from lerobotstream.errors import EXIT_INTERRUPTED, error_line
+
+    argv = sys.argv[1:]
+    if "--version" in argv:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
@@ -383,18 +426,116 @@ def main() -> None:
             lerobot = "not installed"
         print(f"lerobotstream {_version()} (lerobot {lerobot})")
         return
-    patching.check_lerobot()
-    from lerobot.utils.import_utils import register_third_party_plugins
-
-    register_third_party_plugins()
+    debug = "--debug" in argv or constants.debug_enabled()
+    sys.argv[1:] = argv = [a for a in argv if a != "--debug"]
     try:
+        patching.check_lerobot()
+        if "-h" in argv or "--help" in argv:
+            print(streaming_help(), flush=True)
+        else:
+            bad = unknown_dataset_flag(argv)
+            if bad is not None:
+                raise bad
+        from lerobot.utils.import_utils import register_third_party_plugins
+
+        register_third_party_plugins()
         _parse_and_train()
-    except Exception as exc:  # a flag's own error, not draccus's "Couldn't instantiate" wrapper
-        cause = _flag_error(exc)
-        if cause is None or constants.debug_enabled():
+    except KeyboardInterrupt:
+        if debug:
             raise
-        print(f"error: {type(cause).__name__}: {cause}", file=sys.stderr)
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    except Exception as exc:
+        cause = _one_line_error(exc)
+        if cause is None or debug:
+            raise
+        print(error_line(cause), file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _one_line_error(exc: BaseException) -> BaseException | None:
+    """The error ``main`` prints as one line: a flag's own error behind draccus's ParsingError,
+    or any lerobotstream error (a DataLoader worker's as the worker raised it); None for others
+    (LeRobot's and Python's own errors keep their traceback)."""
+    from lerobotstream.errors import LeRobotStreamError
+
+    cause = _flag_error(exc)
+    if cause is not None:
+        return cause
+    if isinstance(exc, LeRobotStreamError):
+        from lerobotstream.profile._run import worker_error  # torch's "Caught ... in DataLoader worker" copy
+
+        return worker_error(exc) or exc
+    return None
+
+
+def _streaming_fields() -> list[Any]:
+    """The dataclass fields :class:`StreamingDatasetConfig` defines or redefines (the streaming
+    flags, ``repo_id``/``streaming`` with their streaming help), plus LeRobot's ``root``."""
+    import dataclasses
+
+    from lerobotstream.integrations.lerobot.config import StreamingDatasetConfig
+
+    own = set(vars(StreamingDatasetConfig).get("__annotations__", {})) | {"root"}
+    return [f for f in dataclasses.fields(StreamingDatasetConfig) if f.name in own]
+
+
+def _field_help(name: str) -> str:
+    from lerobotstream.integrations.lerobot.config import StreamingDatasetConfig
+
+    try:
+        from draccus.wrappers.docstring import get_attribute_docstring
+
+        doc = get_attribute_docstring(StreamingDatasetConfig, name)
+        text = doc.comment_above or doc.comment_inline or doc.docstring_below
+    except Exception:  # help text only
+        text = ""
+    return " ".join(str(text or "").split())
+
+
+def streaming_help() -> str:
+    """The short section ``lerobotstream-train --help`` prints before LeRobot's whole list: every
+    streaming flag (derived from :class:`StreamingDatasetConfig`'s fields) with its default and
+    help text."""
+    import dataclasses
+    import textwrap
+
+    lines = ["lerobotstream-train: lerobot-train plus streaming. The streaming flags (all of "
+             "lerobot-train's flags follow):", ""]
+    for f in _streaming_fields():
+        default = "required" if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING \
+            else f"default: {f.default!r}" if f.default is not dataclasses.MISSING else "default: see below"
+        lines.append(f"  --dataset.{f.name} ({default})")
+        help_text = _field_help(f.name)
+        if help_text:
+            lines.extend(textwrap.wrap(help_text, width=100, initial_indent="      ", subsequent_indent="      "))
+    lines += ["", "  --debug: print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1)", "",
+              "lerobot-train's flags:"]
+    return "\n".join(lines)
+
+
+def unknown_dataset_flag(argv: list[str]) -> Exception | None:
+    """A :class:`~lerobotstream.errors.StreamingConfigError` for the first ``--dataset.NAME`` of
+    ``argv`` that is no field of :class:`StreamingDatasetConfig`, naming the closest one
+    (``difflib``); None when every ``--dataset.*`` flag exists. Nested flags
+    (``--dataset.image_transforms.enable``) are checked on their first part only."""
+    import dataclasses
+    import difflib
+
+    from lerobotstream.errors import StreamingConfigError
+    from lerobotstream.integrations.lerobot.config import StreamingDatasetConfig
+
+    names = [f.name for f in dataclasses.fields(StreamingDatasetConfig)]
+    for arg in argv:
+        if not arg.startswith("--dataset."):
+            continue
+        key = arg[len("--dataset."):].split("=", 1)[0].split(".", 1)[0]
+        if key in names:
+            continue
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+        hint = f"did you mean --dataset.{close[0]}?" if close else "see the streaming flags at the top of --help"
+        return StreamingConfigError(f"unknown flag --dataset.{key}: {hint}")
+    return None
 
 
 def _flag_error(exc: BaseException) -> BaseException | None:
