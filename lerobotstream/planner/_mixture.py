@@ -45,6 +45,7 @@ from lerobotstream.planner._elastic import Collect, Remainder, cached, rank_batc
 __all__ = ["MixSequence", "MixedPool", "MixturePlanner", "integer_weights", "mixture_shares"]
 
 GIB = 1 << 30
+_SEED_RULE_KEY = "seed_rule"  # a mixture of one dataset's state records that the dataset used the seed itself
 _BUDGET_KEY = "byte_budget_gb"  # in the state's mixture record (the exact option an elastic replay rebuilds from)
 
 
@@ -331,6 +332,8 @@ class MixturePlanner(PlannerBase):
         p0 = self.planners[0]
         digest = "|".join(p.episodes_digest for p in self.planners)
         extra = {} if self.byte_budget_gb is None else {"byte_budget_gb": self.byte_budget_gb}
+        if len(self.planners) == 1:  # its dataset plays under the seed itself (for_datasets): an older
+            extra[_SEED_RULE_KEY] = "dataset"  # mixture-of-one state (derived seed) is another order: refused
         return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size, self.num_workers,
                            p0.strategy, self.pool_size, self.byte_budget,
                            self.repeat, self.drop_last, self.equalize, digest,

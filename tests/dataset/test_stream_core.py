@@ -56,3 +56,14 @@ def test_a_mixtures_stats_give_each_dataset_its_own_counters(make_generated_data
     assert [p["episodes_fetched"] for p in per] == [4, 2]
     assert all(p["frames_returned"] > 0 and p["bytes_needed"] > 0 for p in per)
     assert st["chunks"] >= 1 and "chunks" not in per[0]  # the worker's pipeline is shared: counted once
+
+
+def test_a_mixture_of_one_state_from_before_the_seed_rule_is_refused(root):
+    from lerobotstream.errors import ResumeStateError
+
+    ds = StreamingMultiLeRobotDataset(["core/one"], roots=[root])
+    state = ds.state_dict(samples_consumed=0)
+    assert state["mixture"]["seed_rule"] == "dataset"
+    old = {**state, "mixture": {k: v for k, v in state["mixture"].items() if k != "seed_rule"}}
+    with pytest.raises(ResumeStateError, match="seed_rule"):
+        StreamingMultiLeRobotDataset(["core/one"], roots=[root]).load_state_dict(old)
