@@ -12,7 +12,7 @@ import pytest
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import Planner
-from tests.test_planner import _simulate_loader as _loader  # DataLoader turns, simulated
+from tests.planner.test_planner import _simulate_loader as _loader  # DataLoader turns, simulated
 
 LENGTHS = {e: int(n) for e, n in enumerate(np.random.default_rng(7).integers(3, 40, size=23))}
 FULL = Counter((e, f) for e, n in LENGTHS.items() for f in range(n))
