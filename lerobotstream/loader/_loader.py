@@ -131,6 +131,8 @@ class StreamLoader:
         self._batches = 0
         self._start = (dataset._epoch, dataset._samples)
         self._iterating = False
+        #: the PIDs of the current (or last) iterator's worker processes (processes mode)
+        self.worker_pids: list[int] = []
 
     # --- iteration ----------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
@@ -150,10 +152,12 @@ class StreamLoader:
         else:
             from lerobotstream.loader._procs import ProcessBatches
 
-            batches = iter(ProcessBatches(ds, self.num_workers, epoch, samples, batch_size=self.batch_size,
-                                          drop_last=self.drop_last, collate_fn=collate, pin=self.pin_memory,
-                                          ring_size=self.prefetch_batches or 2,
-                                          context=self.multiprocessing_context, base_seed=base_seed))
+            pool = ProcessBatches(ds, self.num_workers, epoch, samples, batch_size=self.batch_size,
+                                  drop_last=self.drop_last, collate_fn=collate, pin=self.pin_memory,
+                                  ring_size=self.prefetch_batches or 2, context=self.multiprocessing_context,
+                                  base_seed=base_seed)
+            self.worker_pids = [p.pid for p in pool.procs]
+            batches = iter(pool)
         return self._counted(batches, epoch)
 
     def _counted(self, batches: Iterator[tuple[Any, int]], epoch: int) -> Iterator[Any]:
