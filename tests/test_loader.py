@@ -186,3 +186,25 @@ def test_choose_mode_and_options(root):
             StreamLoader(_ds(root, 0), kw.pop("batch_size"), **kw)
     with pytest.raises(StreamingConfigError, match="dataset"):
         StreamLoader([1, 2, 3], B)
+
+
+@pytest.mark.parametrize("nw,mode", [(0, "threads"), (2, "processes")])
+def test_lerobot06_features_with_lerobot_collate(make_generated_dataset, nw, mode):
+    """Depth video, ``image`` (RGB and depth) features and language columns, batched with
+    LeRobot's language-aware collate: the DataLoader's batches."""
+    pytest.importorskip("av")
+    pytest.importorskip("PIL")
+    from lerobotstream.dataset import lerobot_collate_fn
+
+    root = Path(make_generated_dataset(
+        episode_lengths=(6, 5), fps=10, cameras=(("observation.images.front", 32, 24),),
+        depth_cameras=(("observation.images.depth", 32, 24),), image_cameras=(("observation.images.wrist", 20, 16),),
+        depth_image_cameras=(("observation.images.depth_img", 16, 12),), language=True, episodes_per_video_file=2))
+
+    def make(n):
+        return _ds(root, n, delta_timestamps={"observation.images.depth": [-0.1, 0.0]})
+
+    ref = _dataloader(make, nw, collate_fn=lerobot_collate_fn)
+    got = list(StreamLoader(make(nw), B, num_workers=nw, mode=mode, collate_fn=lerobot_collate_fn))
+    assert_batches_equal(ref, got)
+    assert got[0]["observation.images.depth"].shape[1:3] == (2, 1)
