@@ -65,7 +65,10 @@ class StreamLoader:
 
     Args:
         dataset: a lerobotstream stream. The loader sets its ``batch_size``, ``num_workers`` and
-            ``drop_last`` to its own (they fix the stream's shards and batch turns).
+            ``drop_last`` to its own (they fix the stream's shards and batch turns). Also accepted:
+            a wrapper whose ``dataset`` is a stream and whose ``wrap_items(items, worker, num_workers,
+            source_stats)`` maps each shard's item iterator (``lerobotstream-train``'s
+            ``TrainingStream``: its bookkeeping tags), run where the shard runs.
         batch_size (int): samples per batch, >= 1.
         num_workers (int): shards, as a DataLoader's workers (0: one stream), >= 0.
         mode: ``"threads"``: every shard in the training process (no worker process);
@@ -96,7 +99,11 @@ class StreamLoader:
                  collate_fn: Callable | None = None, multiprocessing_context: Any = None) -> None:
         from lerobotstream.dataset._stream import StreamCore
 
-        if not isinstance(dataset, StreamCore):
+        stream, wrapper = dataset, None
+        if not isinstance(dataset, StreamCore) and isinstance(getattr(dataset, "dataset", None), StreamCore) \
+                and callable(getattr(dataset, "wrap_items", None)):
+            stream, wrapper = dataset.dataset, dataset  # e.g. lerobotstream-train's TrainingStream
+        if not isinstance(stream, StreamCore):
             raise StreamingConfigError(f"StreamLoader: dataset must be a StreamingLeRobotDataset or "
                                        f"StreamingMultiLeRobotDataset, got {type(dataset).__name__}")
         if not (isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1):
@@ -109,6 +116,9 @@ class StreamLoader:
             raise StreamingConfigError(f"StreamLoader: prefetch_batches must be an int >= 1 or None, "
                                        f"got {prefetch_batches!r}")
         self.dataset = dataset
+        #: the stream core (``dataset``, or the stream a wrapper with ``wrap_items`` holds)
+        self.stream = stream
+        self._wrapper = wrapper
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.drop_last = bool(drop_last)
@@ -124,19 +134,19 @@ class StreamLoader:
             picked, reason = mode, f"mode={mode!r} asked"
         self.mode, self.mode_reason = picked, reason
         log.info("StreamLoader: %s mode, %d worker(s): %s", picked, num_workers, reason)
-        dataset.batch_size = batch_size
-        dataset.num_workers = num_workers
-        dataset.drop_last = self.drop_last
+        stream.batch_size = batch_size
+        stream.num_workers = num_workers
+        stream.drop_last = self.drop_last
         self._given = 0  # samples handed out by the current (or last) iterator
         self._batches = 0
-        self._start = (dataset._epoch, dataset._samples)
+        self._start = (stream._epoch, stream._samples)
         self._iterating = False
         #: the PIDs of the current (or last) iterator's worker processes (processes mode)
         self.worker_pids: list[int] = []
 
     # --- iteration ----------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
-        ds = self.dataset
+        ds = self.stream
         ds._check_worker_count(self.num_workers)
         epoch, samples = ds._epoch, ds._samples
         self._start, self._given, self._batches = (epoch, samples), 0, 0
@@ -148,11 +158,12 @@ class StreamLoader:
             from lerobotstream.loader._threads import thread_batches
 
             batches = thread_batches(ds, self.num_workers, epoch, samples, batch_size=self.batch_size,
-                                     drop_last=self.drop_last, collate_fn=collate, pin=self.pin_memory)
+                                     drop_last=self.drop_last, collate_fn=collate, pin=self.pin_memory,
+                                     wrapper=self._wrapper)
         else:
             from lerobotstream.loader._procs import ProcessBatches
 
-            pool = ProcessBatches(ds, self.num_workers, epoch, samples, batch_size=self.batch_size,
+            pool = ProcessBatches(self._wrapper or ds, self.num_workers, epoch, samples, batch_size=self.batch_size,
                                   drop_last=self.drop_last, collate_fn=collate, pin=self.pin_memory,
                                   ring_size=self.prefetch_batches or 2, context=self.multiprocessing_context,
                                   base_seed=base_seed)
@@ -173,14 +184,14 @@ class StreamLoader:
             self._iterating = False
             batches.close()
             if finished:  # the epoch ended: a new iterator (or a restored state) starts it again
-                ds = self.dataset
+                ds = self.stream
                 ds._epoch, ds._samples, ds._yielded = epoch, 0, 0
                 self._start, self._given, self._batches = (epoch, 0), 0, 0
 
     # --- epochs and resume ----------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         """Start ``epoch`` (its own seeded order) from its first sample at the next iterator."""
-        self.dataset.set_epoch(epoch)
+        self.stream.set_epoch(epoch)
         self._start, self._given, self._batches = (int(epoch), 0), 0, 0
 
     @property
@@ -192,7 +203,7 @@ class StreamLoader:
         """Where the stream is: the epoch and the samples handed out (the batches the caller took),
         as a dict of plain values (``torch.save`` / JSON). A loader over the same stream with the
         same settings restored from it continues with the next batch exactly."""
-        ds = self.dataset
+        ds = self.stream
         saved = (ds._epoch, ds._samples, ds._yielded)
         try:
             ds._epoch, ds._samples, ds._yielded = self._start[0], self.samples_consumed, 0
@@ -213,8 +224,8 @@ class StreamLoader:
         if not isinstance(state, dict) or state.get("schema") != _STATE_SCHEMA:
             raise ResumeStateError(f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
                                    f"{sorted(state) if isinstance(state, dict) else type(state).__name__}")
-        self.dataset.load_state_dict(state["dataset"])
-        self._start, self._given, self._batches = (self.dataset._epoch, self.dataset._samples), 0, 0
+        self.stream.load_state_dict(state["dataset"])
+        self._start, self._given, self._batches = (self.stream._epoch, self.stream._samples), 0, 0
 
     def __repr__(self) -> str:
         return (f"StreamLoader(batch_size={self.batch_size}, num_workers={self.num_workers}, mode={self.mode!r}, "

@@ -71,7 +71,10 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
 
     from torch.utils.data._utils import worker as dl_worker
 
+    from lerobotstream.loader._startup import import_decoder_lean
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the training process handles ^C and stops us
+    import_decoder_lean()  # torchcodec without torch._dynamo (spawn/forkserver: a fresh import)
     torch.set_num_threads(1)  # as DataLoader workers do
     seed = base_seed + wid
     random.seed(seed)
@@ -83,6 +86,9 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
     except ImportError:
         pass
     dl_worker._worker_info = dl_worker.WorkerInfo(id=wid, num_workers=nw, seed=seed, dataset=dataset)
+    wrapper = None
+    if hasattr(dataset, "wrap_items"):  # a wrapper (``StreamLoader``'s ``dataset`` doc)
+        wrapper, dataset = dataset, dataset.dataset
     ring: list[torch.UntypedStorage] = []
     slot_bytes = 0
     free: list[int] = []
@@ -102,7 +108,8 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
 
     try:
         slots = BatchSlots(batch_size)
-        items = dataset._iter_worker(wid, nw, epoch, samples, dataset._process_run(), in_process=False, slots=slots)
+        gen = dataset._iter_worker(wid, nw, epoch, samples, dataset._process_run(), in_process=False, slots=slots)
+        items = gen if wrapper is None else wrapper.wrap_items(gen, wid, nw, dataset.source_stats)
         b = 0
         while True:
             chunk = list(islice(items, batch_size))
@@ -134,7 +141,7 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
                     _view(ring[slot], e[1], e[2], e[3]).copy_(batch[key])
             conn.send(("batch", slot, [(k, e if e[0] == "v" else e) for k, e in entries], n))
             del batch
-        items.close()
+        gen.close()
         conn.send(("end",))
     except (BrokenPipeError, ConnectionResetError):
         return
@@ -184,6 +191,10 @@ class ProcessBatches:
                  base_seed: int | None = None) -> None:
         if isinstance(context, str) or context is None:
             context = multiprocessing.get_context(context)
+        if context.get_start_method() == "forkserver":
+            from lerobotstream.loader._startup import preload_forkserver
+
+            preload_forkserver(context)
         self.context = context
         self.pin = pin
         self.num_workers = num_workers

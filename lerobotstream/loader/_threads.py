@@ -65,8 +65,19 @@ def pin_batch(batch: Any) -> Any:
     return batch
 
 
+def _source_stats(dataset: Any, run: Any) -> Callable[[], dict]:
+    """The shard's payload-source counters (``dataset.source_stats()``'s, for ``run``)."""
+    def stats() -> dict:
+        saved, dataset._run = dataset._run, run
+        try:
+            return dataset.source_stats()
+        finally:
+            dataset._run = saved
+    return stats if run is not dataset._run else dataset.source_stats
+
+
 def thread_batches(dataset: Any, num_workers: int, epoch: int, samples: int, *, batch_size: int, drop_last: bool,
-                   collate_fn: Callable, pin: bool) -> Iterator[tuple[Any, int]]:
+                   collate_fn: Callable, pin: bool, wrapper: Any = None) -> Iterator[tuple[Any, int]]:
     """Every batch of the stream from (``epoch``, ``samples``) in the DataLoader's order, made in
     this process (see the module doc)."""
     from lerobotstream.dataset._stream import _Run
@@ -79,7 +90,9 @@ def thread_batches(dataset: Any, num_workers: int, epoch: int, samples: int, *, 
         slots = BatchSlots(batch_size, pin=pin)
         gen = dataset._iter_worker(wid, nw, epoch, samples, run, in_process=True, slots=slots)
         gens.append(gen)
-        sources.append(shard_batches(gen, slots, batch_size, drop_last, collate_fn))
+        items = gen if wrapper is None else wrapper.wrap_items(gen, -1 if wid is None else wid, nw,
+                                                               _source_stats(dataset, run))
+        sources.append(shard_batches(items, slots, batch_size, drop_last, collate_fn))
     try:
         for batch, n in round_robin(sources):
             yield (pin_batch(batch) if pin else batch), n
