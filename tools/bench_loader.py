@@ -1,0 +1,242 @@
+"""StreamLoader beside the DataLoader path, with and without a synthetic training step
+(``python tools/bench.py --loader ...``, or this file directly).
+
+Rows (one process, rounds interleaved: every row once per round, in rotating order, so the
+machine's load hits them alike; medians over rounds, ratios per round then the median):
+
+- ``dataloader/N``: ``torch.utils.data.DataLoader(ds, B, num_workers=N, collate_fn=packed_collate)``
+  (what ``lerobotstream-train`` builds with ``--dataset.streaming_loader=dataloader``);
+- ``threads/N``, ``processes/N``: ``StreamLoader(ds, B, num_workers=N, mode=...)``;
+
+each with ``--step``: ``none`` (the loader alone), ``gil:MS`` (a pure-Python loop of MS ms per
+batch: the training step's Python holds the GIL) and ``nogil:MS`` (a torch CPU matmul of about MS
+ms, calibrated first: the step releases the GIL). Per trial: a fresh dataset and loader, ``--samples``
+samples drawn; reported: steady samples/s (after the first batch), steps/s, first batch s, the share
+of time waiting for data (in ``next()``), the step's own time against the step alone (its slowdown
+by the loader's threads/processes), CPU ms per sample (this process and its workers, ``/proc``).
+
+Also ``alloc``: a fresh ``torch.empty`` batch tensor per batch written by the C de-interleave vs
+one recycled tensor (what recycling would save; StreamLoader allocates per batch).
+
+    python tools/bench.py --loader --workers 0,2 --steps none,gil:20,nogil:20 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pids) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / CLK
+        except (OSError, IndexError):
+            pass
+    return total
+
+
+def _self_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def gil_step(ms: float) -> None:
+    end = time.perf_counter() + ms / 1000
+    x = 0
+    while time.perf_counter() < end:
+        for i in range(200):
+            x += i
+
+
+def make_nogil_step(ms: float):
+    """A matmul of about ``ms`` ms (calibrated here), releasing the GIL."""
+    n = 64
+    a = torch.randn(n, n)
+    while True:
+        a = torch.randn(n, n)
+        t0 = time.perf_counter()
+        for _ in range(3):
+            a @ a
+        dt = (time.perf_counter() - t0) / 3
+        if dt * 1000 >= ms or n >= 4096:
+            break
+        n = int(n * max(1.2, min(2.0, (ms / 1000 / max(dt, 1e-6)) ** (1 / 3))))
+    reps = max(1, round(ms / 1000 / dt))
+
+    def step() -> None:
+        for _ in range(reps):
+            a @ a
+    return step
+
+
+def _step_fn(spec: str):
+    if spec == "none":
+        return None
+    kind, ms = spec.split(":")
+    return (lambda: gil_step(float(ms))) if kind == "gil" else make_nogil_step(float(ms))
+
+
+def _dataset(root: str, nw: int, batch: int, u8: bool):
+    from lerobotstream import StreamingLeRobotDataset
+
+    return StreamingLeRobotDataset(root=root, repeat=True, batch_size=batch, num_workers=nw,
+                                   max_num_shards=max(1, nw), return_uint8=u8)
+
+
+def trial(row: str, root: str, batch: int, samples: int, step, u8: bool) -> dict:
+    from lerobotstream import StreamLoader, packed_collate
+
+    kind, nw = row.split("/")
+    nw = int(nw)
+    ds = _dataset(root, nw, batch, u8)
+    if kind == "dataloader":
+        loader = torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=nw, collate_fn=packed_collate,
+                                             prefetch_factor=2 if nw else None)
+    else:
+        loader = StreamLoader(ds, batch, num_workers=nw, mode=kind)
+    t0 = time.perf_counter()
+    it = iter(loader)
+    got = waited = stepped = 0.0
+    first = None
+    n = steps = 0
+    pids: list[int] = []
+    cpu0 = None
+    t_first = None
+    while n < samples:
+        a = time.perf_counter()
+        b = next(it)
+        c = time.perf_counter()
+        k = len(b["index"])
+        if first is None:
+            first = c - t0
+            t_first = c
+            pids = list(getattr(loader, "worker_pids", []) or [w.pid for w in getattr(it, "_workers", [])])
+            cpu0 = _self_cpu() + _cpu_s(pids)
+        else:
+            waited += c - a
+            n += k
+            steps += 1
+        if step is not None:
+            s0 = time.perf_counter()
+            step()
+            if first is not None and steps:
+                stepped += time.perf_counter() - s0
+        del b
+    t_end = time.perf_counter()
+    cpu = _self_cpu() + _cpu_s(pids) - cpu0
+    del it
+    steady = t_end - t_first
+    return {"row": row, "first_batch_s": first, "samples_per_s": n / steady, "steps_per_s": steps / steady,
+            "wait_share": waited / steady, "step_s": stepped / max(1, steps), "cpu_ms_per_sample": 1000 * cpu / n}
+
+
+def alloc_rows(batch: int, h: int = 480, w: int = 640, reps: int = 30) -> dict:
+    """ms per batch: fresh ``torch.empty`` + C de-interleave of every frame vs a recycled tensor."""
+    from lerobotstream.decode._frames import frames_to_u8_chw
+
+    frames = [torch.randint(0, 255, (h, w, 3), dtype=torch.uint8).permute(2, 0, 1) for _ in range(batch)]
+    out = {}
+    for mode in ("fresh", "recycled", "fresh", "recycled"):
+        keep = torch.empty((batch, 3, h, w), dtype=torch.uint8)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            t = torch.empty((batch, 3, h, w), dtype=torch.uint8) if mode == "fresh" else keep
+            for i, f in enumerate(frames):
+                frames_to_u8_chw([f], out=t[i])
+        out.setdefault(mode, []).append(1000 * (time.perf_counter() - t0) / reps)
+    return {k: min(v) for k, v in out.items()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", default=str(ROOT / "data" / "g1_v30"))
+    ap.add_argument("--rows", default="dataloader,threads,processes")
+    ap.add_argument("--workers", default="0,2", help="e.g. 0,1,2,4 (processes rows skip 0)")
+    ap.add_argument("--steps", default="none,gil:20,nogil:20")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--samples", type=int, default=240)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--float32", action="store_true")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    rows = [f"{k}/{n}" for k in args.rows.split(",") for n in map(int, args.workers.split(","))
+            if not (k == "processes" and n == 0)]
+    steps = args.steps.split(",")
+    fns = {s: _step_fn(s) for s in steps}
+    alone = {}
+    for s, fn in fns.items():  # the step alone: what a loader that is never waited on leaves
+        if fn is not None:
+            t0 = time.perf_counter()
+            for _ in range(10):
+                fn()
+            alone[s] = (time.perf_counter() - t0) / 10
+    results: dict[tuple[str, str], list[dict]] = {}
+    load = [os.getloadavg()[0]]
+    for r in range(args.rounds):
+        order = rows[r % len(rows):] + rows[:r % len(rows)]
+        for s in steps:
+            for row in order:
+                res = trial(row, args.root, args.batch, args.samples, fns[s], not args.float32)
+                results.setdefault((row, s), []).append(res)
+                print(json.dumps({"round": r, "step": s, **res}), flush=True)
+        load.append(os.getloadavg()[0])
+    summary = []
+    for s in steps:
+        base = {}
+        for row in rows:
+            rs = results[(row, s)]
+            med = {k: statistics.median(x[k] for x in rs) for k in rs[0] if k != "row"}
+            if s in alone:
+                med["step_slowdown"] = med["step_s"] / alone[s] - 1
+            base[row] = rs
+            summary.append({"step": s, "row": row, **{k: round(v, 4) for k, v in med.items()}})
+        ref = [row for row in rows if row.startswith("dataloader/")]
+        for row in rows:
+            if row.startswith("dataloader/"):
+                continue
+            same = f"dataloader/{row.split('/')[1]}"
+            if same in base:
+                ratio = statistics.median(a["samples_per_s"] / b["samples_per_s"] for a, b in zip(base[row], base[same]))
+                summary.append({"step": s, "row": row, f"x_{same}": round(ratio, 3)})
+        del ref
+    print("\n# summary (medians over rounds; load average %s)" % [round(x, 1) for x in load])
+    print(f"{'step':10} {'row':14} {'samples/s':>9} {'steps/s':>8} {'wait':>6} {'first s':>7} {'cpu ms/s':>8} "
+          f"{'step +%':>7}  ratio")
+    for e in summary:
+        if "samples_per_s" in e:
+            slow = e.get("step_slowdown")
+            print(f"{e['step']:10} {e['row']:14} {e['samples_per_s']:9.1f} {e['steps_per_s']:8.2f} "
+                  f"{100 * e['wait_share']:5.1f}% {e['first_batch_s']:7.2f} {e['cpu_ms_per_sample']:8.2f} "
+                  f"{'' if slow is None else f'{100 * slow:6.1f}%':>7}")
+        else:
+            k = next(k for k in e if k.startswith("x_"))
+            print(f"{e['step']:10} {e['row']:14} {'':54} {e[k]:.3f} {k[2:]}")
+    al = alloc_rows(args.batch)
+    print(f"alloc: fresh batch tensor {al['fresh']:.2f} ms vs recycled {al['recycled']:.2f} ms per batch of "
+          f"{args.batch} 640x480 uint8 frames (best of 2)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"summary": summary, "alloc": al, "load": load,
+                                               "trials": {f"{k[0]}|{k[1]}": v for k, v in results.items()}},
+                                              indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
