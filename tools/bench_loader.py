@@ -19,6 +19,7 @@ Also ``alloc``: a fresh ``torch.empty`` batch tensor per batch written by the C 
 one recycled tensor (what recycling would save; StreamLoader allocates per batch).
 
     python tools/bench.py --loader --workers 0,2 --steps none,gil:20,nogil:20 --rounds 3
+    python tools/bench.py --loader --startup --rounds 3      # a spawn worker's imports, lean or not
 """
 
 from __future__ import annotations
@@ -164,6 +165,34 @@ def alloc_rows(batch: int, h: int = 480, w: int = 640, reps: int = 30) -> dict:
     return {k: min(v) for k, v in out.items()}
 
 
+_IMPORTS = {
+    "torch": "import torch",
+    "torchcodec": "import torch, torchcodec.decoders",
+    "torchcodec-lean": "import torch; from lerobotstream.loader._startup import import_decoder_lean; "
+                       "import_decoder_lean(); import torchcodec.decoders",
+}
+
+
+def startup_rows(rounds: int) -> dict:
+    """Seconds to import what a spawn worker imports, each in a fresh interpreter, interleaved:
+    torch alone, torch + torchcodec, torch + torchcodec without ``torch._dynamo`` (ours); and
+    whether ``torch._dynamo`` ended up imported."""
+    import subprocess
+
+    out: dict[str, list[float]] = {}
+    dyn: dict[str, bool] = {}
+    for r in range(rounds):
+        names = list(_IMPORTS)
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            code = ("import sys, time; t = time.perf_counter(); " + _IMPORTS[name] +
+                    "; print(time.perf_counter() - t, 'torch._dynamo' in sys.modules)")
+            res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+            secs, d = res.stdout.split()
+            out.setdefault(name, []).append(float(secs))
+            dyn[name] = d == "True"
+    return {k: {"median_s": statistics.median(v), "runs": v, "dynamo_imported": dyn[k]} for k, v in out.items()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=str(ROOT / "data" / "g1_v30"))
@@ -175,7 +204,16 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--float32", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--startup", action="store_true", help="only the worker import rows (fresh interpreters)")
     args = ap.parse_args(argv)
+    if args.startup:
+        res = startup_rows(args.rounds)
+        base = res["torchcodec"]["median_s"]
+        for k, v in res.items():
+            print(f"startup {k:16} {v['median_s']:6.2f} s (x{v['median_s'] / base:.2f} of torch + torchcodec), "
+                  f"torch._dynamo imported: {v['dynamo_imported']}; runs {[round(x, 2) for x in v['runs']]}")
+        print(f"load average {os.getloadavg()[0]:.1f}")
+        return 0
     rows = [f"{k}/{n}" for k in args.rows.split(",") for n in map(int, args.workers.split(","))
             if not (k == "processes" and n == 0)]
     steps = args.steps.split(",")
