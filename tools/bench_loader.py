@@ -67,19 +67,19 @@ def gil_step(ms: float) -> None:
 
 
 def make_nogil_step(ms: float):
-    """A matmul of about ``ms`` ms (calibrated here), releasing the GIL."""
-    n = 64
+    """A torch matmul loop of about ``ms`` ms (calibrated here after a warm-up: torch's first
+    matmuls start its thread pool), releasing the GIL."""
+    n = 256
     a = torch.randn(n, n)
-    while True:
-        a = torch.randn(n, n)
-        t0 = time.perf_counter()
-        for _ in range(3):
-            a @ a
-        dt = (time.perf_counter() - t0) / 3
-        if dt * 1000 >= ms or n >= 4096:
-            break
-        n = int(n * max(1.2, min(2.0, (ms / 1000 / max(dt, 1e-6)) ** (1 / 3))))
-    reps = max(1, round(ms / 1000 / dt))
+    for _ in range(5):
+        a @ a
+    t0 = time.perf_counter()
+    k = 0
+    while time.perf_counter() - t0 < 0.5:
+        a @ a
+        k += 1
+    per = (time.perf_counter() - t0) / k
+    reps = max(1, round(ms / 1000 / per))
 
     def step() -> None:
         for _ in range(reps):
@@ -105,13 +105,14 @@ def trial(row: str, root: str, batch: int, samples: int, step, u8: bool) -> dict
     from lerobotstream import StreamLoader, packed_collate
 
     kind, nw = row.split("/")
-    nw = int(nw)
+    nw, _, ctx = nw.partition(":")  # processes/2:spawn
+    nw, ctx = int(nw), (ctx or None) if int(nw) else None
     ds = _dataset(root, nw, batch, u8)
     if kind == "dataloader":
         loader = torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=nw, collate_fn=packed_collate,
-                                             prefetch_factor=2 if nw else None)
+                                             prefetch_factor=2 if nw else None, multiprocessing_context=ctx)
     else:
-        loader = StreamLoader(ds, batch, num_workers=nw, mode=kind)
+        loader = StreamLoader(ds, batch, num_workers=nw, mode=kind, multiprocessing_context=ctx)
     t0 = time.perf_counter()
     it = iter(loader)
     got = waited = stepped = 0.0
@@ -197,7 +198,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=str(ROOT / "data" / "g1_v30"))
     ap.add_argument("--rows", default="dataloader,threads,processes")
-    ap.add_argument("--workers", default="0,2", help="e.g. 0,1,2,4 (processes rows skip 0)")
+    ap.add_argument("--workers", default="0,2", help="e.g. 0,1,2,4 or 2:spawn,2:forkserver (processes rows skip 0)")
     ap.add_argument("--steps", default="none,gil:20,nogil:20")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--samples", type=int, default=240)
@@ -214,17 +215,18 @@ def main(argv=None) -> int:
                   f"torch._dynamo imported: {v['dynamo_imported']}; runs {[round(x, 2) for x in v['runs']]}")
         print(f"load average {os.getloadavg()[0]:.1f}")
         return 0
-    rows = [f"{k}/{n}" for k in args.rows.split(",") for n in map(int, args.workers.split(","))
-            if not (k == "processes" and n == 0)]
+    rows = [f"{k}/{n}" for k in args.rows.split(",") for n in args.workers.split(",")
+            if not (k == "processes" and n.split(":")[0] == "0")]
     steps = args.steps.split(",")
     fns = {s: _step_fn(s) for s in steps}
     alone = {}
     for s, fn in fns.items():  # the step alone: what a loader that is never waited on leaves
         if fn is not None:
+            fn()
             t0 = time.perf_counter()
-            for _ in range(10):
+            for _ in range(20):
                 fn()
-            alone[s] = (time.perf_counter() - t0) / 10
+            alone[s] = (time.perf_counter() - t0) / 20
     results: dict[tuple[str, str], list[dict]] = {}
     load = [os.getloadavg()[0]]
     for r in range(args.rounds):
@@ -249,7 +251,7 @@ def main(argv=None) -> int:
         for row in rows:
             if row.startswith("dataloader/"):
                 continue
-            same = f"dataloader/{row.split('/')[1]}"
+            same = f"dataloader/{row.split('/')[1]}"  # the DataLoader at the same workers (and context)
             if same in base:
                 ratio = statistics.median(a["samples_per_s"] / b["samples_per_s"] for a, b in zip(base[row], base[same]))
                 summary.append({"step": s, "row": row, f"x_{same}": round(ratio, 3)})
