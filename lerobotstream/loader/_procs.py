@@ -139,7 +139,7 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
             for key, e in entries:
                 if e[0] == "t":
                     _view(ring[slot], e[1], e[2], e[3]).copy_(batch[key])
-            conn.send(("batch", slot, [(k, e if e[0] == "v" else e) for k, e in entries], n))
+            conn.send(("batch", slot, entries, n))
             del batch
         gen.close()
         conn.send(("end",))
