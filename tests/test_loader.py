@@ -208,3 +208,22 @@ def test_lerobot06_features_with_lerobot_collate(make_generated_dataset, nw, mod
     got = list(StreamLoader(make(nw), B, num_workers=nw, mode=mode, collate_fn=lerobot_collate_fn))
     assert_batches_equal(ref, got)
     assert got[0]["observation.images.depth"].shape[1:3] == (2, 1)
+
+
+def test_frames_written_into_a_given_slot():
+    """``frames_to_u8_chw`` / ``frames_to_float_chw(out=)``: the batch row is written and returned,
+    values as without ``out``; a slot that does not fit gives None (the caller allocates)."""
+    from lerobotstream.decode._frames import frames_to_float_chw, frames_to_u8_chw
+
+    g = torch.Generator().manual_seed(0)
+    frames = [torch.randint(0, 256, (24, 32, 3), dtype=torch.uint8, generator=g).permute(2, 0, 1) for _ in range(3)]
+    batch = torch.empty((3, 3, 24, 32), dtype=torch.uint8)
+    for i, f in enumerate(frames):
+        row = batch[i]
+        assert frames_to_u8_chw([f], out=row) is row
+    assert torch.equal(batch, torch.stack([f.contiguous() for f in frames]))
+    fb = torch.empty((2, 3, 24, 32), dtype=torch.float32)
+    got = frames_to_float_chw(frames[:2], squeeze=False, out=fb)
+    assert got.data_ptr() == fb.data_ptr() and torch.equal(fb, torch.stack(frames[:2]).to(torch.float32) / 255)
+    assert frames_to_u8_chw([frames[0]], out=torch.empty((3, 24, 31), dtype=torch.uint8)) is None
+    assert frames_to_u8_chw([frames[0]], out=torch.empty((3, 24, 32), dtype=torch.float32)) is None
