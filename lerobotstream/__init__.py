@@ -8,7 +8,7 @@ torchcodec (FFmpeg on CPU, NVDEC on CUDA).
 from lerobotstream._version import __version__
 from lerobotstream import errors
 
-__all__ = ["__version__", "errors", "EpisodeByteCache", "PackedCollate", "StreamOptions", "StreamingLeRobotDataset",
+__all__ = ["__version__", "errors", "EpisodeByteCache", "PackedCollate", "StreamLoader", "StreamOptions", "StreamingLeRobotDataset",
            "StreamingMultiLeRobotDataset", "packed_collate"]
 
 
@@ -26,6 +26,10 @@ def __getattr__(name: str):
         import lerobotstream.dataset
 
         return getattr(lerobotstream.dataset, name)
+    if name == "StreamLoader":
+        from lerobotstream.loader import StreamLoader
+
+        return StreamLoader
     if name == "StreamOptions":  # no torch import
         from lerobotstream.options import StreamOptions
 

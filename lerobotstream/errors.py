@@ -206,6 +206,11 @@ class MixtureFeatureError(StreamingConfigError):
     feature, both datasets and both values (raised at construction)."""
 
 
+class LoaderWorkerError(LeRobotStreamError, RuntimeError):
+    """A ``StreamLoader`` worker process died or failed (the message names the worker, its PID and
+    its exit code or exception; fields ``worker``, ``pid``, ``exitcode``)."""
+
+
 class LeRobotIntegrationError(LeRobotStreamError, RuntimeError):
     """The installed LeRobot lacks a seam ``lerobotstream-train`` relies on (unsupported version)."""
 

@@ -279,3 +279,22 @@ def test_bad_mixture_flags_give_one_error_line(tmp_path, flags, message):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert "error: StreamingConfigError: " in proc.stderr and message in proc.stderr
+
+
+def test_streaming_loader_modes_give_the_dataloaders_batches(have_dataset, tmp_path):
+    """--dataset.streaming_loader: StreamLoader's threads and processes modes train on the batches
+    torch's DataLoader gives (the trace: episode and frame of every sample of every step, and the
+    worker that made it); the summary names the loader."""
+    traces = {}
+    for mode in ("dataloader", "threads", "processes"):
+        out, trace = tmp_path / f"out_{mode}", tmp_path / f"trace_{mode}"
+        proc = run_train([*_common(out, steps=4, workers=2), f"--dataset.streaming_loader={mode}"], tmp_path,
+                         trace=trace)
+        _ok(proc)
+        summary = json.loads((out / "streaming_summary.json").read_text())
+        assert summary["loader"].startswith("dataloader" if mode == "dataloader" else f"StreamLoader {mode}")
+        assert f"loader: {summary['loader']}" in proc.stdout
+        traces[mode] = {s: (r["episode_index"], r["frame_index"], r["worker"])
+                        for s, r in read_trace(Path(f"{trace}.rank0")).items()}
+    assert traces["threads"] == traces["dataloader"] == traces["processes"]
+    assert sorted(traces["dataloader"]) == list(range(4))

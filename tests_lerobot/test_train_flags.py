@@ -21,7 +21,8 @@ def test_every_streaming_flag_is_a_stream_option_with_its_default():
     for info in train_flags():
         assert info.flag in fields, info.flag
         assert fields[info.flag].default == info.default, info.flag
-    ours = {f for f in fields if f.startswith("streaming_")} - {"streaming_weights", "streaming_max_open_decoders"}
+    ours = {f for f in fields if f.startswith("streaming_")} - {"streaming_weights", "streaming_max_open_decoders",
+                                                                 "streaming_loader"}  # config._EXTRA_FLAGS
     declared = {i.flag for i in train_flags()}
     assert ours <= declared, f"streaming flags not declared in StreamOptions: {sorted(ours - declared)}"
     # every option reaches lerobotstream-train: a flag of ours, or one of LeRobot's settings
@@ -52,3 +53,13 @@ def test_help_shows_every_streaming_flag_with_its_help_text(tmp_path):
     for info in train_flags():
         assert f"--dataset.{info.flag}" in text, info.flag
         assert " ".join(info.help.split())[:40] in text, info.flag
+
+
+def test_streaming_loader_flag_values():
+    from lerobotstream.integrations.lerobot.config import STREAMING_LOADERS
+
+    for value in STREAMING_LOADERS:
+        assert StreamingDatasetConfig(repo_id="local/x", streaming=True, streaming_loader=value).streaming_loader == value
+    assert StreamingDatasetConfig(repo_id="local/x", streaming=True).streaming_loader == "auto"
+    with pytest.raises(StreamingConfigError, match=r"--dataset\.streaming_loader='gpu'.*must be one of auto"):
+        StreamingDatasetConfig(repo_id="local/x", streaming=True, streaming_loader="gpu")

@@ -56,6 +56,7 @@ per request and per new connection) and ``--bandwidth-mbit`` (all connections to
     python -m tools.bench --datasets g1 --workers 0,2:spawn --items uint8 --rounds 3
     python -m tools.bench --contestants ours,ours@/tmp/before --datasets g1 --workers 0,2:spawn
     python -m tools.bench --quick               # tiny dataset, seconds (the smoke test runs this)
+    python -m tools.bench --loader --workers 0,2 --steps none,gil:20,nogil:20   # StreamLoader rows
 
 Writes ``--json`` (every trial and the summary; rewritten after every trial while the run goes, with
 ``"partial": true``) and ``--markdown`` (the README table, the full table, the performance goals met
@@ -809,6 +810,11 @@ def _load() -> float:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--loader" in argv:  # StreamLoader rows beside the DataLoader path (tools/bench_loader.py)
+        from tools import bench_loader
+
+        return bench_loader.main([a for a in argv if a != "--loader"])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="the tiny dataset, 1 round, ours + limit (smoke test)")

@@ -25,7 +25,7 @@ from lerobotstream.dataset._images import LANGUAGE_COLUMNS, declared_chw, image_
 from lerobotstream.errors import EpisodeDataError
 from lerobotstream.dataset._windows import DeltaWindows
 
-__all__ = ["EpisodeRows", "episode_rows", "assemble_item"]
+__all__ = ["EpisodeRows", "episode_rows", "assemble_item", "SlotFn"]
 
 _KIND_DTYPE = {"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}
 #: columns every data file must have whatever ``info.json`` declares (assembly reads them)
@@ -134,7 +134,14 @@ def _other_to_torch(value: Any) -> Any:
     return torch.tensor(value)
 
 
-def _video_value(data: torch.Tensor | Sequence[torch.Tensor], return_uint8: bool) -> torch.Tensor:
+#: ``slot(key, shape, dtype) -> tensor | None``: where an item's value of ``key`` may be written (a
+#: contiguous CPU tensor of that shape and dtype, e.g. the item's row of a pre-allocated batch
+#: tensor), or None (a new tensor). ``StreamLoader``'s threads mode gives one per item.
+SlotFn = Callable[[str, tuple, torch.dtype], "torch.Tensor | None"]
+
+
+def _video_value(data: torch.Tensor | Sequence[torch.Tensor], return_uint8: bool,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
     """uint8 frames ((T,C,H,W) tensor or T views of (C,H,W)) → the item's owned, **contiguous** value.
 
     torchcodec's frames are NCHW *views* of NHWC memory (channels-last strides). Items are made
@@ -152,6 +159,10 @@ def _video_value(data: torch.Tensor | Sequence[torch.Tensor], return_uint8: bool
         views = [data[0]] if data.shape[0] == 1 else list(data.unbind(0))
     else:
         views = list(data)
+    if out is not None:
+        got = frames_to_u8_chw(views, out=out) if return_uint8 else frames_to_float_chw(views, out=out)
+        if got is not None:
+            return got
     out = frames_to_u8_chw(views) if return_uint8 else frames_to_float_chw(views)
     if out is not None:
         return out
@@ -199,6 +210,7 @@ def assemble_item(
     depth: Mapping[str, Callable[[Sequence[torch.Tensor]], torch.Tensor]] | None = None,
     images: Mapping[str, Mapping[int, torch.Tensor]] | None = None,
     image_depth: Mapping[str, str | None] | None = None,
+    slot: SlotFn | None = None,
 ) -> dict[str, Any]:
     """Build the map-style item of ``(rows.episode_index, frame_index)``.
 
@@ -209,6 +221,8 @@ def assemble_item(
             holding at least this anchor's frames.
         image_depth: depth ``image`` keys → ``_images.image_depth_factor`` (unit conversion).
         camera_keys: the keys ``image_transforms`` apply to (never depth keys).
+        slot: where each RGB video key's frames may be written (:data:`SlotFn`; each frame is
+            then written once, de-interleaved, into the caller's tensor); None: new tensors.
 
     Returns:
         dict: row columns (0-dim/1-dim tensors as the HF formatter makes them), windowed keys
@@ -239,7 +253,12 @@ def assemble_item(
             views = [data[0]] if isinstance(data, torch.Tensor) and data.shape[0] == 1 else list(data)
             item[key] = depth[key](views).squeeze(0)  # map-style: (1, H, W), or (T, 1, H, W) for T > 1
         else:
-            item[key] = _video_value(data, return_uint8)
+            out = None
+            if slot is not None:
+                n = data.shape[0] if isinstance(data, torch.Tensor) else len(data)
+                shape = tuple(data[0].shape) if n == 1 else (n, *data[0].shape)
+                out = slot(key, shape, torch.uint8 if return_uint8 else torch.float32)
+            item[key] = _video_value(data, return_uint8, out)
     for name in rows.columns:
         if name in rows.images:
             got = images[name]

@@ -96,12 +96,16 @@ class Pipeline:
             first chunk (e.g. one batch) lets the first items out before a whole chunk is decoded.
         on_free: called with an episode index after its cache entry was freed (close decoders).
         times: stage timings to update.
+        slots: optional ``slots(n) -> slot`` for the iterator's n-th item (0-based, planner order):
+            ``assemble`` is then called with it as a fourth argument (where the item's frames may
+            be written, ``_assemble.SlotFn``; ``StreamLoader``'s batch tensors).
     """
 
     def __init__(self, pools: Iterable[Any], limit: int | None, cache: EpisodeByteCache, decode_group: DecodeFn,
                  assemble: AssembleFn, *, decode_threads: int, decoded_queue_size: int, prefetch_episodes: int,
                  lookahead: int, on_free: Callable[[int], None] | None = None,
-                 times: StageTimes | None = None, first_lookahead: int | None = None) -> None:
+                 times: StageTimes | None = None, first_lookahead: int | None = None,
+                 slots: Callable[[int], Any] | None = None) -> None:
         self.pools = pools
         self.limit = limit
         self.cache = cache
@@ -115,6 +119,7 @@ class Pipeline:
                                                                                           int(first_lookahead)))
         self.on_free = on_free
         self.times = times if times is not None else StageTimes()
+        self.slots = slots
 
     # --- main-thread helpers ------------------------------------------------------------------
     def _admit(self, ep: int) -> None:
@@ -138,10 +143,12 @@ class Pipeline:
             if self.on_free is not None and not self.cache.held(ep):
                 self.on_free(ep)
 
-    def _assemble(self, ep: int, fr: int, job: Future) -> Any:
+    def _assemble(self, ep: int, fr: int, job: Future, seq: int) -> Any:
         state = job.result()
         t0 = time.perf_counter()
         try:
+            if self.slots is not None:
+                return self.assemble(ep, fr, state, self.slots(seq))
             return self.assemble(ep, fr, state)
         finally:
             self.times.assemble_s += time.perf_counter() - t0
@@ -209,6 +216,7 @@ class Pipeline:
         #: lock (both wake when the episode's fetch ends) and won about half the time, so the first
         #: items waited for a whole ``lookahead`` chunk's decode (0.3-2.5 s with 2 workers on 2 cores)
         first_jobs: list[Future] | None = None
+        seq = 0  # items submitted for assembly (the slot of each)
         try:
             while True:
                 # keep one chunk decoding ahead of the one being assembled (double buffering)
@@ -227,7 +235,8 @@ class Pipeline:
                     todo.extend(chunk)
                 while todo and len(inflight) < self.queue_size:
                     ep, fr, job = todo.popleft()
-                    inflight.append(asm.submit(self._assemble, ep, fr, job))
+                    inflight.append(asm.submit(self._assemble, ep, fr, job, seq))
+                    seq += 1
                 if not inflight:
                     return
                 t0 = time.perf_counter()

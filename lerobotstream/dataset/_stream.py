@@ -89,9 +89,9 @@ class _Run:
         d, ep = self.split(gid)
         return self.workers[d].jobs.decode_group(ep, frames)
 
-    def assemble(self, gid: int, frame: int, dec) -> dict[str, Any]:
+    def assemble(self, gid: int, frame: int, dec, slot=None) -> dict[str, Any]:
         d, ep = self.split(gid)
-        item = self.workers[d].assemble(ep, frame, dec)
+        item = self.workers[d].assemble(ep, frame, dec, slot)
         part = self.parts[d]
         for key in part.dropped:
             item.pop(key, None)
@@ -246,12 +246,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         Raises:
             ResumeStateError: the loaded state cannot be resumed with ``nw`` workers (an endless mixture).
         """
-        if self._state_num_workers is not None and self._state_num_workers != nw and not (
-                {self._state_num_workers, nw} <= {0, 1}):
-            planner = self._planner(nw)
-            planner.load_state_dict(self._loaded_state)
-            self._adopt(planner, self._loaded_state)
-            self._state_num_workers = None
+        self._fit_worker_count(nw)
         epoch, samples = self._epoch, self._samples
         if nw:
             pid = os.getpid()
@@ -261,6 +256,20 @@ class StreamCore(torch.utils.data.IterableDataset):
                 epoch, samples = self._epoch + self._iter_starts, 0
             self._iter_starts += 1
         return epoch, samples
+
+    def _fit_worker_count(self, nw: int) -> None:
+        """Resume a state loaded for another DataLoader worker count than ``nw`` elastically (0 and
+        1 are one shard either way): the stream adopts the remainder planned for ``nw`` workers.
+
+        Raises:
+            ResumeStateError: the state cannot be resumed with ``nw`` workers (an endless mixture).
+        """
+        if self._state_num_workers is not None and self._state_num_workers != nw and not (
+                {self._state_num_workers, nw} <= {0, 1}):
+            planner = self._planner(nw)
+            planner.load_state_dict(self._loaded_state)
+            self._adopt(planner, self._loaded_state)
+            self._state_num_workers = None
 
     def __getstate__(self) -> dict[str, Any]:
         st = dict(self.__dict__)
@@ -274,13 +283,25 @@ class StreamCore(torch.utils.data.IterableDataset):
         return self._run
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        from lerobotstream.dataset._decoded_gops import DecodedGopCache
         from lerobotstream.planner import current_worker
 
         wid, nw = current_worker()
-        in_process = nw == 0
         epoch, samples = self._iteration_start(nw)
-        run = self._process_run()
+        yield from self._iter_worker(wid, nw, epoch, samples, self._process_run(), in_process=nw == 0, count=nw == 0)
+
+    def _iter_worker(self, wid: int | None, nw: int, epoch: int, samples: int, run: _Run, *, in_process: bool,
+                     count: bool = False, slots: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
+        """The items of logical worker ``wid`` of ``nw`` (None, 0: the one stream) from
+        (``epoch``, ``samples`` consumed by the rank), produced with ``run``'s workers.
+
+        ``StreamLoader``'s hook: its threads mode runs each of ``nw`` shards in the training
+        process (``in_process``: image transforms on the iterating thread; ``run``: a
+        :class:`_Run` of the shard's own, ``_Run(self._parts())``), and gives ``slots``
+        (``Pipeline``'s: where each item's frames are written). ``count``: add the items to
+        :attr:`samples_consumed` (the dataset's own in-process counting).
+        """
+        from lerobotstream.dataset._decoded_gops import DecodedGopCache
+
         planner = self._planner(nw, [w.episode_nbytes for w in run.workers])
         planner.set_epoch(epoch)
         planner.samples_consumed = samples
@@ -306,7 +327,7 @@ class StreamCore(torch.utils.data.IterableDataset):
                         decode_threads=self.decode_threads, decoded_queue_size=self.decoded_queue_size,
                         prefetch_episodes=self.prefetch_episodes, lookahead=self.decode_lookahead,
                         on_free=run.on_free, times=run.times,
-                        first_lookahead=self.first_lookahead or self.batch_size or 8)
+                        first_lookahead=self.first_lookahead or self.batch_size or 8, slots=slots)
         tfm = None if not in_process else self.image_transforms
         by_index = {part.dataset_index: (w, part.transform_keys) for part, w in zip(run.parts, run.workers)}
         try:
@@ -318,7 +339,7 @@ class StreamCore(torch.utils.data.IterableDataset):
                         if k in item:
                             item[k] = tfm(item[k])
                     w.add(transforms_s=time.perf_counter() - t0)
-                if in_process:
+                if count:
                     self._yielded += 1
                 yield item
         finally:

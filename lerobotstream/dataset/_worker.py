@@ -199,7 +199,7 @@ class Worker:
                             num_threads=self.cfg.ffmpeg_threads, cache=self.decoders, cache_key=(ep, cam, serial),
                             depth=cam in self.cfg.cameras.dequantizers)
 
-    def assemble(self, ep: int, frame: int, dec: Decoded) -> dict[str, Any]:
+    def assemble(self, ep: int, frame: int, dec: Decoded, slot=None) -> dict[str, Any]:
         def frames(e: int, cam: str, idx: np.ndarray, query_s: np.ndarray) -> list[torch.Tensor]:
             got = dec.frames[cam]
             local = dec.local_of[cam][idx]  # looked up once per episode by the decode job
@@ -214,6 +214,7 @@ class Worker:
             return_uint8=self.cfg.return_uint8,
             image_transforms=tfm, camera_keys=self.cfg.cameras.transform_keys,
             depth=self.cfg.cameras.dequantizers, images=dec.images, image_depth=self.cfg.cameras.image_depth,
+            slot=slot,
         )
         with self.lock:
             self.c["items"] += 1

@@ -122,15 +122,28 @@ cdef object _common_u8_shape(views):
     return shape
 
 
-def frames_to_float_chw(views, bint squeeze=True):
+cdef object _target(out, shape, dtype):
+    """``out`` when it is a contiguous CPU tensor of ``shape`` and ``dtype`` (the caller's slot,
+    e.g. a row of a batch tensor); a new tensor when ``out`` is None; None when it does not fit."""
+    if out is None:
+        return torch.empty(shape, dtype=dtype)
+    if (out.dtype != dtype or out.device != _CPU or tuple(out.shape) != tuple(shape)
+            or not out.is_contiguous()):
+        return None
+    return out
+
+
+def frames_to_float_chw(views, bint squeeze=True, out=None):
     """T uint8 ``(C, H, W)`` CPU frames (any strides) → one new contiguous float32 tensor in [0, 1].
 
     Args:
         views: sequence of T >= 1 torch.uint8 tensors of one shape ``(C, H, W)``, on the CPU.
         squeeze: return ``(C, H, W)`` when T == 1 (else always ``(T, C, H, W)``).
+        out: optional contiguous float32 CPU tensor of the result's shape to write into (e.g. the
+            item's row of a pre-allocated batch tensor); returned when used.
 
     Returns:
-        torch.Tensor, contiguous float32 ``(T, C, H, W)`` (or ``(C, H, W)``), bitwise equal to
+        torch.Tensor (``out`` when given and it fits), contiguous float32 ``(T, C, H, W)`` (or ``(C, H, W)``), bitwise equal to
         ``x.to(torch.float32) / 255`` per frame; None when a frame is not a 3-D uint8 CPU tensor of
         the common shape (the caller then uses torch's path).
     """
@@ -139,7 +152,9 @@ def frames_to_float_chw(views, bint squeeze=True):
     if shape is None:
         return None
     cdef int64_t C = shape[0], H = shape[1], W = shape[2]
-    out = torch.empty(shape if (T == 1 and squeeze) else (T, C, H, W), dtype=torch.float32)
+    out = _target(out, shape if (T == 1 and squeeze) else (T, C, H, W), torch.float32)
+    if out is None:
+        return None
     cdef uintptr_t dst = out.data_ptr()
     cdef int64_t step = C * H * W * 4
     cdef uintptr_t src
@@ -153,7 +168,7 @@ def frames_to_float_chw(views, bint squeeze=True):
     return out
 
 
-def frames_to_u8_chw(views, bint squeeze=True):
+def frames_to_u8_chw(views, bint squeeze=True, out=None):
     """T uint8 ``(3, H, W)`` CPU frames of interleaved memory → one new contiguous uint8 tensor.
 
     The frames are torchcodec's: NCHW views of NHWC memory (strides ``(1, sh, 3)``, any row
@@ -164,10 +179,14 @@ def frames_to_u8_chw(views, bint squeeze=True):
     Args:
         views: sequence of T >= 1 torch.uint8 tensors of one shape ``(3, H, W)``, on the CPU.
         squeeze: return ``(3, H, W)`` when T == 1 (else always ``(T, 3, H, W)``).
+        out: optional contiguous uint8 CPU tensor of the result's shape to write into (e.g. the
+            item's row of a pre-allocated batch tensor: each frame is written once, into its slot);
+            returned when used.
 
     Returns:
-        torch.Tensor, contiguous uint8 ``(T, 3, H, W)`` (or ``(3, H, W)``); None when a frame is not
-        such a tensor (other channel counts or strides, CUDA frames: the caller then uses torch's copy).
+        torch.Tensor (``out`` when given and it fits), contiguous uint8 ``(T, 3, H, W)`` (or ``(3, H, W)``); None when a frame is not
+        such a tensor (other channel counts or strides, CUDA frames: the caller then uses torch's copy),
+        or ``out`` does not fit.
     """
     cdef Py_ssize_t T = len(views), t
     shape = _common_u8_shape(views)
@@ -182,7 +201,9 @@ def frames_to_u8_chw(views, bint squeeze=True):
         sc, sh, sw = v.stride()
         if sc != 1 or sw != 3 or sh < 3 * W:
             return None
-    out = torch.empty(shape if (T == 1 and squeeze) else (T, C, H, W), dtype=torch.uint8)
+    out = _target(out, shape if (T == 1 and squeeze) else (T, C, H, W), torch.uint8)
+    if out is None:
+        return None
     cdef uintptr_t dst = out.data_ptr()
     cdef int64_t step = C * H * W
     cdef uintptr_t src

@@ -23,10 +23,13 @@ from lerobotstream.errors import StreamingConfigError
 from lerobotstream.integrations.lerobot.factory import parse_list
 from lerobotstream.options import train_flags
 
-__all__ = ["StreamingDatasetConfig", "StreamingTrainPipelineConfig", "REPO_TYPES", "DECODE_DEVICES"]
+__all__ = ["StreamingDatasetConfig", "StreamingTrainPipelineConfig", "REPO_TYPES", "DECODE_DEVICES",
+           "STREAMING_LOADERS"]
 
 REPO_TYPES = ("dataset", "bucket")
 DECODE_DEVICES = ("cpu", "cuda")
+#: --dataset.streaming_loader values
+STREAMING_LOADERS = ("auto", "threads", "processes", "dataloader")
 
 #: LeRobot's own flags whose --help text says what they mean when streaming: (name, type, default, help)
 _LEROBOT_OVERRIDES = (
@@ -42,6 +45,11 @@ _LEROBOT_OVERRIDES = (
 _EXTRA_FLAGS = (
     ("streaming_max_open_decoders", Optional[int], None,
      "Older name of --dataset.video_decoder_cache_size (set only one of them)."),
+    ("streaming_loader", str, "auto",
+     "What batches the stream: 'auto' (StreamLoader, its mode picked from the usable CPUs and "
+     "--num_workers, logged with the reason), 'threads' (StreamLoader, every shard in the training process), "
+     "'processes' (StreamLoader, --num_workers processes over a shared-memory ring) or 'dataloader' "
+     "(torch's DataLoader, as LeRobot builds it). The same batches in every case."),
     ("streaming_weights", Optional[list[float]], None,
      "Sampling weight per dataset when --dataset.repo_id lists several ('[a,b]', with --dataset.root a "
      "matching list): e.g. '[0.7,0.3]'. Unset: in proportion to each dataset's frames."),
@@ -84,6 +92,8 @@ class _StreamingChecks:
             value = getattr(self, info.flag)
             if not info.check(value):
                 raise bad(info.flag, f"must be {info.want}")
+        if self.streaming_loader not in STREAMING_LOADERS:
+            raise bad("streaming_loader", f"must be one of {', '.join(STREAMING_LOADERS)}")
         if self.streaming_max_open_decoders is not None and not (
                 isinstance(self.streaming_max_open_decoders, int) and self.streaming_max_open_decoders >= 1):
             raise bad("streaming_max_open_decoders", "must be None or an int >= 1 (open decoders per rank)")

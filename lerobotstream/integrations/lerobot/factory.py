@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -114,15 +114,21 @@ class TrainingStream(torch.utils.data.IterableDataset):
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
-        wid = -1 if info is None else int(info.id)
+        wid, nw = (-1, 0) if info is None else (int(info.id), int(info.num_workers))
+        return self.wrap_items(iter(self.dataset), wid, nw, self.dataset.source_stats)
+
+    def wrap_items(self, items: Iterator[dict[str, Any]], wid: int, nw: int,
+                   source_stats: Callable[[], dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """Items of worker ``wid`` of ``nw`` (-1, 0: in-process) with the pass limit and the tags
+        (``source_stats``: that worker's payload-source counters). ``StreamLoader``'s hook too."""
         limit = None
         if self.max_samples is not None:
-            limit = math.ceil(self.max_samples / (1 if info is None else int(info.num_workers)))
-        for n, item in enumerate(self.dataset):
+            limit = math.ceil(self.max_samples / max(1, nw))
+        for n, item in enumerate(items):
             if limit is not None and n >= limit:
                 return
             if self.tags:
-                src = self.dataset.source_stats()
+                src = source_stats()
                 item[TAG_WORKER] = torch.tensor(wid, dtype=torch.int64)
                 item[TAG_BYTES] = torch.tensor(int(src.get("bytes_read", 0)), dtype=torch.int64)
                 item[TAG_REQUESTS] = torch.tensor(int(src.get("requests", 0)), dtype=torch.int64)

@@ -75,6 +75,7 @@ class Run:
         self.sidecar_status: Any = None
         self.accelerator: Any = None  # the Accelerator LeRobot built (StreamingAccelerator)
         self.collate: str | None = None  # the train stream DataLoader's collate_fn (repr)
+        self.loader: str = "dataloader"  # what batches the train stream (--dataset.streaming_loader)
 
     # --- patched: make_train_eval_datasets (0.6.x) / make_dataset (0.4.4) -----------------------
     def make_train_eval_datasets(self, cfg: Any) -> tuple[Any, Any]:
@@ -225,6 +226,7 @@ class Run:
             "dataset_parquet_bytes": None if files is None else files["parquet"],
             "sidecar": self.sidecar_status,
             "collate": self.collate,
+            "loader": self.loader,
             **_mixture_summary(ds, self.samples_by_dataset),
         }
 
@@ -296,6 +298,7 @@ def format_summary(s: dict[str, Any]) -> str:
         f"[lerobotstream]   payload fetched: {_fmt_bytes(s['payload_bytes_fetched'])} in "
         f"{s['payload_requests']} requests{frac}",
         f"[lerobotstream]   sidecar: {s['sidecar']}",
+        f"[lerobotstream]   loader: {s.get('loader', 'dataloader')}",
     ])
 
 
@@ -303,6 +306,28 @@ def _version() -> str:
     from lerobotstream import __version__
 
     return __version__
+
+
+def _stream_loader(run: "Run", data_loader: Any) -> Any:
+    """A ``StreamLoader`` with ``data_loader``'s settings (``--dataset.streaming_loader``), or None
+    for ``dataloader`` (torch's DataLoader kept). The mode and its reason are logged and recorded
+    for the summary (the train stream's)."""
+    from lerobotstream.loader import StreamLoader
+
+    choice = getattr(run.cfg.dataset, "streaming_loader", "auto")
+    if choice == "dataloader":
+        log.info("lerobotstream: --dataset.streaming_loader=dataloader: torch's DataLoader")
+        return None
+    loader = StreamLoader(data_loader.dataset, int(data_loader.batch_size), num_workers=int(data_loader.num_workers),
+                          mode=choice, pin_memory=bool(data_loader.pin_memory), drop_last=bool(data_loader.drop_last),
+                          prefetch_batches=data_loader.prefetch_factor if data_loader.num_workers else None,
+                          collate_fn=data_loader.collate_fn,
+                          multiprocessing_context=data_loader.multiprocessing_context)
+    if getattr(data_loader.dataset, "tags", False):
+        run.loader = f"StreamLoader {loader.mode} ({loader.mode_reason})"
+    log.info("lerobotstream: --dataset.streaming_loader=%s: StreamLoader in %s mode (%s)", choice, loader.mode,
+             loader.mode_reason)
+    return loader
 
 
 def _streaming_accelerator_class(run: "Run") -> type:
@@ -321,7 +346,8 @@ def _streaming_accelerator_class(run: "Run") -> type:
                 # shared-memory files from the workers (docs/performance.md)
                 if not isinstance(data_loader.collate_fn, PackedCollate):
                     data_loader.collate_fn = PackedCollate(data_loader.collate_fn)
-                return data_loader  # already one shard per rank; don't split or dispatch it again
+                loader = _stream_loader(run, data_loader)  # (it calls PackedCollate's inner collate)
+                return data_loader if loader is None else loader  # already one shard per rank; don't split or dispatch it again
             return super().prepare_data_loader(data_loader, device_placement=device_placement,
                                                slice_fn_for_dispatch=slice_fn_for_dispatch)
 

@@ -1,0 +1,232 @@
+"""``StreamLoader``: the ``DataLoader`` of our streams, without the DataLoader's process boundary."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Callable, Iterator
+
+import torch
+
+from lerobotstream.errors import ResumeStateError, StreamingConfigError
+from lerobotstream.loader._batch import known_collate
+
+__all__ = ["StreamLoader", "choose_mode", "usable_cpus", "MODES"]
+
+log = logging.getLogger("lerobotstream.loader")
+
+MODES = ("auto", "threads", "processes")
+#: processes mode needs at least this many usable CPUs for ``auto`` to pick it (below, worker
+#: processes only add the process boundary: tools/bench.py's StreamLoader rows)
+PROCESSES_MIN_CPUS = 8
+_STATE_SCHEMA = "lerobotstream.loader/1"
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where absent)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def choose_mode(num_workers: int, cpus: int | None = None) -> tuple[str, str]:
+    """``(mode, reason)`` ``auto`` picks for ``num_workers`` shards on ``cpus`` usable CPUs.
+
+    threads with 0 workers (nothing to run in other processes), and below
+    :data:`PROCESSES_MIN_CPUS` CPUs (decoding and the frame copies already release the GIL: worker
+    processes add the process boundary's copies and hand-offs and take CPU from decoding);
+    processes from that many CPUs on (the training step's Python holds the GIL; the shards' Python
+    between frames then runs beside it instead of waiting for it).
+    """
+    cpus = usable_cpus() if cpus is None else int(cpus)
+    if num_workers == 0:
+        return "threads", "num_workers=0: one stream in the training process"
+    if cpus < PROCESSES_MIN_CPUS:
+        return "threads", (f"{cpus} usable CPU(s) < {PROCESSES_MIN_CPUS}: decode threads release the GIL, "
+                           "worker processes would only add the process boundary")
+    return "processes", (f"{cpus} usable CPUs >= {PROCESSES_MIN_CPUS} and num_workers={num_workers}: "
+                         "the shards' Python runs beside the training step's")
+
+
+class StreamLoader:
+    """A ``torch.utils.data.DataLoader`` for :class:`~lerobotstream.StreamingLeRobotDataset` and
+    :class:`~lerobotstream.StreamingMultiLeRobotDataset`: the same batches, made without a fresh
+    shared-memory file per batch, and resumable by itself.
+
+    Batches: the same keys, key order, values, dtypes and shapes as
+    ``DataLoader(dataset, batch_size, num_workers=num_workers, drop_last=drop_last,
+    collate_fn=collate_fn)``, in the same order (batch j is worker ``j mod N``'s, skipping workers
+    that ended, as the DataLoader's turns; 0 workers: one stream). With ``image_transforms`` the
+    random draws are not the DataLoader's in threads mode (the training thread applies them for
+    every shard; values differ, keys and shapes do not). Video frames are written once, by C code
+    with the GIL released, into their row of a batch tensor allocated for each batch (never reused:
+    a batch you keep is never overwritten).
+
+    Args:
+        dataset: a lerobotstream stream. The loader sets its ``batch_size``, ``num_workers`` and
+            ``drop_last`` to its own (they fix the stream's shards and batch turns). Also accepted:
+            a wrapper whose ``dataset`` is a stream and whose ``wrap_items(items, worker, num_workers,
+            source_stats)`` maps each shard's item iterator (``lerobotstream-train``'s
+            ``TrainingStream``: its bookkeeping tags), run where the shard runs.
+        batch_size (int): samples per batch, >= 1.
+        num_workers (int): shards, as a DataLoader's workers (0: one stream), >= 0.
+        mode: ``"threads"``: every shard in the training process (no worker process);
+            ``"processes"``: one worker process per shard, batches through a ring of
+            ``prefetch_batches`` shared-memory slots per worker, copied out by a background thread;
+            ``"auto"``: :func:`choose_mode` (logged with its reason). With 0 workers always threads.
+        pin_memory (bool): batches' tensors in pinned memory (with CUDA; ignored without).
+        drop_last (bool): each shard's short last batch is dropped (the DataLoader's rule).
+        prefetch_batches (int | None): processes: ring slots (batches ahead) per worker, default 2
+            (the DataLoader's ``prefetch_factor``). Threads: unused (the dataset's
+            ``decoded_queue_size`` bounds the items assembled ahead).
+        collate_fn: None (``default_collate``), ``lerobot_collate_fn`` (ours or LeRobot's),
+            ``packed_collate`` (its inner function: nothing is packed), or any function of a list
+            of items (frames then reach it as ordinary tensors).
+        multiprocessing_context: processes: ``"spawn"``, ``"fork"``, ``"forkserver"`` or a context
+            (default: multiprocessing's). Everything given to a worker must pickle under spawn.
+
+    Resume: :meth:`state_dict` / :meth:`load_state_dict` (torchdata's ``StatefulDataLoader``
+    convention): the loader counts the samples it handed out; a loader restored from a state
+    continues with the next batch exactly. :meth:`set_epoch` starts an epoch from its first sample.
+
+    Raises:
+        StreamingConfigError: an option's value is invalid, or ``dataset`` is not a lerobotstream stream.
+    """
+
+    def __init__(self, dataset: Any, batch_size: int = 1, *, num_workers: int = 0, mode: str = "auto",
+                 pin_memory: bool = False, drop_last: bool = False, prefetch_batches: int | None = None,
+                 collate_fn: Callable | None = None, multiprocessing_context: Any = None) -> None:
+        from lerobotstream.dataset._stream import StreamCore
+
+        stream, wrapper = dataset, None
+        if not isinstance(dataset, StreamCore) and isinstance(getattr(dataset, "dataset", None), StreamCore) \
+                and callable(getattr(dataset, "wrap_items", None)):
+            stream, wrapper = dataset.dataset, dataset  # e.g. lerobotstream-train's TrainingStream
+        if not isinstance(stream, StreamCore):
+            raise StreamingConfigError(f"StreamLoader: dataset must be a StreamingLeRobotDataset or "
+                                       f"StreamingMultiLeRobotDataset, got {type(dataset).__name__}")
+        if not (isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1):
+            raise StreamingConfigError(f"StreamLoader: batch_size must be an int >= 1, got {batch_size!r}")
+        if not (isinstance(num_workers, int) and not isinstance(num_workers, bool) and num_workers >= 0):
+            raise StreamingConfigError(f"StreamLoader: num_workers must be an int >= 0, got {num_workers!r}")
+        if mode not in MODES:
+            raise StreamingConfigError(f"StreamLoader: mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if prefetch_batches is not None and not (isinstance(prefetch_batches, int) and prefetch_batches >= 1):
+            raise StreamingConfigError(f"StreamLoader: prefetch_batches must be an int >= 1 or None, "
+                                       f"got {prefetch_batches!r}")
+        self.dataset = dataset
+        #: the stream core (``dataset``, or the stream a wrapper with ``wrap_items`` holds)
+        self.stream = stream
+        self._wrapper = wrapper
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.drop_last = bool(drop_last)
+        self.collate_fn = collate_fn
+        self.prefetch_batches = prefetch_batches
+        self.multiprocessing_context = multiprocessing_context
+        self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
+        if mode == "auto" or num_workers == 0:
+            picked, reason = choose_mode(num_workers)
+            if mode == "processes":
+                reason = "num_workers=0: no worker process to run (" + reason + ")"
+        else:
+            picked, reason = mode, f"mode={mode!r} asked"
+        self.mode, self.mode_reason = picked, reason
+        log.info("StreamLoader: %s mode, %d worker(s): %s", picked, num_workers, reason)
+        stream.batch_size = batch_size
+        stream.num_workers = num_workers
+        stream.drop_last = self.drop_last
+        self._given = 0  # samples handed out by the current (or last) iterator
+        self._batches = 0
+        self._start = (stream._epoch, stream._samples)
+        self._iterating = False
+        #: the PIDs of the current (or last) iterator's worker processes (processes mode)
+        self.worker_pids: list[int] = []
+
+    # --- iteration ----------------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Any]:
+        ds = self.stream
+        ds._fit_worker_count(self.num_workers)
+        epoch, samples = ds._epoch, ds._samples
+        self._start, self._given, self._batches = (epoch, samples), 0, 0
+        # the DataLoader draws a base seed from the global RNG at each iterator: so do we (same RNG
+        # stream for the training loop; processes mode seeds its workers with it as DataLoader does)
+        base_seed = int(torch.empty((), dtype=torch.int64).random_().item())
+        collate = known_collate(self.collate_fn)
+        if self.mode == "threads":
+            from lerobotstream.loader._threads import thread_batches
+
+            batches = thread_batches(ds, self.num_workers, epoch, samples, batch_size=self.batch_size,
+                                     drop_last=self.drop_last, collate_fn=collate, pin=self.pin_memory,
+                                     wrapper=self._wrapper)
+        else:
+            from lerobotstream.loader._procs import ProcessBatches
+
+            pool = ProcessBatches(self._wrapper or ds, self.num_workers, epoch, samples, batch_size=self.batch_size,
+                                  drop_last=self.drop_last, collate_fn=collate, pin=self.pin_memory,
+                                  ring_size=self.prefetch_batches or 2, context=self.multiprocessing_context,
+                                  base_seed=base_seed)
+            self.worker_pids = [p.pid for p in pool.procs]
+            batches = iter(pool)
+        return self._counted(batches, epoch)
+
+    def _counted(self, batches: Iterator[tuple[Any, int]], epoch: int) -> Iterator[Any]:
+        self._iterating = True
+        finished = False
+        try:
+            for batch, n in batches:
+                self._given += n
+                self._batches += 1
+                yield batch
+            finished = True
+        finally:
+            self._iterating = False
+            batches.close()
+            if finished:  # the epoch ended: a new iterator (or a restored state) starts it again
+                ds = self.stream
+                ds._epoch, ds._samples, ds._yielded = epoch, 0, 0
+                self._start, self._given, self._batches = (epoch, 0), 0, 0
+
+    # --- epochs and resume ----------------------------------------------------------------------------
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch`` (its own seeded order) from its first sample at the next iterator."""
+        self.stream.set_epoch(epoch)
+        self._start, self._given, self._batches = (int(epoch), 0), 0, 0
+
+    @property
+    def samples_consumed(self) -> int:
+        """Samples of the epoch consumed: the start position plus what this loader handed out."""
+        return self._start[1] + self._given
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the stream is: the epoch and the samples handed out (the batches the caller took),
+        as a dict of plain values (``torch.save`` / JSON). A loader over the same stream with the
+        same settings restored from it continues with the next batch exactly."""
+        ds = self.stream
+        saved = (ds._epoch, ds._samples, ds._yielded)
+        try:
+            ds._epoch, ds._samples, ds._yielded = self._start[0], self.samples_consumed, 0
+            state = ds.state_dict()
+        finally:
+            ds._epoch, ds._samples, ds._yielded = saved
+        return {"schema": _STATE_SCHEMA, "batches": self._batches, "mode": self.mode, "dataset": state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (before iterating).
+
+        Raises:
+            ResumeStateError: not a StreamLoader state, or the dataset refuses it (another stream,
+                or a setting that fixes the order or the batch turns differs).
+        """
+        if self._iterating:
+            raise ResumeStateError("StreamLoader.load_state_dict: an iterator of this loader is running")
+        if not isinstance(state, dict) or state.get("schema") != _STATE_SCHEMA:
+            raise ResumeStateError(f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
+                                   f"{sorted(state) if isinstance(state, dict) else type(state).__name__}")
+        self.stream.load_state_dict(state["dataset"])
+        self._start, self._given, self._batches = (self.stream._epoch, self.stream._samples), 0, 0
+
+    def __repr__(self) -> str:
+        return (f"StreamLoader(batch_size={self.batch_size}, num_workers={self.num_workers}, mode={self.mode!r}, "
+                f"pin_memory={self.pin_memory}, drop_last={self.drop_last})")

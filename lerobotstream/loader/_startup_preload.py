@@ -1,0 +1,9 @@
+"""Imported by a ``StreamLoader`` forkserver before it forks workers (``_startup.PRELOAD``): torch,
+torchcodec without ``torch._dynamo``, and the stream's modules."""
+
+from lerobotstream.loader._startup import import_decoder_lean
+
+import_decoder_lean()
+
+import lerobotstream.dataset  # noqa: E402,F401
+import lerobotstream.loader._procs  # noqa: E402,F401

@@ -1,0 +1,229 @@
+"""StreamLoader: the DataLoader's batches (single dataset, mixture, windows, uint8 and float), batches
+kept by the caller never overwritten, loader resume exact in both modes and every start method,
+``auto``'s choice. Shutdown without leaks: tests/test_loader_shutdown.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset, StreamLoader
+from lerobotstream.errors import ResumeStateError, StreamingConfigError
+from lerobotstream.loader import choose_mode
+
+CAM = (("observation.images.front", 32, 24),)
+LENGTHS = (7, 5, 9, 4, 6)
+B = 4
+CASES = [(0, "threads"), (2, "threads"), (1, "processes"), (2, "processes")]
+
+
+@pytest.fixture(scope="module")
+def root(make_generated_dataset):
+    return Path(make_generated_dataset(episode_lengths=LENGTHS, codec="av1", cameras=CAM, episodes_per_video_file=2))
+
+
+@pytest.fixture(scope="module")
+def mix_roots(make_generated_dataset):
+    front = ("observation.images.front", 32, 24)
+    return [Path(make_generated_dataset(repo_id="ldr/a", episode_lengths=(6, 9, 4), codec="av1", cameras=(front,),
+                                        tasks=("task a",))),
+            Path(make_generated_dataset(repo_id="ldr/b", episode_lengths=(5, 7), codec="h264", gop=4,
+                                        cameras=(front,), tasks=("task b",)))]
+
+
+def _ds(root, nw, **kw):
+    kw = {"episode_pool_size": 2, "prefetch_episodes": 1, "max_num_shards": max(1, nw), "batch_size": B,
+          "num_workers": nw, "decode_lookahead": 5, **kw}
+    return StreamingLeRobotDataset(root=root, **kw)
+
+
+def assert_batches_equal(ref: list, got: list) -> None:
+    assert len(ref) == len(got), (len(ref), len(got))
+    for j, (a, b) in enumerate(zip(ref, got)):
+        assert list(a) == list(b), (j, list(a), list(b))
+        for k in a:
+            if isinstance(a[k], torch.Tensor):
+                assert b[k].dtype == a[k].dtype and b[k].shape == a[k].shape, (j, k)
+                assert torch.equal(a[k], b[k]), (j, k)
+            else:
+                assert a[k] == b[k], (j, k)
+
+
+def _dataloader(make, nw, n=None, **kw):
+    out = []
+    for batch in torch.utils.data.DataLoader(make(nw), batch_size=B, num_workers=nw, **kw):
+        out.append(batch)
+        if n is not None and len(out) == n:
+            break
+    return out
+
+
+@pytest.mark.parametrize("nw,mode", CASES)
+@pytest.mark.parametrize("u8,window", [(False, False), (True, True)])
+def test_same_batches_as_dataloader(root, nw, mode, u8, window):
+    kw = {"return_uint8": u8}
+    if window:
+        kw["delta_timestamps"] = {"observation.images.front": [-1 / 30, 0.0], "action": [0.0, 1 / 30, 2 / 30]}
+
+    def make(n):
+        return _ds(root, n, **kw)
+
+    ref = _dataloader(make, nw)
+    loader = StreamLoader(make(nw), B, num_workers=nw, mode=mode)
+    assert loader.mode == mode
+    got = list(loader)
+    assert_batches_equal(ref, got)
+    assert sum(len(b["index"]) for b in got) == sum(LENGTHS)
+
+
+@pytest.mark.parametrize("nw,mode", [(0, "threads"), (2, "threads"), (2, "processes")])
+def test_drop_last_same_batches(root, nw, mode):
+    ref = _dataloader(lambda n: _ds(root, n, drop_last=True), nw, drop_last=True)
+    got = list(StreamLoader(_ds(root, nw), B, num_workers=nw, mode=mode, drop_last=True))
+    assert_batches_equal(ref, got)
+    assert all(len(b["index"]) == B for b in got)
+
+
+@pytest.mark.parametrize("nw,mode", [(0, "threads"), (2, "threads"), (2, "processes")])
+def test_mixture_same_batches(mix_roots, nw, mode):
+    def make(n):
+        return StreamingMultiLeRobotDataset(["ldr/a", "ldr/b"], roots=mix_roots, weights=[2, 1], batch_size=B,
+                                            num_workers=n, max_num_shards=max(1, n), episode_pool_size=2)
+
+    ref = _dataloader(make, nw)
+    got = list(StreamLoader(make(nw), B, num_workers=nw, mode=mode))
+    assert_batches_equal(ref, got)
+    assert {int(i) for b in got for i in b["dataset_index"]} == {0, 1}
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_kept_batches_never_overwritten(root, mode):
+    """100 batches kept by the caller: at the end each still equals the DataLoader's (no slot, ring
+    or batch tensor reused under a batch the caller holds)."""
+    nw = 2
+
+    def make(n):
+        return _ds(root, n, repeat=True, return_uint8=True)
+
+    ref = _dataloader(make, nw, n=100)
+    kept = []
+    for batch in StreamLoader(make(nw), B, num_workers=nw, mode=mode, prefetch_batches=2):
+        kept.append(batch)
+        if len(kept) == 100:
+            break
+    assert_batches_equal(ref, kept)
+    ptrs = {b["observation.images.front"].data_ptr() for b in kept}
+    assert len(ptrs) == 100  # every kept batch owns its frames
+
+
+@pytest.mark.parametrize("nw,mode,ctx", [(0, "threads", None), (2, "threads", None), (2, "processes", "spawn"),
+                                         (2, "processes", "fork"), (2, "processes", "forkserver")])
+def test_loader_resume_exact(root, nw, mode, ctx):
+    """k batches, state_dict, a new loader restored from it: the rest equals the uninterrupted run's,
+    in this epoch and the next (set_epoch)."""
+    full = list(StreamLoader(_ds(root, nw), B, num_workers=nw, mode=mode, multiprocessing_context=ctx))
+    extra = ctx in (None, "fork")  # spawn/forkserver workers import torch: the one resume there
+    for k in ((1, 3) if extra else (3,)):
+        first = StreamLoader(_ds(root, nw), B, num_workers=nw, mode=mode, multiprocessing_context=ctx)
+        got = []
+        for batch in first:
+            got.append(batch)
+            if len(got) == k:
+                break
+        state = first.state_dict()
+        assert state["dataset"]["samples"] == sum(len(b["index"]) for b in got)
+        second = StreamLoader(_ds(root, nw), B, num_workers=nw, mode=mode, multiprocessing_context=ctx)
+        second.load_state_dict(torch.load(_roundtrip(state), weights_only=False))
+        rest = list(second)
+        assert_batches_equal(full, got + rest)
+    if not extra:
+        return
+    # a finished epoch starts again from its first sample; set_epoch gives the next epoch's order
+    again = list(second)
+    assert_batches_equal(full, again)
+    second.set_epoch(1)
+    e1 = list(second)
+    ref1 = _ds(root, nw)
+    ref1.set_epoch(1)
+    assert_batches_equal(_dataloader(lambda n: ref1, nw), e1)
+
+
+def _roundtrip(state):
+    import io
+
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return buf
+
+
+def test_resume_refuses_other_worker_count(root):
+    first = StreamLoader(_ds(root, 2), B, num_workers=2, mode="threads")
+    it = iter(first)
+    next(it)
+    state = first.state_dict()
+    it.close()
+    other = StreamLoader(_ds(root, 3), B, num_workers=3, mode="threads")
+    with pytest.raises(ResumeStateError):
+        other.load_state_dict(state)
+        next(iter(other))
+    with pytest.raises(ResumeStateError, match="StreamLoader state"):
+        other.load_state_dict({"epoch": 0})
+
+
+def test_choose_mode_and_options(root):
+    assert choose_mode(0, 64)[0] == "threads"
+    assert choose_mode(4, 2)[0] == "threads"
+    mode, reason = choose_mode(4, 32)
+    assert mode == "processes" and "32" in reason
+    loader = StreamLoader(_ds(root, 0), B, num_workers=0, mode="processes")
+    assert loader.mode == "threads" and "num_workers=0" in loader.mode_reason
+    for bad in (dict(batch_size=0), dict(num_workers=-1), dict(mode="gpu"), dict(prefetch_batches=0)):
+        kw = {"batch_size": B, **bad}
+        with pytest.raises(StreamingConfigError):
+            StreamLoader(_ds(root, 0), kw.pop("batch_size"), **kw)
+    with pytest.raises(StreamingConfigError, match="dataset"):
+        StreamLoader([1, 2, 3], B)
+
+
+@pytest.mark.parametrize("nw,mode", [(0, "threads"), (2, "processes")])
+def test_lerobot06_features_with_lerobot_collate(make_generated_dataset, nw, mode):
+    """Depth video, ``image`` (RGB and depth) features and language columns, batched with
+    LeRobot's language-aware collate: the DataLoader's batches."""
+    pytest.importorskip("av")
+    pytest.importorskip("PIL")
+    from lerobotstream.dataset import lerobot_collate_fn
+
+    root = Path(make_generated_dataset(
+        episode_lengths=(6, 5), fps=10, cameras=(("observation.images.front", 32, 24),),
+        depth_cameras=(("observation.images.depth", 32, 24),), image_cameras=(("observation.images.wrist", 20, 16),),
+        depth_image_cameras=(("observation.images.depth_img", 16, 12),), language=True, episodes_per_video_file=2))
+
+    def make(n):
+        return _ds(root, n, delta_timestamps={"observation.images.depth": [-0.1, 0.0]})
+
+    ref = _dataloader(make, nw, collate_fn=lerobot_collate_fn)
+    got = list(StreamLoader(make(nw), B, num_workers=nw, mode=mode, collate_fn=lerobot_collate_fn))
+    assert_batches_equal(ref, got)
+    assert got[0]["observation.images.depth"].shape[1:3] == (2, 1)
+
+
+def test_frames_written_into_a_given_slot():
+    """``frames_to_u8_chw`` / ``frames_to_float_chw(out=)``: the batch row is written and returned,
+    values as without ``out``; a slot that does not fit gives None (the caller allocates)."""
+    from lerobotstream.decode._frames import frames_to_float_chw, frames_to_u8_chw
+
+    g = torch.Generator().manual_seed(0)
+    frames = [torch.randint(0, 256, (24, 32, 3), dtype=torch.uint8, generator=g).permute(2, 0, 1) for _ in range(3)]
+    batch = torch.empty((3, 3, 24, 32), dtype=torch.uint8)
+    for i, f in enumerate(frames):
+        row = batch[i]
+        assert frames_to_u8_chw([f], out=row) is row
+    assert torch.equal(batch, torch.stack([f.contiguous() for f in frames]))
+    fb = torch.empty((2, 3, 24, 32), dtype=torch.float32)
+    got = frames_to_float_chw(frames[:2], squeeze=False, out=fb)
+    assert got.data_ptr() == fb.data_ptr() and torch.equal(fb, torch.stack(frames[:2]).to(torch.float32) / 255)
+    assert frames_to_u8_chw([frames[0]], out=torch.empty((3, 24, 31), dtype=torch.uint8)) is None
+    assert frames_to_u8_chw([frames[0]], out=torch.empty((3, 24, 32), dtype=torch.float32)) is None

@@ -1,0 +1,120 @@
+"""StreamLoader shutdown: no leaked thread, child process, file descriptor or /dev/shm entry after
+``break``, an exception, ``KeyboardInterrupt``, an iterator dropped half-way; a killed worker
+raises LoaderWorkerError naming it (and leaves nothing behind either)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from lerobotstream import StreamingLeRobotDataset, StreamLoader
+from lerobotstream.errors import LoaderWorkerError
+
+CAM = (("observation.images.front", 32, 24),)
+B = 4
+
+
+@pytest.fixture(scope="module")
+def root(make_generated_dataset):
+    return Path(make_generated_dataset(episode_lengths=(7, 5, 9, 4, 6), codec="av1", cameras=CAM,
+                                       episodes_per_video_file=2))
+
+
+def _loader(root, mode, nw=2):
+    ds = StreamingLeRobotDataset(root=root, repeat=True, batch_size=B, num_workers=nw, max_num_shards=max(1, nw),
+                                 episode_pool_size=2, decode_lookahead=5)
+    return StreamLoader(ds, B, num_workers=nw, mode=mode, multiprocessing_context="fork" if mode == "processes" else None)
+
+
+def _children() -> set[int]:
+    out: set[int] = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                out |= {int(x) for x in f.read().split()}
+        except OSError:
+            pass
+    return out
+
+
+def _snapshot() -> dict:
+    gc.collect()
+    return {"threads": {t.ident for t in threading.enumerate()}, "children": _children(),
+            "fds": set(os.listdir("/proc/self/fd")), "shm": set(os.listdir("/dev/shm"))}
+
+
+def _ours(names: set[str], pids: list[int]) -> set[str]:
+    """/dev/shm is shared by every process on the machine (other test runs create their own
+    entries): the entries checked are torch's, named after the PID that made them (this process
+    and the loader's workers), and Python's ``psm_`` segments."""
+    mine = {str(p) for p in [os.getpid(), *pids]}
+    return {n for n in names if n.startswith("psm_")
+            or (n.startswith("torch_") and n.split("_")[1] in mine)}
+
+
+def _leaks(before: dict, pids: list[int] = ()) -> dict:
+    after = _snapshot()
+    out = {k: after[k] - before[k] for k in before if after[k] - before[k]}
+    shm = _ours(out.pop("shm", set()), list(pids))
+    return {**out, **({"shm": shm} if shm else {})}
+
+
+def _break(loader):
+    for j, _ in enumerate(loader):
+        if j == 3:
+            break
+
+
+def _exception(loader):
+    with pytest.raises(ValueError, match="in the step"):
+        for j, _ in enumerate(loader):
+            if j == 2:
+                raise ValueError("in the step")
+
+
+def _interrupt(loader):
+    with pytest.raises(KeyboardInterrupt):
+        for j, _ in enumerate(loader):
+            if j == 2:
+                raise KeyboardInterrupt
+
+
+def _dropped(loader):
+    it = iter(loader)
+    next(it)
+    next(it)
+    del it
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+@pytest.mark.parametrize("how", [_break, _exception, _interrupt, _dropped], ids=lambda f: f.__name__.strip("_"))
+def test_no_leak(root, mode, how):
+    _break(_loader(root, mode))  # warm-up: torch's thread pools, lazily opened files
+    before = _snapshot()
+    loader = _loader(root, mode)
+    how(loader)
+    pids = loader.worker_pids
+    del loader  # (the loader holds the dataset, whose metadata files are open)
+    assert _leaks(before, pids) == {}
+
+
+def test_killed_worker_is_named(root):
+    _break(_loader(root, "processes"))
+    before = _snapshot()
+    loader = _loader(root, "processes")
+    it = iter(loader)
+    next(it)
+    victim = loader.worker_pids[1]
+    os.kill(victim, signal.SIGKILL)
+    with pytest.raises(LoaderWorkerError, match=rf"worker 1 \(pid {victim}\) was killed by signal SIGKILL") as err:
+        for _ in range(1000):  # endless stream: the error comes once the worker's sent batches are taken
+            next(it)
+    assert err.value.worker == 1 and err.value.pid == victim
+    pids = loader.worker_pids
+    del it, err, loader  # (the loader holds the dataset, whose metadata files are open)
+    assert _leaks(before, pids) == {}
