@@ -1,7 +1,9 @@
 """The streaming dataset (one dataset, or a weighted mixture): wiring, windows, ``*_is_pad``, transforms; LeRobot 0.6.1's collate."""
 
-from lerobotstream.dataset._collate import PackedCollate, lerobot_collate_fn, packed_collate
+from lerobotstream.dataset._collate import PackedCollate, is_lerobot_collate, lerobot_collate_fn, packed_collate
 from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
+from lerobotstream.dataset._stream import StreamCore
 
-__all__ = ["PackedCollate", "StreamingLeRobotDataset", "StreamingMultiLeRobotDataset", "lerobot_collate_fn", "packed_collate"]
+__all__ = ["PackedCollate", "StreamCore", "StreamingLeRobotDataset", "StreamingMultiLeRobotDataset", "is_lerobot_collate",
+           "lerobot_collate_fn", "packed_collate"]

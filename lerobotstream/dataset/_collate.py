@@ -63,7 +63,7 @@ OWN_STORAGE_BYTES = 64 << 10
 _ALIGN = 64
 
 
-def _is_lerobot_collate(fn: Any) -> bool:
+def is_lerobot_collate(fn: Any) -> bool:
     """``fn`` is this module's or LeRobot's ``lerobot_collate_fn`` (LeRobot's, matched by name so
     LeRobot need not be installed)."""
     return fn is lerobot_collate_fn or (getattr(fn, "__name__", None) == "lerobot_collate_fn"
@@ -122,7 +122,7 @@ class PackedCollate:
 
     def __init__(self, inner: Callable[[list[Any]], Any] | None = None) -> None:
         self.inner = default_collate if inner is None else inner
-        self._packs = self.inner is default_collate or _is_lerobot_collate(self.inner)
+        self._packs = self.inner is default_collate or is_lerobot_collate(self.inner)
 
     def __repr__(self) -> str:
         return f"PackedCollate({getattr(self.inner, '__qualname__', self.inner)!r})"
@@ -130,7 +130,7 @@ class PackedCollate:
     def __call__(self, batch: list[Any]) -> Any:
         if not self._packs or not batch or get_worker_info() is None:
             return self.inner(batch)
-        lerobot = _is_lerobot_collate(self.inner)
+        lerobot = is_lerobot_collate(self.inner)
         if lerobot:
             batch = [sample for sample in batch if sample is not None]
             if not batch:

@@ -279,8 +279,13 @@ class StreamCore(torch.utils.data.IterableDataset):
     # --- per process ------------------------------------------------------------------------------
     def _process_run(self) -> _Run:
         if self._run is None or self._run.pid != os.getpid():
-            self._run = _Run(self._parts())  # never reuse a parent's decoders/connections
+            self._run = self._fresh_run()  # never reuse a parent's decoders/connections
         return self._run
+
+    def _fresh_run(self) -> _Run:
+        """New per-process state (a worker per part) that this stream does not keep: the
+        ``StreamLoader``'s threads mode runs one per DataLoader shard in the training process."""
+        return _Run(self._parts())
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         from lerobotstream.planner import current_worker

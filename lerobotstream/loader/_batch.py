@@ -27,7 +27,7 @@ from typing import Any, Callable
 import torch
 from torch.utils.data._utils.collate import default_collate
 
-from lerobotstream.dataset._collate import PackedCollate, _is_lerobot_collate
+from lerobotstream.dataset import PackedCollate, is_lerobot_collate
 
 __all__ = ["BatchSlots", "collate_items", "known_collate"]
 
@@ -103,7 +103,7 @@ def collate_items(items: list[Any], collate_fn: Callable, batch_tensors: dict[st
     used (their batches are known: ``torch.stack`` of the values, key order kept); any other function
     gets the items unchanged (the in-place values are then ordinary tensors, stacked or not by it).
     """
-    if (not batch_tensors or not items or not (collate_fn is default_collate or _is_lerobot_collate(collate_fn))
+    if (not batch_tensors or not items or not (collate_fn is default_collate or is_lerobot_collate(collate_fn))
             or not all(type(it) is dict for it in items)):
         return collate_fn(items)
     k = len(items)

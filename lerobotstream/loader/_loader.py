@@ -97,7 +97,7 @@ class StreamLoader:
     def __init__(self, dataset: Any, batch_size: int = 1, *, num_workers: int = 0, mode: str = "auto",
                  pin_memory: bool = False, drop_last: bool = False, prefetch_batches: int | None = None,
                  collate_fn: Callable | None = None, multiprocessing_context: Any = None) -> None:
-        from lerobotstream.dataset._stream import StreamCore
+        from lerobotstream.dataset import StreamCore
 
         stream, wrapper = dataset, None
         if not isinstance(dataset, StreamCore) and isinstance(getattr(dataset, "dataset", None), StreamCore) \

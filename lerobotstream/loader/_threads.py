@@ -80,13 +80,11 @@ def thread_batches(dataset: Any, num_workers: int, epoch: int, samples: int, *, 
                    collate_fn: Callable, pin: bool, wrapper: Any = None) -> Iterator[tuple[Any, int]]:
     """Every batch of the stream from (``epoch``, ``samples``) in the DataLoader's order, made in
     this process (see the module doc)."""
-    from lerobotstream.dataset._stream import _Run
-
     shards = [(None, 0)] if num_workers == 0 else [(p, num_workers) for p in range(num_workers)]
     gens = []
     sources = []
     for wid, nw in shards:
-        run = dataset._process_run() if nw == 0 else _Run(dataset._parts())
+        run = dataset._process_run() if nw == 0 else dataset._fresh_run()
         slots = BatchSlots(batch_size, pin=pin)
         gen = dataset._iter_worker(wid, nw, epoch, samples, run, in_process=True, slots=slots)
         gens.append(gen)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError
 
 __all__ = ["ELASTIC_SCHEMA_VERSION", "READABLE_SCHEMA_VERSIONS", "SCHEMA_KEY", "SCHEMA_VERSION", "StreamState",
@@ -47,6 +48,9 @@ _FIELD_RULES: dict[str, tuple[str, int | None]] = {
     "episodes": ("str", None), "mixture": ("dict", None), "origin": ("dict", None),
 }
 
+#: fields whose value is one of a few names (the planner's own rules: sampling strategies, equalize modes)
+_CHOICES: dict[str, tuple[str, ...]] = {"strategy": constants.SAMPLING_STRATEGIES, "equalize": ("none", "drop")}
+
 
 def _field_problem(name: str, value: Any) -> str | None:
     """Why ``value`` is not a valid ``name`` field (None when it is)."""
@@ -64,6 +68,8 @@ def _field_problem(name: str, value: Any) -> str | None:
     want = {"bool": bool, "str": str, "dict": dict}[kind]
     if not isinstance(value, want):
         return f"{value!r} ({type(value).__name__}; a {kind} is needed)"
+    if name in _CHOICES and value not in _CHOICES[name]:
+        return f"{value!r} (one of {_CHOICES[name]} is needed)"
     if name == "episodes" and not all(part.count(":") == 2 and part.split(":")[0].isdigit()
                                       for part in value.split("|")):
         return f"{value!r} (not an episodes digest '<count>:sha256:<hex>')"

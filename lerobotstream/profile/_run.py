@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 import time
 from typing import Any, Callable
@@ -28,6 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from lerobotstream.errors import worker_error
 from lerobotstream.profile._memory import MemorySampler
 
 __all__ = ["STATS_KEY", "ProfiledStream", "TimedTransform", "profile_dataset", "RawRun", "worker_error"]
@@ -95,48 +95,6 @@ def _batch_size(batch: Any) -> int:
     return 1
 
 
-_CAUGHT = re.compile(r"\ACaught (\w+) (in DataLoader worker process \d+)\.\nOriginal Traceback \(most recent call last\):\n")
-
-
-def worker_error(exc: BaseException) -> BaseException | None:
-    """The original error of a DataLoader worker, from torch's re-raised copy.
-
-    torch (``ExceptionWrapper.reraise``) re-raises a worker's exception in the main process as
-    ``type(exc)(msg)`` where ``msg`` is ``"Caught <Type> in DataLoader worker process N.\nOriginal
-    Traceback ..."``: the whole worker traceback, thousands of characters on one CLI line.
-
-    Returns:
-        A new exception of the same type whose message is the original one followed by
-        ``" (in DataLoader worker process N)"``, or None when ``exc`` is not such a copy (or its
-        type cannot be rebuilt from one message).
-    """
-    text = getattr(exc, "message", None)
-    if not isinstance(text, str):
-        text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
-    m = _CAUGHT.match(text)
-    if m is None or m.group(1) != type(exc).__name__:
-        return None
-    block = text.rsplit("Traceback (most recent call last):\n", 1)[-1]  # the last (raised) exception
-    lines = block.split("\n")
-    first = next((i for i, line in enumerate(lines) if line and not line.startswith(" ")), None)
-    if first is None:
-        return None
-    body = "\n".join(lines[first:]).rstrip("\n")
-    names = (f"{type(exc).__module__}.{type(exc).__qualname__}", type(exc).__qualname__)
-    for name in names:
-        if body.startswith(name + ": "):
-            body = body[len(name) + 2:]
-            break
-        if body == name:
-            body = ""
-            break
-    else:
-        return None
-    try:
-        out = type(exc)(f"{body} ({m.group(2)})" if body else f"({m.group(2)})")
-    except Exception:  # noqa: BLE001 - a type that cannot be rebuilt keeps torch's copy
-        return None
-    return out
 
 
 class RawRun(dict):

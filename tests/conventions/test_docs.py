@@ -27,7 +27,6 @@ REFERENCE_PAGES = ("pytorch.md", "lerobot.md", "mixtures.md", "sources.md", "sid
 #: link targets written on other branches at the same time as the README's links section (issue 25).
 #: PENDING: the lead removes each entry once its page has been merged.
 PENDING_PAGES = {
-    "docs/troubleshooting.md",  # new-user guide: low throughput, small machines
 }
 
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^()\s]+)\)")

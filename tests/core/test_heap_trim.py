@@ -156,4 +156,4 @@ def test_mixture_checks_at_iterator_end(make_generated_dataset, monkeypatch):
     before = len(calls)
     ds2.close()  # an iterator closed early checks too
     assert len(calls) == before + 1
-    assert all(len(w.decoders) == 0 for w in ds._worker.workers)
+    assert all(len(w.decoders) == 0 for w in ds._run.workers)

@@ -113,9 +113,9 @@ def test_first_chunk_decoded_before_the_next_chunk_is_drawn(make_generated_datas
             calls.append(("draw", n + 1))  # resumed: chunk n + 1 is being drawn
             moved_on.set()
 
-    def assemble_marked(self, ep, fr, job):
+    def assemble_marked(self, ep, fr, job, *rest):
         moved_on.set()
-        return assemble(self, ep, fr, job)
+        return assemble(self, ep, fr, job, *rest)
 
     monkeypatch.setattr(_decodejob.ChunkDecoder, "decode_group", first_one_held)
     monkeypatch.setattr(_pipeline.Pipeline, "_chunks", chunks_logged)

@@ -135,7 +135,7 @@ def test_microbench_runs_each_subcommand_by_name(capsys):
     tiny); an unknown one is refused with the list and exit status 2."""
     from tools import microbench
 
-    assert set(microbench.SUBCOMMANDS) == {"decode", "first-batch", "index", "parse", "planner"}
+    assert set(microbench.SUBCOMMANDS) == {"decode", "first-batch", "index", "parse", "planner", "validate"}
     assert microbench.main(["planner", "--frames", "2000", "--episodes", "20", "--batch", "256", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "dataset: 20 episodes" in out and "round_robin" in out

@@ -64,9 +64,7 @@ def _flag_fields() -> list[tuple]:
     out = [(name, typ, dataclasses.field(default=default, metadata=_help(text)))
            for name, typ, default, text in _LEROBOT_OVERRIDES]
     for info in train_flags():
-        default = info.default
-        text = info.help if default is None else f"{info.help} Default: {default}."
-        out.append((info.flag, info.flag_type, dataclasses.field(default=default, metadata=_help(text))))
+        out.append((info.flag, info.flag_type, dataclasses.field(default=info.default, metadata=_help(info.help))))
     for name, typ, default, text in _EXTRA_FLAGS:
         out.append((name, typ, dataclasses.field(default=default, metadata=_help(text))))
     return out

@@ -489,7 +489,7 @@ def _one_line_error(exc: BaseException) -> BaseException | None:
     if cause is not None:
         return cause
     if isinstance(exc, LeRobotStreamError):
-        from lerobotstream.profile._run import worker_error  # torch's "Caught ... in DataLoader worker" copy
+        from lerobotstream.errors import worker_error  # torch's "Caught ... in DataLoader worker" copy
 
         return worker_error(exc) or exc
     return None
@@ -507,8 +507,16 @@ def _streaming_fields() -> list[Any]:
 
 
 def _field_help(name: str) -> str:
+    """A flag's help: the one its field carries (the generated streaming flags: from
+    ``StreamOptions``), else the comment above the field in its config class (LeRobot's)."""
+    import dataclasses
+
     from lerobotstream.integrations.lerobot.config import StreamingDatasetConfig
 
+    field = {f.name: f for f in dataclasses.fields(StreamingDatasetConfig)}.get(name)
+    given = None if field is None else field.metadata.get("custom_args", {}).get("help")
+    if given:
+        return " ".join(str(given).split())
     try:
         from draccus.wrappers.docstring import get_attribute_docstring
 
