@@ -240,7 +240,7 @@ def test_a_source_failure_ends_the_stream_at_once():
     for op in (lambda: cache.get(0), lambda: cache.get(2), lambda: cache.admit(4), lambda: cache.prefetch(5)):
         with pytest.raises(SourceError, match="file-002.mp4"):
             op()
-    assert fetch.calls == [0, 1, 2] and cache.stats.fetch_failures == 1
+    assert sorted(fetch.calls) == [0, 1, 2] and cache.stats.fetch_failures == 1  # 0 and 1 run in parallel
     assert cache.failure is not None and "file-002" in str(cache.failure)
     cache.close()
 
