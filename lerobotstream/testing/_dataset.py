@@ -66,6 +66,21 @@ from lerobotstream.testing._media import (
 )
 
 
+def _place_episode_video(part: Path, key: str, row: dict, roller: Any, pending: dict, elapsed: dict) -> None:
+    """Put one episode's encoded ``part`` into the next video file of camera ``key`` (``roller``: the
+    LeRobot writer's file roll-over), queue it for concatenation (``pending``) and record its chunk,
+    file and ``[from_timestamp, to_timestamp)`` window (seconds, ``elapsed`` per file) in ``row``."""
+    duration = video_duration_s(part)
+    c, f, _ = roller.place(part.stat().st_size)
+    from_ts = elapsed.get((c, f), 0.0)
+    elapsed[(c, f)] = from_ts + duration
+    pending.setdefault((c, f), []).append(part)
+    row[f"videos/{key}/chunk_index"] = c
+    row[f"videos/{key}/file_index"] = f
+    row[f"videos/{key}/from_timestamp"] = from_ts
+    row[f"videos/{key}/to_timestamp"] = from_ts + duration
+
+
 def make_dataset(
     root: str | os.PathLike,
     *,
@@ -237,15 +252,7 @@ def make_dataset(
             frames = np.stack([identity_frame(ep, i, cam_idx, height, width) for i in range(length)])
             part = tmp_dir / f"{cam_idx:02d}_{ep:06d}.mp4"
             _encode_episode(frames, fps, codec, gop, part)
-            duration = video_duration_s(part)
-            c, f, _ = roller.place(part.stat().st_size)
-            from_ts = elapsed.get((c, f), 0.0)
-            elapsed[(c, f)] = from_ts + duration
-            pending.setdefault((c, f), []).append(part)
-            ep_rows[ep][f"videos/{key}/chunk_index"] = c
-            ep_rows[ep][f"videos/{key}/file_index"] = f
-            ep_rows[ep][f"videos/{key}/from_timestamp"] = from_ts
-            ep_rows[ep][f"videos/{key}/to_timestamp"] = from_ts + duration
+            _place_episode_video(part, key, ep_rows[ep], roller, pending, elapsed)
             flat = frames.reshape(-1, 3).astype(np.float64) / 255.0
             pix_sum += flat.sum(0)
             pix_sq += (flat**2).sum(0)
@@ -274,15 +281,7 @@ def make_dataset(
             depth_vals.append(mm.reshape(-1).astype(np.float64))
             part = tmp_dir / f"{cam_idx:02d}_{ep:06d}.mp4"
             _encode_depth_episode(quantize_depth(mm, depth_quantizer), fps, part, depth_pix_fmt)
-            duration = video_duration_s(part)
-            c, f, _ = roller.place(part.stat().st_size)
-            from_ts = elapsed.get((c, f), 0.0)
-            elapsed[(c, f)] = from_ts + duration
-            pending.setdefault((c, f), []).append(part)
-            ep_rows[ep][f"videos/{key}/chunk_index"] = c
-            ep_rows[ep][f"videos/{key}/file_index"] = f
-            ep_rows[ep][f"videos/{key}/from_timestamp"] = from_ts
-            ep_rows[ep][f"videos/{key}/to_timestamp"] = from_ts + duration
+            _place_episode_video(part, key, ep_rows[ep], roller, pending, elapsed)
         for (c, f), parts in pending.items():
             _concat(parts, root / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), faststart)
         image_stats[key] = _depth_stats(np.concatenate(depth_vals), total_frames)

@@ -13,6 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from lerobotstream.features import DEFAULT_TOOLS
+
 GRID_COLS = 8
 GRID_ROWS = 6
 _EP_BITS, _FRAME_BITS, _CAM_BITS, _CRC_BITS = 16, 16, 4, 12
@@ -196,16 +198,9 @@ def _png_bytes(rgb: np.ndarray, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-#: LeRobot 0.6.1's ``say`` tool schema (``lerobot.datasets.language.SAY_TOOL_SCHEMA``)
-SAY_TOOL_SCHEMA = {
-    "type": "function",
-    "function": {
-        "name": "say",
-        "description": "Speak a short utterance to the user via the TTS executor.",
-        "parameters": {"type": "object", "properties": {"text": {"type": "string", "description": "The verbatim text to speak."}},
-                       "required": ["text"]},
-    },
-}
+#: LeRobot 0.6.1's ``say`` tool schema (``lerobot.datasets.language.SAY_TOOL_SCHEMA``): the one
+#: ``lerobotstream.features`` keeps as LeRobot's fallback tool list
+SAY_TOOL_SCHEMA = DEFAULT_TOOLS[0]
 
 
 def _language_cells(episode_index: int, frame_index: int, fps: int) -> tuple[list, list]:
