@@ -47,16 +47,21 @@ from lerobotstream.planner._state import StreamState
 __all__ = ["PartitionChain", "PartitionPlan", "PartitionPlanner", "PartitionRemainder", "partition_layout",
            "partition_remainder"]
 
-_LAYOUTS: OrderedDict[tuple, list[np.ndarray]] = OrderedDict()
+_LAYOUTS: OrderedDict[tuple, tuple[list[np.ndarray], np.ndarray]] = OrderedDict()
 
 
-def partition_layout(lengths: np.ndarray, digest: str, seed: int, partitions: int) -> list[np.ndarray]:
+def partition_layout(lengths: np.ndarray, digest: str, seed: int, partitions: int) -> tuple[list[np.ndarray], np.ndarray]:
     """The ``partitions`` frame-balanced groups of episode positions (int64, ascending each; LPT,
-    ``max - min <= the longest episode``), a function of (episodes, seed, partitions) only; cached
-    per process (``digest``: the episodes' :func:`~lerobotstream.planner.episodes_digest`)."""
+    ``max - min <= the longest episode``) and their frames (int64 (P,)), a function of (episodes,
+    seed, partitions) only; cached per process (``digest``: the episodes'
+    :func:`~lerobotstream.planner.episodes_digest`)."""
     key = (digest, int(seed), int(partitions))
     if key not in _LAYOUTS:
-        _LAYOUTS[key] = lpt_shards(lengths, partitions, (seed, _seeds.TAG_PARTITIONS, partitions))
+        parts = lpt_shards(lengths, partitions, (seed, _seeds.TAG_PARTITIONS, partitions))
+        owner = np.empty(len(lengths), np.int64)
+        for q, pos in enumerate(parts):
+            owner[pos] = q
+        _LAYOUTS[key] = (parts, np.bincount(owner, weights=lengths, minlength=partitions).astype(np.int64))
         while len(_LAYOUTS) > 4:
             _LAYOUTS.popitem(last=False)
     _LAYOUTS.move_to_end(key)
@@ -296,16 +301,21 @@ class PartitionPlanner(Planner):
                 f"{len(self.lengths)} non-empty selected episode(s) cannot fill partitions={P}: some partition "
                 f"would own no episode. Use partitions <= {len(self.lengths)} or select more episodes.",
                 num_episodes=len(self.lengths), world_size=W)
-        self._parts = partition_layout(self.lengths, self.episodes_digest, self.seed, P)
-        self.part_frames = np.array([int(self.lengths[p].sum()) for p in self._parts], dtype=np.int64)
+        self._parts, self.part_frames = partition_layout(self.lengths, self.episodes_digest, self.seed, P)
         self.part_offsets = np.zeros(P, np.int64) if self._offsets is None else self._offsets
         if len(self.part_offsets) != P or (self.part_offsets < 0).any() or (self.part_offsets > self.part_frames).any():
             raise ResumeStateError(f"partition offsets {self.part_offsets.tolist()[:8]}... do not fit the "
                                    f"{P} partitions of this stream")
         self.part_left = self.part_frames - self.part_offsets
         self._streams = self._assign()
-        self._rank_pos = [self._positions(np.concatenate(ws) if ws else np.empty(0, np.int64))
-                          for ws in self._streams]
+        owner = np.full(P, -1, np.int64)  # stream r * K + w of each partition this pass
+        for r, ws in enumerate(self._streams):
+            for w, ids in enumerate(ws):
+                owner[ids] = r * K + w
+        live = owner >= 0
+        self._frames = np.zeros(W * K, np.int64)
+        np.add.at(self._frames, owner[live], self.part_left[live])
+        self._rank_pos = _RankPositions(self)
         self._worker_pos_cache = {}
         self._plans = {}
         self.num_active_workers = self._active_count(self.rank)
@@ -347,7 +357,8 @@ class PartitionPlanner(Planner):
         return self._worker_pos_cache[rank]
 
     def _worker_frames(self, rank: int) -> list[int]:
-        return [int(self.part_left[ps].sum()) for ps in self._streams[rank]]
+        K = self.num_shards
+        return self._frames[rank * K:(rank + 1) * K].tolist()
 
     def _active_count(self, rank: int) -> int:
         return sum(1 for f in self._worker_frames(rank) if f)
@@ -362,7 +373,7 @@ class PartitionPlanner(Planner):
         p = self._pass()
         if p is not self:
             return p.samples_per_rank()
-        return np.array([sum(self._worker_frames(r)) for r in range(self.world_size)], dtype=np.int64)
+        return self._frames.reshape(self.world_size, self.num_shards).sum(axis=1)
 
     # --- resume ------------------------------------------------------------------------------------
     def _stream_state(self, samples: int) -> StreamState:
@@ -408,6 +419,26 @@ class PartitionPlanner(Planner):
                 "partitions_whole": int((left == rp.part_frames).sum()),
                 "partitions_started": int(((left > 0) & (left < rp.part_frames)).sum()),
                 "episodes_whole": None, "episodes_started": None, "depth": rem.depth, "consumed": rem.consumed}
+
+
+class _RankPositions:
+    """``Planner._rank_pos`` computed per rank on use (a rank's episode positions, ascending)."""
+
+    def __init__(self, planner: PartitionPlanner) -> None:
+        self._planner = planner
+        self._cache: dict[int, np.ndarray] = {}
+
+    def __getitem__(self, rank: int) -> np.ndarray:
+        if rank not in self._cache:
+            ws = self._planner._streams[rank]
+            self._cache[rank] = self._planner._positions(np.concatenate(ws) if ws else np.empty(0, np.int64))
+        return self._cache[rank]
+
+    def __len__(self) -> int:
+        return self._planner.world_size
+
+    def __iter__(self):
+        return (self[r] for r in range(len(self)))
 
 
 def _no_nbytes(episode_index: int) -> int:
