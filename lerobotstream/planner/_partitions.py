@@ -37,7 +37,7 @@ import numpy as np
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
 from lerobotstream.planner import _seeds
-from lerobotstream.planner._elastic import rank_batches, rank_given
+from lerobotstream.planner._elastic import pass_counts
 from lerobotstream.planner._planner import Planner, WorkerPlan, _share
 from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool, PoolEvent
 from lerobotstream.planner._poolcore import shuffled_order
@@ -190,12 +190,7 @@ class PartitionChain:
         self._events = []
         return done
 
-    def __iter__(self):
-        while True:
-            ep, fr = self.next_anchors(256)
-            yield from zip(ep.tolist(), fr.tolist())
-            if len(ep) < 256:
-                return
+    __iter__ = EpisodePool.__iter__  # (episode_index, frame_index) Python ints until the epoch ends
 
 
 class PartitionPlan(WorkerPlan):
@@ -393,24 +388,20 @@ class PartitionPlanner(Planner):
         if rem.byte_budget is not None and nb is None:
             provider = self.nbytes_provider
             nb = (lambda e: provider()[0](e)) if provider is not None else _no_nbytes
-        plain = self._plain()
-        rp = PartitionPlanner(self.lengths, episode_indices=self.episode_indices, seed=self.seed, rank=self.rank, world_size=self.world_size,
-                              num_workers=self.num_workers, pool_size=rem.pool_size, strategy=rem.strategy,
-                              byte_budget=rem.byte_budget, episode_nbytes=nb if rem.byte_budget is not None else None,
+        rp = PartitionPlanner(self.lengths, episode_indices=self.episode_indices, seed=self.seed, rank=self.rank,
+                              world_size=self.world_size, num_workers=self.num_workers, pool_size=rem.pool_size,
+                              strategy=rem.strategy, byte_budget=rem.byte_budget,
+                              episode_nbytes=nb if rem.byte_budget is not None else None,
                               decoder_cache_size=self.decoder_cache_size, repeat=self.repeat,
                               batch_size=self.batch_size, drop_last=self.drop_last, equalize=self.equalize,
                               partitions=self.partitions, _offsets=rem.offsets)
-        rp.epoch = rem.epoch
-        if self.repeat:
-            plain.epoch = rem.epoch + 1
-            rp._chain = plain
-        rp.remainder = rem
-        return rp
+        return self._attach(rp, rem, self._plain())
 
     def remainder_info(self) -> dict[str, Any] | None:
-        """As ``Planner.remainder_info``, by partitions: ``partitions_whole`` (tails that are a whole
-        partition), ``partitions_started`` (tails of a started partition); the episode counts are
-        not known from counts (None)."""
+        """As ``Planner.remainder_info``, by partitions (which episodes of a started partition were
+        started is not known from counts): ``epoch``, ``samples_left``, ``rank_samples``,
+        ``partitions_whole`` (tails that are a whole partition), ``partitions_started`` (tails of a
+        started partition), ``depth``, ``consumed``."""
         if not self._elastic_active():
             return None
         rp = self._remainder_planner()
@@ -418,7 +409,7 @@ class PartitionPlanner(Planner):
         return {"epoch": rem.epoch, "samples_left": int(left.sum()), "rank_samples": int(rp.samples_per_rank()[self.rank]),
                 "partitions_whole": int((left == rp.part_frames).sum()),
                 "partitions_started": int(((left > 0) & (left < rp.part_frames)).sum()),
-                "episodes_whole": None, "episodes_started": None, "depth": rem.depth, "consumed": rem.consumed}
+                "depth": rem.depth, "consumed": rem.consumed}
 
 
 class _RankPositions:
@@ -470,49 +461,14 @@ def partition_remainder(planner: PartitionPlanner, st: StreamState) -> Partition
     """
     old = planner._like(st)
     rp = old._remainder_planner() if old._elastic_active() else None
-    B, dl = old.batch_size, old.drop_last
-    if not old.repeat:
-        src = old._pass()  # the plain epoch, the old remainder, or the plain epochs after it
-        epoch, s = src.position()
-        given0, b, done = rank_batches(src.worker_epoch_limits(0), B, s, dl)
-        offsets = src.part_offsets.copy()
-        for r in range(src.world_size):
-            given = given0 if r == 0 else rank_given(src.worker_epoch_limits(r), B, s, b, done, dl)
-            for w, g in enumerate(given):
-                _advance(offsets, src, r, w, g)
-        depth = 1 + rp.remainder.depth if src is rp else 1
-    else:
-        s = old.samples_consumed
-        chains = []
-        for r in range(old.world_size):
-            f = old._worker_frames(r)
-            rf = rp._worker_frames(r) if rp is not None else [0] * len(f)
-            chains.append(([None if fw else rw for fw, rw in zip(f, rf)], f, rf))
-        passes = []  # (pass, rank, worker, anchors of that pass given): pass 0 = the old remainder
-        given0, b, done = rank_batches(chains[0][0], B, s, dl)
-        for r, (limits, f, rf) in enumerate(chains):
-            given = given0 if r == 0 else rank_given(limits, B, s, b, done, dl)
-            for w, g in enumerate(given):
-                if rp is not None and g < rf[w]:
-                    passes.append((0, r, w, g))
-                    continue
-                g -= rf[w]
-                if f[w]:
-                    passes.append((1 + g // f[w], r, w, g % f[w]))
-        if not passes:
-            raise ResumeStateError("the checkpointed stream has no samples left (every worker is idle)")
-        pmin = min(x[0] for x in passes)
-        if rp is not None and pmin == 0:
-            src, epoch, depth = rp, rp.epoch, 1 + rp.remainder.depth
+    src, epoch, counts = pass_counts(old, rp)
+    offsets = src.part_offsets.copy()
+    for r, w, g in counts:
+        if g is None:  # already past this pass: its partitions of the pass are consumed
+            mine = src._streams[r][w]
+            offsets[mine] = src.part_frames[mine]
         else:
-            src, depth = old._plain(), 1
-            epoch = (rp.epoch if rp is not None else old.epoch - 1) + pmin
-        offsets = src.part_offsets.copy()
-        for k, r, w, g in passes:
-            if k == pmin:
-                _advance(offsets, src, r, w, g)
-            else:  # already past this pass: its partitions of the pass are consumed
-                mine = src._streams[r][w]
-                offsets[mine] = src.part_frames[mine]
-    return PartitionRemainder(int(epoch), offsets, int((offsets - src.part_offsets).sum()), depth, src.strategy,
-                              src.pool_size, src.byte_budget)
+            _advance(offsets, src, r, w, g)
+    return PartitionRemainder(int(epoch), offsets, int((offsets - src.part_offsets).sum()),
+                              1 + rp.remainder.depth if src is rp else 1, src.strategy, src.pool_size,
+                              src.byte_budget)

@@ -398,6 +398,10 @@ class Planner(PlannerBase):
                      decoder_cache_size=self.decoder_cache_size, repeat=self.repeat, batch_size=self.batch_size,
                      drop_last=self.drop_last, equalize=self.equalize, _remainder_of=plain,
                      _frame_maps=rem.frames)
+        return self._attach(rp, rem, plain)
+
+    def _attach(self, rp: Planner, rem: Any, plain: Planner) -> Planner:
+        """``rp`` plays remainder ``rem`` as its epoch; endless: then ``plain``'s epochs from the next."""
         rp.epoch = rem.epoch
         if self.repeat:
             plain.epoch = rem.epoch + 1
