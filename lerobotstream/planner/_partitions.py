@@ -27,6 +27,7 @@ LPT as episodes (whole partitions: ``max - min <= the longest tail``). Then plai
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -48,6 +49,7 @@ __all__ = ["PartitionChain", "PartitionPlan", "PartitionPlanner", "PartitionRema
            "partition_remainder"]
 
 _LAYOUTS: OrderedDict[tuple, tuple[list[np.ndarray], np.ndarray]] = OrderedDict()
+_LAYOUT_LOCK = threading.Lock()
 
 
 def partition_layout(lengths: np.ndarray, digest: str, seed: int, partitions: int) -> tuple[list[np.ndarray], np.ndarray]:
@@ -56,16 +58,19 @@ def partition_layout(lengths: np.ndarray, digest: str, seed: int, partitions: in
     seed, partitions) only; cached per process (``digest``: the episodes'
     :func:`~lerobotstream.planner.episodes_digest`)."""
     key = (digest, int(seed), int(partitions))
-    if key not in _LAYOUTS:
-        parts = lpt_shards(lengths, partitions, (seed, _seeds.TAG_PARTITIONS, partitions))
-        owner = np.empty(len(lengths), np.int64)
-        for q, pos in enumerate(parts):
-            owner[pos] = q
-        _LAYOUTS[key] = (parts, np.bincount(owner, weights=lengths, minlength=partitions).astype(np.int64))
-        while len(_LAYOUTS) > 4:
-            _LAYOUTS.popitem(last=False)
-    _LAYOUTS.move_to_end(key)
-    return _LAYOUTS[key]
+    with _LAYOUT_LOCK:  # StreamLoader's threads build planners concurrently
+        got = _LAYOUTS.get(key)
+        if got is None:
+            parts = lpt_shards(lengths, partitions, (seed, _seeds.TAG_PARTITIONS, partitions))
+            owner = np.empty(len(lengths), np.int64)
+            for q, pos in enumerate(parts):
+                owner[pos] = q
+            got = (parts, np.bincount(owner, weights=lengths, minlength=partitions).astype(np.int64))
+            _LAYOUTS[key] = got
+            while len(_LAYOUTS) > 4:
+                _LAYOUTS.popitem(last=False)
+        _LAYOUTS.move_to_end(key)
+        return got
 
 
 @dataclass(frozen=True)

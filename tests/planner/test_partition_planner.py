@@ -88,29 +88,37 @@ def test_partitions_are_frame_balanced_and_do_not_depend_on_the_topology():
 
 
 def test_partition_events_and_frontier_are_exact():
-    """The chained pool admits an episode before its first anchor, evicts it after its last, keeps
-    one partition's budget, and its frontier is the exact next admissions, across partitions."""
+    """The chained pool admits an episode before its first anchor and evicts it right after its
+    last, holds one partition (within its budget) at a time, and its frontier is the exact next
+    admissions, across partitions."""
     nb = lambda e: 1000 + 37 * e  # noqa: E731
     p = _planner((1, 1, 4), 0, byte_budget=4000, episode_nbytes=nb, partitions=3)
+    part_of = {int(e): q for q in range(3) for e in p.partition_episodes(q)}
     pool = p.worker_plan(0).pool(0)
     pool.drain_events()
-    live = set(pool.resident().tolist())
-    admitted, fronts, pos = list(live), [], 0
+    admitted = pool.resident().tolist()
+    admit_at, evict_at, first, last = {e: 0 for e in admitted}, {}, {}, {}
+    fronts, pos = [], 0
     while True:
         fronts.append((len(admitted), pool.frontier(4).tolist()))
-        ep, fr = pool.next_anchors(5)
+        ep, _ = pool.next_anchors(5)
+        for i, e in enumerate(ep.tolist()):
+            first.setdefault(e, pos + i)
+            last[e] = pos + i
         for ev in pool.drain_events():
-            assert pos <= ev.position <= pos + len(ep)
             if ev.kind == "admit":
                 admitted.append(ev.episode_index)
-        for i, e in enumerate(ep.tolist()):
-            assert e in admitted
-        live = set(pool.resident().tolist())
-        assert sum(nb(e) for e in live) <= 4000
+                admit_at[ev.episode_index] = ev.position
+            else:
+                evict_at[ev.episode_index] = ev.position
+        live = pool.resident().tolist()
+        assert sum(nb(e) for e in live) <= 4000 and len({part_of[e] for e in live}) <= 1
         pos += len(ep)
         if len(ep) < 5:
             break
     assert pos == sum(LENGTHS.values()) and sorted(admitted) == sorted(LENGTHS)
+    for e in LENGTHS:
+        assert admit_at[e] <= first[e] and evict_at[e] == last[e] + 1, e
     for n, front in fronts:
         assert front == admitted[n:n + len(front)]
 
