@@ -174,8 +174,9 @@ def test_pool_size_and_byte_budget_may_change_the_tails_keep_the_checkpoint_orde
         assert c.get(q, []) + g.get(q, []) == ref[q]
 
 
-def _endless_prefix(topo, state, **kw):
-    """Per new rank and DataLoader worker: its remainder share (the first anchors of its stream)."""
+def _endless_prefix(topo, state, then=None, **kw):
+    """Per new rank and DataLoader worker: its remainder share (the first anchors of its stream);
+    ``then``: a list that gets each worker's next plain epoch (the anchors after its share)."""
     out = []
     for r in range(topo[0]):
         p = _planner(topo, r, repeat=True, **kw)
@@ -184,19 +185,32 @@ def _endless_prefix(topo, state, **kw):
         for dl in range(max(1, k)):
             start = p.worker_start(dl if k else None, k)
             share = rp._worker_frames(p.rank)[start.logical_worker] - start.offset
-            out += list(islice(p.iter_worker_anchors(dl if k else None, k), share))
+            it = p.iter_worker_anchors(dl if k else None, k)
+            out += list(islice(it, share))
+            if then is not None:
+                then += list(islice(it, p._plain()._worker_frames(p.rank)[start.logical_worker]))
     return out
 
 
-def test_endless_elastic_resume_plays_the_tail_of_every_partition():
+def test_endless_elastic_resume_plays_the_tail_of_every_partition_then_plain_epochs():
     ref = _by_partition(_run((1, 0, 4))[0])
+    ref1 = _by_partition(a for bt in _loader(_epoch(_planner((1, 0, 4), 0), 1)) for a in bt)
     for n in (1, 3):
         consumed, state = _run((2, 2, 4), n, repeat=True)
-        got = _endless_prefix((3, 1, 5), state)
+        nxt: list = []
+        got = _endless_prefix((3, 1, 5), state, nxt)
         assert Counter(consumed) + Counter(got) == FULL
         c, g = _by_partition(consumed), _by_partition(got)
         for q in range(P):
             assert c.get(q, []) + g.get(q, []) == ref[q]
+        assert _by_partition(nxt) == ref1  # then epoch 1, each partition whole and in its order
+    # a state saved inside the endless remainder resumes again elsewhere
+    mid, state2 = _run((3, 1, 5), 2, state=state, repeat=True)
+    got = _endless_prefix((1, 2, 3), state2)
+    assert Counter(consumed) + Counter(mid) + Counter(got) == FULL
+    c, m, g = _by_partition(consumed), _by_partition(mid), _by_partition(got)
+    for q in range(P):
+        assert c.get(q, []) + m.get(q, []) + g.get(q, []) == ref[q]
 
 
 def test_same_topology_resume_continues_the_same_order():
