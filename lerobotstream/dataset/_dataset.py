@@ -125,6 +125,8 @@ class StreamingLeRobotDataset(StreamCore):
             raise StreamingConfigError(
                 f"drop_n_last_frames={self.drop_n_last_frames} leaves no anchor: every selected episode of "
                 f"{self.meta.repo_id} has at most that many frames")
+        if self.partitions is not None:  # its rules (>= ranks x workers, <= episodes) before any fetch
+            self._planner(self.num_workers)
         self._setup = {"metadata_s": time.perf_counter() - t0}
         t1 = time.perf_counter()
         self._sidecar_npz, self._sidecar_how = self._ensure_sidecar()

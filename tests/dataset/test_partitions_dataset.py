@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lerobotstream.dataset import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
-from lerobotstream.errors import ResumeStateError, StreamingConfigError
+from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
 from lerobotstream.testing import read_identity
 
 LENGTHS = (7, 5, 9, 4, 6, 8, 3, 6, 5)
@@ -90,7 +90,9 @@ def test_refused_partition_cases(root, monkeypatch):
     with pytest.raises(ResumeStateError, match="partitions: checkpoint 4, now 3"):
         _ds(root, (1, 2, 4), monkeypatch, 0, partitions=3).load_state_dict(state)
     with pytest.raises(StreamingConfigError, match="partitions=4 is fewer than the 6 streams"):
-        _ds(root, (3, 2, 4), monkeypatch, 0).state_dict(samples_consumed=0)
+        _ds(root, (3, 2, 4), monkeypatch, 0)  # at construction, before any fetch
+    with pytest.raises(ShardingError, match="cannot fill partitions=10"):
+        _ds(root, (1, 2, 4), monkeypatch, 0, partitions=10)
     with pytest.raises(StreamingConfigError, match="partitions"):
         StreamingLeRobotDataset(root=root, partitions=0)
     with pytest.raises(StreamingConfigError, match="not supported for mixtures"):
