@@ -36,6 +36,14 @@ def _ds(root, topo, monkeypatch, rank, **kw):
                                    max_num_shards=max(1, k), batch_size=b, num_workers=k, return_uint8=True, **kw)
 
 
+def _anchors(batch) -> list[tuple[int, int]]:
+    out = []
+    for i, (e, f) in enumerate(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist())):
+        assert read_identity(batch[CAM][i])[:2] == (e, f), f"pixels of another frame for ({e}, {f})"
+        out.append((e, f))
+    return out
+
+
 def _run(root, topo, monkeypatch, n=None, state=None, **kw):
     """Every rank of ``topo`` iterates (``n`` batches, or to the end); (anchors, rank 0's state)."""
     got, state0 = [], None
@@ -45,9 +53,7 @@ def _run(root, topo, monkeypatch, n=None, state=None, **kw):
             ds.load_state_dict(state)
         k = 0
         for batch in torch.utils.data.DataLoader(ds, batch_size=topo[2], num_workers=topo[1]):
-            for i, (e, f) in enumerate(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist())):
-                assert read_identity(batch[CAM][i])[:2] == (e, f), f"pixels of another frame for ({e}, {f})"
-                got.append((e, f))
+            got += _anchors(batch)
             k += 1
             if k == n:
                 break
@@ -72,6 +78,10 @@ def test_partition_order_and_elastic_tails_with_real_frames(root, monkeypatch):
     ref = _by_partition(root, monkeypatch, one)
     four, _ = _run(root, (2, 2, 4), monkeypatch)
     assert Counter(four) == FULL and _by_partition(root, monkeypatch, four) == ref
+    from lerobotstream import StreamLoader  # its threads mode: the same partitions, the same orders
+
+    loader = StreamLoader(_ds(root, (1, 2, 4), monkeypatch, 0), batch_size=4, num_workers=2, mode="threads")
+    assert _by_partition(root, monkeypatch, [a for batch in loader for a in _anchors(batch)]) == ref
 
     consumed, state = _run(root, (2, 2, 4), monkeypatch, n=2)
     assert len(consumed) == 2 * 2 * 4 and state["partitions"] == P
