@@ -40,6 +40,8 @@ def debug_enabled() -> bool:
 DEFAULT_SEED = 1000
 SEED_WHEN_NONE = 42
 DEFAULT_EPISODE_POOL_SIZE_PER_RANK = 32
+#: episodes mixed at once in one canonical partition (``partitions``): 32 per rank over LeRobot's 4 workers
+DEFAULT_PARTITION_POOL_SIZE = 8
 DEFAULT_PREFETCH_EPISODES = 8
 DEFAULT_BYTE_BUDGET_GB = 8.0
 DEFAULT_DECODE_THREADS = 2

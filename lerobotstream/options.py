@@ -232,6 +232,14 @@ class StreamOptions:
         "Finite epochs under DDP: 'drop' stops every rank after the smallest rank's batch count (needs "
         "batch_size, num_workers and drop_last); 'none' keeps every frame.", group="order",
         train="'none' (training streams repeat; there is no epoch end to equalize)")
+    partitions: Optional[int] = _option(
+        None, "None or an int >= 1 (at least world size x max(1, num_workers))", _int_at_least(1, none_ok=True),
+        "Canonical partitions (MosaicML's canonical nodes; None: off): the episodes are split into this many "
+        "frame-balanced partitions, each with its own seeded pool, so each partition's samples and their order "
+        "do not depend on the world size, DataLoader workers or batch size (resume on another topology continues "
+        "each partition's order). episode_pool_size and byte_budget_gb then apply per partition, i.e. per "
+        "DataLoader worker (one partition is resident at a time). Single datasets only; see docs/resume.md.",
+        group="order", flag="streaming_partitions", flag_type=Optional[int])
     drop_n_last_frames: int = _option(
         0, "an int >= 0", _int_at_least(0),
         "The last n frames of every episode are never anchors (LeRobot's EpisodeAwareSampler); "

@@ -381,14 +381,20 @@ def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers
 # --- driver ---------------------------------------------------------------------------------------
 # --- elastic resume ---------------------------------------------------------------------------------
 def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, int], *, fraction: float = 0.5,
-                     seed: int = 0, budget: bool = True) -> dict[str, Any]:
+                     seed: int = 0, budget: bool = True, partitions: int | None = None) -> dict[str, Any]:
     """Cost of an elastic resume on the preset's episode lengths (planner only, no payload):
     an old run of ``old = (ranks, workers, batch)`` consumed ``fraction`` of rank 0's epoch;
     rank 0 / DataLoader worker 0 of a new run ``new`` loads rank 0's state and starts. Times:
     load_state_dict (counts only), the remainder (one C pool replay per old worker), the
     remainder's shards and the new worker's first anchor; memory (``_mem``) before and after.
-    ``budget``: a per-rank byte budget with exact episode sizes (admission then depends on bytes)."""
-    from lerobotstream.planner import Planner
+    ``budget``: a per-rank byte budget with exact episode sizes (admission then depends on bytes).
+    ``partitions``: canonical partitions (``PartitionPlanner``; the budget is then per partition):
+    the remainder is each partition's offset, from counts (no replay); also times the partition
+    layout (LPT of the episodes into the partitions, once per process)."""
+    from functools import partial
+
+    from lerobotstream.planner import PartitionPlanner, Planner
+    from lerobotstream.planner import _partitions
     from lerobotstream.planner._elastic import plan_remainder  # noqa: F401  (imported before timing)
 
     p = PRESETS[name]
@@ -398,6 +404,12 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
     w0, k0, b0 = old
     w1, k1, b1 = new
     mem0 = _mem()
+    t_layout = None
+    if partitions is not None:
+        t0 = time.perf_counter()
+        _partitions.partition_layout(lens, f"scale-sim-{seed}", 1000, partitions)  # the LPT, timed alone
+        t_layout = time.perf_counter() - t0
+    Planner = Planner if partitions is None else partial(PartitionPlanner, partitions=partitions)  # noqa: N806
     oldp = Planner(lens, rank=0, world_size=w0, num_workers=k0, batch_size=b0, **kw)
     batches = int(oldp.batches_per_rank()[0] * fraction)
     from lerobotstream.planner import replay_turns
@@ -422,6 +434,18 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
     it = newp.iter_worker_anchors(0 if k1 else None, k1)
     next(it)
     t_first = time.perf_counter() - t0
+    if partitions is not None:
+        left = rp.part_left
+        return {"preset": name, "episodes": int(len(lens)), "frames": int(lens.sum()), "old": list(old),
+                "new": list(new), "partitions": partitions, "byte_budget": bool(budget),
+                "old_batches_per_rank": batches, "consumed_all_ranks": rem.consumed, "samples_left": int(left.sum()),
+                "partitions_left": int((left > 0).sum()),
+                "partitions_started": int(((left > 0) & (left < rp.part_frames)).sum()),
+                "t_partition_layout_s": t_layout, "t_new_planner_s": t_new, "t_load_state_s": t_load,
+                "t_remainder_s": t_rem, "t_remainder_shards_s": t_rp, "t_first_anchor_s": t_first,
+                "rank_balance_max_minus_min": int(per_rank.max() - per_rank.min()),
+                "max_partition_left": int(left.max()), "mem_before": mem0, "mem_after_remainder": mem_rem,
+                "mem_after": _mem()}
     return {"preset": name, "episodes": int(len(lens)), "frames": int(lens.sum()), "old": list(old), "new": list(new),
             "byte_budget": bool(budget), "old_batches_per_rank": batches, "consumed_all_ranks": rem.consumed,
             "samples_left": rem.total, "episodes_left": int(len(rem.episode_indices)),
@@ -611,19 +635,34 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--fraction", type=float, default=0.5)
         ap.add_argument("--seed", type=int, default=0)
         ap.add_argument("--no-budget", action="store_true")
+        ap.add_argument("--partitions", type=int, default=None)
         a = ap.parse_args(argv[1:])
         topo = lambda t: tuple(int(x) for x in t.split("x"))  # noqa: E731
         print(json.dumps(simulate_elastic(a.name, topo(a.old), topo(a.new), fraction=a.fraction, seed=a.seed,
-                                          budget=not a.no_budget)))
+                                          budget=not a.no_budget, partitions=a.partitions)))
         return 0
     if argv and argv[0] == "--elastic":
         # elastic resume cost, each case in a fresh process: tools/scale_sim.py --elastic droid 1024x8x32 512x4x64 ...
+        # (--partitions P first: canonical partitions, tools/scale_sim.py --elastic --partitions 8192 droid ...)
+        part = []
+        if argv[1] == "--partitions":
+            part, argv = ["--partitions", argv[2]], argv[:1] + argv[3:]
         name, cases = argv[1], argv[2:] or ["1024x8x32", "512x4x64"]
         out = []
         for old, new in zip(cases[::2], cases[1::2]):
             for budget in ([], ["--no-budget"]):
-                r = _run_child(["_elastic", name, "--old", old, "--new", new, *budget], 3600)
+                r = _run_child(["_elastic", name, "--old", old, "--new", new, *budget, *part], 3600)
                 out.append(r)
+                if part:
+                    print(f"[{name}] partitions={r['partitions']} {old} -> {new} budget={r['byte_budget']}: layout "
+                          f"{r['t_partition_layout_s']:.3f}s, new planner {r['t_new_planner_s']:.3f}s, load "
+                          f"{r['t_load_state_s']:.3f}s, remainder (offsets from counts) {r['t_remainder_s']:.3f}s, "
+                          f"tail shards {r['t_remainder_shards_s']:.3f}s, first anchor {r['t_first_anchor_s']:.3f}s; "
+                          f"{r['consumed_all_ranks']:,} consumed, {r['samples_left']:,} left in "
+                          f"{r['partitions_left']:,} partitions ({r['partitions_started']:,} started); RSS "
+                          f"{r['mem_before']['rss_mb']:.0f} -> {r['mem_after']['rss_mb']:.0f} MB; rank max-min "
+                          f"{r['rank_balance_max_minus_min']} <= {r['max_partition_left']}", flush=True)
+                    continue
                 print(f"[{name}] {old} -> {new} budget={r['byte_budget']}: remainder {r['t_remainder_s']:.2f}s "
                       f"({r['consumed_all_ranks']:,} anchors replayed, {r['replayed_anchors_per_s'] / 1e6:.1f} M/s), "
                       f"load {r['t_load_state_s']:.2f}s, shards {r['t_remainder_shards_s']:.2f}s, first anchor "

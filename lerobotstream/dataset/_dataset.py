@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 import time
+from functools import partial
 from typing import Any, Callable, Sequence
 
 import torch
@@ -124,6 +125,8 @@ class StreamingLeRobotDataset(StreamCore):
             raise StreamingConfigError(
                 f"drop_n_last_frames={self.drop_n_last_frames} leaves no anchor: every selected episode of "
                 f"{self.meta.repo_id} has at most that many frames")
+        if self.partitions is not None:  # its rules (>= ranks x workers, <= episodes) before any fetch
+            self._planner(self.num_workers)
         self._setup = {"metadata_s": time.perf_counter() - t0}
         t1 = time.perf_counter()
         self._sidecar_npz, self._sidecar_how = self._ensure_sidecar()
@@ -193,9 +196,10 @@ class StreamingLeRobotDataset(StreamCore):
 
     def _planner(self, num_workers: int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
         """This dataset's planner for ``num_workers`` DataLoader workers."""
-        from lerobotstream.planner import Planner
+        from lerobotstream.planner import PartitionPlanner, Planner
 
-        return self._resumed(Planner(self.anchor_lengths(), seed=self.seed, num_workers=int(num_workers),
+        kind = Planner if self.partitions is None else partial(PartitionPlanner, partitions=self.partitions)
+        return self._resumed(kind(self.anchor_lengths(), seed=self.seed, num_workers=int(num_workers),
                        pool_size=self.episode_pool_size, strategy=self.sampling_strategy,
                        byte_budget=max(1, int(self.byte_budget_gb * GIB)),
                        episode_nbytes=episode_nbytes[0] if episode_nbytes else _no_nbytes,

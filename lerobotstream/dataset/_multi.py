@@ -146,6 +146,12 @@ class StreamingMultiLeRobotDataset(StreamCore):
         per = {k: _per_dataset(k, kwargs[k], repo_ids) for k in PER_DATASET_OPTIONS if k in kwargs}
         mixture_opts = StreamOptions.from_arguments(
             options, (), {k: v for k, v in kwargs.items() if k not in per}, "StreamingMultiLeRobotDataset").validate()
+        if mixture_opts.partitions is not None:
+            raise StreamingConfigError(
+                "partitions is not supported for mixtures yet: each dataset's worker shards, budget shares and the "
+                "mix sequence depend on the ranks and workers, so a mixture's order cannot be made independent of "
+                "the topology by partitions alone (leave partitions=None; elastic resume still works)",
+                option="partitions", value=mixture_opts.partitions)
         if mixture_opts.equalize != "none":
             raise StreamingConfigError("equalize='drop' is not supported for mixtures (use repeat=True, as "
                                        "lerobot-train does)", option="equalize", value=mixture_opts.equalize)

@@ -52,17 +52,22 @@ Guarantees:
   frames left) are sharded frame-balanced over the new ranks and workers and played once, then
   plain epochs follow (docs/resume.md; finite mixtures too). Another seed, episode selection or
   mixture, or a state without the schema marker → ResumeStateError.
+* **Canonical partitions** (``PartitionPlanner(..., partitions=P)``, ``_partitions``): ``P``
+  frame-balanced partitions from (seed, P), each its own seeded pool (pool size and budget per
+  partition), so each partition's order is the same on any topology; stream ``w * W + r`` plays
+  ``p mod (W * K) == w * W + r``; resume continues each partition at its offset (from counts).
 """
 
 from lerobotstream.planner._pool import EpisodePool, PoolEvent
 from lerobotstream.planner._base import PlannerBase, WorkerStart
 from lerobotstream.planner._planner import Planner, WorkerPlan
+from lerobotstream.planner._partitions import PartitionPlanner
 from lerobotstream.planner._seeds import seed_words
 from lerobotstream.planner._mixture import MixedPool, MixSequence, MixturePlanner, integer_weights, mixture_shares
 from lerobotstream.planner._shards import LPT_BOUND_DOC, lpt_shards
 from lerobotstream.planner._state import SCHEMA_KEY, SCHEMA_VERSION, StreamState, episodes_digest, replay_turns
 from lerobotstream.planner._world import current_worker, discover_world
 
-__all__ = ["EpisodePool", "LPT_BOUND_DOC", "MixSequence", "MixedPool", "MixturePlanner", "Planner", "PlannerBase", "PoolEvent", "SCHEMA_KEY", "SCHEMA_VERSION",
+__all__ = ["EpisodePool", "LPT_BOUND_DOC", "MixSequence", "MixedPool", "MixturePlanner", "PartitionPlanner", "Planner", "PlannerBase", "PoolEvent", "SCHEMA_KEY", "SCHEMA_VERSION",
            "StreamState", "WorkerPlan", "WorkerStart", "current_worker", "discover_world", "episodes_digest", "lpt_shards",
            "replay_turns", "integer_weights", "mixture_shares", "seed_words"]

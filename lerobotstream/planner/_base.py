@@ -29,9 +29,9 @@ _IDLE_WARNED: set[tuple] = set()
 #: settings that fix episode ownership, the order and the batch boundaries: a resume state that
 #: matches them continues the very same order; one that does not is resumed elastically
 RESUME_SETTINGS = ("seed", "batch_size", "world_size", "num_workers", "strategy", "pool_size", "byte_budget",
-                   "repeat", "drop_last", "equalize")
+                   "repeat", "drop_last", "equalize", "partitions")
 #: what an elastic resume cannot change (with the stream's identity: dataset, episodes, mixture)
-REFUSED_SETTINGS = ("seed",)
+REFUSED_SETTINGS = ("seed", "partitions")
 #: what it can: the remainder of the epoch is replanned over the new values
 ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
 
@@ -293,7 +293,7 @@ class PlannerBase:
             what = ("the same mixture (datasets, weights, episode selections)" if self._kind == "mixture"
                     else "the same episode selection")
             raise ResumeStateError(
-                f"resume needs {what} and seed as the checkpointed run (they fix which samples the epoch has "
+                f"resume needs {what}, seed and partitions as the checkpointed run (they fix which samples the epoch has "
                 "and their order; world size, batch size, DataLoader workers, pool and budget may change); "
                 "differs: " + "; ".join(refused) + ". Restore those settings, or start a new run from the "
                 "policy weights.")

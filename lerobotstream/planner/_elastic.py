@@ -30,7 +30,7 @@ import numpy as np
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._state import StreamState, replay_turns
 
-__all__ = ["Remainder", "plan_remainder", "cached", "TAG_ELASTIC"]
+__all__ = ["Remainder", "plan_remainder", "pass_counts", "cached", "TAG_ELASTIC"]
 
 TAG_ELASTIC = 0x454C5354  # "ELST"
 _CACHE: OrderedDict[str, Remainder] = OrderedDict()
@@ -160,22 +160,32 @@ def replay(col: Collect, plan, epoch: int, given: int) -> None:
     col.add_pool(pool)
 
 
-def _compute(planner, st: StreamState, nbytes) -> Remainder:
-    old = planner._like(st, nbytes)
-    rp = old._remainder_planner() if old._elastic_active() else None
-    deeper = 1 + (rp.remainder.depth if rp is not None else 0)
-    col = Collect()
+def pass_counts(old, rp) -> tuple[object, int, list[tuple[int, int, int | None]]]:
+    """How far every stream of the checkpointed run got in the pass in progress, from counts.
+
+    Args:
+        old: the planner of rank 0 with the state's settings and position (``_like``).
+        rp: its remainder planner when the state was inside a remainder, else None.
+
+    Returns:
+        (the planner of the pass in progress, its epoch, ``[(rank, logical worker, anchors of the
+        pass it gave)]``); with ``repeat=True`` the pass is the earliest any stream was still in,
+        and a stream already past it gives None (its share of the pass is consumed).
+
+    Raises:
+        ResumeStateError: the count does not fit (ends inside a batch, exceeds the epoch), or
+        every old worker is idle.
+    """
     B, dl = old.batch_size, old.drop_last
     if not old.repeat:
         p = old._pass()  # the plain epoch, the old remainder, or the plain epochs after it
         epoch, s = p.position()
-        limits0 = p.worker_epoch_limits(0)
-        given0, b, done = rank_batches(limits0, B, s, dl)
+        given0, b, done = rank_batches(p.worker_epoch_limits(0), B, s, dl)
+        out = []
         for r in range(p.world_size):
             given = given0 if r == 0 else rank_given(p.worker_epoch_limits(r), B, s, b, done, dl)
-            for w, g in enumerate(given):
-                replay(col, p._plan_for(r, w), epoch, g)
-        return col.build(epoch, p, deeper if p is rp else 1)
+            out += [(r, w, g) for w, g in enumerate(given)]
+        return p, epoch, out
     # endless: per worker its share of the old remainder (when the old run played one), then its epochs
     s = old.samples_consumed
     chains = []
@@ -202,8 +212,15 @@ def _compute(planner, st: StreamState, nbytes) -> Remainder:
     else:
         src = old._plain()
         epoch = (rp.epoch if rp is not None else old.epoch - 1) + pmin
-    for k, r, w, g in passes:
-        if k == pmin:
-            replay(col, src._plan_for(r, w), epoch, g)
-    return col.build(epoch, src, deeper if src is rp else 1)
+    return src, epoch, [(r, w, g if k == pmin else None) for k, r, w, g in passes]
 
+
+def _compute(planner, st: StreamState, nbytes) -> Remainder:
+    old = planner._like(st, nbytes)
+    rp = old._remainder_planner() if old._elastic_active() else None
+    src, epoch, counts = pass_counts(old, rp)
+    col = Collect()
+    for r, w, g in counts:
+        if g is not None:
+            replay(col, src._plan_for(r, w), epoch, g)
+    return col.build(epoch, src, 1 + rp.remainder.depth if src is rp else 1)

@@ -58,24 +58,32 @@ class WorkerPlan:
             1, constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // n)
         self.byte_budget = _share(planner.byte_budget, n)
         self.decoder_cache_size = _share(planner.decoder_cache_size, n)
+        self.nbytes = self._sizes(f"rank budget {planner.byte_budget} bytes split over {n} worker(s)",
+                                  "or use fewer DataLoader workers")
+
+    def _sizes(self, budget_is: str, advice: str) -> np.ndarray:
+        """``episode_nbytes`` of this plan's episodes, int64 (zeros without a budget).
+
+        Raises:
+            ByteBudgetError: a negative size, or an episode larger than the plan's whole budget.
+        """
+        planner = self._planner
         if planner.episode_nbytes is None or self.byte_budget is None:
-            self.nbytes = np.zeros(len(self.episode_indices), dtype=np.int64)
-        else:
-            self.nbytes = np.array([int(planner.episode_nbytes(int(e))) for e in self.episode_indices],
-                                   dtype=np.int64)
-            if (self.nbytes < 0).any():
-                bad = int(self.episode_indices[np.argmax(self.nbytes < 0)])
-                raise ByteBudgetError(f"episode {bad} reports a negative byte size", episode_index=bad)
-            over = np.flatnonzero(self.nbytes > self.byte_budget)
-            if len(over):
-                e, s = int(self.episode_indices[over[0]]), int(self.nbytes[over[0]])
-                raise ByteBudgetError(
-                    f"episode {e} needs {s} bytes ({s / 2**30:.3f} GiB) of synthesized MP4 but worker "
-                    f"{worker} of rank {self.rank} has a byte budget of {self.byte_budget} bytes "
-                    f"({self.byte_budget / 2**30:.3f} GiB; rank budget {planner.byte_budget} bytes split "
-                    f"over {n} worker(s)); raise the byte "
-                    "budget (streaming_byte_budget_gb) or use fewer DataLoader workers",
-                    episode_index=e, nbytes=s, byte_budget=self.byte_budget)
+            return np.zeros(len(self.episode_indices), dtype=np.int64)
+        nbytes = np.array([int(planner.episode_nbytes(int(e))) for e in self.episode_indices], dtype=np.int64)
+        if (nbytes < 0).any():
+            bad = int(self.episode_indices[np.argmax(nbytes < 0)])
+            raise ByteBudgetError(f"episode {bad} reports a negative byte size", episode_index=bad)
+        over = np.flatnonzero(nbytes > self.byte_budget)
+        if len(over):
+            e, s = int(self.episode_indices[over[0]]), int(nbytes[over[0]])
+            raise ByteBudgetError(
+                f"episode {e} needs {s} bytes ({s / 2**30:.3f} GiB) of synthesized MP4 but worker "
+                f"{self.worker} of rank {self.rank} has a byte budget of {self.byte_budget} bytes "
+                f"({self.byte_budget / 2**30:.3f} GiB; {budget_is}); raise the byte "
+                f"budget (streaming_byte_budget_gb) {advice}",
+                episode_index=e, nbytes=s, byte_budget=self.byte_budget)
+        return nbytes
 
     def _words(self, epoch: int, tag: int) -> np.ndarray:
         p = self._planner
@@ -225,9 +233,12 @@ class Planner(PlannerBase):
         self.full_indices, self.full_lengths = ((self.episode_indices, self.lengths) if _remainder_of is None
                                                 else (_remainder_of.full_indices, _remainder_of.full_lengths))
         self._init_elastic()
+        self._build_shards()
 
+    def _build_shards(self) -> None:
+        """Rank shards (LPT over the episodes; a subclass may own episodes otherwise)."""
         n_eps = len(self.lengths)
-        if n_eps < self.world_size and _remainder_of is None:
+        if n_eps < self.world_size and self._remainder_of is None:
             raise ShardingError(
                 f"{n_eps} non-empty selected episode(s) cannot be split over {self.world_size} ranks: "
                 f"rank(s) {n_eps}..{self.world_size - 1} would own no episode. Lower the number of ranks "
@@ -276,14 +287,17 @@ class Planner(PlannerBase):
         if not 0 <= worker < self.num_shards:
             raise ShardingError(f"worker {worker} outside 0..{self.num_shards - 1}")
         if worker not in self._plans:
-            self._plans[worker] = WorkerPlan(self, worker, self._worker_positions(self.rank)[worker])
+            self._plans[worker] = self._make_plan(worker, self.rank)
         return self._plans[worker]
+
+    def _make_plan(self, worker: int, rank: int) -> WorkerPlan:
+        return WorkerPlan(self, worker, self._worker_positions(rank)[worker], rank=rank)
 
     def _plan_for(self, rank: int, worker: int) -> WorkerPlan:
         """Logical ``worker`` of any ``rank`` (elastic resume replays every old rank's pools)."""
         if rank == self.rank:
             return self.worker_plan(worker)
-        return WorkerPlan(self, worker, self._worker_positions(rank)[worker], rank=rank)
+        return self._make_plan(worker, rank)
 
     # --- epoch sizes ----------------------------------------------------------------------------
     def samples_per_rank(self) -> np.ndarray:
@@ -344,16 +358,21 @@ class Planner(PlannerBase):
     def _like(self, st: StreamState, nbytes: Callable[[int], int] | None = None) -> Planner:
         """A planner of rank 0 over the same episodes with ``st``'s settings and position."""
         nb = nbytes or self.episode_nbytes or _no_nbytes
-        out = Planner(self.full_lengths, episode_indices=self.full_indices, seed=st.seed, rank=0,
-                      world_size=st.world_size, num_workers=st.num_workers, pool_size=st.pool_size,
-                      strategy=st.strategy, byte_budget=st.byte_budget,
-                      episode_nbytes=nb if st.byte_budget is not None else None, repeat=st.repeat,
-                      batch_size=st.batch_size, drop_last=st.drop_last, equalize=st.equalize)
+        out = type(self)(self.full_lengths, episode_indices=self.full_indices, seed=st.seed, rank=0,
+                         world_size=st.world_size, num_workers=st.num_workers, pool_size=st.pool_size,
+                         strategy=st.strategy, byte_budget=st.byte_budget,
+                         episode_nbytes=nb if st.byte_budget is not None else None, repeat=st.repeat,
+                         batch_size=st.batch_size, drop_last=st.drop_last, equalize=st.equalize,
+                         **self._layout_kwargs(st))
         out.epoch, out.samples_consumed = st.epoch, st.samples
         if st.origin is not None:
             out.origin, out.origin_epoch = st.origin, st.epoch
         out._replay_nbytes = nb
         return out
+
+    def _layout_kwargs(self, st: StreamState) -> dict[str, Any]:
+        """Constructor arguments beyond the state's settings that ``_like`` passes (a subclass's)."""
+        return {}
 
     def _remainder(self):
         from lerobotstream.planner._elastic import plan_remainder
@@ -379,6 +398,10 @@ class Planner(PlannerBase):
                      decoder_cache_size=self.decoder_cache_size, repeat=self.repeat, batch_size=self.batch_size,
                      drop_last=self.drop_last, equalize=self.equalize, _remainder_of=plain,
                      _frame_maps=rem.frames)
+        return self._attach(rp, rem, plain)
+
+    def _attach(self, rp: Planner, rem: Any, plain: Planner) -> Planner:
+        """``rp`` plays remainder ``rem`` as its epoch; endless: then ``plain``'s epochs from the next."""
         rp.epoch = rem.epoch
         if self.repeat:
             plain.epoch = rem.epoch + 1
@@ -414,7 +437,10 @@ class _ChainPlan:
         self.nbytes = np.concatenate([first.nbytes, then.nbytes])
         self.lengths = np.concatenate([first.lengths, then.lengths])
         self.num_frames = first.num_frames + then.num_frames
-        self.pool_size, self.byte_budget = then.pool_size, then.byte_budget
+        # the remainder may keep the checkpoint's pool settings (partitions): room for the larger
+        self.pool_size = max(first.pool_size, then.pool_size)
+        self.byte_budget = (None if first.byte_budget is None or then.byte_budget is None
+                            else max(first.byte_budget, then.byte_budget))
         self.decoder_cache_size = then.decoder_cache_size
 
     def iter_pools(self, epoch: int, given: int, next_epoch: int) -> Iterator[EpisodePool]:

@@ -13,6 +13,7 @@ TAG_RANK_SHARDS = 0x52414E4B  # "RANK"
 TAG_WORKER_SHARDS = 0x574B5253  # "WKRS"
 TAG_ADMISSION = 0x41444D54  # "ADMT"
 TAG_DRAWS = 0x44524157  # "DRAW"
+TAG_PARTITIONS = 0x50415254  # "PART": canonical partitions (_partitions)
 
 
 def seed_words(*entropy: int) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import Any
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError
 
-__all__ = ["ELASTIC_SCHEMA_VERSION", "READABLE_SCHEMA_VERSIONS", "SCHEMA_KEY", "SCHEMA_VERSION", "StreamState",
+__all__ = ["ELASTIC_SCHEMA_VERSION", "PARTITION_SCHEMA_VERSION", "READABLE_SCHEMA_VERSIONS", "SCHEMA_KEY", "SCHEMA_VERSION", "StreamState",
            "episodes_digest", "episode_selection_diffs", "replay_turns"]
 
 SCHEMA_KEY = "lerobotstream_planner_schema"
@@ -26,7 +26,10 @@ SCHEMA_VERSION = 1
 #: states that carry an elastic ``origin`` are written as schema 2 (older readers refuse them by
 #: version); states without one keep schema 1's layout
 ELASTIC_SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (SCHEMA_VERSION, ELASTIC_SCHEMA_VERSION)
+#: states of a partitioned stream (a ``partitions`` field) are schema 3: an older reader refuses
+#: them by version instead of resuming them without their partitions
+PARTITION_SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (SCHEMA_VERSION, ELASTIC_SCHEMA_VERSION, PARTITION_SCHEMA_VERSION)
 
 _OLD_CHECKPOINT_MSG = (
     "this checkpoint's stream state has no {key!r} marker: it was written by an older sampler "
@@ -37,15 +40,15 @@ _NOT_A_STATE_MSG = (
     "{what} is not a lerobotstream stream state: pass the dict that the dataset's (or planner's) "
     "state_dict() returned, unchanged (it carries {key!r}={version} and the fields {fields})")
 
-_NULLABLE = frozenset({"pool_size", "byte_budget", "episodes", "mixture", "origin"})  # may be None
-_OPTIONAL = frozenset({"episodes", "mixture", "origin"})  # may be absent (older states)
+_NULLABLE = frozenset({"pool_size", "byte_budget", "episodes", "mixture", "origin", "partitions"})  # may be None
+_OPTIONAL = frozenset({"episodes", "mixture", "origin", "partitions"})  # may be absent (older states)
 #: field -> (kind, lower bound for ints); kinds: int (a Python/numpy integer, never a bool or a
 #: float, even 3.0), bool, str, dict
 _FIELD_RULES: dict[str, tuple[str, int | None]] = {
     "seed": ("int", None), "epoch": ("int", 0), "samples": ("int", 0), "batch_size": ("int", 1),
     "world_size": ("int", 1), "num_workers": ("int", 0), "strategy": ("str", None), "pool_size": ("int", 1),
     "byte_budget": ("int", 1), "repeat": ("bool", None), "drop_last": ("bool", None), "equalize": ("str", None),
-    "episodes": ("str", None), "mixture": ("dict", None), "origin": ("dict", None),
+    "episodes": ("str", None), "mixture": ("dict", None), "origin": ("dict", None), "partitions": ("int", 1),
 }
 
 #: fields whose value is one of a few names (the planner's own rules: sampling strategies, equalize modes)
@@ -102,6 +105,8 @@ class StreamState:
         origin (dict | None): elastic resume (schema 2): the ``state_dict()`` of the run whose
             unconsumed samples this epoch (``epoch``) replays on this state's topology; ``samples``
             then counts from the start of that remainder. None otherwise (schema 1 layout).
+        partitions (int | None): canonical partitions of the stream (schema 3,
+            ``PartitionPlanner``); None (absent): the stream is not partitioned.
     """
 
     seed: int
@@ -119,6 +124,7 @@ class StreamState:
     episodes: str | None = None
     mixture: dict[str, Any] | None = None
     origin: dict[str, Any] | None = None
+    partitions: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {SCHEMA_KEY: SCHEMA_VERSION, **asdict(self)}
@@ -128,6 +134,10 @@ class StreamState:
             del out["origin"]
         else:
             out[SCHEMA_KEY] = ELASTIC_SCHEMA_VERSION
+        if out["partitions"] is None:
+            del out["partitions"]
+        else:
+            out[SCHEMA_KEY] = PARTITION_SCHEMA_VERSION
         return out
 
     @classmethod

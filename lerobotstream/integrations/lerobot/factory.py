@@ -271,7 +271,9 @@ def make_streaming_datasets(cfg: Any) -> tuple[TrainingStream, TrainingStream | 
     _lerobot_meta(train, cfg)
     evaluation = None
     if eval_eps:
-        eval_ds = StreamingLeRobotDataset(**{**common, "sampling_strategy": "sequential"}, episodes=eval_eps,
+        # the eval stream is sequential and small: no canonical partitions (its order is the episodes')
+        eval_ds = StreamingLeRobotDataset(**{**common, "sampling_strategy": "sequential", "partitions": None},
+                                          episodes=eval_eps,
                                           delta_timestamps=delta_timestamps, image_transforms=None,
                                           return_uint8=uint8, repeat=False)
         max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0)

@@ -50,13 +50,15 @@ _WHY = {
     "streaming_weights": "the weights set each dataset's share of the samples and the mix order",
     "drop_n_last_frames": "the policy's drop_n_last_frames decides which frames are anchors",
     "eval_split": "the held-out episodes are not streamed for training, so another split trains on other episodes",
+    "partitions": "the canonical partitions (--dataset.streaming_partitions) fix which episodes are mixed "
+                  "together and each partition's order",
 }
 
 #: settings an elastic resume may change (a single dataset): the epoch's remainder is replanned over them
 ELASTIC_KEYS = ("world_size", "batch_size", "num_workers", "sampling_strategy", "episode_pool_size", "byte_budget_gb")
 
 #: settings that older stream states do not record, with the value those runs had
-_ADDED_LATER = {"drop_n_last_frames": 0, "eval_split": 0.0, "streaming_weights": None}
+_ADDED_LATER = {"drop_n_last_frames": 0, "eval_split": 0.0, "streaming_weights": None, "partitions": None}
 
 RESUME_RULES = (
     "Sample-exact streaming resume needs the same world size, batch size and --num_workers as the "
@@ -66,7 +68,7 @@ RESUME_RULES = (
 ELASTIC_RULES = (
     "Streaming resume may change the number of processes, --batch_size, --num_workers, the sampling "
     "strategy, pool size and byte budget (the rest of the epoch is replanned over them), but needs the "
-    "same dataset, episodes, seed, weights, drop_n_last_frames and eval_split as the checkpointed run. "
+    "same dataset, episodes, seed, weights, partitions, drop_n_last_frames and eval_split as the checkpointed run. "
     "Resume with those settings, or start a new run from the checkpoint's policy weights "
     "(--policy.path=<checkpoint>/pretrained_model) if you need different ones.")
 
@@ -90,6 +92,7 @@ def order_settings(cfg: Any, world_size: int) -> dict[str, Any]:
         "eval_split": float(getattr(d, "eval_split", 0.0) or 0.0),
         "streaming_weights": None if getattr(d, "streaming_weights", None) is None
         else [float(w) for w in d.streaming_weights],
+        "partitions": getattr(d, "streaming_partitions", None),
     }
 
 

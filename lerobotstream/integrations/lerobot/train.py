@@ -132,10 +132,11 @@ class Run:
         self.stream_base = (step, int(ds.samples_consumed))
         if changes:
             info = ds.resume_info() or {}
+            unit = "partitions" if "partitions_whole" in info else "episodes"  # --dataset.streaming_partitions
             log.info("lerobotstream: elastic resume at step %d (%s): the epoch in progress (%s) has %s samples "
-                     "left over all ranks (%s on this rank; %s episodes whole, %s started), then plain epochs "
+                     "left over all ranks (%s on this rank; %s %s whole, %s started), then plain epochs "
                      "of the new topology", step, "; ".join(changes), info.get("epoch"), info.get("samples_left"),
-                     info.get("rank_samples"), info.get("episodes_whole"), info.get("episodes_started"))
+                     info.get("rank_samples"), info.get(f"{unit}_whole"), unit, info.get(f"{unit}_started"))
         else:
             log.info("lerobotstream: resuming the stream at step %d (%d samples per rank consumed)",
                      step, step * int(cfg.batch_size))

@@ -1,0 +1,109 @@
+"""Canonical partitions with real frames: each partition's (episode, frame) sequence is the same on
+1 rank in-process and on 2 ranks x 2 DataLoader workers (ranks simulated with RANK/WORLD_SIZE),
+an elastic resume 2x2x4 -> 3x1x5 plays exactly each partition's tail, every item's pixels are its
+(episode, frame) (the generator burns the indices into the frames), several episodes per MP4."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+import torch
+
+from lerobotstream.dataset import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
+from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
+from lerobotstream.testing import read_identity
+
+LENGTHS = (7, 5, 9, 4, 6, 8, 3, 6, 5)
+CAM = "observation.images.front"
+P = 4
+FULL = Counter((e, f) for e, n in enumerate(LENGTHS) for f in range(n))
+
+
+@pytest.fixture(scope="module")
+def root(make_generated_dataset):
+    return Path(make_generated_dataset(episode_lengths=LENGTHS, codec="h264", cameras=((CAM, 32, 24),), fps=10,
+                                       episodes_per_video_file=3))
+
+
+def _ds(root, topo, monkeypatch, rank, **kw):
+    w, k, b = topo
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", str(w))
+    kw.setdefault("partitions", P)
+    return StreamingLeRobotDataset(root=root, repeat=False, episode_pool_size=2, prefetch_episodes=1,
+                                   max_num_shards=max(1, k), batch_size=b, num_workers=k, return_uint8=True, **kw)
+
+
+def _anchors(batch) -> list[tuple[int, int]]:
+    out = []
+    for i, (e, f) in enumerate(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist())):
+        assert read_identity(batch[CAM][i])[:2] == (e, f), f"pixels of another frame for ({e}, {f})"
+        out.append((e, f))
+    return out
+
+
+def _run(root, topo, monkeypatch, n=None, state=None, **kw):
+    """Every rank of ``topo`` iterates (``n`` batches, or to the end); (anchors, rank 0's state)."""
+    got, state0 = [], None
+    for r in range(topo[0]):
+        ds = _ds(root, topo, monkeypatch, r, **kw)
+        if state is not None:
+            ds.load_state_dict(state)
+        k = 0
+        for batch in torch.utils.data.DataLoader(ds, batch_size=topo[2], num_workers=topo[1]):
+            got += _anchors(batch)
+            k += 1
+            if k == n:
+                break
+        if r == 0 and n is not None:
+            state0 = ds.state_dict(batches_consumed=k)
+    return got, state0
+
+
+def _by_partition(root, monkeypatch, anchors):
+    planner = _ds(root, (1, 0, 1), monkeypatch, 0)._planner(0)
+    part_of = {int(e): q for q in range(P) for e in planner.partition_episodes(q)}
+    out = defaultdict(list)
+    for a in anchors:
+        out[part_of[a[0]]].append(a)
+    return dict(out)
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_partition_order_and_elastic_tails_with_real_frames(root, monkeypatch):
+    one, _ = _run(root, (1, 0, 4), monkeypatch)
+    assert Counter(one) == FULL
+    ref = _by_partition(root, monkeypatch, one)
+    four, _ = _run(root, (2, 2, 4), monkeypatch)
+    assert Counter(four) == FULL and _by_partition(root, monkeypatch, four) == ref
+    from lerobotstream import StreamLoader  # its threads mode: the same partitions, the same orders
+
+    loader = StreamLoader(_ds(root, (1, 2, 4), monkeypatch, 0), batch_size=4, num_workers=2, mode="threads")
+    assert _by_partition(root, monkeypatch, [a for batch in loader for a in _anchors(batch)]) == ref
+
+    consumed, state = _run(root, (2, 2, 4), monkeypatch, n=2)
+    assert len(consumed) == 2 * 2 * 4 and state["partitions"] == P
+    got, _ = _run(root, (3, 1, 5), monkeypatch, state=state)
+    assert Counter(consumed) + Counter(got) == FULL
+    c, g = _by_partition(root, monkeypatch, consumed), _by_partition(root, monkeypatch, got)
+    for q in range(P):
+        assert c.get(q, []) + g.get(q, []) == ref[q], q
+
+
+def test_refused_partition_cases(root, monkeypatch):
+    ds = _ds(root, (2, 2, 4), monkeypatch, 0)
+    state = ds.state_dict(samples_consumed=8)
+    with pytest.raises(ResumeStateError, match="partitions: checkpoint 4, now None"):
+        _ds(root, (2, 2, 4), monkeypatch, 0, partitions=None).load_state_dict(state)
+    with pytest.raises(ResumeStateError, match="partitions: checkpoint 4, now 3"):
+        _ds(root, (1, 2, 4), monkeypatch, 0, partitions=3).load_state_dict(state)
+    with pytest.raises(StreamingConfigError, match="partitions=4 is fewer than the 6 streams"):
+        _ds(root, (3, 2, 4), monkeypatch, 0)  # at construction, before any fetch
+    with pytest.raises(ShardingError, match="cannot fill partitions=10"):
+        _ds(root, (1, 2, 4), monkeypatch, 0, partitions=10)
+    with pytest.raises(StreamingConfigError, match="partitions"):
+        StreamingLeRobotDataset(root=root, partitions=0)
+    with pytest.raises(StreamingConfigError, match="not supported for mixtures"):
+        StreamingMultiLeRobotDataset(["a", "b"], roots=[root, root], partitions=4)
