@@ -169,11 +169,7 @@ class StreamCore(torch.utils.data.IterableDataset):
 
             require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
                     "an int >= 0")
-            if self.repeat:
-                limits = [None if f else 0 for f in planner.worker_epoch_limits()]
-            else:
-                limits = planner.worker_epoch_limits()
-            given, _, _ = replay_turns(limits, planner.batch_size, batches=int(batches_consumed),
+            given, _, _ = replay_turns(planner.turn_limits(), planner.batch_size, batches=int(batches_consumed),
                                        drop_last=self.drop_last)
             samples_consumed = sum(given)
         s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
@@ -188,9 +184,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         what changed.
 
         Raises:
-            ResumeStateError: no schema marker, another stream (dataset, episodes, mixture) or seed;
-            an endless mixture (``repeat=True``) also refuses a change of world size, batch size,
-            workers, strategy, pool size, byte budget or drop_last.
+            ResumeStateError: no schema marker, another stream (dataset, episodes, mixture) or seed.
         """
         from lerobotstream.planner import StreamState
 
@@ -244,7 +238,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         A state loaded for another DataLoader worker count than ``nw`` is resumed elastically here.
 
         Raises:
-            ResumeStateError: the loaded state cannot be resumed with ``nw`` workers (an endless mixture).
+            ResumeStateError: the loaded state cannot be resumed with ``nw`` workers.
         """
         self._fit_worker_count(nw)
         epoch, samples = self._epoch, self._samples
@@ -262,7 +256,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         1 are one shard either way): the stream adopts the remainder planned for ``nw`` workers.
 
         Raises:
-            ResumeStateError: the state cannot be resumed with ``nw`` workers (an endless mixture).
+            ResumeStateError: the state cannot be resumed with ``nw`` workers.
         """
         if self._state_num_workers is not None and self._state_num_workers != nw and not (
                 {self._state_num_workers, nw} <= {0, 1}):

@@ -327,17 +327,20 @@ class Planner(PlannerBase):
         p = self._pass()
         if p is not self:
             return p.worker_plans(start)
-        plan = self.worker_plan(start.logical_worker)
+        return [self.stream_plan(start.logical_worker)]
+
+    def stream_plan(self, worker: int) -> WorkerPlan | _ChainPlan:
+        """What logical ``worker`` of this rank streams: its ``WorkerPlan``, or (an endless
+        remainder planner) its share of the remainder chained to its plain epochs."""
+        plan = self.worker_plan(worker)
         if self.repeat and self._chain is not None:
-            return [_ChainPlan(plan, self._chain.worker_plan(start.logical_worker))]
-        return [plan]
+            return _ChainPlan(plan, self._chain.worker_plan(worker), self.epoch, self._chain.epoch)
+        return plan
 
     def worker_pools(self, start: WorkerStart, plans: Sequence[WorkerPlan]) -> Iterator[EpisodePool]:
         p = self._pass()
         if p is not self:
             return p.worker_pools(start, plans)
-        if isinstance(plans[0], _ChainPlan):
-            return plans[0].iter_pools(start.epoch, start.offset, self._chain.epoch)
         return plans[0].iter_pools(start.epoch, start.offset, repeat=self.repeat)
 
     # --- elastic resume ------------------------------------------------------------------------
@@ -404,11 +407,12 @@ def _no_nbytes(episode_index: int) -> int:
 
 
 class _ChainPlan:
-    """An endless elastic worker's plan: its share of the remainder, then its plain epochs (the
-    episodes and sizes of both, one set of resource shares)."""
+    """An endless elastic worker's plan: its share of the remainder (epoch ``epoch``), then its
+    plain epochs from ``next_epoch`` on (the episodes and sizes of both, one set of resource shares)."""
 
-    def __init__(self, first: WorkerPlan, then: WorkerPlan) -> None:
+    def __init__(self, first: WorkerPlan, then: WorkerPlan, epoch: int, next_epoch: int) -> None:
         self.first, self.then = first, then
+        self.epoch, self.next_epoch = int(epoch), int(next_epoch)
         self.worker = first.worker
         self.episode_indices = np.concatenate([first.episode_indices, then.episode_indices])
         self.nbytes = np.concatenate([first.nbytes, then.nbytes])
@@ -417,15 +421,16 @@ class _ChainPlan:
         self.pool_size, self.byte_budget = then.pool_size, then.byte_budget
         self.decoder_cache_size = then.decoder_cache_size
 
-    def iter_pools(self, epoch: int, given: int, next_epoch: int) -> Iterator[EpisodePool]:
-        """``given`` anchors of the chain already consumed: the remainder pool (epoch ``epoch``)
-        while some of it is left, then the plain epochs from ``next_epoch`` on."""
+    def iter_pools(self, epoch: int = 0, given: int = 0, *, repeat: bool = True) -> Iterator[EpisodePool]:
+        """``given`` anchors of the chain already consumed: the remainder pool (its own epoch)
+        while some of it is left, then the plain epochs from ``next_epoch`` on (``epoch`` and
+        ``repeat``: ``WorkerPlan.iter_pools``' signature; the chain keeps its own)."""
         first = self.first.num_frames
         if given < first:
-            pool = self.first.pool(epoch)
+            pool = self.first.pool(self.epoch)
             if given:
                 pool.skip(given)
                 pool.drain_events()
             yield pool
             given = first
-        yield from self.then.iter_pools(next_epoch, given - first, repeat=True)
+        yield from self.then.iter_pools(self.next_epoch, given - first, repeat=True)
