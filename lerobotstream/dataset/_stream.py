@@ -191,7 +191,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         st = StreamState.from_dict(state)
         if self.batch_size is None:
             self.batch_size = st.batch_size
-        self._origin = None
+        self._origin = self._remainders = None
         planner = self._planner(self.num_workers)
         fixed = dict(state)
         if {int(st.num_workers), self.num_workers} <= {0, 1}:
@@ -201,11 +201,17 @@ class StreamCore(torch.utils.data.IterableDataset):
         self._state_num_workers = None if planner.resume_changes else int(st.num_workers)
 
     def _adopt(self, planner, state: dict[str, Any]) -> None:
-        """Take a planner's loaded position (epoch, samples, elastic origin) as this stream's."""
+        """Take a planner's loaded position (epoch, samples, elastic origin) as this stream's.
+
+        Elastic: the remainder is computed here, once (the training process, before DataLoader
+        workers start; it opens the datasets' indexes when a byte budget needs episode sizes), and
+        kept for this rank (``rank_remainders``: O(episodes)) so that the workers, which get it
+        with the dataset (fork or pickle), do not compute it again."""
         self._origin = None if planner.origin is None else (planner.origin, planner.origin_epoch)
         self._epoch, self._samples, self._yielded = planner.epoch, planner.samples_consumed, 0
         self._loaded_state = state
         self.resume_changes = list(planner.resume_changes)
+        self._remainders = planner.rank_remainders() if self._origin is not None else None
 
     def resume_info(self) -> dict[str, Any] | None:
         """What an elastic resume continues (None: a plain epoch): ``epoch``, ``samples_left`` (all
@@ -224,6 +230,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         origin = self.__dict__.get("_origin")
         if origin is not None:
             planner.origin, planner.origin_epoch = origin
+            planner.shipped_remainders = self.__dict__.get("_remainders")
         planner.nbytes_provider = lambda: [w.episode_nbytes for w in self._process_run().workers]
         return planner
 

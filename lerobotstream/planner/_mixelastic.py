@@ -26,7 +26,8 @@ from lerobotstream.planner._state import StreamState
 __all__ = ["plan_mixture_remainder"]
 
 
-def plan_mixture_remainder(mix, state: StreamState, nbytes=None) -> list[Remainder]:
+def plan_mixture_remainder(mix, state: StreamState, nbytes=None, shipped: list[Remainder] | None = None
+                           ) -> list[Remainder]:
     """A mixture's :func:`~lerobotstream.planner._elastic.plan_remainder`: per dataset, the samples
     of ``state``'s pass in progress its run had not consumed (see the module doc).
 
@@ -34,6 +35,7 @@ def plan_mixture_remainder(mix, state: StreamState, nbytes=None) -> list[Remaind
         mix: a ``MixturePlanner`` over the same datasets.
         state: the old run's rank-0 state.
         nbytes: per dataset, ``episode_nbytes`` for the replay (default: the planners').
+        shipped: remainders computed elsewhere (``cached``: taken when they are this state's).
 
     Raises:
         ResumeStateError: the consumed count does not fit the state's epoch (finite), or the
@@ -41,7 +43,7 @@ def plan_mixture_remainder(mix, state: StreamState, nbytes=None) -> list[Remaind
     """
     compute = _endless if state.repeat else _finite
     return cached([state.to_dict(), [p.episodes_digest for p in mix.planners], "mixture"],
-                  lambda: compute(mix._like(state, nbytes)))
+                  lambda: compute(mix._like(state, nbytes)), shipped, mix.rank)
 
 
 def _finite(old) -> list[Remainder]:

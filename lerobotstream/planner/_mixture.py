@@ -411,7 +411,8 @@ class MixturePlanner(PlannerBase):
             nb = self._replay_nbytes
             if nb is None and self.nbytes_provider is not None:
                 nb = self.nbytes_provider()
-            rems = plan_mixture_remainder(self, StreamState.from_dict(self.origin), nb)
+            rems = plan_mixture_remainder(self, StreamState.from_dict(self.origin), nb,
+                                          getattr(self, "shipped_remainders", None))
             seed = int(_seeds.seed_words(self.seed, TAG_MIXTURE, 0x454C5354, rems[0].epoch, rems[0].depth)[0] >> 2)
             rmp = MixturePlanner([p._planner_over(r) for p, r in zip(self.planners, rems)], self._float_weights,
                                  self.offsets, seed=seed, repeat=self.repeat, batch_size=self.batch_size,
@@ -423,6 +424,13 @@ class MixturePlanner(PlannerBase):
             self._rp = rmp
         return self._rp
 
+    def rank_remainders(self) -> list[Any] | None:
+        """As ``Planner.rank_remainders``, one per dataset."""
+        if not self._elastic_active():
+            return None
+        rmp = self._remainder_planner()
+        return [r.for_rank(self.rank, p.rank_episodes()) for r, p in zip(rmp.remainders, rmp.planners)]
+
     def remainder_info(self) -> dict[str, Any] | None:
         """As ``Planner.remainder_info``, summed over the datasets (None: a plain epoch)."""
         if not self._elastic_active():
@@ -431,8 +439,8 @@ class MixturePlanner(PlannerBase):
         rems = rmp.remainders
         return {"epoch": rems[0].epoch, "samples_left": sum(r.total for r in rems),
                 "rank_samples": int(rmp.samples_per_rank()[self.rank]),
-                "episodes_whole": sum(len(r.episode_indices) - len(r.frames) for r in rems),
-                "episodes_started": sum(len(r.frames) for r in rems), "depth": rems[0].depth,
+                "episodes_whole": sum(len(r.episode_indices) - r.episodes_started for r in rems),
+                "episodes_started": sum(r.episodes_started for r in rems), "depth": rems[0].depth,
                 "samples_left_per_dataset": [r.total for r in rems]}
 
     def worker_plans(self, start: WorkerStart) -> list[WorkerPlan]:

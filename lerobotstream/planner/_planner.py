@@ -283,6 +283,8 @@ class Planner(PlannerBase):
         """Logical ``worker`` of any ``rank`` (elastic resume replays every old rank's pools)."""
         if rank == self.rank:
             return self.worker_plan(worker)
+        if getattr(getattr(self, "remainder", None), "rank", None) is not None:
+            raise AssertionError("a remainder shipped for one rank has no other rank's frames")
         return WorkerPlan(self, worker, self._worker_positions(rank)[worker], rank=rank)
 
     # --- epoch sizes ----------------------------------------------------------------------------
@@ -364,7 +366,8 @@ class Planner(PlannerBase):
         nb = self._replay_nbytes
         if nb is None and self.nbytes_provider is not None:
             nb = self.nbytes_provider()[0]
-        return plan_remainder(self, StreamState.from_dict(self.origin), nb)
+        shipped = getattr(self, "shipped_remainders", None)
+        return plan_remainder(self, StreamState.from_dict(self.origin), nb, shipped[0] if shipped else None)
 
     def _remainder_planner(self) -> Planner:
         if self._rp is None:
@@ -389,6 +392,16 @@ class Planner(PlannerBase):
         rp.remainder = rem
         return rp
 
+    def rank_remainders(self) -> list[Any] | None:
+        """The remainder this rank's DataLoader workers play (elastic resume; None: a plain
+        epoch), its started episodes' frames kept for this rank's episodes only
+        (``Remainder.for_rank``): the dataset computes it once where the state is loaded and
+        ships it to its workers (their planner's ``shipped_remainders``)."""
+        if not self._elastic_active():
+            return None
+        rp = self._remainder_planner()
+        return [rp.remainder.for_rank(self.rank, rp.rank_episodes())]
+
     def remainder_info(self) -> dict[str, Any] | None:
         """What an elastic resume continues (None when this planner plays a plain epoch): the
         epoch, samples left over all ranks (``samples_left``) and on this rank (``rank_samples``),
@@ -398,8 +411,8 @@ class Planner(PlannerBase):
         rp = self._remainder_planner()
         rem = rp.remainder
         return {"epoch": rem.epoch, "samples_left": rem.total, "rank_samples": int(rp.samples_per_rank()[self.rank]),
-                "episodes_whole": int(len(rem.episode_indices) - len(rem.frames)),
-                "episodes_started": len(rem.frames), "depth": rem.depth, "consumed": rem.consumed}
+                "episodes_whole": int(len(rem.episode_indices) - rem.episodes_started),
+                "episodes_started": rem.episodes_started, "depth": rem.depth, "consumed": rem.consumed}
 
 
 def _no_nbytes(episode_index: int) -> int:

@@ -206,3 +206,34 @@ def test_another_dataloader_worker_count_than_loaded_resumes_elastically(roots, 
     assert ds.resume_changes == []
     got = [a for b in DataLoader(ds, batch_size=4, num_workers=1) for a in _items(b, False)]
     assert Counter(consumed) + Counter(got) == _full("av1")
+
+
+def _not_again(*_args, **_kw):
+    raise AssertionError("the remainder was computed again after load_state_dict")
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+@pytest.mark.parametrize("what", ["av1", ("av1", "h264")])
+def test_workers_take_the_remainder_computed_where_the_state_was_loaded(roots, monkeypatch, what):
+    """load_state_dict computes the remainder once and keeps this rank's part (started episodes'
+    frames of its own episodes only); DataLoader workers (forked) and a pickled copy use it."""
+    import pickle
+    from collections import OrderedDict
+
+    from lerobotstream.planner import _elastic, _mixelastic
+
+    make = lambda *a: _make(roots, what, *a[:2], monkeypatch, *a[2:])  # noqa: E731
+    consumed, state = _run(make, (2, 2, 4), False, n=2)
+    got = []
+    for r in range(3):
+        ds = make((3, 2, 5), r, False, False)
+        ds.load_state_dict(state)
+        assert [x.rank for x in ds._remainders] == [r] * (1 if isinstance(what, str) else 2)
+        with monkeypatch.context() as m:
+            for mod, name in ((_elastic, "_compute"), (_mixelastic, "_finite"), (_mixelastic, "_endless")):
+                m.setattr(mod, name, _not_again)
+            m.setattr(_elastic, "_CACHE", OrderedDict())
+            copy = pickle.loads(pickle.dumps(ds))
+            assert copy.resume_info()["samples_left"] == ds.resume_info()["samples_left"]
+            got += [a for b in DataLoader(copy, batch_size=5, num_workers=2) for a in _items(b, False)]
+    assert Counter(consumed) + Counter(got) == _full(what)

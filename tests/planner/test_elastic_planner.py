@@ -447,3 +447,39 @@ def test_an_endless_remainder_worker_without_plain_epochs_stops_after_its_share(
     batches = _loader(p, 20)
     assert [len(b) for b in batches[:8]] == [4] * 7 + [3] and all(len(b) == 4 for b in batches[8:])
     assert sum(map(len, batches)) == sum(replay_turns(limits, 4, batches=20)[0])
+
+
+def test_a_shipped_remainder_is_taken_only_for_its_state_and_rank():
+    from dataclasses import replace
+
+    from lerobotstream.planner import _elastic
+
+    consumed, state = _old_run((2, 2, 4), 2)
+    p = _planner((3, 2, 5), 1)
+    p.load_state_dict(state)
+    shipped = p.rank_remainders()
+    assert shipped[0].rank == 1 and shipped[0].episodes_started == p._remainder().episodes_started
+    assert set(shipped[0].frames) <= set(p._pass().rank_episodes().tolist())
+    _elastic._CACHE.clear()
+    q = _planner((3, 2, 5), 1)
+    q.load_state_dict(state)
+    q.shipped_remainders = shipped
+    assert q._remainder() is shipped[0] and not _elastic._CACHE  # taken, nothing computed
+    for bad in (replace(shipped[0], key="another state"), replace(shipped[0], rank=2)):
+        q = _planner((3, 2, 5), 1)
+        q.load_state_dict(state)
+        q.shipped_remainders = [bad]
+        assert q._remainder() is not bad and q._remainder().rank is None  # computed here (the fallback)
+    got = []
+    for r in range(3):  # each new rank plays from its shipped part
+        q = _planner((3, 2, 5), r)
+        q.load_state_dict(state)
+        q.shipped_remainders = _planner_loaded((3, 2, 5), r, state).rank_remainders()
+        got += [a for bt in _loader(q) for a in bt]
+    assert Counter(consumed) + Counter(got) == FULL
+
+
+def _planner_loaded(topo, rank, state, **kw):
+    p = _planner(topo, rank, **kw)
+    p.load_state_dict(state)
+    return p
