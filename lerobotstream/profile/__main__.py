@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from lerobotstream import constants
 from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
 from lerobotstream.options import add_cli_flags
 

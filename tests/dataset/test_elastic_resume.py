@@ -7,16 +7,15 @@ plays its share of the pass in progress, then plain epochs of the new topology."
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from torch.utils.data import DataLoader, default_collate, get_worker_info
 
 from lerobotstream.dataset import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
-from lerobotstream.errors import ResumeStateError
 from lerobotstream.testing import read_identity
 
 LENGTHS = (7, 5, 9, 4, 6, 8, 3)
@@ -31,13 +30,19 @@ def roots(make_generated_dataset):
                                            episodes_per_video_file=3)) for c in ("av1", "h264", "hevc")}
 
 
+@pytest.fixture
+def streams(roots, monkeypatch):
+    """``streams(what)`` -> ``make(topo, rank, windows, repeat=False, **options)`` (:func:`_make`)."""
+    return lambda what: functools.partial(_make, roots, monkeypatch, what)
+
+
 def _full(what):
     """Every (dataset, episode, frame) of one pass of ``what`` (a codec, or a tuple: a mixture)."""
     n = 1 if isinstance(what, str) else len(what)
     return Counter((d, e, f) for d in range(n) for e, k in enumerate(LENGTHS) for f in range(k))
 
 
-def _make(roots, what, topo, rank, monkeypatch, windows, repeat=False, **kw):
+def _make(roots, monkeypatch, what, topo, rank, windows, repeat=False, **kw):
     """Rank ``rank``'s stream of ``topo`` = (world size, DataLoader workers, batch size) over
     ``what``: one codec's dataset, or a tuple of codecs (a mixture weighted MIX_WEIGHTS)."""
     w, k, b = topo
@@ -141,16 +146,16 @@ CASES = [("av1", (2, 2, 4), (1, 3, 6), False), ("h264", (2, 2, 4), (3, 2, 5), Tr
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
 @pytest.mark.parametrize("codec,old,new,windows", CASES)
-def test_elastic_resume_with_real_frames(roots, monkeypatch, codec, old, new, windows):
-    make = lambda *a: _make(roots, codec, *a[:2], monkeypatch, *a[2:])  # noqa: E731
+def test_elastic_resume_with_real_frames(streams, codec, old, new, windows):
+    make = streams(codec)
     consumed, state = _run(make, old, windows, n=2)
     assert len(consumed) == 2 * old[2] * old[0]
     got, _ = _run(make, new, windows, state=state)
     assert Counter(consumed) + Counter(got) == _full(codec)
 
 
-def test_a_state_saved_in_the_remainder_resumes_again(roots, monkeypatch):
-    make = lambda *a: _make(roots, "av1", *a[:2], monkeypatch, *a[2:])  # noqa: E731
+def test_a_state_saved_in_the_remainder_resumes_again(streams):
+    make = streams("av1")
     consumed, state = _run(make, (2, 2, 4), False, n=1)
     mid, state2 = _run(make, (3, 1, 3), False, n=1, state=state)
     assert "origin" in state2
@@ -161,8 +166,8 @@ def test_a_state_saved_in_the_remainder_resumes_again(roots, monkeypatch):
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
 @pytest.mark.parametrize("what,old,new,windows", [(("av1", "hevc"), (2, 2, 4), (1, 3, 6), True),
                                                   (("h264", "av1"), (1, 0, 8), (3, 2, 5), False)])
-def test_mixture_elastic_resume_with_real_frames(roots, monkeypatch, what, old, new, windows):
-    make = lambda *a: _make(roots, what, *a[:2], monkeypatch, *a[2:])  # noqa: E731
+def test_mixture_elastic_resume_with_real_frames(streams, what, old, new, windows):
+    make = streams(what)
     consumed, state = _run(make, old, windows, n=2)
     got, _ = _run(make, new, windows, state=state)
     assert Counter(consumed) + Counter(got) == _full(what)
@@ -175,9 +180,8 @@ def test_mixture_elastic_resume_with_real_frames(roots, monkeypatch, what, old, 
     (("av1", "h264"), (2, 2, 4), (1, 3, 6), True), (("h264", "av1"), (2, 2, 4), (3, 2, 5), False),
     (("av1", "h264"), (2, 2, 4), (3, 2, 5), True), (("h264", "av1"), (2, 2, 4), (1, 3, 6), False),
 ])
-def test_endless_elastic_resume_plays_the_pass_in_progress_then_plain_epochs(roots, monkeypatch, what, old, new,
-                                                                             windows):
-    make = lambda *a: _make(roots, what, *a[:2], monkeypatch, *a[2:])  # noqa: E731
+def test_endless_elastic_resume_plays_the_pass_in_progress_then_plain_epochs(streams, what, old, new, windows):
+    make = streams(what)
     consumed, state = _run(make, old, windows, n=2, repeat=True)
     assert max(Counter(consumed).values()) == 1  # no old worker rolled into its next epoch yet
     rem, nxt = _endless_resume(make, new, windows, state)
@@ -186,9 +190,9 @@ def test_endless_elastic_resume_plays_the_pass_in_progress_then_plain_epochs(roo
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
-def test_endless_elastic_resume_after_the_first_epoch(roots, monkeypatch):
+def test_endless_elastic_resume_after_the_first_epoch(streams):
     """The old stream ran past its first epoch: the pass in progress is its second one."""
-    make = lambda *a: _make(roots, "h264", *a[:2], monkeypatch, *a[2:])  # noqa: E731
+    make = streams("h264")
     consumed, state = _run(make, (1, 0, 8), False, n=7, repeat=True)
     total = sum(LENGTHS)
     assert Counter(consumed[:total]) == _full("h264")
@@ -196,10 +200,10 @@ def test_endless_elastic_resume_after_the_first_epoch(roots, monkeypatch):
     assert Counter(consumed[total:]) + rem == _full("h264") and nxt == _full("h264")
 
 
-def test_another_dataloader_worker_count_than_loaded_resumes_elastically(roots, monkeypatch):
+def test_another_dataloader_worker_count_than_loaded_resumes_elastically(streams):
     """The state matched the dataset's num_workers, but the DataLoader runs another count: the
     workers resume elastically (they used to refuse)."""
-    make = lambda *a: _make(roots, "av1", *a[:2], monkeypatch, *a[2:])  # noqa: E731
+    make = streams("av1")
     consumed, state = _run(make, (1, 2, 4), False, n=2)
     ds = make((1, 2, 4), 0, False, False)
     ds.load_state_dict(state)
@@ -214,7 +218,7 @@ def _not_again(*_args, **_kw):
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
 @pytest.mark.parametrize("what", ["av1", ("av1", "h264")])
-def test_workers_take_the_remainder_computed_where_the_state_was_loaded(roots, monkeypatch, what):
+def test_workers_take_the_remainder_computed_where_the_state_was_loaded(streams, monkeypatch, what):
     """load_state_dict computes the remainder once and keeps this rank's part (started episodes'
     frames of its own episodes only); DataLoader workers (forked) and a pickled copy use it."""
     import pickle
@@ -222,7 +226,7 @@ def test_workers_take_the_remainder_computed_where_the_state_was_loaded(roots, m
 
     from lerobotstream.planner import _elastic, _mixelastic
 
-    make = lambda *a: _make(roots, what, *a[:2], monkeypatch, *a[2:])  # noqa: E731
+    make = streams(what)
     consumed, state = _run(make, (2, 2, 4), False, n=2)
     got = []
     for r in range(3):
