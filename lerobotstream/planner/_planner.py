@@ -388,7 +388,9 @@ class Planner(PlannerBase):
         rp.epoch = rem.epoch
         if self.repeat:
             plain.epoch = rem.epoch + 1
-            rp._chain = plain
+            rp._chain = plain  # a worker with plain-epoch episodes yields even without remainder ones
+            rp.num_active_workers = sum(1 for a, b in zip(rp._worker_frames(self.rank), plain._worker_frames(self.rank))
+                                        if a or b)
         rp.remainder = rem
         return rp
 

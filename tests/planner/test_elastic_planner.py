@@ -483,3 +483,16 @@ def _planner_loaded(topo, rank, state, **kw):
     p = _planner(topo, rank, **kw)
     p.load_state_dict(state)
     return p
+
+
+def test_no_idle_worker_warning_for_a_worker_with_plain_epochs_but_no_remainder(caplog):
+    """Endless: new worker 1 of rank 0 holds no remainder episode but plain-epoch ones; it yields."""
+    lengths = dict(enumerate((7, 5, 9, 4, 6, 8, 3)))
+    st = Planner(lengths, rank=0, world_size=1, batch_size=8, repeat=True, pool_size=2).state_dict(samples_consumed=32)
+    p = Planner(lengths, rank=0, world_size=2, num_workers=2, batch_size=4, repeat=True, pool_size=2)
+    p.load_state_dict(st)
+    assert p._pass()._worker_frames(0)[1] == 0 and p._plain()._worker_frames(0)[1] > 0
+    with caplog.at_level("WARNING", logger="lerobotstream.planner"):
+        assert len(list(islice(p.iter_worker_anchors(1, 2), 5))) == 5
+        p.worker_start(0, 2)
+    assert "get no episode" not in caplog.text
