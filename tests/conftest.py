@@ -69,3 +69,12 @@ def make_generated_dataset(tmp_path_factory: pytest.TempPathFactory):
         return cache[key]
 
     return factory
+
+
+@pytest.fixture(scope="session")
+def small_dataset(make_generated_dataset) -> Path:
+    """The small generated dataset several suites stream (``tests/_streams.py``: five short AV1
+    episodes, one camera, two episodes per video file; ``small_stream`` builds a stream over it)."""
+    from tests._streams import SMALL_DATASET
+
+    return Path(make_generated_dataset(**SMALL_DATASET))

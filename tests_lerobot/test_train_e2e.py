@@ -1,6 +1,7 @@
 """``lerobotstream-train`` end to end on the LeRobot of this venv (0.6.1 by default, with its default
 DataLoader settings: ``spawn`` workers, ``persistent_workers=True``, ``prefetch_factor=4``): train,
-checkpoint, sample-exact resume, refused resume, ``eval_split`` with a diffusion policy
+checkpoint, sample-exact resume, elastic resume (another --batch_size, --num_workers, number of
+processes; a mixture), refused resume, ``eval_split`` with a diffusion policy
 (``drop_n_last_frames``), map-style path unchanged, two-rank gloo run with disjoint episodes."""
 
 from __future__ import annotations
@@ -175,6 +176,33 @@ def test_eval_split_and_diffusion_drop_n_last_frames(have_dataset, tmp_path):
     assert doc["settings"]["drop_n_last_frames"] == drop and doc["settings"]["eval_split"] == 0.5
 
 
+def test_elastic_resume_on_two_processes(first_run):
+    """The 1-process checkpoint resumed by 2 processes (torchrun): the epoch continues with samples
+    the first run had not consumed, each once over both ranks, and the log says what changed."""
+    import sys
+
+    tmp, out, trace_a, _, workers = first_run
+    if workers != WORKERS:
+        pytest.skip("checked once, on the 2-worker run")
+    cfg = out / "checkpoints" / f"{SAVE:06d}" / "pretrained_model" / "train_config.json"
+    trace_b = tmp / "trace_elastic_ranks"
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    proc = run_train(["--resume=true", f"--config_path={cfg}"], tmp, trace=trace_b,
+                     launcher=[torchrun, "--nproc_per_node=2", "--master_port=29519"])
+    _ok(proc)
+    text = proc.stdout + proc.stderr
+    assert "elastic resume at step 3 (world_size: checkpoint 1, now 2)" in text, text[-3000:]
+    a = read_trace(Path(f"{trace_a}.rank0"))
+    consumed = {(e, f) for s in range(SAVE) for e, f in zip(a[s]["episode_index"], a[s]["frame_index"])}
+    after = []
+    for rank in (0, 1):
+        b = read_trace(Path(f"{trace_b}.rank{rank}"))
+        assert sorted(b) == list(range(SAVE, STEPS))
+        after += [(e, f) for s in sorted(b) for e, f in zip(b[s]["episode_index"], b[s]["frame_index"])]
+    assert len(after) == 2 * (STEPS - SAVE) * BS
+    assert not consumed & set(after) and len(after) == len(set(after))
+
+
 def test_mixture_of_two_datasets_trains_resumes_and_is_recorded(have_dataset, tmp_path):
     """``--dataset.repo_id='[a,b]'`` with ``--dataset.streaming_weights``: both datasets reach the
     batches (``dataset_index``), the checkpoint and summary record the mixture, resume is
@@ -214,6 +242,22 @@ def test_mixture_of_two_datasets_trains_resumes_and_is_recorded(have_dataset, tm
     for step in range(4, 8):
         key = ("dataset_index", "episode_index", "frame_index")
         assert tuple(b[step][k] for k in key) == tuple(recs[step][k] for k in key), step
+
+    # another --num_workers and --batch_size: elastic, each dataset's remainder mixed at the weights
+    trace_c = tmp_path / "trace_c"
+    proc = run_train(["--resume=true", f"--config_path={cfg_path}", "--num_workers=1", "--batch_size=3"], tmp_path,
+                     trace=trace_c)
+    _ok(proc)
+    text = proc.stdout + proc.stderr
+    assert "elastic resume at step 4 (batch_size: checkpoint 4, now 3; num_workers: checkpoint 2, now 1)" in text, \
+        text[-3000:]
+    assert "per dataset) samples left over all ranks" in text
+    key = ("dataset_index", "episode_index", "frame_index")
+    consumed = {x for step in range(4) for x in zip(*(recs[step][k] for k in key))}
+    c = read_trace(Path(f"{trace_c}.rank0"))
+    after = [x for step in sorted(c) for x in zip(*(c[step][k] for k in key))]
+    assert sorted(c) == list(range(4, 8)) and len(after) == 4 * 3
+    assert not consumed & set(after) and len(after) == len(set(after))
 
     proc = run_train(["--resume=true", f"--config_path={cfg_path}", "--dataset.streaming_weights=[0.5,0.5]"],
                      tmp_path, timeout=200)

@@ -380,22 +380,17 @@ def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers
 
 # --- driver ---------------------------------------------------------------------------------------
 # --- elastic resume ---------------------------------------------------------------------------------
-def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, int], *, fraction: float = 0.5,
-                     seed: int = 0, budget: bool = True, partitions: int | None = None) -> dict[str, Any]:
-    """Cost of an elastic resume on the preset's episode lengths (planner only, no payload):
-    an old run of ``old = (ranks, workers, batch)`` consumed ``fraction`` of rank 0's epoch;
-    rank 0 / DataLoader worker 0 of a new run ``new`` loads rank 0's state and starts. Times:
-    load_state_dict (counts only), the remainder (one C pool replay per old worker), the
-    remainder's shards and the new worker's first anchor; memory (``_mem``) before and after.
-    ``budget``: a per-rank byte budget with exact episode sizes (admission then depends on bytes).
-    ``partitions``: canonical partitions (``PartitionPlanner``; the budget is then per partition):
-    the remainder is each partition's offset, from counts (no replay); also times the partition
-    layout (LPT of the episodes into the partitions, once per process)."""
+def _elastic_setup(name: str, old: tuple[int, int, int], new: tuple[int, int, int], fraction: float, seed: int,
+                   budget: bool, partitions: int | None = None):
+    """(episode lengths, the new run's rank-0 planner before loading, rank 0's state of the old
+    run after ``fraction`` of its epoch, its batches per rank). ``partitions``: canonical
+    partitions (``PartitionPlanner``; the budget is then per partition)."""
     from functools import partial
 
-    from lerobotstream.planner import PartitionPlanner, Planner
-    from lerobotstream.planner import _partitions
-    from lerobotstream.planner._elastic import plan_remainder  # noqa: F401  (imported before timing)
+    from lerobotstream.planner import PartitionPlanner, Planner, replay_turns
+
+    if partitions is not None:
+        Planner = partial(PartitionPlanner, partitions=partitions)  # noqa: N806
 
     p = PRESETS[name]
     lens = episode_lengths(p, seed)
@@ -403,25 +398,44 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
     kw = dict(byte_budget=int(16 * sizes.max()), episode_nbytes=lambda e: int(sizes[e])) if budget else {}
     w0, k0, b0 = old
     w1, k1, b1 = new
+    oldp = Planner(lens, rank=0, world_size=w0, num_workers=k0, batch_size=b0, **kw)
+    batches = int(oldp.batches_per_rank()[0] * fraction)
+    given, _, _ = replay_turns(oldp.worker_epoch_limits(), b0, batches=batches)
+    state = oldp.state_dict(samples_consumed=sum(given))
+    return lens, lambda: Planner(lens, rank=0, world_size=w1, num_workers=k1, batch_size=b1, **kw), state, batches
+
+
+def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, int], *, fraction: float = 0.5,
+                     seed: int = 0, budget: bool = True, ship: Path | None = None,
+                     partitions: int | None = None) -> dict[str, Any]:
+    """Cost of an elastic resume on the preset's episode lengths (planner only, no payload):
+    an old run of ``old = (ranks, workers, batch)`` consumed ``fraction`` of rank 0's epoch;
+    rank 0 of a new run ``new`` loads rank 0's state and starts as one DataLoader worker that
+    computes the remainder itself (the per-process fallback). Times: load_state_dict (counts
+    only), the remainder (one C pool replay per old worker), the remainder's shards and the first
+    anchor; memory (``_mem``) before the planners, before the remainder and after.
+    ``budget``: a per-rank byte budget with exact episode sizes (admission then depends on bytes).
+    ``ship``: also write what this process (the training process) hands its workers
+    (``rank_remainders()``, pickled) there, for :func:`simulate_elastic_worker`.
+    ``partitions``: canonical partitions: the remainder is each partition's offset, from counts
+    (no replay, nothing shipped); also times the partition layout (LPT, once per process)."""
+    from lerobotstream.planner import _partitions
+    from lerobotstream.planner._elastic import plan_remainder  # noqa: F401  (imported before timing)
+
     mem0 = _mem()
+    lens, make_new, state, batches = _elastic_setup(name, old, new, fraction, seed, budget, partitions)
     t_layout = None
     if partitions is not None:
         t0 = time.perf_counter()
         _partitions.partition_layout(lens, f"scale-sim-{seed}", 1000, partitions)  # the LPT, timed alone
         t_layout = time.perf_counter() - t0
-    Planner = Planner if partitions is None else partial(PartitionPlanner, partitions=partitions)  # noqa: N806
-    oldp = Planner(lens, rank=0, world_size=w0, num_workers=k0, batch_size=b0, **kw)
-    batches = int(oldp.batches_per_rank()[0] * fraction)
-    from lerobotstream.planner import replay_turns
-
-    given, _, _ = replay_turns(oldp.worker_epoch_limits(), b0, batches=batches)
-    state = oldp.state_dict(samples_consumed=sum(given))
     t0 = time.perf_counter()
-    newp = Planner(lens, rank=0, world_size=w1, num_workers=k1, batch_size=b1, **kw)
+    newp = make_new()
     t_new = time.perf_counter() - t0
     t0 = time.perf_counter()
     newp.load_state_dict(state)
     t_load = time.perf_counter() - t0
+    mem_pre = _mem()
     t0 = time.perf_counter()
     rem = newp._remainder()
     t_rem = time.perf_counter() - t0
@@ -431,6 +445,7 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
     per_rank = rp.samples_per_rank()
     t_rp = time.perf_counter() - t0
     t0 = time.perf_counter()
+    k1 = new[1]
     it = newp.iter_worker_anchors(0 if k1 else None, k1)
     next(it)
     t_first = time.perf_counter() - t0
@@ -446,17 +461,56 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
                 "rank_balance_max_minus_min": int(per_rank.max() - per_rank.min()),
                 "max_partition_left": int(left.max()), "mem_before": mem0, "mem_after_remainder": mem_rem,
                 "mem_after": _mem()}
-    return {"preset": name, "episodes": int(len(lens)), "frames": int(lens.sum()), "old": list(old), "new": list(new),
-            "byte_budget": bool(budget), "old_batches_per_rank": batches, "consumed_all_ranks": rem.consumed,
-            "samples_left": rem.total, "episodes_left": int(len(rem.episode_indices)),
-            "episodes_started": len(rem.frames),
-            "started_frames_stored": int(sum(len(f) for f in rem.frames.values())),
-            "t_new_planner_s": t_new, "t_load_state_s": t_load, "t_remainder_s": t_rem,
-            "t_remainder_shards_s": t_rp, "t_first_anchor_s": t_first,
-            "replayed_anchors_per_s": rem.consumed / t_rem if t_rem else None,
-            "rank_balance_max_minus_min": int(per_rank.max() - per_rank.min()),
-            "max_episode_left": int(rem.lengths.max()) if len(rem.lengths) else 0,
-            "mem_before": mem0, "mem_after_remainder": mem_rem, "mem_after": _mem()}
+    out = {"preset": name, "episodes": int(len(lens)), "frames": int(lens.sum()), "old": list(old), "new": list(new),
+           "byte_budget": bool(budget), "old_batches_per_rank": batches, "consumed_all_ranks": rem.consumed,
+           "samples_left": rem.total, "episodes_left": int(len(rem.episode_indices)),
+           "episodes_started": len(rem.frames),
+           "started_frames_stored": int(sum(len(f) for f in rem.frames.values())),
+           "t_new_planner_s": t_new, "t_load_state_s": t_load, "t_remainder_s": t_rem,
+           "t_remainder_shards_s": t_rp, "t_first_anchor_s": t_first,
+           "t_worker_s": t_rem + t_rp + t_first,
+           "replayed_anchors_per_s": rem.consumed / t_rem if t_rem else None,
+           "rank_balance_max_minus_min": int(per_rank.max() - per_rank.min()),
+           "max_episode_left": int(rem.lengths.max()) if len(rem.lengths) else 0,
+           "mem_before": mem0, "mem_before_remainder": mem_pre, "mem_after_remainder": mem_rem, "mem_after": _mem()}
+    if ship is not None:
+        import pickle
+
+        t0 = time.perf_counter()
+        shipped = newp.rank_remainders()
+        blob = pickle.dumps(shipped, protocol=pickle.HIGHEST_PROTOCOL)
+        out["t_ship_s"] = time.perf_counter() - t0
+        out["ship_bytes"] = len(blob)
+        out["ship_started_frames"] = int(sum(len(f) for r in shipped for f in r.frames.values()))
+        Path(ship).write_bytes(blob)
+    return out
+
+
+def simulate_elastic_worker(name: str, old: tuple[int, int, int], new: tuple[int, int, int], ship: Path, *,
+                            fraction: float = 0.5, seed: int = 0, budget: bool = True) -> dict[str, Any]:
+    """What one DataLoader worker of rank 0 pays when the training process computed the remainder
+    and handed it over (``ship``, written by :func:`simulate_elastic`): unpickling it, the
+    remainder's shards, the first anchor; memory before and after (a fresh process; the same
+    planners as the fallback's)."""
+    import pickle
+
+    from lerobotstream.planner import _elastic
+
+    _, make_new, state, _ = _elastic_setup(name, old, new, fraction, seed, budget)
+    newp = make_new()
+    newp.load_state_dict(state)
+    blob = Path(ship).read_bytes()
+    mem_pre = _mem()
+    t0 = time.perf_counter()
+    newp.shipped_remainders = pickle.loads(blob)
+    rp = newp._remainder_planner()
+    rp.samples_per_rank()
+    k1 = new[1]
+    it = newp.iter_worker_anchors(0 if k1 else None, k1)
+    next(it)
+    t = time.perf_counter() - t0
+    return {"t_worker_s": t, "computed_here": bool(_elastic._CACHE), "ship_bytes": len(blob),
+            "mem_before_remainder": mem_pre, "mem_after": _mem()}
 
 
 def _run_child(args: list[str], timeout: float) -> dict[str, Any]:
@@ -627,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
                                        seed=a.seed, max_anchors=a.max_anchors,
                                        max_span_episodes=a.max_span_episodes)))
         return 0
-    if argv and argv[0] == "_elastic":
+    if argv and argv[0] in ("_elastic", "_elastic_worker"):
         ap = argparse.ArgumentParser()
         ap.add_argument("name")
         ap.add_argument("--old", required=True)
@@ -635,41 +689,60 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--fraction", type=float, default=0.5)
         ap.add_argument("--seed", type=int, default=0)
         ap.add_argument("--no-budget", action="store_true")
+        ap.add_argument("--ship", type=Path, default=None)
         ap.add_argument("--partitions", type=int, default=None)
         a = ap.parse_args(argv[1:])
         topo = lambda t: tuple(int(x) for x in t.split("x"))  # noqa: E731
-        print(json.dumps(simulate_elastic(a.name, topo(a.old), topo(a.new), fraction=a.fraction, seed=a.seed,
-                                          budget=not a.no_budget, partitions=a.partitions)))
+        kw = dict(fraction=a.fraction, seed=a.seed, budget=not a.no_budget)
+        if argv[0] == "_elastic":
+            print(json.dumps(simulate_elastic(a.name, topo(a.old), topo(a.new), ship=a.ship,
+                                              partitions=a.partitions, **kw)))
+        else:
+            print(json.dumps(simulate_elastic_worker(a.name, topo(a.old), topo(a.new), a.ship, **kw)))
         return 0
     if argv and argv[0] == "--elastic":
-        # elastic resume cost, each case in a fresh process: tools/scale_sim.py --elastic droid 1024x8x32 512x4x64 ...
+        # elastic resume cost, each case in fresh processes: tools/scale_sim.py --elastic droid 1024x8x32 512x4x64 ...
         # (--partitions P first: canonical partitions, tools/scale_sim.py --elastic --partitions 8192 droid ...)
         part = []
         if argv[1] == "--partitions":
             part, argv = ["--partitions", argv[2]], argv[:1] + argv[3:]
         name, cases = argv[1], argv[2:] or ["1024x8x32", "512x4x64"]
         out = []
-        for old, new in zip(cases[::2], cases[1::2]):
-            for budget in ([], ["--no-budget"]):
-                r = _run_child(["_elastic", name, "--old", old, "--new", new, *budget, *part], 3600)
-                out.append(r)
-                if part:
-                    print(f"[{name}] partitions={r['partitions']} {old} -> {new} budget={r['byte_budget']}: layout "
-                          f"{r['t_partition_layout_s']:.3f}s, new planner {r['t_new_planner_s']:.3f}s, load "
-                          f"{r['t_load_state_s']:.3f}s, remainder (offsets from counts) {r['t_remainder_s']:.3f}s, "
-                          f"tail shards {r['t_remainder_shards_s']:.3f}s, first anchor {r['t_first_anchor_s']:.3f}s; "
-                          f"{r['consumed_all_ranks']:,} consumed, {r['samples_left']:,} left in "
-                          f"{r['partitions_left']:,} partitions ({r['partitions_started']:,} started); RSS "
-                          f"{r['mem_before']['rss_mb']:.0f} -> {r['mem_after']['rss_mb']:.0f} MB; rank max-min "
-                          f"{r['rank_balance_max_minus_min']} <= {r['max_partition_left']}", flush=True)
-                    continue
-                print(f"[{name}] {old} -> {new} budget={r['byte_budget']}: remainder {r['t_remainder_s']:.2f}s "
-                      f"({r['consumed_all_ranks']:,} anchors replayed, {r['replayed_anchors_per_s'] / 1e6:.1f} M/s), "
-                      f"load {r['t_load_state_s']:.2f}s, shards {r['t_remainder_shards_s']:.2f}s, first anchor "
-                      f"{r['t_first_anchor_s']:.3f}s; {r['episodes_started']:,} started episodes "
-                      f"({r['started_frames_stored']:,} frames stored); RSS {r['mem_before']['rss_mb']:.0f} -> "
-                      f"{r['mem_after_remainder']['rss_mb']:.0f} -> {r['mem_after']['rss_mb']:.0f} MB; "
-                      f"rank max-min {r['rank_balance_max_minus_min']} <= {r['max_episode_left']}", flush=True)
+        with tempfile.TemporaryDirectory(prefix="lrs-elastic-") as tmp:
+            for old, new in zip(cases[::2], cases[1::2]):
+                for budget in ([], ["--no-budget"]):
+                    if part:
+                        r = _run_child(["_elastic", name, "--old", old, "--new", new, *budget, *part], 3600)
+                        out.append(r)
+                        print(f"[{name}] partitions={r['partitions']} {old} -> {new} budget={r['byte_budget']}: "
+                              f"layout {r['t_partition_layout_s']:.3f}s, new planner {r['t_new_planner_s']:.3f}s, "
+                              f"load {r['t_load_state_s']:.3f}s, remainder (offsets from counts) "
+                              f"{r['t_remainder_s']:.3f}s, tail shards {r['t_remainder_shards_s']:.3f}s, first anchor "
+                              f"{r['t_first_anchor_s']:.3f}s; {r['consumed_all_ranks']:,} consumed, "
+                              f"{r['samples_left']:,} left in {r['partitions_left']:,} partitions "
+                              f"({r['partitions_started']:,} started); RSS {r['mem_before']['rss_mb']:.0f} -> "
+                              f"{r['mem_after']['rss_mb']:.0f} MB; rank max-min {r['rank_balance_max_minus_min']} "
+                              f"<= {r['max_partition_left']}", flush=True)
+                        continue
+                    ship = str(Path(tmp) / "ship.pkl")
+                    args = [name, "--old", old, "--new", new, "--ship", ship, *budget]
+                    r = _run_child(["_elastic", *args], 3600)
+                    r["shipped_worker"] = w = _run_child(["_elastic_worker", *args], 3600)
+                    out.append(r)
+                    mb = lambda m: m["rss_mb"]  # noqa: E731
+                    print(f"[{name}] {old} -> {new} budget={r['byte_budget']}: remainder {r['t_remainder_s']:.2f}s "
+                          f"({r['consumed_all_ranks']:,} anchors replayed, {r['replayed_anchors_per_s'] / 1e6:.1f} M/s), "
+                          f"load {r['t_load_state_s']:.2f}s, shards {r['t_remainder_shards_s']:.2f}s, first anchor "
+                          f"{r['t_first_anchor_s']:.3f}s; {r['episodes_started']:,} started episodes "
+                          f"({r['started_frames_stored']:,} frames stored); RSS {mb(r['mem_before']):.0f} -> "
+                          f"{mb(r['mem_before_remainder']):.0f} -> {mb(r['mem_after']):.0f} MB; "
+                          f"rank max-min {r['rank_balance_max_minus_min']} <= {r['max_episode_left']}", flush=True)
+                    print(f"    per worker: computing it {r['t_worker_s']:.2f}s, "
+                          f"+{mb(r['mem_after']) - mb(r['mem_before_remainder']):.0f} MB RSS; handed over "
+                          f"({w['ship_bytes'] / 1e6:.2f} MB pickled, {r['ship_started_frames']:,} started frames, made "
+                          f"in {r['t_ship_s']:.2f}s once per rank) {w['t_worker_s']:.2f}s, "
+                          f"+{mb(w['mem_after']) - mb(w['mem_before_remainder']):.0f} MB RSS"
+                          f"{' (computed again!)' if w['computed_here'] else ''}", flush=True)
         print(json.dumps(out))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -169,11 +169,7 @@ class StreamCore(torch.utils.data.IterableDataset):
 
             require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
                     "an int >= 0")
-            if self.repeat:
-                limits = [None if f else 0 for f in planner.worker_epoch_limits()]
-            else:
-                limits = planner.worker_epoch_limits()
-            given, _, _ = replay_turns(limits, planner.batch_size, batches=int(batches_consumed),
+            given, _, _ = replay_turns(planner.turn_limits(), planner.batch_size, batches=int(batches_consumed),
                                        drop_last=self.drop_last)
             samples_consumed = sum(given)
         s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
@@ -188,16 +184,14 @@ class StreamCore(torch.utils.data.IterableDataset):
         what changed.
 
         Raises:
-            ResumeStateError: no schema marker, another stream (dataset, episodes, mixture) or seed;
-            an endless mixture (``repeat=True``) also refuses a change of world size, batch size,
-            workers, strategy, pool size, byte budget or drop_last.
+            ResumeStateError: no schema marker, another stream (dataset, episodes, mixture) or seed.
         """
         from lerobotstream.planner import StreamState
 
         st = StreamState.from_dict(state)
         if self.batch_size is None:
             self.batch_size = st.batch_size
-        self._origin = None
+        self._origin = self._remainders = None
         planner = self._planner(self.num_workers)
         fixed = dict(state)
         if {int(st.num_workers), self.num_workers} <= {0, 1}:
@@ -207,11 +201,17 @@ class StreamCore(torch.utils.data.IterableDataset):
         self._state_num_workers = None if planner.resume_changes else int(st.num_workers)
 
     def _adopt(self, planner, state: dict[str, Any]) -> None:
-        """Take a planner's loaded position (epoch, samples, elastic origin) as this stream's."""
+        """Take a planner's loaded position (epoch, samples, elastic origin) as this stream's.
+
+        Elastic: the remainder is computed here, once (the training process, before DataLoader
+        workers start; it opens the datasets' indexes when a byte budget needs episode sizes), and
+        kept for this rank (``rank_remainders``: O(episodes)) so that the workers, which get it
+        with the dataset (fork or pickle), do not compute it again."""
         self._origin = None if planner.origin is None else (planner.origin, planner.origin_epoch)
         self._epoch, self._samples, self._yielded = planner.epoch, planner.samples_consumed, 0
         self._loaded_state = state
         self.resume_changes = list(planner.resume_changes)
+        self._remainders = planner.rank_remainders() if self._origin is not None else None
 
     def resume_info(self) -> dict[str, Any] | None:
         """What an elastic resume continues (None: a plain epoch): ``epoch``, ``samples_left`` (all
@@ -230,6 +230,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         origin = self.__dict__.get("_origin")
         if origin is not None:
             planner.origin, planner.origin_epoch = origin
+            planner.shipped_remainders = self.__dict__.get("_remainders")
         planner.nbytes_provider = lambda: [w.episode_nbytes for w in self._process_run().workers]
         return planner
 
@@ -244,7 +245,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         A state loaded for another DataLoader worker count than ``nw`` is resumed elastically here.
 
         Raises:
-            ResumeStateError: the loaded state cannot be resumed with ``nw`` workers (an endless mixture).
+            ResumeStateError: the loaded state cannot be resumed with ``nw`` workers.
         """
         self._fit_worker_count(nw)
         epoch, samples = self._epoch, self._samples
@@ -262,7 +263,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         1 are one shard either way): the stream adopts the remainder planned for ``nw`` workers.
 
         Raises:
-            ResumeStateError: the state cannot be resumed with ``nw`` workers (an endless mixture).
+            ResumeStateError: the state cannot be resumed with ``nw`` workers.
         """
         if self._state_num_workers is not None and self._state_num_workers != nw and not (
                 {self._state_num_workers, nw} <= {0, 1}):

@@ -216,6 +216,14 @@ class PlannerBase:
         bmin = self._bmin
         return replay_turns(fr, self.batch_size, batches=bmin, drop_last=self.drop_last)[0]
 
+    def turn_limits(self, rank: int | None = None) -> list[int | None]:
+        """Anchors each logical worker of ``rank`` gives from the stream start before it stops, as
+        the DataLoader's batch turns see them: :meth:`worker_epoch_limits` (finite), None (endless),
+        or its share of an endless elastic remainder when no plain epoch follows it there."""
+        p = self._pass()
+        rank = self.rank if rank is None else rank
+        return p._endless_limits(rank) if self.repeat else list(p.worker_epoch_limits(rank))
+
     def epoch_samples(self) -> int:
         """Anchors this rank yields in one finite epoch (after ``equalize``)."""
         p = self._pass()
@@ -282,7 +290,7 @@ class PlannerBase:
         Raises:
             ResumeStateError: no schema marker (older sampler: start a new run from the policy
             weights), another stream (dataset, episodes, mixture) or seed; the message lists every
-            difference. An endless mixture also refuses any other change of :data:`RESUME_SETTINGS`.
+            difference.
         """
         st = StreamState.from_dict(state)
         mine = self._stream_state(0)

@@ -13,7 +13,11 @@ subset, not a prefix). :func:`plan_remainder` collects that over every old rank 
 (``Planner._remainder_planner``).
 
 Cost (``tools/scale_sim.py --elastic``): one pool replay per old worker, O(samples consumed) draws
-in C in total, memory O(episodes) plus the resident episodes' remaining frames.
+in C in total, memory O(episodes) plus the resident episodes' remaining frames. It is computed
+once where the state is loaded (the training process): :meth:`Remainder.for_rank` keeps the
+frames of started episodes only for the loading rank's episodes, and the dataset ships that to its
+DataLoader workers (pickled with it, O(episodes)); a worker's planner takes it when its ``key``
+matches (``shipped``), and computes the remainder itself (cached per process) otherwise.
 
 ``repeat=True``: every old worker rolls into its next epoch on its own, so the epoch in progress is
 the earliest epoch (or remainder pass) any old worker was still in; workers already past it
@@ -22,9 +26,10 @@ contribute nothing (their samples of the next epoch are drawn again there).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import numpy as np
 
 from lerobotstream.errors import ResumeStateError
@@ -49,6 +54,10 @@ class Remainder:
             ascending, ``len == lengths``); an episode not in it is left whole (frames ``0..n-1``).
         consumed (int): samples of the pass the old run consumed, all ranks together.
         depth (int): elastic resumes this remainder went through (1: from a plain epoch).
+        key (str): what it is the remainder of (a digest of the old state and the episodes).
+        rank (int | None): ``frames`` holds only the started episodes new rank ``rank`` plays
+            (:meth:`for_rank`); None: every started episode.
+        started (int): episodes partly consumed, all ranks (-1: ``len(frames)``).
     """
 
     epoch: int
@@ -57,11 +66,26 @@ class Remainder:
     frames: dict[int, np.ndarray] = field(default_factory=dict)
     consumed: int = 0
     depth: int = 1
+    key: str = ""
+    rank: int | None = None
+    started: int = -1
 
     @property
     def total(self) -> int:
         """Frames left (samples the remainder pass gives over all new ranks)."""
         return int(self.lengths.sum())
+
+    @property
+    def episodes_started(self) -> int:
+        """Episodes partly consumed by the old run, all ranks."""
+        return len(self.frames) if self.started < 0 else self.started
+
+    def for_rank(self, rank: int, episodes: np.ndarray) -> Remainder:
+        """This remainder with the frames of started episodes kept only for ``episodes`` (those
+        new rank ``rank`` plays): what that rank's DataLoader workers need, O(episodes) in memory."""
+        keep = set(np.asarray(episodes).tolist())
+        return replace(self, frames={e: f for e, f in self.frames.items() if e in keep}, rank=int(rank),
+                       started=self.episodes_started)
 
 
 def rank_batches(limits: list, batch_size: int, samples: int, drop_last: bool) -> tuple[list[int], int, bool]:
@@ -80,7 +104,7 @@ def rank_given(limits: list, batch_size: int, samples: int, batches: int, rank0_
     return replay_turns(limits, batch_size, batches=batches, drop_last=drop_last)[0]
 
 
-def plan_remainder(planner, state: StreamState, nbytes=None) -> Remainder:
+def plan_remainder(planner, state: StreamState, nbytes=None, shipped: Remainder | None = None) -> Remainder:
     """The samples of ``state``'s epoch in progress its run had not consumed, over all of its
     ranks and workers (see the module doc).
 
@@ -89,22 +113,34 @@ def plan_remainder(planner, state: StreamState, nbytes=None) -> Remainder:
         state: the old run's rank-0 state (its ``origin`` replayed first when it was itself
             playing a remainder).
         nbytes: ``episode_nbytes`` for the replay (default: the planner's).
+        shipped: a remainder computed elsewhere (the training process), taken when its key is
+            this state's and its frames are for ``planner.rank`` (or every rank).
 
     Raises:
         ResumeStateError: the state's consumed count does not fit its epoch (ends inside a batch
         with several workers, or exceeds it).
     """
-    return cached([state.to_dict(), planner.episodes_digest], lambda: _compute(planner, state, nbytes))
+    return cached([state.to_dict(), planner.episodes_digest], lambda: _compute(planner, state, nbytes),
+                  None if shipped is None else [shipped], planner.rank)[0]
 
 
-def cached(key_parts, compute):
-    """``compute()`` once per key (a JSON-able description of the state and the episodes) per
-    process: every planner a DataLoader worker builds for one stream shares its remainder."""
+def cached(key_parts, compute, shipped=None, rank: int | None = None):
+    """``compute()`` (a list of :class:`Remainder`, or one) once per key (a JSON-able description
+    of the state and the episodes) per process: every planner a DataLoader worker builds for one
+    stream shares its remainder. ``shipped`` (a list of remainders computed elsewhere) is taken
+    instead when every one's key is this key and its frames are for ``rank`` or every rank; a
+    list comes back."""
     key = json.dumps(key_parts, sort_keys=True, default=str)
+    digest = hashlib.sha1(key.encode()).hexdigest()
+    if shipped and all(r.key == digest and r.rank in (None, rank) for r in shipped):
+        return list(shipped)
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
     out = compute()
+    out = [out] if isinstance(out, Remainder) else list(out)
+    for r in out:
+        r.key = digest
     _CACHE[key] = out
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)

@@ -40,7 +40,7 @@ from lerobotstream.planner._pool import EpisodePool, PoolEvent
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._state import StreamState, episode_selection_diffs
 from lerobotstream.planner._mixseq import TAG_MIXTURE, WEIGHT_SCALE, MixSequence, _Phases, integer_weights, mixture_shares
-from lerobotstream.planner._elastic import Collect, Remainder, cached, rank_batches, rank_given, replay
+from lerobotstream.planner._mixelastic import plan_mixture_remainder
 
 __all__ = ["MixSequence", "MixedPool", "MixturePlanner", "integer_weights", "mixture_shares"]
 
@@ -55,17 +55,13 @@ def _no_nbytes(episode_index: int) -> int:
 
 
 class _DatasetStream:
-    """One dataset's anchors in one worker: its pools, chained over epochs when endless."""
+    """One dataset's anchors in one worker: its pools (``plan.iter_pools``), chained over epochs
+    when endless (an endless elastic remainder: its share of the remainder, then plain epochs)."""
 
     def __init__(self, plan: WorkerPlan, offset: int, epoch: int, start: int, repeat: bool) -> None:
         self.plan, self.offset, self.repeat = plan, int(offset), bool(repeat)
-        f = plan.num_frames
-        if repeat and f:
-            epoch, start = epoch + start // f, start % f
-        self.epoch = epoch
-        self.pool: EpisodePool | None = plan.pool(epoch) if f else None
-        if self.pool is not None and start:
-            self.pool.skip(start)
+        self.pools = plan.iter_pools(epoch, start, repeat=repeat)  # the first one skipped to start
+        self.pool: EpisodePool | None = next(self.pools, None)
         if self.pool is not None:
             self.pool.drain_events()
 
@@ -90,10 +86,10 @@ class _DatasetStream:
             frs.append(f)
             got += len(e)
             if got < count:
-                if not self.repeat:
-                    raise AssertionError("a finite dataset stream was asked past its epoch")
-                self.epoch += 1
-                self.pool = self.plan.pool(self.epoch)
+                pool = next(self.pools, None)
+                if pool is None:
+                    raise AssertionError("a dataset stream was asked past its end")
+                self.pool = pool
                 self.pool.drain_events()
                 evs += [(got, "admit", int(ep) + self.offset) for ep in self.pool.resident().tolist()]
         ep = np.concatenate(eps) + self.offset if eps else np.empty(0, np.int64)
@@ -210,8 +206,8 @@ class MixturePlanner(PlannerBase):
         self.names = [str(n) for n in self.mixture.get("repo_ids", range(len(self.planners)))]
         self.shares = mixture_shares(weights)
         self.byte_budget_gb: float | None = None
-        self.num_active_workers = int((self.dataset_worker_frames().sum(axis=0) > 0).sum())
-        self._fit: np.ndarray | None = None
+        self._fit: dict[int, np.ndarray] = {}
+        self.num_active_workers = int(self._held(self.rank).any(axis=0).sum())
         self.epoch = 0
         self.samples_consumed = 0
         self._init_elastic()
@@ -266,6 +262,28 @@ class MixturePlanner(PlannerBase):
     def _worker_frames(self, rank: int) -> list[int]:
         return [int(x) for x in self.dataset_worker_frames(rank).sum(axis=0)]
 
+    def _chain_frames(self, rank: int) -> np.ndarray | None:
+        """An endless remainder mixture's plain-epoch frames per (dataset, worker) after the
+        remainder, int64 (N, workers); None for any other mixture."""
+        if not self.repeat or all(p._chain is None for p in self.planners):
+            return None
+        return np.array([p._chain._worker_frames(rank) for p in self.planners], dtype=np.int64)
+
+    def _held(self, rank: int) -> np.ndarray:
+        """Which (dataset, worker) of ``rank`` give samples: frames in this pass or, endless
+        remainder, in the plain epochs after it. bool (N, workers)."""
+        held = self.dataset_worker_frames(rank) > 0
+        after = self._chain_frames(rank)
+        return held if after is None else held | (after > 0)
+
+    def _endless_limits(self, rank: int) -> list[int | None]:
+        first = self.dataset_worker_frames(rank).sum(axis=0)
+        after = self._chain_frames(rank)
+        if after is None:
+            return [None if f else 0 for f in first.tolist()]
+        # a worker with no plain-epoch frames stops after its share of the remainder
+        return [None if a else int(f) for f, a in zip(first.tolist(), after.sum(axis=0).tolist())]
+
     def samples_per_rank(self) -> np.ndarray:
         """Frames per rank in one epoch (every dataset), int64 (world_size,)."""
         p = self._pass()
@@ -275,8 +293,8 @@ class MixturePlanner(PlannerBase):
 
     # batches_per_rank, worker_epoch_limits, epoch_samples, position: BatchTurns'
 
-    def worker_weights(self, worker: int) -> list[int]:
-        """Integer mixing weights of logical ``worker`` of this rank in an endless stream.
+    def worker_weights(self, worker: int, rank: int | None = None) -> list[int]:
+        """Integer mixing weights of logical ``worker`` of this rank (or ``rank``) in an endless stream.
 
         Every worker gives the rank the same number of samples (the DataLoader takes batches in
         turn), so the rank's share of dataset d is the mean of its workers' shares. When every
@@ -287,19 +305,18 @@ class MixturePlanner(PlannerBase):
         impossible (a dataset held by k of N workers with a weight share above k/N) the fit gives
         it all of those workers' samples, and a warning says so once.
         """
-        fits = self._fitted_shares()
+        fits = self._fitted_shares(self.rank if rank is None else int(rank))
         return integer_weights(fits[worker]) if fits[worker].sum() > 0 else [0] * len(self.weights)
 
-    def _fitted_shares(self) -> np.ndarray:
-        if self._fit is not None:
-            return self._fit
-        frames = self.dataset_worker_frames()  # (datasets, workers)
-        held = (frames > 0).T.astype(np.float64)  # (workers, datasets)
+    def _fitted_shares(self, rank: int) -> np.ndarray:
+        if rank in self._fit:
+            return self._fit[rank]
+        held = self._held(rank).T.astype(np.float64)  # (workers, datasets)
         active = held.sum(axis=1) > 0
         target = np.asarray(self.weights, dtype=np.float64) / sum(self.weights)
         fit = held * target
         if held[active].all():
-            self._fit = fit
+            self._fit[rank] = fit
             return fit
         n = int(active.sum())
         want = target * n
@@ -312,17 +329,37 @@ class MixturePlanner(PlannerBase):
         rows = fit.sum(axis=1, keepdims=True)
         fit = np.divide(fit, rows, out=np.zeros_like(fit), where=rows > 0)
         got = fit.sum(axis=0) / max(1, n)
-        if np.abs(got - target).max() > 0.01:
+        if np.abs(got - target).max() > 0.01 and rank == self.rank:  # other ranks: an elastic replay
             import logging
 
             logging.getLogger("lerobotstream.planner").warning(
                 "rank %d: the mixture's shares cannot follow the weights %s with %d DataLoader workers "
                 "(dataset(s) %s hold episodes in too few workers); the rank draws %s. Lower num_workers or "
-                "select more episodes of those datasets", self.rank, np.round(target, 4).tolist(), n,
+                "select more episodes of those datasets", rank, np.round(target, 4).tolist(), n,
                 [self.mixture.get("repo_ids", list(range(len(target))))[d] for d in np.flatnonzero(got < target - 0.01)],
                 np.round(got, 4).tolist())
-        self._fit = fit
+        self._fit[rank] = fit
         return fit
+
+    def _worker_phases(self, rank: int, worker: int, epoch: int, offset: int) -> _Phases | None:
+        """The mix sequence of logical ``worker`` of ``rank`` in ``epoch``, after ``offset`` samples
+        of its stream (None: the worker gives nothing). Finite: the weights of the datasets it
+        holds, each capped at its frames (phases). Endless: the fitted weights
+        (:meth:`worker_weights`), no caps — but a dataset of an endless remainder that the worker
+        holds only in the remainder leaves when its share is done."""
+        frames = [int(x) for x in self.dataset_worker_frames(rank)[:, worker]]
+        if self.repeat:
+            if not self._held(rank)[:, worker].any():
+                return None
+            weights = self.worker_weights(worker, rank)
+            after = self._chain_frames(rank)
+            caps = [None if after is None or after[d, worker] else f for d, f in enumerate(frames)]
+        else:
+            weights = [wt if f else 0 for wt, f in zip(self.weights, frames)]
+            caps = frames
+        if not any(weights):
+            return None
+        return _Phases(weights, caps, [self.seed, epoch, rank, self.world_size, worker, self.num_shards], offset)
 
     # --- resume and the pipeline's interface (rules shared with one dataset: PlannerBase) --------
     def _owns(self) -> str:
@@ -351,7 +388,7 @@ class MixturePlanner(PlannerBase):
                  if st.mixture.get(key) != mine.mixture.get(key)]
         return diffs or episode_selection_diffs(st, mine)
 
-    # --- elastic resume (finite mixtures) -----------------------------------------------------------
+    # --- elastic resume (planner/_mixelastic.py: the old run's remainder per dataset) ---------------
     def _like(self, st: StreamState, nbytes: Sequence[Callable[[int], int]] | None = None) -> MixturePlanner:
         """The mixture planner of rank 0 with ``st``'s settings and position (same datasets)."""
         gb = (st.mixture or {}).get(_BUDGET_KEY)
@@ -369,22 +406,16 @@ class MixturePlanner(PlannerBase):
         out._replay_nbytes = nb
         return out
 
-    def _check_elastic(self, st: StreamState, changed: list[str]) -> None:
-        if st.repeat or self.repeat:
-            raise ResumeStateError(
-                "elastic resume of an endless mixture (repeat=True) is not supported yet: a mixture resumes on "
-                "another topology only with finite epochs; differs: " + "; ".join(changed) + ". Restore those "
-                "settings, or start a new run from the policy weights.")
-
     def _remainder_planner(self) -> MixturePlanner:
         if self._rp is None:
             nb = self._replay_nbytes
             if nb is None and self.nbytes_provider is not None:
                 nb = self.nbytes_provider()
-            rems = plan_mixture_remainder(self, StreamState.from_dict(self.origin), nb)
+            rems = plan_mixture_remainder(self, StreamState.from_dict(self.origin), nb,
+                                          getattr(self, "shipped_remainders", None))
             seed = int(_seeds.seed_words(self.seed, TAG_MIXTURE, 0x454C5354, rems[0].epoch, rems[0].depth)[0] >> 2)
             rmp = MixturePlanner([p._planner_over(r) for p, r in zip(self.planners, rems)], self._float_weights,
-                                 self.offsets, seed=seed, repeat=False, batch_size=self.batch_size,
+                                 self.offsets, seed=seed, repeat=self.repeat, batch_size=self.batch_size,
                                  drop_last=self.drop_last, mixture=self.mixture, byte_budget=self.byte_budget,
                                  pool_size=self.pool_size)
             rmp.byte_budget_gb = self.byte_budget_gb
@@ -392,6 +423,13 @@ class MixturePlanner(PlannerBase):
             rmp.remainders = rems
             self._rp = rmp
         return self._rp
+
+    def rank_remainders(self) -> list[Any] | None:
+        """As ``Planner.rank_remainders``, one per dataset."""
+        if not self._elastic_active():
+            return None
+        rmp = self._remainder_planner()
+        return [r.for_rank(self.rank, p.rank_episodes()) for r, p in zip(rmp.remainders, rmp.planners)]
 
     def remainder_info(self) -> dict[str, Any] | None:
         """As ``Planner.remainder_info``, summed over the datasets (None: a plain epoch)."""
@@ -401,8 +439,8 @@ class MixturePlanner(PlannerBase):
         rems = rmp.remainders
         return {"epoch": rems[0].epoch, "samples_left": sum(r.total for r in rems),
                 "rank_samples": int(rmp.samples_per_rank()[self.rank]),
-                "episodes_whole": sum(len(r.episode_indices) - len(r.frames) for r in rems),
-                "episodes_started": sum(len(r.frames) for r in rems), "depth": rems[0].depth,
+                "episodes_whole": sum(len(r.episode_indices) - r.episodes_started for r in rems),
+                "episodes_started": sum(r.episodes_started for r in rems), "depth": rems[0].depth,
                 "samples_left_per_dataset": [r.total for r in rems]}
 
     def worker_plans(self, start: WorkerStart) -> list[WorkerPlan]:
@@ -415,7 +453,7 @@ class MixturePlanner(PlannerBase):
         for d, (p, share) in enumerate(zip(self.planners, self.shares)):
             budget = "" if self.byte_budget_gb is None else f"={self.byte_budget_gb:g}"
             with naming(f"dataset {d} ({self.names[d]}; its share {share:.1%} of the mixture's byte_budget_gb{budget})"):
-                plans.append(p.worker_plan(start.logical_worker))
+                plans.append(p.stream_plan(start.logical_worker))
         return plans
 
     def worker_pools(self, start: WorkerStart, plans: Sequence[WorkerPlan]) -> Iterator[MixedPool]:
@@ -430,55 +468,10 @@ class MixturePlanner(PlannerBase):
         if p is not self:
             yield from p.worker_pools(start, plans)
             return
-        w = start.logical_worker
-        frames = [int(p.num_frames) for p in plans]
-        weights = [wt if f else 0 for wt, f in zip(self.weights, frames)]
-        if not any(weights):
+        phases = self._worker_phases(self.rank, start.logical_worker, start.epoch, start.offset)
+        if phases is None:
             return
-        if self.repeat:  # rates: the rank's shares follow the weights even where a worker lacks a dataset
-            weights = self.worker_weights(w)
-        words = [self.seed, start.epoch, self.rank, self.world_size, w, self.num_shards]
-        caps = [None if self.repeat else f for f in frames]
-        phases = _Phases(weights, caps, words, start.offset)
         counts = phases.consumed()
         streams = [_DatasetStream(plan, off, start.epoch, int(c), self.repeat)
                    for plan, off, c in zip(plans, self.offsets, counts)]
         yield MixedPool(streams, phases, start.offset)
-
-
-def plan_mixture_remainder(mix, state: StreamState, nbytes=None) -> list[Remainder]:
-    """A finite mixture's :func:`plan_remainder`: per dataset, the samples of ``state``'s epoch in
-    progress its run had not consumed. Each old (rank, worker) gave its anchors in the mixture's
-    seeded dataset order (``_Phases``, from counts); each dataset's pool of that worker is replayed
-    to its own count.
-
-    Args:
-        mix: a ``MixturePlanner`` over the same datasets.
-        state: the old run's rank-0 state (finite: ``repeat=False``).
-        nbytes: per dataset, ``episode_nbytes`` for the replay (default: the planners').
-    """
-    return cached([state.to_dict(), [p.episodes_digest for p in mix.planners], "mixture"],
-                  lambda: _mixture_remainder(mix, state, nbytes))
-
-
-def _mixture_remainder(mix, state: StreamState, nbytes) -> list[Remainder]:
-    old = mix._like(state, nbytes)
-    p = old._pass()
-    rp = p if p is not old and not p._elastic_epoch_rolled else None
-    epoch, s = p.position()
-    cols = [Collect() for _ in p.planners]
-    limits0 = p.worker_epoch_limits(0)
-    given0, b, done = rank_batches(limits0, p.batch_size, s, p.drop_last)
-    for r in range(p.world_size):
-        given = given0 if r == 0 else rank_given(p.worker_epoch_limits(r), p.batch_size, s, b, done, p.drop_last)
-        frames = p.dataset_worker_frames(r)  # (datasets, workers)
-        for w, g in enumerate(given):
-            f = [int(x) for x in frames[:, w]]
-            weights = [wt if fw else 0 for wt, fw in zip(p.weights, f)]
-            if not any(weights):
-                continue
-            counts = _Phases(weights, f, [p.seed, epoch, r, p.world_size, w, p.num_shards], g).consumed()
-            for d, dp in enumerate(p.planners):
-                replay(cols[d], dp._plan_for(r, w), epoch, int(counts[d]))
-    deeper = 1 + (rp.remainders[0].depth if rp is not None else 0)
-    return [c.build(epoch, dp, deeper if rp is not None else 1) for c, dp in zip(cols, p.planners)]

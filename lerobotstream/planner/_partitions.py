@@ -385,6 +385,11 @@ class PartitionPlanner(Planner):
     def _remainder(self) -> PartitionRemainder:
         return partition_remainder(self, StreamState.from_dict(self.origin))
 
+    def rank_remainders(self) -> None:
+        """Nothing to ship to the DataLoader workers: each worker derives the partitions' offsets
+        from counts (``partition_remainder``, no replay; well under a second at DROID scale)."""
+        return None
+
     def _planner_over(self, rem: PartitionRemainder) -> PartitionPlanner:
         """The planner of this topology that plays every partition's tail of ``rem`` (the same seed,
         partitions and pool settings as the pass it continues, so the same orders), then

@@ -297,6 +297,8 @@ class Planner(PlannerBase):
         """Logical ``worker`` of any ``rank`` (elastic resume replays every old rank's pools)."""
         if rank == self.rank:
             return self.worker_plan(worker)
+        if getattr(getattr(self, "remainder", None), "rank", None) is not None:
+            raise AssertionError("a remainder shipped for one rank has no other rank's frames")
         return self._make_plan(worker, rank)
 
     # --- epoch sizes ----------------------------------------------------------------------------
@@ -341,17 +343,20 @@ class Planner(PlannerBase):
         p = self._pass()
         if p is not self:
             return p.worker_plans(start)
-        plan = self.worker_plan(start.logical_worker)
+        return [self.stream_plan(start.logical_worker)]
+
+    def stream_plan(self, worker: int) -> WorkerPlan | _ChainPlan:
+        """What logical ``worker`` of this rank streams: its ``WorkerPlan``, or (an endless
+        remainder planner) its share of the remainder chained to its plain epochs."""
+        plan = self.worker_plan(worker)
         if self.repeat and self._chain is not None:
-            return [_ChainPlan(plan, self._chain.worker_plan(start.logical_worker))]
-        return [plan]
+            return _ChainPlan(plan, self._chain.worker_plan(worker), self.epoch, self._chain.epoch)
+        return plan
 
     def worker_pools(self, start: WorkerStart, plans: Sequence[WorkerPlan]) -> Iterator[EpisodePool]:
         p = self._pass()
         if p is not self:
             return p.worker_pools(start, plans)
-        if isinstance(plans[0], _ChainPlan):
-            return plans[0].iter_pools(start.epoch, start.offset, self._chain.epoch)
         return plans[0].iter_pools(start.epoch, start.offset, repeat=self.repeat)
 
     # --- elastic resume ------------------------------------------------------------------------
@@ -380,7 +385,8 @@ class Planner(PlannerBase):
         nb = self._replay_nbytes
         if nb is None and self.nbytes_provider is not None:
             nb = self.nbytes_provider()[0]
-        return plan_remainder(self, StreamState.from_dict(self.origin), nb)
+        shipped = getattr(self, "shipped_remainders", None)
+        return plan_remainder(self, StreamState.from_dict(self.origin), nb, shipped[0] if shipped else None)
 
     def _remainder_planner(self) -> Planner:
         if self._rp is None:
@@ -405,9 +411,21 @@ class Planner(PlannerBase):
         rp.epoch = rem.epoch
         if self.repeat:
             plain.epoch = rem.epoch + 1
-            rp._chain = plain
+            rp._chain = plain  # a worker with plain-epoch episodes yields even without remainder ones
+            rp.num_active_workers = sum(1 for a, b in zip(rp._worker_frames(self.rank), plain._worker_frames(self.rank))
+                                        if a or b)
         rp.remainder = rem
         return rp
+
+    def rank_remainders(self) -> list[Any] | None:
+        """The remainder this rank's DataLoader workers play (elastic resume; None: a plain
+        epoch), its started episodes' frames kept for this rank's episodes only
+        (``Remainder.for_rank``): the dataset computes it once where the state is loaded and
+        ships it to its workers (their planner's ``shipped_remainders``)."""
+        if not self._elastic_active():
+            return None
+        rp = self._remainder_planner()
+        return [rp.remainder.for_rank(self.rank, rp.rank_episodes())]
 
     def remainder_info(self) -> dict[str, Any] | None:
         """What an elastic resume continues (None when this planner plays a plain epoch): the
@@ -418,8 +436,8 @@ class Planner(PlannerBase):
         rp = self._remainder_planner()
         rem = rp.remainder
         return {"epoch": rem.epoch, "samples_left": rem.total, "rank_samples": int(rp.samples_per_rank()[self.rank]),
-                "episodes_whole": int(len(rem.episode_indices) - len(rem.frames)),
-                "episodes_started": len(rem.frames), "depth": rem.depth, "consumed": rem.consumed}
+                "episodes_whole": int(len(rem.episode_indices) - rem.episodes_started),
+                "episodes_started": rem.episodes_started, "depth": rem.depth, "consumed": rem.consumed}
 
 
 def _no_nbytes(episode_index: int) -> int:
@@ -427,11 +445,12 @@ def _no_nbytes(episode_index: int) -> int:
 
 
 class _ChainPlan:
-    """An endless elastic worker's plan: its share of the remainder, then its plain epochs (the
-    episodes and sizes of both, one set of resource shares)."""
+    """An endless elastic worker's plan: its share of the remainder (epoch ``epoch``), then its
+    plain epochs from ``next_epoch`` on (the episodes and sizes of both, one set of resource shares)."""
 
-    def __init__(self, first: WorkerPlan, then: WorkerPlan) -> None:
+    def __init__(self, first: WorkerPlan, then: WorkerPlan, epoch: int, next_epoch: int) -> None:
         self.first, self.then = first, then
+        self.epoch, self.next_epoch = int(epoch), int(next_epoch)
         self.worker = first.worker
         self.episode_indices = np.concatenate([first.episode_indices, then.episode_indices])
         self.nbytes = np.concatenate([first.nbytes, then.nbytes])
@@ -443,15 +462,16 @@ class _ChainPlan:
                             else max(first.byte_budget, then.byte_budget))
         self.decoder_cache_size = then.decoder_cache_size
 
-    def iter_pools(self, epoch: int, given: int, next_epoch: int) -> Iterator[EpisodePool]:
-        """``given`` anchors of the chain already consumed: the remainder pool (epoch ``epoch``)
-        while some of it is left, then the plain epochs from ``next_epoch`` on."""
+    def iter_pools(self, epoch: int = 0, given: int = 0, *, repeat: bool = True) -> Iterator[EpisodePool]:
+        """``given`` anchors of the chain already consumed: the remainder pool (its own epoch)
+        while some of it is left, then the plain epochs from ``next_epoch`` on (``epoch`` and
+        ``repeat``: ``WorkerPlan.iter_pools``' signature; the chain keeps its own)."""
         first = self.first.num_frames
         if given < first:
-            pool = self.first.pool(epoch)
+            pool = self.first.pool(self.epoch)
             if given:
                 pool.skip(given)
                 pool.drain_events()
             yield pool
             given = first
-        yield from self.then.iter_pools(next_epoch, given - first, repeat=True)
+        yield from self.then.iter_pools(self.next_epoch, given - first, repeat=True)

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from lerobotstream import constants
 from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
+from lerobotstream.options import add_cli_flags
 
 __all__ = ["main", "run_profile", "TRAIN_DEFAULTS"]
 
@@ -35,17 +35,11 @@ TRAIN_DEFAULTS = {"num_workers": 4, "batch_size": 8, "prefetch_factor": 4, "pers
                   "multiprocessing_context": "spawn", "return_uint8": True}
 
 
-def _ints(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    out: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out.extend(range(int(a), int(b) + 1))
-        elif part.strip():
-            out.append(int(part))
-    return out
+#: the stream options the profiler takes as flags (their type, default and help: StreamOptions'),
+#: with the profiler's own defaults where lerobotstream-train runs another value
+STREAM_FLAGS = ("revision", "episodes", "camera_keys", "episode_pool_size", "prefetch_episodes", "byte_budget_gb",
+                "decode_threads", "decoded_queue_size", "sampling_strategy", "seed", "device", "return_uint8",
+                "repeat", "delta_timestamps")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,26 +56,15 @@ def _parser() -> argparse.ArgumentParser:
                     "in proportion to each dataset's frames)")
     ap.add_argument("--debug", action="store_true",
                     help="print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1); else one line, exit 2")
-    ap.add_argument("--revision", default=None)
-    ap.add_argument("--episodes", default=None, help="episode selection, e.g. 0-9,20")
-    ap.add_argument("--cameras", default=None, help="comma-separated video keys to decode (default: all)")
-    g = ap.add_argument_group("streaming options")
-    g.add_argument("--episode-pool-size", type=int, default=None)
-    g.add_argument("--prefetch-episodes", type=int, default=constants.DEFAULT_PREFETCH_EPISODES)
-    g.add_argument("--byte-budget-gb", type=float, default=constants.DEFAULT_BYTE_BUDGET_GB,
-                   help="byte budget per rank, GiB (2**30 bytes; default %(default)s)")
-    g.add_argument("--decode-threads", type=int, default=constants.DEFAULT_DECODE_THREADS)
-    g.add_argument("--decoded-queue-size", type=int, default=constants.DEFAULT_DECODED_QUEUE_SIZE)
-    g.add_argument("--sampling-strategy", default=constants.DEFAULT_SAMPLING_STRATEGY,
-                   choices=constants.SAMPLING_STRATEGIES)
-    g.add_argument("--seed", type=int, default=constants.DEFAULT_SEED)
-    g.add_argument("--device", default="cpu")
-    g.add_argument("--return-uint8", action=argparse.BooleanOptionalAction, default=TRAIN_DEFAULTS["return_uint8"],
-                   help="uint8 frames, as lerobotstream-train on LeRobot 0.6 (default); --no-return-uint8: "
-                        "float32 in [0, 1], as LeRobot 0.4")
-    g.add_argument("--repeat", action=argparse.BooleanOptionalAction, default=None,
-                   help="repeat the stream, as training does (default: on for a mixture, off for one dataset)")
-    g.add_argument("--delta-timestamps", default=None, help='JSON, e.g. \'{"observation.state": [-0.1, 0]}\'')
+    g = ap.add_argument_group("streaming options (the dataset's options of the same name, docs/options.md)")
+    add_cli_flags(g, STREAM_FLAGS, defaults={"return_uint8": TRAIN_DEFAULTS["return_uint8"], "repeat": None},
+                  aliases={"camera_keys": ["--cameras"]},
+                  helps={"episodes": "Episode indices to stream (one dataset only; None: every episode).",
+                         "camera_keys": "Video keys to decode (None: all).",
+                         "return_uint8": "uint8 frames, as lerobotstream-train with LeRobot 0.6.",
+                         "repeat": "Chain epochs endlessly (None: on for a mixture, whose shares would otherwise "
+                                   "bend once a dataset runs out; off for one dataset, whose epoch end then ends "
+                                   "the run early)."})
     r = ap.add_argument_group("run")
     r.add_argument("--num-workers", type=int, default=TRAIN_DEFAULTS["num_workers"],
                    help="DataLoader worker processes (default: %(default)s, lerobot-train's; 0: in this process, "
@@ -115,13 +98,8 @@ def run_profile(args: argparse.Namespace) -> dict:
     repo_ids = (args.repo_id or "").split(",") if args.repo_id and "," in args.repo_id else None
     repeat = (repo_ids is not None) if args.repeat is None else bool(args.repeat)
     t0 = time.perf_counter()
-    options = dict(
-        revision=args.revision, delta_timestamps=json.loads(args.delta_timestamps) if args.delta_timestamps else None,
-        return_uint8=args.return_uint8, seed=args.seed, episode_pool_size=args.episode_pool_size,
-        prefetch_episodes=args.prefetch_episodes, byte_budget_gb=args.byte_budget_gb,
-        decode_threads=args.decode_threads, decoded_queue_size=args.decoded_queue_size,
-        sampling_strategy=args.sampling_strategy, device=args.device, repeat=repeat,
-        camera_keys=args.cameras.split(",") if args.cameras else None)
+    options = {name: getattr(args, name) for name in STREAM_FLAGS if name != "episodes"}
+    options["repeat"] = repeat
     if repo_ids is not None:
         from lerobotstream.dataset import StreamingMultiLeRobotDataset
 
@@ -133,7 +111,7 @@ def run_profile(args: argparse.Namespace) -> dict:
     else:
         if args.weights:
             raise StreamingConfigError("--weights needs several datasets in --repo-id (comma-separated)")
-        ds = StreamingLeRobotDataset(args.repo_id, root=args.root, episodes=_ints(args.episodes), **options)
+        ds = StreamingLeRobotDataset(args.repo_id, root=args.root, episodes=args.episodes, **options)
     metadata_s = time.perf_counter() - t0
     loader = dict(prefetch_factor=args.prefetch_factor, persistent_workers=args.persistent_workers,
                   multiprocessing_context=args.multiprocessing_context)

@@ -86,3 +86,26 @@ def test_the_mixture_takes_the_per_dataset_options_from_stream_options():
     assert {"episodes", "delta_timestamps", "camera_keys", "tolerance_s"} <= set(PER_DATASET_OPTIONS)
     with pytest.raises(StreamingConfigError, match="unknown option"):
         StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[G1, G1], byte_budget=1)
+
+
+def test_cli_flags_take_type_default_and_help_from_the_options():
+    import argparse
+
+    from lerobotstream.options import add_cli_flags, option_info
+
+    ap = argparse.ArgumentParser()
+    names = ("episodes", "camera_keys", "episode_pool_size", "byte_budget_gb", "sampling_strategy", "return_uint8",
+             "delta_timestamps", "seed")
+    add_cli_flags(ap, names, defaults={"return_uint8": True}, aliases={"camera_keys": ["--cameras"]})
+    a = ap.parse_args([])
+    defaults = {i.name: i.default for i in option_info()}
+    assert {n: getattr(a, n) for n in names} == {**{n: defaults[n] for n in names}, "return_uint8": True}
+    a = ap.parse_args(["--episodes", "0-2,7", "--cameras", "a,b", "--episode-pool-size", "none", "--byte-budget-gb",
+                       "1.5", "--no-return-uint8", "--delta-timestamps", '{"x": [-0.1, 0]}', "--seed", "3"])
+    assert (a.episodes, a.camera_keys, a.episode_pool_size, a.byte_budget_gb, a.return_uint8, a.delta_timestamps,
+            a.seed) == ([0, 1, 2, 7], ["a", "b"], None, 1.5, False, {"x": [-0.1, 0]}, 3)
+    assert ap.parse_args(["--episode-pool-size", "4"]).episode_pool_size == 4
+    helps = {x.dest: x.help for x in ap._actions}
+    assert helps["byte_budget_gb"].startswith(next(i.help for i in option_info() if i.name == "byte_budget_gb"))
+    with pytest.raises(TypeError, match="command-line"):
+        add_cli_flags(argparse.ArgumentParser(), ["image_transforms"])

@@ -7,22 +7,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from lerobotstream.dataset import StreamingLeRobotDataset
 from lerobotstream.errors import ResumeStateError
-
-CAM = (("observation.images.front", 32, 24),)
-B = 4
+from tests._streams import BATCH as B, SMALL_DATASET, small_stream
 
 
 @pytest.fixture(scope="module")
-def root(make_generated_dataset):
-    return Path(make_generated_dataset(episode_lengths=(7, 5, 9, 4, 6), codec="av1", cameras=CAM,
-                                       episodes_per_video_file=2))
+def root(small_dataset):
+    return small_dataset
 
 
 def _ds(root, nw, repeat, **kw):
-    return StreamingLeRobotDataset(root=root, repeat=repeat, episode_pool_size=2, prefetch_episodes=1,
-                                   max_num_shards=max(1, nw), batch_size=B, num_workers=nw, decode_lookahead=5, **kw)
+    return small_stream(root, nw, repeat=repeat, prefetch_episodes=1, **kw)
 
 
 def _batches(ds, nw, n=None):
@@ -54,7 +49,8 @@ def test_resume_endless_across_epoch_boundary(root, nw):
 @pytest.mark.parametrize("nw", [0, 2])
 def test_resume_finite_epoch(root, nw):
     ref = _batches(_ds(root, nw, False), nw)
-    assert sorted(a for b in ref for a in b) == sorted((e, f) for e, n in enumerate((7, 5, 9, 4, 6)) for f in range(n))
+    lengths = SMALL_DATASET["episode_lengths"]
+    assert sorted(a for b in ref for a in b) == sorted((e, f) for e, n in enumerate(lengths) for f in range(n))
     k = 3
     ds = _ds(root, nw, False)
     ds.load_state_dict(_ds(root, nw, False).state_dict(batches_consumed=k))
@@ -77,13 +73,10 @@ def test_in_process_counter_is_exact(root):
 def test_mismatched_settings_raise(root):
     state = _ds(root, 2, True).state_dict(samples_consumed=8)
     with pytest.raises(ResumeStateError, match="seed"):
-        StreamingLeRobotDataset(root=root, repeat=True, episode_pool_size=2, max_num_shards=2, batch_size=B,
-                                num_workers=2, seed=7).load_state_dict(state)
+        small_stream(root, 2, repeat=True, seed=7).load_state_dict(state)
     for kw in (dict(batch_size=8), dict(sampling_strategy="round_robin"), dict(episode_pool_size=3),
-               dict(byte_budget_gb=1.0)):  # another topology: elastic resume (tests/test_dataset_elastic.py)
-        args = dict(root=root, repeat=True, episode_pool_size=2, max_num_shards=2, batch_size=B, num_workers=2)
-        args.update(kw)
-        ds = StreamingLeRobotDataset(**args)
+               dict(byte_budget_gb=1.0)):  # another topology: elastic resume (tests/dataset/test_elastic_resume.py)
+        ds = small_stream(root, 2, repeat=True, **kw)
         ds.load_state_dict(state)
         assert ds.resume_changes
     _ds(root, 1, True).load_state_dict(state)  # worker count differs: elastic too
@@ -106,7 +99,7 @@ def test_resume_refuses_a_different_episodes_selection(root):
 def test_a_state_without_digest_from_another_dataset_is_refused(root, make_generated_dataset):
     """Bug (issue 29): a digest-less state written for one dataset loaded into another and skipped
     56 samples silently; it cannot be checked, so it is refused."""
-    other = Path(make_generated_dataset(episode_lengths=(9, 8), codec="av1", cameras=CAM))
+    other = Path(make_generated_dataset(episode_lengths=(9, 8), codec="av1", cameras=SMALL_DATASET["cameras"]))
     st = _ds(other, 0, False).state_dict(samples_consumed=B)
     legacy = {k: v for k, v in st.items() if k != "episodes"}
     with pytest.raises(ResumeStateError, match="no 'episodes' digest"):

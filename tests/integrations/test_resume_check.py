@@ -22,6 +22,18 @@ def test_elastic_settings_are_returned_the_rest_refused():
     assert check_resume(doc, dict(SETTINGS), 5, Path("ck"), elastic=True) == []
     with pytest.raises(ResumeStateError, match="(?s)seed: checkpoint 1000, now 7.*same dataset, episodes, seed"):
         check_resume(doc, dict(now, seed=7), 5, Path("ck"), elastic=True)
-    with pytest.raises(ResumeStateError, match="world_size: checkpoint"):  # a mixture: not elastic
+    with pytest.raises(ResumeStateError, match="world_size: checkpoint"):  # elastic=False: the sample-exact rule
         check_resume(doc, now, 5, Path("ck"), elastic=False)
     assert set(ELASTIC_KEYS) <= set(SETTINGS)
+
+
+def test_the_resume_log_line_says_what_changed_and_what_is_left():
+    from lerobotstream.integrations.lerobot.resume import describe_resume
+
+    info = {"epoch": 0, "samples_left": 90, "rank_samples": 30, "episodes_whole": 4, "episodes_started": 2,
+            "samples_left_per_dataset": [60, 30]}
+    line = describe_resume(3, ["num_workers: checkpoint 2, now 3", "world_size: checkpoint 1, now 3"], info, 12)
+    assert "elastic resume at step 3 (num_workers: checkpoint 2, now 3; world_size: checkpoint 1, now 3)" in line
+    assert "has 90 (60, 30 per dataset) samples left over all ranks (30 on this rank; 4 episodes whole, 2 started)" in line
+    assert describe_resume(3, [], None, 12) == "lerobotstream: resuming the stream at step 3 (12 samples per rank consumed)"
+    assert "inside an elastic remainder" in describe_resume(5, [], info, 20)

@@ -8,26 +8,20 @@ import gc
 import os
 import signal
 import threading
-from pathlib import Path
-
 import pytest
 
-from lerobotstream import StreamingLeRobotDataset, StreamLoader
+from lerobotstream import StreamLoader
 from lerobotstream.errors import LoaderWorkerError
-
-CAM = (("observation.images.front", 32, 24),)
-B = 4
+from tests._streams import BATCH as B, small_stream
 
 
 @pytest.fixture(scope="module")
-def root(make_generated_dataset):
-    return Path(make_generated_dataset(episode_lengths=(7, 5, 9, 4, 6), codec="av1", cameras=CAM,
-                                       episodes_per_video_file=2))
+def root(small_dataset):
+    return small_dataset
 
 
 def _loader(root, mode, nw=2):
-    ds = StreamingLeRobotDataset(root=root, repeat=True, batch_size=B, num_workers=nw, max_num_shards=max(1, nw),
-                                 episode_pool_size=2, decode_lookahead=5)
+    ds = small_stream(root, nw, repeat=True)
     return StreamLoader(ds, B, num_workers=nw, mode=mode, multiprocessing_context="fork" if mode == "processes" else None)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner import Planner
+from lerobotstream.planner import Planner, integer_weights, replay_turns
 from tests.planner.test_planner import _simulate_loader as _loader  # DataLoader turns, simulated
 
 LENGTHS = {e: int(n) for e, n in enumerate(np.random.default_rng(7).integers(3, 40, size=23))}
@@ -262,13 +262,154 @@ def test_mixture_state_inside_a_remainder_resumes_again():
     assert Counter(consumed) + Counter(mid) + Counter(got) == MIX_FULL
 
 
-def test_mixture_refuses_other_weights_and_endless_topology_changes():
+def test_mixture_refuses_other_weights():
     _, state = _mix_run((2, 2, 4), 1)
     with pytest.raises(ResumeStateError, match="integer_weights"):
         _mixture((2, 2, 4), 0, weights=[0.5, 0.5]).load_state_dict(state)
     st = _mixture((2, 2, 4), 0, repeat=True).state_dict(samples_consumed=8)
-    with pytest.raises(ResumeStateError, match="endless mixture"):
-        _mixture((2, 1, 4), 0, repeat=True).load_state_dict(st)
+    with pytest.raises(ResumeStateError, match="integer_weights"):
+        _mixture((2, 1, 4), 0, weights=[0.5, 0.5], repeat=True).load_state_dict(st)
+
+
+# --- endless streams (repeat=True): the pass in progress, then plain epochs, per dataset ---------------
+def _dataset_of(anchor):
+    return 1 if anchor[0] >= OFFSETS[1] else 0
+
+
+def _frames(p, rank):
+    """Frames per (dataset, logical worker) of ``rank`` in one pass of ``p``, int64 (datasets, workers)."""
+    if hasattr(p, "dataset_worker_frames"):
+        return p.dataset_worker_frames(rank)
+    return np.array([p._worker_frames(rank)])
+
+
+def _endless_old(make, topo, n):
+    """Every rank of an endless run consumes ``n`` batches (the DataLoader's turns: every worker is
+    endless, so batch i comes from worker i % K); (anchors per (rank, worker), rank 0's state,
+    the consumed anchors of each dataset's pass in progress)."""
+    streams, state, plans = {}, None, {}
+    for r in range(topo[0]):
+        p = make(topo, r)
+        k = max(1, topo[1])
+        assert all(x is None for x in p._endless_limits(r))
+        its = [p.iter_worker_anchors(w if topo[1] else None, topo[1]) for w in range(k)]
+        for w in range(k):
+            streams[r, w] = []
+        for i in range(n):
+            streams[r, i % k] += islice(its[i % k], topo[2])
+        plans[r] = _frames(p, r)
+        if r == 0:
+            state = p.state_dict(samples_consumed=n * topo[2])
+    # per dataset: the earliest pass any worker is in; what each worker consumed of that pass
+    passed = Counter()
+    for d in range(len(plans[0])):
+        subs = {rw: [a for a in s if _dataset_of(a) == d] for rw, s in streams.items()}
+        f = {rw: int(plans[rw[0]][d, rw[1]]) for rw in streams}
+        k = min(len(subs[rw]) // f[rw] for rw in streams if f[rw])
+        for rw, sub in subs.items():
+            if f[rw]:
+                passed.update(sub[k * f[rw]:(k + 1) * f[rw]])
+    return streams, state, passed
+
+
+def _endless_new(make, topo, state):
+    """Every rank of ``topo`` loads ``state``; each logical worker's stream split per dataset at its
+    share of the pass in progress and one plain epoch after it: (pass items, next-epoch items,
+    planners)."""
+    rem, nxt, planners = Counter(), Counter(), []
+    for r in range(topo[0]):
+        p = make(topo, r)
+        p.load_state_dict(state)
+        planners.append(p)
+        first, then = _frames(p._pass(), r), _frames(p._plain(), r)
+        for w in range(max(1, topo[1])):
+            it = p.iter_worker_anchors(w if topo[1] else None, topo[1])
+            need = first[:, w] + then[:, w]
+            subs: list[list] = [[] for _ in need]
+            for a in it:
+                subs[_dataset_of(a)].append(a)
+                if all(len(s) >= k for s, k in zip(subs, need)):
+                    break
+            for d, s in enumerate(subs):
+                assert len(s) >= need[d]
+                rem.update(s[:first[d, w]])
+                nxt.update(s[first[d, w]:need[d]])
+    return rem, nxt, planners
+
+
+def _mix_make(repeat=True, **kw):
+    return lambda topo, r: _mixture(topo, r, repeat=repeat, **kw)
+
+
+def _single_make(repeat=True, **kw):
+    return lambda topo, r: _planner(topo, r, repeat=repeat, **kw)
+
+
+@pytest.mark.parametrize("mixture", [False, True])
+@pytest.mark.parametrize("old,new", TOPOLOGIES[:4])
+@pytest.mark.parametrize("n", [2, 9])
+def test_endless_resume_covers_each_datasets_pass_in_progress(old, new, n, mixture):
+    """n=9: old workers rolled into later passes, at different times (per dataset in a mixture)."""
+    make = _mix_make() if mixture else _single_make()
+    full = MIX_FULL if mixture else FULL
+    _, state, passed = _endless_old(make, old, n)
+    rem, nxt, planners = _endless_new(make, new, state)
+    assert passed + rem == full, (old, new, n)
+    assert nxt == full
+    if mixture:
+        info = planners[0].remainder_info()
+        assert sum(info["samples_left_per_dataset"]) == info["samples_left"] == sum(rem.values())
+
+
+def test_endless_mixture_weights_hold_over_the_remainder():
+    """The remainder mixes at the weights' rates: each new worker's dataset counts at every block
+    boundary are the plain stream's, exactly (floor(w * 64 * b))."""
+    _, state, _ = _endless_old(_mix_make(), (2, 2, 4), 2)
+    p = _mixture((1, 2, 4), 0, repeat=True)
+    p.load_state_dict(state)
+    rp = p._pass()
+    for w in range(2):
+        assert rp.worker_weights(w) == p._plain().worker_weights(w) == integer_weights([0.7, 0.3])
+        got = [_dataset_of(a) for a in islice(p.iter_worker_anchors(w, 2), 128)]
+        assert Counter(got[:64]) == Counter({0: 45, 1: 19}) and Counter(got) == Counter({0: 90, 1: 38})
+
+
+@pytest.mark.parametrize("mixture", [False, True])
+def test_endless_state_saved_in_the_remainder_resumes_again(mixture):
+    make = _mix_make() if mixture else _single_make()
+    full = MIX_FULL if mixture else FULL
+    _, state, passed = _endless_old(make, (2, 2, 4), 2)
+    # the middle run: one batch per worker, inside each worker's share of the remainder
+    mid, state2 = Counter(), None
+    for r in range(3):
+        p = make((3, 2, 2), r)
+        p.load_state_dict(state)
+        first = _frames(p._pass(), r).sum(axis=0)
+        for w in range(2):
+            got = list(islice(p.iter_worker_anchors(w, 2), 2))
+            assert len(got) <= first[w]
+            mid.update(got)
+        if r == 0:
+            state2 = p.state_dict(samples_consumed=4)
+    assert "origin" in state2
+    rem, nxt, _ = _endless_new(make, (2, 1, 3), state2)
+    assert passed + mid + rem == full and nxt == full
+    for r in range(3):  # the same topology continues that very order
+        a, b = make((3, 2, 2), r), make((3, 2, 2), r)
+        a.load_state_dict(state)
+        b.load_state_dict(state2)
+        assert b.resume_changes == []
+        for w in range(2):
+            assert list(islice(b.iter_worker_anchors(w, 2), 60)) == list(islice(a.iter_worker_anchors(w, 2), 62))[2:]
+
+
+def test_endless_and_finite_mixtures_resume_into_each_other():
+    _, state, passed = _endless_old(_mix_make(), (2, 2, 4), 2)
+    got, _ = _mix_run((3, 1, 5), state=state)  # endless -> finite: the remainder is that epoch
+    assert passed + Counter(got) == MIX_FULL
+    consumed, state = _mix_run((2, 2, 4), 2)  # finite -> endless: the epoch's remainder, then plain epochs
+    rem, nxt, _ = _endless_new(_mix_make(), (1, 3, 2), state)
+    assert Counter(consumed) + rem == MIX_FULL and nxt == MIX_FULL
 
 
 def test_repeat_may_change_too():
@@ -293,3 +434,65 @@ def test_fewer_episodes_left_than_new_ranks():
     assert 0 in planners[0]._pass().samples_per_rank()  # some new ranks own nothing this epoch
     got, planners = _new_run((5, 3, 1), state, equalize="drop")  # DDP-safe: every rank stops at 0 batches
     assert got == []
+
+
+def test_an_endless_remainder_worker_without_plain_epochs_stops_after_its_share():
+    """Rank 0 of 3 x 8 workers: worker 7 holds no episode in plain epochs but 3 frames of the
+    remainder; the batch turns (state_dict(batches_consumed=...)) know it stops after them."""
+    st = _planner((1, 1, 4), 0, repeat=True).state_dict(samples_consumed=4)
+    p = _planner((3, 8, 4), 0, repeat=True)
+    p.load_state_dict(st)
+    limits = p.turn_limits()
+    assert limits == [None] * 7 + [3]
+    batches = _loader(p, 20)
+    assert [len(b) for b in batches[:8]] == [4] * 7 + [3] and all(len(b) == 4 for b in batches[8:])
+    assert sum(map(len, batches)) == sum(replay_turns(limits, 4, batches=20)[0])
+
+
+def test_a_shipped_remainder_is_taken_only_for_its_state_and_rank():
+    from dataclasses import replace
+
+    from lerobotstream.planner import _elastic
+
+    consumed, state = _old_run((2, 2, 4), 2)
+    p = _planner((3, 2, 5), 1)
+    p.load_state_dict(state)
+    shipped = p.rank_remainders()
+    assert shipped[0].rank == 1 and shipped[0].episodes_started == p._remainder().episodes_started
+    assert set(shipped[0].frames) <= set(p._pass().rank_episodes().tolist())
+    _elastic._CACHE.clear()
+    q = _planner((3, 2, 5), 1)
+    q.load_state_dict(state)
+    q.shipped_remainders = shipped
+    assert q._remainder() is shipped[0] and not _elastic._CACHE  # taken, nothing computed
+    for bad in (replace(shipped[0], key="another state"), replace(shipped[0], rank=2)):
+        q = _planner((3, 2, 5), 1)
+        q.load_state_dict(state)
+        q.shipped_remainders = [bad]
+        assert q._remainder() is not bad and q._remainder().rank is None  # computed here (the fallback)
+    got = []
+    for r in range(3):  # each new rank plays from its shipped part
+        q = _planner((3, 2, 5), r)
+        q.load_state_dict(state)
+        q.shipped_remainders = _planner_loaded((3, 2, 5), r, state).rank_remainders()
+        got += [a for bt in _loader(q) for a in bt]
+    assert Counter(consumed) + Counter(got) == FULL
+
+
+def _planner_loaded(topo, rank, state, **kw):
+    p = _planner(topo, rank, **kw)
+    p.load_state_dict(state)
+    return p
+
+
+def test_no_idle_worker_warning_for_a_worker_with_plain_epochs_but_no_remainder(caplog):
+    """Endless: new worker 1 of rank 0 holds no remainder episode but plain-epoch ones; it yields."""
+    lengths = dict(enumerate((7, 5, 9, 4, 6, 8, 3)))
+    st = Planner(lengths, rank=0, world_size=1, batch_size=8, repeat=True, pool_size=2).state_dict(samples_consumed=32)
+    p = Planner(lengths, rank=0, world_size=2, num_workers=2, batch_size=4, repeat=True, pool_size=2)
+    p.load_state_dict(st)
+    assert p._pass()._worker_frames(0)[1] == 0 and p._plain()._worker_frames(0)[1] > 0
+    with caplog.at_level("WARNING", logger="lerobotstream.planner"):
+        assert len(list(islice(p.iter_worker_anchors(1, 2), 5))) == 5
+        p.worker_start(0, 2)
+    assert "get no episode" not in caplog.text

@@ -69,3 +69,13 @@ def test_validate_measurement_runs_and_finds_nothing_wrong() -> None:
     assert rec["files"] == 20 and rec["requests"] > 0
     assert rec["bytes_per_file"] < rec["file_bytes"] / 4  # headers, not the payload
     assert set(rec["findings"]) <= {"not_faststart"} or rec["findings"] == {}
+
+
+def test_elastic_measurement_hands_the_remainder_to_a_worker(tmp_path) -> None:
+    """--elastic's two halves on the tiny preset: the training process writes this rank's part, a
+    worker process takes it without computing the remainder again."""
+    ship = tmp_path / "ship.pkl"
+    r = scale_sim.simulate_elastic("tiny", (4, 2, 8), (3, 3, 5), ship=ship)
+    assert r["samples_left"] + r["consumed_all_ranks"] == r["frames"] and ship.stat().st_size == r["ship_bytes"]
+    w = scale_sim.simulate_elastic_worker("tiny", (4, 2, 8), (3, 3, 5), ship)
+    assert w["t_worker_s"] >= 0 and w["ship_bytes"] == r["ship_bytes"]

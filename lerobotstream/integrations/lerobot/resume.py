@@ -12,7 +12,7 @@ checkpoint's stream state is resumed elastically: the samples of the epoch in pr
 interrupted run had not consumed are replanned over the new ranks and workers (each once), then
 plain epochs follow (docs/resume.md). Settings that change which samples the epoch has or their
 order (dataset, episodes, seed, weights, ``drop_n_last_frames``, ``eval_split``) are refused with
-the reason; a mixture refuses the elastic ones too.
+the reason. Mixtures resume elastically the same way (each dataset's remainder, mixed at the weights).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 from lerobotstream.errors import ResumeStateError
 
 __all__ = ["STATE_FILE", "FORMAT", "ELASTIC_KEYS", "order_settings", "stream_state_for", "write_checkpoint_state",
-           "read_checkpoint_state", "check_resume"]
+           "read_checkpoint_state", "check_resume", "describe_resume"]
 
 STATE_FILE = "lerobotstream_stream.json"
 FORMAT = "lerobotstream-train-stream/1"
@@ -54,7 +54,7 @@ _WHY = {
                   "together and each partition's order",
 }
 
-#: settings an elastic resume may change (a single dataset): the epoch's remainder is replanned over them
+#: settings an elastic resume may change: the epoch's remainder is replanned over them
 ELASTIC_KEYS = ("world_size", "batch_size", "num_workers", "sampling_strategy", "episode_pool_size", "byte_budget_gb")
 
 #: settings that older stream states do not record, with the value those runs had
@@ -169,9 +169,10 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
 
 
 def check_resume(doc: dict[str, Any], current: dict[str, Any], step: int, where: Path, *,
-                 elastic: bool = False) -> list[str]:
+                 elastic: bool = True) -> list[str]:
     """Refuse a resume whose settings would change the sample order (``elastic``: only those
-    outside :data:`ELASTIC_KEYS`); returns the elastic changes, ``"key: checkpoint X, now Y"``.
+    outside :data:`ELASTIC_KEYS`; False: any, the sample-exact rule); returns the elastic changes,
+    ``"key: checkpoint X, now Y"``.
 
     Raises:
         ResumeStateError: listing every refused setting, why it matters, and what to do.
@@ -188,3 +189,22 @@ def check_resume(doc: dict[str, Any], current: dict[str, Any], step: int, where:
             f"cannot resume the stream of {where} sample-exactly:\n" + "\n".join(diffs) + "\n"
             + (ELASTIC_RULES if elastic else RESUME_RULES))
     return [f"{k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r}" for k in allowed]
+
+
+def describe_resume(step: int, changes: list[str], info: dict[str, Any] | None, samples: int) -> str:
+    """The log line of a resume: at ``step``, the settings that changed (``changes``, elastic) and
+    what the resumed stream continues (``info``: the dataset's ``resume_info()``; None: a plain
+    epoch), or the ``samples`` per rank it skipped (the same topology)."""
+    if not changes:
+        if info:  # the same topology inside an elastic remainder: that remainder continues
+            return (f"lerobotstream: resuming the stream at step {step} inside an elastic remainder "
+                    f"(epoch {info.get('epoch')}, {info.get('samples_left')} samples left over all ranks when it began)")
+        return f"lerobotstream: resuming the stream at step {step} ({samples} samples per rank consumed)"
+    info = info or {}
+    per = info.get("samples_left_per_dataset")
+    left = f"{info.get('samples_left')}" + (f" ({', '.join(map(str, per))} per dataset)" if per else "")
+    unit = "partitions" if "partitions_whole" in info else "episodes"  # --dataset.streaming_partitions
+    return (f"lerobotstream: elastic resume at step {step} ({'; '.join(changes)}): the epoch in progress "
+            f"({info.get('epoch')}) has {left} samples left over all ranks ({info.get('rank_samples')} on this "
+            f"rank; {info.get(unit + '_whole')} {unit} whole, {info.get(unit + '_started')} started), then "
+            "plain epochs of the new topology")

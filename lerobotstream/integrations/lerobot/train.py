@@ -122,7 +122,7 @@ class Run:
             raise ResumeStateError(f"cannot read the checkpoint step from {step_file}: {e}") from e
         doc = _resume.read_checkpoint_state(ckpt)
         ds = stream.dataset
-        changes = _resume.check_resume(doc, self.settings, step, ckpt, elastic=not hasattr(ds, "datasets"))
+        changes = _resume.check_resume(doc, self.settings, step, ckpt)
         if changes or "origin" in doc.get("stream_state", {}):
             # another topology, or inside an elastic remainder: the checkpoint's own (rank 0) state
             ds.load_state_dict(doc["stream_state"])
@@ -130,16 +130,7 @@ class Run:
             ds.load_state_dict(_resume.stream_state_for(ds, step * int(cfg.batch_size), self.settings))
         self.start_step = step
         self.stream_base = (step, int(ds.samples_consumed))
-        if changes:
-            info = ds.resume_info() or {}
-            unit = "partitions" if "partitions_whole" in info else "episodes"  # --dataset.streaming_partitions
-            log.info("lerobotstream: elastic resume at step %d (%s): the epoch in progress (%s) has %s samples "
-                     "left over all ranks (%s on this rank; %s %s whole, %s started), then plain epochs "
-                     "of the new topology", step, "; ".join(changes), info.get("epoch"), info.get("samples_left"),
-                     info.get("rank_samples"), info.get(f"{unit}_whole"), unit, info.get(f"{unit}_started"))
-        else:
-            log.info("lerobotstream: resuming the stream at step %d (%d samples per rank consumed)",
-                     step, step * int(cfg.batch_size))
+        log.info(_resume.describe_resume(step, changes, ds.resume_info(), step * int(cfg.batch_size)))
 
     # --- patched: cycle -------------------------------------------------------------------------
     def cycle(self, dataloader: Any) -> Iterator[Any]:
