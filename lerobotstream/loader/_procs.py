@@ -1,7 +1,7 @@
 """``StreamLoader``'s processes mode: worker processes over a ring of shared-memory slots.
 
 Each worker process (``multiprocessing`` context of the caller's choice) iterates its shard of the
-stream (``StreamCore._iter_worker(p, N, ...)``: the shard a ``DataLoader`` worker p of N gets, with
+stream (``StreamCore.shard(p, N, ...)``: the shard a ``DataLoader`` worker p of N gets, with
 the DataLoader's worker seeds and ``get_worker_info()``), assembles each batch in place
 (:class:`~lerobotstream.loader._batch.BatchSlots`) and writes its tensors into a **slot** of its
 ring: ``prefetch_batches`` shared-memory storages made once, at the first batch (sized by it), and
@@ -108,8 +108,8 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
 
     try:
         slots = BatchSlots(batch_size)
-        gen = dataset._iter_worker(wid, nw, epoch, samples, dataset._process_run(), in_process=False, slots=slots)
-        items = gen if wrapper is None else wrapper.wrap_items(gen, wid, nw, dataset.source_stats)
+        shard = dataset.shard(wid, nw, epoch=epoch, samples=samples, in_process=False, slots=slots)
+        items = shard.items if wrapper is None else wrapper.wrap_items(shard.items, wid, nw, shard.source_stats)
         b = 0
         while True:
             chunk = list(islice(items, batch_size))
@@ -141,7 +141,7 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
                     _view(ring[slot], e[1], e[2], e[3]).copy_(batch[key])
             conn.send(("batch", slot, entries, n))
             del batch
-        gen.close()
+        shard.close()
         conn.send(("end",))
     except (BrokenPipeError, ConnectionResetError):
         return
