@@ -50,16 +50,25 @@ class BatchSlots:
         b, row = divmod(int(seq), self.batch_size)
 
         def slot(key: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor | None:
+            self._begin(b)
             with self._lock:
                 keys = self._batches.setdefault(b, {})
                 t = keys.get(key)
                 if t is None:
-                    t = keys[key] = torch.empty((self.batch_size, *shape), dtype=dtype, pin_memory=self.pin)
+                    t = keys[key] = self._allocate(b, key, (self.batch_size, *shape), dtype)
             if t.dtype != dtype or tuple(t.shape[1:]) != tuple(shape):
                 return None  # another shape than the batch's first item: its own tensor
             return t[row]
 
         return slot
+
+    def _begin(self, b: int) -> None:
+        """Called (outside the lock) before batch ``b``'s items ask for a tensor: nothing here (a
+        subclass may wait for where batch ``b`` goes, e.g. a ring slot)."""
+
+    def _allocate(self, b: int, key: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+        """Batch ``b``'s ``shape`` (B, ...) tensor of ``key`` (under the lock, once per key)."""
+        return torch.empty(shape, dtype=dtype, pin_memory=self.pin)
 
     def take(self, b: int) -> dict[str, torch.Tensor]:
         """Forget batch ``b``'s tensors and return them (key → ``(B, ...)`` tensor)."""
