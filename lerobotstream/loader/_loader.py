@@ -68,7 +68,9 @@ class StreamLoader:
             ``drop_last`` to its own (they fix the stream's shards and batch turns). Also accepted:
             a wrapper whose ``dataset`` is a stream and whose ``wrap_items(items, worker, num_workers,
             source_stats)`` maps each shard's item iterator (``lerobotstream-train``'s
-            ``TrainingStream``: its bookkeeping tags), run where the shard runs.
+            ``TrainingStream``: its bookkeeping tags), run where the shard runs; with
+            ``default_collate`` / ``lerobot_collate_fn`` the items' small keys it sees are
+            ``IN_BATCH`` markers (their values are already in the batch's arrays).
         batch_size (int): samples per batch, >= 1.
         num_workers (int): shards, as a DataLoader's workers (0: one stream), >= 0.
         mode: ``"threads"``: every shard in the training process (no worker process);

@@ -10,8 +10,8 @@ left under ``/dev/shm`` even when a process is killed). From the ring's first ba
 uses slot ``b % prefetch_batches``; with ``default_collate`` or ``lerobot_collate_fn`` its frames
 are written by the C de-interleave **straight into the slot**
 (:class:`~lerobotstream.loader._ring.RingSlots`: the batch's first frame waits, on the pipeline's
-assembly thread, for the slot's previous batch to be returned), and only the small keys are copied
-in when the batch is sent; with another collate each batch is assembled into fresh tensors
+assembly thread, for the slot's previous batch to be returned), and so are the small keys
+(``BatchSlots(bulk=True)``): nothing is left to copy in when the batch is sent; with another collate each batch is assembled into fresh tensors
 (:class:`~lerobotstream.loader._batch.BatchSlots`) and copied into its slot. Per batch only a small
 message crosses: the slot, each tensor key's dtype, shape and offset, and the other keys' values
 (strings, lists) pickled. The worker's return thread reads the slot returns (and the stop) from its
@@ -45,11 +45,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from torch.utils.data._utils.collate import default_collate
-
-from lerobotstream.dataset import is_lerobot_collate
 from lerobotstream.errors import LoaderWorkerError
-from lerobotstream.loader._batch import BatchSlots, collate_items
+from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate
 from lerobotstream.loader._ring import RingSlots, RingStopped, WorkerRing, read_returns, slot_view
 
 __all__ = ["ProcessBatches"]
@@ -89,7 +86,7 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
     # frames straight into the ring's slots with the collates whose batches are known (the frame
     # keys' batch is the slot's rows); any other collate gets fresh per-batch tensors (its batch may
     # hold the items' values themselves, which must not be views of a slot)
-    direct = collate_fn is default_collate or is_lerobot_collate(collate_fn)
+    direct = is_known_collate(collate_fn)
     slots = RingSlots(batch_size, ring) if direct else BatchSlots(batch_size)
     shard = None
     try:

@@ -201,7 +201,7 @@ class RingSlots(BatchSlots):
     tensors, or a key outside the layout only)."""
 
     def __init__(self, batch_size: int, ring: WorkerRing) -> None:
-        super().__init__(batch_size)
+        super().__init__(batch_size, bulk=True)
         self.ring = ring
         self._slot_of: dict[int, Any] = {}
 

@@ -5,8 +5,8 @@ would give (``StreamCore.shard(p, N, ..., in_process=True)``, each with its own 
 their batches are taken in the DataLoader's turns (:func:`round_robin`), so the batches are the
 DataLoader's; with 0 it is the one in-process stream. Decoding, the frame copies and the batch
 assembly run on the pipelines' threads (C with the GIL released: torchcodec's decode, the
-de-interleave into the batch tensor); the training thread only takes finished items and makes the
-small keys' batch (one ``torch.stack`` per key).
+de-interleave into the batch tensor, the small keys' numpy rows into their batch arrays); the
+training thread only takes finished items and makes the batch dict around the batch tensors.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from lerobotstream.loader._batch import BatchSlots, collate_items
+from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate
 
 __all__ = ["round_robin", "shard_batches", "thread_batches", "pin_batch"]
 
@@ -74,7 +74,7 @@ def thread_batches(dataset: Any, num_workers: int, epoch: int, samples: int, *, 
     sources = []
     try:
         for wid, nw in shards:
-            slots = BatchSlots(batch_size, pin=pin)
+            slots = BatchSlots(batch_size, pin=pin, bulk=is_known_collate(collate_fn))
             shard = dataset.shard(wid, nw, epoch=epoch, samples=samples, in_process=True, slots=slots)
             opened.append(shard)
             items = shard.items if wrapper is None else wrapper.wrap_items(shard.items, -1 if wid is None else wid,

@@ -332,3 +332,38 @@ def test_ring_slots_write_frames_in_place_and_wait_for_their_turn():
     ring.stop()
     t.join()
     assert errors == ["stopped"]
+
+
+def test_small_keys_in_bulk_collate_as_default_collate():
+    """``BatchSlots(bulk=True)``: an item's small keys written into the batch's arrays (the item
+    carries ``IN_BATCH``) give default_collate's batch; an item whose value does not fit the
+    batch's array (another dtype) keeps its own tensor, and the others' rows are made tensors
+    again, so the batch is still default_collate's of the plain items."""
+    import numpy as np
+    from torch.utils.data import default_collate
+
+    from lerobotstream.loader._batch import IN_BATCH, BatchSlots, collate_items
+
+    def items_and_batch(values):
+        slots = BatchSlots(4, bulk=True)
+        items, plain = [], []
+        for n, (state, index) in enumerate(values):
+            s = slots(n)
+            item = {"state": s.put("state", state), "index": s.put("index", index), "task": f"t{n}"}
+            for k, v in (("state", state), ("index", index)):
+                if item[k] is None:
+                    item[k] = torch.from_numpy(np.array(v))
+            items.append(item)
+            plain.append({"state": torch.from_numpy(np.array(state)), "index": torch.from_numpy(np.array(index)),
+                          "task": f"t{n}"})
+        return items, plain, slots.take(0)
+
+    col = np.arange(12, dtype=np.float32).reshape(4, 3)
+    idx = np.arange(4, dtype=np.int64)
+    items, plain, tensors = items_and_batch([(col[i], idx[i]) for i in range(3)])
+    assert all(it["state"] is IN_BATCH for it in items)
+    assert_batches_equal([default_collate(plain)], [collate_items(items, default_collate, tensors)])
+    odd = [(col[0], idx[0]), (col[1], idx[1]), (col[2].astype(np.float64), idx[2])]
+    items, plain, tensors = items_and_batch(odd)
+    assert items[2]["state"].dtype == torch.float64 and items[0]["state"] is IN_BATCH
+    assert_batches_equal([default_collate(plain)], [collate_items(items, default_collate, tensors)])
