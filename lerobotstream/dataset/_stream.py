@@ -29,6 +29,7 @@ A subclass provides :meth:`_parts` (one :class:`StreamPart` per dataset) and :me
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -45,6 +46,9 @@ from lerobotstream.payload_cache import EpisodeByteCache
 __all__ = ["StreamCore", "StreamPart", "StreamPosition", "StreamShard", "GIB"]
 
 GIB = 1 << 30
+#: items per assembly task at most (the largest divisor of the batch size up to this): one hand-off
+#: between the pipeline's threads per group instead of per item
+ASSEMBLY_GROUP = 4
 
 
 @dataclass(frozen=True)
@@ -433,7 +437,8 @@ class StreamCore(torch.utils.data.IterableDataset):
                         decode_threads=self.decode_threads, decoded_queue_size=self.decoded_queue_size,
                         prefetch_episodes=self.prefetch_episodes, lookahead=self.decode_lookahead,
                         on_free=run.on_free, times=run.times,
-                        first_lookahead=self.first_lookahead or self.batch_size or 8, slots=slots)
+                        first_lookahead=self.first_lookahead or self.batch_size or 8, slots=slots,
+                        assembly_group=math.gcd(self.batch_size or 1, ASSEMBLY_GROUP))
         tfm = None if not in_process else self.image_transforms
         by_index = {part.dataset_index: (w, part.transform_keys) for part, w in zip(run.parts, run.workers)}
         try:
