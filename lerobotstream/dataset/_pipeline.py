@@ -11,8 +11,10 @@ The iterating thread owns the planner pools and the cache frontier. Anchors are 
    sub-chunk's anchors need from each camera (windows included), decodes each distinct frame
    once, in ascending order, in one decoder call — so a GOP is decoded once per chunk instead of
    once per frame — and keeps the decoded uint8 frames until the chunk's items are assembled;
-3. items are assembled on ``decode_threads`` assembly threads, at most ``decoded_queue_size``
-   ahead of the consumer, and yielded strictly in planner order.
+3. items are assembled on ``decode_threads`` assembly threads, in groups of consecutive items
+   (``assembly_group``: one hand-off between threads per group), at most ``decoded_queue_size``
+   in assembly (plus the rest of the last finished group) ahead of the consumer, and yielded
+   strictly in planner order.
 
 Memory bound of decoded frames per worker: at most two chunks are decoded at once (the one being
 yielded and the next one), so decoded frames ≤ ``2 × lookahead × cameras × T`` frames of
@@ -243,10 +245,10 @@ class Pipeline:
                     if first_jobs is None:
                         first_jobs = list({id(j): j for _, _, j in chunk}.values())
                     todo.extend(chunk)
-                while todo and queued + len(ready) < self.queue_size:
+                while todo and queued < self.queue_size:
                     # a group never crosses a multiple of ``group`` items (a batch boundary)
                     work = []
-                    while todo and queued + len(ready) + len(work) < self.queue_size:
+                    while todo and queued + len(work) < self.queue_size:
                         work.append((*todo.popleft(), seq))
                         seq += 1
                         if seq % group == 0:
