@@ -31,20 +31,7 @@ import sys
 import threading
 import time
 
-CLK = os.sysconf("SC_CLK_TCK")
-
-
-def _proc_cpu(pids) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / CLK
-        except (OSError, IndexError):
-            pass
-    return total
-
+from tools.bench_loader import _cpu_s as _proc_cpu  # CPU seconds of these PIDs (/proc)
 
 def trial(row: str, samples: int, root: str, batch: int) -> dict:
     """One trial in this interpreter (see the module doc); ``row``: ``threads/N`` or ``processes/N``."""
@@ -98,15 +85,15 @@ def trial(row: str, samples: int, root: str, batch: int) -> dict:
                     pass
         return out
 
+    c0, w0 = time.process_time(), _proc_cpu(pids)  # the process window contains the threads' one
     th0 = threads()
     start.update(th0)
     acc.clear()
-    c0, w0 = time.process_time(), _proc_cpu(pids)
     n = 0
     while n < samples:
         n += len(next(it)["index"])
-    c1, w1 = time.process_time(), _proc_cpu(pids)
     th1 = threads()
+    c1, w1 = time.process_time(), _proc_cpu(pids)
     got = collections.Counter(acc)
     for ident, (label, t) in list(inflight.items()):
         if ident in th1:
