@@ -34,7 +34,6 @@ exception in a worker is re-raised in the training process at that worker's turn
 from __future__ import annotations
 
 import multiprocessing
-import os
 import queue
 import signal
 import threading
@@ -118,7 +117,7 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
             else:
                 if slot is None:
                     slot = ring.acquire(b)  # the slot's previous batch copied out and returned
-                ring.write(slot, batch, entries)  # the keys not written in place (the small ones)
+                ring.write(slot, batch, entries)  # the keys not written in place (none, usually)
                 conn.send(("batch", slot, entries, n))
             del batch
             b += 1
