@@ -136,7 +136,11 @@ def _other_to_torch(value: Any) -> Any:
 
 #: ``slot(key, shape, dtype) -> tensor | None``: where an item's value of ``key`` may be written (a
 #: contiguous CPU tensor of that shape and dtype, e.g. the item's row of a pre-allocated batch
-#: tensor), or None (a new tensor). ``StreamLoader``'s threads mode gives one per item.
+#: tensor), or None (a new tensor). ``StreamLoader`` gives one per item. A slot may also have
+#: ``put(key, value: np.ndarray) -> marker | None``: ``value`` (a row column's value of this item)
+#: is written into the item's row of the batch's array of ``key`` and the item carries the
+#: returned marker instead of a tensor (the batch is made from the array, never from per-item
+#: tensors: the small keys in bulk); None: not taken, the item gets its tensor.
 SlotFn = Callable[[str, tuple, torch.dtype], "torch.Tensor | None"]
 
 
@@ -177,9 +181,9 @@ def _video_value(data: torch.Tensor | Sequence[torch.Tensor], return_uint8: bool
     return out if return_uint8 else out.div_(255)
 
 
-#: ``frames(episode, camera, episode_frames, query_s) -> uint8 (T, C, H, W)`` tensor, or a list of
-#: T uint8 (C, H, W) views (never modified; the item gets its own copy)
-FramesFn = Callable[[int, str, np.ndarray, np.ndarray], torch.Tensor]
+#: ``frames(episode, camera, episode_frames) -> uint8 (T, C, H, W)`` tensor, or a list of T uint8
+#: (C, H, W) views (never modified; the item gets its own copy)
+FramesFn = Callable[[int, str, np.ndarray], torch.Tensor]
 
 
 def _image_value(views: Sequence[torch.Tensor], windowed: bool) -> torch.Tensor:
@@ -201,7 +205,6 @@ def assemble_item(
     *,
     windows: DeltaWindows,
     video_keys: Sequence[str],
-    from_timestamps: Mapping[str, float],
     frames: FramesFn,
     tasks: Sequence[str],
     return_uint8: bool = False,
@@ -222,7 +225,8 @@ def assemble_item(
         image_depth: depth ``image`` keys → ``_images.image_depth_factor`` (unit conversion).
         camera_keys: the keys ``image_transforms`` apply to (never depth keys).
         slot: where each RGB video key's frames may be written (:data:`SlotFn`; each frame is
-            then written once, de-interleaved, into the caller's tensor); None: new tensors.
+            then written once, de-interleaved, into the caller's tensor), and with its ``put``
+            where the fixed-shape row columns and ``*_is_pad`` go; None: new tensors.
 
     Returns:
         dict: row columns (0-dim/1-dim tensors as the HF formatter makes them), windowed keys
@@ -237,46 +241,53 @@ def assemble_item(
     depth = depth or {}
     images = images or {}
     image_depth = image_depth or {}
+    put = getattr(slot, "put", None)
     item: dict[str, Any] = {}
-    pads: dict[str, torch.Tensor] = {}
+    pads: dict[str, Any] = {}
     win: dict[str, np.ndarray] = {}
     for key in windows.keys():
         idx, pad = windows.resolve(key, f, n)
         win[key] = idx
-        pads[f"{key}_is_pad"] = torch.from_numpy(pad.copy())
+        name = f"{key}_is_pad"
+        got = None if put is None else put(name, pad)
+        pads[name] = torch.from_numpy(pad.copy()) if got is None else got
     # video first (map-style builds {**video_frames, **item})
     for key in video_keys:
         idx = win[key] if key in win else np.array([f], dtype=np.int64)
-        query = from_timestamps[key] + rows.timestamp_s[idx]
-        data = frames(rows.episode_index, key, idx, query)
+        data = frames(rows.episode_index, key, idx)
         if key in depth:
             views = [data[0]] if isinstance(data, torch.Tensor) and data.shape[0] == 1 else list(data)
             item[key] = depth[key](views).squeeze(0)  # map-style: (1, H, W), or (T, 1, H, W) for T > 1
         else:
             out = None
             if slot is not None:
-                n = data.shape[0] if isinstance(data, torch.Tensor) else len(data)
-                shape = tuple(data[0].shape) if n == 1 else (n, *data[0].shape)
+                t = data.shape[0] if isinstance(data, torch.Tensor) else len(data)
+                shape = tuple(data[0].shape) if t == 1 else (t, *data[0].shape)
                 out = slot(key, shape, torch.uint8 if return_uint8 else torch.float32)
             item[key] = _video_value(data, return_uint8, out)
+    numeric, other = rows.numeric, rows.other
     for name in rows.columns:
-        if name in rows.images:
+        col = numeric.get(name)
+        if col is not None:
+            value = col[win[name]] if name in win else col[f]
+            got = None if put is None else put(name, value)
+            if got is not None:
+                item[name] = got
+            elif name in win:
+                item[name] = torch.from_numpy(np.ascontiguousarray(value))
+            else:
+                item[name] = torch.from_numpy(np.array(value))
+        elif name in rows.images:
             got = images[name]
             if name in win:
                 value = _image_value([got[int(i)] for i in win[name]], True)
             else:
                 value = _image_value([got[f]], False)
             item[name] = to_output_unit(value, image_depth.get(name))
-        elif name in rows.numeric:
-            col = rows.numeric[name]
-            if name in win:
-                item[name] = torch.from_numpy(np.ascontiguousarray(col[win[name]]))
-            else:
-                item[name] = torch.from_numpy(np.array(col[f]))
         elif name in LANGUAGE_COLUMNS:
-            item[name] = language_rows(name, rows.other[name][f])
+            item[name] = language_rows(name, other[name][f])
         else:
-            col = rows.other[name]
+            col = other[name]
             if name in win:
                 item[name] = torch.stack([_other_to_torch(col[i]) for i in win[name]])
             else:
@@ -286,6 +297,10 @@ def assemble_item(
         for key in camera_keys:
             if key in item:
                 item[key] = image_transforms(item[key])
-    ti = rows.numeric.get("task_index")
-    item["task"] = tasks[int(ti[f])] if ti is not None and "task_index" not in win else tasks[int(item["task_index"])]
+    ti = numeric.get("task_index")
+    if ti is not None and "task_index" not in win:
+        item["task"] = tasks[int(ti[f])]
+    else:  # a windowed task_index: map-style's int() of the item's value (an error unless 1 element)
+        value = item["task_index"] if ti is None else torch.from_numpy(np.ascontiguousarray(ti[win["task_index"]]))
+        item["task"] = tasks[int(value)]
     return item

@@ -226,12 +226,7 @@ class StreamingLeRobotDataset(StreamCore):
     def _worker(self):
         return None if self._run is None else self._run.workers[0]
 
-    def source_stats(self) -> dict[str, Any]:
-        """This process's payload-source counters (``ByteSource.stats``: ``requests``,
-        ``bytes_read``, ``bytes_requested``, ``retries``, ...; bytes), cheap enough to read per item
-        (a fraction of a microsecond; :meth:`stats` builds every counter). Empty before iterating."""
-        parts = self._source_stats()
-        return parts[0] if parts else {}
+    # source_stats: the stream core's (this process's payload-source counters)
 
     def stats(self) -> dict[str, Any]:
         """Per-process counters (stable names; the profiler reads them). Empty before iterating.

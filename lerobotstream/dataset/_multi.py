@@ -308,10 +308,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
     # samples_consumed, set_epoch, state_dict, load_state_dict, __iter__: the stream core's (the state
     # records the mixture: repo ids and weights; another mixture or a single-dataset state is refused)
 
-    def source_stats(self) -> dict[str, Any]:
-        """Every dataset's payload-source counters summed (see
-        :meth:`StreamingLeRobotDataset.source_stats`). Empty before iterating."""
-        parts = self._source_stats()
+    def _combine_source_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
+        """``source_stats()``: every dataset's payload-source counters summed (numeric ones)."""
         if not any(parts):
             return {}
         keys = dict.fromkeys(k for p in parts for k in p)

@@ -11,8 +11,10 @@ The iterating thread owns the planner pools and the cache frontier. Anchors are 
    sub-chunk's anchors need from each camera (windows included), decodes each distinct frame
    once, in ascending order, in one decoder call — so a GOP is decoded once per chunk instead of
    once per frame — and keeps the decoded uint8 frames until the chunk's items are assembled;
-3. items are assembled on ``decode_threads`` assembly threads, at most ``decoded_queue_size``
-   ahead of the consumer, and yielded strictly in planner order.
+3. items are assembled on ``decode_threads`` assembly threads, in groups of consecutive items
+   (``assembly_group``: one hand-off between threads per group), at most ``decoded_queue_size``
+   in assembly (plus the rest of the last finished group) ahead of the consumer, and yielded
+   strictly in planner order.
 
 Memory bound of decoded frames per worker: at most two chunks are decoded at once (the one being
 yielded and the next one), so decoded frames ≤ ``2 × lookahead × cameras × T`` frames of
@@ -99,13 +101,16 @@ class Pipeline:
         slots: optional ``slots(n) -> slot`` for the iterator's n-th item (0-based, planner order):
             ``assemble`` is then called with it as a fourth argument (where the item's frames may
             be written, ``_assemble.SlotFn``; ``StreamLoader``'s batch tensors).
+        assembly_group: consecutive items assembled by one task (one hand-off between threads per
+            group instead of per item), never across a multiple of it (give a divisor of the batch
+            size: a group then never spans two batches), >= 1.
     """
 
     def __init__(self, pools: Iterable[Any], limit: int | None, cache: EpisodeByteCache, decode_group: DecodeFn,
                  assemble: AssembleFn, *, decode_threads: int, decoded_queue_size: int, prefetch_episodes: int,
                  lookahead: int, on_free: Callable[[int], None] | None = None,
                  times: StageTimes | None = None, first_lookahead: int | None = None,
-                 slots: Callable[[int], Any] | None = None) -> None:
+                 slots: Callable[[int], Any] | None = None, assembly_group: int = 1) -> None:
         self.pools = pools
         self.limit = limit
         self.cache = cache
@@ -120,6 +125,7 @@ class Pipeline:
         self.on_free = on_free
         self.times = times if times is not None else StageTimes()
         self.slots = slots
+        self.assembly_group = max(1, int(assembly_group))
 
     # --- main-thread helpers ------------------------------------------------------------------
     def _admit(self, ep: int) -> None:
@@ -152,6 +158,9 @@ class Pipeline:
             return self.assemble(ep, fr, state)
         finally:
             self.times.assemble_s += time.perf_counter() - t0
+
+    def _assemble_group(self, work: list[tuple[int, int, Future, int]]) -> list[Any]:
+        return [self._assemble(ep, fr, job, seq) for ep, fr, job, seq in work]
 
     def _chunks(self, dec: ThreadPoolExecutor) -> Iterator[list[tuple[int, int, Future]]]:
         """Sub-chunks of submitted work: ``[(episode, frame, decode job future), ...]``."""
@@ -208,7 +217,10 @@ class Pipeline:
         asm = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="lrs-assemble",
                                  initializer=_join_openmp_team if torch.get_num_threads() > 1 else None)
         todo: deque[tuple[int, int, Future]] = deque()
-        inflight: deque[Future] = deque()
+        inflight: deque[tuple[Future, int]] = deque()  # (a group's assembly, its items)
+        queued = 0  # items of the groups in ``inflight``
+        ready: deque[Any] = deque()  # assembled items of a finished group, not yet yielded
+        group = self.assembly_group
         chunks = self._chunks(dec)
         exhausted = False
         #: the first chunk's decode jobs: the next chunk is drawn once they are done. Drawn at once,
@@ -222,7 +234,7 @@ class Pipeline:
                 # keep one chunk decoding ahead of the one being assembled (double buffering)
                 while not exhausted and len(todo) < self.lookahead + 1:
                     if first_jobs:
-                        if (todo or inflight) and not all(f.done() for f in first_jobs):
+                        if (todo or inflight or ready) and not all(f.done() for f in first_jobs):
                             break
                         first_jobs = []
                     try:
@@ -233,22 +245,32 @@ class Pipeline:
                     if first_jobs is None:
                         first_jobs = list({id(j): j for _, _, j in chunk}.values())
                     todo.extend(chunk)
-                while todo and len(inflight) < self.queue_size:
-                    ep, fr, job = todo.popleft()
-                    inflight.append(asm.submit(self._assemble, ep, fr, job, seq))
-                    seq += 1
-                if not inflight:
-                    return
-                t0 = time.perf_counter()
-                item = inflight.popleft().result()
-                self.times.queue_wait_s += time.perf_counter() - t0
+                while todo and queued < self.queue_size:
+                    # a group never crosses a multiple of ``group`` items (a batch boundary)
+                    work = []
+                    while todo and queued + len(work) < self.queue_size:
+                        work.append((*todo.popleft(), seq))
+                        seq += 1
+                        if seq % group == 0:
+                            break
+                    inflight.append((asm.submit(self._assemble_group, work), len(work)))
+                    queued += len(work)
+                if not ready:
+                    if not inflight:
+                        return
+                    t0 = time.perf_counter()
+                    fut, k = inflight.popleft()
+                    ready.extend(fut.result())
+                    queued -= k
+                    self.times.queue_wait_s += time.perf_counter() - t0
+                item = ready.popleft()
                 self.times.items += 1
                 if self.times.first_item_s is None:
                     self.times.first_item_s = time.perf_counter() - t_start
                 yield item
         finally:
             chunks.close()
-            for fut in inflight:
+            for fut, _ in inflight:
                 fut.cancel()
             asm.shutdown(wait=True, cancel_futures=True)
             dec.shutdown(wait=True, cancel_futures=True)

@@ -14,7 +14,11 @@ It owns what both streams do the same way (MosaicML Streaming's shape: one datas
   :class:`~lerobotstream.dataset._pipeline.Pipeline` over global episode ids
   (``part.offset + episode_index``) → items (a part's dropped keys removed, its ``dataset_index``
   added) with image transforms applied where they belong;
-* per-process counters (``stats()``, ``source_stats()``): each part's own, and the pipeline's.
+* per-process counters (``stats()``, ``source_stats()``): each part's own, and the pipeline's;
+* the **shard interface** a loader uses (``StreamLoader``; ``__iter__`` is built on it):
+  :attr:`StreamCore.position` / :meth:`StreamCore.seek`, :meth:`StreamCore.prepare` (the worker
+  count fit) and :meth:`StreamCore.shard` → :class:`StreamShard` (``items``, ``source_stats()``,
+  ``close()``).
 
 A subclass provides :meth:`_parts` (one :class:`StreamPart` per dataset) and :meth:`_planner`
 (the rank's planner for a DataLoader worker count), and the option attributes the core reads
@@ -25,6 +29,7 @@ A subclass provides :meth:`_parts` (one :class:`StreamPart` per dataset) and :me
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -38,9 +43,12 @@ from lerobotstream.dataset._worker import Worker, WorkerConfig
 from lerobotstream.options import StreamOptions, is_int, require
 from lerobotstream.payload_cache import EpisodeByteCache
 
-__all__ = ["StreamCore", "StreamPart", "GIB"]
+__all__ = ["StreamCore", "StreamPart", "StreamPosition", "StreamShard", "GIB"]
 
 GIB = 1 << 30
+#: items per assembly task at most (the largest divisor of the batch size up to this): one hand-off
+#: between the pipeline's threads per group instead of per item
+ASSEMBLY_GROUP = 4
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,44 @@ class StreamPart:
     dataset_index: int | None = None
     dropped: tuple[str, ...] = ()
     transform_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    """Where a stream of one rank is: ``epoch`` (int, >= 0) and ``samples`` (int, >= 0), the
+    samples of the rank consumed since that epoch began (or since the loaded state's epoch did)."""
+
+    epoch: int
+    samples: int
+
+
+class StreamShard:
+    """One shard of a stream, iterated in the process that made it (:meth:`StreamCore.shard`).
+
+    Attributes:
+        items: iterator of the shard's items (dicts, as ``StreamCore.__iter__`` yields them), in
+            planner order. Decoding, fetching and assembly run on the shard's pipeline threads
+            from the first ``next()`` on.
+        worker (int | None), num_workers (int): the shard (None, 0: the one stream).
+
+    :meth:`close` ends it (joins its pipeline threads, closes its byte cache, releases its
+    decoders); closing twice, or a shard never iterated, is fine.
+    """
+
+    def __init__(self, core: "StreamCore", worker: int | None, num_workers: int, run: "_Run",
+                 items: Iterator[dict[str, Any]]) -> None:
+        self.worker, self.num_workers = worker, num_workers
+        self._core, self._run_state = core, run
+        self.items = items
+
+    def source_stats(self) -> dict[str, Any]:
+        """This shard's payload-source counters (the stream's ``source_stats()`` keys: ``requests``,
+        ``bytes_read``, ...; bytes), cheap enough to read per item."""
+        return self._core._combine_source_stats([w.source.stats.as_dict() for w in self._run_state.workers])
+
+    def close(self) -> None:
+        """Stop the shard: its pipeline threads joined, its caches closed (idempotent)."""
+        self.items.close()
 
 
 class _Run:
@@ -151,6 +197,77 @@ class StreamCore(torch.utils.data.IterableDataset):
         if epoch < 0:
             raise ValueError(f"epoch must be >= 0, got {epoch}")
         self._epoch, self._samples, self._yielded = int(epoch), 0, 0
+
+    @property
+    def position(self) -> StreamPosition:
+        """Where the next iterator starts (:class:`StreamPosition`: the epoch and
+        :attr:`samples_consumed`)."""
+        return StreamPosition(self._epoch, self.samples_consumed)
+
+    def seek(self, epoch: int, samples: int = 0) -> None:
+        """Move to ``samples`` consumed samples of ``epoch`` (ints >= 0): the next iterator (and
+        :meth:`state_dict`) starts there. A loader that counts what it handed out
+        (``StreamLoader``) keeps the stream's position with it.
+
+        Raises:
+            ValueError: ``epoch`` or ``samples`` is negative.
+        """
+        if epoch < 0 or samples < 0:
+            raise ValueError(f"epoch and samples must be >= 0, got epoch={epoch}, samples={samples}")
+        self._epoch, self._samples, self._yielded = int(epoch), int(samples), 0
+
+    def prepare(self, num_workers: int) -> StreamPosition:
+        """Get ready to iterate as ``num_workers`` shards (0: one stream), and say from where.
+
+        A state loaded for another worker count is resumed elastically here (0 and 1 are one
+        shard either way): the stream adopts the remainder of the epoch planned for
+        ``num_workers`` shards, so the returned position is the remainder's.
+
+        Returns:
+            StreamPosition: where the shards start (pass it to :meth:`shard`): the epoch and the
+            samples loaded or set (:meth:`seek`, :meth:`load_state_dict`, :meth:`set_epoch`;
+            not what this process's own iterators yielded since).
+
+        Raises:
+            ResumeStateError: the loaded state cannot be resumed with ``num_workers`` shards.
+        """
+        nw = int(num_workers)
+        if self._state_num_workers is not None and self._state_num_workers != nw and not (
+                {self._state_num_workers, nw} <= {0, 1}):
+            planner = self._planner(nw)
+            planner.load_state_dict(self._loaded_state)
+            self._adopt(planner, self._loaded_state)
+            self._state_num_workers = None
+        return StreamPosition(self._epoch, self._samples)
+
+    def shard(self, worker: int | None, num_workers: int, *, epoch: int, samples: int, in_process: bool,
+              slots: Callable[[int], Any] | None = None) -> StreamShard:
+        """Shard ``worker`` of ``num_workers`` (None, 0: the one stream) from ``samples`` consumed
+        samples of ``epoch`` (the rank's count: :meth:`prepare`'s position): the items a
+        ``DataLoader`` worker ``worker`` of ``num_workers`` yields from there, with its
+        per-process state made in this process (never a parent's).
+
+        Args:
+            in_process: the shard is iterated in the training process (image transforms then run
+                on the iterating thread, in item order, instead of the decode threads). Several
+                such shards (``num_workers`` > 0) each get per-process state of their own
+                (``StreamLoader``'s threads mode runs them side by side); otherwise the shard uses
+                this process's (a DataLoader or loader worker process runs one shard).
+            slots: ``slots(n) -> slot`` for the shard's n-th item (0-based, planner order): where
+                the item's frames may be written (``Pipeline``'s ``slots``; ``_assemble.SlotFn``).
+
+        Returns:
+            StreamShard: its ``items``, ``source_stats()`` and ``close()``. Nothing is fetched
+            before the first ``next(shard.items)``.
+
+        Raises (from the first ``next``):
+            ByteBudgetError: an episode does not fit the byte budget. Fetch and decode errors as
+            ``__iter__``'s.
+        """
+        nw = int(num_workers)
+        run = self._fresh_run() if in_process and nw > 0 else self._process_run()
+        items = self._iter_worker(worker, nw, int(epoch), int(samples), run, in_process=in_process, slots=slots)
+        return StreamShard(self, worker, nw, run, items)
 
     def state_dict(self, samples_consumed: int | None = None, *, batches_consumed: int | None = None) -> dict[str, Any]:
         """Resume state of this rank (``planner.StreamState`` layout, schema-versioned).
@@ -247,8 +364,8 @@ class StreamCore(torch.utils.data.IterableDataset):
         Raises:
             ResumeStateError: the loaded state cannot be resumed with ``nw`` workers.
         """
-        self._fit_worker_count(nw)
-        epoch, samples = self._epoch, self._samples
+        start = self.prepare(nw)
+        epoch, samples = start.epoch, start.samples
         if nw:
             pid = os.getpid()
             if self._iter_pid != pid:
@@ -257,20 +374,6 @@ class StreamCore(torch.utils.data.IterableDataset):
                 epoch, samples = self._epoch + self._iter_starts, 0
             self._iter_starts += 1
         return epoch, samples
-
-    def _fit_worker_count(self, nw: int) -> None:
-        """Resume a state loaded for another DataLoader worker count than ``nw`` elastically (0 and
-        1 are one shard either way): the stream adopts the remainder planned for ``nw`` workers.
-
-        Raises:
-            ResumeStateError: the state cannot be resumed with ``nw`` workers.
-        """
-        if self._state_num_workers is not None and self._state_num_workers != nw and not (
-                {self._state_num_workers, nw} <= {0, 1}):
-            planner = self._planner(nw)
-            planner.load_state_dict(self._loaded_state)
-            self._adopt(planner, self._loaded_state)
-            self._state_num_workers = None
 
     def __getstate__(self) -> dict[str, Any]:
         st = dict(self.__dict__)
@@ -284,8 +387,8 @@ class StreamCore(torch.utils.data.IterableDataset):
         return self._run
 
     def _fresh_run(self) -> _Run:
-        """New per-process state (a worker per part) that this stream does not keep: the
-        ``StreamLoader``'s threads mode runs one per DataLoader shard in the training process."""
+        """New per-process state (a worker per part) that this stream does not keep (a shard of
+        several in this process: :meth:`shard`)."""
         return _Run(self._parts())
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -293,19 +396,20 @@ class StreamCore(torch.utils.data.IterableDataset):
 
         wid, nw = current_worker()
         epoch, samples = self._iteration_start(nw)
-        yield from self._iter_worker(wid, nw, epoch, samples, self._process_run(), in_process=nw == 0, count=nw == 0)
+        shard = self.shard(wid, nw, epoch=epoch, samples=samples, in_process=nw == 0)
+        try:
+            for item in shard.items:
+                if nw == 0:  # in-process: samples_consumed counts what was yielded
+                    self._yielded += 1
+                yield item
+        finally:
+            shard.close()
 
     def _iter_worker(self, wid: int | None, nw: int, epoch: int, samples: int, run: _Run, *, in_process: bool,
-                     count: bool = False, slots: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
+                     slots: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
         """The items of logical worker ``wid`` of ``nw`` (None, 0: the one stream) from
-        (``epoch``, ``samples`` consumed by the rank), produced with ``run``'s workers.
-
-        ``StreamLoader``'s hook: its threads mode runs each of ``nw`` shards in the training
-        process (``in_process``: image transforms on the iterating thread; ``run``: a
-        :class:`_Run` of the shard's own, ``_Run(self._parts())``), and gives ``slots``
-        (``Pipeline``'s: where each item's frames are written). ``count``: add the items to
-        :attr:`samples_consumed` (the dataset's own in-process counting).
-        """
+        (``epoch``, ``samples`` consumed by the rank), produced with ``run``'s workers
+        (:meth:`shard`'s generator)."""
         from lerobotstream.dataset._decoded_gops import DecodedGopCache
 
         planner = self._planner(nw, [w.episode_nbytes for w in run.workers])
@@ -333,7 +437,8 @@ class StreamCore(torch.utils.data.IterableDataset):
                         decode_threads=self.decode_threads, decoded_queue_size=self.decoded_queue_size,
                         prefetch_episodes=self.prefetch_episodes, lookahead=self.decode_lookahead,
                         on_free=run.on_free, times=run.times,
-                        first_lookahead=self.first_lookahead or self.batch_size or 8, slots=slots)
+                        first_lookahead=self.first_lookahead or self.batch_size or 8, slots=slots,
+                        assembly_group=math.gcd(self.batch_size or 1, ASSEMBLY_GROUP))
         tfm = None if not in_process else self.image_transforms
         by_index = {part.dataset_index: (w, part.transform_keys) for part, w in zip(run.parts, run.workers)}
         try:
@@ -345,8 +450,6 @@ class StreamCore(torch.utils.data.IterableDataset):
                         if k in item:
                             item[k] = tfm(item[k])
                     w.add(transforms_s=time.perf_counter() - t0)
-                if count:
-                    self._yielded += 1
                 yield item
         finally:
             for w in run.workers:
@@ -402,6 +505,14 @@ class StreamCore(torch.utils.data.IterableDataset):
             out.update(reserved_bytes=0, resident_bytes=0, byte_budget=0, cache={})
         return out
 
-    def _source_stats(self) -> list[dict[str, Any]]:
+    def source_stats(self) -> dict[str, Any]:
+        """This process's payload-source counters (``ByteSource.stats``: ``requests``,
+        ``bytes_read``, ``bytes_requested``, ``retries``, ...; bytes; a mixture's summed over its
+        datasets), cheap enough to read per item (a fraction of a microsecond; ``stats()`` builds
+        every counter). Empty before iterating."""
         run = self._run
-        return [] if run is None else [w.source.stats.as_dict() for w in run.workers]
+        return {} if run is None else self._combine_source_stats([w.source.stats.as_dict() for w in run.workers])
+
+    def _combine_source_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
+        """One dict of the parts' source counters (the subclass's rule; a single part's as is)."""
+        return parts[0] if parts else {}

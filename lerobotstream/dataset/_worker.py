@@ -200,17 +200,17 @@ class Worker:
                             depth=cam in self.cfg.cameras.dequantizers)
 
     def assemble(self, ep: int, frame: int, dec: Decoded, slot=None) -> dict[str, Any]:
-        def frames(e: int, cam: str, idx: np.ndarray, query_s: np.ndarray) -> list[torch.Tensor]:
+        def frames(e: int, cam: str, idx: np.ndarray) -> list[torch.Tensor]:
             got = dec.frames[cam]
-            local = dec.local_of[cam][idx]  # looked up once per episode by the decode job
-            if local.min() < 0:  # a frame no anchor was known to use: the full lookup (and its error)
-                local = dec.videos[cam].local_indices(query_s)
-            return [got[i] for i in local.tolist()]
+            local = dec.local_of[cam][idx].tolist()  # looked up once per episode by the decode job
+            if min(local) < 0:  # a frame no anchor was known to use: the full lookup (and its error)
+                local = dec.videos[cam].local_indices(dec.from_timestamps[cam] + dec.rows.timestamp_s[idx]).tolist()
+            return [got[i] for i in local]
 
         tfm = self.cfg.image_transforms if self.transforms_in_threads else None
         item = assemble_item(
             dec.rows, frame, windows=self.cfg.windows, video_keys=self.cfg.video_keys,
-            from_timestamps=dec.from_timestamps, frames=frames, tasks=self.cfg.meta.tasks,
+            frames=frames, tasks=self.cfg.meta.tasks,
             return_uint8=self.cfg.return_uint8,
             image_transforms=tfm, camera_keys=self.cfg.cameras.transform_keys,
             depth=self.cfg.cameras.dequantizers, images=dec.images, image_depth=self.cfg.cameras.image_depth,

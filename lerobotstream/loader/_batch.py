@@ -13,8 +13,15 @@ overwritten (nothing is recycled). Measured against recycling one tensor (``tool
 per batch on a quiet machine, 0.9-1.3 vs 0.6-0.75 ms under load (the fresh tensor's page faults):
 at most ~0.08 ms per sample, not worth a proof that the caller dropped the batch.
 
+With ``bulk=True`` (the collates below) the small keys go the same way: the slot's ``put`` writes
+an item's value of a fixed-shape row column (or ``*_is_pad``) into its row of a per-batch array of
+that key (one numpy row assignment, on the assembly thread) and the item carries :data:`IN_BATCH`
+instead of a tensor of its own: no per-item tensor, no per-key ``torch.stack``.
+
 :func:`collate_items` makes the batch: the keys whose values are exactly rows 0..k-1 of their batch
-tensor (in order) take ``tensor[:k]`` (no copy), every other key goes through the collate function
+tensor (in order), or :data:`IN_BATCH` in every item, take ``tensor[:k]`` (no copy); with
+``default_collate`` and every other key strings (``task``) the dict is built directly (their
+lists); otherwise every other key goes through the collate function
 (``default_collate`` or LeRobot's ``lerobot_collate_fn``: the same keys, order, values, dtypes and
 shapes as ``DataLoader`` gives); another collate function gets the items as they are.
 """
@@ -24,12 +31,100 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
+import numpy as np
 import torch
 from torch.utils.data._utils.collate import default_collate
 
 from lerobotstream.dataset import PackedCollate, is_lerobot_collate
 
-__all__ = ["BatchSlots", "collate_items", "known_collate"]
+__all__ = ["IN_BATCH", "BatchSlots", "BulkItemSlot", "ItemSlot", "collate_items", "is_known_collate", "known_collate"]
+
+
+class _InBatch:
+    """The marker an item carries for a key written into its batch's array (:meth:`ItemSlot.put`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<in batch>"
+
+
+#: an item's value of a key that was written into its row of the batch's tensor (small keys in bulk)
+IN_BATCH = _InBatch()
+_TORCH_DTYPES: dict[np.dtype, torch.dtype] = {}
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype | None:
+    got = _TORCH_DTYPES.get(dtype)
+    if got is None:
+        try:
+            got = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+        except TypeError:
+            return None
+    return got
+
+
+class ItemSlot:
+    """One item's slot (``_assemble.SlotFn``): its row ``row`` of batch ``b``'s tensors."""
+
+    __slots__ = ("owner", "b", "row", "begun")
+
+    def __init__(self, owner: "BatchSlots", b: int, row: int) -> None:
+        self.owner, self.b, self.row, self.begun = owner, b, row, False
+
+    def _tensor(self, key: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+        o = self.owner
+        if not self.begun:
+            o._begin(self.b)
+            self.begun = True
+        with o._lock:
+            keys = o._batches.setdefault(self.b, {})
+            t = keys.get(key)
+            if t is None:
+                t = keys[key] = o._allocate(self.b, key, (o.batch_size, *shape), dtype)
+        return t
+
+    def __call__(self, key: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor | None:
+        """Row ``row`` of the batch's ``(B, *shape)`` tensor of ``key`` (allocated by the first item
+        that asks), or None when its shape or dtype is not the batch's first item's."""
+        t = self._tensor(key, shape, dtype)
+        if t.dtype != dtype or tuple(t.shape[1:]) != tuple(shape):
+            return None  # another shape than the batch's first item: its own tensor
+        return t[self.row]
+
+
+class BulkItemSlot(ItemSlot):
+    """An :class:`ItemSlot` that also takes the item's small keys (``put``)."""
+
+    __slots__ = ()
+
+    def put(self, key: str, value: np.ndarray) -> _InBatch | None:
+        """Write ``value`` (a numpy array or scalar) into row ``row`` of the batch's array of
+        ``key``; returns :data:`IN_BATCH` (the item's value), or None when its shape or dtype is not
+        the batch's first item's (or torch has no such dtype): the item keeps a tensor of its own."""
+        try:
+            a = self.owner._arrays[self.b][key]
+        except KeyError:
+            a = self._new_array(key, value)
+            if a is None:
+                return None
+        if a.shape[1:] != value.shape or a.dtype != value.dtype:
+            return None
+        a[self.row] = value
+        return IN_BATCH
+
+    def _new_array(self, key: str, value: np.ndarray) -> np.ndarray | None:
+        dtype = _torch_dtype(value.dtype)
+        if dtype is None:
+            return None
+        t = self._tensor(key, value.shape, dtype)
+        o = self.owner
+        with o._lock:
+            arrays = o._arrays.setdefault(self.b, {})
+            a = arrays.get(key)
+            if a is None:
+                a = arrays[key] = t.numpy()
+        return a
 
 
 class BatchSlots:
@@ -38,37 +133,47 @@ class BatchSlots:
     Args:
         batch_size: B (items per batch), >= 1.
         pin: allocate pinned (page-locked) memory (``pin_memory=True`` with CUDA).
+        bulk: the items' small keys (fixed-shape row columns, ``*_is_pad``) are written into
+            per-batch arrays too, the items carrying :data:`IN_BATCH` for them (only for a collate
+            :func:`collate_items` knows: ``default_collate``, ``lerobot_collate_fn``).
     """
 
-    def __init__(self, batch_size: int, *, pin: bool = False) -> None:
+    def __init__(self, batch_size: int, *, pin: bool = False, bulk: bool = False) -> None:
         self.batch_size = int(batch_size)
         self.pin = bool(pin)
+        self.bulk = bool(bulk)
         self._lock = threading.Lock()
         self._batches: dict[int, dict[str, torch.Tensor]] = {}
+        self._arrays: dict[int, dict[str, np.ndarray]] = {}  # numpy views of the bulk keys' tensors
 
-    def __call__(self, seq: int) -> Callable[[str, tuple, torch.dtype], torch.Tensor | None]:
+    def __call__(self, seq: int) -> ItemSlot:
         b, row = divmod(int(seq), self.batch_size)
+        return (BulkItemSlot if self.bulk else ItemSlot)(self, b, row)
 
-        def slot(key: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor | None:
-            with self._lock:
-                keys = self._batches.setdefault(b, {})
-                t = keys.get(key)
-                if t is None:
-                    t = keys[key] = torch.empty((self.batch_size, *shape), dtype=dtype, pin_memory=self.pin)
-            if t.dtype != dtype or tuple(t.shape[1:]) != tuple(shape):
-                return None  # another shape than the batch's first item: its own tensor
-            return t[row]
+    def _begin(self, b: int) -> None:
+        """Called (outside the lock) before batch ``b``'s items ask for a tensor: nothing here (a
+        subclass may wait for where batch ``b`` goes, e.g. a ring slot)."""
 
-        return slot
+    def _allocate(self, b: int, key: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+        """Batch ``b``'s ``shape`` (B, ...) tensor of ``key`` (under the lock, once per key)."""
+        return torch.empty(shape, dtype=dtype, pin_memory=self.pin)
 
     def take(self, b: int) -> dict[str, torch.Tensor]:
         """Forget batch ``b``'s tensors and return them (key → ``(B, ...)`` tensor)."""
         with self._lock:
+            self._arrays.pop(int(b), None)
             return self._batches.pop(int(b), {})
 
     def clear(self) -> None:
         with self._lock:
             self._batches.clear()
+            self._arrays.clear()
+
+
+def is_known_collate(collate_fn: Callable) -> bool:
+    """``collate_fn`` is one whose batches :func:`collate_items` makes from batch tensors
+    (``default_collate``, ``lerobot_collate_fn``)."""
+    return collate_fn is default_collate or is_lerobot_collate(collate_fn)
 
 
 def known_collate(collate_fn: Callable | None) -> Callable:
@@ -80,6 +185,23 @@ def known_collate(collate_fn: Callable | None) -> Callable:
     if isinstance(collate_fn, PackedCollate):
         return collate_fn.inner
     return collate_fn
+
+
+def _plain_batch(items: list[dict[str, Any]], placed: dict[str, torch.Tensor]) -> dict[str, Any] | None:
+    """``default_collate``'s batch when every key is placed or holds strings in every item (its
+    batch of strings is their list), made without calling it; None otherwise."""
+    first = items[0]
+    out: dict[str, Any] = {}
+    for key in first:
+        t = placed.get(key)
+        if t is not None:
+            out[key] = t
+            continue
+        values = [it[key] for it in items]
+        if not all(type(v) is str for v in values):
+            return None
+        out[key] = values
+    return out
 
 
 def _rows_of(values: list[Any], base: torch.Tensor) -> bool:
@@ -95,6 +217,16 @@ def _rows_of(values: list[Any], base: torch.Tensor) -> bool:
     return True
 
 
+def _materialize(items: list[Any], batch_tensors: dict[str, torch.Tensor]) -> None:
+    """Give every :data:`IN_BATCH` value of ``items`` its own tensor (its row of the batch tensor,
+    copied): what the item would have carried without bulk keys."""
+    for i, it in enumerate(items):
+        if type(it) is dict:
+            for key, v in it.items():
+                if v is IN_BATCH and key in batch_tensors:
+                    it[key] = batch_tensors[key][i].clone()
+
+
 def collate_items(items: list[Any], collate_fn: Callable, batch_tensors: dict[str, torch.Tensor]) -> Any:
     """The batch of ``items`` as ``collate_fn`` makes it, with the keys written in place in
     ``batch_tensors`` (``BatchSlots.take``) taken as ``tensor[:len(items)]`` instead of stacked.
@@ -102,15 +234,33 @@ def collate_items(items: list[Any], collate_fn: Callable, batch_tensors: dict[st
     ``collate_fn`` must be ``default_collate`` or ``lerobot_collate_fn`` for the in-place keys to be
     used (their batches are known: ``torch.stack`` of the values, key order kept); any other function
     gets the items unchanged (the in-place values are then ordinary tensors, stacked or not by it).
+    A key whose items carry :data:`IN_BATCH` (``BatchSlots(bulk=True)``) takes the batch tensor when
+    every item does; otherwise those items get their rows as tensors of their own first.
     """
-    if (not batch_tensors or not items or not (collate_fn is default_collate or is_lerobot_collate(collate_fn))
+    if (not batch_tensors or not items or not is_known_collate(collate_fn)
             or not all(type(it) is dict for it in items)):
+        if batch_tensors:
+            _materialize(items, batch_tensors)
         return collate_fn(items)
     k = len(items)
-    placed = {key: t[:k] for key, t in batch_tensors.items()
-              if all(key in it for it in items) and _rows_of([it[key] for it in items], t)}
+    placed: dict[str, torch.Tensor] = {}
+    partial = False
+    for key, t in batch_tensors.items():
+        values = [it.get(key) for it in items]
+        if all(v is IN_BATCH for v in values):
+            placed[key] = t[:k]
+        elif any(v is IN_BATCH for v in values):
+            partial = True
+        elif _rows_of(values, t):
+            placed[key] = t[:k]
+    if partial:
+        _materialize(items, {key: t for key, t in batch_tensors.items() if key not in placed})
     if not placed:
         return collate_fn(items)
+    if collate_fn is default_collate:
+        batch = _plain_batch(items, placed)
+        if batch is not None:
+            return batch
     # a placed key's values stand in as empty strings, which both collates pass through as a list
     # (no tensor work), keeping the key where the collate puts it
     stand_in = dict.fromkeys(placed, "")

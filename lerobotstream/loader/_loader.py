@@ -68,7 +68,9 @@ class StreamLoader:
             ``drop_last`` to its own (they fix the stream's shards and batch turns). Also accepted:
             a wrapper whose ``dataset`` is a stream and whose ``wrap_items(items, worker, num_workers,
             source_stats)`` maps each shard's item iterator (``lerobotstream-train``'s
-            ``TrainingStream``: its bookkeeping tags), run where the shard runs.
+            ``TrainingStream``: its bookkeeping tags), run where the shard runs; with
+            ``default_collate`` / ``lerobot_collate_fn`` the items' small keys it sees are
+            ``IN_BATCH`` markers (their values are already in the batch's arrays).
         batch_size (int): samples per batch, >= 1.
         num_workers (int): shards, as a DataLoader's workers (0: one stream), >= 0.
         mode: ``"threads"``: every shard in the training process (no worker process);
@@ -139,7 +141,8 @@ class StreamLoader:
         stream.drop_last = self.drop_last
         self._given = 0  # samples handed out by the current (or last) iterator
         self._batches = 0
-        self._start = (stream._epoch, stream._samples)
+        pos = stream.position
+        self._start = (pos.epoch, pos.samples)
         self._iterating = False
         #: the PIDs of the current (or last) iterator's worker processes (processes mode)
         self.worker_pids: list[int] = []
@@ -147,8 +150,8 @@ class StreamLoader:
     # --- iteration ----------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
         ds = self.stream
-        ds._fit_worker_count(self.num_workers)
-        epoch, samples = ds._epoch, ds._samples
+        start = ds.prepare(self.num_workers)  # a state of another worker count: its elastic remainder
+        epoch, samples = start.epoch, start.samples
         self._start, self._given, self._batches = (epoch, samples), 0, 0
         # the DataLoader draws a base seed from the global RNG at each iterator: so do we (same RNG
         # stream for the training loop; processes mode seeds its workers with it as DataLoader does)
@@ -184,8 +187,7 @@ class StreamLoader:
             self._iterating = False
             batches.close()
             if finished:  # the epoch ended: a new iterator (or a restored state) starts it again
-                ds = self.stream
-                ds._epoch, ds._samples, ds._yielded = epoch, 0, 0
+                self.stream.seek(epoch, 0)
                 self._start, self._given, self._batches = (epoch, 0), 0, 0
 
     # --- epochs and resume ----------------------------------------------------------------------------
@@ -204,12 +206,12 @@ class StreamLoader:
         as a dict of plain values (``torch.save`` / JSON). A loader over the same stream with the
         same settings restored from it continues with the next batch exactly."""
         ds = self.stream
-        saved = (ds._epoch, ds._samples, ds._yielded)
+        saved = ds.position
         try:
-            ds._epoch, ds._samples, ds._yielded = self._start[0], self.samples_consumed, 0
+            ds.seek(self._start[0], self.samples_consumed)
             state = ds.state_dict()
         finally:
-            ds._epoch, ds._samples, ds._yielded = saved
+            ds.seek(saved.epoch, saved.samples)
         return {"schema": _STATE_SCHEMA, "batches": self._batches, "mode": self.mode, "dataset": state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -225,7 +227,8 @@ class StreamLoader:
             raise ResumeStateError(f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
                                    f"{sorted(state) if isinstance(state, dict) else type(state).__name__}")
         self.stream.load_state_dict(state["dataset"])
-        self._start, self._given, self._batches = (self.stream._epoch, self.stream._samples), 0, 0
+        pos = self.stream.position
+        self._start, self._given, self._batches = (pos.epoch, pos.samples), 0, 0
 
     def __repr__(self) -> str:
         return (f"StreamLoader(batch_size={self.batch_size}, num_workers={self.num_workers}, mode={self.mode!r}, "

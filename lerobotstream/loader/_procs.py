@@ -1,20 +1,28 @@
 """``StreamLoader``'s processes mode: worker processes over a ring of shared-memory slots.
 
 Each worker process (``multiprocessing`` context of the caller's choice) iterates its shard of the
-stream (``StreamCore._iter_worker(p, N, ...)``: the shard a ``DataLoader`` worker p of N gets, with
-the DataLoader's worker seeds and ``get_worker_info()``), assembles each batch in place
-(:class:`~lerobotstream.loader._batch.BatchSlots`) and writes its tensors into a **slot** of its
-ring: ``prefetch_batches`` shared-memory storages made once, at the first batch (sized by it), and
-sent to the training process once (``torch.multiprocessing``'s descriptor passing; the segment is
-unlinked at creation, so nothing is left under ``/dev/shm`` even when a process is killed). Per
-batch only a small message crosses: the slot, each tensor key's dtype, shape and offset, and the
-other keys' values (strings, lists) pickled.
+stream (``StreamCore.shard(p, N, ...)``: the shard a ``DataLoader`` worker p of N gets, with
+the DataLoader's worker seeds and ``get_worker_info()``) and hands its batches over through its
+**ring** (:class:`~lerobotstream.loader._ring.WorkerRing`): ``prefetch_batches`` shared-memory
+storages made once, at the first batch (sized by it), and sent to the training process once
+(``torch.multiprocessing``'s descriptor passing; the segment is unlinked at creation, so nothing is
+left under ``/dev/shm`` even when a process is killed). From the ring's first batch on, batch b
+uses slot ``b % prefetch_batches``; with ``default_collate`` or ``lerobot_collate_fn`` its frames
+are written by the C de-interleave **straight into the slot**
+(:class:`~lerobotstream.loader._ring.RingSlots`: the batch's first frame waits, on the pipeline's
+assembly thread, for the slot's previous batch to be returned), and so are the small keys
+(``BatchSlots(bulk=True)``): nothing is left to copy in when the batch is sent; with another collate each batch is assembled into fresh tensors
+(:class:`~lerobotstream.loader._batch.BatchSlots`) and copied into its slot. Per batch only a small
+message crosses: the slot, each tensor key's dtype, shape and offset, and the other keys' values
+(strings, lists) pickled. The worker's return thread reads the slot returns (and the stop) from its
+pipe; a stop wakes every slot wait (``RingStopped``), so a shutdown never hangs on one.
 
 In the training process one background thread takes the workers' batches in the DataLoader's
 turns, copies each out of its slot (into pinned memory with ``pin_memory=True``) and hands the
 slot back to its worker explicitly (a message on the worker's pipe): the batch the caller gets
-owns its memory, so a batch the caller keeps is never overwritten. A batch larger than the ring's
-slots (another shape than the first batch's) is pickled through the pipe instead (correct, slower).
+owns its memory, so a batch the caller keeps is never overwritten. A batch that does not fit the
+ring's layout (a key the first batch lacked, or larger than it) is pickled through the pipe
+instead (its slot-resident tensors cloned first; correct, slower).
 
 Shutdown (end of the iterator, ``break``, an exception, ``KeyboardInterrupt``, the iterator
 garbage-collected): the thread is stopped and joined, every worker is told to stop and joined
@@ -26,7 +34,6 @@ exception in a worker is re-raised in the training process at that worker's turn
 from __future__ import annotations
 
 import multiprocessing
-import os
 import queue
 import signal
 import threading
@@ -38,30 +45,12 @@ from typing import Any, Callable, Iterator
 import torch
 
 from lerobotstream.errors import LoaderWorkerError
-from lerobotstream.loader._batch import BatchSlots, collate_items
+from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate
+from lerobotstream.loader._ring import RingSlots, RingStopped, WorkerRing, read_returns, slot_view
 
 __all__ = ["ProcessBatches"]
 
-_ALIGN = 64
 _JOIN_S = 10.0
-
-
-def _split(batch: Any) -> tuple[list[tuple[str, Any]], int]:
-    """A batch dict → ``[(key, ("t", dtype, shape, offset)) | (key, ("v", value))]`` in key order,
-    and the bytes its tensor keys need in a slot (64-byte aligned)."""
-    entries: list[tuple[str, Any]] = []
-    end = 0
-    for key, v in batch.items():
-        if type(v) is torch.Tensor and v.device.type == "cpu" and v.layout == torch.strided and not v.requires_grad:
-            entries.append((key, ("t", v.dtype, tuple(v.shape), end)))
-            end += -(-(v.numel() * v.element_size()) // _ALIGN) * _ALIGN
-        else:
-            entries.append((key, ("v", v)))
-    return entries, end
-
-
-def _view(storage: torch.UntypedStorage, dtype: torch.dtype, shape: tuple, offset: int) -> torch.Tensor:
-    return torch.empty(0, dtype=dtype).set_(storage, offset // torch.empty(0, dtype=dtype).element_size(), shape)
 
 
 def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, samples: int, batch_size: int,
@@ -89,70 +78,71 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
     wrapper = None
     if hasattr(dataset, "wrap_items"):  # a wrapper (``StreamLoader``'s ``dataset`` doc)
         wrapper, dataset = dataset, dataset.dataset
-    ring: list[torch.UntypedStorage] = []
-    slot_bytes = 0
-    free: list[int] = []
-
-    def take_messages(block: bool) -> bool:
-        """Read slot returns (appended to ``free``); False when told to stop (None or EOF)."""
-        while block or conn.poll():
-            try:
-                msg = conn.recv()
-            except EOFError:
-                return False
-            if msg is None:
-                return False
-            free.append(int(msg))
-            block = False
-        return True
-
+    ring = WorkerRing(ring_size)
+    told_to_stop = threading.Event()  # None from the training process, or its end of the pipe
+    threading.Thread(target=read_returns, args=(conn, ring, told_to_stop), name="lrs-ring-returns",
+                     daemon=True).start()
+    # frames straight into the ring's slots with the collates whose batches are known (the frame
+    # keys' batch is the slot's rows); any other collate gets fresh per-batch tensors (its batch may
+    # hold the items' values themselves, which must not be views of a slot)
+    direct = is_known_collate(collate_fn)
+    slots = RingSlots(batch_size, ring) if direct else BatchSlots(batch_size)
+    shard = None
     try:
-        slots = BatchSlots(batch_size)
-        gen = dataset._iter_worker(wid, nw, epoch, samples, dataset._process_run(), in_process=False, slots=slots)
-        items = gen if wrapper is None else wrapper.wrap_items(gen, wid, nw, dataset.source_stats)
+        shard = dataset.shard(wid, nw, epoch=epoch, samples=samples, in_process=False, slots=slots)
+        items = shard.items if wrapper is None else wrapper.wrap_items(shard.items, wid, nw, shard.source_stats)
         b = 0
+        first = None  # the batch that made the ring
         while True:
             chunk = list(islice(items, batch_size))
             if not chunk or (drop_last and len(chunk) < batch_size):
                 break
-            batch = collate_items(chunk, collate_fn, slots.take(b))
-            b += 1
-            del chunk
-            if not isinstance(batch, dict):
-                conn.send(("pickled", batch, batch_size if batch is None else _count(batch, batch_size)))
-                continue
-            entries, nbytes = _split(batch)
-            n = _count(batch, batch_size)
-            if not ring:
-                slot_bytes = max(nbytes, _ALIGN)
-                ring = [torch.UntypedStorage._new_shared(slot_bytes) for _ in range(ring_size)]
-                free = list(range(ring_size))
-                conn.send(("ring", ring))
-            if nbytes > slot_bytes:
+            tensors = slots.take(b)
+            slot = slots.take_slot(b) if direct else None
+            batch = collate_items(chunk, collate_fn, tensors)
+            del chunk, tensors
+            n = batch_size if batch is None else _count(batch, batch_size)
+            if isinstance(batch, dict) and not ring.ready:
+                first = b
+                conn.send(("ring", ring.create(batch, b)))
+            entries = ring.entries(batch) if isinstance(batch, dict) and ring.ready else None
+            if entries is None:  # not a dict, or not the ring's layout: pickled through the pipe
+                if first is not None:
+                    batch = ring.detach(batch)
+                    if slot is not None:
+                        ring.release(slot)
+                    else:
+                        ring.skip(b)
                 conn.send(("pickled", batch, n))
-                continue
-            if not take_messages(False):
-                return
-            if not free and not take_messages(True):
-                return
-            slot = free.pop(0)
-            for key, e in entries:
-                if e[0] == "t":
-                    _view(ring[slot], e[1], e[2], e[3]).copy_(batch[key])
-            conn.send(("batch", slot, entries, n))
+            else:
+                if slot is None:
+                    slot = ring.acquire(b)  # the slot's previous batch copied out and returned
+                ring.write(slot, batch, entries)  # the keys not written in place (none, usually)
+                conn.send(("batch", slot, entries, n))
             del batch
-        gen.close()
+            b += 1
+        _close(shard, ring)
+        shard = None
         conn.send(("end",))
-    except (BrokenPipeError, ConnectionResetError):
+    except (BrokenPipeError, ConnectionResetError, RingStopped):
         return
     except BaseException as exc:  # noqa: BLE001 - re-raised in the training process
         try:
             conn.send(("error", _picklable(exc)))
         except Exception:  # noqa: BLE001
             return
+    finally:
+        if shard is not None:
+            _close(shard, ring)
     # stay until the training process says stop (it may still be fetching the ring's descriptors)
-    while take_messages(True):
-        pass
+    told_to_stop.wait()
+
+
+def _close(shard: Any, ring: WorkerRing) -> None:
+    """Stop the ring's waits (items assembled ahead of a pass limit or an error may wait for a
+    slot no batch will return), then join the shard's pipeline threads."""
+    ring.stop()
+    shard.close()
 
 
 def _count(batch: Any, default: int) -> int:
@@ -233,8 +223,12 @@ class ProcessBatches:
             if conn.poll():
                 try:
                     return conn.recv()
-                except EOFError:
-                    pass
+                except (EOFError, OSError):
+                    # the pipe closed, or a tensor's descriptor could not be fetched from a worker
+                    # that died meanwhile (ConnectionResetError): report how the worker ended
+                    proc.join(_JOIN_S)
+                    if proc.exitcode is None:
+                        raise
             elif proc.exitcode is None:
                 wait([conn, proc.sentinel, self._wake_r])
                 continue
@@ -258,7 +252,7 @@ class ProcessBatches:
         for key, e in entries:
             if e[0] == "t":
                 dst = torch.empty(e[2], dtype=e[1], pin_memory=self.pin)
-                dst.copy_(_view(storage, e[1], e[2], e[3]))
+                dst.copy_(slot_view(storage, e[1], e[2], e[3]))
                 out[key] = dst
             else:
                 out[key] = e[1]

@@ -1,12 +1,12 @@
 """``StreamLoader``'s threads mode: every shard's pipeline in the training process.
 
 With ``num_workers=N`` the stream is cut into the same N shards a ``DataLoader`` with N workers
-would give (``StreamCore._iter_worker(p, N, ...)``, each with its own per-process state), and
+would give (``StreamCore.shard(p, N, ..., in_process=True)``, each with its own per-process state), and
 their batches are taken in the DataLoader's turns (:func:`round_robin`), so the batches are the
 DataLoader's; with 0 it is the one in-process stream. Decoding, the frame copies and the batch
 assembly run on the pipelines' threads (C with the GIL released: torchcodec's decode, the
-de-interleave into the batch tensor); the training thread only takes finished items and makes the
-small keys' batch (one ``torch.stack`` per key).
+de-interleave into the batch tensor, the small keys' numpy rows into their batch arrays); the
+training thread only takes finished items and makes the batch dict around the batch tensors.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from lerobotstream.loader._batch import BatchSlots, collate_items
+from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate
 
 __all__ = ["round_robin", "shard_batches", "thread_batches", "pin_batch"]
 
@@ -65,37 +65,25 @@ def pin_batch(batch: Any) -> Any:
     return batch
 
 
-def _source_stats(dataset: Any, run: Any) -> Callable[[], dict]:
-    """The shard's payload-source counters (``dataset.source_stats()``'s, for ``run``)."""
-    def stats() -> dict:
-        saved, dataset._run = dataset._run, run
-        try:
-            return dataset.source_stats()
-        finally:
-            dataset._run = saved
-    return stats if run is not dataset._run else dataset.source_stats
-
-
 def thread_batches(dataset: Any, num_workers: int, epoch: int, samples: int, *, batch_size: int, drop_last: bool,
                    collate_fn: Callable, pin: bool, wrapper: Any = None) -> Iterator[tuple[Any, int]]:
     """Every batch of the stream from (``epoch``, ``samples``) in the DataLoader's order, made in
     this process (see the module doc)."""
     shards = [(None, 0)] if num_workers == 0 else [(p, num_workers) for p in range(num_workers)]
-    gens = []
+    opened = []
     sources = []
-    for wid, nw in shards:
-        run = dataset._process_run() if nw == 0 else dataset._fresh_run()
-        slots = BatchSlots(batch_size, pin=pin)
-        gen = dataset._iter_worker(wid, nw, epoch, samples, run, in_process=True, slots=slots)
-        gens.append(gen)
-        items = gen if wrapper is None else wrapper.wrap_items(gen, -1 if wid is None else wid, nw,
-                                                               _source_stats(dataset, run))
-        sources.append(shard_batches(items, slots, batch_size, drop_last, collate_fn))
     try:
+        for wid, nw in shards:
+            slots = BatchSlots(batch_size, pin=pin, bulk=is_known_collate(collate_fn))
+            shard = dataset.shard(wid, nw, epoch=epoch, samples=samples, in_process=True, slots=slots)
+            opened.append(shard)
+            items = shard.items if wrapper is None else wrapper.wrap_items(shard.items, -1 if wid is None else wid,
+                                                                           nw, shard.source_stats)
+            sources.append(shard_batches(items, slots, batch_size, drop_last, collate_fn))
         for batch, n in round_robin(sources):
             yield (pin_batch(batch) if pin else batch), n
     finally:
         for src in sources:
             src.close()
-        for gen in gens:  # joins each pipeline's threads and closes its cache
-            gen.close()
+        for shard in opened:  # joins each pipeline's threads and closes its cache
+            shard.close()

@@ -67,3 +67,35 @@ def test_a_mixture_of_one_state_from_before_the_seed_rule_is_refused(root):
     old = {**state, "mixture": {k: v for k, v in state["mixture"].items() if k != "seed_rule"}}
     with pytest.raises(ResumeStateError, match="seed_rule"):
         StreamingMultiLeRobotDataset(["core/one"], roots=[root]).load_state_dict(old)
+
+
+def test_the_shard_interface_gives_the_dataloader_workers_items(root):
+    """``prepare`` / ``shard`` / ``position`` / ``seek``: shard p of N (each with its own
+    per-process state, in this process) yields what DataLoader worker p of N yields, from the
+    position given; its ``source_stats`` are its own; ``close`` is idempotent."""
+    from lerobotstream.dataset import StreamPosition
+
+    def ids(items):
+        return [(int(x["episode_index"]), int(x["frame_index"])) for x in items]
+
+    ds = StreamingLeRobotDataset(repo_id="core/one", root=root, episode_pool_size=2, num_workers=2, max_num_shards=2)
+    start = ds.prepare(2)
+    assert start == StreamPosition(0, 0) == ds.position
+    shards = [ds.shard(p, 2, epoch=start.epoch, samples=start.samples, in_process=True) for p in range(2)]
+    got = [ids(s.items) for s in shards]
+    assert all(s.source_stats()["bytes_read"] > 0 for s in shards)
+    for s in shards:
+        s.close()
+        s.close()
+    ref = [[], []]
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+    for n, item in enumerate(dl):  # one item per worker in turn (batch_size=None)
+        ref[n % 2].append((int(item["episode_index"]), int(item["frame_index"])))
+    assert got == ref
+    one = list(ds.shard(None, 0, epoch=0, samples=5, in_process=True).items)
+    ds.num_workers = 0
+    assert ids(one) == ids(list(ds))[5:]
+    ds.seek(1, 3)
+    assert ds.position == StreamPosition(1, 3) and ds.state_dict()["samples"] == 3
+    with pytest.raises(ValueError):
+        ds.seek(0, -1)

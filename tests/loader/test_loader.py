@@ -228,3 +228,142 @@ def test_frames_written_into_a_given_slot():
     assert got.data_ptr() == fb.data_ptr() and torch.equal(fb, torch.stack(frames[:2]).to(torch.float32) / 255)
     assert frames_to_u8_chw([frames[0]], out=torch.empty((3, 24, 31), dtype=torch.uint8)) is None
     assert frames_to_u8_chw([frames[0]], out=torch.empty((3, 24, 32), dtype=torch.float32)) is None
+
+
+def _plain_collate(items):  # "another collate function": items reach it unchanged
+    from torch.utils.data import default_collate
+
+    return default_collate(items)
+
+
+@pytest.mark.parametrize("ring,collate", [(1, None), (3, None), (2, _plain_collate)])
+def test_processes_frames_in_the_ring_kept_batches_never_overwritten(root, ring, collate):
+    """processes mode writes frames straight into ring slots (the known collates) or copies fresh
+    batch tensors in (another collate): with the tightest ring (1 slot: each batch waits for the
+    previous one's return), a wider one and a window of frames, 100 kept batches still equal the
+    DataLoader's at the end."""
+    nw = 2
+    kw = dict(repeat=True, return_uint8=True, decoded_queue_size=12,
+              delta_timestamps={"observation.images.front": [-1 / 30, 0.0]})
+    ref = _dataloader(lambda n: _ds(root, n, **kw), nw, n=100, collate_fn=collate)
+    kept = []
+    for batch in StreamLoader(_ds(root, nw, **kw), B, num_workers=nw, mode="processes", prefetch_batches=ring,
+                              collate_fn=collate):
+        kept.append(batch)
+        if len(kept) == 100:
+            break
+    assert_batches_equal(ref, kept)
+
+
+class _Limited:
+    """A ``wrap_items`` wrapper (lerobotstream-train's TrainingStream shape) ending each shard
+    after ``limit`` items, while its pipeline has assembled items ahead (waiting for ring slots)."""
+
+    def __init__(self, dataset, limit):
+        self.dataset, self.limit = dataset, limit
+
+    def wrap_items(self, items, wid, nw, source_stats):
+        for n, item in enumerate(items):
+            if n == self.limit:
+                return
+            yield item
+
+
+def test_processes_shard_ended_early_by_a_wrapper_does_not_wait_for_slots(root):
+    ds = _ds(root, 2, repeat=True, return_uint8=True, decoded_queue_size=16)
+    got = list(StreamLoader(_Limited(ds, 2 * B + 1), B, num_workers=2, mode="processes", prefetch_batches=1))
+    assert [len(b["index"]) for b in got] == [B, B, B, B, 1, 1]
+
+
+def test_ring_slots_write_frames_in_place_and_wait_for_their_turn():
+    """``RingSlots``: once the ring exists, a batch's tensors are views into its slot (b % size)
+    and ``write`` copies only the other keys; batch b + size waits until batch b's slot is
+    returned; a stopped ring wakes every waiter with ``RingStopped``."""
+    import threading
+
+    from lerobotstream.loader._ring import RingSlots, RingStopped, WorkerRing
+
+    ring = WorkerRing(2)
+    slots = RingSlots(2, ring)
+    fresh = slots(0)("img", (3, 4), torch.uint8)  # before the ring: a fresh batch tensor
+    assert fresh is not None and slots.take_slot(0) is None
+    first = {"img": slots.take(0)["img"], "index": torch.arange(2)}
+    storages = ring.create(first, 0)
+    assert ring.acquire(0) == 0
+    assert ring.entries({"img": torch.zeros(6, 3, 4, dtype=torch.uint8)}) is None  # more bytes than reserved
+    rows = [slots(2 + i)("img", (3, 4), torch.uint8) for i in range(2)]  # batch 1 -> slot 1
+    assert slots.take_slot(1) == 1
+    assert rows[0].data_ptr() == storages[1].data_ptr()
+    for i, r in enumerate(rows):
+        r.fill_(i + 1)
+    batch = {"img": slots.take(1)["img"], "index": torch.tensor([5, 6])}
+    entries = ring.entries(batch)
+    ring.write(1, batch, entries)
+    view = torch.empty(0, dtype=torch.uint8).set_(storages[1], 0, (2, 3, 4))
+    assert view.data_ptr() == batch["img"].data_ptr() and view[1].eq(2).all()
+    idx = [e for k, e in entries if k == "index"][0]
+    assert torch.equal(torch.empty(0, dtype=torch.int64).set_(storages[1], idx[3] // 8, (2,)), batch["index"])
+
+    started, took = threading.Event(), []
+
+    def batch2():  # slot 0 again: waits for batch 0's return
+        started.set()
+        slot = slots(4)
+        took.append(slot("img", (3, 4), torch.uint8))
+
+    t = threading.Thread(target=batch2)
+    t.start()
+    started.wait()
+    assert not took  # (it can only have finished after the release below)
+    ring.release(0)
+    t.join()
+    assert took[0].data_ptr() == storages[0].data_ptr() and slots.take_slot(2) == 0
+
+    errors = []
+
+    def batch3():  # slot 1, never returned: the stop wakes it
+        try:
+            slots(6)("img", (3, 4), torch.uint8)
+        except RingStopped:
+            errors.append("stopped")
+
+    t = threading.Thread(target=batch3)
+    t.start()
+    ring.stop()
+    t.join()
+    assert errors == ["stopped"]
+
+
+def test_small_keys_in_bulk_collate_as_default_collate():
+    """``BatchSlots(bulk=True)``: an item's small keys written into the batch's arrays (the item
+    carries ``IN_BATCH``) give default_collate's batch; an item whose value does not fit the
+    batch's array (another dtype) keeps its own tensor, and the others' rows are made tensors
+    again, so the batch is still default_collate's of the plain items."""
+    import numpy as np
+    from torch.utils.data import default_collate
+
+    from lerobotstream.loader._batch import IN_BATCH, BatchSlots, collate_items
+
+    def items_and_batch(values):
+        slots = BatchSlots(4, bulk=True)
+        items, plain = [], []
+        for n, (state, index) in enumerate(values):
+            s = slots(n)
+            item = {"state": s.put("state", state), "index": s.put("index", index), "task": f"t{n}"}
+            for k, v in (("state", state), ("index", index)):
+                if item[k] is None:
+                    item[k] = torch.from_numpy(np.array(v))
+            items.append(item)
+            plain.append({"state": torch.from_numpy(np.array(state)), "index": torch.from_numpy(np.array(index)),
+                          "task": f"t{n}"})
+        return items, plain, slots.take(0)
+
+    col = np.arange(12, dtype=np.float32).reshape(4, 3)
+    idx = np.arange(4, dtype=np.int64)
+    items, plain, tensors = items_and_batch([(col[i], idx[i]) for i in range(3)])
+    assert all(it["state"] is IN_BATCH for it in items)
+    assert_batches_equal([default_collate(plain)], [collate_items(items, default_collate, tensors)])
+    odd = [(col[0], idx[0]), (col[1], idx[1]), (col[2].astype(np.float64), idx[2])]
+    items, plain, tensors = items_and_batch(odd)
+    assert items[2]["state"].dtype == torch.float64 and items[0]["state"] is IN_BATCH
+    assert_batches_equal([default_collate(plain)], [collate_items(items, default_collate, tensors)])
