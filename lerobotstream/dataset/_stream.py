@@ -112,7 +112,10 @@ class StreamCore(torch.utils.data.IterableDataset):
         self._epoch = 0
         self._samples = 0  # consumed samples of the rank since _epoch began (loaded or set)
         self._yielded = 0  # items yielded in this process since then (num_workers=0 counting)
-        self._state_num_workers: int | None = None
+        #: (DataLoader workers, batch_size, drop_last, epoch, samples) a loaded state was planned for
+        #: and the position it gave (None: no state loaded); :meth:`_fit_worker_count` replans it
+        self._state_topology: tuple[int, int | None, bool, int, int] | None = None
+        self._loaded_state: dict[str, Any] | None = None
         self._iter_pid: int | None = None  # DataLoader worker process that counts iterator starts
         self._iter_starts = 0  # iterators started on this copy in that worker (persistent_workers)
         self._run: _Run | None = None
@@ -191,14 +194,20 @@ class StreamCore(torch.utils.data.IterableDataset):
         st = StreamState.from_dict(state)
         if self.batch_size is None:
             self.batch_size = st.batch_size
+        self._load(state, self.num_workers)
+
+    def _load(self, state: dict[str, Any], nw: int) -> None:
+        """Adopt ``state`` for ``nw`` DataLoader workers and this stream's other settings now, and
+        remember them (:meth:`_fit_worker_count` replans when they change before iterating)."""
         self._origin = self._remainders = None
-        planner = self._planner(self.num_workers)
+        planner = self._planner(nw)
         fixed = dict(state)
-        if {int(st.num_workers), self.num_workers} <= {0, 1}:
-            fixed["num_workers"] = self.num_workers  # one shard either way: the same stream
+        if {int(state["num_workers"]), nw} <= {0, 1}:
+            fixed["num_workers"] = nw  # one shard either way: the same stream
         planner.load_state_dict(fixed)
         self._adopt(planner, fixed)
-        self._state_num_workers = None if planner.resume_changes else int(st.num_workers)
+        self._loaded_state = dict(state)
+        self._state_topology = (nw, self.batch_size, bool(self.drop_last), self._epoch, self._samples)
 
     def _adopt(self, planner, state: dict[str, Any]) -> None:
         """Take a planner's loaded position (epoch, samples, elastic origin) as this stream's.
@@ -209,7 +218,6 @@ class StreamCore(torch.utils.data.IterableDataset):
         with the dataset (fork or pickle), do not compute it again."""
         self._origin = None if planner.origin is None else (planner.origin, planner.origin_epoch)
         self._epoch, self._samples, self._yielded = planner.epoch, planner.samples_consumed, 0
-        self._loaded_state = state
         self.resume_changes = list(planner.resume_changes)
         self._remainders = planner.rank_remainders() if self._origin is not None else None
 
@@ -259,18 +267,22 @@ class StreamCore(torch.utils.data.IterableDataset):
         return epoch, samples
 
     def _fit_worker_count(self, nw: int) -> None:
-        """Resume a state loaded for another DataLoader worker count than ``nw`` elastically (0 and
-        1 are one shard either way): the stream adopts the remainder planned for ``nw`` workers.
+        """Replan a loaded state whose DataLoader worker count (0 and 1 are one shard either way),
+        ``batch_size`` or ``drop_last`` differ from ``nw`` and this stream's settings now (a
+        ``StreamLoader`` sets its own on a dataset that may have loaded a state already; a
+        DataLoader may run another worker count than the dataset's ``num_workers``): the state is
+        loaded again for them, as if they had been set before ``load_state_dict`` (the same order
+        when they are the checkpoint's, else elastic). Nothing to do once the stream has moved
+        from the loaded position (``set_epoch``, or items yielded in this process).
 
         Raises:
             ResumeStateError: the state cannot be resumed with ``nw`` workers.
         """
-        if self._state_num_workers is not None and self._state_num_workers != nw and not (
-                {self._state_num_workers, nw} <= {0, 1}):
-            planner = self._planner(nw)
-            planner.load_state_dict(self._loaded_state)
-            self._adopt(planner, self._loaded_state)
-            self._state_num_workers = None
+        t = self.__dict__.get("_state_topology")
+        if t is None or (t[3], t[4]) != (self._epoch, self._samples) or self._yielded:
+            return
+        if (t[1], t[2]) != (self.batch_size, bool(self.drop_last)) or (t[0] != nw and not {t[0], nw} <= {0, 1}):
+            self._load(self._loaded_state, nw)
 
     def __getstate__(self) -> dict[str, Any]:
         st = dict(self.__dict__)

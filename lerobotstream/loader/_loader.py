@@ -137,6 +137,9 @@ class StreamLoader:
         stream.batch_size = batch_size
         stream.num_workers = num_workers
         stream.drop_last = self.drop_last
+        # a state the dataset loaded for other settings than these is replanned now (elastic), so
+        # that state_dict() before the first iterator already describes this loader's position
+        stream._fit_worker_count(num_workers)
         self._given = 0  # samples handed out by the current (or last) iterator
         self._batches = 0
         self._start = (stream._epoch, stream._samples)
