@@ -149,6 +149,14 @@ class StreamCore(torch.utils.data.IterableDataset):
     def samples_consumed(self, value: int) -> None:
         self._samples, self._yielded = int(value), 0
 
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iterator plays (an int >= 0): ``set_epoch``'s, or after
+        ``load_state_dict`` the epoch the state resumes — the checkpoint's epoch, or the next one
+        when its count covered the whole epoch. With :attr:`samples_consumed` it is where a
+        resumed training loop goes on counting (docs/resume.md)."""
+        return self._epoch
+
     def set_epoch(self, epoch: int) -> None:
         """Start ``epoch`` from its first sample (its own seeded order)."""
         if epoch < 0:
@@ -218,6 +226,10 @@ class StreamCore(torch.utils.data.IterableDataset):
         with the dataset (fork or pickle), do not compute it again."""
         self._origin = None if planner.origin is None else (planner.origin, planner.origin_epoch)
         self._epoch, self._samples, self._yielded = planner.epoch, planner.samples_consumed, 0
+        if not planner.repeat:
+            # a count of one or more whole finite epochs is the start of a later one (``position``),
+            # so ``epoch`` / ``samples_consumed`` say where the next iterator really starts
+            self._epoch, self._samples = planner.position()
         self.resume_changes = list(planner.resume_changes)
         self._remainders = planner.rank_remainders() if self._origin is not None else None
 
