@@ -5,7 +5,7 @@
 It owns what both streams do the same way (MosaicML Streaming's shape: one dataset is
 ``streams = [default]``, and everything after that handles a list):
 
-* the resume state of one rank (epoch, consumed samples, the loaded state's worker count) and
+* the resume state of one rank (epoch, consumed samples, the loaded state and the settings it was planned for) and
   ``samples_consumed`` / ``set_epoch`` / ``state_dict`` / ``load_state_dict`` / ``__getstate__``;
 * one ``__iter__``: DataLoader worker id → where the iterator starts (``persistent_workers``) →
   the planner (``_planner``, a :class:`~lerobotstream.planner.PlannerBase`) → ``worker_start`` →

@@ -225,8 +225,13 @@ class StreamLoader:
         if self._iterating:
             raise ResumeStateError("StreamLoader.load_state_dict: an iterator of this loader is running")
         if not isinstance(state, dict) or state.get("schema") != _STATE_SCHEMA:
+            from lerobotstream.planner._state import SCHEMA_KEY
+
+            hint = ("; this is a dataset's state (ds.state_dict()): load it with the dataset's load_state_dict "
+                    "before building the loader, or save loader.state_dict() instead"
+                    if isinstance(state, dict) and SCHEMA_KEY in state else "")
             raise ResumeStateError(f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
-                                   f"{sorted(state) if isinstance(state, dict) else type(state).__name__}")
+                                   f"{sorted(state) if isinstance(state, dict) else type(state).__name__}{hint}")
         self.stream.load_state_dict(state["dataset"])
         self._start, self._given, self._batches = (self.stream._epoch, self.stream._samples), 0, 0
 

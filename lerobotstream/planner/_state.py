@@ -38,7 +38,7 @@ _OLD_CHECKPOINT_MSG = (
     "is refused; start a new run from the checkpoint's policy weights instead.")
 _NOT_A_STATE_MSG = (
     "{what} is not a lerobotstream stream state: pass the dict that the dataset's (or planner's) "
-    "state_dict() returned, unchanged (it carries {key!r}={version} and the fields {fields})")
+    "state_dict() returned, unchanged (it carries {key!r} (one of {version}) and the fields {fields}){hint}")
 
 _NULLABLE = frozenset({"pool_size", "byte_budget", "episodes", "mixture", "origin", "partitions"})  # may be None
 _OPTIONAL = frozenset({"episodes", "mixture", "origin", "partitions"})  # may be absent (older states)
@@ -156,12 +156,15 @@ class StreamState:
         """
         if not isinstance(state, dict):
             raise ResumeStateError(_NOT_A_STATE_MSG.format(
-                what=f"a {type(state).__name__}", key=SCHEMA_KEY, version=SCHEMA_VERSION, fields=list(_FIELD_RULES)))
+                what=f"a {type(state).__name__}", key=SCHEMA_KEY, version=READABLE_SCHEMA_VERSIONS,
+                fields=list(_FIELD_RULES), hint=""))
         if SCHEMA_KEY not in state:
             if not set(state) & (set(_FIELD_RULES) | {"offset", "shuffle_buffer", "sampler", "rows"}):
                 raise ResumeStateError(_NOT_A_STATE_MSG.format(
                     what=f"a dict with the keys {sorted(map(str, state))[:8]}", key=SCHEMA_KEY,
-                    version=SCHEMA_VERSION, fields=list(_FIELD_RULES)))
+                    version=READABLE_SCHEMA_VERSIONS, fields=list(_FIELD_RULES),
+                    hint=("; this is a StreamLoader state: pass it to StreamLoader.load_state_dict, or its "
+                          "'dataset' entry to the dataset's" if isinstance(state.get("dataset"), dict) else "")))
             raise ResumeStateError(_OLD_CHECKPOINT_MSG.format(key=SCHEMA_KEY))
         if type(state[SCHEMA_KEY]) is not int or state[SCHEMA_KEY] not in READABLE_SCHEMA_VERSIONS:
             raise ResumeStateError(

@@ -1,0 +1,52 @@
+"""Error messages of the resume and partition rules name the dataset, the setting (and its
+``lerobotstream-train`` flag) and what to do: partitions more than the selected episodes, fewer
+than the streams of the run (raised when a StreamLoader asks for more workers), on a mixture; a
+StreamLoader state given to a dataset, a dataset state given to a StreamLoader."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset, StreamLoader
+from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
+from lerobotstream.planner._state import READABLE_SCHEMA_VERSIONS
+
+CAM = "observation.images.front"
+
+
+@pytest.fixture(scope="module")
+def root(make_generated_dataset):
+    return Path(make_generated_dataset(repo_id="msg/parts", episode_lengths=(4, 3, 5, 2), codec="av1",
+                                       cameras=((CAM, 32, 24),), episodes_per_video_file=2))
+
+
+def test_partitions_beyond_the_selected_episodes_name_the_dataset_and_flag(root):
+    with pytest.raises(ShardingError, match=r"msg/parts: 3 non-empty selected episode\(s\) cannot fill "
+                                            r"partitions=4.*--dataset.streaming_partitions.*--dataset.episodes"):
+        StreamingLeRobotDataset(root=root, partitions=4, episodes=[0, 2, 3])
+
+
+def test_partitions_fewer_than_the_loaders_streams_name_the_dataset(root):
+    ds = StreamingLeRobotDataset(root=root, partitions=2)  # 1 stream: fine until 3 workers ask
+    with pytest.raises(StreamingConfigError, match=r"msg/parts: partitions=2 is fewer than the 3 streams.*"
+                                                   r"--dataset.streaming_partitions"):
+        next(iter(StreamLoader(ds, batch_size=2, num_workers=3, mode="threads")))
+
+
+def test_partitions_on_a_mixture_name_its_datasets_and_the_flag(root):
+    with pytest.raises(StreamingConfigError, match=r"mixture of a/x, b/y: leave partitions=None.*"
+                                                   r"--dataset.streaming_partitions"):
+        StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[root, root], partitions=2)
+
+
+def test_a_state_given_to_the_wrong_object_says_where_it_goes(root):
+    loader = StreamLoader(StreamingLeRobotDataset(root=root), batch_size=2, num_workers=0)
+    with pytest.raises(ResumeStateError, match="this is a StreamLoader state: pass it to StreamLoader.load_state_dict"):
+        StreamingLeRobotDataset(root=root).load_state_dict(loader.state_dict())
+    with pytest.raises(ResumeStateError, match=r"this is a dataset's state \(ds.state_dict\(\)\)"):
+        loader.load_state_dict(StreamingLeRobotDataset(root=root).state_dict())
+    with pytest.raises(ResumeStateError, match=re.escape(f"one of {READABLE_SCHEMA_VERSIONS}")):
+        StreamingLeRobotDataset(root=root).load_state_dict([1])
