@@ -182,8 +182,29 @@ class StreamState:
             raise ResumeStateError(
                 "malformed stream state (tampered, or not written by state_dict()): " + "; ".join(parts)
                 + ". Pass the dict that state_dict() returned, or start a new run from the policy weights.")
+        if fields.get("origin") is not None:
+            _check_origin(cls.from_dict(fields["origin"]), fields)
         ints = {n: int(v) for n, v in fields.items() if _FIELD_RULES[n][0] == "int" and v is not None}
         return cls(**{**fields, **ints})
+
+
+#: what an elastic state and its ``origin`` always share (a resume that changes any is refused)
+_ORIGIN_SHARED = ("seed", "episodes", "mixture", "partitions")
+
+
+def _check_origin(origin: StreamState, fields: dict[str, Any]) -> None:
+    """Raise ResumeStateError when ``origin`` (valid by itself) cannot be the origin of a state with
+    ``fields``: another seed, episode selection, mixture or partitions (tampered, or two states
+    spliced together), or a later epoch than the state's."""
+    bad = [f"origin {n}={getattr(origin, n)!r} but the state's {n}={fields.get(n)!r}"
+           for n in _ORIGIN_SHARED if getattr(origin, n) != fields.get(n)]
+    if origin.epoch > int(fields["epoch"]):
+        bad.append(f"origin epoch={origin.epoch} is after the state's epoch={fields['epoch']}")
+    if bad:
+        raise ResumeStateError(
+            "malformed stream state (tampered, or not written by state_dict()): its elastic origin does not "
+            "belong to it: " + "; ".join(bad) + ". Pass the dict that state_dict() returned, or start a new run "
+            "from the policy weights.")
 
 def episodes_digest(episode_indices, lengths) -> str:
     """``"sha256:<hex>"`` of the selected episode indices and their lengths (both as int64, in

@@ -50,3 +50,25 @@ def test_a_state_given_to_the_wrong_object_says_where_it_goes(root):
         loader.load_state_dict(StreamingLeRobotDataset(root=root).state_dict())
     with pytest.raises(ResumeStateError, match=re.escape(f"one of {READABLE_SCHEMA_VERSIONS}")):
         StreamingLeRobotDataset(root=root).load_state_dict([1])
+
+
+@pytest.mark.parametrize("field,value", [("seed", 1), ("partitions", 2), ("epoch", 3)])
+def test_an_elastic_state_whose_origin_was_tampered_is_refused(root, field, value):
+    """A state saved inside an elastic remainder carries the old run's state (``origin``); one that
+    does not share the state's seed / selection / partitions, or lies in a later epoch, is refused
+    (a spliced origin used to be replayed silently: another old run's order, wrong coverage)."""
+    first = StreamLoader(StreamingLeRobotDataset(root=root), batch_size=2, num_workers=2, mode="threads")
+    it = iter(first)
+    next(it)
+    state = first.state_dict()
+    it.close()
+    second = StreamLoader(StreamingLeRobotDataset(root=root), batch_size=3, num_workers=1, mode="threads")
+    second.load_state_dict(state)
+    it = iter(second)
+    next(it)
+    saved = second.state_dict()["dataset"]
+    it.close()
+    StreamingLeRobotDataset(root=root, batch_size=3).load_state_dict(saved)  # as written: fine
+    saved["origin"][field] = value
+    with pytest.raises(ResumeStateError, match=f"its elastic origin does not belong to it: origin {field}={value}"):
+        StreamingLeRobotDataset(root=root, batch_size=3).load_state_dict(saved)
