@@ -188,7 +188,8 @@ class StreamState:
         return cls(**{**fields, **ints})
 
 
-#: what an elastic state and its ``origin`` always share (a resume that changes any is refused)
+#: what an elastic state and its ``origin`` always share: the refused settings (``planner._base.REFUSED_SETTINGS``)
+#: and the identity fields (a resume that changes any is refused)
 _ORIGIN_SHARED = ("seed", "episodes", "mixture", "partitions")
 
 

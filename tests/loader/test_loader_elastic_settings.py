@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from lerobotstream import StreamingLeRobotDataset, StreamLoader
-from lerobotstream.testing import read_identity
+from tests._streams import checked_anchors
 
 CAM = "observation.images.front"
 LENGTHS = (7, 5, 9, 4, 6, 8, 3, 10, 2, 6)
@@ -33,18 +33,10 @@ def _ds(root, **kw):
                                    decode_lookahead=5, **kw)
 
 
-def _anchors(batch) -> list[tuple[int, int]]:
-    out = []
-    for i, (e, f) in enumerate(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist())):
-        assert read_identity(batch[CAM][i])[:2] == (e, f), f"pixels of another frame for ({e}, {f})"
-        out.append((e, f))
-    return out
-
-
 def _take(loader, n=None) -> list[tuple[int, int]]:
     got = []
     for j, batch in enumerate(loader):
-        got += _anchors(batch)
+        got += checked_anchors(batch)
         if n is not None and j + 1 == n:
             break
     return got
@@ -108,7 +100,7 @@ def test_training_loop_counts_from_the_loaded_position(root):
         done = ds.samples_consumed
         got, k = [], 0
         for batch in torch.utils.data.DataLoader(ds, batch_size=4, num_workers=workers):
-            got += _anchors(batch)
+            got += checked_anchors(batch)
             k += 1
             if k == batches:
                 break
