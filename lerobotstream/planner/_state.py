@@ -240,8 +240,11 @@ def episode_selection_diffs(checkpoint: StreamState, current: StreamState) -> li
         return []
     if checkpoint.mixture is not None or current.mixture is not None:
         return ["episode selection of the datasets differs"]
-    return [f"episode selection: checkpoint {checkpoint.episodes.split(':')[0]} episodes (digest "
-            f"{checkpoint.episodes}), now {current.episodes.split(':')[0]} episodes (digest {current.episodes})"]
+    n_old, n_new = checkpoint.episodes.split(":")[0], current.episodes.split(":")[0]
+    why = (" — as many episodes with other indices or anchor counts: another episode list, another "
+           "drop_n_last_frames, or another version of the dataset" if n_old == n_new else "")
+    return [f"episode selection: checkpoint {n_old} episodes (digest {checkpoint.episodes}), now {n_new} "
+            f"episodes (digest {current.episodes}){why}"]
 
 
 def _can_give(rem: int | None, batch_size: int, drop_last: bool) -> bool:

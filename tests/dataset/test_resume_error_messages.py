@@ -72,3 +72,18 @@ def test_an_elastic_state_whose_origin_was_tampered_is_refused(root, field, valu
     saved["origin"][field] = value
     with pytest.raises(ResumeStateError, match=f"its elastic origin does not belong to it: origin {field}={value}"):
         StreamingLeRobotDataset(root=root, batch_size=3).load_state_dict(saved)
+
+
+def test_another_drop_n_last_frames_is_named_as_a_possible_cause(root):
+    state = StreamingLeRobotDataset(root=root, batch_size=2).state_dict(samples_consumed=2)
+    with pytest.raises(ResumeStateError, match="now 4 episodes .*another drop_n_last_frames"):
+        StreamingLeRobotDataset(root=root, batch_size=2, drop_n_last_frames=1).load_state_dict(state)
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_a_state_no_run_over_this_stream_can_have_written_is_refused(root, repeat):
+    """world_size 5 over 4 episodes: no such run exists (a rank would own no episode); the state was
+    edited. ResumeStateError, not the planner's ShardingError from deep inside the replay."""
+    state = StreamingLeRobotDataset(root=root, batch_size=2, repeat=repeat).state_dict(samples_consumed=2)
+    with pytest.raises(ResumeStateError, match=r"no run over this stream has its settings \(.*5 ranks"):
+        StreamingLeRobotDataset(root=root, batch_size=2, repeat=repeat).load_state_dict({**state, "world_size": 5})
