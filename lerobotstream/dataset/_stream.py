@@ -154,7 +154,9 @@ class StreamCore(torch.utils.data.IterableDataset):
         """The epoch the next iterator plays (an int >= 0): ``set_epoch``'s, or after
         ``load_state_dict`` the epoch the state resumes — the checkpoint's epoch, or the next one
         when its count covered the whole epoch. With :attr:`samples_consumed` it is where a
-        resumed training loop goes on counting (docs/resume.md)."""
+        resumed training loop goes on counting (docs/resume.md). Endless streams
+        (``repeat=True``): the epoch their count runs from (each DataLoader worker rolls into
+        later epochs on its own; ``resume_info()["epoch"]`` is the pass an elastic resume plays)."""
         return self._epoch
 
     def set_epoch(self, epoch: int) -> None:

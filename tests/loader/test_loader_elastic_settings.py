@@ -114,3 +114,17 @@ def test_training_loop_counts_from_the_loaded_position(root):
     assert s3["samples"] == 12
     d, _ = segment(3, s3, None)
     assert Counter(a + b + c + d) == FULL
+
+
+def test_drop_last_drops_at_most_a_short_batch_per_new_worker_of_the_remainder(root):
+    first = StreamLoader(_ds(root), batch_size=4, num_workers=2, mode="threads", drop_last=True)
+    got = _take(first, 3)
+    second = StreamLoader(_ds(root), batch_size=5, num_workers=3, mode="threads", drop_last=True)
+    second.load_state_dict(first.state_dict())
+    rest = []
+    for batch in second:
+        assert len(batch["index"]) == 5  # never a short batch
+        rest += checked_anchors(batch)
+    seen = Counter(got + rest)
+    assert max(seen.values()) == 1 and not seen - FULL
+    assert 0 <= sum((FULL - seen).values()) <= 3 * (5 - 1)
