@@ -225,7 +225,7 @@ class StreamLoader:
         if self._iterating:
             raise ResumeStateError("StreamLoader.load_state_dict: an iterator of this loader is running")
         if not isinstance(state, dict) or state.get("schema") != _STATE_SCHEMA:
-            from lerobotstream.planner._state import SCHEMA_KEY
+            from lerobotstream.planner import SCHEMA_KEY
 
             hint = ("; this is a dataset's state (ds.state_dict()): load it with the dataset's load_state_dict "
                     "before building the loader, or save loader.state_dict() instead"
