@@ -296,6 +296,15 @@ class StreamCore(torch.utils.data.IterableDataset):
         if t is None or (t[3], t[4]) != (self._epoch, self._samples) or self._yielded:
             return
         if (t[1], t[2]) != (self.batch_size, bool(self.drop_last)) or (t[0] != nw and not {t[0], nw} <= {0, 1}):
+            if nw != (self.num_workers or 0) and not {nw, self.num_workers or 0} <= {0, 1}:
+                import warnings
+
+                warnings.warn(
+                    f"the DataLoader runs {nw} worker(s) but the dataset was built with num_workers="
+                    f"{self.num_workers}: the loaded state resumes elastically for {nw}, but state_dict() in the "
+                    f"training process describes {self.num_workers} worker(s), so a state saved from this run "
+                    f"would resume the wrong samples; pass num_workers={nw} (and max_num_shards) to the dataset",
+                    RuntimeWarning, stacklevel=2)
             self._load(self._loaded_state, nw)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -128,3 +128,15 @@ def test_drop_last_drops_at_most_a_short_batch_per_new_worker_of_the_remainder(r
     seen = Counter(got + rest)
     assert max(seen.values()) == 1 and not seen - FULL
     assert 0 <= sum((FULL - seen).values()) <= 3 * (5 - 1)
+
+
+def test_a_dataloader_worker_count_other_than_the_datasets_warns(root):
+    """A DataLoader worker (simulated: the stream asked to fit 3 workers) of a dataset built with
+    num_workers=2 resumes the loaded state elastically, but the training process's state_dict()
+    still describes 2 workers: it says so (a RuntimeWarning naming both counts and the fix)."""
+    first = StreamLoader(_ds(root), batch_size=4, num_workers=2, mode="threads")
+    _take(first, 2)
+    ds = _ds(root, batch_size=4, num_workers=2, max_num_shards=2)
+    ds.load_state_dict(first.state_dict()["dataset"])
+    with pytest.warns(RuntimeWarning, match="DataLoader runs 3 worker.*num_workers=2.*pass num_workers=3"):
+        ds._fit_worker_count(3)
