@@ -27,11 +27,15 @@ def root(make_generated_dataset):
                                        episodes_per_video_file=3))
 
 
+def _stream(root, workers, batch):
+    return StreamingLeRobotDataset(root=root, return_uint8=True, episode_pool_size=2, prefetch_episodes=1,
+                                   max_num_shards=max(1, workers), num_workers=workers, batch_size=batch)
+
+
 def _loop(root, workers, batch, saved, stop=None):
     """The page's loop on one rank: (epoch, episode, frame) played, and the last state saved
     (after every batch) when it stops after ``stop`` batches."""
-    ds = StreamingLeRobotDataset(root=root, return_uint8=True, episode_pool_size=2, prefetch_episodes=1,
-                                 max_num_shards=max(1, workers), num_workers=workers, batch_size=batch)
+    ds = _stream(root, workers, batch)
     loader = torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
     start_epoch, done = 0, 0
     if saved is not None:
@@ -71,21 +75,19 @@ def test_a_count_covering_the_epoch_or_the_remainder_resumes_as_the_next_epoch(r
     iterator plays that epoch's own order (it used to report the old epoch: a loop labelled the
     next epoch's samples with it, then played that epoch again)."""
     played, saved = _loop(root, 2, 4, None, stop=3)
-    ds = StreamingLeRobotDataset(root=root, return_uint8=True, episode_pool_size=2, prefetch_episodes=1,
-                                 max_num_shards=max(1, workers), num_workers=workers, batch_size=batch)
+    ds = _stream(root, workers, batch)
     ds.load_state_dict(saved["stream"])
     base = ds.samples_consumed  # 12 on the same topology, 0 in an elastic remainder
     rest = [(e, f) for b in torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
             for e, f in zip(b["episode_index"].tolist(), b["frame_index"].tolist())]
     assert Counter([(e, f) for _, e, f in played] + rest) == FULL
     whole = [ds.state_dict(samples_consumed=base + len(rest))]  # the epoch's end, or the remainder's
-    ref = StreamingLeRobotDataset(root=root, return_uint8=True, episode_pool_size=2, prefetch_episodes=1,
-                                  max_num_shards=max(1, workers), num_workers=workers, batch_size=batch)
+    ref = _stream(root, workers, batch)
     ref.set_epoch(1)
-    epoch1 = [tuple(b["index"].tolist()) for b in torch.utils.data.DataLoader(ref, batch_size=batch, num_workers=workers)]
+    epoch1 = [tuple(b["index"].tolist())
+              for b in torch.utils.data.DataLoader(ref, batch_size=batch, num_workers=workers)]
     for state in whole:
-        again = StreamingLeRobotDataset(root=root, return_uint8=True, episode_pool_size=2, prefetch_episodes=1,
-                                        max_num_shards=max(1, workers), num_workers=workers, batch_size=batch)
+        again = _stream(root, workers, batch)
         again.load_state_dict(state)
         assert (again.epoch, again.samples_consumed, again.resume_info()) == (1, 0, None)
         assert [tuple(b["index"].tolist()) for b in

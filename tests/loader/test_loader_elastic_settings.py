@@ -47,7 +47,8 @@ def test_streamloader_resumes_on_other_workers_and_batch_sizes_twice(root):
     got = _take(first, 3)
     second = StreamLoader(_ds(root), batch_size=3, num_workers=3, mode="threads")
     second.load_state_dict(first.state_dict())
-    assert sorted(second.stream.resume_changes) == ["batch_size: checkpoint 4, now 3", "num_workers: checkpoint 2, now 3"]
+    assert sorted(second.stream.resume_changes) == ["batch_size: checkpoint 4, now 3",
+                                                    "num_workers: checkpoint 2, now 3"]
     before = second.state_dict()  # before any batch: the same position, resumable as such
     got += _take(second, 2)
     third = StreamLoader(_ds(root), batch_size=5, num_workers=1, mode="threads")
