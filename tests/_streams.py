@@ -20,3 +20,15 @@ def small_stream(root: Any, num_workers: int, **options: Any):
     opts = {"episode_pool_size": 2, "max_num_shards": max(1, num_workers), "batch_size": BATCH,
             "num_workers": num_workers, "decode_lookahead": 5, **options}
     return StreamingLeRobotDataset(root=root, **opts)
+
+
+def checked_anchors(batch: Any, camera: str = CAMERA) -> list[tuple[int, int]]:
+    """(episode_index, frame_index) of each item of a collated ``batch``, each item's ``camera``
+    pixels checked against that identity (the generator burns it into every frame)."""
+    from lerobotstream.testing import read_identity
+
+    out = []
+    for i, (e, f) in enumerate(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist())):
+        assert read_identity(batch[camera][i])[:2] == (e, f), f"pixels of another frame for ({e}, {f})"
+        out.append((e, f))
+    return out

@@ -51,7 +51,7 @@ from lerobotstream.dataset._cameras import plan_cameras
 from lerobotstream.dataset._stream import GIB, StreamCore, StreamPart
 from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.dataset._worker import WorkerConfig
-from lerobotstream.errors import StreamingConfigError
+from lerobotstream.errors import StreamingConfigError, naming
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.options import StreamOptions, constructor_signature
 from lerobotstream.sources import open_source
@@ -199,12 +199,14 @@ class StreamingLeRobotDataset(StreamCore):
         from lerobotstream.planner import PartitionPlanner, Planner
 
         kind = Planner if self.partitions is None else partial(PartitionPlanner, partitions=self.partitions)
-        return self._resumed(kind(self.anchor_lengths(), seed=self.seed, num_workers=int(num_workers),
-                       pool_size=self.episode_pool_size, strategy=self.sampling_strategy,
-                       byte_budget=max(1, int(self.byte_budget_gb * GIB)),
-                       episode_nbytes=episode_nbytes[0] if episode_nbytes else _no_nbytes,
-                       decoder_cache_size=self.video_decoder_cache_size, repeat=self.repeat,
-                       batch_size=self.batch_size or 1, drop_last=self.drop_last, equalize=self.equalize))
+        with naming(self.meta.repo_id):  # a rule the settings break (partitions, ranks) names the dataset
+            planner = kind(self.anchor_lengths(), seed=self.seed, num_workers=int(num_workers),
+                           pool_size=self.episode_pool_size, strategy=self.sampling_strategy,
+                           byte_budget=max(1, int(self.byte_budget_gb * GIB)),
+                           episode_nbytes=episode_nbytes[0] if episode_nbytes else _no_nbytes,
+                           decoder_cache_size=self.video_decoder_cache_size, repeat=self.repeat,
+                           batch_size=self.batch_size or 1, drop_last=self.drop_last, equalize=self.equalize)
+        return self._resumed(planner)
 
     # --- the stream core's parts ------------------------------------------------------------------
     def worker_config(self) -> WorkerConfig:

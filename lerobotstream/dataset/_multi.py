@@ -150,7 +150,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
             raise StreamingConfigError(
                 "partitions is not supported for mixtures yet: each dataset's worker shards, budget shares and the "
                 "mix sequence depend on the ranks and workers, so a mixture's order cannot be made independent of "
-                "the topology by partitions alone (leave partitions=None; elastic resume still works)",
+                f"the topology by partitions alone (mixture of {', '.join(map(str, repo_ids))}: leave partitions=None, "
+                "i.e. no --dataset.streaming_partitions with lerobotstream-train; elastic resume still works)",
                 option="partitions", value=mixture_opts.partitions)
         if mixture_opts.equalize != "none":
             raise StreamingConfigError("equalize='drop' is not supported for mixtures (use repeat=True, as "

@@ -5,7 +5,7 @@
 It owns what both streams do the same way (MosaicML Streaming's shape: one dataset is
 ``streams = [default]``, and everything after that handles a list):
 
-* the resume state of one rank (epoch, consumed samples, the loaded state's worker count) and
+* the resume state of one rank (epoch, consumed samples, the loaded state and the settings it was planned for) and
   ``samples_consumed`` / ``set_epoch`` / ``state_dict`` / ``load_state_dict`` / ``__getstate__``;
 * one ``__iter__``: DataLoader worker id → where the iterator starts (``persistent_workers``) →
   the planner (``_planner``, a :class:`~lerobotstream.planner.PlannerBase`) → ``worker_start`` →
@@ -158,7 +158,10 @@ class StreamCore(torch.utils.data.IterableDataset):
         self._epoch = 0
         self._samples = 0  # consumed samples of the rank since _epoch began (loaded or set)
         self._yielded = 0  # items yielded in this process since then (num_workers=0 counting)
-        self._state_num_workers: int | None = None
+        #: (DataLoader workers, batch_size, drop_last, epoch, samples) a loaded state was planned for
+        #: and the position it gave (None: no state loaded); :meth:`_fit_worker_count` replans it
+        self._state_topology: tuple[int, int | None, bool, int, int] | None = None
+        self._loaded_state: dict[str, Any] | None = None
         self._iter_pid: int | None = None  # DataLoader worker process that counts iterator starts
         self._iter_starts = 0  # iterators started on this copy in that worker (persistent_workers)
         self._run: _Run | None = None
@@ -192,6 +195,16 @@ class StreamCore(torch.utils.data.IterableDataset):
     def samples_consumed(self, value: int) -> None:
         self._samples, self._yielded = int(value), 0
 
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iterator plays (an int >= 0): ``set_epoch``'s, or after
+        ``load_state_dict`` the epoch the state resumes — the checkpoint's epoch, or the next one
+        when its count covered the whole epoch. With :attr:`samples_consumed` it is where a
+        resumed training loop goes on counting (docs/resume.md). Endless streams
+        (``repeat=True``): the epoch their count runs from (each DataLoader worker rolls into
+        later epochs on its own; ``resume_info()["epoch"]`` is the pass an elastic resume plays)."""
+        return self._epoch
+
     def set_epoch(self, epoch: int) -> None:
         """Start ``epoch`` from its first sample (its own seeded order)."""
         if epoch < 0:
@@ -219,9 +232,10 @@ class StreamCore(torch.utils.data.IterableDataset):
     def prepare(self, num_workers: int) -> StreamPosition:
         """Get ready to iterate as ``num_workers`` shards (0: one stream), and say from where.
 
-        A state loaded for another worker count is resumed elastically here (0 and 1 are one
-        shard either way): the stream adopts the remainder of the epoch planned for
-        ``num_workers`` shards, so the returned position is the remainder's.
+        A state loaded for another worker count, ``batch_size`` or ``drop_last`` than these is
+        replanned here (0 and 1 workers are one shard either way; elastic when they differ from the
+        checkpoint's): the stream adopts the remainder of the epoch planned for ``num_workers``
+        shards, so the returned position is the remainder's.
 
         Returns:
             StreamPosition: where the shards start (pass it to :meth:`shard`): the epoch and the
@@ -231,13 +245,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         Raises:
             ResumeStateError: the loaded state cannot be resumed with ``num_workers`` shards.
         """
-        nw = int(num_workers)
-        if self._state_num_workers is not None and self._state_num_workers != nw and not (
-                {self._state_num_workers, nw} <= {0, 1}):
-            planner = self._planner(nw)
-            planner.load_state_dict(self._loaded_state)
-            self._adopt(planner, self._loaded_state)
-            self._state_num_workers = None
+        self._fit_worker_count(int(num_workers))
         return StreamPosition(self._epoch, self._samples)
 
     def shard(self, worker: int | None, num_workers: int, *, epoch: int, samples: int, in_process: bool,
@@ -308,14 +316,20 @@ class StreamCore(torch.utils.data.IterableDataset):
         st = StreamState.from_dict(state)
         if self.batch_size is None:
             self.batch_size = st.batch_size
+        self._load(state, self.num_workers)
+
+    def _load(self, state: dict[str, Any], nw: int) -> None:
+        """Adopt ``state`` for ``nw`` DataLoader workers and this stream's other settings now, and
+        remember them (:meth:`_fit_worker_count` replans when they change before iterating)."""
         self._origin = self._remainders = None
-        planner = self._planner(self.num_workers)
+        planner = self._planner(nw)
         fixed = dict(state)
-        if {int(st.num_workers), self.num_workers} <= {0, 1}:
-            fixed["num_workers"] = self.num_workers  # one shard either way: the same stream
+        if {int(state["num_workers"]), nw} <= {0, 1}:
+            fixed["num_workers"] = nw  # one shard either way: the same stream
         planner.load_state_dict(fixed)
         self._adopt(planner, fixed)
-        self._state_num_workers = None if planner.resume_changes else int(st.num_workers)
+        self._loaded_state = dict(state)
+        self._state_topology = (nw, self.batch_size, bool(self.drop_last), self._epoch, self._samples)
 
     def _adopt(self, planner, state: dict[str, Any]) -> None:
         """Take a planner's loaded position (epoch, samples, elastic origin) as this stream's.
@@ -326,7 +340,10 @@ class StreamCore(torch.utils.data.IterableDataset):
         with the dataset (fork or pickle), do not compute it again."""
         self._origin = None if planner.origin is None else (planner.origin, planner.origin_epoch)
         self._epoch, self._samples, self._yielded = planner.epoch, planner.samples_consumed, 0
-        self._loaded_state = state
+        if not planner.repeat:
+            # a count of one or more whole finite epochs is the start of a later one (``position``),
+            # so ``epoch`` / ``samples_consumed`` say where the next iterator really starts
+            self._epoch, self._samples = planner.position()
         self.resume_changes = list(planner.resume_changes)
         self._remainders = planner.rank_remainders() if self._origin is not None else None
 
@@ -374,6 +391,33 @@ class StreamCore(torch.utils.data.IterableDataset):
                 epoch, samples = self._epoch + self._iter_starts, 0
             self._iter_starts += 1
         return epoch, samples
+
+    def _fit_worker_count(self, nw: int) -> None:
+        """Replan a loaded state whose DataLoader worker count (0 and 1 are one shard either way),
+        ``batch_size`` or ``drop_last`` differ from ``nw`` and this stream's settings now (a
+        ``StreamLoader`` sets its own on a dataset that may have loaded a state already; a
+        DataLoader may run another worker count than the dataset's ``num_workers``): the state is
+        loaded again for them, as if they had been set before ``load_state_dict`` (the same order
+        when they are the checkpoint's, else elastic). Nothing to do once the stream has moved
+        from the loaded position (``set_epoch``, or items yielded in this process).
+
+        Raises:
+            ResumeStateError: the state cannot be resumed with ``nw`` workers.
+        """
+        t = self.__dict__.get("_state_topology")
+        if t is None or (t[3], t[4]) != (self._epoch, self._samples) or self._yielded:
+            return
+        if (t[1], t[2]) != (self.batch_size, bool(self.drop_last)) or (t[0] != nw and not {t[0], nw} <= {0, 1}):
+            if nw != (self.num_workers or 0) and not {nw, self.num_workers or 0} <= {0, 1}:
+                import warnings
+
+                warnings.warn(
+                    f"the DataLoader runs {nw} worker(s) but the dataset was built with num_workers="
+                    f"{self.num_workers}: the loaded state resumes elastically for {nw}, but state_dict() in the "
+                    f"training process describes {self.num_workers} worker(s), so a state saved from this run "
+                    f"would resume the wrong samples; pass num_workers={nw} (and max_num_shards) to the dataset",
+                    RuntimeWarning, stacklevel=2)
+            self._load(self._loaded_state, nw)
 
     def __getstate__(self) -> dict[str, Any]:
         st = dict(self.__dict__)

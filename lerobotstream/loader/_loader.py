@@ -139,6 +139,9 @@ class StreamLoader:
         stream.batch_size = batch_size
         stream.num_workers = num_workers
         stream.drop_last = self.drop_last
+        # a state the dataset loaded for other settings than these is replanned now (elastic), so
+        # that state_dict() before the first iterator already describes this loader's position
+        stream.prepare(num_workers)
         self._given = 0  # samples handed out by the current (or last) iterator
         self._batches = 0
         pos = stream.position
@@ -224,8 +227,13 @@ class StreamLoader:
         if self._iterating:
             raise ResumeStateError("StreamLoader.load_state_dict: an iterator of this loader is running")
         if not isinstance(state, dict) or state.get("schema") != _STATE_SCHEMA:
+            from lerobotstream.planner import SCHEMA_KEY
+
+            hint = ("; this is a dataset's state (ds.state_dict()): load it with the dataset's load_state_dict "
+                    "before building the loader, or save loader.state_dict() instead"
+                    if isinstance(state, dict) and SCHEMA_KEY in state else "")
             raise ResumeStateError(f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
-                                   f"{sorted(state) if isinstance(state, dict) else type(state).__name__}")
+                                   f"{sorted(state) if isinstance(state, dict) else type(state).__name__}{hint}")
         self.stream.load_state_dict(state["dataset"])
         pos = self.stream.position
         self._start, self._given, self._batches = (pos.epoch, pos.samples), 0, 0

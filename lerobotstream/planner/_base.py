@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from lerobotstream.errors import ResumeStateError, ShardingError
+from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
 from lerobotstream.planner._state import StreamState, replay_turns
 
 __all__ = ["PlannerBase", "WorkerStart", "RESUME_SETTINGS", "ELASTIC_SETTINGS", "REFUSED_SETTINGS", "read_pools"]
@@ -141,8 +141,9 @@ class PlannerBase:
         self._check_elastic(st, changed)
         key = st.epoch
         if st.origin is None:
+            old = self._old_run(st)
             if not st.repeat:
-                key, s = self._like(st).position()  # counts only: a finished epoch rolls over
+                key, s = old.position()  # counts only: a finished epoch rolls over
             else:
                 s = st.samples
             if s == 0:  # nothing of that epoch consumed: it is simply played on this topology
@@ -150,6 +151,17 @@ class PlannerBase:
                 return
         self.origin, self.origin_epoch = st.to_dict(), key
         self.epoch, self.samples_consumed = key, 0
+
+    def _old_run(self, st: StreamState) -> PlannerBase:
+        """:meth:`_like` for a loaded state: settings no run over this stream can have had (more ranks
+        or workers than its episodes allow: a tampered state) raise ResumeStateError."""
+        try:
+            return self._like(st)
+        except (ShardingError, StreamingConfigError) as e:
+            raise ResumeStateError(
+                f"malformed stream state (tampered, or not written by state_dict() for this stream): no run over "
+                f"this stream has its settings ({e}). Pass the dict that state_dict() returned, or start a new run "
+                "from the policy weights.") from e
 
     def _plain(self) -> PlannerBase:
         """This planner without its elastic origin (the plain epochs of its topology)."""

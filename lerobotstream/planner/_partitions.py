@@ -294,12 +294,15 @@ class PartitionPlanner(Planner):
             raise StreamingConfigError(
                 f"partitions={P} is fewer than the {W * K} streams of this run (world size {W} x {K} DataLoader "
                 f"worker(s) per rank): every rank's worker plays whole partitions and would get none; use "
-                f"partitions >= {W * K} (a multiple of it balances best), or fewer ranks or workers",
+                f"partitions >= {W * K} (lerobotstream-train: --dataset.streaming_partitions; a multiple of it "
+                f"balances best), or fewer ranks or workers",
                 option="partitions", value=P)
         if len(self.lengths) < P:
             raise ShardingError(
                 f"{len(self.lengths)} non-empty selected episode(s) cannot fill partitions={P}: some partition "
-                f"would own no episode. Use partitions <= {len(self.lengths)} or select more episodes.",
+                f"would own no episode. Use partitions <= {len(self.lengths)} (lerobotstream-train: "
+                f"--dataset.streaming_partitions; --dataset.episodes and --dataset.eval_split leave fewer episodes "
+                f"to train on) or select more episodes.",
                 num_episodes=len(self.lengths), world_size=W)
         self._parts, self.part_frames = partition_layout(self.lengths, self.episodes_digest, self.seed, P)
         self.part_offsets = np.zeros(P, np.int64) if self._offsets is None else self._offsets

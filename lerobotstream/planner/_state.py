@@ -38,7 +38,7 @@ _OLD_CHECKPOINT_MSG = (
     "is refused; start a new run from the checkpoint's policy weights instead.")
 _NOT_A_STATE_MSG = (
     "{what} is not a lerobotstream stream state: pass the dict that the dataset's (or planner's) "
-    "state_dict() returned, unchanged (it carries {key!r}={version} and the fields {fields})")
+    "state_dict() returned, unchanged (it carries {key!r} (one of {version}) and the fields {fields}){hint}")
 
 _NULLABLE = frozenset({"pool_size", "byte_budget", "episodes", "mixture", "origin", "partitions"})  # may be None
 _OPTIONAL = frozenset({"episodes", "mixture", "origin", "partitions"})  # may be absent (older states)
@@ -156,12 +156,15 @@ class StreamState:
         """
         if not isinstance(state, dict):
             raise ResumeStateError(_NOT_A_STATE_MSG.format(
-                what=f"a {type(state).__name__}", key=SCHEMA_KEY, version=SCHEMA_VERSION, fields=list(_FIELD_RULES)))
+                what=f"a {type(state).__name__}", key=SCHEMA_KEY, version=READABLE_SCHEMA_VERSIONS,
+                fields=list(_FIELD_RULES), hint=""))
         if SCHEMA_KEY not in state:
             if not set(state) & (set(_FIELD_RULES) | {"offset", "shuffle_buffer", "sampler", "rows"}):
                 raise ResumeStateError(_NOT_A_STATE_MSG.format(
                     what=f"a dict with the keys {sorted(map(str, state))[:8]}", key=SCHEMA_KEY,
-                    version=SCHEMA_VERSION, fields=list(_FIELD_RULES)))
+                    version=READABLE_SCHEMA_VERSIONS, fields=list(_FIELD_RULES),
+                    hint=("; this is a StreamLoader state: pass it to StreamLoader.load_state_dict, or its "
+                          "'dataset' entry to the dataset's" if isinstance(state.get("dataset"), dict) else "")))
             raise ResumeStateError(_OLD_CHECKPOINT_MSG.format(key=SCHEMA_KEY))
         if type(state[SCHEMA_KEY]) is not int or state[SCHEMA_KEY] not in READABLE_SCHEMA_VERSIONS:
             raise ResumeStateError(
@@ -179,8 +182,30 @@ class StreamState:
             raise ResumeStateError(
                 "malformed stream state (tampered, or not written by state_dict()): " + "; ".join(parts)
                 + ". Pass the dict that state_dict() returned, or start a new run from the policy weights.")
+        if fields.get("origin") is not None:
+            _check_origin(cls.from_dict(fields["origin"]), fields)
         ints = {n: int(v) for n, v in fields.items() if _FIELD_RULES[n][0] == "int" and v is not None}
         return cls(**{**fields, **ints})
+
+
+#: what an elastic state and its ``origin`` always share: the refused settings (``planner._base.REFUSED_SETTINGS``)
+#: and the identity fields (a resume that changes any is refused)
+_ORIGIN_SHARED = ("seed", "episodes", "mixture", "partitions")
+
+
+def _check_origin(origin: StreamState, fields: dict[str, Any]) -> None:
+    """Raise ResumeStateError when ``origin`` (valid by itself) cannot be the origin of a state with
+    ``fields``: another seed, episode selection, mixture or partitions (tampered, or two states
+    spliced together), or a later epoch than the state's."""
+    bad = [f"origin {n}={getattr(origin, n)!r} but the state's {n}={fields.get(n)!r}"
+           for n in _ORIGIN_SHARED if getattr(origin, n) != fields.get(n)]
+    if origin.epoch > int(fields["epoch"]):
+        bad.append(f"origin epoch={origin.epoch} is after the state's epoch={fields['epoch']}")
+    if bad:
+        raise ResumeStateError(
+            "malformed stream state (tampered, or not written by state_dict()): its elastic origin does not "
+            "belong to it: " + "; ".join(bad) + ". Pass the dict that state_dict() returned, or start a new run "
+            "from the policy weights.")
 
 def episodes_digest(episode_indices, lengths) -> str:
     """``"sha256:<hex>"`` of the selected episode indices and their lengths (both as int64, in
@@ -215,8 +240,11 @@ def episode_selection_diffs(checkpoint: StreamState, current: StreamState) -> li
         return []
     if checkpoint.mixture is not None or current.mixture is not None:
         return ["episode selection of the datasets differs"]
-    return [f"episode selection: checkpoint {checkpoint.episodes.split(':')[0]} episodes (digest "
-            f"{checkpoint.episodes}), now {current.episodes.split(':')[0]} episodes (digest {current.episodes})"]
+    n_old, n_new = checkpoint.episodes.split(":")[0], current.episodes.split(":")[0]
+    why = (" — as many episodes with other indices or anchor counts: another episode list, another "
+           "drop_n_last_frames, or another version of the dataset" if n_old == n_new else "")
+    return [f"episode selection: checkpoint {n_old} episodes (digest {checkpoint.episodes}), now {n_new} "
+            f"episodes (digest {current.episodes}){why}"]
 
 
 def _can_give(rem: int | None, batch_size: int, drop_last: bool) -> bool:

@@ -13,7 +13,7 @@ import torch
 
 from lerobotstream.dataset import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
-from lerobotstream.testing import read_identity
+from tests._streams import checked_anchors
 
 LENGTHS = (7, 5, 9, 4, 6, 8, 3, 6, 5)
 CAM = "observation.images.front"
@@ -36,14 +36,6 @@ def _ds(root, topo, monkeypatch, rank, **kw):
                                    max_num_shards=max(1, k), batch_size=b, num_workers=k, return_uint8=True, **kw)
 
 
-def _anchors(batch) -> list[tuple[int, int]]:
-    out = []
-    for i, (e, f) in enumerate(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist())):
-        assert read_identity(batch[CAM][i])[:2] == (e, f), f"pixels of another frame for ({e}, {f})"
-        out.append((e, f))
-    return out
-
-
 def _run(root, topo, monkeypatch, n=None, state=None, **kw):
     """Every rank of ``topo`` iterates (``n`` batches, or to the end); (anchors, rank 0's state)."""
     got, state0 = [], None
@@ -53,7 +45,7 @@ def _run(root, topo, monkeypatch, n=None, state=None, **kw):
             ds.load_state_dict(state)
         k = 0
         for batch in torch.utils.data.DataLoader(ds, batch_size=topo[2], num_workers=topo[1]):
-            got += _anchors(batch)
+            got += checked_anchors(batch)
             k += 1
             if k == n:
                 break
@@ -81,7 +73,7 @@ def test_partition_order_and_elastic_tails_with_real_frames(root, monkeypatch):
     from lerobotstream import StreamLoader  # its threads mode: the same partitions, the same orders
 
     loader = StreamLoader(_ds(root, (1, 2, 4), monkeypatch, 0), batch_size=4, num_workers=2, mode="threads")
-    assert _by_partition(root, monkeypatch, [a for batch in loader for a in _anchors(batch)]) == ref
+    assert _by_partition(root, monkeypatch, [a for batch in loader for a in checked_anchors(batch)]) == ref
 
     consumed, state = _run(root, (2, 2, 4), monkeypatch, n=2)
     assert len(consumed) == 2 * 2 * 4 and state["partitions"] == P
