@@ -527,7 +527,9 @@ def run_trial(spec: dict) -> dict:
             loader = DataLoader(loader_ds, **kw)
         mem = _pss_sampler()
         try:
-            res = _drive(loader, spec, t0, mem, step=step_fn(spec.get("step") or "none"))
+            # one in-process StreamLoader stream: its counters are this dataset's (shards have their own runs)
+            own = ds.stats if mode in ("threads", "processes") and nw == 0 else None
+            res = _drive(loader, spec, t0, mem, step=step_fn(spec.get("step") or "none"), stats=own)
         finally:
             mem.__exit__(None, None, None)
         summ = mem.summary()
@@ -535,8 +537,6 @@ def run_trial(spec: dict) -> dict:
                    peak_pss_mib=summ["peak_pss_sum_bytes"] / 2**20, peak_rss_mib=summ["peak_rss_sum_bytes"] / 2**20)
         if mode in ("threads", "processes"):
             res["loader_mode"] = loader.mode
-            if nw == 0:  # one in-process stream: its counters are this dataset's (shards have their own runs)
-                res["ours_stats"] = _sum_snapshots({os.getpid(): ds.stats()})
         if spec["kind"] == "ours":
             st = getattr(ds, "_setup", {})
             res["ours_setup_s"] = {k: v for k, v in st.items() if isinstance(v, float)}
@@ -649,9 +649,11 @@ class GilProfile:
                 "top_frames": top}
 
 
-def _drive(loader, spec: dict, t0: float, mem, step=None) -> dict:
+def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None) -> dict:
     """Draw ``spec["samples"]`` samples (and, with ``spec["gil"]``, until the GIL profile of the
-    steady part ended), calling ``step()`` after each batch; see the module doc for what it reports."""
+    steady part ended), calling ``step()`` after each batch; see the module doc for what it reports.
+    ``stats``: this process's dataset counters (``ds.stats``) when the batches carry none (a
+    StreamLoader), read after the warm-up and at the end."""
     import math
 
     nw, target = int(spec["num_workers"]), int(spec["samples"])
@@ -701,6 +703,8 @@ def _drive(loader, spec: dict, t0: float, mem, step=None) -> dict:
             mem.sample()
         if k == warm_k:
             t_w, n_w, cpu_w, own_w = now, n, _tree_cpu_s(), mem.own_cpu_s
+            if stats is not None:
+                warm_snaps[os.getpid()] = stats()
             if spec.get("gil"):
                 g = spec["gil"]
                 gil = GilProfile(g["py_spy"], g.get("rate", 250), g.get("duration_s", 2.0))
@@ -713,6 +717,8 @@ def _drive(loader, spec: dict, t0: float, mem, step=None) -> dict:
     t_end = time.perf_counter()
     cpu_end, own_end = _tree_cpu_s(), mem.own_cpu_s
     mem.sample()  # the workers' last reading, before the iterator stops them
+    if stats is not None:
+        snaps[os.getpid()] = stats()
     del it
     steady = steady_cpu = None
     steps = k - warm_k if t_w is not None else 0

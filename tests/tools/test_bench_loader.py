@@ -74,7 +74,7 @@ def test_bench_loader_smoke(tmp_path):
         if step != "none":
             assert e["step_s"] > 0 and e["step_alone_s"] > 0 and "step_slowdown" in e
     assert rows[("none", "processes/1")]["x_threads"] > 0
-    assert rows[("none", "dataloader/1")]["frames_decoded_per_returned"] >= 1.0
+    assert rows[("none", "dataloader/1")]["frames_decoded_per_returned_counted"] >= 1.0
     notes = " ".join(out["meta"]["notes"])
     assert "lerobot: skipped" in notes and "GIL-held time: not measured" in notes
     assert out["meta"]["auto"]["0"] == "threads"
