@@ -8,7 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from pathlib import Path
+
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 GOAL_STATUSES = {"met", "not met", "not measured"}
 
@@ -51,14 +55,19 @@ def test_bench_loader_smoke(tmp_path):
 
     js, md = tmp_path / "b.json", tmp_path / "b.md"
     assert bench_loader.main(["--datasets", "tiny", "--workers", "0,1", "--more-workers", "0", "--spawn", "",
-                              "--steps", "none,gil:1,nogil:1", "--rounds", "1", "--samples", "16",
+                              "--steps", "none,gil:1", "--rounds", "1", "--samples", "16",
+                              "--contestants", f"ours,ours@{ROOT}",
                               "--cache-dir", str(tmp_path / "cache"), "--json", str(js), "--markdown", str(md),
                               "--lerobot-python", str(tmp_path / "no-venv" / "python"), "--no-alloc"]) == 0
     out = json.loads(js.read_text())
-    rows = {(e["step"], e["row"]): e for e in out["summary"]}
+    other = f"ours@{ROOT}"
+    rows = {(e["step"], e["row"]): e for e in out["summary"] if e.get("contestant") != other}
     ours = {f"{k}/{n}" for k in ("dataloader", "threads") for n in (0, 1)} | {"processes/1"}
     assert {r for s, r in rows if s == "none"} == ours | {"decode limit"}
-    assert {r for s, r in rows if s == "gil:1"} == ours == {r for s, r in rows if s == "nogil:1"}
+    assert {r for s, r in rows if s == "gil:1"} == ours
+    theirs = {(e["step"], e["row"]): e for e in out["summary"] if e.get("contestant") == other}
+    assert set(theirs) == {(s, f"{r} [{other}]") for s in ("none", "gil:1") for r in ours}
+    assert all(e["x_ours"] > 0 for e in theirs.values())
     for (step, name), e in rows.items():
         if name == "decode limit":
             assert e["steady_samples_per_s"] > 0 and e["limit_cores_samples_per_s"] > 0
@@ -83,3 +92,4 @@ def test_bench_loader_smoke(tmp_path):
     assert any("GIL-held" in g["goal"] and g["status"] == "not measured" for g in goals)
     text = md.read_text()
     assert "Goals:" in text and "| row | samples/s" in text and out["meta"]["command"] in text
+    assert "The README table" in text and "Another checkout beside ours" in text
