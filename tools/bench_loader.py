@@ -75,6 +75,11 @@ _med = bench._median
 _fmt = bench._fmt
 
 
+def _cpu_s(pids) -> float:
+    """CPU seconds (user + system, ``/proc``) of the processes ``pids`` together (one gone counts 0)."""
+    return sum(bench._cpu_s(int(p)) for p in pids)
+
+
 # --- the plan -------------------------------------------------------------------------------------------
 def _workers(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
