@@ -21,8 +21,10 @@ float32) and ``multiprocessing_context`` for every contestant:
   local disk only;
 - ``limit``: the raw sequential decode limit, measured in each round on each dataset: every
   video file decoded front to back with torchcodec in 16-frame calls, nothing else, once with
-  FFmpeg's own threads (``num_ffmpeg_threads=0``: the machine's limit) and once on one thread
-  (whose CPU time per frame prices the decode share of every contestant's CPU).
+  FFmpeg's own threads (``num_ffmpeg_threads=0``), once with one single-threaded decoder per
+  usable CPU, each on its share of every file (the limit is the faster of the two in each round:
+  the whole machine either way; FFmpeg's AV1 decoder barely threads on 640x480), and once on one
+  thread (whose CPU time per frame prices the decode share of every contestant's CPU).
 
 Each contestant is its own long-lived process (LeRobot's needs its own venv), fed one trial at a
 time over a pipe, so imports are paid once, outside any timing; within a round the contestants
@@ -473,6 +475,8 @@ def run_trial(spec: dict) -> dict:
         return _limit(spec)
     if spec["kind"] == "prepare":
         return _prepare(spec)
+    if spec["kind"] == "step_alone":
+        return _step_alone(spec)
     import torch
     from torch.utils.data import DataLoader
 
@@ -513,14 +517,26 @@ def run_trial(spec: dict) -> dict:
         strategy = (spec.get("options") or {}).get("sharing_strategy")
         if strategy:  # torch.multiprocessing's, for this process and the workers it forks
             torch.multiprocessing.set_sharing_strategy(strategy)
-        loader = DataLoader(loader_ds, **kw)
+        mode = spec.get("loader")  # ours: "threads" / "processes": lerobotstream.StreamLoader, else a DataLoader
+        if mode in ("threads", "processes"):
+            from lerobotstream import StreamLoader
+
+            loader = StreamLoader(ds, bs, num_workers=nw, mode=mode, collate_fn=kw.get("collate_fn"),
+                                  multiprocessing_context=ctx)
+        else:
+            loader = DataLoader(loader_ds, **kw)
         mem = _pss_sampler()
         try:
-            res = _drive(loader, spec, t0, mem)
+            # one in-process StreamLoader stream: its counters are this dataset's (shards have their own runs)
+            own = ds.stats if mode in ("threads", "processes") and nw == 0 else None
+            res = _drive(loader, spec, t0, mem, step=step_fn(spec.get("step") or "none"), stats=own)
         finally:
             mem.__exit__(None, None, None)
+        summ = mem.summary()
         res.update(collate=collate or "default", construct_s=construct_s, download_s=download_s, downloaded_bytes=downloaded,
-                   peak_pss_mib=mem.summary()["peak_pss_sum_bytes"] / 2**20)
+                   peak_pss_mib=summ["peak_pss_sum_bytes"] / 2**20, peak_rss_mib=summ["peak_rss_sum_bytes"] / 2**20)
+        if mode in ("threads", "processes"):
+            res["loader_mode"] = loader.mode
         if spec["kind"] == "ours":
             st = getattr(ds, "_setup", {})
             res["ours_setup_s"] = {k: v for k, v in st.items() if isinstance(v, float)}
@@ -530,7 +546,114 @@ def run_trial(spec: dict) -> dict:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _drive(loader, spec: dict, t0: float, mem) -> dict:
+def gil_step(ms: float) -> None:
+    """A training step whose Python holds the GIL: a pure-Python loop of ``ms`` ms (wall)."""
+    end = time.perf_counter() + ms / 1000
+    x = 0
+    while time.perf_counter() < end:
+        for i in range(200):
+            x += i
+
+
+def make_nogil_step(ms: float):
+    """A step that releases the GIL: ``ms`` ms of 128x128 torch matmuls (each ~0.1-1 ms, the GIL
+    released inside; the loop's Python between them holds it for microseconds), wall-time bounded
+    like :func:`gil_step`, so no calibration (torch's OpenMP speed changes once a pipeline ran)."""
+    import torch
+
+    a = torch.randn(128, 128)
+
+    def step() -> None:
+        end = time.perf_counter() + ms / 1000
+        while time.perf_counter() < end:
+            a @ a
+    return step
+
+
+def step_fn(text: str):
+    """``none`` (None), ``gil:MS`` or ``nogil:MS``: the synthetic training step run after each batch."""
+    if text == "none":
+        return None
+    kind, _, ms = text.partition(":")
+    if kind not in ("gil", "nogil") or not ms:
+        raise ValueError(f"step must be none, gil:MS or nogil:MS, got {text!r}")
+    return (lambda: gil_step(float(ms))) if kind == "gil" else make_nogil_step(float(ms))
+
+
+def _step_alone(spec: dict) -> dict:
+    """Seconds per call of each step in ``spec["steps"]`` with no loader running (20 calls after one)."""
+    out = {}
+    for text in spec["steps"]:
+        fn = step_fn(text)
+        if fn is None:
+            continue
+        fn()
+        t = time.perf_counter()
+        for _ in range(20):
+            fn()
+        out[text] = (time.perf_counter() - t) / 20
+    return {"step_alone_s": out}
+
+
+class GilProfile:
+    """``py-spy record --gil --idle --nonblocking --format raw`` of this process for
+    ``duration_s`` at ``rate`` Hz: the samples in which some thread of the process held the GIL,
+    less those of the benchmark's own PSS sampler thread. ``held_s`` = those samples / rate
+    (py-spy's "behind in sampling" warnings are kept: they mean the count is low);
+    ``top_frames``: where the GIL was held (innermost frame, samples)."""
+
+    def __init__(self, py_spy: str, rate: int, duration_s: float) -> None:
+        self.rate, self.duration_s = int(rate), float(max(1, int(duration_s)))  # py-spy takes whole seconds
+        fd, self.out = tempfile.mkstemp(prefix="bench-gil-", suffix=".txt")
+        os.close(fd)
+        self.started: float | None = None
+        self.warnings: list[str] = []
+        self.proc = subprocess.Popen([py_spy, "record", "--pid", str(os.getpid()), "--gil", "--idle", "--nonblocking",
+                                      "--format", "raw", "--rate", str(self.rate), "--duration", str(int(self.duration_s)),
+                                      "--output", self.out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if self.started is None and "Sampling process" in line:
+                self.started = time.perf_counter()
+            elif "behind" in line or "rror:" in line:
+                self.warnings.append(line.strip())
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def result(self) -> dict:
+        self.proc.wait(60)
+        self._reader.join(10)
+        held = own = 0
+        leaves: dict[str, int] = {}
+        try:
+            with open(self.out) as f:
+                for line in f:
+                    head, _, count = line.rstrip().rpartition(" ")
+                    if head and count.isdigit():
+                        held += int(count)
+                        if "MemorySampler" in head:  # the benchmark's own PSS sampler thread
+                            own += int(count)
+                            continue
+                        leaf = head.rsplit(";", 1)[-1]
+                        leaves[leaf] = leaves.get(leaf, 0) + int(count)
+            os.unlink(self.out)
+        except OSError as exc:
+            self.warnings.append(f"no py-spy output: {exc}")
+        top = sorted(leaves.items(), key=lambda kv: -kv[1])[:10]
+        return {"gil_samples": held - own, "sampler_gil_samples": own, "rate": self.rate,
+                "duration_s": self.duration_s, "started": self.started, "held_s": (held - own) / self.rate, "warnings": self.warnings[:5], "exit_code": self.proc.returncode,
+                "top_frames": top}
+
+
+def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None) -> dict:
+    """Draw ``spec["samples"]`` samples (and, with ``spec["gil"]``, until the GIL profile of the
+    steady part ended), calling ``step()`` after each batch; see the module doc for what it reports.
+    ``stats``: this process's dataset counters (``ds.stats``) when the batches carry none (a
+    StreamLoader), read after the warm-up and at the end."""
     import math
 
     nw, target = int(spec["num_workers"]), int(spec["samples"])
@@ -541,15 +664,21 @@ def _drive(loader, spec: dict, t0: float, mem) -> dict:
     n = k = 0
     first_s = t_w = n_w = cpu_w = own_w = None
     frames_per_sample = None
+    waited = stepped = 0.0
+    gil = None
+    gil_window: list[tuple[float, int]] = []  # (time, samples) of each batch while the profile runs
     t_iter = time.perf_counter()
     it = iter(loader)
-    while n < target:
+    while n < target or (gil is not None and gil.running()):
+        a = time.perf_counter()
         try:
             batch = next(it)
         except StopIteration:
             break
         now = time.perf_counter()
         k += 1
+        if t_w is not None:
+            waited += now - a
         for s in batch.pop(SNAPSHOT_KEY, None) or []:
             if s:
                 d = json.loads(s)
@@ -567,23 +696,47 @@ def _drive(loader, spec: dict, t0: float, mem) -> dict:
         else:
             anchors.extend(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist()))
         n += b
+        if gil is not None and gil.started is not None and gil.running():
+            gil_window.append((now, b))
         if k == 1:
             first_s, first_iter_s = now - t0, now - t_iter
             mem.sample()
         if k == warm_k:
             t_w, n_w, cpu_w, own_w = now, n, _tree_cpu_s(), mem.own_cpu_s
+            if stats is not None:
+                warm_snaps[os.getpid()] = stats()
+            if spec.get("gil"):
+                g = spec["gil"]
+                gil = GilProfile(g["py_spy"], g.get("rate", 250), g.get("duration_s", 2.0))
         del batch
+        if step is not None:
+            s0 = time.perf_counter()
+            step()
+            if t_w is not None and k > warm_k:
+                stepped += time.perf_counter() - s0
     t_end = time.perf_counter()
     cpu_end, own_end = _tree_cpu_s(), mem.own_cpu_s
     mem.sample()  # the workers' last reading, before the iterator stops them
+    if stats is not None:
+        snaps[os.getpid()] = stats()
     del it
     steady = steady_cpu = None
+    steps = k - warm_k if t_w is not None else 0
     if t_w is not None and n > n_w and t_end > t_w:
         steady = (n - n_w) / (t_end - t_w)
         steady_cpu = 1e3 * max(0.0, _cpu_delta_s(cpu_w, cpu_end) - (own_end - own_w)) / (n - n_w)
     out = {"samples": n, "batches": k, "wall_s": t_end - t0, "first_batch_s": first_s,
            "first_batch_from_iter_s": first_iter_s if k else None, "steady_samples_per_s": steady,
            "cpu_ms_per_sample": steady_cpu, "frames_per_sample": frames_per_sample, "anchors": anchors}
+    if t_w is not None and t_end > t_w:
+        out.update(steps_per_s=steps / (t_end - t_w), wait_share=waited / (t_end - t_w),
+                   step_s=stepped / steps if step is not None and steps else None)
+    if gil is not None:
+        g = gil.result()
+        win = [m for t, m in gil_window if g["started"] is not None and t <= g["started"] + g["duration_s"]]
+        g["window_samples"] = sum(win)
+        g["gil_ms_per_sample"] = 1e3 * g["held_s"] / g["window_samples"] if g["window_samples"] else None
+        out["gil"] = g
     if snaps:
         out["ours_stats"] = _sum_snapshots(snaps)
         steady = {pid: _diff(snaps[pid], w) for pid, w in warm_snaps.items() if pid in snaps}
@@ -632,26 +785,84 @@ def _prepare(spec: dict) -> dict:
 
 
 def _limit(spec: dict) -> dict:
-    """Sequential decode of every video file (16-frame calls), ``ffmpeg_threads`` (0 = FFmpeg's)."""
+    """Sequential decode of the video files (16-frame calls, up to ``max_frames``), by
+    ``decoders`` decoders at once (threads: torchcodec's decode releases the GIL), each on
+    ``ffmpeg_threads`` FFmpeg threads (0 = FFmpeg's choice): ``decoders=1, ffmpeg_threads=0`` is
+    FFmpeg's own threading, ``decoders=<CPUs>, ffmpeg_threads=1`` one decoder per core (each
+    decodes a contiguous share of every file, from a seek)."""
     from torchcodec.decoders import VideoDecoder
 
-    frames, cap = 0, int(spec.get("max_frames") or 0)
-    c0, t0 = os.times(), time.perf_counter()
-    for p in spec["files"]:
-        d = VideoDecoder(p, seek_mode="approximate", num_ffmpeg_threads=int(spec["ffmpeg_threads"]))
-        n = len(d)
-        for i in range(0, n, 16):
-            frames += int(d.get_frames_in_range(i, min(i + 16, n)).data.shape[0])
-            if cap and frames >= cap:
-                break
-        del d
-        if cap and frames >= cap:
+    cap, parts, thr = int(spec.get("max_frames") or 0), max(1, int(spec.get("decoders") or 1)), int(spec["ffmpeg_threads"])
+    lengths, left = [], cap or None
+    for p in spec["files"]:  # how many frames of each file the cap takes, front to back
+        n = len(VideoDecoder(p, seek_mode="approximate"))
+        n = n if left is None else min(n, left)
+        if n <= 0:
             break
+        lengths.append((p, n))
+        if left is not None:
+            left -= n
+    work = [[(p, n * i // parts, n * (i + 1) // parts) for p, n in lengths] for i in range(parts)]
+    counts = [0] * parts
+
+    def run(i: int) -> None:
+        for p, a, b in work[i]:
+            if a >= b:
+                continue
+            d = VideoDecoder(p, seek_mode="approximate", num_ffmpeg_threads=thr)
+            for j in range(a, b, 16):
+                counts[i] += int(d.get_frames_in_range(j, min(j + 16, b)).data.shape[0])
+            del d
+
+    c0, t0 = os.times(), time.perf_counter()
+    if parts == 1:
+        run(0)
+    else:
+        ts = [threading.Thread(target=run, args=(i,)) for i in range(parts)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
     wall = time.perf_counter() - t0
     c1 = os.times()
     cpu = (c1.user - c0.user) + (c1.system - c0.system)
+    frames = sum(counts)
     return {"frames": frames, "wall_s": wall, "frames_per_s": frames / wall if wall > 0 else None,
-            "cpu_ms_per_frame": 1e3 * cpu / frames if frames else None}
+            "cpu_ms_per_frame": 1e3 * cpu / frames if frames else None, "decoders": parts, "ffmpeg_threads": thr,
+            "cpu_per_wall": cpu / wall if wall > 0 else None}
+
+
+#: the decode limit's variants: label -> (decoders, FFmpeg threads per decoder); ``None``
+#: decoders = the usable CPUs. The limit is the faster of ``limit-ffmpeg`` and ``limit-cores``
+#: per round (the whole machine either way); ``limit-1thread``'s CPU per frame prices decode.
+LIMITS = {"limit-ffmpeg": (1, 0), "limit-cores": (None, 1), "limit-1thread": (1, 1)}
+
+
+def usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def run_limits(side: "Contestant", root: Path, facts, dataset: str, rnd: int, samples: int, timeout_s: float) -> list[dict]:
+    """One round of every :data:`LIMITS` variant on ``dataset`` (files under ``root``), as trial rows."""
+    out = []
+    for label, (decoders, thr) in LIMITS.items():
+        spec = {"kind": "limit", "files": [str(root / p) for p in facts.video_files], "ffmpeg_threads": thr,
+                "decoders": decoders or usable_cpus(), "max_frames": 2 * samples * len(facts.video_keys)}
+        la = _load()
+        r = side.call(spec, timeout_s)
+        r.update(round=rnd, dataset=dataset, contestant=label, load_before=la, load_after=_load())
+        out.append(r)
+        print(f"round {rnd} {dataset:<9} {label} ({r.get('decoders')} decoder(s) x {thr or 'FFmpeg'} thread(s)): "
+              f"{_fmt(r.get('frames_per_s'))} frames/s, {_fmt(r.get('cpu_ms_per_frame'), '.2f')} CPU ms/frame",
+              file=sys.stderr, flush=True)
+    return out
+
+
+def best_limit(by_label: dict[str, dict | None]) -> float | None:
+    """frames/s of the faster whole-machine limit (``limit-ffmpeg`` or ``limit-cores``) of one round."""
+    xs = [(by_label.get(k) or {}).get("frames_per_s") for k in ("limit-ffmpeg", "limit-cores")]
+    xs = [x for x in xs if x]
+    return max(xs) if xs else None
 
 
 def serve() -> int:
@@ -773,6 +984,46 @@ def parse_contestant(text: str) -> tuple[str, str, str | None, dict]:
     return text, kind, path or None, options
 
 
+def contestant_env(cache: Path) -> dict:
+    """The contestants' environment: offline, an isolated ``HF_LEROBOT_HOME`` under ``cache``, no
+    sidecar/index directory of the caller's."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_LEROBOT_HOME=str(cache / "hf_lerobot"),
+               TOKENIZERS_PARALLELISM="false")
+    env.pop("LEROBOTSTREAM_SIDECAR_DIR", None)
+    env.pop("LEROBOTSTREAM_INDEX_DIR", None)
+    return env
+
+
+def make_contestants(texts: list[str], lerobot_py: Path, env: dict, logs: Path) -> tuple[list["Contestant"], list[str]]:
+    """A (not yet started) :class:`Contestant` per ``ours[@PATH][+k=v]`` / ``lerobot`` /
+    ``lerobot-streaming`` text, and notes on those skipped (LeRobot's venv absent)."""
+    contestants, notes = [], []
+    for text in [c for c in texts if c]:
+        label, kind, path, options = parse_contestant(text)
+        if kind.startswith("lerobot") or path == "lerobot-venv":
+            if not lerobot_py.exists():
+                notes.append(f"{label}: skipped, {lerobot_py} not found (make setup-lerobot)")
+                continue
+            py, p = lerobot_py, None
+        else:
+            py, p = Path(sys.executable), (str(Path(path).resolve()) if path else None)
+        contestants.append(Contestant(label, kind, py, env, logs / f"{label.replace('/', '_')}.log", path=p,
+                                      options=options, side="lerobot" if kind.startswith("lerobot") else "ours"))
+    return contestants, notes
+
+
+def warm_up(procs: list["Contestant"], setup: dict, timeout_s: float) -> None:
+    """Start every contestant and run its imports (side by side, outside any timing); one whose
+    warm-up fails keeps the error (its trials are skipped)."""
+    sent = {c.label: c.send({"kind": "warmup", "side": c.side}) for c in procs}
+    for c in procs:
+        r = {"error": sent[c.label]} if sent[c.label] else c.receive(timeout_s)
+        setup[f"warmup {c.label}"] = r
+        print(f"  {c.label}: {r}", file=sys.stderr, flush=True)
+        if "error" in r:
+            c.error = r["error"]
+
+
 def parse_workers(text: str) -> list[tuple[int, str | None]]:
     out = []
     for w in text.split(","):
@@ -891,24 +1142,8 @@ def _run(args, argv) -> int:
     print(f"datasets ready in {time.perf_counter() - t:.1f} s under {cache / 'datasets'}", file=sys.stderr, flush=True)
 
     logs = Path(tempfile.mkdtemp(prefix="bench-logs-"))
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_LEROBOT_HOME=str(cache / "hf_lerobot"),
-               TOKENIZERS_PARALLELISM="false")
-    env.pop("LEROBOTSTREAM_SIDECAR_DIR", None)
-    env.pop("LEROBOTSTREAM_INDEX_DIR", None)
-    contestants: list[Contestant] = []
-    notes: list[str] = []
-    lerobot_py = Path(args.lerobot_python)
-    for text in [c for c in args.contestants.split(",") if c]:
-        label, kind, path, options = parse_contestant(text)
-        if kind.startswith("lerobot") or path == "lerobot-venv":
-            if not lerobot_py.exists():
-                notes.append(f"{label}: skipped, {lerobot_py} not found (make setup-lerobot)")
-                continue
-            py, p = lerobot_py, None
-        else:
-            py, p = Path(sys.executable), (str(Path(path).resolve()) if path else None)
-        contestants.append(Contestant(label, kind, py, env, logs / f"{label.replace('/', '_')}.log", path=p,
-                                      options=options, side="lerobot" if kind.startswith("lerobot") else "ours"))
+    env = contestant_env(cache)
+    contestants, notes = make_contestants(args.contestants.split(","), Path(args.lerobot_python), env, logs)
     ours_side = Contestant("limit", "limit", Path(sys.executable), env, logs / "limit.log")
     server = None
     if any(p[1] == "http" for p in plan):
@@ -919,14 +1154,7 @@ def _run(args, argv) -> int:
     trials: list[dict] = []
     setup: dict[str, Any] = {"notes": notes, "logs": str(logs)}
     try:
-        procs = [*contestants, *([] if args.no_limit else [ours_side])]
-        sent = {c.label: c.send({"kind": "warmup", "side": c.side}) for c in procs}  # imports run side by side
-        for c in procs:
-            r = {"error": sent[c.label]} if sent[c.label] else c.receive(args.trial_timeout_s)
-            setup[f"warmup {c.label}"] = r
-            print(f"  {c.label}: {r}", file=sys.stderr, flush=True)
-            if "error" in r:
-                c.error = r["error"]
+        warm_up([*contestants, *([] if args.no_limit else [ours_side])], setup, args.trial_timeout_s)
         for d, tr in dict.fromkeys((p[0], p[1]) for p in plan):
             root = str(roots[d]) if tr == "local" else f"{server.static_url}{roots[d].name}/"
             for c in contestants:
@@ -937,18 +1165,8 @@ def _run(args, argv) -> int:
         for rnd in range(args.rounds):
             if not args.no_limit:
                 for d in names:
-                    f = facts[d]
-                    for thr in (0, 1):
-                        spec = {"kind": "limit", "files": [str(roots[d] / p) for p in f.video_files],
-                                "ffmpeg_threads": thr, "max_frames": 2 * (args.samples or DATASETS[d][2]) * len(f.video_keys)}
-                        la = _load()
-                        r = ours_side.call(spec, args.trial_timeout_s)
-                        r.update(round=rnd, dataset=d, contestant=f"limit-{'ffmpeg' if thr == 0 else '1thread'}",
-                                 load_before=la, load_after=_load())
-                        trials.append(r)
-                        print(f"round {rnd} {d:<9} limit ffmpeg_threads={thr}: "
-                              f"{_fmt(r.get('frames_per_s'))} frames/s, {_fmt(r.get('cpu_ms_per_frame'), '.2f')} CPU ms/frame",
-                              file=sys.stderr, flush=True)
+                    trials += run_limits(ours_side, roots[d], facts[d], d, rnd, args.samples or DATASETS[d][2],
+                                         args.trial_timeout_s)
             for d, tr, items, workers, only in plan:
                 for nw, ctx in [w for ws in workers for w in parse_workers(ws)]:
                     mine = [c for c in contestants if only is None or c.kind in only]
@@ -1082,10 +1300,14 @@ def summarize(trials: list[dict], facts: dict[str, DatasetFacts], ours: str | No
         row: dict[str, Any] = {"dataset": d, "transport": tr, "items": items, "num_workers": nw, "mp_context": ctx,
                                "cameras": cams, "contestants": {}}
         rounds = sorted({t["round"] for t in mine})
-        lim = {lab: [limits.get((d, r, lab)) for r in rounds] for lab in ("limit-ffmpeg", "limit-1thread")}
+        lim = {lab: [limits.get((d, r, lab)) for r in rounds] for lab in LIMITS}
         lim_sps = {lab: [x["frames_per_s"] / cams if x and x.get("frames_per_s") else None for x in v] for lab, v in lim.items()}
+        best = [best_limit({lab: limits.get((d, r, lab)) for lab in LIMITS}) for r in rounds]
+        lim_sps["best"] = [x / cams if x else None for x in best]
         cpu_frame = _median([x.get("cpu_ms_per_frame") for x in lim["limit-1thread"] if x])
-        row["limit"] = {"samples_per_s": _median(lim_sps["limit-ffmpeg"]),
+        row["limit"] = {"samples_per_s": _median(lim_sps["best"]),
+                        "samples_per_s_ffmpeg": _median(lim_sps["limit-ffmpeg"]),
+                        "samples_per_s_cores": _median(lim_sps["limit-cores"]),
                         "samples_per_s_1thread": _median(lim_sps["limit-1thread"]),
                         "cpu_ms_per_frame_1thread": cpu_frame,
                         "cpu_ms_per_frame_ffmpeg": _median([x.get("cpu_ms_per_frame") for x in lim["limit-ffmpeg"] if x])}
@@ -1132,9 +1354,9 @@ def summarize(trials: list[dict], facts: dict[str, DatasetFacts], ours: str | No
             if st_steady:  # after the warm-up when each process reported twice, else the whole run
                 c["stage_ms_per_item"] = {k: _median([s["stage_ms_per_item"].get(k) for s in st_steady])
                                           for k in st_steady[0]["stage_ms_per_item"]}
-            c["over_limit"] = _median([t.get("steady_samples_per_s") / lim_sps["limit-ffmpeg"][rounds.index(t["round"])]
+            c["over_limit"] = _median([t.get("steady_samples_per_s") / lim_sps["best"][rounds.index(t["round"])]
                                        for t in ok if t.get("steady_samples_per_s")
-                                       and lim_sps["limit-ffmpeg"][rounds.index(t["round"])]])
+                                       and lim_sps["best"][rounds.index(t["round"])]])
             row["contestants"][lab] = c
         if ours in by_c:
             for lab, per_round in by_c.items():
@@ -1195,8 +1417,9 @@ def full_table(rows: list[dict]) -> str:
              "peak PSS MiB | fetched ÷ needed |", "|" + "---|" * 5 + "---:|" * 9]
     for r in rows:
         lim = r["limit"]
-        lines.append(f"| {r['dataset']} | {r['transport']} | {r['items']} | {_setting(r)} | decode limit (FFmpeg threads / 1 thread) | "
-                     f"{r['cameras']} cam | {_fmt(lim['samples_per_s'])} / {_fmt(lim['samples_per_s_1thread'])} | | | | "
+        lines.append(f"| {r['dataset']} | {r['transport']} | {r['items']} | {_setting(r)} | decode limit (best; FFmpeg threads / one decoder per core / 1 thread) | "
+                     f"{r['cameras']} cam | {_fmt(lim['samples_per_s'])}; {_fmt(lim.get('samples_per_s_ffmpeg'))} / "
+                     f"{_fmt(lim.get('samples_per_s_cores'))} / {_fmt(lim['samples_per_s_1thread'])} | | | | "
                      f"{_fmt(lim['cpu_ms_per_frame_1thread'], '.2f')} ms/frame (1 thread) | 1.00 | | |")
         for lab, c in r["contestants"].items():
             if "skipped" in c:
