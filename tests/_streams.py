@@ -32,3 +32,27 @@ def checked_anchors(batch: Any, camera: str = CAMERA) -> list[tuple[int, int]]:
         assert read_identity(batch[camera][i])[:2] == (e, f), f"pixels of another frame for ({e}, {f})"
         out.append((e, f))
     return out
+
+
+def run_ranks(make: Any, topo: tuple[int, int, int], collect: Any, n: int | None = None,
+              state: dict | None = None) -> tuple[list, dict | None]:
+    """Every rank ``r`` of ``topo = (world_size, num_workers, batch_size)`` iterates
+    ``make(r)`` through a ``DataLoader`` (``n`` batches, or to the end), a loaded ``state`` first;
+    returns (``collect(batch)`` of every batch concatenated, rank 0's state after its ``n`` batches
+    or None when ``n`` is None)."""
+    from torch.utils.data import DataLoader
+
+    got, state0 = [], None
+    for r in range(topo[0]):
+        ds = make(r)
+        if state is not None:
+            ds.load_state_dict(state)
+        k = 0
+        for batch in DataLoader(ds, batch_size=topo[2], num_workers=topo[1]):
+            got += collect(batch)
+            k += 1
+            if k == n:
+                break
+        if r == 0 and n is not None:
+            state0 = ds.state_dict(batches_consumed=k)
+    return got, state0

@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, default_collate, get_worker_info
 
 from lerobotstream.dataset import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
 from lerobotstream.testing import read_identity
+from tests._streams import run_ranks
 
 LENGTHS = (7, 5, 9, 4, 6, 8, 3)
 CAM = "observation.images.front"
@@ -76,20 +77,7 @@ def _items(batch, windows):
 
 def _run(make, topo, windows, n=None, state=None, repeat=False):
     """Every rank of ``topo`` iterates (``n`` batches, or to the end); (items, rank 0's state)."""
-    got, state0 = [], None
-    for r in range(topo[0]):
-        ds = make(topo, r, windows, repeat)
-        if state is not None:
-            ds.load_state_dict(state)
-        k = 0
-        for batch in DataLoader(ds, batch_size=topo[2], num_workers=topo[1]):
-            got += _items(batch, windows)
-            k += 1
-            if k == n:
-                break
-        if r == 0 and n is not None:
-            state0 = ds.state_dict(batches_consumed=k)
-    return got, state0
+    return run_ranks(lambda r: make(topo, r, windows, repeat), topo, lambda b: _items(b, windows), n, state)
 
 
 def _tagged(batch):

@@ -9,11 +9,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-import torch
 
 from lerobotstream.dataset import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
-from tests._streams import checked_anchors
+from tests._streams import checked_anchors, run_ranks
 
 LENGTHS = (7, 5, 9, 4, 6, 8, 3, 6, 5)
 CAM = "observation.images.front"
@@ -38,20 +37,7 @@ def _ds(root, topo, monkeypatch, rank, **kw):
 
 def _run(root, topo, monkeypatch, n=None, state=None, **kw):
     """Every rank of ``topo`` iterates (``n`` batches, or to the end); (anchors, rank 0's state)."""
-    got, state0 = [], None
-    for r in range(topo[0]):
-        ds = _ds(root, topo, monkeypatch, r, **kw)
-        if state is not None:
-            ds.load_state_dict(state)
-        k = 0
-        for batch in torch.utils.data.DataLoader(ds, batch_size=topo[2], num_workers=topo[1]):
-            got += checked_anchors(batch)
-            k += 1
-            if k == n:
-                break
-        if r == 0 and n is not None:
-            state0 = ds.state_dict(batches_consumed=k)
-    return got, state0
+    return run_ranks(lambda r: _ds(root, topo, monkeypatch, r, **kw), topo, checked_anchors, n, state)
 
 
 def _by_partition(root, monkeypatch, anchors):
