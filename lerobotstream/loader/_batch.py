@@ -29,7 +29,8 @@ shapes as ``DataLoader`` gives); another collate function gets the items as they
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from itertools import count, islice
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -37,7 +38,8 @@ from torch.utils.data._utils.collate import default_collate
 
 from lerobotstream.dataset import PackedCollate, is_lerobot_collate
 
-__all__ = ["IN_BATCH", "BatchSlots", "BulkItemSlot", "ItemSlot", "collate_items", "is_known_collate", "known_collate"]
+__all__ = ["IN_BATCH", "BatchSlots", "BulkItemSlot", "ItemSlot", "collate_items", "is_known_collate", "item_chunks",
+           "known_collate"]
 
 
 class _InBatch:
@@ -174,6 +176,16 @@ def is_known_collate(collate_fn: Callable) -> bool:
     """``collate_fn`` is one whose batches :func:`collate_items` makes from batch tensors
     (``default_collate``, ``lerobot_collate_fn``)."""
     return collate_fn is default_collate or is_lerobot_collate(collate_fn)
+
+
+def item_chunks(items: Iterator[Any], batch_size: int, drop_last: bool) -> Iterator[tuple[int, list[Any]]]:
+    """``(b, items of batch b)`` of one shard's items in order: ``batch_size`` items each, a short
+    last batch unless ``drop_last`` (the DataLoader's rule), b from 0."""
+    for b in count():
+        chunk = list(islice(items, batch_size))
+        if not chunk or (drop_last and len(chunk) < batch_size):
+            return
+        yield b, chunk
 
 
 def known_collate(collate_fn: Callable | None) -> Callable:

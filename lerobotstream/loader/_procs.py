@@ -38,14 +38,13 @@ import queue
 import signal
 import threading
 import traceback
-from itertools import islice
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterator
 
 import torch
 
 from lerobotstream.errors import LoaderWorkerError
-from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate
+from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
 from lerobotstream.loader._ring import RingSlots, RingStopped, WorkerRing, read_returns, slot_view
 
 __all__ = ["ProcessBatches"]
@@ -91,17 +90,13 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
     try:
         shard = dataset.shard(wid, nw, epoch=epoch, samples=samples, in_process=False, slots=slots)
         items = shard.items if wrapper is None else wrapper.wrap_items(shard.items, wid, nw, shard.source_stats)
-        b = 0
         first = None  # the batch that made the ring
-        while True:
-            chunk = list(islice(items, batch_size))
-            if not chunk or (drop_last and len(chunk) < batch_size):
-                break
+        for b, chunk in item_chunks(items, batch_size, drop_last):
             tensors = slots.take(b)
             slot = slots.take_slot(b) if direct else None
             batch = collate_items(chunk, collate_fn, tensors)
+            n = len(chunk)
             del chunk, tensors
-            n = batch_size if batch is None else _count(batch, batch_size)
             if isinstance(batch, dict) and not ring.ready:
                 first = b
                 conn.send(("ring", ring.create(batch, b)))
@@ -120,7 +115,6 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
                 ring.write(slot, batch, entries)  # the keys not written in place (none, usually)
                 conn.send(("batch", slot, entries, n))
             del batch
-            b += 1
         _close(shard, ring)
         shard = None
         conn.send(("end",))
@@ -143,17 +137,6 @@ def _close(shard: Any, ring: WorkerRing) -> None:
     slot no batch will return), then join the shard's pipeline threads."""
     ring.stop()
     shard.close()
-
-
-def _count(batch: Any, default: int) -> int:
-    """Samples in a batch: the first dim of its first tensor key (``default`` without one)."""
-    if isinstance(batch, dict):
-        for v in batch.values():
-            if isinstance(v, torch.Tensor) and v.dim():
-                return int(v.shape[0])
-            if isinstance(v, list):
-                return len(v)
-    return default
 
 
 def _picklable(exc: BaseException) -> BaseException:

@@ -11,12 +11,11 @@ training thread only takes finished items and makes the batch dict around the ba
 
 from __future__ import annotations
 
-from itertools import islice
 from typing import Any, Callable, Iterator
 
 import torch
 
-from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate
+from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
 
 __all__ = ["round_robin", "shard_batches", "thread_batches", "pin_batch"]
 
@@ -43,13 +42,8 @@ def shard_batches(items: Iterator[dict[str, Any]], slots: BatchSlots, batch_size
                   collate_fn: Callable) -> Iterator[tuple[Any, int]]:
     """``(batch, number of samples)`` of one shard's items, in order (a short last batch unless
     ``drop_last``)."""
-    b = 0
-    while True:
-        chunk = list(islice(items, batch_size))
-        if not chunk or (drop_last and len(chunk) < batch_size):
-            return
+    for b, chunk in item_chunks(items, batch_size, drop_last):
         yield collate_items(chunk, collate_fn, slots.take(b)), len(chunk)
-        b += 1
 
 
 def pin_batch(batch: Any) -> Any:

@@ -367,3 +367,21 @@ def test_small_keys_in_bulk_collate_as_default_collate():
     items, plain, tensors = items_and_batch(odd)
     assert items[2]["state"].dtype == torch.float64 and items[0]["state"] is IN_BATCH
     assert_batches_equal([default_collate(plain)], [collate_items(items, default_collate, tensors)])
+
+
+def _list_collate(items):  # a collate whose batch is not a dict: pickled through the pipe
+    return [(int(it["episode_index"]), int(it["frame_index"])) for it in items]
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_a_short_last_batch_of_a_custom_collate_counts_its_own_samples(root, mode):
+    """The loader counts each batch's items (what resume counts), also for a collate whose batch
+    is a list: the short last batch of the shard counts its own samples, not batch_size."""
+    loader = StreamLoader(_ds(root, 1), batch_size=B, num_workers=1, mode=mode, collate_fn=_list_collate)
+    seen, counts = [], []
+    for batch in loader:
+        seen += batch
+        counts.append(loader.samples_consumed)
+    total = sum(LENGTHS)
+    assert total % B and sorted(seen) == sorted((e, f) for e, n in enumerate(LENGTHS) for f in range(n))
+    assert counts == [min(B * (i + 1), total) for i in range(len(counts))] and counts[-1] == total
