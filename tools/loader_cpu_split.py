@@ -41,6 +41,7 @@ def trial(row: str, samples: int, root: str, batch: int) -> dict:
     from lerobotstream.dataset import _assemble
 
     acc: collections.Counter = collections.Counter()
+    calls: collections.Counter = collections.Counter()  # calls over the whole trial (warm-up included)
     inflight: dict[int, tuple[str, float]] = {}
     start: dict[int, float] = {}
 
@@ -52,6 +53,7 @@ def trial(row: str, samples: int, root: str, batch: int) -> dict:
 
         def timed(*a, **k):
             ident = threading.get_ident()
+            calls[label] += 1
             t = time.thread_time()
             inflight[ident] = (label, t)
             try:
@@ -107,7 +109,7 @@ def trial(row: str, samples: int, root: str, batch: int) -> dict:
     out = {"row": row, "samples": n, "cpu": ms(cpu)}
     if kind == "threads":  # (in processes mode the decode and the copy run in the workers)
         out.update(decode=ms(got["decode"]), beyond_decode=ms(cpu - got["decode"]), copy=ms(got["copy"]),
-                   held=ms(held))
+                   held=ms(held), decode_calls=calls["decode"], copy_calls=calls["copy"])
     return out
 
 

@@ -19,5 +19,9 @@ def test_loader_cpu_split_trial(make_generated_dataset, row):
     assert got["row"] == row and got["samples"] >= 8 and got["cpu"] > 0
     if row.startswith("threads"):
         assert set(got) >= {"decode", "beyond_decode", "copy", "held"}
-        assert got["decode"] > 0 and got["copy"] >= 0
+        # the hooks saw the decoder and the frame copy (over the whole trial: within the measured
+        # window the pipeline may already have decoded every frame it needs, so the window's
+        # decode CPU can be 0 on a tiny dataset, depending on how far ahead the threads ran)
+        assert got["decode_calls"] > 0 and got["copy_calls"] > 0
+        assert got["decode"] >= 0 and got["copy"] >= 0
         assert abs(got["beyond_decode"] - (got["cpu"] - got["decode"])) < 1e-3
