@@ -61,6 +61,12 @@ class UnsupportedDatasetVersionError(MetadataError):
     """The dataset is not LeRobotDataset v3.x (e.g. v2.1); the message says how to convert it."""
 
 
+class MetadataReadError(MetadataError, OSError):
+    """A ``meta/`` file exists but cannot be read: an I/O error, a permission refused, a symlink
+    loop, or a failed read of the source. Names the file and the operating system's reason; also
+    an ``OSError`` (callers that caught the bare ``OSError`` before still do)."""
+
+
 class EpisodeDataError(MetadataError):
     """An episode's Parquet rows disagree with its metadata (row count, frame_index, episode_index)."""
 
@@ -73,6 +79,11 @@ class ParquetCorruptError(EpisodeDataError):
 # --- SOURCE (BYTES) ERRORS --------------------------------------------------------------------
 class SourceError(LeRobotStreamError, OSError):
     """Reading bytes from a local path, fsspec URL, Hub dataset or bucket failed."""
+
+
+class SourceProtocolError(SourceError, ValueError):
+    """A root URL whose protocol no installed fsspec filesystem serves (``gopher://...``): names
+    the root and the protocol; also a ``ValueError``, which fsspec raised for it before."""
 
 
 class SourceNotFoundError(SourceError, FileNotFoundError):

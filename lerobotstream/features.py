@@ -14,13 +14,17 @@ import numpy as np
 
 from lerobotstream.errors import MetadataError
 
-__all__ = ["LANGUAGE_COLUMNS", "DEPTH_PIX_FMTS", "DEFAULT_TOOLS", "DepthQuantizer", "is_depth_feature",
-           "depth_quantizer_of", "rescale_depth_stats", "scale_stat", "aggregate_stats"]
+__all__ = ["LANGUAGE_COLUMNS", "DEPTH_PIX_FMTS", "DEFAULT_TOOLS", "REQUIRED_DATA_COLUMNS", "DepthQuantizer",
+           "is_depth_feature", "depth_quantizer_of", "rescale_depth_stats", "scale_stat", "aggregate_stats",
+           "row_shape_matches"]
 
 INFO_PATH = "meta/info.json"  # = lerobotstream.meta.INFO_PATH (meta imports this module)
 
 #: LeRobot 0.6.1's language columns (``lerobot.datasets.language.LANGUAGE_COLUMNS``)
 LANGUAGE_COLUMNS = ("language_persistent", "language_events")
+#: columns every ``data/`` file must have whatever ``info.json`` declares (item assembly reads them;
+#: ``lerobotstream.validate`` checks the same list)
+REQUIRED_DATA_COLUMNS = ("timestamp", "task_index")
 #: depth video pixel formats decoded losslessly (the 12-bit codes, no RGB conversion)
 DEPTH_PIX_FMTS = ("gray12le",)
 #: LeRobot 0.6.1's fallback tool list (``lerobot.datasets.language.DEFAULT_TOOLS``: the ``say`` tool)
@@ -58,6 +62,15 @@ def is_depth_feature(feat: Mapping[str, Any]) -> bool:
     video_info = feat.get("video_info") or {}
     return bool(info.get("is_depth_map", False) or info.get("video.is_depth_map", False)
                 or video_info.get("video.is_depth_map", False))
+
+
+def row_shape_matches(declared: Sequence[int], per_row: Sequence[int]) -> bool:
+    """Whether a numeric column whose rows hold arrays of shape ``per_row`` fits the feature's
+    declared ``shape`` (``info.json``): equal, or no declared shape, or a declared ``[1]`` over a
+    scalar column (LeRobot writes scalars either way). The rule item assembly applies to the rows
+    it reads and ``lerobotstream.validate`` to the Parquet footers."""
+    want, got = tuple(int(x) for x in declared or ()), tuple(int(x) for x in per_row)
+    return not want or got == want or (want == (1,) and got == ())
 
 
 def scale_stat(value: Any, factor: float) -> Any:

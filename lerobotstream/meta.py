@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lerobotstream.errors import MetadataError, SourceError, UnsupportedDatasetVersionError
+from lerobotstream.errors import MetadataError, MetadataReadError, SourceError, UnsupportedDatasetVersionError
 from lerobotstream.features import (DEFAULT_TOOLS, DEPTH_PIX_FMTS, LANGUAGE_COLUMNS, DepthQuantizer,
                                     depth_quantizer_of, is_depth_feature, rescale_depth_stats)
 from lerobotstream.sources import ByteSource, LocalSource
@@ -123,8 +123,35 @@ def _read_bytes(source: "ByteSource | PrefetchedReads", path: str, *, what: str)
             parent = root.rsplit("/", 1)[0] if "/" in root else "."
             hint = f"; the root looks like the dataset's meta/ folder: give its parent folder as the root ({parent})"
         raise MetadataError(f"{what} is missing: {_where(source, path)}{hint}", path=path) from e
-    except SourceError as e:
-        raise MetadataError(f"could not read {what} {_where(source, path)}: {e}", path=path) from e
+    except OSError as e:  # SourceError, or the local file system's own (a symlink loop, EACCES, EIO)
+        raise _read_error(source, path, what, e) from e
+
+
+def _read_error(source: "ByteSource | PrefetchedReads", path: str, what: str, e: OSError) -> MetadataReadError:
+    """The error for a ``meta/`` file that exists but cannot be read: the file and the reason
+    (the operating system's text and errno name, without the path it repeats)."""
+    import errno
+
+    if isinstance(e, SourceError):
+        reason = str(e)
+    else:
+        name = errno.errorcode.get(e.errno, "") if e.errno is not None else ""
+        reason = f"{e.strerror or type(e).__name__}{f' ({name})' if name else ''}"
+    return MetadataReadError(f"could not read {what} {_where(source, path)}: {reason}", path=path,
+                             errno=getattr(e, "errno", None))
+
+
+def _parse_json(source: "ByteSource | PrefetchedReads", path: str, raw: bytes) -> Any:
+    """``json.loads(raw)`` of a ``meta/`` file; anything that is not JSON Python can hold (bad
+    bytes, bad syntax, nesting deeper than the interpreter's recursion limit) is a
+    :class:`MetadataError` naming the file."""
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MetadataError(f"{_where(source, path)} is not valid JSON: {e}", path=path) from e
+    except RecursionError as e:
+        raise MetadataError(f"{_where(source, path)} nests arrays/objects deeper than the JSON parser allows "
+                            f"({e}); it is not a LeRobot metadata file: restore it", path=path) from None
 
 
 def _read_parquet(source: "ByteSource | PrefetchedReads", path: str, *, what: str, columns: Iterable[str] | None = None) -> pa.Table:
@@ -288,7 +315,9 @@ class DatasetMeta:
 
         Args:
             source: a ByteSource, or a local folder path.
-            episodes: episode indices to select (any order, duplicates ignored); None = all.
+            episodes: episode indices to select (any order, duplicates ignored); None = all. An
+                item may also be a ``range`` (``range(0, 10)``): it is checked against the
+                dataset's episode indices before it is expanded, so a huge range costs nothing.
             repo_id: name used in messages; default ``info["repo_id"]`` or the source root.
             check_files: also check that every data Parquet and MP4 the selection uses exists
                 (one ``exists`` call per unique file).
@@ -340,13 +369,14 @@ class DatasetMeta:
                 selected = all_eps
             else:
                 by_idx = {ep.episode_index: ep for ep in all_eps}
-                wanted = sorted({int(e) for e in episodes})
-                unknown = [e for e in wanted if e not in by_idx]
+                wanted, unknown = _selected(episodes, by_idx)
                 if unknown:
+                    held = (f"indices {all_eps[0].episode_index}..{all_eps[-1].episode_index}" if all_eps
+                            else "no episode")
                     raise MetadataError(
                         f"episodes {unknown[:10]}{'...' if len(unknown) > 10 else ''} are not in {name} "
-                        f"(meta/episodes holds {len(all_eps)} episodes, indices {all_eps[0].episode_index}..{all_eps[-1].episode_index})",
-                        episode_index=unknown[0],
+                        f"(meta/episodes holds {len(all_eps)} episodes, {held})",
+                        episode_index=unknown[0], code="episodes_unknown",
                     )
                 selected = [by_idx[e] for e in wanted]
             for note in notes:
@@ -360,12 +390,34 @@ class DatasetMeta:
                    total_frames=total_frames, repo_id=str(name), warnings_=notes)
 
 
+def _selected(episodes: Iterable[Any], by_idx: Mapping[int, Any]) -> tuple[list[int], list[Any]]:
+    """(sorted selected episode indices, the requested ones the dataset lacks) of ``episodes``:
+    ints, or ``range`` objects whose part outside ``[min(by_idx), max(by_idx)]`` is reported as one
+    ``"a..b"`` entry instead of being expanded."""
+    lo, hi = (min(by_idx), max(by_idx)) if by_idx else (0, -1)
+    wanted: set[int] = set()
+    unknown: list[Any] = []
+    for e in episodes:
+        if isinstance(e, range):
+            if e.step != 1:
+                raise TypeError(f"episode ranges must have step 1, got {e!r}")
+            for a, b in ((e.start, min(e.stop, lo)), (max(e.start, hi + 1), e.stop)):
+                if a < b:
+                    unknown.append(f"{a}..{b - 1}" if b - a > 1 else a)
+            for i in range(max(e.start, lo), min(e.stop, hi + 1)):  # at most the dataset's episodes
+                if i in by_idx:
+                    wanted.add(i)
+                else:
+                    unknown.append(i)
+        elif int(e) in by_idx:
+            wanted.add(int(e))
+        else:
+            unknown.append(int(e))
+    return sorted(wanted), unknown
+
+
 def _load_info(src: PrefetchedReads) -> dict[str, Any]:
-    raw = _read_bytes(src, INFO_PATH, what="meta/info.json")
-    try:
-        info = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MetadataError(f"{_where(src, INFO_PATH)} is not valid JSON: {e}", path=INFO_PATH) from e
+    info = _parse_json(src, INFO_PATH, _read_bytes(src, INFO_PATH, what="meta/info.json"))
     if not isinstance(info, dict):
         raise MetadataError(f"{_where(src, INFO_PATH)} must hold a JSON object", path=INFO_PATH)
     version = str(info.get("codebase_version", ""))
@@ -411,7 +463,7 @@ def _load_tasks(src: PrefetchedReads) -> list[str]:
         if meta:
             try:
                 idx_cols = [c for c in json.loads(meta).get("index_columns", []) if isinstance(c, str)]
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):
                 idx_cols = []
             task_col = next((c for c in idx_cols if c in names), None)
     if task_col is None or "task_index" not in names:
@@ -435,12 +487,9 @@ def _load_stats(src: PrefetchedReads) -> dict[str, Any]:
         raw = src.read_file(STATS_PATH)
     except FileNotFoundError:
         return {}
-    except SourceError as e:
-        raise MetadataError(f"could not read meta/stats.json {_where(src, STATS_PATH)}: {e}", path=STATS_PATH) from e
-    try:
-        stats = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MetadataError(f"{_where(src, STATS_PATH)} is not valid JSON: {e}", path=STATS_PATH) from e
+    except OSError as e:
+        raise _read_error(src, STATS_PATH, "meta/stats.json", e) from e
+    stats = _parse_json(src, STATS_PATH, raw)
     return stats if isinstance(stats, dict) else {}
 
 

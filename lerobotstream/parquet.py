@@ -10,8 +10,9 @@ fetch it once. A small remote file (at most :data:`SMALL_FILE_BYTES`) is read wh
 read, so its first episode costs one request, not two. A row group is a candidate when its ``episode_index`` statistics ``[min, max]`` contain a
 requested episode, or when it has no statistics (then it must be read and filtered, so a file
 without valid bounds may need a whole-file projected read). Rows are then filtered by
-whole episodes and checked: row count equals the episode's ``length``, every ``episode_index``
-is the episode, and ``frame_index`` is exactly ``0..length-1`` in order.
+whole episodes and checked (:func:`episode_rows_problem`, the rule ``lerobotstream.validate``
+applies too): row count equals the episode's ``length``, every ``episode_index`` is the episode,
+and ``frame_index`` is exactly ``0..length-1`` in order.
 
 Damaged files fail loudly: pages that carry a CRC-32 (``write_page_checksum=True``; the Parquet
 format's optional ``crc`` field) are verified while they are decoded, and any decoding failure
@@ -331,6 +332,27 @@ class EpisodeParquetReader:
         return out
 
 
+    def read_columns(self, path: str, columns: Sequence[str], *, episodes: Sequence[int] | None = None) -> pa.Table:
+        """The ``columns`` of the file that exist (a projected read: only their column chunks
+        travel), of every row group, or of the candidate row groups of ``episodes``; rows in file
+        order, unfiltered and unchecked (the validator checks them itself; nothing is cached).
+
+        Raises:
+            ParquetCorruptError: the footer or the pages cannot be decoded (names the file, the
+                episodes, the row groups and the columns).
+            EpisodeDataError: ``episodes`` given and the file has no ``episode_index`` column.
+            SourceError: the bytes could not be read.
+        """
+        md = self.metadata(path, episodes=episodes)
+        names = md.schema.to_arrow_schema().names
+        cols = [c for c in dict.fromkeys(columns) if c in names]
+        groups = (list(range(md.num_row_groups)) if episodes is None
+                  else self.candidate_row_groups(path, episodes))
+        if not groups or not cols:
+            return pa.schema([md.schema.to_arrow_schema().field(c) for c in cols]).empty_table()
+        parts = self._read_groups(path, md, groups, cols, sorted(int(e) for e in episodes or ()))
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
     def _read_groups(self, path: str, md: pq.FileMetaData, groups: list[int], cols: Sequence[str],
                      eps: Sequence[int]) -> list[pa.Table]:
         """Row groups ``groups`` of ``path`` (columns ``cols``) from the source with one pyarrow
@@ -342,7 +364,7 @@ class EpisodeParquetReader:
             if isinstance(e, SourceError):
                 raise
             raise ParquetCorruptError(
-                f"episodes {_short(eps)} in {self._where(path)}: the Parquet data cannot be decoded "
+                f"{f'episodes {_short(eps)} in ' if eps else ''}{self._where(path)}: the Parquet data cannot be decoded "
                 f"(row groups {_short(groups)}, columns {list(cols)}): {type(e).__name__}: {_reason(e)}; the file is "
                 "truncated or damaged: re-download or rewrite it", path=path,
                 episode_index=eps[0] if eps else None) from e
@@ -380,20 +402,41 @@ def _column_index(md: pq.FileMetaData, name: str) -> int | None:
     return None
 
 
+def episode_rows_problem(episode_index: np.ndarray, frame_index: np.ndarray | None, ep: int,
+                         length: int) -> tuple[str, str] | None:
+    """What is wrong with the rows read for one episode, by training's rule, or None.
+
+    Args:
+        episode_index: the rows' ``episode_index`` values (the rows the reader took for ``ep``).
+        frame_index: their ``frame_index`` values, in row order (None: the file has no such column).
+        ep: the episode.
+        length: its ``length`` in ``meta/episodes``.
+
+    Returns:
+        ``(code, reason)``: ``("data_rows", "expected 30 rows, found 29")`` (row count, or rows of
+        another episode), ``("data_frame_index", "non-contiguous frame_index (row 10 has -1, expected
+        10)")`` (``frame_index`` must be exactly ``0..length-1`` in row order); None when the rows
+        are the episode's. The codes are ``lerobotstream.validate``'s finding codes.
+    """
+    n = int(episode_index.shape[0])
+    if n != length:
+        return "data_rows", f"expected {length} rows, found {n}"
+    if length and not bool(np.all(episode_index == ep)):
+        return "data_rows", "rows outside the episode"
+    if frame_index is not None:
+        fi = np.asarray(frame_index)
+        want = np.arange(length, dtype=fi.dtype)
+        if not np.array_equal(fi, want):
+            bad = int(np.flatnonzero(fi != want)[0])
+            return "data_frame_index", f"non-contiguous frame_index (row {bad} has {int(fi[bad])}, expected {bad})"
+    return None
+
+
 def _validate(part: pa.Table, ep: int, length: int, path: str, root: str) -> None:
-    where = f"episode {ep} in {path} ({root})"
-    if part.num_rows != length:
-        raise EpisodeDataError(f"{where}: expected {length} rows, found {part.num_rows}", episode_index=ep, path=path)
-    if length and not bool(np.all(part.column("episode_index").to_numpy() == ep)):
-        raise EpisodeDataError(f"{where}: rows outside the episode", episode_index=ep, path=path)
-    if "frame_index" in part.column_names:
-        fi = part.column("frame_index").to_numpy()
-        if not np.array_equal(fi, np.arange(length, dtype=fi.dtype)):
-            bad = int(np.flatnonzero(fi != np.arange(length, dtype=fi.dtype))[0])
-            raise EpisodeDataError(
-                f"{where}: non-contiguous frame_index (row {bad} has {int(fi[bad])}, expected {bad})",
-                episode_index=ep, path=path,
-            )
+    fi = part.column("frame_index").to_numpy() if "frame_index" in part.column_names else None
+    problem = episode_rows_problem(part.column("episode_index").to_numpy(), fi, ep, length)
+    if problem is not None:
+        raise EpisodeDataError(f"episode {ep} in {path} ({root}): {problem[1]}", episode_index=ep, path=path)
 
 
 def read_episode_rows(

@@ -24,12 +24,13 @@ from lerobotstream.decode import frames_to_float_chw, frames_to_u8_chw
 from lerobotstream.dataset._images import LANGUAGE_COLUMNS, declared_chw, image_bytes, language_rows, to_output_unit
 from lerobotstream.errors import EpisodeDataError
 from lerobotstream.dataset._windows import DeltaWindows
+from lerobotstream.features import REQUIRED_DATA_COLUMNS, row_shape_matches
 
 __all__ = ["EpisodeRows", "episode_rows", "assemble_item", "SlotFn"]
 
 _KIND_DTYPE = {"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}
 #: columns every data file must have whatever ``info.json`` declares (assembly reads them)
-REQUIRED_COLUMNS = ("timestamp", "task_index")
+REQUIRED_COLUMNS = REQUIRED_DATA_COLUMNS
 
 
 @dataclass
@@ -115,7 +116,7 @@ def episode_rows(table: pa.Table, episode_index: int, from_index: int, *, image_
             numeric[name] = arr
             want = tuple((features or {}).get(name, {}).get("shape") or ())
             got = arr.shape[1:]
-            if want and got != want and not (want == (1,) and got == ()):
+            if not row_shape_matches(want, got):
                 raise EpisodeDataError(
                     f"{where}: column {name!r} holds {list(got) or 'scalar'} values per row but meta/info.json "
                     f"declares shape {list(want)}; the metadata does not describe this data (LeRobot refuses it "

@@ -21,11 +21,32 @@ import numpy as np
 from lerobotstream import constants
 from lerobotstream.validate._findings import CODES, REPORT_FORMAT, Finding, Report, finding
 
-__all__ = ["CODES", "REPORT_FORMAT", "Finding", "Report", "validate_dataset"]
+__all__ = ["CODES", "REPORT_FORMAT", "Finding", "Report", "check_arguments", "validate_dataset"]
 
 #: default header-reading threads on a local folder / a remote store (round trips overlapped)
 LOCAL_WORKERS, REMOTE_WORKERS = 8, 32
 INFO_PATH = "meta/info.json"
+
+
+def check_arguments(*, decode_sample: Any = 0, workers: Any = None, tolerance_s: Any = constants.DEFAULT_TOLERANCE_S,
+                    names: dict[str, str] | None = None) -> None:
+    """The rules of :func:`validate_dataset`'s numeric arguments (the CLI checks its flags here
+    too, ``names`` mapping each argument to its flag): ``decode_sample`` an int >= 0, ``workers``
+    None or an int >= 1, ``tolerance_s`` the stream option's own rule (a finite number > 0).
+
+    Raises:
+        StreamingConfigError: the first argument that breaks its rule (names it or its flag, and
+            the value; a ``ValueError``).
+    """
+    from lerobotstream.options import is_int, option_info, require
+
+    n = names or {}
+    require(n.get("decode_sample", "decode_sample"), decode_sample, is_int(decode_sample) and decode_sample >= 0,
+            "an int >= 0")
+    require(n.get("workers", "workers"), workers, workers is None or (is_int(workers) and workers >= 1),
+            "None or an int >= 1")
+    rule = next(o for o in option_info() if o.name == "tolerance_s")
+    require(n.get("tolerance_s", "tolerance_s"), tolerance_s, rule.check(tolerance_s), rule.want)
 
 
 def validate_dataset(
@@ -34,11 +55,12 @@ def validate_dataset(
     root: Any = None,
     revision: str | None = None,
     endpoint: str | None = None,
-    episodes: Sequence[int] | None = None,
+    episodes: Sequence[int | range] | None = None,
     tolerance_s: float = constants.DEFAULT_TOLERANCE_S,
     decode_sample: int = 0,
     seed: int = 0,
     workers: int | None = None,
+    headers_only: bool = False,
     progress: bool = False,
     source: Any = None,
 ) -> Report:
@@ -50,36 +72,43 @@ def validate_dataset(
         root: local folder, ``http(s)://`` / fsspec URL or ``hf://`` root of the dataset.
         revision: branch, tag or commit of a Hub dataset.
         endpoint: Hub URL (default: ``HF_ENDPOINT`` through huggingface_hub).
-        episodes: episode indices to check (default: all). Checks that compare whole files
-            (row totals, frames no episode claims) run only on a full selection.
+        episodes: episode indices to check (default: all); ``range`` items are bounded by the
+            dataset's episodes before they are expanded. Checks that compare whole files (row
+            totals, rows of no episode, frames no episode claims) run only on a full selection.
         tolerance_s: allowed |frame PTS - (from_timestamp + i/fps)|, seconds (LeRobot's default 1e-4).
-        decode_sample: frames to decode per MP4 at random (0: headers only).
+        decode_sample: frames to decode per MP4 at random (0: none).
         seed: seed of the frames ``decode_sample`` draws.
-        workers: threads reading headers (>= 1; default 8 on a local folder, 32 on a remote store,
+        workers: threads reading (>= 1; default 8 on a local folder, 32 on a remote store,
             whose round trips they overlap: about 2 requests per MP4).
+        headers_only: read only the headers (Parquet footers and statistics, MP4 headers), not
+            the per-row columns ``episode_index``, ``frame_index``, ``index``, ``timestamp``: the
+            row counts then come from statistics where they can, and ``frame_index``, ``index``
+            values and timestamps are not checked (docs/validate.md: what each costs).
         progress: a tqdm bar on stderr over the files.
         source: an already opened ``ByteSource`` (overrides ``root``/``revision``).
 
     Returns:
-        Report: ``findings`` (each with severity, code, episode, camera, file, message), per-camera
-        ``cameras`` summary, ``scan`` (files, requests, bytes read, elapsed seconds).
+        Report: ``findings`` (each with severity, code, episode, camera, file, message, and
+        ``episodes``: every episode it takes, ``[]`` for none), per-camera ``cameras`` summary,
+        ``scan`` (files, requests, bytes read, elapsed seconds), ``good_episodes()``.
 
     Raises:
         MetadataError: ``meta/info.json``, an episode shard or ``tasks.parquet`` cannot be read at
-            all, or ``episodes`` names an episode the dataset lacks (nothing else can be checked).
+            all, or ``episodes`` names an episode the dataset lacks (nothing else can be checked;
+            ``code="episodes_unknown"``).
         UnsupportedDatasetVersionError: not a v3 dataset.
-        SourceError: the root cannot be opened.
-        ValueError: ``workers < 1`` or ``decode_sample < 0``.
+        SourceError: the root cannot be opened (``SourceProtocolError``: an unknown URL protocol).
+        StreamingConfigError: ``workers``, ``decode_sample`` or ``tolerance_s`` break their rule
+            (:func:`check_arguments`; a ``ValueError``).
     """
+    from lerobotstream.features import REQUIRED_DATA_COLUMNS
     from lerobotstream.meta import DatasetMeta
     from lerobotstream.parquet import EpisodeParquetReader
     from lerobotstream.sidecar import episode_windows, group_windows
+    from lerobotstream.validate._rows import file_rows, row_findings
     from lerobotstream.validate._tables import data_findings, index_gap_findings, metadata_findings, stats_findings
 
-    if workers is not None and workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    if decode_sample < 0:
-        raise ValueError(f"decode_sample must be >= 0, got {decode_sample}")
+    check_arguments(decode_sample=decode_sample, workers=workers, tolerance_s=tolerance_s)
     t0 = time.perf_counter()
     if source is None:
         from lerobotstream.sources import open_source
@@ -100,15 +129,18 @@ def validate_dataset(
     findings += _depth_findings(meta)
     missing = {f.file for f in findings if f.code == "file_missing"}
 
-    # data/ Parquet footers
     reader = EpisodeParquetReader(source)
     by_data: dict[str, list] = defaultdict(list)
     for ep in meta.episodes:
         by_data[ep.data_path].append(ep)
-    feature_columns = [k for k, f in meta.features.items() if f.get("dtype") != "video"]  # the rest is in data/
+    tabular = {k: f for k, f in meta.features.items() if f.get("dtype") != "video"}  # the rest is in data/
+    required = list(dict.fromkeys([*REQUIRED_DATA_COLUMNS, *tabular]))
+    numeric = {k: f for k, f in tabular.items() if f.get("dtype") not in ("image", "string", "language")}
     windows = group_windows(episode_windows(meta))
     paths = sorted(p for p in windows if p not in missing)
     data_paths = sorted(p for p in by_data if p not in missing)
+    data_of = {int(ep.episode_index): ep.data_path for ep in meta.episodes}
+    fps = float(meta.fps)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -117,13 +149,24 @@ def validate_dataset(
     summaries = []
     decoded = 0
     results: dict[str, tuple] = {}
-    data_results: dict[str, list] = {}
+    data_results: dict[str, tuple] = {}
+    row_problems: list = []
+
+    def data_job(p: str) -> tuple[list[Finding], Any]:
+        found = data_findings(reader, p, by_data[p], required, full, features=numeric, rows=not headers_only)
+        if headers_only or any(f.code in ("data_unreadable", "data_columns") for f in found):
+            return found, None
+        return found, file_rows(reader, p, by_data[p], fps, tolerance_s, full)
+
     try:
         with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lrs-validate") as pool:
-            futs = {pool.submit(data_findings, reader, p, by_data[p], feature_columns, full): ("data", p)
-                    for p in data_paths}
+            # data jobs first: the pool takes jobs in order, so a video job that waits for its
+            # episodes' timestamps waits only for jobs already running (never for a queued one)
+            data_futs = {p: pool.submit(data_job, p) for p in data_paths}
+            timestamps = None if headers_only else _Timestamps(data_futs, data_of)
+            futs: dict[cf.Future, tuple[str, str]] = {f: ("data", p) for p, f in data_futs.items()}
             futs.update({pool.submit(_check_file, source, p, windows[p], meta, tolerance_s, full, decode_sample,
-                                     (seed, i)): ("video", p) for i, p in enumerate(paths)})
+                                     (seed, i), timestamps): ("video", p) for i, p in enumerate(paths)})
             for fut in cf.as_completed(futs):
                 kind, p = futs[fut]
                 if kind == "data":
@@ -136,50 +179,84 @@ def validate_dataset(
         if bar is not None:
             bar.close()
     for p in data_paths:
-        findings += data_results[p]
+        found, rows = data_results[p]
+        findings += found
+        if rows is not None:
+            findings += rows.findings
+            row_problems += rows.problems
     for p in paths:
-        found, summary, n = results[p]
+        found, summary, n, landing = results[p]
         findings += found
         decoded += n
+        row_problems += landing
         if summary is not None:
             summaries.append(summary)
+    findings += row_findings(row_problems)
     findings += _faststart_findings(summaries)
     shifted = {(e, f.camera) for f in findings if f.code == "window_shift"  # reported there
-               for e in (f.episodes or [f.episode_index])}
+               for e in f.episodes}
     findings += _to_timestamp_findings(meta, tolerance_s, skip=shifted)
     after = _counters(source)
     report = Report(
         dataset={"repo_id": meta.repo_id, "root": getattr(source, "root_display", None),
                  "revision": getattr(source, "commit", None) or revision, "fps": meta.fps,
                  "total_episodes": meta.total_episodes, "episodes_checked": meta.num_episodes,
-                 "frames_checked": meta.num_frames, "tolerance_s": tolerance_s},
+                 "frames_checked": meta.num_frames, "tolerance_s": tolerance_s, "headers_only": bool(headers_only)},
         findings=_ordered(findings),
         cameras=_camera_summaries(meta, summaries, tolerance_s),
         scan={"video_files": len(paths), "data_files": len(data_paths), "requests": after[0] - before[0],
               "bytes_read": after[1] - before[1], "decoded_frames": decoded,
               "elapsed_s": round(time.perf_counter() - t0, 3)},
+        checked=[int(ep.episode_index) for ep in meta.episodes],
     )
     return report
 
 
+class _Timestamps:
+    """The timestamps of good episodes, from the data jobs (a video job asks for its episodes')."""
+
+    def __init__(self, futures: dict[str, cf.Future], data_of: dict[int, str]) -> None:
+        self._futures, self.data_of = futures, data_of
+
+    def of(self, episodes: Sequence[int]) -> dict[int, Any]:
+        out: dict[int, Any] = {}
+        for p in sorted({self.data_of[e] for e in episodes if e in self.data_of}):
+            fut = self._futures.get(p)
+            if fut is None:  # the data file is missing (reported as such)
+                continue
+            _found, rows = fut.result()  # a running or finished job (see validate_dataset); its reads time out
+            if rows is not None:
+                out.update((e, rows.timestamps[e]) for e in episodes if e in rows.timestamps)
+        return out
+
+
 def _check_file(source: Any, path: str, windows: list, meta: Any, tolerance_s: float, full: bool,
-                decode_sample: int, seed: tuple[int, int]) -> tuple[list[Finding], Any, int]:
-    """One MP4: its header checks, then (``decode_sample``, no error so far) sampled frames decoded;
+                decode_sample: int, seed: tuple[int, int],
+                timestamps: _Timestamps | None) -> tuple[list[Finding], Any, int, list]:
+    """One MP4: its header checks, where its episodes' timestamps land (``timestamps``: the
+    per-row columns were read), then (``decode_sample``, no error so far) sampled frames decoded;
     the sample table is dropped before returning (memory does not grow with the files)."""
     from lerobotstream.validate._videos import check_video
 
     found, summary = check_video(source, path, windows[0].camera, windows, meta, tolerance_s=tolerance_s,
-                                 full_selection=full, keep_table=decode_sample > 0)
+                                 full_selection=full, keep_table=decode_sample > 0 or timestamps is not None)
     decoded = 0
+    landing: list = []
     if summary is not None and summary.table is not None:
-        if not any(f.severity == "error" for f in found):
+        if timestamps is not None:
+            from lerobotstream.validate._rows import landing_problems
+
+            eps = sorted({w.episode_index for w in windows})
+            landing = landing_problems(summary.table, summary.checked, timestamps.of(eps), float(meta.fps),
+                                       tolerance_s, summary.camera, path, timestamps.data_of)
+        if decode_sample > 0 and not any(f.severity == "error" for f in found):
             from lerobotstream.validate._decode import decode_sample as decode
 
             more, decoded = decode(source, path, summary.camera, summary.table, windows, meta, decode_sample,
                                    seed=list(seed))
             found = found + more
-        summary.table = None
-    return found, summary, decoded
+        summary.table, summary.checked = None, []
+    return found, summary, decoded, landing
 
 
 def _counters(source: Any) -> tuple[int, int]:

@@ -1,5 +1,6 @@
 """``python -m lerobotstream.validate`` (console script ``lerobotstream-validate``): every defect
-of a dataset in one report, from headers only.
+of a dataset in one report: headers, the small per-row Parquet columns and the MP4 sample tables
+(``--headers-only``: headers alone).
 
 Exit status: 0 when no finding is an error, 1 when one is, 2 on a usage error or when the
 dataset cannot be read at all (one line ``error: <Type>: <message>``; ``--debug`` or
@@ -15,17 +16,20 @@ import sys
 from typing import Sequence
 
 DESCRIPTION = """\
-Check a LeRobotDataset v3 before training: meta/, the data/ Parquet footers and statistics and
-the MP4 headers are read (never the video payload, unless --decode-sample asks for frames), and
-every defect is reported once, where it is, with a fix hint; then a per-camera summary.
+Check a LeRobotDataset v3 before training: meta/, the data/ Parquet footers and their small
+per-row columns (episode_index, frame_index, index, timestamp) and the MP4 headers are read (never
+the video payload, unless --decode-sample asks for frames), and every defect is reported once,
+where it is, with a fix hint; then a per-camera summary.
 
 Exit status: 0 no error, 1 at least one error finding, 2 usage error or unreadable dataset."""
 
 EXAMPLES = """\
 examples:
-  %(prog)s --root /data/my_dataset
+  %(prog)s /data/my_dataset
   %(prog)s --repo-id lerobot/pusht --revision main --json report.json
-  %(prog)s --root http://host/datasets/x/ --episodes 0-9 20 --decode-sample 2"""
+  %(prog)s http://host/datasets/x/ --episodes 0-9 20 --decode-sample 2
+  %(prog)s hf://datasets/lerobot/pusht --headers-only
+  lerobot-train --dataset.episodes="$(%(prog)s /data/my_dataset --print-good-episodes)" ..."""
 
 
 def _prog() -> str:
@@ -33,8 +37,9 @@ def _prog() -> str:
     return name if name.startswith("lerobotstream-") else "python -m lerobotstream.validate"
 
 
-def parse_episodes(tokens: Sequence[str] | None) -> list[int] | None:
-    """``["0-9", "20,22"]`` → ``[0, ..., 9, 20, 22]``; None stays None.
+def parse_episodes(tokens: Sequence[str] | None) -> list[int | range] | None:
+    """``["0-9", "20,22"]`` → ``[range(0, 10), 20, 22]`` (ranges are not expanded here: the
+    dataset's episode count bounds them first, in ``DatasetMeta.load``); None stays None.
 
     Raises:
         StreamingConfigError: a token is not an index or an ``a-b`` range (names the token).
@@ -43,7 +48,7 @@ def parse_episodes(tokens: Sequence[str] | None) -> list[int] | None:
 
     if tokens is None:
         return None
-    out: list[int] = []
+    out: list[int | range] = []
     for token in tokens:
         for part in str(token).split(","):
             part = part.strip()
@@ -53,15 +58,17 @@ def parse_episodes(tokens: Sequence[str] | None) -> list[int] | None:
                 if "-" in part[1:]:
                     a, b = part.split("-", 1)
                     lo, hi = int(a), int(b)
-                    if hi < lo:
+                    if hi < lo or lo < 0:
                         raise ValueError
-                    out.extend(range(lo, hi + 1))
+                    out.append(range(lo, hi + 1))
                 else:
                     out.append(int(part))
+                    if out[-1] < 0:
+                        raise ValueError
             except ValueError:
                 raise StreamingConfigError(f"--episodes: {part!r} is not an episode index or a range a-b "
-                                           "(e.g. --episodes 0-9 20)") from None
-    return sorted(set(out))
+                                           "(e.g. --episodes 0-9 20)", option="--episodes", value=part) from None
+    return out
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,14 +78,22 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=_prog(), description=DESCRIPTION, epilog=EXAMPLES,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"lerobotstream {__version__}")
-    p.add_argument("--repo-id", default=None, help="Hub dataset OWNER/NAME (read from the Hub unless --root is given)")
+    p.add_argument("root_arg", nargs="?", default=None, metavar="ROOT",
+                   help="the dataset: a local folder or URL, as --root (either form; not both)")
+    p.add_argument("--repo-id", default=None, help="Hub dataset OWNER/NAME (read from the Hub unless a root is given)")
     p.add_argument("--root", default=None, help="local folder or URL (http(s)://, hf://, any fsspec URL)")
     p.add_argument("--revision", default=None, help="branch, tag or commit of a Hub dataset (default: main)")
     p.add_argument("--endpoint", default=None, help="Hub URL (default: HF_ENDPOINT)")
     p.add_argument("--episodes", nargs="+", default=None, metavar="E",
                    help="episodes to check: indices and ranges, e.g. 0-9 20 (default: all)")
-    p.add_argument("--json", default=None, metavar="OUT", help="also write the findings and summary as JSON to OUT "
-                   "(layout: docs/validate.md; - for stdout)")
+    p.add_argument("--headers-only", action="store_true",
+                   help="read only headers (footers, statistics, MP4 headers): fewer bytes on a very large remote "
+                   "dataset, but the per-row checks (row counts, frame_index, index, timestamps) are skipped")
+    p.add_argument("--json", default=None, metavar="OUT", help="also write the findings and summary as JSON to the "
+                   "file OUT, atomically (layout: docs/validate.md; - for stdout)")
+    p.add_argument("--print-good-episodes", action="store_true",
+                   help="print only the checked episodes no error finding names, as a list --dataset.episodes takes "
+                   "(e.g. [0,1,3]); the report is not printed")
     p.add_argument("--decode-sample", type=int, default=0, metavar="N",
                    help="decode N random frames per MP4 and check them against their timestamps (default: 0)")
     p.add_argument("--tolerance-s", type=float, default=constants.DEFAULT_TOLERANCE_S,
@@ -92,33 +107,66 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _run(args: argparse.Namespace) -> int:
+def _check_args(args: argparse.Namespace) -> None:
+    """Every flag's rule, before anything is read (each error names the flag and its value)."""
     from lerobotstream.errors import StreamingConfigError
+    from lerobotstream.validate import check_arguments
+
+    if args.root_arg is not None and args.root is not None and args.root_arg != args.root:
+        raise StreamingConfigError(f"give the dataset once: ROOT {args.root_arg!r} and --root {args.root!r} differ",
+                                   option="--root", value=args.root)
+    args.root = args.root if args.root is not None else args.root_arg
+    if args.root is None and args.repo_id is None:
+        raise StreamingConfigError("give ROOT or --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); "
+                                   "see --help")
+    check_arguments(decode_sample=args.decode_sample, workers=args.workers, tolerance_s=args.tolerance_s,
+                    names={"decode_sample": "--decode-sample", "workers": "--workers", "tolerance_s": "--tolerance-s"})
+    if args.examples < 0:
+        raise StreamingConfigError(f"--examples must be an int >= 0, got {args.examples}", option="--examples",
+                                   value=args.examples)
+    if args.print_good_episodes and args.json == "-":
+        raise StreamingConfigError("--print-good-episodes and --json - both write to stdout: give --json a file",
+                                   option="--print-good-episodes", value=True)
+    if args.json not in (None, "-"):
+        out = args.json
+        if os.path.isdir(out):
+            raise StreamingConfigError(f"--json {out!r} is a folder: give the path of a file to write",
+                                       option="--json", value=out)
+        folder = os.path.dirname(os.path.abspath(out))
+        if not os.path.isdir(folder):
+            raise StreamingConfigError(f"--json {out!r}: the folder {folder} does not exist", option="--json", value=out)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from lerobotstream._atomic import write_text_atomic
+    from lerobotstream.errors import MetadataError, StreamingConfigError
     from lerobotstream.validate import validate_dataset
     from lerobotstream.validate._report import render
 
-    if args.root is None and args.repo_id is None:
-        raise StreamingConfigError("give --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); see --help")
-    if args.decode_sample < 0:
-        raise StreamingConfigError(f"--decode-sample must be >= 0, got {args.decode_sample}")
-    if args.workers is not None and args.workers < 1:
-        raise StreamingConfigError(f"--workers must be >= 1, got {args.workers}")
-    if args.tolerance_s <= 0:
-        raise StreamingConfigError(f"--tolerance-s must be > 0, got {args.tolerance_s}")
-    report = validate_dataset(args.repo_id, root=args.root, revision=args.revision, endpoint=args.endpoint,
-                              episodes=parse_episodes(args.episodes), tolerance_s=args.tolerance_s,
-                              decode_sample=args.decode_sample, workers=args.workers,
-                              progress=not args.no_progress and sys.stderr.isatty())
+    _check_args(args)
+    try:
+        report = validate_dataset(args.repo_id, root=args.root, revision=args.revision, endpoint=args.endpoint,
+                                  episodes=parse_episodes(args.episodes), tolerance_s=args.tolerance_s,
+                                  decode_sample=args.decode_sample, workers=args.workers,
+                                  headers_only=args.headers_only,
+                                  progress=not args.no_progress and sys.stderr.isatty())
+    except MetadataError as e:
+        if getattr(e, "code", None) == "episodes_unknown":
+            raise StreamingConfigError(f"--episodes: {e.message}", option="--episodes") from e
+        raise
     if args.json:
         text = json.dumps(report.to_json(), indent=2)
         if args.json == "-":
             print(text)
         else:
-            tmp = f"{args.json}.tmp-{os.getpid()}"
-            with open(tmp, "w") as fh:
-                fh.write(text + "\n")
-            os.replace(tmp, args.json)
-    if args.json != "-":
+            write_text_atomic(args.json, text + "\n")
+    if args.print_good_episodes:
+        print(json.dumps(report.good_episodes(), separators=(",", ":")))
+        wide = [f.code for f in report.errors if not f.episodes]
+        if wide:
+            print(f"note: {len(wide)} error(s) name no episode ({', '.join(sorted(set(wide)))}): leaving episodes out "
+                  "does not fix them", file=sys.stderr)
+    elif args.json != "-":
         text = render(report, examples=args.examples)
         print(text.splitlines()[-1] if args.quiet else text)
     return report.exit_status

@@ -32,10 +32,15 @@ CODES: dict[str, tuple[str, str]] = {
     "data_rows": ("error", "the data file's rows must equal the lengths of the episodes in it"),
     "data_columns": ("error", "the data file lacks columns info.json declares: rewrite it or fix info.json"),
     "data_episode_absent": ("error", "the episode's rows are not in the data file meta/episodes names"),
-    "data_index_range": ("error", "the file's `index` column must cover the episodes' [dataset_from_index, dataset_to_index)"),
+    "data_index_range": ("error", "the file's `index` column must be each row's dataset_from_index + frame_index, covering the episodes' [dataset_from_index, dataset_to_index)"),
+    "data_frame_index": ("error", "frame_index must run 0..length-1 in each episode's rows: rewrite the episode's rows"),
+    "data_shape": ("error", "a column's per-row shape must be info.json's shape for that feature: fix meta/info.json or the file"),
+    "data_timestamps": ("error", "timestamp must be finite and frame_index / fps (LeRobot's writer) within tolerance_s: rewrite the column"),
+    "timestamp_shift": ("error", "the episode's timestamps must start at 0 and land on its own video frames (from_timestamp + timestamp): set timestamp = frame_index / fps"),
     # videos (MP4 headers)
     "video_unreadable": ("error", "re-encode or re-download the MP4"),
     "video_truncated": ("error", "the MP4 ends before its data: re-download or re-encode it"),
+    "video_tables": ("error", "the sample tables (stco/co64, stsz, stsc) do not describe the file's mdat: re-download or remux the MP4"),
     "video_unsupported": ("error", "remux the MP4 (ffmpeg -i in.mp4 -c copy -movflags +faststart out.mp4)"),
     "codec_unsupported": ("error", "re-encode as AV1, H.264 or HEVC (LeRobot's encoders)"),
     "depth_unsupported": ("error", "re-encode the depth camera as LeRobot 0.6's default (HEVC gray12le, lossless)"),
@@ -65,8 +70,8 @@ CODES: dict[str, tuple[str, str]] = {
 class Finding:
     """One defect, reported once where it is.
 
-    ``episode_index``, ``camera`` and ``file`` are None when they do not apply; ``episodes`` lists
-    every episode a file-level defect takes (None when it concerns one episode or none).
+    ``episode_index``, ``camera`` and ``file`` are None when they do not apply; ``episodes`` always
+    lists every episode the defect takes (``[episode_index]`` for one, ``[]`` for none).
     """
 
     severity: str
@@ -79,7 +84,8 @@ class Finding:
     """Path relative to the dataset root."""
     message: str
     """One line: what is wrong, where, and a fix hint."""
-    episodes: list[int] | None = None
+    episodes: list[int] = field(default_factory=list)
+    """Every episode the defect takes, ascending (``[]`` when it takes none in particular)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,9 +99,9 @@ def finding(code: str, message: str, *, episode_index: int | None = None, camera
     text = " ".join(str(message).split())
     if hint and hint not in text:
         text = f"{text} — fix: {hint}"
-    eps = sorted({int(e) for e in episodes}) if episodes else None
+    eps = {int(e) for e in episodes or ()} | ({int(episode_index)} if episode_index is not None else set())
     return Finding(severity or default, code, None if episode_index is None else int(episode_index), camera, file,
-                   text, eps)
+                   text, sorted(eps))
 
 
 @dataclass
@@ -109,6 +115,15 @@ class Report:
     """Per video key: the summary (see docs/validate.md)."""
     scan: dict[str, Any] = field(default_factory=dict)
     """``files`` (MP4 and Parquet files read), ``requests``, ``bytes_read``, ``elapsed_s``, ``decoded_frames``."""
+    checked: list[int] = field(default_factory=list)
+    """The episodes checked, ascending (not in the JSON: ``dataset.episodes_checked`` counts them)."""
+
+    def good_episodes(self) -> list[int]:
+        """The checked episodes no error finding names, ascending: what ``--dataset.episodes``
+        can take to train on the rest. An error naming no episode (``episodes == []``, e.g. a
+        broken ``meta/stats.json``) is not fixed by leaving episodes out; it does not shrink this list."""
+        bad = {e for f in self.errors for e in f.episodes}
+        return [e for e in self.checked if e not in bad]
 
     @property
     def errors(self) -> list[Finding]:

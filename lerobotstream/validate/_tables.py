@@ -120,16 +120,75 @@ def _bounds(md: Any, col: int | None) -> list[tuple[int, int, int] | None]:
     return out
 
 
+def _shape_findings(md: Any, path: str, features: dict, eps: list[int]) -> list[Finding]:
+    """Each numeric column's per-row shape against info.json's (``features.row_shape_matches``,
+    the rule item assembly applies to the rows it reads), from the footer: the list nesting of the
+    column's type and its leaf values per row (column-chunk ``num_values``). Columns with nulls are
+    skipped, as assembly skips them."""
+    import pyarrow as pa
+
+    from lerobotstream.features import row_shape_matches
+
+    if md.num_row_groups == 0 or md.num_rows == 0:
+        return []
+    schema = md.schema.to_arrow_schema()
+    rg0 = md.row_group(0)
+    leaf_of = {rg0.column(j).path_in_schema: j for j in range(rg0.num_columns)}
+    out = []
+    for name, feat in features.items():
+        want = tuple(int(x) for x in (feat.get("shape") or ()))
+        if not want or name not in schema.names:
+            continue
+        t, depth, fixed = schema.field(name).type, 0, []
+        while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            fixed.append(t.list_size if pa.types.is_fixed_size_list(t) else None)
+            t, depth = t.value_type, depth + 1
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+            continue
+        leaves = [j for p, j in leaf_of.items() if p == name or p.startswith(name + ".")]
+        if len(leaves) != 1:
+            continue
+        values, nulls = 0, 0
+        for g in range(md.num_row_groups):
+            c = md.row_group(g).column(leaves[0])
+            values += int(c.num_values)
+            st = c.statistics
+            nulls += int(st.null_count) if st is not None and st.has_null_count else 0
+        if nulls:
+            continue
+        per_row, rem = divmod(values, int(md.num_rows))
+        got: tuple[int, ...] | None
+        if rem:
+            got = None  # rows of different lengths
+        elif depth == 0:
+            got = () if per_row == 1 else None
+        elif depth == 1:
+            got = (per_row,)
+        elif all(f is not None for f in fixed):
+            got = tuple(int(f) for f in fixed)
+        else:  # nested variable lists: the leaf count and the nesting must agree
+            got = want if (len(want) == depth and int(np.prod(want)) == per_row) else (per_row,) + (1,) * (depth - 1)
+        if got is None or not row_shape_matches(want, got):
+            held = "rows of different lengths" if got is None else f"{list(got) or 'scalar'} values per row"
+            out.append(finding("data_shape", f"{path}: column {name!r} holds {held} ({values:,} values in "
+                               f"{md.num_rows:,} rows) but meta/info.json declares shape {list(want)} (episodes "
+                               f"{_short(eps)})", file=path, episodes=eps))
+    return out
+
+
 def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_columns: Sequence[str],
-                  full_file: bool) -> list[Finding]:
-    """One ``data/`` Parquet file from its footer: readable, the declared columns present, the
+                  full_file: bool, *, features: dict | None = None, rows: bool = False) -> list[Finding]:
+    """One ``data/`` Parquet file from its footer: readable, the declared columns present with
+    their per-row shapes, and (unless ``rows``: the per-row columns then say it exactly) the
     episodes' rows there (``episode_index`` statistics), row counts and the ``index`` range.
 
     Args:
         reader: ``parquet.EpisodeParquetReader`` (its footer read: the same code as training's).
         episodes: ``EpisodeInfo`` of the selected episodes stored in ``path``.
-        feature_columns: columns info.json declares for the data files.
+        feature_columns: columns a data file must have (info.json's, and assembly's own).
         full_file: every episode stored in the file is selected (row totals can be compared).
+        features: info.json's features (the shape check; None: skipped).
+        rows: the per-row columns are checked too (``validate._rows``).
     """
     eps = sorted(int(e.episode_index) for e in episodes)
     try:
@@ -143,6 +202,10 @@ def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_colum
     if missing:
         out.append(finding("data_columns", f"{path} lacks the columns {missing} that info.json declares "
                            f"(episodes {_short(eps)})", file=path, episodes=eps))
+    if features:
+        out += _shape_findings(md, path, features, eps)
+    if rows:
+        return out
     ep_col, ix_col = _column_index(md, "episode_index"), _column_index(md, "index")
     ep_bounds, ix_bounds = _bounds(md, ep_col), _bounds(md, ix_col)
     lengths = {int(e.episode_index): int(e.length) for e in episodes}

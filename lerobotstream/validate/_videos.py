@@ -9,11 +9,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from lerobotstream.errors import LeRobotStreamError, Mp4TruncatedError, Mp4UnsupportedError, SourceError
+from lerobotstream.errors import (LeRobotStreamError, Mp4InconsistentTablesError, Mp4TruncatedError,
+                                  Mp4UnsupportedError, SourceError)
 from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
 from lerobotstream.sidecar import EpisodeWindow, validate_source
 from lerobotstream.validate._codec import CODEC_NAMES, normalise_codec, normalise_pix_fmt, stream_format
 from lerobotstream.validate._findings import Finding, finding
+from lerobotstream.validate._layout import RecordingRead, layout_problems, num_tracks, top_level_boxes, truncated_box
 from lerobotstream.validate._tables import frame_hwc
 
 #: a window whose largest timestamp error exceeds this share of ``tolerance_s`` gets a warning
@@ -42,7 +44,9 @@ class FileSummary:
     max_error_s: float | None = None
     fmt: Any = None
     table: Any = None
-    """The parsed sample table (kept only while ``--decode-sample`` needs it)."""
+    """The parsed sample table (kept only while ``--decode-sample`` or the timestamp check needs it)."""
+    checked: list = field(default_factory=list)
+    """``(EpisodeWindow, WindowCheck)`` of each window (kept with ``table``)."""
 
 
 def _episodes(windows: Sequence[EpisodeWindow]) -> list[int]:
@@ -72,16 +76,24 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
         return [], None  # reported once as file_missing
     except (SourceError, OSError) as e:
         return [finding("video_unreadable", f"{path}: cannot be listed: {e}", **where)], None
-    read = lambda offset, n: source.read(path, offset, n)  # noqa: E731
+    read = RecordingRead(lambda offset, n: source.read(path, offset, n))
     out: list[Finding] = []
     try:
         table = parse(read, size, path=path)  # the sidecar build's parser: headers only
-    except Mp4TruncatedError as e:
-        return [finding("video_truncated", f"{path} ({size:,} bytes): {e}", **where)], None
     except Mp4UnsupportedError as e:
         return [finding("video_unsupported", f"{path}: {e}", **where)], None
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
+        cut = truncated_box(top_level_boxes(read, size)[0], size)
+        if cut is not None or isinstance(e, Mp4TruncatedError):  # a cut file, whatever its box order
+            what = (f"its {cut.kind} box at byte {cut.offset:,} declares {cut.size:,} bytes, "
+                    f"{cut.end - size:,} more than the file has: " if cut is not None else "")
+            return [finding("video_truncated", f"{path} ({size:,} bytes): {what}{e}", **where)], None
+        if isinstance(e, Mp4InconsistentTablesError):
+            return [finding("video_tables", f"{path}: {e}", **where)], None
         return [finding("video_unreadable", f"{path}: {type(e).__name__}: {e}", **where)], None
+    boxes, complete = top_level_boxes(read, size)
+    tables_wrong = layout_problems(table, boxes, complete, num_tracks(read, table))
+    read.chunks.clear()
     s = FileSummary(path, camera, size)
     s.faststart = bool(getattr(table, "faststart", False))
     n = int(np.asarray(table.offset).shape[0])
@@ -92,6 +104,9 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
     if end > size:
         out.append(finding("video_truncated", f"{path} ({size:,} bytes): its samples run to byte {end:,} — "
                            f"{end - size:,} bytes are missing", **where))
+    elif tables_wrong:
+        more = f" (and {len(tables_wrong) - 1} more problem(s))" if len(tables_wrong) > 1 else ""
+        out.append(finding("video_tables", f"{path}: {tables_wrong[0]}{more}", **where))
     sync = np.flatnonzero(np.asarray(table.is_sync, dtype=bool))
     if sync.shape[0]:
         lengths, counts = np.unique(np.diff(np.append(sync, n)), return_counts=True)
@@ -133,7 +148,7 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
         out.extend(f for f in _gap_findings(table, checked, meta, camera, path, n)
                    if not (overlap and f.code == "unclaimed_frames"))
     if keep_table:
-        s.table = table
+        s.table, s.checked = table, checked
     return out, s
 
 

@@ -123,8 +123,11 @@ def broken(make_generated_dataset, tmp_path):
     return root
 
 
-def test_every_planted_defect_in_one_run(broken):
-    report = validate_dataset(root=broken)
+@pytest.mark.parametrize("headers_only", [False, True], ids=["rows", "headers-only"])
+def test_every_planted_defect_in_one_run(broken, headers_only):
+    """The same findings with and without the per-row columns: the rows name the episode where
+    the footers can only name the file."""
+    report = validate_dataset(root=broken, headers_only=headers_only)
     codes = _codes(report)
     errors = {(f.code, f.episode_index, f.file) for f in report.errors}
     v = lambda i: f"videos/{CAM}/chunk-000/file-{i:03d}.mp4"  # noqa: E731
@@ -133,7 +136,7 @@ def test_every_planted_defect_in_one_run(broken):
     assert ("video_truncated", 3, v(3)) in errors
     assert ("window_off_frame", 4, v(4)) in errors
     assert ("data_rows", 5, "data/chunk-000/file-005.parquet") in errors  # one row group per episode
-    assert ("data_index_range", None, "data/chunk-000/file-006.parquet") in errors
+    assert ("data_index_range", 6 if not headers_only else None, "data/chunk-000/file-006.parquet") in errors
     assert ("stats_shape", None, "meta/stats.json") in errors
     assert codes["data_index_range"][0].episodes == [6]
     # each defect once, where it is: the missing file once (plus the episodes it takes), nothing
@@ -273,7 +276,8 @@ def test_cli_exit_statuses_and_json(broken, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, line", [
-    ([], "error: StreamingConfigError: give --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); see --help"),
+    ([], "error: StreamingConfigError: give ROOT or --root (a dataset folder or URL) and/or --repo-id (a Hub "
+         "dataset); see --help"),
     (["--root", str(G1), "--episodes", "3-x"], "error: StreamingConfigError: --episodes: '3-x' is not an episode index "
                                               "or a range a-b (e.g. --episodes 0-9 20)"),
     (["--root", str(G1), "--episodes", "7"], None),
@@ -290,7 +294,7 @@ def test_module_runs_and_episode_ranges():
     p = subprocess.run([sys.executable, "-m", "lerobotstream.validate", "--root", str(G1), "--episodes", "0-1",
                         "--quiet"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "0 error(s), 1 warning(s)" and "Traceback" not in p.stderr
-    assert parse_episodes(["0-2", "5,7"]) == [0, 1, 2, 5, 7] and parse_episodes(None) is None
+    assert parse_episodes(["0-2", "5,7"]) == [range(0, 3), 5, 7] and parse_episodes(None) is None
 
 
 def test_decode_sample_decodes_frames_of_every_file(make_generated_dataset):
