@@ -16,7 +16,7 @@ from lerobotstream.errors import MetadataError
 
 __all__ = ["LANGUAGE_COLUMNS", "DEPTH_PIX_FMTS", "DEFAULT_TOOLS", "REQUIRED_DATA_COLUMNS", "DepthQuantizer",
            "is_depth_feature", "depth_quantizer_of", "rescale_depth_stats", "scale_stat", "aggregate_stats",
-           "row_shape_matches"]
+           "row_shape_matches", "is_image_column_type"]
 
 INFO_PATH = "meta/info.json"  # = lerobotstream.meta.INFO_PATH (meta imports this module)
 
@@ -71,6 +71,15 @@ def row_shape_matches(declared: Sequence[int], per_row: Sequence[int]) -> bool:
     it reads and ``lerobotstream.validate`` to the Parquet footers."""
     want, got = tuple(int(x) for x in declared or ()), tuple(int(x) for x in per_row)
     return not want or got == want or (want == (1,) and got == ())
+
+
+def is_image_column_type(arrow_type: Any) -> bool:
+    """Whether a Parquet column of an ``image`` feature has the layout LeRobot writes (HF
+    ``datasets.Image``): a struct with a ``bytes`` field (and ``path``). The rule item assembly
+    applies to the rows and ``lerobotstream.validate`` to the footer's schema."""
+    import pyarrow as pa
+
+    return pa.types.is_struct(arrow_type) and arrow_type.get_field_index("bytes") >= 0
 
 
 def scale_stat(value: Any, factor: float) -> Any:

@@ -54,10 +54,10 @@ def image_bytes(column, *, key: str, episode_index: int, path: str = "") -> list
     Raises:
         EpisodeDataError: the column is not a ``{bytes, path}`` struct.
     """
-    import pyarrow as pa
+    from lerobotstream.features import is_image_column_type
 
     arr = column.combine_chunks() if hasattr(column, "combine_chunks") else column
-    if not pa.types.is_struct(arr.type) or arr.type.get_field_index("bytes") < 0:
+    if not is_image_column_type(arr.type):
         raise EpisodeDataError(f"episode {episode_index}, image feature {key!r}, file {path}: the Parquet column is "
                                f"{arr.type}, not a {{bytes, path}} struct", episode_index=episode_index, camera=key,
                                path=path)

@@ -62,6 +62,8 @@ class ValidationProblem:
     path: str
     reason: str
     code: str = "window"
+    episodes: tuple[int, ...] = ()
+    """Every episode the problem takes when it is more than ``episode_index`` (an overlap: both)."""
 
     def __str__(self) -> str:
         where = f"episode {self.episode_index}, camera {self.camera}, " if self.episode_index is not None else ""
@@ -278,7 +280,7 @@ def check_disjoint(claimed: Sequence[tuple[int, int, EpisodeWindow]], num_frames
             f"claims frames [{a0}, {a1}) (from_timestamp={wa.from_timestamp!r} s) and episode {wb.episode_index} "
             f"frames [{b0}, {b1}) (from_timestamp={wb.from_timestamp!r} s), so {hi - lo} frame(s) [{lo}, {hi}) "
             f"would be streamed as both{gaps} — is one episode's from_timestamp/to_timestamp shifted?",
-            "episode_overlap"))
+            "episode_overlap", (wa.episode_index, wb.episode_index)))
     return out
 
 

@@ -12,6 +12,7 @@ ones the dataset runs at construction — ``DatasetMeta.load`` and the sidecar's
 from __future__ import annotations
 
 import concurrent.futures as cf
+import threading
 import time
 from collections import Counter, defaultdict
 from typing import Any, Sequence
@@ -136,6 +137,8 @@ def validate_dataset(
     tabular = {k: f for k, f in meta.features.items() if f.get("dtype") != "video"}  # the rest is in data/
     required = list(dict.fromkeys([*REQUIRED_DATA_COLUMNS, *tabular]))
     numeric = {k: f for k, f in tabular.items() if f.get("dtype") not in ("image", "string", "language")}
+    images = [k for k, f in tabular.items() if f.get("dtype") == "image"]
+    counts, counts_lock = {"images": 0}, threading.Lock()
     windows = group_windows(episode_windows(meta))
     paths = sorted(p for p in windows if p not in missing)
     data_paths = sorted(p for p in by_data if p not in missing)
@@ -152,8 +155,16 @@ def validate_dataset(
     data_results: dict[str, tuple] = {}
     row_problems: list = []
 
-    def data_job(p: str) -> tuple[list[Finding], Any]:
-        found = data_findings(reader, p, by_data[p], required, full, features=numeric, rows=not headers_only)
+    def data_job(p: str, i: int) -> tuple[list[Finding], Any]:
+        found = data_findings(reader, p, by_data[p], required, full, features=numeric, images=images,
+                              rows=not headers_only)
+        if decode_sample > 0 and images and not any(f.severity == "error" for f in found):
+            from lerobotstream.validate._decode import image_sample
+
+            more, n = image_sample(reader, p, by_data[p], meta, decode_sample, seed=[seed, i, 1])
+            found = found + more
+            with counts_lock:
+                counts["images"] += n
         if headers_only or any(f.code in ("data_unreadable", "data_columns") for f in found):
             return found, None
         return found, file_rows(reader, p, by_data[p], fps, tolerance_s, full)
@@ -162,7 +173,7 @@ def validate_dataset(
         with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lrs-validate") as pool:
             # data jobs first: the pool takes jobs in order, so a video job that waits for its
             # episodes' timestamps waits only for jobs already running (never for a queued one)
-            data_futs = {p: pool.submit(data_job, p) for p in data_paths}
+            data_futs = {p: pool.submit(data_job, p, i) for i, p in enumerate(data_paths)}
             timestamps = None if headers_only else _Timestamps(data_futs, data_of)
             futs: dict[cf.Future, tuple[str, str]] = {f: ("data", p) for p, f in data_futs.items()}
             futs.update({pool.submit(_check_file, source, p, windows[p], meta, tolerance_s, full, decode_sample,
@@ -206,6 +217,7 @@ def validate_dataset(
         cameras=_camera_summaries(meta, summaries, tolerance_s),
         scan={"video_files": len(paths), "data_files": len(data_paths), "requests": after[0] - before[0],
               "bytes_read": after[1] - before[1], "decoded_frames": decoded,
+              "decoded_images": counts["images"],
               "elapsed_s": round(time.perf_counter() - t0, 3)},
         checked=[int(ep.episode_index) for ep in meta.episodes],
     )

@@ -1,8 +1,11 @@
-"""``--decode-sample N``: decode N frames per MP4 at random and check they are what the
-timestamps promise (the frame at the table's presentation time, of info.json's shape).
+"""``--decode-sample N``: decode N frames per MP4, and N images per data file of a dataset with
+``image`` features, at random, the training way, and check they are what the metadata promises.
 
-Each frame goes the training path: ``plan_span`` → the span's bytes → ``check_sample_framing`` →
-``synthesize`` → ``EpisodeDecoder`` (which checks every returned PTS against the sample table)."""
+A video frame goes the training path: ``plan_span`` → the span's bytes → ``check_sample_framing``
+→ ``synthesize`` → ``EpisodeVideo.frames_at`` (the episode's frame ``i`` at ``from_timestamp +
+i / fps``; torchcodec, or PyAV's 12-bit decoder for a depth camera; every returned PTS checked
+against the sample table). An image cell goes ``image_bytes`` → ``decode_image`` (Pillow, the
+declared shape checked), as item assembly does."""
 
 from __future__ import annotations
 
@@ -20,40 +23,44 @@ def decode_sample(source: Any, path: str, camera: str, table: Any, windows: Sequ
 
     Frames are drawn (seeded by ``seed``) from the windows' episodes, uniformly over frames.
     """
-    from lerobotstream.decode import EpisodeDecoder
+    from lerobotstream.decode import EpisodeVideo
+    from lerobotstream.features import is_depth_feature
     from lerobotstream.mp4 import check_sample_framing, plan_span, synthesize
     from lerobotstream.sidecar import check_window_detail
 
-    picks: list[tuple[int, int]] = []  # (episode, source frame)
+    picks: list[tuple[int, int, float, int]] = []  # (episode, source frame, from_timestamp, episode frame)
     for w in windows:
         res = check_window_detail(table, w.from_timestamp, w.length, float(meta.fps), 1e9)
         if res.first_frame is not None:
-            picks.extend((w.episode_index, res.first_frame + i) for i in range(w.length))
+            picks.extend((w.episode_index, res.first_frame + i, float(w.from_timestamp), i) for i in range(w.length))
     num = int(np.asarray(table.presentation_order).shape[0])
     if not picks:
-        picks = [(-1, k) for k in range(num)]
+        pts = np.asarray(table.pts_s, dtype=np.float64)[np.asarray(table.presentation_order, dtype=np.int64)]
+        picks = [(-1, k, float(pts[k]), 0) for k in range(num)]
     picks = [p for p in picks if 0 <= p[1] < num]
     if not picks:
         return [], 0
     rng = np.random.default_rng(seed)
     chosen = sorted(rng.choice(len(picks), size=min(n, len(picks)), replace=False).tolist())
-    hwc = frame_hwc(meta.features.get(camera) or {})
+    feat = meta.features.get(camera) or {}
+    hwc = frame_hwc(feat)
+    depth = is_depth_feature(feat)
     out: list[Finding] = []
     done = 0
     for j in chosen:
-        ep, k = picks[j]
+        ep, k, from_ts, i = picks[j]
         epi = None if ep < 0 else ep
         try:
-            span = plan_span(table, k, k + 1)
+            span = plan_span(table, k, k + 1, path=path)
             payload = source.read(path, span.byte_start, span.byte_stop - span.byte_start)
             check_sample_framing(table, span, payload, path=path)
             mini = synthesize(table, span, payload)
-            dec = EpisodeDecoder(mini, span, codec=str(table.codec), device="cpu",
-                                 label=f"episode {epi}, camera {camera}, file {path}")
+            video = EpisodeVideo(table, span, mini, episode_index=-1 if epi is None else epi, camera=camera,
+                                 path=path, from_timestamp=from_ts, fps=meta.fps, device="cpu", depth=depth)
             try:
-                frame = dec.decode([int(span.first_local_frame)])
+                frame = video.frames_at([i])
             finally:
-                dec.close()
+                video.close()
             done += 1
         except Exception as e:  # noqa: BLE001 - every failure is this file's finding
             out.append(finding("decode_failed", f"{path}: frame {k} (episode {epi}): {type(e).__name__}: "
@@ -66,4 +73,50 @@ def decode_sample(source: Any, path: str, camera: str, table: Any, windows: Sequ
                                    f"shape for {camera} is {list(meta.features[camera]['shape'])}", episode_index=epi,
                                    camera=camera, file=path))
                 break
+    return out, done
+
+
+def image_sample(reader: Any, path: str, episodes: Sequence[Any], meta: Any, n: int,
+                 seed: int | Sequence[int]) -> tuple[list[Finding], int]:
+    """Findings of ``n`` sampled cells of each ``image`` feature of one data file (one finding per
+    feature at most), and how many images were decoded.
+
+    Cells are drawn (seeded) uniformly over the frames of ``episodes``; the sampled episodes' row
+    groups are read with that feature's column (images are embedded: this reads their bytes).
+    """
+    from lerobotstream.dataset import declared_chw, decode_image, image_bytes
+
+    keys = [k for k, f in meta.features.items() if f.get("dtype") == "image"]
+    frames = [(int(e.episode_index), i) for e in episodes for i in range(int(e.length))]
+    if not keys or not frames or n <= 0:
+        return [], 0
+    rng = np.random.default_rng(seed)
+    chosen = [frames[j] for j in sorted(rng.choice(len(frames), size=min(n, len(frames)), replace=False).tolist())]
+    by_ep: dict[int, list[int]] = {}
+    for ep, i in chosen:
+        by_ep.setdefault(ep, []).append(i)
+    out: list[Finding] = []
+    done = 0
+    for key in keys:
+        shape = declared_chw(meta.features[key])
+        try:
+            table = reader.read_columns(path, (key, "episode_index", "frame_index"), episodes=sorted(by_ep))
+            if key not in table.column_names:
+                continue  # the footer check names the missing column
+            cells = image_bytes(table.column(key), key=key, episode_index=min(by_ep), path=path)
+            ep_col = table.column("episode_index").to_numpy()
+            fi_col = (table.column("frame_index").to_numpy() if "frame_index" in table.column_names
+                      else np.zeros(ep_col.shape, np.int64))
+            for ep, idx in sorted(by_ep.items()):
+                for i in idx:
+                    rows = np.flatnonzero((ep_col == ep) & (fi_col == i))
+                    if rows.shape[0] == 0:
+                        continue  # the per-row checks name the episode's rows
+                    decode_image(cells[int(rows[0])], key=key, episode_index=ep, frame_index=i, path=path,
+                                 shape=shape)
+                    done += 1
+        except Exception as e:  # noqa: BLE001 - every failure is this feature's finding
+            ep = getattr(e, "episode_index", None)
+            out.append(finding("data_image", f"{path}: {type(e).__name__}: {' '.join(str(e).split())[:300]}",
+                               episode_index=ep if ep is not None and ep >= 0 else None, camera=key, file=path))
     return out, done

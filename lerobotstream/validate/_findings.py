@@ -35,6 +35,7 @@ CODES: dict[str, tuple[str, str]] = {
     "data_index_range": ("error", "the file's `index` column must be each row's dataset_from_index + frame_index, covering the episodes' [dataset_from_index, dataset_to_index)"),
     "data_frame_index": ("error", "frame_index must run 0..length-1 in each episode's rows: rewrite the episode's rows"),
     "data_shape": ("error", "a column's per-row shape must be info.json's shape for that feature: fix meta/info.json or the file"),
+    "data_image": ("error", "an image feature's cells must be embedded PNG/JPEG bytes of its declared shape ({bytes, path} structs, as LeRobot writes them): re-encode the images or fix meta/info.json"),
     "data_timestamps": ("error", "timestamp must be finite and frame_index / fps (LeRobot's writer) within tolerance_s: rewrite the column"),
     "timestamp_shift": ("error", "the episode's timestamps must start at 0 and land on its own video frames (from_timestamp + timestamp): set timestamp = frame_index / fps"),
     # videos (MP4 headers)

@@ -176,8 +176,20 @@ def _shape_findings(md: Any, path: str, features: dict, eps: list[int]) -> list[
     return out
 
 
+def _image_type_findings(md: Any, path: str, images: Sequence[str], eps: list[int]) -> list[Finding]:
+    """``image`` columns whose type is not the ``{bytes, path}`` struct item assembly reads
+    (``features.is_image_column_type``), from the footer's schema."""
+    from lerobotstream.features import is_image_column_type
+
+    schema = md.schema.to_arrow_schema()
+    return [finding("data_image", f"{path}: image feature {key!r} is stored as {schema.field(key).type}, not a "
+                    f"{{bytes, path}} struct (episodes {_short(eps)})", camera=key, file=path, episodes=eps)
+            for key in images if key in schema.names and not is_image_column_type(schema.field(key).type)]
+
+
 def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_columns: Sequence[str],
-                  full_file: bool, *, features: dict | None = None, rows: bool = False) -> list[Finding]:
+                  full_file: bool, *, features: dict | None = None, images: Sequence[str] = (),
+                  rows: bool = False) -> list[Finding]:
     """One ``data/`` Parquet file from its footer: readable, the declared columns present with
     their per-row shapes, and (unless ``rows``: the per-row columns then say it exactly) the
     episodes' rows there (``episode_index`` statistics), row counts and the ``index`` range.
@@ -187,7 +199,8 @@ def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_colum
         episodes: ``EpisodeInfo`` of the selected episodes stored in ``path``.
         feature_columns: columns a data file must have (info.json's, and assembly's own).
         full_file: every episode stored in the file is selected (row totals can be compared).
-        features: info.json's features (the shape check; None: skipped).
+        features: info.json's numeric features (the shape check; None: skipped).
+        images: info.json's ``image`` features (their column type is checked).
         rows: the per-row columns are checked too (``validate._rows``).
     """
     eps = sorted(int(e.episode_index) for e in episodes)
@@ -204,6 +217,8 @@ def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_colum
                            f"(episodes {_short(eps)})", file=path, episodes=eps))
     if features:
         out += _shape_findings(md, path, features, eps)
+    if images:
+        out += _image_type_findings(md, path, images, eps)
     if rows:
         return out
     ep_col, ix_col = _column_index(md, "episode_index"), _column_index(md, "index")

@@ -134,7 +134,7 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
             continue
         out.append(finding(p.code if p.code != "window" else "window_frames", f"episode {p.episode_index}, camera "
                            f"{camera}, file {path}: {p.reason}" if p.episode_index is not None else f"{path}: {p.reason}",
-                           episode_index=p.episode_index, camera=camera, file=path))
+                           episode_index=p.episode_index, camera=camera, file=path, episodes=p.episodes))
     margins = [(w_, r.max_error_s) for w_, r in checked if r.reason is None and r.max_error_s is not None]
     if margins:
         s.max_error_s = max(e for _, e in margins)

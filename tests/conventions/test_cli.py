@@ -53,7 +53,7 @@ def test_version_through_the_console_script_form(capsys):
                               "--output X.npz, mean build; see --help)"),
     ("lerobotstream.profile", "error: StreamingConfigError: give --root (a dataset folder or URL) and/or "
                               "--repo-id (a Hub dataset); see --help"),
-    ("lerobotstream.validate", "error: StreamingConfigError: give --root (a dataset folder or URL) and/or "
+    ("lerobotstream.validate", "error: StreamingConfigError: give ROOT or --root (a dataset folder or URL) and/or "
                                "--repo-id (a Hub dataset); see --help"),
 ])
 def test_no_arguments_is_an_error_line_and_status_2(module, line):
