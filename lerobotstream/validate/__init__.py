@@ -107,7 +107,8 @@ def validate_dataset(
     from lerobotstream.parquet import EpisodeParquetReader
     from lerobotstream.sidecar import episode_windows, group_windows
     from lerobotstream.validate._rows import file_rows, row_findings
-    from lerobotstream.validate._tables import data_findings, index_gap_findings, metadata_findings, stats_findings
+    from lerobotstream.validate._tables import (data_findings, index_gap_findings, merged_file_findings,
+                                                metadata_findings, stats_findings)
 
     check_arguments(decode_sample=decode_sample, workers=workers, tolerance_s=tolerance_s)
     t0 = time.perf_counter()
@@ -189,12 +190,14 @@ def validate_dataset(
     finally:
         if bar is not None:
             bar.close()
+    data_found: list[Finding] = []
     for p in data_paths:
         found, rows = data_results[p]
-        findings += found
+        data_found += found
         if rows is not None:
             findings += rows.findings
             row_problems += rows.problems
+    findings += merged_file_findings(data_found)
     for p in paths:
         found, summary, n, landing = results[p]
         findings += found

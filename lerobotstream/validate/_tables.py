@@ -170,9 +170,8 @@ def _shape_findings(md: Any, path: str, features: dict, eps: list[int]) -> list[
             got = want if (len(want) == depth and int(np.prod(want)) == per_row) else (per_row,) + (1,) * (depth - 1)
         if got is None or not row_shape_matches(want, got):
             held = "rows of different lengths" if got is None else f"{list(got) or 'scalar'} values per row"
-            out.append(finding("data_shape", f"{path}: column {name!r} holds {held} ({values:,} values in "
-                               f"{md.num_rows:,} rows) but meta/info.json declares shape {list(want)} (episodes "
-                               f"{_short(eps)})", file=path, episodes=eps))
+            out.append(finding("data_shape", f"{path}: column {name!r} holds {held} but meta/info.json declares "
+                               f"shape {list(want)}", file=path, episodes=eps))
     return out
 
 
@@ -183,8 +182,29 @@ def _image_type_findings(md: Any, path: str, images: Sequence[str], eps: list[in
 
     schema = md.schema.to_arrow_schema()
     return [finding("data_image", f"{path}: image feature {key!r} is stored as {schema.field(key).type}, not a "
-                    f"{{bytes, path}} struct (episodes {_short(eps)})", camera=key, file=path, episodes=eps)
+                    "{bytes, path} struct", camera=key, file=path, episodes=eps)
             for key in images if key in schema.names and not is_image_column_type(schema.field(key).type)]
+
+
+def merged_file_findings(findings: Sequence[Finding], codes: Sequence[str] = ("data_shape", "data_image")) -> list[Finding]:
+    """Findings of ``codes`` that say the same of several data files (a feature info.json
+    declares wrongly is wrong in every file) as one, listing every episode; the others unchanged.
+    Such a finding's message is ``"<file>: <what>"``."""
+    groups: dict[tuple, list[Finding]] = {}
+    out: list[Finding] = []
+    for f in findings:
+        if f.code in codes and f.file and f.message.startswith(f"{f.file}: "):
+            groups.setdefault((f.code, f.severity, f.camera, f.message[len(f.file) + 2:]), []).append(f)
+        else:
+            out.append(f)
+    for (code, severity, camera, text), items in groups.items():
+        if len(items) == 1:
+            out.append(items[0])
+            continue
+        files = sorted(f.file for f in items)
+        out.append(Finding(severity, code, None, camera, None, f"{files[0]} and {len(files) - 1} more data file(s): "
+                           f"{text}", sorted({e for f in items for e in f.episodes})))
+    return out
 
 
 def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_columns: Sequence[str],

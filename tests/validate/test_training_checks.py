@@ -123,3 +123,70 @@ def test_training_refuses_what_the_validator_reports(make_generated_dataset, tmp
     entry = next(c for c in TRAINING_CHECKS if c.where == where)
     (found,) = validate_dataset(root=root).errors
     assert found.code == DEFECTS[kind][0] and found.code in entry.codes
+
+
+def _widen_state(root: Path) -> None:
+    """One more value per row in the first data file's ``observation.state`` than info.json declares."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = root / "data/chunk-000/file-000.parquet"
+    table = pq.read_table(path)
+    i = table.column_names.index("observation.state")
+    rows = [r + [0.0] for r in table.column(i).to_pylist()]
+    pq.write_table(table.set_column(i, table.schema.field(i), pa.array(rows, table.schema.field(i).type)), path)
+
+
+def _rewrite_image_column(root: Path, key: str, edit) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = root / "data/chunk-000/file-000.parquet"
+    table = pq.read_table(path)
+    i = table.column_names.index(key)
+    column = edit(table.column(key).combine_chunks())
+    pq.write_table(table.set_column(i, pa.field(key, column.type), column), path)
+
+
+def _image_bytes_only(col):
+    return col.field("bytes")  # a plain binary column: not LeRobot's {bytes, path} struct
+
+
+def _one_broken_image(col):
+    import pyarrow as pa
+
+    cells = col.field("bytes").to_pylist()
+    cells[3] = b"not an image"
+    return pa.StructArray.from_arrays([pa.array(cells, pa.binary()), col.field("path")], ["bytes", "path"])
+
+
+IMAGE = "observation.images.wrist"
+#: more planted defects: (dataset kwargs, plant, what training raises, its registry entry, the code,
+#: validate_dataset kwargs)
+MORE = {
+    "state_shape": (PLANTED, _widen_state, errors.EpisodeDataError,
+                    "dataset/_assemble.py:episode_rows", "data_shape", {}),
+    "image_not_a_struct": (dict(episode_lengths=(6, 5), image_cameras=((IMAGE, 32, 24),)),
+                           lambda r: _rewrite_image_column(r, IMAGE, _image_bytes_only), errors.EpisodeDataError,
+                           "dataset/_images.py:image_bytes", "data_image", {}),
+    "image_undecodable": (dict(episode_lengths=(6, 5), image_cameras=((IMAGE, 32, 24),)),
+                          lambda r: _rewrite_image_column(r, IMAGE, _one_broken_image), errors.EpisodeDataError,
+                          "dataset/_images.py:decode_image", "data_image", {"decode_sample": 11}),
+}
+
+
+@pytest.mark.parametrize("kind", list(MORE))
+def test_training_refuses_what_the_validator_reports_more(make_generated_dataset, tmp_path, kind):
+    from lerobotstream import StreamingLeRobotDataset
+
+    kwargs, plant_it, cls, where, code, validate_kwargs = MORE[kind]
+    root = copy(Path(make_generated_dataset(**kwargs)), tmp_path / "ds")
+    plant_it(root)
+    with pytest.raises(cls):
+        for _ in StreamingLeRobotDataset(root=root, episode_pool_size=2):
+            pass
+    entry = next(c for c in TRAINING_CHECKS if c.where == where)
+    errs = validate_dataset(root=root, **validate_kwargs).errors
+    assert [f.code for f in errs] == [code] and code in entry.codes, [(f.code, f.message) for f in errs]
+    if entry.mode != "decode_sample":  # found without decoding anything
+        assert [f.code for f in validate_dataset(root=root, headers_only=True).errors] == [code]
