@@ -17,10 +17,7 @@ the reason. Mixtures resume elastically the same way (each dataset's remainder, 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -120,21 +117,12 @@ def stream_state_for(dataset: Any, samples: int, settings: dict[str, Any]) -> di
 
 def write_json_atomic(path: Path, doc: Any) -> Path:
     """Write ``doc`` as JSON to ``path`` through a temporary file in the same folder, fsync and
-    ``os.replace``: readers see the old file or the whole new one, never a part."""
+    ``os.replace`` (``lerobotstream._atomic``): readers see the old file or the whole new one, never a part."""
+    from lerobotstream._atomic import write_text_atomic
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=2, sort_keys=True, default=str)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=True, default=str))
 
 
 def write_checkpoint_state(checkpoint_dir: Path, step: int, settings: dict[str, Any],
