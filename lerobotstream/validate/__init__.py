@@ -136,7 +136,7 @@ def validate_dataset(
     for ep in meta.episodes:
         by_data[ep.data_path].append(ep)
     tabular = {k: f for k, f in meta.features.items() if f.get("dtype") != "video"}  # the rest is in data/
-    required = list(dict.fromkeys([*REQUIRED_DATA_COLUMNS, *tabular]))
+    required = list(dict.fromkeys(["episode_index", *REQUIRED_DATA_COLUMNS, *tabular]))  # the reader's, assembly's
     numeric = {k: f for k, f in tabular.items() if f.get("dtype") not in ("image", "string", "language")}
     images = [k for k, f in tabular.items() if f.get("dtype") == "image"]
     counts, counts_lock = {"images": 0}, threading.Lock()
