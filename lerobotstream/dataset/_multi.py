@@ -290,7 +290,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
 
     # --- the stream core's parts and planner -----------------------------------------------------
     def _parts(self) -> list[StreamPart]:
-        keys = [k for c in self.datasets for k in c._cameras.transform_keys]
+        keys = [k for c in self.datasets for k in c.transform_keys]
         transform_keys = tuple(k for k in dict.fromkeys(keys) if k in self.features)
         return [StreamPart(child.worker_config(), offset=off, dataset_index=d, dropped=drop,
                            transform_keys=transform_keys)
