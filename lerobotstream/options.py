@@ -96,7 +96,7 @@ class OptionInfo:
         check (callable): ``check(value) -> bool``.
         help (str): one or two sentences (docs and ``--help``).
         group (str): ``"lerobot"`` (LeRobot's own ``LeRobotDataset`` arguments), ``"source"``,
-            ``"resources"``, ``"order"``, ``"decode"``, ``"resume"``.
+            ``"resources"``, ``"order"``, ``"decode"``, ``"resume"``, ``"loader"``.
         per_dataset (bool): a mixture may give it per dataset (a dict keyed by repo id).
         flag (str | None): the ``--dataset.<flag>`` field ``lerobotstream-train`` declares for it
             (its type is ``flag_type``), or None when LeRobot's own configuration sets it.
@@ -293,6 +293,13 @@ class StreamOptions:
         None, "None or an int >= 0 (the DataLoader's num_workers)", _int_at_least(0, none_ok=True),
         "The DataLoader's num_workers, for state_dict in the training process (None: max_num_shards "
         "when > 1, else 0; 0 and 1 are the same stream).", group="resume", train="--num_workers (LeRobot's)")
+    # --- StreamLoader ---------------------------------------------------------------------------------
+    loader_timeout_s: float = _option(
+        0.0, "a number >= 0 (seconds; 0: no timeout)", lambda v: _is_number(v) and v >= 0,
+        "Seconds a StreamLoader over this stream waits for one batch of a worker (processes mode) or "
+        "shard (threads mode), torch DataLoader's timeout; past it a LoaderWorkerError names the worker, "
+        "its PID and how long it stalled. 0: no timeout; a stall of a minute is then named in one warning.",
+        group="loader", flag="streaming_loader_timeout_s", flag_type=float)
 
     # --- checks and views ---------------------------------------------------------------------------
     def validate(self) -> StreamOptions:
@@ -419,7 +426,8 @@ def train_flags() -> list[OptionInfo]:
 
 _GROUPS = {"lerobot": "LeRobot's dataset arguments", "source": "Where the bytes come from",
            "resources": "Resources (per rank, split over the DataLoader workers)", "order": "Order",
-           "decode": "Decode", "resume": "Resume (the DataLoader's settings)"}
+           "decode": "Decode", "resume": "Resume (the DataLoader's settings)",
+           "loader": "StreamLoader"}
 
 
 def options_markdown() -> str:
