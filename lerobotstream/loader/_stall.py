@@ -73,11 +73,18 @@ class StallWatch:
         with self._cond:
             return self._remaining()
 
-    def _remaining(self) -> float | None:
+    def _waited(self) -> tuple[str, int | None, int, float] | None:
+        """``(what, worker, pid, seconds waited)`` of the current wait, or None."""
         if self._wait is None:
             return None
-        what, _, _, since = self._wait
-        waited = self.clock() - since
+        what, worker, pid, since = self._wait
+        return what, worker, pid, self.clock() - since
+
+    def _remaining(self) -> float | None:
+        current = self._waited()
+        if current is None:
+            return None
+        what, _, _, waited = current
         due = [self.timeout - waited] if self.timeout > 0 else []
         if what not in self._warned:
             due.append(self.warn_after_s - waited)
@@ -92,10 +99,10 @@ class StallWatch:
             return self._check()
 
     def _check(self) -> LoaderWorkerError | None:
-        if self._wait is None:
+        current = self._waited()
+        if current is None:
             return None
-        what, worker, pid, since = self._wait
-        waited = self.clock() - since
+        what, worker, pid, waited = current
         if self.timeout > 0 and waited >= self.timeout:
             self.expired = LoaderWorkerError(
                 f"StreamLoader {what} (pid {pid}) delivered no batch for {waited:.1f} s (timeout={self.timeout:g} s): "
