@@ -219,8 +219,9 @@ class MixtureFeatureError(StreamingConfigError):
 
 
 class LoaderWorkerError(LeRobotStreamError, RuntimeError):
-    """A ``StreamLoader`` worker process died or failed (the message names the worker, its PID and
-    its exit code or exception; fields ``worker``, ``pid``, ``exitcode``)."""
+    """A ``StreamLoader`` worker process died or failed, or a worker or shard delivered no batch
+    within the loader's ``timeout`` (the message names the worker, its PID and its exit code,
+    exception or stall; fields ``worker``, ``pid``, ``exitcode``, ``stalled_s`` seconds)."""
 
 
 class LeRobotIntegrationError(LeRobotStreamError, RuntimeError):

@@ -111,7 +111,7 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
 
 
 def test_summary_says_what_it_compares():
-    from lerobotstream.integrations.lerobot.train import format_summary
+    from lerobotstream.integrations.lerobot.summary import format_summary
 
     s = {"rank": 0, "world_size": 1, "num_workers": 2, "batch_size": 4, "seed": 1000, "start_step": 0, "steps": 6,
          "samples": 24, "elapsed_s": 12.0, "samples_per_s": 2.0, "first_batch_s": 9.59, "data_wait_share": 0.001,

@@ -270,7 +270,7 @@ def test_mixture_model_card_lists_every_dataset(monkeypatch):
 
     from huggingface_hub import ModelCard, ModelCardData
 
-    from lerobotstream.integrations.lerobot import patching, train
+    from lerobotstream.integrations.lerobot import model_card, patching
 
     captured = {}
 
@@ -284,7 +284,7 @@ def test_mixture_model_card_lists_every_dataset(monkeypatch):
     stream = SimpleNamespace(dataset=SimpleNamespace(mixture={"repo_ids": ["a/x", "b/y"], "weights": [3.0, 1.0],
                                                                 "weights_given": True}))
     run = SimpleNamespace(stream=stream)
-    card = train._mixture_model_card(run)(object(), "[a/x,b/y]")
+    card = model_card.mixture_model_card(run)(object(), "[a/x,b/y]")
     assert captured["datasets"] == ["a/x", "b/y"]
     assert "| a/x | 0.7500 |" in card.text and "| b/y | 0.2500 |" in card.text
     assert "a/x" in str(card.data.datasets) and "b/y" in str(card.data.datasets)
@@ -297,7 +297,7 @@ def test_mixture_model_card_with_the_free_function_of_lerobot_main(monkeypatch):
 
     from huggingface_hub import ModelCard, ModelCardData
 
-    from lerobotstream.integrations.lerobot import patching, train
+    from lerobotstream.integrations.lerobot import model_card, patching
 
     def fake_original(model_cfg, cfg=None, dataset_meta=None):
         return ModelCard.from_template(ModelCardData(datasets=cfg.dataset.repo_id),
@@ -307,7 +307,7 @@ def test_mixture_model_card_with_the_free_function_of_lerobot_main(monkeypatch):
     monkeypatch.setattr(patching, "model_card_target", lambda: (None, False))
     stream = SimpleNamespace(dataset=SimpleNamespace(mixture={"repo_ids": ["a/x", "b/y"], "weights": [1.0, 1.0],
                                                                 "weights_given": False}))
-    card = train._mixture_model_card(SimpleNamespace(stream=stream))(
+    card = model_card.mixture_model_card(SimpleNamespace(stream=stream))(
         object(), SimpleNamespace(dataset=SimpleNamespace(repo_id="[a/x,b/y]")), None)
     assert card.data.datasets == ["a/x", "b/y"] and "| a/x | 0.5000 |" in card.text
     assert "in proportion to its frames" in card.text

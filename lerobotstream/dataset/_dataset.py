@@ -152,6 +152,7 @@ class StreamingLeRobotDataset(StreamCore):
         self.video_keys = self._cameras.video_keys  # decoded videos, RGB and depth
         self.image_keys = self._cameras.image_keys  # decoded image features
         self.depth_keys = self._cameras.depth_keys  # decoded depth videos
+        self.transform_keys = self._cameras.transform_keys  # decoded cameras image_transforms apply to
 
     def _ensure_sidecar(self):
         from lerobotstream.sidecar import ensure_sidecar, open_sidecar

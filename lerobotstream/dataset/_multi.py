@@ -38,6 +38,18 @@ log = logging.getLogger("lerobotstream.dataset")
 PER_DATASET_OPTIONS = per_dataset_options()
 
 
+#: the notes already logged in this process (a run may build the same mixture several times:
+#: train and eval streams, a DataLoader that rebuilds it)
+_NOTED: set[str] = set()
+
+
+def _note_once(text: str) -> None:
+    """Log ``text`` as a warning once per process."""
+    if text not in _NOTED:
+        _NOTED.add(text)
+        log.warning(text)
+
+
 def _per_dataset(name: str, value: Any, repo_ids: Sequence[str]) -> list[Any]:
     """``value`` for each dataset: a dict keyed by repo ids is per dataset (a repo id left out
     takes the default, None), anything else is shared. ``delta_timestamps`` is per dataset when
@@ -168,7 +180,10 @@ class StreamingMultiLeRobotDataset(StreamCore):
             for d, child in enumerate(self.datasets):
                 with _naming(d, repo_ids[d]):
                     child.select_cameras(common)
-        self._check_features()
+            left_out: list[set[str]] = [set() for _ in self.datasets]
+        else:  # the cameras the user's camera_keys left out: not "dropped" by the mixture
+            left_out = [set(c.meta.camera_keys) - set(c.video_keys) - set(c.image_keys) for c in self.datasets]
+        self._check_features(left_out)
         frames = [sum(c.anchor_lengths().values()) for c in self.datasets]
         if any(f == 0 for f in frames):
             raise StreamingConfigError(f"dataset(s) {[r for r, f in zip(repo_ids, frames) if not f]} give no anchor")
@@ -182,7 +197,10 @@ class StreamingMultiLeRobotDataset(StreamCore):
         self._setup_s = time.perf_counter() - t0
 
     # --- features -------------------------------------------------------------------------------
-    def _check_features(self) -> None:
+    def _check_features(self, left_out: Sequence[set[str]]) -> None:
+        """The common features (``self.features``) and each dataset's dropped keys; raises
+        MixtureFeatureError for a mismatch. The keys a dataset loses that the user asked for (all but
+        the cameras ``left_out`` by its ``camera_keys``) are named in one note per mixture and process."""
         feats = [c.meta.features for c in self.datasets]
         common = [k for k in feats[0] if all(k in f for f in feats)]
         if not common:
@@ -219,13 +237,17 @@ class StreamingMultiLeRobotDataset(StreamCore):
                         "(the offsets themselves may differ, e.g. the same horizon at another fps)",
                         option="delta_timestamps")
         self._dropped = []
+        notes = []
         for d, f in enumerate(feats):
             extra = [k for k in f if k not in self.features]
             drop = extra + [f"{k}_is_pad" for k in extra]
             self._dropped.append(tuple(drop))
-            if extra:
-                log.warning("lerobotstream: keys %s of %s are dropped: not in every dataset of the mixture",
-                            extra, self.repo_ids[d])
+            asked = [k for k in extra if k not in left_out[d]]
+            if asked:
+                notes.append(f"{asked} of {self.repo_ids[d]}")
+        if notes:
+            _note_once(f"lerobotstream: mixture {list(self.repo_ids)}: keys not in every dataset are dropped: "
+                       + "; ".join(notes))
 
     def _mixture_meta(self, stats: dict[str, Any]):
         """A :class:`~lerobotstream.meta.DatasetMeta` of the mixture as a whole: the common features,
@@ -290,7 +312,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
 
     # --- the stream core's parts and planner -----------------------------------------------------
     def _parts(self) -> list[StreamPart]:
-        keys = [k for c in self.datasets for k in c._cameras.transform_keys]
+        keys = [k for c in self.datasets for k in c.transform_keys]
         transform_keys = tuple(k for k in dict.fromkeys(keys) if k in self.features)
         return [StreamPart(child.worker_config(), offset=off, dataset_index=d, dropped=drop,
                            transform_keys=transform_keys)

@@ -90,7 +90,8 @@ class StreamShard:
         worker (int | None), num_workers (int): the shard (None, 0: the one stream).
 
     :meth:`close` ends it (joins its pipeline threads, closes its byte cache, releases its
-    decoders); closing twice, or a shard never iterated, is fine.
+    decoders); closing twice, or a shard never iterated, is fine. :meth:`abort` wakes its waits
+    from another thread.
     """
 
     def __init__(self, core: "StreamCore", worker: int | None, num_workers: int, run: "_Run",
@@ -107,6 +108,15 @@ class StreamShard:
     def close(self) -> None:
         """Stop the shard: its pipeline threads joined, its caches closed (idempotent)."""
         self.items.close()
+
+    def abort(self) -> None:
+        """Wake the shard's waits from another thread (a loader's stall watch): its byte cache
+        closes, so the admissions and payload waits of its pipeline raise and the thread iterating
+        :attr:`items` leaves with that error. A wait outside the cache (a decode in progress) ends
+        on its own first. :meth:`close` still ends the shard."""
+        cache = self._run_state.cache
+        if cache is not None:
+            cache.close()
 
 
 class _Run:

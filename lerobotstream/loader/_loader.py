@@ -10,6 +10,8 @@ import torch
 
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.loader._batch import known_collate
+from lerobotstream.loader._stall import STALL_WARNING_S, StallWatch
+from lerobotstream.options import option_info, require
 
 __all__ = ["StreamLoader", "choose_mode", "usable_cpus", "MODES"]
 
@@ -87,6 +89,12 @@ class StreamLoader:
             of items (frames then reach it as ordinary tensors).
         multiprocessing_context: processes: ``"spawn"``, ``"fork"``, ``"forkserver"`` or a context
             (default: multiprocessing's). Everything given to a worker must pickle under spawn.
+        timeout (float | None): seconds to wait for one batch of a worker (processes) or shard
+            (threads), torch DataLoader's ``timeout``; past it the iterator raises
+            :class:`~lerobotstream.errors.LoaderWorkerError` naming the worker or shard, its PID
+            and how long it stalled (a stalled worker is killed, a stalled shard's waits are woken).
+            0: no timeout; a wait of :attr:`stall_warning_s` (60 s) is then named in one warning
+            per worker or shard. None: the stream's ``loader_timeout_s`` option (default 0).
 
     Resume: :meth:`state_dict` / :meth:`load_state_dict` (torchdata's ``StatefulDataLoader``
     convention): the loader counts the samples it handed out; a loader restored from a state
@@ -94,11 +102,18 @@ class StreamLoader:
 
     Raises:
         StreamingConfigError: an option's value is invalid, or ``dataset`` is not a lerobotstream stream.
+        LoaderWorkerError: (iterating) a worker died or failed, or a worker or shard stalled past
+            ``timeout``.
     """
+
+    #: seconds after which a worker or shard that delivers no batch is named in a warning (once
+    #: per worker or shard and iterator; set it on a loader to change it)
+    stall_warning_s: float = STALL_WARNING_S
 
     def __init__(self, dataset: Any, batch_size: int = 1, *, num_workers: int = 0, mode: str = "auto",
                  pin_memory: bool = False, drop_last: bool = False, prefetch_batches: int | None = None,
-                 collate_fn: Callable | None = None, multiprocessing_context: Any = None) -> None:
+                 collate_fn: Callable | None = None, multiprocessing_context: Any = None,
+                 timeout: float | None = None) -> None:
         from lerobotstream.dataset import StreamCore
 
         stream, wrapper = dataset, None
@@ -117,6 +132,10 @@ class StreamLoader:
         if prefetch_batches is not None and not (isinstance(prefetch_batches, int) and prefetch_batches >= 1):
             raise StreamingConfigError(f"StreamLoader: prefetch_batches must be an int >= 1 or None, "
                                        f"got {prefetch_batches!r}")
+        if timeout is None:
+            timeout = stream.options.loader_timeout_s
+        rule = next(i for i in option_info() if i.name == "loader_timeout_s")  # the option's own rule
+        require("StreamLoader: timeout", timeout, rule.check(timeout), rule.want)
         self.dataset = dataset
         #: the stream core (``dataset``, or the stream a wrapper with ``wrap_items`` holds)
         self.stream = stream
@@ -127,6 +146,7 @@ class StreamLoader:
         self.collate_fn = collate_fn
         self.prefetch_batches = prefetch_batches
         self.multiprocessing_context = multiprocessing_context
+        self.timeout = float(timeout)
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         if mode == "auto" or num_workers == 0:
             picked, reason = choose_mode(num_workers)
@@ -160,19 +180,20 @@ class StreamLoader:
         # stream for the training loop; processes mode seeds its workers with it as DataLoader does)
         base_seed = int(torch.empty((), dtype=torch.int64).random_().item())
         collate = known_collate(self.collate_fn)
+        watch = StallWatch(self.timeout, self.stall_warning_s)
         if self.mode == "threads":
             from lerobotstream.loader._threads import thread_batches
 
             batches = thread_batches(ds, self.num_workers, epoch, samples, batch_size=self.batch_size,
                                      drop_last=self.drop_last, collate_fn=collate, pin=self.pin_memory,
-                                     wrapper=self._wrapper)
+                                     wrapper=self._wrapper, watch=watch)
         else:
             from lerobotstream.loader._procs import ProcessBatches
 
             pool = ProcessBatches(self._wrapper or ds, self.num_workers, epoch, samples, batch_size=self.batch_size,
                                   drop_last=self.drop_last, collate_fn=collate, pin=self.pin_memory,
                                   ring_size=self.prefetch_batches or 2, context=self.multiprocessing_context,
-                                  base_seed=base_seed)
+                                  base_seed=base_seed, watch=watch)
             self.worker_pids = [p.pid for p in pool.procs]
             batches = iter(pool)
         return self._counted(batches, epoch)
@@ -240,4 +261,4 @@ class StreamLoader:
 
     def __repr__(self) -> str:
         return (f"StreamLoader(batch_size={self.batch_size}, num_workers={self.num_workers}, mode={self.mode!r}, "
-                f"pin_memory={self.pin_memory}, drop_last={self.drop_last})")
+                f"pin_memory={self.pin_memory}, drop_last={self.drop_last}, timeout={self.timeout:g})")

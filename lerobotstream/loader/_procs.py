@@ -28,11 +28,16 @@ Shutdown (end of the iterator, ``break``, an exception, ``KeyboardInterrupt``, t
 garbage-collected): the thread is stopped and joined, every worker is told to stop and joined
 (terminated, then killed, if it does not exit), every pipe closed. A worker that dies raises
 :class:`~lerobotstream.errors.LoaderWorkerError` naming the worker, its PID and exit code; an
-exception in a worker is re-raised in the training process at that worker's turn.
+exception in a worker is re-raised in the training process at that worker's turn. The copy-out
+thread times each wait on a worker (:class:`~lerobotstream.loader._stall.StallWatch`): past
+``timeout`` a ``LoaderWorkerError`` names the stalled worker, its PID and how long it stalled (the
+worker is killed at shutdown, without the graceful wait); without one, a stall is named in one
+warning. Every other wait of the training process is bounded (joins) or ends with a report.
 """
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import queue
 import signal
@@ -46,8 +51,11 @@ import torch
 from lerobotstream.errors import LoaderWorkerError
 from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
 from lerobotstream.loader._ring import RingSlots, RingStopped, WorkerRing, read_returns, slot_view
+from lerobotstream.loader._stall import StallWatch
 
 __all__ = ["ProcessBatches"]
+
+log = logging.getLogger("lerobotstream.loader")
 
 _JOIN_S = 10.0
 
@@ -161,7 +169,7 @@ class ProcessBatches:
 
     def __init__(self, dataset: Any, num_workers: int, epoch: int, samples: int, *, batch_size: int,
                  drop_last: bool, collate_fn: Callable, pin: bool, ring_size: int, context: Any = None,
-                 base_seed: int | None = None) -> None:
+                 base_seed: int | None = None, watch: StallWatch | None = None) -> None:
         if isinstance(context, str) or context is None:
             context = multiprocessing.get_context(context)
         if context.get_start_method() == "forkserver":
@@ -179,6 +187,8 @@ class ProcessBatches:
         self.procs = []
         self.conns = []
         self._closed = False
+        self._watch = watch or StallWatch()
+        self._stalled: set[int] = set()  # workers past the timeout: killed at close, not waited for
         if base_seed is None:
             base_seed = int(torch.empty((), dtype=torch.int64).random_().item())
         try:
@@ -200,6 +210,13 @@ class ProcessBatches:
     # --- the copy-out thread ------------------------------------------------------------------------
     def _recv(self, w: int) -> Any:
         conn, proc = self.conns[w], self.procs[w]
+        self._watch.begin(f"worker {w}", w, proc.pid)
+        try:
+            return self._recv_timed(w, conn, proc)
+        finally:
+            self._watch.end()
+
+    def _recv_timed(self, w: int, conn: Any, proc: Any) -> Any:
         while True:
             if self._stop.is_set():
                 raise _Stopped
@@ -213,7 +230,12 @@ class ProcessBatches:
                     if proc.exitcode is None:
                         raise
             elif proc.exitcode is None:
-                wait([conn, proc.sentinel, self._wake_r])
+                stalled = self._watch.check()  # the warning, once; the error past the timeout
+                if stalled is not None:
+                    self._stalled.add(w)
+                    raise stalled
+                # until something arrives, the worker ends, the loader stops or a check is due
+                wait([conn, proc.sentinel, self._wake_r], self._watch.remaining())
                 continue
             proc.join(0)
             code = proc.exitcode
@@ -294,7 +316,7 @@ class ProcessBatches:
     def __iter__(self) -> Iterator[tuple[Any, int]]:
         try:
             while True:
-                msg = self._out.get()
+                msg = self._next_message()
                 if msg[0] == "end":
                     return
                 if msg[0] == "error":
@@ -303,8 +325,21 @@ class ProcessBatches:
         finally:
             self.close()
 
+    def _next_message(self) -> tuple:
+        """The copy-out thread's next message; it always ends with ``end`` or ``error`` (its own
+        waits are timed), so this waits on it, checking that it still runs."""
+        while True:
+            try:
+                return self._out.get(timeout=_JOIN_S)
+            except queue.Empty:
+                if not self._thread.is_alive() and self._out.empty():
+                    raise LoaderWorkerError("StreamLoader's copy-out thread ended without a last message "
+                                            "(a bug: please report it)") from None
+
     def close(self) -> None:
-        """Stop the thread and the workers, join them, close the pipes (idempotent)."""
+        """Stop the thread and the workers, join them, close the pipes (idempotent). A stalled
+        worker (past the timeout) is killed at once; a thread or process still alive after the
+        joins is named in a warning."""
         if self._closed:
             return
         self._closed = True
@@ -315,21 +350,28 @@ class ProcessBatches:
             pass
         t = getattr(self, "_thread", None)
         if t is not None and t is not threading.current_thread():
-            t.join()
+            t.join(_JOIN_S)
+            if t.is_alive():
+                log.warning("StreamLoader: the copy-out thread did not stop within %.0f s", _JOIN_S)
         for w in range(len(self.conns)):
             self._send(w, None)
-        for p in self.procs:
+        for w, p in enumerate(self.procs):
+            if w in self._stalled and p.exitcode is None:
+                p.kill()  # stopped (SIGSTOP) or hung: it would not exit on its own
             p.join(_JOIN_S)
             if p.exitcode is None:
                 p.terminate()
                 p.join(_JOIN_S)
             if p.exitcode is None:
                 p.kill()
-                p.join()
+                p.join(_JOIN_S)
+            if p.exitcode is None:
+                log.warning("StreamLoader: worker %d (pid %s) did not exit after SIGKILL", w, p.pid)
         for c in self.conns:
             c.close()
         for p in self.procs:
-            p.close()
+            if p.exitcode is not None:
+                p.close()
         self._wake_r.close()
         self._wake_w.close()
         self._rings = [[] for _ in self._rings]

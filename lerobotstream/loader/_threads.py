@@ -7,17 +7,26 @@ DataLoader's; with 0 it is the one in-process stream. Decoding, the frame copies
 assembly run on the pipelines' threads (C with the GIL released: torchcodec's decode, the
 de-interleave into the batch tensor, the small keys' numpy rows into their batch arrays); the
 training thread only takes finished items and makes the batch dict around the batch tensors.
+
+Each shard's waits are timed (:class:`~lerobotstream.loader._stall.StallWatch`, checked on a helper
+thread): past ``timeout`` the stalled shard is aborted (its byte cache closes, so its pipeline's
+waits raise) and the iterator raises ``LoaderWorkerError`` naming it; without one, a stall is
+named in one warning.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Iterator
 
 import torch
 
 from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
+from lerobotstream.loader._stall import StallWatch
 
-__all__ = ["round_robin", "shard_batches", "thread_batches", "pin_batch"]
+__all__ = ["round_robin", "shard_batches", "thread_batches", "pin_batch", "watched"]
+
+_JOIN_S = 10.0
 
 
 def round_robin(sources: list[Iterator[Any]]) -> Iterator[Any]:
@@ -59,13 +68,39 @@ def pin_batch(batch: Any) -> Any:
     return batch
 
 
+def watched(batches: Iterator[Any], watch: StallWatch, what: str, worker: int | None) -> Iterator[Any]:
+    """``batches`` with each ``next`` timed by ``watch`` (its wait on shard ``what``): a wait that
+    passed the timeout raises the watch's :class:`~lerobotstream.errors.LoaderWorkerError` (the
+    error the aborted shard's wait raised is its cause)."""
+    pid = os.getpid()
+    while True:
+        watch.begin(what, worker, pid)
+        try:
+            x = next(batches)
+        except StopIteration:
+            return
+        except BaseException as exc:
+            if watch.expired is not None:
+                raise watch.expired from exc
+            raise
+        finally:
+            watch.end()
+        if watch.expired is not None:  # the wait ended on its own, after the timeout
+            raise watch.expired
+        yield x
+
+
 def thread_batches(dataset: Any, num_workers: int, epoch: int, samples: int, *, batch_size: int, drop_last: bool,
-                   collate_fn: Callable, pin: bool, wrapper: Any = None) -> Iterator[tuple[Any, int]]:
+                   collate_fn: Callable, pin: bool, wrapper: Any = None,
+                   watch: StallWatch | None = None) -> Iterator[tuple[Any, int]]:
     """Every batch of the stream from (``epoch``, ``samples``) in the DataLoader's order, made in
-    this process (see the module doc)."""
+    this process (see the module doc); each shard's waits timed by ``watch`` (a stalled shard is
+    aborted past its timeout)."""
     shards = [(None, 0)] if num_workers == 0 else [(p, num_workers) for p in range(num_workers)]
+    watch = watch or StallWatch()
     opened = []
     sources = []
+    watcher = watch.watch(lambda w: opened[0 if w is None else w].abort())
     try:
         for wid, nw in shards:
             slots = BatchSlots(batch_size, pin=pin, bulk=is_known_collate(collate_fn))
@@ -73,11 +108,15 @@ def thread_batches(dataset: Any, num_workers: int, epoch: int, samples: int, *, 
             opened.append(shard)
             items = shard.items if wrapper is None else wrapper.wrap_items(shard.items, -1 if wid is None else wid,
                                                                            nw, shard.source_stats)
-            sources.append(shard_batches(items, slots, batch_size, drop_last, collate_fn))
+            what = "stream (threads mode)" if wid is None else f"shard {wid} of {nw} (threads mode)"
+            sources.append(watched(shard_batches(items, slots, batch_size, drop_last, collate_fn), watch, what, wid))
         for batch, n in round_robin(sources):
             yield (pin_batch(batch) if pin else batch), n
     finally:
+        watch.close()
         for src in sources:
             src.close()
         for shard in opened:  # joins each pipeline's threads and closes its cache
             shard.close()
+        if not watch.aborting:  # (aborting, it waits for the stalled shard's reads: a daemon, left to end)
+            watcher.join(_JOIN_S)

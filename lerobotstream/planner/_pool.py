@@ -110,7 +110,7 @@ class EpisodePool:
 
     def fill(self, out_episode: np.ndarray, out_frame: np.ndarray) -> int:
         """Write up to ``len(out_episode)`` anchors into the caller's int64 arrays; returns the
-        count (fewer means the epoch ended). The batched fast path (tools/bench_planner.py)."""
+        count (fewer means the epoch ended). The batched fast path (``python -m tools.microbench planner``)."""
         k = self._core.fill(out_episode, out_frame, min(len(out_episode), len(out_frame)))
         if self._mapped is not None:
             self._map(out_episode[:k], out_frame[:k])

@@ -61,8 +61,6 @@ def open_published(source: Any, identity: Any) -> tuple[Any, str, str] | None:
     """
     if not _is_hub(source):
         return None
-    from lerobotstream.sources import HubSource
-
     commit = getattr(source, "commit", None)
     # the current schema first; an older one this reader still opens (schema 4) is used as it is
     candidates = [published_path(source.repo_type, commit, schema_version=v)
@@ -71,8 +69,7 @@ def open_published(source: Any, identity: Any) -> tuple[Any, str, str] | None:
         store = source
     else:
         try:
-            store = HubSource(source.repo_id, revision=constants.SIDECAR_BRANCH, repo_type="dataset",
-                              token=source._token, endpoint=source.endpoint, retry=source.fetcher.retry)
+            store = source.at_revision(constants.SIDECAR_BRANCH)
         except SourceNotFoundError:
             return None  # no sidecar branch
     for path in candidates:
@@ -137,9 +134,7 @@ def push_sidecar(npz_path: str | os.PathLike, source: Any, meta: Any = None, *, 
     except SidecarError as e:
         raise SidecarPublishError(f"{npz_path} failed validation, not publishing: {e}", path=str(npz_path)) from e
     if api is None:
-        from huggingface_hub import HfApi
-
-        api = HfApi(endpoint=source.endpoint, token=source._token, library_name="lerobotstream")
+        api = source.api
     path = published_path(source.repo_type, identity.commit)
     if source.repo_type == "bucket":
         api.batch_bucket_files(source.repo_id, add=[(str(npz_path), path)])

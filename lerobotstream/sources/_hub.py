@@ -187,6 +187,22 @@ class HubSource(ByteSource):
     def __repr__(self) -> str:
         return f"HubSource({self.root_display!r})"
 
+    @property
+    def api(self) -> Any:
+        """The ``huggingface_hub.HfApi`` this source lists and resolves with (its endpoint and
+        credentials), for maintainer actions such as ``sidecar.push_sidecar``."""
+        return self._api
+
+    def at_revision(self, revision: str) -> "HubSource":
+        """The same dataset at ``revision`` (a branch, tag or commit, pinned to its commit), read with
+        this source's endpoint, credentials and retry policy.
+
+        Raises:
+            SourceNotFoundError: no such revision. SourceError: a bucket (no revisions).
+        """
+        return HubSource(self.repo_id, revision=revision, repo_type=self.repo_type, token=self._token,
+                         endpoint=self.endpoint, retry=self.fetcher.retry)
+
     # --- listing ------------------------------------------------------------------------------
     def _where(self) -> str:
         return f"{self.endpoint} ({self.root_display})"

@@ -18,16 +18,20 @@ library itself: ``import lerobotstream`` does not load this package. Heavy or op
   and bandwidth).
 - :func:`parse_reference`: a slow, independent pure-Python ISO BMFF sample-table reader (the
   oracle the C parser is tested against); :class:`RefError` where it refuses a file.
-- :func:`convert_v21_to_v30`: convert a local LeRobotDataset v2.1 folder to v3.0 (stream copy).
-- :func:`check_gpu_parity` (with :func:`gpu_parity_cases`, :func:`make_parity_clip`): CPU vs NVDEC
-  parity of the mini-MP4 decode on a CUDA machine (``python -m tools.gpu_check``).
+- :func:`convert_v21_to_v30`: a v3.0 dataset from a local LeRobotDataset v2.1 folder (stream
+  copy), e.g. a v2.1 fixture of your own. It stays here, beside :func:`make_dataset`, because both
+  write v3.0 with the same writer (``_media``: the stream-copy concatenation whose
+  ``from_timestamp`` is exact, LeRobot's file roll-over, the tasks table, atomic writes), which
+  is private to this package, and because ``make demo`` rebuilds ``data/g1_v30`` with it from the
+  installed package, where ``tools/`` cannot be imported.
 
-CLIs of a checkout: ``python -m tools.make_dataset`` and ``python -m tools.convert_v21_to_v30``.
+Only fixtures live here. The CUDA parity check is a tool (``python -m tools.gpu_check``, which the
+``needs_cuda`` tests import); CLIs of a checkout: ``python -m tools.make_dataset`` and
+``python -m tools.convert_v21_to_v30``.
 """
 
 from lerobotstream.testing._convert_v21 import convert as convert_v21_to_v30
 from lerobotstream.testing._dataset import make_dataset
-from lerobotstream.testing._gpu_parity import check_gpu_parity, gpu_parity_cases, make_parity_clip
 from lerobotstream.testing._identity import (
     DEPTH_QUANTIZER,
     SAY_TOOL_SCHEMA,
@@ -44,8 +48,7 @@ from lerobotstream.testing._media import CODECS, video_duration_s
 from lerobotstream.testing._reference_bmff import RefError, RefTable, parse_reference
 
 __all__ = [
-    "CODECS", "DEPTH_QUANTIZER", "SAY_TOOL_SCHEMA", "LoopbackServer", "RefError", "RefTable", "check_gpu_parity",
-    "convert_v21_to_v30", "depth_frame_mm", "expected_depth_codes", "expected_language", "gpu_parity_cases",
-    "identity_frame", "image_frame", "make_dataset", "make_parity_clip", "parse_reference", "quantize_depth",
-    "read_identity", "video_duration_s",
+    "CODECS", "DEPTH_QUANTIZER", "SAY_TOOL_SCHEMA", "LoopbackServer", "RefError", "RefTable", "convert_v21_to_v30",
+    "depth_frame_mm", "expected_depth_codes", "expected_language", "identity_frame", "image_frame", "make_dataset",
+    "parse_reference", "quantize_depth", "read_identity", "video_duration_s",
 ]

@@ -1,11 +1,15 @@
 """The README is a short front door and the docs hang together: the README keeps its length limit
 and the two set-up commands, every relative link of the README and of ``docs/*.md`` reaches a file
-(and, with ``#fragment``, a heading of it), the reference pages have a table of contents, and
-``docs/errors.md`` documents every error class of ``lerobotstream/errors.py``."""
+(and, with ``#fragment``, a heading of it), every repository path a doc or a docstring (or comment)
+names exists, the reference pages have a table of contents, and ``docs/errors.md`` documents every
+error class of ``lerobotstream/errors.py``."""
 
 from __future__ import annotations
 
+import ast
+import io
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -80,6 +84,72 @@ def _relative_links(path: Path) -> list[str]:
     return links
 
 
+#: a repository path: a top-level folder of the repository and at least one name below it. ``data/``
+#: alone is left out (``data/chunk-000/file-000.parquet`` is a LeRobot dataset's own layout); the
+#: repository's own data folders are named.
+_REPO_PATH = re.compile(r"(?<![\w./@:~$-])((?:lerobotstream|tests_lerobot|tests|tools|docs|csrc|\.ci|data/testmedia"
+                        r"|data/g1_v30)(?:/[\w.-]+)+)")
+#: a path inside the package written from its sub-package (``planner/_base.py``, ``dataset/_multi.py``)
+_PACKAGE_PATH = re.compile(r"(?<![\w./@:~$-])((?:dataset|planner|loader|mp4|sidecar|sources|decode|validate|integrations"
+                           r"|testing|profile)(?:/[\w.-]+)*/[\w.-]+\.(?:py|pyx|pxd))\b")
+#: a tool run as a module: ``python -m tools.bench`` (tools/bench.py), ``python -m tools.microbench`` (tools/microbench/)
+_TOOL = re.compile(r"python -m (tools(?:\.\w+)+)")
+
+
+def missing_paths(text: str) -> list[str]:
+    """The repository paths ``text`` names that do not exist. A pattern (followed by ``*``, ``{`` or
+    ``<``) or a placeholder segment in capitals (``tools/NAME.py``, ``tools.NAME``) names none."""
+    out = []
+    for pattern, base in ((_REPO_PATH, REPO), (_PACKAGE_PATH, REPO / "lerobotstream")):
+        for m in pattern.finditer(text):
+            path = m.group(1).rstrip(".")
+            if text[m.end():m.end() + 1] in ("*", "{", "<") or any(s.isupper() for s in re.split(r"[/.]", path)):
+                continue
+            if not (base / path).exists():
+                out.append(path if base == REPO else f"{path} (lerobotstream/{path})")
+    for m in _TOOL.finditer(text):
+        parts = m.group(1).split(".")
+        if any(s.isupper() for s in parts):
+            continue
+        if not (REPO.joinpath(*parts).with_suffix(".py").is_file() or REPO.joinpath(*parts).is_dir()):
+            out.append(f"python -m {m.group(1)}")
+    return out
+
+
+def docstrings_and_comments(path: Path) -> str:
+    """Every docstring (module, class, function) and comment of a Python file, one text."""
+    src = path.read_text(encoding="utf-8")
+    chunks = [ast.get_docstring(node, clean=False) or "" for node in ast.walk(ast.parse(src))
+              if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    chunks += [tok.string for tok in tokenize.generate_tokens(io.StringIO(src).readline) if tok.type == tokenize.COMMENT]
+    return "\n".join(chunks)
+
+
+def _python_files() -> list[Path]:
+    return [p for root in ("lerobotstream", "tools", "tests", "tests_lerobot") for p in sorted((REPO / root).rglob("*.py"))]
+
+
+def test_missing_paths_finds_a_moved_file():
+    text = ("see tests/test_options.py, `tools/bench_planner.py`, planner/_gone.py and python -m tools.nothing; "
+            "not data/chunk-000/file-000.parquet, tools/bench_*.py, tools/NAME.py or python -m tools.NAME")
+    assert missing_paths(text) == ["tests/test_options.py", "tools/bench_planner.py",
+                                   "planner/_gone.py (lerobotstream/planner/_gone.py)", "python -m tools.nothing"]
+    assert missing_paths("tests/core/test_options.py, planner/_base.py, python -m tools.microbench planner") == []
+
+
+@pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_path_a_page_names_exists(page: Path):
+    """README and docs/*.md, code blocks included. CHANGELOG.md is history: an entry names the files
+    as they were when it was written, and a later move does not rewrite it."""
+    gone = missing_paths(page.read_text(encoding="utf-8"))
+    assert not gone, f"{page.relative_to(REPO)} names paths that do not exist: {gone}"
+
+
+def test_every_path_a_docstring_names_exists():
+    gone = [f"{p.relative_to(REPO)}: {x}" for p in _python_files() for x in missing_paths(docstrings_and_comments(p))]
+    assert not gone, f"docstrings and comments name paths that do not exist: {gone}"
+
+
 def test_readme_is_a_short_front_door():
     lines = README.read_text(encoding="utf-8").splitlines()
     assert len(lines) <= MAX_README_LINES, (
@@ -117,7 +187,7 @@ def test_every_relative_link_reaches_a_file_and_heading(page: Path):
 
 def test_pending_pages_are_still_pending():
     merged = sorted(p for p in PENDING_PAGES if (REPO / p).exists())
-    assert not merged, f"{merged} exist now: remove them from PENDING_PAGES in tests/test_docs.py"
+    assert not merged, f"{merged} exist now: remove them from PENDING_PAGES in tests/conventions/test_docs.py"
 
 
 @pytest.mark.parametrize("name", REFERENCE_PAGES)

@@ -229,3 +229,27 @@ def test_a_window_the_fps_of_one_dataset_cannot_meet_names_it(roots):
 
     with pytest.raises(DeltaTimestampsError, match="mix/h264"):  # 1/30 s is no frame step at 15 fps
         _mix(roots, delta_timestamps={"action": [0.0, 1 / 30]})
+
+
+def _drop_notes(caplog):
+    return [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+
+
+def test_no_note_about_a_camera_the_user_did_not_ask_for(roots, caplog, monkeypatch):
+    from lerobotstream.dataset import _multi
+
+    monkeypatch.setattr(_multi, "_NOTED", set())
+    with caplog.at_level("WARNING", logger="lerobotstream.dataset"):
+        ds = _mix(roots, repos=["mix/av1", "mix/h264"], camera_keys=["observation.images.front"])
+    assert ds.camera_keys == ["observation.images.front"] and _drop_notes(caplog) == []
+
+
+def test_keys_the_mixture_drops_are_noted_once_per_mixture(roots, caplog, monkeypatch):
+    from lerobotstream.dataset import _multi
+
+    monkeypatch.setattr(_multi, "_NOTED", set())
+    with caplog.at_level("WARNING", logger="lerobotstream.dataset"):
+        for _ in range(3):  # lerobotstream-train builds a mixture more than once (train and eval streams)
+            _mix(roots, repos=["mix/av1", "mix/h264"])
+    assert _drop_notes(caplog) == ["lerobotstream: mixture ['mix/av1', 'mix/h264']: keys not in every dataset are "
+                                   "dropped: ['observation.images.wrist'] of mix/h264"]

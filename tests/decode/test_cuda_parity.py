@@ -1,7 +1,7 @@
 """CPU vs NVDEC parity of the mini-MP4 decode, one test per clip (``needs_cuda``: runs where a CUDA
 device is present, skips elsewhere; ``FAIL_WITHOUT_CUDA=1`` makes a missing device fail instead).
 
-The clips and the check are :func:`lerobotstream.testing.check_gpu_parity`'s, the same code the
+The clips and the check are ``tools/gpu_check.py``'s (``check_gpu_parity``), the same code the
 one-command GPU script ``python -m tools.gpu_check`` runs: AV1/H.264/HEVC at even and odd heights,
 two clips that share a coded size but not a display size; mean |diff| <= 2 and PSNR >= 35 dB per
 frame, or a counted CPU fallback with equal frames where the GPU cannot decode the codec."""
@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from lerobotstream.testing import check_gpu_parity, gpu_parity_cases, make_parity_clip
+from tools.gpu_check import check_gpu_parity, gpu_parity_cases, make_parity_clip
 
 pytestmark = pytest.mark.needs_cuda
 

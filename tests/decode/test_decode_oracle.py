@@ -78,7 +78,7 @@ def test_generated_every_frame(tmp_path_factory, codec, lengths, cameras, kw):
                 oracles[v.path] = _Oracle(files[v.path])
             data, table, oracle = files[v.path], tables[v.path], oracles[v.path]
             # Episodes are concatenated in order: this episode is the next `length` frames of its
-            # file. (tools/make_dataset's from_timestamp can drift by a few ticks from the concat's
+            # file. (lerobotstream.testing.make_dataset's from_timestamp can drift by a few ticks from the concat's
             # real PTS after 1-2 frame episodes, so the window comes from the frame count and the
             # query base from the table; episode_frame_range is checked where metadata agrees.)
             fs = first_frame.get(v.path, 0)

@@ -1,6 +1,6 @@
 """StreamLoader: the DataLoader's batches (single dataset, mixture, windows, uint8 and float), batches
 kept by the caller never overwritten, loader resume exact in both modes and every start method,
-``auto``'s choice. Shutdown without leaks: tests/test_loader_shutdown.py."""
+``auto``'s choice. Shutdown without leaks: tests/loader/test_loader_shutdown.py."""
 
 from __future__ import annotations
 

@@ -432,7 +432,7 @@ def test_resume_state_validation():
     assert state[SCHEMA_KEY] == 1
     for change in (dict(batch_size=8), dict(num_workers=1), dict(strategy="round_robin"), dict(pool_size=3)):
         q = Planner({0: 5, 1: 6}, **{**dict(batch_size=4, num_workers=2), **change})
-        q.load_state_dict(state)  # another topology: elastic resume (tests/test_planner_elastic.py)
+        q.load_state_dict(state)  # another topology: elastic resume (tests/planner/test_elastic_planner.py)
         assert q.resume_changes and q.remainder_info()["samples_left"] == 3
     with pytest.raises(ResumeStateError, match="seed"):
         Planner({0: 5, 1: 6}, batch_size=4, num_workers=2, seed=1).load_state_dict(state)

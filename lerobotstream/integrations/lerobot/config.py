@@ -23,11 +23,8 @@ from lerobotstream.errors import StreamingConfigError
 from lerobotstream.integrations.lerobot.factory import parse_list
 from lerobotstream.options import train_flags
 
-__all__ = ["StreamingDatasetConfig", "StreamingTrainPipelineConfig", "REPO_TYPES", "DECODE_DEVICES",
-           "STREAMING_LOADERS"]
+__all__ = ["StreamingDatasetConfig", "StreamingTrainPipelineConfig", "STREAMING_LOADERS"]
 
-REPO_TYPES = ("dataset", "bucket")
-DECODE_DEVICES = ("cpu", "cuda")
 #: --dataset.streaming_loader values
 STREAMING_LOADERS = ("auto", "threads", "processes", "dataloader")
 

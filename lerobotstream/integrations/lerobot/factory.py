@@ -39,7 +39,7 @@ __all__ = ["TrainingStream", "make_streaming_datasets", "make_streaming_dataset"
 log = logging.getLogger("lerobotstream.train")
 
 # Per-sample bookkeeping added in the worker and removed in the training process before the
-# batch reaches LeRobot (see train.py): DataLoader worker id, cumulative payload bytes / requests
+# batch reaches LeRobot (summary.BatchCounters): DataLoader worker id, cumulative payload bytes / requests
 # of that worker process.
 TAG_WORKER, TAG_BYTES, TAG_REQUESTS = "_lrs_worker", "_lrs_bytes_read", "_lrs_requests"
 TAG_KEYS = (TAG_WORKER, TAG_BYTES, TAG_REQUESTS)

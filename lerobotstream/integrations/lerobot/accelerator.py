@@ -1,0 +1,67 @@
+"""accelerate's ``Accelerator`` as LeRobot builds it, for streams: LeRobot's own settings (mixed
+precision, CPU, DDP kwargs), except that a stream's DataLoader is not re-sharded (each rank
+already streams its own episodes; accelerate would split or dispatch its batches a second time).
+Instead the stream's DataLoader is collated with :class:`~lerobotstream.dataset.PackedCollate`
+over LeRobot's collate (the same batches, fewer shared-memory files from the workers) and, unless
+``--dataset.streaming_loader=dataloader``, replaced by a :class:`~lerobotstream.StreamLoader` with
+its settings. Batches move to the policy device in LeRobot's preprocessor as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lerobotstream.dataset import PackedCollate
+from lerobotstream.integrations.lerobot.factory import TrainingStream
+
+__all__ = ["stream_loader", "streaming_accelerator_class"]
+
+log = logging.getLogger("lerobotstream.train")
+
+
+def stream_loader(run: Any, data_loader: Any) -> Any:
+    """A ``StreamLoader`` with ``data_loader``'s settings (``--dataset.streaming_loader``; its
+    ``timeout`` is the stream's ``--dataset.streaming_loader_timeout_s``), or None for
+    ``dataloader`` (torch's DataLoader kept). The mode and its reason are logged and recorded on ``run.loader`` for the summary (the
+    train stream's)."""
+    from lerobotstream.loader import StreamLoader
+
+    choice = getattr(run.cfg.dataset, "streaming_loader", "auto")
+    if choice == "dataloader":
+        log.info("lerobotstream: --dataset.streaming_loader=dataloader: torch's DataLoader")
+        return None
+    loader = StreamLoader(data_loader.dataset, int(data_loader.batch_size), num_workers=int(data_loader.num_workers),
+                          mode=choice, pin_memory=bool(data_loader.pin_memory), drop_last=bool(data_loader.drop_last),
+                          prefetch_batches=data_loader.prefetch_factor if data_loader.num_workers else None,
+                          collate_fn=data_loader.collate_fn,
+                          multiprocessing_context=data_loader.multiprocessing_context)
+    if getattr(data_loader.dataset, "tags", False):
+        run.loader = f"StreamLoader {loader.mode} ({loader.mode_reason})"
+    log.info("lerobotstream: --dataset.streaming_loader=%s: StreamLoader in %s mode (%s)", choice, loader.mode,
+             loader.mode_reason)
+    return loader
+
+
+def streaming_accelerator_class(run: Any) -> type:
+    """accelerate's ``Accelerator`` as LeRobot builds it, except that the streams' DataLoaders are
+    left as they are (one shard per rank already); the instance is recorded on ``run.accelerator``."""
+    from accelerate import Accelerator
+
+    class StreamingAccelerator(Accelerator):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            run.accelerator = self
+
+        def prepare_data_loader(self, data_loader, device_placement=None, slice_fn_for_dispatch=None):
+            if isinstance(getattr(data_loader, "dataset", None), TrainingStream):
+                # the same batches as LeRobot's collate (default or lerobot_collate_fn), in fewer
+                # shared-memory files from the workers (docs/performance.md)
+                if not isinstance(data_loader.collate_fn, PackedCollate):
+                    data_loader.collate_fn = PackedCollate(data_loader.collate_fn)
+                loader = stream_loader(run, data_loader)  # (it calls PackedCollate's inner collate)
+                return data_loader if loader is None else loader  # already one shard per rank; don't split or dispatch it again
+            return super().prepare_data_loader(data_loader, device_placement=device_placement,
+                                               slice_fn_for_dispatch=slice_fn_for_dispatch)
+
+    return StreamingAccelerator

@@ -1,0 +1,172 @@
+"""What ``lerobotstream-train`` puts in place of LeRobot's names while a streaming run trains
+(:func:`patching.installed` swaps them in): :class:`Run` holds one run's state, and its methods are
+the patched dataset factory (0.6.x ``make_train_eval_datasets``, 0.4.4 ``make_dataset``), ``cycle``
+(LeRobot's endless iteration plus the summary's counters and the optional batch trace) and
+``save_checkpoint`` (LeRobot's, then the stream state beside ``training_step.json``). A map-style
+run, or another DataLoader, goes to LeRobot's originals unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lerobotstream import constants
+from lerobotstream.integrations.lerobot import patching
+from lerobotstream.integrations.lerobot import resume as _resume
+from lerobotstream.integrations.lerobot.factory import TrainingStream, make_streaming_datasets
+from lerobotstream.integrations.lerobot.summary import BatchCounters, sidecar_status, summarize
+
+__all__ = ["Run", "world"]
+
+log = logging.getLogger("lerobotstream.train")
+
+
+def world() -> tuple[int, int]:
+    """``(rank, world_size)`` of this process (``(0, 1)`` without ``torch.distributed``)."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank()), int(dist.get_world_size())
+    return 0, 1
+
+
+def _version() -> str:
+    from lerobotstream import __version__
+
+    return __version__
+
+
+class Run:
+    """State of one streaming training run (the patched names call into it)."""
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        self.stream: TrainingStream | None = None
+        self.settings: dict[str, Any] = {}
+        self.start_step = 0
+        self.stream_base = (0, 0)  # (step, samples of the stream) where this run picked it up
+        self.counters = BatchCounters()
+        self.trace_file = None
+        self.sidecar_status: Any = None
+        self.accelerator: Any = None  # the Accelerator LeRobot built (StreamingAccelerator)
+        self.collate: str | None = None  # the train stream DataLoader's collate_fn (repr)
+        self.loader: str = "dataloader"  # what batches the train stream (--dataset.streaming_loader)
+
+    # --- patched: make_train_eval_datasets (0.6.x) / make_dataset (0.4.4) -----------------------
+    def make_train_eval_datasets(self, cfg: Any) -> tuple[Any, Any]:
+        if not cfg.dataset.streaming:
+            return patching.original("make_train_eval_datasets")(cfg)
+        return self._make_streams(cfg)
+
+    def make_dataset(self, cfg: Any) -> Any:
+        if not cfg.dataset.streaming:
+            return patching.original("make_dataset")(cfg)
+        return self._make_streams(cfg)[0]
+
+    def _make_streams(self, cfg: Any) -> tuple[TrainingStream, TrainingStream | None]:
+        t0 = time.perf_counter()
+        stream, evaluation = make_streaming_datasets(cfg)
+        rank, world_size = world()
+        self.settings = _resume.order_settings(cfg, world_size)
+        if cfg.resume:
+            self._resume(cfg, stream)
+        self.stream = stream
+        ds = stream.dataset
+        self.sidecar_status = getattr(stream, "sidecar_status", None) or sidecar_status(ds)
+        if rank == 0:
+            from importlib.metadata import version
+
+            log.info("lerobotstream %s on lerobot %s: %r, %d frames in %d episodes, seed %s, %d DataLoader "
+                     "workers, %s frames, setup %.2f s, sidecar: %s", _version(), version("lerobot"), ds,
+                     stream.num_frames, stream.num_episodes, self.settings["seed"], cfg.num_workers,
+                     "uint8" if ds.return_uint8 else "float32", time.perf_counter() - t0, self.sidecar_status)
+            if evaluation is not None:
+                log.info("lerobotstream: eval stream %r, %d frames in %d episodes (sequential, every frame once "
+                         "per pass%s)", evaluation.dataset, evaluation.num_frames, evaluation.num_episodes,
+                         f", at most {evaluation.max_samples} samples" if evaluation.max_samples else "")
+        return stream, evaluation
+
+    def _resume(self, cfg: Any, stream: TrainingStream) -> None:
+        ckpt = Path(cfg.checkpoint_path)
+        step_file = ckpt / "training_state" / "training_step.json"
+        try:
+            step = int(json.loads(step_file.read_text())["step"])
+        except (OSError, ValueError, KeyError) as e:
+            from lerobotstream.errors import ResumeStateError
+
+            raise ResumeStateError(f"cannot read the checkpoint step from {step_file}: {e}") from e
+        doc = _resume.read_checkpoint_state(ckpt)
+        ds = stream.dataset
+        changes = _resume.check_resume(doc, self.settings, step, ckpt)
+        if changes or "origin" in doc.get("stream_state", {}):
+            # another topology, or inside an elastic remainder: the checkpoint's own (rank 0) state
+            ds.load_state_dict(doc["stream_state"])
+        else:
+            ds.load_state_dict(_resume.stream_state_for(ds, step * int(cfg.batch_size), self.settings))
+        self.start_step = step
+        self.stream_base = (step, int(ds.samples_consumed))
+        log.info(_resume.describe_resume(step, changes, ds.resume_info(), step * int(cfg.batch_size)))
+
+    # --- patched: cycle -------------------------------------------------------------------------
+    def cycle(self, dataloader: Any) -> Iterator[Any]:
+        if not isinstance(getattr(dataloader, "dataset", None), TrainingStream):
+            yield from patching.original("cycle")(dataloader)
+            return
+        path = constants.train_trace_path()
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self.trace_file = open(f"{path}.rank{world()[0]}", "a", buffering=1)
+        self.collate = repr(getattr(dataloader, "collate_fn", None))
+        self.counters.start(time.perf_counter())  # includes starting the DataLoader workers
+        it = iter(dataloader)
+        while True:
+            t0 = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:  # the stream repeats; a finite one restarts like LeRobot's cycle
+                it = iter(dataloader)
+                continue
+            step = self.start_step + self.counters.batches
+            wids = self.counters.account(batch, t0, time.perf_counter())
+            if self.trace_file is not None:
+                self._trace(batch, step, wids)
+            yield batch
+
+    def _trace(self, batch: dict[str, Any], step: int, wids: list[int]) -> None:
+        """One JSON line per batch (``LEROBOTSTREAM_TRAIN_TRACE``): step, anchors, worker ids."""
+        self.trace_file.write(json.dumps({
+            "rank": world()[0], "step": step,
+            "episode_index": batch["episode_index"].tolist(), "frame_index": batch["frame_index"].tolist(),
+            "worker": wids,
+            **({"dataset_index": batch["dataset_index"].tolist()} if "dataset_index" in batch else {})}) + "\n")
+
+    # --- patched: save_checkpoint ---------------------------------------------------------------
+    def save_checkpoint(self, checkpoint_dir: Path, step: int, cfg: Any, *args: Any, **kwargs: Any) -> None:
+        patching.original("save_checkpoint")(checkpoint_dir, step, cfg, *args, **kwargs)
+        if self.stream is None:
+            return
+        base_step, base_samples = self.stream_base
+        samples = base_samples + (int(step) - base_step) * int(cfg.batch_size)
+        state = _resume.stream_state_for(self.stream.dataset, samples, self.settings)
+        _resume.write_checkpoint_state(Path(checkpoint_dir), int(step), self.settings, state)
+
+    # --- the end ----------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the batch trace (if any)."""
+        if self.trace_file is not None:
+            self.trace_file.close()
+            self.trace_file = None
+
+    def summary(self) -> dict[str, Any]:
+        """This rank's streaming summary (:func:`~lerobotstream.integrations.lerobot.summary.summarize`)."""
+        rank, world_size = world()
+        return summarize(self.counters, self.stream.dataset if self.stream is not None else None, rank=rank,
+                         world_size=world_size, num_workers=self.cfg.num_workers, batch_size=self.cfg.batch_size,
+                         seed=self.settings.get("seed"), start_step=self.start_step, sidecar=self.sidecar_status,
+                         collate=self.collate, loader=self.loader)

@@ -1,0 +1,165 @@
+"""The streaming summary of a ``lerobotstream-train`` run: what the training loop saw of the train
+stream (:class:`BatchCounters`), the summary dict written to ``<output_dir>/streaming_summary.json``
+(:func:`summarize`) and its terminal lines (:func:`format_summary`).
+
+Figures: samples/s over the loop (from the first ``next`` on the DataLoader, so worker start-up
+counts), the share of step time spent waiting for a batch after the first batch, the payload bytes
+and requests each DataLoader worker fetched (carried back on the items' bookkeeping tags, see
+:data:`~lerobotstream.integrations.lerobot.factory.TAG_KEYS`) against the bytes of the selected
+episodes' MP4 and Parquet files, the sidecar status, the collate and the loader.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_REQUESTS, TAG_WORKER
+
+__all__ = ["BatchCounters", "summarize", "format_summary", "sidecar_status"]
+
+
+class BatchCounters:
+    """Batches, samples, data wait (seconds, ``time.perf_counter``) and each worker's fetched bytes
+    and requests of the train stream, as the training loop takes its batches."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.samples = 0
+        self.wait_s = 0.0
+        self.first_batch_s: float | None = None
+        self.loop_start: float | None = None
+        self.last_t: float | None = None
+        self.steady_wait_s = 0.0  # waits after the first batch
+        self.steady_s = 0.0  # loop time after the first batch
+        self.worker_bytes: dict[int, int] = {}
+        self.worker_requests: dict[int, int] = {}
+        self.samples_by_dataset: dict[int, int] = {}
+
+    def start(self, t: float) -> None:
+        """The loop starts at ``t`` (before the DataLoader's workers start)."""
+        self.loop_start = t
+
+    def account(self, batch: dict[str, Any], t0: float, t1: float) -> list[int]:
+        """Count ``batch``, asked for at ``t0`` and received at ``t1``; its bookkeeping tags are
+        removed from it (LeRobot never sees them). Returns the DataLoader worker of each sample."""
+        wait = t1 - t0
+        self.wait_s += wait
+        if self.first_batch_s is None:
+            self.first_batch_s = t1 - (self.loop_start or t0)
+        elif self.last_t is not None:
+            self.steady_wait_s += wait
+            self.steady_s += t1 - self.last_t
+        self.last_t = t1
+        wids = batch.pop(TAG_WORKER).tolist()
+        nbytes = batch.pop(TAG_BYTES).tolist()
+        nreq = batch.pop(TAG_REQUESTS).tolist()
+        for w, b, r in zip(wids, nbytes, nreq):  # each worker's running totals: keep the largest seen
+            self.worker_bytes[w] = max(self.worker_bytes.get(w, 0), b)
+            self.worker_requests[w] = max(self.worker_requests.get(w, 0), r)
+        self.samples += len(wids)
+        if "dataset_index" in batch:  # a mixture: samples per dataset
+            for d in batch["dataset_index"].tolist():
+                self.samples_by_dataset[int(d)] = self.samples_by_dataset.get(int(d), 0) + 1
+        self.batches += 1
+        return wids
+
+
+def summarize(counters: BatchCounters, dataset: Any, *, rank: int, world_size: int, num_workers: int,
+              batch_size: int, seed: Any, start_step: int, sidecar: Any, collate: str | None,
+              loader: str) -> dict[str, Any]:
+    """The summary dict (JSON-able) of one rank: the run's settings, the counters' figures, the
+    selected episodes' file bytes (None when unknown) and, for a mixture, its datasets' shares."""
+    c = counters
+    elapsed = (c.last_t - c.loop_start) if (c.last_t and c.loop_start) else 0.0
+    files = _dataset_bytes(dataset) if dataset is not None else None
+    return {
+        "rank": rank, "world_size": world_size, "num_workers": int(num_workers), "batch_size": int(batch_size),
+        "seed": seed, "start_step": start_step, "steps": c.batches, "samples": c.samples,
+        "elapsed_s": round(elapsed, 3),
+        "samples_per_s": round(c.samples / elapsed, 2) if elapsed > 0 else None,
+        "first_batch_s": None if c.first_batch_s is None else round(c.first_batch_s, 3),
+        "data_wait_share": round(c.steady_wait_s / c.steady_s, 4) if c.steady_s > 0 else None,
+        "data_wait_s": round(c.wait_s, 3),
+        "payload_bytes_fetched": sum(c.worker_bytes.values()),
+        "payload_requests": sum(c.worker_requests.values()),
+        "dataset_bytes": None if files is None else files["total"],
+        "dataset_mp4_bytes": None if files is None else files["mp4"],
+        "dataset_parquet_bytes": None if files is None else files["parquet"],
+        "sidecar": sidecar,
+        "collate": collate,
+        "loader": loader,
+        **_mixture_summary(dataset, c.samples_by_dataset),
+    }
+
+
+def _mixture_summary(ds: Any, counts: dict[int, int]) -> dict[str, Any]:
+    """For a mixture: its repo ids and weights, and the samples this rank took from each dataset."""
+    mixture = getattr(ds, "mixture", None)
+    if not mixture:
+        return {}
+    total = sum(counts.values()) or 1
+    return {"mixture": mixture, "samples_by_dataset": {mixture["repo_ids"][d]: n for d, n in sorted(counts.items())},
+            "share_by_dataset": {mixture["repo_ids"][d]: round(n / total, 4) for d, n in sorted(counts.items())}}
+
+
+def _dataset_bytes(ds: Any) -> dict[str, int] | None:
+    """Bytes of the MP4 and Parquet files the selected episodes live in: ``{"mp4", "parquet",
+    "total"}`` (None if unknown). MP4 files are sized where the payload is read (``data_root``)."""
+    try:
+        mp4 = parquet = 0
+        for child in getattr(ds, "datasets", [ds]):  # a mixture: every dataset's files
+            meta = child.meta
+            source = child.worker_config().payload_source
+            mp4 += int(sum(source.size(p) for p in meta.video_paths()))
+            parquet += int(sum(source.size(p) for p in meta.data_paths()))
+        return {"mp4": mp4, "parquet": parquet, "total": mp4 + parquet}
+    except Exception:  # summary only: never fail a finished training run over it
+        return None
+
+
+def sidecar_status(ds: Any) -> Any:
+    """How the dataset's sidecar was found (``"cache"``, ``"published"``, ``"built"``), or what the
+    dataset reports instead."""
+    for name in ("sidecar_status", "sidecar_info"):
+        v = getattr(ds, name, None)
+        if v is not None:
+            return v() if callable(v) else v
+    st = ds.stats() if hasattr(ds, "stats") else {}
+    return (st or {}).get("sidecar", "not reported by this dataset version")
+
+
+def _fmt_bytes(n: int | None) -> str:
+    """Bytes in binary units (KiB, MiB, GiB), as the byte budget and the profiler state them."""
+    if n is None:
+        return "?"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    """The summary's terminal lines. Fetched bytes (MP4 spans and Parquet, every epoch, every
+    worker) are compared with the MP4 + Parquet files of the selected episodes, as a ratio; the
+    data-wait share leaves the first batch (worker start-up, first fetches) out and says so."""
+    share = "?" if s["data_wait_share"] is None else f"{100 * s['data_wait_share']:.1f}%"
+    frac = ""
+    if s.get("dataset_bytes"):
+        parts = ""
+        if s.get("dataset_mp4_bytes") is not None and s.get("dataset_parquet_bytes") is not None:
+            parts = (f" = MP4 {_fmt_bytes(s['dataset_mp4_bytes'])} + Parquet "
+                     f"{_fmt_bytes(s['dataset_parquet_bytes'])}")
+        frac = (f" (MP4 + Parquet, all epochs: {s['payload_bytes_fetched'] / s['dataset_bytes']:.2f} x the "
+                f"{_fmt_bytes(s['dataset_bytes'])} of the selected episodes' files{parts})")
+    return "\n".join([
+        f"[lerobotstream] streaming summary (rank {s['rank']} of {s['world_size']}, "
+        f"{s['num_workers']} DataLoader workers, batch {s['batch_size']}, seed {s['seed']})",
+        f"[lerobotstream]   steps {s['start_step']}..{s['start_step'] + s['steps']}: {s['samples']} samples "
+        f"in {s['elapsed_s']:.1f} s = {s['samples_per_s']} samples/s (first batch after {s['first_batch_s']} s)",
+        f"[lerobotstream]   waiting for data: {share} of step time after the first batch (the first batch's "
+        f"{s['first_batch_s']} s of start-up is not counted)",
+        f"[lerobotstream]   payload fetched: {_fmt_bytes(s['payload_bytes_fetched'])} in "
+        f"{s['payload_requests']} requests{frac}",
+        f"[lerobotstream]   sidecar: {s['sidecar']}",
+        f"[lerobotstream]   loader: {s.get('loader', 'dataloader')}",
+    ])
