@@ -29,47 +29,16 @@ A subclass provides :meth:`_parts` (one :class:`StreamPart` per dataset) and :me
 
 from __future__ import annotations
 
-import math
 import os
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from lerobotstream import _heap
-from lerobotstream.dataset._pipeline import Pipeline, StageTimes
-from lerobotstream.dataset._worker import Worker, WorkerConfig
+from lerobotstream.dataset._wiring import GIB, Run, StreamPart, WiringSettings, shard_items
 from lerobotstream.options import StreamOptions, is_int, require
-from lerobotstream.payload_cache import EpisodeByteCache
 
 __all__ = ["StreamCore", "StreamPart", "StreamPosition", "StreamShard", "GIB"]
-
-GIB = 1 << 30
-#: items per assembly task at most (the largest divisor of the batch size up to this): one hand-off
-#: between the pipeline's threads per group instead of per item
-ASSEMBLY_GROUP = 4
-
-
-@dataclass(frozen=True)
-class StreamPart:
-    """One dataset of a stream, as the core wires it.
-
-    Fields:
-        config: what its :class:`Worker` needs (:class:`WorkerConfig`).
-        offset (int): its episode ``e`` is the global episode id ``offset + e``.
-        dataset_index (int | None): added to each of its items as an int64 scalar tensor (None:
-            no key, a single dataset).
-        dropped (tuple[str, ...]): keys removed from its items (features not in every dataset).
-        transform_keys (tuple[str, ...]): item keys the image transforms apply to.
-    """
-
-    config: WorkerConfig
-    offset: int = 0
-    dataset_index: int | None = None
-    dropped: tuple[str, ...] = ()
-    transform_keys: tuple[str, ...] = ()
-
 
 @dataclass(frozen=True)
 class StreamPosition:
@@ -93,7 +62,7 @@ class StreamShard:
     decoders); closing twice, or a shard never iterated, is fine.
     """
 
-    def __init__(self, core: "StreamCore", worker: int | None, num_workers: int, run: "_Run",
+    def __init__(self, core: "StreamCore", worker: int | None, num_workers: int, run: "Run",
                  items: Iterator[dict[str, Any]]) -> None:
         self.worker, self.num_workers = worker, num_workers
         self._core, self._run_state = core, run
@@ -107,47 +76,6 @@ class StreamShard:
     def close(self) -> None:
         """Stop the shard: its pipeline threads joined, its caches closed (idempotent)."""
         self.items.close()
-
-
-class _Run:
-    """Per-process state of a stream: one :class:`Worker` per part, dispatch by global episode id,
-    the pipeline's stage times. Created after a PID check; never pickled."""
-
-    def __init__(self, parts: Sequence[StreamPart]) -> None:
-        self.pid = os.getpid()
-        self.parts = list(parts)
-        self.workers = [Worker(p.config) for p in self.parts]
-        self.offsets = [p.offset for p in self.parts]
-        self.cache: EpisodeByteCache | None = None
-        self.times = StageTimes()
-
-    def split(self, gid: int) -> tuple[int, int]:
-        d = len(self.offsets) - 1
-        while self.offsets[d] > gid:
-            d -= 1
-        return d, int(gid) - self.offsets[d]
-
-    def fetch(self, gid: int):
-        d, ep = self.split(gid)
-        return self.workers[d].fetch(ep)
-
-    def decode_group(self, gid: int, frames):
-        d, ep = self.split(gid)
-        return self.workers[d].jobs.decode_group(ep, frames)
-
-    def assemble(self, gid: int, frame: int, dec, slot=None) -> dict[str, Any]:
-        d, ep = self.split(gid)
-        item = self.workers[d].assemble(ep, frame, dec, slot)
-        part = self.parts[d]
-        for key in part.dropped:
-            item.pop(key, None)
-        if part.dataset_index is not None:
-            item["dataset_index"] = torch.tensor(part.dataset_index, dtype=torch.int64)
-        return item
-
-    def on_free(self, gid: int) -> None:
-        d, ep = self.split(gid)
-        self.workers[d].on_free(ep)
 
 
 class StreamCore(torch.utils.data.IterableDataset):
@@ -164,7 +92,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         self._loaded_state: dict[str, Any] | None = None
         self._iter_pid: int | None = None  # DataLoader worker process that counts iterator starts
         self._iter_starts = 0  # iterators started on this copy in that worker (persistent_workers)
-        self._run: _Run | None = None
+        self._run: Run | None = None
 
     def _take_options(self, opts: StreamOptions, skip: Sequence[str] = ()) -> None:
         """Keep ``opts`` (``self.options``) and every option (but ``skip``) as a resolved attribute
@@ -365,7 +293,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         if origin is not None:
             planner.origin, planner.origin_epoch = origin
             planner.shipped_remainders = self.__dict__.get("_remainders")
-        planner.nbytes_provider = lambda: [w.episode_nbytes for w in self._process_run().workers]
+        planner.nbytes_provider = lambda: self._process_run().sizes
         return planner
 
     def _iteration_start(self, nw: int) -> tuple[int, int]:
@@ -425,15 +353,15 @@ class StreamCore(torch.utils.data.IterableDataset):
         return st
 
     # --- per process ------------------------------------------------------------------------------
-    def _process_run(self) -> _Run:
+    def _process_run(self) -> Run:
         if self._run is None or self._run.pid != os.getpid():
             self._run = self._fresh_run()  # never reuse a parent's decoders/connections
         return self._run
 
-    def _fresh_run(self) -> _Run:
+    def _fresh_run(self) -> Run:
         """New per-process state (a worker per part) that this stream does not keep (a shard of
         several in this process: :meth:`shard`)."""
-        return _Run(self._parts())
+        return Run(self._parts())
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         from lerobotstream.planner import current_worker
@@ -449,56 +377,19 @@ class StreamCore(torch.utils.data.IterableDataset):
         finally:
             shard.close()
 
-    def _iter_worker(self, wid: int | None, nw: int, epoch: int, samples: int, run: _Run, *, in_process: bool,
+    def _iter_worker(self, wid: int | None, nw: int, epoch: int, samples: int, run: Run, *, in_process: bool,
                      slots: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
         """The items of logical worker ``wid`` of ``nw`` (None, 0: the one stream) from
         (``epoch``, ``samples`` consumed by the rank), produced with ``run``'s workers
-        (:meth:`shard`'s generator)."""
-        from lerobotstream.dataset._decoded_gops import DecodedGopCache
+        (:meth:`shard`'s generator; the wiring: :func:`~lerobotstream.dataset._wiring.shard_items`)."""
+        return shard_items(self._planner(nw, run.sizes), run, wid, nw, epoch, samples, self._wiring_settings(),
+                           in_process=in_process, slots=slots)
 
-        planner = self._planner(nw, [w.episode_nbytes for w in run.workers])
-        planner.set_epoch(epoch)
-        planner.samples_consumed = samples
-        start = planner.worker_start(wid, nw)
-        plans = planner.worker_plans(start)  # ByteBudgetError here, before any fetch
-        if not any(len(p.episode_indices) for p in plans):
-            return
-        nbytes: dict[int, int] = {}
-        budget = 0
-        for part, plan in zip(run.parts, plans):
-            nbytes.update({part.offset + int(e): int(b) for e, b in zip(plan.episode_indices, plan.nbytes)})
-            budget += int(plan.byte_budget or 0) if len(plan.episode_indices) else 0
-        cache = EpisodeByteCache(max(1, budget), nbytes, run.fetch, max_workers=max(1, min(8, self.prefetch_episodes + 1)))
-        run.cache = cache
-        gops = DecodedGopCache(0)  # one decoded-GOP cache for the worker: each part's keys namespaced
-        for d, (part, w, plan) in enumerate(zip(run.parts, run.workers, plans)):
-            n_cams = max(1, len(part.config.video_keys))
-            cap = plan.decoder_cache_size or plan.pool_size * n_cams + self.prefetch_episodes * n_cams
-            w.bind(cache, part.offset, gops, (d,), decoder_capacity=cap,
-                   gop_capacity_bytes=int(self.decoded_cache_gb * GIB) // max(1, nw),
-                   transforms_in_threads=not in_process)
-        pipe = Pipeline(planner.worker_pools(start, plans), start.limit, cache, run.decode_group, run.assemble,
-                        decode_threads=self.decode_threads, decoded_queue_size=self.decoded_queue_size,
-                        prefetch_episodes=self.prefetch_episodes, lookahead=self.decode_lookahead,
-                        on_free=run.on_free, times=run.times,
-                        first_lookahead=self.first_lookahead or self.batch_size or 8, slots=slots,
-                        assembly_group=math.gcd(self.batch_size or 1, ASSEMBLY_GROUP))
-        tfm = None if not in_process else self.image_transforms
-        by_index = {part.dataset_index: (w, part.transform_keys) for part, w in zip(run.parts, run.workers)}
-        try:
-            for item in pipe:
-                if tfm is not None:  # in-process: the training thread applies them (same --seed, same transforms)
-                    t0 = time.perf_counter()
-                    w, keys = by_index[None if "dataset_index" not in item else int(item["dataset_index"])]
-                    for k in keys:
-                        if k in item:
-                            item[k] = tfm(item[k])
-                    w.add(transforms_s=time.perf_counter() - t0)
-                yield item
-        finally:
-            for w in run.workers:
-                w.release()
-            _heap.trim()  # the iterator's frames are freed: free pages back to the OS if many are kept
+    def _wiring_settings(self) -> WiringSettings:
+        return WiringSettings(prefetch_episodes=self.prefetch_episodes, decode_threads=self.decode_threads,
+                              decoded_queue_size=self.decoded_queue_size, decode_lookahead=self.decode_lookahead,
+                              first_lookahead=self.first_lookahead, decoded_cache_gb=self.decoded_cache_gb,
+                              batch_size=self.batch_size, image_transforms=self.image_transforms)
 
     # --- counters -----------------------------------------------------------------------------------
     def _part_stats(self, d: int) -> dict[str, Any]:
@@ -519,6 +410,7 @@ class StreamCore(torch.utils.data.IterableDataset):
             "pyav_fallbacks": fb.pyav_fallbacks,
             "fallback_reasons": dict(fb.cpu_fallbacks),
             "index_open_s": w.index_open_s,
+            "episodes_sized": len(run.sizes[d]),
         }
         with w.lock:
             out.update({k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes", "items")) else v)

@@ -63,11 +63,13 @@ from lerobotstream.planner._base import PlannerBase, WorkerStart
 from lerobotstream.planner._planner import Planner, WorkerPlan
 from lerobotstream.planner._partitions import PartitionPlanner
 from lerobotstream.planner._seeds import seed_words
+from lerobotstream.planner._sizes import EpisodeSizes
+from lerobotstream.planner._settings import PlanSettings, dataset_planner
 from lerobotstream.planner._mixture import MixedPool, MixSequence, MixturePlanner, integer_weights, mixture_shares
 from lerobotstream.planner._shards import LPT_BOUND_DOC, lpt_shards
 from lerobotstream.planner._state import SCHEMA_KEY, SCHEMA_VERSION, StreamState, episodes_digest, replay_turns
 from lerobotstream.planner._world import current_worker, discover_world
 
-__all__ = ["EpisodePool", "LPT_BOUND_DOC", "MixSequence", "MixedPool", "MixturePlanner", "PartitionPlanner", "Planner", "PlannerBase", "PoolEvent", "SCHEMA_KEY", "SCHEMA_VERSION",
-           "StreamState", "WorkerPlan", "WorkerStart", "current_worker", "discover_world", "episodes_digest", "lpt_shards",
+__all__ = ["EpisodePool", "EpisodeSizes", "LPT_BOUND_DOC", "MixSequence", "MixedPool", "MixturePlanner", "PartitionPlanner", "PlanSettings", "Planner", "PlannerBase", "PoolEvent", "SCHEMA_KEY", "SCHEMA_VERSION",
+           "StreamState", "WorkerPlan", "WorkerStart", "current_worker", "dataset_planner", "discover_world", "episodes_digest", "lpt_shards",
            "replay_turns", "integer_weights", "mixture_shares", "seed_words"]

@@ -197,6 +197,11 @@ class PlannerBase:
         start = self.worker_start(dl_worker_id, dl_num_workers)
         return read_pools(self.worker_pools(start, self.worker_plans(start)), start.limit)
 
+    def worker_frames(self, rank: int | None = None) -> list[int]:
+        """Anchors per logical worker of ``rank`` (default: this rank) in one epoch of the pass in
+        progress (before ``drop_last`` and ``equalize``)."""
+        return self._pass()._worker_frames(self.rank if rank is None else rank)
+
     def batches_per_rank(self) -> np.ndarray:
         """DataLoader batches per rank in one finite epoch (``batch_size``, ``drop_last``, workers
         taken into account), before equalization, int64 (world_size,)."""

@@ -452,8 +452,11 @@ class MixturePlanner(PlannerBase):
         plans = []
         for d, (p, share) in enumerate(zip(self.planners, self.shares)):
             budget = "" if self.byte_budget_gb is None else f"={self.byte_budget_gb:g}"
-            with naming(f"dataset {d} ({self.names[d]}; its share {share:.1%} of the mixture's byte_budget_gb{budget})"):
-                plans.append(p.stream_plan(start.logical_worker))
+            where = f"dataset {d} ({self.names[d]}; its share {share:.1%} of the mixture's byte_budget_gb{budget})"
+            with naming(where):
+                plan = p.stream_plan(start.logical_worker)
+            plan.where = where  # sizes on demand: a ByteBudgetError at admission names the dataset too
+            plans.append(plan)
         return plans
 
     def worker_pools(self, start: WorkerStart, plans: Sequence[WorkerPlan]) -> Iterator[MixedPool]:

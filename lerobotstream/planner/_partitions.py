@@ -252,9 +252,10 @@ class PartitionPlan(WorkerPlan):
     def partition_pool(self, partition: int, epoch: int) -> EpisodePool:
         """Partition ``partition``'s exact-coverage pool of ``epoch``, at its first anchor."""
         sl = self._span(partition)
+        size_of = (lambda local, a=sl.start: self.size_of(a + local)) if self.sizes_on_demand else None
         return EpisodePool(self.episode_indices[sl], self.lengths[sl], self.nbytes[sl],
                            self._partition_order(partition, epoch), self.pool_size, self.byte_budget,
-                           self._planner.strategy, self._words(epoch, _seeds.TAG_DRAWS, partition))
+                           self._planner.strategy, self._words(epoch, _seeds.TAG_DRAWS, partition), None, size_of)
 
     def pool(self, epoch: int) -> PartitionChain:  # type: ignore[override]
         """The stream's pool of ``epoch``: its partitions one after another (from their offsets)."""

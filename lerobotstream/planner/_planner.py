@@ -62,28 +62,67 @@ class WorkerPlan:
                                   "or use fewer DataLoader workers")
 
     def _sizes(self, budget_is: str, advice: str) -> np.ndarray:
-        """``episode_nbytes`` of this plan's episodes, int64 (zeros without a budget).
+        """``episode_nbytes`` of this plan's episodes, int64 (zeros without a budget; -1 each with
+        sizes on demand, ``EpisodeSizes``: filled in by :meth:`size_of` as admission reaches them).
 
         Raises:
-            ByteBudgetError: a negative size, or an episode larger than the plan's whole budget.
+            ByteBudgetError: a negative size, or an episode larger than the plan's whole budget
+            (sizes given eagerly: every episode now).
         """
         planner = self._planner
+        self._budget_is, self._advice = budget_is, advice
+        #: what an error of this plan's sizes is prefixed with (a mixture names the dataset)
+        self.where = getattr(self, "where", "")
         if planner.episode_nbytes is None or self.byte_budget is None:
             return np.zeros(len(self.episode_indices), dtype=np.int64)
+        if getattr(planner.episode_nbytes, "on_demand", False):
+            return np.full(len(self.episode_indices), -1, dtype=np.int64)
         nbytes = np.array([int(planner.episode_nbytes(int(e))) for e in self.episode_indices], dtype=np.int64)
-        if (nbytes < 0).any():
-            bad = int(self.episode_indices[np.argmax(nbytes < 0)])
-            raise ByteBudgetError(f"episode {bad} reports a negative byte size", episode_index=bad)
-        over = np.flatnonzero(nbytes > self.byte_budget)
-        if len(over):
-            e, s = int(self.episode_indices[over[0]]), int(nbytes[over[0]])
-            raise ByteBudgetError(
-                f"episode {e} needs {s} bytes ({s / 2**30:.3f} GiB) of synthesized MP4 but worker "
-                f"{self.worker} of rank {self.rank} has a byte budget of {self.byte_budget} bytes "
-                f"({self.byte_budget / 2**30:.3f} GiB; {budget_is}); raise the byte "
-                f"budget (streaming_byte_budget_gb) {advice}",
-                episode_index=e, nbytes=s, byte_budget=self.byte_budget)
+        for local in np.flatnonzero((nbytes < 0) | (nbytes > self.byte_budget))[:1].tolist():
+            self._check(local, int(nbytes[local]))
         return nbytes
+
+    @property
+    def sizes_on_demand(self) -> bool:
+        """True when episode sizes are computed as admission reaches them (``EpisodeSizes``)."""
+        return self.byte_budget is not None and getattr(self._planner.episode_nbytes, "on_demand", False)
+
+    def size_of(self, local: int) -> int:
+        """Bytes of this plan's local episode ``local`` (sizes on demand: the pools call it on
+        admission); see :meth:`episode_size`."""
+        return self.episode_size(int(self.episode_indices[local]))
+
+    def episode_size(self, episode_index: int) -> int:
+        """Bytes of episode ``episode_index`` of this plan, asked of the planner's sizes and
+        checked against the plan's budget (what the byte cache reserves for it).
+
+        Raises:
+            ByteBudgetError: a negative size, or larger than the plan's whole byte budget.
+        """
+        e = int(episode_index)
+        n = 0 if self.byte_budget is None or self._planner.episode_nbytes is None else int(
+            self._planner.episode_nbytes(e))
+        self._check_episode(e, n)
+        return n
+
+    def _check(self, local: int, n: int) -> None:
+        self._check_episode(int(self.episode_indices[local]), n)
+
+    def _check_episode(self, e: int, n: int) -> None:
+        if n < 0:
+            msg = f"episode {e} reports a negative byte size"
+        elif n > self.byte_budget:
+            msg = (f"episode {e} needs {n} bytes ({n / 2**30:.3f} GiB) of synthesized MP4 but worker "
+                   f"{self.worker} of rank {self.rank} has a byte budget of {self.byte_budget} bytes "
+                   f"({self.byte_budget / 2**30:.3f} GiB; {self._budget_is}); raise the byte "
+                   f"budget (streaming_byte_budget_gb) {self._advice}")
+        else:
+            return
+        if self.where:
+            msg = f"{self.where}: {msg}"
+        if n < 0:
+            raise ByteBudgetError(msg, episode_index=e)
+        raise ByteBudgetError(msg, episode_index=e, nbytes=n, byte_budget=self.byte_budget)
 
     def _words(self, epoch: int, tag: int) -> np.ndarray:
         p = self._planner
@@ -105,7 +144,7 @@ class WorkerPlan:
         order = self._order(epoch)
         return EpisodePool(self.episode_indices, self.lengths, self.nbytes, order, self.pool_size,
                            self.byte_budget, self._planner.strategy, self._words(epoch, _seeds.TAG_DRAWS),
-                           self.frame_maps)
+                           self.frame_maps, self.size_of if self.sizes_on_demand else None)
 
     def iter_pools(self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False) -> Iterator[EpisodePool]:
         """Pools positioned at the stream start: the first one already skipped ``offset`` anchors
@@ -461,6 +500,20 @@ class _ChainPlan:
         self.byte_budget = (None if first.byte_budget is None or then.byte_budget is None
                             else max(first.byte_budget, then.byte_budget))
         self.decoder_cache_size = then.decoder_cache_size
+        self.sizes_on_demand = first.sizes_on_demand or then.sizes_on_demand
+
+    @property
+    def where(self) -> str:
+        return self.then.where
+
+    @where.setter
+    def where(self, value: str) -> None:
+        self.first.where = self.then.where = value
+
+    def episode_size(self, episode_index: int) -> int:
+        """As ``WorkerPlan.episode_size``, checked against the larger budget of the two."""
+        plan = self.first if self.first.byte_budget == self.byte_budget else self.then
+        return plan.episode_size(episode_index)
 
     def iter_pools(self, epoch: int = 0, given: int = 0, *, repeat: bool = True) -> Iterator[EpisodePool]:
         """``given`` anchors of the chain already consumed: the remainder pool (its own epoch)
