@@ -421,7 +421,7 @@ def _elastic_setup(name: str, old: tuple[int, int, int], new: tuple[int, int, in
     partitions (``PartitionPlanner``; the budget is then per partition)."""
     from functools import partial
 
-    from lerobotstream.planner import PartitionPlanner, Planner, replay_turns
+    from lerobotstream.planner import EpisodeSizes, PartitionPlanner, Planner, replay_turns
 
     if partitions is not None:
         Planner = partial(PartitionPlanner, partitions=partitions)  # noqa: N806
@@ -429,14 +429,16 @@ def _elastic_setup(name: str, old: tuple[int, int, int], new: tuple[int, int, in
     p = PRESETS[name]
     lens = episode_lengths(p, seed)
     sizes = (lens * p.cameras * int(p.sample_kb * 1000)).astype(np.int64)
-    kw = dict(byte_budget=int(16 * sizes.max()), episode_nbytes=lambda e: int(sizes[e])) if budget else {}
+    # sizes on demand, as the dataset gives them (each new planner its own, as each process has)
+    kw = dict(byte_budget=int(16 * sizes.max())) if budget else {}
+    nb = (lambda: dict(episode_nbytes=EpisodeSizes(lambda e: int(sizes[e])))) if budget else dict
     w0, k0, b0 = old
     w1, k1, b1 = new
-    oldp = Planner(lens, rank=0, world_size=w0, num_workers=k0, batch_size=b0, **kw)
+    oldp = Planner(lens, rank=0, world_size=w0, num_workers=k0, batch_size=b0, **kw, **nb())
     batches = int(oldp.batches_per_rank()[0] * fraction)
     given, _, _ = replay_turns(oldp.worker_epoch_limits(), b0, batches=batches)
     state = oldp.state_dict(samples_consumed=sum(given))
-    return lens, lambda: Planner(lens, rank=0, world_size=w1, num_workers=k1, batch_size=b1, **kw), state, batches
+    return lens, lambda: Planner(lens, rank=0, world_size=w1, num_workers=k1, batch_size=b1, **kw, **nb()), state, batches
 
 
 def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, int], *, fraction: float = 0.5,
@@ -454,7 +456,6 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
     ``partitions``: canonical partitions: the remainder is each partition's offset, from counts
     (no replay, nothing shipped); also times the partition layout (LPT, once per process)."""
     from lerobotstream.planner import _partitions
-    from lerobotstream.planner._elastic import plan_remainder  # noqa: F401  (imported before timing)
 
     mem0 = _mem()
     lens, make_new, state, batches = _elastic_setup(name, old, new, fraction, seed, budget, partitions)
@@ -471,11 +472,11 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
     t_load = time.perf_counter() - t0
     mem_pre = _mem()
     t0 = time.perf_counter()
-    rem = newp._remainder()
+    rem = newp.remainders()[0]
     t_rem = time.perf_counter() - t0
     mem_rem = _mem()
     t0 = time.perf_counter()
-    rp = newp._remainder_planner()
+    rp = newp.current_pass()  # the remainder's pass: its layout on the new topology
     per_rank = rp.samples_per_rank()
     t_rp = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -484,12 +485,12 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
     next(it)
     t_first = time.perf_counter() - t0
     if partitions is not None:
-        left = rp.part_left
+        left, part_frames = rp.layouts[0].part_left, rp.layouts[0].part_frames
         return {"preset": name, "episodes": int(len(lens)), "frames": int(lens.sum()), "old": list(old),
                 "new": list(new), "partitions": partitions, "byte_budget": bool(budget),
                 "old_batches_per_rank": batches, "consumed_all_ranks": rem.consumed, "samples_left": int(left.sum()),
                 "partitions_left": int((left > 0).sum()),
-                "partitions_started": int(((left > 0) & (left < rp.part_frames)).sum()),
+                "partitions_started": int(((left > 0) & (left < part_frames)).sum()),
                 "t_partition_layout_s": t_layout, "t_new_planner_s": t_new, "t_load_state_s": t_load,
                 "t_remainder_s": t_rem, "t_remainder_shards_s": t_rp, "t_first_anchor_s": t_first,
                 "rank_balance_max_minus_min": int(per_rank.max() - per_rank.min()),
@@ -528,7 +529,7 @@ def simulate_elastic_worker(name: str, old: tuple[int, int, int], new: tuple[int
     planners as the fallback's)."""
     import pickle
 
-    from lerobotstream.planner import _elastic
+    from lerobotstream.planner import _pass
 
     _, make_new, state, _ = _elastic_setup(name, old, new, fraction, seed, budget)
     newp = make_new()
@@ -537,13 +538,13 @@ def simulate_elastic_worker(name: str, old: tuple[int, int, int], new: tuple[int
     mem_pre = _mem()
     t0 = time.perf_counter()
     newp.shipped_remainders = pickle.loads(blob)
-    rp = newp._remainder_planner()
+    rp = newp.current_pass()
     rp.samples_per_rank()
     k1 = new[1]
     it = newp.iter_worker_anchors(0 if k1 else None, k1)
     next(it)
     t = time.perf_counter() - t0
-    return {"t_worker_s": t, "computed_here": bool(_elastic._CACHE), "ship_bytes": len(blob),
+    return {"t_worker_s": t, "computed_here": bool(_pass._CACHE), "ship_bytes": len(blob),
             "mem_before_remainder": mem_pre, "mem_after": _mem()}
 
 

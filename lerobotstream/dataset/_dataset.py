@@ -47,7 +47,8 @@ import torch
 
 from lerobotstream import constants
 from lerobotstream.dataset._cameras import plan_cameras
-from lerobotstream.dataset._stream import GIB, StreamCore, StreamPart
+from lerobotstream.dataset._stream import StreamCore
+from lerobotstream.dataset._wiring import GIB, StreamPart
 from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.dataset._worker import WorkerConfig
 from lerobotstream.errors import StreamingConfigError, naming
@@ -209,13 +210,15 @@ class StreamingLeRobotDataset(StreamCore):
 
     def _planner(self, num_workers: int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
         """This dataset's planner for ``num_workers`` DataLoader workers (``episode_nbytes``: its
-        sizes, ``[EpisodeSizes]``; None: a planner for resume states only)."""
+        sizes, ``[EpisodeSizes]``; None: this process's, computed when first asked)."""
         from lerobotstream.planner import dataset_planner
 
+        sizes = (episode_nbytes or self.episode_sizes())[0]
         with naming(self.meta.repo_id):  # a rule the settings break (partitions, ranks) names the dataset
-            planner = dataset_planner(self.anchor_lengths(), plan_settings(self, num_workers),
-                                      episode_nbytes[0] if episode_nbytes else _no_nbytes)
-        return self._resumed(planner)
+            return dataset_planner(self.anchor_lengths(), plan_settings(self, num_workers), sizes)
+
+    def _part_count(self) -> int:
+        return 1
 
     # --- the stream core's parts ------------------------------------------------------------------
     def worker_config(self) -> WorkerConfig:
@@ -275,11 +278,6 @@ class StreamingLeRobotDataset(StreamCore):
 
 StreamingLeRobotDataset.__init__.__signature__ = constructor_signature(  # type: ignore[attr-defined]
     StreamingLeRobotDataset.__init__, ("self", "repo_id", "root", "options"))
-
-
-def _no_nbytes(episode_index: int) -> int:
-    """Stand-in size for planners that only compute states (never build a worker plan)."""
-    raise AssertionError("a state-only planner must not build worker plans")
 
 
 def _root_name(root: Any) -> str:

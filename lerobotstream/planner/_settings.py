@@ -1,16 +1,14 @@
 """``PlanSettings``: the plain, typed settings a rank's planner is built from (what the stream's
-options say about ownership, order, batches and resources), and :func:`dataset_planner`, the one
-place a dataset's planner is built from them."""
+options say about ownership, order, batches and resources)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from lerobotstream import constants
 
-__all__ = ["PlanSettings", "dataset_planner"]
+__all__ = ["PlanSettings"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +29,8 @@ class PlanSettings:
         equalize (str): ``none`` or ``drop`` (finite epochs).
         partitions (int | None): canonical partitions (None: episodes sharded by the topology).
         rank, world_size (int | None): None: discovered (``torch.distributed``, RANK/WORLD_SIZE, 0/1).
+        byte_budget_gb (float | None): the budget as the option gave it (GiB): a mixture splits
+            this exact value into its datasets' shares (None: ``byte_budget`` / GiB).
     """
 
     seed: int | None = constants.DEFAULT_SEED
@@ -46,24 +46,9 @@ class PlanSettings:
     partitions: int | None = None
     rank: int | None = None
     world_size: int | None = None
+    byte_budget_gb: float | None = None
 
     def but(self, **changes: Any) -> PlanSettings:
         """These settings with ``changes``."""
         return replace(self, **changes)
 
-
-def dataset_planner(episode_lengths: Mapping[int, int], settings: PlanSettings,
-                    episode_nbytes: Callable[[int], int] | None = None):
-    """The planner of one dataset's rank from ``settings`` (``PartitionPlanner`` with
-    ``settings.partitions``); ``episode_nbytes``: its sizes (``EpisodeSizes``: on demand)."""
-    from functools import partial
-
-    from lerobotstream.planner._partitions import PartitionPlanner
-    from lerobotstream.planner._planner import Planner
-
-    s = settings
-    kind = Planner if s.partitions is None else partial(PartitionPlanner, partitions=s.partitions)
-    return kind(episode_lengths, seed=s.seed, rank=s.rank, world_size=s.world_size, num_workers=int(s.num_workers),
-                pool_size=s.pool_size, strategy=s.strategy, byte_budget=s.byte_budget, episode_nbytes=episode_nbytes,
-                decoder_cache_size=s.decoder_cache_size, repeat=s.repeat, batch_size=s.batch_size,
-                drop_last=s.drop_last, equalize=s.equalize)
