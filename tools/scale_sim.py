@@ -2,10 +2,12 @@
 
 Builds synthetic sample tables (no video payload) for datasets of increasing size, writes them
 through the real sidecar writer (``SidecarWriter``), converts them with the real derived-index
-converter (``Mp4Index.open``), and drives the real span planner (``episode_frame_range`` +
-``plan_span``) and planner (``Planner``: LPT rank/worker shards, exact-coverage pool). Each size is
-built in its own subprocess and each simulated rank runs in a fresh subprocess, so memory figures
-(``/proc/self/smaps_rollup``) are clean.
+converter (``Mp4Index.open``), and starts a rank with the dataset's own start-up code: its planner
+(``planner.dataset_planner`` from ``dataset._dataset.plan_settings``), its span planner and
+episode sizes (``dataset._spans.EpisodeSpans``, asked on demand) and its wiring
+(``dataset._wiring.shard_items``: worker start, plans, the byte cache, the pipeline; only fetch and
+decode are stubs). Each size is built in its own subprocess and each simulated rank runs in a
+fresh subprocess, so memory figures (``/proc/self/smaps_rollup``) are clean.
 
 Synthetic dataset (LeRobot v3 layout, AV1 ``g=2`` at ``fps``):
 
@@ -19,10 +21,10 @@ Synthetic dataset (LeRobot v3 layout, AV1 ``g=2`` at ``fps``):
 
 Per size it reports: NPZ (int64) and derived-index bytes (total, per sample), writer / convert /
 warm-open times, and per world size N a rank's (rank 0, one process, ``num_workers=0``) cost:
-open time, planner set-up (rank + worker LPT shards), the exact byte sizes of its episodes
-(``plan_span`` per (episode, camera): what the dataset needs before its first sample), the first
-anchor, planner anchors/s, balance (max/mean frames per rank), and memory after each step: RSS,
-PSS, anonymous (private heap) and file-backed pages.
+open time, planner set-up (rank + worker LPT shards), the time to the first item out of the
+pipeline and the episodes it sized on the way (the first pool and the prefetch frontier), planner
+anchors/s, balance (max/mean frames per rank), and memory after each step: RSS, PSS, anonymous
+(private heap) and file-backed pages.
 
     .venv/bin/python -m tools.scale_sim                        # every size up to DROID (~3 min)
     .venv/bin/python -m tools.scale_sim --max-scale droid100tb # + the 100 TB variant

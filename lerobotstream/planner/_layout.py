@@ -445,7 +445,9 @@ class EpisodeLayout:
         key = (rank, worker)
         got = self._plans.get(key)
         if got is None:
-            got = self._plans[key] = self._make_plan(worker, rank)
+            got = self._make_plan(worker, rank)
+            if rank == self.topo.rank:  # another rank's (an old run's, replayed once) is not kept
+                self._plans[key] = got
         return got
 
     def _make_plan(self, worker: int, rank: int) -> WorkerPlan:

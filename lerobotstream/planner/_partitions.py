@@ -393,7 +393,9 @@ class PartitionLayout:
         key = (rank, worker)
         got = self._plans.get(key)
         if got is None:
-            got = self._plans[key] = PartitionPlan(self, worker, self.streams[rank][worker], rank)
+            got = PartitionPlan(self, worker, self.streams[rank][worker], rank)
+            if rank == self.topo.rank:  # another rank's (an old run's, replayed once) is not kept
+                self._plans[key] = got
         return got
 
     # --- elastic resume ---------------------------------------------------------------------------

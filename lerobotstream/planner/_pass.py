@@ -101,6 +101,7 @@ class Pass:
         self.stream_epochs = None if remainders is None else [int(r.epoch) for r in remainders]
         self._fit: dict[int, np.ndarray] = {}
         self._bmin: int | None = None
+        self._last: tuple[int, np.ndarray] | None = None
 
     @property
     def epoch(self) -> int | None:
@@ -114,9 +115,12 @@ class Pass:
 
     # --- sizes --------------------------------------------------------------------------------------
     def dataset_worker_frames(self, rank: int | None = None) -> np.ndarray:
-        """Anchors per (stream, logical worker) of ``rank`` in this pass, int64 (N, workers)."""
+        """Anchors per (stream, logical worker) of ``rank`` in this pass, int64 (N, workers)
+        (the last rank's kept: the remainder asks worker by worker)."""
         rank = self.topo.rank if rank is None else rank
-        return np.array([lay.worker_frames(rank) for lay in self.layouts], dtype=np.int64)
+        if self._last is None or self._last[0] != rank:
+            self._last = (rank, np.array([lay.worker_frames(rank) for lay in self.layouts], dtype=np.int64))
+        return self._last[1].copy()
 
     def worker_frames(self, rank: int | None = None) -> list[int]:
         """Anchors per logical worker of ``rank`` in this pass (every stream)."""
@@ -299,6 +303,14 @@ class Pass:
             return None
         return Phases(weights, caps, [self.mix_seed, epoch, rank, t.world_size, worker, t.num_shards], offset)
 
+    def consumed(self, rank: int, worker: int, epoch: int, given: int) -> list[int] | None:
+        """Anchors of each stream logical ``worker`` of ``rank`` gave among the first ``given`` of
+        its stream (None: it holds nothing). One stream: ``[given]`` (no mix sequence to replay)."""
+        if len(self.layouts) == 1:
+            return [int(given)] if self.held(rank)[0, worker] else None
+        phases = self.phases(rank, worker, epoch, given)
+        return None if phases is None else [int(c) for c in phases.consumed().tolist()]
+
     # --- plans and pools ----------------------------------------------------------------------------
     def worker_plans(self, worker: int, rank: int | None = None) -> list[Any]:
         """Each stream's plan of logical ``worker`` of ``rank`` (an endless remainder: its share
@@ -373,10 +385,8 @@ def _counts_finite(p: Pass, epoch: int, s: int) -> list[list[tuple[int, int, int
     """Per stream ``[(rank, worker, anchors given)]`` of a finite pass after rank 0's ``s``."""
     out: list[list[tuple[int, int, int | None]]] = [[] for _ in p.layouts]
     for r, w, g in _rank_counts(p, s, p.worker_epoch_limits):
-        phases = p.phases(r, w, epoch, g)
-        if phases is not None:
-            for d, c in enumerate(phases.consumed().tolist()):
-                out[d].append((r, w, int(c)))
+        for d, c in enumerate(p.consumed(r, w, epoch, g) or ()):
+            out[d].append((r, w, c))
     return out
 
 
@@ -387,13 +397,13 @@ def _counts_endless(rp: Pass | None, plain: Pass, epoch: int, s: int):
     entries: list[list[tuple[int, int, int, int]]] = [[] for _ in src.layouts]
     frames: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for r, w, g in _rank_counts(src, s, src.endless_limits):
-        phases = src.phases(r, w, epoch, g)
-        if phases is None:
+        counts = src.consumed(r, w, epoch, g)
+        if counts is None:
             continue
         if r not in frames:
             frames = {r: (src.dataset_worker_frames(r), plain.dataset_worker_frames(r))}
         first, after = frames[r]
-        for d, c in enumerate(phases.consumed().tolist()):
+        for d, c in enumerate(counts):
             rf, f = (int(first[d, w]) if rp is not None else 0), int(after[d, w])
             if c < rf:  # pass 0: still in its share of the old remainder
                 entries[d].append((0, r, w, c))
