@@ -138,7 +138,7 @@ def shard_items(planner: Any, run: Run, wid: int | None, nw: int, epoch: int, sa
 
     Args:
         planner: the rank's planner for ``nw`` workers, built with ``run.sizes`` as its episode
-            sizes (``planner.PlannerBase`` interface).
+            sizes (``planner.Planner``).
         in_process: image transforms on the iterating thread (else on the decode threads).
         slots: the pipeline's per-item frame slots (``Pipeline``'s ``slots``).
 
