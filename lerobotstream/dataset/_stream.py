@@ -129,6 +129,11 @@ class StreamCore(torch.utils.data.IterableDataset):
         planner.seek(r.epoch, r.samples, origin=r.origin, origin_epoch=r.origin_epoch, remainders=r.remainders)
         return planner
 
+    def _rank_planner(self, num_workers: int, sizes: Sequence[EpisodeSizes] | None = None):
+        """The one place the core gets a planner: the rank's for ``num_workers`` DataLoader
+        workers, at this stream's resume position (``sizes``: an iterator's, else this process's)."""
+        return self._positioned(self._planner(num_workers, sizes))
+
     # --- resume -----------------------------------------------------------------------------------
     @property
     def samples_consumed(self) -> int:
@@ -246,7 +251,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         """
         from lerobotstream.planner import replay_turns
 
-        planner = self._positioned(self._planner(self.num_workers))
+        planner = self._rank_planner(self.num_workers)
         planner.samples_consumed = 0
         if batches_consumed is not None:
             require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
@@ -304,7 +309,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         ranks) and ``samples_left_per_dataset``, ``rank_samples`` (this rank), ``unit``
         (``episodes`` or ``partitions``), ``whole``, ``started``, ``depth``, ``consumed`` (see
         ``Planner.remainder_info``)."""
-        return self._positioned(self._planner(self.num_workers)).remainder_info()
+        return self._rank_planner(self.num_workers).remainder_info()
 
     def _iteration_start(self, nw: int) -> tuple[int, int]:
         """(epoch, consumed samples) an iterator starts from in this process, with ``nw``
@@ -395,7 +400,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         """The items of logical worker ``wid`` of ``nw`` (None, 0: the one stream) from
         (``epoch``, ``samples`` consumed by the rank), produced with ``run``'s workers
         (:meth:`shard`'s generator; the wiring: :func:`~lerobotstream.dataset._wiring.shard_items`)."""
-        planner = self._positioned(self._planner(nw, run.sizes))
+        planner = self._rank_planner(nw, run.sizes)
         return shard_items(planner, run, wid, nw, epoch, samples, self._wiring_settings(),
                            in_process=in_process, slots=slots)
 

@@ -89,7 +89,7 @@ def _tagged(batch):
 def _shares(ds, num_workers):
     """(dataset, logical worker) samples of this rank's share of the pass in progress, and of one
     plain epoch of the new topology, int64 (datasets, workers) each."""
-    p = ds._positioned(ds._planner(num_workers))
+    p = ds._rank_planner(num_workers)
     rp, plain = p.current_pass(), p.plain_pass()
     if hasattr(p, "dataset_worker_frames"):
         return rp.dataset_worker_frames(p.rank), plain.dataset_worker_frames(p.rank)
