@@ -312,15 +312,19 @@ class Pass:
         return None if phases is None else [int(c) for c in phases.consumed().tolist()]
 
     # --- plans and pools ----------------------------------------------------------------------------
-    def worker_plans(self, worker: int, rank: int | None = None) -> list[Any]:
-        """Each stream's plan of logical ``worker`` of ``rank`` (an endless remainder: its share
-        chained to the plain epochs, ``ChainPlan``)."""
+    def worker_plan(self, stream: int, worker: int, rank: int | None = None) -> Any:
+        """Stream ``stream``'s plan of logical ``worker`` of ``rank`` (an endless remainder: its
+        share chained to the plain epochs, ``ChainPlan``)."""
         rank = self.topo.rank if rank is None else rank
-        plans = [lay.plan(worker, rank) for lay in self.layouts]
-        if self.chain is not None:
-            plans = [ChainPlan(p, lay.plan(worker, rank), e, e + 1)
-                     for p, lay, e in zip(plans, self.chain.layouts, self.stream_epochs)]
-        return plans
+        plan = self.layouts[stream].plan(worker, rank)
+        if self.chain is None:
+            return plan
+        e = self.stream_epochs[stream]
+        return ChainPlan(plan, self.chain.layouts[stream].plan(worker, rank), e, e + 1)
+
+    def worker_plans(self, worker: int, rank: int | None = None) -> list[Any]:
+        """Each stream's plan of logical ``worker`` of ``rank`` (:meth:`worker_plan`)."""
+        return [self.worker_plan(d, worker, rank) for d in range(len(self.layouts))]
 
     def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[MixedPool]:
         """The pool of logical worker ``start.logical_worker`` from ``start`` on (``EpisodePool``

@@ -376,7 +376,7 @@ class Planner:
         for d in range(len(p.layouts)):
             where = self.streams.where(d, self.byte_budget_gb)
             with naming(where):
-                plan = p.worker_plans(start.logical_worker)[d]
+                plan = p.worker_plan(d, start.logical_worker)
             plan.where = where  # sizes on demand: a ByteBudgetError at admission names the dataset too
             plans.append(plan)
         return plans
