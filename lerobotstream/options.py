@@ -238,7 +238,8 @@ class StreamOptions:
         "frame-balanced partitions, each with its own seeded pool, so each partition's samples and their order "
         "do not depend on the world size, DataLoader workers or batch size (resume on another topology continues "
         "each partition's order). episode_pool_size and byte_budget_gb then apply per partition, i.e. per "
-        "DataLoader worker (one partition is resident at a time). Single datasets only; see docs/resume.md.",
+        "DataLoader worker (one partition is resident at a time). A mixture's datasets each get their own; see "
+        "docs/resume.md.",
         group="order", flag="streaming_partitions", flag_type=Optional[int])
     drop_n_last_frames: int = _option(
         0, "an int >= 0", _int_at_least(0),

@@ -18,6 +18,9 @@ States of an entry::
 
 Rules:
 
+* Sizes may be given as a mapping (every episode's, up front) or as a function of the episode
+  (sizes on demand, e.g. ``planner.EpisodeSizes``): then only the episodes admitted or prefetched
+  are ever sized, so the cache's memory grows with the pool and the frontier, not the dataset.
 * An episode whose size exceeds the whole budget raises :class:`~lerobotstream.errors.ByteBudgetError`
   before any byte of it is fetched.
 * Speculative prefetch (:meth:`EpisodeByteCache.prefetch`) never waits: when the budget is full it
@@ -112,8 +115,10 @@ class EpisodeByteCache:
 
     Args:
         byte_budget (int): Worker budget of reserved payload bytes, > 0.
-        episode_nbytes (Mapping[int, int]): Exact synthesized size of each episode (all cameras
-            together), bytes. Episodes not in the mapping cannot be admitted.
+        episode_nbytes (Mapping[int, int] | Callable[[int], int]): Exact synthesized size of each
+            episode (all cameras together), bytes: a mapping (episodes not in it cannot be
+            admitted), or ``episode_nbytes(episode_index) -> int`` called when an episode is first
+            admitted or prefetched (sizes on demand; the function keeps what it computed).
         fetch (Callable[[int], EpisodePayload]): Fetches and synthesizes one episode (called on a
             fetch thread). Its payload total must not exceed the episode's reservation.
         max_workers (int): Concurrent fetches (threads), >= 1.
@@ -129,7 +134,7 @@ class EpisodeByteCache:
     def __init__(
         self,
         byte_budget: int,
-        episode_nbytes: Mapping[int, int],
+        episode_nbytes: Mapping[int, int] | Callable[[int], int],
         fetch: FetchFn,
         *,
         max_workers: int = 4,
@@ -139,12 +144,17 @@ class EpisodeByteCache:
             raise ValueError(f"byte_budget must be positive, got {byte_budget}")
         if int(max_workers) < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
-        sizes = {int(k): int(v) for k, v in episode_nbytes.items()}
-        bad = [k for k, v in sizes.items() if v < 0]
-        if bad:
-            raise ValueError(f"negative synthesized sizes for episodes {bad[:5]}")
+        if isinstance(episode_nbytes, Mapping):
+            sizes = {int(k): int(v) for k, v in episode_nbytes.items()}
+            bad = [k for k, v in sizes.items() if v < 0]
+            if bad:
+                raise ValueError(f"negative synthesized sizes for episodes {bad[:5]}")
+            self._size = sizes.__getitem__
+        elif callable(episode_nbytes):
+            self._size = episode_nbytes
+        else:
+            raise TypeError(f"episode_nbytes must be a mapping or a function, got {type(episode_nbytes).__name__}")
         self.byte_budget = int(byte_budget)
-        self._sizes = sizes
         self._fetch = fetch
         self._max_workers = int(max_workers)
         self._on_event = on_event
@@ -171,12 +181,19 @@ class EpisodeByteCache:
             return self._resident
 
     def episode_nbytes(self, episode_index: int) -> int:
-        """Exact reservation of one episode, bytes (raises KeyError when unknown)."""
-        return self._sizes[int(episode_index)]
+        """Exact reservation of one episode, bytes (a mapping's KeyError when unknown).
+
+        Raises:
+            ValueError: a size function returned a negative size.
+        """
+        n = int(self._size(int(episode_index)))
+        if n < 0:
+            raise ValueError(f"negative synthesized size {n} for episode {episode_index}")
+        return n
 
     def check_fits(self, episode_index: int) -> int:
         """Raise :class:`ByteBudgetError` when the episode can never fit; returns its size."""
-        nbytes = self._sizes[int(episode_index)]
+        nbytes = self.episode_nbytes(episode_index)
         if nbytes > self.byte_budget:
             raise ByteBudgetError(
                 f"episode {episode_index} requires {nbytes} synthesized bytes, exceeding the worker byte "

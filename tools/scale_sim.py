@@ -2,10 +2,12 @@
 
 Builds synthetic sample tables (no video payload) for datasets of increasing size, writes them
 through the real sidecar writer (``SidecarWriter``), converts them with the real derived-index
-converter (``Mp4Index.open``), and drives the real span planner (``episode_frame_range`` +
-``plan_span``) and planner (``Planner``: LPT rank/worker shards, exact-coverage pool). Each size is
-built in its own subprocess and each simulated rank runs in a fresh subprocess, so memory figures
-(``/proc/self/smaps_rollup``) are clean.
+converter (``Mp4Index.open``), and starts a rank with the dataset's own start-up code: its planner
+(``planner.dataset_planner`` from ``dataset._dataset.plan_settings``), its span planner and
+episode sizes (``dataset._spans.EpisodeSpans``, asked on demand) and its wiring
+(``dataset._wiring.shard_items``: worker start, plans, the byte cache, the pipeline; only fetch and
+decode are stubs). Each size is built in its own subprocess and each simulated rank runs in a
+fresh subprocess, so memory figures (``/proc/self/smaps_rollup``) are clean.
 
 Synthetic dataset (LeRobot v3 layout, AV1 ``g=2`` at ``fps``):
 
@@ -19,10 +21,10 @@ Synthetic dataset (LeRobot v3 layout, AV1 ``g=2`` at ``fps``):
 
 Per size it reports: NPZ (int64) and derived-index bytes (total, per sample), writer / convert /
 warm-open times, and per world size N a rank's (rank 0, one process, ``num_workers=0``) cost:
-open time, planner set-up (rank + worker LPT shards), the exact byte sizes of its episodes
-(``plan_span`` per (episode, camera): what the dataset needs before its first sample), the first
-anchor, planner anchors/s, balance (max/mean frames per rank), and memory after each step: RSS,
-PSS, anonymous (private heap) and file-backed pages.
+open time, planner set-up (rank + worker LPT shards), the time to the first item out of the
+pipeline and the episodes it sized on the way (the first pool and the prefetch frontier), planner
+anchors/s, balance (max/mean frames per rank), and memory after each step: RSS, PSS, anonymous
+(private heap) and file-backed pages.
 
     .venv/bin/python -m tools.scale_sim                        # every size up to DROID (~3 min)
     .venv/bin/python -m tools.scale_sim --max-scale droid100tb # + the 100 TB variant
@@ -266,19 +268,82 @@ def _peak_rss_mb() -> float:
 
 
 # --- one rank -------------------------------------------------------------------------------------
-def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers: int, seed: int,
-                  max_anchors: int, max_span_episodes: int = 1500, tolerance_s: float = 1e-4) -> dict[str, Any]:
-    """One rank (one process) of a ``world``-rank run, as the dataset starts it: warm-open the
-    index, shard, compute the exact synthesized size of each owned episode (span per camera),
-    draw the first anchor, then time the pool. Times in seconds, memory in MB (1e6 B).
+class _SimMeta:
+    """What the dataset's span planner reads of the metadata (``EpisodeSpans``: ``fps``,
+    ``episode(ep).length`` and ``.videos[camera]`` with ``path`` and ``from_timestamp``), from the
+    synthetic episode table (``episodes.npz``) and the index's paths."""
 
-    Spans are planned exactly for the first ``max_span_episodes`` episodes of the shard; the rest
-    only touch their sources' tables and their span time is extrapolated linearly
-    (``t_nbytes_s``, ``t_to_first_sample_s`` include it; ``t_nbytes_measured_s`` does not)."""
+    def __init__(self, lengths: np.ndarray, src_of: np.ndarray, from_ts: np.ndarray, paths: Any, fps: int,
+                 cams: list[str]) -> None:
+        self.lengths, self.src_of, self.from_ts, self.paths = lengths, src_of, from_ts, paths
+        self.fps, self.cams = fps, cams
+
+    def episode(self, ep: int) -> SimpleNamespace:
+        videos = {cam: SimpleNamespace(path=self.paths(int(self.src_of[ep, c])), from_timestamp=float(self.from_ts[ep, c]))
+                  for c, cam in enumerate(self.cams)}
+        return SimpleNamespace(length=int(self.lengths[ep]), videos=videos)
+
+
+def _sim_run(spans: Any, cams: list[str]):
+    """The dataset's per-process ``Run`` over the synthetic index: its sizes are the dataset's
+    (``EpisodeSpans.episode_nbytes`` on demand); fetch plans the episode's spans and returns no
+    payload (there is no video), decode and assembly return the anchor."""
+    from lerobotstream.dataset._wiring import Run, StreamPart
+    from lerobotstream.payload_cache import EpisodePayload
+
+    class Worker:
+        def __init__(self) -> None:
+            self.jobs = SimpleNamespace(decode_group=lambda ep, frames: None)
+
+        def episode_nbytes(self, ep: int) -> int:
+            return spans.episode_nbytes(ep)
+
+        def fetch(self, ep: int) -> Any:
+            for cam in cams:
+                spans.span(ep, cam)
+            return EpisodePayload({}, None)
+
+        def assemble(self, ep: int, frame: int, dec: Any, slot: Any = None) -> dict[str, int]:
+            return {"episode_index": ep, "frame_index": frame}
+
+        def bind(self, *a: Any, **k: Any) -> None:
+            pass
+
+        def release(self) -> None:
+            pass
+
+        def add(self, **k: Any) -> None:
+            pass
+
+        def on_free(self, ep: int) -> None:
+            pass
+
+    class SimRun(Run):
+        def _workers(self) -> list[Any]:
+            return [Worker()]
+
+    return SimRun([StreamPart(SimpleNamespace(video_keys=cams))])
+
+
+def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers: int, seed: int,
+                  max_anchors: int, max_span_episodes: int | None = None, tolerance_s: float = 1e-4) -> dict[str, Any]:
+    """One rank (one process) of a ``world``-rank run, started by the dataset's own code: warm-open
+    the index, build the rank's planner (``dataset_planner`` from the dataset's ``plan_settings``:
+    default options, ``repeat=True``, batch 8, the 8 GiB budget), then run the dataset's wiring
+    (``dataset._wiring.shard_items``: worker start, plans, the byte cache, the pipeline) to its
+    first item, with the dataset's episode sizes (``EpisodeSpans`` over the index, asked on demand by
+    admission and prefetch) and a stub fetch and decode (no video). Then times the pool's draws.
+    Times in seconds, memory in MB (1e6 B).
+
+    ``max_span_episodes`` is accepted for the older command lines and ignored: nothing is
+    extrapolated, every size the start-up asks for is computed."""
     import lerobotstream.mp4.index  # noqa: F401 - Cython accessors, as the dataset loads them
+    from lerobotstream.dataset._dataset import plan_settings
+    from lerobotstream.dataset._spans import EpisodeSpans
+    from lerobotstream.dataset._wiring import WiringSettings, shard_items
     from lerobotstream.mp4._index_file import Mp4Index
-    from lerobotstream.mp4.spans import episode_frame_range, plan_span
-    from lerobotstream.planner import Planner
+    from lerobotstream.options import StreamOptions
+    from lerobotstream.planner import dataset_planner
 
     mem = {"imports": _mem()}
     t_all = time.perf_counter()
@@ -290,69 +355,41 @@ def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers
     t0 = time.perf_counter()
     meta = np.load(workdir / "episodes.npz")
     lengths, src_of, from_ts = meta["lengths"], meta["source"], meta["from_timestamp"]
+    cams = [f"observation.images.cam{c}" for c in range(src_of.shape[1])]
+    spans = EpisodeSpans(idx, _SimMeta(lengths, src_of, from_ts, idx.path, fps, cams), cams, tolerance_s)
+    anchor_lengths = dict(enumerate(lengths.tolist()))  # the dataset's anchor_lengths() (no drop_n_last_frames)
     t_meta = time.perf_counter() - t0
     mem["meta"] = _mem()
 
-    spans: dict[tuple[int, int], Any] = {}
-    touched: set[int] = set()
-    exact = {"episodes": 0, "frames": 0, "nbytes": 0, "s": 0.0}
-
-    def episode_nbytes(ep: int) -> int:
-        # the dataset plans every (episode, camera) span of its shard before the first sample;
-        # past ``max_span_episodes`` the (linear) cost is extrapolated: tables are still touched
-        if exact["episodes"] >= max_span_episodes:
-            for c in range(src_of.shape[1]):
-                sid = int(src_of[ep, c])
-                touched.add(sid)
-                idx.table(sid)
-            return int(exact["nbytes"] / exact["frames"] * int(lengths[ep])) + 1
-        t0 = time.perf_counter()
-        total = 0
-        for c in range(src_of.shape[1]):
-            sid = int(src_of[ep, c])
-            touched.add(sid)
-            table = idx.table(sid)
-            a, b = episode_frame_range(table, float(from_ts[ep, c]), int(lengths[ep]), fps, tolerance_s)
-            s = plan_span(table, a, b, path=idx.path(sid))
-            spans[(ep, c)] = s
-            total += s.synth_nbytes
-        exact["episodes"] += 1
-        exact["frames"] += int(lengths[ep])
-        exact["nbytes"] += total
-        exact["s"] += time.perf_counter() - t0
-        return total
-
+    opts = StreamOptions(seed=seed, repeat=True, batch_size=8, byte_budget_gb=8.0).resolved()
+    settings = plan_settings(SimpleNamespace(**opts), num_workers, rank=rank, world_size=world)
+    run = _sim_run(spans, cams)
     t0 = time.perf_counter()
-    planner = Planner(lengths, seed=seed, rank=rank, world_size=world, num_workers=num_workers,
-                      byte_budget=8 << 30, episode_nbytes=episode_nbytes, batch_size=8, repeat=True)
+    planner = dataset_planner(anchor_lengths, settings, run.sizes[0])
     t_shard = time.perf_counter() - t0
     per_rank = planner.samples_per_rank()
     mem["shard"] = _mem()
 
+    wiring = WiringSettings(prefetch_episodes=opts["prefetch_episodes"], decode_threads=opts["decode_threads"],
+                            decoded_queue_size=opts["decoded_queue_size"], decode_lookahead=opts["decode_lookahead"],
+                            first_lookahead=opts["first_lookahead"], decoded_cache_gb=opts["decoded_cache_gb"],
+                            batch_size=opts["batch_size"])
     t0 = time.perf_counter()
-    plan = planner.worker_plan(0)
-    t_nbytes = time.perf_counter() - t0
-    mem["spans"] = _mem()
-
-    n_eps = len(plan.episode_indices)
-    t_nbytes_full = t_nbytes + exact["s"] / max(1, exact["episodes"]) * (n_eps - exact["episodes"])
-    t0 = time.perf_counter()
-    pool = plan.pool(0)
-    ep0, fr0 = pool.next_anchors(1)
-    e0 = int(ep0[0])
-    for c in range(src_of.shape[1]):
-        if (e0, c) not in spans:
-            sid = int(src_of[e0, c])
-            a, b = episode_frame_range(idx.table(sid), float(from_ts[e0, c]), int(lengths[e0]), fps, tolerance_s)
-            spans[(e0, c)] = plan_span(idx.table(sid), a, b, path=idx.path(sid))
-    first = spans[(e0, 0)]
-    _ = first.local_frame(first.frame_start + int(fr0[0]))
+    items = shard_items(planner, run, 0 if num_workers else None, num_workers, 0, 0, wiring, in_process=num_workers == 0)
+    first = next(items)
     t_first = time.perf_counter() - t0
-    t_to_first = time.perf_counter() - t_all + (t_nbytes_full - t_nbytes)
+    t_to_first = time.perf_counter() - t_all
+    mem["spans"] = _mem()  # what the rank holds when its first sample is out (the older name kept)
+    sized = len(run.sizes[0])
+    touched = len({int(s) for e in run.sizes[0].known() for s in src_of[e]})
+    items.close()
 
+    plan = planner.worker_plan(0)
+    draw = dataset_planner(anchor_lengths, settings.but(byte_budget=None), None).worker_plan(0)
     budget = min(max_anchors, plan.num_frames - 1)
     out_e = np.empty(65536, dtype=np.int64)
     out_f = np.empty(65536, dtype=np.int64)
+    pool = draw.pool(0)
     drawn = 0
     t0 = time.perf_counter()
     while drawn < budget:
@@ -362,14 +399,13 @@ def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers
         drawn += k
     t_draw = time.perf_counter() - t0
     mem["end"] = _mem()
-    wf = [int(planner.lengths[p].sum()) for p in planner._worker_positions(rank)]  # noqa: SLF001
+    wf = [int(x) for x in planner.worker_frames(rank)]
     return {"world": world, "rank": rank, "num_workers": num_workers,
             "rank_episodes": len(planner.rank_episodes()), "rank_frames": int(per_rank[rank]),
-            "sources_touched": len(touched), "sources_total": idx.num_sources,
-            "t_open_s": t_open, "t_meta_s": t_meta, "t_shard_s": t_shard, "t_nbytes_s": t_nbytes_full,
-            "t_nbytes_measured_s": t_nbytes, "spans_exact_episodes": exact["episodes"],
-            "span_ms_per_episode": 1e3 * exact["s"] / max(1, exact["episodes"]),
-            "t_first_s": t_first, "t_to_first_sample_s": t_to_first,
+            "sources_touched": touched, "sources_total": idx.num_sources,
+            "t_open_s": t_open, "t_meta_s": t_meta, "t_shard_s": t_shard, "t_first_s": t_first,
+            "t_to_first_sample_s": t_to_first, "episodes_sized": sized, "spans_planned": len(spans),
+            "first_anchor": [int(first["episode_index"]), int(first["frame_index"])],
             "anchors_per_s": drawn / t_draw if t_draw > 0 else float("nan"), "anchors_drawn": drawn,
             "rank_balance_max_over_mean": float(per_rank.max() / per_rank.mean()),
             "worker_balance_max_over_mean": float(max(wf) / (sum(wf) / len(wf))) if sum(wf) else 1.0,
@@ -387,7 +423,7 @@ def _elastic_setup(name: str, old: tuple[int, int, int], new: tuple[int, int, in
     partitions (``PartitionPlanner``; the budget is then per partition)."""
     from functools import partial
 
-    from lerobotstream.planner import PartitionPlanner, Planner, replay_turns
+    from lerobotstream.planner import EpisodeSizes, PartitionPlanner, Planner, replay_turns
 
     if partitions is not None:
         Planner = partial(PartitionPlanner, partitions=partitions)  # noqa: N806
@@ -395,14 +431,16 @@ def _elastic_setup(name: str, old: tuple[int, int, int], new: tuple[int, int, in
     p = PRESETS[name]
     lens = episode_lengths(p, seed)
     sizes = (lens * p.cameras * int(p.sample_kb * 1000)).astype(np.int64)
-    kw = dict(byte_budget=int(16 * sizes.max()), episode_nbytes=lambda e: int(sizes[e])) if budget else {}
+    # sizes on demand, as the dataset gives them (each new planner its own, as each process has)
+    kw = dict(byte_budget=int(16 * sizes.max())) if budget else {}
+    nb = (lambda: dict(episode_nbytes=EpisodeSizes(lambda e: int(sizes[e])))) if budget else dict
     w0, k0, b0 = old
     w1, k1, b1 = new
-    oldp = Planner(lens, rank=0, world_size=w0, num_workers=k0, batch_size=b0, **kw)
+    oldp = Planner(lens, rank=0, world_size=w0, num_workers=k0, batch_size=b0, **kw, **nb())
     batches = int(oldp.batches_per_rank()[0] * fraction)
     given, _, _ = replay_turns(oldp.worker_epoch_limits(), b0, batches=batches)
     state = oldp.state_dict(samples_consumed=sum(given))
-    return lens, lambda: Planner(lens, rank=0, world_size=w1, num_workers=k1, batch_size=b1, **kw), state, batches
+    return lens, lambda: Planner(lens, rank=0, world_size=w1, num_workers=k1, batch_size=b1, **kw, **nb()), state, batches
 
 
 def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, int], *, fraction: float = 0.5,
@@ -420,7 +458,6 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
     ``partitions``: canonical partitions: the remainder is each partition's offset, from counts
     (no replay, nothing shipped); also times the partition layout (LPT, once per process)."""
     from lerobotstream.planner import _partitions
-    from lerobotstream.planner._elastic import plan_remainder  # noqa: F401  (imported before timing)
 
     mem0 = _mem()
     lens, make_new, state, batches = _elastic_setup(name, old, new, fraction, seed, budget, partitions)
@@ -437,11 +474,11 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
     t_load = time.perf_counter() - t0
     mem_pre = _mem()
     t0 = time.perf_counter()
-    rem = newp._remainder()
+    rem = newp.remainders()[0]
     t_rem = time.perf_counter() - t0
     mem_rem = _mem()
     t0 = time.perf_counter()
-    rp = newp._remainder_planner()
+    rp = newp.current_pass()  # the remainder's pass: its layout on the new topology
     per_rank = rp.samples_per_rank()
     t_rp = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -450,12 +487,12 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
     next(it)
     t_first = time.perf_counter() - t0
     if partitions is not None:
-        left = rp.part_left
+        left, part_frames = rp.layouts[0].part_left, rp.layouts[0].part_frames
         return {"preset": name, "episodes": int(len(lens)), "frames": int(lens.sum()), "old": list(old),
                 "new": list(new), "partitions": partitions, "byte_budget": bool(budget),
                 "old_batches_per_rank": batches, "consumed_all_ranks": rem.consumed, "samples_left": int(left.sum()),
                 "partitions_left": int((left > 0).sum()),
-                "partitions_started": int(((left > 0) & (left < rp.part_frames)).sum()),
+                "partitions_started": int(((left > 0) & (left < part_frames)).sum()),
                 "t_partition_layout_s": t_layout, "t_new_planner_s": t_new, "t_load_state_s": t_load,
                 "t_remainder_s": t_rem, "t_remainder_shards_s": t_rp, "t_first_anchor_s": t_first,
                 "rank_balance_max_minus_min": int(per_rank.max() - per_rank.min()),
@@ -494,7 +531,7 @@ def simulate_elastic_worker(name: str, old: tuple[int, int, int], new: tuple[int
     planners as the fallback's)."""
     import pickle
 
-    from lerobotstream.planner import _elastic
+    from lerobotstream.planner import _pass
 
     _, make_new, state, _ = _elastic_setup(name, old, new, fraction, seed, budget)
     newp = make_new()
@@ -503,13 +540,13 @@ def simulate_elastic_worker(name: str, old: tuple[int, int, int], new: tuple[int
     mem_pre = _mem()
     t0 = time.perf_counter()
     newp.shipped_remainders = pickle.loads(blob)
-    rp = newp._remainder_planner()
+    rp = newp.current_pass()
     rp.samples_per_rank()
     k1 = new[1]
     it = newp.iter_worker_anchors(0 if k1 else None, k1)
     next(it)
     t = time.perf_counter() - t0
-    return {"t_worker_s": t, "computed_here": bool(_elastic._CACHE), "ship_bytes": len(blob),
+    return {"t_worker_s": t, "computed_here": bool(_pass._CACHE), "ship_bytes": len(blob),
             "mem_before_remainder": mem_pre, "mem_after": _mem()}
 
 
@@ -523,22 +560,30 @@ def _run_child(args: list[str], timeout: float) -> dict[str, Any]:
 
 def run(max_scale: str, worlds: list[int], *, only: bool = False, workdir: Path | None = None, seed: int = 0,
         max_anchors: int = 2_000_000, num_workers: int = 0, keep: bool = False, max_span_episodes: int = 1500,
-        timeout: float = 1800.0, log=print) -> list[dict[str, Any]]:
+        timeout: float = 1800.0, reuse: bool = False, log=print) -> list[dict[str, Any]]:
     """Build and simulate every size up to ``max_scale`` (only that one with ``only``); returns one
-    record per size."""
+    record per size. ``reuse``: a size already built under ``workdir`` (``--keep``, same seed) is
+    simulated again without rebuilding (its build record is the one kept)."""
     names = [max_scale] if only else ORDER[: ORDER.index(max_scale) + 1]
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="lrs-scale-"))
     results = []
     try:
         for name in names:
             wd = base / name
-            if wd.exists():
-                shutil.rmtree(wd)
-            wd.mkdir(parents=True)
-            t0 = time.perf_counter()
-            rec = _run_child(["_build", name, str(wd), "--seed", str(seed)], timeout)
-            log(f"[{name}] built {rec['sources']} sources, {rec['samples']:,} samples in "
-                f"{time.perf_counter() - t0:.1f}s (write {rec['t_write_s']:.1f}s, convert {rec['t_convert_s']:.1f}s)")
+            kept = wd / "build.json"
+            if reuse and kept.exists() and json.loads(kept.read_text()).get("seed") == seed:
+                rec = json.loads(kept.read_text())
+                log(f"[{name}] reusing the build in {wd}")
+            else:
+                if wd.exists():
+                    shutil.rmtree(wd)
+                wd.mkdir(parents=True)
+                t0 = time.perf_counter()
+                rec = _run_child(["_build", name, str(wd), "--seed", str(seed)], timeout)
+                rec["seed"] = seed
+                kept.write_text(json.dumps(rec))
+                log(f"[{name}] built {rec['sources']} sources, {rec['samples']:,} samples in "
+                    f"{time.perf_counter() - t0:.1f}s (write {rec['t_write_s']:.1f}s, convert {rec['t_convert_s']:.1f}s)")
             p = PRESETS[name]
             rec["ranks"] = []
             for n in worlds:
@@ -548,7 +593,8 @@ def run(max_scale: str, worlds: list[int], *, only: bool = False, workdir: Path 
                                 "--num-workers", str(num_workers), "--max-anchors", str(max_anchors),
                                 "--max-span-episodes", str(max_span_episodes)], timeout)
                 rec["ranks"].append(r)
-                log(f"[{name}] N={n}: first sample {r['t_to_first_sample_s']:.2f}s, private "
+                log(f"[{name}] N={n}: first sample {r['t_to_first_sample_s']:.2f}s ({r['episodes_sized']} episodes "
+                    f"sized), private "
                     f"{r['mem']['spans']['private_mb']:.0f} MB (anon {r['mem']['spans']['anon_mb']:.0f} MB), "
                     f"sources touched {r['sources_touched']}/{r['sources_total']}")
             results.append(rec)
@@ -574,7 +620,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
             f"{r['derived_bytes'] / 1e6:.1f} | {r['derived_bytes_per_sample']:.2f} | "
             f"{r['derived_json_bytes'] / 1e6:.2f} | {r['t_write_s']:.1f} ({r['deflate_level']}) | {r['t_convert_s']:.1f} "
             f"| {r.get('write_peak_rss_mb', 0):.0f} / {r.get('build_peak_rss_mb', 0):.0f} |")
-    lines += ["", "| size | N ranks | eps/rank | sources touched | open s | shard s | spans s (ms/ep) | first sample s "
+    lines += ["", "| size | N ranks | eps/rank | sources touched | open s | planner s | episodes sized | first sample s "
               "| anchors/s | rank max/mean | RSS MB | PSS MB | private MB | anon MB | anon over imports MB |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
@@ -582,8 +628,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
             m = k["mem"]["spans"]
             lines.append(
                 f"| {r['preset']['name']} | {k['world']} | {k['rank_episodes']:,} | {k['sources_touched']:,}/"
-                f"{k['sources_total']:,} | {k['t_open_s']:.3f} | {k['t_shard_s']:.3f} | {k['t_nbytes_s']:.2f} "
-                f"({k['span_ms_per_episode']:.1f}) | "
+                f"{k['sources_total']:,} | {k['t_open_s']:.3f} | {k['t_shard_s']:.3f} | {k['episodes_sized']:,} | "
                 f"{k['t_to_first_sample_s']:.2f} | {k['anchors_per_s'] / 1e6:.1f} M | "
                 f"{k['rank_balance_max_over_mean']:.4f} | {m['rss_mb']:.0f} | {m['pss_mb']:.0f} | "
                 f"{m['private_mb']:.0f} | {m['anon_mb']:.0f} | {k['anon_mb_over_imports']:.0f} |")
@@ -752,7 +797,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-workers", type=int, default=0, help="DataLoader workers per rank (0: one process)")
     ap.add_argument("--max-anchors", type=int, default=2_000_000, help="anchors drawn to time the pool")
     ap.add_argument("--max-span-episodes", type=int, default=1500,
-                    help="plan spans exactly for this many of a rank's episodes, extrapolate the rest")
+                    help="ignored (kept for older command lines): the rank sizes its episodes on demand, as the "
+                         "dataset does, and nothing is extrapolated")
+    ap.add_argument("--reuse", action="store_true", help="simulate a size kept under --workdir without rebuilding it")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", type=Path, default=None, help="keep builds here (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the built sidecars and indexes")
@@ -761,7 +808,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     results = run(a.max_scale, [int(x) for x in a.worlds.split(",") if x], only=a.only, workdir=a.workdir, seed=a.seed,
                   max_anchors=a.max_anchors, num_workers=a.num_workers, keep=a.keep,
-                  max_span_episodes=a.max_span_episodes,
+                  max_span_episodes=a.max_span_episodes, reuse=a.reuse,
                   log=lambda s: print(s, file=sys.stderr, flush=True))
     if a.json:
         a.json.write_text(json.dumps(results, indent=1))

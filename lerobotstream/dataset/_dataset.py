@@ -41,14 +41,14 @@ from __future__ import annotations
 
 import os
 import time
-from functools import partial
 from typing import Any, Callable, Sequence
 
 import torch
 
 from lerobotstream import constants
 from lerobotstream.dataset._cameras import plan_cameras
-from lerobotstream.dataset._stream import GIB, StreamCore, StreamPart
+from lerobotstream.dataset._stream import StreamCore
+from lerobotstream.dataset._wiring import GIB, StreamPart
 from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.dataset._worker import WorkerConfig
 from lerobotstream.errors import StreamingConfigError, naming
@@ -56,7 +56,21 @@ from lerobotstream.meta import DatasetMeta
 from lerobotstream.options import StreamOptions, constructor_signature
 from lerobotstream.sources import open_source
 
-__all__ = ["StreamingLeRobotDataset"]
+__all__ = ["StreamingLeRobotDataset", "plan_settings"]
+
+
+def plan_settings(opts: Any, num_workers: int, *, rank: int | None = None, world_size: int | None = None):
+    """The :class:`~lerobotstream.planner.PlanSettings` of a dataset's options (``opts``: anything
+    with the options as attributes, a dataset or ``StreamOptions``) for ``num_workers``
+    DataLoader workers: the byte budget in bytes (``byte_budget_gb`` GiB), the batch size 1
+    when unset."""
+    from lerobotstream.planner import PlanSettings
+
+    return PlanSettings(seed=opts.seed, num_workers=int(num_workers), pool_size=opts.episode_pool_size,
+                        strategy=opts.sampling_strategy, byte_budget=max(1, int(opts.byte_budget_gb * GIB)),
+                        decoder_cache_size=opts.video_decoder_cache_size, repeat=opts.repeat,
+                        batch_size=opts.batch_size or 1, drop_last=opts.drop_last, equalize=opts.equalize,
+                        partitions=opts.partitions, rank=rank, world_size=world_size)
 
 
 class StreamingLeRobotDataset(StreamCore):
@@ -196,18 +210,16 @@ class StreamingLeRobotDataset(StreamCore):
                 for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
 
     def _planner(self, num_workers: int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
-        """This dataset's planner for ``num_workers`` DataLoader workers."""
-        from lerobotstream.planner import PartitionPlanner, Planner
+        """This dataset's planner for ``num_workers`` DataLoader workers (``episode_nbytes``: its
+        sizes, ``[EpisodeSizes]``; None: this process's, computed when first asked)."""
+        from lerobotstream.planner import dataset_planner
 
-        kind = Planner if self.partitions is None else partial(PartitionPlanner, partitions=self.partitions)
+        sizes = (episode_nbytes or self.episode_sizes())[0]
         with naming(self.meta.repo_id):  # a rule the settings break (partitions, ranks) names the dataset
-            planner = kind(self.anchor_lengths(), seed=self.seed, num_workers=int(num_workers),
-                           pool_size=self.episode_pool_size, strategy=self.sampling_strategy,
-                           byte_budget=max(1, int(self.byte_budget_gb * GIB)),
-                           episode_nbytes=episode_nbytes[0] if episode_nbytes else _no_nbytes,
-                           decoder_cache_size=self.video_decoder_cache_size, repeat=self.repeat,
-                           batch_size=self.batch_size or 1, drop_last=self.drop_last, equalize=self.equalize)
-        return self._resumed(planner)
+            return dataset_planner(self.anchor_lengths(), plan_settings(self, num_workers), sizes)
+
+    def _part_count(self) -> int:
+        return 1
 
     # --- the stream core's parts ------------------------------------------------------------------
     def worker_config(self) -> WorkerConfig:
@@ -267,11 +279,6 @@ class StreamingLeRobotDataset(StreamCore):
 
 StreamingLeRobotDataset.__init__.__signature__ = constructor_signature(  # type: ignore[attr-defined]
     StreamingLeRobotDataset.__init__, ("self", "repo_id", "root", "options"))
-
-
-def _no_nbytes(episode_index: int) -> int:
-    """Stand-in size for planners that only compute states (never build a worker plan)."""
-    raise AssertionError("a state-only planner must not build worker plans")
 
 
 def _root_name(root: Any) -> str:

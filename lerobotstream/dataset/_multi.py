@@ -131,7 +131,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
 
     Raises:
         StreamingConfigError: bad mixture options (duplicate or empty repo ids, roots or weights of
-            another length, a weight <= 0, ``equalize="drop"``); MixtureFeatureError: a common
+            another length, a weight <= 0); MixtureFeatureError: a common
             feature's shape or dtype differs between two datasets (names both); and whatever
             :class:`StreamingLeRobotDataset` raises for one dataset (its message names it).
     """
@@ -158,16 +158,6 @@ class StreamingMultiLeRobotDataset(StreamCore):
         per = {k: _per_dataset(k, kwargs[k], repo_ids) for k in PER_DATASET_OPTIONS if k in kwargs}
         mixture_opts = StreamOptions.from_arguments(
             options, (), {k: v for k, v in kwargs.items() if k not in per}, "StreamingMultiLeRobotDataset").validate()
-        if mixture_opts.partitions is not None:
-            raise StreamingConfigError(
-                "partitions is not supported for mixtures yet: each dataset's worker shards, budget shares and the "
-                "mix sequence depend on the ranks and workers, so a mixture's order cannot be made independent of "
-                f"the topology by partitions alone (mixture of {', '.join(map(str, repo_ids))}: leave partitions=None, "
-                "i.e. no --dataset.streaming_partitions with lerobotstream-train; elastic resume still works)",
-                option="partitions", value=mixture_opts.partitions)
-        if mixture_opts.equalize != "none":
-            raise StreamingConfigError("equalize='drop' is not supported for mixtures (use repeat=True, as "
-                                       "lerobot-train does)", option="equalize", value=mixture_opts.equalize)
         self._take_options(mixture_opts, skip=PER_DATASET_OPTIONS)
         self.datasets: list[StreamingLeRobotDataset] = []
         for d, (rid, root) in enumerate(zip(repo_ids, roots)):
@@ -194,6 +184,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
             self._offsets.append(off)
             off += int(max(c.meta.episode_indices)) + 1
         self.meta = self._mixture_meta(aggregate_stats([c.meta.stats for c in self.datasets], keys=self.features))
+        if self.partitions is not None:  # its rules (>= ranks x workers, <= each dataset's episodes) before any fetch
+            self._planner(self.num_workers)
         self._setup_s = time.perf_counter() - t0
 
     # --- features -------------------------------------------------------------------------------
@@ -319,14 +311,19 @@ class StreamingMultiLeRobotDataset(StreamCore):
                 for d, (child, off, drop) in enumerate(zip(self.datasets, self._offsets, self._dropped))]
 
     def _planner(self, num_workers: int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
+        """The mixture's planner for ``num_workers`` DataLoader workers (``episode_nbytes``: each
+        dataset's sizes; None: this process's, computed when first asked)."""
         from lerobotstream.planner import MixturePlanner
 
-        return self._resumed(MixturePlanner.for_datasets(
+        return MixturePlanner.for_datasets(
             [c.anchor_lengths() for c in self.datasets], self.weights, self._offsets, seed=self.seed,
             num_workers=int(num_workers), pool_size=self.episode_pool_size, byte_budget_gb=self.byte_budget_gb,
             decoder_cache_size=self.video_decoder_cache_size, strategy=self.sampling_strategy, repeat=self.repeat,
-            batch_size=self.batch_size, drop_last=self.drop_last, episode_nbytes=episode_nbytes,
-            mixture=self.mixture))
+            batch_size=self.batch_size, drop_last=self.drop_last, episode_nbytes=episode_nbytes or self.episode_sizes(),
+            mixture=self.mixture, equalize=self.equalize, partitions=self.partitions)
+
+    def _part_count(self) -> int:
+        return len(self.datasets)
 
     # samples_consumed, set_epoch, state_dict, load_state_dict, __iter__: the stream core's (the state
     # records the mixture: repo ids and weights; another mixture or a single-dataset state is refused)

@@ -5,16 +5,14 @@
 It owns what both streams do the same way (MosaicML Streaming's shape: one dataset is
 ``streams = [default]``, and everything after that handles a list):
 
-* the resume state of one rank (epoch, consumed samples, the loaded state and the settings it was planned for) and
-  ``samples_consumed`` / ``set_epoch`` / ``state_dict`` / ``load_state_dict`` / ``__getstate__``;
+* the resume state of one rank (:class:`~lerobotstream.dataset._resume.ResumeState`: pure data,
+  created here) and ``samples_consumed`` / ``set_epoch`` / ``state_dict`` / ``load_state_dict``;
+  the planner gets it as data (``Planner.seek``) with each part's episode sizes
+  (``planner.EpisodeSizes`` over this process's spans, on demand);
 * one ``__iter__``: DataLoader worker id → where the iterator starts (``persistent_workers``) →
-  the planner (``_planner``, a :class:`~lerobotstream.planner.PlannerBase`) → ``worker_start`` →
-  each part's worker plan → per process one :class:`~lerobotstream.dataset._worker.Worker` per part
-  bound to **one** byte cache, one decoded-GOP cache and one
-  :class:`~lerobotstream.dataset._pipeline.Pipeline` over global episode ids
-  (``part.offset + episode_index``) → items (a part's dropped keys removed, its ``dataset_index``
-  added) with image transforms applied where they belong;
-* per-process counters (``stats()``, ``source_stats()``): each part's own, and the pipeline's;
+  the planner (``_planner``, a :class:`~lerobotstream.planner.Planner`) → the wiring
+  (:func:`~lerobotstream.dataset._wiring.shard_items`: the byte cache, the workers, the pipeline);
+* per-process counters (``stats()``, ``source_stats()``: :mod:`~lerobotstream.dataset._counters`);
 * the **shard interface** a loader uses (``StreamLoader``; ``__iter__`` is built on it):
   :attr:`StreamCore.position` / :meth:`StreamCore.seek`, :meth:`StreamCore.prepare` (the worker
   count fit) and :meth:`StreamCore.shard` → :class:`StreamShard` (``items``, ``source_stats()``,
@@ -29,47 +27,20 @@ A subclass provides :meth:`_parts` (one :class:`StreamPart` per dataset) and :me
 
 from __future__ import annotations
 
-import math
 import os
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from lerobotstream import _heap
-from lerobotstream.dataset._pipeline import Pipeline, StageTimes
-from lerobotstream.dataset._worker import Worker, WorkerConfig
+from lerobotstream.dataset import _counters
+from lerobotstream.dataset._resume import ResumeState
+from lerobotstream.dataset._wiring import GIB, Run, StreamPart, WiringSettings, shard_items
+from lerobotstream.errors import StreamingConfigError
 from lerobotstream.options import StreamOptions, is_int, require
-from lerobotstream.payload_cache import EpisodeByteCache
+from lerobotstream.planner import EpisodeSizes
 
 __all__ = ["StreamCore", "StreamPart", "StreamPosition", "StreamShard", "GIB"]
-
-GIB = 1 << 30
-#: items per assembly task at most (the largest divisor of the batch size up to this): one hand-off
-#: between the pipeline's threads per group instead of per item
-ASSEMBLY_GROUP = 4
-
-
-@dataclass(frozen=True)
-class StreamPart:
-    """One dataset of a stream, as the core wires it.
-
-    Fields:
-        config: what its :class:`Worker` needs (:class:`WorkerConfig`).
-        offset (int): its episode ``e`` is the global episode id ``offset + e``.
-        dataset_index (int | None): added to each of its items as an int64 scalar tensor (None:
-            no key, a single dataset).
-        dropped (tuple[str, ...]): keys removed from its items (features not in every dataset).
-        transform_keys (tuple[str, ...]): item keys the image transforms apply to.
-    """
-
-    config: WorkerConfig
-    offset: int = 0
-    dataset_index: int | None = None
-    dropped: tuple[str, ...] = ()
-    transform_keys: tuple[str, ...] = ()
-
 
 @dataclass(frozen=True)
 class StreamPosition:
@@ -94,7 +65,7 @@ class StreamShard:
     from another thread.
     """
 
-    def __init__(self, core: "StreamCore", worker: int | None, num_workers: int, run: "_Run",
+    def __init__(self, core: "StreamCore", worker: int | None, num_workers: int, run: "Run",
                  items: Iterator[dict[str, Any]]) -> None:
         self.worker, self.num_workers = worker, num_workers
         self._core, self._run_state = core, run
@@ -103,7 +74,7 @@ class StreamShard:
     def source_stats(self) -> dict[str, Any]:
         """This shard's payload-source counters (the stream's ``source_stats()`` keys: ``requests``,
         ``bytes_read``, ...; bytes), cheap enough to read per item."""
-        return self._core._combine_source_stats([w.source.stats.as_dict() for w in self._run_state.workers])
+        return self._core._combine_source_stats(_counters.source_stats(self._run_state))
 
     def close(self) -> None:
         """Stop the shard: its pipeline threads joined, its caches closed (idempotent)."""
@@ -119,62 +90,15 @@ class StreamShard:
             cache.close()
 
 
-class _Run:
-    """Per-process state of a stream: one :class:`Worker` per part, dispatch by global episode id,
-    the pipeline's stage times. Created after a PID check; never pickled."""
-
-    def __init__(self, parts: Sequence[StreamPart]) -> None:
-        self.pid = os.getpid()
-        self.parts = list(parts)
-        self.workers = [Worker(p.config) for p in self.parts]
-        self.offsets = [p.offset for p in self.parts]
-        self.cache: EpisodeByteCache | None = None
-        self.times = StageTimes()
-
-    def split(self, gid: int) -> tuple[int, int]:
-        d = len(self.offsets) - 1
-        while self.offsets[d] > gid:
-            d -= 1
-        return d, int(gid) - self.offsets[d]
-
-    def fetch(self, gid: int):
-        d, ep = self.split(gid)
-        return self.workers[d].fetch(ep)
-
-    def decode_group(self, gid: int, frames):
-        d, ep = self.split(gid)
-        return self.workers[d].jobs.decode_group(ep, frames)
-
-    def assemble(self, gid: int, frame: int, dec, slot=None) -> dict[str, Any]:
-        d, ep = self.split(gid)
-        item = self.workers[d].assemble(ep, frame, dec, slot)
-        part = self.parts[d]
-        for key in part.dropped:
-            item.pop(key, None)
-        if part.dataset_index is not None:
-            item["dataset_index"] = torch.tensor(part.dataset_index, dtype=torch.int64)
-        return item
-
-    def on_free(self, gid: int) -> None:
-        d, ep = self.split(gid)
-        self.workers[d].on_free(ep)
-
-
 class StreamCore(torch.utils.data.IterableDataset):
     """Resume state, epochs and the one iterator of a stream of one rank (see the module doc)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._epoch = 0
-        self._samples = 0  # consumed samples of the rank since _epoch began (loaded or set)
-        self._yielded = 0  # items yielded in this process since then (num_workers=0 counting)
-        #: (DataLoader workers, batch_size, drop_last, epoch, samples) a loaded state was planned for
-        #: and the position it gave (None: no state loaded); :meth:`_fit_worker_count` replans it
-        self._state_topology: tuple[int, int | None, bool, int, int] | None = None
-        self._loaded_state: dict[str, Any] | None = None
-        self._iter_pid: int | None = None  # DataLoader worker process that counts iterator starts
-        self._iter_starts = 0  # iterators started on this copy in that worker (persistent_workers)
-        self._run: _Run | None = None
+        #: where the next iterator starts and what a loaded state left to replan (pure data)
+        self._resume = ResumeState()
+        self._run: Run | None = None
+        self._sizes: tuple[int, list[EpisodeSizes]] | None = None  # (pid, each part's sizes)
 
     def _take_options(self, opts: StreamOptions, skip: Sequence[str] = ()) -> None:
         """Keep ``opts`` (``self.options``) and every option (but ``skip``) as a resolved attribute
@@ -188,10 +112,37 @@ class StreamCore(torch.utils.data.IterableDataset):
     def _parts(self) -> list[StreamPart]:
         raise NotImplementedError
 
+    def _part_count(self) -> int:
+        """How many parts (datasets) :meth:`_parts` gives."""
+        raise NotImplementedError
+
     def _planner(self, num_workers: int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
         """The rank's planner for ``num_workers`` DataLoader workers (``episode_nbytes``: each
-        part's exact synthesized bytes per episode; None: a planner for resume states only)."""
+        part's sizes; None: this process's, :meth:`episode_sizes`)."""
         raise NotImplementedError
+
+    def episode_sizes(self) -> list[EpisodeSizes]:
+        """Each part's episode sizes in this process (:class:`~lerobotstream.planner.EpisodeSizes`:
+        an episode's exact synthesized bytes, computed when first asked — the part's index is
+        opened then — and kept): what planners built outside an iterator (``state_dict``,
+        ``load_state_dict``, ``resume_info``) replay a byte budget with."""
+        if self._sizes is None or self._sizes[0] != os.getpid():
+            self._sizes = (os.getpid(), [EpisodeSizes(self._part_size(d)) for d in range(self._part_count())])
+        return self._sizes[1]
+
+    def _part_size(self, d: int) -> Callable[[int], int]:
+        return lambda ep: self._process_run().sizes[d](ep)
+
+    def _positioned(self, planner):
+        """``planner`` at this stream's resume position (epoch, samples, elastic origin)."""
+        r = self._resume
+        planner.seek(r.epoch, r.samples, origin=r.origin, origin_epoch=r.origin_epoch, remainders=r.remainders)
+        return planner
+
+    def _rank_planner(self, num_workers: int, sizes: Sequence[EpisodeSizes] | None = None):
+        """The one place the core gets a planner: the rank's for ``num_workers`` DataLoader
+        workers, at this stream's resume position (``sizes``: an iterator's, else this process's)."""
+        return self._positioned(self._planner(num_workers, sizes))
 
     # --- resume -----------------------------------------------------------------------------------
     @property
@@ -199,11 +150,11 @@ class StreamCore(torch.utils.data.IterableDataset):
         """Samples of this rank consumed since the current epoch (or loaded state) began: the loaded
         count plus the items this process yielded (exact with ``num_workers=0``). Set it from the
         training loop with DataLoader workers (``ds.samples_consumed = step * batch_size``)."""
-        return self._samples + self._yielded
+        return self._resume.samples + self._resume.yielded
 
     @samples_consumed.setter
     def samples_consumed(self, value: int) -> None:
-        self._samples, self._yielded = int(value), 0
+        self._resume.samples, self._resume.yielded = int(value), 0
 
     @property
     def epoch(self) -> int:
@@ -213,19 +164,28 @@ class StreamCore(torch.utils.data.IterableDataset):
         resumed training loop goes on counting (docs/resume.md). Endless streams
         (``repeat=True``): the epoch their count runs from (each DataLoader worker rolls into
         later epochs on its own; ``resume_info()["epoch"]`` is the pass an elastic resume plays)."""
-        return self._epoch
+        return self._resume.epoch
+
+    @property
+    def resume_changes(self) -> list[str]:
+        """The settings the loaded state changed (an elastic resume; ``[]``: none, or no state)."""
+        return list(self._resume.changes)
 
     def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch`` from its first sample (its own seeded order)."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self._epoch, self._samples, self._yielded = int(epoch), 0, 0
+        """Start ``epoch`` from its first sample (its own seeded order).
+
+        Raises:
+            StreamingConfigError: ``epoch`` is not an int >= 0 (a ValueError naming ``epoch``).
+        """
+        if isinstance(epoch, bool) or not is_int(epoch) or epoch < 0:
+            raise StreamingConfigError(f"epoch must be an int >= 0, got {epoch!r}", option="epoch", value=epoch)
+        self._resume.move(epoch)
 
     @property
     def position(self) -> StreamPosition:
         """Where the next iterator starts (:class:`StreamPosition`: the epoch and
         :attr:`samples_consumed`)."""
-        return StreamPosition(self._epoch, self.samples_consumed)
+        return StreamPosition(self._resume.epoch, self.samples_consumed)
 
     def seek(self, epoch: int, samples: int = 0) -> None:
         """Move to ``samples`` consumed samples of ``epoch`` (ints >= 0): the next iterator (and
@@ -233,11 +193,13 @@ class StreamCore(torch.utils.data.IterableDataset):
         (``StreamLoader``) keeps the stream's position with it.
 
         Raises:
-            ValueError: ``epoch`` or ``samples`` is negative.
+            StreamingConfigError: ``epoch`` or ``samples`` is negative (a ValueError naming it).
         """
-        if epoch < 0 or samples < 0:
-            raise ValueError(f"epoch and samples must be >= 0, got epoch={epoch}, samples={samples}")
-        self._epoch, self._samples, self._yielded = int(epoch), int(samples), 0
+        for name, v in (("epoch", epoch), ("samples", samples)):
+            if v < 0:
+                raise StreamingConfigError(f"{name} must be >= 0, got {v} (epoch={epoch}, samples={samples})",
+                                           option=name, value=v)
+        self._resume.move(epoch, samples)
 
     def prepare(self, num_workers: int) -> StreamPosition:
         """Get ready to iterate as ``num_workers`` shards (0: one stream), and say from where.
@@ -256,7 +218,7 @@ class StreamCore(torch.utils.data.IterableDataset):
             ResumeStateError: the loaded state cannot be resumed with ``num_workers`` shards.
         """
         self._fit_worker_count(int(num_workers))
-        return StreamPosition(self._epoch, self._samples)
+        return StreamPosition(self._resume.epoch, self._resume.samples)
 
     def shard(self, worker: int | None, num_workers: int, *, epoch: int, samples: int, in_process: bool,
               slots: Callable[[int], Any] | None = None) -> StreamShard:
@@ -297,11 +259,11 @@ class StreamCore(torch.utils.data.IterableDataset):
                 DataLoader's batch turns, exact with short last batches).
             Neither: :attr:`samples_consumed` (exact with ``num_workers=0``).
         """
-        planner = self._planner(self.num_workers)
-        planner.set_epoch(self._epoch)
-        if batches_consumed is not None:
-            from lerobotstream.planner import replay_turns
+        from lerobotstream.planner import replay_turns
 
+        planner = self._rank_planner(self.num_workers)
+        planner.samples_consumed = 0
+        if batches_consumed is not None:
             require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
                     "an int >= 0")
             given, _, _ = replay_turns(planner.turn_limits(), planner.batch_size, batches=int(batches_consumed),
@@ -330,53 +292,34 @@ class StreamCore(torch.utils.data.IterableDataset):
 
     def _load(self, state: dict[str, Any], nw: int) -> None:
         """Adopt ``state`` for ``nw`` DataLoader workers and this stream's other settings now, and
-        remember them (:meth:`_fit_worker_count` replans when they change before iterating)."""
-        self._origin = self._remainders = None
+        remember them (:meth:`_fit_worker_count` replans when they change before iterating).
+
+        Elastic: the remainder is computed here, once (the training process, before DataLoader
+        workers start; under a byte budget it sizes the episodes its replay admits, opening the
+        datasets' indexes), and kept for this rank (``rank_remainders``: O(episodes)) so that the
+        workers, which get it with the dataset (fork or pickle), do not compute it again."""
         planner = self._planner(nw)
         fixed = dict(state)
         if {int(state["num_workers"]), nw} <= {0, 1}:
             fixed["num_workers"] = nw  # one shard either way: the same stream
         planner.load_state_dict(fixed)
-        self._adopt(planner, fixed)
-        self._loaded_state = dict(state)
-        self._state_topology = (nw, self.batch_size, bool(self.drop_last), self._epoch, self._samples)
-
-    def _adopt(self, planner, state: dict[str, Any]) -> None:
-        """Take a planner's loaded position (epoch, samples, elastic origin) as this stream's.
-
-        Elastic: the remainder is computed here, once (the training process, before DataLoader
-        workers start; it opens the datasets' indexes when a byte budget needs episode sizes), and
-        kept for this rank (``rank_remainders``: O(episodes)) so that the workers, which get it
-        with the dataset (fork or pickle), do not compute it again."""
-        self._origin = None if planner.origin is None else (planner.origin, planner.origin_epoch)
-        self._epoch, self._samples, self._yielded = planner.epoch, planner.samples_consumed, 0
-        if not planner.repeat:
-            # a count of one or more whole finite epochs is the start of a later one (``position``),
-            # so ``epoch`` / ``samples_consumed`` say where the next iterator really starts
-            self._epoch, self._samples = planner.position()
-        self.resume_changes = list(planner.resume_changes)
-        self._remainders = planner.rank_remainders() if self._origin is not None else None
+        r = self._resume
+        r.origin, r.origin_epoch = planner.origin, planner.origin_epoch
+        if planner.repeat:
+            r.move(planner.epoch, planner.samples_consumed)
+        else:  # a count of one or more whole finite epochs is the start of a later one (``position``),
+            r.move(*planner.position())  # so ``epoch`` / ``samples_consumed`` say where the next iterator starts
+        r.changes = list(planner.resume_changes)
+        r.remainders = planner.rank_remainders() if r.origin is not None else None
+        r.loaded = dict(state)
+        r.planned_for = (nw, self.batch_size, bool(self.drop_last), r.epoch, r.samples)
 
     def resume_info(self) -> dict[str, Any] | None:
         """What an elastic resume continues (None: a plain epoch): ``epoch``, ``samples_left`` (all
-        ranks), ``rank_samples`` (this rank), ``episodes_whole``, ``episodes_started``, ``depth``
-        (see ``Planner.remainder_info``; computes the remainder, opening the datasets' indexes for
-        their episode sizes)."""
-        planner = self._planner(self.num_workers)
-        planner.set_epoch(self._epoch)
-        planner.samples_consumed = self._samples
-        info = getattr(planner, "remainder_info", None)
-        return None if info is None else info()
-
-    def _resumed(self, planner):
-        """``planner`` with this stream's elastic origin (what the remainder epoch replays) and the
-        episode sizes a replay under a byte budget needs (each part's, opened on first use)."""
-        origin = self.__dict__.get("_origin")
-        if origin is not None:
-            planner.origin, planner.origin_epoch = origin
-            planner.shipped_remainders = self.__dict__.get("_remainders")
-        planner.nbytes_provider = lambda: [w.episode_nbytes for w in self._process_run().workers]
-        return planner
+        ranks) and ``samples_left_per_dataset``, ``rank_samples`` (this rank), ``unit``
+        (``episodes`` or ``partitions``), ``whole``, ``started``, ``depth``, ``consumed`` (see
+        ``Planner.remainder_info``)."""
+        return self._rank_planner(self.num_workers).remainder_info()
 
     def _iteration_start(self, nw: int) -> tuple[int, int]:
         """(epoch, consumed samples) an iterator starts from in this process, with ``nw``
@@ -393,13 +336,14 @@ class StreamCore(torch.utils.data.IterableDataset):
         """
         start = self.prepare(nw)
         epoch, samples = start.epoch, start.samples
+        r = self._resume
         if nw:
             pid = os.getpid()
-            if self._iter_pid != pid:
-                self._iter_pid, self._iter_starts = pid, 0
-            if self._iter_starts:
-                epoch, samples = self._epoch + self._iter_starts, 0
-            self._iter_starts += 1
+            if r.iter_pid != pid:
+                r.iter_pid, r.iter_starts = pid, 0
+            if r.iter_starts:
+                epoch, samples = r.epoch + r.iter_starts, 0
+            r.iter_starts += 1
         return epoch, samples
 
     def _fit_worker_count(self, nw: int) -> None:
@@ -414,8 +358,9 @@ class StreamCore(torch.utils.data.IterableDataset):
         Raises:
             ResumeStateError: the state cannot be resumed with ``nw`` workers.
         """
-        t = self.__dict__.get("_state_topology")
-        if t is None or (t[3], t[4]) != (self._epoch, self._samples) or self._yielded:
+        r = self._resume
+        t = r.planned_for
+        if t is None or (t[3], t[4]) != (r.epoch, r.samples) or r.yielded:
             return
         if (t[1], t[2]) != (self.batch_size, bool(self.drop_last)) or (t[0] != nw and not {t[0], nw} <= {0, 1}):
             if nw != (self.num_workers or 0) and not {nw, self.num_workers or 0} <= {0, 1}:
@@ -427,23 +372,24 @@ class StreamCore(torch.utils.data.IterableDataset):
                     f"training process describes {self.num_workers} worker(s), so a state saved from this run "
                     f"would resume the wrong samples; pass num_workers={nw} (and max_num_shards) to the dataset",
                     RuntimeWarning, stacklevel=2)
-            self._load(self._loaded_state, nw)
+            self._load(r.loaded, nw)
 
     def __getstate__(self) -> dict[str, Any]:
         st = dict(self.__dict__)
         st["_run"] = None  # never ship decoders, maps or threads to a worker
+        st["_sizes"] = None  # per process
         return st
 
     # --- per process ------------------------------------------------------------------------------
-    def _process_run(self) -> _Run:
+    def _process_run(self) -> Run:
         if self._run is None or self._run.pid != os.getpid():
             self._run = self._fresh_run()  # never reuse a parent's decoders/connections
         return self._run
 
-    def _fresh_run(self) -> _Run:
+    def _fresh_run(self) -> Run:
         """New per-process state (a worker per part) that this stream does not keep (a shard of
         several in this process: :meth:`shard`)."""
-        return _Run(self._parts())
+        return Run(self._parts())
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         from lerobotstream.planner import current_worker
@@ -454,118 +400,41 @@ class StreamCore(torch.utils.data.IterableDataset):
         try:
             for item in shard.items:
                 if nw == 0:  # in-process: samples_consumed counts what was yielded
-                    self._yielded += 1
+                    self._resume.yielded += 1
                 yield item
         finally:
             shard.close()
 
-    def _iter_worker(self, wid: int | None, nw: int, epoch: int, samples: int, run: _Run, *, in_process: bool,
+    def _iter_worker(self, wid: int | None, nw: int, epoch: int, samples: int, run: Run, *, in_process: bool,
                      slots: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
         """The items of logical worker ``wid`` of ``nw`` (None, 0: the one stream) from
         (``epoch``, ``samples`` consumed by the rank), produced with ``run``'s workers
-        (:meth:`shard`'s generator)."""
-        from lerobotstream.dataset._decoded_gops import DecodedGopCache
+        (:meth:`shard`'s generator; the wiring: :func:`~lerobotstream.dataset._wiring.shard_items`)."""
+        planner = self._rank_planner(nw, run.sizes)
+        return shard_items(planner, run, wid, nw, epoch, samples, self._wiring_settings(),
+                           in_process=in_process, slots=slots)
 
-        planner = self._planner(nw, [w.episode_nbytes for w in run.workers])
-        planner.set_epoch(epoch)
-        planner.samples_consumed = samples
-        start = planner.worker_start(wid, nw)
-        plans = planner.worker_plans(start)  # ByteBudgetError here, before any fetch
-        if not any(len(p.episode_indices) for p in plans):
-            return
-        nbytes: dict[int, int] = {}
-        budget = 0
-        for part, plan in zip(run.parts, plans):
-            nbytes.update({part.offset + int(e): int(b) for e, b in zip(plan.episode_indices, plan.nbytes)})
-            budget += int(plan.byte_budget or 0) if len(plan.episode_indices) else 0
-        cache = EpisodeByteCache(max(1, budget), nbytes, run.fetch, max_workers=max(1, min(8, self.prefetch_episodes + 1)))
-        run.cache = cache
-        gops = DecodedGopCache(0)  # one decoded-GOP cache for the worker: each part's keys namespaced
-        for d, (part, w, plan) in enumerate(zip(run.parts, run.workers, plans)):
-            n_cams = max(1, len(part.config.video_keys))
-            cap = plan.decoder_cache_size or plan.pool_size * n_cams + self.prefetch_episodes * n_cams
-            w.bind(cache, part.offset, gops, (d,), decoder_capacity=cap,
-                   gop_capacity_bytes=int(self.decoded_cache_gb * GIB) // max(1, nw),
-                   transforms_in_threads=not in_process)
-        pipe = Pipeline(planner.worker_pools(start, plans), start.limit, cache, run.decode_group, run.assemble,
-                        decode_threads=self.decode_threads, decoded_queue_size=self.decoded_queue_size,
-                        prefetch_episodes=self.prefetch_episodes, lookahead=self.decode_lookahead,
-                        on_free=run.on_free, times=run.times,
-                        first_lookahead=self.first_lookahead or self.batch_size or 8, slots=slots,
-                        assembly_group=math.gcd(self.batch_size or 1, ASSEMBLY_GROUP))
-        tfm = None if not in_process else self.image_transforms
-        by_index = {part.dataset_index: (w, part.transform_keys) for part, w in zip(run.parts, run.workers)}
-        try:
-            for item in pipe:
-                if tfm is not None:  # in-process: the training thread applies them (same --seed, same transforms)
-                    t0 = time.perf_counter()
-                    w, keys = by_index[None if "dataset_index" not in item else int(item["dataset_index"])]
-                    for k in keys:
-                        if k in item:
-                            item[k] = tfm(item[k])
-                    w.add(transforms_s=time.perf_counter() - t0)
-                yield item
-        finally:
-            for w in run.workers:
-                w.release()
-            _heap.trim()  # the iterator's frames are freed: free pages back to the OS if many are kept
+    def _wiring_settings(self) -> WiringSettings:
+        return WiringSettings(prefetch_episodes=self.prefetch_episodes, decode_threads=self.decode_threads,
+                              decoded_queue_size=self.decoded_queue_size, decode_lookahead=self.decode_lookahead,
+                              first_lookahead=self.first_lookahead, decoded_cache_gb=self.decoded_cache_gb,
+                              batch_size=self.batch_size, image_transforms=self.image_transforms)
 
-    # --- counters -----------------------------------------------------------------------------------
+    # --- counters (dataset/_counters.py) --------------------------------------------------------------
     def _part_stats(self, d: int) -> dict[str, Any]:
         """Part ``d``'s own counters in this process (see ``StreamingLeRobotDataset.stats``)."""
-        run = self._run
-        w = run.workers[d]
-        src = w.source.stats.as_dict()
-        fb = w.fallback
-        out: dict[str, Any] = {
-            "source": src,
-            "bytes_fetched": int(src.get("bytes_read", 0)),
-            "requests": int(src.get("requests", 0)),
-            "decoder_opens": w.decoders.opened,
-            "decoder_evictions": w.decoders.evicted,
-            "open_decoders": len(w.decoders),
-            "decoder_capacity": w.decoders.capacity,
-            "decoder_fallbacks": fb.fallback_count,
-            "pyav_fallbacks": fb.pyav_fallbacks,
-            "fallback_reasons": dict(fb.cpu_fallbacks),
-            "index_open_s": w.index_open_s,
-        }
-        with w.lock:
-            out.update({k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes", "items")) else v)
-                        for k, v in w.c.items()})
-        out["frames_decoded_per_returned"] = (out["frames_decoded"] / out["frames_returned"]
-                                              if out["frames_returned"] else None)
-        meta_source = w.cfg.meta.source
-        if meta_source is not w.source:
-            out["metadata_source"] = meta_source.stats.as_dict()
-        return out
+        return _counters.part_stats(self._run, d)
 
     def _pipeline_stats(self) -> dict[str, Any]:
         """The worker's shared counters: pipeline stage times, the byte cache, the decoded-GOP cache."""
-        run = self._run
-        t = run.times
-        gops = run.workers[0].jobs.gops
-        out: dict[str, Any] = {
-            "assemble_s": t.assemble_s, "queue_wait_s": t.queue_wait_s, "admit_wait_s": t.admit_wait_s,
-            "decode_job_s": t.decode_job_s, "chunks": t.chunks, "first_item_s": t.first_item_s,
-            "gop_cache_bytes": gops.nbytes, "gop_cache_peak_bytes": gops.peak_nbytes,
-            "gop_cache_capacity_bytes": gops.capacity_bytes, "gop_cache_evictions": gops.evictions,
-        }
-        c = run.cache
-        if c is not None:
-            out.update(reserved_bytes=c.reserved_bytes, resident_bytes=c.resident_bytes, byte_budget=c.byte_budget,
-                       cache=c.stats.as_dict())
-        else:
-            out.update(reserved_bytes=0, resident_bytes=0, byte_budget=0, cache={})
-        return out
+        return _counters.pipeline_stats(self._run)
 
     def source_stats(self) -> dict[str, Any]:
         """This process's payload-source counters (``ByteSource.stats``: ``requests``,
         ``bytes_read``, ``bytes_requested``, ``retries``, ...; bytes; a mixture's summed over its
         datasets), cheap enough to read per item (a fraction of a microsecond; ``stats()`` builds
         every counter). Empty before iterating."""
-        run = self._run
-        return {} if run is None else self._combine_source_stats([w.source.stats.as_dict() for w in run.workers])
+        return {} if self._run is None else self._combine_source_stats(_counters.source_stats(self._run))
 
     def _combine_source_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
         """One dict of the parts' source counters (the subclass's rule; a single part's as is)."""

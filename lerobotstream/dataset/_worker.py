@@ -25,7 +25,8 @@ from lerobotstream.payload_cache import EpisodeByteCache, EpisodePayload
 from lerobotstream.dataset._assemble import assemble_item, episode_rows
 from lerobotstream.dataset._decodejob import ChunkDecoder, Decoded
 from lerobotstream.dataset._pipeline import StageTimes
-from lerobotstream.errors import DecodeError, FrameTimestampError, LeRobotStreamError
+from lerobotstream.dataset._spans import EpisodeSpans
+from lerobotstream.errors import DecodeError, LeRobotStreamError
 from lerobotstream.sidecar import explain_payload_failure
 
 __all__ = ["Worker", "WorkerConfig"]
@@ -90,8 +91,8 @@ class Worker:
         if cfg.cameras.skipped_columns:  # image features not selected: their bytes are never read
             names = self.parquet.metadata(cfg.meta.episodes[0].data_path).schema.to_arrow_schema().names
             self.parquet.columns = [c for c in names if c not in set(cfg.cameras.skipped_columns)]
-        self.spans: dict[tuple[int, str], Any] = {}
-        self.span_lock = threading.Lock()
+        self.spans = EpisodeSpans(self.index, cfg.meta, cfg.video_keys, cfg.tolerance_s,
+                                  on_planned=lambda dt: self.add(spans_s=dt))
         self.decoders = OpenDecoderLRU(1)
         self.fallback = FALLBACK_STATUS
         self.lock = threading.Lock()
@@ -128,34 +129,11 @@ class Worker:
                 self.c[k] += v
 
     def span(self, ep: int, cam: str):
-        """(span, table, path, from_timestamp) of one (episode, camera)."""
-        from lerobotstream.mp4 import episode_frame_range, plan_span
-
-        key = (ep, cam)
-        s = self.spans.get(key)
-        if s is not None:
-            return s
-        t0 = time.perf_counter()
-        info = self.cfg.meta.episode(ep)
-        v = info.videos[cam]
-        table = self.index.table(self.index.source_id(v.path))
-        try:
-            a, b = episode_frame_range(table, v.from_timestamp, info.length, self.cfg.meta.fps, self.cfg.tolerance_s)
-            span = plan_span(table, a, b, path=v.path)
-        except LeRobotStreamError as exc:
-            raise type(exc)(f"episode {ep}, camera {cam!r}, file {v.path}: {exc.message}", episode_index=ep,
-                            camera=cam, path=v.path) from exc
-        except ValueError as exc:
-            raise FrameTimestampError(f"episode {ep}, camera {cam!r}, file {v.path}: {exc}",
-                                      episode_index=ep, camera=cam, path=v.path) from exc
-        s = (span, table, v.path, float(v.from_timestamp))
-        with self.span_lock:
-            self.spans[key] = s
-        self.add(spans_s=time.perf_counter() - t0)
-        return s
+        """(span, table, path, from_timestamp) of one (episode, camera) (:class:`EpisodeSpans`)."""
+        return self.spans.span(ep, cam)
 
     def episode_nbytes(self, ep: int) -> int:
-        return int(sum(self.span(int(ep), cam)[0].synth_nbytes for cam in self.cfg.video_keys))
+        return self.spans.episode_nbytes(ep)
 
     def fetch(self, ep: int) -> EpisodePayload:
         """Parquet rows + every camera's mini-MP4 of one episode (runs on a cache fetch thread)."""

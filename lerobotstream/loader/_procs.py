@@ -52,6 +52,7 @@ from lerobotstream.errors import LoaderWorkerError
 from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
 from lerobotstream.loader._ring import RingSlots, RingStopped, WorkerRing, read_returns, slot_view
 from lerobotstream.loader._stall import StallWatch
+from lerobotstream.planner import TurnOrder
 
 __all__ = ["ProcessBatches"]
 
@@ -276,19 +277,16 @@ class ProcessBatches:
         from lerobotstream.loader._threads import pin_batch
 
         try:
-            active = list(range(self.num_workers))
-            pos = 0
-            while active:
-                w = active[pos]
+            turns = TurnOrder(self.num_workers)  # the DataLoader's turns (planner/_turns.py)
+            while turns:
+                w = turns.current
                 msg = self._recv(w)
                 kind = msg[0]
                 if kind == "ring":
                     self._rings[w] = msg[1]
                     continue
                 if kind == "end":
-                    active.pop(pos)
-                    if pos >= len(active):
-                        pos = 0
+                    turns.leave()
                     continue
                 if kind == "error":
                     self._put(("error", msg[1]))
@@ -302,7 +300,7 @@ class ProcessBatches:
                     if self.pin:
                         batch = pin_batch(batch)
                 self._put(("batch", batch, n))
-                pos = (pos + 1) % len(active)
+                turns.advance()
             self._put(("end",))
         except _Stopped:
             return

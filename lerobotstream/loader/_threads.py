@@ -2,7 +2,7 @@
 
 With ``num_workers=N`` the stream is cut into the same N shards a ``DataLoader`` with N workers
 would give (``StreamCore.shard(p, N, ..., in_process=True)``, each with its own per-process state), and
-their batches are taken in the DataLoader's turns (:func:`round_robin`), so the batches are the
+their batches are taken in the DataLoader's turns (``planner.take_turns``), so the batches are the
 DataLoader's; with 0 it is the one in-process stream. Decoding, the frame copies and the batch
 assembly run on the pipelines' threads (C with the GIL released: torchcodec's decode, the
 de-interleave into the batch tensor, the small keys' numpy rows into their batch arrays); the
@@ -23,28 +23,11 @@ import torch
 
 from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
 from lerobotstream.loader._stall import StallWatch
+from lerobotstream.planner import take_turns
 
-__all__ = ["round_robin", "shard_batches", "thread_batches", "pin_batch", "watched"]
+__all__ = ["shard_batches", "thread_batches", "pin_batch", "watched"]
 
 _JOIN_S = 10.0
-
-
-def round_robin(sources: list[Iterator[Any]]) -> Iterator[Any]:
-    """The DataLoader's turns over workers: one batch from each active worker in id order; a worker
-    that ends leaves the rotation (the next turn is the next worker's)."""
-    active = list(range(len(sources)))
-    pos = 0
-    while active:
-        w = active[pos]
-        try:
-            x = next(sources[w])
-        except StopIteration:
-            active.pop(pos)
-            if pos >= len(active):
-                pos = 0
-            continue
-        yield x
-        pos = (pos + 1) % len(active)
 
 
 def shard_batches(items: Iterator[dict[str, Any]], slots: BatchSlots, batch_size: int, drop_last: bool,
@@ -110,7 +93,7 @@ def thread_batches(dataset: Any, num_workers: int, epoch: int, samples: int, *, 
                                                                            nw, shard.source_stats)
             what = "stream (threads mode)" if wid is None else f"shard {wid} of {nw} (threads mode)"
             sources.append(watched(shard_batches(items, slots, batch_size, drop_last, collate_fn), watch, what, wid))
-        for batch, n in round_robin(sources):
+        for batch, n in take_turns(sources):
             yield (pin_batch(batch) if pin else batch), n
     finally:
         watch.close()

@@ -59,15 +59,23 @@ Guarantees:
 """
 
 from lerobotstream.planner._pool import EpisodePool, PoolEvent
-from lerobotstream.planner._base import PlannerBase, WorkerStart
-from lerobotstream.planner._planner import Planner, WorkerPlan
-from lerobotstream.planner._partitions import PartitionPlanner
 from lerobotstream.planner._seeds import seed_words
-from lerobotstream.planner._mixture import MixedPool, MixSequence, MixturePlanner, integer_weights, mixture_shares
+from lerobotstream.planner._sizes import EpisodeSizes
+from lerobotstream.planner._settings import PlanSettings
+from lerobotstream.planner._turns import TurnOrder, replay_turns, take_turns
+from lerobotstream.planner._layout import StreamSpec, Topology, WorkerPlan
+from lerobotstream.planner._mixseq import MixSequence, integer_weights, mixture_shares
+from lerobotstream.planner._mixedpool import MixedPool
+from lerobotstream.planner._pass import LAYOUTS, Pass, WorkerStart, resolve_pass
+from lerobotstream.planner._streams import Streams
+from lerobotstream.planner._planner import Planner, dataset_planner
+from lerobotstream.planner._variants import MixturePlanner, PartitionPlanner
 from lerobotstream.planner._shards import LPT_BOUND_DOC, lpt_shards
-from lerobotstream.planner._state import SCHEMA_KEY, SCHEMA_VERSION, StreamState, episodes_digest, replay_turns
+from lerobotstream.planner._state import MAX_NUM_WORKERS, SCHEMA_KEY, SCHEMA_VERSION, StreamState, episodes_digest
 from lerobotstream.planner._world import current_worker, discover_world
 
-__all__ = ["EpisodePool", "LPT_BOUND_DOC", "MixSequence", "MixedPool", "MixturePlanner", "PartitionPlanner", "Planner", "PlannerBase", "PoolEvent", "SCHEMA_KEY", "SCHEMA_VERSION",
-           "StreamState", "WorkerPlan", "WorkerStart", "current_worker", "discover_world", "episodes_digest", "lpt_shards",
-           "replay_turns", "integer_weights", "mixture_shares", "seed_words"]
+__all__ = ["EpisodePool", "EpisodeSizes", "LAYOUTS", "LPT_BOUND_DOC", "MAX_NUM_WORKERS", "MixSequence", "MixedPool",
+           "MixturePlanner", "PartitionPlanner", "Pass", "PlanSettings", "Planner", "PoolEvent", "SCHEMA_KEY",
+           "SCHEMA_VERSION", "StreamSpec", "StreamState", "Streams", "Topology", "TurnOrder", "WorkerPlan",
+           "WorkerStart", "current_worker", "dataset_planner", "discover_world", "episodes_digest", "integer_weights",
+           "lpt_shards", "mixture_shares", "replay_turns", "resolve_pass", "seed_words", "take_turns"]

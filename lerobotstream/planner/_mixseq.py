@@ -8,10 +8,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from lerobotstream.errors import ResumeStateError
+from lerobotstream.planner._seeds import TAG_MIXTURE
 
-__all__ = ["MixSequence", "TAG_MIXTURE", "WEIGHT_SCALE", "integer_weights", "mixture_shares"]
+__all__ = ["MixSequence", "Phases", "WEIGHT_SCALE", "integer_weights", "mixture_shares"]
 
-TAG_MIXTURE = 0x4D495854  # "MIXT"
 WEIGHT_SCALE = 1 << 40  # integer weights: exact block counts, no float drift over billions of samples
 
 
@@ -62,6 +62,8 @@ class MixSequence:
         self.block = max(int(block), need, 1)
         self.words = [int(x) for x in words]
         self._cache: tuple[int, np.ndarray] | None = None
+        #: the one dataset with a weight, if only one has (a stream of one dataset: no draws)
+        self._only = self.heavy if sum(1 for x in self.weights if x) == 1 else None
 
     def cumulative(self, b: int) -> np.ndarray:
         """Samples of each dataset in the first ``b`` blocks, int64 (N,)."""
@@ -74,6 +76,10 @@ class MixSequence:
         """Dataset of each position of block ``b``, int64 (K,) (a seeded permutation)."""
         if self._cache is not None and self._cache[0] == b:
             return self._cache[1]
+        if self._only is not None:  # what the permutation below gives: every position is that dataset's
+            out = np.full(self.block, self._only, dtype=np.int64)
+            self._cache = (b, out)
+            return out
         counts = self.cumulative(b + 1) - self.cumulative(b)
         base = np.repeat(np.arange(self.n, dtype=np.int64), counts)
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([*self.words, TAG_MIXTURE, int(b)])))
@@ -120,7 +126,7 @@ class MixSequence:
         return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
-class _Phases:
+class Phases:
     """The mix sequence of one worker, across phases (finite) or one endless phase.
 
     Args:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,15 +38,12 @@ import numpy as np
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
 from lerobotstream.planner import _seeds
-from lerobotstream.planner._elastic import pass_counts
-from lerobotstream.planner._planner import Planner, WorkerPlan, _share
+from lerobotstream.planner._layout import StreamSpec, Topology, WorkerPlan, share
 from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool, PoolEvent
 from lerobotstream.planner._poolcore import shuffled_order
 from lerobotstream.planner._shards import lpt_shards
-from lerobotstream.planner._state import StreamState
 
-__all__ = ["PartitionChain", "PartitionPlan", "PartitionPlanner", "PartitionRemainder", "partition_layout",
-           "partition_remainder"]
+__all__ = ["PartitionChain", "PartitionLayout", "PartitionPlan", "PartitionRemainder", "partition_layout"]
 
 _LAYOUTS: OrderedDict[tuple, tuple[list[np.ndarray], np.ndarray]] = OrderedDict()
 _LAYOUT_LOCK = threading.Lock()
@@ -73,7 +70,7 @@ def partition_layout(lengths: np.ndarray, digest: str, seed: int, partitions: in
         return got
 
 
-@dataclass(frozen=True)
+@dataclass
 class PartitionRemainder:
     """What a checkpointed partitioned run left of one epoch (or remainder pass).
 
@@ -84,6 +81,8 @@ class PartitionRemainder:
         depth (int): elastic resumes this remainder went through (1: from a plain epoch).
         strategy, pool_size, byte_budget: the pool settings of that pass (they fix each
             partition's order, so the tails are played with them).
+        key (str): what it is the remainder of (a digest of the old state and the episodes).
+        rank (None): every rank's (P offsets are all a rank needs).
     """
 
     epoch: int
@@ -93,6 +92,8 @@ class PartitionRemainder:
     strategy: str
     pool_size: int | None
     byte_budget: int | None
+    key: str = ""
+    rank: int | None = None
 
 
 class PartitionChain:
@@ -104,8 +105,7 @@ class PartitionChain:
 
     def __init__(self, plan: PartitionPlan, epoch: int) -> None:
         self._plan, self._epoch = plan, int(epoch)
-        left = plan._planner.part_left
-        self._todo = deque(int(p) for p in plan.partitions if left[p] > 0)
+        self._todo = deque(plan.tails())
         self._ready: deque[EpisodePool] = deque()
         self._events: list[PoolEvent] = []
         self._emitted = 0
@@ -116,7 +116,7 @@ class PartitionChain:
     def _prepare(self) -> EpisodePool:
         pid = self._todo.popleft()
         pool = self._plan.partition_pool(pid, self._epoch)
-        off = int(self._plan._planner.part_offsets[pid])
+        off = self._plan.offset(pid)
         if off:
             pool.skip(off)
         pool.drain_events()
@@ -199,7 +199,7 @@ class PartitionChain:
 
 
 class PartitionPlan(WorkerPlan):
-    """One stream (rank, logical worker) of a :class:`PartitionPlanner`: its partitions in play
+    """One stream (rank, logical worker) of a :class:`PartitionLayout`: its partitions in play
     order and their episodes.
 
     Attributes (beyond :class:`~lerobotstream.planner.WorkerPlan`'s):
@@ -210,36 +210,46 @@ class PartitionPlan(WorkerPlan):
         pool_size, byte_budget: one partition's (resident at a time), not a share of the rank's.
     """
 
-    def __init__(self, planner: PartitionPlanner, worker: int, partitions: np.ndarray, rank: int) -> None:
-        self._planner = planner
+    def __init__(self, layout: PartitionLayout, worker: int, partitions: np.ndarray, rank: int) -> None:
+        self._layout = layout
         self.worker, self.rank = int(worker), int(rank)
         self.partitions = np.asarray(partitions, dtype=np.int64)
-        parts = [planner._parts[p] for p in self.partitions.tolist()]
+        parts = [layout.parts[p] for p in self.partitions.tolist()]
         pos = np.concatenate(parts) if parts else np.empty(0, np.int64)
         self._bounds = dict(zip(self.partitions.tolist(), np.cumsum([0] + [len(x) for x in parts]).tolist()))
-        self.episode_indices = planner.episode_indices[pos]
-        self.lengths = planner.lengths[pos]
-        self.num_frames = int(planner.part_left[self.partitions].sum()) if len(parts) else 0
+        self.episode_indices = layout.episode_indices[pos]
+        self.lengths = layout.lengths[pos]
+        self.num_frames = int(layout.part_left[self.partitions].sum()) if len(parts) else 0
         self.frame_maps: dict[int, np.ndarray] = {}
-        self.pool_size = planner.partition_pool_size
-        self.byte_budget = planner.byte_budget
-        self.decoder_cache_size = _share(planner.decoder_cache_size, max(1, planner._active_count(self.rank)))
-        self.nbytes = self._sizes(f"one partition's budget, of {planner.partitions} partitions",
+        self.pool_size = layout.partition_pool_size
+        self.byte_budget = layout.spec.byte_budget
+        self.decoder_cache_size = share(layout.spec.decoder_cache_size, max(1, layout.num_active(self.rank)))
+        self.where = ""
+        self.nbytes = self._sizes(f"one partition's budget, of {layout.partitions} partitions",
                                   "(with partitions it is each partition's, not split over the workers)")
 
+    def tails(self) -> list[int]:
+        """The partitions this stream plays that have anchors left this pass, in order."""
+        left = self._layout.part_left
+        return [int(p) for p in self.partitions.tolist() if left[p] > 0]
+
+    def offset(self, partition: int) -> int:
+        """Anchors of ``partition``'s sequence consumed before this pass (a remainder's offset)."""
+        return int(self._layout.part_offsets[partition])
+
     def _words(self, epoch: int, tag: int, partition: int = 0) -> np.ndarray:
-        p = self._planner
-        return _seeds.seed_words(p.seed, epoch, _seeds.TAG_PARTITIONS, p.partitions, partition,
-                                 STRATEGY_IDS[p.strategy], self.pool_size,
+        lay = self._layout
+        return _seeds.seed_words(lay.spec.seed, epoch, _seeds.TAG_PARTITIONS, lay.partitions, partition,
+                                 STRATEGY_IDS[lay.spec.strategy], self.pool_size,
                                  0 if self.byte_budget is None else self.byte_budget + 1, tag)
 
     def _span(self, partition: int) -> slice:
         a = self._bounds[partition]
-        return slice(a, a + len(self._planner._parts[partition]))
+        return slice(a, a + len(self._layout.parts[partition]))
 
     def _partition_order(self, partition: int, epoch: int) -> np.ndarray:
-        n = len(self._planner._parts[partition])
-        if self._planner.strategy == "sequential":
+        n = len(self._layout.parts[partition])
+        if self._layout.spec.strategy == "sequential":
             return np.arange(n, dtype=np.int64)
         return shuffled_order(self._words(epoch, _seeds.TAG_ADMISSION, partition), n)
 
@@ -252,44 +262,41 @@ class PartitionPlan(WorkerPlan):
     def partition_pool(self, partition: int, epoch: int) -> EpisodePool:
         """Partition ``partition``'s exact-coverage pool of ``epoch``, at its first anchor."""
         sl = self._span(partition)
+        size_of = (lambda local, a=sl.start: self.size_of(a + local)) if self.sizes_on_demand else None
         return EpisodePool(self.episode_indices[sl], self.lengths[sl], self.nbytes[sl],
                            self._partition_order(partition, epoch), self.pool_size, self.byte_budget,
-                           self._planner.strategy, self._words(epoch, _seeds.TAG_DRAWS, partition))
+                           self._layout.spec.strategy, self._words(epoch, _seeds.TAG_DRAWS, partition), None, size_of)
 
     def pool(self, epoch: int) -> PartitionChain:  # type: ignore[override]
         """The stream's pool of ``epoch``: its partitions one after another (from their offsets)."""
         return PartitionChain(self, epoch)
 
 
-class PartitionPlanner(Planner):
-    """A :class:`~lerobotstream.planner.Planner` whose order does not depend on the topology: the
-    episodes are split into ``partitions`` canonical partitions, each with its own seeded pool (see
-    the module doc). Arguments are :class:`Planner`'s, plus ``partitions`` (int >= 1); ``pool_size``
-    and ``byte_budget`` are per partition (default pool size
-    ``constants.DEFAULT_PARTITION_POOL_SIZE``); ``decoder_cache_size`` stays per rank.
+class PartitionLayout:
+    """A pool layout whose order does not depend on the topology: the stream's episodes split into
+    ``spec.partitions`` canonical partitions, each with its own seeded pool (see the module doc);
+    ``spec.pool_size`` and ``spec.byte_budget`` are per partition (default pool size
+    ``constants.DEFAULT_PARTITION_POOL_SIZE``), ``spec.decoder_cache_size`` per rank. ``offsets``:
+    a remainder pass, each partition's consumed prefix (its tail is played).
 
     Raises:
         StreamingConfigError: ``partitions`` is not an int >= 1, or fewer than ``world_size x
             max(1, num_workers)`` (a stream would own nothing).
         ShardingError: fewer non-empty episodes than partitions.
+        ResumeStateError: ``offsets`` that do not fit the partitions.
     """
 
-    def __init__(self, episode_lengths, *, partitions: int, _offsets: np.ndarray | None = None, **kw: Any) -> None:
-        if isinstance(partitions, bool) or not isinstance(partitions, (int, np.integer)) or partitions < 1:
-            raise StreamingConfigError(f"partitions must be an int >= 1, got {partitions!r}", option="partitions",
-                                       value=partitions)
-        self.partitions = int(partitions)
-        self._offsets = None if _offsets is None else np.asarray(_offsets, dtype=np.int64)
-        super().__init__(episode_lengths, **kw)
+    kind = "partitions"
 
-    @property
-    def partition_pool_size(self) -> int:
-        """Resident episodes of one partition at most."""
-        return constants.DEFAULT_PARTITION_POOL_SIZE if self.pool_size is None else int(self.pool_size)
-
-    # --- partitions and who plays them ---------------------------------------------------------------
-    def _build_shards(self) -> None:
-        P, W, K = self.partitions, self.world_size, self.num_shards
+    def __init__(self, spec: StreamSpec, topo: Topology, *, offsets: np.ndarray | None = None) -> None:
+        P = spec.partitions
+        if isinstance(P, bool) or not isinstance(P, (int, np.integer)) or P < 1:
+            raise StreamingConfigError(f"partitions must be an int >= 1, got {P!r}", option="partitions", value=P)
+        self.spec, self.topo = spec, topo
+        self.partitions = P = int(P)
+        self.episode_indices, self.lengths = spec.episode_indices, spec.lengths
+        self.frame_maps: dict[int, np.ndarray] = {}
+        W, K = topo.world_size, topo.num_shards
         if P < W * K:
             raise StreamingConfigError(
                 f"partitions={P} is fewer than the {W * K} streams of this run (world size {W} x {K} DataLoader "
@@ -304,184 +311,128 @@ class PartitionPlanner(Planner):
                 f"--dataset.streaming_partitions; --dataset.episodes and --dataset.eval_split leave fewer episodes "
                 f"to train on) or select more episodes.",
                 num_episodes=len(self.lengths), world_size=W)
-        self._parts, self.part_frames = partition_layout(self.lengths, self.episodes_digest, self.seed, P)
+        self.parts, self.part_frames = partition_layout(self.lengths, spec.digest, spec.seed, P)
+        self._offsets = None if offsets is None else np.asarray(offsets, dtype=np.int64)
         self.part_offsets = np.zeros(P, np.int64) if self._offsets is None else self._offsets
         if len(self.part_offsets) != P or (self.part_offsets < 0).any() or (self.part_offsets > self.part_frames).any():
             raise ResumeStateError(f"partition offsets {self.part_offsets.tolist()[:8]}... do not fit the "
                                    f"{P} partitions of this stream")
         self.part_left = self.part_frames - self.part_offsets
-        self._streams = self._assign()
+        self.streams = self._assign()
         owner = np.full(P, -1, np.int64)  # stream r * K + w of each partition this pass
-        for r, ws in enumerate(self._streams):
+        for r, ws in enumerate(self.streams):
             for w, ids in enumerate(ws):
                 owner[ids] = r * K + w
         live = owner >= 0
         self._frames = np.zeros(W * K, np.int64)
         np.add.at(self._frames, owner[live], self.part_left[live])
-        self._rank_pos = _RankPositions(self)
-        self._worker_pos_cache = {}
-        self._plans = {}
-        self.num_active_workers = self._active_count(self.rank)
+        self._rank_pos: dict[int, np.ndarray] = {}
+        self._plans: dict[tuple[int, int], PartitionPlan] = {}
+
+    @property
+    def partition_pool_size(self) -> int:
+        """Resident episodes of one partition at most."""
+        return constants.DEFAULT_PARTITION_POOL_SIZE if self.spec.pool_size is None else int(self.spec.pool_size)
 
     def _positions(self, partitions: np.ndarray) -> np.ndarray:
-        parts = [self._parts[p] for p in partitions.tolist()]
+        parts = [self.parts[p] for p in partitions.tolist()]
         return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)
 
     def _assign(self) -> list[list[np.ndarray]]:
         """Per rank, per logical worker: the partitions it plays, ascending. A plain epoch: stream
         ``w * W + r`` owns ``p mod (W * K) == w * W + r``; a remainder pass: the tails left, LPT over
         the ranks, then over each rank's workers (whole partitions)."""
-        P, W, K = self.partitions, self.world_size, self.num_shards
+        P, W, K, seed = self.partitions, self.topo.world_size, self.topo.num_shards, self.spec.seed
         if self._offsets is None:
             return [[np.arange(w * W + r, P, W * K, dtype=np.int64) for w in range(K)] for r in range(W)]
         alive = np.flatnonzero(self.part_left > 0)
         out = []
-        ranks = lpt_shards(self.part_left[alive], W, (self.seed, _seeds.TAG_PARTITIONS, _seeds.TAG_RANK_SHARDS, W)) \
+        ranks = lpt_shards(self.part_left[alive], W, (seed, _seeds.TAG_PARTITIONS, _seeds.TAG_RANK_SHARDS, W)) \
             if len(alive) else [np.empty(0, np.int64)] * W
         for r, rpos in enumerate(ranks):
             mine = alive[rpos]
             n = min(K, len(mine))
-            ws = [] if n == 0 else lpt_shards(self.part_left[mine], n, (self.seed, _seeds.TAG_PARTITIONS,
+            ws = [] if n == 0 else lpt_shards(self.part_left[mine], n, (seed, _seeds.TAG_PARTITIONS,
                                                                         _seeds.TAG_WORKER_SHARDS, r, W, K))
             out.append([mine[x] for x in ws] + [np.empty(0, np.int64)] * (K - n))
         return out
 
-    def stream_partitions(self, worker: int, rank: int | None = None) -> np.ndarray:
+    # --- the layout interface (see _layout.EpisodeLayout) -----------------------------------------
+    def stream_partitions(self, worker: int, rank: int) -> np.ndarray:
         """Partition ids logical ``worker`` of ``rank`` plays this pass, in order (int64)."""
-        return self._streams[self.rank if rank is None else rank][worker]
+        return self.streams[rank][worker]
 
     def partition_episodes(self, partition: int) -> np.ndarray:
         """Dataset episode indices of ``partition`` (ascending, int64)."""
-        return self.episode_indices[self._parts[partition]]
+        return self.episode_indices[self.parts[partition]]
 
-    def _worker_positions(self, rank: int) -> list[np.ndarray]:
-        if rank not in self._worker_pos_cache:
-            self._worker_pos_cache[rank] = [self._positions(ps) for ps in self._streams[rank]]
-        return self._worker_pos_cache[rank]
-
-    def _worker_frames(self, rank: int) -> list[int]:
-        K = self.num_shards
+    def worker_frames(self, rank: int) -> list[int]:
+        K = self.topo.num_shards
         return self._frames[rank * K:(rank + 1) * K].tolist()
 
-    def _active_count(self, rank: int) -> int:
-        return sum(1 for f in self._worker_frames(rank) if f)
+    def rank_frames(self) -> np.ndarray:
+        return self._frames.reshape(self.topo.world_size, self.topo.num_shards).sum(axis=1)
 
-    def _owns(self) -> str:
-        return f"{sum(len(ps) for ps in self._streams[self.rank])} partition(s)"
+    def rank_episodes(self, rank: int) -> np.ndarray:
+        got = self._rank_pos.get(rank)
+        if got is None:
+            ws = self.streams[rank]
+            got = self._rank_pos[rank] = self._positions(np.concatenate(ws) if ws else np.empty(0, np.int64))
+        return self.episode_indices[got]
 
-    def _make_plan(self, worker: int, rank: int) -> PartitionPlan:
-        return PartitionPlan(self, worker, self._streams[rank][worker], rank)
+    def worker_episodes(self, worker: int, rank: int) -> np.ndarray:
+        return self.episode_indices[self._positions(self.streams[rank][worker])]
 
-    def samples_per_rank(self) -> np.ndarray:
-        p = self._pass()
-        if p is not self:
-            return p.samples_per_rank()
-        return self._frames.reshape(self.world_size, self.num_shards).sum(axis=1)
+    def num_active(self, rank: int) -> int:
+        return sum(1 for f in self.worker_frames(rank) if f)
 
-    # --- resume ------------------------------------------------------------------------------------
-    def _stream_state(self, samples: int) -> StreamState:
-        return replace(super()._stream_state(samples), partitions=self.partitions)
+    def owns(self, rank: int) -> str:
+        return f"{sum(len(ps) for ps in self.streams[rank])} partition(s)"
 
-    def _layout_kwargs(self, st: StreamState) -> dict[str, Any]:
-        return {"partitions": st.partitions}
+    def plan(self, worker: int, rank: int) -> PartitionPlan:
+        key = (rank, worker)
+        got = self._plans.get(key)
+        if got is None:
+            got = PartitionPlan(self, worker, self.streams[rank][worker], rank)
+            if rank == self.topo.rank:  # another rank's (an old run's, replayed once) is not kept
+                self._plans[key] = got
+        return got
 
-    def _remainder(self) -> PartitionRemainder:
-        return partition_remainder(self, StreamState.from_dict(self.origin))
+    # --- elastic resume ---------------------------------------------------------------------------
+    def remainder(self, counts: list[tuple[int, int, int | None]], epoch: int, pool_epoch: int,
+                  depth: int) -> PartitionRemainder:
+        """Each partition's consumed offset after ``counts`` (``(rank, worker, anchors it gave)``
+        per old stream, None: its whole share consumed): from counts only, no pool replay — an old
+        stream's count runs through its partitions in order."""
+        offsets = self.part_offsets.copy()
+        for r, w, g in counts:
+            mine = self.streams[r][w]
+            if g is None:  # already past this pass: its partitions of the pass are consumed
+                offsets[mine] = self.part_frames[mine]
+                continue
+            for p in mine.tolist():
+                if g <= 0:
+                    break
+                take = min(g, int(self.part_left[p]))
+                offsets[p] += take
+                g -= take
+        return PartitionRemainder(int(epoch), offsets, int((offsets - self.part_offsets).sum()), depth,
+                                  self.spec.strategy, self.spec.pool_size, self.spec.byte_budget)
 
-    def rank_remainders(self) -> None:
-        """Nothing to ship to the DataLoader workers: each worker derives the partitions' offsets
-        from counts (``partition_remainder``, no replay; well under a second at DROID scale)."""
-        return None
+    @staticmethod
+    def over(rem: PartitionRemainder, topo: Topology, plain: PartitionLayout) -> PartitionLayout:
+        """The layout of ``topo`` that plays every partition's tail of ``rem``: the same seed,
+        partitions and pool settings as the pass it continues (so the same orders)."""
+        spec = plain.spec.but(strategy=rem.strategy, pool_size=rem.pool_size, byte_budget=rem.byte_budget)
+        return PartitionLayout(spec, topo, offsets=rem.offsets)
 
-    def _planner_over(self, rem: PartitionRemainder) -> PartitionPlanner:
-        """The planner of this topology that plays every partition's tail of ``rem`` (the same seed,
-        partitions and pool settings as the pass it continues, so the same orders), then
-        (endless) this planner's plain epochs."""
-        nb = self.episode_nbytes
-        if rem.byte_budget is not None and nb is None:
-            provider = self.nbytes_provider
-            nb = (lambda e: provider()[0](e)) if provider is not None else _no_nbytes
-        rp = PartitionPlanner(self.lengths, episode_indices=self.episode_indices, seed=self.seed, rank=self.rank,
-                              world_size=self.world_size, num_workers=self.num_workers, pool_size=rem.pool_size,
-                              strategy=rem.strategy, byte_budget=rem.byte_budget,
-                              episode_nbytes=nb if rem.byte_budget is not None else None,
-                              decoder_cache_size=self.decoder_cache_size, repeat=self.repeat,
-                              batch_size=self.batch_size, drop_last=self.drop_last, equalize=self.equalize,
-                              partitions=self.partitions, _offsets=rem.offsets)
-        return self._attach(rp, rem, self._plain())
+    def for_rank(self, rem: PartitionRemainder, rank: int) -> PartitionRemainder:
+        """What a rank's DataLoader workers need of ``rem``: all of it (P offsets)."""
+        return rem
 
-    def remainder_info(self) -> dict[str, Any] | None:
-        """As ``Planner.remainder_info``, by partitions (which episodes of a started partition were
-        started is not known from counts): ``epoch``, ``samples_left``, ``rank_samples``,
-        ``partitions_whole`` (tails that are a whole partition), ``partitions_started`` (tails of a
-        started partition), ``depth``, ``consumed``."""
-        if not self._elastic_active():
-            return None
-        rp = self._remainder_planner()
-        rem, left = rp.remainder, rp.part_left
-        return {"epoch": rem.epoch, "samples_left": int(left.sum()), "rank_samples": int(rp.samples_per_rank()[self.rank]),
-                "partitions_whole": int((left == rp.part_frames).sum()),
-                "partitions_started": int(((left > 0) & (left < rp.part_frames)).sum()),
-                "depth": rem.depth, "consumed": rem.consumed}
-
-
-class _RankPositions:
-    """``Planner._rank_pos`` computed per rank on use (a rank's episode positions, ascending)."""
-
-    def __init__(self, planner: PartitionPlanner) -> None:
-        self._planner = planner
-        self._cache: dict[int, np.ndarray] = {}
-
-    def __getitem__(self, rank: int) -> np.ndarray:
-        if rank not in self._cache:
-            ws = self._planner._streams[rank]
-            self._cache[rank] = self._planner._positions(np.concatenate(ws) if ws else np.empty(0, np.int64))
-        return self._cache[rank]
-
-    def __len__(self) -> int:
-        return self._planner.world_size
-
-    def __iter__(self):
-        return (self[r] for r in range(len(self)))
-
-
-def _no_nbytes(episode_index: int) -> int:
-    raise AssertionError("this planner has no episode sizes (episode_nbytes) for a byte budget")
-
-
-def _advance(offsets: np.ndarray, planner: PartitionPlanner, rank: int, worker: int, given: int) -> None:
-    """Add ``given`` anchors of stream (rank, worker) of ``planner``'s pass to its partitions' offsets."""
-    for p in planner._streams[rank][worker].tolist():
-        if given <= 0:
-            return
-        take = min(given, int(planner.part_left[p]))
-        offsets[p] += take
-        given -= take
-
-
-def partition_remainder(planner: PartitionPlanner, st: StreamState) -> PartitionRemainder:
-    """Each partition's consumed offset in ``st``'s epoch in progress (see the module doc): from
-    counts only — rank 0's consumed samples through the DataLoader's batch turns give every old
-    stream's count, which runs through its partitions in order.
-
-    ``repeat=True``: every old stream rolls into its next epoch on its own; the epoch in progress is
-    the earliest pass any old stream was still in, and the partitions of the streams already past
-    it count as consumed there (their samples of the next epoch are drawn again in it).
-
-    Raises:
-        ResumeStateError: the count does not fit the state's epoch (ends inside a batch with
-        several workers, or exceeds it), or every old stream is idle.
-    """
-    old = planner._like(st)
-    rp = old._remainder_planner() if old._elastic_active() else None
-    src, epoch, counts = pass_counts(old, rp)
-    offsets = src.part_offsets.copy()
-    for r, w, g in counts:
-        if g is None:  # already past this pass: its partitions of the pass are consumed
-            mine = src._streams[r][w]
-            offsets[mine] = src.part_frames[mine]
-        else:
-            _advance(offsets, src, r, w, g)
-    return PartitionRemainder(int(epoch), offsets, int((offsets - src.part_offsets).sum()),
-                              1 + rp.remainder.depth if src is rp else 1, src.strategy, src.pool_size,
-                              src.byte_budget)
+    def info(self, rem: PartitionRemainder) -> dict[str, Any]:
+        """The remainder in ``Planner.remainder_info``'s units: partitions whole and started
+        (which episodes of a started partition were started is not known from counts)."""
+        left = self.part_left
+        return {"unit": "partitions", "whole": int((left == self.part_frames).sum()),
+                "started": int(((left > 0) & (left < self.part_frames)).sum())}

@@ -1,149 +1,57 @@
-"""Planner: rank shards, worker shards, per-worker pools, finite/endless streams and resume."""
+"""``Planner``: the planner of one rank over N >= 1 streams — its position (epoch, consumed
+samples, elastic origin), its resume state and the checks on loading one, and the one interface
+the dataset layer drives (``worker_start`` → ``worker_plans`` → ``worker_pools``).
+
+What it plays is a :class:`~lerobotstream.planner._pass.Pass` (streams' pool layouts on this
+topology, mixed per worker); which pass, and where in it, follows from the position by
+:func:`~lerobotstream.planner._pass.resolve_pass`. A single dataset is a mixture of one stream
+(``Planner(episode_lengths, ...)`` or :meth:`Planner.for_dataset`); a weighted mixture is
+``Planner.for_streams(...)`` (``MixturePlanner.for_datasets``); canonical partitions are a pool
+layout (``partitions=P``), for one dataset or a mixture.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from lerobotstream import constants
-from lerobotstream.errors import ByteBudgetError, ShardingError
-from lerobotstream.planner import _seeds
-from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool
-from lerobotstream.planner._poolcore import shuffled_order
-from lerobotstream.planner._shards import lpt_shards
-from lerobotstream.planner._base import PlannerBase, WorkerStart, read_pools
-from lerobotstream.planner._state import StreamState, episode_selection_diffs, episodes_digest
+from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
+from lerobotstream.planner._layout import Topology, WorkerPlan, read_pools
+from lerobotstream.planner._pass import (Pass, Resolved, WorkerStart, build_layout, old_run_remainders,
+                                         remainder_cache, remainder_pass, resolve_pass, state_key)
+from lerobotstream.planner._pool import STRATEGY_IDS
+from lerobotstream.planner._settings import PlanSettings
+from lerobotstream.planner._state import MAX_NUM_WORKERS, StreamState, episode_selection_diffs
+from lerobotstream.planner._streams import GIB, Streams, episodes_of
+from lerobotstream.planner._turns import epoch_overlap
 from lerobotstream.planner._world import discover_world
 
-TAG_ELASTIC = 0x454C5354  # "ELST": the remainder planner's seed
+__all__ = ["ELASTIC_SETTINGS", "Planner", "REFUSED_SETTINGS", "RESUME_SETTINGS", "WorkerStart", "dataset_planner"]
 
-__all__ = ["BatchTurns", "Planner", "WorkerPlan", "WorkerStart"]
+logger = logging.getLogger("lerobotstream.planner")
+_IDLE_WARNED: set[tuple] = set()
 
-#: the shared rules' older name
-BatchTurns = PlannerBase
-
-
-def _share(total: int | None, n: int) -> int | None:
-    return None if total is None else max(1, int(total) // n)
-
-
-class WorkerPlan:
-    """One worker shard of one rank: its episodes and its share of the rank's resources.
-
-    Attributes:
-        worker (int): logical worker id, ``0 <= worker < planner.num_shards``.
-        episode_indices (np.ndarray): int64 dataset episode indices owned (sorted; empty = idle).
-        lengths (np.ndarray): int64 frames per owned episode.
-        nbytes (np.ndarray): int64 exact synthesized bytes per owned episode (zeros if no budget).
-        num_frames (int): frames per epoch.
-        pool_size (int): resident episodes at most.
-        byte_budget (int | None): resident bytes at most (bytes).
-        decoder_cache_size (int | None): the worker's share of the decoder LRU.
-    """
-
-    def __init__(self, planner: Planner, worker: int, positions: np.ndarray, rank: int | None = None):
-        self._planner = planner
-        self.worker = worker
-        self.rank = planner.rank if rank is None else int(rank)
-        self.episode_indices = planner.episode_indices[positions]
-        self.lengths = planner.lengths[positions]
-        self.num_frames = int(self.lengths.sum())
-        maps = planner.frame_maps
-        self.frame_maps = ({i: maps[e] for i, e in enumerate(self.episode_indices.tolist()) if e in maps}
-                           if maps else {})
-        n = planner._share_count(self.rank)
-        self.pool_size = planner.pool_size if planner.pool_size is not None else max(
-            1, constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // n)
-        self.byte_budget = _share(planner.byte_budget, n)
-        self.decoder_cache_size = _share(planner.decoder_cache_size, n)
-        self.nbytes = self._sizes(f"rank budget {planner.byte_budget} bytes split over {n} worker(s)",
-                                  "or use fewer DataLoader workers")
-
-    def _sizes(self, budget_is: str, advice: str) -> np.ndarray:
-        """``episode_nbytes`` of this plan's episodes, int64 (zeros without a budget).
-
-        Raises:
-            ByteBudgetError: a negative size, or an episode larger than the plan's whole budget.
-        """
-        planner = self._planner
-        if planner.episode_nbytes is None or self.byte_budget is None:
-            return np.zeros(len(self.episode_indices), dtype=np.int64)
-        nbytes = np.array([int(planner.episode_nbytes(int(e))) for e in self.episode_indices], dtype=np.int64)
-        if (nbytes < 0).any():
-            bad = int(self.episode_indices[np.argmax(nbytes < 0)])
-            raise ByteBudgetError(f"episode {bad} reports a negative byte size", episode_index=bad)
-        over = np.flatnonzero(nbytes > self.byte_budget)
-        if len(over):
-            e, s = int(self.episode_indices[over[0]]), int(nbytes[over[0]])
-            raise ByteBudgetError(
-                f"episode {e} needs {s} bytes ({s / 2**30:.3f} GiB) of synthesized MP4 but worker "
-                f"{self.worker} of rank {self.rank} has a byte budget of {self.byte_budget} bytes "
-                f"({self.byte_budget / 2**30:.3f} GiB; {budget_is}); raise the byte "
-                f"budget (streaming_byte_budget_gb) {advice}",
-                episode_index=e, nbytes=s, byte_budget=self.byte_budget)
-        return nbytes
-
-    def _words(self, epoch: int, tag: int) -> np.ndarray:
-        p = self._planner
-        return _seeds.seed_words(p.seed, epoch, self.rank, p.world_size, self.worker, p.num_shards,
-                                 STRATEGY_IDS[p.strategy], self.pool_size,
-                                 0 if self.byte_budget is None else self.byte_budget + 1, tag)
-
-    def _order(self, epoch: int) -> np.ndarray:
-        if self._planner.strategy == "sequential":  # ascending episode_index, every epoch alike
-            return np.arange(len(self.lengths), dtype=np.int64)
-        return shuffled_order(self._words(epoch, _seeds.TAG_ADMISSION), len(self.lengths))
-
-    def admission_order(self, epoch: int) -> np.ndarray:
-        """Dataset episode indices in this epoch's admission order (int64)."""
-        return self.episode_indices[self._order(epoch)]
-
-    def pool(self, epoch: int) -> EpisodePool:
-        """A fresh exact-coverage pool for ``epoch`` (positioned at the epoch's first anchor)."""
-        order = self._order(epoch)
-        return EpisodePool(self.episode_indices, self.lengths, self.nbytes, order, self.pool_size,
-                           self.byte_budget, self._planner.strategy, self._words(epoch, _seeds.TAG_DRAWS),
-                           self.frame_maps)
-
-    def iter_pools(self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False) -> Iterator[EpisodePool]:
-        """Pools positioned at the stream start: the first one already skipped ``offset`` anchors
-        (its events drained), one per epoch; with ``repeat=False`` only ``epoch``'s.
-
-        ``start_offset`` may exceed one epoch with ``repeat=True`` (it rolls into later epochs).
-        The caller reads each pool to exhaustion, or to ``WorkerStart.limit`` anchors of the
-        epoch (finite mode with ``equalize``/``drop_last``; ``pool.emitted`` counts from the epoch start).
-        """
-        if self.num_frames == 0:
-            return
-        if repeat:
-            epoch, start_offset = epoch + start_offset // self.num_frames, start_offset % self.num_frames
-        first = True
-        while True:
-            pool = self.pool(epoch)
-            if first and start_offset:
-                pool.skip(start_offset)
-                pool.drain_events()
-            first = False
-            yield pool
-            if not repeat:
-                return
-            epoch += 1
-
-    def iter_anchors(self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False,
-                     limit: int | None = None) -> Iterator[tuple[int, int]]:
-        """Yields ``(episode_index, frame_index)`` from ``start_offset`` of ``epoch`` on.
-
-        Finite (``repeat=False``): to the end of the epoch, or to ``limit`` anchors of the epoch.
-        Endless (``repeat=True``): epoch after epoch (an idle worker yields nothing).
-        """
-        stop = self.num_frames if limit is None else min(limit, self.num_frames)
-        yield from read_pools(self.iter_pools(epoch, start_offset, repeat=repeat), None if repeat else stop)
+#: settings that fix episode ownership, the order and the batch boundaries: a resume state that
+#: matches them continues the very same order; one that does not is resumed elastically
+RESUME_SETTINGS = ("seed", "batch_size", "world_size", "num_workers", "strategy", "pool_size", "byte_budget",
+                   "repeat", "drop_last", "equalize", "partitions")
+#: what an elastic resume cannot change (with the stream's identity: dataset, episodes, mixture)
+REFUSED_SETTINGS = ("seed", "partitions")
+#: what it can: the remainder of the epoch is replanned over the new values
+ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
+_SEED_RULE_KEY = "seed_rule"  # a mixture of one dataset's state records that the dataset used the seed itself
+_BUDGET_KEY = "byte_budget_gb"  # in the state's mixture record (the exact option an elastic replay rebuilds from)
 
 
-class Planner(PlannerBase):
-    """Deterministic episode planner of one rank (pure: no I/O, no torch import).
+class Planner:
+    """Deterministic planner of one rank over N >= 1 streams (pure: no I/O, no torch import).
+
+    ``Planner(episode_lengths, ...)`` is one dataset's (the other constructors:
+    :meth:`for_dataset`, :meth:`for_streams`).
 
     Args:
         episode_lengths: frames per selected episode: ``{episode_index: length}``, or a 1-D array
@@ -152,26 +60,30 @@ class Planner(PlannerBase):
         episode_indices: dataset episode indices matching an array ``episode_lengths``.
         seed: order seed (default ``constants.DEFAULT_SEED`` = 1000; None → 42).
         rank, world_size: default from torch.distributed, else RANK/WORLD_SIZE, else 0/1.
-        num_workers: DataLoader workers per rank (0 = in the training process). ``max_num_shards``
-            of the dataset maps here (lerobot-train passes max(1, num_workers); 0 and 1 give the
-            same single shard).
+        num_workers: DataLoader workers per rank (0 = in the training process; at most
+            ``MAX_NUM_WORKERS``). ``max_num_shards`` of the dataset maps here (0 and 1 are one stream).
         pool_size: per-worker pool size when given (each batch comes from one worker's pool);
-            default: 32 per rank split over the workers used (``max(1, 32 // n)``).
+            default: 32 per rank split over the workers used (``max(1, 32 // n)``); with
+            ``partitions``: per partition (default ``constants.DEFAULT_PARTITION_POOL_SIZE``).
         strategy: ``remaining`` (default), ``round_robin`` or ``sequential`` (ascending episodes,
             frames in order: evaluation streams).
-        byte_budget: per-rank resident byte budget (bytes) or None; each worker gets 1/n.
-        episode_nbytes: ``episode_nbytes(episode_index) -> int`` exact synthesized bytes of an
-            episode (all cameras); needed with a byte budget.
+        byte_budget: per-rank resident byte budget (bytes) or None; each worker gets 1/n (with
+            ``partitions``: per partition).
+        episode_nbytes: the episodes' exact synthesized sizes (all cameras): an ``EpisodeSizes``
+            (asked as admission reaches an episode) or ``episode_nbytes(episode_index) -> int``
+            (every episode of a worker plan sized when the plan is built); needed with a budget.
         decoder_cache_size: per-rank decoder LRU size or None; each worker gets 1/n.
         repeat: endless stream (what lerobot-train uses).
         batch_size, drop_last: the DataLoader's, for resume and batch counts.
         equalize: finite epochs only: ``none`` (ranks may give different batch counts; see
             ``batches_per_rank()``) or ``drop`` (every rank stops after the smallest rank's batch
             count, so DDP collectives never hang; dropped anchors are skipped this epoch only).
+        partitions: canonical partitions (an order that does not depend on the topology).
 
     Raises:
         ShardingError: a rank would own no episode (lower the number of ranks), bad rank/world.
-        ValueError: unknown strategy or equalize mode, bad sizes.
+        StreamingConfigError: bad ``partitions`` (fewer than the run's streams, not an int).
+        ValueError: unknown strategy or equalize mode, bad sizes or counts.
     """
 
     def __init__(self, episode_lengths: Mapping[int, int] | np.ndarray | list[int], *,
@@ -180,298 +92,474 @@ class Planner(PlannerBase):
                  pool_size: int | None = None, strategy: str = constants.DEFAULT_SAMPLING_STRATEGY,
                  byte_budget: int | None = None, episode_nbytes: Callable[[int], int] | None = None,
                  decoder_cache_size: int | None = None, repeat: bool = False, batch_size: int = 1,
-                 drop_last: bool = False, equalize: str = "none", _remainder_of: Planner | None = None,
-                 _frame_maps: Mapping[int, np.ndarray] | None = None):
-        if isinstance(episode_lengths, Mapping):
-            idx = np.array(sorted(episode_lengths), dtype=np.int64)
-            lens = np.array([int(episode_lengths[int(i)]) for i in idx], dtype=np.int64)
-        else:
-            lens = np.asarray(episode_lengths, dtype=np.int64).reshape(-1)
-            idx = (np.arange(len(lens), dtype=np.int64) if episode_indices is None
-                   else np.asarray(episode_indices, dtype=np.int64).reshape(-1))
-            if len(idx) != len(lens):
-                raise ValueError(f"{len(idx)} episode indices for {len(lens)} lengths")
-            o = np.argsort(idx, kind="stable")
-            idx, lens = idx[o], lens[o]
-        if len(np.unique(idx)) != len(idx):
-            raise ValueError("episode indices must be unique")
-        if (lens < 0).any():
-            raise ValueError(f"negative episode length for episode {int(idx[np.argmax(lens < 0)])}")
-        keep = lens > 0
-        self.episode_indices, self.lengths = idx[keep], lens[keep]
-        if strategy not in STRATEGY_IDS:
-            raise ValueError(f"unknown sampling strategy {strategy!r}; expected one of {sorted(STRATEGY_IDS)}")
-        if equalize not in ("none", "drop"):
-            raise ValueError(f"equalize must be 'none' or 'drop', got {equalize!r}")
-        if num_workers < 0 or batch_size < 1 or (pool_size is not None and pool_size < 1):
+                 drop_last: bool = False, equalize: str = "none", partitions: int | None = None) -> None:
+        settings = PlanSettings(seed=seed, num_workers=num_workers, pool_size=pool_size, strategy=strategy,
+                                byte_budget=byte_budget, decoder_cache_size=decoder_cache_size, repeat=repeat,
+                                batch_size=batch_size, drop_last=drop_last, equalize=equalize, partitions=partitions,
+                                rank=rank, world_size=world_size)
+        self._setup(Streams((episodes_of(episode_lengths, episode_indices, episode_nbytes),)), settings)
+
+    # --- construction -------------------------------------------------------------------------------
+    @classmethod
+    def for_dataset(cls, episode_lengths: Mapping[int, int], settings: PlanSettings,
+                    episode_nbytes: Callable[[int], int] | None = None) -> Planner:
+        """One dataset's planner from plain settings (``episode_nbytes``: its sizes)."""
+        out = cls.__new__(cls)
+        out._setup(Streams((episodes_of(episode_lengths, None, episode_nbytes),)), settings)
+        return out
+
+    @classmethod
+    def for_streams(cls, streams: Streams, settings: PlanSettings, *, specs: Sequence[Any] | None = None) -> Planner:
+        """A planner over ``streams`` (``specs``: the streams' own settings instead of the rule's)."""
+        out = cls.__new__(cls)
+        out._setup(streams, settings, specs)
+        return out
+
+    def _setup(self, streams: Streams, settings: PlanSettings, specs: Sequence[Any] | None = None) -> None:
+        s = settings
+        if s.strategy not in STRATEGY_IDS:
+            raise ValueError(f"unknown sampling strategy {s.strategy!r}; expected one of {sorted(STRATEGY_IDS)}")
+        if s.equalize not in ("none", "drop"):
+            raise ValueError(f"equalize must be 'none' or 'drop', got {s.equalize!r}")
+        if s.num_workers < 0 or s.batch_size < 1 or (s.pool_size is not None and s.pool_size < 1):
             raise ValueError(f"need num_workers >= 0, batch_size >= 1, pool_size >= 1 "
-                             f"(got {num_workers}, {batch_size}, {pool_size})")
-        if byte_budget is not None and byte_budget < 1:
-            raise ValueError(f"byte_budget must be >= 1 byte or None, got {byte_budget}")
-        if byte_budget is not None and episode_nbytes is None:
+                             f"(got {s.num_workers}, {s.batch_size}, {s.pool_size})")
+        if s.num_workers > MAX_NUM_WORKERS:
+            raise ValueError(f"num_workers={s.num_workers}: at most {MAX_NUM_WORKERS} DataLoader workers per rank")
+        if s.byte_budget is not None and s.byte_budget < 1:
+            raise ValueError(f"byte_budget must be >= 1 byte or None, got {s.byte_budget}")
+        if s.byte_budget is not None and specs is None and any(e.sizes is None for e in streams.episodes):
             raise ValueError("a byte_budget needs episode_nbytes (each episode's exact synthesized size)")
-        self.seed = constants.SEED_WHEN_NONE if seed is None else int(seed)
-        self.rank, self.world_size = discover_world(rank, world_size)
-        self.num_workers = int(num_workers)
-        self.num_shards = max(1, self.num_workers)
-        self.pool_size = pool_size
-        self.strategy = strategy
-        self.byte_budget = byte_budget
-        self.episode_nbytes = episode_nbytes
-        self.decoder_cache_size = decoder_cache_size
-        self.repeat = bool(repeat)
-        self.batch_size = int(batch_size)
-        self.drop_last = bool(drop_last)
-        self.equalize = equalize
-        self.episodes_digest = episodes_digest(self.episode_indices, self.lengths)
+        rank, world = discover_world(s.rank, s.world_size)
+        self.settings = s.but(rank=rank, world_size=world)
+        self.streams = streams
+        self.seed = constants.SEED_WHEN_NONE if s.seed is None else int(s.seed)
+        self.topology = Topology(rank, world, int(s.num_workers), int(s.batch_size), bool(s.drop_last),
+                                 bool(s.repeat), s.equalize)
+        self._specs = list(specs) if specs is not None else streams.specs(self.settings, self.seed)
+        self._plain = self._plain_pass(self.topology, self._specs)
         self.epoch = 0
         self.samples_consumed = 0
-        # elastic resume (see _elastic): a remainder planner plays only the frames in frame_maps
-        # (episodes absent from it whole) and takes its resource shares from the plain planner
-        self.frame_maps: dict[int, np.ndarray] = dict(_frame_maps or {})
-        self._remainder_of = _remainder_of
-        self.full_indices, self.full_lengths = ((self.episode_indices, self.lengths) if _remainder_of is None
-                                                else (_remainder_of.full_indices, _remainder_of.full_lengths))
-        self._init_elastic()
-        self._build_shards()
+        #: the state dict whose unconsumed samples epoch ``origin_epoch`` replays (None: plain epochs)
+        self.origin: dict[str, Any] | None = None
+        self.origin_epoch: int | None = None
+        #: settings the last loaded state changed (elastic resume), for the caller to log
+        self.resume_changes: list[str] = []
+        #: remainders computed where the state was loaded (``rank_remainders()``), taken when theirs
+        self.shipped_remainders: list[Any] | None = None
+        self._rem: tuple[Any, Pass] | None = None
 
-    def _build_shards(self) -> None:
-        """Rank shards (LPT over the episodes; a subclass may own episodes otherwise)."""
-        n_eps = len(self.lengths)
-        if n_eps < self.world_size and self._remainder_of is None:
-            raise ShardingError(
-                f"{n_eps} non-empty selected episode(s) cannot be split over {self.world_size} ranks: "
-                f"rank(s) {n_eps}..{self.world_size - 1} would own no episode. Lower the number of ranks "
-                f"(world size) to at most {n_eps} or select more episodes.",
-                world_size=self.world_size, num_episodes=n_eps)
-        self._rank_pos = lpt_shards(self.lengths, self.world_size,
-                                    (self.seed, _seeds.TAG_RANK_SHARDS, self.world_size))
-        self._worker_pos_cache: dict[int, list[np.ndarray]] = {}
-        self._plans: dict[int, WorkerPlan] = {}
-        self.num_active_workers = self._active_count(self.rank)
+    def _plain_pass(self, topo: Topology, specs: Sequence[Any]) -> Pass:
+        layouts = []
+        for d, spec in enumerate(specs):
+            where = (self.streams.where(d, self.settings.byte_budget_gb) + " and pool" if self.streams.rule == "mixture"
+                     else None)
+            if where is None:
+                layouts.append(build_layout(spec, topo))
+            else:
+                with naming(where):
+                    layouts.append(build_layout(spec, topo))
+        return Pass(layouts, self.streams.integer_weights, self.streams.offsets, topo, mix_seed=self.seed,
+                    names=self.streams.names)
 
-    def _owns(self) -> str:
-        return f"{len(self._rank_pos[self.rank])} episode(s)"
+    # --- settings as attributes ---------------------------------------------------------------------
+    rank = property(lambda self: self.topology.rank)
+    world_size = property(lambda self: self.topology.world_size)
+    num_workers = property(lambda self: self.topology.num_workers)
+    num_shards = property(lambda self: self.topology.num_shards)
+    batch_size = property(lambda self: self.topology.batch_size)
+    drop_last = property(lambda self: self.topology.drop_last)
+    repeat = property(lambda self: self.topology.repeat)
+    equalize = property(lambda self: self.topology.equalize)
+    strategy = property(lambda self: self.settings.strategy)
+    pool_size = property(lambda self: self.settings.pool_size)
+    byte_budget = property(lambda self: self.settings.byte_budget)
+    byte_budget_gb = property(lambda self: self.settings.byte_budget_gb)
+    decoder_cache_size = property(lambda self: self.settings.decoder_cache_size)
+    partitions = property(lambda self: self.settings.partitions)
+    weights = property(lambda self: self.streams.integer_weights)
+    offsets = property(lambda self: list(self.streams.offsets))
+    shares = property(lambda self: self.streams.shares)
+    mixture = property(lambda self: self.streams.mixture)
+    #: each stream's spec under these settings (``StreamSpec``: seed, pool, budget, sizes)
+    specs = property(lambda self: list(self._specs))
+    #: one dataset's selection (the first stream's)
+    episode_indices = property(lambda self: self._specs[0].episode_indices)
+    lengths = property(lambda self: self._specs[0].lengths)
+    episode_nbytes = property(lambda self: self._specs[0].sizes)
+    episodes_digest = property(lambda self: self._specs[0].digest)
 
-    def _active_count(self, rank: int) -> int:
-        return sum(1 for p in self._worker_positions(rank) if len(p))
+    @property
+    def _kind(self) -> str:
+        """What the resume messages call this stream ("planner" or "mixture")."""
+        return "mixture" if self.streams.rule == "mixture" else "planner"
 
-    def _share_count(self, rank: int) -> int:
-        """Workers of ``rank`` the pool and budget shares are split over (a remainder planner uses
-        the plain planner's, so a worker's shares stay the same when its stream moves on)."""
-        src = self if self._remainder_of is None else self._remainder_of
-        return max(1, src._active_count(rank))
+    # --- the pass in progress -----------------------------------------------------------------------
+    def _elastic_active(self) -> bool:
+        return self.origin is not None and self.epoch == self.origin_epoch
 
-    # --- shards ---------------------------------------------------------------------------------
-    def _worker_positions(self, rank: int) -> list[np.ndarray]:
-        if rank not in self._worker_pos_cache:
-            rpos = self._rank_pos[rank]
-            n = min(self.num_shards, len(rpos))
-            parts = [] if n == 0 else lpt_shards(self.lengths[rpos], n, (self.seed, _seeds.TAG_WORKER_SHARDS, rank,
-                                                       self.world_size, self.num_shards))
-            parts = [rpos[p] for p in parts] + [np.empty(0, np.int64)] * (self.num_shards - n)
-            self._worker_pos_cache[rank] = parts
-        return self._worker_pos_cache[rank]
+    def resolve(self) -> Resolved:
+        """The pass in progress and the position in it (:func:`~._pass.resolve_pass`)."""
+        return resolve_pass(self._plain, self.epoch, self.samples_consumed,
+                            self._remainder_pass if self._elastic_active() else None)
 
-    def rank_episodes(self, rank: int | None = None) -> np.ndarray:
-        """Dataset episode indices owned by ``rank`` (default: this rank), sorted, int64."""
-        return self.episode_indices[self._rank_pos[self.rank if rank is None else rank]]
+    def current_pass(self) -> Pass:
+        """The pass in progress: the plain epoch, an elastic remainder, or the epochs after it."""
+        return self.resolve().pass_
 
-    def worker_episodes(self, worker: int, rank: int | None = None) -> np.ndarray:
-        """Dataset episode indices owned by logical ``worker`` of ``rank`` (empty = idle)."""
-        return self.episode_indices[self._worker_positions(self.rank if rank is None else rank)[worker]]
+    def plain_pass(self) -> Pass:
+        """This topology's plain epochs (without an elastic origin)."""
+        return self._plain
 
-    def worker_plan(self, worker: int) -> WorkerPlan:
-        """This rank's logical ``worker`` shard (cached). Raises ByteBudgetError for an episode
-        larger than the worker's whole byte budget, before anything is fetched."""
-        if not 0 <= worker < self.num_shards:
-            raise ShardingError(f"worker {worker} outside 0..{self.num_shards - 1}")
-        if worker not in self._plans:
-            self._plans[worker] = self._make_plan(worker, self.rank)
-        return self._plans[worker]
+    def remainders(self) -> list[Any]:
+        """The elastic remainder this planner plays first, one per stream (the origin's unconsumed
+        samples; shipped or cached when it can be).
 
-    def _make_plan(self, worker: int, rank: int) -> WorkerPlan:
-        return WorkerPlan(self, worker, self._worker_positions(rank)[worker], rank=rank)
+        Raises:
+            ResumeStateError: no elastic origin, or the origin's count does not fit its run.
+        """
+        if self.origin is None:
+            raise ResumeStateError("this planner plays plain epochs: it has no elastic remainder")
+        st = StreamState.from_dict(self.origin)
+        return remainder_cache(state_key(st, self.streams.digests) + [self.streams.rule],
+                               lambda: self._compute_remainders(st), self.shipped_remainders, self.rank)
 
-    def _plan_for(self, rank: int, worker: int) -> WorkerPlan:
-        """Logical ``worker`` of any ``rank`` (elastic resume replays every old rank's pools)."""
-        if rank == self.rank:
-            return self.worker_plan(worker)
-        if getattr(getattr(self, "remainder", None), "rank", None) is not None:
-            raise AssertionError("a remainder shipped for one rank has no other rank's frames")
-        return self._make_plan(worker, rank)
+    def _compute_remainders(self, st: StreamState) -> list[Any]:
+        old = self._like(st)
+        return old_run_remainders(old.resolve(), old.plain_pass())
 
-    # --- epoch sizes ----------------------------------------------------------------------------
-    def samples_per_rank(self) -> np.ndarray:
-        """Frames per rank in one epoch before equalization, int64 (world_size,)."""
-        p = self._pass()
-        if p is not self:
-            return p.samples_per_rank()
-        return np.array([int(self.lengths[p].sum()) for p in self._rank_pos], dtype=np.int64)
+    def _remainder_pass(self) -> Pass:
+        rems = self.remainders()
+        if self._rem is None or self._rem[0] is not rems[0]:
+            self._rem = (rems[0], remainder_pass(self._plain, rems, self.seed))
+        return self._rem[1]
 
-    def _worker_frames(self, rank: int) -> list[int]:
-        return [int(self.lengths[p].sum()) for p in self._worker_positions(rank)]
+    def _like(self, st: StreamState) -> Planner:
+        """The planner of rank 0 over the same streams with ``st``'s settings and position.
 
-    # --- resume and the pipeline's interface (rules shared with the mixture: PlannerBase) ----------
-    def _stream_state(self, samples: int) -> StreamState:
-        return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size, self.num_workers,
-                           self.strategy, self.pool_size, self.byte_budget, self.repeat, self.drop_last,
-                           self.equalize, self.episodes_digest,
-                           origin=self.origin if self._elastic_active() else None)
-
-    def _identity_diffs(self, st: StreamState, mine: StreamState) -> list[str]:
-        if st.mixture is not None:
-            return [f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset"]
-        return episode_selection_diffs(st, mine)
-
-    def _start_at(self, logical: int, given: int, epoch: int, limit: int | None) -> WorkerStart:
-        if self.repeat and self._chain is not None:  # remainder, then the plain epochs: worker_pools splits
-            return WorkerStart(logical, epoch, given, None)
-        if self.repeat:  # an endless stream's count rolls into the worker's later epochs
-            f = self._worker_frames(self.rank)[logical]
-            return WorkerStart(logical, epoch + (given // f if f else 0), given % f if f else 0, None)
-        return WorkerStart(logical, epoch, given, limit)
-
-    def _endless_limits(self, rank: int) -> list[int | None]:
-        fr = self._worker_frames(rank)
-        if self._chain is None:
-            return [None if f else 0 for f in fr]
-        after = self._chain._worker_frames(rank)  # endless once the remainder is done, if any frames
-        return [None if a else f for f, a in zip(fr, after)]
-
-    def worker_plans(self, start: WorkerStart) -> list[WorkerPlan]:
-        p = self._pass()
-        if p is not self:
-            return p.worker_plans(start)
-        return [self.stream_plan(start.logical_worker)]
-
-    def stream_plan(self, worker: int) -> WorkerPlan | _ChainPlan:
-        """What logical ``worker`` of this rank streams: its ``WorkerPlan``, or (an endless
-        remainder planner) its share of the remainder chained to its plain epochs."""
-        plan = self.worker_plan(worker)
-        if self.repeat and self._chain is not None:
-            return _ChainPlan(plan, self._chain.worker_plan(worker), self.epoch, self._chain.epoch)
-        return plan
-
-    def worker_pools(self, start: WorkerStart, plans: Sequence[WorkerPlan]) -> Iterator[EpisodePool]:
-        p = self._pass()
-        if p is not self:
-            return p.worker_pools(start, plans)
-        return plans[0].iter_pools(start.epoch, start.offset, repeat=self.repeat)
-
-    # --- elastic resume ------------------------------------------------------------------------
-    def _like(self, st: StreamState, nbytes: Callable[[int], int] | None = None) -> Planner:
-        """A planner of rank 0 over the same episodes with ``st``'s settings and position."""
-        nb = nbytes or self.episode_nbytes or _no_nbytes
-        out = type(self)(self.full_lengths, episode_indices=self.full_indices, seed=st.seed, rank=0,
-                         world_size=st.world_size, num_workers=st.num_workers, pool_size=st.pool_size,
-                         strategy=st.strategy, byte_budget=st.byte_budget,
-                         episode_nbytes=nb if st.byte_budget is not None else None, repeat=st.repeat,
+        Raises:
+            ResumeStateError: no run over these streams has ``st``'s settings (more ranks or
+            workers than its episodes allow, or fewer partitions than streams: a tampered state).
+        """
+        mix = st.mixture or {}
+        gb = mix.get(_BUDGET_KEY)
+        if gb is None and st.byte_budget is not None and self.streams.rule == "mixture":
+            gb = self.byte_budget_gb if st.byte_budget == self.byte_budget else st.byte_budget / GIB
+        s = PlanSettings(seed=st.seed, num_workers=st.num_workers, pool_size=st.pool_size, strategy=st.strategy,
+                         byte_budget=st.byte_budget, decoder_cache_size=None, repeat=st.repeat,
                          batch_size=st.batch_size, drop_last=st.drop_last, equalize=st.equalize,
-                         **self._layout_kwargs(st))
+                         partitions=st.partitions, rank=0, world_size=st.world_size, byte_budget_gb=gb)
+        try:
+            out = Planner.for_streams(self.streams.sized(), s)
+        except (ShardingError, StreamingConfigError, ValueError) as e:
+            raise ResumeStateError(
+                f"malformed stream state (tampered, or not written by state_dict() for this stream): no run over "
+                f"this stream has its settings ({e}). Pass the dict that state_dict() returned, or start a new run "
+                "from the policy weights.") from e
         out.epoch, out.samples_consumed = st.epoch, st.samples
         if st.origin is not None:
             out.origin, out.origin_epoch = st.origin, st.epoch
-        out._replay_nbytes = nb
         return out
 
-    def _layout_kwargs(self, st: StreamState) -> dict[str, Any]:
-        """Constructor arguments beyond the state's settings that ``_like`` passes (a subclass's)."""
-        return {}
+    # --- what the pass in progress answers -------------------------------------------------------------
+    def samples_per_rank(self) -> np.ndarray:
+        """Frames per rank in one epoch (every stream) before equalization, int64 (world_size,)."""
+        return self.current_pass().samples_per_rank()
 
-    def _remainder(self):
-        from lerobotstream.planner._elastic import plan_remainder
+    def worker_frames(self, rank: int | None = None) -> list[int]:
+        """Anchors per logical worker of ``rank`` in one epoch of the pass in progress (before
+        ``drop_last`` and ``equalize``)."""
+        return self.current_pass().worker_frames(self.rank if rank is None else rank)
 
-        nb = self._replay_nbytes
-        if nb is None and self.nbytes_provider is not None:
-            nb = self.nbytes_provider()[0]
-        shipped = getattr(self, "shipped_remainders", None)
-        return plan_remainder(self, StreamState.from_dict(self.origin), nb, shipped[0] if shipped else None)
+    def batches_per_rank(self) -> np.ndarray:
+        """DataLoader batches per rank in one finite epoch (``batch_size``, ``drop_last``, workers
+        taken into account), before equalization, int64 (world_size,)."""
+        return self.current_pass().batches_per_rank()
 
-    def _remainder_planner(self) -> Planner:
-        if self._rp is None:
-            self._rp = self._planner_over(self._remainder())
-        return self._rp
+    def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
+        """Anchors each logical worker of ``rank`` yields in one finite epoch (after ``drop_last``
+        truncation to whole batches and ``equalize``)."""
+        return self.current_pass().worker_epoch_limits(rank)
 
-    def _planner_over(self, rem) -> Planner:
-        """The planner of this topology that plays remainder ``rem`` (its own seed), then (endless)
-        this planner's plain epochs."""
-        seed = int(_seeds.seed_words(self.seed, TAG_ELASTIC, rem.epoch, rem.depth)[0] >> 2)
-        plain = self._plain()
-        rp = Planner(rem.lengths, episode_indices=rem.episode_indices, seed=seed, rank=self.rank,
-                     world_size=self.world_size, num_workers=self.num_workers, pool_size=self.pool_size,
-                     strategy=self.strategy, byte_budget=self.byte_budget, episode_nbytes=self.episode_nbytes,
-                     decoder_cache_size=self.decoder_cache_size, repeat=self.repeat, batch_size=self.batch_size,
-                     drop_last=self.drop_last, equalize=self.equalize, _remainder_of=plain,
-                     _frame_maps=rem.frames)
-        return self._attach(rp, rem, plain)
+    def turn_limits(self, rank: int | None = None) -> list[int | None]:
+        """Anchors each logical worker of ``rank`` gives from the stream start before it stops, as
+        the DataLoader's batch turns see them: :meth:`worker_epoch_limits` (finite), None (endless),
+        or its share of an endless elastic remainder when no plain epoch follows it there."""
+        return self.current_pass().turn_limits(rank)
 
-    def _attach(self, rp: Planner, rem: Any, plain: Planner) -> Planner:
-        """``rp`` plays remainder ``rem`` as its epoch; endless: then ``plain``'s epochs from the next."""
-        rp.epoch = rem.epoch
-        if self.repeat:
-            plain.epoch = rem.epoch + 1
-            rp._chain = plain  # a worker with plain-epoch episodes yields even without remainder ones
-            rp.num_active_workers = sum(1 for a, b in zip(rp._worker_frames(self.rank), plain._worker_frames(self.rank))
-                                        if a or b)
-        rp.remainder = rem
-        return rp
+    def epoch_samples(self) -> int:
+        """Anchors this rank yields in one finite epoch (after ``equalize``)."""
+        return self.current_pass().epoch_samples()
+
+    def position(self) -> tuple[int, int]:
+        """(epoch, samples consumed in it) of the resume state; in finite mode a consumed count of
+        one or more whole epochs rolls into the following epochs (``repeat=True`` keeps the
+        stream's start epoch: each worker rolls over on its own)."""
+        r = self.resolve()
+        return r.pass_.position(r.epoch, r.samples)
+
+    @property
+    def num_active_workers(self) -> int:
+        """Logical workers of this rank that give samples in the pass in progress."""
+        return self.current_pass().num_active()
+
+    def dataset_worker_frames(self, rank: int | None = None) -> np.ndarray:
+        """Frames per (stream, logical worker) of ``rank`` in one plain epoch, int64 (N, workers)."""
+        return self._plain.dataset_worker_frames(rank)
+
+    def worker_weights(self, worker: int, rank: int | None = None) -> list[int]:
+        """Integer mixing weights of logical ``worker`` of ``rank`` in plain endless epochs
+        (``Pass.worker_weights``)."""
+        return self._plain.worker_weights(worker, rank)
+
+    # --- one dataset's shards (the first stream's, plain epochs) -------------------------------------
+    def rank_episodes(self, rank: int | None = None) -> np.ndarray:
+        """Dataset episode indices owned by ``rank`` (default: this rank), sorted, int64."""
+        return self._plain.rank_episodes(self.rank if rank is None else rank)
+
+    def worker_episodes(self, worker: int, rank: int | None = None) -> np.ndarray:
+        """Dataset episode indices owned by logical ``worker`` of ``rank`` (empty = idle)."""
+        return self._plain.layouts[0].worker_episodes(worker, self.rank if rank is None else rank)
+
+    def worker_plan(self, worker: int) -> WorkerPlan:
+        """This rank's logical ``worker`` shard of the first stream (cached). Raises
+        ByteBudgetError for an episode larger than the worker's whole byte budget (eager sizes),
+        before anything is fetched."""
+        if not 0 <= worker < self.num_shards:
+            raise ShardingError(f"worker {worker} outside 0..{self.num_shards - 1}")
+        return self._plain.layouts[0].plan(worker, self.rank)
+
+    def stream_partitions(self, worker: int, rank: int | None = None) -> np.ndarray:
+        """Partition ids logical ``worker`` of ``rank`` plays in a plain epoch (``partitions``)."""
+        return self._plain.layouts[0].stream_partitions(worker, self.rank if rank is None else rank)
+
+    def partition_episodes(self, partition: int) -> np.ndarray:
+        """Dataset episode indices of ``partition`` (``partitions``)."""
+        return self._plain.layouts[0].partition_episodes(partition)
+
+    @property
+    def planners(self) -> list[Planner]:
+        """One planner per stream, each over that stream alone with its settings (its shards and
+        plans are the mixture's)."""
+        return [Planner.for_streams(Streams((e,)), self.settings, specs=[spec])
+                for e, spec in zip(self.streams.episodes, self._specs)]
+
+    # --- the pipeline's interface -------------------------------------------------------------------
+    def worker_start(self, dl_worker_id: int | None = None, dl_num_workers: int = 0) -> WorkerStart:
+        """Where DataLoader worker ``dl_worker_id`` (None in-process) starts, from the resume state
+        (``epoch``, ``samples_consumed``): its logical worker, epoch, samples of its stream already
+        consumed (endless: counted from the stream's start epoch; the pools roll it over) and
+        limit (finite mode).
+
+        Raises:
+            ShardingError: the DataLoader's worker count is not the planner's ``num_workers``.
+            ResumeStateError: the consumed count ends inside a batch (several workers) or exceeds
+            the finite epoch.
+        """
+        r = self.resolve()
+        if dl_num_workers != self.num_workers:
+            raise ShardingError(
+                f"the DataLoader runs {dl_num_workers} worker(s) but the {self._kind} was built for "
+                f"num_workers={self.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)")
+        if not dl_worker_id and r.pass_.num_active() < self.num_shards:
+            self._warn_idle(r.pass_)
+        return r.pass_.worker_start(dl_worker_id, r.epoch, r.samples)
+
+    def worker_plans(self, start: WorkerStart) -> list[Any]:
+        """The plan of ``start.logical_worker`` for each stream (one for a single dataset; a
+        mixture's name its dataset in their errors). Nothing is sized yet with sizes on demand;
+        eager sizes raise ByteBudgetError here, before anything is fetched."""
+        p = self.current_pass()
+        if self.streams.rule != "mixture":
+            return p.worker_plans(start.logical_worker)
+        plans = []
+        for d in range(len(p.layouts)):
+            where = self.streams.where(d, self.byte_budget_gb)
+            with naming(where):
+                plan = p.worker_plan(d, start.logical_worker)
+            plan.where = where  # sizes on demand: a ByteBudgetError at admission names the dataset too
+            plans.append(plan)
+        return plans
+
+    def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[Any]:
+        """The pools the worker pipeline reads from ``start`` on (``EpisodePool`` interface, global
+        episode ids): one per finite epoch, or one endless pool, as ``repeat`` says."""
+        return self.current_pass().worker_pools(start, plans)
+
+    def iter_worker_anchors(self, dl_worker_id: int | None = None,
+                            dl_num_workers: int = 0) -> Iterator[tuple[int, int]]:
+        """The anchors (global episode id, frame) DataLoader worker ``dl_worker_id`` yields, from
+        the resume state on: one (the rest of the) epoch when finite, endless with ``repeat=True``."""
+        start = self.worker_start(dl_worker_id, dl_num_workers)
+        return read_pools(self.worker_pools(start, self.worker_plans(start)), start.limit)
+
+    def _warn_idle(self, p: Pass) -> None:
+        # Said where the stream starts, by DataLoader worker 0 only (every worker builds its own
+        # planner; the training process builds them for state_dict too) and once per process.
+        owns = (p.layouts[0].owns(self.rank) if len(p.layouts) == 1 else "episodes of the mixture's datasets")
+        key = (self._kind, self.rank, self.num_shards, owns)
+        if key in _IDLE_WARNED:
+            return
+        _IDLE_WARNED.add(key)
+        n = p.num_active()
+        logger.warning(
+            "rank %d owns %s for %d DataLoader workers: workers %d..%d get no episode and yield nothing "
+            "(lower num_workers to use every worker)", self.rank, owns, self.num_shards, n, self.num_shards - 1)
+
+    # --- epochs and resume ----------------------------------------------------------------------------
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch`` from its first anchor (resets ``samples_consumed``).
+
+        Raises:
+            StreamingConfigError: ``epoch`` is not an int >= 0 (a ValueError naming ``epoch``).
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise StreamingConfigError(f"epoch must be an int >= 0, got {epoch!r}", option="epoch", value=epoch)
+        self.epoch, self.samples_consumed = int(epoch), 0
+
+    def seek(self, epoch: int, samples: int = 0, *, origin: dict[str, Any] | None = None,
+             origin_epoch: int | None = None, remainders: list[Any] | None = None) -> None:
+        """Put this planner at ``samples`` consumed samples of ``epoch`` (a stream's resume state,
+        as data): ``origin`` — an elastic resume's origin state, whose remainder epoch
+        ``origin_epoch`` plays — and ``remainders``, that remainder's part computed elsewhere
+        (``rank_remainders()``; taken when it is this origin's).
+
+        Raises:
+            StreamingConfigError: ``epoch`` is not an int >= 0; ValueError: ``samples`` < 0.
+        """
+        self.set_epoch(epoch)
+        if samples < 0:
+            raise ValueError(f"samples must be >= 0, got {samples}")
+        self.samples_consumed = int(samples)
+        self.origin, self.origin_epoch = origin, origin_epoch
+        self.shipped_remainders, self._rem = remainders, None
+
+    def _stream_state(self, samples: int) -> StreamState:
+        origin = self.origin if self._elastic_active() else None
+        mix = self.streams.mixture
+        if mix is None:
+            return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size,
+                               self.num_workers, self.strategy, self.pool_size, self.byte_budget, self.repeat,
+                               self.drop_last, self.equalize, self.streams.digest, origin=origin,
+                               partitions=self.partitions)
+        extra = {} if self.byte_budget_gb is None else {_BUDGET_KEY: self.byte_budget_gb}
+        if len(self.streams.episodes) == 1:  # its dataset plays under the seed itself: an older
+            extra[_SEED_RULE_KEY] = "dataset"  # mixture-of-one state (derived seed) is another order: refused
+        return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size, self.num_workers,
+                           self._specs[0].strategy, self.pool_size, self.byte_budget, self.repeat, self.drop_last,
+                           self.equalize, self.streams.digest,
+                           mixture={**mix, "integer_weights": list(self.weights), **extra}, origin=origin,
+                           partitions=self.partitions)
+
+    def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
+        """Resume state (:class:`~lerobotstream.planner.StreamState` layout, schema-versioned): seed,
+        epoch, samples consumed by this rank, batch size, world size, workers, strategy, pool
+        settings, the stream's identity. Pass the training loop's consumed sample count (sum of the
+        consumed batches' sizes) or set ``samples_consumed`` beforehand."""
+        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
+        return self._stream_state(s).to_dict()
+
+    def _identity_diffs(self, st: StreamState, mine: StreamState) -> list[str]:
+        """What makes ``st`` another stream than this one (dataset, episodes, mixture)."""
+        if self.streams.mixture is None:
+            if st.mixture is not None:
+                return [f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset"]
+            return episode_selection_diffs(st, mine)
+        if st.mixture is None:
+            raise ResumeStateError(
+                "the resume state was written by a single-dataset stream but this is a mixture of "
+                f"{len(self.streams.episodes)} datasets ({self.streams.mixture.get('repo_ids')}); sample-exact "
+                "resume needs the same mixture. Start a new run from the policy weights.")
+        diffs = [f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}"
+                 for key in sorted((set(st.mixture) | set(mine.mixture)) - {_BUDGET_KEY})
+                 if st.mixture.get(key) != mine.mixture.get(key)]
+        return diffs or episode_selection_diffs(st, mine)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` — of this topology (the very same order continues) or of
+        another one (elastic resume: the epoch's unconsumed samples are replanned over this
+        planner's ranks, workers and batch size; see docs/resume.md). Sets
+        :attr:`resume_changes` to the settings that differ. Nothing is replayed here: the
+        remainder is computed when first needed (:meth:`remainders`).
+
+        Raises:
+            ResumeStateError: no schema marker (older sampler: start a new run from the policy
+            weights), a malformed or impossible state (e.g. more than ``MAX_NUM_WORKERS``
+            workers), another stream (dataset, episodes, mixture) or seed; the message lists
+            every difference.
+        """
+        st = StreamState.from_dict(state)
+        mine = self._stream_state(0)
+        refused = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
+                   for name in REFUSED_SETTINGS if getattr(st, name) != getattr(mine, name)]
+        refused += self._identity_diffs(st, mine)
+        if refused:
+            what = ("the same mixture (datasets, weights, episode selections)" if self._kind == "mixture"
+                    else "the same episode selection")
+            raise ResumeStateError(
+                f"resume needs {what}, seed and partitions as the checkpointed run (they fix which samples the epoch has "
+                "and their order; world size, batch size, DataLoader workers, pool and budget may change); "
+                "differs: " + "; ".join(refused) + ". Restore those settings, or start a new run from the "
+                "policy weights.")
+        changed = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
+                   for name in ELASTIC_SETTINGS if getattr(st, name) != getattr(mine, name)]
+        self.origin, self.origin_epoch, self._rem = None, None, None
+        self.resume_changes = changed
+        if not changed:
+            if st.origin is not None:  # the same topology inside a remainder: the same remainder plan continues
+                self.origin, self.origin_epoch = st.origin, st.epoch
+            self.epoch, self.samples_consumed = st.epoch, st.samples
+            return
+        key = st.epoch
+        if st.origin is None:
+            old = self._like(st)
+            s = st.samples
+            if not st.repeat:
+                key, s = old.position()  # counts only: a finished epoch rolls over
+            if s == 0:  # nothing of that epoch consumed: it is simply played on this topology
+                self.epoch, self.samples_consumed = key, 0
+                return
+        self.origin, self.origin_epoch = st.to_dict(), key
+        self.epoch, self.samples_consumed = key, 0
 
     def rank_remainders(self) -> list[Any] | None:
-        """The remainder this rank's DataLoader workers play (elastic resume; None: a plain
-        epoch), its started episodes' frames kept for this rank's episodes only
-        (``Remainder.for_rank``): the dataset computes it once where the state is loaded and
-        ships it to its workers (their planner's ``shipped_remainders``)."""
+        """What this rank's DataLoader workers need of the elastic remainder (None: a plain
+        epoch), one per stream (``for_rank``: a started episode's frames only for this rank's
+        episodes): the dataset computes it once where the state is loaded and ships it to its
+        workers (their planner's ``shipped_remainders``)."""
         if not self._elastic_active():
             return None
-        rp = self._remainder_planner()
-        return [rp.remainder.for_rank(self.rank, rp.rank_episodes())]
+        rp = self._remainder_pass()
+        return [lay.for_rank(rem, self.rank) for lay, rem in zip(rp.layouts, rp.remainders)]
 
     def remainder_info(self) -> dict[str, Any] | None:
-        """What an elastic resume continues (None when this planner plays a plain epoch): the
-        epoch, samples left over all ranks (``samples_left``) and on this rank (``rank_samples``),
-        episodes left whole and partly consumed, samples the old run consumed in that epoch."""
+        """What an elastic resume continues (None when this planner plays a plain epoch), one
+        schema for every stream and layout: ``epoch``, ``samples_left`` (all ranks) and
+        ``samples_left_per_dataset``, ``rank_samples`` (this rank), ``unit`` (``"episodes"`` or
+        ``"partitions"``), ``whole`` and ``started`` (units left whole and partly consumed),
+        ``depth``, ``consumed`` (samples the old run consumed of that pass, all ranks), and where
+        its end lies in this rank's batches: ``overlap``, samples of the next epoch the loader
+        yields before the remainder's last one (``_turns.epoch_overlap`` of the workers' shares;
+        exact when every worker goes on with plain epochs; 0 when finite: each epoch is its own
+        iterator), ``overlap_bound`` = (workers - 1) x (max - min share + batch size - 1)."""
         if not self._elastic_active():
             return None
-        rp = self._remainder_planner()
-        rem = rp.remainder
-        return {"epoch": rem.epoch, "samples_left": rem.total, "rank_samples": int(rp.samples_per_rank()[self.rank]),
-                "episodes_whole": int(len(rem.episode_indices) - rem.episodes_started),
-                "episodes_started": rem.episodes_started, "depth": rem.depth, "consumed": rem.consumed}
+        rp = self._remainder_pass()
+        infos = [lay.info(rem) for lay, rem in zip(rp.layouts, rp.remainders)]
+        left = [int(lay.rank_frames().sum()) for lay in rp.layouts]
+        shares = rp.worker_frames(self.rank)
+        endless, k, b = self.repeat and self.num_shards > 1, self.num_shards, self.batch_size
+        return {"epoch": rp.epoch, "samples_left": sum(left), "samples_left_per_dataset": left,
+                "rank_samples": int(rp.samples_per_rank()[self.rank]), "unit": infos[0]["unit"],
+                "whole": sum(i["whole"] for i in infos), "started": sum(i["started"] for i in infos),
+                "depth": rp.depth, "consumed": sum(int(r.consumed) for r in rp.remainders),
+                "overlap": epoch_overlap(shares, b) if endless else 0,
+                "overlap_bound": (k - 1) * (max(shares) - min(shares) + b - 1) if endless else 0}
 
 
-def _no_nbytes(episode_index: int) -> int:
-    raise AssertionError("this planner has no episode sizes (episode_nbytes) to replay a byte budget")
+def dataset_planner(episode_lengths: Mapping[int, int], settings: PlanSettings,
+                    episode_nbytes: Callable[[int], int] | None = None) -> Planner:
+    """The planner of one dataset's rank from ``settings`` (``episode_nbytes``: its sizes,
+    ``EpisodeSizes`` on demand): :meth:`Planner.for_dataset`."""
+    return Planner.for_dataset(episode_lengths, settings, episode_nbytes)
 
-
-class _ChainPlan:
-    """An endless elastic worker's plan: its share of the remainder (epoch ``epoch``), then its
-    plain epochs from ``next_epoch`` on (the episodes and sizes of both, one set of resource shares)."""
-
-    def __init__(self, first: WorkerPlan, then: WorkerPlan, epoch: int, next_epoch: int) -> None:
-        self.first, self.then = first, then
-        self.epoch, self.next_epoch = int(epoch), int(next_epoch)
-        self.worker = first.worker
-        self.episode_indices = np.concatenate([first.episode_indices, then.episode_indices])
-        self.nbytes = np.concatenate([first.nbytes, then.nbytes])
-        self.lengths = np.concatenate([first.lengths, then.lengths])
-        self.num_frames = first.num_frames + then.num_frames
-        # the remainder may keep the checkpoint's pool settings (partitions): room for the larger
-        self.pool_size = max(first.pool_size, then.pool_size)
-        self.byte_budget = (None if first.byte_budget is None or then.byte_budget is None
-                            else max(first.byte_budget, then.byte_budget))
-        self.decoder_cache_size = then.decoder_cache_size
-
-    def iter_pools(self, epoch: int = 0, given: int = 0, *, repeat: bool = True) -> Iterator[EpisodePool]:
-        """``given`` anchors of the chain already consumed: the remainder pool (its own epoch)
-        while some of it is left, then the plain epochs from ``next_epoch`` on (``epoch`` and
-        ``repeat``: ``WorkerPlan.iter_pools``' signature; the chain keeps its own)."""
-        first = self.first.num_frames
-        if given < first:
-            pool = self.first.pool(self.epoch)
-            if given:
-                pool.skip(given)
-                pool.drain_events()
-            yield pool
-            given = first
-        yield from self.then.iter_pools(self.next_epoch, given - first, repeat=True)

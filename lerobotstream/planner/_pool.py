@@ -43,7 +43,9 @@ class EpisodePool:
     Args:
         episode_indices (np.ndarray): int64 (E,) dataset episode indices of the worker.
         lengths (np.ndarray): int64 (E,) frames per episode (>= 1).
-        nbytes (np.ndarray): int64 (E,) resident bytes per episode (zeros when unbounded).
+        nbytes (np.ndarray): int64 (E,) resident bytes per episode (zeros when unbounded; -1 where
+            not known yet: ``size_of`` is asked when admission reaches the episode, and the
+            answer is written into this array, so pools over the same array share what is known).
         order (np.ndarray): int64 (E,) admission order, positions into the arrays above.
         pool_size (int): maximum resident episodes.
         byte_budget (int | None): maximum resident bytes, or None.
@@ -52,10 +54,12 @@ class EpisodePool:
         frame_maps (dict[int, np.ndarray] | None): elastic remainders: for a local episode whose
             ``lengths`` entry counts only its remaining frames, the int64 ascending frame indices
             those are (pool-local frame k is frame ``frame_maps[i][k]`` of the episode).
+        size_of (Callable[[int], int] | None): sizes on demand: ``size_of(local episode) -> int``
+            bytes for an entry of ``nbytes`` that is -1 (``WorkerPlan.size_of``).
     """
 
     def __init__(self, episode_indices, lengths, nbytes, order, pool_size, byte_budget, strategy, draw_words,
-                 frame_maps=None):
+                 frame_maps=None, size_of=None):
         self.episode_indices = np.ascontiguousarray(episode_indices, dtype=np.int64)
         self.pool_size = int(pool_size)
         self.byte_budget = byte_budget
@@ -64,7 +68,7 @@ class EpisodePool:
                               np.ascontiguousarray(nbytes, dtype=np.int64),
                               np.ascontiguousarray(order, dtype=np.int64), self.pool_size,
                               -1 if byte_budget is None else int(byte_budget), STRATEGY_IDS[strategy],
-                              np.ascontiguousarray(draw_words, dtype=np.uint64))
+                              np.ascontiguousarray(draw_words, dtype=np.uint64), size_of)
         self._maps = dict(frame_maps or {})
         self._mapped: np.ndarray | None = None
         if self._maps:  # one flat table: frame = flat[base[local] + k]

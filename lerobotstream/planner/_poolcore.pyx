@@ -92,16 +92,21 @@ cdef class PoolCore:
 
     Args:
         lengths: int64 (E,) frames per local episode (all >= 1).
-        nbytes: int64 (E,) bytes each local episode holds while resident (0 when unbounded).
+        nbytes: int64 (E,) bytes each local episode holds while resident (0 when unbounded; -1:
+            not known yet, asked of ``size_of`` when admission reaches the episode, then kept).
         order: int64 (E,) admission order (a permutation of ``range(E)``).
         pool_size: maximum resident episodes (>= 1).
         byte_budget: maximum sum of resident ``nbytes`` (-1: unbounded).
         strategy: 0 = ``remaining``, 1 = ``round_robin``, 2 = ``sequential`` (no draws: the
             resident episode admitted first, its frames in ascending order).
         state: four uint64 seed words for the draws.
+        size_of: ``size_of(local episode) -> int`` bytes, called (holding the GIL) for an entry
+            of ``nbytes`` that is -1 when admission under a budget reaches it (sizes on demand:
+            only the episodes admitted are ever sized); None: every size is given.
 
     Raises:
-        ByteBudgetError: when admission reaches an episode larger than the whole budget.
+        ByteBudgetError: when admission reaches an episode larger than the whole budget (or
+            whatever ``size_of`` raises).
     """
 
     cdef int64_t n_eps, pool_size, byte_budget, n_res_bytes, strategy
@@ -119,6 +124,7 @@ cdef class PoolCore:
     cdef int64_t round_len, round_pos
     cdef uint64_t rng[4]
     cdef list _ev_pos, _ev_kind, _ev_ep
+    cdef object size_of
 
     def __cinit__(self):
         self.tree = NULL
@@ -131,7 +137,7 @@ cdef class PoolCore:
         self.round_slots = NULL
 
     def __init__(self, int64_t[::1] lengths, int64_t[::1] nbytes, int64_t[::1] order, int64_t pool_size,
-                 int64_t byte_budget, int64_t strategy, uint64_t[::1] state):
+                 int64_t byte_budget, int64_t strategy, uint64_t[::1] state, size_of=None):
         cdef int64_t i, P
         if pool_size < 1:
             raise ValueError(f"pool_size must be >= 1, got {pool_size}")
@@ -144,6 +150,7 @@ cdef class PoolCore:
         self.pool_size = pool_size
         self.byte_budget = byte_budget
         self.strategy = strategy
+        self.size_of = size_of
         self.n_remaining = 0
         self.n_emitted = 0
         self.next_admit = 0
@@ -221,6 +228,14 @@ cdef class PoolCore:
         while self.next_admit < self.n_eps and self.n_resident < self.pool_size:
             ep = self.order[self.next_admit]
             if self.byte_budget >= 0:
+                if self.nbytes[ep] < 0:
+                    if self.size_of is None:
+                        raise ValueError(f"local episode {ep} has no byte size (-1) and the pool has no size_of")
+                    n = int(self.size_of(ep))
+                    if n < 0:
+                        raise ByteBudgetError(f"local episode {ep} reports a negative byte size ({n})",
+                                              local_episode=ep)
+                    self.nbytes[ep] = n
                 if self.nbytes[ep] > self.byte_budget:
                     raise ByteBudgetError(
                         f"local episode {ep} needs {self.nbytes[ep]} bytes, more than the whole byte "

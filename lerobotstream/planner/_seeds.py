@@ -1,5 +1,7 @@
-"""Seed derivation: every order comes from ``np.random.SeedSequence`` with a tuple entropy.
+"""Seed derivation, and every domain tag of the planner (the one place they are written).
 
+Every order comes from ``np.random.SeedSequence`` with a tuple entropy (:func:`seed_words`); a
+seed derived for a sub-stream (a mixture's dataset, an elastic remainder) is :func:`derived_seed`.
 Never global RNG: ``random``, ``numpy.random`` and ``torch`` global states are neither read nor
 written. The four 64-bit words feed the private xoshiro256** generator of ``_poolcore``.
 """
@@ -14,6 +16,8 @@ TAG_WORKER_SHARDS = 0x574B5253  # "WKRS"
 TAG_ADMISSION = 0x41444D54  # "ADMT"
 TAG_DRAWS = 0x44524157  # "DRAW"
 TAG_PARTITIONS = 0x50415254  # "PART": canonical partitions (_partitions)
+TAG_ELASTIC = 0x454C5354  # "ELST": an elastic remainder's seeds
+TAG_MIXTURE = 0x4D495854  # "MIXT": a mixture's per-dataset seeds and its mix sequences
 
 
 def seed_words(*entropy: int) -> np.ndarray:
@@ -29,3 +33,8 @@ def seed_words(*entropy: int) -> np.ndarray:
     if not words.any():  # xoshiro's all-zero state is absorbing (probability 2**-256)
         words[0] = 1
     return np.ascontiguousarray(words)
+
+
+def derived_seed(*entropy: int) -> int:
+    """A seed (62-bit int) derived from ``entropy``: the first of :func:`seed_words`, shifted."""
+    return int(seed_words(*entropy)[0] >> 2)

@@ -1,12 +1,9 @@
-"""Resume state and the DataLoader's batch turns.
+"""The resume state: :class:`StreamState`, what one rank's ``state_dict()`` holds (pure data,
+schema-versioned), its parsing and checks, and the digests that identify a stream.
 
-How a ``torch.utils.data.DataLoader`` reads an ``IterableDataset`` with N workers: every worker
-runs its own copy of the iterator; batches are taken from workers in turn (worker w gives batches
-w, w+N, w+2N, ... of the rank); a worker's last batch may be short (or dropped with
-``drop_last=True``); a worker whose iterator is exhausted leaves the rotation and the others
-continue in the same cyclic order. So the rank's sample count alone, replayed through these turns
-(:func:`replay_turns`), says how many samples each worker has given and which worker gives the
-next batch. On resume, DataLoader worker ``p`` plays logical worker ``(p + next) mod N``, so the
+The rank's consumed sample count alone, replayed through the DataLoader's batch turns
+(:mod:`._turns`), says how many samples each worker has given and which worker gives the next
+batch. On resume, DataLoader worker ``p`` plays logical worker ``(p + next) mod N``, so the
 resumed DataLoader (which always starts with its worker 0) continues the rotation exactly.
 """
 
@@ -18,8 +15,8 @@ from typing import Any
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError
 
-__all__ = ["ELASTIC_SCHEMA_VERSION", "PARTITION_SCHEMA_VERSION", "READABLE_SCHEMA_VERSIONS", "SCHEMA_KEY", "SCHEMA_VERSION", "StreamState",
-           "episodes_digest", "episode_selection_diffs", "replay_turns"]
+__all__ = ["ELASTIC_SCHEMA_VERSION", "MAX_NUM_WORKERS", "PARTITION_SCHEMA_VERSION", "READABLE_SCHEMA_VERSIONS",
+           "SCHEMA_KEY", "SCHEMA_VERSION", "StreamState", "episodes_digest", "episode_selection_diffs"]
 
 SCHEMA_KEY = "lerobotstream_planner_schema"
 SCHEMA_VERSION = 1
@@ -30,6 +27,9 @@ ELASTIC_SCHEMA_VERSION = 2
 #: them by version instead of resuming them without their partitions
 PARTITION_SCHEMA_VERSION = 3
 READABLE_SCHEMA_VERSIONS = (SCHEMA_VERSION, ELASTIC_SCHEMA_VERSION, PARTITION_SCHEMA_VERSION)
+#: DataLoader workers per rank at most (a planner refuses more, so a state claiming more was
+#: edited): it bounds the work of loading a state before anything of it is replayed
+MAX_NUM_WORKERS = 1024
 
 _OLD_CHECKPOINT_MSG = (
     "this checkpoint's stream state has no {key!r} marker: it was written by an older sampler "
@@ -67,6 +67,8 @@ def _field_problem(name: str, value: Any) -> str | None:
             return f"{value!r} ({type(value).__name__}; an int is needed)"
         if low is not None and int(value) < low:
             return f"{value!r} (must be >= {low})"
+        if name == "num_workers" and int(value) > MAX_NUM_WORKERS:
+            return f"{value!r} (at most {MAX_NUM_WORKERS} DataLoader workers per rank)"
         return None
     want = {"bool": bool, "str": str, "dict": dict}[kind]
     if not isinstance(value, want):
@@ -245,95 +247,3 @@ def episode_selection_diffs(checkpoint: StreamState, current: StreamState) -> li
            "drop_n_last_frames, or another version of the dataset" if n_old == n_new else "")
     return [f"episode selection: checkpoint {n_old} episodes (digest {checkpoint.episodes}), now {n_new} "
             f"episodes (digest {current.episodes}){why}"]
-
-
-def _can_give(rem: int | None, batch_size: int, drop_last: bool) -> bool:
-    return rem is None or rem >= batch_size or (rem > 0 and not drop_last)
-
-
-def replay_turns(limits: list[int | None], batch_size: int, *, samples: int | None = None,
-                 batches: int | None = None, drop_last: bool = False) -> tuple[list[int], int | None, int]:
-    """Replay the DataLoader's batch turns until ``samples`` samples or ``batches`` batches are taken.
-
-    Args:
-        limits: samples each logical worker can give (None: endless).
-        batch_size: DataLoader batch size (>= 1).
-        samples: stop after this many samples (must end on a batch boundary when len(limits) > 1).
-        batches: stop after this many batches.
-        drop_last: a worker's short last batch is dropped (the worker leaves the rotation).
-
-    Returns:
-        (samples given per worker, worker that gives the next batch or None when all are
-        exhausted, batches taken). Cost: O(number of phases x workers), not O(batches).
-
-    Raises:
-        ResumeStateError: ``samples`` ends inside a batch (with several workers), or exceeds what
-        the workers can give.
-    """
-    if samples is None and batches is None:
-        raise ValueError("replay_turns needs samples or batches")
-    n = len(limits)
-    rem = list(limits)
-    given = [0] * n
-    s_left, b_left, taken = samples, batches, 0
-    if n == 1:  # one stream: batch boundaries do not affect the sample order
-        cap = rem[0]
-        if samples is not None:
-            if drop_last and samples % batch_size:
-                raise ResumeStateError(
-                    f"resume offset of {samples} samples ends inside a batch (batch size {batch_size}, "
-                    "drop_last=True): sample-exact resume needs the offset to be the sum of the batches the "
-                    "training loop consumed, with the same batch size as the checkpointed run")
-            if cap is not None and samples > cap:
-                raise ResumeStateError(f"resume offset {samples} exceeds the {cap} samples of the epoch")
-            return [samples], (0 if _can_give(None if cap is None else cap - samples, 1, False) else None), -1
-    while True:
-        active = [w for w in range(n) if _can_give(rem[w], batch_size, drop_last)]
-        if not active:
-            if s_left:
-                raise ResumeStateError(
-                    f"resume offset of {samples} samples exceeds the {sum(given)} samples this rank's "
-                    "workers give in the epoch")
-            if b_left:
-                return given, None, taken
-            return given, None, taken
-        finite = [rem[w] // batch_size for w in active if rem[w] is not None]
-        if len(finite) == len([w for w in active if rem[w] is not None]) and all(
-                rem[w] is None or rem[w] >= batch_size for w in active):
-            k = min(finite) if finite else None
-            if s_left is not None:
-                q = s_left // (batch_size * len(active))
-                k = q if k is None else min(k, q)
-            if b_left is not None:
-                q = b_left // len(active)
-                k = q if k is None else min(k, q)
-            if k:
-                for w in active:
-                    given[w] += k * batch_size
-                    if rem[w] is not None:
-                        rem[w] -= k * batch_size
-                taken += k * len(active)
-                if s_left is not None:
-                    s_left -= k * batch_size * len(active)
-                if b_left is not None:
-                    b_left -= k * len(active)
-        for w in range(n):
-            if not _can_give(rem[w], batch_size, drop_last):
-                continue
-            if s_left == 0 or b_left == 0:
-                return given, w, taken
-            take = batch_size if rem[w] is None else min(batch_size, rem[w])
-            if s_left is not None and s_left < take:
-                raise ResumeStateError(
-                    f"resume offset of {samples} samples ends inside a batch of worker {w} (batch size "
-                    f"{batch_size}, {len(limits)} workers): sample-exact resume with several DataLoader "
-                    "workers needs the offset to be the sum of the batches the training loop consumed, "
-                    "with the same batch size and worker count as the checkpointed run")
-            given[w] += take
-            if rem[w] is not None:
-                rem[w] -= take
-            taken += 1
-            if s_left is not None:
-                s_left -= take
-            if b_left is not None:
-                b_left -= 1

@@ -264,3 +264,24 @@ def test_queued_fetches_are_skipped_after_a_source_failure():
     cache.close()
     assert cache.stats.fetch_failures == 1  # episode 0's request only
     assert cache.stats.fetches_skipped + cache.stats.fetch_failures <= 4
+
+
+def test_sizes_on_demand_are_asked_only_for_what_is_admitted_or_prefetched():
+    """A size function instead of a mapping (``planner.EpisodeSizes``): only the episodes the
+    cache reserves are sized, and an oversize one still fails before any fetch."""
+    sizes = {0: 100, 1: 200, 2: 5000, 3: 50}
+    asked = []
+    fetch = FakeFetch(sizes)
+    cache = EpisodeByteCache(1000, lambda e: asked.append(e) or sizes[e], fetch, max_workers=1)
+    try:
+        cache.admit(0)
+        assert cache.prefetch(1)
+        assert asked == [0, 1] and cache.reserved_bytes == 300
+        with pytest.raises(ByteBudgetError, match="episode 2"):
+            cache.prefetch(2)
+        assert 2 not in fetch.calls
+        assert cache.episode_nbytes(3) == 50
+    finally:
+        cache.close()
+    with pytest.raises(TypeError, match="mapping or a function"):
+        EpisodeByteCache(10, [1, 2], fetch)

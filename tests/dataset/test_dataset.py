@@ -39,6 +39,17 @@ def test_oversize_episode_fails_before_fetch(root):
     assert st["bytes_needed"] == 0 and st["episodes_fetched"] == 0 and st["cache"].get("fetches", 0) == 0
 
 
+def test_sizes_are_computed_for_the_pool_and_frontier_only(root):
+    """Sizes on demand (issue 33): the first item needs the sizes of the first pool and prefetch
+    frontier only; the epoch sizes each episode once."""
+    ds = StreamingLeRobotDataset(root=root, episode_pool_size=1, prefetch_episodes=1, decode_lookahead=1,
+                                 first_lookahead=1)  # anchors drawn one at a time: the first chunks stay in one episode
+    it = iter(ds)
+    next(it)
+    assert 1 <= ds.stats()["episodes_sized"] <= 2  # the admitted episode, the prefetched one
+    assert sum(1 for _ in it) == 24 and ds.stats()["episodes_sized"] == 4
+
+
 def test_small_budget_invariants(root, monkeypatch):
     from lerobotstream import payload_cache as cache_mod
 

@@ -89,13 +89,11 @@ def _tagged(batch):
 def _shares(ds, num_workers):
     """(dataset, logical worker) samples of this rank's share of the pass in progress, and of one
     plain epoch of the new topology, int64 (datasets, workers) each."""
-    p = ds._planner(num_workers)
-    p.set_epoch(ds._epoch)
-    p.samples_consumed = ds._samples
-    rp, plain = p._pass(), p._plain()
+    p = ds._rank_planner(num_workers)
+    rp, plain = p.current_pass(), p.plain_pass()
     if hasattr(p, "dataset_worker_frames"):
         return rp.dataset_worker_frames(p.rank), plain.dataset_worker_frames(p.rank)
-    return np.array([rp._worker_frames(p.rank)]), np.array([plain._worker_frames(p.rank)])
+    return np.array([rp.worker_frames(p.rank)]), np.array([plain.worker_frames(p.rank)])
 
 
 def _endless_resume(make, topo, windows, state):
@@ -212,7 +210,7 @@ def test_workers_take_the_remainder_computed_where_the_state_was_loaded(streams,
     import pickle
     from collections import OrderedDict
 
-    from lerobotstream.planner import _elastic, _mixelastic
+    from lerobotstream.planner import Planner, _pass
 
     make = streams(what)
     consumed, state = _run(make, (2, 2, 4), False, n=2)
@@ -220,11 +218,10 @@ def test_workers_take_the_remainder_computed_where_the_state_was_loaded(streams,
     for r in range(3):
         ds = make((3, 2, 5), r, False, False)
         ds.load_state_dict(state)
-        assert [x.rank for x in ds._remainders] == [r] * (1 if isinstance(what, str) else 2)
+        assert [x.rank for x in ds._resume.remainders] == [r] * (1 if isinstance(what, str) else 2)
         with monkeypatch.context() as m:
-            for mod, name in ((_elastic, "_compute"), (_mixelastic, "_finite"), (_mixelastic, "_endless")):
-                m.setattr(mod, name, _not_again)
-            m.setattr(_elastic, "_CACHE", OrderedDict())
+            m.setattr(Planner, "_compute_remainders", _not_again)
+            m.setattr(_pass, "_CACHE", OrderedDict())
             copy = pickle.loads(pickle.dumps(ds))
             assert copy.resume_info()["samples_left"] == ds.resume_info()["samples_left"]
             got += [a for b in DataLoader(copy, batch_size=5, num_workers=2) for a in _items(b, False)]

@@ -150,8 +150,22 @@ def test_bad_mixture_options(roots):
         _mix(roots, weights=[1, 0, 1])
     with pytest.raises(StreamingConfigError, match="roots"):
         StreamingMultiLeRobotDataset(REPOS, roots=roots[:2])
-    with pytest.raises(StreamingConfigError, match="equalize"):
-        _mix(roots, equalize="drop")
+
+
+def test_equalize_drop_gives_every_rank_of_a_mixture_the_same_batch_count(roots, monkeypatch):
+    """Mixtures get ``equalize`` (issue 33: one planner for one dataset or many): every rank stops
+    after the smallest rank's batch count, no sample twice."""
+    counts, seen = [], collections.Counter()
+    for rank in range(2):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        ds = _mix(roots, equalize="drop", batch_size=4, episode_pool_size=2, return_uint8=True)
+        plain = _mix(roots, batch_size=4, episode_pool_size=2)._planner(0).batches_per_rank()
+        items = [_check_item(item) for item in ds]
+        counts.append(-(-len(items) // 4))
+        assert counts[-1] == min(plain) and len(items) == ds._planner(0).epoch_samples()
+        seen.update(items)
+    assert counts[0] == counts[1] and max(seen.values()) == 1 and plain[0] != plain[1]
 
 
 def test_per_dataset_episodes_and_windows(roots):

@@ -83,5 +83,53 @@ def test_refused_partition_cases(root, monkeypatch):
         _ds(root, (1, 2, 4), monkeypatch, 0, partitions=10)
     with pytest.raises(StreamingConfigError, match="partitions"):
         StreamingLeRobotDataset(root=root, partitions=0)
-    with pytest.raises(StreamingConfigError, match="not supported for mixtures"):
-        StreamingMultiLeRobotDataset(["a", "b"], roots=[root, root], partitions=4)
+    with pytest.raises(StreamingConfigError, match="partitions=4 is fewer than the 6 streams"):
+        _mixture(root, (3, 2, 4), monkeypatch, 0)  # a mixture's rules too, at construction
+
+
+def _mixture(root, topo, monkeypatch, rank, **kw):
+    w, k, b = topo
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", str(w))
+    return StreamingMultiLeRobotDataset(["p/a", "p/b"], roots=[root, root], weights=[2, 1], partitions=P,
+                                        repeat=False, episode_pool_size=2, prefetch_episodes=1, max_num_shards=max(1, k),
+                                        batch_size=b, num_workers=k, return_uint8=True, **kw)
+
+
+def _mixed_anchors(batch):
+    return [(d, e, f) for d, (e, f) in zip(batch["dataset_index"].tolist(), checked_anchors(batch))]
+
+
+def _by_dataset_partition(root, monkeypatch, anchors):
+    """{(dataset, partition): its anchors in order} (each dataset has its own partitions: its seed)."""
+    streams = _mixture(root, (1, 0, 1), monkeypatch, 0)._planner(0).planners
+    part_of = {(d, int(e)): q for d, p in enumerate(streams) for q in range(P) for e in p.partition_episodes(q)}
+    out = defaultdict(list)
+    for d, e, f in anchors:
+        out[d, part_of[d, e]].append((d, e, f))
+    return dict(out)
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_a_mixture_gets_partitions_and_resumes_from_their_offsets(root, monkeypatch):
+    """Mixtures get canonical partitions (issue 33): each dataset's partitions play the same
+    (episode, frame) sequence whatever the topology; an elastic resume plays each partition's
+    tail, from counts (``unit`` partitions), and old + new is every frame of both once."""
+    full = Counter({(d, e, f): 1 for d in (0, 1) for (e, f) in FULL})
+    run = lambda topo, **kw: run_ranks(lambda r: _mixture(root, topo, monkeypatch, r), topo,  # noqa: E731
+                                       _mixed_anchors, **kw)
+    one, _ = run((1, 0, 4))
+    four, _ = run((2, 2, 4))
+    assert Counter(one) == Counter(four) == full
+    ref = _by_dataset_partition(root, monkeypatch, one)
+    assert _by_dataset_partition(root, monkeypatch, four) == ref  # each partition: one order on any topology
+    consumed, state = run((2, 2, 4), n=2)
+    assert state["partitions"] == P and state["mixture"]["repo_ids"] == ["p/a", "p/b"]
+    ds = _mixture(root, (3, 1, 5), monkeypatch, 0)
+    ds.load_state_dict(state)
+    assert ds.resume_info()["unit"] == "partitions" and ds.resume_info()["consumed"] == len(consumed)
+    got, _ = run((3, 1, 5), state=state)
+    assert Counter(consumed) + Counter(got) == full
+    c, g = _by_dataset_partition(root, monkeypatch, consumed), _by_dataset_partition(root, monkeypatch, got)
+    for key in ref:  # each partition's consumed prefix, then its tail: its one order
+        assert c.get(key, []) + g.get(key, []) == ref[key], key

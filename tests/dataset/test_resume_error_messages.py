@@ -36,10 +36,23 @@ def test_partitions_fewer_than_the_loaders_streams_name_the_dataset(root):
         next(iter(StreamLoader(ds, batch_size=2, num_workers=3, mode="threads")))
 
 
-def test_partitions_on_a_mixture_name_its_datasets_and_the_flag(root):
-    with pytest.raises(StreamingConfigError, match=r"mixture of a/x, b/y: leave partitions=None.*"
-                                                   r"--dataset.streaming_partitions"):
-        StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[root, root], partitions=2)
+def test_partitions_on_a_mixture_name_the_dataset_and_the_flag(root):
+    """Mixtures take partitions (issue 33); a dataset with fewer episodes than partitions is named."""
+    StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[root, root], partitions=2)
+    with pytest.raises(ShardingError, match=r"a/x.*cannot fill partitions=3.*--dataset.streaming_partitions"):
+        StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[root, root], partitions=3,
+                                     episodes={"a/x": [0, 1], "b/y": None})
+
+
+@pytest.mark.parametrize("epoch", [-1, 1.5, True])
+def test_a_bad_epoch_is_a_config_error_naming_it(root, epoch):
+    """Issue 35 item 7: ``set_epoch(-1)`` is a lerobotstream error (a ValueError) naming the field."""
+    ds = StreamingLeRobotDataset(root=root)
+    with pytest.raises(StreamingConfigError, match=r"epoch must be an int >= 0, got") as err:
+        ds.set_epoch(epoch)
+    assert isinstance(err.value, ValueError) and err.value.option == "epoch"
+    with pytest.raises(StreamingConfigError, match="epoch must be >= 0"):
+        ds.seek(-1)
 
 
 def test_a_state_given_to_the_wrong_object_says_where_it_goes(root):

@@ -30,8 +30,8 @@ def test_elastic_settings_are_returned_the_rest_refused():
 def test_the_resume_log_line_says_what_changed_and_what_is_left():
     from lerobotstream.integrations.lerobot.resume import describe_resume
 
-    info = {"epoch": 0, "samples_left": 90, "rank_samples": 30, "episodes_whole": 4, "episodes_started": 2,
-            "samples_left_per_dataset": [60, 30]}
+    info = {"epoch": 0, "samples_left": 90, "rank_samples": 30, "unit": "episodes", "whole": 4, "started": 2,
+            "samples_left_per_dataset": [60, 30]}  # Planner.remainder_info's one schema
     line = describe_resume(3, ["num_workers: checkpoint 2, now 3", "world_size: checkpoint 1, now 3"], info, 12)
     assert "elastic resume at step 3 (num_workers: checkpoint 2, now 3; world_size: checkpoint 1, now 3)" in line
     assert "has 90 (60, 30 per dataset) samples left over all ranks (30 on this rank; 4 episodes whole, 2 started)" in line

@@ -82,8 +82,8 @@ def test_remainder_is_frame_balanced_and_keeps_untouched_episodes_whole():
     seen = {e for e, _ in consumed}
     p = _planner((3, 2, 5), 0)
     p.load_state_dict(state)
-    rp = p._pass()
-    rem = rp.remainder
+    rp = p.current_pass()
+    rem = rp.remainders[0]
     assert set(rem.frames) <= seen  # only episodes the old run started are partial
     untouched = set(LENGTHS) - seen
     for e in untouched:
@@ -140,10 +140,10 @@ def _endless_prefix(planners, taken):
     """Per new rank and DataLoader worker: its remainder share (the first anchors of its stream)."""
     out = []
     for p in planners:
-        rp = p._pass()
+        rp = p.current_pass()
         for dl in range(max(1, p.num_workers)):
             start = p.worker_start(dl if p.num_workers else None, p.num_workers)
-            share = rp._worker_frames(p.rank)[start.logical_worker] - start.offset
+            share = rp.worker_frames(p.rank)[start.logical_worker] - start.offset
             it = p.iter_worker_anchors(dl if p.num_workers else None, p.num_workers)
             out += list(islice(it, share))
             taken.append((p, dl, it))
@@ -165,7 +165,7 @@ def test_endless_elastic_resume_covers_the_epoch_in_progress(old, new):
     # each worker then plays the new topology's epoch 1: together one exact epoch
     nxt = Counter()
     for p, dl, it in its:
-        f = p._plain()._worker_frames(p.rank)[p.worker_start(dl if p.num_workers else None, p.num_workers).logical_worker]
+        f = p.plain_pass().worker_frames(p.rank)[p.worker_start(dl if p.num_workers else None, p.num_workers).logical_worker]
         nxt.update(islice(it, f))
     assert nxt == FULL
 
@@ -280,7 +280,7 @@ def _frames(p, rank):
     """Frames per (dataset, logical worker) of ``rank`` in one pass of ``p``, int64 (datasets, workers)."""
     if hasattr(p, "dataset_worker_frames"):
         return p.dataset_worker_frames(rank)
-    return np.array([p._worker_frames(rank)])
+    return np.array([p.worker_frames(rank)])
 
 
 def _endless_old(make, topo, n):
@@ -291,7 +291,7 @@ def _endless_old(make, topo, n):
     for r in range(topo[0]):
         p = make(topo, r)
         k = max(1, topo[1])
-        assert all(x is None for x in p._endless_limits(r))
+        assert all(x is None for x in p.current_pass().endless_limits(r))
         its = [p.iter_worker_anchors(w if topo[1] else None, topo[1]) for w in range(k)]
         for w in range(k):
             streams[r, w] = []
@@ -321,7 +321,7 @@ def _endless_new(make, topo, state):
         p = make(topo, r)
         p.load_state_dict(state)
         planners.append(p)
-        first, then = _frames(p._pass(), r), _frames(p._plain(), r)
+        first, then = _frames(p.current_pass(), r), _frames(p.plain_pass(), r)
         for w in range(max(1, topo[1])):
             it = p.iter_worker_anchors(w if topo[1] else None, topo[1])
             need = first[:, w] + then[:, w]
@@ -367,9 +367,9 @@ def test_endless_mixture_weights_hold_over_the_remainder():
     _, state, _ = _endless_old(_mix_make(), (2, 2, 4), 2)
     p = _mixture((1, 2, 4), 0, repeat=True)
     p.load_state_dict(state)
-    rp = p._pass()
+    rp = p.current_pass()
     for w in range(2):
-        assert rp.worker_weights(w) == p._plain().worker_weights(w) == integer_weights([0.7, 0.3])
+        assert rp.worker_weights(w) == p.plain_pass().worker_weights(w) == integer_weights([0.7, 0.3])
         got = [_dataset_of(a) for a in islice(p.iter_worker_anchors(w, 2), 128)]
         assert Counter(got[:64]) == Counter({0: 45, 1: 19}) and Counter(got) == Counter({0: 90, 1: 38})
 
@@ -384,7 +384,7 @@ def test_endless_state_saved_in_the_remainder_resumes_again(mixture):
     for r in range(3):
         p = make((3, 2, 2), r)
         p.load_state_dict(state)
-        first = _frames(p._pass(), r).sum(axis=0)
+        first = _frames(p.current_pass(), r).sum(axis=0)
         for w in range(2):
             got = list(islice(p.iter_worker_anchors(w, 2), 2))
             assert len(got) <= first[w]
@@ -431,7 +431,7 @@ def test_fewer_episodes_left_than_new_ranks():
     consumed, state = _old_run((1, 1, 4), nb - 1)  # one batch (<= 4 frames) left
     got, planners = _new_run((5, 3, 1), state)
     assert Counter(consumed) + Counter(got) == FULL and 0 < len(got) <= 4
-    assert 0 in planners[0]._pass().samples_per_rank()  # some new ranks own nothing this epoch
+    assert 0 in planners[0].current_pass().samples_per_rank()  # some new ranks own nothing this epoch
     got, planners = _new_run((5, 3, 1), state, equalize="drop")  # DDP-safe: every rank stops at 0 batches
     assert got == []
 
@@ -452,24 +452,24 @@ def test_an_endless_remainder_worker_without_plain_epochs_stops_after_its_share(
 def test_a_shipped_remainder_is_taken_only_for_its_state_and_rank():
     from dataclasses import replace
 
-    from lerobotstream.planner import _elastic
+    from lerobotstream.planner import _pass
 
     consumed, state = _old_run((2, 2, 4), 2)
     p = _planner((3, 2, 5), 1)
     p.load_state_dict(state)
     shipped = p.rank_remainders()
-    assert shipped[0].rank == 1 and shipped[0].episodes_started == p._remainder().episodes_started
-    assert set(shipped[0].frames) <= set(p._pass().rank_episodes().tolist())
-    _elastic._CACHE.clear()
+    assert shipped[0].rank == 1 and shipped[0].episodes_started == p.remainders()[0].episodes_started
+    assert set(shipped[0].frames) <= set(p.current_pass().rank_episodes().tolist())
+    _pass._CACHE.clear()
     q = _planner((3, 2, 5), 1)
     q.load_state_dict(state)
     q.shipped_remainders = shipped
-    assert q._remainder() is shipped[0] and not _elastic._CACHE  # taken, nothing computed
+    assert q.remainders()[0] is shipped[0] and not _pass._CACHE  # taken, nothing computed
     for bad in (replace(shipped[0], key="another state"), replace(shipped[0], rank=2)):
         q = _planner((3, 2, 5), 1)
         q.load_state_dict(state)
         q.shipped_remainders = [bad]
-        assert q._remainder() is not bad and q._remainder().rank is None  # computed here (the fallback)
+        assert q.remainders()[0] is not bad and q.remainders()[0].rank is None  # computed here (the fallback)
     got = []
     for r in range(3):  # each new rank plays from its shipped part
         q = _planner((3, 2, 5), r)
@@ -491,7 +491,7 @@ def test_no_idle_worker_warning_for_a_worker_with_plain_epochs_but_no_remainder(
     st = Planner(lengths, rank=0, world_size=1, batch_size=8, repeat=True, pool_size=2).state_dict(samples_consumed=32)
     p = Planner(lengths, rank=0, world_size=2, num_workers=2, batch_size=4, repeat=True, pool_size=2)
     p.load_state_dict(st)
-    assert p._pass()._worker_frames(0)[1] == 0 and p._plain()._worker_frames(0)[1] > 0
+    assert p.current_pass().worker_frames(0)[1] == 0 and p.plain_pass().worker_frames(0)[1] > 0
     with caplog.at_level("WARNING", logger="lerobotstream.planner"):
         assert len(list(islice(p.iter_worker_anchors(1, 2), 5))) == 5
         p.worker_start(0, 2)

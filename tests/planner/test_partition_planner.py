@@ -139,9 +139,9 @@ def test_elastic_resume_plays_the_tail_of_every_partition(old, new, strategy):
         p.load_state_dict(state)
         info = p.remainder_info()
         assert p.resume_changes and info["samples_left"] == len(got) and info["consumed"] == len(consumed)
-        rp = p._pass()
+        rp = p.current_pass()
         per_rank = rp.samples_per_rank()  # the tails, LPT over the new ranks (whole partitions)
-        assert per_rank.sum() == len(got) and per_rank.max() - per_rank.min() <= rp.part_left.max()
+        assert per_rank.sum() == len(got) and per_rank.max() - per_rank.min() <= rp.layouts[0].part_left.max()
         # then plain epochs of the new topology: every partition's epoch-1 sequence, whole
         nxt = []
         for r in range(new[0]):
@@ -181,14 +181,14 @@ def _endless_prefix(topo, state, then=None, **kw):
     for r in range(topo[0]):
         p = _planner(topo, r, repeat=True, **kw)
         p.load_state_dict(state)
-        rp, k = p._pass(), p.num_workers
+        rp, k = p.current_pass(), p.num_workers
         for dl in range(max(1, k)):
             start = p.worker_start(dl if k else None, k)
-            share = rp._worker_frames(p.rank)[start.logical_worker] - start.offset
+            share = rp.worker_frames(p.rank)[start.logical_worker] - start.offset
             it = p.iter_worker_anchors(dl if k else None, k)
             out += list(islice(it, share))
             if then is not None:
-                then += list(islice(it, p._plain()._worker_frames(p.rank)[start.logical_worker]))
+                then += list(islice(it, p.plain_pass().worker_frames(p.rank)[start.logical_worker]))
     return out
 
 

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError
-from lerobotstream.planner import SCHEMA_KEY, Planner, replay_turns
+from lerobotstream.planner import SCHEMA_KEY, Planner, replay_turns, take_turns
+from tests.planner.test_turns import worker_batches
 
 STRATEGIES = ("remaining", "round_robin", "sequential")
 
@@ -91,9 +92,9 @@ def test_rank_without_episode_is_an_error():
 def test_idle_workers_yield_nothing_and_say_so_once(caplog, monkeypatch):
     """Said by DataLoader worker 0 where its stream starts, once per process; not by the other
     workers nor by planners built for bookkeeping (state_dict). Real DataLoaders: test_idle_worker_warning.py."""
-    from lerobotstream.planner import _base
+    from lerobotstream.planner import _planner
 
-    monkeypatch.setattr(_base, "_IDLE_WARNED", set())
+    monkeypatch.setattr(_planner, "_IDLE_WARNED", set())
     caplog.set_level(logging.WARNING, logger="lerobotstream.planner")
     lengths = {0: 3, 1: 7, 2: 11}
     said = lambda: len([r for r in caplog.records if "yield nothing" in r.message])  # noqa: E731
@@ -298,27 +299,14 @@ def test_global_rng_independence():
 
 # --- finite epochs: equal batch counts -----------------------------------------------------------
 def _simulate_loader(planner: Planner, n_batches: int | None = None) -> list[list[tuple[int, int]]]:
-    """Batches in the order torch's DataLoader returns them for an IterableDataset."""
+    """Batches in the order torch's DataLoader returns them for an IterableDataset: each worker's
+    anchors cut into batches, taken in the DataLoader's turns (``planner.take_turns``, the one rule;
+    tests/planner/test_turns.py checks it against a real DataLoader)."""
     n = planner.num_workers
     its = ([planner.iter_worker_anchors(None, 0)] if n == 0
            else [planner.iter_worker_anchors(p, n) for p in range(n)])
-    active = [True] * len(its)
-    out: list[list[tuple[int, int]]] = []
-    bs = planner.batch_size
-    while any(active):
-        for w, it in enumerate(its):
-            if not active[w]:
-                continue
-            if n_batches is not None and len(out) >= n_batches:
-                return out
-            batch = list(islice(it, bs))
-            if not batch or (len(batch) < bs and planner.drop_last):
-                active[w] = False
-                continue
-            out.append(batch)
-            if len(batch) < bs:
-                active[w] = False
-    return out
+    return list(islice(take_turns([worker_batches(it, planner.batch_size, planner.drop_last) for it in its]),
+                       n_batches))
 
 
 @pytest.mark.parametrize("drop_last", [False, True])

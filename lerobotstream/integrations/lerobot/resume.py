@@ -189,10 +189,10 @@ def describe_resume(step: int, changes: list[str], info: dict[str, Any] | None, 
                     f"(epoch {info.get('epoch')}, {info.get('samples_left')} samples left over all ranks when it began)")
         return f"lerobotstream: resuming the stream at step {step} ({samples} samples per rank consumed)"
     info = info or {}
-    per = info.get("samples_left_per_dataset")
-    left = f"{info.get('samples_left')}" + (f" ({', '.join(map(str, per))} per dataset)" if per else "")
-    unit = "partitions" if "partitions_whole" in info else "episodes"  # --dataset.streaming_partitions
+    per = info.get("samples_left_per_dataset") or []
+    left = f"{info.get('samples_left')}" + (f" ({', '.join(map(str, per))} per dataset)" if len(per) > 1 else "")
+    unit = info.get("unit", "episodes")  # "partitions" with --dataset.streaming_partitions
     return (f"lerobotstream: elastic resume at step {step} ({'; '.join(changes)}): the epoch in progress "
             f"({info.get('epoch')}) has {left} samples left over all ranks ({info.get('rank_samples')} on this "
-            f"rank; {info.get(unit + '_whole')} {unit} whole, {info.get(unit + '_started')} started), then "
+            f"rank; {info.get('whole')} {unit} whole, {info.get('started')} started), then "
             "plain epochs of the new topology")

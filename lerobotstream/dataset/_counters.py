@@ -1,0 +1,63 @@
+"""A stream's per-process counters: each part's own (source, fetches, decodes, decoders) and
+the worker's shared ones (pipeline stage times, the byte cache, the decoded-GOP cache), read
+from its :class:`~lerobotstream.dataset._wiring.Run` (``stats()``, ``source_stats()``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["part_stats", "pipeline_stats", "source_stats"]
+
+
+def part_stats(run: Any, d: int) -> dict[str, Any]:
+    """Part ``d``'s own counters in this process (see ``StreamingLeRobotDataset.stats``)."""
+    w = run.workers[d]
+    src = w.source.stats.as_dict()
+    fb = w.fallback
+    out: dict[str, Any] = {
+        "source": src,
+        "bytes_fetched": int(src.get("bytes_read", 0)),
+        "requests": int(src.get("requests", 0)),
+        "decoder_opens": w.decoders.opened,
+        "decoder_evictions": w.decoders.evicted,
+        "open_decoders": len(w.decoders),
+        "decoder_capacity": w.decoders.capacity,
+        "decoder_fallbacks": fb.fallback_count,
+        "pyav_fallbacks": fb.pyav_fallbacks,
+        "fallback_reasons": dict(fb.cpu_fallbacks),
+        "index_open_s": w.index_open_s,
+        "episodes_sized": len(run.sizes[d]),
+    }
+    with w.lock:
+        out.update({k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes", "items")) else v)
+                    for k, v in w.c.items()})
+    out["frames_decoded_per_returned"] = (out["frames_decoded"] / out["frames_returned"]
+                                          if out["frames_returned"] else None)
+    meta_source = w.cfg.meta.source
+    if meta_source is not w.source:
+        out["metadata_source"] = meta_source.stats.as_dict()
+    return out
+
+
+def pipeline_stats(run: Any) -> dict[str, Any]:
+    """The worker's shared counters: pipeline stage times, the byte cache, the decoded-GOP cache."""
+    t = run.times
+    gops = run.workers[0].jobs.gops
+    out: dict[str, Any] = {
+        "assemble_s": t.assemble_s, "queue_wait_s": t.queue_wait_s, "admit_wait_s": t.admit_wait_s,
+        "decode_job_s": t.decode_job_s, "chunks": t.chunks, "first_item_s": t.first_item_s,
+        "gop_cache_bytes": gops.nbytes, "gop_cache_peak_bytes": gops.peak_nbytes,
+        "gop_cache_capacity_bytes": gops.capacity_bytes, "gop_cache_evictions": gops.evictions,
+    }
+    c = run.cache
+    if c is not None:
+        out.update(reserved_bytes=c.reserved_bytes, resident_bytes=c.resident_bytes, byte_budget=c.byte_budget,
+                   cache=c.stats.as_dict())
+    else:
+        out.update(reserved_bytes=0, resident_bytes=0, byte_budget=0, cache={})
+    return out
+
+
+def source_stats(run: Any) -> list[dict[str, Any]]:
+    """Each part's payload-source counters (``ByteSource.stats``) in ``run`` (empty: no run yet)."""
+    return [] if run is None else [w.source.stats.as_dict() for w in run.workers]

@@ -1,0 +1,82 @@
+"""Per process: where each (episode, camera) of a dataset lies in its source MP4, and so the
+episode's exact synthesized size.
+
+:class:`EpisodeSpans` plans an (episode, camera) span (``mp4.episode_frame_range`` +
+``mp4.plan_span`` over the derived index) the first time it is asked for, and keeps it. The
+stream asks for an episode's spans when admission reaches it (its size, through
+``planner.EpisodeSizes``), when it is fetched and when it is decoded, so a process plans only the
+episodes its pools and prefetch frontier reach (docs/scale.md).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from lerobotstream.errors import FrameTimestampError, LeRobotStreamError
+
+__all__ = ["EpisodeSpans"]
+
+
+class EpisodeSpans:
+    """The spans of one dataset's episodes in this process (planned on first use, thread-safe).
+
+    Args:
+        index: the dataset's derived MP4 index (``mp4.Mp4Index``: ``source_id(path)``, ``table(source)``).
+        meta: what the episodes are: ``meta.fps`` and ``meta.episode(ep)`` with ``length`` and
+            ``videos[camera]`` (``path``, ``from_timestamp`` in seconds), as ``meta.DatasetMeta``.
+        video_keys: the cameras decoded (an episode's size sums theirs).
+        tolerance_s: timestamp tolerance, seconds (``episode_frame_range``).
+        on_planned: ``on_planned(seconds)`` after each span is planned (the worker's ``spans_s``).
+    """
+
+    def __init__(self, index: Any, meta: Any, video_keys: list[str], tolerance_s: float,
+                 on_planned: Callable[[float], None] | None = None) -> None:
+        self.index, self.meta = index, meta
+        self.video_keys = list(video_keys)
+        self.tolerance_s = float(tolerance_s)
+        self.on_planned = on_planned
+        self._spans: dict[tuple[int, str], tuple[Any, Any, str, float]] = {}
+        self._lock = threading.Lock()
+
+    def span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
+        """``(span, table, path, from_timestamp)`` of episode ``ep``'s camera ``cam``.
+
+        Raises:
+            FrameTimestampError (or the span planner's typed error): the episode's window does not
+            resolve in its file; the message names the episode, camera and file.
+        """
+        from lerobotstream.mp4 import episode_frame_range, plan_span
+
+        key = (ep, cam)
+        s = self._spans.get(key)
+        if s is not None:
+            return s
+        t0 = time.perf_counter()
+        info = self.meta.episode(ep)
+        v = info.videos[cam]
+        table = self.index.table(self.index.source_id(v.path))
+        try:
+            a, b = episode_frame_range(table, v.from_timestamp, info.length, self.meta.fps, self.tolerance_s)
+            span = plan_span(table, a, b, path=v.path)
+        except LeRobotStreamError as exc:
+            raise type(exc)(f"episode {ep}, camera {cam!r}, file {v.path}: {exc.message}", episode_index=ep,
+                            camera=cam, path=v.path) from exc
+        except ValueError as exc:
+            raise FrameTimestampError(f"episode {ep}, camera {cam!r}, file {v.path}: {exc}",
+                                      episode_index=ep, camera=cam, path=v.path) from exc
+        s = (span, table, v.path, float(v.from_timestamp))
+        with self._lock:
+            s = self._spans.setdefault(key, s)
+        if self.on_planned is not None:
+            self.on_planned(time.perf_counter() - t0)
+        return s
+
+    def episode_nbytes(self, ep: int) -> int:
+        """Exact synthesized bytes of episode ``ep``: its cameras' mini-MP4s together."""
+        return int(sum(self.span(int(ep), cam)[0].synth_nbytes for cam in self.video_keys))
+
+    def __len__(self) -> int:
+        """(episode, camera) spans planned so far."""
+        return len(self._spans)

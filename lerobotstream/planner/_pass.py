@@ -1,0 +1,491 @@
+"""One pass of a planner: what every rank and logical worker of every stream plays, where a
+DataLoader worker starts in it, and — for an elastic resume — what a checkpointed run left (pure).
+
+A :class:`Pass` is the streams' pool layouts (:data:`LAYOUTS`: ``EpisodeLayout``,
+``PartitionLayout``) on one :class:`~lerobotstream.planner._layout.Topology`, mixed per worker by
+the seeded mix sequence (``Phases``; one stream: always it). It is either a plain epoch, or the
+remainder of a checkpointed run's epoch replanned on this topology (and, endless, chained to the
+plain epochs after it). Everything a planner answers — epoch sizes, the DataLoader's batch turns
+(:mod:`._turns`), worker starts, plans, pools — is a method of the pass it resolves.
+
+:func:`resolve_pass` is the one function from a resume state (epoch, samples, elastic origin) and
+a topology to the pass in progress and the position in it. The elastic remainder is computed from
+counts (:func:`old_run_remainders`): the checkpointed state fixes its run's whole plan, DDP ranks
+step in lockstep, so every old (rank, worker)'s anchor count follows from rank 0's count through
+the batch turns; each stream's layout turns those counts into what is left (a C pool replay per
+old worker, or partition offsets). It is cached per process and can be handed to DataLoader
+workers (``for_rank``: O(episodes)).
+
+``repeat=True``: every old worker rolls into its next epoch on its own, so the pass in progress
+is, per stream, the earliest pass any old worker was still in; workers already past it contribute
+nothing there (their samples of the next pass are drawn again in it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lerobotstream.errors import ResumeStateError
+from lerobotstream.planner import _seeds
+from lerobotstream.planner._layout import ChainPlan, EpisodeLayout, StreamSpec, Topology
+from lerobotstream.planner._mixedpool import DatasetStream, MixedPool
+from lerobotstream.planner._mixseq import Phases, integer_weights
+from lerobotstream.planner._partitions import PartitionLayout
+from lerobotstream.planner._state import StreamState
+from lerobotstream.planner._turns import rank_batches, rank_given, replay_turns
+
+__all__ = ["LAYOUTS", "Pass", "Resolved", "WorkerStart", "old_run_remainders", "remainder_cache", "resolve_pass"]
+
+#: pool layout by ``StreamSpec.kind``: a new layout is one module and one entry here
+LAYOUTS: dict[str, Any] = {"episodes": EpisodeLayout, "partitions": PartitionLayout}
+
+logger = logging.getLogger("lerobotstream.planner")
+
+
+def build_layout(spec: StreamSpec, topo: Topology) -> Any:
+    """The plain layout of ``spec`` on ``topo`` (:data:`LAYOUTS`)."""
+    return LAYOUTS[spec.kind](spec, topo)
+
+
+@dataclass(frozen=True)
+class WorkerStart:
+    """Where a DataLoader worker's stream begins (see ``Planner.worker_start``).
+
+    Fields:
+        logical_worker (int): the worker shard this DataLoader worker plays.
+        epoch (int): epoch of the first anchor.
+        offset (int): anchors of its stream already consumed, counted from ``epoch``'s start
+            (endless: may span several epochs; the pools roll it over).
+        limit (int | None): anchors this worker yields per epoch (None: all of them), finite mode.
+    """
+
+    logical_worker: int
+    epoch: int
+    offset: int
+    limit: int | None
+
+
+class Pass:
+    """What every rank and logical worker plays in one pass (see the module doc).
+
+    Args:
+        layouts: one pool layout per stream, all on ``topo``.
+        weights: integer mixing weights (``integer_weights``), one per stream.
+        offsets: global episode id offset per stream (``offsets[d] + episode_index``).
+        topo: the topology.
+        mix_seed: the seed of the workers' mix sequences.
+        remainders: an elastic remainder pass: what it plays, per stream (None: a plain epoch).
+        chain: endless remainder: the plain pass its workers continue with.
+        names: the streams' names (messages).
+    """
+
+    def __init__(self, layouts: Sequence[Any], weights: Sequence[int], offsets: Sequence[int], topo: Topology, *,
+                 mix_seed: int, remainders: Sequence[Any] | None = None, chain: Pass | None = None,
+                 names: Sequence[str] = ()) -> None:
+        self.layouts = list(layouts)
+        self.weights = [int(w) for w in weights]
+        self.offsets = [int(o) for o in offsets]
+        self.topo, self.mix_seed = topo, int(mix_seed)
+        self.remainders = None if remainders is None else list(remainders)
+        self.chain = chain
+        self.names = list(names) or [str(d) for d in range(len(self.layouts))]
+        #: a remainder pass: the epoch label of each stream's remainder (its pools' seeds)
+        self.stream_epochs = None if remainders is None else [int(r.epoch) for r in remainders]
+        self._fit: dict[int, np.ndarray] = {}
+        self._bmin: int | None = None
+        self._last: tuple[int, np.ndarray] | None = None
+
+    @property
+    def epoch(self) -> int | None:
+        """A remainder pass's epoch label (the first stream's; None: a plain epoch)."""
+        return None if self.stream_epochs is None else self.stream_epochs[0]
+
+    @property
+    def depth(self) -> int:
+        """Elastic resumes this pass went through (0: a plain epoch)."""
+        return 0 if self.remainders is None else int(self.remainders[0].depth)
+
+    # --- sizes --------------------------------------------------------------------------------------
+    def dataset_worker_frames(self, rank: int | None = None) -> np.ndarray:
+        """Anchors per (stream, logical worker) of ``rank`` in this pass, int64 (N, workers)
+        (the last rank's kept: the remainder asks worker by worker)."""
+        rank = self.topo.rank if rank is None else rank
+        if self._last is None or self._last[0] != rank:
+            self._last = (rank, np.array([lay.worker_frames(rank) for lay in self.layouts], dtype=np.int64))
+        return self._last[1].copy()
+
+    def worker_frames(self, rank: int | None = None) -> list[int]:
+        """Anchors per logical worker of ``rank`` in this pass (every stream)."""
+        return [int(x) for x in self.dataset_worker_frames(rank).sum(axis=0)]
+
+    def chain_frames(self, rank: int) -> np.ndarray | None:
+        """An endless remainder's plain-epoch anchors per (stream, worker) after it (None: no chain)."""
+        return None if self.chain is None else self.chain.dataset_worker_frames(rank)
+
+    def held(self, rank: int) -> np.ndarray:
+        """Which (stream, worker) of ``rank`` give samples: anchors in this pass or, endless
+        remainder, in the plain epochs after it. bool (N, workers)."""
+        held = self.dataset_worker_frames(rank) > 0
+        after = self.chain_frames(rank)
+        return held if after is None else held | (after > 0)
+
+    def num_active(self, rank: int | None = None) -> int:
+        """Logical workers of ``rank`` that give samples."""
+        return int(self.held(self.topo.rank if rank is None else rank).any(axis=0).sum())
+
+    def samples_per_rank(self) -> np.ndarray:
+        """Anchors per rank in this pass (every stream) before equalization, int64 (world_size,)."""
+        return np.sum([lay.rank_frames() for lay in self.layouts], axis=0).astype(np.int64)
+
+    def rank_episodes(self, rank: int | None = None, stream: int = 0) -> np.ndarray:
+        """Episode indices of ``stream`` that ``rank`` plays in this pass (ascending, int64)."""
+        return self.layouts[stream].rank_episodes(self.topo.rank if rank is None else rank)
+
+    def active_workers(self, rank: int) -> list[int]:
+        """The logical workers of ``rank`` that hold anything, ascending (cheap with many idle
+        workers: what the remainder replays and the turns count over)."""
+        if all(isinstance(lay, EpisodeLayout) for lay in self.layouts) and self.chain is None:
+            return list(range(max(lay.num_active(rank) for lay in self.layouts)))
+        return np.flatnonzero(self.held(rank).any(axis=0)).tolist()
+
+    # --- the DataLoader's batch turns ----------------------------------------------------------------
+    def endless_limits(self, rank: int) -> list[int | None]:
+        """Per logical worker: None (endless) or the samples it gives before it stops (an endless
+        remainder's worker without plain-epoch anchors stops after its share)."""
+        first = self.dataset_worker_frames(rank).sum(axis=0)
+        after = self.chain_frames(rank)
+        if after is None:
+            return [None if f else 0 for f in first.tolist()]
+        return [None if a else int(f) for f, a in zip(first.tolist(), after.sum(axis=0).tolist())]
+
+    def batches_per_rank(self) -> np.ndarray:
+        """DataLoader batches per rank in one finite pass (batch size, ``drop_last``, workers taken
+        into account), before equalization, int64 (world_size,)."""
+        t = self.topo
+        out = []
+        for r in range(t.world_size):
+            ids = self.active_workers(r)
+            fr = self.worker_frames(r)
+            lim = [fr[w] for w in ids]
+            out.append(replay_turns(lim, t.batch_size, batches=sum(lim) + 1, drop_last=t.drop_last,
+                                    one_stream=t.num_shards == 1)[2] if lim else 0)
+        return np.array(out, dtype=np.int64)
+
+    def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
+        """Anchors each logical worker of ``rank`` yields in one finite pass (after ``drop_last``
+        truncation to whole batches and ``equalize``)."""
+        t = self.topo
+        rank = t.rank if rank is None else rank
+        fr = self.worker_frames(rank)
+        if t.repeat:
+            return fr
+        if t.drop_last:  # the DataLoader drops each worker's short last batch: never decode it
+            fr = [f - f % t.batch_size for f in fr]
+        if t.equalize == "none":
+            return fr
+        if self._bmin is None:  # every rank's limits need it: computed once
+            self._bmin = int(self.batches_per_rank().min())
+        return replay_turns(fr, t.batch_size, batches=self._bmin, drop_last=t.drop_last)[0]
+
+    def turn_limits(self, rank: int | None = None) -> list[int | None]:
+        """Anchors each logical worker of ``rank`` gives from the pass start before it stops, as
+        the DataLoader's batch turns see them: finite limits, None (endless), or an endless
+        remainder's share where no plain epoch follows it."""
+        rank = self.topo.rank if rank is None else rank
+        return self.endless_limits(rank) if self.topo.repeat else list(self.worker_epoch_limits(rank))
+
+    def epoch_samples(self) -> int:
+        """Anchors this rank yields in one finite pass (after ``equalize``)."""
+        return sum(self.worker_epoch_limits())
+
+    def position(self, epoch: int, samples: int) -> tuple[int, int]:
+        """``(epoch, samples)`` with a finite count of one or more whole passes rolled into the
+        following epochs (``repeat=True``: unchanged; each worker rolls over on its own)."""
+        if self.topo.repeat:
+            return epoch, samples
+        total = self.epoch_samples()
+        if total and samples >= total:
+            return epoch + samples // total, samples % total
+        return epoch, samples
+
+    def worker_start(self, dl_worker_id: int | None, epoch: int, samples: int) -> WorkerStart:
+        """Where DataLoader worker ``dl_worker_id`` (None in-process) starts after ``samples``
+        consumed samples of the rank from ``epoch``'s start: its logical worker (``(p + next) mod
+        N``), epoch, samples of its stream already given, limit (finite).
+
+        Raises:
+            ResumeStateError: the count ends inside a batch (several workers) or exceeds the pass.
+        """
+        t = self.topo
+        if t.repeat:
+            limits: list[int | None] = self.endless_limits(t.rank)
+            if not any(x is None or x for x in limits):
+                return WorkerStart(0, epoch, 0, None)
+        else:
+            limits = list(self.worker_epoch_limits(t.rank))
+            epoch, samples = self.position(epoch, samples)
+        given, nxt, _ = replay_turns(limits, t.batch_size, samples=samples, drop_last=t.drop_last)
+        logical = ((0 if dl_worker_id is None else int(dl_worker_id)) + (nxt or 0)) % t.num_shards
+        return WorkerStart(logical, epoch, given[logical], None if t.repeat else limits[logical])
+
+    # --- the mix ------------------------------------------------------------------------------------
+    def worker_weights(self, worker: int, rank: int | None = None) -> list[int]:
+        """Integer mixing weights of logical ``worker`` of ``rank`` in an endless stream.
+
+        Every worker gives the rank the same number of samples (the DataLoader takes batches in
+        turn), so the rank's share of stream d is the mean of its workers' shares. When every
+        worker holds episodes of every stream, each worker simply uses the weights. When a stream
+        has fewer episodes in the rank than there are workers, the workers that hold it draw it
+        more often: the shares are fitted (iterative proportional fitting over the workers that
+        hold each stream) so that the rank's shares still follow the weights. Where that is
+        impossible (a stream held by k of N workers with a weight share above k/N) the fit gives
+        it all of those workers' samples, and a warning says so once.
+        """
+        fits = self._fitted_shares(self.topo.rank if rank is None else int(rank))
+        return integer_weights(fits[worker]) if fits[worker].sum() > 0 else [0] * len(self.weights)
+
+    def _fitted_shares(self, rank: int) -> np.ndarray:
+        if rank in self._fit:
+            return self._fit[rank]
+        held = self.held(rank).T.astype(np.float64)  # (workers, streams)
+        active = held.sum(axis=1) > 0
+        target = np.asarray(self.weights, dtype=np.float64) / sum(self.weights)
+        fit = held * target
+        if held[active].all():
+            self._fit[rank] = fit
+            return fit
+        n = int(active.sum())
+        want = target * n
+        for _ in range(2000):
+            rows = fit.sum(axis=1, keepdims=True)
+            fit = np.divide(fit, rows, out=np.zeros_like(fit), where=rows > 0)
+            cols = fit.sum(axis=0)
+            scale = np.divide(want, cols, out=np.ones_like(want), where=cols > 0)
+            fit = fit * scale
+        rows = fit.sum(axis=1, keepdims=True)
+        fit = np.divide(fit, rows, out=np.zeros_like(fit), where=rows > 0)
+        got = fit.sum(axis=0) / max(1, n)
+        if np.abs(got - target).max() > 0.01 and rank == self.topo.rank:  # other ranks: an elastic replay
+            logger.warning(
+                "rank %d: the mixture's shares cannot follow the weights %s with %d DataLoader workers "
+                "(dataset(s) %s hold episodes in too few workers); the rank draws %s. Lower num_workers or "
+                "select more episodes of those datasets", rank, np.round(target, 4).tolist(), n,
+                [self.names[d] for d in np.flatnonzero(got < target - 0.01)], np.round(got, 4).tolist())
+        self._fit[rank] = fit
+        return fit
+
+    def phases(self, rank: int, worker: int, epoch: int, offset: int) -> Phases | None:
+        """The mix sequence of logical ``worker`` of ``rank`` in ``epoch``, after ``offset`` samples
+        of its stream (None: the worker gives nothing). Finite: the weights of the streams it
+        holds, each capped at its anchors (phases). Endless: the fitted weights
+        (:meth:`worker_weights`), no caps — but a stream of an endless remainder that the worker
+        holds only in the remainder leaves when its share is done."""
+        t = self.topo
+        frames = [int(x) for x in self.dataset_worker_frames(rank)[:, worker]]
+        if t.repeat:
+            if not self.held(rank)[:, worker].any():
+                return None
+            weights = self.worker_weights(worker, rank)
+            after = self.chain_frames(rank)
+            caps = [None if after is None or after[d, worker] else f for d, f in enumerate(frames)]
+        else:
+            weights = [wt if f else 0 for wt, f in zip(self.weights, frames)]
+            caps = frames
+        if not any(weights):
+            return None
+        return Phases(weights, caps, [self.mix_seed, epoch, rank, t.world_size, worker, t.num_shards], offset)
+
+    def consumed(self, rank: int, worker: int, epoch: int, given: int) -> list[int] | None:
+        """Anchors of each stream logical ``worker`` of ``rank`` gave among the first ``given`` of
+        its stream (None: it holds nothing). One stream: ``[given]`` (no mix sequence to replay)."""
+        if len(self.layouts) == 1:
+            return [int(given)] if self.held(rank)[0, worker] else None
+        phases = self.phases(rank, worker, epoch, given)
+        return None if phases is None else [int(c) for c in phases.consumed().tolist()]
+
+    # --- plans and pools ----------------------------------------------------------------------------
+    def worker_plan(self, stream: int, worker: int, rank: int | None = None) -> Any:
+        """Stream ``stream``'s plan of logical ``worker`` of ``rank`` (an endless remainder: its
+        share chained to the plain epochs, ``ChainPlan``)."""
+        rank = self.topo.rank if rank is None else rank
+        plan = self.layouts[stream].plan(worker, rank)
+        if self.chain is None:
+            return plan
+        e = self.stream_epochs[stream]
+        return ChainPlan(plan, self.chain.layouts[stream].plan(worker, rank), e, e + 1)
+
+    def worker_plans(self, worker: int, rank: int | None = None) -> list[Any]:
+        """Each stream's plan of logical ``worker`` of ``rank`` (:meth:`worker_plan`)."""
+        return [self.worker_plan(d, worker, rank) for d in range(len(self.layouts))]
+
+    def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[MixedPool]:
+        """The pool of logical worker ``start.logical_worker`` from ``start`` on (``EpisodePool``
+        interface, global episode ids): one per finite epoch (only ``start.epoch``'s), or one
+        endless pool (``repeat=True``)."""
+        phases = self.phases(self.topo.rank, start.logical_worker, start.epoch, start.offset)
+        if phases is None:
+            return
+        counts = phases.consumed()
+        streams = [DatasetStream(plan, off, start.epoch, int(c), self.topo.repeat)
+                   for plan, off, c in zip(plans, self.offsets, counts)]
+        yield MixedPool(streams, phases, start.offset)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The pass in progress and the position in it: ``samples`` consumed since ``epoch`` began."""
+
+    pass_: Pass
+    epoch: int
+    samples: int
+
+
+def resolve_pass(plain: Pass, epoch: int, samples: int, remainder: Callable[[], Pass] | None) -> Resolved:
+    """The pass a resume state is in: the plain epoch ``epoch``; or (``remainder``: the elastic
+    remainder's pass of this topology, computed on demand) the remainder while its samples last
+    — endless: always, its workers continue with the plain epochs — then (finite) the plain
+    epochs after it, the count moved past the remainder."""
+    if remainder is None:
+        return Resolved(plain, epoch, samples)
+    rp = remainder()
+    if plain.topo.repeat:
+        return Resolved(rp, rp.epoch, samples)
+    total = rp.epoch_samples()
+    if samples < total or not total and not samples:
+        return Resolved(rp, rp.epoch, samples)
+    return Resolved(plain, rp.epoch + 1, samples - total)
+
+
+# --- elastic resume: what a checkpointed run left ------------------------------------------------
+def _rank_counts(p: Pass, s: int, limits: Callable[[int], list[int | None]]) -> Iterator[tuple[int, int, int]]:
+    """``(rank, worker, anchors given)`` of every old stream holding anything, once rank 0 gave
+    ``s`` samples: rank 0's count through the batch turns gives the batches every rank took (DDP
+    ranks step in lockstep), and they give each rank's workers' counts (idle workers skipped)."""
+    t = p.topo
+    one = t.num_shards == 1
+    b = done = None
+    for r in range(t.world_size):  # rank 0 first: its count says how many batches every rank took
+        ids = p.active_workers(r)
+        if not ids and r:
+            continue
+        full = limits(r)
+        lim = [full[w] for w in ids]
+        if r == 0:
+            given, b, done = rank_batches(lim, t.batch_size, s, t.drop_last, one_stream=one)
+        else:
+            given = rank_given(lim, t.batch_size, s, b, done, t.drop_last, one_stream=one)
+        yield from ((r, w, g) for w, g in zip(ids, given))
+
+
+def _counts_finite(p: Pass, epoch: int, s: int) -> list[list[tuple[int, int, int | None]]]:
+    """Per stream ``[(rank, worker, anchors given)]`` of a finite pass after rank 0's ``s``."""
+    out: list[list[tuple[int, int, int | None]]] = [[] for _ in p.layouts]
+    for r, w, g in _rank_counts(p, s, p.worker_epoch_limits):
+        for d, c in enumerate(p.consumed(r, w, epoch, g) or ()):
+            out[d].append((r, w, c))
+    return out
+
+
+def _counts_endless(rp: Pass | None, plain: Pass, epoch: int, s: int):
+    """Per stream: ``(pass index, rank, worker, anchors of that pass given)``; pass 0 is the old
+    remainder ``rp`` (when the old run played one), pass k >= 1 the k-th plain epoch after it."""
+    src = rp if rp is not None else plain
+    entries: list[list[tuple[int, int, int, int]]] = [[] for _ in src.layouts]
+    frames: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for r, w, g in _rank_counts(src, s, src.endless_limits):
+        counts = src.consumed(r, w, epoch, g)
+        if counts is None:
+            continue
+        if r not in frames:
+            frames = {r: (src.dataset_worker_frames(r), plain.dataset_worker_frames(r))}
+        first, after = frames[r]
+        for d, c in enumerate(counts):
+            rf, f = (int(first[d, w]) if rp is not None else 0), int(after[d, w])
+            if c < rf:  # pass 0: still in its share of the old remainder
+                entries[d].append((0, r, w, c))
+            elif f:
+                entries[d].append((1 + (c - rf) // f, r, w, (c - rf) % f))
+    return entries
+
+
+def old_run_remainders(old: Resolved, old_plain: Pass) -> list[Any]:
+    """What the checkpointed run left of its pass in progress, one remainder per stream.
+
+    Args:
+        old: the old run's rank-0 pass in progress and position (:func:`resolve_pass` of the
+            state, on the state's topology).
+        old_plain: its plain pass.
+
+    Raises:
+        ResumeStateError: the count does not fit (ends inside a batch with several workers,
+        exceeds the epoch), or an endless stream has no samples left (every worker idle).
+    """
+    p, epoch, s = old.pass_, old.epoch, old.samples
+    if not p.topo.repeat:
+        counts = _counts_finite(p, epoch, s)
+        depth = 1 + p.depth if p.remainders is not None else 1
+        return [lay.remainder(c, epoch, epoch, depth) for lay, c in zip(p.layouts, counts)]
+    rp = p if p.remainders is not None else None
+    entries = _counts_endless(rp, old_plain, epoch, s)
+    out = []
+    for d, es in enumerate(entries):
+        if not es:
+            what = "the checkpointed stream" if len(entries) == 1 else f"dataset {d} of the checkpointed mixture"
+            raise ResumeStateError(f"{what} has no samples left (every worker holding it is idle)")
+        k = min(e[0] for e in es)
+        if k == 0:
+            lay, label, depth = rp.layouts[d], rp.stream_epochs[d], 1 + rp.depth
+        else:
+            lay, depth = old_plain.layouts[d], 1
+            label = (rp.stream_epochs[d] if rp is not None else epoch - 1) + k
+        counts = [(r, w, g if pas == k else None) for pas, r, w, g in es]
+        out.append(lay.remainder(counts, label, label, depth))
+    return out
+
+
+_CACHE: OrderedDict[str, list[Any]] = OrderedDict()
+_CACHE_SIZE = 4
+
+
+def remainder_cache(key_parts: Any, compute: Callable[[], list[Any]], shipped: Sequence[Any] | None,
+                    rank: int) -> list[Any]:
+    """``compute()`` once per key (a JSON-able description of the state and the streams) per
+    process: every planner a DataLoader worker builds for one stream shares its remainder.
+    ``shipped`` (remainders computed elsewhere, ``for_rank``) is taken instead when every one's
+    key is this key and its frames are for ``rank`` or every rank."""
+    key = json.dumps(key_parts, sort_keys=True, default=str)
+    digest = hashlib.sha1(key.encode()).hexdigest()
+    if shipped and all(r.key == digest and r.rank in (None, rank) for r in shipped):
+        return list(shipped)
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    out = list(compute())
+    for r in out:
+        r.key = digest
+    _CACHE[key] = out
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return out
+
+
+def state_key(st: StreamState, digests: Sequence[str]) -> list[Any]:
+    """What a remainder is the remainder of: the state and the streams' episode digests."""
+    return [st.to_dict(), list(digests)]
+
+
+def remainder_pass(plain: Pass, rems: Sequence[Any], seed: int) -> Pass:
+    """The pass of ``plain``'s topology that plays remainders ``rems`` (one per stream): each
+    stream's layout ``over`` its remainder; endless: chained to ``plain``'s epochs."""
+    layouts = [LAYOUTS[lay.kind].over(rem, plain.topo, lay) for lay, rem in zip(plain.layouts, rems)]
+    mix_seed = _seeds.derived_seed(seed, _seeds.TAG_MIXTURE, _seeds.TAG_ELASTIC, rems[0].epoch, rems[0].depth)
+    return Pass(layouts, plain.weights, plain.offsets, plain.topo, mix_seed=mix_seed, remainders=rems,
+                chain=plain if plain.topo.repeat else None, names=plain.names)

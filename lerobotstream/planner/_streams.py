@@ -1,0 +1,156 @@
+"""The streams (datasets) a planner plays, and the one rule giving each stream its settings.
+
+A planner plays N >= 1 streams; a single dataset is a mixture of one stream (MosaicML's
+``streams=[default]``). :class:`Streams` is what does not change over a run — each stream's
+episodes and sizes, the weights, the global episode offsets, the names — and
+:meth:`Streams.specs` turns the run's settings into each stream's :class:`StreamSpec` (seed, pool,
+budget and decoder shares). Two rules, recorded in the state so a resume rebuilds the very same
+streams:
+
+* ``"dataset"`` (one dataset, ``StreamingLeRobotDataset``): the stream gets the settings as they
+  are (pool size None: 32 per rank over the workers used, decided by the layout).
+* ``"mixture"`` (``StreamingMultiLeRobotDataset``, any N): dataset d gets its own seed (derived
+  from the seed and d; a mixture of one uses the seed itself) and its share
+  (:func:`~lerobotstream.planner.mixture_shares`: half evenly, half by weight) of the pool (per
+  worker; per partition with partitions), the byte budget (of the exact GiB value) and the
+  open-decoder cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lerobotstream import constants
+from lerobotstream.planner import _seeds
+from lerobotstream.planner._layout import StreamSpec
+from lerobotstream.planner._mixseq import integer_weights, mixture_shares
+from lerobotstream.planner._settings import PlanSettings
+from lerobotstream.planner._state import episodes_digest
+
+__all__ = ["GIB", "Episodes", "Streams", "episodes_of", "no_sizes"]
+
+GIB = 1 << 30
+
+
+def no_sizes(episode_index: int) -> int:
+    """The sizes of a stream that has none (a planner that only computes states): asking fails."""
+    raise AssertionError("this planner has no episode sizes (episode_nbytes) to replay a byte budget with")
+
+
+@dataclass(frozen=True, eq=False)
+class Episodes:
+    """One stream's selection: ``indices`` (int64, ascending) with >= 1 anchor each, their
+    ``lengths`` (int64 anchors), the selection's ``digest`` and the episode ``sizes``
+    (``sizes(episode_index) -> bytes``; ``EpisodeSizes``: on demand; None: no budget possible)."""
+
+    indices: np.ndarray
+    lengths: np.ndarray
+    digest: str
+    sizes: Callable[[int], int] | None = None
+
+
+def episodes_of(episode_lengths: Mapping[int, int] | np.ndarray | Sequence[int], episode_indices: Any = None,
+                sizes: Callable[[int], int] | None = None) -> Episodes:
+    """:class:`Episodes` from ``{episode_index: length}`` or a 1-D array of lengths (then
+    ``episode_indices``, default ``0..E-1``). Episodes of length 0 are dropped (never yielded).
+
+    Raises:
+        ValueError: indices not unique, of another length than the lengths, negative lengths.
+    """
+    if isinstance(episode_lengths, Mapping):
+        idx = np.array(sorted(episode_lengths), dtype=np.int64)
+        lens = np.array([int(episode_lengths[int(i)]) for i in idx], dtype=np.int64)
+    else:
+        lens = np.asarray(episode_lengths, dtype=np.int64).reshape(-1)
+        idx = (np.arange(len(lens), dtype=np.int64) if episode_indices is None
+               else np.asarray(episode_indices, dtype=np.int64).reshape(-1))
+        if len(idx) != len(lens):
+            raise ValueError(f"{len(idx)} episode indices for {len(lens)} lengths")
+        o = np.argsort(idx, kind="stable")
+        idx, lens = idx[o], lens[o]
+    if len(np.unique(idx)) != len(idx):
+        raise ValueError("episode indices must be unique")
+    if (lens < 0).any():
+        raise ValueError(f"negative episode length for episode {int(idx[np.argmax(lens < 0)])}")
+    keep = lens > 0
+    idx, lens = idx[keep], lens[keep]
+    return Episodes(idx, lens, episodes_digest(idx, lens), sizes)
+
+
+@dataclass(frozen=True, eq=False)
+class Streams:
+    """The streams of a planner (see the module doc).
+
+    Fields:
+        episodes: one :class:`Episodes` per stream.
+        weights: the mixing weights as given (floats, > 0 in sum); the shares follow them.
+        offsets: global episode id offset per stream (``offsets[d] + episode_index``).
+        names: each stream's name (messages: a repo id).
+        rule: ``"dataset"`` (one dataset) or ``"mixture"``.
+        mixture: the mixture's JSON-able description recorded in states (None: one dataset).
+    """
+
+    episodes: tuple[Episodes, ...]
+    weights: tuple[float, ...] = (1.0,)
+    offsets: tuple[int, ...] = (0,)
+    names: tuple[str, ...] = ("0",)
+    rule: str = "dataset"
+    mixture: dict[str, Any] | None = None
+
+    @property
+    def integer_weights(self) -> list[int]:
+        return integer_weights(self.weights)
+
+    @property
+    def shares(self) -> np.ndarray:
+        """Each stream's share of a worker's budget and pool (:func:`mixture_shares`)."""
+        return mixture_shares(self.weights)
+
+    @property
+    def digests(self) -> list[str]:
+        return [e.digest for e in self.episodes]
+
+    @property
+    def digest(self) -> str:
+        """The state's ``episodes`` field: the streams' digests joined."""
+        return "|".join(self.digests)
+
+    def sized(self) -> Streams:
+        """These streams, those without sizes given :func:`no_sizes` (an old run's replay under a
+        byte budget then fails loudly if it needs one)."""
+        if all(e.sizes is not None for e in self.episodes):
+            return self
+        eps = tuple(e if e.sizes is not None else Episodes(e.indices, e.lengths, e.digest, no_sizes)
+                    for e in self.episodes)
+        return Streams(eps, self.weights, self.offsets, self.names, self.rule, self.mixture)
+
+    def specs(self, s: PlanSettings, seed: int) -> list[StreamSpec]:
+        """Each stream's :class:`StreamSpec` under settings ``s`` (``seed``: ``s.seed`` mapped)."""
+        if self.rule == "dataset":
+            (e,) = self.episodes
+            return [StreamSpec(e.indices, e.lengths, e.digest, seed, s.strategy, s.pool_size, s.byte_budget,
+                               s.decoder_cache_size, e.sizes, s.partitions)]
+        n = len(self.episodes)
+        if s.partitions is not None:
+            pool = s.pool_size or constants.DEFAULT_PARTITION_POOL_SIZE
+        else:
+            pool = s.pool_size or max(1, constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // max(1, int(s.num_workers)))
+        gb = s.byte_budget_gb if s.byte_budget_gb is not None else (
+            None if s.byte_budget is None else s.byte_budget / GIB)
+        out = []
+        for d, (e, share) in enumerate(zip(self.episodes, self.shares)):
+            seed_d = int(seed) if n == 1 else _seeds.derived_seed(seed, _seeds.TAG_MIXTURE, d)
+            dec = None if s.decoder_cache_size is None else max(1, int(s.decoder_cache_size * share))
+            budget = None if gb is None else max(1, int(gb * share * GIB))
+            out.append(StreamSpec(e.indices, e.lengths, e.digest, seed_d, s.strategy, max(1, round(pool * share)),
+                                  budget, dec, e.sizes, s.partitions))
+        return out
+
+    def where(self, d: int, byte_budget_gb: float | None) -> str:
+        """How a message names stream ``d`` of a mixture (its share of the budget and pool)."""
+        budget = "" if byte_budget_gb is None else f"={byte_budget_gb:g}"
+        return f"dataset {d} ({self.names[d]}; its share {self.shares[d]:.1%} of the mixture's byte_budget_gb{budget})"

@@ -1,0 +1,210 @@
+"""The DataLoader's batch turns: the one rule for which worker gives the next batch.
+
+How a ``torch.utils.data.DataLoader`` reads an ``IterableDataset`` with N workers: every worker
+runs its own copy of the iterator and cuts its items into batches of ``batch_size`` (its last
+batch may be short, or dropped with ``drop_last=True``); batches are taken from the workers in
+turn, in worker-id order (worker w gives batches w, w+N, w+2N, ... of the rank); a worker whose
+iterator is exhausted leaves the rotation and the others continue in the same cyclic order.
+
+Everything in the library that depends on that order uses this module:
+
+* :class:`TurnOrder` — the rotation itself, for loaders that take batches as they come
+  (``StreamLoader``'s threads mode, :func:`take_turns`; its processes mode reads its workers'
+  messages in :class:`TurnOrder`'s order);
+* :func:`replay_turns` — the same rotation counted, without running it: after a number of
+  samples or batches, how many samples each worker gave and whose turn is next (resume: each
+  worker's offset; epoch sizes; ``equalize``; the elastic remainder's old-run counts,
+  :func:`rank_batches` / :func:`rank_given`);
+* :func:`epoch_overlap` — where an endless stream's epoch boundary lies in the loader's batches
+  (each worker moves to its next epoch on its own).
+
+``tests/planner/test_turns.py`` checks both against a real DataLoader (the oracle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
+from lerobotstream.errors import ResumeStateError
+
+__all__ = ["TurnOrder", "epoch_overlap", "take_turns", "replay_turns", "rank_batches", "rank_given"]
+
+T = TypeVar("T")
+
+
+class TurnOrder:
+    """Whose turn it is among ``n`` workers: worker-id order, cyclic; a worker that ends leaves.
+
+    Use: while the order is non-empty, take a batch from :attr:`current`; then :meth:`advance`
+    (it gave one) or :meth:`leave` (it has none left: the next worker's turn, same cycle).
+    """
+
+    def __init__(self, n: int) -> None:
+        self.active = list(range(int(n)))
+        self._pos = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.active)
+
+    @property
+    def current(self) -> int:
+        """The worker whose turn it is (the order must not be empty)."""
+        return self.active[self._pos]
+
+    def advance(self) -> None:
+        """The current worker gave a batch: the next active worker's turn."""
+        self._pos = (self._pos + 1) % len(self.active)
+
+    def leave(self) -> None:
+        """The current worker is exhausted: it leaves, the next active worker's turn."""
+        self.active.pop(self._pos)
+        if self._pos >= len(self.active):
+            self._pos = 0
+
+
+def take_turns(sources: Sequence[Iterator[T]]) -> Iterator[T]:
+    """The batches of ``sources`` (one iterator of batches per worker) in the DataLoader's order."""
+    turns = TurnOrder(len(sources))
+    while turns:
+        try:
+            x = next(sources[turns.current])
+        except StopIteration:
+            turns.leave()
+            continue
+        yield x
+        turns.advance()
+
+
+def _can_give(rem: int | None, batch_size: int, drop_last: bool) -> bool:
+    return rem is None or rem >= batch_size or (rem > 0 and not drop_last)
+
+
+def replay_turns(limits: Sequence[int | None], batch_size: int, *, samples: int | None = None,
+                 batches: int | None = None, drop_last: bool = False,
+                 one_stream: bool | None = None) -> tuple[list[int], int | None, int]:
+    """Replay the DataLoader's batch turns until ``samples`` samples or ``batches`` batches are taken.
+
+    Args:
+        limits: samples each logical worker can give (None: endless).
+        batch_size: DataLoader batch size (>= 1).
+        samples: stop after this many samples (must end on a batch boundary with several workers).
+        batches: stop after this many batches.
+        drop_last: a worker's short last batch is dropped (the worker leaves the rotation).
+        one_stream: the rank runs one stream (``num_workers <= 1``): its sample order does not
+            depend on batch boundaries, so ``samples`` may end inside a batch. Default: one limit.
+            (A caller passing only the workers that give anything says what the rank ran.)
+
+    Returns:
+        (samples given per worker, worker that gives the next batch or None when all are
+        exhausted, batches taken). Cost: O(phases x workers), not O(batches): a phase is a run of
+        whole rotations in which no worker leaves.
+
+    Raises:
+        ResumeStateError: ``samples`` ends inside a batch (with several workers), or exceeds what
+        the workers can give.
+    """
+    if samples is None and batches is None:
+        raise ValueError("replay_turns needs samples or batches")
+    n = len(limits)
+    rem = list(limits)
+    given = [0] * n
+    s_left, b_left, taken = samples, batches, 0
+    if (n == 1 if one_stream is None else one_stream) and n == 1 and samples is not None:
+        cap = rem[0]
+        if drop_last and samples % batch_size:
+            raise ResumeStateError(
+                f"resume offset of {samples} samples ends inside a batch (batch size {batch_size}, "
+                "drop_last=True): sample-exact resume needs the offset to be the sum of the batches the "
+                "training loop consumed, with the same batch size as the checkpointed run")
+        if cap is not None and samples > cap:
+            raise ResumeStateError(f"resume offset {samples} exceeds the {cap} samples of the epoch")
+        nxt = 0 if _can_give(None if cap is None else cap - samples, 1, False) else None
+        return [samples], nxt, -(-samples // batch_size)
+    while True:
+        active = [w for w in range(n) if _can_give(rem[w], batch_size, drop_last)]
+        if not active:
+            if s_left:
+                raise ResumeStateError(
+                    f"resume offset of {samples} samples exceeds the {sum(given)} samples this rank's "
+                    "workers give in the epoch")
+            return given, None, taken
+        if all(rem[w] is None or rem[w] >= batch_size for w in active):  # whole rotations at once
+            finite = [rem[w] // batch_size for w in active if rem[w] is not None]
+            k = min(finite) if finite else None
+            if s_left is not None:
+                q = s_left // (batch_size * len(active))
+                k = q if k is None else min(k, q)
+            if b_left is not None:
+                q = b_left // len(active)
+                k = q if k is None else min(k, q)
+            if k:
+                for w in active:
+                    given[w] += k * batch_size
+                    if rem[w] is not None:
+                        rem[w] -= k * batch_size
+                taken += k * len(active)
+                if s_left is not None:
+                    s_left -= k * batch_size * len(active)
+                if b_left is not None:
+                    b_left -= k * len(active)
+        for w in range(n):  # then one rotation, batch by batch
+            if not _can_give(rem[w], batch_size, drop_last):
+                continue
+            if s_left == 0 or b_left == 0:
+                return given, w, taken
+            take = batch_size if rem[w] is None else min(batch_size, rem[w])
+            if s_left is not None and s_left < take:
+                raise ResumeStateError(
+                    f"resume offset of {samples} samples ends inside a batch of worker {w} (batch size "
+                    f"{batch_size}, {len(limits)} workers): sample-exact resume with several DataLoader "
+                    "workers needs the offset to be the sum of the batches the training loop consumed, "
+                    "with the same batch size and worker count as the checkpointed run")
+            given[w] += take
+            if rem[w] is not None:
+                rem[w] -= take
+            taken += 1
+            if s_left is not None:
+                s_left -= take
+            if b_left is not None:
+                b_left -= 1
+
+
+def rank_batches(limits: Sequence[int | None], batch_size: int, samples: int, drop_last: bool, *,
+                 one_stream: bool | None = None) -> tuple[list[int], int, bool]:
+    """``(samples per worker, batches, exhausted)`` of a rank (rank 0 of a checkpointed run)
+    after ``samples`` samples (:func:`replay_turns`)."""
+    given, nxt, taken = replay_turns(limits, batch_size, samples=samples, drop_last=drop_last, one_stream=one_stream)
+    return given, taken, nxt is None
+
+
+def rank_given(limits: Sequence[int | None], batch_size: int, samples: int, batches: int, rank0_done: bool,
+               drop_last: bool, *, one_stream: bool | None = None) -> list[int]:
+    """Samples per worker of another rank once rank 0 took ``batches`` batches (``samples``
+    samples): DDP ranks step in lockstep, so every rank took as many batches — but one stream
+    (``one_stream``) consumed the same samples (maybe inside a batch), unless rank 0 ran out."""
+    if (len(limits) == 1 if one_stream is None else one_stream) and len(limits) == 1 and not rank0_done:
+        cap = limits[0]
+        return [samples if cap is None else min(samples, cap)]
+    return replay_turns(limits, batch_size, batches=batches, drop_last=drop_last, one_stream=one_stream)[0]
+
+
+def epoch_overlap(frames: Sequence[int], batch_size: int) -> int:
+    """Endless streams: samples of the next epoch the DataLoader yields before the last sample of
+    this one, when logical worker w gives ``frames[w]`` samples of this epoch (an epoch's share,
+    or an elastic remainder's) and then goes on with its next epoch without leaving the rotation.
+
+    The rotation gives every worker one batch per turn, so worker w's samples of the next epoch
+    start at its sample ``frames[w]`` while a worker with more frames still gives this epoch's.
+    With ``B = batch_size``, J the last batch index holding a sample of this epoch of the last
+    such worker W (the latest in the rotation), the count is exactly
+    ``sum over w != W of max(0, n_w * B - frames[w])`` with ``n_w = J + 1`` for ``w < W`` and ``J``
+    for ``w > W``; hence at most ``(K - 1) * (max(frames) - min(frames) + B - 1)`` for K workers.
+    One worker (K = 1), or a finite stream (each epoch its own iterator): 0.
+    """
+    f = [int(x) for x in frames]
+    if len(f) <= 1 or not any(f):
+        return 0
+    last = max((-(-x // batch_size) - 1, w) for w, x in enumerate(f) if x)
+    J, W = last
+    return sum(max(0, (J + 1 if w < W else J) * batch_size - x) for w, x in enumerate(f) if w != W)
