@@ -327,5 +327,11 @@ def test_plot_needs_matplotlib_before_the_run(tiny, tmp_path, monkeypatch, capsy
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed
     monkeypatch.setattr(cli, "run_profile", lambda args: pytest.fail("the run started before --plot was checked"))
     assert profile_main(["--root", str(tiny), "--plot", str(tmp_path / "r.png")]) == 2
-    assert capsys.readouterr().err.strip() == ("error: ImportError: --plot needs matplotlib: pip install "
+    assert capsys.readouterr().err.strip() == ("error: MissingDependencyError: --plot needs matplotlib: pip install "
                                                "'lerobotstream[plot]' (or drop --plot)")
+    from lerobotstream.errors import MissingDependencyError
+    from lerobotstream.profile._plot import require_matplotlib
+
+    with pytest.raises(ImportError) as e:  # still the built-in callers caught before
+        require_matplotlib()
+    assert isinstance(e.value, MissingDependencyError) and e.value.package == "matplotlib"
