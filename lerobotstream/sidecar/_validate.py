@@ -26,7 +26,6 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from lerobotstream.errors import SidecarStaleError, SidecarValidationError
-from lerobotstream.mp4 import within_tolerance
 
 __all__ = ["EpisodeWindow", "ValidationProblem", "WindowCheck", "check_disjoint", "check_fps", "check_window",
            "check_window_detail", "episode_windows",
@@ -141,7 +140,10 @@ class WindowCheck:
 def check_window_detail(table: Any, from_timestamp: float, length: int, fps: float,
                         tolerance_s: float) -> WindowCheck:
     """:func:`check_window` with the kind of problem, the window's first frame and its largest
-    timestamp error (how much of ``tolerance_s`` is used)."""
+    timestamp error (how much of ``tolerance_s`` is used). A frame is within tolerance by the
+    decoder's rule, ``mp4.within_tolerance`` (strictly under ``tolerance_s``, LeRobot's)."""
+    from lerobotstream.mp4 import within_tolerance
+
     p = _presented_ticks(table)
     n = int(p.shape[0])
     if length <= 0:
