@@ -161,3 +161,36 @@ def test_s3_without_s3fs(capsys):
     assert capsys.readouterr().err.strip() == (
         "error: MissingDependencyError: root 's3://bucket/ds': the fsspec filesystem of the protocol 's3' needs the "
         "package 's3fs', which is not installed: pip install s3fs (fsspec: Install s3fs to access S3)")
+
+
+def test_http_head_without_a_valid_content_length_is_a_source_error():
+    """Bug: ``HEAD`` answering ``Content-Length: 12abc`` raised a bare ``ValueError`` (``int()``)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from lerobotstream.sources import HttpSource
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_HEAD(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "12abc")
+            self.end_headers()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        src = HttpSource(f"http://127.0.0.1:{httpd.server_address[1]}/ds/?sig=s3cr3t")
+        with pytest.raises(SourceError) as e:
+            src.size("videos/f.mp4")
+        assert str(e.value) == (f"the HEAD of 'videos/f.mp4' at http://127.0.0.1:{httpd.server_address[1]}/ds/videos/"
+                                "f.mp4 has no valid Content-Length ('12abc'): the file's size is unknown")
+        assert e.value.path == "videos/f.mp4" and "s3cr3t" not in str(e.value)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
