@@ -9,7 +9,29 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_text_atomic"]
+__all__ = ["check_output_file", "write_text_atomic"]
+
+
+def check_output_file(path: str | os.PathLike, *, flag: str) -> None:
+    """Refuse, before any work, a path that :func:`write_text_atomic` could not write as a file.
+
+    Args:
+        path: the output path a command-line flag gives.
+        flag: the flag, named in the error (``--json``).
+
+    Raises:
+        StreamingConfigError: ``path`` is a folder, or its folder does not exist (names the flag
+            and the path).
+    """
+    from lerobotstream.errors import StreamingConfigError
+
+    out = os.fspath(path)
+    if os.path.isdir(out):
+        raise StreamingConfigError(f"{flag} {out!r} is a folder: give the path of a file to write",
+                                   option=flag, value=out)
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise StreamingConfigError(f"{flag} {out!r}: the folder {folder} does not exist", option=flag, value=out)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:

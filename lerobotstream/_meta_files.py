@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lerobotstream.errors import MetadataError, MetadataReadError, SourceError
+from lerobotstream.errors import MetadataError, MetadataReadError, SourceError, SourceReadError, os_reason
 
 if TYPE_CHECKING:
     from lerobotstream.sources import ByteSource, PrefetchedReads
@@ -43,13 +43,12 @@ def _read_bytes(source: "ByteSource | PrefetchedReads", path: str, *, what: str)
 def _read_error(source: "ByteSource | PrefetchedReads", path: str, what: str, e: OSError) -> MetadataReadError:
     """The error for a ``meta/`` file that exists but cannot be read: the file and the reason
     (the operating system's text and errno name, without the path it repeats)."""
-    import errno
-
-    if isinstance(e, SourceError):
+    if isinstance(e, SourceReadError):
+        reason = e.reason  # the operating system's, without the path the message repeats
+    elif isinstance(e, SourceError):
         reason = str(e)
     else:
-        name = errno.errorcode.get(e.errno, "") if e.errno is not None else ""
-        reason = f"{e.strerror or type(e).__name__}{f' ({name})' if name else ''}"
+        reason = os_reason(e)
     return MetadataReadError(f"could not read {what} {_where(source, path)}: {reason}", path=path,
                              errno=getattr(e, "errno", None))
 

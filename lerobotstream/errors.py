@@ -52,6 +52,18 @@ def naming(where: str) -> Iterator[None]:
         raise type(exc)(f"{where}: {exc.message}", **getattr(exc, "_fields", {})) from exc
 
 
+def os_reason(e: BaseException) -> str:
+    """The operating system's reason for ``e`` without the path it repeats: ``strerror (ENAME)``
+    (``Too many levels of symbolic links (ELOOP)``); an error without ``strerror`` gives its text,
+    or its type's name."""
+    import errno
+
+    code = getattr(e, "errno", None)
+    name = errno.errorcode.get(code, "") if isinstance(code, int) else ""
+    reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+    return f"{reason} ({name})" if name else reason
+
+
 # --- METADATA ERRORS --------------------------------------------------------------------------
 class MetadataError(LeRobotStreamError, ValueError):
     """LeRobot v3 metadata is missing, malformed or inconsistent (names the episode and file)."""
@@ -88,6 +100,20 @@ class SourceProtocolError(SourceError, ValueError):
 
 class SourceNotFoundError(SourceError, FileNotFoundError):
     """The file does not exist at the source (path is named, credentials are not)."""
+
+
+class SourceReadError(SourceError):
+    """A file exists at the source but cannot be read: a permission refused, a symlink loop, a
+    folder where a file should be, an I/O error. Names the file and the operating system's reason
+    (``reason``, e.g. ``Is a directory (EISDIR)``); ``errno`` is the operating system's, and the
+    original error is chained (``__cause__``). "Not found" is :class:`SourceNotFoundError`."""
+
+    @classmethod
+    def from_oserror(cls, where: str, e: OSError, *, path: str) -> "SourceReadError":
+        """The error for ``e``, raised while reading ``path`` (dataset-relative) shown as ``where``
+        (an absolute path or a credential-free URL)."""
+        reason = os_reason(e)
+        return cls(f"could not read {where}: {reason}", path=path, errno=e.errno, reason=reason)
 
 
 class SourceChangedError(SourceError):
@@ -157,16 +183,13 @@ class SidecarWriteError(SidecarError, OSError):
 
         path = os.fspath(path)
         folder = os.path.dirname(path) or "."
-        reason = e.strerror or str(e) or type(e).__name__
         if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             todo = f"free space on the disk holding {folder}, or write it elsewhere ({elsewhere})"
         elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR):
             todo = f"make {folder} writable, or write it elsewhere ({elsewhere})"
         else:
             todo = f"check the disk holding {folder}, or write it elsewhere ({elsewhere})"
-        name = errno.errorcode.get(e.errno, "") if e.errno is not None else ""
-        return cls(f"cannot write {what} {path}: {reason}{f' ({name})' if name else ''}; {todo}",
-                   path=path, errno=e.errno)
+        return cls(f"cannot write {what} {path}: {os_reason(e)}; {todo}", path=path, errno=e.errno)
 
 
 class SidecarLockTimeoutError(SidecarError, TimeoutError):
@@ -226,6 +249,15 @@ class LoaderWorkerError(LeRobotStreamError, RuntimeError):
 
 class LeRobotIntegrationError(LeRobotStreamError, RuntimeError):
     """The installed LeRobot lacks a seam ``lerobotstream-train`` relies on (unsupported version)."""
+
+
+# --- OPTIONAL PACKAGES ------------------------------------------------------------------------
+class MissingDependencyError(LeRobotStreamError, ImportError):
+    """An optional package a feature needs is not installed: the fsspec filesystem of a root's
+    protocol (``s3fs`` for ``s3://``, ``gcsfs`` for ``gs://``), matplotlib for ``--plot``. Names
+    the feature (the root and protocol, or the flag) and the pip package (``package``); ``name``
+    is the module that failed to import. An ``ImportError``, as before (not a ``SourceError``:
+    no class can be both an ``OSError`` and an ``ImportError``)."""
 
 
 __all__ = [name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Exception)]

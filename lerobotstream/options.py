@@ -156,7 +156,7 @@ class StreamOptions:
         "and this is > 1.", group="lerobot", train="max(1, --num_workers)")
     tolerance_s: float = _option(
         constants.DEFAULT_TOLERANCE_S, "a number > 0 (seconds)", lambda v: _is_number(v) and v > 0,
-        "How far a frame's presentation time may be from its timestamp, seconds.", group="lerobot",
+        "How far a frame's presentation time may be from its timestamp, seconds (strictly less, as LeRobot).", group="lerobot",
         per_dataset=True, train="--tolerance_s (LeRobot's)")
     return_uint8: bool = _option(
         False, "True or False", _is_bool,

@@ -23,6 +23,7 @@ from lerobotstream.decode._cuda import FALLBACK_STATUS, FallbackStatus, resolve_
 from lerobotstream.decode._depth import checked_request
 from lerobotstream.decode._frames import frames_to_float_chw
 from lerobotstream.errors import DecodeError, FrameTimestampError
+from lerobotstream.mp4 import frames_within_tolerance
 
 logger = logging.getLogger("lerobotstream.decode")
 
@@ -299,24 +300,16 @@ class EpisodeVideo:
         idx = np.asarray(frame_indices, dtype=np.int64).reshape(-1)
         return self.from_timestamp + idx / float(self.fps)
 
-    def _nearest(self, q: np.ndarray) -> np.ndarray:
-        """Local index (int64) of the frame whose source PTS is nearest each time ``q`` (float64 s;
-        ties go to the earlier frame); no tolerance check."""
-        pts = self.source_pts_s
-        j = np.clip(np.searchsorted(pts, q), 1, max(len(pts) - 1, 1))
-        left = np.clip(j - 1, 0, len(pts) - 1)
-        right = np.clip(j, 0, len(pts) - 1)
-        return np.where(np.abs(pts[left] - q) <= np.abs(pts[right] - q), left, right)
-
     def local_indices(self, source_times_s: np.ndarray) -> np.ndarray:
-        """Local frame index of each source time (strictly within tolerance), else FrameTimestampError."""
+        """Local frame index of each source time (strictly within tolerance: ``mp4.within_tolerance``),
+        else FrameTimestampError."""
         pts = self.source_pts_s
         q = np.asarray(source_times_s, dtype=np.float64).reshape(-1)
-        pick = self._nearest(q)
-        dist = np.abs(pts[pick] - q)
-        bad = np.flatnonzero(~(dist < self.tolerance_s))
+        pick, _, ok = frames_within_tolerance(pts, None, q, self.tolerance_s)
+        bad = np.flatnonzero(~ok)
         if bad.size:
             b = int(bad[0])
+            dist = np.abs(pts[pick] - q)
             raise FrameTimestampError(
                 f"{self.label}: no frame within {self.tolerance_s} s of {q[b]:.6f} s "
                 f"(episode time {q[b] - self.from_timestamp:.6f} s); nearest frame is at "
@@ -332,8 +325,8 @@ class EpisodeVideo:
         if m is None:
             pts = self.source_pts_s
             q = self.query_times(np.arange(len(pts), dtype=np.int64))
-            pick = self._nearest(q)
-            m = self._ep_local = np.where(np.abs(pts[pick] - q) < self.tolerance_s, pick, -1).astype(np.int64)
+            pick, _, ok = frames_within_tolerance(pts, None, q, self.tolerance_s)
+            m = self._ep_local = np.where(ok, pick, -1).astype(np.int64)
         return m
 
     def frames_at(self, frame_indices: Sequence[int], *, dtype: torch.dtype = torch.uint8) -> torch.Tensor:

@@ -12,6 +12,11 @@ from lerobotstream.mp4.synth import synthesize, synthesize_header  # noqa: E402
 
 __all__ += ["Span", "plan_span", "episode_frame_range", "synthesize", "synthesize_header"]
 
+# the timestamp-tolerance rule (strictly under tolerance_s, LeRobot's), shared by decode, sidecar and validate
+from lerobotstream.mp4._tolerance import frames_within_tolerance, within_tolerance  # noqa: E402
+
+__all__ += ["frames_within_tolerance", "within_tolerance"]
+
 # structural spot-check of fetched sample bytes (NAL length prefixes / AV1 OBUs)
 from lerobotstream.mp4.framing import check_sample_framing, sample_framing  # noqa: E402
 

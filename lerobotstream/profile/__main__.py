@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
-from pathlib import Path
 from typing import Sequence
 
+from lerobotstream._atomic import check_output_file, write_text_atomic
 from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
 from lerobotstream.options import add_cli_flags
 
@@ -131,10 +130,9 @@ def run_profile(args: argparse.Namespace) -> dict:
 
 
 def _write_json(obj: dict, path: str) -> None:
-    p = Path(path)
-    tmp = p.with_name(p.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
-    os.replace(tmp, p)
+    """``obj`` as JSON at ``path``, atomically (``lerobotstream._atomic``: the old file or the whole
+    new one, never a part, and no temporary file left behind)."""
+    write_text_atomic(path, json.dumps(obj, indent=1, default=str))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -144,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args) -> int:
+    if args.json:
+        check_output_file(args.json, flag="--json")  # before the run, not after it
     if args.plot:
         from lerobotstream.profile._plot import require_matplotlib
 

@@ -18,6 +18,8 @@ import os
 import textwrap
 from pathlib import Path
 
+from lerobotstream.errors import MissingDependencyError
+
 __all__ = ["plot_report", "require_matplotlib", "STAGE_COLORS", "rolling_rate"]
 
 STAGE_COLORS = {
@@ -63,7 +65,8 @@ def require_matplotlib():
     """``matplotlib.pyplot`` on the Agg backend (the CLI calls it before a ``--plot`` run).
 
     Raises:
-        ImportError: matplotlib is not installed (message says how to install it).
+        MissingDependencyError: matplotlib is not installed (an ``ImportError``; the message says
+            how to install it).
     """
     try:
         import matplotlib
@@ -71,7 +74,8 @@ def require_matplotlib():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ImportError("--plot needs matplotlib: pip install 'lerobotstream[plot]' (or drop --plot)") from exc
+        raise MissingDependencyError("--plot needs matplotlib: pip install 'lerobotstream[plot]' (or drop --plot)",
+                                     package="matplotlib", name=getattr(exc, "name", None) or "matplotlib") from exc
     return plt
 
 
@@ -79,7 +83,7 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
     """Write the report's figure to ``path`` (PNG) atomically and return the path.
 
     Raises:
-        ImportError: matplotlib is not installed (message says how to install it).
+        MissingDependencyError: matplotlib is not installed (an ``ImportError``).
     """
     plt = require_matplotlib()
     from lerobotstream.profile._report import STAGE_KIND, STAGES

@@ -1,7 +1,7 @@
 """Validation of a sidecar against the dataset metadata (at build and at open).
 
 For every selected episode and camera, the window ``[from_timestamp, from_timestamp + length/fps)``
-of the episode's video must resolve to exactly ``length`` frames whose presentation times lie
+of the episode's video must resolve to exactly ``length`` frames whose presentation times lie strictly
 within ``tolerance_s`` of ``from_timestamp + i/fps`` (and the frame range the dataset streams,
 ``mp4.episode_frame_range``, must be those frames); ``info.json``'s fps must agree with the sample
 durations; and inside one file (one camera) the selected episodes' frame ranges must be disjoint:
@@ -140,7 +140,10 @@ class WindowCheck:
 def check_window_detail(table: Any, from_timestamp: float, length: int, fps: float,
                         tolerance_s: float) -> WindowCheck:
     """:func:`check_window` with the kind of problem, the window's first frame and its largest
-    timestamp error (how much of ``tolerance_s`` is used)."""
+    timestamp error (how much of ``tolerance_s`` is used). A frame is within tolerance by the
+    decoder's rule, ``mp4.within_tolerance`` (strictly under ``tolerance_s``, LeRobot's)."""
+    from lerobotstream.mp4 import within_tolerance
+
     p = _presented_ticks(table)
     n = int(p.shape[0])
     if length <= 0:
@@ -155,7 +158,7 @@ def check_window_detail(table: Any, from_timestamp: float, length: int, fps: flo
     cands = [c for c in (k - 1, k) if 0 <= c < n] or [n - 1]
     k0 = min(cands, key=lambda c: (abs(_frame_time(p[c], table) - start), c))
     off0 = _frame_time(p[k0], table) - start  # exact, seconds
-    if abs(off0) > Fraction(tolerance_s):
+    if not within_tolerance(off0, Fraction(tolerance_s)):  # the decoder's rule (strictly under tolerance_s)
         where = ("past the end of the video" if start > _frame_time(p[-1], table)
                  else "before the first frame" if start < _frame_time(p[0], table) else "between frames")
         return WindowCheck(
@@ -182,12 +185,12 @@ def check_window_detail(table: Any, from_timestamp: float, length: int, fps: flo
     else:  # pathological scales: exact Python integers
         err = np.array([float(off0 + Fraction(int(d) * num - int(j) * den * ts, num * ts))
                         for d, j in zip(dticks, i)], dtype=np.float64)
-    bad = np.flatnonzero(np.abs(err) > tolerance_s)
+    bad = np.flatnonzero(~within_tolerance(err, tolerance_s))
     if bad.shape[0]:
         j = int(bad[0])
         want = float(start + j * Fraction(den, num))
         return WindowCheck(
-            f"{bad.shape[0]} of {length} frames miss their timestamp by more than {tolerance_s} s; first: "
+            f"{bad.shape[0]} of {length} frames miss their timestamp by tolerance_s={tolerance_s} s or more; first: "
             f"frame {j} of the episode should play at {want:.6f} s, the video's frame {k0 + j} plays at "
             f"{want + float(err[j]):.6f} s (off by {float(err[j]):+.6f} s)", "timestamp_drift", None,
             float(np.abs(err).max()))

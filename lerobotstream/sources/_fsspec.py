@@ -12,11 +12,54 @@ import os
 import threading
 from typing import Any, Mapping, Sequence
 
-from lerobotstream.errors import RangeReadError, SourceError
+from lerobotstream.errors import (MissingDependencyError, RangeReadError, SourceError, SourceNotFoundError,
+                                  SourceProtocolError)
 from lerobotstream.sources._base import ByteSource, check_ranges, coalesce_ranges
 from lerobotstream.sources._http import error_for, redact_url
 
 _FINGERPRINT_KEYS = ("xet_hash", "ETag", "etag", "e_tag", "md5", "md5Hash", "checksum", "sha256", "crc32c")
+
+
+#: pip packages whose import name differs from the distribution's (the module fsspec failed to import → pip name)
+_PIP_NAMES = {"smbclient": "smbprotocol", "libarchive": "libarchive-c"}
+
+
+def filesystem_class(root: str, protocol: str | None = None) -> type:
+    """The fsspec filesystem class serving ``root`` (``s3fs.S3FileSystem`` for ``s3://...``).
+
+    Args:
+        root: the root URL (named in errors without credentials).
+        protocol: its protocol (default: the part before ``://``).
+
+    Raises:
+        SourceProtocolError: no fsspec filesystem knows the protocol (``gopher://``): names the
+            root and the protocol; also a ``ValueError``, as fsspec's own.
+        MissingDependencyError: fsspec knows the protocol but the package implementing it is not
+            installed (``s3fs`` for ``s3://``, ``gcsfs`` for ``gs://``): names the root, the
+            protocol and the pip package; also an ``ImportError``, as fsspec's own.
+    """
+    import fsspec
+    from fsspec.registry import known_implementations
+
+    protocol = protocol or root.split("://", 1)[0]
+    shown = redact_url(root) if "://" in root else root
+    if protocol not in fsspec.available_protocols():
+        raise SourceProtocolError(
+            f"root {shown!r}: no fsspec filesystem serves the protocol {protocol!r}; give a local folder, "
+            "an http(s):// URL, hf://datasets/OWNER/NAME, hf://buckets/OWNER/NAME or a URL of an installed fsspec "
+            "filesystem (s3://, gs://, ...)", path=shown, protocol=protocol)
+    try:
+        return fsspec.get_filesystem_class(protocol)
+    except ImportError as e:
+        missing = getattr(e.__cause__, "name", None) or getattr(e, "name", None)  # the module that failed
+        implementer = str(known_implementations.get(protocol, {}).get("class", "")).split(".", 1)[0]
+        module = (missing or implementer).split(".", 1)[0]
+        package = _PIP_NAMES.get(module, module)
+        hint = f" (fsspec: {e})" if str(e) else ""
+        raise MissingDependencyError(
+            f"root {shown!r}: the fsspec filesystem of the protocol {protocol!r} needs the package {package!r}, "
+            f"which is not installed: pip install {package}{hint}",
+            path=shown, protocol=protocol, package=package, name=missing) from e
 
 
 class FsspecSource(ByteSource):
@@ -26,6 +69,10 @@ class FsspecSource(ByteSource):
         root: fsspec URL of the dataset root (``s3://bucket/ds``, ``memory://ds``...).
         storage_options: keyword arguments of the filesystem (credentials stay out of ``repr``
             and errors).
+
+    Raises:
+        SourceProtocolError: no fsspec filesystem knows the root's protocol (:func:`filesystem_class`).
+        MissingDependencyError: the protocol's package is not installed (``s3fs`` for ``s3://``).
     """
 
     def __init__(self, root: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
@@ -35,7 +82,7 @@ class FsspecSource(ByteSource):
         self.protocol, base = fsspec.core.split_protocol(root)
         self.protocol = self.protocol or "file"
         self._options = dict(storage_options or {})
-        cls = fsspec.get_filesystem_class(self.protocol)
+        cls = filesystem_class(root, self.protocol)
         self.base = cls._strip_protocol(root).rstrip("/")
         self.root_display = redact_url(root) if "://" in root else root
         self._info: dict[str, dict] = {}
@@ -74,8 +121,8 @@ class FsspecSource(ByteSource):
         except Exception as e:
             raise self._err(e, path) from None
         self.stats.add(metadata_requests=1)
-        if info.get("type") == "directory":
-            raise error_for(404, path=path, where=self.root_display, detail="it is a folder")
+        if info.get("type") == "directory":  # not a file: exists() is False, as for a local folder
+            raise SourceNotFoundError(f"{path!r} at {self.root_display} is a folder, not a file", path=path)
         with self._info_lock:
             self._info[path] = info
         return info

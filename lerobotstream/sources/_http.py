@@ -153,7 +153,11 @@ class HttpSource(ByteSource):
         r, url = self._follow("HEAD", path, self._url(path), metadata=True)
         if "content-length" not in r.headers:
             raise SourceError(f"no Content-Length for {path!r} at {redact_url(url)}", path=path)
-        size = int(r.headers["content-length"])
+        length = r.headers["content-length"].strip()
+        if not (length.isascii() and length.isdigit()):
+            raise SourceError(f"the HEAD of {path!r} at {redact_url(url)} has no valid Content-Length "
+                              f"({length[:40]!r}): the file's size is unknown", path=path, status=r.status)
+        size = int(length)
         hit = (url, size, _fingerprint(r.headers, size))
         with self._meta_lock:
             self._meta[path] = hit

@@ -45,7 +45,9 @@ from lerobotstream.errors import (
     SourceChangedError,
     SourceError,
     SourceNotFoundError,
+    SourceReadError,
     SourceTimeoutError,
+    os_reason,
 )
 
 #: connections per process and per client (shared by all threads of the process)
@@ -299,6 +301,10 @@ def error_for(
             return SourceNotFoundError(f"{path!r} not found at {where} ({name}){extra}", path=path)
         if name == "GatedRepoError" or isinstance(exc, PermissionError):
             return SourceAuthError(f"access to {path!r} at {where} was refused ({name}){extra}", path=path)
+        if isinstance(exc, OSError) and exc.errno is not None:  # the store's own OS error (EISDIR, ELOOP, EIO...)
+            reason = os_reason(exc)  # the operating system's text and errno name: no path, no credentials
+            return SourceReadError(f"could not read {path!r} from {where}: {reason}{extra}", path=path,
+                                   errno=exc.errno, reason=reason)
         if name == "OfflineModeIsEnabled":
             return SourceError(
                 f"cannot read {path!r} from {where}: huggingface_hub offline mode is enabled (HF_HUB_OFFLINE); "

@@ -1,4 +1,11 @@
-"""Local-disk byte source: ``os.pread`` on per-process file descriptors."""
+"""Local-disk byte source: ``os.pread`` on per-process file descriptors.
+
+Every failure of the operating system is typed: a missing file (or a missing folder on its path)
+is :class:`~lerobotstream.errors.SourceNotFoundError`; any other (a refused permission, a symlink
+loop, a folder where a file should be, an I/O error) is
+:class:`~lerobotstream.errors.SourceReadError` naming the file and the reason, the original
+``OSError`` chained.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Sequence
 
-from lerobotstream.errors import RangeReadError, SourceNotFoundError
+from lerobotstream.errors import RangeReadError, SourceError, SourceNotFoundError, SourceReadError
 from lerobotstream.sources._base import ByteSource, check_ranges
 
 #: open descriptors kept per process (least recently used closed beyond this)
@@ -41,6 +48,12 @@ class LocalSource(ByteSource):
     def local_path(self, path: str) -> str | None:
         return str(self._abs(path))
 
+    def _error(self, path: str, e: OSError) -> SourceError:
+        """The typed error for ``e``, raised by the operating system on ``path``."""
+        if isinstance(e, (FileNotFoundError, NotADirectoryError)):  # nothing there, or a file on its path
+            return SourceNotFoundError(f"file not found: {self._abs(path)}", path=path)
+        return SourceReadError.from_oserror(str(self._abs(path)), e, path=path)
+
     def _acquire(self, path: str) -> int:
         """An open descriptor for ``path`` (per process), pinned until :meth:`_release`."""
         with self._lock:
@@ -55,8 +68,8 @@ class LocalSource(ByteSource):
                     os.close(self._fds.pop(old))
                 try:
                     fd = os.open(self._abs(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-                except FileNotFoundError as e:
-                    raise SourceNotFoundError(f"file not found: {self._abs(path)}", path=path) from e
+                except OSError as e:
+                    raise self._error(path, e) from e
             self._fds[path] = fd  # (re)insert: most recently used last
             self._refs[path] = self._refs.get(path, 0) + 1
             return fd
@@ -66,21 +79,24 @@ class LocalSource(ByteSource):
             if path in self._refs:
                 self._refs[path] -= 1
 
-    def size(self, path: str) -> int:
+    def _stat(self, path: str) -> os.stat_result:
         try:
-            return self._abs(path).stat().st_size
-        except FileNotFoundError as e:
-            raise SourceNotFoundError(f"file not found: {self._abs(path)}", path=path) from e
+            return self._abs(path).stat()
+        except OSError as e:
+            raise self._error(path, e) from e
+
+    def size(self, path: str) -> int:
+        return self._stat(path).st_size
 
     def fingerprint(self, path: str) -> str | None:
-        try:
-            st = self._abs(path).stat()
-        except FileNotFoundError as e:
-            raise SourceNotFoundError(f"file not found: {self._abs(path)}", path=path) from e
+        st = self._stat(path)
         return f"mtime_ns={st.st_mtime_ns}:size={st.st_size}"
 
     def exists(self, path: str) -> bool:
-        return self._abs(path).is_file()
+        try:
+            return self._abs(path).is_file()
+        except OSError as e:  # is_file() is False for a missing file or a symlink loop; this is another failure
+            raise self._error(path, e) from e
 
     def list(self, prefix: str) -> list[str]:
         base = self._abs(prefix)
@@ -95,7 +111,10 @@ class LocalSource(ByteSource):
         total = 0
         try:
             for offset, length in ranges:
-                data = os.pread(fd, length, offset)
+                try:
+                    data = os.pread(fd, length, offset)
+                except OSError as e:  # EISDIR (a folder opens, but does not read), EIO
+                    raise self._error(path, e) from e
                 if len(data) != length:
                     raise RangeReadError(
                         f"short read of {self._abs(path)}: asked [{offset}, {offset + length}), got {len(data)} bytes",

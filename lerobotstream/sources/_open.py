@@ -10,10 +10,9 @@ from typing import Any, Mapping
 from urllib.parse import unquote
 
 from lerobotstream import constants
-from lerobotstream.errors import SourceError, SourceNotFoundError, SourceProtocolError, StreamingConfigError
+from lerobotstream.errors import SourceError, SourceNotFoundError, StreamingConfigError
 from lerobotstream.sources._base import ByteSource
-from lerobotstream.sources._http import (DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S, DEFAULT_TIMEOUT_S, RetryPolicy,
-                                        redact_url)
+from lerobotstream.sources._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S, DEFAULT_TIMEOUT_S, RetryPolicy
 
 _HF_DATASET = re.compile(r"^hf://datasets/(?P<owner>[^/@]+)/(?P<name>[^/@]+)(?:@(?P<rev>[^/]+))?(?P<sub>/.*)?$")
 _HF_BUCKET = re.compile(r"^hf://buckets/(?P<owner>[^/@]+)/(?P<name>[^/@]+)(?P<sub>/.*)?$")
@@ -82,25 +81,6 @@ def parse_hf_url(url: str) -> tuple[str, str, str | None]:
     return repo_type, f"{m.group('owner')}/{m.group('name')}", unquote(rev) if rev else None
 
 
-def check_protocol(root: str) -> str:
-    """The protocol of a URL root (``"s3"`` of ``s3://bucket/x``) when an fsspec filesystem
-    serves it (installed or known to fsspec).
-
-    Raises:
-        SourceProtocolError: no fsspec filesystem knows the protocol (names the root, without
-            credentials, and the protocol; also a ``ValueError``, as fsspec's own).
-    """
-    import fsspec
-
-    protocol = root.split("://", 1)[0]
-    if protocol not in fsspec.available_protocols():
-        raise SourceProtocolError(
-            f"root {redact_url(root)!r}: no fsspec filesystem serves the protocol {protocol!r}; give a local folder, "
-            "an http(s):// URL, hf://datasets/OWNER/NAME, hf://buckets/OWNER/NAME or a URL of an installed fsspec "
-            "filesystem (s3://, gs://, ...)", path=redact_url(root), protocol=protocol)
-    return protocol
-
-
 def open_source(
     root: str | os.PathLike | ByteSource | None = None,
     *,
@@ -152,6 +132,8 @@ def open_source(
         SourceNotFoundError: a local root that is not a folder, or a missing repository/revision.
         SourceError: a malformed or unsupported root, or a Hub error at resolution time.
         SourceProtocolError: a URL root whose protocol no fsspec filesystem serves (``gopher://``).
+        MissingDependencyError: a URL root whose fsspec filesystem needs a package that is not
+            installed (``s3fs`` for ``s3://``; the message gives the ``pip install`` line).
         StreamingConfigError: ``root`` unset and ``repo_id`` neither a local copy nor ``OWNER/NAME``.
     """
     if isinstance(root, ByteSource):
@@ -193,7 +175,6 @@ def open_source(
     elif "://" in root_s:
         from lerobotstream.sources._fsspec import FsspecSource
 
-        check_protocol(root_s)
         return FsspecSource(root_s, storage_options=storage_options)
     path = Path(root_s).expanduser()
     if not path.is_dir():

@@ -109,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check_args(args: argparse.Namespace) -> None:
     """Every flag's rule, before anything is read (each error names the flag and its value)."""
+    from lerobotstream._atomic import check_output_file
     from lerobotstream.errors import StreamingConfigError
     from lerobotstream.validate import check_arguments
 
@@ -128,13 +129,7 @@ def _check_args(args: argparse.Namespace) -> None:
         raise StreamingConfigError("--print-good-episodes and --json - both write to stdout: give --json a file",
                                    option="--print-good-episodes", value=True)
     if args.json not in (None, "-"):
-        out = args.json
-        if os.path.isdir(out):
-            raise StreamingConfigError(f"--json {out!r} is a folder: give the path of a file to write",
-                                       option="--json", value=out)
-        folder = os.path.dirname(os.path.abspath(out))
-        if not os.path.isdir(folder):
-            raise StreamingConfigError(f"--json {out!r}: the folder {folder} does not exist", option="--json", value=out)
+        check_output_file(args.json, flag="--json")
 
 
 def _run(args: argparse.Namespace) -> int:

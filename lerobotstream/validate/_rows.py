@@ -7,7 +7,7 @@ problem): its rows (``parquet.episode_rows_problem``, the reader's own rule: row
 ``frame_index`` exactly ``0..length-1``), its ``index`` values (``dataset_from_index +
 frame_index``), its timestamps (finite; the first 0 and each ``frame_index / fps`` within
 ``tolerance_s`` — LeRobot's writer), and per camera where ``from_timestamp + timestamp`` lands:
-within ``tolerance_s`` of a frame (the decoder's rule, through ``mp4.index.nearest_frames``) that
+within ``tolerance_s`` of a frame (the decoder's rule, ``mp4.frames_within_tolerance``) that
 is one of the episode's own. Problems of one kind become one finding listing every episode.
 """
 
@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, SourceError
+from lerobotstream.mp4 import frames_within_tolerance, within_tolerance
 from lerobotstream.parquet import episode_rows_problem
 from lerobotstream.validate._findings import Finding, finding
 
@@ -72,11 +73,11 @@ def timestamp_problem(ts: np.ndarray, fps: float, tolerance_s: float) -> tuple[s
     if not finite.all():
         k = int(np.flatnonzero(~finite)[0])
         return "data_timestamps", f"{int((~finite).sum())} of {n} timestamps are not finite (row {k}: {ts[k]})"
-    if not abs(ts[0]) < tolerance_s:
+    if not within_tolerance(ts[0], tolerance_s):
         return "timestamp_shift", (f"the timestamps start at {ts[0]:.6f} s, not 0 (shifted by {ts[0] * fps:+.3g} "
                                    "frame(s))")
     want = np.arange(n, dtype=np.float64) / float(fps)
-    bad = np.flatnonzero(~(np.abs(ts - want) < tolerance_s))
+    bad = np.flatnonzero(~within_tolerance(ts - want, tolerance_s))
     if bad.shape[0]:
         k = int(bad[0])
         return "data_timestamps", (f"{bad.shape[0]} of {n} timestamps are not frame_index / fps within "
@@ -168,8 +169,6 @@ def landing_problems(table: Any, checked: Sequence[tuple[Any, Any]], timestamps:
         timestamps: :attr:`FileRows.timestamps` of the episodes (an episode absent: skipped).
         data_path: episode → its data file (named in the problem).
     """
-    from lerobotstream.mp4.index import nearest_frames
-
     out = []
     pts, order = np.asarray(table.pts_s, dtype=np.float64), np.asarray(table.presentation_order, dtype=np.int64)
     for w, res in checked:
@@ -179,15 +178,15 @@ def landing_problems(table: Any, checked: Sequence[tuple[Any, Any]], timestamps:
         ts = timestamps[ep]
         ts = writer_timestamps(w.length, fps).astype(np.float64) if ts is None else ts
         q = float(w.from_timestamp) + ts
-        frames, near = nearest_frames(pts, order, q)
+        frames, near, close = frames_within_tolerance(pts, order, q, tolerance_s)
         k0 = int(res.first_frame)
-        ok = (np.abs(np.asarray(near) - q) < tolerance_s) & (frames >= k0) & (frames < k0 + w.length)
+        ok = close & (frames >= k0) & (frames < k0 + w.length)
         if ok.all():
             continue
         k = int(np.flatnonzero(~ok)[0])
         f, gap = int(frames[k]), abs(float(near[k]) - float(q[k]))
         where = (f"frame {f} of the file, which is not one of the episode's frames [{k0}, {k0 + w.length})"
-                 if gap < tolerance_s else f"no frame (the nearest, frame {f}, is {gap:.6f} s away)")
+                 if close[k] else f"no frame (the nearest, frame {f}, is {gap:.6f} s away)")
         out.append(RowProblem("timestamp_shift", ep, data_path.get(ep, path), (
             f"camera {camera}, file {path}: {int((~ok).sum())} of {w.length} rows miss their own frames; first: "
             f"row {k}, from_timestamp + timestamp = {q[k]:.6f} s lands on {where}")))

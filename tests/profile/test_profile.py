@@ -327,5 +327,48 @@ def test_plot_needs_matplotlib_before_the_run(tiny, tmp_path, monkeypatch, capsy
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed
     monkeypatch.setattr(cli, "run_profile", lambda args: pytest.fail("the run started before --plot was checked"))
     assert profile_main(["--root", str(tiny), "--plot", str(tmp_path / "r.png")]) == 2
-    assert capsys.readouterr().err.strip() == ("error: ImportError: --plot needs matplotlib: pip install "
+    assert capsys.readouterr().err.strip() == ("error: MissingDependencyError: --plot needs matplotlib: pip install "
                                                "'lerobotstream[plot]' (or drop --plot)")
+    from lerobotstream.errors import MissingDependencyError
+    from lerobotstream.profile._plot import require_matplotlib
+
+    with pytest.raises(ImportError) as e:  # still the built-in callers caught before
+        require_matplotlib()
+    assert isinstance(e.value, MissingDependencyError) and e.value.package == "matplotlib"
+
+
+def test_json_to_a_folder_is_refused_before_the_run(tiny, tmp_path, monkeypatch, capsys):
+    """Bug: ``--json DIR`` ran the whole profile, then wrote ``DIR.tmpPID`` beside the folder and
+    failed on ``os.replace``, leaving it behind; a missing folder also failed only after the run."""
+    import lerobotstream.profile.__main__ as cli
+
+    monkeypatch.setattr(cli, "run_profile", lambda args: pytest.fail("the run started before --json was checked"))
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    assert profile_main(["--root", str(tiny), "--json", str(out_dir)]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: StreamingConfigError: --json {str(out_dir)!r} is a folder: "
+                                               "give the path of a file to write")
+    assert profile_main(["--root", str(tiny), "--json", str(tmp_path / "no" / "r.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not any(out_dir.iterdir())
+
+
+def test_json_is_written_atomically_or_not_at_all(tmp_path, monkeypatch):
+    """``_write_json`` goes through ``lerobotstream._atomic``: a failed write keeps the old file
+    and leaves no temporary file (before, ``r.json.tmpPID`` stayed behind)."""
+    import lerobotstream._atomic as atomic
+    from lerobotstream.profile.__main__ import _write_json
+
+    out = tmp_path / "r.json"
+    out.write_text("old")
+
+    def replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    with pytest.raises(OSError, match="No space left"):
+        _write_json({"a": 1}, str(out))
+    assert out.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    monkeypatch.undo()
+    _write_json({"a": 1}, str(out))
+    assert json.loads(out.read_text()) == {"a": 1} and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
