@@ -30,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import sys
 import threading
 import time
 
@@ -85,8 +86,8 @@ def available() -> bool:
     return _malloc_trim is not None and _mallinfo2 is not None
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
+def _rss_bytes(_open=open) -> int:  # ``open`` bound at import: builtins go first at interpreter exit
+    with _open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * _PAGE
 
 
@@ -106,9 +107,10 @@ def kept_free_bytes() -> int | None:
 def trim(force: bool = False) -> bool:
     """``malloc_trim(0)`` when :func:`kept_free_bytes` exceeds :data:`TRIM_SLACK_BYTES` (or at the
     first call, or when ``force``); returns True when it trimmed. One thread trims at a time (a
-    concurrent call returns False at once). Never raises."""
+    concurrent call returns False at once). Never raises; does nothing while the interpreter
+    exits (an iterator closed by the last garbage collection: the process gives everything back)."""
     global _not_heap, _pid, _trims, _checks, _trim_s
-    if not available() or not _lock.acquire(blocking=False):
+    if not available() or sys.is_finalizing() or not _lock.acquire(blocking=False):
         return False
     try:
         if _pid != os.getpid():

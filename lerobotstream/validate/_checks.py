@@ -58,7 +58,7 @@ TRAINING_CHECKS: tuple[TrainingCheck, ...] = (
                   _WINDOWS, "same"),
     TrainingCheck("mp4/spans.pyx:plan_span", "an episode's frames have no samples, or two share a presentation time",
                   ("no_frames", "timestamp_drift", "window_frames"), "headers"),
-    TrainingCheck("dataset/_worker.py:Worker.span", "an episode's frames cannot be located in its file",
+    TrainingCheck("dataset/_spans.py:EpisodeSpans.span", "an episode's frames cannot be located in its file",
                   _WINDOWS, "same"),
     # iteration: the episode's Parquet rows
     TrainingCheck("parquet.py:EpisodeParquetReader._read_footer", "a data file's footer cannot be read",

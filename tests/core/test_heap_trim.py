@@ -157,3 +157,16 @@ def test_mixture_checks_at_iterator_end(make_generated_dataset, monkeypatch):
     ds2.close()  # an iterator closed early checks too
     assert len(calls) == before + 1
     assert all(len(w.decoders) == 0 for w in ds._run.workers)
+
+
+def test_trim_is_quiet_while_the_interpreter_exits(monkeypatch):
+    """A stream's iterator closed by the last garbage collection at exit trimmed after builtins were
+    torn down (``NameError: open`` in the output): at exit trim does nothing, and reading RSS needs
+    no builtin looked up at call time."""
+    import builtins
+
+    monkeypatch.setattr(_heap.sys, "is_finalizing", lambda: True)
+    monkeypatch.setattr(_heap, "_malloc_trim", lambda pad: pytest.fail("trimmed while exiting"))
+    assert _heap.trim(force=True) is False
+    monkeypatch.delattr(builtins, "open")
+    assert _heap._rss_bytes() > 0
