@@ -31,6 +31,12 @@ class LeRobotStreamError(Exception):
             setattr(self, key, value)
         self._fields = dict(fields)
 
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The structured fields given at construction (a copy), e.g. to raise the same error again
+        with a longer message: ``type(exc)(f"{where}: {exc.message}", **exc.fields)``."""
+        return dict(self._fields)
+
     def __reduce__(self):  # keep fields across pickling (multiprocessing, DataLoader workers)
         return (_rebuild, (type(self), self.message, self._fields))
 
@@ -49,7 +55,7 @@ def naming(where: str) -> Iterator[None]:
     except LeRobotStreamError as exc:
         if exc.message.startswith(where.split(";")[0].rstrip(")")):
             raise
-        raise type(exc)(f"{where}: {exc.message}", **getattr(exc, "_fields", {})) from exc
+        raise type(exc)(f"{where}: {exc.message}", **exc.fields) from exc
 
 
 def os_reason(e: BaseException) -> str:

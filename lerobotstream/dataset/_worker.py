@@ -160,7 +160,7 @@ class Worker:
                     raise
                 exc = explain_payload_failure(err, self.source, self.index, path, self.cfg.sidecar_npz)
                 msg = exc.message if exc.message.startswith(f"{path}:") else f"{path}: {exc.message}"
-                fields = {**getattr(exc, "_fields", {}), "episode_index": ep, "camera": cam, "path": path}
+                fields = {**exc.fields, "episode_index": ep, "camera": cam, "path": path}
                 raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from err
             except Exception as exc:
                 raise DecodeError(f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 "

@@ -156,7 +156,7 @@ def explain_payload_failure(exc: Any, source: Any, index: Any, path: str, sideca
         rec, size, fp = None, None, None
     if rec is None:
         if isinstance(exc, Mp4InconsistentTablesError):
-            return type(exc)(f"{exc.message} [cached sidecar: {sidecar_path}]", **getattr(exc, "_fields", {}))
+            return type(exc)(f"{exc.message} [cached sidecar: {sidecar_path}]", **exc.fields)
         return exc
     had_size, had_fp = rec.get("size"), rec.get("fingerprint")
     if (had_size is not None and int(had_size) != size) or (had_fp and fp and had_fp != fp):
@@ -164,11 +164,11 @@ def explain_payload_failure(exc: Any, source: Any, index: Any, path: str, sideca
             f"{path}: the file changed during the run (the sidecar {sidecar_path} indexed {had_size} bytes, "
             f"{had_fp}; it now has {size} bytes, {fp}), so its bytes no longer match the index ({exc.message}). "
             "The dataset's files must not change while it is read: restart once the new version is complete "
-            "(the sidecar is then rebuilt)", **{**getattr(exc, "_fields", {}), "path": path})
+            "(the sidecar is then rebuilt)", **{**exc.fields, "path": path})
     if isinstance(exc, Mp4InconsistentTablesError):
         return type(exc)(
             f"{exc.message} [cached sidecar: {sidecar_path}]. The file still has the size and fingerprint the "
             f"sidecar recorded ({fp}): if it was replaced by another file of the same size and mtime, the sidecar describes the "
             "old one: delete that sidecar file (it is rebuilt at the next start), and do not change dataset "
-            "files during a run", **getattr(exc, "_fields", {}))
+            "files during a run", **exc.fields)
     return exc
