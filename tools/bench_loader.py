@@ -1,7 +1,7 @@
 """StreamLoader beside the DataLoader path and LeRobot 0.6.1's loaders, with and without a synthetic
 training step, against the whole-machine decode limit (``python -m tools.bench --loader ...``).
 
-Rows, per dataset (``g1``, ``g1-3cam``, ``g1-h264`` of :data:`tools.bench.DATASETS`) and worker count:
+Rows, per dataset (``g1``, ``g1-3cam``, ``g1-h264`` of :data:`tools.DATASETS`) and worker count:
 
 - ``dataloader/N``: ``torch.utils.data.DataLoader(ds, B, num_workers=N, collate_fn=packed_collate,
   prefetch_factor=4)`` (``lerobotstream-train --dataset.streaming_loader=dataloader``);
@@ -12,7 +12,7 @@ Rows, per dataset (``g1``, ``g1-3cam``, ``g1-h264`` of :data:`tools.bench.DATASE
 - ``.../N:spawn``: the same under ``spawn`` (workers otherwise ``fork``): the first batch with a
   spawn worker's imports.
 
-Every contestant is a long-lived process of :mod:`tools.bench` (its ``Contestant`` machinery:
+Every contestant is a long-lived process of :mod:`tools.bench_contestants` (its ``Contestant`` machinery:
 imports paid once, one trial at a time over a pipe; a fresh dataset and loader per trial, ours'
 sidecar warm). ``--contestants ours,ours@PATH`` adds the ours rows of another checkout (its
 ``lerobotstream`` first on ``sys.path``), labelled ``row [ours@PATH]``. Rounds are interleaved:
@@ -20,7 +20,7 @@ within a round every (dataset, step) group's rows run back to back in rotating o
 rounds, ratios per round then the median.
 
 Per row: steady samples/s (after every worker's first batch); ÷ the decode limit of the same round
-(the faster of FFmpeg's threads and one decoder per core: :func:`tools.bench.run_limits`); ÷
+(the faster of FFmpeg's threads and one decoder per core: :func:`tools.run_limits`); ÷
 LeRobot map-style at the same workers; CPU ms per sample (process + workers, ``/proc``) split into
 decode (frames decoded per sample × the limit's one-thread CPU per frame: for ours one decode
 per returned frame, a lower bound — its sequential shards decode 1.00-1.12 frames per returned
@@ -36,7 +36,7 @@ wall time spent waiting in ``next()``, and the step's slowdown against the step 
 process after the round (a loader never waited on).
 
 GIL: ``threads/N`` runs once more per round under ``py-spy record --gil --idle --nonblocking``
-(``--py-spy``; :class:`tools.bench.GilProfile`) for ``--gil-seconds`` of its steady part: the
+(``--py-spy``; :class:`tools.bench_trial.GilProfile`) for ``--gil-seconds`` of its steady part: the
 samples in which some thread of the training process held the GIL ÷ the rate = GIL-held seconds;
 per sample, and the samples/s ceiling of one process it implies (1000 / ms).
 
@@ -66,18 +66,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools import bench
+from tools.bench_common import (LEROBOT_PYTHON, ROOT, atomic_write, fmt, git_head, load_average, load_summary,
+                                median)
+from tools.bench_contestants import Contestant, contestant_env, make_contestants, warm_up
+from tools.bench_datasets import DATASETS, dataset_facts, ensure_dataset
+from tools.bench_limit import best_limit, run_limits
+from tools.bench_trial import cpu_s, step_fn
 
-ROOT = bench.ROOT
 OURS_ROWS = ("dataloader", "threads", "processes")
 LEROBOT_ROWS = ("lerobot", "lerobot-streaming")
-_med = bench._median
-_fmt = bench._fmt
+_med = median
+_fmt = fmt
 
 
 def _cpu_s(pids) -> float:
     """CPU seconds (user + system, ``/proc``) of the processes ``pids`` together (one gone counts 0)."""
-    return sum(bench._cpu_s(int(p)) for p in pids)
+    return sum(cpu_s(int(p)) for p in pids)
 
 
 # --- the plan -------------------------------------------------------------------------------------------
@@ -123,7 +127,7 @@ def row_label(key: dict, ours0: str) -> str:
     return name if c == ours0 or not c.startswith("ours") else f"{name} [{c}]"
 
 
-def _spec(key: dict, c: bench.Contestant, args, rnd: int, root: Path, py_spy: str | None) -> dict:
+def _spec(key: dict, c: Contestant, args, rnd: int, root: Path, py_spy: str | None) -> dict:
     spec = {"kind": c.kind, "num_workers": key["num_workers"], "mp_context": key["mp_context"],
             "uint8": not args.float32, "batch_size": args.batch_size, "samples": args.samples,
             "seed": args.seed + rnd, "repo_id": f"bench/{key['dataset']}", "options": c.options,
@@ -140,17 +144,17 @@ def _spec(key: dict, c: bench.Contestant, args, rnd: int, root: Path, py_spy: st
 def run(args) -> dict:
     cache = Path(args.cache_dir).expanduser()
     datasets = args.datasets.split(",")
-    roots = {d: bench.ensure_dataset(cache, d) for d in datasets}
-    facts = {d: bench.dataset_facts(r) for d, r in roots.items()}
+    roots = {d: ensure_dataset(cache, d) for d in datasets}
+    facts = {d: dataset_facts(r) for d, r in roots.items()}
     logs = Path(tempfile.mkdtemp(prefix="bench-loader-logs-"))
-    env = bench.contestant_env(cache)
+    env = contestant_env(cache)
     ours_texts = [c for c in args.contestants.split(",") if c]
     if not ours_texts or any(not c.startswith("ours") for c in ours_texts):
         raise SystemExit("--contestants: ours[@PATH][+k=v], ... (LeRobot's rows are chosen by --rows)")
     lerobot_texts = [r for r in args.rows.split(",") if r in LEROBOT_ROWS]
-    contestants, notes = bench.make_contestants(ours_texts + lerobot_texts, Path(args.lerobot_python), env, logs)
+    contestants, notes = make_contestants(ours_texts + lerobot_texts, Path(args.lerobot_python), env, logs)
     by_label = {c.label: c for c in contestants}
-    limit_side = bench.Contestant("limit", "limit", Path(sys.executable), env, logs / "limit.log")
+    limit_side = Contestant("limit", "limit", Path(sys.executable), env, logs / "limit.log")
     ours = [c for c in ours_texts if c in by_label]
     lerobot = [c for c in lerobot_texts if c in by_label]
     py_spy = args.py_spy and (shutil.which(args.py_spy) or (args.py_spy if os.path.exists(args.py_spy) else None))
@@ -163,10 +167,10 @@ def run(args) -> dict:
     setup: dict[str, Any] = {"notes": notes, "logs": str(logs)}
     trials: list[dict] = []
     alone: dict[str, list[dict]] = {}
-    load = [bench._load()]
+    load = [load_average()]
     t_start = time.time()
     try:
-        bench.warm_up([*contestants, limit_side], setup, args.trial_timeout_s)
+        warm_up([*contestants, limit_side], setup, args.trial_timeout_s)
         for d in datasets:
             for label in ours:
                 r = by_label[label].call({"kind": "prepare", "root": str(roots[d]), "mixture": None},
@@ -174,7 +178,7 @@ def run(args) -> dict:
                 setup[f"prepare {label} {d}"] = r
         for rnd in range(args.rounds):
             for d in datasets:
-                trials += bench.run_limits(limit_side, roots[d], facts[d], d, rnd, args.samples, args.trial_timeout_s)
+                trials += run_limits(limit_side, roots[d], facts[d], d, rnd, args.samples, args.trial_timeout_s)
             for d, group, keys in groups:
                 order = keys[rnd % max(1, len(keys)):] + keys[:rnd % max(1, len(keys))]
                 for key in order:
@@ -183,12 +187,12 @@ def run(args) -> dict:
                     if c.error:
                         trials.append({**row, "skipped": c.error})
                         continue
-                    la = bench._load()
+                    la = load_average()
                     r = c.call(_spec(key, c, args, rnd, roots[d], args.py_spy), args.trial_timeout_s)
                     r.pop("anchors", None)
-                    row.update(r, load_before=la, load_after=bench._load())
+                    row.update(r, load_before=la, load_after=load_average())
                     trials.append(row)
-                    bench._atomic_write(Path(args.json), json.dumps({"partial": True, "trials": trials}, default=str))
+                    atomic_write(Path(args.json), json.dumps({"partial": True, "trials": trials}, default=str))
                     g = (r.get("gil") or {}).get("gil_ms_per_sample")
                     print(f"round {rnd} {d:<8} {key['step']:<9} {row_label(key, ours[0]):<28} "
                           + (r.get("error") or f"{_fmt(r.get('steady_samples_per_s'))} samples/s, first "
@@ -201,7 +205,7 @@ def run(args) -> dict:
                 if steps and not by_label[label].error:
                     alone.setdefault(label, []).append(by_label[label].call({"kind": "step_alone", "steps": steps},
                                                                             args.trial_timeout_s))
-            load.append(bench._load())
+            load.append(load_average())
     except BaseException:
         for c in [*contestants, limit_side]:
             c.close(kill=True)
@@ -219,8 +223,8 @@ def run(args) -> dict:
     meta = {"command": "python -m tools.bench --loader " + " ".join(args.argv), "date": time.strftime(
                 "%Y-%m-%d %H:%M UTC", time.gmtime(t_start)), "minutes": (time.time() - t_start) / 60,
             "cpus": usable_cpus(), "rounds": args.rounds, "batch_size": args.batch_size, "samples": args.samples,
-            "items": "float32" if args.float32 else "uint8", "load": load, "load_trials": bench._load_summary(trials),
-            "git": bench._git_head(), "setup": setup, "ours": ours, "notes": notes,
+            "items": "float32" if args.float32 else "uint8", "load": load, "load_trials": load_summary(trials),
+            "git": git_head(), "setup": setup, "ours": ours, "notes": notes,
             "auto": {str(n): choose_mode(n)[0] for n in (0, 1, 2, 4)}, "primary": datasets[0]}
     return {"meta": meta, "summary": summary, "goals": goals(summary, meta), "trials": trials,
             "step_alone": alone}
@@ -269,8 +273,8 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
                   "steps_per_s", "wait_share", "step_s"):
             e[k] = _med([t.get(k) for t in ok])
         e["spread"] = min(sps) / max(sps) if all(sps) else None
-        e["over_limit"] = _med([t["steady_samples_per_s"] / (bench.best_limit(lim.get((d, t["round"]), {})) / cams)
-                                for t in ok if t.get("steady_samples_per_s") and bench.best_limit(lim.get((d, t["round"]), {}))])
+        e["over_limit"] = _med([t["steady_samples_per_s"] / (best_limit(lim.get((d, t["round"]), {})) / cams)
+                                for t in ok if t.get("steady_samples_per_s") and best_limit(lim.get((d, t["round"]), {}))])
         # frames decoded per returned frame: ours' sequential shards decode each frame once (1.00-1.12 in
         # tools/bench.py's 640-sample runs); a 160-sample trial's counters are dominated by the decode
         # lookahead's frames decoded ahead (whole trial) or decoded before the steady part (steady
@@ -319,7 +323,7 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
             fps = _med([(x.get(label) or {}).get("frames_per_s") for x in rs])
             return fps / cams if fps else None
         out.append({"dataset": d, "step": "none", "row": "decode limit", "kind": "limit", "runs": len(rs),
-                    "steady_samples_per_s": _med([bench.best_limit(x) / cams for x in rs if bench.best_limit(x)]),
+                    "steady_samples_per_s": _med([best_limit(x) / cams for x in rs if best_limit(x)]),
                     "limit_ffmpeg_samples_per_s": sps("limit-ffmpeg"), "limit_cores_samples_per_s": sps("limit-cores"),
                     "limit_1thread_samples_per_s": sps("limit-1thread"),
                     "cores_cpu_per_wall": _med([(x.get("limit-cores") or {}).get("cpu_per_wall") for x in rs]),
@@ -458,7 +462,7 @@ def table(summary: list[dict], d: str, step: str) -> str:
 
 def readme_table(summary: list[dict], ours0: str = "ours") -> str:
     """The README's table: one line per (dataset, workers) at step none, the loaders side by side."""
-    label = {d: bench.DATASETS[d][0] for d in bench.DATASETS}
+    label = {d: DATASETS[d][0] for d in DATASETS}
     lines = ["| data | workers | samples/s: threads / processes / DataLoader / LeRobot map-style / streaming | "
              "÷ decode limit: threads / processes | threads ÷ map-style | first batch s: threads / processes "
              "(fork; spawn) / map-style | CPU ms/sample, rest beyond decode (ours: one decode per frame): threads / "
@@ -597,7 +601,7 @@ def startup_rows(rounds: int) -> dict:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", default="g1,g1-3cam,g1-h264", help=f"of {', '.join(bench.DATASETS)}; the first "
+    ap.add_argument("--datasets", default="g1,g1-3cam,g1-h264", help=f"of {', '.join(DATASETS)}; the first "
                     "gets --workers, --steps, --spawn and the GIL rows, the others --more-workers and step none")
     ap.add_argument("--rows", default=",".join(OURS_ROWS + LEROBOT_ROWS))
     ap.add_argument("--workers", default="0,1,2,4", help="worker counts of the first dataset (fork)")
@@ -605,7 +609,7 @@ def main(argv=None) -> int:
     ap.add_argument("--spawn", default="2", help="worker counts also run under spawn (first dataset, step none)")
     ap.add_argument("--steps", default="none,gil:20,nogil:20", help="none, gil:MS, nogil:MS (first dataset; ours' rows)")
     ap.add_argument("--contestants", default="ours", help="checkouts for ours' rows: ours[@PATH][+k=v], ...")
-    ap.add_argument("--lerobot-python", default=str(bench.LEROBOT_PYTHON))
+    ap.add_argument("--lerobot-python", default=str(LEROBOT_PYTHON))
     ap.add_argument("--py-spy", default=None, help="py-spy executable for the GIL rows (absent: not measured)")
     ap.add_argument("--gil", default="0,2", help="threads worker counts profiled for the GIL (first dataset)")
     ap.add_argument("--gil-seconds", type=int, default=2, help="py-spy --duration (whole seconds)")
@@ -632,10 +636,10 @@ def main(argv=None) -> int:
         print(f"load average {os.getloadavg()[0]:.1f}")
         return 0
     for d in args.datasets.split(","):
-        if d not in bench.DATASETS or bench.DATASETS[d][1]["kind"] == "mixture":
+        if d not in DATASETS or DATASETS[d][1]["kind"] == "mixture":
             raise SystemExit(f"unknown or mixture dataset {d!r}")
     for s in args.steps.split(","):
-        bench.step_fn(s)  # a ValueError here, not in every trial
+        step_fn(s)  # a ValueError here, not in every trial
     res = run(args)
     if not args.no_alloc:
         res["alloc"] = alloc_rows(args.batch_size)
@@ -644,9 +648,9 @@ def main(argv=None) -> int:
         text += (f"\n\nalloc: fresh batch tensor {res['alloc']['fresh']:.2f} ms vs recycled {res['alloc']['recycled']:.2f} "
                  f"ms per batch of {args.batch_size} 640x480 uint8 frames (best of 2)")
     print(text)
-    bench._atomic_write(Path(args.json), json.dumps(res, indent=1, default=str))
+    atomic_write(Path(args.json), json.dumps(res, indent=1, default=str))
     if args.markdown:
-        bench._atomic_write(Path(args.markdown), text)
+        atomic_write(Path(args.markdown), text)
     return 0
 
 
