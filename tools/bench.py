@@ -80,7 +80,7 @@ from typing import Any
 
 from tools.bench_common import LEROBOT_PYTHON, atomic_write, fmt, git_head, load_average, load_summary
 from tools.bench_contestants import Contestant, contestant_env, make_contestants, warm_up
-from tools.bench_datasets import DATASETS, DatasetFacts, dataset_facts, ensure_dataset, mixture_of
+from tools.bench_datasets import DATASETS, DatasetFacts, dataset_facts, delta_timestamps, ensure_dataset, mixture_of
 from tools.bench_limit import run_limits
 from tools.bench_report import format_all, summarize
 
@@ -261,7 +261,7 @@ def _run(args, argv) -> int:
                                 "batch_size": args.batch_size, "samples": args.samples or DATASETS[d][2],
                                 "seed": args.seed + rnd, "repo_id": f"bench/{d}", "options": c.options,
                                 "prefetch_factor": args.prefetch_factor, "root": str(roots[d]),
-                                "mixture": mixture_of(roots[d])}
+                                "mixture": mixture_of(roots[d]), "delta_timestamps": delta_timestamps(d)}
                         url = f"{server.static_url}{roots[d].name}/" if tr == "http" else None
                         if tr == "http" and c.kind == "ours":
                             spec["root"] = url

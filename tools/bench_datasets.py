@@ -19,7 +19,7 @@ from pathlib import Path
 from tools.bench_common import ROOT, atomic_write
 
 __all__ = ["BUILD_VERSION", "CAMERA_NAMES", "DATASETS", "DatasetFacts", "MIXTURE_FILE", "MixtureFacts", "copy_cameras",
-           "dataset_facts", "ensure_dataset", "mixture_of", "transcode_h264"]
+           "dataset_facts", "delta_timestamps", "ensure_dataset", "mixture_of", "transcode_h264"]
 
 BUILD_VERSION = "1"  # bump when a dataset recipe changes (cached builds are keyed by it)
 
@@ -34,6 +34,9 @@ DATASETS: dict[str, tuple[str, dict, int]] = {
     "gen-av1": ("generated AV1 g=2, 2 cameras, 640x480, 8 episodes",
                 {"kind": "generated", "codec": "av1", "gop": 2, "cameras": 2, "size": (640, 480),
                  "episodes": 8, "length": 90}, 640),
+    "gen96-dp": ("generated 96x96 AV1 g=2, 2 cameras, 40 episodes, diffusion-policy window (2 frames, 16 actions)",
+                 {"kind": "generated", "codec": "av1", "gop": 2, "cameras": 2, "size": (96, 96),
+                  "episodes": 40, "length": 120, "window": "diffusion"}, 1280),
     "tiny": ("generated AV1, 1 camera, 64x48 (smoke test)",
              {"kind": "generated", "codec": "av1", "gop": 2, "cameras": 1, "size": (64, 48),
               "episodes": 4, "length": 12}, 24),
@@ -47,6 +50,26 @@ DATASETS: dict[str, tuple[str, dict, int]] = {
                  {"kind": "mixture", "parts": ["tiny", "tiny-h264"], "weights": [0.7, 0.3]}, 24),
 }
 CAMERA_NAMES = ("observation.images.front", "observation.images.wrist", "observation.images.top")
+#: frames per second of the generated datasets (``make_dataset``'s default)
+GENERATED_FPS = 30
+
+
+def delta_timestamps(name: str) -> dict[str, list[float]] | None:
+    """The ``delta_timestamps`` every contestant gets on dataset ``name`` (None: single frames).
+
+    ``window: "diffusion"``: LeRobot's diffusion policy defaults (``n_obs_steps=2``, ``horizon=16``):
+    every camera and ``observation.state`` at frames [-1, 0], ``action`` at frames [-1, 14]
+    (LeRobot's ``observation_delta_indices`` / ``action_delta_indices``), in seconds at the
+    dataset's fps."""
+    recipe = DATASETS[name][1]
+    if recipe.get("window") != "diffusion":
+        return None
+    fps = float(GENERATED_FPS)
+    obs = [-1 / fps, 0.0]
+    out = {CAMERA_NAMES[i]: list(obs) for i in range(recipe["cameras"])}
+    out["observation.state"] = list(obs)
+    out["action"] = [(i - 1) / fps for i in range(16)]
+    return out
 
 
 def copy_cameras(src: Path, dst: Path, copies: int) -> Path:

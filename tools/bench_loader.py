@@ -40,8 +40,20 @@ GIL: ``threads/N`` runs once more per round under ``py-spy record --gil --idle -
 samples in which some thread of the training process held the GIL ÷ the rate = GIL-held seconds;
 per sample, and the samples/s ceiling of one process it implies (1000 / ms).
 
-Goals: each goal of issue 26 met / not met / not measured with the measured figure (printed and in
-the JSON and ``--markdown``).
+CPU accounting (``--account``, default ``threads/2,dataloader/2``; ``tools/bench_account.py``): each
+of those rows runs once more per round and dataset with the stage hooks installed (and ``perf``
+recording, ``--account-perf``) for ``--account-seconds`` of its steady part; its wall time × usable
+CPUs is split into CPU per stage (fetch, span/synth, FFmpeg decode, colour conversion, frame copy,
+batch assembly, Python in the pipeline, hand-offs, page faults, unattributed), the benchmark's
+own, other processes and idle cores, and the measured parts are checked against the whole: a
+table per dataset, columns per row, in the text and ``summary[...]["account"]`` in the JSON.
+
+Datasets: ``g1``, ``g1-3cam``, ``g1-h264`` and ``gen96-dp`` (generated 96x96, 2 cameras, the
+diffusion policy's window: 2 frames per camera and state, 16 actions, for every contestant;
+:func:`tools.bench_datasets.delta_timestamps`), or any of :data:`tools.bench_datasets.DATASETS`.
+
+Goals: each goal of issue 36 and of issue 26 met / not met / not measured with the measured figure
+(printed and in the JSON and ``--markdown``).
 
     python -m tools.bench --loader --lerobot-python .venv-lerobot/bin/python --py-spy py-spy \\
         --rounds 2 --samples 160                       # the full run (docs/loader.md)
@@ -69,9 +81,10 @@ from typing import Any
 from tools.bench_common import (LEROBOT_PYTHON, ROOT, atomic_write, fmt, git_head, load_average, load_summary,
                                 median)
 from tools.bench_contestants import Contestant, contestant_env, make_contestants, warm_up
-from tools.bench_datasets import DATASETS, dataset_facts, ensure_dataset
+from tools.bench_account import median_accounts
+from tools.bench_datasets import DATASETS, dataset_facts, delta_timestamps, ensure_dataset
 from tools.bench_limit import best_limit, run_limits
-from tools.bench_loader_report import LEROBOT_ROWS, OURS_ROWS, format_report, goals
+from tools.bench_loader_report import LEROBOT_ROWS, OURS_ROWS, format_report, goals, goals_36
 from tools.bench_trial import cpu_s, step_fn
 
 _med = median
@@ -116,6 +129,12 @@ def plan(args, ours: list[str], lerobot: list[str]) -> list[tuple[str, str, list
             out.append((d, "gil", [{"dataset": d, "step": "none", "contestant": label, "row": "threads",
                                     "num_workers": nw, "mp_context": None, "gil_profile": True}
                                    for label in ours for nw in _workers(args.gil)]))
+        accounted = [r.split("/") for r in (args.account or "").split(",") if r.strip()]
+        if accounted:  # the CPU accounting (tools/bench_account.py): every dataset
+            out.append((d, "account", [{"dataset": d, "step": "none", "contestant": label, "row": kind,
+                                        "num_workers": int(n), "mp_context": "fork" if int(n) and kind != "threads" else None,
+                                        "accounted": True}
+                                       for label in ours for kind, n in accounted]))
     return out
 
 
@@ -136,6 +155,10 @@ def _spec(key: dict, c: Contestant, args, rnd: int, root: Path, py_spy: str | No
     if key.get("gil_profile"):  # drawn until the profile ends: a stream that does not end
         spec["options"] = {**c.options, "repeat": True}
         spec["gil"] = {"py_spy": py_spy, "rate": args.gil_rate, "duration_s": args.gil_seconds}
+    if key.get("accounted"):  # drawn for the accounting's window: a stream that does not end
+        spec["options"] = {**c.options, "repeat": True}
+        spec["account"] = {"seconds": args.account_seconds, "perf": args.account_perf != "off"}
+    spec["delta_timestamps"] = delta_timestamps(key["dataset"])
     return spec
 
 
@@ -225,7 +248,8 @@ def run(args) -> dict:
             "items": "float32" if args.float32 else "uint8", "load": load, "load_trials": load_summary(trials),
             "git": git_head(), "setup": setup, "ours": ours, "notes": notes,
             "auto": {str(n): choose_mode(n)[0] for n in (0, 1, 2, 4)}, "primary": datasets[0]}
-    return {"meta": meta, "summary": summary, "goals": goals(summary, meta), "trials": trials,
+    return {"meta": meta, "summary": summary, "goals": goals(summary, meta), "goals_36": goals_36(summary, meta),
+            "trials": trials,
             "step_alone": alone}
 
 
@@ -239,13 +263,13 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
     cpu_frame = {d: _med([x.get("limit-1thread", {}).get("cpu_ms_per_frame") for (dd, _), x in lim.items() if dd == d])
                  for d in facts}
     runs = [t for t in trials if "row" in t]
-    keyf = ("dataset", "step", "contestant", "row", "num_workers", "mp_context", "gil_profile")
+    keyf = ("dataset", "step", "contestant", "row", "num_workers", "mp_context", "gil_profile", "accounted")
     groups: dict[tuple, list[dict]] = {}
     for t in runs:
         groups.setdefault(tuple(t.get(k) for k in keyf), []).append(t)
 
     def by_round(d, step, contestant, row, nw, ctx, gil=None):
-        return {t["round"]: t for t in groups.get((d, step, contestant, row, nw, ctx, gil), [])
+        return {t["round"]: t for t in groups.get((d, step, contestant, row, nw, ctx, gil, None), [])
                 if t.get("steady_samples_per_s")}
 
     def ratio(a: dict, b: dict):
@@ -253,7 +277,7 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
 
     out = []
     for key, ts in groups.items():
-        d, step, contestant, row, nw, ctx, gil = key
+        d, step, contestant, row, nw, ctx, gil, acct = key
         cams = len(facts[d].video_keys)
         ok = [t for t in ts if "error" not in t and "skipped" not in t]
         e: dict[str, Any] = {"dataset": d, "step": step, "row": row_label(dict(zip(keyf, key)), ours0),
@@ -262,6 +286,9 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
         if gil:
             e["row"] += " (py-spy)"
             e["gil"] = True
+        if acct:  # its own step: no other table or ratio reads these trials (hooks and perf ran)
+            e["row"] += " (accounted)"
+            e["step"] = "account"
         if not ok:
             why = [x for x in str(ts[0].get("skipped") or ts[0].get("error")).splitlines() if x.strip()] or ["?"]
             e["skipped"] = why[-1].strip()
@@ -272,6 +299,10 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
                   "steps_per_s", "wait_share", "step_s"):
             e[k] = _med([t.get(k) for t in ok])
         e["spread"] = min(sps) / max(sps) if all(sps) else None
+        if acct:  # the accounting's trials: their table (medians over rounds), no ratios
+            e["account"] = median_accounts([t["account"] for t in ok if t.get("account")])
+            out.append(e)
+            continue
         e["over_limit"] = _med([t["steady_samples_per_s"] / (best_limit(lim.get((d, t["round"]), {})) / cams)
                                 for t in ok if t.get("steady_samples_per_s") and best_limit(lim.get((d, t["round"]), {}))])
         # frames decoded per returned frame: ours' sequential shards decode each frame once (1.00-1.12 in
@@ -394,6 +425,11 @@ def main(argv=None) -> int:
     ap.add_argument("--gil", default="0,2", help="threads worker counts profiled for the GIL (first dataset)")
     ap.add_argument("--gil-seconds", type=int, default=2, help="py-spy --duration (whole seconds)")
     ap.add_argument("--gil-rate", type=int, default=250)
+    ap.add_argument("--account", default="threads/2,dataloader/2",
+                    help="rows whose CPU is accounted per stage on every dataset (tools/bench_account.py; '' for none)")
+    ap.add_argument("--account-seconds", type=float, default=3.0, help="steady seconds of each accounted trial")
+    ap.add_argument("--account-perf", default="auto", choices=("auto", "off"),
+                    help="split FFmpeg decode from colour conversion with perf samples (auto: when perf can record)")
     ap.add_argument("--batch-size", "--batch", type=int, default=8)
     ap.add_argument("--samples", type=int, default=160)
     ap.add_argument("--rounds", type=int, default=2)

@@ -5,10 +5,11 @@ step, the README table, another checkout's rows beside ours, the GIL rows, the C
 
 from __future__ import annotations
 
+from tools.bench_account import format_account
 from tools.bench_common import fmt as _fmt
 from tools.bench_datasets import DATASETS
 
-__all__ = ["LEROBOT_ROWS", "OURS_ROWS", "compare_table", "format_report", "gil_table", "goals", "readme_table", "table"]
+__all__ = ["LEROBOT_ROWS", "OURS_ROWS", "account_tables", "compare_table", "format_report", "gil_table", "goals", "goals_36", "readme_table", "table"]
 
 OURS_ROWS = ("dataloader", "threads", "processes")
 LEROBOT_ROWS = ("lerobot", "lerobot-streaming")
@@ -113,6 +114,70 @@ def goals(summary: list[dict], meta: dict) -> list[dict]:
     return out
 
 
+def _goal_list():
+    out = []
+
+    def add(goal, parts, ok):
+        parts = [p for p in parts if p]
+        out.append({"goal": goal, "measured": "; ".join(parts) or "–",
+                    "status": "not measured" if not parts or ok is None else ("met" if ok else "not met")})
+    return out, add
+
+
+def beyond_decode_ms(acc: dict | None) -> float | None:
+    """An accounting's CPU per sample beyond FFmpeg's decode and colour conversion (ms): the process
+    tree's CPU less those two rows and the benchmark's own sampler."""
+    if not acc or not acc.get("samples"):
+        return None
+    rows = acc["rows"]
+    dec = sum((rows.get(k) or {}).get("ms_per_sample") or 0.0 for k in ("ffmpeg_decode", "colour_conversion"))
+    own = (rows.get("bench") or {}).get("ms_per_sample") or 0.0
+    return 1e3 * acc["ours_cpu_s"] / acc["samples"] - dec - own
+
+
+def goals_36(summary: list[dict], meta: dict) -> list[dict]:
+    """Issue 36's goals on this run (``{goal, measured, status}``; met / not met / not measured)."""
+    ours0 = (meta.get("ours") or ["ours"])[0]
+    out, add = _goal_list()
+
+    def f(kind, nw, d, ctx="?", step="none", gil=False):
+        return _find(summary, d, step, kind, nw, ctx if ctx != "?" else ("fork" if nw else None), ours0, gil)
+
+    def ratio(rows, key, want, what):
+        rows = [e for e in rows if e and e.get(key) is not None]
+        return ([f"{e['row']} {e[key]:.2f}x{what}" for e in rows], all(e[key] >= want for e in rows) if rows else None)
+
+    for d, n, want, name in (("g1", (0, 2), 0.8, "G1 threads"), ("g1-3cam", (0, 2), 0.75, "3 cameras, threads"),
+                             ("g1-h264", (2,), 0.75, "H.264 GOP 30, threads with 2 shards"),
+                             ("g1-h264", (0,), 0.6, "H.264 GOP 30, threads in-process")):
+        p, ok = ratio([f("threads", k, d) for k in n], "over_limit", want, " the limit")
+        add(f"{name} ≥ {want}x the decode limit", p, ok)
+    accs = [e for e in summary if e.get("step") == "account" and e["dataset"] == "g1" and e.get("kind") == "threads"
+            and e.get("contestant") == ours0 and e.get("account")]
+    parts, ok = [], None
+    for e in accs:
+        x = beyond_decode_ms(e["account"])
+        if x is not None:
+            parts.append(f"{e['row'].replace(' (accounted)', '')} {x:.2f} ms (accounting)")
+            ok = (ok is not False) and x <= 0.5
+    add("CPU beyond decode ≤ 0.5 ms per G1 sample (threads mode; the accounting's CPU less FFmpeg decode and "
+        "colour conversion)", parts, ok)
+    g = [e for e in summary if e.get("gil") and e.get("gil_ms_per_sample") is not None and e["dataset"] == "g1"
+         and e.get("contestant") == ours0]
+    add("GIL held ≤ 0.15 ms per sample (threads mode, py-spy)", [f"{e['row']} {e['gil_ms_per_sample']:.3f} ms" for e in g],
+        all(e["gil_ms_per_sample"] <= 0.15 for e in g) if g else None)
+    rows = [e for e in (f("processes", 2, "g1", "spawn"), f("dataloader", 2, "g1", "spawn")) if e and e.get("first_batch_s")]
+    add("spawn first batch ≤ 1.5 s (2 workers, G1)", [f"{e['row']} {e['first_batch_s']:.2f} s" for e in rows],
+        all(e["first_batch_s"] <= 1.5 for e in rows) if rows else None)
+    best = max([e for e in (f("threads", 2, "gen96-dp"), f("dataloader", 2, "gen96-dp"), f("processes", 2, "gen96-dp"))
+                if e and e.get("x_lerobot") is not None], key=lambda e: e["x_lerobot"], default=None)
+    add("the 96x96 diffusion row ≥ 5x LeRobot 0.6.1 map-style at 2 workers (ours' best loader)",
+        [f"{best['row']} {best['x_lerobot']:.2f}x"] if best else [], best["x_lerobot"] >= 5 if best else None)
+    p, ok = ratio([f("dataloader", 2, "g1")], "x_lerobot", 2.0, " map-style")
+    add("the DataLoader path with 2 fork workers ≥ 2x LeRobot 0.6.1 map-style (G1)", p, ok)
+    return out
+
+
 # --- tables ---------------------------------------------------------------------------------------------
 def table(summary: list[dict], d: str, step: str) -> str:
     rows = [e for e in summary if e["dataset"] == d and e["step"] == step and not e.get("gil")]
@@ -210,6 +275,18 @@ def gil_table(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def account_tables(summary: list[dict]) -> str:
+    """A CPU accounting table per dataset (``tools/bench_account.py``): a column per accounted row."""
+    parts = []
+    for d in dict.fromkeys(e["dataset"] for e in summary if e.get("step") == "account"):
+        cols = [(e["row"].replace(" (accounted)", ""), e["account"]) for e in summary
+                if e["dataset"] == d and e.get("step") == "account" and e.get("account")]
+        if cols:
+            label = DATASETS[d][0] if d in DATASETS else d
+            parts += [f"**{d}** ({label}):", "", format_account(cols), ""]
+    return "\n".join(parts).rstrip()
+
+
 def format_report(res: dict) -> str:
     m = res["meta"]
     load = m["load"]
@@ -218,16 +295,23 @@ def format_report(res: dict) -> str:
              f"(1 min) {min(load):.1f}-{max(load):.1f} over the run; {m['minutes']:.1f} min in all. auto picks "
              f"{', '.join(f'{n} workers → {x}' for n, x in m['auto'].items())}.", "", f"`{m['command']}`"]
     parts += ["", "The README table (step none):", "", readme_table(res["summary"], (m.get("ours") or ["ours"])[0])]
-    for d, step in dict.fromkeys((e["dataset"], e["step"]) for e in res["summary"]):
+    for d, step in dict.fromkeys((e["dataset"], e["step"]) for e in res["summary"] if e["step"] != "account"):
         t = table(res["summary"], d, step)
         if t:
             parts += ["", f"**{d}**, step {step}:", "", t]
+    a = account_tables(res["summary"])
+    if a:
+        parts += ["", "CPU accounting (tools/bench_account.py): wall time × usable CPUs of the steady window, per "
+                  "stage, in core-ms per sample (share of the whole); medians over rounds:", "", a]
     c = compare_table(res["summary"], (m.get("ours") or ["ours"])[0])
     if c:
         parts += ["", "Another checkout beside ours (per-round ratios, then the median):", "", c]
     g = gil_table(res["summary"])
     if g:
         parts += ["", "GIL-held time in threads mode (py-spy --gil, steady part):", "", g]
+    if res.get("goals_36"):
+        parts += ["", "Goals (issue 36):", ""] + [f"- {x['goal']}: **{x['status']}** — {x['measured']}"
+                                                  for x in res["goals_36"]]
     parts += ["", "Goals:", ""] + [f"- {x['goal']}: **{x['status']}** — {x['measured']}" for x in res["goals"]]
     parts += [f"\nnote: {n}" for n in m.get("notes", [])]
     return "\n".join(parts)

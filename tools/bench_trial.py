@@ -127,7 +127,11 @@ class Snapshots(_IterableBase):
             now = time.monotonic()
             if now - last >= self.every_s:
                 last = now
-                item[SNAPSHOT_KEY] = json.dumps({"pid": pid, "stats": self.ds.stats()}, default=str)
+                snap = {"pid": pid, "stats": self.ds.stats()}
+                acct = _sibling("bench_account").current()  # a forked worker inherits the trial's
+                if acct is not None:
+                    snap["account"] = acct.snapshot()
+                item[SNAPSHOT_KEY] = json.dumps(snap, default=str)
             else:
                 item[SNAPSHOT_KEY] = ""
             yield item
@@ -191,6 +195,8 @@ def _make_dataset(spec: dict, root: str):
                 if not k.startswith("env.") and k not in _LOADER_OPTIONS}
         common = dict(return_uint8=uint8, max_num_shards=max(1, nw), batch_size=spec["batch_size"], seed=spec["seed"],
                       **opts)
+        if spec.get("delta_timestamps"):
+            common["delta_timestamps"] = spec["delta_timestamps"]
         mix = spec.get("mixture")
         if mix:
             ds = StreamingMultiLeRobotDataset([f"bench/part{i}" for i in range(mix["parts"])],
@@ -201,13 +207,13 @@ def _make_dataset(spec: dict, root: str):
     if kind == "lerobot":
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-        ds = LeRobotDataset(spec["repo_id"], root=root, return_uint8=uint8)
+        ds = LeRobotDataset(spec["repo_id"], root=root, return_uint8=uint8, delta_timestamps=spec.get("delta_timestamps"))
         return ds, ds
     if kind == "lerobot-streaming":
         from lerobot.datasets.streaming_dataset import StreamingLeRobotDataset as LeRobotStreaming
 
         ds = LeRobotStreaming(spec["repo_id"], root=root, max_num_shards=max(1, nw), return_uint8=uint8,
-                              seed=spec["seed"])
+                              seed=spec["seed"], delta_timestamps=spec.get("delta_timestamps"))
         return ds, ds
     raise ValueError(f"unknown contestant kind {kind!r}")
 
@@ -227,6 +233,16 @@ def run_trial(spec: dict) -> dict:
         return _prepare(spec)
     if spec["kind"] == "step_alone":
         return _step_alone(spec)
+    # the CPU accounting's hooks (bench_account), for this trial only (the process runs others after it)
+    acct = _sibling("bench_account").Accounting().install() if spec.get("account") else None
+    try:
+        return _loader_trial(spec, acct)
+    finally:
+        if acct is not None:
+            acct.uninstall()
+
+
+def _loader_trial(spec: dict, acct) -> dict:
     import torch
     from torch.utils.data import DataLoader
 
@@ -279,7 +295,8 @@ def run_trial(spec: dict) -> dict:
         try:
             # one in-process StreamLoader stream: its counters are this dataset's (shards have their own runs)
             own = ds.stats if mode in ("threads", "processes") and nw == 0 else None
-            res = _drive(loader, spec, t0, mem, step=step_fn(spec.get("step") or "none"), stats=own)
+            res = _drive(loader, spec, t0, mem, step=step_fn(spec.get("step") or "none"), stats=own, acct=acct,
+                         main_role="hand_offs" if nw and mode not in ("threads",) else "pipeline_python")
         finally:
             mem.__exit__(None, None, None)
         summ = mem.summary()
@@ -399,11 +416,14 @@ class GilProfile:
                 "top_frames": top}
 
 
-def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None) -> dict:
+def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None, acct=None, main_role="pipeline_python") -> dict:
     """Draw ``spec["samples"]`` samples (and, with ``spec["gil"]``, until the GIL profile of the
-    steady part ended), calling ``step()`` after each batch; see the module doc for what it reports.
+    steady part ended; with ``acct``, for at least ``spec["account"]["seconds"]`` of it), calling
+    ``step()`` after each batch; see the module doc for what it reports.
     ``stats``: this process's dataset counters (``ds.stats``) when the batches carry none (a
-    StreamLoader), read after the warm-up and at the end."""
+    StreamLoader), read after the warm-up and at the end. ``acct``: the trial's
+    :class:`bench_account.Accounting` (its table in ``out["account"]``; ``main_role``: where this
+    process's main thread's CPU outside the stages goes)."""
     import math
 
     nw, target = int(spec["num_workers"]), int(spec["samples"])
@@ -417,9 +437,13 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None) -> dict:
     waited = stepped = 0.0
     gil = None
     gil_window: list[tuple[float, int]] = []  # (time, samples) of each batch while the profile runs
+    acc_s = float((spec.get("account") or {}).get("seconds", 0.0)) if acct is not None else 0.0
+    acc_first: dict[int, dict] = {}  # each worker's first accounting reading after the warm-up, and its last
+    acc_last: dict[int, dict] = {}
+    edge0 = perf = None
     t_iter = time.perf_counter()
     it = iter(loader)
-    while n < target or (gil is not None and gil.running()):
+    while n < target or (gil is not None and gil.running()) or (acc_s and (t_w is None or time.perf_counter() - t_w < acc_s)):
         a = time.perf_counter()
         try:
             batch = next(it)
@@ -436,6 +460,10 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None) -> dict:
                 snaps[pid] = d["stats"]
                 if t_w is not None:
                     warm_snaps.setdefault(pid, d["stats"])  # each process's first reading after the warm-up
+                if d.get("account") is not None:
+                    acc_last[pid] = d["account"]
+                    if t_w is not None:
+                        acc_first.setdefault(pid, d["account"])
         b = int(batch["index"].shape[0])
         if frames_per_sample is None:
             frames_per_sample = sum(math.prod(v.shape[1:-3]) for v in batch.values()
@@ -458,6 +486,10 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None) -> dict:
             if spec.get("gil"):
                 g = spec["gil"]
                 gil = GilProfile(g["py_spy"], g.get("rate", 250), g.get("duration_s", 2.0))
+            if acct is not None:
+                edge0 = _account_edge(acct)
+                if (spec.get("account") or {}).get("perf", True):
+                    perf = _sibling("bench_account").PerfSampler(list(edge0["tree"]))
         del batch
         if step is not None:
             s0 = time.perf_counter()
@@ -465,6 +497,8 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None) -> dict:
             if t_w is not None and k > warm_k:
                 stepped += time.perf_counter() - s0
     t_end = time.perf_counter()
+    edge1 = _account_edge(acct, exclude={perf.proc.pid} if perf is not None and perf.proc else ()) \
+        if edge0 is not None else None
     cpu_end, own_end = _tree_cpu_s(), mem.own_cpu_s
     mem.sample()  # the workers' last reading, before the iterator stops them
     if stats is not None:
@@ -487,12 +521,34 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None) -> dict:
         g["window_samples"] = sum(win)
         g["gil_ms_per_sample"] = 1e3 * g["held_s"] / g["window_samples"] if g["window_samples"] else None
         out["gil"] = g
+    if edge1 is not None:
+        ba = _sibling("bench_account")
+        perf_samples = perf.stop() if perf is not None else None
+        pairs = {os.getpid(): (edge0["snap"], edge1["snap"])}
+        pairs.update({pid: (acc_first[pid], acc_last[pid]) for pid in acc_first if pid in acc_last})
+        out["account"] = ba.account(wall_s=edge1["t"] - edge0["t"], samples=n - n_w, cpus=len(ba.MachineClock().cpus),
+                                    machine=(edge0["machine"], edge1["machine"]),
+                                    tree=(edge0["tree"], edge1["tree"]), snaps=pairs, main_pid=os.getpid(),
+                                    main_role=main_role, perf_samples=perf_samples,
+                                    perf_error=None if perf is None else perf.error)
+        out["account"].update(hooks_installed=len(acct.installed), hooks_missing=acct.missing,
+                              processes_accounted=len(pairs))
     if snaps:
         out["ours_stats"] = _sum_snapshots(snaps)
         steady = {pid: _diff(snaps[pid], w) for pid, w in warm_snaps.items() if pid in snaps}
         if steady and all(x.get("items", 0) > 0 for x in steady.values()):
             out["ours_stats_steady"] = _sum_snapshots(steady)
     return out
+
+
+def _account_edge(acct, exclude=()) -> dict:
+    """The accounting's readings at an edge of the steady window: this process's snapshot, the
+    process tree's CPU and faults (``/proc``; ``exclude``: the benchmark's own children, e.g.
+    ``perf``), the machine's clock (``/proc/stat``)."""
+    ba = _sibling("bench_account")
+    me = os.getpid()
+    return {"snap": acct.snapshot(), "tree": {p: ba.proc_stat(p) for p in (me, *_children(me)) if p not in exclude},
+            "machine": ba.MachineClock().read(), "t": time.perf_counter()}
 
 
 def _diff(last: dict, first: dict) -> dict:
