@@ -396,6 +396,7 @@ def account(*, wall_s: float, samples: int, cpus: int, machine: tuple, tree: tup
     """
     keys = [k for _, k in STAGES]
     cpu = dict.fromkeys(keys + ["bench"], 0.0)
+    flt = dict.fromkeys(keys + ["bench"], 0.0)  # the minor faults each stage took (their CPU is in page faults)
     counted_faults = 0
     decode_own = 0.0
     decode_tids: set[int] = set()
@@ -424,8 +425,10 @@ def account(*, wall_s: float, samples: int, cpus: int, machine: tuple, tree: tup
                     decode_own += own
                     decode_tids.add(int(tid))
                     cpu["ffmpeg_decode"] += own
+                    flt["ffmpeg_decode"] += d_flt
                 else:
                     cpu[label] += own
+                    flt[label] += d_flt
         for tid, (name, t_cpu, t_flt) in b["threads"].items():
             prev = a["threads"].get(tid)
             if prev is not None and prev[0] != name:
@@ -438,6 +441,7 @@ def account(*, wall_s: float, samples: int, cpus: int, machine: tuple, tree: tup
                 role = role_main
             counted_faults += rest_flt
             cpu[role] += rest_cpu - rest_flt * c
+            flt[role] += rest_flt
     ours = sum(t1[p][0] - t0.get(p, (0.0, 0))[0] for p in t1)
     faults = sum(t1[p][1] - t0.get(p, (0.0, 0))[1] for p in t1)
     cpu["page_faults"] = faults * c
@@ -461,11 +465,15 @@ def account(*, wall_s: float, samples: int, cpus: int, machine: tuple, tree: tup
     others = max(0.0, busy - ours) if busy is not None else None
     parts = measured + (others or 0.0) + (idle or 0.0)
 
-    def row(x):
-        return None if x is None else {"cpu_s": x, "ms_per_sample": 1e3 * x / samples if samples else None,
-                                       "share": x / whole if whole else None}
-    rows = {k: row(cpu[k]) for k in keys}
-    rows["bench"] = row(cpu["bench"])
+    def row(x, k=None):
+        if x is None:
+            return None
+        r = {"cpu_s": x, "ms_per_sample": 1e3 * x / samples if samples else None, "share": x / whole if whole else None}
+        if k is not None and samples:
+            r["faults_per_sample"] = flt[k] / samples
+        return r
+    rows = {k: row(cpu[k], k) for k in keys}
+    rows["bench"] = row(cpu["bench"], "bench")
     rows["others"] = row(others)
     rows["idle"] = row(idle)
     return {"rows": rows, "whole_cpu_s": whole, "wall_s": wall_s, "cpus": cpus, "samples": samples,
@@ -507,6 +515,10 @@ def format_account(columns: list[tuple[str, dict]]) -> str:
         for _, a in columns) + " |")
     lines.append("| measured parts ÷ whole (unattributed left out) | " + " | ".join(
         f"{100 * a['sum_share']:.1f} %" if a.get("sum_share") is not None else "–" for _, a in columns) + " |")
+    lines.append("| where the faults were taken (per sample) | " + " | ".join(
+        ", ".join(f"{lab} {a['rows'][k]['faults_per_sample']:.0f}" for lab, k in STAGES + (("own", "bench"),)
+                  if (a["rows"].get(k) or {}).get("faults_per_sample") and a["rows"][k]["faults_per_sample"] >= 1)
+        or "–" for _, a in columns) + " |")
     lines.append("| minor faults per sample × µs each | " + " | ".join(
         f"{a['faults_per_sample']:.0f} × {a['fault_cost_us']:.2f}" if a.get("faults_per_sample") is not None else "–"
         for _, a in columns) + " |")
@@ -529,7 +541,7 @@ def median_accounts(accounts: list[dict]) -> dict | None:
     for key in accounts[0]["rows"]:
         rs = [a["rows"].get(key) for a in accounts]
         rows[key] = None if all(r is None for r in rs) else {
-            f: med([r.get(f) for r in rs if r]) for f in ("cpu_s", "ms_per_sample", "share")}
+            f: med([r.get(f) for r in rs if r]) for f in ("cpu_s", "ms_per_sample", "share", "faults_per_sample")}
     out = {k: med([a.get(k) for a in accounts]) for k in ("whole_cpu_s", "wall_s", "samples", "ours_cpu_s",
                                                             "ms_per_sample_whole", "sum_share", "machine_share",
                                                             "faults_per_sample", "fault_cost_us",
