@@ -44,7 +44,7 @@ until ``--samples`` samples (per dataset default). Reported, medians over the ro
 - **frames decoded per frame returned**: ours counts them (``ds.stats()``); map-style's is the
   model of one seek per sample (frames from the preceding keyframe to the target, averaged over
   the dataset's frames); streaming LeRobot reads each shard in order (~1);
-- **peak PSS sum** (process + workers, sampled every 0.2 s), **bytes fetched / needed** (needed:
+- **peak PSS sum** (process + workers, sampled every 0.5 s), **bytes fetched / needed** (needed:
   the coded size of the distinct frames delivered; fetched: ours' source counters, the remote
   store's served bytes for the download);
 - ratios (ours / peer, ours / limit): per round, then the median; the load average and each

@@ -28,7 +28,7 @@ one in longer runs, and a short trial's counters mostly count the decode lookahe
 decoded ahead, kept as ``frames_decoded_per_returned_counted``; map-style's one-seek model) and
 the rest (for ours an upper bound); first batch s (from
 the dataset's construction, warm sidecar); peak RSS and PSS sums (process + workers, sampled every
-0.2 s).
+0.5 s: the sampler's own CPU is a row of the accounting, ~4-9 % of the machine at 0.2 s).
 
 With ``--steps``: ``gil:MS`` (a pure-Python loop of MS ms after every batch: the step's Python holds
 the GIL) and ``nogil:MS`` (MS ms of torch CPU matmuls: it releases the GIL); steps/s, the share of
@@ -62,7 +62,7 @@ Goals: each goal of issue 36 and of issue 26 met / not met / not measured with t
     python -m tools.bench --loader --startup --rounds 3      # a spawn worker's imports, lean or not
 
 Also ``alloc``: a fresh ``torch.empty`` batch tensor per batch written by the C de-interleave vs
-one recycled tensor (what recycling would save; StreamLoader allocates per batch).
+one recycled tensor (what StreamLoader's threads mode saves by recycling its batch tensors).
 """
 
 from __future__ import annotations
@@ -384,7 +384,7 @@ def alloc_rows(batch: int, h: int = 480, w: int = 640, reps: int = 30) -> dict:
 _IMPORTS = {
     "torch": "import torch",
     "torchcodec": "import torch, torchcodec.decoders",
-    "torchcodec-lean": "import torch; from lerobotstream.loader._startup import import_decoder_lean; "
+    "torchcodec-lean": "import torch; from lerobotstream.decode import import_decoder_lean; "
                        "import_decoder_lean(); import torchcodec.decoders",
 }
 

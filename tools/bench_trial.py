@@ -95,7 +95,7 @@ def _profile_memory():
     return sys.modules[name]
 
 
-def _pss_sampler(interval_s: float = 0.2):
+def _pss_sampler(interval_s: float = 0.5):
     """A started ``MemorySampler`` of this process and its children (DataLoader workers); its
     ``own_cpu_s`` is its timer thread's CPU, ``summary()["peak_pss_sum_bytes"]`` the peak PSS sum."""
     me = os.getpid()
