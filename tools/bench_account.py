@@ -31,7 +31,8 @@ them, exclusive of the stages nested inside (a fetch's synthesis counts as span/
   the same process before the trial (fresh anonymous pages touched once each); each stage above is
   given net of its own faults;
 - **unattributed**: the process tree's CPU (``/proc``, the exact window) minus all the above
-  (threads that ended inside the window, the window edges of the workers' readings);
+  (threads that ended inside the window, the window edges of the workers' readings; a StreamLoader
+  processes-mode worker's whole CPU, whose readings have no way to the training process);
 - **the benchmark's own** (its PSS sampler thread), **other processes** and **idle cores**: from
   ``/proc/stat`` over the CPUs this process may use.
 
