@@ -150,14 +150,18 @@ class Accounting:
         tls, regions = self._tls, self.regions
         thread_time, getrusage, RUSAGE_THREAD = time.thread_time, resource.getrusage, resource.RUSAGE_THREAD
 
+        frames_of = _frames_of if label == "decode_call" else None
+
         def hooked(*a, **k):
             stack = getattr(tls, "stack", None)
             if stack is None:
                 stack = tls.stack = []
             frame = [thread_time(), getrusage(RUSAGE_THREAD).ru_minflt, 0.0, 0]
             stack.append(frame)
+            out = None
             try:
-                return fn(*a, **k)
+                out = fn(*a, **k)
+                return out
             finally:
                 flt = getrusage(RUSAGE_THREAD).ru_minflt - frame[1]
                 cpu = thread_time() - frame[0]
@@ -171,10 +175,12 @@ class Accounting:
                     mine = regions[tid] = {}
                 acc = mine.get(label)
                 if acc is None:
-                    acc = mine[label] = [0.0, 0, 0]
+                    acc = mine[label] = [0.0, 0, 0, 0]
                 acc[0] += cpu - frame[2]
                 acc[1] += flt - frame[3]
                 acc[2] += 1
+                if frames_of is not None:
+                    acc[3] += frames_of(out)
         hooked.__wrapped__ = fn
         return hooked
 
@@ -233,6 +239,12 @@ class Accounting:
         return {"pid": pid, "t": time.monotonic(), "cpu_s": time.process_time(), "proc_cpu_s": cpu, "faults": faults,
                 "fault_cost_s": self.fault_cost_s, "threads": threads,
                 "regions": {str(tid): {k: list(v) for k, v in r.items()} for tid, r in list(self.regions.items())}}
+
+
+def _frames_of(batch) -> int:
+    """Frames a torchcodec decode call returned (its ``FrameBatch``'s first dimension; 0 if none)."""
+    data = getattr(batch, "data", None)
+    return int(data.shape[0]) if data is not None and getattr(data, "ndim", 0) >= 1 else 0
 
 
 def fault_cost_s(pages: int = 8192) -> float:
@@ -404,6 +416,7 @@ def account(*, wall_s: float, samples: int, cpus: int, machine: tuple, tree: tup
     costs = [s[1].get("fault_cost_s") for s in snaps.values() if s[1].get("fault_cost_s")]
     c = min(costs) if costs else 0.0
     calls: dict[str, int] = {}
+    decoded = 0.0
     t0, t1 = tree
     for pid, (a, b) in snaps.items():
         role_main = main_role if int(pid) == int(main_pid) else "pipeline_python"
@@ -417,6 +430,9 @@ def account(*, wall_s: float, samples: int, cpus: int, machine: tuple, tree: tup
             for label, now in regs.items():
                 d_cpu, d_flt = k * _delta(now, before.get(label), 0), k * _delta(now, before.get(label), 1)
                 calls[label] = calls.get(label, 0) + int(_delta(now, before.get(label), 2))
+                if label == "decode_call" and len(now) > 3:
+                    prev = before.get(label) or []
+                    decoded += k * (now[3] - (prev[3] if len(prev) > 3 else 0))
                 acc = in_regions.setdefault(tid, [0.0, 0])
                 acc[0] += d_cpu
                 acc[1] += d_flt
@@ -483,6 +499,7 @@ def account(*, wall_s: float, samples: int, cpus: int, machine: tuple, tree: tup
             "machine_share": (busy + idle) / whole if whole and busy is not None else None,
             "faults_per_sample": faults / samples if samples else None, "fault_cost_us": 1e6 * c,
             "faults_counted_share": counted_faults / faults if faults else None, "colour_split": split,
+            "frames_decoded_per_sample": decoded / samples if samples else None,
             "perf_decode_libs": libs, "calls_per_sample": {k: v / samples for k, v in calls.items()} if samples else {}}
 
 
@@ -520,6 +537,9 @@ def format_account(columns: list[tuple[str, dict]]) -> str:
         ", ".join(f"{lab} {a['rows'][k]['faults_per_sample']:.0f}" for lab, k in STAGES + (("own", "bench"),)
                   if (a["rows"].get(k) or {}).get("faults_per_sample") and a["rows"][k]["faults_per_sample"] >= 1)
         or "–" for _, a in columns) + " |")
+    lines.append("| frames decoded per sample | " + " | ".join(
+        f"{a['frames_decoded_per_sample']:.2f}" if a.get("frames_decoded_per_sample") is not None else "–"
+        for _, a in columns) + " |")
     lines.append("| minor faults per sample × µs each | " + " | ".join(
         f"{a['faults_per_sample']:.0f} × {a['fault_cost_us']:.2f}" if a.get("faults_per_sample") is not None else "–"
         for _, a in columns) + " |")
@@ -546,7 +566,7 @@ def median_accounts(accounts: list[dict]) -> dict | None:
     out = {k: med([a.get(k) for a in accounts]) for k in ("whole_cpu_s", "wall_s", "samples", "ours_cpu_s",
                                                             "ms_per_sample_whole", "sum_share", "machine_share",
                                                             "faults_per_sample", "fault_cost_us",
-                                                            "faults_counted_share")}
+                                                            "faults_counted_share", "frames_decoded_per_sample")}
     out.update(rows=rows, cpus=accounts[0]["cpus"], runs=len(accounts), colour_split=accounts[0]["colour_split"],
                sum_shares=[a.get("sum_share") for a in accounts])
     return out

@@ -42,7 +42,10 @@ per sample, and the samples/s ceiling of one process it implies (1000 / ms).
 
 CPU accounting (``--account``, default ``threads/2,dataloader/2``; ``tools/bench_account.py``): each
 of those rows runs once more per round and dataset with the stage hooks installed (and ``perf``
-recording, ``--account-perf``) for ``--account-seconds`` of its steady part; its wall time × usable
+recording, ``--account-perf``); its window starts 3 decode lookaheads (64 anchors each, per shard)
+after the first batches and lasts ``--account-seconds`` and at least 12 lookaheads of samples (a
+chunk's frames are decoded in one job: the window's edges cut through at most a chunk or two,
+and the frames decoded ahead of the first batches stay out of it); its wall time × usable
 CPUs is split into CPU per stage (fetch, span/synth, FFmpeg decode, colour conversion, frame copy,
 batch assembly, Python in the pipeline, hand-offs, page faults, unattributed), the benchmark's
 own, other processes and idle cores, and the measured parts are checked against the whole: a
@@ -157,7 +160,11 @@ def _spec(key: dict, c: Contestant, args, rnd: int, root: Path, py_spy: str | No
         spec["gil"] = {"py_spy": py_spy, "rate": args.gil_rate, "duration_s": args.gil_seconds}
     if key.get("accounted"):  # drawn for the accounting's window: a stream that does not end
         spec["options"] = {**c.options, "repeat": True}
-        spec["account"] = {"seconds": args.account_seconds, "perf": args.account_perf != "off"}
+        warm = args.account_warm_samples
+        chunk = 64 * max(1, key["num_workers"])  # decode_lookahead's default anchors, per shard
+        spec["account"] = {"seconds": args.account_seconds, "perf": args.account_perf != "off",
+                           "warm_samples": 3 * chunk if warm is None else warm,
+                           "min_samples": 0 if warm == 0 else 12 * chunk}
     spec["delta_timestamps"] = delta_timestamps(key["dataset"])
     return spec
 
@@ -427,7 +434,12 @@ def main(argv=None) -> int:
     ap.add_argument("--gil-rate", type=int, default=250)
     ap.add_argument("--account", default="threads/2,dataloader/2",
                     help="rows whose CPU is accounted per stage on every dataset (tools/bench_account.py; '' for none)")
-    ap.add_argument("--account-seconds", type=float, default=3.0, help="steady seconds of each accounted trial")
+    ap.add_argument("--account-seconds", type=float, default=3.0,
+                    help="steady seconds of each accounted trial (and at least 12 decode lookaheads of samples)")
+    ap.add_argument("--account-warm-samples", type=int, default=None,
+                    help="samples drawn before an accounted trial's window starts (default: 3 decode lookaheads "
+                         "of 64 anchors per shard, so the frames decoded ahead of the first batches are out of it; "
+                         "0: right after the first batches, and no minimum window)")
     ap.add_argument("--account-perf", default="auto", choices=("auto", "off"),
                     help="split FFmpeg decode from colour conversion with perf samples (auto: when perf can record)")
     ap.add_argument("--batch-size", "--batch", type=int, default=8)

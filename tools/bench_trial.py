@@ -438,12 +438,19 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None, acct=None,
     gil = None
     gil_window: list[tuple[float, int]] = []  # (time, samples) of each batch while the profile runs
     acc_s = float((spec.get("account") or {}).get("seconds", 0.0)) if acct is not None else 0.0
+    # the accounting's window starts once the pipeline's decode lookahead is out of the way (the
+    # frames it decodes ahead of the first batches would count against the window's samples)
+    acc_warm = int((spec.get("account") or {}).get("warm_samples", 0))
+    # and lasts long enough for the chunks decoded at its two edges to weigh little
+    acc_min = int((spec.get("account") or {}).get("min_samples", 0))
     acc_first: dict[int, dict] = {}  # each worker's first accounting reading after the warm-up, and its last
     acc_last: dict[int, dict] = {}
     edge0 = perf = None
+    n_acc = 0
     t_iter = time.perf_counter()
     it = iter(loader)
-    while n < target or (gil is not None and gil.running()) or (acc_s and (t_w is None or time.perf_counter() - t_w < acc_s)):
+    while n < target or (gil is not None and gil.running()) or \
+            (acc_s and (edge0 is None or time.perf_counter() - edge0["t"] < acc_s or n - n_acc < acc_min)):
         a = time.perf_counter()
         try:
             batch = next(it)
@@ -462,7 +469,7 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None, acct=None,
                     warm_snaps.setdefault(pid, d["stats"])  # each process's first reading after the warm-up
                 if d.get("account") is not None:
                     acc_last[pid] = d["account"]
-                    if t_w is not None:
+                    if edge0 is not None:
                         acc_first.setdefault(pid, d["account"])
         b = int(batch["index"].shape[0])
         if frames_per_sample is None:
@@ -486,10 +493,11 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None, acct=None,
             if spec.get("gil"):
                 g = spec["gil"]
                 gil = GilProfile(g["py_spy"], g.get("rate", 250), g.get("duration_s", 2.0))
-            if acct is not None:
-                edge0 = _account_edge(acct)
-                if (spec.get("account") or {}).get("perf", True):
-                    perf = _sibling("bench_account").PerfSampler(list(edge0["tree"]))
+        if acct is not None and edge0 is None and k >= warm_k and n - b >= acc_warm:
+            edge0 = _account_edge(acct)
+            if (spec.get("account") or {}).get("perf", True):
+                perf = _sibling("bench_account").PerfSampler(list(edge0["tree"]))
+            n_acc = n
         del batch
         if step is not None:
             s0 = time.perf_counter()
@@ -526,7 +534,7 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None, acct=None,
         perf_samples = perf.stop() if perf is not None else None
         pairs = {os.getpid(): (edge0["snap"], edge1["snap"])}
         pairs.update({pid: (acc_first[pid], acc_last[pid]) for pid in acc_first if pid in acc_last})
-        out["account"] = ba.account(wall_s=edge1["t"] - edge0["t"], samples=n - n_w, cpus=len(ba.MachineClock().cpus),
+        out["account"] = ba.account(wall_s=edge1["t"] - edge0["t"], samples=n - n_acc, cpus=len(ba.MachineClock().cpus),
                                     machine=(edge0["machine"], edge1["machine"]),
                                     tree=(edge0["tree"], edge1["tree"]), snaps=pairs, main_pid=os.getpid(),
                                     main_role=main_role, perf_samples=perf_samples,

@@ -49,6 +49,7 @@ def test_nested_stages_count_exclusively_and_uninstall():
     tid = next(iter(after["regions"]))
     regs = after["regions"][tid]
     assert regs["fetch"][2] == 1 and regs["span_synth"][2] == 1  # one call each
+    assert regs["fetch"][3] == 0  # frames are counted for decode calls only
     assert regs["span_synth"][1] >= 200  # the faults are the inner stage's ...
     assert regs["fetch"][1] <= regs["span_synth"][1] // 10  # ... not the outer's as well
     assert all(v[0] >= 0 for v in regs.values())
@@ -73,7 +74,7 @@ def test_account_parts_add_up():
     bookkeeping) and the main thread (0.2 s of collate, 0.3 s of pipeline Python); the machine's
     other 1.0 s busy, 0.9 s idle, over a 1.5 s window on 2 CPUs (3.0 CPU s)."""
     a = _snap(1, 0.0, {}, {"11": ["lrs-decode_0", 0.0, 0], "1": ["MainThread", 0.0, 0]})
-    b = _snap(1, 1.1, {"11": {"decode_call": [0.5, 1000, 4]}, "1": {"batch_assembly": [0.2, 0, 10]}},
+    b = _snap(1, 1.1, {"11": {"decode_call": [0.5, 1000, 4, 150]}, "1": {"batch_assembly": [0.2, 0, 10]}},
               {"11": ["lrs-decode_0", 0.6, 1000], "1": ["MainThread", 0.5, 0]})
     acc = ba.account(wall_s=1.5, samples=100, cpus=2, machine=((0.0, 0.0), (2.1, 0.9)),
                      tree=({1: (0.0, 0)}, {1: (1.1, 1000)}), snaps={1: (a, b)}, main_pid=1, main_role="pipeline_python",
@@ -88,7 +89,7 @@ def test_account_parts_add_up():
     assert rows["unattributed"] == pytest.approx(0.0, abs=1e-9)
     assert acc["sum_share"] == pytest.approx(1.0) and acc["machine_share"] == pytest.approx(1.0)
     assert acc["rows"]["ffmpeg_decode"]["ms_per_sample"] == pytest.approx(1e3 * rows["ffmpeg_decode"] / 100)
-    assert acc["colour_split"].startswith("perf")
+    assert acc["colour_split"].startswith("perf") and acc["frames_decoded_per_sample"] == pytest.approx(1.5)
     text = ba.format_account([("threads/2", acc), ("dataloader/2", ba.median_accounts([acc, acc]))])
     for label, _ in ba.STAGES:
         assert f"| {label} |" in text

@@ -64,7 +64,7 @@ def test_bench_loader_smoke(tmp_path):
                               "--contestants", f"ours,ours@{ROOT}",
                               "--cache-dir", str(tmp_path / "cache"), "--json", str(js), "--markdown", str(md),
                               "--lerobot-python", str(tmp_path / "no-venv" / "python"), "--no-alloc",
-                              "--account", "threads/1,dataloader/1", "--account-seconds", "0.5"]) == 0
+                              "--account", "threads/1,dataloader/1", "--account-seconds", "0.5", "--account-warm-samples", "0"]) == 0
     out = json.loads(js.read_text())
     other = f"ours@{ROOT}"
     accounted = {e["row"]: e for e in out["summary"] if e["step"] == "account" and e.get("contestant") == "ours"}
