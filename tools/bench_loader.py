@@ -1,7 +1,7 @@
 """StreamLoader beside the DataLoader path and LeRobot 0.6.1's loaders, with and without a synthetic
 training step, against the whole-machine decode limit (``python -m tools.bench --loader ...``).
 
-Rows, per dataset (``g1``, ``g1-3cam``, ``g1-h264`` of :data:`tools.bench.DATASETS`) and worker count:
+Rows, per dataset (``g1``, ``g1-3cam``, ``g1-h264`` of :data:`tools.DATASETS`) and worker count:
 
 - ``dataloader/N``: ``torch.utils.data.DataLoader(ds, B, num_workers=N, collate_fn=packed_collate,
   prefetch_factor=4)`` (``lerobotstream-train --dataset.streaming_loader=dataloader``);
@@ -12,7 +12,7 @@ Rows, per dataset (``g1``, ``g1-3cam``, ``g1-h264`` of :data:`tools.bench.DATASE
 - ``.../N:spawn``: the same under ``spawn`` (workers otherwise ``fork``): the first batch with a
   spawn worker's imports.
 
-Every contestant is a long-lived process of :mod:`tools.bench` (its ``Contestant`` machinery:
+Every contestant is a long-lived process of :mod:`tools.bench_contestants` (its ``Contestant`` machinery:
 imports paid once, one trial at a time over a pipe; a fresh dataset and loader per trial, ours'
 sidecar warm). ``--contestants ours,ours@PATH`` adds the ours rows of another checkout (its
 ``lerobotstream`` first on ``sys.path``), labelled ``row [ours@PATH]``. Rounds are interleaved:
@@ -20,7 +20,7 @@ within a round every (dataset, step) group's rows run back to back in rotating o
 rounds, ratios per round then the median.
 
 Per row: steady samples/s (after every worker's first batch); ÷ the decode limit of the same round
-(the faster of FFmpeg's threads and one decoder per core: :func:`tools.bench.run_limits`); ÷
+(the faster of FFmpeg's threads and one decoder per core: :func:`tools.run_limits`); ÷
 LeRobot map-style at the same workers; CPU ms per sample (process + workers, ``/proc``) split into
 decode (frames decoded per sample × the limit's one-thread CPU per frame: for ours one decode
 per returned frame, a lower bound — its sequential shards decode 1.00-1.12 frames per returned
@@ -28,7 +28,7 @@ one in longer runs, and a short trial's counters mostly count the decode lookahe
 decoded ahead, kept as ``frames_decoded_per_returned_counted``; map-style's one-seek model) and
 the rest (for ours an upper bound); first batch s (from
 the dataset's construction, warm sidecar); peak RSS and PSS sums (process + workers, sampled every
-0.2 s).
+0.5 s: the sampler's own CPU is a row of the accounting, ~4-9 % of the machine at 0.2 s).
 
 With ``--steps``: ``gil:MS`` (a pure-Python loop of MS ms after every batch: the step's Python holds
 the GIL) and ``nogil:MS`` (MS ms of torch CPU matmuls: it releases the GIL); steps/s, the share of
@@ -36,12 +36,27 @@ wall time spent waiting in ``next()``, and the step's slowdown against the step 
 process after the round (a loader never waited on).
 
 GIL: ``threads/N`` runs once more per round under ``py-spy record --gil --idle --nonblocking``
-(``--py-spy``; :class:`tools.bench.GilProfile`) for ``--gil-seconds`` of its steady part: the
+(``--py-spy``; :class:`tools.bench_trial.GilProfile`) for ``--gil-seconds`` of its steady part: the
 samples in which some thread of the training process held the GIL ÷ the rate = GIL-held seconds;
 per sample, and the samples/s ceiling of one process it implies (1000 / ms).
 
-Goals: each goal of issue 26 met / not met / not measured with the measured figure (printed and in
-the JSON and ``--markdown``).
+CPU accounting (``--account``, default ``threads/2,dataloader/2``; ``tools/bench_account.py``): each
+of those rows runs once more per round and dataset with the stage hooks installed (and ``perf``
+recording, ``--account-perf``); its window starts 3 decode lookaheads (64 anchors each, per shard)
+after the first batches and lasts ``--account-seconds`` and at least 12 lookaheads of samples (a
+chunk's frames are decoded in one job: the window's edges cut through at most a chunk or two,
+and the frames decoded ahead of the first batches stay out of it); its wall time × usable
+CPUs is split into CPU per stage (fetch, span/synth, FFmpeg decode, colour conversion, frame copy,
+batch assembly, Python in the pipeline, hand-offs, page faults, unattributed), the benchmark's
+own, other processes and idle cores, and the measured parts are checked against the whole: a
+table per dataset, columns per row, in the text and ``summary[...]["account"]`` in the JSON.
+
+Datasets: ``g1``, ``g1-3cam``, ``g1-h264`` and ``gen96-dp`` (generated 96x96, 2 cameras, the
+diffusion policy's window: 2 frames per camera and state, 16 actions, for every contestant;
+:func:`tools.bench_datasets.delta_timestamps`), or any of :data:`tools.bench_datasets.DATASETS`.
+
+Goals: each goal of issue 36 and of issue 26 met / not met / not measured with the measured figure
+(printed and in the JSON and ``--markdown``).
 
     python -m tools.bench --loader --lerobot-python .venv-lerobot/bin/python --py-spy py-spy \\
         --rounds 2 --samples 160                       # the full run (docs/loader.md)
@@ -50,7 +65,7 @@ the JSON and ``--markdown``).
     python -m tools.bench --loader --startup --rounds 3      # a spawn worker's imports, lean or not
 
 Also ``alloc``: a fresh ``torch.empty`` batch tensor per batch written by the C de-interleave vs
-one recycled tensor (what recycling would save; StreamLoader allocates per batch).
+one recycled tensor (what StreamLoader's threads mode saves by recycling its batch tensors).
 """
 
 from __future__ import annotations
@@ -66,18 +81,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools import bench
+from tools.bench_common import (LEROBOT_PYTHON, ROOT, atomic_write, fmt, git_head, load_average, load_summary,
+                                median)
+from tools.bench_contestants import Contestant, contestant_env, make_contestants, warm_up
+from tools.bench_account import median_accounts
+from tools.bench_datasets import DATASETS, dataset_facts, delta_timestamps, ensure_dataset
+from tools.bench_limit import best_limit, run_limits
+from tools.bench_loader_report import LEROBOT_ROWS, OURS_ROWS, format_report, goals, goals_36
+from tools.bench_trial import cpu_s, step_fn
 
-ROOT = bench.ROOT
-OURS_ROWS = ("dataloader", "threads", "processes")
-LEROBOT_ROWS = ("lerobot", "lerobot-streaming")
-_med = bench._median
-_fmt = bench._fmt
+_med = median
+_fmt = fmt
 
 
 def _cpu_s(pids) -> float:
     """CPU seconds (user + system, ``/proc``) of the processes ``pids`` together (one gone counts 0)."""
-    return sum(bench._cpu_s(int(p)) for p in pids)
+    return sum(cpu_s(int(p)) for p in pids)
 
 
 # --- the plan -------------------------------------------------------------------------------------------
@@ -113,6 +132,12 @@ def plan(args, ours: list[str], lerobot: list[str]) -> list[tuple[str, str, list
             out.append((d, "gil", [{"dataset": d, "step": "none", "contestant": label, "row": "threads",
                                     "num_workers": nw, "mp_context": None, "gil_profile": True}
                                    for label in ours for nw in _workers(args.gil)]))
+        accounted = [r.split("/") for r in (args.account or "").split(",") if r.strip()]
+        if accounted:  # the CPU accounting (tools/bench_account.py): every dataset
+            out.append((d, "account", [{"dataset": d, "step": "none", "contestant": label, "row": kind,
+                                        "num_workers": int(n), "mp_context": "fork" if int(n) and kind != "threads" else None,
+                                        "accounted": True}
+                                       for label in ours for kind, n in accounted]))
     return out
 
 
@@ -123,7 +148,7 @@ def row_label(key: dict, ours0: str) -> str:
     return name if c == ours0 or not c.startswith("ours") else f"{name} [{c}]"
 
 
-def _spec(key: dict, c: bench.Contestant, args, rnd: int, root: Path, py_spy: str | None) -> dict:
+def _spec(key: dict, c: Contestant, args, rnd: int, root: Path, py_spy: str | None) -> dict:
     spec = {"kind": c.kind, "num_workers": key["num_workers"], "mp_context": key["mp_context"],
             "uint8": not args.float32, "batch_size": args.batch_size, "samples": args.samples,
             "seed": args.seed + rnd, "repo_id": f"bench/{key['dataset']}", "options": c.options,
@@ -133,6 +158,14 @@ def _spec(key: dict, c: bench.Contestant, args, rnd: int, root: Path, py_spy: st
     if key.get("gil_profile"):  # drawn until the profile ends: a stream that does not end
         spec["options"] = {**c.options, "repeat": True}
         spec["gil"] = {"py_spy": py_spy, "rate": args.gil_rate, "duration_s": args.gil_seconds}
+    if key.get("accounted"):  # drawn for the accounting's window: a stream that does not end
+        spec["options"] = {**c.options, "repeat": True}
+        warm = args.account_warm_samples
+        chunk = 64 * max(1, key["num_workers"])  # decode_lookahead's default anchors, per shard
+        spec["account"] = {"seconds": args.account_seconds, "perf": args.account_perf != "off",
+                           "warm_samples": 3 * chunk if warm is None else warm,
+                           "min_samples": 0 if warm == 0 else 12 * chunk}
+    spec["delta_timestamps"] = delta_timestamps(key["dataset"])
     return spec
 
 
@@ -140,17 +173,17 @@ def _spec(key: dict, c: bench.Contestant, args, rnd: int, root: Path, py_spy: st
 def run(args) -> dict:
     cache = Path(args.cache_dir).expanduser()
     datasets = args.datasets.split(",")
-    roots = {d: bench.ensure_dataset(cache, d) for d in datasets}
-    facts = {d: bench.dataset_facts(r) for d, r in roots.items()}
+    roots = {d: ensure_dataset(cache, d) for d in datasets}
+    facts = {d: dataset_facts(r) for d, r in roots.items()}
     logs = Path(tempfile.mkdtemp(prefix="bench-loader-logs-"))
-    env = bench.contestant_env(cache)
+    env = contestant_env(cache)
     ours_texts = [c for c in args.contestants.split(",") if c]
     if not ours_texts or any(not c.startswith("ours") for c in ours_texts):
         raise SystemExit("--contestants: ours[@PATH][+k=v], ... (LeRobot's rows are chosen by --rows)")
     lerobot_texts = [r for r in args.rows.split(",") if r in LEROBOT_ROWS]
-    contestants, notes = bench.make_contestants(ours_texts + lerobot_texts, Path(args.lerobot_python), env, logs)
+    contestants, notes = make_contestants(ours_texts + lerobot_texts, Path(args.lerobot_python), env, logs)
     by_label = {c.label: c for c in contestants}
-    limit_side = bench.Contestant("limit", "limit", Path(sys.executable), env, logs / "limit.log")
+    limit_side = Contestant("limit", "limit", Path(sys.executable), env, logs / "limit.log")
     ours = [c for c in ours_texts if c in by_label]
     lerobot = [c for c in lerobot_texts if c in by_label]
     py_spy = args.py_spy and (shutil.which(args.py_spy) or (args.py_spy if os.path.exists(args.py_spy) else None))
@@ -163,10 +196,10 @@ def run(args) -> dict:
     setup: dict[str, Any] = {"notes": notes, "logs": str(logs)}
     trials: list[dict] = []
     alone: dict[str, list[dict]] = {}
-    load = [bench._load()]
+    load = [load_average()]
     t_start = time.time()
     try:
-        bench.warm_up([*contestants, limit_side], setup, args.trial_timeout_s)
+        warm_up([*contestants, limit_side], setup, args.trial_timeout_s)
         for d in datasets:
             for label in ours:
                 r = by_label[label].call({"kind": "prepare", "root": str(roots[d]), "mixture": None},
@@ -174,7 +207,7 @@ def run(args) -> dict:
                 setup[f"prepare {label} {d}"] = r
         for rnd in range(args.rounds):
             for d in datasets:
-                trials += bench.run_limits(limit_side, roots[d], facts[d], d, rnd, args.samples, args.trial_timeout_s)
+                trials += run_limits(limit_side, roots[d], facts[d], d, rnd, args.samples, args.trial_timeout_s)
             for d, group, keys in groups:
                 order = keys[rnd % max(1, len(keys)):] + keys[:rnd % max(1, len(keys))]
                 for key in order:
@@ -183,12 +216,12 @@ def run(args) -> dict:
                     if c.error:
                         trials.append({**row, "skipped": c.error})
                         continue
-                    la = bench._load()
+                    la = load_average()
                     r = c.call(_spec(key, c, args, rnd, roots[d], args.py_spy), args.trial_timeout_s)
                     r.pop("anchors", None)
-                    row.update(r, load_before=la, load_after=bench._load())
+                    row.update(r, load_before=la, load_after=load_average())
                     trials.append(row)
-                    bench._atomic_write(Path(args.json), json.dumps({"partial": True, "trials": trials}, default=str))
+                    atomic_write(Path(args.json), json.dumps({"partial": True, "trials": trials}, default=str))
                     g = (r.get("gil") or {}).get("gil_ms_per_sample")
                     print(f"round {rnd} {d:<8} {key['step']:<9} {row_label(key, ours[0]):<28} "
                           + (r.get("error") or f"{_fmt(r.get('steady_samples_per_s'))} samples/s, first "
@@ -201,7 +234,7 @@ def run(args) -> dict:
                 if steps and not by_label[label].error:
                     alone.setdefault(label, []).append(by_label[label].call({"kind": "step_alone", "steps": steps},
                                                                             args.trial_timeout_s))
-            load.append(bench._load())
+            load.append(load_average())
     except BaseException:
         for c in [*contestants, limit_side]:
             c.close(kill=True)
@@ -219,10 +252,11 @@ def run(args) -> dict:
     meta = {"command": "python -m tools.bench --loader " + " ".join(args.argv), "date": time.strftime(
                 "%Y-%m-%d %H:%M UTC", time.gmtime(t_start)), "minutes": (time.time() - t_start) / 60,
             "cpus": usable_cpus(), "rounds": args.rounds, "batch_size": args.batch_size, "samples": args.samples,
-            "items": "float32" if args.float32 else "uint8", "load": load, "load_trials": bench._load_summary(trials),
-            "git": bench._git_head(), "setup": setup, "ours": ours, "notes": notes,
+            "items": "float32" if args.float32 else "uint8", "load": load, "load_trials": load_summary(trials),
+            "git": git_head(), "setup": setup, "ours": ours, "notes": notes,
             "auto": {str(n): choose_mode(n)[0] for n in (0, 1, 2, 4)}, "primary": datasets[0]}
-    return {"meta": meta, "summary": summary, "goals": goals(summary, meta), "trials": trials,
+    return {"meta": meta, "summary": summary, "goals": goals(summary, meta), "goals_36": goals_36(summary, meta),
+            "trials": trials,
             "step_alone": alone}
 
 
@@ -236,13 +270,13 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
     cpu_frame = {d: _med([x.get("limit-1thread", {}).get("cpu_ms_per_frame") for (dd, _), x in lim.items() if dd == d])
                  for d in facts}
     runs = [t for t in trials if "row" in t]
-    keyf = ("dataset", "step", "contestant", "row", "num_workers", "mp_context", "gil_profile")
+    keyf = ("dataset", "step", "contestant", "row", "num_workers", "mp_context", "gil_profile", "accounted")
     groups: dict[tuple, list[dict]] = {}
     for t in runs:
         groups.setdefault(tuple(t.get(k) for k in keyf), []).append(t)
 
     def by_round(d, step, contestant, row, nw, ctx, gil=None):
-        return {t["round"]: t for t in groups.get((d, step, contestant, row, nw, ctx, gil), [])
+        return {t["round"]: t for t in groups.get((d, step, contestant, row, nw, ctx, gil, None), [])
                 if t.get("steady_samples_per_s")}
 
     def ratio(a: dict, b: dict):
@@ -250,7 +284,7 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
 
     out = []
     for key, ts in groups.items():
-        d, step, contestant, row, nw, ctx, gil = key
+        d, step, contestant, row, nw, ctx, gil, acct = key
         cams = len(facts[d].video_keys)
         ok = [t for t in ts if "error" not in t and "skipped" not in t]
         e: dict[str, Any] = {"dataset": d, "step": step, "row": row_label(dict(zip(keyf, key)), ours0),
@@ -259,6 +293,9 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
         if gil:
             e["row"] += " (py-spy)"
             e["gil"] = True
+        if acct:  # its own step: no other table or ratio reads these trials (hooks and perf ran)
+            e["row"] += " (accounted)"
+            e["step"] = "account"
         if not ok:
             why = [x for x in str(ts[0].get("skipped") or ts[0].get("error")).splitlines() if x.strip()] or ["?"]
             e["skipped"] = why[-1].strip()
@@ -269,8 +306,12 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
                   "steps_per_s", "wait_share", "step_s"):
             e[k] = _med([t.get(k) for t in ok])
         e["spread"] = min(sps) / max(sps) if all(sps) else None
-        e["over_limit"] = _med([t["steady_samples_per_s"] / (bench.best_limit(lim.get((d, t["round"]), {})) / cams)
-                                for t in ok if t.get("steady_samples_per_s") and bench.best_limit(lim.get((d, t["round"]), {}))])
+        if acct:  # the accounting's trials: their table (medians over rounds), no ratios
+            e["account"] = median_accounts([t["account"] for t in ok if t.get("account")])
+            out.append(e)
+            continue
+        e["over_limit"] = _med([t["steady_samples_per_s"] / (best_limit(lim.get((d, t["round"]), {})) / cams)
+                                for t in ok if t.get("steady_samples_per_s") and best_limit(lim.get((d, t["round"]), {}))])
         # frames decoded per returned frame: ours' sequential shards decode each frame once (1.00-1.12 in
         # tools/bench.py's 640-sample runs); a 160-sample trial's counters are dominated by the decode
         # lookahead's frames decoded ahead (whole trial) or decoded before the steady part (steady
@@ -319,231 +360,12 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
             fps = _med([(x.get(label) or {}).get("frames_per_s") for x in rs])
             return fps / cams if fps else None
         out.append({"dataset": d, "step": "none", "row": "decode limit", "kind": "limit", "runs": len(rs),
-                    "steady_samples_per_s": _med([bench.best_limit(x) / cams for x in rs if bench.best_limit(x)]),
+                    "steady_samples_per_s": _med([best_limit(x) / cams for x in rs if best_limit(x)]),
                     "limit_ffmpeg_samples_per_s": sps("limit-ffmpeg"), "limit_cores_samples_per_s": sps("limit-cores"),
                     "limit_1thread_samples_per_s": sps("limit-1thread"),
                     "cores_cpu_per_wall": _med([(x.get("limit-cores") or {}).get("cpu_per_wall") for x in rs]),
                     "cpu_ms_per_frame_1thread": cpu_frame.get(d)})
     return out
-
-
-def _find(summary, d="g1", step="none", kind=None, nw=None, ctx="?", contestant=None, gil=False):
-    for e in summary:
-        if e["dataset"] == d and e["step"] == step and (kind is None or e.get("kind") == kind) \
-                and (nw is None or e.get("num_workers") == nw) and (ctx == "?" or e.get("mp_context") == ctx) \
-                and bool(e.get("gil")) == gil and "skipped" not in e and (contestant is None or e.get("contestant") == contestant):
-            return e
-    return None
-
-
-def goals(summary: list[dict], meta: dict) -> list[dict]:
-    """Issue 26's goals on this run: ``{goal, measured, status}`` with status met / not met / not measured."""
-    ours0 = (meta.get("ours") or ["ours"])[0]
-    auto = meta.get("auto", {})
-    d0 = meta.get("primary", "g1")  # the dataset of the full matrix (G1 in the issue's goals)
-    out = []
-
-    def add(goal, parts, ok):
-        parts = [p for p in parts if p]
-        out.append({"goal": goal, "measured": "; ".join(parts) or "–",
-                    "status": "not measured" if not parts or ok is None else ("met" if ok else "not met")})
-
-    def f(kind, nw, ctx="?", d=d0, step="none", gil=False):
-        return _find(summary, d, step, kind, nw, ctx if ctx != "?" else ("fork" if nw else None), ours0, gil)
-
-    def check(rows, key, pred, fmt, label=lambda e: e["row"]):
-        rows = [e for e in rows if e is not None and e.get(key) is not None]
-        if not rows:
-            return [], None
-        return [f"{label(e)} {fmt.format(e[key])}" for e in rows], all(pred(e[key]) for e in rows)
-
-    p, ok = check([f("threads", 0), f("threads", 2), f("processes", 2)], "rest_cpu_ms_per_sample",
-                  lambda x: x <= 0.4, "{:.2f} ms")
-    add(f"CPU beyond decode ≤ 0.4 ms per sample in both modes ({d0}; beyond one decode per returned frame: "
-        "an upper bound)", p, ok)
-    p, ok = check([f("threads", 0), f("threads", 2)], "over_limit", lambda x: x >= 0.9, "{:.2f}x")
-    add(f"threads ≥ 0.9x the decode limit ({d0})", p, ok)
-    p, ok = check([f("processes", 2)], "over_limit", lambda x: x >= 0.85, "{:.2f}x")
-    add(f"processes with 2 workers ≥ 0.85x the decode limit ({d0})", p, ok)
-    p, ok = check([f("processes", 2)], "x_threads", lambda x: x >= 0.95, "{:.2f}x of threads/2")
-    add(f"processes with 2 workers ≥ 0.95x of threads ({d0})", p, ok)
-    rows = [f(auto.get(str(n), "threads") if n else "threads", n) for n in (0, 1, 2, 4)]
-    p, ok = check(rows, "x_lerobot", lambda x: x >= 2.5, "{:.2f}x map-style")
-    add(f"≥ 2.5x LeRobot 0.6.1 map-style at the same worker count (the mode auto picks, {d0})", p, ok)
-    best = [e for e in summary if e["dataset"] == d0 and e["step"] == "none" and not e.get("gil")
-            and e.get("steady_samples_per_s") and e.get("kind") in ("threads", "processes", "dataloader")
-            and e.get("contestant") == ours0]
-    lr = [e for e in summary if e["dataset"] == d0 and e["step"] == "none" and e.get("kind") == "lerobot"
-          and e.get("steady_samples_per_s")]
-    if best and lr:
-        b, l_ = max(best, key=lambda e: e["steady_samples_per_s"]), max(lr, key=lambda e: e["steady_samples_per_s"])
-        q = b["steady_samples_per_s"] / l_["steady_samples_per_s"]
-        add(f"≥ 2x ours-best against LeRobot-best ({d0}; LeRobot's streaming rows excluded: their steady rate "
-            "drains a shuffle buffer filled before the first batch)",
-            [f"{b['row']} {b['steady_samples_per_s']:.0f} ÷ {l_['row']} {l_['steady_samples_per_s']:.0f} = {q:.2f}x"],
-            q >= 2)
-    else:
-        add(f"≥ 2x ours-best against LeRobot-best ({d0})", [], None)
-    p1, ok1 = check([f("threads", 0)], "first_batch_s", lambda x: x <= 0.5, "{:.2f} s")
-    p2, ok2 = check([f("processes", 2, "spawn")], "first_batch_s", lambda x: x <= 1.5, "{:.2f} s")
-    p3, _ = check([f("processes", 2, "fork")], "first_batch_s", lambda x: True, "{:.2f} s")
-    add("first batch, warm sidecar: ≤ 0.5 s in threads, ≤ 1.5 s with 2 spawn workers", p1 + p2 + [x + " (fork)" for x in p3],
-        None if ok1 is None or ok2 is None else ok1 and ok2)
-    parts, ok = [], None
-    for kind in ("threads", "processes"):
-        for n in (0, 1, 2, 4):
-            e, base = f(kind, n), f("dataloader", n)
-            if e and base and e.get("peak_pss_mib") and base.get("peak_pss_mib"):
-                parts.append(f"{e['row']} {e['peak_pss_mib']:.0f} vs {base['peak_pss_mib']:.0f} MiB")
-                ok = (ok is not False) and e["peak_pss_mib"] <= base["peak_pss_mib"]
-    add(f"peak PSS no higher than the DataLoader path at the same settings ({d0})", parts, ok)
-    parts, ok = [], None
-    for d in ("g1-3cam", "g1-h264"):
-        for kind, n, want, key in (("threads", 0, 0.9, "over_limit"), ("threads", 2, 0.9, "over_limit"),
-                                   ("processes", 2, 0.85, "over_limit"), ("processes", 2, 0.95, "x_threads"),
-                                   ("threads", 0, 2.5, "x_lerobot"), ("threads", 2, 2.5, "x_lerobot")):
-            e = f(kind, n, d=d)
-            if e and e.get(key) is not None:
-                parts.append(f"{d} {e['row']} {e[key]:.2f}x {'limit' if key == 'over_limit' else key[2:]}")
-                ok = (ok is not False) and e[key] >= want
-    add("the 3-camera and H.264 rows hold the ratios (threads ≥ 0.9x limit, processes/2 ≥ 0.85x and ≥ 0.95x "
-        "threads, ≥ 2.5x map-style)", parts, ok)
-    g = [e for e in summary if e.get("gil") and e.get("gil_ms_per_sample") is not None and e["dataset"] == d0
-         and e.get("contestant") == ours0]
-    add("GIL-held time per sample in threads mode ≤ 0.15 ms (a ceiling ≥ 6,000 samples/s per process)",
-        [f"{e['row']} {e['gil_ms_per_sample']:.3f} ms (ceiling {e['gil_ceiling_samples_per_s']:.0f} samples/s)"
-         for e in g], all(e["gil_ms_per_sample"] <= 0.15 for e in g) if g else None)
-    for step, what in (("gil:20", "GIL held"), ("nogil:20", "GIL released")):
-        rows = [f(auto.get(str(n), "threads") if n else "threads", n, step=step) for n in (0, 1, 2, 4)]
-        p, ok = check(rows, "wait_share", lambda x: x <= 0.02, "{:.1%}")
-        add(f"step 20 ms per batch of 8 ({what}): the mode auto picks waits for data ≤ 2 % of step time "
-            f"(auto: {', '.join(f'{n}→{m}' for n, m in auto.items())})", [x.replace("%", " %") for x in p], ok)
-        rows = [e for e in summary if e["dataset"] == d0 and e["step"] == step and e.get("step_slowdown") is not None
-                and e.get("contestant") == ours0 and e.get("kind") in ("threads", "processes")]
-        p, ok = check(rows, "step_slowdown", lambda x: x <= 0.05, "{:+.1%}")
-        add(f"step 20 ms ({what}): no mode slows the step by more than 5 % against a loader never waited on",
-            [x.replace("%", " %") for x in p], ok)
-    return out
-
-
-# --- tables ---------------------------------------------------------------------------------------------
-def table(summary: list[dict], d: str, step: str) -> str:
-    rows = [e for e in summary if e["dataset"] == d and e["step"] == step and not e.get("gil")]
-    if not rows:
-        return ""
-    head = ("| row | samples/s (spread) | ÷ decode limit | ÷ map-style | ÷ DataLoader | ÷ threads | steps/s | wait | "
-            "step +% | first batch s | CPU ms/sample (decode + rest; ours: one decode per frame) | peak RSS / PSS MiB |")
-    lines = [head, "|---|" + "---:|" * 11]
-    for e in rows:
-        if e.get("kind") == "limit":
-            lines.append(f"| decode limit (best of FFmpeg threads {_fmt(e.get('limit_ffmpeg_samples_per_s'))} / one "
-                         f"decoder per core {_fmt(e.get('limit_cores_samples_per_s'))}; 1 thread "
-                         f"{_fmt(e.get('limit_1thread_samples_per_s'))}) | {_fmt(e['steady_samples_per_s'])} | 1.00 | | | | | | | | "
-                         f"{_fmt(e.get('cpu_ms_per_frame_1thread'), '.2f')} per frame (1 thread) | |")
-            continue
-        if "skipped" in e:
-            lines.append(f"| {e['row']} | skipped: {e['skipped']} |" + " |" * 11)
-            continue
-        w, s = (e.get("wait_share"), e.get("step_slowdown")) if step != "none" else (None, None)  # no step: all wait
-        lines.append(
-            f"| {e['row']} | {_fmt(e['steady_samples_per_s'])} ({_fmt(e.get('spread'), '.2f')}) | "
-            f"{_fmt(e.get('over_limit'), '.2f')} | {_fmt(e.get('x_lerobot'), '.2f')} | {_fmt(e.get('x_dataloader'), '.2f')} | "
-            f"{_fmt(e.get('x_threads'), '.2f')} | "
-            f"{_fmt(e.get('steps_per_s'), '.1f')} | {'–' if w is None else f'{100 * w:.0f}%'} | "
-            f"{'–' if s is None else f'{100 * s:+.0f}%'} | {_fmt(e.get('first_batch_s'), '.2f')} | "
-            f"{_fmt(e.get('cpu_ms_per_sample'), '.2f')} ({_fmt(e.get('decode_cpu_ms_per_sample'), '.2f')} + "
-            f"{_fmt(e.get('rest_cpu_ms_per_sample'), '.2f')}) | {_fmt(e.get('peak_rss_mib'))} / {_fmt(e.get('peak_pss_mib'))} |")
-    return "\n".join(lines)
-
-
-def readme_table(summary: list[dict], ours0: str = "ours") -> str:
-    """The README's table: one line per (dataset, workers) at step none, the loaders side by side."""
-    label = {d: bench.DATASETS[d][0] for d in bench.DATASETS}
-    lines = ["| data | workers | samples/s: threads / processes / DataLoader / LeRobot map-style / streaming | "
-             "÷ decode limit: threads / processes | threads ÷ map-style | first batch s: threads / processes "
-             "(fork; spawn) / map-style | CPU ms/sample, rest beyond decode (ours: one decode per frame): threads / "
-             "processes / map-style | "
-             "peak PSS MiB: threads / processes / DataLoader / map-style |", "|---|---|" + "---:|" * 6]
-    keys = dict.fromkeys((e["dataset"], e["num_workers"]) for e in summary
-                         if e["step"] == "none" and e.get("kind") in OURS_ROWS and not e.get("gil"))
-    for d, n in keys:
-        def g(kind, ctx="?", contestant=ours0):
-            return _find(summary, d, "none", kind, n, ("fork" if n else None) if ctx == "?" else ctx,
-                         contestant if kind in OURS_ROWS else None) or {}
-        t, pr, dl, m, st, sp = g("threads"), g("processes"), g("dataloader"), g("lerobot"), g("lerobot-streaming"), \
-            g("processes", "spawn")
-
-        def v(e, k, f=".0f"):
-            return _fmt(e.get(k), f)
-        lines.append(
-            f"| {label.get(d, d)} | {n} | {v(t, 'steady_samples_per_s')} / {v(pr, 'steady_samples_per_s')} / "
-            f"{v(dl, 'steady_samples_per_s')} / {v(m, 'steady_samples_per_s')} / {v(st, 'steady_samples_per_s')} | "
-            f"{v(t, 'over_limit', '.2f')} / {v(pr, 'over_limit', '.2f')} | {v(t, 'x_lerobot', '.2f')} | "
-            f"{v(t, 'first_batch_s', '.2f')} / {v(pr, 'first_batch_s', '.2f')}; {v(sp, 'first_batch_s', '.2f')} / "
-            f"{v(m, 'first_batch_s', '.2f')} | {v(t, 'cpu_ms_per_sample', '.1f')}, {v(t, 'rest_cpu_ms_per_sample', '.1f')} / "
-            f"{v(pr, 'cpu_ms_per_sample', '.1f')}, {v(pr, 'rest_cpu_ms_per_sample', '.1f')} / "
-            f"{v(m, 'cpu_ms_per_sample', '.1f')}, {v(m, 'rest_cpu_ms_per_sample', '.1f')} | "
-            f"{v(t, 'peak_pss_mib')} / {v(pr, 'peak_pss_mib')} / {v(dl, 'peak_pss_mib')} / {v(m, 'peak_pss_mib')} |")
-    return "\n".join(lines)
-
-
-def compare_table(summary: list[dict], ours0: str) -> str:
-    """Another checkout's rows beside ours' (``--contestants ours,ours@PATH``): ratios per round."""
-    rows = [e for e in summary if e.get("x_ours") is not None or (e.get("contestant", ours0) != ours0
-                                                                  and e.get("contestant", "").startswith("ours"))]
-    if not rows:
-        return ""
-    lines = ["| data | step | row | samples/s: ours / this | this ÷ ours | CPU ms/sample: ours / this | "
-             "first batch s: ours / this | peak PSS MiB: ours / this |", "|---|---|---|---:|---:|---:|---:|---:|"]
-    for e in rows:
-        o = _find(summary, e["dataset"], e["step"], e["kind"], e["num_workers"], e["mp_context"], ours0,
-                  bool(e.get("gil"))) or {}
-        lines.append(f"| {e['dataset']} | {e['step']} | {e['row']} | {_fmt(o.get('steady_samples_per_s'))} / "
-                     f"{_fmt(e.get('steady_samples_per_s'))} | {_fmt(e.get('x_ours'), '.2f')} | "
-                     f"{_fmt(o.get('cpu_ms_per_sample'), '.2f')} / {_fmt(e.get('cpu_ms_per_sample'), '.2f')} | "
-                     f"{_fmt(o.get('first_batch_s'), '.2f')} / {_fmt(e.get('first_batch_s'), '.2f')} | "
-                     f"{_fmt(o.get('peak_pss_mib'))} / {_fmt(e.get('peak_pss_mib'))} |")
-    return "\n".join(lines)
-
-
-def gil_table(summary: list[dict]) -> str:
-    rows = [e for e in summary if e.get("gil")]
-    if not rows:
-        return ""
-    lines = ["| row | GIL-held ms per sample | ceiling samples/s per process | samples/s under py-spy | "
-             "GIL samples / window samples per round |", "|---|---:|---:|---:|---|"]
-    for e in rows:
-        if "skipped" in e:
-            lines.append(f"| {e['row']} | skipped: {e['skipped']} | | | |")
-            continue
-        lines.append(f"| {e['dataset']} {e['row']} | {_fmt(e.get('gil_ms_per_sample'), '.3f')} | "
-                     f"{_fmt(e.get('gil_ceiling_samples_per_s'))} | {_fmt(e.get('steady_samples_per_s'))} | "
-                     f"{', '.join(f'{a}/{b}' for a, b in zip(e.get('gil_samples') or [], e.get('gil_window_samples') or []))}"
-                     + (f" ({'; '.join(e['gil_warnings'])})" if e.get("gil_warnings") else "") + " |")
-    return "\n".join(lines)
-
-
-def format_report(res: dict) -> str:
-    m = res["meta"]
-    load = m["load"]
-    parts = [f"Measured {m['date']} at {m.get('git') or '?'} on {m['cpus']} usable CPU(s), {m['rounds']} interleaved "
-             f"round(s), batch {m['batch_size']}, {m['items']}, {m['samples']} samples per trial; load average "
-             f"(1 min) {min(load):.1f}-{max(load):.1f} over the run; {m['minutes']:.1f} min in all. auto picks "
-             f"{', '.join(f'{n} workers → {x}' for n, x in m['auto'].items())}.", "", f"`{m['command']}`"]
-    parts += ["", "The README table (step none):", "", readme_table(res["summary"], (m.get("ours") or ["ours"])[0])]
-    for d, step in dict.fromkeys((e["dataset"], e["step"]) for e in res["summary"]):
-        t = table(res["summary"], d, step)
-        if t:
-            parts += ["", f"**{d}**, step {step}:", "", t]
-    c = compare_table(res["summary"], (m.get("ours") or ["ours"])[0])
-    if c:
-        parts += ["", "Another checkout beside ours (per-round ratios, then the median):", "", c]
-    g = gil_table(res["summary"])
-    if g:
-        parts += ["", "GIL-held time in threads mode (py-spy --gil, steady part):", "", g]
-    parts += ["", "Goals:", ""] + [f"- {x['goal']}: **{x['status']}** — {x['measured']}" for x in res["goals"]]
-    parts += [f"\nnote: {n}" for n in m.get("notes", [])]
-    return "\n".join(parts)
 
 
 # --- the extra rows of this file ------------------------------------------------------------------------
@@ -569,7 +391,7 @@ def alloc_rows(batch: int, h: int = 480, w: int = 640, reps: int = 30) -> dict:
 _IMPORTS = {
     "torch": "import torch",
     "torchcodec": "import torch, torchcodec.decoders",
-    "torchcodec-lean": "import torch; from lerobotstream.loader._startup import import_decoder_lean; "
+    "torchcodec-lean": "import torch; from lerobotstream.decode import import_decoder_lean; "
                        "import_decoder_lean(); import torchcodec.decoders",
 }
 
@@ -597,7 +419,7 @@ def startup_rows(rounds: int) -> dict:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", default="g1,g1-3cam,g1-h264", help=f"of {', '.join(bench.DATASETS)}; the first "
+    ap.add_argument("--datasets", default="g1,g1-3cam,g1-h264", help=f"of {', '.join(DATASETS)}; the first "
                     "gets --workers, --steps, --spawn and the GIL rows, the others --more-workers and step none")
     ap.add_argument("--rows", default=",".join(OURS_ROWS + LEROBOT_ROWS))
     ap.add_argument("--workers", default="0,1,2,4", help="worker counts of the first dataset (fork)")
@@ -605,11 +427,21 @@ def main(argv=None) -> int:
     ap.add_argument("--spawn", default="2", help="worker counts also run under spawn (first dataset, step none)")
     ap.add_argument("--steps", default="none,gil:20,nogil:20", help="none, gil:MS, nogil:MS (first dataset; ours' rows)")
     ap.add_argument("--contestants", default="ours", help="checkouts for ours' rows: ours[@PATH][+k=v], ...")
-    ap.add_argument("--lerobot-python", default=str(bench.LEROBOT_PYTHON))
+    ap.add_argument("--lerobot-python", default=str(LEROBOT_PYTHON))
     ap.add_argument("--py-spy", default=None, help="py-spy executable for the GIL rows (absent: not measured)")
     ap.add_argument("--gil", default="0,2", help="threads worker counts profiled for the GIL (first dataset)")
     ap.add_argument("--gil-seconds", type=int, default=2, help="py-spy --duration (whole seconds)")
     ap.add_argument("--gil-rate", type=int, default=250)
+    ap.add_argument("--account", default="threads/2,dataloader/2",
+                    help="rows whose CPU is accounted per stage on every dataset (tools/bench_account.py; '' for none)")
+    ap.add_argument("--account-seconds", type=float, default=3.0,
+                    help="steady seconds of each accounted trial (and at least 12 decode lookaheads of samples)")
+    ap.add_argument("--account-warm-samples", type=int, default=None,
+                    help="samples drawn before an accounted trial's window starts (default: 3 decode lookaheads "
+                         "of 64 anchors per shard, so the frames decoded ahead of the first batches are out of it; "
+                         "0: right after the first batches, and no minimum window)")
+    ap.add_argument("--account-perf", default="auto", choices=("auto", "off"),
+                    help="split FFmpeg decode from colour conversion with perf samples (auto: when perf can record)")
     ap.add_argument("--batch-size", "--batch", type=int, default=8)
     ap.add_argument("--samples", type=int, default=160)
     ap.add_argument("--rounds", type=int, default=2)
@@ -632,10 +464,10 @@ def main(argv=None) -> int:
         print(f"load average {os.getloadavg()[0]:.1f}")
         return 0
     for d in args.datasets.split(","):
-        if d not in bench.DATASETS or bench.DATASETS[d][1]["kind"] == "mixture":
+        if d not in DATASETS or DATASETS[d][1]["kind"] == "mixture":
             raise SystemExit(f"unknown or mixture dataset {d!r}")
     for s in args.steps.split(","):
-        bench.step_fn(s)  # a ValueError here, not in every trial
+        step_fn(s)  # a ValueError here, not in every trial
     res = run(args)
     if not args.no_alloc:
         res["alloc"] = alloc_rows(args.batch_size)
@@ -644,9 +476,9 @@ def main(argv=None) -> int:
         text += (f"\n\nalloc: fresh batch tensor {res['alloc']['fresh']:.2f} ms vs recycled {res['alloc']['recycled']:.2f} "
                  f"ms per batch of {args.batch_size} 640x480 uint8 frames (best of 2)")
     print(text)
-    bench._atomic_write(Path(args.json), json.dumps(res, indent=1, default=str))
+    atomic_write(Path(args.json), json.dumps(res, indent=1, default=str))
     if args.markdown:
-        bench._atomic_write(Path(args.markdown), text)
+        atomic_write(Path(args.markdown), text)
     return 0
 
 

@@ -22,6 +22,7 @@ from lerobotstream.constants import DEFAULT_TOLERANCE_S
 from lerobotstream.decode._cuda import FALLBACK_STATUS, FallbackStatus, resolve_device
 from lerobotstream.decode._depth import checked_request
 from lerobotstream.decode._frames import frames_to_float_chw
+from lerobotstream.decode._lean import import_in_worker
 from lerobotstream.errors import DecodeError, FrameTimestampError
 from lerobotstream.mp4 import frames_within_tolerance
 
@@ -89,6 +90,7 @@ class EpisodeDecoder:
                 self.backend = "pyav"
 
     def _open_torchcodec(self, device: str, num_threads: int):
+        import_in_worker()  # a DataLoader worker's first decoder: torchcodec without torch._dynamo
         from torchcodec.decoders import VideoDecoder
 
         return VideoDecoder(self._data, device=device, num_ffmpeg_threads=num_threads,

@@ -7,11 +7,17 @@ batch that asks for a key allocates that key's ``(B, *shape)`` tensor (``torch.e
 zeroed; pinned when asked). Items are assembled on several threads, so allocation takes a lock;
 the frame copy itself (``frames_to_u8_chw`` / ``frames_to_float_chw``, C, GIL released) does not.
 
-A batch tensor is **fresh per batch** and handed to the caller: a batch the caller keeps is never
-overwritten (nothing is recycled). Measured against recycling one tensor (``tools/bench.py --loader``'s
-``alloc`` line: ``torch.empty`` + the C de-interleave of 8 640x480 uint8 frames): 0.59 vs 0.58 ms
-per batch on a quiet machine, 0.9-1.3 vs 0.6-0.75 ms under load (the fresh tensor's page faults):
-at most ~0.08 ms per sample, not worth a proof that the caller dropped the batch.
+With ``recycle=True`` (threads mode, pageable memory) a batch tensor the caller has let go of is
+reused for a later batch of the same key, shape and dtype instead of a fresh one: the batch holds
+views of it (``tensor[:k]``), so it is reused only once its storage is referenced by nothing but
+this pool (``torch._C._storage_Use_Count``: every view, ``.numpy()`` array or slice the caller
+kept counts), after :meth:`BatchSlots.recycle` has been told the batch was made. A batch the
+caller keeps, or any view of it, is never overwritten. Why: a fresh tensor's pages fault in as
+the frames are written (225 minor faults per 640x480 frame, ~2.5 µs each on the 2-CPU machine of
+docs/performance.md: ~0.6 ms per frame, ten times the copy itself; glibc's ``posix_memalign``,
+torch's CPU allocation, rarely reuses a freed block of that size). Pinned memory is never
+recycled here (a ``non_blocking`` copy to the GPU may still read it; torch's pinned allocator
+caches its blocks itself).
 
 With ``bulk=True`` (the collates below) the small keys go the same way: the slot's ``put`` writes
 an item's value of a fixed-shape row column (or ``*_is_pad``) into its row of a per-batch array of
@@ -129,6 +135,20 @@ class BulkItemSlot(ItemSlot):
         return a
 
 
+_use_count = getattr(torch._C, "_storage_Use_Count", None)
+
+
+def _storage_uses(t: torch.Tensor) -> int:
+    """References to ``t``'s storage (its own included; views, ``.numpy()`` arrays each add one)."""
+    return _use_count(t.untyped_storage()._cdata)
+
+
+#: references a tensor's storage has when nothing but that tensor holds it (probed once)
+_ALONE = _storage_uses(torch.empty(1)) if _use_count is not None else None
+#: handed-out batch tensors kept per (key, shape, dtype) for reuse (the oldest is forgotten beyond)
+RECYCLE_PER_KEY = 4
+
+
 class BatchSlots:
     """Batch tensors of one stream, allocated per batch as its items are assembled.
 
@@ -138,15 +158,23 @@ class BatchSlots:
         bulk: the items' small keys (fixed-shape row columns, ``*_is_pad``) are written into
             per-batch arrays too, the items carrying :data:`IN_BATCH` for them (only for a collate
             :func:`collate_items` knows: ``default_collate``, ``lerobot_collate_fn``).
+        recycle: reuse a batch tensor the caller has let go of (module doc; ignored with ``pin``
+            or where torch cannot count a storage's references); :meth:`recycle` offers them.
     """
 
-    def __init__(self, batch_size: int, *, pin: bool = False, bulk: bool = False) -> None:
+    def __init__(self, batch_size: int, *, pin: bool = False, bulk: bool = False, recycle: bool = False) -> None:
         self.batch_size = int(batch_size)
         self.pin = bool(pin)
         self.bulk = bool(bulk)
         self._lock = threading.Lock()
         self._batches: dict[int, dict[str, torch.Tensor]] = {}
         self._arrays: dict[int, dict[str, np.ndarray]] = {}  # numpy views of the bulk keys' tensors
+        self._recycle = bool(recycle) and not self.pin and _ALONE is not None
+        #: (key, shape, dtype) -> handed-out batch tensors, oldest first (reused once let go of)
+        self._pool: dict[tuple, list[torch.Tensor]] = {}
+        #: batch tensors reused / allocated (counters)
+        self.reused = 0
+        self.allocated = 0
 
     def __call__(self, seq: int) -> ItemSlot:
         b, row = divmod(int(seq), self.batch_size)
@@ -157,8 +185,29 @@ class BatchSlots:
         subclass may wait for where batch ``b`` goes, e.g. a ring slot)."""
 
     def _allocate(self, b: int, key: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
-        """Batch ``b``'s ``shape`` (B, ...) tensor of ``key`` (under the lock, once per key)."""
+        """Batch ``b``'s ``shape`` (B, ...) tensor of ``key`` (under the lock, once per key): a
+        recycled one nothing else references any more, else a new one."""
+        if self._recycle:
+            pool = self._pool.get((key, tuple(shape), dtype))
+            if pool:
+                for i, t in enumerate(pool):
+                    if _storage_uses(t) == _ALONE:
+                        self.reused += 1
+                        return pool.pop(i)
+        self.allocated += 1
         return torch.empty(shape, dtype=dtype, pin_memory=self.pin)
+
+    def recycle(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Offer batch tensors (:meth:`take`'s) for reuse once the batch made of them is out: each is
+        reused only after every view of it is gone (keeps at most :data:`RECYCLE_PER_KEY` per key)."""
+        if not self._recycle:
+            return
+        with self._lock:
+            for key, t in tensors.items():
+                pool = self._pool.setdefault((key, tuple(t.shape), t.dtype), [])
+                pool.append(t)
+                if len(pool) > RECYCLE_PER_KEY:
+                    del pool[0]
 
     def take(self, b: int) -> dict[str, torch.Tensor]:
         """Forget batch ``b``'s tensors and return them (key → ``(B, ...)`` tensor)."""
@@ -170,6 +219,7 @@ class BatchSlots:
         with self._lock:
             self._batches.clear()
             self._arrays.clear()
+            self._pool.clear()
 
 
 def is_known_collate(collate_fn: Callable) -> bool:

@@ -62,8 +62,8 @@ class StreamLoader:
     that ended, as the DataLoader's turns; 0 workers: one stream). With ``image_transforms`` the
     random draws are not the DataLoader's in threads mode (the training thread applies them for
     every shard; values differ, keys and shapes do not). Video frames are written once, by C code
-    with the GIL released, into their row of a batch tensor allocated for each batch (never reused:
-    a batch you keep is never overwritten).
+    with the GIL released, into their row of a batch tensor (threads mode reuses one only after
+    the caller let go of every view of it: a batch you keep is never overwritten).
 
     Args:
         dataset: a lerobotstream stream. The loader sets its ``batch_size``, ``num_workers`` and

@@ -35,7 +35,14 @@ def shard_batches(items: Iterator[dict[str, Any]], slots: BatchSlots, batch_size
     """``(batch, number of samples)`` of one shard's items, in order (a short last batch unless
     ``drop_last``)."""
     for b, chunk in item_chunks(items, batch_size, drop_last):
-        yield collate_items(chunk, collate_fn, slots.take(b)), len(chunk)
+        tensors = slots.take(b)
+        batch = collate_items(chunk, collate_fn, tensors)
+        n = len(chunk)
+        del chunk
+        slots.recycle(tensors)  # the batch holds views of them now: reused once the caller lets go
+        del tensors
+        yield batch, n
+        del batch
 
 
 def pin_batch(batch: Any) -> Any:
@@ -86,7 +93,7 @@ def thread_batches(dataset: Any, num_workers: int, epoch: int, samples: int, *, 
     watcher = watch.watch(lambda w: opened[0 if w is None else w].abort())
     try:
         for wid, nw in shards:
-            slots = BatchSlots(batch_size, pin=pin, bulk=is_known_collate(collate_fn))
+            slots = BatchSlots(batch_size, pin=pin, bulk=is_known_collate(collate_fn), recycle=True)
             shard = dataset.shard(wid, nw, epoch=epoch, samples=samples, in_process=True, slots=slots)
             opened.append(shard)
             items = shard.items if wrapper is None else wrapper.wrap_items(shard.items, -1 if wid is None else wid,

@@ -40,3 +40,28 @@ def test_declines_what_it_cannot_take():
     assert frames_to_u8_chw([torch.zeros(4, 8, 16, dtype=torch.uint8)]) is None  # 4 channels
     assert frames_to_u8_chw([x[0], x[1][:, :4]]) is None  # shapes differ
     assert frames_to_u8_chw([torch.zeros(8, 16, dtype=torch.uint8)]) is None
+
+
+def test_new_frames_reuse_freed_memory():
+    """A new item frame comes from malloc (``empty_frames``), which reuses the block of the frame
+    freed just before: no fresh page (a minor fault each) per frame, unlike torch's
+    ``posix_memalign`` (issue 36: page faults were the largest CPU item beyond decode)."""
+    import resource
+    import sys
+
+    from lerobotstream.decode._frames import empty_frames, frames_to_float_chw
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("Linux only (RUSAGE_THREAD)")
+    x = _nhwc_views(1, 480, 640)
+    for make, pages in ((lambda: frames_to_u8_chw([x[0]]), 225), (lambda: frames_to_float_chw([x[0]]), 900),
+                        (lambda: empty_frames((3, 480, 640), torch.uint8).fill_(1), 225)):
+        make()
+        f0 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        for _ in range(10):
+            got = make()
+            del got
+        faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - f0
+        assert faults <= pages, faults  # ten new frames: at most one frame's pages fresh in all
+    t = empty_frames((2, 3), torch.float32)
+    assert t.dtype == torch.float32 and t.shape == (2, 3) and t.is_contiguous()

@@ -118,6 +118,40 @@ def test_kept_batches_never_overwritten(root, mode):
     assert len(ptrs) == 100  # every kept batch owns its frames
 
 
+@pytest.mark.parametrize("nw", [0, 2])
+def test_threads_recycles_dropped_batches_never_kept_ones(root, nw):
+    """Threads mode reuses the batch tensors of batches the caller let go of (fewer distinct frame
+    buffers than batches), and every batch still equals the DataLoader's when it is handed out; a
+    batch or a view of one the caller keeps is never reused: it equals the DataLoader's at the end."""
+    from lerobotstream.loader._batch import _ALONE
+
+    if _ALONE is None:
+        pytest.skip("this torch cannot count a storage's references: no recycling")
+
+    def make(n):
+        return _ds(root, n, repeat=True, return_uint8=True)
+
+    ref = _dataloader(make, nw, n=60)
+    ptrs, kept, views = [], {}, {}
+    for j, batch in enumerate(StreamLoader(make(nw), B, num_workers=nw, mode="threads")):
+        assert_batches_equal(ref[j:j + 1], [batch])  # right when handed out
+        ptrs.append(batch["observation.images.front"].data_ptr())
+        if j % 10 == 3:
+            kept[j] = batch  # the whole batch kept
+        elif j % 10 == 7:
+            views[j] = batch["observation.images.front"][1:]  # only a view of its frames kept
+        del batch
+        if j == 59:
+            break
+    assert len(set(ptrs)) < len(ptrs) // 2  # dropped batches' tensors were reused
+    for j, b in kept.items():
+        assert_batches_equal(ref[j:j + 1], [b])
+    for j, v in views.items():
+        assert torch.equal(v, ref[j]["observation.images.front"][1:]), j
+    for j in (*kept, *views):  # no later batch got a held batch's tensor
+        assert ptrs[j] not in ptrs[j + 1:], j
+
+
 @pytest.mark.parametrize("nw,mode,ctx", [(0, "threads", None), (2, "threads", None), (2, "processes", "spawn"),
                                          (2, "processes", "fork"), (2, "processes", "forkserver")])
 def test_loader_resume_exact(root, nw, mode, ctx):

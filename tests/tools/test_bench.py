@@ -72,19 +72,20 @@ def test_bench_spawn_worker(tmp_path):
 
 def test_bench_parse_contestant():
     from tools import bench
+    from tools.bench_contestants import parse_contestant
 
-    assert bench.parse_contestant("ours") == ("ours", "ours", None, {})
-    assert bench.parse_contestant("ours@/tmp/x+decode_threads=1+env.A=b") == (
+    assert parse_contestant("ours") == ("ours", "ours", None, {})
+    assert parse_contestant("ours@/tmp/x+decode_threads=1+env.A=b") == (
         "ours@/tmp/x+decode_threads=1+env.A=b", "ours", "/tmp/x", {"decode_threads": 1, "env.A": "b"})
     assert bench.parse_workers("0,2:spawn,2:fork,1") == [(0, None), (2, "spawn"), (2, "fork"), (1, "spawn")]
 
 
 def test_bench_copy_cameras(tmp_path):
-    from tools import bench
+    from tools.bench_datasets import copy_cameras
 
     from lerobotstream.meta import DatasetMeta
 
-    root = bench.copy_cameras(ROOT / "data" / "g1_v30", tmp_path / "ds", 3)
+    root = copy_cameras(ROOT / "data" / "g1_v30", tmp_path / "ds", 3)
     meta = DatasetMeta.load(str(root))
     assert list(meta.video_keys) == ["observation.images.cam_high", "observation.images.cam_high_copy1",
                                      "observation.images.cam_high_copy2"]
@@ -97,14 +98,14 @@ def test_bench_transcode_h264(make_generated_dataset, tmp_path):
     """The long-GOP variant: every video re-encoded as H.264 with the GOP asked for, same frames."""
     import shutil
 
-    from tools import bench
+    from tools.bench_datasets import transcode_h264
 
     from lerobotstream.mp4 import parse_mp4_bytes
 
     src = make_generated_dataset(episode_lengths=(9, 7), codec="av1", cameras=(("observation.images.c", 64, 48),))
     root = tmp_path / "ds"
     shutil.copytree(src, root)
-    bench.transcode_h264(root, 8)
+    transcode_h264(root, 8)
     for mp4 in root.joinpath("videos").rglob("*.mp4"):
         t = parse_mp4_bytes(mp4.read_bytes(), path=str(mp4))
         assert t.codec == "avc1" and len(t.size) == 16 and int(sum(t.is_sync)) == 2  # GOP 8 over 16 frames

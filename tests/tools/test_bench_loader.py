@@ -20,7 +20,7 @@ GOAL_STATUSES = {"met", "not met", "not measured"}
 def _args(**kw):
     base = dict(rows="dataloader,threads,processes,lerobot,lerobot-streaming", datasets="g1,g1-3cam,g1-h264",
                 workers="0,1,2,4", more_workers="0,2", spawn="2", steps="none,gil:20,nogil:20", py_spy="py-spy",
-                gil="0,2")
+                gil="0,2", account="")
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -45,6 +45,11 @@ def test_plan_matrix():
     assert names[("g1", "gil")] == {"threads/0", "threads/2"}
     assert names[("g1-h264", "none")] == {"dataloader/0", "dataloader/2", "threads/0", "threads/2", "processes/2",
                                           "lerobot/0", "lerobot/2", "lerobot-streaming/0", "lerobot-streaming/2"}
+    acc = bench_loader.plan(_args(datasets="g1,gen96-dp", account="threads/2,dataloader/2"), ["ours"], [])
+    acc = {d: keys for d, g, keys in acc if g == "account"}
+    assert set(acc) == {"g1", "gen96-dp"}  # every dataset gets the accounting
+    assert [(k["row"], k["num_workers"], k["mp_context"], k["accounted"]) for k in acc["gen96-dp"]] == [
+        ("threads", 2, None, True), ("dataloader", 2, "fork", True)]
     two = bench_loader.plan(_args(datasets="g1", steps="none", spawn="", py_spy=None), ["ours", "ours@/x"], [])
     assert {bench_loader.row_label(k, "ours") for _, _, keys in two for k in keys} >= {"threads/2", "threads/2 [ours@/x]"}
 
@@ -58,14 +63,23 @@ def test_bench_loader_smoke(tmp_path):
                               "--steps", "none,gil:1", "--rounds", "1", "--samples", "16",
                               "--contestants", f"ours,ours@{ROOT}",
                               "--cache-dir", str(tmp_path / "cache"), "--json", str(js), "--markdown", str(md),
-                              "--lerobot-python", str(tmp_path / "no-venv" / "python"), "--no-alloc"]) == 0
+                              "--lerobot-python", str(tmp_path / "no-venv" / "python"), "--no-alloc",
+                              "--account", "threads/1,dataloader/1", "--account-seconds", "0.5", "--account-warm-samples", "0"]) == 0
     out = json.loads(js.read_text())
     other = f"ours@{ROOT}"
-    rows = {(e["step"], e["row"]): e for e in out["summary"] if e.get("contestant") != other}
+    accounted = {e["row"]: e for e in out["summary"] if e["step"] == "account" and e.get("contestant") == "ours"}
+    assert set(accounted) == {"threads/1 (accounted)", "dataloader/1 (accounted)"}
+    for e in accounted.values():
+        acc = e["account"]
+        assert set(acc["rows"]) >= {"fetch", "span_synth", "ffmpeg_decode", "colour_conversion", "frame_copy",
+                                    "batch_assembly", "pipeline_python", "hand_offs", "page_faults", "unattributed",
+                                    "others", "idle", "bench"}
+        assert acc["whole_cpu_s"] > 0 and acc["sum_share"] is not None and acc["runs"] == 1
+    rows = {(e["step"], e["row"]): e for e in out["summary"] if e.get("contestant") != other and e["step"] != "account"}
     ours = {f"{k}/{n}" for k in ("dataloader", "threads") for n in (0, 1)} | {"processes/1"}
     assert {r for s, r in rows if s == "none"} == ours | {"decode limit"}
     assert {r for s, r in rows if s == "gil:1"} == ours
-    theirs = {(e["step"], e["row"]): e for e in out["summary"] if e.get("contestant") == other}
+    theirs = {(e["step"], e["row"]): e for e in out["summary"] if e.get("contestant") == other and e["step"] != "account"}
     assert set(theirs) == {(s, f"{r} [{other}]") for s in ("none", "gil:1") for r in ours}
     assert all(e["x_ours"] > 0 for e in theirs.values())
     for (step, name), e in rows.items():
@@ -93,3 +107,5 @@ def test_bench_loader_smoke(tmp_path):
     text = md.read_text()
     assert "Goals:" in text and "| row | samples/s" in text and out["meta"]["command"] in text
     assert "The README table" in text and "Another checkout beside ours" in text
+    assert "CPU accounting" in text and "| idle cores |" in text and "Goals (issue 36):" in text
+    assert all(g["status"] in GOAL_STATUSES for g in out["goals_36"]) and len(out["goals_36"]) == 9
