@@ -204,6 +204,8 @@ PRIVATE_READS_ALLOWED: dict[tuple[str, str], str] = {
     ("lerobotstream.mp4._index_write", "_sorted_paths"): "SourceTable's column store (mp4/_npz_schema.py), one room",
     ("lerobotstream.integrations.lerobot.factory", "_preprocess_dataset_batch"):
         "LeRobot's own function, looked up to see whether its training loop converts uint8 frames",
+    ("lerobotstream.loader._batch", "_cdata"):
+        "torch's storage handle for torch._C._storage_Use_Count (no public use count: is a batch still held?)",
     ("lerobotstream.profile._run", "_workers"): "torch's DataLoader iterator's worker processes (their PIDs)",
     ("lerobotstream.sidecar._lifecycle", "_context"): "filelock's lock file descriptor (is the lock still ours?)",
 }
