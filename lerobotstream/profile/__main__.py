@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
-from lerobotstream.options import add_cli_flags
+from lerobotstream._option_flags import add_cli_flags
 
 __all__ = ["main", "run_profile", "TRAIN_DEFAULTS"]
 

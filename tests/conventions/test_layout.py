@@ -200,10 +200,6 @@ def private_imports() -> list[tuple[str, str]]:
 #: ``(module, attribute)`` reads of another object's private attribute that stay for now, with why.
 #: A whole module is listed as ``(module, "*")``.
 PRIVATE_READS_ALLOWED: dict[tuple[str, str], str] = {
-    ("lerobotstream.planner._elastic", "*"): "the planner redesign (its engineer) replaces these",
-    ("lerobotstream.planner._mixelastic", "*"): "the planner redesign (its engineer) replaces these",
-    ("lerobotstream.planner._mixture", "*"): "the planner redesign (its engineer) replaces these",
-    ("lerobotstream.planner._partitions", "*"): "the planner redesign (its engineer) replaces these",
     ("lerobotstream.dataset._worker", "_fields"): "an error's structured fields (errors.py has no public view yet)",
     ("lerobotstream.sidecar._identity", "_fields"): "an error's structured fields (errors.py has no public view yet)",
     ("lerobotstream.mp4._index_write", "_columns"): "SourceTable's column store (mp4/_npz_schema.py), one room",

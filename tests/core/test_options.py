@@ -91,7 +91,8 @@ def test_the_mixture_takes_the_per_dataset_options_from_stream_options():
 def test_cli_flags_take_type_default_and_help_from_the_options():
     import argparse
 
-    from lerobotstream.options import add_cli_flags, option_info
+    from lerobotstream._option_flags import add_cli_flags
+    from lerobotstream.options import option_info
 
     ap = argparse.ArgumentParser()
     names = ("episodes", "camera_keys", "episode_pool_size", "byte_budget_gb", "sampling_strategy", "return_uint8",
