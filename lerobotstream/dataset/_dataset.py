@@ -202,14 +202,15 @@ class StreamingLeRobotDataset(StreamCore):
         n_drop = self.options.drop_n_last_frames
         return {int(e): max(0, int(n) - n_drop) for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
 
-    def _planner(self, loader: LoaderSettings, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
+    def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
         """This dataset's planner for ``loader``'s settings (``episode_nbytes``: its sizes,
         ``[EpisodeSizes]``; None: this process's, computed when first asked)."""
         from lerobotstream.planner import dataset_planner
 
         sizes = (episode_nbytes or self.episode_sizes())[0]
+        settings = plan_settings(self.options, self.loader_settings(loader))
         with naming(self.meta.repo_id):  # a rule the settings break (partitions, ranks) names the dataset
-            return dataset_planner(self.anchor_lengths(), plan_settings(self.options, loader), sizes)
+            return dataset_planner(self.anchor_lengths(), settings, sizes)
 
     def _part_count(self) -> int:
         return 1

@@ -316,15 +316,15 @@ class StreamingMultiLeRobotDataset(StreamCore):
                            transform_keys=transform_keys)
                 for d, (child, off, drop) in enumerate(zip(self.datasets, self._offsets, self._dropped))]
 
-    def _planner(self, loader: LoaderSettings, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
+    def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
         """The mixture's planner for ``loader``'s settings (``episode_nbytes``: each dataset's
         sizes; None: this process's, computed when first asked)."""
         from lerobotstream.planner import MixturePlanner
 
         return MixturePlanner.for_datasets(
             [c.anchor_lengths() for c in self.datasets], self.weights, self._offsets,
-            plan_settings(self.options, loader), episode_nbytes=episode_nbytes or self.episode_sizes(),
-            mixture=self.mixture)
+            plan_settings(self.options, self.loader_settings(loader)),
+            episode_nbytes=episode_nbytes or self.episode_sizes(), mixture=self.mixture)
 
     def _part_count(self) -> int:
         return len(self.datasets)

@@ -174,9 +174,9 @@ class StreamCore(torch.utils.data.IterableDataset):
         """How many parts (datasets) :meth:`_parts` gives."""
         raise NotImplementedError
 
-    def _planner(self, loader: LoaderSettings, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
-        """The rank's planner for batches made with ``loader``'s settings (``episode_nbytes``:
-        each part's sizes; None: this process's, :meth:`episode_sizes`)."""
+    def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
+        """The rank's planner for batches made with ``loader``'s settings (:meth:`loader_settings`;
+        ``episode_nbytes``: each part's sizes; None: this process's, :meth:`episode_sizes`)."""
         raise NotImplementedError
 
     def episode_sizes(self) -> list[EpisodeSizes]:
@@ -197,7 +197,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         planner.seek(r.epoch, r.samples, origin=r.origin, origin_epoch=r.origin_epoch, remainders=r.remainders)
         return planner
 
-    def _rank_planner(self, loader: LoaderSettings, sizes: Sequence[EpisodeSizes] | None = None):
+    def _rank_planner(self, loader: LoaderSettings | int, sizes: Sequence[EpisodeSizes] | None = None):
         """The one place the core gets a planner: the rank's for ``loader``'s settings, at this
         stream's resume position (``sizes``: an iterator's, else this process's)."""
         return self._positioned(self._planner(loader, sizes))

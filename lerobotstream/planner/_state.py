@@ -193,7 +193,7 @@ class StreamState:
         return cls(**{**fields, **ints})
 
 
-#: what an elastic state and its ``origin`` always share: the refused settings (``planner._base.REFUSED_SETTINGS``)
+#: what an elastic state and its ``origin`` always share: the refused settings (``planner._planner.REFUSED_SETTINGS``)
 #: and the identity fields (a resume that changes any is refused)
 _ORIGIN_SHARED = ("seed", "episodes", "mixture", "partitions")
 

@@ -89,7 +89,7 @@ def _relative_links(path: Path) -> list[str]:
 #: repository's own data folders are named.
 _REPO_PATH = re.compile(r"(?<![\w./@:~$-])((?:lerobotstream|tests_lerobot|tests|tools|docs|csrc|\.ci|data/testmedia"
                         r"|data/g1_v30)(?:/[\w.-]+)+)")
-#: a path inside the package written from its sub-package (``planner/_base.py``, ``dataset/_multi.py``)
+#: a path inside the package written from its sub-package (``planner/_planner.py``, ``dataset/_multi.py``)
 _PACKAGE_PATH = re.compile(r"(?<![\w./@:~$-])((?:dataset|planner|loader|mp4|sidecar|sources|decode|validate|integrations"
                            r"|testing|profile)(?:/[\w.-]+)*/[\w.-]+\.(?:py|pyx|pxd))\b")
 #: a tool run as a module: ``python -m tools.bench`` (tools/bench.py), ``python -m tools.microbench`` (tools/microbench/)
@@ -134,7 +134,7 @@ def test_missing_paths_finds_a_moved_file():
             "not data/chunk-000/file-000.parquet, tools/bench_*.py, tools/NAME.py or python -m tools.NAME")
     assert missing_paths(text) == ["tests/test_options.py", "tools/bench_planner.py",
                                    "planner/_gone.py (lerobotstream/planner/_gone.py)", "python -m tools.nothing"]
-    assert missing_paths("tests/core/test_options.py, planner/_base.py, python -m tools.microbench planner") == []
+    assert missing_paths("tests/core/test_options.py, planner/_planner.py, python -m tools.microbench planner") == []
 
 
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(REPO)))
