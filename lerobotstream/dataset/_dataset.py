@@ -149,7 +149,8 @@ class StreamingLeRobotDataset(StreamCore):
     def select_cameras(self, camera_keys: Sequence[str] | None, delta_timestamps: dict | None = None) -> None:
         """Decode only ``camera_keys`` (None: every camera); raises as the constructor does."""
         windows = delta_timestamps if delta_timestamps is not None else self.options.delta_timestamps
-        self._cameras = plan_cameras(self.meta, camera_keys, list((windows or {}).keys()), self.options.depth_output_unit)
+        self._cameras = plan_cameras(self.meta, camera_keys, list((windows or {}).keys()),
+                                     self.options.depth_output_unit)
         self.video_keys = self._cameras.video_keys  # decoded videos, RGB and depth
         self.image_keys = self._cameras.image_keys  # decoded image features
         self.depth_keys = self._cameras.depth_keys  # decoded depth videos
@@ -162,7 +163,8 @@ class StreamingLeRobotDataset(StreamCore):
         rid = self.repo_id or self.meta.repo_id or f"local/{_root_name(self.root)}"
         npz, how = ensure_sidecar(self._payload_source, self.meta, repo_id=rid, revision=o.revision,
                                   repo_type=o.repo_type, lock_timeout_s=o.sidecar_lock_timeout_s,
-                                  tolerance_s=o.tolerance_s, data_root=None if o.data_root is None else os.fspath(o.data_root))
+                                  tolerance_s=o.tolerance_s,
+                                  data_root=None if o.data_root is None else os.fspath(o.data_root))
         open_sidecar(npz, self.meta, source=self._payload_source, tolerance_s=o.tolerance_s,
                      lock_timeout_s=o.sidecar_lock_timeout_s)  # validate once, in the training process
         return str(npz), how

@@ -170,7 +170,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
             own = {k: v[d] for k, v in per.items() if v[d] is not None}
             with _naming(d, rid):  # the per-dataset options are checked here, by the dataset's own constructor
                 self.datasets.append(StreamingLeRobotDataset(rid, root, options=self.options, **own))
-        if self.options.camera_keys is None and "camera_keys" not in per:  # decode only the cameras every dataset has (the others are dropped)
+        # decode only the cameras every dataset has (the others are dropped)
+        if self.options.camera_keys is None and "camera_keys" not in per:
             cams = [set(c.meta.camera_keys) for c in self.datasets]
             common = [k for k in self.datasets[0].meta.camera_keys if all(k in c for c in cams)]
             for d, child in enumerate(self.datasets):

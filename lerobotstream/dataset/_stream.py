@@ -45,7 +45,8 @@ from lerobotstream.errors import StreamingConfigError
 from lerobotstream.options import StreamOptions, check_option, is_int, option_info, require
 from lerobotstream.planner import EpisodeSizes, PlanSettings
 
-__all__ = ["LoaderSettings", "StreamCore", "StreamPart", "StreamPosition", "StreamShard", "add_option_views", "plan_settings"]
+__all__ = ["LoaderSettings", "StreamCore", "StreamPart", "StreamPosition", "StreamShard", "add_option_views",
+           "plan_settings"]
 
 
 @dataclass(frozen=True)

@@ -223,7 +223,8 @@ class PartitionPlan(WorkerPlan):
         self.frame_maps: dict[int, np.ndarray] = {}
         self.pool_size = layout.partition_pool_size
         self.byte_budget = layout.spec.byte_budget
-        self.video_decoder_cache_size = share(layout.spec.video_decoder_cache_size, max(1, layout.num_active(self.rank)))
+        self.video_decoder_cache_size = share(layout.spec.video_decoder_cache_size,
+                                              max(1, layout.num_active(self.rank)))
         self.where = ""
         self.nbytes = self._sizes(f"one partition's budget, of {layout.partitions} partitions",
                                   "(with partitions it is each partition's, not split over the workers)")

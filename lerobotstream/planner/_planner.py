@@ -59,31 +59,30 @@ class Planner:
             (then ``episode_indices`` gives the indices, default ``0..E-1``). Episodes of length 0
             are dropped (never yielded).
         episode_indices: dataset episode indices matching an array ``episode_lengths``.
-        seed: order seed (default ``constants.DEFAULT_SEED`` = 1000; None → 42).
-        rank, world_size: default from torch.distributed, else RANK/WORLD_SIZE, else 0/1.
-        num_workers: DataLoader workers per rank (0 = in the training process; at most
-            ``constants.MAX_NUM_WORKERS``). ``max_num_shards`` of the dataset maps here (0 and 1 are one stream).
-        episode_pool_size: per-worker pool size when given (each batch comes from one worker's
-            pool); default: 32 per rank split over the workers used (``max(1, 32 // n)``); with
-            ``partitions``: per partition (default ``constants.DEFAULT_PARTITION_POOL_SIZE``).
-        sampling_strategy: ``remaining`` (default), ``round_robin`` or ``sequential`` (ascending
-            episodes, frames in order: evaluation streams).
-        byte_budget: per-rank resident byte budget (bytes) or None; each worker gets 1/n (with
-            ``partitions``: per partition).
         episode_nbytes: the episodes' exact synthesized sizes (all cameras): an ``EpisodeSizes``
             (asked as admission reaches an episode) or ``episode_nbytes(episode_index) -> int``
             (every episode of a worker plan sized when the plan is built); needed with a budget.
-        video_decoder_cache_size: per-rank decoder LRU size or None; each worker gets 1/n.
-        repeat: endless stream (what lerobot-train uses).
-        batch_size, drop_last: the DataLoader's, for resume and batch counts.
-        equalize: finite epochs only: ``none`` (ranks may give different batch counts; see
-            ``batches_per_rank()``) or ``drop`` (every rank stops after the smallest rank's batch
-            count, so DDP collectives never hang; dropped anchors are skipped this epoch only).
-        partitions: canonical partitions (an order that does not depend on the topology).
-
-    The keywords are :class:`~lerobotstream.planner.PlanSettings`' fields (the options' names).
+        **settings: :class:`~lerobotstream.planner.PlanSettings`' fields, the options' names and
+            defaults (declared once, there): ``seed`` (1000; None → 42); ``rank``, ``world_size``
+            (default from torch.distributed, else RANK/WORLD_SIZE, else 0/1); ``num_workers``
+            (DataLoader workers per rank, 0 = in the training process; ``max_num_shards`` of the
+            dataset maps here, 0 and 1 are one stream); ``episode_pool_size`` (per-worker pool
+            size when given: each batch comes from one worker's pool; default 32 per rank split
+            over the workers used, ``max(1, 32 // n)``; with ``partitions``: per partition,
+            default ``constants.DEFAULT_PARTITION_POOL_SIZE``); ``sampling_strategy``
+            (``remaining``, ``round_robin`` or ``sequential``: ascending episodes, frames in order,
+            evaluation streams); ``byte_budget`` (per-rank resident bytes or None; each worker
+            gets 1/n, with ``partitions`` per partition); ``video_decoder_cache_size`` (per-rank
+            decoder LRU size or None; each worker gets 1/n); ``repeat`` (endless stream, what
+            lerobot-train uses); ``batch_size``, ``drop_last`` (the DataLoader's, for resume and
+            batch counts); ``equalize`` (finite epochs only: ``none``, ranks may give different
+            batch counts, see ``batches_per_rank()``, or ``drop``, every rank stops after the
+            smallest rank's batch count so DDP collectives never hang; dropped anchors are skipped
+            this epoch only); ``partitions`` (canonical partitions: an order that does not depend
+            on the topology).
 
     Raises:
+        TypeError: a keyword that is no ``PlanSettings`` field.
         ShardingError: a rank would own no episode (lower the number of ranks), bad rank/world.
         StreamingConfigError (a ValueError): a setting breaks its option's rule (unknown strategy
             or equalize mode, a count out of range), bad ``partitions`` (fewer than the run's streams).
@@ -91,19 +90,9 @@ class Planner:
     """
 
     def __init__(self, episode_lengths: Mapping[int, int] | np.ndarray | list[int], *,
-                 episode_indices: np.ndarray | list[int] | None = None, seed: int | None = constants.DEFAULT_SEED,
-                 rank: int | None = None, world_size: int | None = None, num_workers: int = 0,
-                 episode_pool_size: int | None = None,
-                 sampling_strategy: str = constants.DEFAULT_SAMPLING_STRATEGY,
-                 byte_budget: int | None = None, episode_nbytes: Callable[[int], int] | None = None,
-                 video_decoder_cache_size: int | None = None, repeat: bool = False, batch_size: int = 1,
-                 drop_last: bool = False, equalize: str = "none", partitions: int | None = None) -> None:
-        settings = PlanSettings(seed=seed, num_workers=num_workers, episode_pool_size=episode_pool_size,
-                                sampling_strategy=sampling_strategy, byte_budget=byte_budget,
-                                video_decoder_cache_size=video_decoder_cache_size, repeat=repeat,
-                                batch_size=batch_size, drop_last=drop_last, equalize=equalize, partitions=partitions,
-                                rank=rank, world_size=world_size)
-        self._setup(Streams((episodes_of(episode_lengths, episode_indices, episode_nbytes),)), settings)
+                 episode_indices: np.ndarray | list[int] | None = None,
+                 episode_nbytes: Callable[[int], int] | None = None, **settings: Any) -> None:
+        self._setup(Streams((episodes_of(episode_lengths, episode_indices, episode_nbytes),)), PlanSettings(**settings))
 
     # --- construction -------------------------------------------------------------------------------
     @classmethod
