@@ -189,8 +189,9 @@ class StreamState:
                 + ". Pass the dict that state_dict() returned, or start a new run from the policy weights.")
         if fields.get("origin") is not None:
             _check_origin(cls.from_dict(fields["origin"]), fields)
-        ints = {n: int(v) for n, v in fields.items() if _FIELD_RULES[n][0] == "int" and v is not None}
-        return cls(**{**fields, **ints})
+        cast = {"int": int, "bool": bool}  # numpy ints and bools as Python's (the options' rules accept both)
+        plain = {n: cast[_FIELD_RULES[n][0]](v) for n, v in fields.items() if _FIELD_RULES[n][0] in cast and v is not None}
+        return cls(**{**fields, **plain})
 
 
 #: what an elastic state and its ``origin`` always share: the refused settings (``planner._planner.REFUSED_SETTINGS``)
