@@ -54,6 +54,12 @@ DEFAULT_DECODE_LOOKAHEAD = 64
 DEFAULT_DECODED_CACHE_GB = 1.0
 DEFAULT_FFMPEG_THREADS = 1
 SAMPLING_STRATEGIES = ("remaining", "round_robin", "sequential")
+#: DataLoader workers per rank at most (the ``num_workers`` option's bound; a resume state claiming
+#: more was edited): it bounds the work of loading a state before anything of it is replayed
+MAX_NUM_WORKERS = 1024
+#: bytes per GiB: ``*_gb`` options are GiB, converted to bytes once (``StreamOptions.byte_budget``,
+#: ``StreamOptions.decoded_cache_bytes``)
+GIB = 1 << 30
 
 # LeRobot v3 layout (LeRobotDataset v3.0 on-disk format)
 CODEBASE_VERSION = "v3.0"

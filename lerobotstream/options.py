@@ -5,11 +5,21 @@ Everything that lists options is read from here: the constructors of
 :class:`~lerobotstream.StreamingLeRobotDataset` and
 :class:`~lerobotstream.StreamingMultiLeRobotDataset` (keyword arguments, or ``options=``), their
 checks (:meth:`StreamOptions.validate`: a :class:`~lerobotstream.errors.StreamingConfigError`
-naming the option, its value and the rule), the mixture's per-dataset options
-(:func:`per_dataset_options`), the ``--dataset.streaming_*`` flags of ``lerobotstream-train``
+naming the option, its value and the rule; :func:`check_option` applies one option's rule
+wherever a value of it arrives: ``StreamLoader``, the planner's ``PlanSettings``, the resume
+state's fields), the mixture's per-dataset options (:func:`per_dataset_options`), the
+``--dataset.streaming_*`` flags of ``lerobotstream-train`` and their older spellings
 (``integrations/lerobot/config.py`` builds its fields from :func:`train_flags`) and the options
 page of the docs (``docs/options.md``, written by :func:`options_markdown`; a test fails when it
-is stale). Adding an option is one :func:`_option` entry below plus its test.
+is stale).
+
+At run time a stream holds its options once, resolved (:meth:`StreamOptions.resolved`: checked,
+numbers as their declared type, ``seed=None`` as 42, ``num_workers=None`` from ``max_num_shards``)
+and frozen, as ``ds.options``; every layer reads the fields it needs from that object (the
+planner through ``PlanSettings``, whose fields carry the options' names; a dataset's per-process
+``Worker`` and the iterator's wiring from the object itself), and the GiB options are converted to
+bytes once, here (:attr:`StreamOptions.byte_budget`, :attr:`StreamOptions.decoded_cache_bytes`).
+Adding an option is one :func:`_option` entry below, the code that uses it, and its test.
 
 Units are in the names: ``*_gb`` GiB (2**30 bytes), ``*_s`` seconds; "per rank" resources are split
 evenly over the rank's DataLoader workers.
@@ -28,7 +38,7 @@ from lerobotstream import constants
 from lerobotstream.errors import StreamingConfigError
 
 __all__ = ["StreamOptions", "OptionInfo", "option_info", "per_dataset_options", "train_flags", "constructor_signature",
-           "options_markdown", "LEROBOT_POSITIONAL", "require", "is_int"]
+           "options_markdown", "LEROBOT_POSITIONAL", "require", "is_int", "check_option", "option_problem"]
 
 
 def require(name: str, value: Any, ok: bool, want: str) -> None:
@@ -101,6 +111,8 @@ class OptionInfo:
         flag (str | None): the ``--dataset.<flag>`` field ``lerobotstream-train`` declares for it
             (its type is ``flag_type``), or None when LeRobot's own configuration sets it.
         train (str): how ``lerobotstream-train`` sets it (the flag, or which LeRobot setting).
+        aliases (tuple[str, ...]): older spellings of ``flag`` that ``lerobotstream-train`` still
+            accepts (the command line only; documented in ``docs/options.md``).
     """
 
     name: str
@@ -113,20 +125,24 @@ class OptionInfo:
     flag: str | None
     flag_type: Any
     train: str
+    aliases: tuple[str, ...] = ()
 
 
 def _option(default: Any, want: str, check: Callable[[Any], bool], help: str, *, group: str,
-            per_dataset: bool = False, flag: str | None = None, flag_type: Any = None, train: str = "") -> Any:
+            per_dataset: bool = False, flag: str | None = None, flag_type: Any = None, train: str = "",
+            aliases: tuple[str, ...] = ()) -> Any:
     return field(default=default, metadata={"want": want, "check": check, "help": help, "group": group,
                                             "per_dataset": per_dataset, "flag": flag, "flag_type": flag_type,
-                                            "train": train})
+                                            "train": train, "aliases": aliases})
 
 
-@dataclass
+@dataclass(frozen=True)
 class StreamOptions:
-    """Every option of a stream (one dataset or a mixture), with its default.
+    """Every option of a stream (one dataset or a mixture), with its default (frozen: change one
+    with :meth:`replace`).
 
-    ``StreamOptions(**kw)`` only records values; :meth:`validate` checks them (the constructors do).
+    ``StreamOptions(**kw)`` only records values; :meth:`validate` checks them and :meth:`resolved`
+    gives the checked, resolved copy a stream keeps as ``ds.options``.
     ``StreamingLeRobotDataset(repo_id, root=..., **kw)`` and
     ``StreamingLeRobotDataset(repo_id, root=..., options=StreamOptions(...), **kw)`` are the same
     (keywords given beside ``options`` override it). See ``docs/options.md`` for the table.
@@ -213,7 +229,7 @@ class StreamOptions:
         "Open decoders per rank, split over the workers (None: per worker, its pool size x cameras "
         "+ prefetch_episodes x cameras); a decoder in use is never evicted, so when all are in use the cap "
         "is exceeded briefly instead of waited on.", group="resources", flag="video_decoder_cache_size",
-        flag_type=Optional[int])
+        flag_type=Optional[int], aliases=("streaming_max_open_decoders",))
     decoded_cache_gb: float = _option(
         constants.DEFAULT_DECODED_CACHE_GB, "a number >= 0 (GiB per rank)", lambda v: _is_number(v) and v >= 0,
         "Decoded GOP frames kept so each GOP is decoded once per episode, GiB per rank split over the "
@@ -291,7 +307,9 @@ class StreamOptions:
         False, "True or False", _is_bool, "The DataLoader's drop_last.", group="resume",
         train="False (LeRobot's DataLoader)")
     num_workers: Optional[int] = _option(
-        None, "None or an int >= 0 (the DataLoader's num_workers)", _int_at_least(0, none_ok=True),
+        None, f"None or an int in [0, {constants.MAX_NUM_WORKERS}] (the DataLoader's num_workers, at most "
+              f"{constants.MAX_NUM_WORKERS} DataLoader workers per rank)",
+        lambda v: v is None or (is_int(v) and 0 <= v <= constants.MAX_NUM_WORKERS),
         "The DataLoader's num_workers, for state_dict in the training process (None: max_num_shards "
         "when > 1, else 0; 0 and 1 are the same stream).", group="resume", train="--num_workers (LeRobot's)")
     # --- StreamLoader ---------------------------------------------------------------------------------
@@ -329,11 +347,18 @@ class StreamOptions:
         """``{name: value}`` of every option (values as given, not copied)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
-    def resolved(self) -> dict[str, Any]:
-        """``{name: value}`` after :meth:`validate`, numbers and flags as their declared Python type
-        (``int``, ``float``, ``bool``; None stays None), ``seed=None`` as
-        ``constants.SEED_WHEN_NONE``, ``video_backend=None`` as ``"torchcodec"``, ``num_workers=None`` as
-        ``max_num_shards`` when it is > 1, else 0: what a stream keeps."""
+    def resolved(self) -> StreamOptions:
+        """These options checked (:meth:`validate`) and resolved: numbers and flags as their
+        declared Python type (``int``, ``float``, ``bool``; None stays None), ``seed=None`` as
+        ``constants.SEED_WHEN_NONE``, ``video_backend=None`` as ``"torchcodec"``,
+        ``num_workers=None`` as ``max_num_shards`` when it is > 1, else 0, ``delta_timestamps``
+        copied (a dict of lists): what a stream keeps as ``ds.options`` (frozen; resolving it
+        again gives the same object's values).
+
+        Raises:
+            StreamingConfigError: as :meth:`validate`.
+        """
+        self.validate()
         out = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
@@ -345,7 +370,20 @@ class StreamOptions:
         out["video_backend"] = self.video_backend or "torchcodec"
         if self.num_workers is None:  # LeRobot's max_num_shards sets the DataLoader's worker count
             out["num_workers"] = int(self.max_num_shards) if self.max_num_shards > 1 else 0
-        return out
+        if self.delta_timestamps is not None:
+            out["delta_timestamps"] = {k: list(v) for k, v in self.delta_timestamps.items()}
+        return self.replace(**out)
+
+    # --- the units converted once -----------------------------------------------------------------
+    @property
+    def byte_budget(self) -> int:
+        """``byte_budget_gb`` in bytes (int, >= 1): the rank's budget the planner splits."""
+        return max(1, int(self.byte_budget_gb * constants.GIB))
+
+    @property
+    def decoded_cache_bytes(self) -> int:
+        """``decoded_cache_gb`` in bytes (int, >= 0): the rank's decoded-GOP cache."""
+        return int(self.decoded_cache_gb * constants.GIB)
 
     @classmethod
     def from_arguments(cls, options: StreamOptions | None, positional: Sequence[Any], keywords: dict[str, Any],
@@ -395,7 +433,40 @@ def option_info() -> Iterator[OptionInfo]:
         m = f.metadata
         flag = m["flag"]
         yield OptionInfo(f.name, f.default, m["want"], m["check"], m["help"], m["group"], m["per_dataset"], flag,
-                         m["flag_type"], m["train"] or (f"--dataset.{flag}" if flag else ""))
+                         m["flag_type"], m["train"] or (f"--dataset.{flag}" if flag else ""), m["aliases"])
+
+
+_INFOS: dict[str, OptionInfo] = {}
+
+
+def option_problem(name: str, value: Any, *, required: bool = False) -> str | None:
+    """None when ``value`` keeps option ``name``'s own rule, else the rule (its ``want`` text);
+    ``required``: None breaks it too (the rule without its "None or").
+
+    Raises:
+        KeyError: ``name`` is no option.
+    """
+    if not _INFOS:
+        _INFOS.update((i.name, i) for i in option_info())
+    info = _INFOS[name]
+    if info.check(value) and not (required and value is None):
+        return None
+    return info.want.removeprefix("None or ") if required else info.want
+
+
+def check_option(name: str, value: Any, *, where: str = "", label: str | None = None, required: bool = False) -> None:
+    """Apply option ``name``'s own rule to ``value`` wherever a value of it arrives (a loader's
+    argument, a planner's settings); ``required``: None is refused too; ``label``: the argument's
+    own name when it is not the option's (``StreamLoader``'s ``timeout``).
+
+    Raises:
+        StreamingConfigError: ``value`` breaks the rule (names ``where``, the option, the value
+            and the rule); KeyError: ``name`` is no option.
+    """
+    want = option_problem(name, value, required=required)
+    if want is not None:
+        raise StreamingConfigError(f"{where + ': ' if where else ''}{label or name} must be {want}, got {value!r}",
+                                   option=name, value=value)
 
 
 def constructor_signature(func: Callable, keep: Sequence[str]) -> Any:
@@ -456,83 +527,10 @@ def options_markdown() -> str:
 
 
 def _md_train(i: OptionInfo) -> str:
-    return f"`--dataset.{i.flag}`" if i.flag else i.train
-
-
-# --- command-line flags (the profiler's stream options) ----------------------------------------------
-def _none_or(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
-    def conv(text: str) -> Any:
-        return None if text.strip().lower() in ("none", "null") else parse(text)
-
-    conv.__name__ = name  # argparse names it in "invalid <name> value"
-    return conv
-
-
-def _index_list(text: str) -> list[int]:
-    """``0-9,20`` → [0, 1, ..., 9, 20]."""
-    out: list[int] = []
-    for part in text.split(","):
-        if "-" in part.strip()[1:]:
-            a, b = part.split("-", 1)
-            out.extend(range(int(a), int(b) + 1))
-        elif part.strip():
-            out.append(int(part))
-    return out
-
-
-def _cli_type(hint: Any) -> tuple[Callable[[str], Any] | None, str]:
-    """(argparse ``type`` for an option's annotation — None: a ``--x/--no-x`` flag — and the
-    metavar words for its help)."""
-    import json
-    import typing
-
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    optional = typing.get_origin(hint) is typing.Union
-    inner = args[0] if optional else hint
-    origin = typing.get_origin(inner)
-    if inner is bool:
-        return None, ""
-    if inner in (int, float, str):
-        return (_none_or(inner, inner.__name__) if optional else inner), ""
-    if inner is dict:
-        return _none_or(json.loads, "JSON"), "JSON"
-    if origin is abc.Sequence and typing.get_args(inner) == (int,):
-        return _none_or(_index_list, "index list"), "indices and ranges, e.g. 0-9,20"
-    if origin is abc.Sequence and typing.get_args(inner) == (str,):
-        return _none_or(lambda t: [x for x in t.split(",") if x], "name list"), "comma-separated"
-    raise TypeError(f"no command-line form for an option of type {hint!r}")
-
-
-def add_cli_flags(parser: Any, names: Sequence[str], *, defaults: dict[str, Any] | None = None,
-                  helps: dict[str, str] | None = None, aliases: dict[str, Sequence[str]] | None = None) -> None:
-    """Add one argparse flag per option of ``names`` to ``parser`` (a parser or an argument group):
-    ``--episode-pool-size`` for ``episode_pool_size``, parsed by the option's type (an int, a
-    number or a string — ``none`` where the option takes None —, ``--x/--no-x`` for a boolean, JSON
-    for a dict, ``0-9,20`` for episode indices, comma-separated names for a list), with its default
-    and help from :class:`StreamOptions` unless ``defaults`` / ``helps`` give others; ``aliases``:
-    more flag names per option. The value lands in ``args.<name>``; the option's rule checks it
-    when the stream is built (``StreamingConfigError``).
-
-    Raises:
-        KeyError: a name that is no option; TypeError: an option with no command-line form
-        (``image_transforms``).
-    """
-    import argparse
-    import typing
-
-    hints = typing.get_type_hints(StreamOptions)
-    infos = {i.name: i for i in option_info()}
-    for name in names:
-        info = infos[name]
-        conv, words = _cli_type(hints[name])
-        default = (defaults or {}).get(name, info.default)
-        text = (helps or {}).get(name, info.help)
-        text = f"{text} ({words + '; ' if words else ''}default: {default!r})".replace("%", "%%")
-        flags = [f"--{name.replace('_', '-')}", *(aliases or {}).get(name, ())]
-        if conv is None:
-            parser.add_argument(*flags, dest=name, action=argparse.BooleanOptionalAction, default=default, help=text)
-        else:
-            parser.add_argument(*flags, dest=name, type=conv, default=default, help=text)
+    if not i.flag:
+        return i.train
+    older = ", ".join(f"`--dataset.{a}`" for a in i.aliases)
+    return f"`--dataset.{i.flag}`" + (f" (older spelling, still accepted: {older})" if older else "")
 
 
 if __name__ == "__main__":  # pragma: no cover - docs generator

@@ -3,7 +3,7 @@
 Builds synthetic sample tables (no video payload) for datasets of increasing size, writes them
 through the real sidecar writer (``SidecarWriter``), converts them with the real derived-index
 converter (``Mp4Index.open``), and starts a rank with the dataset's own start-up code: its planner
-(``planner.dataset_planner`` from ``dataset._dataset.plan_settings``), its span planner and
+(``planner.dataset_planner`` from ``dataset._stream.plan_settings``), its span planner and
 episode sizes (``dataset._spans.EpisodeSpans``, asked on demand) and its wiring
 (``dataset._wiring.shard_items``: worker start, plans, the byte cache, the pipeline; only fetch and
 decode are stubs). Each size is built in its own subprocess and each simulated rank runs in a
@@ -338,9 +338,9 @@ def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers
     ``max_span_episodes`` is accepted for the older command lines and ignored: nothing is
     extrapolated, every size the start-up asks for is computed."""
     import lerobotstream.mp4.index  # noqa: F401 - Cython accessors, as the dataset loads them
-    from lerobotstream.dataset._dataset import plan_settings
+    from lerobotstream.dataset._stream import LoaderSettings, plan_settings
     from lerobotstream.dataset._spans import EpisodeSpans
-    from lerobotstream.dataset._wiring import WiringSettings, shard_items
+    from lerobotstream.dataset._wiring import shard_items
     from lerobotstream.mp4._index_file import Mp4Index
     from lerobotstream.options import StreamOptions
     from lerobotstream.planner import dataset_planner
@@ -361,8 +361,9 @@ def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers
     t_meta = time.perf_counter() - t0
     mem["meta"] = _mem()
 
-    opts = StreamOptions(seed=seed, repeat=True, batch_size=8, byte_budget_gb=8.0).resolved()
-    settings = plan_settings(SimpleNamespace(**opts), num_workers, rank=rank, world_size=world)
+    opts = StreamOptions(seed=seed, repeat=True, batch_size=8, byte_budget_gb=8.0, num_workers=num_workers).resolved()
+    loader = LoaderSettings(opts.batch_size, opts.num_workers, opts.drop_last)
+    settings = plan_settings(opts, loader, rank=rank, world_size=world)
     run = _sim_run(spans, cams)
     t0 = time.perf_counter()
     planner = dataset_planner(anchor_lengths, settings, run.sizes[0])
@@ -370,12 +371,8 @@ def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers
     per_rank = planner.samples_per_rank()
     mem["shard"] = _mem()
 
-    wiring = WiringSettings(prefetch_episodes=opts["prefetch_episodes"], decode_threads=opts["decode_threads"],
-                            decoded_queue_size=opts["decoded_queue_size"], decode_lookahead=opts["decode_lookahead"],
-                            first_lookahead=opts["first_lookahead"], decoded_cache_gb=opts["decoded_cache_gb"],
-                            batch_size=opts["batch_size"])
     t0 = time.perf_counter()
-    items = shard_items(planner, run, 0 if num_workers else None, num_workers, 0, 0, wiring, in_process=num_workers == 0)
+    items = shard_items(planner, run, 0 if num_workers else None, 0, 0, opts, loader, in_process=num_workers == 0)
     first = next(items)
     t_first = time.perf_counter() - t0
     t_to_first = time.perf_counter() - t_all

@@ -4,7 +4,7 @@ from lerobotstream.dataset._collate import PackedCollate, is_lerobot_collate, le
 from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.dataset._images import declared_chw, decode_image, image_bytes
 from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
-from lerobotstream.dataset._stream import StreamCore, StreamPosition, StreamShard
+from lerobotstream.dataset._stream import LoaderSettings, StreamCore, StreamPosition, StreamShard
 
-__all__ = ["PackedCollate", "StreamCore", "StreamPosition", "StreamShard", "StreamingLeRobotDataset", "StreamingMultiLeRobotDataset", "is_lerobot_collate",
+__all__ = ["LoaderSettings", "PackedCollate", "StreamCore", "StreamPosition", "StreamShard", "StreamingLeRobotDataset", "StreamingMultiLeRobotDataset", "is_lerobot_collate",
            "lerobot_collate_fn", "packed_collate", "declared_chw", "decode_image", "image_bytes"]

@@ -47,8 +47,8 @@ import torch
 
 from lerobotstream import constants
 from lerobotstream.dataset._cameras import plan_cameras
-from lerobotstream.dataset._stream import StreamCore
-from lerobotstream.dataset._wiring import GIB, StreamPart
+from lerobotstream.dataset._stream import LoaderSettings, StreamCore, add_option_views, plan_settings
+from lerobotstream.dataset._wiring import StreamPart
 from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.dataset._worker import WorkerConfig
 from lerobotstream.errors import StreamingConfigError, naming
@@ -56,21 +56,7 @@ from lerobotstream.meta import DatasetMeta
 from lerobotstream.options import StreamOptions, constructor_signature
 from lerobotstream.sources import open_source
 
-__all__ = ["StreamingLeRobotDataset", "plan_settings"]
-
-
-def plan_settings(opts: Any, num_workers: int, *, rank: int | None = None, world_size: int | None = None):
-    """The :class:`~lerobotstream.planner.PlanSettings` of a dataset's options (``opts``: anything
-    with the options as attributes, a dataset or ``StreamOptions``) for ``num_workers``
-    DataLoader workers: the byte budget in bytes (``byte_budget_gb`` GiB), the batch size 1
-    when unset."""
-    from lerobotstream.planner import PlanSettings
-
-    return PlanSettings(seed=opts.seed, num_workers=int(num_workers), pool_size=opts.episode_pool_size,
-                        strategy=opts.sampling_strategy, byte_budget=max(1, int(opts.byte_budget_gb * GIB)),
-                        decoder_cache_size=opts.video_decoder_cache_size, repeat=opts.repeat,
-                        batch_size=opts.batch_size or 1, drop_last=opts.drop_last, equalize=opts.equalize,
-                        partitions=opts.partitions, rank=rank, world_size=world_size)
+__all__ = ["StreamingLeRobotDataset"]
 
 
 class StreamingLeRobotDataset(StreamCore):
@@ -84,8 +70,10 @@ class StreamingLeRobotDataset(StreamCore):
             delta_timestamps, image_transforms, revision, max_num_shards, tolerance_s, return_uint8,
             video_backend, seed, repeat). Every option, its default, unit and rule:
             :class:`~lerobotstream.options.StreamOptions` and ``docs/options.md`` (generated from it).
-    Every option is also an attribute (``ds.byte_budget_gb``, numbers as int / float) and
-    ``ds.options`` keeps the object.
+    ``ds.options`` is the resolved, frozen :class:`~lerobotstream.options.StreamOptions` every
+    layer reads (numbers as int / float, ``seed=None`` as 42, ``num_workers`` from
+    ``max_num_shards`` when unset); each option is also a read-only attribute, a view of it
+    (``ds.byte_budget_gb``). ``ds.episodes`` is the selection, sorted (None: every episode).
 
     Args (distributed): equalize (``"none"`` | ``"drop"``; ``repeat=False`` only): ranks own whole
         episodes, so their epochs can differ in length and DDP then hangs at the epoch end waiting
@@ -122,25 +110,24 @@ class StreamingLeRobotDataset(StreamCore):
     def __init__(self, repo_id: str | None = None, root: str | os.PathLike | None = None, *args: Any,
                  options: StreamOptions | None = None, **kwargs: Any) -> None:
         super().__init__()
-        opts = StreamOptions.from_arguments(options, args, kwargs, "StreamingLeRobotDataset").validate()
+        self.options = o = StreamOptions.from_arguments(options, args, kwargs, "StreamingLeRobotDataset").resolved()
         t0 = time.perf_counter()
         self.repo_id, self.root = repo_id, root
-        self._take_options(opts)
-        self.episodes = None if opts.episodes is None else sorted({int(e) for e in opts.episodes})
-        meta_source = open_source(root, repo_id=repo_id, revision=self.revision, repo_type=self.repo_type,
-                                  read_timeout_s=self.read_timeout_s)
-        self._payload_source = meta_source if self.data_root is None else open_source(
-            self.data_root, read_timeout_s=self.read_timeout_s)
-        self.meta = DatasetMeta.load(meta_source, episodes=opts.episodes, repo_id=repo_id)
-        self.select_cameras(opts.camera_keys, self.delta_timestamps)
-        self.meta.rescale_depth_stats(self.depth_output_unit)  # as LeRobot 0.6.1: stats match the returned unit
-        self.windows = DeltaWindows(self.delta_timestamps, self.meta.fps, self.tolerance_s, self.meta.features)
-        if self.drop_n_last_frames and not (self.meta.episode_lengths > self.drop_n_last_frames).any():
+        self._episodes = None if o.episodes is None else sorted({int(e) for e in o.episodes})
+        meta_source = open_source(root, repo_id=repo_id, revision=o.revision, repo_type=o.repo_type,
+                                  read_timeout_s=o.read_timeout_s)
+        self._payload_source = meta_source if o.data_root is None else open_source(
+            o.data_root, read_timeout_s=o.read_timeout_s)
+        self.meta = DatasetMeta.load(meta_source, episodes=o.episodes, repo_id=repo_id)
+        self.select_cameras(o.camera_keys, o.delta_timestamps)
+        self.meta.rescale_depth_stats(o.depth_output_unit)  # as LeRobot 0.6.1: stats match the returned unit
+        self.windows = DeltaWindows(o.delta_timestamps, self.meta.fps, o.tolerance_s, self.meta.features)
+        if o.drop_n_last_frames and not (self.meta.episode_lengths > o.drop_n_last_frames).any():
             raise StreamingConfigError(
-                f"drop_n_last_frames={self.drop_n_last_frames} leaves no anchor: every selected episode of "
+                f"drop_n_last_frames={o.drop_n_last_frames} leaves no anchor: every selected episode of "
                 f"{self.meta.repo_id} has at most that many frames")
-        if self.partitions is not None:  # its rules (>= ranks x workers, <= episodes) before any fetch
-            self._planner(self.num_workers)
+        if o.partitions is not None:  # its rules (>= ranks x workers, <= episodes) before any fetch
+            self._planner(self.loader_settings())
         self._setup = {"metadata_s": time.perf_counter() - t0}
         t1 = time.perf_counter()
         self._sidecar_npz, self._sidecar_how = self._ensure_sidecar()
@@ -161,8 +148,9 @@ class StreamingLeRobotDataset(StreamCore):
 
     def select_cameras(self, camera_keys: Sequence[str] | None, delta_timestamps: dict | None = None) -> None:
         """Decode only ``camera_keys`` (None: every camera); raises as the constructor does."""
-        windows = delta_timestamps if delta_timestamps is not None else getattr(self, "delta_timestamps", None)
-        self._cameras = plan_cameras(self.meta, camera_keys, list((windows or {}).keys()), self.depth_output_unit)
+        windows = delta_timestamps if delta_timestamps is not None else self.options.delta_timestamps
+        self._cameras = plan_cameras(self.meta, camera_keys, list((windows or {}).keys()),
+                                     self.options.depth_output_unit)
         self.video_keys = self._cameras.video_keys  # decoded videos, RGB and depth
         self.image_keys = self._cameras.image_keys  # decoded image features
         self.depth_keys = self._cameras.depth_keys  # decoded depth videos
@@ -171,16 +159,23 @@ class StreamingLeRobotDataset(StreamCore):
     def _ensure_sidecar(self):
         from lerobotstream.sidecar import ensure_sidecar, open_sidecar
 
+        o = self.options
         rid = self.repo_id or self.meta.repo_id or f"local/{_root_name(self.root)}"
-        npz, how = ensure_sidecar(self._payload_source, self.meta, repo_id=rid, revision=self.revision,
-                                  repo_type=self.repo_type, lock_timeout_s=self.sidecar_lock_timeout_s,
-                                  tolerance_s=self.tolerance_s,
-                                  data_root=None if self.data_root is None else os.fspath(self.data_root))
-        open_sidecar(npz, self.meta, source=self._payload_source, tolerance_s=self.tolerance_s,
-                     lock_timeout_s=self.sidecar_lock_timeout_s)  # validate once, in the training process
+        npz, how = ensure_sidecar(self._payload_source, self.meta, repo_id=rid, revision=o.revision,
+                                  repo_type=o.repo_type, lock_timeout_s=o.sidecar_lock_timeout_s,
+                                  tolerance_s=o.tolerance_s,
+                                  data_root=None if o.data_root is None else os.fspath(o.data_root))
+        open_sidecar(npz, self.meta, source=self._payload_source, tolerance_s=o.tolerance_s,
+                     lock_timeout_s=o.sidecar_lock_timeout_s)  # validate once, in the training process
         return str(npz), how
 
     # --- LeRobot-like surface ---------------------------------------------------------------------
+    @property
+    def episodes(self) -> list[int] | None:
+        """The selected episode indices, sorted (None: every episode; the option as given is
+        ``options.episodes``)."""
+        return self._episodes
+
     @property
     def fps(self) -> int:
         return self.meta.fps
@@ -206,17 +201,18 @@ class StreamingLeRobotDataset(StreamCore):
     def anchor_lengths(self) -> dict[int, int]:
         """Anchors per selected episode: its length minus ``drop_n_last_frames`` (LeRobot's
         ``EpisodeAwareSampler``: those last frames are never anchors; windows still read them)."""
-        return {int(e): max(0, int(n) - self.drop_n_last_frames)
-                for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
+        n_drop = self.options.drop_n_last_frames
+        return {int(e): max(0, int(n) - n_drop) for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
 
-    def _planner(self, num_workers: int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
-        """This dataset's planner for ``num_workers`` DataLoader workers (``episode_nbytes``: its
-        sizes, ``[EpisodeSizes]``; None: this process's, computed when first asked)."""
+    def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
+        """This dataset's planner for ``loader``'s settings (``episode_nbytes``: its sizes,
+        ``[EpisodeSizes]``; None: this process's, computed when first asked)."""
         from lerobotstream.planner import dataset_planner
 
         sizes = (episode_nbytes or self.episode_sizes())[0]
+        settings = plan_settings(self.options, self.loader_settings(loader))
         with naming(self.meta.repo_id):  # a rule the settings break (partitions, ranks) names the dataset
-            return dataset_planner(self.anchor_lengths(), plan_settings(self, num_workers), sizes)
+            return dataset_planner(self.anchor_lengths(), settings, sizes)
 
     def _part_count(self) -> int:
         return 1
@@ -225,10 +221,7 @@ class StreamingLeRobotDataset(StreamCore):
     def worker_config(self) -> WorkerConfig:
         """What this dataset's per-process :class:`~lerobotstream.dataset._worker.Worker` needs."""
         return WorkerConfig(meta=self.meta, payload_source=self._payload_source, sidecar_npz=self._sidecar_npz,
-                            sidecar_lock_timeout_s=self.sidecar_lock_timeout_s, cameras=self._cameras,
-                            windows=self.windows, tolerance_s=self.tolerance_s, device=self.device,
-                            ffmpeg_threads=self.ffmpeg_threads, return_uint8=self.return_uint8,
-                            image_transforms=self.image_transforms)
+                            cameras=self._cameras, windows=self.windows, options=self.options)
 
     def _parts(self) -> list[StreamPart]:
         return [StreamPart(self.worker_config(), transform_keys=tuple(self._cameras.transform_keys))]
@@ -279,6 +272,7 @@ class StreamingLeRobotDataset(StreamCore):
 
 StreamingLeRobotDataset.__init__.__signature__ = constructor_signature(  # type: ignore[attr-defined]
     StreamingLeRobotDataset.__init__, ("self", "repo_id", "root", "options"))
+add_option_views(StreamingLeRobotDataset)
 
 
 def _root_name(root: Any) -> str:

@@ -25,7 +25,7 @@ from collections import abc
 from typing import Any, Callable, Iterator, Sequence
 
 from lerobotstream.dataset._dataset import StreamingLeRobotDataset
-from lerobotstream.dataset._stream import StreamCore, StreamPart
+from lerobotstream.dataset._stream import LoaderSettings, StreamCore, StreamPart, add_option_views, plan_settings
 from lerobotstream.errors import MixtureFeatureError, StreamingConfigError, naming
 from lerobotstream.features import aggregate_stats
 from lerobotstream.options import StreamOptions, per_dataset_options, require
@@ -50,18 +50,21 @@ def _note_once(text: str) -> None:
         log.warning(text)
 
 
+def _is_per_dataset(name: str, value: Any) -> bool:
+    """``value`` of option ``name`` is given per dataset: a dict keyed by repo ids
+    (``delta_timestamps``: when its values are dicts; else it is one ``{feature: offsets}`` for
+    every dataset)."""
+    return isinstance(value, abc.Mapping) and (
+        name != "delta_timestamps" or (value and all(isinstance(v, (abc.Mapping, type(None))) for v in value.values())))
+
+
 def _per_dataset(name: str, value: Any, repo_ids: Sequence[str]) -> list[Any]:
-    """``value`` for each dataset: a dict keyed by repo ids is per dataset (a repo id left out
-    takes the default, None), anything else is shared. ``delta_timestamps`` is per dataset when
-    its values are dicts (else it is one ``{feature: offsets}`` for every dataset).
+    """``value`` for each dataset (given per dataset, :func:`_is_per_dataset`: a repo id left
+    out takes the default, None).
 
     Raises:
         StreamingConfigError: a per-dataset dict with a key that is not one of the repo ids.
     """
-    per = isinstance(value, abc.Mapping) and (
-        name != "delta_timestamps" or (value and all(isinstance(v, (abc.Mapping, type(None))) for v in value.values())))
-    if not per:
-        return [value] * len(repo_ids)
     unknown = [k for k in value if k not in repo_ids]
     if unknown:
         raise StreamingConfigError(f"{name} given per dataset has key(s) {unknown} that are not repo ids of the "
@@ -111,7 +114,10 @@ class StreamingMultiLeRobotDataset(StreamCore):
             ``decoded_cache_gb``, ``video_decoder_cache_size``) are one budget for the whole mixture,
             split over the datasets (half evenly, half by weight); ``decoded_cache_gb`` is one cache
             shared by the datasets. ``camera_keys`` defaults to the
-            cameras common to every dataset (the others are never fetched).
+            cameras common to every dataset (the others are never fetched). ``ds.options``: the
+            mixture's resolved options (a per-dataset option given as a dict stays at its default
+            there; each dataset's own are ``ds.datasets[d].options``); the options that are not
+            per-dataset are also read-only attributes (``ds.byte_budget_gb``).
 
     Items: what each dataset's :class:`StreamingLeRobotDataset` gives, restricted to the features
     common to every dataset (LeRobot's ``MultiLeRobotDataset`` rule; the dropped keys are logged
@@ -155,16 +161,17 @@ class StreamingMultiLeRobotDataset(StreamCore):
         self.roots = roots
         # the mixture's own options are every dataset's defaults (MosaicML's ``stream.apply_default``);
         # a per-dataset option given as a dict keyed by repo id sets it for each dataset instead
-        per = {k: _per_dataset(k, kwargs[k], repo_ids) for k in PER_DATASET_OPTIONS if k in kwargs}
-        mixture_opts = StreamOptions.from_arguments(
-            options, (), {k: v for k, v in kwargs.items() if k not in per}, "StreamingMultiLeRobotDataset").validate()
-        self._take_options(mixture_opts, skip=PER_DATASET_OPTIONS)
+        per = {k: _per_dataset(k, kwargs[k], repo_ids) for k in PER_DATASET_OPTIONS
+               if k in kwargs and _is_per_dataset(k, kwargs[k])}
+        self.options = StreamOptions.from_arguments(
+            options, (), {k: v for k, v in kwargs.items() if k not in per}, "StreamingMultiLeRobotDataset").resolved()
         self.datasets: list[StreamingLeRobotDataset] = []
         for d, (rid, root) in enumerate(zip(repo_ids, roots)):
             own = {k: v[d] for k, v in per.items() if v[d] is not None}
             with _naming(d, rid):  # the per-dataset options are checked here, by the dataset's own constructor
-                self.datasets.append(StreamingLeRobotDataset(rid, root, options=mixture_opts, **own))
-        if "camera_keys" not in per:  # decode only the cameras every dataset has (the others are dropped)
+                self.datasets.append(StreamingLeRobotDataset(rid, root, options=self.options, **own))
+        # decode only the cameras every dataset has (the others are dropped)
+        if self.options.camera_keys is None and "camera_keys" not in per:
             cams = [set(c.meta.camera_keys) for c in self.datasets]
             common = [k for k in self.datasets[0].meta.camera_keys if all(k in c for c in cams)]
             for d, child in enumerate(self.datasets):
@@ -184,8 +191,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
             self._offsets.append(off)
             off += int(max(c.meta.episode_indices)) + 1
         self.meta = self._mixture_meta(aggregate_stats([c.meta.stats for c in self.datasets], keys=self.features))
-        if self.partitions is not None:  # its rules (>= ranks x workers, <= each dataset's episodes) before any fetch
-            self._planner(self.num_workers)
+        if self.options.partitions is not None:  # its rules (>= ranks x workers, <= each dataset's episodes) first
+            self._planner(self.loader_settings())
         self._setup_s = time.perf_counter() - t0
 
     # --- features -------------------------------------------------------------------------------
@@ -216,7 +223,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
                     f"the datasets decode different cameras: {a} in dataset 0 ({self.repo_ids[0]}) but {b} in dataset "
                     f"{d} ({self.repo_ids[d]}); items of a mixture have one key set: give every dataset the same "
                     "camera_keys", option="camera_keys")
-        lengths = [{k: len(v) for k, v in (c.delta_timestamps or {}).items()} for c in self.datasets]
+        lengths = [{k: len(v) for k, v in (c.options.delta_timestamps or {}).items()} for c in self.datasets]
         for key in sorted({k for w in lengths for k in w} & set(common)):
             ref = lengths[0].get(key)
             for d in range(1, len(lengths)):
@@ -310,17 +317,15 @@ class StreamingMultiLeRobotDataset(StreamCore):
                            transform_keys=transform_keys)
                 for d, (child, off, drop) in enumerate(zip(self.datasets, self._offsets, self._dropped))]
 
-    def _planner(self, num_workers: int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
-        """The mixture's planner for ``num_workers`` DataLoader workers (``episode_nbytes``: each
-        dataset's sizes; None: this process's, computed when first asked)."""
+    def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
+        """The mixture's planner for ``loader``'s settings (``episode_nbytes``: each dataset's
+        sizes; None: this process's, computed when first asked)."""
         from lerobotstream.planner import MixturePlanner
 
         return MixturePlanner.for_datasets(
-            [c.anchor_lengths() for c in self.datasets], self.weights, self._offsets, seed=self.seed,
-            num_workers=int(num_workers), pool_size=self.episode_pool_size, byte_budget_gb=self.byte_budget_gb,
-            decoder_cache_size=self.video_decoder_cache_size, strategy=self.sampling_strategy, repeat=self.repeat,
-            batch_size=self.batch_size, drop_last=self.drop_last, episode_nbytes=episode_nbytes or self.episode_sizes(),
-            mixture=self.mixture, equalize=self.equalize, partitions=self.partitions)
+            [c.anchor_lengths() for c in self.datasets], self.weights, self._offsets,
+            plan_settings(self.options, self.loader_settings(loader)),
+            episode_nbytes=episode_nbytes or self.episode_sizes(), mixture=self.mixture)
 
     def _part_count(self) -> int:
         return len(self.datasets)
@@ -363,6 +368,9 @@ class StreamingMultiLeRobotDataset(StreamCore):
         total = sum(self.weights)
         return (f"StreamingMultiLeRobotDataset({self.repo_ids}, shares={[float(f'{w / total:.3g}') for w in self.weights]}, "
                 f"frames={self.num_frames}, episodes={self.num_episodes})")
+
+
+add_option_views(StreamingMultiLeRobotDataset, skip=PER_DATASET_OPTIONS)
 
 
 def _naming(d: int, repo_id: str):

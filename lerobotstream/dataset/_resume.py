@@ -17,8 +17,10 @@ class ResumeState:
         samples (int): samples of the rank consumed since ``epoch`` began (loaded or set).
         yielded (int): items this process yielded since then (the ``num_workers=0`` count).
         loaded (dict | None): the state dict as loaded (None: none loaded).
-        planned_for (tuple | None): ``(DataLoader workers, batch_size, drop_last, epoch, samples)``
-            the loaded state was planned for and the position it gave (replanned when they change
+        batch_size (int | None): the loaded state's batch size (what a stream whose
+            ``batch_size`` option is unset batches with; None: no state loaded).
+        planned_for (tuple | None): ``(LoaderSettings, epoch, samples)``: the loader settings the
+            loaded state was planned for and the position it gave (replanned when they change
             before iterating).
         origin (dict | None), origin_epoch (int | None): an elastic resume's origin (the state whose
             unconsumed samples epoch ``origin_epoch`` replays).
@@ -33,7 +35,8 @@ class ResumeState:
     samples: int = 0
     yielded: int = 0
     loaded: dict[str, Any] | None = None
-    planned_for: tuple[int, int | None, bool, int, int] | None = None
+    batch_size: int | None = None
+    planned_for: tuple[Any, int, int] | None = None
     origin: dict[str, Any] | None = None
     origin_epoch: int | None = None
     remainders: list[Any] | None = None

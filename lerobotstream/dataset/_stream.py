@@ -18,29 +18,82 @@ It owns what both streams do the same way (MosaicML Streaming's shape: one datas
   count fit) and :meth:`StreamCore.shard` → :class:`StreamShard` (``items``, ``source_stats()``,
   ``close()``).
 
-A subclass provides :meth:`_parts` (one :class:`StreamPart` per dataset) and :meth:`_planner`
-(the rank's planner for a DataLoader worker count), and the option attributes the core reads
-(``num_workers``, ``repeat``, ``drop_last``, ``batch_size``, ``prefetch_episodes``,
-``decode_threads``, ``decoded_queue_size``, ``decode_lookahead``, ``first_lookahead``,
-``decoded_cache_gb``, ``image_transforms``).
+A subclass provides :meth:`_parts` (one :class:`StreamPart` per dataset), :meth:`_planner`
+(the rank's planner for a loader's settings) and ``options``: its resolved, frozen
+:class:`~lerobotstream.options.StreamOptions`, the one place every layer reads its options from
+(the wiring takes the object whole; the planner its :func:`plan_settings`). Each option is also a
+read-only attribute, a view of ``options`` (``ds.byte_budget_gb``).
+
+What batches the stream (a ``DataLoader`` or a ``StreamLoader``) fixes its shards and batch turns:
+:class:`LoaderSettings` (``batch_size``, ``num_workers``, ``drop_last``), handed to the core as
+data. Unless a loader hands its own, they are the options' (``batch_size=None``: a loaded
+state's, else 1); a ``DataLoader`` gives only its worker count (``prepare(n)``).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 from lerobotstream.dataset import _counters
 from lerobotstream.dataset._resume import ResumeState
-from lerobotstream.dataset._wiring import GIB, Run, StreamPart, WiringSettings, shard_items
+from lerobotstream.dataset._wiring import Run, StreamPart, shard_items
 from lerobotstream.errors import StreamingConfigError
-from lerobotstream.options import StreamOptions, is_int, require
-from lerobotstream.planner import EpisodeSizes
+from lerobotstream.options import StreamOptions, check_option, is_int, option_info, require
+from lerobotstream.planner import EpisodeSizes, PlanSettings
 
-__all__ = ["StreamCore", "StreamPart", "StreamPosition", "StreamShard", "GIB"]
+__all__ = ["LoaderSettings", "StreamCore", "StreamPart", "StreamPosition", "StreamShard", "add_option_views",
+           "plan_settings"]
+
+
+@dataclass(frozen=True)
+class LoaderSettings:
+    """The settings of what batches a stream — a ``DataLoader`` or a ``StreamLoader`` — that fix
+    its shards and batch turns (and so its resume state), handed to the stream as data.
+
+    Fields (each checked by its option's rule, ``options.check_option``; numpy ints become ints):
+        batch_size (int | None): samples per batch, >= 1 (None: a loaded state's, else 1).
+        num_workers (int): DataLoader workers (shards), 0 to ``constants.MAX_NUM_WORKERS`` (0: one
+            stream in the training process).
+        drop_last (bool): each shard's short last batch is dropped.
+
+    Raises:
+        StreamingConfigError: a field breaks its option's rule (names it, its value and the rule).
+    """
+
+    batch_size: int | None = None
+    num_workers: int = 0
+    drop_last: bool = False
+
+    def __post_init__(self) -> None:
+        check_option("batch_size", self.batch_size)
+        check_option("num_workers", self.num_workers, required=True)
+        check_option("drop_last", self.drop_last)
+        object.__setattr__(self, "batch_size", None if self.batch_size is None else int(self.batch_size))
+        object.__setattr__(self, "num_workers", int(self.num_workers))
+        object.__setattr__(self, "drop_last", bool(self.drop_last))
+
+    def plays_as(self, other: LoaderSettings) -> bool:
+        """The same shards and batch turns as ``other`` (0 and 1 workers are one stream either way)."""
+        same_workers = self.num_workers == other.num_workers or {self.num_workers, other.num_workers} <= {0, 1}
+        return same_workers and (self.batch_size, self.drop_last) == (other.batch_size, other.drop_last)
+
+
+def plan_settings(options: StreamOptions, loader: LoaderSettings, *, rank: int | None = None,
+                  world_size: int | None = None) -> PlanSettings:
+    """The :class:`~lerobotstream.planner.PlanSettings` of a stream's resolved ``options`` batched
+    with ``loader``'s settings: every field named as an option takes that option's value (the
+    byte budget in bytes: ``options.byte_budget``), ``num_workers`` / ``batch_size`` (1 when
+    unset) / ``drop_last`` are the loader's."""
+    from dataclasses import fields
+
+    own = {f.name: getattr(options, f.name) for f in fields(PlanSettings) if hasattr(options, f.name)}
+    return PlanSettings(**{**own, "num_workers": loader.num_workers, "batch_size": loader.batch_size or 1,
+                           "drop_last": loader.drop_last, "rank": rank, "world_size": world_size})
+
 
 @dataclass(frozen=True)
 class StreamPosition:
@@ -93,6 +146,9 @@ class StreamShard:
 class StreamCore(torch.utils.data.IterableDataset):
     """Resume state, epochs and the one iterator of a stream of one rank (see the module doc)."""
 
+    #: the stream's options, resolved and frozen (:meth:`StreamOptions.resolved`; set by the subclass)
+    options: StreamOptions
+
     def __init__(self) -> None:
         super().__init__()
         #: where the next iterator starts and what a loaded state left to replan (pure data)
@@ -100,13 +156,16 @@ class StreamCore(torch.utils.data.IterableDataset):
         self._run: Run | None = None
         self._sizes: tuple[int, list[EpisodeSizes]] | None = None  # (pid, each part's sizes)
 
-    def _take_options(self, opts: StreamOptions, skip: Sequence[str] = ()) -> None:
-        """Keep ``opts`` (``self.options``) and every option (but ``skip``) as a resolved attribute
-        (``ds.byte_budget_gb``...; see :meth:`StreamOptions.resolved`)."""
-        self.options = opts
-        for name, value in opts.resolved().items():
-            if name not in skip:
-                setattr(self, name, value)
+    def loader_settings(self, loader: LoaderSettings | int | None = None) -> LoaderSettings:
+        """The settings the stream's batches are made with: ``loader`` itself when a
+        :class:`LoaderSettings` (a loader's own), else the options' (``batch_size``, ``num_workers``,
+        ``drop_last``) with ``loader`` workers when an int (a ``DataLoader``'s count); a batch size
+        left unset is the loaded state's (:meth:`load_state_dict`), else None (1 in the planner)."""
+        if isinstance(loader, LoaderSettings):
+            return loader if loader.batch_size is not None else replace(loader, batch_size=self._resume.batch_size)
+        o = self.options
+        return LoaderSettings(o.batch_size if o.batch_size is not None else self._resume.batch_size,
+                              o.num_workers if loader is None else loader, o.drop_last)
 
     # --- what a stream provides -----------------------------------------------------------------
     def _parts(self) -> list[StreamPart]:
@@ -116,9 +175,9 @@ class StreamCore(torch.utils.data.IterableDataset):
         """How many parts (datasets) :meth:`_parts` gives."""
         raise NotImplementedError
 
-    def _planner(self, num_workers: int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
-        """The rank's planner for ``num_workers`` DataLoader workers (``episode_nbytes``: each
-        part's sizes; None: this process's, :meth:`episode_sizes`)."""
+    def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
+        """The rank's planner for batches made with ``loader``'s settings (:meth:`loader_settings`;
+        ``episode_nbytes``: each part's sizes; None: this process's, :meth:`episode_sizes`)."""
         raise NotImplementedError
 
     def episode_sizes(self) -> list[EpisodeSizes]:
@@ -139,10 +198,10 @@ class StreamCore(torch.utils.data.IterableDataset):
         planner.seek(r.epoch, r.samples, origin=r.origin, origin_epoch=r.origin_epoch, remainders=r.remainders)
         return planner
 
-    def _rank_planner(self, num_workers: int, sizes: Sequence[EpisodeSizes] | None = None):
-        """The one place the core gets a planner: the rank's for ``num_workers`` DataLoader
-        workers, at this stream's resume position (``sizes``: an iterator's, else this process's)."""
-        return self._positioned(self._planner(num_workers, sizes))
+    def _rank_planner(self, loader: LoaderSettings | int, sizes: Sequence[EpisodeSizes] | None = None):
+        """The one place the core gets a planner: the rank's for ``loader``'s settings, at this
+        stream's resume position (``sizes``: an iterator's, else this process's)."""
+        return self._positioned(self._planner(loader, sizes))
 
     # --- resume -----------------------------------------------------------------------------------
     @property
@@ -201,13 +260,16 @@ class StreamCore(torch.utils.data.IterableDataset):
                                            option=name, value=v)
         self._resume.move(epoch, samples)
 
-    def prepare(self, num_workers: int) -> StreamPosition:
-        """Get ready to iterate as ``num_workers`` shards (0: one stream), and say from where.
+    def prepare(self, loader: LoaderSettings | int | None = None) -> StreamPosition:
+        """Get ready to iterate with ``loader``'s settings — a loader's :class:`LoaderSettings`, or
+        a ``DataLoader``'s worker count with the options' batch settings (None: the options') —
+        and say from where.
 
         A state loaded for another worker count, ``batch_size`` or ``drop_last`` than these is
         replanned here (0 and 1 workers are one shard either way; elastic when they differ from the
-        checkpoint's): the stream adopts the remainder of the epoch planned for ``num_workers``
-        shards, so the returned position is the remainder's.
+        checkpoint's): the stream adopts the remainder of the epoch planned for these settings, so
+        the returned position is the remainder's. A ``DataLoader`` worker count other than the
+        options' ``num_workers`` then warns (``state_dict()`` describes the options' count).
 
         Returns:
             StreamPosition: where the shards start (pass it to :meth:`shard`): the epoch and the
@@ -215,17 +277,18 @@ class StreamCore(torch.utils.data.IterableDataset):
             not what this process's own iterators yielded since).
 
         Raises:
-            ResumeStateError: the loaded state cannot be resumed with ``num_workers`` shards.
+            ResumeStateError: the loaded state cannot be resumed with these settings.
         """
-        self._fit_worker_count(int(num_workers))
+        self._fit_loader(self.loader_settings(loader), warn=not isinstance(loader, LoaderSettings))
         return StreamPosition(self._resume.epoch, self._resume.samples)
 
-    def shard(self, worker: int | None, num_workers: int, *, epoch: int, samples: int, in_process: bool,
-              slots: Callable[[int], Any] | None = None) -> StreamShard:
-        """Shard ``worker`` of ``num_workers`` (None, 0: the one stream) from ``samples`` consumed
-        samples of ``epoch`` (the rank's count: :meth:`prepare`'s position): the items a
-        ``DataLoader`` worker ``worker`` of ``num_workers`` yields from there, with its
-        per-process state made in this process (never a parent's).
+    def shard(self, worker: int | None, loader: LoaderSettings | int, *, epoch: int, samples: int,
+              in_process: bool, slots: Callable[[int], Any] | None = None) -> StreamShard:
+        """Shard ``worker`` of ``loader``'s ``num_workers`` (a :class:`LoaderSettings`, or a
+        ``DataLoader``'s worker count with the options' batch settings; None, 0: the one stream)
+        from ``samples`` consumed samples of ``epoch`` (the rank's count: :meth:`prepare`'s
+        position): the items a ``DataLoader`` worker ``worker`` of that many yields from there,
+        with its per-process state made in this process (never a parent's).
 
         Args:
             in_process: the shard is iterated in the training process (image transforms then run
@@ -244,12 +307,13 @@ class StreamCore(torch.utils.data.IterableDataset):
             ByteBudgetError: an episode does not fit the byte budget. Fetch and decode errors as
             ``__iter__``'s.
         """
-        nw = int(num_workers)
-        run = self._fresh_run() if in_process and nw > 0 else self._process_run()
-        items = self._iter_worker(worker, nw, int(epoch), int(samples), run, in_process=in_process, slots=slots)
-        return StreamShard(self, worker, nw, run, items)
+        ls = self.loader_settings(loader)
+        run = self._fresh_run() if in_process and ls.num_workers > 0 else self._process_run()
+        items = self._iter_worker(worker, ls, int(epoch), int(samples), run, in_process=in_process, slots=slots)
+        return StreamShard(self, worker, ls.num_workers, run, items)
 
-    def state_dict(self, samples_consumed: int | None = None, *, batches_consumed: int | None = None) -> dict[str, Any]:
+    def state_dict(self, samples_consumed: int | None = None, *, batches_consumed: int | None = None,
+                   loader: LoaderSettings | None = None) -> dict[str, Any]:
         """Resume state of this rank (``planner.StreamState`` layout, schema-versioned).
 
         Args:
@@ -258,27 +322,31 @@ class StreamCore(torch.utils.data.IterableDataset):
             batches_consumed: alternatively, batches consumed (converted by replaying the
                 DataLoader's batch turns, exact with short last batches).
             Neither: :attr:`samples_consumed` (exact with ``num_workers=0``).
+            loader: the settings the batches were made with (a ``StreamLoader``'s); None: the
+                options' (:meth:`loader_settings`).
         """
         from lerobotstream.planner import replay_turns
 
-        planner = self._rank_planner(self.num_workers)
+        ls = self.loader_settings(loader)
+        planner = self._rank_planner(ls)
         planner.samples_consumed = 0
         if batches_consumed is not None:
             require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
                     "an int >= 0")
             given, _, _ = replay_turns(planner.turn_limits(), planner.batch_size, batches=int(batches_consumed),
-                                       drop_last=self.drop_last)
+                                       drop_last=ls.drop_last)
             samples_consumed = sum(given)
         s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
         require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
         return planner.state_dict(samples_consumed=s)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], *, loader: LoaderSettings | None = None) -> None:
         """Restore a :meth:`state_dict` (before iterating): of this topology (the same order
         continues), or of another world size, DataLoader worker count, batch size, pool size or
         byte budget (elastic resume: the epoch's unconsumed samples are replanned over this run's
         ranks and workers, then plain epochs follow; see docs/resume.md). ``resume_changes`` lists
-        what changed.
+        what changed. ``loader``: the settings the batches will be made with (a ``StreamLoader``'s;
+        None: the options', the batch size the state's when the options leave it unset).
 
         Raises:
             ResumeStateError: no schema marker, another stream (dataset, episodes, mixture) or seed.
@@ -286,22 +354,21 @@ class StreamCore(torch.utils.data.IterableDataset):
         from lerobotstream.planner import StreamState
 
         st = StreamState.from_dict(state)
-        if self.batch_size is None:
-            self.batch_size = st.batch_size
-        self._load(state, self.num_workers)
+        self._resume.batch_size = st.batch_size  # what an unset batch_size option stands for now
+        self._load(state, self.loader_settings(loader))
 
-    def _load(self, state: dict[str, Any], nw: int) -> None:
-        """Adopt ``state`` for ``nw`` DataLoader workers and this stream's other settings now, and
-        remember them (:meth:`_fit_worker_count` replans when they change before iterating).
+    def _load(self, state: dict[str, Any], loader: LoaderSettings) -> None:
+        """Adopt ``state`` for batches made with ``loader``'s settings and this stream's options,
+        and remember them (:meth:`_fit_loader` replans when they change before iterating).
 
         Elastic: the remainder is computed here, once (the training process, before DataLoader
         workers start; under a byte budget it sizes the episodes its replay admits, opening the
         datasets' indexes), and kept for this rank (``rank_remainders``: O(episodes)) so that the
         workers, which get it with the dataset (fork or pickle), do not compute it again."""
-        planner = self._planner(nw)
+        planner = self._planner(loader)
         fixed = dict(state)
-        if {int(state["num_workers"]), nw} <= {0, 1}:
-            fixed["num_workers"] = nw  # one shard either way: the same stream
+        if {int(state["num_workers"]), loader.num_workers} <= {0, 1}:
+            fixed["num_workers"] = loader.num_workers  # one shard either way: the same stream
         planner.load_state_dict(fixed)
         r = self._resume
         r.origin, r.origin_epoch = planner.origin, planner.origin_epoch
@@ -312,14 +379,14 @@ class StreamCore(torch.utils.data.IterableDataset):
         r.changes = list(planner.resume_changes)
         r.remainders = planner.rank_remainders() if r.origin is not None else None
         r.loaded = dict(state)
-        r.planned_for = (nw, self.batch_size, bool(self.drop_last), r.epoch, r.samples)
+        r.planned_for = (loader, r.epoch, r.samples)
 
-    def resume_info(self) -> dict[str, Any] | None:
+    def resume_info(self, *, loader: LoaderSettings | None = None) -> dict[str, Any] | None:
         """What an elastic resume continues (None: a plain epoch): ``epoch``, ``samples_left`` (all
         ranks) and ``samples_left_per_dataset``, ``rank_samples`` (this rank), ``unit``
         (``episodes`` or ``partitions``), ``whole``, ``started``, ``depth``, ``consumed`` (see
-        ``Planner.remainder_info``)."""
-        return self._rank_planner(self.num_workers).remainder_info()
+        ``Planner.remainder_info``); ``loader``: as :meth:`state_dict`'s."""
+        return self._rank_planner(self.loader_settings(loader)).remainder_info()
 
     def _iteration_start(self, nw: int) -> tuple[int, int]:
         """(epoch, consumed samples) an iterator starts from in this process, with ``nw``
@@ -346,33 +413,36 @@ class StreamCore(torch.utils.data.IterableDataset):
             r.iter_starts += 1
         return epoch, samples
 
-    def _fit_worker_count(self, nw: int) -> None:
-        """Replan a loaded state whose DataLoader worker count (0 and 1 are one shard either way),
-        ``batch_size`` or ``drop_last`` differ from ``nw`` and this stream's settings now (a
-        ``StreamLoader`` sets its own on a dataset that may have loaded a state already; a
-        DataLoader may run another worker count than the dataset's ``num_workers``): the state is
-        loaded again for them, as if they had been set before ``load_state_dict`` (the same order
-        when they are the checkpoint's, else elastic). Nothing to do once the stream has moved
-        from the loaded position (``set_epoch``, or items yielded in this process).
+    def _fit_loader(self, loader: LoaderSettings, *, warn: bool) -> None:
+        """Replan a loaded state whose loader settings (DataLoader worker count — 0 and 1 are one
+        shard either way —, ``batch_size``, ``drop_last``) differ from ``loader``'s: the state is
+        loaded again for them, as if they had been given to ``load_state_dict`` (the same order
+        when they are the checkpoint's, else elastic). A ``StreamLoader`` hands its own settings to
+        a dataset that may have loaded a state already; a DataLoader may run another worker count
+        than the options' ``num_workers`` (``warn``: say so, ``state_dict()`` describes theirs).
+        Nothing to do once the stream has moved from the loaded position (``set_epoch``, or items
+        yielded in this process).
 
         Raises:
-            ResumeStateError: the state cannot be resumed with ``nw`` workers.
+            ResumeStateError: the state cannot be resumed with ``loader``'s settings.
         """
         r = self._resume
         t = r.planned_for
-        if t is None or (t[3], t[4]) != (r.epoch, r.samples) or r.yielded:
+        if t is None or (t[1], t[2]) != (r.epoch, r.samples) or r.yielded:
             return
-        if (t[1], t[2]) != (self.batch_size, bool(self.drop_last)) or (t[0] != nw and not {t[0], nw} <= {0, 1}):
-            if nw != (self.num_workers or 0) and not {nw, self.num_workers or 0} <= {0, 1}:
+        if not loader.plays_as(t[0]):
+            own = self.options.num_workers
+            if warn and not loader.plays_as(self.loader_settings()):
                 import warnings
 
+                nw = loader.num_workers
                 warnings.warn(
                     f"the DataLoader runs {nw} worker(s) but the dataset was built with num_workers="
-                    f"{self.num_workers}: the loaded state resumes elastically for {nw}, but state_dict() in the "
-                    f"training process describes {self.num_workers} worker(s), so a state saved from this run "
+                    f"{own}: the loaded state resumes elastically for {nw}, but state_dict() in the "
+                    f"training process describes {own} worker(s), so a state saved from this run "
                     f"would resume the wrong samples; pass num_workers={nw} (and max_num_shards) to the dataset",
-                    RuntimeWarning, stacklevel=2)
-            self._load(r.loaded, nw)
+                    RuntimeWarning, stacklevel=3)
+            self._load(r.loaded, loader)
 
     def __getstate__(self) -> dict[str, Any]:
         st = dict(self.__dict__)
@@ -405,20 +475,14 @@ class StreamCore(torch.utils.data.IterableDataset):
         finally:
             shard.close()
 
-    def _iter_worker(self, wid: int | None, nw: int, epoch: int, samples: int, run: Run, *, in_process: bool,
-                     slots: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
-        """The items of logical worker ``wid`` of ``nw`` (None, 0: the one stream) from
-        (``epoch``, ``samples`` consumed by the rank), produced with ``run``'s workers
-        (:meth:`shard`'s generator; the wiring: :func:`~lerobotstream.dataset._wiring.shard_items`)."""
-        planner = self._rank_planner(nw, run.sizes)
-        return shard_items(planner, run, wid, nw, epoch, samples, self._wiring_settings(),
-                           in_process=in_process, slots=slots)
-
-    def _wiring_settings(self) -> WiringSettings:
-        return WiringSettings(prefetch_episodes=self.prefetch_episodes, decode_threads=self.decode_threads,
-                              decoded_queue_size=self.decoded_queue_size, decode_lookahead=self.decode_lookahead,
-                              first_lookahead=self.first_lookahead, decoded_cache_gb=self.decoded_cache_gb,
-                              batch_size=self.batch_size, image_transforms=self.image_transforms)
+    def _iter_worker(self, wid: int | None, loader: LoaderSettings, epoch: int, samples: int, run: Run, *,
+                     in_process: bool, slots: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
+        """The items of logical worker ``wid`` of ``loader.num_workers`` (None, 0: the one stream)
+        from (``epoch``, ``samples`` consumed by the rank), produced with ``run``'s workers
+        (:meth:`shard`'s generator; the wiring: :func:`~lerobotstream.dataset._wiring.shard_items`,
+        which reads the options it needs from the stream's ``options``)."""
+        planner = self._rank_planner(loader, run.sizes)
+        return shard_items(planner, run, wid, epoch, samples, self.options, loader, in_process=in_process, slots=slots)
 
     # --- counters (dataset/_counters.py) --------------------------------------------------------------
     def _part_stats(self, d: int) -> dict[str, Any]:
@@ -439,3 +503,16 @@ class StreamCore(torch.utils.data.IterableDataset):
     def _combine_source_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
         """One dict of the parts' source counters (the subclass's rule; a single part's as is)."""
         return parts[0] if parts else {}
+
+
+def add_option_views(cls: type, skip: Sequence[str] = ()) -> type:
+    """Give ``cls`` one read-only attribute per option (but ``skip`` and the names it defines
+    itself): a view of ``self.options``, never a copy (``ds.byte_budget_gb`` is
+    ``ds.options.byte_budget_gb``; setting one raises AttributeError: the options are frozen)."""
+    for info in option_info():
+        if info.name in skip or any(info.name in vars(k) for k in cls.__mro__):
+            continue
+        view = property(lambda self, name=info.name: getattr(self.options, name),
+                        doc=f"``options.{info.name}`` (read-only): {info.help}")
+        setattr(cls, info.name, view)
+    return cls

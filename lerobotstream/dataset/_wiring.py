@@ -28,9 +28,8 @@ from lerobotstream.dataset._worker import Worker, WorkerConfig
 from lerobotstream.payload_cache import EpisodeByteCache
 from lerobotstream.planner import EpisodeSizes
 
-__all__ = ["GIB", "ASSEMBLY_GROUP", "Run", "StreamPart", "WiringSettings", "shard_items"]
+__all__ = ["ASSEMBLY_GROUP", "Run", "StreamPart", "shard_items"]
 
-GIB = 1 << 30
 #: items per assembly task at most (the largest divisor of the batch size up to this): one hand-off
 #: between the pipeline's threads per group instead of per item
 ASSEMBLY_GROUP = 4
@@ -54,25 +53,6 @@ class StreamPart:
     dataset_index: int | None = None
     dropped: tuple[str, ...] = ()
     transform_keys: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class WiringSettings:
-    """The stream options one iterator's wiring reads (plain values; see ``options.StreamOptions``).
-
-    Fields: prefetch_episodes (int), decode_threads (int), decoded_queue_size (int),
-    decode_lookahead (int, anchors), first_lookahead (int | None, anchors), decoded_cache_gb
-    (float, GiB per rank), batch_size (int | None), image_transforms (callable | None).
-    """
-
-    prefetch_episodes: int
-    decode_threads: int
-    decoded_queue_size: int
-    decode_lookahead: int
-    first_lookahead: int | None
-    decoded_cache_gb: float
-    batch_size: int | None
-    image_transforms: Callable | None = None
 
 
 class Run:
@@ -130,15 +110,19 @@ class Run:
         self.workers[d].on_free(ep)
 
 
-def shard_items(planner: Any, run: Run, wid: int | None, nw: int, epoch: int, samples: int,
-                settings: WiringSettings, *, in_process: bool,
-                slots: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
-    """The items of DataLoader worker ``wid`` of ``nw`` (None, 0: the one stream) from ``samples``
-    consumed samples of ``epoch`` (the rank's count), produced with ``run``'s workers.
+def shard_items(planner: Any, run: Run, wid: int | None, epoch: int, samples: int, options: Any, loader: Any, *,
+                in_process: bool, slots: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
+    """The items of DataLoader worker ``wid`` of ``loader.num_workers`` (None, 0: the one stream)
+    from ``samples`` consumed samples of ``epoch`` (the rank's count), produced with ``run``'s workers.
 
     Args:
-        planner: the rank's planner for ``nw`` workers, built with ``run.sizes`` as its episode
-            sizes (``planner.Planner``).
+        planner: the rank's planner for ``loader``'s settings, built with ``run.sizes`` as its
+            episode sizes (``planner.Planner``).
+        options: the stream's resolved ``StreamOptions``; read here: ``prefetch_episodes``,
+            ``decode_threads``, ``decoded_queue_size``, ``decode_lookahead``, ``first_lookahead``,
+            ``decoded_cache_bytes`` (per rank: split over the workers), ``image_transforms``.
+        loader: the stream's ``LoaderSettings`` (``num_workers``; ``batch_size``: the first
+            decode chunk and the assembly groups).
         in_process: image transforms on the iterating thread (else on the decode threads).
         slots: the pipeline's per-item frame slots (``Pipeline``'s ``slots``).
 
@@ -148,6 +132,7 @@ def shard_items(planner: Any, run: Run, wid: int | None, nw: int, epoch: int, sa
     """
     from lerobotstream.dataset._decoded_gops import DecodedGopCache
 
+    nw, batch_size = loader.num_workers, loader.batch_size
     planner.set_epoch(epoch)
     planner.samples_consumed = samples
     start = planner.worker_start(wid, nw)
@@ -159,22 +144,21 @@ def shard_items(planner: Any, run: Run, wid: int | None, nw: int, epoch: int, sa
     # prefetches one, checked against its plan's budget (ByteBudgetError then, naming the dataset
     # of a mixture, before any byte of that episode is fetched)
     cache = EpisodeByteCache(max(1, budget), run.sizes_for(plans), run.fetch,
-                             max_workers=max(1, min(8, settings.prefetch_episodes + 1)))
+                             max_workers=max(1, min(8, options.prefetch_episodes + 1)))
     run.cache = cache
     gops = DecodedGopCache(0)  # one decoded-GOP cache for the worker: each part's keys namespaced
     for d, (part, w, plan) in enumerate(zip(run.parts, run.workers, plans)):
         n_cams = max(1, len(part.config.video_keys))
-        cap = plan.decoder_cache_size or plan.pool_size * n_cams + settings.prefetch_episodes * n_cams
-        w.bind(cache, part.offset, gops, (d,), decoder_capacity=cap,
-               gop_capacity_bytes=int(settings.decoded_cache_gb * GIB) // max(1, nw),
-               transforms_in_threads=not in_process)
+        cap = plan.video_decoder_cache_size or plan.pool_size * n_cams + options.prefetch_episodes * n_cams
+        w.bind(cache, part.offset, gops, (d,), video_decoder_cache_size=cap,
+               gop_capacity_bytes=options.decoded_cache_bytes // max(1, nw), transforms_in_threads=not in_process)
     pipe = Pipeline(planner.worker_pools(start, plans), start.limit, cache, run.decode_group, run.assemble,
-                    decode_threads=settings.decode_threads, decoded_queue_size=settings.decoded_queue_size,
-                    prefetch_episodes=settings.prefetch_episodes, lookahead=settings.decode_lookahead,
+                    decode_threads=options.decode_threads, decoded_queue_size=options.decoded_queue_size,
+                    prefetch_episodes=options.prefetch_episodes, lookahead=options.decode_lookahead,
                     on_free=run.on_free, times=run.times,
-                    first_lookahead=settings.first_lookahead or settings.batch_size or 8, slots=slots,
-                    assembly_group=math.gcd(settings.batch_size or 1, ASSEMBLY_GROUP))
-    tfm = None if not in_process else settings.image_transforms
+                    first_lookahead=options.first_lookahead or batch_size or 8, slots=slots,
+                    assembly_group=math.gcd(batch_size or 1, ASSEMBLY_GROUP))
+    tfm = None if not in_process else options.image_transforms
     by_index = {part.dataset_index: (w, part.transform_keys) for part, w in zip(run.parts, run.workers)}
     try:
         for item in pipe:

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,24 +41,20 @@ class WorkerConfig:
     Fields:
         meta: the dataset's :class:`~lerobotstream.meta.DatasetMeta` (its ``source`` reads Parquet).
         payload_source: the :class:`~lerobotstream.sources.ByteSource` of the MP4 payload.
-        sidecar_npz (str): the validated MP4 sidecar; sidecar_lock_timeout_s (float, seconds).
+        sidecar_npz (str): the validated MP4 sidecar.
         cameras: the ``camera_keys`` plan (``dataset._cameras.CameraPlan``).
         windows: ``delta_timestamps`` windows (``dataset._windows.DeltaWindows``).
-        tolerance_s (float, seconds), device (str), ffmpeg_threads (int), return_uint8 (bool),
-        image_transforms (callable | None): as the dataset's options.
+        options: the dataset's resolved ``StreamOptions``, whole; the worker reads
+            ``sidecar_lock_timeout_s``, ``tolerance_s``, ``device``, ``ffmpeg_threads``,
+            ``return_uint8`` and ``image_transforms`` from it.
     """
 
     meta: Any
     payload_source: Any
     sidecar_npz: str
-    sidecar_lock_timeout_s: float
     cameras: Any
     windows: Any
-    tolerance_s: float
-    device: str
-    ffmpeg_threads: int
-    return_uint8: bool
-    image_transforms: Callable | None
+    options: Any
 
     @property
     def video_keys(self) -> list[str]:
@@ -85,13 +81,13 @@ class Worker:
         self.cfg = cfg
         self.source = cfg.payload_source
         t0 = time.perf_counter()
-        self.index = Mp4Index.open(cfg.sidecar_npz, lock_timeout_s=cfg.sidecar_lock_timeout_s)
+        self.index = Mp4Index.open(cfg.sidecar_npz, lock_timeout_s=cfg.options.sidecar_lock_timeout_s)
         self.index_open_s = time.perf_counter() - t0
         self.parquet = EpisodeParquetReader(cfg.meta.source)
         if cfg.cameras.skipped_columns:  # image features not selected: their bytes are never read
             names = self.parquet.metadata(cfg.meta.episodes[0].data_path).schema.to_arrow_schema().names
             self.parquet.columns = [c for c in names if c not in set(cfg.cameras.skipped_columns)]
-        self.spans = EpisodeSpans(self.index, cfg.meta, cfg.video_keys, cfg.tolerance_s,
+        self.spans = EpisodeSpans(self.index, cfg.meta, cfg.video_keys, cfg.options.tolerance_s,
                                   on_planned=lambda dt: self.add(spans_s=dt))
         self.decoders = OpenDecoderLRU(1)
         self.fallback = FALLBACK_STATUS
@@ -107,12 +103,13 @@ class Worker:
         #: image transforms run on the assembly threads (DataLoader workers) or when items are yielded
         self.transforms_in_threads = True
 
-    def bind(self, cache: EpisodeByteCache, offset: int, gops: Any, namespace: tuple, *, decoder_capacity: int,
-             gop_capacity_bytes: int, transforms_in_threads: bool) -> None:
+    def bind(self, cache: EpisodeByteCache, offset: int, gops: Any, namespace: tuple, *,
+             video_decoder_cache_size: int, gop_capacity_bytes: int, transforms_in_threads: bool) -> None:
         """Start an iterator: the worker's byte cache (episode ``e`` at ``offset + e``), the shared
-        decoded-GOP cache (this dataset's keys under ``namespace``), the open-decoder cap."""
+        decoded-GOP cache (this dataset's keys under ``namespace``), the open-decoder cap (this
+        worker's share of ``video_decoder_cache_size``, or its default)."""
         self.decoders.clear()
-        self.decoders.capacity = max(1, int(decoder_capacity))
+        self.decoders.capacity = max(1, int(video_decoder_cache_size))
         self.jobs.gops, self.jobs.namespace = gops, namespace
         self.reset_gops(gop_capacity_bytes)
         self.cache = _CacheView(cache, offset)
@@ -172,9 +169,10 @@ class Worker:
         from lerobotstream.decode import EpisodeVideo
 
         span, table, path, from_ts = self.span(ep, cam)
+        o = self.cfg.options
         return EpisodeVideo(table, span, mini, episode_index=ep, camera=cam, path=path, from_timestamp=from_ts,
-                            fps=self.cfg.meta.fps, tolerance_s=self.cfg.tolerance_s, device=self.cfg.device,
-                            num_threads=self.cfg.ffmpeg_threads, cache=self.decoders, cache_key=(ep, cam, serial),
+                            fps=self.cfg.meta.fps, tolerance_s=o.tolerance_s, device=o.device,
+                            num_threads=o.ffmpeg_threads, cache=self.decoders, cache_key=(ep, cam, serial),
                             depth=cam in self.cfg.cameras.dequantizers)
 
     def assemble(self, ep: int, frame: int, dec: Decoded, slot=None) -> dict[str, Any]:
@@ -185,11 +183,11 @@ class Worker:
                 local = dec.videos[cam].local_indices(dec.from_timestamps[cam] + dec.rows.timestamp_s[idx]).tolist()
             return [got[i] for i in local]
 
-        tfm = self.cfg.image_transforms if self.transforms_in_threads else None
+        tfm = self.cfg.options.image_transforms if self.transforms_in_threads else None
         item = assemble_item(
             dec.rows, frame, windows=self.cfg.windows, video_keys=self.cfg.video_keys,
             frames=frames, tasks=self.cfg.meta.tasks,
-            return_uint8=self.cfg.return_uint8,
+            return_uint8=self.cfg.options.return_uint8,
             image_transforms=tfm, camera_keys=self.cfg.cameras.transform_keys,
             depth=self.cfg.cameras.dequantizers, images=dec.images, image_depth=self.cfg.cameras.image_depth,
             slot=slot,

@@ -11,7 +11,7 @@ import torch
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.loader._batch import known_collate
 from lerobotstream.loader._stall import STALL_WARNING_S, StallWatch
-from lerobotstream.options import option_info, require
+from lerobotstream.options import check_option, is_int
 
 __all__ = ["StreamLoader", "choose_mode", "usable_cpus", "MODES"]
 
@@ -66,15 +66,17 @@ class StreamLoader:
     the caller let go of every view of it: a batch you keep is never overwritten).
 
     Args:
-        dataset: a lerobotstream stream. The loader sets its ``batch_size``, ``num_workers`` and
-            ``drop_last`` to its own (they fix the stream's shards and batch turns). Also accepted:
+        dataset: a lerobotstream stream. The loader hands it its own ``batch_size``,
+            ``num_workers`` and ``drop_last`` as data (a :class:`~lerobotstream.dataset.LoaderSettings`,
+            ``loader.settings``: they fix the stream's shards, batch turns and resume state); the
+            stream and its ``options`` are left as they are. Also accepted:
             a wrapper whose ``dataset`` is a stream and whose ``wrap_items(items, worker, num_workers,
             source_stats)`` maps each shard's item iterator (``lerobotstream-train``'s
             ``TrainingStream``: its bookkeeping tags), run where the shard runs; with
             ``default_collate`` / ``lerobot_collate_fn`` the items' small keys it sees are
             ``IN_BATCH`` markers (their values are already in the batch's arrays).
         batch_size (int): samples per batch, >= 1.
-        num_workers (int): shards, as a DataLoader's workers (0: one stream), >= 0.
+        num_workers (int): shards, as a DataLoader's workers (0: one stream), 0 to 1024.
         mode: ``"threads"``: every shard in the training process (no worker process);
             ``"processes"``: one worker process per shard, batches through a ring of
             ``prefetch_batches`` shared-memory slots per worker, copied out by a background thread;
@@ -100,6 +102,10 @@ class StreamLoader:
     convention): the loader counts the samples it handed out; a loader restored from a state
     continues with the next batch exactly. :meth:`set_epoch` starts an epoch from its first sample.
 
+    ``batch_size``, ``num_workers``, ``drop_last`` and ``timeout`` are checked by the stream options'
+    own rules (``batch_size``, ``num_workers``, ``drop_last``, ``loader_timeout_s``; Python or numpy
+    ints alike).
+
     Raises:
         StreamingConfigError: an option's value is invalid, or ``dataset`` is not a lerobotstream stream.
         LoaderWorkerError: (iterating) a worker died or failed, or a worker or shard stalled past
@@ -114,7 +120,7 @@ class StreamLoader:
                  pin_memory: bool = False, drop_last: bool = False, prefetch_batches: int | None = None,
                  collate_fn: Callable | None = None, multiprocessing_context: Any = None,
                  timeout: float | None = None) -> None:
-        from lerobotstream.dataset import StreamCore
+        from lerobotstream.dataset import LoaderSettings, StreamCore
 
         stream, wrapper = dataset, None
         if not isinstance(dataset, StreamCore) and isinstance(getattr(dataset, "dataset", None), StreamCore) \
@@ -123,28 +129,26 @@ class StreamLoader:
         if not isinstance(stream, StreamCore):
             raise StreamingConfigError(f"StreamLoader: dataset must be a StreamingLeRobotDataset or "
                                        f"StreamingMultiLeRobotDataset, got {type(dataset).__name__}")
-        if not (isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1):
-            raise StreamingConfigError(f"StreamLoader: batch_size must be an int >= 1, got {batch_size!r}")
-        if not (isinstance(num_workers, int) and not isinstance(num_workers, bool) and num_workers >= 0):
-            raise StreamingConfigError(f"StreamLoader: num_workers must be an int >= 0, got {num_workers!r}")
+        # the options' own rules (batch_size required here: a loader always batches)
+        check_option("batch_size", batch_size, where="StreamLoader", required=True)
+        check_option("num_workers", num_workers, where="StreamLoader", required=True)
+        check_option("drop_last", drop_last, where="StreamLoader")
         if mode not in MODES:
             raise StreamingConfigError(f"StreamLoader: mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if prefetch_batches is not None and not (isinstance(prefetch_batches, int) and prefetch_batches >= 1):
+        if prefetch_batches is not None and not (is_int(prefetch_batches) and prefetch_batches >= 1):
             raise StreamingConfigError(f"StreamLoader: prefetch_batches must be an int >= 1 or None, "
                                        f"got {prefetch_batches!r}")
         if timeout is None:
             timeout = stream.options.loader_timeout_s
-        rule = next(i for i in option_info() if i.name == "loader_timeout_s")  # the option's own rule
-        require("StreamLoader: timeout", timeout, rule.check(timeout), rule.want)
+        check_option("loader_timeout_s", timeout, where="StreamLoader", label="timeout")
         self.dataset = dataset
         #: the stream core (``dataset``, or the stream a wrapper with ``wrap_items`` holds)
         self.stream = stream
         self._wrapper = wrapper
-        self.batch_size = batch_size
-        self.num_workers = num_workers
-        self.drop_last = bool(drop_last)
+        #: what this loader hands the stream (its batches' settings, as data)
+        self.settings = LoaderSettings(batch_size, num_workers, drop_last)
         self.collate_fn = collate_fn
-        self.prefetch_batches = prefetch_batches
+        self.prefetch_batches = None if prefetch_batches is None else int(prefetch_batches)
         self.multiprocessing_context = multiprocessing_context
         self.timeout = float(timeout)
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
@@ -156,12 +160,9 @@ class StreamLoader:
             picked, reason = mode, f"mode={mode!r} asked"
         self.mode, self.mode_reason = picked, reason
         log.info("StreamLoader: %s mode, %d worker(s): %s", picked, num_workers, reason)
-        stream.batch_size = batch_size
-        stream.num_workers = num_workers
-        stream.drop_last = self.drop_last
         # a state the dataset loaded for other settings than these is replanned now (elastic), so
         # that state_dict() before the first iterator already describes this loader's position
-        stream.prepare(num_workers)
+        stream.prepare(self.settings)
         self._given = 0  # samples handed out by the current (or last) iterator
         self._batches = 0
         pos = stream.position
@@ -170,10 +171,22 @@ class StreamLoader:
         #: the PIDs of the current (or last) iterator's worker processes (processes mode)
         self.worker_pids: list[int] = []
 
+    @property
+    def batch_size(self) -> int:
+        return self.settings.batch_size
+
+    @property
+    def num_workers(self) -> int:
+        return self.settings.num_workers
+
+    @property
+    def drop_last(self) -> bool:
+        return self.settings.drop_last
+
     # --- iteration ----------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
         ds = self.stream
-        start = ds.prepare(self.num_workers)  # a state of another worker count: its elastic remainder
+        start = ds.prepare(self.settings)  # a state of other settings: its elastic remainder
         epoch, samples = start.epoch, start.samples
         self._start, self._given, self._batches = (epoch, samples), 0, 0
         # the DataLoader draws a base seed from the global RNG at each iterator: so do we (same RNG
@@ -184,14 +197,13 @@ class StreamLoader:
         if self.mode == "threads":
             from lerobotstream.loader._threads import thread_batches
 
-            batches = thread_batches(ds, self.num_workers, epoch, samples, batch_size=self.batch_size,
-                                     drop_last=self.drop_last, collate_fn=collate, pin=self.pin_memory,
+            batches = thread_batches(ds, self.settings, epoch, samples, collate_fn=collate, pin=self.pin_memory,
                                      wrapper=self._wrapper, watch=watch)
         else:
             from lerobotstream.loader._procs import ProcessBatches
 
-            pool = ProcessBatches(self._wrapper or ds, self.num_workers, epoch, samples, batch_size=self.batch_size,
-                                  drop_last=self.drop_last, collate_fn=collate, pin=self.pin_memory,
+            pool = ProcessBatches(self._wrapper or ds, self.settings, epoch, samples, collate_fn=collate,
+                                  pin=self.pin_memory,
                                   ring_size=self.prefetch_batches or 2, context=self.multiprocessing_context,
                                   base_seed=base_seed, watch=watch)
             self.worker_pids = [p.pid for p in pool.procs]
@@ -233,7 +245,7 @@ class StreamLoader:
         saved = ds.position
         try:
             ds.seek(self._start[0], self.samples_consumed)
-            state = ds.state_dict()
+            state = ds.state_dict(loader=self.settings)
         finally:
             ds.seek(saved.epoch, saved.samples)
         return {"schema": _STATE_SCHEMA, "batches": self._batches, "mode": self.mode, "dataset": state}
@@ -255,7 +267,7 @@ class StreamLoader:
                     if isinstance(state, dict) and SCHEMA_KEY in state else "")
             raise ResumeStateError(f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
                                    f"{sorted(state) if isinstance(state, dict) else type(state).__name__}{hint}")
-        self.stream.load_state_dict(state["dataset"])
+        self.stream.load_state_dict(state["dataset"], loader=self.settings)
         pos = self.stream.position
         self._start, self._given, self._batches = (pos.epoch, pos.samples), 0, 0
 

@@ -61,15 +61,17 @@ log = logging.getLogger("lerobotstream.loader")
 _JOIN_S = 10.0
 
 
-def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, samples: int, batch_size: int,
-                 drop_last: bool, collate_fn: Callable, ring_size: int) -> None:
-    """A worker process: its shard's batches into the ring (see the module doc)."""
+def _worker_main(conn, dataset, wid: int, loader: Any, base_seed: int, epoch: int, samples: int,
+                 collate_fn: Callable, ring_size: int) -> None:
+    """A worker process: its shard's batches into the ring, made with ``loader``'s settings (a
+    ``LoaderSettings``, handed to the shard; see the module doc)."""
     import random
 
     from torch.utils.data._utils import worker as dl_worker
 
     from lerobotstream.loader._startup import import_decoder_lean
 
+    nw, batch_size, drop_last = loader.num_workers, loader.batch_size, loader.drop_last
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the training process handles ^C and stops us
     import_decoder_lean()  # torchcodec without torch._dynamo (spawn/forkserver: a fresh import)
     torch.set_num_threads(1)  # as DataLoader workers do
@@ -97,7 +99,7 @@ def _worker_main(conn, dataset, wid: int, nw: int, base_seed: int, epoch: int, s
     slots = RingSlots(batch_size, ring) if direct else BatchSlots(batch_size)
     shard = None
     try:
-        shard = dataset.shard(wid, nw, epoch=epoch, samples=samples, in_process=False, slots=slots)
+        shard = dataset.shard(wid, loader, epoch=epoch, samples=samples, in_process=False, slots=slots)
         items = shard.items if wrapper is None else wrapper.wrap_items(shard.items, wid, nw, shard.source_stats)
         first = None  # the batch that made the ring
         for b, chunk in item_chunks(items, batch_size, drop_last):
@@ -168,9 +170,10 @@ class ProcessBatches:
 
     _END = object()
 
-    def __init__(self, dataset: Any, num_workers: int, epoch: int, samples: int, *, batch_size: int,
-                 drop_last: bool, collate_fn: Callable, pin: bool, ring_size: int, context: Any = None,
-                 base_seed: int | None = None, watch: StallWatch | None = None) -> None:
+    def __init__(self, dataset: Any, loader: Any, epoch: int, samples: int, *, collate_fn: Callable, pin: bool,
+                 ring_size: int, context: Any = None, base_seed: int | None = None,
+                 watch: StallWatch | None = None) -> None:
+        num_workers = loader.num_workers
         if isinstance(context, str) or context is None:
             context = multiprocessing.get_context(context)
         if context.get_start_method() == "forkserver":
@@ -196,8 +199,8 @@ class ProcessBatches:
             for w in range(num_workers):
                 parent, child = context.Pipe(duplex=True)
                 p = context.Process(target=_worker_main, name=f"lrs-loader-worker-{w}", daemon=True,
-                                    args=(child, dataset, w, num_workers, base_seed, epoch, samples, batch_size,
-                                          drop_last, collate_fn, ring_size))
+                                    args=(child, dataset, w, loader, base_seed, epoch, samples, collate_fn,
+                                          ring_size))
                 p.start()
                 child.close()
                 self.procs.append(p)

@@ -80,12 +80,12 @@ def watched(batches: Iterator[Any], watch: StallWatch, what: str, worker: int | 
         yield x
 
 
-def thread_batches(dataset: Any, num_workers: int, epoch: int, samples: int, *, batch_size: int, drop_last: bool,
-                   collate_fn: Callable, pin: bool, wrapper: Any = None,
-                   watch: StallWatch | None = None) -> Iterator[tuple[Any, int]]:
+def thread_batches(dataset: Any, loader: Any, epoch: int, samples: int, *, collate_fn: Callable, pin: bool,
+                   wrapper: Any = None, watch: StallWatch | None = None) -> Iterator[tuple[Any, int]]:
     """Every batch of the stream from (``epoch``, ``samples``) in the DataLoader's order, made in
-    this process (see the module doc); each shard's waits timed by ``watch`` (a stalled shard is
-    aborted past its timeout)."""
+    this process with ``loader``'s settings (a ``LoaderSettings``, handed to each shard; see the
+    module doc); each shard's waits timed by ``watch`` (a stalled shard is aborted past its timeout)."""
+    num_workers, batch_size, drop_last = loader.num_workers, loader.batch_size, loader.drop_last
     shards = [(None, 0)] if num_workers == 0 else [(p, num_workers) for p in range(num_workers)]
     watch = watch or StallWatch()
     opened = []
@@ -94,7 +94,7 @@ def thread_batches(dataset: Any, num_workers: int, epoch: int, samples: int, *, 
     try:
         for wid, nw in shards:
             slots = BatchSlots(batch_size, pin=pin, bulk=is_known_collate(collate_fn), recycle=True)
-            shard = dataset.shard(wid, nw, epoch=epoch, samples=samples, in_process=True, slots=slots)
+            shard = dataset.shard(wid, loader, epoch=epoch, samples=samples, in_process=True, slots=slots)
             opened.append(shard)
             items = shard.items if wrapper is None else wrapper.wrap_items(shard.items, -1 if wid is None else wid,
                                                                            nw, shard.source_stats)

@@ -26,8 +26,8 @@ Guarantees:
 * **Worker shards** (``Planner.worker_episodes``): the same LPT inside the rank over
   ``max(1, num_workers)`` shards, capped at the rank's episode count; extra workers are idle (yield
   nothing; logged once, by DataLoader worker 0 when its stream starts in ``worker_start``). Each
-  used worker gets 1/n of ``byte_budget`` and ``decoder_cache_size``;
-  the pool is ``pool_size`` per worker when given, else ``max(1, 32 // n)``.
+  used worker gets 1/n of ``byte_budget`` and ``video_decoder_cache_size``;
+  the pool is ``episode_pool_size`` per worker when given, else ``max(1, 32 // n)``.
 * **Pools** (``EpisodePool``): at most ``pool_size`` resident episodes and ``byte_budget`` resident
   bytes (``episode_nbytes(ep)`` exact sizes); admission strictly in a seeded order (the head waits
   until it fits, so ``frontier(k)`` is exact); an episode leaves right after its last frame; every

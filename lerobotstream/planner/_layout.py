@@ -74,7 +74,7 @@ class StreamSpec:
         pool_size (int | None): explicit pool size (per worker; per partition with partitions);
             None: the default rule (32 per rank over the workers used).
         byte_budget (int | None): the stream's byte budget per rank (per partition), bytes.
-        decoder_cache_size (int | None): open-decoder cap per rank.
+        video_decoder_cache_size (int | None): open-decoder cap per rank.
         sizes: ``sizes(episode_index) -> bytes`` (``EpisodeSizes``: on demand), or None.
         partitions (int | None): canonical partitions (``PartitionLayout``), None: ``EpisodeLayout``.
         full_indices, full_lengths (np.ndarray): the whole selection (what "whole episode" means
@@ -88,7 +88,7 @@ class StreamSpec:
     strategy: str = constants.DEFAULT_SAMPLING_STRATEGY
     pool_size: int | None = None
     byte_budget: int | None = None
-    decoder_cache_size: int | None = None
+    video_decoder_cache_size: int | None = None
     sizes: Callable[[int], int] | None = None
     partitions: int | None = None
     full_indices: np.ndarray | None = None
@@ -135,7 +135,7 @@ class WorkerPlan:
         num_frames (int): frames per epoch.
         pool_size (int): resident episodes at most.
         byte_budget (int | None): resident bytes at most (bytes).
-        decoder_cache_size (int | None): the worker's share of the decoder LRU.
+        video_decoder_cache_size (int | None): the worker's share of the decoder LRU.
         where (str): what a size error of this plan is prefixed with (a mixture's dataset).
     """
 
@@ -153,7 +153,7 @@ class WorkerPlan:
         self.pool_size = spec.pool_size if spec.pool_size is not None else max(
             1, constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // n)
         self.byte_budget = share(spec.byte_budget, n)
-        self.decoder_cache_size = share(spec.decoder_cache_size, n)
+        self.video_decoder_cache_size = share(spec.video_decoder_cache_size, n)
         self.where = ""
         self.nbytes = self._sizes(f"rank budget {spec.byte_budget} bytes split over {n} worker(s)",
                                   "or use fewer DataLoader workers")
@@ -287,7 +287,7 @@ class ChainPlan:
         self.pool_size = max(first.pool_size, then.pool_size)
         self.byte_budget = (None if first.byte_budget is None or then.byte_budget is None
                             else max(first.byte_budget, then.byte_budget))
-        self.decoder_cache_size = then.decoder_cache_size
+        self.video_decoder_cache_size = then.video_decoder_cache_size
 
     @property
     def where(self) -> str:

@@ -223,7 +223,8 @@ class PartitionPlan(WorkerPlan):
         self.frame_maps: dict[int, np.ndarray] = {}
         self.pool_size = layout.partition_pool_size
         self.byte_budget = layout.spec.byte_budget
-        self.decoder_cache_size = share(layout.spec.decoder_cache_size, max(1, layout.num_active(self.rank)))
+        self.video_decoder_cache_size = share(layout.spec.video_decoder_cache_size,
+                                              max(1, layout.num_active(self.rank)))
         self.where = ""
         self.nbytes = self._sizes(f"one partition's budget, of {layout.partitions} partitions",
                                   "(with partitions it is each partition's, not split over the workers)")
@@ -276,7 +277,7 @@ class PartitionLayout:
     """A pool layout whose order does not depend on the topology: the stream's episodes split into
     ``spec.partitions`` canonical partitions, each with its own seeded pool (see the module doc);
     ``spec.pool_size`` and ``spec.byte_budget`` are per partition (default pool size
-    ``constants.DEFAULT_PARTITION_POOL_SIZE``), ``spec.decoder_cache_size`` per rank. ``offsets``:
+    ``constants.DEFAULT_PARTITION_POOL_SIZE``), ``spec.video_decoder_cache_size`` per rank. ``offsets``:
     a remainder pass, each partition's consumed prefix (its tail is played).
 
     Raises:

@@ -23,10 +23,9 @@ from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfi
 from lerobotstream.planner._layout import Topology, WorkerPlan, read_pools
 from lerobotstream.planner._pass import (Pass, Resolved, WorkerStart, build_layout, old_run_remainders,
                                          remainder_cache, remainder_pass, resolve_pass, state_key)
-from lerobotstream.planner._pool import STRATEGY_IDS
 from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._state import MAX_NUM_WORKERS, StreamState, episode_selection_diffs
-from lerobotstream.planner._streams import GIB, Streams, episodes_of
+from lerobotstream.planner._state import StreamState, episode_selection_diffs
+from lerobotstream.planner._streams import Streams, episodes_of
 from lerobotstream.planner._turns import epoch_overlap
 from lerobotstream.planner._world import discover_world
 
@@ -44,7 +43,9 @@ REFUSED_SETTINGS = ("seed", "partitions")
 #: what it can: the remainder of the epoch is replanned over the new values
 ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
 _SEED_RULE_KEY = "seed_rule"  # a mixture of one dataset's state records that the dataset used the seed itself
-_BUDGET_KEY = "byte_budget_gb"  # in the state's mixture record (the exact option an elastic replay rebuilds from)
+#: in the mixture record of states written before the budget was split in bytes (the GiB option); not
+#: compared on resume, not written any more
+_BUDGET_KEY = "byte_budget_gb"
 
 
 class Planner:
@@ -58,46 +59,40 @@ class Planner:
             (then ``episode_indices`` gives the indices, default ``0..E-1``). Episodes of length 0
             are dropped (never yielded).
         episode_indices: dataset episode indices matching an array ``episode_lengths``.
-        seed: order seed (default ``constants.DEFAULT_SEED`` = 1000; None → 42).
-        rank, world_size: default from torch.distributed, else RANK/WORLD_SIZE, else 0/1.
-        num_workers: DataLoader workers per rank (0 = in the training process; at most
-            ``MAX_NUM_WORKERS``). ``max_num_shards`` of the dataset maps here (0 and 1 are one stream).
-        pool_size: per-worker pool size when given (each batch comes from one worker's pool);
-            default: 32 per rank split over the workers used (``max(1, 32 // n)``); with
-            ``partitions``: per partition (default ``constants.DEFAULT_PARTITION_POOL_SIZE``).
-        strategy: ``remaining`` (default), ``round_robin`` or ``sequential`` (ascending episodes,
-            frames in order: evaluation streams).
-        byte_budget: per-rank resident byte budget (bytes) or None; each worker gets 1/n (with
-            ``partitions``: per partition).
         episode_nbytes: the episodes' exact synthesized sizes (all cameras): an ``EpisodeSizes``
             (asked as admission reaches an episode) or ``episode_nbytes(episode_index) -> int``
             (every episode of a worker plan sized when the plan is built); needed with a budget.
-        decoder_cache_size: per-rank decoder LRU size or None; each worker gets 1/n.
-        repeat: endless stream (what lerobot-train uses).
-        batch_size, drop_last: the DataLoader's, for resume and batch counts.
-        equalize: finite epochs only: ``none`` (ranks may give different batch counts; see
-            ``batches_per_rank()``) or ``drop`` (every rank stops after the smallest rank's batch
-            count, so DDP collectives never hang; dropped anchors are skipped this epoch only).
-        partitions: canonical partitions (an order that does not depend on the topology).
+        **settings: :class:`~lerobotstream.planner.PlanSettings`' fields, the options' names and
+            defaults (declared once, there): ``seed`` (1000; None → 42); ``rank``, ``world_size``
+            (default from torch.distributed, else RANK/WORLD_SIZE, else 0/1); ``num_workers``
+            (DataLoader workers per rank, 0 = in the training process; ``max_num_shards`` of the
+            dataset maps here, 0 and 1 are one stream); ``episode_pool_size`` (per-worker pool
+            size when given: each batch comes from one worker's pool; default 32 per rank split
+            over the workers used, ``max(1, 32 // n)``; with ``partitions``: per partition,
+            default ``constants.DEFAULT_PARTITION_POOL_SIZE``); ``sampling_strategy``
+            (``remaining``, ``round_robin`` or ``sequential``: ascending episodes, frames in order,
+            evaluation streams); ``byte_budget`` (per-rank resident bytes or None; each worker
+            gets 1/n, with ``partitions`` per partition); ``video_decoder_cache_size`` (per-rank
+            decoder LRU size or None; each worker gets 1/n); ``repeat`` (endless stream, what
+            lerobot-train uses); ``batch_size``, ``drop_last`` (the DataLoader's, for resume and
+            batch counts); ``equalize`` (finite epochs only: ``none``, ranks may give different
+            batch counts, see ``batches_per_rank()``, or ``drop``, every rank stops after the
+            smallest rank's batch count so DDP collectives never hang; dropped anchors are skipped
+            this epoch only); ``partitions`` (canonical partitions: an order that does not depend
+            on the topology).
 
     Raises:
+        TypeError: a keyword that is no ``PlanSettings`` field.
         ShardingError: a rank would own no episode (lower the number of ranks), bad rank/world.
-        StreamingConfigError: bad ``partitions`` (fewer than the run's streams, not an int).
-        ValueError: unknown strategy or equalize mode, bad sizes or counts.
+        StreamingConfigError (a ValueError): a setting breaks its option's rule (unknown strategy
+            or equalize mode, a count out of range), bad ``partitions`` (fewer than the run's streams).
+        ValueError: bad sizes or counts.
     """
 
     def __init__(self, episode_lengths: Mapping[int, int] | np.ndarray | list[int], *,
-                 episode_indices: np.ndarray | list[int] | None = None, seed: int | None = constants.DEFAULT_SEED,
-                 rank: int | None = None, world_size: int | None = None, num_workers: int = 0,
-                 pool_size: int | None = None, strategy: str = constants.DEFAULT_SAMPLING_STRATEGY,
-                 byte_budget: int | None = None, episode_nbytes: Callable[[int], int] | None = None,
-                 decoder_cache_size: int | None = None, repeat: bool = False, batch_size: int = 1,
-                 drop_last: bool = False, equalize: str = "none", partitions: int | None = None) -> None:
-        settings = PlanSettings(seed=seed, num_workers=num_workers, pool_size=pool_size, strategy=strategy,
-                                byte_budget=byte_budget, decoder_cache_size=decoder_cache_size, repeat=repeat,
-                                batch_size=batch_size, drop_last=drop_last, equalize=equalize, partitions=partitions,
-                                rank=rank, world_size=world_size)
-        self._setup(Streams((episodes_of(episode_lengths, episode_indices, episode_nbytes),)), settings)
+                 episode_indices: np.ndarray | list[int] | None = None,
+                 episode_nbytes: Callable[[int], int] | None = None, **settings: Any) -> None:
+        self._setup(Streams((episodes_of(episode_lengths, episode_indices, episode_nbytes),)), PlanSettings(**settings))
 
     # --- construction -------------------------------------------------------------------------------
     @classmethod
@@ -116,18 +111,7 @@ class Planner:
         return out
 
     def _setup(self, streams: Streams, settings: PlanSettings, specs: Sequence[Any] | None = None) -> None:
-        s = settings
-        if s.strategy not in STRATEGY_IDS:
-            raise ValueError(f"unknown sampling strategy {s.strategy!r}; expected one of {sorted(STRATEGY_IDS)}")
-        if s.equalize not in ("none", "drop"):
-            raise ValueError(f"equalize must be 'none' or 'drop', got {s.equalize!r}")
-        if s.num_workers < 0 or s.batch_size < 1 or (s.pool_size is not None and s.pool_size < 1):
-            raise ValueError(f"need num_workers >= 0, batch_size >= 1, pool_size >= 1 "
-                             f"(got {s.num_workers}, {s.batch_size}, {s.pool_size})")
-        if s.num_workers > MAX_NUM_WORKERS:
-            raise ValueError(f"num_workers={s.num_workers}: at most {MAX_NUM_WORKERS} DataLoader workers per rank")
-        if s.byte_budget is not None and s.byte_budget < 1:
-            raise ValueError(f"byte_budget must be >= 1 byte or None, got {s.byte_budget}")
+        s = settings  # checked by the options' rules (PlanSettings)
         if s.byte_budget is not None and specs is None and any(e.sizes is None for e in streams.episodes):
             raise ValueError("a byte_budget needs episode_nbytes (each episode's exact synthesized size)")
         rank, world = discover_world(s.rank, s.world_size)
@@ -152,7 +136,7 @@ class Planner:
     def _plain_pass(self, topo: Topology, specs: Sequence[Any]) -> Pass:
         layouts = []
         for d, spec in enumerate(specs):
-            where = (self.streams.where(d, self.settings.byte_budget_gb) + " and pool" if self.streams.rule == "mixture"
+            where = (self.streams.where(d, self.settings.byte_budget) + " and pool" if self.streams.rule == "mixture"
                      else None)
             if where is None:
                 layouts.append(build_layout(spec, topo))
@@ -171,11 +155,10 @@ class Planner:
     drop_last = property(lambda self: self.topology.drop_last)
     repeat = property(lambda self: self.topology.repeat)
     equalize = property(lambda self: self.topology.equalize)
-    strategy = property(lambda self: self.settings.strategy)
-    pool_size = property(lambda self: self.settings.pool_size)
+    sampling_strategy = property(lambda self: self.settings.sampling_strategy)
+    episode_pool_size = property(lambda self: self.settings.episode_pool_size)
     byte_budget = property(lambda self: self.settings.byte_budget)
-    byte_budget_gb = property(lambda self: self.settings.byte_budget_gb)
-    decoder_cache_size = property(lambda self: self.settings.decoder_cache_size)
+    video_decoder_cache_size = property(lambda self: self.settings.video_decoder_cache_size)
     partitions = property(lambda self: self.settings.partitions)
     weights = property(lambda self: self.streams.integer_weights)
     offsets = property(lambda self: list(self.streams.offsets))
@@ -241,14 +224,10 @@ class Planner:
             ResumeStateError: no run over these streams has ``st``'s settings (more ranks or
             workers than its episodes allow, or fewer partitions than streams: a tampered state).
         """
-        mix = st.mixture or {}
-        gb = mix.get(_BUDGET_KEY)
-        if gb is None and st.byte_budget is not None and self.streams.rule == "mixture":
-            gb = self.byte_budget_gb if st.byte_budget == self.byte_budget else st.byte_budget / GIB
-        s = PlanSettings(seed=st.seed, num_workers=st.num_workers, pool_size=st.pool_size, strategy=st.strategy,
-                         byte_budget=st.byte_budget, decoder_cache_size=None, repeat=st.repeat,
-                         batch_size=st.batch_size, drop_last=st.drop_last, equalize=st.equalize,
-                         partitions=st.partitions, rank=0, world_size=st.world_size, byte_budget_gb=gb)
+        s = PlanSettings(seed=st.seed, num_workers=st.num_workers, episode_pool_size=st.pool_size,
+                         sampling_strategy=st.strategy, byte_budget=st.byte_budget, video_decoder_cache_size=None,
+                         repeat=st.repeat, batch_size=st.batch_size, drop_last=st.drop_last, equalize=st.equalize,
+                         partitions=st.partitions, rank=0, world_size=st.world_size)
         try:
             out = Planner.for_streams(self.streams.sized(), s)
         except (ShardingError, StreamingConfigError, ValueError) as e:
@@ -374,7 +353,7 @@ class Planner:
             return p.worker_plans(start.logical_worker)
         plans = []
         for d in range(len(p.layouts)):
-            where = self.streams.where(d, self.byte_budget_gb)
+            where = self.streams.where(d, self.byte_budget)
             with naming(where):
                 plan = p.worker_plan(d, start.logical_worker)
             plan.where = where  # sizes on demand: a ByteBudgetError at admission names the dataset too
@@ -439,15 +418,15 @@ class Planner:
         mix = self.streams.mixture
         if mix is None:
             return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size,
-                               self.num_workers, self.strategy, self.pool_size, self.byte_budget, self.repeat,
-                               self.drop_last, self.equalize, self.streams.digest, origin=origin,
+                               self.num_workers, self.sampling_strategy, self.episode_pool_size, self.byte_budget,
+                               self.repeat, self.drop_last, self.equalize, self.streams.digest, origin=origin,
                                partitions=self.partitions)
-        extra = {} if self.byte_budget_gb is None else {_BUDGET_KEY: self.byte_budget_gb}
+        extra = {}
         if len(self.streams.episodes) == 1:  # its dataset plays under the seed itself: an older
             extra[_SEED_RULE_KEY] = "dataset"  # mixture-of-one state (derived seed) is another order: refused
         return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size, self.num_workers,
-                           self._specs[0].strategy, self.pool_size, self.byte_budget, self.repeat, self.drop_last,
-                           self.equalize, self.streams.digest,
+                           self._specs[0].strategy, self.episode_pool_size, self.byte_budget, self.repeat,
+                           self.drop_last, self.equalize, self.streams.digest,
                            mixture={**mix, "integer_weights": list(self.weights), **extra}, origin=origin,
                            partitions=self.partitions)
 
@@ -484,7 +463,7 @@ class Planner:
 
         Raises:
             ResumeStateError: no schema marker (older sampler: start a new run from the policy
-            weights), a malformed or impossible state (e.g. more than ``MAX_NUM_WORKERS``
+            weights), a malformed or impossible state (e.g. more than ``constants.MAX_NUM_WORKERS``
             workers), another stream (dataset, episodes, mixture) or seed; the message lists
             every difference.
         """

@@ -14,6 +14,7 @@ from typing import Any
 
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError
+from lerobotstream.options import option_problem
 
 __all__ = ["ELASTIC_SCHEMA_VERSION", "MAX_NUM_WORKERS", "PARTITION_SCHEMA_VERSION", "READABLE_SCHEMA_VERSIONS",
            "SCHEMA_KEY", "SCHEMA_VERSION", "StreamState", "episodes_digest", "episode_selection_diffs"]
@@ -27,9 +28,9 @@ ELASTIC_SCHEMA_VERSION = 2
 #: them by version instead of resuming them without their partitions
 PARTITION_SCHEMA_VERSION = 3
 READABLE_SCHEMA_VERSIONS = (SCHEMA_VERSION, ELASTIC_SCHEMA_VERSION, PARTITION_SCHEMA_VERSION)
-#: DataLoader workers per rank at most (a planner refuses more, so a state claiming more was
+#: DataLoader workers per rank at most (the ``num_workers`` option's bound: a state claiming more was
 #: edited): it bounds the work of loading a state before anything of it is replayed
-MAX_NUM_WORKERS = 1024
+MAX_NUM_WORKERS = constants.MAX_NUM_WORKERS
 
 _OLD_CHECKPOINT_MSG = (
     "this checkpoint's stream state has no {key!r} marker: it was written by an older sampler "
@@ -50,9 +51,12 @@ _FIELD_RULES: dict[str, tuple[str, int | None]] = {
     "byte_budget": ("int", 1), "repeat": ("bool", None), "drop_last": ("bool", None), "equalize": ("str", None),
     "episodes": ("str", None), "mixture": ("dict", None), "origin": ("dict", None), "partitions": ("int", 1),
 }
-
-#: fields whose value is one of a few names (the planner's own rules: sampling strategies, equalize modes)
-_CHOICES: dict[str, tuple[str, ...]] = {"strategy": constants.SAMPLING_STRATEGIES, "equalize": ("none", "drop")}
+#: fields that hold an option's value (field -> option): checked by that option's own rule
+#: (``options.check_option``); the state's names are its format's (``strategy`` is the
+#: ``sampling_strategy`` option, ``pool_size`` the ``episode_pool_size`` option)
+_OPTION_OF = {"seed": "seed", "batch_size": "batch_size", "num_workers": "num_workers",
+              "strategy": "sampling_strategy", "pool_size": "episode_pool_size", "repeat": "repeat",
+              "drop_last": "drop_last", "equalize": "equalize", "partitions": "partitions"}
 
 
 def _field_problem(name: str, value: Any) -> str | None:
@@ -62,19 +66,18 @@ def _field_problem(name: str, value: Any) -> str | None:
     kind, low = _FIELD_RULES[name]
     if value is None:
         return None if name in _NULLABLE else "None (required)"
+    if name in _OPTION_OF:
+        want = option_problem(_OPTION_OF[name], value, required=True)
+        return None if want is None else f"{value!r} ({want} is needed)"
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             return f"{value!r} ({type(value).__name__}; an int is needed)"
         if low is not None and int(value) < low:
             return f"{value!r} (must be >= {low})"
-        if name == "num_workers" and int(value) > MAX_NUM_WORKERS:
-            return f"{value!r} (at most {MAX_NUM_WORKERS} DataLoader workers per rank)"
         return None
     want = {"bool": bool, "str": str, "dict": dict}[kind]
     if not isinstance(value, want):
         return f"{value!r} ({type(value).__name__}; a {kind} is needed)"
-    if name in _CHOICES and value not in _CHOICES[name]:
-        return f"{value!r} (one of {_CHOICES[name]} is needed)"
     if name == "episodes" and not all(part.count(":") == 2 and part.split(":")[0].isdigit()
                                       for part in value.split("|")):
         return f"{value!r} (not an episodes digest '<count>:sha256:<hex>')"
@@ -186,11 +189,12 @@ class StreamState:
                 + ". Pass the dict that state_dict() returned, or start a new run from the policy weights.")
         if fields.get("origin") is not None:
             _check_origin(cls.from_dict(fields["origin"]), fields)
-        ints = {n: int(v) for n, v in fields.items() if _FIELD_RULES[n][0] == "int" and v is not None}
-        return cls(**{**fields, **ints})
+        cast = {"int": int, "bool": bool}  # numpy ints and bools as Python's (the options' rules accept both)
+        plain = {n: cast[_FIELD_RULES[n][0]](v) for n, v in fields.items() if _FIELD_RULES[n][0] in cast and v is not None}
+        return cls(**{**fields, **plain})
 
 
-#: what an elastic state and its ``origin`` always share: the refused settings (``planner._base.REFUSED_SETTINGS``)
+#: what an elastic state and its ``origin`` always share: the refused settings (``planner._planner.REFUSED_SETTINGS``)
 #: and the identity fields (a resume that changes any is refused)
 _ORIGIN_SHARED = ("seed", "episodes", "mixture", "partitions")
 

@@ -12,8 +12,8 @@ streams:
 * ``"mixture"`` (``StreamingMultiLeRobotDataset``, any N): dataset d gets its own seed (derived
   from the seed and d; a mixture of one uses the seed itself) and its share
   (:func:`~lerobotstream.planner.mixture_shares`: half evenly, half by weight) of the pool (per
-  worker; per partition with partitions), the byte budget (of the exact GiB value) and the
-  open-decoder cap.
+  worker; per partition with partitions), the byte budget (bytes: ``max(1, int(byte_budget x
+  share))``) and the open-decoder cap.
 """
 
 from __future__ import annotations
@@ -31,9 +31,7 @@ from lerobotstream.planner._mixseq import integer_weights, mixture_shares
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._state import episodes_digest
 
-__all__ = ["GIB", "Episodes", "Streams", "episodes_of", "no_sizes"]
-
-GIB = 1 << 30
+__all__ = ["Episodes", "Streams", "episodes_of", "no_sizes"]
 
 
 def no_sizes(episode_index: int) -> int:
@@ -129,28 +127,29 @@ class Streams:
         return Streams(eps, self.weights, self.offsets, self.names, self.rule, self.mixture)
 
     def specs(self, s: PlanSettings, seed: int) -> list[StreamSpec]:
-        """Each stream's :class:`StreamSpec` under settings ``s`` (``seed``: ``s.seed`` mapped)."""
+        """Each stream's :class:`StreamSpec` under settings ``s`` (``seed``: ``s.seed`` mapped): a
+        mixture's dataset d its share of the pool, of the byte budget (bytes) and of the decoder cap."""
         if self.rule == "dataset":
             (e,) = self.episodes
-            return [StreamSpec(e.indices, e.lengths, e.digest, seed, s.strategy, s.pool_size, s.byte_budget,
-                               s.decoder_cache_size, e.sizes, s.partitions)]
+            return [StreamSpec(e.indices, e.lengths, e.digest, seed, s.sampling_strategy, s.episode_pool_size,
+                               s.byte_budget, s.video_decoder_cache_size, e.sizes, s.partitions)]
         n = len(self.episodes)
         if s.partitions is not None:
-            pool = s.pool_size or constants.DEFAULT_PARTITION_POOL_SIZE
+            pool = s.episode_pool_size or constants.DEFAULT_PARTITION_POOL_SIZE
         else:
-            pool = s.pool_size or max(1, constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // max(1, int(s.num_workers)))
-        gb = s.byte_budget_gb if s.byte_budget_gb is not None else (
-            None if s.byte_budget is None else s.byte_budget / GIB)
+            per_rank = constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK
+            pool = s.episode_pool_size or max(1, per_rank // max(1, int(s.num_workers)))
         out = []
         for d, (e, share) in enumerate(zip(self.episodes, self.shares)):
             seed_d = int(seed) if n == 1 else _seeds.derived_seed(seed, _seeds.TAG_MIXTURE, d)
-            dec = None if s.decoder_cache_size is None else max(1, int(s.decoder_cache_size * share))
-            budget = None if gb is None else max(1, int(gb * share * GIB))
-            out.append(StreamSpec(e.indices, e.lengths, e.digest, seed_d, s.strategy, max(1, round(pool * share)),
-                                  budget, dec, e.sizes, s.partitions))
+            dec = None if s.video_decoder_cache_size is None else max(1, int(s.video_decoder_cache_size * share))
+            budget = None if s.byte_budget is None else max(1, int(s.byte_budget * share))
+            out.append(StreamSpec(e.indices, e.lengths, e.digest, seed_d, s.sampling_strategy,
+                                  max(1, round(pool * share)), budget, dec, e.sizes, s.partitions))
         return out
 
-    def where(self, d: int, byte_budget_gb: float | None) -> str:
-        """How a message names stream ``d`` of a mixture (its share of the budget and pool)."""
-        budget = "" if byte_budget_gb is None else f"={byte_budget_gb:g}"
+    def where(self, d: int, byte_budget: int | None) -> str:
+        """How a message names stream ``d`` of a mixture (its share of the budget, ``byte_budget``
+        bytes, shown in GiB as the option gives it, and of the pool)."""
+        budget = "" if byte_budget is None else f"={byte_budget / constants.GIB:g}"
         return f"dataset {d} ({self.names[d]}; its share {self.shares[d]:.1%} of the mixture's byte_budget_gb{budget})"

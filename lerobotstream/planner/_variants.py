@@ -11,7 +11,7 @@ from typing import Any
 from lerobotstream.planner._mixseq import integer_weights
 from lerobotstream.planner._planner import Planner
 from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._streams import GIB, Episodes, Streams, episodes_of, no_sizes
+from lerobotstream.planner._streams import Episodes, Streams, episodes_of, no_sizes
 
 __all__ = ["MixturePlanner", "PartitionPlanner"]
 
@@ -35,8 +35,8 @@ class MixturePlanner(Planner):
         seed, repeat, batch_size, drop_last, equalize: as :class:`Planner`'s.
         mixture: a JSON-able description recorded in the state and compared on resume (repo ids,
             weights).
-        byte_budget, pool_size: the mixture's rank byte budget (bytes) and per-worker pool option
-            (recorded in the state; each planner holds its share).
+        byte_budget, episode_pool_size: the mixture's rank byte budget (bytes) and per-worker pool
+            option (recorded in the state; each planner holds its share).
 
     Raises:
         ValueError: planners disagree on world size, rank, workers or ``repeat``; bad weights.
@@ -45,7 +45,7 @@ class MixturePlanner(Planner):
     def __init__(self, planners: Sequence[Planner], weights: Sequence[float], offsets: Sequence[int], *,
                  seed: int, repeat: bool, batch_size: int = 1, drop_last: bool = False, equalize: str = "none",
                  mixture: dict[str, Any] | None = None, byte_budget: int | None = None,
-                 pool_size: int | None = None) -> None:
+                 episode_pool_size: int | None = None) -> None:
         planners = list(planners)
         if not planners or len(weights) != len(planners) or len(offsets) != len(planners):
             raise ValueError("a mixture needs one weight and one offset per planner")
@@ -56,24 +56,21 @@ class MixturePlanner(Planner):
         specs = [p.specs[0] for p in planners]
         streams = _streams([Episodes(s.episode_indices, s.lengths, s.digest, s.sizes or no_sizes) for s in specs],
                            weights, offsets, mixture)
-        settings = PlanSettings(seed=seed, num_workers=p0.num_workers, pool_size=pool_size, strategy=p0.strategy,
-                                byte_budget=byte_budget, repeat=repeat, batch_size=batch_size, drop_last=drop_last,
-                                equalize=equalize, partitions=p0.partitions, rank=p0.rank, world_size=p0.world_size)
+        settings = PlanSettings(seed=seed, num_workers=p0.num_workers, episode_pool_size=episode_pool_size,
+                                sampling_strategy=p0.sampling_strategy, byte_budget=byte_budget, repeat=repeat,
+                                batch_size=batch_size, drop_last=drop_last, equalize=equalize,
+                                partitions=p0.partitions, rank=p0.rank, world_size=p0.world_size)
         self._setup(streams, settings, specs)
 
     @classmethod
     def for_datasets(cls, anchor_lengths: Sequence[Mapping[int, int]], weights: Sequence[float],
-                     offsets: Sequence[int], *, seed: int, num_workers: int, pool_size: int | None,
-                     byte_budget_gb: float, decoder_cache_size: int | None, strategy: str, repeat: bool,
-                     batch_size: int | None, drop_last: bool,
+                     offsets: Sequence[int], settings: PlanSettings, *,
                      episode_nbytes: Sequence[Callable[[int], int]] | None = None,
-                     mixture: dict[str, Any] | None = None, rank: int | None = None,
-                     world_size: int | None = None, equalize: str = "none",
-                     partitions: int | None = None) -> Planner:
-        """The mixture planner of one rank (:mod:`._streams`' mixture rule: each dataset's own
-        seed — a mixture of one dataset uses the seed itself, so it gives that dataset's own order
-        — and its share of the rank's pool, byte budget (GiB) and open-decoder cap). Errors name
-        the dataset (``mixture["repo_ids"]``) and its share.
+                     mixture: dict[str, Any] | None = None) -> Planner:
+        """The mixture planner of one rank from the mixture's ``settings`` (:mod:`._streams`'
+        mixture rule: each dataset's own seed — a mixture of one dataset uses the seed itself, so
+        it gives that dataset's own order — and its share of the rank's pool, byte budget and
+        open-decoder cap). Errors name the dataset (``mixture["repo_ids"]``) and its share.
 
         Raises:
             ShardingError, StreamingConfigError, ValueError: as :class:`Planner` for one dataset
@@ -82,11 +79,6 @@ class MixturePlanner(Planner):
         sizes = list(episode_nbytes) if episode_nbytes else [None] * len(anchor_lengths)
         streams = _streams([episodes_of(lengths, None, nb or no_sizes) for lengths, nb in zip(anchor_lengths, sizes)],
                            weights, offsets, mixture)
-        settings = PlanSettings(seed=seed, num_workers=int(num_workers), pool_size=pool_size, strategy=strategy,
-                                byte_budget=max(1, int(byte_budget_gb * GIB)), decoder_cache_size=decoder_cache_size,
-                                repeat=repeat, batch_size=int(batch_size or 1), drop_last=drop_last, equalize=equalize,
-                                partitions=partitions, rank=rank, world_size=world_size,
-                                byte_budget_gb=float(byte_budget_gb))
         return Planner.for_streams(streams, settings)
 
 

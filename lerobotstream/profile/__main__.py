@@ -23,7 +23,7 @@ from typing import Sequence
 
 from lerobotstream._atomic import check_output_file, write_text_atomic
 from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
-from lerobotstream.options import add_cli_flags
+from lerobotstream._option_flags import add_cli_flags
 
 __all__ = ["main", "run_profile", "TRAIN_DEFAULTS"]
 

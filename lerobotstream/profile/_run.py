@@ -116,7 +116,9 @@ def profile_dataset(
 ) -> RawRun:
     """Run ``ds`` through ``DataLoader(batch_size, num_workers)`` for ``steps`` batches, no model,
     collated as ``lerobotstream-train`` collates (``PackedCollate`` over ``default_collate``, or
-    over ``lerobot_collate_fn`` for a dataset with language columns).
+    over ``lerobot_collate_fn`` for a dataset with language columns). Image transforms are timed
+    (the report's ``transforms`` stage) when the dataset was built with
+    ``image_transforms=TimedTransform(fn)`` (its options are frozen: they are not wrapped here).
 
     Args:
         ds: a :class:`~lerobotstream.StreamingLeRobotDataset` (anything iterable with ``stats()``).
@@ -138,8 +140,6 @@ def profile_dataset(
         delivered), ``snapshots`` (latest ``stats()`` per pid), ``timeline`` (per batch: cumulated
         samples/frames, reserved/resident/fetched bytes summed over pids), ``memory``.
     """
-    if ds.image_transforms is not None and not isinstance(ds.image_transforms, TimedTransform):
-        ds.image_transforms = TimedTransform(ds.image_transforms)
     video_keys = list(getattr(ds, "video_keys", []))
     from lerobotstream.dataset import PackedCollate, lerobot_collate_fn
 

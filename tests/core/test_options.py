@@ -91,7 +91,8 @@ def test_the_mixture_takes_the_per_dataset_options_from_stream_options():
 def test_cli_flags_take_type_default_and_help_from_the_options():
     import argparse
 
-    from lerobotstream.options import add_cli_flags, option_info
+    from lerobotstream._option_flags import add_cli_flags
+    from lerobotstream.options import option_info
 
     ap = argparse.ArgumentParser()
     names = ("episodes", "camera_keys", "episode_pool_size", "byte_budget_gb", "sampling_strategy", "return_uint8",
@@ -109,3 +110,70 @@ def test_cli_flags_take_type_default_and_help_from_the_options():
     assert helps["byte_budget_gb"].startswith(next(i.help for i in option_info() if i.name == "byte_budget_gb"))
     with pytest.raises(TypeError, match="command-line"):
         add_cli_flags(argparse.ArgumentParser(), ["image_transforms"])
+
+
+def test_a_stream_keeps_its_options_once_resolved_and_frozen_and_copies_none():
+    """``ds.options`` is the resolved, frozen object every layer reads; the option attributes are
+    read-only views of it, never copies (issue 34: following byte_budget_gb or num_workers from the
+    constructor to their use passes no copied attribute)."""
+    ds = StreamingLeRobotDataset(root=G1, episodes=[0, 1], seed=None, max_num_shards=3, byte_budget_gb=2,
+                                 decoded_cache_gb=0.5)
+    o = ds.options
+    assert (o.seed, o.num_workers, o.byte_budget_gb, o.video_backend) == (42, 3, 2.0, "torchcodec")
+    assert isinstance(o.byte_budget_gb, float) and o.byte_budget == 2 << 30 and o.decoded_cache_bytes == 1 << 29
+    assert o.resolved() == o  # resolving again changes nothing
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.byte_budget_gb = 4
+    names = {i.name for i in option_info()}
+    assert not names & set(vars(ds)), "an option copied onto the dataset"
+    assert (ds.byte_budget_gb, ds.num_workers, ds.seed) == (2.0, 3, 42)  # views of ds.options
+    with pytest.raises(AttributeError):
+        ds.num_workers = 0
+    mix = StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[G1, G1], episodes=[0, 1], byte_budget_gb=2,
+                                       tolerance_s={"a/x": 1e-3})
+    assert not names & set(vars(mix)) and mix.byte_budget_gb == 2.0 and mix.options.byte_budget == 2 << 30
+    assert [c.options.tolerance_s for c in mix.datasets] == [1e-3, 1e-4]  # per dataset: each dataset's options
+    assert mix.options.tolerance_s == 1e-4 and not hasattr(mix, "tolerance_s")
+
+
+def test_the_options_rules_are_the_only_rules():
+    """Every layer that takes an option's value applies the option's own rule, with its text: the
+    planner's settings, a loader's settings, a resume state's fields."""
+    from lerobotstream.dataset import LoaderSettings
+    from lerobotstream.errors import ResumeStateError
+    from lerobotstream.planner import PlanSettings, Planner
+
+    want = {i.name: i.want for i in option_info()}
+    for name, bad in (("sampling_strategy", "uniform"), ("equalize", "pad"), ("episode_pool_size", 0),
+                      ("num_workers", 1025), ("batch_size", 0), ("partitions", 0), ("seed", 1.5)):
+        with pytest.raises(StreamingConfigError, match=rf"^{name} must be"):
+            PlanSettings(**{name: bad})
+        if name in ("batch_size", "num_workers"):
+            with pytest.raises(StreamingConfigError, match=f"^{name} must be"):
+                LoaderSettings(**{name: bad})
+    with pytest.raises(StreamingConfigError, match="^batch_size must be an int >= 1"):
+        PlanSettings(batch_size=None)  # the planner needs one: the rule without its "None or"
+    state = Planner({0: 4, 1: 4}).state_dict(samples_consumed=0)
+    with pytest.raises(ResumeStateError) as err:
+        Planner({0: 4, 1: 4}).load_state_dict({**state, "strategy": "uniform", "pool_size": 0})
+    assert f"strategy='uniform' ({want['sampling_strategy']} is needed)" in str(err.value)
+    assert "pool_size=0 (an int >= 1 is needed)" in str(err.value)
+
+
+def test_every_planner_setting_is_named_as_its_option():
+    """Adding a planner option is its StreamOptions entry, its PlanSettings field (same name:
+    ``plan_settings`` maps them by name) and the planner code that uses it."""
+    from lerobotstream.dataset import LoaderSettings
+    from lerobotstream.dataset._stream import plan_settings
+    from lerobotstream.planner import PlanSettings
+
+    names = {i.name for i in option_info()}
+    own = {f.name for f in dataclasses.fields(PlanSettings)} - names
+    assert own == {"byte_budget", "rank", "world_size"}  # the budget in bytes (converted once), the rank
+    assert {f.name for f in dataclasses.fields(LoaderSettings)} <= names
+    o = StreamOptions(seed=7, episode_pool_size=3, sampling_strategy="round_robin", video_decoder_cache_size=5,
+                      byte_budget_gb=0.5, repeat=True, equalize="drop", partitions=4, batch_size=2).resolved()
+    s = plan_settings(o, LoaderSettings(batch_size=6, num_workers=2, drop_last=True))
+    assert (s.seed, s.episode_pool_size, s.sampling_strategy, s.video_decoder_cache_size, s.byte_budget, s.repeat,
+            s.equalize, s.partitions) == (7, 3, "round_robin", 5, 1 << 29, True, "drop", 4)
+    assert (s.batch_size, s.num_workers, s.drop_last) == (6, 2, True)  # the loader's, not the options'

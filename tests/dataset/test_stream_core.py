@@ -73,7 +73,7 @@ def test_the_shard_interface_gives_the_dataloader_workers_items(root):
     """``prepare`` / ``shard`` / ``position`` / ``seek``: shard p of N (each with its own
     per-process state, in this process) yields what DataLoader worker p of N yields, from the
     position given; its ``source_stats`` are its own; ``close`` is idempotent."""
-    from lerobotstream.dataset import StreamPosition
+    from lerobotstream.dataset import LoaderSettings, StreamPosition
 
     def ids(items):
         return [(int(x["episode_index"]), int(x["frame_index"])) for x in items]
@@ -93,9 +93,9 @@ def test_the_shard_interface_gives_the_dataloader_workers_items(root):
         ref[n % 2].append((int(item["episode_index"]), int(item["frame_index"])))
     assert got == ref
     one = list(ds.shard(None, 0, epoch=0, samples=5, in_process=True).items)
-    ds.num_workers = 0
-    assert ids(one) == ids(list(ds))[5:]
+    assert ids(one) == ids(list(ds))[5:]  # iterated in this process: one stream, whatever num_workers says
     ds.seek(1, 3)
     assert ds.position == StreamPosition(1, 3) and ds.state_dict()["samples"] == 3
+    assert ds.state_dict()["num_workers"] == 2 and ds.state_dict(loader=LoaderSettings(4, 0))["num_workers"] == 0
     with pytest.raises(ValueError):
         ds.seek(0, -1)

@@ -223,6 +223,34 @@ def test_choose_mode_and_options(root):
         StreamLoader([1, 2, 3], B)
 
 
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_the_loader_hands_its_settings_to_the_stream_as_data(root, mode):
+    """The loader's batch_size / num_workers / drop_last reach the stream as a LoaderSettings: the
+    dataset and its options are not changed (``ds.options`` never goes stale), the numpy ints the
+    options' rules accept are accepted here too (issue 34), and the loader's state describes its
+    own settings while the dataset's own state_dict() still describes the options'."""
+    import numpy as np
+
+    from lerobotstream.dataset import LoaderSettings
+
+    ds = _ds(root, 0, batch_size=None)
+    before = ds.options
+    loader = StreamLoader(ds, np.int64(B), num_workers=np.int64(2), mode=mode, drop_last=np.bool_(False),
+                          prefetch_batches=np.int64(2), timeout=np.float64(0))
+    assert loader.settings == LoaderSettings(B, 2, False) and type(loader.batch_size) is int
+    ref = _dataloader(lambda n: _ds(root, n), 2)
+    assert_batches_equal(ref, list(loader))
+    assert ds.options is before and (ds.options.batch_size, ds.options.num_workers) == (None, 0)
+    assert ds.loader_settings() == LoaderSettings(None, 0, False)
+    state = loader.state_dict()["dataset"]
+    assert (state["batch_size"], state["num_workers"]) == (B, 2)
+    assert (ds.state_dict()["batch_size"], ds.state_dict()["num_workers"]) == (1, 0)
+    for bad in (dict(batch_size=np.float64(4)), dict(num_workers=np.int64(-1)), dict(drop_last="yes")):
+        kw = {"batch_size": B, **bad}
+        with pytest.raises(StreamingConfigError, match=f"StreamLoader: {next(iter(bad))} must be"):
+            StreamLoader(ds, kw.pop("batch_size"), **kw)
+
+
 @pytest.mark.parametrize("nw,mode", [(0, "threads"), (2, "processes")])
 def test_lerobot06_features_with_lerobot_collate(make_generated_dataset, nw, mode):
     """Depth video, ``image`` (RGB and depth) features and language columns, batched with

@@ -53,8 +53,8 @@ def _new_run(topo, state, lengths=LENGTHS, **kw):
 @pytest.mark.parametrize("old,new", TOPOLOGIES)
 def test_finite_elastic_resume_covers_the_epoch_exactly_once(old, new, strategy):
     for n in (1, 3):
-        consumed, state = _old_run(old, n, strategy=strategy, pool_size=3)
-        got, planners = _new_run(new, state, strategy=strategy)
+        consumed, state = _old_run(old, n, sampling_strategy=strategy, episode_pool_size=3)
+        got, planners = _new_run(new, state, sampling_strategy=strategy)
         assert Counter(consumed) + Counter(got) == FULL, (old, new, n)
         assert planners[0].resume_changes  # something changed: it was an elastic resume
         info = planners[0].remainder_info()
@@ -69,8 +69,8 @@ def test_finite_elastic_resume_covers_the_epoch_exactly_once(old, new, strategy)
 
 def test_byte_budget_pool_size_and_drop_last_change():
     nbytes = lambda e: 1000 + 37 * e  # noqa: E731
-    consumed, state = _old_run((2, 2, 4), 2, byte_budget=6000, episode_nbytes=nbytes, pool_size=2)
-    got, _ = _new_run((3, 1, 3), state, byte_budget=4500, episode_nbytes=nbytes, pool_size=5)
+    consumed, state = _old_run((2, 2, 4), 2, byte_budget=6000, episode_nbytes=nbytes, episode_pool_size=2)
+    got, _ = _new_run((3, 1, 3), state, byte_budget=4500, episode_nbytes=nbytes, episode_pool_size=5)
     assert Counter(consumed) + Counter(got) == FULL
     got, _ = _new_run((2, 2, 3), state, drop_last=True)  # each worker's short last batch dropped
     c = Counter(consumed) + Counter(got)
@@ -110,18 +110,18 @@ def test_equalize_drop_gives_every_new_rank_the_same_batch_count():
 
 
 def test_state_saved_inside_a_remainder_resumes_again_elsewhere():
-    consumed, state = _old_run((2, 2, 4), 2, strategy="round_robin")
-    mid, state2 = _old_run((3, 2, 5), 2, state=state, strategy="round_robin")
+    consumed, state = _old_run((2, 2, 4), 2, sampling_strategy="round_robin")
+    mid, state2 = _old_run((3, 2, 5), 2, state=state, sampling_strategy="round_robin")
     assert "origin" in state2
-    got, _ = _new_run((1, 3, 6), state2, strategy="round_robin")
+    got, _ = _new_run((1, 3, 6), state2, sampling_strategy="round_robin")
     assert Counter(consumed) + Counter(mid) + Counter(got) == FULL
     # the same topology as the state's continues that remainder's very order
-    same, _ = _new_run((3, 2, 5), state2, strategy="round_robin")
+    same, _ = _new_run((3, 2, 5), state2, sampling_strategy="round_robin")
     assert Counter(consumed) + Counter(mid) + Counter(same) == FULL
-    p = _planner((3, 2, 5), 0, strategy="round_robin")
+    p = _planner((3, 2, 5), 0, sampling_strategy="round_robin")
     p.load_state_dict(state)
     ref = [a for bt in _loader(p) for a in bt]
-    p = _planner((3, 2, 5), 0, strategy="round_robin")
+    p = _planner((3, 2, 5), 0, sampling_strategy="round_robin")
     p.load_state_dict(state2)
     assert p.resume_changes == []
     rest = [a for bt in _loader(p) for a in bt]
@@ -220,14 +220,14 @@ MIX_FULL = Counter((OFFSETS[d] + e, f) for d, ls in enumerate(MIX) for e, n in l
 
 
 def _mixture(topo, rank, byte_budget_gb=1.0, weights=(0.7, 0.3), repeat=False):
-    from lerobotstream.planner import MixturePlanner
+    from lerobotstream.planner import MixturePlanner, PlanSettings
 
     w, k, b = topo
-    return MixturePlanner.for_datasets(MIX, list(weights), OFFSETS, seed=11, num_workers=k, pool_size=None,
-                                       byte_budget_gb=byte_budget_gb, decoder_cache_size=None, strategy="remaining",
-                                       repeat=repeat, batch_size=b, drop_last=False,
+    settings = PlanSettings(seed=11, num_workers=k, byte_budget=max(1, int(byte_budget_gb * 2**30)), repeat=repeat,
+                            batch_size=b, rank=rank, world_size=w)
+    return MixturePlanner.for_datasets(MIX, list(weights), OFFSETS, settings,
                                        episode_nbytes=[lambda e: 500 + e, lambda e: 700 + 3 * e],
-                                       mixture={"repo_ids": ["a", "b"]}, rank=rank, world_size=w)
+                                       mixture={"repo_ids": ["a", "b"]})
 
 
 def _mix_run(topo, n=None, state=None, **kw):
@@ -488,8 +488,8 @@ def _planner_loaded(topo, rank, state, **kw):
 def test_no_idle_worker_warning_for_a_worker_with_plain_epochs_but_no_remainder(caplog):
     """Endless: new worker 1 of rank 0 holds no remainder episode but plain-epoch ones; it yields."""
     lengths = dict(enumerate((7, 5, 9, 4, 6, 8, 3)))
-    st = Planner(lengths, rank=0, world_size=1, batch_size=8, repeat=True, pool_size=2).state_dict(samples_consumed=32)
-    p = Planner(lengths, rank=0, world_size=2, num_workers=2, batch_size=4, repeat=True, pool_size=2)
+    st = Planner(lengths, rank=0, world_size=1, batch_size=8, repeat=True, episode_pool_size=2).state_dict(samples_consumed=32)
+    p = Planner(lengths, rank=0, world_size=2, num_workers=2, batch_size=4, repeat=True, episode_pool_size=2)
     p.load_state_dict(st)
     assert p.current_pass().worker_frames(0)[1] == 0 and p.plain_pass().worker_frames(0)[1] > 0
     with caplog.at_level("WARNING", logger="lerobotstream.planner"):

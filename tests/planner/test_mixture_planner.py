@@ -21,7 +21,7 @@ OFFSETS = [0, 100, 200]
 
 def _planner(datasets=(A, B), weights=None, *, repeat=False, num_workers=2, seed=5, world=(0, 1), nbytes=None,
              budgets=None, pool=2, batch_size=4):
-    ps = [Planner(lengths, seed=11 + i, num_workers=num_workers, repeat=repeat, pool_size=pool, rank=world[0],
+    ps = [Planner(lengths, seed=11 + i, num_workers=num_workers, repeat=repeat, episode_pool_size=pool, rank=world[0],
                   world_size=world[1], byte_budget=None if budgets is None else budgets[i],
                   episode_nbytes=None if nbytes is None else nbytes[i])
           for i, lengths in enumerate(datasets)]

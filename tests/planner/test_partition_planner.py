@@ -22,7 +22,7 @@ TOPOLOGIES = [(1, 0, 4), (1, 2, 4), (2, 2, 4), (4, 1, 3)]
 
 def _planner(topo, rank, **kw):
     w, k, b = topo
-    kw.setdefault("pool_size", 3)
+    kw.setdefault("episode_pool_size", 3)
     return PartitionPlanner(LENGTHS, partitions=kw.pop("partitions", P), rank=rank, world_size=w, num_workers=k,
                             batch_size=b, **kw)
 
@@ -55,16 +55,16 @@ def _run(topo, n=None, state=None, **kw):
 def test_each_partition_sequence_is_the_same_on_every_topology(strategy):
     ref = None
     for topo in TOPOLOGIES:
-        got, _ = _run(topo, strategy=strategy)
+        got, _ = _run(topo, sampling_strategy=strategy)
         assert Counter(got) == FULL, topo
         seqs = _by_partition(got)
         if ref is None:
             ref = seqs
         assert seqs == ref, topo
     # another epoch has another order (seeded by the epoch), the same on every topology again
-    one = _by_partition(a for r in range(2) for bt in _loader(_epoch(_planner((2, 2, 4), r, strategy=strategy), 1))
+    one = _by_partition(a for r in range(2) for bt in _loader(_epoch(_planner((2, 2, 4), r, sampling_strategy=strategy), 1))
                         for a in bt)
-    assert one == _by_partition(a for bt in _loader(_epoch(_planner((1, 0, 4), 0, strategy=strategy), 1)) for a in bt)
+    assert one == _by_partition(a for bt in _loader(_epoch(_planner((1, 0, 4), 0, sampling_strategy=strategy), 1)) for a in bt)
     if strategy != "sequential":
         assert one != ref
 
@@ -126,16 +126,16 @@ def test_partition_events_and_frontier_are_exact():
 @pytest.mark.parametrize("old,new", [((2, 2, 4), (3, 1, 5)), ((1, 0, 8), (2, 2, 4)), ((4, 1, 3), (1, 3, 6))])
 @pytest.mark.parametrize("strategy", ["remaining", "round_robin"])
 def test_elastic_resume_plays_the_tail_of_every_partition(old, new, strategy):
-    ref = _by_partition(_run((1, 0, 4), strategy=strategy)[0])
+    ref = _by_partition(_run((1, 0, 4), sampling_strategy=strategy)[0])
     for n in (1, 3):
-        consumed, state = _run(old, n, strategy=strategy)
+        consumed, state = _run(old, n, sampling_strategy=strategy)
         assert state["partitions"] == P and state["lerobotstream_planner_schema"] == 3
-        got, _ = _run(new, state=state, strategy=strategy)
+        got, _ = _run(new, state=state, sampling_strategy=strategy)
         assert Counter(consumed) + Counter(got) == FULL, (old, new, n)
         c, g = _by_partition(consumed), _by_partition(got)
         for q in range(P):
             assert c.get(q, []) + g.get(q, []) == ref[q], (q, n)
-        p = _planner(new, 0, strategy=strategy)
+        p = _planner(new, 0, sampling_strategy=strategy)
         p.load_state_dict(state)
         info = p.remainder_info()
         assert p.resume_changes and info["samples_left"] == len(got) and info["consumed"] == len(consumed)
@@ -145,7 +145,7 @@ def test_elastic_resume_plays_the_tail_of_every_partition(old, new, strategy):
         # then plain epochs of the new topology: every partition's epoch-1 sequence, whole
         nxt = []
         for r in range(new[0]):
-            nxt += [a for bt in _loader(_epoch(_planner(new, r, strategy=strategy), 1)) for a in bt]
+            nxt += [a for bt in _loader(_epoch(_planner(new, r, sampling_strategy=strategy), 1)) for a in bt]
         assert Counter(nxt) == FULL
 
 
@@ -168,7 +168,7 @@ def test_pool_size_and_byte_budget_may_change_the_tails_keep_the_checkpoint_orde
     nb = lambda e: 1000 + 37 * e  # noqa: E731
     ref = _by_partition(_run((1, 0, 4), byte_budget=6000, episode_nbytes=nb)[0])
     consumed, state = _run((2, 2, 4), 2, byte_budget=6000, episode_nbytes=nb)
-    got, _ = _run((3, 1, 5), state=state, byte_budget=9000, episode_nbytes=nb, pool_size=5, strategy="round_robin")
+    got, _ = _run((3, 1, 5), state=state, byte_budget=9000, episode_nbytes=nb, episode_pool_size=5, sampling_strategy="round_robin")
     c, g = _by_partition(consumed), _by_partition(got)
     for q in range(P):
         assert c.get(q, []) + g.get(q, []) == ref[q]

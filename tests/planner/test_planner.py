@@ -57,8 +57,8 @@ DATASETS = {
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
 def test_epoch_covers_every_selected_frame_exactly_once(name, strategy, num_workers, world_size):
     lengths = DATASETS[name]
-    kw = dict(episode_lengths=lengths, world_size=world_size, num_workers=num_workers, strategy=strategy,
-              pool_size=3, seed=7)
+    kw = dict(episode_lengths=lengths, world_size=world_size, num_workers=num_workers, sampling_strategy=strategy,
+              episode_pool_size=3, seed=7)
     seen, shards = _epoch(kw)
     expected = _all_frames(lengths)
     assert seen == expected  # every frame exactly once (Counter equality catches duplicates)
@@ -130,15 +130,15 @@ def test_rank_discovery_from_env(monkeypatch):
 
 def test_worker_resource_shares():
     p = Planner({i: 10 for i in range(8)}, num_workers=3, byte_budget=900, episode_nbytes=lambda e: 100,
-                decoder_cache_size=12)
+                video_decoder_cache_size=12)
     wp = p.worker_plan(1)
-    assert (wp.byte_budget, wp.decoder_cache_size, wp.pool_size) == (300, 4, 32 // 3)
-    assert Planner({i: 10 for i in range(8)}, num_workers=3, pool_size=5).worker_plan(0).pool_size == 5
+    assert (wp.byte_budget, wp.video_decoder_cache_size, wp.pool_size) == (300, 4, 32 // 3)
+    assert Planner({i: 10 for i in range(8)}, num_workers=3, episode_pool_size=5).worker_plan(0).pool_size == 5
 
 
 # --- pool invariants ------------------------------------------------------------------------------
 def _check_pool(lengths, nbytes, pool_size, budget, strategy, seed, step=1):
-    p = Planner(lengths, pool_size=pool_size, byte_budget=budget, strategy=strategy, seed=seed,
+    p = Planner(lengths, episode_pool_size=pool_size, byte_budget=budget, sampling_strategy=strategy, seed=seed,
                 episode_nbytes=(lambda e: nbytes[e]) if budget is not None else None)
     pool = p.worker_plan(0).pool(0)
     resident: set[int] = set()
@@ -180,7 +180,7 @@ def test_pool_bounds_and_exact_coverage_property(data):
 def test_anchor_always_from_a_resident_episode():
     lengths = [5, 3, 8, 1, 6, 4, 7, 2]
     for strategy in STRATEGIES:
-        pool = Planner(lengths, pool_size=3, strategy=strategy).worker_plan(0).pool(0)
+        pool = Planner(lengths, episode_pool_size=3, sampling_strategy=strategy).worker_plan(0).pool(0)
         resident = set(pool.resident().tolist())
         pool.drain_events()
         while not pool.exhausted:
@@ -196,7 +196,7 @@ def test_anchor_always_from_a_resident_episode():
 
 def test_byte_aware_admission_and_frontier():
     sizes = {0: 7, 1: 6, 2: 4, 3: 3, 4: 2}
-    p = Planner({e: 5 for e in sizes}, pool_size=4, byte_budget=10, episode_nbytes=sizes.__getitem__)
+    p = Planner({e: 5 for e in sizes}, episode_pool_size=4, byte_budget=10, episode_nbytes=sizes.__getitem__)
     plan = p.worker_plan(0)
     order = plan.admission_order(0).tolist()
     pool = plan.pool(0)
@@ -220,7 +220,7 @@ def test_episode_larger_than_budget_fails_before_any_fetch():
 
 
 def test_round_robin_rounds_take_one_frame_per_resident():
-    p = Planner({e: 10 for e in range(6)}, pool_size=6, strategy="round_robin", seed=5)
+    p = Planner({e: 10 for e in range(6)}, episode_pool_size=6, sampling_strategy="round_robin", seed=5)
     ep, _ = p.worker_plan(0).pool(0).next_anchors(60)
     for r in range(10):
         assert sorted(ep[6 * r: 6 * r + 6].tolist()) == list(range(6))
@@ -228,7 +228,7 @@ def test_round_robin_rounds_take_one_frame_per_resident():
 
 def test_round_robin_newly_admitted_join_next_round():
     # pool 2: episode lengths 1 and 3; the 1-frame episode leaves in round 1, its replacement waits
-    p = Planner({0: 1, 1: 3, 2: 3}, pool_size=2, strategy="round_robin", seed=0)
+    p = Planner({0: 1, 1: 3, 2: 3}, episode_pool_size=2, sampling_strategy="round_robin", seed=0)
     plan = p.worker_plan(0)
     for epoch in range(20):
         order = plan.admission_order(epoch).tolist()
@@ -240,14 +240,14 @@ def test_round_robin_newly_admitted_join_next_round():
 
 
 def test_remaining_mixes_like_a_uniform_draw():
-    p = Planner({e: 100 for e in range(64)}, pool_size=64, seed=1)
+    p = Planner({e: 100 for e in range(64)}, episode_pool_size=64, seed=1)
     ep, _ = p.worker_plan(0).pool(0).next_anchors(64)
     assert len(set(ep.tolist())) >= 30  # coupon collector: ~41 expected
 
 
 def test_large_epoch_bounded_and_complete():
     lengths = {e: 90 for e in range(500)}
-    pool = Planner(lengths, pool_size=64, seed=3).worker_plan(0).pool(0)
+    pool = Planner(lengths, episode_pool_size=64, seed=3).worker_plan(0).pool(0)
     ep, fr = pool.next_anchors(500 * 90 + 10)
     assert len(ep) == 45000
     assert len(set(zip(ep.tolist(), fr.tolist()))) == 45000
@@ -255,19 +255,19 @@ def test_large_epoch_bounded_and_complete():
 
 # --- seeds and global RNG -----------------------------------------------------------------------------
 def _order(seed, epoch=0, **kw):
-    p = Planner(dict(enumerate(_lengths(4, 20, 1, 50).tolist())), seed=seed, pool_size=4, **kw)
+    p = Planner(dict(enumerate(_lengths(4, 20, 1, 50).tolist())), seed=seed, episode_pool_size=4, **kw)
     plan = p.worker_plan(0)
     return plan.admission_order(epoch).tolist(), list(plan.iter_anchors(epoch))
 
 
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "sequential"])  # sequential: no draws
 def test_seed_and_epoch_determine_the_order(strategy):
-    a = _order(1000, strategy=strategy)
-    assert a == _order(1000, strategy=strategy)
-    b = _order(1001, strategy=strategy)
+    a = _order(1000, sampling_strategy=strategy)
+    assert a == _order(1000, sampling_strategy=strategy)
+    b = _order(1001, sampling_strategy=strategy)
     assert a[0] != b[0] and a[1] != b[1]
-    assert a[1] != _order(1000, epoch=1, strategy=strategy)[1]
-    assert _order(None, strategy=strategy) == _order(42, strategy=strategy)
+    assert a[1] != _order(1000, epoch=1, sampling_strategy=strategy)[1]
+    assert _order(None, sampling_strategy=strategy) == _order(42, sampling_strategy=strategy)
     assert Planner({0: 1}).seed == 1000
 
 
@@ -277,10 +277,10 @@ def test_global_rng_independence():
     lengths = dict(enumerate(_lengths(9, 16, 1, 60).tolist()))
     ref = {}
     for r in range(4):
-        p = Planner(lengths, world_size=4, rank=r, num_workers=2, pool_size=3)
+        p = Planner(lengths, world_size=4, rank=r, num_workers=2, episode_pool_size=3)
         ref[r] = [list(p.worker_plan(w).iter_anchors(e)) for e in (0, 1) for w in range(2)]
     for r in range(4):
-        p = Planner(lengths, world_size=4, rank=r, num_workers=2, pool_size=3)
+        p = Planner(lengths, world_size=4, rank=r, num_workers=2, episode_pool_size=3)
         got = []
         for e in (0, 1):
             for w in range(2):
@@ -350,8 +350,8 @@ def _flat(batches):
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
 def test_resume_finite_at_every_offset_across_epochs(strategy, drop_last, num_workers):
     lengths = {0: 4, 1: 7, 2: 2, 3: 5, 4: 3, 6: 1}
-    kw = dict(episode_lengths=lengths, num_workers=num_workers, batch_size=3, strategy=strategy,
-              drop_last=drop_last, pool_size=2, world_size=2, rank=1, seed=11)
+    kw = dict(episode_lengths=lengths, num_workers=num_workers, batch_size=3, sampling_strategy=strategy,
+              drop_last=drop_last, episode_pool_size=2, world_size=2, rank=1, seed=11)
     p = Planner(**kw)
     epochs = []
     for e in (0, 1, 2):
@@ -385,8 +385,8 @@ def test_resume_finite_at_every_offset_across_epochs(strategy, drop_last, num_wo
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
 def test_resume_endless_at_every_batch_across_epoch_boundaries(strategy, num_workers):
     lengths = {0: 4, 1: 7, 2: 2, 3: 5, 4: 3}
-    kw = dict(episode_lengths=lengths, num_workers=num_workers, batch_size=4, strategy=strategy,
-              pool_size=2, repeat=True, seed=3)
+    kw = dict(episode_lengths=lengths, num_workers=num_workers, batch_size=4, sampling_strategy=strategy,
+              episode_pool_size=2, repeat=True, seed=3)
     total = 24  # batches: several epochs of every worker
     ref = _simulate_loader(Planner(**kw), total)
     flat = _flat(ref)
@@ -401,7 +401,7 @@ def test_resume_endless_at_every_batch_across_epoch_boundaries(strategy, num_wor
 
 def test_resume_random_offsets_larger_dataset():
     lengths = dict(enumerate(_lengths(2, 60, 1, 200).tolist()))
-    kw = dict(episode_lengths=lengths, num_workers=3, batch_size=16, pool_size=5, seed=8)
+    kw = dict(episode_lengths=lengths, num_workers=3, batch_size=16, episode_pool_size=5, seed=8)
     p = Planner(**kw)
     ref = _simulate_loader(p)
     bounds = np.cumsum([0] + [len(b) for b in ref]).tolist()
@@ -418,7 +418,7 @@ def test_resume_state_validation():
     p = Planner({0: 5, 1: 6}, batch_size=4, num_workers=2)
     state = p.state_dict(samples_consumed=8)
     assert state[SCHEMA_KEY] == 1
-    for change in (dict(batch_size=8), dict(num_workers=1), dict(strategy="round_robin"), dict(pool_size=3)):
+    for change in (dict(batch_size=8), dict(num_workers=1), dict(sampling_strategy="round_robin"), dict(episode_pool_size=3)):
         q = Planner({0: 5, 1: 6}, **{**dict(batch_size=4, num_workers=2), **change})
         q.load_state_dict(state)  # another topology: elastic resume (tests/planner/test_elastic_planner.py)
         assert q.resume_changes and q.remainder_info()["samples_left"] == 3
@@ -453,7 +453,7 @@ def test_resume_refuses_a_different_episode_selection():
 def test_sequential_strategy_is_ascending_and_the_same_every_epoch():
     lengths = {3: 4, 7: 2, 9: 3, 12: 1}
     for nw in (0, 2):
-        p = Planner(lengths, num_workers=nw, pool_size=2, strategy="sequential", seed=5)
+        p = Planner(lengths, num_workers=nw, episode_pool_size=2, sampling_strategy="sequential", seed=5)
         for w in range(p.num_shards):
             plan = p.worker_plan(w)
             want = [(e, f) for e in sorted(plan.episode_indices.tolist()) for f in range(lengths[e])]

@@ -29,7 +29,7 @@ def test_an_impossible_worker_count_is_refused_before_anything_is_replanned(monk
     state = Planner(LENGTHS, num_workers=2, batch_size=4).state_dict(samples_consumed=8)
     state["num_workers"] = num_workers
     _forbid(monkeypatch)
-    with pytest.raises(ResumeStateError, match=rf"num_workers={num_workers} \(at most {MAX_NUM_WORKERS} DataLoader"):
+    with pytest.raises(ResumeStateError, match=rf"num_workers={num_workers} \(an int in \[0, {MAX_NUM_WORKERS}\]"):
         Planner(LENGTHS, num_workers=2, batch_size=4).load_state_dict(state)
     with pytest.raises(ResumeStateError, match="num_workers"):
         StreamState.from_dict(state)

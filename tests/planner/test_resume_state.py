@@ -95,3 +95,26 @@ def test_junk_states_raise_resume_state_error(junk):
         _planner().load_state_dict(junk)
     with pytest.raises(ResumeStateError):
         _mixture().load_state_dict(junk)
+
+
+def test_a_mixture_state_written_with_the_gib_budget_record_still_resumes_the_same_order():
+    """States written before the budget was split in bytes carry the GiB option in their mixture
+    record (``byte_budget_gb``): they load, the same topology continues the same order, and new
+    states no longer write it (issue 34: the budget is converted once, the planner takes bytes)."""
+    from itertools import islice
+
+    from lerobotstream.planner import PlanSettings
+
+    def mix():
+        s = PlanSettings(seed=5, num_workers=2, batch_size=2, byte_budget=1 << 30)
+        return MixturePlanner.for_datasets([LENGTHS, OTHER], [1, 1], [0, 100], s, episode_nbytes=[lambda e: 100] * 2,
+                                           mixture={"repo_ids": ["a", "b"]})
+
+    state = mix().state_dict(samples_consumed=4)
+    assert "byte_budget_gb" not in state["mixture"] and state["byte_budget"] == 1 << 30
+    old = {**state, "mixture": {**state["mixture"], "byte_budget_gb": 1.0}}
+    a, b = mix(), mix()
+    a.load_state_dict(state)
+    b.load_state_dict(old)
+    assert a.resume_changes == b.resume_changes == []
+    assert list(islice(a.iter_worker_anchors(1, 2), 8)) == list(islice(b.iter_worker_anchors(1, 2), 8))

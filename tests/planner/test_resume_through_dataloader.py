@@ -54,7 +54,7 @@ def _flat(batches):
 
 
 def _kw(num_workers, **extra):
-    return dict(episode_lengths=LENGTHS, num_workers=num_workers, batch_size=BATCH, pool_size=2,
+    return dict(episode_lengths=LENGTHS, num_workers=num_workers, batch_size=BATCH, episode_pool_size=2,
                 seed=1000, **extra)
 
 
@@ -62,7 +62,7 @@ def _kw(num_workers, **extra):
     (0, "remaining", False), (0, "round_robin", False), (1, "remaining", False), (1, "round_robin", False),
     (2, "remaining", False), (2, "round_robin", False), (2, "remaining", True)])
 def test_finite_resume_every_offset_real_dataloader(num_workers, strategy, drop_last):
-    kw = _kw(num_workers, strategy=strategy, drop_last=drop_last)
+    kw = _kw(num_workers, sampling_strategy=strategy, drop_last=drop_last)
     ref = Planner(**kw)
     epochs = []
     for e in (0, 1):
@@ -95,7 +95,7 @@ def test_finite_resume_every_offset_real_dataloader(num_workers, strategy, drop_
 
 @pytest.mark.parametrize("num_workers", [1, 2])
 def test_endless_resume_across_epoch_boundaries_real_dataloader(num_workers):
-    kw = _kw(num_workers, repeat=True, strategy="remaining")
+    kw = _kw(num_workers, repeat=True, sampling_strategy="remaining")
     total = 20  # batches: about three epochs
     ref = _flat(_batches(Planner(**kw), total))
     assert len(ref) == total * BATCH

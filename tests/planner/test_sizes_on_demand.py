@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import ByteBudgetError
-from lerobotstream.planner import EpisodeSizes, MixturePlanner, PartitionPlanner, Planner
+from lerobotstream.planner import EpisodeSizes, MixturePlanner, PartitionPlanner, PlanSettings, Planner
 
 LENGTHS = {e: 5 + (7 * e) % 23 for e in range(40)}
 SIZES = {e: 100 + (37 * e) % 400 for e in LENGTHS}
@@ -23,7 +23,7 @@ def _anchors(planner: Planner, epoch: int = 0) -> list[tuple[int, int]]:
 def test_on_demand_sizes_give_the_eager_order_and_size_only_what_is_admitted(strategy, kind):
     extra = {"partitions": 4} if kind == "partitions" else {}
     make = PartitionPlanner if extra else Planner
-    kw = dict(seed=3, pool_size=4, strategy=strategy, byte_budget=1200, **extra)
+    kw = dict(seed=3, episode_pool_size=4, sampling_strategy=strategy, byte_budget=1200, **extra)
     eager = make(LENGTHS, episode_nbytes=SIZES.__getitem__, **kw)
     asked: list[int] = []
     sizes = EpisodeSizes(lambda e: asked.append(e) or SIZES[e])
@@ -41,7 +41,7 @@ def test_on_demand_sizes_give_the_eager_order_and_size_only_what_is_admitted(str
 
 def test_on_demand_pool_stays_within_the_budget():
     sizes = EpisodeSizes(SIZES.__getitem__)
-    pool = Planner(LENGTHS, pool_size=8, byte_budget=900, episode_nbytes=sizes).worker_plan(0).pool(0)
+    pool = Planner(LENGTHS, episode_pool_size=8, byte_budget=900, episode_nbytes=sizes).worker_plan(0).pool(0)
     while not pool.exhausted:
         assert pool.resident_bytes == sum(SIZES[e] for e in pool.resident().tolist()) <= 900
         pool.next_anchors(3)
@@ -49,7 +49,7 @@ def test_on_demand_pool_stays_within_the_budget():
 
 def test_an_oversize_episode_fails_when_admission_reaches_it():
     sizes = {0: 3, 1: 11, 2: 3}
-    p = Planner({0: 5, 1: 5, 2: 5}, pool_size=1, byte_budget=10, strategy="sequential",
+    p = Planner({0: 5, 1: 5, 2: 5}, episode_pool_size=1, byte_budget=10, sampling_strategy="sequential",
                 episode_nbytes=EpisodeSizes(sizes.__getitem__))
     pool = p.worker_plan(0).pool(0)  # episode 0 admitted; 1 is not sized yet
     assert pool.resident().tolist() == [0]
@@ -61,9 +61,8 @@ def test_an_oversize_episode_fails_when_admission_reaches_it():
 
 
 def test_a_mixture_names_the_dataset_of_an_oversize_episode():
-    mix = MixturePlanner.for_datasets([{0: 5, 1: 5}, {0: 5}], [1.0, 1.0], [0, 2], seed=1, num_workers=0,
-                                      pool_size=None, byte_budget_gb=1e-7, decoder_cache_size=None,
-                                      strategy="remaining", repeat=False, batch_size=1, drop_last=False,
+    mix = MixturePlanner.for_datasets([{0: 5, 1: 5}, {0: 5}], [1.0, 1.0], [0, 2],
+                                      PlanSettings(seed=1, byte_budget=max(1, int(1e-7 * 2**30))),
                                       episode_nbytes=[EpisodeSizes(lambda e: 10**6)] * 2,
                                       mixture={"repo_ids": ["a/x", "b/y"]})
     start = mix.worker_start(None, 0)

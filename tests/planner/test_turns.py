@@ -107,7 +107,7 @@ LENGTHS = {e: 3 + (11 * e) % 17 for e in range(14)}
 
 @pytest.mark.parametrize("workers,batch", [(2, 4), (3, 5), (4, 1)])
 def test_an_uninterrupted_endless_epoch_boundary_is_where_the_rule_says(workers, batch):
-    p = Planner(LENGTHS, num_workers=workers, batch_size=batch, repeat=True, pool_size=2, seed=4)
+    p = Planner(LENGTHS, num_workers=workers, batch_size=batch, repeat=True, episode_pool_size=2, seed=4)
     frames = p.worker_frames()
     got = _overlap(_endless_epochs(p, frames, 2 * sum(frames) // batch))
     assert got == epoch_overlap(frames, batch) <= (workers - 1) * (max(frames) - min(frames) + batch - 1)
@@ -119,8 +119,8 @@ def test_the_boundary_after_an_elastic_resume_follows_the_same_rule(old, new):
     its own sample count; the loader's batches blur the boundary by exactly ``epoch_overlap`` of
     the remainder shares (``remainder_info()['overlap']``), at most (K - 1) x (spread + B - 1)."""
     st = Planner(LENGTHS, world_size=old[0], rank=0, num_workers=old[1], batch_size=old[2], repeat=True,
-                 pool_size=2).state_dict(samples_consumed=old[2] * 6)
-    p = Planner(LENGTHS, world_size=new[0], rank=0, num_workers=new[1], batch_size=new[2], repeat=True, pool_size=2)
+                 episode_pool_size=2).state_dict(samples_consumed=old[2] * 6)
+    p = Planner(LENGTHS, world_size=new[0], rank=0, num_workers=new[1], batch_size=new[2], repeat=True, episode_pool_size=2)
     p.load_state_dict(st)
     shares = p.worker_frames()
     info = p.remainder_info()

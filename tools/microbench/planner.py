@@ -18,7 +18,7 @@ from lerobotstream.planner import Planner
 
 
 def run(lengths: np.ndarray, pool_size: int, strategy: str, batch: int, repeats: int) -> float:
-    planner = Planner(lengths, pool_size=pool_size, strategy=strategy, seed=1000)
+    planner = Planner(lengths, episode_pool_size=pool_size, sampling_strategy=strategy, seed=1000)
     plan = planner.worker_plan(0)
     ep = np.empty(batch, dtype=np.int64)
     fr = np.empty(batch, dtype=np.int64)

@@ -4,8 +4,10 @@
 meaning and LeRobot's own checks run first) and adds the streaming options: one field per option of
 :class:`lerobotstream.options.StreamOptions` that has a flag (``train_flags()``: its name, type,
 default and ``--help`` text come from there), plus the mixture's ``streaming_weights`` and the older
-name ``streaming_max_open_decoders``. The flags are checked by the options' own rules (one rule per
-option; the message names the flag). ``StreamingTrainPipelineConfig`` is LeRobot's
+spellings of a flag the options declare (``OptionInfo.aliases``: ``streaming_max_open_decoders`` for
+``video_decoder_cache_size``), which exist only here, at the command line: an alias is checked by
+its option's rule and its value moved to the option's flag. The flags are checked by the options'
+own rules (one rule per option; the message names the flag). ``StreamingTrainPipelineConfig`` is LeRobot's
 ``TrainPipelineConfig`` with that dataset config. Checkpoints written with these classes store the
 extra fields in ``train_config.json``, so ``--resume=true`` reloads them.
 """
@@ -40,8 +42,6 @@ _LEROBOT_OVERRIDES = (
 )
 #: flags of this config that are not StreamOptions fields: (name, type, default, help)
 _EXTRA_FLAGS = (
-    ("streaming_max_open_decoders", Optional[int], None,
-     "Older name of --dataset.video_decoder_cache_size (set only one of them)."),
     ("streaming_loader", str, "auto",
      "What batches the stream: 'auto' (StreamLoader, its mode picked from the usable CPUs and "
      "--num_workers, logged with the reason), 'threads' (StreamLoader, every shard in the training process), "
@@ -57,11 +57,20 @@ def _help(text: str) -> dict:
     return {"custom_args": {"help": text}}
 
 
+def _aliases() -> list[tuple]:
+    """``(older flag, OptionInfo)`` of every flag spelling the options still accept."""
+    return [(alias, info) for info in train_flags() for alias in info.aliases]
+
+
 def _flag_fields() -> list[tuple]:
     out = [(name, typ, dataclasses.field(default=default, metadata=_help(text)))
            for name, typ, default, text in _LEROBOT_OVERRIDES]
     for info in train_flags():
         out.append((info.flag, info.flag_type, dataclasses.field(default=info.default, metadata=_help(info.help))))
+    for alias, info in _aliases():  # older spellings: None unless given
+        text = f"Older spelling of --dataset.{info.flag} (set only one of them)."
+        out.append((alias, Optional[info.flag_type] if info.default is not None else info.flag_type,
+                    dataclasses.field(default=None, metadata=_help(text))))
     for name, typ, default, text in _EXTRA_FLAGS:
         out.append((name, typ, dataclasses.field(default=default, metadata=_help(text))))
     return out
@@ -83,20 +92,22 @@ class _StreamingChecks:
             raise bad("repo_type", "a bucket can only be read with --dataset.streaming=true")
         if str(self.root or "").startswith("hf://buckets/") and not self.streaming:
             raise bad("root", "an hf://buckets/ root can only be read with --dataset.streaming=true")
+        for alias, info in _aliases():  # an older spelling: its option's rule, then its value on the flag
+            value = getattr(self, alias)
+            if value is None:
+                continue
+            if not info.check(value):
+                raise bad(alias, f"must be {info.want}")
+            current = getattr(self, info.flag)
+            if current != info.default and current != value:
+                raise bad(alias, f"is the older spelling of --dataset.{info.flag}={current!r}; set only one of them")
+            setattr(self, info.flag, value)
         for info in train_flags():  # the options' own rules (StreamOptions), named by their flag
             value = getattr(self, info.flag)
             if not info.check(value):
                 raise bad(info.flag, f"must be {info.want}")
         if self.streaming_loader not in STREAMING_LOADERS:
             raise bad("streaming_loader", f"must be one of {', '.join(STREAMING_LOADERS)}")
-        if self.streaming_max_open_decoders is not None and not (
-                isinstance(self.streaming_max_open_decoders, int) and self.streaming_max_open_decoders >= 1):
-            raise bad("streaming_max_open_decoders", "must be None or an int >= 1 (open decoders per rank)")
-        if (self.video_decoder_cache_size is not None and self.streaming_max_open_decoders is not None
-                and self.video_decoder_cache_size != self.streaming_max_open_decoders):
-            raise bad("streaming_max_open_decoders",
-                      f"is the older name of --dataset.video_decoder_cache_size={self.video_decoder_cache_size}; "
-                      "set only one of them")
 
         repo_ids = parse_list(self.repo_id) or []
         if len(repo_ids) > 1:
@@ -123,20 +134,12 @@ class _StreamingChecks:
         """The datasets of ``--dataset.repo_id`` (one, or a ``'[a,b]'`` mixture)."""
         return parse_list(self.repo_id) or []
 
-    @property
-    def decoder_cache_size(self) -> int | None:
-        """The open-decoder cap per rank from either flag name (None → (episode pool +
-        prefetch_episodes) × cameras, per worker)."""
-        if self.video_decoder_cache_size is not None:
-            return self.video_decoder_cache_size
-        return self.streaming_max_open_decoders
-
 
 StreamingDatasetConfig = dataclasses.make_dataclass(
     "StreamingDatasetConfig", _flag_fields(), bases=(_StreamingChecks, DatasetConfig),
     namespace={"__module__": __name__, "__doc__": """LeRobot's dataset flags plus the streaming options (used only
-    with ``streaming=true``): one ``--dataset.<flag>`` per :func:`lerobotstream.options.train_flags` option, plus
-    ``streaming_weights`` and ``streaming_max_open_decoders``.
+    with ``streaming=true``): one ``--dataset.<flag>`` per :func:`lerobotstream.options.train_flags` option, its
+    older spellings (``streaming_max_open_decoders``), ``streaming_loader`` and ``streaming_weights``.
 
     Raises:
         ValueError: LeRobot's own checks (``DatasetConfig.__post_init__``: ``depth_output_unit``,

@@ -224,7 +224,7 @@ def _stream_kwargs(cfg: Any) -> dict[str, Any]:
 
     d = cfg.dataset
     kw = {info.name: getattr(d, info.flag) for info in train_flags()}
-    kw.update(repo_id=d.repo_id, root=d.root, revision=d.revision, video_decoder_cache_size=d.decoder_cache_size,
+    kw.update(repo_id=d.repo_id, root=d.root, revision=d.revision,
               max_num_shards=max(1, int(cfg.num_workers)), tolerance_s=cfg.tolerance_s, video_backend="torchcodec",
               seed=streaming_seed(cfg.seed), batch_size=int(cfg.batch_size), num_workers=int(cfg.num_workers),
               drop_last=False, depth_output_unit=getattr(d, "depth_output_unit", "mm"))  # 0.4.4 has no depth flag
