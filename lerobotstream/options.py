@@ -28,71 +28,17 @@ evenly over the rank's DataLoader workers.
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from collections import abc
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from lerobotstream import constants
+from lerobotstream._option_rules import (DEVICE_RE, MAX_BUDGET_GB, camera_keys_ok, episodes_ok, int_at_least, is_bool,
+                                         is_int, is_number, require)
 from lerobotstream.errors import StreamingConfigError
 
-__all__ = ["StreamOptions", "OptionInfo", "option_info", "per_dataset_options", "train_flags", "constructor_signature",
-           "options_markdown", "LEROBOT_POSITIONAL", "require", "is_int", "check_option", "option_problem"]
-
-
-def require(name: str, value: Any, ok: bool, want: str) -> None:
-    """Raise :class:`StreamingConfigError` naming the option and its value unless ``ok``."""
-    if not ok:
-        raise StreamingConfigError(f"{name} must be {want}, got {value!r}", option=name, value=value)
-
-
-def is_int(v: Any) -> bool:
-    import numpy as np
-
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def _is_number(v: Any) -> bool:
-    """A finite real number that fits a float64 (bools, strings, nan, inf and 10**400 are not)."""
-    import numpy as np
-
-    if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)):
-        return False
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:
-        return False
-
-
-def _is_bool(v: Any) -> bool:
-    import numpy as np
-
-    return isinstance(v, (bool, np.bool_))
-
-
-#: the largest byte budget the C planner can hold (int64 bytes), in GiB
-_MAX_BUDGET_GB = float(2**62) / 2**30
-_DEVICE_RE = re.compile(r"cpu|cuda(:[0-9]+)?", re.ASCII)
-
-
-def _int_at_least(lo: int, none_ok: bool = False) -> Callable[[Any], bool]:
-    return lambda v: (none_ok and v is None) or (is_int(v) and v >= lo)
-
-
-def _episodes_ok(v: Any) -> bool:
-    if v is None:
-        return True
-    try:
-        eps = list(v)
-    except TypeError:
-        return False
-    return len(eps) > 0 and all(is_int(e) and e >= 0 for e in eps)
-
-
-def _camera_keys_ok(v: Any) -> bool:
-    return v is None or (not isinstance(v, (str, bytes)) and isinstance(v, abc.Iterable)
-                         and all(isinstance(k, str) for k in v))
+__all__ = ["StreamOptions", "OptionInfo", "option_info", "per_dataset_options", "train_flags", "options_markdown",
+           "LEROBOT_POSITIONAL", "require", "is_int", "check_option", "option_problem"]
 
 
 @dataclass(frozen=True)
@@ -148,9 +94,11 @@ class StreamOptions:
     (keywords given beside ``options`` override it). See ``docs/options.md`` for the table.
     """
 
+    # The declarations are a table, one entry per option, kept as written (not reformatted).
+    # fmt: off
     # --- LeRobot's own LeRobotDataset arguments (same names, order and defaults) ---------------------
     episodes: Optional[Sequence[int]] = _option(
-        None, "None (all episodes) or a non-empty sequence of episode indices >= 0", _episodes_ok,
+        None, "None (all episodes) or a non-empty sequence of episode indices >= 0", episodes_ok,
         "Episode indices to stream (None: every episode).", group="lerobot", per_dataset=True,
         train="--dataset.episodes (LeRobot's)")
     delta_timestamps: Optional[dict] = _option(
@@ -167,15 +115,15 @@ class StreamOptions:
         "Hub revision (branch, tag or commit); payload reads are pinned to its commit.", group="lerobot",
         per_dataset=True, train="--dataset.revision (LeRobot's)")
     max_num_shards: int = _option(
-        1, "an int >= 1", _int_at_least(1),
+        1, "an int >= 1", int_at_least(1),
         "Worker shards per rank (LeRobot's streaming argument); sets num_workers when that is unset "
         "and this is > 1.", group="lerobot", train="max(1, --num_workers)")
     tolerance_s: float = _option(
-        constants.DEFAULT_TOLERANCE_S, "a number > 0 (seconds)", lambda v: _is_number(v) and v > 0,
+        constants.DEFAULT_TOLERANCE_S, "a number > 0 (seconds)", lambda v: is_number(v) and v > 0,
         "How far a frame's presentation time may be from its timestamp, seconds (strictly less, as LeRobot).", group="lerobot",
         per_dataset=True, train="--tolerance_s (LeRobot's)")
     return_uint8: bool = _option(
-        False, "True or False", _is_bool,
+        False, "True or False", is_bool,
         "Camera frames as uint8 (C,H,W) in [0, 255] instead of float32 in [0, 1].", group="lerobot",
         train="True with LeRobot 0.6 (its training loop converts), False with 0.4.4")
     video_backend: Optional[str] = _option(
@@ -186,7 +134,7 @@ class StreamOptions:
         f"Seed of every order (None: {constants.SEED_WHEN_NONE}).", group="lerobot",
         train=f"--seed (LeRobot's; --seed=null gives {constants.SEED_WHEN_NONE})")
     repeat: bool = _option(
-        False, "True or False", _is_bool,
+        False, "True or False", is_bool,
         "Chain exact-coverage epochs endlessly (False: one epoch per iterator; set_epoch for the next).",
         group="lerobot", train="True for the training stream, False for the eval stream")
     # --- where the bytes come from ----------------------------------------------------------------
@@ -201,37 +149,37 @@ class StreamOptions:
         per_dataset=True, flag="streaming_data_root", flag_type=Optional[str])
     read_timeout_s: float = _option(
         constants.DEFAULT_READ_TIMEOUT_S, "a number > 0 (seconds one read may take, retries included)",
-        lambda v: v is None or (_is_number(v) and v > 0),
+        lambda v: v is None or (is_number(v) and v > 0),
         "Seconds one read from an HTTP(S), Hub or bucket store may take, retries and backoff included; "
         "then a SourceTimeoutError names the URL.", group="source", flag="streaming_read_timeout_s",
         flag_type=float)
     sidecar_lock_timeout_s: float = _option(
-        constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S, "a number > 0 (seconds)", lambda v: _is_number(v) and v > 0,
+        constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S, "a number > 0 (seconds)", lambda v: is_number(v) and v > 0,
         "Seconds to wait for another process that is building the same MP4 sidecar.", group="source",
         flag="streaming_sidecar_lock_timeout_s", flag_type=float)
     # --- resources (per rank, split over the workers) ---------------------------------------------
     episode_pool_size: Optional[int] = _option(
-        None, "None or an int >= 1", _int_at_least(1, none_ok=True),
+        None, "None or an int >= 1", int_at_least(1, none_ok=True),
         f"Complete episodes mixed at once by each DataLoader worker (None: "
         f"{constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK} per rank, split over the workers).", group="resources",
         flag="streaming_episode_pool_size", flag_type=Optional[int])
     prefetch_episodes: int = _option(
-        constants.DEFAULT_PREFETCH_EPISODES, "an int >= 0", _int_at_least(0),
+        constants.DEFAULT_PREFETCH_EPISODES, "an int >= 0", int_at_least(0),
         "Episodes fetched ahead of each worker's active pool.", group="resources",
         flag="streaming_prefetch_episodes", flag_type=int)
     byte_budget_gb: float = _option(
         constants.DEFAULT_BYTE_BUDGET_GB, "a number > 0 (GiB per rank)",
-        lambda v: _is_number(v) and 0 < v <= _MAX_BUDGET_GB,
+        lambda v: is_number(v) and 0 < v <= MAX_BUDGET_GB,
         "Compressed (synthesized MP4) bytes held per rank, GiB; each worker gets 1/num_workers. Not an "
         "RSS limit.", group="resources", flag="streaming_byte_budget_gb", flag_type=float)
     video_decoder_cache_size: Optional[int] = _option(
-        None, "None or an int >= 1 (open decoders per rank)", _int_at_least(1, none_ok=True),
+        None, "None or an int >= 1 (open decoders per rank)", int_at_least(1, none_ok=True),
         "Open decoders per rank, split over the workers (None: per worker, its pool size x cameras "
         "+ prefetch_episodes x cameras); a decoder in use is never evicted, so when all are in use the cap "
         "is exceeded briefly instead of waited on.", group="resources", flag="video_decoder_cache_size",
         flag_type=Optional[int], aliases=("streaming_max_open_decoders",))
     decoded_cache_gb: float = _option(
-        constants.DEFAULT_DECODED_CACHE_GB, "a number >= 0 (GiB per rank)", lambda v: _is_number(v) and v >= 0,
+        constants.DEFAULT_DECODED_CACHE_GB, "a number >= 0 (GiB per rank)", lambda v: is_number(v) and v >= 0,
         "Decoded GOP frames kept so each GOP is decoded once per episode, GiB per rank split over the "
         "workers (0 disables).", group="resources", flag="streaming_decoded_cache_gb", flag_type=float)
     # --- order ------------------------------------------------------------------------------------
@@ -249,7 +197,7 @@ class StreamOptions:
         "batch_size, num_workers and drop_last); 'none' keeps every frame.", group="order",
         train="'none' (training streams repeat; there is no epoch end to equalize)")
     partitions: Optional[int] = _option(
-        None, "None or an int >= 1 (at least world size x max(1, num_workers))", _int_at_least(1, none_ok=True),
+        None, "None or an int >= 1 (at least world size x max(1, num_workers))", int_at_least(1, none_ok=True),
         "Canonical partitions (MosaicML's canonical nodes; None: off): the episodes are split into this many "
         "frame-balanced partitions, each with its own seeded pool, so each partition's samples and their order "
         "do not depend on the world size, DataLoader workers or batch size (resume on another topology continues "
@@ -258,40 +206,40 @@ class StreamOptions:
         "docs/resume.md.",
         group="order", flag="streaming_partitions", flag_type=Optional[int])
     drop_n_last_frames: int = _option(
-        0, "an int >= 0", _int_at_least(0),
+        0, "an int >= 0", int_at_least(0),
         "The last n frames of every episode are never anchors (LeRobot's EpisodeAwareSampler); "
         "windows still read them.", group="order", per_dataset=True,
         train="the policy's drop_n_last_frames (LeRobot's rule)")
     camera_keys: Optional[Sequence[str]] = _option(
-        None, "None or a list of camera keys (video or image features)", _camera_keys_ok,
+        None, "None or a list of camera keys (video or image features)", camera_keys_ok,
         "Decode only these camera keys (None: all; a mixture's default: the cameras every dataset has); "
         "a camera left out is neither fetched nor decoded.",
         group="decode", per_dataset=True, flag="streaming_camera_keys", flag_type=Optional[list[str]])
     # --- decode -------------------------------------------------------------------------------------
     decode_threads: int = _option(
-        constants.DEFAULT_DECODE_THREADS, "an int >= 1", _int_at_least(1),
+        constants.DEFAULT_DECODE_THREADS, "an int >= 1", int_at_least(1),
         "Sample-assembly / decode threads per DataLoader worker.", group="decode",
         flag="streaming_decode_threads", flag_type=int)
     decoded_queue_size: int = _option(
-        constants.DEFAULT_DECODED_QUEUE_SIZE, "an int >= 1", _int_at_least(1),
+        constants.DEFAULT_DECODED_QUEUE_SIZE, "an int >= 1", int_at_least(1),
         "Decoded samples buffered ahead per worker.", group="decode", flag="streaming_decoded_queue_size",
         flag_type=int)
     device: str = _option(
         "cpu", "'cpu', 'cuda' or 'cuda:N' (or a torch.device)",
-        lambda v: v is None or (isinstance(v, str) and bool(_DEVICE_RE.fullmatch(v))),
+        lambda v: v is None or (isinstance(v, str) and bool(DEVICE_RE.fullmatch(v))),
         "Where frames are decoded: 'cpu', or 'cuda' (NVDEC, with a counted CPU fallback).", group="decode",
         flag="streaming_decode_device", flag_type=str)
     decode_lookahead: int = _option(
-        constants.DEFAULT_DECODE_LOOKAHEAD, "an int >= 1 (anchors per decode chunk)", _int_at_least(1),
+        constants.DEFAULT_DECODE_LOOKAHEAD, "an int >= 1 (anchors per decode chunk)", int_at_least(1),
         "Anchors decoded together per chunk (each GOP once per chunk).", group="decode",
         flag="streaming_decode_lookahead", flag_type=int)
     first_lookahead: Optional[int] = _option(
-        None, "None or an int >= 1", _int_at_least(1, none_ok=True),
+        None, "None or an int >= 1", int_at_least(1, none_ok=True),
         "Anchors of each iterator's first decode chunk (None: batch_size, else 8), so the first batch "
         "leaves before a whole chunk is decoded.", group="decode", flag="streaming_first_lookahead",
         flag_type=Optional[int])
     ffmpeg_threads: int = _option(
-        constants.DEFAULT_FFMPEG_THREADS, "an int >= 0 (0: FFmpeg chooses)", _int_at_least(0),
+        constants.DEFAULT_FFMPEG_THREADS, "an int >= 0 (0: FFmpeg chooses)", int_at_least(0),
         "FFmpeg threads per decoder (0: FFmpeg decides); the decode threads already run decoders in "
         "parallel.", group="decode", flag="streaming_ffmpeg_threads", flag_type=int)
     depth_output_unit: str = _option(
@@ -300,11 +248,11 @@ class StreamOptions:
         train="--dataset.depth_output_unit (LeRobot 0.6's)")
     # --- resume: the DataLoader's settings --------------------------------------------------------
     batch_size: Optional[int] = _option(
-        None, "None or an int >= 1 (the DataLoader's batch size)", _int_at_least(1, none_ok=True),
+        None, "None or an int >= 1 (the DataLoader's batch size)", int_at_least(1, none_ok=True),
         "The DataLoader's batch size, for state_dict and equalize (None: a loaded state's, else 1).",
         group="resume", train="--batch_size (LeRobot's)")
     drop_last: bool = _option(
-        False, "True or False", _is_bool, "The DataLoader's drop_last.", group="resume",
+        False, "True or False", is_bool, "The DataLoader's drop_last.", group="resume",
         train="False (LeRobot's DataLoader)")
     num_workers: Optional[int] = _option(
         None, f"None or an int in [0, {constants.MAX_NUM_WORKERS}] (the DataLoader's num_workers, at most "
@@ -314,11 +262,13 @@ class StreamOptions:
         "when > 1, else 0; 0 and 1 are the same stream).", group="resume", train="--num_workers (LeRobot's)")
     # --- StreamLoader ---------------------------------------------------------------------------------
     loader_timeout_s: float = _option(
-        0.0, "a number >= 0 (seconds; 0: no timeout)", lambda v: _is_number(v) and v >= 0,
+        0.0, "a number >= 0 (seconds; 0: no timeout)", lambda v: is_number(v) and v >= 0,
         "Seconds a StreamLoader over this stream waits for one batch of a worker (processes mode) or "
         "shard (threads mode), torch DataLoader's timeout; past it a LoaderWorkerError names the worker, "
         "its PID and how long it stalled. 0: no timeout; a stall of a minute is then named in one warning.",
         group="loader", flag="streaming_loader_timeout_s", flag_type=float)
+
+    # fmt: on
 
     # --- checks and views ---------------------------------------------------------------------------
     def validate(self) -> StreamOptions:
@@ -335,7 +285,7 @@ class StreamOptions:
             import numpy as np
 
             require(f"delta_timestamps[{key!r}]", offs,
-                    isinstance(offs, (list, tuple, np.ndarray)) and len(offs) > 0 and all(_is_number(d) for d in offs),
+                    isinstance(offs, (list, tuple, np.ndarray)) and len(offs) > 0 and all(is_number(d) for d in offs),
                     "a non-empty list of numbers (offsets in seconds)")
         return self
 
@@ -467,23 +417,6 @@ def check_option(name: str, value: Any, *, where: str = "", label: str | None = 
     if want is not None:
         raise StreamingConfigError(f"{where + ': ' if where else ''}{label or name} must be {want}, got {value!r}",
                                    option=name, value=value)
-
-
-def constructor_signature(func: Callable, keep: Sequence[str]) -> Any:
-    """``func``'s signature with its ``*args`` / ``**kwargs`` replaced by every option (LeRobot's
-    positional ones first, in their order), for ``help()``, IDEs and ``inspect.signature``; ``keep``:
-    the parameters of ``func`` kept as they are (``self``, ``repo_id``, ``root``, ``options``...)."""
-    import inspect
-
-    own = inspect.signature(func)
-    params = [p for name, p in own.parameters.items() if name in keep and p.kind != p.KEYWORD_ONLY]
-    defaults = {i.name: i.default for i in option_info()}
-    for name in LEROBOT_POSITIONAL:
-        params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults[name]))
-    params += [p for name, p in own.parameters.items() if name in keep and p.kind == p.KEYWORD_ONLY]
-    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=d) for name, d in defaults.items()
-               if name not in LEROBOT_POSITIONAL and name not in keep]
-    return own.replace(parameters=params)
 
 
 def per_dataset_options() -> tuple[str, ...]:

@@ -53,7 +53,8 @@ from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.dataset._worker import WorkerConfig
 from lerobotstream.errors import StreamingConfigError, naming
 from lerobotstream.meta import DatasetMeta
-from lerobotstream.options import StreamOptions, constructor_signature
+from lerobotstream._option_signature import constructor_signature
+from lerobotstream.options import StreamOptions
 from lerobotstream.sources import open_source
 
 __all__ = ["StreamingLeRobotDataset"]
