@@ -15,7 +15,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 EXT_SOURCES := $(shell find lerobotstream csrc -name '*.pyx' -o -name '*.pxd' -o -name '*.c' -path 'csrc/*' -o -name '*.h' 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: setup build test demo clean ffmpeg setup-lerobot test-lerobot
+.PHONY: setup build test lint format demo clean ffmpeg setup-lerobot test-lerobot
 
 setup: $(VENV)/.stamp-deps
 
@@ -42,6 +42,20 @@ build: ffmpeg $(VENV)/.stamp-ext
 
 test: build
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# ruff (pinned in pyproject's `lint` dependency group): the format check and the lint rules; CI runs it.
+$(VENV)/.stamp-lint: pyproject.toml | $(VENV)/.stamp-deps
+	$(PIP) install -q --group lint
+	@touch $@
+
+lint: $(VENV)/.stamp-lint
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+# rewrite the tree as the formatter and the safe lint fixes want it
+format: $(VENV)/.stamp-lint
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
 
 # The main job: train ACT with lerobotstream-train (streaming, 2 workers) on data/g1_v30, resume, summary.
 demo: setup-lerobot
