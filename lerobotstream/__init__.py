@@ -8,8 +8,17 @@ torchcodec (FFmpeg on CPU, NVDEC on CUDA).
 from lerobotstream._version import __version__
 from lerobotstream import errors
 
-__all__ = ["__version__", "errors", "EpisodeByteCache", "PackedCollate", "StreamLoader", "StreamOptions", "StreamingLeRobotDataset",
-           "StreamingMultiLeRobotDataset", "packed_collate"]
+__all__ = [
+    "__version__",
+    "errors",
+    "EpisodeByteCache",
+    "PackedCollate",
+    "StreamLoader",
+    "StreamOptions",
+    "StreamingLeRobotDataset",
+    "StreamingMultiLeRobotDataset",
+    "packed_collate",
+]
 
 
 def __getattr__(name: str):

@@ -27,8 +27,9 @@ def check_output_file(path: str | os.PathLike, *, flag: str) -> None:
 
     out = os.fspath(path)
     if os.path.isdir(out):
-        raise StreamingConfigError(f"{flag} {out!r} is a folder: give the path of a file to write",
-                                   option=flag, value=out)
+        raise StreamingConfigError(
+            f"{flag} {out!r} is a folder: give the path of a file to write", option=flag, value=out
+        )
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         raise StreamingConfigError(f"{flag} {out!r}: the folder {folder} does not exist", option=flag, value=out)

@@ -16,7 +16,14 @@ from lerobotstream.errors import MetadataError
 from lerobotstream.sources import ByteSource, PrefetchedReads
 
 EPISODES_DIR = "meta/episodes"
-_REQUIRED_EPISODE_COLUMNS = ("episode_index", "length", "dataset_from_index", "dataset_to_index", "data/chunk_index", "data/file_index")
+_REQUIRED_EPISODE_COLUMNS = (
+    "episode_index",
+    "length",
+    "dataset_from_index",
+    "dataset_to_index",
+    "data/chunk_index",
+    "data/file_index",
+)
 _VIDEO_SUFFIXES = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
 
 
@@ -98,7 +105,9 @@ def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> tuple[d
             f"no episode metadata: {_where(src, EPISODES_DIR)}/chunk-*/file-*.parquet not found", path=EPISODES_DIR
         )
     video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
-    wanted = list(_REQUIRED_EPISODE_COLUMNS) + ["tasks"] + [f"videos/{k}/{s}" for k in video_keys for s in _VIDEO_SUFFIXES]
+    wanted = (
+        list(_REQUIRED_EPISODE_COLUMNS) + ["tasks"] + [f"videos/{k}/{s}" for k in video_keys for s in _VIDEO_SUFFIXES]
+    )
     cols: dict[str, list] = {c: [] for c in wanted}
     shard_of: list[str] = []
     for shard in shards:
@@ -127,19 +136,28 @@ def _report(problems: list | None, error: MetadataError) -> None:
     problems.append(error)
 
 
-def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, list], shard_of: list[str],
-                    problems: list | None = None) -> list[EpisodeInfo]:
+def _build_episodes(
+    src: ByteSource, info: Mapping[str, Any], cols: dict[str, list], shard_of: list[str], problems: list | None = None
+) -> list[EpisodeInfo]:
     """Episode rows → :class:`EpisodeInfo` list (episode_index order), checked; ``problems`` as in
     :meth:`DatasetMeta.load` (collecting: a row that cannot be used is left out, once reported)."""
     n = len(shard_of)
     if n == 0:
-        raise MetadataError(f"the episode metadata shards under {_where(src, EPISODES_DIR)} hold no episodes", path=EPISODES_DIR)
+        raise MetadataError(
+            f"the episode metadata shards under {_where(src, EPISODES_DIR)} hold no episodes", path=EPISODES_DIR
+        )
     usable = np.ones(n, dtype=bool)
     for c in _REQUIRED_EPISODE_COLUMNS:
         bad = [i for i, v in enumerate(cols[c]) if v is None]
         for i in bad[: 1 if problems is None else len(bad)]:
-            _report(problems, MetadataError(f"episode row {i} of {_where(src, shard_of[i])} has a null {c!r}",
-                                            path=shard_of[i], code="episode_row_null"))
+            _report(
+                problems,
+                MetadataError(
+                    f"episode row {i} of {_where(src, shard_of[i])} has a null {c!r}",
+                    path=shard_of[i],
+                    code="episode_row_null",
+                ),
+            )
             usable[i] = False
     rows = np.flatnonzero(usable)
     if rows.size == 0:
@@ -151,9 +169,15 @@ def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, li
     for d in dup[: 1 if problems is None else len(dup)]:
         a, b = order[d], order[d + 1]
         e = int(sorted_idx[d])
-        _report(problems, MetadataError(
-            f"episode {e} appears twice in meta/episodes: in {_where(src, shard_of[a])} and {_where(src, shard_of[b])}",
-            episode_index=e, path=shard_of[b], code="duplicate_episode"))
+        _report(
+            problems,
+            MetadataError(
+                f"episode {e} appears twice in meta/episodes: in {_where(src, shard_of[a])} and {_where(src, shard_of[b])}",
+                episode_index=e,
+                path=shard_of[b],
+                code="duplicate_episode",
+            ),
+        )
         usable[b] = False
     order = np.asarray([i for i in order if usable[i]], dtype=np.int64)
     sorted_idx = np.asarray([cols["episode_index"][i] for i in order], dtype=np.int64)
@@ -161,20 +185,32 @@ def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, li
     expected = np.arange(n_ok, dtype=np.int64)
     if not np.array_equal(sorted_idx, expected):
         missing = np.setdiff1d(np.arange(max(n_ok, int(sorted_idx[-1]) + 1)), sorted_idx)
-        _report(problems, MetadataError(
-            f"meta/episodes under {_where(src, EPISODES_DIR)} is missing episodes {missing[:10].tolist()} "
-            f"(episode indices must be 0..N-1; found {n} rows, max index {int(sorted_idx[-1])}); a shard may be missing",
-            episode_index=int(missing[0]) if missing.size else None, path=EPISODES_DIR, code="missing_episodes",
-            episodes=missing.tolist()))
+        _report(
+            problems,
+            MetadataError(
+                f"meta/episodes under {_where(src, EPISODES_DIR)} is missing episodes {missing[:10].tolist()} "
+                f"(episode indices must be 0..N-1; found {n} rows, max index {int(sorted_idx[-1])}); a shard may be missing",
+                episode_index=int(missing[0]) if missing.size else None,
+                path=EPISODES_DIR,
+                code="missing_episodes",
+                episodes=missing.tolist(),
+            ),
+        )
     info_eps = info.get("total_episodes")
     top = int(sorted_idx[-1]) + 1
     if info_eps is not None and int(info_eps) > max(n, top):
-        _report(problems, MetadataError(
-            f"{_where(src, INFO_PATH)} says total_episodes={info_eps} but the shards under {_where(src, EPISODES_DIR)} "
-            f"hold only episodes 0..{max(n, top) - 1}: episodes {max(n, top)}..{int(info_eps) - 1} are missing "
-            "(a shard may be missing)",
-            episode_index=max(n, top), path=EPISODES_DIR, code="missing_episodes",
-            episodes=list(range(max(n, top), int(info_eps)))))
+        _report(
+            problems,
+            MetadataError(
+                f"{_where(src, INFO_PATH)} says total_episodes={info_eps} but the shards under {_where(src, EPISODES_DIR)} "
+                f"hold only episodes 0..{max(n, top) - 1}: episodes {max(n, top)}..{int(info_eps) - 1} are missing "
+                "(a shard may be missing)",
+                episode_index=max(n, top),
+                path=EPISODES_DIR,
+                code="missing_episodes",
+                episodes=list(range(max(n, top), int(info_eps))),
+            ),
+        )
     video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
     data_tpl, video_tpl = info["data_path"], info.get("video_path")
     out: list[EpisodeInfo] = []
@@ -185,37 +221,73 @@ def _build_episodes(src: ByteSource, info: Mapping[str, Any], cols: dict[str, li
         length = int(cols["length"][i])
         lo, hi = int(cols["dataset_from_index"][i]), int(cols["dataset_to_index"][i])
         if length <= 0 or hi - lo != length or lo < 0:
-            _report(problems, MetadataError(
-                f"episode {e} in {_where(src, shard)}: length {length} disagrees with [dataset_from_index, dataset_to_index) = [{lo}, {hi})",
-                episode_index=e, path=shard, code="index_range"))
+            _report(
+                problems,
+                MetadataError(
+                    f"episode {e} in {_where(src, shard)}: length {length} disagrees with [dataset_from_index, dataset_to_index) = [{lo}, {hi})",
+                    episode_index=e,
+                    path=shard,
+                    code="index_range",
+                ),
+            )
             if length <= 0:
                 continue
         if prev_to is not None and lo < prev_to:
-            _report(problems, MetadataError(
-                f"episode {e} in {_where(src, shard)}: [dataset_from_index, dataset_to_index) = [{lo}, {hi}) overlaps the previous episode (ends at {prev_to})",
-                episode_index=e, path=shard, code="index_overlap"))
+            _report(
+                problems,
+                MetadataError(
+                    f"episode {e} in {_where(src, shard)}: [dataset_from_index, dataset_to_index) = [{lo}, {hi}) overlaps the previous episode (ends at {prev_to})",
+                    episode_index=e,
+                    path=shard,
+                    code="index_overlap",
+                ),
+            )
         prev_to = hi if prev_to is None else max(prev_to, hi)
         dc, df = int(cols["data/chunk_index"][i]), int(cols["data/file_index"][i])
         videos: dict[str, EpisodeVideo] = {}
         for key in video_keys:
             vals = [cols[f"videos/{key}/{s}"][i] for s in _VIDEO_SUFFIXES]
             if any(v is None for v in vals):
-                _report(problems, MetadataError(
-                    f"episode {e}, camera {key!r}: null video location in {_where(src, shard)}",
-                    episode_index=e, camera=key, path=shard, code="video_location"))
+                _report(
+                    problems,
+                    MetadataError(
+                        f"episode {e}, camera {key!r}: null video location in {_where(src, shard)}",
+                        episode_index=e,
+                        camera=key,
+                        path=shard,
+                        code="video_location",
+                    ),
+                )
                 continue
             vc, vf, t0, t1 = int(vals[0]), int(vals[1]), float(vals[2]), float(vals[3])
             if not (0.0 <= t0 < t1) or not np.isfinite(t1):
-                _report(problems, MetadataError(
-                    f"episode {e}, camera {key!r}: bad video window from_timestamp={t0} to_timestamp={t1} in {_where(src, shard)}",
-                    episode_index=e, camera=key, path=shard, code="video_location"))
+                _report(
+                    problems,
+                    MetadataError(
+                        f"episode {e}, camera {key!r}: bad video window from_timestamp={t0} to_timestamp={t1} in {_where(src, shard)}",
+                        episode_index=e,
+                        camera=key,
+                        path=shard,
+                        code="video_location",
+                    ),
+                )
                 continue
             videos[key] = EpisodeVideo(video_tpl.format(video_key=key, chunk_index=vc, file_index=vf), vc, vf, t0, t1)
         tasks = cols["tasks"][i]
-        out.append(EpisodeInfo(
-            episode_index=e, length=length, dataset_from_index=lo, dataset_to_index=hi,
-            data_path=data_tpl.format(chunk_index=dc, file_index=df), data_chunk_index=dc, data_file_index=df,
-            videos=videos, tasks=tuple(str(t) for t in tasks) if tasks is not None else (), shard=shard))
+        out.append(
+            EpisodeInfo(
+                episode_index=e,
+                length=length,
+                dataset_from_index=lo,
+                dataset_to_index=hi,
+                data_path=data_tpl.format(chunk_index=dc, file_index=df),
+                data_chunk_index=dc,
+                data_file_index=df,
+                videos=videos,
+                tasks=tuple(str(t) for t in tasks) if tasks is not None else (),
+                shard=shard,
+            )
+        )
     return out
 
 
@@ -232,7 +304,14 @@ def _check_files(src: PrefetchedReads, episodes: Sequence[EpisodeInfo], problems
         if not src.exists(path):
             ep, key = users[path][0]
             what = f"camera {key!r} video" if key else "data file"
-            _report(problems, MetadataError(
-                f"episode {ep.episode_index}: {what} {_where(src, path)} is missing (referenced by {_where(src, ep.shard)})",
-                episode_index=ep.episode_index, camera=key, path=path, code="file_missing",
-                episodes=sorted({int(u.episode_index) for u, _k in users[path]})))
+            _report(
+                problems,
+                MetadataError(
+                    f"episode {ep.episode_index}: {what} {_where(src, path)} is missing (referenced by {_where(src, ep.shard)})",
+                    episode_index=ep.episode_index,
+                    camera=key,
+                    path=path,
+                    code="file_missing",
+                    episodes=sorted({int(u.episode_index) for u, _k in users[path]}),
+                ),
+            )

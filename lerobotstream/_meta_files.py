@@ -49,8 +49,9 @@ def _read_error(source: "ByteSource | PrefetchedReads", path: str, what: str, e:
         reason = str(e)
     else:
         reason = os_reason(e)
-    return MetadataReadError(f"could not read {what} {_where(source, path)}: {reason}", path=path,
-                             errno=getattr(e, "errno", None))
+    return MetadataReadError(
+        f"could not read {what} {_where(source, path)}: {reason}", path=path, errno=getattr(e, "errno", None)
+    )
 
 
 def _parse_json(source: "ByteSource | PrefetchedReads", path: str, raw: bytes) -> Any:
@@ -62,11 +63,16 @@ def _parse_json(source: "ByteSource | PrefetchedReads", path: str, raw: bytes) -
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise MetadataError(f"{_where(source, path)} is not valid JSON: {e}", path=path) from e
     except RecursionError as e:
-        raise MetadataError(f"{_where(source, path)} nests arrays/objects deeper than the JSON parser allows "
-                            f"({e}); it is not a LeRobot metadata file: restore it", path=path) from None
+        raise MetadataError(
+            f"{_where(source, path)} nests arrays/objects deeper than the JSON parser allows "
+            f"({e}); it is not a LeRobot metadata file: restore it",
+            path=path,
+        ) from None
 
 
-def _read_parquet(source: "ByteSource | PrefetchedReads", path: str, *, what: str, columns: Iterable[str] | None = None) -> pa.Table:
+def _read_parquet(
+    source: "ByteSource | PrefetchedReads", path: str, *, what: str, columns: Iterable[str] | None = None
+) -> pa.Table:
     data = _read_bytes(source, path, what=what)
     try:
         pf = pq.ParquetFile(io.BytesIO(data))

@@ -54,8 +54,14 @@ def _cli_type(hint: Any) -> tuple[Callable[[str], Any] | None, str]:
     raise TypeError(f"no command-line form for an option of type {hint!r}")
 
 
-def add_cli_flags(parser: Any, names: Sequence[str], *, defaults: dict[str, Any] | None = None,
-                  helps: dict[str, str] | None = None, aliases: dict[str, Sequence[str]] | None = None) -> None:
+def add_cli_flags(
+    parser: Any,
+    names: Sequence[str],
+    *,
+    defaults: dict[str, Any] | None = None,
+    helps: dict[str, str] | None = None,
+    aliases: dict[str, Sequence[str]] | None = None,
+) -> None:
     """Add one argparse flag per option of ``names`` to ``parser`` (a parser or an argument group):
     ``--episode-pool-size`` for ``episode_pool_size``, parsed by the option's type (an int, a
     number or a string — ``none`` where the option takes None —, ``--x/--no-x`` for a boolean, JSON

@@ -11,8 +11,17 @@ from typing import Any, Callable
 
 from lerobotstream.errors import StreamingConfigError
 
-__all__ = ["require", "is_int", "is_number", "is_bool", "int_at_least", "episodes_ok", "camera_keys_ok",
-           "MAX_BUDGET_GB", "DEVICE_RE"]
+__all__ = [
+    "require",
+    "is_int",
+    "is_number",
+    "is_bool",
+    "int_at_least",
+    "episodes_ok",
+    "camera_keys_ok",
+    "MAX_BUDGET_GB",
+    "DEVICE_RE",
+]
 
 
 def require(name: str, value: Any, ok: bool, want: str) -> None:
@@ -65,5 +74,6 @@ def episodes_ok(v: Any) -> bool:
 
 
 def camera_keys_ok(v: Any) -> bool:
-    return v is None or (not isinstance(v, (str, bytes)) and isinstance(v, abc.Iterable)
-                         and all(isinstance(k, str) for k in v))
+    return v is None or (
+        not isinstance(v, (str, bytes)) and isinstance(v, abc.Iterable) and all(isinstance(k, str) for k in v)
+    )

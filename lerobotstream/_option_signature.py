@@ -23,6 +23,9 @@ def constructor_signature(func: Callable, keep: Sequence[str]) -> Any:
     for name in LEROBOT_POSITIONAL:
         params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults[name]))
     params += [p for name, p in own.parameters.items() if name in keep and p.kind == p.KEYWORD_ONLY]
-    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=d) for name, d in defaults.items()
-               if name not in LEROBOT_POSITIONAL and name not in keep]
+    params += [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=d)
+        for name, d in defaults.items()
+        if name not in LEROBOT_POSITIONAL and name not in keep
+    ]
     return own.replace(parameters=params)

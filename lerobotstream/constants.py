@@ -35,6 +35,7 @@ def debug_enabled() -> bool:
     (read at call time)."""
     return os.environ.get("LEROBOTSTREAM_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
 
+
 # --- defaults of the streaming options (read by lerobotstream.options.StreamOptions, the one table of
 # options; the planner and the sources read the ones they need from here) -----------------------------
 DEFAULT_SEED = 1000

@@ -351,7 +351,9 @@ def _stdout_closed() -> bool:
         return False
 
 
-_CAUGHT = re.compile(r"\ACaught (\w+) (in DataLoader worker process \d+)\.\nOriginal Traceback \(most recent call last\):\n")
+_CAUGHT = re.compile(
+    r"\ACaught (\w+) (in DataLoader worker process \d+)\.\nOriginal Traceback \(most recent call last\):\n"
+)
 
 
 def worker_error(exc: BaseException) -> BaseException | None:
@@ -381,7 +383,7 @@ def worker_error(exc: BaseException) -> BaseException | None:
     names = (f"{type(exc).__module__}.{type(exc).__qualname__}", type(exc).__qualname__)
     for name in names:
         if body.startswith(name + ": "):
-            body = body[len(name) + 2:]
+            body = body[len(name) + 2 :]
             break
         if body == name:
             body = ""

@@ -14,9 +14,20 @@ import numpy as np
 
 from lerobotstream.errors import MetadataError
 
-__all__ = ["LANGUAGE_COLUMNS", "DEPTH_PIX_FMTS", "DEFAULT_TOOLS", "REQUIRED_DATA_COLUMNS", "DepthQuantizer",
-           "is_depth_feature", "depth_quantizer_of", "rescale_depth_stats", "scale_stat", "aggregate_stats",
-           "row_shape_matches", "is_image_column_type"]
+__all__ = [
+    "LANGUAGE_COLUMNS",
+    "DEPTH_PIX_FMTS",
+    "DEFAULT_TOOLS",
+    "REQUIRED_DATA_COLUMNS",
+    "DepthQuantizer",
+    "is_depth_feature",
+    "depth_quantizer_of",
+    "rescale_depth_stats",
+    "scale_stat",
+    "aggregate_stats",
+    "row_shape_matches",
+    "is_image_column_type",
+]
 
 INFO_PATH = "meta/info.json"  # = lerobotstream.meta.INFO_PATH (meta imports this module)
 
@@ -28,15 +39,20 @@ REQUIRED_DATA_COLUMNS = ("timestamp", "task_index")
 #: depth video pixel formats decoded losslessly (the 12-bit codes, no RGB conversion)
 DEPTH_PIX_FMTS = ("gray12le",)
 #: LeRobot 0.6.1's fallback tool list (``lerobot.datasets.language.DEFAULT_TOOLS``: the ``say`` tool)
-DEFAULT_TOOLS: tuple[dict, ...] = ({
-    "type": "function",
-    "function": {
-        "name": "say",
-        "description": "Speak a short utterance to the user via the TTS executor.",
-        "parameters": {"type": "object", "properties": {"text": {"type": "string", "description": "The verbatim text to speak."}},
-                       "required": ["text"]},
+DEFAULT_TOOLS: tuple[dict, ...] = (
+    {
+        "type": "function",
+        "function": {
+            "name": "say",
+            "description": "Speak a short utterance to the user via the TTS executor.",
+            "parameters": {
+                "type": "object",
+                "properties": {"text": {"type": "string", "description": "The verbatim text to speak."}},
+                "required": ["text"],
+            },
+        },
     },
-},)
+)
 
 
 @dataclass(frozen=True)
@@ -60,8 +76,11 @@ def is_depth_feature(feat: Mapping[str, Any]) -> bool:
     ``video.is_depth_map`` in ``info`` or ``video_info``)."""
     info = feat.get("info") or {}
     video_info = feat.get("video_info") or {}
-    return bool(info.get("is_depth_map", False) or info.get("video.is_depth_map", False)
-                or video_info.get("video.is_depth_map", False))
+    return bool(
+        info.get("is_depth_map", False)
+        or info.get("video.is_depth_map", False)
+        or video_info.get("video.is_depth_map", False)
+    )
 
 
 def row_shape_matches(declared: Sequence[int], per_row: Sequence[int]) -> bool:
@@ -96,8 +115,7 @@ def depth_quantizer_of(features: Mapping[str, Any], key: str, repo_id: str) -> D
     depth_keys = [k for k, f in features.items() if is_depth_feature(f)]
     feat = features.get(key)
     if feat is None or feat.get("dtype") != "video" or key not in depth_keys:
-        raise MetadataError(f"{key!r} is not a depth video feature of {repo_id} (depth keys: {depth_keys})",
-                            camera=key)
+        raise MetadataError(f"{key!r} is not a depth video feature of {repo_id} (depth keys: {depth_keys})", camera=key)
     info = feat.get("info") or {}
     where = f"{repo_id}: depth camera {key!r} (meta/info.json features[{key!r}].info)"
     pix_fmt = info.get("video.pix_fmt")
@@ -105,21 +123,31 @@ def depth_quantizer_of(features: Mapping[str, Any], key: str, repo_id: str) -> D
         raise MetadataError(
             f"{where}: video.pix_fmt={pix_fmt!r} is not supported for depth maps; lerobotstream decodes "
             f"depth video losslessly only as {', '.join(DEPTH_PIX_FMTS)} (LeRobot 0.6's default depth encoder)",
-            camera=key, path=INFO_PATH)
+            camera=key,
+            path=INFO_PATH,
+        )
     params: dict[str, Any] = {}
     for name, default in (("depth_min", 0.01), ("depth_max", 10.0), ("shift", 3.5), ("use_log", True)):
         value = info.get(f"video.{name}")
         params[name] = default if value is None else value
-    ok = all(isinstance(params[n], (int, float)) and not isinstance(params[n], bool) and np.isfinite(params[n])
-             for n in ("depth_min", "depth_max", "shift")) and isinstance(params["use_log"], bool)
+    ok = all(
+        isinstance(params[n], (int, float)) and not isinstance(params[n], bool) and np.isfinite(params[n])
+        for n in ("depth_min", "depth_max", "shift")
+    ) and isinstance(params["use_log"], bool)
     if not ok:
-        raise MetadataError(f"{where}: quantiser parameters {params} are not numbers (use_log: a bool)",
-                            camera=key, path=INFO_PATH)
-    q = DepthQuantizer(float(params["depth_min"]), float(params["depth_max"]), float(params["shift"]),
-                       bool(params["use_log"]))
+        raise MetadataError(
+            f"{where}: quantiser parameters {params} are not numbers (use_log: a bool)", camera=key, path=INFO_PATH
+        )
+    q = DepthQuantizer(
+        float(params["depth_min"]), float(params["depth_max"]), float(params["shift"]), bool(params["use_log"])
+    )
     if q.depth_max <= q.depth_min or (q.use_log and q.depth_min + q.shift <= 0):
-        raise MetadataError(f"{where}: invalid quantiser parameters {params} (need depth_max > depth_min and, "
-                            "with use_log, depth_min + shift > 0)", camera=key, path=INFO_PATH)
+        raise MetadataError(
+            f"{where}: invalid quantiser parameters {params} (need depth_max > depth_min and, "
+            "with use_log, depth_min + shift > 0)",
+            camera=key,
+            path=INFO_PATH,
+        )
     return q
 
 
@@ -128,23 +156,28 @@ def rescale_depth_stats(stats: dict[str, Any], features: Mapping[str, Any], outp
     depth_keys = [k for k, f in features.items() if is_depth_feature(f)]
     missing = [k for k in depth_keys if _unit(features, k) is None]
     if missing:
-        warnings.warn(f"depth feature(s) {missing} of {repo_id} have no recorded 'depth_unit': their depth "
-                      f"maps and stats are returned as stored, without conversion to {output_unit!r}", stacklevel=3)
+        warnings.warn(
+            f"depth feature(s) {missing} of {repo_id} have no recorded 'depth_unit': their depth "
+            f"maps and stats are returned as stored, without conversion to {output_unit!r}",
+            stacklevel=3,
+        )
     for key in depth_keys:
         stored = _unit(features, key)
         if stored is None or stored == output_unit or key not in stats:
             continue
         factor = 1000.0 if stored == "m" else 1.0 / 1000.0
-        stats[key] = {stat: value if stat == "count" else scale_stat(value, factor)
-                      for stat, value in stats[key].items()}
+        stats[key] = {
+            stat: value if stat == "count" else scale_stat(value, factor) for stat, value in stats[key].items()
+        }
 
 
 def _unit(features: Mapping[str, Any], key: str) -> str | None:
     return ((features.get(key) or {}).get("info") or {}).get("depth_unit")
 
 
-def aggregate_stats(stats_list: Sequence[Mapping[str, Mapping[str, Any]]],
-                    keys: Iterable[str] | None = None) -> dict[str, dict[str, list]]:
+def aggregate_stats(
+    stats_list: Sequence[Mapping[str, Mapping[str, Any]]], keys: Iterable[str] | None = None
+) -> dict[str, dict[str, list]]:
     """Stats of several datasets combined, as LeRobot's ``aggregate_stats``
     (``lerobot.datasets.compute_stats``): per feature, ``min``/``max`` elementwise, ``mean``
     weighted by ``count``, ``std`` by the parallel-variance rule, ``count`` summed, quantiles
@@ -180,11 +213,17 @@ def aggregate_stats(stats_list: Sequence[Mapping[str, Mapping[str, Any]]],
         c = counts.reshape((-1,) + (1,) * (means.ndim - 1))
         mean = (means * c).sum(axis=0) / total
         variance = ((var + (means - mean) ** 2) * c).sum(axis=0) / total
-        agg: dict[str, Any] = {"min": mins.min(axis=0).tolist(), "max": maxs.max(axis=0).tolist(),
-                               "mean": mean.tolist(), "std": np.sqrt(variance).tolist(), "count": [int(total)]}
+        agg: dict[str, Any] = {
+            "min": mins.min(axis=0).tolist(),
+            "max": maxs.max(axis=0).tolist(),
+            "mean": mean.tolist(),
+            "std": np.sqrt(variance).tolist(),
+            "count": [int(total)],
+        }
         for q in [k for k in parts[0] if k.startswith("q") and k[1:].isdigit()]:
             if all(q in p for p in parts):
-                agg[q] = ((np.stack([np.asarray(p[q], dtype=np.float64) for p in parts]) * c).sum(axis=0)
-                          / total).tolist()
+                agg[q] = (
+                    (np.stack([np.asarray(p[q], dtype=np.float64) for p in parts]) * c).sum(axis=0) / total
+                ).tolist()
         out[key] = agg
     return out

@@ -21,12 +21,26 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from lerobotstream._meta_episodes import (EPISODES_DIR, EpisodeInfo, EpisodeVideo, _build_episodes, _check_files,
-                                          _load_episode_rows, _selected)
+from lerobotstream._meta_episodes import (
+    EPISODES_DIR,
+    EpisodeInfo,
+    EpisodeVideo,
+    _build_episodes,
+    _check_files,
+    _load_episode_rows,
+    _selected,
+)
 from lerobotstream._meta_files import _parse_json, _read_bytes, _read_error, _read_parquet, _where
 from lerobotstream.errors import MetadataError, UnsupportedDatasetVersionError
-from lerobotstream.features import (DEFAULT_TOOLS, DEPTH_PIX_FMTS, LANGUAGE_COLUMNS, DepthQuantizer,
-                                    depth_quantizer_of, is_depth_feature, rescale_depth_stats)
+from lerobotstream.features import (
+    DEFAULT_TOOLS,
+    DEPTH_PIX_FMTS,
+    LANGUAGE_COLUMNS,
+    DepthQuantizer,
+    depth_quantizer_of,
+    is_depth_feature,
+    rescale_depth_stats,
+)
 from lerobotstream.sources import ByteSource, LocalSource
 from lerobotstream.sources import PrefetchedReads
 
@@ -42,6 +56,7 @@ CONVERT_HINT = (
     "(add `--root=<dataset folder> --push-to-hub=false` for a local copy; "
     "LeRobot 0.4.x: `python -m lerobot.datasets.v30.convert_dataset_v21_to_v30`)"
 )
+
 
 def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
     if isinstance(source, ByteSource):
@@ -79,9 +94,19 @@ class DatasetMeta:
       (np.int64), ``episode_indices`` (np.int64), ``repo_id``, ``source``, ``warnings`` (list[str]).
     """
 
-    def __init__(self, *, source: ByteSource, info: dict[str, Any], tasks: list[str], stats: dict[str, Any],
-                 episodes: list[EpisodeInfo], total_episodes: int, total_frames: int, repo_id: str,
-                 warnings_: list[str]) -> None:
+    def __init__(
+        self,
+        *,
+        source: ByteSource,
+        info: dict[str, Any],
+        tasks: list[str],
+        stats: dict[str, Any],
+        episodes: list[EpisodeInfo],
+        total_episodes: int,
+        total_frames: int,
+        repo_id: str,
+        warnings_: list[str],
+    ) -> None:
         self.source = source
         self.info = info
         self.fps: int = int(info["fps"])
@@ -204,8 +229,15 @@ class DatasetMeta:
 
     # --- loading -------------------------------------------------------------------------------
     @classmethod
-    def load(cls, source: ByteSource | str | os.PathLike, *, episodes: Sequence[int] | None = None,
-             repo_id: str | None = None, check_files: bool = True, problems: list | None = None) -> "DatasetMeta":
+    def load(
+        cls,
+        source: ByteSource | str | os.PathLike,
+        *,
+        episodes: Sequence[int] | None = None,
+        repo_id: str | None = None,
+        check_files: bool = True,
+        problems: list | None = None,
+    ) -> "DatasetMeta":
         """Read and validate the metadata of a v3 dataset root.
 
         Args:
@@ -233,8 +265,13 @@ class DatasetMeta:
         """
         src = _as_source(source)
         with PrefetchedReads(src, speculative=[FIRST_SHARD_PATH], probe=INFO_PATH) as reads:
-            reads.prefetch(("read_file", INFO_PATH), ("read_file", TASKS_PATH), ("read_file", STATS_PATH),
-                           ("list", EPISODES_DIR), ("read_file", FIRST_SHARD_PATH))
+            reads.prefetch(
+                ("read_file", INFO_PATH),
+                ("read_file", TASKS_PATH),
+                ("read_file", STATS_PATH),
+                ("list", EPISODES_DIR),
+                ("read_file", FIRST_SHARD_PATH),
+            )
             info = _load_info(reads)
             name = repo_id or info.get("repo_id") or src.root_display or "dataset"
             notes: list[str] = []
@@ -254,7 +291,9 @@ class DatasetMeta:
                 )
             train = (info.get("splits") or {}).get("train")
             if isinstance(train, str) and train != f"0:{len(all_eps)}":
-                notes.append(f"{_where(src, INFO_PATH)}: splits.train={train!r} but meta/episodes holds {len(all_eps)} episodes; ignored")
+                notes.append(
+                    f"{_where(src, INFO_PATH)}: splits.train={train!r} but meta/episodes holds {len(all_eps)} episodes; ignored"
+                )
             for task_list in (ep.tasks for ep in all_eps):
                 for t in task_list:
                     if tasks and t not in tasks:
@@ -266,12 +305,14 @@ class DatasetMeta:
                 by_idx = {ep.episode_index: ep for ep in all_eps}
                 wanted, unknown = _selected(episodes, by_idx)
                 if unknown:
-                    held = (f"indices {all_eps[0].episode_index}..{all_eps[-1].episode_index}" if all_eps
-                            else "no episode")
+                    held = (
+                        f"indices {all_eps[0].episode_index}..{all_eps[-1].episode_index}" if all_eps else "no episode"
+                    )
                     raise MetadataError(
                         f"episodes {unknown[:10]}{'...' if len(unknown) > 10 else ''} are not in {name} "
                         f"(meta/episodes holds {len(all_eps)} episodes, {held})",
-                        episode_index=unknown[0], code="episodes_unknown",
+                        episode_index=unknown[0],
+                        code="episodes_unknown",
                     )
                 selected = [by_idx[e] for e in wanted]
             for note in notes:
@@ -281,8 +322,17 @@ class DatasetMeta:
                     problems.append(MetadataError(note, code="info_count", severity="warning", path=INFO_PATH))
             if check_files:
                 _check_files(reads, selected, problems)
-        return cls(source=src, info=info, tasks=tasks, stats=stats, episodes=selected, total_episodes=len(all_eps),
-                   total_frames=total_frames, repo_id=str(name), warnings_=notes)
+        return cls(
+            source=src,
+            info=info,
+            tasks=tasks,
+            stats=stats,
+            episodes=selected,
+            total_episodes=len(all_eps),
+            total_frames=total_frames,
+            repo_id=str(name),
+            warnings_=notes,
+        )
 
 
 def _load_info(src: PrefetchedReads) -> dict[str, Any]:
@@ -307,7 +357,9 @@ def _load_info(src: PrefetchedReads) -> dict[str, Any]:
     except (TypeError, ValueError):
         fps = -1.0
     if fps <= 0 or fps != int(fps):
-        raise MetadataError(f"{_where(src, INFO_PATH)}: fps must be a positive integer, got {info['fps']!r}", path=INFO_PATH)
+        raise MetadataError(
+            f"{_where(src, INFO_PATH)}: fps must be a positive integer, got {info['fps']!r}", path=INFO_PATH
+        )
     for key, feat in info["features"].items():
         if not isinstance(feat, dict) or "dtype" not in feat:
             raise MetadataError(f"{_where(src, INFO_PATH)}: feature {key!r} has no dtype", path=INFO_PATH)
@@ -344,7 +396,10 @@ def _load_tasks(src: PrefetchedReads) -> list[str]:
     idx = table.column("task_index").to_pylist()
     strings = table.column(task_col).to_pylist()
     if sorted(idx) != list(range(len(idx))):
-        raise MetadataError(f"{_where(src, TASKS_PATH)}: task_index values {sorted(idx)[:10]} are not 0..{len(idx) - 1}", path=TASKS_PATH)
+        raise MetadataError(
+            f"{_where(src, TASKS_PATH)}: task_index values {sorted(idx)[:10]} are not 0..{len(idx) - 1}",
+            path=TASKS_PATH,
+        )
     out = [""] * len(idx)
     for i, s in zip(idx, strings):
         out[i] = str(s)
@@ -362,5 +417,13 @@ def _load_stats(src: PrefetchedReads) -> dict[str, Any]:
     return stats if isinstance(stats, dict) else {}
 
 
-__all__ = ["DatasetMeta", "DepthQuantizer", "EpisodeInfo", "EpisodeVideo", "CONVERT_HINT", "LANGUAGE_COLUMNS",
-           "DEPTH_PIX_FMTS", "DEFAULT_TOOLS"]
+__all__ = [
+    "DatasetMeta",
+    "DepthQuantizer",
+    "EpisodeInfo",
+    "EpisodeVideo",
+    "CONVERT_HINT",
+    "LANGUAGE_COLUMNS",
+    "DEPTH_PIX_FMTS",
+    "DEFAULT_TOOLS",
+]

@@ -33,12 +33,32 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from lerobotstream import constants
-from lerobotstream._option_rules import (DEVICE_RE, MAX_BUDGET_GB, camera_keys_ok, episodes_ok, int_at_least, is_bool,
-                                         is_int, is_number, require)
+from lerobotstream._option_rules import (
+    DEVICE_RE,
+    MAX_BUDGET_GB,
+    camera_keys_ok,
+    episodes_ok,
+    int_at_least,
+    is_bool,
+    is_int,
+    is_number,
+    require,
+)
 from lerobotstream.errors import StreamingConfigError
 
-__all__ = ["StreamOptions", "OptionInfo", "option_info", "per_dataset_options", "train_flags", "options_markdown",
-           "LEROBOT_POSITIONAL", "require", "is_int", "check_option", "option_problem"]
+__all__ = [
+    "StreamOptions",
+    "OptionInfo",
+    "option_info",
+    "per_dataset_options",
+    "train_flags",
+    "options_markdown",
+    "LEROBOT_POSITIONAL",
+    "require",
+    "is_int",
+    "check_option",
+    "option_problem",
+]
 
 
 @dataclass(frozen=True)
@@ -74,12 +94,33 @@ class OptionInfo:
     aliases: tuple[str, ...] = ()
 
 
-def _option(default: Any, want: str, check: Callable[[Any], bool], help: str, *, group: str,
-            per_dataset: bool = False, flag: str | None = None, flag_type: Any = None, train: str = "",
-            aliases: tuple[str, ...] = ()) -> Any:
-    return field(default=default, metadata={"want": want, "check": check, "help": help, "group": group,
-                                            "per_dataset": per_dataset, "flag": flag, "flag_type": flag_type,
-                                            "train": train, "aliases": aliases})
+def _option(
+    default: Any,
+    want: str,
+    check: Callable[[Any], bool],
+    help: str,
+    *,
+    group: str,
+    per_dataset: bool = False,
+    flag: str | None = None,
+    flag_type: Any = None,
+    train: str = "",
+    aliases: tuple[str, ...] = (),
+) -> Any:
+    return field(
+        default=default,
+        metadata={
+            "want": want,
+            "check": check,
+            "help": help,
+            "group": group,
+            "per_dataset": per_dataset,
+            "flag": flag,
+            "flag_type": flag_type,
+            "train": train,
+            "aliases": aliases,
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -284,9 +325,12 @@ class StreamOptions:
         for key, offs in (self.delta_timestamps or {}).items():
             import numpy as np
 
-            require(f"delta_timestamps[{key!r}]", offs,
-                    isinstance(offs, (list, tuple, np.ndarray)) and len(offs) > 0 and all(is_number(d) for d in offs),
-                    "a non-empty list of numbers (offsets in seconds)")
+            require(
+                f"delta_timestamps[{key!r}]",
+                offs,
+                isinstance(offs, (list, tuple, np.ndarray)) and len(offs) > 0 and all(is_number(d) for d in offs),
+                "a non-empty list of numbers (offsets in seconds)",
+            )
         return self
 
     def replace(self, **changes: Any) -> StreamOptions:
@@ -336,8 +380,9 @@ class StreamOptions:
         return int(self.decoded_cache_gb * constants.GIB)
 
     @classmethod
-    def from_arguments(cls, options: StreamOptions | None, positional: Sequence[Any], keywords: dict[str, Any],
-                       owner: str) -> StreamOptions:
+    def from_arguments(
+        cls, options: StreamOptions | None, positional: Sequence[Any], keywords: dict[str, Any], owner: str
+    ) -> StreamOptions:
         """The options of a constructor call: ``options`` (or the defaults), LeRobot's positional
         arguments (:data:`LEROBOT_POSITIONAL` order), then ``keywords``; one-shot iterators given
         as ``episodes`` / ``camera_keys`` are read once, here, and a ``torch.device`` becomes its
@@ -350,8 +395,10 @@ class StreamOptions:
         if options is not None and not isinstance(options, StreamOptions):
             raise TypeError(f"{owner}: options must be a StreamOptions, got {type(options).__name__}")
         if len(positional) > len(LEROBOT_POSITIONAL):
-            raise TypeError(f"{owner}() takes at most {len(LEROBOT_POSITIONAL) + 2} positional arguments "
-                            f"({len(positional) + 2} given)")
+            raise TypeError(
+                f"{owner}() takes at most {len(LEROBOT_POSITIONAL) + 2} positional arguments "
+                f"({len(positional) + 2} given)"
+            )
         given = dict(zip(LEROBOT_POSITIONAL, positional))
         twice = sorted(set(given) & set(keywords))
         if twice:
@@ -364,8 +411,11 @@ class StreamOptions:
         for key in ("episodes", "camera_keys"):
             if isinstance(given.get(key), abc.Iterator):
                 given[key] = list(given[key])
-        if given.get("device") is not None and not isinstance(given["device"], str) and type(
-                given["device"]).__name__ == "device":
+        if (
+            given.get("device") is not None
+            and not isinstance(given["device"], str)
+            and type(given["device"]).__name__ == "device"
+        ):
             given["device"] = str(given["device"])
         return (options or cls()).replace(**given)
 
@@ -373,8 +423,18 @@ class StreamOptions:
 _CONVERT: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "bool": bool}
 
 #: LeRobot's ``LeRobotDataset``/``StreamingLeRobotDataset`` positional arguments after repo_id, root
-LEROBOT_POSITIONAL = ("episodes", "delta_timestamps", "image_transforms", "revision", "max_num_shards",
-                      "tolerance_s", "return_uint8", "video_backend", "seed", "repeat")
+LEROBOT_POSITIONAL = (
+    "episodes",
+    "delta_timestamps",
+    "image_transforms",
+    "revision",
+    "max_num_shards",
+    "tolerance_s",
+    "return_uint8",
+    "video_backend",
+    "seed",
+    "repeat",
+)
 
 
 def option_info() -> Iterator[OptionInfo]:
@@ -382,8 +442,19 @@ def option_info() -> Iterator[OptionInfo]:
     for f in dataclasses.fields(StreamOptions):
         m = f.metadata
         flag = m["flag"]
-        yield OptionInfo(f.name, f.default, m["want"], m["check"], m["help"], m["group"], m["per_dataset"], flag,
-                         m["flag_type"], m["train"] or (f"--dataset.{flag}" if flag else ""), m["aliases"])
+        yield OptionInfo(
+            f.name,
+            f.default,
+            m["want"],
+            m["check"],
+            m["help"],
+            m["group"],
+            m["per_dataset"],
+            flag,
+            m["flag_type"],
+            m["train"] or (f"--dataset.{flag}" if flag else ""),
+            m["aliases"],
+        )
 
 
 _INFOS: dict[str, OptionInfo] = {}
@@ -415,8 +486,9 @@ def check_option(name: str, value: Any, *, where: str = "", label: str | None = 
     """
     want = option_problem(name, value, required=required)
     if want is not None:
-        raise StreamingConfigError(f"{where + ': ' if where else ''}{label or name} must be {want}, got {value!r}",
-                                   option=name, value=value)
+        raise StreamingConfigError(
+            f"{where + ': ' if where else ''}{label or name} must be {want}, got {value!r}", option=name, value=value
+        )
 
 
 def per_dataset_options() -> tuple[str, ...]:
@@ -429,32 +501,48 @@ def train_flags() -> list[OptionInfo]:
     return [i for i in option_info() if i.flag]
 
 
-_GROUPS = {"lerobot": "LeRobot's dataset arguments", "source": "Where the bytes come from",
-           "resources": "Resources (per rank, split over the DataLoader workers)", "order": "Order",
-           "decode": "Decode", "resume": "Resume (the DataLoader's settings)",
-           "loader": "StreamLoader"}
+_GROUPS = {
+    "lerobot": "LeRobot's dataset arguments",
+    "source": "Where the bytes come from",
+    "resources": "Resources (per rank, split over the DataLoader workers)",
+    "order": "Order",
+    "decode": "Decode",
+    "resume": "Resume (the DataLoader's settings)",
+    "loader": "StreamLoader",
+}
 
 
 def options_markdown() -> str:
     """``docs/options.md``: one table per group (option, default, rule, per dataset in a mixture,
     ``lerobotstream-train``, meaning). Regenerate with ``python -m lerobotstream.options > docs/options.md``."""
-    lines = ["# Stream options", "",
-             "<!-- generated by `python -m lerobotstream.options > docs/options.md`; "
-             "tests/core/test_options.py fails when this page is stale -->", "",
-             "Every option of `StreamingLeRobotDataset(repo_id, root, **options)` and "
-             "`StreamingMultiLeRobotDataset(repo_ids, roots=..., weights=..., **options)`, also given as "
-             "`options=lerobotstream.StreamOptions(...)`. One definition each, in `lerobotstream/options.py`: "
-             "defaults, checks (a bad value raises `StreamingConfigError` naming the option), the mixture's "
-             "per-dataset options and the `lerobotstream-train` flags are all read from it. `*_gb` are GiB "
-             "(2**30 bytes), `*_s` seconds.", ""]
+    lines = [
+        "# Stream options",
+        "",
+        "<!-- generated by `python -m lerobotstream.options > docs/options.md`; "
+        "tests/core/test_options.py fails when this page is stale -->",
+        "",
+        "Every option of `StreamingLeRobotDataset(repo_id, root, **options)` and "
+        "`StreamingMultiLeRobotDataset(repo_ids, roots=..., weights=..., **options)`, also given as "
+        "`options=lerobotstream.StreamOptions(...)`. One definition each, in `lerobotstream/options.py`: "
+        "defaults, checks (a bad value raises `StreamingConfigError` naming the option), the mixture's "
+        "per-dataset options and the `lerobotstream-train` flags are all read from it. `*_gb` are GiB "
+        "(2**30 bytes), `*_s` seconds.",
+        "",
+    ]
     infos = list(option_info())
     for group, title in _GROUPS.items():
-        lines += [f"## {title}", "", "| option | default | accepts | per dataset | lerobotstream-train | meaning |",
-                  "|---|---|---|:-:|---|---|"]
+        lines += [
+            f"## {title}",
+            "",
+            "| option | default | accepts | per dataset | lerobotstream-train | meaning |",
+            "|---|---|---|:-:|---|---|",
+        ]
         for i in infos:
             if i.group == group:
-                lines.append(f"| `{i.name}` | `{i.default!r}` | {i.want} | {'yes' if i.per_dataset else ''} | "
-                             f"{_md_train(i)} | {i.help} |")
+                lines.append(
+                    f"| `{i.name}` | `{i.default!r}` | {i.want} | {'yes' if i.per_dataset else ''} | "
+                    f"{_md_train(i)} | {i.help} |"
+                )
         lines.append("")
     return "\n".join(lines)
 

@@ -202,8 +202,13 @@ class EpisodeParquetReader:
     (a forked child starts empty).
     """
 
-    def __init__(self, source: ByteSource, columns: Sequence[str] | None = None, *,
-                 row_group_cache_bytes: int = ROW_GROUP_CACHE_BYTES) -> None:
+    def __init__(
+        self,
+        source: ByteSource,
+        columns: Sequence[str] | None = None,
+        *,
+        row_group_cache_bytes: int = ROW_GROUP_CACHE_BYTES,
+    ) -> None:
         self.source = source
         self.columns = list(dict.fromkeys(columns)) if columns is not None else None
         self.row_group_cache_bytes = int(row_group_cache_bytes)
@@ -251,8 +256,10 @@ class EpisodeParquetReader:
             what = "" if not episodes else f" (reading episodes {_short(episodes)})"
             raise ParquetCorruptError(
                 f"cannot read the Parquet footer of {self._where(path)}{what}: {type(e).__name__}: {_reason(e)}; the file is "
-                "truncated or damaged: re-download or rewrite it", path=path,
-                episode_index=int(min(episodes)) if episodes else None) from e
+                "truncated or damaged: re-download or rewrite it",
+                path=path,
+                episode_index=int(min(episodes)) if episodes else None,
+            ) from e
         if data is not None:
             with self._lock:
                 self._small[path] = data
@@ -307,14 +314,17 @@ class EpisodeParquetReader:
         missing = [c for c in wanted_cols if c not in names]
         if missing:
             raise EpisodeDataError(f"missing projected columns {missing} in {self._where(data_path)}", path=data_path)
-        read_cols = list(dict.fromkeys(wanted_cols + ["episode_index"] + (["frame_index"] if "frame_index" in names else [])))
+        read_cols = list(
+            dict.fromkeys(wanted_cols + ["episode_index"] + (["frame_index"] if "frame_index" in names else []))
+        )
         groups = self.candidate_row_groups(data_path, list(episode_lengths))
         eps = sorted(int(ep) for ep in episode_lengths)
         if groups:
             cols = tuple(read_cols)
             parts = self._groups.get_many(
                 [(data_path, g, cols) for g in groups],
-                lambda keys: self._read_groups(data_path, md, [k[1] for k in keys], cols, eps))
+                lambda keys: self._read_groups(data_path, md, [k[1] for k in keys], cols, eps),
+            )
             table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         else:
             table = pa.schema([md.schema.to_arrow_schema().field(c) for c in read_cols]).empty_table()
@@ -331,7 +341,6 @@ class EpisodeParquetReader:
             out[ep] = part.select(wanted_cols)
         return out
 
-
     def read_columns(self, path: str, columns: Sequence[str], *, episodes: Sequence[int] | None = None) -> pa.Table:
         """The ``columns`` of the file that exist (a projected read: only their column chunks
         travel), of every row group, or of the candidate row groups of ``episodes``; rows in file
@@ -346,15 +355,15 @@ class EpisodeParquetReader:
         md = self.metadata(path, episodes=episodes)
         names = md.schema.to_arrow_schema().names
         cols = [c for c in dict.fromkeys(columns) if c in names]
-        groups = (list(range(md.num_row_groups)) if episodes is None
-                  else self.candidate_row_groups(path, episodes))
+        groups = list(range(md.num_row_groups)) if episodes is None else self.candidate_row_groups(path, episodes)
         if not groups or not cols:
             return pa.schema([md.schema.to_arrow_schema().field(c) for c in cols]).empty_table()
         parts = self._read_groups(path, md, groups, cols, sorted(int(e) for e in episodes or ()))
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
-    def _read_groups(self, path: str, md: pq.FileMetaData, groups: list[int], cols: Sequence[str],
-                     eps: Sequence[int]) -> list[pa.Table]:
+    def _read_groups(
+        self, path: str, md: pq.FileMetaData, groups: list[int], cols: Sequence[str], eps: Sequence[int]
+    ) -> list[pa.Table]:
         """Row groups ``groups`` of ``path`` (columns ``cols``) from the source with one pyarrow
         read (its pre-buffering merges their column chunks), checksums verified; one table each."""
         try:
@@ -366,8 +375,10 @@ class EpisodeParquetReader:
             raise ParquetCorruptError(
                 f"{f'episodes {_short(eps)} in ' if eps else ''}{self._where(path)}: the Parquet data cannot be decoded "
                 f"(row groups {_short(groups)}, columns {list(cols)}): {type(e).__name__}: {_reason(e)}; the file is "
-                "truncated or damaged: re-download or rewrite it", path=path,
-                episode_index=eps[0] if eps else None) from e
+                "truncated or damaged: re-download or rewrite it",
+                path=path,
+                episode_index=eps[0] if eps else None,
+            ) from e
         with self._lock:
             self.row_groups_read += len(groups)
         out, start = [], 0
@@ -402,8 +413,9 @@ def _column_index(md: pq.FileMetaData, name: str) -> int | None:
     return None
 
 
-def episode_rows_problem(episode_index: np.ndarray, frame_index: np.ndarray | None, ep: int,
-                         length: int) -> tuple[str, str] | None:
+def episode_rows_problem(
+    episode_index: np.ndarray, frame_index: np.ndarray | None, ep: int, length: int
+) -> tuple[str, str] | None:
     """What is wrong with the rows read for one episode, by training's rule, or None.
 
     Args:

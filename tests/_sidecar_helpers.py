@@ -10,9 +10,20 @@ from lerobotstream.mp4 import SampleTable
 from lerobotstream.mp4._index_file import presentation_order_of, pts_seconds
 
 
-def synth_table(n: int, *, fps: int = 30, timescale: int = 15360, bframes: bool = False, gop: int = 5,
-                media_time: int = 0, empty_edit: int = 0, movie_timescale: int = 1000, base_offset: int = 48,
-                sizes: np.ndarray | None = None, path: str = "") -> SampleTable:
+def synth_table(
+    n: int,
+    *,
+    fps: int = 30,
+    timescale: int = 15360,
+    bframes: bool = False,
+    gop: int = 5,
+    media_time: int = 0,
+    empty_edit: int = 0,
+    movie_timescale: int = 1000,
+    base_offset: int = 48,
+    sizes: np.ndarray | None = None,
+    path: str = "",
+) -> SampleTable:
     """A plausible video track of ``n`` frames at ``fps`` (constant duration). With ``bframes``
     the decode order is I P B P B ... (composition offsets 2*dur / 0 pattern) and media_time =
     one frame duration, like ffmpeg's H.264 output."""
@@ -32,25 +43,46 @@ def synth_table(n: int, *, fps: int = 30, timescale: int = 15360, bframes: bool 
     pts = dts + cts - media_time
     is_sync = (np.arange(n) % gop) == 0
     return SampleTable(
-        offset=offset, size=np.asarray(sizes, dtype=np.int64), dts_ticks=dts, cts_ticks=cts, pts_ticks=pts,
-        is_sync=is_sync, pts_s=pts_seconds(pts, timescale, movie_timescale, empty_edit),
-        presentation_order=presentation_order_of(pts), media_timescale=timescale, movie_timescale=movie_timescale,
-        media_time=media_time, empty_edit_movie_ticks=empty_edit, edit_duration_movie_ticks=0, codec="avc1",
-        stsd=b"\x00\x00\x00\x00\x00\x00\x00\x01stsd-entry", width=64, height=48, track_id=1,
-        ctts_version=0 if bframes else None, path=path, ftyp=b"ftypisom", file_size=int(offset[-1] + sizes[-1]) if n else 0,
+        offset=offset,
+        size=np.asarray(sizes, dtype=np.int64),
+        dts_ticks=dts,
+        cts_ticks=cts,
+        pts_ticks=pts,
+        is_sync=is_sync,
+        pts_s=pts_seconds(pts, timescale, movie_timescale, empty_edit),
+        presentation_order=presentation_order_of(pts),
+        media_timescale=timescale,
+        movie_timescale=movie_timescale,
+        media_time=media_time,
+        empty_edit_movie_ticks=empty_edit,
+        edit_duration_movie_ticks=0,
+        codec="avc1",
+        stsd=b"\x00\x00\x00\x00\x00\x00\x00\x01stsd-entry",
+        width=64,
+        height=48,
+        track_id=1,
+        ctts_version=0 if bframes else None,
+        path=path,
+        ftyp=b"ftypisom",
+        file_size=int(offset[-1] + sizes[-1]) if n else 0,
     )
 
 
-def fake_meta(episodes: list[tuple[int, int, dict[str, tuple[str, float]]]], *, fps: int = 30,
-              total_episodes: int | None = None) -> SimpleNamespace:
+def fake_meta(
+    episodes: list[tuple[int, int, dict[str, tuple[str, float]]]], *, fps: int = 30, total_episodes: int | None = None
+) -> SimpleNamespace:
     """DatasetMeta look-alike: ``episodes`` = [(episode_index, length, {camera: (path, from_ts)})]."""
-    eps = [SimpleNamespace(episode_index=e, length=n,
-                           videos={c: SimpleNamespace(path=p, from_timestamp=t) for c, (p, t) in v.items()})
-           for e, n, v in episodes]
+    eps = [
+        SimpleNamespace(
+            episode_index=e, length=n, videos={c: SimpleNamespace(path=p, from_timestamp=t) for c, (p, t) in v.items()}
+        )
+        for e, n, v in episodes
+    ]
     paths = sorted({v.path for ep in eps for v in ep.videos.values()})
     cams = sorted({c for ep in eps for c in ep.videos})
-    return SimpleNamespace(fps=fps, episodes=eps, total_episodes=total_episodes or len(eps), video_keys=cams,
-                           video_paths=lambda: paths)
+    return SimpleNamespace(
+        fps=fps, episodes=eps, total_episodes=total_episodes or len(eps), video_keys=cams, video_paths=lambda: paths
+    )
 
 
 class FakeSource:

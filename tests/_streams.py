@@ -7,8 +7,9 @@ from typing import Any
 
 CAMERA = "observation.images.front"
 #: five short AV1 episodes, one 32x24 camera, two episodes per video file (``make_dataset`` kwargs)
-SMALL_DATASET = dict(episode_lengths=(7, 5, 9, 4, 6), codec="av1", cameras=((CAMERA, 32, 24),),
-                     episodes_per_video_file=2)
+SMALL_DATASET = dict(
+    episode_lengths=(7, 5, 9, 4, 6), codec="av1", cameras=((CAMERA, 32, 24),), episodes_per_video_file=2
+)
 BATCH = 4
 
 
@@ -17,8 +18,14 @@ def small_stream(root: Any, num_workers: int, **options: Any):
     pools (2 episodes), batch size :data:`BATCH` and 5 anchors per decode chunk; ``options`` override."""
     from lerobotstream.dataset import StreamingLeRobotDataset
 
-    opts = {"episode_pool_size": 2, "max_num_shards": max(1, num_workers), "batch_size": BATCH,
-            "num_workers": num_workers, "decode_lookahead": 5, **options}
+    opts = {
+        "episode_pool_size": 2,
+        "max_num_shards": max(1, num_workers),
+        "batch_size": BATCH,
+        "num_workers": num_workers,
+        "decode_lookahead": 5,
+        **options,
+    }
     return StreamingLeRobotDataset(root=root, **opts)
 
 
@@ -34,8 +41,9 @@ def checked_anchors(batch: Any, camera: str = CAMERA) -> list[tuple[int, int]]:
     return out
 
 
-def run_ranks(make: Any, topo: tuple[int, int, int], collect: Any, n: int | None = None,
-              state: dict | None = None) -> tuple[list, dict | None]:
+def run_ranks(
+    make: Any, topo: tuple[int, int, int], collect: Any, n: int | None = None, state: dict | None = None
+) -> tuple[list, dict | None]:
     """Every rank ``r`` of ``topo = (world_size, num_workers, batch_size)`` iterates
     ``make(r)`` through a ``DataLoader`` (``n`` batches, or to the end), a loaded ``state`` first;
     returns (``collect(batch)`` of every batch concatenated, rank 0's state after its ``n`` batches

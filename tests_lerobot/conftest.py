@@ -23,34 +23,54 @@ BIN = Path(sys.executable).parent
 RESIZE = json.dumps({"resize": {"type": "Resize", "kwargs": {"size": [96, 128]}, "weight": 1.0}})
 
 SMALL_ACT = [
-    "--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false",
-    "--policy.dim_model=32", "--policy.n_heads=2", "--policy.dim_feedforward=64",
-    "--policy.n_encoder_layers=1", "--policy.n_decoder_layers=1", "--policy.n_vae_encoder_layers=1",
-    "--policy.latent_dim=8", "--policy.chunk_size=8", "--policy.n_action_steps=8",
-    "--policy.pretrained_backbone_weights=null", "--policy.optimizer_lr=1e-3",
+    "--policy.type=act",
+    "--policy.device=cpu",
+    "--policy.push_to_hub=false",
+    "--policy.dim_model=32",
+    "--policy.n_heads=2",
+    "--policy.dim_feedforward=64",
+    "--policy.n_encoder_layers=1",
+    "--policy.n_decoder_layers=1",
+    "--policy.n_vae_encoder_layers=1",
+    "--policy.latent_dim=8",
+    "--policy.chunk_size=8",
+    "--policy.n_action_steps=8",
+    "--policy.pretrained_backbone_weights=null",
+    "--policy.optimizer_lr=1e-3",
 ]
 
 
 def dataset_args(root: Path = DATASET) -> list[str]:
     return [
-        "--dataset.repo_id=local/g1_v30", f"--dataset.root={root}", "--dataset.streaming=true",
-        "--dataset.image_transforms.enable=true", "--dataset.image_transforms.max_num_transforms=1",
+        "--dataset.repo_id=local/g1_v30",
+        f"--dataset.root={root}",
+        "--dataset.streaming=true",
+        "--dataset.image_transforms.enable=true",
+        "--dataset.image_transforms.max_num_transforms=1",
         f"--dataset.image_transforms.tfs={RESIZE}",
-        "--dataset.streaming_decode_threads=1", "--dataset.streaming_prefetch_episodes=1",
+        "--dataset.streaming_decode_threads=1",
+        "--dataset.streaming_prefetch_episodes=1",
     ]
 
 
 def env_for(tmp: Path, trace: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LEROBOTSTREAM_", "HF_"))}
-    env.update(HF_HUB_OFFLINE="1", HF_LEROBOT_HOME=str(tmp / "hf_lerobot"), HF_HOME=str(tmp / "hf"),
-               WANDB_MODE="disabled", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_LEROBOT_HOME=str(tmp / "hf_lerobot"),
+        HF_HOME=str(tmp / "hf"),
+        WANDB_MODE="disabled",
+        OMP_NUM_THREADS="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
     if trace is not None:
         env["LEROBOTSTREAM_TRAIN_TRACE"] = str(trace)
     return env
 
 
-def run_train(args: list[str], tmp: Path, *, trace: Path | None = None, launcher: list[str] | None = None,
-              timeout: float = 400) -> subprocess.CompletedProcess:
+def run_train(
+    args: list[str], tmp: Path, *, trace: Path | None = None, launcher: list[str] | None = None, timeout: float = 400
+) -> subprocess.CompletedProcess:
     cmd = (launcher or []) + [str(BIN / "lerobotstream-train")] + args
     return subprocess.run(cmd, cwd=tmp, env=env_for(tmp, trace), capture_output=True, text=True, timeout=timeout)
 

@@ -32,18 +32,22 @@ def _cfg(rename_map=None):
 def test_rename_map_is_passed_where_lerobot_takes_it(monkeypatch, meta, takes_map):
     calls = []
     if takes_map:
+
         def resolve(cfg, ds_meta, rename_map=None):
             calls.append(rename_map)
             return {}
     else:
+
         def resolve(cfg, ds_meta):
             calls.append("no map")
             return {}
+
     monkeypatch.setattr(lerobot_factory, "resolve_delta_timestamps", resolve)
     factory._delta_timestamps(_cfg({"observation.images.cam_high": "observation.images.top"}), meta)
     factory._delta_timestamps(_cfg(), meta)  # no map: LeRobot's two-argument call
-    assert calls == ([{"observation.images.cam_high": "observation.images.top"}, None] if takes_map
-                     else ["no map", "no map"])
+    assert calls == (
+        [{"observation.images.cam_high": "observation.images.top"}, None] if takes_map else ["no map", "no map"]
+    )
 
 
 def test_delta_timestamps_with_the_installed_lerobot(meta):

@@ -37,8 +37,12 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
 from lerobotstream import StreamingLeRobotDataset  # noqa: E402
 
 FPS = 10
-RGB, DEPTH, WRIST, WDEPTH = ("observation.images.rgb", "observation.images.depth", "observation.images.wrist",
-                             "observation.images.wrist_depth")
+RGB, DEPTH, WRIST, WDEPTH = (
+    "observation.images.rgb",
+    "observation.images.depth",
+    "observation.images.wrist",
+    "observation.images.wrist_depth",
+)
 H, W = 48, 64
 LENGTHS = (9, 12, 7, 11, 8)
 DELTAS = {DEPTH: [-0.2, -0.1, 0.0], WRIST: [-0.1, 0.0], WDEPTH: [0.0], RGB: [-0.1, 0.0, 0.1], "action": [0.0, 0.1, 0.2]}
@@ -53,31 +57,48 @@ def _cleanup():
 def _write(root: Path) -> Path:
     features = {
         RGB: {"dtype": "video", "shape": (H, W, 3), "names": ["height", "width", "channels"]},
-        DEPTH: {"dtype": "video", "shape": (H, W, 1), "names": ["height", "width", "channels"],
-                "info": {"is_depth_map": True}},
+        DEPTH: {
+            "dtype": "video",
+            "shape": (H, W, 1),
+            "names": ["height", "width", "channels"],
+            "info": {"is_depth_map": True},
+        },
         WRIST: {"dtype": "image", "shape": (30, 40, 3), "names": ["height", "width", "channels"]},
-        WDEPTH: {"dtype": "image", "shape": (24, 32, 1), "names": ["height", "width", "channels"],
-                 "info": {"is_depth_map": True}},
+        WDEPTH: {
+            "dtype": "image",
+            "shape": (24, 32, 1),
+            "names": ["height", "width", "channels"],
+            "info": {"is_depth_map": True},
+        },
         "observation.state": {"dtype": "float32", "shape": (3,), "names": None},
         "action": {"dtype": "float32", "shape": (2,), "names": None},
     }
     # small file limits: several video and data files, several episodes per file, per-camera offsets
-    ds = LeRobotDataset.create("local/lerobot061", fps=FPS, features=features, root=root, use_videos=True,
-                               video_files_size_in_mb=0.05, data_files_size_in_mb=0.06)
+    ds = LeRobotDataset.create(
+        "local/lerobot061",
+        fps=FPS,
+        features=features,
+        root=root,
+        use_videos=True,
+        video_files_size_in_mb=0.05,
+        data_files_size_in_mb=0.06,
+    )
     rng = np.random.default_rng(0)
     y, x = np.arange(H)[:, None], np.arange(W)[None, :]
     for ep, n in enumerate(LENGTHS):
         for i in range(n):
             depth_mm = (10 + (x * 37 + y * 101 + i * 53 + ep * 997) % 9990).astype(np.uint16)[..., None]
-            ds.add_frame({
-                RGB: rng.integers(0, 256, (H, W, 3), dtype=np.uint8),
-                DEPTH: depth_mm,
-                WRIST: rng.integers(0, 256, (30, 40, 3), dtype=np.uint8),
-                WDEPTH: (rng.random((24, 32, 1), dtype=np.float32) * 3).astype(np.float32),  # metres (mode F)
-                "observation.state": rng.random(3, dtype=np.float32),
-                "action": rng.random(2, dtype=np.float32),
-                "task": f"task {ep % 2}",
-            })
+            ds.add_frame(
+                {
+                    RGB: rng.integers(0, 256, (H, W, 3), dtype=np.uint8),
+                    DEPTH: depth_mm,
+                    WRIST: rng.integers(0, 256, (30, 40, 3), dtype=np.uint8),
+                    WDEPTH: (rng.random((24, 32, 1), dtype=np.float32) * 3).astype(np.float32),  # metres (mode F)
+                    "observation.state": rng.random(3, dtype=np.float32),
+                    "action": rng.random(2, dtype=np.float32),
+                    "task": f"task {ep % 2}",
+                }
+            )
         ds.save_episode()
     ds.finalize()
     _annotate(root)
@@ -95,10 +116,27 @@ def _annotate(root: Path) -> None:
     for path in sorted((root / "data").rglob("*.parquet")):
         table = pq.read_table(path)
         eps, ts = table.column("episode_index").to_pylist(), table.column("timestamp").to_pylist()
-        persistent = [[{"role": "assistant", "content": f"plan {e}", "style": "plan", "timestamp": 0.0,
-                        "camera": None, "tool_calls": None},
-                       {"role": "assistant", "content": "reach", "style": "subtask", "timestamp": 0.3,
-                        "camera": None, "tool_calls": None}] for e in eps]
+        persistent = [
+            [
+                {
+                    "role": "assistant",
+                    "content": f"plan {e}",
+                    "style": "plan",
+                    "timestamp": 0.0,
+                    "camera": None,
+                    "tool_calls": None,
+                },
+                {
+                    "role": "assistant",
+                    "content": "reach",
+                    "style": "subtask",
+                    "timestamp": 0.3,
+                    "camera": None,
+                    "tool_calls": None,
+                },
+            ]
+            for e in eps
+        ]
         events = []
         for e, t in zip(eps, ts):
             row = []
@@ -107,8 +145,9 @@ def _annotate(root: Path) -> None:
                 atom.pop("timestamp")
                 row.append(atom)
             if round(t * FPS) % 5 == 2:
-                row.append({"role": "user", "content": "where is the cube?", "style": "vqa", "camera": RGB,
-                            "tool_calls": None})
+                row.append(
+                    {"role": "user", "content": "where is the cube?", "style": "vqa", "camera": RGB, "tool_calls": None}
+                )
             events.append(row)
         new = LanguageColumnsWriter()._materialize_table(table, persistent, events, drop_old=True)
         tmp = path.with_suffix(".tmp.parquet")
@@ -137,8 +176,11 @@ def _compare_epoch(root: Path, **kw) -> int:
         want, have = ref[i], got[i]
         assert set(want) == set(have), (i, set(want) ^ set(have))
         bad = [k for k in want if not _equal(want[k], have[k])]
-        assert not bad, (i, bad, {k: (getattr(want[k], "dtype", type(want[k])), getattr(have[k], "dtype", type(have[k])))
-                                  for k in bad})
+        assert not bad, (
+            i,
+            bad,
+            {k: (getattr(want[k], "dtype", type(want[k])), getattr(have[k], "dtype", type(have[k]))) for k in bad},
+        )
     return len(ref)
 
 
@@ -205,8 +247,11 @@ def test_packed_collate_over_lerobots_collate(root):
 
     def batches(collate_fn):
         ds = StreamingLeRobotDataset(root=root, max_num_shards=2, batch_size=3, seed=5)
-        return list(torch.utils.data.DataLoader(ds, batch_size=3, num_workers=2, collate_fn=collate_fn,
-                                                multiprocessing_context="spawn"))
+        return list(
+            torch.utils.data.DataLoader(
+                ds, batch_size=3, num_workers=2, collate_fn=collate_fn, multiprocessing_context="spawn"
+            )
+        )
 
     ref, got = batches(theirs), batches(PackedCollate(theirs))
     assert len(ref) == len(got) > 1
@@ -236,8 +281,9 @@ def _pil_cases():
     cases["P.png"] = save(Image.fromarray(rgb).convert("P"), "PNG")
     cases["1.png"] = save(Image.fromarray(rgb[..., 0] > 128), "PNG")
     cases["I16.png"] = save(Image.fromarray((rng.integers(0, 65536, (13, 17))).astype(np.uint16)), "PNG")
-    cases["I16.tiff"] = save(Image.fromarray((rng.integers(0, 65536, (13, 17))).astype(np.uint16)), "TIFF",
-                             compression="raw")
+    cases["I16.tiff"] = save(
+        Image.fromarray((rng.integers(0, 65536, (13, 17))).astype(np.uint16)), "TIFF", compression="raw"
+    )
     cases["F.tiff"] = save(Image.fromarray(rng.random((13, 17), dtype=np.float32)), "TIFF", compression="raw")
     cases["I.tiff"] = save(Image.fromarray(rng.integers(-5, 70000, (13, 17)).astype(np.int32)), "TIFF")
     cases["RGB.jpg"] = save(Image.fromarray(rgb), "JPEG", quality=85)

@@ -31,10 +31,30 @@ def both(have_dataset):
     return ours, theirs
 
 
-@pytest.mark.parametrize("name", ["fps", "features", "camera_keys", "video_keys", "image_keys", "depth_keys",
-                                  "has_language_columns", "robot_type", "total_episodes", "total_frames",
-                                  "total_tasks", "chunks_size", "data_path", "video_path", "repo_id", "names",
-                                  "shapes", "data_files_size_in_mb", "video_files_size_in_mb"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "fps",
+        "features",
+        "camera_keys",
+        "video_keys",
+        "image_keys",
+        "depth_keys",
+        "has_language_columns",
+        "robot_type",
+        "total_episodes",
+        "total_frames",
+        "total_tasks",
+        "chunks_size",
+        "data_path",
+        "video_path",
+        "repo_id",
+        "names",
+        "shapes",
+        "data_files_size_in_mb",
+        "video_files_size_in_mb",
+    ],
+)
 def test_attribute_equals_lerobots(both, name):
     ours, theirs = both
     a, b = getattr(ours, name), getattr(theirs, name)
@@ -65,8 +85,16 @@ def test_stats_are_numpy_like_lerobots(both):
 
 def test_episode_columns_and_rows(both):
     ours, theirs = both
-    for col in ("episode_index", "length", "dataset_from_index", "dataset_to_index", "tasks",
-                "data/chunk_index", "data/file_index", "videos/observation.images.cam_high/from_timestamp"):
+    for col in (
+        "episode_index",
+        "length",
+        "dataset_from_index",
+        "dataset_to_index",
+        "tasks",
+        "data/chunk_index",
+        "data/file_index",
+        "videos/observation.images.cam_high/from_timestamp",
+    ):
         assert list(ours.episodes[col]) == list(theirs.episodes[col]), col
         assert ours.episodes[col][1] == theirs.episodes[col][1]
     assert len(ours.episodes) == len(theirs.episodes)
@@ -84,14 +112,25 @@ def test_lerobots_own_code_paths_run_on_the_view(both):
     from lerobot.datasets.factory import resolve_delta_timestamps
     from lerobot.policies.act.configuration_act import ACTConfig
     from lerobot.policies.factory import make_policy
+
     try:
         from lerobot.policies.pretrained import _build_card_context  # 0.6.1
     except ImportError:  # LeRobot main (0.6.2.dev): a public function beside generate_model_card
         from lerobot.common.train_utils import build_card_context as _build_card_context
 
     ours, theirs = both
-    cfg = ACTConfig(device="cpu", pretrained_backbone_weights=None, dim_model=16, n_heads=2, dim_feedforward=32,
-                    n_encoder_layers=1, n_decoder_layers=1, chunk_size=4, n_action_steps=4, push_to_hub=False)
+    cfg = ACTConfig(
+        device="cpu",
+        pretrained_backbone_weights=None,
+        dim_model=16,
+        n_heads=2,
+        dim_feedforward=32,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        chunk_size=4,
+        n_action_steps=4,
+        push_to_hub=False,
+    )
     assert resolve_delta_timestamps(cfg, ours) == resolve_delta_timestamps(cfg, theirs)
     policy = make_policy(cfg, ds_meta=ours)
     assert set(policy.config.input_features) == set(make_policy(cfg, ds_meta=theirs).config.input_features)
@@ -115,7 +154,7 @@ def test_eval_split_matches_lerobots_rule(both):
         for eps in by_task.values():
             n = math.ceil(len(eps) * split)
             want_train += eps[: len(eps) - n]
-            want_eval += eps[len(eps) - n:]
+            want_eval += eps[len(eps) - n :]
         assert (train, held) == (want_train, want_eval), split
 
 
@@ -124,11 +163,21 @@ def test_imagenet_stats_skip_depth_keys():
 
     from lerobotstream.integrations.lerobot.factory import _lerobot_meta
 
-    feats = {"observation.images.rgb": {"dtype": "video", "shape": [3, 4, 4]},
-             "observation.images.depth": {"dtype": "video", "shape": [1, 4, 4],
-                                          "info": {"is_depth_map": True, "depth_unit": "mm"}}}
-    meta = SimpleNamespace(features=feats, stats={"observation.images.depth": {"mean": [1.0]}}, episodes=[],
-                           depth_keys=["observation.images.depth"], camera_keys=list(feats))
+    feats = {
+        "observation.images.rgb": {"dtype": "video", "shape": [3, 4, 4]},
+        "observation.images.depth": {
+            "dtype": "video",
+            "shape": [1, 4, 4],
+            "info": {"is_depth_map": True, "depth_unit": "mm"},
+        },
+    }
+    meta = SimpleNamespace(
+        features=feats,
+        stats={"observation.images.depth": {"mean": [1.0]}},
+        episodes=[],
+        depth_keys=["observation.images.depth"],
+        camera_keys=list(feats),
+    )
     stream = SimpleNamespace(meta=LeRobotMetaView(meta))
     _lerobot_meta(stream, SimpleNamespace(dataset=SimpleNamespace(use_imagenet_stats=True)))
     assert set(stream.meta.stats["observation.images.rgb"]) == {"mean", "std"}

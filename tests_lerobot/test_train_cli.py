@@ -27,8 +27,10 @@ def _one_error_line(proc, prefix: str) -> str:
 def test_mistyped_streaming_flag_names_the_closest_flag(tmp_path):
     proc = run_train([*dataset_args(), "--dataset.streaming_decode_thread=2", *SMALL_ACT], tmp_path, timeout=200)
     line = _one_error_line(proc, "error: StreamingConfigError: ")
-    assert line == ("error: StreamingConfigError: unknown flag --dataset.streaming_decode_thread: did you mean "
-                    "--dataset.streaming_decode_threads?")
+    assert line == (
+        "error: StreamingConfigError: unknown flag --dataset.streaming_decode_thread: did you mean "
+        "--dataset.streaming_decode_threads?"
+    )
     assert len(proc.stderr.strip().splitlines()) <= 3 and "usage:" not in proc.stderr  # no 641-line usage
 
 
@@ -62,12 +64,21 @@ def _v21(tmp: Path) -> Path:
 def test_typed_start_up_errors_are_one_line(case, have_dataset, tmp_path):
     base = [a for a in dataset_args() if not a.startswith(("--dataset.root=", "--dataset.repo_id="))]
     flags, prefix, words = {
-        "wrong_root": (["--dataset.repo_id=local/g1_v30", f"--dataset.root={tmp_path / 'nope'}"],
-                       "error: SourceNotFoundError: ", "dataset root is not a folder"),
-        "v21": (["--dataset.repo_id=local/v21", f"--dataset.root={_v21(tmp_path)}"],
-                "error: UnsupportedDatasetVersionError: ", "v2.1"),
-        "bad_episodes": (["--dataset.repo_id=local/g1_v30", f"--dataset.root={DATASET}", "--dataset.episodes=[7]"],
-                         "error: ", "7"),
+        "wrong_root": (
+            ["--dataset.repo_id=local/g1_v30", f"--dataset.root={tmp_path / 'nope'}"],
+            "error: SourceNotFoundError: ",
+            "dataset root is not a folder",
+        ),
+        "v21": (
+            ["--dataset.repo_id=local/v21", f"--dataset.root={_v21(tmp_path)}"],
+            "error: UnsupportedDatasetVersionError: ",
+            "v2.1",
+        ),
+        "bad_episodes": (
+            ["--dataset.repo_id=local/g1_v30", f"--dataset.root={DATASET}", "--dataset.episodes=[7]"],
+            "error: ",
+            "7",
+        ),
         "no_owner": (["--dataset.repo_id=g1_v30"], "error: StreamingConfigError: ", "OWNER/NAME"),
     }[case]
     args = [*base, *flags, *SMALL_ACT, "--steps=1", "--num_workers=0", f"--output_dir={tmp_path / 'out'}"]
@@ -83,8 +94,19 @@ def test_local_copy_in_hf_lerobot_home_is_used_without_root(have_dataset, tmp_pa
     shutil.copytree(DATASET, tmp_path / "hf_lerobot" / "local" / "g1_v30")  # run_train's HF_LEROBOT_HOME
     args = [a for a in dataset_args() if not a.startswith("--dataset.root=")]
     out = tmp_path / "out"
-    proc = run_train([*args, *SMALL_ACT, "--batch_size=2", "--steps=2", "--num_workers=0", "--save_freq=100",
-                      f"--output_dir={out}", "--wandb.enable=false"], tmp_path)
+    proc = run_train(
+        [
+            *args,
+            *SMALL_ACT,
+            "--batch_size=2",
+            "--steps=2",
+            "--num_workers=0",
+            "--save_freq=100",
+            f"--output_dir={out}",
+            "--wandb.enable=false",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((out / "streaming_summary.json").read_text())
     assert summary["steps"] == 2 and summary["samples"] == 4
@@ -113,13 +135,33 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
 def test_summary_says_what_it_compares():
     from lerobotstream.integrations.lerobot.summary import format_summary
 
-    s = {"rank": 0, "world_size": 1, "num_workers": 2, "batch_size": 4, "seed": 1000, "start_step": 0, "steps": 6,
-         "samples": 24, "elapsed_s": 12.0, "samples_per_s": 2.0, "first_batch_s": 9.59, "data_wait_share": 0.001,
-         "payload_bytes_fetched": 4 * 51917, "payload_requests": 30, "dataset_bytes": 51917,
-         "dataset_mp4_bytes": 41917, "dataset_parquet_bytes": 10000, "sidecar": "built"}
+    s = {
+        "rank": 0,
+        "world_size": 1,
+        "num_workers": 2,
+        "batch_size": 4,
+        "seed": 1000,
+        "start_step": 0,
+        "steps": 6,
+        "samples": 24,
+        "elapsed_s": 12.0,
+        "samples_per_s": 2.0,
+        "first_batch_s": 9.59,
+        "data_wait_share": 0.001,
+        "payload_bytes_fetched": 4 * 51917,
+        "payload_requests": 30,
+        "dataset_bytes": 51917,
+        "dataset_mp4_bytes": 41917,
+        "dataset_parquet_bytes": 10000,
+        "sidecar": "built",
+    }
     text = format_summary(s)
     assert "%" not in text.split("payload fetched")[1]  # a ratio of like with like, not "391 %"
-    assert "(MP4 + Parquet, all epochs: 4.00 x the 50.7 KiB of the selected episodes' files = MP4 40.9 KiB + " \
-           "Parquet 9.8 KiB)" in text
-    assert "waiting for data: 0.1% of step time after the first batch (the first batch's 9.59 s of start-up is " \
-           "not counted)" in text
+    assert (
+        "(MP4 + Parquet, all epochs: 4.00 x the 50.7 KiB of the selected episodes' files = MP4 40.9 KiB + "
+        "Parquet 9.8 KiB)" in text
+    )
+    assert (
+        "waiting for data: 0.1% of step time after the first batch (the first batch's 9.59 s of start-up is "
+        "not counted)" in text
+    )

@@ -17,12 +17,23 @@ STEPS, SAVE, BS, WORKERS = 6, 3, 4, 2
 
 
 def _common(out: Path, *, steps: int = STEPS, workers: int = WORKERS, bs: int = BS) -> list[str]:
-    return [*dataset_args(), *SMALL_ACT, f"--batch_size={bs}", f"--steps={steps}", f"--save_freq={SAVE}",
-            "--log_freq=1", f"--num_workers={workers}", f"--output_dir={out}", "--wandb.enable=false"]
+    return [
+        *dataset_args(),
+        *SMALL_ACT,
+        f"--batch_size={bs}",
+        f"--steps={steps}",
+        f"--save_freq={SAVE}",
+        "--log_freq=1",
+        f"--num_workers={workers}",
+        f"--output_dir={out}",
+        "--wandb.enable=false",
+    ]
 
 
 def _ok(proc) -> None:
-    assert proc.returncode == 0, f"rc={proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-8000:]}"
+    assert proc.returncode == 0, (
+        f"rc={proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-8000:]}"
+    )
 
 
 @pytest.fixture(scope="module", params=[1, WORKERS], ids=lambda w: f"workers{w}")
@@ -57,7 +68,9 @@ def test_trains_and_checkpoints_stream_state(first_run):
         assert "'dataloader_multiprocessing_context': 'spawn'" in log and "'persistent_workers': True" in log
         assert "uint8 frames" in log
     for step in (SAVE, STEPS):
-        doc = json.loads((out / "checkpoints" / f"{step:06d}" / "training_state" / "lerobotstream_stream.json").read_text())
+        doc = json.loads(
+            (out / "checkpoints" / f"{step:06d}" / "training_state" / "lerobotstream_stream.json").read_text()
+        )
         assert doc["step"] == step
         assert doc["settings"]["seed"] == 1000 and doc["settings"]["batch_size"] == BS
         assert doc["settings"]["num_workers"] == workers and doc["settings"]["world_size"] == 1
@@ -75,7 +88,10 @@ def test_resume_continues_sample_exactly(first_run):
     a, b = read_trace(Path(f"{trace_a}.rank0")), read_trace(Path(f"{trace_b}.rank0"))
     assert sorted(b) == list(range(SAVE, STEPS))
     for step in range(SAVE, STEPS):
-        assert (b[step]["episode_index"], b[step]["frame_index"]) == (a[step]["episode_index"], a[step]["frame_index"]), step
+        assert (b[step]["episode_index"], b[step]["frame_index"]) == (
+            a[step]["episode_index"],
+            a[step]["frame_index"],
+        ), step
     assert "resuming the stream at step 3" in proc.stderr + proc.stdout
     assert "sidecar: cache" in proc.stderr + proc.stdout  # the resumed run reuses the first run's sidecar
 
@@ -87,7 +103,9 @@ def test_mismatched_resume_is_refused(first_run):
     cfg = out / "checkpoints" / f"{SAVE:06d}" / "pretrained_model" / "train_config.json"
     proc = run_train(["--resume=true", f"--config_path={cfg}", "--seed=7"], tmp, timeout=200)
     assert proc.returncode == 2, proc.stderr[-3000:]  # one line, no traceback (issue 29, new user, item 3)
-    assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines()[-1].startswith("error: ResumeStateError: ")
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines()[-1].startswith(
+        "error: ResumeStateError: "
+    )
     text = proc.stdout + proc.stderr
     assert "ResumeStateError" in text and "sample-exactly" in text, text[-3000:]
     assert "seed: checkpoint" in text and "same dataset, episodes, seed" in text
@@ -130,8 +148,12 @@ def test_torchrun_two_ranks_own_disjoint_episodes(have_dataset, tmp_path):
     torchrun = str(Path(sys.executable).parent / "torchrun")
     out = tmp_path / "out"
     trace = tmp_path / "trace"
-    proc = run_train(_common(out, steps=3, workers=1, bs=2), tmp_path, trace=trace,
-                     launcher=[torchrun, "--nproc_per_node=2", "--master_port=29517"])
+    proc = run_train(
+        _common(out, steps=3, workers=1, bs=2),
+        tmp_path,
+        trace=trace,
+        launcher=[torchrun, "--nproc_per_node=2", "--master_port=29517"],
+    )
     _ok(proc)
     eps = {}
     for rank in (0, 1):
@@ -142,9 +164,15 @@ def test_torchrun_two_ranks_own_disjoint_episodes(have_dataset, tmp_path):
 
 
 DIFFUSION = [
-    "--policy.type=diffusion", "--policy.device=cpu", "--policy.push_to_hub=false",
-    "--policy.pretrained_backbone_weights=null", "--policy.use_group_norm=true", "--policy.down_dims=[16,32]",
-    "--policy.diffusion_step_embed_dim=16", "--policy.num_train_timesteps=10", "--policy.crop_shape=[96,128]",
+    "--policy.type=diffusion",
+    "--policy.device=cpu",
+    "--policy.push_to_hub=false",
+    "--policy.pretrained_backbone_weights=null",
+    "--policy.use_group_norm=true",
+    "--policy.down_dims=[16,32]",
+    "--policy.diffusion_step_embed_dim=16",
+    "--policy.num_train_timesteps=10",
+    "--policy.crop_shape=[96,128]",
     "--policy.spatial_softmax_num_keypoints=8",
 ]
 
@@ -155,9 +183,20 @@ def test_eval_split_and_diffusion_drop_n_last_frames(have_dataset, tmp_path):
     if not version("lerobot").startswith("0.6"):
         pytest.skip("eval_split and lerobot-train's diffusion drop_n_last_frames are LeRobot 0.6's")
     out, trace = tmp_path / "out", tmp_path / "trace"
-    args = [*dataset_args(), *DIFFUSION, "--batch_size=4", "--steps=4", "--save_freq=4", "--log_freq=1",
-            "--num_workers=2", "--output_dir=" + str(out), "--wandb.enable=false",
-            "--dataset.eval_split=0.5", "--eval_steps=2", "--max_eval_samples=8"]
+    args = [
+        *dataset_args(),
+        *DIFFUSION,
+        "--batch_size=4",
+        "--steps=4",
+        "--save_freq=4",
+        "--log_freq=1",
+        "--num_workers=2",
+        "--output_dir=" + str(out),
+        "--wandb.enable=false",
+        "--dataset.eval_split=0.5",
+        "--eval_steps=2",
+        "--max_eval_samples=8",
+    ]
     proc = run_train(args, tmp_path, trace=trace)
     _ok(proc)
     log = proc.stdout + proc.stderr
@@ -187,8 +226,12 @@ def test_elastic_resume_on_two_processes(first_run):
     cfg = out / "checkpoints" / f"{SAVE:06d}" / "pretrained_model" / "train_config.json"
     trace_b = tmp / "trace_elastic_ranks"
     torchrun = str(Path(sys.executable).parent / "torchrun")
-    proc = run_train(["--resume=true", f"--config_path={cfg}"], tmp, trace=trace_b,
-                     launcher=[torchrun, "--nproc_per_node=2", "--master_port=29519"])
+    proc = run_train(
+        ["--resume=true", f"--config_path={cfg}"],
+        tmp,
+        trace=trace_b,
+        launcher=[torchrun, "--nproc_per_node=2", "--master_port=29519"],
+    )
     _ok(proc)
     text = proc.stdout + proc.stderr
     assert "elastic resume at step 3 (world_size: checkpoint 1, now 2)" in text, text[-3000:]
@@ -211,10 +254,23 @@ def test_mixture_of_two_datasets_trains_resumes_and_is_recorded(have_dataset, tm
 
     copy = tmp_path / "g1_copy"
     shutil.copytree(have_dataset, copy)
-    mix = ["--dataset.repo_id=[local/g1_a,local/g1_b]", f"--dataset.root=[{have_dataset},{copy}]",
-           "--dataset.streaming_weights=[0.75,0.25]"]
-    args = [*mix, *dataset_args()[2:], *SMALL_ACT, "--batch_size=4", "--steps=8", "--save_freq=4", "--log_freq=1",
-            "--num_workers=2", f"--output_dir={tmp_path / 'out'}", "--wandb.enable=false"]
+    mix = [
+        "--dataset.repo_id=[local/g1_a,local/g1_b]",
+        f"--dataset.root=[{have_dataset},{copy}]",
+        "--dataset.streaming_weights=[0.75,0.25]",
+    ]
+    args = [
+        *mix,
+        *dataset_args()[2:],
+        *SMALL_ACT,
+        "--batch_size=4",
+        "--steps=8",
+        "--save_freq=4",
+        "--log_freq=1",
+        "--num_workers=2",
+        f"--output_dir={tmp_path / 'out'}",
+        "--wandb.enable=false",
+    ]
     trace = tmp_path / "trace_a"
     proc = run_train(args, tmp_path, trace=trace)
     _ok(proc)
@@ -245,12 +301,14 @@ def test_mixture_of_two_datasets_trains_resumes_and_is_recorded(have_dataset, tm
 
     # another --num_workers and --batch_size: elastic, each dataset's remainder mixed at the weights
     trace_c = tmp_path / "trace_c"
-    proc = run_train(["--resume=true", f"--config_path={cfg_path}", "--num_workers=1", "--batch_size=3"], tmp_path,
-                     trace=trace_c)
+    proc = run_train(
+        ["--resume=true", f"--config_path={cfg_path}", "--num_workers=1", "--batch_size=3"], tmp_path, trace=trace_c
+    )
     _ok(proc)
     text = proc.stdout + proc.stderr
-    assert "elastic resume at step 4 (batch_size: checkpoint 4, now 3; num_workers: checkpoint 2, now 1)" in text, \
-        text[-3000:]
+    assert "elastic resume at step 4 (batch_size: checkpoint 4, now 3; num_workers: checkpoint 2, now 1)" in text, text[
+        -3000:
+    ]
     assert "per dataset) samples left over all ranks" in text
     key = ("dataset_index", "episode_index", "frame_index")
     consumed = {x for step in range(4) for x in zip(*(recs[step][k] for k in key))}
@@ -259,8 +317,9 @@ def test_mixture_of_two_datasets_trains_resumes_and_is_recorded(have_dataset, tm
     assert sorted(c) == list(range(4, 8)) and len(after) == 4 * 3
     assert not consumed & set(after) and len(after) == len(set(after))
 
-    proc = run_train(["--resume=true", f"--config_path={cfg_path}", "--dataset.streaming_weights=[0.5,0.5]"],
-                     tmp_path, timeout=200)
+    proc = run_train(
+        ["--resume=true", f"--config_path={cfg_path}", "--dataset.streaming_weights=[0.5,0.5]"], tmp_path, timeout=200
+    )
     assert proc.returncode != 0 and "streaming_weights: checkpoint" in proc.stdout + proc.stderr
 
 
@@ -276,13 +335,15 @@ def test_mixture_model_card_lists_every_dataset(monkeypatch):
 
     def fake_original(self, dataset_repo_id, *args, **kwargs):  # LeRobot's, without the Hub validation
         captured["datasets"] = dataset_repo_id
-        return ModelCard.from_template(ModelCardData(datasets=dataset_repo_id),
-                                       template_str="---\n{{ card_data }}\n---\n# policy\n")
+        return ModelCard.from_template(
+            ModelCardData(datasets=dataset_repo_id), template_str="---\n{{ card_data }}\n---\n# policy\n"
+        )
 
     monkeypatch.setattr(patching, "original", lambda name: fake_original)
     monkeypatch.setattr(patching, "model_card_target", lambda: (None, True))  # 0.6.1's method form
-    stream = SimpleNamespace(dataset=SimpleNamespace(mixture={"repo_ids": ["a/x", "b/y"], "weights": [3.0, 1.0],
-                                                                "weights_given": True}))
+    stream = SimpleNamespace(
+        dataset=SimpleNamespace(mixture={"repo_ids": ["a/x", "b/y"], "weights": [3.0, 1.0], "weights_given": True})
+    )
     run = SimpleNamespace(stream=stream)
     card = model_card.mixture_model_card(run)(object(), "[a/x,b/y]")
     assert captured["datasets"] == ["a/x", "b/y"]
@@ -300,24 +361,30 @@ def test_mixture_model_card_with_the_free_function_of_lerobot_main(monkeypatch):
     from lerobotstream.integrations.lerobot import model_card, patching
 
     def fake_original(model_cfg, cfg=None, dataset_meta=None):
-        return ModelCard.from_template(ModelCardData(datasets=cfg.dataset.repo_id),
-                                       template_str="---\n{{ card_data }}\n---\n# policy\n")
+        return ModelCard.from_template(
+            ModelCardData(datasets=cfg.dataset.repo_id), template_str="---\n{{ card_data }}\n---\n# policy\n"
+        )
 
     monkeypatch.setattr(patching, "original", lambda name: fake_original)
     monkeypatch.setattr(patching, "model_card_target", lambda: (None, False))
-    stream = SimpleNamespace(dataset=SimpleNamespace(mixture={"repo_ids": ["a/x", "b/y"], "weights": [1.0, 1.0],
-                                                                "weights_given": False}))
+    stream = SimpleNamespace(
+        dataset=SimpleNamespace(mixture={"repo_ids": ["a/x", "b/y"], "weights": [1.0, 1.0], "weights_given": False})
+    )
     card = model_card.mixture_model_card(SimpleNamespace(stream=stream))(
-        object(), SimpleNamespace(dataset=SimpleNamespace(repo_id="[a/x,b/y]")), None)
+        object(), SimpleNamespace(dataset=SimpleNamespace(repo_id="[a/x,b/y]")), None
+    )
     assert card.data.datasets == ["a/x", "b/y"] and "| a/x | 0.5000 |" in card.text
     assert "in proportion to its frames" in card.text
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--dataset.repo_id=[a/x,b/y]", "--dataset.root=[/x]"], "one root per dataset"),
-    (["--dataset.repo_id=[a/x,b/y]", "--dataset.streaming_weights=[1,0]"], "numbers > 0"),
-    (["--dataset.repo_id=a/x", "--dataset.streaming_weights=[1,2]"], "needs several datasets"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--dataset.repo_id=[a/x,b/y]", "--dataset.root=[/x]"], "one root per dataset"),
+        (["--dataset.repo_id=[a/x,b/y]", "--dataset.streaming_weights=[1,0]"], "numbers > 0"),
+        (["--dataset.repo_id=a/x", "--dataset.streaming_weights=[1,2]"], "needs several datasets"),
+    ],
+)
 def test_bad_mixture_flags_give_one_error_line(tmp_path, flags, message):
     proc = run_train([*flags, "--dataset.streaming=true", "--policy.type=act"], tmp_path, timeout=200)
     assert proc.returncode == 2
@@ -332,13 +399,16 @@ def test_streaming_loader_modes_give_the_dataloaders_batches(have_dataset, tmp_p
     traces = {}
     for mode in ("dataloader", "threads", "processes"):
         out, trace = tmp_path / f"out_{mode}", tmp_path / f"trace_{mode}"
-        proc = run_train([*_common(out, steps=4, workers=2), f"--dataset.streaming_loader={mode}"], tmp_path,
-                         trace=trace)
+        proc = run_train(
+            [*_common(out, steps=4, workers=2), f"--dataset.streaming_loader={mode}"], tmp_path, trace=trace
+        )
         _ok(proc)
         summary = json.loads((out / "streaming_summary.json").read_text())
         assert summary["loader"].startswith("dataloader" if mode == "dataloader" else f"StreamLoader {mode}")
         assert f"loader: {summary['loader']}" in proc.stdout
-        traces[mode] = {s: (r["episode_index"], r["frame_index"], r["worker"])
-                        for s, r in read_trace(Path(f"{trace}.rank0")).items()}
+        traces[mode] = {
+            s: (r["episode_index"], r["frame_index"], r["worker"])
+            for s, r in read_trace(Path(f"{trace}.rank0")).items()
+        }
     assert traces["threads"] == traces["dataloader"] == traces["processes"]
     assert sorted(traces["dataloader"]) == list(range(4))

@@ -47,8 +47,14 @@ def test_a_bad_flag_value_is_refused_by_the_options_rule(info):
 
 
 def test_help_shows_every_streaming_flag_with_its_help_text(tmp_path):
-    proc = subprocess.run([str(BIN / "lerobotstream-train"), "--help"], cwd=tmp_path, env=env_for(tmp_path),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(BIN / "lerobotstream-train"), "--help"],
+        cwd=tmp_path,
+        env=env_for(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     text = " ".join(proc.stdout.split())
     for info in train_flags():
         assert f"--dataset.{info.flag}" in text, info.flag
@@ -59,7 +65,9 @@ def test_streaming_loader_flag_values():
     from lerobotstream.integrations.lerobot.config import STREAMING_LOADERS
 
     for value in STREAMING_LOADERS:
-        assert StreamingDatasetConfig(repo_id="local/x", streaming=True, streaming_loader=value).streaming_loader == value
+        assert (
+            StreamingDatasetConfig(repo_id="local/x", streaming=True, streaming_loader=value).streaming_loader == value
+        )
     assert StreamingDatasetConfig(repo_id="local/x", streaming=True).streaming_loader == "auto"
     with pytest.raises(StreamingConfigError, match=r"--dataset\.streaming_loader='gpu'.*must be one of auto"):
         StreamingDatasetConfig(repo_id="local/x", streaming=True, streaming_loader="gpu")
@@ -77,12 +85,19 @@ def test_an_older_flag_spelling_is_an_alias_of_its_option_at_the_command_line_on
     assert info.aliases == ("streaming_max_open_decoders",)
     d = StreamingDatasetConfig(repo_id="local/x", streaming=True, streaming_max_open_decoders=6)
     assert d.video_decoder_cache_size == 6
-    assert StreamingDatasetConfig(repo_id="local/x", streaming=True, video_decoder_cache_size=6,
-                                  streaming_max_open_decoders=6).video_decoder_cache_size == 6
+    assert (
+        StreamingDatasetConfig(
+            repo_id="local/x", streaming=True, video_decoder_cache_size=6, streaming_max_open_decoders=6
+        ).video_decoder_cache_size
+        == 6
+    )
     with pytest.raises(StreamingConfigError, match=r"--dataset\.streaming_max_open_decoders=7: is the older spelling"):
-        StreamingDatasetConfig(repo_id="local/x", streaming=True, video_decoder_cache_size=6,
-                               streaming_max_open_decoders=7)
-    with pytest.raises(StreamingConfigError, match=rf"--dataset\.streaming_max_open_decoders=0: must be {re.escape(info.want)}"):
+        StreamingDatasetConfig(
+            repo_id="local/x", streaming=True, video_decoder_cache_size=6, streaming_max_open_decoders=7
+        )
+    with pytest.raises(
+        StreamingConfigError, match=rf"--dataset\.streaming_max_open_decoders=0: must be {re.escape(info.want)}"
+    ):
         StreamingDatasetConfig(repo_id="local/x", streaming=True, streaming_max_open_decoders=0)
     cfg = SimpleNamespace(dataset=d, num_workers=2, tolerance_s=1e-4, seed=3, batch_size=4)
     kw = _stream_kwargs(cfg)

@@ -12,7 +12,9 @@ STEPS, SAVE, BS = 6, 3, 4
 
 
 def _ok(proc) -> None:
-    assert proc.returncode == 0, f"rc={proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-8000:]}"
+    assert proc.returncode == 0, (
+        f"rc={proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-8000:]}"
+    )
 
 
 def _anchors(trace: Path, steps) -> list[tuple[int, int]]:
@@ -22,8 +24,17 @@ def _anchors(trace: Path, steps) -> list[tuple[int, int]]:
 
 def test_partitions_resume_on_another_worker_count_keeps_each_partition_order(have_dataset, tmp_path):
     out, trace_a, trace_b = tmp_path / "out", tmp_path / "trace_a", tmp_path / "trace_b"
-    common = [*dataset_args(), *SMALL_ACT, f"--batch_size={BS}", f"--steps={STEPS}", f"--save_freq={SAVE}",
-              "--log_freq=1", f"--output_dir={out}", "--wandb.enable=false", "--dataset.streaming_partitions=2"]
+    common = [
+        *dataset_args(),
+        *SMALL_ACT,
+        f"--batch_size={BS}",
+        f"--steps={STEPS}",
+        f"--save_freq={SAVE}",
+        "--log_freq=1",
+        f"--output_dir={out}",
+        "--wandb.enable=false",
+        "--dataset.streaming_partitions=2",
+    ]
     _ok(run_train([*common, "--num_workers=2"], tmp_path, trace=trace_a))
     cfg = out / "checkpoints" / f"{SAVE:06d}" / "pretrained_model" / "train_config.json"
     proc = run_train(["--resume=true", f"--config_path={cfg}", "--num_workers=1"], tmp_path, trace=trace_b)

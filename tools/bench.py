@@ -137,33 +137,52 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="the tiny dataset, 1 round, ours + limit (smoke test)")
-    ap.add_argument("--plan", default="readme", choices=sorted(PLANS),
-                    help="the settings to run when --datasets/--transports/--items/--workers are not given: readme "
-                         "(the README table, ~15 min) or extended (every dataset, float32, the store in-process)")
+    ap.add_argument(
+        "--plan",
+        default="readme",
+        choices=sorted(PLANS),
+        help="the settings to run when --datasets/--transports/--items/--workers are not given: readme "
+        "(the README table, ~15 min) or extended (every dataset, float32, the store in-process)",
+    )
     ap.add_argument("--datasets", default=None, help=f"comma-separated, of {', '.join(DATASETS)} (default: the plan's)")
     ap.add_argument("--transports", default=None, help="local,http (default: the plan's)")
     ap.add_argument("--items", default=None, help="uint8,float32 (default: the plan's)")
-    ap.add_argument("--workers", default=None,
-                    help="DataLoader settings, e.g. 0,2:spawn,2:fork (N:CONTEXT, context spawn|fork|forkserver; "
-                         "default: the plan's)")
-    ap.add_argument("--contestants", default=None,
-                    help="ours[@PATH][+option=value...], lerobot, lerobot-streaming (default: all three)")
+    ap.add_argument(
+        "--workers",
+        default=None,
+        help="DataLoader settings, e.g. 0,2:spawn,2:fork (N:CONTEXT, context spawn|fork|forkserver; "
+        "default: the plan's)",
+    )
+    ap.add_argument(
+        "--contestants",
+        default=None,
+        help="ours[@PATH][+option=value...], lerobot, lerobot-streaming (default: all three)",
+    )
     ap.add_argument("--no-limit", action="store_true", help="skip the decode-limit runs")
     ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds, medians reported (default 3)")
     ap.add_argument("--samples", type=int, default=None, help="samples per trial (default: per dataset, 640 on G1)")
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--prefetch-factor", type=int, default=4, help="DataLoader prefetch_factor with workers (LeRobot's 4)")
+    ap.add_argument(
+        "--prefetch-factor", type=int, default=4, help="DataLoader prefetch_factor with workers (LeRobot's 4)"
+    )
     ap.add_argument("--seed", type=int, default=1000)
     ap.add_argument("--latency-ms", type=float, default=50.0, help="remote store: round trip per request, ms")
     ap.add_argument("--bandwidth-mbit", type=float, default=400.0, help="remote store: shared bandwidth, Mbit/s")
-    ap.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "lerobotstream" / "bench"),
-                    help="built datasets and ours' sidecars (an isolated HF_LEROBOT_HOME)")
+    ap.add_argument(
+        "--cache-dir",
+        default=str(Path.home() / ".cache" / "lerobotstream" / "bench"),
+        help="built datasets and ours' sidecars (an isolated HF_LEROBOT_HOME)",
+    )
     ap.add_argument("--lerobot-python", default=str(LEROBOT_PYTHON))
     ap.add_argument("--trial-timeout-s", type=float, default=600)
     ap.add_argument("--json", default="bench.json")
     ap.add_argument("--markdown", default=None, help="write the tables and goals here too")
-    ap.add_argument("--from-json", default=None, metavar="JSON",
-                    help="no run: the tables of an earlier (or interrupted, partial) run's --json")
+    ap.add_argument(
+        "--from-json",
+        default=None,
+        metavar="JSON",
+        help="no run: the tables of an earlier (or interrupted, partial) run's --json",
+    )
     args = ap.parse_args(argv)
     if args.serve:  # what a contestant process runs (tools/bench_trial.py)
         from tools.bench_trial import serve
@@ -195,9 +214,12 @@ def _run(args, argv) -> int:
     args.rounds = args.rounds or 3
     args.contestants = args.contestants or "ours,lerobot,lerobot-streaming"
     if args.datasets or args.transports or args.items or args.workers:
-        plan = [(d, t, i, (args.workers or "0,2:spawn").split(","), None)
-                for d in (args.datasets or "g1").split(",") for t in (args.transports or "local").split(",")
-                for i in (args.items or "uint8").split(",")]
+        plan = [
+            (d, t, i, (args.workers or "0,2:spawn").split(","), None)
+            for d in (args.datasets or "g1").split(",")
+            for t in (args.transports or "local").split(",")
+            for i in (args.items or "uint8").split(",")
+        ]
     else:
         plan = PLANS[args.plan]
     for d, *_ in plan:
@@ -219,8 +241,13 @@ def _run(args, argv) -> int:
     if any(p[1] == "http" for p in plan):
         from lerobotstream.testing import LoopbackServer
 
-        server = LoopbackServer.start({"static": str(cache / "datasets"), "latency_s": args.latency_ms / 1e3,
-                                       "bandwidth_bps": args.bandwidth_mbit * 1e6 / 8})
+        server = LoopbackServer.start(
+            {
+                "static": str(cache / "datasets"),
+                "latency_s": args.latency_ms / 1e3,
+                "bandwidth_bps": args.bandwidth_mbit * 1e6 / 8,
+            }
+        )
     trials: list[dict] = []
     setup: dict[str, Any] = {"notes": notes, "logs": str(logs)}
     try:
@@ -235,33 +262,55 @@ def _run(args, argv) -> int:
         for rnd in range(args.rounds):
             if not args.no_limit:
                 for d in names:
-                    trials += run_limits(ours_side, roots[d], facts[d], d, rnd, args.samples or DATASETS[d][2],
-                                         args.trial_timeout_s)
+                    trials += run_limits(
+                        ours_side, roots[d], facts[d], d, rnd, args.samples or DATASETS[d][2], args.trial_timeout_s
+                    )
             for d, tr, items, workers, only in plan:
                 for nw, ctx in [w for ws in workers for w in parse_workers(ws)]:
                     mine = [c for c in contestants if only is None or c.kind in only]
-                    order = mine[rnd % max(1, len(mine)):] + mine[:rnd % max(1, len(mine))]
+                    order = mine[rnd % max(1, len(mine)) :] + mine[: rnd % max(1, len(mine))]
                     for c in order:
-                        row = {"round": rnd, "dataset": d, "transport": tr, "items": items, "num_workers": nw,
-                               "mp_context": ctx, "contestant": c.label}
+                        row = {
+                            "round": rnd,
+                            "dataset": d,
+                            "transport": tr,
+                            "items": items,
+                            "num_workers": nw,
+                            "mp_context": ctx,
+                            "contestant": c.label,
+                        }
                         if c.error:
                             row["skipped"] = c.error
                             trials.append(row)
                             continue
                         if c.kind.startswith("lerobot") and mixture_of(roots[d]):
-                            row["skipped"] = ("LeRobot has no streaming mixture (its MultiLeRobotDataset needs every "
-                                              "dataset downloaded, has no weights, and lerobot-train refuses it)")
+                            row["skipped"] = (
+                                "LeRobot has no streaming mixture (its MultiLeRobotDataset needs every "
+                                "dataset downloaded, has no weights, and lerobot-train refuses it)"
+                            )
                             trials.append(row)
                             continue
                         if c.kind == "lerobot-streaming" and tr != "local":
-                            row["skipped"] = "LeRobot's StreamingLeRobotDataset reads a local folder or the Hub; local only"
+                            row["skipped"] = (
+                                "LeRobot's StreamingLeRobotDataset reads a local folder or the Hub; local only"
+                            )
                             trials.append(row)
                             continue
-                        spec = {"kind": c.kind, "num_workers": nw, "mp_context": ctx, "uint8": items == "uint8",
-                                "batch_size": args.batch_size, "samples": args.samples or DATASETS[d][2],
-                                "seed": args.seed + rnd, "repo_id": f"bench/{d}", "options": c.options,
-                                "prefetch_factor": args.prefetch_factor, "root": str(roots[d]),
-                                "mixture": mixture_of(roots[d]), "delta_timestamps": delta_timestamps(d)}
+                        spec = {
+                            "kind": c.kind,
+                            "num_workers": nw,
+                            "mp_context": ctx,
+                            "uint8": items == "uint8",
+                            "batch_size": args.batch_size,
+                            "samples": args.samples or DATASETS[d][2],
+                            "seed": args.seed + rnd,
+                            "repo_id": f"bench/{d}",
+                            "options": c.options,
+                            "prefetch_factor": args.prefetch_factor,
+                            "root": str(roots[d]),
+                            "mixture": mixture_of(roots[d]),
+                            "delta_timestamps": delta_timestamps(d),
+                        }
                         url = f"{server.static_url}{roots[d].name}/" if tr == "http" else None
                         if tr == "http" and c.kind == "ours":
                             spec["root"] = url
@@ -279,10 +328,17 @@ def _run(args, argv) -> int:
                             row["anchors"] = len(r["anchors"])
                         trials.append(row)
                         atomic_write(Path(args.json), json.dumps({"partial": True, "trials": trials}, default=str))
-                        print(f"round {rnd} {d:<9} {tr:<5} {items:<7} w{nw}{':' + ctx if ctx else '':<7} {c.label:<18} "
-                              + (row.get("error") or f"{fmt(row.get('steady_samples_per_s'))} samples/s, first batch "
-                                 f"{fmt(row.get('first_batch_s'), '.2f')} s, {fmt(row.get('cpu_ms_per_sample'), '.1f')} "
-                                 f"CPU ms/sample, load {la:.1f}"), file=sys.stderr, flush=True)
+                        print(
+                            f"round {rnd} {d:<9} {tr:<5} {items:<7} w{nw}{':' + ctx if ctx else '':<7} {c.label:<18} "
+                            + (
+                                row.get("error")
+                                or f"{fmt(row.get('steady_samples_per_s'))} samples/s, first batch "
+                                f"{fmt(row.get('first_batch_s'), '.2f')} s, {fmt(row.get('cpu_ms_per_sample'), '.1f')} "
+                                f"CPU ms/sample, load {la:.1f}"
+                            ),
+                            file=sys.stderr,
+                            flush=True,
+                        )
     except BaseException:  # interrupted (SIGTERM, Ctrl-C) or failed: a trial may be running, do not wait for it
         for c in [*contestants, ours_side]:
             c.close(kill=True)
@@ -298,12 +354,19 @@ def _run(args, argv) -> int:
         shutil.rmtree(logs, ignore_errors=True)
     ours = next((c.label for c in contestants if c.kind == "ours"), None)
     summary = summarize(trials, facts, ours)
-    meta = {"command": "python -m tools.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(t_start)), "minutes": (time.time() - t_start) / 60,
-            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "rounds": args.rounds, "batch_size": args.batch_size, "prefetch_factor": args.prefetch_factor,
-            "remote": {"latency_ms": args.latency_ms, "bandwidth_mbit": args.bandwidth_mbit},
-            "load": load_summary(trials), "setup": setup, "git": git_head()}
+    meta = {
+        "command": "python -m tools.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(t_start)),
+        "minutes": (time.time() - t_start) / 60,
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "rounds": args.rounds,
+        "batch_size": args.batch_size,
+        "prefetch_factor": args.prefetch_factor,
+        "remote": {"latency_ms": args.latency_ms, "bandwidth_mbit": args.bandwidth_mbit},
+        "load": load_summary(trials),
+        "setup": setup,
+        "git": git_head(),
+    }
     text = format_all(summary, meta, ours or "ours")
     print(text)
     out = {"meta": meta, "summary": summary, "trials": trials}
@@ -322,10 +385,17 @@ def _from_json(args) -> int:
     ours = next((t["contestant"] for t in trials if t["contestant"].startswith("ours")), None)
     summary = summarize(trials, facts, ours)
     meta = saved.get("meta") or {
-        "command": f"(partial run, tables from {args.from_json})", "date": "?", "minutes": float("nan"),
-        "cpus": len(os.sched_getaffinity(0)), "rounds": 1 + max(t["round"] for t in trials),
-        "batch_size": args.batch_size, "remote": {"latency_ms": args.latency_ms, "bandwidth_mbit": args.bandwidth_mbit},
-        "load": load_summary(trials), "setup": {}, "git": git_head()}
+        "command": f"(partial run, tables from {args.from_json})",
+        "date": "?",
+        "minutes": float("nan"),
+        "cpus": len(os.sched_getaffinity(0)),
+        "rounds": 1 + max(t["round"] for t in trials),
+        "batch_size": args.batch_size,
+        "remote": {"latency_ms": args.latency_ms, "bandwidth_mbit": args.bandwidth_mbit},
+        "load": load_summary(trials),
+        "setup": {},
+        "git": git_head(),
+    }
     text = format_all(summary, meta, ours or "ours")
     print(text)
     if args.markdown:

@@ -51,14 +51,32 @@ import threading
 import time
 from typing import Any, Callable
 
-__all__ = ["Accounting", "STAGES", "MachineClock", "PerfSampler", "account", "current", "fault_cost_s",
-           "format_account", "median_accounts", "proc_stat"]
+__all__ = [
+    "Accounting",
+    "STAGES",
+    "MachineClock",
+    "PerfSampler",
+    "account",
+    "current",
+    "fault_cost_s",
+    "format_account",
+    "median_accounts",
+    "proc_stat",
+]
 
 #: the stages, in table order (row label, JSON key)
-STAGES = (("fetch", "fetch"), ("span/synth", "span_synth"), ("FFmpeg decode", "ffmpeg_decode"),
-          ("colour conversion", "colour_conversion"), ("frame copy", "frame_copy"),
-          ("batch assembly", "batch_assembly"), ("Python in the pipeline", "pipeline_python"),
-          ("hand-offs", "hand_offs"), ("page faults", "page_faults"), ("unattributed", "unattributed"))
+STAGES = (
+    ("fetch", "fetch"),
+    ("span/synth", "span_synth"),
+    ("FFmpeg decode", "ffmpeg_decode"),
+    ("colour conversion", "colour_conversion"),
+    ("frame copy", "frame_copy"),
+    ("batch assembly", "batch_assembly"),
+    ("Python in the pipeline", "pipeline_python"),
+    ("hand-offs", "hand_offs"),
+    ("page faults", "page_faults"),
+    ("unattributed", "unattributed"),
+)
 _CLK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _current: "Accounting | None" = None
 
@@ -181,6 +199,7 @@ class Accounting:
                 acc[2] += 1
                 if frames_of is not None:
                     acc[3] += frames_of(out)
+
         hooked.__wrapped__ = fn
         return hooked
 
@@ -236,9 +255,16 @@ class Accounting:
                 cpu = st[0]
             threads[str(tid)] = [t.name, cpu, st[1]]
         cpu, faults = proc_stat(pid)
-        return {"pid": pid, "t": time.monotonic(), "cpu_s": time.process_time(), "proc_cpu_s": cpu, "faults": faults,
-                "fault_cost_s": self.fault_cost_s, "threads": threads,
-                "regions": {str(tid): {k: list(v) for k, v in r.items()} for tid, r in list(self.regions.items())}}
+        return {
+            "pid": pid,
+            "t": time.monotonic(),
+            "cpu_s": time.process_time(),
+            "proc_cpu_s": cpu,
+            "faults": faults,
+            "fault_cost_s": self.fault_cost_s,
+            "threads": threads,
+            "regions": {str(tid): {k: list(v) for k, v in r.items()} for tid, r in list(self.regions.items())},
+        }
 
 
 def _frames_of(batch) -> int:
@@ -324,9 +350,12 @@ class PerfSampler:
             self.error = "perf not found"
             return
         try:
-            self.proc = subprocess.Popen([self.perf, "record", "-q", "-F", str(int(freq)), "-p",
-                                          ",".join(str(p) for p in pids), "-o", self.out],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            self.proc = subprocess.Popen(
+                [self.perf, "record", "-q", "-F", str(int(freq)), "-p", ",".join(str(p) for p in pids), "-o", self.out],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
         except OSError as exc:
             self.error = f"perf record: {exc}"
 
@@ -345,8 +374,9 @@ class PerfSampler:
             if self.proc.returncode not in (0, -signal.SIGINT, 130) or not os.path.getsize(self.out):
                 self.error = f"perf record failed ({self.proc.returncode}): {(err or '').strip()[-300:]}"
                 return out
-            res = subprocess.run([self.perf, "script", "-i", self.out, "-F", "tid,ip,dso"], capture_output=True,
-                                 text=True, timeout=120)
+            res = subprocess.run(
+                [self.perf, "script", "-i", self.out, "-F", "tid,ip,dso"], capture_output=True, text=True, timeout=120
+            )
             for line in res.stdout.splitlines():
                 parts = line.split()
                 if len(parts) < 3 or not parts[0].isdigit():
@@ -367,8 +397,18 @@ class PerfSampler:
 
 
 _COLOUR = ("libswscale", "libavfilter")
-_DECODE = ("libdav1d", "libavcodec", "libavutil", "libavformat", "libaom", "libx264", "libx265", "libde265",
-           "libvpx", "libtorchcodec")
+_DECODE = (
+    "libdav1d",
+    "libavcodec",
+    "libavutil",
+    "libavformat",
+    "libaom",
+    "libx264",
+    "libx265",
+    "libde265",
+    "libvpx",
+    "libtorchcodec",
+)
 
 
 def colour_share(samples: dict[int, dict[str, int]], decode_tids: set[int]) -> tuple[float | None, dict]:
@@ -388,8 +428,19 @@ def _delta(b: list | None, a: list | None, i: int) -> float:
     return (b[i] if b else 0) - (a[i] if a else 0)
 
 
-def account(*, wall_s: float, samples: int, cpus: int, machine: tuple, tree: tuple, snaps: dict, main_pid: int,
-            main_role: str, perf_samples: dict | None = None, perf_error: str | None = None) -> dict:
+def account(
+    *,
+    wall_s: float,
+    samples: int,
+    cpus: int,
+    machine: tuple,
+    tree: tuple,
+    snaps: dict,
+    main_pid: int,
+    main_role: str,
+    perf_samples: dict | None = None,
+    perf_error: str | None = None,
+) -> dict:
     """The accounting of one window (module doc).
 
     Args:
@@ -489,18 +540,29 @@ def account(*, wall_s: float, samples: int, cpus: int, machine: tuple, tree: tup
         if k is not None and samples:
             r["faults_per_sample"] = flt[k] / samples
         return r
+
     rows = {k: row(cpu[k], k) for k in keys}
     rows["bench"] = row(cpu["bench"], "bench")
     rows["others"] = row(others)
     rows["idle"] = row(idle)
-    return {"rows": rows, "whole_cpu_s": whole, "wall_s": wall_s, "cpus": cpus, "samples": samples,
-            "ours_cpu_s": ours, "ms_per_sample_whole": 1e3 * whole / samples if samples else None,
-            "sum_share": parts / whole if whole else None,
-            "machine_share": (busy + idle) / whole if whole and busy is not None else None,
-            "faults_per_sample": faults / samples if samples else None, "fault_cost_us": 1e6 * c,
-            "faults_counted_share": counted_faults / faults if faults else None, "colour_split": split,
-            "frames_decoded_per_sample": decoded / samples if samples else None,
-            "perf_decode_libs": libs, "calls_per_sample": {k: v / samples for k, v in calls.items()} if samples else {}}
+    return {
+        "rows": rows,
+        "whole_cpu_s": whole,
+        "wall_s": wall_s,
+        "cpus": cpus,
+        "samples": samples,
+        "ours_cpu_s": ours,
+        "ms_per_sample_whole": 1e3 * whole / samples if samples else None,
+        "sum_share": parts / whole if whole else None,
+        "machine_share": (busy + idle) / whole if whole and busy is not None else None,
+        "faults_per_sample": faults / samples if samples else None,
+        "fault_cost_us": 1e6 * c,
+        "faults_counted_share": counted_faults / faults if faults else None,
+        "colour_split": split,
+        "frames_decoded_per_sample": decoded / samples if samples else None,
+        "perf_decode_libs": libs,
+        "calls_per_sample": {k: v / samples for k, v in calls.items()} if samples else {},
+    }
 
 
 def _cell(r: dict | None) -> str:
@@ -514,8 +576,10 @@ def format_account(columns: list[tuple[str, dict]]) -> str:
     and share of wall × CPUs)."""
     if not columns:
         return ""
-    lines = ["| stage (core-ms per sample, share of wall × CPUs) | " + " | ".join(c for c, _ in columns) + " |",
-             "|---|" + "---:|" * len(columns)]
+    lines = [
+        "| stage (core-ms per sample, share of wall × CPUs) | " + " | ".join(c for c, _ in columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
     for label, key in STAGES:
         cells = []
         for _, acc in columns:
@@ -525,24 +589,56 @@ def format_account(columns: list[tuple[str, dict]]) -> str:
                 cell = "not split (in FFmpeg decode)"
             cells.append(cell)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    for label, key in (("the benchmark's own (PSS sampler)", "bench"), ("other processes", "others"),
-                       ("idle cores", "idle")):
+    for label, key in (
+        ("the benchmark's own (PSS sampler)", "bench"),
+        ("other processes", "others"),
+        ("idle cores", "idle"),
+    ):
         lines.append(f"| {label} | " + " | ".join(_cell(a["rows"].get(key)) for _, a in columns) + " |")
-    lines.append("| **whole: wall × CPUs** | " + " | ".join(
-        f"**{a['ms_per_sample_whole']:.2f}** ({a['cpus']} CPUs)" if a.get("ms_per_sample_whole") else "–"
-        for _, a in columns) + " |")
-    lines.append("| measured parts ÷ whole (unattributed left out) | " + " | ".join(
-        f"{100 * a['sum_share']:.1f} %" if a.get("sum_share") is not None else "–" for _, a in columns) + " |")
-    lines.append("| where the faults were taken (per sample) | " + " | ".join(
-        ", ".join(f"{lab} {a['rows'][k]['faults_per_sample']:.0f}" for lab, k in STAGES + (("own", "bench"),)
-                  if (a["rows"].get(k) or {}).get("faults_per_sample") and a["rows"][k]["faults_per_sample"] >= 1)
-        or "–" for _, a in columns) + " |")
-    lines.append("| frames decoded per sample | " + " | ".join(
-        f"{a['frames_decoded_per_sample']:.2f}" if a.get("frames_decoded_per_sample") is not None else "–"
-        for _, a in columns) + " |")
-    lines.append("| minor faults per sample × µs each | " + " | ".join(
-        f"{a['faults_per_sample']:.0f} × {a['fault_cost_us']:.2f}" if a.get("faults_per_sample") is not None else "–"
-        for _, a in columns) + " |")
+    lines.append(
+        "| **whole: wall × CPUs** | "
+        + " | ".join(
+            f"**{a['ms_per_sample_whole']:.2f}** ({a['cpus']} CPUs)" if a.get("ms_per_sample_whole") else "–"
+            for _, a in columns
+        )
+        + " |"
+    )
+    lines.append(
+        "| measured parts ÷ whole (unattributed left out) | "
+        + " | ".join(f"{100 * a['sum_share']:.1f} %" if a.get("sum_share") is not None else "–" for _, a in columns)
+        + " |"
+    )
+    lines.append(
+        "| where the faults were taken (per sample) | "
+        + " | ".join(
+            ", ".join(
+                f"{lab} {a['rows'][k]['faults_per_sample']:.0f}"
+                for lab, k in STAGES + (("own", "bench"),)
+                if (a["rows"].get(k) or {}).get("faults_per_sample") and a["rows"][k]["faults_per_sample"] >= 1
+            )
+            or "–"
+            for _, a in columns
+        )
+        + " |"
+    )
+    lines.append(
+        "| frames decoded per sample | "
+        + " | ".join(
+            f"{a['frames_decoded_per_sample']:.2f}" if a.get("frames_decoded_per_sample") is not None else "–"
+            for _, a in columns
+        )
+        + " |"
+    )
+    lines.append(
+        "| minor faults per sample × µs each | "
+        + " | ".join(
+            f"{a['faults_per_sample']:.0f} × {a['fault_cost_us']:.2f}"
+            if a.get("faults_per_sample") is not None
+            else "–"
+            for _, a in columns
+        )
+        + " |"
+    )
     return "\n".join(lines)
 
 
@@ -561,12 +657,32 @@ def median_accounts(accounts: list[dict]) -> dict | None:
     rows = {}
     for key in accounts[0]["rows"]:
         rs = [a["rows"].get(key) for a in accounts]
-        rows[key] = None if all(r is None for r in rs) else {
-            f: med([r.get(f) for r in rs if r]) for f in ("cpu_s", "ms_per_sample", "share", "faults_per_sample")}
-    out = {k: med([a.get(k) for a in accounts]) for k in ("whole_cpu_s", "wall_s", "samples", "ours_cpu_s",
-                                                            "ms_per_sample_whole", "sum_share", "machine_share",
-                                                            "faults_per_sample", "fault_cost_us",
-                                                            "faults_counted_share", "frames_decoded_per_sample")}
-    out.update(rows=rows, cpus=accounts[0]["cpus"], runs=len(accounts), colour_split=accounts[0]["colour_split"],
-               sum_shares=[a.get("sum_share") for a in accounts])
+        rows[key] = (
+            None
+            if all(r is None for r in rs)
+            else {f: med([r.get(f) for r in rs if r]) for f in ("cpu_s", "ms_per_sample", "share", "faults_per_sample")}
+        )
+    out = {
+        k: med([a.get(k) for a in accounts])
+        for k in (
+            "whole_cpu_s",
+            "wall_s",
+            "samples",
+            "ours_cpu_s",
+            "ms_per_sample_whole",
+            "sum_share",
+            "machine_share",
+            "faults_per_sample",
+            "fault_cost_us",
+            "faults_counted_share",
+            "frames_decoded_per_sample",
+        )
+    }
+    out.update(
+        rows=rows,
+        cpus=accounts[0]["cpus"],
+        runs=len(accounts),
+        colour_split=accounts[0]["colour_split"],
+        sum_shares=[a.get("sum_share") for a in accounts],
+    )
     return out

@@ -30,8 +30,18 @@ TRIAL_SCRIPT = Path(__file__).resolve().with_name("bench_trial.py")
 class Contestant:
     """A long-lived process that runs trials (``python tools/bench_trial.py --serve``)."""
 
-    def __init__(self, label: str, kind: str, python: Path, env: dict, log: Path, *, path: str | None = None,
-                 options: dict | None = None, side: str = "ours") -> None:
+    def __init__(
+        self,
+        label: str,
+        kind: str,
+        python: Path,
+        env: dict,
+        log: Path,
+        *,
+        path: str | None = None,
+        options: dict | None = None,
+        side: str = "ours",
+    ) -> None:
         self.label, self.kind, self.options, self.side = label, kind, options or {}, side
         self.python, self.path, self.log_path = python, path, log
         self.proc: subprocess.Popen | None = None
@@ -45,8 +55,15 @@ class Contestant:
         env["PYTHONPATH"] = self.path or (str(ROOT) if Path(self.python) == Path(sys.executable) else "")
         env.update({k[4:]: str(v) for k, v in self.options.items() if k.startswith("env.")})
         self.log = open(self.log_path, "a")
-        self.proc = subprocess.Popen([str(self.python), str(TRIAL_SCRIPT), "--serve"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True, env=env, cwd=str(ROOT))
+        self.proc = subprocess.Popen(
+            [str(self.python), str(TRIAL_SCRIPT), "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env=env,
+            cwd=str(ROOT),
+        )
 
     def send(self, spec: dict) -> str | None:
         """Start the trial ``spec`` (the process starts on first use); an error text if it is gone."""
@@ -72,7 +89,7 @@ class Contestant:
         def read() -> None:
             for line in self.proc.stdout:
                 if line.startswith(RESULT_PREFIX):
-                    result.append(json.loads(line[len(RESULT_PREFIX):]))
+                    result.append(json.loads(line[len(RESULT_PREFIX) :]))
                     return
 
         t = threading.Thread(target=read, daemon=True)
@@ -80,7 +97,9 @@ class Contestant:
         t.join(timeout_s)
         if not result:
             self.close(kill=True)
-            return {"error": f"{self.label}: no result within {timeout_s:.0f} s or the process died; see {self.log_path}"}
+            return {
+                "error": f"{self.label}: no result within {timeout_s:.0f} s or the process died; see {self.log_path}"
+            }
         return result[0]
 
     def close(self, kill: bool = False) -> None:
@@ -105,7 +124,9 @@ def parse_contestant(text: str) -> tuple[str, str, str | None, dict]:
     options: dict[str, Any] = {}
     for o in opts:
         k, v = o.split("=", 1)
-        options[k] = v if k.startswith("env.") else json.loads(v) if v[:1].isdigit() or v in ("true", "false", "null") else v
+        options[k] = (
+            v if k.startswith("env.") else json.loads(v) if v[:1].isdigit() or v in ("true", "false", "null") else v
+        )
     kind, _, path = head.partition("@")
     if kind not in ("ours", "lerobot", "lerobot-streaming"):
         raise SystemExit(f"unknown contestant {text!r} (ours[@PATH][+option=value...], lerobot, lerobot-streaming)")
@@ -117,8 +138,13 @@ def parse_contestant(text: str) -> tuple[str, str, str | None, dict]:
 def contestant_env(cache: Path) -> dict:
     """The contestants' environment: offline, an isolated ``HF_LEROBOT_HOME`` under ``cache``, no
     sidecar/index directory of the caller's."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_LEROBOT_HOME=str(cache / "hf_lerobot"),
-               TOKENIZERS_PARALLELISM="false")
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_LEROBOT_HOME=str(cache / "hf_lerobot"),
+        TOKENIZERS_PARALLELISM="false",
+    )
     env.pop("LEROBOTSTREAM_SIDECAR_DIR", None)
     env.pop("LEROBOTSTREAM_INDEX_DIR", None)
     return env
@@ -137,8 +163,18 @@ def make_contestants(texts: list[str], lerobot_py: Path, env: dict, logs: Path) 
             py, p = lerobot_py, None
         else:
             py, p = Path(sys.executable), (str(Path(path).resolve()) if path else None)
-        contestants.append(Contestant(label, kind, py, env, logs / f"{label.replace('/', '_')}.log", path=p,
-                                      options=options, side="lerobot" if kind.startswith("lerobot") else "ours"))
+        contestants.append(
+            Contestant(
+                label,
+                kind,
+                py,
+                env,
+                logs / f"{label.replace('/', '_')}.log",
+                path=p,
+                options=options,
+                side="lerobot" if kind.startswith("lerobot") else "ours",
+            )
+        )
     return contestants, notes
 
 

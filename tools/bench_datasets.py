@@ -18,8 +18,20 @@ from pathlib import Path
 
 from tools.bench_common import ROOT, atomic_write
 
-__all__ = ["BUILD_VERSION", "CAMERA_NAMES", "DATASETS", "DatasetFacts", "MIXTURE_FILE", "MixtureFacts", "copy_cameras",
-           "dataset_facts", "delta_timestamps", "ensure_dataset", "mixture_of", "transcode_h264"]
+__all__ = [
+    "BUILD_VERSION",
+    "CAMERA_NAMES",
+    "DATASETS",
+    "DatasetFacts",
+    "MIXTURE_FILE",
+    "MixtureFacts",
+    "copy_cameras",
+    "dataset_facts",
+    "delta_timestamps",
+    "ensure_dataset",
+    "mixture_of",
+    "transcode_h264",
+]
 
 BUILD_VERSION = "1"  # bump when a dataset recipe changes (cached builds are keyed by it)
 
@@ -28,26 +40,59 @@ DATASETS: dict[str, tuple[str, dict, int]] = {
     "g1": ("real G1 640x480 AV1 g=2, 1 camera (`data/g1_v30`)", {"kind": "g1"}, 640),
     "g1-3cam": ("the same footage as 3 cameras", {"kind": "g1", "camera_copies": 3}, 640),
     "g1-h264": ("the same re-encoded H.264, 2 B-frames, GOP 30", {"kind": "g1", "h264_gop": 30}, 640),
-    "gen-h264": ("generated H.264, B-frames, GOP 12, 2 cameras, 128x96, 20 episodes",
-                 {"kind": "generated", "codec": "h264", "gop": 12, "cameras": 2, "size": (128, 96),
-                  "episodes": 20, "length": 80}, 1280),
-    "gen-av1": ("generated AV1 g=2, 2 cameras, 640x480, 8 episodes",
-                {"kind": "generated", "codec": "av1", "gop": 2, "cameras": 2, "size": (640, 480),
-                 "episodes": 8, "length": 90}, 640),
-    "gen96-dp": ("generated 96x96 AV1 g=2, 2 cameras, 40 episodes, diffusion-policy window (2 frames, 16 actions)",
-                 {"kind": "generated", "codec": "av1", "gop": 2, "cameras": 2, "size": (96, 96),
-                  "episodes": 40, "length": 120, "window": "diffusion"}, 1280),
-    "tiny": ("generated AV1, 1 camera, 64x48 (smoke test)",
-             {"kind": "generated", "codec": "av1", "gop": 2, "cameras": 1, "size": (64, 48),
-              "episodes": 4, "length": 12}, 24),
-    "tiny-h264": ("generated H.264, 1 camera, 64x48 (smoke test)",
-                  {"kind": "generated", "codec": "h264", "gop": 4, "cameras": 1, "size": (64, 48),
-                   "episodes": 3, "length": 10}, 24),
+    "gen-h264": (
+        "generated H.264, B-frames, GOP 12, 2 cameras, 128x96, 20 episodes",
+        {
+            "kind": "generated",
+            "codec": "h264",
+            "gop": 12,
+            "cameras": 2,
+            "size": (128, 96),
+            "episodes": 20,
+            "length": 80,
+        },
+        1280,
+    ),
+    "gen-av1": (
+        "generated AV1 g=2, 2 cameras, 640x480, 8 episodes",
+        {"kind": "generated", "codec": "av1", "gop": 2, "cameras": 2, "size": (640, 480), "episodes": 8, "length": 90},
+        640,
+    ),
+    "gen96-dp": (
+        "generated 96x96 AV1 g=2, 2 cameras, 40 episodes, diffusion-policy window (2 frames, 16 actions)",
+        {
+            "kind": "generated",
+            "codec": "av1",
+            "gop": 2,
+            "cameras": 2,
+            "size": (96, 96),
+            "episodes": 40,
+            "length": 120,
+            "window": "diffusion",
+        },
+        1280,
+    ),
+    "tiny": (
+        "generated AV1, 1 camera, 64x48 (smoke test)",
+        {"kind": "generated", "codec": "av1", "gop": 2, "cameras": 1, "size": (64, 48), "episodes": 4, "length": 12},
+        24,
+    ),
+    "tiny-h264": (
+        "generated H.264, 1 camera, 64x48 (smoke test)",
+        {"kind": "generated", "codec": "h264", "gop": 4, "cameras": 1, "size": (64, 48), "episodes": 3, "length": 10},
+        24,
+    ),
     # mixtures (StreamingMultiLeRobotDataset; LeRobot has no streaming mixture: ours and the limit only)
-    "mix": ("mixture: G1 AV1 + G1 H.264 GOP 30, weights 0.5/0.5",
-            {"kind": "mixture", "parts": ["g1", "g1-h264"], "weights": [0.5, 0.5]}, 640),
-    "tiny-mix": ("mixture: tiny AV1 + tiny H.264, weights 0.7/0.3 (smoke test)",
-                 {"kind": "mixture", "parts": ["tiny", "tiny-h264"], "weights": [0.7, 0.3]}, 24),
+    "mix": (
+        "mixture: G1 AV1 + G1 H.264 GOP 30, weights 0.5/0.5",
+        {"kind": "mixture", "parts": ["g1", "g1-h264"], "weights": [0.5, 0.5]},
+        640,
+    ),
+    "tiny-mix": (
+        "mixture: tiny AV1 + tiny H.264, weights 0.7/0.3 (smoke test)",
+        {"kind": "mixture", "parts": ["tiny", "tiny-h264"], "weights": [0.7, 0.3]},
+        24,
+    ),
 }
 CAMERA_NAMES = ("observation.images.front", "observation.images.wrist", "observation.images.top")
 #: frames per second of the generated datasets (``make_dataset``'s default)
@@ -100,8 +145,9 @@ def copy_cameras(src: Path, dst: Path, copies: int) -> Path:
         for k in keys:
             for c in [c for c in t.column_names if c.startswith(f"videos/{k}/") or c.startswith(f"stats/{k}/")]:
                 for j in range(1, copies):
-                    t = t.append_column(pa.field(c.replace(f"/{k}/", f"/{k}_copy{j}/", 1), t.schema.field(c).type),
-                                        t.column(c))
+                    t = t.append_column(
+                        pa.field(c.replace(f"/{k}/", f"/{k}_copy{j}/", 1), t.schema.field(c).type), t.column(c)
+                    )
         pq.write_table(t, p)
     return dst
 
@@ -111,9 +157,34 @@ def transcode_h264(root: Path, gop: int) -> None:
     ``gop`` frames, same frame count and timestamps): the long-GOP case on real content."""
     for p in sorted((root / "videos").rglob("*.mp4")):
         tmp = p.with_suffix(".h264.mp4")
-        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", str(p), "-an", "-c:v", "libx264",
-                        "-preset", "veryfast", "-bf", "2", "-g", str(gop), "-keyint_min", str(gop),
-                        "-sc_threshold", "0", "-pix_fmt", "yuv420p", str(tmp)], check=True)
+        subprocess.run(
+            [
+                "ffmpeg",
+                "-hide_banner",
+                "-loglevel",
+                "error",
+                "-y",
+                "-i",
+                str(p),
+                "-an",
+                "-c:v",
+                "libx264",
+                "-preset",
+                "veryfast",
+                "-bf",
+                "2",
+                "-g",
+                str(gop),
+                "-keyint_min",
+                str(gop),
+                "-sc_threshold",
+                "0",
+                "-pix_fmt",
+                "yuv420p",
+                str(tmp),
+            ],
+            check=True,
+        )
         tmp.replace(p)
 
 
@@ -145,9 +216,15 @@ def ensure_dataset(cache_dir: Path, name: str) -> Path:
             from lerobotstream.testing import make_dataset
 
             w, h = recipe["size"]
-            make_dataset(d, episode_lengths=[recipe["length"]] * recipe["episodes"], codec=recipe["codec"],
-                         gop=recipe["gop"], cameras=tuple((CAMERA_NAMES[i], w, h) for i in range(recipe["cameras"])),
-                         episodes_per_video_file=max(1, recipe["episodes"] // 2), repo_id=f"bench/{name}")
+            make_dataset(
+                d,
+                episode_lengths=[recipe["length"]] * recipe["episodes"],
+                codec=recipe["codec"],
+                gop=recipe["gop"],
+                cameras=tuple((CAMERA_NAMES[i], w, h) for i in range(recipe["cameras"])),
+                episodes_per_video_file=max(1, recipe["episodes"] // 2),
+                repo_id=f"bench/{name}",
+            )
         try:
             os.replace(d, out)
         except OSError:  # another run built it first
@@ -226,5 +303,6 @@ class DatasetFacts:
         computation, over the tables parsed here)."""
         from lerobotstream.profile import needed_bytes_of_tables
 
-        return needed_bytes_of_tables(self.meta, self.video_keys, self.tables.__getitem__, anchors, fps=self.meta.fps,
-                                      tolerance_s=1e-4)["needed_frame_bytes"]
+        return needed_bytes_of_tables(
+            self.meta, self.video_keys, self.tables.__getitem__, anchors, fps=self.meta.fps, tolerance_s=1e-4
+        )["needed_frame_bytes"]

@@ -28,7 +28,11 @@ def decode_limit(spec: dict) -> dict:
     decodes a contiguous share of every file, from a seek)."""
     from torchcodec.decoders import VideoDecoder
 
-    cap, parts, thr = int(spec.get("max_frames") or 0), max(1, int(spec.get("decoders") or 1)), int(spec["ffmpeg_threads"])
+    cap, parts, thr = (
+        int(spec.get("max_frames") or 0),
+        max(1, int(spec.get("decoders") or 1)),
+        int(spec["ffmpeg_threads"]),
+    )
     lengths, left = [], cap or None
     for p in spec["files"]:  # how many frames of each file the cap takes, front to back
         n = len(VideoDecoder(p, seek_mode="approximate"))
@@ -63,9 +67,15 @@ def decode_limit(spec: dict) -> dict:
     c1 = os.times()
     cpu = (c1.user - c0.user) + (c1.system - c0.system)
     frames = sum(counts)
-    return {"frames": frames, "wall_s": wall, "frames_per_s": frames / wall if wall > 0 else None,
-            "cpu_ms_per_frame": 1e3 * cpu / frames if frames else None, "decoders": parts, "ffmpeg_threads": thr,
-            "cpu_per_wall": cpu / wall if wall > 0 else None}
+    return {
+        "frames": frames,
+        "wall_s": wall,
+        "frames_per_s": frames / wall if wall > 0 else None,
+        "cpu_ms_per_frame": 1e3 * cpu / frames if frames else None,
+        "decoders": parts,
+        "ffmpeg_threads": thr,
+        "cpu_per_wall": cpu / wall if wall > 0 else None,
+    }
 
 
 #: the decode limit's variants: label -> (decoders, FFmpeg threads per decoder); ``None``
@@ -84,15 +94,23 @@ def run_limits(side, root: Path, facts, dataset: str, rnd: int, samples: int, ti
 
     out = []
     for label, (decoders, thr) in LIMITS.items():
-        spec = {"kind": "limit", "files": [str(root / p) for p in facts.video_files], "ffmpeg_threads": thr,
-                "decoders": decoders or usable_cpus(), "max_frames": 2 * samples * len(facts.video_keys)}
+        spec = {
+            "kind": "limit",
+            "files": [str(root / p) for p in facts.video_files],
+            "ffmpeg_threads": thr,
+            "decoders": decoders or usable_cpus(),
+            "max_frames": 2 * samples * len(facts.video_keys),
+        }
         la = load_average()
         r = side.call(spec, timeout_s)
         r.update(round=rnd, dataset=dataset, contestant=label, load_before=la, load_after=load_average())
         out.append(r)
-        print(f"round {rnd} {dataset:<9} {label} ({r.get('decoders')} decoder(s) x {thr or 'FFmpeg'} thread(s)): "
-              f"{fmt(r.get('frames_per_s'))} frames/s, {fmt(r.get('cpu_ms_per_frame'), '.2f')} CPU ms/frame",
-              file=sys.stderr, flush=True)
+        print(
+            f"round {rnd} {dataset:<9} {label} ({r.get('decoders')} decoder(s) x {thr or 'FFmpeg'} thread(s)): "
+            f"{fmt(r.get('frames_per_s'))} frames/s, {fmt(r.get('cpu_ms_per_frame'), '.2f')} CPU ms/frame",
+            file=sys.stderr,
+            flush=True,
+        )
     return out
 
 

@@ -81,8 +81,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.bench_common import (LEROBOT_PYTHON, ROOT, atomic_write, fmt, git_head, load_average, load_summary,
-                                median)
+from tools.bench_common import LEROBOT_PYTHON, ROOT, atomic_write, fmt, git_head, load_average, load_summary, median
 from tools.bench_contestants import Contestant, contestant_env, make_contestants, warm_up
 from tools.bench_account import median_accounts
 from tools.bench_datasets import DATASETS, dataset_facts, delta_timestamps, ensure_dataset
@@ -113,31 +112,74 @@ def plan(args, ours: list[str], lerobot: list[str]) -> list[tuple[str, str, list
     for i, d in enumerate(datasets):
         workers = _workers(args.workers if i == 0 else args.more_workers)
         spawn = _workers(args.spawn) if i == 0 else []
-        for step in (args.steps.split(",") if i == 0 else ["none"]):
+        for step in args.steps.split(",") if i == 0 else ["none"]:
             keys = []
             for label in ours + (lerobot if step == "none" else []):
-                kinds = [r for r in rows if (r in OURS_ROWS) == label.startswith("ours")
-                         and (label.startswith("ours") or r == label)]
+                kinds = [
+                    r
+                    for r in rows
+                    if (r in OURS_ROWS) == label.startswith("ours") and (label.startswith("ours") or r == label)
+                ]
                 for kind in kinds:
-                    for nw, ctx in [(n, "fork" if n else None) for n in workers] + \
-                                   ([(n, "spawn") for n in spawn if n] if step == "none" else []):
+                    for nw, ctx in [(n, "fork" if n else None) for n in workers] + (
+                        [(n, "spawn") for n in spawn if n] if step == "none" else []
+                    ):
                         if nw == 0 and kind == "processes":
                             continue  # StreamLoader runs 0 workers in threads mode
                         if ctx == "spawn" and kind in ("threads", "lerobot-streaming"):
                             continue  # no worker process / its first batch is its shuffle buffer
-                        keys.append({"dataset": d, "step": step, "contestant": label, "row": kind,
-                                     "num_workers": nw, "mp_context": ctx})
+                        keys.append(
+                            {
+                                "dataset": d,
+                                "step": step,
+                                "contestant": label,
+                                "row": kind,
+                                "num_workers": nw,
+                                "mp_context": ctx,
+                            }
+                        )
             out.append((d, step, keys))
         if i == 0 and args.py_spy and "threads" in rows:
-            out.append((d, "gil", [{"dataset": d, "step": "none", "contestant": label, "row": "threads",
-                                    "num_workers": nw, "mp_context": None, "gil_profile": True}
-                                   for label in ours for nw in _workers(args.gil)]))
+            out.append(
+                (
+                    d,
+                    "gil",
+                    [
+                        {
+                            "dataset": d,
+                            "step": "none",
+                            "contestant": label,
+                            "row": "threads",
+                            "num_workers": nw,
+                            "mp_context": None,
+                            "gil_profile": True,
+                        }
+                        for label in ours
+                        for nw in _workers(args.gil)
+                    ],
+                )
+            )
         accounted = [r.split("/") for r in (args.account or "").split(",") if r.strip()]
         if accounted:  # the CPU accounting (tools/bench_account.py): every dataset
-            out.append((d, "account", [{"dataset": d, "step": "none", "contestant": label, "row": kind,
-                                        "num_workers": int(n), "mp_context": "fork" if int(n) and kind != "threads" else None,
-                                        "accounted": True}
-                                       for label in ours for kind, n in accounted]))
+            out.append(
+                (
+                    d,
+                    "account",
+                    [
+                        {
+                            "dataset": d,
+                            "step": "none",
+                            "contestant": label,
+                            "row": kind,
+                            "num_workers": int(n),
+                            "mp_context": "fork" if int(n) and kind != "threads" else None,
+                            "accounted": True,
+                        }
+                        for label in ours
+                        for kind, n in accounted
+                    ],
+                )
+            )
     return out
 
 
@@ -149,10 +191,21 @@ def row_label(key: dict, ours0: str) -> str:
 
 
 def _spec(key: dict, c: Contestant, args, rnd: int, root: Path, py_spy: str | None) -> dict:
-    spec = {"kind": c.kind, "num_workers": key["num_workers"], "mp_context": key["mp_context"],
-            "uint8": not args.float32, "batch_size": args.batch_size, "samples": args.samples,
-            "seed": args.seed + rnd, "repo_id": f"bench/{key['dataset']}", "options": c.options,
-            "prefetch_factor": 4, "root": str(root), "mixture": None, "step": key["step"]}
+    spec = {
+        "kind": c.kind,
+        "num_workers": key["num_workers"],
+        "mp_context": key["mp_context"],
+        "uint8": not args.float32,
+        "batch_size": args.batch_size,
+        "samples": args.samples,
+        "seed": args.seed + rnd,
+        "repo_id": f"bench/{key['dataset']}",
+        "options": c.options,
+        "prefetch_factor": 4,
+        "root": str(root),
+        "mixture": None,
+        "step": key["step"],
+    }
     if c.kind == "ours":
         spec["loader"] = key["row"]
     if key.get("gil_profile"):  # drawn until the profile ends: a stream that does not end
@@ -162,9 +215,12 @@ def _spec(key: dict, c: Contestant, args, rnd: int, root: Path, py_spy: str | No
         spec["options"] = {**c.options, "repeat": True}
         warm = args.account_warm_samples
         chunk = 64 * max(1, key["num_workers"])  # decode_lookahead's default anchors, per shard
-        spec["account"] = {"seconds": args.account_seconds, "perf": args.account_perf != "off",
-                           "warm_samples": 3 * chunk if warm is None else warm,
-                           "min_samples": 0 if warm == 0 else 12 * chunk}
+        spec["account"] = {
+            "seconds": args.account_seconds,
+            "perf": args.account_perf != "off",
+            "warm_samples": 3 * chunk if warm is None else warm,
+            "min_samples": 0 if warm == 0 else 12 * chunk,
+        }
     spec["delta_timestamps"] = delta_timestamps(key["dataset"])
     return spec
 
@@ -202,14 +258,15 @@ def run(args) -> dict:
         warm_up([*contestants, limit_side], setup, args.trial_timeout_s)
         for d in datasets:
             for label in ours:
-                r = by_label[label].call({"kind": "prepare", "root": str(roots[d]), "mixture": None},
-                                         args.trial_timeout_s)
+                r = by_label[label].call(
+                    {"kind": "prepare", "root": str(roots[d]), "mixture": None}, args.trial_timeout_s
+                )
                 setup[f"prepare {label} {d}"] = r
         for rnd in range(args.rounds):
             for d in datasets:
                 trials += run_limits(limit_side, roots[d], facts[d], d, rnd, args.samples, args.trial_timeout_s)
             for d, group, keys in groups:
-                order = keys[rnd % max(1, len(keys)):] + keys[:rnd % max(1, len(keys))]
+                order = keys[rnd % max(1, len(keys)) :] + keys[: rnd % max(1, len(keys))]
                 for key in order:
                     c = by_label[key["contestant"]]
                     row = {"round": rnd, **key}
@@ -223,17 +280,25 @@ def run(args) -> dict:
                     trials.append(row)
                     atomic_write(Path(args.json), json.dumps({"partial": True, "trials": trials}, default=str))
                     g = (r.get("gil") or {}).get("gil_ms_per_sample")
-                    print(f"round {rnd} {d:<8} {key['step']:<9} {row_label(key, ours[0]):<28} "
-                          + (r.get("error") or f"{_fmt(r.get('steady_samples_per_s'))} samples/s, first "
-                             f"{_fmt(r.get('first_batch_s'), '.2f')} s, {_fmt(r.get('cpu_ms_per_sample'), '.2f')} "
-                             f"CPU ms/sample, wait {_fmt(100 * (r.get('wait_share') or 0), '.0f')}%"
-                             + (f", GIL {g:.3f} ms/sample" if g is not None else "") + f", load {la:.1f}"),
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"round {rnd} {d:<8} {key['step']:<9} {row_label(key, ours[0]):<28} "
+                        + (
+                            r.get("error")
+                            or f"{_fmt(r.get('steady_samples_per_s'))} samples/s, first "
+                            f"{_fmt(r.get('first_batch_s'), '.2f')} s, {_fmt(r.get('cpu_ms_per_sample'), '.2f')} "
+                            f"CPU ms/sample, wait {_fmt(100 * (r.get('wait_share') or 0), '.0f')}%"
+                            + (f", GIL {g:.3f} ms/sample" if g is not None else "")
+                            + f", load {la:.1f}"
+                        ),
+                        file=sys.stderr,
+                        flush=True,
+                    )
             for label in ours:  # the step alone, in the process that ran the rows (torch's OpenMP state)
                 steps = [s for s in args.steps.split(",") if s != "none"]
                 if steps and not by_label[label].error:
-                    alone.setdefault(label, []).append(by_label[label].call({"kind": "step_alone", "steps": steps},
-                                                                            args.trial_timeout_s))
+                    alone.setdefault(label, []).append(
+                        by_label[label].call({"kind": "step_alone", "steps": steps}, args.trial_timeout_s)
+                    )
             load.append(load_average())
     except BaseException:
         for c in [*contestants, limit_side]:
@@ -249,15 +314,32 @@ def run(args) -> dict:
     summary = summarize(trials, facts, alone, ours[0] if ours else "ours")
     from lerobotstream.loader import choose_mode, usable_cpus
 
-    meta = {"command": "python -m tools.bench --loader " + " ".join(args.argv), "date": time.strftime(
-                "%Y-%m-%d %H:%M UTC", time.gmtime(t_start)), "minutes": (time.time() - t_start) / 60,
-            "cpus": usable_cpus(), "rounds": args.rounds, "batch_size": args.batch_size, "samples": args.samples,
-            "items": "float32" if args.float32 else "uint8", "load": load, "load_trials": load_summary(trials),
-            "git": git_head(), "setup": setup, "ours": ours, "notes": notes,
-            "auto": {str(n): choose_mode(n)[0] for n in (0, 1, 2, 4)}, "primary": datasets[0]}
-    return {"meta": meta, "summary": summary, "goals": goals(summary, meta), "goals_36": goals_36(summary, meta),
-            "trials": trials,
-            "step_alone": alone}
+    meta = {
+        "command": "python -m tools.bench --loader " + " ".join(args.argv),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t_start)),
+        "minutes": (time.time() - t_start) / 60,
+        "cpus": usable_cpus(),
+        "rounds": args.rounds,
+        "batch_size": args.batch_size,
+        "samples": args.samples,
+        "items": "float32" if args.float32 else "uint8",
+        "load": load,
+        "load_trials": load_summary(trials),
+        "git": git_head(),
+        "setup": setup,
+        "ours": ours,
+        "notes": notes,
+        "auto": {str(n): choose_mode(n)[0] for n in (0, 1, 2, 4)},
+        "primary": datasets[0],
+    }
+    return {
+        "meta": meta,
+        "summary": summary,
+        "goals": goals(summary, meta),
+        "goals_36": goals_36(summary, meta),
+        "trials": trials,
+        "step_alone": alone,
+    }
 
 
 # --- the summary ----------------------------------------------------------------------------------------
@@ -267,8 +349,10 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
     for t in trials:
         if t.get("contestant", "").startswith("limit"):
             lim.setdefault((t["dataset"], t["round"]), {})[t["contestant"]] = t
-    cpu_frame = {d: _med([x.get("limit-1thread", {}).get("cpu_ms_per_frame") for (dd, _), x in lim.items() if dd == d])
-                 for d in facts}
+    cpu_frame = {
+        d: _med([x.get("limit-1thread", {}).get("cpu_ms_per_frame") for (dd, _), x in lim.items() if dd == d])
+        for d in facts
+    }
     runs = [t for t in trials if "row" in t]
     keyf = ("dataset", "step", "contestant", "row", "num_workers", "mp_context", "gil_profile", "accounted")
     groups: dict[tuple, list[dict]] = {}
@@ -276,8 +360,11 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
         groups.setdefault(tuple(t.get(k) for k in keyf), []).append(t)
 
     def by_round(d, step, contestant, row, nw, ctx, gil=None):
-        return {t["round"]: t for t in groups.get((d, step, contestant, row, nw, ctx, gil, None), [])
-                if t.get("steady_samples_per_s")}
+        return {
+            t["round"]: t
+            for t in groups.get((d, step, contestant, row, nw, ctx, gil, None), [])
+            if t.get("steady_samples_per_s")
+        }
 
     def ratio(a: dict, b: dict):
         return _med([a[r]["steady_samples_per_s"] / b[r]["steady_samples_per_s"] for r in a if r in b])
@@ -287,9 +374,16 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
         d, step, contestant, row, nw, ctx, gil, acct = key
         cams = len(facts[d].video_keys)
         ok = [t for t in ts if "error" not in t and "skipped" not in t]
-        e: dict[str, Any] = {"dataset": d, "step": step, "row": row_label(dict(zip(keyf, key)), ours0),
-                             "kind": row, "contestant": contestant, "num_workers": nw, "mp_context": ctx,
-                             "runs": len(ok)}
+        e: dict[str, Any] = {
+            "dataset": d,
+            "step": step,
+            "row": row_label(dict(zip(keyf, key)), ours0),
+            "kind": row,
+            "contestant": contestant,
+            "num_workers": nw,
+            "mp_context": ctx,
+            "runs": len(ok),
+        }
         if gil:
             e["row"] += " (py-spy)"
             e["gil"] = True
@@ -302,16 +396,29 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
             out.append(e)
             continue
         sps = [t.get("steady_samples_per_s") for t in ok]
-        for k in ("steady_samples_per_s", "first_batch_s", "cpu_ms_per_sample", "peak_rss_mib", "peak_pss_mib",
-                  "steps_per_s", "wait_share", "step_s"):
+        for k in (
+            "steady_samples_per_s",
+            "first_batch_s",
+            "cpu_ms_per_sample",
+            "peak_rss_mib",
+            "peak_pss_mib",
+            "steps_per_s",
+            "wait_share",
+            "step_s",
+        ):
             e[k] = _med([t.get(k) for t in ok])
         e["spread"] = min(sps) / max(sps) if all(sps) else None
         if acct:  # the accounting's trials: their table (medians over rounds), no ratios
             e["account"] = median_accounts([t["account"] for t in ok if t.get("account")])
             out.append(e)
             continue
-        e["over_limit"] = _med([t["steady_samples_per_s"] / (best_limit(lim.get((d, t["round"]), {})) / cams)
-                                for t in ok if t.get("steady_samples_per_s") and best_limit(lim.get((d, t["round"]), {}))])
+        e["over_limit"] = _med(
+            [
+                t["steady_samples_per_s"] / (best_limit(lim.get((d, t["round"]), {})) / cams)
+                for t in ok
+                if t.get("steady_samples_per_s") and best_limit(lim.get((d, t["round"]), {}))
+            ]
+        )
         # frames decoded per returned frame: ours' sequential shards decode each frame once (1.00-1.12 in
         # tools/bench.py's 640-sample runs); a 160-sample trial's counters are dominated by the decode
         # lookahead's frames decoded ahead (whole trial) or decoded before the steady part (steady
@@ -320,7 +427,8 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
         # LeRobot streaming decodes into its shuffle buffer before its first batch (not priced).
         if contestant.startswith("ours"):
             e["frames_decoded_per_returned_counted"] = _med(
-                [(t.get("ours_stats") or {}).get("frames_decoded_per_returned") for t in ok])
+                [(t.get("ours_stats") or {}).get("frames_decoded_per_returned") for t in ok]
+            )
             dpr = 1.0
         elif row == "lerobot":
             dpr = facts[d].seek_decoded_per_frame
@@ -329,12 +437,16 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
         e["frames_decoded_per_returned"] = dpr
         dec = dpr * cams * cpu_frame[d] if dpr is not None and cpu_frame.get(d) is not None else None
         e["decode_cpu_ms_per_sample"] = dec
-        e["rest_cpu_ms_per_sample"] = e["cpu_ms_per_sample"] - dec if dec is not None and e["cpu_ms_per_sample"] is not None else None
+        e["rest_cpu_ms_per_sample"] = (
+            e["cpu_ms_per_sample"] - dec if dec is not None and e["cpu_ms_per_sample"] is not None else None
+        )
         mine = by_round(d, step, contestant, row, nw, ctx, gil)
         if row != "lerobot":
             e["x_lerobot"] = ratio(mine, by_round(d, "none", "lerobot", "lerobot", nw, ctx)) if step == "none" else None
         if row in ("threads", "processes"):
-            e["x_dataloader"] = ratio(mine, by_round(d, step, contestant, "dataloader", nw, ctx or ("fork" if nw else None)))
+            e["x_dataloader"] = ratio(
+                mine, by_round(d, step, contestant, "dataloader", nw, ctx or ("fork" if nw else None))
+            )
         if row == "processes":
             e["x_threads"] = ratio(mine, by_round(d, step, contestant, "threads", nw, "fork" if nw else None))
         if contestant != ours0 and contestant.startswith("ours"):  # another checkout: ÷ the same row of ours
@@ -359,12 +471,22 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
         def sps(label):
             fps = _med([(x.get(label) or {}).get("frames_per_s") for x in rs])
             return fps / cams if fps else None
-        out.append({"dataset": d, "step": "none", "row": "decode limit", "kind": "limit", "runs": len(rs),
-                    "steady_samples_per_s": _med([best_limit(x) / cams for x in rs if best_limit(x)]),
-                    "limit_ffmpeg_samples_per_s": sps("limit-ffmpeg"), "limit_cores_samples_per_s": sps("limit-cores"),
-                    "limit_1thread_samples_per_s": sps("limit-1thread"),
-                    "cores_cpu_per_wall": _med([(x.get("limit-cores") or {}).get("cpu_per_wall") for x in rs]),
-                    "cpu_ms_per_frame_1thread": cpu_frame.get(d)})
+
+        out.append(
+            {
+                "dataset": d,
+                "step": "none",
+                "row": "decode limit",
+                "kind": "limit",
+                "runs": len(rs),
+                "steady_samples_per_s": _med([best_limit(x) / cams for x in rs if best_limit(x)]),
+                "limit_ffmpeg_samples_per_s": sps("limit-ffmpeg"),
+                "limit_cores_samples_per_s": sps("limit-cores"),
+                "limit_1thread_samples_per_s": sps("limit-1thread"),
+                "cores_cpu_per_wall": _med([(x.get("limit-cores") or {}).get("cpu_per_wall") for x in rs]),
+                "cpu_ms_per_frame_1thread": cpu_frame.get(d),
+            }
+        )
     return out
 
 
@@ -392,7 +514,7 @@ _IMPORTS = {
     "torch": "import torch",
     "torchcodec": "import torch, torchcodec.decoders",
     "torchcodec-lean": "import torch; from lerobotstream.decode import import_decoder_lean; "
-                       "import_decoder_lean(); import torchcodec.decoders",
+    "import_decoder_lean(); import torchcodec.decoders",
 }
 
 
@@ -406,9 +528,12 @@ def startup_rows(rounds: int) -> dict:
     dyn: dict[str, bool] = {}
     for r in range(rounds):
         names = list(_IMPORTS)
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            code = ("import sys, time; t = time.perf_counter(); " + _IMPORTS[name] +
-                    "; print(time.perf_counter() - t, 'torch._dynamo' in sys.modules)")
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            code = (
+                "import sys, time; t = time.perf_counter(); "
+                + _IMPORTS[name]
+                + "; print(time.perf_counter() - t, 'torch._dynamo' in sys.modules)"
+            )
             res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
             secs, d = res.stdout.split()
             out.setdefault(name, []).append(float(secs))
@@ -419,29 +544,50 @@ def startup_rows(rounds: int) -> dict:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", default="g1,g1-3cam,g1-h264", help=f"of {', '.join(DATASETS)}; the first "
-                    "gets --workers, --steps, --spawn and the GIL rows, the others --more-workers and step none")
+    ap.add_argument(
+        "--datasets",
+        default="g1,g1-3cam,g1-h264",
+        help=f"of {', '.join(DATASETS)}; the first "
+        "gets --workers, --steps, --spawn and the GIL rows, the others --more-workers and step none",
+    )
     ap.add_argument("--rows", default=",".join(OURS_ROWS + LEROBOT_ROWS))
     ap.add_argument("--workers", default="0,1,2,4", help="worker counts of the first dataset (fork)")
     ap.add_argument("--more-workers", default="0,2", help="worker counts of the other datasets")
     ap.add_argument("--spawn", default="2", help="worker counts also run under spawn (first dataset, step none)")
-    ap.add_argument("--steps", default="none,gil:20,nogil:20", help="none, gil:MS, nogil:MS (first dataset; ours' rows)")
+    ap.add_argument(
+        "--steps", default="none,gil:20,nogil:20", help="none, gil:MS, nogil:MS (first dataset; ours' rows)"
+    )
     ap.add_argument("--contestants", default="ours", help="checkouts for ours' rows: ours[@PATH][+k=v], ...")
     ap.add_argument("--lerobot-python", default=str(LEROBOT_PYTHON))
     ap.add_argument("--py-spy", default=None, help="py-spy executable for the GIL rows (absent: not measured)")
     ap.add_argument("--gil", default="0,2", help="threads worker counts profiled for the GIL (first dataset)")
     ap.add_argument("--gil-seconds", type=int, default=2, help="py-spy --duration (whole seconds)")
     ap.add_argument("--gil-rate", type=int, default=250)
-    ap.add_argument("--account", default="threads/2,dataloader/2",
-                    help="rows whose CPU is accounted per stage on every dataset (tools/bench_account.py; '' for none)")
-    ap.add_argument("--account-seconds", type=float, default=3.0,
-                    help="steady seconds of each accounted trial (and at least 12 decode lookaheads of samples)")
-    ap.add_argument("--account-warm-samples", type=int, default=None,
-                    help="samples drawn before an accounted trial's window starts (default: 3 decode lookaheads "
-                         "of 64 anchors per shard, so the frames decoded ahead of the first batches are out of it; "
-                         "0: right after the first batches, and no minimum window)")
-    ap.add_argument("--account-perf", default="auto", choices=("auto", "off"),
-                    help="split FFmpeg decode from colour conversion with perf samples (auto: when perf can record)")
+    ap.add_argument(
+        "--account",
+        default="threads/2,dataloader/2",
+        help="rows whose CPU is accounted per stage on every dataset (tools/bench_account.py; '' for none)",
+    )
+    ap.add_argument(
+        "--account-seconds",
+        type=float,
+        default=3.0,
+        help="steady seconds of each accounted trial (and at least 12 decode lookaheads of samples)",
+    )
+    ap.add_argument(
+        "--account-warm-samples",
+        type=int,
+        default=None,
+        help="samples drawn before an accounted trial's window starts (default: 3 decode lookaheads "
+        "of 64 anchors per shard, so the frames decoded ahead of the first batches are out of it; "
+        "0: right after the first batches, and no minimum window)",
+    )
+    ap.add_argument(
+        "--account-perf",
+        default="auto",
+        choices=("auto", "off"),
+        help="split FFmpeg decode from colour conversion with perf samples (auto: when perf can record)",
+    )
     ap.add_argument("--batch-size", "--batch", type=int, default=8)
     ap.add_argument("--samples", type=int, default=160)
     ap.add_argument("--rounds", type=int, default=2)
@@ -459,8 +605,10 @@ def main(argv=None) -> int:
         res = startup_rows(args.rounds)
         base = res["torchcodec"]["median_s"]
         for k, v in res.items():
-            print(f"startup {k:16} {v['median_s']:6.2f} s (x{v['median_s'] / base:.2f} of torch + torchcodec), "
-                  f"torch._dynamo imported: {v['dynamo_imported']}; runs {[round(x, 2) for x in v['runs']]}")
+            print(
+                f"startup {k:16} {v['median_s']:6.2f} s (x{v['median_s'] / base:.2f} of torch + torchcodec), "
+                f"torch._dynamo imported: {v['dynamo_imported']}; runs {[round(x, 2) for x in v['runs']]}"
+            )
         print(f"load average {os.getloadavg()[0]:.1f}")
         return 0
     for d in args.datasets.split(","):
@@ -473,8 +621,10 @@ def main(argv=None) -> int:
         res["alloc"] = alloc_rows(args.batch_size)
     text = format_report(res)
     if "alloc" in res:
-        text += (f"\n\nalloc: fresh batch tensor {res['alloc']['fresh']:.2f} ms vs recycled {res['alloc']['recycled']:.2f} "
-                 f"ms per batch of {args.batch_size} 640x480 uint8 frames (best of 2)")
+        text += (
+            f"\n\nalloc: fresh batch tensor {res['alloc']['fresh']:.2f} ms vs recycled {res['alloc']['recycled']:.2f} "
+            f"ms per batch of {args.batch_size} 640x480 uint8 frames (best of 2)"
+        )
     print(text)
     atomic_write(Path(args.json), json.dumps(res, indent=1, default=str))
     if args.markdown:

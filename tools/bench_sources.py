@@ -79,11 +79,16 @@ def main(argv=None) -> int:
             sizes[p.name] = p.stat().st_size
         server = LoopbackServer.start({"datasets": {REPO: {"refs": {"main": SHA}, "commits": {SHA: str(root)}}}})
         try:
-            work = [(path, ep) for path in paths for ep in _episodes(sizes[path.rsplit("/", 1)[1]], rng,
-                                                                     args.gop_kb, args.episode_gops)]
+            work = [
+                (path, ep)
+                for path in paths
+                for ep in _episodes(sizes[path.rsplit("/", 1)[1]], rng, args.gop_kb, args.episode_gops)
+            ]
             needed = sum(n for _, ep in work for _, n in ep)
-            print(f"{len(work)} episodes, {len(paths)} files, {needed / 2**20:.1f} MiB needed, "
-                  f"~{args.episode_gops} GOPs of ~{args.gop_kb} KiB per episode")
+            print(
+                f"{len(work)} episodes, {len(paths)} files, {needed / 2**20:.1f} MiB needed, "
+                f"~{args.episode_gops} GOPs of ~{args.gop_kb} KiB per episode"
+            )
             print(f"{'reader':<10} {'req/episode':>12} {'hub req/ep':>11} {'read/needed':>12} {'ms/episode':>11}")
 
             def report(name, fn):
@@ -93,8 +98,10 @@ def main(argv=None) -> int:
                 dt = time.perf_counter() - t0
                 log = server.log()
                 hub = [e for e in log if e["host"] == "hub"]
-                print(f"{name:<10} {len(log) / len(work):>12.2f} {len(hub) / len(work):>11.2f} "
-                      f"{_served_bytes(log, sizes) / needed:>12.3f} {1000 * dt / len(work):>11.1f}")
+                print(
+                    f"{name:<10} {len(log) / len(work):>12.2f} {len(hub) / len(work):>11.2f} "
+                    f"{_served_bytes(log, sizes) / needed:>12.3f} {1000 * dt / len(work):>11.1f}"
+                )
 
             def native():
                 src = open_source(f"hf://datasets/{REPO}", endpoint=server.url, token=False, retry=RetryPolicy())

@@ -99,8 +99,9 @@ def _pss_sampler(interval_s: float = 0.5):
     """A started ``MemorySampler`` of this process and its children (DataLoader workers); its
     ``own_cpu_s`` is its timer thread's CPU, ``summary()["peak_pss_sum_bytes"]`` the peak PSS sum."""
     me = os.getpid()
-    sampler = _profile_memory().MemorySampler(lambda: {me: "main", **{c: "child" for c in _children(me)}},
-                                              interval_s=interval_s)
+    sampler = _profile_memory().MemorySampler(
+        lambda: {me: "main", **{c: "child" for c in _children(me)}}, interval_s=interval_s
+    )
     return sampler.__enter__()
 
 
@@ -137,20 +138,41 @@ class Snapshots(_IterableBase):
             yield item
 
 
-_STAGES = ("spans_s", "parquet_s", "fetch_s", "synthesize_s", "open_s", "decode_s", "decode_job_s", "assemble_s",
-           "queue_wait_s", "admit_wait_s", "transforms_s")
+_STAGES = (
+    "spans_s",
+    "parquet_s",
+    "fetch_s",
+    "synthesize_s",
+    "open_s",
+    "decode_s",
+    "decode_job_s",
+    "assemble_s",
+    "queue_wait_s",
+    "admit_wait_s",
+    "transforms_s",
+)
 
 
 def _sum_snapshots(snaps: dict[int, dict]) -> dict:
     """Sum the latest ``stats()`` of every process: counters, stage seconds and seconds per item."""
     out: dict[str, Any] = {}
-    for k in ("items", "frames_decoded", "frames_returned", "decode_calls", "decoder_opens", "bytes_fetched",
-              "bytes_needed", "requests", *_STAGES):
+    for k in (
+        "items",
+        "frames_decoded",
+        "frames_returned",
+        "decode_calls",
+        "decoder_opens",
+        "bytes_fetched",
+        "bytes_needed",
+        "requests",
+        *_STAGES,
+    ):
         out[k] = sum(float(s.get(k) or 0) for s in snaps.values())
     items = out["items"]
     out["stage_ms_per_item"] = {k[:-2]: 1e3 * out[k] / items for k in _STAGES} if items else {}
-    out["frames_decoded_per_returned"] = (out["frames_decoded"] / out["frames_returned"]
-                                          if out["frames_returned"] else None)
+    out["frames_decoded_per_returned"] = (
+        out["frames_decoded"] / out["frames_returned"] if out["frames_returned"] else None
+    )
     out["processes"] = len(snaps)
     return out
 
@@ -191,29 +213,45 @@ def _make_dataset(spec: dict, root: str):
     if kind == "ours":
         from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
 
-        opts = {k: v for k, v in (spec.get("options") or {}).items()
-                if not k.startswith("env.") and k not in _LOADER_OPTIONS}
-        common = dict(return_uint8=uint8, max_num_shards=max(1, nw), batch_size=spec["batch_size"], seed=spec["seed"],
-                      **opts)
+        opts = {
+            k: v
+            for k, v in (spec.get("options") or {}).items()
+            if not k.startswith("env.") and k not in _LOADER_OPTIONS
+        }
+        common = dict(
+            return_uint8=uint8, max_num_shards=max(1, nw), batch_size=spec["batch_size"], seed=spec["seed"], **opts
+        )
         if spec.get("delta_timestamps"):
             common["delta_timestamps"] = spec["delta_timestamps"]
         mix = spec.get("mixture")
         if mix:
-            ds = StreamingMultiLeRobotDataset([f"bench/part{i}" for i in range(mix["parts"])],
-                                              roots=_part_roots(root, mix["parts"]), weights=mix["weights"], **common)
+            ds = StreamingMultiLeRobotDataset(
+                [f"bench/part{i}" for i in range(mix["parts"])],
+                roots=_part_roots(root, mix["parts"]),
+                weights=mix["weights"],
+                **common,
+            )
         else:
             ds = StreamingLeRobotDataset(root=root, **common)
         return Snapshots(ds), ds
     if kind == "lerobot":
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-        ds = LeRobotDataset(spec["repo_id"], root=root, return_uint8=uint8, delta_timestamps=spec.get("delta_timestamps"))
+        ds = LeRobotDataset(
+            spec["repo_id"], root=root, return_uint8=uint8, delta_timestamps=spec.get("delta_timestamps")
+        )
         return ds, ds
     if kind == "lerobot-streaming":
         from lerobot.datasets.streaming_dataset import StreamingLeRobotDataset as LeRobotStreaming
 
-        ds = LeRobotStreaming(spec["repo_id"], root=root, max_num_shards=max(1, nw), return_uint8=uint8,
-                              seed=spec["seed"], delta_timestamps=spec.get("delta_timestamps"))
+        ds = LeRobotStreaming(
+            spec["repo_id"],
+            root=root,
+            max_num_shards=max(1, nw),
+            return_uint8=uint8,
+            seed=spec["seed"],
+            delta_timestamps=spec.get("delta_timestamps"),
+        )
         return ds, ds
     raise ValueError(f"unknown contestant kind {kind!r}")
 
@@ -271,6 +309,7 @@ def _loader_trial(spec: dict, acct) -> dict:
         if collate is None and spec["kind"] == "ours":  # ours as lerobotstream-train and the README run it
             try:
                 from lerobotstream import packed_collate  # noqa: F401
+
                 collate = "packed"
             except ImportError:  # ours@PATH of a checkout before it
                 collate = "default"
@@ -287,21 +326,36 @@ def _loader_trial(spec: dict, acct) -> dict:
         if mode in ("threads", "processes"):
             from lerobotstream import StreamLoader
 
-            loader = StreamLoader(ds, bs, num_workers=nw, mode=mode, collate_fn=kw.get("collate_fn"),
-                                  multiprocessing_context=ctx)
+            loader = StreamLoader(
+                ds, bs, num_workers=nw, mode=mode, collate_fn=kw.get("collate_fn"), multiprocessing_context=ctx
+            )
         else:
             loader = DataLoader(loader_ds, **kw)
         mem = _pss_sampler()
         try:
             # one in-process StreamLoader stream: its counters are this dataset's (shards have their own runs)
             own = ds.stats if mode in ("threads", "processes") and nw == 0 else None
-            res = _drive(loader, spec, t0, mem, step=step_fn(spec.get("step") or "none"), stats=own, acct=acct,
-                         main_role="hand_offs" if nw and mode not in ("threads",) else "pipeline_python")
+            res = _drive(
+                loader,
+                spec,
+                t0,
+                mem,
+                step=step_fn(spec.get("step") or "none"),
+                stats=own,
+                acct=acct,
+                main_role="hand_offs" if nw and mode not in ("threads",) else "pipeline_python",
+            )
         finally:
             mem.__exit__(None, None, None)
         summ = mem.summary()
-        res.update(collate=collate or "default", construct_s=construct_s, download_s=download_s, downloaded_bytes=downloaded,
-                   peak_pss_mib=summ["peak_pss_sum_bytes"] / 2**20, peak_rss_mib=summ["peak_rss_sum_bytes"] / 2**20)
+        res.update(
+            collate=collate or "default",
+            construct_s=construct_s,
+            download_s=download_s,
+            downloaded_bytes=downloaded,
+            peak_pss_mib=summ["peak_pss_sum_bytes"] / 2**20,
+            peak_rss_mib=summ["peak_rss_sum_bytes"] / 2**20,
+        )
         if mode in ("threads", "processes"):
             res["loader_mode"] = loader.mode
         if spec["kind"] == "ours":
@@ -334,6 +388,7 @@ def make_nogil_step(ms: float):
         end = time.perf_counter() + ms / 1000
         while time.perf_counter() < end:
             a @ a
+
     return step
 
 
@@ -375,9 +430,28 @@ class GilProfile:
         os.close(fd)
         self.started: float | None = None
         self.warnings: list[str] = []
-        self.proc = subprocess.Popen([py_spy, "record", "--pid", str(os.getpid()), "--gil", "--idle", "--nonblocking",
-                                      "--format", "raw", "--rate", str(self.rate), "--duration", str(int(self.duration_s)),
-                                      "--output", self.out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            [
+                py_spy,
+                "record",
+                "--pid",
+                str(os.getpid()),
+                "--gil",
+                "--idle",
+                "--nonblocking",
+                "--format",
+                "raw",
+                "--rate",
+                str(self.rate),
+                "--duration",
+                str(int(self.duration_s)),
+                "--output",
+                self.out,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -411,9 +485,17 @@ class GilProfile:
         except OSError as exc:
             self.warnings.append(f"no py-spy output: {exc}")
         top = sorted(leaves.items(), key=lambda kv: -kv[1])[:10]
-        return {"gil_samples": held - own, "sampler_gil_samples": own, "rate": self.rate,
-                "duration_s": self.duration_s, "started": self.started, "held_s": (held - own) / self.rate, "warnings": self.warnings[:5], "exit_code": self.proc.returncode,
-                "top_frames": top}
+        return {
+            "gil_samples": held - own,
+            "sampler_gil_samples": own,
+            "rate": self.rate,
+            "duration_s": self.duration_s,
+            "started": self.started,
+            "held_s": (held - own) / self.rate,
+            "warnings": self.warnings[:5],
+            "exit_code": self.proc.returncode,
+            "top_frames": top,
+        }
 
 
 def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None, acct=None, main_role="pipeline_python") -> dict:
@@ -449,8 +531,11 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None, acct=None,
     n_acc = 0
     t_iter = time.perf_counter()
     it = iter(loader)
-    while n < target or (gil is not None and gil.running()) or \
-            (acc_s and (edge0 is None or time.perf_counter() - edge0["t"] < acc_s or n - n_acc < acc_min)):
+    while (
+        n < target
+        or (gil is not None and gil.running())
+        or (acc_s and (edge0 is None or time.perf_counter() - edge0["t"] < acc_s or n - n_acc < acc_min))
+    ):
         a = time.perf_counter()
         try:
             batch = next(it)
@@ -473,11 +558,13 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None, acct=None,
                         acc_first.setdefault(pid, d["account"])
         b = int(batch["index"].shape[0])
         if frames_per_sample is None:
-            frames_per_sample = sum(math.prod(v.shape[1:-3]) for v in batch.values()
-                                    if hasattr(v, "shape") and v.ndim >= 4)
+            frames_per_sample = sum(
+                math.prod(v.shape[1:-3]) for v in batch.values() if hasattr(v, "shape") and v.ndim >= 4
+            )
         if "dataset_index" in batch:  # a mixture: (dataset, episode, frame)
-            anchors.extend(zip(batch["dataset_index"].tolist(), batch["episode_index"].tolist(),
-                               batch["frame_index"].tolist()))
+            anchors.extend(
+                zip(batch["dataset_index"].tolist(), batch["episode_index"].tolist(), batch["frame_index"].tolist())
+            )
         else:
             anchors.extend(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist()))
         n += b
@@ -505,8 +592,11 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None, acct=None,
             if t_w is not None and k > warm_k:
                 stepped += time.perf_counter() - s0
     t_end = time.perf_counter()
-    edge1 = _account_edge(acct, exclude={perf.proc.pid} if perf is not None and perf.proc else ()) \
-        if edge0 is not None else None
+    edge1 = (
+        _account_edge(acct, exclude={perf.proc.pid} if perf is not None and perf.proc else ())
+        if edge0 is not None
+        else None
+    )
     cpu_end, own_end = _tree_cpu_s(), mem.own_cpu_s
     mem.sample()  # the workers' last reading, before the iterator stops them
     if stats is not None:
@@ -517,12 +607,23 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None, acct=None,
     if t_w is not None and n > n_w and t_end > t_w:
         steady = (n - n_w) / (t_end - t_w)
         steady_cpu = 1e3 * max(0.0, _cpu_delta_s(cpu_w, cpu_end) - (own_end - own_w)) / (n - n_w)
-    out = {"samples": n, "batches": k, "wall_s": t_end - t0, "first_batch_s": first_s,
-           "first_batch_from_iter_s": first_iter_s if k else None, "steady_samples_per_s": steady,
-           "cpu_ms_per_sample": steady_cpu, "frames_per_sample": frames_per_sample, "anchors": anchors}
+    out = {
+        "samples": n,
+        "batches": k,
+        "wall_s": t_end - t0,
+        "first_batch_s": first_s,
+        "first_batch_from_iter_s": first_iter_s if k else None,
+        "steady_samples_per_s": steady,
+        "cpu_ms_per_sample": steady_cpu,
+        "frames_per_sample": frames_per_sample,
+        "anchors": anchors,
+    }
     if t_w is not None and t_end > t_w:
-        out.update(steps_per_s=steps / (t_end - t_w), wait_share=waited / (t_end - t_w),
-                   step_s=stepped / steps if step is not None and steps else None)
+        out.update(
+            steps_per_s=steps / (t_end - t_w),
+            wait_share=waited / (t_end - t_w),
+            step_s=stepped / steps if step is not None and steps else None,
+        )
     if gil is not None:
         g = gil.result()
         win = [m for t, m in gil_window if g["started"] is not None and t <= g["started"] + g["duration_s"]]
@@ -534,13 +635,21 @@ def _drive(loader, spec: dict, t0: float, mem, step=None, stats=None, acct=None,
         perf_samples = perf.stop() if perf is not None else None
         pairs = {os.getpid(): (edge0["snap"], edge1["snap"])}
         pairs.update({pid: (acc_first[pid], acc_last[pid]) for pid in acc_first if pid in acc_last})
-        out["account"] = ba.account(wall_s=edge1["t"] - edge0["t"], samples=n - n_acc, cpus=len(ba.MachineClock().cpus),
-                                    machine=(edge0["machine"], edge1["machine"]),
-                                    tree=(edge0["tree"], edge1["tree"]), snaps=pairs, main_pid=os.getpid(),
-                                    main_role=main_role, perf_samples=perf_samples,
-                                    perf_error=None if perf is None else perf.error)
-        out["account"].update(hooks_installed=len(acct.installed), hooks_missing=acct.missing,
-                              processes_accounted=len(pairs))
+        out["account"] = ba.account(
+            wall_s=edge1["t"] - edge0["t"],
+            samples=n - n_acc,
+            cpus=len(ba.MachineClock().cpus),
+            machine=(edge0["machine"], edge1["machine"]),
+            tree=(edge0["tree"], edge1["tree"]),
+            snaps=pairs,
+            main_pid=os.getpid(),
+            main_role=main_role,
+            perf_samples=perf_samples,
+            perf_error=None if perf is None else perf.error,
+        )
+        out["account"].update(
+            hooks_installed=len(acct.installed), hooks_missing=acct.missing, processes_accounted=len(pairs)
+        )
     if snaps:
         out["ours_stats"] = _sum_snapshots(snaps)
         steady = {pid: _diff(snaps[pid], w) for pid, w in warm_snaps.items() if pid in snaps}
@@ -555,8 +664,12 @@ def _account_edge(acct, exclude=()) -> dict:
     ``perf``), the machine's clock (``/proc/stat``)."""
     ba = _sibling("bench_account")
     me = os.getpid()
-    return {"snap": acct.snapshot(), "tree": {p: ba.proc_stat(p) for p in (me, *_children(me)) if p not in exclude},
-            "machine": ba.MachineClock().read(), "t": time.perf_counter()}
+    return {
+        "snap": acct.snapshot(),
+        "tree": {p: ba.proc_stat(p) for p in (me, *_children(me)) if p not in exclude},
+        "machine": ba.MachineClock().read(),
+        "t": time.perf_counter(),
+    }
 
 
 def _diff(last: dict, first: dict) -> dict:
@@ -573,8 +686,10 @@ def _warmup(spec: dict) -> dict:
     import torch  # noqa: F401
     import torchcodec.decoders  # noqa: F401
 
-    mods = {"ours": ["lerobotstream"], "lerobot": ["lerobot.datasets.lerobot_dataset",
-                                                   "lerobot.datasets.streaming_dataset"]}[spec["side"]]
+    mods = {
+        "ours": ["lerobotstream"],
+        "lerobot": ["lerobot.datasets.lerobot_dataset", "lerobot.datasets.streaming_dataset"],
+    }[spec["side"]]
     for m in mods:
         importlib.import_module(m)
     ver = {}
@@ -582,8 +697,12 @@ def _warmup(spec: dict) -> dict:
         mod = sys.modules.get(m)
         if mod is not None:
             ver[m] = getattr(mod, "__version__", "?")
-    return {"import_s": time.perf_counter() - t, "versions": ver, "python": sys.version.split()[0],
-            "lerobotstream_file": getattr(sys.modules.get("lerobotstream"), "__file__", None)}
+    return {
+        "import_s": time.perf_counter() - t,
+        "versions": ver,
+        "python": sys.version.split()[0],
+        "lerobotstream_file": getattr(sys.modules.get("lerobotstream"), "__file__", None),
+    }
 
 
 def _prepare(spec: dict) -> dict:

@@ -20,7 +20,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data-file-size-mb", type=float, default=100.0)
     p.add_argument("--video-file-size-mb", type=float, default=200.0)
     args = p.parse_args(argv)
-    out = convert_v21_to_v30(args.src, args.dst, data_file_size_mb=args.data_file_size_mb, video_file_size_mb=args.video_file_size_mb)
+    out = convert_v21_to_v30(
+        args.src, args.dst, data_file_size_mb=args.data_file_size_mb, video_file_size_mb=args.video_file_size_mb
+    )
     print(out)
     return 0
 

@@ -53,8 +53,12 @@ def summary(meta: DatasetMeta) -> str:
     lines += [f"  [{i}] {t}" for i, t in enumerate(meta.tasks)]
     lines.append("episodes")
     for ep in meta.episodes:
-        cams = "; ".join(f"{k.split('.')[-1]} [{v.from_timestamp:.4f}, {v.to_timestamp:.4f}) s" for k, v in ep.videos.items())
-        lines.append(f"  {ep.episode_index}: {ep.length} frames, index [{ep.dataset_from_index}, {ep.dataset_to_index}), {cams}")
+        cams = "; ".join(
+            f"{k.split('.')[-1]} [{v.from_timestamp:.4f}, {v.to_timestamp:.4f}) s" for k, v in ep.videos.items()
+        )
+        lines.append(
+            f"  {ep.episode_index}: {ep.length} frames, index [{ep.dataset_from_index}, {ep.dataset_to_index}), {cams}"
+        )
     lines.append("files")
     for path in meta.data_paths() + meta.video_paths():
         lines.append(f"  {path}  {meta.source.size(path) / 2**20:.2f} MiB")
@@ -69,17 +73,34 @@ RESIZE = '{"resize": {"type": "Resize", "kwargs": {"size": [96, 128]}, "weight":
 def train_args(root: Path, out: Path, steps: int, batch_size: int, num_workers: int, save_freq: int) -> list[str]:
     """The demo's ``lerobotstream-train`` arguments (small ACT, resized images, streaming on)."""
     return [
-        "--dataset.repo_id=local/g1_v30", f"--dataset.root={root}", "--dataset.streaming=true",
-        "--dataset.image_transforms.enable=true", "--dataset.image_transforms.max_num_transforms=1",
+        "--dataset.repo_id=local/g1_v30",
+        f"--dataset.root={root}",
+        "--dataset.streaming=true",
+        "--dataset.image_transforms.enable=true",
+        "--dataset.image_transforms.max_num_transforms=1",
         f"--dataset.image_transforms.tfs={RESIZE}",
-        "--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false",
-        "--policy.dim_model=64", "--policy.n_heads=2", "--policy.dim_feedforward=128",
-        "--policy.n_encoder_layers=1", "--policy.n_decoder_layers=1", "--policy.n_vae_encoder_layers=1",
-        "--policy.latent_dim=8", "--policy.chunk_size=10", "--policy.n_action_steps=10",
-        "--policy.pretrained_backbone_weights=null", "--policy.optimizer_lr=1e-3",
+        "--policy.type=act",
+        "--policy.device=cpu",
+        "--policy.push_to_hub=false",
+        "--policy.dim_model=64",
+        "--policy.n_heads=2",
+        "--policy.dim_feedforward=128",
+        "--policy.n_encoder_layers=1",
+        "--policy.n_decoder_layers=1",
+        "--policy.n_vae_encoder_layers=1",
+        "--policy.latent_dim=8",
+        "--policy.chunk_size=10",
+        "--policy.n_action_steps=10",
+        "--policy.pretrained_backbone_weights=null",
+        "--policy.optimizer_lr=1e-3",
         "--policy.optimizer_lr_backbone=1e-3",
-        f"--batch_size={batch_size}", f"--steps={steps}", f"--save_freq={save_freq}", "--log_freq=5",
-        f"--num_workers={num_workers}", f"--output_dir={out}", "--wandb.enable=false",
+        f"--batch_size={batch_size}",
+        f"--steps={steps}",
+        f"--save_freq={save_freq}",
+        "--log_freq=5",
+        f"--num_workers={num_workers}",
+        f"--output_dir={out}",
+        "--wandb.enable=false",
     ]
 
 
@@ -98,8 +119,14 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[int, list[float]]:
         m = re.search(r"\bstep:(\S+) .*\bloss:([0-9.]+)", line)
         if m:
             losses.append(float(m.group(2)))
-        if m or "lerobotstream" in line or "Error" in line or "Traceback" in line or "Checkpoint" in line \
-                or line.startswith(("  ", "Traceback")):
+        if (
+            m
+            or "lerobotstream" in line
+            or "Error" in line
+            or "Traceback" in line
+            or "Checkpoint" in line
+            or line.startswith(("  ", "Traceback"))
+        ):
             print(line, end="", flush=True)
     return proc.wait(), losses
 
@@ -129,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.summary_only:
         return 0
 
-    exe = shutil.which("lerobotstream-train", path=str(Path(sys.executable).parent)) or shutil.which("lerobotstream-train")
+    exe = shutil.which("lerobotstream-train", path=str(Path(sys.executable).parent)) or shutil.which(
+        "lerobotstream-train"
+    )
     if exe is None:
         print("lerobotstream-train is not installed here: run `make demo` (it sets up .venv-lerobot)", file=sys.stderr)
         return 2
@@ -142,18 +171,25 @@ def main(argv: list[str] | None = None) -> int:
     traces = [out.parent / f"{out.name}-trace-run", out.parent / f"{out.name}-trace-resume"]
     for t in traces:
         Path(f"{t}.rank0").unlink(missing_ok=True)
-    print(f"\n== 1/2: train {args.steps} steps, streaming, {args.num_workers} DataLoader workers, "
-          f"checkpoints at {mid} and {args.steps} ==", flush=True)
-    rc, losses1 = _run([exe, *train_args(root, out, args.steps, args.batch_size, args.num_workers, mid)],
-                       dict(env, LEROBOTSTREAM_TRAIN_TRACE=str(traces[0])))
+    print(
+        f"\n== 1/2: train {args.steps} steps, streaming, {args.num_workers} DataLoader workers, "
+        f"checkpoints at {mid} and {args.steps} ==",
+        flush=True,
+    )
+    rc, losses1 = _run(
+        [exe, *train_args(root, out, args.steps, args.batch_size, args.num_workers, mid)],
+        dict(env, LEROBOTSTREAM_TRAIN_TRACE=str(traces[0])),
+    )
     if rc != 0:
         print(f"demo: training failed (exit {rc})", file=sys.stderr)
         return rc
     first = json.loads((out / "streaming_summary.json").read_text())
     cfg = out / "checkpoints" / f"{mid:06d}" / "pretrained_model" / "train_config.json"
     print(f"\n== 2/2: resume from checkpoint {cfg.parent.parent.name} up to step {total} ==", flush=True)
-    rc, losses2 = _run([exe, "--resume=true", f"--config_path={cfg}", f"--steps={total}", f"--save_freq={total}"],
-                       dict(env, LEROBOTSTREAM_TRAIN_TRACE=str(traces[1])))
+    rc, losses2 = _run(
+        [exe, "--resume=true", f"--config_path={cfg}", f"--steps={total}", f"--save_freq={total}"],
+        dict(env, LEROBOTSTREAM_TRAIN_TRACE=str(traces[1])),
+    )
     if rc != 0:
         print(f"demo: resume failed (exit {rc})", file=sys.stderr)
         return rc
@@ -164,16 +200,22 @@ def main(argv: list[str] | None = None) -> int:
     losses = losses1 + losses2
     print("\n== demo summary ==")
     if losses:
-        print(f"loss: {losses[0]:.3f} (step 5) -> {losses[-1]:.3f} (step {total}); "
-              f"{'decreased' if losses[-1] < losses[0] else 'did NOT decrease'}")
-    print(f"resume: steps {mid}..{args.steps} of the resumed run {'equal' if exact else 'DIFFER from'} the first "
-          f"run's batches ({len(same)} of {args.steps - mid} identical): "
-          f"{'sample-exact' if exact else 'NOT sample-exact'}")
+        print(
+            f"loss: {losses[0]:.3f} (step 5) -> {losses[-1]:.3f} (step {total}); "
+            f"{'decreased' if losses[-1] < losses[0] else 'did NOT decrease'}"
+        )
+    print(
+        f"resume: steps {mid}..{args.steps} of the resumed run {'equal' if exact else 'DIFFER from'} the first "
+        f"run's batches ({len(same)} of {args.steps - mid} identical): "
+        f"{'sample-exact' if exact else 'NOT sample-exact'}"
+    )
     for name, s in (("run", first), ("resume", second)):
         share = "?" if s["data_wait_share"] is None else f"{100 * s['data_wait_share']:.1f}%"
-        print(f"{name:6s}: steps {s['start_step']}..{s['start_step'] + s['steps']}, {s['samples_per_s']} samples/s, "
-              f"waiting for data {share} of step time, fetched {s['payload_bytes_fetched'] / 2**20:.2f} MiB of "
-              f"{(s['dataset_bytes'] or 0) / 2**20:.2f} MiB dataset, sidecar: {s['sidecar']}")
+        print(
+            f"{name:6s}: steps {s['start_step']}..{s['start_step'] + s['steps']}, {s['samples_per_s']} samples/s, "
+            f"waiting for data {share} of step time, fetched {s['payload_bytes_fetched'] / 2**20:.2f} MiB of "
+            f"{(s['dataset_bytes'] or 0) / 2**20:.2f} MiB dataset, sidecar: {s['sidecar']}"
+        )
     return 0 if exact else 1
 
 

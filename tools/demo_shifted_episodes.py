@@ -31,14 +31,22 @@ def write(root: Path, episodes: int, length: int) -> None:
 
     from lerobotstream.testing import identity_frame
 
-    features = {CAM: {"dtype": "video", "shape": (64, 64, 3), "names": ["height", "width", "channels"]},
-                "observation.state": {"dtype": "float32", "shape": (2,), "names": ["e", "f"]},
-                "action": {"dtype": "float32", "shape": (2,), "names": ["e", "f"]}}
+    features = {
+        CAM: {"dtype": "video", "shape": (64, 64, 3), "names": ["height", "width", "channels"]},
+        "observation.state": {"dtype": "float32", "shape": (2,), "names": ["e", "f"]},
+        "action": {"dtype": "float32", "shape": (2,), "names": ["e", "f"]},
+    }
     ds = LeRobotDataset.create("local/shiftdemo", fps=30, root=root, features=features, use_videos=True)
     for e in range(episodes):
         for i in range(length):
-            ds.add_frame({CAM: identity_frame(e, i, 0, 64, 64), "observation.state": np.array([e, i], np.float32),
-                          "action": np.array([e, i], np.float32), "task": "t"})
+            ds.add_frame(
+                {
+                    CAM: identity_frame(e, i, 0, 64, 64),
+                    "observation.state": np.array([e, i], np.float32),
+                    "action": np.array([e, i], np.float32),
+                    "task": "t",
+                }
+            )
         ds.save_episode()
     ds.finalize()
 
@@ -92,8 +100,21 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("clean", "shifted"):
             n, wrong, raised = wrong_items(work / name)
             print(f"== {name}: LeRobot map-style: {n} items, {wrong} with another frame (silently), {raised} raised")
-            p = subprocess.run([a.validator_python, "-m", "lerobotstream.validate", "--root", str(work / name),
-                                "--no-progress", "--examples", "1"], cwd=REPO, capture_output=True, text=True)
+            p = subprocess.run(
+                [
+                    a.validator_python,
+                    "-m",
+                    "lerobotstream.validate",
+                    "--root",
+                    str(work / name),
+                    "--no-progress",
+                    "--examples",
+                    "1",
+                ],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+            )
             print(p.stdout.strip(), f"\n(exit status {p.returncode})\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -51,7 +51,7 @@ def _box_size_fields(data: bytes, start: int, end: int) -> list[int]:
     """Offsets of every box size field inside [start, end) (a naive scan for plausible headers)."""
     out = []
     for pos in range(start, end - 8):
-        typ = data[pos + 4:pos + 8]
+        typ = data[pos + 4 : pos + 8]
         if all(97 <= c <= 122 or 48 <= c <= 57 for c in typ):
             size = struct.unpack_from(">I", data, pos)[0]
             if 8 <= size <= end - pos:
@@ -122,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"UNTYPED {type(e).__name__}: {e} -> {p}", flush=True)
         slowest = max(slowest, time.perf_counter() - t0)
         n += 1
-    print(f"{n} inputs in {args.seconds:.0f} s: {ok} parsed, {typed} typed Mp4Error, {bad} untyped; "
-          f"slowest parse {slowest * 1e3:.2f} ms")
+    print(
+        f"{n} inputs in {args.seconds:.0f} s: {ok} parsed, {typed} typed Mp4Error, {bad} untyped; "
+        f"slowest parse {slowest * 1e3:.2f} ms"
+    )
     return 1 if bad else 0
 
 

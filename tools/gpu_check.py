@@ -43,14 +43,31 @@ def gpu_parity_cases() -> list[tuple[str, int, int]]:
 def make_parity_clip(out: Path, codec: str, w: int, h: int) -> Path:
     """A 2 s, 30 fps ``testsrc2`` clip at ``w`` x ``h`` in ``codec``; raises CalledProcessError
     when this ffmpeg cannot encode it."""
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=1280x720:r=30:d=2",
-                    "-vf", f"scale={w}:{h}", *GPU_PARITY_ENCODERS[codec], "-pix_fmt", "yuv420p", str(out)], check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-loglevel",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=s=1280x720:r=30:d=2",
+            "-vf",
+            f"scale={w}:{h}",
+            *GPU_PARITY_ENCODERS[codec],
+            "-pix_fmt",
+            "yuv420p",
+            str(out),
+        ],
+        check=True,
+    )
     return out
 
 
 def _psnr(a, b) -> float:
     mse = float(((a.double() - b.double()) ** 2).mean())
-    return 99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+    return 99.0 if mse == 0 else 10 * np.log10(255.0**2 / mse)
 
 
 def check_gpu_parity(path: Path, device: str = "cuda") -> dict:
@@ -65,7 +82,7 @@ def check_gpu_parity(path: Path, device: str = "cuda") -> dict:
     n = len(t.dts_ticks)
     row = {"clip": Path(path).name, "codec": t.codec, "size": f"{t.width}x{t.height}"}
     s = plan_span(t, n // 3, n // 3 + 10)
-    mini = synthesize(t, s, data[s.byte_start:s.byte_stop])
+    mini = synthesize(t, s, data[s.byte_start : s.byte_stop])
     po = np.asarray(t.presentation_order)
     start = float(t.pts_s[po[n // 3]])
     kw = dict(episode_index=0, camera="cam", path=Path(path).name, from_timestamp=start, fps=30)
@@ -101,8 +118,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", type=Path, default=None, help="write clips here instead of a temp dir")
     args = ap.parse_args(argv)
-    print(f"torch {torch.__version__}, cuda available {torch.cuda.is_available()}",
-          torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+    print(
+        f"torch {torch.__version__}, cuda available {torch.cuda.is_available()}",
+        torch.cuda.get_device_name(0) if torch.cuda.is_available() else "",
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         d = args.keep or Path(tmp)

@@ -33,6 +33,7 @@ import time
 
 from tools.bench_loader import _cpu_s as _proc_cpu  # CPU seconds of these PIDs (/proc)
 
+
 def trial(row: str, samples: int, root: str, batch: int) -> dict:
     """One trial in this interpreter (see the module doc); ``row``: ``threads/N`` or ``processes/N``."""
     import torchcodec.decoders as tcd
@@ -61,6 +62,7 @@ def trial(row: str, samples: int, root: str, batch: int) -> dict:
             finally:
                 inflight.pop(ident, None)
                 acc[label] += time.thread_time() - max(t, start.get(ident, -1.0))
+
         setattr(obj, name, timed)
 
     for m in ("get_frames_in_range", "get_frames_at"):
@@ -68,10 +70,12 @@ def trial(row: str, samples: int, root: str, batch: int) -> dict:
     wrap(_assemble, "frames_to_u8_chw", "copy")
     kind, nw = row.split("/")
     nw = int(nw)
-    ds = StreamingLeRobotDataset(root=root, repeat=True, batch_size=batch, num_workers=nw, max_num_shards=max(1, nw),
-                                 return_uint8=True)
-    loader = StreamLoader(ds, batch, num_workers=nw, mode=kind,
-                          multiprocessing_context="fork" if kind == "processes" else None)
+    ds = StreamingLeRobotDataset(
+        root=root, repeat=True, batch_size=batch, num_workers=nw, max_num_shards=max(1, nw), return_uint8=True
+    )
+    loader = StreamLoader(
+        ds, batch, num_workers=nw, mode=kind, multiprocessing_context="fork" if kind == "processes" else None
+    )
     it = iter(loader)
     for _ in range(2):
         next(it)
@@ -106,10 +110,17 @@ def trial(row: str, samples: int, root: str, batch: int) -> dict:
 
     def ms(x: float) -> float:
         return round(1000 * x / n, 4)
+
     out = {"row": row, "samples": n, "cpu": ms(cpu)}
     if kind == "threads":  # (in processes mode the decode and the copy run in the workers)
-        out.update(decode=ms(got["decode"]), beyond_decode=ms(cpu - got["decode"]), copy=ms(got["copy"]),
-                   held=ms(held), decode_calls=calls["decode"], copy_calls=calls["copy"])
+        out.update(
+            decode=ms(got["decode"]),
+            beyond_decode=ms(cpu - got["decode"]),
+            copy=ms(got["copy"]),
+            held=ms(held),
+            decode_calls=calls["decode"],
+            copy_calls=calls["copy"],
+        )
     return out
 
 
@@ -138,10 +149,19 @@ def main(argv=None) -> int:
         for row in rows:
             for name in names:
                 path = os.path.abspath(trees[name])
-                cmd = [sys.executable, os.path.abspath(__file__), "--trial", row, "--samples", str(args.samples),
-                       "--batch", str(args.batch)] + (["--root", args.root] if args.root else [])
-                p = subprocess.run(cmd, cwd=path, env={**os.environ, "PYTHONPATH": path}, capture_output=True,
-                                   text=True, timeout=600)
+                cmd = [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--trial",
+                    row,
+                    "--samples",
+                    str(args.samples),
+                    "--batch",
+                    str(args.batch),
+                ] + (["--root", args.root] if args.root else [])
+                p = subprocess.run(
+                    cmd, cwd=path, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=600
+                )
                 lines = [x for x in p.stdout.splitlines() if x.startswith("{")]
                 if not lines:
                     print(f"{name} {row}: failed\n{p.stderr[-2000:]}", file=sys.stderr)

@@ -25,7 +25,9 @@ def _parse_cameras(text: str) -> list[tuple[str, int, int]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="Generate a small LeRobotDataset v3.0 whose frames carry their own identity.")
+    p = argparse.ArgumentParser(
+        description="Generate a small LeRobotDataset v3.0 whose frames carry their own identity."
+    )
     p.add_argument("root")
     p.add_argument("--episodes", default="30,45,20", help="comma-separated episode lengths")
     p.add_argument("--fps", type=int, default=30)

@@ -46,8 +46,19 @@ from torch.utils.data import IterableDataset
 
 ROOT = Path(__file__).resolve().parents[1]
 
-FIELDS = ("rss_kb", "rss_peak_kb", "pss_kb", "malloc_in_use_kb", "malloc_free_kept_kb", "arrow_kb",
-          "python_objects", "threads", "maps", "heap_trims", "traced_kb")
+FIELDS = (
+    "rss_kb",
+    "rss_peak_kb",
+    "pss_kb",
+    "malloc_in_use_kb",
+    "malloc_free_kept_kb",
+    "arrow_kb",
+    "python_objects",
+    "threads",
+    "maps",
+    "heap_trims",
+    "traced_kb",
+)
 #: items between two RSS samples inside an epoch (the in-epoch peak)
 SAMPLE_EVERY = 8
 
@@ -88,12 +99,20 @@ def measure() -> dict:
     with open("/proc/self/maps") as f:
         maps = sum(1 for _ in f)
     objs = gc.get_objects()
-    return {"rss_kb": rss_kb(), "pss_kb": pss_kb(), "malloc_in_use_kb": (m.uordblks + m.hblkhd) // 1024,
-            "malloc_free_kept_kb": m.fordblks // 1024, "arrow_kb": pa.total_allocated_bytes() // 1024,
-            "python_objects": len(objs), "threads": len(os.listdir("/proc/self/task")), "maps": maps,
-            "heap_trims": _heap.stats()["trims"], "heap_trim_s": round(_heap.stats()["trim_s"], 4),
-            "traced_kb": tracemalloc.get_traced_memory()[0] // 1024 if tracemalloc.is_tracing() else None,
-            "types": dict(Counter(type(o).__name__ for o in objs))}
+    return {
+        "rss_kb": rss_kb(),
+        "pss_kb": pss_kb(),
+        "malloc_in_use_kb": (m.uordblks + m.hblkhd) // 1024,
+        "malloc_free_kept_kb": m.fordblks // 1024,
+        "arrow_kb": pa.total_allocated_bytes() // 1024,
+        "python_objects": len(objs),
+        "threads": len(os.listdir("/proc/self/task")),
+        "maps": maps,
+        "heap_trims": _heap.stats()["trims"],
+        "heap_trim_s": round(_heap.stats()["trim_s"], 4),
+        "traced_kb": tracemalloc.get_traced_memory()[0] // 1024 if tracemalloc.is_tracing() else None,
+        "types": dict(Counter(type(o).__name__ for o in objs)),
+    }
 
 
 class Probe(IterableDataset):
@@ -126,8 +145,9 @@ def slope(xs: list[float], ys: list[float]) -> float:
     """Theil-Sen slope of ``ys`` over ``xs``: the median of the slopes between every two points
     (0.0 with fewer than two). Robust to a sawtooth (RSS that rises, is trimmed, rises again) and
     to a few outlying epochs, where a least-squares line follows them."""
-    pairs = sorted((ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs)) for j in range(i + 1, len(xs))
-                   if xs[j] != xs[i])
+    pairs = sorted(
+        (ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs)) for j in range(i + 1, len(xs)) if xs[j] != xs[i]
+    )
     if not pairs:
         return 0.0
     m = len(pairs) // 2
@@ -145,8 +165,12 @@ def summarize(records: list[dict], warmup: int, max_slope_mib: float = 3.0) -> d
     xs = [r["epoch"] for r in fit]
     for k in FIELDS:
         if all(r.get(k) is not None for r in fit):
-            out[k] = {"first": records[0][k], "at_warmup": a[k], "last": b[k],
-                      "per_epoch": slope(xs, [r[k] for r in fit])}
+            out[k] = {
+                "first": records[0][k],
+                "at_warmup": a[k],
+                "last": b[k],
+                "per_epoch": slope(xs, [r[k] for r in fit]),
+            }
     grew = {t: b["types"].get(t, 0) - a["types"].get(t, 0) for t in set(a["types"]) | set(b["types"])}
     out["types_grown"] = {t: d for t, d in sorted(grew.items(), key=lambda kv: -kv[1])[:5] if d > 0}
     worst = max(out[k]["per_epoch"] for k in ("rss_kb", "rss_peak_kb") if k in out) / 1024
@@ -178,8 +202,12 @@ def _make_default(root: Path, size: str, lengths: str) -> Path:
     from lerobotstream.testing import make_dataset
 
     w, h = (int(v) for v in size.lower().split("x"))
-    return make_dataset(root, episode_lengths=tuple(int(x) for x in lengths.split(",")), codec="av1",
-                        cameras=(("observation.images.front", w, h),))
+    return make_dataset(
+        root,
+        episode_lengths=tuple(int(x) for x in lengths.split(",")),
+        codec="av1",
+        cameras=(("observation.images.front", w, h),),
+    )
 
 
 def _soak(a, root: str) -> list[dict]:
@@ -239,12 +267,16 @@ def _run_variants(a, argv: list[str], root: str) -> int:
                 env[k.strip()] = v.strip()
             js = str(Path(tmp) / f"{len(results)}.json")
             print(f"--- variant {name} ({' '.join(filter(None, (envs, flags))) or 'defaults'})", flush=True)
-            rc = subprocess.call([sys.executable, __file__, *rest, *flags.split(), "--root", root, "--json", js], env=env)
+            rc = subprocess.call(
+                [sys.executable, __file__, *rest, *flags.split(), "--root", root, "--json", js], env=env
+            )
             r = json.loads(Path(js).read_text()) if Path(js).exists() else None
             results.append((name, envs, rc, r))
     print(f"\nside by side ({a.epochs} epochs, slope fitted after {a.warmup}, limit {a.max_slope_mib:g} MiB/epoch):")
-    print(f"  {'variant':<12} {'RSS ep0':>8} {'warm-up':>8} {'last':>8} {'peak':>8} {'PSS':>8} {'in use':>8} "
-          f"{'free kept':>9} {'MiB/epoch':>9} {'CPU s/ep':>8} {'trims':>5}  verdict")
+    print(
+        f"  {'variant':<12} {'RSS ep0':>8} {'warm-up':>8} {'last':>8} {'peak':>8} {'PSS':>8} {'in use':>8} "
+        f"{'free kept':>9} {'MiB/epoch':>9} {'CPU s/ep':>8} {'trims':>5}  verdict"
+    )
     failed = False
     for name, envs, rc, r in results:
         if r is None:
@@ -253,14 +285,18 @@ def _run_variants(a, argv: list[str], root: str) -> int:
             continue
         s, recs = r["summary"], r["records"]
         mib = lambda k, at: f"{s[k][at] / 1024:8.0f}" if k in s else f"{'-':>8}"  # noqa: E731
-        cpu = sum(x.get("cpu_s", 0) for x in recs[a.warmup:] or recs) / max(1, len(recs[a.warmup:] or recs))
-        print(f"  {name:<12} {mib('rss_kb', 'first')} {mib('rss_kb', 'at_warmup')} {mib('rss_kb', 'last')} "
-              f"{mib('rss_peak_kb', 'last')} {mib('pss_kb', 'last')} {mib('malloc_in_use_kb', 'last')} "
-              f"{s['malloc_free_kept_kb']['last'] / 1024:9.0f} {s['slope_mib']:9.2f} {cpu:8.2f} "
-              f"{recs[-1]['heap_trims']:>5}  {s['verdict']}")
+        cpu = sum(x.get("cpu_s", 0) for x in recs[a.warmup :] or recs) / max(1, len(recs[a.warmup :] or recs))
+        print(
+            f"  {name:<12} {mib('rss_kb', 'first')} {mib('rss_kb', 'at_warmup')} {mib('rss_kb', 'last')} "
+            f"{mib('rss_peak_kb', 'last')} {mib('pss_kb', 'last')} {mib('malloc_in_use_kb', 'last')} "
+            f"{s['malloc_free_kept_kb']['last'] / 1024:9.0f} {s['slope_mib']:9.2f} {cpu:8.2f} "
+            f"{recs[-1]['heap_trims']:>5}  {s['verdict']}"
+        )
         failed |= s["verdict"] != "PASS"
-    print("  (MiB; 'peak': highest RSS sampled in the last epoch; 'free kept': malloc's free-but-kept bytes;\n"
-          "   CPU s/ep: the measured process's CPU seconds per epoch after the warm-up, all its threads)")
+    print(
+        "  (MiB; 'peak': highest RSS sampled in the last epoch; 'free kept': malloc's free-but-kept bytes;\n"
+        "   CPU s/ep: the measured process's CPU seconds per epoch after the warm-up, all its threads)"
+    )
     if a.json:
         _write_json(a.json, {"variants": [{"name": n, "env": e, "rc": rc, **(r or {})} for n, e, rc, r in results]})
     return 1 if failed else 0
@@ -282,8 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--decoded-cache-gb", type=float, default=None)
     ap.add_argument("--decode-threads", type=int, default=None)
     ap.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations (slower)")
-    ap.add_argument("--variant", action="append", default=[], metavar="NAME:ENV=VALUE,...[:FLAGS]",
-                    help="run the soak once per variant with these environment variables, side by side")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:ENV=VALUE,...[:FLAGS]",
+        help="run the soak once per variant with these environment variables, side by side",
+    )
     ap.add_argument("--json", default=None, help="write the per-epoch records and the summary here")
     a = ap.parse_args(argv)
 

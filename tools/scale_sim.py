@@ -83,16 +83,19 @@ class Preset:
         return self.samples * self.sample_kb * 1e3
 
 
-PRESETS = {p.name: p for p in (
-    Preset("tiny", 40, 12_000, file_mb=2.0),
-    Preset("small", 1_000, 300_000),
-    Preset("medium", 10_000, 3_000_000),
-    Preset("droid", 92_000, 27_600_000),
-    # DROID's episodes and frames at a sample size that makes the dataset 100 TB:
-    # 100e12 / 82.8e6 samples = 1.21 MB/sample (high-resolution cameras); a 200 MB file then
-    # holds one episode (LeRobot never splits one), i.e. one source MP4 per (episode, camera).
-    Preset("droid100tb", 92_000, 27_600_000, sample_kb=100e12 / 82.8e6 / 1e3),
-)}
+PRESETS = {
+    p.name: p
+    for p in (
+        Preset("tiny", 40, 12_000, file_mb=2.0),
+        Preset("small", 1_000, 300_000),
+        Preset("medium", 10_000, 3_000_000),
+        Preset("droid", 92_000, 27_600_000),
+        # DROID's episodes and frames at a sample size that makes the dataset 100 TB:
+        # 100e12 / 82.8e6 samples = 1.21 MB/sample (high-resolution cameras); a 200 MB file then
+        # holds one episode (LeRobot never splits one), i.e. one source MP4 per (episode, camera).
+        Preset("droid100tb", 92_000, 27_600_000, sample_kb=100e12 / 82.8e6 / 1e3),
+    )
+}
 ORDER = ["tiny", "small", "medium", "droid", "droid100tb"]
 TIMESCALE_PER_FPS = 1024  # PyAV/libsvtav1 time base 1/(fps*1024): sample duration 1024 ticks
 #: sizes above this many samples are written at DEFLATE level 1 (the writer's default 6 is too slow)
@@ -122,10 +125,13 @@ def smaps_rollup() -> dict[str, int]:
 def _mem() -> dict[str, float]:
     s = smaps_rollup()
     mb = 1e6
-    return {"rss_mb": s.get("Rss", 0) / mb, "pss_mb": s.get("Pss", 0) / mb,
-            "anon_mb": s.get("Anonymous", 0) / mb,
-            "private_mb": (s.get("Private_Clean", 0) + s.get("Private_Dirty", 0)) / mb,
-            "file_mb": (s.get("Rss", 0) - s.get("Anonymous", 0)) / mb}
+    return {
+        "rss_mb": s.get("Rss", 0) / mb,
+        "pss_mb": s.get("Pss", 0) / mb,
+        "anon_mb": s.get("Anonymous", 0) / mb,
+        "private_mb": (s.get("Private_Clean", 0) + s.get("Private_Dirty", 0)) / mb,
+        "file_mb": (s.get("Rss", 0) - s.get("Anonymous", 0)) / mb,
+    }
 
 
 # --- synthetic dataset -----------------------------------------------------------------------------
@@ -185,13 +191,34 @@ def source_table(p: Preset, lens: np.ndarray, ep_scale: np.ndarray, rng: np.rand
     offset[1:] += HEADER_BYTES
     dts = np.arange(n, dtype=np.int64) * TIMESCALE_PER_FPS
     return SimpleNamespace(
-        offset=offset, size=size, dts_ticks=dts, cts_ticks=np.zeros(n, dtype=np.int64), is_sync=is_sync,
-        media_timescale=p.fps * TIMESCALE_PER_FPS, movie_timescale=1000, media_time=0, empty_edit_movie_ticks=0,
-        edit_duration_movie_ticks=n * 1000 // p.fps, codec="av01", stsd=STSD, ftyp=FTYP, width=320, height=180,
-        track_id=1, ctts_version=None, media_duration=n * TIMESCALE_PER_FPS, has_edit=False,
-        matrix=IDENTITY_MATRIX, movie_matrix=IDENTITY_MATRIX,
-        video_track_ids=(1,), moov_offset=int(offset[-1] + size[-1]), moov_size=8 * n + 1000,
-        mdat_offset=32, mdat_size=int(offset[-1] + size[-1]) - 32, faststart=False)
+        offset=offset,
+        size=size,
+        dts_ticks=dts,
+        cts_ticks=np.zeros(n, dtype=np.int64),
+        is_sync=is_sync,
+        media_timescale=p.fps * TIMESCALE_PER_FPS,
+        movie_timescale=1000,
+        media_time=0,
+        empty_edit_movie_ticks=0,
+        edit_duration_movie_ticks=n * 1000 // p.fps,
+        codec="av01",
+        stsd=STSD,
+        ftyp=FTYP,
+        width=320,
+        height=180,
+        track_id=1,
+        ctts_version=None,
+        media_duration=n * TIMESCALE_PER_FPS,
+        has_edit=False,
+        matrix=IDENTITY_MATRIX,
+        movie_matrix=IDENTITY_MATRIX,
+        video_track_ids=(1,),
+        moov_offset=int(offset[-1] + size[-1]),
+        moov_size=8 * n + 1000,
+        mdat_offset=32,
+        mdat_size=int(offset[-1] + size[-1]) - 32,
+        faststart=False,
+    )
 
 
 def build(p: Preset, workdir: Path, seed: int) -> dict[str, Any]:
@@ -221,11 +248,22 @@ def build(p: Preset, workdir: Path, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     raw_int64 = 0
     level = 6 if p.samples <= DEFLATE6_MAX_SAMPLES else 1
-    with SidecarWriter(npz, {"repo_id": f"sim/{p.name}", "repo_type": "dataset", "revision": None,
-                             "data_root": None, "subset": False, "episodes": None,
-                             "total_episodes": p.episodes, "fps": p.fps,
-                             "video_keys": [f"observation.images.cam{c}" for c in range(p.cameras)],
-                             "created_by": "tools/scale_sim.py"}, compresslevel=level) as w:
+    with SidecarWriter(
+        npz,
+        {
+            "repo_id": f"sim/{p.name}",
+            "repo_type": "dataset",
+            "revision": None,
+            "data_root": None,
+            "subset": False,
+            "episodes": None,
+            "total_episodes": p.episodes,
+            "fps": p.fps,
+            "video_keys": [f"observation.images.cam{c}" for c in range(p.cameras)],
+            "created_by": "tools/scale_sim.py",
+        },
+        compresslevel=level,
+    ) as w:
         for sid, eps in enumerate(sources):
             e = np.asarray(eps, dtype=np.int64)
             c = int(np.flatnonzero(src_of[e[0]] == sid)[0])
@@ -247,13 +285,27 @@ def build(p: Preset, workdir: Path, seed: int) -> dict[str, Any]:
     header = len(json.dumps(idx._header, separators=(",", ":")))  # noqa: SLF001 - measuring
     idx.close()
     samples = p.samples
-    return {"preset": asdict(p), "episodes": p.episodes, "frames": p.frames, "samples": samples,
-            "sources": len(sources), "episodes_per_file": p.episodes * p.cameras / len(sources),
-            "video_tb": p.video_bytes / 1e12, "npz_bytes": npz.stat().st_size,
-            "npz_int64_raw_bytes": raw_int64, "derived_bytes": derived, "derived_json_bytes": header,
-            "derived_bytes_per_sample": derived / samples, "npz_bytes_per_sample": npz.stat().st_size / samples,
-            "t_plan_files_s": t_plan, "t_write_s": t_write, "t_convert_s": t_convert,
-            "deflate_level": level, "write_peak_rss_mb": write_peak, "build_peak_rss_mb": _peak_rss_mb()}
+    return {
+        "preset": asdict(p),
+        "episodes": p.episodes,
+        "frames": p.frames,
+        "samples": samples,
+        "sources": len(sources),
+        "episodes_per_file": p.episodes * p.cameras / len(sources),
+        "video_tb": p.video_bytes / 1e12,
+        "npz_bytes": npz.stat().st_size,
+        "npz_int64_raw_bytes": raw_int64,
+        "derived_bytes": derived,
+        "derived_json_bytes": header,
+        "derived_bytes_per_sample": derived / samples,
+        "npz_bytes_per_sample": npz.stat().st_size / samples,
+        "t_plan_files_s": t_plan,
+        "t_write_s": t_write,
+        "t_convert_s": t_convert,
+        "deflate_level": level,
+        "write_peak_rss_mb": write_peak,
+        "build_peak_rss_mb": _peak_rss_mb(),
+    }
 
 
 def _peak_rss_mb() -> float:
@@ -273,14 +325,17 @@ class _SimMeta:
     ``episode(ep).length`` and ``.videos[camera]`` with ``path`` and ``from_timestamp``), from the
     synthetic episode table (``episodes.npz``) and the index's paths."""
 
-    def __init__(self, lengths: np.ndarray, src_of: np.ndarray, from_ts: np.ndarray, paths: Any, fps: int,
-                 cams: list[str]) -> None:
+    def __init__(
+        self, lengths: np.ndarray, src_of: np.ndarray, from_ts: np.ndarray, paths: Any, fps: int, cams: list[str]
+    ) -> None:
         self.lengths, self.src_of, self.from_ts, self.paths = lengths, src_of, from_ts, paths
         self.fps, self.cams = fps, cams
 
     def episode(self, ep: int) -> SimpleNamespace:
-        videos = {cam: SimpleNamespace(path=self.paths(int(self.src_of[ep, c])), from_timestamp=float(self.from_ts[ep, c]))
-                  for c, cam in enumerate(self.cams)}
+        videos = {
+            cam: SimpleNamespace(path=self.paths(int(self.src_of[ep, c])), from_timestamp=float(self.from_ts[ep, c]))
+            for c, cam in enumerate(self.cams)
+        }
         return SimpleNamespace(length=int(self.lengths[ep]), videos=videos)
 
 
@@ -325,8 +380,18 @@ def _sim_run(spans: Any, cams: list[str]):
     return SimRun([StreamPart(SimpleNamespace(video_keys=cams))])
 
 
-def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers: int, seed: int,
-                  max_anchors: int, max_span_episodes: int | None = None, tolerance_s: float = 1e-4) -> dict[str, Any]:
+def simulate_rank(
+    workdir: Path,
+    world: int,
+    rank: int,
+    *,
+    fps: int,
+    num_workers: int,
+    seed: int,
+    max_anchors: int,
+    max_span_episodes: int | None = None,
+    tolerance_s: float = 1e-4,
+) -> dict[str, Any]:
     """One rank (one process) of a ``world``-rank run, started by the dataset's own code: warm-open
     the index, build the rank's planner (``dataset_planner`` from the dataset's ``plan_settings``:
     default options, ``repeat=True``, batch 8, the 8 GiB budget), then run the dataset's wiring
@@ -397,24 +462,43 @@ def simulate_rank(workdir: Path, world: int, rank: int, *, fps: int, num_workers
     t_draw = time.perf_counter() - t0
     mem["end"] = _mem()
     wf = [int(x) for x in planner.worker_frames(rank)]
-    return {"world": world, "rank": rank, "num_workers": num_workers,
-            "rank_episodes": len(planner.rank_episodes()), "rank_frames": int(per_rank[rank]),
-            "sources_touched": touched, "sources_total": idx.num_sources,
-            "t_open_s": t_open, "t_meta_s": t_meta, "t_shard_s": t_shard, "t_first_s": t_first,
-            "t_to_first_sample_s": t_to_first, "episodes_sized": sized, "spans_planned": len(spans),
-            "first_anchor": [int(first["episode_index"]), int(first["frame_index"])],
-            "anchors_per_s": drawn / t_draw if t_draw > 0 else float("nan"), "anchors_drawn": drawn,
-            "rank_balance_max_over_mean": float(per_rank.max() / per_rank.mean()),
-            "worker_balance_max_over_mean": float(max(wf) / (sum(wf) / len(wf))) if sum(wf) else 1.0,
-            "mem": mem,
-            "private_mb_over_imports": mem["spans"]["private_mb"] - mem["imports"]["private_mb"],
-            "anon_mb_over_imports": mem["spans"]["anon_mb"] - mem["imports"]["anon_mb"]}
+    return {
+        "world": world,
+        "rank": rank,
+        "num_workers": num_workers,
+        "rank_episodes": len(planner.rank_episodes()),
+        "rank_frames": int(per_rank[rank]),
+        "sources_touched": touched,
+        "sources_total": idx.num_sources,
+        "t_open_s": t_open,
+        "t_meta_s": t_meta,
+        "t_shard_s": t_shard,
+        "t_first_s": t_first,
+        "t_to_first_sample_s": t_to_first,
+        "episodes_sized": sized,
+        "spans_planned": len(spans),
+        "first_anchor": [int(first["episode_index"]), int(first["frame_index"])],
+        "anchors_per_s": drawn / t_draw if t_draw > 0 else float("nan"),
+        "anchors_drawn": drawn,
+        "rank_balance_max_over_mean": float(per_rank.max() / per_rank.mean()),
+        "worker_balance_max_over_mean": float(max(wf) / (sum(wf) / len(wf))) if sum(wf) else 1.0,
+        "mem": mem,
+        "private_mb_over_imports": mem["spans"]["private_mb"] - mem["imports"]["private_mb"],
+        "anon_mb_over_imports": mem["spans"]["anon_mb"] - mem["imports"]["anon_mb"],
+    }
 
 
 # --- driver ---------------------------------------------------------------------------------------
 # --- elastic resume ---------------------------------------------------------------------------------
-def _elastic_setup(name: str, old: tuple[int, int, int], new: tuple[int, int, int], fraction: float, seed: int,
-                   budget: bool, partitions: int | None = None):
+def _elastic_setup(
+    name: str,
+    old: tuple[int, int, int],
+    new: tuple[int, int, int],
+    fraction: float,
+    seed: int,
+    budget: bool,
+    partitions: int | None = None,
+):
     """(episode lengths, the new run's rank-0 planner before loading, rank 0's state of the old
     run after ``fraction`` of its epoch, its batches per rank). ``partitions``: canonical
     partitions (``PartitionPlanner``; the budget is then per partition)."""
@@ -437,12 +521,25 @@ def _elastic_setup(name: str, old: tuple[int, int, int], new: tuple[int, int, in
     batches = int(oldp.batches_per_rank()[0] * fraction)
     given, _, _ = replay_turns(oldp.worker_epoch_limits(), b0, batches=batches)
     state = oldp.state_dict(samples_consumed=sum(given))
-    return lens, lambda: Planner(lens, rank=0, world_size=w1, num_workers=k1, batch_size=b1, **kw, **nb()), state, batches
+    return (
+        lens,
+        lambda: Planner(lens, rank=0, world_size=w1, num_workers=k1, batch_size=b1, **kw, **nb()),
+        state,
+        batches,
+    )
 
 
-def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, int], *, fraction: float = 0.5,
-                     seed: int = 0, budget: bool = True, ship: Path | None = None,
-                     partitions: int | None = None) -> dict[str, Any]:
+def simulate_elastic(
+    name: str,
+    old: tuple[int, int, int],
+    new: tuple[int, int, int],
+    *,
+    fraction: float = 0.5,
+    seed: int = 0,
+    budget: bool = True,
+    ship: Path | None = None,
+    partitions: int | None = None,
+) -> dict[str, Any]:
     """Cost of an elastic resume on the preset's episode lengths (planner only, no payload):
     an old run of ``old = (ranks, workers, batch)`` consumed ``fraction`` of rank 0's epoch;
     rank 0 of a new run ``new`` loads rank 0's state and starts as one DataLoader worker that
@@ -485,28 +582,58 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
     t_first = time.perf_counter() - t0
     if partitions is not None:
         left, part_frames = rp.layouts[0].part_left, rp.layouts[0].part_frames
-        return {"preset": name, "episodes": int(len(lens)), "frames": int(lens.sum()), "old": list(old),
-                "new": list(new), "partitions": partitions, "byte_budget": bool(budget),
-                "old_batches_per_rank": batches, "consumed_all_ranks": rem.consumed, "samples_left": int(left.sum()),
-                "partitions_left": int((left > 0).sum()),
-                "partitions_started": int(((left > 0) & (left < part_frames)).sum()),
-                "t_partition_layout_s": t_layout, "t_new_planner_s": t_new, "t_load_state_s": t_load,
-                "t_remainder_s": t_rem, "t_remainder_shards_s": t_rp, "t_first_anchor_s": t_first,
-                "rank_balance_max_minus_min": int(per_rank.max() - per_rank.min()),
-                "max_partition_left": int(left.max()), "mem_before": mem0, "mem_after_remainder": mem_rem,
-                "mem_after": _mem()}
-    out = {"preset": name, "episodes": int(len(lens)), "frames": int(lens.sum()), "old": list(old), "new": list(new),
-           "byte_budget": bool(budget), "old_batches_per_rank": batches, "consumed_all_ranks": rem.consumed,
-           "samples_left": rem.total, "episodes_left": int(len(rem.episode_indices)),
-           "episodes_started": len(rem.frames),
-           "started_frames_stored": int(sum(len(f) for f in rem.frames.values())),
-           "t_new_planner_s": t_new, "t_load_state_s": t_load, "t_remainder_s": t_rem,
-           "t_remainder_shards_s": t_rp, "t_first_anchor_s": t_first,
-           "t_worker_s": t_rem + t_rp + t_first,
-           "replayed_anchors_per_s": rem.consumed / t_rem if t_rem else None,
-           "rank_balance_max_minus_min": int(per_rank.max() - per_rank.min()),
-           "max_episode_left": int(rem.lengths.max()) if len(rem.lengths) else 0,
-           "mem_before": mem0, "mem_before_remainder": mem_pre, "mem_after_remainder": mem_rem, "mem_after": _mem()}
+        return {
+            "preset": name,
+            "episodes": int(len(lens)),
+            "frames": int(lens.sum()),
+            "old": list(old),
+            "new": list(new),
+            "partitions": partitions,
+            "byte_budget": bool(budget),
+            "old_batches_per_rank": batches,
+            "consumed_all_ranks": rem.consumed,
+            "samples_left": int(left.sum()),
+            "partitions_left": int((left > 0).sum()),
+            "partitions_started": int(((left > 0) & (left < part_frames)).sum()),
+            "t_partition_layout_s": t_layout,
+            "t_new_planner_s": t_new,
+            "t_load_state_s": t_load,
+            "t_remainder_s": t_rem,
+            "t_remainder_shards_s": t_rp,
+            "t_first_anchor_s": t_first,
+            "rank_balance_max_minus_min": int(per_rank.max() - per_rank.min()),
+            "max_partition_left": int(left.max()),
+            "mem_before": mem0,
+            "mem_after_remainder": mem_rem,
+            "mem_after": _mem(),
+        }
+    out = {
+        "preset": name,
+        "episodes": int(len(lens)),
+        "frames": int(lens.sum()),
+        "old": list(old),
+        "new": list(new),
+        "byte_budget": bool(budget),
+        "old_batches_per_rank": batches,
+        "consumed_all_ranks": rem.consumed,
+        "samples_left": rem.total,
+        "episodes_left": int(len(rem.episode_indices)),
+        "episodes_started": len(rem.frames),
+        "started_frames_stored": int(sum(len(f) for f in rem.frames.values())),
+        "t_new_planner_s": t_new,
+        "t_load_state_s": t_load,
+        "t_remainder_s": t_rem,
+        "t_remainder_shards_s": t_rp,
+        "t_first_anchor_s": t_first,
+        "t_worker_s": t_rem + t_rp + t_first,
+        "replayed_anchors_per_s": rem.consumed / t_rem if t_rem else None,
+        "rank_balance_max_minus_min": int(per_rank.max() - per_rank.min()),
+        "max_episode_left": int(rem.lengths.max()) if len(rem.lengths) else 0,
+        "mem_before": mem0,
+        "mem_before_remainder": mem_pre,
+        "mem_after_remainder": mem_rem,
+        "mem_after": _mem(),
+    }
     if ship is not None:
         import pickle
 
@@ -520,8 +647,16 @@ def simulate_elastic(name: str, old: tuple[int, int, int], new: tuple[int, int, 
     return out
 
 
-def simulate_elastic_worker(name: str, old: tuple[int, int, int], new: tuple[int, int, int], ship: Path, *,
-                            fraction: float = 0.5, seed: int = 0, budget: bool = True) -> dict[str, Any]:
+def simulate_elastic_worker(
+    name: str,
+    old: tuple[int, int, int],
+    new: tuple[int, int, int],
+    ship: Path,
+    *,
+    fraction: float = 0.5,
+    seed: int = 0,
+    budget: bool = True,
+) -> dict[str, Any]:
     """What one DataLoader worker of rank 0 pays when the training process computed the remainder
     and handed it over (``ship``, written by :func:`simulate_elastic`): unpickling it, the
     remainder's shards, the first anchor; memory before and after (a fresh process; the same
@@ -543,8 +678,13 @@ def simulate_elastic_worker(name: str, old: tuple[int, int, int], new: tuple[int
     it = newp.iter_worker_anchors(0 if k1 else None, k1)
     next(it)
     t = time.perf_counter() - t0
-    return {"t_worker_s": t, "computed_here": bool(_pass._CACHE), "ship_bytes": len(blob),
-            "mem_before_remainder": mem_pre, "mem_after": _mem()}
+    return {
+        "t_worker_s": t,
+        "computed_here": bool(_pass._CACHE),
+        "ship_bytes": len(blob),
+        "mem_before_remainder": mem_pre,
+        "mem_after": _mem(),
+    }
 
 
 def _run_child(args: list[str], timeout: float) -> dict[str, Any]:
@@ -555,9 +695,21 @@ def _run_child(args: list[str], timeout: float) -> dict[str, Any]:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def run(max_scale: str, worlds: list[int], *, only: bool = False, workdir: Path | None = None, seed: int = 0,
-        max_anchors: int = 2_000_000, num_workers: int = 0, keep: bool = False, max_span_episodes: int = 1500,
-        timeout: float = 1800.0, reuse: bool = False, log=print) -> list[dict[str, Any]]:
+def run(
+    max_scale: str,
+    worlds: list[int],
+    *,
+    only: bool = False,
+    workdir: Path | None = None,
+    seed: int = 0,
+    max_anchors: int = 2_000_000,
+    num_workers: int = 0,
+    keep: bool = False,
+    max_span_episodes: int = 1500,
+    timeout: float = 1800.0,
+    reuse: bool = False,
+    log=print,
+) -> list[dict[str, Any]]:
     """Build and simulate every size up to ``max_scale`` (only that one with ``only``); returns one
     record per size. ``reuse``: a size already built under ``workdir`` (``--keep``, same seed) is
     simulated again without rebuilding (its build record is the one kept)."""
@@ -579,21 +731,41 @@ def run(max_scale: str, worlds: list[int], *, only: bool = False, workdir: Path 
                 rec = _run_child(["_build", name, str(wd), "--seed", str(seed)], timeout)
                 rec["seed"] = seed
                 kept.write_text(json.dumps(rec))
-                log(f"[{name}] built {rec['sources']} sources, {rec['samples']:,} samples in "
-                    f"{time.perf_counter() - t0:.1f}s (write {rec['t_write_s']:.1f}s, convert {rec['t_convert_s']:.1f}s)")
+                log(
+                    f"[{name}] built {rec['sources']} sources, {rec['samples']:,} samples in "
+                    f"{time.perf_counter() - t0:.1f}s (write {rec['t_write_s']:.1f}s, convert {rec['t_convert_s']:.1f}s)"
+                )
             p = PRESETS[name]
             rec["ranks"] = []
             for n in worlds:
                 if n > p.episodes:
                     continue
-                r = _run_child(["_rank", str(wd), "--world", str(n), "--fps", str(p.fps), "--seed", str(seed),
-                                "--num-workers", str(num_workers), "--max-anchors", str(max_anchors),
-                                "--max-span-episodes", str(max_span_episodes)], timeout)
+                r = _run_child(
+                    [
+                        "_rank",
+                        str(wd),
+                        "--world",
+                        str(n),
+                        "--fps",
+                        str(p.fps),
+                        "--seed",
+                        str(seed),
+                        "--num-workers",
+                        str(num_workers),
+                        "--max-anchors",
+                        str(max_anchors),
+                        "--max-span-episodes",
+                        str(max_span_episodes),
+                    ],
+                    timeout,
+                )
                 rec["ranks"].append(r)
-                log(f"[{name}] N={n}: first sample {r['t_to_first_sample_s']:.2f}s ({r['episodes_sized']} episodes "
+                log(
+                    f"[{name}] N={n}: first sample {r['t_to_first_sample_s']:.2f}s ({r['episodes_sized']} episodes "
                     f"sized), private "
                     f"{r['mem']['spans']['private_mb']:.0f} MB (anon {r['mem']['spans']['anon_mb']:.0f} MB), "
-                    f"sources touched {r['sources_touched']}/{r['sources_total']}")
+                    f"sources touched {r['sources_touched']}/{r['sources_total']}"
+                )
             results.append(rec)
             if not keep:
                 shutil.rmtree(wd, ignore_errors=True)
@@ -605,10 +777,12 @@ def run(max_scale: str, worlds: list[int], *, only: bool = False, workdir: Path 
 
 def markdown(results: list[dict[str, Any]]) -> str:
     """The figures as two Markdown tables (per size; per size and world size)."""
-    lines = ["| size | episodes | samples | sources | ep/file | video TB | NPZ MB | NPZ B/sample (int64 raw) "
-             "| derived MB | derived B/sample | JSON header MB | write s (zlib level) | convert s "
-             "| peak RSS MB: write / + convert |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| size | episodes | samples | sources | ep/file | video TB | NPZ MB | NPZ B/sample (int64 raw) "
+        "| derived MB | derived B/sample | JSON header MB | write s (zlib level) | convert s "
+        "| peak RSS MB: write / + convert |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         lines.append(
             f"| {r['preset']['name']} | {r['episodes']:,} | {r['samples']:,} | {r['sources']:,} | "
@@ -616,10 +790,14 @@ def markdown(results: list[dict[str, Any]]) -> str:
             f"{r['npz_bytes_per_sample']:.2f} ({r['npz_int64_raw_bytes'] / r['samples']:.0f}) | "
             f"{r['derived_bytes'] / 1e6:.1f} | {r['derived_bytes_per_sample']:.2f} | "
             f"{r['derived_json_bytes'] / 1e6:.2f} | {r['t_write_s']:.1f} ({r['deflate_level']}) | {r['t_convert_s']:.1f} "
-            f"| {r.get('write_peak_rss_mb', 0):.0f} / {r.get('build_peak_rss_mb', 0):.0f} |")
-    lines += ["", "| size | N ranks | eps/rank | sources touched | open s | planner s | episodes sized | first sample s "
-              "| anchors/s | rank max/mean | RSS MB | PSS MB | private MB | anon MB | anon over imports MB |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            f"| {r.get('write_peak_rss_mb', 0):.0f} / {r.get('build_peak_rss_mb', 0):.0f} |"
+        )
+    lines += [
+        "",
+        "| size | N ranks | eps/rank | sources touched | open s | planner s | episodes sized | first sample s "
+        "| anchors/s | rank max/mean | RSS MB | PSS MB | private MB | anon MB | anon over imports MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         for k in r["ranks"]:
             m = k["mem"]["spans"]
@@ -628,7 +806,8 @@ def markdown(results: list[dict[str, Any]]) -> str:
                 f"{k['sources_total']:,} | {k['t_open_s']:.3f} | {k['t_shard_s']:.3f} | {k['episodes_sized']:,} | "
                 f"{k['t_to_first_sample_s']:.2f} | {k['anchors_per_s'] / 1e6:.1f} M | "
                 f"{k['rank_balance_max_over_mean']:.4f} | {m['rss_mb']:.0f} | {m['pss_mb']:.0f} | "
-                f"{m['private_mb']:.0f} | {m['anon_mb']:.0f} | {k['anon_mb_over_imports']:.0f} |")
+                f"{m['private_mb']:.0f} | {m['anon_mb']:.0f} | {k['anon_mb_over_imports']:.0f} |"
+            )
     return "\n".join(lines)
 
 
@@ -651,7 +830,7 @@ class _MemorySource:
         with self._lock:
             self.requests += 1
             self.bytes_read += min(n, len(self.data) - offset)
-        return self.data[offset: offset + n]
+        return self.data[offset : offset + n]
 
 
 def simulate_validate(files: int, *, workers: int = 8, latency_s: float = 0.0) -> dict[str, Any]:
@@ -671,29 +850,50 @@ def simulate_validate(files: int, *, workers: int = 8, latency_s: float = 0.0) -
     meta = DatasetMeta.load(g1)
     cam = meta.video_keys[0]
     src = _MemorySource((g1 / meta.episodes[0].videos[cam].path).read_bytes())
-    windows = [EpisodeWindow(ep.episode_index, cam, "", ep.videos[cam].from_timestamp, ep.length)
-               for ep in meta.episodes]  # every file holds G1's two episodes (indices as in G1)
+    windows = [
+        EpisodeWindow(ep.episode_index, cam, "", ep.videos[cam].from_timestamp, ep.length) for ep in meta.episodes
+    ]  # every file holds G1's two episodes (indices as in G1)
     t0 = time.perf_counter()
     findings: dict[str, int] = {}
     with cf.ThreadPoolExecutor(max_workers=workers) as pool:
-        futs = [pool.submit(check_video, src, f"videos/{cam}/chunk-{k // 1000:03d}/file-{k % 1000:03d}.mp4", cam,
-                            windows, meta, tolerance_s=1e-4, full_selection=True) for k in range(files)]
+        futs = [
+            pool.submit(
+                check_video,
+                src,
+                f"videos/{cam}/chunk-{k // 1000:03d}/file-{k % 1000:03d}.mp4",
+                cam,
+                windows,
+                meta,
+                tolerance_s=1e-4,
+                full_selection=True,
+            )
+            for k in range(files)
+        ]
         for fut in cf.as_completed(futs):
             for f in fut.result()[0]:
                 findings[f.code] = findings.get(f.code, 0) + 1
     elapsed = time.perf_counter() - t0
-    return {"files": files, "workers": workers, "elapsed_s": elapsed, "per_file_ms": 1e3 * elapsed / files,
-            "requests": src.requests, "bytes_read": src.bytes_read, "bytes_per_file": src.bytes_read / files,
-            "file_bytes": len(src.data), "findings": findings,
-            "modelled_remote_s": src.requests * latency_s / workers if latency_s else None,
-            "peak_rss_mb": _peak_rss_mb()}
+    return {
+        "files": files,
+        "workers": workers,
+        "elapsed_s": elapsed,
+        "per_file_ms": 1e3 * elapsed / files,
+        "requests": src.requests,
+        "bytes_read": src.bytes_read,
+        "bytes_per_file": src.bytes_read / files,
+        "file_bytes": len(src.data),
+        "findings": findings,
+        "modelled_remote_s": src.requests * latency_s / workers if latency_s else None,
+        "peak_rss_mb": _peak_rss_mb(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "validate":
-        ap = argparse.ArgumentParser(prog="scale_sim.py validate",
-                                     description="the validator's per-file header checks over N files")
+        ap = argparse.ArgumentParser(
+            prog="scale_sim.py validate", description="the validator's per-file header checks over N files"
+        )
         ap.add_argument("--files", type=int, default=100_000)
         ap.add_argument("--workers", type=int, default=8)
         ap.add_argument("--latency-ms", type=float, default=50.0, help="round trip modelled for a remote store")
@@ -719,9 +919,20 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--max-anchors", type=int, default=2_000_000)
         ap.add_argument("--max-span-episodes", type=int, default=1500)
         a = ap.parse_args(argv[1:])
-        print(json.dumps(simulate_rank(a.workdir, a.world, a.rank, fps=a.fps, num_workers=a.num_workers,
-                                       seed=a.seed, max_anchors=a.max_anchors,
-                                       max_span_episodes=a.max_span_episodes)))
+        print(
+            json.dumps(
+                simulate_rank(
+                    a.workdir,
+                    a.world,
+                    a.rank,
+                    fps=a.fps,
+                    num_workers=a.num_workers,
+                    seed=a.seed,
+                    max_anchors=a.max_anchors,
+                    max_span_episodes=a.max_span_episodes,
+                )
+            )
+        )
         return 0
     if argv and argv[0] in ("_elastic", "_elastic_worker"):
         ap = argparse.ArgumentParser()
@@ -737,8 +948,11 @@ def main(argv: list[str] | None = None) -> int:
         topo = lambda t: tuple(int(x) for x in t.split("x"))  # noqa: E731
         kw = dict(fraction=a.fraction, seed=a.seed, budget=not a.no_budget)
         if argv[0] == "_elastic":
-            print(json.dumps(simulate_elastic(a.name, topo(a.old), topo(a.new), ship=a.ship,
-                                              partitions=a.partitions, **kw)))
+            print(
+                json.dumps(
+                    simulate_elastic(a.name, topo(a.old), topo(a.new), ship=a.ship, partitions=a.partitions, **kw)
+                )
+            )
         else:
             print(json.dumps(simulate_elastic_worker(a.name, topo(a.old), topo(a.new), a.ship, **kw)))
         return 0
@@ -756,15 +970,18 @@ def main(argv: list[str] | None = None) -> int:
                     if part:
                         r = _run_child(["_elastic", name, "--old", old, "--new", new, *budget, *part], 3600)
                         out.append(r)
-                        print(f"[{name}] partitions={r['partitions']} {old} -> {new} budget={r['byte_budget']}: "
-                              f"layout {r['t_partition_layout_s']:.3f}s, new planner {r['t_new_planner_s']:.3f}s, "
-                              f"load {r['t_load_state_s']:.3f}s, remainder (offsets from counts) "
-                              f"{r['t_remainder_s']:.3f}s, tail shards {r['t_remainder_shards_s']:.3f}s, first anchor "
-                              f"{r['t_first_anchor_s']:.3f}s; {r['consumed_all_ranks']:,} consumed, "
-                              f"{r['samples_left']:,} left in {r['partitions_left']:,} partitions "
-                              f"({r['partitions_started']:,} started); RSS {r['mem_before']['rss_mb']:.0f} -> "
-                              f"{r['mem_after']['rss_mb']:.0f} MB; rank max-min {r['rank_balance_max_minus_min']} "
-                              f"<= {r['max_partition_left']}", flush=True)
+                        print(
+                            f"[{name}] partitions={r['partitions']} {old} -> {new} budget={r['byte_budget']}: "
+                            f"layout {r['t_partition_layout_s']:.3f}s, new planner {r['t_new_planner_s']:.3f}s, "
+                            f"load {r['t_load_state_s']:.3f}s, remainder (offsets from counts) "
+                            f"{r['t_remainder_s']:.3f}s, tail shards {r['t_remainder_shards_s']:.3f}s, first anchor "
+                            f"{r['t_first_anchor_s']:.3f}s; {r['consumed_all_ranks']:,} consumed, "
+                            f"{r['samples_left']:,} left in {r['partitions_left']:,} partitions "
+                            f"({r['partitions_started']:,} started); RSS {r['mem_before']['rss_mb']:.0f} -> "
+                            f"{r['mem_after']['rss_mb']:.0f} MB; rank max-min {r['rank_balance_max_minus_min']} "
+                            f"<= {r['max_partition_left']}",
+                            flush=True,
+                        )
                         continue
                     ship = str(Path(tmp) / "ship.pkl")
                     args = [name, "--old", old, "--new", new, "--ship", ship, *budget]
@@ -772,19 +989,25 @@ def main(argv: list[str] | None = None) -> int:
                     r["shipped_worker"] = w = _run_child(["_elastic_worker", *args], 3600)
                     out.append(r)
                     mb = lambda m: m["rss_mb"]  # noqa: E731
-                    print(f"[{name}] {old} -> {new} budget={r['byte_budget']}: remainder {r['t_remainder_s']:.2f}s "
-                          f"({r['consumed_all_ranks']:,} anchors replayed, {r['replayed_anchors_per_s'] / 1e6:.1f} M/s), "
-                          f"load {r['t_load_state_s']:.2f}s, shards {r['t_remainder_shards_s']:.2f}s, first anchor "
-                          f"{r['t_first_anchor_s']:.3f}s; {r['episodes_started']:,} started episodes "
-                          f"({r['started_frames_stored']:,} frames stored); RSS {mb(r['mem_before']):.0f} -> "
-                          f"{mb(r['mem_before_remainder']):.0f} -> {mb(r['mem_after']):.0f} MB; "
-                          f"rank max-min {r['rank_balance_max_minus_min']} <= {r['max_episode_left']}", flush=True)
-                    print(f"    per worker: computing it {r['t_worker_s']:.2f}s, "
-                          f"+{mb(r['mem_after']) - mb(r['mem_before_remainder']):.0f} MB RSS; handed over "
-                          f"({w['ship_bytes'] / 1e6:.2f} MB pickled, {r['ship_started_frames']:,} started frames, made "
-                          f"in {r['t_ship_s']:.2f}s once per rank) {w['t_worker_s']:.2f}s, "
-                          f"+{mb(w['mem_after']) - mb(w['mem_before_remainder']):.0f} MB RSS"
-                          f"{' (computed again!)' if w['computed_here'] else ''}", flush=True)
+                    print(
+                        f"[{name}] {old} -> {new} budget={r['byte_budget']}: remainder {r['t_remainder_s']:.2f}s "
+                        f"({r['consumed_all_ranks']:,} anchors replayed, {r['replayed_anchors_per_s'] / 1e6:.1f} M/s), "
+                        f"load {r['t_load_state_s']:.2f}s, shards {r['t_remainder_shards_s']:.2f}s, first anchor "
+                        f"{r['t_first_anchor_s']:.3f}s; {r['episodes_started']:,} started episodes "
+                        f"({r['started_frames_stored']:,} frames stored); RSS {mb(r['mem_before']):.0f} -> "
+                        f"{mb(r['mem_before_remainder']):.0f} -> {mb(r['mem_after']):.0f} MB; "
+                        f"rank max-min {r['rank_balance_max_minus_min']} <= {r['max_episode_left']}",
+                        flush=True,
+                    )
+                    print(
+                        f"    per worker: computing it {r['t_worker_s']:.2f}s, "
+                        f"+{mb(r['mem_after']) - mb(r['mem_before_remainder']):.0f} MB RSS; handed over "
+                        f"({w['ship_bytes'] / 1e6:.2f} MB pickled, {r['ship_started_frames']:,} started frames, made "
+                        f"in {r['t_ship_s']:.2f}s once per rank) {w['t_worker_s']:.2f}s, "
+                        f"+{mb(w['mem_after']) - mb(w['mem_before_remainder']):.0f} MB RSS"
+                        f"{' (computed again!)' if w['computed_here'] else ''}",
+                        flush=True,
+                    )
         print(json.dumps(out))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -793,9 +1016,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worlds", default="8,64,1024", help="world sizes to simulate (comma-separated)")
     ap.add_argument("--num-workers", type=int, default=0, help="DataLoader workers per rank (0: one process)")
     ap.add_argument("--max-anchors", type=int, default=2_000_000, help="anchors drawn to time the pool")
-    ap.add_argument("--max-span-episodes", type=int, default=1500,
-                    help="ignored (kept for older command lines): the rank sizes its episodes on demand, as the "
-                         "dataset does, and nothing is extrapolated")
+    ap.add_argument(
+        "--max-span-episodes",
+        type=int,
+        default=1500,
+        help="ignored (kept for older command lines): the rank sizes its episodes on demand, as the "
+        "dataset does, and nothing is extrapolated",
+    )
     ap.add_argument("--reuse", action="store_true", help="simulate a size kept under --workdir without rebuilding it")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", type=Path, default=None, help="keep builds here (default: a temp dir)")
@@ -803,15 +1030,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the raw figures here")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    results = run(a.max_scale, [int(x) for x in a.worlds.split(",") if x], only=a.only, workdir=a.workdir, seed=a.seed,
-                  max_anchors=a.max_anchors, num_workers=a.num_workers, keep=a.keep,
-                  max_span_episodes=a.max_span_episodes, reuse=a.reuse,
-                  log=lambda s: print(s, file=sys.stderr, flush=True))
+    results = run(
+        a.max_scale,
+        [int(x) for x in a.worlds.split(",") if x],
+        only=a.only,
+        workdir=a.workdir,
+        seed=a.seed,
+        max_anchors=a.max_anchors,
+        num_workers=a.num_workers,
+        keep=a.keep,
+        max_span_episodes=a.max_span_episodes,
+        reuse=a.reuse,
+        log=lambda s: print(s, file=sys.stderr, flush=True),
+    )
     if a.json:
         a.json.write_text(json.dumps(results, indent=1))
     print(markdown(results))
-    print(f"\ntotal {time.perf_counter() - t0:.0f}s; command: python -m tools.scale_sim "
-          + " ".join(argv))
+    print(f"\ntotal {time.perf_counter() - t0:.0f}s; command: python -m tools.scale_sim " + " ".join(argv))
     return 0
 
 

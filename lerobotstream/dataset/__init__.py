@@ -6,5 +6,18 @@ from lerobotstream.dataset._images import declared_chw, decode_image, image_byte
 from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, StreamPosition, StreamShard
 
-__all__ = ["LoaderSettings", "PackedCollate", "StreamCore", "StreamPosition", "StreamShard", "StreamingLeRobotDataset", "StreamingMultiLeRobotDataset", "is_lerobot_collate",
-           "lerobot_collate_fn", "packed_collate", "declared_chw", "decode_image", "image_bytes"]
+__all__ = [
+    "LoaderSettings",
+    "PackedCollate",
+    "StreamCore",
+    "StreamPosition",
+    "StreamShard",
+    "StreamingLeRobotDataset",
+    "StreamingMultiLeRobotDataset",
+    "is_lerobot_collate",
+    "lerobot_collate_fn",
+    "packed_collate",
+    "declared_chw",
+    "decode_image",
+    "image_bytes",
+]

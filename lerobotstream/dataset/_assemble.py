@@ -75,8 +75,15 @@ def _column_to_numpy(col: pa.ChunkedArray) -> np.ndarray | None:
     return arr.astype(_KIND_DTYPE[arr.dtype.kind])
 
 
-def episode_rows(table: pa.Table, episode_index: int, from_index: int, *, image_keys: Sequence[str] = (),
-                 path: str = "", features: Mapping[str, Mapping[str, Any]] | None = None) -> EpisodeRows:
+def episode_rows(
+    table: pa.Table,
+    episode_index: int,
+    from_index: int,
+    *,
+    image_keys: Sequence[str] = (),
+    path: str = "",
+    features: Mapping[str, Mapping[str, Any]] | None = None,
+) -> EpisodeRows:
     """Convert an episode's Parquet rows (sorted by ``frame_index``) once for assembly.
 
     ``image_keys``: the ``image`` features among the columns (only their bytes are kept).
@@ -93,15 +100,22 @@ def episode_rows(table: pa.Table, episode_index: int, from_index: int, *, image_
     ep = int(episode_index)
     where = f"episode {ep}, file {path}"
     names = set(table.column_names)
-    declared = [k for k, f in (features or {}).items() if f.get("dtype") != "video"
-                and (f.get("dtype") != "image" or k in image_keys)]
+    declared = [
+        k
+        for k, f in (features or {}).items()
+        if f.get("dtype") != "video" and (f.get("dtype") != "image" or k in image_keys)
+    ]
     missing = [c for c in dict.fromkeys([*REQUIRED_COLUMNS, *declared]) if c not in names]
     if missing:
         raise EpisodeDataError(
             f"{where}: the data file lacks the column(s) {missing}"
             + (" that meta/info.json features declare" if any(c in declared for c in missing) else "")
             + "; the file does not match the dataset's metadata (a partial rewrite?): rewrite the file or fix "
-            "meta/info.json", episode_index=ep, path=path, column=missing[0])
+            "meta/info.json",
+            episode_index=ep,
+            path=path,
+            column=missing[0],
+        )
     numeric: dict[str, np.ndarray] = {}
     other: dict[str, list] = {}
     images: dict[str, list] = {}
@@ -120,11 +134,16 @@ def episode_rows(table: pa.Table, episode_index: int, from_index: int, *, image_
                 raise EpisodeDataError(
                     f"{where}: column {name!r} holds {list(got) or 'scalar'} values per row but meta/info.json "
                     f"declares shape {list(want)}; the metadata does not describe this data (LeRobot refuses it "
-                    "too): fix meta/info.json or the file", episode_index=ep, path=path, column=name)
+                    "too): fix meta/info.json or the file",
+                    episode_index=ep,
+                    path=path,
+                    column=name,
+                )
     ts = np.asarray(table.column("timestamp").to_numpy(), dtype=np.float64)
     shapes = {k: declared_chw((features or {}).get(k)) for k in images}
-    return EpisodeRows(ep, table.num_rows, int(from_index), numeric, other, ts, list(table.column_names), images,
-                       shapes)
+    return EpisodeRows(
+        ep, table.num_rows, int(from_index), numeric, other, ts, list(table.column_names), images, shapes
+    )
 
 
 def _other_to_torch(value: Any) -> Any:
@@ -145,8 +164,9 @@ def _other_to_torch(value: Any) -> Any:
 SlotFn = Callable[[str, tuple, torch.dtype], "torch.Tensor | None"]
 
 
-def _video_value(data: torch.Tensor | Sequence[torch.Tensor], return_uint8: bool,
-                 out: torch.Tensor | None = None) -> torch.Tensor:
+def _video_value(
+    data: torch.Tensor | Sequence[torch.Tensor], return_uint8: bool, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """uint8 frames ((T,C,H,W) tensor or T views of (C,H,W)) → the item's owned, **contiguous** value.
 
     torchcodec's frames are NCHW *views* of NHWC memory (channels-last strides). Items are made

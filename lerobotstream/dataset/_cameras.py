@@ -43,8 +43,9 @@ class CameraPlan:
     """``image`` columns not decoded (never read from the Parquet files)."""
 
 
-def plan_cameras(meta: DatasetMeta, camera_keys: Sequence[str] | None, window_keys: Sequence[str],
-                 depth_output_unit: str = "mm") -> CameraPlan:
+def plan_cameras(
+    meta: DatasetMeta, camera_keys: Sequence[str] | None, window_keys: Sequence[str], depth_output_unit: str = "mm"
+) -> CameraPlan:
     """Resolve ``camera_keys`` against the dataset's cameras.
 
     Args:
@@ -66,33 +67,49 @@ def plan_cameras(meta: DatasetMeta, camera_keys: Sequence[str] | None, window_ke
     else:
         unknown = [k for k in camera_keys if k not in cameras]
         if unknown:
-            raise MetadataError(f"camera_keys {unknown} are not camera keys (video or image features) of "
-                                f"{meta.repo_id} ({cameras})")
+            raise MetadataError(
+                f"camera_keys {unknown} are not camera keys (video or image features) of {meta.repo_id} ({cameras})"
+            )
         selected = set(camera_keys)
-    unstackable = [*LANGUAGE_COLUMNS, *(k for k, f in meta.features.items() if f.get("dtype") in ("string", "language"))]
-    check_window_keys(list(window_keys), cameras=cameras, decoded=[k for k in cameras if k in selected],
-                      language=unstackable)
+    unstackable = [
+        *LANGUAGE_COLUMNS,
+        *(k for k, f in meta.features.items() if f.get("dtype") in ("string", "language")),
+    ]
+    check_window_keys(
+        list(window_keys), cameras=cameras, decoded=[k for k in cameras if k in selected], language=unstackable
+    )
     depth_all = set(meta.depth_keys)
     video_keys = [k for k in meta.video_keys if k in selected]
     image_keys = [k for k in meta.image_keys if k in selected]
     depth_keys = [k for k in video_keys if k in depth_all]
-    plan = CameraPlan(video_keys=video_keys, image_keys=image_keys, depth_keys=depth_keys,
-                      transform_keys=[k for k in cameras if k in selected and k not in depth_all],
-                      skipped_columns=[k for k in meta.image_keys if k not in selected])
+    plan = CameraPlan(
+        video_keys=video_keys,
+        image_keys=image_keys,
+        depth_keys=depth_keys,
+        transform_keys=[k for k in cameras if k in selected and k not in depth_all],
+        skipped_columns=[k for k in meta.image_keys if k not in selected],
+    )
     if depth_keys:
         if importlib.util.find_spec("av") is None:
-            raise StreamingConfigError(f"depth cameras {depth_keys} need PyAV to decode their 12-bit codes "
-                                       "(pip install av), or leave them out with camera_keys=",
-                                       option="camera_keys", value=depth_keys)
+            raise StreamingConfigError(
+                f"depth cameras {depth_keys} need PyAV to decode their 12-bit codes "
+                "(pip install av), or leave them out with camera_keys=",
+                option="camera_keys",
+                value=depth_keys,
+            )
         from lerobotstream.decode import DepthDequantizer
 
         for key in depth_keys:
             q = meta.depth_quantizer(key)  # MetadataError for unsupported encodings
-            plan.dequantizers[key] = DepthDequantizer(q.depth_min, q.depth_max, q.shift, q.use_log,
-                                                      output_unit=depth_output_unit)
+            plan.dequantizers[key] = DepthDequantizer(
+                q.depth_min, q.depth_max, q.shift, q.use_log, output_unit=depth_output_unit
+            )
     if image_keys and importlib.util.find_spec("PIL") is None:
-        raise StreamingConfigError(f"image features {image_keys} need Pillow (pip install pillow), or leave them "
-                                   "out with camera_keys=", option="camera_keys", value=image_keys)
+        raise StreamingConfigError(
+            f"image features {image_keys} need Pillow (pip install pillow), or leave them out with camera_keys=",
+            option="camera_keys",
+            value=image_keys,
+        )
     for key in image_keys:
         if key in depth_all:
             plan.image_depth[key] = image_depth_factor(meta.depth_unit(key), depth_output_unit)

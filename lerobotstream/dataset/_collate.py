@@ -47,11 +47,15 @@ def lerobot_collate_fn(batch: list[dict[str, Any] | None]) -> dict[str, Any] | N
         if not any(presence):
             continue
         if not all(presence):
-            raise ValueError(f"Inconsistent batch: {sum(presence)}/{len(batch)} samples carry {key!r}; "
-                             "every sample in a batch must agree.")
+            raise ValueError(
+                f"Inconsistent batch: {sum(presence)}/{len(batch)} samples carry {key!r}; "
+                "every sample in a batch must agree."
+            )
         preserved[key] = [sample[key] for sample in batch]
-    tensorizable = [{k: v for k, v in sample.items() if k not in _PYTHON_LIST_KEYS and k not in LANGUAGE_COLUMNS}
-                    for sample in batch]
+    tensorizable = [
+        {k: v for k, v in sample.items() if k not in _PYTHON_LIST_KEYS and k not in LANGUAGE_COLUMNS}
+        for sample in batch
+    ]
     collated = default_collate(tensorizable)
     collated.update(preserved)
     return collated
@@ -66,8 +70,10 @@ _ALIGN = 64
 def is_lerobot_collate(fn: Any) -> bool:
     """``fn`` is this module's or LeRobot's ``lerobot_collate_fn`` (LeRobot's, matched by name so
     LeRobot need not be installed)."""
-    return fn is lerobot_collate_fn or (getattr(fn, "__name__", None) == "lerobot_collate_fn"
-                                        and getattr(fn, "__module__", None) == "lerobot.utils.collate")
+    return fn is lerobot_collate_fn or (
+        getattr(fn, "__name__", None) == "lerobot_collate_fn"
+        and getattr(fn, "__module__", None) == "lerobot.utils.collate"
+    )
 
 
 def _stackable(values: list[Any]) -> bool:
@@ -75,14 +81,23 @@ def _stackable(values: list[Any]) -> bool:
     ``torch.stack(..., out=view)`` takes (anything else is left to the inner collate)."""
     first = values[0]
     shape, dtype = first.shape, first.dtype
-    return all(type(v) is torch.Tensor and v.shape == shape and v.dtype == dtype and v.device.type == "cpu"
-               and v.layout == torch.strided and not v.requires_grad and not v.is_quantized for v in values)
+    return all(
+        type(v) is torch.Tensor
+        and v.shape == shape
+        and v.dtype == dtype
+        and v.device.type == "cpu"
+        and v.layout == torch.strided
+        and not v.requires_grad
+        and not v.is_quantized
+        for v in values
+    )
 
 
 def _stack_into(values: list[torch.Tensor], storage: torch.UntypedStorage, byte_offset: int) -> torch.Tensor:
     first = values[0]
-    out = torch.empty(0, dtype=first.dtype).set_(storage, byte_offset // first.element_size(),
-                                                  (len(values), *first.shape))
+    out = torch.empty(0, dtype=first.dtype).set_(
+        storage, byte_offset // first.element_size(), (len(values), *first.shape)
+    )
     return torch.stack(values, out=out)
 
 
@@ -142,8 +157,9 @@ class PackedCollate:
         if any(list(sample) != keys for sample in batch[1:]):
             return self.inner(batch)
         skip = set(LANGUAGE_COLUMNS) | (set(_PYTHON_LIST_KEYS) if lerobot else set())
-        values = {k: [sample[k] for sample in batch] for k in keys
-                  if k not in skip and isinstance(first[k], torch.Tensor)}
+        values = {
+            k: [sample[k] for sample in batch] for k in keys if k not in skip and isinstance(first[k], torch.Tensor)
+        }
         values = {k: v for k, v in values.items() if _stackable(v)}
         if not values:
             return self.inner(batch)

@@ -29,10 +29,15 @@ def part_stats(run: Any, d: int) -> dict[str, Any]:
         "episodes_sized": len(run.sizes[d]),
     }
     with w.lock:
-        out.update({k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes", "items")) else v)
-                    for k, v in w.c.items()})
-    out["frames_decoded_per_returned"] = (out["frames_decoded"] / out["frames_returned"]
-                                          if out["frames_returned"] else None)
+        out.update(
+            {
+                k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes", "items")) else v)
+                for k, v in w.c.items()
+            }
+        )
+    out["frames_decoded_per_returned"] = (
+        out["frames_decoded"] / out["frames_returned"] if out["frames_returned"] else None
+    )
     meta_source = w.cfg.meta.source
     if meta_source is not w.source:
         out["metadata_source"] = meta_source.stats.as_dict()
@@ -44,15 +49,25 @@ def pipeline_stats(run: Any) -> dict[str, Any]:
     t = run.times
     gops = run.workers[0].jobs.gops
     out: dict[str, Any] = {
-        "assemble_s": t.assemble_s, "queue_wait_s": t.queue_wait_s, "admit_wait_s": t.admit_wait_s,
-        "decode_job_s": t.decode_job_s, "chunks": t.chunks, "first_item_s": t.first_item_s,
-        "gop_cache_bytes": gops.nbytes, "gop_cache_peak_bytes": gops.peak_nbytes,
-        "gop_cache_capacity_bytes": gops.capacity_bytes, "gop_cache_evictions": gops.evictions,
+        "assemble_s": t.assemble_s,
+        "queue_wait_s": t.queue_wait_s,
+        "admit_wait_s": t.admit_wait_s,
+        "decode_job_s": t.decode_job_s,
+        "chunks": t.chunks,
+        "first_item_s": t.first_item_s,
+        "gop_cache_bytes": gops.nbytes,
+        "gop_cache_peak_bytes": gops.peak_nbytes,
+        "gop_cache_capacity_bytes": gops.capacity_bytes,
+        "gop_cache_evictions": gops.evictions,
     }
     c = run.cache
     if c is not None:
-        out.update(reserved_bytes=c.reserved_bytes, resident_bytes=c.resident_bytes, byte_budget=c.byte_budget,
-                   cache=c.stats.as_dict())
+        out.update(
+            reserved_bytes=c.reserved_bytes,
+            resident_bytes=c.resident_bytes,
+            byte_budget=c.byte_budget,
+            cache=c.stats.as_dict(),
+        )
     else:
         out.update(reserved_bytes=0, resident_bytes=0, byte_budget=0, cache={})
     return out

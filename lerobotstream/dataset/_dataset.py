@@ -108,17 +108,25 @@ class StreamingLeRobotDataset(StreamCore):
         (messages name episode, camera and file).
     """
 
-    def __init__(self, repo_id: str | None = None, root: str | os.PathLike | None = None, *args: Any,
-                 options: StreamOptions | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        repo_id: str | None = None,
+        root: str | os.PathLike | None = None,
+        *args: Any,
+        options: StreamOptions | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__()
         self.options = o = StreamOptions.from_arguments(options, args, kwargs, "StreamingLeRobotDataset").resolved()
         t0 = time.perf_counter()
         self.repo_id, self.root = repo_id, root
         self._episodes = None if o.episodes is None else sorted({int(e) for e in o.episodes})
-        meta_source = open_source(root, repo_id=repo_id, revision=o.revision, repo_type=o.repo_type,
-                                  read_timeout_s=o.read_timeout_s)
-        self._payload_source = meta_source if o.data_root is None else open_source(
-            o.data_root, read_timeout_s=o.read_timeout_s)
+        meta_source = open_source(
+            root, repo_id=repo_id, revision=o.revision, repo_type=o.repo_type, read_timeout_s=o.read_timeout_s
+        )
+        self._payload_source = (
+            meta_source if o.data_root is None else open_source(o.data_root, read_timeout_s=o.read_timeout_s)
+        )
         self.meta = DatasetMeta.load(meta_source, episodes=o.episodes, repo_id=repo_id)
         self.select_cameras(o.camera_keys, o.delta_timestamps)
         self.meta.rescale_depth_stats(o.depth_output_unit)  # as LeRobot 0.6.1: stats match the returned unit
@@ -126,7 +134,8 @@ class StreamingLeRobotDataset(StreamCore):
         if o.drop_n_last_frames and not (self.meta.episode_lengths > o.drop_n_last_frames).any():
             raise StreamingConfigError(
                 f"drop_n_last_frames={o.drop_n_last_frames} leaves no anchor: every selected episode of "
-                f"{self.meta.repo_id} has at most that many frames")
+                f"{self.meta.repo_id} has at most that many frames"
+            )
         if o.partitions is not None:  # its rules (>= ranks x workers, <= episodes) before any fetch
             self._planner(self.loader_settings())
         self._setup = {"metadata_s": time.perf_counter() - t0}
@@ -150,8 +159,9 @@ class StreamingLeRobotDataset(StreamCore):
     def select_cameras(self, camera_keys: Sequence[str] | None, delta_timestamps: dict | None = None) -> None:
         """Decode only ``camera_keys`` (None: every camera); raises as the constructor does."""
         windows = delta_timestamps if delta_timestamps is not None else self.options.delta_timestamps
-        self._cameras = plan_cameras(self.meta, camera_keys, list((windows or {}).keys()),
-                                     self.options.depth_output_unit)
+        self._cameras = plan_cameras(
+            self.meta, camera_keys, list((windows or {}).keys()), self.options.depth_output_unit
+        )
         self.video_keys = self._cameras.video_keys  # decoded videos, RGB and depth
         self.image_keys = self._cameras.image_keys  # decoded image features
         self.depth_keys = self._cameras.depth_keys  # decoded depth videos
@@ -162,12 +172,23 @@ class StreamingLeRobotDataset(StreamCore):
 
         o = self.options
         rid = self.repo_id or self.meta.repo_id or f"local/{_root_name(self.root)}"
-        npz, how = ensure_sidecar(self._payload_source, self.meta, repo_id=rid, revision=o.revision,
-                                  repo_type=o.repo_type, lock_timeout_s=o.sidecar_lock_timeout_s,
-                                  tolerance_s=o.tolerance_s,
-                                  data_root=None if o.data_root is None else os.fspath(o.data_root))
-        open_sidecar(npz, self.meta, source=self._payload_source, tolerance_s=o.tolerance_s,
-                     lock_timeout_s=o.sidecar_lock_timeout_s)  # validate once, in the training process
+        npz, how = ensure_sidecar(
+            self._payload_source,
+            self.meta,
+            repo_id=rid,
+            revision=o.revision,
+            repo_type=o.repo_type,
+            lock_timeout_s=o.sidecar_lock_timeout_s,
+            tolerance_s=o.tolerance_s,
+            data_root=None if o.data_root is None else os.fspath(o.data_root),
+        )
+        open_sidecar(
+            npz,
+            self.meta,
+            source=self._payload_source,
+            tolerance_s=o.tolerance_s,
+            lock_timeout_s=o.sidecar_lock_timeout_s,
+        )  # validate once, in the training process
         return str(npz), how
 
     # --- LeRobot-like surface ---------------------------------------------------------------------
@@ -221,8 +242,14 @@ class StreamingLeRobotDataset(StreamCore):
     # --- the stream core's parts ------------------------------------------------------------------
     def worker_config(self) -> WorkerConfig:
         """What this dataset's per-process :class:`~lerobotstream.dataset._worker.Worker` needs."""
-        return WorkerConfig(meta=self.meta, payload_source=self._payload_source, sidecar_npz=self._sidecar_npz,
-                            cameras=self._cameras, windows=self.windows, options=self.options)
+        return WorkerConfig(
+            meta=self.meta,
+            payload_source=self._payload_source,
+            sidecar_npz=self._sidecar_npz,
+            cameras=self._cameras,
+            windows=self.windows,
+            options=self.options,
+        )
 
     def _parts(self) -> list[StreamPart]:
         return [StreamPart(self.worker_config(), transform_keys=tuple(self._cameras.transform_keys))]
@@ -264,15 +291,21 @@ class StreamingLeRobotDataset(StreamCore):
         """
         if self._run is None:
             return {}
-        return {"sidecar": self._sidecar_how, **self._part_stats(0), **self._setup, **self._pipeline_stats(),
-                "items": self._run.times.items}
+        return {
+            "sidecar": self._sidecar_how,
+            **self._part_stats(0),
+            **self._setup,
+            **self._pipeline_stats(),
+            "items": self._run.times.items,
+        }
 
     def __repr__(self) -> str:
         return f"StreamingLeRobotDataset({self.meta!r}, cameras={self.video_keys + self.image_keys})"
 
 
 StreamingLeRobotDataset.__init__.__signature__ = constructor_signature(  # type: ignore[attr-defined]
-    StreamingLeRobotDataset.__init__, ("self", "repo_id", "root", "options"))
+    StreamingLeRobotDataset.__init__, ("self", "repo_id", "root", "options")
+)
 add_option_views(StreamingLeRobotDataset)
 
 

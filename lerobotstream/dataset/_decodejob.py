@@ -111,8 +111,13 @@ class ChunkDecoder:
             keys = np.flatnonzero(np.asarray(video.span.local_key, dtype=bool))
             if keys.size == 0 or keys[0] != 0:
                 keys = np.concatenate([[0], keys]).astype(np.int64)
-            d = {"total": np.bincount(local, minlength=m).astype(np.int64), "served": np.zeros(m, np.int64),
-                 "keys": keys, "n": m, "local_of": local_of}
+            d = {
+                "total": np.bincount(local, minlength=m).astype(np.int64),
+                "served": np.zeros(m, np.int64),
+                "keys": keys,
+                "n": m,
+                "local_of": local_of,
+            }
             self.demand[key] = d
         return d
 
@@ -153,7 +158,7 @@ class ChunkDecoder:
                 got: dict[int, torch.Tensor] = {}
                 runs: list[tuple[int, int, list[int]]] = []  # (gop start, decode stop, frames the chunk needs)
                 for g, a, c in zip(gop_starts.tolist(), first.tolist(), nfr.tolist()):
-                    fs = uniq_l[a:a + c]
+                    fs = uniq_l[a : a + c]
                     held = self.gops.get_run((*self.namespace, ep, cam, serial, g))
                     if held is not None and held[0] <= fs[0] and fs[-1] < held[0] + held[1].shape[0]:
                         f0, block = held
@@ -178,27 +183,43 @@ class ChunkDecoder:
                             calls += 1
                             o = 0
                             for g, e, fs in group:
-                                block = data[o:o + (e - g)]
+                                block = data[o : o + (e - g)]
                                 o += e - g
                                 decoded += e - g
                                 for f in fs:
                                     got[f] = block[f - g]
-                                self.gops.put((*self.namespace, ep, cam, serial, g), g, block,
-                                              int(total[g:e].sum() - served[g:e].sum()))
+                                self.gops.put(
+                                    (*self.namespace, ep, cam, serial, g),
+                                    g,
+                                    block,
+                                    int(total[g:e].sum() - served[g:e].sum()),
+                                )
                 t2 = time.perf_counter()
                 # this chunk's uses are served (the chunk keeps its own references to the frames)
                 dm["served"][uniq] += counts
-                self.gops.use_many([(*self.namespace, ep, cam, serial, g) for g in gop_starts.tolist()],
-                                   np.add.reduceat(counts, first).tolist())
-                self.w.add(open_s=(t1 - t0) if self.w.decoders.opened != opens else 0.0, decode_s=t2 - t1,
-                         frames_decoded=decoded, frames_returned=len(idx), frames_unique=len(uniq),
-                         decode_calls=calls)
+                self.gops.use_many(
+                    [(*self.namespace, ep, cam, serial, g) for g in gop_starts.tolist()],
+                    np.add.reduceat(counts, first).tolist(),
+                )
+                self.w.add(
+                    open_s=(t1 - t0) if self.w.decoders.opened != opens else 0.0,
+                    decode_s=t2 - t1,
+                    frames_decoded=decoded,
+                    frames_returned=len(idx),
+                    frames_unique=len(uniq),
+                    decode_calls=calls,
+                )
                 out.frames[cam] = got
             info = self.w.cfg.meta.episode(ep)
             for key in self.w.cfg.image_keys:  # each distinct image of the chunk decoded once (Pillow)
-                out.images[key] = decode_images(rows.images[key], self.needed(key, frames, n), key=key,
-                                                episode_index=ep, path=info.data_path,
-                                                shape=rows.image_shapes.get(key))
+                out.images[key] = decode_images(
+                    rows.images[key],
+                    self.needed(key, frames, n),
+                    key=key,
+                    episode_index=ep,
+                    path=info.data_path,
+                    shape=rows.image_shapes.get(key),
+                )
         return out
 
     def reset(self, capacity_bytes: int | None = None) -> None:
@@ -209,7 +230,6 @@ class ChunkDecoder:
         self.demand.clear()
         with self.lock:
             self.ep_locks.clear()
-
 
     def drop_episode(self, ep: int) -> None:
         """The episode left the pool: forget its decoded GOPs, demand and lock."""

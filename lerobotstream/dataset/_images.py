@@ -58,9 +58,13 @@ def image_bytes(column, *, key: str, episode_index: int, path: str = "") -> list
 
     arr = column.combine_chunks() if hasattr(column, "combine_chunks") else column
     if not is_image_column_type(arr.type):
-        raise EpisodeDataError(f"episode {episode_index}, image feature {key!r}, file {path}: the Parquet column is "
-                               f"{arr.type}, not a {{bytes, path}} struct", episode_index=episode_index, camera=key,
-                               path=path)
+        raise EpisodeDataError(
+            f"episode {episode_index}, image feature {key!r}, file {path}: the Parquet column is "
+            f"{arr.type}, not a {{bytes, path}} struct",
+            episode_index=episode_index,
+            camera=key,
+            path=path,
+        )
     return arr.field("bytes").to_pylist()
 
 
@@ -84,8 +88,15 @@ def declared_chw(feature: Mapping[str, Any] | None) -> tuple[int, int, int] | No
     return None
 
 
-def decode_image(data: bytes | None, *, key: str = "", episode_index: int = -1, frame_index: int = -1,
-                 path: str = "", shape: tuple[int, int, int] | None = None) -> torch.Tensor:
+def decode_image(
+    data: bytes | None,
+    *,
+    key: str = "",
+    episode_index: int = -1,
+    frame_index: int = -1,
+    path: str = "",
+    shape: tuple[int, int, int] | None = None,
+) -> torch.Tensor:
     """One Parquet image cell → map-style's tensor (uint8 modes kept uint8 for the float pass).
 
     Returns:
@@ -103,8 +114,12 @@ def decode_image(data: bytes | None, *, key: str = "", episode_index: int = -1, 
     """
     where = f"episode {episode_index}, frame {frame_index}, image feature {key!r}, file {path}"
     if data is None:
-        raise EpisodeDataError(f"{where}: the Parquet cell holds no embedded image bytes", episode_index=episode_index,
-                               camera=key, path=path)
+        raise EpisodeDataError(
+            f"{where}: the Parquet cell holds no embedded image bytes",
+            episode_index=episode_index,
+            camera=key,
+            path=path,
+        )
     Image, ImageOps = _pil()
     try:
         img = Image.open(io.BytesIO(data))
@@ -112,8 +127,12 @@ def decode_image(data: bytes | None, *, key: str = "", episode_index: int = -1, 
         if img.getexif().get(_ORIENTATION) is not None:
             img = ImageOps.exif_transpose(img)
     except Exception as e:
-        raise EpisodeDataError(f"{where}: Pillow cannot decode the image: {type(e).__name__}: {e}",
-                               episode_index=episode_index, camera=key, path=path) from e
+        raise EpisodeDataError(
+            f"{where}: Pillow cannot decode the image: {type(e).__name__}: {e}",
+            episode_index=episode_index,
+            camera=key,
+            path=path,
+        ) from e
     mode = img.mode
     if shape is not None:
         got = (len(img.getbands()), img.size[1], img.size[0])
@@ -122,7 +141,11 @@ def decode_image(data: bytes | None, *, key: str = "", episode_index: int = -1, 
                 f"{where}: the image is {mode} {img.size[0]}x{img.size[1]} (C, H, W) = {got}, but meta/info.json "
                 f"declares {tuple(shape)}; every image of a feature must have its declared size and channel count "
                 "(LeRobot stacks them into one tensor): re-encode the image or fix meta/info.json",
-                episode_index=episode_index, camera=key, path=path, frame_index=frame_index)
+                episode_index=episode_index,
+                camera=key,
+                path=path,
+                frame_index=frame_index,
+            )
     if mode in _UINT16_MODES:
         return torch.from_numpy(np.array(img, dtype=np.float32))[None, ...]
     if mode == "I":
@@ -137,12 +160,22 @@ def decode_image(data: bytes | None, *, key: str = "", episode_index: int = -1, 
     return torch.from_numpy(arr).permute(2, 0, 1)
 
 
-def decode_images(cells: Sequence[bytes | None], frames: np.ndarray, *, key: str, episode_index: int,
-                  path: str = "", shape: tuple[int, int, int] | None = None) -> dict[int, torch.Tensor]:
+def decode_images(
+    cells: Sequence[bytes | None],
+    frames: np.ndarray,
+    *,
+    key: str,
+    episode_index: int,
+    path: str = "",
+    shape: tuple[int, int, int] | None = None,
+) -> dict[int, torch.Tensor]:
     """Each distinct episode frame of ``frames`` decoded once: ``{frame: decode_image(...)}``."""
-    return {int(f): decode_image(cells[int(f)], key=key, episode_index=episode_index, frame_index=int(f), path=path,
-                                 shape=shape)
-            for f in np.unique(np.asarray(frames, dtype=np.int64)).tolist()}
+    return {
+        int(f): decode_image(
+            cells[int(f)], key=key, episode_index=episode_index, frame_index=int(f), path=path, shape=shape
+        )
+        for f in np.unique(np.asarray(frames, dtype=np.int64)).tolist()
+    }
 
 
 def _tool_call(value: Any) -> Any:

@@ -55,7 +55,8 @@ def _is_per_dataset(name: str, value: Any) -> bool:
     (``delta_timestamps``: when its values are dicts; else it is one ``{feature: offsets}`` for
     every dataset)."""
     return isinstance(value, abc.Mapping) and (
-        name != "delta_timestamps" or (value and all(isinstance(v, (abc.Mapping, type(None))) for v in value.values())))
+        name != "delta_timestamps" or (value and all(isinstance(v, (abc.Mapping, type(None))) for v in value.values()))
+    )
 
 
 def _per_dataset(name: str, value: Any, repo_ids: Sequence[str]) -> list[Any]:
@@ -67,8 +68,11 @@ def _per_dataset(name: str, value: Any, repo_ids: Sequence[str]) -> list[Any]:
     """
     unknown = [k for k in value if k not in repo_ids]
     if unknown:
-        raise StreamingConfigError(f"{name} given per dataset has key(s) {unknown} that are not repo ids of the "
-                                   f"mixture {list(repo_ids)}", option=name, value=value)
+        raise StreamingConfigError(
+            f"{name} given per dataset has key(s) {unknown} that are not repo ids of the mixture {list(repo_ids)}",
+            option=name,
+            value=value,
+        )
     return [value.get(r) for r in repo_ids]
 
 
@@ -92,9 +96,15 @@ def _weights(weights: Any, repo_ids: Sequence[str]) -> list[float] | None:
         values = [float(w) if isinstance(w, numbers.Real) or hasattr(w, "__float__") else None for w in list(weights)]
     except (TypeError, ValueError):
         values = [None]
-    require("weights", weights, len(values) == n and all(
-        v is not None and not isinstance(w, bool) and math.isfinite(v) and v > 0 for v, w in zip(values, weights)),
-            f"None or {n} finite numbers > 0 (one per repo id, or a dict by repo id)")
+    require(
+        "weights",
+        weights,
+        len(values) == n
+        and all(
+            v is not None and not isinstance(w, bool) and math.isfinite(v) and v > 0 for v, w in zip(values, weights)
+        ),
+        f"None or {n} finite numbers > 0 (one per repo id, or a dict by repo id)",
+    )
     return values
 
 
@@ -142,29 +152,47 @@ class StreamingMultiLeRobotDataset(StreamCore):
             :class:`StreamingLeRobotDataset` raises for one dataset (its message names it).
     """
 
-    def __init__(self, repo_ids: Sequence[str], *, roots: Sequence[Any] | None = None,
-                 weights: Sequence[float] | None = None, options: StreamOptions | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        repo_ids: Sequence[str],
+        *,
+        roots: Sequence[Any] | None = None,
+        weights: Sequence[float] | None = None,
+        options: StreamOptions | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__()
         repo_ids = list(repo_ids) if not isinstance(repo_ids, str) else [repo_ids]
-        require("repo_ids", repo_ids, len(repo_ids) >= 1 and all(isinstance(r, str) and r for r in repo_ids)
-                and len(set(repo_ids)) == len(repo_ids), "a non-empty list of distinct repo ids")
+        require(
+            "repo_ids",
+            repo_ids,
+            len(repo_ids) >= 1
+            and all(isinstance(r, str) and r for r in repo_ids)
+            and len(set(repo_ids)) == len(repo_ids),
+            "a non-empty list of distinct repo ids",
+        )
         n = len(repo_ids)
         roots = [None] * n if roots is None else list(roots)
         require("roots", roots, len(roots) == n, f"None or one root per repo id ({n})")
         weights = _weights(weights, repo_ids)
         unknown = set(kwargs) - set(StreamOptions().as_dict())
         if unknown:
-            raise StreamingConfigError(f"unknown option(s) {sorted(unknown)} for StreamingMultiLeRobotDataset",
-                                       option=sorted(unknown)[0])
+            raise StreamingConfigError(
+                f"unknown option(s) {sorted(unknown)} for StreamingMultiLeRobotDataset", option=sorted(unknown)[0]
+            )
         t0 = time.perf_counter()
         self.repo_ids = repo_ids
         self.roots = roots
         # the mixture's own options are every dataset's defaults (MosaicML's ``stream.apply_default``);
         # a per-dataset option given as a dict keyed by repo id sets it for each dataset instead
-        per = {k: _per_dataset(k, kwargs[k], repo_ids) for k in PER_DATASET_OPTIONS
-               if k in kwargs and _is_per_dataset(k, kwargs[k])}
+        per = {
+            k: _per_dataset(k, kwargs[k], repo_ids)
+            for k in PER_DATASET_OPTIONS
+            if k in kwargs and _is_per_dataset(k, kwargs[k])
+        }
         self.options = StreamOptions.from_arguments(
-            options, (), {k: v for k, v in kwargs.items() if k not in per}, "StreamingMultiLeRobotDataset").resolved()
+            options, (), {k: v for k, v in kwargs.items() if k not in per}, "StreamingMultiLeRobotDataset"
+        ).resolved()
         self.datasets: list[StreamingLeRobotDataset] = []
         for d, (rid, root) in enumerate(zip(repo_ids, roots)):
             own = {k: v[d] for k, v in per.items() if v[d] is not None}
@@ -213,7 +241,9 @@ class StreamingMultiLeRobotDataset(StreamCore):
                         raise MixtureFeatureError(
                             f"feature {key!r} has {attr} {ref} in dataset 0 ({self.repo_ids[0]}) but {got} in "
                             f"dataset {d} ({self.repo_ids[d]}): a mixture needs one {attr} per common feature "
-                            f"(select other cameras with camera_keys, or re-encode one dataset)", option=key)
+                            f"(select other cameras with camera_keys, or re-encode one dataset)",
+                            option=key,
+                        )
         self.features = {k: feats[0][k] for k in common}
         decoded = [set(c.video_keys) | set(c.image_keys) for c in self.datasets]
         for d in range(1, len(decoded)):
@@ -222,7 +252,9 @@ class StreamingMultiLeRobotDataset(StreamCore):
                 raise MixtureFeatureError(
                     f"the datasets decode different cameras: {a} in dataset 0 ({self.repo_ids[0]}) but {b} in dataset "
                     f"{d} ({self.repo_ids[d]}); items of a mixture have one key set: give every dataset the same "
-                    "camera_keys", option="camera_keys")
+                    "camera_keys",
+                    option="camera_keys",
+                )
         lengths = [{k: len(v) for k, v in (c.options.delta_timestamps or {}).items()} for c in self.datasets]
         for key in sorted({k for w in lengths for k in w} & set(common)):
             ref = lengths[0].get(key)
@@ -234,7 +266,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
                         f"{what(lengths[d].get(key))} in dataset {d} ({self.repo_ids[d]}): the items of a mixture "
                         "are stacked into batches, so every dataset needs the same number of offsets per key "
                         "(the offsets themselves may differ, e.g. the same horizon at another fps)",
-                        option="delta_timestamps")
+                        option="delta_timestamps",
+                    )
         self._dropped = []
         notes = []
         for d, f in enumerate(feats):
@@ -245,8 +278,10 @@ class StreamingMultiLeRobotDataset(StreamCore):
             if asked:
                 notes.append(f"{asked} of {self.repo_ids[d]}")
         if notes:
-            _note_once(f"lerobotstream: mixture {list(self.repo_ids)}: keys not in every dataset are dropped: "
-                       + "; ".join(notes))
+            _note_once(
+                f"lerobotstream: mixture {list(self.repo_ids)}: keys not in every dataset are dropped: "
+                + "; ".join(notes)
+            )
 
     def _mixture_meta(self, stats: dict[str, Any]):
         """A :class:`~lerobotstream.meta.DatasetMeta` of the mixture as a whole: the common features,
@@ -256,13 +291,24 @@ class StreamingMultiLeRobotDataset(StreamCore):
         from lerobotstream.meta import DatasetMeta
 
         first = self.datasets[0].meta
-        info = {**first.info, "features": dict(self.features),
-                "total_episodes": sum(int(c.meta.total_episodes) for c in self.datasets),
-                "total_frames": sum(int(c.meta.total_frames) for c in self.datasets)}
+        info = {
+            **first.info,
+            "features": dict(self.features),
+            "total_episodes": sum(int(c.meta.total_episodes) for c in self.datasets),
+            "total_frames": sum(int(c.meta.total_frames) for c in self.datasets),
+        }
         tasks = list(dict.fromkeys(t for c in self.datasets for t in c.meta.tasks))
-        return DatasetMeta(source=first.source, info=info, tasks=tasks, stats=stats, episodes=[],
-                           total_episodes=info["total_episodes"], total_frames=info["total_frames"],
-                           repo_id="[" + ",".join(self.repo_ids) + "]", warnings_=[])
+        return DatasetMeta(
+            source=first.source,
+            info=info,
+            tasks=tasks,
+            stats=stats,
+            episodes=[],
+            total_episodes=info["total_episodes"],
+            total_frames=info["total_frames"],
+            repo_id="[" + ",".join(self.repo_ids) + "]",
+            warnings_=[],
+        )
 
     # --- LeRobot-like surface ---------------------------------------------------------------------
     @property
@@ -306,16 +352,20 @@ class StreamingMultiLeRobotDataset(StreamCore):
     @property
     def mixture(self) -> dict[str, Any]:
         """The mixture as recorded in resume states and checkpoints (JSON-able)."""
-        return {"repo_ids": list(self.repo_ids), "weights": [float(w) for w in self.weights],
-                "weights_given": self.weights_given}
+        return {
+            "repo_ids": list(self.repo_ids),
+            "weights": [float(w) for w in self.weights],
+            "weights_given": self.weights_given,
+        }
 
     # --- the stream core's parts and planner -----------------------------------------------------
     def _parts(self) -> list[StreamPart]:
         keys = [k for c in self.datasets for k in c.transform_keys]
         transform_keys = tuple(k for k in dict.fromkeys(keys) if k in self.features)
-        return [StreamPart(child.worker_config(), offset=off, dataset_index=d, dropped=drop,
-                           transform_keys=transform_keys)
-                for d, (child, off, drop) in enumerate(zip(self.datasets, self._offsets, self._dropped))]
+        return [
+            StreamPart(child.worker_config(), offset=off, dataset_index=d, dropped=drop, transform_keys=transform_keys)
+            for d, (child, off, drop) in enumerate(zip(self.datasets, self._offsets, self._dropped))
+        ]
 
     def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
         """The mixture's planner for ``loader``'s settings (``episode_nbytes``: each dataset's
@@ -323,9 +373,13 @@ class StreamingMultiLeRobotDataset(StreamCore):
         from lerobotstream.planner import MixturePlanner
 
         return MixturePlanner.for_datasets(
-            [c.anchor_lengths() for c in self.datasets], self.weights, self._offsets,
+            [c.anchor_lengths() for c in self.datasets],
+            self.weights,
+            self._offsets,
             plan_settings(self.options, self.loader_settings(loader)),
-            episode_nbytes=episode_nbytes or self.episode_sizes(), mixture=self.mixture)
+            episode_nbytes=episode_nbytes or self.episode_sizes(),
+            mixture=self.mixture,
+        )
 
     def _part_count(self) -> int:
         return len(self.datasets)
@@ -338,7 +392,11 @@ class StreamingMultiLeRobotDataset(StreamCore):
         if not any(parts):
             return {}
         keys = dict.fromkeys(k for p in parts for k in p)
-        return {k: sum(p.get(k, 0) for p in parts) for k in keys if all(isinstance(p.get(k, 0), (int, float)) for p in parts)}
+        return {
+            k: sum(p.get(k, 0) for p in parts)
+            for k in keys
+            if all(isinstance(p.get(k, 0), (int, float)) for p in parts)
+        }
 
     def stats(self) -> dict[str, Any]:
         """Per-process counters of the mixture: each dataset's own counters under ``datasets``
@@ -355,8 +413,11 @@ class StreamingMultiLeRobotDataset(StreamCore):
             if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
                 out[k] = sum(vals)
             elif k == "source":
-                out[k] = {sk: sum(p["source"].get(sk, 0) for p in per) for sk in per[0]["source"]
-                          if isinstance(per[0]["source"][sk], (int, float))}
+                out[k] = {
+                    sk: sum(p["source"].get(sk, 0) for p in per)
+                    for sk in per[0]["source"]
+                    if isinstance(per[0]["source"][sk], (int, float))
+                }
         out.update(self._pipeline_stats())
         out["items"] = self._run.times.items
         fd, fr = out.get("frames_decoded", 0), out.get("frames_returned", 0)
@@ -366,8 +427,10 @@ class StreamingMultiLeRobotDataset(StreamCore):
 
     def __repr__(self) -> str:
         total = sum(self.weights)
-        return (f"StreamingMultiLeRobotDataset({self.repo_ids}, shares={[float(f'{w / total:.3g}') for w in self.weights]}, "
-                f"frames={self.num_frames}, episodes={self.num_episodes})")
+        return (
+            f"StreamingMultiLeRobotDataset({self.repo_ids}, shares={[float(f'{w / total:.3g}') for w in self.weights]}, "
+            f"frames={self.num_frames}, episodes={self.num_episodes})"
+        )
 
 
 add_option_views(StreamingMultiLeRobotDataset, skip=PER_DATASET_OPTIONS)

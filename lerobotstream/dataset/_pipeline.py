@@ -106,11 +106,24 @@ class Pipeline:
             size: a group then never spans two batches), >= 1.
     """
 
-    def __init__(self, pools: Iterable[Any], limit: int | None, cache: EpisodeByteCache, decode_group: DecodeFn,
-                 assemble: AssembleFn, *, decode_threads: int, decoded_queue_size: int, prefetch_episodes: int,
-                 lookahead: int, on_free: Callable[[int], None] | None = None,
-                 times: StageTimes | None = None, first_lookahead: int | None = None,
-                 slots: Callable[[int], Any] | None = None, assembly_group: int = 1) -> None:
+    def __init__(
+        self,
+        pools: Iterable[Any],
+        limit: int | None,
+        cache: EpisodeByteCache,
+        decode_group: DecodeFn,
+        assemble: AssembleFn,
+        *,
+        decode_threads: int,
+        decoded_queue_size: int,
+        prefetch_episodes: int,
+        lookahead: int,
+        on_free: Callable[[int], None] | None = None,
+        times: StageTimes | None = None,
+        first_lookahead: int | None = None,
+        slots: Callable[[int], Any] | None = None,
+        assembly_group: int = 1,
+    ) -> None:
         self.pools = pools
         self.limit = limit
         self.cache = cache
@@ -120,8 +133,9 @@ class Pipeline:
         self.queue_size = max(1, int(decoded_queue_size))
         self.prefetch_episodes = max(0, int(prefetch_episodes))
         self.lookahead = max(1, int(lookahead))
-        self.first_lookahead = self.lookahead if first_lookahead is None else max(1, min(self.lookahead,
-                                                                                          int(first_lookahead)))
+        self.first_lookahead = (
+            self.lookahead if first_lookahead is None else max(1, min(self.lookahead, int(first_lookahead)))
+        )
         self.on_free = on_free
         self.times = times if times is not None else StageTimes()
         self.slots = slots
@@ -183,8 +197,9 @@ class Pipeline:
                 cuts = sorted({e.position - start for e in events if e.kind == "admit" and 0 < e.position - start < k})
                 bounds = [0, *cuts, k]
                 for a, b in zip(bounds[:-1], bounds[1:]):
-                    admits = pending_admits + [e.episode_index for e in events
-                                               if e.kind == "admit" and e.position - start == a and a > 0]
+                    admits = pending_admits + [
+                        e.episode_index for e in events if e.kind == "admit" and e.position - start == a and a > 0
+                    ]
                     if a == 0:
                         admits += [e.episode_index for e in events if e.kind == "admit" and e.position == start]
                     pending_admits = []
@@ -214,8 +229,11 @@ class Pipeline:
     def __iter__(self) -> Iterator[Any]:
         t_start = time.perf_counter()
         dec = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="lrs-decode")
-        asm = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="lrs-assemble",
-                                 initializer=_join_openmp_team if torch.get_num_threads() > 1 else None)
+        asm = ThreadPoolExecutor(
+            self.decode_threads,
+            thread_name_prefix="lrs-assemble",
+            initializer=_join_openmp_team if torch.get_num_threads() > 1 else None,
+        )
         todo: deque[tuple[int, int, Future]] = deque()
         inflight: deque[tuple[Future, int]] = deque()  # (a group's assembly, its items)
         queued = 0  # items of the groups in ``inflight``

@@ -13,22 +13,22 @@ __all__ = ["ResumeState"]
 @dataclass
 class ResumeState:
     """Fields:
-        epoch (int): the epoch the next iterator plays (>= 0).
-        samples (int): samples of the rank consumed since ``epoch`` began (loaded or set).
-        yielded (int): items this process yielded since then (the ``num_workers=0`` count).
-        loaded (dict | None): the state dict as loaded (None: none loaded).
-        batch_size (int | None): the loaded state's batch size (what a stream whose
-            ``batch_size`` option is unset batches with; None: no state loaded).
-        planned_for (tuple | None): ``(LoaderSettings, epoch, samples)``: the loader settings the
-            loaded state was planned for and the position it gave (replanned when they change
-            before iterating).
-        origin (dict | None), origin_epoch (int | None): an elastic resume's origin (the state whose
-            unconsumed samples epoch ``origin_epoch`` replays).
-        remainders (list | None): this rank's part of that remainder, computed where the state was
-            loaded (what DataLoader workers take instead of computing it again).
-        changes (list[str]): the settings the loaded state changed (elastic resume).
-        iter_pid (int | None), iter_starts (int): the DataLoader worker process counting its
-            iterator starts, and how many (``persistent_workers``: the k-th is epoch + k).
+    epoch (int): the epoch the next iterator plays (>= 0).
+    samples (int): samples of the rank consumed since ``epoch`` began (loaded or set).
+    yielded (int): items this process yielded since then (the ``num_workers=0`` count).
+    loaded (dict | None): the state dict as loaded (None: none loaded).
+    batch_size (int | None): the loaded state's batch size (what a stream whose
+        ``batch_size`` option is unset batches with; None: no state loaded).
+    planned_for (tuple | None): ``(LoaderSettings, epoch, samples)``: the loader settings the
+        loaded state was planned for and the position it gave (replanned when they change
+        before iterating).
+    origin (dict | None), origin_epoch (int | None): an elastic resume's origin (the state whose
+        unconsumed samples epoch ``origin_epoch`` replays).
+    remainders (list | None): this rank's part of that remainder, computed where the state was
+        loaded (what DataLoader workers take instead of computing it again).
+    changes (list[str]): the settings the loaded state changed (elastic resume).
+    iter_pid (int | None), iter_starts (int): the DataLoader worker process counting its
+        iterator starts, and how many (``persistent_workers``: the k-th is epoch + k).
     """
 
     epoch: int = 0

@@ -31,8 +31,14 @@ class EpisodeSpans:
         on_planned: ``on_planned(seconds)`` after each span is planned (the worker's ``spans_s``).
     """
 
-    def __init__(self, index: Any, meta: Any, video_keys: list[str], tolerance_s: float,
-                 on_planned: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        index: Any,
+        meta: Any,
+        video_keys: list[str],
+        tolerance_s: float,
+        on_planned: Callable[[float], None] | None = None,
+    ) -> None:
         self.index, self.meta = index, meta
         self.video_keys = list(video_keys)
         self.tolerance_s = float(tolerance_s)
@@ -61,11 +67,13 @@ class EpisodeSpans:
             a, b = episode_frame_range(table, v.from_timestamp, info.length, self.meta.fps, self.tolerance_s)
             span = plan_span(table, a, b, path=v.path)
         except LeRobotStreamError as exc:
-            raise type(exc)(f"episode {ep}, camera {cam!r}, file {v.path}: {exc.message}", episode_index=ep,
-                            camera=cam, path=v.path) from exc
+            raise type(exc)(
+                f"episode {ep}, camera {cam!r}, file {v.path}: {exc.message}", episode_index=ep, camera=cam, path=v.path
+            ) from exc
         except ValueError as exc:
-            raise FrameTimestampError(f"episode {ep}, camera {cam!r}, file {v.path}: {exc}",
-                                      episode_index=ep, camera=cam, path=v.path) from exc
+            raise FrameTimestampError(
+                f"episode {ep}, camera {cam!r}, file {v.path}: {exc}", episode_index=ep, camera=cam, path=v.path
+            ) from exc
         s = (span, table, v.path, float(v.from_timestamp))
         with self._lock:
             s = self._spans.setdefault(key, s)

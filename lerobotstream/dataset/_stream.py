@@ -45,8 +45,15 @@ from lerobotstream.errors import StreamingConfigError
 from lerobotstream.options import StreamOptions, check_option, is_int, option_info, require
 from lerobotstream.planner import EpisodeSizes, PlanSettings
 
-__all__ = ["LoaderSettings", "StreamCore", "StreamPart", "StreamPosition", "StreamShard", "add_option_views",
-           "plan_settings"]
+__all__ = [
+    "LoaderSettings",
+    "StreamCore",
+    "StreamPart",
+    "StreamPosition",
+    "StreamShard",
+    "add_option_views",
+    "plan_settings",
+]
 
 
 @dataclass(frozen=True)
@@ -82,8 +89,9 @@ class LoaderSettings:
         return same_workers and (self.batch_size, self.drop_last) == (other.batch_size, other.drop_last)
 
 
-def plan_settings(options: StreamOptions, loader: LoaderSettings, *, rank: int | None = None,
-                  world_size: int | None = None) -> PlanSettings:
+def plan_settings(
+    options: StreamOptions, loader: LoaderSettings, *, rank: int | None = None, world_size: int | None = None
+) -> PlanSettings:
     """The :class:`~lerobotstream.planner.PlanSettings` of a stream's resolved ``options`` batched
     with ``loader``'s settings: every field named as an option takes that option's value (the
     byte budget in bytes: ``options.byte_budget``), ``num_workers`` / ``batch_size`` (1 when
@@ -91,8 +99,16 @@ def plan_settings(options: StreamOptions, loader: LoaderSettings, *, rank: int |
     from dataclasses import fields
 
     own = {f.name: getattr(options, f.name) for f in fields(PlanSettings) if hasattr(options, f.name)}
-    return PlanSettings(**{**own, "num_workers": loader.num_workers, "batch_size": loader.batch_size or 1,
-                           "drop_last": loader.drop_last, "rank": rank, "world_size": world_size})
+    return PlanSettings(
+        **{
+            **own,
+            "num_workers": loader.num_workers,
+            "batch_size": loader.batch_size or 1,
+            "drop_last": loader.drop_last,
+            "rank": rank,
+            "world_size": world_size,
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -118,8 +134,9 @@ class StreamShard:
     from another thread.
     """
 
-    def __init__(self, core: "StreamCore", worker: int | None, num_workers: int, run: "Run",
-                 items: Iterator[dict[str, Any]]) -> None:
+    def __init__(
+        self, core: "StreamCore", worker: int | None, num_workers: int, run: "Run", items: Iterator[dict[str, Any]]
+    ) -> None:
         self.worker, self.num_workers = worker, num_workers
         self._core, self._run_state = core, run
         self.items = items
@@ -164,8 +181,11 @@ class StreamCore(torch.utils.data.IterableDataset):
         if isinstance(loader, LoaderSettings):
             return loader if loader.batch_size is not None else replace(loader, batch_size=self._resume.batch_size)
         o = self.options
-        return LoaderSettings(o.batch_size if o.batch_size is not None else self._resume.batch_size,
-                              o.num_workers if loader is None else loader, o.drop_last)
+        return LoaderSettings(
+            o.batch_size if o.batch_size is not None else self._resume.batch_size,
+            o.num_workers if loader is None else loader,
+            o.drop_last,
+        )
 
     # --- what a stream provides -----------------------------------------------------------------
     def _parts(self) -> list[StreamPart]:
@@ -256,8 +276,9 @@ class StreamCore(torch.utils.data.IterableDataset):
         """
         for name, v in (("epoch", epoch), ("samples", samples)):
             if v < 0:
-                raise StreamingConfigError(f"{name} must be >= 0, got {v} (epoch={epoch}, samples={samples})",
-                                           option=name, value=v)
+                raise StreamingConfigError(
+                    f"{name} must be >= 0, got {v} (epoch={epoch}, samples={samples})", option=name, value=v
+                )
         self._resume.move(epoch, samples)
 
     def prepare(self, loader: LoaderSettings | int | None = None) -> StreamPosition:
@@ -282,8 +303,16 @@ class StreamCore(torch.utils.data.IterableDataset):
         self._fit_loader(self.loader_settings(loader), warn=not isinstance(loader, LoaderSettings))
         return StreamPosition(self._resume.epoch, self._resume.samples)
 
-    def shard(self, worker: int | None, loader: LoaderSettings | int, *, epoch: int, samples: int,
-              in_process: bool, slots: Callable[[int], Any] | None = None) -> StreamShard:
+    def shard(
+        self,
+        worker: int | None,
+        loader: LoaderSettings | int,
+        *,
+        epoch: int,
+        samples: int,
+        in_process: bool,
+        slots: Callable[[int], Any] | None = None,
+    ) -> StreamShard:
         """Shard ``worker`` of ``loader``'s ``num_workers`` (a :class:`LoaderSettings`, or a
         ``DataLoader``'s worker count with the options' batch settings; None, 0: the one stream)
         from ``samples`` consumed samples of ``epoch`` (the rank's count: :meth:`prepare`'s
@@ -312,8 +341,13 @@ class StreamCore(torch.utils.data.IterableDataset):
         items = self._iter_worker(worker, ls, int(epoch), int(samples), run, in_process=in_process, slots=slots)
         return StreamShard(self, worker, ls.num_workers, run, items)
 
-    def state_dict(self, samples_consumed: int | None = None, *, batches_consumed: int | None = None,
-                   loader: LoaderSettings | None = None) -> dict[str, Any]:
+    def state_dict(
+        self,
+        samples_consumed: int | None = None,
+        *,
+        batches_consumed: int | None = None,
+        loader: LoaderSettings | None = None,
+    ) -> dict[str, Any]:
         """Resume state of this rank (``planner.StreamState`` layout, schema-versioned).
 
         Args:
@@ -331,10 +365,12 @@ class StreamCore(torch.utils.data.IterableDataset):
         planner = self._rank_planner(ls)
         planner.samples_consumed = 0
         if batches_consumed is not None:
-            require("batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0,
-                    "an int >= 0")
-            given, _, _ = replay_turns(planner.turn_limits(), planner.batch_size, batches=int(batches_consumed),
-                                       drop_last=ls.drop_last)
+            require(
+                "batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0, "an int >= 0"
+            )
+            given, _, _ = replay_turns(
+                planner.turn_limits(), planner.batch_size, batches=int(batches_consumed), drop_last=ls.drop_last
+            )
             samples_consumed = sum(given)
         s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
         require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
@@ -441,7 +477,9 @@ class StreamCore(torch.utils.data.IterableDataset):
                     f"{own}: the loaded state resumes elastically for {nw}, but state_dict() in the "
                     f"training process describes {own} worker(s), so a state saved from this run "
                     f"would resume the wrong samples; pass num_workers={nw} (and max_num_shards) to the dataset",
-                    RuntimeWarning, stacklevel=3)
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
             self._load(r.loaded, loader)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -475,8 +513,17 @@ class StreamCore(torch.utils.data.IterableDataset):
         finally:
             shard.close()
 
-    def _iter_worker(self, wid: int | None, loader: LoaderSettings, epoch: int, samples: int, run: Run, *,
-                     in_process: bool, slots: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
+    def _iter_worker(
+        self,
+        wid: int | None,
+        loader: LoaderSettings,
+        epoch: int,
+        samples: int,
+        run: Run,
+        *,
+        in_process: bool,
+        slots: Callable[[int], Any] | None = None,
+    ) -> Iterator[dict[str, Any]]:
         """The items of logical worker ``wid`` of ``loader.num_workers`` (None, 0: the one stream)
         from (``epoch``, ``samples`` consumed by the rank), produced with ``run``'s workers
         (:meth:`shard`'s generator; the wiring: :func:`~lerobotstream.dataset._wiring.shard_items`,
@@ -512,7 +559,9 @@ def add_option_views(cls: type, skip: Sequence[str] = ()) -> type:
     for info in option_info():
         if info.name in skip or any(info.name in vars(k) for k in cls.__mro__):
             continue
-        view = property(lambda self, name=info.name: getattr(self.options, name),
-                        doc=f"``options.{info.name}`` (read-only): {info.help}")
+        view = property(
+            lambda self, name=info.name: getattr(self.options, name),
+            doc=f"``options.{info.name}`` (read-only): {info.help}",
+        )
         setattr(cls, info.name, view)
     return cls

@@ -54,8 +54,7 @@ def check_delta_timestamps(
             outside[key] = d[bad].tolist()
     if outside:
         raise DeltaTimestampsError(
-            f"delta_timestamps are not multiples of 1/fps (fps={fps}) within tolerance_s={tolerance_s}: "
-            f"{outside}",
+            f"delta_timestamps are not multiples of 1/fps (fps={fps}) within tolerance_s={tolerance_s}: {outside}",
             outside=outside,
         )
 
@@ -85,12 +84,18 @@ def check_window_keys(
         raise StreamingConfigError(
             f"delta_timestamps has windows on cameras {skipped} that camera_keys={list(decoded)} does not decode: "
             "the items would carry their <key>_is_pad without the frames; add them to camera_keys or drop "
-            "their windows", option="delta_timestamps", value=skipped)
+            "their windows",
+            option="delta_timestamps",
+            value=skipped,
+        )
     lang = [k for k in keys if k in language]
     if lang:
         raise StreamingConfigError(
             f"delta_timestamps has windows on {lang}: their per-frame values (language rows, strings) cannot be "
-            "stacked (map-style LeRobot raises TypeError); drop these windows", option="delta_timestamps", value=lang)
+            "stacked (map-style LeRobot raises TypeError); drop these windows",
+            option="delta_timestamps",
+            value=lang,
+        )
 
 
 def delta_frames(delta_timestamps: Mapping[str, Sequence[float]], fps: float) -> dict[str, np.ndarray]:

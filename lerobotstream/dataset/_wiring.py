@@ -82,9 +82,11 @@ class Run:
     def sizes_for(self, plans: Sequence[Any]) -> Callable[[int], int]:
         """``size(global episode id) -> bytes`` of an iterator whose parts play ``plans``: each
         part's size, checked against its plan's budget (``WorkerPlan.episode_size``)."""
+
         def size(gid: int) -> int:
             d, ep = self.split(gid)
             return plans[d].episode_size(ep)
+
         return size
 
     def fetch(self, gid: int):
@@ -110,8 +112,18 @@ class Run:
         self.workers[d].on_free(ep)
 
 
-def shard_items(planner: Any, run: Run, wid: int | None, epoch: int, samples: int, options: Any, loader: Any, *,
-                in_process: bool, slots: Callable[[int], Any] | None = None) -> Iterator[dict[str, Any]]:
+def shard_items(
+    planner: Any,
+    run: Run,
+    wid: int | None,
+    epoch: int,
+    samples: int,
+    options: Any,
+    loader: Any,
+    *,
+    in_process: bool,
+    slots: Callable[[int], Any] | None = None,
+) -> Iterator[dict[str, Any]]:
     """The items of DataLoader worker ``wid`` of ``loader.num_workers`` (None, 0: the one stream)
     from ``samples`` consumed samples of ``epoch`` (the rank's count), produced with ``run``'s workers.
 
@@ -143,21 +155,39 @@ def shard_items(planner: Any, run: Run, wid: int | None, epoch: int, samples: in
     # sizes on demand: the pools size an episode when admission reaches it, the cache when it
     # prefetches one, checked against its plan's budget (ByteBudgetError then, naming the dataset
     # of a mixture, before any byte of that episode is fetched)
-    cache = EpisodeByteCache(max(1, budget), run.sizes_for(plans), run.fetch,
-                             max_workers=max(1, min(8, options.prefetch_episodes + 1)))
+    cache = EpisodeByteCache(
+        max(1, budget), run.sizes_for(plans), run.fetch, max_workers=max(1, min(8, options.prefetch_episodes + 1))
+    )
     run.cache = cache
     gops = DecodedGopCache(0)  # one decoded-GOP cache for the worker: each part's keys namespaced
     for d, (part, w, plan) in enumerate(zip(run.parts, run.workers, plans)):
         n_cams = max(1, len(part.config.video_keys))
         cap = plan.video_decoder_cache_size or plan.pool_size * n_cams + options.prefetch_episodes * n_cams
-        w.bind(cache, part.offset, gops, (d,), video_decoder_cache_size=cap,
-               gop_capacity_bytes=options.decoded_cache_bytes // max(1, nw), transforms_in_threads=not in_process)
-    pipe = Pipeline(planner.worker_pools(start, plans), start.limit, cache, run.decode_group, run.assemble,
-                    decode_threads=options.decode_threads, decoded_queue_size=options.decoded_queue_size,
-                    prefetch_episodes=options.prefetch_episodes, lookahead=options.decode_lookahead,
-                    on_free=run.on_free, times=run.times,
-                    first_lookahead=options.first_lookahead or batch_size or 8, slots=slots,
-                    assembly_group=math.gcd(batch_size or 1, ASSEMBLY_GROUP))
+        w.bind(
+            cache,
+            part.offset,
+            gops,
+            (d,),
+            video_decoder_cache_size=cap,
+            gop_capacity_bytes=options.decoded_cache_bytes // max(1, nw),
+            transforms_in_threads=not in_process,
+        )
+    pipe = Pipeline(
+        planner.worker_pools(start, plans),
+        start.limit,
+        cache,
+        run.decode_group,
+        run.assemble,
+        decode_threads=options.decode_threads,
+        decoded_queue_size=options.decoded_queue_size,
+        prefetch_episodes=options.prefetch_episodes,
+        lookahead=options.decode_lookahead,
+        on_free=run.on_free,
+        times=run.times,
+        first_lookahead=options.first_lookahead or batch_size or 8,
+        slots=slots,
+        assembly_group=math.gcd(batch_size or 1, ASSEMBLY_GROUP),
+    )
     tfm = None if not in_process else options.image_transforms
     by_index = {part.dataset_index: (w, part.transform_keys) for part, w in zip(run.parts, run.workers)}
     try:

@@ -87,24 +87,46 @@ class Worker:
         if cfg.cameras.skipped_columns:  # image features not selected: their bytes are never read
             names = self.parquet.metadata(cfg.meta.episodes[0].data_path).schema.to_arrow_schema().names
             self.parquet.columns = [c for c in names if c not in set(cfg.cameras.skipped_columns)]
-        self.spans = EpisodeSpans(self.index, cfg.meta, cfg.video_keys, cfg.options.tolerance_s,
-                                  on_planned=lambda dt: self.add(spans_s=dt))
+        self.spans = EpisodeSpans(
+            self.index, cfg.meta, cfg.video_keys, cfg.options.tolerance_s, on_planned=lambda dt: self.add(spans_s=dt)
+        )
         self.decoders = OpenDecoderLRU(1)
         self.fallback = FALLBACK_STATUS
         self.lock = threading.Lock()
         self.times = StageTimes()
-        self.c: dict[str, float] = dict(fetch_s=0.0, synthesize_s=0.0, open_s=0.0, decode_s=0.0, parquet_s=0.0,
-                                        transforms_s=0.0, spans_s=0.0, frames_decoded=0, frames_returned=0,
-                                        frames_unique=0, decode_calls=0, bytes_needed=0, episodes_fetched=0,
-                                        items=0)
+        self.c: dict[str, float] = dict(
+            fetch_s=0.0,
+            synthesize_s=0.0,
+            open_s=0.0,
+            decode_s=0.0,
+            parquet_s=0.0,
+            transforms_s=0.0,
+            spans_s=0.0,
+            frames_decoded=0,
+            frames_returned=0,
+            frames_unique=0,
+            decode_calls=0,
+            bytes_needed=0,
+            episodes_fetched=0,
+            items=0,
+        )
         self.cache: _CacheView | None = None
         self.serial: dict[int, int] = {}  # episode -> serial of its resident payload (decoder keys)
         self.jobs = ChunkDecoder(self)
         #: image transforms run on the assembly threads (DataLoader workers) or when items are yielded
         self.transforms_in_threads = True
 
-    def bind(self, cache: EpisodeByteCache, offset: int, gops: Any, namespace: tuple, *,
-             video_decoder_cache_size: int, gop_capacity_bytes: int, transforms_in_threads: bool) -> None:
+    def bind(
+        self,
+        cache: EpisodeByteCache,
+        offset: int,
+        gops: Any,
+        namespace: tuple,
+        *,
+        video_decoder_cache_size: int,
+        gop_capacity_bytes: int,
+        transforms_in_threads: bool,
+    ) -> None:
         """Start an iterator: the worker's byte cache (episode ``e`` at ``offset + e``), the shared
         decoded-GOP cache (this dataset's keys under ``namespace``), the open-decoder cap (this
         worker's share of ``video_decoder_cache_size``, or its default)."""
@@ -139,8 +161,14 @@ class Worker:
         info = self.cfg.meta.episode(ep)
         t0 = time.perf_counter()
         tables = self.parquet.read(info.data_path, {ep: info.length})
-        rows = episode_rows(tables[ep], ep, info.dataset_from_index, image_keys=self.cfg.image_keys, path=info.data_path,
-                            features=self.cfg.meta.features)
+        rows = episode_rows(
+            tables[ep],
+            ep,
+            info.dataset_from_index,
+            image_keys=self.cfg.image_keys,
+            path=info.data_path,
+            features=self.cfg.meta.features,
+        )
         self.add(parquet_s=time.perf_counter() - t0)
         payloads = {}
         for cam in self.cfg.video_keys:
@@ -160,8 +188,12 @@ class Worker:
                 fields = {**exc.fields, "episode_index": ep, "camera": cam, "path": path}
                 raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from err
             except Exception as exc:
-                raise DecodeError(f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 "
-                                  f"failed: {exc!r}", episode_index=ep, camera=cam, path=path) from exc
+                raise DecodeError(
+                    f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 failed: {exc!r}",
+                    episode_index=ep,
+                    camera=cam,
+                    path=path,
+                ) from exc
         self.add(episodes_fetched=1)
         return EpisodePayload(payloads, extra=(rows, next(_SERIAL)))
 
@@ -170,10 +202,22 @@ class Worker:
 
         span, table, path, from_ts = self.span(ep, cam)
         o = self.cfg.options
-        return EpisodeVideo(table, span, mini, episode_index=ep, camera=cam, path=path, from_timestamp=from_ts,
-                            fps=self.cfg.meta.fps, tolerance_s=o.tolerance_s, device=o.device,
-                            num_threads=o.ffmpeg_threads, cache=self.decoders, cache_key=(ep, cam, serial),
-                            depth=cam in self.cfg.cameras.dequantizers)
+        return EpisodeVideo(
+            table,
+            span,
+            mini,
+            episode_index=ep,
+            camera=cam,
+            path=path,
+            from_timestamp=from_ts,
+            fps=self.cfg.meta.fps,
+            tolerance_s=o.tolerance_s,
+            device=o.device,
+            num_threads=o.ffmpeg_threads,
+            cache=self.decoders,
+            cache_key=(ep, cam, serial),
+            depth=cam in self.cfg.cameras.dequantizers,
+        )
 
     def assemble(self, ep: int, frame: int, dec: Decoded, slot=None) -> dict[str, Any]:
         def frames(e: int, cam: str, idx: np.ndarray) -> list[torch.Tensor]:
@@ -185,11 +229,18 @@ class Worker:
 
         tfm = self.cfg.options.image_transforms if self.transforms_in_threads else None
         item = assemble_item(
-            dec.rows, frame, windows=self.cfg.windows, video_keys=self.cfg.video_keys,
-            frames=frames, tasks=self.cfg.meta.tasks,
+            dec.rows,
+            frame,
+            windows=self.cfg.windows,
+            video_keys=self.cfg.video_keys,
+            frames=frames,
+            tasks=self.cfg.meta.tasks,
             return_uint8=self.cfg.options.return_uint8,
-            image_transforms=tfm, camera_keys=self.cfg.cameras.transform_keys,
-            depth=self.cfg.cameras.dequantizers, images=dec.images, image_depth=self.cfg.cameras.image_depth,
+            image_transforms=tfm,
+            camera_keys=self.cfg.cameras.transform_keys,
+            depth=self.cfg.cameras.dequantizers,
+            images=dec.images,
+            image_depth=self.cfg.cameras.image_depth,
             slot=slot,
         )
         with self.lock:

@@ -15,7 +15,20 @@ from lerobotstream.decode._frames import frames_to_float_chw, frames_to_u8_chw
 from lerobotstream.decode._lean import import_decoder_lean, import_in_worker
 
 __all__ = [
-    "OpenDecoderLRU", "DepthDecoder", "DepthDequantizer", "EpisodeDecoder", "EpisodeVideo", "FallbackStatus", "FALLBACK_STATUS",
-    "NVDEC_MIN_CAPABILITY", "dequantize_reference", "frame_mappings_json", "frames_to_float_chw", "frames_to_u8_chw",
-    "import_decoder_lean", "import_in_worker", "nvdec_capability", "resolve_device",
+    "OpenDecoderLRU",
+    "DepthDecoder",
+    "DepthDequantizer",
+    "EpisodeDecoder",
+    "EpisodeVideo",
+    "FallbackStatus",
+    "FALLBACK_STATUS",
+    "NVDEC_MIN_CAPABILITY",
+    "dequantize_reference",
+    "frame_mappings_json",
+    "frames_to_float_chw",
+    "frames_to_u8_chw",
+    "import_decoder_lean",
+    "import_in_worker",
+    "nvdec_capability",
+    "resolve_device",
 ]

@@ -17,9 +17,14 @@ logger = logging.getLogger("lerobotstream.decode")
 
 # Minimum compute capability whose NVDEC decodes the codec (NVIDIA Video Codec SDK support matrix).
 NVDEC_MIN_CAPABILITY: dict[str, tuple[int, int]] = {
-    "avc1": (3, 0), "avc3": (3, 0), "h264": (3, 0),
-    "hev1": (6, 0), "hvc1": (6, 0), "hevc": (6, 0),
-    "av01": (8, 6), "av1": (8, 6),
+    "avc1": (3, 0),
+    "avc3": (3, 0),
+    "h264": (3, 0),
+    "hev1": (6, 0),
+    "hvc1": (6, 0),
+    "hevc": (6, 0),
+    "av01": (8, 6),
+    "av1": (8, 6),
 }
 #: compute capabilities at or above the minimum whose NVDEC still lacks the codec: Hopper (GH100,
 #: H100/H200, 9.0) has no AV1 decode (Video Codec SDK 13 "NVDEC Hardware Capabilities"; GA10x 8.6,

@@ -55,8 +55,18 @@ class EpisodeDecoder:
         DecodeError: neither backend can open the file.
     """
 
-    def __init__(self, mini_mp4, span, *, codec: str = "", device: str | None = "cpu", num_threads: int = 1,
-                 label: str = "", allow_pyav: bool = True, status: FallbackStatus | None = None) -> None:
+    def __init__(
+        self,
+        mini_mp4,
+        span,
+        *,
+        codec: str = "",
+        device: str | None = "cpu",
+        num_threads: int = 1,
+        label: str = "",
+        allow_pyav: bool = True,
+        status: FallbackStatus | None = None,
+    ) -> None:
         self.pid = os.getpid()
         self.span = span
         self.label = label
@@ -93,8 +103,12 @@ class EpisodeDecoder:
         import_in_worker()  # a DataLoader worker's first decoder: torchcodec without torch._dynamo
         from torchcodec.decoders import VideoDecoder
 
-        return VideoDecoder(self._data, device=device, num_ffmpeg_threads=num_threads,
-                            custom_frame_mappings=frame_mappings_json(self.span))
+        return VideoDecoder(
+            self._data,
+            device=device,
+            num_ffmpeg_threads=num_threads,
+            custom_frame_mappings=frame_mappings_json(self.span),
+        )
 
     @property
     def num_frames(self) -> int:
@@ -122,8 +136,10 @@ class EpisodeDecoder:
             uniq, inverse = np.unique(idx, return_inverse=True)
         with self.lock:
             if self._closed:
-                raise DecodeError(f"{self.label}: internal error: decode() on a closed decoder (it was closed "
-                                  "while still in use; pin it with OpenDecoderLRU.acquire/pinned)")
+                raise DecodeError(
+                    f"{self.label}: internal error: decode() on a closed decoder (it was closed "
+                    "while still in use; pin it with OpenDecoderLRU.acquire/pinned)"
+                )
             try:
                 if self.backend == "torchcodec":
                     first, last = int(uniq[0]), int(uniq[-1])
@@ -137,8 +153,9 @@ class EpisodeDecoder:
             except DecodeError:
                 raise
             except Exception as e:
-                raise DecodeError(f"{self.label}: {self.backend} failed on local frames "
-                                  f"{uniq[:8].tolist()}: {_short(e)}") from e
+                raise DecodeError(
+                    f"{self.label}: {self.backend} failed on local frames {uniq[:8].tolist()}: {_short(e)}"
+                ) from e
             self.frames_decoded += int(uniq.size)
         want = self.expected_pts_s[uniq]
         ok = np.abs(pts_s - want) < self._pts_tol_s
@@ -146,8 +163,10 @@ class EpisodeDecoder:
             if pts_s.shape != want.shape:
                 raise DecodeError(f"{self.label}: decoder returned {pts_s.size} frames for {uniq.size} requested")
             b = int(np.flatnonzero(~ok)[0])
-            raise DecodeError(f"{self.label}: decoder returned pts {pts_s[b]:.6f} s for local frame "
-                              f"{int(uniq[b])}, the sample table says {want[b]:.6f} s")
+            raise DecodeError(
+                f"{self.label}: decoder returned pts {pts_s[b]:.6f} s for local frame "
+                f"{int(uniq[b])}, the sample table says {want[b]:.6f} s"
+            )
         if inverse is None:
             return data
         return data[torch.from_numpy(inverse.reshape(-1).astype(np.int64)).to(data.device)]
@@ -190,7 +209,7 @@ def _pyav_decode_all(data: bytes, label: str) -> dict[int, torch.Tensor]:
     try:
         stream = container.streams.video[0]
         for packet in container.demux(stream):
-            for frame in (stream.codec_context.decode(packet) if packet.size else []):
+            for frame in stream.codec_context.decode(packet) if packet.size else []:
                 _keep(out, frame)
         for frame in stream.codec_context.decode(None):
             _keep(out, frame)
@@ -233,10 +252,26 @@ class EpisodeVideo:
             codes (on the CPU: a CUDA ``device`` is recorded as a CPU fallback in ``status``).
     """
 
-    def __init__(self, table, span, mini_mp4, *, episode_index: int, camera: str, path: str,
-                 from_timestamp: float, fps, tolerance_s: float = DEFAULT_TOLERANCE_S,
-                 device: str | None = "cpu", num_threads: int = 1, allow_pyav: bool = True,
-                 status: FallbackStatus | None = None, cache=None, cache_key=None, depth: bool = False) -> None:
+    def __init__(
+        self,
+        table,
+        span,
+        mini_mp4,
+        *,
+        episode_index: int,
+        camera: str,
+        path: str,
+        from_timestamp: float,
+        fps,
+        tolerance_s: float = DEFAULT_TOLERANCE_S,
+        device: str | None = "cpu",
+        num_threads: int = 1,
+        allow_pyav: bool = True,
+        status: FallbackStatus | None = None,
+        cache=None,
+        cache_key=None,
+        depth: bool = False,
+    ) -> None:
         if not tolerance_s > 0:
             raise ValueError(f"tolerance_s must be > 0, got {tolerance_s}")
         self.span = span
@@ -252,12 +287,20 @@ class EpisodeVideo:
         self.depth = bool(depth)
         if self.depth:
             if device not in (None, "cpu"):
-                (status or FALLBACK_STATUS).record_cpu(f"camera {camera!r}: depth video (gray12le) is decoded on the CPU "
-                                                      "with PyAV (NVDEC/torchcodec return 8-bit RGB only)")
+                (status or FALLBACK_STATUS).record_cpu(
+                    f"camera {camera!r}: depth video (gray12le) is decoded on the CPU "
+                    "with PyAV (NVDEC/torchcodec return 8-bit RGB only)"
+                )
             self._kw = dict(num_threads=num_threads, label=self.label)
         else:
-            self._kw = dict(codec=self.codec, device=device, num_threads=num_threads, allow_pyav=allow_pyav,
-                            status=status, label=self.label)
+            self._kw = dict(
+                codec=self.codec,
+                device=device,
+                num_threads=num_threads,
+                allow_pyav=allow_pyav,
+                status=status,
+                label=self.label,
+            )
         self._cache = cache
         self._key = cache_key if cache_key is not None else (self.episode_index, camera)
         self._dec: EpisodeDecoder | None = None
@@ -316,8 +359,12 @@ class EpisodeVideo:
                 f"{self.label}: no frame within {self.tolerance_s} s of {q[b]:.6f} s "
                 f"(episode time {q[b] - self.from_timestamp:.6f} s); nearest frame is at "
                 f"{pts[pick[b]]:.6f} s (|diff| {dist[b]:.6f} s)",
-                episode_index=self.episode_index, camera=self.camera, path=self.path,
-                requested_s=float(q[b]), nearest_s=float(pts[pick[b]]))
+                episode_index=self.episode_index,
+                camera=self.camera,
+                path=self.path,
+                requested_s=float(q[b]),
+                nearest_s=float(pts[pick[b]]),
+            )
         return pick
 
     def _episode_to_local(self) -> np.ndarray:

@@ -45,8 +45,9 @@ _UINT16_MAX = 65535
 _GRAY = "gray12le"
 
 
-def dequantize_reference(codes: torch.Tensor, depth_min: float, depth_max: float, shift: float, use_log: bool,
-                         output_unit: str = "mm") -> torch.Tensor:
+def dequantize_reference(
+    codes: torch.Tensor, depth_min: float, depth_max: float, shift: float, use_log: bool, output_unit: str = "mm"
+) -> torch.Tensor:
     """LeRobot 0.6.1's ``dequantize_depth`` (torch path, channel-first output), op for op.
 
     Args:
@@ -111,7 +112,9 @@ class DepthDequantizer:
     → a new contiguous float32 ``(T, 1, H, W)`` tensor.
     """
 
-    def __init__(self, depth_min: float, depth_max: float, shift: float, use_log: bool, output_unit: str = "mm") -> None:
+    def __init__(
+        self, depth_min: float, depth_max: float, shift: float, use_log: bool, output_unit: str = "mm"
+    ) -> None:
         self.params = (float(depth_min), float(depth_max), float(shift), bool(use_log))
         self.output_unit = output_unit
         all_codes = torch.arange(_UINT16_MAX + 1, dtype=torch.int32).reshape(1, 1, -1)
@@ -129,8 +132,9 @@ class DepthDequantizer:
             if not torch.equal(got, lut[perm.long()]):
                 return False
         for c in list(range(0, 4096, 97)) + [4095]:  # one element: the scalar path only
-            got = dequantize_reference(torch.tensor([[[c]]], dtype=torch.int32), *self.params,
-                                       output_unit=self.output_unit).reshape(-1)[0]
+            got = dequantize_reference(
+                torch.tensor([[[c]]], dtype=torch.int32), *self.params, output_unit=self.output_unit
+            ).reshape(-1)[0]
             if not torch.equal(got, lut[c]):
                 return False
         return True
@@ -203,16 +207,19 @@ class DepthDecoder:
             raise DecodeError(f"{label}: PyAV cannot open the depth mini-MP4: {type(e).__name__}: {e}") from e
         n_samples = int(span.sample_stop) - int(span.sample_start)
         if len(packets) != n_samples:
-            raise DecodeError(f"{label}: the depth mini-MP4 demuxes to {len(packets)} packets, the span has "
-                              f"{n_samples} samples")
+            raise DecodeError(
+                f"{label}: the depth mini-MP4 demuxes to {len(packets)} packets, the span has {n_samples} samples"
+            )
         self._packets = packets
         # packet (decode order) of each local frame's sample
         self._packet_of_local = np.asarray(span.local_sample, dtype=np.int64) - int(span.sample_start)
         for j in self._keys.tolist():
             p = packets[int(self._packet_of_local[j])]
             if p.pts is None or int(p.pts) != int(self.expected_pts_ticks[j]):
-                raise DecodeError(f"{label}: depth packet of local frame {j} has pts {p.pts}, the sample table says "
-                                  f"{int(self.expected_pts_ticks[j])}")
+                raise DecodeError(
+                    f"{label}: depth packet of local frame {j} has pts {p.pts}, the sample table says "
+                    f"{int(self.expected_pts_ticks[j])}"
+                )
         self._ctx = ctx
         self._next_packet = 0  # next packet to send after the last flush
         self._last_out = -1  # highest local frame output since the last flush
@@ -251,8 +258,10 @@ class DepthDecoder:
     def _codes(self, frame, j: int) -> np.ndarray:
         fmt = frame.format.name
         if fmt != _GRAY:
-            raise DecodeError(f"{self.label}: the depth stream decodes as {fmt!r}; only {_GRAY!r} (12-bit gray, "
-                              "LeRobot 0.6's depth encoder) is decoded losslessly")
+            raise DecodeError(
+                f"{self.label}: the depth stream decodes as {fmt!r}; only {_GRAY!r} (12-bit gray, "
+                "LeRobot 0.6's depth encoder) is decoded losslessly"
+            )
         return frame.to_ndarray(format=_GRAY)
 
     def decode(self, local_indices: Sequence[int]) -> torch.Tensor:
@@ -286,18 +295,23 @@ class DepthDecoder:
                             arr = self._codes(frame, j)
                             break
                         if j > t:
-                            raise DecodeError(f"{self.label}: the decoder skipped local frame {t} "
-                                              f"(pts {int(self.expected_pts_ticks[t])}), it output frame {j} next")
+                            raise DecodeError(
+                                f"{self.label}: the decoder skipped local frame {t} "
+                                f"(pts {int(self.expected_pts_ticks[t])}), it output frame {j} next"
+                            )
                     if arr is None:
-                        raise DecodeError(f"{self.label}: the decoder produced no frame with pts "
-                                          f"{int(self.expected_pts_ticks[t])} (local frame {t})")
+                        raise DecodeError(
+                            f"{self.label}: the decoder produced no frame with pts "
+                            f"{int(self.expected_pts_ticks[t])} (local frame {t})"
+                        )
                     got.append(arr)
                     self.frames_decoded += 1
             except DecodeError:
                 raise
             except Exception as e:
-                raise DecodeError(f"{self.label}: PyAV failed on depth frames {uniq[:8].tolist()}: "
-                                  f"{type(e).__name__}: {e}") from e
+                raise DecodeError(
+                    f"{self.label}: PyAV failed on depth frames {uniq[:8].tolist()}: {type(e).__name__}: {e}"
+                ) from e
         codes = np.stack(got)[:, None]  # (U, 1, H, W) uint16
         out = torch.from_numpy(codes.view(np.int16))
         if uniq.size == idx.size and bool((uniq == idx).all()):

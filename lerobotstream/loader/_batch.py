@@ -44,8 +44,16 @@ from torch.utils.data._utils.collate import default_collate
 
 from lerobotstream.dataset import PackedCollate, is_lerobot_collate
 
-__all__ = ["IN_BATCH", "BatchSlots", "BulkItemSlot", "ItemSlot", "collate_items", "is_known_collate", "item_chunks",
-           "known_collate"]
+__all__ = [
+    "IN_BATCH",
+    "BatchSlots",
+    "BulkItemSlot",
+    "ItemSlot",
+    "collate_items",
+    "is_known_collate",
+    "item_chunks",
+    "known_collate",
+]
 
 
 class _InBatch:
@@ -273,8 +281,13 @@ def _rows_of(values: list[Any], base: torch.Tensor) -> bool:
     step = base.stride(0) * base.element_size()
     p0 = base.data_ptr()
     for i, v in enumerate(values):
-        if (type(v) is not torch.Tensor or v.data_ptr() != p0 + i * step or v.shape != base.shape[1:]
-                or v.dtype != base.dtype or v.stride() != base.stride()[1:]):
+        if (
+            type(v) is not torch.Tensor
+            or v.data_ptr() != p0 + i * step
+            or v.shape != base.shape[1:]
+            or v.dtype != base.dtype
+            or v.stride() != base.stride()[1:]
+        ):
             return False
     return True
 
@@ -299,8 +312,7 @@ def collate_items(items: list[Any], collate_fn: Callable, batch_tensors: dict[st
     A key whose items carry :data:`IN_BATCH` (``BatchSlots(bulk=True)``) takes the batch tensor when
     every item does; otherwise those items get their rows as tensors of their own first.
     """
-    if (not batch_tensors or not items or not is_known_collate(collate_fn)
-            or not all(type(it) is dict for it in items)):
+    if not batch_tensors or not items or not is_known_collate(collate_fn) or not all(type(it) is dict for it in items):
         if batch_tensors:
             _materialize(items, batch_tensors)
         return collate_fn(items)

@@ -45,10 +45,14 @@ def choose_mode(num_workers: int, cpus: int | None = None) -> tuple[str, str]:
     if num_workers == 0:
         return "threads", "num_workers=0: one stream in the training process"
     if cpus < PROCESSES_MIN_CPUS:
-        return "threads", (f"{cpus} usable CPU(s) < {PROCESSES_MIN_CPUS}: decode threads release the GIL, "
-                           "worker processes would only add the process boundary")
-    return "processes", (f"{cpus} usable CPUs >= {PROCESSES_MIN_CPUS} and num_workers={num_workers}: "
-                         "the shards' Python runs beside the training step's")
+        return "threads", (
+            f"{cpus} usable CPU(s) < {PROCESSES_MIN_CPUS}: decode threads release the GIL, "
+            "worker processes would only add the process boundary"
+        )
+    return "processes", (
+        f"{cpus} usable CPUs >= {PROCESSES_MIN_CPUS} and num_workers={num_workers}: "
+        "the shards' Python runs beside the training step's"
+    )
 
 
 class StreamLoader:
@@ -116,19 +120,34 @@ class StreamLoader:
     #: per worker or shard and iterator; set it on a loader to change it)
     stall_warning_s: float = STALL_WARNING_S
 
-    def __init__(self, dataset: Any, batch_size: int = 1, *, num_workers: int = 0, mode: str = "auto",
-                 pin_memory: bool = False, drop_last: bool = False, prefetch_batches: int | None = None,
-                 collate_fn: Callable | None = None, multiprocessing_context: Any = None,
-                 timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int = 1,
+        *,
+        num_workers: int = 0,
+        mode: str = "auto",
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        prefetch_batches: int | None = None,
+        collate_fn: Callable | None = None,
+        multiprocessing_context: Any = None,
+        timeout: float | None = None,
+    ) -> None:
         from lerobotstream.dataset import LoaderSettings, StreamCore
 
         stream, wrapper = dataset, None
-        if not isinstance(dataset, StreamCore) and isinstance(getattr(dataset, "dataset", None), StreamCore) \
-                and callable(getattr(dataset, "wrap_items", None)):
+        if (
+            not isinstance(dataset, StreamCore)
+            and isinstance(getattr(dataset, "dataset", None), StreamCore)
+            and callable(getattr(dataset, "wrap_items", None))
+        ):
             stream, wrapper = dataset.dataset, dataset  # e.g. lerobotstream-train's TrainingStream
         if not isinstance(stream, StreamCore):
-            raise StreamingConfigError(f"StreamLoader: dataset must be a StreamingLeRobotDataset or "
-                                       f"StreamingMultiLeRobotDataset, got {type(dataset).__name__}")
+            raise StreamingConfigError(
+                f"StreamLoader: dataset must be a StreamingLeRobotDataset or "
+                f"StreamingMultiLeRobotDataset, got {type(dataset).__name__}"
+            )
         # the options' own rules (batch_size required here: a loader always batches)
         check_option("batch_size", batch_size, where="StreamLoader", required=True)
         check_option("num_workers", num_workers, where="StreamLoader", required=True)
@@ -136,8 +155,9 @@ class StreamLoader:
         if mode not in MODES:
             raise StreamingConfigError(f"StreamLoader: mode must be one of {', '.join(MODES)}, got {mode!r}")
         if prefetch_batches is not None and not (is_int(prefetch_batches) and prefetch_batches >= 1):
-            raise StreamingConfigError(f"StreamLoader: prefetch_batches must be an int >= 1 or None, "
-                                       f"got {prefetch_batches!r}")
+            raise StreamingConfigError(
+                f"StreamLoader: prefetch_batches must be an int >= 1 or None, got {prefetch_batches!r}"
+            )
         if timeout is None:
             timeout = stream.options.loader_timeout_s
         check_option("loader_timeout_s", timeout, where="StreamLoader", label="timeout")
@@ -197,15 +217,31 @@ class StreamLoader:
         if self.mode == "threads":
             from lerobotstream.loader._threads import thread_batches
 
-            batches = thread_batches(ds, self.settings, epoch, samples, collate_fn=collate, pin=self.pin_memory,
-                                     wrapper=self._wrapper, watch=watch)
+            batches = thread_batches(
+                ds,
+                self.settings,
+                epoch,
+                samples,
+                collate_fn=collate,
+                pin=self.pin_memory,
+                wrapper=self._wrapper,
+                watch=watch,
+            )
         else:
             from lerobotstream.loader._procs import ProcessBatches
 
-            pool = ProcessBatches(self._wrapper or ds, self.settings, epoch, samples, collate_fn=collate,
-                                  pin=self.pin_memory,
-                                  ring_size=self.prefetch_batches or 2, context=self.multiprocessing_context,
-                                  base_seed=base_seed, watch=watch)
+            pool = ProcessBatches(
+                self._wrapper or ds,
+                self.settings,
+                epoch,
+                samples,
+                collate_fn=collate,
+                pin=self.pin_memory,
+                ring_size=self.prefetch_batches or 2,
+                context=self.multiprocessing_context,
+                base_seed=base_seed,
+                watch=watch,
+            )
             self.worker_pids = [p.pid for p in pool.procs]
             batches = iter(pool)
         return self._counted(batches, epoch)
@@ -262,15 +298,22 @@ class StreamLoader:
         if not isinstance(state, dict) or state.get("schema") != _STATE_SCHEMA:
             from lerobotstream.planner import SCHEMA_KEY
 
-            hint = ("; this is a dataset's state (ds.state_dict()): load it with the dataset's load_state_dict "
-                    "before building the loader, or save loader.state_dict() instead"
-                    if isinstance(state, dict) and SCHEMA_KEY in state else "")
-            raise ResumeStateError(f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
-                                   f"{sorted(state) if isinstance(state, dict) else type(state).__name__}{hint}")
+            hint = (
+                "; this is a dataset's state (ds.state_dict()): load it with the dataset's load_state_dict "
+                "before building the loader, or save loader.state_dict() instead"
+                if isinstance(state, dict) and SCHEMA_KEY in state
+                else ""
+            )
+            raise ResumeStateError(
+                f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
+                f"{sorted(state) if isinstance(state, dict) else type(state).__name__}{hint}"
+            )
         self.stream.load_state_dict(state["dataset"], loader=self.settings)
         pos = self.stream.position
         self._start, self._given, self._batches = (pos.epoch, pos.samples), 0, 0
 
     def __repr__(self) -> str:
-        return (f"StreamLoader(batch_size={self.batch_size}, num_workers={self.num_workers}, mode={self.mode!r}, "
-                f"pin_memory={self.pin_memory}, drop_last={self.drop_last}, timeout={self.timeout:g})")
+        return (
+            f"StreamLoader(batch_size={self.batch_size}, num_workers={self.num_workers}, mode={self.mode!r}, "
+            f"pin_memory={self.pin_memory}, drop_last={self.drop_last}, timeout={self.timeout:g})"
+        )

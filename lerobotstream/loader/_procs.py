@@ -61,8 +61,9 @@ log = logging.getLogger("lerobotstream.loader")
 _JOIN_S = 10.0
 
 
-def _worker_main(conn, dataset, wid: int, loader: Any, base_seed: int, epoch: int, samples: int,
-                 collate_fn: Callable, ring_size: int) -> None:
+def _worker_main(
+    conn, dataset, wid: int, loader: Any, base_seed: int, epoch: int, samples: int, collate_fn: Callable, ring_size: int
+) -> None:
     """A worker process: its shard's batches into the ring, made with ``loader``'s settings (a
     ``LoaderSettings``, handed to the shard; see the module doc)."""
     import random
@@ -90,8 +91,7 @@ def _worker_main(conn, dataset, wid: int, loader: Any, base_seed: int, epoch: in
         wrapper, dataset = dataset, dataset.dataset
     ring = WorkerRing(ring_size)
     told_to_stop = threading.Event()  # None from the training process, or its end of the pipe
-    threading.Thread(target=read_returns, args=(conn, ring, told_to_stop), name="lrs-ring-returns",
-                     daemon=True).start()
+    threading.Thread(target=read_returns, args=(conn, ring, told_to_stop), name="lrs-ring-returns", daemon=True).start()
     # frames straight into the ring's slots with the collates whose batches are known (the frame
     # keys' batch is the slot's rows); any other collate gets fresh per-batch tensors (its batch may
     # hold the items' values themselves, which must not be views of a slot)
@@ -170,9 +170,20 @@ class ProcessBatches:
 
     _END = object()
 
-    def __init__(self, dataset: Any, loader: Any, epoch: int, samples: int, *, collate_fn: Callable, pin: bool,
-                 ring_size: int, context: Any = None, base_seed: int | None = None,
-                 watch: StallWatch | None = None) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        loader: Any,
+        epoch: int,
+        samples: int,
+        *,
+        collate_fn: Callable,
+        pin: bool,
+        ring_size: int,
+        context: Any = None,
+        base_seed: int | None = None,
+        watch: StallWatch | None = None,
+    ) -> None:
         num_workers = loader.num_workers
         if isinstance(context, str) or context is None:
             context = multiprocessing.get_context(context)
@@ -198,9 +209,12 @@ class ProcessBatches:
         try:
             for w in range(num_workers):
                 parent, child = context.Pipe(duplex=True)
-                p = context.Process(target=_worker_main, name=f"lrs-loader-worker-{w}", daemon=True,
-                                    args=(child, dataset, w, loader, base_seed, epoch, samples, collate_fn,
-                                          ring_size))
+                p = context.Process(
+                    target=_worker_main,
+                    name=f"lrs-loader-worker-{w}",
+                    daemon=True,
+                    args=(child, dataset, w, loader, base_seed, epoch, samples, collate_fn, ring_size),
+                )
                 p.start()
                 child.close()
                 self.procs.append(p)
@@ -243,10 +257,17 @@ class ProcessBatches:
                 continue
             proc.join(0)
             code = proc.exitcode
-            how = f"was killed by signal {signal.Signals(-code).name}" if code is not None and code < 0 else \
-                f"exited with code {code}"
-            raise LoaderWorkerError(f"StreamLoader worker {w} (pid {proc.pid}) {how} before its shard ended",
-                                    worker=w, pid=proc.pid, exitcode=code)
+            how = (
+                f"was killed by signal {signal.Signals(-code).name}"
+                if code is not None and code < 0
+                else f"exited with code {code}"
+            )
+            raise LoaderWorkerError(
+                f"StreamLoader worker {w} (pid {proc.pid}) {how} before its shard ended",
+                worker=w,
+                pid=proc.pid,
+                exitcode=code,
+            )
 
     def _send(self, w: int, msg: Any) -> None:
         with self._locks[w]:
@@ -334,8 +355,9 @@ class ProcessBatches:
                 return self._out.get(timeout=_JOIN_S)
             except queue.Empty:
                 if not self._thread.is_alive() and self._out.empty():
-                    raise LoaderWorkerError("StreamLoader's copy-out thread ended without a last message "
-                                            "(a bug: please report it)") from None
+                    raise LoaderWorkerError(
+                        "StreamLoader's copy-out thread ended without a last message (a bug: please report it)"
+                    ) from None
 
     def close(self) -> None:
         """Stop the thread and the workers, join them, close the pipes (idempotent). A stalled

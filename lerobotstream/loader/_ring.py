@@ -101,7 +101,7 @@ class WorkerRing:
         self.layout = {}
         for i, (key, e) in enumerate(entries):
             if e[0] == "t":
-                nxt = next((x[1][3] for x in entries[i + 1:] if x[1][0] == "t"), self.slot_bytes)
+                nxt = next((x[1][3] for x in entries[i + 1 :] if x[1][0] == "t"), self.slot_bytes)
                 self.layout[key] = (e[1], e[2], e[3], nxt - e[3])
         storages = [torch.UntypedStorage._new_shared(self.slot_bytes) for _ in range(self.size)]
         with self._cond:
@@ -191,8 +191,10 @@ class WorkerRing:
         if not isinstance(batch, dict) or not self.storages:
             return batch
         ptrs = {st.data_ptr() for st in self.storages}
-        return {k: (v.clone() if type(v) is torch.Tensor and v.untyped_storage().data_ptr() in ptrs else v)
-                for k, v in batch.items()}
+        return {
+            k: (v.clone() if type(v) is torch.Tensor and v.untyped_storage().data_ptr() in ptrs else v)
+            for k, v in batch.items()
+        }
 
 
 class RingSlots(BatchSlots):

@@ -40,8 +40,9 @@ class StallWatch:
         clock: seconds, monotonic (``time.monotonic``).
     """
 
-    def __init__(self, timeout: float = 0.0, warn_after_s: float = STALL_WARNING_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, timeout: float = 0.0, warn_after_s: float = STALL_WARNING_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.timeout = float(timeout or 0.0)
         self.warn_after_s = float(warn_after_s)
         self.clock = clock
@@ -107,19 +108,27 @@ class StallWatch:
             self.expired = LoaderWorkerError(
                 f"StreamLoader {what} (pid {pid}) delivered no batch for {waited:.1f} s (timeout={self.timeout:g} s): "
                 "it is stalled (a stopped or overloaded process, a hung read or decode); the loader stops",
-                worker=worker, pid=pid, stalled_s=waited)
+                worker=worker,
+                pid=pid,
+                stalled_s=waited,
+            )
             return self.expired
         if what not in self._warned and waited >= self.warn_after_s:
             self._warned.add(what)
-            log.warning("StreamLoader %s (pid %d) has delivered no batch for %.1f s (no timeout: still waiting; "
-                        "StreamLoader(timeout=...) or --dataset.streaming_loader_timeout_s makes this an error)",
-                        what, pid, waited)
+            log.warning(
+                "StreamLoader %s (pid %d) has delivered no batch for %.1f s (no timeout: still waiting; "
+                "StreamLoader(timeout=...) or --dataset.streaming_loader_timeout_s makes this an error)",
+                what,
+                pid,
+                waited,
+            )
         return None
 
     # --- threads mode: checks on a helper thread --------------------------------------------------
     def watch(self, on_timeout: Callable[[int | None], None]) -> threading.Thread:
         """Check every wait on a daemon thread (started here) until :meth:`close`; past the timeout
         it calls ``on_timeout(worker)`` once for that wait (outside the watch's lock)."""
+
         def run() -> None:
             while True:
                 with self._cond:

@@ -30,8 +30,9 @@ __all__ = ["shard_batches", "thread_batches", "pin_batch", "watched"]
 _JOIN_S = 10.0
 
 
-def shard_batches(items: Iterator[dict[str, Any]], slots: BatchSlots, batch_size: int, drop_last: bool,
-                  collate_fn: Callable) -> Iterator[tuple[Any, int]]:
+def shard_batches(
+    items: Iterator[dict[str, Any]], slots: BatchSlots, batch_size: int, drop_last: bool, collate_fn: Callable
+) -> Iterator[tuple[Any, int]]:
     """``(batch, number of samples)`` of one shard's items, in order (a short last batch unless
     ``drop_last``)."""
     for b, chunk in item_chunks(items, batch_size, drop_last):
@@ -80,8 +81,17 @@ def watched(batches: Iterator[Any], watch: StallWatch, what: str, worker: int | 
         yield x
 
 
-def thread_batches(dataset: Any, loader: Any, epoch: int, samples: int, *, collate_fn: Callable, pin: bool,
-                   wrapper: Any = None, watch: StallWatch | None = None) -> Iterator[tuple[Any, int]]:
+def thread_batches(
+    dataset: Any,
+    loader: Any,
+    epoch: int,
+    samples: int,
+    *,
+    collate_fn: Callable,
+    pin: bool,
+    wrapper: Any = None,
+    watch: StallWatch | None = None,
+) -> Iterator[tuple[Any, int]]:
     """Every batch of the stream from (``epoch``, ``samples``) in the DataLoader's order, made in
     this process with ``loader``'s settings (a ``LoaderSettings``, handed to each shard; see the
     module doc); each shard's waits timed by ``watch`` (a stalled shard is aborted past its timeout)."""
@@ -96,8 +106,11 @@ def thread_batches(dataset: Any, loader: Any, epoch: int, samples: int, *, colla
             slots = BatchSlots(batch_size, pin=pin, bulk=is_known_collate(collate_fn), recycle=True)
             shard = dataset.shard(wid, loader, epoch=epoch, samples=samples, in_process=True, slots=slots)
             opened.append(shard)
-            items = shard.items if wrapper is None else wrapper.wrap_items(shard.items, -1 if wid is None else wid,
-                                                                           nw, shard.source_stats)
+            items = (
+                shard.items
+                if wrapper is None
+                else wrapper.wrap_items(shard.items, -1 if wid is None else wid, nw, shard.source_stats)
+            )
             what = "stream (threads mode)" if wid is None else f"shard {wid} of {nw} (threads mode)"
             sources.append(watched(shard_batches(items, slots, batch_size, drop_last, collate_fn), watch, what, wid))
         for batch, n in take_turns(sources):

@@ -44,7 +44,25 @@ from lerobotstream.mp4._npz_schema import (  # noqa: E402
     read_source_table,
 )
 
-__all__ += ["Mp4Index", "write_note", "presentation_order_of", "pts_seconds", "BYTES_KEYS", "CANONICAL_FIELDS",
-            "ENTRY_KEYS", "LAYOUT_KEYS", "MANIFEST_MEMBER", "MATRIX_KEYS", "READABLE_SCHEMA_VERSIONS", "SCALAR_KEYS",
-            "SIDECAR_SCHEMA_VERSION", "SOURCES_MEMBER", "SourceTable", "block_member", "column_member",
-            "iter_source_arrays", "read_manifest", "read_source_table"]
+__all__ += [
+    "Mp4Index",
+    "write_note",
+    "presentation_order_of",
+    "pts_seconds",
+    "BYTES_KEYS",
+    "CANONICAL_FIELDS",
+    "ENTRY_KEYS",
+    "LAYOUT_KEYS",
+    "MANIFEST_MEMBER",
+    "MATRIX_KEYS",
+    "READABLE_SCHEMA_VERSIONS",
+    "SCALAR_KEYS",
+    "SIDECAR_SCHEMA_VERSION",
+    "SOURCES_MEMBER",
+    "SourceTable",
+    "block_member",
+    "column_member",
+    "iter_source_arrays",
+    "read_manifest",
+    "read_source_table",
+]

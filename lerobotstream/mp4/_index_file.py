@@ -102,8 +102,10 @@ class MappedSampleTable:
         return self.num_samples
 
     def __repr__(self) -> str:
-        return (f"MappedSampleTable(path={self.path!r}, num_samples={self.num_samples}, "
-                f"codec={self.codec!r}, media_timescale={self.media_timescale})")
+        return (
+            f"MappedSampleTable(path={self.path!r}, num_samples={self.num_samples}, "
+            f"codec={self.codec!r}, media_timescale={self.media_timescale})"
+        )
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -140,13 +142,15 @@ class Mp4Index:
         if self.manifest.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
             raise SidecarSchemaError(
                 f"{self.index_path}: derived index of a schema {self.manifest.get('schema_version')!r} sidecar "
-                f"(this reader opens {READABLE_SCHEMA_VERSIONS}); rebuild the sidecar", path=str(self.index_path))
+                f"(this reader opens {READABLE_SCHEMA_VERSIONS}); rebuild the sidecar",
+                path=str(self.index_path),
+            )
         self._num_sources = int(self._header["num_sources"])
         self._data_end = int(self._header["data_end"])
         self._shared: list[int] = [int(o) for o in self._header["shared"]]
         n, n1 = self._num_sources, self._num_sources + 1
-        self._rec_bounds = self._buf[self._header["records"]: self._header["records"] + 16 * n].view(U64).reshape(n, 2)
-        self._path_off = self._buf[self._header["paths"]: self._header["paths"] + 8 * n1].view(U64)
+        self._rec_bounds = self._buf[self._header["records"] : self._header["records"] + 16 * n].view(U64).reshape(n, 2)
+        self._path_off = self._buf[self._header["paths"] : self._header["paths"] + 8 * n1].view(U64)
         self._paths_sorted = bool(self._header.get("paths_sorted"))
         self._paths: list[str] | None = None
         self._ids: dict[str, int] | None = None
@@ -157,8 +161,9 @@ class Mp4Index:
 
     # --- construction ----------------------------------------------------------------------------
     @classmethod
-    def open(cls, npz_path: str | os.PathLike, *, index_dir: str | os.PathLike | None = None,
-             lock_timeout_s: float = 1800.0) -> "Mp4Index":
+    def open(
+        cls, npz_path: str | os.PathLike, *, index_dir: str | os.PathLike | None = None, lock_timeout_s: float = 1800.0
+    ) -> "Mp4Index":
         """Open a sidecar NPZ (schema 5 or 4) through its derived index, converting it on first use.
 
         Args:
@@ -216,8 +221,8 @@ class Mp4Index:
                     from lerobotstream.errors import SidecarLockTimeoutError
 
                     raise SidecarLockTimeoutError(
-                        f"timed out after {lock_timeout_s}s waiting for the index lock {target}.lock",
-                        path=str(target)) from e
+                        f"timed out after {lock_timeout_s}s waiting for the index lock {target}.lock", path=str(target)
+                    ) from e
                 try:
                     existing = cls._try_open(target, generation)  # converted while we waited
                     if existing is not None:
@@ -230,7 +235,9 @@ class Mp4Index:
                             except (zlib.error, zipfile.BadZipFile, EOFError, ValueError, KeyError) as e:
                                 raise SidecarSchemaError(
                                     f"{npz_path}: corrupt sidecar archive ({type(e).__name__}: {e}); delete it so it "
-                                    "is rebuilt", path=str(npz_path)) from e
+                                    "is rebuilt",
+                                    path=str(npz_path),
+                                ) from e
                             out.flush()
                             os.fsync(out.fileno())
                         os.chmod(tmp, 0o444)
@@ -243,8 +250,9 @@ class Mp4Index:
             except OSError as e:
                 if isinstance(e, LeRobotStreamError):  # the lock timeout (a TimeoutError) is already typed
                     raise
-                raise SidecarWriteError.from_oserror(target, e, what="the derived MP4 index",
-                                                     elsewhere="LEROBOTSTREAM_INDEX_DIR or HF_LEROBOT_HOME") from e
+                raise SidecarWriteError.from_oserror(
+                    target, e, what="the derived MP4 index", elsewhere="LEROBOTSTREAM_INDEX_DIR or HF_LEROBOT_HOME"
+                ) from e
         _remember_generation(npz_path, index_dir, generation)
         return cls(target)
 
@@ -340,7 +348,7 @@ class Mp4Index:
         if not ref:
             return b""
         off, nbytes = int(ref[0]), int(ref[1])
-        return bytes(self._mmap[off: off + nbytes])
+        return bytes(self._mmap[off : off + nbytes])
 
     def nbytes_stored(self) -> int:
         """Size of the mapped file, bytes."""
@@ -352,7 +360,7 @@ class Mp4Index:
         enc = spec["enc"]
         if "offset" in spec:  # plain, or a prefix of a shared progression block: zero-copy view
             off = int(spec["offset"])
-            return self._buf[off: off + n * dt.itemsize].view(dt)
+            return self._buf[off : off + n * dt.itemsize].view(dt)
         if enc == "const":
             return np.broadcast_to(np.array(spec["value"], dtype=dt), (n,))
         if enc == "arith":  # small source (<= SHARED_MIN_SAMPLES): materialised once per process
@@ -399,9 +407,14 @@ class Mp4Index:
         arrays = {name: self._array(specs[name]) for name in INDEX_FIELDS if name != "pts_s"}
         arrays["is_sync"] = arrays["is_sync"].view(bool)
         if specs["pts_s"]["enc"] == "derived" and "offset" not in specs["pts_s"]:
-            arrays["pts_s"] = _readonly(pts_seconds(arrays["pts_ticks"], src["media_timescale"],
-                                                    src.get("movie_timescale") or 1,
-                                                    src.get("empty_edit_movie_ticks") or 0))
+            arrays["pts_s"] = _readonly(
+                pts_seconds(
+                    arrays["pts_ticks"],
+                    src["media_timescale"],
+                    src.get("movie_timescale") or 1,
+                    src.get("empty_edit_movie_ticks") or 0,
+                )
+            )
         else:
             arrays["pts_s"] = self._array(specs["pts_s"])
         scalars = {k: src.get(k) for k in SCALAR_KEYS if k in src}
@@ -485,8 +498,14 @@ def _npz_identity(npz_path: str) -> dict[str, Any] | None:
         st = os.stat(npz_path)
     except OSError:
         return None
-    return {"path": os.path.realpath(npz_path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "ctime_ns": st.st_ctime_ns, "ino": st.st_ino, "dev": st.st_dev}
+    return {
+        "path": os.path.realpath(npz_path),
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,
+        "ino": st.st_ino,
+        "dev": st.st_dev,
+    }
 
 
 def _generation_note(npz_path: str, index_dir: Path) -> Path:
@@ -536,11 +555,15 @@ def write_note(note: Path, doc: dict) -> None:
 
 def _matrix(value: Any, name: str, source: Any, where: str) -> tuple[int, ...]:
     """A record's 3x3 display matrix as 9 signed int32 (SidecarSchemaError when absent or malformed)."""
-    ok = isinstance(value, (list, tuple)) and len(value) == 9 and all(
-        isinstance(v, int) and not isinstance(v, bool) and -2**31 <= v < 2**31 for v in value)
+    ok = (
+        isinstance(value, (list, tuple))
+        and len(value) == 9
+        and all(isinstance(v, int) and not isinstance(v, bool) and -(2**31) <= v < 2**31 for v in value)
+    )
     if not ok:
-        raise SidecarSchemaError(f"{where}: source {source!r} has no valid {name} (9 int32); rebuild the sidecar",
-                                 path=where)
+        raise SidecarSchemaError(
+            f"{where}: source {source!r} has no valid {name} (9 int32); rebuild the sidecar", path=where
+        )
     return tuple(int(v) for v in value)
 
 

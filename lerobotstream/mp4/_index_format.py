@@ -62,9 +62,23 @@ import numpy as np
 from lerobotstream.errors import SidecarSchemaError
 from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
 
-__all__ = ["ALIGN", "INDEX_FIELDS", "INDEX_FORMAT", "INDEX_MAGIC", "SHARED_MIN_SAMPLES", "TRAILER", "U64",
-           "check_record", "encode_int_array", "encode_int_segments", "index_name", "minimal_int_dtype", "parse_header",
-           "presentation_order_of", "pts_seconds"]
+__all__ = [
+    "ALIGN",
+    "INDEX_FIELDS",
+    "INDEX_FORMAT",
+    "INDEX_MAGIC",
+    "SHARED_MIN_SAMPLES",
+    "TRAILER",
+    "U64",
+    "check_record",
+    "encode_int_array",
+    "encode_int_segments",
+    "index_name",
+    "minimal_int_dtype",
+    "parse_header",
+    "presentation_order_of",
+    "pts_seconds",
+]
 
 # --- file format ------------------------------------------------------------------------------
 INDEX_MAGIC = b"LRSIDX\x03\x03"
@@ -83,8 +97,17 @@ _UNSIGNED_MAX = tuple((dt, int(np.iinfo(dt).max)) for dt in _UNSIGNED)  # np.iin
 _SIGNED_RANGE = tuple((dt, int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in _SIGNED)
 _ALLOWED_DTYPES = {"|u1", "<u2", "<u4", "<i4", "<i8", "<f8"}
 #: the arrays of every source record (``pts_s`` float64, the others integer)
-INDEX_FIELDS = ("offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "is_sync", "sync_samples",
-                "presentation_order", "pts_s")
+INDEX_FIELDS = (
+    "offset",
+    "size",
+    "dts_ticks",
+    "cts_ticks",
+    "pts_ticks",
+    "is_sync",
+    "sync_samples",
+    "presentation_order",
+    "pts_s",
+)
 
 
 def minimal_int_dtype(lo: int, hi: int) -> np.dtype:
@@ -125,8 +148,13 @@ def encode_int_array(values: np.ndarray) -> tuple[dict[str, Any], np.ndarray | N
         # a progression has its ends at the extremes and last = first + (n-1)*step: checked
         # first, so plain arrays (offsets, sizes) skip the full comparison
         ends = (lo, hi) == ((first, last) if step > 0 else (last, first))
-        if step != 0 and ends and last - first == step * (n - 1) and abs(step) <= _INT64_MAX \
-                and bool(np.all(np.diff(a) == step)):
+        if (
+            step != 0
+            and ends
+            and last - first == step * (n - 1)
+            and abs(step) <= _INT64_MAX
+            and bool(np.all(np.diff(a) == step))
+        ):
             return {"enc": "arith", "count": n, "dtype": dt.str, "first": int(a[0]), "step": step}, None
     return {"enc": "plain", "count": n, "dtype": dt.str}, a.astype(dt)
 
@@ -146,7 +174,8 @@ def encode_int_segments(values: np.ndarray, counts: np.ndarray) -> list[tuple[di
         raise ValueError(f"segments of {int(counts.sum())} values over an array of {a.shape[0]}")
     starts = np.cumsum(counts) - counts
     out: list[tuple[dict[str, Any], np.ndarray | None]] = [
-        ({"enc": "const", "count": 0, "dtype": "|u1", "value": 0}, None)] * len(counts)
+        ({"enc": "const", "count": 0, "dtype": "|u1", "value": 0}, None)
+    ] * len(counts)
     nz = np.flatnonzero(counts > 0)
     if nz.shape[0] == 0:
         return list(out)
@@ -163,8 +192,9 @@ def encode_int_segments(values: np.ndarray, counts: np.ndarray) -> list[tuple[di
     else:
         ok = np.ones(1, dtype=bool)
     out = list(out)
-    for i, n, l, h, f, st, good in zip(nz.tolist(), n_nz.tolist(), lo.tolist(), hi.tolist(), first.tolist(),
-                                       step.tolist(), ok.tolist()):
+    for i, n, l, h, f, st, good in zip(
+        nz.tolist(), n_nz.tolist(), lo.tolist(), hi.tolist(), first.tolist(), step.tolist(), ok.tolist()
+    ):
         dt = minimal_int_dtype(l, h)
         if l == h:
             out[i] = ({"enc": "const", "count": n, "dtype": dt.str, "value": l}, None)
@@ -172,12 +202,13 @@ def encode_int_segments(values: np.ndarray, counts: np.ndarray) -> list[tuple[di
             out[i] = ({"enc": "arith", "count": n, "dtype": dt.str, "first": f, "step": st}, None)
         else:
             s0 = int(starts[i])
-            out[i] = ({"enc": "plain", "count": n, "dtype": dt.str}, a[s0: s0 + n].astype(dt))
+            out[i] = ({"enc": "plain", "count": n, "dtype": dt.str}, a[s0 : s0 + n].astype(dt))
     return out
 
 
-def pts_seconds(pts_ticks: np.ndarray, media_timescale: int, movie_timescale: int,
-                empty_edit_movie_ticks: int) -> np.ndarray:
+def pts_seconds(
+    pts_ticks: np.ndarray, media_timescale: int, movie_timescale: int, empty_edit_movie_ticks: int
+) -> np.ndarray:
     """Exact presentation times in seconds: ``pts_ticks / media_ts + empty_edit / movie_ts``.
 
     The sum is formed over integers and divided once, so each value is the float64 nearest the
@@ -221,11 +252,11 @@ def parse_header(buf: mmap.mmap | bytes, path: str) -> dict[str, Any]:
     total = len(buf)
     if total < len(INDEX_MAGIC) + TRAILER.size or bytes(buf[: len(INDEX_MAGIC)]) != INDEX_MAGIC:
         raise SidecarSchemaError(f"{path}: not a lerobotstream derived index (bad magic)", path=path)
-    json_offset, json_nbytes, magic = TRAILER.unpack(bytes(buf[total - TRAILER.size:]))
+    json_offset, json_nbytes, magic = TRAILER.unpack(bytes(buf[total - TRAILER.size :]))
     if magic != INDEX_MAGIC or json_nbytes == 0 or json_offset + json_nbytes != total - TRAILER.size:
         raise SidecarSchemaError(f"{path}: derived index trailer is damaged", path=path)
     try:
-        header = json.loads(bytes(buf[json_offset: json_offset + json_nbytes]).decode("utf-8"))
+        header = json.loads(bytes(buf[json_offset : json_offset + json_nbytes]).decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise SidecarSchemaError(f"{path}: derived index header is not JSON: {e}", path=path) from e
     if not isinstance(header, dict) or header.get("format") != INDEX_FORMAT:
@@ -243,8 +274,9 @@ def parse_header(buf: mmap.mmap | bytes, path: str) -> dict[str, Any]:
         if off % 8 or off < data_end or off + nbytes > json_offset:
             raise SidecarSchemaError(f"{path}: derived index source table lies outside the file", path=path)
     shared = header.get("shared")
-    if not isinstance(shared, list) or not all(isinstance(o, int) and len(INDEX_MAGIC) <= o <= data_end
-                                                for o in shared):
+    if not isinstance(shared, list) or not all(
+        isinstance(o, int) and len(INDEX_MAGIC) <= o <= data_end for o in shared
+    ):
         raise SidecarSchemaError(f"{path}: derived index shared block table is damaged", path=path)
     header["_json_offset"] = json_offset
     return header

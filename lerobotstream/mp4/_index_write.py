@@ -40,8 +40,9 @@ __all__ = ["write_index"]
 _RECORD_KEYS = ("size", "fingerprint", *SCALAR_KEYS)
 
 
-def write_index(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, out: io.BufferedWriter,
-                npz_path: str) -> None:
+def write_index(
+    zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, out: io.BufferedWriter, npz_path: str
+) -> None:
     """Write the derived index (format 3) for an open NPZ into the file object ``out``.
 
     Raises:
@@ -108,9 +109,17 @@ def write_index(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, 
             starts = np.cumsum(counts) - counts
             # presentation order of every source at once: stable by (source, pts), made local
             order_b = np.lexsort((pts_b, seg)) - np.repeat(starts, counts)
-            enc = {f: encode_int_segments(v, counts) for f, v in (
-                ("offset", barr["offset"]), ("size", barr["size"]), ("dts_ticks", dts_b), ("cts_ticks", cts_b),
-                ("pts_ticks", pts_b), ("presentation_order", order_b))}
+            enc = {
+                f: encode_int_segments(v, counts)
+                for f, v in (
+                    ("offset", barr["offset"]),
+                    ("size", barr["size"]),
+                    ("dts_ticks", dts_b),
+                    ("cts_ticks", cts_b),
+                    ("pts_ticks", pts_b),
+                    ("presentation_order", order_b),
+                )
+            }
             sync_b = barr["is_sync"].astype(bool)
             for i, (sid, src) in enumerate(zip(sids, entries)):
                 n, s0 = int(counts[i]), int(starts[i])
@@ -126,18 +135,25 @@ def write_index(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, 
                         # a few keys per dataset, and no per-process copy for the many small sources
                         share(("int", spec["dtype"], spec["first"], spec["step"]), spec)
                     specs[f] = spec
-                is_sync = sync_b[s0: s0 + n]
+                is_sync = sync_b[s0 : s0 + n]
                 # sync samples stay dense: a bool per sample plus the sorted list of sync indices
                 specs["is_sync"] = {"enc": "plain", "count": n, "dtype": "|u1", "offset": put(is_sync.view(np.uint8))}
                 sync_idx = np.flatnonzero(is_sync)
                 sdt = minimal_int_dtype(0, max(n - 1, 0))
-                specs["sync_samples"] = {"enc": "plain", "count": int(sync_idx.shape[0]), "dtype": sdt.str,
-                                         "offset": put(sync_idx.astype(sdt))}
+                specs["sync_samples"] = {
+                    "enc": "plain",
+                    "count": int(sync_idx.shape[0]),
+                    "dtype": sdt.str,
+                    "offset": put(sync_idx.astype(sdt)),
+                }
                 pspec = specs["pts_ticks"]
-                timing = (int(src["media_timescale"]), int(src.get("movie_timescale") or 1),
-                          int(src.get("empty_edit_movie_ticks") or 0))
+                timing = (
+                    int(src["media_timescale"]),
+                    int(src.get("movie_timescale") or 1),
+                    int(src.get("empty_edit_movie_ticks") or 0),
+                )
                 if pspec["enc"] == "plain":
-                    pts_s = pts_seconds(pts_b[s0: s0 + n], *timing)
+                    pts_s = pts_seconds(pts_b[s0 : s0 + n], *timing)
                     specs["pts_s"] = {"enc": "plain", "count": n, "dtype": "<f8", "offset": put(pts_s)}
                 elif pspec["enc"] == "arith" and "shared" in pspec:
                     specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
@@ -161,8 +177,9 @@ def write_index(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, 
                 block = (np.arange(count, dtype=np.int64) * int(step) + int(first)).astype(np.dtype(dt))
             else:
                 _, first, step, media_ts, movie_ts, empty = key
-                block = pts_seconds(np.arange(count, dtype=np.int64) * int(step) + int(first), media_ts, movie_ts,
-                                    empty)
+                block = pts_seconds(
+                    np.arange(count, dtype=np.int64) * int(step) + int(first), media_ts, movie_ts, empty
+                )
             shared_off.append(put(block))
         data_end = pos
         spool.seek(0)
@@ -177,10 +194,18 @@ def write_index(zf: zipfile.ZipFile, manifest: dict[str, Any], generation: str, 
     path_table = put(path_offsets)
     pad_to_align()
     sorted_paths = _paths_sorted(table)
-    header = {"format": INDEX_FORMAT, "generation": generation, "npz": os.path.basename(npz_path),
-              "manifest": {k: v for k, v in manifest.items() if k != "sources"},
-              "num_sources": nsrc, "data_end": data_end, "records": rec_table, "paths": path_table,
-              "paths_sorted": sorted_paths, "shared": shared_off}
+    header = {
+        "format": INDEX_FORMAT,
+        "generation": generation,
+        "npz": os.path.basename(npz_path),
+        "manifest": {k: v for k, v in manifest.items() if k != "sources"},
+        "num_sources": nsrc,
+        "data_end": data_end,
+        "records": rec_table,
+        "paths": path_table,
+        "paths_sorted": sorted_paths,
+        "shared": shared_off,
+    }
     blob_ = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
     json_offset = pos
     out.write(blob_)

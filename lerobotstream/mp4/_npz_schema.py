@@ -29,10 +29,28 @@ import numpy as np
 
 from lerobotstream.errors import SidecarSchemaError
 
-__all__ = ["BYTES_KEYS", "CANONICAL_FIELDS", "ENTRY_KEYS", "LAYOUT_KEYS", "MANIFEST_MEMBER", "MATRIX_KEYS", "READABLE_SCHEMA_VERSIONS",
-           "SCALAR_KEYS", "SIDECAR_SCHEMA_VERSION", "SOURCES_MEMBER", "SourceTable", "block_member",
-           "column_member", "iter_source_arrays", "iter_source_blocks", "member_name", "npz_generation", "read_manifest",
-           "read_npz_member", "read_source_table"]
+__all__ = [
+    "BYTES_KEYS",
+    "CANONICAL_FIELDS",
+    "ENTRY_KEYS",
+    "LAYOUT_KEYS",
+    "MANIFEST_MEMBER",
+    "MATRIX_KEYS",
+    "READABLE_SCHEMA_VERSIONS",
+    "SCALAR_KEYS",
+    "SIDECAR_SCHEMA_VERSION",
+    "SOURCES_MEMBER",
+    "SourceTable",
+    "block_member",
+    "column_member",
+    "iter_source_arrays",
+    "iter_source_blocks",
+    "member_name",
+    "npz_generation",
+    "read_manifest",
+    "read_npz_member",
+    "read_source_table",
+]
 
 #: 5: per-source columns and blocks of concatenated sample arrays (a fixed number of members);
 #: 4: per-source members and manifest objects (still read); 3 lacked the display matrices (refused)
@@ -44,10 +62,30 @@ SOURCES_MEMBER = "sources.json"
 #: canonical per-source arrays of the NPZ (int64, except ``is_sync`` uint8), decode order
 CANONICAL_FIELDS = ("offset", "size", "dts_ticks", "cts_ticks", "is_sync")
 #: per-source scalars of ``SampleTable`` kept per source (bytes fields go as ``<name>_b64``)
-SCALAR_KEYS = ("media_timescale", "movie_timescale", "media_time", "empty_edit_movie_ticks",
-               "edit_duration_movie_ticks", "codec", "width", "height", "track_id", "ctts_version",
-               "display_width", "display_height", "media_duration", "has_edit", "video_track_ids",
-               "moov_offset", "moov_size", "mdat_offset", "mdat_size", "faststart", "matrix", "movie_matrix")
+SCALAR_KEYS = (
+    "media_timescale",
+    "movie_timescale",
+    "media_time",
+    "empty_edit_movie_ticks",
+    "edit_duration_movie_ticks",
+    "codec",
+    "width",
+    "height",
+    "track_id",
+    "ctts_version",
+    "display_width",
+    "display_height",
+    "media_duration",
+    "has_edit",
+    "video_track_ids",
+    "moov_offset",
+    "moov_size",
+    "mdat_offset",
+    "mdat_size",
+    "faststart",
+    "matrix",
+    "movie_matrix",
+)
 #: scalars every record must hold (a missing display matrix would silently unrotate frames)
 MATRIX_KEYS = ("matrix", "movie_matrix")
 BYTES_KEYS = ("stsd", "ftyp")
@@ -114,7 +152,9 @@ def read_manifest(zf: zipfile.ZipFile, path: str = "") -> dict[str, Any]:
         raise SidecarSchemaError(
             f"{path}: unsupported MP4 sidecar schema {got!r} (this reader opens "
             f"{' and '.join(map(str, READABLE_SCHEMA_VERSIONS))}); rebuild it with "
-            "`python -m lerobotstream.sidecar build`", path=path)
+            "`python -m lerobotstream.sidecar build`",
+            path=path,
+        )
     if manifest["schema_version"] == 4 and not isinstance(manifest.get("sources"), list):
         raise SidecarSchemaError(f"{path}: sidecar manifest has no 'sources' list", path=path)
     return manifest
@@ -130,8 +170,12 @@ class SourceTable(Sequence):
     :meth:`find` and :meth:`get` answer without building any.
     """
 
-    def __init__(self, num_sources: int, columns: dict[str, tuple[str, Any, Any]] | None = None,
-                 entries: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        num_sources: int,
+        columns: dict[str, tuple[str, Any, Any]] | None = None,
+        entries: list[dict[str, Any]] | None = None,
+    ) -> None:
         self._n = int(num_sources)
         self._columns = columns or {}  # key -> (kind, array, distinct values | null mask)
         self._entries = entries  # schema 4
@@ -213,8 +257,9 @@ def read_source_table(zf: zipfile.ZipFile, manifest: dict[str, Any], path: str =
             kind = spec["kind"]
             arr = read_npz_member(zf, column_member(key))
             if arr.ndim != 1 or arr.shape[0] != n:
-                raise SidecarSchemaError(f"{path}: sidecar column {key} has shape {arr.shape}, expected ({n},)",
-                                         path=path)
+                raise SidecarSchemaError(
+                    f"{path}: sidecar column {key} has shape {arr.shape}, expected ({n},)", path=path
+                )
             if kind == "int":
                 columns[key] = (kind, arr.astype(np.int64, copy=False), None)
             elif kind == "str":
@@ -237,8 +282,9 @@ def read_source_table(zf: zipfile.ZipFile, manifest: dict[str, Any], path: str =
     return SourceTable(n, columns=columns)
 
 
-def iter_source_blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable,
-                       path: str = "") -> Iterator[tuple[list[int], np.ndarray, dict[str, np.ndarray]]]:
+def iter_source_blocks(
+    zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable, path: str = ""
+) -> Iterator[tuple[list[int], np.ndarray, dict[str, np.ndarray]]]:
     """Yield ``(source_ids, counts, {field: array})`` per stored block, in storage order: the
     canonical arrays of the block's sources concatenated in the order of ``source_ids`` (schema
     5: one NPZ block; schema 4: one source). Only one block of arrays is in memory at a time.
@@ -256,12 +302,15 @@ def iter_source_blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], table: Sou
                     arrays[f] = read_npz_member(zf, member_name(sid, f))
                 except KeyError as e:
                     raise SidecarSchemaError(
-                        f"{path}: source {sid} ({table.get(sid, 'path')}) has no array {f!r}", path=path) from e
+                        f"{path}: source {sid} ({table.get(sid, 'path')}) has no array {f!r}", path=path
+                    ) from e
             count = int(table.get(sid, "num_samples", arrays["offset"].shape[0]))
             for f, a in arrays.items():
                 if a.ndim != 1 or a.shape[0] != count:
-                    raise SidecarSchemaError(f"{path}: source {table.get(sid, 'path')}: array {f} has shape "
-                                             f"{a.shape}, expected ({count},)", path=path)
+                    raise SidecarSchemaError(
+                        f"{path}: source {table.get(sid, 'path')}: array {f} has shape {a.shape}, expected ({count},)",
+                        path=path,
+                    )
             yield [sid], np.array([count], dtype=np.int64), arrays
         return
     blocks = table.column("_block")
@@ -288,7 +337,8 @@ def iter_source_blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], table: Sou
         a0, c = starts[sids], counts[sids]
         for k in sids[(a0 < 0) | (c < 0) | (a0 + c > size)][:1]:
             raise SidecarSchemaError(
-                f"{path}: source {int(k)} ({table.get(int(k), 'path')}) lies outside sidecar block {b}", path=path)
+                f"{path}: source {int(k)} ({table.get(int(k), 'path')}) lies outside sidecar block {b}", path=path
+            )
         if not (a0[0] == 0 and np.array_equal(a0[1:], (a0 + c)[:-1]) and int(a0[-1] + c[-1]) == size):
             take = np.concatenate([np.arange(x, x + y) for x, y in zip(a0.tolist(), c.tolist())])
             arrays = {f: a[take] for f, a in arrays.items()}  # not one contiguous run: gather
@@ -296,8 +346,9 @@ def iter_source_blocks(zf: zipfile.ZipFile, manifest: dict[str, Any], table: Sou
         i = j
 
 
-def iter_source_arrays(zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable,
-                       path: str = "") -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+def iter_source_arrays(
+    zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable, path: str = ""
+) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """Yield ``(source_id, {field: array})`` for every source, in storage order (schema 4: by
     id; schema 5: block by block), with the canonical fields of ``CANONICAL_FIELDS``.
 
@@ -307,5 +358,5 @@ def iter_source_arrays(zf: zipfile.ZipFile, manifest: dict[str, Any], table: Sou
     for sids, counts, arrays in iter_source_blocks(zf, manifest, table, path):
         pos = 0
         for sid, c in zip(sids, counts.tolist()):
-            yield sid, {f: a[pos: pos + c] for f, a in arrays.items()}
+            yield sid, {f: a[pos : pos + c] for f, a in arrays.items()}
             pos += c

@@ -37,8 +37,9 @@ def within_tolerance(error_s: Any, tolerance_s: float) -> Any:
     return abs(error_s) < tolerance_s
 
 
-def frames_within_tolerance(pts_s: np.ndarray, presentation_order: np.ndarray | None, times_s: np.ndarray,
-                            tolerance_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def frames_within_tolerance(
+    pts_s: np.ndarray, presentation_order: np.ndarray | None, times_s: np.ndarray, tolerance_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The frame playing at each time, by :func:`within_tolerance` over ``mp4.index.nearest_frames``.
 
     Args:

@@ -17,8 +17,19 @@ __all__ = ["ELASTIC_SETTINGS", "PlannerCheckpoint", "REFUSED_SETTINGS", "RESUME_
 
 #: settings that fix episode ownership, the order and the batch boundaries: a resume state that
 #: matches them continues the very same order; one that does not is resumed elastically
-RESUME_SETTINGS = ("seed", "batch_size", "world_size", "num_workers", "strategy", "pool_size", "byte_budget",
-                   "repeat", "drop_last", "equalize", "partitions")
+RESUME_SETTINGS = (
+    "seed",
+    "batch_size",
+    "world_size",
+    "num_workers",
+    "strategy",
+    "pool_size",
+    "byte_budget",
+    "repeat",
+    "drop_last",
+    "equalize",
+    "partitions",
+)
 #: what an elastic resume cannot change (with the stream's identity: dataset, episodes, mixture)
 REFUSED_SETTINGS = ("seed", "partitions")
 #: what it can: the remainder of the epoch is replanned over the new values
@@ -36,18 +47,44 @@ class PlannerCheckpoint:
         origin = self.origin if self._elastic_active() else None
         mix = self.streams.mixture
         if mix is None:
-            return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size,
-                               self.num_workers, self.sampling_strategy, self.episode_pool_size, self.byte_budget,
-                               self.repeat, self.drop_last, self.equalize, self.streams.digest, origin=origin,
-                               partitions=self.partitions)
+            return StreamState(
+                self.seed,
+                self.epoch,
+                int(samples),
+                self.batch_size,
+                self.world_size,
+                self.num_workers,
+                self.sampling_strategy,
+                self.episode_pool_size,
+                self.byte_budget,
+                self.repeat,
+                self.drop_last,
+                self.equalize,
+                self.streams.digest,
+                origin=origin,
+                partitions=self.partitions,
+            )
         extra = {}
         if len(self.streams.episodes) == 1:  # its dataset plays under the seed itself: an older
             extra[_SEED_RULE_KEY] = "dataset"  # mixture-of-one state (derived seed) is another order: refused
-        return StreamState(self.seed, self.epoch, int(samples), self.batch_size, self.world_size, self.num_workers,
-                           self._specs[0].strategy, self.episode_pool_size, self.byte_budget, self.repeat,
-                           self.drop_last, self.equalize, self.streams.digest,
-                           mixture={**mix, "integer_weights": list(self.weights), **extra}, origin=origin,
-                           partitions=self.partitions)
+        return StreamState(
+            self.seed,
+            self.epoch,
+            int(samples),
+            self.batch_size,
+            self.world_size,
+            self.num_workers,
+            self._specs[0].strategy,
+            self.episode_pool_size,
+            self.byte_budget,
+            self.repeat,
+            self.drop_last,
+            self.equalize,
+            self.streams.digest,
+            mixture={**mix, "integer_weights": list(self.weights), **extra},
+            origin=origin,
+            partitions=self.partitions,
+        )
 
     def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
         """Resume state (:class:`~lerobotstream.planner.StreamState` layout, schema-versioned): seed,
@@ -67,10 +104,13 @@ class PlannerCheckpoint:
             raise ResumeStateError(
                 "the resume state was written by a single-dataset stream but this is a mixture of "
                 f"{len(self.streams.episodes)} datasets ({self.streams.mixture.get('repo_ids')}); sample-exact "
-                "resume needs the same mixture. Start a new run from the policy weights.")
-        diffs = [f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}"
-                 for key in sorted((set(st.mixture) | set(mine.mixture)) - {_BUDGET_KEY})
-                 if st.mixture.get(key) != mine.mixture.get(key)]
+                "resume needs the same mixture. Start a new run from the policy weights."
+            )
+        diffs = [
+            f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}"
+            for key in sorted((set(st.mixture) | set(mine.mixture)) - {_BUDGET_KEY})
+            if st.mixture.get(key) != mine.mixture.get(key)
+        ]
         return diffs or episode_selection_diffs(st, mine)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -88,19 +128,29 @@ class PlannerCheckpoint:
         """
         st = StreamState.from_dict(state)
         mine = self._stream_state(0)
-        refused = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
-                   for name in REFUSED_SETTINGS if getattr(st, name) != getattr(mine, name)]
+        refused = [
+            f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
+            for name in REFUSED_SETTINGS
+            if getattr(st, name) != getattr(mine, name)
+        ]
         refused += self._identity_diffs(st, mine)
         if refused:
-            what = ("the same mixture (datasets, weights, episode selections)" if self._kind == "mixture"
-                    else "the same episode selection")
+            what = (
+                "the same mixture (datasets, weights, episode selections)"
+                if self._kind == "mixture"
+                else "the same episode selection"
+            )
             raise ResumeStateError(
                 f"resume needs {what}, seed and partitions as the checkpointed run (they fix which samples the epoch has "
                 "and their order; world size, batch size, DataLoader workers, pool and budget may change); "
                 "differs: " + "; ".join(refused) + ". Restore those settings, or start a new run from the "
-                "policy weights.")
-        changed = [f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
-                   for name in ELASTIC_SETTINGS if getattr(st, name) != getattr(mine, name)]
+                "policy weights."
+            )
+        changed = [
+            f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
+            for name in ELASTIC_SETTINGS
+            if getattr(st, name) != getattr(mine, name)
+        ]
         self.origin, self.origin_epoch, self._rem = None, None, None
         self.resume_changes = changed
         if not changed:
@@ -147,9 +197,16 @@ class PlannerCheckpoint:
         left = [int(lay.rank_frames().sum()) for lay in rp.layouts]
         shares = rp.worker_frames(self.rank)
         endless, k, b = self.repeat and self.num_shards > 1, self.num_shards, self.batch_size
-        return {"epoch": rp.epoch, "samples_left": sum(left), "samples_left_per_dataset": left,
-                "rank_samples": int(rp.samples_per_rank()[self.rank]), "unit": infos[0]["unit"],
-                "whole": sum(i["whole"] for i in infos), "started": sum(i["started"] for i in infos),
-                "depth": rp.depth, "consumed": sum(int(r.consumed) for r in rp.remainders),
-                "overlap": epoch_overlap(shares, b) if endless else 0,
-                "overlap_bound": (k - 1) * (max(shares) - min(shares) + b - 1) if endless else 0}
+        return {
+            "epoch": rp.epoch,
+            "samples_left": sum(left),
+            "samples_left_per_dataset": left,
+            "rank_samples": int(rp.samples_per_rank()[self.rank]),
+            "unit": infos[0]["unit"],
+            "whole": sum(i["whole"] for i in infos),
+            "started": sum(i["started"] for i in infos),
+            "depth": rp.depth,
+            "consumed": sum(int(r.consumed) for r in rp.remainders),
+            "overlap": epoch_overlap(shares, b) if endless else 0,
+            "overlap_bound": (k - 1) * (max(shares) - min(shares) + b - 1) if endless else 0,
+        }

@@ -146,17 +146,18 @@ class WorkerPlan:
         self.lengths = layout.lengths[positions]
         self.num_frames = int(self.lengths.sum())
         maps = layout.frame_maps
-        self.frame_maps = ({i: maps[e] for i, e in enumerate(self.episode_indices.tolist()) if e in maps}
-                           if maps else {})
+        self.frame_maps = {i: maps[e] for i, e in enumerate(self.episode_indices.tolist()) if e in maps} if maps else {}
         n = layout.share_count(self.rank)
         spec = layout.spec
-        self.pool_size = spec.pool_size if spec.pool_size is not None else max(
-            1, constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // n)
+        self.pool_size = (
+            spec.pool_size if spec.pool_size is not None else max(1, constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // n)
+        )
         self.byte_budget = share(spec.byte_budget, n)
         self.video_decoder_cache_size = share(spec.video_decoder_cache_size, n)
         self.where = ""
-        self.nbytes = self._sizes(f"rank budget {spec.byte_budget} bytes split over {n} worker(s)",
-                                  "or use fewer DataLoader workers")
+        self.nbytes = self._sizes(
+            f"rank budget {spec.byte_budget} bytes split over {n} worker(s)", "or use fewer DataLoader workers"
+        )
 
     # --- sizes ------------------------------------------------------------------------------------
     def _sizes(self, budget_is: str, advice: str) -> np.ndarray:
@@ -203,10 +204,12 @@ class WorkerPlan:
         if n < 0:
             msg = f"episode {e} reports a negative byte size"
         elif n > self.byte_budget:
-            msg = (f"episode {e} needs {n} bytes ({n / 2**30:.3f} GiB) of synthesized MP4 but worker "
-                   f"{self.worker} of rank {self.rank} has a byte budget of {self.byte_budget} bytes "
-                   f"({self.byte_budget / 2**30:.3f} GiB; {self._budget_is}); raise the byte "
-                   f"budget (streaming_byte_budget_gb) {self._advice}")
+            msg = (
+                f"episode {e} needs {n} bytes ({n / 2**30:.3f} GiB) of synthesized MP4 but worker "
+                f"{self.worker} of rank {self.rank} has a byte budget of {self.byte_budget} bytes "
+                f"({self.byte_budget / 2**30:.3f} GiB; {self._budget_is}); raise the byte "
+                f"budget (streaming_byte_budget_gb) {self._advice}"
+            )
         else:
             return
         if self.where:
@@ -218,9 +221,18 @@ class WorkerPlan:
     # --- orders and pools -------------------------------------------------------------------------
     def _words(self, epoch: int, tag: int) -> np.ndarray:
         lay = self._layout
-        return _seeds.seed_words(lay.spec.seed, epoch, self.rank, lay.topo.world_size, self.worker,
-                                 lay.topo.num_shards, STRATEGY_IDS[lay.spec.strategy], self.pool_size,
-                                 0 if self.byte_budget is None else self.byte_budget + 1, tag)
+        return _seeds.seed_words(
+            lay.spec.seed,
+            epoch,
+            self.rank,
+            lay.topo.world_size,
+            self.worker,
+            lay.topo.num_shards,
+            STRATEGY_IDS[lay.spec.strategy],
+            self.pool_size,
+            0 if self.byte_budget is None else self.byte_budget + 1,
+            tag,
+        )
 
     def _order(self, epoch: int) -> np.ndarray:
         if self._layout.spec.strategy == "sequential":  # ascending episode_index, every epoch alike
@@ -233,9 +245,18 @@ class WorkerPlan:
 
     def pool(self, epoch: int) -> EpisodePool:
         """A fresh exact-coverage pool for ``epoch`` (positioned at the epoch's first anchor)."""
-        return EpisodePool(self.episode_indices, self.lengths, self.nbytes, self._order(epoch), self.pool_size,
-                           self.byte_budget, self._layout.spec.strategy, self._words(epoch, _seeds.TAG_DRAWS),
-                           self.frame_maps, self.size_of if self.sizes_on_demand else None)
+        return EpisodePool(
+            self.episode_indices,
+            self.lengths,
+            self.nbytes,
+            self._order(epoch),
+            self.pool_size,
+            self.byte_budget,
+            self._layout.spec.strategy,
+            self._words(epoch, _seeds.TAG_DRAWS),
+            self.frame_maps,
+            self.size_of if self.sizes_on_demand else None,
+        )
 
     def iter_pools(self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False) -> Iterator[Any]:
         """Pools positioned at the stream start: the first one already skipped ``start_offset``
@@ -261,8 +282,9 @@ class WorkerPlan:
                 return
             epoch += 1
 
-    def iter_anchors(self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False,
-                     limit: int | None = None) -> Iterator[tuple[int, int]]:
+    def iter_anchors(
+        self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False, limit: int | None = None
+    ) -> Iterator[tuple[int, int]]:
         """Yields ``(episode_index, frame_index)`` from ``start_offset`` of ``epoch`` on.
 
         Finite (``repeat=False``): to the end of the epoch, or to ``limit`` anchors of the epoch.
@@ -285,8 +307,9 @@ class ChainPlan:
         self.num_frames = first.num_frames + then.num_frames
         # the remainder may keep the checkpoint's pool settings (partitions): room for the larger
         self.pool_size = max(first.pool_size, then.pool_size)
-        self.byte_budget = (None if first.byte_budget is None or then.byte_budget is None
-                            else max(first.byte_budget, then.byte_budget))
+        self.byte_budget = (
+            None if first.byte_budget is None or then.byte_budget is None else max(first.byte_budget, then.byte_budget)
+        )
         self.video_decoder_cache_size = then.video_decoder_cache_size
 
     @property
@@ -360,8 +383,12 @@ class Remainder:
         """This remainder with the frames of started episodes kept only for ``episodes`` (those
         new rank ``rank`` plays): what that rank's DataLoader workers need, O(episodes) in memory."""
         keep = set(np.asarray(episodes).tolist())
-        return replace(self, frames={e: f for e, f in self.frames.items() if e in keep}, rank=int(rank),
-                       started=self.episodes_started)
+        return replace(
+            self,
+            frames={e: f for e, f in self.frames.items() if e in keep},
+            rank=int(rank),
+            started=self.episodes_started,
+        )
 
 
 class EpisodeLayout:
@@ -375,8 +402,14 @@ class EpisodeLayout:
 
     kind = "episodes"
 
-    def __init__(self, spec: StreamSpec, topo: Topology, *, frame_maps: Mapping[int, np.ndarray] | None = None,
-                 shares_from: EpisodeLayout | None = None) -> None:
+    def __init__(
+        self,
+        spec: StreamSpec,
+        topo: Topology,
+        *,
+        frame_maps: Mapping[int, np.ndarray] | None = None,
+        shares_from: EpisodeLayout | None = None,
+    ) -> None:
         self.spec, self.topo = spec, topo
         self.episode_indices, self.lengths = spec.episode_indices, spec.lengths
         self.frame_maps: dict[int, np.ndarray] = dict(frame_maps or {})
@@ -387,7 +420,9 @@ class EpisodeLayout:
                 f"{n_eps} non-empty selected episode(s) cannot be split over {W} ranks: "
                 f"rank(s) {n_eps}..{W - 1} would own no episode. Lower the number of ranks "
                 f"(world size) to at most {n_eps} or select more episodes.",
-                world_size=W, num_episodes=n_eps)
+                world_size=W,
+                num_episodes=n_eps,
+            )
         self._rank_pos = lpt_shards(self.lengths, W, (spec.seed, _seeds.TAG_RANK_SHARDS, W))
         self._worker_pos: dict[int, list[np.ndarray]] = {}
         self._plans: dict[tuple[int, int], WorkerPlan] = {}
@@ -401,8 +436,13 @@ class EpisodeLayout:
             rpos = self._rank_pos[rank]
             K = self.topo.num_shards
             n = min(K, len(rpos))
-            parts = [] if n == 0 else lpt_shards(self.lengths[rpos], n, (self.spec.seed, _seeds.TAG_WORKER_SHARDS,
-                                                                         rank, self.topo.world_size, K))
+            parts = (
+                []
+                if n == 0
+                else lpt_shards(
+                    self.lengths[rpos], n, (self.spec.seed, _seeds.TAG_WORKER_SHARDS, rank, self.topo.world_size, K)
+                )
+            )
             got = [rpos[p] for p in parts] + [np.empty(0, np.int64)] * (K - n)
             self._worker_pos[rank] = got
         return got
@@ -454,8 +494,9 @@ class EpisodeLayout:
         return WorkerPlan(self, worker, self.worker_positions(rank)[worker], rank)
 
     # --- elastic resume ---------------------------------------------------------------------------
-    def remainder(self, counts: list[tuple[int, int, int | None]], epoch: int, pool_epoch: int,
-                  depth: int) -> Remainder:
+    def remainder(
+        self, counts: list[tuple[int, int, int | None]], epoch: int, pool_epoch: int, depth: int
+    ) -> Remainder:
         """What the old run left of this pass: ``counts`` are ``(rank, worker, anchors it gave)``
         per old stream (None: its whole share consumed); each is replayed in the C pool core to
         its count (no I/O): episodes finished, untouched (whole) and, for the resident ones, the
@@ -480,8 +521,9 @@ class EpisodeLayout:
                     part[int(e)] = fr
         return self._build_remainder(whole, part, epoch, depth)
 
-    def _build_remainder(self, whole: list[np.ndarray], part: dict[int, np.ndarray], epoch: int,
-                         depth: int) -> Remainder:
+    def _build_remainder(
+        self, whole: list[np.ndarray], part: dict[int, np.ndarray], epoch: int, depth: int
+    ) -> Remainder:
         w = np.concatenate(whole) if whole else np.empty(0, np.int64)
         lengths = dict(zip(self.episode_indices.tolist(), self.lengths.tolist()))
         frames = {e: self.frame_maps[e] for e in w.tolist() if e in self.frame_maps}
@@ -497,8 +539,11 @@ class EpisodeLayout:
     @staticmethod
     def over(rem: Remainder, topo: Topology, plain: EpisodeLayout) -> EpisodeLayout:
         """The layout of ``topo`` that plays ``rem`` (its own seed; shares from ``plain``)."""
-        spec = plain.spec.but(episode_indices=rem.episode_indices, lengths=rem.lengths,
-                              seed=_seeds.derived_seed(plain.spec.seed, _seeds.TAG_ELASTIC, rem.epoch, rem.depth))
+        spec = plain.spec.but(
+            episode_indices=rem.episode_indices,
+            lengths=rem.lengths,
+            seed=_seeds.derived_seed(plain.spec.seed, _seeds.TAG_ELASTIC, rem.epoch, rem.depth),
+        )
         return EpisodeLayout(spec, topo, frame_maps=rem.frames, shares_from=plain)
 
     def for_rank(self, rem: Remainder, rank: int) -> Remainder:
@@ -507,5 +552,8 @@ class EpisodeLayout:
 
     def info(self, rem: Remainder) -> dict[str, Any]:
         """Remainder ``rem`` (that this layout plays) in ``Planner.remainder_info``'s units."""
-        return {"unit": "episodes", "whole": int(len(rem.episode_indices) - rem.episodes_started),
-                "started": rem.episodes_started}
+        return {
+            "unit": "episodes",
+            "whole": int(len(rem.episode_indices) - rem.episodes_started),
+            "started": rem.episodes_started,
+        }

@@ -47,8 +47,9 @@ class DatasetStream:
         while got < count and self.pool is not None:
             q0 = self.pool.emitted
             e, f = self.pool.next_anchors(count - got)
-            evs += [(got + ev.position - q0, ev.kind, ev.episode_index + self.offset)
-                    for ev in self.pool.drain_events()]
+            evs += [
+                (got + ev.position - q0, ev.kind, ev.episode_index + self.offset) for ev in self.pool.drain_events()
+            ]
             eps.append(e)
             frs.append(f)
             got += len(e)

@@ -121,7 +121,7 @@ class MixSequence:
         while r < r1:
             b, j = divmod(r, self.block)
             take = min(self.block - j, int(r1) - r)
-            parts.append(self.block_choices(b)[j:j + take])
+            parts.append(self.block_choices(b)[j : j + take])
             r += take
         return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
@@ -148,8 +148,9 @@ class Phases:
         self.skip(int(start))
 
     def _active(self) -> list[int]:
-        return [d for d in range(self.n) if self.weights[d] > 0
-                and (self.caps[d] is None or self.given[d] < self.caps[d])]
+        return [
+            d for d in range(self.n) if self.weights[d] > 0 and (self.caps[d] is None or self.given[d] < self.caps[d])
+        ]
 
     def _enter(self) -> None:
         act = self._active()

@@ -49,7 +49,9 @@ _LAYOUTS: OrderedDict[tuple, tuple[list[np.ndarray], np.ndarray]] = OrderedDict(
 _LAYOUT_LOCK = threading.Lock()
 
 
-def partition_layout(lengths: np.ndarray, digest: str, seed: int, partitions: int) -> tuple[list[np.ndarray], np.ndarray]:
+def partition_layout(
+    lengths: np.ndarray, digest: str, seed: int, partitions: int
+) -> tuple[list[np.ndarray], np.ndarray]:
     """The ``partitions`` frame-balanced groups of episode positions (int64, ascending each; LPT,
     ``max - min <= the longest episode``) and their frames (int64 (P,)), a function of (episodes,
     seed, partitions) only; cached per process (``digest``: the episodes'
@@ -169,8 +171,9 @@ class PartitionChain:
         while got < n and self._cur is not None:
             want = n - got
             e, f = self._cur.next_anchors(want)
-            self._events += [PoolEvent(self._base + ev.position, ev.kind, ev.episode_index)
-                             for ev in self._cur.drain_events()]
+            self._events += [
+                PoolEvent(self._base + ev.position, ev.kind, ev.episode_index) for ev in self._cur.drain_events()
+            ]
             eps.append(e)
             frs.append(f)
             got += len(e)
@@ -223,11 +226,14 @@ class PartitionPlan(WorkerPlan):
         self.frame_maps: dict[int, np.ndarray] = {}
         self.pool_size = layout.partition_pool_size
         self.byte_budget = layout.spec.byte_budget
-        self.video_decoder_cache_size = share(layout.spec.video_decoder_cache_size,
-                                              max(1, layout.num_active(self.rank)))
+        self.video_decoder_cache_size = share(
+            layout.spec.video_decoder_cache_size, max(1, layout.num_active(self.rank))
+        )
         self.where = ""
-        self.nbytes = self._sizes(f"one partition's budget, of {layout.partitions} partitions",
-                                  "(with partitions it is each partition's, not split over the workers)")
+        self.nbytes = self._sizes(
+            f"one partition's budget, of {layout.partitions} partitions",
+            "(with partitions it is each partition's, not split over the workers)",
+        )
 
     def tails(self) -> list[int]:
         """The partitions this stream plays that have anchors left this pass, in order."""
@@ -240,9 +246,17 @@ class PartitionPlan(WorkerPlan):
 
     def _words(self, epoch: int, tag: int, partition: int = 0) -> np.ndarray:
         lay = self._layout
-        return _seeds.seed_words(lay.spec.seed, epoch, _seeds.TAG_PARTITIONS, lay.partitions, partition,
-                                 STRATEGY_IDS[lay.spec.strategy], self.pool_size,
-                                 0 if self.byte_budget is None else self.byte_budget + 1, tag)
+        return _seeds.seed_words(
+            lay.spec.seed,
+            epoch,
+            _seeds.TAG_PARTITIONS,
+            lay.partitions,
+            partition,
+            STRATEGY_IDS[lay.spec.strategy],
+            self.pool_size,
+            0 if self.byte_budget is None else self.byte_budget + 1,
+            tag,
+        )
 
     def _span(self, partition: int) -> slice:
         a = self._bounds[partition]
@@ -256,17 +270,25 @@ class PartitionPlan(WorkerPlan):
 
     def admission_order(self, epoch: int) -> np.ndarray:
         """Episode indices in this epoch's admission order, partition after partition (int64)."""
-        out = [self.episode_indices[self._span(p)][self._partition_order(p, epoch)]
-               for p in self.partitions.tolist()]
+        out = [self.episode_indices[self._span(p)][self._partition_order(p, epoch)] for p in self.partitions.tolist()]
         return np.concatenate(out) if out else np.empty(0, np.int64)
 
     def partition_pool(self, partition: int, epoch: int) -> EpisodePool:
         """Partition ``partition``'s exact-coverage pool of ``epoch``, at its first anchor."""
         sl = self._span(partition)
         size_of = (lambda local, a=sl.start: self.size_of(a + local)) if self.sizes_on_demand else None
-        return EpisodePool(self.episode_indices[sl], self.lengths[sl], self.nbytes[sl],
-                           self._partition_order(partition, epoch), self.pool_size, self.byte_budget,
-                           self._layout.spec.strategy, self._words(epoch, _seeds.TAG_DRAWS, partition), None, size_of)
+        return EpisodePool(
+            self.episode_indices[sl],
+            self.lengths[sl],
+            self.nbytes[sl],
+            self._partition_order(partition, epoch),
+            self.pool_size,
+            self.byte_budget,
+            self._layout.spec.strategy,
+            self._words(epoch, _seeds.TAG_DRAWS, partition),
+            None,
+            size_of,
+        )
 
     def pool(self, epoch: int) -> PartitionChain:  # type: ignore[override]
         """The stream's pool of ``epoch``: its partitions one after another (from their offsets)."""
@@ -304,20 +326,25 @@ class PartitionLayout:
                 f"worker(s) per rank): every rank's worker plays whole partitions and would get none; use "
                 f"partitions >= {W * K} (lerobotstream-train: --dataset.streaming_partitions; a multiple of it "
                 f"balances best), or fewer ranks or workers",
-                option="partitions", value=P)
+                option="partitions",
+                value=P,
+            )
         if len(self.lengths) < P:
             raise ShardingError(
                 f"{len(self.lengths)} non-empty selected episode(s) cannot fill partitions={P}: some partition "
                 f"would own no episode. Use partitions <= {len(self.lengths)} (lerobotstream-train: "
                 f"--dataset.streaming_partitions; --dataset.episodes and --dataset.eval_split leave fewer episodes "
                 f"to train on) or select more episodes.",
-                num_episodes=len(self.lengths), world_size=W)
+                num_episodes=len(self.lengths),
+                world_size=W,
+            )
         self.parts, self.part_frames = partition_layout(self.lengths, spec.digest, spec.seed, P)
         self._offsets = None if offsets is None else np.asarray(offsets, dtype=np.int64)
         self.part_offsets = np.zeros(P, np.int64) if self._offsets is None else self._offsets
         if len(self.part_offsets) != P or (self.part_offsets < 0).any() or (self.part_offsets > self.part_frames).any():
-            raise ResumeStateError(f"partition offsets {self.part_offsets.tolist()[:8]}... do not fit the "
-                                   f"{P} partitions of this stream")
+            raise ResumeStateError(
+                f"partition offsets {self.part_offsets.tolist()[:8]}... do not fit the {P} partitions of this stream"
+            )
         self.part_left = self.part_frames - self.part_offsets
         self.streams = self._assign()
         owner = np.full(P, -1, np.int64)  # stream r * K + w of each partition this pass
@@ -348,13 +375,21 @@ class PartitionLayout:
             return [[np.arange(w * W + r, P, W * K, dtype=np.int64) for w in range(K)] for r in range(W)]
         alive = np.flatnonzero(self.part_left > 0)
         out = []
-        ranks = lpt_shards(self.part_left[alive], W, (seed, _seeds.TAG_PARTITIONS, _seeds.TAG_RANK_SHARDS, W)) \
-            if len(alive) else [np.empty(0, np.int64)] * W
+        ranks = (
+            lpt_shards(self.part_left[alive], W, (seed, _seeds.TAG_PARTITIONS, _seeds.TAG_RANK_SHARDS, W))
+            if len(alive)
+            else [np.empty(0, np.int64)] * W
+        )
         for r, rpos in enumerate(ranks):
             mine = alive[rpos]
             n = min(K, len(mine))
-            ws = [] if n == 0 else lpt_shards(self.part_left[mine], n, (seed, _seeds.TAG_PARTITIONS,
-                                                                        _seeds.TAG_WORKER_SHARDS, r, W, K))
+            ws = (
+                []
+                if n == 0
+                else lpt_shards(
+                    self.part_left[mine], n, (seed, _seeds.TAG_PARTITIONS, _seeds.TAG_WORKER_SHARDS, r, W, K)
+                )
+            )
             out.append([mine[x] for x in ws] + [np.empty(0, np.int64)] * (K - n))
         return out
 
@@ -369,7 +404,7 @@ class PartitionLayout:
 
     def worker_frames(self, rank: int) -> list[int]:
         K = self.topo.num_shards
-        return self._frames[rank * K:(rank + 1) * K].tolist()
+        return self._frames[rank * K : (rank + 1) * K].tolist()
 
     def rank_frames(self) -> np.ndarray:
         return self._frames.reshape(self.topo.world_size, self.topo.num_shards).sum(axis=1)
@@ -400,8 +435,9 @@ class PartitionLayout:
         return got
 
     # --- elastic resume ---------------------------------------------------------------------------
-    def remainder(self, counts: list[tuple[int, int, int | None]], epoch: int, pool_epoch: int,
-                  depth: int) -> PartitionRemainder:
+    def remainder(
+        self, counts: list[tuple[int, int, int | None]], epoch: int, pool_epoch: int, depth: int
+    ) -> PartitionRemainder:
         """Each partition's consumed offset after ``counts`` (``(rank, worker, anchors it gave)``
         per old stream, None: its whole share consumed): from counts only, no pool replay — an old
         stream's count runs through its partitions in order."""
@@ -417,8 +453,15 @@ class PartitionLayout:
                 take = min(g, int(self.part_left[p]))
                 offsets[p] += take
                 g -= take
-        return PartitionRemainder(int(epoch), offsets, int((offsets - self.part_offsets).sum()), depth,
-                                  self.spec.strategy, self.spec.pool_size, self.spec.byte_budget)
+        return PartitionRemainder(
+            int(epoch),
+            offsets,
+            int((offsets - self.part_offsets).sum()),
+            depth,
+            self.spec.strategy,
+            self.spec.pool_size,
+            self.spec.byte_budget,
+        )
 
     @staticmethod
     def over(rem: PartitionRemainder, topo: Topology, plain: PartitionLayout) -> PartitionLayout:
@@ -435,5 +478,8 @@ class PartitionLayout:
         """The remainder in ``Planner.remainder_info``'s units: partitions whole and started
         (which episodes of a started partition were started is not known from counts)."""
         left = self.part_left
-        return {"unit": "partitions", "whole": int((left == self.part_frames).sum()),
-                "started": int(((left > 0) & (left < self.part_frames)).sum())}
+        return {
+            "unit": "partitions",
+            "whole": int((left == self.part_frames).sum()),
+            "started": int(((left > 0) & (left < self.part_frames)).sum()),
+        }

@@ -87,9 +87,18 @@ class Pass:
         names: the streams' names (messages).
     """
 
-    def __init__(self, layouts: Sequence[Any], weights: Sequence[int], offsets: Sequence[int], topo: Topology, *,
-                 mix_seed: int, remainders: Sequence[Any] | None = None, chain: Pass | None = None,
-                 names: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        layouts: Sequence[Any],
+        weights: Sequence[int],
+        offsets: Sequence[int],
+        topo: Topology,
+        *,
+        mix_seed: int,
+        remainders: Sequence[Any] | None = None,
+        chain: Pass | None = None,
+        names: Sequence[str] = (),
+    ) -> None:
         self.layouts = list(layouts)
         self.weights = [int(w) for w in weights]
         self.offsets = [int(o) for o in offsets]
@@ -175,8 +184,13 @@ class Pass:
             ids = self.active_workers(r)
             fr = self.worker_frames(r)
             lim = [fr[w] for w in ids]
-            out.append(replay_turns(lim, t.batch_size, batches=sum(lim) + 1, drop_last=t.drop_last,
-                                    one_stream=t.num_shards == 1)[2] if lim else 0)
+            out.append(
+                replay_turns(
+                    lim, t.batch_size, batches=sum(lim) + 1, drop_last=t.drop_last, one_stream=t.num_shards == 1
+                )[2]
+                if lim
+                else 0
+            )
         return np.array(out, dtype=np.int64)
 
     def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
@@ -277,8 +291,13 @@ class Pass:
             logger.warning(
                 "rank %d: the mixture's shares cannot follow the weights %s with %d DataLoader workers "
                 "(dataset(s) %s hold episodes in too few workers); the rank draws %s. Lower num_workers or "
-                "select more episodes of those datasets", rank, np.round(target, 4).tolist(), n,
-                [self.names[d] for d in np.flatnonzero(got < target - 0.01)], np.round(got, 4).tolist())
+                "select more episodes of those datasets",
+                rank,
+                np.round(target, 4).tolist(),
+                n,
+                [self.names[d] for d in np.flatnonzero(got < target - 0.01)],
+                np.round(got, 4).tolist(),
+            )
         self._fit[rank] = fit
         return fit
 
@@ -334,8 +353,10 @@ class Pass:
         if phases is None:
             return
         counts = phases.consumed()
-        streams = [DatasetStream(plan, off, start.epoch, int(c), self.topo.repeat)
-                   for plan, off, c in zip(plans, self.offsets, counts)]
+        streams = [
+            DatasetStream(plan, off, start.epoch, int(c), self.topo.repeat)
+            for plan, off, c in zip(plans, self.offsets, counts)
+        ]
         yield MixedPool(streams, phases, start.offset)
 
 
@@ -455,8 +476,9 @@ _CACHE: OrderedDict[str, list[Any]] = OrderedDict()
 _CACHE_SIZE = 4
 
 
-def remainder_cache(key_parts: Any, compute: Callable[[], list[Any]], shipped: Sequence[Any] | None,
-                    rank: int) -> list[Any]:
+def remainder_cache(
+    key_parts: Any, compute: Callable[[], list[Any]], shipped: Sequence[Any] | None, rank: int
+) -> list[Any]:
     """``compute()`` once per key (a JSON-able description of the state and the streams) per
     process: every planner a DataLoader worker builds for one stream shares its remainder.
     ``shipped`` (remainders computed elsewhere, ``for_rank``) is taken instead when every one's
@@ -487,5 +509,13 @@ def remainder_pass(plain: Pass, rems: Sequence[Any], seed: int) -> Pass:
     stream's layout ``over`` its remainder; endless: chained to ``plain``'s epochs."""
     layouts = [LAYOUTS[lay.kind].over(rem, plain.topo, lay) for lay, rem in zip(plain.layouts, rems)]
     mix_seed = _seeds.derived_seed(seed, _seeds.TAG_MIXTURE, _seeds.TAG_ELASTIC, rems[0].epoch, rems[0].depth)
-    return Pass(layouts, plain.weights, plain.offsets, plain.topo, mix_seed=mix_seed, remainders=rems,
-                chain=plain if plain.topo.repeat else None, names=plain.names)
+    return Pass(
+        layouts,
+        plain.weights,
+        plain.offsets,
+        plain.topo,
+        mix_seed=mix_seed,
+        remainders=rems,
+        chain=plain if plain.topo.repeat else None,
+        names=plain.names,
+    )

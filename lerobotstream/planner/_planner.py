@@ -20,11 +20,19 @@ import numpy as np
 
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
-from lerobotstream.planner._checkpoint import (ELASTIC_SETTINGS, REFUSED_SETTINGS, RESUME_SETTINGS,
-                                               PlannerCheckpoint)
+from lerobotstream.planner._checkpoint import ELASTIC_SETTINGS, REFUSED_SETTINGS, RESUME_SETTINGS, PlannerCheckpoint
 from lerobotstream.planner._layout import Topology, WorkerPlan, read_pools
-from lerobotstream.planner._pass import (Pass, Resolved, WorkerStart, build_layout, old_run_remainders,
-                                         remainder_cache, remainder_pass, resolve_pass, state_key)
+from lerobotstream.planner._pass import (
+    Pass,
+    Resolved,
+    WorkerStart,
+    build_layout,
+    old_run_remainders,
+    remainder_cache,
+    remainder_pass,
+    resolve_pass,
+    state_key,
+)
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._state import StreamState
 from lerobotstream.planner._streams import Streams, episodes_of
@@ -34,6 +42,7 @@ __all__ = ["ELASTIC_SETTINGS", "Planner", "REFUSED_SETTINGS", "RESUME_SETTINGS",
 
 logger = logging.getLogger("lerobotstream.planner")
 _IDLE_WARNED: set[tuple] = set()
+
 
 class Planner(PlannerCheckpoint):
     """Deterministic planner of one rank over N >= 1 streams (pure: no I/O, no torch import).
@@ -76,15 +85,24 @@ class Planner(PlannerCheckpoint):
         ValueError: bad sizes or counts.
     """
 
-    def __init__(self, episode_lengths: Mapping[int, int] | np.ndarray | list[int], *,
-                 episode_indices: np.ndarray | list[int] | None = None,
-                 episode_nbytes: Callable[[int], int] | None = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        episode_lengths: Mapping[int, int] | np.ndarray | list[int],
+        *,
+        episode_indices: np.ndarray | list[int] | None = None,
+        episode_nbytes: Callable[[int], int] | None = None,
+        **settings: Any,
+    ) -> None:
         self._setup(Streams((episodes_of(episode_lengths, episode_indices, episode_nbytes),)), PlanSettings(**settings))
 
     # --- construction -------------------------------------------------------------------------------
     @classmethod
-    def for_dataset(cls, episode_lengths: Mapping[int, int], settings: PlanSettings,
-                    episode_nbytes: Callable[[int], int] | None = None) -> Planner:
+    def for_dataset(
+        cls,
+        episode_lengths: Mapping[int, int],
+        settings: PlanSettings,
+        episode_nbytes: Callable[[int], int] | None = None,
+    ) -> Planner:
         """One dataset's planner from plain settings (``episode_nbytes``: its sizes)."""
         out = cls.__new__(cls)
         out._setup(Streams((episodes_of(episode_lengths, None, episode_nbytes),)), settings)
@@ -105,8 +123,9 @@ class Planner(PlannerCheckpoint):
         self.settings = s.but(rank=rank, world_size=world)
         self.streams = streams
         self.seed = constants.SEED_WHEN_NONE if s.seed is None else int(s.seed)
-        self.topology = Topology(rank, world, int(s.num_workers), int(s.batch_size), bool(s.drop_last),
-                                 bool(s.repeat), s.equalize)
+        self.topology = Topology(
+            rank, world, int(s.num_workers), int(s.batch_size), bool(s.drop_last), bool(s.repeat), s.equalize
+        )
         self._specs = list(specs) if specs is not None else streams.specs(self.settings, self.seed)
         self._plain = self._plain_pass(self.topology, self._specs)
         self.epoch = 0
@@ -123,15 +142,24 @@ class Planner(PlannerCheckpoint):
     def _plain_pass(self, topo: Topology, specs: Sequence[Any]) -> Pass:
         layouts = []
         for d, spec in enumerate(specs):
-            where = (self.streams.where(d, self.settings.byte_budget) + " and pool" if self.streams.rule == "mixture"
-                     else None)
+            where = (
+                self.streams.where(d, self.settings.byte_budget) + " and pool"
+                if self.streams.rule == "mixture"
+                else None
+            )
             if where is None:
                 layouts.append(build_layout(spec, topo))
             else:
                 with naming(where):
                     layouts.append(build_layout(spec, topo))
-        return Pass(layouts, self.streams.integer_weights, self.streams.offsets, topo, mix_seed=self.seed,
-                    names=self.streams.names)
+        return Pass(
+            layouts,
+            self.streams.integer_weights,
+            self.streams.offsets,
+            topo,
+            mix_seed=self.seed,
+            names=self.streams.names,
+        )
 
     # --- settings as attributes ---------------------------------------------------------------------
     rank = property(lambda self: self.topology.rank)
@@ -170,8 +198,9 @@ class Planner(PlannerCheckpoint):
 
     def resolve(self) -> Resolved:
         """The pass in progress and the position in it (:func:`~._pass.resolve_pass`)."""
-        return resolve_pass(self._plain, self.epoch, self.samples_consumed,
-                            self._remainder_pass if self._elastic_active() else None)
+        return resolve_pass(
+            self._plain, self.epoch, self.samples_consumed, self._remainder_pass if self._elastic_active() else None
+        )
 
     def current_pass(self) -> Pass:
         """The pass in progress: the plain epoch, an elastic remainder, or the epochs after it."""
@@ -191,8 +220,12 @@ class Planner(PlannerCheckpoint):
         if self.origin is None:
             raise ResumeStateError("this planner plays plain epochs: it has no elastic remainder")
         st = StreamState.from_dict(self.origin)
-        return remainder_cache(state_key(st, self.streams.digests) + [self.streams.rule],
-                               lambda: self._compute_remainders(st), self.shipped_remainders, self.rank)
+        return remainder_cache(
+            state_key(st, self.streams.digests) + [self.streams.rule],
+            lambda: self._compute_remainders(st),
+            self.shipped_remainders,
+            self.rank,
+        )
 
     def _compute_remainders(self, st: StreamState) -> list[Any]:
         old = self._like(st)
@@ -211,17 +244,29 @@ class Planner(PlannerCheckpoint):
             ResumeStateError: no run over these streams has ``st``'s settings (more ranks or
             workers than its episodes allow, or fewer partitions than streams: a tampered state).
         """
-        s = PlanSettings(seed=st.seed, num_workers=st.num_workers, episode_pool_size=st.pool_size,
-                         sampling_strategy=st.strategy, byte_budget=st.byte_budget, video_decoder_cache_size=None,
-                         repeat=st.repeat, batch_size=st.batch_size, drop_last=st.drop_last, equalize=st.equalize,
-                         partitions=st.partitions, rank=0, world_size=st.world_size)
+        s = PlanSettings(
+            seed=st.seed,
+            num_workers=st.num_workers,
+            episode_pool_size=st.pool_size,
+            sampling_strategy=st.strategy,
+            byte_budget=st.byte_budget,
+            video_decoder_cache_size=None,
+            repeat=st.repeat,
+            batch_size=st.batch_size,
+            drop_last=st.drop_last,
+            equalize=st.equalize,
+            partitions=st.partitions,
+            rank=0,
+            world_size=st.world_size,
+        )
         try:
             out = Planner.for_streams(self.streams.sized(), s)
         except (ShardingError, StreamingConfigError, ValueError) as e:
             raise ResumeStateError(
                 f"malformed stream state (tampered, or not written by state_dict() for this stream): no run over "
                 f"this stream has its settings ({e}). Pass the dict that state_dict() returned, or start a new run "
-                "from the policy weights.") from e
+                "from the policy weights."
+            ) from e
         out.epoch, out.samples_consumed = st.epoch, st.samples
         if st.origin is not None:
             out.origin, out.origin_epoch = st.origin, st.epoch
@@ -307,8 +352,10 @@ class Planner(PlannerCheckpoint):
     def planners(self) -> list[Planner]:
         """One planner per stream, each over that stream alone with its settings (its shards and
         plans are the mixture's)."""
-        return [Planner.for_streams(Streams((e,)), self.settings, specs=[spec])
-                for e, spec in zip(self.streams.episodes, self._specs)]
+        return [
+            Planner.for_streams(Streams((e,)), self.settings, specs=[spec])
+            for e, spec in zip(self.streams.episodes, self._specs)
+        ]
 
     # --- the pipeline's interface -------------------------------------------------------------------
     def worker_start(self, dl_worker_id: int | None = None, dl_num_workers: int = 0) -> WorkerStart:
@@ -326,7 +373,8 @@ class Planner(PlannerCheckpoint):
         if dl_num_workers != self.num_workers:
             raise ShardingError(
                 f"the DataLoader runs {dl_num_workers} worker(s) but the {self._kind} was built for "
-                f"num_workers={self.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)")
+                f"num_workers={self.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)"
+            )
         if not dl_worker_id and r.pass_.num_active() < self.num_shards:
             self._warn_idle(r.pass_)
         return r.pass_.worker_start(dl_worker_id, r.epoch, r.samples)
@@ -352,8 +400,9 @@ class Planner(PlannerCheckpoint):
         episode ids): one per finite epoch, or one endless pool, as ``repeat`` says."""
         return self.current_pass().worker_pools(start, plans)
 
-    def iter_worker_anchors(self, dl_worker_id: int | None = None,
-                            dl_num_workers: int = 0) -> Iterator[tuple[int, int]]:
+    def iter_worker_anchors(
+        self, dl_worker_id: int | None = None, dl_num_workers: int = 0
+    ) -> Iterator[tuple[int, int]]:
         """The anchors (global episode id, frame) DataLoader worker ``dl_worker_id`` yields, from
         the resume state on: one (the rest of the) epoch when finite, endless with ``repeat=True``."""
         start = self.worker_start(dl_worker_id, dl_num_workers)
@@ -362,7 +411,7 @@ class Planner(PlannerCheckpoint):
     def _warn_idle(self, p: Pass) -> None:
         # Said where the stream starts, by DataLoader worker 0 only (every worker builds its own
         # planner; the training process builds them for state_dict too) and once per process.
-        owns = (p.layouts[0].owns(self.rank) if len(p.layouts) == 1 else "episodes of the mixture's datasets")
+        owns = p.layouts[0].owns(self.rank) if len(p.layouts) == 1 else "episodes of the mixture's datasets"
         key = (self._kind, self.rank, self.num_shards, owns)
         if key in _IDLE_WARNED:
             return
@@ -370,7 +419,13 @@ class Planner(PlannerCheckpoint):
         n = p.num_active()
         logger.warning(
             "rank %d owns %s for %d DataLoader workers: workers %d..%d get no episode and yield nothing "
-            "(lower num_workers to use every worker)", self.rank, owns, self.num_shards, n, self.num_shards - 1)
+            "(lower num_workers to use every worker)",
+            self.rank,
+            owns,
+            self.num_shards,
+            n,
+            self.num_shards - 1,
+        )
 
     # --- epochs and resume ----------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -383,8 +438,15 @@ class Planner(PlannerCheckpoint):
             raise StreamingConfigError(f"epoch must be an int >= 0, got {epoch!r}", option="epoch", value=epoch)
         self.epoch, self.samples_consumed = int(epoch), 0
 
-    def seek(self, epoch: int, samples: int = 0, *, origin: dict[str, Any] | None = None,
-             origin_epoch: int | None = None, remainders: list[Any] | None = None) -> None:
+    def seek(
+        self,
+        epoch: int,
+        samples: int = 0,
+        *,
+        origin: dict[str, Any] | None = None,
+        origin_epoch: int | None = None,
+        remainders: list[Any] | None = None,
+    ) -> None:
         """Put this planner at ``samples`` consumed samples of ``epoch`` (a stream's resume state,
         as data): ``origin`` — an elastic resume's origin state, whose remainder epoch
         ``origin_epoch`` plays — and ``remainders``, that remainder's part computed elsewhere
@@ -400,9 +462,10 @@ class Planner(PlannerCheckpoint):
         self.origin, self.origin_epoch = origin, origin_epoch
         self.shipped_remainders, self._rem = remainders, None
 
-def dataset_planner(episode_lengths: Mapping[int, int], settings: PlanSettings,
-                    episode_nbytes: Callable[[int], int] | None = None) -> Planner:
+
+def dataset_planner(
+    episode_lengths: Mapping[int, int], settings: PlanSettings, episode_nbytes: Callable[[int], int] | None = None
+) -> Planner:
     """The planner of one dataset's rank from ``settings`` (``episode_nbytes``: its sizes,
     ``EpisodeSizes`` on demand): :meth:`Planner.for_dataset`."""
     return Planner.for_dataset(episode_lengths, settings, episode_nbytes)
-

@@ -58,17 +58,33 @@ class EpisodePool:
             bytes for an entry of ``nbytes`` that is -1 (``WorkerPlan.size_of``).
     """
 
-    def __init__(self, episode_indices, lengths, nbytes, order, pool_size, byte_budget, strategy, draw_words,
-                 frame_maps=None, size_of=None):
+    def __init__(
+        self,
+        episode_indices,
+        lengths,
+        nbytes,
+        order,
+        pool_size,
+        byte_budget,
+        strategy,
+        draw_words,
+        frame_maps=None,
+        size_of=None,
+    ):
         self.episode_indices = np.ascontiguousarray(episode_indices, dtype=np.int64)
         self.pool_size = int(pool_size)
         self.byte_budget = byte_budget
         self.strategy = strategy
-        self._core = PoolCore(np.ascontiguousarray(lengths, dtype=np.int64),
-                              np.ascontiguousarray(nbytes, dtype=np.int64),
-                              np.ascontiguousarray(order, dtype=np.int64), self.pool_size,
-                              -1 if byte_budget is None else int(byte_budget), STRATEGY_IDS[strategy],
-                              np.ascontiguousarray(draw_words, dtype=np.uint64), size_of)
+        self._core = PoolCore(
+            np.ascontiguousarray(lengths, dtype=np.int64),
+            np.ascontiguousarray(nbytes, dtype=np.int64),
+            np.ascontiguousarray(order, dtype=np.int64),
+            self.pool_size,
+            -1 if byte_budget is None else int(byte_budget),
+            STRATEGY_IDS[strategy],
+            np.ascontiguousarray(draw_words, dtype=np.uint64),
+            size_of,
+        )
         self._maps = dict(frame_maps or {})
         self._mapped: np.ndarray | None = None
         if self._maps:  # one flat table: frame = flat[base[local] + k]
@@ -109,7 +125,7 @@ class EpisodePool:
         """The episode frames local episode ``local`` (``length`` pool frames) stands for, int64."""
         if self._mapped is not None and self._mapped[local]:
             b = self._base[local]
-            return self._flat[b:b + length].copy()
+            return self._flat[b : b + length].copy()
         return np.arange(length, dtype=np.int64)
 
     def fill(self, out_episode: np.ndarray, out_frame: np.ndarray) -> int:

@@ -16,8 +16,17 @@ from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.options import option_problem
 
-__all__ = ["ELASTIC_SCHEMA_VERSION", "MAX_NUM_WORKERS", "PARTITION_SCHEMA_VERSION", "READABLE_SCHEMA_VERSIONS",
-           "SCHEMA_KEY", "SCHEMA_VERSION", "StreamState", "episodes_digest", "episode_selection_diffs"]
+__all__ = [
+    "ELASTIC_SCHEMA_VERSION",
+    "MAX_NUM_WORKERS",
+    "PARTITION_SCHEMA_VERSION",
+    "READABLE_SCHEMA_VERSIONS",
+    "SCHEMA_KEY",
+    "SCHEMA_VERSION",
+    "StreamState",
+    "episodes_digest",
+    "episode_selection_diffs",
+]
 
 SCHEMA_KEY = "lerobotstream_planner_schema"
 SCHEMA_VERSION = 1
@@ -36,27 +45,49 @@ _OLD_CHECKPOINT_MSG = (
     "this checkpoint's stream state has no {key!r} marker: it was written by an older sampler "
     "(a row shuffle buffer or the earlier multi-worker episode sampler), whose order cannot be "
     "reproduced or told apart by world-size and batch-size checks. Sample-exact streaming resume "
-    "is refused; start a new run from the checkpoint's policy weights instead.")
+    "is refused; start a new run from the checkpoint's policy weights instead."
+)
 _NOT_A_STATE_MSG = (
     "{what} is not a lerobotstream stream state: pass the dict that the dataset's (or planner's) "
-    "state_dict() returned, unchanged (it carries {key!r} (one of {version}) and the fields {fields}){hint}")
+    "state_dict() returned, unchanged (it carries {key!r} (one of {version}) and the fields {fields}){hint}"
+)
 
 _NULLABLE = frozenset({"pool_size", "byte_budget", "episodes", "mixture", "origin", "partitions"})  # may be None
 _OPTIONAL = frozenset({"episodes", "mixture", "origin", "partitions"})  # may be absent (older states)
 #: field -> (kind, lower bound for ints); kinds: int (a Python/numpy integer, never a bool or a
 #: float, even 3.0), bool, str, dict
 _FIELD_RULES: dict[str, tuple[str, int | None]] = {
-    "seed": ("int", None), "epoch": ("int", 0), "samples": ("int", 0), "batch_size": ("int", 1),
-    "world_size": ("int", 1), "num_workers": ("int", 0), "strategy": ("str", None), "pool_size": ("int", 1),
-    "byte_budget": ("int", 1), "repeat": ("bool", None), "drop_last": ("bool", None), "equalize": ("str", None),
-    "episodes": ("str", None), "mixture": ("dict", None), "origin": ("dict", None), "partitions": ("int", 1),
+    "seed": ("int", None),
+    "epoch": ("int", 0),
+    "samples": ("int", 0),
+    "batch_size": ("int", 1),
+    "world_size": ("int", 1),
+    "num_workers": ("int", 0),
+    "strategy": ("str", None),
+    "pool_size": ("int", 1),
+    "byte_budget": ("int", 1),
+    "repeat": ("bool", None),
+    "drop_last": ("bool", None),
+    "equalize": ("str", None),
+    "episodes": ("str", None),
+    "mixture": ("dict", None),
+    "origin": ("dict", None),
+    "partitions": ("int", 1),
 }
 #: fields that hold an option's value (field -> option): checked by that option's own rule
 #: (``options.check_option``); the state's names are its format's (``strategy`` is the
 #: ``sampling_strategy`` option, ``pool_size`` the ``episode_pool_size`` option)
-_OPTION_OF = {"seed": "seed", "batch_size": "batch_size", "num_workers": "num_workers",
-              "strategy": "sampling_strategy", "pool_size": "episode_pool_size", "repeat": "repeat",
-              "drop_last": "drop_last", "equalize": "equalize", "partitions": "partitions"}
+_OPTION_OF = {
+    "seed": "seed",
+    "batch_size": "batch_size",
+    "num_workers": "num_workers",
+    "strategy": "sampling_strategy",
+    "pool_size": "episode_pool_size",
+    "repeat": "repeat",
+    "drop_last": "drop_last",
+    "equalize": "equalize",
+    "partitions": "partitions",
+}
 
 
 def _field_problem(name: str, value: Any) -> str | None:
@@ -78,8 +109,9 @@ def _field_problem(name: str, value: Any) -> str | None:
     want = {"bool": bool, "str": str, "dict": dict}[kind]
     if not isinstance(value, want):
         return f"{value!r} ({type(value).__name__}; a {kind} is needed)"
-    if name == "episodes" and not all(part.count(":") == 2 and part.split(":")[0].isdigit()
-                                      for part in value.split("|")):
+    if name == "episodes" and not all(
+        part.count(":") == 2 and part.split(":")[0].isdigit() for part in value.split("|")
+    ):
         return f"{value!r} (not an episodes digest '<count>:sha256:<hex>')"
     return None
 
@@ -160,37 +192,61 @@ class StreamState:
                 unknown or wrong-typed field (the message names each field and its value).
         """
         if not isinstance(state, dict):
-            raise ResumeStateError(_NOT_A_STATE_MSG.format(
-                what=f"a {type(state).__name__}", key=SCHEMA_KEY, version=READABLE_SCHEMA_VERSIONS,
-                fields=list(_FIELD_RULES), hint=""))
+            raise ResumeStateError(
+                _NOT_A_STATE_MSG.format(
+                    what=f"a {type(state).__name__}",
+                    key=SCHEMA_KEY,
+                    version=READABLE_SCHEMA_VERSIONS,
+                    fields=list(_FIELD_RULES),
+                    hint="",
+                )
+            )
         if SCHEMA_KEY not in state:
             if not set(state) & (set(_FIELD_RULES) | {"offset", "shuffle_buffer", "sampler", "rows"}):
-                raise ResumeStateError(_NOT_A_STATE_MSG.format(
-                    what=f"a dict with the keys {sorted(map(str, state))[:8]}", key=SCHEMA_KEY,
-                    version=READABLE_SCHEMA_VERSIONS, fields=list(_FIELD_RULES),
-                    hint=("; this is a StreamLoader state: pass it to StreamLoader.load_state_dict, or its "
-                          "'dataset' entry to the dataset's" if isinstance(state.get("dataset"), dict) else "")))
+                raise ResumeStateError(
+                    _NOT_A_STATE_MSG.format(
+                        what=f"a dict with the keys {sorted(map(str, state))[:8]}",
+                        key=SCHEMA_KEY,
+                        version=READABLE_SCHEMA_VERSIONS,
+                        fields=list(_FIELD_RULES),
+                        hint=(
+                            "; this is a StreamLoader state: pass it to StreamLoader.load_state_dict, or its "
+                            "'dataset' entry to the dataset's"
+                            if isinstance(state.get("dataset"), dict)
+                            else ""
+                        ),
+                    )
+                )
             raise ResumeStateError(_OLD_CHECKPOINT_MSG.format(key=SCHEMA_KEY))
         if type(state[SCHEMA_KEY]) is not int or state[SCHEMA_KEY] not in READABLE_SCHEMA_VERSIONS:
             raise ResumeStateError(
                 f"stream state schema {state[SCHEMA_KEY]!r} is not one of the supported {READABLE_SCHEMA_VERSIONS}; "
                 "sample-exact resume needs the same lerobotstream planner version. Start a new run "
-                "from the checkpoint's policy weights.")
+                "from the checkpoint's policy weights."
+            )
         fields = {k: v for k, v in state.items() if k != SCHEMA_KEY}
         unknown = sorted(map(str, set(fields) - set(_FIELD_RULES)))
         missing = sorted(set(_FIELD_RULES) - _OPTIONAL - set(fields))
-        problems = [f"{n}={p}" for n in _FIELD_RULES if n in fields
-                    for p in [_field_problem(n, fields[n])] if p is not None]
+        problems = [
+            f"{n}={p}" for n in _FIELD_RULES if n in fields for p in [_field_problem(n, fields[n])] if p is not None
+        ]
         if unknown or missing or problems:
-            parts = ([f"unknown fields {unknown}"] if unknown else []) + (
-                [f"missing fields {missing}"] if missing else []) + problems
+            parts = (
+                ([f"unknown fields {unknown}"] if unknown else [])
+                + ([f"missing fields {missing}"] if missing else [])
+                + problems
+            )
             raise ResumeStateError(
-                "malformed stream state (tampered, or not written by state_dict()): " + "; ".join(parts)
-                + ". Pass the dict that state_dict() returned, or start a new run from the policy weights.")
+                "malformed stream state (tampered, or not written by state_dict()): "
+                + "; ".join(parts)
+                + ". Pass the dict that state_dict() returned, or start a new run from the policy weights."
+            )
         if fields.get("origin") is not None:
             _check_origin(cls.from_dict(fields["origin"]), fields)
         cast = {"int": int, "bool": bool}  # numpy ints and bools as Python's (the options' rules accept both)
-        plain = {n: cast[_FIELD_RULES[n][0]](v) for n, v in fields.items() if _FIELD_RULES[n][0] in cast and v is not None}
+        plain = {
+            n: cast[_FIELD_RULES[n][0]](v) for n, v in fields.items() if _FIELD_RULES[n][0] in cast and v is not None
+        }
         return cls(**{**fields, **plain})
 
 
@@ -203,15 +259,20 @@ def _check_origin(origin: StreamState, fields: dict[str, Any]) -> None:
     """Raise ResumeStateError when ``origin`` (valid by itself) cannot be the origin of a state with
     ``fields``: another seed, episode selection, mixture or partitions (tampered, or two states
     spliced together), or a later epoch than the state's."""
-    bad = [f"origin {n}={getattr(origin, n)!r} but the state's {n}={fields.get(n)!r}"
-           for n in _ORIGIN_SHARED if getattr(origin, n) != fields.get(n)]
+    bad = [
+        f"origin {n}={getattr(origin, n)!r} but the state's {n}={fields.get(n)!r}"
+        for n in _ORIGIN_SHARED
+        if getattr(origin, n) != fields.get(n)
+    ]
     if origin.epoch > int(fields["epoch"]):
         bad.append(f"origin epoch={origin.epoch} is after the state's epoch={fields['epoch']}")
     if bad:
         raise ResumeStateError(
             "malformed stream state (tampered, or not written by state_dict()): its elastic origin does not "
             "belong to it: " + "; ".join(bad) + ". Pass the dict that state_dict() returned, or start a new run "
-            "from the policy weights.")
+            "from the policy weights."
+        )
+
 
 def episodes_digest(episode_indices, lengths) -> str:
     """``"sha256:<hex>"`` of the selected episode indices and their lengths (both as int64, in
@@ -241,13 +302,20 @@ def episode_selection_diffs(checkpoint: StreamState, current: StreamState) -> li
             "the dataset and episode selection it was written for cannot be checked; loaded into another "
             "dataset it would silently skip or repeat samples. Start a new run from the policy weights; or, "
             "if you are sure it comes from this same dataset and selection, copy the 'episodes' value of "
-            f"this stream's state_dict() into it ({current.episodes!r}).")
+            f"this stream's state_dict() into it ({current.episodes!r})."
+        )
     if checkpoint.episodes == current.episodes:
         return []
     if checkpoint.mixture is not None or current.mixture is not None:
         return ["episode selection of the datasets differs"]
     n_old, n_new = checkpoint.episodes.split(":")[0], current.episodes.split(":")[0]
-    why = (" — as many episodes with other indices or anchor counts: another episode list, another "
-           "drop_n_last_frames, or another version of the dataset" if n_old == n_new else "")
-    return [f"episode selection: checkpoint {n_old} episodes (digest {checkpoint.episodes}), now {n_new} "
-            f"episodes (digest {current.episodes}){why}"]
+    why = (
+        " — as many episodes with other indices or anchor counts: another episode list, another "
+        "drop_n_last_frames, or another version of the dataset"
+        if n_old == n_new
+        else ""
+    )
+    return [
+        f"episode selection: checkpoint {n_old} episodes (digest {checkpoint.episodes}), now {n_new} "
+        f"episodes (digest {current.episodes}){why}"
+    ]

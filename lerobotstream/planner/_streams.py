@@ -51,8 +51,11 @@ class Episodes:
     sizes: Callable[[int], int] | None = None
 
 
-def episodes_of(episode_lengths: Mapping[int, int] | np.ndarray | Sequence[int], episode_indices: Any = None,
-                sizes: Callable[[int], int] | None = None) -> Episodes:
+def episodes_of(
+    episode_lengths: Mapping[int, int] | np.ndarray | Sequence[int],
+    episode_indices: Any = None,
+    sizes: Callable[[int], int] | None = None,
+) -> Episodes:
     """:class:`Episodes` from ``{episode_index: length}`` or a 1-D array of lengths (then
     ``episode_indices``, default ``0..E-1``). Episodes of length 0 are dropped (never yielded).
 
@@ -64,8 +67,11 @@ def episodes_of(episode_lengths: Mapping[int, int] | np.ndarray | Sequence[int],
         lens = np.array([int(episode_lengths[int(i)]) for i in idx], dtype=np.int64)
     else:
         lens = np.asarray(episode_lengths, dtype=np.int64).reshape(-1)
-        idx = (np.arange(len(lens), dtype=np.int64) if episode_indices is None
-               else np.asarray(episode_indices, dtype=np.int64).reshape(-1))
+        idx = (
+            np.arange(len(lens), dtype=np.int64)
+            if episode_indices is None
+            else np.asarray(episode_indices, dtype=np.int64).reshape(-1)
+        )
         if len(idx) != len(lens):
             raise ValueError(f"{len(idx)} episode indices for {len(lens)} lengths")
         o = np.argsort(idx, kind="stable")
@@ -122,8 +128,9 @@ class Streams:
         byte budget then fails loudly if it needs one)."""
         if all(e.sizes is not None for e in self.episodes):
             return self
-        eps = tuple(e if e.sizes is not None else Episodes(e.indices, e.lengths, e.digest, no_sizes)
-                    for e in self.episodes)
+        eps = tuple(
+            e if e.sizes is not None else Episodes(e.indices, e.lengths, e.digest, no_sizes) for e in self.episodes
+        )
         return Streams(eps, self.weights, self.offsets, self.names, self.rule, self.mixture)
 
     def specs(self, s: PlanSettings, seed: int) -> list[StreamSpec]:
@@ -131,8 +138,20 @@ class Streams:
         mixture's dataset d its share of the pool, of the byte budget (bytes) and of the decoder cap."""
         if self.rule == "dataset":
             (e,) = self.episodes
-            return [StreamSpec(e.indices, e.lengths, e.digest, seed, s.sampling_strategy, s.episode_pool_size,
-                               s.byte_budget, s.video_decoder_cache_size, e.sizes, s.partitions)]
+            return [
+                StreamSpec(
+                    e.indices,
+                    e.lengths,
+                    e.digest,
+                    seed,
+                    s.sampling_strategy,
+                    s.episode_pool_size,
+                    s.byte_budget,
+                    s.video_decoder_cache_size,
+                    e.sizes,
+                    s.partitions,
+                )
+            ]
         n = len(self.episodes)
         if s.partitions is not None:
             pool = s.episode_pool_size or constants.DEFAULT_PARTITION_POOL_SIZE
@@ -144,8 +163,20 @@ class Streams:
             seed_d = int(seed) if n == 1 else _seeds.derived_seed(seed, _seeds.TAG_MIXTURE, d)
             dec = None if s.video_decoder_cache_size is None else max(1, int(s.video_decoder_cache_size * share))
             budget = None if s.byte_budget is None else max(1, int(s.byte_budget * share))
-            out.append(StreamSpec(e.indices, e.lengths, e.digest, seed_d, s.sampling_strategy,
-                                  max(1, round(pool * share)), budget, dec, e.sizes, s.partitions))
+            out.append(
+                StreamSpec(
+                    e.indices,
+                    e.lengths,
+                    e.digest,
+                    seed_d,
+                    s.sampling_strategy,
+                    max(1, round(pool * share)),
+                    budget,
+                    dec,
+                    e.sizes,
+                    s.partitions,
+                )
+            )
         return out
 
     def where(self, d: int, byte_budget: int | None) -> str:

@@ -80,9 +80,15 @@ def _can_give(rem: int | None, batch_size: int, drop_last: bool) -> bool:
     return rem is None or rem >= batch_size or (rem > 0 and not drop_last)
 
 
-def replay_turns(limits: Sequence[int | None], batch_size: int, *, samples: int | None = None,
-                 batches: int | None = None, drop_last: bool = False,
-                 one_stream: bool | None = None) -> tuple[list[int], int | None, int]:
+def replay_turns(
+    limits: Sequence[int | None],
+    batch_size: int,
+    *,
+    samples: int | None = None,
+    batches: int | None = None,
+    drop_last: bool = False,
+    one_stream: bool | None = None,
+) -> tuple[list[int], int | None, int]:
     """Replay the DataLoader's batch turns until ``samples`` samples or ``batches`` batches are taken.
 
     Args:
@@ -116,7 +122,8 @@ def replay_turns(limits: Sequence[int | None], batch_size: int, *, samples: int 
             raise ResumeStateError(
                 f"resume offset of {samples} samples ends inside a batch (batch size {batch_size}, "
                 "drop_last=True): sample-exact resume needs the offset to be the sum of the batches the "
-                "training loop consumed, with the same batch size as the checkpointed run")
+                "training loop consumed, with the same batch size as the checkpointed run"
+            )
         if cap is not None and samples > cap:
             raise ResumeStateError(f"resume offset {samples} exceeds the {cap} samples of the epoch")
         nxt = 0 if _can_give(None if cap is None else cap - samples, 1, False) else None
@@ -127,7 +134,8 @@ def replay_turns(limits: Sequence[int | None], batch_size: int, *, samples: int 
             if s_left:
                 raise ResumeStateError(
                     f"resume offset of {samples} samples exceeds the {sum(given)} samples this rank's "
-                    "workers give in the epoch")
+                    "workers give in the epoch"
+                )
             return given, None, taken
         if all(rem[w] is None or rem[w] >= batch_size for w in active):  # whole rotations at once
             finite = [rem[w] // batch_size for w in active if rem[w] is not None]
@@ -159,7 +167,8 @@ def replay_turns(limits: Sequence[int | None], batch_size: int, *, samples: int 
                     f"resume offset of {samples} samples ends inside a batch of worker {w} (batch size "
                     f"{batch_size}, {len(limits)} workers): sample-exact resume with several DataLoader "
                     "workers needs the offset to be the sum of the batches the training loop consumed, "
-                    "with the same batch size and worker count as the checkpointed run")
+                    "with the same batch size and worker count as the checkpointed run"
+                )
             given[w] += take
             if rem[w] is not None:
                 rem[w] -= take
@@ -170,16 +179,25 @@ def replay_turns(limits: Sequence[int | None], batch_size: int, *, samples: int 
                 b_left -= 1
 
 
-def rank_batches(limits: Sequence[int | None], batch_size: int, samples: int, drop_last: bool, *,
-                 one_stream: bool | None = None) -> tuple[list[int], int, bool]:
+def rank_batches(
+    limits: Sequence[int | None], batch_size: int, samples: int, drop_last: bool, *, one_stream: bool | None = None
+) -> tuple[list[int], int, bool]:
     """``(samples per worker, batches, exhausted)`` of a rank (rank 0 of a checkpointed run)
     after ``samples`` samples (:func:`replay_turns`)."""
     given, nxt, taken = replay_turns(limits, batch_size, samples=samples, drop_last=drop_last, one_stream=one_stream)
     return given, taken, nxt is None
 
 
-def rank_given(limits: Sequence[int | None], batch_size: int, samples: int, batches: int, rank0_done: bool,
-               drop_last: bool, *, one_stream: bool | None = None) -> list[int]:
+def rank_given(
+    limits: Sequence[int | None],
+    batch_size: int,
+    samples: int,
+    batches: int,
+    rank0_done: bool,
+    drop_last: bool,
+    *,
+    one_stream: bool | None = None,
+) -> list[int]:
     """Samples per worker of another rank once rank 0 took ``batches`` batches (``samples``
     samples): DDP ranks step in lockstep, so every rank took as many batches — but one stream
     (``one_stream``) consumed the same samples (maybe inside a batch), unless rank 0 ran out."""

@@ -42,10 +42,21 @@ class MixturePlanner(Planner):
         ValueError: planners disagree on world size, rank, workers or ``repeat``; bad weights.
     """
 
-    def __init__(self, planners: Sequence[Planner], weights: Sequence[float], offsets: Sequence[int], *,
-                 seed: int, repeat: bool, batch_size: int = 1, drop_last: bool = False, equalize: str = "none",
-                 mixture: dict[str, Any] | None = None, byte_budget: int | None = None,
-                 episode_pool_size: int | None = None) -> None:
+    def __init__(
+        self,
+        planners: Sequence[Planner],
+        weights: Sequence[float],
+        offsets: Sequence[int],
+        *,
+        seed: int,
+        repeat: bool,
+        batch_size: int = 1,
+        drop_last: bool = False,
+        equalize: str = "none",
+        mixture: dict[str, Any] | None = None,
+        byte_budget: int | None = None,
+        episode_pool_size: int | None = None,
+    ) -> None:
         planners = list(planners)
         if not planners or len(weights) != len(planners) or len(offsets) != len(planners):
             raise ValueError("a mixture needs one weight and one offset per planner")
@@ -54,19 +65,39 @@ class MixturePlanner(Planner):
             if (p.rank, p.world_size, p.num_workers, p.repeat) != (p0.rank, p0.world_size, p0.num_workers, repeat):
                 raise ValueError("the planners of a mixture must share rank, world size, num_workers and repeat")
         specs = [p.specs[0] for p in planners]
-        streams = _streams([Episodes(s.episode_indices, s.lengths, s.digest, s.sizes or no_sizes) for s in specs],
-                           weights, offsets, mixture)
-        settings = PlanSettings(seed=seed, num_workers=p0.num_workers, episode_pool_size=episode_pool_size,
-                                sampling_strategy=p0.sampling_strategy, byte_budget=byte_budget, repeat=repeat,
-                                batch_size=batch_size, drop_last=drop_last, equalize=equalize,
-                                partitions=p0.partitions, rank=p0.rank, world_size=p0.world_size)
+        streams = _streams(
+            [Episodes(s.episode_indices, s.lengths, s.digest, s.sizes or no_sizes) for s in specs],
+            weights,
+            offsets,
+            mixture,
+        )
+        settings = PlanSettings(
+            seed=seed,
+            num_workers=p0.num_workers,
+            episode_pool_size=episode_pool_size,
+            sampling_strategy=p0.sampling_strategy,
+            byte_budget=byte_budget,
+            repeat=repeat,
+            batch_size=batch_size,
+            drop_last=drop_last,
+            equalize=equalize,
+            partitions=p0.partitions,
+            rank=p0.rank,
+            world_size=p0.world_size,
+        )
         self._setup(streams, settings, specs)
 
     @classmethod
-    def for_datasets(cls, anchor_lengths: Sequence[Mapping[int, int]], weights: Sequence[float],
-                     offsets: Sequence[int], settings: PlanSettings, *,
-                     episode_nbytes: Sequence[Callable[[int], int]] | None = None,
-                     mixture: dict[str, Any] | None = None) -> Planner:
+    def for_datasets(
+        cls,
+        anchor_lengths: Sequence[Mapping[int, int]],
+        weights: Sequence[float],
+        offsets: Sequence[int],
+        settings: PlanSettings,
+        *,
+        episode_nbytes: Sequence[Callable[[int], int]] | None = None,
+        mixture: dict[str, Any] | None = None,
+    ) -> Planner:
         """The mixture planner of one rank from the mixture's ``settings`` (:mod:`._streams`'
         mixture rule: each dataset's own seed — a mixture of one dataset uses the seed itself, so
         it gives that dataset's own order — and its share of the rank's pool, byte budget and
@@ -77,14 +108,25 @@ class MixturePlanner(Planner):
             (its name and share added).
         """
         sizes = list(episode_nbytes) if episode_nbytes else [None] * len(anchor_lengths)
-        streams = _streams([episodes_of(lengths, None, nb or no_sizes) for lengths, nb in zip(anchor_lengths, sizes)],
-                           weights, offsets, mixture)
+        streams = _streams(
+            [episodes_of(lengths, None, nb or no_sizes) for lengths, nb in zip(anchor_lengths, sizes)],
+            weights,
+            offsets,
+            mixture,
+        )
         return Planner.for_streams(streams, settings)
 
 
-def _streams(episodes: list[Episodes], weights: Sequence[float], offsets: Sequence[int],
-             mixture: dict[str, Any] | None) -> Streams:
+def _streams(
+    episodes: list[Episodes], weights: Sequence[float], offsets: Sequence[int], mixture: dict[str, Any] | None
+) -> Streams:
     names = tuple(str(n) for n in (mixture or {}).get("repo_ids", range(len(episodes))))
     integer_weights(weights)  # ValueError for bad weights, here
-    return Streams(tuple(episodes), tuple(float(w) for w in weights), tuple(int(o) for o in offsets), names,
-                   "mixture", dict(mixture or {}))
+    return Streams(
+        tuple(episodes),
+        tuple(float(w) for w in weights),
+        tuple(int(o) for o in offsets),
+        names,
+        "mixture",
+        dict(mixture or {}),
+    )

@@ -33,14 +33,16 @@ def discover_world(rank: int | None = None, world_size: int | None = None) -> tu
                 d_rank = int(env_rank) if env_rank not in (None, "") else 0
                 d_world = int(env_world) if env_world not in (None, "") else 1
             except ValueError as e:
-                raise ShardingError(
-                    f"RANK={env_rank!r} / WORLD_SIZE={env_world!r} are not integers") from e
+                raise ShardingError(f"RANK={env_rank!r} / WORLD_SIZE={env_world!r} are not integers") from e
         rank = d_rank if rank is None else rank
         world_size = d_world if world_size is None else world_size
     rank, world_size = int(rank), int(world_size)
     if world_size < 1 or not 0 <= rank < world_size:
-        raise ShardingError(f"invalid rank {rank} for world size {world_size} (need 0 <= rank < world size)",
-                            rank=rank, world_size=world_size)
+        raise ShardingError(
+            f"invalid rank {rank} for world size {world_size} (need 0 <= rank < world size)",
+            rank=rank,
+            world_size=world_size,
+        )
     return rank, world_size
 
 

@@ -14,11 +14,28 @@ Nothing in the library imports this package.
 from lerobotstream.profile._memory import MemorySampler, read_memory
 from lerobotstream.profile._plot import plot_report
 from lerobotstream.profile._report import (
-    STAGE_KIND, STAGES, build_report, format_report, needed_bytes, needed_bytes_of_tables,
+    STAGE_KIND,
+    STAGES,
+    build_report,
+    format_report,
+    needed_bytes,
+    needed_bytes_of_tables,
 )
 from lerobotstream.profile._run import STATS_KEY, ProfiledStream, TimedTransform, profile_dataset, worker_error
 
 __all__ = [
-    "STAGES", "STAGE_KIND", "STATS_KEY", "MemorySampler", "ProfiledStream", "TimedTransform", "build_report",
-    "format_report", "needed_bytes", "needed_bytes_of_tables", "plot_report", "profile_dataset", "read_memory", "worker_error",
+    "STAGES",
+    "STAGE_KIND",
+    "STATS_KEY",
+    "MemorySampler",
+    "ProfiledStream",
+    "TimedTransform",
+    "build_report",
+    "format_report",
+    "needed_bytes",
+    "needed_bytes_of_tables",
+    "plot_report",
+    "profile_dataset",
+    "read_memory",
+    "worker_error",
 ]

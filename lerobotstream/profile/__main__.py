@@ -30,55 +30,113 @@ __all__ = ["main", "run_profile", "TRAIN_DEFAULTS"]
 #: what ``lerobotstream-train`` runs with lerobot-train 0.6's defaults (``TrainPipelineConfig``:
 #: ``num_workers=4``, ``batch_size=8``, ``prefetch_factor=4``, ``persistent_workers=True``,
 #: ``dataloader_multiprocessing_context="spawn"``; 0.6's loop converts uint8 frames on the device)
-TRAIN_DEFAULTS = {"num_workers": 4, "batch_size": 8, "prefetch_factor": 4, "persistent_workers": True,
-                  "multiprocessing_context": "spawn", "return_uint8": True}
+TRAIN_DEFAULTS = {
+    "num_workers": 4,
+    "batch_size": 8,
+    "prefetch_factor": 4,
+    "persistent_workers": True,
+    "multiprocessing_context": "spawn",
+    "return_uint8": True,
+}
 
 
 #: the stream options the profiler takes as flags (their type, default and help: StreamOptions'),
 #: with the profiler's own defaults where lerobotstream-train runs another value
-STREAM_FLAGS = ("revision", "episodes", "camera_keys", "episode_pool_size", "prefetch_episodes", "byte_budget_gb",
-                "decode_threads", "decoded_queue_size", "sampling_strategy", "seed", "device", "return_uint8",
-                "repeat", "delta_timestamps")
+STREAM_FLAGS = (
+    "revision",
+    "episodes",
+    "camera_keys",
+    "episode_pool_size",
+    "prefetch_episodes",
+    "byte_budget_gb",
+    "decode_threads",
+    "decoded_queue_size",
+    "sampling_strategy",
+    "seed",
+    "device",
+    "return_uint8",
+    "repeat",
+    "delta_timestamps",
+)
 
 
 def _parser() -> argparse.ArgumentParser:
     from lerobotstream._version import __version__
 
-    ap = argparse.ArgumentParser(prog="python -m lerobotstream.profile",
-                                 description=(__doc__ or "").splitlines()[0].replace("``", ""))
+    ap = argparse.ArgumentParser(
+        prog="python -m lerobotstream.profile", description=(__doc__ or "").splitlines()[0].replace("``", "")
+    )
     ap.add_argument("--version", action="version", version=f"lerobotstream {__version__}")
-    ap.add_argument("--repo-id", default=None, help="Hub dataset repo id (or the id stored with --root); "
-                    "several, comma-separated, profile a weighted mixture")
-    ap.add_argument("--root", default=None, help="local folder or URL (http(s)://, hf://) of the dataset "
-                    "(a mixture: one per repo id, comma-separated)")
-    ap.add_argument("--weights", default=None, help="a mixture's sampling weights, comma-separated (default: "
-                    "in proportion to each dataset's frames)")
-    ap.add_argument("--debug", action="store_true",
-                    help="print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1); else one line, exit 2")
+    ap.add_argument(
+        "--repo-id",
+        default=None,
+        help="Hub dataset repo id (or the id stored with --root); several, comma-separated, profile a weighted mixture",
+    )
+    ap.add_argument(
+        "--root",
+        default=None,
+        help="local folder or URL (http(s)://, hf://) of the dataset (a mixture: one per repo id, comma-separated)",
+    )
+    ap.add_argument(
+        "--weights",
+        default=None,
+        help="a mixture's sampling weights, comma-separated (default: in proportion to each dataset's frames)",
+    )
+    ap.add_argument(
+        "--debug",
+        action="store_true",
+        help="print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1); else one line, exit 2",
+    )
     g = ap.add_argument_group("streaming options (the dataset's options of the same name, docs/options.md)")
-    add_cli_flags(g, STREAM_FLAGS, defaults={"return_uint8": TRAIN_DEFAULTS["return_uint8"], "repeat": None},
-                  aliases={"camera_keys": ["--cameras"]},
-                  helps={"episodes": "Episode indices to stream (one dataset only; None: every episode).",
-                         "camera_keys": "Video keys to decode (None: all).",
-                         "return_uint8": "uint8 frames, as lerobotstream-train with LeRobot 0.6.",
-                         "repeat": "Chain epochs endlessly (None: on for a mixture, whose shares would otherwise "
-                                   "bend once a dataset runs out; off for one dataset, whose epoch end then ends "
-                                   "the run early)."})
+    add_cli_flags(
+        g,
+        STREAM_FLAGS,
+        defaults={"return_uint8": TRAIN_DEFAULTS["return_uint8"], "repeat": None},
+        aliases={"camera_keys": ["--cameras"]},
+        helps={
+            "episodes": "Episode indices to stream (one dataset only; None: every episode).",
+            "camera_keys": "Video keys to decode (None: all).",
+            "return_uint8": "uint8 frames, as lerobotstream-train with LeRobot 0.6.",
+            "repeat": "Chain epochs endlessly (None: on for a mixture, whose shares would otherwise "
+            "bend once a dataset runs out; off for one dataset, whose epoch end then ends "
+            "the run early).",
+        },
+    )
     r = ap.add_argument_group("run")
-    r.add_argument("--num-workers", type=int, default=TRAIN_DEFAULTS["num_workers"],
-                   help="DataLoader worker processes (default: %(default)s, lerobot-train's; 0: in this process, "
-                        "often the fastest on 2 cores, see docs/troubleshooting.md)")
+    r.add_argument(
+        "--num-workers",
+        type=int,
+        default=TRAIN_DEFAULTS["num_workers"],
+        help="DataLoader worker processes (default: %(default)s, lerobot-train's; 0: in this process, "
+        "often the fastest on 2 cores, see docs/troubleshooting.md)",
+    )
     r.add_argument("--batch-size", type=int, default=TRAIN_DEFAULTS["batch_size"])
-    r.add_argument("--prefetch-factor", type=int, default=TRAIN_DEFAULTS["prefetch_factor"],
-                   help="batches each worker prepares ahead (default: %(default)s, lerobot-train's)")
-    r.add_argument("--persistent-workers", action=argparse.BooleanOptionalAction,
-                   default=TRAIN_DEFAULTS["persistent_workers"], help="keep workers across epochs (default: on)")
-    r.add_argument("--multiprocessing-context", default=TRAIN_DEFAULTS["multiprocessing_context"],
-                   choices=("spawn", "fork", "forkserver"), help="how workers start (default: %(default)s, lerobot-train's)")
+    r.add_argument(
+        "--prefetch-factor",
+        type=int,
+        default=TRAIN_DEFAULTS["prefetch_factor"],
+        help="batches each worker prepares ahead (default: %(default)s, lerobot-train's)",
+    )
+    r.add_argument(
+        "--persistent-workers",
+        action=argparse.BooleanOptionalAction,
+        default=TRAIN_DEFAULTS["persistent_workers"],
+        help="keep workers across epochs (default: on)",
+    )
+    r.add_argument(
+        "--multiprocessing-context",
+        default=TRAIN_DEFAULTS["multiprocessing_context"],
+        choices=("spawn", "fork", "forkserver"),
+        help="how workers start (default: %(default)s, lerobot-train's)",
+    )
     r.add_argument("--steps", type=int, default=50, help="batches to draw (fewer if the epoch ends)")
-    r.add_argument("--step-ms", type=float, default=0.0,
-                   help="simulated model step per batch, milliseconds (0: none; the verdict then predicts "
-                        "the wait of 10/50/100 ms steps)")
+    r.add_argument(
+        "--step-ms",
+        type=float,
+        default=0.0,
+        help="simulated model step per batch, milliseconds (0: none; the verdict then predicts "
+        "the wait of 10/50/100 ms steps)",
+    )
     r.add_argument("--memory-interval-ms", type=float, default=100.0)
     r.add_argument("--json", default=None, help="write the full report (with series) to this JSON file")
     r.add_argument("--plot", default=None, help="write throughput/memory/stage figure to this PNG (matplotlib)")
@@ -112,20 +170,44 @@ def run_profile(args: argparse.Namespace) -> dict:
             raise StreamingConfigError("--weights needs several datasets in --repo-id (comma-separated)")
         ds = StreamingLeRobotDataset(args.repo_id, root=args.root, episodes=args.episodes, **options)
     metadata_s = time.perf_counter() - t0
-    loader = dict(prefetch_factor=args.prefetch_factor, persistent_workers=args.persistent_workers,
-                  multiprocessing_context=args.multiprocessing_context)
-    raw = profile_dataset(ds, num_workers=args.num_workers, batch_size=args.batch_size, steps=args.steps,
-                          step_s=args.step_ms / 1e3, memory_interval_s=args.memory_interval_ms / 1e3,
-                          metadata_s=metadata_s, **loader)
-    as_training = (all(loader[k] == TRAIN_DEFAULTS[k] for k in loader) and args.return_uint8 == TRAIN_DEFAULTS["return_uint8"]
-                   and args.num_workers == TRAIN_DEFAULTS["num_workers"] and args.batch_size == TRAIN_DEFAULTS["batch_size"])
-    config = {"root": args.root, "repo_id": args.repo_id, "num_workers": args.num_workers,
-              "batch_size": args.batch_size, "frames": "uint8" if args.return_uint8 else "float32", **loader,
-              "repeat": repeat, "as_lerobotstream_train": as_training,
-              "steps": args.steps, "decode_threads": args.decode_threads,
-              "prefetch_episodes": args.prefetch_episodes, "episode_pool_size": args.episode_pool_size,
-              "cameras": list(getattr(ds, "video_keys", None) or ds.camera_keys), "episodes": ds.num_episodes,
-              **({"mixture": ds.mixture} if hasattr(ds, "mixture") else {})}
+    loader = dict(
+        prefetch_factor=args.prefetch_factor,
+        persistent_workers=args.persistent_workers,
+        multiprocessing_context=args.multiprocessing_context,
+    )
+    raw = profile_dataset(
+        ds,
+        num_workers=args.num_workers,
+        batch_size=args.batch_size,
+        steps=args.steps,
+        step_s=args.step_ms / 1e3,
+        memory_interval_s=args.memory_interval_ms / 1e3,
+        metadata_s=metadata_s,
+        **loader,
+    )
+    as_training = (
+        all(loader[k] == TRAIN_DEFAULTS[k] for k in loader)
+        and args.return_uint8 == TRAIN_DEFAULTS["return_uint8"]
+        and args.num_workers == TRAIN_DEFAULTS["num_workers"]
+        and args.batch_size == TRAIN_DEFAULTS["batch_size"]
+    )
+    config = {
+        "root": args.root,
+        "repo_id": args.repo_id,
+        "num_workers": args.num_workers,
+        "batch_size": args.batch_size,
+        "frames": "uint8" if args.return_uint8 else "float32",
+        **loader,
+        "repeat": repeat,
+        "as_lerobotstream_train": as_training,
+        "steps": args.steps,
+        "decode_threads": args.decode_threads,
+        "prefetch_episodes": args.prefetch_episodes,
+        "episode_pool_size": args.episode_pool_size,
+        "cameras": list(getattr(ds, "video_keys", None) or ds.camera_keys),
+        "episodes": ds.num_episodes,
+        **({"mixture": ds.mixture} if hasattr(ds, "mixture") else {}),
+    }
     return build_report(raw, ds, config=config, needed=needed_bytes(ds, raw["anchors"]))
 
 

@@ -140,8 +140,12 @@ class MemorySampler:
         with self._lock:
             s = self._s
             procs = [
-                {"pid": pid, "role": s.role[pid], "peak_rss_bytes": s.peak_rss_bytes[pid],
-                 "peak_pss_bytes": s.peak_pss_bytes[pid]}
+                {
+                    "pid": pid,
+                    "role": s.role[pid],
+                    "peak_rss_bytes": s.peak_rss_bytes[pid],
+                    "peak_pss_bytes": s.peak_pss_bytes[pid],
+                }
                 for pid in sorted(s.role, key=lambda p: (s.role[p] != "main", s.role[p], p))
             ]
             return {
@@ -149,8 +153,11 @@ class MemorySampler:
                 "processes": procs,
                 "peak_rss_sum_bytes": max(s.rss_sum_bytes, default=0),
                 "peak_pss_sum_bytes": max(s.pss_sum_bytes, default=0),
-                "series": {"t_s": list(s.t_s), "rss_sum_bytes": list(s.rss_sum_bytes),
-                           "pss_sum_bytes": list(s.pss_sum_bytes)},
+                "series": {
+                    "t_s": list(s.t_s),
+                    "rss_sum_bytes": list(s.rss_sum_bytes),
+                    "pss_sum_bytes": list(s.pss_sum_bytes),
+                },
             }
 
 
@@ -164,5 +171,3 @@ def child_pids(pid: int | None = None) -> list[int]:
     except OSError:
         pass
     return out
-
-

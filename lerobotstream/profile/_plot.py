@@ -24,12 +24,22 @@ __all__ = ["plot_report", "require_matplotlib", "STAGE_COLORS", "rolling_rate"]
 
 STAGE_COLORS = {
     # start-up: greys
-    "metadata": "#9e9e9e", "sidecar": "#616161",
+    "metadata": "#9e9e9e",
+    "sidecar": "#616161",
     # work: distinct hues
-    "spans": "#8c564b", "rows": "#e377c2", "fetch": "#17becf", "synthesize": "#bcbd22",
-    "decoder_open": "#9467bd", "decode": "#1f77b4", "assemble": "#2ca02c", "transforms": "#ff7f0e",
+    "spans": "#8c564b",
+    "rows": "#e377c2",
+    "fetch": "#17becf",
+    "synthesize": "#bcbd22",
+    "decoder_open": "#9467bd",
+    "decode": "#1f77b4",
+    "assemble": "#2ca02c",
+    "transforms": "#ff7f0e",
     # waits: warm/dark tones, drawn hatched
-    "decode_other": "#c49c94", "worker_queue_wait": "#f7b6d2", "admit_wait": "#ffbb78", "main_batch_wait": "#d62728",
+    "decode_other": "#c49c94",
+    "worker_queue_wait": "#f7b6d2",
+    "admit_wait": "#ffbb78",
+    "main_batch_wait": "#d62728",
 }
 """One distinct colour per stage (no two stages share one)."""
 
@@ -52,10 +62,13 @@ def _title(report: dict) -> str:
     cfg, th, ve = report.get("config", {}), report["throughput"], report.get("verdict") or {}
     where = cfg.get("root") or cfg.get("repo_id") or "dataset"
     cams = cfg.get("cameras")
-    parts = [f"{where}: {cfg.get('episodes', '?')} episode(s)",
-             f"{len(cams)} camera(s)" if isinstance(cams, list) else None,
-             f"{cfg.get('num_workers', '?')} workers x {cfg.get('decode_threads', '?')} decode threads",
-             f"batch {cfg.get('batch_size', '?')}", f"{th['steps']} batches in {th['wall_s']:.1f} s"]
+    parts = [
+        f"{where}: {cfg.get('episodes', '?')} episode(s)",
+        f"{len(cams)} camera(s)" if isinstance(cams, list) else None,
+        f"{cfg.get('num_workers', '?')} workers x {cfg.get('decode_threads', '?')} decode threads",
+        f"batch {cfg.get('batch_size', '?')}",
+        f"{th['steps']} batches in {th['wall_s']:.1f} s",
+    ]
     head = "lerobotstream profile: " + ", ".join(p for p in parts if p)
     text = [head] + textwrap.wrap(ve.get("text", ""), 120) + textwrap.wrap(ve.get("why", ""), 120)
     return "\n".join(text)
@@ -74,8 +87,11 @@ def require_matplotlib():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise MissingDependencyError("--plot needs matplotlib: pip install 'lerobotstream[plot]' (or drop --plot)",
-                                     package="matplotlib", name=getattr(exc, "name", None) or "matplotlib") from exc
+        raise MissingDependencyError(
+            "--plot needs matplotlib: pip install 'lerobotstream[plot]' (or drop --plot)",
+            package="matplotlib",
+            name=getattr(exc, "name", None) or "matplotlib",
+        ) from exc
     return plt
 
 
@@ -113,7 +129,9 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
         step_ms = ve.get("step_ms")
         if step_ms:
             cap = 1e3 * int(ve.get("batch_size") or 1) / step_ms
-            ax.axhline(cap, color="#7f7f7f", ls=":", lw=1.2, label=f"model step {step_ms:g} ms allows {cap:.0f} samples/s")
+            ax.axhline(
+                cap, color="#7f7f7f", ls=":", lw=1.2, label=f"model step {step_ms:g} ms allows {cap:.0f} samples/s"
+            )
             top = max(top, cap)
         ax.set_ylim(0, 1.25 * top if top > 0 else 1)
         ax.legend(loc="lower right", fontsize=8)
@@ -134,18 +152,40 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
             ax.axhline(ve["step_ms"], color="#7f7f7f", ls=":", lw=1.2, label=f"model step {ve['step_ms']:g} ms")
             ymax = max(ymax, ve["step_ms"] * 1.15)
         if ve.get("loader_ms_per_batch") and not ve.get("step_ms"):  # with a step it is the run's pace
-            ax.axhline(ve["loader_ms_per_batch"], color="#ff7f0e", ls="--", lw=1.2,
-                       label=f"loader time per batch {ve['loader_ms_per_batch']:.0f} ms")
+            ax.axhline(
+                ve["loader_ms_per_batch"],
+                color="#ff7f0e",
+                ls="--",
+                lw=1.2,
+                label=f"loader time per batch {ve['loader_ms_per_batch']:.0f} ms",
+            )
             ymax = max(ymax, ve["loader_ms_per_batch"] * 1.15)
         ax.set_ylim(0, ymax)
-        ax.annotate(f"first batch {bw[0]:.2f} s (start-up)", xy=(bt[0], min(ms[0], ymax * 0.95)),
-                    xytext=(4, -12), textcoords="offset points", fontsize=8, color="#9e9e9e")
+        ax.annotate(
+            f"first batch {bw[0]:.2f} s (start-up)",
+            xy=(bt[0], min(ms[0], ymax * 0.95)),
+            xytext=(4, -12),
+            textcoords="offset points",
+            fontsize=8,
+            color="#9e9e9e",
+        )
         ax.vlines([bt[0]], 0, min(ms[0], ymax), color="#9e9e9e", lw=1.5)
         ax.legend(loc="upper right", fontsize=8)
     frac = la.get("steady_wait_fraction") if la.get("simulated_step_s") else la.get("data_wait_fraction")
-    ax.set_title("GPU wait per batch" + ("" if frac is None else f" ({100 * frac:.0f}% of the time"
-                                         + (" after the first batch)" if la.get("simulated_step_s") else
-                                            "; no model step, so ~100% by construction)")), fontsize=10)
+    ax.set_title(
+        "GPU wait per batch"
+        + (
+            ""
+            if frac is None
+            else f" ({100 * frac:.0f}% of the time"
+            + (
+                " after the first batch)"
+                if la.get("simulated_step_s")
+                else "; no model step, so ~100% by construction)"
+            )
+        ),
+        fontsize=10,
+    )
     ax.set_xlim(0, tmax * 1.02)
     ax.set_ylabel("ms")
     ax.set_xlabel("time [s]")
@@ -155,19 +195,33 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
     mem = report["memory"].get("series", {})
     if mem.get("t_s"):
         ax.plot(mem["t_s"], [b / 2**20 for b in mem["pss_sum_bytes"]], color="#1f77b4", label="PSS, all processes")
-        ax.plot(mem["t_s"], [b / 2**20 for b in mem["rss_sum_bytes"]], "--", color="#ff7f0e",
-                label="RSS sum (double counts shared pages)")
+        ax.plot(
+            mem["t_s"],
+            [b / 2**20 for b in mem["rss_sum_bytes"]],
+            "--",
+            color="#ff7f0e",
+            label="RSS sum (double counts shared pages)",
+        )
         ax.set_ylim(0, 1.35 * max(mem["rss_sum_bytes"]) / 2**20)  # room for the legends
         ax.legend(loc="upper left", fontsize=8)
     else:
-        ax.text(0.5, 0.5, "/proc/<pid>/smaps_rollup unavailable: no RSS/PSS", transform=ax.transAxes,
-                ha="center", fontsize=9, color="#7f7f7f")
+        ax.text(
+            0.5,
+            0.5,
+            "/proc/<pid>/smaps_rollup unavailable: no RSS/PSS",
+            transform=ax.transAxes,
+            ha="center",
+            fontsize=9,
+            color="#7f7f7f",
+        )
     ax.set_ylabel("process memory [MiB]")
     ax.set_xlim(0, tmax * 1.02)
     if t:
         ax2 = ax.twinx()
         ax2.step(t, [b / 2**20 for b in ser["reserved_bytes"]], color="#2ca02c", where="post", label="cache reserved")
-        ax2.step(t, [b / 2**20 for b in ser["resident_bytes"]], ":", color="#9467bd", where="post", label="cache resident")
+        ax2.step(
+            t, [b / 2**20 for b in ser["resident_bytes"]], ":", color="#9467bd", where="post", label="cache resident"
+        )
         ax2.set_ylim(0, max(1e-3, max(ser["reserved_bytes"]) / 2**20) * 1.35)
         ax2.set_ylabel("byte cache [MiB]")
         ax2.legend(loc="upper right", fontsize=8)
@@ -190,8 +244,14 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
         y += 1.0
     vmax = max([v for _, _, v in rows] + [1e-9])
     for yy, (name, group, v) in zip(ys, rows):
-        ax.barh([yy], [v], color=STAGE_COLORS.get(name, "#7f7f7f"), hatch="//" if group == "wait" else None,
-                edgecolor="white" if group != "wait" else "#404040", lw=0.5)
+        ax.barh(
+            [yy],
+            [v],
+            color=STAGE_COLORS.get(name, "#7f7f7f"),
+            hatch="//" if group == "wait" else None,
+            edgecolor="white" if group != "wait" else "#404040",
+            lw=0.5,
+        )
         share = f" ({100 * v / work_total:.0f}% of work)" if group == "work" and work_total > 0 else ""
         ax.text(v + vmax * 0.01, yy, f"{v:.2f} s{share}", va="center", fontsize=8)
     ax.set_yticks(ys)
@@ -199,9 +259,16 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
     ax.invert_yaxis()
     ax.set_xlim(0, vmax * 1.3)
     st = report["stages"]
-    ax.set_xlabel(f"seconds, summed over {st['processes']} process(es) and their threads"
-                  + (f"; work {st['work_s']:.2f} s = {st['busy_threads']:.1f} threads busy on average, "
-                     f"{st['cpu_count']} CPU core(s)" if st.get("busy_threads") is not None else ""), fontsize=9)
+    ax.set_xlabel(
+        f"seconds, summed over {st['processes']} process(es) and their threads"
+        + (
+            f"; work {st['work_s']:.2f} s = {st['busy_threads']:.1f} threads busy on average, "
+            f"{st['cpu_count']} CPU core(s)"
+            if st.get("busy_threads") is not None
+            else ""
+        ),
+        fontsize=9,
+    )
     ax.set_title("stage breakdown: start-up, work, waits (hatched: a thread blocked)", fontsize=10)
 
     fig.tight_layout()

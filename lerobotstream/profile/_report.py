@@ -45,8 +45,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["STAGES", "STAGE_KIND", "WAIT_THRESHOLD", "build_report", "format_report", "needed_bytes",
-           "needed_bytes_of_tables"]
+__all__ = [
+    "STAGES",
+    "STAGE_KIND",
+    "WAIT_THRESHOLD",
+    "build_report",
+    "format_report",
+    "needed_bytes",
+    "needed_bytes_of_tables",
+]
 
 STAGES = (
     ("metadata", "dataset construction: info.json, episodes, tasks (once, main process)"),
@@ -67,10 +74,20 @@ STAGES = (
 """(name, meaning) of each stage in the breakdown, in pipeline order."""
 
 STAGE_KIND = {
-    "metadata": "start-up", "sidecar": "start-up",
-    "spans": "work", "rows": "work", "fetch": "work", "synthesize": "work", "decoder_open": "work",
-    "decode": "work", "assemble": "work", "transforms": "work",
-    "decode_other": "wait", "worker_queue_wait": "wait", "admit_wait": "wait", "main_batch_wait": "wait",
+    "metadata": "start-up",
+    "sidecar": "start-up",
+    "spans": "work",
+    "rows": "work",
+    "fetch": "work",
+    "synthesize": "work",
+    "decoder_open": "work",
+    "decode": "work",
+    "assemble": "work",
+    "transforms": "work",
+    "decode_other": "wait",
+    "worker_queue_wait": "wait",
+    "admit_wait": "wait",
+    "main_batch_wait": "wait",
 }
 """Each stage's kind: ``start-up`` (once per run or process), ``work`` (per item: CPU or I/O a
 thread spends producing items) or ``wait`` (a thread blocked on another: ``decode_other`` is mostly
@@ -96,18 +113,33 @@ def _verdict(report: dict, batch_size: int) -> dict:
     step_ms = 1e3 * float(la.get("simulated_step_s") or 0.0)
     work = {k: v for k, v in st["seconds"].items() if STAGE_KIND[k] == "work" and v}
     total_work = sum(work.values())
-    top = [{"stage": k, "seconds": v, "share_of_work": v / total_work}
-           for k, v in sorted(work.items(), key=lambda kv: -kv[1])[:2]] if total_work > 0 else []
-    out: dict[str, Any] = {"loader_samples_per_s": rate, "batch_size": batch_size, "step_ms": step_ms or None,
-                           "loader_ms_per_batch": None, "predicted_wait_fraction": {},
-                           "measured_wait_fraction": la.get("steady_wait_fraction") if step_ms else None,
-                           "top_work": top, "waits": None}
+    top = (
+        [
+            {"stage": k, "seconds": v, "share_of_work": v / total_work}
+            for k, v in sorted(work.items(), key=lambda kv: -kv[1])[:2]
+        ]
+        if total_work > 0
+        else []
+    )
+    out: dict[str, Any] = {
+        "loader_samples_per_s": rate,
+        "batch_size": batch_size,
+        "step_ms": step_ms or None,
+        "loader_ms_per_batch": None,
+        "predicted_wait_fraction": {},
+        "measured_wait_fraction": la.get("steady_wait_fraction") if step_ms else None,
+        "top_work": top,
+        "waits": None,
+    }
     out["why"] = ""
     if top:
-        out["why"] = ("why: most work is " + ", ".join(f"{t['stage']} {100 * t['share_of_work']:.0f}%" for t in top)
-                      + f" of {total_work:.2f} s summed over threads; {st['busy_threads']:.1f} threads busy on "
-                      f"average on {st['cpu_count']} CPU core(s)"
-                      + (" (CPU-bound: the cores are saturated)" if st["busy_threads"] >= 0.8 * st["cpu_count"] else ""))
+        out["why"] = (
+            "why: most work is "
+            + ", ".join(f"{t['stage']} {100 * t['share_of_work']:.0f}%" for t in top)
+            + f" of {total_work:.2f} s summed over threads; {st['busy_threads']:.1f} threads busy on "
+            f"average on {st['cpu_count']} CPU core(s)"
+            + (" (CPU-bound: the cores are saturated)" if st["busy_threads"] >= 0.8 * st["cpu_count"] else "")
+        )
     if not rate:
         out["text"] = "verdict: no batch was delivered: nothing to judge"
         return out
@@ -121,13 +153,17 @@ def _verdict(report: dict, batch_size: int) -> dict:
         waits = measured is not None and measured > WAIT_THRESHOLD
         out["waits"] = bool(waits)
         m = "n/a" if measured is None else f"{100 * measured:.0f}%"
-        out["text"] = (f"verdict: with a model step of {step_ms:g} ms per batch of {batch_size} the run delivered "
-                       f"{rate:.1f} samples/s and the GPU waited {m} of the time (measured after the first batch): "
-                       + ("DATA-BOUND" if waits else "not waiting for data"))
+        out["text"] = (
+            f"verdict: with a model step of {step_ms:g} ms per batch of {batch_size} the run delivered "
+            f"{rate:.1f} samples/s and the GPU waited {m} of the time (measured after the first batch): "
+            + ("DATA-BOUND" if waits else "not waiting for data")
+        )
     else:
         examples = ", ".join(f"{100 * predict[f'{t:g}']:.0f}% at {t:g} ms" for t in _EXAMPLE_STEPS_MS)
-        out["text"] = (f"{head}: a model step of T ms per batch of {batch_size} would wait "
-                       f"{examples}, none at {per_batch_ms:.0f} ms or more (no --step-ms given: measure yours)")
+        out["text"] = (
+            f"{head}: a model step of T ms per batch of {batch_size} would wait "
+            f"{examples}, none at {per_batch_ms:.0f} ms or more (no --step-ms given: measure yours)"
+        )
     return out
 
 
@@ -161,8 +197,11 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
         return {k: sum(p[k] for p in parts) for k in ("needed_frame_bytes", "span_bytes", "episodes_touched")}
     try:
         root = getattr(ds, "root", None)
-        src = open_source(root, repo_id=ds.repo_id, revision=ds.revision, repo_type=getattr(ds, "repo_type", "dataset")) \
-            if root is not None or ds.repo_id is not None else ds.meta.source
+        src = (
+            open_source(root, repo_id=ds.repo_id, revision=ds.revision, repo_type=getattr(ds, "repo_type", "dataset"))
+            if root is not None or ds.repo_id is not None
+            else ds.meta.source
+        )
     except Exception:  # noqa: BLE001 - a profiler degrades to "unknown", it never hides a run
         return None
     tables: dict[str, Any] = {}
@@ -175,8 +214,9 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
     return needed_bytes_of_tables(ds.meta, ds.video_keys, table, anchors, fps=ds.fps, tolerance_s=ds.tolerance_s)
 
 
-def needed_bytes_of_tables(meta: Any, video_keys: Any, table: Callable[[str], Any], anchors: Any, *, fps: float,
-                           tolerance_s: float) -> dict[str, int]:
+def needed_bytes_of_tables(
+    meta: Any, video_keys: Any, table: Callable[[str], Any], anchors: Any, *, fps: float, tolerance_s: float
+) -> dict[str, int]:
     """:func:`needed_bytes` from sample tables already at hand (``tools/bench.py`` has them parsed).
 
     Args:
@@ -225,7 +265,11 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
     samples, frames = int(raw["samples"]), int(raw["frames"])
     first = raw.get("first_batch_s")
     first_samples = raw["timeline"][0]["samples"] if raw.get("timeline") else 0
-    steady = (samples - first_samples) / (wall - first) if first is not None and wall > first and samples > first_samples else None
+    steady = (
+        (samples - first_samples) / (wall - first)
+        if first is not None and wall > first and samples > first_samples
+        else None
+    )
 
     timed_tf = float(sum(s.get("transforms_s", 0.0) for s in snaps_full))  # TimedTransform, every thread
     stats_tf = _sum(snaps, "transforms_s") or 0.0  # the dataset's own (main-thread transforms only)
@@ -258,7 +302,9 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
         "admit_wait": _sum(snaps, "admit_wait_s"),
         "main_batch_wait": float(sum(waits)),
     }
-    worker_stage_sum = float(sum(v for k, v in stages.items() if v is not None and k not in ("metadata", "main_batch_wait")))
+    worker_stage_sum = float(
+        sum(v for k, v in stages.items() if v is not None and k not in ("metadata", "main_batch_wait"))
+    )
     decode_threads = int(getattr(ds, "decode_threads", 1) or 1) if ds is not None else 1
     fetch_threads = max(1, min(8, int(getattr(ds, "prefetch_episodes", 7)) + 1)) if ds is not None else 8
     nproc = max(1, len(snaps_full))
@@ -271,26 +317,33 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
 
     fetched = int(sum(int(s.get("bytes_fetched", s.get("source", {}).get("bytes_read", 0))) for s in snaps))
     requests = int(sum(int(s.get("source", {}).get("requests", 0)) for s in snaps))
-    nb: dict[str, Any] = {"fetched_bytes": fetched, "requests": requests,
-                          "retries": int(sum(int(s.get("source", {}).get("retries", 0)) for s in snaps)),
-                          "synthesized_bytes": int(sum(int(s.get("cache", {}).get("payload_bytes", 0)) for s in snaps)),
-                          "span_payload_bytes": int(sum(int(s.get("bytes_needed", 0)) for s in snaps)),
-                          "metadata_fetched_bytes": int(sum(int(s.get("metadata_source", {}).get("bytes_read", 0))
-                                                            for s in snaps)),
-                          "episode_fetches": int(sum(int(s.get("cache", {}).get("fetches", 0)) for s in snaps))}
+    nb: dict[str, Any] = {
+        "fetched_bytes": fetched,
+        "requests": requests,
+        "retries": int(sum(int(s.get("source", {}).get("retries", 0)) for s in snaps)),
+        "synthesized_bytes": int(sum(int(s.get("cache", {}).get("payload_bytes", 0)) for s in snaps)),
+        "span_payload_bytes": int(sum(int(s.get("bytes_needed", 0)) for s in snaps)),
+        "metadata_fetched_bytes": int(sum(int(s.get("metadata_source", {}).get("bytes_read", 0)) for s in snaps)),
+        "episode_fetches": int(sum(int(s.get("cache", {}).get("fetches", 0)) for s in snaps)),
+    }
     if needed:
         nb.update(needed)
         video = nb["span_payload_bytes"] or fetched
         nb["fetched_over_needed"] = video / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
         nb["fetched_over_span"] = video / needed["span_bytes"] if needed.get("span_bytes") else None
-        nb["total_fetched_over_needed"] = fetched / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
+        nb["total_fetched_over_needed"] = (
+            fetched / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
+        )
 
     mem = raw.get("memory", {})
     tl = raw.get("timeline", [])
     report = {
         "config": dict(config or {}),
         "throughput": {
-            "samples": samples, "frames": frames, "wall_s": wall, "steps": int(raw.get("steps", len(waits))),
+            "samples": samples,
+            "frames": frames,
+            "wall_s": wall,
+            "steps": int(raw.get("steps", len(waits))),
             "samples_per_s": samples / wall if wall > 0 else None,
             "frames_per_s": frames / wall if wall > 0 else None,
             "steady_samples_per_s": steady,
@@ -307,29 +360,49 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
             "simulated_step_s": raw.get("step_s", 0.0),
             "series": {"t_s": list(raw.get("batch_t_s", [])), "batch_wait_s": waits},
         },
-        "stages": {"seconds": stages, "kind": dict(STAGE_KIND), "work_s": work_s,
-                   "busy_threads": work_s / wall if wall > 0 else None, "cpu_count": _cpu_count(),
-                   "worker_stage_sum_s": worker_stage_sum, "threads_bound": threads_bound,
-                   "threads_bound_terms": {"processes": nproc, "iterating": 1, "decode_threads": decode_threads,
-                                           "assembly_threads": decode_threads, "fetch_threads": fetch_threads},
-                   "processes": nproc, "meaning": dict(STAGES)},
+        "stages": {
+            "seconds": stages,
+            "kind": dict(STAGE_KIND),
+            "work_s": work_s,
+            "busy_threads": work_s / wall if wall > 0 else None,
+            "cpu_count": _cpu_count(),
+            "worker_stage_sum_s": worker_stage_sum,
+            "threads_bound": threads_bound,
+            "threads_bound_terms": {
+                "processes": nproc,
+                "iterating": 1,
+                "decode_threads": decode_threads,
+                "assembly_threads": decode_threads,
+                "fetch_threads": fetch_threads,
+            },
+            "processes": nproc,
+            "meaning": dict(STAGES),
+        },
         "bytes": nb,
         **_mixture_shares(raw.get("anchors", []), ds, raw.get("batch_samples")),
-        "decoder": {"opens": int(sum(int(s.get("decoder_opens", 0)) for s in snaps)),
-                    "fallbacks": int(sum(int(s.get("decoder_fallbacks", 0)) for s in snaps)),
-                    "pyav_fallbacks": int(sum(int(s.get("pyav_fallbacks", 0)) for s in snaps)),
-                    "frames_decoded": int(sum(int(s.get("frames_decoded", 0)) for s in snaps)),
-                    "frames_returned": int(sum(int(s.get("frames_returned", 0)) for s in snaps)),
-                    "sidecar": next((s.get("sidecar") for s in snaps if s.get("sidecar")), None)},
+        "decoder": {
+            "opens": int(sum(int(s.get("decoder_opens", 0)) for s in snaps)),
+            "fallbacks": int(sum(int(s.get("decoder_fallbacks", 0)) for s in snaps)),
+            "pyav_fallbacks": int(sum(int(s.get("pyav_fallbacks", 0)) for s in snaps)),
+            "frames_decoded": int(sum(int(s.get("frames_decoded", 0)) for s in snaps)),
+            "frames_returned": int(sum(int(s.get("frames_returned", 0)) for s in snaps)),
+            "sidecar": next((s.get("sidecar") for s in snaps if s.get("sidecar")), None),
+        },
         "memory": mem,
         "cache": {
             "byte_budget": int(sum(int(s.get("byte_budget", 0)) for s in snaps)),
             "peak_reserved_bytes": int(sum(int(s.get("cache", {}).get("peak_reserved_bytes", 0)) for s in snaps)),
-            "series": {"t_s": [p["t_s"] for p in tl], "reserved_bytes": [p["reserved_bytes"] for p in tl],
-                       "resident_bytes": [p["resident_bytes"] for p in tl],
-                       "bytes_fetched": [p["bytes_fetched"] for p in tl], "samples": [p["samples"] for p in tl]},
+            "series": {
+                "t_s": [p["t_s"] for p in tl],
+                "reserved_bytes": [p["reserved_bytes"] for p in tl],
+                "resident_bytes": [p["resident_bytes"] for p in tl],
+                "bytes_fetched": [p["bytes_fetched"] for p in tl],
+                "samples": [p["samples"] for p in tl],
+            },
         },
-        "per_process": [{"pid": s["pid"], "worker": s["worker"], **{k: v for k, v in s["stats"].items()}} for s in snaps_full],
+        "per_process": [
+            {"pid": s["pid"], "worker": s["worker"], **{k: v for k, v in s["stats"].items()}} for s in snaps_full
+        ],
     }
     report["verdict"] = _verdict(report, int(raw.get("batch_size") or 1))
     return report
@@ -370,10 +443,16 @@ def _mixture_shares(anchors: list, ds: Any, batch_samples: list[int] | None = No
                 last = int(np.flatnonzero(ids == d)[-1])  # position of its last sample in the run
                 step = int(np.searchsorted(ends, last + 1)) + 1 if len(ends) else None
                 exhausted.append({"repo_id": mixture["repo_ids"][d], "step": step})
-    return {"mixture": {"repo_ids": list(mixture["repo_ids"]), "samples": counts.tolist(),
-                        "shares": (counts / max(1, counts.sum())).round(4).tolist(),
-                        "weight_shares": [round(w / total, 4) for w in mixture["weights"]],
-                        "repeat": bool(getattr(ds, "repeat", True)), "exhausted": exhausted}}
+    return {
+        "mixture": {
+            "repo_ids": list(mixture["repo_ids"]),
+            "samples": counts.tolist(),
+            "shares": (counts / max(1, counts.sum())).round(4).tolist(),
+            "weight_shares": [round(w / total, 4) for w in mixture["weights"]],
+            "repeat": bool(getattr(ds, "repeat", True)),
+            "exhausted": exhausted,
+        }
+    }
 
 
 def _num_samples(ds: Any) -> int | None:
@@ -390,38 +469,63 @@ def _num_samples(ds: Any) -> int | None:
 
 def format_report(r: dict) -> str:
     """The report as a readable terminal table."""
-    th, la, st, by, de, me, ca = (r["throughput"], r["latency"], r["stages"], r["bytes"], r["decoder"], r["memory"], r["cache"])
+    th, la, st, by, de, me, ca = (
+        r["throughput"],
+        r["latency"],
+        r["stages"],
+        r["bytes"],
+        r["decoder"],
+        r["memory"],
+        r["cache"],
+    )
     cfg = r.get("config", {})
     lines = []
     if cfg:
         lines.append("config: " + ", ".join(f"{k}={v}" for k, v in cfg.items() if k != "as_lerobotstream_train"))
         if "as_lerobotstream_train" in cfg:
-            lines.append("DataLoader as lerobotstream-train runs it with lerobot-train 0.6's defaults (uint8 frames, "
-                         "4 spawn workers, prefetch 4, persistent workers, batch 8)" if cfg["as_lerobotstream_train"]
-                         else "DataLoader settings differ from lerobotstream-train's defaults (uint8, 4 spawn "
-                              "workers, prefetch 4, persistent, batch 8): pass your training's values to compare")
+            lines.append(
+                "DataLoader as lerobotstream-train runs it with lerobot-train 0.6's defaults (uint8 frames, "
+                "4 spawn workers, prefetch 4, persistent workers, batch 8)"
+                if cfg["as_lerobotstream_train"]
+                else "DataLoader settings differ from lerobotstream-train's defaults (uint8, 4 spawn "
+                "workers, prefetch 4, persistent, batch 8): pass your training's values to compare"
+            )
     if r.get("verdict"):
         lines.append(r["verdict"]["text"])
         if r["verdict"].get("why"):
             lines.append("  " + r["verdict"]["why"])
     lines.append("")
     lines.append("throughput")
-    lines.append(f"  samples/s            {_f(th['samples_per_s'])}   (steady, after first batch: {_f(th['steady_samples_per_s'])})")
+    lines.append(
+        f"  samples/s            {_f(th['samples_per_s'])}   (steady, after first batch: {_f(th['steady_samples_per_s'])})"
+    )
     lines.append(f"  frames decoded/s     {_f(th['frames_per_s'])}   (steady: {_f(th['steady_frames_per_s'])})")
-    lines.append(f"  samples / frames     {th['samples']} / {th['frames']} in {th['steps']} batches, {_f(th['wall_s'], '.2f', ' s')}")
+    lines.append(
+        f"  samples / frames     {th['samples']} / {th['frames']} in {th['steps']} batches, {_f(th['wall_s'], '.2f', ' s')}"
+    )
     lines.append("latency")
     lines.append(f"  time to first batch  {_f(la['first_batch_s'], '.3f', ' s')}")
-    lines.append(f"  batch wait p50/p95/p99  {_f(la['batch_wait_p50_ms'], '.2f')} / {_f(la['batch_wait_p95_ms'], '.2f')} / "
-                 f"{_f(la['batch_wait_p99_ms'], '.2f')} ms")
-    lines.append(f"  data-wait fraction   {_f(la['data_wait_fraction'], '.3f')}" +
-                 (f"   (simulated step {la['simulated_step_s'] * 1e3:.1f} ms; after the first batch "
-                  f"{_f(la.get('steady_wait_fraction'), '.3f')})" if la.get("simulated_step_s") else
-                  "   (no model step: ~1.0 by construction, see the verdict)"))
+    lines.append(
+        f"  batch wait p50/p95/p99  {_f(la['batch_wait_p50_ms'], '.2f')} / {_f(la['batch_wait_p95_ms'], '.2f')} / "
+        f"{_f(la['batch_wait_p99_ms'], '.2f')} ms"
+    )
+    lines.append(
+        f"  data-wait fraction   {_f(la['data_wait_fraction'], '.3f')}"
+        + (
+            f"   (simulated step {la['simulated_step_s'] * 1e3:.1f} ms; after the first batch "
+            f"{_f(la.get('steady_wait_fraction'), '.3f')})"
+            if la.get("simulated_step_s")
+            else "   (no model step: ~1.0 by construction, see the verdict)"
+        )
+    )
     lines.append(f"stages (seconds summed over {st['processes']} process(es) and their threads)")
     kind = st.get("kind", STAGE_KIND)
     work_total = sum(v for k, v in st["seconds"].items() if v and kind.get(k) == "work")
-    for group, title in (("start-up", "start-up (once)"), ("work", "work (per item; share of the work)"),
-                         ("wait", "waits (a thread blocked; not work)")):
+    for group, title in (
+        ("start-up", "start-up (once)"),
+        ("work", "work (per item; share of the work)"),
+        ("wait", "waits (a thread blocked; not work)"),
+    ):
         lines.append(f"  {title}")
         for name, _meaning in STAGES:
             if kind.get(name) != group:
@@ -435,43 +539,63 @@ def format_report(r: dict) -> str:
             lines.append(f"    {name:<18} {_f(v, '9.3f', ' s'):>12}  {share}")
     t = st.get("threads_bound_terms") or {}
     if st.get("busy_threads") is not None:
-        lines.append(f"  work {work_total:.2f} s in {th['wall_s']:.2f} s wall: {st['busy_threads']:.1f} threads busy on "
-                     f"average ({st.get('cpu_count', '?')} CPU core(s) here; more busy threads than cores time-share them)")
+        lines.append(
+            f"  work {work_total:.2f} s in {th['wall_s']:.2f} s wall: {st['busy_threads']:.1f} threads busy on "
+            f"average ({st.get('cpu_count', '?')} CPU core(s) here; more busy threads than cores time-share them)"
+        )
     if t:
-        lines.append(f"  threads_bound {st['threads_bound']} = {t['processes']} process(es) x (1 iterating + "
-                     f"{t['decode_threads']} decode + {t['assembly_threads']} assembly + {t['fetch_threads']} fetch "
-                     "threads): at most that many threads run stages at once, so summed stage seconds "
-                     "<= wall x threads_bound (a consistency bound, not a target)")
+        lines.append(
+            f"  threads_bound {st['threads_bound']} = {t['processes']} process(es) x (1 iterating + "
+            f"{t['decode_threads']} decode + {t['assembly_threads']} assembly + {t['fetch_threads']} fetch "
+            "threads): at most that many threads run stages at once, so summed stage seconds "
+            "<= wall x threads_bound (a consistency bound, not a target)"
+        )
     lines.append("bytes")
-    lines.append(f"  fetched              {_mib(by['fetched_bytes'])} in {by['requests']} requests ({by.get('retries', 0)} retries; "
-                 f"MP4 payload {_mib(by.get('span_payload_bytes'))}, rest Parquet/other)")
+    lines.append(
+        f"  fetched              {_mib(by['fetched_bytes'])} in {by['requests']} requests ({by.get('retries', 0)} retries; "
+        f"MP4 payload {_mib(by.get('span_payload_bytes'))}, rest Parquet/other)"
+    )
     if "needed_frame_bytes" in by:
-        lines.append(f"  needed (coded frames delivered) {_mib(by['needed_frame_bytes'])}; GOP spans of "
-                     f"{by['episodes_touched']} episodes {_mib(by['span_bytes'])}")
-        lines.append(f"  MP4 payload fetched / needed {_f(by.get('fetched_over_needed'), '.2f', 'x')}   "
-                     f"/ spans of delivered episodes {_f(by.get('fetched_over_span'), '.2f', 'x')}   "
-                     f"(all bytes / needed {_f(by.get('total_fetched_over_needed'), '.2f', 'x')}; > spans = prefetch ahead)")
+        lines.append(
+            f"  needed (coded frames delivered) {_mib(by['needed_frame_bytes'])}; GOP spans of "
+            f"{by['episodes_touched']} episodes {_mib(by['span_bytes'])}"
+        )
+        lines.append(
+            f"  MP4 payload fetched / needed {_f(by.get('fetched_over_needed'), '.2f', 'x')}   "
+            f"/ spans of delivered episodes {_f(by.get('fetched_over_span'), '.2f', 'x')}   "
+            f"(all bytes / needed {_f(by.get('total_fetched_over_needed'), '.2f', 'x')}; > spans = prefetch ahead)"
+        )
     if r.get("mixture"):
         mx = r["mixture"]
         lines.append("mixture (samples delivered per dataset: share / weight share)")
         for rid, n, got, want in zip(mx["repo_ids"], mx["samples"], mx["shares"], mx["weight_shares"]):
             lines.append(f"  {rid:<30} {n:>8}   {got:.3f} / {want:.3f}")
         for ex in mx.get("exhausted") or []:
-            lines.append(f"  dataset {ex['repo_id']} exhausted at step {ex['step']}: later batches come from the "
-                         "others, so the shares no longer follow the weights (--repeat keeps every dataset going)")
-    lines.append(f"decoder opens / fallbacks  {de['opens']} / {de['fallbacks']} (PyAV {de['pyav_fallbacks']}); "
-                 f"frames decoded / returned by workers {de['frames_decoded']} / {de['frames_returned']}; "
-                 f"sidecar: {de['sidecar']}")
+            lines.append(
+                f"  dataset {ex['repo_id']} exhausted at step {ex['step']}: later batches come from the "
+                "others, so the shares no longer follow the weights (--repeat keeps every dataset going)"
+            )
+    lines.append(
+        f"decoder opens / fallbacks  {de['opens']} / {de['fallbacks']} (PyAV {de['pyav_fallbacks']}); "
+        f"frames decoded / returned by workers {de['frames_decoded']} / {de['frames_returned']}; "
+        f"sidecar: {de['sidecar']}"
+    )
     lines.append("memory (peak)")
     for p in me.get("processes", []):
-        lines.append(f"  {p['role']:<10} pid {p['pid']:<8} RSS {_mib(p['peak_rss_bytes']):>12}   PSS {_mib(p['peak_pss_bytes']):>12}")
+        lines.append(
+            f"  {p['role']:<10} pid {p['pid']:<8} RSS {_mib(p['peak_rss_bytes']):>12}   PSS {_mib(p['peak_pss_bytes']):>12}"
+        )
     if me.get("available"):
-        lines.append(f"  all processes        PSS sum {_mib(me['peak_pss_sum_bytes'])} (true footprint); "
-                     f"RSS sum {_mib(me['peak_rss_sum_bytes'])} (double-counts shared pages)")
+        lines.append(
+            f"  all processes        PSS sum {_mib(me['peak_pss_sum_bytes'])} (true footprint); "
+            f"RSS sum {_mib(me['peak_rss_sum_bytes'])} (double-counts shared pages)"
+        )
     else:
         lines.append("  /proc/<pid>/smaps_rollup unavailable: no RSS/PSS")
     ser = ca["series"]
-    lines.append(f"byte cache  budget {_mib(ca['byte_budget'])}, peak reserved {_mib(ca['peak_reserved_bytes'])}, "
-                 f"last reserved {_mib(ser['reserved_bytes'][-1] if ser['reserved_bytes'] else None)}, "
-                 f"last resident {_mib(ser['resident_bytes'][-1] if ser['resident_bytes'] else None)}")
+    lines.append(
+        f"byte cache  budget {_mib(ca['byte_budget'])}, peak reserved {_mib(ca['peak_reserved_bytes'])}, "
+        f"last reserved {_mib(ser['reserved_bytes'][-1] if ser['reserved_bytes'] else None)}, "
+        f"last resident {_mib(ser['resident_bytes'][-1] if ser['resident_bytes'] else None)}"
+    )
     return "\n".join(lines)

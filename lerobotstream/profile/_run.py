@@ -67,8 +67,13 @@ class ProfiledStream(IterableDataset):
         worker = None if info is None else int(info.id)
         pid = os.getpid()
         for item in self.ds:
-            snap = {"pid": pid, "worker": worker, "wall_s": time.time(), "stats": self.ds.stats(),
-                    "transforms_s": _TRANSFORM_S[0]}
+            snap = {
+                "pid": pid,
+                "worker": worker,
+                "wall_s": time.time(),
+                "stats": self.ds.stats(),
+                "transforms_s": _TRANSFORM_S[0],
+            }
             item[STATS_KEY] = json.dumps(snap, default=_jsonable)
             yield item
 
@@ -93,8 +98,6 @@ def _batch_size(batch: Any) -> int:
             if isinstance(v, list):
                 return len(v)
     return 1
-
-
 
 
 class RawRun(dict):
@@ -144,10 +147,22 @@ def profile_dataset(
     from lerobotstream.dataset import PackedCollate, lerobot_collate_fn
 
     language = bool(getattr(getattr(ds, "meta", None), "has_language_columns", False))
-    workers = dict(prefetch_factor=prefetch_factor, persistent_workers=bool(persistent_workers),
-                   multiprocessing_context=multiprocessing_context) if int(num_workers) > 0 else {}
-    loader = DataLoader(ProfiledStream(ds), batch_size=batch_size, num_workers=num_workers,
-                        collate_fn=PackedCollate(lerobot_collate_fn if language else None), **workers)
+    workers = (
+        dict(
+            prefetch_factor=prefetch_factor,
+            persistent_workers=bool(persistent_workers),
+            multiprocessing_context=multiprocessing_context,
+        )
+        if int(num_workers) > 0
+        else {}
+    )
+    loader = DataLoader(
+        ProfiledStream(ds),
+        batch_size=batch_size,
+        num_workers=num_workers,
+        collate_fn=PackedCollate(lerobot_collate_fn if language else None),
+        **workers,
+    )
     pids: dict[int, str] = {os.getpid(): "main"}
     latest: dict[int, dict] = {}
     waits: list[float] = []
@@ -204,12 +219,16 @@ def profile_dataset(
                     else:
                         anchors.extend(zip(ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
                 snaps = [x["stats"] for x in latest.values()]
-                timeline.append({
-                    "t_s": now - t0, "samples": samples, "frames": frames,
-                    "reserved_bytes": sum(int(x.get("reserved_bytes", 0)) for x in snaps),
-                    "resident_bytes": sum(int(x.get("resident_bytes", 0)) for x in snaps),
-                    "bytes_fetched": sum(int(x.get("source", {}).get("bytes_read", 0)) for x in snaps),
-                })
+                timeline.append(
+                    {
+                        "t_s": now - t0,
+                        "samples": samples,
+                        "frames": frames,
+                        "reserved_bytes": sum(int(x.get("reserved_bytes", 0)) for x in snaps),
+                        "resident_bytes": sum(int(x.get("resident_bytes", 0)) for x in snaps),
+                        "bytes_fetched": sum(int(x.get("source", {}).get("bytes_read", 0)) for x in snaps),
+                    }
+                )
                 del batch
                 mem.sample(unless_newer_than_s=memory_interval_s)  # a reading per batch, at most the timer's rate
                 if step_s > 0:
@@ -220,9 +239,22 @@ def profile_dataset(
             holder[0] = None
             del it
     return RawRun(
-        wall_s=wall, wall_start=wall0, first_batch_s=waits[0] if waits else None, batch_wait_s=waits,
-        batch_t_s=t_end, samples=samples, frames=frames, anchors=anchors, snapshots=list(latest.values()),
-        timeline=timeline, memory=mem.summary(), num_workers=int(num_workers), batch_size=int(batch_size),
-        steps=len(waits), step_s=float(step_s), metadata_s=metadata_s, video_keys=video_keys,
+        wall_s=wall,
+        wall_start=wall0,
+        first_batch_s=waits[0] if waits else None,
+        batch_wait_s=waits,
+        batch_t_s=t_end,
+        samples=samples,
+        frames=frames,
+        anchors=anchors,
+        snapshots=list(latest.values()),
+        timeline=timeline,
+        memory=mem.summary(),
+        num_workers=int(num_workers),
+        batch_size=int(batch_size),
+        steps=len(waits),
+        step_s=float(step_s),
+        metadata_s=metadata_s,
+        video_keys=video_keys,
         batch_samples=[b["samples"] for b in timeline],
     )

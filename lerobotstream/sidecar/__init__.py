@@ -46,11 +46,31 @@ from lerobotstream.sidecar._validate import (
     validation_note,
 )
 
-__all__ = ["BuildReport", "Mp4Index", "SidecarWriter", "build_sidecar", "cache_path", "check_sources",
-           "ensure_sidecar", "load_manifest", "published_path", "push_sidecar", "sidecar_identity",
-           "load_tables", "open_sidecar", "safe_data_root", "validate_index", "validate_source",
-           "check_fps", "check_window", "check_window_detail", "episode_windows", "group_windows", "EpisodeWindow",
-           "explain_payload_failure"]
+__all__ = [
+    "BuildReport",
+    "Mp4Index",
+    "SidecarWriter",
+    "build_sidecar",
+    "cache_path",
+    "check_sources",
+    "ensure_sidecar",
+    "load_manifest",
+    "published_path",
+    "push_sidecar",
+    "sidecar_identity",
+    "load_tables",
+    "open_sidecar",
+    "safe_data_root",
+    "validate_index",
+    "validate_source",
+    "check_fps",
+    "check_window",
+    "check_window_detail",
+    "episode_windows",
+    "group_windows",
+    "EpisodeWindow",
+    "explain_payload_failure",
+]
 
 
 def check_sources(index: Mp4Index, source: Any, paths: list[str] | None = None) -> None:
@@ -68,14 +88,16 @@ def check_sources(index: Mp4Index, source: Any, paths: list[str] | None = None) 
         info = index.source_info(index.source_id(path))
         size = int(source.size(path))
         if info.get("size") is not None and int(info["size"]) != size:
-            raise SidecarStaleError(f"{path}: the sidecar says {info['size']} bytes, the source has {size}; "
-                                    "rebuild the sidecar", path=path)
+            raise SidecarStaleError(
+                f"{path}: the sidecar says {info['size']} bytes, the source has {size}; rebuild the sidecar", path=path
+            )
         want = info.get("fingerprint")
         if want is not None:
             got = source.fingerprint(path)
             if got is not None and got != want:
-                raise SidecarStaleError(f"{path}: content fingerprint changed ({want} -> {got}); rebuild the sidecar",
-                                        path=path)
+                raise SidecarStaleError(
+                    f"{path}: content fingerprint changed ({want} -> {got}); rebuild the sidecar", path=path
+                )
 
 
 def open_sidecar(

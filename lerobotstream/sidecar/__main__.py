@@ -66,19 +66,25 @@ def _build(args: argparse.Namespace) -> int:
         from lerobotstream.errors import SidecarPublishError
 
         if args.episodes is not None:
-            raise SidecarPublishError("only a complete dataset sidecar can be published: drop --episodes "
-                                      "(subset sidecars cannot be pushed)")
+            raise SidecarPublishError(
+                "only a complete dataset sidecar can be published: drop --episodes (subset sidecars cannot be pushed)"
+            )
         if args.root is not None or not str(args.data_root).startswith("hf://"):
-            raise SidecarPublishError("--push needs --data-root hf://datasets/OWNER/NAME@COMMIT or "
-                                      "hf://buckets/OWNER/NAME (a local folder cannot be published)")
+            raise SidecarPublishError(
+                "--push needs --data-root hf://datasets/OWNER/NAME@COMMIT or "
+                "hf://buckets/OWNER/NAME (a local folder cannot be published)"
+            )
     if args.root is None and args.data_root is None:
         if args.repo_id is None:
             from lerobotstream.errors import StreamingConfigError
 
-            raise StreamingConfigError("give --root FOLDER, --data-root URL or --repo-id OWNER/NAME (a local copy "
-                                       "in $HF_LEROBOT_HOME/<repo_id> first, else the Hub, as LeRobot)")
-        src = sources.open_source(None, repo_id=args.repo_id, revision=args.revision, repo_type=args.repo_type,
-                                  endpoint=args.endpoint)
+            raise StreamingConfigError(
+                "give --root FOLDER, --data-root URL or --repo-id OWNER/NAME (a local copy "
+                "in $HF_LEROBOT_HOME/<repo_id> first, else the Hub, as LeRobot)"
+            )
+        src = sources.open_source(
+            None, repo_id=args.repo_id, revision=args.revision, repo_type=args.repo_type, endpoint=args.endpoint
+        )
         data_root = None  # recorded from the source: the local copy's folder or hf://datasets/...@commit
         commit = getattr(src, "commit", None)
         if commit is not None:
@@ -87,8 +93,13 @@ def _build(args: argparse.Namespace) -> int:
         src = sources.LocalSource(args.root)
         data_root = args.root
     else:
-        src = sources.open_source(args.data_root, repo_id=args.repo_id, revision=args.revision,
-                                  repo_type=args.repo_type, endpoint=args.endpoint)
+        src = sources.open_source(
+            args.data_root,
+            repo_id=args.repo_id,
+            revision=args.revision,
+            repo_type=args.repo_type,
+            endpoint=args.endpoint,
+        )
         data_root = args.data_root
         args.repo_type = getattr(src, "repo_type", args.repo_type)  # hf://buckets/... is a bucket
         commit = getattr(src, "commit", None)
@@ -96,13 +107,24 @@ def _build(args: argparse.Namespace) -> int:
             if args.revision not in (None, commit):
                 print(f"revision {args.revision} resolves to commit {commit}; the sidecar records the commit")
             args.revision = commit
-    report = build_sidecar(src, output=args.output, repo_id=args.repo_id, revision=args.revision,
-                           repo_type=args.repo_type, data_root=data_root, episodes=args.episodes,
-                           workers=args.workers, max_pending=args.max_pending, tolerance_s=args.tolerance_s,
-                           progress=not args.no_progress)
+    report = build_sidecar(
+        src,
+        output=args.output,
+        repo_id=args.repo_id,
+        revision=args.revision,
+        repo_type=args.repo_type,
+        data_root=data_root,
+        episodes=args.episodes,
+        workers=args.workers,
+        max_pending=args.max_pending,
+        tolerance_s=args.tolerance_s,
+        progress=not args.no_progress,
+    )
     print(f"wrote {report.output}")
-    print(f"episodes={report.num_episodes} files={report.num_sources} samples={report.num_samples} "
-          f"subset={report.subset} elapsed_s={report.elapsed_s:.2f}")
+    print(
+        f"episodes={report.num_episodes} files={report.num_sources} samples={report.num_samples} "
+        f"subset={report.subset} elapsed_s={report.elapsed_s:.2f}"
+    )
     if args.push:
         from lerobotstream.sidecar._publish import push_sidecar
 
@@ -123,22 +145,30 @@ def _inspect(args: argparse.Namespace) -> int:
     print(f"repo         {m.get('repo_id')} ({m.get('repo_type')}) revision={m.get('revision')}")
     print(f"data_root    {m.get('data_root')}")
     eps = m.get("episodes")
-    print(f"subset       {m.get('subset')}" + (f" ({len(eps)} of {m.get('total_episodes')} episodes: "
-                                               f"{eps[:10]}{' ...' if len(eps) > 10 else ''})" if eps else
-                                               f" (all {m.get('total_episodes')} episodes)"))
+    print(
+        f"subset       {m.get('subset')}"
+        + (
+            f" ({len(eps)} of {m.get('total_episodes')} episodes: {eps[:10]}{' ...' if len(eps) > 10 else ''})"
+            if eps
+            else f" (all {m.get('total_episodes')} episodes)"
+        )
+    )
     print(f"fps          {m.get('fps')}  video_keys={m.get('video_keys')}")
     counts = srcs.column("num_samples")  # columns: no entry dict per source
-    total = int(counts.sum()) if counts is not None else sum(int(srcs.get(i, "num_samples") or 0)
-                                                             for i in range(len(srcs)))
+    total = (
+        int(counts.sum()) if counts is not None else sum(int(srcs.get(i, "num_samples") or 0) for i in range(len(srcs)))
+    )
     codecs = Counter(srcs.get(i, "codec") for i in range(len(srcs)))
     print(f"sources      {len(srcs)} files, {total:,} samples, codecs {dict(codecs)}")
     for s in srcs[: args.limit]:  # entry dicts of the listed sources only
         edit = ""
         if s.get("media_time") or s.get("empty_edit_movie_ticks"):
             edit = f" edit(media_time={s.get('media_time')}, empty={s.get('empty_edit_movie_ticks')})"
-        print(f"  {s['path']}: {s.get('num_samples')} samples, {s.get('size'):,} bytes, {s.get('codec')} "
-              f"{s.get('width')}x{s.get('height')}, timescale {s.get('media_timescale')}/{s.get('movie_timescale')}, "
-              f"ctts v{s.get('ctts_version')}{edit}, fingerprint={s.get('fingerprint')}")
+        print(
+            f"  {s['path']}: {s.get('num_samples')} samples, {s.get('size'):,} bytes, {s.get('codec')} "
+            f"{s.get('width')}x{s.get('height')}, timescale {s.get('media_timescale')}/{s.get('movie_timescale')}, "
+            f"ctts v{s.get('ctts_version')}{edit}, fingerprint={s.get('fingerprint')}"
+        )
     if len(srcs) > args.limit:
         print(f"  ... {len(srcs) - args.limit} more")
     if args.index:
@@ -157,39 +187,68 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=_prog(), description=DESCRIPTION, epilog=EXAMPLES, formatter_class=fmt)
     p.add_argument("--version", action="version", version=f"lerobotstream {__version__}")
     sub = p.add_subparsers(dest="command", metavar="{build,inspect}")
-    b = sub.add_parser("build", help="build a schema-5 sidecar", description="Parse a dataset's MP4s into a "
-                       "schema-5 sidecar NPZ (written atomically: a failed build keeps the old file).")
+    b = sub.add_parser(
+        "build",
+        help="build a schema-5 sidecar",
+        description="Parse a dataset's MP4s into a "
+        "schema-5 sidecar NPZ (written atomically: a failed build keeps the old file).",
+    )
     where = b.add_mutually_exclusive_group()
-    where.add_argument("--root", help="local dataset folder (unset: --repo-id's local copy "
-                       "$HF_LEROBOT_HOME/<repo_id> if there is one, else the Hub, as LeRobot)")
-    where.add_argument("--data-root", help="payload root URL (hf://datasets/OWNER/NAME@SHA, hf://buckets/..., fsspec URL)")
+    where.add_argument(
+        "--root",
+        help="local dataset folder (unset: --repo-id's local copy "
+        "$HF_LEROBOT_HOME/<repo_id> if there is one, else the Hub, as LeRobot)",
+    )
+    where.add_argument(
+        "--data-root", help="payload root URL (hf://datasets/OWNER/NAME@SHA, hf://buckets/..., fsspec URL)"
+    )
     b.add_argument("--output", required=True, help="the .npz to write (replaced atomically)")
-    b.add_argument("--repo-id", default=None,
-                   help="repo id recorded in the sidecar (default: OWNER/NAME of an hf:// root, else "
-                        "local/<folder name>); alone, the dataset to build: $HF_LEROBOT_HOME/<repo_id> if "
-                        "there, else the Hub (as LeRobot)")
+    b.add_argument(
+        "--repo-id",
+        default=None,
+        help="repo id recorded in the sidecar (default: OWNER/NAME of an hf:// root, else "
+        "local/<folder name>); alone, the dataset to build: $HF_LEROBOT_HOME/<repo_id> if "
+        "there, else the Hub (as LeRobot)",
+    )
     b.add_argument("--revision", default=None, help="commit the sidecar describes (default: the hf:// root's commit)")
-    b.add_argument("--repo-type", choices=("dataset", "bucket"), default="dataset",
-                   help="Hub repository type (default: dataset; an hf://buckets/ root is a bucket)")
+    b.add_argument(
+        "--repo-type",
+        choices=("dataset", "bucket"),
+        default="dataset",
+        help="Hub repository type (default: dataset; an hf://buckets/ root is a bucket)",
+    )
     b.add_argument("--workers", type=int, default=8, help="parse threads (default: 8)")
     b.add_argument("--max-pending", type=int, default=None, help="parse results held at once (default: 2 x workers)")
-    b.add_argument("--episodes", type=int, nargs="+", default=None, help="episode indices (a subset build; default: all)")
-    b.add_argument("--tolerance-s", type=float, default=constants.DEFAULT_TOLERANCE_S,
-                   help="largest allowed difference between a frame's timestamp in the video and in the "
-                        f"metadata, seconds (default: {constants.DEFAULT_TOLERANCE_S:g}, as LeRobot)")
+    b.add_argument(
+        "--episodes", type=int, nargs="+", default=None, help="episode indices (a subset build; default: all)"
+    )
+    b.add_argument(
+        "--tolerance-s",
+        type=float,
+        default=constants.DEFAULT_TOLERANCE_S,
+        help="largest allowed difference between a frame's timestamp in the video and in the "
+        f"metadata, seconds (default: {constants.DEFAULT_TOLERANCE_S:g}, as LeRobot)",
+    )
     b.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    b.add_argument("--push", action="store_true",
-                   help="after building and validating a complete sidecar, publish it (dataset: branch "
-                        "lerobot-sidecars; bucket: meta/mp4-sidecars/); needs write access")
+    b.add_argument(
+        "--push",
+        action="store_true",
+        help="after building and validating a complete sidecar, publish it (dataset: branch "
+        "lerobot-sidecars; bucket: meta/mp4-sidecars/); needs write access",
+    )
     b.add_argument("--endpoint", default=None, help="Hub URL (default: HF_ENDPOINT)")
-    i = sub.add_parser("inspect", help="print a sidecar's summary", description="Print a readable summary of a "
-                       "sidecar (and of its derived index with --index).")
+    i = sub.add_parser(
+        "inspect",
+        help="print a sidecar's summary",
+        description="Print a readable summary of a sidecar (and of its derived index with --index).",
+    )
     i.add_argument("path", help="the sidecar .npz")
     i.add_argument("--limit", type=int, default=20, help="sources listed (default: 20)")
     i.add_argument("--index", action="store_true", help="also open (convert) its derived index")
     for sp in (b, i):
-        sp.add_argument("--debug", action="store_true",
-                        help="print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1)")
+        sp.add_argument(
+            "--debug", action="store_true", help="print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1)"
+        )
     return p
 
 
@@ -203,8 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.command is None:
         p.print_usage(sys.stderr)
-        print("error: give a command: build or inspect (build's options alone, e.g. --root DIR --output X.npz, "
-              "mean build; see --help)", file=sys.stderr)
+        print(
+            "error: give a command: build or inspect (build's options alone, e.g. --root DIR --output X.npz, "
+            "mean build; see --help)",
+            file=sys.stderr,
+        )
         return 2
     from lerobotstream.errors import quiet_on_closed_stdout, run_cli
 

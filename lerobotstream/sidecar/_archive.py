@@ -76,8 +76,17 @@ from lerobotstream.mp4 import (
     read_source_table,
 )
 
-__all__ = ["BLOCK_SAMPLES", "SidecarWriter", "load_manifest", "load_tables", "open_temporary", "remove_dead_temporaries",
-           "safe_data_root", "source_entry", "write_error"]
+__all__ = [
+    "BLOCK_SAMPLES",
+    "SidecarWriter",
+    "load_manifest",
+    "load_tables",
+    "open_temporary",
+    "remove_dead_temporaries",
+    "safe_data_root",
+    "source_entry",
+    "write_error",
+]
 
 logger = logging.getLogger("lerobotstream.sidecar")
 
@@ -86,11 +95,14 @@ try:
 except ImportError:  # not POSIX: temporaries are not locked, and none is removed as stale
     fcntl = None  # type: ignore[assignment]
 
-_SIDECAR_ELSEWHERE = "--output for the CLI; LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME for the dataset's sidecar cache"
+_SIDECAR_ELSEWHERE = (
+    "--output for the CLI; LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME for the dataset's sidecar cache"
+)
 
 
-def write_error(path: str | os.PathLike, e: OSError, *, what: str = "the MP4 sidecar",
-                elsewhere: str = _SIDECAR_ELSEWHERE) -> SidecarWriteError:
+def write_error(
+    path: str | os.PathLike, e: OSError, *, what: str = "the MP4 sidecar", elsewhere: str = _SIDECAR_ELSEWHERE
+) -> SidecarWriteError:
     """The typed error for an ``OSError`` raised while writing ``path``
     (:meth:`SidecarWriteError.from_oserror`: names the path, the reason and what to do)."""
     return SidecarWriteError.from_oserror(path, e, what=what, elsewhere=elsewhere)
@@ -195,10 +207,15 @@ def source_entry(table: Any, *, path: str, size: int, fingerprint: str | None) -
     """
     missing = [k for k in MATRIX_KEYS if getattr(table, k, None) is None]
     if missing:
-        raise SidecarSchemaError(f"{path}: the sample table has no {' / '.join(missing)} (9 int32 display matrix)",
-                                 path=path)
-    entry: dict[str, Any] = {"path": path, "size": int(size), "fingerprint": fingerprint,
-                             "num_samples": int(np.asarray(table.offset).shape[0])}
+        raise SidecarSchemaError(
+            f"{path}: the sample table has no {' / '.join(missing)} (9 int32 display matrix)", path=path
+        )
+    entry: dict[str, Any] = {
+        "path": path,
+        "size": int(size),
+        "fingerprint": fingerprint,
+        "num_samples": int(np.asarray(table.offset).shape[0]),
+    }
     for k in SCALAR_KEYS:
         if hasattr(table, k):
             entry[k] = _jsonable(getattr(table, k))
@@ -265,7 +282,7 @@ class _Column:
 
     def append(self, value: Any) -> None:
         if self.kind == "int":
-            if isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63:
+            if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
                 self.ints.append(value)
                 return
             self._to_json()
@@ -312,8 +329,14 @@ class SidecarWriter:
         block_samples: samples per block of concatenated arrays (>= 1).
     """
 
-    def __init__(self, output: str | os.PathLike, manifest: dict[str, Any], *, compresslevel: int = 6,
-                 block_samples: int = BLOCK_SAMPLES) -> None:
+    def __init__(
+        self,
+        output: str | os.PathLike,
+        manifest: dict[str, Any],
+        *,
+        compresslevel: int = 6,
+        block_samples: int = BLOCK_SAMPLES,
+    ) -> None:
         if block_samples < 1:
             raise ValueError(f"block_samples must be >= 1, got {block_samples}")
         self.output = Path(output)
@@ -322,8 +345,9 @@ class SidecarWriter:
         self._block_samples = int(block_samples)
         self._ids = array("q")  # source ids in arrival order
         self._seen = bytearray()  # 1 at each added source id
-        self._columns: dict[str, _Column] = {k: _Column("str" if k in ("path", "fingerprint") else "int")
-                                             for k in (*ENTRY_KEYS, *LAYOUT_KEYS)}
+        self._columns: dict[str, _Column] = {
+            k: _Column("str" if k in ("path", "fingerprint") else "int") for k in (*ENTRY_KEYS, *LAYOUT_KEYS)
+        }
         self._pending: list[dict[str, np.ndarray]] = []
         self._pending_samples = 0
         self._num_blocks = 0
@@ -335,8 +359,9 @@ class SidecarWriter:
             self.output.parent.mkdir(parents=True, exist_ok=True)
             remove_dead_temporaries(self.output)
             self.tmp_path, self._file = open_temporary(self.output)
-            self._zf = zipfile.ZipFile(self._file, "w", zipfile.ZIP_DEFLATED, allowZip64=True,
-                                       compresslevel=compresslevel)
+            self._zf = zipfile.ZipFile(
+                self._file, "w", zipfile.ZIP_DEFLATED, allowZip64=True, compresslevel=compresslevel
+            )
         except OSError as e:
             self.abort()
             raise write_error(self.output, e) from e
@@ -515,8 +540,9 @@ def load_tables(path: str | os.PathLike) -> Iterator[tuple[dict[str, Any], dict[
 def _with_derived(src: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     pts = arrays["dts_ticks"] + arrays["cts_ticks"] - int(src.get("media_time") or 0)
     arrays["pts_ticks"] = pts
-    arrays["pts_s"] = pts_seconds(pts, src["media_timescale"], src.get("movie_timescale") or 1,
-                                  src.get("empty_edit_movie_ticks") or 0)
+    arrays["pts_s"] = pts_seconds(
+        pts, src["media_timescale"], src.get("movie_timescale") or 1, src.get("empty_edit_movie_ticks") or 0
+    )
     arrays["presentation_order"] = presentation_order_of(pts)
     arrays["is_sync"] = arrays["is_sync"].astype(bool)
     return src, arrays

@@ -163,5 +163,11 @@ def build_sidecar(
         pool.shutdown(wait=True, cancel_futures=True)
         if bar is not None:
             bar.close()
-    return BuildReport(output=Path(out), num_sources=len(paths), num_samples=num_samples,
-                       num_episodes=len(selected), subset=bool(subset), elapsed_s=time.perf_counter() - t0)
+    return BuildReport(
+        output=Path(out),
+        num_sources=len(paths),
+        num_samples=num_samples,
+        num_episodes=len(selected),
+        subset=bool(subset),
+        elapsed_s=time.perf_counter() - t0,
+    )

@@ -36,8 +36,17 @@ class SidecarIdentity:
         stable: False when some video has no fingerprint and no commit pins it (rebuild each open).
     """
 
-    def __init__(self, *, repo_id: str, repo_type: str, commit: str | None, revision: str | None,
-                 data_root: str, episodes: list[int] | None, files: list[tuple[str, int, str | None]]) -> None:
+    def __init__(
+        self,
+        *,
+        repo_id: str,
+        repo_type: str,
+        commit: str | None,
+        revision: str | None,
+        data_root: str,
+        episodes: list[int] | None,
+        files: list[tuple[str, int, str | None]],
+    ) -> None:
         self.repo_id = repo_id
         self.repo_type = repo_type
         self.commit = commit
@@ -62,8 +71,9 @@ class SidecarIdentity:
         return hashlib.sha256(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def sidecar_identity(source: Any, meta: Any, *, repo_id: str, revision: str | None = None,
-                     repo_type: str = "dataset") -> SidecarIdentity:
+def sidecar_identity(
+    source: Any, meta: Any, *, repo_id: str, revision: str | None = None, repo_type: str = "dataset"
+) -> SidecarIdentity:
     """The identity of ``meta``'s selection at ``source``'s current state (one size and
     fingerprint look-up per selected video; Hub sources answer from one listing per folder).
 
@@ -73,8 +83,13 @@ def sidecar_identity(source: Any, meta: Any, *, repo_id: str, revision: str | No
     commit = getattr(source, "commit", None)
     if commit is not None and not _COMMIT_RE.match(str(commit)):
         commit = None
-    if commit is None and revision is not None and _COMMIT_RE.match(revision) and repo_type == "dataset" \
-            and getattr(source, "repo_type", None) == "dataset":
+    if (
+        commit is None
+        and revision is not None
+        and _COMMIT_RE.match(revision)
+        and repo_type == "dataset"
+        and getattr(source, "repo_type", None) == "dataset"
+    ):
         commit = revision
     selected = [int(ep.episode_index) for ep in meta.episodes]
     subset = selected != list(range(int(meta.total_episodes)))
@@ -82,12 +97,20 @@ def sidecar_identity(source: Any, meta: Any, *, repo_id: str, revision: str | No
     for path in sorted(set(meta.video_paths())):
         files.append((path, int(source.size(path)), source.fingerprint(path)))
     root = getattr(source, "root_display", "") or ""
-    return SidecarIdentity(repo_id=repo_id, repo_type=repo_type, commit=commit,
-                           revision=commit if commit is not None else revision, data_root=str(root),
-                           episodes=selected if subset else None, files=files)
+    return SidecarIdentity(
+        repo_id=repo_id,
+        repo_type=repo_type,
+        commit=commit,
+        revision=commit if commit is not None else revision,
+        data_root=str(root),
+        episodes=selected if subset else None,
+        files=files,
+    )
 
 
-def check_identity(manifest: dict[str, Any], identity: SidecarIdentity, *, require_fingerprints: bool = False) -> str | None:
+def check_identity(
+    manifest: dict[str, Any], identity: SidecarIdentity, *, require_fingerprints: bool = False
+) -> str | None:
     """Why the sidecar with ``manifest`` does not describe ``identity`` (None when it does).
 
     Checks schema, repository, commit (when the identity has one), episode coverage, and for every
@@ -95,8 +118,10 @@ def check_identity(manifest: dict[str, Any], identity: SidecarIdentity, *, requi
     accepted only when a commit pins the contents and ``require_fingerprints`` is False).
     """
     if manifest.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
-        return (f"schema version {manifest.get('schema_version')} (this reader opens "
-                f"{' and '.join(map(str, READABLE_SCHEMA_VERSIONS))})")
+        return (
+            f"schema version {manifest.get('schema_version')} (this reader opens "
+            f"{' and '.join(map(str, READABLE_SCHEMA_VERSIONS))})"
+        )
     if manifest.get("repo_id") not in (None, identity.repo_id):
         return f"it indexes {manifest.get('repo_id')!r}, not {identity.repo_id!r}"
     if identity.commit is not None and manifest.get("revision") != identity.commit:
@@ -164,11 +189,15 @@ def explain_payload_failure(exc: Any, source: Any, index: Any, path: str, sideca
             f"{path}: the file changed during the run (the sidecar {sidecar_path} indexed {had_size} bytes, "
             f"{had_fp}; it now has {size} bytes, {fp}), so its bytes no longer match the index ({exc.message}). "
             "The dataset's files must not change while it is read: restart once the new version is complete "
-            "(the sidecar is then rebuilt)", **{**exc.fields, "path": path})
+            "(the sidecar is then rebuilt)",
+            **{**exc.fields, "path": path},
+        )
     if isinstance(exc, Mp4InconsistentTablesError):
         return type(exc)(
             f"{exc.message} [cached sidecar: {sidecar_path}]. The file still has the size and fingerprint the "
             f"sidecar recorded ({fp}): if it was replaced by another file of the same size and mtime, the sidecar describes the "
             "old one: delete that sidecar file (it is rebuilt at the next start), and do not change dataset "
-            "files during a run", **exc.fields)
+            "files during a run",
+            **exc.fields,
+        )
     return exc

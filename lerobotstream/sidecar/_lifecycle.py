@@ -100,16 +100,22 @@ class _BuildLock:
                     break
                 self._lock.release()  # the previous holder removed the file we locked: lock the new one
         except Timeout:
-            raise SidecarLockTimeoutError(lock_timeout_message(self.lock_path, self.timeout_s,
-                                                               time.monotonic() - t0),
-                                          path=str(self.lock_path)) from None
+            raise SidecarLockTimeoutError(
+                lock_timeout_message(self.lock_path, self.timeout_s, time.monotonic() - t0), path=str(self.lock_path)
+            ) from None
         except OSError as e:
             from lerobotstream.sidecar._archive import write_error
 
-            raise write_error(self.lock_path, e, what="the MP4 sidecar lock",
-                              elsewhere="LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME") from e
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "started_unix": time.time(),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "what": self.what}
+            raise write_error(
+                self.lock_path, e, what="the MP4 sidecar lock", elsewhere="LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME"
+            ) from e
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started_unix": time.time(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "what": self.what,
+        }
         tmp = self.info_path.with_name(f".{self.info_path.name}.{uuid.uuid4().hex}.tmp")
         try:
             tmp.write_text(json.dumps(info))
@@ -147,8 +153,10 @@ def lock_timeout_message(lock_path: Path, timeout_s: float, waited_s: float) -> 
     stale = False
     try:
         info = json.loads(Path(str(lock_path) + ".info").read_text())
-        holder = (f"pid {info.get('pid')} on host {info.get('host')}, holding it since {info.get('started')} "
-                  f"({info.get('what')})")
+        holder = (
+            f"pid {info.get('pid')} on host {info.get('host')}, holding it since {info.get('started')} "
+            f"({info.get('what')})"
+        )
         if info.get("host") == socket.gethostname():
             try:
                 os.kill(int(info["pid"]), 0)
@@ -160,11 +168,13 @@ def lock_timeout_message(lock_path: Path, timeout_s: float, waited_s: float) -> 
                 pass
     except (OSError, ValueError):
         pass
-    return (f"timed out after {waited_s:.1f} s (limit {timeout_s:g} s) waiting for the MP4 sidecar lock {lock_path}; "
-            f"it is probably held by {holder}. Another process is building or downloading this sidecar: wait for it "
-            "to finish, or raise --dataset.streaming_sidecar_lock_timeout_s (sidecar_lock_timeout_s=), or, "
-            f"if the holder is dead{' (it looks dead)' if stale else ''}, delete {lock_path} and retry. "
-            "A shared sidecar cache or a published sidecar avoids the wait.")
+    return (
+        f"timed out after {waited_s:.1f} s (limit {timeout_s:g} s) waiting for the MP4 sidecar lock {lock_path}; "
+        f"it is probably held by {holder}. Another process is building or downloading this sidecar: wait for it "
+        "to finish, or raise --dataset.streaming_sidecar_lock_timeout_s (sidecar_lock_timeout_s=), or, "
+        f"if the holder is dead{' (it looks dead)' if stale else ''}, delete {lock_path} and retry. "
+        "A shared sidecar cache or a published sidecar avoids the wait."
+    )
 
 
 # --- cached / published candidates --------------------------------------------------------------
@@ -191,8 +201,15 @@ def _cached_reason(target: Path, identity: SidecarIdentity, index_dir: Any = Non
     return reason
 
 
-def _try_published(source: Any, identity: SidecarIdentity, target: Path, meta: Any, tolerance_s: float,
-                   index_dir: Any, lock_timeout_s: float) -> bool:
+def _try_published(
+    source: Any,
+    identity: SidecarIdentity,
+    target: Path,
+    meta: Any,
+    tolerance_s: float,
+    index_dir: Any,
+    lock_timeout_s: float,
+) -> bool:
     """Copy a valid published sidecar to ``target`` (atomically). False when there is none or it
     is invalid (logged). Never writes to the store."""
     from lerobotstream.sidecar._archive import load_manifest
@@ -212,8 +229,12 @@ def _try_published(source: Any, identity: SidecarIdentity, target: Path, meta: A
     try:
         tmp, f = open_temporary(target)  # flock-ed while open: no other writer removes it as stale
     except OSError as e:
-        logger.warning("ignoring the published MP4 sidecar %s: cannot write beside %s (%s); building one "
-                       "locally instead", where, target, e.strerror or e)
+        logger.warning(
+            "ignoring the published MP4 sidecar %s: cannot write beside %s (%s); building one locally instead",
+            where,
+            target,
+            e.strerror or e,
+        )
         return False
     try:
         try:
@@ -225,8 +246,9 @@ def _try_published(source: Any, identity: SidecarIdentity, target: Path, meta: A
             manifest = load_manifest(tmp)
             reason = check_identity(manifest, identity, require_fingerprints=identity.repo_type == "bucket")
             if reason is None:
-                validate_sidecar_file(tmp, meta, tolerance_s=tolerance_s, index_dir=index_dir,
-                                      lock_timeout_s=lock_timeout_s)
+                validate_sidecar_file(
+                    tmp, meta, tolerance_s=tolerance_s, index_dir=index_dir, lock_timeout_s=lock_timeout_s
+                )
         except (SidecarError, Mp4Error, SourceError, OSError) as e:
             reason = f"{type(e).__name__}: {e}"
         if reason is not None:
@@ -310,8 +332,12 @@ def ensure_sidecar(
             logger.warning("the cached MP4 sidecar %s is not usable (%s); replacing it", target, reason)
     else:
         unnamed = [p for p, _, fp in identity.files if fp is None][:3]
-        logger.warning("the sources at %s have no stable object identity (no fingerprint for %s...): the MP4 sidecar "
-                       "is rebuilt at every open", identity.data_root, ", ".join(unnamed))
+        logger.warning(
+            "the sources at %s have no stable object identity (no fingerprint for %s...): the MP4 sidecar "
+            "is rebuilt at every open",
+            identity.data_root,
+            ", ".join(unnamed),
+        )
     what = f"MP4 sidecar of {repo_id} ({identity.data_root})"
     with _BuildLock(target, lock_timeout_s, what):
         remove_dead_temporaries(target)
@@ -328,11 +354,25 @@ def ensure_sidecar(
             if _try_published(source, identity, target, meta, tolerance_s, index_dir, lock_timeout_s):
                 return target, "published"
         t0 = time.perf_counter()
-        logger.warning("building the MP4 sidecar of %s (%d video files) into %s; other processes wait for it "
-                       "(a shared cache or a published sidecar avoids this)", repo_id, len(identity.files), target)
-        build_sidecar(source, output=target, repo_id=repo_id, revision=identity.revision, repo_type=repo_type,
-                      data_root=data_root if data_root is not None else identity.data_root,
-                      episodes=identity.episodes, workers=workers, tolerance_s=tolerance_s,
-                      progress=progress, meta=meta)
+        logger.warning(
+            "building the MP4 sidecar of %s (%d video files) into %s; other processes wait for it "
+            "(a shared cache or a published sidecar avoids this)",
+            repo_id,
+            len(identity.files),
+            target,
+        )
+        build_sidecar(
+            source,
+            output=target,
+            repo_id=repo_id,
+            revision=identity.revision,
+            repo_type=repo_type,
+            data_root=data_root if data_root is not None else identity.data_root,
+            episodes=identity.episodes,
+            workers=workers,
+            tolerance_s=tolerance_s,
+            progress=progress,
+            meta=meta,
+        )
         logger.info("built the MP4 sidecar %s in %.1f s", target, time.perf_counter() - t0)
         return target, "built"

@@ -63,8 +63,10 @@ def open_published(source: Any, identity: Any) -> tuple[Any, str, str] | None:
         return None
     commit = getattr(source, "commit", None)
     # the current schema first; an older one this reader still opens (schema 4) is used as it is
-    candidates = [published_path(source.repo_type, commit, schema_version=v)
-                  for v in sorted(READABLE_SCHEMA_VERSIONS, reverse=True)]
+    candidates = [
+        published_path(source.repo_type, commit, schema_version=v)
+        for v in sorted(READABLE_SCHEMA_VERSIONS, reverse=True)
+    ]
     if source.repo_type == "bucket":
         store = source
     else:
@@ -74,14 +76,23 @@ def open_published(source: Any, identity: Any) -> tuple[Any, str, str] | None:
             return None  # no sidecar branch
     for path in candidates:
         if store.exists(path):
-            where = (f"hf://buckets/{source.repo_id}/{path}" if source.repo_type == "bucket"
-                     else f"hf://datasets/{source.repo_id}@{constants.SIDECAR_BRANCH}/{path}")
+            where = (
+                f"hf://buckets/{source.repo_id}/{path}"
+                if source.repo_type == "bucket"
+                else f"hf://datasets/{source.repo_id}@{constants.SIDECAR_BRANCH}/{path}"
+            )
             return store, path, where
     return None
 
 
-def push_sidecar(npz_path: str | os.PathLike, source: Any, meta: Any = None, *, api: Any = None,
-                 tolerance_s: float = constants.DEFAULT_TOLERANCE_S) -> str:
+def push_sidecar(
+    npz_path: str | os.PathLike,
+    source: Any,
+    meta: Any = None,
+    *,
+    api: Any = None,
+    tolerance_s: float = constants.DEFAULT_TOLERANCE_S,
+) -> str:
     """Publish a sidecar after validating it against the full dataset. Maintainers only.
 
     Only a complete (not subset), current-schema sidecar that indexes every video of ``source``
@@ -109,13 +120,17 @@ def push_sidecar(npz_path: str | os.PathLike, source: Any, meta: Any = None, *, 
 
     npz_path = Path(npz_path)
     if not _is_hub(source):
-        raise SidecarPublishError(f"--push needs an hf:// data root (a Hub dataset pinned to a commit, or a bucket); "
-                                  f"got {getattr(source, 'root_display', source)!r}")
+        raise SidecarPublishError(
+            f"--push needs an hf:// data root (a Hub dataset pinned to a commit, or a bucket); "
+            f"got {getattr(source, 'root_display', source)!r}"
+        )
     manifest = load_manifest(npz_path)  # SidecarSchemaError for another schema: rebuild before publishing
     if manifest.get("subset"):
         raise SidecarPublishError(
             f"only a complete dataset sidecar can be published: {npz_path} indexes {len(manifest.get('episodes') or [])} "
-            f"of {manifest.get('total_episodes')} episodes; rebuild it without --episodes", path=str(npz_path))
+            f"of {manifest.get('total_episodes')} episodes; rebuild it without --episodes",
+            path=str(npz_path),
+        )
     if meta is None:
         from lerobotstream.meta import DatasetMeta
 
@@ -129,8 +144,13 @@ def push_sidecar(npz_path: str | os.PathLike, source: Any, meta: Any = None, *, 
     if reason is not None:
         raise SidecarPublishError(f"{npz_path} does not describe {source.root_display}: {reason}", path=str(npz_path))
     try:
-        validate_sidecar_file(npz_path, meta, tolerance_s=tolerance_s, index_dir=None,
-                              lock_timeout_s=constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S)
+        validate_sidecar_file(
+            npz_path,
+            meta,
+            tolerance_s=tolerance_s,
+            index_dir=None,
+            lock_timeout_s=constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S,
+        )
     except SidecarError as e:
         raise SidecarPublishError(f"{npz_path} failed validation, not publishing: {e}", path=str(npz_path)) from e
     if api is None:
@@ -140,11 +160,21 @@ def push_sidecar(npz_path: str | os.PathLike, source: Any, meta: Any = None, *, 
         api.batch_bucket_files(source.repo_id, add=[(str(npz_path), path)])
         where = f"hf://buckets/{source.repo_id}/{path}"
     else:
-        api.create_branch(source.repo_id, repo_type="dataset", branch=constants.SIDECAR_BRANCH,
-                          revision=identity.commit, exist_ok=True)
-        api.upload_file(path_or_fileobj=str(npz_path), path_in_repo=path, repo_id=source.repo_id,
-                        repo_type="dataset", revision=constants.SIDECAR_BRANCH,
-                        commit_message=f"MP4 sidecar (schema {SIDECAR_SCHEMA_VERSION}) for {identity.commit}")
+        api.create_branch(
+            source.repo_id,
+            repo_type="dataset",
+            branch=constants.SIDECAR_BRANCH,
+            revision=identity.commit,
+            exist_ok=True,
+        )
+        api.upload_file(
+            path_or_fileobj=str(npz_path),
+            path_in_repo=path,
+            repo_id=source.repo_id,
+            repo_type="dataset",
+            revision=constants.SIDECAR_BRANCH,
+            commit_message=f"MP4 sidecar (schema {SIDECAR_SCHEMA_VERSION}) for {identity.commit}",
+        )
         where = f"hf://datasets/{source.repo_id}@{constants.SIDECAR_BRANCH}/{path}"
     logger.info("published %s as %s", npz_path, where)
     return where

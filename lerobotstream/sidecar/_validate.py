@@ -27,10 +27,22 @@ import numpy as np
 
 from lerobotstream.errors import SidecarStaleError, SidecarValidationError
 
-__all__ = ["EpisodeWindow", "ValidationProblem", "WindowCheck", "check_disjoint", "check_fps", "check_window",
-           "check_window_detail", "episode_windows",
-           "raise_problems", "validate_source", "validate_index", "validate_sidecar_file", "validation_note",
-           "record_validation"]
+__all__ = [
+    "EpisodeWindow",
+    "ValidationProblem",
+    "WindowCheck",
+    "check_disjoint",
+    "check_fps",
+    "check_window",
+    "check_window_detail",
+    "episode_windows",
+    "raise_problems",
+    "validate_source",
+    "validate_index",
+    "validate_sidecar_file",
+    "validation_note",
+    "record_validation",
+]
 
 #: relative disagreement allowed between info.json fps and the video's median frame rate
 FPS_RELATIVE_TOLERANCE = 1e-3
@@ -80,7 +92,9 @@ def episode_windows(meta: Any) -> list[EpisodeWindow]:
     out = []
     for ep in meta.episodes:
         for cam, video in sorted(ep.videos.items()):
-            out.append(EpisodeWindow(int(ep.episode_index), cam, video.path, float(video.from_timestamp), int(ep.length)))
+            out.append(
+                EpisodeWindow(int(ep.episode_index), cam, video.path, float(video.from_timestamp), int(ep.length))
+            )
     return out
 
 
@@ -112,8 +126,10 @@ def check_fps(table: Any, fps: float, path: str) -> str | None:
     video_fps = Fraction(ts, median)
     want = fps_fraction(fps)
     if abs(float(video_fps - want)) > FPS_RELATIVE_TOLERANCE * float(want):
-        return (f"info.json fps={fps} but the video plays at {float(video_fps):.6g} fps "
-                f"(median frame duration {median}/{ts} s)")
+        return (
+            f"info.json fps={fps} but the video plays at {float(video_fps):.6g} fps "
+            f"(median frame duration {median}/{ts} s)"
+        )
     return None
 
 
@@ -137,8 +153,7 @@ class WindowCheck:
     """Largest |frame PTS - (from_timestamp + i/fps)| of the window, seconds (None when unknown)."""
 
 
-def check_window_detail(table: Any, from_timestamp: float, length: int, fps: float,
-                        tolerance_s: float) -> WindowCheck:
+def check_window_detail(table: Any, from_timestamp: float, length: int, fps: float, tolerance_s: float) -> WindowCheck:
     """:func:`check_window` with the kind of problem, the window's first frame and its largest
     timestamp error (how much of ``tolerance_s`` is used). A frame is within tolerance by the
     decoder's rule, ``mp4.within_tolerance`` (strictly under ``tolerance_s``, LeRobot's)."""
@@ -159,32 +174,44 @@ def check_window_detail(table: Any, from_timestamp: float, length: int, fps: flo
     k0 = min(cands, key=lambda c: (abs(_frame_time(p[c], table) - start), c))
     off0 = _frame_time(p[k0], table) - start  # exact, seconds
     if not within_tolerance(off0, Fraction(tolerance_s)):  # the decoder's rule (strictly under tolerance_s)
-        where = ("past the end of the video" if start > _frame_time(p[-1], table)
-                 else "before the first frame" if start < _frame_time(p[0], table) else "between frames")
+        where = (
+            "past the end of the video"
+            if start > _frame_time(p[-1], table)
+            else "before the first frame"
+            if start < _frame_time(p[0], table)
+            else "between frames"
+        )
         return WindowCheck(
             f"from_timestamp={from_timestamp!r} s lies {where} (nearest frame {k0} at {float(off0 + start):.6f} s, "
             f"off by {float(off0):.6f} s; video PTS range [{first_s:.6f}, {last_s:.6f}] s, {n} frames) — "
             "is it shifted by a previous file's duration?",
-            "window_off_frame" if where == "between frames" else "window_outside_file", None)
+            "window_off_frame" if where == "between frames" else "window_outside_file",
+            None,
+        )
     if k0 + length > n:
         return WindowCheck(
             f"the video is shorter than the metadata says: the episode needs frames [{k0}, {k0 + length}) "
             f"({length} frames from {from_timestamp!r} s at {fps} fps) but the file has {n} frames "
-            f"ending at {last_s:.6f} s", "video_short", None)
+            f"ending at {last_s:.6f} s",
+            "video_short",
+            None,
+        )
     fr = fps_fraction(fps)
     ts = int(table.media_timescale)
     # err_i = pts(k0+i) - (start + i/fps) = off0 + (dticks_i/ts - i*den/num)
     #       = off0 + (dticks_i*num - i*den*ts) / (num*ts)       (integers)
     i = np.arange(length, dtype=np.int64)
-    dticks = p[k0: k0 + length] - p[k0]
+    dticks = p[k0 : k0 + length] - p[k0]
     num, den = fr.numerator, fr.denominator
     bound = max(int(np.abs(dticks).max()) * num, (length - 1) * den * ts)
     if bound < 2**62:
         numer = dticks * num - i * (den * ts)
         err = float(off0) + numer.astype(np.float64) / float(num * ts)
     else:  # pathological scales: exact Python integers
-        err = np.array([float(off0 + Fraction(int(d) * num - int(j) * den * ts, num * ts))
-                        for d, j in zip(dticks, i)], dtype=np.float64)
+        err = np.array(
+            [float(off0 + Fraction(int(d) * num - int(j) * den * ts, num * ts)) for d, j in zip(dticks, i)],
+            dtype=np.float64,
+        )
     bad = np.flatnonzero(~within_tolerance(err, tolerance_s))
     if bad.shape[0]:
         j = int(bad[0])
@@ -192,13 +219,23 @@ def check_window_detail(table: Any, from_timestamp: float, length: int, fps: flo
         return WindowCheck(
             f"{bad.shape[0]} of {length} frames miss their timestamp by tolerance_s={tolerance_s} s or more; first: "
             f"frame {j} of the episode should play at {want:.6f} s, the video's frame {k0 + j} plays at "
-            f"{want + float(err[j]):.6f} s (off by {float(err[j]):+.6f} s)", "timestamp_drift", None,
-            float(np.abs(err).max()))
+            f"{want + float(err[j]):.6f} s (off by {float(err[j]):+.6f} s)",
+            "timestamp_drift",
+            None,
+            float(np.abs(err).max()),
+        )
     return WindowCheck(None, None, k0, float(np.abs(err).max()))
 
 
-def validate_source(table: Any, windows: Sequence[EpisodeWindow], fps: float, tolerance_s: float,
-                    path: str, *, checked: list | None = None) -> list[ValidationProblem]:
+def validate_source(
+    table: Any,
+    windows: Sequence[EpisodeWindow],
+    fps: float,
+    tolerance_s: float,
+    path: str,
+    *,
+    checked: list | None = None,
+) -> list[ValidationProblem]:
     """Problems of one source MP4: its fps, every episode window that uses it, then whether those
     windows' frame ranges overlap (:func:`check_disjoint`).
 
@@ -212,8 +249,11 @@ def validate_source(table: Any, windows: Sequence[EpisodeWindow], fps: float, to
     first = windows[0] if windows else None
     reason = check_fps(table, fps, path)
     if reason is not None:
-        problems.append(ValidationProblem(first.episode_index if first else None, first.camera if first else None,
-                                          path, reason, "fps_mismatch"))
+        problems.append(
+            ValidationProblem(
+                first.episode_index if first else None, first.camera if first else None, path, reason, "fps_mismatch"
+            )
+        )
     claimed: list[tuple[int, int, EpisodeWindow]] = []
     for w in windows:
         res = check_window_detail(table, w.from_timestamp, w.length, fps, tolerance_s)
@@ -221,8 +261,13 @@ def validate_source(table: Any, windows: Sequence[EpisodeWindow], fps: float, to
         if reason is None:
             a, b = episode_frame_range(table, w.from_timestamp, w.length, fps, tolerance_s)
             if (a, b) != (k0, k0 + w.length):
-                reason, code = (f"the episode's window holds {b - a} frame(s) [{a}, {b}) of the video, not its "
-                                f"{w.length} frames [{k0}, {k0 + w.length})"), "window_frames"
+                reason, code = (
+                    (
+                        f"the episode's window holds {b - a} frame(s) [{a}, {b}) of the video, not its "
+                        f"{w.length} frames [{k0}, {k0 + w.length})"
+                    ),
+                    "window_frames",
+                )
         if checked is not None:
             checked.append((w, res))
         if reason is not None:
@@ -238,8 +283,9 @@ def _ranges(ranges: Sequence[tuple[int, int]]) -> str:
     return shown + (f" and {len(ranges) - _MAX_LISTED} more" if len(ranges) > _MAX_LISTED else "")
 
 
-def check_disjoint(claimed: Sequence[tuple[int, int, EpisodeWindow]], num_frames: int,
-                   path: str) -> list[ValidationProblem]:
+def check_disjoint(
+    claimed: Sequence[tuple[int, int, EpisodeWindow]], num_frames: int, path: str
+) -> list[ValidationProblem]:
     """One problem per pair of episodes whose frame ranges overlap inside one video file.
 
     Args:
@@ -272,18 +318,27 @@ def check_disjoint(claimed: Sequence[tuple[int, int, EpisodeWindow]], num_frames
         pos = max(pos, b)
     if pos < num_frames:
         unclaimed.append((pos, num_frames))
-    gaps = (f"; frames no selected episode claims: {_ranges(unclaimed)}" if unclaimed
-            else "; every frame of the file is claimed")
+    gaps = (
+        f"; frames no selected episode claims: {_ranges(unclaimed)}"
+        if unclaimed
+        else "; every frame of the file is claimed"
+    )
     out = []
     for (a0, a1, wa), (b0, b1, wb) in overlaps:
         lo, hi = b0, min(a1, b1)
-        out.append(ValidationProblem(
-            wa.episode_index, wa.camera, path,
-            f"episodes {wa.episode_index} and {wb.episode_index} overlap in this file: episode {wa.episode_index} "
-            f"claims frames [{a0}, {a1}) (from_timestamp={wa.from_timestamp!r} s) and episode {wb.episode_index} "
-            f"frames [{b0}, {b1}) (from_timestamp={wb.from_timestamp!r} s), so {hi - lo} frame(s) [{lo}, {hi}) "
-            f"would be streamed as both{gaps} — is one episode's from_timestamp/to_timestamp shifted?",
-            "episode_overlap", (wa.episode_index, wb.episode_index)))
+        out.append(
+            ValidationProblem(
+                wa.episode_index,
+                wa.camera,
+                path,
+                f"episodes {wa.episode_index} and {wb.episode_index} overlap in this file: episode {wa.episode_index} "
+                f"claims frames [{a0}, {a1}) (from_timestamp={wa.from_timestamp!r} s) and episode {wb.episode_index} "
+                f"frames [{b0}, {b1}) (from_timestamp={wb.from_timestamp!r} s), so {hi - lo} frame(s) [{lo}, {hi}) "
+                f"would be streamed as both{gaps} — is one episode's from_timestamp/to_timestamp shifted?",
+                "episode_overlap",
+                (wa.episode_index, wb.episode_index),
+            )
+        )
     return out
 
 
@@ -300,9 +355,14 @@ def raise_problems(problems: Sequence[ValidationProblem], *, sidecar: str = "") 
     more = f"\n  ... and {len(problems) - _MAX_LISTED} more" if len(problems) > _MAX_LISTED else ""
     where = f" ({sidecar})" if sidecar else ""
     raise SidecarValidationError(
-        f"MP4 sidecar{where} disagrees with the dataset metadata in {len(problems)} place(s):\n" + "\n".join(lines) + more,
-        episode_index=head.episode_index, camera=head.camera, path=head.path,
-        problems=[str(p) for p in problems])
+        f"MP4 sidecar{where} disagrees with the dataset metadata in {len(problems)} place(s):\n"
+        + "\n".join(lines)
+        + more,
+        episode_index=head.episode_index,
+        camera=head.camera,
+        path=head.path,
+        problems=[str(p) for p in problems],
+    )
 
 
 def group_windows(windows: Iterable[EpisodeWindow]) -> dict[str, list[EpisodeWindow]]:
@@ -330,15 +390,19 @@ def validate_index(index: Any, meta: Any, *, tolerance_s: float) -> None:
             w = windows[0]
             raise SidecarStaleError(
                 f"the MP4 sidecar {index.index_path} has no entry for {path} (episode {w.episode_index}, "
-                f"camera {w.camera}); rebuild the sidecar", episode_index=w.episode_index, camera=w.camera,
-                path=path) from None
+                f"camera {w.camera}); rebuild the sidecar",
+                episode_index=w.episode_index,
+                camera=w.camera,
+                path=path,
+            ) from None
         # a fresh table, not kept: validating every source leaves no per-source state behind
         problems.extend(validate_source(index.table(sid, cache=False), windows, float(meta.fps), tolerance_s, path))
     raise_problems(problems, sidecar=str(getattr(index, "index_path", "")))
 
 
-def validate_sidecar_file(npz_path: Any, meta: Any, *, tolerance_s: float, index_dir: Any = None,
-                          lock_timeout_s: float) -> None:
+def validate_sidecar_file(
+    npz_path: Any, meta: Any, *, tolerance_s: float, index_dir: Any = None, lock_timeout_s: float
+) -> None:
     """Validate a sidecar NPZ against the selected episodes of ``meta``: open it through its
     derived index (converting it once), :func:`validate_index`, close it. Used before a sidecar is
     installed from a published copy and before one is published.

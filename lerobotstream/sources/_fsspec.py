@@ -12,8 +12,13 @@ import os
 import threading
 from typing import Any, Mapping, Sequence
 
-from lerobotstream.errors import (MissingDependencyError, RangeReadError, SourceError, SourceNotFoundError,
-                                  SourceProtocolError)
+from lerobotstream.errors import (
+    MissingDependencyError,
+    RangeReadError,
+    SourceError,
+    SourceNotFoundError,
+    SourceProtocolError,
+)
 from lerobotstream.sources._base import ByteSource, check_ranges, coalesce_ranges
 from lerobotstream.sources._http import error_for, redact_url
 
@@ -47,7 +52,10 @@ def filesystem_class(root: str, protocol: str | None = None) -> type:
         raise SourceProtocolError(
             f"root {shown!r}: no fsspec filesystem serves the protocol {protocol!r}; give a local folder, "
             "an http(s):// URL, hf://datasets/OWNER/NAME, hf://buckets/OWNER/NAME or a URL of an installed fsspec "
-            "filesystem (s3://, gs://, ...)", path=shown, protocol=protocol)
+            "filesystem (s3://, gs://, ...)",
+            path=shown,
+            protocol=protocol,
+        )
     try:
         return fsspec.get_filesystem_class(protocol)
     except ImportError as e:
@@ -59,7 +67,11 @@ def filesystem_class(root: str, protocol: str | None = None) -> type:
         raise MissingDependencyError(
             f"root {shown!r}: the fsspec filesystem of the protocol {protocol!r} needs the package {package!r}, "
             f"which is not installed: pip install {package}{hint}",
-            path=shown, protocol=protocol, package=package, name=missing) from e
+            path=shown,
+            protocol=protocol,
+            package=package,
+            name=missing,
+        ) from e
 
 
 class FsspecSource(ByteSource):
@@ -169,8 +181,10 @@ class FsspecSource(ByteSource):
         except Exception as e:
             raise self._err(e, path) from None
         if known is not None and len(data) != int(known["size"]):
-            raise RangeReadError(f"{path!r} at {self.root_display} has {len(data)} bytes, but {known['size']} when it "
-                                 "was first seen", path=path)
+            raise RangeReadError(
+                f"{path!r} at {self.root_display} has {len(data)} bytes, but {known['size']} when it was first seen",
+                path=path,
+            )
         self.stats.add(requests=1, bytes_read=len(data), bytes_requested=len(data))
         return data
 
@@ -180,8 +194,9 @@ class FsspecSource(ByteSource):
         full = self._full(path)
         if groups:
             try:
-                blobs = self.fs.cat_ranges([full] * len(groups), [o for o, _ in groups], [o + n for o, n in groups],
-                                           on_error="raise")
+                blobs = self.fs.cat_ranges(
+                    [full] * len(groups), [o for o, _ in groups], [o + n for o, n in groups], on_error="raise"
+                )
             except Exception as e:
                 raise self._err(e, path) from None
         else:
@@ -192,10 +207,12 @@ class FsspecSource(ByteSource):
             if len(blob) != n:
                 raise RangeReadError(
                     f"short read of {path!r} at {self.root_display}: asked [{off}, {off + n}), got {len(blob)} bytes",
-                    path=path, offset=off,
+                    path=path,
+                    offset=off,
                 )
-        self.stats.add(requests=len(groups), bytes_read=sum(len(b) for b in blobs),
-                       bytes_requested=sum(int(n) for _, n in ranges))
+        self.stats.add(
+            requests=len(groups), bytes_read=sum(len(b) for b in blobs), bytes_requested=sum(int(n) for _, n in ranges)
+        )
         out = []
         for g, start, n in where:
             out.append(b"" if n == 0 else bytes(memoryview(blobs[g])[start : start + n]))

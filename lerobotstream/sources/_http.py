@@ -136,8 +136,11 @@ class HttpSource(ByteSource):
         redirects: (the last answer, its URL). Raises SourceError after too many redirects."""
         for _ in range(_MAX_REDIRECTS + 1):
             r = self.fetcher.request(
-                method, lambda u=url: (u, {**self._headers_for(u), "Accept-Encoding": "identity"}),
-                path=path, accept_redirect=True, **kw,
+                method,
+                lambda u=url: (u, {**self._headers_for(u), "Accept-Encoding": "identity"}),
+                path=path,
+                accept_redirect=True,
+                **kw,
             )
             if r.status in _REDIRECTS and "location" in r.headers:
                 url = urljoin(url, r.headers["location"])
@@ -155,8 +158,12 @@ class HttpSource(ByteSource):
             raise SourceError(f"no Content-Length for {path!r} at {redact_url(url)}", path=path)
         length = r.headers["content-length"].strip()
         if not (length.isascii() and length.isdigit()):
-            raise SourceError(f"the HEAD of {path!r} at {redact_url(url)} has no valid Content-Length "
-                              f"({length[:40]!r}): the file's size is unknown", path=path, status=r.status)
+            raise SourceError(
+                f"the HEAD of {path!r} at {redact_url(url)} has no valid Content-Length "
+                f"({length[:40]!r}): the file's size is unknown",
+                path=path,
+                status=r.status,
+            )
         size = int(length)
         hit = (url, size, _fingerprint(r.headers, size))
         with self._meta_lock:
@@ -191,7 +198,9 @@ class HttpSource(ByteSource):
             if len(level) == 1:
                 pages = [self._listing_page(level[0])]
             else:
-                with ThreadPoolExecutor(min(_LISTING_THREADS, len(level)), thread_name_prefix="lerobotstream-list") as ex:
+                with ThreadPoolExecutor(
+                    min(_LISTING_THREADS, len(level)), thread_name_prefix="lerobotstream-list"
+                ) as ex:
                     pages = list(ex.map(self._listing_page, level))
             deeper = []
             for folder, page in zip(level, pages):
@@ -206,7 +215,8 @@ class HttpSource(ByteSource):
                         f"the server returned no directory listing for {redact_url(url)}: the page (HTTP {r.status}, "
                         f"{len(r.body)} bytes) links to no file or folder under it. Serve HTML directory indexes "
                         "(e.g. nginx `autoindex on`, `python -m http.server`), or use a local, hf:// or fsspec root",
-                        path=folder)
+                        path=folder,
+                    )
                 for name in children:
                     if name.endswith("/"):
                         if folder + name not in seen:
@@ -241,7 +251,7 @@ class HttpSource(ByteSource):
             path = unquote(t.path)
             if not path.startswith(folder_path):
                 continue  # a parent, a sibling or another tree
-            name = path[len(folder_path):]
+            name = path[len(folder_path) :]
             if not name or "/" in name.rstrip("/") or name in (".", "./", "..", "../"):
                 continue  # the page itself (sort links), deeper paths
             names.append(name)
@@ -249,8 +259,14 @@ class HttpSource(ByteSource):
 
     def _fetch(self, path: str, offset: int, length: int) -> bytes:
         url, size, fingerprint = self._head(path)
-        r = self.fetcher.request("GET", lambda: (url, self._headers_for(url)), path=path,
-                                 offset=offset, length=length, expect=(size, fingerprint))
+        r = self.fetcher.request(
+            "GET",
+            lambda: (url, self._headers_for(url)),
+            path=path,
+            offset=offset,
+            length=length,
+            expect=(size, fingerprint),
+        )
         return r.body
 
     def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
@@ -279,18 +295,27 @@ class HttpSource(ByteSource):
         r, url = self._follow("GET", path, known[0] if known is not None else self._url(path))
         where = redact_url(url)
         if r.status != 200:
-            raise SourceError(f"reading {path!r} from {where}: expected HTTP 200 for a whole-file GET, got "
-                              f"{r.status}", path=path, status=r.status)
+            raise SourceError(
+                f"reading {path!r} from {where}: expected HTTP 200 for a whole-file GET, got {r.status}",
+                path=path,
+                status=r.status,
+            )
         encoding = r.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
-            raise SourceError(f"reading {path!r} from {where}: the server sent a {encoding!r}-encoded body although "
-                              "we asked for identity; its bytes are not the file's", path=path, status=r.status)
+            raise SourceError(
+                f"reading {path!r} from {where}: the server sent a {encoding!r}-encoded body although "
+                "we asked for identity; its bytes are not the file's",
+                path=path,
+                status=r.status,
+            )
         size = len(r.body)
         fp = _fingerprint(r.headers, size)
         if known is not None and (known[1] != size or (known[2] is not None and fp is not None and known[2] != fp)):
             raise SourceChangedError(
                 f"{path!r} at {where} changed while being read: it had {known[1]} bytes ({known[2]}), the GET "
-                f"returned {size} bytes ({fp}); restart to read the new version", path=path)
+                f"returned {size} bytes ({fp}); restart to read the new version",
+                path=path,
+            )
         if known is None:
             with self._meta_lock:
                 self._meta.setdefault(path, (url, size, fp))
@@ -299,4 +324,3 @@ class HttpSource(ByteSource):
 
     def close(self) -> None:
         self.client.close()
-

@@ -193,8 +193,9 @@ class HttpClient:
             self._idle.setdefault(key, []).append(conn)
             self._num_idle += 1
 
-    def send(self, method: str, url: str, headers: Mapping[str, str] | None = None, *,
-             deadline: float | None = None) -> Response:
+    def send(
+        self, method: str, url: str, headers: Mapping[str, str] | None = None, *, deadline: float | None = None
+    ) -> Response:
         """One request, no redirects followed, body read fully.
 
         Args:
@@ -259,8 +260,9 @@ def _set_timeout(conn: http.client.HTTPConnection, timeout_s: float, deadline: f
         conn.sock.settimeout(t)
 
 
-def _read_body(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, timeout_s: float,
-               deadline: float | None) -> bytes:
+def _read_body(
+    conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, timeout_s: float, deadline: float | None
+) -> bytes:
     """The whole body, in chunks, so that a server trickling bytes cannot outlast the deadline."""
     if deadline is None:
         return resp.read()
@@ -296,15 +298,22 @@ def error_for(
         resp = getattr(exc, "response", None)
         status = getattr(resp, "status_code", None)
         name = type(exc).__name__
-        if name in ("RepositoryNotFoundError", "RevisionNotFoundError", "EntryNotFoundError", "BucketNotFoundError",
-                    "RemoteEntryNotFoundError", "LocalEntryNotFoundError") or isinstance(exc, FileNotFoundError):
+        if name in (
+            "RepositoryNotFoundError",
+            "RevisionNotFoundError",
+            "EntryNotFoundError",
+            "BucketNotFoundError",
+            "RemoteEntryNotFoundError",
+            "LocalEntryNotFoundError",
+        ) or isinstance(exc, FileNotFoundError):
             return SourceNotFoundError(f"{path!r} not found at {where} ({name}){extra}", path=path)
         if name == "GatedRepoError" or isinstance(exc, PermissionError):
             return SourceAuthError(f"access to {path!r} at {where} was refused ({name}){extra}", path=path)
         if isinstance(exc, OSError) and exc.errno is not None:  # the store's own OS error (EISDIR, ELOOP, EIO...)
             reason = os_reason(exc)  # the operating system's text and errno name: no path, no credentials
-            return SourceReadError(f"could not read {path!r} from {where}: {reason}{extra}", path=path,
-                                   errno=exc.errno, reason=reason)
+            return SourceReadError(
+                f"could not read {path!r} from {where}: {reason}{extra}", path=path, errno=exc.errno, reason=reason
+            )
         if name == "OfflineModeIsEnabled":
             return SourceError(
                 f"cannot read {path!r} from {where}: huggingface_hub offline mode is enabled (HF_HUB_OFFLINE); "
@@ -315,12 +324,16 @@ def error_for(
             return SourceError(f"reading {path!r} from {where} failed ({name}){extra}", path=path)
     if status in (401, 403):
         return SourceAuthError(
-            f"the store refused our credentials (HTTP {status}) for {path!r} at {where}{extra}", path=path, status=status
+            f"the store refused our credentials (HTTP {status}) for {path!r} at {where}{extra}",
+            path=path,
+            status=status,
         )
     if status in (404, 410):
         return SourceNotFoundError(f"{path!r} not found (HTTP {status}) at {where}{extra}", path=path, status=status)
     if status == 416:
-        return RangeReadError(f"range not satisfiable (HTTP 416) for {path!r} at {where}{extra}", path=path, status=status)
+        return RangeReadError(
+            f"range not satisfiable (HTTP 416) for {path!r} at {where}{extra}", path=path, status=status
+        )
     return SourceError(f"reading {path!r} from {where} failed (HTTP {status}){extra}", path=path, status=status)
 
 
@@ -335,8 +348,13 @@ def changed_file(r: Response, expect: tuple[int, str | None] | None) -> str | No
     if total.isdigit() and int(total) != int(size):
         return f"it had {size} bytes, the server now answers for {int(total)} bytes"
     etag = r.headers.get("etag")
-    if etag and not etag.startswith("W/") and fingerprint and fingerprint.startswith("etag=") \
-            and f"etag={etag}" != fingerprint:
+    if (
+        etag
+        and not etag.startswith("W/")
+        and fingerprint
+        and fingerprint.startswith("etag=")
+        and f"etag={etag}" != fingerprint
+    ):
         return f"its ETag was {fingerprint[5:]}, the server now sends {etag}"
     return None
 
@@ -374,8 +392,15 @@ class RangeFetcher:
         read_timeout_s: seconds one :meth:`request` may take in total (attempts and backoff).
     """
 
-    def __init__(self, client: HttpClient, retry: RetryPolicy, stats, sleep: Callable[[float], None] = time.sleep,
-                 *, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S):
+    def __init__(
+        self,
+        client: HttpClient,
+        retry: RetryPolicy,
+        stats,
+        sleep: Callable[[float], None] = time.sleep,
+        *,
+        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+    ):
         if not read_timeout_s > 0:
             raise ValueError(f"read_timeout_s must be > 0 seconds, got {read_timeout_s!r}")
         self.client = client
@@ -432,15 +457,22 @@ class RangeFetcher:
                 last, status = str(e), None
             else:
                 status = r.status
-                self.stats.add(requests=0 if metadata else 1, metadata_requests=1 if metadata else 0,
-                               bytes_read=0 if metadata else len(r.body))
+                self.stats.add(
+                    requests=0 if metadata else 1,
+                    metadata_requests=1 if metadata else 0,
+                    bytes_read=0 if metadata else len(r.body),
+                )
                 if offset is not None and r.status in (200, 206):
                     changed = changed_file(r, expect)
                     if changed is not None:
                         raise SourceChangedError(
                             f"{path!r} at {redact_url(url)} changed during the run: {changed}. The dataset's files "
                             "must not change while it is read: restart once the new version is complete (its "
-                            "MP4 sidecar is then rebuilt)", path=path, offset=offset, status=r.status)
+                            "MP4 sidecar is then rebuilt)",
+                            path=path,
+                            offset=offset,
+                            status=r.status,
+                        )
                     why = check_range_response(r, offset, length)
                     if why is None:
                         return r
@@ -456,8 +488,12 @@ class RangeFetcher:
                     last = f"HTTP {r.status} from {redact_url(url)}"
                     retry_after = r.headers.get("retry-after")
                 else:
-                    raise error_for(r.status, path=path, where=redact_url(url),
-                                    detail="after refreshing the signed URL" if refreshed else "")
+                    raise error_for(
+                        r.status,
+                        path=path,
+                        where=redact_url(url),
+                        detail="after refreshing the signed URL" if refreshed else "",
+                    )
             if attempt < self.retry.max_retries:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -471,9 +507,15 @@ class RangeFetcher:
                 f"{what} of {path!r} from {redact_url(url)}: no complete answer within read_timeout_s="
                 f"{self.read_timeout_s:g} s (waited {waited:.1f} s over {attempts} attempt(s); last error: {last}); "
                 "check the server, or raise the read_timeout_s option for a slow store or large ranges",
-                path=path, offset=offset, status=status, waited_s=waited)
+                path=path,
+                offset=offset,
+                status=status,
+                waited_s=waited,
+            )
         err_cls = RangeReadError if offset is not None else SourceError
         raise err_cls(
             f"{what} of {path!r}: gave up after {self.retry.max_retries + 1} attempts; last error: {last}",
-            path=path, offset=offset, status=status,
+            path=path,
+            offset=offset,
+            status=status,
         )

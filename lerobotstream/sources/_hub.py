@@ -78,8 +78,10 @@ def _offline_hint(exc: BaseException) -> str:
     except ImportError:
         transport = False
     if transport or isinstance(exc, ConnectionError) or type(exc).__name__ in ("ConnectError", "ConnectTimeout"):
-        return ("no network? pass root= a local copy of the dataset (or put one at $HF_LEROBOT_HOME/<repo_id>), "
-                "or set HF_HUB_OFFLINE=1")
+        return (
+            "no network? pass root= a local copy of the dataset (or put one at $HF_LEROBOT_HOME/<repo_id>), "
+            "or set HF_HUB_OFFLINE=1"
+        )
     return ""
 
 
@@ -200,8 +202,14 @@ class HubSource(ByteSource):
         Raises:
             SourceNotFoundError: no such revision. SourceError: a bucket (no revisions).
         """
-        return HubSource(self.repo_id, revision=revision, repo_type=self.repo_type, token=self._token,
-                         endpoint=self.endpoint, retry=self.fetcher.retry)
+        return HubSource(
+            self.repo_id,
+            revision=revision,
+            repo_type=self.repo_type,
+            token=self._token,
+            endpoint=self.endpoint,
+            retry=self.fetcher.retry,
+        )
 
     # --- listing ------------------------------------------------------------------------------
     def _where(self) -> str:
@@ -210,7 +218,10 @@ class HubSource(ByteSource):
     def _iter_tree(self, folder: str, recursive: bool):
         if self.repo_type == "dataset":
             return self._api.list_repo_tree(
-                self.repo_id, path_in_repo=folder or None, revision=self.commit, repo_type="dataset",
+                self.repo_id,
+                path_in_repo=folder or None,
+                revision=self.commit,
+                repo_type="dataset",
                 recursive=recursive,
             )
         return self._api.list_bucket_tree(self.repo_id, prefix=folder or None, recursive=recursive)
@@ -326,8 +337,11 @@ class HubSource(ByteSource):
             size, fp = self._entry(path)
             url = self.resolve_url(path)
             r = self.fetcher.request(
-                "HEAD", lambda: (url, {**self._headers_for(url), "Accept-Encoding": "identity"}),
-                path=path, metadata=True, accept_redirect=True,
+                "HEAD",
+                lambda: (url, {**self._headers_for(url), "Accept-Encoding": "identity"}),
+                path=path,
+                metadata=True,
+                accept_redirect=True,
             )
             linked = r.headers.get("x-linked-size") or (None if r.status >= 300 else r.headers.get("content-length"))
             if linked is not None and int(linked) != size:
@@ -352,8 +366,13 @@ class HubSource(ByteSource):
 
     def _fetch(self, path: str, offset: int, length: int) -> bytes:
         r = self.fetcher.request(
-            "GET", lambda: self._signed_url(path), path=path, offset=offset, length=length,
-            invalidate=lambda: self._invalidate(path), expect=(self.size(path), None),
+            "GET",
+            lambda: self._signed_url(path),
+            path=path,
+            offset=offset,
+            length=length,
+            invalidate=lambda: self._invalidate(path),
+            expect=(self.size(path), None),
         )
         return r.body
 
@@ -363,4 +382,3 @@ class HubSource(ByteSource):
 
     def close(self) -> None:
         self.client.close()
-

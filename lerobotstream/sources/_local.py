@@ -64,7 +64,9 @@ class LocalSource(ByteSource):
             fd = self._fds.pop(path, None)
             if fd is None:
                 # close least recently used descriptors that no thread is reading from
-                for old in [p for p in self._fds if not self._refs.get(p)][: max(0, len(self._fds) + 1 - MAX_OPEN_FILES)]:
+                for old in [p for p in self._fds if not self._refs.get(p)][
+                    : max(0, len(self._fds) + 1 - MAX_OPEN_FILES)
+                ]:
                     os.close(self._fds.pop(old))
                 try:
                     fd = os.open(self._abs(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))

@@ -60,7 +60,8 @@ def check_hub_repo_id(repo_id: str) -> str:
         raise StreamingConfigError(
             f"repo_id={repo_id!r} is not a Hub repository id OWNER/NAME, and there is no local copy at "
             f"{Path(constants.HF_LEROBOT_HOME) / repo_id} (HF_LEROBOT_HOME); pass root= the dataset folder "
-            "for a local dataset")
+            "for a local dataset"
+        )
     return repo_id
 
 
@@ -73,9 +74,13 @@ def parse_hf_url(url: str) -> tuple[str, str, str | None]:
     """
     m = _HF_DATASET.match(url) or _HF_BUCKET.match(url)
     if m is None:
-        raise SourceError(f"unsupported hf:// root {url!r}: expected hf://datasets/OWNER/NAME[@REV] or hf://buckets/OWNER/NAME")
+        raise SourceError(
+            f"unsupported hf:// root {url!r}: expected hf://datasets/OWNER/NAME[@REV] or hf://buckets/OWNER/NAME"
+        )
     if (m.group("sub") or "/").strip("/"):
-        raise SourceError(f"{url!r}: meta/, data/ and videos/ must sit at the repository or bucket root (no sub-folder)")
+        raise SourceError(
+            f"{url!r}: meta/, data/ and videos/ must sit at the repository or bucket root (no sub-folder)"
+        )
     repo_type = "dataset" if url.startswith("hf://datasets/") else "bucket"
     rev = m.groupdict().get("rev")
     return repo_type, f"{m.group('owner')}/{m.group('name')}", unquote(rev) if rev else None
@@ -148,13 +153,23 @@ def open_source(
         if local is not None:
             from lerobotstream.sources._local import LocalSource
 
-            log.info("%s: using the local copy %s ($HF_LEROBOT_HOME/<repo_id>, as LeRobot)%s", repo_id, local,
-                     f"; revision {revision!r} is not checked against it" if revision else "")
+            log.info(
+                "%s: using the local copy %s ($HF_LEROBOT_HOME/<repo_id>, as LeRobot)%s",
+                repo_id,
+                local,
+                f"; revision {revision!r} is not checked against it" if revision else "",
+            )
             return LocalSource(local)
         from lerobotstream.sources._hub import HubSource
 
-        return HubSource(check_hub_repo_id(repo_id), revision=revision if repo_type == "dataset" else None, repo_type=repo_type,
-                         token=token, endpoint=endpoint, **net)
+        return HubSource(
+            check_hub_repo_id(repo_id),
+            revision=revision if repo_type == "dataset" else None,
+            repo_type=repo_type,
+            token=token,
+            endpoint=endpoint,
+            **net,
+        )
     root_s = os.fspath(root)
     if root_s.startswith("hf://"):
         kind, rid, rev = parse_hf_url(root_s)
@@ -164,14 +179,20 @@ def open_source(
             raise SourceError(f"root {root_s!r} pins revision {rev!r} but revision={revision!r}")
         from lerobotstream.sources._hub import HubSource
 
-        return HubSource(rid, revision=(rev or revision) if kind == "dataset" else None, repo_type=kind,
-                         token=token, endpoint=endpoint, **net)
+        return HubSource(
+            rid,
+            revision=(rev or revision) if kind == "dataset" else None,
+            repo_type=kind,
+            token=token,
+            endpoint=endpoint,
+            **net,
+        )
     if root_s.startswith(("http://", "https://")):
         from lerobotstream.sources._http import HttpSource
 
         return HttpSource(root_s, headers=headers, **net)
     if root_s.startswith("file://"):
-        root_s = root_s[len("file://"):]
+        root_s = root_s[len("file://") :]
     elif "://" in root_s:
         from lerobotstream.sources._fsspec import FsspecSource
 

@@ -33,7 +33,9 @@ class PrefetchedReads:
         self.root_display = source.root_display
         self._speculative = frozenset(speculative)
         remote = source.local_path(probe) is None
-        self._pool = ThreadPoolExecutor(PREFETCH_THREADS, thread_name_prefix="lerobotstream-prefetch") if remote else None
+        self._pool = (
+            ThreadPoolExecutor(PREFETCH_THREADS, thread_name_prefix="lerobotstream-prefetch") if remote else None
+        )
         self._started: dict[tuple[str, str], Future] = {}
 
     def prefetch(self, *calls: tuple[str, str]) -> None:

@@ -48,7 +48,21 @@ from lerobotstream.testing._media import CODECS, video_duration_s
 from lerobotstream.testing._reference_bmff import RefError, RefTable, parse_reference
 
 __all__ = [
-    "CODECS", "DEPTH_QUANTIZER", "SAY_TOOL_SCHEMA", "LoopbackServer", "RefError", "RefTable", "convert_v21_to_v30",
-    "depth_frame_mm", "expected_depth_codes", "expected_language", "identity_frame", "image_frame", "make_dataset",
-    "parse_reference", "quantize_depth", "read_identity", "video_duration_s",
+    "CODECS",
+    "DEPTH_QUANTIZER",
+    "SAY_TOOL_SCHEMA",
+    "LoopbackServer",
+    "RefError",
+    "RefTable",
+    "convert_v21_to_v30",
+    "depth_frame_mm",
+    "expected_depth_codes",
+    "expected_language",
+    "identity_frame",
+    "image_frame",
+    "make_dataset",
+    "parse_reference",
+    "quantize_depth",
+    "read_identity",
+    "video_duration_s",
 ]

@@ -64,7 +64,13 @@ def _aggregate(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def convert(src: str | os.PathLike, dst: str | os.PathLike, *, data_file_size_mb: float = 100.0, video_file_size_mb: float = 200.0) -> Path:
+def convert(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    *,
+    data_file_size_mb: float = 100.0,
+    video_file_size_mb: float = 200.0,
+) -> Path:
     """Convert the v2.1 dataset at ``src`` into a v3.0 dataset at ``dst`` (must not exist).
 
     Returns:
@@ -94,7 +100,11 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, data_file_size_mb
     def v21_video(ep: int, key: str) -> Path:
         return src / info["video_path"].format(episode_chunk=ep // chunks_size, video_key=key, episode_index=ep)
 
-    kept = [ep for ep in sorted(episodes_meta) if v21_data(ep).is_file() and all(v21_video(ep, k).is_file() for k in video_keys)]
+    kept = [
+        ep
+        for ep in sorted(episodes_meta)
+        if v21_data(ep).is_file() and all(v21_video(ep, k).is_file() for k in video_keys)
+    ]
     if not kept:
         raise ValueError(f"{src}: no episode has both its data Parquet and its videos")
     new_of = {old: new for new, old in enumerate(kept)}
@@ -113,10 +123,16 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, data_file_size_mb
         table = pq.read_table(v21_data(old))
         n = table.num_rows
         if n != episodes_meta[old]["length"]:
-            raise ValueError(f"episode {old}: {n} data rows but episodes.jsonl says length {episodes_meta[old]['length']}")
+            raise ValueError(
+                f"episode {old}: {n} data rows but episodes.jsonl says length {episodes_meta[old]['length']}"
+            )
         table = table.replace_schema_metadata(None)
-        table = table.set_column(table.schema.get_field_index("episode_index"), "episode_index", pa.array(np.full(n, new, np.int64)))
-        table = table.set_column(table.schema.get_field_index("index"), "index", pa.array(np.arange(start, start + n, dtype=np.int64)))
+        table = table.set_column(
+            table.schema.get_field_index("episode_index"), "episode_index", pa.array(np.full(n, new, np.int64))
+        )
+        table = table.set_column(
+            table.schema.get_field_index("index"), "index", pa.array(np.arange(start, start + n, dtype=np.int64))
+        )
         c, f, _ = roller.place(table.nbytes)
         groups.setdefault((c, f), []).append(table)
         rows.append(
@@ -169,7 +185,11 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, data_file_size_mb
     _write_parquet(pa.table(cols), tmp / EPISODES_PATH.format(chunk_index=0, file_index=0))
 
     _write_parquet(_tasks_table(tasks, "pandas_index"), tmp / "meta/tasks.parquet")
-    stats = {feat: _aggregate([ep_stats[old][feat] for old in kept]) for feat in info["features"] if all(feat in ep_stats[o] for o in kept)}
+    stats = {
+        feat: _aggregate([ep_stats[old][feat] for old in kept])
+        for feat in info["features"]
+        if all(feat in ep_stats[o] for o in kept)
+    }
     n_total = start
     for feat, values in (("episode_index", np.arange(len(kept))), ("index", np.arange(n_total))):
         if feat in stats:
@@ -192,6 +212,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, data_file_size_mb
         video_path=VIDEO_PATH if video_keys else None,
     )
     _write_json(info3, tmp / "meta/info.json")
-    _write_json({"new_to_original": {str(new_of[o]): o for o in kept}, "source_codebase_version": "v2.1"}, tmp / "meta/episode_index_map.json")
+    _write_json(
+        {"new_to_original": {str(new_of[o]): o for o in kept}, "source_codebase_version": "v2.1"},
+        tmp / "meta/episode_index_map.json",
+    )
     os.replace(tmp, dst)
     return dst

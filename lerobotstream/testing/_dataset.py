@@ -56,13 +56,32 @@ import numpy as np
 import pyarrow as pa
 
 from lerobotstream.testing._identity import (
-    _CAM_BITS, DEPTH_QUANTIZER, SAY_TOOL_SCHEMA, _language_cells, _png_bytes, depth_frame_mm, identity_frame,
-    image_frame, quantize_depth,
+    _CAM_BITS,
+    DEPTH_QUANTIZER,
+    SAY_TOOL_SCHEMA,
+    _language_cells,
+    _png_bytes,
+    depth_frame_mm,
+    identity_frame,
+    image_frame,
+    quantize_depth,
 )
 from lerobotstream.testing._media import (
-    CODECS, DATA_PATH, EPISODES_PATH, VIDEO_PATH, _concat, _depth_stats, _encode_depth_episode, _encode_episode,
+    CODECS,
+    DATA_PATH,
+    EPISODES_PATH,
+    VIDEO_PATH,
+    _concat,
+    _depth_stats,
+    _encode_depth_episode,
+    _encode_episode,
     _encoder_args,
-    _Roller, _stats, _tasks_table, _write_json, _write_parquet, video_duration_s,
+    _Roller,
+    _stats,
+    _tasks_table,
+    _write_json,
+    _write_parquet,
+    video_duration_s,
 )
 
 
@@ -163,7 +182,9 @@ def make_dataset(
     for key, w, h in depth_cameras:
         if w % 2 or h % 2:
             raise ValueError(f"depth camera {key}: HEVC needs an even width and height, got {w}x{h}")
-    cam_index = {key: j for j, (key, _, _) in enumerate([*cameras, *depth_cameras, *image_cameras, *depth_image_cameras])}
+    cam_index = {
+        key: j for j, (key, _, _) in enumerate([*cameras, *depth_cameras, *image_cameras, *depth_image_cameras])
+    }
     for key, w, h in cameras:
         _encoder_args(codec, w, h, gop)  # validate sizes early
     root.mkdir(parents=True, exist_ok=True)
@@ -189,12 +210,22 @@ def make_dataset(
         image_cols: dict[str, pa.Array] = {}
         image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
         for key, w, h in image_cameras:
-            cells = [{"bytes": _png_bytes(image_frame(ep, i, cam_index[key], h, w), image_format),
-                      "path": f"frame-{i:06d}.{'png' if image_format == 'png' else 'jpg'}"} for i in range(length)]
+            cells = [
+                {
+                    "bytes": _png_bytes(image_frame(ep, i, cam_index[key], h, w), image_format),
+                    "path": f"frame-{i:06d}.{'png' if image_format == 'png' else 'jpg'}",
+                }
+                for i in range(length)
+            ]
             image_cols[key] = pa.array(cells, image_type)
         for key, w, h in depth_image_cameras:
-            cells = [{"bytes": _png_bytes(depth_frame_mm(ep, i, cam_index[key], h, w), "tiff"),
-                      "path": f"frame-{i:06d}.tiff"} for i in range(length)]
+            cells = [
+                {
+                    "bytes": _png_bytes(depth_frame_mm(ep, i, cam_index[key], h, w), "tiff"),
+                    "path": f"frame-{i:06d}.tiff",
+                }
+                for i in range(length)
+            ]
             image_cols[key] = pa.array(cells, image_type)
         table = pa.table(
             {
@@ -233,8 +264,10 @@ def make_dataset(
     for (c, f), tables in groups.items():
         table = pa.concat_tables(tables)
         if language:  # one schema inference per file, as LeRobot's annotation writer does
-            cells = [_language_cells(e, i, fps) for e, i in zip(table.column("episode_index").to_pylist(),
-                                                                table.column("frame_index").to_pylist())]
+            cells = [
+                _language_cells(e, i, fps)
+                for e, i in zip(table.column("episode_index").to_pylist(), table.column("frame_index").to_pylist())
+            ]
             table = table.append_column("language_persistent", pa.array([x[0] for x in cells]))
             table = table.append_column("language_events", pa.array([x[1] for x in cells]))
         _write_parquet(table, root / DATA_PATH.format(chunk_index=c, file_index=f))
@@ -286,15 +319,29 @@ def make_dataset(
             _concat(parts, root / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), faststart)
         image_stats[key] = _depth_stats(np.concatenate(depth_vals), total_frames)
     for key, width, height in depth_image_cameras:
-        vals = [depth_frame_mm(ep, i, cam_index[key], height, width).reshape(-1).astype(np.float64)
-                for ep, length in enumerate(episode_lengths) for i in range(length)]
+        vals = [
+            depth_frame_mm(ep, i, cam_index[key], height, width).reshape(-1).astype(np.float64)
+            for ep, length in enumerate(episode_lengths)
+            for i in range(length)
+        ]
         image_stats[key] = _depth_stats(np.concatenate(vals), total_frames)
     for key, width, height in image_cameras:
-        flat = np.concatenate([image_frame(ep, i, cam_index[key], height, width).reshape(-1, 3)
-                               for ep, length in enumerate(episode_lengths) for i in range(length)]).astype(np.float64) / 255.0
+        flat = (
+            np.concatenate(
+                [
+                    image_frame(ep, i, cam_index[key], height, width).reshape(-1, 3)
+                    for ep, length in enumerate(episode_lengths)
+                    for i in range(length)
+                ]
+            ).astype(np.float64)
+            / 255.0
+        )
         image_stats[key] = {
-            "min": [[[v]] for v in flat.min(0)], "max": [[[v]] for v in flat.max(0)],
-            "mean": [[[v]] for v in flat.mean(0)], "std": [[[v]] for v in flat.std(0)], "count": [total_frames],
+            "min": [[[v]] for v in flat.min(0)],
+            "max": [[[v]] for v in flat.max(0)],
+            "mean": [[[v]] for v in flat.mean(0)],
+            "std": [[[v]] for v in flat.std(0)],
+            "count": [total_frames],
         }
     shutil.rmtree(tmp_dir)
 
@@ -313,7 +360,12 @@ def make_dataset(
         cols["dataset_from_index"] = pa.array([r["dataset_from_index"] for r in rows], pa.int64())
         cols["dataset_to_index"] = pa.array([r["dataset_to_index"] for r in rows], pa.int64())
         for key, _, _ in [*cameras, *depth_cameras]:
-            for suffix, typ in (("chunk_index", pa.int64()), ("file_index", pa.int64()), ("from_timestamp", pa.float64()), ("to_timestamp", pa.float64())):
+            for suffix, typ in (
+                ("chunk_index", pa.int64()),
+                ("file_index", pa.int64()),
+                ("from_timestamp", pa.float64()),
+                ("to_timestamp", pa.float64()),
+            ):
                 name = f"videos/{key}/{suffix}"
                 cols[name] = pa.array([r[name] for r in rows], typ)
         cols["tasks"] = pa.array([r["tasks"] for r in rows], pa.list_(pa.string()))
@@ -323,7 +375,8 @@ def make_dataset(
         for feat, arr_key in (("observation.state", "_state"), ("action", "_action")):
             for stat in ("min", "max", "mean", "std"):
                 cols[f"stats/{feat}/{stat}"] = pa.array(
-                    [getattr(r[arr_key], stat)(axis=0).astype(np.float64).tolist() for r in rows], pa.list_(pa.float64())
+                    [getattr(r[arr_key], stat)(axis=0).astype(np.float64).tolist() for r in rows],
+                    pa.list_(pa.float64()),
                 )
             cols[f"stats/{feat}/count"] = pa.array([[r["length"]] for r in rows], pa.list_(pa.int64()))
         _write_parquet(pa.table(cols), root / EPISODES_PATH.format(chunk_index=c, file_index=f))
@@ -371,19 +424,43 @@ def make_dataset(
             "shape": [height, width, 1],
             "names": ["height", "width", "channels"],
             "info": {
-                "is_depth_map": True, "depth_unit": "mm", "video.height": height, "video.width": width,
-                "video.codec": "hevc", "video.pix_fmt": depth_pix_fmt, "video.fps": fps, "video.channels": 1,
-                "has_audio": False, "video.g": 2, "video.crf": 30, "video.preset": None, "video.fast_decode": 0,
-                "video.video_backend": "pyav", "video.extra_options": {"x265-params": "lossless=1"},
-                "video.depth_min": depth_min, "video.depth_max": depth_max, "video.shift": shift, "video.use_log": use_log,
+                "is_depth_map": True,
+                "depth_unit": "mm",
+                "video.height": height,
+                "video.width": width,
+                "video.codec": "hevc",
+                "video.pix_fmt": depth_pix_fmt,
+                "video.fps": fps,
+                "video.channels": 1,
+                "has_audio": False,
+                "video.g": 2,
+                "video.crf": 30,
+                "video.preset": None,
+                "video.fast_decode": 0,
+                "video.video_backend": "pyav",
+                "video.extra_options": {"x265-params": "lossless=1"},
+                "video.depth_min": depth_min,
+                "video.depth_max": depth_max,
+                "video.shift": shift,
+                "video.use_log": use_log,
             },
         }
     for key, width, height in image_cameras:
         features[key] = {"dtype": "image", "shape": [height, width, 3], "names": ["height", "width", "channels"]}
     for key, width, height in depth_image_cameras:
-        features[key] = {"dtype": "image", "shape": [height, width, 1], "names": ["height", "width", "channels"],
-                         "info": {"is_depth_map": True, "depth_unit": "mm"}}
-    for name, dtype in (("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"), ("index", "int64"), ("task_index", "int64")):
+        features[key] = {
+            "dtype": "image",
+            "shape": [height, width, 1],
+            "names": ["height", "width", "channels"],
+            "info": {"is_depth_map": True, "depth_unit": "mm"},
+        }
+    for name, dtype in (
+        ("timestamp", "float32"),
+        ("frame_index", "int64"),
+        ("episode_index", "int64"),
+        ("index", "int64"),
+        ("task_index", "int64"),
+    ):
         features[name] = {"dtype": dtype, "shape": [1], "names": None}
     if language:  # lerobot.datasets.language.language_feature_info()
         for name in ("language_persistent", "language_events"):

@@ -21,6 +21,7 @@ _EP_BITS, _FRAME_BITS, _CAM_BITS, _CRC_BITS = 16, 16, 4, 12
 _CRC_POLY = 0x80F  # CRC-12 (x^12 + x^11 + x^3 + x^2 + x + 1)
 _CRC_XOR = 0xA5C  # so an all-black or all-white frame never passes the check
 
+
 # --- identity pattern ---------------------------------------------------------------------------
 def _crc12(value: int, nbits: int) -> int:
     crc = 0
@@ -34,7 +35,11 @@ def _crc12(value: int, nbits: int) -> int:
 
 
 def _identity_bits(episode_index: int, frame_index: int, camera_index: int) -> np.ndarray:
-    if not (0 <= episode_index < 1 << _EP_BITS and 0 <= frame_index < 1 << _FRAME_BITS and 0 <= camera_index < 1 << _CAM_BITS):
+    if not (
+        0 <= episode_index < 1 << _EP_BITS
+        and 0 <= frame_index < 1 << _FRAME_BITS
+        and 0 <= camera_index < 1 << _CAM_BITS
+    ):
         raise ValueError(
             f"identity out of range: episode {episode_index} (<{1 << _EP_BITS}), frame {frame_index} "
             f"(<{1 << _FRAME_BITS}), camera {camera_index} (<{1 << _CAM_BITS})"
@@ -163,8 +168,14 @@ def quantize_depth(depth_mm: np.ndarray, quantizer: Sequence = DEPTH_QUANTIZER) 
     return np.rint(norm * DEPTH_QMAX).clip(0, DEPTH_QMAX).astype(np.uint16)
 
 
-def expected_depth_codes(episode_index: int, frame_index: int, camera_index: int, height: int, width: int,
-                         quantizer: Sequence = DEPTH_QUANTIZER) -> np.ndarray:
+def expected_depth_codes(
+    episode_index: int,
+    frame_index: int,
+    camera_index: int,
+    height: int,
+    width: int,
+    quantizer: Sequence = DEPTH_QUANTIZER,
+) -> np.ndarray:
     """The 12-bit codes (uint16 ``(H, W)``) a lossless decode of a generated depth frame gives."""
     return quantize_depth(depth_frame_mm(episode_index, frame_index, camera_index, height, width), quantizer)
 
@@ -206,18 +217,46 @@ SAY_TOOL_SCHEMA = DEFAULT_TOOLS[0]
 def _language_cells(episode_index: int, frame_index: int, fps: int) -> tuple[list, list]:
     """(language_persistent, language_events) rows of a frame, as the annotation writer stores them."""
     persistent = [
-        {"role": "assistant", "content": f"plan of episode {episode_index}", "style": "plan", "timestamp": 0.0,
-         "camera": None, "tool_calls": None},
-        {"role": "assistant", "content": "reach", "style": "subtask", "timestamp": 0.1, "camera": None,
-         "tool_calls": None},
+        {
+            "role": "assistant",
+            "content": f"plan of episode {episode_index}",
+            "style": "plan",
+            "timestamp": 0.0,
+            "camera": None,
+            "tool_calls": None,
+        },
+        {
+            "role": "assistant",
+            "content": "reach",
+            "style": "subtask",
+            "timestamp": 0.1,
+            "camera": None,
+            "tool_calls": None,
+        },
     ]
     events: list = []
     if frame_index % 5 == 2:
-        events.append({"role": "assistant", "content": None, "style": None, "camera": None,
-                       "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": {"text": f"frame {frame_index}"}}}]})
+        events.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "style": None,
+                "camera": None,
+                "tool_calls": [
+                    {"type": "function", "function": {"name": "say", "arguments": {"text": f"frame {frame_index}"}}}
+                ],
+            }
+        )
     if frame_index % 7 == 3:
-        events.append({"role": "user", "content": "what is left of the cube?", "style": "vqa",
-                       "camera": "observation.images.front", "tool_calls": None})
+        events.append(
+            {
+                "role": "user",
+                "content": "what is left of the cube?",
+                "style": "vqa",
+                "camera": "observation.images.front",
+                "tool_calls": None,
+            }
+        )
     return persistent, events
 
 

@@ -116,13 +116,19 @@ class Handler(BaseHTTPRequestHandler):
             return
         step = 1 << 16
         for i in range(0, len(body), step):
-            piece = body[i:i + step]
+            piece = body[i : i + step]
             self.state.pace(len(piece))
             self.wfile.write(piece)
 
     # --- plumbing -------------------------------------------------------------------------------
-    def _send(self, status: int, body: bytes = b"", headers: dict | None = None, ctype="application/json",
-              length: int | None = None):
+    def _send(
+        self,
+        status: int,
+        body: bytes = b"",
+        headers: dict | None = None,
+        ctype="application/json",
+        length: int | None = None,
+    ):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         for k, v in (headers or {}).items():
@@ -158,16 +164,22 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         path = unquote(url.path)
         if path.startswith("/__control__/"):
-            return self._control(path[len("/__control__/"):])
+            return self._control(path[len("/__control__/") :])
         if st.latency_s:
             time.sleep(st.latency_s)
         port = self.server.server_address[1]
         with st.lock:
-            st.log.append({
-                "method": self.command, "path": path, "query": url.query, "range": self.headers.get("Range"),
-                "host": "cdn" if port == st.cdn_port else "hub", "auth": "Authorization" in self.headers,
-                "t": time.time(),
-            })
+            st.log.append(
+                {
+                    "method": self.command,
+                    "path": path,
+                    "query": url.query,
+                    "range": self.headers.get("Range"),
+                    "host": "cdn" if port == st.cdn_port else "hub",
+                    "auth": "Authorization" in self.headers,
+                    "t": time.time(),
+                }
+            )
         fault = st.take_fault(self.command, path)
         if fault and fault["kind"] == "slow":
             time.sleep(fault.get("delay_s", 1.0))
@@ -260,8 +272,15 @@ class Handler(BaseHTTPRequestHandler):
                 return True
             if op == "preupload":
                 files = (json.loads(body or b"{}") or {}).get("files", [])
-                self._json({"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None}
-                                      for f in files], "commitOid": ds["refs"][rev]})
+                self._json(
+                    {
+                        "files": [
+                            {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None}
+                            for f in files
+                        ],
+                        "commitOid": ds["refs"][rev],
+                    }
+                )
                 return True
             parent = ds["refs"][rev]
             lines = [json.loads(x) for x in body.splitlines() if x.strip()]
@@ -292,8 +311,9 @@ class Handler(BaseHTTPRequestHandler):
                     return True
             ds["commits"][sha] = str(folder)
             ds["refs"][rev] = sha
-            self._json({"commitUrl": f"{self._base()}/datasets/{repo}/commit/{sha}", "commitOid": sha,
-                        "pullRequestUrl": None})
+            self._json(
+                {"commitUrl": f"{self._base()}/datasets/{repo}/commit/{sha}", "commitOid": sha, "pullRequestUrl": None}
+            )
             return True
 
     def _base(self) -> str:
@@ -305,8 +325,10 @@ class Handler(BaseHTTPRequestHandler):
         if not str(p).startswith(str(folder.resolve())):
             return self._not_found()
         if p.is_dir() and listing:
-            links = "".join(f'<a href="{quote(c.name)}{"/" if c.is_dir() else ""}">{html.escape(c.name)}</a>\n'
-                            for c in sorted(p.iterdir()))
+            links = "".join(
+                f'<a href="{quote(c.name)}{"/" if c.is_dir() else ""}">{html.escape(c.name)}</a>\n'
+                for c in sorted(p.iterdir())
+            )
             return self._send(200, f"<html><body>{links}</body></html>".encode(), ctype="text/html")
         if not p.is_file():
             return self._not_found()
@@ -314,8 +336,9 @@ class Handler(BaseHTTPRequestHandler):
         headers = {"ETag": f'"{self.state.file_hashes(p)[1][:32]}"', "Accept-Ranges": "bytes", **(extra_headers or {})}
         rng = self.headers.get("Range")
         if not rng or (fault and fault["kind"] == "ignore_range"):
-            return self._send(200, p.read_bytes() if self.command != "HEAD" else b"", headers,
-                              "application/octet-stream", length=size)
+            return self._send(
+                200, p.read_bytes() if self.command != "HEAD" else b"", headers, "application/octet-stream", length=size
+            )
         a, b = rng.split("=", 1)[1].split("-")
         a, b = int(a), min(int(b), size - 1)
         if a >= size:
@@ -369,11 +392,19 @@ class Handler(BaseHTTPRequestHandler):
             sha1, sha256 = self.state.file_hashes(p)
             size = p.stat().st_size
             if bucket:
-                out.append({"type": "file", "path": rel, "size": size, "xetHash": sha256,
-                            "mtime": "2026-01-01T00:00:00.000Z"})
+                out.append(
+                    {"type": "file", "path": rel, "size": size, "xetHash": sha256, "mtime": "2026-01-01T00:00:00.000Z"}
+                )
             else:
-                out.append({"type": "file", "path": rel, "size": size, "oid": sha1,
-                            "lfs": {"oid": sha256, "size": size, "pointerSize": 134}})
+                out.append(
+                    {
+                        "type": "file",
+                        "path": rel,
+                        "size": size,
+                        "oid": sha1,
+                        "lfs": {"oid": sha256, "size": size, "pointerSize": 134},
+                    }
+                )
         return out
 
     def _api_dataset(self, parts, q):
@@ -390,7 +421,9 @@ class Handler(BaseHTTPRequestHandler):
             sha = self._sha_of(ds, parts[3])
             if sha is None:
                 return self._json({"error": "Invalid rev id"}, 404, {"X-Error-Code": "RevisionNotFound"})
-            tree = self._tree(Path(ds["commits"][sha]), "/".join(parts[4:]), q.get("recursive", ["False"])[0].lower() == "true", False)
+            tree = self._tree(
+                Path(ds["commits"][sha]), "/".join(parts[4:]), q.get("recursive", ["False"])[0].lower() == "true", False
+            )
             return self._json(tree) if tree is not None else self._not_found()
         self._not_found()
 
@@ -400,9 +433,13 @@ class Handler(BaseHTTPRequestHandler):
         if folder is None:
             return self._json({"error": "Bucket not found"}, 404, {"X-Error-Code": "RepoNotFound"})
         if len(parts) == 2:
-            return self._json({"id": bid, "private": False, "createdAt": "2026-01-01T00:00:00.000Z", "size": 0, "totalFiles": 0})
+            return self._json(
+                {"id": bid, "private": False, "createdAt": "2026-01-01T00:00:00.000Z", "size": 0, "totalFiles": 0}
+            )
         if parts[2] == "tree":
-            tree = self._tree(Path(folder), "/".join(parts[3:]), q.get("recursive", ["False"])[0].lower() == "true", True)
+            tree = self._tree(
+                Path(folder), "/".join(parts[3:]), q.get("recursive", ["False"])[0].lower() == "true", True
+            )
             return self._json(tree) if tree is not None else self._not_found()
         self._not_found()
 

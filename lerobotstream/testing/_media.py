@@ -30,12 +30,40 @@ def _encoder_args(codec: str, width: int, height: int, gop: int | None) -> list[
             # LeRobot's default: libsvtav1, g=2, crf=30 (preset 12 is mapped to 10 by SVT 1.4)
             return ["-c:v", "libsvtav1", "-g", str(g), "-crf", "30", "-preset", "12", "-svtav1-params", "verbosity=0"]
         # SVT-AV1 refuses frames under 64 pixels or with odd sizes: libaom-av1 writes the same bitstream format
-        return ["-c:v", "libaom-av1", "-g", str(g), "-crf", "30", "-b:v", "0", "-cpu-used", "8", "-row-mt", "1", "-usage", "realtime"]
+        return [
+            "-c:v",
+            "libaom-av1",
+            "-g",
+            str(g),
+            "-crf",
+            "30",
+            "-b:v",
+            "0",
+            "-cpu-used",
+            "8",
+            "-row-mt",
+            "1",
+            "-usage",
+            "realtime",
+        ]
     if width % 2 or height % 2:
         raise ValueError(f"{codec} with yuv420p needs an even width and height, got {width}x{height} (use codec='av1')")
     if codec == "h264":
         g = 30 if gop is None else gop
-        return ["-c:v", "libx264", "-preset", "veryfast", "-bf", "2", "-g", str(g), "-keyint_min", str(g), "-sc_threshold", "0"]
+        return [
+            "-c:v",
+            "libx264",
+            "-preset",
+            "veryfast",
+            "-bf",
+            "2",
+            "-g",
+            str(g),
+            "-keyint_min",
+            str(g),
+            "-sc_threshold",
+            "0",
+        ]
     if codec == "hevc":
         params = "log-level=error"
         if gop is not None:
@@ -47,7 +75,9 @@ def _encoder_args(codec: str, width: int, height: int, gop: int | None) -> list[
 def _run(cmd: list[str], stdin: bytes | None = None) -> None:
     proc = subprocess.run(cmd, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode != 0:
-        raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.decode(errors='replace')[-2000:]}")
+        raise RuntimeError(
+            f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.decode(errors='replace')[-2000:]}"
+        )
 
 
 def _encode_episode(frames: np.ndarray, fps: int, codec: str, gop: int | None, out: Path) -> None:
@@ -159,8 +189,11 @@ def _stats(values: np.ndarray) -> dict[str, list]:
 def _depth_stats(values_mm: np.ndarray, count: int) -> dict[str, list]:
     """Stats of a depth feature in its recorded unit (mm), shaped (1, 1, 1) like LeRobot's."""
     return {
-        "min": [[[float(values_mm.min())]]], "max": [[[float(values_mm.max())]]],
-        "mean": [[[float(values_mm.mean())]]], "std": [[[float(values_mm.std())]]], "count": [count],
+        "min": [[[float(values_mm.min())]]],
+        "max": [[[float(values_mm.max())]]],
+        "mean": [[[float(values_mm.mean())]]],
+        "std": [[[float(values_mm.std())]]],
+        "count": [count],
     }
 
 
@@ -173,10 +206,30 @@ def _tasks_table(tasks: Sequence[str], form: str) -> pa.Table:
         raise ValueError(f"tasks_parquet_form must be 'pandas_index' or 'column', got {form!r}")
     pandas_meta = {
         "index_columns": ["__index_level_0__"],
-        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode", "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
+        "column_indexes": [
+            {
+                "name": None,
+                "field_name": None,
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": {"encoding": "UTF-8"},
+            }
+        ],
         "columns": [
-            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64", "numpy_type": "int64", "metadata": None},
-            {"name": None, "field_name": "__index_level_0__", "pandas_type": "unicode", "numpy_type": "object", "metadata": None},
+            {
+                "name": "task_index",
+                "field_name": "task_index",
+                "pandas_type": "int64",
+                "numpy_type": "int64",
+                "metadata": None,
+            },
+            {
+                "name": None,
+                "field_name": "__index_level_0__",
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": None,
+            },
         ],
         "attributes": {},
         "creator": {"library": "pyarrow", "version": pa.__version__},
@@ -217,5 +270,3 @@ class _Roller:
         self.count += 1
         self.nbytes += nbytes
         return self.chunk_index, self.file_index, new or self.count == 1
-
-

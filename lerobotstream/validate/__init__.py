@@ -29,8 +29,13 @@ LOCAL_WORKERS, REMOTE_WORKERS = 8, 32
 INFO_PATH = "meta/info.json"
 
 
-def check_arguments(*, decode_sample: Any = 0, workers: Any = None, tolerance_s: Any = constants.DEFAULT_TOLERANCE_S,
-                    names: dict[str, str] | None = None) -> None:
+def check_arguments(
+    *,
+    decode_sample: Any = 0,
+    workers: Any = None,
+    tolerance_s: Any = constants.DEFAULT_TOLERANCE_S,
+    names: dict[str, str] | None = None,
+) -> None:
     """The rules of :func:`validate_dataset`'s numeric arguments (the CLI checks its flags here
     too, ``names`` mapping each argument to its flag): ``decode_sample`` an int >= 0, ``workers``
     None or an int >= 1, ``tolerance_s`` the stream option's own rule (a finite number > 0).
@@ -42,10 +47,18 @@ def check_arguments(*, decode_sample: Any = 0, workers: Any = None, tolerance_s:
     from lerobotstream.options import is_int, option_info, require
 
     n = names or {}
-    require(n.get("decode_sample", "decode_sample"), decode_sample, is_int(decode_sample) and decode_sample >= 0,
-            "an int >= 0")
-    require(n.get("workers", "workers"), workers, workers is None or (is_int(workers) and workers >= 1),
-            "None or an int >= 1")
+    require(
+        n.get("decode_sample", "decode_sample"),
+        decode_sample,
+        is_int(decode_sample) and decode_sample >= 0,
+        "an int >= 0",
+    )
+    require(
+        n.get("workers", "workers"),
+        workers,
+        workers is None or (is_int(workers) and workers >= 1),
+        "None or an int >= 1",
+    )
     rule = next(o for o in option_info() if o.name == "tolerance_s")
     require(n.get("tolerance_s", "tolerance_s"), tolerance_s, rule.check(tolerance_s), rule.want)
 
@@ -107,16 +120,24 @@ def validate_dataset(
     from lerobotstream.parquet import EpisodeParquetReader
     from lerobotstream.sidecar import episode_windows, group_windows
     from lerobotstream.validate._rows import file_rows, row_findings
-    from lerobotstream.validate._tables import (data_findings, index_gap_findings, merged_file_findings,
-                                                metadata_findings, stats_findings)
+    from lerobotstream.validate._tables import (
+        data_findings,
+        index_gap_findings,
+        merged_file_findings,
+        metadata_findings,
+        stats_findings,
+    )
 
     check_arguments(decode_sample=decode_sample, workers=workers, tolerance_s=tolerance_s)
     t0 = time.perf_counter()
     if source is None:
         from lerobotstream.sources import open_source
 
-        source = (open_source(root, repo_id=repo_id, revision=revision, endpoint=endpoint)
-                  if root is not None or repo_id else None)
+        source = (
+            open_source(root, repo_id=repo_id, revision=revision, endpoint=endpoint)
+            if root is not None or repo_id
+            else None
+        )
         if source is None:
             raise ValueError("give root (a folder or URL) or repo_id (a Hub dataset)")
     if workers is None:
@@ -157,8 +178,9 @@ def validate_dataset(
     row_problems: list = []
 
     def data_job(p: str, i: int) -> tuple[list[Finding], Any]:
-        found = data_findings(reader, p, by_data[p], required, full, features=numeric, images=images,
-                              rows=not headers_only)
+        found = data_findings(
+            reader, p, by_data[p], required, full, features=numeric, images=images, rows=not headers_only
+        )
         if decode_sample > 0 and images and not any(f.severity == "error" for f in found):
             from lerobotstream.validate._decode import image_sample
 
@@ -177,8 +199,23 @@ def validate_dataset(
             data_futs = {p: pool.submit(data_job, p, i) for i, p in enumerate(data_paths)}
             timestamps = None if headers_only else _Timestamps(data_futs, data_of)
             futs: dict[cf.Future, tuple[str, str]] = {f: ("data", p) for p, f in data_futs.items()}
-            futs.update({pool.submit(_check_file, source, p, windows[p], meta, tolerance_s, full, decode_sample,
-                                     (seed, i), timestamps): ("video", p) for i, p in enumerate(paths)})
+            futs.update(
+                {
+                    pool.submit(
+                        _check_file,
+                        source,
+                        p,
+                        windows[p],
+                        meta,
+                        tolerance_s,
+                        full,
+                        decode_sample,
+                        (seed, i),
+                        timestamps,
+                    ): ("video", p)
+                    for i, p in enumerate(paths)
+                }
+            )
             for fut in cf.as_completed(futs):
                 kind, p = futs[fut]
                 if kind == "data":
@@ -207,21 +244,37 @@ def validate_dataset(
             summaries.append(summary)
     findings += row_findings(row_problems)
     findings += _faststart_findings(summaries)
-    shifted = {(e, f.camera) for f in findings if f.code == "window_shift"  # reported there
-               for e in f.episodes}
+    shifted = {
+        (e, f.camera)
+        for f in findings
+        if f.code == "window_shift"  # reported there
+        for e in f.episodes
+    }
     findings += _to_timestamp_findings(meta, tolerance_s, skip=shifted)
     after = _counters(source)
     report = Report(
-        dataset={"repo_id": meta.repo_id, "root": getattr(source, "root_display", None),
-                 "revision": getattr(source, "commit", None) or revision, "fps": meta.fps,
-                 "total_episodes": meta.total_episodes, "episodes_checked": meta.num_episodes,
-                 "frames_checked": meta.num_frames, "tolerance_s": tolerance_s, "headers_only": bool(headers_only)},
+        dataset={
+            "repo_id": meta.repo_id,
+            "root": getattr(source, "root_display", None),
+            "revision": getattr(source, "commit", None) or revision,
+            "fps": meta.fps,
+            "total_episodes": meta.total_episodes,
+            "episodes_checked": meta.num_episodes,
+            "frames_checked": meta.num_frames,
+            "tolerance_s": tolerance_s,
+            "headers_only": bool(headers_only),
+        },
         findings=_ordered(findings),
         cameras=_camera_summaries(meta, summaries, tolerance_s),
-        scan={"video_files": len(paths), "data_files": len(data_paths), "requests": after[0] - before[0],
-              "bytes_read": after[1] - before[1], "decoded_frames": decoded,
-              "decoded_images": counts["images"],
-              "elapsed_s": round(time.perf_counter() - t0, 3)},
+        scan={
+            "video_files": len(paths),
+            "data_files": len(data_paths),
+            "requests": after[0] - before[0],
+            "bytes_read": after[1] - before[1],
+            "decoded_frames": decoded,
+            "decoded_images": counts["images"],
+            "elapsed_s": round(time.perf_counter() - t0, 3),
+        },
         checked=[int(ep.episode_index) for ep in meta.episodes],
     )
     return report
@@ -245,16 +298,32 @@ class _Timestamps:
         return out
 
 
-def _check_file(source: Any, path: str, windows: list, meta: Any, tolerance_s: float, full: bool,
-                decode_sample: int, seed: tuple[int, int],
-                timestamps: _Timestamps | None) -> tuple[list[Finding], Any, int, list]:
+def _check_file(
+    source: Any,
+    path: str,
+    windows: list,
+    meta: Any,
+    tolerance_s: float,
+    full: bool,
+    decode_sample: int,
+    seed: tuple[int, int],
+    timestamps: _Timestamps | None,
+) -> tuple[list[Finding], Any, int, list]:
     """One MP4: its header checks, where its episodes' timestamps land (``timestamps``: the
     per-row columns were read), then (``decode_sample``, no error so far) sampled frames decoded;
     the sample table is dropped before returning (memory does not grow with the files)."""
     from lerobotstream.validate._videos import check_video
 
-    found, summary = check_video(source, path, windows[0].camera, windows, meta, tolerance_s=tolerance_s,
-                                 full_selection=full, keep_table=decode_sample > 0 or timestamps is not None)
+    found, summary = check_video(
+        source,
+        path,
+        windows[0].camera,
+        windows,
+        meta,
+        tolerance_s=tolerance_s,
+        full_selection=full,
+        keep_table=decode_sample > 0 or timestamps is not None,
+    )
     decoded = 0
     landing: list = []
     if summary is not None and summary.table is not None:
@@ -262,13 +331,22 @@ def _check_file(source: Any, path: str, windows: list, meta: Any, tolerance_s: f
             from lerobotstream.validate._rows import landing_problems
 
             eps = sorted({w.episode_index for w in windows})
-            landing = landing_problems(summary.table, summary.checked, timestamps.of(eps), float(meta.fps),
-                                       tolerance_s, summary.camera, path, timestamps.data_of)
+            landing = landing_problems(
+                summary.table,
+                summary.checked,
+                timestamps.of(eps),
+                float(meta.fps),
+                tolerance_s,
+                summary.camera,
+                path,
+                timestamps.data_of,
+            )
         if decode_sample > 0 and not any(f.severity == "error" for f in found):
             from lerobotstream.validate._decode import decode_sample as decode
 
-            more, decoded = decode(source, path, summary.camera, summary.table, windows, meta, decode_sample,
-                                   seed=list(seed))
+            more, decoded = decode(
+                source, path, summary.camera, summary.table, windows, meta, decode_sample, seed=list(seed)
+            )
             found = found + more
         summary.table, summary.checked = None, []
     return found, summary, decoded, landing
@@ -281,8 +359,16 @@ def _counters(source: Any) -> tuple[int, int]:
 
 def _ordered(findings: list[Finding]) -> list[Finding]:
     """Errors first, then by code, episode, camera, file (a stable order for reports and tests)."""
-    return sorted(findings, key=lambda f: (f.severity != "error", f.code, -1 if f.episode_index is None
-                                           else f.episode_index, f.camera or "", f.file or ""))
+    return sorted(
+        findings,
+        key=lambda f: (
+            f.severity != "error",
+            f.code,
+            -1 if f.episode_index is None else f.episode_index,
+            f.camera or "",
+            f.file or "",
+        ),
+    )
 
 
 def _faststart_findings(summaries: list) -> list[Finding]:
@@ -295,8 +381,14 @@ def _faststart_findings(summaries: list) -> list[Finding]:
     for cam, items in sorted(by_cam.items()):
         late = [s.path for s in items if s.faststart is False]
         if late:
-            out.append(finding("not_faststart", f"camera {cam}: {len(late)} of {len(items)} MP4 file(s) have the moov "
-                               f"box after mdat (first: {late[0]})", camera=cam))
+            out.append(
+                finding(
+                    "not_faststart",
+                    f"camera {cam}: {len(late)} of {len(items)} MP4 file(s) have the moov "
+                    f"box after mdat (first: {late[0]})",
+                    camera=cam,
+                )
+            )
     return out
 
 
@@ -329,10 +421,16 @@ def _to_timestamp_findings(meta: Any, tolerance_s: float, skip: set = frozenset(
     out = []
     for cam, items in sorted(bad.items()):
         e0, d0 = items[0]
-        out.append(finding("to_timestamp_mismatch", f"camera {cam}: {len(items)} episode(s) have to_timestamp - "
-                           f"from_timestamp off length/fps (first: episode {e0}, by {d0:+.6f} s)", camera=cam,
-                           episode_index=e0 if len(items) == 1 else None,
-                           episodes=[e for e, _ in items]))
+        out.append(
+            finding(
+                "to_timestamp_mismatch",
+                f"camera {cam}: {len(items)} episode(s) have to_timestamp - "
+                f"from_timestamp off length/fps (first: episode {e0}, by {d0:+.6f} s)",
+                camera=cam,
+                episode_index=e0 if len(items) == 1 else None,
+                episodes=[e for e, _ in items],
+            )
+        )
     return out
 
 
@@ -344,8 +442,12 @@ def _distribution(counts: Counter) -> dict[str, Any]:
     cum = np.cumsum([counts[int(k)] for k in keys])
     total = int(cum[-1])
     lo, hi = keys[np.searchsorted(cum, (total - 1) // 2 + 1)], keys[np.searchsorted(cum, total // 2 + 1)]
-    return {"min": int(keys[0]), "median": (float(lo) + float(hi)) / 2, "max": int(keys[-1]),
-            "most_common": [[int(k), int(c)] for k, c in counts.most_common(5)]}
+    return {
+        "min": int(keys[0]),
+        "median": (float(lo) + float(hi)) / 2,
+        "max": int(keys[-1]),
+        "most_common": [[int(k), int(c)] for k, c in counts.most_common(5)],
+    }
 
 
 def _camera_summaries(meta: Any, summaries: list, tolerance_s: float) -> dict[str, dict[str, Any]]:

@@ -66,8 +66,11 @@ def parse_episodes(tokens: Sequence[str] | None) -> list[int | range] | None:
                     if out[-1] < 0:
                         raise ValueError
             except ValueError:
-                raise StreamingConfigError(f"--episodes: {part!r} is not an episode index or a range a-b "
-                                           "(e.g. --episodes 0-9 20)", option="--episodes", value=part) from None
+                raise StreamingConfigError(
+                    f"--episodes: {part!r} is not an episode index or a range a-b (e.g. --episodes 0-9 20)",
+                    option="--episodes",
+                    value=part,
+                ) from None
     return out
 
 
@@ -75,35 +78,72 @@ def _parser() -> argparse.ArgumentParser:
     from lerobotstream import constants
     from lerobotstream._version import __version__
 
-    p = argparse.ArgumentParser(prog=_prog(), description=DESCRIPTION, epilog=EXAMPLES,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=_prog(), description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--version", action="version", version=f"lerobotstream {__version__}")
-    p.add_argument("root_arg", nargs="?", default=None, metavar="ROOT",
-                   help="the dataset: a local folder or URL, as --root (either form; not both)")
+    p.add_argument(
+        "root_arg",
+        nargs="?",
+        default=None,
+        metavar="ROOT",
+        help="the dataset: a local folder or URL, as --root (either form; not both)",
+    )
     p.add_argument("--repo-id", default=None, help="Hub dataset OWNER/NAME (read from the Hub unless a root is given)")
     p.add_argument("--root", default=None, help="local folder or URL (http(s)://, hf://, any fsspec URL)")
     p.add_argument("--revision", default=None, help="branch, tag or commit of a Hub dataset (default: main)")
     p.add_argument("--endpoint", default=None, help="Hub URL (default: HF_ENDPOINT)")
-    p.add_argument("--episodes", nargs="+", default=None, metavar="E",
-                   help="episodes to check: indices and ranges, e.g. 0-9 20 (default: all)")
-    p.add_argument("--headers-only", action="store_true",
-                   help="read only headers (footers, statistics, MP4 headers): fewer bytes on a very large remote "
-                   "dataset, but the per-row checks (row counts, frame_index, index, timestamps) are skipped")
-    p.add_argument("--json", default=None, metavar="OUT", help="also write the findings and summary as JSON to the "
-                   "file OUT, atomically (layout: docs/validate.md; - for stdout)")
-    p.add_argument("--print-good-episodes", action="store_true",
-                   help="print only the checked episodes no error finding names, as a list --dataset.episodes takes "
-                   "(e.g. [0,1,3]); the report is not printed")
-    p.add_argument("--decode-sample", type=int, default=0, metavar="N",
-                   help="decode N random frames per MP4 and check them against their timestamps (default: 0)")
-    p.add_argument("--tolerance-s", type=float, default=constants.DEFAULT_TOLERANCE_S,
-                   help=f"allowed timestamp error, seconds (default: {constants.DEFAULT_TOLERANCE_S:g}, as LeRobot)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="threads reading headers (default: 8 on a local folder, 32 on a remote store)")
+    p.add_argument(
+        "--episodes",
+        nargs="+",
+        default=None,
+        metavar="E",
+        help="episodes to check: indices and ranges, e.g. 0-9 20 (default: all)",
+    )
+    p.add_argument(
+        "--headers-only",
+        action="store_true",
+        help="read only headers (footers, statistics, MP4 headers): fewer bytes on a very large remote "
+        "dataset, but the per-row checks (row counts, frame_index, index, timestamps) are skipped",
+    )
+    p.add_argument(
+        "--json",
+        default=None,
+        metavar="OUT",
+        help="also write the findings and summary as JSON to the "
+        "file OUT, atomically (layout: docs/validate.md; - for stdout)",
+    )
+    p.add_argument(
+        "--print-good-episodes",
+        action="store_true",
+        help="print only the checked episodes no error finding names, as a list --dataset.episodes takes "
+        "(e.g. [0,1,3]); the report is not printed",
+    )
+    p.add_argument(
+        "--decode-sample",
+        type=int,
+        default=0,
+        metavar="N",
+        help="decode N random frames per MP4 and check them against their timestamps (default: 0)",
+    )
+    p.add_argument(
+        "--tolerance-s",
+        type=float,
+        default=constants.DEFAULT_TOLERANCE_S,
+        help=f"allowed timestamp error, seconds (default: {constants.DEFAULT_TOLERANCE_S:g}, as LeRobot)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="threads reading headers (default: 8 on a local folder, 32 on a remote store)",
+    )
     p.add_argument("--examples", type=int, default=3, help="examples printed per finding code (default: 3)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--quiet", action="store_true", help="print only the last line (the counts)")
-    p.add_argument("--debug", action="store_true", help="print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1)")
+    p.add_argument(
+        "--debug", action="store_true", help="print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1)"
+    )
     return p
 
 
@@ -114,20 +154,32 @@ def _check_args(args: argparse.Namespace) -> None:
     from lerobotstream.validate import check_arguments
 
     if args.root_arg is not None and args.root is not None and args.root_arg != args.root:
-        raise StreamingConfigError(f"give the dataset once: ROOT {args.root_arg!r} and --root {args.root!r} differ",
-                                   option="--root", value=args.root)
+        raise StreamingConfigError(
+            f"give the dataset once: ROOT {args.root_arg!r} and --root {args.root!r} differ",
+            option="--root",
+            value=args.root,
+        )
     args.root = args.root if args.root is not None else args.root_arg
     if args.root is None and args.repo_id is None:
-        raise StreamingConfigError("give ROOT or --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); "
-                                   "see --help")
-    check_arguments(decode_sample=args.decode_sample, workers=args.workers, tolerance_s=args.tolerance_s,
-                    names={"decode_sample": "--decode-sample", "workers": "--workers", "tolerance_s": "--tolerance-s"})
+        raise StreamingConfigError(
+            "give ROOT or --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); see --help"
+        )
+    check_arguments(
+        decode_sample=args.decode_sample,
+        workers=args.workers,
+        tolerance_s=args.tolerance_s,
+        names={"decode_sample": "--decode-sample", "workers": "--workers", "tolerance_s": "--tolerance-s"},
+    )
     if args.examples < 0:
-        raise StreamingConfigError(f"--examples must be an int >= 0, got {args.examples}", option="--examples",
-                                   value=args.examples)
+        raise StreamingConfigError(
+            f"--examples must be an int >= 0, got {args.examples}", option="--examples", value=args.examples
+        )
     if args.print_good_episodes and args.json == "-":
-        raise StreamingConfigError("--print-good-episodes and --json - both write to stdout: give --json a file",
-                                   option="--print-good-episodes", value=True)
+        raise StreamingConfigError(
+            "--print-good-episodes and --json - both write to stdout: give --json a file",
+            option="--print-good-episodes",
+            value=True,
+        )
     if args.json not in (None, "-"):
         check_output_file(args.json, flag="--json")
 
@@ -140,11 +192,18 @@ def _run(args: argparse.Namespace) -> int:
 
     _check_args(args)
     try:
-        report = validate_dataset(args.repo_id, root=args.root, revision=args.revision, endpoint=args.endpoint,
-                                  episodes=parse_episodes(args.episodes), tolerance_s=args.tolerance_s,
-                                  decode_sample=args.decode_sample, workers=args.workers,
-                                  headers_only=args.headers_only,
-                                  progress=not args.no_progress and sys.stderr.isatty())
+        report = validate_dataset(
+            args.repo_id,
+            root=args.root,
+            revision=args.revision,
+            endpoint=args.endpoint,
+            episodes=parse_episodes(args.episodes),
+            tolerance_s=args.tolerance_s,
+            decode_sample=args.decode_sample,
+            workers=args.workers,
+            headers_only=args.headers_only,
+            progress=not args.no_progress and sys.stderr.isatty(),
+        )
     except MetadataError as e:
         if getattr(e, "code", None) == "episodes_unknown":
             raise StreamingConfigError(f"--episodes: {e.message}", option="--episodes") from e
@@ -159,8 +218,11 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(report.good_episodes(), separators=(",", ":")))
         wide = [f.code for f in report.errors if not f.episodes]
         if wide:
-            print(f"note: {len(wide)} error(s) name no episode ({', '.join(sorted(set(wide)))}): leaving episodes out "
-                  "does not fix them", file=sys.stderr)
+            print(
+                f"note: {len(wide)} error(s) name no episode ({', '.join(sorted(set(wide)))}): leaving episodes out "
+                "does not fix them",
+                file=sys.stderr,
+            )
     elif args.json != "-":
         text = render(report, examples=args.examples)
         print(text.splitlines()[-1] if args.quiet else text)

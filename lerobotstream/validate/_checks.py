@@ -39,69 +39,165 @@ class TrainingCheck:
     """``same``, ``headers``, ``rows`` or ``decode_sample`` (see the module doc)."""
 
 
-_WINDOWS = ("fps_mismatch", "no_frames", "bad_length", "window_outside_file", "window_off_frame", "video_short",
-            "timestamp_drift", "window_frames", "episode_overlap", "window_shift")
-_METADATA = ("metadata", "duplicate_episode", "missing_episodes", "episode_row_null", "index_range", "index_overlap",
-             "video_location", "file_missing")
+_WINDOWS = (
+    "fps_mismatch",
+    "no_frames",
+    "bad_length",
+    "window_outside_file",
+    "window_off_frame",
+    "video_short",
+    "timestamp_drift",
+    "window_frames",
+    "episode_overlap",
+    "window_shift",
+)
+_METADATA = (
+    "metadata",
+    "duplicate_episode",
+    "missing_episodes",
+    "episode_row_null",
+    "index_range",
+    "index_overlap",
+    "video_location",
+    "file_missing",
+)
 _MP4 = ("video_truncated", "video_tables", "video_unsupported", "video_unreadable")
 
 TRAINING_CHECKS: tuple[TrainingCheck, ...] = (
     # construction: metadata
-    TrainingCheck("meta.py:*", "meta/ files: info.json, episode shards, tasks, stats, the files they name",
-                  _METADATA, "same"),
-    TrainingCheck("features.py:depth_quantizer_of", "a depth camera's encoding is not LeRobot 0.6's",
-                  ("depth_unsupported",), "same"),
+    TrainingCheck(
+        "meta.py:*", "meta/ files: info.json, episode shards, tasks, stats, the files they name", _METADATA, "same"
+    ),
+    TrainingCheck(
+        "features.py:depth_quantizer_of",
+        "a depth camera's encoding is not LeRobot 0.6's",
+        ("depth_unsupported",),
+        "same",
+    ),
     # construction: the sidecar build (parser, then the windows against the metadata)
-    TrainingCheck("mp4/parse.pyx:*", "MP4 boxes and sample tables (truncated, inconsistent, unsupported)",
-                  _MP4, "same"),
-    TrainingCheck("sidecar/_validate.py:raise_problems", "episode windows, fps, overlapping windows",
-                  _WINDOWS, "same"),
-    TrainingCheck("mp4/spans.pyx:plan_span", "an episode's frames have no samples, or two share a presentation time",
-                  ("no_frames", "timestamp_drift", "window_frames"), "headers"),
-    TrainingCheck("dataset/_spans.py:EpisodeSpans.span", "an episode's frames cannot be located in its file",
-                  _WINDOWS, "same"),
+    TrainingCheck(
+        "mp4/parse.pyx:*", "MP4 boxes and sample tables (truncated, inconsistent, unsupported)", _MP4, "same"
+    ),
+    TrainingCheck("sidecar/_validate.py:raise_problems", "episode windows, fps, overlapping windows", _WINDOWS, "same"),
+    TrainingCheck(
+        "mp4/spans.pyx:plan_span",
+        "an episode's frames have no samples, or two share a presentation time",
+        ("no_frames", "timestamp_drift", "window_frames"),
+        "headers",
+    ),
+    TrainingCheck(
+        "dataset/_spans.py:EpisodeSpans.span", "an episode's frames cannot be located in its file", _WINDOWS, "same"
+    ),
     # iteration: the episode's Parquet rows
-    TrainingCheck("parquet.py:EpisodeParquetReader._read_footer", "a data file's footer cannot be read",
-                  ("data_unreadable",), "same"),
-    TrainingCheck("parquet.py:EpisodeParquetReader.candidate_row_groups", "a data file has no episode_index column",
-                  ("data_columns",), "headers"),
-    TrainingCheck("parquet.py:EpisodeParquetReader.read", "a data file lacks a column it must have",
-                  ("data_columns",), "headers"),
-    TrainingCheck("parquet.py:EpisodeParquetReader._read_groups",
-                  "the pages of a data file cannot be decoded (the per-row columns' pages; a page checksum)",
-                  ("data_unreadable",), "rows"),
-    TrainingCheck("parquet.py:_validate", "an episode's row count, rows of another episode, frame_index not 0..length-1",
-                  ("data_rows", "data_episode_absent", "data_frame_index"), "rows"),
-    TrainingCheck("dataset/_assemble.py:episode_rows", "a declared column is missing, or its per-row shape differs",
-                  ("data_columns", "data_shape"), "headers"),
-    TrainingCheck("dataset/_images.py:image_bytes", "an image column is not a {bytes, path} struct",
-                  ("data_image",), "headers"),
-    TrainingCheck("dataset/_images.py:decode_image", "an image cell holds no bytes, bytes Pillow cannot decode, "
-                  "or an image of another shape", ("data_image",), "decode_sample"),
+    TrainingCheck(
+        "parquet.py:EpisodeParquetReader._read_footer",
+        "a data file's footer cannot be read",
+        ("data_unreadable",),
+        "same",
+    ),
+    TrainingCheck(
+        "parquet.py:EpisodeParquetReader.candidate_row_groups",
+        "a data file has no episode_index column",
+        ("data_columns",),
+        "headers",
+    ),
+    TrainingCheck(
+        "parquet.py:EpisodeParquetReader.read", "a data file lacks a column it must have", ("data_columns",), "headers"
+    ),
+    TrainingCheck(
+        "parquet.py:EpisodeParquetReader._read_groups",
+        "the pages of a data file cannot be decoded (the per-row columns' pages; a page checksum)",
+        ("data_unreadable",),
+        "rows",
+    ),
+    TrainingCheck(
+        "parquet.py:_validate",
+        "an episode's row count, rows of another episode, frame_index not 0..length-1",
+        ("data_rows", "data_episode_absent", "data_frame_index"),
+        "rows",
+    ),
+    TrainingCheck(
+        "dataset/_assemble.py:episode_rows",
+        "a declared column is missing, or its per-row shape differs",
+        ("data_columns", "data_shape"),
+        "headers",
+    ),
+    TrainingCheck(
+        "dataset/_images.py:image_bytes", "an image column is not a {bytes, path} struct", ("data_image",), "headers"
+    ),
+    TrainingCheck(
+        "dataset/_images.py:decode_image",
+        "an image cell holds no bytes, bytes Pillow cannot decode, or an image of another shape",
+        ("data_image",),
+        "decode_sample",
+    ),
     # iteration: fetched samples, the mini-MP4, decoded frames
-    TrainingCheck("mp4/framing.pyx:check_sample_framing", "fetched samples do not carry their codec's framing "
-                  "exactly (wrong stco/stsz, a damaged payload)", ("video_tables", "decode_failed"), "decode_sample"),
-    TrainingCheck("mp4/synth.pyx:*", "the mini-MP4 cannot be written from the fetched samples",
-                  ("video_tables", "decode_failed"), "decode_sample"),
-    TrainingCheck("dataset/_worker.py:Worker.fetch", "fetching or synthesizing the mini-MP4 failed",
-                  ("decode_failed",), "decode_sample"),
-    TrainingCheck("decode/_decoder.py:EpisodeDecoder.__init__", "the decoder cannot open the mini-MP4",
-                  ("decode_failed",), "decode_sample"),
-    TrainingCheck("decode/_decoder.py:EpisodeDecoder.decode", "a frame does not decode, or not at its PTS",
-                  ("decode_failed",), "decode_sample"),
-    TrainingCheck("decode/_decoder.py:EpisodeDecoder._pyav_decode", "the PyAV fallback cannot decode a frame",
-                  ("decode_failed",), "decode_sample"),
-    TrainingCheck("decode/_decoder.py:EpisodeVideo.local_indices",
-                  "from_timestamp + timestamp of a row has no frame within tolerance_s",
-                  ("data_timestamps", "timestamp_shift"), "rows"),
-    TrainingCheck("decode/_depth.py:checked_request", "a depth frame request outside the episode's frames",
-                  ("decode_failed",), "decode_sample"),
-    TrainingCheck("decode/_depth.py:DepthDecoder.__init__", "a depth video PyAV cannot open as gray12le",
-                  ("depth_unsupported", "decode_failed"), "decode_sample"),
-    TrainingCheck("decode/_depth.py:DepthDecoder._codes", "a depth frame is not 12-bit gray",
-                  ("depth_unsupported", "decode_failed"), "decode_sample"),
-    TrainingCheck("decode/_depth.py:DepthDecoder.decode", "a depth frame does not decode, or not at its PTS",
-                  ("decode_failed",), "decode_sample"),
+    TrainingCheck(
+        "mp4/framing.pyx:check_sample_framing",
+        "fetched samples do not carry their codec's framing exactly (wrong stco/stsz, a damaged payload)",
+        ("video_tables", "decode_failed"),
+        "decode_sample",
+    ),
+    TrainingCheck(
+        "mp4/synth.pyx:*",
+        "the mini-MP4 cannot be written from the fetched samples",
+        ("video_tables", "decode_failed"),
+        "decode_sample",
+    ),
+    TrainingCheck(
+        "dataset/_worker.py:Worker.fetch",
+        "fetching or synthesizing the mini-MP4 failed",
+        ("decode_failed",),
+        "decode_sample",
+    ),
+    TrainingCheck(
+        "decode/_decoder.py:EpisodeDecoder.__init__",
+        "the decoder cannot open the mini-MP4",
+        ("decode_failed",),
+        "decode_sample",
+    ),
+    TrainingCheck(
+        "decode/_decoder.py:EpisodeDecoder.decode",
+        "a frame does not decode, or not at its PTS",
+        ("decode_failed",),
+        "decode_sample",
+    ),
+    TrainingCheck(
+        "decode/_decoder.py:EpisodeDecoder._pyav_decode",
+        "the PyAV fallback cannot decode a frame",
+        ("decode_failed",),
+        "decode_sample",
+    ),
+    TrainingCheck(
+        "decode/_decoder.py:EpisodeVideo.local_indices",
+        "from_timestamp + timestamp of a row has no frame within tolerance_s",
+        ("data_timestamps", "timestamp_shift"),
+        "rows",
+    ),
+    TrainingCheck(
+        "decode/_depth.py:checked_request",
+        "a depth frame request outside the episode's frames",
+        ("decode_failed",),
+        "decode_sample",
+    ),
+    TrainingCheck(
+        "decode/_depth.py:DepthDecoder.__init__",
+        "a depth video PyAV cannot open as gray12le",
+        ("depth_unsupported", "decode_failed"),
+        "decode_sample",
+    ),
+    TrainingCheck(
+        "decode/_depth.py:DepthDecoder._codes",
+        "a depth frame is not 12-bit gray",
+        ("depth_unsupported", "decode_failed"),
+        "decode_sample",
+    ),
+    TrainingCheck(
+        "decode/_depth.py:DepthDecoder.decode",
+        "a depth frame does not decode, or not at its PTS",
+        ("decode_failed",),
+        "decode_sample",
+    ),
 )
 
 #: raise sites of data-error classes that are not about a dataset's content, and why

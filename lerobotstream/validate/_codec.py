@@ -11,9 +11,20 @@ from dataclasses import dataclass
 #: sample-entry fourcc → codec name as LeRobot writes it in ``info.json`` (``video.codec``)
 CODEC_NAMES = {"av01": "av1", "avc1": "h264", "avc3": "h264", "hev1": "hevc", "hvc1": "hevc"}
 #: codec-name aliases found in ``info.json`` (FFmpeg encoder or long names)
-_CODEC_ALIASES = {"libsvtav1": "av1", "libaom-av1": "av1", "av01": "av1", "libx264": "h264", "avc": "h264",
-                  "avc1": "h264", "h.264": "h264", "libx265": "hevc", "h265": "hevc", "h.265": "hevc",
-                  "hev1": "hevc", "hvc1": "hevc"}
+_CODEC_ALIASES = {
+    "libsvtav1": "av1",
+    "libaom-av1": "av1",
+    "av01": "av1",
+    "libx264": "h264",
+    "avc": "h264",
+    "avc1": "h264",
+    "h.264": "h264",
+    "libx265": "hevc",
+    "h265": "hevc",
+    "h.265": "hevc",
+    "hev1": "hevc",
+    "hvc1": "hevc",
+}
 #: GPU families a training run commonly gets, and the codecs their NVDEC decodes (NVIDIA Video
 #: Codec SDK 13 "NVDEC Hardware Capabilities": Turing/GA100/Hopper have no AV1 decode; GA10x,
 #: Ada and Blackwell have it; H.264 High10/422 and HEVC 4:2:2 only on Blackwell).
@@ -57,7 +68,7 @@ def _child_boxes(data: bytes, start: int) -> dict[str, bytes]:
         size, kind = struct.unpack_from(">I4s", data, pos)
         if size < 8 or pos + size > len(data):
             break
-        out.setdefault(kind.decode("latin-1"), data[pos + 8: pos + size])
+        out.setdefault(kind.decode("latin-1"), data[pos + 8 : pos + size])
         pos += size
     return out
 
@@ -112,7 +123,7 @@ def _sps_chroma_depth(nal: bytes) -> tuple[int, int]:
         while bits[pos] == "0":
             zeros += 1
             pos += 1
-        value = int(bits[pos: pos + zeros + 1], 2) - 1
+        value = int(bits[pos : pos + zeros + 1], 2) - 1
         pos += zeros + 1
         return value
 
@@ -134,7 +145,7 @@ def _avc_format(b: bytes) -> tuple[str | None, int | None]:
     sps = []
     for _ in range(nsps):
         n = struct.unpack_from(">H", b, pos)[0]
-        sps.append(b[pos + 2: pos + 2 + n])
+        sps.append(b[pos + 2 : pos + 2 + n])
         pos += 2 + n
     npps = b[pos]
     pos += 1
@@ -161,8 +172,12 @@ def nvdec_support(fmt: StreamFormat, *, depth_map: bool = False) -> dict[str, st
         ok = {g: c in (None, "4:2:0", "4:4:4") and d <= 12 for g in GPU_FAMILIES}
         ok["Blackwell"] = c in (None, "4:2:0", "4:2:2", "4:4:4") and d <= 12
     elif fmt.codec == "av1":
-        ok = {"A100": False, "H100/H200": False, "A10/L4/L40/RTX 30-40": c in (None, "4:2:0", "4:0:0") and d <= 10,
-              "Blackwell": c in (None, "4:2:0", "4:0:0") and d <= 10}
+        ok = {
+            "A100": False,
+            "H100/H200": False,
+            "A10/L4/L40/RTX 30-40": c in (None, "4:2:0", "4:0:0") and d <= 10,
+            "Blackwell": c in (None, "4:2:0", "4:0:0") and d <= 10,
+        }
     else:
         ok = {g: False for g in GPU_FAMILIES}
     return {g: "nvdec" if v else "cpu" for g, v in ok.items()}

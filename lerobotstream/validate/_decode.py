@@ -17,8 +17,16 @@ from lerobotstream.validate._findings import Finding, finding
 from lerobotstream.validate._tables import frame_hwc
 
 
-def decode_sample(source: Any, path: str, camera: str, table: Any, windows: Sequence[Any], meta: Any,
-                  n: int, seed: int | Sequence[int]) -> tuple[list[Finding], int]:
+def decode_sample(
+    source: Any,
+    path: str,
+    camera: str,
+    table: Any,
+    windows: Sequence[Any],
+    meta: Any,
+    n: int,
+    seed: int | Sequence[int],
+) -> tuple[list[Finding], int]:
     """Findings of ``n`` sampled frames of one file, and how many frames were decoded.
 
     Frames are drawn (seeded by ``seed``) from the windows' episodes, uniformly over frames.
@@ -55,29 +63,54 @@ def decode_sample(source: Any, path: str, camera: str, table: Any, windows: Sequ
             payload = source.read(path, span.byte_start, span.byte_stop - span.byte_start)
             check_sample_framing(table, span, payload, path=path)
             mini = synthesize(table, span, payload)
-            video = EpisodeVideo(table, span, mini, episode_index=-1 if epi is None else epi, camera=camera,
-                                 path=path, from_timestamp=from_ts, fps=meta.fps, device="cpu", depth=depth)
+            video = EpisodeVideo(
+                table,
+                span,
+                mini,
+                episode_index=-1 if epi is None else epi,
+                camera=camera,
+                path=path,
+                from_timestamp=from_ts,
+                fps=meta.fps,
+                device="cpu",
+                depth=depth,
+            )
             try:
                 frame = video.frames_at([i])
             finally:
                 video.close()
             done += 1
         except Exception as e:  # noqa: BLE001 - every failure is this file's finding
-            out.append(finding("decode_failed", f"{path}: frame {k} (episode {epi}): {type(e).__name__}: "
-                               f"{' '.join(str(e).split())[:300]}", episode_index=epi, camera=camera, file=path))
+            out.append(
+                finding(
+                    "decode_failed",
+                    f"{path}: frame {k} (episode {epi}): {type(e).__name__}: {' '.join(str(e).split())[:300]}",
+                    episode_index=epi,
+                    camera=camera,
+                    file=path,
+                )
+            )
             break  # one finding per file: the next frames would fail the same way
         if hwc is not None:
             _, c, h, w = (int(x) for x in frame.shape)
             if (h, w) != hwc[:2]:
-                out.append(finding("decode_shape", f"{path}: frame {k} decodes to {c}x{h}x{w} (CxHxW), info.json's "
-                                   f"shape for {camera} is {list(meta.features[camera]['shape'])}", episode_index=epi,
-                                   camera=camera, file=path))
+                out.append(
+                    finding(
+                        "decode_shape",
+                        f"{path}: frame {k} decodes to {c}x{h}x{w} (CxHxW), info.json's "
+                        f"shape for {camera} is {list(meta.features[camera]['shape'])}",
+                        episode_index=epi,
+                        camera=camera,
+                        file=path,
+                    )
+                )
                 break
     return out, done
 
 
-def image_sample(reader: Any, path: str, episodes: Sequence[Any], meta: Any, n: int,
-                 seed: int | Sequence[int]) -> tuple[list[Finding], int]:
+def image_sample(
+    reader: Any, path: str, episodes: Sequence[Any], meta: Any, n: int, seed: int | Sequence[int]
+) -> tuple[list[Finding], int]:
     """Findings of ``n`` sampled cells of each ``image`` feature of one data file (one finding per
     feature at most), and how many images were decoded.
 
@@ -105,18 +138,27 @@ def image_sample(reader: Any, path: str, episodes: Sequence[Any], meta: Any, n: 
                 continue  # the footer check names the missing column
             cells = image_bytes(table.column(key), key=key, episode_index=min(by_ep), path=path)
             ep_col = table.column("episode_index").to_numpy()
-            fi_col = (table.column("frame_index").to_numpy() if "frame_index" in table.column_names
-                      else np.zeros(ep_col.shape, np.int64))
+            fi_col = (
+                table.column("frame_index").to_numpy()
+                if "frame_index" in table.column_names
+                else np.zeros(ep_col.shape, np.int64)
+            )
             for ep, idx in sorted(by_ep.items()):
                 for i in idx:
                     rows = np.flatnonzero((ep_col == ep) & (fi_col == i))
                     if rows.shape[0] == 0:
                         continue  # the per-row checks name the episode's rows
-                    decode_image(cells[int(rows[0])], key=key, episode_index=ep, frame_index=i, path=path,
-                                 shape=shape)
+                    decode_image(cells[int(rows[0])], key=key, episode_index=ep, frame_index=i, path=path, shape=shape)
                     done += 1
         except Exception as e:  # noqa: BLE001 - every failure is this feature's finding
             ep = getattr(e, "episode_index", None)
-            out.append(finding("data_image", f"{path}: {type(e).__name__}: {' '.join(str(e).split())[:300]}",
-                               episode_index=ep if ep is not None and ep >= 0 else None, camera=key, file=path))
+            out.append(
+                finding(
+                    "data_image",
+                    f"{path}: {type(e).__name__}: {' '.join(str(e).split())[:300]}",
+                    episode_index=ep if ep is not None and ep >= 0 else None,
+                    camera=key,
+                    file=path,
+                )
+            )
     return out, done

@@ -32,36 +32,78 @@ CODES: dict[str, tuple[str, str]] = {
     "data_rows": ("error", "the data file's rows must equal the lengths of the episodes in it"),
     "data_columns": ("error", "the data file lacks columns info.json declares: rewrite it or fix info.json"),
     "data_episode_absent": ("error", "the episode's rows are not in the data file meta/episodes names"),
-    "data_index_range": ("error", "the file's `index` column must be each row's dataset_from_index + frame_index, covering the episodes' [dataset_from_index, dataset_to_index)"),
-    "data_frame_index": ("error", "frame_index must run 0..length-1 in each episode's rows: rewrite the episode's rows"),
-    "data_shape": ("error", "a column's per-row shape must be info.json's shape for that feature: fix meta/info.json or the file"),
-    "data_image": ("error", "an image feature's cells must be embedded PNG/JPEG bytes of its declared shape ({bytes, path} structs, as LeRobot writes them): re-encode the images or fix meta/info.json"),
-    "data_timestamps": ("error", "timestamp must be finite and frame_index / fps (LeRobot's writer) within tolerance_s: rewrite the column"),
-    "timestamp_shift": ("error", "the episode's timestamps must start at 0 and land on its own video frames (from_timestamp + timestamp): set timestamp = frame_index / fps"),
+    "data_index_range": (
+        "error",
+        "the file's `index` column must be each row's dataset_from_index + frame_index, covering the episodes' [dataset_from_index, dataset_to_index)",
+    ),
+    "data_frame_index": (
+        "error",
+        "frame_index must run 0..length-1 in each episode's rows: rewrite the episode's rows",
+    ),
+    "data_shape": (
+        "error",
+        "a column's per-row shape must be info.json's shape for that feature: fix meta/info.json or the file",
+    ),
+    "data_image": (
+        "error",
+        "an image feature's cells must be embedded PNG/JPEG bytes of its declared shape ({bytes, path} structs, as LeRobot writes them): re-encode the images or fix meta/info.json",
+    ),
+    "data_timestamps": (
+        "error",
+        "timestamp must be finite and frame_index / fps (LeRobot's writer) within tolerance_s: rewrite the column",
+    ),
+    "timestamp_shift": (
+        "error",
+        "the episode's timestamps must start at 0 and land on its own video frames (from_timestamp + timestamp): set timestamp = frame_index / fps",
+    ),
     # videos (MP4 headers)
     "video_unreadable": ("error", "re-encode or re-download the MP4"),
     "video_truncated": ("error", "the MP4 ends before its data: re-download or re-encode it"),
-    "video_tables": ("error", "the sample tables (stco/co64, stsz, stsc) do not describe the file's mdat: re-download or remux the MP4"),
+    "video_tables": (
+        "error",
+        "the sample tables (stco/co64, stsz, stsc) do not describe the file's mdat: re-download or remux the MP4",
+    ),
     "video_unsupported": ("error", "remux the MP4 (ffmpeg -i in.mp4 -c copy -movflags +faststart out.mp4)"),
     "codec_unsupported": ("error", "re-encode as AV1, H.264 or HEVC (LeRobot's encoders)"),
     "depth_unsupported": ("error", "re-encode the depth camera as LeRobot 0.6's default (HEVC gray12le, lossless)"),
     "codec_mismatch": ("warning", "info.json's video.codec differs from the file's codec: update info.json"),
     "pix_fmt_mismatch": ("warning", "info.json's video.pix_fmt differs from the file's: update info.json"),
     "shape_mismatch": ("error", "info.json's shape/video.height/video.width must match the video's frames"),
-    "not_faststart": ("warning", "moov after mdat costs an extra read per file: ffmpeg -i in.mp4 -c copy -movflags +faststart out.mp4"),
+    "not_faststart": (
+        "warning",
+        "moov after mdat costs an extra read per file: ffmpeg -i in.mp4 -c copy -movflags +faststart out.mp4",
+    ),
     "fps_mismatch": ("error", "info.json's fps must be the videos' frame rate (or re-encode at that rate)"),
     "no_frames": ("error", "the video has no frames: re-encode it"),
     "bad_length": ("error", "the episode's length must be positive"),
-    "window_outside_file": ("error", "from_timestamp must lie inside its file: fix the episode's video chunk/file indices or timestamps"),
+    "window_outside_file": (
+        "error",
+        "from_timestamp must lie inside its file: fix the episode's video chunk/file indices or timestamps",
+    ),
     "window_off_frame": ("error", "from_timestamp must be a frame's presentation time (within tolerance_s)"),
     "video_short": ("error", "the file lacks the episode's last frames: re-encode the file, or shorten the episode"),
     "timestamp_drift": ("error", "frames drift from from_timestamp + i/fps: re-encode at a constant frame rate"),
     "window_frames": ("error", "the episode's window does not select exactly its frames: fix from_timestamp"),
-    "episode_overlap": ("error", "two episodes claim the same frames: one from_timestamp is shifted (recompute them from the videos' durations)"),
-    "window_shift": ("error", "the episodes' from_timestamp/to_timestamp were moved: set each from_timestamp back to the previous episode's to_timestamp in the file (recompute them from the videos' durations)"),
-    "to_timestamp_mismatch": ("warning", "to_timestamp - from_timestamp should be length / fps: one of them was edited"),
-    "timestamp_margin": ("warning", "frames sit close to the tolerance_s limit: a small float error turns them into FrameTimestampError"),
-    "unclaimed_frames": ("warning", "frames of the file belong to no episode (an episode removed, or its window shifted)"),
+    "episode_overlap": (
+        "error",
+        "two episodes claim the same frames: one from_timestamp is shifted (recompute them from the videos' durations)",
+    ),
+    "window_shift": (
+        "error",
+        "the episodes' from_timestamp/to_timestamp were moved: set each from_timestamp back to the previous episode's to_timestamp in the file (recompute them from the videos' durations)",
+    ),
+    "to_timestamp_mismatch": (
+        "warning",
+        "to_timestamp - from_timestamp should be length / fps: one of them was edited",
+    ),
+    "timestamp_margin": (
+        "warning",
+        "frames sit close to the tolerance_s limit: a small float error turns them into FrameTimestampError",
+    ),
+    "unclaimed_frames": (
+        "warning",
+        "frames of the file belong to no episode (an episode removed, or its window shifted)",
+    ),
     "decode_failed": ("error", "a sampled frame did not decode as its timestamps promise: re-encode the file"),
     "decode_shape": ("error", "a decoded frame's shape differs from info.json's"),
 }
@@ -92,8 +134,16 @@ class Finding:
         return asdict(self)
 
 
-def finding(code: str, message: str, *, episode_index: int | None = None, camera: str | None = None,
-            file: str | None = None, episodes: list[int] | None = None, severity: str | None = None) -> Finding:
+def finding(
+    code: str,
+    message: str,
+    *,
+    episode_index: int | None = None,
+    camera: str | None = None,
+    file: str | None = None,
+    episodes: list[int] | None = None,
+    severity: str | None = None,
+) -> Finding:
     """A :class:`Finding` of ``code`` (its severity from :data:`CODES` unless given), the message
     on one line with the code's fix hint."""
     default, hint = CODES[code]
@@ -101,8 +151,15 @@ def finding(code: str, message: str, *, episode_index: int | None = None, camera
     if hint and hint not in text:
         text = f"{text} — fix: {hint}"
     eps = {int(e) for e in episodes or ()} | ({int(episode_index)} if episode_index is not None else set())
-    return Finding(severity or default, code, None if episode_index is None else int(episode_index), camera, file,
-                   text, sorted(eps))
+    return Finding(
+        severity or default,
+        code,
+        None if episode_index is None else int(episode_index),
+        camera,
+        file,
+        text,
+        sorted(eps),
+    )
 
 
 @dataclass

@@ -39,7 +39,7 @@ class RecordingRead:
         """``n`` bytes at ``offset`` from what was read, or None when no read covered them."""
         for start, data in self.chunks:
             if start <= offset and offset + n <= start + len(data):
-                return data[offset - start: offset - start + n]
+                return data[offset - start : offset - start + n]
         return None
 
 
@@ -127,16 +127,20 @@ def layout_problems(table: Any, boxes: list[Box], complete: bool, tracks: int | 
         if outside.shape[0]:
             k = int(outside[0])
             where = ", ".join(f"[{a:,}, {b:,})" for a, b in regions[: min(len(mdats), 3)])
-            out.append(f"{outside.shape[0]} of {n} samples lie outside the mdat payload ({where or 'none read'}); "
-                       f"first: sample {k}, bytes [{int(off[k]):,}, {int(off[k] + size[k]):,})")
+            out.append(
+                f"{outside.shape[0]} of {n} samples lie outside the mdat payload ({where or 'none read'}); "
+                f"first: sample {k}, bytes [{int(off[k]):,}, {int(off[k] + size[k]):,})"
+            )
     order = np.argsort(off, kind="stable")
     so, se = off[order], off[order] + size[order]
     over = np.flatnonzero(se[:-1] > so[1:])
     if over.shape[0]:
         k = int(over[0])
         a, b = int(order[k]), int(order[k + 1])
-        out.append(f"{over.shape[0]} sample(s) overlap the next one in the file; first: sample {a}, bytes "
-                   f"[{int(off[a]):,}, {int(off[a] + size[a]):,}), runs into sample {b} at byte {int(off[b]):,}")
+        out.append(
+            f"{over.shape[0]} sample(s) overlap the next one in the file; first: sample {a}, bytes "
+            f"[{int(off[a]):,}, {int(off[a] + size[a]):,}), runs into sample {b} at byte {int(off[b]):,}"
+        )
     if not out and tracks == 1 and complete and len(mdats) == 1:
         m = mdats[0]
         payload_end = min(m.end, int(table.file_size) or m.end)
@@ -144,9 +148,14 @@ def layout_problems(table: Any, boxes: list[Box], complete: bool, tracks: int | 
         tail = payload_end - int(se[-1])
         if gaps.shape[0] or tail > 0:
             held = payload_end - int(so[0])
-            first = (f"bytes [{int(se[gaps[0]]):,}, {int(so[gaps[0] + 1]):,}) between samples {int(order[gaps[0]])} "
-                     f"and {int(order[gaps[0] + 1])}" if gaps.shape[0] else
-                     f"the last {tail:,} bytes of mdat, after sample {int(order[-1])}")
-            out.append(f"the file's one track has samples summing to {int(size.sum()):,} bytes, but mdat holds "
-                       f"{held:,} bytes from its first sample on; uncovered: {first}")
+            first = (
+                f"bytes [{int(se[gaps[0]]):,}, {int(so[gaps[0] + 1]):,}) between samples {int(order[gaps[0]])} "
+                f"and {int(order[gaps[0] + 1])}"
+                if gaps.shape[0]
+                else f"the last {tail:,} bytes of mdat, after sample {int(order[-1])}"
+            )
+            out.append(
+                f"the file's one track has samples summing to {int(size.sum()):,} bytes, but mdat holds "
+                f"{held:,} bytes from its first sample on; uncovered: {first}"
+            )
     return out

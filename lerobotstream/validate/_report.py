@@ -20,9 +20,12 @@ def _human_bytes(n: float) -> str:
 def render(report: Report, *, examples: int = EXAMPLES_PER_CODE) -> str:
     """The report as text (one finding message per line; no line depends on the terminal)."""
     d = report.dataset
-    lines = [f"dataset  {d.get('repo_id')}  root={d.get('root')}" + (f"  revision={d['revision']}" if d.get("revision") else ""),
-             f"         fps={d.get('fps')}  episodes checked {d.get('episodes_checked')}/{d.get('total_episodes')}  "
-             f"frames {d.get('frames_checked')}  tolerance_s={d.get('tolerance_s')}"]
+    lines = [
+        f"dataset  {d.get('repo_id')}  root={d.get('root')}"
+        + (f"  revision={d['revision']}" if d.get("revision") else ""),
+        f"         fps={d.get('fps')}  episodes checked {d.get('episodes_checked')}/{d.get('total_episodes')}  "
+        f"frames {d.get('frames_checked')}  tolerance_s={d.get('tolerance_s')}",
+    ]
     groups: dict[tuple[str, str], list] = defaultdict(list)
     for f in report.findings:
         groups[(f.severity, f.code)].append(f)
@@ -39,23 +42,31 @@ def render(report: Report, *, examples: int = EXAMPLES_PER_CODE) -> str:
     for cam, c in report.cameras.items():
         lines.append(f"camera {cam}{'  (depth map)' if c.get('depth_map') else ''}")
         g = c["gop_length"]
-        gop = (f"min {g['min']} / median {g['median']:g} / max {g['max']}" if g["min"] is not None else "n/a")
+        gop = f"min {g['min']} / median {g['median']:g} / max {g['max']}" if g["min"] is not None else "n/a"
         bpf = c.get("bytes_per_frame")
-        lines.append(f"  {c['files']} file(s), {c['frames']} frames; codec {', '.join(c['codec']) or '?'}; "
-                     f"{', '.join(c['resolution']) or '?'}; pix_fmt {', '.join(c['pix_fmt']) or '?'}")
-        lines.append(f"  GOP length {gop}; B-frames in {c['b_frames']} file(s); edit lists in {c['edit_lists']}; "
-                     f"faststart {c['faststart']}/{c['files']}; {_human_bytes(bpf) if bpf else '?'} per frame")
+        lines.append(
+            f"  {c['files']} file(s), {c['frames']} frames; codec {', '.join(c['codec']) or '?'}; "
+            f"{', '.join(c['resolution']) or '?'}; pix_fmt {', '.join(c['pix_fmt']) or '?'}"
+        )
+        lines.append(
+            f"  GOP length {gop}; B-frames in {c['b_frames']} file(s); edit lists in {c['edit_lists']}; "
+            f"faststart {c['faststart']}/{c['files']}; {_human_bytes(bpf) if bpf else '?'} per frame"
+        )
         err = c.get("max_timestamp_error_s")
         if err is not None:
-            lines.append(f"  largest timestamp error {err:.3g} s (margin {c['tolerance_margin_s']:.3g} s under tolerance_s)")
+            lines.append(
+                f"  largest timestamp error {err:.3g} s (margin {c['tolerance_margin_s']:.3g} s under tolerance_s)"
+            )
         nv = c.get("nvdec") or {}
         if nv:
             lines.append("  decode: " + "; ".join(f"{g_} {'NVDEC' if v == 'nvdec' else 'CPU'}" for g_, v in nv.items()))
     s = report.scan
     lines.append("")
-    lines.append(f"scanned {s.get('video_files')} MP4 and {s.get('data_files')} Parquet file(s): {s.get('requests')} "
-                 f"request(s), {_human_bytes(s.get('bytes_read') or 0)} read in {s.get('elapsed_s')} s"
-                 + (f", {s['decoded_frames']} frame(s) decoded" if s.get("decoded_frames") else ""))
+    lines.append(
+        f"scanned {s.get('video_files')} MP4 and {s.get('data_files')} Parquet file(s): {s.get('requests')} "
+        f"request(s), {_human_bytes(s.get('bytes_read') or 0)} read in {s.get('elapsed_s')} s"
+        + (f", {s['decoded_frames']} frame(s) decoded" if s.get("decoded_frames") else "")
+    )
     lines.append(f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)")
     return "\n".join(lines)
 

@@ -74,15 +74,18 @@ def timestamp_problem(ts: np.ndarray, fps: float, tolerance_s: float) -> tuple[s
         k = int(np.flatnonzero(~finite)[0])
         return "data_timestamps", f"{int((~finite).sum())} of {n} timestamps are not finite (row {k}: {ts[k]})"
     if not within_tolerance(ts[0], tolerance_s):
-        return "timestamp_shift", (f"the timestamps start at {ts[0]:.6f} s, not 0 (shifted by {ts[0] * fps:+.3g} "
-                                   "frame(s))")
+        return "timestamp_shift", (
+            f"the timestamps start at {ts[0]:.6f} s, not 0 (shifted by {ts[0] * fps:+.3g} frame(s))"
+        )
     want = np.arange(n, dtype=np.float64) / float(fps)
     bad = np.flatnonzero(~within_tolerance(ts - want, tolerance_s))
     if bad.shape[0]:
         k = int(bad[0])
-        return "data_timestamps", (f"{bad.shape[0]} of {n} timestamps are not frame_index / fps within "
-                                   f"{tolerance_s} s; first: row {k} has {ts[k]:.6f} s, frame_index {k} plays at "
-                                   f"{want[k]:.6f} s")
+        return "data_timestamps", (
+            f"{bad.shape[0]} of {n} timestamps are not frame_index / fps within "
+            f"{tolerance_s} s; first: row {k} has {ts[k]:.6f} s, frame_index {k} plays at "
+            f"{want[k]:.6f} s"
+        )
     return None
 
 
@@ -92,8 +95,9 @@ def _column(table: Any, name: str) -> np.ndarray | None:
     return table.column(name).to_numpy(zero_copy_only=False)
 
 
-def file_rows(reader: Any, path: str, episodes: Sequence[Any], fps: float, tolerance_s: float,
-              full_file: bool) -> FileRows:
+def file_rows(
+    reader: Any, path: str, episodes: Sequence[Any], fps: float, tolerance_s: float, full_file: bool
+) -> FileRows:
     """The per-row problems of one data file and the timestamps of its good episodes.
 
     Args:
@@ -117,12 +121,15 @@ def file_rows(reader: Any, path: str, episodes: Sequence[Any], fps: float, toler
     by_ep = ep_col[order]
     for info in sorted(episodes, key=lambda e: int(e.episode_index)):
         ep, length = int(info.episode_index), int(info.length)
-        rows = order[np.searchsorted(by_ep, ep, "left"): np.searchsorted(by_ep, ep, "right")]
+        rows = order[np.searchsorted(by_ep, ep, "left") : np.searchsorted(by_ep, ep, "right")]
         problem = episode_rows_problem(ep_col[rows], None if fi_col is None else fi_col[rows], ep, length)
         if problem is not None:
             code = "data_episode_absent" if rows.shape[0] == 0 else problem[0]
-            reason = (f"meta/episodes says its rows are in {path}, but no row has episode_index {ep}"
-                      if rows.shape[0] == 0 else problem[1])
+            reason = (
+                f"meta/episodes says its rows are in {path}, but no row has episode_index {ep}"
+                if rows.shape[0] == 0
+                else problem[1]
+            )
             out.problems.append(RowProblem(code, ep, path, reason))
             continue
         if ix_col is not None:
@@ -130,8 +137,16 @@ def file_rows(reader: Any, path: str, episodes: Sequence[Any], fps: float, toler
             got = ix_col[rows]
             if not np.array_equal(got, want):
                 k = int(np.flatnonzero(got != want)[0])
-                out.problems.append(RowProblem("data_index_range", ep, path, (
-                    f"row {k} (frame_index {k}) has index {got[k]}, dataset_from_index + frame_index is {int(want[k])}")))
+                out.problems.append(
+                    RowProblem(
+                        "data_index_range",
+                        ep,
+                        path,
+                        (
+                            f"row {k} (frame_index {k}) has index {got[k]}, dataset_from_index + frame_index is {int(want[k])}"
+                        ),
+                    )
+                )
                 continue
         if ts_col is not None:
             ts = ts_col[rows]
@@ -146,8 +161,7 @@ def file_rows(reader: Any, path: str, episodes: Sequence[Any], fps: float, toler
         if stray.any():
             values = np.unique(ep_col[stray])
             shown = ", ".join(str(v) for v in values[:4].tolist()) + (" ..." if values.shape[0] > 4 else "")
-            note = (f"{int(stray.sum())} row(s) of the file have an episode_index no episode stored there has "
-                    f"({shown})")
+            note = f"{int(stray.sum())} row(s) of the file have an episode_index no episode stored there has ({shown})"
             counts = [i for i, p in enumerate(out.problems) if p.code == "data_rows"]
             if counts:  # the same defect: rows moved off their episode
                 p = out.problems[counts[0]]
@@ -157,9 +171,16 @@ def file_rows(reader: Any, path: str, episodes: Sequence[Any], fps: float, toler
     return out
 
 
-def landing_problems(table: Any, checked: Sequence[tuple[Any, Any]], timestamps: dict[int, np.ndarray | None],
-                     fps: float, tolerance_s: float, camera: str, path: str,
-                     data_path: dict[int, str]) -> list[RowProblem]:
+def landing_problems(
+    table: Any,
+    checked: Sequence[tuple[Any, Any]],
+    timestamps: dict[int, np.ndarray | None],
+    fps: float,
+    tolerance_s: float,
+    camera: str,
+    path: str,
+    data_path: dict[int, str],
+) -> list[RowProblem]:
     """Episodes of one MP4 whose ``from_timestamp + timestamp`` does not land on their own frames.
 
     Args:
@@ -185,11 +206,22 @@ def landing_problems(table: Any, checked: Sequence[tuple[Any, Any]], timestamps:
             continue
         k = int(np.flatnonzero(~ok)[0])
         f, gap = int(frames[k]), abs(float(near[k]) - float(q[k]))
-        where = (f"frame {f} of the file, which is not one of the episode's frames [{k0}, {k0 + w.length})"
-                 if close[k] else f"no frame (the nearest, frame {f}, is {gap:.6f} s away)")
-        out.append(RowProblem("timestamp_shift", ep, data_path.get(ep, path), (
-            f"camera {camera}, file {path}: {int((~ok).sum())} of {w.length} rows miss their own frames; first: "
-            f"row {k}, from_timestamp + timestamp = {q[k]:.6f} s lands on {where}")))
+        where = (
+            f"frame {f} of the file, which is not one of the episode's frames [{k0}, {k0 + w.length})"
+            if close[k]
+            else f"no frame (the nearest, frame {f}, is {gap:.6f} s away)"
+        )
+        out.append(
+            RowProblem(
+                "timestamp_shift",
+                ep,
+                data_path.get(ep, path),
+                (
+                    f"camera {camera}, file {path}: {int((~ok).sum())} of {w.length} rows miss their own frames; first: "
+                    f"row {k}, from_timestamp + timestamp = {q[k]:.6f} s lands on {where}"
+                ),
+            )
+        )
     return out
 
 
@@ -212,7 +244,13 @@ def row_findings(problems: Sequence[RowProblem]) -> list[Finding]:
         head = f"episode {first.episode_index} in {first.path}" if first.episode_index is not None else first.path
         count = len({p.episode_index for p in items if p.episode_index is not None})
         lead = f"{count} episodes {_short(eps)}; first: " if count > 1 else ""
-        out.append(finding(code, f"{lead}{head}: {first.reason}", file=files[0] if len(files) == 1 else None,
-                           episode_index=first.episode_index if count == 1 and len(items) == 1 else None,
-                           episodes=eps))
+        out.append(
+            finding(
+                code,
+                f"{lead}{head}: {first.reason}",
+                file=files[0] if len(files) == 1 else None,
+                episode_index=first.episode_index if count == 1 and len(items) == 1 else None,
+                episodes=eps,
+            )
+        )
     return out

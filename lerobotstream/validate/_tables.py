@@ -22,9 +22,17 @@ def metadata_findings(problems: Sequence[Exception]) -> list[Finding]:
         code = getattr(p, "code", None)
         if code not in CODES:
             code = "metadata"
-        out.append(finding(code, str(p), episode_index=getattr(p, "episode_index", None),
-                           camera=getattr(p, "camera", None), file=getattr(p, "path", None),
-                           episodes=getattr(p, "episodes", None), severity=getattr(p, "severity", None)))
+        out.append(
+            finding(
+                code,
+                str(p),
+                episode_index=getattr(p, "episode_index", None),
+                camera=getattr(p, "camera", None),
+                file=getattr(p, "path", None),
+                episodes=getattr(p, "episodes", None),
+                severity=getattr(p, "severity", None),
+            )
+        )
     return out
 
 
@@ -35,9 +43,15 @@ def index_gap_findings(meta: Any, full: bool) -> list[Finding]:
     out, prev = [], 0
     for ep in meta.episodes:
         if ep.dataset_from_index > prev:
-            out.append(finding("index_gap", f"episode {ep.episode_index} starts at dataset_from_index="
-                               f"{ep.dataset_from_index} but the episodes before it end at {prev}",
-                               episode_index=ep.episode_index, file=ep.shard or None))
+            out.append(
+                finding(
+                    "index_gap",
+                    f"episode {ep.episode_index} starts at dataset_from_index="
+                    f"{ep.dataset_from_index} but the episodes before it end at {prev}",
+                    episode_index=ep.episode_index,
+                    file=ep.shard or None,
+                )
+            )
         prev = max(prev, ep.dataset_to_index)
     return out
 
@@ -76,8 +90,14 @@ def stats_findings(meta: Any) -> list[Finding]:
             continue
         feat = features.get(key)
         if feat is None:
-            out.append(finding("stats_unknown_feature", f"{STATS_PATH}: statistics for {key!r}, which info.json's "
-                               "features do not declare", camera=None, file=STATS_PATH))
+            out.append(
+                finding(
+                    "stats_unknown_feature",
+                    f"{STATS_PATH}: statistics for {key!r}, which info.json's features do not declare",
+                    camera=None,
+                    file=STATS_PATH,
+                )
+            )
             continue
         allowed = _expected_stat_shapes(feat)
         arrays: dict[str, np.ndarray] = {}
@@ -87,26 +107,46 @@ def stats_findings(meta: Any) -> list[Finding]:
             try:
                 arr = np.asarray(st[name], dtype=np.float64)
             except (TypeError, ValueError):
-                out.append(finding("stats_shape", f"{STATS_PATH}: {key}/{name} is not a numeric array",
-                                   file=STATS_PATH))
+                out.append(
+                    finding("stats_shape", f"{STATS_PATH}: {key}/{name} is not a numeric array", file=STATS_PATH)
+                )
                 continue
             arrays[name] = arr
             if allowed and arr.shape not in allowed:
-                out.append(finding("stats_shape", f"{STATS_PATH}: {key}/{name} has shape {list(arr.shape)} but the "
-                                   f"feature's shape {list(feat.get('shape') or [])} ({feat.get('dtype')}) needs "
-                                   f"{list(allowed[0])}", file=STATS_PATH))
+                out.append(
+                    finding(
+                        "stats_shape",
+                        f"{STATS_PATH}: {key}/{name} has shape {list(arr.shape)} but the "
+                        f"feature's shape {list(feat.get('shape') or [])} ({feat.get('dtype')}) needs "
+                        f"{list(allowed[0])}",
+                        file=STATS_PATH,
+                    )
+                )
         for name, arr in arrays.items():
             if arr.size and not np.all(np.isfinite(arr)):
-                out.append(finding("stats_nonfinite", f"{STATS_PATH}: {key}/{name} holds NaN or infinite values",
-                                   file=STATS_PATH))
+                out.append(
+                    finding(
+                        "stats_nonfinite", f"{STATS_PATH}: {key}/{name} holds NaN or infinite values", file=STATS_PATH
+                    )
+                )
         lo, hi = arrays.get("min"), arrays.get("max")
         if lo is not None and hi is not None and lo.shape == hi.shape and np.any(lo > hi):
-            out.append(finding("stats_values", f"{STATS_PATH}: {key}: min exceeds max in "
-                               f"{int(np.sum(lo > hi))} of {lo.size} entries", file=STATS_PATH))
+            out.append(
+                finding(
+                    "stats_values",
+                    f"{STATS_PATH}: {key}: min exceeds max in {int(np.sum(lo > hi))} of {lo.size} entries",
+                    file=STATS_PATH,
+                )
+            )
         std = arrays.get("std")
         if std is not None and np.any(std < 0):
-            out.append(finding("stats_values", f"{STATS_PATH}: {key}/std is negative in {int(np.sum(std < 0))} "
-                               f"of {std.size} entries", file=STATS_PATH))
+            out.append(
+                finding(
+                    "stats_values",
+                    f"{STATS_PATH}: {key}/std is negative in {int(np.sum(std < 0))} of {std.size} entries",
+                    file=STATS_PATH,
+                )
+            )
     return out
 
 
@@ -170,8 +210,14 @@ def _shape_findings(md: Any, path: str, features: dict, eps: list[int]) -> list[
             got = want if (len(want) == depth and int(np.prod(want)) == per_row) else (per_row,) + (1,) * (depth - 1)
         if got is None or not row_shape_matches(want, got):
             held = "rows of different lengths" if got is None else f"{list(got) or 'scalar'} values per row"
-            out.append(finding("data_shape", f"{path}: column {name!r} holds {held} but meta/info.json declares "
-                               f"shape {list(want)}", file=path, episodes=eps))
+            out.append(
+                finding(
+                    "data_shape",
+                    f"{path}: column {name!r} holds {held} but meta/info.json declares shape {list(want)}",
+                    file=path,
+                    episodes=eps,
+                )
+            )
     return out
 
 
@@ -181,12 +227,22 @@ def _image_type_findings(md: Any, path: str, images: Sequence[str], eps: list[in
     from lerobotstream.features import is_image_column_type
 
     schema = md.schema.to_arrow_schema()
-    return [finding("data_image", f"{path}: image feature {key!r} is stored as {schema.field(key).type}, not a "
-                    "{bytes, path} struct", camera=key, file=path, episodes=eps)
-            for key in images if key in schema.names and not is_image_column_type(schema.field(key).type)]
+    return [
+        finding(
+            "data_image",
+            f"{path}: image feature {key!r} is stored as {schema.field(key).type}, not a {{bytes, path}} struct",
+            camera=key,
+            file=path,
+            episodes=eps,
+        )
+        for key in images
+        if key in schema.names and not is_image_column_type(schema.field(key).type)
+    ]
 
 
-def merged_file_findings(findings: Sequence[Finding], codes: Sequence[str] = ("data_shape", "data_image")) -> list[Finding]:
+def merged_file_findings(
+    findings: Sequence[Finding], codes: Sequence[str] = ("data_shape", "data_image")
+) -> list[Finding]:
     """Findings of ``codes`` that say the same of several data files (a feature info.json
     declares wrongly is wrong in every file) as one, listing every episode; the others unchanged.
     Such a finding's message is ``"<file>: <what>"``."""
@@ -194,7 +250,7 @@ def merged_file_findings(findings: Sequence[Finding], codes: Sequence[str] = ("d
     out: list[Finding] = []
     for f in findings:
         if f.code in codes and f.file and f.message.startswith(f"{f.file}: "):
-            groups.setdefault((f.code, f.severity, f.camera, f.message[len(f.file) + 2:]), []).append(f)
+            groups.setdefault((f.code, f.severity, f.camera, f.message[len(f.file) + 2 :]), []).append(f)
         else:
             out.append(f)
     for (code, severity, camera, text), items in groups.items():
@@ -202,14 +258,31 @@ def merged_file_findings(findings: Sequence[Finding], codes: Sequence[str] = ("d
             out.append(items[0])
             continue
         files = sorted(f.file for f in items)
-        out.append(Finding(severity, code, None, camera, None, f"{files[0]} and {len(files) - 1} more data file(s): "
-                           f"{text}", sorted({e for f in items for e in f.episodes})))
+        out.append(
+            Finding(
+                severity,
+                code,
+                None,
+                camera,
+                None,
+                f"{files[0]} and {len(files) - 1} more data file(s): {text}",
+                sorted({e for f in items for e in f.episodes}),
+            )
+        )
     return out
 
 
-def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_columns: Sequence[str],
-                  full_file: bool, *, features: dict | None = None, images: Sequence[str] = (),
-                  rows: bool = False) -> list[Finding]:
+def data_findings(
+    reader: Any,
+    path: str,
+    episodes: Sequence[Any],
+    feature_columns: Sequence[str],
+    full_file: bool,
+    *,
+    features: dict | None = None,
+    images: Sequence[str] = (),
+    rows: bool = False,
+) -> list[Finding]:
     """One ``data/`` Parquet file from its footer: readable, the declared columns present with
     their per-row shapes, and (unless ``rows``: the per-row columns then say it exactly) the
     episodes' rows there (``episode_index`` statistics), row counts and the ``index`` range.
@@ -227,14 +300,27 @@ def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_colum
     try:
         md = reader.metadata(path, episodes=eps)
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
-        return [finding("data_unreadable", f"{path}: {e}", file=path, episodes=eps,
-                        episode_index=eps[0] if len(eps) == 1 else None)]
+        return [
+            finding(
+                "data_unreadable",
+                f"{path}: {e}",
+                file=path,
+                episodes=eps,
+                episode_index=eps[0] if len(eps) == 1 else None,
+            )
+        ]
     out: list[Finding] = []
     names = set(md.schema.to_arrow_schema().names)
     missing = [c for c in feature_columns if c not in names]
     if missing:
-        out.append(finding("data_columns", f"{path} lacks the columns {missing} that info.json declares "
-                           f"(episodes {_short(eps)})", file=path, episodes=eps))
+        out.append(
+            finding(
+                "data_columns",
+                f"{path} lacks the columns {missing} that info.json declares (episodes {_short(eps)})",
+                file=path,
+                episodes=eps,
+            )
+        )
     if features:
         out += _shape_findings(md, path, features, eps)
     if images:
@@ -247,8 +333,15 @@ def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_colum
     if md.num_row_groups and all(b is not None for b in ep_bounds):
         absent = [e for e in eps if not any(b[0] <= e <= b[1] for b in ep_bounds)]  # type: ignore[index]
         for e in absent:
-            out.append(finding("data_episode_absent", f"episode {e}: meta/episodes says its rows are in {path}, but "
-                               "the file's episode_index statistics do not include it", episode_index=e, file=path))
+            out.append(
+                finding(
+                    "data_episode_absent",
+                    f"episode {e}: meta/episodes says its rows are in {path}, but "
+                    "the file's episode_index statistics do not include it",
+                    episode_index=e,
+                    file=path,
+                )
+            )
         # row groups holding one episode each give that episode's row count exactly
         counts: dict[int, int] = {}
         single = all(b[0] == b[1] for b in ep_bounds)  # type: ignore[index]
@@ -257,13 +350,26 @@ def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_colum
                 counts[b[0]] = counts.get(b[0], 0) + b[2]  # type: ignore[index]
             for e in eps:
                 if e in counts and counts[e] != lengths[e]:
-                    out.append(finding("data_rows", f"episode {e}: {path} holds {counts[e]} rows of it, meta/episodes "
-                                       f"says length {lengths[e]}", episode_index=e, file=path))
+                    out.append(
+                        finding(
+                            "data_rows",
+                            f"episode {e}: {path} holds {counts[e]} rows of it, meta/episodes says length {lengths[e]}",
+                            episode_index=e,
+                            file=path,
+                        )
+                    )
     if full_file and not any(f.code == "data_rows" for f in out):
         total = sum(lengths.values())
         if int(md.num_rows) != total:
-            out.append(finding("data_rows", f"{path} holds {md.num_rows} rows but its episodes {_short(eps)} have "
-                               f"{total} frames in meta/episodes", file=path, episodes=eps))
+            out.append(
+                finding(
+                    "data_rows",
+                    f"{path} holds {md.num_rows} rows but its episodes {_short(eps)} have "
+                    f"{total} frames in meta/episodes",
+                    file=path,
+                    episodes=eps,
+                )
+            )
     rows_off = any(f.code == "data_rows" for f in out)  # the index range follows the rows: reported once
     if not rows_off and md.num_row_groups and ix_col is not None and all(b is not None for b in ix_bounds):
         lo = min(b[0] for b in ix_bounds)  # type: ignore[index]
@@ -271,8 +377,14 @@ def data_findings(reader: Any, path: str, episodes: Sequence[Any], feature_colum
         want_lo = min(int(e.dataset_from_index) for e in episodes)
         want_hi = max(int(e.dataset_to_index) for e in episodes) - 1
         if (full_file and (lo, hi) != (want_lo, want_hi)) or lo > want_lo or hi < want_hi:
-            out.append(finding("data_index_range", f"{path}: its `index` column spans [{lo}, {hi}] but the episodes "
-                               f"{_short(eps)} it holds have dataset_from_index/dataset_to_index [{want_lo}, "
-                               f"{want_hi + 1})", file=path, episodes=eps))
+            out.append(
+                finding(
+                    "data_index_range",
+                    f"{path}: its `index` column spans [{lo}, {hi}] but the episodes "
+                    f"{_short(eps)} it holds have dataset_from_index/dataset_to_index [{want_lo}, "
+                    f"{want_hi + 1})",
+                    file=path,
+                    episodes=eps,
+                )
+            )
     return out
-

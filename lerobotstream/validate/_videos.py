@@ -9,8 +9,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from lerobotstream.errors import (LeRobotStreamError, Mp4InconsistentTablesError, Mp4TruncatedError,
-                                  Mp4UnsupportedError, SourceError)
+from lerobotstream.errors import (
+    LeRobotStreamError,
+    Mp4InconsistentTablesError,
+    Mp4TruncatedError,
+    Mp4UnsupportedError,
+    SourceError,
+)
 from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
 from lerobotstream.sidecar import EpisodeWindow, validate_source
 from lerobotstream.validate._codec import CODEC_NAMES, normalise_codec, normalise_pix_fmt, stream_format
@@ -58,9 +63,18 @@ def _rotated(table: Any) -> bool:
     return len(m) == 9 and m[0] == 0 and m[4] == 0 and (m[1] != 0 or m[3] != 0)
 
 
-def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWindow], meta: Any, *,
-                tolerance_s: float, full_selection: bool, parse: Any = None,
-                keep_table: bool = False) -> tuple[list[Finding], FileSummary | None]:
+def check_video(
+    source: Any,
+    path: str,
+    camera: str,
+    windows: Sequence[EpisodeWindow],
+    meta: Any,
+    *,
+    tolerance_s: float,
+    full_selection: bool,
+    parse: Any = None,
+    keep_table: bool = False,
+) -> tuple[list[Finding], FileSummary | None]:
     """Findings of one MP4 and its summary (None when the file could not be parsed).
 
     A file that is missing was reported by the metadata checks; here it is skipped.
@@ -85,8 +99,12 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
         cut = truncated_box(top_level_boxes(read, size)[0], size)
         if cut is not None or isinstance(e, Mp4TruncatedError):  # a cut file, whatever its box order
-            what = (f"its {cut.kind} box at byte {cut.offset:,} declares {cut.size:,} bytes, "
-                    f"{cut.end - size:,} more than the file has: " if cut is not None else "")
+            what = (
+                f"its {cut.kind} box at byte {cut.offset:,} declares {cut.size:,} bytes, "
+                f"{cut.end - size:,} more than the file has: "
+                if cut is not None
+                else ""
+            )
             return [finding("video_truncated", f"{path} ({size:,} bytes): {what}{e}", **where)], None
         if isinstance(e, Mp4InconsistentTablesError):
             return [finding("video_tables", f"{path}: {e}", **where)], None
@@ -102,8 +120,13 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
     s.sample_bytes = int(sizes.sum())
     end = int((offsets + sizes).max()) if n else 0
     if end > size:
-        out.append(finding("video_truncated", f"{path} ({size:,} bytes): its samples run to byte {end:,} — "
-                           f"{end - size:,} bytes are missing", **where))
+        out.append(
+            finding(
+                "video_truncated",
+                f"{path} ({size:,} bytes): its samples run to byte {end:,} — {end - size:,} bytes are missing",
+                **where,
+            )
+        )
     elif tables_wrong:
         more = f" (and {len(tables_wrong) - 1} more problem(s))" if len(tables_wrong) > 1 else ""
         out.append(finding("video_tables", f"{path}: {tables_wrong[0]}{more}", **where))
@@ -132,21 +155,41 @@ def check_video(source: Any, path: str, camera: str, windows: Sequence[EpisodeWi
             more = f"; {len(drifting)} episode window(s) drift as a result" if drifting else ""
             out.append(finding("fps_mismatch", f"{path}: {p.reason}{more}", **where))
             continue
-        out.append(finding(p.code if p.code != "window" else "window_frames", f"episode {p.episode_index}, camera "
-                           f"{camera}, file {path}: {p.reason}" if p.episode_index is not None else f"{path}: {p.reason}",
-                           episode_index=p.episode_index, camera=camera, file=path, episodes=p.episodes))
+        out.append(
+            finding(
+                p.code if p.code != "window" else "window_frames",
+                f"episode {p.episode_index}, camera {camera}, file {path}: {p.reason}"
+                if p.episode_index is not None
+                else f"{path}: {p.reason}",
+                episode_index=p.episode_index,
+                camera=camera,
+                file=path,
+                episodes=p.episodes,
+            )
+        )
     margins = [(w_, r.max_error_s) for w_, r in checked if r.reason is None and r.max_error_s is not None]
     if margins:
         s.max_error_s = max(e for _, e in margins)
         near = [w_.episode_index for w_, e in margins if e > MARGIN_WARN_SHARE * tolerance_s]
         if near:
-            out.append(finding("timestamp_margin", f"{path}: {len(near)} episode window(s) have a frame more than "
-                               f"{MARGIN_WARN_SHARE:.0%} of tolerance_s={tolerance_s} s from its timestamp (largest "
-                               f"{s.max_error_s:.3g} s)", camera=camera, file=path, episodes=near))
+            out.append(
+                finding(
+                    "timestamp_margin",
+                    f"{path}: {len(near)} episode window(s) have a frame more than "
+                    f"{MARGIN_WARN_SHARE:.0%} of tolerance_s={tolerance_s} s from its timestamp (largest "
+                    f"{s.max_error_s:.3g} s)",
+                    camera=camera,
+                    file=path,
+                    episodes=near,
+                )
+            )
     if full_selection and checked:  # the overlap message already lists the unclaimed frames
         overlap = any(p.code == "episode_overlap" for p in problems)
-        out.extend(f for f in _gap_findings(table, checked, meta, camera, path, n)
-                   if not (overlap and f.code == "unclaimed_frames"))
+        out.extend(
+            f
+            for f in _gap_findings(table, checked, meta, camera, path, n)
+            if not (overlap and f.code == "unclaimed_frames")
+        )
     if keep_table:
         s.table, s.checked = table, checked
     return out, s
@@ -178,17 +221,24 @@ def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, 
             video = ep.videos.get(camera)
             short = (ep.length / fps - (video.to_timestamp - video.from_timestamp)) * fps if video else 0.0
             if good and abs(short - (a - pos)) < 0.5:  # from_timestamp alone moved (unless a run covers it)
-                singles.append((a - pos, pos, [w], f"to_timestamp - from_timestamp is {a - pos} frame(s) short of "
-                                "length/fps"))
+                singles.append(
+                    (a - pos, pos, [w], f"to_timestamp - from_timestamp is {a - pos} frame(s) short of length/fps")
+                )
         elif a < pos and run is not None:
-            if pos - a == run[0] and any(x[3] for x in ranges[run[2]: idx]):  # else their own errors say it
+            if pos - a == run[0] and any(x[3] for x in ranges[run[2] : idx]):  # else their own errors say it
                 nxt = f"ends {run[0]} frame(s) into episode {w.episode_index}'s window"
-                runs.append((run[0], run[1], [x[2] for x in ranges[run[2]: idx]], f"the run {nxt}"))
+                runs.append((run[0], run[1], [x[2] for x in ranges[run[2] : idx]], f"the run {nxt}"))
             run = None
         pos = max(pos, b)
-    if run is not None and pos - n == run[0] and any(x[3] for x in ranges[run[2]:]):
-        runs.append((run[0], run[1], [x[2] for x in ranges[run[2]:]],
-                     f"the run ends {run[0]} frame(s) past the end of the file"))
+    if run is not None and pos - n == run[0] and any(x[3] for x in ranges[run[2] :]):
+        runs.append(
+            (
+                run[0],
+                run[1],
+                [x[2] for x in ranges[run[2] :]],
+                f"the run ends {run[0]} frame(s) past the end of the file",
+            )
+        )
     if pos < n:
         gaps.append((pos, n))
     in_runs = {w.episode_index for *_g, ws, _why in runs for w in ws}
@@ -198,51 +248,94 @@ def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, 
         eps = [w.episode_index for w in ws]
         first = ws[0]
         label = f"episode {eps[0]}" if len(eps) == 1 else f"{len(eps)} episodes {eps[0]}..{eps[-1]}"
-        out.append(finding("window_shift", f"{label}, camera {camera}, file {path}: window(s) start {g} frame(s) "
-                           f"late — frames [{start}, {start + g}) belong to no episode and {why}: the "
-                           f"from_timestamp(s) were shifted by {g}/{meta.fps} s, so each streams frames that are not "
-                           f"its own (episode {first.episode_index}: frames [{start + g}, {start + g + first.length}) "
-                           f"instead of [{start}, {start + first.length}))", episode_index=eps[0], camera=camera,
-                           file=path, episodes=eps if len(eps) > 1 else None))
+        out.append(
+            finding(
+                "window_shift",
+                f"{label}, camera {camera}, file {path}: window(s) start {g} frame(s) "
+                f"late — frames [{start}, {start + g}) belong to no episode and {why}: the "
+                f"from_timestamp(s) were shifted by {g}/{meta.fps} s, so each streams frames that are not "
+                f"its own (episode {first.episode_index}: frames [{start + g}, {start + g + first.length}) "
+                f"instead of [{start}, {start + first.length}))",
+                episode_index=eps[0],
+                camera=camera,
+                file=path,
+                episodes=eps if len(eps) > 1 else None,
+            )
+        )
     if gaps and not runs and all(good for *_r, good in ranges):  # a failed window's frames are not known
         nfree = sum(b - a for a, b in gaps)
         shown = ", ".join(f"[{a}, {b})" for a, b in gaps[:4]) + (" ..." if len(gaps) > 4 else "")
         after = [w.episode_index for a, _b, w, _ok in ranges if any(a == g1 for _g0, g1 in gaps)]
-        out.append(finding("unclaimed_frames", f"{path}: {nfree} of its {n} frames belong to no episode: {shown}"
-                           + (f"; the episodes after the gaps: {after[:8]}" if after else ""), camera=camera, file=path))
+        out.append(
+            finding(
+                "unclaimed_frames",
+                f"{path}: {nfree} of its {n} frames belong to no episode: {shown}"
+                + (f"; the episodes after the gaps: {after[:8]}" if after else ""),
+                camera=camera,
+                file=path,
+            )
+        )
     return out
 
 
-def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int,
-                     where: dict) -> list[Finding]:
+def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int, where: dict) -> list[Finding]:
     """Codec, pixel format and frame size of the file against ``info.json`` (``where``: the
     finding fields naming the file and the episodes it holds)."""
     feat = meta.features.get(camera) or {}
     info = feat.get("info") or {}
     out: list[Finding] = []
     if fmt.fourcc not in CODEC_NAMES:
-        out.append(finding("codec_unsupported", f"{path}: codec {fmt.fourcc!r} cannot be decoded here (AV1, H.264 and "
-                           "HEVC can)", **where))
+        out.append(
+            finding(
+                "codec_unsupported",
+                f"{path}: codec {fmt.fourcc!r} cannot be decoded here (AV1, H.264 and HEVC can)",
+                **where,
+            )
+        )
     want_codec = normalise_codec(info.get("video.codec"))
     if want_codec is not None and fmt.fourcc in CODEC_NAMES and want_codec != fmt.codec:
-        out.append(finding("codec_mismatch", f"{path}: info.json says video.codec={info.get('video.codec')!r} for "
-                           f"{camera}, the file is {fmt.codec} ({fmt.fourcc})", **where))
+        out.append(
+            finding(
+                "codec_mismatch",
+                f"{path}: info.json says video.codec={info.get('video.codec')!r} for "
+                f"{camera}, the file is {fmt.codec} ({fmt.fourcc})",
+                **where,
+            )
+        )
     depth = is_depth_feature(feat)
     if depth and fmt.pix_fmt is not None and fmt.pix_fmt not in DEPTH_PIX_FMTS:
-        out.append(finding("depth_unsupported", f"{path}: depth camera {camera} is encoded as {fmt.codec} "
-                           f"{fmt.pix_fmt}; depth maps decode losslessly only as {', '.join(DEPTH_PIX_FMTS)}", **where))
+        out.append(
+            finding(
+                "depth_unsupported",
+                f"{path}: depth camera {camera} is encoded as {fmt.codec} "
+                f"{fmt.pix_fmt}; depth maps decode losslessly only as {', '.join(DEPTH_PIX_FMTS)}",
+                **where,
+            )
+        )
     want_pix = normalise_pix_fmt(info.get("video.pix_fmt"))
     if want_pix is not None and fmt.pix_fmt is not None and want_pix != fmt.pix_fmt:
-        out.append(finding("pix_fmt_mismatch", f"{path}: info.json says video.pix_fmt={info.get('video.pix_fmt')!r} "
-                           f"for {camera}, the file is {fmt.pix_fmt}", **where))
+        out.append(
+            finding(
+                "pix_fmt_mismatch",
+                f"{path}: info.json says video.pix_fmt={info.get('video.pix_fmt')!r} "
+                f"for {camera}, the file is {fmt.pix_fmt}",
+                **where,
+            )
+        )
     shape = tuple(int(x) for x in (feat.get("shape") or ()))
     hwc = frame_hwc(feat)
     if hwc is not None:
         if hwc[:2] != (h, w):
-            out.append(finding("shape_mismatch", f"{path}: frames are {w}x{h} (width x height) but info.json's shape "
-                               f"for {camera} is {list(shape)}", **where))
+            out.append(
+                finding(
+                    "shape_mismatch",
+                    f"{path}: frames are {w}x{h} (width x height) but info.json's shape for {camera} is {list(shape)}",
+                    **where,
+                )
+            )
     for key, value in (("video.height", h), ("video.width", w)):
         if info.get(key) is not None and int(info[key]) != value and len(shape) != 3:
-            out.append(finding("shape_mismatch", f"{path}: {key}={info[key]} in info.json, the file's is {value}",
-                               **where))
+            out.append(
+                finding("shape_mismatch", f"{path}: {key}={info[key]} in info.json, the file's is {value}", **where)
+            )
     return out

@@ -24,8 +24,9 @@ CLIS = ["lerobotstream.sidecar", "lerobotstream.profile", "lerobotstream.validat
 
 def _run(*args: str, stdout=subprocess.PIPE, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "LEROBOTSTREAM_DEBUG"}
-    return subprocess.run([sys.executable, *args], stdout=stdout, stderr=subprocess.PIPE, text=True, env=env,
-                          cwd=REPO, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, *args], stdout=stdout, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +49,26 @@ def test_version_through_the_console_script_form(capsys):
     assert ei.value.code == 0 and capsys.readouterr().out.strip() == f"lerobotstream {__version__}"
 
 
-@pytest.mark.parametrize("module, line", [
-    ("lerobotstream.sidecar", "error: give a command: build or inspect (build's options alone, e.g. --root DIR "
-                              "--output X.npz, mean build; see --help)"),
-    ("lerobotstream.profile", "error: StreamingConfigError: give --root (a dataset folder or URL) and/or "
-                              "--repo-id (a Hub dataset); see --help"),
-    ("lerobotstream.validate", "error: StreamingConfigError: give ROOT or --root (a dataset folder or URL) and/or "
-                               "--repo-id (a Hub dataset); see --help"),
-])
+@pytest.mark.parametrize(
+    "module, line",
+    [
+        (
+            "lerobotstream.sidecar",
+            "error: give a command: build or inspect (build's options alone, e.g. --root DIR "
+            "--output X.npz, mean build; see --help)",
+        ),
+        (
+            "lerobotstream.profile",
+            "error: StreamingConfigError: give --root (a dataset folder or URL) and/or "
+            "--repo-id (a Hub dataset); see --help",
+        ),
+        (
+            "lerobotstream.validate",
+            "error: StreamingConfigError: give ROOT or --root (a dataset folder or URL) and/or "
+            "--repo-id (a Hub dataset); see --help",
+        ),
+    ],
+)
 def test_no_arguments_is_an_error_line_and_status_2(module, line):
     p = _run("-m", module)
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == line
@@ -105,8 +118,12 @@ def test_sidecar_help_is_plain_text_with_every_option_explained(args, capsys):
     text = capsys.readouterr().out
     assert "``" not in text
     if args[0] == "build":
-        for flag, words in [("--tolerance-s", "seconds (default: 0.0001"), ("--no-progress", "no progress bar"),
-                            ("--workers", "(default: 8)"), ("--repo-id", "default: OWNER/NAME of an hf:// root")]:
+        for flag, words in [
+            ("--tolerance-s", "seconds (default: 0.0001"),
+            ("--no-progress", "no progress bar"),
+            ("--workers", "(default: 8)"),
+            ("--repo-id", "default: OWNER/NAME of an hf:// root"),
+        ]:
             assert flag in text and words in " ".join(text.split()), flag
         assert "[--repo-id REPO_ID]" in " ".join(text.split())  # optional now
 
@@ -146,9 +163,12 @@ def test_root_at_the_meta_folder_suggests_the_parent():
     from lerobotstream.errors import MetadataError
     from lerobotstream.meta import DatasetMeta
 
-    with pytest.raises(MetadataError, match=rf"meta/info.json is missing: {G1}/meta/meta/info.json; the root looks "
-                                            rf"like the dataset's meta/ folder: give its parent folder as the root "
-                                            rf"\({G1}\)"):
+    with pytest.raises(
+        MetadataError,
+        match=rf"meta/info.json is missing: {G1}/meta/meta/info.json; the root looks "
+        rf"like the dataset's meta/ folder: give its parent folder as the root "
+        rf"\({G1}\)",
+    ):
         DatasetMeta.load(G1 / "meta")
 
 
@@ -187,10 +207,18 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.parametrize("cli, module, name, args", [
-    ("sidecar", "lerobotstream.sidecar._build", "build_sidecar", ["build", "--root", str(G1), "--output", "{tmp}/x.npz"]),
-    ("profile", "lerobotstream.profile._run", "profile_dataset", ["--root", str(G1), "--num-workers", "0"]),
-])
+@pytest.mark.parametrize(
+    "cli, module, name, args",
+    [
+        (
+            "sidecar",
+            "lerobotstream.sidecar._build",
+            "build_sidecar",
+            ["build", "--root", str(G1), "--output", "{tmp}/x.npz"],
+        ),
+        ("profile", "lerobotstream.profile._run", "profile_dataset", ["--root", str(G1), "--num-workers", "0"]),
+    ],
+)
 def test_ctrl_c_is_one_line_and_status_130(cli, module, name, args, tmp_path):
     """Ctrl-C printed a KeyboardInterrupt traceback; it prints ``interrupted`` and exits 130
     (--debug: the traceback). The interrupt is raised where the command does its work."""

@@ -25,13 +25,11 @@ MAX_README_LINES = 250
 SETUP_COMMANDS = ("make demo", "make test")
 
 #: reference pages split out of the README: each opens with a table of contents
-REFERENCE_PAGES = ("pytorch.md", "lerobot.md", "mixtures.md", "sources.md", "sidecars.md", "profiling.md",
-                   "errors.md")
+REFERENCE_PAGES = ("pytorch.md", "lerobot.md", "mixtures.md", "sources.md", "sidecars.md", "profiling.md", "errors.md")
 
 #: link targets written on other branches at the same time as the README's links section (issue 25).
 #: PENDING: the lead removes each entry once its page has been merged.
-PENDING_PAGES = {
-}
+PENDING_PAGES = {}
 
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^()\s]+)\)")
 _FENCE = re.compile(r"^(```|~~~)")
@@ -87,11 +85,15 @@ def _relative_links(path: Path) -> list[str]:
 #: a repository path: a top-level folder of the repository and at least one name below it. ``data/``
 #: alone is left out (``data/chunk-000/file-000.parquet`` is a LeRobot dataset's own layout); the
 #: repository's own data folders are named.
-_REPO_PATH = re.compile(r"(?<![\w./@:~$-])((?:lerobotstream|tests_lerobot|tests|tools|docs|csrc|\.ci|data/testmedia"
-                        r"|data/g1_v30)(?:/[\w.-]+)+)")
+_REPO_PATH = re.compile(
+    r"(?<![\w./@:~$-])((?:lerobotstream|tests_lerobot|tests|tools|docs|csrc|\.ci|data/testmedia"
+    r"|data/g1_v30)(?:/[\w.-]+)+)"
+)
 #: a path inside the package written from its sub-package (``planner/_pool.py``, ``dataset/_multi.py``)
-_PACKAGE_PATH = re.compile(r"(?<![\w./@:~$-])((?:dataset|planner|loader|mp4|sidecar|sources|decode|validate|integrations"
-                           r"|testing|profile)(?:/[\w.-]+)*/[\w.-]+\.(?:py|pyx|pxd))\b")
+_PACKAGE_PATH = re.compile(
+    r"(?<![\w./@:~$-])((?:dataset|planner|loader|mp4|sidecar|sources|decode|validate|integrations"
+    r"|testing|profile)(?:/[\w.-]+)*/[\w.-]+\.(?:py|pyx|pxd))\b"
+)
 #: a tool run as a module: ``python -m tools.bench`` (tools/bench.py), ``python -m tools.microbench`` (tools/microbench/)
 _TOOL = re.compile(r"python -m (tools(?:\.\w+)+)")
 
@@ -103,7 +105,7 @@ def missing_paths(text: str) -> list[str]:
     for pattern, base in ((_REPO_PATH, REPO), (_PACKAGE_PATH, REPO / "lerobotstream")):
         for m in pattern.finditer(text):
             path = m.group(1).rstrip(".")
-            if text[m.end():m.end() + 1] in ("*", "{", "<") or any(s.isupper() for s in re.split(r"[/.]", path)):
+            if text[m.end() : m.end() + 1] in ("*", "{", "<") or any(s.isupper() for s in re.split(r"[/.]", path)):
                 continue
             if not (base / path).exists():
                 out.append(path if base == REPO else f"{path} (lerobotstream/{path})")
@@ -119,21 +121,34 @@ def missing_paths(text: str) -> list[str]:
 def docstrings_and_comments(path: Path) -> str:
     """Every docstring (module, class, function) and comment of a Python file, one text."""
     src = path.read_text(encoding="utf-8")
-    chunks = [ast.get_docstring(node, clean=False) or "" for node in ast.walk(ast.parse(src))
-              if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
-    chunks += [tok.string for tok in tokenize.generate_tokens(io.StringIO(src).readline) if tok.type == tokenize.COMMENT]
+    chunks = [
+        ast.get_docstring(node, clean=False) or ""
+        for node in ast.walk(ast.parse(src))
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    chunks += [
+        tok.string for tok in tokenize.generate_tokens(io.StringIO(src).readline) if tok.type == tokenize.COMMENT
+    ]
     return "\n".join(chunks)
 
 
 def _python_files() -> list[Path]:
-    return [p for root in ("lerobotstream", "tools", "tests", "tests_lerobot") for p in sorted((REPO / root).rglob("*.py"))]
+    return [
+        p for root in ("lerobotstream", "tools", "tests", "tests_lerobot") for p in sorted((REPO / root).rglob("*.py"))
+    ]
 
 
 def test_missing_paths_finds_a_moved_file():
-    text = ("see tests/test_options.py, `tools/bench_planner.py`, planner/_gone.py and python -m tools.nothing; "
-            "not data/chunk-000/file-000.parquet, tools/bench_*.py, tools/NAME.py or python -m tools.NAME")
-    assert missing_paths(text) == ["tests/test_options.py", "tools/bench_planner.py",
-                                   "planner/_gone.py (lerobotstream/planner/_gone.py)", "python -m tools.nothing"]
+    text = (
+        "see tests/test_options.py, `tools/bench_planner.py`, planner/_gone.py and python -m tools.nothing; "
+        "not data/chunk-000/file-000.parquet, tools/bench_*.py, tools/NAME.py or python -m tools.NAME"
+    )
+    assert missing_paths(text) == [
+        "tests/test_options.py",
+        "tools/bench_planner.py",
+        "planner/_gone.py (lerobotstream/planner/_gone.py)",
+        "python -m tools.nothing",
+    ]
     assert missing_paths("tests/core/test_options.py, planner/_pool.py, python -m tools.microbench planner") == []
 
 
@@ -154,7 +169,8 @@ def test_readme_is_a_short_front_door():
     lines = README.read_text(encoding="utf-8").splitlines()
     assert len(lines) <= MAX_README_LINES, (
         f"README.md has {len(lines)} lines (at most {MAX_README_LINES}): move reference material to a docs/ page "
-        "and link it from the README's Documentation section")
+        "and link it from the README's Documentation section"
+    )
 
 
 def test_readme_keeps_the_two_setup_commands():

@@ -202,10 +202,14 @@ def private_imports() -> list[tuple[str, str]]:
 PRIVATE_READS_ALLOWED: dict[tuple[str, str], str] = {
     ("lerobotstream.mp4._index_write", "_columns"): "SourceTable's column store (mp4/_npz_schema.py), one room",
     ("lerobotstream.mp4._index_write", "_sorted_paths"): "SourceTable's column store (mp4/_npz_schema.py), one room",
-    ("lerobotstream.integrations.lerobot.factory", "_preprocess_dataset_batch"):
-        "LeRobot's own function, looked up to see whether its training loop converts uint8 frames",
-    ("lerobotstream.loader._batch", "_cdata"):
-        "torch's storage handle for torch._C._storage_Use_Count (no public use count: is a batch still held?)",
+    (
+        "lerobotstream.integrations.lerobot.factory",
+        "_preprocess_dataset_batch",
+    ): "LeRobot's own function, looked up to see whether its training loop converts uint8 frames",
+    (
+        "lerobotstream.loader._batch",
+        "_cdata",
+    ): "torch's storage handle for torch._C._storage_Use_Count (no public use count: is a batch still held?)",
     ("lerobotstream.profile._run", "_workers"): "torch's DataLoader iterator's worker processes (their PIDs)",
     ("lerobotstream.sidecar._lifecycle", "_context"): "filelock's lock file descriptor (is the lock still ours?)",
 }
@@ -240,8 +244,14 @@ def private_reads(path: Path) -> list[tuple[str, int]]:
         name = obj = None
         if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load):
             name, obj = n.attr, n.value
-        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("getattr", "hasattr")
-              and len(n.args) >= 2 and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str)):
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in ("getattr", "hasattr")
+            and len(n.args) >= 2
+            and isinstance(n.args[1], ast.Constant)
+            and isinstance(n.args[1].value, str)
+        ):
             name, obj = n.args[1].value, n.args[0]
         if not name or not name.startswith("_") or name.startswith("__") or name in own:
             continue
@@ -261,8 +271,12 @@ def sys_path_edits(paths) -> list[str]:
     mutating = {"insert", "append", "extend", "remove", "pop", "clear", "__setitem__", "__delitem__"}
 
     def is_sys_path(node: ast.AST) -> bool:
-        return (isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
-                and node.value.id == "sys")
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr == "path"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"
+        )
 
     found = []
     for path in sorted(paths):
@@ -271,7 +285,10 @@ def sys_path_edits(paths) -> list[str]:
             hit = False
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 hit = (node.func.attr in mutating and is_sys_path(node.func.value)) or (
-                    node.func.attr == "addsitedir" and isinstance(node.func.value, ast.Name) and node.func.value.id == "site")
+                    node.func.attr == "addsitedir"
+                    and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "site"
+                )
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
                 hit = any(is_sys_path(t) or (isinstance(t, ast.Subscript) and is_sys_path(t.value)) for t in targets)
@@ -294,9 +311,18 @@ def long_modules(limit: int = MAX_LINES) -> dict[str, int]:
 
 # --- the scanner reads what it claims to read ---------------------------------------------------
 def test_scanner_sees_every_import_form():
-    mods = {m: Path() for m in ("lerobotstream", "lerobotstream.sidecar", "lerobotstream.sidecar._a",
-                                "lerobotstream.sidecar._b", "lerobotstream.mp4", "lerobotstream.mp4.index",
-                                "lerobotstream.errors")}
+    mods = {
+        m: Path()
+        for m in (
+            "lerobotstream",
+            "lerobotstream.sidecar",
+            "lerobotstream.sidecar._a",
+            "lerobotstream.sidecar._b",
+            "lerobotstream.mp4",
+            "lerobotstream.mp4.index",
+            "lerobotstream.errors",
+        )
+    }
     src = textwrap.dedent("""
         import lerobotstream.mp4.index
         from lerobotstream import errors
@@ -329,7 +355,9 @@ def test_scanner_sees_every_import_form():
     # relative imports from a package's __init__ start at the package itself
     init = ast.parse("from . import _a\nfrom ._b import x\n")
     assert [_resolve("lerobotstream.sidecar", True, n, mods) for n, _ in _py_imports(init)] == [
-        {"lerobotstream.sidecar._a"}, {"lerobotstream.sidecar._b"}]
+        {"lerobotstream.sidecar._a"},
+        {"lerobotstream.sidecar._b"},
+    ]
 
 
 def test_scanner_reads_cython_imports():
@@ -350,9 +378,11 @@ def test_scanner_reads_cython_imports():
             pass
     """)
     got = [(ast.unparse(n), d) for n, d in _pyx_imports(pyx)]
-    assert got == [("import numpy as np", False),
-                   ("from lerobotstream.errors import Mp4Error, Mp4InconsistentTablesError", False),
-                   ("from lerobotstream.mp4.synth import header_nbytes", True)]
+    assert got == [
+        ("import numpy as np", False),
+        ("from lerobotstream.errors import Mp4Error, Mp4InconsistentTablesError", False),
+        ("from lerobotstream.mp4.synth import header_nbytes", True),
+    ]
 
 
 def test_scanner_finds_a_planted_cycle(tmp_path, monkeypatch):
@@ -385,7 +415,8 @@ def test_scanner_finds_planted_private_imports_and_sys_path_edits(tmp_path, monk
     tools = tmp_path / "tools"
     tools.mkdir()
     (tools / "ok.py").write_text("import sys\nprint(sys.path[0])\nenv = dict(PYTHONPATH='x')\n")
-    (tools / "bad.py").write_text(textwrap.dedent("""
+    (tools / "bad.py").write_text(
+        textwrap.dedent("""
         import site
         import sys
         from sys import path
@@ -395,7 +426,8 @@ def test_scanner_finds_planted_private_imports_and_sys_path_edits(tmp_path, monk
         sys.path = ["x"]
         sys.path += ["x"]
         site.addsitedir("x")
-    """))
+    """)
+    )
     assert sys_path_edits(tools.glob("*.py")) == [f"tools/bad.py:{n}" for n in (4, 5, 6, 7, 8, 9, 10)]
 
 
@@ -410,7 +442,8 @@ def test_no_two_modules_import_each_other_even_deferred():
     unexplained = sorted(pair for pair in cycles if pair not in DEFERRED_CYCLES_ALLOWED)
     assert unexplained == [], (
         "modules importing each other (one side inside a function); move the shared code to a module "
-        f"both import, or list the pair in DEFERRED_CYCLES_ALLOWED with the reason: {unexplained}")
+        f"both import, or list the pair in DEFERRED_CYCLES_ALLOWED with the reason: {unexplained}"
+    )
     stale = sorted(pair for pair in DEFERRED_CYCLES_ALLOWED if pair not in cycles)
     assert stale == [], f"DEFERRED_CYCLES_ALLOWED lists pairs that no longer import each other: {stale}"
 
@@ -439,12 +472,14 @@ def test_no_module_imports_another_packages_private_module():
     found = private_imports()
     assert found == [], (
         "modules importing another package's private module (re-export the name from that package's "
-        f"__init__ and import it from there): {found}")
+        f"__init__ and import it from there): {found}"
+    )
 
 
 def test_scanner_finds_planted_private_reads(tmp_path):
     mod = tmp_path / "m.py"
-    mod.write_text(textwrap.dedent("""\
+    mod.write_text(
+        textwrap.dedent("""\
         import os
         class A:
             def __init__(self, src):
@@ -453,7 +488,8 @@ def test_scanner_finds_planted_private_reads(tmp_path):
                 self.cams = getattr(src, "_cameras", None)
             def f(self, other):
                 return self._mine + other._mine, os._exit, super()._x
-        """))
+        """)
+    )
     assert private_reads(mod) == [("_token", 5), ("_cameras", 6), ("_x", 8)]
 
 
@@ -478,8 +514,13 @@ def test_no_module_reads_another_objects_private_attribute():
 def test_the_library_never_imports_its_test_fixtures():
     graph = import_graph()
     fixtures = "lerobotstream.testing"
-    found = sorted((a, b) for a, edges in graph.items() if not (a == fixtures or a.startswith(fixtures + "."))
-                   for b in edges if b == fixtures or b.startswith(fixtures + "."))
+    found = sorted(
+        (a, b)
+        for a, edges in graph.items()
+        if not (a == fixtures or a.startswith(fixtures + "."))
+        for b in edges
+        if b == fixtures or b.startswith(fixtures + ".")
+    )
     assert found == [], f"library modules importing lerobotstream.testing: {found}"
 
 
@@ -487,8 +528,10 @@ def test_importing_the_package_loads_neither_fixtures_nor_heavy_libraries():
     import subprocess
     import sys
 
-    code = ("import sys, lerobotstream; a = sorted(m for m in sys.modules if m.startswith('lerobotstream.testing')); "
-            "import lerobotstream.testing; print(a, sorted(m for m in ('av', 'PIL', 'matplotlib') if m in sys.modules))")
+    code = (
+        "import sys, lerobotstream; a = sorted(m for m in sys.modules if m.startswith('lerobotstream.testing')); "
+        "import lerobotstream.testing; print(a, sorted(m for m in ('av', 'PIL', 'matplotlib') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert out.split() == ["[]", "[]"], out
 
@@ -497,4 +540,5 @@ def test_tools_never_edit_sys_path():
     found = sys_path_edits(TOOLS.rglob("*.py"))
     assert found == [], (
         "tools/ edits sys.path (run tools as `python -m tools.NAME` from the repository root, or rely on the "
-        f"installed package; a child process gets its path from PYTHONPATH): {found}")
+        f"installed package; a child process gets its path from PYTHONPATH): {found}"
+    )

@@ -23,9 +23,11 @@ BIN = Path(sys.executable).parent
 
 def test_the_offline_block_runs_as_written(tmp_path):
     cmds = readme_blocks()["Try it offline"]
-    assert [c[:3] for c in cmds] == [["python", "-m", "tools.make_dataset"], ["lerobotstream-validate", "--root",
-                                                                             "outputs/try"],
-                                     ["python", "-m", "lerobotstream.profile"]]
+    assert [c[:3] for c in cmds] == [
+        ["python", "-m", "tools.make_dataset"],
+        ["lerobotstream-validate", "--root", "outputs/try"],
+        ["python", "-m", "lerobotstream.profile"],
+    ]
     (tmp_path / "tools").symlink_to(REPO / "tools")  # the repository root as the commands see it
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LEROBOTSTREAM_", "HF_"))}
     env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", HF_LEROBOT_HOME=str(tmp_path / "hf"))
@@ -56,7 +58,7 @@ def test_the_training_examples_follow_each_other():
     previous = None
     for argv in cmds:
         flags = flag_values(argv)
-        streaming = {k[len("dataset."):] for k in flags if k.startswith("dataset.streaming")}
+        streaming = {k[len("dataset.") :] for k in flags if k.startswith("dataset.streaming")}
         assert streaming <= declared, f"undeclared flags {sorted(streaming - declared)} in {argv}"
         for key in ("dataset.root",):
             if key in flags:
@@ -65,7 +67,8 @@ def test_the_training_examples_follow_each_other():
             assert previous is not None, "a resume line needs the run before it"
             run = previous["output_dir"]
             assert flags["config_path"] == f"{run}/checkpoints/last/pretrained_model/train_config.json", (
-                f"the resume line resumes {flags['config_path']}, not the run the example before it made ({run})")
+                f"the resume line resumes {flags['config_path']}, not the run the example before it made ({run})"
+            )
             assert int(flags.get("steps", 0)) > int(previous.get("steps", 0)), "resume trains further"
         else:
             previous = flags

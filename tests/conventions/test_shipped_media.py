@@ -28,7 +28,8 @@ def test_every_file_listed_with_its_sha256():
     listed = _manifest()
     assert len(listed) >= 80
     present = {
-        str(p.relative_to(TESTDATA)) for p in TESTDATA.rglob("*")
+        str(p.relative_to(TESTDATA))
+        for p in TESTDATA.rglob("*")
         if p.is_file() and p.name not in DOCS and p.name != "SOURCE.md" and p.parent.name != "LICENSES"
     }
     assert present == set(listed), (sorted(present - set(listed)), sorted(set(listed) - present))

@@ -40,8 +40,17 @@ DEPTH = ("observation.images.depth", 64, 48)
 WRIST = ("observation.images.wrist", 40, 30)
 DIMG = ("observation.images.depth_img", 32, 24)
 FPS = 10
-KW = dict(episode_lengths=(12, 9, 15), fps=FPS, cameras=(RGB,), depth_cameras=(DEPTH,), image_cameras=(WRIST,),
-          depth_image_cameras=(DIMG,), language=True, episodes_per_video_file=2, episodes_per_data_file=2)
+KW = dict(
+    episode_lengths=(12, 9, 15),
+    fps=FPS,
+    cameras=(RGB,),
+    depth_cameras=(DEPTH,),
+    image_cameras=(WRIST,),
+    depth_image_cameras=(DIMG,),
+    language=True,
+    episodes_per_video_file=2,
+    episodes_per_data_file=2,
+)
 CAM_INDEX = {RGB[0]: 0, DEPTH[0]: 1, WRIST[0]: 2, DIMG[0]: 3}
 LENGTHS = KW["episode_lengths"]
 
@@ -51,7 +60,9 @@ def root(make_generated_dataset) -> Path:
     return Path(make_generated_dataset(**KW))
 
 
-def lerobot_dequantize(codes: np.ndarray, unit: str, depth_min=0.01, depth_max=10.0, shift=3.5, use_log=True) -> torch.Tensor:
+def lerobot_dequantize(
+    codes: np.ndarray, unit: str, depth_min=0.01, depth_max=10.0, shift=3.5, use_log=True
+) -> torch.Tensor:
     """LeRobot 0.6.1 ``dequantize_depth`` (torch path) on a (T, 1, H, W) uint16 array, written out."""
     log_min, log_max = math.log(depth_min + shift), math.log(depth_max + shift)
     scale, offset = ((log_max - log_min) / 4095, log_min) if use_log else ((depth_max - depth_min) / 4095, depth_min)
@@ -108,8 +119,9 @@ def test_depth_stats_rescaled_like_lerobot(root):
 @pytest.mark.parametrize("unit", ["mm", "m"])
 def test_depth_video_items_exact(root, unit):
     deltas = [-2, -1, 0, 1]
-    items = _items(root, depth_output_unit=unit, delta_timestamps={DEPTH[0]: [d / FPS for d in deltas]},
-                   camera_keys=[DEPTH[0]])
+    items = _items(
+        root, depth_output_unit=unit, delta_timestamps={DEPTH[0]: [d / FPS for d in deltas]}, camera_keys=[DEPTH[0]]
+    )
     assert len(items) == sum(LENGTHS)
     h, w = DEPTH[2], DEPTH[1]
     for it in items.values():
@@ -166,14 +178,18 @@ def test_depth_video_with_dataloader_workers(root):
 @pytest.mark.parametrize("return_uint8", [False, True])
 def test_image_feature_items_pixel_exact(root, return_uint8):
     deltas = [-1, 0]
-    items = _items(root, return_uint8=return_uint8, camera_keys=[WRIST[0]],
-                   delta_timestamps={WRIST[0]: [d / FPS for d in deltas]})
+    items = _items(
+        root, return_uint8=return_uint8, camera_keys=[WRIST[0]], delta_timestamps={WRIST[0]: [d / FPS for d in deltas]}
+    )
     h, w = WRIST[2], WRIST[1]
     for it in items.values():
         ep, f = _where(it)
         idx, pad = _window(f, LENGTHS[ep], deltas)
-        want = torch.stack([torch.from_numpy(image_frame(ep, i, CAM_INDEX[WRIST[0]], h, w)).permute(2, 0, 1)
-                            for i in idx]).to(torch.float32).div(255)
+        want = (
+            torch.stack([torch.from_numpy(image_frame(ep, i, CAM_INDEX[WRIST[0]], h, w)).permute(2, 0, 1) for i in idx])
+            .to(torch.float32)
+            .div(255)
+        )
         got = it[WRIST[0]]
         assert got.dtype == torch.float32 and got.shape == (2, 3, h, w)  # map-style: float32 whatever return_uint8
         assert torch.equal(got.view(torch.int32), want.view(torch.int32))
@@ -223,8 +239,9 @@ def test_jpeg_image_feature_matches_pillow(make_generated_dataset):
     import io
     import pyarrow.parquet as pq
 
-    root = Path(make_generated_dataset(episode_lengths=(4,), fps=FPS, cameras=(), image_cameras=(WRIST,),
-                                       image_format="jpeg"))
+    root = Path(
+        make_generated_dataset(episode_lengths=(4,), fps=FPS, cameras=(), image_cameras=(WRIST,), image_format="jpeg")
+    )
     items = _items(root)
     table = pq.read_table(root / "data" / "chunk-000" / "file-000.parquet")
     cells = table.column(WRIST[0]).to_pylist()
@@ -251,7 +268,11 @@ def test_decode_image_modes():
     assert torch.equal(decode_image(png(rgba)), torch.from_numpy(rgba).permute(2, 0, 1))
     d16 = (np.arange(12 * 10).reshape(12, 10) * 500).astype(np.uint16)
     out = decode_image(png(d16))
-    assert out.dtype == torch.float32 and out.shape == (1, 12, 10) and torch.equal(out[0], torch.from_numpy(d16.astype(np.float32)))
+    assert (
+        out.dtype == torch.float32
+        and out.shape == (1, 12, 10)
+        and torch.equal(out[0], torch.from_numpy(d16.astype(np.float32)))
+    )
     bw = decode_image(png(g > 100, None))
     assert torch.equal(bw, torch.from_numpy((g > 100).astype(np.uint8) * 255)[None])
     with pytest.raises(Exception, match="no embedded image bytes"):
@@ -334,8 +355,11 @@ def test_invalid_quantiser_refused(root, tmp_path):
 
 def test_depth_stream_not_gray12_fails_at_decode(make_generated_dataset, tmp_path):
     """info.json claims gray12le but the stream is yuv420p12le: never a silently wrong depth."""
-    src = Path(make_generated_dataset(episode_lengths=(3,), fps=FPS, cameras=(), depth_cameras=(DEPTH,),
-                                      depth_pix_fmt="yuv420p12le"))
+    src = Path(
+        make_generated_dataset(
+            episode_lengths=(3,), fps=FPS, cameras=(), depth_cameras=(DEPTH,), depth_pix_fmt="yuv420p12le"
+        )
+    )
     with pytest.raises(MetadataError, match="yuv420p12le"):
         StreamingLeRobotDataset(root=src)
 
@@ -363,7 +387,7 @@ def test_depth_decoder_random_access_matches_full_decode(root):
     n = len(ref)
     for a, b in ((0, n), (LENGTHS[0], n), (3, 7)):
         span = plan_span(table, a, b)
-        dec = DepthDecoder(synthesize(table, span, data[span.byte_start:span.byte_stop]), span, label="t")
+        dec = DepthDecoder(synthesize(table, span, data[span.byte_start : span.byte_stop]), span, label="t")
         for trial in range(25):
             req = rng.integers(0, dec.num_frames, size=int(rng.integers(1, 7)))
             if trial % 2:
@@ -404,9 +428,19 @@ def test_depth_on_cuda_request_is_a_counted_cpu_fallback(root):
     table = parse_mp4_bytes(data)
     span = plan_span(table, 0, 4)
     status = FallbackStatus()
-    video = EpisodeVideo(table, span, synthesize(table, span, data[span.byte_start:span.byte_stop]), episode_index=0,
-                         camera=DEPTH[0], path=str(path), from_timestamp=0.0, fps=FPS, device="cuda", status=status,
-                         depth=True)
+    video = EpisodeVideo(
+        table,
+        span,
+        synthesize(table, span, data[span.byte_start : span.byte_stop]),
+        episode_index=0,
+        camera=DEPTH[0],
+        path=str(path),
+        from_timestamp=0.0,
+        fps=FPS,
+        device="cuda",
+        status=status,
+        depth=True,
+    )
     assert status.fallback_count == 1 and "depth video" in status.last_reason
     codes = video.frames_at([0, 3])
     assert codes.dtype == torch.int16 and codes.device.type == "cpu" and codes.shape == (2, 1, DEPTH[2], DEPTH[1])

@@ -70,10 +70,16 @@ def test_trim_is_a_no_op_without_glibc(monkeypatch):
     assert _heap.trim(force=True) is False and not _heap.available() and _heap.kept_free_bytes() is None
 
 
-@pytest.mark.parametrize("env, expected", [({}, 256 << 20), ({"LEROBOTSTREAM_MALLOC_TRIM": "0"}, 0),
-                                           ({"LEROBOTSTREAM_MALLOC_TRIM": "off"}, 0),
-                                           ({"LEROBOTSTREAM_MALLOC_TRIM_MIB": "64"}, 64 << 20),
-                                           ({"LEROBOTSTREAM_MALLOC_TRIM_MIB": "junk"}, 256 << 20)])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, 256 << 20),
+        ({"LEROBOTSTREAM_MALLOC_TRIM": "0"}, 0),
+        ({"LEROBOTSTREAM_MALLOC_TRIM": "off"}, 0),
+        ({"LEROBOTSTREAM_MALLOC_TRIM_MIB": "64"}, 64 << 20),
+        ({"LEROBOTSTREAM_MALLOC_TRIM_MIB": "junk"}, 256 << 20),
+    ],
+)
 def test_environment_knobs(monkeypatch, env, expected):
     monkeypatch.delenv("LEROBOTSTREAM_MALLOC_TRIM", raising=False)
     monkeypatch.delenv("LEROBOTSTREAM_MALLOC_TRIM_MIB", raising=False)

@@ -13,8 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from lerobotstream.errors import (LeRobotStreamError, MetadataError, MetadataReadError, SourceError,
-                                  SourceProtocolError, StreamingConfigError)
+from lerobotstream.errors import (
+    LeRobotStreamError,
+    MetadataError,
+    MetadataReadError,
+    SourceError,
+    SourceProtocolError,
+    StreamingConfigError,
+)
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.validate.__main__ import main as validate_main
 
@@ -33,7 +39,9 @@ def test_json_nested_deeper_than_the_parser_allows(tmp_path, capsys, name):
     root = tmp_path / "ds"
     shutil.copytree(G1, root)
     (root / "meta" / name).write_text("[" * 100_000)
-    with pytest.raises(MetadataError, match=rf"meta/{name} nests arrays/objects deeper than the JSON parser allows") as e:
+    with pytest.raises(
+        MetadataError, match=rf"meta/{name} nests arrays/objects deeper than the JSON parser allows"
+    ) as e:
         DatasetMeta.load(root)
     assert isinstance(e.value, ValueError) and e.value.path == f"meta/{name}" and e.value.__cause__ is None
     assert validate_main([str(root)]) == 2
@@ -49,7 +57,10 @@ def test_a_symlink_loop_is_a_metadata_read_error(tmp_path, capsys):
     with pytest.raises(MetadataReadError) as e:
         DatasetMeta.load(root)
     assert isinstance(e.value, OSError) and isinstance(e.value, MetadataError)
-    assert str(e.value) == f"could not read meta/info.json {root}/meta/info.json: Too many levels of symbolic links (ELOOP)"
+    assert (
+        str(e.value)
+        == f"could not read meta/info.json {root}/meta/info.json: Too many levels of symbolic links (ELOOP)"
+    )
     assert e.value.path == "meta/info.json"
     assert validate_main([str(root)]) == 2
     assert _err_line(capsys).startswith("error: MetadataReadError: could not read meta/info.json")

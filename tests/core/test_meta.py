@@ -28,10 +28,17 @@ def test_bundled_dataset():
     assert meta.total_episodes == 2 and meta.total_frames == 736 and meta.warnings == []
     assert meta.episode_lengths.tolist() == [393, 343] and meta.episode_lengths.dtype == np.int64
     ep0, ep1 = meta.episodes
-    assert (ep0.dataset_from_index, ep0.dataset_to_index, ep1.dataset_from_index, ep1.dataset_to_index) == (0, 393, 393, 736)
+    assert (ep0.dataset_from_index, ep0.dataset_to_index, ep1.dataset_from_index, ep1.dataset_to_index) == (
+        0,
+        393,
+        393,
+        736,
+    )
     path = f"videos/{CAM}/chunk-000/file-000.mp4"
     assert ep0.videos[CAM] == EpisodeVideo(path, 0, 0, 0.0, pytest.approx(13.1))
-    assert ep1.videos[CAM].from_timestamp == pytest.approx(13.1) and ep1.videos[CAM].to_timestamp == pytest.approx(13.1 + 11.433333, abs=1e-5)
+    assert ep1.videos[CAM].from_timestamp == pytest.approx(13.1) and ep1.videos[CAM].to_timestamp == pytest.approx(
+        13.1 + 11.433333, abs=1e-5
+    )
     assert meta.video_paths() == [path] and meta.data_paths() == ["data/chunk-000/file-000.parquet"]
     assert meta.tasks == ["Pick up the yellow bottle on the table."] and meta.task_index(meta.tasks[0]) == 0
     assert ep0.tasks == (meta.tasks[0],)
@@ -45,7 +52,9 @@ def test_bundled_dataset():
 
 def test_bundled_episode_matches_data_rows():
     meta = DatasetMeta.load(BUNDLED)
-    table = pq.read_table(BUNDLED / meta.episodes[1].data_path, columns=["episode_index", "index", "frame_index"]).to_pydict()
+    table = pq.read_table(
+        BUNDLED / meta.episodes[1].data_path, columns=["episode_index", "index", "frame_index"]
+    ).to_pydict()
     ep = meta.episodes[1]
     rows = [i for i, e in enumerate(table["episode_index"]) if e == 1]
     assert len(rows) == ep.length
@@ -113,11 +122,16 @@ def test_real_v30_rerun_metadata(testdata):
     assert any("splits.train" in w for w in meta.warnings)
     assert meta.episode_lengths.tolist() == [299, 300, 300]
     assert [(e.dataset_from_index, e.dataset_to_index) for e in meta.episodes] == [(0, 299), (299, 599), (599, 899)]
-    assert [e.videos["observation.image"].from_timestamp for e in meta.episodes] == pytest.approx([0.0, 9.9667, 19.9667], abs=1e-4)
+    assert [e.videos["observation.image"].from_timestamp for e in meta.episodes] == pytest.approx(
+        [0.0, 9.9667, 19.9667], abs=1e-4
+    )
     assert meta.tasks == ["place the apple in the plate"]
     assert meta.shapes["observation.image"] == (3, 720, 960)
     # the MP4 is not in the snapshot: the default file check names it
-    with pytest.warns(UserWarning), pytest.raises(MetadataError, match=r"episode 0: camera 'observation.image' video .*file-000.mp4 is missing"):
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(MetadataError, match=r"episode 0: camera 'observation.image' video .*file-000.mp4 is missing"),
+    ):
         DatasetMeta.load(root)
 
 

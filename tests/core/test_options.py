@@ -12,8 +12,7 @@ import pytest
 
 from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
 from lerobotstream.errors import StreamingConfigError
-from lerobotstream.options import (LEROBOT_POSITIONAL, StreamOptions, option_info, options_markdown,
-                                   per_dataset_options)
+from lerobotstream.options import LEROBOT_POSITIONAL, StreamOptions, option_info, options_markdown, per_dataset_options
 
 REPO = Path(__file__).resolve().parents[2]
 G1 = REPO / "data" / "g1_v30"
@@ -22,7 +21,8 @@ G1 = REPO / "data" / "g1_v30"
 def test_docs_options_page_is_generated_from_stream_options():
     page = (REPO / "docs" / "options.md").read_text()
     assert page.strip() == options_markdown().strip(), (
-        "docs/options.md is stale: regenerate it with `python -m lerobotstream.options > docs/options.md`")
+        "docs/options.md is stale: regenerate it with `python -m lerobotstream.options > docs/options.md`"
+    )
 
 
 def test_every_option_has_a_rule_a_help_text_and_a_way_from_lerobotstream_train():
@@ -50,8 +50,9 @@ def test_the_constructor_signature_lists_every_option_with_its_default():
 def test_options_object_and_keywords_are_the_same_dataset():
     a = StreamingLeRobotDataset(root=G1, episodes=[0, 1], decode_threads=1, byte_budget_gb=2)
     b = StreamingLeRobotDataset(root=G1, options=StreamOptions(episodes=[0, 1], decode_threads=1, byte_budget_gb=2))
-    c = StreamingLeRobotDataset(root=G1, options=StreamOptions(episodes=[0, 1], decode_threads=3), decode_threads=1,
-                                byte_budget_gb=2)  # keywords beside options override it
+    c = StreamingLeRobotDataset(
+        root=G1, options=StreamOptions(episodes=[0, 1], decode_threads=3), decode_threads=1, byte_budget_gb=2
+    )  # keywords beside options override it
     for ds in (b, c):
         assert ds.options.as_dict() == a.options.as_dict()
         assert (ds.decode_threads, ds.byte_budget_gb, ds.episodes) == (1, 2.0, [0, 1])
@@ -62,10 +63,24 @@ def test_options_object_and_keywords_are_the_same_dataset():
 
 @pytest.mark.parametrize("name", [i.name for i in option_info()])
 def test_a_value_that_breaks_the_rule_names_the_option(name):
-    bad = {"episodes": [-1], "delta_timestamps": [0.0], "image_transforms": 3, "revision": 3, "repeat": "yes",
-           "return_uint8": 1, "drop_last": None, "repo_type": "model", "data_root": 3, "camera_keys": "front",
-           "sampling_strategy": "uniform", "equalize": "pad", "device": "tpu", "video_backend": "pyav",
-           "depth_output_unit": "cm", "seed": 1.5}.get(name, -1)
+    bad = {
+        "episodes": [-1],
+        "delta_timestamps": [0.0],
+        "image_transforms": 3,
+        "revision": 3,
+        "repeat": "yes",
+        "return_uint8": 1,
+        "drop_last": None,
+        "repo_type": "model",
+        "data_root": 3,
+        "camera_keys": "front",
+        "sampling_strategy": "uniform",
+        "equalize": "pad",
+        "device": "tpu",
+        "video_backend": "pyav",
+        "depth_output_unit": "cm",
+        "seed": 1.5,
+    }.get(name, -1)
     with pytest.raises(StreamingConfigError, match=rf"^{name} must be"):
         StreamOptions(**{name: bad}).validate()
 
@@ -95,16 +110,46 @@ def test_cli_flags_take_type_default_and_help_from_the_options():
     from lerobotstream.options import option_info
 
     ap = argparse.ArgumentParser()
-    names = ("episodes", "camera_keys", "episode_pool_size", "byte_budget_gb", "sampling_strategy", "return_uint8",
-             "delta_timestamps", "seed")
+    names = (
+        "episodes",
+        "camera_keys",
+        "episode_pool_size",
+        "byte_budget_gb",
+        "sampling_strategy",
+        "return_uint8",
+        "delta_timestamps",
+        "seed",
+    )
     add_cli_flags(ap, names, defaults={"return_uint8": True}, aliases={"camera_keys": ["--cameras"]})
     a = ap.parse_args([])
     defaults = {i.name: i.default for i in option_info()}
     assert {n: getattr(a, n) for n in names} == {**{n: defaults[n] for n in names}, "return_uint8": True}
-    a = ap.parse_args(["--episodes", "0-2,7", "--cameras", "a,b", "--episode-pool-size", "none", "--byte-budget-gb",
-                       "1.5", "--no-return-uint8", "--delta-timestamps", '{"x": [-0.1, 0]}', "--seed", "3"])
-    assert (a.episodes, a.camera_keys, a.episode_pool_size, a.byte_budget_gb, a.return_uint8, a.delta_timestamps,
-            a.seed) == ([0, 1, 2, 7], ["a", "b"], None, 1.5, False, {"x": [-0.1, 0]}, 3)
+    a = ap.parse_args(
+        [
+            "--episodes",
+            "0-2,7",
+            "--cameras",
+            "a,b",
+            "--episode-pool-size",
+            "none",
+            "--byte-budget-gb",
+            "1.5",
+            "--no-return-uint8",
+            "--delta-timestamps",
+            '{"x": [-0.1, 0]}',
+            "--seed",
+            "3",
+        ]
+    )
+    assert (
+        a.episodes,
+        a.camera_keys,
+        a.episode_pool_size,
+        a.byte_budget_gb,
+        a.return_uint8,
+        a.delta_timestamps,
+        a.seed,
+    ) == ([0, 1, 2, 7], ["a", "b"], None, 1.5, False, {"x": [-0.1, 0]}, 3)
     assert ap.parse_args(["--episode-pool-size", "4"]).episode_pool_size == 4
     helps = {x.dest: x.help for x in ap._actions}
     assert helps["byte_budget_gb"].startswith(next(i.help for i in option_info() if i.name == "byte_budget_gb"))
@@ -116,8 +161,9 @@ def test_a_stream_keeps_its_options_once_resolved_and_frozen_and_copies_none():
     """``ds.options`` is the resolved, frozen object every layer reads; the option attributes are
     read-only views of it, never copies (issue 34: following byte_budget_gb or num_workers from the
     constructor to their use passes no copied attribute)."""
-    ds = StreamingLeRobotDataset(root=G1, episodes=[0, 1], seed=None, max_num_shards=3, byte_budget_gb=2,
-                                 decoded_cache_gb=0.5)
+    ds = StreamingLeRobotDataset(
+        root=G1, episodes=[0, 1], seed=None, max_num_shards=3, byte_budget_gb=2, decoded_cache_gb=0.5
+    )
     o = ds.options
     assert (o.seed, o.num_workers, o.byte_budget_gb, o.video_backend) == (42, 3, 2.0, "torchcodec")
     assert isinstance(o.byte_budget_gb, float) and o.byte_budget == 2 << 30 and o.decoded_cache_bytes == 1 << 29
@@ -129,8 +175,9 @@ def test_a_stream_keeps_its_options_once_resolved_and_frozen_and_copies_none():
     assert (ds.byte_budget_gb, ds.num_workers, ds.seed) == (2.0, 3, 42)  # views of ds.options
     with pytest.raises(AttributeError):
         ds.num_workers = 0
-    mix = StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[G1, G1], episodes=[0, 1], byte_budget_gb=2,
-                                       tolerance_s={"a/x": 1e-3})
+    mix = StreamingMultiLeRobotDataset(
+        ["a/x", "b/y"], roots=[G1, G1], episodes=[0, 1], byte_budget_gb=2, tolerance_s={"a/x": 1e-3}
+    )
     assert not names & set(vars(mix)) and mix.byte_budget_gb == 2.0 and mix.options.byte_budget == 2 << 30
     assert [c.options.tolerance_s for c in mix.datasets] == [1e-3, 1e-4]  # per dataset: each dataset's options
     assert mix.options.tolerance_s == 1e-4 and not hasattr(mix, "tolerance_s")
@@ -144,8 +191,15 @@ def test_the_options_rules_are_the_only_rules():
     from lerobotstream.planner import PlanSettings, Planner
 
     want = {i.name: i.want for i in option_info()}
-    for name, bad in (("sampling_strategy", "uniform"), ("equalize", "pad"), ("episode_pool_size", 0),
-                      ("num_workers", 1025), ("batch_size", 0), ("partitions", 0), ("seed", 1.5)):
+    for name, bad in (
+        ("sampling_strategy", "uniform"),
+        ("equalize", "pad"),
+        ("episode_pool_size", 0),
+        ("num_workers", 1025),
+        ("batch_size", 0),
+        ("partitions", 0),
+        ("seed", 1.5),
+    ):
         with pytest.raises(StreamingConfigError, match=rf"^{name} must be"):
             PlanSettings(**{name: bad})
         if name in ("batch_size", "num_workers"):
@@ -171,9 +225,26 @@ def test_every_planner_setting_is_named_as_its_option():
     own = {f.name for f in dataclasses.fields(PlanSettings)} - names
     assert own == {"byte_budget", "rank", "world_size"}  # the budget in bytes (converted once), the rank
     assert {f.name for f in dataclasses.fields(LoaderSettings)} <= names
-    o = StreamOptions(seed=7, episode_pool_size=3, sampling_strategy="round_robin", video_decoder_cache_size=5,
-                      byte_budget_gb=0.5, repeat=True, equalize="drop", partitions=4, batch_size=2).resolved()
+    o = StreamOptions(
+        seed=7,
+        episode_pool_size=3,
+        sampling_strategy="round_robin",
+        video_decoder_cache_size=5,
+        byte_budget_gb=0.5,
+        repeat=True,
+        equalize="drop",
+        partitions=4,
+        batch_size=2,
+    ).resolved()
     s = plan_settings(o, LoaderSettings(batch_size=6, num_workers=2, drop_last=True))
-    assert (s.seed, s.episode_pool_size, s.sampling_strategy, s.video_decoder_cache_size, s.byte_budget, s.repeat,
-            s.equalize, s.partitions) == (7, 3, "round_robin", 5, 1 << 29, True, "drop", 4)
+    assert (
+        s.seed,
+        s.episode_pool_size,
+        s.sampling_strategy,
+        s.video_decoder_cache_size,
+        s.byte_budget,
+        s.repeat,
+        s.equalize,
+        s.partitions,
+    ) == (7, 3, "round_robin", 5, 1 << 29, True, "drop", 4)
     assert (s.batch_size, s.num_workers, s.drop_last) == (6, 2, True)  # the loader's, not the options'

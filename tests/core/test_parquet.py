@@ -35,14 +35,16 @@ FILES = {"data/chunk-000/file-000.parquet": [0, 1, 2], "data/chunk-000/file-001.
 
 def _episode_table(ep: int, n: int, start: int) -> pa.Table:
     rng = np.random.default_rng(ep)
-    return pa.table({
-        "episode_index": pa.array(np.full(n, ep), pa.int64()),
-        "frame_index": pa.array(np.arange(n), pa.int64()),
-        "index": pa.array(start + np.arange(n), pa.int64()),
-        "timestamp": pa.array(np.arange(n) / 30, pa.float32()),
-        "observation.state": pa.array(rng.random((n, 64)).tolist(), pa.list_(pa.float32(), 64)),
-        "action": pa.array(rng.random((n, 64)).tolist(), pa.list_(pa.float32(), 64)),
-    })
+    return pa.table(
+        {
+            "episode_index": pa.array(np.full(n, ep), pa.int64()),
+            "frame_index": pa.array(np.arange(n), pa.int64()),
+            "index": pa.array(start + np.arange(n), pa.int64()),
+            "timestamp": pa.array(np.arange(n) / 30, pa.float32()),
+            "observation.state": pa.array(rng.random((n, 64)).tolist(), pa.list_(pa.float32(), 64)),
+            "action": pa.array(rng.random((n, 64)).tolist(), pa.list_(pa.float32(), 64)),
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +171,11 @@ def test_page_checksums_are_verified(tmp_path):
     _damage_column(tmp_path / "crc.parquet", "action")
     # without verification the flipped bytes decode as wrong floats, silently
     pq.read_table(tmp_path / "crc.parquet")
-    with pytest.raises(ParquetCorruptError, match=r"episodes \[3\] in crc.parquet in .*CRC checksum verification failed"
-                                                  r".*re-download or rewrite it") as ei:
+    with pytest.raises(
+        ParquetCorruptError,
+        match=r"episodes \[3\] in crc.parquet in .*CRC checksum verification failed"
+        r".*re-download or rewrite it",
+    ) as ei:
         read_episode_rows(src, "crc.parquet", {3: 40})
     assert ei.value.path == "crc.parquet" and ei.value.episode_index == 3
     assert isinstance(ei.value, EpisodeDataError)
@@ -188,8 +193,11 @@ def test_corrupt_pages_are_a_typed_error_naming_file_and_episodes(tmp_path):
     with pytest.raises(OSError):
         pq.read_table(tmp_path / "bad.parquet")  # what pyarrow alone says: a bare OSError, no file, no episode
     reader = EpisodeParquetReader(open_source(tmp_path), columns=["observation.state"])
-    with pytest.raises(ParquetCorruptError, match=r"episodes \[0, 1\] in bad.parquet in .*: the Parquet data cannot "
-                                                  r"be decoded \(row groups \[0\].*OSError: .*snappy") as ei:
+    with pytest.raises(
+        ParquetCorruptError,
+        match=r"episodes \[0, 1\] in bad.parquet in .*: the Parquet data cannot "
+        r"be decoded \(row groups \[0\].*OSError: .*snappy",
+    ) as ei:
         reader.read("bad.parquet", {0: LENGTHS[0], 1: LENGTHS[1]})
     assert ei.value.episode_index == 0
     # a truncated file: the footer itself is unreadable

@@ -61,12 +61,14 @@ def test_stream_loader_exception_that_does_not_pickle(small_dataset):
     from lerobotstream.loader import StreamLoader
 
     with pytest.raises(RuntimeError, match=r"^TwoArgs: x/y\nTraceback") as info:
-        _first_batch(StreamLoader(_stream(small_dataset), 4, num_workers=2, mode="processes",
-                                  collate_fn=collate_two_args))
+        _first_batch(
+            StreamLoader(_stream(small_dataset), 4, num_workers=2, mode="processes", collate_fn=collate_two_args)
+        )
     assert not isinstance(info.value, LoaderWorkerError)
     with pytest.raises(TwoArgs, match=r"^x/y$"):
-        _first_batch(StreamLoader(_stream(small_dataset), 4, num_workers=2, mode="threads",
-                                  collate_fn=collate_two_args))
+        _first_batch(
+            StreamLoader(_stream(small_dataset), 4, num_workers=2, mode="threads", collate_fn=collate_two_args)
+        )
 
 
 def test_dataloader_workers_follow_torchs_rule(small_dataset):

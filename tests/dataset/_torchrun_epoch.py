@@ -12,8 +12,9 @@ from lerobotstream.dataset import StreamingLeRobotDataset
 root, out = sys.argv[1], sys.argv[2]
 dist.init_process_group("gloo")
 rank = dist.get_rank()
-ds = StreamingLeRobotDataset(root=root, episode_pool_size=2, prefetch_episodes=1, max_num_shards=2, num_workers=2,
-                             batch_size=2)
+ds = StreamingLeRobotDataset(
+    root=root, episode_pool_size=2, prefetch_episodes=1, max_num_shards=2, num_workers=2, batch_size=2
+)
 seen = []
 for batch in torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2):
     seen += list(zip(batch["episode_index"].tolist(), batch["frame_index"].tolist()))

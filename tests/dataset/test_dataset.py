@@ -16,12 +16,16 @@ CAM = (("observation.images.front", 64, 48),)
 
 @pytest.fixture(scope="module")
 def root(make_generated_dataset):
-    return Path(make_generated_dataset(episode_lengths=(7, 5, 9, 4), codec="av1", cameras=CAM, episodes_per_video_file=1))
+    return Path(
+        make_generated_dataset(episode_lengths=(7, 5, 9, 4), codec="av1", cameras=CAM, episodes_per_video_file=1)
+    )
 
 
 @pytest.mark.parametrize("num_workers", [0, 1, 2])
 def test_dataloader_exact_epoch(root, num_workers):
-    ds = StreamingLeRobotDataset(root=root, episode_pool_size=2, prefetch_episodes=1, max_num_shards=max(1, num_workers))
+    ds = StreamingLeRobotDataset(
+        root=root, episode_pool_size=2, prefetch_episodes=1, max_num_shards=max(1, num_workers)
+    )
     dl = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=num_workers)
     seen = []
     for batch in dl:
@@ -42,8 +46,9 @@ def test_oversize_episode_fails_before_fetch(root):
 def test_sizes_are_computed_for_the_pool_and_frontier_only(root):
     """Sizes on demand (issue 33): the first item needs the sizes of the first pool and prefetch
     frontier only; the epoch sizes each episode once."""
-    ds = StreamingLeRobotDataset(root=root, episode_pool_size=1, prefetch_episodes=1, decode_lookahead=1,
-                                 first_lookahead=1)  # anchors drawn one at a time: the first chunks stay in one episode
+    ds = StreamingLeRobotDataset(
+        root=root, episode_pool_size=1, prefetch_episodes=1, decode_lookahead=1, first_lookahead=1
+    )  # anchors drawn one at a time: the first chunks stay in one episode
     it = iter(ds)
     next(it)
     assert 1 <= ds.stats()["episodes_sized"] <= 2  # the admitted episode, the prefetched one
@@ -69,7 +74,9 @@ def test_small_budget_invariants(root, monkeypatch):
     probe = StreamingLeRobotDataset(root=root, episode_pool_size=1)
     w = probe._state()
     biggest = max(w.episode_nbytes(e) for e in range(4))
-    ds = StreamingLeRobotDataset(root=root, episode_pool_size=2, prefetch_episodes=2, byte_budget_gb=(biggest + 10) / 2**30)
+    ds = StreamingLeRobotDataset(
+        root=root, episode_pool_size=2, prefetch_episodes=2, byte_budget_gb=(biggest + 10) / 2**30
+    )
     n = sum(1 for _ in ds)
     assert n == 25 and "fetched" in events and "free" in events
 
@@ -91,8 +98,11 @@ def test_decode_failure_is_loud(root, monkeypatch):
 @pytest.fixture(scope="module")
 def root2cam(make_generated_dataset):
     cams = (("observation.images.front", 64, 48), ("observation.images.wrist", 64, 48))
-    return Path(make_generated_dataset(episode_lengths=(9, 7, 8, 6, 9, 5, 7, 8), codec="h264", cameras=cams,
-                                       episodes_per_video_file=2))
+    return Path(
+        make_generated_dataset(
+            episode_lengths=(9, 7, 8, 6, 9, 5, 7, 8), codec="h264", cameras=cams, episodes_per_video_file=2
+        )
+    )
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
@@ -101,8 +111,15 @@ def test_tiny_decoder_cache_with_decode_threads(root2cam, num_workers):
     (``DecodeError: ... closed failed on local frames``). Decoders in use are pinned now."""
     want = sorted((e, f) for e, n in enumerate((9, 7, 8, 6, 9, 5, 7, 8)) for f in range(n))
     for _ in range(3):
-        ds = StreamingLeRobotDataset(root=root2cam, max_num_shards=max(1, num_workers), video_decoder_cache_size=1,
-                                     decode_threads=2, decode_lookahead=2, episode_pool_size=4, decoded_cache_gb=0)
+        ds = StreamingLeRobotDataset(
+            root=root2cam,
+            max_num_shards=max(1, num_workers),
+            video_decoder_cache_size=1,
+            decode_threads=2,
+            decode_lookahead=2,
+            episode_pool_size=4,
+            decoded_cache_gb=0,
+        )
         dl = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=num_workers)
         seen = []
         for batch in dl:
@@ -143,8 +160,15 @@ def test_set_epoch_reaches_persistent_workers(root):
 def _rank_anchors(root, monkeypatch, rank, equalize, nw=2, bs=2):
     monkeypatch.setenv("RANK", str(rank))
     monkeypatch.setenv("WORLD_SIZE", "2")
-    ds = StreamingLeRobotDataset(root=root, max_num_shards=nw, num_workers=nw, batch_size=bs, equalize=equalize,
-                                 episode_pool_size=2, prefetch_episodes=1)
+    ds = StreamingLeRobotDataset(
+        root=root,
+        max_num_shards=nw,
+        num_workers=nw,
+        batch_size=bs,
+        equalize=equalize,
+        episode_pool_size=2,
+        prefetch_episodes=1,
+    )
     dl = torch.utils.data.DataLoader(ds, batch_size=bs, num_workers=nw)
     batches = [list(zip(b["episode_index"].tolist(), b["frame_index"].tolist())) for b in dl]
     return batches
@@ -166,23 +190,51 @@ def test_equalize_drop_gives_every_rank_the_same_batch_count(root2cam, monkeypat
         StreamingLeRobotDataset(root=root2cam, equalize="pad")
 
 
-@pytest.mark.parametrize("kw", [
-    dict(byte_budget_gb=0), dict(byte_budget_gb=-1.0), dict(episode_pool_size=0), dict(episodes=[]),
-    dict(delta_timestamps={"action": 0.1}), dict(delta_timestamps={"action": ["a"]}), dict(prefetch_episodes=-1),
-    dict(decode_threads=0), dict(decoded_queue_size=0), dict(episodes=[-1]),
-    dict(tolerance_s=0), dict(tolerance_s="1e-4"), dict(sampling_strategy="random"), dict(video_backend="pyav"),
-    dict(max_num_shards=0), dict(sidecar_lock_timeout_s=-5), dict(device="gpu"), dict(device="cuda0"),
-    dict(decode_lookahead=0), dict(decoded_cache_gb=float("nan")), dict(ffmpeg_threads=-1),
-    dict(tolerance_s=2**64 * 10**400), dict(decoded_cache_gb=10**400), dict(byte_budget_gb=1e12),
-    dict(device="cuda:１"), dict(batch_size=0), dict(batch_size=2.7), dict(batch_size="8"), dict(first_lookahead=0),
-    dict(num_workers=-1), dict(seed="abc"), dict(seed=1.5), dict(return_uint8="no"), dict(repeat="no"),
-    dict(camera_keys="observation.images.cam"),
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(byte_budget_gb=0),
+        dict(byte_budget_gb=-1.0),
+        dict(episode_pool_size=0),
+        dict(episodes=[]),
+        dict(delta_timestamps={"action": 0.1}),
+        dict(delta_timestamps={"action": ["a"]}),
+        dict(prefetch_episodes=-1),
+        dict(decode_threads=0),
+        dict(decoded_queue_size=0),
+        dict(episodes=[-1]),
+        dict(tolerance_s=0),
+        dict(tolerance_s="1e-4"),
+        dict(sampling_strategy="random"),
+        dict(video_backend="pyav"),
+        dict(max_num_shards=0),
+        dict(sidecar_lock_timeout_s=-5),
+        dict(device="gpu"),
+        dict(device="cuda0"),
+        dict(decode_lookahead=0),
+        dict(decoded_cache_gb=float("nan")),
+        dict(ffmpeg_threads=-1),
+        dict(tolerance_s=2**64 * 10**400),
+        dict(decoded_cache_gb=10**400),
+        dict(byte_budget_gb=1e12),
+        dict(device="cuda:１"),
+        dict(batch_size=0),
+        dict(batch_size=2.7),
+        dict(batch_size="8"),
+        dict(first_lookahead=0),
+        dict(num_workers=-1),
+        dict(seed="abc"),
+        dict(seed=1.5),
+        dict(return_uint8="no"),
+        dict(repeat="no"),
+        dict(camera_keys="observation.images.cam"),
+    ],
+)
 def test_bad_options_raise_typed_errors_at_construction(root, kw):
     """Bug: these were accepted (or failed later with a bare TypeError / hang)."""
     from lerobotstream.errors import StreamingConfigError
 
-    (name, value), = kw.items()
+    ((name, value),) = kw.items()
     with pytest.raises(StreamingConfigError) as ei:
         StreamingLeRobotDataset(root=root, **kw)
     msg = str(ei.value)
@@ -192,8 +244,14 @@ def test_bad_options_raise_typed_errors_at_construction(root, kw):
 def test_option_forms_that_are_accepted(root):
     """A generator of episodes is read once (not consumed by validation); torch.device and numpy
     scalars are accepted."""
-    ds = StreamingLeRobotDataset(root=root, episodes=(e for e in [1]), device=torch.device("cpu"),
-                                 tolerance_s=np.float64(1e-4), seed=np.int64(3), return_uint8=np.bool_(True))
+    ds = StreamingLeRobotDataset(
+        root=root,
+        episodes=(e for e in [1]),
+        device=torch.device("cpu"),
+        tolerance_s=np.float64(1e-4),
+        seed=np.int64(3),
+        return_uint8=np.bool_(True),
+    )
     assert ds.episodes == [1] and ds.device == "cpu"
     assert len({int(it["episode_index"]) for it in ds}) == 1
 

@@ -29,8 +29,9 @@ def _epoch(ds):
 
 
 def test_each_gop_decoded_once_per_episode(root):
-    ds = StreamingLeRobotDataset(root=root, episode_pool_size=3, prefetch_episodes=1, decode_lookahead=8,
-                                 decode_threads=2)
+    ds = StreamingLeRobotDataset(
+        root=root, episode_pool_size=3, prefetch_episodes=1, decode_lookahead=8, decode_threads=2
+    )
     ref = _epoch(ds)
     st = ds.stats()
     assert len(ref) == sum(LENGTHS)
@@ -38,14 +39,20 @@ def test_each_gop_decoded_once_per_episode(root):
     assert st["frames_decoded"] == sum(LENGTHS), st  # every frame decoded exactly once
     assert st["gop_cache_bytes"] == 0 and st["gop_cache_peak_bytes"] > 0
     # cache off: more decoding, same items
-    off = StreamingLeRobotDataset(root=root, episode_pool_size=3, prefetch_episodes=1, decode_lookahead=8,
-                                  decoded_cache_gb=0)
+    off = StreamingLeRobotDataset(
+        root=root, episode_pool_size=3, prefetch_episodes=1, decode_lookahead=8, decoded_cache_gb=0
+    )
     got = _epoch(off)
     assert off.stats()["frames_decoded"] > sum(LENGTHS)
     assert got.keys() == ref.keys() and all(torch.equal(got[k], ref[k]) for k in ref)
     # tiny bound: evictions, still the same items
-    tiny = StreamingLeRobotDataset(root=root, episode_pool_size=3, prefetch_episodes=1, decode_lookahead=8,
-                                   decoded_cache_gb=64 * 48 * 3 * 40 / 2**30)
+    tiny = StreamingLeRobotDataset(
+        root=root,
+        episode_pool_size=3,
+        prefetch_episodes=1,
+        decode_lookahead=8,
+        decoded_cache_gb=64 * 48 * 3 * 40 / 2**30,
+    )
     got = _epoch(tiny)
     s = tiny.stats()
     assert s["gop_cache_peak_bytes"] <= s["gop_cache_capacity_bytes"]
@@ -55,8 +62,9 @@ def test_each_gop_decoded_once_per_episode(root):
 def test_windows_with_gop_cache(root):
     dt = {"observation.images.front": [-0.1, 0.0, 0.2]}
     a = StreamingLeRobotDataset(root=root, delta_timestamps=dt, episode_pool_size=2, decode_lookahead=8)
-    b = StreamingLeRobotDataset(root=root, delta_timestamps=dt, episode_pool_size=2, decode_lookahead=8,
-                                decoded_cache_gb=0, return_uint8=True)
+    b = StreamingLeRobotDataset(
+        root=root, delta_timestamps=dt, episode_pool_size=2, decode_lookahead=8, decoded_cache_gb=0, return_uint8=True
+    )
     ra = {(int(i["episode_index"]), int(i["frame_index"])): i for i in a}
     rb = {(int(i["episode_index"]), int(i["frame_index"])): i for i in b}
     assert ra.keys() == rb.keys() and len(ra) == sum(LENGTHS)

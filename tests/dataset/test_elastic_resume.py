@@ -27,8 +27,14 @@ MIX_WEIGHTS = [0.6, 0.4]
 
 @pytest.fixture(scope="module")
 def roots(make_generated_dataset):
-    return {c: Path(make_generated_dataset(episode_lengths=LENGTHS, codec=c, cameras=((CAM, 32, 24),), fps=FPS,
-                                           episodes_per_video_file=3)) for c in ("av1", "h264", "hevc")}
+    return {
+        c: Path(
+            make_generated_dataset(
+                episode_lengths=LENGTHS, codec=c, cameras=((CAM, 32, 24),), fps=FPS, episodes_per_video_file=3
+            )
+        )
+        for c in ("av1", "h264", "hevc")
+    }
 
 
 @pytest.fixture
@@ -49,14 +55,23 @@ def _make(roots, monkeypatch, what, topo, rank, windows, repeat=False, **kw):
     w, k, b = topo
     monkeypatch.setenv("RANK", str(rank))
     monkeypatch.setenv("WORLD_SIZE", str(w))
-    opts = dict(repeat=repeat, episode_pool_size=2, prefetch_episodes=1, max_num_shards=max(1, k), batch_size=b,
-                num_workers=k, return_uint8=True, **kw)
+    opts = dict(
+        repeat=repeat,
+        episode_pool_size=2,
+        prefetch_episodes=1,
+        max_num_shards=max(1, k),
+        batch_size=b,
+        num_workers=k,
+        return_uint8=True,
+        **kw,
+    )
     if windows:
         opts["delta_timestamps"] = {CAM: [-1 / FPS, 0.0]}
     if isinstance(what, str):
         return StreamingLeRobotDataset(root=roots[what], **opts)
-    return StreamingMultiLeRobotDataset([f"t/{c}" for c in what], roots=[roots[c] for c in what],
-                                        weights=MIX_WEIGHTS, **opts)
+    return StreamingMultiLeRobotDataset(
+        [f"t/{c}" for c in what], roots=[roots[c] for c in what], weights=MIX_WEIGHTS, **opts
+    )
 
 
 def _items(batch, windows):
@@ -121,13 +136,17 @@ def _endless_resume(make, topo, windows, state):
         for w, s in streams.items():
             for d in range(len(need)):
                 sub = [x for x in s if x[0] == d]
-                rem.update(sub[:first[d, w]])
-                nxt.update(sub[first[d, w]:need[d, w]])
+                rem.update(sub[: first[d, w]])
+                nxt.update(sub[first[d, w] : need[d, w]])
     return rem, nxt
 
 
-CASES = [("av1", (2, 2, 4), (1, 3, 6), False), ("h264", (2, 2, 4), (3, 2, 5), True),
-         ("hevc", (1, 0, 8), (2, 2, 4), False), ("av1", (2, 2, 4), (4, 1, 4), True)]
+CASES = [
+    ("av1", (2, 2, 4), (1, 3, 6), False),
+    ("h264", (2, 2, 4), (3, 2, 5), True),
+    ("hevc", (1, 0, 8), (2, 2, 4), False),
+    ("av1", (2, 2, 4), (4, 1, 4), True),
+]
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
@@ -150,8 +169,10 @@ def test_a_state_saved_in_the_remainder_resumes_again(streams):
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
-@pytest.mark.parametrize("what,old,new,windows", [(("av1", "hevc"), (2, 2, 4), (1, 3, 6), True),
-                                                  (("h264", "av1"), (1, 0, 8), (3, 2, 5), False)])
+@pytest.mark.parametrize(
+    "what,old,new,windows",
+    [(("av1", "hevc"), (2, 2, 4), (1, 3, 6), True), (("h264", "av1"), (1, 0, 8), (3, 2, 5), False)],
+)
 def test_mixture_elastic_resume_with_real_frames(streams, what, old, new, windows):
     make = streams(what)
     consumed, state = _run(make, old, windows, n=2)
@@ -160,12 +181,19 @@ def test_mixture_elastic_resume_with_real_frames(streams, what, old, new, window
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
-@pytest.mark.parametrize("what,old,new,windows", [
-    ("av1", (2, 2, 4), (1, 3, 6), False), ("h264", (2, 2, 4), (3, 2, 5), True),
-    ("h264", (2, 2, 4), (1, 3, 6), True), ("av1", (2, 2, 4), (3, 2, 5), False),
-    (("av1", "h264"), (2, 2, 4), (1, 3, 6), True), (("h264", "av1"), (2, 2, 4), (3, 2, 5), False),
-    (("av1", "h264"), (2, 2, 4), (3, 2, 5), True), (("h264", "av1"), (2, 2, 4), (1, 3, 6), False),
-])
+@pytest.mark.parametrize(
+    "what,old,new,windows",
+    [
+        ("av1", (2, 2, 4), (1, 3, 6), False),
+        ("h264", (2, 2, 4), (3, 2, 5), True),
+        ("h264", (2, 2, 4), (1, 3, 6), True),
+        ("av1", (2, 2, 4), (3, 2, 5), False),
+        (("av1", "h264"), (2, 2, 4), (1, 3, 6), True),
+        (("h264", "av1"), (2, 2, 4), (3, 2, 5), False),
+        (("av1", "h264"), (2, 2, 4), (3, 2, 5), True),
+        (("h264", "av1"), (2, 2, 4), (1, 3, 6), False),
+    ],
+)
 def test_endless_elastic_resume_plays_the_pass_in_progress_then_plain_epochs(streams, what, old, new, windows):
     make = streams(what)
     consumed, state = _run(make, old, windows, n=2, repeat=True)

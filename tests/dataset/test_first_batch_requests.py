@@ -61,7 +61,7 @@ def _src(store, name: str) -> HttpSource:
 def _requests(store, name: str) -> list[tuple[str, str]]:
     """(method, path under the dataset root; folders end with /) of every logged request."""
     prefix = f"/static/{name}/"
-    return [(e["method"], e["path"][len(prefix):]) for e in store.log() if e["path"].startswith(prefix)]
+    return [(e["method"], e["path"][len(prefix) :]) for e in store.log() if e["path"].startswith(prefix)]
 
 
 # --- HttpSource.read_file ------------------------------------------------------------------------
@@ -88,16 +88,22 @@ def test_read_file_refuses_a_file_changed_since_its_head(store):
     src = _src(store, "scratch")
     assert src.size("changing.json") == 8
     path.write_bytes(b'{"v": 22}')
-    with pytest.raises(SourceChangedError, match=r"'changing.json' at http://127\.0\.0\.1:\d+/static/scratch/"
-                                                 r"changing\.json changed while being read: it had 8 bytes") as ei:
+    with pytest.raises(
+        SourceChangedError,
+        match=r"'changing.json' at http://127\.0\.0\.1:\d+/static/scratch/"
+        r"changing\.json changed while being read: it had 8 bytes",
+    ) as ei:
         src.read_file("changing.json")
     assert ei.value.path == "changing.json"
 
 
 def test_read_file_of_a_missing_file_is_typed_and_names_the_url(store):
     src = _src(store, "g1")
-    with pytest.raises(SourceNotFoundError, match=r"'meta/nope\.json' not found \(HTTP 404\) at "
-                                                  r"http://127\.0\.0\.1:\d+/static/g1/meta/nope\.json"):
+    with pytest.raises(
+        SourceNotFoundError,
+        match=r"'meta/nope\.json' not found \(HTTP 404\) at "
+        r"http://127\.0\.0\.1:\d+/static/g1/meta/nope\.json",
+    ):
         src.read_file("meta/nope.json")
     assert _requests(store, "g1") == [("GET", "meta/nope.json")]
 
@@ -115,8 +121,11 @@ def test_read_file_retries_a_failed_get(store):
 def test_listing_several_folders_matches_the_local_listing(store):
     src = _src(store, "chunks")
     local = LocalSource(store.folder / "chunks")
-    assert src.list("meta/episodes") == local.list("meta/episodes") == [
-        "meta/episodes/chunk-000/file-000.parquet", "meta/episodes/chunk-001/file-000.parquet"]
+    assert (
+        src.list("meta/episodes")
+        == local.list("meta/episodes")
+        == ["meta/episodes/chunk-000/file-000.parquet", "meta/episodes/chunk-001/file-000.parquet"]
+    )
     assert src.list("") == local.list("")
     assert src.list("no/such") == []
 
@@ -127,13 +136,18 @@ def test_metadata_load_sends_each_request_once_and_no_head_for_metadata(store):
     meta = DatasetMeta.load(src)
     assert meta.num_episodes == 2 and meta.stats
     reqs = _requests(store, "g1")
-    assert Counter(reqs) == Counter({
-        ("GET", "meta/info.json"): 1, ("GET", "meta/tasks.parquet"): 1, ("GET", "meta/stats.json"): 1,
-        ("GET", "meta/episodes/"): 1, ("GET", "meta/episodes/chunk-000/"): 1,
-        ("GET", "meta/episodes/chunk-000/file-000.parquet"): 1,
-        ("HEAD", "data/chunk-000/file-000.parquet"): 1,
-        ("HEAD", "videos/observation.images.cam_high/chunk-000/file-000.mp4"): 1,
-    })
+    assert Counter(reqs) == Counter(
+        {
+            ("GET", "meta/info.json"): 1,
+            ("GET", "meta/tasks.parquet"): 1,
+            ("GET", "meta/stats.json"): 1,
+            ("GET", "meta/episodes/"): 1,
+            ("GET", "meta/episodes/chunk-000/"): 1,
+            ("GET", "meta/episodes/chunk-000/file-000.parquet"): 1,
+            ("HEAD", "data/chunk-000/file-000.parquet"): 1,
+            ("HEAD", "videos/observation.images.cam_high/chunk-000/file-000.mp4"): 1,
+        }
+    )
     local = DatasetMeta.load(G1)
     assert meta.episodes == local.episodes and meta.tasks == local.tasks and meta.stats == local.stats
     assert not [t for t in threading.enumerate() if t.name.startswith("lerobotstream-prefetch")]  # pool closed
@@ -152,24 +166,35 @@ def test_metadata_load_reads_every_shard_of_several_chunk_folders(store):
     src = _src(store, "chunks")
     meta = DatasetMeta.load(src)
     assert [ep.episode_index for ep in meta.episodes] == [0, 1]
-    assert [ep.shard for ep in meta.episodes] == ["meta/episodes/chunk-000/file-000.parquet",
-                                                  "meta/episodes/chunk-001/file-000.parquet"]
+    assert [ep.shard for ep in meta.episodes] == [
+        "meta/episodes/chunk-000/file-000.parquet",
+        "meta/episodes/chunk-001/file-000.parquet",
+    ]
     shard_gets = Counter(r for r in _requests(store, "chunks") if r[1].endswith(".parquet") and "episodes" in r[1])
     assert set(shard_gets.values()) == {1} and len(shard_gets) == 2
 
 
 def test_metadata_errors_over_http_stay_typed_and_named(store):
-    with pytest.raises(MetadataError, match=r"meta/info\.json is missing: http://127\.0\.0\.1:\d+/static/scratch/"
-                                            r"meta/info\.json"):
+    with pytest.raises(
+        MetadataError,
+        match=r"meta/info\.json is missing: http://127\.0\.0\.1:\d+/static/scratch/"
+        r"meta/info\.json",
+    ):
         DatasetMeta.load(_src(store, "scratch"))
-    with pytest.raises(MetadataError, match=r"episode 0: camera 'observation\.images\.cam_high' video "
-                                            r"http://127\.0\.0\.1:\d+/static/novideo/videos/.*file-000\.mp4 is missing") as ei:
+    with pytest.raises(
+        MetadataError,
+        match=r"episode 0: camera 'observation\.images\.cam_high' video "
+        r"http://127\.0\.0\.1:\d+/static/novideo/videos/.*file-000\.mp4 is missing",
+    ) as ei:
         DatasetMeta.load(_src(store, "novideo"))
     assert ei.value.episode_index == 0 and ei.value.camera == "observation.images.cam_high"
     store.set_faults([{"kind": "status", "status": 500, "match": "g1/meta/tasks", "count": 10}])
     try:
-        with pytest.raises(MetadataError, match=r"could not read tasks file http://127\.0\.0\.1:\d+/static/g1/meta/"
-                                                r"tasks\.parquet: .*gave up after 3 attempts") as ei:
+        with pytest.raises(
+            MetadataError,
+            match=r"could not read tasks file http://127\.0\.0\.1:\d+/static/g1/meta/"
+            r"tasks\.parquet: .*gave up after 3 attempts",
+        ) as ei:
             DatasetMeta.load(_src(store, "g1"))
         assert isinstance(ei.value.__cause__, SourceError) and ei.value.path == "meta/tasks.parquet"
     finally:
@@ -202,12 +227,14 @@ class GatedSource(ByteSource):
 
 def _two_episode_file(path: Path, lengths=(30, 40), row_groups: int = 1) -> None:
     n = sum(lengths)
-    t = pa.table({
-        "episode_index": pa.array(np.repeat(np.arange(len(lengths)), lengths), pa.int64()),
-        "frame_index": pa.array(np.concatenate([np.arange(k) for k in lengths]), pa.int64()),
-        "index": pa.array(np.arange(n), pa.int64()),
-        "action": pa.array(np.random.default_rng(0).random(n), pa.float32()),
-    })
+    t = pa.table(
+        {
+            "episode_index": pa.array(np.repeat(np.arange(len(lengths)), lengths), pa.int64()),
+            "frame_index": pa.array(np.concatenate([np.arange(k) for k in lengths]), pa.int64()),
+            "index": pa.array(np.arange(n), pa.int64()),
+            "action": pa.array(np.random.default_rng(0).random(n), pa.float32()),
+        }
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(t, path, row_group_size=-(-n // row_groups))
 
@@ -354,8 +381,9 @@ def test_metadata_load_from_the_hub_lists_each_folder_once(tmp_path, monkeypatch
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)  # loopback only: endpoint is 127.0.0.1
     shutil.copytree(G1, tmp_path / "g1")
     sha = "1" * 40
-    server = LoopbackServer.start({"datasets": {"lerobot/g1": {"refs": {"main": sha},
-                                                               "commits": {sha: str(tmp_path / "g1")}}}})
+    server = LoopbackServer.start(
+        {"datasets": {"lerobot/g1": {"refs": {"main": sha}, "commits": {sha: str(tmp_path / "g1")}}}}
+    )
     try:
         src = open_source("hf://datasets/lerobot/g1", endpoint=server.url, token=False, retry=FAST)
         server.clear_log()
@@ -374,7 +402,13 @@ def test_first_batch_tool_classifies_requests_and_counts_round_trips():
     def e(method, path, t):
         return {"method": method, "path": f"/static/ds/{path}", "t": t}
 
-    log = [e("GET", "meta/info.json", 0.0), e("GET", "meta/episodes/", 0.001), e("GET", "meta/episodes/chunk-000/", 0.05),
-           e("HEAD", "data/f.parquet", 0.1), e("HEAD", "videos/c/f.mp4", 0.1005), e("GET", "videos/c/f.mp4", 0.2)]
+    log = [
+        e("GET", "meta/info.json", 0.0),
+        e("GET", "meta/episodes/", 0.001),
+        e("GET", "meta/episodes/chunk-000/", 0.05),
+        e("HEAD", "data/f.parquet", 0.1),
+        e("HEAD", "videos/c/f.mp4", 0.1005),
+        e("GET", "videos/c/f.mp4", 0.2),
+    ]
     assert [classify(x) for x in log] == ["GET meta", "list", "list", "HEAD", "HEAD", "GET videos"]
     assert critical_round_trips(log, 0.05) == 4  # the two overlapped pairs count once each

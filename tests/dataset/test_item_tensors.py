@@ -48,8 +48,9 @@ def test_dataset_items_contiguous(make_generated_dataset):
     cam = (("observation.images.front", 64, 48),)
     root = Path(make_generated_dataset(episode_lengths=(7, 5), codec="av1", cameras=cam))
     for u8 in (False, True):
-        ds = StreamingLeRobotDataset(root=root, return_uint8=u8,
-                                     delta_timestamps={"observation.images.front": [-1 / 30, 0.0]} if u8 else None)
+        ds = StreamingLeRobotDataset(
+            root=root, return_uint8=u8, delta_timestamps={"observation.images.front": [-1 / 30, 0.0]} if u8 else None
+        )
         n = 0
         for it in ds:
             v = it["observation.images.front"]

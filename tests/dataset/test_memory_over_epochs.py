@@ -42,8 +42,13 @@ def test_no_growth_over_20_epochs(make_generated_dataset):
     root = make_generated_dataset(episode_lengths=LENGTHS, codec="av1", cameras=CAM, episodes_per_video_file=2)
     repo = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(root), str(sum(LENGTHS))], env=env,
-                          capture_output=True, text=True, timeout=170)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(root), str(sum(LENGTHS))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     growth_kib = r["20"] - r["2"]

@@ -23,8 +23,13 @@ from lerobotstream.errors import EpisodeDataError
 pytest.importorskip("PIL")
 
 IMG = ("observation.images.wrist", 64, 48)
-KW = dict(episode_lengths=(6, 5, 7, 4), cameras=(("observation.images.front", 32, 24),), image_cameras=(IMG,),
-          episodes_per_data_file=2, episodes_per_video_file=2)
+KW = dict(
+    episode_lengths=(6, 5, 7, 4),
+    cameras=(("observation.images.front", 32, 24),),
+    image_cameras=(IMG,),
+    episodes_per_data_file=2,
+    episodes_per_video_file=2,
+)
 SECOND = "data/chunk-000/file-001.parquet"  # episodes 2 and 3
 
 
@@ -62,8 +67,11 @@ def test_a_declared_shape_the_rows_do_not_have(root):
     info["features"]["observation.state"]["shape"] = [7]
     info["features"]["observation.state"]["names"] = [f"s{i}" for i in range(7)]
     info_path.write_text(json.dumps(info))
-    with pytest.raises(EpisodeDataError, match=r"episode 0, file data/chunk-000/file-000.parquet: column "
-                                               r"'observation.state' holds \[6\] values per row.*\[7\]") as e:
+    with pytest.raises(
+        EpisodeDataError,
+        match=r"episode 0, file data/chunk-000/file-000.parquet: column "
+        r"'observation.state' holds \[6\] values per row.*\[7\]",
+    ) as e:
         _consume(root)
     assert e.value.column == "observation.state" and e.value.episode_index == 0
 
@@ -85,8 +93,9 @@ def _png(h: int, w: int, mode: str) -> bytes:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("h,w,mode,got", [(24, 32, "RGB", (3, 24, 32)), (48, 64, "L", (1, 48, 64)),
-                                          (48, 64, "RGBA", (4, 48, 64))])
+@pytest.mark.parametrize(
+    "h,w,mode,got", [(24, 32, "RGB", (3, 24, 32)), (48, 64, "L", (1, 48, 64)), (48, 64, "RGBA", (4, 48, 64))]
+)
 def test_an_image_of_another_size_or_mode(root, h, w, mode, got):
     key = IMG[0]
 
@@ -96,8 +105,11 @@ def test_an_image_of_another_size_or_mode(root, h, w, mode, got):
         return t.set_column(t.column_names.index(key), key, pa.array(cells, t.schema.field(key).type))
 
     _rewrite(root, SECOND, swap)
-    with pytest.raises(EpisodeDataError, match=rf"episode 2, frame 1, image feature '{key}', file {SECOND}: .*"
-                                               rf"{re.escape(str(got))}.*declares \(3, 48, 64\)") as e:
+    with pytest.raises(
+        EpisodeDataError,
+        match=rf"episode 2, frame 1, image feature '{key}', file {SECOND}: .*"
+        rf"{re.escape(str(got))}.*declares \(3, 48, 64\)",
+    ) as e:
         _consume(root)
     assert e.value.camera == key
     assert len(_consume(root, camera_keys=["observation.images.front"])) == sum(KW["episode_lengths"])  # not decoded
@@ -108,6 +120,3 @@ def test_declared_chw_reads_names():
     assert declared_chw({"shape": [3, 48, 64], "names": ["channel", "height", "width"]}) == (3, 48, 64)
     assert declared_chw({"shape": [48, 64, 1]}) == (1, 48, 64)
     assert declared_chw({"shape": [48, 64]}) is None
-
-
-

@@ -18,12 +18,29 @@ from lerobotstream.testing import read_identity
 
 FRONT = ("observation.images.front", 48, 32)
 SPECS = {  # repo id -> (make_dataset kwargs); each dataset has its own task string
-    "mix/av1": dict(episode_lengths=(11, 7, 9, 5), codec="av1", gop=2, cameras=(FRONT,), tasks=("task av1",),
-                    episodes_per_video_file=2),
-    "mix/h264": dict(episode_lengths=(6, 13, 4), fps=15, codec="h264", gop=6,
-                     cameras=(FRONT, ("observation.images.wrist", 32, 32)), tasks=("task h264",)),
-    "mix/hevc": dict(episode_lengths=(8, 3, 10, 6, 4), codec="hevc", cameras=(FRONT,), tasks=("task hevc",),
-                     episodes_per_video_file=3),
+    "mix/av1": dict(
+        episode_lengths=(11, 7, 9, 5),
+        codec="av1",
+        gop=2,
+        cameras=(FRONT,),
+        tasks=("task av1",),
+        episodes_per_video_file=2,
+    ),
+    "mix/h264": dict(
+        episode_lengths=(6, 13, 4),
+        fps=15,
+        codec="h264",
+        gop=6,
+        cameras=(FRONT, ("observation.images.wrist", 32, 32)),
+        tasks=("task h264",),
+    ),
+    "mix/hevc": dict(
+        episode_lengths=(8, 3, 10, 6, 4),
+        codec="hevc",
+        cameras=(FRONT,),
+        tasks=("task hevc",),
+        episodes_per_video_file=3,
+    ),
 }
 REPOS = list(SPECS)
 
@@ -38,8 +55,7 @@ def _mix(roots, repos=REPOS, **kw):
 
 
 def _expected(repos=REPOS):
-    return {(repos.index(r), e, f)
-            for r in repos for e, n in enumerate(SPECS[r]["episode_lengths"]) for f in range(n)}
+    return {(repos.index(r), e, f) for r in repos for e, n in enumerate(SPECS[r]["episode_lengths"]) for f in range(n)}
 
 
 def _check_item(item, repos=REPOS):
@@ -169,8 +185,11 @@ def test_equalize_drop_gives_every_rank_of_a_mixture_the_same_batch_count(roots,
 
 
 def test_per_dataset_episodes_and_windows(roots):
-    ds = _mix(roots, episodes={"mix/av1": [1, 3], "mix/hevc": [0]},
-              delta_timestamps={r: {"action": [0.0, 1 / SPECS[r].get("fps", 30)]} for r in REPOS})
+    ds = _mix(
+        roots,
+        episodes={"mix/av1": [1, 3], "mix/hevc": [0]},
+        delta_timestamps={r: {"action": [0.0, 1 / SPECS[r].get("fps", 30)]} for r in REPOS},
+    )
     seen = set()
     for item in ds:
         d, ep, fr = _check_item(item)
@@ -192,7 +211,9 @@ def test_stats_are_aggregated_like_lerobot(roots):
     np.testing.assert_allclose(got["mean"], want_mean)
     assert got["count"] == [int(counts.sum())]
     np.testing.assert_allclose(got["min"], np.min([p["min"] for p in parts], axis=0))
-    var = ((np.array([p["std"] for p in parts]) ** 2 + (means - want_mean) ** 2) * counts[:, None]).sum(0) / counts.sum()
+    var = ((np.array([p["std"] for p in parts]) ** 2 + (means - want_mean) ** 2) * counts[:, None]).sum(
+        0
+    ) / counts.sum()
     np.testing.assert_allclose(got["std"], np.sqrt(var))
 
 
@@ -210,8 +231,25 @@ def test_profile_cli_accepts_a_mixture(roots, tmp_path):
     from lerobotstream.profile.__main__ import main
 
     out = tmp_path / "prof.json"
-    rc = main(["--repo-id", ",".join(REPOS), "--root", ",".join(map(str, roots)), "--weights", "0.5,0.3,0.2",
-               "--num-workers", "0", "--batch-size", "4", "--steps", "6", "--json", str(out), "--quiet"])
+    rc = main(
+        [
+            "--repo-id",
+            ",".join(REPOS),
+            "--root",
+            ",".join(map(str, roots)),
+            "--weights",
+            "0.5,0.3,0.2",
+            "--num-workers",
+            "0",
+            "--batch-size",
+            "4",
+            "--steps",
+            "6",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     report = json.loads(out.read_text())
     assert report["config"]["mixture"]["repo_ids"] == REPOS
@@ -228,8 +266,9 @@ def test_local_and_http_sources_mix(roots, tmp_path):
     shutil.copytree(roots[1], served / "h264")
     server = LoopbackServer.start({"static": str(served)})
     try:
-        ds = StreamingMultiLeRobotDataset(REPOS[:2], roots=[roots[0], f"{server.static_url}h264/"],
-                                          weights=[1, 1], num_workers=2)
+        ds = StreamingMultiLeRobotDataset(
+            REPOS[:2], roots=[roots[0], f"{server.static_url}h264/"], weights=[1, 1], num_workers=2
+        )
         dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
         seen = collections.Counter(_check_item(item, REPOS[:2]) for item in dl)
         assert max(seen.values()) == 1 and set(seen) == _expected(REPOS[:2])
@@ -265,5 +304,7 @@ def test_keys_the_mixture_drops_are_noted_once_per_mixture(roots, caplog, monkey
     with caplog.at_level("WARNING", logger="lerobotstream.dataset"):
         for _ in range(3):  # lerobotstream-train builds a mixture more than once (train and eval streams)
             _mix(roots, repos=["mix/av1", "mix/h264"])
-    assert _drop_notes(caplog) == ["lerobotstream: mixture ['mix/av1', 'mix/h264']: keys not in every dataset are "
-                                   "dropped: ['observation.images.wrist'] of mix/h264"]
+    assert _drop_notes(caplog) == [
+        "lerobotstream: mixture ['mix/av1', 'mix/h264']: keys not in every dataset are "
+        "dropped: ['observation.images.wrist'] of mix/h264"
+    ]

@@ -36,22 +36,46 @@ WRIST = ("observation.images.wrist", 32, 32)
 
 @pytest.fixture(scope="module")
 def big(make_generated_dataset) -> Path:  # 6 episodes, 30 fps, two cameras
-    return Path(make_generated_dataset(repo_id="nu/big", episode_lengths=(9, 8, 10, 7, 9, 8), codec="av1", gop=2,
-                                       cameras=(FRONT, WRIST), tasks=("big",)))
+    return Path(
+        make_generated_dataset(
+            repo_id="nu/big",
+            episode_lengths=(9, 8, 10, 7, 9, 8),
+            codec="av1",
+            gop=2,
+            cameras=(FRONT, WRIST),
+            tasks=("big",),
+        )
+    )
 
 
 @pytest.fixture(scope="module")
 def small(make_generated_dataset) -> Path:  # 2 episodes, 15 fps
-    return Path(make_generated_dataset(repo_id="nu/small", episode_lengths=(12, 10), fps=15, codec="h264", gop=4,
-                                       cameras=(FRONT,), tasks=("small",)))
+    return Path(
+        make_generated_dataset(
+            repo_id="nu/small",
+            episode_lengths=(12, 10),
+            fps=15,
+            codec="h264",
+            gop=4,
+            cameras=(FRONT,),
+            tasks=("small",),
+        )
+    )
 
 
 def test_a_dataset_with_fewer_episodes_than_workers_keeps_its_weight(big, small):
     """weights [0.5, 0.5], 4 workers, the small dataset has 2 episodes: today it gets ~0.25 of
     the samples (workers 2 and 3 own none of its episodes and never sample it)."""
     nw, bs = 4, 8
-    ds = StreamingMultiLeRobotDataset(["nu/big", "nu/small"], roots=[big, small], weights=[0.5, 0.5], repeat=True,
-                                      return_uint8=True, batch_size=bs, num_workers=nw)
+    ds = StreamingMultiLeRobotDataset(
+        ["nu/big", "nu/small"],
+        roots=[big, small],
+        weights=[0.5, 0.5],
+        repeat=True,
+        return_uint8=True,
+        batch_size=bs,
+        num_workers=nw,
+    )
     dl = torch.utils.data.DataLoader(ds, batch_size=bs, num_workers=nw)
     seen = collections.Counter()
     for batch in itertools.islice(dl, 16 * nw):  # 128 samples per worker
@@ -60,23 +84,37 @@ def test_a_dataset_with_fewer_episodes_than_workers_keeps_its_weight(big, small)
     assert abs(share - 0.5) < 0.05, f"dataset 1 got {share:.3f} of the samples for a weight share of 0.5"
 
 
-@pytest.mark.parametrize("windows", [
-    {"nu/big": {"action": [0.0, 0.2]}, "nu/small": {"action": [0.0, 0.2, 0.4]}},
-    {"nu/big": {"action": [0.0, 0.2]}},
-])
+@pytest.mark.parametrize(
+    "windows",
+    [
+        {"nu/big": {"action": [0.0, 0.2]}, "nu/small": {"action": [0.0, 0.2, 0.4]}},
+        {"nu/big": {"action": [0.0, 0.2]}},
+    ],
+)
 def test_per_dataset_windows_of_different_lengths_are_refused_at_construction(big, small, windows):
     with pytest.raises(LeRobotStreamError, match="action"):
-        ds = StreamingMultiLeRobotDataset(["nu/big", "nu/small"], roots=[big, small], weights=[1, 1], repeat=True,
-                                          return_uint8=True, delta_timestamps=windows)
+        ds = StreamingMultiLeRobotDataset(
+            ["nu/big", "nu/small"],
+            roots=[big, small],
+            weights=[1, 1],
+            repeat=True,
+            return_uint8=True,
+            delta_timestamps=windows,
+        )
         for _ in itertools.islice(torch.utils.data.DataLoader(ds, batch_size=4), 20):
             pass
 
 
 def test_per_dataset_camera_keys_give_items_of_one_key_set(big, small):
     try:
-        ds = StreamingMultiLeRobotDataset(["nu/big", "nu/small"], roots=[big, small], weights=[1, 1], repeat=True,
-                                          return_uint8=True,
-                                          camera_keys={"nu/big": [WRIST[0]], "nu/small": [FRONT[0]]})
+        ds = StreamingMultiLeRobotDataset(
+            ["nu/big", "nu/small"],
+            roots=[big, small],
+            weights=[1, 1],
+            repeat=True,
+            return_uint8=True,
+            camera_keys={"nu/big": [WRIST[0]], "nu/small": [FRONT[0]]},
+        )
     except LeRobotStreamError:
         return  # refused at construction: fine
     keys = {tuple(sorted(item)) for item in itertools.islice(iter(ds), 30)}

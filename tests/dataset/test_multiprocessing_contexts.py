@@ -26,14 +26,27 @@ def root(make_generated_dataset):
 
 
 def _ds(root, nw=2, **kw):
-    kw = {"episode_pool_size": 2, "prefetch_episodes": 1, "max_num_shards": max(1, nw), "batch_size": B,
-          "num_workers": nw, "decode_lookahead": 5, **kw}
+    kw = {
+        "episode_pool_size": 2,
+        "prefetch_episodes": 1,
+        "max_num_shards": max(1, nw),
+        "batch_size": B,
+        "num_workers": nw,
+        "decode_lookahead": 5,
+        **kw,
+    }
     return StreamingLeRobotDataset(root=root, **kw)
 
 
 def _batches(ds, nw, n=None, ctx=None, epochs=1):
-    dl = torch.utils.data.DataLoader(ds, batch_size=B, num_workers=nw, multiprocessing_context=ctx if nw else None,
-                                     persistent_workers=bool(nw), prefetch_factor=4 if nw else None)
+    dl = torch.utils.data.DataLoader(
+        ds,
+        batch_size=B,
+        num_workers=nw,
+        multiprocessing_context=ctx if nw else None,
+        persistent_workers=bool(nw),
+        prefetch_factor=4 if nw else None,
+    )
     out = []
     for _ in range(epochs):
         for batch in dl:
@@ -103,7 +116,10 @@ def test_drop_n_last_frames_windows_still_see_the_whole_episode(root):
     items = list(ds)
     last = [x for x in items if int(x["episode_index"]) == 0][-1]
     assert int(last["frame_index"]) == LENGTHS[0] - 3
-    assert last["action_is_pad"].tolist() == [False, False]  # frame +2, the episode's last, is not an anchor but is read
+    assert last["action_is_pad"].tolist() == [
+        False,
+        False,
+    ]  # frame +2, the episode's last, is not an anchor but is read
 
 
 def test_drop_n_last_frames_that_leaves_nothing_is_refused(root):

@@ -24,14 +24,20 @@ B = 4
 
 @pytest.fixture(scope="module")
 def root(make_generated_dataset):
-    return Path(make_generated_dataset(episode_lengths=LENGTHS, codec="h264", gop=4, cameras=CAM,
-                                       episodes_per_video_file=2))
+    return Path(
+        make_generated_dataset(episode_lengths=LENGTHS, codec="h264", gop=4, cameras=CAM, episodes_per_video_file=2)
+    )
 
 
 def _equal(a, b) -> bool:
     if isinstance(a, torch.Tensor):
-        return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
-                and torch.equal(a, b))
+        return (
+            isinstance(b, torch.Tensor)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and a.stride() == b.stride()
+            and torch.equal(a, b)
+        )
     return type(a) is type(b) and a == b
 
 
@@ -44,10 +50,12 @@ def _assert_same_batches(ref: list, got: list) -> None:
 
 
 def _loader_batches(root, collate_fn, nw, ctx=None, **kw):
-    ds = StreamingLeRobotDataset(root=root, max_num_shards=max(1, nw), batch_size=B, seed=3, return_uint8=True,
-                                 decode_lookahead=6, **kw)
-    dl = torch.utils.data.DataLoader(ds, batch_size=B, num_workers=nw, collate_fn=collate_fn,
-                                     multiprocessing_context=ctx if nw else None)
+    ds = StreamingLeRobotDataset(
+        root=root, max_num_shards=max(1, nw), batch_size=B, seed=3, return_uint8=True, decode_lookahead=6, **kw
+    )
+    dl = torch.utils.data.DataLoader(
+        ds, batch_size=B, num_workers=nw, collate_fn=collate_fn, multiprocessing_context=ctx if nw else None
+    )
     return list(dl)
 
 
@@ -86,8 +94,9 @@ def test_small_keys_share_one_storage_per_dtype_frames_own_one(root):
     for dtype in {tensors[k].dtype for k in small}:
         assert len({_ptr(tensors[k]) for k in small if tensors[k].dtype == dtype}) == 1, dtype
     assert len({_ptr(tensors[k]) for k in small}) == len({tensors[k].dtype for k in small})
-    assert len({_ptr(tensors[k]) for k in frames} | {_ptr(tensors[k]) for k in small}) == \
-        len(frames) + len({tensors[k].dtype for k in small})
+    assert len({_ptr(tensors[k]) for k in frames} | {_ptr(tensors[k]) for k in small}) == len(frames) + len(
+        {tensors[k].dtype for k in small}
+    )
     assert all(tensors[k].is_contiguous() for k in tensors)
 
 
@@ -98,9 +107,19 @@ def test_in_process_it_is_the_inner_collate_itself():
 
 
 def test_packing_in_a_worker(in_worker, tmp_path):
-    items = [{"frames": torch.full((3, 256, 512), i, dtype=torch.uint8), "state": torch.full((6,), float(i)),
-              "action": torch.full((4, 6), -float(i)), "flag": torch.tensor(bool(i % 2)), "n": torch.tensor(i),
-              "m": torch.tensor(2 * i), "big": torch.zeros(32 << 10), "task": "pick"} for i in range(B)]
+    items = [
+        {
+            "frames": torch.full((3, 256, 512), i, dtype=torch.uint8),
+            "state": torch.full((6,), float(i)),
+            "action": torch.full((4, 6), -float(i)),
+            "flag": torch.tensor(bool(i % 2)),
+            "n": torch.tensor(i),
+            "m": torch.tensor(2 * i),
+            "big": torch.zeros(32 << 10),
+            "task": "pick",
+        }
+        for i in range(B)
+    ]
     ref, got = default_collate(items), packed_collate(items)
     assert list(ref) == list(got) and all(_equal(ref[k], got[k]) for k in ref)
     assert all(got[k].is_shared() for k in got if k != "task")
@@ -118,14 +137,26 @@ def test_packing_in_a_worker(in_worker, tmp_path):
 
 
 def test_lerobot_collate_fn_inner_keeps_lists_drops_language_and_none(in_worker):
-    items = [{"observation.state": torch.full((2,), float(i)), "task": "t", "messages": [{"role": "user"}],
-              "language_events": [{"text": "x"}], "index": torch.tensor(i),
-              "target_message_indices": torch.tensor([i])} for i in range(3)]
+    items = [
+        {
+            "observation.state": torch.full((2,), float(i)),
+            "task": "t",
+            "messages": [{"role": "user"}],
+            "language_events": [{"text": "x"}],
+            "index": torch.tensor(i),
+            "target_message_indices": torch.tensor([i]),
+        }
+        for i in range(3)
+    ]
     ref = lerobot_collate_fn(items + [None])
     got = PackedCollate(lerobot_collate_fn)(items + [None])
     assert list(ref) == list(got) and "language_events" not in got and got["messages"] == ref["messages"]
-    assert all(_equal(ref[k], got[k]) if isinstance(ref[k], torch.Tensor) else
-               all(_equal(a, b) for a, b in zip(ref[k], got[k])) for k in ref)
+    assert all(
+        _equal(ref[k], got[k])
+        if isinstance(ref[k], torch.Tensor)
+        else all(_equal(a, b) for a, b in zip(ref[k], got[k]))
+        for k in ref
+    )
     assert isinstance(got["target_message_indices"], list)  # a LeRobot list key stays a list
     assert PackedCollate(lerobot_collate_fn)([None, None]) is None
 

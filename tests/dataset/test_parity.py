@@ -14,12 +14,17 @@ from lerobotstream.dataset import StreamingLeRobotDataset  # noqa: E402
 
 CAM1 = (("observation.images.front", 64, 48),)
 CAM3 = (("observation.images.front", 64, 48), ("observation.images.wrist", 64, 48), ("observation.images.top", 64, 48))
-WIN = {"observation.state": [-0.1, 0.0, 0.1], "action": [0.0, 1 / 30, 2 / 30], "observation.images.front": [-2 / 30, 0.0, 1 / 30]}
+WIN = {
+    "observation.state": [-0.1, 0.0, 0.1],
+    "action": [0.0, 1 / 30, 2 / 30],
+    "observation.images.front": [-2 / 30, 0.0, 1 / 30],
+}
 
 
 def _epoch_parity(root, *, episodes=None, delta_timestamps=None, return_uint8=False, **kw):
-    ds = StreamingLeRobotDataset(root=root, episodes=episodes, delta_timestamps=delta_timestamps,
-                                 return_uint8=return_uint8, **kw)
+    ds = StreamingLeRobotDataset(
+        root=root, episodes=episodes, delta_timestamps=delta_timestamps, return_uint8=return_uint8, **kw
+    )
     ref = MapStyleReference(root, episodes=episodes, delta_timestamps=delta_timestamps, return_uint8=return_uint8)
     seen = []
     for item in ds:
@@ -40,22 +45,34 @@ def _epoch_parity(root, *, episodes=None, delta_timestamps=None, return_uint8=Fa
         ("h264", CAM1, [1, 3, 4], WIN, 2, (7, 3, 9, 1, 5)),
         ("hevc", CAM3, None, WIN, 2, (7, 2, 9, 4)),
     ],
-    ids=["av1-1cam", "av1-3cam-packed-subset-windows", "h264-bframes-packed-subset-windows", "hevc-3cam-packed-windows"],
+    ids=[
+        "av1-1cam",
+        "av1-3cam-packed-subset-windows",
+        "h264-bframes-packed-subset-windows",
+        "hevc-3cam-packed-windows",
+    ],
 )
 def test_epoch_equals_mapstyle(make_generated_dataset, codec, cameras, episodes, windows, per_file, lengths):
-    root = make_generated_dataset(episode_lengths=lengths, codec=codec, cameras=cameras, episodes_per_video_file=per_file)
+    root = make_generated_dataset(
+        episode_lengths=lengths, codec=codec, cameras=cameras, episodes_per_video_file=per_file
+    )
     _epoch_parity(Path(root), episodes=episodes, delta_timestamps=windows, episode_pool_size=2, prefetch_episodes=1)
 
 
 def test_uint8_and_small_pool(make_generated_dataset):
     root = make_generated_dataset(episode_lengths=(7, 5, 9, 4), codec="av1", cameras=CAM1, episodes_per_video_file=1)
-    _epoch_parity(Path(root), return_uint8=True, episode_pool_size=1, prefetch_episodes=0, decode_threads=1,
-                  decoded_queue_size=1)
+    _epoch_parity(
+        Path(root), return_uint8=True, episode_pool_size=1, prefetch_episodes=0, decode_threads=1, decoded_queue_size=1
+    )
 
 
 def test_real_dataset():
     """The bundled real G1 dataset (2 episodes, AV1, 480x640): both episodes, with windows."""
     root = Path(__file__).resolve().parents[2] / "data" / "g1_v30"
     assert (root / "meta" / "info.json").exists(), "bundled real dataset data/g1_v30 missing"
-    _epoch_parity(root, episode_pool_size=2, decode_lookahead=16,
-                  delta_timestamps={"observation.state": [-1 / 30, 0.0], "action": [0.0, 1 / 30]})
+    _epoch_parity(
+        root,
+        episode_pool_size=2,
+        decode_lookahead=16,
+        delta_timestamps={"observation.state": [-1 / 30, 0.0], "action": [0.0, 1 / 30]},
+    )

@@ -22,8 +22,11 @@ FULL = Counter((e, f) for e, n in enumerate(LENGTHS) for f in range(n))
 
 @pytest.fixture(scope="module")
 def root(make_generated_dataset):
-    return Path(make_generated_dataset(episode_lengths=LENGTHS, codec="h264", cameras=((CAM, 32, 24),), fps=10,
-                                       episodes_per_video_file=3))
+    return Path(
+        make_generated_dataset(
+            episode_lengths=LENGTHS, codec="h264", cameras=((CAM, 32, 24),), fps=10, episodes_per_video_file=3
+        )
+    )
 
 
 def _ds(root, topo, monkeypatch, rank, **kw):
@@ -31,8 +34,17 @@ def _ds(root, topo, monkeypatch, rank, **kw):
     monkeypatch.setenv("RANK", str(rank))
     monkeypatch.setenv("WORLD_SIZE", str(w))
     kw.setdefault("partitions", P)
-    return StreamingLeRobotDataset(root=root, repeat=False, episode_pool_size=2, prefetch_episodes=1,
-                                   max_num_shards=max(1, k), batch_size=b, num_workers=k, return_uint8=True, **kw)
+    return StreamingLeRobotDataset(
+        root=root,
+        repeat=False,
+        episode_pool_size=2,
+        prefetch_episodes=1,
+        max_num_shards=max(1, k),
+        batch_size=b,
+        num_workers=k,
+        return_uint8=True,
+        **kw,
+    )
 
 
 def _run(root, topo, monkeypatch, n=None, state=None, **kw):
@@ -91,9 +103,20 @@ def _mixture(root, topo, monkeypatch, rank, **kw):
     w, k, b = topo
     monkeypatch.setenv("RANK", str(rank))
     monkeypatch.setenv("WORLD_SIZE", str(w))
-    return StreamingMultiLeRobotDataset(["p/a", "p/b"], roots=[root, root], weights=[2, 1], partitions=P,
-                                        repeat=False, episode_pool_size=2, prefetch_episodes=1, max_num_shards=max(1, k),
-                                        batch_size=b, num_workers=k, return_uint8=True, **kw)
+    return StreamingMultiLeRobotDataset(
+        ["p/a", "p/b"],
+        roots=[root, root],
+        weights=[2, 1],
+        partitions=P,
+        repeat=False,
+        episode_pool_size=2,
+        prefetch_episodes=1,
+        max_num_shards=max(1, k),
+        batch_size=b,
+        num_workers=k,
+        return_uint8=True,
+        **kw,
+    )
 
 
 def _mixed_anchors(batch):
@@ -116,8 +139,12 @@ def test_a_mixture_gets_partitions_and_resumes_from_their_offsets(root, monkeypa
     (episode, frame) sequence whatever the topology; an elastic resume plays each partition's
     tail, from counts (``unit`` partitions), and old + new is every frame of both once."""
     full = Counter({(d, e, f): 1 for d in (0, 1) for (e, f) in FULL})
-    run = lambda topo, **kw: run_ranks(lambda r: _mixture(root, topo, monkeypatch, r), topo,  # noqa: E731
-                                       _mixed_anchors, **kw)
+    run = lambda topo, **kw: run_ranks(
+        lambda r: _mixture(root, topo, monkeypatch, r),
+        topo,  # noqa: E731
+        _mixed_anchors,
+        **kw,
+    )
     one, _ = run((1, 0, 4))
     four, _ = run((2, 2, 4))
     assert Counter(one) == Counter(four) == full

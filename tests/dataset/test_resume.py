@@ -74,8 +74,12 @@ def test_mismatched_settings_raise(root):
     state = _ds(root, 2, True).state_dict(samples_consumed=8)
     with pytest.raises(ResumeStateError, match="seed"):
         small_stream(root, 2, repeat=True, seed=7).load_state_dict(state)
-    for kw in (dict(batch_size=8), dict(sampling_strategy="round_robin"), dict(episode_pool_size=3),
-               dict(byte_budget_gb=1.0)):  # another topology: elastic resume (tests/dataset/test_elastic_resume.py)
+    for kw in (
+        dict(batch_size=8),
+        dict(sampling_strategy="round_robin"),
+        dict(episode_pool_size=3),
+        dict(byte_budget_gb=1.0),
+    ):  # another topology: elastic resume (tests/dataset/test_elastic_resume.py)
         ds = small_stream(root, 2, repeat=True, **kw)
         ds.load_state_dict(state)
         assert ds.resume_changes

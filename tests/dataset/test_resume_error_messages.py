@@ -19,20 +19,33 @@ CAM = "observation.images.front"
 
 @pytest.fixture(scope="module")
 def root(make_generated_dataset):
-    return Path(make_generated_dataset(repo_id="msg/parts", episode_lengths=(4, 3, 5, 2), codec="av1",
-                                       cameras=((CAM, 32, 24),), episodes_per_video_file=2))
+    return Path(
+        make_generated_dataset(
+            repo_id="msg/parts",
+            episode_lengths=(4, 3, 5, 2),
+            codec="av1",
+            cameras=((CAM, 32, 24),),
+            episodes_per_video_file=2,
+        )
+    )
 
 
 def test_partitions_beyond_the_selected_episodes_name_the_dataset_and_flag(root):
-    with pytest.raises(ShardingError, match=r"msg/parts: 3 non-empty selected episode\(s\) cannot fill "
-                                            r"partitions=4.*--dataset.streaming_partitions.*--dataset.episodes"):
+    with pytest.raises(
+        ShardingError,
+        match=r"msg/parts: 3 non-empty selected episode\(s\) cannot fill "
+        r"partitions=4.*--dataset.streaming_partitions.*--dataset.episodes",
+    ):
         StreamingLeRobotDataset(root=root, partitions=4, episodes=[0, 2, 3])
 
 
 def test_partitions_fewer_than_the_loaders_streams_name_the_dataset(root):
     ds = StreamingLeRobotDataset(root=root, partitions=2)  # 1 stream: fine until 3 workers ask
-    with pytest.raises(StreamingConfigError, match=r"msg/parts: partitions=2 is fewer than the 3 streams.*"
-                                                   r"--dataset.streaming_partitions"):
+    with pytest.raises(
+        StreamingConfigError,
+        match=r"msg/parts: partitions=2 is fewer than the 3 streams.*"
+        r"--dataset.streaming_partitions",
+    ):
         next(iter(StreamLoader(ds, batch_size=2, num_workers=3, mode="threads")))
 
 
@@ -40,8 +53,9 @@ def test_partitions_on_a_mixture_name_the_dataset_and_the_flag(root):
     """Mixtures take partitions (issue 33); a dataset with fewer episodes than partitions is named."""
     StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[root, root], partitions=2)
     with pytest.raises(ShardingError, match=r"a/x.*cannot fill partitions=3.*--dataset.streaming_partitions"):
-        StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[root, root], partitions=3,
-                                     episodes={"a/x": [0, 1], "b/y": None})
+        StreamingMultiLeRobotDataset(
+            ["a/x", "b/y"], roots=[root, root], partitions=3, episodes={"a/x": [0, 1], "b/y": None}
+        )
 
 
 @pytest.mark.parametrize("epoch", [-1, 1.5, True])

@@ -23,13 +23,23 @@ EPOCHS = 2
 
 @pytest.fixture(scope="module")
 def root(make_generated_dataset):
-    return Path(make_generated_dataset(episode_lengths=LENGTHS, codec="av1", cameras=((CAM, 32, 24),), fps=10,
-                                       episodes_per_video_file=3))
+    return Path(
+        make_generated_dataset(
+            episode_lengths=LENGTHS, codec="av1", cameras=((CAM, 32, 24),), fps=10, episodes_per_video_file=3
+        )
+    )
 
 
 def _stream(root, workers, batch):
-    return StreamingLeRobotDataset(root=root, return_uint8=True, episode_pool_size=2, prefetch_episodes=1,
-                                   max_num_shards=max(1, workers), num_workers=workers, batch_size=batch)
+    return StreamingLeRobotDataset(
+        root=root,
+        return_uint8=True,
+        episode_pool_size=2,
+        prefetch_episodes=1,
+        max_num_shards=max(1, workers),
+        num_workers=workers,
+        batch_size=batch,
+    )
 
 
 def _loop(root, workers, batch, saved, stop=None):
@@ -78,17 +88,23 @@ def test_a_count_covering_the_epoch_or_the_remainder_resumes_as_the_next_epoch(r
     ds = _stream(root, workers, batch)
     ds.load_state_dict(saved["stream"])
     base = ds.samples_consumed  # 12 on the same topology, 0 in an elastic remainder
-    rest = [(e, f) for b in torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
-            for e, f in zip(b["episode_index"].tolist(), b["frame_index"].tolist())]
+    rest = [
+        (e, f)
+        for b in torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=workers)
+        for e, f in zip(b["episode_index"].tolist(), b["frame_index"].tolist())
+    ]
     assert Counter([(e, f) for _, e, f in played] + rest) == FULL
     whole = [ds.state_dict(samples_consumed=base + len(rest))]  # the epoch's end, or the remainder's
     ref = _stream(root, workers, batch)
     ref.set_epoch(1)
-    epoch1 = [tuple(b["index"].tolist())
-              for b in torch.utils.data.DataLoader(ref, batch_size=batch, num_workers=workers)]
+    epoch1 = [
+        tuple(b["index"].tolist()) for b in torch.utils.data.DataLoader(ref, batch_size=batch, num_workers=workers)
+    ]
     for state in whole:
         again = _stream(root, workers, batch)
         again.load_state_dict(state)
         assert (again.epoch, again.samples_consumed, again.resume_info()) == (1, 0, None)
-        assert [tuple(b["index"].tolist()) for b in
-                torch.utils.data.DataLoader(again, batch_size=batch, num_workers=workers)] == epoch1
+        assert [
+            tuple(b["index"].tolist())
+            for b in torch.utils.data.DataLoader(again, batch_size=batch, num_workers=workers)
+        ] == epoch1

@@ -32,8 +32,13 @@ def _stream(ds, num_workers):
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_a_mixture_of_one_dataset_yields_the_same_frames_in_the_same_order(root, num_workers):
-    kw = dict(episode_pool_size=2, num_workers=num_workers, return_uint8=True, seed=7,
-              delta_timestamps={FRONT[0]: [-2 / 30, 0.0]})
+    kw = dict(
+        episode_pool_size=2,
+        num_workers=num_workers,
+        return_uint8=True,
+        seed=7,
+        delta_timestamps={FRONT[0]: [-2 / 30, 0.0]},
+    )
     single = _stream(StreamingLeRobotDataset(repo_id="core/one", root=root, **kw), num_workers)
     mixed = _stream(StreamingMultiLeRobotDataset(["core/one"], roots=[root], **kw), num_workers)
     assert [(e, f) for e, f, _ in single] == [(e, f) for e, f, _ in mixed]
@@ -43,8 +48,9 @@ def test_a_mixture_of_one_dataset_yields_the_same_frames_in_the_same_order(root,
 
 
 def test_a_mixtures_stats_give_each_dataset_its_own_counters(make_generated_dataset, root):
-    other = Path(make_generated_dataset(repo_id="core/two", episode_lengths=(6, 8), codec="av1", gop=2,
-                                        cameras=(FRONT,)))
+    other = Path(
+        make_generated_dataset(repo_id="core/two", episode_lengths=(6, 8), codec="av1", gop=2, cameras=(FRONT,))
+    )
     ds = StreamingMultiLeRobotDataset(["core/one", "core/two"], roots=[root, other], weights=[0.5, 0.5])
     counts = [0, 0]
     for item in ds:

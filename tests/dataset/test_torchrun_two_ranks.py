@@ -17,8 +17,16 @@ def test_two_ranks_union_is_one_epoch(make_generated_dataset, tmp_path):
     out = tmp_path / "anchors"
     repo = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone",
-           str(Path(__file__).resolve().parent / "_torchrun_epoch.py"), str(root), str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--standalone",
+        str(Path(__file__).resolve().parent / "_torchrun_epoch.py"),
+        str(root),
+        str(out),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=170)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ranks = [[tuple(a) for a in json.loads((tmp_path / f"anchors.rank{r}").read_text())] for r in (0, 1)]

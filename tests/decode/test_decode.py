@@ -14,7 +14,13 @@ import torch
 pytest.importorskip("torchcodec")
 
 from lerobotstream.decode import (  # noqa: E402
-    OpenDecoderLRU, EpisodeDecoder, EpisodeVideo, FallbackStatus, nvdec_capability, resolve_device)
+    OpenDecoderLRU,
+    EpisodeDecoder,
+    EpisodeVideo,
+    FallbackStatus,
+    nvdec_capability,
+    resolve_device,
+)
 from lerobotstream.decode import _cuda  # noqa: E402
 from lerobotstream.errors import DecodeError, FrameTimestampError  # noqa: E402
 from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize  # noqa: E402
@@ -23,18 +29,43 @@ from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize  # noqa: E4
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
     p = tmp_path_factory.mktemp("clip") / "h264.mp4"
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=30:d=1",
-                    "-c:v", "libx264", "-bf", "2", "-g", "10", "-pix_fmt", "yuv420p", str(p)], check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-loglevel",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=s=64x48:r=30:d=1",
+            "-c:v",
+            "libx264",
+            "-bf",
+            "2",
+            "-g",
+            "10",
+            "-pix_fmt",
+            "yuv420p",
+            str(p),
+        ],
+        check=True,
+    )
     data = p.read_bytes()
     t = parse_mp4_bytes(data, path="h264.mp4")
     s = plan_span(t, 12, 18)
-    return t, s, synthesize(t, s, data[s.byte_start:s.byte_stop])
+    return t, s, synthesize(t, s, data[s.byte_start : s.byte_stop])
 
 
 def _video(clip, **kw):
     t, s, mini = clip
-    base = dict(episode_index=7, camera="observation.images.front", path="videos/front/file-000.mp4",
-                from_timestamp=12 / 30, fps=30)
+    base = dict(
+        episode_index=7,
+        camera="observation.images.front",
+        path="videos/front/file-000.mp4",
+        from_timestamp=12 / 30,
+        fps=30,
+    )
     base.update(kw)
     return EpisodeVideo(t, s, mini, **base)
 
@@ -138,10 +169,21 @@ def test_cuda_without_device_falls_back_counted_and_logged(clip, monkeypatch, ca
     assert not ok and "is_available() is False" in why
 
 
-@pytest.mark.parametrize("cap,codec,ok", [((8, 0), "av01", False), ((8, 6), "av01", True), ((9, 0), "av01", False),
-                                          ((8, 9), "av01", True), ((10, 0), "av01", True), ((9, 0), "hev1", True),
-                                          ((8, 0), "avc1", True), ((5, 2), "hev1", False), ((7, 5), "hvc1", True),
-                                          ((9, 0), "mp4v", False)])
+@pytest.mark.parametrize(
+    "cap,codec,ok",
+    [
+        ((8, 0), "av01", False),
+        ((8, 6), "av01", True),
+        ((9, 0), "av01", False),
+        ((8, 9), "av01", True),
+        ((10, 0), "av01", True),
+        ((9, 0), "hev1", True),
+        ((8, 0), "avc1", True),
+        ((5, 2), "hev1", False),
+        ((7, 5), "hvc1", True),
+        ((9, 0), "mp4v", False),
+    ],
+)
 def test_capability_matrix(monkeypatch, cap, codec, ok):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: False, raising=False)

@@ -89,10 +89,19 @@ def test_generated_every_frame(tmp_path_factory, codec, lengths, cameras, kw):
             if abs(from_ts - v.from_timestamp) < 1e-4:
                 assert episode_frame_range(table, v.from_timestamp, ep.length, meta.fps) == (fs, fe)
             span = plan_span(table, fs, fe, path=v.path)
-            mini = synthesize(table, span, data[span.byte_start:span.byte_stop])
+            mini = synthesize(table, span, data[span.byte_start : span.byte_stop])
             assert len(mini) == span.synth_nbytes
-            video = EpisodeVideo(table, span, mini, episode_index=ep.episode_index, camera=cam, path=v.path,
-                                 from_timestamp=from_ts, fps=meta.fps, cache=cache)
+            video = EpisodeVideo(
+                table,
+                span,
+                mini,
+                episode_index=ep.episode_index,
+                camera=cam,
+                path=v.path,
+                from_timestamp=from_ts,
+                fps=meta.fps,
+                cache=cache,
+            )
             for order in _orders(ep.length, rng):
                 got = video.frames_at(order)
                 assert got.dtype == torch.uint8 and got.shape[0] == len(order)
@@ -100,7 +109,10 @@ def test_generated_every_frame(tmp_path_factory, codec, lengths, cameras, kw):
                 assert torch.equal(got, want), (codec, ep.episode_index, cam, order)
             for i in range(ep.length):
                 assert read_identity(got[order.index(i)] if i in order else video.frames_at([i])[0]) == (
-                    ep.episode_index, i, cam_i)
+                    ep.episode_index,
+                    i,
+                    cam_i,
+                )
             f32 = video.frames_at([0], dtype=torch.float32)
             assert f32.dtype == torch.float32 and float(f32.max()) <= 1.0
     assert len(cache) <= 2
@@ -110,16 +122,19 @@ def _real_windows(n: int) -> list[tuple[int, int]]:
     return [(0, n), (0, 1), (n - 1, n), (n // 3, n // 3 + 3), (n // 2 - 2, n - 5)]
 
 
-@pytest.mark.parametrize("name,stream", [
-    ("mp4-torchcodec/nasa_13013.mp4", 0),
-    ("mp4-torchcodec/test_non_zero_start.mp4", None),
-    ("mp4-torchcodec/h265_video.mp4", None),
-    ("lerobot-v21-g1-subset/videos/chunk-000/observation.images.cam_high/episode_000002.mp4", None),
-    # display matrix (tkhd rotation): torchcodec rotates the frames; the mini-MP4 must too
-    ("mp4-torchcodec/nasa_13013_rotated.mp4", None),
-    ("mp4-mp4parse-rust/video_rotation_90.mp4", None),
-    ("mp4-decord/video_90.mov", None),
-])
+@pytest.mark.parametrize(
+    "name,stream",
+    [
+        ("mp4-torchcodec/nasa_13013.mp4", 0),
+        ("mp4-torchcodec/test_non_zero_start.mp4", None),
+        ("mp4-torchcodec/h265_video.mp4", None),
+        ("lerobot-v21-g1-subset/videos/chunk-000/observation.images.cam_high/episode_000002.mp4", None),
+        # display matrix (tkhd rotation): torchcodec rotates the frames; the mini-MP4 must too
+        ("mp4-torchcodec/nasa_13013_rotated.mp4", None),
+        ("mp4-mp4parse-rust/video_rotation_90.mp4", None),
+        ("mp4-decord/video_90.mov", None),
+    ],
+)
 def test_real_files_every_frame(testdata: Path, name, stream):
     path = testdata / name
     data = path.read_bytes()
@@ -133,13 +148,12 @@ def test_real_files_every_frame(testdata: Path, name, stream):
     windows = sorted({(fs, fe) for fs, fe in windows if 0 <= fs < fe <= n})  # tiny files (1 frame)
     for fs, fe in windows:
         span = plan_span(table, fs, fe, path=name)
-        mini = synthesize(table, span, data[span.byte_start:span.byte_stop])
+        mini = synthesize(table, span, data[span.byte_start : span.byte_stop])
         assert len(mini) == span.synth_nbytes
         start = float(pts_sorted[fs])
-        video = EpisodeVideo(table, span, mini, episode_index=0, camera="cam", path=name,
-                             from_timestamp=start, fps=1.0)
+        video = EpisodeVideo(table, span, mini, episode_index=0, camera="cam", path=name, from_timestamp=start, fps=1.0)
         times = pts_sorted[fs:fe] - start
-        for order in _orders(fe - fs, rng)[:1 if fe - fs > 200 else 3 if fe - fs > 50 else 5]:
+        for order in _orders(fe - fs, rng)[: 1 if fe - fs > 200 else 3 if fe - fs > 50 else 5]:
             got = video.frames_played_at(times[order])
             want = oracle.at(start + times[order])
             assert got.shape == want.shape, (name, fs, fe, got.shape, want.shape)
@@ -150,19 +164,19 @@ def test_rotated_source_shape_and_rotation(testdata: Path):
     """The mini-MP4 carries the source's display matrix: same rotation metadata, same frame shape
     (3, 480, 270) as a map-style decode of the rotated source, unlike its unrotated twin."""
     for name, track, stream, rotation, shape in (
-            ("mp4-torchcodec/nasa_13013_rotated.mp4", None, None, 90.0, (3, 480, 270)),
-            ("mp4-torchcodec/nasa_13013.mp4", 4, 3, None, (3, 270, 480))):  # stream 3 = track_id 4
+        ("mp4-torchcodec/nasa_13013_rotated.mp4", None, None, 90.0, (3, 480, 270)),
+        ("mp4-torchcodec/nasa_13013.mp4", 4, 3, None, (3, 270, 480)),
+    ):  # stream 3 = track_id 4
         data = (testdata / name).read_bytes()
         table = parse_mp4_bytes(data, path=name, track_id=track)
         src = VideoDecoder(data, stream_index=stream)
         assert src.metadata.rotation == rotation and tuple(src[0].shape) == shape
         span = plan_span(table, 0, 10, path=name)
-        mini = synthesize(table, span, data[span.byte_start:span.byte_stop])
+        mini = synthesize(table, span, data[span.byte_start : span.byte_stop])
         assert len(mini) == span.synth_nbytes
         assert VideoDecoder(mini).metadata.rotation == rotation
         start = float(np.asarray(table.pts_s)[np.asarray(table.presentation_order)][0])
-        video = EpisodeVideo(table, span, mini, episode_index=0, camera="cam", path=name,
-                             from_timestamp=start, fps=30)
+        video = EpisodeVideo(table, span, mini, episode_index=0, camera="cam", path=name, from_timestamp=start, fps=30)
         assert tuple(video.frames_played_at([0.0]).shape) == (1, *shape)
 
 
@@ -186,7 +200,7 @@ def test_discard_first_keyframe_against_pyav(testdata: Path):
     container.close()
     fs, fe = episode_frame_range(table, 0.0, len(ref), 25)
     span = plan_span(table, fs, fe, path=name)
-    mini = synthesize(table, span, data[span.byte_start:span.byte_stop])
+    mini = synthesize(table, span, data[span.byte_start : span.byte_stop])
     video = EpisodeVideo(table, span, mini, episode_index=0, camera="cam", path=name, from_timestamp=0.0, fps=25)
     order = list(range(len(ref)))[::-1] + [0, 3, 3]
     got = video.frames_at(order)

@@ -9,11 +9,12 @@ from lerobotstream.decode._frames import frames_to_u8_chw
 def _nhwc_views(t, h, w, pad=0, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(0, 256, (t, h, w + pad, 3), dtype=torch.uint8, generator=g)
-    return x[:, :, pad // 2:pad // 2 + w].permute(0, 3, 1, 2)  # torchcodec's NCHW view of NHWC memory
+    return x[:, :, pad // 2 : pad // 2 + w].permute(0, 3, 1, 2)  # torchcodec's NCHW view of NHWC memory
 
 
-@pytest.mark.parametrize("h,w,pad", [(480, 640, 0), (96, 128, 0), (37, 53, 0), (5, 15, 0), (7, 17, 0),
-                                     (1, 1, 0), (9, 33, 6)])
+@pytest.mark.parametrize(
+    "h,w,pad", [(480, 640, 0), (96, 128, 0), (37, 53, 0), (5, 15, 0), (7, 17, 0), (1, 1, 0), (9, 33, 6)]
+)
 def test_bitwise_equal_to_torch_copy(h, w, pad):
     x = _nhwc_views(3, h, w, pad)
     got = frames_to_u8_chw(list(x), squeeze=False)
@@ -54,8 +55,11 @@ def test_new_frames_reuse_freed_memory():
     if not sys.platform.startswith("linux"):
         pytest.skip("Linux only (RUSAGE_THREAD)")
     x = _nhwc_views(1, 480, 640)
-    for make, pages in ((lambda: frames_to_u8_chw([x[0]]), 225), (lambda: frames_to_float_chw([x[0]]), 900),
-                        (lambda: empty_frames((3, 480, 640), torch.uint8).fill_(1), 225)):
+    for make, pages in (
+        (lambda: frames_to_u8_chw([x[0]]), 225),
+        (lambda: frames_to_float_chw([x[0]]), 900),
+        (lambda: empty_frames((3, 480, 640), torch.uint8).fill_(1), 225),
+    ):
         make()
         f0 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
         for _ in range(10):

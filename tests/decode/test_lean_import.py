@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, sys
 import torch
 from lerobotstream import StreamingLeRobotDataset
@@ -34,7 +34,7 @@ if __name__ == "__main__":
     import torchcodec.decoders  # the training process: the real torch._dynamo comes with it
     import torch._dynamo
     print(json.dumps({"worker": worker, "parent": parent, "real_dynamo": hasattr(torch._dynamo, "optimize")}))
-'''
+"""
 
 
 @pytest.mark.parametrize("context", ["spawn", "forkserver"])
@@ -42,8 +42,14 @@ def test_dataloader_worker_decodes_without_dynamo(make_generated_dataset, tmp_pa
     root = make_generated_dataset(episode_lengths=(5, 4), codec="av1", cameras=(("observation.images.front", 32, 24),))
     script = tmp_path / "probe.py"
     script.write_text(SCRIPT)
-    out = subprocess.run([sys.executable, str(script), str(root), context], capture_output=True, text=True, cwd=ROOT,
-                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(script), str(root), context],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["worker"] == {"dynamo": False, "torchcodec": True, "frames": 2}
@@ -54,8 +60,10 @@ def test_dataloader_worker_decodes_without_dynamo(make_generated_dataset, tmp_pa
 
 def test_lean_import_is_a_no_op_outside_workers():
     """In the training process (no DataLoader worker info) nothing is imported the lean way."""
-    code = ("import sys; from lerobotstream.decode import import_in_worker; r = import_in_worker(); "
-            "print(r, 'torchcodec.decoders' in sys.modules)")
+    code = (
+        "import sys; from lerobotstream.decode import import_in_worker; r = import_in_worker(); "
+        "print(r, 'torchcodec.decoders' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["False", "False"]

@@ -45,7 +45,9 @@ def _wrapped():
 
 def test_old_version_is_refused(monkeypatch):
     _fake_lerobot(monkeypatch, (0, 3, 9))
-    with pytest.raises(LeRobotIntegrationError, match=r"lerobot>=0\.4\.4 \(tested: 0\.6\.1 and 0\.4\.4\); found 0\.3\.9"):
+    with pytest.raises(
+        LeRobotIntegrationError, match=r"lerobot>=0\.4\.4 \(tested: 0\.6\.1 and 0\.4\.4\); found 0\.3\.9"
+    ):
         patching.check_lerobot()
 
 
@@ -61,8 +63,9 @@ def test_missing_seams_are_named(monkeypatch):
 @pytest.mark.parametrize("seam", ["make_train_eval_datasets", "make_dataset"])
 def test_patches_are_installed_and_restored(monkeypatch, seam):
     orig = object()
-    lt, accelerate = _fake_lerobot(monkeypatch, (0, 6, 1), cycle=iter, save_checkpoint=print, train=_wrapped(),
-                                   **{seam: orig})
+    lt, accelerate = _fake_lerobot(
+        monkeypatch, (0, 6, 1), cycle=iter, save_checkpoint=print, train=_wrapped(), **{seam: orig}
+    )
     if seam == "make_dataset":  # 0.4.4 imports Accelerator at module level
         lt.Accelerator = accelerate.Accelerator
     assert patching.dataset_seam(lt) == seam
@@ -80,8 +83,16 @@ def test_patches_are_installed_and_restored(monkeypatch, seam):
 
 
 def _ep(i, task):
-    return EpisodeInfo(episode_index=i, length=3, dataset_from_index=3 * i, dataset_to_index=3 * i + 3,
-                       data_path="d", data_chunk_index=0, data_file_index=0, tasks=(task,) if task else ())
+    return EpisodeInfo(
+        episode_index=i,
+        length=3,
+        dataset_from_index=3 * i,
+        dataset_to_index=3 * i + 3,
+        data_path="d",
+        data_chunk_index=0,
+        data_file_index=0,
+        tasks=(task,) if task else (),
+    )
 
 
 def test_eval_split_is_lerobots_per_task_rule():

@@ -15,9 +15,13 @@ from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_REQUESTS, 
 HERE = Path(__file__).resolve().parents[2] / "lerobotstream" / "integrations" / "lerobot"
 
 #: the concepts train.py held (issue 34) and where each lives now
-CONCEPTS = {"hooks": ["Run"], "summary": ["BatchCounters", "summarize", "format_summary"],
-            "accelerator": ["streaming_accelerator_class", "stream_loader"], "model_card": ["mixture_model_card"],
-            "cli": ["run_command", "streaming_help", "unknown_dataset_flag", "one_line_error"]}
+CONCEPTS = {
+    "hooks": ["Run"],
+    "summary": ["BatchCounters", "summarize", "format_summary"],
+    "accelerator": ["streaming_accelerator_class", "stream_loader"],
+    "model_card": ["mixture_model_card"],
+    "cli": ["run_command", "streaming_help", "unknown_dataset_flag", "one_line_error"],
+}
 
 
 def test_train_py_is_only_the_glue():
@@ -32,8 +36,12 @@ def test_train_py_is_only_the_glue():
 
 
 def _batch(workers, nbytes, requests, datasets=None):
-    b = {"frame_index": torch.arange(len(workers)), TAG_WORKER: torch.tensor(workers),
-         TAG_BYTES: torch.tensor(nbytes), TAG_REQUESTS: torch.tensor(requests)}
+    b = {
+        "frame_index": torch.arange(len(workers)),
+        TAG_WORKER: torch.tensor(workers),
+        TAG_BYTES: torch.tensor(nbytes),
+        TAG_REQUESTS: torch.tensor(requests),
+    }
     if datasets is not None:
         b["dataset_index"] = torch.tensor(datasets)
     return b
@@ -52,8 +60,19 @@ def test_batch_counters_strip_the_tags_and_leave_the_first_batch_out_of_the_wait
     assert (c.batches, c.samples, c.first_batch_s) == (3, 6, 3.0)
     assert c.worker_bytes == {0: 300, 1: 80} and c.worker_requests == {0: 3, 1: 2}  # running totals: the largest
     assert c.samples_by_dataset == {0: 2, 1: 4}
-    s = summarize(c, None, rank=0, world_size=1, num_workers=2, batch_size=2, seed=1000, start_step=0,
-                  sidecar="built", collate="default", loader="StreamLoader threads")
+    s = summarize(
+        c,
+        None,
+        rank=0,
+        world_size=1,
+        num_workers=2,
+        batch_size=2,
+        seed=1000,
+        start_step=0,
+        sidecar="built",
+        collate="default",
+        loader="StreamLoader threads",
+    )
     assert s["data_wait_share"] == 0.5 and s["payload_bytes_fetched"] == 380 and s["payload_requests"] == 5
     assert s["elapsed_s"] == 4.0 and s["samples_per_s"] == 1.5 and s["dataset_bytes"] is None
     assert "waiting for data: 50.0% of step time after the first batch" in format_summary(s)

@@ -27,15 +27,30 @@ def root(make_generated_dataset):
 @pytest.fixture(scope="module")
 def mix_roots(make_generated_dataset):
     front = ("observation.images.front", 32, 24)
-    return [Path(make_generated_dataset(repo_id="ldr/a", episode_lengths=(6, 9, 4), codec="av1", cameras=(front,),
-                                        tasks=("task a",))),
-            Path(make_generated_dataset(repo_id="ldr/b", episode_lengths=(5, 7), codec="h264", gop=4,
-                                        cameras=(front,), tasks=("task b",)))]
+    return [
+        Path(
+            make_generated_dataset(
+                repo_id="ldr/a", episode_lengths=(6, 9, 4), codec="av1", cameras=(front,), tasks=("task a",)
+            )
+        ),
+        Path(
+            make_generated_dataset(
+                repo_id="ldr/b", episode_lengths=(5, 7), codec="h264", gop=4, cameras=(front,), tasks=("task b",)
+            )
+        ),
+    ]
 
 
 def _ds(root, nw, **kw):
-    kw = {"episode_pool_size": 2, "prefetch_episodes": 1, "max_num_shards": max(1, nw), "batch_size": B,
-          "num_workers": nw, "decode_lookahead": 5, **kw}
+    kw = {
+        "episode_pool_size": 2,
+        "prefetch_episodes": 1,
+        "max_num_shards": max(1, nw),
+        "batch_size": B,
+        "num_workers": nw,
+        "decode_lookahead": 5,
+        **kw,
+    }
     return StreamingLeRobotDataset(root=root, **kw)
 
 
@@ -89,8 +104,15 @@ def test_drop_last_same_batches(root, nw, mode):
 @pytest.mark.parametrize("nw,mode", [(0, "threads"), (2, "threads"), (2, "processes")])
 def test_mixture_same_batches(mix_roots, nw, mode):
     def make(n):
-        return StreamingMultiLeRobotDataset(["ldr/a", "ldr/b"], roots=mix_roots, weights=[2, 1], batch_size=B,
-                                            num_workers=n, max_num_shards=max(1, n), episode_pool_size=2)
+        return StreamingMultiLeRobotDataset(
+            ["ldr/a", "ldr/b"],
+            roots=mix_roots,
+            weights=[2, 1],
+            batch_size=B,
+            num_workers=n,
+            max_num_shards=max(1, n),
+            episode_pool_size=2,
+        )
 
     ref = _dataloader(make, nw)
     got = list(StreamLoader(make(nw), B, num_workers=nw, mode=mode))
@@ -134,7 +156,7 @@ def test_threads_recycles_dropped_batches_never_kept_ones(root, nw):
     ref = _dataloader(make, nw, n=60)
     ptrs, kept, views = [], {}, {}
     for j, batch in enumerate(StreamLoader(make(nw), B, num_workers=nw, mode="threads")):
-        assert_batches_equal(ref[j:j + 1], [batch])  # right when handed out
+        assert_batches_equal(ref[j : j + 1], [batch])  # right when handed out
         ptrs.append(batch["observation.images.front"].data_ptr())
         if j % 10 == 3:
             kept[j] = batch  # the whole batch kept
@@ -145,21 +167,29 @@ def test_threads_recycles_dropped_batches_never_kept_ones(root, nw):
             break
     assert len(set(ptrs)) < len(ptrs) // 2  # dropped batches' tensors were reused
     for j, b in kept.items():
-        assert_batches_equal(ref[j:j + 1], [b])
+        assert_batches_equal(ref[j : j + 1], [b])
     for j, v in views.items():
         assert torch.equal(v, ref[j]["observation.images.front"][1:]), j
     for j in (*kept, *views):  # no later batch got a held batch's tensor
-        assert ptrs[j] not in ptrs[j + 1:], j
+        assert ptrs[j] not in ptrs[j + 1 :], j
 
 
-@pytest.mark.parametrize("nw,mode,ctx", [(0, "threads", None), (2, "threads", None), (2, "processes", "spawn"),
-                                         (2, "processes", "fork"), (2, "processes", "forkserver")])
+@pytest.mark.parametrize(
+    "nw,mode,ctx",
+    [
+        (0, "threads", None),
+        (2, "threads", None),
+        (2, "processes", "spawn"),
+        (2, "processes", "fork"),
+        (2, "processes", "forkserver"),
+    ],
+)
 def test_loader_resume_exact(root, nw, mode, ctx):
     """k batches, state_dict, a new loader restored from it: the rest equals the uninterrupted run's,
     in this epoch and the next (set_epoch)."""
     full = list(StreamLoader(_ds(root, nw), B, num_workers=nw, mode=mode, multiprocessing_context=ctx))
     extra = ctx in (None, "fork")  # spawn/forkserver workers import torch: the one resume there
-    for k in ((1, 3) if extra else (3,)):
+    for k in (1, 3) if extra else (3,):
         first = StreamLoader(_ds(root, nw), B, num_workers=nw, mode=mode, multiprocessing_context=ctx)
         got = []
         for batch in first:
@@ -201,8 +231,11 @@ def test_resume_on_another_worker_count_continues_the_epoch_elastically(root):
     it.close()
     other = StreamLoader(_ds(root, 3), B, num_workers=3, mode="threads")
     other.load_state_dict(state)  # another topology: the rest of the epoch, each sample once
-    seen = [(int(e), int(f)) for batch in consumed + list(other)
-            for e, f in zip(batch["episode_index"], batch["frame_index"])]
+    seen = [
+        (int(e), int(f))
+        for batch in consumed + list(other)
+        for e, f in zip(batch["episode_index"], batch["frame_index"])
+    ]
     assert sorted(seen) == sorted((e, f) for e, n in enumerate(LENGTHS) for f in range(n))
     with pytest.raises(ResumeStateError, match="StreamLoader state"):
         other.load_state_dict({"epoch": 0})
@@ -235,8 +268,15 @@ def test_the_loader_hands_its_settings_to_the_stream_as_data(root, mode):
 
     ds = _ds(root, 0, batch_size=None)
     before = ds.options
-    loader = StreamLoader(ds, np.int64(B), num_workers=np.int64(2), mode=mode, drop_last=np.bool_(False),
-                          prefetch_batches=np.int64(2), timeout=np.float64(0))
+    loader = StreamLoader(
+        ds,
+        np.int64(B),
+        num_workers=np.int64(2),
+        mode=mode,
+        drop_last=np.bool_(False),
+        prefetch_batches=np.int64(2),
+        timeout=np.float64(0),
+    )
     assert loader.settings == LoaderSettings(B, 2, False) and type(loader.batch_size) is int
     ref = _dataloader(lambda n: _ds(root, n), 2)
     assert_batches_equal(ref, list(loader))
@@ -259,10 +299,18 @@ def test_lerobot06_features_with_lerobot_collate(make_generated_dataset, nw, mod
     pytest.importorskip("PIL")
     from lerobotstream.dataset import lerobot_collate_fn
 
-    root = Path(make_generated_dataset(
-        episode_lengths=(6, 5), fps=10, cameras=(("observation.images.front", 32, 24),),
-        depth_cameras=(("observation.images.depth", 32, 24),), image_cameras=(("observation.images.wrist", 20, 16),),
-        depth_image_cameras=(("observation.images.depth_img", 16, 12),), language=True, episodes_per_video_file=2))
+    root = Path(
+        make_generated_dataset(
+            episode_lengths=(6, 5),
+            fps=10,
+            cameras=(("observation.images.front", 32, 24),),
+            depth_cameras=(("observation.images.depth", 32, 24),),
+            image_cameras=(("observation.images.wrist", 20, 16),),
+            depth_image_cameras=(("observation.images.depth_img", 16, 12),),
+            language=True,
+            episodes_per_video_file=2,
+        )
+    )
 
     def make(n):
         return _ds(root, n, delta_timestamps={"observation.images.depth": [-0.1, 0.0]})
@@ -305,12 +353,17 @@ def test_processes_frames_in_the_ring_kept_batches_never_overwritten(root, ring,
     previous one's return), a wider one and a window of frames, 100 kept batches still equal the
     DataLoader's at the end."""
     nw = 2
-    kw = dict(repeat=True, return_uint8=True, decoded_queue_size=12,
-              delta_timestamps={"observation.images.front": [-1 / 30, 0.0]})
+    kw = dict(
+        repeat=True,
+        return_uint8=True,
+        decoded_queue_size=12,
+        delta_timestamps={"observation.images.front": [-1 / 30, 0.0]},
+    )
     ref = _dataloader(lambda n: _ds(root, n, **kw), nw, n=100, collate_fn=collate)
     kept = []
-    for batch in StreamLoader(_ds(root, nw, **kw), B, num_workers=nw, mode="processes", prefetch_batches=ring,
-                              collate_fn=collate):
+    for batch in StreamLoader(
+        _ds(root, nw, **kw), B, num_workers=nw, mode="processes", prefetch_batches=ring, collate_fn=collate
+    ):
         kept.append(batch)
         if len(kept) == 100:
             break
@@ -416,8 +469,13 @@ def test_small_keys_in_bulk_collate_as_default_collate():
                 if item[k] is None:
                     item[k] = torch.from_numpy(np.array(v))
             items.append(item)
-            plain.append({"state": torch.from_numpy(np.array(state)), "index": torch.from_numpy(np.array(index)),
-                          "task": f"t{n}"})
+            plain.append(
+                {
+                    "state": torch.from_numpy(np.array(state)),
+                    "index": torch.from_numpy(np.array(index)),
+                    "task": f"t{n}",
+                }
+            )
         return items, plain, slots.take(0)
 
     col = np.arange(12, dtype=np.float32).reshape(4, 3)

@@ -24,13 +24,22 @@ FULL = Counter((e, f) for e, n in enumerate(LENGTHS) for f in range(n))
 
 @pytest.fixture(scope="module")
 def root(make_generated_dataset):
-    return Path(make_generated_dataset(episode_lengths=LENGTHS, codec="av1", cameras=((CAM, 32, 24),), fps=10,
-                                       episodes_per_video_file=3, episodes_per_data_file=4))
+    return Path(
+        make_generated_dataset(
+            episode_lengths=LENGTHS,
+            codec="av1",
+            cameras=((CAM, 32, 24),),
+            fps=10,
+            episodes_per_video_file=3,
+            episodes_per_data_file=4,
+        )
+    )
 
 
 def _ds(root, **kw):
-    return StreamingLeRobotDataset(root=root, return_uint8=True, episode_pool_size=2, prefetch_episodes=1,
-                                   decode_lookahead=5, **kw)
+    return StreamingLeRobotDataset(
+        root=root, return_uint8=True, episode_pool_size=2, prefetch_episodes=1, decode_lookahead=5, **kw
+    )
 
 
 def _take(loader, n=None) -> list[tuple[int, int]]:
@@ -47,8 +56,10 @@ def test_streamloader_resumes_on_other_workers_and_batch_sizes_twice(root):
     got = _take(first, 3)
     second = StreamLoader(_ds(root), batch_size=3, num_workers=3, mode="threads")
     second.load_state_dict(first.state_dict())
-    assert sorted(second.stream.resume_changes) == ["batch_size: checkpoint 4, now 3",
-                                                    "num_workers: checkpoint 2, now 3"]
+    assert sorted(second.stream.resume_changes) == [
+        "batch_size: checkpoint 4, now 3",
+        "num_workers: checkpoint 2, now 3",
+    ]
     before = second.state_dict()  # before any batch: the same position, resumable as such
     got += _take(second, 2)
     third = StreamLoader(_ds(root), batch_size=5, num_workers=1, mode="threads")

@@ -22,7 +22,9 @@ def root(small_dataset):
 
 def _loader(root, mode, nw=2):
     ds = small_stream(root, nw, repeat=True)
-    return StreamLoader(ds, B, num_workers=nw, mode=mode, multiprocessing_context="fork" if mode == "processes" else None)
+    return StreamLoader(
+        ds, B, num_workers=nw, mode=mode, multiprocessing_context="fork" if mode == "processes" else None
+    )
 
 
 def _children() -> set[int]:
@@ -38,8 +40,12 @@ def _children() -> set[int]:
 
 def _snapshot() -> dict:
     gc.collect()
-    return {"threads": {t.ident for t in threading.enumerate()}, "children": _children(),
-            "fds": set(os.listdir("/proc/self/fd")), "shm": set(os.listdir("/dev/shm"))}
+    return {
+        "threads": {t.ident for t in threading.enumerate()},
+        "children": _children(),
+        "fds": set(os.listdir("/proc/self/fd")),
+        "shm": set(os.listdir("/dev/shm")),
+    }
 
 
 def _ours(names: set[str], pids: list[int]) -> set[str]:
@@ -47,8 +53,7 @@ def _ours(names: set[str], pids: list[int]) -> set[str]:
     entries): the entries checked are torch's, named after the PID that made them (this process
     and the loader's workers), and Python's ``psm_`` segments."""
     mine = {str(p) for p in [os.getpid(), *pids]}
-    return {n for n in names if n.startswith("psm_")
-            or (n.startswith("torch_") and n.split("_")[1] in mine)}
+    return {n for n in names if n.startswith("psm_") or (n.startswith("torch_") and n.split("_")[1] in mine)}
 
 
 def _leaks(before: dict, pids: list[int] = ()) -> dict:

@@ -50,7 +50,8 @@ def test_stall_watch_warns_once_then_raises_past_the_timeout(caplog):
         assert watch.check() is None
     assert [r.getMessage() for r in caplog.records] == [
         "StreamLoader worker 1 (pid 4321) has delivered no batch for 10.0 s (no timeout: still waiting; "
-        "StreamLoader(timeout=...) or --dataset.streaming_loader_timeout_s makes this an error)"]
+        "StreamLoader(timeout=...) or --dataset.streaming_loader_timeout_s makes this an error)"
+    ]
     watch.end()
     watch.begin("worker 1", 1, 4321)  # the same worker stalls again: no second warning
     clock.t += 30.0
@@ -87,8 +88,14 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_stopped_worker_past_the_timeout_is_named(root):
-    loader = StreamLoader(small_stream(root, 1, repeat=True), B, num_workers=1, mode="processes",
-                          multiprocessing_context="fork", timeout=TINY)
+    loader = StreamLoader(
+        small_stream(root, 1, repeat=True),
+        B,
+        num_workers=1,
+        mode="processes",
+        multiprocessing_context="fork",
+        timeout=TINY,
+    )
     it = iter(loader)
     pid = loader.worker_pids[0]
     os.kill(pid, signal.SIGSTOP)  # it cannot deliver anything from now on
@@ -119,8 +126,11 @@ def test_a_stalled_shard_past_the_timeout_is_named_in_threads_mode(root):
     _blocked_reads(ds, release)
     loader = StreamLoader(ds, B, num_workers=1, mode="threads", timeout=TINY)
     try:
-        with pytest.raises(LoaderWorkerError, match=rf"StreamLoader shard 0 of 1 \(threads mode\) \(pid {os.getpid()}\) "
-                                                    r"delivered no batch for") as err:
+        with pytest.raises(
+            LoaderWorkerError,
+            match=rf"StreamLoader shard 0 of 1 \(threads mode\) \(pid {os.getpid()}\) "
+            r"delivered no batch for",
+        ) as err:
             next(iter(loader))
     finally:
         release.set()
@@ -158,6 +168,7 @@ def test_without_a_timeout_a_stall_is_named_once_and_the_epoch_continues(root, m
         def resume():  # (the copy-out thread may warn before the test has stopped the worker)
             stopped.wait(60)
             os.kill(loader.worker_pids[0], signal.SIGCONT)
+
         handler = _OnWarning(resume)
     else:
         release = threading.Event()
@@ -177,5 +188,6 @@ def test_without_a_timeout_a_stall_is_named_once_and_the_epoch_continues(root, m
     assert samples == FRAMES  # no error: the whole epoch
     what = "worker 0" if mode == "processes" else "shard 0 of 1 (threads mode)"
     pid = loader.worker_pids[0] if mode == "processes" else os.getpid()
-    assert len(handler.messages) == 1 and handler.messages[0].startswith(f"StreamLoader {what} (pid {pid}) has "
-                                                                         "delivered no batch for")
+    assert len(handler.messages) == 1 and handler.messages[0].startswith(
+        f"StreamLoader {what} (pid {pid}) has delivered no batch for"
+    )

@@ -39,9 +39,12 @@ REAL = {
     "mp4-lerobot-history/pusht_observation.image_episode_000000.mp4": ("nal", 4),
 }
 # one file per codec family for the tampering tests
-TAMPER = ["lerobot-v21-g1-subset/videos/chunk-000/observation.images.cam_high/episode_000001.mp4",
-          "mp4-torchcodec/nasa_13013.mp4", "mp4-torchcodec/h265_video.mp4",
-          "mp4-androidx-media/sample_2_byte_NAL_length.mp4"]
+TAMPER = [
+    "lerobot-v21-g1-subset/videos/chunk-000/observation.images.cam_high/episode_000001.mp4",
+    "mp4-torchcodec/nasa_13013.mp4",
+    "mp4-torchcodec/h265_video.mp4",
+    "mp4-androidx-media/sample_2_byte_NAL_length.mp4",
+]
 
 
 def _load(testdata: Path, rel: str):
@@ -57,7 +60,7 @@ def _whole(table):
 
 
 def _payload(data: bytes, span) -> bytes:
-    b = data[max(span.byte_start, 0):span.byte_stop]
+    b = data[max(span.byte_start, 0) : span.byte_stop]
     return b.ljust(span.byte_stop - span.byte_start, b"\0")
 
 
@@ -79,13 +82,19 @@ def test_real_files_pass_whole_and_partial(testdata, rel):
     _check_whole(table, data)
     n = len(table.offset)
     span = plan_span(table, n // 3, max(n // 3 + 1, 2 * n // 3))  # offsets relative to a later byte_start
-    check_sample_framing(table, span, data[span.byte_start:span.byte_stop])
+    check_sample_framing(table, span, data[span.byte_start : span.byte_stop])
 
 
 @pytest.mark.parametrize("codec", ["av1", "h264", "hevc"])
 def test_generated_datasets_pass(make_generated_dataset, codec):
-    root = Path(make_generated_dataset(episode_lengths=(5, 4, 6), codec=codec,
-                                       cameras=(("observation.images.front", 64, 48),), episodes_per_video_file=2))
+    root = Path(
+        make_generated_dataset(
+            episode_lengths=(5, 4, 6),
+            codec=codec,
+            cameras=(("observation.images.front", 64, 48),),
+            episodes_per_video_file=2,
+        )
+    )
     files = sorted(root.glob("videos/**/*.mp4"))
     assert len(files) == 2
     for f in files:
@@ -149,7 +158,7 @@ def test_replaced_payload_fails(testdata, rel, fill):
     span = _whole(table)
     n = span.byte_stop - span.byte_start
     junk = bytes(n) if fill == "zeros" else np.random.default_rng(0).bytes(n)
-    e = _expect_mismatch(table, data[:span.byte_start] + junk + data[span.byte_stop:], rel)
+    e = _expect_mismatch(table, data[: span.byte_start] + junk + data[span.byte_stop :], rel)
     assert e.sample == 0
 
 
@@ -158,7 +167,7 @@ def test_sample_outside_payload_fails(testdata):
     table, data = _load(testdata, rel)
     span = _whole(table)
     with pytest.raises(Mp4InconsistentTablesError, match="outside the fetched bytes"):
-        check_sample_framing(table, span, data[span.byte_start:span.byte_stop - 1])
+        check_sample_framing(table, span, data[span.byte_start : span.byte_stop - 1])
 
 
 # --- the rules on hand-made samples -------------------------------------------------------------
@@ -191,11 +200,28 @@ def _table(codec: str, stsd: bytes, samples: list[bytes]):
     zero = np.zeros(n, dtype=np.int64)
     from lerobotstream.mp4 import SampleTable
 
-    t = SampleTable(offset=offset, size=size, dts_ticks=dts, cts_ticks=zero, pts_ticks=dts,
-                    is_sync=np.ones(n, dtype=bool), pts_s=pts_seconds(dts, 15360, 1000, 0),
-                    presentation_order=presentation_order_of(dts), media_timescale=15360, movie_timescale=1000,
-                    media_time=0, empty_edit_movie_ticks=0, edit_duration_movie_ticks=0, codec=codec, stsd=stsd,
-                    width=64, height=48, track_id=1, ctts_version=None, path="videos/x.mp4")
+    t = SampleTable(
+        offset=offset,
+        size=size,
+        dts_ticks=dts,
+        cts_ticks=zero,
+        pts_ticks=dts,
+        is_sync=np.ones(n, dtype=bool),
+        pts_s=pts_seconds(dts, 15360, 1000, 0),
+        presentation_order=presentation_order_of(dts),
+        media_timescale=15360,
+        movie_timescale=1000,
+        media_time=0,
+        empty_edit_movie_ticks=0,
+        edit_duration_movie_ticks=0,
+        codec=codec,
+        stsd=stsd,
+        width=64,
+        height=48,
+        track_id=1,
+        ctts_version=None,
+        path="videos/x.mp4",
+    )
     return t, b"".join(samples)
 
 
@@ -214,18 +240,20 @@ def test_nal_rules(codec, cfg, ls):
     stsd = _stsd(codec.encode(), cfg(ls))
     t, _ = _table(codec, stsd, [b"x"])
     assert sample_framing(t) == ("nal", ls)
-    good = [_nal(ls, b"\x65" + b"\xAA" * 9) + _nal(ls, b"\x06\x05"), _nal(ls, b"\x41" * 3), b""]
+    good = [_nal(ls, b"\x65" + b"\xaa" * 9) + _nal(ls, b"\x06\x05"), _nal(ls, b"\x41" * 3), b""]
     _run(codec, stsd, good)
     # fewer trailing bytes than a length prefix: FFmpeg ignores them (decodes bitwise the same)
     _run(codec, stsd, [_nal(ls, b"\x41" * 3) + b"\0" * k for k in range(ls)])
     bad = {
         "NAL unit length 0": good[:1] + [_nal(ls, b"\x41") + b"\0" * ls],
         "runs past the sample end": good[:1] + [_nal(ls, b"\x41" * 3)[:-1]],
-        "forbidden_zero_bit": good[:1] + [_nal(ls, b"\xC1\x00")],
+        "forbidden_zero_bit": good[:1] + [_nal(ls, b"\xc1\x00")],
     }
     for why, samples in bad.items():
-        with pytest.raises(Mp4InconsistentTablesError,
-                           match=rf"videos/x\.mp4: sample 1 \(decode order, offset \d+, size \d+ bytes.*{why}"):
+        with pytest.raises(
+            Mp4InconsistentTablesError,
+            match=rf"videos/x\.mp4: sample 1 \(decode order, offset \d+, size \d+ bytes.*{why}",
+        ):
             _run(codec, stsd, samples)
 
 
@@ -259,8 +287,13 @@ def _obu(typ: int, payload: bytes, *, size=True, ext=False) -> bytes:
 def test_obu_rules():
     stsd = _stsd(b"av01", None)
     seq, frame = _obu(1, b"\x00" * 12), _obu(6, b"\x55" * 200)  # 200 bytes: a 2-byte leb128
-    good = [seq + frame, _obu(3, b"\x01" * 5) + _obu(4, b"\x02" * 9, ext=False),
-            _obu(2, b"", ext=True) + _obu(6, b"\x03" * 40, ext=True), _obu(6, b"\x04" * 30, size=False), b""]
+    good = [
+        seq + frame,
+        _obu(3, b"\x01" * 5) + _obu(4, b"\x02" * 9, ext=False),
+        _obu(2, b"", ext=True) + _obu(6, b"\x03" * 40, ext=True),
+        _obu(6, b"\x04" * 30, size=False),
+        b"",
+    ]
     _run("av01", stsd, good)
     bad = {
         "obu_forbidden_bit": [seq + frame, bytes([0x80 | 0x32, 1, 0])],
@@ -294,14 +327,19 @@ def _shift_sidecar_offsets(npz: Path, shift: int) -> None:
 
 
 @pytest.mark.parametrize("codec", ["av1", "h264"])
-def test_dataset_with_shifted_sidecar_offsets_fails_naming_episode_camera_file(make_generated_dataset, tmp_path,
-                                                                                monkeypatch, codec):
+def test_dataset_with_shifted_sidecar_offsets_fails_naming_episode_camera_file(
+    make_generated_dataset, tmp_path, monkeypatch, codec
+):
     from lerobotstream.dataset import StreamingLeRobotDataset
 
     monkeypatch.setattr(constants, "SIDECAR_DIR", tmp_path / "sidecars")
     monkeypatch.setattr(constants, "INDEX_DIR", tmp_path / "indexes")
-    src = make_generated_dataset(episode_lengths=(5, 4, 6), cameras=(("observation.images.front", 64, 48),),
-                                 codec=codec, episodes_per_video_file=2)
+    src = make_generated_dataset(
+        episode_lengths=(5, 4, 6),
+        cameras=(("observation.images.front", 64, 48),),
+        codec=codec,
+        episodes_per_video_file=2,
+    )
     root = tmp_path / "ds"
     shutil.copytree(src, root)
     ok = StreamingLeRobotDataset(root=root)
@@ -313,10 +351,12 @@ def test_dataset_with_shifted_sidecar_offsets_fails_naming_episode_camera_file(m
 
     ds = StreamingLeRobotDataset(root=root)
     assert ds._sidecar_how == "cache" and Path(ds._sidecar_npz) == npz  # a valid archive, used as is
-    with pytest.raises(Mp4InconsistentTablesError,
-                       match=r"episode \d+, camera 'observation\.images\.front', file videos/[^ ]*\.mp4: sample \d+ "
-                             r"\(decode order, offset \d+, size \d+ bytes\).*"
-                             r"sidecar/index does not match this file.*\[cached sidecar: .*\.npz\]") as ei:
+    with pytest.raises(
+        Mp4InconsistentTablesError,
+        match=r"episode \d+, camera 'observation\.images\.front', file videos/[^ ]*\.mp4: sample \d+ "
+        r"\(decode order, offset \d+, size \d+ bytes\).*"
+        r"sidecar/index does not match this file.*\[cached sidecar: .*\.npz\]",
+    ) as ei:
         for _ in ds:
             pass
     e = ei.value

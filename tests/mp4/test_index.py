@@ -59,8 +59,7 @@ def int_arrays(draw):
         first = draw(st.integers(-(2**40), 2**40))
         step = draw(st.integers(-(2**20), 2**20))
         return first + np.arange(n, dtype=np.int64) * step
-    lo, hi = {"small": (0, 300), "neg": (-70000, 70000), "huge": (2**32 - 5, 2**40),
-              "wide": (I64.min, I64.max)}[kind]
+    lo, hi = {"small": (0, 300), "neg": (-70000, 70000), "huge": (2**32 - 5, 2**40), "wide": (I64.min, I64.max)}[kind]
     return np.array(draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)), dtype=np.int64)
 
 
@@ -68,20 +67,38 @@ def int_arrays(draw):
 @given(offset=int_arrays(), size_seed=st.integers(0, 3), data=st.data())
 def test_index_round_trips_exactly(tmp_path, offset, size_seed, data):
     n = offset.shape[0]
-    sizes = data.draw(st.one_of(st.just(np.full(n, 700, dtype=np.int64)),
-                                st.lists(st.integers(0, 2**33), min_size=n, max_size=n).map(np.array)))
-    dts = data.draw(st.one_of(st.just(np.arange(n, dtype=np.int64) * 512),
-                              st.lists(st.integers(-(2**50), 2**50), min_size=n, max_size=n, unique=True)
-                              .map(lambda v: np.array(sorted(v), dtype=np.int64))))
-    cts = data.draw(st.lists(st.integers(-(2**31), 2**31), min_size=n, max_size=n).map(np.array)
-                    | st.just(np.zeros(n, dtype=np.int64)))
+    sizes = data.draw(
+        st.one_of(
+            st.just(np.full(n, 700, dtype=np.int64)),
+            st.lists(st.integers(0, 2**33), min_size=n, max_size=n).map(np.array),
+        )
+    )
+    dts = data.draw(
+        st.one_of(
+            st.just(np.arange(n, dtype=np.int64) * 512),
+            st.lists(st.integers(-(2**50), 2**50), min_size=n, max_size=n, unique=True).map(
+                lambda v: np.array(sorted(v), dtype=np.int64)
+            ),
+        )
+    )
+    cts = data.draw(
+        st.lists(st.integers(-(2**31), 2**31), min_size=n, max_size=n).map(np.array)
+        | st.just(np.zeros(n, dtype=np.int64))
+    )
     base = synth_table(n)
     import dataclasses
 
     pts = dts + cts - 3
-    t = dataclasses.replace(base, offset=offset, size=np.asarray(sizes, dtype=np.int64), dts_ticks=dts,
-                            cts_ticks=np.asarray(cts, dtype=np.int64), media_time=3, pts_ticks=pts,
-                            is_sync=np.arange(n) % 3 == 0)
+    t = dataclasses.replace(
+        base,
+        offset=offset,
+        size=np.asarray(sizes, dtype=np.int64),
+        dts_ticks=dts,
+        cts_ticks=np.asarray(cts, dtype=np.int64),
+        media_time=3,
+        pts_ticks=pts,
+        is_sync=np.arange(n) % 3 == 0,
+    )
     d = tmp_path / f"case{os.urandom(4).hex()}"
     npz = write_sidecar(d / "s.npz", {"videos/a.mp4": t})
     idx = Mp4Index.open(npz, index_dir=d / "idx")
@@ -221,8 +238,10 @@ def test_concurrent_conversion_one_valid_file(tmp_path):
     ctx = mp.get_context("fork")
     nproc = 4
     barrier, queue = ctx.Barrier(nproc), ctx.Queue()
-    procs = [ctx.Process(target=_convert_worker, args=(str(npz), str(tmp_path / "idx"), barrier, queue))
-             for _ in range(nproc)]
+    procs = [
+        ctx.Process(target=_convert_worker, args=(str(npz), str(tmp_path / "idx"), barrier, queue))
+        for _ in range(nproc)
+    ]
     for p in procs:
         p.start()
     results = [queue.get(timeout=60) for _ in procs]

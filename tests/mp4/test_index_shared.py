@@ -23,11 +23,13 @@ def _write(path, tables):
 
 
 def _tables():
-    return {"a.mp4": synth_table(N, gop=2),  # arith dts == pts, identity order
-            "b.mp4": synth_table(N + 3000, gop=2, sizes=np.full(N + 3000, 700, dtype=np.int64)),  # arith offsets
-            "c.mp4": synth_table(N + 10, bframes=True, gop=10),
-            "d.mp4": synth_table(N - 1000, empty_edit=40, movie_timescale=1000),
-            "e.mp4": synth_table(300, gop=3)}  # small: lazily materialised
+    return {
+        "a.mp4": synth_table(N, gop=2),  # arith dts == pts, identity order
+        "b.mp4": synth_table(N + 3000, gop=2, sizes=np.full(N + 3000, 700, dtype=np.int64)),  # arith offsets
+        "c.mp4": synth_table(N + 10, bframes=True, gop=10),
+        "d.mp4": synth_table(N - 1000, empty_edit=40, movie_timescale=1000),
+        "e.mp4": synth_table(300, gop=3),
+    }  # small: lazily materialised
 
 
 def test_shared_blocks_are_zero_copy_views_and_exact(tmp_path):

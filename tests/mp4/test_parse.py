@@ -23,24 +23,50 @@ from lerobotstream.mp4 import SampleTable, parse_mp4, parse_mp4_bytes
 from lerobotstream.testing import RefError, parse_reference
 
 from conftest import TESTDATA  # noqa: E402  (data/testmedia, shipped with the repository)
+
 FIELDS = [
-    "offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "is_sync", "pts_s", "presentation_order",
-    "media_timescale", "movie_timescale", "media_time", "empty_edit_movie_ticks",
-    "edit_duration_movie_ticks", "codec", "stsd", "width", "height", "track_id", "ctts_version",
-    "matrix", "movie_matrix",
+    "offset",
+    "size",
+    "dts_ticks",
+    "cts_ticks",
+    "pts_ticks",
+    "is_sync",
+    "pts_s",
+    "presentation_order",
+    "media_timescale",
+    "movie_timescale",
+    "media_time",
+    "empty_edit_movie_ticks",
+    "edit_duration_movie_ticks",
+    "codec",
+    "stsd",
+    "width",
+    "height",
+    "track_id",
+    "ctts_version",
+    "matrix",
+    "movie_matrix",
 ]
 
 # Files meant to be rejected, with the typed error (see each folder's MANIFEST.md).
 FRAGMENTED = {
-    "mp4-androidx-media/sample_fragmented.mp4", "mp4-androidx-media/sample_fragmented_seekable_multiple_sidx.mp4",
+    "mp4-androidx-media/sample_fragmented.mp4",
+    "mp4-androidx-media/sample_fragmented_seekable_multiple_sidx.mp4",
     "mp4-androidx-media/sample_partially_fragmented.mp4",
     "mp4-androidx-media/sample_with_increasing_timestamps_320w_240h_fragmented.mp4",
-    "mp4-go-mp4/sample_fragmented.mp4", "mp4-mp4ff/v300_multiple_segments.mp4", "mp4-mp4ff/av1_init.mp4",
-    "mp4-mp4ff/av1_multitile_init.mp4", "mp4-mp4ff/av1_multitile_seg.m4s", "mp4-mp4ff/golden_1_frag.m4s",
-    "mp4-mp4ff/golden_init_video.mp4", "mp4-mp4ff/hvc1_init.mp4", "mp4-mp4ff/hvc1_seg_1.m4s",
+    "mp4-go-mp4/sample_fragmented.mp4",
+    "mp4-mp4ff/v300_multiple_segments.mp4",
+    "mp4-mp4ff/av1_init.mp4",
+    "mp4-mp4ff/av1_multitile_init.mp4",
+    "mp4-mp4ff/av1_multitile_seg.m4s",
+    "mp4-mp4ff/golden_1_frag.m4s",
+    "mp4-mp4ff/golden_init_video.mp4",
+    "mp4-mp4ff/hvc1_init.mp4",
+    "mp4-mp4ff/hvc1_seg_1.m4s",
 }
 MOOV_ONLY = {  # sample tables point past EOF: rejected as is, parsed when the file size allows
-    "mp4-mp4ff/init_prog.mp4", "mp4-mp4parse-rust/bipbop_nonfragment_header.mp4",
+    "mp4-mp4ff/init_prog.mp4",
+    "mp4-mp4parse-rust/bipbop_nonfragment_header.mp4",
     "mp4-mp4parse-rust/zero_empty_stsc.mp4",
 }
 MALFORMED = {"mp4-mp4parse-rust/chunk_out_of_range.mp4": Mp4InconsistentTablesError}
@@ -108,11 +134,12 @@ def test_moov_only_header(rel):
         parse_mp4_bytes(data, path=rel)
     # with a file size that covers the samples (payload absent) it parses like the oracle
     big = 1 << 24
-    ours = parse_mp4(lambda off, n: data[off:off + n].ljust(n, b"\0"), big, path=rel)
+    ours = parse_mp4(lambda off, n: data[off : off + n].ljust(n, b"\0"), big, path=rel)
     _assert_same(ours, parse_reference(data, file_size=big))
 
 
 # ---------------------------------------------------------------- reference values from MANIFESTs
+
 
 def _exo_video_samples(dump: Path) -> np.ndarray:
     txt = dump.read_text()
@@ -169,7 +196,12 @@ def test_torchcodec_frame_json(name):
 
 def test_manifest_values_go_mp4():
     t = parse_mp4_bytes(_load("mp4-go-mp4/sample.mp4"))
-    assert (t.media_timescale, t.movie_timescale, t.media_time, t.edit_duration_movie_ticks) == (10240, 1000, 2048, 1000)
+    assert (t.media_timescale, t.movie_timescale, t.media_time, t.edit_duration_movie_ticks) == (
+        10240,
+        1000,
+        2048,
+        1000,
+    )
     assert (t.width, t.height, t.num_samples) == (320, 180, 10)
     assert t.size[0] == 3679 and t.size[9] == 15
     assert t.offset[0] == 48 and t.offset[9] == 6038
@@ -218,10 +250,26 @@ def test_several_video_tracks_and_track_id():
 
 # ---------------------------------------------------------------- ffprobe at test time
 
+
 def _ffprobe_packets(path: Path) -> np.ndarray:
     out = subprocess.run(
-        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts,dts,flags", "-of", "csv=p=0",
-         str(path)], check=True, capture_output=True, text=True, timeout=60).stdout
+        [
+            "ffprobe",
+            "-v",
+            "error",
+            "-select_streams",
+            "v:0",
+            "-show_entries",
+            "packet=pts,dts,flags",
+            "-of",
+            "csv=p=0",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
     rows = [line.split(",") for line in out.split("\n") if line.strip()]
     return np.array([[int(r[0]), int(r[1]), "K" in r[2]] for r in rows], dtype=np.int64)
 
@@ -239,8 +287,12 @@ def _check_ffprobe(path: Path, t: SampleTable) -> None:
 
 
 FFPROBE_FILES = [
-    "mp4-torchcodec/nasa_13013.mp4", "mp4-androidx-media/sample.mp4", "mp4-torchcodec/discard_first_keyframe.mp4",
-    "mp4-mp4parse-rust/white.mp4", "mp4-mp4ff/bbb_prog_10s.mp4", "mp4-androidx-media/sample_2_byte_NAL_length.mp4",
+    "mp4-torchcodec/nasa_13013.mp4",
+    "mp4-androidx-media/sample.mp4",
+    "mp4-torchcodec/discard_first_keyframe.mp4",
+    "mp4-mp4parse-rust/white.mp4",
+    "mp4-mp4ff/bbb_prog_10s.mp4",
+    "mp4-androidx-media/sample_2_byte_NAL_length.mp4",
     "lerobot-v21-g1-subset/videos/chunk-000/observation.images.cam_high/episode_000001.mp4",
 ]
 
@@ -252,6 +304,7 @@ def test_ffprobe_packets(rel):
 
 
 # ---------------------------------------------------------------- generated clips (ffmpeg CLI)
+
 
 def _ffmpeg(*args: str) -> None:
     subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *args], check=True, timeout=120)
@@ -277,8 +330,18 @@ def generated_clips(tmp_path_factory) -> dict[str, Path]:
     out["h264_concat"] = d / "concat.mp4"
     _ffmpeg("-i", str(d / "concat.mp4"), "-c", "copy", "-movflags", "faststart", str(d / "concat_fs.mp4"))
     out["h264_concat_faststart"] = d / "concat_fs.mp4"
-    _ffmpeg(*src, "-t", "0.5", "-c:v", "libx265", "-pix_fmt", "yuv420p", "-x265-params", "log-level=error",
-            str(d / "hevc.mp4"))
+    _ffmpeg(
+        *src,
+        "-t",
+        "0.5",
+        "-c:v",
+        "libx265",
+        "-pix_fmt",
+        "yuv420p",
+        "-x265-params",
+        "log-level=error",
+        str(d / "hevc.mp4"),
+    )
     out["hevc"] = d / "hevc.mp4"
     return out
 
@@ -304,13 +367,14 @@ def test_generated_clip(generated_clips, name):
 
 # ---------------------------------------------------------------- range reads: never the payload
 
+
 class CountingReader:
     def __init__(self, data: bytes):
         self.data, self.calls = data, []
 
     def __call__(self, off: int, n: int) -> bytes:
         self.calls.append((off, n))
-        return self.data[off:off + n]
+        return self.data[off : off + n]
 
 
 def _top(data: bytes) -> list[tuple[bytes, int, int]]:
@@ -329,9 +393,9 @@ def _top(data: bytes) -> list[tuple[bytes, int, int]]:
 def _big_mdat_file(data: bytes, pad: int) -> bytes:
     """Grow the mdat of a moov-at-end file by ``pad`` bytes (payload appended after the samples)."""
     boxes = _top(data)
-    (_, mpos, msize), = [b for b in boxes if b[0] == b"mdat"]
+    ((_, mpos, msize),) = [b for b in boxes if b[0] == b"mdat"]
     assert all(b[1] < mpos for b in boxes if b[0] == b"moov") is False
-    grown = bytearray(data[:mpos + msize]) + bytes(pad) + data[mpos + msize:]
+    grown = bytearray(data[: mpos + msize]) + bytes(pad) + data[mpos + msize :]
     struct.pack_into(">I", grown, mpos, msize + pad)
     return bytes(grown)
 
@@ -342,7 +406,7 @@ def test_moov_at_end_reads_headers_only(rel):
     reader = CountingReader(data)
     t = parse_mp4(reader, len(data), path=rel)
     _assert_same(t, parse_reference(data))
-    (_, mpos, msize), = [b for b in _top(data) if b[0] == b"mdat"]
+    ((_, mpos, msize),) = [b for b in _top(data) if b[0] == b"mdat"]
     moov = [b for b in _top(data) if b[0] == b"moov"][0]
     assert len(reader.calls) == 2  # probe + one tail read
     probe, tail = reader.calls
@@ -365,10 +429,11 @@ def test_faststart_large_moov_single_read():
 def test_short_read_is_typed():
     data = _load("mp4-go-mp4/sample.mp4")
     with pytest.raises(Mp4TruncatedError, match="returned"):
-        parse_mp4(lambda off, n: data[off:off + n], len(data) + 100, path="x.mp4")
+        parse_mp4(lambda off, n: data[off : off + n], len(data) + 100, path="x.mp4")
 
 
 # ---------------------------------------------------------------- crafted mutations → typed errors
+
 
 def _path_to(data: bytes, names: list[bytes]) -> list[tuple[int, int, int]]:
     """[(box_start, header_size, box_size)] from the top-level box down to names[-1]."""
@@ -399,7 +464,7 @@ def _replace_payload(data: bytes, names: list[bytes], payload: bytes) -> bytes:
     chain = _path_to(data, names)
     pos, hdr, size = chain[-1]
     delta = len(payload) - (size - hdr)
-    out = bytearray(data[:pos + hdr] + payload + data[pos + size:])
+    out = bytearray(data[: pos + hdr] + payload + data[pos + size :])
     for p, h, s in chain:
         assert h == 8
         struct.pack_into(">I", out, p, s + delta)
@@ -408,7 +473,7 @@ def _replace_payload(data: bytes, names: list[bytes], payload: bytes) -> bytes:
 
 def _payload(data: bytes, names: list[bytes]) -> bytes:
     pos, hdr, size = _path_to(data, names)[-1]
-    return data[pos + hdr:pos + size]
+    return data[pos + hdr : pos + size]
 
 
 def _elst(entries, version=0) -> bytes:
@@ -497,13 +562,13 @@ def test_stz2_and_co64_equivalent():
     stz2 = struct.pack(">I", 0) + struct.pack(">I", 16) + struct.pack(">I", t.num_samples) + stz2[12:]
     d2 = _replace_payload(data, STBL + [b"stsz"], stz2)
     pos, _, _ = _path_to(d2, STBL + [b"stsz"])[-1]
-    d2 = d2[:pos + 4] + b"stz2" + d2[pos + 8:]
+    d2 = d2[: pos + 4] + b"stz2" + d2[pos + 8 :]
     stco = _payload(d2, STBL + [b"stco"])
     n = struct.unpack_from(">I", stco, 4)[0]
     co64 = stco[:8] + b"".join(struct.pack(">Q", o) for o in struct.unpack_from(f">{n}I", stco, 8))
     d3 = _replace_payload(d2, STBL + [b"stco"], co64)
     pos, _, _ = _path_to(d3, STBL + [b"stco"])[-1]
-    d3 = d3[:pos + 4] + b"co64" + d3[pos + 8:]
+    d3 = d3[: pos + 4] + b"co64" + d3[pos + 8 :]
     for d in (d2, d3):
         t2 = parse_mp4_bytes(d)
         _assert_same(t2, parse_reference(d))
@@ -514,13 +579,13 @@ def test_stz2_and_co64_equivalent():
 
 def test_box_size_forms():
     data = _load(BASE)  # moov is the last box
-    (_, mpos, msize), = [b for b in _top(data) if b[0] == b"moov"]
+    ((_, mpos, msize),) = [b for b in _top(data) if b[0] == b"moov"]
     # size == 0: to the end of the file
     d0 = bytearray(data)
     struct.pack_into(">I", d0, mpos, 0)
     _assert_same(parse_mp4_bytes(bytes(d0)), parse_reference(data))
     # size == 1: 64-bit largesize header
-    d1 = data[:mpos] + struct.pack(">I4sQ", 1, b"moov", msize + 8) + data[mpos + 8:]
+    d1 = data[:mpos] + struct.pack(">I4sQ", 1, b"moov", msize + 8) + data[mpos + 8 :]
     t = parse_mp4_bytes(d1)
     _assert_same(t, parse_reference(data))
     assert t.moov_size == msize + 8
@@ -542,7 +607,7 @@ def test_fragment_boxes_rejected():
 
 
 def _insert_top(data: bytes, typ: bytes) -> bytes:
-    (_, mpos, _), = [b for b in _top(data) if b[0] == b"mdat"]
+    ((_, mpos, _),) = [b for b in _top(data) if b[0] == b"mdat"]
     return data[:mpos] + struct.pack(">I4s", 8, typ) + data[mpos:]
 
 
@@ -550,6 +615,7 @@ def _insert_top(data: bytes, typ: bytes) -> bytes:
 def test_truncation_at_every_box_boundary(rel):
     data = _load(rel)
     cuts = set()
+
     def walk(start, end, depth):
         pos = start
         while pos + 8 <= end:
@@ -560,8 +626,9 @@ def test_truncation_at_every_box_boundary(rel):
             if typ in (b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts"):
                 walk(pos + 8, pos + size, depth + 1)
             pos += size
+
     walk(0, len(data), 0)
-    (_, moov, moov_size), = [b for b in _top(data) if b[0] == b"moov"]
+    ((_, moov, moov_size),) = [b for b in _top(data) if b[0] == b"moov"]
     checked = 0
     for cut in sorted(cuts):
         if cut <= moov or cut >= moov + moov_size:
@@ -574,7 +641,7 @@ def test_truncation_at_every_box_boundary(rel):
     end = int((t.offset + t.size).max())
     if end > moov + moov_size:  # faststart: cutting the last video sample's bytes
         with pytest.raises(Mp4InconsistentTablesError, match="outside the file"):
-            parse_mp4_bytes(data[:end - 1])
+            parse_mp4_bytes(data[: end - 1])
     with pytest.raises(Mp4Error):
         parse_mp4_bytes(data[:7])
     with pytest.raises(Mp4Error):
@@ -611,7 +678,7 @@ def _check_parse_or_typed(data: bytes) -> None:
 def mutated_headers(draw):
     rel = draw(st.sampled_from(FUZZ_FILES))
     data = bytearray(_load(rel))
-    (_, mpos, msize), = [b for b in _top(bytes(data)) if b[0] == b"moov"]
+    ((_, mpos, msize),) = [b for b in _top(bytes(data)) if b[0] == b"moov"]
     for _ in range(draw(st.integers(1, 4))):
         kind = draw(st.sampled_from(["flip", "u32", "byte"]))
         at = draw(st.integers(mpos, mpos + msize - 4))
@@ -620,7 +687,9 @@ def mutated_headers(draw):
         elif kind == "byte":
             data[at] = draw(st.integers(0, 255))
         else:
-            v = draw(st.sampled_from([0, 1, 2, 7, 8, 0xFFFFFFFF, 0x7FFFFFFF, 0x80000000, draw(st.integers(0, 2**32 - 1))]))
+            v = draw(
+                st.sampled_from([0, 1, 2, 7, 8, 0xFFFFFFFF, 0x7FFFFFFF, 0x80000000, draw(st.integers(0, 2**32 - 1))])
+            )
             struct.pack_into(">I", data, at, v)
     if draw(st.booleans()):
         data = data[: draw(st.integers(0, len(data)))]
@@ -661,10 +730,11 @@ def _move_mvhd_after_traks(data: bytes) -> bytes:
             kids, p = [], pos + 8
             while p < pos + size:
                 s, t = struct.unpack_from(">I4s", out, p)
-                kids.append((t, bytes(out[p:p + s])))
+                kids.append((t, bytes(out[p : p + s])))
                 p += s
-            out[pos + 8:pos + size] = (b"".join(b for t, b in kids if t != b"mvhd")
-                                       + b"".join(b for t, b in kids if t == b"mvhd"))
+            out[pos + 8 : pos + size] = b"".join(b for t, b in kids if t != b"mvhd") + b"".join(
+                b for t, b in kids if t == b"mvhd"
+            )
             return bytes(out)
         pos += size
     raise AssertionError("no moov")

@@ -11,8 +11,9 @@ import pytest
 from lerobotstream.mp4 import Span, episode_frame_range, plan_span
 
 
-def make_table(pts_order, sync, *, sizes=None, offsets=None, delta=512, timescale=15360, stsd=None,
-               dtype=np.int64, readonly=False):
+def make_table(
+    pts_order, sync, *, sizes=None, offsets=None, delta=512, timescale=15360, stsd=None, dtype=np.int64, readonly=False
+):
     """A SampleTable-like view from presentation ranks per decode-order sample."""
     pts_rank = np.asarray(pts_order, dtype=np.int64)
     n = len(pts_rank)
@@ -21,7 +22,9 @@ def make_table(pts_order, sync, *, sizes=None, offsets=None, delta=512, timescal
     pts = pts_rank * delta
     cts = pts + delay - dts
     sizes = np.full(n, 100, np.int64) if sizes is None else np.asarray(sizes, np.int64)
-    offsets = (1000 + np.concatenate([[0], np.cumsum(sizes)[:-1]])) if offsets is None else np.asarray(offsets, np.int64)
+    offsets = (
+        (1000 + np.concatenate([[0], np.cumsum(sizes)[:-1]])) if offsets is None else np.asarray(offsets, np.int64)
+    )
 
     def arr(a, dt=dtype):
         a = np.asarray(a).astype(dt)
@@ -30,12 +33,27 @@ def make_table(pts_order, sync, *, sizes=None, offsets=None, delta=512, timescal
         return a
 
     return SimpleNamespace(
-        offset=arr(offsets, np.int64 if offsets.max() > 2**31 else dtype), size=arr(sizes), dts_ticks=arr(dts),
-        cts_ticks=arr(cts, np.int64), pts_ticks=arr(pts), is_sync=arr(np.asarray(sync, bool), bool),
-        pts_s=pts / timescale, presentation_order=arr(np.argsort(pts, kind="stable")),
-        media_timescale=timescale, movie_timescale=1000, media_time=delay, empty_edit_movie_ticks=0,
-        edit_duration_movie_ticks=0, codec="avc1", stsd=stsd or (b"\0\0\0\0\0\0\0\1" + b"\0" * 8),
-        width=64, height=48, track_id=1, ctts_version=0, media_duration=n * delta)
+        offset=arr(offsets, np.int64 if offsets.max() > 2**31 else dtype),
+        size=arr(sizes),
+        dts_ticks=arr(dts),
+        cts_ticks=arr(cts, np.int64),
+        pts_ticks=arr(pts),
+        is_sync=arr(np.asarray(sync, bool), bool),
+        pts_s=pts / timescale,
+        presentation_order=arr(np.argsort(pts, kind="stable")),
+        media_timescale=timescale,
+        movie_timescale=1000,
+        media_time=delay,
+        empty_edit_movie_ticks=0,
+        edit_duration_movie_ticks=0,
+        codec="avc1",
+        stsd=stsd or (b"\0\0\0\0\0\0\0\1" + b"\0" * 8),
+        width=64,
+        height=48,
+        track_id=1,
+        ctts_version=0,
+        media_duration=n * delta,
+    )
 
 
 def test_all_sync_intra_span_is_exact():

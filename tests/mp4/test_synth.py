@@ -22,15 +22,15 @@ def boxes(buf, start=0, end=None, out=None, stop_at_mdat=True):
     out = {} if out is None else out
     pos = start
     while pos + 8 <= end:
-        size, typ = struct.unpack(">I4s", buf[pos:pos + 8])
+        size, typ = struct.unpack(">I4s", buf[pos : pos + 8])
         hdr = 8
         if size == 1:
-            size = struct.unpack(">Q", buf[pos + 8:pos + 16])[0]
+            size = struct.unpack(">Q", buf[pos + 8 : pos + 16])[0]
             hdr = 16
         if typ == b"mdat":
             out[b"mdat"] = (pos, hdr, size)
             break
-        out[typ] = buf[pos + hdr:pos + size]
+        out[typ] = buf[pos + hdr : pos + size]
         if typ in CONTAINERS:
             boxes(buf, pos + hdr, pos + size, out)
         pos += size
@@ -46,12 +46,27 @@ def table(n, *, cts=None, sync=None, sizes=None, offsets=None, durations=None):
     media_time = int(cts[0]) if n else 0
     pts = dts + cts - media_time
     return SimpleNamespace(
-        offset=offsets, size=sizes, dts_ticks=dts, cts_ticks=cts, pts_ticks=pts,
-        is_sync=np.ones(n, bool) if sync is None else np.asarray(sync, bool), pts_s=pts / 15360,
-        presentation_order=np.argsort(pts, kind="stable"), media_timescale=15360, movie_timescale=1000,
-        media_time=media_time, empty_edit_movie_ticks=0, edit_duration_movie_ticks=0, codec="avc1",
-        stsd=b"\0\0\0\0\0\0\0\1" + b"\0\0\0\x10avc1" + b"\0" * 8, width=65, height=49, track_id=1,
-        ctts_version=None, duration_ticks=dur)
+        offset=offsets,
+        size=sizes,
+        dts_ticks=dts,
+        cts_ticks=cts,
+        pts_ticks=pts,
+        is_sync=np.ones(n, bool) if sync is None else np.asarray(sync, bool),
+        pts_s=pts / 15360,
+        presentation_order=np.argsort(pts, kind="stable"),
+        media_timescale=15360,
+        movie_timescale=1000,
+        media_time=media_time,
+        empty_edit_movie_ticks=0,
+        edit_duration_movie_ticks=0,
+        codec="avc1",
+        stsd=b"\0\0\0\0\0\0\0\1" + b"\0\0\0\x10avc1" + b"\0" * 8,
+        width=65,
+        height=49,
+        track_id=1,
+        ctts_version=None,
+        duration_ticks=dur,
+    )
 
 
 def payload_of(t, span):
@@ -60,8 +75,13 @@ def payload_of(t, span):
 
 
 def test_size_matches_and_tables_are_rebased():
-    t = table(12, cts=[1024, 2048, 512, 512] * 3, sync=[i % 4 == 0 for i in range(12)],
-              sizes=np.arange(1, 13) * 7, durations=[512] * 5 + [500] * 7)
+    t = table(
+        12,
+        cts=[1024, 2048, 512, 512] * 3,
+        sync=[i % 4 == 0 for i in range(12)],
+        sizes=np.arange(1, 13) * 7,
+        durations=[512] * 5 + [500] * 7,
+    )
     for a in range(12):
         for b in range(a + 1, 13):
             s = plan_span(t, a, b)
@@ -70,14 +90,14 @@ def test_size_matches_and_tables_are_rebased():
             assert len(out) == s.synth_nbytes
             bx = boxes(out)
             pos, hdr, size = bx[b"mdat"]
-            assert out[pos + hdr:] == pay and size == hdr + len(pay)
+            assert out[pos + hdr :] == pay and size == hdr + len(pay)
             n = s.num_samples
             stco = bx[b"stco"]
-            offs = struct.unpack(f">{n}I", stco[8:8 + 4 * n])
-            rel = t.offset[s.sample_start:s.sample_stop] - s.byte_start
+            offs = struct.unpack(f">{n}I", stco[8 : 8 + 4 * n])
+            rel = t.offset[s.sample_start : s.sample_stop] - s.byte_start
             assert list(offs) == list(pos + hdr + rel)
             stsz = bx[b"stsz"]
-            assert list(struct.unpack(f">{n}I", stsz[12:])) == list(t.size[s.sample_start:s.sample_stop])
+            assert list(struct.unpack(f">{n}I", stsz[12:])) == list(t.size[s.sample_start : s.sample_stop])
             assert b"ctts" in bx and bx[b"ctts"][0] == 0  # v0: offsets non-negative
             stss = bx[b"stss"]
             k = struct.unpack(">I", stss[4:8])[0]
@@ -88,9 +108,9 @@ def test_size_matches_and_tables_are_rebased():
             runs = struct.unpack(">I", stts[4:8])[0]
             exp = []
             for r in range(runs):
-                c, d = struct.unpack(">II", stts[8 + 8 * r:16 + 8 * r])
+                c, d = struct.unpack(">II", stts[8 + 8 * r : 16 + 8 * r])
                 exp += [d] * c
-            assert exp == list(t.duration_ticks[s.sample_start:s.sample_stop])
+            assert exp == list(t.duration_ticks[s.sample_start : s.sample_stop])
             assert bx[b"stsd"] == t.stsd
             elst = bx[b"elst"]
             seg, mt = struct.unpack(">Qq", elst[8:24])
@@ -181,8 +201,8 @@ def test_display_matrices_written_verbatim_size_unchanged():
     assert len(out) == s.synth_nbytes == len(synthesize(t_id, plan_span(t_id, 1, 5), pay))
     bx = boxes(out)
     tkhd, mvhd = bx[b"tkhd"], bx[b"mvhd"]
-    assert struct.unpack(">9i", tkhd[4 + 16 + 4 + 4 + 8 + 8 + 8:][:36]) == rot  # v1 tkhd
-    assert struct.unpack(">9i", mvhd[4 + 16 + 4 + 8 + 4 + 2 + 10:][:36]) == movie  # v1 mvhd
+    assert struct.unpack(">9i", tkhd[4 + 16 + 4 + 4 + 8 + 8 + 8 :][:36]) == rot  # v1 tkhd
+    assert struct.unpack(">9i", mvhd[4 + 16 + 4 + 8 + 4 + 2 + 10 :][:36]) == movie  # v1 mvhd
     assert struct.unpack(">II", tkhd[-8:]) == (65 << 16, 49 << 16)  # width/height unchanged, not swapped
     back = parse_mp4_bytes(out)
     assert back.matrix == rot and back.movie_matrix == movie

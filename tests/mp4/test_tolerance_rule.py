@@ -23,7 +23,7 @@ from lerobotstream.sidecar._validate import EpisodeWindow, check_window_detail, 
 from tests._sidecar_helpers import synth_table
 
 FPS, TIMESCALE = 4, 1024
-TOL = 2.0 ** -10  # one media tick
+TOL = 2.0**-10  # one media tick
 LENGTH = 4
 
 
@@ -39,8 +39,17 @@ def _table(shift_ticks: dict[int, int] | None = None):
 
 
 def _video(table, from_timestamp: float) -> EpisodeVideo:
-    return EpisodeVideo(table, plan_span(table, 0, 8), b"", episode_index=3, camera="cam", path="v.mp4",
-                        from_timestamp=from_timestamp, fps=FPS, tolerance_s=TOL)
+    return EpisodeVideo(
+        table,
+        plan_span(table, 0, 8),
+        b"",
+        episode_index=3,
+        camera="cam",
+        path="v.mp4",
+        from_timestamp=from_timestamp,
+        fps=FPS,
+        tolerance_s=TOL,
+    )
 
 
 def test_the_rule_is_strict():

@@ -16,8 +16,14 @@ from tests.planner.test_planner import _simulate_loader as _loader  # DataLoader
 
 LENGTHS = {e: int(n) for e, n in enumerate(np.random.default_rng(7).integers(3, 40, size=23))}
 FULL = Counter((e, f) for e, n in LENGTHS.items() for f in range(n))
-TOPOLOGIES = [((2, 2, 4), (1, 3, 6)), ((2, 2, 4), (4, 1, 4)), ((2, 2, 4), (3, 2, 5)), ((1, 0, 8), (2, 2, 4)),
-              ((3, 2, 2), (1, 1, 7)), ((1, 1, 4), (5, 3, 1))]
+TOPOLOGIES = [
+    ((2, 2, 4), (1, 3, 6)),
+    ((2, 2, 4), (4, 1, 4)),
+    ((2, 2, 4), (3, 2, 5)),
+    ((1, 0, 8), (2, 2, 4)),
+    ((3, 2, 2), (1, 1, 7)),
+    ((1, 1, 4), (5, 3, 1)),
+]
 
 
 def _planner(topo, rank, lengths=LENGTHS, **kw):
@@ -125,7 +131,7 @@ def test_state_saved_inside_a_remainder_resumes_again_elsewhere():
     p.load_state_dict(state2)
     assert p.resume_changes == []
     rest = [a for bt in _loader(p) for a in bt]
-    assert rest == ref[len(ref) - len(rest):]
+    assert rest == ref[len(ref) - len(rest) :]
 
 
 def test_a_finished_epoch_resumes_as_the_next_plain_epoch():
@@ -165,7 +171,9 @@ def test_endless_elastic_resume_covers_the_epoch_in_progress(old, new):
     # each worker then plays the new topology's epoch 1: together one exact epoch
     nxt = Counter()
     for p, dl, it in its:
-        f = p.plain_pass().worker_frames(p.rank)[p.worker_start(dl if p.num_workers else None, p.num_workers).logical_worker]
+        f = p.plain_pass().worker_frames(p.rank)[
+            p.worker_start(dl if p.num_workers else None, p.num_workers).logical_worker
+        ]
         nxt.update(islice(it, f))
     assert nxt == FULL
 
@@ -223,11 +231,23 @@ def _mixture(topo, rank, byte_budget_gb=1.0, weights=(0.7, 0.3), repeat=False):
     from lerobotstream.planner import MixturePlanner, PlanSettings
 
     w, k, b = topo
-    settings = PlanSettings(seed=11, num_workers=k, byte_budget=max(1, int(byte_budget_gb * 2**30)), repeat=repeat,
-                            batch_size=b, rank=rank, world_size=w)
-    return MixturePlanner.for_datasets(MIX, list(weights), OFFSETS, settings,
-                                       episode_nbytes=[lambda e: 500 + e, lambda e: 700 + 3 * e],
-                                       mixture={"repo_ids": ["a", "b"]})
+    settings = PlanSettings(
+        seed=11,
+        num_workers=k,
+        byte_budget=max(1, int(byte_budget_gb * 2**30)),
+        repeat=repeat,
+        batch_size=b,
+        rank=rank,
+        world_size=w,
+    )
+    return MixturePlanner.for_datasets(
+        MIX,
+        list(weights),
+        OFFSETS,
+        settings,
+        episode_nbytes=[lambda e: 500 + e, lambda e: 700 + 3 * e],
+        mixture={"repo_ids": ["a", "b"]},
+    )
 
 
 def _mix_run(topo, n=None, state=None, **kw):
@@ -308,7 +328,7 @@ def _endless_old(make, topo, n):
         k = min(len(subs[rw]) // f[rw] for rw in streams if f[rw])
         for rw, sub in subs.items():
             if f[rw]:
-                passed.update(sub[k * f[rw]:(k + 1) * f[rw]])
+                passed.update(sub[k * f[rw] : (k + 1) * f[rw]])
     return streams, state, passed
 
 
@@ -332,8 +352,8 @@ def _endless_new(make, topo, state):
                     break
             for d, s in enumerate(subs):
                 assert len(s) >= need[d]
-                rem.update(s[:first[d, w]])
-                nxt.update(s[first[d, w]:need[d]])
+                rem.update(s[: first[d, w]])
+                nxt.update(s[first[d, w] : need[d]])
     return rem, nxt, planners
 
 
@@ -488,7 +508,9 @@ def _planner_loaded(topo, rank, state, **kw):
 def test_no_idle_worker_warning_for_a_worker_with_plain_epochs_but_no_remainder(caplog):
     """Endless: new worker 1 of rank 0 holds no remainder episode but plain-epoch ones; it yields."""
     lengths = dict(enumerate((7, 5, 9, 4, 6, 8, 3)))
-    st = Planner(lengths, rank=0, world_size=1, batch_size=8, repeat=True, episode_pool_size=2).state_dict(samples_consumed=32)
+    st = Planner(lengths, rank=0, world_size=1, batch_size=8, repeat=True, episode_pool_size=2).state_dict(
+        samples_consumed=32
+    )
     p = Planner(lengths, rank=0, world_size=2, num_workers=2, batch_size=4, repeat=True, episode_pool_size=2)
     p.load_state_dict(st)
     assert p.current_pass().worker_frames(0)[1] == 0 and p.plain_pass().worker_frames(0)[1] > 0

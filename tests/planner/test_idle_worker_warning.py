@@ -35,10 +35,18 @@ print("samples", n)
 @pytest.mark.slow
 @pytest.mark.parametrize("ctx", ["fork", "spawn"])
 def test_idle_worker_warning_once_per_run(make_generated_dataset, ctx):
-    root = Path(make_generated_dataset(episode_lengths=(5, 3), codec="av1", cameras=(("observation.images.front", 32, 24),)))
+    root = Path(
+        make_generated_dataset(episode_lengths=(5, 3), codec="av1", cameras=(("observation.images.front", 32, 24),))
+    )
     env = {k: v for k, v in os.environ.items() if k != "LEROBOTSTREAM_DEBUG"}
-    p = subprocess.run([sys.executable, "-c", SCRIPT, ctx, str(root)], capture_output=True, text=True, env=env,
-                       timeout=600, cwd=Path(__file__).resolve().parents[2])
+    p = subprocess.run(
+        [sys.executable, "-c", SCRIPT, ctx, str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert p.returncode == 0, p.stderr
     assert "samples 16" in p.stdout  # two epochs of 8 frames: the idle workers yield nothing
     said = [line for line in p.stderr.splitlines() if "yield nothing" in line]

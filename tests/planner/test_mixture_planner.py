@@ -19,15 +19,43 @@ C = {e: 4 for e in range(3)}
 OFFSETS = [0, 100, 200]
 
 
-def _planner(datasets=(A, B), weights=None, *, repeat=False, num_workers=2, seed=5, world=(0, 1), nbytes=None,
-             budgets=None, pool=2, batch_size=4):
-    ps = [Planner(lengths, seed=11 + i, num_workers=num_workers, repeat=repeat, episode_pool_size=pool, rank=world[0],
-                  world_size=world[1], byte_budget=None if budgets is None else budgets[i],
-                  episode_nbytes=None if nbytes is None else nbytes[i])
-          for i, lengths in enumerate(datasets)]
+def _planner(
+    datasets=(A, B),
+    weights=None,
+    *,
+    repeat=False,
+    num_workers=2,
+    seed=5,
+    world=(0, 1),
+    nbytes=None,
+    budgets=None,
+    pool=2,
+    batch_size=4,
+):
+    ps = [
+        Planner(
+            lengths,
+            seed=11 + i,
+            num_workers=num_workers,
+            repeat=repeat,
+            episode_pool_size=pool,
+            rank=world[0],
+            world_size=world[1],
+            byte_budget=None if budgets is None else budgets[i],
+            episode_nbytes=None if nbytes is None else nbytes[i],
+        )
+        for i, lengths in enumerate(datasets)
+    ]
     w = weights or [sum(d.values()) for d in datasets]
-    return MixturePlanner(ps, w, OFFSETS[:len(datasets)], seed=seed, repeat=repeat, batch_size=batch_size,
-                          mixture={"repo_ids": [f"d{i}" for i in range(len(datasets))], "weights": list(w)})
+    return MixturePlanner(
+        ps,
+        w,
+        OFFSETS[: len(datasets)],
+        seed=seed,
+        repeat=repeat,
+        batch_size=batch_size,
+        mixture={"repo_ids": [f"d{i}" for i in range(len(datasets))], "weights": list(w)},
+    )
 
 
 def _anchors(mp, dl_worker, nw, n=None, step=37, events=None):
@@ -123,8 +151,14 @@ def test_events_keep_each_dataset_within_its_budget(repeat, pool):
     dataset's resident bytes stay within its share (so the sum stays within the worker's budget)."""
     sizes = [{e: 100 + 7 * e for e in A}, {e: 60 + 5 * e for e in B}]
     budgets = [2 * max(sizes[0].values()) * 2 + 1, 2 * max(sizes[1].values()) + 1]  # rank budgets (2 workers)
-    mp = _planner((A, B), [0.6, 0.4], repeat=repeat, nbytes=[sizes[0].__getitem__, sizes[1].__getitem__],
-                  budgets=budgets, pool=pool)
+    mp = _planner(
+        (A, B),
+        [0.6, 0.4],
+        repeat=repeat,
+        nbytes=[sizes[0].__getitem__, sizes[1].__getitem__],
+        budgets=budgets,
+        pool=pool,
+    )
     for w in (0, 1):
         events = []
         got = _anchors(mp, w, 2, n=600 if repeat else None, step=13, events=events)
@@ -165,7 +199,7 @@ def test_resume_continues_each_worker_exactly(repeat, consumed):
     for dl in (0, 1):
         start = mp.worker_start(dl, 2)
         got = _anchors(mp, dl, 2, n=40 if repeat else None)
-        assert got == full[start.logical_worker][start.offset:start.offset + len(got)]
+        assert got == full[start.logical_worker][start.offset : start.offset + len(got)]
         assert got
 
 
@@ -196,7 +230,7 @@ def test_endless_datasets_each_run_exact_epochs():
             f = len(shard)
             assert len(mine) >= 2 * f
             for k in range(len(mine) // f):
-                assert set(mine[k * f:(k + 1) * f]) == shard, (d, k)
+                assert set(mine[k * f : (k + 1) * f]) == shard, (d, k)
 
 
 @pytest.mark.parametrize("num_workers", [3, 4, 6])

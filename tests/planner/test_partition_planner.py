@@ -23,8 +23,9 @@ TOPOLOGIES = [(1, 0, 4), (1, 2, 4), (2, 2, 4), (4, 1, 3)]
 def _planner(topo, rank, **kw):
     w, k, b = topo
     kw.setdefault("episode_pool_size", 3)
-    return PartitionPlanner(LENGTHS, partitions=kw.pop("partitions", P), rank=rank, world_size=w, num_workers=k,
-                            batch_size=b, **kw)
+    return PartitionPlanner(
+        LENGTHS, partitions=kw.pop("partitions", P), rank=rank, world_size=w, num_workers=k, batch_size=b, **kw
+    )
 
 
 PART_OF = {int(e): q for q in range(P) for e in _planner((1, 0, 1), 0).partition_episodes(q)}
@@ -62,9 +63,12 @@ def test_each_partition_sequence_is_the_same_on_every_topology(strategy):
             ref = seqs
         assert seqs == ref, topo
     # another epoch has another order (seeded by the epoch), the same on every topology again
-    one = _by_partition(a for r in range(2) for bt in _loader(_epoch(_planner((2, 2, 4), r, sampling_strategy=strategy), 1))
-                        for a in bt)
-    assert one == _by_partition(a for bt in _loader(_epoch(_planner((1, 0, 4), 0, sampling_strategy=strategy), 1)) for a in bt)
+    one = _by_partition(
+        a for r in range(2) for bt in _loader(_epoch(_planner((2, 2, 4), r, sampling_strategy=strategy), 1)) for a in bt
+    )
+    assert one == _by_partition(
+        a for bt in _loader(_epoch(_planner((1, 0, 4), 0, sampling_strategy=strategy), 1)) for a in bt
+    )
     if strategy != "sequential":
         assert one != ref
 
@@ -120,7 +124,7 @@ def test_partition_events_and_frontier_are_exact():
     for e in LENGTHS:
         assert admit_at[e] <= first[e] and evict_at[e] == last[e] + 1, e
     for n, front in fronts:
-        assert front == admitted[n:n + len(front)]
+        assert front == admitted[n : n + len(front)]
 
 
 @pytest.mark.parametrize("old,new", [((2, 2, 4), (3, 1, 5)), ((1, 0, 8), (2, 2, 4)), ((4, 1, 3), (1, 3, 6))])
@@ -168,7 +172,14 @@ def test_pool_size_and_byte_budget_may_change_the_tails_keep_the_checkpoint_orde
     nb = lambda e: 1000 + 37 * e  # noqa: E731
     ref = _by_partition(_run((1, 0, 4), byte_budget=6000, episode_nbytes=nb)[0])
     consumed, state = _run((2, 2, 4), 2, byte_budget=6000, episode_nbytes=nb)
-    got, _ = _run((3, 1, 5), state=state, byte_budget=9000, episode_nbytes=nb, episode_pool_size=5, sampling_strategy="round_robin")
+    got, _ = _run(
+        (3, 1, 5),
+        state=state,
+        byte_budget=9000,
+        episode_nbytes=nb,
+        episode_pool_size=5,
+        sampling_strategy="round_robin",
+    )
     c, g = _by_partition(consumed), _by_partition(got)
     for q in range(P):
         assert c.get(q, []) + g.get(q, []) == ref[q]
@@ -221,7 +232,7 @@ def test_same_topology_resume_continues_the_same_order():
         p.load_state_dict(state)
         assert p.resume_changes == []
         rest = [a for bt in _loader(p) for a in bt]
-        assert rest == full[len(full) - len(rest):] and len(full) - len(rest) == 2 * 4
+        assert rest == full[len(full) - len(rest) :] and len(full) - len(rest) == 2 * 4
 
 
 def test_equalize_drop_gives_every_rank_the_same_batch_count():

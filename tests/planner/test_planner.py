@@ -57,8 +57,14 @@ DATASETS = {
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
 def test_epoch_covers_every_selected_frame_exactly_once(name, strategy, num_workers, world_size):
     lengths = DATASETS[name]
-    kw = dict(episode_lengths=lengths, world_size=world_size, num_workers=num_workers, sampling_strategy=strategy,
-              episode_pool_size=3, seed=7)
+    kw = dict(
+        episode_lengths=lengths,
+        world_size=world_size,
+        num_workers=num_workers,
+        sampling_strategy=strategy,
+        episode_pool_size=3,
+        seed=7,
+    )
     seen, shards = _epoch(kw)
     expected = _all_frames(lengths)
     assert seen == expected  # every frame exactly once (Counter equality catches duplicates)
@@ -129,8 +135,13 @@ def test_rank_discovery_from_env(monkeypatch):
 
 
 def test_worker_resource_shares():
-    p = Planner({i: 10 for i in range(8)}, num_workers=3, byte_budget=900, episode_nbytes=lambda e: 100,
-                video_decoder_cache_size=12)
+    p = Planner(
+        {i: 10 for i in range(8)},
+        num_workers=3,
+        byte_budget=900,
+        episode_nbytes=lambda e: 100,
+        video_decoder_cache_size=12,
+    )
     wp = p.worker_plan(1)
     assert (wp.byte_budget, wp.video_decoder_cache_size, wp.pool_size) == (300, 4, 32 // 3)
     assert Planner({i: 10 for i in range(8)}, num_workers=3, episode_pool_size=5).worker_plan(0).pool_size == 5
@@ -138,8 +149,14 @@ def test_worker_resource_shares():
 
 # --- pool invariants ------------------------------------------------------------------------------
 def _check_pool(lengths, nbytes, pool_size, budget, strategy, seed, step=1):
-    p = Planner(lengths, episode_pool_size=pool_size, byte_budget=budget, sampling_strategy=strategy, seed=seed,
-                episode_nbytes=(lambda e: nbytes[e]) if budget is not None else None)
+    p = Planner(
+        lengths,
+        episode_pool_size=pool_size,
+        byte_budget=budget,
+        sampling_strategy=strategy,
+        seed=seed,
+        episode_nbytes=(lambda e: nbytes[e]) if budget is not None else None,
+    )
     pool = p.worker_plan(0).pool(0)
     resident: set[int] = set()
     size = dict(enumerate(nbytes))
@@ -202,7 +219,7 @@ def test_byte_aware_admission_and_frontier():
     pool = plan.pool(0)
     admitted = [ev.episode_index for ev in pool.drain_events()]
     assert admitted == order[: len(admitted)]  # strict seeded order
-    assert pool.frontier(10).tolist() == order[len(admitted):]
+    assert pool.frontier(10).tolist() == order[len(admitted) :]
     assert pool.resident_bytes <= 10
     _check_pool([5] * 5, [sizes[e] for e in range(5)], 4, 10, "remaining", 3)
 
@@ -223,7 +240,7 @@ def test_round_robin_rounds_take_one_frame_per_resident():
     p = Planner({e: 10 for e in range(6)}, episode_pool_size=6, sampling_strategy="round_robin", seed=5)
     ep, _ = p.worker_plan(0).pool(0).next_anchors(60)
     for r in range(10):
-        assert sorted(ep[6 * r: 6 * r + 6].tolist()) == list(range(6))
+        assert sorted(ep[6 * r : 6 * r + 6].tolist()) == list(range(6))
 
 
 def test_round_robin_newly_admitted_join_next_round():
@@ -303,10 +320,10 @@ def _simulate_loader(planner: Planner, n_batches: int | None = None) -> list[lis
     anchors cut into batches, taken in the DataLoader's turns (``planner.take_turns``, the one rule;
     tests/planner/test_turns.py checks it against a real DataLoader)."""
     n = planner.num_workers
-    its = ([planner.iter_worker_anchors(None, 0)] if n == 0
-           else [planner.iter_worker_anchors(p, n) for p in range(n)])
-    return list(islice(take_turns([worker_batches(it, planner.batch_size, planner.drop_last) for it in its]),
-                       n_batches))
+    its = [planner.iter_worker_anchors(None, 0)] if n == 0 else [planner.iter_worker_anchors(p, n) for p in range(n)]
+    return list(
+        islice(take_turns([worker_batches(it, planner.batch_size, planner.drop_last) for it in its]), n_batches)
+    )
 
 
 @pytest.mark.parametrize("drop_last", [False, True])
@@ -326,7 +343,8 @@ def test_equalize_drop_gives_every_rank_the_same_batch_count(drop_last, num_work
     assert counts[0] == counts[1]
     assert max(seen.values()) == 1
     assert Planner(lengths, world_size=2, rank=0).samples_per_rank().tolist() == [
-        sum(lengths[e] for e in Planner(lengths, world_size=2, rank=r).rank_episodes()) for r in range(2)]
+        sum(lengths[e] for e in Planner(lengths, world_size=2, rank=r).rank_episodes()) for r in range(2)
+    ]
 
 
 # --- resume (simulated DataLoader; the real one is in test_resume_through_dataloader.py) ---------------
@@ -350,8 +368,17 @@ def _flat(batches):
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
 def test_resume_finite_at_every_offset_across_epochs(strategy, drop_last, num_workers):
     lengths = {0: 4, 1: 7, 2: 2, 3: 5, 4: 3, 6: 1}
-    kw = dict(episode_lengths=lengths, num_workers=num_workers, batch_size=3, sampling_strategy=strategy,
-              drop_last=drop_last, episode_pool_size=2, world_size=2, rank=1, seed=11)
+    kw = dict(
+        episode_lengths=lengths,
+        num_workers=num_workers,
+        batch_size=3,
+        sampling_strategy=strategy,
+        drop_last=drop_last,
+        episode_pool_size=2,
+        world_size=2,
+        rank=1,
+        seed=11,
+    )
     p = Planner(**kw)
     epochs = []
     for e in (0, 1, 2):
@@ -372,7 +399,7 @@ def test_resume_finite_at_every_offset_across_epochs(strategy, drop_last, num_wo
             for nxt in range(cur + 1, 3):
                 q.set_epoch(nxt)
                 got += _flat(_simulate_loader(q))
-            assert got == stream[before + s:], (e, s)
+            assert got == stream[before + s :], (e, s)
     if num_workers >= 2:
         q = Planner(**kw)
         st_ = q.state_dict(samples_consumed=1)
@@ -385,8 +412,15 @@ def test_resume_finite_at_every_offset_across_epochs(strategy, drop_last, num_wo
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
 def test_resume_endless_at_every_batch_across_epoch_boundaries(strategy, num_workers):
     lengths = {0: 4, 1: 7, 2: 2, 3: 5, 4: 3}
-    kw = dict(episode_lengths=lengths, num_workers=num_workers, batch_size=4, sampling_strategy=strategy,
-              episode_pool_size=2, repeat=True, seed=3)
+    kw = dict(
+        episode_lengths=lengths,
+        num_workers=num_workers,
+        batch_size=4,
+        sampling_strategy=strategy,
+        episode_pool_size=2,
+        repeat=True,
+        seed=3,
+    )
     total = 24  # batches: several epochs of every worker
     ref = _simulate_loader(Planner(**kw), total)
     flat = _flat(ref)
@@ -396,7 +430,7 @@ def test_resume_endless_at_every_batch_across_epoch_boundaries(strategy, num_wor
         q = Planner(**kw)
         q.load_state_dict(q.state_dict(samples_consumed=s))
         got = _flat(_simulate_loader(q, (total * 4 - s) // 4))
-        assert got == flat[s: s + len(got)] and len(got) == total * 4 - s - (total * 4 - s) % 4
+        assert got == flat[s : s + len(got)] and len(got) == total * 4 - s - (total * 4 - s) % 4
 
 
 def test_resume_random_offsets_larger_dataset():
@@ -411,14 +445,19 @@ def test_resume_random_offsets_larger_dataset():
     for k in rng.choice(len(bounds), size=6, replace=False).tolist():
         q = Planner(**kw)
         q.load_state_dict(q.state_dict(samples_consumed=bounds[k]))
-        assert _flat(_simulate_loader(q)) == flat[bounds[k]:]
+        assert _flat(_simulate_loader(q)) == flat[bounds[k] :]
 
 
 def test_resume_state_validation():
     p = Planner({0: 5, 1: 6}, batch_size=4, num_workers=2)
     state = p.state_dict(samples_consumed=8)
     assert state[SCHEMA_KEY] == 1
-    for change in (dict(batch_size=8), dict(num_workers=1), dict(sampling_strategy="round_robin"), dict(episode_pool_size=3)):
+    for change in (
+        dict(batch_size=8),
+        dict(num_workers=1),
+        dict(sampling_strategy="round_robin"),
+        dict(episode_pool_size=3),
+    ):
         q = Planner({0: 5, 1: 6}, **{**dict(batch_size=4, num_workers=2), **change})
         q.load_state_dict(state)  # another topology: elastic resume (tests/planner/test_elastic_planner.py)
         assert q.resume_changes and q.remainder_info()["samples_left"] == 3

@@ -22,7 +22,9 @@ def _planner(lengths=LENGTHS, **kw):
 
 def _mixture():
     ps = [Planner(LENGTHS, seed=1, num_workers=2), Planner(OTHER, seed=2, num_workers=2)]
-    return MixturePlanner(ps, [1, 1], [0, 100], seed=5, repeat=False, batch_size=2, mixture={"repo_ids": ["a", "b"], "weights": [1, 1]})
+    return MixturePlanner(
+        ps, [1, 1], [0, 100], seed=5, repeat=False, batch_size=2, mixture={"repo_ids": ["a", "b"], "weights": [1, 1]}
+    )
 
 
 GOOD = _planner().state_dict(samples_consumed=4)
@@ -56,10 +58,24 @@ def test_foreign_dicts_say_what_is_wrong():
         _planner().load_state_dict({"epoch": 0, "offset": 8, "batch_size": 4})
 
 
-@pytest.mark.parametrize("field,value", [("epoch", 3.7), ("epoch", 3.0), ("epoch", "3"), ("samples", math.nan),
-                                         ("samples", None), ("batch_size", [2]), ("num_workers", True),
-                                         ("episodes", ["3:sha256:ab"]), ("episodes", "junk"), ("repeat", 1),
-                                         ("epoch", -1), ("batch_size", 0), ("mixture", "a,b")])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("epoch", 3.7),
+        ("epoch", 3.0),
+        ("epoch", "3"),
+        ("samples", math.nan),
+        ("samples", None),
+        ("batch_size", [2]),
+        ("num_workers", True),
+        ("episodes", ["3:sha256:ab"]),
+        ("episodes", "junk"),
+        ("repeat", 1),
+        ("epoch", -1),
+        ("batch_size", 0),
+        ("mixture", "a,b"),
+    ],
+)
 def test_wrong_typed_fields_name_the_field(field, value):
     with pytest.raises(ResumeStateError, match=field):
         StreamState.from_dict({**GOOD, field: value})
@@ -67,13 +83,22 @@ def test_wrong_typed_fields_name_the_field(field, value):
         _planner().load_state_dict({**GOOD, field: value})
 
 
-_JUNK = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=True), st.text(max_size=4),
-                  st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(), max_size=1))
+_JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.floats(allow_nan=True),
+    st.text(max_size=4),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=1),
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edits=st.dictionaries(st.sampled_from(sorted(GOOD)), _JUNK, min_size=1, max_size=3),
-       drop=st.sets(st.sampled_from(sorted(GOOD)), max_size=2))
+@given(
+    edits=st.dictionaries(st.sampled_from(sorted(GOOD)), _JUNK, min_size=1, max_size=3),
+    drop=st.sets(st.sampled_from(sorted(GOOD)), max_size=2),
+)
 def test_tampered_states_raise_only_resume_state_error(edits, drop):
     """Any tampering either loads (it left a valid state for this planner) or raises ResumeStateError
     — never TypeError/ValueError/AttributeError from inside the planner."""
@@ -107,8 +132,9 @@ def test_a_mixture_state_written_with_the_gib_budget_record_still_resumes_the_sa
 
     def mix():
         s = PlanSettings(seed=5, num_workers=2, batch_size=2, byte_budget=1 << 30)
-        return MixturePlanner.for_datasets([LENGTHS, OTHER], [1, 1], [0, 100], s, episode_nbytes=[lambda e: 100] * 2,
-                                           mixture={"repo_ids": ["a", "b"]})
+        return MixturePlanner.for_datasets(
+            [LENGTHS, OTHER], [1, 1], [0, 100], s, episode_nbytes=[lambda e: 100] * 2, mixture={"repo_ids": ["a", "b"]}
+        )
 
     state = mix().state_dict(samples_consumed=4)
     assert "byte_budget_gb" not in state["mixture"] and state["byte_budget"] == 1 << 30

@@ -35,8 +35,12 @@ class AnchorDataset(IterableDataset):
 
 
 def _batches(planner: Planner, max_batches: int | None = None) -> list[list[tuple[int, int]]]:
-    loader = DataLoader(AnchorDataset(planner), batch_size=planner.batch_size,
-                        num_workers=planner.num_workers, drop_last=planner.drop_last)
+    loader = DataLoader(
+        AnchorDataset(planner),
+        batch_size=planner.batch_size,
+        num_workers=planner.num_workers,
+        drop_last=planner.drop_last,
+    )
     out = []
     it = iter(loader)
     try:
@@ -54,13 +58,23 @@ def _flat(batches):
 
 
 def _kw(num_workers, **extra):
-    return dict(episode_lengths=LENGTHS, num_workers=num_workers, batch_size=BATCH, episode_pool_size=2,
-                seed=1000, **extra)
+    return dict(
+        episode_lengths=LENGTHS, num_workers=num_workers, batch_size=BATCH, episode_pool_size=2, seed=1000, **extra
+    )
 
 
-@pytest.mark.parametrize(("num_workers", "strategy", "drop_last"), [
-    (0, "remaining", False), (0, "round_robin", False), (1, "remaining", False), (1, "round_robin", False),
-    (2, "remaining", False), (2, "round_robin", False), (2, "remaining", True)])
+@pytest.mark.parametrize(
+    ("num_workers", "strategy", "drop_last"),
+    [
+        (0, "remaining", False),
+        (0, "round_robin", False),
+        (1, "remaining", False),
+        (1, "round_robin", False),
+        (2, "remaining", False),
+        (2, "round_robin", False),
+        (2, "remaining", True),
+    ],
+)
 def test_finite_resume_every_offset_real_dataloader(num_workers, strategy, drop_last):
     kw = _kw(num_workers, sampling_strategy=strategy, drop_last=drop_last)
     ref = Planner(**kw)
@@ -104,7 +118,7 @@ def test_endless_resume_across_epoch_boundaries_real_dataloader(num_workers):
         q = Planner(**kw)
         q.load_state_dict(q.state_dict(samples_consumed=b * BATCH))
         got = _flat(_batches(q, total - b))
-        assert got == ref[b * BATCH:], b
+        assert got == ref[b * BATCH :], b
 
 
 def test_two_workers_refuse_a_mid_batch_offset():

@@ -49,8 +49,13 @@ def test_on_demand_pool_stays_within_the_budget():
 
 def test_an_oversize_episode_fails_when_admission_reaches_it():
     sizes = {0: 3, 1: 11, 2: 3}
-    p = Planner({0: 5, 1: 5, 2: 5}, episode_pool_size=1, byte_budget=10, sampling_strategy="sequential",
-                episode_nbytes=EpisodeSizes(sizes.__getitem__))
+    p = Planner(
+        {0: 5, 1: 5, 2: 5},
+        episode_pool_size=1,
+        byte_budget=10,
+        sampling_strategy="sequential",
+        episode_nbytes=EpisodeSizes(sizes.__getitem__),
+    )
     pool = p.worker_plan(0).pool(0)  # episode 0 admitted; 1 is not sized yet
     assert pool.resident().tolist() == [0]
     with pytest.raises(ByteBudgetError, match=r"episode 1 needs 11 bytes.*byte budget of 10") as err:
@@ -61,10 +66,14 @@ def test_an_oversize_episode_fails_when_admission_reaches_it():
 
 
 def test_a_mixture_names_the_dataset_of_an_oversize_episode():
-    mix = MixturePlanner.for_datasets([{0: 5, 1: 5}, {0: 5}], [1.0, 1.0], [0, 2],
-                                      PlanSettings(seed=1, byte_budget=max(1, int(1e-7 * 2**30))),
-                                      episode_nbytes=[EpisodeSizes(lambda e: 10**6)] * 2,
-                                      mixture={"repo_ids": ["a/x", "b/y"]})
+    mix = MixturePlanner.for_datasets(
+        [{0: 5, 1: 5}, {0: 5}],
+        [1.0, 1.0],
+        [0, 2],
+        PlanSettings(seed=1, byte_budget=max(1, int(1e-7 * 2**30))),
+        episode_nbytes=[EpisodeSizes(lambda e: 10**6)] * 2,
+        mixture={"repo_ids": ["a/x", "b/y"]},
+    )
     start = mix.worker_start(None, 0)
     plans = mix.worker_plans(start)  # nothing sized yet
     with pytest.raises(ByteBudgetError, match=r"dataset 0 \(a/x; its share"):

@@ -40,20 +40,33 @@ class _Counts(torch.utils.data.IterableDataset):
 
 
 def _dataloader(lengths, batch_size, drop_last):
-    dl = torch.utils.data.DataLoader(_Counts(lengths), batch_size=batch_size, num_workers=len(lengths),
-                                     drop_last=drop_last, collate_fn=list, multiprocessing_context="fork")
+    dl = torch.utils.data.DataLoader(
+        _Counts(lengths),
+        batch_size=batch_size,
+        num_workers=len(lengths),
+        drop_last=drop_last,
+        collate_fn=list,
+        multiprocessing_context="fork",
+    )
     return [[tuple(x) for x in b] for b in dl]
 
 
-CASES = [((5, 9, 2), 2, False), ((5, 9, 2), 2, True), ((0, 7, 3, 4), 3, False), ((4, 4), 4, True),
-         ((1, 12, 6), 5, False), ((7,), 3, False)]
+CASES = [
+    ((5, 9, 2), 2, False),
+    ((5, 9, 2), 2, True),
+    ((0, 7, 3, 4), 3, False),
+    ((4, 4), 4, True),
+    ((1, 12, 6), 5, False),
+    ((7,), 3, False),
+]
 
 
 @pytest.mark.parametrize("lengths,batch_size,drop_last", CASES)
 def test_turns_are_the_dataloaders(lengths, batch_size, drop_last):
     oracle = _dataloader(lengths, batch_size, drop_last)
-    ours = list(take_turns([worker_batches([(w, i) for i in range(n)], batch_size, drop_last)
-                            for w, n in enumerate(lengths)]))
+    ours = list(
+        take_turns([worker_batches([(w, i) for i in range(n)], batch_size, drop_last) for w, n in enumerate(lengths)])
+    )
     assert ours == oracle
     for k in range(len(oracle) + 1):  # the same rotation, counted: after every prefix of batches
         given, nxt, taken = replay_turns(list(lengths), batch_size, batches=k, drop_last=drop_last)
@@ -118,9 +131,12 @@ def test_the_boundary_after_an_elastic_resume_follows_the_same_rule(old, new):
     """Issue 37 item 2: resumed with another topology, each worker's share of the remainder ends at
     its own sample count; the loader's batches blur the boundary by exactly ``epoch_overlap`` of
     the remainder shares (``remainder_info()['overlap']``), at most (K - 1) x (spread + B - 1)."""
-    st = Planner(LENGTHS, world_size=old[0], rank=0, num_workers=old[1], batch_size=old[2], repeat=True,
-                 episode_pool_size=2).state_dict(samples_consumed=old[2] * 6)
-    p = Planner(LENGTHS, world_size=new[0], rank=0, num_workers=new[1], batch_size=new[2], repeat=True, episode_pool_size=2)
+    st = Planner(
+        LENGTHS, world_size=old[0], rank=0, num_workers=old[1], batch_size=old[2], repeat=True, episode_pool_size=2
+    ).state_dict(samples_consumed=old[2] * 6)
+    p = Planner(
+        LENGTHS, world_size=new[0], rank=0, num_workers=new[1], batch_size=new[2], repeat=True, episode_pool_size=2
+    )
     p.load_state_dict(st)
     shares = p.worker_frames()
     info = p.remainder_info()

@@ -21,8 +21,12 @@ def tiny(tmp_path_factory):
     from lerobotstream.testing import make_dataset
 
     root = tmp_path_factory.mktemp("prof") / "ds"
-    return make_dataset(root, episode_lengths=[12, 16, 10, 14], codec="av1",
-                        cameras=(("observation.images.front", 64, 48), ("observation.images.wrist", 64, 48)))
+    return make_dataset(
+        root,
+        episode_lengths=[12, 16, 10, 14],
+        codec="av1",
+        cameras=(("observation.images.front", 64, 48), ("observation.images.wrist", 64, 48)),
+    )
 
 
 def _check_report(r: dict, *, batch_size: int, steps: int, workers: int) -> None:
@@ -35,8 +39,18 @@ def _check_report(r: dict, *, batch_size: int, steps: int, workers: int) -> None
     if th["steps"] > 1:
         assert 0 <= la["batch_wait_p50_ms"] <= la["batch_wait_p95_ms"] <= la["batch_wait_p99_ms"]
     assert set(st["seconds"]) == {name for name, _ in STAGES}
-    for name in ("metadata", "sidecar", "fetch", "synthesize", "decoder_open", "decode", "assemble",
-                 "transforms", "worker_queue_wait", "main_batch_wait"):
+    for name in (
+        "metadata",
+        "sidecar",
+        "fetch",
+        "synthesize",
+        "decoder_open",
+        "decode",
+        "assemble",
+        "transforms",
+        "worker_queue_wait",
+        "main_batch_wait",
+    ):
         assert st["seconds"][name] is not None and st["seconds"][name] >= 0, name
     assert st["processes"] == max(1, workers)
     assert st["worker_stage_sum_s"] <= th["wall_s"] * st["threads_bound"] + 1e-6
@@ -64,8 +78,7 @@ def _check_report(r: dict, *, batch_size: int, steps: int, workers: int) -> None
 def test_profile_cli_report(tiny, tmp_path, capsys, workers):
     out = tmp_path / "r.json"
     png = tmp_path / "r.png"
-    argv = ["--root", str(tiny), "--num-workers", str(workers), "--batch-size", "4", "--steps", "5",
-            "--json", str(out)]
+    argv = ["--root", str(tiny), "--num-workers", str(workers), "--batch-size", "4", "--steps", "5", "--json", str(out)]
     if workers:
         pytest.importorskip("matplotlib")
         argv += ["--plot", str(png)]
@@ -110,8 +123,21 @@ def test_every_worker_is_read_whatever_the_timer(tiny, tmp_path, capsys):
     if read_memory(os.getpid()) is None:
         pytest.skip("/proc/<pid>/smaps_rollup unavailable")
     out = tmp_path / "r.json"
-    argv = ["--root", str(tiny), "--num-workers", "2", "--batch-size", "4", "--steps", "3",
-            "--memory-interval-ms", "1e9", "--json", str(out), "--quiet"]
+    argv = [
+        "--root",
+        str(tiny),
+        "--num-workers",
+        "2",
+        "--batch-size",
+        "4",
+        "--steps",
+        "3",
+        "--memory-interval-ms",
+        "1e9",
+        "--json",
+        str(out),
+        "--quiet",
+    ]
     assert profile_main(argv) == 0
     r = json.loads(out.read_text())
     assert {p["role"] for p in r["memory"]["processes"]} == {"main", "worker 0", "worker 1"}
@@ -123,9 +149,9 @@ def _zero_mdat(mp4) -> None:
     data = bytearray(mp4.read_bytes())
     pos = 0
     while pos + 8 <= len(data):
-        size, kind = int.from_bytes(data[pos:pos + 4], "big"), bytes(data[pos + 4:pos + 8])
+        size, kind = int.from_bytes(data[pos : pos + 4], "big"), bytes(data[pos + 4 : pos + 8])
         if kind == b"mdat":
-            data[pos + 8:pos + size] = bytes(size - 8)
+            data[pos + 8 : pos + size] = bytes(size - 8)
             mp4.write_bytes(bytes(data))
             return
         pos += size
@@ -147,8 +173,20 @@ def test_worker_error_is_the_original_typed_line(tiny, tmp_path, workers):
     for mp4 in sorted(root.rglob("*.mp4")):
         _zero_mdat(mp4)  # headers intact (the sidecar builds), payload no longer frames as AV1
     env = {k: v for k, v in os.environ.items() if k != "LEROBOTSTREAM_DEBUG"}
-    cmd = [sys.executable, "-m", "lerobotstream.profile", "--root", str(root), "--num-workers", str(workers),
-           "--batch-size", "2", "--steps", "2", "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lerobotstream.profile",
+        "--root",
+        str(root),
+        "--num-workers",
+        str(workers),
+        "--batch-size",
+        "2",
+        "--steps",
+        "2",
+        "--quiet",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     errors = [line for line in p.stderr.splitlines() if line.startswith("error: ")]
     assert p.returncode == 2, p.stderr
@@ -166,18 +204,26 @@ def test_worker_error_unwraps_torch_copies_only():
     from lerobotstream.errors import DecodeError
     from lerobotstream.profile._run import worker_error
 
-    tb = ('Caught DecodeError in DataLoader worker process 3.\nOriginal Traceback (most recent call last):\n'
-          '  File "x.py", line 1, in f\n    raise DecodeError("inner")\n'
-          'lerobotstream.errors.DecodeError: inner\n\nThe above exception was the direct cause of the following '
-          'exception:\n\nTraceback (most recent call last):\n  File "y.py", line 2, in g\n    g()\n'
-          'lerobotstream.errors.DecodeError: episode 4, camera \'front\', file v.mp4: cannot decode\nsecond line\n')
+    tb = (
+        "Caught DecodeError in DataLoader worker process 3.\nOriginal Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\n    raise DecodeError("inner")\n'
+        "lerobotstream.errors.DecodeError: inner\n\nThe above exception was the direct cause of the following "
+        'exception:\n\nTraceback (most recent call last):\n  File "y.py", line 2, in g\n    g()\n'
+        "lerobotstream.errors.DecodeError: episode 4, camera 'front', file v.mp4: cannot decode\nsecond line\n"
+    )
     e = worker_error(DecodeError(tb))
     assert type(e) is DecodeError
-    assert str(e) == "episode 4, camera 'front', file v.mp4: cannot decode\nsecond line (in DataLoader worker process 3)"
+    assert (
+        str(e) == "episode 4, camera 'front', file v.mp4: cannot decode\nsecond line (in DataLoader worker process 3)"
+    )
     assert worker_error(DecodeError("plain message")) is None
     assert worker_error(ValueError(tb)) is None  # the type torch names must be the raised type
-    k = worker_error(KeyError('Caught KeyError in DataLoader worker process 0.\nOriginal Traceback (most recent call '
-                              'last):\n  File "x.py", line 1, in f\n    d[k]\nKeyError: \'observation.state\'\n'))
+    k = worker_error(
+        KeyError(
+            "Caught KeyError in DataLoader worker process 0.\nOriginal Traceback (most recent call "
+            "last):\n  File \"x.py\", line 1, in f\n    d[k]\nKeyError: 'observation.state'\n"
+        )
+    )
     assert type(k) is KeyError and k.args == ("'observation.state' (in DataLoader worker process 0)",)
 
 
@@ -188,16 +234,49 @@ def _raw(*, step_s: float = 0.0, waits=(0.5, 0.1, 0.1, 0.1), batch: int = 8) -> 
     for i, w in enumerate(waits):  # the loop: next(loader) (the wait), then the model step
         acc += w + (step_s if i else 0.0)
         t.append(acc)
-    stats = {"decode_s": 3.0, "assemble_s": 1.0, "fetch_s": 0.5, "open_s": 0.1, "decode_job_s": 4.0,
-             "queue_wait_s": 0.7, "admit_wait_s": 0.0, "spans_s": 0.01, "parquet_s": 0.02, "synthesize_s": 0.03,
-             "transforms_s": 0.0, "sidecar_s": 0.05, "metadata_s": 0.01, "index_open_s": 0.0}
-    return {"wall_s": t[-1] + step_s, "first_batch_s": waits[0], "batch_wait_s": list(waits), "batch_t_s": t,
-            "samples": batch * len(waits), "frames": batch * len(waits), "anchors": [],
-            "snapshots": [{"pid": 1, "worker": 0, "stats": stats}],
-            "timeline": [{"t_s": x, "samples": batch * (i + 1), "frames": batch * (i + 1), "reserved_bytes": 0,
-                          "resident_bytes": 0, "bytes_fetched": 0} for i, x in enumerate(t)],
-            "memory": {"available": False, "processes": [], "series": {}}, "num_workers": 1,
-            "batch_size": batch, "steps": len(waits), "step_s": step_s, "metadata_s": 0.01}
+    stats = {
+        "decode_s": 3.0,
+        "assemble_s": 1.0,
+        "fetch_s": 0.5,
+        "open_s": 0.1,
+        "decode_job_s": 4.0,
+        "queue_wait_s": 0.7,
+        "admit_wait_s": 0.0,
+        "spans_s": 0.01,
+        "parquet_s": 0.02,
+        "synthesize_s": 0.03,
+        "transforms_s": 0.0,
+        "sidecar_s": 0.05,
+        "metadata_s": 0.01,
+        "index_open_s": 0.0,
+    }
+    return {
+        "wall_s": t[-1] + step_s,
+        "first_batch_s": waits[0],
+        "batch_wait_s": list(waits),
+        "batch_t_s": t,
+        "samples": batch * len(waits),
+        "frames": batch * len(waits),
+        "anchors": [],
+        "snapshots": [{"pid": 1, "worker": 0, "stats": stats}],
+        "timeline": [
+            {
+                "t_s": x,
+                "samples": batch * (i + 1),
+                "frames": batch * (i + 1),
+                "reserved_bytes": 0,
+                "resident_bytes": 0,
+                "bytes_fetched": 0,
+            }
+            for i, x in enumerate(t)
+        ],
+        "memory": {"available": False, "processes": [], "series": {}},
+        "num_workers": 1,
+        "batch_size": batch,
+        "steps": len(waits),
+        "step_s": step_s,
+        "metadata_s": 0.01,
+    }
 
 
 def test_verdict_without_a_step_predicts_the_wait():
@@ -262,8 +341,17 @@ def test_plot_answers_the_question(tmp_path):
         n += [16 * k + 8, 16 * k + 16]
     roll = rolling_rate(t, n, 10)
     assert max(roll[10:]) < 70 and min(roll[10:]) > 50
-    r = build_report(_raw(), config={"root": "/data/x", "num_workers": 1, "batch_size": 8, "episodes": 3,
-                                     "cameras": ["front"], "decode_threads": 2})
+    r = build_report(
+        _raw(),
+        config={
+            "root": "/data/x",
+            "num_workers": 1,
+            "batch_size": 8,
+            "episodes": 3,
+            "cameras": ["front"],
+            "decode_threads": 2,
+        },
+    )
     title = _title(r)
     assert "/data/x" in title and "1 workers" in title and "batch 8" in title and "verdict:" in title
     png = plot_report(r, tmp_path / "f.png")
@@ -275,10 +363,23 @@ def test_defaults_are_what_lerobotstream_train_runs():
     from lerobotstream.profile.__main__ import TRAIN_DEFAULTS, _parser
 
     a = _parser().parse_args(["--root", "x"])
-    assert (a.num_workers, a.batch_size, a.prefetch_factor, a.persistent_workers, a.multiprocessing_context,
-            a.return_uint8, a.repeat) == (4, 8, 4, True, "spawn", True, None)
-    assert TRAIN_DEFAULTS == {"num_workers": 4, "batch_size": 8, "prefetch_factor": 4, "persistent_workers": True,
-                              "multiprocessing_context": "spawn", "return_uint8": True}
+    assert (
+        a.num_workers,
+        a.batch_size,
+        a.prefetch_factor,
+        a.persistent_workers,
+        a.multiprocessing_context,
+        a.return_uint8,
+        a.repeat,
+    ) == (4, 8, 4, True, "spawn", True, None)
+    assert TRAIN_DEFAULTS == {
+        "num_workers": 4,
+        "batch_size": 8,
+        "prefetch_factor": 4,
+        "persistent_workers": True,
+        "multiprocessing_context": "spawn",
+        "return_uint8": True,
+    }
     assert _parser().parse_args(["--root", "x", "--no-return-uint8"]).return_uint8 is False
 
 
@@ -287,16 +388,30 @@ def test_report_says_which_dataloader_it_measured(tiny, tmp_path, capsys):
     assert profile_main(["--root", str(tiny), "--num-workers", "1", "--steps", "2", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     cfg = json.loads(out.read_text())["config"]
-    assert (cfg["frames"], cfg["prefetch_factor"], cfg["persistent_workers"], cfg["multiprocessing_context"]) == \
-        ("uint8", 4, True, "spawn")
+    assert (cfg["frames"], cfg["prefetch_factor"], cfg["persistent_workers"], cfg["multiprocessing_context"]) == (
+        "uint8",
+        4,
+        True,
+        "spawn",
+    )
     assert cfg["as_lerobotstream_train"] is False and "differ from lerobotstream-train's defaults" in text
 
 
 def _mixture(make_generated_dataset):
     a = make_generated_dataset(repo_id="p/a", episode_lengths=(5, 5), cameras=(("observation.images.front", 32, 32),))
     b = make_generated_dataset(repo_id="p/b", episode_lengths=(20, 20), cameras=(("observation.images.front", 32, 32),))
-    return ["--repo-id", "p/a,p/b", "--root", f"{a},{b}", "--weights", "0.3,0.7", "--num-workers", "0",
-            "--batch-size", "5"]
+    return [
+        "--repo-id",
+        "p/a,p/b",
+        "--root",
+        f"{a},{b}",
+        "--weights",
+        "0.3,0.7",
+        "--num-workers",
+        "0",
+        "--batch-size",
+        "5",
+    ]
 
 
 def test_mixture_without_repeat_reports_the_exhausted_dataset(make_generated_dataset, tmp_path, capsys):
@@ -327,8 +442,9 @@ def test_plot_needs_matplotlib_before_the_run(tiny, tmp_path, monkeypatch, capsy
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed
     monkeypatch.setattr(cli, "run_profile", lambda args: pytest.fail("the run started before --plot was checked"))
     assert profile_main(["--root", str(tiny), "--plot", str(tmp_path / "r.png")]) == 2
-    assert capsys.readouterr().err.strip() == ("error: MissingDependencyError: --plot needs matplotlib: pip install "
-                                               "'lerobotstream[plot]' (or drop --plot)")
+    assert capsys.readouterr().err.strip() == (
+        "error: MissingDependencyError: --plot needs matplotlib: pip install 'lerobotstream[plot]' (or drop --plot)"
+    )
     from lerobotstream.errors import MissingDependencyError
     from lerobotstream.profile._plot import require_matplotlib
 
@@ -346,8 +462,9 @@ def test_json_to_a_folder_is_refused_before_the_run(tiny, tmp_path, monkeypatch,
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     assert profile_main(["--root", str(tiny), "--json", str(out_dir)]) == 2
-    assert capsys.readouterr().err.strip() == (f"error: StreamingConfigError: --json {str(out_dir)!r} is a folder: "
-                                               "give the path of a file to write")
+    assert capsys.readouterr().err.strip() == (
+        f"error: StreamingConfigError: --json {str(out_dir)!r} is a folder: give the path of a file to write"
+    )
     assert profile_main(["--root", str(tiny), "--json", str(tmp_path / "no" / "r.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not any(out_dir.iterdir())

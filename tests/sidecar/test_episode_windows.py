@@ -27,8 +27,15 @@ FPS = 30
 
 @pytest.fixture(scope="module")
 def three_in_one_file(make_generated_dataset):
-    return Path(make_generated_dataset(episode_lengths=LENGTHS, codec="av1", fps=FPS,
-                                       cameras=((FRONT, 32, 24), (WRIST, 32, 24)), episodes_per_video_file=3))
+    return Path(
+        make_generated_dataset(
+            episode_lengths=LENGTHS,
+            codec="av1",
+            fps=FPS,
+            cameras=((FRONT, 32, 24), (WRIST, 32, 24)),
+            episodes_per_video_file=3,
+        )
+    )
 
 
 def _shift(root: Path, episode: int, camera: str, frames: int) -> None:
@@ -84,7 +91,9 @@ def test_check_disjoint_pairs():
     # a long range covering two later ones overlaps both; the gap list shows the frames left over
     probs = check_disjoint([(2, 10, _w(0)), (3, 5, _w(1)), (6, 8, _w(2)), (12, 14, _w(3))], 16, "v.mp4")
     assert [(p.episode_index, p.reason.split(":")[0]) for p in probs] == [
-        (0, "episodes 0 and 1 overlap in this file"), (0, "episodes 0 and 2 overlap in this file")]
+        (0, "episodes 0 and 1 overlap in this file"),
+        (0, "episodes 0 and 2 overlap in this file"),
+    ]
     assert "frames no selected episode claims: [0, 2), [10, 12), [14, 16)" in probs[0].reason
     assert str(probs[0]).startswith(f"episode 0, camera {FRONT}, file v.mp4: episodes 0 and 1 overlap")
     # the same range twice

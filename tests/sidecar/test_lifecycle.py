@@ -64,8 +64,9 @@ def child_main(cfg: dict) -> None:
     (markers / f"ready.{os.getpid()}").touch()
     while cfg.get("wait_for") and not os.path.exists(cfg["wait_for"]):
         time.sleep(0.01)
-    path, how = L.ensure_sidecar(src, repo_id="t/ds", cache_dir=cfg["cache"], workers=1,
-                                 lock_timeout_s=float(cfg.get("lock_timeout_s", 120)))
+    path, how = L.ensure_sidecar(
+        src, repo_id="t/ds", cache_dir=cfg["cache"], workers=1, lock_timeout_s=float(cfg.get("lock_timeout_s", 120))
+    )
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
     print(json.dumps({"how": how, "path": str(path), "sha256": digest}), flush=True)
 
@@ -110,8 +111,14 @@ def _child_env(tmp_path: Path) -> dict:
 
 
 def _spawn(tmp_path: Path, **cfg) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, json.dumps(cfg)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_child_env(tmp_path), cwd=REPO)
+    return subprocess.Popen(
+        [sys.executable, __file__, json.dumps(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_child_env(tmp_path),
+        cwd=REPO,
+    )
 
 
 def _wait_for(pred, timeout_s: float = 60.0) -> None:
@@ -206,8 +213,14 @@ def test_eight_processes_on_a_cold_cache_build_once(dataset, tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()
     go = tmp_path / "go"
-    cfg = dict(mode="ensure", root=str(dataset), cache=str(tmp_path / "sidecars"), markers=str(markers),
-               parse_delay_s=0.5, wait_for=str(go))
+    cfg = dict(
+        mode="ensure",
+        root=str(dataset),
+        cache=str(tmp_path / "sidecars"),
+        markers=str(markers),
+        parse_delay_s=0.5,
+        wait_for=str(go),
+    )
     procs = [_spawn(tmp_path, **cfg) for _ in range(8)]
     try:
         _wait_for(lambda: len(list(markers.glob("ready.*"))) == 8, 120)
@@ -234,8 +247,14 @@ def test_sigkilled_holder_leaves_the_previous_sidecar_and_the_next_process_rebui
     before = path.read_bytes()
     markers = tmp_path / "markers"
     markers.mkdir()
-    cfg = dict(mode="ensure", root=str(dataset), cache=str(tmp_path / "sidecars"), markers=str(markers),
-               no_identity=True, parse_delay_s=60)
+    cfg = dict(
+        mode="ensure",
+        root=str(dataset),
+        cache=str(tmp_path / "sidecars"),
+        markers=str(markers),
+        no_identity=True,
+        parse_delay_s=60,
+    )
     holder = _spawn(tmp_path, **cfg)
     try:
         _wait_for(lambda: list(markers.glob("parsing.*")), 120)  # mid-build, holding the lock
@@ -258,8 +277,7 @@ def test_sigkilled_holder_leaves_the_previous_sidecar_and_the_next_process_rebui
 
 
 def test_lock_held_past_the_timeout_gives_the_documented_error(dataset, tmp_path):
-    holder = _spawn(tmp_path, mode="hold", root=str(dataset), cache=str(tmp_path / "sidecars"),
-                    markers=str(tmp_path))
+    holder = _spawn(tmp_path, mode="hold", root=str(dataset), cache=str(tmp_path / "sidecars"), markers=str(tmp_path))
     try:
         assert holder.stdout.readline().strip() == "held"
         src = LocalSource(dataset)

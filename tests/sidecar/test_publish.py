@@ -35,11 +35,13 @@ def hub(make_generated_dataset, tmp_path_factory):
     b = make_generated_dataset(episode_lengths=(6, 4, 6), cameras=CAM, codec="h264", episodes_per_video_file=2)
     bucket = tmp_path_factory.mktemp("bucket") / "bkt"
     shutil.copytree(a, bucket)
-    server = LoopbackServer.start({
-        "datasets": {"o/ds": {"refs": {"main": SHA1, "v1.0": SHA1}, "commits": {SHA1: str(a), SHA2: str(b)}}},
-        "buckets": {"o/bkt": str(bucket)},
-        "scratch": str(tmp_path_factory.mktemp("hub_scratch")),
-    })
+    server = LoopbackServer.start(
+        {
+            "datasets": {"o/ds": {"refs": {"main": SHA1, "v1.0": SHA1}, "commits": {SHA1: str(a), SHA2: str(b)}}},
+            "buckets": {"o/bkt": str(bucket)},
+            "scratch": str(tmp_path_factory.mktemp("hub_scratch")),
+        }
+    )
     server.dirs = {SHA1: Path(a), SHA2: Path(b), "bucket": bucket}
     yield server
     server.close()
@@ -73,8 +75,21 @@ def published(hub, tmp_path_factory):
     try:
         out = tmp_path_factory.mktemp("pub") / "sidecar.npz"
         hub.clear_log()
-        rc = sidecar_cli(["build", "--repo-id", "o/ds", "--data-root", "hf://datasets/o/ds@v1.0", "--output", str(out),
-                          "--push", "--endpoint", hub.url, "--no-progress"])
+        rc = sidecar_cli(
+            [
+                "build",
+                "--repo-id",
+                "o/ds",
+                "--data-root",
+                "hf://datasets/o/ds@v1.0",
+                "--output",
+                str(out),
+                "--push",
+                "--endpoint",
+                hub.url,
+                "--no-progress",
+            ]
+        )
         assert rc == 0
         writes = [(e["method"], e["path"]) for e in _writes(hub)]
     finally:
@@ -84,8 +99,11 @@ def published(hub, tmp_path_factory):
 
 def test_push_creates_the_branch_and_uploads_only_to_it(hub, published):
     out, writes = published
-    assert writes == [("POST", f"/api/datasets/o/ds/branch/{BRANCH}"), ("POST", f"/api/datasets/o/ds/preupload/{BRANCH}"),
-                      ("POST", f"/api/datasets/o/ds/commit/{BRANCH}")]
+    assert writes == [
+        ("POST", f"/api/datasets/o/ds/branch/{BRANCH}"),
+        ("POST", f"/api/datasets/o/ds/preupload/{BRANCH}"),
+        ("POST", f"/api/datasets/o/ds/commit/{BRANCH}"),
+    ]
     refs = hub.refs()["o/ds"]
     assert refs["main"] == SHA1 and refs["v1.0"] == SHA1  # source branch and tag untouched
     assert refs[BRANCH] not in (SHA1, SHA2)
@@ -121,8 +139,13 @@ def test_a_mismatched_published_sidecar_is_rejected_and_built_locally(hub, publi
 
     out, _ = published
     # someone published the SHA1 index under SHA2's name
-    HfApi(endpoint=hub.url, token="x").upload_file(path_or_fileobj=str(out), path_in_repo=f"meta/mp4-sidecars/mp4-v{SV}-{SHA2}.npz",
-                                                   repo_id="o/ds", repo_type="dataset", revision=BRANCH)
+    HfApi(endpoint=hub.url, token="x").upload_file(
+        path_or_fileobj=str(out),
+        path_in_repo=f"meta/mp4-sidecars/mp4-v{SV}-{SHA2}.npz",
+        repo_id="o/ds",
+        repo_type="dataset",
+        revision=BRANCH,
+    )
     src = _open(hub, f"hf://datasets/o/ds@{SHA2}")
     hub.clear_log()
     with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
@@ -145,11 +168,37 @@ def test_push_refuses_subsets_and_local_roots(hub, tmp_path, capsys):
         push_sidecar(sub, src)
     with pytest.raises(SidecarPublishError, match="hf://"):
         push_sidecar(sub, LocalSource(hub.dirs[SHA1]))
-    rc = sidecar_cli(["build", "--repo-id", "o/ds", "--data-root", f"hf://datasets/o/ds@{SHA1}", "--output",
-                      str(tmp_path / "x.npz"), "--episodes", "0", "--push", "--endpoint", hub.url, "--no-progress"])
+    rc = sidecar_cli(
+        [
+            "build",
+            "--repo-id",
+            "o/ds",
+            "--data-root",
+            f"hf://datasets/o/ds@{SHA1}",
+            "--output",
+            str(tmp_path / "x.npz"),
+            "--episodes",
+            "0",
+            "--push",
+            "--endpoint",
+            hub.url,
+            "--no-progress",
+        ]
+    )
     assert rc == 2 and "only a complete dataset sidecar" in capsys.readouterr().err
-    rc = sidecar_cli(["build", "--repo-id", "o/ds", "--root", str(hub.dirs[SHA1]), "--output", str(tmp_path / "y.npz"),
-                      "--push", "--no-progress"])
+    rc = sidecar_cli(
+        [
+            "build",
+            "--repo-id",
+            "o/ds",
+            "--root",
+            str(hub.dirs[SHA1]),
+            "--output",
+            str(tmp_path / "y.npz"),
+            "--push",
+            "--no-progress",
+        ]
+    )
     assert rc == 2 and "--push needs --data-root hf://" in capsys.readouterr().err
     assert not _writes(hub) and not (tmp_path / "x.npz").exists()
 
@@ -208,11 +257,13 @@ def test_bucket_publish_lookup_and_same_size_replacement(hub, tmp_path, caplog):
         cache = tmp_path / "other-cache"
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
-            p3, how3 = ensure_sidecar(_open(hub, "hf://buckets/o/bkt"), repo_id="o/bkt", repo_type="bucket",
-                                      cache_dir=cache)
+            p3, how3 = ensure_sidecar(
+                _open(hub, "hf://buckets/o/bkt"), repo_id="o/bkt", repo_type="bucket", cache_dir=cache
+            )
         assert how3 == "built" and "no content fingerprint" in caplog.text
-        assert ensure_sidecar(_open(hub, "hf://buckets/o/bkt"), repo_id="o/bkt", repo_type="bucket",
-                              cache_dir=cache) == (p3, "cache")
+        assert ensure_sidecar(
+            _open(hub, "hf://buckets/o/bkt"), repo_id="o/bkt", repo_type="bucket", cache_dir=cache
+        ) == (p3, "cache")
         assert not _writes(hub)
     finally:
         shutil.rmtree(pub.parent, ignore_errors=True)

@@ -26,14 +26,16 @@ FIELDS = ("offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "is_sync", "p
 
 def _tables(n: int) -> dict[str, object]:
     kinds = [dict(gop=2), dict(bframes=True, gop=10), dict(empty_edit=40, movie_timescale=1000), dict(gop=3)]
-    return {f"videos/cam{i % 3}/file-{i:04d}.mp4": synth_table(20 + (i * 7) % 45, path=f"f{i}", **kinds[i % 4])
-            for i in range(n)}
+    return {
+        f"videos/cam{i % 3}/file-{i:04d}.mp4": synth_table(20 + (i * 7) % 45, path=f"f{i}", **kinds[i % 4])
+        for i in range(n)
+    }
 
 
 def _write5(path, tables, *, order=None, **kw):
     paths = sorted(tables)
     with SidecarWriter(path, {"repo_id": "t/t", "revision": None, "data_root": "/x", "subset": False}, **kw) as w:
-        for sid in (order if order is not None else range(len(paths))):
+        for sid in order if order is not None else range(len(paths)):
             t = tables[paths[sid]]
             w.add_source(sid, t, path=paths[sid], size=int(t.file_size), fingerprint=f"fp:{sid}")
         return w.commit()
@@ -45,16 +47,24 @@ def _write4(path, tables):
     paths = sorted(tables)
     sources = []
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+
         def put(name, a):
             with zf.open(name + ".npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, np.ascontiguousarray(a), allow_pickle=False)
+
         for sid, p in enumerate(paths):
             t = tables[p]
             for f, a in canonical_arrays(t).items():
                 put(member_name(sid, f), a)
             sources.append(source_entry(t, path=p, size=int(t.file_size), fingerprint=f"fp:{sid}"))
-        manifest = {"schema_version": 4, "repo_id": "t/t", "revision": None, "data_root": "/x", "subset": False,
-                    "sources": sources}
+        manifest = {
+            "schema_version": 4,
+            "repo_id": "t/t",
+            "revision": None,
+            "data_root": "/x",
+            "subset": False,
+            "sources": sources,
+        }
         put("manifest.json", np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8))
     return path
 
@@ -73,7 +83,10 @@ def test_member_count_does_not_grow_with_sources(tmp_path):
     blocks = _members(_write5(tmp_path / "blocks.npz", _tables(120), block_samples=1000))
     nblocks = len({n.split("/")[0] for n in blocks if n.startswith("b")})
     total = sum(t.num_samples for t in _tables(120).values())
-    assert nblocks == load_manifest(tmp_path / "blocks.npz")["num_blocks"] and total // 1000 <= nblocks <= total // 1000 + 1
+    assert (
+        nblocks == load_manifest(tmp_path / "blocks.npz")["num_blocks"]
+        and total // 1000 <= nblocks <= total // 1000 + 1
+    )
     assert len(blocks) == len(many) + len(CANONICAL_FIELDS) * (nblocks - 1)
 
 
@@ -120,12 +133,25 @@ def test_schema4_sidecar_still_opens_with_the_same_tables(tmp_path):
     for (sa, aa), (sb, ab) in zip(load_tables(old), load_tables(new)):
         assert sa == sb and all(np.array_equal(aa[f], ab[f]) for f in FIELDS)
     # identity checks read both layouts the same way
-    ident = SidecarIdentity(repo_id="t/t", repo_type="dataset", commit=None, revision=None, data_root="/x",
-                            episodes=None, files=[(p, int(tables[p].file_size), f"fp:{i}")
-                                                  for i, p in enumerate(sorted(tables))][::3])
+    ident = SidecarIdentity(
+        repo_id="t/t",
+        repo_type="dataset",
+        commit=None,
+        revision=None,
+        data_root="/x",
+        episodes=None,
+        files=[(p, int(tables[p].file_size), f"fp:{i}") for i, p in enumerate(sorted(tables))][::3],
+    )
     assert check_identity(mo, ident) is None and check_identity(mn, ident) is None
-    bad = SidecarIdentity(repo_id="t/t", repo_type="dataset", commit=None, revision=None, data_root="/x",
-                          episodes=None, files=[("videos/none.mp4", 1, None)])
+    bad = SidecarIdentity(
+        repo_id="t/t",
+        repo_type="dataset",
+        commit=None,
+        revision=None,
+        data_root="/x",
+        episodes=None,
+        files=[("videos/none.mp4", 1, None)],
+    )
     assert "does not index videos/none.mp4" in check_identity(mn, bad)
 
 
@@ -133,8 +159,9 @@ def test_older_schema_is_refused_with_a_rebuild_message(tmp_path):
     npz = tmp_path / "v3.npz"
     with zipfile.ZipFile(npz, "w") as zf:
         with zf.open("manifest.json.npy", "w") as f:
-            np.lib.format.write_array(f, np.frombuffer(json.dumps({"schema_version": 3, "sources": []}).encode(),
-                                                       dtype=np.uint8))
+            np.lib.format.write_array(
+                f, np.frombuffer(json.dumps({"schema_version": 3, "sources": []}).encode(), dtype=np.uint8)
+            )
     for call in (load_manifest, lambda p: Mp4Index.open(p, index_dir=tmp_path / "idx")):
         with pytest.raises(SidecarSchemaError, match="schema 3.*rebuild"):
             call(npz)
@@ -215,7 +242,7 @@ def test_block_encodings_equal_per_source_encodings():
             elif kind == 1:
                 a = int(rng.integers(-1000, 1000)) + np.arange(n) * int(rng.choice([-3, 1, 1024, 70_000]))
             elif kind == 2:
-                a = rng.integers(-2**40, 2**40, n)
+                a = rng.integers(-(2**40), 2**40, n)
             elif kind == 3:
                 a = rng.integers(0, 300, n)
             else:  # a progression broken at its last value

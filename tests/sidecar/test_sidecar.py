@@ -38,9 +38,18 @@ def two_file_dataset():
 
 def build(tmp_path, tables, meta, output=None, **kw):
     src = FakeSource(tables)
-    return build_sidecar(src, output=output or tmp_path / "sc.npz", repo_id="o/n", revision="a" * 40,
-                         data_root="hf://user:secret@datasets/o/n?token=abc", meta=meta,
-                         parse=kw.pop("parse", fake_parse(src)), progress=False, workers=2, **kw)
+    return build_sidecar(
+        src,
+        output=output or tmp_path / "sc.npz",
+        repo_id="o/n",
+        revision="a" * 40,
+        data_root="hf://user:secret@datasets/o/n?token=abc",
+        meta=meta,
+        parse=kw.pop("parse", fake_parse(src)),
+        progress=False,
+        workers=2,
+        **kw,
+    )
 
 
 def test_npz_round_trip(tmp_path):
@@ -78,8 +87,15 @@ def test_interrupted_build_keeps_old_file(tmp_path, exc):
     before = out.read_bytes()
     src = FakeSource({**tables, B: synth_table(15, base_offset=999, path=B)})
     with pytest.raises(exc, match="simulated"):
-        build_sidecar(src, output=out, repo_id="o/n", meta=meta, parse=fake_parse(src, fail_on=B, exc=exc),
-                      progress=False, workers=1)
+        build_sidecar(
+            src,
+            output=out,
+            repo_id="o/n",
+            meta=meta,
+            parse=fake_parse(src, fail_on=B, exc=exc),
+            progress=False,
+            workers=1,
+        )
     assert out.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["sc.npz"]  # no temporary archive left behind
 
@@ -128,8 +144,16 @@ def test_bounded_pending_parse_results(tmp_path):
 
     arch.SidecarWriter.add_source = add_source
     try:
-        build_sidecar(src, output=tmp_path / "s.npz", repo_id="o/n", meta=meta, parse=parse, progress=False,
-                      workers=2, max_pending=3)
+        build_sidecar(
+            src,
+            output=tmp_path / "s.npz",
+            repo_id="o/n",
+            meta=meta,
+            parse=parse,
+            progress=False,
+            workers=2,
+            max_pending=3,
+        )
     finally:
         arch.SidecarWriter.add_source = orig
     assert peak[0] <= 3
@@ -174,7 +198,9 @@ def test_fps_mismatch_is_reported(tmp_path):
     assert check_fps(t, 30, A) is None
     tables = {A: t}
     meta = fake_meta([(0, 60, {"cam": (A, 0.0)})], fps=29)
-    with pytest.raises(SidecarValidationError, match=r"episode 0, camera cam, file .*file-000.mp4: info.json fps=29") as ei:
+    with pytest.raises(
+        SidecarValidationError, match=r"episode 0, camera cam, file .*file-000.mp4: info.json fps=29"
+    ) as ei:
         build(tmp_path, tables, meta)
     assert os.listdir(tmp_path) == []
     assert ei.value.episode_index == 0 and ei.value.camera == "cam" and ei.value.path == A
@@ -183,7 +209,9 @@ def test_fps_mismatch_is_reported(tmp_path):
 def test_window_past_end_of_video():
     t = synth_table(30)
     reason = check_window(t, 20 / 30, 12, 30, 1e-4)
-    assert reason is not None and "shorter than the metadata" in reason and "[20, 32)" in reason and "30 frames" in reason
+    assert (
+        reason is not None and "shorter than the metadata" in reason and "[20, 32)" in reason and "30 frames" in reason
+    )
     assert check_window(t, 20 / 30, 10, 30, 1e-4) is None
 
 
@@ -255,14 +283,31 @@ def generated(tmp_path_factory):
 
     # episode lengths are multiples of 3 at 30 fps: whole milliseconds, so ffmpeg's concat demuxer
     # (mvhd timescale 1000) adds no sub-frame gap between episodes
-    return make_dataset(tmp_path_factory.mktemp("gen") / "ds", episode_lengths=(9, 12, 6), codec="h264",
-                        episodes_per_video_file=2, cameras=(("cam.a", 64, 48), ("cam.b", 64, 48)))
+    return make_dataset(
+        tmp_path_factory.mktemp("gen") / "ds",
+        episode_lengths=(9, 12, 6),
+        codec="h264",
+        episodes_per_video_file=2,
+        cameras=(("cam.a", 64, 48), ("cam.b", 64, 48)),
+    )
 
 
 def test_generated_dataset_build_open_and_cli(generated, tmp_path, capsys):
     out = tmp_path / "sc.npz"
-    rc = cli_main(["build", "--repo-id", "o/gen", "--root", str(generated), "--output", str(out), "--workers", "2",
-                   "--no-progress"])
+    rc = cli_main(
+        [
+            "build",
+            "--repo-id",
+            "o/gen",
+            "--root",
+            str(generated),
+            "--output",
+            str(out),
+            "--workers",
+            "2",
+            "--no-progress",
+        ]
+    )
     assert rc == 0 and out.is_file()
     assert "files=4" in capsys.readouterr().out
     from lerobotstream.meta import DatasetMeta
@@ -280,8 +325,12 @@ def test_generated_dataset_build_open_and_cli(generated, tmp_path, capsys):
         assert m.stsd == ref.stsd and m.media_time == ref.media_time
     # subset build via the console-script form (no sub-command)
     sub = tmp_path / "sub.npz"
-    assert cli_main(["--repo-id", "o/gen", "--root", str(generated), "--output", str(sub), "--episodes", "2",
-                     "--no-progress"]) == 0
+    assert (
+        cli_main(
+            ["--repo-id", "o/gen", "--root", str(generated), "--output", str(sub), "--episodes", "2", "--no-progress"]
+        )
+        == 0
+    )
     m = load_manifest(sub)
     assert m["subset"] and m["episodes"] == [2] and len(m["sources"]) == 2
     assert cli_main(["inspect", str(sub)]) == 0
@@ -296,8 +345,9 @@ def test_generated_dataset_fps_mismatch(generated, tmp_path):
     info = json.loads((ds / "meta/info.json").read_text())
     info["fps"] = 29
     (ds / "meta/info.json").write_text(json.dumps(info))
-    rc = cli_main(["build", "--repo-id", "o/gen", "--root", str(ds), "--output", str(tmp_path / "x.npz"),
-                   "--no-progress"])
+    rc = cli_main(
+        ["build", "--repo-id", "o/gen", "--root", str(ds), "--output", str(tmp_path / "x.npz"), "--no-progress"]
+    )
     assert rc == 2 and not (tmp_path / "x.npz").exists()
 
 

@@ -63,6 +63,7 @@ def test_full_disk_names_the_sidecar_and_keeps_the_old_one(tmp_path, monkeypatch
 
         monkeypatch.setattr(np.lib.format, "write_array", write_array)
     elif where == "fsync":  # delayed allocation: the space runs out when the data is flushed
+
         def fsync(fd):
             raise ENOSPC
 
@@ -78,8 +79,10 @@ def test_full_disk_names_the_sidecar_and_keeps_the_old_one(tmp_path, monkeypatch
         _build(out, tables, meta)
     monkeypatch.undo()
     msg = str(ei.value)
-    assert msg.startswith(f"cannot write the MP4 sidecar {out}: No space left on device (ENOSPC); free space on the "
-                          f"disk holding {tmp_path}")
+    assert msg.startswith(
+        f"cannot write the MP4 sidecar {out}: No space left on device (ENOSPC); free space on the "
+        f"disk holding {tmp_path}"
+    )
     assert "--output" in msg and "LEROBOTSTREAM_SIDECAR_DIR" in msg
     assert ei.value.errno == errno.ENOSPC and isinstance(ei.value, OSError) and isinstance(ei.value, SidecarError)
     assert out.read_bytes() == before and _temporaries(out) == []  # old sidecar intact, no partial left
@@ -96,8 +99,9 @@ def test_full_disk_in_the_cli_is_one_typed_line(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("LEROBOTSTREAM_DEBUG", raising=False)
     assert cli_main(["build", "--root", str(root), "--output", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"error: SidecarWriteError: cannot write the MP4 sidecar {out}: "
-                                               "No space left on device")
+    assert len(err) == 1 and err[0].startswith(
+        f"error: SidecarWriteError: cannot write the MP4 sidecar {out}: No space left on device"
+    )
     assert not out.exists() and _temporaries(out) == []
 
 
@@ -110,8 +114,11 @@ def test_unwritable_cache_folder_for_the_lock(tmp_path, monkeypatch):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
     monkeypatch.setattr(FileLock, "acquire", acquire)
-    with pytest.raises(SidecarWriteError, match=r"cannot write the MP4 sidecar lock .*sc.npz.lock: Read-only file "
-                                                 r"system \(EROFS\); make .* writable"):
+    with pytest.raises(
+        SidecarWriteError,
+        match=r"cannot write the MP4 sidecar lock .*sc.npz.lock: Read-only file "
+        r"system \(EROFS\); make .* writable",
+    ):
         with _BuildLock(tmp_path / "sc.npz", 1.0, "test"):
             pass
 
@@ -133,8 +140,14 @@ _CHILD = textwrap.dedent("""
 
 
 def _builder(out: Path, *, die: bool) -> tuple[subprocess.Popen, Path]:
-    p = subprocess.Popen([sys.executable, "-c", _CHILD.format(repo=str(REPO), out=str(out), die=die)],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    p = subprocess.Popen(
+        [sys.executable, "-c", _CHILD.format(repo=str(REPO), out=str(out), die=die)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     line = p.stdout.readline()
     assert line, p.stderr.read()
     return p, Path(json.loads(line)["tmp"])

@@ -37,8 +37,9 @@ class _Server:
     this query string (else 403), as a signed root's storage would.
     """
 
-    def __init__(self, folder: Path, *, mount: str = "ds", hrefs: str = "relative",
-                 require_query: str | None = None) -> None:
+    def __init__(
+        self, folder: Path, *, mount: str = "ds", hrefs: str = "relative", require_query: str | None = None
+    ) -> None:
         self.folder, self.mount, self.hrefs, self.require_query = folder, mount, hrefs, require_query
         self.log: list[tuple[str, str, str]] = []  # (method, path, query)
         outer = self
@@ -85,7 +86,7 @@ class _Server:
         prefix = f"/{self.mount}/"
         if not path.startswith(prefix):
             return self._send(h, 404, b"not found")
-        rel = path[len(prefix):]
+        rel = path[len(prefix) :]
         p = (self.folder / rel) if rel else self.folder
         if p.is_dir():
             return self._send(h, 200, self._index(p, path).encode())
@@ -104,12 +105,17 @@ class _Server:
     def _index(self, folder: Path, page_path: str) -> str:
         if self.hrefs == "none":
             return "<html><body><h1>Welcome</h1><p>Nothing to see here.</p></body></html>"
-        links = ['<a href="../">Parent Directory</a>', '<a href="?C=N;O=D">Name</a>', '<a href="/">Home</a>',
-                 '<a href="http://elsewhere.example/ds/x.bin">mirror</a>']
+        links = [
+            '<a href="../">Parent Directory</a>',
+            '<a href="?C=N;O=D">Name</a>',
+            '<a href="/">Home</a>',
+            '<a href="http://elsewhere.example/ds/x.bin">mirror</a>',
+        ]
         for c in sorted(folder.iterdir()):
             name = quote(c.name) + ("/" if c.is_dir() else "")
-            href = {"relative": name, "absolute": quote(page_path) + name,
-                    "url": self.base + quote(page_path) + name}[self.hrefs]
+            href = {"relative": name, "absolute": quote(page_path) + name, "url": self.base + quote(page_path) + name}[
+                self.hrefs
+            ]
             links.append(f'<a href="{href}">{html.escape(c.name)}</a>')
         return "<html><body>" + "\n".join(links) + "</body></html>"
 
@@ -149,8 +155,11 @@ def test_listing_resolves_relative_absolute_and_full_url_hrefs(serve, hrefs):
 def test_a_page_without_a_listing_says_so(serve):
     server = serve(hrefs="none")
     src = open_source(server.url, retry=FAST)
-    with pytest.raises(SourceError, match=r"the server returned no directory listing for "
-                                          rf"{server.url}meta/episodes/"):
+    with pytest.raises(
+        SourceError,
+        match=r"the server returned no directory listing for "
+        rf"{server.url}meta/episodes/",
+    ):
         src.list("meta/episodes")
     assert src.list("no/such/folder") == []  # a missing folder (404) lists nothing, as on disk
 
@@ -195,8 +204,12 @@ def stalled():
 
 
 def test_stalled_server_fails_after_read_timeout_naming_url_and_wait(stalled):
-    src = open_source(stalled, retry=RetryPolicy(max_retries=5, backoff_base_s=0.01, backoff_cap_s=0.05),
-                      timeout_s=60.0, read_timeout_s=0.5)
+    src = open_source(
+        stalled,
+        retry=RetryPolicy(max_retries=5, backoff_base_s=0.01, backoff_cap_s=0.05),
+        timeout_s=60.0,
+        read_timeout_s=0.5,
+    )
     t0 = time.monotonic()
     with pytest.raises(SourceTimeoutError) as ei:
         src.read("videos/a.mp4", 0, 100)
@@ -208,8 +221,12 @@ def test_stalled_server_fails_after_read_timeout_naming_url_and_wait(stalled):
 
 
 def test_stalled_server_retries_inside_the_deadline(stalled):
-    src = open_source(stalled, retry=RetryPolicy(max_retries=50, backoff_base_s=0.001, backoff_cap_s=0.001),
-                      timeout_s=0.1, read_timeout_s=0.6)
+    src = open_source(
+        stalled,
+        retry=RetryPolicy(max_retries=50, backoff_base_s=0.001, backoff_cap_s=0.001),
+        timeout_s=0.1,
+        read_timeout_s=0.6,
+    )
     with pytest.raises(SourceTimeoutError, match=r"over \d+ attempt\(s\); last error: TimeoutError on HEAD") as ei:
         src.size("meta/info.json")
     assert "meta/info.json" in str(ei.value) and src.stats.retries >= 1
@@ -221,7 +238,9 @@ def test_dataset_takes_read_timeout_s(stalled):
     with pytest.raises(StreamingConfigError, match="read_timeout_s must be a number > 0"):
         StreamingLeRobotDataset(root=stalled, read_timeout_s=0)
     # meta/info.json is the first read: MetadataError carries the source's message
-    with pytest.raises(MetadataError, match=rf"{stalled}meta/info.json: no complete answer within read_timeout_s=0\.3 s"):
+    with pytest.raises(
+        MetadataError, match=rf"{stalled}meta/info.json: no complete answer within read_timeout_s=0\.3 s"
+    ):
         StreamingLeRobotDataset(root=stalled, read_timeout_s=0.3)
 
 

@@ -27,11 +27,13 @@ def hub(tmp_path_factory):
     _write(a, b"A")
     _write(b, b"B")  # same paths, same sizes, different bytes
     _write(bkt, b"K")
-    server = LoopbackServer.start({
-        "datasets": {"lerobot/demo": {"refs": {"main": SHA1}, "commits": {SHA1: str(a), SHA2: str(b)}}},
-        "buckets": {"lerobot/bkt": str(bkt)},
-        "signed_ttl_s": 600,
-    })
+    server = LoopbackServer.start(
+        {
+            "datasets": {"lerobot/demo": {"refs": {"main": SHA1}, "commits": {SHA1: str(a), SHA2: str(b)}}},
+            "buckets": {"lerobot/bkt": str(bkt)},
+            "signed_ttl_s": 600,
+        }
+    )
     server.bucket_dir = bkt
     yield server
     server.close()
@@ -99,11 +101,20 @@ def test_429_with_retry_after_on_resolve_and_cdn(hub):
     src = _open(hub)
     sleeps = []
     src.fetcher._sleep = sleeps.append
-    hub.set_faults([
-        {"kind": "status", "status": 429, "retry_after": "1", "match": "/resolve/", "methods": ["HEAD"], "count": 1},
-        {"kind": "status", "status": 500, "match": "/cdn/", "count": 1},
-        {"kind": "truncate", "match": "/cdn/", "count": 1},
-    ])
+    hub.set_faults(
+        [
+            {
+                "kind": "status",
+                "status": 429,
+                "retry_after": "1",
+                "match": "/resolve/",
+                "methods": ["HEAD"],
+                "count": 1,
+            },
+            {"kind": "status", "status": 500, "match": "/cdn/", "count": 1},
+            {"kind": "truncate", "match": "/cdn/", "count": 1},
+        ]
+    )
     assert src.read(VID, 0, 20_000) == b"A" * 20_000
     assert sleeps[0] == 1.0 and src.stats.retries == 3
 

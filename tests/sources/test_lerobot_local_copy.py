@@ -84,8 +84,9 @@ def test_dataset_and_mixture_find_the_local_copies(home, tiny, tiny10):
     _copy(tiny10, home, "local/tiny10")
     ds = StreamingLeRobotDataset("local/tiny")
     assert ds.num_frames == 11 and ds.meta.source.root == (home / "local/tiny").resolve()
-    assert sorted((int(x["episode_index"]), int(x["frame_index"])) for x in ds) == \
-        [(0, f) for f in range(6)] + [(1, f) for f in range(5)]
+    assert sorted((int(x["episode_index"]), int(x["frame_index"])) for x in ds) == [(0, f) for f in range(6)] + [
+        (1, f) for f in range(5)
+    ]
     mix = StreamingMultiLeRobotDataset(["local/tiny", "local/tiny10"])
     assert mix.num_frames == 18 and len(list(mix)) == 18
     assert mix.fps == 30 and [d.fps for d in mix.datasets] == [30, 10]  # documented: the first dataset's
@@ -96,8 +97,24 @@ def test_profiler_finds_the_local_copy(home, tiny, tmp_path, capsys):
 
     _copy(tiny, home, "local/tiny")
     out = tmp_path / "r.json"
-    assert profile_main(["--repo-id", "local/tiny", "--num-workers", "0", "--batch-size", "2", "--steps", "2",
-                         "--json", str(out), "--quiet"]) == 0
+    assert (
+        profile_main(
+            [
+                "--repo-id",
+                "local/tiny",
+                "--num-workers",
+                "0",
+                "--batch-size",
+                "2",
+                "--steps",
+                "2",
+                "--json",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert json.loads(out.read_text())["throughput"]["samples"] == 4
 
 

@@ -14,8 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from lerobotstream.errors import (LeRobotStreamError, MissingDependencyError, SourceError, SourceNotFoundError,
-                                  SourceReadError)
+from lerobotstream.errors import (
+    LeRobotStreamError,
+    MissingDependencyError,
+    SourceError,
+    SourceNotFoundError,
+    SourceReadError,
+)
 from lerobotstream.sources import FsspecSource, LocalSource, open_source
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,8 +62,13 @@ def test_local_symlink_loop_and_folder_are_read_errors(root):
     for op in (lambda p: src.size(p), lambda p: src.fingerprint(p), lambda p: src.read(p, 0, 1)):
         with pytest.raises(SourceReadError) as e:
             op("videos/loop.mp4")
-        _check(e.value, f"{root}/videos/loop.mp4", "videos/loop.mp4", errno.ELOOP,
-               "Too many levels of symbolic links (ELOOP)")
+        _check(
+            e.value,
+            f"{root}/videos/loop.mp4",
+            "videos/loop.mp4",
+            errno.ELOOP,
+            "Too many levels of symbolic links (ELOOP)",
+        )
     with pytest.raises(SourceReadError) as e:  # a folder opens, but does not read
         src.read("videos/dir.mp4", 0, 1)
     _check(e.value, f"{root}/videos/dir.mp4", "videos/dir.mp4", errno.EISDIR, "Is a directory (EISDIR)")
@@ -98,7 +108,10 @@ def test_fsspec_os_errors_are_read_errors(root):
     for op in (lambda p: src.size(p), lambda p: src.read_file(p), lambda p: src.read(p, 0, 1)):
         with pytest.raises(SourceReadError) as e:
             op("videos/loop.mp4")
-        assert str(e.value) == f"could not read 'videos/loop.mp4' from file://{root}: Too many levels of symbolic links (ELOOP)"
+        assert (
+            str(e.value)
+            == f"could not read 'videos/loop.mp4' from file://{root}: Too many levels of symbolic links (ELOOP)"
+        )
         assert e.value.errno == errno.ELOOP and e.value.path == "videos/loop.mp4"
         assert isinstance(e.value.__context__, OSError)  # kept; not shown (a remote store's text is not ours to show)
     with pytest.raises(SourceReadError, match=r"could not read 'videos/dir\.mp4' from .*: Is a directory \(EISDIR\)$"):
@@ -114,8 +127,9 @@ def _copy_g1(tmp_path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("what", ["data/chunk-000/file-000.parquet",
-                                  "videos/observation.images.cam_high/chunk-000/file-000.mp4"])
+@pytest.mark.parametrize(
+    "what", ["data/chunk-000/file-000.parquet", "videos/observation.images.cam_high/chunk-000/file-000.mp4"]
+)
 def test_training_names_an_unreadable_file(tmp_path, monkeypatch, what):
     """Bug: a data file that could not be opened was ``ParquetCorruptError`` ("truncated or
     damaged: re-download it"), a video a bare ``PermissionError``."""
@@ -131,14 +145,19 @@ def test_training_names_an_unreadable_file(tmp_path, monkeypatch, what):
 def test_a_missing_fsspec_implementation_names_the_pip_package(monkeypatch):
     from fsspec.registry import known_implementations
 
-    monkeypatch.setitem(known_implementations, "lrsmissing",
-                        {"class": "lrs_no_such_package.FileSystem", "err": "Install lrs_no_such_package"})
+    monkeypatch.setitem(
+        known_implementations,
+        "lrsmissing",
+        {"class": "lrs_no_such_package.FileSystem", "err": "Install lrs_no_such_package"},
+    )
     with pytest.raises(ImportError) as e:  # the built-in callers caught before
         open_source("lrsmissing://user:secret@host/ds?sig=abc")
     assert isinstance(e.value, MissingDependencyError) and isinstance(e.value, LeRobotStreamError)
-    assert str(e.value) == ("root 'lrsmissing://host/ds': the fsspec filesystem of the protocol 'lrsmissing' needs the "
-                            "package 'lrs_no_such_package', which is not installed: pip install lrs_no_such_package "
-                            "(fsspec: Install lrs_no_such_package)")
+    assert str(e.value) == (
+        "root 'lrsmissing://host/ds': the fsspec filesystem of the protocol 'lrsmissing' needs the "
+        "package 'lrs_no_such_package', which is not installed: pip install lrs_no_such_package "
+        "(fsspec: Install lrs_no_such_package)"
+    )
     assert e.value.protocol == "lrsmissing" and e.value.package == "lrs_no_such_package"
     assert e.value.name == "lrs_no_such_package" and "secret" not in str(e.value) and "sig" not in str(e.value)
     assert isinstance(e.value.__cause__, ImportError)
@@ -160,7 +179,8 @@ def test_s3_without_s3fs(capsys):
     assert validate_main(["s3://bucket/ds"]) == 2
     assert capsys.readouterr().err.strip() == (
         "error: MissingDependencyError: root 's3://bucket/ds': the fsspec filesystem of the protocol 's3' needs the "
-        "package 's3fs', which is not installed: pip install s3fs (fsspec: Install s3fs to access S3)")
+        "package 's3fs', which is not installed: pip install s3fs (fsspec: Install s3fs to access S3)"
+    )
 
 
 def test_http_head_without_a_valid_content_length_is_a_source_error():
@@ -188,8 +208,10 @@ def test_http_head_without_a_valid_content_length_is_a_source_error():
         src = HttpSource(f"http://127.0.0.1:{httpd.server_address[1]}/ds/?sig=s3cr3t")
         with pytest.raises(SourceError) as e:
             src.size("videos/f.mp4")
-        assert str(e.value) == (f"the HEAD of 'videos/f.mp4' at http://127.0.0.1:{httpd.server_address[1]}/ds/videos/"
-                                "f.mp4 has no valid Content-Length ('12abc'): the file's size is unknown")
+        assert str(e.value) == (
+            f"the HEAD of 'videos/f.mp4' at http://127.0.0.1:{httpd.server_address[1]}/ds/videos/"
+            "f.mp4 has no valid Content-Length ('12abc'): the file's size is unknown"
+        )
         assert e.value.path == "videos/f.mp4" and "s3cr3t" not in str(e.value)
     finally:
         httpd.shutdown()

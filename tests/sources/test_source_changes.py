@@ -37,15 +37,19 @@ def _gets(server) -> int:
     return sum(1 for e in server.log() if e["method"] == "GET" and e["path"].endswith("f.bin"))
 
 
-@pytest.mark.parametrize("replacement", [bytes(range(256)) * 30, bytes(reversed(range(256))) * 40],
-                         ids=["other-size", "same-size"])
+@pytest.mark.parametrize(
+    "replacement", [bytes(range(256)) * 30, bytes(reversed(range(256))) * 40], ids=["other-size", "same-size"]
+)
 def test_http_range_read_of_a_replaced_file(served, replacement):
     src = open_source(f"{served.static_url}", retry=FAST, timeout_s=5.0)
     assert src.read("f.bin", 100, 50) == (bytes(range(256)) * 40)[100:150]
     (served.folder / "f.bin").write_bytes(replacement)  # replaced while the run reads it
     served.clear_log()
-    with pytest.raises(SourceChangedError, match=r"'f.bin' at http://127\.0\.0\.1:\d+/static/f\.bin changed during "
-                                                 r"the run: its? ") as e:
+    with pytest.raises(
+        SourceChangedError,
+        match=r"'f.bin' at http://127\.0\.0\.1:\d+/static/f\.bin changed during "
+        r"the run: its? ",
+    ) as e:
         src.read("f.bin", 100, 50)
     assert not isinstance(e.value, RangeReadError)
     assert _gets(served) == 1  # refused on the first answer: no retries on "wrong Content-Range"
@@ -54,8 +58,11 @@ def test_http_range_read_of_a_replaced_file(served, replacement):
 
 @pytest.fixture(scope="module")
 def pristine(make_generated_dataset) -> Path:
-    return Path(make_generated_dataset(episode_lengths=(6, 5, 7, 4), codec="h264", cameras=((CAM, 32, 24),),
-                                       episodes_per_video_file=1))
+    return Path(
+        make_generated_dataset(
+            episode_lengths=(6, 5, 7, 4), codec="h264", cameras=((CAM, 32, 24),), episodes_per_video_file=1
+        )
+    )
 
 
 @pytest.fixture
@@ -81,8 +88,11 @@ def _overwrite(path: Path, *, keep_mtime: bool) -> None:
 def test_local_file_changed_during_the_run(local):
     ds = StreamingLeRobotDataset(root=local, sampling_strategy="sequential")  # the sidecar indexes the old files
     _overwrite(local / DEAD, keep_mtime=False)
-    with pytest.raises(SourceChangedError, match=rf"episode 2, camera '{CAM}', file {DEAD}: the file changed during "
-                                                 r"the run .*restart") as e:
+    with pytest.raises(
+        SourceChangedError,
+        match=rf"episode 2, camera '{CAM}', file {DEAD}: the file changed during "
+        r"the run .*restart",
+    ) as e:
         _run(ds)
     assert e.value.path == DEAD and e.value.episode_index == 2
 
@@ -97,7 +107,10 @@ def test_local_file_truncated_during_the_run(local):
 def test_same_size_same_mtime_replacement_says_what_to_do(local):
     ds = StreamingLeRobotDataset(root=local, sampling_strategy="sequential")
     _overwrite(local / DEAD, keep_mtime=True)  # no stat can tell: the framing check catches it
-    with pytest.raises(Mp4InconsistentTablesError, match=r"does not frame.*\[cached sidecar: .*\.npz\]\. The file "
-                                                         r"still has the size and fingerprint.*replaced by another "
-                                                         r"file of the same size and mtime.*delete that sidecar"):
+    with pytest.raises(
+        Mp4InconsistentTablesError,
+        match=r"does not frame.*\[cached sidecar: .*\.npz\]\. The file "
+        r"still has the size and fingerprint.*replaced by another "
+        r"file of the same size and mtime.*delete that sidecar",
+    ):
         _run(ds)

@@ -24,8 +24,11 @@ CAM = "observation.images.front"
 
 @pytest.fixture(scope="module")
 def server(make_generated_dataset, tmp_path_factory):
-    src = Path(make_generated_dataset(episode_lengths=LENGTHS, codec="h264", cameras=((CAM, 32, 24),),
-                                      episodes_per_video_file=1))
+    src = Path(
+        make_generated_dataset(
+            episode_lengths=LENGTHS, codec="h264", cameras=((CAM, 32, 24),), episodes_per_video_file=1
+        )
+    )
     served = tmp_path_factory.mktemp("served")
     shutil.copytree(src, served / "ds")
     with LoopbackServer.start({"static": str(served)}) as s:
@@ -33,8 +36,14 @@ def server(make_generated_dataset, tmp_path_factory):
 
 
 def test_the_first_source_failure_ends_the_stream(server, monkeypatch):
-    ds = StreamingLeRobotDataset(root=f"{server.static_url}ds/", sampling_strategy="sequential", episode_pool_size=1,
-                                 prefetch_episodes=4, decode_lookahead=2, decoded_queue_size=2)
+    ds = StreamingLeRobotDataset(
+        root=f"{server.static_url}ds/",
+        sampling_strategy="sequential",
+        episode_pool_size=1,
+        prefetch_episodes=4,
+        decode_lookahead=2,
+        decoded_queue_size=2,
+    )
     dead = "file-005.mp4"
     failed = threading.Event()
     fetched: list[int] = []

@@ -6,10 +6,25 @@ from __future__ import annotations
 import lerobotstream.testing as testing
 
 #: what a user's tests import: datasets and their exact values, a loopback Hub, the BMFF oracle
-FIXTURES = {"make_dataset", "convert_v21_to_v30", "read_identity", "identity_frame", "depth_frame_mm",
-            "quantize_depth", "expected_depth_codes", "image_frame", "expected_language", "DEPTH_QUANTIZER",
-            "SAY_TOOL_SCHEMA", "CODECS", "video_duration_s", "LoopbackServer", "parse_reference", "RefError",
-            "RefTable"}
+FIXTURES = {
+    "make_dataset",
+    "convert_v21_to_v30",
+    "read_identity",
+    "identity_frame",
+    "depth_frame_mm",
+    "quantize_depth",
+    "expected_depth_codes",
+    "image_frame",
+    "expected_language",
+    "DEPTH_QUANTIZER",
+    "SAY_TOOL_SCHEMA",
+    "CODECS",
+    "video_duration_s",
+    "LoopbackServer",
+    "parse_reference",
+    "RefError",
+    "RefTable",
+}
 
 
 def test_the_package_exports_fixtures_only():

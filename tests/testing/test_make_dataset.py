@@ -49,7 +49,10 @@ def test_identity_rejects_non_frames():
 
 
 CODEC_CASES = [
-    ("av1", (("observation.images.front", 64, 48), ("observation.images.odd", 97, 71), ("observation.images.big", 64, 64))),
+    (
+        "av1",
+        (("observation.images.front", 64, 48), ("observation.images.odd", 97, 71), ("observation.images.big", 64, 64)),
+    ),
     ("h264", (("observation.images.front", 64, 48),)),
     ("hevc", (("observation.images.front", 64, 48),)),
 ]
@@ -132,7 +135,9 @@ def test_layout_tables_and_rollover(make_generated_dataset):
 
 
 def test_faststart_and_size_rollover(tmp_path):
-    root = make_dataset(tmp_path / "ds", episode_lengths=(4, 4, 4), codec="h264", video_file_size_mb=1e-9, faststart=True)
+    root = make_dataset(
+        tmp_path / "ds", episode_lengths=(4, 4, 4), codec="h264", video_file_size_mb=1e-9, faststart=True
+    )
     mp4s = sorted(root.glob("videos/**/*.mp4"))
     assert len(mp4s) == 3  # every episode exceeds the (tiny) size limit
     data = mp4s[0].read_bytes()

@@ -15,8 +15,25 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_bench_decode_smoke(capsys):
     from tools.microbench import decode as bench_decode
 
-    assert bench_decode.main(["--size", "64x48", "--episodes", "2", "--length", "6", "--repeats", "1",
-                              "--random", "5", "--lookahead", "3"]) == 0
+    assert (
+        bench_decode.main(
+            [
+                "--size",
+                "64x48",
+                "--episodes",
+                "2",
+                "--length",
+                "6",
+                "--repeats",
+                "1",
+                "--random",
+                "5",
+                "--lookahead",
+                "3",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "random planned (a')/(b)" in out and "sequential (a)/(c)" in out
 
@@ -38,8 +55,24 @@ def test_bench_quick_smoke(tmp_path):
     from tools import bench
 
     js, md = tmp_path / "b.json", tmp_path / "b.md"
-    assert bench.main(["--quick", "--cache-dir", str(tmp_path / "cache"), "--json", str(js), "--markdown", str(md),
-                       "--latency-ms", "5", "--contestants", "ours,ours+decode_threads=1"]) == 0
+    assert (
+        bench.main(
+            [
+                "--quick",
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--json",
+                str(js),
+                "--markdown",
+                str(md),
+                "--latency-ms",
+                "5",
+                "--contestants",
+                "ours,ours+decode_threads=1",
+            ]
+        )
+        == 0
+    )
     out = json.loads(js.read_text())
     rows = {(r["transport"], r["num_workers"]): r for r in out["summary"]}
     assert set(rows) == {("local", 0), ("http", 0)}
@@ -62,8 +95,23 @@ def test_bench_spawn_worker(tmp_path):
     from tools import bench
 
     js = tmp_path / "b.json"
-    assert bench.main(["--quick", "--cache-dir", str(tmp_path / "cache"), "--json", str(js), "--transports", "local",
-                       "--workers", "1:spawn", "--no-limit"]) == 0
+    assert (
+        bench.main(
+            [
+                "--quick",
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--json",
+                str(js),
+                "--transports",
+                "local",
+                "--workers",
+                "1:spawn",
+                "--no-limit",
+            ]
+        )
+        == 0
+    )
     (row,) = json.loads(js.read_text())["summary"]
     assert row["num_workers"] == 1 and row["mp_context"] == "spawn"
     ours = row["contestants"]["ours"]
@@ -76,7 +124,11 @@ def test_bench_parse_contestant():
 
     assert parse_contestant("ours") == ("ours", "ours", None, {})
     assert parse_contestant("ours@/tmp/x+decode_threads=1+env.A=b") == (
-        "ours@/tmp/x+decode_threads=1+env.A=b", "ours", "/tmp/x", {"decode_threads": 1, "env.A": "b"})
+        "ours@/tmp/x+decode_threads=1+env.A=b",
+        "ours",
+        "/tmp/x",
+        {"decode_threads": 1, "env.A": "b"},
+    )
     assert bench.parse_workers("0,2:spawn,2:fork,1") == [(0, None), (2, "spawn"), (2, "fork"), (1, "spawn")]
 
 
@@ -87,11 +139,16 @@ def test_bench_copy_cameras(tmp_path):
 
     root = copy_cameras(ROOT / "data" / "g1_v30", tmp_path / "ds", 3)
     meta = DatasetMeta.load(str(root))
-    assert list(meta.video_keys) == ["observation.images.cam_high", "observation.images.cam_high_copy1",
-                                     "observation.images.cam_high_copy2"]
+    assert list(meta.video_keys) == [
+        "observation.images.cam_high",
+        "observation.images.cam_high_copy1",
+        "observation.images.cam_high_copy2",
+    ]
     ep = meta.episode(1)
-    assert ep.videos["observation.images.cam_high_copy2"].from_timestamp == ep.videos[
-        "observation.images.cam_high"].from_timestamp
+    assert (
+        ep.videos["observation.images.cam_high_copy2"].from_timestamp
+        == ep.videos["observation.images.cam_high"].from_timestamp
+    )
 
 
 def test_bench_transcode_h264(make_generated_dataset, tmp_path):
@@ -119,8 +176,22 @@ def test_bench_mixture_smoke(tmp_path):
     from tools import bench
 
     js = tmp_path / "b.json"
-    assert bench.main(["--quick", "--datasets", "tiny-mix", "--cache-dir", str(tmp_path / "cache"), "--json", str(js),
-                       "--latency-ms", "5"]) == 0
+    assert (
+        bench.main(
+            [
+                "--quick",
+                "--datasets",
+                "tiny-mix",
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--json",
+                str(js),
+                "--latency-ms",
+                "5",
+            ]
+        )
+        == 0
+    )
     out = json.loads(js.read_text())
     rows = {(r["transport"], r["num_workers"]): r for r in out["summary"]}
     assert set(rows) == {("local", 0), ("http", 0)}

@@ -35,8 +35,9 @@ def _fake_module():
 
 def test_nested_stages_count_exclusively_and_uninstall():
     mod = _fake_module()
-    acct = ba.Accounting().install(targets=(("lrs_fake_stages", "outer", "fetch"),
-                                            ("lrs_fake_stages", "inner", "span_synth")))
+    acct = ba.Accounting().install(
+        targets=(("lrs_fake_stages", "outer", "fetch"), ("lrs_fake_stages", "inner", "span_synth"))
+    )
     try:
         assert acct.installed == ["lrs_fake_stages.outer", "lrs_fake_stages.inner"] and not acct.missing
         before = acct.snapshot()
@@ -57,8 +58,12 @@ def test_nested_stages_count_exclusively_and_uninstall():
 
 
 def test_missing_targets_are_listed_not_fatal():
-    acct = ba.Accounting().install(targets=(("lerobotstream.no_such_module", "f", "fetch"),
-                                            ("lerobotstream.dataset._worker", "Worker.no_such", "fetch")))
+    acct = ba.Accounting().install(
+        targets=(
+            ("lerobotstream.no_such_module", "f", "fetch"),
+            ("lerobotstream.dataset._worker", "Worker.no_such", "fetch"),
+        )
+    )
     try:
         assert acct.installed == [] and len(acct.missing) == 2
     finally:
@@ -74,11 +79,23 @@ def test_account_parts_add_up():
     bookkeeping) and the main thread (0.2 s of collate, 0.3 s of pipeline Python); the machine's
     other 1.0 s busy, 0.9 s idle, over a 1.5 s window on 2 CPUs (3.0 CPU s)."""
     a = _snap(1, 0.0, {}, {"11": ["lrs-decode_0", 0.0, 0], "1": ["MainThread", 0.0, 0]})
-    b = _snap(1, 1.1, {"11": {"decode_call": [0.5, 1000, 4, 150]}, "1": {"batch_assembly": [0.2, 0, 10]}},
-              {"11": ["lrs-decode_0", 0.6, 1000], "1": ["MainThread", 0.5, 0]})
-    acc = ba.account(wall_s=1.5, samples=100, cpus=2, machine=((0.0, 0.0), (2.1, 0.9)),
-                     tree=({1: (0.0, 0)}, {1: (1.1, 1000)}), snaps={1: (a, b)}, main_pid=1, main_role="pipeline_python",
-                     perf_samples={11: {"libdav1d.so.6": 90, "libswscale.so.6": 10}})
+    b = _snap(
+        1,
+        1.1,
+        {"11": {"decode_call": [0.5, 1000, 4, 150]}, "1": {"batch_assembly": [0.2, 0, 10]}},
+        {"11": ["lrs-decode_0", 0.6, 1000], "1": ["MainThread", 0.5, 0]},
+    )
+    acc = ba.account(
+        wall_s=1.5,
+        samples=100,
+        cpus=2,
+        machine=((0.0, 0.0), (2.1, 0.9)),
+        tree=({1: (0.0, 0)}, {1: (1.1, 1000)}),
+        snaps={1: (a, b)},
+        main_pid=1,
+        main_role="pipeline_python",
+        perf_samples={11: {"libdav1d.so.6": 90, "libswscale.so.6": 10}},
+    )
     rows = {k: v["cpu_s"] for k, v in acc["rows"].items() if v}
     assert rows["page_faults"] == pytest.approx(1000 * 2e-6)
     assert rows["ffmpeg_decode"] + rows["colour_conversion"] == pytest.approx(0.5 - 1000 * 2e-6)
@@ -99,8 +116,17 @@ def test_account_parts_add_up():
 def test_account_without_perf_keeps_decode_whole():
     a = _snap(1, 0.0, {}, {"11": ["lrs-decode_0", 0.0, 0]})
     b = _snap(1, 0.5, {"11": {"decode_call": [0.5, 0, 4]}}, {"11": ["lrs-decode_0", 0.5, 0]})
-    acc = ba.account(wall_s=1.0, samples=10, cpus=1, machine=(None, None), tree=({1: (0.0, 0)}, {1: (0.5, 0)}),
-                     snaps={1: (a, b)}, main_pid=1, main_role="pipeline_python", perf_error="perf not found")
+    acc = ba.account(
+        wall_s=1.0,
+        samples=10,
+        cpus=1,
+        machine=(None, None),
+        tree=({1: (0.0, 0)}, {1: (0.5, 0)}),
+        snaps={1: (a, b)},
+        main_pid=1,
+        main_role="pipeline_python",
+        perf_error="perf not found",
+    )
     assert acc["rows"]["ffmpeg_decode"]["cpu_s"] == pytest.approx(0.5)
     assert acc["colour_split"] == "not split: perf not found" and acc["rows"]["idle"] is None
     assert "not split" in ba.format_account([("threads/0", acc)])

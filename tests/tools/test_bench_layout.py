@@ -44,10 +44,20 @@ def _imports(path: Path, *, module_level_only: bool = False) -> list[str]:
 
 def test_bench_modules_form_no_import_circle():
     mods = _modules()
-    assert {"bench", "bench_common", "bench_contestants", "bench_datasets", "bench_limit", "bench_report",
-            "bench_trial", "bench_loader"} <= set(mods)
-    edges = {name: {i.split(".")[1] for i in _imports(p) if i.startswith("tools.") and i.split(".")[1] in mods}
-             for name, p in mods.items()}
+    assert {
+        "bench",
+        "bench_common",
+        "bench_contestants",
+        "bench_datasets",
+        "bench_limit",
+        "bench_report",
+        "bench_trial",
+        "bench_loader",
+    } <= set(mods)
+    edges = {
+        name: {i.split(".")[1] for i in _imports(p) if i.startswith("tools.") and i.split(".")[1] in mods}
+        for name, p in mods.items()
+    }
     # depth-first search for a cycle
     state: dict[str, int] = {}
     path: list[str] = []
@@ -57,7 +67,7 @@ def test_bench_modules_form_no_import_circle():
         path.append(m)
         for n in sorted(edges[m]):
             if state.get(n) == 1:
-                raise AssertionError("import circle: " + " -> ".join(path[path.index(n):] + [n]))
+                raise AssertionError("import circle: " + " -> ".join(path[path.index(n) :] + [n]))
             if n not in state:
                 visit(n)
         path.pop()

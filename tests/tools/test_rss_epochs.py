@@ -40,8 +40,10 @@ def test_verdict_is_the_fitted_slope_after_the_warmup():
     assert slope([4], [1]) == 0.0
 
     def recs(rss_mib):
-        return [{"epoch": i, "rss_kb": int(v * 1024), "rss_peak_kb": int(v * 1024) + 4096, "types": {}}
-                for i, v in enumerate(rss_mib)]
+        return [
+            {"epoch": i, "rss_kb": int(v * 1024), "rss_peak_kb": int(v * 1024) + 4096, "types": {}}
+            for i, v in enumerate(rss_mib)
+        ]
 
     # a steep warm-up, then flat with noise: PASS; a steady 3 MiB/epoch: FAIL
     flat = recs([100, 300, 500, 520, 518, 523, 519, 521, 520])
@@ -56,8 +58,23 @@ def test_variants_run_side_by_side(tmp_path, capsys):
     from tools.rss_epochs import main
 
     out = tmp_path / "v.json"
-    rc = main([*TINY, "--epochs", "2", "--warmup", "0", "--max-slope-mib", "1e9", "--json", str(out),
-               "--variant", "off:LEROBOTSTREAM_MALLOC_TRIM=0", "--variant", "on:"])
+    rc = main(
+        [
+            *TINY,
+            "--epochs",
+            "2",
+            "--warmup",
+            "0",
+            "--max-slope-mib",
+            "1e9",
+            "--json",
+            str(out),
+            "--variant",
+            "off:LEROBOTSTREAM_MALLOC_TRIM=0",
+            "--variant",
+            "on:",
+        ]
+    )
     assert rc == 0
     v = json.loads(out.read_text())["variants"]
     assert [x["name"] for x in v] == ["off", "on"] and all(x["summary"]["verdict"] == "PASS" for x in v)

@@ -26,6 +26,7 @@ def test_gpu_check_is_a_tool():
     from tools.gpu_check import check_gpu_parity, gpu_parity_cases, make_parity_clip  # noqa: F401
 
     assert ("h264", 320, 182) in gpu_parity_cases() and ("av1", 320, 182) in gpu_parity_cases()
-    proc = subprocess.run([sys.executable, "-m", "tools.gpu_check", "--help"], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.gpu_check", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0 and "--keep" in proc.stdout, proc.stderr

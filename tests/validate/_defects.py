@@ -39,8 +39,9 @@ def set_value(root: Path, episode: int, frame: int, column: str, value) -> None:
     values = table.column(column).to_numpy().copy()
     values[row] = value
     i = table.column_names.index(column)
-    pq.write_table(table.set_column(i, table.schema.field(column), pa.array(values, table.schema.field(column).type)),
-                   path)
+    pq.write_table(
+        table.set_column(i, table.schema.field(column), pa.array(values, table.schema.field(column).type)), path
+    )
 
 
 def shift_timestamps(root: Path, episode: int, seconds: float) -> None:

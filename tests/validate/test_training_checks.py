@@ -25,8 +25,14 @@ G1 = PKG.parent / "data" / "g1_v30"
 #: the modules training runs on a dataset's content (sources, planner, options: not about the data)
 SCANNED = ("meta.py", "features.py", "parquet.py", "payload_cache.py", "dataset", "decode", "sidecar", "mp4")
 #: error classes that say the dataset is wrong (and their subclasses)
-DATA_BASES = (errors.MetadataError, errors.Mp4Error, errors.FrameTimestampError, errors.DecodeError,
-              errors.SidecarValidationError, errors.SidecarStaleError)
+DATA_BASES = (
+    errors.MetadataError,
+    errors.Mp4Error,
+    errors.FrameTimestampError,
+    errors.DecodeError,
+    errors.SidecarValidationError,
+    errors.SidecarStaleError,
+)
 DATA_CLASSES = {name for name in errors.__all__ if issubclass(getattr(errors, name), DATA_BASES)}
 _PYX_DEF = re.compile(r"^(?:c?p?def|cdef class|class)\s+(?:[\w\[\], *]+\s+)?(\w+)\s*[(:]")
 _PYX_RAISE = re.compile(r"\braise\s+(\w+)\s*\(|^\s*_raise\(")
@@ -86,7 +92,8 @@ def test_every_training_check_has_a_validator_check():
     assert len(sites) > 30  # the scan sees the library (a broken scan would pass everything)
     wheres = {c.where for c in TRAINING_CHECKS} | set(NOT_DATASET_CHECKS)
     assert sorted(s for s in sites if not _covered(s, wheres)) == [], (
-        "a training check without a validator check: add it to lerobotstream/validate/_checks.py")
+        "a training check without a validator check: add it to lerobotstream/validate/_checks.py"
+    )
     stale = [w for w in wheres if not any(s == w or (w.endswith(":*") and s.startswith(w[:-1])) for s in sites)]
     assert stale == [], "entries whose site no longer raises a data error"
 
@@ -164,14 +171,30 @@ IMAGE = "observation.images.wrist"
 #: more planted defects: (dataset kwargs, plant, what training raises, its registry entry, the code,
 #: validate_dataset kwargs)
 MORE = {
-    "state_shape": (PLANTED, _widen_state, errors.EpisodeDataError,
-                    "dataset/_assemble.py:episode_rows", "data_shape", {}),
-    "image_not_a_struct": (dict(episode_lengths=(6, 5), image_cameras=((IMAGE, 32, 24),)),
-                           lambda r: _rewrite_image_column(r, IMAGE, _image_bytes_only), errors.EpisodeDataError,
-                           "dataset/_images.py:image_bytes", "data_image", {}),
-    "image_undecodable": (dict(episode_lengths=(6, 5), image_cameras=((IMAGE, 32, 24),)),
-                          lambda r: _rewrite_image_column(r, IMAGE, _one_broken_image), errors.EpisodeDataError,
-                          "dataset/_images.py:decode_image", "data_image", {"decode_sample": 11}),
+    "state_shape": (
+        PLANTED,
+        _widen_state,
+        errors.EpisodeDataError,
+        "dataset/_assemble.py:episode_rows",
+        "data_shape",
+        {},
+    ),
+    "image_not_a_struct": (
+        dict(episode_lengths=(6, 5), image_cameras=((IMAGE, 32, 24),)),
+        lambda r: _rewrite_image_column(r, IMAGE, _image_bytes_only),
+        errors.EpisodeDataError,
+        "dataset/_images.py:image_bytes",
+        "data_image",
+        {},
+    ),
+    "image_undecodable": (
+        dict(episode_lengths=(6, 5), image_cameras=((IMAGE, 32, 24),)),
+        lambda r: _rewrite_image_column(r, IMAGE, _one_broken_image),
+        errors.EpisodeDataError,
+        "dataset/_images.py:decode_image",
+        "data_image",
+        {"decode_sample": 11},
+    ),
 }
 
 

@@ -57,12 +57,16 @@ def _errors(report) -> list:
 
 
 # --- clean data: no error finding (false positives are defects too) ------------------------------
-@pytest.mark.parametrize("kwargs", [
-    dict(codec="av1"),
-    dict(codec="h264", cameras=((CAM, 64, 48),)),
-    dict(codec="hevc", cameras=((CAM, 64, 48),), faststart=True),
-    dict(codec="h264", cameras=((CAM, 64, 48),), depth_cameras=(("observation.images.depth", 64, 48),)),
-], ids=["av1", "h264-bframes", "hevc-faststart", "depth"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(codec="av1"),
+        dict(codec="h264", cameras=((CAM, 64, 48),)),
+        dict(codec="hevc", cameras=((CAM, 64, 48),), faststart=True),
+        dict(codec="h264", cameras=((CAM, 64, 48),), depth_cameras=(("observation.images.depth", 64, 48),)),
+    ],
+    ids=["av1", "h264-bframes", "hevc-faststart", "depth"],
+)
 def test_clean_generated_datasets_have_no_error(make_generated_dataset, kwargs):
     root = make_generated_dataset(episode_lengths=(12, 9, 7), episodes_per_video_file=2, **kwargs)
     report = validate_dataset(root=root)
@@ -100,23 +104,24 @@ def test_bundled_g1_data_has_no_error():
 @pytest.fixture
 def broken(make_generated_dataset, tmp_path):
     """Seven one-episode files per camera, six of them broken differently."""
-    root = _copy(make_generated_dataset(episode_lengths=(10,) * 7, episodes_per_video_file=1,
-                                        episodes_per_data_file=1), tmp_path)
+    root = _copy(
+        make_generated_dataset(episode_lengths=(10,) * 7, episodes_per_video_file=1, episodes_per_data_file=1), tmp_path
+    )
     fps = 30.0
 
     def edit(cols):
         k = f"videos/{CAM}/from_timestamp"
-        cols[k][1] += 1 / fps          # ep 1: window runs one frame past its file's end
-        cols[k][4] += 0.5 / fps        # ep 4: from_timestamp between two frames
+        cols[k][1] += 1 / fps  # ep 1: window runs one frame past its file's end
+        cols[k][4] += 0.5 / fps  # ep 4: from_timestamp between two frames
         cols["dataset_from_index"][6] += 1000  # ep 6: global index range moved off the data file's
         cols["dataset_to_index"][6] += 1000
         return cols
 
     _edit_episodes(root, edit)
     (root / f"videos/{CAM}/chunk-000/file-002.mp4").unlink()  # ep 2: file missing
-    mp4 = root / f"videos/{CAM}/chunk-000/file-003.mp4"     # ep 3: truncated
+    mp4 = root / f"videos/{CAM}/chunk-000/file-003.mp4"  # ep 3: truncated
     mp4.write_bytes(mp4.read_bytes()[: mp4.stat().st_size * 2 // 3])
-    data5 = root / "data/chunk-000/file-005.parquet"         # ep 5: a row lost
+    data5 = root / "data/chunk-000/file-005.parquet"  # ep 5: a row lost
     table = pq.read_table(data5)
     pq.write_table(table.slice(0, table.num_rows - 1), data5)
     _edit_json(root / "meta/stats.json", lambda s: s["observation.state"].update(min=[0.0] * 5))
@@ -206,8 +211,9 @@ def test_a_window_shifted_by_one_frame_is_an_error(make_generated_dataset, tmp_p
     assert "to_timestamp_mismatch" not in codes  # ep 1's short window is the shift, reported once
 
 
-@pytest.mark.parametrize("shifted, ends", [((1, 2, 3), "into episode 4's window"),
-                                            ((3, 4, 5), "past the end of the file")])
+@pytest.mark.parametrize(
+    "shifted, ends", [((1, 2, 3), "into episode 4's window"), ((3, 4, 5), "past the end of the file")]
+)
 def test_a_run_of_shifted_episodes_is_one_finding(make_generated_dataset, tmp_path, shifted, ends):
     """Several consecutive episodes moved one frame on (from_timestamp and to_timestamp both): each
     streams its successor's first frame; one finding names the run."""
@@ -229,8 +235,15 @@ def test_a_run_of_shifted_episodes_is_one_finding(make_generated_dataset, tmp_pa
 def test_metadata_defects_collected(make_generated_dataset, tmp_path):
     """Duplicate episode rows, a length that disagrees with its index range, an fps that does not
     match the videos, a wrong shape and codec in info.json, an unsupported depth encoding."""
-    root = _copy(make_generated_dataset(episode_lengths=(8, 9, 7), cameras=((CAM, 64, 48),), codec="h264",
-                                        depth_cameras=(("observation.images.depth", 64, 48),)), tmp_path)
+    root = _copy(
+        make_generated_dataset(
+            episode_lengths=(8, 9, 7),
+            cameras=((CAM, 64, 48),),
+            codec="h264",
+            depth_cameras=(("observation.images.depth", 64, 48),),
+        ),
+        tmp_path,
+    )
     shard = pq.read_table(root / SHARD)
     pq.write_table(shard.slice(1, 1), root / "meta/episodes/chunk-000/file-001.parquet")  # ep 1 twice
 
@@ -270,18 +283,35 @@ def test_cli_exit_statuses_and_json(broken, tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert doc["format"] == 1 and doc["ok"] is False and doc["counts"]["errors"] == 7
     assert set(doc["findings"][0]) == {"severity", "code", "episode_index", "camera", "file", "message", "episodes"}
-    assert set(doc["cameras"][CAM]) >= {"codec", "resolution", "pix_fmt", "gop_length", "b_frames", "edit_lists",
-                                        "bytes_per_frame", "nvdec"}
+    assert set(doc["cameras"][CAM]) >= {
+        "codec",
+        "resolution",
+        "pix_fmt",
+        "gop_length",
+        "b_frames",
+        "edit_lists",
+        "bytes_per_frame",
+        "nvdec",
+    }
     assert set(doc["scan"]) >= {"requests", "bytes_read", "elapsed_s"}
 
 
-@pytest.mark.parametrize("argv, line", [
-    ([], "error: StreamingConfigError: give ROOT or --root (a dataset folder or URL) and/or --repo-id (a Hub "
-         "dataset); see --help"),
-    (["--root", str(G1), "--episodes", "3-x"], "error: StreamingConfigError: --episodes: '3-x' is not an episode index "
-                                              "or a range a-b (e.g. --episodes 0-9 20)"),
-    (["--root", str(G1), "--episodes", "7"], None),
-])
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            [],
+            "error: StreamingConfigError: give ROOT or --root (a dataset folder or URL) and/or --repo-id (a Hub "
+            "dataset); see --help",
+        ),
+        (
+            ["--root", str(G1), "--episodes", "3-x"],
+            "error: StreamingConfigError: --episodes: '3-x' is not an episode index "
+            "or a range a-b (e.g. --episodes 0-9 20)",
+        ),
+        (["--root", str(G1), "--episodes", "7"], None),
+    ],
+)
 def test_cli_usage_errors_exit_2(argv, line, capsys):
     assert validate_main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -291,8 +321,13 @@ def test_cli_usage_errors_exit_2(argv, line, capsys):
 
 
 def test_module_runs_and_episode_ranges():
-    p = subprocess.run([sys.executable, "-m", "lerobotstream.validate", "--root", str(G1), "--episodes", "0-1",
-                        "--quiet"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "lerobotstream.validate", "--root", str(G1), "--episodes", "0-1", "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert p.returncode == 0 and p.stdout.strip() == "0 error(s), 1 warning(s)" and "Traceback" not in p.stderr
     assert parse_episodes(["0-2", "5,7"]) == [range(0, 3), 5, 7] and parse_episodes(None) is None
 
@@ -338,8 +373,14 @@ def test_into_a_closed_pipe_ends_quietly():
     r, w = os.pipe()
     os.close(r)
     try:
-        p = subprocess.run([sys.executable, "-m", "lerobotstream.validate", "--root", str(G1)], stdout=w,
-                           stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-m", "lerobotstream.validate", "--root", str(G1)],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
     finally:
         os.close(w)
     assert p.returncode == 141 and p.stderr == ""
@@ -358,12 +399,27 @@ def test_from_the_hub_by_repo_id_and_revision(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)  # loopback only: the endpoint is 127.0.0.1
     shutil.copytree(G1, tmp_path / "g1")
     sha = "2" * 40
-    server = LoopbackServer.start({"datasets": {"lerobot/g1": {"refs": {"main": sha},
-                                                               "commits": {sha: str(tmp_path / "g1")}}}})
+    server = LoopbackServer.start(
+        {"datasets": {"lerobot/g1": {"refs": {"main": sha}, "commits": {sha: str(tmp_path / "g1")}}}}
+    )
     try:
         out = tmp_path / "hub.json"
-        assert validate_main(["--repo-id", "lerobot/g1", "--revision", "main", "--endpoint", server.url,
-                              "--json", str(out), "--no-progress"]) == 0
+        assert (
+            validate_main(
+                [
+                    "--repo-id",
+                    "lerobot/g1",
+                    "--revision",
+                    "main",
+                    "--endpoint",
+                    server.url,
+                    "--json",
+                    str(out),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     finally:
         server.close()
     doc = json.loads(out.read_text())
@@ -373,11 +429,36 @@ def test_from_the_hub_by_repo_id_and_revision(tmp_path, monkeypatch, capsys):
 
 def test_unsupported_codec_unreadable_file_and_missing_episode(make_generated_dataset, tmp_path):
     """More kinds at once: an MPEG-4 Part 2 file, a file of garbage, an episode row lost."""
-    root = _copy(make_generated_dataset(episode_lengths=(10, 10, 10, 10), episodes_per_video_file=1,
-                                        episodes_per_data_file=1, codec="h264", cameras=((CAM, 64, 48),)), tmp_path)
+    root = _copy(
+        make_generated_dataset(
+            episode_lengths=(10, 10, 10, 10),
+            episodes_per_video_file=1,
+            episodes_per_data_file=1,
+            codec="h264",
+            cameras=((CAM, 64, 48),),
+        ),
+        tmp_path,
+    )
     v = lambda i: root / f"videos/{CAM}/chunk-000/file-{i:03d}.mp4"  # noqa: E731
-    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                    "testsrc=size=64x48:rate=30", "-frames:v", "10", "-c:v", "mpeg4", str(v(0))], check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc=size=64x48:rate=30",
+            "-frames:v",
+            "10",
+            "-c:v",
+            "mpeg4",
+            str(v(0)),
+        ],
+        check=True,
+    )
     v(1).write_bytes(b"\0" * 5000)
     shard = pq.read_table(root / SHARD)
     pq.write_table(shard.slice(0, 3), root / SHARD)  # episode 3's row lost (info.json says 4 episodes)
@@ -387,8 +468,9 @@ def test_unsupported_codec_unreadable_file_and_missing_episode(make_generated_da
     assert "'mp4v'" in codes["codec_unsupported"][0].message and "codec_mismatch" not in codes
     assert [(f.file, f.episode_index) for f in codes["video_unreadable"]] == [(str(v(1).relative_to(root)), 1)]
     assert [f.episodes for f in codes["missing_episodes"]] == [[3]]
-    assert {f.code for f in report.errors} == {"codec_unsupported", "video_unreadable", "missing_episodes"}, \
-        _errors(report)
+    assert {f.code for f in report.errors} == {"codec_unsupported", "video_unreadable", "missing_episodes"}, _errors(
+        report
+    )
 
 
 def test_pixel_formats_read_from_the_sample_description_agree_with_ffprobe():
@@ -401,7 +483,7 @@ def test_pixel_formats_read_from_the_sample_description_agree_with_ffprobe():
     for p in sorted((REPO / "data" / "testmedia").rglob("*.mp4")) + sorted((G1 / "videos").rglob("*.mp4")):
         data = p.read_bytes()
         try:
-            table = parse_mp4(lambda o, n: data[o: o + n], len(data), path=str(p))
+            table = parse_mp4(lambda o, n: data[o : o + n], len(data), path=str(p))
         except Exception:  # noqa: BLE001 - the corpus holds files the parser refuses on purpose
             continue
         if str(table.codec) not in CODEC_NAMES:
@@ -412,8 +494,22 @@ def test_pixel_formats_read_from_the_sample_description_agree_with_ffprobe():
             continue
         seen[key[:2]] = seen.get(key[:2], 0) + 1
         seen[key] = 1
-        probe = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
-                                "stream=pix_fmt", "-of", "json", str(p)], capture_output=True, text=True)
+        probe = subprocess.run(
+            [
+                "ffprobe",
+                "-v",
+                "error",
+                "-select_streams",
+                "v:0",
+                "-show_entries",
+                "stream=pix_fmt",
+                "-of",
+                "json",
+                str(p),
+            ],
+            capture_output=True,
+            text=True,
+        )
         streams = json.loads(probe.stdout or "{}").get("streams") or [{}]
         if not streams[0].get("pix_fmt"):
             continue
@@ -428,9 +524,9 @@ def test_decode_sample_finds_a_damaged_payload_the_headers_hide(make_generated_d
     root = _copy(make_generated_dataset(episode_lengths=(12, 9, 7), episodes_per_video_file=2), tmp_path)
     mp4 = root / f"videos/{CAM}/chunk-000/file-001.mp4"
     data = bytearray(mp4.read_bytes())
-    table = parse_mp4(lambda o, n: bytes(data[o: o + n]), len(data))
+    table = parse_mp4(lambda o, n: bytes(data[o : o + n]), len(data))
     for off, size in zip(table.offset.tolist(), table.size.tolist()):
-        data[off: off + size] = b"\0" * size  # the samples zeroed; every header intact
+        data[off : off + size] = b"\0" * size  # the samples zeroed; every header intact
     mp4.write_bytes(bytes(data))
     assert validate_dataset(root=root).ok  # headers only: nothing to see
     report = validate_dataset(root=root, decode_sample=2)

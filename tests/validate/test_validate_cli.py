@@ -48,8 +48,13 @@ def test_positional_root_and_root_flag(capsys):
 
 
 def test_positional_root_from_the_console(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "lerobotstream.validate", str(G1), "--quiet"], capture_output=True,
-                       text=True, cwd=REPO, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "lerobotstream.validate", str(G1), "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert p.returncode == 0 and p.stdout.strip() == "0 error(s), 1 warning(s)", p.stderr
 
 
@@ -63,7 +68,9 @@ def test_episodes_is_always_a_list(two_bad, tmp_path):
             assert f["episode_index"] in f["episodes"]
     assert [f["episodes"] for f in findings if f["code"] == "not_faststart"] == [[]]
     assert {f["code"]: f["episodes"] for f in findings if f["severity"] == "error"} == {
-        "data_frame_index": [2], "timestamp_shift": [5, 6]}
+        "data_frame_index": [2],
+        "timestamp_shift": [5, 6],
+    }
 
 
 def test_single_episode_findings_list_their_episode(make_generated_dataset, tmp_path):
@@ -95,15 +102,26 @@ def test_the_documented_one_liner_prints_the_same_list(two_bad, tmp_path):
     import shutil
 
     doc = (REPO / "docs" / "validate.md").read_text()
-    assert "jq -c '[range(.dataset.total_episodes)] - [.findings[] | select(.severity == \"error\") | .episodes[]]'" in doc
+    assert (
+        "jq -c '[range(.dataset.total_episodes)] - [.findings[] | select(.severity == \"error\") | .episodes[]]'" in doc
+    )
     out = tmp_path / "r.json"
     validate_main([str(two_bad), "--json", str(out), "--quiet"])
     report = json.loads(out.read_text())
     bad = {e for f in report["findings"] if f["severity"] == "error" for e in f["episodes"]}
     assert [e for e in range(report["dataset"]["total_episodes"]) if e not in bad] == [0, 1, 3, 4, 7]
     if shutil.which("jq"):
-        p = subprocess.run(["jq", "-c", '[range(.dataset.total_episodes)] - [.findings[] | select(.severity == '
-                            '"error") | .episodes[]]', str(out)], capture_output=True, text=True, timeout=60)
+        p = subprocess.run(
+            [
+                "jq",
+                "-c",
+                '[range(.dataset.total_episodes)] - [.findings[] | select(.severity == "error") | .episodes[]]',
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert p.stdout.strip() == "[0,1,3,4,7]"
 
 
@@ -125,10 +143,15 @@ def test_json_to_a_folder_is_refused_before_anything_is_read(tmp_path, capsys, m
     monkeypatch.setattr(v, "validate_dataset", lambda *a, **k: pytest.fail("the dataset was read"))
     before = sorted(os.listdir(tmp_path))
     assert validate_main([str(G1), "--json", str(tmp_path)]) == 2
-    assert _err(capsys) == f"error: StreamingConfigError: --json {str(tmp_path)!r} is a folder: give the path of a file to write"
+    assert (
+        _err(capsys)
+        == f"error: StreamingConfigError: --json {str(tmp_path)!r} is a folder: give the path of a file to write"
+    )
     assert validate_main([str(G1), "--json", str(tmp_path / "no" / "r.json")]) == 2
     assert "does not exist" in _err(capsys)
-    assert sorted(os.listdir(tmp_path)) == before and not (tmp_path.parent / f"{tmp_path.name}.tmp-{os.getpid()}").exists()
+    assert (
+        sorted(os.listdir(tmp_path)) == before and not (tmp_path.parent / f"{tmp_path.name}.tmp-{os.getpid()}").exists()
+    )
 
 
 def test_json_is_written_atomically_or_not_at_all(tmp_path, monkeypatch, capsys):
@@ -158,16 +181,19 @@ def test_episode_ranges_are_bounded_by_the_dataset_before_they_grow(capsys):
     assert validate_main([str(G1), "--episodes", "0-1", "--quiet"]) == 0
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--examples", "-1"], "--examples must be an int >= 0, got -1"),
-    (["--decode-sample", "-1"], "--decode-sample must be an int >= 0, got -1"),
-    (["--workers", "0"], "--workers must be None or an int >= 1, got 0"),
-    (["--tolerance-s", "nan"], "--tolerance-s must be a number > 0 (seconds), got nan"),
-    (["--tolerance-s", "inf"], "--tolerance-s must be a number > 0 (seconds), got inf"),
-    (["--tolerance-s", "0"], "--tolerance-s must be a number > 0 (seconds), got 0.0"),
-    (["--episodes", "-3"], "--episodes: '-3' is not an episode index or a range a-b (e.g. --episodes 0-9 20)"),
-    (["--print-good-episodes", "--json", "-"], "--print-good-episodes and --json - both write to stdout"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--examples", "-1"], "--examples must be an int >= 0, got -1"),
+        (["--decode-sample", "-1"], "--decode-sample must be an int >= 0, got -1"),
+        (["--workers", "0"], "--workers must be None or an int >= 1, got 0"),
+        (["--tolerance-s", "nan"], "--tolerance-s must be a number > 0 (seconds), got nan"),
+        (["--tolerance-s", "inf"], "--tolerance-s must be a number > 0 (seconds), got inf"),
+        (["--tolerance-s", "0"], "--tolerance-s must be a number > 0 (seconds), got 0.0"),
+        (["--episodes", "-3"], "--episodes: '-3' is not an episode index or a range a-b (e.g. --episodes 0-9 20)"),
+        (["--print-good-episodes", "--json", "-"], "--print-good-episodes and --json - both write to stdout"),
+    ],
+)
 def test_bad_flags_are_refused_by_name(flags, message, capsys):
     assert validate_main([str(G1), *flags]) == 2
     assert _err(capsys).startswith(f"error: StreamingConfigError: {message}")

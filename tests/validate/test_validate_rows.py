@@ -16,8 +16,18 @@ import pytest
 
 from lerobotstream.validate import validate_dataset
 from lerobotstream.validate.__main__ import main as validate_main
-from tests.validate._defects import (CAM, DEFECTS, G1_CAM, PLANTED, copy, flip_table_byte, plant, shift_timestamps,
-                                     table_entry_offset, video_file)
+from tests.validate._defects import (
+    CAM,
+    DEFECTS,
+    G1_CAM,
+    PLANTED,
+    copy,
+    flip_table_byte,
+    plant,
+    shift_timestamps,
+    table_entry_offset,
+    video_file,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 G1 = REPO / "data" / "g1_v30"
@@ -121,16 +131,18 @@ def test_headers_only_reads_what_it_read_before(planted_source, tmp_path, monkey
 def test_rows_of_a_partial_selection(planted_source, tmp_path):
     """With --episodes only the selected episodes' row groups are read, and their defects found."""
     root = copy(planted_source, tmp_path / "ds")
-    plant("frame_index_-1", root)   # episode 2
-    plant("timestamp_nan", root)    # episode 3
+    plant("frame_index_-1", root)  # episode 2
+    plant("timestamp_nan", root)  # episode 3
     report = validate_dataset(root=root, episodes=[2, 5])
     assert [(f.code, f.episodes) for f in report.errors] == [("data_frame_index", [2])]
 
 
 @pytest.mark.parametrize("faststart", [False, True], ids=["moov-last", "faststart"])
 def test_a_truncated_file_is_video_truncated_whatever_the_moov_position(make_generated_dataset, tmp_path, faststart):
-    root = copy(Path(make_generated_dataset(episode_lengths=(10, 10), episodes_per_video_file=2, faststart=faststart)),
-                tmp_path / "ds")
+    root = copy(
+        Path(make_generated_dataset(episode_lengths=(10, 10), episodes_per_video_file=2, faststart=faststart)),
+        tmp_path / "ds",
+    )
     mp4 = video_file(root, 0)
     mp4.write_bytes(mp4.read_bytes()[: mp4.stat().st_size * 2 // 3])
     report = validate_dataset(root=root)
@@ -154,7 +166,7 @@ def test_no_table_finding_on_any_shipped_mp4(testdata):
     checked = 0
     for path in sorted([*testdata.rglob("*.mp4"), *G1.rglob("*.mp4")]):
         data = path.read_bytes()
-        read = RecordingRead(lambda o, n: data[o: o + n])
+        read = RecordingRead(lambda o, n: data[o : o + n])
         try:
             table = parse_mp4(read, len(data), path=path.name)
         except Exception:  # noqa: BLE001 - files the parser refuses are other findings
@@ -170,4 +182,4 @@ def test_table_entry_helper_finds_the_video_tables(planted_source):
     mp4 = video_file(planted_source, 1)
     data = mp4.read_bytes()
     at = table_entry_offset(mp4, "stsz", 40)
-    assert data[at - 4 * 40 - 16: at - 4 * 40 - 12] == b"stsz"  # size, type, version, sample_size, count
+    assert data[at - 4 * 40 - 16 : at - 4 * 40 - 12] == b"stsz"  # size, type, version, sample_size, count

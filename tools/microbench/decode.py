@@ -54,9 +54,12 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--piece", type=int, default=16, help="frames per request in the sequential pass")
     ap.add_argument("--lookahead", type=int, default=64, help="planned random access: requests per chunk")
-    ap.add_argument("--mp4", default=None,
-                    help="decode this MP4 instead of a generated one (real content, e.g. data/g1_v30's video), its "
-                         "frames split into --episodes equal episodes (--codec/--size/--length/--gop ignored)")
+    ap.add_argument(
+        "--mp4",
+        default=None,
+        help="decode this MP4 instead of a generated one (real content, e.g. data/g1_v30's video), its "
+        "frames split into --episodes equal episodes (--codec/--size/--length/--gop ignored)",
+    )
     ap.add_argument("--keep-decoders", action="store_true", help="ours: keep every episode decoder open")
     args = ap.parse_args(argv)
     w, h = map(int, args.size.split("x"))
@@ -65,8 +68,14 @@ def main(argv=None) -> int:
         if args.mp4:
             path = Path(args.mp4)
         else:
-            root = make_dataset(Path(tmp) / "d", episode_lengths=[args.length] * args.episodes, codec=args.codec,
-                                cameras=(("cam", w, h),), gop=args.gop, episodes_per_video_file=args.episodes)
+            root = make_dataset(
+                Path(tmp) / "d",
+                episode_lengths=[args.length] * args.episodes,
+                codec=args.codec,
+                cameras=(("cam", w, h),),
+                gop=args.gop,
+                episodes_per_video_file=args.episodes,
+            )
             path = next((root / "videos").rglob("*.mp4"))
         data = path.read_bytes()
         table = parse_mp4_bytes(data, path=str(path))
@@ -99,11 +108,19 @@ def main(argv=None) -> int:
                     a, b = eps[e]
                     s = plan_span(table, a, b)
                     to = time.perf_counter()
-                    payload = data[s.byte_start:s.byte_stop]
+                    payload = data[s.byte_start : s.byte_stop]
                     nbytes += len(payload)
                     mini = synthesize(table, s, payload)
-                    v = videos[e] = EpisodeVideo(table, s, mini, episode_index=e, camera="cam", path=str(path),
-                                                 from_timestamp=float(pts_sorted[a]), fps=fps)
+                    v = videos[e] = EpisodeVideo(
+                        table,
+                        s,
+                        mini,
+                        episode_index=e,
+                        camera="cam",
+                        path=str(path),
+                        from_timestamp=float(pts_sorted[a]),
+                        fps=fps,
+                    )
                     v.decoder()
                     open_s += time.perf_counter() - to
                     opened += 1
@@ -161,7 +178,7 @@ def main(argv=None) -> int:
         # more than the decode and would make the "limit" slower than per-frame map-style calls)
         seq = [(e, list(range(i, min(i + args.piece, L)))) for e in range(E) for i in range(0, L, args.piece)]
         rnd = [(int(e), [int(i)]) for e, i in zip(rng.integers(0, E, args.random), rng.integers(0, L, args.random))]
-        rnd_chunks = [rnd[i:i + args.lookahead] for i in range(0, len(rnd), args.lookahead)]
+        rnd_chunks = [rnd[i : i + args.lookahead] for i in range(0, len(rnd), args.lookahead)]
 
         def ours_planned(requests):
             return ours(requests, rnd_chunks)
@@ -180,8 +197,10 @@ def main(argv=None) -> int:
                     frames, dt, nbytes, open_s = fn(req)
                     cpu = time.process_time() - c0
                     res.setdefault((name, label), []).append((frames / dt, frames / cpu, nbytes / frames, open_s))
-        print(f"{'access':<12}{'method':<28}{'frames/s':>10}{'frames/cpu-s':>14}{'bytes/frame':>14}{'open ms':>10}"
-              f"   (medians of {args.repeats})")
+        print(
+            f"{'access':<12}{'method':<28}{'frames/s':>10}{'frames/cpu-s':>14}{'bytes/frame':>14}{'open ms':>10}"
+            f"   (medians of {args.repeats})"
+        )
         med = {}
         for (name, label), v in res.items():
             m = med[(name, label)] = [statistics.median(x[i] for x in v) for i in range(4)]
@@ -189,9 +208,11 @@ def main(argv=None) -> int:
         a, b, c = (med[("sequential", lb)] for lb, _ in methods)
         ra, rb = med[("random", methods[0][0])], med[("random", methods[1][0])]
         rp = med[("random", planned[0])]
-        print(f"sequential (a)/(c): {a[0] / c[0]:.2f} wall, {a[1] / c[1]:.2f} cpu (goal >= 0.8); "
-              f"random (a)/(b): {ra[0] / rb[0]:.2f} wall, {ra[1] / rb[1]:.2f} cpu; "
-              f"random planned (a')/(b): {rp[0] / rb[0]:.2f} wall, {rp[1] / rb[1]:.2f} cpu")
+        print(
+            f"sequential (a)/(c): {a[0] / c[0]:.2f} wall, {a[1] / c[1]:.2f} cpu (goal >= 0.8); "
+            f"random (a)/(b): {ra[0] / rb[0]:.2f} wall, {ra[1] / rb[1]:.2f} cpu; "
+            f"random planned (a')/(b): {rp[0] / rb[0]:.2f} wall, {rp[1] / rb[1]:.2f} cpu"
+        )
     return 0
 
 

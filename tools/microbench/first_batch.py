@@ -132,8 +132,9 @@ def trial(spec: dict) -> dict:
     os.environ["BENCH_FIRST_BATCH_MARKS"] = marks
     _control(spec["server"], "clear_log")
     t0_wall, t0 = time.time(), time.perf_counter()
-    ds = StreamingLeRobotDataset(root=spec["root"], return_uint8=True, max_num_shards=max(1, nw),
-                                 batch_size=spec["batch_size"], seed=0)
+    ds = StreamingLeRobotDataset(
+        root=spec["root"], return_uint8=True, max_num_shards=max(1, nw), batch_size=spec["batch_size"], seed=0
+    )
     t_construct = time.perf_counter() - t0
     t_construct_wall = time.time()
     kw = dict(batch_size=spec["batch_size"], num_workers=nw)
@@ -161,14 +162,18 @@ def trial(spec: dict) -> dict:
     lat = float(spec["latency_s"])
     setup = {k: v for k, v in (getattr(ds, "_setup", {}) or {}).items() if isinstance(v, float)}
     return {
-        "construct_s": t_construct, "first_batch_s": t_first, "items": n,
+        "construct_s": t_construct,
+        "first_batch_s": t_first,
+        "items": n,
         "worker_start_s": (starts[-1] - t_iter_wall) if starts else None,
         "requests": by_phase,
         "requests_construct": sum(by_phase["construct"].values()),
         "requests_total": len(log),
         "round_trips_construct": critical_round_trips([e for e in log if e["t"] <= t_construct_wall], lat),
         "round_trips_total": critical_round_trips(log, lat),
-        "setup_s": setup, "lerobotstream_file": lerobotstream.__file__, "worker_stats": worker_stats,
+        "setup_s": setup,
+        "lerobotstream_file": lerobotstream.__file__,
+        "worker_stats": worker_stats,
         "log": [{"t": round(e["t"] - t0_wall, 4), "m": e["method"], "p": e["path"], "r": e["range"]} for e in log],
     }
 
@@ -178,14 +183,21 @@ def _run_child(python: str, pythonpath: str, spec: dict, stderr_path: str | None
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, str(ROOT)) if p)
     err = open(stderr_path, "w") if stderr_path else subprocess.PIPE
     try:
-        p = subprocess.run([python, str(Path(__file__).resolve()), "--trial", json.dumps(spec)], cwd=str(ROOT),
-                           env=env, stdout=subprocess.PIPE, stderr=err, text=True, timeout=600)
+        p = subprocess.run(
+            [python, str(Path(__file__).resolve()), "--trial", json.dumps(spec)],
+            cwd=str(ROOT),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            timeout=600,
+        )
     finally:
         if stderr_path:
             err.close()
     for line in p.stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
+            return json.loads(line[len(RESULT_PREFIX) :])
     return {"error": f"rc={p.returncode}: {(p.stderr or '')[-2000:]}"}
 
 
@@ -196,7 +208,7 @@ def summarize_importtime(path: str, top: int = 15) -> list[tuple[str, float]]:
     for line in Path(path).read_text().splitlines():
         if not line.startswith("import time:"):
             continue
-        parts = line[len("import time:"):].split("|")
+        parts = line[len("import time:") :].split("|")
         if len(parts) != 3 or not parts[1].strip().isdigit():
             continue
         name = parts[2][1:]
@@ -209,8 +221,12 @@ def summarize_importtime(path: str, top: int = 15) -> list[tuple[str, float]]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", default=str(ROOT / "data" / "g1_v30"), help="a local v3 dataset folder")
-    ap.add_argument("--variant", action="append", default=[],
-                    help="LABEL=PYTHONPATH of a lerobotstream build (repeatable; default: this checkout)")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="LABEL=PYTHONPATH of a lerobotstream build (repeatable; default: this checkout)",
+    )
     ap.add_argument("--workers", default="0,2:fork,2:spawn", help="N[:context],...")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=8)
@@ -240,12 +256,17 @@ def main(argv=None) -> int:
     shutil.copytree(args.dataset, static / name)
     env_home = {"HF_LEROBOT_HOME": str(tmp / "home")}
     os.environ.update(env_home)
-    server = LoopbackServer.start({"static": str(static), "latency_s": args.latency_ms / 1e3,
-                                   "bandwidth_bps": args.bandwidth_mbit * 1e6 / 8})
+    server = LoopbackServer.start(
+        {"static": str(static), "latency_s": args.latency_ms / 1e3, "bandwidth_bps": args.bandwidth_mbit * 1e6 / 8}
+    )
     trials: list[dict] = []
     try:
-        base = {"server": server.url, "root": f"{server.static_url}{name}/", "batch_size": args.batch_size,
-                "latency_s": args.latency_ms / 1e3}
+        base = {
+            "server": server.url,
+            "root": f"{server.static_url}{name}/",
+            "batch_size": args.batch_size,
+            "latency_s": args.latency_ms / 1e3,
+        }
         for label, path in variants:  # warm sidecar: built once per variant, before the rounds
             r = _run_child(args.python, path, {**base, "num_workers": 0})
             print(f"warm-up {label}: {r.get('error') or 'ok (%.2f s)' % r['first_batch_s']}", file=sys.stderr)
@@ -256,22 +277,42 @@ def main(argv=None) -> int:
                     r = _run_child(args.python, path, {**base, "num_workers": nw, "context": ctx})
                     r.update(variant=label, workers=f"{nw}:{ctx}" if nw else "0", round=rnd)
                     trials.append(r)
-                    print(f"  round {rnd} {label} workers={r['workers']}: "
-                          + (r.get("error") or f"construct {r['construct_s']:.2f} s, first batch "
-                             f"{r['first_batch_s']:.2f} s, {r['requests_total']} requests"), file=sys.stderr)
+                    print(
+                        f"  round {rnd} {label} workers={r['workers']}: "
+                        + (
+                            r.get("error")
+                            or f"construct {r['construct_s']:.2f} s, first batch "
+                            f"{r['first_batch_s']:.2f} s, {r['requests_total']} requests"
+                        ),
+                        file=sys.stderr,
+                    )
         if args.importtime:
             label, path = variants[-1]
-            r = _run_child(args.python, path, {**base, "num_workers": 2, "context": "spawn", "importtime": True},
-                           stderr_path=args.importtime)
-            print(f"importtime trial ({label}): " + (r.get("error") or f"first batch {r['first_batch_s']:.2f} s, "
-                  f"worker start {r['worker_start_s']:.2f} s"), file=sys.stderr)
+            r = _run_child(
+                args.python,
+                path,
+                {**base, "num_workers": 2, "context": "spawn", "importtime": True},
+                stderr_path=args.importtime,
+            )
+            print(
+                f"importtime trial ({label}): "
+                + (
+                    r.get("error")
+                    or f"first batch {r['first_batch_s']:.2f} s, worker start {r['worker_start_s']:.2f} s"
+                ),
+                file=sys.stderr,
+            )
     finally:
         server.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\nremote store: {args.latency_ms:g} ms round trip, {args.bandwidth_mbit:g} Mbit/s; {args.rounds} rounds, "
-          f"medians; batch {args.batch_size}; dataset {name}\n")
-    print("| variant | workers | construct s | first batch s | worker start s | requests: construct / to first batch"
-          " | round trips: construct / to first batch | requests by kind (to first batch) |")
+    print(
+        f"\nremote store: {args.latency_ms:g} ms round trip, {args.bandwidth_mbit:g} Mbit/s; {args.rounds} rounds, "
+        f"medians; batch {args.batch_size}; dataset {name}\n"
+    )
+    print(
+        "| variant | workers | construct s | first batch s | worker start s | requests: construct / to first batch"
+        " | round trips: construct / to first batch | requests by kind (to first batch) |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for nw, ctx in settings:
         wl = f"{nw}:{ctx}" if nw else "0"
@@ -288,15 +329,19 @@ def main(argv=None) -> int:
                 for k, v in ph.items():
                     kinds[k] = kinds.get(k, 0) + v
             kinds_s = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
-            print(f"| {label} | {wl} | {med('construct_s'):.2f} | {med('first_batch_s'):.2f} | "
-                  f"{statistics.median(ws) if ws else float('nan'):.2f} | {last['requests_construct']} / "
-                  f"{last['requests_total']} | {last['round_trips_construct']} / {last['round_trips_total']} | {kinds_s} |")
+            print(
+                f"| {label} | {wl} | {med('construct_s'):.2f} | {med('first_batch_s'):.2f} | "
+                f"{statistics.median(ws) if ws else float('nan'):.2f} | {last['requests_construct']} / "
+                f"{last['requests_total']} | {last['round_trips_construct']} / {last['round_trips_total']} | {kinds_s} |"
+            )
             if args.log:
                 for e in last["log"]:
                     print(f"    {e['t']:7.3f} {e['m']:4} {e['p']} {e['r'] or ''}")
     if args.importtime:
-        print(f"\nspawn workers' imports (-X importtime, {args.importtime}), top-level cumulative ms, summed over "
-              "the processes:")
+        print(
+            f"\nspawn workers' imports (-X importtime, {args.importtime}), top-level cumulative ms, summed over "
+            "the processes:"
+        )
         for mod, ms in summarize_importtime(args.importtime):
             print(f"  {mod:40s} {ms:8.1f}")
     if args.json:

@@ -68,11 +68,15 @@ def _fake_selection(num_sources: int):
 
     paths = [ss.source_path(sid % 3, sid) for sid in range(num_sources)]
     frames = [300 + sid % 7 for sid in range(num_sources)]
-    eps = [SimpleNamespace(episode_index=e, length=frames[e],
-                           videos={"cam": SimpleNamespace(path=paths[e], from_timestamp=0.0)})
-           for e in range(num_sources)]
-    meta = SimpleNamespace(fps=15, episodes=eps, total_episodes=num_sources, video_keys=["cam"],
-                           video_paths=lambda: list(paths))
+    eps = [
+        SimpleNamespace(
+            episode_index=e, length=frames[e], videos={"cam": SimpleNamespace(path=paths[e], from_timestamp=0.0)}
+        )
+        for e in range(num_sources)
+    ]
+    meta = SimpleNamespace(
+        fps=15, episodes=eps, total_episodes=num_sources, video_keys=["cam"], video_paths=lambda: list(paths)
+    )
     sizes = {}
     p = ss.PRESETS["droid100tb"]
     rng = np.random.Generator(np.random.PCG64(0))
@@ -120,8 +124,9 @@ def _step(step: str, workdir: Path, num_sources: int) -> dict[str, float]:
                 w._zf.compresslevel = 1  # noqa: SLF001 - a writer without the option (older trees)
             for sid in range(num_sources):
                 t = tables[sid % 7]
-                w.add_source(sid, t, path=ss.source_path(sid % 3, sid), size=t.moov_offset + t.moov_size,
-                             fingerprint=None)
+                w.add_source(
+                    sid, t, path=ss.source_path(sid % 3, sid), size=t.moov_offset + t.moov_size, fingerprint=None
+                )
             w.commit()
         out["archive_bytes"] = (workdir / "s.npz").stat().st_size
     elif step == "convert":
@@ -164,8 +169,13 @@ def per_source(sizes: list[int], trees: list[Path]) -> dict[str, dict[int, dict[
                 for step in _STEPS:
                     # --trees: this step measures that checkout's lerobotstream (first on the path)
                     env = dict(os.environ, PYTHONPATH=os.pathsep.join((str(tree.resolve()), str(REPO))))
-                    r = subprocess.run([sys.executable, "-m", "tools.microbench", "index", "_step", step, str(wd), str(f)],
-                                       capture_output=True, text=True, env=env, cwd=str(wd))
+                    r = subprocess.run(
+                        [sys.executable, "-m", "tools.microbench", "index", "_step", step, str(wd), str(f)],
+                        capture_output=True,
+                        text=True,
+                        env=env,
+                        cwd=str(wd),
+                    )
                     if r.returncode != 0:
                         raise SystemExit(f"{tree} {step} F={f} failed:\n{r.stderr[-3000:]}")
                     res[str(tree)][f][step] = json.loads(r.stdout.strip().splitlines()[-1])
@@ -177,8 +187,10 @@ def per_source(sizes: list[int], trees: list[Path]) -> dict[str, dict[int, dict[
 def per_source_table(res: dict[str, dict[int, dict[str, dict[str, float]]]], sizes: list[int]) -> str:
     a, b = sizes[0], sizes[-1]
     trees = list(res)
-    lines = [f"| step | per source (slope F = {a:,} -> {b:,}) | " + " | ".join(trees) + " |",
-             "|---|---|" + "---:|" * len(trees)]
+    lines = [
+        f"| step | per source (slope F = {a:,} -> {b:,}) | " + " | ".join(trees) + " |",
+        "|---|---|" + "---:|" * len(trees),
+    ]
     for step in _STEPS:
         keys = [k for k in res[trees[0]][a][step] if k != "members"]
         for k in keys:
@@ -188,8 +200,11 @@ def per_source_table(res: dict[str, dict[int, dict[str, dict[str, float]]]], siz
                 cells.append(f"{d * 1e6:,.1f} us" if k == "s" else f"{d:,.0f} B")
             lines.append(f"| {step} | {k} | " + " | ".join(cells) + " |")
         if "members" in res[trees[0]][b][step]:
-            lines.append(f"| {step} | ZIP members at F = {b:,} | "
-                         + " | ".join(f"{int(res[t][b][step]['members']):,}" for t in trees) + " |")
+            lines.append(
+                f"| {step} | ZIP members at F = {b:,} | "
+                + " | ".join(f"{int(res[t][b][step]['members']):,}" for t in trees)
+                + " |"
+            )
     return "\n".join(lines)
 
 
@@ -204,9 +219,15 @@ def main(argv=None) -> int:
     ap.add_argument("--mp4", type=Path, default=None)
     ap.add_argument("--copies", type=int, default=100, help="sources in the sidecar (copies of the table)")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--per-source", default=None, metavar="F1,F2",
-                    help="measure the per-source cost between F1 and F2 sources of ~300 samples instead")
-    ap.add_argument("--trees", default=".", help="checkouts to measure side by side with --per-source (comma-separated)")
+    ap.add_argument(
+        "--per-source",
+        default=None,
+        metavar="F1,F2",
+        help="measure the per-source cost between F1 and F2 sources of ~300 samples instead",
+    )
+    ap.add_argument(
+        "--trees", default=".", help="checkouts to measure side by side with --per-source (comma-separated)"
+    )
     args = ap.parse_args(argv)
     if args.per_source:
         sizes = [int(x) for x in args.per_source.split(",")]
@@ -221,8 +242,9 @@ def main(argv=None) -> int:
         npz = d / "sidecar.npz"
         w = SidecarWriter(npz, {"repo_id": "bench/bench", "revision": None, "data_root": None, "subset": False})
         for i in range(args.copies):
-            w.add_source(i, table, path=f"videos/cam/chunk-000/file-{i:03d}.mp4", size=mp4.stat().st_size,
-                         fingerprint=None)
+            w.add_source(
+                i, table, path=f"videos/cam/chunk-000/file-{i:03d}.mp4", size=mp4.stat().st_size, fingerprint=None
+            )
         w.commit()
         total = n * args.copies
 
@@ -240,7 +262,16 @@ def main(argv=None) -> int:
             if sid % max(1, args.copies // 5):
                 continue
             m = idx.table(sid)
-            for f in ("offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "pts_s", "presentation_order", "is_sync"):
+            for f in (
+                "offset",
+                "size",
+                "dts_ticks",
+                "cts_ticks",
+                "pts_ticks",
+                "pts_s",
+                "presentation_order",
+                "is_sync",
+            ):
                 if not np.array_equal(np.asarray(getattr(m, f)), arrays[f]):
                     raise SystemExit(f"MISMATCH in source {sid} field {f}")
         specs = idx._sources[0]["arrays"]
@@ -264,7 +295,9 @@ def main(argv=None) -> int:
     print(f"encodings       {dtypes}")
     print(f"load npz (all arrays, decompress)  {t_npz * 1e3:9.2f} ms")
     print(f"first open (convert, lock, fsync)  {t_convert * 1e3:9.2f} ms")
-    print(f"warm open (mmap + header)          {t_warm * 1e3:9.2f} ms   ({t_npz / t_warm:.0f}x faster than loading the npz)")
+    print(
+        f"warm open (mmap + header)          {t_warm * 1e3:9.2f} ms   ({t_npz / t_warm:.0f}x faster than loading the npz)"
+    )
     print(f"warm open + one table + 2 lookups  {t_lookup * 1e3:9.2f} ms")
     return 0
 

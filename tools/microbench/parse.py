@@ -38,12 +38,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def read(off, k):
         calls.append(k)
-        return data[off:off + k]
+        return data[off : off + k]
 
     parse_mp4(read, len(data))
     print(f"file: {args.file.name}  samples: {n}  moov: {ours.moov_size} B  file: {len(data)} B")
-    print(f"ours (C/Cython):    {t_ours * 1e3:8.2f} ms  {n / t_ours:14,.0f} samples/s  "
-          f"(reads {len(calls)}, {sum(calls)} B)")
+    print(
+        f"ours (C/Cython):    {t_ours * 1e3:8.2f} ms  {n / t_ours:14,.0f} samples/s  "
+        f"(reads {len(calls)}, {sum(calls)} B)"
+    )
     print(f"reference (Python): {t_ref * 1e3:8.2f} ms  {n / t_ref:14,.0f} samples/s")
     print(f"speed-up: {t_ref / t_ours:.0f}x")
     return 0

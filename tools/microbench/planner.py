@@ -54,8 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     w = rng.uniform(0.5, 1.5, size=args.episodes)
     lengths = np.maximum(1, np.round(w / w.sum() * args.frames)).astype(np.int64)
-    print(f"dataset: {args.episodes} episodes, {int(lengths.sum())} frames "
-          f"(lengths {lengths.min()}..{lengths.max()}); batch {args.batch}")
+    print(
+        f"dataset: {args.episodes} episodes, {int(lengths.sum())} frames "
+        f"(lengths {lengths.min()}..{lengths.max()}); batch {args.batch}"
+    )
     print(f"{'strategy':<12} {'pool':>6} {'anchors/s':>14}")
     for strategy in ("remaining", "round_robin"):
         for pool_size in (32, 512, 8192):

@@ -44,8 +44,14 @@ def generated(cache: Path, episodes: int) -> Path:
     if not (root / "meta" / "info.json").exists():
         lengths = np.random.default_rng(0).integers(20, 61, episodes).tolist()
         shutil.rmtree(root, ignore_errors=True)
-        make_dataset(root, episode_lengths=lengths, episodes_per_video_file=50, episodes_per_data_file=100,
-                     state_dim=STATE_DIM, action_dim=STATE_DIM)
+        make_dataset(
+            root,
+            episode_lengths=lengths,
+            episodes_per_video_file=50,
+            episodes_per_data_file=100,
+            state_dim=STATE_DIM,
+            action_dim=STATE_DIM,
+        )
     return root
 
 
@@ -55,12 +61,23 @@ def measure(name: str, root: str, nbytes: tuple[int, int], workers: int, headers
     r = validate_dataset(root=root, workers=workers, headers_only=headers_only)
     s = r.scan
     per = 1000 / max(1, r.dataset["episodes_checked"])
-    return {"dataset": name, "mode": "--headers-only" if headers_only else "default", "workers": workers,
-            "episodes": r.dataset["episodes_checked"], "requests_per_1000": s["requests"] * per,
-            "bytes_per_1000": s["bytes_read"] * per, "files": s["video_files"] + s["data_files"],
-            "requests": s["requests"], "bytes_read": s["bytes_read"], "dataset_bytes": nbytes[0],
-            "video_bytes": nbytes[1], "share": s["bytes_read"] / nbytes[0], "elapsed_s": s["elapsed_s"], "errors": len(r.errors),
-            "warnings": len(r.warnings)}
+    return {
+        "dataset": name,
+        "mode": "--headers-only" if headers_only else "default",
+        "workers": workers,
+        "episodes": r.dataset["episodes_checked"],
+        "requests_per_1000": s["requests"] * per,
+        "bytes_per_1000": s["bytes_read"] * per,
+        "files": s["video_files"] + s["data_files"],
+        "requests": s["requests"],
+        "bytes_read": s["bytes_read"],
+        "dataset_bytes": nbytes[0],
+        "video_bytes": nbytes[1],
+        "share": s["bytes_read"] / nbytes[0],
+        "elapsed_s": s["elapsed_s"],
+        "errors": len(r.errors),
+        "warnings": len(r.warnings),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,23 +103,34 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for w in [int(x) for x in a.workers.split(",") if x]:
                 for h in (False, True):
-                    rows.append(measure(f"g1 (HTTP, {a.latency_ms:g} ms)", f"{server.static_url}g1/", _dataset_bytes(g1),
-                                        w, h))
-                    rows.append(measure(f"generated {a.episodes} ep (HTTP, {a.latency_ms:g} ms)",
-                                        f"{server.static_url}gen/", _dataset_bytes(gen), w, h))
+                    rows.append(
+                        measure(f"g1 (HTTP, {a.latency_ms:g} ms)", f"{server.static_url}g1/", _dataset_bytes(g1), w, h)
+                    )
+                    rows.append(
+                        measure(
+                            f"generated {a.episodes} ep (HTTP, {a.latency_ms:g} ms)",
+                            f"{server.static_url}gen/",
+                            _dataset_bytes(gen),
+                            w,
+                            h,
+                        )
+                    )
         finally:
             server.close()
     finally:
         shutil.rmtree(served, ignore_errors=True)
-    print("| dataset | mode | workers | files | requests | bytes read | per 1,000 episodes | dataset (MP4) bytes | "
-          "wall s | errors / warnings |")
+    print(
+        "| dataset | mode | workers | files | requests | bytes read | per 1,000 episodes | dataset (MP4) bytes | "
+        "wall s | errors / warnings |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['dataset']} | {r['mode']} | {r['workers']} | {r['files']} | {r['requests']} | "
-              f"{r['bytes_read'] / 1024:,.0f} KiB ({100 * r['share']:.1f}%) | {r['requests_per_1000']:,.0f} requests, "
-              f"{r['bytes_per_1000'] / 1024:,.0f} KiB | {r['dataset_bytes'] / 1024:,.0f} ({r['video_bytes'] / 1024:,.0f}) "
-              f"KiB | {r['elapsed_s']:.2f} | {r['errors']} / {r['warnings']} |")
+        print(
+            f"| {r['dataset']} | {r['mode']} | {r['workers']} | {r['files']} | {r['requests']} | "
+            f"{r['bytes_read'] / 1024:,.0f} KiB ({100 * r['share']:.1f}%) | {r['requests_per_1000']:,.0f} requests, "
+            f"{r['bytes_per_1000'] / 1024:,.0f} KiB | {r['dataset_bytes'] / 1024:,.0f} ({r['video_bytes'] / 1024:,.0f}) "
+            f"KiB | {r['elapsed_s']:.2f} | {r['errors']} / {r['warnings']} |"
+        )
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
     return 0
-

@@ -31,15 +31,25 @@ def stream_loader(run: Any, data_loader: Any) -> Any:
     if choice == "dataloader":
         log.info("lerobotstream: --dataset.streaming_loader=dataloader: torch's DataLoader")
         return None
-    loader = StreamLoader(data_loader.dataset, int(data_loader.batch_size), num_workers=int(data_loader.num_workers),
-                          mode=choice, pin_memory=bool(data_loader.pin_memory), drop_last=bool(data_loader.drop_last),
-                          prefetch_batches=data_loader.prefetch_factor if data_loader.num_workers else None,
-                          collate_fn=data_loader.collate_fn,
-                          multiprocessing_context=data_loader.multiprocessing_context)
+    loader = StreamLoader(
+        data_loader.dataset,
+        int(data_loader.batch_size),
+        num_workers=int(data_loader.num_workers),
+        mode=choice,
+        pin_memory=bool(data_loader.pin_memory),
+        drop_last=bool(data_loader.drop_last),
+        prefetch_batches=data_loader.prefetch_factor if data_loader.num_workers else None,
+        collate_fn=data_loader.collate_fn,
+        multiprocessing_context=data_loader.multiprocessing_context,
+    )
     if getattr(data_loader.dataset, "tags", False):
         run.loader = f"StreamLoader {loader.mode} ({loader.mode_reason})"
-    log.info("lerobotstream: --dataset.streaming_loader=%s: StreamLoader in %s mode (%s)", choice, loader.mode,
-             loader.mode_reason)
+    log.info(
+        "lerobotstream: --dataset.streaming_loader=%s: StreamLoader in %s mode (%s)",
+        choice,
+        loader.mode,
+        loader.mode_reason,
+    )
     return loader
 
 
@@ -60,8 +70,11 @@ def streaming_accelerator_class(run: Any) -> type:
                 if not isinstance(data_loader.collate_fn, PackedCollate):
                     data_loader.collate_fn = PackedCollate(data_loader.collate_fn)
                 loader = stream_loader(run, data_loader)  # (it calls PackedCollate's inner collate)
-                return data_loader if loader is None else loader  # already one shard per rank; don't split or dispatch it again
-            return super().prepare_data_loader(data_loader, device_placement=device_placement,
-                                               slice_fn_for_dispatch=slice_fn_for_dispatch)
+                return (
+                    data_loader if loader is None else loader
+                )  # already one shard per rank; don't split or dispatch it again
+            return super().prepare_data_loader(
+                data_loader, device_placement=device_placement, slice_fn_for_dispatch=slice_fn_for_dispatch
+            )
 
     return StreamingAccelerator

@@ -139,17 +139,28 @@ def streaming_help() -> str:
     help text."""
     import textwrap
 
-    lines = ["lerobotstream-train: lerobot-train plus streaming. The streaming flags (all of "
-             "lerobot-train's flags follow):", ""]
+    lines = [
+        "lerobotstream-train: lerobot-train plus streaming. The streaming flags (all of lerobot-train's flags follow):",
+        "",
+    ]
     for f in _streaming_fields():
-        default = "required" if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING \
-            else f"default: {f.default!r}" if f.default is not dataclasses.MISSING else "default: see below"
+        default = (
+            "required"
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            else f"default: {f.default!r}"
+            if f.default is not dataclasses.MISSING
+            else "default: see below"
+        )
         lines.append(f"  --dataset.{f.name} ({default})")
         help_text = _field_help(f.name)
         if help_text:
             lines.extend(textwrap.wrap(help_text, width=100, initial_indent="      ", subsequent_indent="      "))
-    lines += ["", "  --debug: print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1)", "",
-              "lerobot-train's flags:"]
+    lines += [
+        "",
+        "  --debug: print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1)",
+        "",
+        "lerobot-train's flags:",
+    ]
     return "\n".join(lines)
 
 
@@ -167,7 +178,7 @@ def unknown_dataset_flag(argv: list[str]) -> Exception | None:
     for arg in argv:
         if not arg.startswith("--dataset."):
             continue
-        key = arg[len("--dataset."):].split("=", 1)[0].split(".", 1)[0]
+        key = arg[len("--dataset.") :].split("=", 1)[0].split(".", 1)[0]
         if key in names:
             continue
         close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)

@@ -32,24 +32,40 @@ STREAMING_LOADERS = ("auto", "threads", "processes", "dataloader")
 
 #: LeRobot's own flags whose --help text says what they mean when streaming: (name, type, default, help)
 _LEROBOT_OVERRIDES = (
-    ("repo_id", str, dataclasses.MISSING,
-     "The dataset: OWNER/NAME on the Hub; with --dataset.root unset, a local copy at "
-     "$HF_LEROBOT_HOME/OWNER/NAME is used first (as LeRobot). With --dataset.streaming=true, '[a,b]' lists "
-     "several datasets: a weighted mixture (--dataset.streaming_weights), not a concatenation."),
-    ("streaming", bool, False,
-     "true: stream the dataset with lerobotstream (nothing downloaded; the --dataset.streaming_* flags "
-     "apply); false (default): LeRobot's own map-style dataset, downloaded first."),
+    (
+        "repo_id",
+        str,
+        dataclasses.MISSING,
+        "The dataset: OWNER/NAME on the Hub; with --dataset.root unset, a local copy at "
+        "$HF_LEROBOT_HOME/OWNER/NAME is used first (as LeRobot). With --dataset.streaming=true, '[a,b]' lists "
+        "several datasets: a weighted mixture (--dataset.streaming_weights), not a concatenation.",
+    ),
+    (
+        "streaming",
+        bool,
+        False,
+        "true: stream the dataset with lerobotstream (nothing downloaded; the --dataset.streaming_* flags "
+        "apply); false (default): LeRobot's own map-style dataset, downloaded first.",
+    ),
 )
 #: flags of this config that are not StreamOptions fields: (name, type, default, help)
 _EXTRA_FLAGS = (
-    ("streaming_loader", str, "auto",
-     "What batches the stream: 'auto' (StreamLoader, its mode picked from the usable CPUs and "
-     "--num_workers, logged with the reason), 'threads' (StreamLoader, every shard in the training process), "
-     "'processes' (StreamLoader, --num_workers processes over a shared-memory ring) or 'dataloader' "
-     "(torch's DataLoader, as LeRobot builds it). The same batches in every case."),
-    ("streaming_weights", Optional[list[float]], None,
-     "Sampling weight per dataset when --dataset.repo_id lists several ('[a,b]', with --dataset.root a "
-     "matching list): e.g. '[0.7,0.3]'. Unset: in proportion to each dataset's frames."),
+    (
+        "streaming_loader",
+        str,
+        "auto",
+        "What batches the stream: 'auto' (StreamLoader, its mode picked from the usable CPUs and "
+        "--num_workers, logged with the reason), 'threads' (StreamLoader, every shard in the training process), "
+        "'processes' (StreamLoader, --num_workers processes over a shared-memory ring) or 'dataloader' "
+        "(torch's DataLoader, as LeRobot builds it). The same batches in every case.",
+    ),
+    (
+        "streaming_weights",
+        Optional[list[float]],
+        None,
+        "Sampling weight per dataset when --dataset.repo_id lists several ('[a,b]', with --dataset.root a "
+        "matching list): e.g. '[0.7,0.3]'. Unset: in proportion to each dataset's frames.",
+    ),
 )
 
 
@@ -63,14 +79,21 @@ def _aliases() -> list[tuple]:
 
 
 def _flag_fields() -> list[tuple]:
-    out = [(name, typ, dataclasses.field(default=default, metadata=_help(text)))
-           for name, typ, default, text in _LEROBOT_OVERRIDES]
+    out = [
+        (name, typ, dataclasses.field(default=default, metadata=_help(text)))
+        for name, typ, default, text in _LEROBOT_OVERRIDES
+    ]
     for info in train_flags():
         out.append((info.flag, info.flag_type, dataclasses.field(default=info.default, metadata=_help(info.help))))
     for alias, info in _aliases():  # older spellings: None unless given
         text = f"Older spelling of --dataset.{info.flag} (set only one of them)."
-        out.append((alias, Optional[info.flag_type] if info.default is not None else info.flag_type,
-                    dataclasses.field(default=None, metadata=_help(text))))
+        out.append(
+            (
+                alias,
+                Optional[info.flag_type] if info.default is not None else info.flag_type,
+                dataclasses.field(default=None, metadata=_help(text)),
+            )
+        )
     for name, typ, default, text in _EXTRA_FLAGS:
         out.append((name, typ, dataclasses.field(default=default, metadata=_help(text))))
     return out
@@ -112,16 +135,22 @@ class _StreamingChecks:
         repo_ids = parse_list(self.repo_id) or []
         if len(repo_ids) > 1:
             if not self.streaming:
-                raise bad("repo_id", "several datasets are trained on together only with --dataset.streaming=true "
-                                     "(LeRobot's map-style loader has no mixture)")
+                raise bad(
+                    "repo_id",
+                    "several datasets are trained on together only with --dataset.streaming=true "
+                    "(LeRobot's map-style loader has no mixture)",
+                )
             if len(set(repo_ids)) != len(repo_ids):
                 raise bad("repo_id", "lists a dataset twice")
             roots = parse_list(self.root)
             if roots is not None and len(roots) != len(repo_ids):
                 raise bad("root", f"must list one root per dataset of --dataset.repo_id ({len(repo_ids)})")
             if self.episodes is not None:
-                raise bad("episodes", "cannot select episodes of a mixture from the command line (it would be "
-                                      "ambiguous); use StreamingMultiLeRobotDataset(episodes={repo_id: [...]})")
+                raise bad(
+                    "episodes",
+                    "cannot select episodes of a mixture from the command line (it would be "
+                    "ambiguous); use StreamingMultiLeRobotDataset(episodes={repo_id: [...]})",
+                )
         if self.streaming_weights is not None:
             w = list(self.streaming_weights)
             if len(repo_ids) < 2:
@@ -136,8 +165,12 @@ class _StreamingChecks:
 
 
 StreamingDatasetConfig = dataclasses.make_dataclass(
-    "StreamingDatasetConfig", _flag_fields(), bases=(_StreamingChecks, DatasetConfig),
-    namespace={"__module__": __name__, "__doc__": """LeRobot's dataset flags plus the streaming options (used only
+    "StreamingDatasetConfig",
+    _flag_fields(),
+    bases=(_StreamingChecks, DatasetConfig),
+    namespace={
+        "__module__": __name__,
+        "__doc__": """LeRobot's dataset flags plus the streaming options (used only
     with ``streaming=true``): one ``--dataset.<flag>`` per :func:`lerobotstream.options.train_flags` option, its
     older spellings (``streaming_max_open_decoders``), ``streaming_loader`` and ``streaming_weights``.
 
@@ -145,7 +178,9 @@ StreamingDatasetConfig = dataclasses.make_dataclass(
         ValueError: LeRobot's own checks (``DatasetConfig.__post_init__``: ``depth_output_unit``,
             ``eval_split``, duplicated or negative ``episodes``, bucket rules), run first.
         StreamingConfigError: an invalid streaming value (the message names the flag and the rule).
-    """})
+    """,
+    },
+)
 
 
 @dataclass

@@ -33,8 +33,15 @@ from lerobotstream.dataset import StreamingLeRobotDataset, StreamingMultiLeRobot
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.integrations.lerobot.meta_view import LeRobotMetaView
 
-__all__ = ["TrainingStream", "make_streaming_datasets", "make_streaming_dataset", "split_episodes_by_task", "parse_list",
-           "streaming_seed", "TAG_KEYS"]
+__all__ = [
+    "TrainingStream",
+    "make_streaming_datasets",
+    "make_streaming_dataset",
+    "split_episodes_by_task",
+    "parse_list",
+    "streaming_seed",
+    "TAG_KEYS",
+]
 
 log = logging.getLogger("lerobotstream.train")
 
@@ -89,8 +96,15 @@ class TrainingStream(torch.utils.data.IterableDataset):
     Picklable (``spawn`` workers). Other attributes are the stream's.
     """
 
-    def __init__(self, dataset: StreamingLeRobotDataset, sidecar_status: str | None = None, *,
-                 tags: bool = True, max_samples: int | None = None, meta: LeRobotMetaView | None = None) -> None:
+    def __init__(
+        self,
+        dataset: StreamingLeRobotDataset,
+        sidecar_status: str | None = None,
+        *,
+        tags: bool = True,
+        max_samples: int | None = None,
+        meta: LeRobotMetaView | None = None,
+    ) -> None:
         super().__init__()
         self.dataset = dataset
         self.meta = meta or LeRobotMetaView(dataset.meta, dataset.root)
@@ -117,8 +131,9 @@ class TrainingStream(torch.utils.data.IterableDataset):
         wid, nw = (-1, 0) if info is None else (int(info.id), int(info.num_workers))
         return self.wrap_items(iter(self.dataset), wid, nw, self.dataset.source_stats)
 
-    def wrap_items(self, items: Iterator[dict[str, Any]], wid: int, nw: int,
-                   source_stats: Callable[[], dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    def wrap_items(
+        self, items: Iterator[dict[str, Any]], wid: int, nw: int, source_stats: Callable[[], dict[str, Any]]
+    ) -> Iterator[dict[str, Any]]:
         """Items of worker ``wid`` of ``nw`` (-1, 0: in-process) with the pass limit and the tags
         (``source_stats``: that worker's payload-source counters). ``StreamLoader``'s hook too."""
         limit = None
@@ -161,10 +176,11 @@ def split_episodes_by_task(episodes: list[Any], eval_split: float) -> tuple[list
     for eps in by_task.values():
         n_eval = math.ceil(len(eps) * eval_split)
         train.extend(eps[: len(eps) - n_eval])
-        held.extend(eps[len(eps) - n_eval:])
+        held.extend(eps[len(eps) - n_eval :])
     if not train:
-        raise StreamingConfigError(f"--dataset.eval_split={eval_split} leaves 0 training episodes "
-                                   f"from {len(episodes)} total")
+        raise StreamingConfigError(
+            f"--dataset.eval_split={eval_split} leaves 0 training episodes from {len(episodes)} total"
+        )
     return train, held
 
 
@@ -175,8 +191,11 @@ def _loop_converts_uint8() -> bool:
 
     lt = patching.check_lerobot()
     try:
-        return any("torch.uint8" in inspect.getsource(fn)
-                   for fn in (lt.train.__wrapped__, getattr(lt, "_preprocess_dataset_batch", None)) if fn is not None)
+        return any(
+            "torch.uint8" in inspect.getsource(fn)
+            for fn in (lt.train.__wrapped__, getattr(lt, "_preprocess_dataset_batch", None))
+            if fn is not None
+        )
     except (OSError, TypeError):  # no source shipped: 0.6 and later convert
         return patching.lerobot_version() >= (0, 6, 0)
 
@@ -224,10 +243,19 @@ def _stream_kwargs(cfg: Any) -> dict[str, Any]:
 
     d = cfg.dataset
     kw = {info.name: getattr(d, info.flag) for info in train_flags()}
-    kw.update(repo_id=d.repo_id, root=d.root, revision=d.revision,
-              max_num_shards=max(1, int(cfg.num_workers)), tolerance_s=cfg.tolerance_s, video_backend="torchcodec",
-              seed=streaming_seed(cfg.seed), batch_size=int(cfg.batch_size), num_workers=int(cfg.num_workers),
-              drop_last=False, depth_output_unit=getattr(d, "depth_output_unit", "mm"))  # 0.4.4 has no depth flag
+    kw.update(
+        repo_id=d.repo_id,
+        root=d.root,
+        revision=d.revision,
+        max_num_shards=max(1, int(cfg.num_workers)),
+        tolerance_s=cfg.tolerance_s,
+        video_backend="torchcodec",
+        seed=streaming_seed(cfg.seed),
+        batch_size=int(cfg.batch_size),
+        num_workers=int(cfg.num_workers),
+        drop_last=False,
+        depth_output_unit=getattr(d, "depth_output_unit", "mm"),
+    )  # 0.4.4 has no depth flag
     return kw
 
 
@@ -264,33 +292,48 @@ def make_streaming_datasets(cfg: Any) -> tuple[TrainingStream, TrainingStream | 
     train_eps, eval_eps = _eval_split(cfg, probe, episodes)
     uint8 = _loop_converts_uint8()
     train_ds = StreamingLeRobotDataset(
-        **common, episodes=train_eps, delta_timestamps=delta_timestamps, image_transforms=_image_transforms(cfg),
-        return_uint8=uint8, repeat=True,
-        drop_n_last_frames=int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0))
+        **common,
+        episodes=train_eps,
+        delta_timestamps=delta_timestamps,
+        image_transforms=_image_transforms(cfg),
+        return_uint8=uint8,
+        repeat=True,
+        drop_n_last_frames=int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0),
+    )
     train = TrainingStream(train_ds, sidecar_status=status)
     _lerobot_meta(train, cfg)
     evaluation = None
     if eval_eps:
         # the eval stream is sequential and small: no canonical partitions (its order is the episodes')
-        eval_ds = StreamingLeRobotDataset(**{**common, "sampling_strategy": "sequential", "partitions": None},
-                                          episodes=eval_eps,
-                                          delta_timestamps=delta_timestamps, image_transforms=None,
-                                          return_uint8=uint8, repeat=False)
+        eval_ds = StreamingLeRobotDataset(
+            **{**common, "sampling_strategy": "sequential", "partitions": None},
+            episodes=eval_eps,
+            delta_timestamps=delta_timestamps,
+            image_transforms=None,
+            return_uint8=uint8,
+            repeat=False,
+        )
         max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0)
-        evaluation = TrainingStream(eval_ds, sidecar_status=status, tags=False,
-                                    max_samples=max_eval or None)
+        evaluation = TrainingStream(eval_ds, sidecar_status=status, tags=False, max_samples=max_eval or None)
         _lerobot_meta(evaluation, cfg)
     return train, evaluation
 
 
-def _eval_split(cfg: Any, probe: StreamingLeRobotDataset, episodes: list[int] | None) -> tuple[list[int] | None, list[int]]:
+def _eval_split(
+    cfg: Any, probe: StreamingLeRobotDataset, episodes: list[int] | None
+) -> tuple[list[int] | None, list[int]]:
     """(train episodes, held-out episodes) of one dataset for ``--dataset.eval_split``."""
     eval_split = float(getattr(cfg.dataset, "eval_split", 0.0) or 0.0)
     if eval_split <= 0:
         return episodes, []
     train_eps, eval_eps = split_episodes_by_task(list(probe.meta.episodes), eval_split)
-    log.info("lerobotstream: train/eval split of %s: %d train, %d eval episodes (eval_split=%s)",
-             probe.meta.repo_id, len(train_eps), len(eval_eps), eval_split)
+    log.info(
+        "lerobotstream: train/eval split of %s: %d train, %d eval episodes (eval_split=%s)",
+        probe.meta.repo_id,
+        len(train_eps),
+        len(eval_eps),
+        eval_split,
+    )
     return train_eps, eval_eps
 
 
@@ -298,20 +341,26 @@ def _make_mixture_streams(cfg: Any, repo_ids: list[str]) -> tuple[TrainingStream
     """``make_streaming_datasets`` for ``--dataset.repo_id='[a,b,...]'``: weighted mixture streams."""
     d = cfg.dataset
     if getattr(d, "exclude_episodes", None):
-        raise StreamingConfigError("--dataset.exclude_episodes cannot select episodes of a mixture from the command "
-                                   "line (it would be ambiguous); use StreamingMultiLeRobotDataset(episodes={repo_id: "
-                                   "[...]})")
+        raise StreamingConfigError(
+            "--dataset.exclude_episodes cannot select episodes of a mixture from the command "
+            "line (it would be ambiguous); use StreamingMultiLeRobotDataset(episodes={repo_id: "
+            "[...]})"
+        )
     n = len(repo_ids)
     roots = parse_list(d.root) or [None] * n
     data_roots = parse_list(d.streaming_data_root) or [None] * n
     if len(roots) != n or len(data_roots) != n:
-        raise StreamingConfigError(f"--dataset.root and --dataset.streaming_data_root must list one entry per "
-                                   f"dataset of --dataset.repo_id ({n})")
+        raise StreamingConfigError(
+            f"--dataset.root and --dataset.streaming_data_root must list one entry per "
+            f"dataset of --dataset.repo_id ({n})"
+        )
     common = _stream_kwargs(cfg)
     for key in ("repo_id", "root", "data_root"):
         common.pop(key)
-    probes = [StreamingLeRobotDataset(**common, repo_id=r, root=root, data_root=dr)
-              for r, root, dr in zip(repo_ids, roots, data_roots)]
+    probes = [
+        StreamingLeRobotDataset(**common, repo_id=r, root=root, data_root=dr)
+        for r, root, dr in zip(repo_ids, roots, data_roots)
+    ]
     delta = {r: _delta_timestamps(cfg, p.meta) for r, p in zip(repo_ids, probes)}
     splits = {r: _eval_split(cfg, p, None) for r, p in zip(repo_ids, probes)}
     mix = dict(common, roots=roots, data_root=dict(zip(repo_ids, data_roots)), delta_timestamps=delta)
@@ -319,23 +368,42 @@ def _make_mixture_streams(cfg: Any, repo_ids: list[str]) -> tuple[TrainingStream
     uint8 = _loop_converts_uint8()
     status = next((h for h in ("built", "published") if h in [p.sidecar_status for p in probes]), "cache")
     train_ds = StreamingMultiLeRobotDataset(
-        repo_ids, weights=weights, **mix, episodes={r: tr for r, (tr, _) in splits.items()},
-        image_transforms=_image_transforms(cfg), return_uint8=uint8, repeat=True,
-        drop_n_last_frames=int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0))
-    log.info("lerobotstream: mixture of %d datasets %s, weights %s", n, repo_ids,
-             [round(w / sum(train_ds.weights), 4) for w in train_ds.weights])
+        repo_ids,
+        weights=weights,
+        **mix,
+        episodes={r: tr for r, (tr, _) in splits.items()},
+        image_transforms=_image_transforms(cfg),
+        return_uint8=uint8,
+        repeat=True,
+        drop_n_last_frames=int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0),
+    )
+    log.info(
+        "lerobotstream: mixture of %d datasets %s, weights %s",
+        n,
+        repo_ids,
+        [round(w / sum(train_ds.weights), 4) for w in train_ds.weights],
+    )
     train = TrainingStream(train_ds, sidecar_status=status, meta=LeRobotMetaView(train_ds.meta))
     _lerobot_meta(train, cfg)
     evaluation = None
     held = {r: ev for r, (_, ev) in splits.items() if ev}
     if held:
         if len(held) < n:
-            raise StreamingConfigError(f"--dataset.eval_split holds out no episode of {sorted(set(repo_ids) - set(held))}")
-        eval_ds = StreamingMultiLeRobotDataset(repo_ids, **{**mix, "sampling_strategy": "sequential"}, episodes=held,
-                                               image_transforms=None, return_uint8=uint8, repeat=False)
+            raise StreamingConfigError(
+                f"--dataset.eval_split holds out no episode of {sorted(set(repo_ids) - set(held))}"
+            )
+        eval_ds = StreamingMultiLeRobotDataset(
+            repo_ids,
+            **{**mix, "sampling_strategy": "sequential"},
+            episodes=held,
+            image_transforms=None,
+            return_uint8=uint8,
+            repeat=False,
+        )
         max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0)
-        evaluation = TrainingStream(eval_ds, sidecar_status=status, tags=False, max_samples=max_eval or None,
-                                    meta=LeRobotMetaView(eval_ds.meta))
+        evaluation = TrainingStream(
+            eval_ds, sidecar_status=status, tags=False, max_samples=max_eval or None, meta=LeRobotMetaView(eval_ds.meta)
+        )
         _lerobot_meta(evaluation, cfg)
     return train, evaluation
 

@@ -82,14 +82,28 @@ class Run:
         if rank == 0:
             from importlib.metadata import version
 
-            log.info("lerobotstream %s on lerobot %s: %r, %d frames in %d episodes, seed %s, %d DataLoader "
-                     "workers, %s frames, setup %.2f s, sidecar: %s", _version(), version("lerobot"), ds,
-                     stream.num_frames, stream.num_episodes, self.settings["seed"], cfg.num_workers,
-                     "uint8" if ds.return_uint8 else "float32", time.perf_counter() - t0, self.sidecar_status)
+            log.info(
+                "lerobotstream %s on lerobot %s: %r, %d frames in %d episodes, seed %s, %d DataLoader "
+                "workers, %s frames, setup %.2f s, sidecar: %s",
+                _version(),
+                version("lerobot"),
+                ds,
+                stream.num_frames,
+                stream.num_episodes,
+                self.settings["seed"],
+                cfg.num_workers,
+                "uint8" if ds.return_uint8 else "float32",
+                time.perf_counter() - t0,
+                self.sidecar_status,
+            )
             if evaluation is not None:
-                log.info("lerobotstream: eval stream %r, %d frames in %d episodes (sequential, every frame once "
-                         "per pass%s)", evaluation.dataset, evaluation.num_frames, evaluation.num_episodes,
-                         f", at most {evaluation.max_samples} samples" if evaluation.max_samples else "")
+                log.info(
+                    "lerobotstream: eval stream %r, %d frames in %d episodes (sequential, every frame once per pass%s)",
+                    evaluation.dataset,
+                    evaluation.num_frames,
+                    evaluation.num_episodes,
+                    f", at most {evaluation.max_samples} samples" if evaluation.max_samples else "",
+                )
         return stream, evaluation
 
     def _resume(self, cfg: Any, stream: TrainingStream) -> None:
@@ -140,11 +154,19 @@ class Run:
 
     def _trace(self, batch: dict[str, Any], step: int, wids: list[int]) -> None:
         """One JSON line per batch (``LEROBOTSTREAM_TRAIN_TRACE``): step, anchors, worker ids."""
-        self.trace_file.write(json.dumps({
-            "rank": world()[0], "step": step,
-            "episode_index": batch["episode_index"].tolist(), "frame_index": batch["frame_index"].tolist(),
-            "worker": wids,
-            **({"dataset_index": batch["dataset_index"].tolist()} if "dataset_index" in batch else {})}) + "\n")
+        self.trace_file.write(
+            json.dumps(
+                {
+                    "rank": world()[0],
+                    "step": step,
+                    "episode_index": batch["episode_index"].tolist(),
+                    "frame_index": batch["frame_index"].tolist(),
+                    "worker": wids,
+                    **({"dataset_index": batch["dataset_index"].tolist()} if "dataset_index" in batch else {}),
+                }
+            )
+            + "\n"
+        )
 
     # --- patched: save_checkpoint ---------------------------------------------------------------
     def save_checkpoint(self, checkpoint_dir: Path, step: int, cfg: Any, *args: Any, **kwargs: Any) -> None:
@@ -166,7 +188,16 @@ class Run:
     def summary(self) -> dict[str, Any]:
         """This rank's streaming summary (:func:`~lerobotstream.integrations.lerobot.summary.summarize`)."""
         rank, world_size = world()
-        return summarize(self.counters, self.stream.dataset if self.stream is not None else None, rank=rank,
-                         world_size=world_size, num_workers=self.cfg.num_workers, batch_size=self.cfg.batch_size,
-                         seed=self.settings.get("seed"), start_step=self.start_step, sidecar=self.sidecar_status,
-                         collate=self.collate, loader=self.loader)
+        return summarize(
+            self.counters,
+            self.stream.dataset if self.stream is not None else None,
+            rank=rank,
+            world_size=world_size,
+            num_workers=self.cfg.num_workers,
+            batch_size=self.cfg.batch_size,
+            seed=self.settings.get("seed"),
+            start_step=self.start_step,
+            sidecar=self.sidecar_status,
+            collate=self.collate,
+            loader=self.loader,
+        )

@@ -38,8 +38,9 @@ class _EpisodeColumn(Sequence):
         try:
             return self._values[int(episode_index)]
         except KeyError:
-            raise IndexError(f"episode {episode_index} is not in the streamed selection "
-                             f"({len(self._values)} episodes)") from None
+            raise IndexError(
+                f"episode {episode_index} is not in the streamed selection ({len(self._values)} episodes)"
+            ) from None
 
     def __len__(self) -> int:
         return len(self._values)
@@ -66,14 +67,24 @@ class EpisodeTable:
     def __init__(self, episodes: Sequence[Any]) -> None:
         self._rows: dict[int, dict[str, Any]] = {}
         for ep in episodes:
-            row = {"episode_index": ep.episode_index, "length": ep.length,
-                   "dataset_from_index": ep.dataset_from_index, "dataset_to_index": ep.dataset_to_index,
-                   "data/chunk_index": ep.data_chunk_index, "data/file_index": ep.data_file_index,
-                   "tasks": list(ep.tasks)}
+            row = {
+                "episode_index": ep.episode_index,
+                "length": ep.length,
+                "dataset_from_index": ep.dataset_from_index,
+                "dataset_to_index": ep.dataset_to_index,
+                "data/chunk_index": ep.data_chunk_index,
+                "data/file_index": ep.data_file_index,
+                "tasks": list(ep.tasks),
+            }
             for key, v in ep.videos.items():
-                row.update({f"videos/{key}/chunk_index": v.chunk_index, f"videos/{key}/file_index": v.file_index,
-                            f"videos/{key}/from_timestamp": v.from_timestamp,
-                            f"videos/{key}/to_timestamp": v.to_timestamp})
+                row.update(
+                    {
+                        f"videos/{key}/chunk_index": v.chunk_index,
+                        f"videos/{key}/file_index": v.file_index,
+                        f"videos/{key}/from_timestamp": v.from_timestamp,
+                        f"videos/{key}/to_timestamp": v.to_timestamp,
+                    }
+                )
             self._rows[int(ep.episode_index)] = row
         self.column_names: list[str] = list(next(iter(self._rows.values()), {}))
 
@@ -116,7 +127,8 @@ class LeRobotMetaView:
         self._meta = meta
         self.features: dict[str, dict[str, Any]] = meta.features
         self.stats: dict[str, dict[str, np.ndarray]] = {
-            k: {s: np.asarray(v) for s, v in d.items()} for k, d in (meta.stats or {}).items() if isinstance(d, dict)}
+            k: {s: np.asarray(v) for s, v in d.items()} for k, d in (meta.stats or {}).items() if isinstance(d, dict)
+        }
         self.root = None if root is None or "://" in str(root) else Path(root)
         self.episodes = EpisodeTable(meta.episodes)
 
@@ -155,8 +167,10 @@ class LeRobotMetaView:
         """pandas.DataFrame indexed by task string (index name ``task``), column ``task_index``."""
         import pandas as pd
 
-        frame = pd.DataFrame({"task_index": np.arange(len(self._meta.tasks), dtype=np.int64)},
-                             index=pd.Index(list(self._meta.tasks), name="task"))
+        frame = pd.DataFrame(
+            {"task_index": np.arange(len(self._meta.tasks), dtype=np.int64)},
+            index=pd.Index(list(self._meta.tasks), name="task"),
+        )
         return frame
 
     def get_task_index(self, task: str) -> int | None:

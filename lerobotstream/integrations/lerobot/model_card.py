@@ -28,21 +28,26 @@ def mixture_model_card(run: Any) -> Callable[..., Any]:
     def extend(card: Any, mix: dict) -> Any:
         total = sum(mix["weights"])
         rows = "\n".join(f"| {r} | {w / total:.4f} |" for r, w in zip(mix["repo_ids"], mix["weights"]))
-        card.text = (card.text + "\n\n## Training data: a streamed mixture\n\nTrained with lerobotstream on a "
-                     "weighted mixture of datasets (share of the samples drawn from each"
-                     f"{'' if mix.get('weights_given') else ', in proportion to its frames'}):\n\n"
-                     "| dataset | weight |\n|---|---:|\n" + rows + "\n")
+        card.text = (
+            card.text + "\n\n## Training data: a streamed mixture\n\nTrained with lerobotstream on a "
+            "weighted mixture of datasets (share of the samples drawn from each"
+            f"{'' if mix.get('weights_given') else ', in proportion to its frames'}):\n\n"
+            "| dataset | weight |\n|---|---:|\n" + rows + "\n"
+        )
         return card
 
     if is_method:
+
         def generate_model_card(self: Any, dataset_repo_id: Any, *args: Any, **kwargs: Any) -> Any:
             mix = mixture()
             if not mix:
                 return original(self, dataset_repo_id, *args, **kwargs)
             return extend(original(self, list(mix["repo_ids"]), *args, **kwargs), mix)
     else:
-        def generate_model_card(model_cfg: Any, cfg: Any = None, dataset_meta: Any = None, *args: Any,
-                                **kwargs: Any) -> Any:
+
+        def generate_model_card(
+            model_cfg: Any, cfg: Any = None, dataset_meta: Any = None, *args: Any, **kwargs: Any
+        ) -> Any:
             mix = mixture()
             card = original(model_cfg, cfg, dataset_meta, *args, **kwargs)
             if not mix:

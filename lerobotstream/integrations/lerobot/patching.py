@@ -31,8 +31,16 @@ from typing import Any
 
 from lerobotstream.errors import LeRobotIntegrationError
 
-__all__ = ["MIN_LEROBOT", "TESTED_LEROBOT", "check_lerobot", "dataset_seam", "installed", "lerobot_version",
-           "original", "train_function"]
+__all__ = [
+    "MIN_LEROBOT",
+    "TESTED_LEROBOT",
+    "check_lerobot",
+    "dataset_seam",
+    "installed",
+    "lerobot_version",
+    "original",
+    "train_function",
+]
 
 MIN_LEROBOT = (0, 4, 4)
 TESTED_LEROBOT = ("0.6.1", "0.4.4")
@@ -59,7 +67,8 @@ def lerobot_version() -> tuple[int, ...]:
     except Exception as e:  # PackageNotFoundError
         raise LeRobotIntegrationError(
             "lerobotstream-train needs LeRobot (pip install 'lerobot[dataset]==0.6.1' accelerate; "
-            "`make setup-lerobot` creates .venv-lerobot with it)") from e
+            "`make setup-lerobot` creates .venv-lerobot with it)"
+        ) from e
 
 
 def dataset_seam(lt: Any) -> str:
@@ -81,7 +90,8 @@ def check_lerobot() -> Any:
     tested = " and ".join(TESTED_LEROBOT)
     if ver < MIN_LEROBOT:
         raise LeRobotIntegrationError(
-            f"lerobotstream-train supports lerobot>={'.'.join(map(str, MIN_LEROBOT))} (tested: {tested}); found {text}")
+            f"lerobotstream-train supports lerobot>={'.'.join(map(str, MIN_LEROBOT))} (tested: {tested}); found {text}"
+        )
     try:
         from lerobot.scripts import lerobot_train as lt
     except Exception as e:
@@ -101,7 +111,8 @@ def check_lerobot() -> Any:
     if missing:
         raise LeRobotIntegrationError(
             f"lerobot {text} is not supported by lerobotstream-train: lerobot.scripts.lerobot_train lacks "
-            f"{', '.join(missing)} (tested with lerobot {tested})")
+            f"{', '.join(missing)} (tested with lerobot {tested})"
+        )
     return lt
 
 

@@ -23,22 +23,31 @@ from typing import Any
 
 from lerobotstream.errors import ResumeStateError
 
-__all__ = ["STATE_FILE", "FORMAT", "ELASTIC_KEYS", "order_settings", "stream_state_for", "write_checkpoint_state",
-           "read_checkpoint_state", "check_resume", "describe_resume"]
+__all__ = [
+    "STATE_FILE",
+    "FORMAT",
+    "ELASTIC_KEYS",
+    "order_settings",
+    "stream_state_for",
+    "write_checkpoint_state",
+    "read_checkpoint_state",
+    "check_resume",
+    "describe_resume",
+]
 
 STATE_FILE = "lerobotstream_stream.json"
 FORMAT = "lerobotstream-train-stream/1"
 
 _WHY = {
     "world_size": "each rank owns a shard of episodes computed from the world size, so another "
-                  "world size gives every rank other episodes",
+    "world size gives every rank other episodes",
     "batch_size": "the resume offset is step x batch size and, with several DataLoader workers, "
-                  "batches are taken from the workers in turn, so another batch size moves every "
-                  "batch boundary",
+    "batches are taken from the workers in turn, so another batch size moves every "
+    "batch boundary",
     "num_workers": "each DataLoader worker owns its own part of the rank's episodes with its own pool, "
-                   "so another worker count changes ownership and the order",
+    "so another worker count changes ownership and the order",
     "seed": "the episode and frame order is drawn from the seed (a run started before the seed "
-            "reached the stream used 42: pass --seed=42)",
+    "reached the stream used 42: pass --seed=42)",
     "sampling_strategy": "the strategy decides which resident episode gives the next frame",
     "episode_pool_size": "the pool size decides how many episodes are mixed at once",
     "byte_budget_gb": "the byte budget decides when the next episode may be admitted",
@@ -48,7 +57,7 @@ _WHY = {
     "drop_n_last_frames": "the policy's drop_n_last_frames decides which frames are anchors",
     "eval_split": "the held-out episodes are not streamed for training, so another split trains on other episodes",
     "partitions": "the canonical partitions (--dataset.streaming_partitions) fix which episodes are mixed "
-                  "together and each partition's order",
+    "together and each partition's order",
 }
 
 #: settings an elastic resume may change: the epoch's remainder is replanned over them
@@ -61,13 +70,15 @@ RESUME_RULES = (
     "Sample-exact streaming resume needs the same world size, batch size and --num_workers as the "
     "checkpointed run, and the same seed, sampling strategy, pool size and byte budget. "
     "Resume with the checkpoint's settings, or start a new run from the checkpoint's policy weights "
-    "(--policy.path=<checkpoint>/pretrained_model) if you need different ones.")
+    "(--policy.path=<checkpoint>/pretrained_model) if you need different ones."
+)
 ELASTIC_RULES = (
     "Streaming resume may change the number of processes, --batch_size, --num_workers, the sampling "
     "strategy, pool size and byte budget (the rest of the epoch is replanned over them), but needs the "
     "same dataset, episodes, seed, weights, partitions, drop_n_last_frames and eval_split as the checkpointed run. "
     "Resume with those settings, or start a new run from the checkpoint's policy weights "
-    "(--policy.path=<checkpoint>/pretrained_model) if you need different ones.")
+    "(--policy.path=<checkpoint>/pretrained_model) if you need different ones."
+)
 
 
 def order_settings(cfg: Any, world_size: int) -> dict[str, Any]:
@@ -87,7 +98,8 @@ def order_settings(cfg: Any, world_size: int) -> dict[str, Any]:
         "byte_budget_gb": float(d.streaming_byte_budget_gb),
         "drop_n_last_frames": int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0),
         "eval_split": float(getattr(d, "eval_split", 0.0) or 0.0),
-        "streaming_weights": None if getattr(d, "streaming_weights", None) is None
+        "streaming_weights": None
+        if getattr(d, "streaming_weights", None) is None
         else [float(w) for w in d.streaming_weights],
         "partitions": getattr(d, "streaming_partitions", None),
     }
@@ -125,8 +137,9 @@ def write_json_atomic(path: Path, doc: Any) -> Path:
     return write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=True, default=str))
 
 
-def write_checkpoint_state(checkpoint_dir: Path, step: int, settings: dict[str, Any],
-                           stream_state: dict[str, Any]) -> Path:
+def write_checkpoint_state(
+    checkpoint_dir: Path, step: int, settings: dict[str, Any], stream_state: dict[str, Any]
+) -> Path:
     """Write ``training_state/lerobotstream_stream.json`` atomically; returns its path."""
     doc = {"format": FORMAT, "step": int(step), "settings": settings, "stream_state": stream_state}
     return write_json_atomic(Path(checkpoint_dir) / "training_state" / STATE_FILE, doc)
@@ -146,7 +159,8 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
             "lerobotstream streaming run (map-style, or an older streaming reader with a row shuffle "
             "buffer or the earlier multi-worker sampler, whose order cannot be reproduced). "
             "Sample-exact streaming resume is refused; start a new run from its policy weights "
-            f"(--policy.path={Path(checkpoint_dir) / 'pretrained_model'}).")
+            f"(--policy.path={Path(checkpoint_dir) / 'pretrained_model'})."
+        )
     try:
         doc = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -156,8 +170,9 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
     return doc
 
 
-def check_resume(doc: dict[str, Any], current: dict[str, Any], step: int, where: Path, *,
-                 elastic: bool = True) -> list[str]:
+def check_resume(
+    doc: dict[str, Any], current: dict[str, Any], step: int, where: Path, *, elastic: bool = True
+) -> list[str]:
     """Refuse a resume whose settings would change the sample order (``elastic``: only those
     outside :data:`ELASTIC_KEYS`; False: any, the sample-exact rule); returns the elastic changes,
     ``"key: checkpoint X, now Y"``.
@@ -168,14 +183,20 @@ def check_resume(doc: dict[str, Any], current: dict[str, Any], step: int, where:
     saved = {**_ADDED_LATER, **doc.get("settings", {})}
     differ = [k for k in current if saved.get(k) != current.get(k)]
     allowed = [k for k in differ if elastic and k in ELASTIC_KEYS]
-    diffs = [f"  - {k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r} — {_WHY.get(k, 'it changes the order')}"
-             for k in differ if k not in allowed]
+    diffs = [
+        f"  - {k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r} — {_WHY.get(k, 'it changes the order')}"
+        for k in differ
+        if k not in allowed
+    ]
     if int(doc.get("step", step)) != int(step):
         diffs.append(f"  - step: stream state written at step {doc.get('step')}, training_step.json says {step}")
     if diffs:
         raise ResumeStateError(
-            f"cannot resume the stream of {where} sample-exactly:\n" + "\n".join(diffs) + "\n"
-            + (ELASTIC_RULES if elastic else RESUME_RULES))
+            f"cannot resume the stream of {where} sample-exactly:\n"
+            + "\n".join(diffs)
+            + "\n"
+            + (ELASTIC_RULES if elastic else RESUME_RULES)
+        )
     return [f"{k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r}" for k in allowed]
 
 
@@ -185,14 +206,18 @@ def describe_resume(step: int, changes: list[str], info: dict[str, Any] | None, 
     epoch), or the ``samples`` per rank it skipped (the same topology)."""
     if not changes:
         if info:  # the same topology inside an elastic remainder: that remainder continues
-            return (f"lerobotstream: resuming the stream at step {step} inside an elastic remainder "
-                    f"(epoch {info.get('epoch')}, {info.get('samples_left')} samples left over all ranks when it began)")
+            return (
+                f"lerobotstream: resuming the stream at step {step} inside an elastic remainder "
+                f"(epoch {info.get('epoch')}, {info.get('samples_left')} samples left over all ranks when it began)"
+            )
         return f"lerobotstream: resuming the stream at step {step} ({samples} samples per rank consumed)"
     info = info or {}
     per = info.get("samples_left_per_dataset") or []
     left = f"{info.get('samples_left')}" + (f" ({', '.join(map(str, per))} per dataset)" if len(per) > 1 else "")
     unit = info.get("unit", "episodes")  # "partitions" with --dataset.streaming_partitions
-    return (f"lerobotstream: elastic resume at step {step} ({'; '.join(changes)}): the epoch in progress "
-            f"({info.get('epoch')}) has {left} samples left over all ranks ({info.get('rank_samples')} on this "
-            f"rank; {info.get('whole')} {unit} whole, {info.get('started')} started), then "
-            "plain epochs of the new topology")
+    return (
+        f"lerobotstream: elastic resume at step {step} ({'; '.join(changes)}): the epoch in progress "
+        f"({info.get('epoch')}) has {left} samples left over all ranks ({info.get('rank_samples')} on this "
+        f"rank; {info.get('whole')} {unit} whole, {info.get('started')} started), then "
+        "plain epochs of the new topology"
+    )

@@ -64,17 +64,34 @@ class BatchCounters:
         return wids
 
 
-def summarize(counters: BatchCounters, dataset: Any, *, rank: int, world_size: int, num_workers: int,
-              batch_size: int, seed: Any, start_step: int, sidecar: Any, collate: str | None,
-              loader: str) -> dict[str, Any]:
+def summarize(
+    counters: BatchCounters,
+    dataset: Any,
+    *,
+    rank: int,
+    world_size: int,
+    num_workers: int,
+    batch_size: int,
+    seed: Any,
+    start_step: int,
+    sidecar: Any,
+    collate: str | None,
+    loader: str,
+) -> dict[str, Any]:
     """The summary dict (JSON-able) of one rank: the run's settings, the counters' figures, the
     selected episodes' file bytes (None when unknown) and, for a mixture, its datasets' shares."""
     c = counters
     elapsed = (c.last_t - c.loop_start) if (c.last_t and c.loop_start) else 0.0
     files = _dataset_bytes(dataset) if dataset is not None else None
     return {
-        "rank": rank, "world_size": world_size, "num_workers": int(num_workers), "batch_size": int(batch_size),
-        "seed": seed, "start_step": start_step, "steps": c.batches, "samples": c.samples,
+        "rank": rank,
+        "world_size": world_size,
+        "num_workers": int(num_workers),
+        "batch_size": int(batch_size),
+        "seed": seed,
+        "start_step": start_step,
+        "steps": c.batches,
+        "samples": c.samples,
         "elapsed_s": round(elapsed, 3),
         "samples_per_s": round(c.samples / elapsed, 2) if elapsed > 0 else None,
         "first_batch_s": None if c.first_batch_s is None else round(c.first_batch_s, 3),
@@ -98,8 +115,11 @@ def _mixture_summary(ds: Any, counts: dict[int, int]) -> dict[str, Any]:
     if not mixture:
         return {}
     total = sum(counts.values()) or 1
-    return {"mixture": mixture, "samples_by_dataset": {mixture["repo_ids"][d]: n for d, n in sorted(counts.items())},
-            "share_by_dataset": {mixture["repo_ids"][d]: round(n / total, 4) for d, n in sorted(counts.items())}}
+    return {
+        "mixture": mixture,
+        "samples_by_dataset": {mixture["repo_ids"][d]: n for d, n in sorted(counts.items())},
+        "share_by_dataset": {mixture["repo_ids"][d]: round(n / total, 4) for d, n in sorted(counts.items())},
+    }
 
 
 def _dataset_bytes(ds: Any) -> dict[str, int] | None:
@@ -147,19 +167,22 @@ def format_summary(s: dict[str, Any]) -> str:
     if s.get("dataset_bytes"):
         parts = ""
         if s.get("dataset_mp4_bytes") is not None and s.get("dataset_parquet_bytes") is not None:
-            parts = (f" = MP4 {_fmt_bytes(s['dataset_mp4_bytes'])} + Parquet "
-                     f"{_fmt_bytes(s['dataset_parquet_bytes'])}")
-        frac = (f" (MP4 + Parquet, all epochs: {s['payload_bytes_fetched'] / s['dataset_bytes']:.2f} x the "
-                f"{_fmt_bytes(s['dataset_bytes'])} of the selected episodes' files{parts})")
-    return "\n".join([
-        f"[lerobotstream] streaming summary (rank {s['rank']} of {s['world_size']}, "
-        f"{s['num_workers']} DataLoader workers, batch {s['batch_size']}, seed {s['seed']})",
-        f"[lerobotstream]   steps {s['start_step']}..{s['start_step'] + s['steps']}: {s['samples']} samples "
-        f"in {s['elapsed_s']:.1f} s = {s['samples_per_s']} samples/s (first batch after {s['first_batch_s']} s)",
-        f"[lerobotstream]   waiting for data: {share} of step time after the first batch (the first batch's "
-        f"{s['first_batch_s']} s of start-up is not counted)",
-        f"[lerobotstream]   payload fetched: {_fmt_bytes(s['payload_bytes_fetched'])} in "
-        f"{s['payload_requests']} requests{frac}",
-        f"[lerobotstream]   sidecar: {s['sidecar']}",
-        f"[lerobotstream]   loader: {s.get('loader', 'dataloader')}",
-    ])
+            parts = f" = MP4 {_fmt_bytes(s['dataset_mp4_bytes'])} + Parquet {_fmt_bytes(s['dataset_parquet_bytes'])}"
+        frac = (
+            f" (MP4 + Parquet, all epochs: {s['payload_bytes_fetched'] / s['dataset_bytes']:.2f} x the "
+            f"{_fmt_bytes(s['dataset_bytes'])} of the selected episodes' files{parts})"
+        )
+    return "\n".join(
+        [
+            f"[lerobotstream] streaming summary (rank {s['rank']} of {s['world_size']}, "
+            f"{s['num_workers']} DataLoader workers, batch {s['batch_size']}, seed {s['seed']})",
+            f"[lerobotstream]   steps {s['start_step']}..{s['start_step'] + s['steps']}: {s['samples']} samples "
+            f"in {s['elapsed_s']:.1f} s = {s['samples_per_s']} samples/s (first batch after {s['first_batch_s']} s)",
+            f"[lerobotstream]   waiting for data: {share} of step time after the first batch (the first batch's "
+            f"{s['first_batch_s']} s of start-up is not counted)",
+            f"[lerobotstream]   payload fetched: {_fmt_bytes(s['payload_bytes_fetched'])} in "
+            f"{s['payload_requests']} requests{frac}",
+            f"[lerobotstream]   sidecar: {s['sidecar']}",
+            f"[lerobotstream]   loader: {s.get('loader', 'dataloader')}",
+        ]
+    )

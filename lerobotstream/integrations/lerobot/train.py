@@ -48,9 +48,13 @@ def run_training(cfg: StreamingTrainPipelineConfig) -> dict[str, Any] | None:
     run = Run(cfg)
     seam = patching.dataset_seam(lt)
     try:
-        with patching.installed(**{seam: getattr(run, seam)}, cycle=run.cycle, save_checkpoint=run.save_checkpoint,
-                                Accelerator=streaming_accelerator_class(run),
-                                generate_model_card=mixture_model_card(run)):
+        with patching.installed(
+            **{seam: getattr(run, seam)},
+            cycle=run.cycle,
+            save_checkpoint=run.save_checkpoint,
+            Accelerator=streaming_accelerator_class(run),
+            generate_model_card=mixture_model_card(run),
+        ):
             train(cfg)
     finally:
         run.close()
