@@ -5,8 +5,8 @@ only GOP-aligned byte ranges are fetched, wrapped into a small synthesized MP4 a
 torchcodec (FFmpeg on CPU, NVDEC on CUDA).
 """
 
-from lerobotstream._version import __version__
 from lerobotstream import errors
+from lerobotstream._version import __version__
 
 __all__ = [
     "__version__",

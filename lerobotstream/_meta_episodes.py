@@ -6,8 +6,9 @@ files each episode references). :class:`lerobotstream.meta.DatasetMeta` reads th
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import io
 import json
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,12 +22,12 @@ if TYPE_CHECKING:
 INFO_PATH = "meta/info.json"  # = lerobotstream.meta.INFO_PATH (meta imports this module)
 
 
-def _where(source: "ByteSource | PrefetchedReads", path: str) -> str:
+def _where(source: ByteSource | PrefetchedReads, path: str) -> str:
     root = getattr(source, "root_display", "") or ""
     return f"{root.rstrip('/')}/{path}" if root else path
 
 
-def _read_bytes(source: "ByteSource | PrefetchedReads", path: str, *, what: str) -> bytes:
+def _read_bytes(source: ByteSource | PrefetchedReads, path: str, *, what: str) -> bytes:
     try:
         return source.read_file(path)
     except FileNotFoundError as e:
@@ -40,7 +41,7 @@ def _read_bytes(source: "ByteSource | PrefetchedReads", path: str, *, what: str)
         raise _read_error(source, path, what, e) from e
 
 
-def _read_error(source: "ByteSource | PrefetchedReads", path: str, what: str, e: OSError) -> MetadataReadError:
+def _read_error(source: ByteSource | PrefetchedReads, path: str, what: str, e: OSError) -> MetadataReadError:
     """The error for a ``meta/`` file that exists but cannot be read: the file and the reason
     (the operating system's text and errno name, without the path it repeats)."""
     if isinstance(e, SourceReadError):
@@ -54,7 +55,7 @@ def _read_error(source: "ByteSource | PrefetchedReads", path: str, what: str, e:
     )
 
 
-def _parse_json(source: "ByteSource | PrefetchedReads", path: str, raw: bytes) -> Any:
+def _parse_json(source: ByteSource | PrefetchedReads, path: str, raw: bytes) -> Any:
     """``json.loads(raw)`` of a ``meta/`` file; anything that is not JSON Python can hold (bad
     bytes, bad syntax, nesting deeper than the interpreter's recursion limit) is a
     :class:`MetadataError` naming the file."""
@@ -71,7 +72,7 @@ def _parse_json(source: "ByteSource | PrefetchedReads", path: str, raw: bytes) -
 
 
 def _read_parquet(
-    source: "ByteSource | PrefetchedReads", path: str, *, what: str, columns: Iterable[str] | None = None
+    source: ByteSource | PrefetchedReads, path: str, *, what: str, columns: Iterable[str] | None = None
 ) -> pa.Table:
     data = _read_bytes(source, path, what=what)
     try:

@@ -4,7 +4,8 @@ argparse flag per option, its type, default and help read from :class:`~lerobots
 from __future__ import annotations
 
 from collections import abc
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from lerobotstream.options import StreamOptions, option_info
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 import re
 from collections import abc
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lerobotstream.errors import StreamingConfigError
 

@@ -4,7 +4,8 @@ IDEs and ``inspect.signature``."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from lerobotstream.options import LEROBOT_POSITIONAL, option_info
 

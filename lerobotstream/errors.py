@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 
 class LeRobotStreamError(Exception):
@@ -115,7 +116,7 @@ class SourceReadError(SourceError):
     original error is chained (``__cause__``). "Not found" is :class:`SourceNotFoundError`."""
 
     @classmethod
-    def from_oserror(cls, where: str, e: OSError, *, path: str) -> "SourceReadError":
+    def from_oserror(cls, where: str, e: OSError, *, path: str) -> SourceReadError:
         """The error for ``e``, raised while reading ``path`` (dataset-relative) shown as ``where``
         (an absolute path or a credential-free URL)."""
         reason = os_reason(e)
@@ -180,7 +181,7 @@ class SidecarWriteError(SidecarError, OSError):
     system's."""
 
     @classmethod
-    def from_oserror(cls, path: Any, e: OSError, *, what: str, elsewhere: str) -> "SidecarWriteError":
+    def from_oserror(cls, path: Any, e: OSError, *, what: str, elsewhere: str) -> SidecarWriteError:
         """The error for ``e`` raised while writing ``what`` at ``path``: the path, the reason
         (``strerror`` and the errno name) and what to do (free space, permissions, or writing it
         ``elsewhere``: the options or variables that choose another folder)."""

@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,8 +42,7 @@ from lerobotstream.features import (
     is_depth_feature,
     rescale_depth_stats,
 )
-from lerobotstream.sources import ByteSource, LocalSource
-from lerobotstream.sources import PrefetchedReads
+from lerobotstream.sources import ByteSource, LocalSource, PrefetchedReads
 
 INFO_PATH = "meta/info.json"
 TASKS_PATH = "meta/tasks.parquet"
@@ -168,7 +168,7 @@ class DatasetMeta:
         declared = self.info.get("tools")
         return [dict(t) for t in (declared if declared else DEFAULT_TOOLS)]
 
-    def depth_quantizer(self, key: str) -> "DepthQuantizer":
+    def depth_quantizer(self, key: str) -> DepthQuantizer:
         """The quantiser parameters of depth video ``key`` (LeRobot 0.6.1's ``DepthEncoderConfig``
         read from the feature's ``info``: ``video.depth_min`` / ``video.depth_max`` / ``video.shift``
         (metres) and ``video.use_log``; a missing value takes LeRobot's default).
@@ -237,7 +237,7 @@ class DatasetMeta:
         repo_id: str | None = None,
         check_files: bool = True,
         problems: list | None = None,
-    ) -> "DatasetMeta":
+    ) -> DatasetMeta:
         """Read and validate the metadata of a v3 dataset root.
 
         Args:

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import abc
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Optional
 
 from lerobotstream import constants
 from lerobotstream._option_rules import (

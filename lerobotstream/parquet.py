@@ -28,8 +28,8 @@ import io
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -37,7 +37,6 @@ import pyarrow.parquet as pq
 
 from lerobotstream.errors import EpisodeDataError, ParquetCorruptError, SourceError
 from lerobotstream.sources import ByteSource
-
 
 #: Decoded row groups kept per reader (per process), bytes of their Arrow buffers; the least
 #: recently used go first, and a row group larger than this is shared only with the readers that

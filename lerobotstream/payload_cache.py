@@ -48,9 +48,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from lerobotstream.errors import ByteBudgetError, SourceError
 
@@ -159,7 +160,7 @@ class EpisodeByteCache:
         self._max_workers = int(max_workers)
         self._on_event = on_event
         self._cond = threading.Condition(threading.Lock())
-        self._entries: "OrderedDict[int, _Entry]" = OrderedDict()
+        self._entries: OrderedDict[int, _Entry] = OrderedDict()
         self._reserved = 0
         self._resident = 0
         self._closed = False
@@ -466,7 +467,7 @@ class EpisodeByteCache:
         if pool is not None:  # after a source failure, a stalled read must not hold the error back
             pool.shutdown(wait=self._fatal is None, cancel_futures=True)
 
-    def __enter__(self) -> "EpisodeByteCache":
+    def __enter__(self) -> EpisodeByteCache:
         return self
 
     def __exit__(self, *exc: object) -> None:

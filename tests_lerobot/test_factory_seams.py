@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 from types import SimpleNamespace
 
-import pytest
-
 import lerobot.datasets.factory as lerobot_factory
+import pytest
 from conftest import DATASET
+
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.integrations.lerobot import factory
 

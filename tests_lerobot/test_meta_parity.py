@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import math
 import pickle
+from importlib.metadata import version as _version
 
 import numpy as np
 import pytest
-
 from conftest import DATASET
 
 from lerobotstream import StreamingLeRobotDataset
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.integrations.lerobot.factory import TrainingStream, split_episodes_by_task
 from lerobotstream.integrations.lerobot.meta_view import LeRobotMetaView
-
-from importlib.metadata import version as _version
 
 if not _version("lerobot").startswith("0.6"):
     pytest.skip("parity with LeRobot 0.6's LeRobotDatasetMetadata", allow_module_level=True)

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import DATASET, SMALL_ACT, dataset_args, run_train
 
 

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import SMALL_ACT, dataset_args, read_trace, run_train
 
 STEPS, SAVE, BS, WORKERS = 6, 3, 4, 2

@@ -9,8 +9,8 @@ import re
 import subprocess
 
 import pytest
-
 from conftest import BIN, env_for
+
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.integrations.lerobot.config import StreamingDatasetConfig
 from lerobotstream.options import option_info, train_flags

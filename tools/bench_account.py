@@ -49,7 +49,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "Accounting",
@@ -78,7 +79,7 @@ STAGES = (
     ("unattributed", "unattributed"),
 )
 _CLK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-_current: "Accounting | None" = None
+_current: Accounting | None = None
 
 #: hooked functions: (module, attribute path, region label)
 TARGETS = (
@@ -120,7 +121,7 @@ def _role(name: str) -> str:
     return "unattributed"
 
 
-def current() -> "Accounting | None":
+def current() -> Accounting | None:
     """The :class:`Accounting` installed in this process (a forked DataLoader worker inherits it)."""
     return _current
 
@@ -203,7 +204,7 @@ class Accounting:
         hooked.__wrapped__ = fn
         return hooked
 
-    def install(self, targets=TARGETS) -> "Accounting":
+    def install(self, targets=TARGETS) -> Accounting:
         """Wrap the stage functions (``(module, attribute path, label)``; idempotent per process);
         measure the fault cost; make this the process's :func:`current` accounting."""
         global _current

@@ -150,7 +150,7 @@ def contestant_env(cache: Path) -> dict:
     return env
 
 
-def make_contestants(texts: list[str], lerobot_py: Path, env: dict, logs: Path) -> tuple[list["Contestant"], list[str]]:
+def make_contestants(texts: list[str], lerobot_py: Path, env: dict, logs: Path) -> tuple[list[Contestant], list[str]]:
     """A (not yet started) :class:`Contestant` per ``ours[@PATH][+k=v]`` / ``lerobot`` /
     ``lerobot-streaming`` text, and notes on those skipped (LeRobot's venv absent)."""
     contestants, notes = [], []
@@ -178,7 +178,7 @@ def make_contestants(texts: list[str], lerobot_py: Path, env: dict, logs: Path) 
     return contestants, notes
 
 
-def warm_up(procs: list["Contestant"], setup: dict, timeout_s: float) -> None:
+def warm_up(procs: list[Contestant], setup: dict, timeout_s: float) -> None:
     """Start every contestant and run its imports (side by side, outside any timing); one whose
     warm-up fails keeps the error (its trials are skipped)."""
     sent = {c.label: c.send({"kind": "warmup", "side": c.side}) for c in procs}

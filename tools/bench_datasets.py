@@ -243,7 +243,7 @@ def mixture_of(root: str | Path) -> dict | None:
     return json.loads(p.read_text()) if p.is_file() else None
 
 
-def dataset_facts(root: Path) -> "DatasetFacts | MixtureFacts":
+def dataset_facts(root: Path) -> DatasetFacts | MixtureFacts:
     return MixtureFacts(root) if mixture_of(root) else DatasetFacts(root)
 
 

@@ -81,9 +81,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tools.bench_account import median_accounts
 from tools.bench_common import LEROBOT_PYTHON, ROOT, atomic_write, fmt, git_head, load_average, load_summary, median
 from tools.bench_contestants import Contestant, contestant_env, make_contestants, warm_up
-from tools.bench_account import median_accounts
 from tools.bench_datasets import DATASETS, dataset_facts, delta_timestamps, ensure_dataset
 from tools.bench_limit import best_limit, run_limits
 from tools.bench_loader_report import LEROBOT_ROWS, OURS_ROWS, format_report, goals, goals_36
@@ -265,7 +265,7 @@ def run(args) -> dict:
         for rnd in range(args.rounds):
             for d in datasets:
                 trials += run_limits(limit_side, roots[d], facts[d], d, rnd, args.samples, args.trial_timeout_s)
-            for d, group, keys in groups:
+            for d, _group, keys in groups:
                 order = keys[rnd % max(1, len(keys)) :] + keys[: rnd % max(1, len(keys))]
                 for key in order:
                     c = by_label[key["contestant"]]
@@ -468,7 +468,7 @@ def summarize(trials: list[dict], facts: dict, alone: dict[str, list[dict]], our
         rs = [x for (dd, _), x in lim.items() if dd == d]
         cams = len(facts[d].video_keys)
 
-        def sps(label):
+        def sps(label, rs=rs, cams=cams):
             fps = _med([(x.get(label) or {}).get("frames_per_s") for x in rs])
             return fps / cams if fps else None
 

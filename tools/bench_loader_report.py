@@ -352,7 +352,7 @@ def readme_table(summary: list[dict], ours0: str = "ours") -> str:
     )
     for d, n in keys:
 
-        def g(kind, ctx="?", contestant=ours0):
+        def g(kind, ctx="?", contestant=ours0, d=d, n=n):
             return (
                 _find(
                     summary,

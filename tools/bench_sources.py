@@ -21,7 +21,6 @@ import threading
 import time
 from pathlib import Path
 
-
 from lerobotstream.sources import RetryPolicy, open_source
 from lerobotstream.testing import LoopbackServer
 
@@ -137,7 +136,7 @@ def main(argv=None) -> int:
                 it = iter(jobs)
                 lock = threading.Lock()
 
-                def run():
+                def run(lock=lock, it=it, src=src):
                     while True:
                         with lock:
                             job = next(it, None)

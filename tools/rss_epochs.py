@@ -278,13 +278,13 @@ def _run_variants(a, argv: list[str], root: str) -> int:
         f"{'free kept':>9} {'MiB/epoch':>9} {'CPU s/ep':>8} {'trims':>5}  verdict"
     )
     failed = False
-    for name, envs, rc, r in results:
+    for name, _envs, rc, r in results:
         if r is None:
             print(f"  {name:<12} (exit {rc}, no result)")
             failed = True
             continue
         s, recs = r["summary"], r["records"]
-        mib = lambda k, at: f"{s[k][at] / 1024:8.0f}" if k in s else f"{'-':>8}"  # noqa: E731
+        mib = lambda k, at, s=s: f"{s[k][at] / 1024:8.0f}" if k in s else f"{'-':>8}"  # noqa: E731
         cpu = sum(x.get("cpu_s", 0) for x in recs[a.warmup :] or recs) / max(1, len(recs[a.warmup :] or recs))
         print(
             f"  {name:<12} {mib('rss_kb', 'first')} {mib('rss_kb', 'at_warmup')} {mib('rss_kb', 'last')} "

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -403,8 +402,8 @@ def simulate_rank(
     ``max_span_episodes`` is accepted for the older command lines and ignored: nothing is
     extrapolated, every size the start-up asks for is computed."""
     import lerobotstream.mp4.index  # noqa: F401 - Cython accessors, as the dataset loads them
-    from lerobotstream.dataset._stream import LoaderSettings, plan_settings
     from lerobotstream.dataset._spans import EpisodeSpans
+    from lerobotstream.dataset._stream import LoaderSettings, plan_settings
     from lerobotstream.dataset._wiring import shard_items
     from lerobotstream.mp4._index_file import Mp4Index
     from lerobotstream.options import StreamOptions

@@ -13,17 +13,18 @@ views of the cache).
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import torch
 
-from lerobotstream.decode import frames_to_float_chw, frames_to_u8_chw
 from lerobotstream.dataset._images import LANGUAGE_COLUMNS, declared_chw, image_bytes, language_rows, to_output_unit
-from lerobotstream.errors import EpisodeDataError
 from lerobotstream.dataset._windows import DeltaWindows
+from lerobotstream.decode import frames_to_float_chw, frames_to_u8_chw
+from lerobotstream.errors import EpisodeDataError
 from lerobotstream.features import REQUIRED_DATA_COLUMNS, row_shape_matches
 
 __all__ = ["EpisodeRows", "episode_rows", "assemble_item", "SlotFn"]

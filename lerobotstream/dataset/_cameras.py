@@ -12,8 +12,8 @@ them.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from lerobotstream.dataset._images import image_depth_factor
 from lerobotstream.dataset._windows import check_window_keys

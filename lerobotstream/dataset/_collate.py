@@ -15,7 +15,8 @@ through ``default_collate``.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.utils.data import get_worker_info

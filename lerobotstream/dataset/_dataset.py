@@ -41,19 +41,17 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-import torch
-
-from lerobotstream import constants
+from lerobotstream._option_signature import constructor_signature
 from lerobotstream.dataset._cameras import plan_cameras
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, add_option_views, plan_settings
-from lerobotstream.dataset._wiring import StreamPart
 from lerobotstream.dataset._windows import DeltaWindows
+from lerobotstream.dataset._wiring import StreamPart
 from lerobotstream.dataset._worker import WorkerConfig
 from lerobotstream.errors import StreamingConfigError, naming
 from lerobotstream.meta import DatasetMeta
-from lerobotstream._option_signature import constructor_signature
 from lerobotstream.options import StreamOptions
 from lerobotstream.sources import open_source
 

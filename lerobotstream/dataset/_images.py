@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch

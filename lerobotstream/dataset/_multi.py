@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import abc
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, StreamPart, add_option_views, plan_settings

@@ -33,8 +33,9 @@ state's, else 1); a ``DataLoader`` gives only its worker count (``prepare(n)``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -135,7 +136,7 @@ class StreamShard:
     """
 
     def __init__(
-        self, core: "StreamCore", worker: int | None, num_workers: int, run: "Run", items: Iterator[dict[str, Any]]
+        self, core: StreamCore, worker: int | None, num_workers: int, run: Run, items: Iterator[dict[str, Any]]
     ) -> None:
         self.worker, self.num_workers = worker, num_workers
         self._core, self._run_state = core, run

@@ -13,7 +13,7 @@ Map-style ``LeRobotDataset`` semantics reproduced here (vectorised with numpy):
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

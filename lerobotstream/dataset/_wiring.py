@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 

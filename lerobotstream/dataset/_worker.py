@@ -21,12 +21,12 @@ import numpy as np
 import torch
 
 from lerobotstream import _heap
-from lerobotstream.payload_cache import EpisodeByteCache, EpisodePayload
 from lerobotstream.dataset._assemble import assemble_item, episode_rows
 from lerobotstream.dataset._decodejob import ChunkDecoder, Decoded
 from lerobotstream.dataset._pipeline import StageTimes
 from lerobotstream.dataset._spans import EpisodeSpans
 from lerobotstream.errors import DecodeError, LeRobotStreamError
+from lerobotstream.payload_cache import EpisodeByteCache, EpisodePayload
 from lerobotstream.sidecar import explain_payload_failure
 
 __all__ = ["Worker", "WorkerConfig"]

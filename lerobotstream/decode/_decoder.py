@@ -12,8 +12,8 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Iterator, Sequence
 
 import numpy as np
 import torch

@@ -28,7 +28,7 @@ import math
 import os
 import threading
 from collections import deque
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

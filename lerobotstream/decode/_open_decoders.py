@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Hashable, Iterator
 
 
 class OpenDecoderLRU:

@@ -35,8 +35,9 @@ shapes as ``DataLoader`` gives); another collate function gets the items as they
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from itertools import count, islice
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -85,7 +86,7 @@ class ItemSlot:
 
     __slots__ = ("owner", "b", "row", "begun")
 
-    def __init__(self, owner: "BatchSlots", b: int, row: int) -> None:
+    def __init__(self, owner: BatchSlots, b: int, row: int) -> None:
         self.owner, self.b, self.row, self.begun = owner, b, row, False
 
     def _tensor(self, key: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:

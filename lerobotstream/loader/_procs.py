@@ -43,8 +43,9 @@ import queue
 import signal
 import threading
 import traceback
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import wait
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 

@@ -25,7 +25,8 @@ never hangs on a slot), and the worker leaves.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

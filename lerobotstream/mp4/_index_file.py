@@ -37,8 +37,9 @@ import threading
 import uuid
 import zipfile
 import zlib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -163,7 +164,7 @@ class Mp4Index:
     @classmethod
     def open(
         cls, npz_path: str | os.PathLike, *, index_dir: str | os.PathLike | None = None, lock_timeout_s: float = 1800.0
-    ) -> "Mp4Index":
+    ) -> Mp4Index:
         """Open a sidecar NPZ (schema 5 or 4) through its derived index, converting it on first use.
 
         Args:
@@ -257,7 +258,7 @@ class Mp4Index:
         return cls(target)
 
     @classmethod
-    def _try_open(cls, target: Path, generation: str) -> "Mp4Index | None":
+    def _try_open(cls, target: Path, generation: str) -> Mp4Index | None:
         if not target.is_file():
             return None
         try:
@@ -267,7 +268,7 @@ class Mp4Index:
         return idx if idx.generation == generation else None
 
     @classmethod
-    def open_index_file(cls, index_path: str | os.PathLike) -> "Mp4Index":
+    def open_index_file(cls, index_path: str | os.PathLike) -> Mp4Index:
         """Map an existing derived index file (no conversion)."""
         return cls(index_path)
 
@@ -284,7 +285,7 @@ class Mp4Index:
         return self._paths
 
     @property
-    def _sources(self) -> "_Records":
+    def _sources(self) -> _Records:
         """Per-source records by id, parsed on access (for tools that inspect array specs)."""
         return _Records(self)
 
@@ -479,7 +480,7 @@ class Mp4Index:
 class _Records(Sequence):
     """Read-only sequence of an index's per-source records, parsed lazily."""
 
-    def __init__(self, index: "Mp4Index") -> None:
+    def __init__(self, index: Mp4Index) -> None:
         self._index = index
 
     def __len__(self) -> int:

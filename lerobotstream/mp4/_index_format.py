@@ -192,12 +192,12 @@ def encode_int_segments(values: np.ndarray, counts: np.ndarray) -> list[tuple[di
     else:
         ok = np.ones(1, dtype=bool)
     out = list(out)
-    for i, n, l, h, f, st, good in zip(
+    for i, n, low, high, f, st, good in zip(
         nz.tolist(), n_nz.tolist(), lo.tolist(), hi.tolist(), first.tolist(), step.tolist(), ok.tolist()
     ):
-        dt = minimal_int_dtype(l, h)
-        if l == h:
-            out[i] = ({"enc": "const", "count": n, "dtype": dt.str, "value": l}, None)
+        dt = minimal_int_dtype(low, high)
+        if low == high:
+            out[i] = ({"enc": "const", "count": n, "dtype": dt.str, "value": low}, None)
         elif n >= 2 and st != 0 and good:
             out[i] = ({"enc": "arith", "count": n, "dtype": dt.str, "first": f, "step": st}, None)
         else:

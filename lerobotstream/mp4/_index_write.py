@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from lerobotstream.errors import SidecarSchemaError
 from lerobotstream.mp4._index_format import (
     ALIGN,
     INDEX_FORMAT,

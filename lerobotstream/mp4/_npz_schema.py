@@ -23,7 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -58,20 +58,20 @@ Guarantees:
   ``p mod (W * K) == w * W + r``; resume continues each partition at its offset (from counts).
 """
 
+from lerobotstream.planner._layout import StreamSpec, Topology, WorkerPlan
+from lerobotstream.planner._mixedpool import MixedPool
+from lerobotstream.planner._mixseq import MixSequence, integer_weights, mixture_shares
+from lerobotstream.planner._pass import LAYOUTS, Pass, WorkerStart, resolve_pass
+from lerobotstream.planner._planner import Planner, dataset_planner
 from lerobotstream.planner._pool import EpisodePool, PoolEvent
 from lerobotstream.planner._seeds import seed_words
-from lerobotstream.planner._sizes import EpisodeSizes
 from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._turns import TurnOrder, replay_turns, take_turns
-from lerobotstream.planner._layout import StreamSpec, Topology, WorkerPlan
-from lerobotstream.planner._mixseq import MixSequence, integer_weights, mixture_shares
-from lerobotstream.planner._mixedpool import MixedPool
-from lerobotstream.planner._pass import LAYOUTS, Pass, WorkerStart, resolve_pass
-from lerobotstream.planner._streams import Streams
-from lerobotstream.planner._planner import Planner, dataset_planner
-from lerobotstream.planner._variants import MixturePlanner, PartitionPlanner
 from lerobotstream.planner._shards import LPT_BOUND_DOC, lpt_shards
+from lerobotstream.planner._sizes import EpisodeSizes
 from lerobotstream.planner._state import MAX_NUM_WORKERS, SCHEMA_KEY, SCHEMA_VERSION, StreamState, episodes_digest
+from lerobotstream.planner._streams import Streams
+from lerobotstream.planner._turns import TurnOrder, replay_turns, take_turns
+from lerobotstream.planner._variants import MixturePlanner, PartitionPlanner
 from lerobotstream.planner._world import current_worker, discover_world
 
 __all__ = [

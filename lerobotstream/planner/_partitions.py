@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 

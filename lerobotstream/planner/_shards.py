@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from lerobotstream.planner._lpt import lpt_owner
-from lerobotstream.planner._seeds import seed_words
 from lerobotstream.planner._poolcore import shuffled_order
+from lerobotstream.planner._seeds import seed_words
 
 __all__ = ["lpt_shards", "LPT_BOUND_DOC"]
 

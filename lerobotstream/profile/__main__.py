@@ -19,11 +19,11 @@ import argparse
 import json
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from lerobotstream._atomic import check_output_file, write_text_atomic
-from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
 from lerobotstream._option_flags import add_cli_flags
+from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
 
 __all__ = ["main", "run_profile", "TRAIN_DEFAULTS"]
 

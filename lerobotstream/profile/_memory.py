@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 __all__ = ["MemoryReading", "MemorySampler", "read_memory"]
 
@@ -123,7 +123,7 @@ class MemorySampler:
             self.sample()
             self.own_cpu_s = time.thread_time()
 
-    def __enter__(self) -> "MemorySampler":
+    def __enter__(self) -> MemorySampler:
         self.sample()
         self._thread = threading.Thread(target=self._loop, name="lrs-profile-memory", daemon=True)
         self._thread.start()

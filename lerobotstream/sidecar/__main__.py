@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 #: the parser's description (plain text: argparse prints it as written)
 DESCRIPTION = """\
@@ -57,8 +57,8 @@ def default_repo_id(root: str | None, data_root: str | None) -> str:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from lerobotstream.sidecar._build import build_sidecar
     from lerobotstream import sources
+    from lerobotstream.sidecar._build import build_sidecar
 
     if args.repo_id is None and (args.root is not None or args.data_root is not None):
         args.repo_id = default_repo_id(args.root, args.data_root)

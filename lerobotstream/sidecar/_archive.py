@@ -50,8 +50,9 @@ import re
 import uuid
 import zipfile
 from array import array
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -486,7 +487,7 @@ class SidecarWriter:
                 pass
             self._file = None
 
-    def __enter__(self) -> "SidecarWriter":
+    def __enter__(self) -> SidecarWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

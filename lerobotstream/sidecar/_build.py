@@ -12,9 +12,10 @@ from __future__ import annotations
 import concurrent.futures as cf
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from lerobotstream import constants
 from lerobotstream._version import __version__

@@ -39,8 +39,9 @@ import re
 import socket
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lerobotstream import constants
 from lerobotstream.errors import (
@@ -88,7 +89,7 @@ class _BuildLock:
 
         self._lock = FileLock(str(self.lock_path))
 
-    def __enter__(self) -> "_BuildLock":
+    def __enter__(self) -> _BuildLock:
         from filelock import Timeout
 
         t0 = time.monotonic()

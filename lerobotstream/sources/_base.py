@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from lerobotstream.errors import RangeReadError
 

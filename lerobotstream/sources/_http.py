@@ -12,27 +12,28 @@ every request under it; it never appears in a message, a log line or a sidecar (
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
-from typing import Any, Mapping, Sequence
+from typing import Any
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
 from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
 from lerobotstream.sources._base import ByteSource, check_ranges
 from lerobotstream.sources._http_transport import (  # noqa: F401  (re-exported: callers import them from here)
+    _MAX_REDIRECTS,
     DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_TIMEOUT_S,
     DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
     RETRY_STATUSES,
-    RetryPolicy,
-    Response,
-    TransportError,
     HttpClient,
     RangeFetcher,
+    Response,
+    RetryPolicy,
+    TransportError,
     check_range_response,
     error_for,
     redact_url,
-    _MAX_REDIRECTS,
 )
 
 

@@ -30,12 +30,11 @@ import email.utils
 import http.client
 import os
 import random
-import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 from urllib.parse import urlsplit
 
 from lerobotstream import constants
@@ -254,7 +253,7 @@ def _set_timeout(conn: http.client.HTTPConnection, timeout_s: float, deadline: f
     if deadline is not None:
         t = min(t, deadline - time.monotonic())
         if t <= 0:
-            raise socket.timeout("read deadline reached")
+            raise TimeoutError("read deadline reached")
     conn.timeout = t
     if conn.sock is not None:
         conn.sock.settimeout(t)

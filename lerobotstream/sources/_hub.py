@@ -32,7 +32,8 @@ from __future__ import annotations
 import re
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import parse_qs, quote, urljoin, urlsplit
 
 from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
@@ -195,7 +196,7 @@ class HubSource(ByteSource):
         credentials), for maintainer actions such as ``sidecar.push_sidecar``."""
         return self._api
 
-    def at_revision(self, revision: str) -> "HubSource":
+    def at_revision(self, revision: str) -> HubSource:
         """The same dataset at ``revision`` (a branch, tag or commit, pinned to its commit), read with
         this source's endpoint, credentials and retry policy.
 

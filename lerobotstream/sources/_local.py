@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from lerobotstream.errors import RangeReadError, SourceError, SourceNotFoundError, SourceReadError
 from lerobotstream.sources._base import ByteSource, check_ranges

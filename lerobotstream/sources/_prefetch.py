@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Iterable
+from typing import Any
 
 from lerobotstream.sources._base import ByteSource
 
@@ -70,7 +71,7 @@ class PrefetchedReads:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._started.clear()
 
-    def __enter__(self) -> "PrefetchedReads":
+    def __enter__(self) -> PrefetchedReads:
         return self
 
     def __exit__(self, *exc: object) -> None:

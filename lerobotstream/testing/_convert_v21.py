@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -87,7 +88,6 @@ def convert(
     if dst.exists():
         raise ValueError(f"{dst} exists; remove it first")
     chunks_size = int(info.get("chunks_size", 1000))
-    fps = int(info["fps"])
     video_keys = [k for k, f in info["features"].items() if f["dtype"] == "video"]
     episodes_meta = {e["episode_index"]: e for e in _read_jsonl(src / "meta/episodes.jsonl")}
     ep_stats = {e["episode_index"]: e["stats"] for e in _read_jsonl(src / "meta/episodes_stats.jsonl")}

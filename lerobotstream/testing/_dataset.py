@@ -49,8 +49,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -185,7 +186,7 @@ def make_dataset(
     cam_index = {
         key: j for j, (key, _, _) in enumerate([*cameras, *depth_cameras, *image_cameras, *depth_image_cameras])
     }
-    for key, w, h in cameras:
+    for _key, w, h in cameras:
         _encoder_args(codec, w, h, gop)  # validate sizes early
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)

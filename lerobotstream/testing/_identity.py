@@ -9,7 +9,8 @@ language cells of a generated dataset are functions of the same identity (see
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

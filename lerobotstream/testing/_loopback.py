@@ -506,7 +506,7 @@ class LoopbackServer:
         self.static_url = self.url + "/static/"
 
     @classmethod
-    def start(cls, config: dict) -> "LoopbackServer":
+    def start(cls, config: dict) -> LoopbackServer:
         proc = subprocess.Popen([sys.executable, __file__, json.dumps(config)], stdout=subprocess.PIPE, text=True)
         line = proc.stdout.readline()
         if not line:

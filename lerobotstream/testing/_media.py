@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -73,7 +74,7 @@ def _encoder_args(codec: str, width: int, height: int, gop: int | None) -> list[
 
 
 def _run(cmd: list[str], stdin: bytes | None = None) -> None:
-    proc = subprocess.run(cmd, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.run(cmd, input=stdin, capture_output=True)
     if proc.returncode != 0:
         raise RuntimeError(
             f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.decode(errors='replace')[-2000:]}"

@@ -126,7 +126,7 @@ def parse_reference(data: bytes, *, track_id: int | None = None, file_size: int 
     if movie_ts == 0:
         raise RefError("zero movie timescale")
     chosen = None
-    for ts, te, trak in moov.get(b"trak", []):
+    for ts, _te, trak in moov.get(b"trak", []):
         mdia = _one(trak, b"mdia")
         if mdia is None:
             continue

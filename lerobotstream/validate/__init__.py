@@ -15,7 +15,8 @@ import concurrent.futures as cf
 import threading
 import time
 from collections import Counter, defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

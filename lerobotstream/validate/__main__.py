@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 DESCRIPTION = """\
 Check a LeRobotDataset v3 before training: meta/, the data/ Parquet footers and their small

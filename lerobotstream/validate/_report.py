@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+
 from lerobotstream.validate._findings import Report
 
 #: examples printed per code

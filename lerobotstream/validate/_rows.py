@@ -14,8 +14,9 @@ is one of the episode's own. Problems of one kind become one finding listing eve
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

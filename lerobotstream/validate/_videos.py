@@ -4,8 +4,9 @@ checks (``sidecar._validate.validate_source``), collected instead of raised."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

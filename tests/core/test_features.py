@@ -235,9 +235,10 @@ def test_unselected_image_column_is_not_read(root):
 
 
 def test_jpeg_image_feature_matches_pillow(make_generated_dataset):
-    from PIL import Image
     import io
+
     import pyarrow.parquet as pq
+    from PIL import Image
 
     root = Path(
         make_generated_dataset(episode_lengths=(4,), fps=FPS, cameras=(), image_cameras=(WRIST,), image_format="jpeg")
@@ -254,8 +255,9 @@ def test_jpeg_image_feature_matches_pillow(make_generated_dataset):
 
 
 def test_decode_image_modes():
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     def png(arr, mode=None):
         buf = io.BytesIO()

@@ -188,7 +188,7 @@ def test_the_options_rules_are_the_only_rules():
     planner's settings, a loader's settings, a resume state's fields."""
     from lerobotstream.dataset import LoaderSettings
     from lerobotstream.errors import ResumeStateError
-    from lerobotstream.planner import PlanSettings, Planner
+    from lerobotstream.planner import Planner, PlanSettings
 
     want = {i.name: i.want for i in option_info()}
     for name, bad in (

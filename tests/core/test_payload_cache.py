@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from lerobotstream.payload_cache import EpisodeByteCache, EpisodePayload
 from lerobotstream.errors import ByteBudgetError
+from lerobotstream.payload_cache import EpisodeByteCache, EpisodePayload
 
 
 class FakeFetch:

@@ -124,7 +124,7 @@ def _endless_resume(make, topo, windows, state):
         need = first + then
         streams: dict[int, list] = {w: [] for w in range(first.shape[1])}
 
-        def done(w):
+        def done(w, streams=streams, need=need):
             c = Counter(x[0] for x in streams[w])
             return all(c[d] >= need[d, w] for d in range(len(need)))
 

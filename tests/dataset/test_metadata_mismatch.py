@@ -6,8 +6,8 @@ not have, a declared column missing from one data file, ``timestamp``/``task_ind
 from __future__ import annotations
 
 import io
-import re
 import json
+import re
 import shutil
 from pathlib import Path
 

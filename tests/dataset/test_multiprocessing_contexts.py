@@ -63,7 +63,7 @@ def _pickled_types(obj) -> set[str]:
     names = set()
     ops = list(pickletools.genops(pickle.dumps(obj)))
     strings = [arg for op, arg, _ in ops if isinstance(arg, str)]
-    for (op, arg, _), prev in zip(ops, [None, None] + strings):
+    for op, arg, _ in ops:
         if op.name in ("GLOBAL", "STACK_GLOBAL") and isinstance(arg, str):
             names.add(arg)
     return names | {s for s in strings if "." in s and s[:1].isalpha()}

@@ -139,12 +139,10 @@ def test_a_mixture_gets_partitions_and_resumes_from_their_offsets(root, monkeypa
     (episode, frame) sequence whatever the topology; an elastic resume plays each partition's
     tail, from counts (``unit`` partitions), and old + new is every frame of both once."""
     full = Counter({(d, e, f): 1 for d in (0, 1) for (e, f) in FULL})
-    run = lambda topo, **kw: run_ranks(
-        lambda r: _mixture(root, topo, monkeypatch, r),
-        topo,  # noqa: E731
-        _mixed_anchors,
-        **kw,
-    )
+
+    def run(topo, **kw):
+        return run_ranks(lambda r: _mixture(root, topo, monkeypatch, r), topo, _mixed_anchors, **kw)
+
     one, _ = run((1, 0, 4))
     four, _ = run((2, 2, 4))
     assert Counter(one) == Counter(four) == full

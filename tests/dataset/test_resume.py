@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from lerobotstream.errors import ResumeStateError
-from tests._streams import BATCH as B, SMALL_DATASET, small_stream
+from tests._streams import BATCH as B
+from tests._streams import SMALL_DATASET, small_stream
 
 
 @pytest.fixture(scope="module")

@@ -7,21 +7,20 @@ import os
 import subprocess
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
 pytest.importorskip("torchcodec")
 
 from lerobotstream.decode import (  # noqa: E402
-    OpenDecoderLRU,
     EpisodeDecoder,
     EpisodeVideo,
     FallbackStatus,
+    OpenDecoderLRU,
+    _cuda,  # noqa: E402
     nvdec_capability,
     resolve_device,
 )
-from lerobotstream.decode import _cuda  # noqa: E402
 from lerobotstream.errors import DecodeError, FrameTimestampError  # noqa: E402
 from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize  # noqa: E402
 

@@ -18,7 +18,7 @@ import torch
 torchcodec = pytest.importorskip("torchcodec")
 from torchcodec.decoders import VideoDecoder  # noqa: E402
 
-from lerobotstream.decode import OpenDecoderLRU, EpisodeVideo  # noqa: E402
+from lerobotstream.decode import EpisodeVideo, OpenDecoderLRU  # noqa: E402
 from lerobotstream.mp4 import episode_frame_range, parse_mp4_bytes, plan_span, synthesize  # noqa: E402
 
 
@@ -60,9 +60,8 @@ GENERATED = [
 
 @pytest.mark.parametrize("codec,lengths,cameras,kw", GENERATED, ids=[g[0] for g in GENERATED])
 def test_generated_every_frame(tmp_path_factory, codec, lengths, cameras, kw):
-    from lerobotstream.testing import read_identity
-
     from lerobotstream.meta import DatasetMeta
+    from lerobotstream.testing import read_identity
 
     root = _dataset(tmp_path_factory, codec, lengths, cameras, **kw)
     meta = DatasetMeta.load(str(root))

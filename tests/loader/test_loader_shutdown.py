@@ -8,11 +8,13 @@ import gc
 import os
 import signal
 import threading
+
 import pytest
 
 from lerobotstream import StreamLoader
 from lerobotstream.errors import LoaderWorkerError
-from tests._streams import BATCH as B, small_stream
+from tests._streams import BATCH as B
+from tests._streams import small_stream
 
 
 @pytest.fixture(scope="module")

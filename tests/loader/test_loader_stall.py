@@ -16,7 +16,8 @@ import pytest
 from lerobotstream import StreamLoader
 from lerobotstream.errors import LoaderWorkerError, StreamingConfigError
 from lerobotstream.loader._stall import StallWatch
-from tests._streams import BATCH as B, SMALL_DATASET, small_stream
+from tests._streams import BATCH as B
+from tests._streams import SMALL_DATASET, small_stream
 
 TINY = 0.2  # seconds: the stall is certain, so any timeout is reached
 FRAMES = sum(SMALL_DATASET["episode_lengths"])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TESTDATA  # noqa: E402  (data/testmedia, shipped with the repository)
 
 from lerobotstream.errors import (
     Mp4Error,
@@ -19,10 +20,7 @@ from lerobotstream.errors import (
     Mp4UnsupportedError,
 )
 from lerobotstream.mp4 import SampleTable, parse_mp4, parse_mp4_bytes
-
 from lerobotstream.testing import RefError, parse_reference
-
-from conftest import TESTDATA  # noqa: E402  (data/testmedia, shipped with the repository)
 
 FIELDS = [
     "offset",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import ByteBudgetError
-from lerobotstream.planner import EpisodeSizes, MixturePlanner, PartitionPlanner, PlanSettings, Planner
+from lerobotstream.planner import EpisodeSizes, MixturePlanner, PartitionPlanner, Planner, PlanSettings
 
 LENGTHS = {e: 5 + (7 * e) % 23 for e in range(40)}
 SIZES = {e: 100 + (37 * e) % 400 for e in LENGTHS}

@@ -80,9 +80,15 @@ import pytest  # noqa: E402
 from lerobotstream import constants  # noqa: E402
 from lerobotstream.errors import SidecarLockTimeoutError  # noqa: E402
 from lerobotstream.meta import DatasetMeta  # noqa: E402
-from lerobotstream.sidecar import cache_path, ensure_sidecar, load_manifest, open_sidecar, sidecar_identity  # noqa: E402
-from lerobotstream.sidecar import _lifecycle  # noqa: E402
 from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION as SV  # noqa: E402
+from lerobotstream.sidecar import (  # noqa: E402
+    _lifecycle,  # noqa: E402
+    cache_path,
+    ensure_sidecar,
+    load_manifest,
+    open_sidecar,
+    sidecar_identity,
+)
 
 CAM = (("observation.images.front", 64, 48),)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -67,7 +66,7 @@ def test_npz_round_trip(tmp_path):
     with zipfile.ZipFile(rep.output) as zf:
         names = set(zf.namelist())
     assert {"b000000/offset.npy", "manifest.json.npy", "sources.json.npy", "src/path.npy"} <= names
-    for (src, arrays), path in zip(load_tables(rep.output), [A, B]):
+    for (_src, arrays), path in zip(load_tables(rep.output), [A, B]):
         t = tables[path]
         for f in ("offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "pts_s", "presentation_order", "is_sync"):
             assert np.array_equal(arrays[f], getattr(t, f)), f

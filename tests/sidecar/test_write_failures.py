@@ -20,8 +20,8 @@ import pytest
 
 from lerobotstream.errors import SidecarError, SidecarWriteError
 from lerobotstream.sidecar import build_sidecar, load_manifest
-from lerobotstream.sidecar._archive import SidecarWriter, open_temporary, remove_dead_temporaries
 from lerobotstream.sidecar.__main__ import main as cli_main
+from lerobotstream.sidecar._archive import SidecarWriter, open_temporary, remove_dead_temporaries
 from tests._sidecar_helpers import FakeSource, fake_meta, fake_parse, synth_table
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,8 +13,7 @@ import pytest
 
 from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset, constants
 from lerobotstream.errors import SourceError, StreamingConfigError
-from lerobotstream.sources import LocalSource, open_source
-from lerobotstream.sources import lerobot_local_copy
+from lerobotstream.sources import LocalSource, lerobot_local_copy, open_source
 
 CAM = ("observation.images.front", 32, 32)
 
@@ -119,8 +118,8 @@ def test_profiler_finds_the_local_copy(home, tiny, tmp_path, capsys):
 
 
 def test_sidecar_cli_builds_from_the_local_copy(home, tiny, tmp_path, capsys):
-    from lerobotstream.sidecar._archive import load_manifest
     from lerobotstream.sidecar.__main__ import main as sidecar_main
+    from lerobotstream.sidecar._archive import load_manifest
 
     dest = _copy(tiny, home, "local/tiny")
     out = tmp_path / "s.npz"

@@ -38,7 +38,7 @@ def test_coalesce_places_every_range(ranges, gap):
     groups, where = coalesce_ranges(ranges, gap_bytes=gap)
     starts = [o for o, _ in groups]
     assert starts == sorted(starts)
-    for (a, n), (b, m) in zip(groups, groups[1:]):
+    for (a, n), (b, _m) in zip(groups, groups[1:]):
         assert b > a + n + gap  # groups are separated by more than the gap
     for (off, n), (g, start, length) in zip(ranges, where):
         assert length == n

@@ -133,9 +133,8 @@ def test_bench_parse_contestant():
 
 
 def test_bench_copy_cameras(tmp_path):
-    from tools.bench_datasets import copy_cameras
-
     from lerobotstream.meta import DatasetMeta
+    from tools.bench_datasets import copy_cameras
 
     root = copy_cameras(ROOT / "data" / "g1_v30", tmp_path / "ds", 3)
     meta = DatasetMeta.load(str(root))
@@ -155,9 +154,8 @@ def test_bench_transcode_h264(make_generated_dataset, tmp_path):
     """The long-GOP variant: every video re-encoded as H.264 with the GOP asked for, same frames."""
     import shutil
 
-    from tools.bench_datasets import transcode_h264
-
     from lerobotstream.mp4 import parse_mp4_bytes
+    from tools.bench_datasets import transcode_h264
 
     src = make_generated_dataset(episode_lengths=(9, 7), codec="av1", cameras=(("observation.images.c", 64, 48),))
     root = tmp_path / "ds"

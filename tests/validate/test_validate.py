@@ -16,7 +16,8 @@ import pytest
 
 from lerobotstream.errors import MetadataError, SidecarValidationError
 from lerobotstream.validate import CODES, validate_dataset
-from lerobotstream.validate.__main__ import main as validate_main, parse_episodes
+from lerobotstream.validate.__main__ import main as validate_main
+from lerobotstream.validate.__main__ import parse_episodes
 
 REPO = Path(__file__).resolve().parents[2]
 G1 = REPO / "data" / "g1_v30"
@@ -483,7 +484,7 @@ def test_pixel_formats_read_from_the_sample_description_agree_with_ffprobe():
     for p in sorted((REPO / "data" / "testmedia").rglob("*.mp4")) + sorted((G1 / "videos").rglob("*.mp4")):
         data = p.read_bytes()
         try:
-            table = parse_mp4(lambda o, n: data[o : o + n], len(data), path=str(p))
+            table = parse_mp4(lambda o, n, data=data: data[o : o + n], len(data), path=str(p))
         except Exception:  # noqa: BLE001 - the corpus holds files the parser refuses on purpose
             continue
         if str(table.codec) not in CODEC_NAMES:

@@ -166,7 +166,7 @@ def test_no_table_finding_on_any_shipped_mp4(testdata):
     checked = 0
     for path in sorted([*testdata.rglob("*.mp4"), *G1.rglob("*.mp4")]):
         data = path.read_bytes()
-        read = RecordingRead(lambda o, n: data[o : o + n])
+        read = RecordingRead(lambda o, n, data=data: data[o : o + n])
         try:
             table = parse_mp4(read, len(data), path=path.name)
         except Exception:  # noqa: BLE001 - files the parser refuses are other findings

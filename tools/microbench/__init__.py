@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import sys
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 #: subcommand -> (module of this package, one-line summary)
 SUBCOMMANDS = {

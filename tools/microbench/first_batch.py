@@ -269,7 +269,7 @@ def main(argv=None) -> int:
         }
         for label, path in variants:  # warm sidecar: built once per variant, before the rounds
             r = _run_child(args.python, path, {**base, "num_workers": 0})
-            print(f"warm-up {label}: {r.get('error') or 'ok (%.2f s)' % r['first_batch_s']}", file=sys.stderr)
+            print(f"warm-up {label}: {r.get('error') or 'ok ({:.2f} s)'.format(r['first_batch_s'])}", file=sys.stderr)
         for rnd in range(args.rounds):
             for nw, ctx in settings:
                 order = variants if rnd % 2 == 0 else variants[::-1]
@@ -321,7 +321,7 @@ def main(argv=None) -> int:
             if not rs:
                 print(f"| {label} | {wl} | failed | | | | | |")
                 continue
-            med = lambda k: statistics.median(t[k] for t in rs)  # noqa: E731
+            med = lambda k, rs=rs: statistics.median(t[k] for t in rs)  # noqa: E731
             ws = [t["worker_start_s"] for t in rs if t["worker_start_s"] is not None]
             kinds: dict[str, int] = {}
             last = rs[-1]

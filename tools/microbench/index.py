@@ -40,8 +40,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 
-from lerobotstream.mp4 import parse_mp4_bytes
-from lerobotstream.mp4 import Mp4Index
+from lerobotstream.mp4 import Mp4Index, parse_mp4_bytes
 from lerobotstream.sidecar import SidecarWriter, load_tables
 from tools.microbench import best_of
 
@@ -258,7 +257,7 @@ def main(argv=None) -> int:
         idx = Mp4Index.open(npz, index_dir=d / "idx")
         t_convert = time.perf_counter() - t0
         # verify before timing anything else
-        for sid, (src, arrays) in enumerate(load_tables(npz)):
+        for sid, (_src, arrays) in enumerate(load_tables(npz)):
             if sid % max(1, args.copies // 5):
                 continue
             m = idx.table(sid)

@@ -10,7 +10,8 @@ themselves are the fields of
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lerobotstream import constants
 from lerobotstream.integrations.lerobot import patching

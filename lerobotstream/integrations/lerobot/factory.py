@@ -24,7 +24,8 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 

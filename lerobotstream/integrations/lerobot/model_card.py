@@ -9,7 +9,8 @@ the free function ``generate_model_card(model_cfg, cfg, dataset_meta)``
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lerobotstream.integrations.lerobot import patching
 

@@ -195,7 +195,7 @@ def installed(**replacements: Any) -> Iterator[None]:
                 raise LeRobotIntegrationError(f"lerobot.scripts.lerobot_train has no {name}")
             targets.append((lt, name, obj))
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in targets]
-    for mod, name, old in saved:
+    for _mod, name, old in saved:
         _originals.setdefault(name, old)
     for mod, name, obj in targets:
         setattr(mod, name, obj)
