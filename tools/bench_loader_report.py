@@ -47,17 +47,7 @@ def goals(summary: list[dict], meta: dict) -> list[dict]:
     ours0 = (meta.get("ours") or ["ours"])[0]
     auto = meta.get("auto", {})
     d0 = meta.get("primary", "g1")  # the dataset of the full matrix (G1 in the goals)
-    out = []
-
-    def add(goal, parts, ok):
-        parts = [p for p in parts if p]
-        out.append(
-            {
-                "goal": goal,
-                "measured": "; ".join(parts) or "–",
-                "status": "not measured" if not parts or ok is None else ("met" if ok else "not met"),
-            }
-        )
+    out, add = _goal_list()
 
     def f(kind, nw, ctx="?", d=d0, step="none", gil=False):
         return _find(summary, d, step, kind, nw, ctx if ctx != "?" else ("fork" if nw else None), ours0, gil)

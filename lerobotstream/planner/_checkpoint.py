@@ -45,28 +45,12 @@ class PlannerCheckpoint:
 
     def _stream_state(self, samples: int) -> StreamState:
         origin = self.origin if self._elastic_active() else None
-        mix = self.streams.mixture
-        if mix is None:
-            return StreamState(
-                self.seed,
-                self.epoch,
-                int(samples),
-                self.batch_size,
-                self.world_size,
-                self.num_workers,
-                self.sampling_strategy,
-                self.episode_pool_size,
-                self.byte_budget,
-                self.repeat,
-                self.drop_last,
-                self.equalize,
-                self.streams.digest,
-                origin=origin,
-                partitions=self.partitions,
-            )
-        extra = {}
-        if len(self.streams.episodes) == 1:  # its dataset plays under the seed itself: an older
-            extra[_SEED_RULE_KEY] = "dataset"  # mixture-of-one state (derived seed) is another order: refused
+        mix, mixture, strategy = self.streams.mixture, None, self.sampling_strategy
+        if mix is not None:
+            extra = {}
+            if len(self.streams.episodes) == 1:  # its dataset plays under the seed itself: an older
+                extra[_SEED_RULE_KEY] = "dataset"  # mixture-of-one state (derived seed) is another order: refused
+            mixture, strategy = {**mix, "integer_weights": list(self.weights), **extra}, self._specs[0].strategy
         return StreamState(
             self.seed,
             self.epoch,
@@ -74,14 +58,14 @@ class PlannerCheckpoint:
             self.batch_size,
             self.world_size,
             self.num_workers,
-            self._specs[0].strategy,
+            strategy,
             self.episode_pool_size,
             self.byte_budget,
             self.repeat,
             self.drop_last,
             self.equalize,
             self.streams.digest,
-            mixture={**mix, "integer_weights": list(self.weights), **extra},
+            mixture=mixture,
             origin=origin,
             partitions=self.partitions,
         )
