@@ -172,7 +172,7 @@ class StreamOptions:
         "torchcodec", "'torchcodec' (or None)", lambda v: v in (None, "torchcodec"),
         "Video decoder library (torchcodec; None means torchcodec).", group="lerobot", train="torchcodec")
     seed: Optional[int] = _option(
-        constants.DEFAULT_SEED, "None or an int", lambda v: v is None or is_int(v),
+        constants.DEFAULT_SEED, "None or an int >= 0", int_at_least(0, none_ok=True),
         f"Seed of every order (None: {constants.SEED_WHEN_NONE}).", group="lerobot",
         train=f"--seed (LeRobot's; --seed=null gives {constants.SEED_WHEN_NONE})")
     repeat: bool = _option(

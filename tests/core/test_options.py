@@ -248,3 +248,16 @@ def test_every_planner_setting_is_named_as_its_option():
         s.partitions,
     ) == (7, 3, "round_robin", 5, 1 << 29, True, "drop", 4)
     assert (s.batch_size, s.num_workers, s.drop_last) == (6, 2, True)  # the loader's, not the options'
+
+
+def test_a_negative_seed_is_refused_at_construction_naming_the_option():
+    """numpy's SeedSequence refuses negative entropy: the option's rule says so first (new-user trial)."""
+    import numpy as np
+
+    from lerobotstream.errors import StreamingConfigError
+
+    for bad in (-1, np.int64(-3)):
+        with pytest.raises(StreamingConfigError, match="seed"):
+            StreamOptions(seed=bad).validate()
+    StreamOptions(seed=0).validate()
+    StreamOptions(seed=None).validate()
