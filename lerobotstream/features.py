@@ -96,9 +96,11 @@ def row_shape_matches(declared: Sequence[int], per_row: Sequence[int]) -> bool:
 
 
 def row_off_shape(column: Any, declared: Sequence[int]) -> tuple[int, int, int] | None:
-    """The first row of a numeric list column whose shape is not the declared ``shape``, from the
-    list lengths alone (vectorised: a ``FixedSizeList`` needs no look at the rows, a variable list
-    one ``pyarrow.compute.list_value_length`` and its min/max per nesting level).
+    """The first row of a numeric list column whose rows are not all of one shape and whose own
+    shape is not the declared one, from the list lengths alone (vectorised: a ``FixedSizeList``
+    needs no look at the rows, a variable list one ``pyarrow.compute.list_value_length`` and its
+    min/max per nesting level). Rows all of one shape are left to :func:`row_shape_matches` (on
+    the converted array, the rule the validator applies to the footers).
 
     Args:
         column: a pyarrow ``Array`` or ``ChunkedArray`` of (nested) lists, without nulls.
@@ -106,35 +108,34 @@ def row_off_shape(column: Any, declared: Sequence[int]) -> tuple[int, int, int] 
 
     Returns:
         ``(row, axis, length)``: the first row (0-based) whose list along ``axis`` holds ``length``
-        values instead of ``declared[axis]``; None when every row has the declared shape, when the
-        column is not numeric, or when it is not a list nested ``len(declared)`` deep
-        (:func:`row_shape_matches` decides those from the converted array).
+        values instead of ``declared[axis]``; None when the rows are all of one shape, or the
+        column is not numeric or is nested less deep than ``declared``.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    want = tuple(int(x) for x in declared or ())
     base = column.type
     while pa.types.is_list(base) or pa.types.is_large_list(base) or pa.types.is_fixed_size_list(base):
         base = base.value_type
     if not (pa.types.is_integer(base) or pa.types.is_floating(base) or pa.types.is_boolean(base)):
         return None  # not numeric (language rows, structs, strings): assembly keeps them as they are
     values, per_row = column, 1  # entries of the current level per row
-    for axis, size in enumerate(want):
+    for axis, size in enumerate(int(x) for x in declared or ()):
         t = values.type
         if pa.types.is_fixed_size_list(t):
-            if t.list_size != size:
-                return 0, axis, int(t.list_size)
+            got = int(t.list_size)
         elif pa.types.is_list(t) or pa.types.is_large_list(t):
             lengths = pc.list_value_length(values)
             lo_hi = pc.min_max(lengths)
-            if (lo_hi["min"].as_py(), lo_hi["max"].as_py()) not in ((size, size), (None, None)):
+            lo, hi = lo_hi["min"].as_py(), lo_hi["max"].as_py()
+            if lo != hi:
                 lens = np.asarray(lengths.to_numpy(zero_copy_only=False))
                 k = int(np.flatnonzero(lens != size)[0])
                 return k // per_row, axis, int(lens[k])
+            got = int(lo or 0)
         else:
             return None
-        values, per_row = pc.list_flatten(values), per_row * size
+        values, per_row = pc.list_flatten(values), per_row * got
     return None
 
 
