@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from lerobotstream._meta_files import INFO_PATH, _read_parquet, _where
-from lerobotstream.errors import MetadataError
+from lerobotstream._meta_files import INFO_PATH, _read_error, _read_parquet, _where, read_reason
+from lerobotstream.errors import MetadataError, MetadataReadError, SourceError, SourceReadError
 from lerobotstream.sources import ByteSource, PrefetchedReads
 
 EPISODES_DIR = "meta/episodes"
@@ -98,7 +98,13 @@ def _selected(episodes: Iterable[Any], by_idx: Mapping[int, Any]) -> tuple[list[
 
 def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> tuple[dict[str, list], list[str]]:
     """Concatenated non-``stats/*`` columns of every shard, and the shard of each row."""
-    shards = [p for p in src.list(EPISODES_DIR) if p.endswith(".parquet")]
+    try:
+        listed = src.list(EPISODES_DIR)
+    except FileNotFoundError:
+        listed = []
+    except SourceError as e:  # a folder that cannot be listed (EACCES) is not "no episode metadata"
+        raise _read_error(src, getattr(e, "path", None) or EPISODES_DIR, "the episode metadata folder", e) from e
+    shards = [p for p in listed if p.endswith(".parquet")]
     shards = sorted(p for p in shards if _is_shard_path(p))
     src.prefetch(*(("read_file", p) for p in shards))
     if not shards:
@@ -293,8 +299,12 @@ def _build_episodes(
 
 
 def _check_files(src: PrefetchedReads, episodes: Sequence[EpisodeInfo], problems: list | None = None) -> None:
-    """Every data Parquet and MP4 the episodes use exists; ``problems`` as in
-    :meth:`DatasetMeta.load` (collecting: one error per missing file, ``episodes`` listing its users)."""
+    """Every data Parquet and MP4 the episodes use is a file; ``problems`` as in
+    :meth:`DatasetMeta.load` (collecting: one error per file, ``episodes`` listing its users).
+
+    A path ``exists()`` denies is asked once more, for its size, to tell why (only on this failure
+    path): nothing there is ``file_missing``; something there that cannot be read (a symlink loop,
+    a folder, a device) is ``file_unreadable`` (a :class:`MetadataReadError`) with the reason."""
     users: dict[str, list[tuple[EpisodeInfo, str | None]]] = {}
     for ep in episodes:
         users.setdefault(ep.data_path, []).append((ep, None))
@@ -302,17 +312,38 @@ def _check_files(src: PrefetchedReads, episodes: Sequence[EpisodeInfo], problems
             users.setdefault(v.path, []).append((ep, key))
     src.prefetch(*(("exists", p) for p in sorted(users)))
     for path in sorted(users):
-        if not src.exists(path):
-            ep, key = users[path][0]
-            what = f"camera {key!r} video" if key else "data file"
-            _report(
-                problems,
-                MetadataError(
-                    f"episode {ep.episode_index}: {what} {_where(src, path)} is missing (referenced by {_where(src, ep.shard)})",
-                    episode_index=ep.episode_index,
-                    camera=key,
-                    path=path,
-                    code="file_missing",
-                    episodes=sorted({int(u.episode_index) for u, _k in users[path]}),
-                ),
+        unreadable: SourceReadError | None = None
+        try:
+            if src.exists(path):
+                continue
+            src.size(path)  # exists() said no: why? (a size that answers: missing all the same)
+        except FileNotFoundError:
+            pass
+        except SourceReadError as e:
+            unreadable = e
+        ep, key = users[path][0]
+        what = f"camera {key!r} video" if key else "data file"
+        fields = dict(
+            episode_index=ep.episode_index,
+            camera=key,
+            path=path,
+            episodes=sorted({int(u.episode_index) for u, _k in users[path]}),
+        )
+        referenced = f"(referenced by {_where(src, ep.shard)})"
+        if unreadable is None:
+            error = MetadataError(
+                f"episode {ep.episode_index}: {what} {_where(src, path)} is missing {referenced}",
+                code="file_missing",
+                **fields,
             )
+        else:
+            error = MetadataReadError(
+                f"episode {ep.episode_index}: {what} {_where(src, path)} is there but cannot be read: "
+                f"{read_reason(unreadable)} {referenced}",
+                code="file_unreadable",
+                errno=unreadable.errno,
+                reason=read_reason(unreadable),
+                **fields,
+            )
+            error.__cause__ = unreadable
+        _report(problems, error)

@@ -41,17 +41,21 @@ def _read_bytes(source: ByteSource | PrefetchedReads, path: str, *, what: str) -
         raise _read_error(source, path, what, e) from e
 
 
-def _read_error(source: ByteSource | PrefetchedReads, path: str, what: str, e: OSError) -> MetadataReadError:
-    """The error for a ``meta/`` file that exists but cannot be read: the file and the reason
-    (the operating system's text and errno name, without the path it repeats)."""
+def read_reason(e: OSError) -> str:
+    """Why a file that is there could not be read: the operating system's text and errno name
+    (``Permission denied (EACCES)``), without the path the message repeats; a store's own error text."""
     if isinstance(e, SourceReadError):
-        reason = e.reason  # the operating system's, without the path the message repeats
-    elif isinstance(e, SourceError):
-        reason = str(e)
-    else:
-        reason = os_reason(e)
+        return e.reason
+    if isinstance(e, SourceError):
+        return str(e)
+    return os_reason(e)
+
+
+def _read_error(source: ByteSource | PrefetchedReads, path: str, what: str, e: OSError) -> MetadataReadError:
+    """The error for a ``meta/`` file (or folder) that exists but cannot be read: the file and the
+    reason (:func:`read_reason`)."""
     return MetadataReadError(
-        f"could not read {what} {_where(source, path)}: {reason}", path=path, errno=getattr(e, "errno", None)
+        f"could not read {what} {_where(source, path)}: {read_reason(e)}", path=path, errno=getattr(e, "errno", None)
     )
 
 

@@ -27,6 +27,8 @@ __all__ = [
     "scale_stat",
     "aggregate_stats",
     "row_shape_matches",
+    "row_off_shape",
+    "frame_hwc",
     "is_image_column_type",
 ]
 
@@ -91,6 +93,65 @@ def row_shape_matches(declared: Sequence[int], per_row: Sequence[int]) -> bool:
     it reads and ``lerobotstream.validate`` to the Parquet footers."""
     want, got = tuple(int(x) for x in declared or ()), tuple(int(x) for x in per_row)
     return not want or got == want or (want == (1,) and got == ())
+
+
+def row_off_shape(column: Any, declared: Sequence[int]) -> tuple[int, int, int] | None:
+    """The first row of a numeric list column whose rows are not all of one shape and whose own
+    shape is not the declared one, from the list lengths alone (vectorised: a ``FixedSizeList``
+    needs no look at the rows, a variable list one ``pyarrow.compute.list_value_length`` and its
+    min/max per nesting level). Rows all of one shape are left to :func:`row_shape_matches` (on
+    the converted array, the rule the validator applies to the footers).
+
+    Args:
+        column: a pyarrow ``Array`` or ``ChunkedArray`` of (nested) lists, without nulls.
+        declared: the feature's ``shape`` in ``info.json``.
+
+    Returns:
+        ``(row, axis, length)``: the first row (0-based) whose list along ``axis`` holds ``length``
+        values instead of ``declared[axis]``; None when the rows are all of one shape, or the
+        column is not numeric or is nested less deep than ``declared``.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    base = column.type
+    while pa.types.is_list(base) or pa.types.is_large_list(base) or pa.types.is_fixed_size_list(base):
+        base = base.value_type
+    if not (pa.types.is_integer(base) or pa.types.is_floating(base) or pa.types.is_boolean(base)):
+        return None  # not numeric (language rows, structs, strings): assembly keeps them as they are
+    values, per_row = column, 1  # entries of the current level per row
+    for axis, size in enumerate(int(x) for x in declared or ()):
+        t = values.type
+        if pa.types.is_fixed_size_list(t):
+            got = int(t.list_size)
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            lengths = pc.list_value_length(values)
+            lo_hi = pc.min_max(lengths)
+            lo, hi = lo_hi["min"].as_py(), lo_hi["max"].as_py()
+            if lo != hi:
+                lens = np.asarray(lengths.to_numpy(zero_copy_only=False))
+                k = int(np.flatnonzero(lens != size)[0])
+                return k // per_row, axis, int(lens[k])
+            got = int(lo or 0)
+        else:
+            return None
+        values, per_row = pc.list_flatten(values), per_row * got
+    return None
+
+
+def frame_hwc(feat: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    """(height, width, channels) of an image/video feature's ``shape``: ``[H, W, C]`` as LeRobot
+    writes it, or channel-first ``[C, H, W]`` (names start with ``channels``, or only the first
+    axis looks like channels); None when the shape is not 3-d. The rule the sidecar check
+    (``sidecar._validate.check_frame_size``) and ``lerobotstream.validate`` apply to a video's
+    frame size."""
+    shape = tuple(int(s) for s in (feat.get("shape") or ()))
+    if len(shape) != 3:
+        return None
+    names = list(feat.get("names") or [])
+    if names[:1] == ["channels"] or (shape[0] in (1, 3, 4) and shape[2] not in (1, 3, 4)):
+        return shape[1], shape[2], shape[0]
+    return shape
 
 
 def is_image_column_type(arrow_type: Any) -> bool:

@@ -443,6 +443,31 @@ def episode_rows_problem(
     return None
 
 
+def index_problem(index: np.ndarray, from_index: int) -> tuple[str, str] | None:
+    """What is wrong with an episode's ``index`` values, by training's rule, or None.
+
+    Args:
+        index: the rows' ``index`` values, rows in ``frame_index`` order (``frame_index`` already
+            ``0..length-1``: :func:`episode_rows_problem`).
+        from_index: the episode's ``dataset_from_index``.
+
+    Returns:
+        ``("data_index_range", "row 6 (frame_index 6) has index 999, dataset_from_index +
+        frame_index is 6")`` for the first row whose ``index`` is not ``from_index + frame_index``;
+        None when every row's is. The code is ``lerobotstream.validate``'s finding code.
+    """
+    got = np.asarray(index)
+    want = int(from_index) + np.arange(got.shape[0], dtype=np.int64)
+    bad = got != want
+    if not bad.any():
+        return None
+    k = int(np.flatnonzero(bad)[0])
+    return (
+        "data_index_range",
+        f"row {k} (frame_index {k}) has index {got[k]}, dataset_from_index + frame_index is {int(want[k])}",
+    )
+
+
 def _validate(part: pa.Table, ep: int, length: int, path: str, root: str) -> None:
     fi = part.column("frame_index").to_numpy() if "frame_index" in part.column_names else None
     problem = episode_rows_problem(part.column("episode_index").to_numpy(), fi, ep, length)

@@ -25,7 +25,8 @@ from lerobotstream.dataset._images import LANGUAGE_COLUMNS, declared_chw, image_
 from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.decode import frames_to_float_chw, frames_to_u8_chw
 from lerobotstream.errors import EpisodeDataError
-from lerobotstream.features import REQUIRED_DATA_COLUMNS, row_shape_matches
+from lerobotstream.features import REQUIRED_DATA_COLUMNS, row_off_shape, row_shape_matches
+from lerobotstream.parquet import index_problem
 
 __all__ = ["EpisodeRows", "episode_rows", "assemble_item", "SlotFn"]
 
@@ -90,13 +91,16 @@ def episode_rows(
     ``image_keys``: the ``image`` features among the columns (only their bytes are kept).
     ``features``: ``meta/info.json`` features; when given, the rows are checked against them
     (once per episode, on the fetch thread): every declared non-video column is present (``image``
-    columns only when in ``image_keys``) and each fixed-shape numeric column has the declared
-    per-row shape (``[1]`` also matches a scalar column).
+    columns only when in ``image_keys``) and every row of each numeric column has the declared
+    shape (``[1]`` also matches a scalar column; list lengths, vectorised:
+    :func:`~lerobotstream.features.row_off_shape`). Every row's ``index`` must be
+    ``from_index + frame_index``.
 
     Raises:
         EpisodeDataError: ``timestamp`` or ``task_index`` is missing, a declared column is missing,
-            or a column's per-row shape is not the declared one; the message names the episode,
-            the file and the columns.
+            a row's shape is not the declared one, or a row's ``index`` is not ``from_index +
+            frame_index``; the message names the episode, the file, the column and the row
+            (``frame_index``).
     """
     ep = int(episode_index)
     where = f"episode {ep}, file {path}"
@@ -117,6 +121,7 @@ def episode_rows(
             path=path,
             column=missing[0],
         )
+    _check_index(table, ep, from_index, path)
     numeric: dict[str, np.ndarray] = {}
     other: dict[str, list] = {}
     images: dict[str, list] = {}
@@ -124,12 +129,26 @@ def episode_rows(
         if name in image_keys:
             images[name] = image_bytes(table.column(name), key=name, episode_index=ep, path=path)
             continue
-        arr = _column_to_numpy(table.column(name))
+        want = tuple((features or {}).get(name, {}).get("shape") or ())
+        col = table.column(name)
+        off = row_off_shape(col, want) if want and not col.null_count else None
+        if off is not None:
+            row, axis, got = off
+            along = f" along axis {axis}" if len(want) > 1 else ""
+            raise EpisodeDataError(
+                f"{where}: column {name!r} row {row} (frame_index {row}) holds {got} values{along} but meta/info.json "
+                f"declares shape {list(want)}; the metadata does not describe this data (LeRobot refuses it too): fix "
+                "meta/info.json or the file",
+                episode_index=ep,
+                path=path,
+                column=name,
+                frame_index=row,
+            )
+        arr = _column_to_numpy(col)
         if arr is None:
             other[name] = table.column(name).to_pylist()
         else:
             numeric[name] = arr
-            want = tuple((features or {}).get(name, {}).get("shape") or ())
             got = arr.shape[1:]
             if not row_shape_matches(want, got):
                 raise EpisodeDataError(
@@ -145,6 +164,27 @@ def episode_rows(
     return EpisodeRows(
         ep, table.num_rows, int(from_index), numeric, other, ts, list(table.column_names), images, shapes
     )
+
+
+def _check_index(table: pa.Table, ep: int, from_index: int, path: str) -> None:
+    """Every row's ``index`` is ``dataset_from_index + frame_index`` (rows in ``frame_index`` order,
+    ``0..length-1``: the reader checked them), by :func:`lerobotstream.parquet.index_problem`, the
+    rule ``lerobotstream.validate`` applies to the same column; a file without ``index``: nothing to check.
+
+    Raises:
+        EpisodeDataError: naming the episode, the row and the file.
+    """
+    if "index" not in table.column_names:
+        return
+    problem = index_problem(table.column("index").to_numpy(), from_index)
+    if problem is not None:
+        raise EpisodeDataError(
+            f"episode {ep}, file {path}: {problem[1]}; the data file's index column does not match meta/episodes: "
+            "rewrite the file's index column (or the episode's dataset_from_index)",
+            episode_index=ep,
+            path=path,
+            column="index",
+        )
 
 
 def _other_to_torch(value: Any) -> Any:

@@ -147,7 +147,16 @@ def build_sidecar(
             for fut in done:
                 sid, path = pending.pop(fut)
                 table, size, fingerprint = fut.result()  # re-raises the parse error (names the file)
-                problems.extend(validate_source(table, windows.get(path, []), meta.fps, tolerance_s, path))
+                problems.extend(
+                    validate_source(
+                        table,
+                        windows.get(path, []),
+                        meta.fps,
+                        tolerance_s,
+                        path,
+                        features=getattr(meta, "features", None),
+                    )
+                )
                 writer.add_source(sid, table, path=path, size=size, fingerprint=fingerprint)
                 num_samples += int(table.offset.shape[0])
                 del table

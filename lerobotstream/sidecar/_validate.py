@@ -4,7 +4,8 @@ For every selected episode and camera, the window ``[from_timestamp, from_timest
 of the episode's video must resolve to exactly ``length`` frames whose presentation times lie strictly
 within ``tolerance_s`` of ``from_timestamp + i/fps`` (and the frame range the dataset streams,
 ``mp4.episode_frame_range``, must be those frames); ``info.json``'s fps must agree with the sample
-durations; and inside one file (one camera) the selected episodes' frame ranges must be disjoint:
+durations; the frames' width and height (the track's sample entry, as displayed) must be the
+camera's declared ``shape`` (:func:`check_frame_size`); and inside one file (one camera) the selected episodes' frame ranges must be disjoint:
 an episode whose window was moved onto its neighbour's frames would otherwise stream them as its
 own (the error names both episodes and the frames no selected episode claims). The arithmetic is exact: presentation times stay in media ticks, ``fps`` is a
 rational, only the final difference (a few ticks at most) becomes a float. Problems are collected
@@ -18,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -34,6 +35,8 @@ __all__ = [
     "WindowCheck",
     "check_disjoint",
     "check_fps",
+    "check_frame_size",
+    "displayed_size",
     "check_window",
     "check_window_detail",
     "episode_windows",
@@ -68,7 +71,7 @@ class ValidationProblem:
     """One disagreement between a video and the metadata; ``code`` names its kind for the
     validator's report (``lerobotstream.validate``): ``fps_mismatch``, ``window_outside_file``,
     ``window_off_frame``, ``video_short``, ``timestamp_drift``, ``window_frames``,
-    ``episode_overlap``, ``bad_length``, ``no_frames``."""
+    ``episode_overlap``, ``bad_length``, ``no_frames``, ``shape_mismatch``."""
 
     episode_index: int | None
     camera: str | None
@@ -228,6 +231,34 @@ def check_window_detail(table: Any, from_timestamp: float, length: int, fps: flo
     return WindowCheck(None, None, k0, float(np.abs(err).max()))
 
 
+def displayed_size(table: Any) -> tuple[int, int]:
+    """``(width, height)`` of a video track's frames as decoders return them: the sample entry's
+    size, swapped by a 90° display matrix (decoders rotate by it; the mini-MP4 keeps it)."""
+    w, h = int(table.width), int(table.height)
+    m = list(getattr(table, "matrix", None) or [])
+    rotated = len(m) == 9 and m[0] == 0 and m[4] == 0 and (m[1] != 0 or m[3] != 0)
+    return (h, w) if rotated else (w, h)
+
+
+def check_frame_size(table: Any, feature: Mapping[str, Any] | None, camera: str) -> str | None:
+    """None when the video's frames (:func:`displayed_size`, from the track's sample entry: no
+    frame is decoded) have the height and width of the camera's declared ``shape`` in
+    ``info.json`` (LeRobot's ``[height, width, channels]``; channel-first is read too:
+    :func:`~lerobotstream.features.frame_hwc`), or when no 3-d shape is declared; else the reason."""
+    from lerobotstream.features import frame_hwc
+
+    hwc = frame_hwc(feature or {})
+    w, h = displayed_size(table)
+    if hwc is None or hwc[:2] == (h, w):
+        return None
+    return (
+        f"the video's frames are {w}x{h} (width x height) but meta/info.json declares shape "
+        f"{[int(x) for x in feature['shape']]} for {camera} (height {hwc[0]}, width {hwc[1]}); the "
+        "stream would return frames of another shape than its features say: fix the shape in meta/info.json "
+        "([height, width, channels]) or re-encode the video"
+    )
+
+
 def validate_source(
     table: Any,
     windows: Sequence[EpisodeWindow],
@@ -236,18 +267,27 @@ def validate_source(
     path: str,
     *,
     checked: list | None = None,
+    features: Mapping[str, Any] | None = None,
 ) -> list[ValidationProblem]:
-    """Problems of one source MP4: its fps, every episode window that uses it, then whether those
-    windows' frame ranges overlap (:func:`check_disjoint`).
+    """Problems of one source MP4: its frame size against the camera's declared shape (when
+    ``features``, ``info.json``'s, are given), its fps, every episode window that uses it, then
+    whether those windows' frame ranges overlap (:func:`check_disjoint`).
 
     Args:
         checked: when a list, ``(window, WindowCheck)`` of every window is appended to it
             (the validator's frame ranges and timestamp margins).
+        features: ``info.json``'s features (the camera is the windows'); None: the frame size is
+            not checked.
     """
     from lerobotstream.mp4 import episode_frame_range
 
     problems = []
     first = windows[0] if windows else None
+    if first is not None and features is not None:
+        reason = check_frame_size(table, features.get(first.camera), first.camera)
+        if reason is not None:
+            eps = tuple(sorted({w.episode_index for w in windows}))
+            problems.append(ValidationProblem(first.episode_index, first.camera, path, reason, "shape_mismatch", eps))
     reason = check_fps(table, fps, path)
     if reason is not None:
         problems.append(
@@ -397,7 +437,12 @@ def validate_index(index: Any, meta: Any, *, tolerance_s: float) -> None:
                 path=path,
             ) from None
         # a fresh table, not kept: validating every source leaves no per-source state behind
-        problems.extend(validate_source(index.table(sid, cache=False), windows, float(meta.fps), tolerance_s, path))
+        table = index.table(sid, cache=False)
+        problems.extend(
+            validate_source(
+                table, windows, float(meta.fps), tolerance_s, path, features=getattr(meta, "features", None)
+            )
+        )
     raise_problems(problems, sidecar=str(getattr(index, "index_path", "")))
 
 
@@ -448,6 +493,11 @@ def validation_note(index: Any, meta: Any, source: Any, used: Sequence[str] | No
     h.update(f"lerobotstream-sidecar-validated-v1\0{__version__}\0{index.generation}\0{tolerance_s!r}\0".encode())
     if meta is not None:
         h.update(f"fps={float(meta.fps)!r}\0".encode())
+        for key, feat in sorted(
+            (getattr(meta, "features", None) or {}).items()
+        ):  # the frame-size check reads the declared shapes
+            if feat.get("dtype") == "video":
+                h.update(f"{key}\0{feat.get('shape')!r}\0{feat.get('names')!r}\n".encode())
         for w in episode_windows(meta):
             h.update(f"{w.episode_index}\0{w.camera}\0{w.path}\0{w.from_timestamp!r}\0{w.length}\n".encode())
     if source is not None:

@@ -2,14 +2,16 @@
 
 Every failure of the operating system is typed: a missing file (or a missing folder on its path)
 is :class:`~lerobotstream.errors.SourceNotFoundError`; any other (a refused permission, a symlink
-loop, a folder where a file should be, an I/O error) is
-:class:`~lerobotstream.errors.SourceReadError` naming the file and the reason, the original
+loop, a folder or a device where a file should be, an I/O error, a folder that cannot be listed)
+is :class:`~lerobotstream.errors.SourceReadError` naming the file and the reason, the original
 ``OSError`` chained.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,10 +84,25 @@ class LocalSource(ByteSource):
                 self._refs[path] -= 1
 
     def _stat(self, path: str) -> os.stat_result:
+        """``stat`` of a regular file (a folder is ``EISDIR``, a device or a pipe "not a regular file")."""
         try:
-            return self._abs(path).stat()
+            st = self._abs(path).stat()
         except OSError as e:
             raise self._error(path, e) from e
+        if stat.S_ISDIR(st.st_mode):
+            e = IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(self._abs(path)))
+            raise self._error(path, e) from e
+        if not stat.S_ISREG(st.st_mode):
+            kind = (
+                "a character device"
+                if stat.S_ISCHR(st.st_mode)
+                else "a block device"
+                if stat.S_ISBLK(st.st_mode)
+                else "a pipe or a socket"
+            )
+            reason = f"not a regular file ({kind})"
+            raise SourceReadError(f"could not read {self._abs(path)}: {reason}", path=path, errno=None, reason=reason)
+        return st
 
     def size(self, path: str) -> int:
         return self._stat(path).st_size
@@ -101,10 +118,20 @@ class LocalSource(ByteSource):
             raise self._error(path, e) from e
 
     def list(self, prefix: str) -> list[str]:
+        """Every file under the folder ``prefix`` (links to folders are not followed); a folder
+        that cannot be listed (a refused permission) is a ``SourceReadError`` naming it."""
         base = self._abs(prefix)
         if not base.is_dir():
             return []
-        return sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*") if p.is_file())
+
+        def failed(e: OSError) -> None:
+            where = Path(e.filename) if e.filename else base
+            raise self._error(where.relative_to(self.root).as_posix(), e) from e
+
+        out = []
+        for folder, _dirs, names in os.walk(base, onerror=failed):
+            out.extend(os.path.join(folder, n) for n in names if os.path.isfile(os.path.join(folder, n)))
+        return sorted(Path(p).relative_to(self.root).as_posix() for p in out)
 
     def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         check_ranges(path, ranges)

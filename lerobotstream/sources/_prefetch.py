@@ -66,6 +66,9 @@ class PrefetchedReads:
     def exists(self, path: str) -> bool:
         return self._take("exists", path)
 
+    def size(self, path: str) -> int:
+        return self._take("size", path)
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)

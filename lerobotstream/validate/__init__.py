@@ -151,7 +151,7 @@ def validate_dataset(
     findings += index_gap_findings(meta, full)
     findings += stats_findings(meta)
     findings += _depth_findings(meta)
-    missing = {f.file for f in findings if f.code == "file_missing"}
+    missing = {f.file for f in findings if f.code in ("file_missing", "file_unreadable")}  # said once
 
     reader = EpisodeParquetReader(source)
     by_data: dict[str, list] = defaultdict(list)
@@ -189,7 +189,7 @@ def validate_dataset(
             found = found + more
             with counts_lock:
                 counts["images"] += n
-        if headers_only or any(f.code in ("data_unreadable", "data_columns") for f in found):
+        if headers_only or any(f.code in ("data_unreadable", "file_unreadable", "data_columns") for f in found):
             return found, None
         return found, file_rows(reader, p, by_data[p], fps, tolerance_s, full)
 

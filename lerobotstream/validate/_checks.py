@@ -60,6 +60,7 @@ _METADATA = (
     "index_overlap",
     "video_location",
     "file_missing",
+    "file_unreadable",
 )
 _MP4 = ("video_truncated", "video_tables", "video_unsupported", "video_unreadable")
 
@@ -67,6 +68,13 @@ TRAINING_CHECKS: tuple[TrainingCheck, ...] = (
     # construction: metadata
     TrainingCheck(
         "meta.py:*", "meta/ files: info.json, episode shards, tasks, stats, the files they name", _METADATA, "same"
+    ),
+    TrainingCheck("_meta_files.py:*", "a meta/ file missing, unreadable, not JSON or not Parquet", _METADATA, "same"),
+    TrainingCheck(
+        "_meta_episodes.py:*",
+        "the episode shards: none, unreadable, lacking columns, holding no episode",
+        _METADATA,
+        "same",
     ),
     TrainingCheck(
         "features.py:depth_quantizer_of",
@@ -78,7 +86,12 @@ TRAINING_CHECKS: tuple[TrainingCheck, ...] = (
     TrainingCheck(
         "mp4/parse.pyx:*", "MP4 boxes and sample tables (truncated, inconsistent, unsupported)", _MP4, "same"
     ),
-    TrainingCheck("sidecar/_validate.py:raise_problems", "episode windows, fps, overlapping windows", _WINDOWS, "same"),
+    TrainingCheck(
+        "sidecar/_validate.py:raise_problems",
+        "a video's frame size against its declared shape, episode windows, fps, overlapping windows",
+        ("shape_mismatch", *_WINDOWS),
+        "same",
+    ),
     TrainingCheck(
         "mp4/spans.pyx:plan_span",
         "an episode's frames have no samples, or two share a presentation time",
@@ -118,9 +131,15 @@ TRAINING_CHECKS: tuple[TrainingCheck, ...] = (
     ),
     TrainingCheck(
         "dataset/_assemble.py:episode_rows",
-        "a declared column is missing, or its per-row shape differs",
+        "a declared column is missing, or a row's shape differs (every row, or one)",
         ("data_columns", "data_shape"),
         "headers",
+    ),
+    TrainingCheck(
+        "dataset/_assemble.py:_check_index",
+        "a row's index is not dataset_from_index + frame_index (parquet.index_problem)",
+        ("data_index_range",),
+        "rows",
     ),
     TrainingCheck(
         "dataset/_images.py:image_bytes", "an image column is not a {bytes, path} struct", ("data_image",), "headers"

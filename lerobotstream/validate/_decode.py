@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from lerobotstream.validate._findings import Finding, finding
-from lerobotstream.validate._tables import frame_hwc
 
 
 def decode_sample(
@@ -33,7 +32,7 @@ def decode_sample(
     Frames are drawn (seeded by ``seed``) from the windows' episodes, uniformly over frames.
     """
     from lerobotstream.decode import EpisodeVideo
-    from lerobotstream.features import is_depth_feature
+    from lerobotstream.features import frame_hwc, is_depth_feature
     from lerobotstream.mp4 import check_sample_framing, plan_span, synthesize
     from lerobotstream.sidecar import check_window_detail
 

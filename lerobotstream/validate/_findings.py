@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lerobotstream.errors import SourceReadError
+
 #: JSON layout version of :meth:`Report.to_json`
 REPORT_FORMAT = 1
 
@@ -23,6 +25,10 @@ CODES: dict[str, tuple[str, str]] = {
     "video_location": ("error", "the episode's videos/<camera>/* columns must name a file and a window"),
     "info_count": ("warning", "update info.json's total_episodes/total_frames/splits to the episode shards"),
     "file_missing": ("error", "restore the file (re-download, or fix the chunk/file indices of the episodes)"),
+    "file_unreadable": (
+        "error",
+        "the file is there but cannot be read: fix its permissions, or the link (a symlink loop, a folder or a device where the file should be)",
+    ),
     "stats_shape": ("error", "recompute meta/stats.json (LeRobot: compute_stats / aggregate_stats)"),
     "stats_values": ("error", "recompute meta/stats.json: min must not exceed max, std must not be negative"),
     "stats_nonfinite": ("warning", "recompute meta/stats.json: a statistic is NaN or infinite"),
@@ -107,6 +113,12 @@ CODES: dict[str, tuple[str, str]] = {
     "decode_failed": ("error", "a sampled frame did not decode as its timestamps promise: re-encode the file"),
     "decode_shape": ("error", "a decoded frame's shape differs from info.json's"),
 }
+
+
+def read_code(e: BaseException, code: str) -> str:
+    """``file_unreadable`` when ``e`` says the file is there but cannot be read (a refused
+    permission, a symlink loop, a folder: ``SourceReadError``), else ``code``."""
+    return "file_unreadable" if isinstance(e, SourceReadError) else code
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, SourceError
 from lerobotstream.mp4 import frames_within_tolerance, within_tolerance
-from lerobotstream.parquet import episode_rows_problem
-from lerobotstream.validate._findings import Finding, finding
+from lerobotstream.parquet import episode_rows_problem, index_problem
+from lerobotstream.validate._findings import Finding, finding, read_code
 
 #: the small per-row columns the default run reads
 ROW_COLUMNS = ("episode_index", "frame_index", "index", "timestamp")
@@ -112,7 +112,7 @@ def file_rows(
     try:
         table = reader.read_columns(path, ROW_COLUMNS, episodes=None if full_file else eps)
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
-        out.findings.append(finding("data_unreadable", f"{path}: {e}", file=path, episodes=eps))
+        out.findings.append(finding(read_code(e, "data_unreadable"), f"{path}: {e}", file=path, episodes=eps))
         return out
     ep_col = _column(table, "episode_index")
     if ep_col is None:
@@ -133,22 +133,10 @@ def file_rows(
             )
             out.problems.append(RowProblem(code, ep, path, reason))
             continue
-        if ix_col is not None:
-            want = int(info.dataset_from_index) + np.arange(length, dtype=np.int64)
-            got = ix_col[rows]
-            if not np.array_equal(got, want):
-                k = int(np.flatnonzero(got != want)[0])
-                out.problems.append(
-                    RowProblem(
-                        "data_index_range",
-                        ep,
-                        path,
-                        (
-                            f"row {k} (frame_index {k}) has index {got[k]}, dataset_from_index + frame_index is {int(want[k])}"
-                        ),
-                    )
-                )
-                continue
+        problem = None if ix_col is None else index_problem(ix_col[rows], int(info.dataset_from_index))
+        if problem is not None:  # the reader's rule (dataset._assemble checks every episode it reads)
+            out.problems.append(RowProblem(problem[0], ep, path, problem[1]))
+            continue
         if ts_col is not None:
             ts = ts_col[rows]
             problem = timestamp_problem(ts, fps, tolerance_s)

@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, SourceError
+from lerobotstream.features import frame_hwc
 from lerobotstream.parquet import _column_index, _short  # the reader's own helpers
-from lerobotstream.validate._findings import CODES, Finding, finding
+from lerobotstream.validate._findings import CODES, Finding, finding, read_code
 
 STATS_PATH = "meta/stats.json"
 _STAT_NAMES = ("min", "max", "mean", "std")
@@ -55,19 +56,6 @@ def index_gap_findings(meta: Any, full: bool) -> list[Finding]:
             )
         prev = max(prev, ep.dataset_to_index)
     return out
-
-
-def frame_hwc(feat: dict) -> tuple[int, int, int] | None:
-    """(height, width, channels) of an image/video feature's ``shape``: ``[H, W, C]`` as LeRobot
-    writes it, or channel-first ``[C, H, W]`` (names start with ``channels``, or only the first
-    axis looks like channels); None when the shape is not 3-d."""
-    shape = tuple(int(s) for s in (feat.get("shape") or ()))
-    if len(shape) != 3:
-        return None
-    names = list(feat.get("names") or [])
-    if names[:1] == ["channels"] or (shape[0] in (1, 3, 4) and shape[2] not in (1, 3, 4)):
-        return shape[1], shape[2], shape[0]
-    return shape
 
 
 def _expected_stat_shapes(feat: dict) -> list[tuple[int, ...]]:
@@ -303,7 +291,7 @@ def data_findings(
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
         return [
             finding(
-                "data_unreadable",
+                read_code(e, "data_unreadable"),
                 f"{path}: {e}",
                 file=path,
                 episodes=eps,

@@ -18,11 +18,10 @@ from lerobotstream.errors import (
     SourceError,
 )
 from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
-from lerobotstream.sidecar import EpisodeWindow, validate_source
+from lerobotstream.sidecar import EpisodeWindow, displayed_size, validate_source
 from lerobotstream.validate._codec import CODEC_NAMES, normalise_codec, normalise_pix_fmt, stream_format
-from lerobotstream.validate._findings import Finding, finding
+from lerobotstream.validate._findings import Finding, finding, read_code
 from lerobotstream.validate._layout import RecordingRead, layout_problems, num_tracks, top_level_boxes, truncated_box
-from lerobotstream.validate._tables import frame_hwc
 
 #: a window whose largest timestamp error exceeds this share of ``tolerance_s`` gets a warning
 MARGIN_WARN_SHARE = 0.5
@@ -59,11 +58,6 @@ def _episodes(windows: Sequence[EpisodeWindow]) -> list[int]:
     return sorted({w.episode_index for w in windows})
 
 
-def _rotated(table: Any) -> bool:
-    m = list(getattr(table, "matrix", None) or [])
-    return len(m) == 9 and m[0] == 0 and m[4] == 0 and (m[1] != 0 or m[3] != 0)
-
-
 def check_video(
     source: Any,
     path: str,
@@ -90,7 +84,7 @@ def check_video(
     except FileNotFoundError:
         return [], None  # reported once as file_missing
     except (SourceError, OSError) as e:
-        return [finding("video_unreadable", f"{path}: cannot be listed: {e}", **where)], None
+        return [finding(read_code(e, "video_unreadable"), f"{path}: cannot be listed: {e}", **where)], None
     read = RecordingRead(lambda offset, n: source.read(path, offset, n))
     out: list[Finding] = []
     try:
@@ -109,7 +103,7 @@ def check_video(
             return [finding("video_truncated", f"{path} ({size:,} bytes): {what}{e}", **where)], None
         if isinstance(e, Mp4InconsistentTablesError):
             return [finding("video_tables", f"{path}: {e}", **where)], None
-        return [finding("video_unreadable", f"{path}: {type(e).__name__}: {e}", **where)], None
+        return [finding(read_code(e, "video_unreadable"), f"{path}: {type(e).__name__}: {e}", **where)], None
     boxes, complete = top_level_boxes(read, size)
     tables_wrong = layout_problems(table, boxes, complete, num_tracks(read, table))
     read.chunks.clear()
@@ -140,13 +134,14 @@ def check_video(
     s.edit_list = bool(int(table.media_time or 0) or int(getattr(table, "empty_edit_movie_ticks", 0) or 0))
     fmt = stream_format(bytes(table.stsd), str(table.codec))
     s.fmt, s.codec, s.pix_fmt = fmt, fmt.codec, fmt.pix_fmt
-    w, h = int(table.width), int(table.height)
-    if _rotated(table):
-        w, h = h, w
+    w, h = displayed_size(table)
     s.width, s.height = w, h
     out.extend(_format_findings(meta, camera, path, fmt, w, h, where))
     checked: list = []
-    problems = validate_source(table, windows, float(meta.fps), tolerance_s, path, checked=checked)
+    # the sidecar check: frame size against info.json's shape, fps, windows, overlaps
+    problems = validate_source(
+        table, windows, float(meta.fps), tolerance_s, path, checked=checked, features=meta.features
+    )
     fps_wrong = any(p.code == "fps_mismatch" for p in problems)
     drifting = [p.episode_index for p in problems if p.code == "timestamp_drift"]
     for p in problems:
@@ -155,6 +150,9 @@ def check_video(
         if p.code == "fps_mismatch":
             more = f"; {len(drifting)} episode window(s) drift as a result" if drifting else ""
             out.append(finding("fps_mismatch", f"{path}: {p.reason}{more}", **where))
+            continue
+        if p.code == "shape_mismatch":  # the file's, every episode in it
+            out.append(finding("shape_mismatch", f"{path}: {p.reason}", **where))
             continue
         out.append(
             finding(
@@ -323,17 +321,7 @@ def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int
                 **where,
             )
         )
-    shape = tuple(int(x) for x in (feat.get("shape") or ()))
-    hwc = frame_hwc(feat)
-    if hwc is not None:
-        if hwc[:2] != (h, w):
-            out.append(
-                finding(
-                    "shape_mismatch",
-                    f"{path}: frames are {w}x{h} (width x height) but info.json's shape for {camera} is {list(shape)}",
-                    **where,
-                )
-            )
+    shape = tuple(int(x) for x in (feat.get("shape") or ()))  # a 3-d shape: validate_source's check
     for key, value in (("video.height", h), ("video.width", w)):
         if info.get(key) is not None and int(info[key]) != value and len(shape) != 3:
             out.append(

@@ -76,6 +76,35 @@ def test_local_symlink_loop_and_folder_are_read_errors(root):
     assert src.read("videos/f.mp4", 1, 2) == DATA[1:3]  # the source still works
 
 
+def test_local_size_of_a_folder_or_a_device_is_a_read_error(root):
+    """What ``exists()`` denies, ``size`` explains (the construction's file check asks it why)."""
+    src = LocalSource(root)
+    for op in (lambda p: src.size(p), lambda p: src.fingerprint(p)):
+        with pytest.raises(SourceReadError) as e:
+            op("videos/dir.mp4")
+        _check(e.value, f"{root}/videos/dir.mp4", "videos/dir.mp4", errno.EISDIR, "Is a directory (EISDIR)")
+    (root / "videos" / "null.mp4").symlink_to("/dev/null")
+    with pytest.raises(SourceReadError) as e:
+        src.size("videos/null.mp4")
+    assert str(e.value) == f"could not read {root}/videos/null.mp4: not a regular file (a character device)"
+    assert e.value.path == "videos/null.mp4" and e.value.reason == "not a regular file (a character device)"
+    assert not src.exists("videos/null.mp4") and src.size("videos/f.mp4") == len(DATA)
+
+
+def test_local_list_of_a_folder_that_cannot_be_read_is_a_read_error(root, monkeypatch):
+    src = LocalSource(root)
+    (root / "videos" / "sub").mkdir()
+    (root / "videos" / "sub" / "g.mp4").write_bytes(b"x")
+    assert src.list("videos") == ["videos/f.mp4", "videos/sub/g.mp4"]  # files only: no loop, no folder
+    assert src.list("none") == []
+    _fail_on(
+        monkeypatch, "scandir", "videos/sub", PermissionError(errno.EACCES, "Permission denied", f"{root}/videos/sub")
+    )
+    with pytest.raises(SourceReadError) as e:  # not a listing without the folder's files
+        src.list("videos")
+    _check(e.value, f"{root}/videos/sub", "videos/sub", errno.EACCES, "Permission denied (EACCES)")
+
+
 def test_local_permission_and_io_errors_are_read_errors(root, monkeypatch):
     src = LocalSource(root)
     _fail_on(monkeypatch, "open", "videos/f.mp4", PermissionError(errno.EACCES, "Permission denied"))

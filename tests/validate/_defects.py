@@ -1,9 +1,13 @@
 """Defects planted in a copy of a dataset, as the break-it trials of issues 35 and 37 planted
 them (one row's ``episode_index`` set to 2**62, a ``frame_index`` of -1, a NaN ``timestamp``, a
-byte flipped in an ``stco`` or ``stsz`` entry, an episode's timestamps shifted by one frame)."""
+byte flipped in an ``stco`` or ``stsz`` entry, an episode's timestamps shifted by one frame), and
+as the new-user trial did (one row of ``observation.state`` 4 values wide, one ``index`` of 999, a
+camera's declared shape that is not its video's, a video that is a symlink loop, a folder or
+``/dev/null``)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import struct
 from pathlib import Path
@@ -42,6 +46,43 @@ def set_value(root: Path, episode: int, frame: int, column: str, value) -> None:
     pq.write_table(
         table.set_column(i, table.schema.field(column), pa.array(values, table.schema.field(column).type)), path
     )
+
+
+def set_row_width(root: Path, episode: int, frame: int, column: str, width: int) -> None:
+    """Keep only the first ``width`` values of one row's list ``column`` (a variable-size list
+    column, as LeRobot writes ``observation.state``)."""
+    path = data_file(root, episode)
+    table = pq.read_table(path)
+    ep = table.column("episode_index").to_numpy()
+    fi = table.column("frame_index").to_numpy()
+    row = int(np.flatnonzero((ep == episode) & (fi == frame))[0])
+    values = table.column(column).to_pylist()
+    values[row] = values[row][:width]
+    i = table.column_names.index(column)
+    field = table.schema.field(column)
+    pq.write_table(table.set_column(i, field, pa.array(values, field.type)), path)
+
+
+def set_feature(root: Path, key: str, **entries) -> None:
+    """Set entries of one feature of ``meta/info.json`` (``shape=[96, 128, 3]``)."""
+    path = root / "meta/info.json"
+    info = json.loads(path.read_text())
+    info["features"][key].update(entries)
+    path.write_text(json.dumps(info, indent=2))
+
+
+def replace_file(path: Path, how: str) -> None:
+    """Put something that is not a readable file where ``path`` was: ``loop`` (a link to itself),
+    ``folder``, ``dev_null`` (a link to ``/dev/null``)."""
+    path.unlink()
+    if how == "loop":
+        path.symlink_to(path.name)
+    elif how == "folder":
+        path.mkdir()
+    elif how == "dev_null":
+        path.symlink_to("/dev/null")
+    else:
+        raise ValueError(how)
 
 
 def shift_timestamps(root: Path, episode: int, seconds: float) -> None:

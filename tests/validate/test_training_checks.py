@@ -18,12 +18,34 @@ import pytest
 import lerobotstream.errors as errors
 from lerobotstream.validate import CODES, validate_dataset
 from lerobotstream.validate._checks import NOT_DATASET_CHECKS, TRAINING_CHECKS
-from tests.validate._defects import DEFECTS, PLANTED, copy, plant
+from tests.validate._defects import (
+    CAM,
+    DEFECTS,
+    PLANTED,
+    copy,
+    plant,
+    replace_file,
+    set_feature,
+    set_row_width,
+    set_value,
+    video_file,
+)
 
 PKG = Path(__file__).resolve().parents[2] / "lerobotstream"
 G1 = PKG.parent / "data" / "g1_v30"
 #: the modules training runs on a dataset's content (sources, planner, options: not about the data)
-SCANNED = ("meta.py", "features.py", "parquet.py", "payload_cache.py", "dataset", "decode", "sidecar", "mp4")
+SCANNED = (
+    "meta.py",
+    "_meta_files.py",
+    "_meta_episodes.py",
+    "features.py",
+    "parquet.py",
+    "payload_cache.py",
+    "dataset",
+    "decode",
+    "sidecar",
+    "mp4",
+)
 #: error classes that say the dataset is wrong (and their subclasses)
 DATA_BASES = (
     errors.MetadataError,
@@ -168,6 +190,7 @@ def _one_broken_image(col):
 
 
 IMAGE = "observation.images.wrist"
+ONE_FILE = dict(episode_lengths=(6, 5))  # one video file, one data file
 #: more planted defects: (dataset kwargs, plant, what training raises, its registry entry, the code,
 #: validate_dataset kwargs)
 MORE = {
@@ -195,6 +218,42 @@ MORE = {
         "data_image",
         {"decode_sample": 11},
     ),
+    # the new-user trial: validate said error where training went on (or said "missing")
+    "state_row_short": (
+        PLANTED,
+        lambda r: set_row_width(r, 0, 3, "observation.state", 4),
+        errors.EpisodeDataError,
+        "dataset/_assemble.py:episode_rows",
+        "data_shape",
+        {},
+    ),
+    "index_999": (
+        PLANTED,
+        lambda r: set_value(r, 0, 6, "index", 999),
+        errors.EpisodeDataError,
+        "dataset/_assemble.py:_check_index",
+        "data_index_range",
+        {},
+    ),
+    "camera_shape": (
+        ONE_FILE,
+        lambda r: set_feature(r, CAM, shape=[96, 128, 3]),
+        errors.SidecarValidationError,
+        "sidecar/_validate.py:raise_problems",
+        "shape_mismatch",
+        {},
+    ),
+    **{
+        f"video_{how}": (
+            ONE_FILE,
+            lambda r, how=how: replace_file(video_file(r, 0), how),
+            errors.MetadataReadError,
+            "_meta_episodes.py:*",
+            "file_unreadable",
+            {},
+        )
+        for how in ("loop", "folder", "dev_null")
+    },
 }
 
 
@@ -211,5 +270,5 @@ def test_training_refuses_what_the_validator_reports_more(make_generated_dataset
     entry = next(c for c in TRAINING_CHECKS if c.where == where)
     errs = validate_dataset(root=root, **validate_kwargs).errors
     assert [f.code for f in errs] == [code] and code in entry.codes, [(f.code, f.message) for f in errs]
-    if entry.mode != "decode_sample":  # found without decoding anything
+    if entry.mode in ("same", "headers"):  # found from the headers alone
         assert [f.code for f in validate_dataset(root=root, headers_only=True).errors] == [code]
