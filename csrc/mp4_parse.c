@@ -375,7 +375,8 @@ static int scan_stsd(const uint8_t *buf, const trak_t *tk, int64_t foff, lrs_mp4
     return LRS_OK;
 }
 
-static int scan_tables(const uint8_t *buf, const trak_t *tk, int64_t foff, int64_t file_size, lrs_mp4_info *info,
+/* media_bytes: bytes of the file outside moov, where samples can lie */
+static int scan_tables(const uint8_t *buf, const trak_t *tk, int64_t foff, int64_t media_bytes, lrs_mp4_info *info,
                        lrs_err *e) {
     cur_t c;
     uint32_t n, i, u32, vf;
@@ -411,9 +412,10 @@ static int scan_tables(const uint8_t *buf, const trak_t *tk, int64_t foff, int64
             if ((int64_t)n * 4 > c.end - c.pos)
                 return fail(e, LRS_E_TRUNCATED, STSZ, foff + c.pos, "sample_count %u needs %lld bytes, box has %lld",
                             n, (long long)n * 4, (long long)(c.end - c.pos));
-        } else if ((i128)u32 * n > (i128)file_size) {
+        } else if ((i128)u32 * n > (i128)media_bytes) {
             return fail(e, LRS_E_INCONSISTENT, STSZ, foff + tk->stsz.start,
-                        "%u samples of %u bytes cannot fit a file of %lld bytes", n, u32, (long long)file_size);
+                        "%u samples of %u bytes cannot fit the %lld bytes of the file outside moov", n, u32,
+                        (long long)media_bytes);
         }
     } else {
         uint32_t fs;
@@ -429,6 +431,19 @@ static int scan_tables(const uint8_t *buf, const trak_t *tk, int64_t foff, int64
         if (((int64_t)n * fs + 7) / 8 > c.end - c.pos)
             return fail(e, LRS_E_TRUNCATED, STZ2, foff + c.pos, "sample_count %u does not fit the stz2 box", n);
     }
+    /* The caller allocates ~60 bytes per sample from this count: bound it before anything does.
+     * A video sample is at least 1 byte of the file outside moov, and one track holds at most
+     * LRS_MAX_SAMPLES_PER_TRACK (mp4_parse.h says why). */
+    tpos = foff + (tk->stsz.present ? tk->stsz.start : tk->stz2.start);
+    if (nsamp > media_bytes)
+        return fail(e, LRS_E_INCONSISTENT, tk->stsz.present ? STSZ : STZ2, tpos,
+                    "declares %lld samples (at least 1 byte each) but only %lld bytes of the file lie outside moov: "
+                    "samples would lie outside the file",
+                    (long long)nsamp, (long long)media_bytes);
+    if (nsamp > LRS_MAX_SAMPLES_PER_TRACK)
+        return fail(e, LRS_E_UNSUPPORTED, tk->stsz.present ? STSZ : STZ2, tpos,
+                    "declares %lld samples, more than the %lld one video track may hold", (long long)nsamp,
+                    (long long)LRS_MAX_SAMPLES_PER_TRACK);
     info->num_samples = nsamp;
 
     /* stts total must equal the sample count */
@@ -589,7 +604,7 @@ int lrs_mp4_scan_moov(const uint8_t *buf, int64_t len, int64_t file_offset, int6
         return fail(err, LRS_E_BADBOX, FCC('s', 't', 's', 'd'), file_offset + pick.trak_off, "video track has no stsd");
     TRY(scan_stsd(buf, &pick, file_offset, info, err));
     TRY(scan_edits(buf, &pick, file_offset, info, err));
-    TRY(scan_tables(buf, &pick, file_offset, file_size, info, err));
+    TRY(scan_tables(buf, &pick, file_offset, file_size > end ? file_size - end : 0, info, err));
     return LRS_OK;
 }
 

@@ -16,6 +16,12 @@
 
 #define LRS_MAX_VIDEO_TRACKS 32
 
+/* Most samples one video track may declare (2^22 = 4,194,304). The sample count is untrusted and
+ * each sample costs the caller ~60 bytes of arrays (~250 MB at this cap), so it is bounded before
+ * anything is allocated. 2^22 frames are 38.8 hours at 30 fps in one file; LeRobot cuts its video
+ * files at a few hundred MB, which at this count would be ~100 bytes per frame: no camera stream. */
+#define LRS_MAX_SAMPLES_PER_TRACK ((int64_t)1 << 22)
+
 typedef struct {
     int64_t start;   /* payload start (after the box header, incl. version/flags), in moov buffer */
     int64_t end;     /* payload end (exclusive), in moov buffer */

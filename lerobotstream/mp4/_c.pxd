@@ -16,6 +16,7 @@ cdef extern from "lrs_status.h":
 
 cdef extern from "mp4_parse.h":
     int LRS_MAX_VIDEO_TRACKS
+    int64_t LRS_MAX_SAMPLES_PER_TRACK
     ctypedef struct lrs_span:
         int64_t start
         int64_t end

@@ -15,10 +15,21 @@ cnp.import_array()
 
 log = logging.getLogger(__name__)
 
-PROBE_BYTES = 64 * 1024          # first read of the file's start
+from lerobotstream.mp4._c cimport LRS_MAX_SAMPLES_PER_TRACK
+
+PROBE_BYTES = 64 * 1024          # first read of the file's start; also the block read for small boxes' headers
 TAIL_MAX_BYTES = 64 * 1024 * 1024  # read everything after mdat in one go when at most this much
-MOOV_MAX_BYTES = 1 << 30         # refuse a moov box larger than this (untrusted size field)
-MAX_TOP_LEVEL_BOXES = 1_000_000
+#: Largest moov box read (bytes; its size field is untrusted and it is held in memory, with a copy
+#: or two while it is parsed). A moov holds ~4-28 bytes of tables per sample (stsz, stco, stss,
+#: stts, ctts), so a track of MAX_SAMPLES_PER_TRACK samples fits in ~120 MB.
+MOOV_MAX_BYTES = 128 * 1024 * 1024
+#: Most top-level boxes walked before moov and the first mdat are found. A real MP4 has a handful
+#: (ftyp, free/skip, mdat, moov, udta/meta/uuid); each header outside the bytes already read costs
+#: one read, so this bounds the requests a file of tiny boxes can cause.
+MAX_TOP_LEVEL_BOXES = 256
+#: Most samples one video track may declare (csrc/mp4_parse.h says why); checked, with "every
+#: sample is at least 1 byte of the file outside moov", before the sample arrays are allocated.
+MAX_SAMPLES_PER_TRACK = LRS_MAX_SAMPLES_PER_TRACK
 
 
 cdef _raise(int code, str path, str box, long long offset, str reason):
@@ -86,15 +97,18 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
 
     Raises:
         Mp4TruncatedError: a box runs past its parent or the file; a short read.
-        Mp4InconsistentTablesError: stts/stsz/stsc/stco/ctts/stss disagree, or sample bytes lie
-            outside the file.
+        Mp4InconsistentTablesError: stts/stsz/stsc/stco/ctts/stss disagree, sample bytes lie
+            outside the file, or more samples are declared than the file has bytes outside moov.
         Mp4UnsupportedError: fragmented MP4 (moof/mvex), several/non-unit-rate/repeated media
-            edits, no video track (or none with ``track_id``).
+            edits, no video track (or none with ``track_id``); past a plausible limit: a moov over
+            :data:`MOOV_MAX_BYTES`, more than :data:`MAX_TOP_LEVEL_BOXES` top-level boxes, a
+            track declaring more than :data:`MAX_SAMPLES_PER_TRACK` samples (all refused before
+            they are read or allocated).
         Mp4Error: any other malformed box (bad size, zero timescale, absurd values).
     """
     cdef long long fsize = int(file_size)
     cdef long long pos = 0, size, hdr, nboxes = 0
-    cdef long long moov_off = -1, moov_size = 0, mdat_off = -1, mdat_size = 0
+    cdef long long moov_off = -1, moov_size = 0, mdat_off = -1, mdat_size = 0, prev_size = PROBE_BYTES
     path = str(path)
     if fsize < 8:
         _raise(E_TRUNCATED, path, "", 0, f"file of {fsize} bytes is too small for an MP4")
@@ -106,7 +120,8 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
     while pos < fsize:
         nboxes += 1
         if nboxes > MAX_TOP_LEVEL_BOXES:
-            _raise(E_BADBOX, path, "", pos, "too many top-level boxes")
+            _raise(E_UNSUPPORTED, path, "", pos,
+                   f"more than {MAX_TOP_LEVEL_BOXES} top-level boxes before moov and mdat (an MP4 has a handful)")
         if fsize - pos < 8:
             if moov is not None:
                 break
@@ -115,6 +130,9 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
             # after mdat: read the whole tail at once (normally just moov) when it is small enough
             if fsize - pos <= TAIL_MAX_BYTES:
                 r.set_window(pos, r.fetch(pos, fsize - pos))
+        if prev_size < PROBE_BYTES and (pos < r.buf_off or pos + 16 > r.buf_off + len(r.buf)):
+            # after a small box the next are likely small too: one block read for their headers
+            r.set_window(pos, r.fetch(pos, min(PROBE_BYTES, fsize - pos)))
         head = r.get(pos, min(16, fsize - pos))
         size = int.from_bytes(head[0:4], "big")
         btype = head[4:8]
@@ -146,7 +164,8 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
                 _raise(E_TRUNCATED, path, "moov", pos,
                        f"moov of {size} bytes runs past the end of the file ({fsize - pos} bytes left)")
             if size > MOOV_MAX_BYTES:
-                _raise(E_UNSUPPORTED, path, "moov", pos, f"moov of {size} bytes is larger than we accept")
+                _raise(E_UNSUPPORTED, path, "moov", pos,
+                       f"moov of {size} bytes is larger than the {MOOV_MAX_BYTES} bytes accepted")
             moov = r.get(pos, size)
             moov_off, moov_size = pos, size
             if seen_mdat:
@@ -158,6 +177,7 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
             _raise(E_TRUNCATED, path, _fourcc(btype), pos,
                    f"box of {size} bytes runs past the end of the file before any moov")
         pos += size
+        prev_size = size
     if moov is None:
         _raise(E_BADBOX, path, "moov", -1, "no moov box in the file")
     return _parse_moov(moov, moov_off, fsize, path, track_id,
