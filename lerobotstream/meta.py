@@ -92,6 +92,9 @@ class DatasetMeta:
       the selection); ``info["total_*"]`` are only compared, and a mismatch lands in ``warnings``.
     - ``episodes`` (list[EpisodeInfo], selection, episode_index order), ``episode_lengths``
       (np.int64), ``episode_indices`` (np.int64), ``repo_id``, ``source``, ``warnings`` (list[str]).
+    - ``data_file_rows`` (dict path -> int): rows each data Parquet file should hold, the summed
+      lengths of all its episodes (selected or not); the reader checks a file's footer against it
+      before decoding.
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class DatasetMeta:
         total_frames: int,
         repo_id: str,
         warnings_: list[str],
+        data_file_rows: dict[str, int] | None = None,
     ) -> None:
         self.source = source
         self.info = info
@@ -128,6 +132,9 @@ class DatasetMeta:
         self.codebase_version: str = str(info.get("codebase_version"))
         self.episode_indices = np.array([ep.episode_index for ep in episodes], dtype=np.int64)
         self.episode_lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
+        self.data_file_rows: dict[str, int] = (
+            dict(data_file_rows) if data_file_rows is not None else _rows_per_file(episodes)
+        )
 
     # --- conveniences ---------------------------------------------------------------------------
     @property
@@ -332,7 +339,16 @@ class DatasetMeta:
             total_frames=total_frames,
             repo_id=str(name),
             warnings_=notes,
+            data_file_rows=_rows_per_file(all_eps),
         )
+
+
+def _rows_per_file(episodes: Sequence[EpisodeInfo]) -> dict[str, int]:
+    """Rows each data Parquet file should hold: the lengths of its episodes, summed."""
+    out: dict[str, int] = {}
+    for ep in episodes:
+        out[ep.data_path] = out.get(ep.data_path, 0) + int(ep.length)
+    return out
 
 
 def _load_info(src: PrefetchedReads) -> dict[str, Any]:

@@ -48,6 +48,10 @@ ROW_GROUP_CACHE_BYTES = 64 * 1024 * 1024
 SMALL_FILE_BYTES = 1024 * 1024
 #: Bytes of such whole small files kept per reader (least recently used dropped first).
 SMALL_FILES_CACHE_BYTES = 16 * 1024 * 1024
+#: Most column bytes one read may decode, as the footer declares them (uncompressed sizes of the
+#: projected column chunks of the row groups read). LeRobot cuts its data files at ~100 MB, so a
+#: row group of real episodes is far below it; a decompression bomb declares more.
+READ_MAX_BYTES = 512 * 1024 * 1024
 
 
 class _SingleFlight:
@@ -195,6 +199,9 @@ class EpisodeParquetReader:
             ``frame_index`` are read for filtering/validation and dropped again when not asked for.
         row_group_cache_bytes: decoded row groups kept for later episodes, bytes (default
             :data:`ROW_GROUP_CACHE_BYTES`; 0 keeps none, concurrent readers still share one read).
+        file_rows: rows each data file should hold (``DatasetMeta.data_file_rows``: the summed
+            lengths of its episodes in ``meta/episodes``); a footer declaring more is refused
+            before anything is decoded (:func:`footer_rows_problem`). None: not checked.
 
     Thread-safe and single-flight: the fetch threads of a process share one footer read per file
     and one read per row group (and projection); footers and row groups are cached per process
@@ -207,8 +214,10 @@ class EpisodeParquetReader:
         columns: Sequence[str] | None = None,
         *,
         row_group_cache_bytes: int = ROW_GROUP_CACHE_BYTES,
+        file_rows: Mapping[str, int] | None = None,
     ) -> None:
         self.source = source
+        self.file_rows = file_rows
         self.columns = list(dict.fromkeys(columns)) if columns is not None else None
         self.row_group_cache_bytes = int(row_group_cache_bytes)
         self._lock = threading.Lock()
@@ -239,6 +248,8 @@ class EpisodeParquetReader:
 
         Raises:
             ParquetCorruptError: the footer cannot be read (names the file and ``episodes``).
+            EpisodeDataError: the footer declares more rows than the file's episodes hold
+                (``file_rows``), naming the file.
         """
         self._check_pid()
         return self._footers.get(path, lambda: self._read_footer(path, episodes))
@@ -259,6 +270,16 @@ class EpisodeParquetReader:
                 path=path,
                 episode_index=int(min(episodes)) if episodes else None,
             ) from e
+        problem = None if self.file_rows is None else footer_rows_problem(md, int(self.file_rows.get(path, 0)))
+        if problem is not None:
+            what = "" if not episodes else f"episodes {_short(episodes)} in "
+            raise EpisodeDataError(
+                f"{what}{self._where(path)}: {problem[1]}; the file does not hold these episodes' rows "
+                "(a damaged or hostile file): refused before decoding",
+                path=path,
+                episode_index=int(min(episodes)) if episodes else None,
+                code=problem[0],
+            )
         if data is not None:
             with self._lock:
                 self._small[path] = data
@@ -364,7 +385,18 @@ class EpisodeParquetReader:
         self, path: str, md: pq.FileMetaData, groups: list[int], cols: Sequence[str], eps: Sequence[int]
     ) -> list[pa.Table]:
         """Row groups ``groups`` of ``path`` (columns ``cols``) from the source with one pyarrow
-        read (its pre-buffering merges their column chunks), checksums verified; one table each."""
+        read (its pre-buffering merges their column chunks), checksums verified; one table each.
+        More than :data:`READ_MAX_BYTES` declared is refused before decoding."""
+        declared = _declared_bytes(md, groups, cols)
+        if declared > READ_MAX_BYTES:
+            raise EpisodeDataError(
+                f"{f'episodes {_short(eps)} in ' if eps else ''}{self._where(path)}: row groups {_short(groups)} "
+                f"declare {declared} bytes of columns {list(cols)} once decoded, more than the {READ_MAX_BYTES} "
+                "one read may decode (a damaged or hostile file): refused before decoding",
+                path=path,
+                episode_index=eps[0] if eps else None,
+                code="data_rows",
+            )
         try:
             pf = pq.ParquetFile(self._file(path), metadata=md, pre_buffer=True, page_checksum_verification=True)
             table = pf.read_row_groups(groups, columns=list(cols), use_threads=False)
@@ -399,6 +431,43 @@ def _short(values: Sequence[int], limit: int = 8) -> str:
     if len(values) <= limit:
         return str(values)
     return f"{str(values[:limit])[:-1]}, ... ({len(values)} in all)]"
+
+
+def footer_rows_problem(md: pq.FileMetaData, expected_rows: int) -> tuple[str, str] | None:
+    """What is wrong with a data file's row count as its footer declares it, or None.
+
+    Args:
+        md: the file's footer (nothing decoded).
+        expected_rows: the summed ``length`` of the episodes ``meta/episodes`` stores in it.
+
+    Returns:
+        ``("data_rows", "its footer declares 20000000 rows in 1 row groups (the largest 20000000),
+        its episodes have 90 frames in meta/episodes")`` when it declares more rows than that;
+        None otherwise. The code is ``lerobotstream.validate``'s finding code.
+    """
+    rows = int(md.num_rows)
+    if rows <= expected_rows:
+        return None
+    largest = max((int(md.row_group(i).num_rows) for i in range(md.num_row_groups)), default=0)
+    return (
+        "data_rows",
+        f"its footer declares {rows} rows in {md.num_row_groups} row groups (the largest {largest}), "
+        f"its episodes have {expected_rows} frames in meta/episodes",
+    )
+
+
+def _declared_bytes(md: pq.FileMetaData, groups: Sequence[int], cols: Sequence[str]) -> int:
+    """Uncompressed bytes the footer declares for columns ``cols`` (and their nested leaves) of
+    row groups ``groups``."""
+    total = 0
+    for g in groups:
+        rg = md.row_group(g)
+        for j in range(rg.num_columns):
+            cc = rg.column(j)
+            p = cc.path_in_schema
+            if any(p == c or p.startswith(c + ".") for c in cols):
+                total += max(0, int(cc.total_uncompressed_size))
+    return total
 
 
 def _column_index(md: pq.FileMetaData, name: str) -> int | None:

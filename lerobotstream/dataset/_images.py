@@ -110,8 +110,10 @@ def decode_image(
 
     Raises:
         EpisodeDataError: no embedded bytes (an image stored by path only), bytes Pillow cannot
-            decode, or an image whose size or channel count is not the declared ``shape``; the
-            message names the episode, frame, feature and file.
+            decode, or an image whose size or channel count is not the declared ``shape`` (checked
+            from the image's header before it is decoded, so a cell declaring a huge image costs
+            nothing; again after EXIF orientation); the message names the episode, frame,
+            feature and file.
     """
     where = f"episode {episode_index}, frame {frame_index}, image feature {key!r}, file {path}"
     if data is None:
@@ -123,10 +125,16 @@ def decode_image(
         )
     Image, ImageOps = _pil()
     try:
-        img = Image.open(io.BytesIO(data))
+        img = Image.open(io.BytesIO(data))  # lazy: the header (PNG IHDR) only, nothing decoded
+        if shape is not None:  # before decoding: a cell declaring a huge image is not decoded
+            c, h, w = len(img.getbands()), img.size[1], img.size[0]
+            if (c, h, w) != tuple(shape) and (c, w, h) != tuple(shape):  # EXIF may turn it by 90°
+                _raise_shape(where, img, shape, episode_index, key, path, frame_index)
         img.load()
         if img.getexif().get(_ORIENTATION) is not None:
             img = ImageOps.exif_transpose(img)
+    except EpisodeDataError:
+        raise
     except Exception as e:
         raise EpisodeDataError(
             f"{where}: Pillow cannot decode the image: {type(e).__name__}: {e}",
@@ -135,18 +143,8 @@ def decode_image(
             path=path,
         ) from e
     mode = img.mode
-    if shape is not None:
-        got = (len(img.getbands()), img.size[1], img.size[0])
-        if got != tuple(shape):
-            raise EpisodeDataError(
-                f"{where}: the image is {mode} {img.size[0]}x{img.size[1]} (C, H, W) = {got}, but meta/info.json "
-                f"declares {tuple(shape)}; every image of a feature must have its declared size and channel count "
-                "(LeRobot stacks them into one tensor): re-encode the image or fix meta/info.json",
-                episode_index=episode_index,
-                camera=key,
-                path=path,
-                frame_index=frame_index,
-            )
+    if shape is not None and (len(img.getbands()), img.size[1], img.size[0]) != tuple(shape):
+        _raise_shape(where, img, shape, episode_index, key, path, frame_index)
     if mode in _UINT16_MODES:
         return torch.from_numpy(np.array(img, dtype=np.float32))[None, ...]
     if mode == "I":
@@ -159,6 +157,19 @@ def decode_image(
     channels = len(img.getbands())
     arr = arr.reshape(img.size[1], img.size[0], channels)
     return torch.from_numpy(arr).permute(2, 0, 1)
+
+
+def _raise_shape(where: str, img: Any, shape: tuple, episode_index: int, key: str, path: str, frame_index: int):
+    got = (len(img.getbands()), img.size[1], img.size[0])
+    raise EpisodeDataError(
+        f"{where}: the image is {img.mode} {img.size[0]}x{img.size[1]} (C, H, W) = {got}, but meta/info.json "
+        f"declares {tuple(shape)}; every image of a feature must have its declared size and channel count "
+        "(LeRobot stacks them into one tensor): re-encode the image or fix meta/info.json",
+        episode_index=episode_index,
+        camera=key,
+        path=path,
+        frame_index=frame_index,
+    )
 
 
 def decode_images(

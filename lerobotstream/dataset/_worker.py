@@ -83,7 +83,7 @@ class Worker:
         t0 = time.perf_counter()
         self.index = Mp4Index.open(cfg.sidecar_npz, lock_timeout_s=cfg.options.sidecar_lock_timeout_s)
         self.index_open_s = time.perf_counter() - t0
-        self.parquet = EpisodeParquetReader(cfg.meta.source)
+        self.parquet = EpisodeParquetReader(cfg.meta.source, file_rows=getattr(cfg.meta, "data_file_rows", None))
         if cfg.cameras.skipped_columns:  # image features not selected: their bytes are never read
             names = self.parquet.metadata(cfg.meta.episodes[0].data_path).schema.to_arrow_schema().names
             self.parquet.columns = [c for c in names if c not in set(cfg.cameras.skipped_columns)]

@@ -153,7 +153,7 @@ def validate_dataset(
     findings += _depth_findings(meta)
     missing = {f.file for f in findings if f.code in ("file_missing", "file_unreadable")}  # said once
 
-    reader = EpisodeParquetReader(source)
+    reader = EpisodeParquetReader(source, file_rows=meta.data_file_rows)
     by_data: dict[str, list] = defaultdict(list)
     for ep in meta.episodes:
         by_data[ep.data_path].append(ep)

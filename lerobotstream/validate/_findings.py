@@ -117,8 +117,13 @@ CODES: dict[str, tuple[str, str]] = {
 
 def read_code(e: BaseException, code: str) -> str:
     """``file_unreadable`` when ``e`` says the file is there but cannot be read (a refused
-    permission, a symlink loop, a folder: ``SourceReadError``), else ``code``."""
-    return "file_unreadable" if isinstance(e, SourceReadError) else code
+    permission, a symlink loop, a folder: ``SourceReadError``); the reader's own finding code when
+    it refused the file by a rule (``data_rows``: a footer declaring more rows than its episodes);
+    else ``code``."""
+    if isinstance(e, SourceReadError):
+        return "file_unreadable"
+    own = getattr(e, "code", None)
+    return own if isinstance(own, str) and own in CODES else code
 
 
 @dataclass(frozen=True)
