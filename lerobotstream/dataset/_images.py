@@ -129,7 +129,7 @@ def decode_image(
         if shape is not None:  # before decoding: a cell declaring a huge image is not decoded
             c, h, w = len(img.getbands()), img.size[1], img.size[0]
             if (c, h, w) != tuple(shape) and (c, w, h) != tuple(shape):  # EXIF may turn it by 90°
-                _raise_shape(where, img, shape, episode_index, key, path, frame_index)
+                raise _shape_error(where, img, shape, episode_index, key, path, frame_index)
         img.load()
         if img.getexif().get(_ORIENTATION) is not None:
             img = ImageOps.exif_transpose(img)
@@ -144,7 +144,7 @@ def decode_image(
         ) from e
     mode = img.mode
     if shape is not None and (len(img.getbands()), img.size[1], img.size[0]) != tuple(shape):
-        _raise_shape(where, img, shape, episode_index, key, path, frame_index)
+        raise _shape_error(where, img, shape, episode_index, key, path, frame_index)
     if mode in _UINT16_MODES:
         return torch.from_numpy(np.array(img, dtype=np.float32))[None, ...]
     if mode == "I":
@@ -159,9 +159,11 @@ def decode_image(
     return torch.from_numpy(arr).permute(2, 0, 1)
 
 
-def _raise_shape(where: str, img: Any, shape: tuple, episode_index: int, key: str, path: str, frame_index: int):
+def _shape_error(
+    where: str, img: Any, shape: tuple, episode_index: int, key: str, path: str, frame_index: int
+) -> EpisodeDataError:
     got = (len(img.getbands()), img.size[1], img.size[0])
-    raise EpisodeDataError(
+    return EpisodeDataError(
         f"{where}: the image is {img.mode} {img.size[0]}x{img.size[1]} (C, H, W) = {got}, but meta/info.json "
         f"declares {tuple(shape)}; every image of a feature must have its declared size and channel count "
         "(LeRobot stacks them into one tensor): re-encode the image or fix meta/info.json",

@@ -104,8 +104,8 @@ TRAINING_CHECKS: tuple[TrainingCheck, ...] = (
     # iteration: the episode's Parquet rows
     TrainingCheck(
         "parquet.py:EpisodeParquetReader._read_footer",
-        "a data file's footer cannot be read",
-        ("data_unreadable",),
+        "a data file's footer cannot be read, or declares more rows than its episodes hold",
+        ("data_unreadable", "data_rows"),
         "same",
     ),
     TrainingCheck(
@@ -119,8 +119,9 @@ TRAINING_CHECKS: tuple[TrainingCheck, ...] = (
     ),
     TrainingCheck(
         "parquet.py:EpisodeParquetReader._read_groups",
-        "the pages of a data file cannot be decoded (the per-row columns' pages; a page checksum)",
-        ("data_unreadable",),
+        "the pages of a data file cannot be decoded (the per-row columns' pages; a page checksum), or "
+        "declare more bytes than one read may decode",
+        ("data_unreadable", "data_rows"),
         "rows",
     ),
     TrainingCheck(
