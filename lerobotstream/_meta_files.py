@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -76,13 +76,24 @@ def _parse_json(source: ByteSource | PrefetchedReads, path: str, raw: bytes) -> 
 
 
 def _read_parquet(
-    source: ByteSource | PrefetchedReads, path: str, *, what: str, columns: Iterable[str] | None = None
+    source: ByteSource | PrefetchedReads,
+    path: str,
+    *,
+    what: str,
+    columns: Iterable[str] | None = None,
+    check: Callable[[pq.FileMetaData], None] | None = None,
 ) -> pa.Table:
+    """The table of a ``meta/`` Parquet file (``columns`` that exist, or all); ``check`` is called
+    with its footer before anything is decoded (it raises to refuse the file)."""
     data = _read_bytes(source, path, what=what)
     try:
         pf = pq.ParquetFile(io.BytesIO(data))
+        if check is not None:
+            check(pf.metadata)
         names = pf.schema_arrow.names
         cols = None if columns is None else [c for c in names if c in set(columns)]
         return pf.read(columns=cols, use_threads=False)  # small files; pyarrow threads + torch can abort at exit
+    except MetadataError:
+        raise
     except (pa.ArrowException, OSError, ValueError) as e:
         raise MetadataError(f"{what} {_where(source, path)} is not a readable Parquet file: {e}", path=path) from e

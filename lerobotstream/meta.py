@@ -25,6 +25,7 @@ import numpy as np
 from lerobotstream._meta_episodes import (
     EPISODES_DIR,
     EpisodeInfo,
+    EpisodeRows,
     EpisodeVideo,
     _build_episodes,
     _check_files,
@@ -90,7 +91,8 @@ class DatasetMeta:
       ``meta/stats.json`` is absent).
     - ``total_episodes`` / ``total_frames``: counted from the episode shards (all episodes, not
       the selection); ``info["total_*"]`` are only compared, and a mismatch lands in ``warnings``.
-    - ``episodes`` (list[EpisodeInfo], selection, episode_index order), ``episode_lengths``
+    - ``episodes`` (a sequence of EpisodeInfo: :class:`EpisodeRows`, the selection's rows kept as
+      columns, each EpisodeInfo built when asked for; episode_index order), ``episode_lengths``
       (np.int64), ``episode_indices`` (np.int64), ``repo_id``, ``source``, ``warnings`` (list[str]).
     - ``data_file_rows`` (dict path -> int): rows each data Parquet file should hold, the summed
       lengths of all its episodes (selected or not); the reader checks a file's footer against it
@@ -104,7 +106,7 @@ class DatasetMeta:
         info: dict[str, Any],
         tasks: list[str],
         stats: dict[str, Any],
-        episodes: list[EpisodeInfo],
+        episodes: Sequence[EpisodeInfo],
         total_episodes: int,
         total_frames: int,
         repo_id: str,
@@ -124,14 +126,17 @@ class DatasetMeta:
         self.task_to_index: dict[str, int] = {t: i for i, t in enumerate(tasks)}
         self.stats = stats
         self.episodes = episodes
-        self._by_index = {ep.episode_index: ep for ep in episodes}
         self.total_episodes = total_episodes
         self.total_frames = total_frames
         self.repo_id = repo_id
         self.warnings = warnings_
         self.codebase_version: str = str(info.get("codebase_version"))
-        self.episode_indices = np.array([ep.episode_index for ep in episodes], dtype=np.int64)
-        self.episode_lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
+        if isinstance(episodes, EpisodeRows):
+            self.episode_indices = episodes.episode_indices
+            self.episode_lengths = episodes.lengths
+        else:
+            self.episode_indices = np.array([ep.episode_index for ep in episodes], dtype=np.int64)
+            self.episode_lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
         self.data_file_rows: dict[str, int] = (
             dict(data_file_rows) if data_file_rows is not None else _rows_per_file(episodes)
         )
@@ -202,13 +207,13 @@ class DatasetMeta:
 
     def episode(self, episode_index: int) -> EpisodeInfo:
         """The selected episode ``episode_index``. Raises MetadataError when it is not selected."""
-        try:
-            return self._by_index[int(episode_index)]
-        except KeyError:
-            raise MetadataError(
-                f"episode {episode_index} is not in the selection of {self.repo_id} ({self.num_episodes} episodes)",
-                episode_index=int(episode_index),
-            ) from None
+        k = int(np.searchsorted(self.episode_indices, int(episode_index)))
+        if k < len(self.episode_indices) and int(self.episode_indices[k]) == int(episode_index):
+            return self.episodes[k]
+        raise MetadataError(
+            f"episode {episode_index} is not in the selection of {self.repo_id} ({self.num_episodes} episodes)",
+            episode_index=int(episode_index),
+        )
 
     def task_index(self, task: str) -> int:
         """``task_index`` of a task string. Raises MetadataError for an unknown task."""
@@ -219,10 +224,14 @@ class DatasetMeta:
 
     def video_paths(self) -> list[str]:
         """Sorted unique relative MP4 paths used by the selection."""
+        if isinstance(self.episodes, EpisodeRows):
+            return sorted(self.episodes.video_files())
         return sorted({v.path for ep in self.episodes for v in ep.videos.values()})
 
     def data_paths(self) -> list[str]:
         """Sorted unique relative Parquet data paths used by the selection."""
+        if isinstance(self.episodes, EpisodeRows):
+            return sorted(self.episodes.data_files())
         return sorted({ep.data_path for ep in self.episodes})
 
     def __len__(self) -> int:
@@ -284,9 +293,8 @@ class DatasetMeta:
             notes: list[str] = []
             tasks = _load_tasks(reads)
             stats = _load_stats(reads)
-            rows, shard_of = _load_episode_rows(reads, info)
-            all_eps = _build_episodes(src, info, rows, shard_of, problems)
-            total_frames = int(sum(ep.length for ep in all_eps))
+            all_eps = _build_episodes(src, info, _load_episode_rows(reads, info), problems)
+            total_frames = int(all_eps.lengths.sum())
             info_eps, info_frames = info.get("total_episodes"), info.get("total_frames")
             if info_eps is not None and int(info_eps) != len(all_eps):
                 notes.append(
@@ -301,16 +309,16 @@ class DatasetMeta:
                 notes.append(
                     f"{_where(src, INFO_PATH)}: splits.train={train!r} but meta/episodes holds {len(all_eps)} episodes; ignored"
                 )
-            for task_list in (ep.tasks for ep in all_eps):
-                for t in task_list:
-                    if tasks and t not in tasks:
-                        notes.append(f"task {t!r} of an episode is not in {_where(src, TASKS_PATH)}")
-                        break
+            unknown_tasks = [t for t in all_eps.task_strings() if tasks and t not in set(tasks)]
+            for t in unknown_tasks[:10]:
+                notes.append(f"task {t!r} of an episode is not in {_where(src, TASKS_PATH)}")
+            if len(unknown_tasks) > 10:
+                notes.append(f"{len(unknown_tasks)} task strings of episodes are not in {_where(src, TASKS_PATH)}")
             if episodes is None:
                 selected = all_eps
             else:
-                by_idx = {ep.episode_index: ep for ep in all_eps}
-                wanted, unknown = _selected(episodes, by_idx)
+                held = all_eps.episode_indices
+                wanted, unknown = _selected(episodes, held)
                 if unknown:
                     held = (
                         f"indices {all_eps[0].episode_index}..{all_eps[-1].episode_index}" if all_eps else "no episode"
@@ -321,7 +329,7 @@ class DatasetMeta:
                         episode_index=unknown[0],
                         code="episodes_unknown",
                     )
-                selected = [by_idx[e] for e in wanted]
+                selected = all_eps.take(np.searchsorted(held, np.asarray(wanted, dtype=np.int64)))
             for note in notes:
                 if problems is None:
                     warnings.warn(note, stacklevel=2)
@@ -345,6 +353,9 @@ class DatasetMeta:
 
 def _rows_per_file(episodes: Sequence[EpisodeInfo]) -> dict[str, int]:
     """Rows each data Parquet file should hold: the lengths of its episodes, summed."""
+    if isinstance(episodes, EpisodeRows):
+        lengths = episodes.lengths
+        return {path: int(lengths[pos].sum()) for path, pos in episodes.data_files().items()}
     out: dict[str, int] = {}
     for ep in episodes:
         out[ep.data_path] = out.get(ep.data_path, 0) + int(ep.length)

@@ -45,7 +45,7 @@ def test_bundled_dataset():
     assert meta.shapes[CAM] == (480, 640, 3) and meta.shapes["observation.state"] == (26,)
     assert len(meta.names["observation.state"][0]) == 26
     assert set(meta.stats) >= {"observation.state", "action", CAM}
-    assert meta.episode(1) is ep1
+    assert meta.episode(1) == ep1  # rows are columns: each EpisodeInfo is built when asked for
     # a path works as well as a source
     assert DatasetMeta.load(BUNDLED).episode_lengths.tolist() == [393, 343]
 
