@@ -201,14 +201,12 @@ class EpisodeRows(Sequence[EpisodeInfo]):
     def _groups(self, chunk: np.ndarray, file: np.ndarray, key: str | None, rows: np.ndarray) -> dict[str, np.ndarray]:
         if rows.size == 0:
             return {}
-        pairs = np.stack([chunk[rows], file[rows]], axis=1)
-        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
-        order = np.argsort(inverse.reshape(-1), kind="stable")
-        bounds = np.searchsorted(inverse.reshape(-1)[order], np.arange(len(uniq) + 1))
-        return {
-            self._path(key, int(ch), int(fi)): order[bounds[g] : bounds[g + 1]]
-            for g, (ch, fi) in enumerate(uniq.tolist())
-        }
+        ch, fi = chunk[rows], file[rows]
+        order = np.lexsort((fi, ch))  # positions grouped by (chunk, file), ascending within a group
+        cs, fs = ch[order], fi[order]
+        starts = np.flatnonzero(np.concatenate([[True], (cs[1:] != cs[:-1]) | (fs[1:] != fs[:-1])]))
+        stops = np.append(starts[1:], order.size)
+        return {self._path(key, int(cs[a]), int(fs[a])): order[a:b] for a, b in zip(starts.tolist(), stops.tolist())}
 
     def _path(self, key: str | None, chunk: int, file: int) -> str:
         if key is None:
@@ -296,7 +294,8 @@ def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> _Column
         del table
 
     def column(c: str) -> Any:
-        return pa.chunked_array(parts.pop(c), type=parts_type[c]).combine_chunks()
+        chunks = [chunk for part in parts.pop(c) for chunk in part.chunks]
+        return pa.chunked_array(chunks, type=parts_type[c]).combine_chunks()
 
     parts_type = {c: (parts[c][0].type if parts[c] else pa.int64()) for c in wanted}
     ints: dict[str, np.ndarray] = {}

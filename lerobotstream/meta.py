@@ -448,6 +448,7 @@ __all__ = [
     "DatasetMeta",
     "DepthQuantizer",
     "EpisodeInfo",
+    "EpisodeRows",
     "EpisodeVideo",
     "CONVERT_HINT",
     "LANGUAGE_COLUMNS",

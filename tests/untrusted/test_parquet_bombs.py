@@ -17,7 +17,7 @@ import pytest
 import lerobotstream.parquet as lrs_parquet
 from lerobotstream import StreamingLeRobotDataset
 from lerobotstream.dataset import decode_image
-from lerobotstream.errors import EpisodeDataError
+from lerobotstream.errors import EpisodeDataError, MetadataError
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.parquet import EpisodeParquetReader
 from lerobotstream.sources import open_source
@@ -58,10 +58,7 @@ def test_declared_bytes_over_the_read_cap_are_not_decoded(tmp_path, monkeypatch)
 
 
 def test_training_refuses_a_data_file_with_a_huge_row_group(pristine, tmp_path):
-    root = tmp_path / "ds"
-    import shutil
-
-    shutil.copytree(pristine, root)
+    root = _copy(pristine, tmp_path)
     pq.write_table(_many_rows(1_000_000), root / DATA, row_group_size=1_000_000)
     assert DatasetMeta.load(root).data_file_rows == {DATA: 7}
     with pytest.raises(EpisodeDataError, match=rf"{DATA}.*declares 1000000 rows"):
@@ -92,3 +89,81 @@ def test_png_cell_of_the_declared_size_decodes():
     Image.fromarray(np.full((24, 32, 3), 7, np.uint8)).save(buf, format="PNG")
     out = decode_image(buf.getvalue(), key=IMG[0], shape=(3, 24, 32))
     assert tuple(out.shape) == (3, 24, 32) and int(out[0, 0, 0]) == 7
+
+
+# --- meta/episodes ----------------------------------------------------------------------------
+SHARD = "meta/episodes/chunk-000/file-000.parquet"
+
+
+def _copy(pristine: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    root = tmp_path / "ds"
+    shutil.copytree(pristine, root)
+    return root
+
+
+def _edit_shard(root: Path, fn) -> None:
+    table = pq.read_table(root / SHARD)
+    pq.write_table(fn(table), root / SHARD)
+
+
+def test_episodes_table_over_the_row_cap_is_not_decoded(pristine, tmp_path, monkeypatch):
+    import lerobotstream._meta_episodes as me
+
+    root = _copy(pristine, tmp_path)
+    monkeypatch.setattr(me, "EPISODES_MAX", 1)
+    decoded, read = [], pq.ParquetFile.read
+
+    def counting(self, *a, columns=None, **k):
+        decoded.extend(c for c in columns or () if c == "length")  # the episodes table's columns
+        return read(self, *a, columns=columns, **k)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", counting)
+    with pytest.raises(MetadataError, match=r"declares 2 rows.* at most 1 episodes") as e:
+        DatasetMeta.load(root)
+    assert SHARD in str(e.value) and e.value.code == "episodes_table_size" and not decoded
+
+
+def test_episodes_table_over_the_byte_cap_is_not_decoded(pristine, tmp_path, monkeypatch):
+    import lerobotstream._meta_episodes as me
+
+    root = _copy(pristine, tmp_path)
+    monkeypatch.setattr(me, "EPISODES_MAX_BYTES", 64)
+    with pytest.raises(MetadataError, match=r"bytes of columns once decoded; at most .* and 64 bytes"):
+        DatasetMeta.load(root)
+
+
+def test_episodes_table_is_kept_as_columns(pristine):
+    from lerobotstream.meta import EpisodeRows
+
+    meta = DatasetMeta.load(pristine)
+    assert isinstance(meta.episodes, EpisodeRows) and len(meta.episodes) == 2
+    assert [ep.length for ep in meta.episodes] == [3, 4] and meta.episode(1).length == 4
+    assert meta.episodes[-1] == meta.episode(1) and [e.episode_index for e in meta.episodes[1:]] == [1]
+    assert meta.data_file_rows == {DATA: 7} and meta.data_paths() == [DATA]
+
+
+def test_huge_episode_index_gap_is_reported_as_a_range(pristine, tmp_path):
+    root = _copy(pristine, tmp_path)
+
+    def far(t: pa.Table) -> pa.Table:
+        i = t.column_names.index("episode_index")
+        return t.set_column(i, "episode_index", pa.array([0, 10**12], pa.int64()))
+
+    _edit_shard(root, far)
+    with pytest.raises(MetadataError, match=r"missing episodes \[1, 2, .*\] \(999999999999 in all\)") as e:
+        DatasetMeta.load(root)
+    assert len(e.value.episodes) <= 1000
+
+
+def test_huge_total_episodes_lists_a_range(pristine, tmp_path):
+    import json
+
+    root = _copy(pristine, tmp_path)
+    info = json.loads((root / "meta/info.json").read_text())
+    info["total_episodes"] = 100_000_000
+    (root / "meta/info.json").write_text(json.dumps(info))
+    with pytest.raises(MetadataError, match=r"episodes 2\.\.99999999 are missing") as e:
+        DatasetMeta.load(root)
+    assert len(e.value.episodes) <= 1000
