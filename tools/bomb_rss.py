@@ -12,6 +12,7 @@ Cases:
 * ``mp4_20m_samples``: a 20 MB sparse MP4 declaring one 1-byte sample per byte (20M samples).
 * ``mp4_2e9_samples``: a 2 GB sparse MP4 declaring 2·10⁹ samples.
 * ``moov_900mib``: a sparse MP4 whose moov box is 900 MiB.
+* ``moov_at_cap``: the largest moov accepted (a sparse MP4 whose moov is just under the cap; parsed).
 * ``tiny_boxes``: 160 KB of 8-byte top-level boxes (reads counted).
 * ``dataset_control``: one epoch of the small image dataset the dataset cases start from (the
   baseline of a training process: imports, threads).
@@ -37,6 +38,7 @@ CASES = (
     "mp4_20m_samples",
     "mp4_2e9_samples",
     "moov_900mib",
+    "moov_at_cap",
     "tiny_boxes",
     "dataset_control",
     "data_20m_rows",
@@ -69,7 +71,7 @@ def _parse_file(path: Path) -> dict:
 
 def build(case: str, tmp: Path) -> Path:
     """The hostile input of ``case`` under ``tmp``."""
-    from lerobotstream.mp4.parse import MAX_SAMPLES_PER_TRACK
+    from lerobotstream.mp4.parse import MAX_SAMPLES_PER_TRACK, MOOV_MAX_BYTES
     from lerobotstream.testing._bombs import mp4_header, tiny_boxes_file
 
     if case == "mp4_at_cap":
@@ -87,6 +89,9 @@ def build(case: str, tmp: Path) -> Path:
         head = mp4_header(10, file_size=size)
         at = head.index(b"moov") - 4
         _sparse(out, head[:at] + (900 << 20).to_bytes(4, "big") + b"moov", size)
+    elif case == "moov_at_cap":
+        out, size = tmp / "e.mp4", MOOV_MAX_BYTES + (1 << 20)
+        _sparse(out, mp4_header(10, file_size=size, moov_pad=MOOV_MAX_BYTES - 4096), size)
     elif case == "tiny_boxes":
         out = tmp / "d.mp4"
         out.write_bytes(tiny_boxes_file(20_000))
