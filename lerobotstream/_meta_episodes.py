@@ -162,6 +162,14 @@ class EpisodeRows(Sequence[EpisodeInfo]):
         for i in self._rows.tolist():
             yield self._info(i)
 
+    def __eq__(self, other: object) -> bool:
+        """Equal to another sequence of the same :class:`EpisodeInfo` (an ``EpisodeRows`` or a list)."""
+        if not isinstance(other, (EpisodeRows, list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
     def take(self, positions: Sequence[int] | np.ndarray) -> EpisodeRows:
         """The rows at ``positions`` (indices into this selection), in that order."""
         return EpisodeRows(self._cols, self._rows[np.asarray(positions, dtype=np.int64)], self._video_ok)
