@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lerobotstream.errors import MetadataError, MetadataReadError, SourceError, SourceReadError, os_reason
+from lerobotstream.parquet import FOOTER_MAX_ITEMS
 
 if TYPE_CHECKING:
     from lerobotstream.sources import ByteSource, PrefetchedReads
@@ -87,7 +88,7 @@ def _read_parquet(
     with its footer before anything is decoded (it raises to refuse the file)."""
     data = _read_bytes(source, path, what=what)
     try:
-        pf = pq.ParquetFile(io.BytesIO(data))
+        pf = pq.ParquetFile(io.BytesIO(data), thrift_container_size_limit=FOOTER_MAX_ITEMS)
         if check is not None:
             check(pf.metadata)
         names = pf.schema_arrow.names

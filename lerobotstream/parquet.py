@@ -52,6 +52,11 @@ SMALL_FILES_CACHE_BYTES = 16 * 1024 * 1024
 #: projected column chunks of the row groups read). LeRobot cuts its data files at ~100 MB, so a
 #: row group of real episodes is far below it; a decompression bomb declares more.
 READ_MAX_BYTES = 512 * 1024 * 1024
+#: Most items of any list in a Parquet footer (row groups, column chunks of a row group, schema
+#: elements), passed to pyarrow's Thrift decoder before it allocates them: a LeRobot file has a
+#: handful of row groups and at most a few hundred columns; a footer of millions of tiny row groups
+#: would cost far more memory decoded than its bytes on disk.
+FOOTER_MAX_ITEMS = 100_000
 
 
 class _SingleFlight:
@@ -259,7 +264,10 @@ class EpisodeParquetReader:
         small = size <= SMALL_FILE_BYTES and self.source.local_path(path) is None  # remote: a round trip saved
         data = self.source.read(path, 0, size) if small else None
         try:
-            md = pq.ParquetFile(SourceFile(self.source, path, size) if data is None else pa.BufferReader(data)).metadata
+            md = pq.ParquetFile(
+                SourceFile(self.source, path, size) if data is None else pa.BufferReader(data),
+                thrift_container_size_limit=FOOTER_MAX_ITEMS,
+            ).metadata
         except (pa.ArrowException, OSError, ValueError) as e:
             if isinstance(e, SourceError):
                 raise

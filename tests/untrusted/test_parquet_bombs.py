@@ -17,7 +17,7 @@ import pytest
 import lerobotstream.parquet as lrs_parquet
 from lerobotstream import StreamingLeRobotDataset
 from lerobotstream.dataset import decode_image
-from lerobotstream.errors import EpisodeDataError, MetadataError
+from lerobotstream.errors import EpisodeDataError, MetadataError, ParquetCorruptError
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.parquet import EpisodeParquetReader
 from lerobotstream.sources import open_source
@@ -55,6 +55,14 @@ def test_declared_bytes_over_the_read_cap_are_not_decoded(tmp_path, monkeypatch)
     with pytest.raises(EpisodeDataError, match=r"declare \d+ bytes .* more than the 100 one read may decode"):
         reader.read("f.parquet", {0: 30})
     assert reader.row_groups_read == 0
+
+
+def test_footer_of_too_many_row_groups_is_not_decoded(tmp_path, monkeypatch):
+    pq.write_table(_many_rows(30), tmp_path / "f.parquet", row_group_size=5)  # 6 row groups
+    monkeypatch.setattr(lrs_parquet, "FOOTER_MAX_ITEMS", 4)
+    reader = EpisodeParquetReader(open_source(str(tmp_path)), file_rows={"f.parquet": 30})
+    with pytest.raises(ParquetCorruptError, match=r"cannot read the Parquet footer of f\.parquet.*size limit"):
+        reader.read("f.parquet", {0: 30})
 
 
 def test_training_refuses_a_data_file_with_a_huge_row_group(pristine, tmp_path):
