@@ -1,6 +1,7 @@
 """Peak RSS of real-size allocation bombs: each hostile input is built on disk (sparse files where
-they are large), then read by the library in its own subprocess; the child's peak RSS
-(``os.wait4`` rusage, ``ru_maxrss``), its wall time and what it raised are reported.
+they are large), then read by the library in its own subprocess; the child's peak RSS (its ``VmHWM``:
+``ru_maxrss`` would include the parent's, which Linux carries over ``exec``), its wall time and
+what it raised are reported.
 
     .venv/bin/python -m tools.bomb_rss                 # every case
     .venv/bin/python -m tools.bomb_rss mp4_20m_samples episodes_1m
@@ -183,7 +184,18 @@ def run_child(case: str, target: str) -> None:
     except BaseException as e:  # noqa: BLE001 - reported, the point of the tool
         out = {"outcome": type(e).__name__, "message": str(e)[:300]}
     out["wall_s"] = round(time.perf_counter() - t0, 2)
+    out["vm_hwm_kib"] = _vm_hwm_kib()
     print(json.dumps(out), flush=True)
+
+
+def _vm_hwm_kib() -> int:
+    """This process's peak RSS (``VmHWM``, KiB): its own address space only, unlike ``ru_maxrss``,
+    which Linux carries over ``exec`` from the parent that forked it."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return -1
 
 
 def measure(case: str) -> dict:
@@ -204,7 +216,8 @@ def measure(case: str) -> dict:
         _, status, usage = os.wait4(proc.pid, 0)
         lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         res = json.loads(lines[-1]) if lines else {"outcome": f"no result (status {status})"}
-        res["peak_rss_mib"] = round(usage.ru_maxrss / 1024, 1)
+        hwm = res.pop("vm_hwm_kib", -1)
+        res["peak_rss_mib"] = round((hwm if hwm > 0 else usage.ru_maxrss) / 1024, 1)
         res["case"] = case
         return res
     finally:
