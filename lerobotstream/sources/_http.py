@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
-from lerobotstream.sources._base import ByteSource, check_ranges
+from lerobotstream.sources._base import ByteSource, check_file_size, check_ranges
 from lerobotstream.sources._http_transport import (  # noqa: F401  (re-exported: callers import them from here)
     _MAX_REDIRECTS,
     DEFAULT_MAX_CONNECTIONS,
@@ -35,6 +35,7 @@ from lerobotstream.sources._http_transport import (  # noqa: F401  (re-exported:
     error_for,
     redact_url,
 )
+from lerobotstream.sources._paths import same_origin, url_under
 
 
 class _LinkParser(HTMLParser):
@@ -77,7 +78,9 @@ class HttpSource(ByteSource):
     strong ``ETag`` (else ``Last-Modified``); :meth:`read_file` needs no ``HEAD``: its one ``GET``
     answers them too. Redirects are followed by hand, at most
     :data:`_MAX_REDIRECTS`, resolved once per file and cached; headers given in ``headers`` (e.g.
-    ``Authorization``) are sent only to the root's host. ``list`` parses HTML directory indexes.
+    ``Authorization``) are sent only to the root's origin (scheme, host and port: not after a
+    redirect to ``http`` or to another host). Every path is checked by the path rule and its URL
+    must keep the root's origin and path prefix. ``list`` parses HTML directory indexes.
 
     Args:
         root: ``http://`` or ``https://`` URL of the dataset root (user info is refused). A query
@@ -109,7 +112,6 @@ class HttpSource(ByteSource):
         self._query = parts.query  # a signed root's query: sent with every request, never shown
         self.root_display = redact_url(self.root)
         self._headers = dict(headers or {})
-        self._host = (parts.scheme, parts.hostname, parts.port)
         self.client = HttpClient(max_connections, timeout_s)
         self.fetcher = RangeFetcher(self.client, retry or RetryPolicy(), self.stats, read_timeout_s=read_timeout_s)
         self._meta: dict[str, tuple[str, int, str | None]] = {}  # path -> (final url, size, fingerprint)
@@ -123,14 +125,17 @@ class HttpSource(ByteSource):
     def __repr__(self) -> str:
         return f"HttpSource({self.root_display!r})"
 
-    def _url(self, path: str) -> str:
-        url = urljoin(self.root, quote(path))
+    def _url(self, path: str, *, folder: bool = False) -> str:
+        """The URL of ``path`` (``folder``: of its index page, ``/``-terminated) under the root,
+        with the signed root's query; a path that would leave the root raises SourceError."""
+        url = url_under(self.root, path, self.root_display, folder=folder)
+        if folder and not url.endswith("/"):
+            url += "/"
         return f"{url}?{self._query}" if self._query else url
 
     def _headers_for(self, url: str) -> dict[str, str]:
-        p = urlsplit(url)
-        same = (p.scheme, p.hostname, p.port) == self._host
-        return dict(self._headers) if same else {}
+        """The caller's headers for the root's own origin (scheme, host, port); none elsewhere."""
+        return dict(self._headers) if same_origin(url, self.root) else {}
 
     def _follow(self, method: str, path: str, url: str, **kw: Any) -> tuple[Any, str]:
         """``method`` on ``url`` (identity encoding), following at most :data:`_MAX_REDIRECTS`
@@ -230,7 +235,7 @@ class HttpSource(ByteSource):
 
     def _listing_page(self, folder: str) -> tuple[str, Response] | None:
         """``(url, answer)`` of the folder's index page, or None when it does not exist (404)."""
-        url = self._url(folder)
+        url = self._url(folder, folder=True)
         try:
             return url, self.fetcher.request("GET", lambda u=url: (u, self._headers_for(u)), path=folder, metadata=True)
         except SourceNotFoundError:
@@ -288,11 +293,15 @@ class HttpSource(ByteSource):
         Raises:
             SourceNotFoundError: the file does not exist (404/410).
             SourceChangedError: the file changed since its size or fingerprint were read (names the URL).
-            SourceError: any other failure (a non-200 success, a compressed body, too many
-                redirects, retries ran out); messages name the path and the redacted URL.
+            SourceError: the body is larger than ``MAX_METADATA_FILE_NBYTES`` (by its
+                ``Content-Length`` before reading, or while reading), or any other failure (a
+                non-200 success, a compressed body, too many redirects, retries ran out);
+                messages name the path and the redacted URL.
         """
         with self._meta_lock:
             known = self._meta.get(path)
+        if known is not None:
+            check_file_size(path, known[1], self.root_display)
         r, url = self._follow("GET", path, known[0] if known is not None else self._url(path))
         where = redact_url(url)
         if r.status != 200:

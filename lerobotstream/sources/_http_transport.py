@@ -48,6 +48,7 @@ from lerobotstream.errors import (
     SourceTimeoutError,
     os_reason,
 )
+from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES
 
 #: connections per process and per client (shared by all threads of the process)
 DEFAULT_MAX_CONNECTIONS = 16
@@ -57,6 +58,8 @@ DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_READ_TIMEOUT_S = constants.DEFAULT_READ_TIMEOUT_S
 #: bytes per socket read of a response body (the deadline is checked between them)
 _BODY_CHUNK_BYTES = 1 << 20
+#: bytes of an error or redirect answer's body kept (the rest is not read; its connection is closed)
+_ERROR_BODY_NBYTES = 64 * 1024
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 _MAX_REDIRECTS = 5
 _FORK_LOCK = threading.Lock()  # guards the per-PID pool reset; re-created in a forked child
@@ -123,7 +126,20 @@ class Response:
 
 
 class TransportError(Exception):
-    """A request failed below HTTP (connect, reset, timeout, truncated body); always retryable."""
+    """A request failed below HTTP (connect, reset, timeout, truncated body, a range answer of the
+    wrong length dropped unread); always retryable."""
+
+
+class _Dropped(Exception):
+    """A range answer of the wrong length: its body is not read (becomes a TransportError)."""
+
+
+class BodyTooLargeError(Exception):
+    """A success body longer than the request allows (announced, or seen while reading); not read."""
+
+    def __init__(self, declared: int | None, limit: int) -> None:
+        what = f"announces {declared} bytes" if declared is not None else "sends more bytes"
+        super().__init__(f"the answer {what}, more than the {limit} bytes allowed; it is not read")
 
 
 class HttpClient:
@@ -193,16 +209,30 @@ class HttpClient:
             self._num_idle += 1
 
     def send(
-        self, method: str, url: str, headers: Mapping[str, str] | None = None, *, deadline: float | None = None
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        deadline: float | None = None,
+        want_nbytes: int | None = None,
+        max_body_nbytes: int = MAX_METADATA_FILE_NBYTES,
     ) -> Response:
-        """One request, no redirects followed, body read fully.
+        """One request, no redirects followed, body read fully (and bounded).
 
         Args:
             deadline: ``time.monotonic()`` value after which the request gives up (the socket
                 timeout of each wait is the smaller of ``timeout_s`` and the time left).
+            want_nbytes: a range request's length, bytes: a success answer announcing or sending
+                any other length is dropped unread (:class:`TransportError`, retried by the caller).
+            max_body_nbytes: the largest success body accepted otherwise, bytes, checked against
+                ``Content-Length`` before reading and while reading. An error or redirect body
+                is cut at :data:`_ERROR_BODY_NBYTES` (its connection is then closed).
 
         Raises:
-            TransportError: connection refused/reset, timeout, or a body shorter than announced.
+            TransportError: connection refused/reset, timeout, a body shorter than announced, or a
+                range answer of another length (dropped unread).
+            BodyTooLargeError: a success body above ``max_body_nbytes`` (not read).
         """
         self._check_pid()
         parts = urlsplit(url)
@@ -220,15 +250,39 @@ class HttpClient:
                 conn.request(method, target, headers=dict(headers or {}))
                 _set_timeout(conn, self.timeout_s, deadline)
                 resp = conn.getresponse()
-                body = _read_body(conn, resp, self.timeout_s, deadline)  # also frees the connection for reuse
                 resp_headers = {k.lower(): v for k, v in resp.getheaders()}
-                if "content-length" in resp_headers and method != "HEAD":
-                    if len(body) != int(resp_headers["content-length"]):
-                        raise http.client.IncompleteRead(body, int(resp_headers["content-length"]) - len(body))
+                ok = 200 <= resp.status < 300
+                declared = None  # a HEAD's Content-Length is the caller's to check
+                if method != "HEAD" and "content-length" in resp_headers:
+                    declared = int(resp_headers["content-length"])  # not a number: ValueError, retried
+                if method == "HEAD":
+                    body, whole = resp.read(), True
+                elif ok and want_nbytes is not None:
+                    if declared is not None and declared != want_nbytes:
+                        raise _Dropped(f"HTTP {resp.status} of {declared} bytes for a range of {want_nbytes} bytes")
+                    body, whole = _read_body(conn, resp, self.timeout_s, deadline, want_nbytes)
+                    if not whole:
+                        raise _Dropped(f"HTTP {resp.status} of more than the {want_nbytes} bytes of the range")
+                elif ok:
+                    if declared is not None and declared > max_body_nbytes:
+                        raise BodyTooLargeError(declared, max_body_nbytes)
+                    body, whole = _read_body(conn, resp, self.timeout_s, deadline, max_body_nbytes)
+                    if not whole:
+                        raise BodyTooLargeError(None, max_body_nbytes)
+                else:  # an error or a redirect: its status matters, not a long body
+                    body, whole = _read_body(conn, resp, self.timeout_s, deadline, _ERROR_BODY_NBYTES)
+                if whole and declared is not None and method != "HEAD" and len(body) != declared:
+                    raise http.client.IncompleteRead(body, declared - len(body))
+            except BodyTooLargeError:
+                conn.close()
+                raise
+            except _Dropped as e:
+                conn.close()  # never read: the rest of the body goes with the connection
+                raise TransportError(f"{e} on {method} {redact_url(url)}: dropped unread") from None
             except (OSError, http.client.HTTPException, ValueError) as e:
                 conn.close()
                 raise TransportError(f"{type(e).__name__} on {method} {redact_url(url)}") from None
-            if resp.will_close:
+            if resp.will_close or not whole:
                 conn.close()
             else:
                 self._give_back(key, conn)
@@ -260,19 +314,27 @@ def _set_timeout(conn: http.client.HTTPConnection, timeout_s: float, deadline: f
 
 
 def _read_body(
-    conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, timeout_s: float, deadline: float | None
-) -> bytes:
-    """The whole body, in chunks, so that a server trickling bytes cannot outlast the deadline."""
-    if deadline is None:
-        return resp.read()
+    conn: http.client.HTTPConnection,
+    resp: http.client.HTTPResponse,
+    timeout_s: float,
+    deadline: float | None,
+    limit: int,
+) -> tuple[bytes, bool]:
+    """``(body, whole)``: the body read in chunks (so that a server trickling bytes cannot outlast
+    the deadline), at most ``limit`` bytes; ``whole`` is False when more followed (not read)."""
     chunks = []
+    total = 0
     while True:
         _set_timeout(conn, timeout_s, deadline)
-        chunk = resp.read(_BODY_CHUNK_BYTES)
+        chunk = resp.read(min(_BODY_CHUNK_BYTES, limit + 1 - total))
         if not chunk:
             break
+        total += len(chunk)
+        if total > limit:
+            chunks.append(chunk[: len(chunk) - (total - limit)])
+            return b"".join(chunks), False
         chunks.append(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), True
 
 
 def error_for(
@@ -421,8 +483,12 @@ class RangeFetcher:
         metadata: bool = False,
         accept_redirect: bool = False,
         expect: tuple[int, str | None] | None = None,
+        max_body_nbytes: int = MAX_METADATA_FILE_NBYTES,
     ) -> Response:
         """Send ``method`` with retries; for ranges return only a verified 206/200.
+
+        A range answer of another length than asked is dropped unread and retried (its bytes
+        never reach memory); any other success body is bounded by ``max_body_nbytes``.
 
         ``resolve()`` gives ``(url, headers)`` (called before every attempt). On a 401/403,
         ``invalidate()`` (when given) drops the cached signed URL so the next attempt resolves
@@ -430,6 +496,7 @@ class RangeFetcher:
         ``(size, fingerprint)`` when first seen (range reads), checked on every ``206`` answer.
 
         Raises:
+            SourceError: a success body above ``max_body_nbytes`` (not read, not retried).
             SourceChangedError: a ``206`` shows another size or ETag than ``expect`` (no retry).
             SourceTimeoutError: no complete answer within ``read_timeout_s`` (all attempts).
         """
@@ -451,7 +518,16 @@ class RangeFetcher:
                 headers.setdefault("Accept-Encoding", "identity")
             retry_after = None
             try:
-                r = self.client.send(method, url, headers, deadline=deadline)
+                r = self.client.send(
+                    method,
+                    url,
+                    headers,
+                    deadline=deadline,
+                    want_nbytes=length if offset is not None else None,
+                    max_body_nbytes=max_body_nbytes,
+                )
+            except BodyTooLargeError as e:
+                raise SourceError(f"{method} of {path!r} from {redact_url(url)}: {e}", path=path) from None
             except TransportError as e:
                 last, status = str(e), None
             else:
