@@ -26,6 +26,8 @@ _REQUIRED_EPISODE_COLUMNS = (
     "data/file_index",
 )
 _VIDEO_SUFFIXES = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
+#: a problem naming more missing episodes than this carries their ranges in its message only
+MAX_LISTED_EPISODES = 10_000
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,31 @@ def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> tuple[d
     return cols, shard_of
 
 
+def _missing_runs(indices: np.ndarray, stop: int) -> list[tuple[int, int]]:
+    """The half-open runs ``[a, b)`` of ``[0, stop)`` that the sorted, unique ``indices`` lack
+    (negative indices ignored); at most ``len(indices) + 1`` runs, whatever the values."""
+    held = indices[indices >= 0]
+    edges = np.concatenate(([-1], held, [stop])).astype(np.int64)
+    gaps = np.flatnonzero(np.diff(edges) > 1)
+    return [(int(edges[g]) + 1, int(edges[g + 1])) for g in gaps]
+
+
+def _runs_text(runs: Sequence[tuple[int, int]], shown: int = 5) -> str:
+    """``[2, 5..9, ...]`` for half-open runs ``[a, b)``: the first ``shown`` runs, then a count."""
+    parts = [f"{a}" if b - a == 1 else f"{a}..{b - 1}" for a, b in runs[:shown]]
+    more = f", ... ({len(runs) - shown} more ranges)" if len(runs) > shown else ""
+    total = sum(b - a for a, b in runs)
+    return f"[{', '.join(parts)}{more}] ({total} episode{'s' if total != 1 else ''})"
+
+
+def _listed(runs: Sequence[tuple[int, int]]) -> list[int]:
+    """The episodes of ``runs`` as a list (a problem's ``episodes``) when there are at most
+    :data:`MAX_LISTED_EPISODES`; else ``[]`` (the message carries the ranges)."""
+    if sum(b - a for a, b in runs) > MAX_LISTED_EPISODES:
+        return []
+    return [e for a, b in runs for e in range(a, b)]
+
+
 def _is_shard_path(path: str) -> bool:
     parts = path.split("/")
     return len(parts) == 4 and parts[2].startswith("chunk-") and parts[3].startswith("file-")
@@ -189,33 +216,33 @@ def _build_episodes(
     order = np.asarray([i for i in order if usable[i]], dtype=np.int64)
     sorted_idx = np.asarray([cols["episode_index"][i] for i in order], dtype=np.int64)
     n_ok = int(sorted_idx.shape[0])
-    expected = np.arange(n_ok, dtype=np.int64)
-    if not np.array_equal(sorted_idx, expected):
-        missing = np.setdiff1d(np.arange(max(n_ok, int(sorted_idx[-1]) + 1)), sorted_idx)
+    top = int(sorted_idx[-1]) + 1 if n_ok else 0
+    runs = _missing_runs(sorted_idx, max(n_ok, top))
+    if runs:
         _report(
             problems,
             MetadataError(
-                f"meta/episodes under {_where(src, EPISODES_DIR)} is missing episodes {missing[:10].tolist()} "
-                f"(episode indices must be 0..N-1; found {n} rows, max index {int(sorted_idx[-1])}); a shard may be missing",
-                episode_index=int(missing[0]) if missing.size else None,
+                f"meta/episodes under {_where(src, EPISODES_DIR)} is missing episodes {_runs_text(runs)} "
+                f"(episode indices must be 0..N-1; found {n} rows, max index {top - 1}); a shard may be missing",
+                episode_index=runs[0][0],
                 path=EPISODES_DIR,
                 code="missing_episodes",
-                episodes=missing.tolist(),
+                episodes=_listed(runs),
             ),
         )
     info_eps = info.get("total_episodes")
-    top = int(sorted_idx[-1]) + 1
     if info_eps is not None and int(info_eps) > max(n, top):
+        lo = max(n, top)
         _report(
             problems,
             MetadataError(
                 f"{_where(src, INFO_PATH)} says total_episodes={info_eps} but the shards under {_where(src, EPISODES_DIR)} "
-                f"hold only episodes 0..{max(n, top) - 1}: episodes {max(n, top)}..{int(info_eps) - 1} are missing "
+                f"hold only episodes 0..{lo - 1}: episodes {lo}..{int(info_eps) - 1} are missing "
                 "(a shard may be missing)",
-                episode_index=max(n, top),
+                episode_index=lo,
                 path=EPISODES_DIR,
                 code="missing_episodes",
-                episodes=list(range(max(n, top), int(info_eps))),
+                episodes=_listed([(lo, int(info_eps))]),
             ),
         )
     video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
