@@ -96,7 +96,7 @@ def template_problem(template: object, fields: Sequence[str]) -> str | None:
             )
     path = template.format(**{f: ("key" if f == "video_key" else 0) for f in fields})
     why = path_problem(path)
-    return None if why is None else f"makes paths such as {path!r}, which {why}"
+    return None if why is None else f"makes paths such as {_show(path)}, which {why}"
 
 
 def _count_problem(value: Any, top: int) -> str | None:
@@ -173,7 +173,7 @@ def info_problem(info: dict[str, Any]) -> tuple[str, str] | None:
             path = video_tpl.format(video_key=key, chunk_index=0, file_index=0)
             why = path_problem(path)
             if why is not None:
-                return "video_path", f"makes the path {path!r} for the video key {key!r}, which {why}"
+                return "video_path", f"makes the path {_show(path)} for the video key {_show(key)}, which {why}"
     repo_id = info.get("repo_id")
     if repo_id is not None:
         why = path_problem(repo_id)

@@ -135,8 +135,9 @@ class FsspecSource(ByteSource):
             hit = self._info.get(path)
         if hit is not None:
             return hit
+        full = self._full(path)
         try:
-            info = self.fs.info(self._full(path))
+            info = self.fs.info(full)
         except Exception as e:
             raise self._err(e, path) from None
         self.stats.add(metadata_requests=1)
