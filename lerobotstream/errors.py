@@ -102,7 +102,8 @@ class SourceError(LeRobotStreamError, OSError):
 
 class SourceProtocolError(SourceError, ValueError):
     """A root URL whose protocol no installed fsspec filesystem serves (``gopher://...``): names
-    the root and the protocol; also a ``ValueError``, which fsspec raised for it before."""
+    the root and the protocol; also a ``ValueError``, which fsspec raised for it before. Also a
+    store's answer that breaks its protocol (a Hub size header that is not a number)."""
 
 
 class SourceNotFoundError(SourceError, FileNotFoundError):
