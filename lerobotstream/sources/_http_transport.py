@@ -321,7 +321,8 @@ def _read_body(
     limit: int,
 ) -> tuple[bytes, bool]:
     """``(body, whole)``: the body read in chunks (so that a server trickling bytes cannot outlast
-    the deadline), at most ``limit`` bytes; ``whole`` is False when more followed (not read)."""
+    the deadline), at most ``limit`` bytes; ``whole`` is False when more followed (not read; the
+    body is then ``b""``, or its first ``limit`` bytes for an error page's small limit)."""
     chunks = []
     total = 0
     while True:
@@ -330,7 +331,9 @@ def _read_body(
         if not chunk:
             break
         total += len(chunk)
-        if total > limit:
+        if total > limit:  # an error page keeps its start; a success body that long is refused, never joined
+            if limit > _ERROR_BODY_NBYTES:
+                return b"", False
             chunks.append(chunk[: len(chunk) - (total - limit)])
             return b"".join(chunks), False
         chunks.append(chunk)

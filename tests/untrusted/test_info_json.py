@@ -176,3 +176,12 @@ def test_missing_runs_are_bounded_by_the_rows_not_the_values():
         _runs_text([(i * 3, i * 3 + 2) for i in range(7)])
         == "[0..1, 3..4, 6..7, 9..10, 12..13, ... (2 more ranges)] (14 episodes)"
     )
+
+
+def test_a_json_metadata_file_above_its_cap_is_not_parsed(tmp_path):
+    from lerobotstream._meta_files import MAX_JSON_NBYTES
+
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta/info.json").write_bytes(b"[" + b"{}," * (MAX_JSON_NBYTES // 3) + b"{}]")
+    with pytest.raises(MetadataError, match=rf"info.json has \d+ bytes, more than the {MAX_JSON_NBYTES} bytes"):
+        DatasetMeta.load(tmp_path)
