@@ -202,3 +202,15 @@ def test_repo_id_dotdot_never_writes_outside_the_sidecar_cache(dataset, tmp_path
         DatasetMeta.load(root)
     ok = _with_info(dataset, tmp_path / "ok", repo_id="owner/name")
     assert DatasetMeta.load(ok).repo_id == "owner/name"
+
+
+@pytest.mark.parametrize("repo_id", ["..", ".", "...", "../..", "/", ""])
+def test_the_sidecar_cache_file_stays_in_the_cache_folder_whatever_the_repo_id(tmp_path, repo_id):
+    from lerobotstream.sidecar import cache_path
+    from lerobotstream.sidecar._identity import SidecarIdentity
+
+    identity = SidecarIdentity(
+        repo_id=repo_id, repo_type="dataset", commit=None, revision=None, data_root="/x", episodes=None, files=[]
+    )
+    path = cache_path(identity, tmp_path / "cache")
+    assert path.parent.parent == tmp_path / "cache" and path.parent.name not in ("", ".", "..")
