@@ -123,15 +123,16 @@ class Response:
     headers: Mapping[str, str]  # lower-case names
     body: bytes
     url: str
+    dropped: str | None = None
+    """Why the body was not read (a range answer of another length), else None."""
 
 
 class TransportError(Exception):
-    """A request failed below HTTP (connect, reset, timeout, truncated body, a range answer of the
-    wrong length dropped unread); always retryable."""
+    """A request failed below HTTP (connect, reset, timeout, truncated body); always retryable."""
 
 
 class _Dropped(Exception):
-    """A range answer of the wrong length: its body is not read (becomes a TransportError)."""
+    """A range answer of the wrong length: its body is not read (``Response.dropped``)."""
 
 
 class BodyTooLargeError(Exception):
@@ -224,14 +225,13 @@ class HttpClient:
             deadline: ``time.monotonic()`` value after which the request gives up (the socket
                 timeout of each wait is the smaller of ``timeout_s`` and the time left).
             want_nbytes: a range request's length, bytes: a success answer announcing or sending
-                any other length is dropped unread (:class:`TransportError`, retried by the caller).
+                any other length is dropped unread (its ``Response.dropped`` says why).
             max_body_nbytes: the largest success body accepted otherwise, bytes, checked against
                 ``Content-Length`` before reading and while reading. An error or redirect body
                 is cut at :data:`_ERROR_BODY_NBYTES` (its connection is then closed).
 
         Raises:
-            TransportError: connection refused/reset, timeout, a body shorter than announced, or a
-                range answer of another length (dropped unread).
+            TransportError: connection refused/reset, timeout, or a body shorter than announced.
             BodyTooLargeError: a success body above ``max_body_nbytes`` (not read).
         """
         self._check_pid()
@@ -278,7 +278,7 @@ class HttpClient:
                 raise
             except _Dropped as e:
                 conn.close()  # never read: the rest of the body goes with the connection
-                raise TransportError(f"{e} on {method} {redact_url(url)}: dropped unread") from None
+                return Response(resp.status, resp_headers, b"", url, dropped=f"{e}, dropped unread")
             except (OSError, http.client.HTTPException, ValueError) as e:
                 conn.close()
                 raise TransportError(f"{type(e).__name__} on {method} {redact_url(url)}") from None
@@ -425,6 +425,8 @@ def changed_file(r: Response, expect: tuple[int, str | None] | None) -> str | No
 
 def check_range_response(r: Response, offset: int, length: int) -> str | None:
     """None when ``r`` holds exactly bytes ``[offset, offset + length)``, else why not."""
+    if r.dropped is not None:
+        return r.dropped
     if r.status == 200:
         if offset == 0 and len(r.body) == length:
             return None  # a server may answer a whole-file range with 200

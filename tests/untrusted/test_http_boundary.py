@@ -13,7 +13,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lerobotstream.errors import MetadataError, RangeReadError, SourceError, SourceProtocolError
+from lerobotstream.errors import (
+    MetadataError,
+    RangeReadError,
+    SourceChangedError,
+    SourceError,
+    SourceProtocolError,
+)
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.sources import HttpSource, HubSource, RetryPolicy, open_source
 from lerobotstream.sources._http_transport import BodyTooLargeError, HttpClient
@@ -219,7 +225,10 @@ def _sized(nbytes: int):
     "answer,why",
     [
         (_announce(2 << 30), f"HTTP 200 of {2 << 30} bytes for a range of 100 bytes"),
-        (_announce(5000, 206, {"Content-Range": "bytes 1000-5999/10000"}), "HTTP 206 of 5000 bytes for a range of 100"),
+        (
+            _announce(5000, 206, {"Content-Range": "bytes 1000-5999/10000"}),
+            "HTTP 206 of 5000 bytes for a range of 100 bytes",
+        ),
     ],
     ids=["200-whole-file", "206-wrong-length"],
 )
@@ -227,11 +236,21 @@ def test_a_range_answer_of_another_length_is_dropped_unread(answer, why):
     """A 2 GiB ``200`` answer to a Range request once reached 6.5 GiB, once per retry."""
     with _server(_sized(10_000)(answer)) as (root, hits):
         src = HttpSource(root, retry=FAST)
-        with pytest.raises(RangeReadError, match=rf"last error: {why}.* dropped unread"):
+        with pytest.raises(RangeReadError, match=rf"last error: {why}, dropped unread"):
             src.read("videos/a.mp4", 1000, 100)
         gets = [r for _p, r in hits if r]
         assert gets == ["bytes=1000-1099"] * (FAST.max_retries + 1)
         assert src.stats.bytes_read == 0
+
+
+def test_a_short_range_answer_from_a_file_that_shrank_is_a_change_not_a_retry():
+    """Dropping the body unread keeps the headers: a total that is not the file's size still says why."""
+    answer = _announce(50, 206, {"Content-Range": "bytes 1000-1049/1050"})
+    with _server(_sized(10_000)(answer)) as (root, hits):
+        src = HttpSource(root, retry=FAST)
+        with pytest.raises(SourceChangedError, match="it had 10000 bytes, the server now answers for 1050 bytes"):
+            src.read("videos/a.mp4", 1000, 100)
+        assert [r for _p, r in hits if r] == ["bytes=1000-1099"]
 
 
 def test_loopback_server_never_serves_outside_its_folders(served):
