@@ -193,7 +193,12 @@ class FsspecSource(ByteSource):
             data = self.fs.cat_file(full, start=0, end=MAX_METADATA_FILE_NBYTES + 1)
         except Exception as e:
             raise self._err(e, path) from None
-        check_file_size(path, len(data), self.root_display)
+        if len(data) > MAX_METADATA_FILE_NBYTES:
+            raise SourceError(
+                f"{path!r} at {self.root_display} has more than the {MAX_METADATA_FILE_NBYTES} bytes a metadata file "
+                "may have; it is not read further",
+                path=path,
+            )
         if known is not None and len(data) != int(known["size"]):
             raise RangeReadError(
                 f"{path!r} at {self.root_display} has {len(data)} bytes, but {known['size']} when it was first seen",

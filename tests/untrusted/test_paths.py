@@ -214,3 +214,35 @@ def test_the_sidecar_cache_file_stays_in_the_cache_folder_whatever_the_repo_id(t
     )
     path = cache_path(identity, tmp_path / "cache")
     assert path.parent.parent == tmp_path / "cache" and path.parent.name not in ("", ".", "..")
+
+
+# --- a metadata file's size is checked before it is read --------------------------------------------------
+def test_a_local_metadata_file_above_the_cap_is_refused_before_it_is_read(tmp_path):
+    from lerobotstream.errors import MetadataReadError
+    from lerobotstream.sources import MAX_METADATA_FILE_NBYTES
+
+    (tmp_path / "meta").mkdir()
+    with open(tmp_path / "meta/info.json", "wb") as f:  # sparse: no disk, no memory
+        f.truncate(MAX_METADATA_FILE_NBYTES + 1)
+    with pytest.raises(SourceError, match=rf"has {MAX_METADATA_FILE_NBYTES + 1} bytes, more than the"):
+        LocalSource(tmp_path).read_file("meta/info.json")
+    with pytest.raises(MetadataReadError, match="could not read meta/info.json .* it is not read"):
+        DatasetMeta.load(tmp_path)
+
+
+def test_an_fsspec_metadata_file_is_read_no_further_than_the_cap(monkeypatch):
+    import lerobotstream.sources._base as base
+    import lerobotstream.sources._fsspec as fsspec_source
+
+    monkeypatch.setattr(base, "MAX_METADATA_FILE_NBYTES", 100)
+    monkeypatch.setattr(fsspec_source, "MAX_METADATA_FILE_NBYTES", 100)
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/capped/meta/stats.json", b"x" * 1000)
+    fs.pipe("/capped/meta/info.json", b"x" * 100)
+    src = FsspecSource("memory://capped")
+    assert len(src.read_file("meta/info.json")) == 100
+    with pytest.raises(SourceError, match="has more than the 100 bytes .* not read further"):
+        src.read_file("meta/stats.json")
+    src.size("meta/stats.json")  # now known: refused from the size, before reading
+    with pytest.raises(SourceError, match="has 1000 bytes, more than the 100 bytes"):
+        src.read_file("meta/stats.json")
