@@ -24,8 +24,8 @@ from lerobotstream.errors import SourceError
 #: longest dataset path accepted, characters
 MAX_PATH_CHARS = 1024
 #: longest metadata file :meth:`~lerobotstream.sources.ByteSource.read_file` reads, bytes. A
-#: ``meta/episodes`` shard of a large dataset (per-episode stats of every feature) is tens of MB,
-#: LeRobot rotates them at ~100 MB; a file beyond this is refused before it is read.
+#: ``meta/episodes`` shard of a large dataset (per-episode stats of every feature) holds tens of
+#: MB; a file beyond this is refused before it is read.
 MAX_METADATA_FILE_NBYTES = 256 * 1024 * 1024
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
