@@ -287,14 +287,18 @@ class StreamingLeRobotDataset(StreamCore):
                 uint8 frames kept), gop_cache_evictions (int): the decoded-GOP cache.
             reserved_bytes, resident_bytes, byte_budget (int, bytes); cache (dict: ``CacheStats``).
         """
-        if self._run is None:
+        return self._stats_of(self._run)
+
+    def _stats_of(self, run: Any) -> dict[str, Any]:
+        """:meth:`stats` of ``run`` (this process's, or a threads-mode shard's)."""
+        if run is None:
             return {}
         return {
             "sidecar": self._sidecar_how,
-            **self._part_stats(0),
+            **self._part_stats(0, run),
             **self._setup,
-            **self._pipeline_stats(),
-            "items": self._run.times.items,
+            **self._pipeline_stats(run),
+            "items": run.times.items,
         }
 
     def __repr__(self) -> str:

@@ -147,6 +147,10 @@ class StreamShard:
         ``bytes_read``, ...; bytes), cheap enough to read per item."""
         return self._core._combine_source_stats(_counters.source_stats(self._run_state))
 
+    def stats(self) -> dict[str, Any]:
+        """This shard's counters: the keys of its stream's ``stats()``, for this shard's run."""
+        return self._core._stats_of(self._run_state)
+
     def close(self) -> None:
         """Stop the shard: its pipeline threads joined, its caches closed (idempotent)."""
         self.items.close()
@@ -533,13 +537,14 @@ class StreamCore(torch.utils.data.IterableDataset):
         return shard_items(planner, run, wid, epoch, samples, self.options, loader, in_process=in_process, slots=slots)
 
     # --- counters (dataset/_counters.py) --------------------------------------------------------------
-    def _part_stats(self, d: int) -> dict[str, Any]:
-        """Part ``d``'s own counters in this process (see ``StreamingLeRobotDataset.stats``)."""
-        return _counters.part_stats(self._run, d)
+    def _part_stats(self, d: int, run: Any = None) -> dict[str, Any]:
+        """Part ``d``'s own counters in ``run`` (default: this process's; see ``StreamingLeRobotDataset.stats``)."""
+        return _counters.part_stats(self._run if run is None else run, d)
 
-    def _pipeline_stats(self) -> dict[str, Any]:
-        """The worker's shared counters: pipeline stage times, the byte cache, the decoded-GOP cache."""
-        return _counters.pipeline_stats(self._run)
+    def _pipeline_stats(self, run: Any = None) -> dict[str, Any]:
+        """The worker's shared counters in ``run`` (default: this process's): pipeline stage times,
+        the byte cache, the decoded-GOP cache."""
+        return _counters.pipeline_stats(self._run if run is None else run)
 
     def source_stats(self) -> dict[str, Any]:
         """This process's payload-source counters (``ByteSource.stats``: ``requests``,
