@@ -20,6 +20,9 @@ process, so they can exceed the run's wall time):
   its terms in ``threads_bound_terms``);
 * ``verdict``: is the GPU waiting, and why. ``loader_samples_per_s`` (steady) and
   ``loader_ms_per_batch`` (its time per batch): a model step shorter than that waits for data;
+  ``too_short`` (the run's steady part is too short to judge: fewer than :data:`MIN_STEADY_BATCHES`
+  batches after the first, or fewer than twice the batches the loader can prepare ahead while the
+  first one is awaited, or under :data:`MIN_STEADY_S` seconds; its rate is then an upper bound);
   ``predicted_wait_fraction`` for a few step times (``{step_ms: fraction}``, from the loader's
   rate: ``max(0, 1 - step / loader time per batch)``); with ``--step-ms``, ``measured_wait_fraction``
   (waits after the first batch / wall after it); ``top_work`` (largest work stages); ``text`` and
@@ -99,6 +102,26 @@ WAIT_THRESHOLD = 0.05
 
 _EXAMPLE_STEPS_MS = (10.0, 50.0, 100.0)
 
+#: the fewest batches after the first, and seconds of them, that a verdict judges a rate from
+MIN_STEADY_BATCHES = 20
+MIN_STEADY_S = 1.0
+
+
+def _too_short(report: dict, buffered: int) -> str | None:
+    """Why the run's steady part is too short to judge (None: long enough)."""
+    th = report["throughput"]
+    later = max(0, int(th["steps"]) - 1)
+    need = max(MIN_STEADY_BATCHES, 2 * int(buffered))
+    first = report["latency"].get("first_batch_s") or 0.0
+    steady_s = float(th["wall_s"]) - first
+    if later >= need and steady_s >= MIN_STEADY_S:
+        return None
+    ahead = f", and up to {buffered} can be made ahead while the first one is awaited" if buffered else ""
+    return (
+        f"too short to judge: {later} batches after the first in {steady_s:.2f} s{ahead}; "
+        f"run at least --steps {need + 1} (and {MIN_STEADY_S:g} s) for a steady rate"
+    )
+
 
 def _cpu_count() -> int:
     try:
@@ -107,8 +130,9 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def _verdict(report: dict, batch_size: int) -> dict:
-    """The ``verdict`` section (see the module docstring)."""
+def _verdict(report: dict, batch_size: int, buffered: int = 0) -> dict:
+    """The ``verdict`` section (see the module docstring); ``buffered``: the batches the loader can
+    prepare ahead of the consumer."""
     th, la, st = report["throughput"], report["latency"], report["stages"]
     rate = th.get("steady_samples_per_s") or th.get("samples_per_s")
     step_ms = 1e3 * float(la.get("simulated_step_s") or 0.0)
@@ -131,6 +155,7 @@ def _verdict(report: dict, batch_size: int) -> dict:
         "measured_wait_fraction": la.get("steady_wait_fraction") if step_ms else None,
         "top_work": top,
         "waits": None,
+        "too_short": None,
     }
     out["why"] = ""
     if top:
@@ -146,6 +171,12 @@ def _verdict(report: dict, batch_size: int) -> dict:
         return out
     per_batch_ms = 1e3 * batch_size / rate
     out["loader_ms_per_batch"] = per_batch_ms
+    short = out["too_short"] = _too_short(report, buffered)
+    if short:
+        out["text"] = (
+            f"verdict: {short} (this run: {rate:.1f} samples/s, an upper bound: batches made ahead came out at once)"
+        )
+        return out
     predict = {f"{t:g}": max(0.0, 1.0 - t / per_batch_ms) for t in (*_EXAMPLE_STEPS_MS, step_ms) if t > 0}
     out["predicted_wait_fraction"] = predict
     head = f"verdict: the loader delivers {rate:.1f} samples/s ({per_batch_ms:.1f} ms per batch of {batch_size})"
@@ -340,6 +371,7 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
     tl = raw.get("timeline", [])
     report = {
         "config": dict(config or {}),
+        "loader": raw.get("loader"),
         "throughput": {
             "samples": samples,
             "frames": frames,
@@ -405,7 +437,7 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
             {"pid": s["pid"], "worker": s["worker"], **{k: v for k, v in s["stats"].items()}} for s in snaps_full
         ],
     }
-    report["verdict"] = _verdict(report, int(raw.get("batch_size") or 1))
+    report["verdict"] = _verdict(report, int(raw.get("batch_size") or 1), int(raw.get("buffered_batches") or 0))
     return report
 
 
@@ -485,11 +517,11 @@ def format_report(r: dict) -> str:
         lines.append("config: " + ", ".join(f"{k}={v}" for k, v in cfg.items() if k != "as_lerobotstream_train"))
         if "as_lerobotstream_train" in cfg:
             lines.append(
-                "DataLoader as lerobotstream-train runs it with lerobot-train 0.6's defaults (uint8 frames, "
-                "4 spawn workers, prefetch 4, persistent workers, batch 8)"
+                "as lerobotstream-train runs it with lerobot-train 0.6's defaults (--loader auto, 4 workers, "
+                "prefetch 4, uint8 frames, batch 8)"
                 if cfg["as_lerobotstream_train"]
-                else "DataLoader settings differ from lerobotstream-train's defaults (uint8, 4 spawn "
-                "workers, prefetch 4, persistent, batch 8): pass your training's values to compare"
+                else "settings differ from lerobotstream-train's defaults (--loader auto, 4 workers, prefetch 4, "
+                "uint8 frames, batch 8): pass your training's values to compare"
             )
     if r.get("verdict"):
         lines.append(r["verdict"]["text"])
