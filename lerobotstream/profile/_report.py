@@ -22,7 +22,7 @@ process, so they can exceed the run's wall time):
   ``loader_ms_per_batch`` (its time per batch): a model step shorter than that waits for data;
   ``too_short`` (the run's steady part is too short to judge: fewer than :data:`MIN_STEADY_BATCHES`
   batches after the first, or fewer than twice the batches the loader can prepare ahead while the
-  first one is awaited, or under :data:`MIN_STEADY_S` seconds; its rate is then an upper bound);
+  first one is awaited; its rate is then an upper bound);
   ``predicted_wait_fraction`` for a few step times (``{step_ms: fraction}``, from the loader's
   rate: ``max(0, 1 - step / loader time per batch)``); with ``--step-ms``, ``measured_wait_fraction``
   (waits after the first batch / wall after it); ``top_work`` (largest work stages); ``text`` and
@@ -102,9 +102,8 @@ WAIT_THRESHOLD = 0.05
 
 _EXAMPLE_STEPS_MS = (10.0, 50.0, 100.0)
 
-#: the fewest batches after the first, and seconds of them, that a verdict judges a rate from
+#: the fewest batches after the first that a verdict judges a rate from
 MIN_STEADY_BATCHES = 20
-MIN_STEADY_S = 1.0
 
 
 def _too_short(report: dict, buffered: int) -> str | None:
@@ -114,12 +113,12 @@ def _too_short(report: dict, buffered: int) -> str | None:
     need = max(MIN_STEADY_BATCHES, 2 * int(buffered))
     first = report["latency"].get("first_batch_s") or 0.0
     steady_s = float(th["wall_s"]) - first
-    if later >= need and steady_s >= MIN_STEADY_S:
+    if later >= need:
         return None
     ahead = f", and up to {buffered} can be made ahead while the first one is awaited" if buffered else ""
     return (
         f"too short to judge: {later} batches after the first in {steady_s:.2f} s{ahead}; "
-        f"run at least --steps {need + 1} (and {MIN_STEADY_S:g} s) for a steady rate"
+        f"run at least --steps {need + 1} for a steady rate"
     )
 
 
