@@ -117,7 +117,7 @@ def summarize(
 
 
 def _elapsed(c: BatchCounters) -> float:
-    return (c.last_t - c.loop_start) if (c.last_t and c.loop_start) else 0.0
+    return (c.last_t - c.loop_start) if (c.last_t is not None and c.loop_start is not None) else 0.0
 
 
 def rank_figures(counters: BatchCounters) -> dict[str, Any]:
