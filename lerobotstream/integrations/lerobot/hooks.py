@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from lerobotstream import constants
 from lerobotstream.integrations.lerobot import patching
 from lerobotstream.integrations.lerobot import resume as _resume
@@ -30,16 +28,11 @@ log = logging.getLogger("lerobotstream.train")
 
 def world() -> tuple[int, int]:
     """``(rank, world_size)`` of this process: the process group's, else the launcher's ``RANK`` /
-    ``WORLD_SIZE`` (torchrun, accelerate; also after the group is destroyed), else ``(0, 1)``."""
-    import os
+    ``WORLD_SIZE`` (torchrun, accelerate; also after the group is destroyed), else ``(0, 1)``
+    (:func:`~lerobotstream.planner.discover_world`, the rule the stream's sharding follows)."""
+    from lerobotstream.planner import discover_world
 
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return int(dist.get_rank()), int(dist.get_world_size())
-    try:
-        return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    except ValueError:
-        return 0, 1
+    return discover_world()
 
 
 def _version() -> str:
