@@ -39,12 +39,15 @@ from the rank's consumed count (``Planner.worker_start`` replays the DataLoader'
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lerobotstream import constants
 from lerobotstream._option_signature import constructor_signature
+from lerobotstream._slow import announce_if_slow
 from lerobotstream.dataset._cameras import plan_cameras
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, add_option_views, plan_settings
 from lerobotstream.dataset._windows import DeltaWindows
@@ -54,6 +57,8 @@ from lerobotstream.errors import StreamingConfigError, naming
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.options import StreamOptions
 from lerobotstream.sources import open_source
+
+log = logging.getLogger("lerobotstream.dataset")
 
 __all__ = ["StreamingLeRobotDataset"]
 
@@ -125,7 +130,8 @@ class StreamingLeRobotDataset(StreamCore):
         self._payload_source = (
             meta_source if o.data_root is None else open_source(o.data_root, read_timeout_s=o.read_timeout_s)
         )
-        self.meta = DatasetMeta.load(meta_source, episodes=o.episodes, repo_id=repo_id)
+        with announce_if_slow(log, f"lerobotstream: reading the metadata of {repo_id or root}"):
+            self.meta = DatasetMeta.load(meta_source, episodes=o.episodes, repo_id=repo_id)
         self.select_cameras(o.camera_keys, o.delta_timestamps)
         self.meta.rescale_depth_stats(o.depth_output_unit)  # as LeRobot 0.6.1: stats match the returned unit
         self.windows = DeltaWindows(o.delta_timestamps, self.meta.fps, o.tolerance_s, self.meta.features)
@@ -179,6 +185,7 @@ class StreamingLeRobotDataset(StreamCore):
             lock_timeout_s=o.sidecar_lock_timeout_s,
             tolerance_s=o.tolerance_s,
             data_root=None if o.data_root is None else os.fspath(o.data_root),
+            progress=constants.show_progress(),
         )
         open_sidecar(
             npz,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobotstream import constants
+from lerobotstream._slow import announce_if_slow
 from lerobotstream.integrations.lerobot import patching
 from lerobotstream.integrations.lerobot import resume as _resume
 from lerobotstream.integrations.lerobot.factory import TrainingStream, make_streaming_datasets
@@ -143,7 +144,13 @@ class Run:
         while True:
             t0 = time.perf_counter()
             try:
-                batch = next(it)
+                if self.counters.batches:
+                    batch = next(it)
+                else:  # over a slow store: say what the wait is
+                    with announce_if_slow(
+                        log, "lerobotstream: waiting for the first batch (first fetches and decodes)"
+                    ):
+                        batch = next(it)
             except StopIteration:  # the stream repeats; a finite one restarts like LeRobot's cycle
                 it = iter(dataloader)
                 continue
