@@ -85,7 +85,7 @@ class Run:
             from importlib.metadata import version
 
             log.info(
-                "lerobotstream %s on lerobot %s: %r, %d frames in %d episodes, seed %s, num_workers %d, "
+                "lerobotstream: %s on lerobot %s: %r, %d frames in %d episodes, seed %s, num_workers %d, "
                 "%s frames, setup %.2f s, sidecar: %s",
                 _version(),
                 version("lerobot"),
