@@ -53,7 +53,7 @@ from lerobotstream.dataset._stream import LoaderSettings, StreamCore, add_option
 from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.dataset._wiring import StreamPart
 from lerobotstream.dataset._worker import WorkerConfig
-from lerobotstream.errors import StreamingConfigError, naming
+from lerobotstream.errors import Mp4Error, StreamingConfigError, naming
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.options import StreamOptions
 from lerobotstream.sources import open_source
@@ -172,6 +172,26 @@ class StreamingLeRobotDataset(StreamCore):
         self.transform_keys = self._cameras.transform_keys  # decoded cameras image_transforms apply to
 
     def _ensure_sidecar(self):
+        try:
+            return self._find_sidecar()
+        except Mp4Error as e:  # a damaged MP4: say how to find every one, and the episodes to train on
+            raise type(e)(f"{e.message}; {self._validate_hint()}", **e.fields) from e
+
+    def _validate_hint(self) -> str:
+        """How to check the dataset (every damaged file and the episodes it holds) before training."""
+        if isinstance(self.root, (str, os.PathLike)):
+            where = os.fspath(self.root)
+        elif self.repo_id:
+            where = f"--repo-id {self.repo_id}"
+        else:
+            where = "ROOT"
+        return (
+            f"check the dataset with `lerobotstream-validate {where}` (it names every damaged file and the "
+            "episodes in it; `--print-good-episodes` prints the episodes to train on), then re-download or "
+            "re-encode the file"
+        )
+
+    def _find_sidecar(self):
         from lerobotstream.sidecar import ensure_sidecar, open_sidecar
 
         o = self.options
