@@ -63,3 +63,19 @@ def test_sum_stats_sums_numbers_and_number_dicts_and_keeps_the_rest():
         "frames_returned": 4,
         "frames_decoded_per_returned": 1.5,
     }
+
+
+def test_a_mixtures_counters_are_summed_too(make_generated_dataset):
+    from lerobotstream import StreamingMultiLeRobotDataset
+
+    front = (("observation.images.front", 32, 24),)
+    roots = [
+        make_generated_dataset(repo_id="st/a", episode_lengths=(6, 9, 4), cameras=front),
+        make_generated_dataset(repo_id="st/b", episode_lengths=(5, 7), cameras=front),
+    ]
+    ds = StreamingMultiLeRobotDataset(["st/a", "st/b"], roots=roots, episode_pool_size=2, prefetch_episodes=1)
+    loader = StreamLoader(ds, batch_size=4, num_workers=2, mode="threads")
+    samples = sum(len(b["index"]) for b in loader)
+    st = loader.stats()
+    assert st["items"] == samples and len(st["shards"]) == 2
+    assert st["mixture"]["repo_ids"] == ["st/a", "st/b"] and st["bytes_fetched"] > 0
