@@ -268,6 +268,13 @@ class MissingDependencyError(LeRobotStreamError, ImportError):
     no class can be both an ``OSError`` and an ``ImportError``)."""
 
 
+class ExtensionBuildError(LeRobotStreamError, ImportError):
+    """A compiled extension of the package is not built for the running Python: a source checkout
+    whose in-place extensions were built for another Python (``cpython-311`` files, imported by
+    Python 3.12) or never built, which shadows an installed copy when Python runs from the
+    checkout's root. Names the module, the Python and the builds found; an ``ImportError``."""
+
+
 __all__ = [name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Exception)]
 
 

@@ -357,7 +357,7 @@ def ensure_sidecar(
             if _try_published(source, identity, target, meta, tolerance_s, index_dir, lock_timeout_s):
                 return target, "published"
         t0 = time.perf_counter()
-        logger.warning(
+        logger.info(  # a routine first-run event: INFO (a progress bar on a terminal)
             "building the MP4 sidecar of %s (%d video files) into %s; other processes wait for it "
             "(a shared cache or a published sidecar avoids this)",
             repo_id,
