@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lerobotstream._option_rules import check_tolerance
 from lerobotstream._option_signature import constructor_signature
 from lerobotstream.dataset._cameras import plan_cameras
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, add_option_views, plan_settings
@@ -126,6 +127,7 @@ class StreamingLeRobotDataset(StreamCore):
             meta_source if o.data_root is None else open_source(o.data_root, read_timeout_s=o.read_timeout_s)
         )
         self.meta = DatasetMeta.load(meta_source, episodes=o.episodes, repo_id=repo_id)
+        check_tolerance(o.tolerance_s, self.meta.fps, where=self.meta.repo_id or _root_name(root))
         self.select_cameras(o.camera_keys, o.delta_timestamps)
         self.meta.rescale_depth_stats(o.depth_output_unit)  # as LeRobot 0.6.1: stats match the returned unit
         self.windows = DeltaWindows(o.delta_timestamps, self.meta.fps, o.tolerance_s, self.meta.features)
