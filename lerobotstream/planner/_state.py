@@ -294,7 +294,8 @@ def canonical_digest(obj: dict[str, Any]) -> str:
     recompute it).
 
     Raises:
-        TypeError, ValueError: ``obj`` holds a value JSON cannot hold (nan, an object, a non-str key).
+        TypeError, ValueError: ``obj`` holds a value JSON cannot hold (nan, an object, a non-str key);
+        RecursionError: it nests deeper than Python's recursion limit.
     """
     import hashlib
     import json
@@ -321,7 +322,7 @@ def _check_digest(state: dict[str, Any]) -> None:
         )
     try:
         want = canonical_digest(state)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, RecursionError) as e:
         raise ResumeStateError(f"malformed stream state (not plain JSON values: {e}). {_EDITED}") from None
     if given != want:
         raise ResumeStateError(
