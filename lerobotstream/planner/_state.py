@@ -64,7 +64,8 @@ _NOT_A_STATE_MSG = (
 _NULLABLE = frozenset({"pool_size", "byte_budget", "episodes", "mixture", "origin", "partitions"})  # may be None
 _OPTIONAL = frozenset({"episodes", "mixture", "origin", "partitions"})  # may be absent (older states)
 #: field -> (kind, lower bound for ints); kinds: int (a Python/numpy integer, never a bool or a
-#: float, even 3.0), bool, str, dict
+#: float, even 3.0), bool, str, dict. The ints that hold no option have plausible maxima in
+#: :data:`_FIELD_MAX` (past them a count would overflow a C long in the replay)
 _FIELD_RULES: dict[str, tuple[str, int | None]] = {
     "seed": ("int", None),
     "epoch": ("int", 0),
@@ -83,6 +84,7 @@ _FIELD_RULES: dict[str, tuple[str, int | None]] = {
     "origin": ("dict", None),
     "partitions": ("int", 1),
 }
+_FIELD_MAX = {"epoch": 2**32, "samples": 2**48, "world_size": 2**20, "byte_budget": 2**62}
 #: fields that hold an option's value (field -> option): checked by that option's own rule
 #: (``options.check_option``); the state's names are its format's (``strategy`` is the
 #: ``sampling_strategy`` option, ``pool_size`` the ``episode_pool_size`` option)
@@ -114,6 +116,8 @@ def _field_problem(name: str, value: Any) -> str | None:
             return f"{value!r} ({type(value).__name__}; an int is needed)"
         if low is not None and int(value) < low:
             return f"{value!r} (must be >= {low})"
+        if name in _FIELD_MAX and int(value) > _FIELD_MAX[name]:
+            return f"{value!r} (must be at most {_FIELD_MAX[name]})"
         return None
     want = {"bool": bool, "str": str, "dict": dict}[kind]
     if not isinstance(value, want):

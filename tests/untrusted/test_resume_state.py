@@ -194,3 +194,14 @@ def test_many_genuine_elastic_resumes_nest_within_the_bound():
         node, depth = node["origin"], depth + 1
     assert depth == 3
     Planner(LENGTHS, **kw).load_state_dict(state)
+
+
+@pytest.mark.parametrize(
+    "edit", [dict(samples=10**30, repeat=True), dict(epoch=2**64), dict(byte_budget=10**30), dict(world_size=2**40)]
+)
+def test_implausible_counts_are_refused_even_when_re_signed(edit):
+    """The digest has no secret: a state re-signed after an edit is still held to each field's
+    plausible maximum (``samples=10**30`` with ``repeat`` was a bare OverflowError in the replay)."""
+    state = resigned(Planner(LENGTHS, **KW).state_dict(samples_consumed=8), **edit)
+    with pytest.raises(ResumeStateError, match=f"{next(iter(edit))}=.*must be at most"):
+        Planner(LENGTHS, **KW).load_state_dict(state)
