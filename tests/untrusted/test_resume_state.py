@@ -147,6 +147,8 @@ def test_the_dataset_and_stream_loader_states_round_trip_and_refuse_edits():
     loader = StreamLoader(StreamingLeRobotDataset(root=G1), batch_size=4, num_workers=2, mode="threads")
     saved = json.loads(json.dumps(loader.state_dict()))
     StreamLoader(StreamingLeRobotDataset(root=G1), batch_size=4, num_workers=2, mode="threads").load_state_dict(saved)
+    with pytest.raises(ResumeStateError, match="not a lerobotstream stream state"):  # was a bare KeyError
+        loader.load_state_dict({k: v for k, v in saved.items() if k != "dataset"})
     saved["dataset"]["seed"] = 4
     with pytest.raises(ResumeStateError, match="edited after state_dict"):
         StreamLoader(StreamingLeRobotDataset(root=G1), batch_size=4, num_workers=2, mode="threads").load_state_dict(
