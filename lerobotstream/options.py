@@ -167,8 +167,7 @@ class StreamOptions:
         "Worker shards per rank (LeRobot's streaming argument); sets num_workers when that is unset "
         "and this is > 1.", group="lerobot", train="max(1, --num_workers)")
     tolerance_s: float = _option(
-        constants.DEFAULT_TOLERANCE_S, "a number > 0 (seconds)",
-        lambda v: is_number(v) and v > 0,
+        constants.DEFAULT_TOLERANCE_S, "a number > 0 (seconds)", lambda v: is_number(v) and v > 0,
         "How far a frame's presentation time may be from its timestamp, seconds (strictly less, as LeRobot); "
         "below half a frame interval (0.5 / fps, checked when the dataset is loaded).", group="lerobot",
         per_dataset=True, train="--tolerance_s (LeRobot's)")
