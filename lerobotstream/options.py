@@ -351,7 +351,12 @@ class StreamOptions:
         return self
 
     def replace(self, **changes: Any) -> StreamOptions:
-        """A copy with ``changes`` (unknown names: TypeError, as a constructor)."""
+        """A copy with ``changes``.
+
+        Raises:
+            OptionArgumentError (a StreamingConfigError and a TypeError): a name that is no option.
+        """
+        _refuse_unknown(changes, "StreamOptions.replace")
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
@@ -430,13 +435,7 @@ class StreamOptions:
         if twice:
             raise OptionArgumentError(f"{owner}() got multiple values for argument {twice[0]!r}", option=twice[0])
         given.update(keywords)
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(map(str, set(given) - names))
-        if unknown:
-            raise OptionArgumentError(
-                f"{owner}() got an unexpected keyword argument {unknown[0]!r} (not an option; see docs/options.md)",
-                option=unknown[0],
-            )
+        _refuse_unknown(given, owner)
         for key in ("episodes", "camera_keys"):
             if isinstance(given.get(key), abc.Iterator):
                 given[key] = list(given[key])
@@ -447,6 +446,14 @@ class StreamOptions:
         ):
             given["device"] = str(given["device"])
         return (options or cls()).replace(**given)
+
+
+def _refuse_unknown(names: Any, owner: str) -> None:
+    """Raise OptionArgumentError naming the first of ``names`` that is no option."""
+    unknown = sorted(map(str, set(names) - {f.name for f in dataclasses.fields(StreamOptions)}))
+    if unknown:
+        msg = f"{owner}() got an unexpected keyword argument {unknown[0]!r} (not an option; see docs/options.md)"
+        raise OptionArgumentError(msg, option=unknown[0])
 
 
 _CONVERT: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "bool": bool}

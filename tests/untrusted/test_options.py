@@ -94,6 +94,8 @@ def test_a_misspelled_keyword_is_one_error_type_for_a_dataset_and_a_mixture():
         errors.append(e.value)
     assert all(isinstance(e, TypeError) and isinstance(e, StreamingConfigError) for e in errors)
     assert [e.option for e in errors] == ["byte_budget", "byte_budget"]
+    with pytest.raises(OptionArgumentError, match="unexpected keyword argument 'byte_budget'"):
+        StreamOptions().replace(byte_budget=1)
     with pytest.raises(OptionArgumentError, match="multiple values for argument 'episodes'"):
         StreamingLeRobotDataset("local/g1", G1, [0], episodes=[1])
 
