@@ -244,6 +244,13 @@ class StreamingConfigError(LeRobotStreamError, ValueError):
     invalid value (the message names the flag/option and the value; raised at construction)."""
 
 
+class OptionArgumentError(StreamingConfigError, TypeError):
+    """A constructor's arguments do not fit its signature: an unknown (misspelled) keyword, an
+    argument given twice, more positional arguments than LeRobot's, ``options=`` that is not a
+    ``StreamOptions``. The same class for a dataset and a mixture; also a ``TypeError``, as Python
+    raises for a call that does not fit a signature (the message names the argument)."""
+
+
 class MixtureFeatureError(StreamingConfigError):
     """Datasets of a mixture disagree on a common feature (shape or dtype): the message names the
     feature, both datasets and both values (raised at construction)."""

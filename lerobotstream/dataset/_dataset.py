@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lerobotstream import constants
+from lerobotstream._option_rules import check_tolerance
 from lerobotstream._option_signature import constructor_signature
 from lerobotstream._slow import announce_if_slow
 from lerobotstream.dataset._cameras import plan_cameras
@@ -132,6 +133,7 @@ class StreamingLeRobotDataset(StreamCore):
         )
         with announce_if_slow(log, f"lerobotstream: reading the metadata of {repo_id or root}"):
             self.meta = DatasetMeta.load(meta_source, episodes=o.episodes, repo_id=repo_id)
+        check_tolerance(o.tolerance_s, self.meta.fps, where=self.meta.repo_id or _root_name(root))
         self.select_cameras(o.camera_keys, o.delta_timestamps)
         self.meta.rescale_depth_stats(o.depth_output_unit)  # as LeRobot 0.6.1: stats match the returned unit
         self.windows = DeltaWindows(o.delta_timestamps, self.meta.fps, o.tolerance_s, self.meta.features)

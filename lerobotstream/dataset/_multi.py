@@ -25,6 +25,7 @@ from collections import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lerobotstream._option_rules import is_sequence
 from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, StreamPart, add_option_views, plan_settings
 from lerobotstream.errors import MixtureFeatureError, StreamingConfigError, naming
@@ -93,6 +94,7 @@ def _weights(weights: Any, repo_ids: Sequence[str]) -> list[float] | None:
     if isinstance(weights, abc.Mapping):
         require("weights", weights, set(weights) == set(repo_ids), f"one weight per repo id {list(repo_ids)}")
         weights = [weights[r] for r in repo_ids]
+    require("weights", weights, is_sequence(weights), f"None or {n} finite numbers > 0 (one per repo id)")
     try:
         values = [float(w) if isinstance(w, numbers.Real) or hasattr(w, "__float__") else None for w in list(weights)]
     except (TypeError, ValueError):
@@ -173,14 +175,10 @@ class StreamingMultiLeRobotDataset(StreamCore):
             "a non-empty list of distinct repo ids",
         )
         n = len(repo_ids)
+        require("roots", roots, roots is None or is_sequence(roots), f"None or one root per repo id ({n})")
         roots = [None] * n if roots is None else list(roots)
         require("roots", roots, len(roots) == n, f"None or one root per repo id ({n})")
         weights = _weights(weights, repo_ids)
-        unknown = set(kwargs) - set(StreamOptions().as_dict())
-        if unknown:
-            raise StreamingConfigError(
-                f"unknown option(s) {sorted(unknown)} for StreamingMultiLeRobotDataset", option=sorted(unknown)[0]
-            )
         t0 = time.perf_counter()
         self.repo_ids = repo_ids
         self.roots = roots

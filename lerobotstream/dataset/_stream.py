@@ -413,10 +413,15 @@ class StreamCore(torch.utils.data.IterableDataset):
         workers start; under a byte budget it sizes the episodes its replay admits, opening the
         datasets' indexes), and kept for this rank (``rank_remainders``: O(episodes)) so that the
         workers, which get it with the dataset (fork or pickle), do not compute it again."""
+        import dataclasses
+
+        from lerobotstream.planner import StreamState
+
         planner = self._planner(loader)
-        fixed = dict(state)
-        if {int(state["num_workers"]), loader.num_workers} <= {0, 1}:
-            fixed["num_workers"] = loader.num_workers  # one shard either way: the same stream
+        fixed = state
+        if {int(state["num_workers"]), loader.num_workers} <= {0, 1}:  # one shard either way: the same stream
+            st = StreamState.from_dict(state)  # checked as written (digest), then restated for this loader
+            fixed = dataclasses.replace(st, num_workers=loader.num_workers).to_dict()
         planner.load_state_dict(fixed)
         r = self._resume
         r.origin, r.origin_epoch = planner.origin, planner.origin_epoch

@@ -348,7 +348,7 @@ class StreamLoader:
                 f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
                 f"{sorted(state) if isinstance(state, dict) else type(state).__name__}{hint}"
             )
-        self.stream.load_state_dict(state["dataset"], loader=self.settings)
+        self.stream.load_state_dict(state.get("dataset"), loader=self.settings)  # None: "not a stream state"
         pos = self.stream.position
         self._start, self._given, self._batches = (pos.epoch, pos.samples), 0, 0
 
