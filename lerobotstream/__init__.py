@@ -5,8 +5,10 @@ only GOP-aligned byte ranges are fetched, wrapped into a small synthesized MP4 a
 torchcodec (FFmpeg on CPU, NVDEC on CUDA).
 """
 
-from lerobotstream import errors
+from lerobotstream import _extensions, errors
 from lerobotstream._version import __version__
+
+_extensions.install()  # an extension not built for this Python: ExtensionBuildError, saying what to do
 
 __all__ = [
     "__version__",

@@ -35,8 +35,8 @@ EPISODES_MAX = 1 << 20
 #: Most bytes its columns may declare once decoded (the footers' uncompressed sizes of the columns
 #: read, all shards): ~100 bytes per episode at the row cap, and a tasks column of short strings.
 EPISODES_MAX_BYTES = 512 * 1024 * 1024
-#: Most episode indices an error's ``episodes`` field lists (its message gives the range and count).
-LISTED_MAX = 1000
+#: a problem naming more missing episodes than this carries their ranges in its message only
+MAX_LISTED_EPISODES = 10_000
 
 
 @dataclass(frozen=True)
@@ -346,19 +346,29 @@ def _declared_bytes(md: Any, columns: Sequence[str]) -> int:
     return total
 
 
-def _missing(held: np.ndarray, top: int) -> tuple[list[int], int]:
-    """The first :data:`LISTED_MAX` integers of ``[0, top)`` absent from ``held`` (sorted,
-    unique), and how many are absent in all: computed from the gaps, never by listing ``[0, top)``."""
-    vals = held[(held >= 0) & (held < top)]
-    starts = np.concatenate([[0], vals + 1])
-    stops = np.concatenate([vals, [top]])
-    sizes = np.maximum(stops - starts, 0)
-    out: list[int] = []
-    for a, b in zip(starts[sizes > 0].tolist(), stops[sizes > 0].tolist()):
-        out.extend(range(a, min(b, a + LISTED_MAX - len(out))))
-        if len(out) >= LISTED_MAX:
-            break
-    return out, int(sizes.sum())
+def _missing_runs(indices: np.ndarray, stop: int) -> list[tuple[int, int]]:
+    """The half-open runs ``[a, b)`` of ``[0, stop)`` that the sorted, unique ``indices`` lack
+    (negative indices ignored); at most ``len(indices) + 1`` runs, whatever the values."""
+    held = indices[indices >= 0]
+    edges = np.concatenate(([-1], held, [stop])).astype(np.int64)
+    gaps = np.flatnonzero(np.diff(edges) > 1)
+    return [(int(edges[g]) + 1, int(edges[g + 1])) for g in gaps]
+
+
+def _runs_text(runs: Sequence[tuple[int, int]], shown: int = 5) -> str:
+    """``[2, 5..9, ...]`` for half-open runs ``[a, b)``: the first ``shown`` runs, then a count."""
+    parts = [f"{a}" if b - a == 1 else f"{a}..{b - 1}" for a, b in runs[:shown]]
+    more = f", ... ({len(runs) - shown} more ranges)" if len(runs) > shown else ""
+    total = sum(b - a for a, b in runs)
+    return f"[{', '.join(parts)}{more}] ({total} episode{'s' if total != 1 else ''})"
+
+
+def _listed(runs: Sequence[tuple[int, int]]) -> list[int]:
+    """The episodes of ``runs`` as a list (a problem's ``episodes``) when there are at most
+    :data:`MAX_LISTED_EPISODES`; else ``[]`` (the message carries the ranges)."""
+    if sum(b - a for a, b in runs) > MAX_LISTED_EPISODES:
+        return []
+    return [e for a, b in runs for e in range(a, b)]
 
 
 def _is_shard_path(path: str) -> bool:
@@ -425,33 +435,33 @@ def _build_episodes(
     order = order[usable[order]]
     sorted_idx = ep_all[order]
     n_ok = int(sorted_idx.shape[0])
-    if not np.array_equal(sorted_idx, np.arange(n_ok, dtype=np.int64)):
-        missing, count = _missing(sorted_idx, max(n_ok, int(sorted_idx[-1]) + 1))
-        more = f" ({count} in all)" if count > 10 else ""
+    top = int(sorted_idx[-1]) + 1 if n_ok else 0
+    runs = _missing_runs(sorted_idx, max(n_ok, top))
+    if runs:
         _report(
             problems,
             MetadataError(
-                f"meta/episodes under {_where(src, EPISODES_DIR)} is missing episodes {missing[:10]}{more} "
-                f"(episode indices must be 0..N-1; found {n} rows, max index {int(sorted_idx[-1])}); a shard may be missing",
-                episode_index=missing[0] if missing else None,
+                f"meta/episodes under {_where(src, EPISODES_DIR)} is missing episodes {_runs_text(runs)} "
+                f"(episode indices must be 0..N-1; found {n} rows, max index {top - 1}); a shard may be missing",
+                episode_index=runs[0][0],
                 path=EPISODES_DIR,
                 code="missing_episodes",
-                episodes=missing,
+                episodes=_listed(runs),
             ),
         )
     info_eps = info.get("total_episodes")
-    top = int(sorted_idx[-1]) + 1
     if info_eps is not None and int(info_eps) > max(n, top):
+        lo = max(n, top)
         _report(
             problems,
             MetadataError(
                 f"{_where(src, INFO_PATH)} says total_episodes={info_eps} but the shards under {_where(src, EPISODES_DIR)} "
-                f"hold only episodes 0..{max(n, top) - 1}: episodes {max(n, top)}..{int(info_eps) - 1} are missing "
+                f"hold only episodes 0..{lo - 1}: episodes {lo}..{int(info_eps) - 1} are missing "
                 "(a shard may be missing)",
-                episode_index=max(n, top),
+                episode_index=lo,
                 path=EPISODES_DIR,
                 code="missing_episodes",
-                episodes=list(range(max(n, top), min(int(info_eps), max(n, top) + LISTED_MAX))),
+                episodes=_listed([(lo, int(info_eps))]),
             ),
         )
     # per-row rules on whole columns: the index range, overlaps, each camera's window

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from lerobotstream.sources import ByteSource, PrefetchedReads
 
 INFO_PATH = "meta/info.json"  # = lerobotstream.meta.INFO_PATH (meta imports this module)
+#: largest ``meta/*.json`` file parsed, bytes: a parsed JSON value costs up to ~30x its text in
+#: Python objects, and LeRobot's ``info.json`` / ``stats.json`` hold a few KB to a few MB
+MAX_JSON_NBYTES = 16 * 1024 * 1024
 
 
 def _where(source: ByteSource | PrefetchedReads, path: str) -> str:
@@ -62,8 +65,14 @@ def _read_error(source: ByteSource | PrefetchedReads, path: str, what: str, e: O
 
 def _parse_json(source: ByteSource | PrefetchedReads, path: str, raw: bytes) -> Any:
     """``json.loads(raw)`` of a ``meta/`` file; anything that is not JSON Python can hold (bad
-    bytes, bad syntax, nesting deeper than the interpreter's recursion limit) is a
-    :class:`MetadataError` naming the file."""
+    bytes, bad syntax, nesting deeper than the interpreter's recursion limit, more than
+    :data:`MAX_JSON_NBYTES` bytes) is a :class:`MetadataError` naming the file."""
+    if len(raw) > MAX_JSON_NBYTES:
+        raise MetadataError(
+            f"{_where(source, path)} has {len(raw)} bytes, more than the {MAX_JSON_NBYTES} bytes a LeRobot "
+            "metadata JSON file may have (they hold a few KB to a few MB); it is not parsed",
+            path=path,
+        )
     try:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:

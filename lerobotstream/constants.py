@@ -83,6 +83,27 @@ def distributed_env() -> tuple[str | None, str | None]:
     return os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
 
 
+#: seconds after which a start-up step still running (metadata listing, the wait for the first batch)
+#: is logged, with how long it took once done
+SLOW_START_S = _as_float(os.environ.get("LEROBOTSTREAM_SLOW_START_S"), 3.0)
+
+
+def show_progress() -> bool:
+    """``LEROBOTSTREAM_PROGRESS``: ``1`` shows progress bars (the sidecar build's), ``0`` hides
+    them; unset: shown when stderr is a terminal (read at call time)."""
+    value = os.environ.get("LEROBOTSTREAM_PROGRESS", "").strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    import sys
+
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stderr
+        return False
+
+
 def train_trace_path() -> str | None:
     """``LEROBOTSTREAM_TRAIN_TRACE``: when set, ``lerobotstream-train`` appends one JSON line per
     training batch (rank, step, episode and frame indices) to ``<value>.rank<R>`` (read at call

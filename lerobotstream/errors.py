@@ -102,7 +102,8 @@ class SourceError(LeRobotStreamError, OSError):
 
 class SourceProtocolError(SourceError, ValueError):
     """A root URL whose protocol no installed fsspec filesystem serves (``gopher://...``): names
-    the root and the protocol; also a ``ValueError``, which fsspec raised for it before."""
+    the root and the protocol; also a ``ValueError``, which fsspec raised for it before. Also a
+    store's answer that breaks its protocol (a Hub size header that is not a number)."""
 
 
 class SourceNotFoundError(SourceError, FileNotFoundError):
@@ -243,6 +244,13 @@ class StreamingConfigError(LeRobotStreamError, ValueError):
     invalid value (the message names the flag/option and the value; raised at construction)."""
 
 
+class OptionArgumentError(StreamingConfigError, TypeError):
+    """A constructor's arguments do not fit its signature: an unknown (misspelled) keyword, an
+    argument given twice, more positional arguments than LeRobot's, ``options=`` that is not a
+    ``StreamOptions``. The same class for a dataset and a mixture; also a ``TypeError``, as Python
+    raises for a call that does not fit a signature (the message names the argument)."""
+
+
 class MixtureFeatureError(StreamingConfigError):
     """Datasets of a mixture disagree on a common feature (shape or dtype): the message names the
     feature, both datasets and both values (raised at construction)."""
@@ -265,6 +273,13 @@ class MissingDependencyError(LeRobotStreamError, ImportError):
     the feature (the root and protocol, or the flag) and the pip package (``package``); ``name``
     is the module that failed to import. An ``ImportError``, as before (not a ``SourceError``:
     no class can be both an ``OSError`` and an ``ImportError``)."""
+
+
+class ExtensionBuildError(LeRobotStreamError, ImportError):
+    """A compiled extension of the package is not built for the running Python: a source checkout
+    whose in-place extensions were built for another Python (``cpython-311`` files, imported by
+    Python 3.12) or never built, which shadows an installed copy when Python runs from the
+    checkout's root. Names the module, the Python and the builds found; an ``ImportError``."""
 
 
 __all__ = [name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Exception)]

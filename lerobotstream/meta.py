@@ -32,8 +32,9 @@ from lerobotstream._meta_episodes import (
     _load_episode_rows,
     _selected,
 )
-from lerobotstream._meta_files import _parse_json, _read_bytes, _read_error, _read_parquet, _where
-from lerobotstream.errors import MetadataError, UnsupportedDatasetVersionError
+from lerobotstream._meta_files import _parse_json, _read_error, _read_parquet, _where
+from lerobotstream._meta_info import CONVERT_HINT, _load_info
+from lerobotstream.errors import MetadataError
 from lerobotstream.features import (
     DEFAULT_TOOLS,
     DEPTH_PIX_FMTS,
@@ -50,13 +51,6 @@ TASKS_PATH = "meta/tasks.parquet"
 STATS_PATH = "meta/stats.json"
 #: the shard every non-empty v3 dataset has (read together with the listing that finds the others)
 FIRST_SHARD_PATH = f"{EPISODES_DIR}/chunk-000/file-000.parquet"
-
-CONVERT_HINT = (
-    "Convert it to v3.0 first with LeRobot's converter: "
-    "`python -m lerobot.scripts.convert_dataset_v21_to_v30 --repo-id=<repo_id>` "
-    "(add `--root=<dataset folder> --push-to-hub=false` for a local copy; "
-    "LeRobot 0.4.x: `python -m lerobot.datasets.v30.convert_dataset_v21_to_v30`)"
-)
 
 
 def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
@@ -360,42 +354,6 @@ def _rows_per_file(episodes: Sequence[EpisodeInfo]) -> dict[str, int]:
     for ep in episodes:
         out[ep.data_path] = out.get(ep.data_path, 0) + int(ep.length)
     return out
-
-
-def _load_info(src: PrefetchedReads) -> dict[str, Any]:
-    info = _parse_json(src, INFO_PATH, _read_bytes(src, INFO_PATH, what="meta/info.json"))
-    if not isinstance(info, dict):
-        raise MetadataError(f"{_where(src, INFO_PATH)} must hold a JSON object", path=INFO_PATH)
-    version = str(info.get("codebase_version", ""))
-    if not version.startswith("v3"):
-        raise UnsupportedDatasetVersionError(
-            f"{_where(src, INFO_PATH)}: codebase_version {version or '(missing)'!r} is not supported; "
-            f"lerobotstream reads LeRobotDataset v3.x only. {CONVERT_HINT}",
-            path=INFO_PATH,
-            codebase_version=version,
-        )
-    for key in ("fps", "features", "data_path"):
-        if key not in info:
-            raise MetadataError(f"{_where(src, INFO_PATH)} lacks the key {key!r}", path=INFO_PATH)
-    if not isinstance(info["features"], dict):
-        raise MetadataError(f"{_where(src, INFO_PATH)}: 'features' must be an object", path=INFO_PATH)
-    try:
-        fps = float(info["fps"])
-    except (TypeError, ValueError):
-        fps = -1.0
-    if fps <= 0 or fps != int(fps):
-        raise MetadataError(
-            f"{_where(src, INFO_PATH)}: fps must be a positive integer, got {info['fps']!r}", path=INFO_PATH
-        )
-    for key, feat in info["features"].items():
-        if not isinstance(feat, dict) or "dtype" not in feat:
-            raise MetadataError(f"{_where(src, INFO_PATH)}: feature {key!r} has no dtype", path=INFO_PATH)
-        if isinstance(feat.get("shape"), list):
-            feat["shape"] = tuple(feat["shape"])
-    has_video = any(f.get("dtype") == "video" for f in info["features"].values())
-    if has_video and not info.get("video_path"):
-        raise MetadataError(f"{_where(src, INFO_PATH)} has video features but no video_path template", path=INFO_PATH)
-    return info
 
 
 def _load_tasks(src: PrefetchedReads) -> list[str]:

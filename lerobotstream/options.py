@@ -37,15 +37,20 @@ from lerobotstream import constants
 from lerobotstream._option_rules import (
     DEVICE_RE,
     MAX_BUDGET_GB,
+    MAX_COUNT,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_THREADS,
     camera_keys_ok,
     episodes_ok,
-    int_at_least,
+    int_in,
     is_bool,
     is_int,
     is_number,
+    path_ok,
     require,
 )
-from lerobotstream.errors import StreamingConfigError
+from lerobotstream.errors import OptionArgumentError, StreamingConfigError
 
 __all__ = [
     "StreamOptions",
@@ -140,7 +145,8 @@ class StreamOptions:
     # fmt: off
     # --- LeRobot's own LeRobotDataset arguments (same names, order and defaults) ---------------------
     episodes: Optional[Sequence[int]] = _option(
-        None, "None (all episodes) or a non-empty sequence of episode indices >= 0", episodes_ok,
+        None, "None (all episodes) or a non-empty sequence of episode indices >= 0 (not a str, bytes or dict)",
+        episodes_ok,
         "Episode indices to stream (None: every episode).", group="lerobot", per_dataset=True,
         train="--dataset.episodes (LeRobot's)")
     delta_timestamps: Optional[dict] = _option(
@@ -157,12 +163,13 @@ class StreamOptions:
         "Hub revision (branch, tag or commit); payload reads are pinned to its commit.", group="lerobot",
         per_dataset=True, train="--dataset.revision (LeRobot's)")
     max_num_shards: int = _option(
-        1, "an int >= 1", int_at_least(1),
+        1, f"an int >= 1, at most {constants.MAX_NUM_WORKERS}", int_in(1, constants.MAX_NUM_WORKERS),
         "Worker shards per rank (LeRobot's streaming argument); sets num_workers when that is unset "
         "and this is > 1.", group="lerobot", train="max(1, --num_workers)")
     tolerance_s: float = _option(
         constants.DEFAULT_TOLERANCE_S, "a number > 0 (seconds)", lambda v: is_number(v) and v > 0,
-        "How far a frame's presentation time may be from its timestamp, seconds (strictly less, as LeRobot).", group="lerobot",
+        "How far a frame's presentation time may be from its timestamp, seconds (strictly less, as LeRobot); "
+        "below half a frame interval (0.5 / fps, checked when the dataset is loaded).", group="lerobot",
         per_dataset=True, train="--tolerance_s (LeRobot's)")
     return_uint8: bool = _option(
         False, "True or False", is_bool,
@@ -172,7 +179,7 @@ class StreamOptions:
         "torchcodec", "'torchcodec' (or None)", lambda v: v in (None, "torchcodec"),
         "Video decoder library (torchcodec; None means torchcodec).", group="lerobot", train="torchcodec")
     seed: Optional[int] = _option(
-        constants.DEFAULT_SEED, "None or an int >= 0", int_at_least(0, none_ok=True),
+        constants.DEFAULT_SEED, "None or an int >= 0, at most 2**64 - 1", int_in(0, MAX_SEED, none_ok=True),
         f"Seed of every order (None: {constants.SEED_WHEN_NONE}).", group="lerobot",
         train=f"--seed (LeRobot's; --seed=null gives {constants.SEED_WHEN_NONE})")
     repeat: bool = _option(
@@ -185,43 +192,47 @@ class StreamOptions:
         "Hub repository type: a dataset repo or a Storage Bucket.", group="source", per_dataset=True,
         flag="repo_type", flag_type=str)
     data_root: Optional[str] = _option(
-        None, "None or a path or URL", lambda v: v is None or isinstance(v, (str, bytes)) or hasattr(v, "__fspath__"),
+        None, "None or a path or URL (a str or os.PathLike, not bytes)", path_ok,
         "Payload root (local folder, hf://, hf://buckets/ or any fsspec URL) when the Parquet and MP4 "
         "files are mirrored elsewhere; metadata still comes from root / repo_id.", group="source",
         per_dataset=True, flag="streaming_data_root", flag_type=Optional[str])
     read_timeout_s: float = _option(
-        constants.DEFAULT_READ_TIMEOUT_S, "a number > 0 (seconds one read may take, retries included)",
-        lambda v: v is None or (is_number(v) and v > 0),
+        constants.DEFAULT_READ_TIMEOUT_S,
+        f"a number > 0 (seconds one read may take, retries included), at most {MAX_SECONDS:g}",
+        lambda v: v is None or (is_number(v) and 0 < v <= MAX_SECONDS),
         "Seconds one read from an HTTP(S), Hub or bucket store may take, retries and backoff included; "
         "then a SourceTimeoutError names the URL.", group="source", flag="streaming_read_timeout_s",
         flag_type=float)
     sidecar_lock_timeout_s: float = _option(
-        constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S, "a number > 0 (seconds)", lambda v: is_number(v) and v > 0,
+        constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S, f"a number > 0 (seconds), at most {MAX_SECONDS:g}",
+        lambda v: is_number(v) and 0 < v <= MAX_SECONDS,
         "Seconds to wait for another process that is building the same MP4 sidecar.", group="source",
         flag="streaming_sidecar_lock_timeout_s", flag_type=float)
     # --- resources (per rank, split over the workers) ---------------------------------------------
     episode_pool_size: Optional[int] = _option(
-        None, "None or an int >= 1", int_at_least(1, none_ok=True),
+        None, f"None or an int >= 1, at most {MAX_COUNT}", int_in(1, MAX_COUNT, none_ok=True),
         f"Complete episodes mixed at once by each DataLoader worker (None: "
         f"{constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK} per rank, split over the workers).", group="resources",
         flag="streaming_episode_pool_size", flag_type=Optional[int])
     prefetch_episodes: int = _option(
-        constants.DEFAULT_PREFETCH_EPISODES, "an int >= 0", int_at_least(0),
+        constants.DEFAULT_PREFETCH_EPISODES, f"an int >= 0, at most {MAX_COUNT}", int_in(0, MAX_COUNT),
         "Episodes fetched ahead of each worker's active pool.", group="resources",
         flag="streaming_prefetch_episodes", flag_type=int)
     byte_budget_gb: float = _option(
-        constants.DEFAULT_BYTE_BUDGET_GB, "a number > 0 (GiB per rank)",
+        constants.DEFAULT_BYTE_BUDGET_GB, f"a number > 0 (GiB per rank), at most {MAX_BUDGET_GB:.0f}",
         lambda v: is_number(v) and 0 < v <= MAX_BUDGET_GB,
         "Compressed (synthesized MP4) bytes held per rank, GiB; each worker gets 1/num_workers. Not an "
         "RSS limit.", group="resources", flag="streaming_byte_budget_gb", flag_type=float)
     video_decoder_cache_size: Optional[int] = _option(
-        None, "None or an int >= 1 (open decoders per rank)", int_at_least(1, none_ok=True),
+        None, f"None or an int >= 1, at most {MAX_COUNT} (open decoders per rank)",
+        int_in(1, MAX_COUNT, none_ok=True),
         "Open decoders per rank, split over the workers (None: per worker, its pool size x cameras "
         "+ prefetch_episodes x cameras); a decoder in use is never evicted, so when all are in use the cap "
         "is exceeded briefly instead of waited on.", group="resources", flag="video_decoder_cache_size",
         flag_type=Optional[int], aliases=("streaming_max_open_decoders",))
     decoded_cache_gb: float = _option(
-        constants.DEFAULT_DECODED_CACHE_GB, "a number >= 0 (GiB per rank)", lambda v: is_number(v) and v >= 0,
+        constants.DEFAULT_DECODED_CACHE_GB, f"a number >= 0 (GiB per rank), at most {MAX_BUDGET_GB:.0f}",
+        lambda v: is_number(v) and 0 <= v <= MAX_BUDGET_GB,
         "Decoded GOP frames kept so each GOP is decoded once per episode, GiB per rank split over the "
         "workers (0 disables).", group="resources", flag="streaming_decoded_cache_gb", flag_type=float)
     # --- order ------------------------------------------------------------------------------------
@@ -239,7 +250,8 @@ class StreamOptions:
         "batch_size, num_workers and drop_last); 'none' keeps every frame.", group="order",
         train="'none' (training streams repeat; there is no epoch end to equalize)")
     partitions: Optional[int] = _option(
-        None, "None or an int >= 1 (at least world size x max(1, num_workers))", int_at_least(1, none_ok=True),
+        None, f"None or an int >= 1, at most {MAX_COUNT} (at least world size x max(1, num_workers))",
+        int_in(1, MAX_COUNT, none_ok=True),
         "Canonical partitions (MosaicML's canonical nodes; None: off): the episodes are split into this many "
         "frame-balanced partitions, each with its own seeded pool, so each partition's samples and their order "
         "do not depend on the world size, DataLoader workers or batch size (resume on another topology continues "
@@ -248,22 +260,22 @@ class StreamOptions:
         "docs/resume.md.",
         group="order", flag="streaming_partitions", flag_type=Optional[int])
     drop_n_last_frames: int = _option(
-        0, "an int >= 0", int_at_least(0),
+        0, f"an int >= 0, at most {MAX_COUNT}", int_in(0, MAX_COUNT),
         "The last n frames of every episode are never anchors (LeRobot's EpisodeAwareSampler); "
         "windows still read them.", group="order", per_dataset=True,
         train="the policy's drop_n_last_frames (LeRobot's rule)")
     camera_keys: Optional[Sequence[str]] = _option(
-        None, "None or a list of camera keys (video or image features)", camera_keys_ok,
+        None, "None or a list of camera keys (video or image features; not a str or dict)", camera_keys_ok,
         "Decode only these camera keys (None: all; a mixture's default: the cameras every dataset has); "
         "a camera left out is neither fetched nor decoded.",
         group="decode", per_dataset=True, flag="streaming_camera_keys", flag_type=Optional[list[str]])
     # --- decode -------------------------------------------------------------------------------------
     decode_threads: int = _option(
-        constants.DEFAULT_DECODE_THREADS, "an int >= 1", int_at_least(1),
+        constants.DEFAULT_DECODE_THREADS, f"an int >= 1, at most {MAX_THREADS}", int_in(1, MAX_THREADS),
         "Sample-assembly / decode threads per DataLoader worker.", group="decode",
         flag="streaming_decode_threads", flag_type=int)
     decoded_queue_size: int = _option(
-        constants.DEFAULT_DECODED_QUEUE_SIZE, "an int >= 1", int_at_least(1),
+        constants.DEFAULT_DECODED_QUEUE_SIZE, f"an int >= 1, at most {MAX_COUNT}", int_in(1, MAX_COUNT),
         "Decoded samples buffered ahead per worker.", group="decode", flag="streaming_decoded_queue_size",
         flag_type=int)
     device: str = _option(
@@ -272,16 +284,18 @@ class StreamOptions:
         "Where frames are decoded: 'cpu', or 'cuda' (NVDEC, with a counted CPU fallback).", group="decode",
         flag="streaming_decode_device", flag_type=str)
     decode_lookahead: int = _option(
-        constants.DEFAULT_DECODE_LOOKAHEAD, "an int >= 1 (anchors per decode chunk)", int_at_least(1),
+        constants.DEFAULT_DECODE_LOOKAHEAD, f"an int >= 1, at most {MAX_COUNT} (anchors per decode chunk)",
+        int_in(1, MAX_COUNT),
         "Anchors decoded together per chunk (each GOP once per chunk).", group="decode",
         flag="streaming_decode_lookahead", flag_type=int)
     first_lookahead: Optional[int] = _option(
-        None, "None or an int >= 1", int_at_least(1, none_ok=True),
+        None, f"None or an int >= 1, at most {MAX_COUNT}", int_in(1, MAX_COUNT, none_ok=True),
         "Anchors of each iterator's first decode chunk (None: batch_size, else 8), so the first batch "
         "leaves before a whole chunk is decoded.", group="decode", flag="streaming_first_lookahead",
         flag_type=Optional[int])
     ffmpeg_threads: int = _option(
-        constants.DEFAULT_FFMPEG_THREADS, "an int >= 0 (0: FFmpeg chooses)", int_at_least(0),
+        constants.DEFAULT_FFMPEG_THREADS, f"an int >= 0, at most {MAX_THREADS} (0: FFmpeg chooses)",
+        int_in(0, MAX_THREADS),
         "FFmpeg threads per decoder (0: FFmpeg decides); the decode threads already run decoders in "
         "parallel.", group="decode", flag="streaming_ffmpeg_threads", flag_type=int)
     depth_output_unit: str = _option(
@@ -290,7 +304,8 @@ class StreamOptions:
         train="--dataset.depth_output_unit (LeRobot 0.6's)")
     # --- resume: the DataLoader's settings --------------------------------------------------------
     batch_size: Optional[int] = _option(
-        None, "None or an int >= 1 (the DataLoader's batch size)", int_at_least(1, none_ok=True),
+        None, f"None or an int >= 1, at most {MAX_COUNT} (the DataLoader's batch size)",
+        int_in(1, MAX_COUNT, none_ok=True),
         "The DataLoader's batch size, for state_dict and equalize (None: a loaded state's, else 1).",
         group="resume", train="--batch_size (LeRobot's)")
     drop_last: bool = _option(
@@ -304,7 +319,8 @@ class StreamOptions:
         "when > 1, else 0; 0 and 1 are the same stream).", group="resume", train="--num_workers (LeRobot's)")
     # --- StreamLoader ---------------------------------------------------------------------------------
     loader_timeout_s: float = _option(
-        0.0, "a number >= 0 (seconds; 0: no timeout)", lambda v: is_number(v) and v >= 0,
+        0.0, f"a number >= 0 (seconds; 0: no timeout), at most {MAX_SECONDS:g}",
+        lambda v: is_number(v) and 0 <= v <= MAX_SECONDS,
         "Seconds a StreamLoader over this stream waits for one batch of a worker (processes mode) or "
         "shard (threads mode), torch DataLoader's timeout; past it a LoaderWorkerError names the worker, "
         "its PID and how long it stalled. 0: no timeout; a stall of a minute is then named in one warning.",
@@ -335,7 +351,12 @@ class StreamOptions:
         return self
 
     def replace(self, **changes: Any) -> StreamOptions:
-        """A copy with ``changes`` (unknown names: TypeError, as a constructor)."""
+        """A copy with ``changes``.
+
+        Raises:
+            OptionArgumentError (a StreamingConfigError and a TypeError): a name that is no option.
+        """
+        _refuse_unknown(changes, "StreamOptions.replace")
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
@@ -346,9 +367,11 @@ class StreamOptions:
         """These options checked (:meth:`validate`) and resolved: numbers and flags as their
         declared Python type (``int``, ``float``, ``bool``; None stays None), ``seed=None`` as
         ``constants.SEED_WHEN_NONE``, ``video_backend=None`` as ``"torchcodec"``,
-        ``num_workers=None`` as ``max_num_shards`` when it is > 1, else 0, ``delta_timestamps``
-        copied (a dict of lists): what a stream keeps as ``ds.options`` (frozen; resolving it
-        again gives the same object's values).
+        ``num_workers=None`` as ``max_num_shards`` when it is > 1, else 0, ``episodes`` as a
+        tuple of ints, ``camera_keys`` as a tuple of str, ``delta_timestamps`` as a new dict of
+        tuples of floats: what a stream keeps as ``ds.options`` (frozen, and holding none of the
+        caller's lists: changing them later changes nothing; resolving it again gives the same
+        values).
 
         Raises:
             StreamingConfigError: as :meth:`validate`.
@@ -365,8 +388,12 @@ class StreamOptions:
         out["video_backend"] = self.video_backend or "torchcodec"
         if self.num_workers is None:  # LeRobot's max_num_shards sets the DataLoader's worker count
             out["num_workers"] = int(self.max_num_shards) if self.max_num_shards > 1 else 0
+        if self.episodes is not None:
+            out["episodes"] = tuple(int(e) for e in self.episodes)
+        if self.camera_keys is not None:
+            out["camera_keys"] = tuple(str(k) for k in self.camera_keys)
         if self.delta_timestamps is not None:
-            out["delta_timestamps"] = {k: list(v) for k, v in self.delta_timestamps.items()}
+            out["delta_timestamps"] = {k: tuple(float(d) for d in v) for k, v in self.delta_timestamps.items()}
         return self.replace(**out)
 
     # --- the units converted once -----------------------------------------------------------------
@@ -390,25 +417,25 @@ class StreamOptions:
         string.
 
         Raises:
-            TypeError: more positional arguments than LeRobot's, an argument given twice, an
-                unknown keyword (as Python does for a signature), or ``options`` of another type.
+            OptionArgumentError (a StreamingConfigError and a TypeError): more positional arguments
+                than LeRobot's, an argument given twice, an unknown keyword (named, as Python does
+                for a signature), or ``options`` of another type.
         """
         if options is not None and not isinstance(options, StreamOptions):
-            raise TypeError(f"{owner}: options must be a StreamOptions, got {type(options).__name__}")
+            raise OptionArgumentError(
+                f"{owner}: options must be a StreamOptions, got {type(options).__name__}", option="options"
+            )
         if len(positional) > len(LEROBOT_POSITIONAL):
-            raise TypeError(
+            raise OptionArgumentError(
                 f"{owner}() takes at most {len(LEROBOT_POSITIONAL) + 2} positional arguments "
                 f"({len(positional) + 2} given)"
             )
         given = dict(zip(LEROBOT_POSITIONAL, positional))
         twice = sorted(set(given) & set(keywords))
         if twice:
-            raise TypeError(f"{owner}() got multiple values for argument {twice[0]!r}")
+            raise OptionArgumentError(f"{owner}() got multiple values for argument {twice[0]!r}", option=twice[0])
         given.update(keywords)
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(given) - names)
-        if unknown:
-            raise TypeError(f"{owner}() got an unexpected keyword argument {unknown[0]!r}")
+        _refuse_unknown(given, owner)
         for key in ("episodes", "camera_keys"):
             if isinstance(given.get(key), abc.Iterator):
                 given[key] = list(given[key])
@@ -419,6 +446,14 @@ class StreamOptions:
         ):
             given["device"] = str(given["device"])
         return (options or cls()).replace(**given)
+
+
+def _refuse_unknown(names: Any, owner: str) -> None:
+    """Raise OptionArgumentError naming the first of ``names`` that is no option."""
+    unknown = sorted(map(str, set(names) - {f.name for f in dataclasses.fields(StreamOptions)}))
+    if unknown:
+        msg = f"{owner}() got an unexpected keyword argument {unknown[0]!r} (not an option; see docs/options.md)"
+        raise OptionArgumentError(msg, option=unknown[0])
 
 
 _CONVERT: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "bool": bool}

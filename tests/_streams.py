@@ -64,3 +64,14 @@ def run_ranks(
         if r == 0 and n is not None:
             state0 = ds.state_dict(batches_consumed=k)
     return got, state0
+
+
+def resigned(state: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """``state`` (a ``state_dict()``) with ``changes`` and its digest recomputed: a state another run
+    could have written (another seed, count or mixture), for tests of what the planner checks
+    beyond the digest; an origin in ``changes`` must be such a state itself."""
+    from lerobotstream.planner import DIGEST_KEY, canonical_digest
+
+    out = {**state, **changes}
+    out[DIGEST_KEY] = canonical_digest(out)
+    return out

@@ -110,7 +110,7 @@ def test_local_copy_in_hf_lerobot_home_is_used_without_root(have_dataset, tmp_pa
     summary = json.loads((out / "streaming_summary.json").read_text())
     assert summary["steps"] == 2 and summary["samples"] == 4
     assert summary["dataset_mp4_bytes"] + summary["dataset_parquet_bytes"] == summary["dataset_bytes"] > 0
-    assert "MP4 + Parquet, all epochs" in proc.stdout and "the first batch's" in proc.stdout
+    assert "the selected episodes' files" in proc.stdout and "the first batch's" in proc.stdout
 
 
 def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
@@ -155,10 +155,11 @@ def test_summary_says_what_it_compares():
         "sidecar": "built",
     }
     text = format_summary(s)
-    assert "%" not in text.split("payload fetched")[1]  # a ratio of like with like, not "391 %"
+    assert "%" not in text.split("payload fetched")[1]  # no percentage of unlike things
+    assert "x the" not in text  # no ratio of all epochs' fetches (prefetch included) to the files
     assert (
-        "(MP4 + Parquet, all epochs: 4.00 x the 50.7 KiB of the selected episodes' files = MP4 40.9 KiB + "
-        "Parquet 9.8 KiB)" in text
+        "payload fetched by this rank: 202.8 KiB in 30 requests (prefetch ahead of the last step included); "
+        "the selected episodes' files: 50.7 KiB = MP4 40.9 KiB + Parquet 9.8 KiB" in text
     )
     assert (
         "waiting for data: 0.1% of step time after the first batch (the first batch's 9.59 s of start-up is "

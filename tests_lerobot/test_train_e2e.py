@@ -160,6 +160,11 @@ def test_torchrun_two_ranks_own_disjoint_episodes(have_dataset, tmp_path):
         assert sorted(recs) == [0, 1, 2]
         eps[rank] = {e for r in recs.values() for e in r["episode_index"]}
     assert eps[0] and eps[1] and not (eps[0] & eps[1]), eps
+    # the summary (rank 0) knows the launch's world, after LeRobot destroyed the process group
+    summary = json.loads((out / "streaming_summary.json").read_text())
+    assert (summary["rank"], summary["world_size"]) == (0, 2)
+    assert "rank 0 of 2" in proc.stdout and "samples/s on this rank" in proc.stdout
+    assert summary["samples_per_s_all_ranks"] is not None and "all 2 ranks: " in proc.stdout
 
 
 DIFFUSION = [
@@ -403,8 +408,8 @@ def test_streaming_loader_modes_give_the_dataloaders_batches(have_dataset, tmp_p
         )
         _ok(proc)
         summary = json.loads((out / "streaming_summary.json").read_text())
-        assert summary["loader"].startswith("dataloader" if mode == "dataloader" else f"StreamLoader {mode}")
-        assert f"loader: {summary['loader']}" in proc.stdout
+        assert summary["loader"].startswith("DataLoader, 2 " if mode == "dataloader" else f"StreamLoader {mode}, 2 ")
+        assert f"{summary['loader']}, batch" in proc.stdout  # the summary's first line names it
         traces[mode] = {
             s: (r["episode_index"], r["frame_index"], r["worker"])
             for s, r in read_trace(Path(f"{trace}.rank0")).items()

@@ -367,12 +367,11 @@ def _run(args, argv) -> int:
         "setup": setup,
         "git": git_head(),
     }
-    text = format_all(summary, meta, ours or "ours")
-    print(text)
+    print(format_all(summary, meta, ours or "ours"))
     out = {"meta": meta, "summary": summary, "trials": trials}
     atomic_write(Path(args.json), json.dumps(out, indent=1, default=str))
-    if args.markdown:
-        atomic_write(Path(args.markdown), text)
+    if args.markdown:  # for docs/performance.md: no date, commit or goals
+        atomic_write(Path(args.markdown), format_all(summary, meta, ours or "ours", for_docs=True))
     return 0
 
 
@@ -396,10 +395,9 @@ def _from_json(args) -> int:
         "setup": {},
         "git": git_head(),
     }
-    text = format_all(summary, meta, ours or "ours")
-    print(text)
+    print(format_all(summary, meta, ours or "ours"))
     if args.markdown:
-        atomic_write(Path(args.markdown), text)
+        atomic_write(Path(args.markdown), format_all(summary, meta, ours or "ours", for_docs=True))
     return 0
 
 

@@ -458,11 +458,14 @@ def account_tables(summary: list[dict]) -> str:
     return "\n".join(parts).rstrip()
 
 
-def format_report(res: dict) -> str:
+def format_report(res: dict, *, for_docs: bool = False) -> str:
+    """The run's tables; ``for_docs`` (the ``--markdown`` file, for docs/performance.md): without
+    the run's date, commit and goals, which stay in the terminal text and the JSON."""
     m = res["meta"]
     load = m["load"]
+    when = "" if for_docs else f" {m['date']} at {m.get('git') or '?'}"
     parts = [
-        f"Measured {m['date']} at {m.get('git') or '?'} on {m['cpus']} usable CPU(s), {m['rounds']} interleaved "
+        f"Measured{when} on {m['cpus']} usable CPU(s), {m['rounds']} interleaved "
         f"round(s), batch {m['batch_size']}, {m['items']}, {m['samples']} samples per trial; load average "
         f"(1 min) {min(load):.1f}-{max(load):.1f} over the run; {m['minutes']:.1f} min in all. auto picks "
         f"{', '.join(f'{n} workers → {x}' for n, x in m['auto'].items())}.",
@@ -489,10 +492,11 @@ def format_report(res: dict) -> str:
     g = gil_table(res["summary"])
     if g:
         parts += ["", "GIL-held time in threads mode (py-spy --gil, steady part):", "", g]
-    if res.get("goals_36"):
+    if res.get("goals_36") and not for_docs:
         parts += ["", "Goals (issue 36):", ""] + [
             f"- {x['goal']}: **{x['status']}** — {x['measured']}" for x in res["goals_36"]
         ]
-    parts += ["", "Goals:", ""] + [f"- {x['goal']}: **{x['status']}** — {x['measured']}" for x in res["goals"]]
+    if not for_docs:
+        parts += ["", "Goals:", ""] + [f"- {x['goal']}: **{x['status']}** — {x['measured']}" for x in res["goals"]]
     parts += [f"\nnote: {n}" for n in m.get("notes", [])]
     return "\n".join(parts)

@@ -327,10 +327,13 @@ def goals(rows: list[dict], ours: str = "ours") -> list[tuple[str, str, str]]:
     return out
 
 
-def format_all(rows: list[dict], meta: dict, ours: str = "ours") -> str:
+def format_all(rows: list[dict], meta: dict, ours: str = "ours", *, for_docs: bool = False) -> str:
+    """The run's tables; ``for_docs`` (the ``--markdown`` file, for docs/performance.md): without
+    the run's date, commit and goals, which stay in the terminal text and the JSON."""
     load = meta.get("load") or {}
+    when = "" if for_docs else f" {meta['date']} at {meta.get('git') or '?'}"
     parts = [
-        f"Measured {meta['date']} at {meta.get('git') or '?'} on {meta['cpus']} CPU(s), {meta['rounds']} "
+        f"Measured{when} on {meta['cpus']} CPU(s), {meta['rounds']} "
         f"interleaved round(s), batch {meta['batch_size']}, load average during the run "
         f"{fmt(load.get('min'), '.1f')}-{fmt(load.get('max'), '.1f')} (median {fmt(load.get('median'), '.1f')}); "
         f"{meta['minutes']:.1f} min in all. Remote store: {meta['remote']['latency_ms']:.0f} ms round trip, "
@@ -339,11 +342,9 @@ def format_all(rows: list[dict], meta: dict, ours: str = "ours") -> str:
         f"`{meta['command']}`",
         "",
         readme_table(rows, ours),
-        "",
-        "Goals:",
-        "",
     ]
-    parts += [f"- {g}: **{v}** — {m}" for g, m, v in goals(rows, ours)]
+    if not for_docs:
+        parts += ["", "Goals:", ""] + [f"- {g}: **{v}** — {m}" for g, m, v in goals(rows, ours)]
     parts += [
         "",
         "Every contestant, with the decode limit of the same rounds (spread = slowest ÷ fastest round):",

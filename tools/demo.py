@@ -1,9 +1,11 @@
 """The main job (``make demo``): train ACT with ``lerobotstream-train --dataset.streaming=true`` on
 the bundled real dataset (``data/g1_v30``: Unitree G1, 2 episodes, 736 frames, 640x480 AV1) with
-LeRobot's default DataLoader settings (0.6.x: ``spawn`` workers, persistent, prefetch 4), then
-resume from its mid-run checkpoint, check that the resumed run gets exactly the batches the first
-run got after that step (sample-exact resume), train a few steps further, and print the
-streaming summaries.
+``--num_workers=2`` (batches from ``StreamLoader``, the mode ``auto`` picks), then resume from its
+mid-run checkpoint, check that the resumed run gets exactly the batches the first run got after
+that step (sample-exact resume), train a few steps further, and print the streaming summaries.
+Of the training output it prints what matters (:class:`OutputFilter`): the step/loss lines, the
+``lerobotstream:`` lines, warnings and errors, and the streaming summary; LeRobot's config dump
+and progress bars are left out.
 
 Runs in the LeRobot venv (``make setup-lerobot``). ACT is kept small (dim 64, one layer each,
 images resized to 96x128 by a LeRobot image transform) so it trains on 2 CPU cores in a few
@@ -19,6 +21,7 @@ Usage::
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -104,31 +107,49 @@ def train_args(root: Path, out: Path, steps: int, batch_size: int, num_workers: 
     ]
 
 
+class OutputFilter:
+    """Which lines of a training run's output the demo prints: step/loss lines (their losses kept
+    in ``losses``), ``lerobotstream:`` lines and the ``[lerobotstream]`` summary, warnings and
+    errors, and a traceback from its first line to the end. Everything else (LeRobot's config dump,
+    one log record spread over many lines; progress bars) is left out."""
+
+    STEP = re.compile(r"\bstep:(\S+) .*\bloss:([0-9.]+)")
+    LEVEL = re.compile(r"^(WARNING|ERROR|CRITICAL)\b")
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+        self.traceback = False
+
+    def __call__(self, line: str) -> bool:
+        m = self.STEP.search(line)
+        if m:
+            self.losses.append(float(m.group(2)))
+            return True
+        if line.startswith("Traceback"):
+            self.traceback = True
+        return (
+            self.traceback
+            or "lerobotstream:" in line
+            or line.startswith("[lerobotstream]")
+            or bool(self.LEVEL.match(line))
+            or line.startswith(("error: ", "interrupted"))
+        )
+
+
 def _run(cmd: list[str], env: dict[str, str]) -> tuple[int, list[float]]:
-    """Run, echo the output, and collect the logged losses."""
-    import re
+    """Run, print the lines that matter (:class:`OutputFilter`), and collect the logged losses."""
     import subprocess
 
     print(">> " + " ".join(cmd[:1] + [a if " " not in a else repr(a) for a in cmd[1:]]), flush=True)
-    losses: list[float] = []
+    keep = OutputFilter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:
         if "\r" in line:
             line = line.rsplit("\r", 1)[-1]
-        m = re.search(r"\bstep:(\S+) .*\bloss:([0-9.]+)", line)
-        if m:
-            losses.append(float(m.group(2)))
-        if (
-            m
-            or "lerobotstream" in line
-            or "Error" in line
-            or "Traceback" in line
-            or "Checkpoint" in line
-            or line.startswith(("  ", "Traceback"))
-        ):
+        if keep(line):
             print(line, end="", flush=True)
-    return proc.wait(), losses
+    return proc.wait(), keep.losses
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     for t in traces:
         Path(f"{t}.rank0").unlink(missing_ok=True)
     print(
-        f"\n== 1/2: train {args.steps} steps, streaming, {args.num_workers} DataLoader workers, "
+        f"\n== 1/2: train {args.steps} steps, streaming, --num_workers={args.num_workers}, "
         f"checkpoints at {mid} and {args.steps} ==",
         flush=True,
     )
@@ -213,8 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         share = "?" if s["data_wait_share"] is None else f"{100 * s['data_wait_share']:.1f}%"
         print(
             f"{name:6s}: steps {s['start_step']}..{s['start_step'] + s['steps']}, {s['samples_per_s']} samples/s, "
-            f"waiting for data {share} of step time, fetched {s['payload_bytes_fetched'] / 2**20:.2f} MiB of "
-            f"{(s['dataset_bytes'] or 0) / 2**20:.2f} MiB dataset, sidecar: {s['sidecar']}"
+            f"waiting for data {share} of step time, {s['loader']}, sidecar: {s['sidecar']}"
         )
     return 0 if exact else 1
 

@@ -38,7 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--episodes-per-data-file", type=int, default=None)
     p.add_argument("--episodes-meta-per-file", type=int, default=None)
     p.add_argument("--chunks-size", type=int, default=1000)
-    p.add_argument("--faststart", action="store_true")
+    p.add_argument(
+        "--faststart",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="moov before mdat in each MP4, as LeRobot writes them (default: on; --no-faststart: moov at the end)",
+    )
     p.add_argument("--depth-cameras", default="", help="name:WxH,... depth video cameras (HEVC gray12le)")
     p.add_argument("--image-cameras", default="", help="name:WxH,... image features (PNG in the Parquet rows)")
     p.add_argument("--language", action="store_true", help="add LeRobot 0.6.1's language columns")

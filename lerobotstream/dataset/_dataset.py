@@ -39,21 +39,27 @@ from the rank's consumed count (``Planner.worker_start`` replays the DataLoader'
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lerobotstream import constants
+from lerobotstream._option_rules import check_tolerance
 from lerobotstream._option_signature import constructor_signature
+from lerobotstream._slow import announce_if_slow
 from lerobotstream.dataset._cameras import plan_cameras
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, add_option_views, plan_settings
 from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.dataset._wiring import StreamPart
 from lerobotstream.dataset._worker import WorkerConfig
-from lerobotstream.errors import StreamingConfigError, naming
+from lerobotstream.errors import Mp4Error, StreamingConfigError, naming
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.options import StreamOptions
 from lerobotstream.sources import open_source
+
+log = logging.getLogger("lerobotstream.dataset")
 
 __all__ = ["StreamingLeRobotDataset"]
 
@@ -125,7 +131,9 @@ class StreamingLeRobotDataset(StreamCore):
         self._payload_source = (
             meta_source if o.data_root is None else open_source(o.data_root, read_timeout_s=o.read_timeout_s)
         )
-        self.meta = DatasetMeta.load(meta_source, episodes=o.episodes, repo_id=repo_id)
+        with announce_if_slow(log, f"lerobotstream: reading the metadata of {repo_id or root}"):
+            self.meta = DatasetMeta.load(meta_source, episodes=o.episodes, repo_id=repo_id)
+        check_tolerance(o.tolerance_s, self.meta.fps, where=self.meta.repo_id or _root_name(root))
         self.select_cameras(o.camera_keys, o.delta_timestamps)
         self.meta.rescale_depth_stats(o.depth_output_unit)  # as LeRobot 0.6.1: stats match the returned unit
         self.windows = DeltaWindows(o.delta_timestamps, self.meta.fps, o.tolerance_s, self.meta.features)
@@ -166,6 +174,26 @@ class StreamingLeRobotDataset(StreamCore):
         self.transform_keys = self._cameras.transform_keys  # decoded cameras image_transforms apply to
 
     def _ensure_sidecar(self):
+        try:
+            return self._find_sidecar()
+        except Mp4Error as e:  # a damaged MP4: say how to find every one, and the episodes to train on
+            raise type(e)(f"{e.message}; {self._validate_hint()}", **e.fields) from e
+
+    def _validate_hint(self) -> str:
+        """How to check the dataset (every damaged file and the episodes it holds) before training."""
+        if isinstance(self.root, (str, os.PathLike)):
+            where = os.fspath(self.root)
+        elif self.repo_id:
+            where = f"--repo-id {self.repo_id}"
+        else:
+            where = "ROOT"
+        return (
+            f"check the dataset with `lerobotstream-validate {where}` (it names every damaged file and the "
+            "episodes in it; `--print-good-episodes` prints the episodes to train on), then re-download or "
+            "re-encode the file"
+        )
+
+    def _find_sidecar(self):
         from lerobotstream.sidecar import ensure_sidecar, open_sidecar
 
         o = self.options
@@ -179,6 +207,7 @@ class StreamingLeRobotDataset(StreamCore):
             lock_timeout_s=o.sidecar_lock_timeout_s,
             tolerance_s=o.tolerance_s,
             data_root=None if o.data_root is None else os.fspath(o.data_root),
+            progress=constants.show_progress(),
         )
         open_sidecar(
             npz,
@@ -287,14 +316,18 @@ class StreamingLeRobotDataset(StreamCore):
                 uint8 frames kept), gop_cache_evictions (int): the decoded-GOP cache.
             reserved_bytes, resident_bytes, byte_budget (int, bytes); cache (dict: ``CacheStats``).
         """
-        if self._run is None:
+        return self._stats_of(self._run)
+
+    def _stats_of(self, run: Any) -> dict[str, Any]:
+        """:meth:`stats` of ``run`` (this process's, or a threads-mode shard's)."""
+        if run is None:
             return {}
         return {
             "sidecar": self._sidecar_how,
-            **self._part_stats(0),
+            **self._part_stats(0, run),
             **self._setup,
-            **self._pipeline_stats(),
-            "items": self._run.times.items,
+            **self._pipeline_stats(run),
+            "items": run.times.items,
         }
 
     def __repr__(self) -> str:

@@ -25,6 +25,7 @@ from collections import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lerobotstream._option_rules import is_sequence
 from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, StreamPart, add_option_views, plan_settings
 from lerobotstream.errors import MixtureFeatureError, StreamingConfigError, naming
@@ -93,6 +94,7 @@ def _weights(weights: Any, repo_ids: Sequence[str]) -> list[float] | None:
     if isinstance(weights, abc.Mapping):
         require("weights", weights, set(weights) == set(repo_ids), f"one weight per repo id {list(repo_ids)}")
         weights = [weights[r] for r in repo_ids]
+    require("weights", weights, is_sequence(weights), f"None or {n} finite numbers > 0 (one per repo id)")
     try:
         values = [float(w) if isinstance(w, numbers.Real) or hasattr(w, "__float__") else None for w in list(weights)]
     except (TypeError, ValueError):
@@ -173,14 +175,10 @@ class StreamingMultiLeRobotDataset(StreamCore):
             "a non-empty list of distinct repo ids",
         )
         n = len(repo_ids)
+        require("roots", roots, roots is None or is_sequence(roots), f"None or one root per repo id ({n})")
         roots = [None] * n if roots is None else list(roots)
         require("roots", roots, len(roots) == n, f"None or one root per repo id ({n})")
         weights = _weights(weights, repo_ids)
-        unknown = set(kwargs) - set(StreamOptions().as_dict())
-        if unknown:
-            raise StreamingConfigError(
-                f"unknown option(s) {sorted(unknown)} for StreamingMultiLeRobotDataset", option=sorted(unknown)[0]
-            )
         t0 = time.perf_counter()
         self.repo_ids = repo_ids
         self.roots = roots
@@ -405,9 +403,13 @@ class StreamingMultiLeRobotDataset(StreamCore):
         :meth:`StreamingLeRobotDataset.stats` less the worker's shared ones), the worker's shared
         counters (pipeline stage times, ``chunks``, the one byte cache and decoded-GOP cache) and
         the sums of each dataset's numeric counters at the top level. Empty before iterating."""
-        if self._run is None:
+        return self._stats_of(self._run)
+
+    def _stats_of(self, run: Any) -> dict[str, Any]:
+        """:meth:`stats` of ``run`` (this process's, or a threads-mode shard's)."""
+        if run is None:
             return {}
-        per = [{"sidecar": c.sidecar_status, **self._part_stats(d)} for d, c in enumerate(self.datasets)]
+        per = [{"sidecar": c.sidecar_status, **self._part_stats(d, run)} for d, c in enumerate(self.datasets)]
         out: dict[str, Any] = {"datasets": per, "mixture": self.mixture}
         for k in per[0]:
             vals = [p.get(k) for p in per]
@@ -419,8 +421,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
                     for sk in per[0]["source"]
                     if isinstance(per[0]["source"][sk], (int, float))
                 }
-        out.update(self._pipeline_stats())
-        out["items"] = self._run.times.items
+        out.update(self._pipeline_stats(run))
+        out["items"] = run.times.items
         fd, fr = out.get("frames_decoded", 0), out.get("frames_returned", 0)
         out["frames_decoded_per_returned"] = fd / fr if fr else None
         out["sidecar"] = self.sidecar_status

@@ -136,16 +136,27 @@ class StreamShard:
     """
 
     def __init__(
-        self, core: StreamCore, worker: int | None, num_workers: int, run: Run, items: Iterator[dict[str, Any]]
+        self,
+        core: StreamCore,
+        worker: int | None,
+        num_workers: int,
+        run: Run,
+        items: Iterator[dict[str, Any]],
+        stats: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.worker, self.num_workers = worker, num_workers
         self._core, self._run_state = core, run
+        self._stats = stats or dict
         self.items = items
 
     def source_stats(self) -> dict[str, Any]:
         """This shard's payload-source counters (the stream's ``source_stats()`` keys: ``requests``,
         ``bytes_read``, ...; bytes), cheap enough to read per item."""
         return self._core._combine_source_stats(_counters.source_stats(self._run_state))
+
+    def stats(self) -> dict[str, Any]:
+        """This shard's counters: the keys of its stream's ``stats()``, for this shard's run."""
+        return self._stats()
 
     def close(self) -> None:
         """Stop the shard: its pipeline threads joined, its caches closed (idempotent)."""
@@ -340,7 +351,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         ls = self.loader_settings(loader)
         run = self._fresh_run() if in_process and ls.num_workers > 0 else self._process_run()
         items = self._iter_worker(worker, ls, int(epoch), int(samples), run, in_process=in_process, slots=slots)
-        return StreamShard(self, worker, ls.num_workers, run, items)
+        return StreamShard(self, worker, ls.num_workers, run, items, stats=lambda: self._stats_of(run))
 
     def state_dict(
         self,
@@ -402,10 +413,15 @@ class StreamCore(torch.utils.data.IterableDataset):
         workers start; under a byte budget it sizes the episodes its replay admits, opening the
         datasets' indexes), and kept for this rank (``rank_remainders``: O(episodes)) so that the
         workers, which get it with the dataset (fork or pickle), do not compute it again."""
+        import dataclasses
+
+        from lerobotstream.planner import StreamState
+
         planner = self._planner(loader)
-        fixed = dict(state)
-        if {int(state["num_workers"]), loader.num_workers} <= {0, 1}:
-            fixed["num_workers"] = loader.num_workers  # one shard either way: the same stream
+        fixed = state
+        if {int(state["num_workers"]), loader.num_workers} <= {0, 1}:  # one shard either way: the same stream
+            st = StreamState.from_dict(state)  # checked as written (digest), then restated for this loader
+            fixed = dataclasses.replace(st, num_workers=loader.num_workers).to_dict()
         planner.load_state_dict(fixed)
         r = self._resume
         r.origin, r.origin_epoch = planner.origin, planner.origin_epoch
@@ -533,13 +549,18 @@ class StreamCore(torch.utils.data.IterableDataset):
         return shard_items(planner, run, wid, epoch, samples, self.options, loader, in_process=in_process, slots=slots)
 
     # --- counters (dataset/_counters.py) --------------------------------------------------------------
-    def _part_stats(self, d: int) -> dict[str, Any]:
-        """Part ``d``'s own counters in this process (see ``StreamingLeRobotDataset.stats``)."""
-        return _counters.part_stats(self._run, d)
+    def _stats_of(self, run: Any) -> dict[str, Any]:
+        """``stats()`` of ``run`` (this process's, or a threads-mode shard's): each stream type's own."""
+        raise NotImplementedError
 
-    def _pipeline_stats(self) -> dict[str, Any]:
-        """The worker's shared counters: pipeline stage times, the byte cache, the decoded-GOP cache."""
-        return _counters.pipeline_stats(self._run)
+    def _part_stats(self, d: int, run: Any = None) -> dict[str, Any]:
+        """Part ``d``'s own counters in ``run`` (default: this process's; see ``StreamingLeRobotDataset.stats``)."""
+        return _counters.part_stats(self._run if run is None else run, d)
+
+    def _pipeline_stats(self, run: Any = None) -> dict[str, Any]:
+        """The worker's shared counters in ``run`` (default: this process's): pipeline stage times,
+        the byte cache, the decoded-GOP cache."""
+        return _counters.pipeline_stats(self._run if run is None else run)
 
     def source_stats(self) -> dict[str, Any]:
         """This process's payload-source counters (``ByteSource.stats``: ``requests``,

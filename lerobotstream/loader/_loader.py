@@ -14,7 +14,7 @@ from lerobotstream.loader._batch import known_collate
 from lerobotstream.loader._stall import STALL_WARNING_S, StallWatch
 from lerobotstream.options import check_option, is_int
 
-__all__ = ["StreamLoader", "choose_mode", "usable_cpus", "MODES"]
+__all__ = ["StreamLoader", "choose_mode", "sum_stats", "usable_cpus", "MODES"]
 
 log = logging.getLogger("lerobotstream.loader")
 
@@ -31,6 +31,27 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def sum_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counters of several shards as one: numbers summed (``first_item_s``: the earliest;
+    ``frames_decoded_per_returned`` recomputed), dicts of numbers (``source``, ``cache``) summed
+    key by key, anything else the first part's."""
+    out: dict[str, Any] = {}
+    for k, v in parts[0].items():
+        vals = [p.get(k) for p in parts]
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vals):
+            out[k] = min(vals) if k == "first_item_s" else sum(vals)
+        elif all(isinstance(x, dict) for x in vals) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values()
+        ):
+            out[k] = {sk: sum(x.get(sk, 0) for x in vals) for sk in v}
+        else:
+            out[k] = v
+    fr = out.get("frames_returned")
+    if "frames_decoded_per_returned" in out:
+        out["frames_decoded_per_returned"] = out["frames_decoded"] / fr if fr else None
+    return out
 
 
 def choose_mode(num_workers: int, cpus: int | None = None) -> tuple[str, str]:
@@ -191,6 +212,7 @@ class StreamLoader:
         self._iterating = False
         #: the PIDs of the current (or last) iterator's worker processes (processes mode)
         self.worker_pids: list[int] = []
+        self._shards: list[Any] = []  # the current (or last) iterator's shards (threads mode)
 
     @property
     def batch_size(self) -> int:
@@ -218,6 +240,7 @@ class StreamLoader:
         if self.mode == "threads":
             from lerobotstream.loader._threads import thread_batches
 
+            self._shards = []
             batches = thread_batches(
                 ds,
                 self.settings,
@@ -227,6 +250,7 @@ class StreamLoader:
                 pin=self.pin_memory,
                 wrapper=self._wrapper,
                 watch=watch,
+                opened=self._shards,
             )
         else:
             from lerobotstream.loader._procs import ProcessBatches
@@ -262,6 +286,21 @@ class StreamLoader:
             if finished:  # the epoch ended: a new iterator (or a restored state) starts it again
                 self.stream.seek(epoch, 0)
                 self._start, self._given, self._batches = (epoch, 0), 0, 0
+
+    # --- counters ------------------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """The stream's counters for the current (or last) iterator: in threads mode the keys of
+        the dataset's ``stats()`` summed over the shards (numbers and the ``source`` counters
+        summed; ``first_item_s`` the earliest; the other values the first shard's), with each
+        shard's own under ``shards``. Empty before the first iterator, and in processes mode,
+        whose counters stay in the worker processes."""
+        parts = [s.stats() for s in self._shards]
+        parts = [p for p in parts if p]
+        if not parts:
+            return {}
+        out = sum_stats(parts)
+        out["shards"] = parts
+        return out
 
     # --- epochs and resume ----------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -309,7 +348,7 @@ class StreamLoader:
                 f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
                 f"{sorted(state) if isinstance(state, dict) else type(state).__name__}{hint}"
             )
-        self.stream.load_state_dict(state["dataset"], loader=self.settings)
+        self.stream.load_state_dict(state.get("dataset"), loader=self.settings)  # None: "not a stream state"
         pos = self.stream.position
         self._start, self._given, self._batches = (pos.epoch, pos.samples), 0, 0
 

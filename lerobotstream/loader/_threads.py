@@ -92,14 +92,16 @@ def thread_batches(
     pin: bool,
     wrapper: Any = None,
     watch: StallWatch | None = None,
+    opened: list[Any] | None = None,
 ) -> Iterator[tuple[Any, int]]:
     """Every batch of the stream from (``epoch``, ``samples``) in the DataLoader's order, made in
     this process with ``loader``'s settings (a ``LoaderSettings``, handed to each shard; see the
-    module doc); each shard's waits timed by ``watch`` (a stalled shard is aborted past its timeout)."""
+    module doc); each shard's waits timed by ``watch`` (a stalled shard is aborted past its timeout).
+    The shards are appended to ``opened`` as they open (the caller reads their counters)."""
     num_workers, batch_size, drop_last = loader.num_workers, loader.batch_size, loader.drop_last
     shards = [(None, 0)] if num_workers == 0 else [(p, num_workers) for p in range(num_workers)]
     watch = watch or StallWatch()
-    opened = []
+    opened = [] if opened is None else opened
     sources = []
     watcher = watch.watch(lambda w: opened[0 if w is None else w].abort())
     try:

@@ -68,7 +68,15 @@ from lerobotstream.planner._seeds import seed_words
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._shards import LPT_BOUND_DOC, lpt_shards
 from lerobotstream.planner._sizes import EpisodeSizes
-from lerobotstream.planner._state import MAX_NUM_WORKERS, SCHEMA_KEY, SCHEMA_VERSION, StreamState, episodes_digest
+from lerobotstream.planner._state import (
+    DIGEST_KEY,
+    MAX_NUM_WORKERS,
+    SCHEMA_KEY,
+    SCHEMA_VERSION,
+    StreamState,
+    canonical_digest,
+    episodes_digest,
+)
 from lerobotstream.planner._streams import Streams
 from lerobotstream.planner._turns import TurnOrder, replay_turns, take_turns
 from lerobotstream.planner._variants import MixturePlanner, PartitionPlanner
@@ -89,6 +97,8 @@ __all__ = [
     "Planner",
     "PoolEvent",
     "SCHEMA_KEY",
+    "DIGEST_KEY",
+    "canonical_digest",
     "SCHEMA_VERSION",
     "StreamSpec",
     "StreamState",

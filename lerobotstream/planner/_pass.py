@@ -289,7 +289,7 @@ class Pass:
         got = fit.sum(axis=0) / max(1, n)
         if np.abs(got - target).max() > 0.01 and rank == self.topo.rank:  # other ranks: an elastic replay
             logger.warning(
-                "rank %d: the mixture's shares cannot follow the weights %s with %d DataLoader workers "
+                "rank %d: the mixture's shares cannot follow the weights %s with num_workers=%d "
                 "(dataset(s) %s hold episodes in too few workers); the rank draws %s. Lower num_workers or "
                 "select more episodes of those datasets",
                 rank,

@@ -418,8 +418,8 @@ class Planner(PlannerCheckpoint):
         _IDLE_WARNED.add(key)
         n = p.num_active()
         logger.warning(
-            "rank %d owns %s for %d DataLoader workers: workers %d..%d get no episode and yield nothing "
-            "(lower num_workers to use every worker)",
+            "rank %d owns %s for num_workers=%d (DataLoader workers or StreamLoader shards): %d..%d get no "
+            "episode and yield nothing (lower num_workers to use every one)",
             self.rank,
             owns,
             self.num_shards,

@@ -23,7 +23,10 @@ __all__ = [
     "READABLE_SCHEMA_VERSIONS",
     "SCHEMA_KEY",
     "SCHEMA_VERSION",
+    "DIGEST_KEY",
+    "MAX_ORIGIN_DEPTH",
     "StreamState",
+    "canonical_digest",
     "episodes_digest",
     "episode_selection_diffs",
 ]
@@ -40,6 +43,12 @@ READABLE_SCHEMA_VERSIONS = (SCHEMA_VERSION, ELASTIC_SCHEMA_VERSION, PARTITION_SC
 #: DataLoader workers per rank at most (the ``num_workers`` option's bound: a state claiming more was
 #: edited): it bounds the work of loading a state before anything of it is replayed
 MAX_NUM_WORKERS = constants.MAX_NUM_WORKERS
+#: the state's digest (:func:`canonical_digest` of every other entry, origin included): a state edited
+#: after ``state_dict()`` wrote it is refused instead of replayed
+DIGEST_KEY = "digest"
+#: elastic origins nested at most this deep (each elastic resume inside an epoch's remainder adds one
+#: level; a deeper state was built by hand)
+MAX_ORIGIN_DEPTH = 64
 
 _OLD_CHECKPOINT_MSG = (
     "this checkpoint's stream state has no {key!r} marker: it was written by an older sampler "
@@ -55,7 +64,8 @@ _NOT_A_STATE_MSG = (
 _NULLABLE = frozenset({"pool_size", "byte_budget", "episodes", "mixture", "origin", "partitions"})  # may be None
 _OPTIONAL = frozenset({"episodes", "mixture", "origin", "partitions"})  # may be absent (older states)
 #: field -> (kind, lower bound for ints); kinds: int (a Python/numpy integer, never a bool or a
-#: float, even 3.0), bool, str, dict
+#: float, even 3.0), bool, str, dict. The ints that hold no option have plausible maxima in
+#: :data:`_FIELD_MAX` (past them a count would overflow a C long in the replay)
 _FIELD_RULES: dict[str, tuple[str, int | None]] = {
     "seed": ("int", None),
     "epoch": ("int", 0),
@@ -74,6 +84,7 @@ _FIELD_RULES: dict[str, tuple[str, int | None]] = {
     "origin": ("dict", None),
     "partitions": ("int", 1),
 }
+_FIELD_MAX = {"epoch": 2**32, "samples": 2**48, "world_size": 2**20, "byte_budget": 2**62}
 #: fields that hold an option's value (field -> option): checked by that option's own rule
 #: (``options.check_option``); the state's names are its format's (``strategy`` is the
 #: ``sampling_strategy`` option, ``pool_size`` the ``episode_pool_size`` option)
@@ -105,6 +116,8 @@ def _field_problem(name: str, value: Any) -> str | None:
             return f"{value!r} ({type(value).__name__}; an int is needed)"
         if low is not None and int(value) < low:
             return f"{value!r} (must be >= {low})"
+        if name in _FIELD_MAX and int(value) > _FIELD_MAX[name]:
+            return f"{value!r} (must be at most {_FIELD_MAX[name]})"
         return None
     want = {"bool": bool, "str": str, "dict": dict}[kind]
     if not isinstance(value, want):
@@ -164,6 +177,8 @@ class StreamState:
     partitions: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``state_dict()`` layout: the fields, the schema marker and the :data:`DIGEST_KEY`
+        over them (plain JSON values)."""
         out = {SCHEMA_KEY: SCHEMA_VERSION, **asdict(self)}
         if out["mixture"] is None:  # single-dataset states keep their layout
             del out["mixture"]
@@ -175,6 +190,7 @@ class StreamState:
             del out["partitions"]
         else:
             out[SCHEMA_KEY] = PARTITION_SCHEMA_VERSION
+        out[DIGEST_KEY] = canonical_digest(out)
         return out
 
     @classmethod
@@ -186,10 +202,15 @@ class StreamState:
         ``batch_size``, ``world_size`` >= 1; ``repeat``/``drop_last`` bools; ``strategy``/
         ``equalize`` strings; ``episodes`` an :func:`episodes_digest` string (or None in old
         states; the planners refuse those, :func:`episode_selection_diffs`); ``mixture`` a dict or None.
+        Elastic ``origin`` states nest at most :data:`MAX_ORIGIN_DEPTH` deep (checked before
+        anything recurses), and the state's :data:`DIGEST_KEY` must be the digest of the rest
+        (:func:`canonical_digest`): a well-typed edit of any field (``samples``, ``strategy``,
+        ``pool_size``...) is refused rather than silently replayed.
 
         Raises:
             ResumeStateError: not a dict, not a stream state, an old or foreign layout, a missing,
-                unknown or wrong-typed field (the message names each field and its value).
+                unknown or wrong-typed field (the message names each field and its value), origins
+                nested too deep, a missing or wrong digest (edited).
         """
         if not isinstance(state, dict):
             raise ResumeStateError(
@@ -224,7 +245,8 @@ class StreamState:
                 "sample-exact resume needs the same lerobotstream planner version. Start a new run "
                 "from the checkpoint's policy weights."
             )
-        fields = {k: v for k, v in state.items() if k != SCHEMA_KEY}
+        _check_depth(state)
+        fields = {k: v for k, v in state.items() if k not in (SCHEMA_KEY, DIGEST_KEY)}
         unknown = sorted(map(str, set(fields) - set(_FIELD_RULES)))
         missing = sorted(set(_FIELD_RULES) - _OPTIONAL - set(fields))
         problems = [
@@ -241,6 +263,7 @@ class StreamState:
                 + "; ".join(parts)
                 + ". Pass the dict that state_dict() returned, or start a new run from the policy weights."
             )
+        _check_digest(state)
         if fields.get("origin") is not None:
             _check_origin(cls.from_dict(fields["origin"]), fields)
         cast = {"int": int, "bool": bool}  # numpy ints and bools as Python's (the options' rules accept both)
@@ -248,6 +271,68 @@ class StreamState:
             n: cast[_FIELD_RULES[n][0]](v) for n, v in fields.items() if _FIELD_RULES[n][0] in cast and v is not None
         }
         return cls(**{**fields, **plain})
+
+
+_EDITED = "Pass the dict that state_dict() returned, unchanged, or start a new run from the policy weights."
+
+
+def _check_depth(state: dict[str, Any]) -> None:
+    """Raise ResumeStateError when ``state``'s elastic origins nest deeper than
+    :data:`MAX_ORIGIN_DEPTH` (walked iteratively: a state nested thousands deep must not reach
+    Python's recursion limit)."""
+    depth, node = 0, state
+    while isinstance(node, dict) and isinstance(node.get("origin"), dict):
+        node, depth = node["origin"], depth + 1
+        if depth > MAX_ORIGIN_DEPTH:
+            raise ResumeStateError(
+                f"malformed stream state (tampered, or not written by state_dict()): its elastic origins nest "
+                f"more than {MAX_ORIGIN_DEPTH} deep (one level per elastic resume inside one epoch). {_EDITED}"
+            )
+
+
+def canonical_digest(obj: dict[str, Any]) -> str:
+    """``"sha256:<hex>"`` of ``obj`` as canonical JSON (sorted keys, no spaces, numpy scalars as
+    Python numbers, tuples as lists), without its :data:`DIGEST_KEY`: what a resume state (and
+    ``lerobotstream-train``'s checkpoint record) carries so that an edit is refused. It detects
+    edits and corruption; it is not a signature (it has no secret: whoever can edit a state can
+    recompute it).
+
+    Raises:
+        TypeError, ValueError: ``obj`` holds a value JSON cannot hold (nan, an object, a non-str key);
+        RecursionError: it nests deeper than Python's recursion limit.
+    """
+    import hashlib
+    import json
+
+    def plain(v: Any) -> Any:
+        import numpy as np
+
+        if isinstance(v, (np.integer, np.floating, np.bool_)):
+            return v.item()
+        raise TypeError(f"{type(v).__name__} is not a JSON value")
+
+    body = {k: v for k, v in obj.items() if k != DIGEST_KEY}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False, default=plain)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _check_digest(state: dict[str, Any]) -> None:
+    """Raise ResumeStateError unless ``state`` carries the :func:`canonical_digest` of its entries."""
+    given = state.get(DIGEST_KEY)
+    if not isinstance(given, str):
+        raise ResumeStateError(
+            f"stream state has no {DIGEST_KEY!r} (written by an older lerobotstream, or edited): what it would "
+            f"replay cannot be trusted. {_EDITED}"
+        )
+    try:
+        want = canonical_digest(state)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise ResumeStateError(f"malformed stream state (not plain JSON values: {e}). {_EDITED}") from None
+    if given != want:
+        raise ResumeStateError(
+            f"stream state was edited after state_dict() wrote it: its {DIGEST_KEY!r} does not match its fields "
+            "(an edited count, strategy or pool size would replay duplicates and skip samples). " + _EDITED
+        )
 
 
 #: what an elastic state and its ``origin`` always share: the refused settings (``planner._planner.REFUSED_SETTINGS``)

@@ -1,4 +1,4 @@
-"""``python -m lerobotstream.profile``: stream a dataset through a DataLoader (no model) and report.
+"""``python -m lerobotstream.profile``: stream a dataset through the loader training uses (no model) and report.
 
 Examples::
 
@@ -8,8 +8,9 @@ Examples::
     python -m lerobotstream.profile --repo-id a/x,b/y --root /data/x,/data/y --weights 0.7,0.3   # a mixture
 
 Defaults are what ``lerobotstream-train`` runs with lerobot-train 0.6's defaults (:data:`TRAIN_DEFAULTS`):
-uint8 frames, 4 ``spawn`` DataLoader workers, ``prefetch_factor`` 4, persistent workers, batch 8,
-and a stream that repeats (``--repeat``; off by default for one dataset, whose epoch end then
+``StreamLoader`` with ``--loader auto`` (threads in this process below 8 CPUs, ``spawn`` worker
+processes from 8), ``--num-workers 4``, ``prefetch_factor`` 4, uint8 frames, batch 8, and a stream
+that repeats (``--repeat``; off by default for one dataset, whose epoch end then
 ends the run early; on for a mixture, whose shares would otherwise bend once a dataset runs out).
 """
 
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from lerobotstream._atomic import check_output_file, write_text_atomic
 from lerobotstream._option_flags import add_cli_flags
 from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
+from lerobotstream.profile._run import LOADERS
 
 __all__ = ["main", "run_profile", "TRAIN_DEFAULTS"]
 
@@ -31,6 +33,7 @@ __all__ = ["main", "run_profile", "TRAIN_DEFAULTS"]
 #: ``num_workers=4``, ``batch_size=8``, ``prefetch_factor=4``, ``persistent_workers=True``,
 #: ``dataloader_multiprocessing_context="spawn"``; 0.6's loop converts uint8 frames on the device)
 TRAIN_DEFAULTS = {
+    "loader": "auto",
     "num_workers": 4,
     "batch_size": 8,
     "prefetch_factor": 4,
@@ -104,11 +107,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     r = ap.add_argument_group("run")
     r.add_argument(
+        "--loader",
+        default=TRAIN_DEFAULTS["loader"],
+        choices=LOADERS,
+        help="what batches the stream: StreamLoader's auto (default, what lerobotstream-train picks: threads "
+        "below 8 CPUs, worker processes from 8), threads or processes mode, or torch's DataLoader",
+    )
+    r.add_argument(
         "--num-workers",
         type=int,
         default=TRAIN_DEFAULTS["num_workers"],
-        help="DataLoader worker processes (default: %(default)s, lerobot-train's; 0: in this process, "
-        "often the fastest on 2 cores, see docs/troubleshooting.md)",
+        help="DataLoader worker processes or StreamLoader shards (default: %(default)s, lerobot-train's; "
+        "0: one stream in this process)",
     )
     r.add_argument("--batch-size", type=int, default=TRAIN_DEFAULTS["batch_size"])
     r.add_argument(
@@ -121,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
         "--persistent-workers",
         action=argparse.BooleanOptionalAction,
         default=TRAIN_DEFAULTS["persistent_workers"],
-        help="keep workers across epochs (default: on)",
+        help="keep DataLoader workers across epochs (default: on)",
     )
     r.add_argument(
         "--multiprocessing-context",
@@ -183,15 +193,18 @@ def run_profile(args: argparse.Namespace) -> dict:
         step_s=args.step_ms / 1e3,
         memory_interval_s=args.memory_interval_ms / 1e3,
         metadata_s=metadata_s,
+        loader=args.loader,
         **loader,
     )
     as_training = (
-        all(loader[k] == TRAIN_DEFAULTS[k] for k in loader)
+        args.loader == TRAIN_DEFAULTS["loader"]
+        and all(loader[k] == TRAIN_DEFAULTS[k] for k in loader)
         and args.return_uint8 == TRAIN_DEFAULTS["return_uint8"]
         and args.num_workers == TRAIN_DEFAULTS["num_workers"]
         and args.batch_size == TRAIN_DEFAULTS["batch_size"]
     )
     config = {
+        "loader": raw["loader"],
         "root": args.root,
         "repo_id": args.repo_id,
         "num_workers": args.num_workers,

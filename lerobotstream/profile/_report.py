@@ -20,6 +20,9 @@ process, so they can exceed the run's wall time):
   its terms in ``threads_bound_terms``);
 * ``verdict``: is the GPU waiting, and why. ``loader_samples_per_s`` (steady) and
   ``loader_ms_per_batch`` (its time per batch): a model step shorter than that waits for data;
+  ``too_short`` (the run's steady part is too short to judge: fewer than :data:`MIN_STEADY_BATCHES`
+  batches after the first, or fewer than twice the batches the loader can prepare ahead while the
+  first one is awaited; its rate is then an upper bound);
   ``predicted_wait_fraction`` for a few step times (``{step_ms: fraction}``, from the loader's
   rate: ``max(0, 1 - step / loader time per batch)``); with ``--step-ms``, ``measured_wait_fraction``
   (waits after the first batch / wall after it); ``top_work`` (largest work stages); ``text`` and
@@ -45,6 +48,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from lerobotstream.profile._verdict import WAIT_THRESHOLD, verdict
 
 __all__ = [
     "STAGES",
@@ -94,78 +99,12 @@ STAGE_KIND = {
 thread spends producing items) or ``wait`` (a thread blocked on another: ``decode_other`` is mostly
 a decode job waiting for its payload to arrive)."""
 
-WAIT_THRESHOLD = 0.05
-"""Data-wait fraction above which the verdict says the GPU waits for data."""
-
-_EXAMPLE_STEPS_MS = (10.0, 50.0, 100.0)
-
 
 def _cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         return os.cpu_count() or 1
-
-
-def _verdict(report: dict, batch_size: int) -> dict:
-    """The ``verdict`` section (see the module docstring)."""
-    th, la, st = report["throughput"], report["latency"], report["stages"]
-    rate = th.get("steady_samples_per_s") or th.get("samples_per_s")
-    step_ms = 1e3 * float(la.get("simulated_step_s") or 0.0)
-    work = {k: v for k, v in st["seconds"].items() if STAGE_KIND[k] == "work" and v}
-    total_work = sum(work.values())
-    top = (
-        [
-            {"stage": k, "seconds": v, "share_of_work": v / total_work}
-            for k, v in sorted(work.items(), key=lambda kv: -kv[1])[:2]
-        ]
-        if total_work > 0
-        else []
-    )
-    out: dict[str, Any] = {
-        "loader_samples_per_s": rate,
-        "batch_size": batch_size,
-        "step_ms": step_ms or None,
-        "loader_ms_per_batch": None,
-        "predicted_wait_fraction": {},
-        "measured_wait_fraction": la.get("steady_wait_fraction") if step_ms else None,
-        "top_work": top,
-        "waits": None,
-    }
-    out["why"] = ""
-    if top:
-        out["why"] = (
-            "why: most work is "
-            + ", ".join(f"{t['stage']} {100 * t['share_of_work']:.0f}%" for t in top)
-            + f" of {total_work:.2f} s summed over threads; {st['busy_threads']:.1f} threads busy on "
-            f"average on {st['cpu_count']} CPU core(s)"
-            + (" (CPU-bound: the cores are saturated)" if st["busy_threads"] >= 0.8 * st["cpu_count"] else "")
-        )
-    if not rate:
-        out["text"] = "verdict: no batch was delivered: nothing to judge"
-        return out
-    per_batch_ms = 1e3 * batch_size / rate
-    out["loader_ms_per_batch"] = per_batch_ms
-    predict = {f"{t:g}": max(0.0, 1.0 - t / per_batch_ms) for t in (*_EXAMPLE_STEPS_MS, step_ms) if t > 0}
-    out["predicted_wait_fraction"] = predict
-    head = f"verdict: the loader delivers {rate:.1f} samples/s ({per_batch_ms:.1f} ms per batch of {batch_size})"
-    if step_ms:
-        measured = out["measured_wait_fraction"]
-        waits = measured is not None and measured > WAIT_THRESHOLD
-        out["waits"] = bool(waits)
-        m = "n/a" if measured is None else f"{100 * measured:.0f}%"
-        out["text"] = (
-            f"verdict: with a model step of {step_ms:g} ms per batch of {batch_size} the run delivered "
-            f"{rate:.1f} samples/s and the GPU waited {m} of the time (measured after the first batch): "
-            + ("DATA-BOUND" if waits else "not waiting for data")
-        )
-    else:
-        examples = ", ".join(f"{100 * predict[f'{t:g}']:.0f}% at {t:g} ms" for t in _EXAMPLE_STEPS_MS)
-        out["text"] = (
-            f"{head}: a model step of T ms per batch of {batch_size} would wait "
-            f"{examples}, none at {per_batch_ms:.0f} ms or more (no --step-ms given: measure yours)"
-        )
-    return out
 
 
 def _pct(xs: list[float], q: float) -> float | None:
@@ -340,6 +279,7 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
     tl = raw.get("timeline", [])
     report = {
         "config": dict(config or {}),
+        "loader": raw.get("loader"),
         "throughput": {
             "samples": samples,
             "frames": frames,
@@ -405,7 +345,7 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
             {"pid": s["pid"], "worker": s["worker"], **{k: v for k, v in s["stats"].items()}} for s in snaps_full
         ],
     }
-    report["verdict"] = _verdict(report, int(raw.get("batch_size") or 1))
+    report["verdict"] = verdict(report, int(raw.get("batch_size") or 1), int(raw.get("buffered_batches") or 0))
     return report
 
 
@@ -485,11 +425,11 @@ def format_report(r: dict) -> str:
         lines.append("config: " + ", ".join(f"{k}={v}" for k, v in cfg.items() if k != "as_lerobotstream_train"))
         if "as_lerobotstream_train" in cfg:
             lines.append(
-                "DataLoader as lerobotstream-train runs it with lerobot-train 0.6's defaults (uint8 frames, "
-                "4 spawn workers, prefetch 4, persistent workers, batch 8)"
+                "as lerobotstream-train runs it with lerobot-train 0.6's defaults (--loader auto, 4 workers, "
+                "prefetch 4, uint8 frames, batch 8)"
                 if cfg["as_lerobotstream_train"]
-                else "DataLoader settings differ from lerobotstream-train's defaults (uint8, 4 spawn "
-                "workers, prefetch 4, persistent, batch 8): pass your training's values to compare"
+                else "settings differ from lerobotstream-train's defaults (--loader auto, 4 workers, prefetch 4, "
+                "uint8 frames, batch 8): pass your training's values to compare"
             )
     if r.get("verdict"):
         lines.append(r["verdict"]["text"])

@@ -1,10 +1,12 @@
-"""One profiled run: the streaming dataset through a real DataLoader, no model, with its stats.
+"""One profiled run: the streaming dataset through the loader training uses (``StreamLoader`` in
+threads or processes mode, or torch's DataLoader), no model, with its stats.
 
-Side channel: the dataset is wrapped in :class:`ProfiledStream`, which (in whichever process
-iterates it: a DataLoader worker or the main process) adds to every item one JSON string under
-:data:`STATS_KEY` holding that process's ``ds.stats()`` snapshot, its pid, worker id and wall
-clock. The collate turns the strings into a list; the main process pops it before the
-"model" sees the batch and keeps the latest snapshot per pid. No dataset hook is needed, and the
+Side channel: the dataset is wrapped in :class:`ProfiledStream` (DataLoader) or
+:class:`ProfiledShards` (``StreamLoader``), which (wherever a shard is iterated: a worker process,
+a thread of the main process or the main process itself) adds to every item one JSON string under
+:data:`STATS_KEY` holding that shard's ``stats()`` snapshot, its pid, worker id and wall clock.
+The collate turns the strings into a list; the main process pops it before the "model" sees the
+batch and keeps the latest snapshot per (pid, worker). No dataset hook is needed, and the
 last batch a worker delivered carries that worker's counters up to the moment it was produced.
 Memory is sampled by the main process from ``/proc`` (:mod:`lerobotstream.profile._memory`): on a
 timer and, whatever the machine's speed, at deterministic points: once the workers have started
@@ -31,10 +33,23 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from lerobotstream.errors import worker_error
 from lerobotstream.profile._memory import MemorySampler
 
-__all__ = ["STATS_KEY", "ProfiledStream", "TimedTransform", "profile_dataset", "RawRun", "worker_error"]
+__all__ = [
+    "STATS_KEY",
+    "LOADERS",
+    "ProfiledStream",
+    "ProfiledShards",
+    "TimedTransform",
+    "profile_dataset",
+    "RawRun",
+    "worker_error",
+]
 
 STATS_KEY = "__lrs_stats__"
 """Batch key of the per-item stats snapshots (JSON strings); removed before the batch is returned."""
+
+#: the loaders a run can take: ``StreamLoader``'s modes (``auto``: its choice, as ``lerobotstream-train``
+#: makes it) and torch's DataLoader
+LOADERS = ("auto", "threads", "processes", "dataloader")
 
 _TRANSFORM_S = [0.0]  # per process: seconds spent in TimedTransform
 _TRANSFORM_LOCK = threading.Lock()
@@ -65,18 +80,28 @@ class ProfiledStream(IterableDataset):
 
     def __iter__(self):
         info = get_worker_info()
-        worker = None if info is None else int(info.id)
-        pid = os.getpid()
-        for item in self.ds:
-            snap = {
-                "pid": pid,
-                "worker": worker,
-                "wall_s": time.time(),
-                "stats": self.ds.stats(),
-                "transforms_s": _TRANSFORM_S[0],
-            }
-            item[STATS_KEY] = json.dumps(snap, default=_jsonable)
-            yield item
+        yield from _with_snapshots(self.ds, None if info is None else int(info.id), self.ds.stats)
+
+
+class ProfiledShards:
+    """``StreamLoader``'s wrapper protocol (``dataset``, ``wrap_items``) around ``ds``: each
+    shard's items get a stats snapshot of that shard (JSON str) under :data:`STATS_KEY`."""
+
+    def __init__(self, ds: Any) -> None:
+        self.dataset = ds
+
+    def wrap_items(self, items: Any, worker: int, num_workers: int, source_stats: Callable) -> Any:
+        shard = getattr(source_stats, "__self__", None)  # the shard whose counters source_stats reads
+        stats = shard.stats if callable(getattr(shard, "stats", None)) else self.dataset.stats
+        return _with_snapshots(items, None if worker < 0 else worker, stats)
+
+
+def _with_snapshots(items: Any, worker: int | None, stats: Callable[[], dict]) -> Any:
+    pid = os.getpid()
+    for item in items:
+        snap = {"pid": pid, "worker": worker, "wall_s": time.time(), "stats": stats(), "transforms_s": _TRANSFORM_S[0]}
+        item[STATS_KEY] = json.dumps(snap, default=_jsonable)
+        yield item
 
 
 def _jsonable(x: Any) -> Any:
@@ -117,16 +142,18 @@ def profile_dataset(
     prefetch_factor: int | None = None,
     persistent_workers: bool = False,
     multiprocessing_context: str | None = None,
+    loader: str = "dataloader",
 ) -> RawRun:
-    """Run ``ds`` through ``DataLoader(batch_size, num_workers)`` for ``steps`` batches, no model,
-    collated as ``lerobotstream-train`` collates (``PackedCollate`` over ``default_collate``, or
+    """Run ``ds`` through ``loader`` (``StreamLoader`` in its ``auto``, ``threads`` or
+    ``processes`` mode, or ``DataLoader``) with ``batch_size`` and ``num_workers`` for ``steps``
+    batches, no model, collated as ``lerobotstream-train`` collates (``PackedCollate`` over ``default_collate``, or
     over ``lerobot_collate_fn`` for a dataset with language columns). Image transforms are timed
     (the report's ``transforms`` stage) when the dataset was built with
     ``image_transforms=TimedTransform(fn)`` (its options are frozen: they are not wrapped here).
 
     Args:
         ds: a :class:`~lerobotstream.StreamingLeRobotDataset` (anything iterable with ``stats()``).
-        num_workers: DataLoader worker processes (0: iterate in this process).
+        num_workers: DataLoader worker processes, or ``StreamLoader``'s shards (0: iterate in this process).
         batch_size: items per batch.
         steps: batches to draw (fewer if the epoch ends first).
         step_s: simulated model step, seconds slept after each batch (0: none).
@@ -136,36 +163,62 @@ def profile_dataset(
         metadata_s: seconds the caller spent constructing ``ds`` (reported as the metadata stage).
         prefetch_factor, persistent_workers, multiprocessing_context: the DataLoader's (used only
             with workers; None: torch's defaults, 2 batches per worker and the platform's start
-            method). ``lerobotstream-train`` on LeRobot 0.6 runs 4, True and ``"spawn"``.
+            method). ``lerobotstream-train`` on LeRobot 0.6 runs 4, True and ``"spawn"``; a
+            ``StreamLoader`` takes ``prefetch_factor`` as its ``prefetch_batches`` and the context
+            for its worker processes.
+        loader: one of :data:`LOADERS`.
 
     Returns:
         RawRun: ``wall_s``, ``first_batch_s``, ``batch_wait_s`` (list, s), ``batch_t_s`` (end time of
         each batch, s since start), ``samples``, ``frames``, ``anchors`` ((episode, frame) pairs; (dataset, episode, frame) for a mixture
-        delivered), ``snapshots`` (latest ``stats()`` per pid), ``timeline`` (per batch: cumulated
+        delivered), ``snapshots`` (latest ``stats()`` per process and shard), ``timeline`` (per batch: cumulated
         samples/frames, reserved/resident/fetched bytes summed over pids), ``memory``.
     """
     video_keys = list(getattr(ds, "video_keys", []))
     from lerobotstream.dataset import PackedCollate, lerobot_collate_fn
 
     language = bool(getattr(getattr(ds, "meta", None), "has_language_columns", False))
-    workers = (
-        dict(
-            prefetch_factor=prefetch_factor,
-            persistent_workers=bool(persistent_workers),
+    collate = PackedCollate(lerobot_collate_fn if language else None)
+    if loader not in LOADERS:
+        raise ValueError(f"loader must be one of {', '.join(LOADERS)}, got {loader!r}")
+    if loader == "dataloader":
+        workers = (
+            dict(
+                prefetch_factor=prefetch_factor,
+                persistent_workers=bool(persistent_workers),
+                multiprocessing_context=multiprocessing_context,
+            )
+            if int(num_workers) > 0
+            else {}
+        )
+        batches: Any = DataLoader(
+            ProfiledStream(ds), batch_size=batch_size, num_workers=num_workers, collate_fn=collate, **workers
+        )
+        name = (
+            f"DataLoader, {num_workers} {multiprocessing_context or 'default-start'} workers"
+            if num_workers
+            else "DataLoader, in this process"
+        )
+        buffered = (prefetch_factor or 2) * int(num_workers) if num_workers else 0
+    else:
+        from lerobotstream.loader import StreamLoader
+
+        batches = StreamLoader(
+            ProfiledShards(ds),
+            batch_size,
+            num_workers=int(num_workers),
+            mode=loader,
+            prefetch_batches=prefetch_factor if num_workers else None,
+            collate_fn=collate,
             multiprocessing_context=multiprocessing_context,
         )
-        if int(num_workers) > 0
-        else {}
-    )
-    loader = DataLoader(
-        ProfiledStream(ds),
-        batch_size=batch_size,
-        num_workers=num_workers,
-        collate_fn=PackedCollate(lerobot_collate_fn if language else None),
-        **workers,
-    )
+        unit = "shard" if batches.mode == "threads" else "worker"
+        n = max(1, int(num_workers))
+        name = f"StreamLoader {batches.mode}, {n} {unit}{'s' if n > 1 else ''} ({batches.mode_reason})"
+        # batches made ahead of the consumer: each shard's pipeline or the ring's slots
+        buffered = n * (prefetch_factor or 2)
     pids: dict[int, str] = {os.getpid(): "main"}
-    latest: dict[int, dict] = {}
+    latest: dict[tuple[int, Any], dict] = {}
     waits: list[float] = []
     t_end: list[float] = []
     timeline: list[dict] = []
@@ -181,10 +234,12 @@ def profile_dataset(
             for i, w in enumerate(getattr(it, "_workers", []) or []):
                 if getattr(w, "pid", None):
                     pids.setdefault(int(w.pid), f"worker {i}")
+            for i, pid in enumerate(getattr(batches, "worker_pids", [])):  # StreamLoader, processes mode
+                pids.setdefault(int(pid), f"worker {i}")
         return dict(pids)
 
     with MemorySampler(current_pids, interval_s=memory_interval_s, t0=t0) as mem:
-        it = holder[0] = iter(loader)
+        it = holder[0] = iter(batches)
         mem.sample()  # every worker is alive now: its first reading never depends on the timer
         try:
             for _ in range(int(steps)):
@@ -203,7 +258,7 @@ def profile_dataset(
                 t_end.append(now - t0)
                 for s in batch.pop(STATS_KEY, []):
                     snap = json.loads(s)
-                    latest[int(snap["pid"])] = snap
+                    latest[(int(snap["pid"]), snap["worker"])] = snap
                     if int(snap["pid"]) != os.getpid():
                         pids.setdefault(int(snap["pid"]), f"worker {snap['worker']}")
                 n = _batch_size(batch)
@@ -238,6 +293,9 @@ def profile_dataset(
             wall = time.perf_counter() - t0
             mem.sample()  # the workers' last reading, before the iterator stops them
             holder[0] = None
+            close = getattr(it, "close", None)
+            if close is not None:  # a StreamLoader's iterator: its shards or workers end now
+                close()
             del it
     return RawRun(
         wall_s=wall,
@@ -252,6 +310,8 @@ def profile_dataset(
         timeline=timeline,
         memory=mem.summary(),
         num_workers=int(num_workers),
+        loader=name,
+        buffered_batches=buffered,
         batch_size=int(batch_size),
         steps=len(waits),
         step_s=float(step_s),

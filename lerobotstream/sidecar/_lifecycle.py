@@ -63,8 +63,10 @@ DOWNLOAD_CHUNK_BYTES = 16 * 1024 * 1024
 
 
 def _slug(text: str | None, default: str, sep: str, limit: int | None = None) -> str:
+    """One file-name component of ``text`` (never ``.``/``..`` or empty: those become ``default``)."""
     s = re.sub(r"[^A-Za-z0-9_.-]+", sep, text or "").strip("-")
-    return (s[:limit] if limit else s) or default
+    s = s[:limit] if limit else s
+    return default if s.strip(".") == "" else s
 
 
 def cache_path(identity: SidecarIdentity, cache_dir: str | os.PathLike | None = None) -> Path:
@@ -355,7 +357,7 @@ def ensure_sidecar(
             if _try_published(source, identity, target, meta, tolerance_s, index_dir, lock_timeout_s):
                 return target, "published"
         t0 = time.perf_counter()
-        logger.warning(
+        logger.info(  # a routine first-run event: INFO (a progress bar on a terminal)
             "building the MP4 sidecar of %s (%d video files) into %s; other processes wait for it "
             "(a shared cache or a published sidecar avoids this)",
             repo_id,

@@ -2,7 +2,9 @@
 
 Every reader of the library (metadata, sidecar building, payload fetching) goes through one
 :class:`ByteSource`. Paths are POSIX paths relative to the dataset root (``meta/info.json``,
-``videos/observation.images.top/chunk-000/file-000.mp4``). :func:`open_source` picks the backend.
+``videos/observation.images.top/chunk-000/file-000.mp4``) that keep to the path rule
+(:func:`path_problem`): every source refuses one that could leave its root. :func:`open_source`
+picks the backend.
 """
 
 from lerobotstream.sources._base import COALESCE_GAP_BYTES, ByteSource, SourceStats, coalesce_ranges
@@ -17,6 +19,7 @@ from lerobotstream.sources._http import (
 from lerobotstream.sources._hub import HubSource
 from lerobotstream.sources._local import LocalSource
 from lerobotstream.sources._open import lerobot_local_copy, open_source, parse_hf_url
+from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES, MAX_PATH_CHARS, path_problem
 from lerobotstream.sources._prefetch import PrefetchedReads
 
 __all__ = [
@@ -36,4 +39,7 @@ __all__ = [
     "DEFAULT_READ_TIMEOUT_S",
     "DEFAULT_TIMEOUT_S",
     "PrefetchedReads",
+    "path_problem",
+    "MAX_PATH_CHARS",
+    "MAX_METADATA_FILE_NBYTES",
 ]

@@ -7,7 +7,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lerobotstream.errors import RangeReadError
+from lerobotstream.errors import RangeReadError, SourceError
+from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES
 
 #: Two requested ranges separated by at most this many bytes are fetched with one request
 #: (the gap bytes are read and dropped). 32 KiB is far below one round-trip's worth of bytes on
@@ -80,6 +81,17 @@ def check_ranges(path: str, ranges: Sequence[tuple[int, int]], size: int | None 
             raise RangeReadError(
                 f"range [{offset}, {offset + length}) lies outside {path} ({size} bytes)", path=path, offset=offset
             )
+
+
+def check_file_size(path: str, nbytes: int, where: str) -> None:
+    """Raise SourceError when a metadata file of ``nbytes`` bytes is larger than
+    :data:`MAX_METADATA_FILE_NBYTES` (before any byte of it is read)."""
+    if nbytes > MAX_METADATA_FILE_NBYTES:
+        raise SourceError(
+            f"{path!r} at {where} has {nbytes} bytes, more than the {MAX_METADATA_FILE_NBYTES} bytes a metadata "
+            "file may have; it is not read",
+            path=path,
+        )
 
 
 def coalesce_ranges(
@@ -214,8 +226,15 @@ class ByteSource:
         return self.read_ranges(path, [(offset, length)])[0]
 
     def read_file(self, path: str) -> bytes:
-        """The whole file (for small metadata files only)."""
-        return self.read(path, 0, self.size(path))
+        """The whole file (for metadata files only).
+
+        Raises:
+            SourceError: the file is larger than :data:`MAX_METADATA_FILE_NBYTES` (checked before
+                anything is read); the other errors of :meth:`read_ranges`.
+        """
+        size = self.size(path)
+        check_file_size(path, size, self.root_display)
+        return self.read(path, 0, size)
 
     def local_path(self, path: str) -> str | None:
         """A local filesystem path for ``path`` when the source is local, else None."""

@@ -20,8 +20,9 @@ from lerobotstream.errors import (
     SourceNotFoundError,
     SourceProtocolError,
 )
-from lerobotstream.sources._base import ByteSource, check_ranges, coalesce_ranges
+from lerobotstream.sources._base import ByteSource, check_file_size, check_ranges, coalesce_ranges
 from lerobotstream.sources._http import error_for, redact_url
+from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES, checked_path
 
 _FINGERPRINT_KEYS = ("xet_hash", "ETag", "etag", "e_tag", "md5", "md5Hash", "checksum", "sha256", "crc32c")
 
@@ -118,7 +119,12 @@ class FsspecSource(ByteSource):
             loc.pid = os.getpid()
         return loc.fs
 
-    def _full(self, path: str) -> str:
+    def _full(self, path: str, *, folder: bool = False) -> str:
+        """The filesystem path of dataset path ``path``, checked by the path rule (``folder``:
+        ``""`` allowed) so that it stays under the root."""
+        path = checked_path(path, self.root_display, folder=folder)
+        if not path:
+            return self.base
         return f"{self.base}/{path}" if self.base else path
 
     def _err(self, e: BaseException, path: str) -> SourceError:
@@ -129,8 +135,9 @@ class FsspecSource(ByteSource):
             hit = self._info.get(path)
         if hit is not None:
             return hit
+        full = self._full(path)
         try:
-            info = self.fs.info(self._full(path))
+            info = self.fs.info(full)
         except Exception as e:
             raise self._err(e, path) from None
         self.stats.add(metadata_requests=1)
@@ -154,7 +161,7 @@ class FsspecSource(ByteSource):
         return None  # no stable object identity: callers rebuild derived indexes each open
 
     def list(self, prefix: str) -> list[str]:
-        base = self._full(prefix.strip("/"))
+        base = self._full(prefix, folder=True)
         try:
             found = self.fs.find(base)
         except FileNotFoundError:
@@ -168,19 +175,30 @@ class FsspecSource(ByteSource):
         return self._full(path) if self.protocol in ("file", "local") else None
 
     def read_file(self, path: str) -> bytes:
-        """The whole file with one ``cat_file`` (no ``info`` first; for small metadata files).
+        """The whole file with one ``cat_file`` (no ``info`` first; for metadata files), at most
+        ``MAX_METADATA_FILE_NBYTES + 1`` bytes of it read.
 
         Raises:
             SourceNotFoundError: the file does not exist.
             RangeReadError: the file no longer has the size an earlier ``info`` gave.
-            SourceError: any other failure of the filesystem (the message names path and root).
+            SourceError: the file is larger than ``MAX_METADATA_FILE_NBYTES``, or any other
+                failure of the filesystem (the message names path and root).
         """
         with self._info_lock:
             known = self._info.get(path)
+        if known is not None:
+            check_file_size(path, int(known["size"]), self.root_display)
+        full = self._full(path)
         try:
-            data = self.fs.cat_file(self._full(path))
+            data = self.fs.cat_file(full, start=0, end=MAX_METADATA_FILE_NBYTES + 1)
         except Exception as e:
             raise self._err(e, path) from None
+        if len(data) > MAX_METADATA_FILE_NBYTES:
+            raise SourceError(
+                f"{path!r} at {self.root_display} has more than the {MAX_METADATA_FILE_NBYTES} bytes a metadata file "
+                "may have; it is not read further",
+                path=path,
+            )
         if known is not None and len(data) != int(known["size"]):
             raise RangeReadError(
                 f"{path!r} at {self.root_display} has {len(data)} bytes, but {known['size']} when it was first seen",

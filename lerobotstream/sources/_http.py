@@ -2,8 +2,9 @@
 
 Sizes and fingerprints come from one ``HEAD`` per file, or from the one ``GET`` that reads a whole
 (metadata) file with :meth:`HttpSource.read_file`; ``list`` parses HTML directory indexes.
-Connections, retries, checked ranges and time limits are the transport's
-(:mod:`lerobotstream.sources._http_transport`, whose names are re-exported here).
+Connections and bounded bodies are the client's (:mod:`lerobotstream.sources._http_client`),
+retries, checked ranges and time limits the transport's (:mod:`lerobotstream.sources._http_transport`);
+their names are re-exported here.
 
 Signed roots: a root URL with a query string (``https://host/ds?X-Sig=...``) keeps that query on
 every request under it; it never appears in a message, a log line or a sidecar (:func:`redact_url`).
@@ -16,25 +17,28 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
-from lerobotstream.sources._base import ByteSource, check_ranges
-from lerobotstream.sources._http_transport import (  # noqa: F401  (re-exported: callers import them from here)
-    _MAX_REDIRECTS,
+from lerobotstream.sources._base import ByteSource, check_file_size, check_ranges
+from lerobotstream.sources._http_client import (  # noqa: F401  (re-exported: callers import them from here)
     DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_READ_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
-    RETRY_STATUSES,
     HttpClient,
-    RangeFetcher,
     Response,
-    RetryPolicy,
     TransportError,
-    check_range_response,
-    error_for,
     redact_url,
 )
+from lerobotstream.sources._http_transport import (  # noqa: F401  (re-exported: callers import them from here)
+    _MAX_REDIRECTS,
+    DEFAULT_READ_TIMEOUT_S,
+    RETRY_STATUSES,
+    RangeFetcher,
+    RetryPolicy,
+    check_range_response,
+    error_for,
+)
+from lerobotstream.sources._paths import same_origin, url_under
 
 
 class _LinkParser(HTMLParser):
@@ -77,7 +81,9 @@ class HttpSource(ByteSource):
     strong ``ETag`` (else ``Last-Modified``); :meth:`read_file` needs no ``HEAD``: its one ``GET``
     answers them too. Redirects are followed by hand, at most
     :data:`_MAX_REDIRECTS`, resolved once per file and cached; headers given in ``headers`` (e.g.
-    ``Authorization``) are sent only to the root's host. ``list`` parses HTML directory indexes.
+    ``Authorization``) are sent only to the root's origin (scheme, host and port: not after a
+    redirect to ``http`` or to another host). Every path is checked by the path rule and its URL
+    must keep the root's origin and path prefix. ``list`` parses HTML directory indexes.
 
     Args:
         root: ``http://`` or ``https://`` URL of the dataset root (user info is refused). A query
@@ -109,7 +115,6 @@ class HttpSource(ByteSource):
         self._query = parts.query  # a signed root's query: sent with every request, never shown
         self.root_display = redact_url(self.root)
         self._headers = dict(headers or {})
-        self._host = (parts.scheme, parts.hostname, parts.port)
         self.client = HttpClient(max_connections, timeout_s)
         self.fetcher = RangeFetcher(self.client, retry or RetryPolicy(), self.stats, read_timeout_s=read_timeout_s)
         self._meta: dict[str, tuple[str, int, str | None]] = {}  # path -> (final url, size, fingerprint)
@@ -123,14 +128,17 @@ class HttpSource(ByteSource):
     def __repr__(self) -> str:
         return f"HttpSource({self.root_display!r})"
 
-    def _url(self, path: str) -> str:
-        url = urljoin(self.root, quote(path))
+    def _url(self, path: str, *, folder: bool = False) -> str:
+        """The URL of ``path`` (``folder``: of its index page, ``/``-terminated) under the root,
+        with the signed root's query; a path that would leave the root raises SourceError."""
+        url = url_under(self.root, path, self.root_display, folder=folder)
+        if folder and not url.endswith("/"):
+            url += "/"
         return f"{url}?{self._query}" if self._query else url
 
     def _headers_for(self, url: str) -> dict[str, str]:
-        p = urlsplit(url)
-        same = (p.scheme, p.hostname, p.port) == self._host
-        return dict(self._headers) if same else {}
+        """The caller's headers for the root's own origin (scheme, host, port); none elsewhere."""
+        return dict(self._headers) if same_origin(url, self.root) else {}
 
     def _follow(self, method: str, path: str, url: str, **kw: Any) -> tuple[Any, str]:
         """``method`` on ``url`` (identity encoding), following at most :data:`_MAX_REDIRECTS`
@@ -230,7 +238,7 @@ class HttpSource(ByteSource):
 
     def _listing_page(self, folder: str) -> tuple[str, Response] | None:
         """``(url, answer)`` of the folder's index page, or None when it does not exist (404)."""
-        url = self._url(folder)
+        url = self._url(folder, folder=True)
         try:
             return url, self.fetcher.request("GET", lambda u=url: (u, self._headers_for(u)), path=folder, metadata=True)
         except SourceNotFoundError:
@@ -288,11 +296,15 @@ class HttpSource(ByteSource):
         Raises:
             SourceNotFoundError: the file does not exist (404/410).
             SourceChangedError: the file changed since its size or fingerprint were read (names the URL).
-            SourceError: any other failure (a non-200 success, a compressed body, too many
-                redirects, retries ran out); messages name the path and the redacted URL.
+            SourceError: the body is larger than ``MAX_METADATA_FILE_NBYTES`` (by its
+                ``Content-Length`` before reading, or while reading), or any other failure (a
+                non-200 success, a compressed body, too many redirects, retries ran out);
+                messages name the path and the redacted URL.
         """
         with self._meta_lock:
             known = self._meta.get(path)
+        if known is not None:
+            check_file_size(path, known[1], self.root_display)
         r, url = self._follow("GET", path, known[0] if known is not None else self._url(path))
         where = redact_url(url)
         if r.status != 200:

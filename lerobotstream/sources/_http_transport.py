@@ -1,14 +1,15 @@
-"""HTTP transport: bounded keep-alive connections per process, retries, checked ranges, time limits.
+"""HTTP transport: retries, checked ranges and time limits over the bounded client.
 
-Built on the standard library's ``http.client`` so that every byte on the wire is ours to check:
-no read-ahead, no automatic redirects (so ``Authorization`` never follows a redirect to another
-host), one ``Range`` request per coalesced group of ranges, and every ``206`` answer verified
-against ``Content-Range`` and its length before it is returned.
+The connections and bodies are :mod:`lerobotstream.sources._http_client`'s (keep-alive pool per
+process, no automatic redirects, every body bounded); here: one ``Range`` request per coalesced
+group of ranges, and every ``206`` answer verified against ``Content-Range`` and its length before
+it is returned.
 
 Retry policy (:class:`RetryPolicy`): connection errors, resets, timeouts, truncated bodies,
-mis-ranged answers and statuses 408/425/429/500/502/503/504 are retried up to ``max_retries`` times
-with exponential backoff and full jitter (``min(cap, base * 2**attempt) * U(0.5, 1)``); a
-``Retry-After`` header (seconds or HTTP date, capped) replaces the computed wait.
+mis-ranged answers (a range answer of another length is dropped unread, then retried) and
+statuses 408/425/429/500/502/503/504 are retried up to ``max_retries`` times with exponential
+backoff and full jitter (``min(cap, base * 2**attempt) * U(0.5, 1)``); a ``Retry-After`` header
+(seconds or HTTP date, capped) replaces the computed wait.
 
 Files that change: a range read may be given what the file was when first seen (its size and
 strong ETag, :meth:`RangeFetcher.request`'s ``expect``); a ``206`` whose ``Content-Range`` total
@@ -20,22 +21,16 @@ timeout); one read — every attempt and backoff of one request together — giv
 ``read_timeout_s`` (:class:`~lerobotstream.errors.SourceTimeoutError` naming the URL and the time
 waited), so a server that accepts connections and never answers cannot block a reader for long.
 
-URLs in messages go through :func:`redact_url` (no user info, no query: signed URLs stay secret).
 Used by :class:`~lerobotstream.sources._http.HttpSource` and the Hub/bucket source.
 """
 
 from __future__ import annotations
 
 import email.utils
-import http.client
-import os
 import random
-import ssl
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from lerobotstream import constants
 from lerobotstream.errors import (
@@ -48,20 +43,19 @@ from lerobotstream.errors import (
     SourceTimeoutError,
     os_reason,
 )
+from lerobotstream.sources._http_client import (
+    BodyTooLargeError,
+    HttpClient,
+    Response,
+    TransportError,
+    redact_url,
+)
+from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES
 
-#: connections per process and per client (shared by all threads of the process)
-DEFAULT_MAX_CONNECTIONS = 16
-#: seconds before a connect or one wait for bytes on the socket gives up (then retried)
-DEFAULT_TIMEOUT_S = 30.0
 #: seconds one read may take in total, every attempt and backoff included (then SourceTimeoutError)
 DEFAULT_READ_TIMEOUT_S = constants.DEFAULT_READ_TIMEOUT_S
-#: bytes per socket read of a response body (the deadline is checked between them)
-_BODY_CHUNK_BYTES = 1 << 20
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 _MAX_REDIRECTS = 5
-_FORK_LOCK = threading.Lock()  # guards the per-PID pool reset; re-created in a forked child
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: globals().__setitem__("_FORK_LOCK", threading.Lock()))
 
 
 @dataclass(frozen=True)
@@ -100,179 +94,6 @@ def _parse_retry_after(value: str) -> float | None:
     except (TypeError, ValueError):
         return None
     return when.timestamp() - time.time()
-
-
-def redact_url(url: str) -> str:
-    """``scheme://host[:port]/path`` without user info, query string or fragment (signed URLs
-    carry credentials in the query)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return f"{parts.scheme}://{host}{parts.path}"
-
-
-@dataclass
-class Response:
-    """One complete HTTP answer (body fully read)."""
-
-    status: int
-    headers: Mapping[str, str]  # lower-case names
-    body: bytes
-    url: str
-
-
-class TransportError(Exception):
-    """A request failed below HTTP (connect, reset, timeout, truncated body); always retryable."""
-
-
-class HttpClient:
-    """Keep-alive ``http.client`` connections, at most ``max_connections`` open per process.
-
-    Thread-safe. Fork-safe: the pool is keyed by PID, so a forked worker opens its own sockets and
-    never touches its parent's.
-    """
-
-    def __init__(self, max_connections: int = DEFAULT_MAX_CONNECTIONS, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        if max_connections < 1:
-            raise ValueError(f"max_connections must be >= 1, got {max_connections}")
-        self.max_connections = max_connections
-        self.timeout_s = timeout_s
-        self._pid = -1
-        self._reset()
-
-    def _reset(self) -> None:
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(self.max_connections)
-        self._idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
-        self._num_idle = 0
-        self._ssl: ssl.SSLContext | None = None
-
-    def _check_pid(self) -> None:
-        if self._pid != os.getpid():
-            with _FORK_LOCK:
-                if self._pid != os.getpid():
-                    self._reset()  # forked: drop (never close, never use) the parent's sockets
-
-    def __getstate__(self):
-        return {"max_connections": self.max_connections, "timeout_s": self.timeout_s}
-
-    def __setstate__(self, state):
-        self.__init__(**state)
-
-    def _take(self, key: tuple[str, str, int]) -> http.client.HTTPConnection:
-        with self._lock:
-            conns = self._idle.get(key)
-            if conns:
-                self._num_idle -= 1
-                return conns.pop()
-        scheme, host, port = key
-        if scheme == "https":
-            if self._ssl is None:
-                self._ssl = ssl.create_default_context()
-                try:
-                    import certifi  # optional: the same CA bundle as the Hub client
-
-                    self._ssl.load_verify_locations(certifi.where())
-                except ImportError:
-                    pass
-            return http.client.HTTPSConnection(host, port, timeout=self.timeout_s, context=self._ssl)
-        return http.client.HTTPConnection(host, port, timeout=self.timeout_s)
-
-    def _give_back(self, key, conn: http.client.HTTPConnection) -> None:
-        with self._lock:
-            # Keep at most max_connections sockets idle; together with the slot semaphore no more
-            # than max_connections are ever in use, and idle ones beyond the cap are closed.
-            if self._num_idle >= self.max_connections:
-                victim_key = next((k for k, v in self._idle.items() if v), None)
-                if victim_key is not None:
-                    self._idle[victim_key].pop(0).close()
-                    self._num_idle -= 1
-            self._idle.setdefault(key, []).append(conn)
-            self._num_idle += 1
-
-    def send(
-        self, method: str, url: str, headers: Mapping[str, str] | None = None, *, deadline: float | None = None
-    ) -> Response:
-        """One request, no redirects followed, body read fully.
-
-        Args:
-            deadline: ``time.monotonic()`` value after which the request gives up (the socket
-                timeout of each wait is the smaller of ``timeout_s`` and the time left).
-
-        Raises:
-            TransportError: connection refused/reset, timeout, or a body shorter than announced.
-        """
-        self._check_pid()
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        if scheme not in ("http", "https"):
-            raise SourceError(f"not an HTTP URL: {redact_url(url)}")
-        key = (scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80))
-        target = parts.path or "/"
-        if parts.query:
-            target += "?" + parts.query
-        with self._slots:
-            conn = self._take(key)
-            try:
-                _set_timeout(conn, self.timeout_s, deadline)
-                conn.request(method, target, headers=dict(headers or {}))
-                _set_timeout(conn, self.timeout_s, deadline)
-                resp = conn.getresponse()
-                body = _read_body(conn, resp, self.timeout_s, deadline)  # also frees the connection for reuse
-                resp_headers = {k.lower(): v for k, v in resp.getheaders()}
-                if "content-length" in resp_headers and method != "HEAD":
-                    if len(body) != int(resp_headers["content-length"]):
-                        raise http.client.IncompleteRead(body, int(resp_headers["content-length"]) - len(body))
-            except (OSError, http.client.HTTPException, ValueError) as e:
-                conn.close()
-                raise TransportError(f"{type(e).__name__} on {method} {redact_url(url)}") from None
-            if resp.will_close:
-                conn.close()
-            else:
-                self._give_back(key, conn)
-        return Response(resp.status, resp_headers, body, url)
-
-    def close(self) -> None:
-        """Close this process's idle connections."""
-        if self._pid != os.getpid():
-            self._reset()
-            return
-        with self._lock:
-            for conns in self._idle.values():
-                for c in conns:
-                    c.close()
-            self._idle = {}
-            self._num_idle = 0
-
-
-def _set_timeout(conn: http.client.HTTPConnection, timeout_s: float, deadline: float | None) -> None:
-    """Socket timeout of the next wait: ``timeout_s``, or less when the deadline is nearer."""
-    t = timeout_s
-    if deadline is not None:
-        t = min(t, deadline - time.monotonic())
-        if t <= 0:
-            raise TimeoutError("read deadline reached")
-    conn.timeout = t
-    if conn.sock is not None:
-        conn.sock.settimeout(t)
-
-
-def _read_body(
-    conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, timeout_s: float, deadline: float | None
-) -> bytes:
-    """The whole body, in chunks, so that a server trickling bytes cannot outlast the deadline."""
-    if deadline is None:
-        return resp.read()
-    chunks = []
-    while True:
-        _set_timeout(conn, timeout_s, deadline)
-        chunk = resp.read(_BODY_CHUNK_BYTES)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def error_for(
@@ -360,6 +181,8 @@ def changed_file(r: Response, expect: tuple[int, str | None] | None) -> str | No
 
 def check_range_response(r: Response, offset: int, length: int) -> str | None:
     """None when ``r`` holds exactly bytes ``[offset, offset + length)``, else why not."""
+    if r.dropped is not None:
+        return r.dropped
     if r.status == 200:
         if offset == 0 and len(r.body) == length:
             return None  # a server may answer a whole-file range with 200
@@ -421,8 +244,12 @@ class RangeFetcher:
         metadata: bool = False,
         accept_redirect: bool = False,
         expect: tuple[int, str | None] | None = None,
+        max_body_nbytes: int = MAX_METADATA_FILE_NBYTES,
     ) -> Response:
         """Send ``method`` with retries; for ranges return only a verified 206/200.
+
+        A range answer of another length than asked is dropped unread and retried (its bytes
+        never reach memory); any other success body is bounded by ``max_body_nbytes``.
 
         ``resolve()`` gives ``(url, headers)`` (called before every attempt). On a 401/403,
         ``invalidate()`` (when given) drops the cached signed URL so the next attempt resolves
@@ -430,6 +257,7 @@ class RangeFetcher:
         ``(size, fingerprint)`` when first seen (range reads), checked on every ``206`` answer.
 
         Raises:
+            SourceError: a success body above ``max_body_nbytes`` (not read, not retried).
             SourceChangedError: a ``206`` shows another size or ETag than ``expect`` (no retry).
             SourceTimeoutError: no complete answer within ``read_timeout_s`` (all attempts).
         """
@@ -451,7 +279,16 @@ class RangeFetcher:
                 headers.setdefault("Accept-Encoding", "identity")
             retry_after = None
             try:
-                r = self.client.send(method, url, headers, deadline=deadline)
+                r = self.client.send(
+                    method,
+                    url,
+                    headers,
+                    deadline=deadline,
+                    want_nbytes=length if offset is not None else None,
+                    max_body_nbytes=max_body_nbytes,
+                )
+            except BodyTooLargeError as e:
+                raise SourceError(f"{method} of {path!r} from {redact_url(url)}: {e}", path=path) from None
             except TransportError as e:
                 last, status = str(e), None
             else:

@@ -29,6 +29,7 @@ Training only reads: no method here issues POST, PUT or DELETE.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -36,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qs, quote, urljoin, urlsplit
 
-from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
+from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError, SourceProtocolError
 from lerobotstream.sources._base import ByteSource, check_ranges
 from lerobotstream.sources._http import (
     DEFAULT_MAX_CONNECTIONS,
@@ -47,6 +48,7 @@ from lerobotstream.sources._http import (
     RetryPolicy,
     error_for,
 )
+from lerobotstream.sources._paths import checked_path, same_origin, url_under
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 #: lifetime assumed for a signed URL whose expiry we cannot read, seconds
@@ -56,18 +58,38 @@ SIGNED_URL_MARGIN_S = 30.0
 
 
 def _signed_url_expiry(url: str, now: float) -> float:
+    """When the signed ``url`` expires (``Expires=`` or ``X-Amz-Date`` + ``X-Amz-Expires``), Unix
+    seconds; ``now + SIGNED_URL_TTL_S`` when it does not say, or says something that is not a
+    finite time (``Expires=nan``)."""
     q = {k.lower(): v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+    when = None
     try:
         if "expires" in q:
-            return float(q["expires"])
-        if "x-amz-expires" in q and "x-amz-date" in q:
+            when = float(q["expires"])
+        elif "x-amz-expires" in q and "x-amz-date" in q:
             t = time.strptime(q["x-amz-date"], "%Y%m%dT%H%M%SZ")
             import calendar
 
-            return calendar.timegm(t) + float(q["x-amz-expires"])
+            when = calendar.timegm(t) + float(q["x-amz-expires"])
     except (ValueError, OverflowError):
         pass
-    return now + SIGNED_URL_TTL_S
+    return when if when is not None and math.isfinite(when) else now + SIGNED_URL_TTL_S
+
+
+def _linked_size(value: str, path: str, where: str) -> int:
+    """The file size a ``/resolve`` answer announces (``X-Linked-Size`` / ``Content-Length``).
+
+    Raises:
+        SourceProtocolError: the header is not a decimal number of bytes.
+    """
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()):
+        raise SourceProtocolError(
+            f"the Hub's answer for {path!r} at {where} announces the size {text[:40]!r}, which is not a number of "
+            "bytes",
+            path=path,
+        )
+    return int(text)
 
 
 def _offline_hint(exc: BaseException) -> str:
@@ -256,6 +278,7 @@ class HubSource(ByteSource):
         return entries
 
     def _entry(self, path: str) -> tuple[int, str | None]:
+        path = checked_path(path, self.root_display)
         folder = path.rsplit("/", 1)[0] if "/" in path else ""
         hit = self._folder(folder).get(path)
         if hit is None:
@@ -276,7 +299,7 @@ class HubSource(ByteSource):
         return True
 
     def list(self, prefix: str) -> list[str]:
-        prefix = prefix.strip("/")
+        prefix = checked_path(prefix, self.root_display, folder=True)
         out = []
         try:
             for e in self._iter_tree(prefix, recursive=True):
@@ -302,10 +325,15 @@ class HubSource(ByteSource):
 
     # --- payload ------------------------------------------------------------------------------
     def resolve_url(self, path: str) -> str:
-        """The ``/resolve`` URL of ``path``, pinned to the commit for datasets."""
+        """The ``/resolve`` URL of ``path``, pinned to the commit for datasets.
+
+        Raises:
+            SourceError: ``path`` breaks the path rule, or its URL would leave the repository's
+                ``/resolve/`` folder.
+        """
         if self.repo_type == "dataset":
-            return f"{self.endpoint}/datasets/{self.repo_id}/resolve/{self.commit}/{quote(path)}"
-        return f"{self.endpoint}/buckets/{self.repo_id}/resolve/{quote(path, safe='')}"
+            return url_under(f"{self.endpoint}/datasets/{self.repo_id}/resolve/{self.commit}/", path, self.root_display)
+        return f"{self.endpoint}/buckets/{self.repo_id}/resolve/{quote(checked_path(path, self.root_display), safe='')}"
 
     def _auth_headers(self) -> dict[str, str]:
         if self._hub_headers is None:
@@ -319,9 +347,9 @@ class HubSource(ByteSource):
         return dict(self._hub_headers)
 
     def _headers_for(self, url: str) -> dict[str, str]:
-        """Hub headers for the Hub's own host; nothing (no Authorization) for any other host."""
-        same = urlsplit(url).netloc == urlsplit(self.endpoint).netloc
-        return self._auth_headers() if same else {}
+        """Hub headers for the Hub's own origin (scheme, host, port); nothing (no Authorization)
+        for any other, a redirect from ``https`` to ``http`` on the same host included."""
+        return self._auth_headers() if same_origin(url, self.endpoint) else {}
 
     def _signed_url(self, path: str) -> tuple[str, dict[str, str]]:
         now = time.time()
@@ -345,7 +373,7 @@ class HubSource(ByteSource):
                 accept_redirect=True,
             )
             linked = r.headers.get("x-linked-size") or (None if r.status >= 300 else r.headers.get("content-length"))
-            if linked is not None and int(linked) != size:
+            if linked is not None and _linked_size(linked, path, self._where()) != size:
                 raise SourceChangedError(
                     f"{path!r} in {self.root_display} changed: listed {size} bytes, now {linked}", path=path
                 )

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from lerobotstream.errors import RangeReadError, SourceError, SourceNotFoundError, SourceReadError
 from lerobotstream.sources._base import ByteSource, check_ranges
+from lerobotstream.sources._paths import checked_path
 
 #: open descriptors kept per process (least recently used closed beyond this)
 MAX_OPEN_FILES = 256
@@ -25,6 +26,10 @@ MAX_OPEN_FILES = 256
 
 class LocalSource(ByteSource):
     """Files under a local folder. Reads use ``os.pread`` (no seek, thread-safe).
+
+    Every path is checked by the path rule (:mod:`lerobotstream.sources._paths`) before it is
+    joined to the root: ``..``, absolute paths and the like raise ``SourceError``. Symlinks inside
+    the root are followed wherever they point (a Hub cache snapshot is a folder of links to blobs).
 
     Args:
         root: the dataset root folder.
@@ -44,8 +49,9 @@ class LocalSource(ByteSource):
         self._pid = os.getpid()
         self._lock = threading.Lock()
 
-    def _abs(self, path: str) -> Path:
-        return self.root / path
+    def _abs(self, path: str, *, folder: bool = False) -> Path:
+        """``root / path``, ``path`` checked to stay under the root (``folder``: ``""`` allowed)."""
+        return self.root / checked_path(path, self.root_display, folder=folder)
 
     def local_path(self, path: str) -> str | None:
         return str(self._abs(path))
@@ -53,8 +59,8 @@ class LocalSource(ByteSource):
     def _error(self, path: str, e: OSError) -> SourceError:
         """The typed error for ``e``, raised by the operating system on ``path``."""
         if isinstance(e, (FileNotFoundError, NotADirectoryError)):  # nothing there, or a file on its path
-            return SourceNotFoundError(f"file not found: {self._abs(path)}", path=path)
-        return SourceReadError.from_oserror(str(self._abs(path)), e, path=path)
+            return SourceNotFoundError(f"file not found: {self.root / path}", path=path)
+        return SourceReadError.from_oserror(str(self.root / path), e, path=path)
 
     def _acquire(self, path: str) -> int:
         """An open descriptor for ``path`` (per process), pinned until :meth:`_release`."""
@@ -120,7 +126,7 @@ class LocalSource(ByteSource):
     def list(self, prefix: str) -> list[str]:
         """Every file under the folder ``prefix`` (links to folders are not followed); a folder
         that cannot be listed (a refused permission) is a ``SourceReadError`` naming it."""
-        base = self._abs(prefix)
+        base = self._abs(prefix, folder=True)
         if not base.is_dir():
             return []
 

@@ -90,9 +90,21 @@ class State:
         return hit
 
 
+def _inside(folder: Path, rel: str) -> Path | None:
+    """``folder / rel`` when ``rel`` (already percent-decoded) is a relative path without ``..``,
+    ``.``, empty components, backslashes or NUL; else None (answered 404). Names only: links inside
+    the folder are followed, as the library's local source does."""
+    rel = rel.strip("/")
+    if not rel:
+        return folder
+    if "\\" in rel or "\x00" in rel or any(part in ("", ".", "..") for part in rel.split("/")):
+        return None
+    return folder / rel
+
+
 def _entries(folder: Path, sub: str, recursive: bool):
-    base = folder / sub if sub else folder
-    if not base.is_dir():
+    base = _inside(folder, sub)
+    if base is None or not base.is_dir():
         return None
     it = sorted(base.rglob("*") if recursive else base.iterdir())
     return [(p.relative_to(folder).as_posix(), p) for p in it]
@@ -321,8 +333,8 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- static files with Range ---------------------------------------------------------------
     def _file(self, folder: Path, rel: str, fault, listing=False, extra_headers=None):
-        p = (folder / rel).resolve()
-        if not str(p).startswith(str(folder.resolve())):
+        p = _inside(folder, rel)
+        if p is None:
             return self._not_found()
         if p.is_dir() and listing:
             links = "".join(
@@ -458,8 +470,8 @@ class Handler(BaseHTTPRequestHandler):
             if folder is None:
                 return self._not_found("RepoNotFound")
             rel, folder, sha, key = unquote("/".join(rest)), Path(folder), None, f"b/{repo}"
-        p = folder / rel
-        if not p.is_file():
+        p = _inside(folder, rel)
+        if p is None or not p.is_file():
             return self._not_found()
         sha1, sha256 = st.file_hashes(p)
         expires = int(time.time() + st.config.get("signed_ttl_s", 600))

@@ -8,6 +8,19 @@ from lerobotstream.validate._findings import Report
 
 #: examples printed per code
 EXAMPLES_PER_CODE = 3
+#: episodes named per finding whose message does not name them (a damaged file's)
+EPISODES_PER_FINDING = 12
+
+
+def _episodes(f) -> str:
+    """`` (episodes 0, 1, 2)`` for a finding whose message names no episode (a file's defect: every
+    episode in the file), so the text report says what training would lose; "" otherwise."""
+    eps = list(f.episodes or [])
+    if not eps or "episode" in f.message:
+        return ""
+    shown = ", ".join(str(e) for e in eps[:EPISODES_PER_FINDING])
+    more = f", ... {len(eps) - EPISODES_PER_FINDING} more" if len(eps) > EPISODES_PER_FINDING else ""
+    return f" (episode{'s' if len(eps) > 1 else ''} {shown}{more})"
 
 
 def _human_bytes(n: float) -> str:
@@ -36,7 +49,7 @@ def render(report: Report, *, examples: int = EXAMPLES_PER_CODE) -> str:
     for (severity, code), items in sorted(groups.items(), key=lambda kv: (kv[0][0] != "error", -len(kv[1]), kv[0][1])):
         lines.append(f"{severity.upper():7s} {code}  ({len(items)})")
         for f in items[:examples]:
-            lines.append(f"  - {f.message}")
+            lines.append(f"  - {f.message}{_episodes(f)}")
         if len(items) > examples:
             lines.append(f"  ... and {len(items) - examples} more (--json lists all)")
     lines.append("")
@@ -60,7 +73,11 @@ def render(report: Report, *, examples: int = EXAMPLES_PER_CODE) -> str:
             )
         nv = c.get("nvdec") or {}
         if nv:
-            lines.append("  decode: " + "; ".join(f"{g_} {'NVDEC' if v == 'nvdec' else 'CPU'}" for g_, v in nv.items()))
+            lines.append(
+                "  decode: with device=cuda, by GPU family (NVDEC: on the GPU; CPU: that GPU's decoder lacks this "
+                "codec or profile, frames decode on the CPU): "
+                + "; ".join(f"{g_} {'NVDEC' if v == 'nvdec' else 'CPU'}" for g_, v in nv.items())
+            )
     s = report.scan
     lines.append("")
     lines.append(

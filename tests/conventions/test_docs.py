@@ -1,6 +1,7 @@
 """The README is a short front door and the docs hang together: the README keeps its length limit
-and the two set-up commands, every relative link of the README and of ``docs/*.md`` reaches a file
-(and, with ``#fragment``, a heading of it), every repository path a doc or a docstring (or comment)
+and the two set-up commands, every relative link of the README, ``docs/*.md`` and CHANGELOG.md
+reaches a file (and, with ``#fragment``, a heading of it), these pages speak to users (no issue
+numbers, commit hashes or goals "not met": the records are kept in git and the issue tracker), every repository path a doc or a docstring (or comment)
 names exists, the reference pages have a table of contents, and ``docs/errors.md`` documents every
 error class of ``lerobotstream/errors.py``."""
 
@@ -18,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 DOCS = REPO / "docs"
 
-#: the README's length limit (issue 25: a front door; the reference lives in docs/)
+#: the README's length limit (a front door; the reference lives in docs/)
 MAX_README_LINES = 250
 
 #: the two set-up commands of a fresh machine (Makefile targets; .ci/run calls `make test`)
@@ -27,7 +28,7 @@ SETUP_COMMANDS = ("make demo", "make test")
 #: reference pages split out of the README: each opens with a table of contents
 REFERENCE_PAGES = ("pytorch.md", "lerobot.md", "mixtures.md", "sources.md", "sidecars.md", "profiling.md", "errors.md")
 
-#: link targets written on other branches at the same time as the README's links section (issue 25).
+#: link targets written on other branches at the same time as the pages that link them.
 #: PENDING: the lead removes each entry once its page has been merged.
 PENDING_PAGES = {}
 
@@ -35,8 +36,33 @@ _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^()\s]+)\)")
 _FENCE = re.compile(r"^(```|~~~)")
 
 
+CHANGELOG = REPO / "CHANGELOG.md"
+
+
 def _pages() -> list[Path]:
     return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def _user_pages() -> list[Path]:
+    """The pages a user reads: README, docs/*.md and CHANGELOG.md."""
+    return [*_pages(), CHANGELOG]
+
+
+#: what belongs in a lab notebook or the issue tracker, not in a page for users
+_RECORDS = {
+    "an issue reference": re.compile(r"\bissues?[ -]#?\d+|(?<![\w&/])#\d+\b", re.I),
+    "a commit hash": re.compile(r"(?<![\w./-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w-])"),
+    'a goal "not met"': re.compile(r"\bnot met\b", re.I),
+}
+
+
+def lab_records(text: str) -> list[str]:
+    """``kind: excerpt`` of each issue reference, commit hash or goal "not met" in ``text``."""
+    out = []
+    for kind, pattern in _RECORDS.items():
+        for m in pattern.finditer(text):
+            out.append(f"{kind}: {text[max(0, m.start() - 30) : m.end() + 10]!r}")
+    return out
 
 
 def _prose(path: Path) -> list[str]:
@@ -185,7 +211,26 @@ def test_readme_keeps_the_two_setup_commands():
         assert re.search(rf"^{target}:", makefile, re.M), f"the Makefile has no '{target}' target"
 
 
-@pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(REPO)))
+def test_lab_records_finds_issue_numbers_hashes_and_goals():
+    text = "Issue 36's targets: not met; see issue #12 and #7, at e4d29bf (commit 4df1f7a0c)."
+    kinds = [r.split(":")[0] for r in lab_records(text)]
+    assert kinds.count("an issue reference") == 3
+    assert kinds.count("a commit hash") == 2
+    assert kinds.count('a goal "not met"') == 1
+    clean = "decode 1,197 frames/s, a 64x48 camera, `0xff`, facade, cafe, sha256 in MANIFEST.md, [a](#contents)"
+    assert lab_records(clean) == []
+
+
+@pytest.mark.parametrize("page", _user_pages(), ids=lambda p: str(p.relative_to(REPO)))
+def test_pages_for_users_keep_no_lab_records(page: Path):
+    found = lab_records(page.read_text(encoding="utf-8"))
+    assert not found, (
+        f"{page.relative_to(REPO)} reads as a lab notebook ({found}): say what the library does for the user; "
+        "issue numbers, commit hashes and goals stay in the issue tracker and git"
+    )
+
+
+@pytest.mark.parametrize("page", _user_pages(), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_relative_link_reaches_a_file_and_heading(page: Path):
     broken = []
     for target in _relative_links(page):

@@ -31,11 +31,17 @@ def test_the_offline_block_runs_as_written(tmp_path):
     (tmp_path / "tools").symlink_to(REPO / "tools")  # the repository root as the commands see it
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LEROBOTSTREAM_", "HF_"))}
     env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", HF_LEROBOT_HOME=str(tmp_path / "hf"))
+    outputs = []
     for argv in cmds:
         exe = sys.executable if argv[0] == "python" else str(BIN / argv[0])
         proc = subprocess.run([exe, *argv[1:]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, (argv, proc.stdout[-2000:], proc.stderr[-2000:])
+        outputs.append(proc.stdout + proc.stderr)
     assert (tmp_path / "outputs" / "try" / "meta" / "info.json").is_file()
+    # a dataset as LeRobot writes it: the validator finds nothing to warn about (faststart MP4s)
+    assert "not_faststart" not in outputs[1] and "0 error(s), 0 warning(s)" in outputs[1], outputs[1]
+    # the profiler's run is long enough to judge
+    assert "verdict: " in outputs[2] and "too short to judge" not in outputs[2], outputs[2][-3000:]
 
 
 def _extra_flags() -> set[str]:

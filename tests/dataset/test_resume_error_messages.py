@@ -13,6 +13,7 @@ import pytest
 from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset, StreamLoader
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
 from lerobotstream.planner._state import READABLE_SCHEMA_VERSIONS
+from tests._streams import resigned
 
 CAM = "observation.images.front"
 
@@ -96,7 +97,7 @@ def test_an_elastic_state_whose_origin_was_tampered_is_refused(root, field, valu
     saved = second.state_dict()["dataset"]
     it.close()
     StreamingLeRobotDataset(root=root, batch_size=3).load_state_dict(saved)  # as written: fine
-    saved["origin"][field] = value
+    saved = resigned(saved, origin=resigned(saved["origin"], **{field: value}))  # spliced and re-signed
     with pytest.raises(ResumeStateError, match=f"its elastic origin does not belong to it: origin {field}={value}"):
         StreamingLeRobotDataset(root=root, batch_size=3).load_state_dict(saved)
 
@@ -113,4 +114,4 @@ def test_a_state_no_run_over_this_stream_can_have_written_is_refused(root, repea
     edited. ResumeStateError, not the planner's ShardingError from deep inside the replay."""
     state = StreamingLeRobotDataset(root=root, batch_size=2, repeat=repeat).state_dict(samples_consumed=2)
     with pytest.raises(ResumeStateError, match=r"no run over this stream has its settings \(.*5 ranks"):
-        StreamingLeRobotDataset(root=root, batch_size=2, repeat=repeat).load_state_dict({**state, "world_size": 5})
+        StreamingLeRobotDataset(root=root, batch_size=2, repeat=repeat).load_state_dict(resigned(state, world_size=5))

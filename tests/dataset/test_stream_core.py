@@ -66,11 +66,12 @@ def test_a_mixtures_stats_give_each_dataset_its_own_counters(make_generated_data
 
 def test_a_mixture_of_one_state_from_before_the_seed_rule_is_refused(root):
     from lerobotstream.errors import ResumeStateError
+    from tests._streams import resigned
 
     ds = StreamingMultiLeRobotDataset(["core/one"], roots=[root])
     state = ds.state_dict(samples_consumed=0)
     assert state["mixture"]["seed_rule"] == "dataset"
-    old = {**state, "mixture": {k: v for k, v in state["mixture"].items() if k != "seed_rule"}}
+    old = resigned(state, mixture={k: v for k, v in state["mixture"].items() if k != "seed_rule"})
     with pytest.raises(ResumeStateError, match="seed_rule"):
         StreamingMultiLeRobotDataset(["core/one"], roots=[root]).load_state_dict(old)
 

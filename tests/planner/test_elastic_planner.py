@@ -12,6 +12,7 @@ import pytest
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import Planner, integer_weights, replay_turns
+from tests._streams import resigned
 from tests.planner.test_planner import _simulate_loader as _loader  # DataLoader turns, simulated
 
 LENGTHS = {e: int(n) for e, n in enumerate(np.random.default_rng(7).integers(3, 40, size=23))}
@@ -203,7 +204,7 @@ def test_refused_cases_list_every_difference():
     fewer = {e: n for e, n in LENGTHS.items() if e != 5}
     with pytest.raises(ResumeStateError, match="seed.*episode selection"):
         _planner((2, 2, 4), 0, fewer, seed=3).load_state_dict(state)
-    mix = dict(state, mixture={"repo_ids": ["a", "b"]})
+    mix = resigned(state, mixture={"repo_ids": ["a", "b"]})
     with pytest.raises(ResumeStateError, match="mixture"):
         _planner((2, 2, 4), 0).load_state_dict(mix)
 

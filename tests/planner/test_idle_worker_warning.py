@@ -51,4 +51,4 @@ def test_idle_worker_warning_once_per_run(make_generated_dataset, ctx):
     assert "samples 16" in p.stdout  # two epochs of 8 frames: the idle workers yield nothing
     said = [line for line in p.stderr.splitlines() if "yield nothing" in line]
     assert len(said) == 1, p.stderr
-    assert "workers 2..3 get no episode" in said[0]
+    assert "num_workers=4 (DataLoader workers or StreamLoader shards): 2..3 get no episode" in said[0]

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError
 from lerobotstream.planner import SCHEMA_KEY, Planner, replay_turns, take_turns
+from tests._streams import resigned
 from tests.planner.test_turns import worker_batches
 
 STRATEGIES = ("remaining", "round_robin", "sequential")
@@ -390,8 +391,7 @@ def test_resume_finite_at_every_offset_across_epochs(strategy, drop_last, num_wo
         before = sum(len(_flat(epochs[i])) for i in range(e))
         offsets = range(bounds[-1] + 1) if num_workers <= 1 and not drop_last else bounds
         for s in offsets:
-            state = p.state_dict()
-            state.update(epoch=e, samples=s)
+            state = resigned(p.state_dict(), epoch=e, samples=s)
             q = Planner(**kw)
             q.load_state_dict(state)
             cur, _ = q.position()
@@ -483,7 +483,7 @@ def test_resume_refuses_a_different_episode_selection():
     for other in ({0: 10, 1: 12, 3: 8}, {0: 10, 1: 12, 2: 9}, {0: 10, 1: 12}):
         with pytest.raises(ResumeStateError, match="episode selection"):
             Planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(st)
-    legacy = {k: v for k, v in st.items() if k != "episodes"}  # written before the digest was stored
+    legacy = resigned({k: v for k, v in st.items() if k != "episodes"})  # written before the digest was stored
     for other in ({0: 10, 1: 12, 2: 8}, {0: 10, 1: 12, 3: 8}):  # cannot be checked: refused, never trusted
         with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
             Planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(legacy)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import MixturePlanner, Planner, StreamState
+from tests._streams import resigned
 
 LENGTHS = {0: 10, 1: 12, 2: 8}
 OTHER = {0: 10, 1: 12, 3: 8, 4: 9}
@@ -32,17 +33,17 @@ GOOD = _planner().state_dict(samples_consumed=4)
 
 def test_a_state_without_episodes_digest_is_refused_not_trusted():
     """Bug: a digest-less state from one dataset loaded into another and silently skipped samples."""
-    legacy = {k: v for k, v in GOOD.items() if k != "episodes"}
+    legacy = resigned({k: v for k, v in GOOD.items() if k != "episodes"})
     for lengths in (LENGTHS, OTHER):
         with pytest.raises(ResumeStateError, match="no 'episodes' digest") as info:
             _planner(lengths).load_state_dict(legacy)
         assert _planner(lengths).episodes_digest in str(info.value)  # the escape hatch is spelled out
     for value in (None,):
         with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
-            _planner().load_state_dict({**GOOD, "episodes": value})
+            _planner().load_state_dict(resigned(GOOD, episodes=value))
     mixed = _mixture().state_dict(samples_consumed=4)
     with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
-        _mixture().load_state_dict({**mixed, "episodes": None})
+        _mixture().load_state_dict(resigned(mixed, episodes=None))
     _mixture().load_state_dict(mixed)  # intact states still load
     _planner().load_state_dict(GOOD)
 
@@ -138,7 +139,7 @@ def test_a_mixture_state_written_with_the_gib_budget_record_still_resumes_the_sa
 
     state = mix().state_dict(samples_consumed=4)
     assert "byte_budget_gb" not in state["mixture"] and state["byte_budget"] == 1 << 30
-    old = {**state, "mixture": {**state["mixture"], "byte_budget_gb": 1.0}}
+    old = resigned(state, mixture={**state["mixture"], "byte_budget_gb": 1.0})
     a, b = mix(), mix()
     a.load_state_dict(state)
     b.load_state_dict(old)

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import Planner
+from tests._streams import resigned
 
 LENGTHS = {0: 4, 1: 7, 2: 2, 3: 5, 4: 3}  # 21 frames, uneven
 BATCH = 3
@@ -99,7 +100,7 @@ def test_finite_resume_every_offset_real_dataloader(num_workers, strategy, drop_
         offsets = bounds
     for s in offsets:
         q = Planner(**kw)
-        q.load_state_dict(ref.state_dict(samples_consumed=s) | {"epoch": 0})
+        q.load_state_dict(resigned(ref.state_dict(samples_consumed=s), epoch=0))
         cur, _ = q.position()
         got = _flat(_batches(q)) if cur == 0 else []
         q.set_epoch(1)

@@ -1,6 +1,7 @@
 """Profiling tools on a tiny generated dataset: report fields present and consistent.
 
-Runs ``python -m lerobotstream.profile`` (in process, 0 and 2 workers; the peer benchmark
+Runs ``python -m lerobotstream.profile`` (torch's DataLoader in process and with 2 workers,
+``StreamLoader`` in threads and processes mode; the peer benchmark
 ``tools/bench.py`` has its smoke runs in ``tests/tools/test_bench.py``). No timing assertions: only
 relations that must hold whatever the machine's speed.
 """
@@ -78,7 +79,8 @@ def _check_report(r: dict, *, batch_size: int, steps: int, workers: int) -> None
 def test_profile_cli_report(tiny, tmp_path, capsys, workers):
     out = tmp_path / "r.json"
     png = tmp_path / "r.png"
-    argv = ["--root", str(tiny), "--num-workers", str(workers), "--batch-size", "4", "--steps", "5", "--json", str(out)]
+    argv = ["--root", str(tiny), "--loader", "dataloader", "--num-workers", str(workers), "--batch-size", "4"]
+    argv += ["--steps", "5", "--json", str(out)]
     if workers:
         pytest.importorskip("matplotlib")
         argv += ["--plot", str(png)]
@@ -126,6 +128,8 @@ def test_every_worker_is_read_whatever_the_timer(tiny, tmp_path, capsys):
     argv = [
         "--root",
         str(tiny),
+        "--loader",
+        "dataloader",
         "--num-workers",
         "2",
         "--batch-size",
@@ -179,6 +183,8 @@ def test_worker_error_is_the_original_typed_line(tiny, tmp_path, workers):
         "lerobotstream.profile",
         "--root",
         str(root),
+        "--loader",
+        "dataloader",
         "--num-workers",
         str(workers),
         "--batch-size",
@@ -279,12 +285,16 @@ def _raw(*, step_s: float = 0.0, waits=(0.5, 0.1, 0.1, 0.1), batch: int = 8) -> 
     }
 
 
+STEADY = (0.5,) + (0.1,) * 25  # a first batch, then 25 batches 0.1 s apart: long enough to judge
+
+
 def test_verdict_without_a_step_predicts_the_wait():
-    """Bug (issue 17.17): without --step-ms the data-wait fraction is ~1.0 by construction and no
-    verdict was printed. The verdict gives the loader's rate and what a model step would wait."""
-    r = build_report(_raw())
+    """Without --step-ms the data-wait fraction is ~1.0 by construction. The verdict gives the
+    loader's rate and what a model step would wait."""
+    r = build_report(_raw(waits=STEADY))
     ve = r["verdict"]
-    assert ve["loader_samples_per_s"] == pytest.approx(24 / 0.3)  # 3 batches of 8 in 0.3 s
+    assert ve["too_short"] is None
+    assert ve["loader_samples_per_s"] == pytest.approx(200 / 2.5)  # 25 batches of 8 in 2.5 s
     assert ve["loader_ms_per_batch"] == pytest.approx(100.0)
     assert ve["predicted_wait_fraction"] == pytest.approx({"10": 0.9, "50": 0.5, "100": 0.0})
     assert ve["measured_wait_fraction"] is None and ve["waits"] is None
@@ -303,12 +313,25 @@ def test_verdict_without_a_step_predicts_the_wait():
     assert st["busy_threads"] == pytest.approx(st["work_s"] / r["throughput"]["wall_s"])
 
 
+def test_verdict_says_when_a_run_is_too_short_to_judge():
+    """12 batches that were already made ahead came out at once: no steady rate to judge from."""
+    raw = _raw(waits=(2.0,) + (0.001,) * 12)
+    raw["buffered_batches"] = 16
+    ve = build_report(raw)["verdict"]
+    assert ve["too_short"] and ve["waits"] is None and not ve["predicted_wait_fraction"]
+    assert ve["text"].startswith("verdict: too short to judge: 12 batches after the first in 0.01 s")
+    assert "up to 16 can be made ahead" in ve["text"] and "--steps 33" in ve["text"] and "upper bound" in ve["text"]
+    raw = _raw(waits=STEADY)
+    raw["buffered_batches"] = 16  # 25 later batches, fewer than twice what can be made ahead
+    assert "--steps 33" in build_report(raw)["verdict"]["text"]
+
+
 def test_verdict_with_a_step_is_measured():
-    r = build_report(_raw(step_s=0.05, waits=(0.5, 0.05, 0.05, 0.05)))
+    r = build_report(_raw(step_s=0.05, waits=(0.5,) + (0.05,) * 25))
     ve = r["verdict"]
     assert ve["measured_wait_fraction"] == pytest.approx(0.5)  # 0.05 s wait of each 0.1 s batch
     assert ve["waits"] is True and "DATA-BOUND" in ve["text"] and "50%" in ve["text"]
-    r = build_report(_raw(step_s=0.2, waits=(0.5, 0.0, 0.0, 0.0)))
+    r = build_report(_raw(step_s=0.2, waits=(0.5,) + (0.0,) * 25))
     assert r["verdict"]["waits"] is False and "not waiting for data" in r["verdict"]["text"]
 
 
@@ -364,6 +387,7 @@ def test_defaults_are_what_lerobotstream_train_runs():
 
     a = _parser().parse_args(["--root", "x"])
     assert (
+        a.loader,
         a.num_workers,
         a.batch_size,
         a.prefetch_factor,
@@ -371,8 +395,9 @@ def test_defaults_are_what_lerobotstream_train_runs():
         a.multiprocessing_context,
         a.return_uint8,
         a.repeat,
-    ) == (4, 8, 4, True, "spawn", True, None)
+    ) == ("auto", 4, 8, 4, True, "spawn", True, None)
     assert TRAIN_DEFAULTS == {
+        "loader": "auto",
         "num_workers": 4,
         "batch_size": 8,
         "prefetch_factor": 4,
@@ -395,6 +420,35 @@ def test_report_says_which_dataloader_it_measured(tiny, tmp_path, capsys):
         "spawn",
     )
     assert cfg["as_lerobotstream_train"] is False and "differ from lerobotstream-train's defaults" in text
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_streamloader_modes_report_every_shard(tiny, tmp_path, capsys, mode):
+    """--loader threads / processes profile StreamLoader as lerobotstream-train runs it: the report
+    names the loader and carries each shard's counters (threads: in this process; processes: one
+    worker process each)."""
+    out = tmp_path / "r.json"
+    argv = ["--root", str(tiny), "--loader", mode, "--num-workers", "2", "--batch-size", "4", "--steps", "5"]
+    argv += ["--multiprocessing-context", "fork", "--json", str(out), "--quiet"]
+    assert profile_main(argv) == 0
+    r = json.loads(out.read_text())
+    unit = "shards" if mode == "threads" else "workers"
+    assert r["loader"].startswith(f"StreamLoader {mode}, 2 {unit}") and r["config"]["loader"] == r["loader"]
+    assert sorted(p["worker"] for p in r["per_process"]) == [0, 1]
+    pids = {p["pid"] for p in r["per_process"]}
+    assert (pids == {os.getpid()}) if mode == "threads" else (os.getpid() not in pids and len(pids) == 2)
+    assert r["throughput"]["samples"] == 20 and r["decoder"]["frames_returned"] >= 2 * 20
+    assert r["bytes"]["fetched_bytes"] > 0 and r["verdict"]["too_short"]
+
+
+def test_auto_is_the_default_and_says_what_it_picked(tiny, tmp_path, capsys):
+    from lerobotstream.loader import choose_mode
+
+    out = tmp_path / "r.json"
+    argv = ["--root", str(tiny), "--num-workers", "1", "--steps", "2", "--json", str(out), "--quiet"]
+    assert profile_main(argv) == 0
+    mode, _ = choose_mode(1)
+    assert json.loads(out.read_text())["loader"].startswith(f"StreamLoader {mode}, 1 ")
 
 
 def _mixture(make_generated_dataset):

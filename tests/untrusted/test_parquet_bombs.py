@@ -160,7 +160,7 @@ def test_huge_episode_index_gap_is_reported_as_a_range(pristine, tmp_path):
         return t.set_column(i, "episode_index", pa.array([0, 10**12], pa.int64()))
 
     _edit_shard(root, far)
-    with pytest.raises(MetadataError, match=r"missing episodes \[1, 2, .*\] \(999999999999 in all\)") as e:
+    with pytest.raises(MetadataError, match=r"missing episodes \[1\.\.999999999999\] \(999999999999 episodes\)") as e:
         DatasetMeta.load(root)
     assert len(e.value.episodes) <= 1000
 

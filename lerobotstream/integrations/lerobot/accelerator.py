@@ -14,10 +14,30 @@ from typing import Any
 
 from lerobotstream.dataset import PackedCollate
 from lerobotstream.integrations.lerobot.factory import TrainingStream
+from lerobotstream.integrations.lerobot.summary import gather_ranks
 
-__all__ = ["stream_loader", "streaming_accelerator_class"]
+__all__ = ["stream_loader", "streaming_accelerator_class", "loader_name"]
 
 log = logging.getLogger("lerobotstream.train")
+
+
+def loader_name(loader: Any) -> str:
+    """The loader as it runs: ``"StreamLoader threads, 2 shards"``, ``"StreamLoader processes, 2
+    spawn workers"``, ``"DataLoader, 2 spawn workers"`` or ``"DataLoader, in the training process"``."""
+    n = int(loader.num_workers)
+    ctx = loader.multiprocessing_context
+    if ctx is None:
+        import torch.multiprocessing as mp
+
+        start = mp.get_start_method()
+    else:
+        start = ctx if isinstance(ctx, str) else ctx.get_start_method()
+    workers = f"{n} {start} worker{'s' if n != 1 else ''}"
+    if getattr(loader, "mode", None) == "threads":
+        return f"StreamLoader threads, {max(1, n)} shard{'s' if n > 1 else ''}"
+    if getattr(loader, "mode", None) == "processes":
+        return f"StreamLoader processes, {workers}"
+    return f"DataLoader, {workers}" if n else "DataLoader, in the training process"
 
 
 def stream_loader(run: Any, data_loader: Any) -> Any:
@@ -29,7 +49,10 @@ def stream_loader(run: Any, data_loader: Any) -> Any:
 
     choice = getattr(run.cfg.dataset, "streaming_loader", "auto")
     if choice == "dataloader":
-        log.info("lerobotstream: --dataset.streaming_loader=dataloader: torch's DataLoader")
+        name = loader_name(data_loader)
+        if getattr(data_loader.dataset, "tags", False):
+            run.loader = name
+        log.info("lerobotstream: --dataset.streaming_loader=dataloader: %s", name)
         return None
     loader = StreamLoader(
         data_loader.dataset,
@@ -42,20 +65,18 @@ def stream_loader(run: Any, data_loader: Any) -> Any:
         collate_fn=data_loader.collate_fn,
         multiprocessing_context=data_loader.multiprocessing_context,
     )
+    name = loader_name(loader)
     if getattr(data_loader.dataset, "tags", False):
-        run.loader = f"StreamLoader {loader.mode} ({loader.mode_reason})"
-    log.info(
-        "lerobotstream: --dataset.streaming_loader=%s: StreamLoader in %s mode (%s)",
-        choice,
-        loader.mode,
-        loader.mode_reason,
-    )
+        run.loader = name
+    log.info("lerobotstream: --dataset.streaming_loader=%s: %s (%s)", choice, name, loader.mode_reason)
     return loader
 
 
 def streaming_accelerator_class(run: Any) -> type:
     """accelerate's ``Accelerator`` as LeRobot builds it, except that the streams' DataLoaders are
-    left as they are (one shard per rank already); the instance is recorded on ``run.accelerator``."""
+    left as they are (one shard per rank already), and every rank's summary figures are gathered
+    (:func:`~lerobotstream.integrations.lerobot.summary.gather_ranks`, onto ``run.ranks``) before
+    ``end_training`` destroys the process group; the instance is recorded on ``run.accelerator``."""
     from accelerate import Accelerator
 
     class StreamingAccelerator(Accelerator):
@@ -76,5 +97,10 @@ def streaming_accelerator_class(run: Any) -> type:
             return super().prepare_data_loader(
                 data_loader, device_placement=device_placement, slice_fn_for_dispatch=slice_fn_for_dispatch
             )
+
+        def end_training(self, *args: Any, **kwargs: Any) -> Any:
+            if run.stream is not None:  # a collective: every rank of a streaming run gets here
+                run.ranks = gather_ranks(run.counters)
+            return super().end_training(*args, **kwargs)
 
     return StreamingAccelerator

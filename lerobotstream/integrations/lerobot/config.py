@@ -41,6 +41,14 @@ _LEROBOT_OVERRIDES = (
         "several datasets: a weighted mixture (--dataset.streaming_weights), not a concatenation.",
     ),
     (
+        "root",
+        Optional[str],
+        None,
+        "Where the dataset is read: a local folder, hf://datasets/OWNER/NAME, hf://buckets/OWNER/BUCKET[/path] "
+        "or an fsspec URL (s3://, gs://, http(s)://; docs/sources.md). Unset: the Hub's --dataset.repo_id (or "
+        "its local copy). With several datasets, a matching list '[/data/a,/data/b]'.",
+    ),
+    (
         "streaming",
         bool,
         False,

@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from lerobotstream import constants
+from lerobotstream._slow import announce_if_slow
 from lerobotstream.integrations.lerobot import patching
 from lerobotstream.integrations.lerobot import resume as _resume
 from lerobotstream.integrations.lerobot.factory import TrainingStream, make_streaming_datasets
@@ -29,11 +28,12 @@ log = logging.getLogger("lerobotstream.train")
 
 
 def world() -> tuple[int, int]:
-    """``(rank, world_size)`` of this process (``(0, 1)`` without ``torch.distributed``)."""
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return int(dist.get_rank()), int(dist.get_world_size())
-    return 0, 1
+    """``(rank, world_size)`` of this process: the process group's, else the launcher's ``RANK`` /
+    ``WORLD_SIZE`` (torchrun, accelerate; also after the group is destroyed), else ``(0, 1)``
+    (:func:`~lerobotstream.planner.discover_world`, the rule the stream's sharding follows)."""
+    from lerobotstream.planner import discover_world
+
+    return discover_world()
 
 
 def _version() -> str:
@@ -56,7 +56,9 @@ class Run:
         self.sidecar_status: Any = None
         self.accelerator: Any = None  # the Accelerator LeRobot built (StreamingAccelerator)
         self.collate: str | None = None  # the train stream DataLoader's collate_fn (repr)
-        self.loader: str = "dataloader"  # what batches the train stream (--dataset.streaming_loader)
+        self.loader: str = "DataLoader"  # what batches the train stream, as it runs (accelerator.loader_name)
+        self.topology = (0, 1)  # (rank, world_size) of the launch, saved while the process group is up
+        self.ranks: list[dict[str, Any]] | None = None  # every rank's figures, gathered at the end of training
 
     # --- patched: make_train_eval_datasets (0.6.x) / make_dataset (0.4.4) -----------------------
     def make_train_eval_datasets(self, cfg: Any) -> tuple[Any, Any]:
@@ -72,7 +74,7 @@ class Run:
     def _make_streams(self, cfg: Any) -> tuple[TrainingStream, TrainingStream | None]:
         t0 = time.perf_counter()
         stream, evaluation = make_streaming_datasets(cfg)
-        rank, world_size = world()
+        rank, world_size = self.topology = world()
         self.settings = _resume.order_settings(cfg, world_size)
         if cfg.resume:
             self._resume(cfg, stream)
@@ -83,8 +85,8 @@ class Run:
             from importlib.metadata import version
 
             log.info(
-                "lerobotstream %s on lerobot %s: %r, %d frames in %d episodes, seed %s, %d DataLoader "
-                "workers, %s frames, setup %.2f s, sidecar: %s",
+                "lerobotstream: %s on lerobot %s: %r, %d frames in %d episodes, seed %s, num_workers %d, "
+                "%s frames, setup %.2f s, sidecar: %s",
                 _version(),
                 version("lerobot"),
                 ds,
@@ -142,7 +144,13 @@ class Run:
         while True:
             t0 = time.perf_counter()
             try:
-                batch = next(it)
+                if self.counters.batches:
+                    batch = next(it)
+                else:  # over a slow store: say what the wait is
+                    with announce_if_slow(
+                        log, "lerobotstream: waiting for the first batch (first fetches and decodes)"
+                    ):
+                        batch = next(it)
             except StopIteration:  # the stream repeats; a finite one restarts like LeRobot's cycle
                 it = iter(dataloader)
                 continue
@@ -186,8 +194,10 @@ class Run:
             self.trace_file = None
 
     def summary(self) -> dict[str, Any]:
-        """This rank's streaming summary (:func:`~lerobotstream.integrations.lerobot.summary.summarize`)."""
-        rank, world_size = world()
+        """This rank's streaming summary (:func:`~lerobotstream.integrations.lerobot.summary.summarize`),
+        with the launch's topology (saved while the process group was up) and, when gathered, every
+        rank's figures."""
+        rank, world_size = self.topology
         return summarize(
             self.counters,
             self.stream.dataset if self.stream is not None else None,
@@ -200,4 +210,5 @@ class Run:
             sidecar=self.sidecar_status,
             collate=self.collate,
             loader=self.loader,
+            ranks=self.ranks,
         )

@@ -140,8 +140,14 @@ def write_json_atomic(path: Path, doc: Any) -> Path:
 def write_checkpoint_state(
     checkpoint_dir: Path, step: int, settings: dict[str, Any], stream_state: dict[str, Any]
 ) -> Path:
-    """Write ``training_state/lerobotstream_stream.json`` atomically; returns its path."""
+    """Write ``training_state/lerobotstream_stream.json`` atomically, with a ``digest`` over the
+    record as written (``planner.canonical_digest``; :func:`read_checkpoint_state` refuses an
+    edited record); returns its path."""
+    from lerobotstream.planner import DIGEST_KEY, canonical_digest
+
     doc = {"format": FORMAT, "step": int(step), "settings": settings, "stream_state": stream_state}
+    doc = json.loads(json.dumps(doc, sort_keys=True, default=str))  # what the file holds
+    doc[DIGEST_KEY] = canonical_digest(doc)
     return write_json_atomic(Path(checkpoint_dir) / "training_state" / STATE_FILE, doc)
 
 
@@ -150,8 +156,11 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
 
     Raises:
         ResumeStateError: no stream state (checkpoint of a map-style run or of an older streaming
-            reader), or an unknown format.
+            reader), an unknown format, or a record edited after it was written (its ``digest``
+            does not match: edited settings would skip the elastic replan and replay another order).
     """
+    from lerobotstream.planner import DIGEST_KEY, canonical_digest
+
     path = Path(checkpoint_dir) / "training_state" / STATE_FILE
     if not path.is_file():
         raise ResumeStateError(
@@ -163,10 +172,22 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
         )
     try:
         doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ResumeStateError(f"cannot read {path}: {e}") from e
-    if doc.get("format") != FORMAT:
-        raise ResumeStateError(f"{path}: stream state format {doc.get('format')!r} is not {FORMAT!r}")
+    except (OSError, ValueError, RecursionError) as e:  # JSONDecodeError, bad UTF-8; nesting past the limit
+        raise ResumeStateError(f"cannot read {path}: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise ResumeStateError(f"{path}: stream state format {found!r} is not {FORMAT!r}")
+    try:
+        same = doc.get(DIGEST_KEY) == canonical_digest(doc)
+    except (TypeError, ValueError, RecursionError):
+        same = False
+    if not same:
+        raise ResumeStateError(
+            f"{path} was edited after the run wrote it (its {DIGEST_KEY!r} does not match its contents), or "
+            "written by an older lerobotstream: its settings and stream state cannot be trusted. Restore the "
+            "file as written, or start a new run from the policy weights "
+            f"(--policy.path={Path(checkpoint_dir) / 'pretrained_model'})."
+        )
     return doc
 
 

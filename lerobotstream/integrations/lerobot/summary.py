@@ -2,11 +2,13 @@
 stream (:class:`BatchCounters`), the summary dict written to ``<output_dir>/streaming_summary.json``
 (:func:`summarize`) and its terminal lines (:func:`format_summary`).
 
-Figures: samples/s over the loop (from the first ``next`` on the DataLoader, so worker start-up
-counts), the share of step time spent waiting for a batch after the first batch, the payload bytes
-and requests each DataLoader worker fetched (carried back on the items' bookkeeping tags, see
-:data:`~lerobotstream.integrations.lerobot.factory.TAG_KEYS`) against the bytes of the selected
-episodes' MP4 and Parquet files, the sidecar status, the collate and the loader.
+Figures: this rank's samples/s over the loop (from the first ``next`` on the loader, so worker
+start-up counts) and, when every rank's figures were gathered before the process group ended
+(:func:`gather_ranks`), the ranks' sum; the share of step time spent waiting for a batch after the
+first batch; the payload bytes and requests this rank's shards fetched (carried back on the items'
+bookkeeping tags, see :data:`~lerobotstream.integrations.lerobot.factory.TAG_KEYS`; prefetch ahead
+of the last step included) beside the bytes of the selected episodes' MP4 and Parquet files; the
+sidecar status, the collate and the loader as it ran.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_REQUESTS, TAG_WORKER
 
-__all__ = ["BatchCounters", "summarize", "format_summary", "sidecar_status"]
+__all__ = ["BatchCounters", "summarize", "format_summary", "sidecar_status", "rank_figures", "gather_ranks"]
 
 
 class BatchCounters:
@@ -77,12 +79,16 @@ def summarize(
     sidecar: Any,
     collate: str | None,
     loader: str,
+    ranks: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The summary dict (JSON-able) of one rank: the run's settings, the counters' figures, the
-    selected episodes' file bytes (None when unknown) and, for a mixture, its datasets' shares."""
+    selected episodes' file bytes (None when unknown), for a mixture its datasets' weights and
+    shares, and with ``ranks`` (every rank's :func:`rank_figures`, gathered at the end of training)
+    the ranks' summed samples/s."""
     c = counters
-    elapsed = (c.last_t - c.loop_start) if (c.last_t and c.loop_start) else 0.0
+    elapsed = _elapsed(c)
     files = _dataset_bytes(dataset) if dataset is not None else None
+    every = _all_ranks(ranks, world_size)
     return {
         "rank": rank,
         "world_size": world_size,
@@ -94,6 +100,7 @@ def summarize(
         "samples": c.samples,
         "elapsed_s": round(elapsed, 3),
         "samples_per_s": round(c.samples / elapsed, 2) if elapsed > 0 else None,
+        "samples_per_s_all_ranks": every,
         "first_batch_s": None if c.first_batch_s is None else round(c.first_batch_s, 3),
         "data_wait_share": round(c.steady_wait_s / c.steady_s, 4) if c.steady_s > 0 else None,
         "data_wait_s": round(c.wait_s, 3),
@@ -109,16 +116,51 @@ def summarize(
     }
 
 
+def _elapsed(c: BatchCounters) -> float:
+    return (c.last_t - c.loop_start) if (c.last_t is not None and c.loop_start is not None) else 0.0
+
+
+def rank_figures(counters: BatchCounters) -> dict[str, Any]:
+    """What one rank contributes to the summed figures: its samples and loop time."""
+    return {"samples": counters.samples, "elapsed_s": _elapsed(counters)}
+
+
+def gather_ranks(counters: BatchCounters) -> list[dict[str, Any]] | None:
+    """Every rank's :func:`rank_figures`, gathered over ``torch.distributed`` while its process
+    group is still up (a collective: every rank calls it); None without one, or if it fails (the
+    summary then gives this rank's figures only)."""
+    import torch.distributed as dist
+
+    mine = rank_figures(counters)
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return None
+    try:
+        out: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(out, mine)
+        return out
+    except Exception:  # summary only: never fail a finished training run over it
+        return None
+
+
+def _all_ranks(ranks: list[dict[str, Any]] | None, world_size: int) -> float | None:
+    """The ranks' summed samples/s, when every rank's figures are known."""
+    if not ranks or len(ranks) != world_size or any(r is None or r["elapsed_s"] <= 0 for r in ranks):
+        return None
+    return round(sum(r["samples"] / r["elapsed_s"] for r in ranks), 2)
+
+
 def _mixture_summary(ds: Any, counts: dict[int, int]) -> dict[str, Any]:
-    """For a mixture: its repo ids and weights, and the samples this rank took from each dataset."""
+    """For a mixture: its repo ids and weights, and the samples this rank took from each dataset
+    (every dataset named, 0 for one that gave none)."""
     mixture = getattr(ds, "mixture", None)
     if not mixture:
         return {}
     total = sum(counts.values()) or 1
+    ids = mixture["repo_ids"]
     return {
         "mixture": mixture,
-        "samples_by_dataset": {mixture["repo_ids"][d]: n for d, n in sorted(counts.items())},
-        "share_by_dataset": {mixture["repo_ids"][d]: round(n / total, 4) for d, n in sorted(counts.items())},
+        "samples_by_dataset": {r: counts.get(d, 0) for d, r in enumerate(ids)},
+        "share_by_dataset": {r: round(counts.get(d, 0) / total, 4) for d, r in enumerate(ids)},
     }
 
 
@@ -158,31 +200,54 @@ def _fmt_bytes(n: int | None) -> str:
     return f"{int(n)} B"
 
 
+def _mixture_lines(s: dict[str, Any]) -> list[str]:
+    """One line per dataset of a mixture: its weight (normalised) and its share of this rank's samples."""
+    mix = s.get("mixture")
+    if not mix:
+        return []
+    total = sum(mix["weights"]) or 1
+    lines = ["[lerobotstream]   mixture (weight / share of this rank's samples):"]
+    for r, w in zip(mix["repo_ids"], mix["weights"]):
+        n = s["samples_by_dataset"].get(r, 0)
+        lines.append(
+            f"[lerobotstream]     {r}: weight {w / total:.3f}, share {s['share_by_dataset'].get(r, 0):.3f} ({n} samples)"
+        )
+    return lines
+
+
 def format_summary(s: dict[str, Any]) -> str:
-    """The summary's terminal lines. Fetched bytes (MP4 spans and Parquet, every epoch, every
-    worker) are compared with the MP4 + Parquet files of the selected episodes, as a ratio; the
-    data-wait share leaves the first batch (worker start-up, first fetches) out and says so."""
+    """The summary's terminal lines: the loader as it ran; this rank's samples/s (and the ranks'
+    sum when known); the data-wait share, which leaves the first batch (worker start-up, first
+    fetches) out and says so; the payload this rank fetched (prefetch ahead included) beside the
+    selected episodes' files; a mixture's weights and shares."""
     share = "?" if s["data_wait_share"] is None else f"{100 * s['data_wait_share']:.1f}%"
-    frac = ""
+    files = ""
     if s.get("dataset_bytes"):
         parts = ""
         if s.get("dataset_mp4_bytes") is not None and s.get("dataset_parquet_bytes") is not None:
             parts = f" = MP4 {_fmt_bytes(s['dataset_mp4_bytes'])} + Parquet {_fmt_bytes(s['dataset_parquet_bytes'])}"
-        frac = (
-            f" (MP4 + Parquet, all epochs: {s['payload_bytes_fetched'] / s['dataset_bytes']:.2f} x the "
-            f"{_fmt_bytes(s['dataset_bytes'])} of the selected episodes' files{parts})"
+        files = f"; the selected episodes' files: {_fmt_bytes(s['dataset_bytes'])}{parts}"
+    world = s["world_size"]
+    rate = f"{s['samples_per_s']} samples/s" + (" on this rank" if world > 1 else "")
+    lines = [
+        f"[lerobotstream] streaming summary (rank {s['rank']} of {world}, {s.get('loader', 'DataLoader')}, "
+        f"batch {s['batch_size']}, seed {s['seed']})",
+        f"[lerobotstream]   steps {s['start_step']}..{s['start_step'] + s['steps']}: {s['samples']} samples "
+        f"in {s['elapsed_s']:.1f} s = {rate} (first batch after {s['first_batch_s']} s)",
+    ]
+    if world > 1:
+        every = s.get("samples_per_s_all_ranks")
+        lines.append(
+            f"[lerobotstream]   all {world} ranks: {every} samples/s in sum"
+            if every is not None
+            else f"[lerobotstream]   all {world} ranks: not gathered (this rank's figures only)"
         )
-    return "\n".join(
-        [
-            f"[lerobotstream] streaming summary (rank {s['rank']} of {s['world_size']}, "
-            f"{s['num_workers']} DataLoader workers, batch {s['batch_size']}, seed {s['seed']})",
-            f"[lerobotstream]   steps {s['start_step']}..{s['start_step'] + s['steps']}: {s['samples']} samples "
-            f"in {s['elapsed_s']:.1f} s = {s['samples_per_s']} samples/s (first batch after {s['first_batch_s']} s)",
-            f"[lerobotstream]   waiting for data: {share} of step time after the first batch (the first batch's "
-            f"{s['first_batch_s']} s of start-up is not counted)",
-            f"[lerobotstream]   payload fetched: {_fmt_bytes(s['payload_bytes_fetched'])} in "
-            f"{s['payload_requests']} requests{frac}",
-            f"[lerobotstream]   sidecar: {s['sidecar']}",
-            f"[lerobotstream]   loader: {s.get('loader', 'dataloader')}",
-        ]
-    )
+    lines += [
+        f"[lerobotstream]   waiting for data: {share} of step time after the first batch (the first batch's "
+        f"{s['first_batch_s']} s of start-up is not counted)",
+        f"[lerobotstream]   payload fetched by this rank: {_fmt_bytes(s['payload_bytes_fetched'])} in "
+        f"{s['payload_requests']} requests (prefetch ahead of the last step included){files}",
+        *_mixture_lines(s),
+        f"[lerobotstream]   sidecar: {s['sidecar']}",
+    ]
+    return "\n".join(lines)
