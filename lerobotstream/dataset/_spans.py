@@ -24,7 +24,9 @@ class EpisodeSpans:
     """The spans of one dataset's episodes in this process (planned on first use, thread-safe).
 
     Args:
-        index: the dataset's derived MP4 index (``mp4.Mp4Index``: ``source_id(path)``, ``table(source)``).
+        index: where the tables come from: ``table_for_path(path)``, the sample table of a source MP4
+            (``sidecar.VerifiedTables``: the derived index's, verified against the MP4 on first use;
+            or an ``mp4.Mp4Index``).
         meta: what the episodes are: ``meta.fps`` and ``meta.episode(ep)`` with ``length`` and
             ``videos[camera]`` (``path``, ``from_timestamp`` in seconds), as ``meta.DatasetMeta``.
         video_keys: the cameras decoded (an episode's size sums theirs).
@@ -63,8 +65,8 @@ class EpisodeSpans:
         t0 = time.perf_counter()
         info = self.meta.episode(ep)
         v = info.videos[cam]
-        table = self.index.table(self.index.source_id(v.path))
         try:
+            table = self.index.table_for_path(v.path)
             a, b = episode_frame_range(table, v.from_timestamp, info.length, self.meta.fps, self.tolerance_s)
             span = plan_span(table, a, b, path=v.path)
         except LeRobotStreamError as exc:

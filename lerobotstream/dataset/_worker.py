@@ -87,8 +87,11 @@ class Worker:
         if cfg.cameras.skipped_columns:  # image features not selected: their bytes are never read
             names = self.parquet.metadata(cfg.meta.episodes[0].data_path).schema.to_arrow_schema().names
             self.parquet.columns = [c for c in names if c not in set(cfg.cameras.skipped_columns)]
+        from lerobotstream.sidecar import VerifiedTables
+
+        self.tables = VerifiedTables(self.index, self.source)  # each MP4 checked against its moov on first use
         self.spans = EpisodeSpans(
-            self.index, cfg.meta, cfg.video_keys, cfg.options.tolerance_s, on_planned=lambda dt: self.add(spans_s=dt)
+            self.tables, cfg.meta, cfg.video_keys, cfg.options.tolerance_s, on_planned=lambda dt: self.add(spans_s=dt)
         )
         self.decoders = OpenDecoderLRU(1)
         self.fallback = FALLBACK_STATUS

@@ -57,6 +57,7 @@ from lerobotstream.mp4._index_format import (  # noqa: F401  (re-exported: calle
     parse_header,
     presentation_order_of,
     pts_seconds,
+    table_problem,
 )
 from lerobotstream.mp4._index_write import write_index as _convert
 from lerobotstream.mp4._npz_schema import (  # noqa: F401  (re-exported: callers import them from here)
@@ -402,8 +403,29 @@ class Mp4Index:
             return t
 
     def _build_table(self, source_id: int) -> tuple[Any, np.ndarray]:
-        """(the source's ``SampleTable`` of views, its ``sync_samples`` view)."""
+        """(the source's ``SampleTable`` of views, its ``sync_samples`` view), its values checked
+        (:func:`~lerobotstream.mp4._index_format.table_problem`) before any lookup indexes with them.
+
+        Raises:
+            SidecarSchemaError: the record or its values are damaged (names the index and the file).
+        """
         src = self._record(source_id)
+        where = str(self.index_path)
+        try:
+            t, arrays = self._views(src)
+            reason = table_problem(arrays, src.get("size"))
+        except (ValueError, TypeError, OverflowError, ZeroDivisionError) as e:  # SidecarSchemaError included
+            reason = f"{type(e).__name__}: {e}"
+        if reason is not None:
+            raise SidecarSchemaError(
+                f"{where}: the derived index's table of {src.get('path')!r} is damaged ({reason}); delete the "
+                "derived index so it is converted again from its sidecar",
+                path=where,
+            )
+        return t, arrays["sync_samples"]
+
+    def _views(self, src: dict[str, Any]) -> tuple[Any, dict[str, np.ndarray]]:
+        """(the source's ``SampleTable`` of views, those views by name, ``sync_samples`` included)."""
         specs = src["arrays"]
         arrays = {name: self._array(specs[name]) for name in INDEX_FIELDS if name != "pts_s"}
         arrays["is_sync"] = arrays["is_sync"].view(bool)
@@ -428,7 +450,7 @@ class Mp4Index:
         for k in BYTES_KEYS:
             scalars[k] = self._blob(src.get(k))
         t = _make_table(path=src["path"], file_size=src.get("size"), **scalars, **arrays)
-        return t, arrays["sync_samples"]
+        return t, arrays
 
     def sync_samples(self, source_id: int) -> np.ndarray:
         """Decode-order indices of the sync samples of a source (dense, ascending, read-only view)."""

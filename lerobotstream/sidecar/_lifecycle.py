@@ -194,11 +194,17 @@ def _cached_reason(target: Path, identity: SidecarIdentity, index_dir: Any = Non
         # The manifest can be intact while array members are damaged (bit rot, a partial copy):
         # opening the derived index converts the arrays once (CRC-checked) and is cheap when warm.
         from lerobotstream.mp4 import Mp4Index
+        from lerobotstream.sidecar._verify import rejected_reason
 
         try:
-            Mp4Index.open(target, index_dir=index_dir).close()
+            index = Mp4Index.open(target, index_dir=index_dir)
         except SidecarSchemaError as e:
             return f"corrupt: {e}"
+        index.close()
+        rejected = rejected_reason(index.index_path)
+        if rejected is not None:
+            target.unlink(missing_ok=True)  # never used again (a published copy of it is refused too)
+            return f"rejected when it was first used: {rejected}"
     return reason
 
 
@@ -316,6 +322,7 @@ def ensure_sidecar(
     """
     from lerobotstream.sidecar._archive import remove_dead_temporaries
     from lerobotstream.sidecar._build import build_sidecar
+    from lerobotstream.sidecar._verify import forget_rejection
 
     if meta is None:
         from lerobotstream.meta import DatasetMeta
@@ -375,5 +382,6 @@ def ensure_sidecar(
             progress=progress,
             meta=meta,
         )
+        forget_rejection(target, index_dir)  # a local build is trusted, even when identical to a rejected file
         logger.info("built the MP4 sidecar %s in %.1f s", target, time.perf_counter() - t0)
         return target, "built"

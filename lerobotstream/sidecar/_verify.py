@@ -1,0 +1,245 @@
+"""Verify on first use: a sidecar's tables of one MP4 are compared with that MP4's own ``moov``
+before the first frame of the MP4 is served.
+
+A published sidecar, or one in a cache other users can write, could move one episode's sample
+positions onto another's or change a display matrix; the metadata checks at start
+(``sidecar._validate``) cannot see that. So the first time a process plans a span of a source,
+:class:`VerifiedTables` parses the source's ``moov`` (the existing parser: a probe of the file's
+start plus, for files whose ``moov`` follows ``mdat``, one read of the tail; no payload) and
+compares the sample tables, timing, codec, sample entry and display matrices with the sidecar's
+(:func:`table_disagreement`).
+
+- They agree: the sidecar's table is used, and the agreement is recorded beside the derived index
+  (``<index stem>.verified``: one line per source, a digest of its path, size and fingerprint),
+  so later processes of the node skip the parse. The record is cache content, like the derived
+  index it sits beside: whoever can write that folder can write both, so it proves only what the
+  derived index itself does (see docs/sidecars.md on who may write a shared cache). The table's
+  values that the lookups index with are checked at every table build regardless.
+- They disagree: the MP4's own table is used for that source (exactly what a local build would
+  hold), one warning names the source and the difference, and ``<index stem>.rejected`` is
+  written, so the next dataset start drops the sidecar and builds one locally.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["VerifiedTables", "forget_rejection", "rejected_reason", "rejection_note", "table_disagreement"]
+
+logger = logging.getLogger("lerobotstream.sidecar")
+
+#: per-sample arrays compared (decode order); the others derive from them
+_ARRAYS = ("offset", "size", "dts_ticks", "cts_ticks", "is_sync")
+#: scalars compared (what the mini-MP4 and the timestamps are made of)
+_SCALARS = (
+    "media_timescale",
+    "movie_timescale",
+    "media_time",
+    "empty_edit_movie_ticks",
+    "codec",
+    "width",
+    "height",
+    "track_id",
+    "stsd",
+    "matrix",
+    "movie_matrix",
+)
+
+
+def rejection_note(index_path: str | os.PathLike) -> Path:
+    """Where a derived index that disagreed with an MP4's own ``moov`` is marked (``<stem>.rejected``)."""
+    p = Path(index_path)
+    return p.with_name(p.stem + ".rejected")
+
+
+def _record_path(index_path: str | os.PathLike) -> Path:
+    p = Path(index_path)
+    return p.with_name(p.stem + ".verified")
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(int(v) for v in value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _shown(v: Any) -> str:
+    return f"{len(v)} bytes" if isinstance(v, bytes) else repr(v)
+
+
+def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
+    """None when a sidecar's table of one source says what the MP4's own ``moov`` says, else the
+    first difference (field, and for arrays the first sample that differs).
+
+    Args:
+        sidecar: the sidecar's ``SampleTable`` (views of the derived index, any integer dtypes).
+        parsed: ``parse_mp4``'s ``SampleTable`` of the same file.
+    """
+    n, m = int(np.asarray(sidecar.offset).shape[0]), int(np.asarray(parsed.offset).shape[0])
+    if n != m:
+        return f"the sidecar lists {n} samples, the MP4 {m}"
+    for name in _ARRAYS:
+        a = np.asarray(getattr(sidecar, name)).astype(np.int64)
+        b = np.asarray(getattr(parsed, name)).astype(np.int64)
+        diff = np.flatnonzero(a != b)
+        if diff.shape[0]:
+            k = int(diff[0])
+            return (
+                f"{name} of sample {k} is {int(a[k])} in the sidecar, {int(b[k])} in the MP4 "
+                f"({diff.shape[0]} samples differ)"
+            )
+    for name in _SCALARS:
+        a, b = _norm(getattr(sidecar, name, None)), _norm(getattr(parsed, name, None))
+        if a != b:
+            return f"{name} is {_shown(a)} in the sidecar, {_shown(b)} in the MP4"
+    return None
+
+
+class VerifiedTables:
+    """The sample tables a process serves frames from: the sidecar's, each verified against its
+    MP4's own ``moov`` on first use (see the module docstring). Thread-safe.
+
+    Args:
+        index: the sidecar's ``Mp4Index``.
+        source: ``ByteSource`` of the dataset root (``size``, ``fingerprint``, ``read``); None:
+            tables are not verified (tools that have no sources).
+    """
+
+    def __init__(self, index: Any, source: Any) -> None:
+        self.index = index
+        self.source = source
+        self._tables: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._recorded: set[str] | None = None
+        self.verified = 0  # sources parsed and compared by this process
+        self.replaced = 0  # sources whose sidecar table disagreed (the MP4's own table is served)
+
+    def table_for_path(self, path: str) -> Any:
+        """The table of the MP4 at ``path`` (decode order; ``SampleTable`` fields).
+
+        Raises:
+            KeyError: ``path`` is not in the sidecar.
+            SidecarSchemaError: the derived index's table of ``path`` is damaged.
+            Mp4Error, SourceError: the MP4 cannot be read or parsed (names the file).
+        """
+        t = self._tables.get(path)
+        if t is not None:
+            return t
+        table = self.index.table(self.index.source_id(path))
+        if self.source is not None:
+            table = self._verified(path, table)
+        with self._lock:
+            return self._tables.setdefault(path, table)
+
+    def _key(self, path: str) -> str:
+        size, fp = int(self.source.size(path)), self.source.fingerprint(path)
+        return hashlib.sha256(f"{path}\0{size}\0{fp}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+    def _is_recorded(self, key: str) -> bool:
+        if self._recorded is None or key not in self._recorded:
+            try:  # another process of the node may have verified it since: read the record again
+                text = _record_path(self.index.index_path).read_text("ascii", errors="replace")
+            except OSError:
+                text = ""
+            self._recorded = {line for line in text.split("\n") if len(line) == 32}
+        return key in self._recorded
+
+    def _verified(self, path: str, table: Any) -> Any:
+        from lerobotstream.mp4 import parse_mp4
+
+        key = self._key(path)
+        if self._is_recorded(key):
+            return table
+        size = int(self.source.size(path))
+        parsed = parse_mp4(lambda offset, n: self.source.read(path, offset, n), size, path=path)
+        with self._lock:
+            self.verified += 1
+        reason = table_disagreement(table, parsed)
+        if reason is None:
+            _append_line(_record_path(self.index.index_path), key)
+            return table
+        with self._lock:
+            self.replaced += 1
+        logger.warning(
+            "the MP4 sidecar (%s) disagrees with %s's own moov: %s; serving that file from its own tables "
+            "and rebuilding the sidecar locally at the next start",
+            self.index.index_path,
+            path,
+            reason,
+        )
+        _mark_rejected(self.index.index_path, path, reason)
+        return parsed
+
+
+def _append_line(path: Path, line: str) -> None:
+    """Append one short line with ``O_APPEND`` (one ``write``: lines of concurrent writers do not
+    interleave); best effort, a read-only folder only costs verifying again."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode("ascii"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def _mark_rejected(index_path: Any, path: str, reason: str) -> None:
+    from lerobotstream.mp4 import write_note
+
+    write_note(rejection_note(index_path), {"source": path, "reason": reason})
+
+
+def rejected_reason(index_path: str | os.PathLike) -> str | None:
+    """Why a first-use verification rejected this derived index's sidecar, or None when none did."""
+    import json
+
+    try:
+        text = rejection_note(index_path).read_text("utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError:
+        text = ""
+    try:
+        doc = json.loads(text)
+        return f"{doc['source']!s} disagrees with its own moov: {doc['reason']!s}"[:500]
+    except (ValueError, TypeError, KeyError):
+        return "an MP4 disagreed with its own moov"
+
+
+def forget_rejection(npz_path: str | os.PathLike, index_dir: str | os.PathLike | None = None) -> None:
+    """A locally built sidecar is trusted: remove a rejection of its generation and the derived
+    index it was made from (a damaged derived index of an identical archive), so it is converted
+    again. Best effort."""
+    import zipfile
+
+    from lerobotstream.mp4._index_format import index_name
+    from lerobotstream.mp4._npz_schema import npz_generation
+
+    if index_dir is None:
+        from lerobotstream import constants
+
+        index_dir = constants.INDEX_DIR
+    try:
+        with zipfile.ZipFile(npz_path) as zf:
+            idx = Path(index_dir) / index_name(npz_generation(zf))
+    except (OSError, zipfile.BadZipFile):
+        return
+    if not rejection_note(idx).exists():
+        return
+    for p in (idx, _record_path(idx), rejection_note(idx)):
+        try:
+            p.unlink(missing_ok=True)
+        except OSError:
+            pass
