@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from lerobotstream.errors import SidecarSchemaError
+
 __all__ = ["VerifiedTables", "forget_rejection", "rejected_reason", "rejection_note", "table_disagreement"]
 
 logger = logging.getLogger("lerobotstream.sidecar")
@@ -136,9 +138,14 @@ class VerifiedTables:
         t = self._tables.get(path)
         if t is not None:
             return t
-        table = self.index.table(self.index.source_id(path))
-        if self.source is not None:
-            table = self._verified(path, table)
+        sid = self.index.source_id(path)
+        if self.source is None:
+            table = self.index.table(sid)
+        else:
+            try:
+                table = self._verified(path, self.index.table(sid))
+            except SidecarSchemaError as e:  # a damaged derived index: the MP4's own table, as on a mismatch
+                table = self._replaced(path, str(e))
         with self._lock:
             return self._tables.setdefault(path, table)
 
@@ -155,20 +162,29 @@ class VerifiedTables:
             self._recorded = {line for line in text.split("\n") if len(line) == 32}
         return key in self._recorded
 
-    def _verified(self, path: str, table: Any) -> Any:
+    def _parse(self, path: str) -> Any:
         from lerobotstream.mp4 import parse_mp4
 
+        size = int(self.source.size(path))
+        return parse_mp4(lambda offset, n: self.source.read(path, offset, n), size, path=path)
+
+    def _verified(self, path: str, table: Any) -> Any:
         key = self._key(path)
         if self._is_recorded(key):
             return table
-        size = int(self.source.size(path))
-        parsed = parse_mp4(lambda offset, n: self.source.read(path, offset, n), size, path=path)
+        parsed = self._parse(path)
         with self._lock:
             self.verified += 1
         reason = table_disagreement(table, parsed)
         if reason is None:
             _append_line(_record_path(self.index.index_path), key)
             return table
+        return self._replaced(path, reason, parsed)
+
+    def _replaced(self, path: str, reason: str, parsed: Any = None) -> Any:
+        """The MP4's own table for ``path``, after one warning; the sidecar is marked rejected."""
+        if parsed is None:
+            parsed = self._parse(path)
         with self._lock:
             self.replaced += 1
         logger.warning(
