@@ -234,7 +234,18 @@ class Mp4Index:
                         with open(tmp, "wb") as out:
                             try:
                                 _convert(zf, manifest, generation, out, npz_path)
-                            except (zlib.error, zipfile.BadZipFile, EOFError, ValueError, KeyError) as e:
+                            except SidecarSchemaError:
+                                raise
+                            except (
+                                zlib.error,
+                                zipfile.BadZipFile,
+                                EOFError,
+                                ValueError,
+                                KeyError,
+                                TypeError,
+                                IndexError,
+                                OverflowError,
+                            ) as e:
                                 raise SidecarSchemaError(
                                     f"{npz_path}: corrupt sidecar archive ({type(e).__name__}: {e}); delete it so it "
                                     "is rebuilt",
@@ -419,7 +430,7 @@ class Mp4Index:
         if reason is not None:
             raise SidecarSchemaError(
                 f"{where}: the derived index's table of {src.get('path')!r} is damaged ({reason}); delete the "
-                "derived index so it is converted again from its sidecar",
+                "derived index so it is converted again, and its sidecar if that one holds the same values",
                 path=where,
             )
         return t, arrays["sync_samples"]

@@ -103,3 +103,160 @@ def test_verification_is_recorded_once_per_source(root, caches, monkeypatch):
     assert len(parses) == 1  # one source, parsed once
     _frames(StreamingLeRobotDataset(root=root))
     assert len(parses) == 1  # recorded beside the derived index: not parsed again
+
+
+# --- published sidecars: every problem falls back to a local build, nothing is inflated blindly ----
+def _npy(array: np.ndarray | None = None, *, header: dict | None = None, data: bytes = b"") -> bytes:
+    import io
+
+    f = io.BytesIO()
+    if array is not None:
+        np.lib.format.write_array(f, array, allow_pickle=False)
+    else:
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(data)
+    return f.getvalue()
+
+
+def _edited_zip(src: Path, dst: Path, replace: dict[str, bytes]) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, replace.pop(info.filename, None) or zin.read(info.filename))
+        for name, raw in replace.items():
+            zout.writestr(name, raw)
+    return dst
+
+
+def _json_member(obj) -> bytes:
+    import json
+
+    return _npy(np.frombuffer(json.dumps(obj).encode(), dtype=np.uint8))
+
+
+@pytest.fixture(scope="module")
+def published(root, tmp_path_factory):
+    """(source, meta, identity, an honest sidecar of the dataset to edit)."""
+    from lerobotstream.meta import DatasetMeta
+    from lerobotstream.sidecar import build_sidecar, sidecar_identity
+    from lerobotstream.sources import LocalSource
+
+    src = LocalSource(root)
+    meta = DatasetMeta.load(src)
+    identity = sidecar_identity(src, meta, repo_id="t/ds")
+    out = tmp_path_factory.mktemp("published") / "honest.npz"
+    build_sidecar(src, output=out, repo_id="t/ds", meta=meta, progress=False)
+    return src, meta, identity, out
+
+
+def _sources_json(npz: Path) -> dict:
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(npz) as zf:
+        raw = np.lib.format.read_array(zf.open("sources.json.npy"))
+    return json.loads(raw.tobytes())
+
+
+def _bad_sidecars(honest: Path, tmp: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (a hostile published sidecar, what the logged reason says)."""
+    desc = _sources_json(honest)
+    typed = dict(desc, columns=dict(desc["columns"], media_timescale={"kind": "json", "distinct": [[1, 2]]}))
+    codes = _npy(np.zeros(desc["num_sources"], dtype=np.uint32))
+    with np.load(honest) as z:
+        n = z["b000000/offset"].shape[0]
+    nan = np.full(n, np.nan)
+    huge = np.full(n, 1 << 62, dtype=np.int64)
+    cases = {
+        "npy_declares_1e12_values": (
+            {"b000000/offset.npy": _npy(header={"descr": "<i8", "fortran_order": False, "shape": (10**12,)})},
+            "declares 1000000000000 values",
+        ),
+        "deflate_bomb_member": ({"junk.npy": bytes(20 << 20)}, "inflate to"),
+        "manifest_bomb": ({"manifest.json.npy": _npy(np.zeros(65 << 20, dtype=np.uint8))}, "inflate to"),
+        "wrongly_typed_json_column": (
+            {"sources.json.npy": _json_member(typed), "src/media_timescale.npy": codes},
+            "Error",
+        ),
+        "nan_offset": ({"b000000/offset.npy": _npy(nan)}, "not a 1-d"),
+        "offset_2_62": ({"b000000/offset.npy": _npy(huge)}, "2**62"),
+        "not_a_zip": (None, "BadZipFile"),
+    }
+    out = {}
+    for name, (replace, why) in cases.items():
+        dst = tmp / f"{name}.npz"
+        if replace is None:
+            dst.write_bytes(b"PK\x03\x04 not really a zip" * 100)
+        else:
+            _edited_zip(honest, dst, dict(replace))
+        out[name] = (dst, why)
+    return out
+
+
+@pytest.fixture
+def offer(monkeypatch):
+    """``offer(store, path)``: the dataset's published sidecar is ``path`` in ``store``."""
+    from lerobotstream.sidecar import _publish
+
+    def set_(store, path):
+        monkeypatch.setattr(_publish, "open_published", lambda source, identity: (store, path, f"pub:{path}"))
+
+    return set_
+
+
+CASES = (
+    "npy_declares_1e12_values",
+    "deflate_bomb_member",
+    "manifest_bomb",
+    "wrongly_typed_json_column",
+    "nan_offset",
+    "offset_2_62",
+    "not_a_zip",
+)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_hostile_published_sidecar_falls_back_to_a_local_build(published, tmp_path, caplog, offer, case):
+    from lerobotstream.sidecar import ensure_sidecar
+    from lerobotstream.sources import LocalSource
+
+    src, meta, _identity, honest = published
+    bad, why = _bad_sidecars(honest, tmp_path)[case]
+    offer(LocalSource(bad.parent), bad.name)
+    with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
+        npz, how = ensure_sidecar(
+            src, meta, repo_id="t/ds", cache_dir=tmp_path / "cache", index_dir=tmp_path / "idx", progress=False
+        )
+    assert how == "built"
+    (line,) = [r.getMessage() for r in caplog.records if "ignoring the published MP4 sidecar" in r.getMessage()]
+    assert why in line, line
+    assert [p.name for p in npz.parent.iterdir() if p.suffix == ".npz"] == [npz.name]  # nothing else kept
+
+
+def test_an_honest_published_sidecar_is_used(published, tmp_path, offer):
+    from lerobotstream.sidecar import ensure_sidecar
+    from lerobotstream.sources import LocalSource
+
+    src, meta, _identity, honest = published
+    offer(LocalSource(honest.parent), honest.name)
+    kw = dict(repo_id="t/ds", cache_dir=tmp_path / "cache", index_dir=tmp_path / "idx", progress=False)
+    assert ensure_sidecar(src, meta, **kw)[1] == "published"
+
+
+def test_an_oversized_published_sidecar_is_not_downloaded(published, tmp_path, caplog, offer):
+    from lerobotstream.sidecar import ensure_sidecar
+
+    src, meta, _identity, _honest = published
+
+    class Huge:
+        def size(self, path):
+            return 300 << 20
+
+        def read(self, path, offset, n):
+            raise AssertionError("downloaded")
+
+    offer(Huge(), "huge.npz")
+    with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
+        how = ensure_sidecar(src, meta, repo_id="t/ds", cache_dir=tmp_path / "c", index_dir=tmp_path / "i")[1]
+    assert how == "built" and "a sidecar of this dataset can need" in caplog.text
