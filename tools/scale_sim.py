@@ -191,24 +191,30 @@ class SimMp4Source:
     """The source MP4s a sim sidecar describes, as a ``ByteSource`` (``size``, ``read``,
     ``fingerprint``): ``ftyp``, an ``mdat`` of zeros, then a ``moov`` whose sample tables, timing,
     sample entry and matrices are the sidecar's (written by the mini-MP4 writer, its chunk offsets
-    moved to the sidecar's). What the first-use verification reads and parses; the seconds spent
-    making these files are counted in ``make_s`` (not part of what a real store costs)."""
+    moved to the sidecar's). What the first-use verification reads and parses. :meth:`prepare`
+    writes every moov to ``folder`` once (before anything is timed); reads then come from those
+    files, like a local store's."""
 
-    def __init__(self, index: Any) -> None:
+    def __init__(self, index: Any, folder: Path) -> None:
         self.index = index
-        self.make_s = 0.0
-        self._files: dict[str, tuple[int, int, bytes]] = {}  # path -> (moov offset, file size, moov)
+        self.folder = Path(folder)
+        self._sizes: dict[str, tuple[int, int]] = {}  # path -> (moov offset, file size)
 
-    def _file(self, path: str) -> tuple[int, int, bytes]:
-        f = self._files.get(path)
-        if f is None:
-            from lerobotstream.mp4 import plan_span
-            from lerobotstream.mp4.synth import synthesize_header
+    def _moov_path(self, path: str) -> Path:
+        return self.folder / f"{self.index.source_id(path)}.moov"
 
-            t0 = time.perf_counter()
-            t = self.index.table(self.index.source_id(path))
-            n = t.offset.shape[0]
-            span = plan_span(t, 0, n)
+    def prepare(self) -> None:
+        """Write the moov of every source (skipped when ``folder`` is complete)."""
+        from lerobotstream.mp4 import plan_span
+        from lerobotstream.mp4.synth import synthesize_header
+
+        done = self.folder / "complete"
+        if done.exists():
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for sid in range(self.index.num_sources):
+            t = self.index.table(sid, cache=False)
+            span = plan_span(t, 0, t.offset.shape[0])
             head = bytearray(synthesize_header(t, span))
             pos = int.from_bytes(head[0:4], "big")  # the mini-MP4's ftyp, then its moov
             moov = head[pos : pos + int.from_bytes(head[pos : pos + 4], "big")]
@@ -217,9 +223,15 @@ class SimMp4Source:
             count = int.from_bytes(moov[k + 8 : k + 12], "big")
             entries = np.frombuffer(moov, dtype=">u4", count=count, offset=k + 12).astype(np.int64) - shift
             moov[k + 12 : k + 12 + 4 * count] = entries.astype(">u4").tobytes()
+            (self.folder / f"{sid}.moov").write_bytes(bytes(moov))
+        done.touch()
+
+    def _file(self, path: str) -> tuple[int, int]:
+        f = self._sizes.get(path)
+        if f is None:
+            t = self.index.table(self.index.source_id(path))
             end = int(t.offset[-1]) + int(t.size[-1])
-            f = self._files[path] = (end, end + len(moov), bytes(moov))
-            self.make_s += time.perf_counter() - t0
+            f = self._sizes[path] = (end, end + self._moov_path(path).stat().st_size)
         return f
 
     def size(self, path: str) -> int:
@@ -229,17 +241,18 @@ class SimMp4Source:
         return None
 
     def read(self, path: str, offset: int, n: int) -> bytes:
-        moov_at, size, moov = self._file(path)
+        moov_at, size = self._file(path)
         out = bytearray(n)
         head = FTYP + (1).to_bytes(4, "big") + b"mdat" + (moov_at - len(FTYP)).to_bytes(8, "big")
         if offset < len(head):
             part = head[offset : offset + n]
             out[: len(part)] = part
-        if offset + n > moov_at:
+        stop = min(offset + n, size)
+        if stop > moov_at:
             a = max(offset, moov_at)
-            out[a - offset : a - offset + (min(offset + n, size) - a)] = moov[
-                a - moov_at : min(offset + n, size) - moov_at
-            ]
+            with open(self._moov_path(path), "rb") as f:
+                f.seek(a - moov_at)
+                out[a - offset : stop - offset] = f.read(stop - a)
         return bytes(out)
 
 
@@ -422,7 +435,7 @@ def _sim_run(spans: Any, cams: list[str]):
 
         def fetch(self, ep: int) -> Any:
             for cam in cams:
-                spans.span(ep, cam)
+                spans.verified_span(ep, cam)  # as the dataset's fetch: the first-use verification, if any
             return EpisodePayload({}, None)
 
         def assemble(self, ep: int, frame: int, dec: Any, slot: Any = None) -> dict[str, int]:
@@ -474,8 +487,7 @@ def simulate_rank(
     ``verify``: the spans take their tables through the dataset's first-use verification
     (``sidecar.VerifiedTables`` over :class:`SimMp4Source`: each touched MP4's moov is read, parsed
     and compared with the sidecar, and the agreement recorded beside the derived index, as a
-    worker does); ``t_verify_make_s`` is the time spent making the sim files, taken out of
-    ``t_first_s`` and ``t_to_first_sample_s``."""
+    worker does). The sim files' moovs are written before the timing starts (once per build)."""
     import lerobotstream.mp4.index  # noqa: F401 - Cython accessors, as the dataset loads them
     from lerobotstream.dataset._spans import EpisodeSpans
     from lerobotstream.dataset._stream import LoaderSettings, plan_settings
@@ -484,6 +496,11 @@ def simulate_rank(
     from lerobotstream.options import StreamOptions
     from lerobotstream.planner import dataset_planner
 
+    if verify:  # the sim MP4s' moovs, written once per build before anything is timed
+        prep = Mp4Index.open(workdir / "sidecar.npz", index_dir=workdir / "indexes")
+        SimMp4Source(prep, workdir / "sim-moov").prepare()
+        prep.close()
+        del prep
     mem = {"imports": _mem()}
     t_all = time.perf_counter()
     t0 = time.perf_counter()
@@ -495,12 +512,11 @@ def simulate_rank(
     meta = np.load(workdir / "episodes.npz")
     lengths, src_of, from_ts = meta["lengths"], meta["source"], meta["from_timestamp"]
     cams = [f"observation.images.cam{c}" for c in range(src_of.shape[1])]
-    sim_source = tables = None
+    tables = None
     if verify:
         from lerobotstream.sidecar import VerifiedTables
 
-        sim_source = SimMp4Source(idx)
-        tables = VerifiedTables(idx, sim_source)
+        tables = VerifiedTables(idx, SimMp4Source(idx, workdir / "sim-moov"))
     spans = EpisodeSpans(tables or idx, _SimMeta(lengths, src_of, from_ts, idx.path, fps, cams), cams, tolerance_s)
     anchor_lengths = dict(enumerate(lengths.tolist()))  # the dataset's anchor_lengths() (no drop_n_last_frames)
     t_meta = time.perf_counter() - t0
@@ -519,9 +535,8 @@ def simulate_rank(
     t0 = time.perf_counter()
     items = shard_items(planner, run, 0 if num_workers else None, 0, 0, opts, loader, in_process=num_workers == 0)
     first = next(items)
-    make_s = sim_source.make_s if sim_source is not None else 0.0
-    t_first = time.perf_counter() - t0 - make_s
-    t_to_first = time.perf_counter() - t_all - make_s
+    t_first = time.perf_counter() - t0
+    t_to_first = time.perf_counter() - t_all
     mem["spans"] = _mem()  # what the rank holds when its first sample is out (the older name kept)
     sized = len(run.sizes[0])
     touched = len({int(s) for e in run.sizes[0].known() for s in src_of[e]})
@@ -557,7 +572,6 @@ def simulate_rank(
         "t_first_s": t_first,
         "t_to_first_sample_s": t_to_first,
         "verify": verify,
-        "t_verify_make_s": make_s,
         "sources_verified": tables.verified if tables is not None else 0,
         "sources_replaced": tables.replaced if tables is not None else 0,
         "episodes_sized": sized,

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lerobotstream.errors import FrameTimestampError, LeRobotStreamError
+from lerobotstream.errors import FrameTimestampError, LeRobotStreamError, SidecarValidationError
 
 __all__ = ["EpisodeSpans"]
 
@@ -83,6 +83,44 @@ class EpisodeSpans:
         if self.on_planned is not None:
             self.on_planned(time.perf_counter() - t0)
         return s
+
+    def verified_span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
+        """:meth:`span`, its source first verified against the MP4's own ``moov`` when ``index``
+        verifies (``sidecar.VerifiedTables.verify``: once per source; the fetch calls this before
+        reading any payload). A span planned on a table the verification replaced is planned again.
+
+        Raises:
+            the errors of :meth:`span`; Mp4Error / SourceError: the MP4's header cannot be read;
+            SidecarValidationError: the verification replaced the table and the episode, sized from
+            the sidecar's, needs more bytes than were reserved for it (no frame is served from it).
+        """
+        s = self.span(ep, cam)
+        verify = getattr(self.index, "verify", None)
+        if verify is None:
+            return s
+        try:
+            verify(s[2])
+            current = self.index.table_for_path(s[2])
+        except LeRobotStreamError as exc:
+            raise type(exc)(
+                f"episode {ep}, camera {cam!r}, file {s[2]}: {exc.message}", episode_index=ep, camera=cam, path=s[2]
+            ) from exc
+        if s[1] is current:
+            return s
+        with self._lock:
+            if self._spans.get((ep, cam)) is s:
+                del self._spans[(ep, cam)]  # the others of the file are planned again at their own fetch
+        new = self.span(ep, cam)
+        if new[0].synth_nbytes > s[0].synth_nbytes:  # sized from the rejected table: its reservation is too small
+            raise SidecarValidationError(
+                f"episode {ep}, camera {cam!r}, file {s[2]}: the MP4 sidecar disagreed with this file's own moov "
+                f"(logged) and the episode was sized from it ({s[0].synth_nbytes} bytes, {new[0].synth_nbytes} "
+                "needed); start again: the sidecar is rebuilt locally at the next start",
+                episode_index=ep,
+                camera=cam,
+                path=s[2],
+            )
+        return new
 
     def episode_nbytes(self, ep: int) -> int:
         """Exact synthesized bytes of episode ``ep``: its cameras' mini-MP4s together."""

@@ -78,6 +78,7 @@ __all__ = [
     "parse_header",
     "presentation_order_of",
     "pts_seconds",
+    "record_matrix",
     "table_problem",
 ]
 
@@ -379,3 +380,17 @@ def table_problem(arrays: dict[str, np.ndarray], file_size: Any) -> str | None:
     if n > 1 and (bool((np.diff(pts.astype(np.int64)) < 0).any()) or bool((np.diff(pts_s[po]) < 0).any())):
         return "presentation times decrease along presentation_order"
     return None
+
+
+def record_matrix(value: Any, name: str, source: Any, where: str) -> tuple[int, ...]:
+    """A record's 3x3 display matrix as 9 signed int32 (SidecarSchemaError when absent or malformed)."""
+    ok = (
+        isinstance(value, (list, tuple))
+        and len(value) == 9
+        and all(isinstance(v, int) and not isinstance(v, bool) and -(2**31) <= v < 2**31 for v in value)
+    )
+    if not ok:
+        raise SidecarSchemaError(
+            f"{where}: source {source!r} has no valid {name} (9 int32); rebuild the sidecar", path=where
+        )
+    return tuple(int(v) for v in value)

@@ -3,7 +3,7 @@ before the first frame of the MP4 is served.
 
 A published sidecar, or one in a cache other users can write, could move one episode's sample
 positions onto another's or change a display matrix; the metadata checks at start
-(``sidecar._validate``) cannot see that. So the first time a process plans a span of a source,
+(``sidecar._validate``) cannot see that. So the first time a process fetches from a source,
 :class:`VerifiedTables` parses the source's ``moov`` (the existing parser: a probe of the file's
 start plus, for files whose ``moov`` follows ``mdat``, one read of the tail; no payload) and
 compares the sample tables, timing, codec, sample entry and display matrices with the sidecar's
@@ -15,7 +15,8 @@ compares the sample tables, timing, codec, sample entry and display matrices wit
   index it sits beside: whoever can write that folder can write both, so it proves only what the
   derived index itself does (see docs/sidecars.md on who may write a shared cache). The table's
   values that the lookups index with are checked at every table build regardless.
-- They disagree: the MP4's own table is used for that source (exactly what a local build would
+- They disagree: the MP4's own table is used for that source (spans already planned on the
+  sidecar's table are planned again) (exactly what a local build would
   hold), one warning names the source and the difference, and ``<index stem>.rejected`` is
   written, so the next dataset start drops the sidecar and builds one locally.
 """
@@ -39,6 +40,8 @@ logger = logging.getLogger("lerobotstream.sidecar")
 
 #: per-sample arrays compared (decode order); the others derive from them
 _ARRAYS = ("offset", "size", "dts_ticks", "cts_ticks", "is_sync")
+#: bytes of the record read at once (one line per source: 300,000 sources are 10 MB)
+_MAX_RECORD_READ = 64 << 20
 #: scalars compared (what the mini-MP4 and the timestamps are made of)
 _SCALARS = (
     "media_timescale",
@@ -109,8 +112,13 @@ def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
 
 
 class VerifiedTables:
-    """The sample tables a process serves frames from: the sidecar's, each verified against its
-    MP4's own ``moov`` on first use (see the module docstring). Thread-safe.
+    """The sample tables a process plans spans on and serves frames from: the sidecar's, each
+    verified against its MP4's own ``moov`` before the first frame of that MP4 is served (see the
+    module docstring). Thread-safe.
+
+    :meth:`table_for_path` (sizing, span planning) does not verify; :meth:`verify` (called by the
+    fetch, before any payload is read) does, once per source. A span planned on a table that
+    :meth:`verify` replaced is planned again (``EpisodeSpans.verified_span``).
 
     Args:
         index: the sidecar's ``Mp4Index``.
@@ -122,44 +130,76 @@ class VerifiedTables:
         self.index = index
         self.source = source
         self._tables: dict[str, Any] = {}
+        self._checked: set[str] = set()  # paths verified (or replaced) in this process
         self._lock = threading.Lock()
-        self._recorded: set[str] | None = None
+        self._recorded: set[str] = set()  # sources recorded as verified, read from the record so far
+        self._record_pos = 0
         self.verified = 0  # sources parsed and compared by this process
         self.replaced = 0  # sources whose sidecar table disagreed (the MP4's own table is served)
 
     def table_for_path(self, path: str) -> Any:
-        """The table of the MP4 at ``path`` (decode order; ``SampleTable`` fields).
+        """The current table of the MP4 at ``path`` (decode order; ``SampleTable`` fields): the
+        sidecar's, its values checked, or the MP4's own once :meth:`verify` replaced it (or the
+        derived index's table was damaged).
 
         Raises:
             KeyError: ``path`` is not in the sidecar.
-            SidecarSchemaError: the derived index's table of ``path`` is damaged.
+            SidecarSchemaError: the derived index's table of ``path`` is damaged and there is no source.
             Mp4Error, SourceError: the MP4 cannot be read or parsed (names the file).
         """
         t = self._tables.get(path)
         if t is not None:
             return t
-        sid = self.index.source_id(path)
-        if self.source is None:
-            table = self.index.table(sid)
-        else:
-            try:
-                table = self._verified(path, self.index.table(sid))
-            except SidecarSchemaError as e:  # a damaged derived index: the MP4's own table, as on a mismatch
-                table = self._replaced(path, str(e))
+        try:
+            table = self.index.table(self.index.source_id(path))
+        except SidecarSchemaError as e:  # a damaged derived index: the MP4's own table, as on a mismatch
+            if self.source is None:
+                raise
+            return self._replace(path, self._parse(path), str(e))
         with self._lock:
             return self._tables.setdefault(path, table)
+
+    def verify(self, path: str) -> None:
+        """Compare the table of ``path`` with the MP4's own ``moov`` unless that was done already (by
+        this process, or recorded on this node); on a difference the MP4's table replaces it.
+
+        Raises:
+            Mp4Error, SourceError: the MP4 cannot be read or parsed (names the file).
+        """
+        if self.source is None or path in self._checked:
+            return
+        table = self.table_for_path(path)
+        key = self._key(path)
+        if path in self._checked or self._is_recorded(key):
+            self._checked.add(path)
+            return
+        parsed = self._parse(path)
+        with self._lock:
+            self.verified += 1
+        reason = table_disagreement(table, parsed)
+        if reason is None:
+            _append_line(_record_path(self.index.index_path), key)
+            self._checked.add(path)
+            return
+        self._replace(path, parsed, reason)
 
     def _key(self, path: str) -> str:
         size, fp = int(self.source.size(path)), self.source.fingerprint(path)
         return hashlib.sha256(f"{path}\0{size}\0{fp}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
     def _is_recorded(self, key: str) -> bool:
-        if self._recorded is None or key not in self._recorded:
-            try:  # another process of the node may have verified it since: read the record again
-                text = _record_path(self.index.index_path).read_text("ascii", errors="replace")
-            except OSError:
-                text = ""
-            self._recorded = {line for line in text.split("\n") if len(line) == 32}
+        if key in self._recorded:
+            return True
+        # another process of the node may have verified it since: read what was appended
+        try:
+            with open(_record_path(self.index.index_path), "rb") as f:
+                f.seek(self._record_pos)
+                tail = f.read(_MAX_RECORD_READ)
+        except OSError:
+            return False
+        cut = tail.rfind(b"\n") + 1  # whole lines only (a writer may be mid-line)
+        self._record_pos += cut
+        self._recorded.update(line for line in tail[:cut].decode("ascii", "replace").split("\n") if len(line) == 32)
         return key in self._recorded
 
     def _parse(self, path: str) -> Any:
@@ -168,24 +208,14 @@ class VerifiedTables:
         size = int(self.source.size(path))
         return parse_mp4(lambda offset, n: self.source.read(path, offset, n), size, path=path)
 
-    def _verified(self, path: str, table: Any) -> Any:
-        key = self._key(path)
-        if self._is_recorded(key):
-            return table
-        parsed = self._parse(path)
+    def _replace(self, path: str, parsed: Any, reason: str) -> Any:
+        """Serve ``parsed`` (the MP4's own table) for ``path`` from now on; one warning per path and
+        process; the sidecar is marked rejected. Returns the table now served."""
         with self._lock:
-            self.verified += 1
-        reason = table_disagreement(table, parsed)
-        if reason is None:
-            _append_line(_record_path(self.index.index_path), key)
-            return table
-        return self._replaced(path, reason, parsed)
-
-    def _replaced(self, path: str, reason: str, parsed: Any = None) -> Any:
-        """The MP4's own table for ``path``, after one warning; the sidecar is marked rejected."""
-        if parsed is None:
-            parsed = self._parse(path)
-        with self._lock:
+            if path in self._checked and path in self._tables:
+                return self._tables[path]  # another thread replaced it first
+            self._tables[path] = parsed
+            self._checked.add(path)
             self.replaced += 1
         logger.warning(
             "the MP4 sidecar (%s) disagrees with %s's own moov: %s; serving that file from its own tables "
@@ -240,8 +270,7 @@ def forget_rejection(npz_path: str | os.PathLike, index_dir: str | os.PathLike |
     again. Best effort."""
     import zipfile
 
-    from lerobotstream.mp4._index_format import index_name
-    from lerobotstream.mp4._npz_schema import npz_generation
+    from lerobotstream.mp4 import index_name, npz_generation
 
     if index_dir is None:
         from lerobotstream import constants
