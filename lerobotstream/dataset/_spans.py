@@ -65,10 +65,26 @@ class EpisodeSpans:
         t0 = time.perf_counter()
         info = self.meta.episode(ep)
         v = info.videos[cam]
+
+        def plan(table: Any) -> Any:
+            a, b = episode_frame_range(table, v.from_timestamp, info.length, self.meta.fps, self.tolerance_s)
+            return plan_span(table, a, b, path=v.path)
+
         try:
             table = self.index.table_for_path(v.path)
-            a, b = episode_frame_range(table, v.from_timestamp, info.length, self.meta.fps, self.tolerance_s)
-            span = plan_span(table, a, b, path=v.path)
+            try:
+                span = plan(table)
+            except (LeRobotStreamError, ValueError):
+                # a table the window cannot be planned on: if the source's verification (which the
+                # fetch would run anyway) replaces it, plan on the MP4's own table; else the same error
+                verify = getattr(self.index, "verify", None)
+                if verify is None:
+                    raise
+                verify(v.path)
+                if self.index.table_for_path(v.path) is table:
+                    raise
+                table = self.index.table_for_path(v.path)
+                span = plan(table)
         except LeRobotStreamError as exc:
             raise type(exc)(
                 f"episode {ep}, camera {cam!r}, file {v.path}: {exc.message}", episode_index=ep, camera=cam, path=v.path

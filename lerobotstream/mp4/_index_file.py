@@ -298,7 +298,13 @@ class Mp4Index:
 
     def _path(self, source_id: int) -> str:
         a, b = int(self._path_off[source_id]), int(self._path_off[source_id + 1])
-        return bytes(self._mmap[a:b]).decode("utf-8")
+        try:
+            if not self._data_end <= a <= b <= self._header["_json_offset"]:
+                raise ValueError(f"bytes [{a}, {b}) lie outside the path table")
+            return bytes(self._mmap[a:b]).decode("utf-8")
+        except ValueError as e:  # UnicodeDecodeError included
+            where = str(self.index_path)
+            raise SidecarSchemaError(f"{where}: path of source {source_id} is damaged: {e}", path=where) from e
 
     def path(self, source_id: int) -> str:
         """Path of one source (relative to the dataset root), read from the mapped path table
@@ -417,7 +423,7 @@ class Mp4Index:
         src, where = self._record(source_id), str(self.index_path)
         try:
             t, arrays = self._views(src)
-            reason = table_problem(arrays, src.get("size"))
+            reason = table_problem(arrays)
         except (ValueError, TypeError, OverflowError, ZeroDivisionError) as e:  # SidecarSchemaError included
             reason = f"{type(e).__name__}: {e}"
         if reason is None:

@@ -79,6 +79,7 @@ __all__ = [
     "presentation_order_of",
     "pts_seconds",
     "record_matrix",
+    "samples_problem",
     "table_problem",
 ]
 
@@ -320,65 +321,50 @@ def check_record(src: dict[str, Any], data_end: int, path: str, shared: list[int
             raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} has no offset", path=path)
 
 
-def _is_permutation(order: np.ndarray, n: int) -> bool:
-    if order.shape[0] != n:
-        return False
-    if n == 0:
-        return True
-    if int(order.min()) < 0 or int(order.max()) >= n:
-        return False
-    seen = np.zeros(n, dtype=bool)
-    seen[order] = True
-    return bool(seen.all())
-
-
-def table_problem(arrays: dict[str, np.ndarray], file_size: Any) -> str | None:
+def table_problem(arrays: dict[str, np.ndarray]) -> str | None:
     """None when one source's arrays can be indexed safely, else what is wrong with them.
 
-    The Cython lookups (``mp4.index``, ``mp4.spans``) index with these values without bounds
-    checks, so every value used as an index is checked here, once per table (vectorised numpy,
-    a few microseconds per thousand samples): ``presentation_order`` is a permutation of
-    ``[0, n)``; ``is_sync`` holds 0/1 and ``sync_samples`` is exactly its non-zero positions;
-    offsets and sizes are non-negative and every sample ends inside the file (``file_size``
-    bytes, when known); presentation times are finite and non-decreasing in presentation order.
+    The Cython lookups (``mp4.index``, ``mp4.spans``) index ``pts_s`` and ``is_sync`` with the
+    values of ``presentation_order`` without bounds checks, so those values are checked here, once
+    per table build: every array has the sample count, every ``presentation_order`` value lies in
+    ``[0, n)`` (one min/max pass over that array only: the pages of the others are not read), and
+    so does every ``sync_samples`` value. The other values are checked when the index is
+    converted (:func:`samples_problem`); whether they are right is checked against the MP4's own
+    ``moov`` before its first frame is served (``sidecar._verify``).
 
     Args:
-        arrays: ``offset``, ``size``, ``pts_ticks``, ``pts_s``, ``is_sync`` (uint8 or bool),
-            ``sync_samples``, ``presentation_order`` of one source, decode order, each ``(n,)``
-            (``sync_samples``: ``(num_sync,)``).
-        file_size: the source's size in bytes, or None.
+        arrays: ``offset``, ``size``, ``pts_ticks``, ``pts_s``, ``is_sync``, ``sync_samples``,
+            ``presentation_order`` of one source, decode order, each ``(n,)`` (``sync_samples``:
+            ``(num_sync,)``).
     """
-    po = np.asarray(arrays["presentation_order"])
+    po = arrays["presentation_order"]
     n = int(po.shape[0])
     for name in ("offset", "size", "pts_ticks", "pts_s", "is_sync"):
-        if np.asarray(arrays[name]).shape != (n,):
-            return f"{name} has {np.asarray(arrays[name]).shape[0]} values, presentation_order {n}"
-    if not _is_permutation(po, n):
-        return f"presentation_order is not a permutation of the {n} samples"
-    sync = np.asarray(arrays["is_sync"]).view(np.uint8)
-    if n and int(sync.max()) > 1:
-        return "is_sync holds values other than 0 and 1"
-    ss = np.asarray(arrays["sync_samples"])
-    if not np.array_equal(np.flatnonzero(sync), ss):
-        return "sync_samples disagree with is_sync"
-    if n == 0:
+        if arrays[name].shape != (n,):
+            return f"{name} has {arrays[name].shape[0]} values, presentation_order {n}"
+    if n and (int(po.min()) < 0 or int(po.max()) >= n):
+        return f"presentation_order holds values outside [0, {n})"
+    ss = arrays["sync_samples"]
+    if ss.shape[0] and (int(ss.min()) < 0 or int(ss.max()) >= n):
+        return f"sync_samples hold values outside [0, {n})"
+    return None
+
+
+def samples_problem(offset: np.ndarray, size: np.ndarray, file_size: Any) -> str | None:
+    """None when one source's sample byte ranges are plausible, else why not: offsets and sizes
+    non-negative, below 2**62, and every sample ending inside the file (``file_size`` bytes, when
+    it is an int). Checked once, when a sidecar is converted into its derived index.
+    """
+    if offset.shape[0] == 0:
         return None
-    off = np.asarray(arrays["offset"])
-    size = np.asarray(arrays["size"])
-    lo_off, lo_size = int(off.min()), int(size.min())
+    lo_off, lo_size = int(offset.min()), int(size.min())
     if lo_off < 0 or lo_size < 0:
         return f"a negative sample offset or size (offset {lo_off}, size {lo_size})"
-    if int(off.max()) >= 2**62 or int(size.max()) >= 2**62:
+    if int(offset.max()) >= 2**62 or int(size.max()) >= 2**62:
         return "a sample offset or size of 2**62 bytes or more"
-    end = int((off.astype(np.int64) + size.astype(np.int64)).max())
+    end = int((offset.astype(np.int64) + size.astype(np.int64)).max())
     if isinstance(file_size, int) and not isinstance(file_size, bool) and end > file_size:
         return f"a sample ends at byte {end}, past the end of the {file_size}-byte file"
-    pts_s = np.asarray(arrays["pts_s"], dtype=np.float64)
-    if not bool(np.isfinite(pts_s).all()):
-        return "a presentation time is not finite"
-    pts = np.asarray(arrays["pts_ticks"])[po]
-    if n > 1 and (bool((np.diff(pts.astype(np.int64)) < 0).any()) or bool((np.diff(pts_s[po]) < 0).any())):
-        return "presentation times decrease along presentation_order"
     return None
 
 

@@ -38,8 +38,8 @@ __all__ = ["VerifiedTables", "forget_rejection", "rejected_reason", "rejection_n
 
 logger = logging.getLogger("lerobotstream.sidecar")
 
-#: per-sample arrays compared (decode order); the others derive from them
-_ARRAYS = ("offset", "size", "dts_ticks", "cts_ticks", "is_sync")
+#: per-sample arrays compared (decode order), the derived ones too (the derived index stores them)
+_ARRAYS = ("offset", "size", "dts_ticks", "cts_ticks", "is_sync", "pts_ticks", "presentation_order")
 #: bytes of the record read at once (one line per source: 300,000 sources are 10 MB)
 _MAX_RECORD_READ = 64 << 20
 #: scalars compared (what the mini-MP4 and the timestamps are made of)
@@ -104,6 +104,8 @@ def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
                 f"{name} of sample {k} is {int(a[k])} in the sidecar, {int(b[k])} in the MP4 "
                 f"({diff.shape[0]} samples differ)"
             )
+    if not np.array_equal(np.asarray(sidecar.pts_s, dtype=np.float64), np.asarray(parsed.pts_s, dtype=np.float64)):
+        return "pts_s differ"
     for name in _SCALARS:
         a, b = _norm(getattr(sidecar, name, None)), _norm(getattr(parsed, name, None))
         if a != b:

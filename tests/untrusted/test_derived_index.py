@@ -97,17 +97,38 @@ def test_an_edited_index_behind_a_validation_note_serves_the_mp4s_own_tables(roo
 
 @pytest.mark.parametrize(
     "name,value,reason",
-    [
-        ("presentation_order", 1, "not a permutation"),
-        ("sync_samples", 200, "sync_samples disagree"),
-        ("is_sync", 7, "is_sync holds"),
-        ("offset", 60000, "past the end"),
-    ],
+    [("presentation_order", 200, "presentation_order holds values outside"), ("sync_samples", 200, "sync_samples")],
 )
 def test_every_value_a_lookup_indexes_with_is_checked(root, built, name, value, reason):
     _overwrite(_index(built), name, value)
     with pytest.raises(SidecarSchemaError, match=reason):
         Mp4Index(_index(built)).table(0)
+
+
+@pytest.mark.parametrize("name,value", [("presentation_order", 1), ("offset", 60000), ("pts_ticks", 3)])
+def test_wrong_values_in_range_are_caught_against_the_moov(root, built, name, value, caplog):
+    """Values no lookup can crash on, but wrong: the first-use verification serves the MP4's own table."""
+    import logging
+
+    from lerobotstream.dataset import StreamingLeRobotDataset
+    from lerobotstream.testing import read_identity
+
+    for rec in (built / "indexes").glob("*.verified"):
+        rec.unlink()  # the opening fixture verified it; this edit is made afterwards
+    _overwrite(_index(built), name, value)
+    from lerobotstream.errors import SidecarValidationError
+
+    seen = []
+    with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
+        try:
+            for it in StreamingLeRobotDataset(root=root):
+                seen.append((read_identity(it[CAM].numpy())[:2], (int(it["episode_index"]), int(it["frame_index"]))))
+        except SidecarValidationError as e:  # an episode sized from the wrong offsets is refused, typed
+            assert name == "offset" and "sized from it" in str(e)
+        else:
+            assert len(seen) == sum(LENGTHS)
+    assert all(a == b for a, b in seen)  # no frame served is another's
+    assert " of sample " in caplog.text and "own moov" in caplog.text  # (a shared block may back several arrays)
 
 
 def test_an_edited_index_without_its_note_is_converted_again(root, built):
@@ -120,16 +141,30 @@ def test_an_edited_index_without_its_note_is_converted_again(root, built):
 
 
 def test_table_checks_name_what_is_wrong(root, built):
+    from lerobotstream.mp4._index_format import samples_problem
+
     idx = Mp4Index(_index(built))
     _, views = idx._views(idx._record(0))
-    assert table_problem(views, idx._record(0)["size"]) is None
-    bad = dict(views, presentation_order=np.zeros(sum(LENGTHS), dtype=np.int64))
-    assert "permutation" in table_problem(bad, None)
+    assert table_problem(views) is None
+    bad = dict(views, presentation_order=np.full(sum(LENGTHS), -1, dtype=np.int64))
+    assert "presentation_order holds values outside" in table_problem(bad)
     bad = dict(views, sync_samples=np.array([0, 99]))
-    assert "sync_samples" in table_problem(bad, None)
-    assert "past the end" in table_problem(views, 10)
-    bad = dict(views, pts_s=np.full(sum(LENGTHS), np.nan))
-    assert "finite" in table_problem(bad, None)
-    _overwrite(_index(built), "presentation_order", 255)
-    with pytest.raises(SidecarSchemaError, match="presentation_order is not a permutation"):
-        Mp4Index(_index(built)).table(0)
+    assert "sync_samples" in table_problem(bad)
+    bad = dict(views, pts_s=views["pts_s"][:3])
+    assert "pts_s has 3 values" in table_problem(bad)
+    assert "past the end" in samples_problem(views["offset"], views["size"], 10)
+    assert "negative" in samples_problem(views["offset"].astype(np.int64) - 100, views["size"], None)
+    assert "2**62" in samples_problem(views["offset"].astype(np.int64) + 2**62, views["size"], None)
+
+
+def test_a_damaged_path_table_is_a_typed_error(root, built):
+    idx_path = _index(built)
+    idx = Mp4Index(idx_path)
+    a = int(idx._path_off[0])
+    path = idx.path(0)
+    idx_path.chmod(0o644)
+    with open(idx_path, "r+b") as f:
+        f.seek(a)
+        f.write(b"\xff" * len(path.encode()))
+    with pytest.raises(SidecarSchemaError, match="path of source 0 is damaged"):
+        Mp4Index(idx_path).source_id(path)
