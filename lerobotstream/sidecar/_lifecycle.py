@@ -380,7 +380,7 @@ def ensure_sidecar(
     """
     from lerobotstream.sidecar._archive import remove_dead_temporaries
     from lerobotstream.sidecar._build import build_sidecar
-    from lerobotstream.sidecar._verify import forget_rejection
+    from lerobotstream.sidecar._verify import forget_rejection, record_local_build
 
     if meta is None:
         from lerobotstream.meta import DatasetMeta
@@ -441,5 +441,6 @@ def ensure_sidecar(
             meta=meta,
         )
         forget_rejection(target, index_dir)  # a local build is trusted, even when identical to a rejected file
+        record_local_build(target, identity.files, index_dir, lock_timeout_s)  # it parsed every MP4 itself
         logger.info("built the MP4 sidecar %s in %.1f s", target, time.perf_counter() - t0)
         return target, "built"

@@ -9,6 +9,7 @@ start plus, for files whose ``moov`` follows ``mdat``, one read of the tail; no 
 compares the sample tables, timing, codec, sample entry and display matrices with the sidecar's
 (:func:`table_disagreement`).
 
+- A local build parsed every MP4 itself: all its sources are recorded when it is installed.
 - They agree: the sidecar's table is used, and the agreement is recorded beside the derived index
   (``<index stem>.verified``: one line per source, a digest of its path, size and fingerprint),
   so later processes of the node skip the parse. The record is cache content, like the derived
@@ -34,7 +35,14 @@ import numpy as np
 
 from lerobotstream.errors import SidecarSchemaError
 
-__all__ = ["VerifiedTables", "forget_rejection", "rejected_reason", "rejection_note", "table_disagreement"]
+__all__ = [
+    "VerifiedTables",
+    "forget_rejection",
+    "record_local_build",
+    "rejected_reason",
+    "rejection_note",
+    "table_disagreement",
+]
 
 logger = logging.getLogger("lerobotstream.sidecar")
 
@@ -95,8 +103,12 @@ def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
     if n != m:
         return f"the sidecar lists {n} samples, the MP4 {m}"
     for name in _ARRAYS:
-        a = np.asarray(getattr(sidecar, name)).astype(np.int64)
-        b = np.asarray(getattr(parsed, name)).astype(np.int64)
+        a, b = np.asarray(getattr(sidecar, name)), np.asarray(getattr(parsed, name))
+        if a.dtype.kind == "b" or b.dtype.kind == "b":
+            a, b = a.view(np.uint8) if a.dtype.kind == "b" else a, b.view(np.uint8) if b.dtype.kind == "b" else b
+        if np.array_equal(a, b):
+            continue
+        a, b = a.astype(np.int64), b.astype(np.int64)
         diff = np.flatnonzero(a != b)
         if diff.shape[0]:
             k = int(diff[0])
@@ -186,8 +198,7 @@ class VerifiedTables:
         self._replace(path, parsed, reason)
 
     def _key(self, path: str) -> str:
-        size, fp = int(self.source.size(path)), self.source.fingerprint(path)
-        return hashlib.sha256(f"{path}\0{size}\0{fp}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+        return _record_key(path, int(self.source.size(path)), self.source.fingerprint(path))
 
     def _is_recorded(self, key: str) -> bool:
         if key in self._recorded:
@@ -230,9 +241,31 @@ class VerifiedTables:
         return parsed
 
 
+def _record_key(path: str, size: int, fingerprint: Any) -> str:
+    """The record's line for one MP4 at one state (its path, size and fingerprint)."""
+    return hashlib.sha256(f"{path}\0{size}\0{fingerprint}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def record_local_build(
+    npz_path: str | os.PathLike, files: Any, index_dir: Any = None, lock_timeout_s: float = 1800.0
+) -> None:
+    """A local build parsed every MP4 itself: record its sources as verified beside its derived
+    index (converting it now rather than at the open that follows), so no process of the node
+    parses them again. ``files``: ``[(path, size, fingerprint)]`` of the built sources. Best effort."""
+    from lerobotstream.errors import LeRobotStreamError
+    from lerobotstream.mp4 import Mp4Index
+
+    try:
+        index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
+    except (LeRobotStreamError, OSError):
+        return
+    index.close()
+    _append_line(_record_path(index.index_path), "\n".join(_record_key(p, int(n), fp) for p, n, fp in files))
+
+
 def _append_line(path: Path, line: str) -> None:
-    """Append one short line with ``O_APPEND`` (one ``write``: lines of concurrent writers do not
-    interleave); best effort, a read-only folder only costs verifying again."""
+    """Append ``line`` (one or more lines) with one ``O_APPEND`` ``write`` (lines of concurrent
+    writers do not interleave); best effort, a read-only folder only costs verifying again."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

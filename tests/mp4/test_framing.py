@@ -352,7 +352,7 @@ def test_dataset_with_shifted_sidecar_offsets_fails_naming_episode_camera_file(
     # (tests/untrusted/test_sidecar_trust.py); here its record is forged, so the framing check is what is left
     from lerobotstream.sidecar import VerifiedTables
 
-    monkeypatch.setattr(VerifiedTables, "_verified", lambda self, path, table: table)
+    monkeypatch.setattr(VerifiedTables, "verify", lambda self, path: None)
 
     ds = StreamingLeRobotDataset(root=root)
     assert ds._sidecar_how == "cache" and Path(ds._sidecar_npz) == npz  # a valid archive, used as is

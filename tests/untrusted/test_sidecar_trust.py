@@ -113,6 +113,10 @@ def test_verification_is_recorded_once_per_source(root, caches, monkeypatch):
     orig = _verify.VerifiedTables._parse
     monkeypatch.setattr(_verify.VerifiedTables, "_parse", lambda self, p: parses.append(p) or orig(self, p))
     assert len(_frames(StreamingLeRobotDataset(root=root))) == sum(LENGTHS)
+    assert parses == []  # a local build parsed every MP4 itself and recorded them
+    (record,) = (caches / "indexes").glob("*.verified")
+    record.unlink()  # as for a published sidecar: verified on first use
+    assert len(_frames(StreamingLeRobotDataset(root=root))) == sum(LENGTHS)
     assert len(parses) == 1  # one source, parsed once
     _frames(StreamingLeRobotDataset(root=root))
     assert len(parses) == 1  # recorded beside the derived index: not parsed again
