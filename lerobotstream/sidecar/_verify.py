@@ -16,10 +16,10 @@ compares the sample tables, timing, codec, sample entry and display matrices wit
   index it sits beside: whoever can write that folder can write both, so it proves only what the
   derived index itself does (see docs/sidecars.md on who may write a shared cache). The table's
   values that the lookups index with are checked at every table build regardless.
-- They disagree: the MP4's own table is used for that source (spans already planned on the
-  sidecar's table are planned again) (exactly what a local build would
-  hold), one warning names the source and the difference, and ``<index stem>.rejected`` is
-  written, so the next dataset start drops the sidecar and builds one locally.
+- They disagree: the MP4's own table (exactly what a local build would hold) is used for that
+  source and the spans planned on the sidecar's table are planned again; one warning names the
+  source and the difference, and ``<index stem>.rejected`` is written, so the next dataset start
+  drops the sidecar and builds one locally (a published copy of it is refused too).
 """
 
 from __future__ import annotations
