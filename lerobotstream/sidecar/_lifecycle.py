@@ -217,13 +217,19 @@ def _inflated_size_problem(npz: Path, limit: int) -> str | None:
     return None
 
 
-def _cached_reason(target: Path, identity: SidecarIdentity, index_dir: Any = None) -> str | None:
-    """None when ``target`` is a usable cached sidecar (identity matches, arrays readable), else why not."""
+def _cached_reason(
+    target: Path, identity: SidecarIdentity, index_dir: Any = None, limit: int | None = None
+) -> str | None:
+    """None when ``target`` is a usable cached sidecar (no larger inflated than ``limit`` bytes,
+    identity matches, arrays readable), else why not."""
     from lerobotstream.sidecar._archive import load_manifest
 
     if not target.is_file():
         return "absent"
     try:
+        reason = _inflated_size_problem(target, limit) if limit is not None else None
+        if reason is not None:
+            return reason
         manifest = load_manifest(target)
         reason = check_identity(manifest, identity)
     except _PUBLISHED_PROBLEMS as e:  # the cache is untrusted too
@@ -388,9 +394,10 @@ def ensure_sidecar(
         meta = DatasetMeta.load(source, episodes=episodes, repo_id=repo_id)
     identity = sidecar_identity(source, meta, repo_id=repo_id, revision=revision, repo_type=repo_type)
     target = cache_path(identity, cache_dir)
+    limit = published_size_limit(meta)  # a cache entry is untrusted too: no larger than a published one
     t_open = time.time_ns()
     if identity.stable:
-        reason = _cached_reason(target, identity, index_dir)
+        reason = _cached_reason(target, identity, index_dir, limit)
         if reason is None:
             logger.debug("MP4 sidecar from the cache: %s", target)
             return target, "cache"
@@ -408,11 +415,11 @@ def ensure_sidecar(
     with _BuildLock(target, lock_timeout_s, what):
         remove_dead_temporaries(target)
         if identity.stable:
-            if _cached_reason(target, identity, index_dir) is None:  # built or downloaded while we waited
+            if _cached_reason(target, identity, index_dir, limit) is None:  # built or downloaded while we waited
                 return target, "cache"
         else:
             try:  # rebuilt by another process during this open: as fresh as our own build
-                if target.stat().st_mtime_ns >= t_open and _cached_reason(target, identity, index_dir) is None:
+                if target.stat().st_mtime_ns >= t_open and _cached_reason(target, identity, index_dir, limit) is None:
                     return target, "cache"
             except FileNotFoundError:
                 pass

@@ -277,3 +277,17 @@ def test_an_oversized_published_sidecar_is_not_downloaded(published, tmp_path, c
     with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
         how = ensure_sidecar(src, meta, repo_id="t/ds", cache_dir=tmp_path / "c", index_dir=tmp_path / "i")[1]
     assert how == "built" and "a sidecar of this dataset can need" in caplog.text
+
+
+def test_a_cached_deflate_bomb_is_replaced_by_a_local_build(published, tmp_path, caplog):
+    from lerobotstream.sidecar import ensure_sidecar
+
+    src, meta, _identity, honest = published
+    kw = dict(repo_id="t/ds", cache_dir=tmp_path / "cache", index_dir=tmp_path / "idx", use_published=False)
+    target, how = ensure_sidecar(src, meta, **kw)
+    assert how == "built"
+    _edited_zip(honest, tmp_path / "bomb.npz", {"junk.npy": bytes(20 << 20)})
+    os.replace(tmp_path / "bomb.npz", target)
+    with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
+        assert ensure_sidecar(src, meta, **kw)[1] == "built"
+    assert "is not usable" in caplog.text and "inflate to" in caplog.text
