@@ -537,6 +537,7 @@ def simulate_rank(
     first = next(items)
     t_first = time.perf_counter() - t0
     t_to_first = time.perf_counter() - t_all
+    verified_first = tables.verified if tables is not None else 0
     mem["spans"] = _mem()  # what the rank holds when its first sample is out (the older name kept)
     sized = len(run.sizes[0])
     touched = len({int(s) for e in run.sizes[0].known() for s in src_of[e]})
@@ -573,6 +574,7 @@ def simulate_rank(
         "t_to_first_sample_s": t_to_first,
         "verify": verify,
         "sources_verified": tables.verified if tables is not None else 0,
+        "sources_verified_by_first_sample": verified_first,
         "sources_replaced": tables.replaced if tables is not None else 0,
         "episodes_sized": sized,
         "spans_planned": len(spans),
