@@ -41,6 +41,7 @@ and frames at ~1.2 MB/sample = 100 TB: a 200 MB file then holds one episode, 276
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import subprocess
@@ -100,7 +101,8 @@ TIMESCALE_PER_FPS = 1024  # PyAV/libsvtav1 time base 1/(fps*1024): sample durati
 #: sizes above this many samples are written at DEFLATE level 1 (the writer's default 6 is too slow)
 DEFLATE6_MAX_SAMPLES = 1_000_000
 HEADER_BYTES = 48  # ftyp + mdat header before the first sample (moov at the end)
-STSD = bytes(range(130))  # stand-in av01 sample entry payload (copied verbatim, never decoded)
+#: the bundled G1 video's sample entry (av01, 640x480): what a verified sim source's moov holds
+G1_VIDEO = "data/g1_v30/videos/observation.images.cam_high/chunk-000/file-000.mp4"
 FTYP = b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2av01mp41"
 IDENTITY_MATRIX = (0x10000, 0, 0, 0, 0x10000, 0, 0, 0, 0x40000000)  # tkhd/mvhd display matrix: no rotation
 
@@ -176,6 +178,84 @@ def source_path(cam: int, k: int) -> str:
     return f"videos/observation.images.cam{cam}/chunk-{k // 1000:03d}/file-{k % 1000:03d}.mp4"
 
 
+@functools.lru_cache(maxsize=1)
+def _sample_entry() -> tuple[bytes, int, int]:
+    """(stsd payload, width, height) of the bundled G1 video: a sample entry the parser reads."""
+    from lerobotstream.mp4 import parse_mp4_bytes
+
+    t = parse_mp4_bytes((REPO / G1_VIDEO).read_bytes())
+    return bytes(t.stsd), int(t.width), int(t.height)
+
+
+class SimMp4Source:
+    """The source MP4s a sim sidecar describes, as a ``ByteSource`` (``size``, ``read``,
+    ``fingerprint``): ``ftyp``, an ``mdat`` of zeros, then a ``moov`` whose sample tables, timing,
+    sample entry and matrices are the sidecar's (written by the mini-MP4 writer, its chunk offsets
+    moved to the sidecar's). What the first-use verification reads and parses. :meth:`prepare`
+    writes every moov to ``folder`` once (before anything is timed); reads then come from those
+    files, like a local store's."""
+
+    def __init__(self, index: Any, folder: Path) -> None:
+        self.index = index
+        self.folder = Path(folder)
+        self._sizes: dict[str, tuple[int, int]] = {}  # path -> (moov offset, file size)
+
+    def _moov_path(self, path: str) -> Path:
+        return self.folder / f"{self.index.source_id(path)}.moov"
+
+    def prepare(self) -> None:
+        """Write the moov of every source (skipped when ``folder`` is complete)."""
+        from lerobotstream.mp4 import plan_span
+        from lerobotstream.mp4.synth import synthesize_header
+
+        done = self.folder / "complete"
+        if done.exists():
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for sid in range(self.index.num_sources):
+            t = self.index.table(sid, cache=False)
+            span = plan_span(t, 0, t.offset.shape[0])
+            head = bytearray(synthesize_header(t, span))
+            pos = int.from_bytes(head[0:4], "big")  # the mini-MP4's ftyp, then its moov
+            moov = head[pos : pos + int.from_bytes(head[pos : pos + 4], "big")]
+            shift = len(head) - span.byte_start  # mini-MP4 offsets minus the source's
+            k = moov.find(b"stco")
+            count = int.from_bytes(moov[k + 8 : k + 12], "big")
+            entries = np.frombuffer(moov, dtype=">u4", count=count, offset=k + 12).astype(np.int64) - shift
+            moov[k + 12 : k + 12 + 4 * count] = entries.astype(">u4").tobytes()
+            (self.folder / f"{sid}.moov").write_bytes(bytes(moov))
+        done.touch()
+
+    def _file(self, path: str) -> tuple[int, int]:
+        f = self._sizes.get(path)
+        if f is None:
+            t = self.index.table(self.index.source_id(path))
+            end = int(t.offset[-1]) + int(t.size[-1])
+            f = self._sizes[path] = (end, end + self._moov_path(path).stat().st_size)
+        return f
+
+    def size(self, path: str) -> int:
+        return self._file(path)[1]
+
+    def fingerprint(self, path: str) -> None:
+        return None
+
+    def read(self, path: str, offset: int, n: int) -> bytes:
+        moov_at, size = self._file(path)
+        out = bytearray(n)
+        head = FTYP + (1).to_bytes(4, "big") + b"mdat" + (moov_at - len(FTYP)).to_bytes(8, "big")
+        if offset < len(head):
+            part = head[offset : offset + n]
+            out[: len(part)] = part
+        stop = min(offset + n, size)
+        if stop > moov_at:
+            a = max(offset, moov_at)
+            with open(self._moov_path(path), "rb") as f:
+                f.seek(a - moov_at)
+                out[a - offset : stop - offset] = f.read(stop - a)
+        return bytes(out)
+
+
 def source_table(p: Preset, lens: np.ndarray, ep_scale: np.ndarray, rng: np.random.Generator) -> SimpleNamespace:
     """Sample table of one concatenated MP4 holding episodes with ``lens`` frames (decode order)."""
     n = int(lens.sum())
@@ -189,6 +269,7 @@ def source_table(p: Preset, lens: np.ndarray, ep_scale: np.ndarray, rng: np.rand
     np.cumsum(size[:-1], out=offset[1:])
     offset[1:] += HEADER_BYTES
     dts = np.arange(n, dtype=np.int64) * TIMESCALE_PER_FPS
+    stsd, width, height = _sample_entry()
     return SimpleNamespace(
         offset=offset,
         size=size,
@@ -196,15 +277,15 @@ def source_table(p: Preset, lens: np.ndarray, ep_scale: np.ndarray, rng: np.rand
         cts_ticks=np.zeros(n, dtype=np.int64),
         is_sync=is_sync,
         media_timescale=p.fps * TIMESCALE_PER_FPS,
-        movie_timescale=1000,
+        movie_timescale=p.fps * TIMESCALE_PER_FPS,  # as the mini-MP4 writer makes it (SimMp4Source)
         media_time=0,
         empty_edit_movie_ticks=0,
-        edit_duration_movie_ticks=n * 1000 // p.fps,
+        edit_duration_movie_ticks=n * TIMESCALE_PER_FPS,
         codec="av01",
-        stsd=STSD,
+        stsd=stsd,
         ftyp=FTYP,
-        width=320,
-        height=180,
+        width=width,
+        height=height,
         track_id=1,
         ctts_version=None,
         media_duration=n * TIMESCALE_PER_FPS,
@@ -354,7 +435,7 @@ def _sim_run(spans: Any, cams: list[str]):
 
         def fetch(self, ep: int) -> Any:
             for cam in cams:
-                spans.span(ep, cam)
+                spans.verified_span(ep, cam)  # as the dataset's fetch: the first-use verification, if any
             return EpisodePayload({}, None)
 
         def assemble(self, ep: int, frame: int, dec: Any, slot: Any = None) -> dict[str, int]:
@@ -390,6 +471,7 @@ def simulate_rank(
     max_anchors: int,
     max_span_episodes: int | None = None,
     tolerance_s: float = 1e-4,
+    verify: bool = False,
 ) -> dict[str, Any]:
     """One rank (one process) of a ``world``-rank run, started by the dataset's own code: warm-open
     the index, build the rank's planner (``dataset_planner`` from the dataset's ``plan_settings``:
@@ -400,7 +482,12 @@ def simulate_rank(
     Times in seconds, memory in MB (1e6 B).
 
     ``max_span_episodes`` is accepted for the older command lines and ignored: nothing is
-    extrapolated, every size the start-up asks for is computed."""
+    extrapolated, every size the start-up asks for is computed.
+
+    ``verify``: the spans take their tables through the dataset's first-use verification
+    (``sidecar.VerifiedTables`` over :class:`SimMp4Source`: each touched MP4's moov is read, parsed
+    and compared with the sidecar, and the agreement recorded beside the derived index, as a
+    worker does). The sim files' moovs are written before the timing starts (once per build)."""
     import lerobotstream.mp4.index  # noqa: F401 - Cython accessors, as the dataset loads them
     from lerobotstream.dataset._spans import EpisodeSpans
     from lerobotstream.dataset._stream import LoaderSettings, plan_settings
@@ -409,6 +496,11 @@ def simulate_rank(
     from lerobotstream.options import StreamOptions
     from lerobotstream.planner import dataset_planner
 
+    if verify:  # the sim MP4s' moovs, written once per build before anything is timed
+        prep = Mp4Index.open(workdir / "sidecar.npz", index_dir=workdir / "indexes")
+        SimMp4Source(prep, workdir / "sim-moov").prepare()
+        prep.close()
+        del prep
     mem = {"imports": _mem()}
     t_all = time.perf_counter()
     t0 = time.perf_counter()
@@ -420,7 +512,12 @@ def simulate_rank(
     meta = np.load(workdir / "episodes.npz")
     lengths, src_of, from_ts = meta["lengths"], meta["source"], meta["from_timestamp"]
     cams = [f"observation.images.cam{c}" for c in range(src_of.shape[1])]
-    spans = EpisodeSpans(idx, _SimMeta(lengths, src_of, from_ts, idx.path, fps, cams), cams, tolerance_s)
+    tables = None
+    if verify:
+        from lerobotstream.sidecar import VerifiedTables
+
+        tables = VerifiedTables(idx, SimMp4Source(idx, workdir / "sim-moov"))
+    spans = EpisodeSpans(tables or idx, _SimMeta(lengths, src_of, from_ts, idx.path, fps, cams), cams, tolerance_s)
     anchor_lengths = dict(enumerate(lengths.tolist()))  # the dataset's anchor_lengths() (no drop_n_last_frames)
     t_meta = time.perf_counter() - t0
     mem["meta"] = _mem()
@@ -440,6 +537,7 @@ def simulate_rank(
     first = next(items)
     t_first = time.perf_counter() - t0
     t_to_first = time.perf_counter() - t_all
+    verified_first = tables.verified if tables is not None else 0
     mem["spans"] = _mem()  # what the rank holds when its first sample is out (the older name kept)
     sized = len(run.sizes[0])
     touched = len({int(s) for e in run.sizes[0].known() for s in src_of[e]})
@@ -474,6 +572,10 @@ def simulate_rank(
         "t_shard_s": t_shard,
         "t_first_s": t_first,
         "t_to_first_sample_s": t_to_first,
+        "verify": verify,
+        "sources_verified": tables.verified if tables is not None else 0,
+        "sources_verified_by_first_sample": verified_first,
+        "sources_replaced": tables.replaced if tables is not None else 0,
         "episodes_sized": sized,
         "spans_planned": len(spans),
         "first_anchor": [int(first["episode_index"]), int(first["frame_index"])],
@@ -707,11 +809,14 @@ def run(
     max_span_episodes: int = 1500,
     timeout: float = 1800.0,
     reuse: bool = False,
+    verify: bool = False,
     log=print,
 ) -> list[dict[str, Any]]:
     """Build and simulate every size up to ``max_scale`` (only that one with ``only``); returns one
     record per size. ``reuse``: a size already built under ``workdir`` (``--keep``, same seed) is
-    simulated again without rebuilding (its build record is the one kept)."""
+    simulated again without rebuilding (its build record is the one kept). ``verify``: each world
+    size is also run with the first-use verification, cold (no record: every touched MP4 is parsed)
+    and then warm (the record of the cold run: nothing parsed)."""
     names = [max_scale] if only else ORDER[: ORDER.index(max_scale) + 1]
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="lrs-scale-"))
     results = []
@@ -736,12 +841,16 @@ def run(
                 )
             p = PRESETS[name]
             rec["ranks"] = []
-            for n in worlds:
+            for n, mode in [(n, m) for n in worlds for m in ("off", *(("cold", "warm") if verify else ()))]:
                 if n > p.episodes:
                     continue
+                if mode == "cold":
+                    for note in (wd / "indexes").glob("*.verified"):
+                        note.unlink()
                 r = _run_child(
                     [
                         "_rank",
+                        *(["--verify"] if mode != "off" else []),
                         str(wd),
                         "--world",
                         str(n),
@@ -758,9 +867,11 @@ def run(
                     ],
                     timeout,
                 )
+                r["verify_mode"] = mode
                 rec["ranks"].append(r)
                 log(
-                    f"[{name}] N={n}: first sample {r['t_to_first_sample_s']:.2f}s ({r['episodes_sized']} episodes "
+                    f"[{name}] N={n} verify={mode}: first sample {r['t_to_first_sample_s']:.3f}s "
+                    f"(verified {r['sources_verified']}, replaced {r['sources_replaced']}) ({r['episodes_sized']} episodes "
                     f"sized), private "
                     f"{r['mem']['spans']['private_mb']:.0f} MB (anon {r['mem']['spans']['anon_mb']:.0f} MB), "
                     f"sources touched {r['sources_touched']}/{r['sources_total']}"
@@ -917,6 +1028,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--num-workers", type=int, default=0)
         ap.add_argument("--max-anchors", type=int, default=2_000_000)
         ap.add_argument("--max-span-episodes", type=int, default=1500)
+        ap.add_argument("--verify", action="store_true")
         a = ap.parse_args(argv[1:])
         print(
             json.dumps(
@@ -929,6 +1041,7 @@ def main(argv: list[str] | None = None) -> int:
                     seed=a.seed,
                     max_anchors=a.max_anchors,
                     max_span_episodes=a.max_span_episodes,
+                    verify=a.verify,
                 )
             )
         )
@@ -1023,6 +1136,9 @@ def main(argv: list[str] | None = None) -> int:
         "dataset does, and nothing is extrapolated",
     )
     ap.add_argument("--reuse", action="store_true", help="simulate a size kept under --workdir without rebuilding it")
+    ap.add_argument(
+        "--verify", action="store_true", help="also run each world with the first-use verification (cold, warm)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", type=Path, default=None, help="keep builds here (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the built sidecars and indexes")
@@ -1040,6 +1156,7 @@ def main(argv: list[str] | None = None) -> int:
         keep=a.keep,
         max_span_episodes=a.max_span_episodes,
         reuse=a.reuse,
+        verify=a.verify,
         log=lambda s: print(s, file=sys.stderr, flush=True),
     )
     if a.json:

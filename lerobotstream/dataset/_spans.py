@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lerobotstream.errors import FrameTimestampError, LeRobotStreamError
+from lerobotstream.errors import FrameTimestampError, LeRobotStreamError, SidecarValidationError
 
 __all__ = ["EpisodeSpans"]
 
@@ -24,7 +24,9 @@ class EpisodeSpans:
     """The spans of one dataset's episodes in this process (planned on first use, thread-safe).
 
     Args:
-        index: the dataset's derived MP4 index (``mp4.Mp4Index``: ``source_id(path)``, ``table(source)``).
+        index: where the tables come from: ``table_for_path(path)``, the sample table of a source MP4
+            (``sidecar.VerifiedTables``: the derived index's, verified against the MP4 on first use;
+            or an ``mp4.Mp4Index``).
         meta: what the episodes are: ``meta.fps`` and ``meta.episode(ep)`` with ``length`` and
             ``videos[camera]`` (``path``, ``from_timestamp`` in seconds), as ``meta.DatasetMeta``.
         video_keys: the cameras decoded (an episode's size sums theirs).
@@ -63,10 +65,26 @@ class EpisodeSpans:
         t0 = time.perf_counter()
         info = self.meta.episode(ep)
         v = info.videos[cam]
-        table = self.index.table(self.index.source_id(v.path))
-        try:
+
+        def plan(table: Any) -> Any:
             a, b = episode_frame_range(table, v.from_timestamp, info.length, self.meta.fps, self.tolerance_s)
-            span = plan_span(table, a, b, path=v.path)
+            return plan_span(table, a, b, path=v.path)
+
+        try:
+            table = self.index.table_for_path(v.path)
+            try:
+                span = plan(table)
+            except (LeRobotStreamError, ValueError):
+                # a table the window cannot be planned on: if the source's verification (which the
+                # fetch would run anyway) replaces it, plan on the MP4's own table; else the same error
+                verify = getattr(self.index, "verify", None)
+                if verify is None:
+                    raise
+                verify(v.path)
+                if self.index.table_for_path(v.path) is table:
+                    raise
+                table = self.index.table_for_path(v.path)
+                span = plan(table)
         except LeRobotStreamError as exc:
             raise type(exc)(
                 f"episode {ep}, camera {cam!r}, file {v.path}: {exc.message}", episode_index=ep, camera=cam, path=v.path
@@ -81,6 +99,44 @@ class EpisodeSpans:
         if self.on_planned is not None:
             self.on_planned(time.perf_counter() - t0)
         return s
+
+    def verified_span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
+        """:meth:`span`, its source first verified against the MP4's own ``moov`` when ``index``
+        verifies (``sidecar.VerifiedTables.verify``: once per source; the fetch calls this before
+        reading any payload). A span planned on a table the verification replaced is planned again.
+
+        Raises:
+            the errors of :meth:`span`; Mp4Error / SourceError: the MP4's header cannot be read;
+            SidecarValidationError: the verification replaced the table and the episode, sized from
+            the sidecar's, needs more bytes than were reserved for it (no frame is served from it).
+        """
+        s = self.span(ep, cam)
+        verify = getattr(self.index, "verify", None)
+        if verify is None:
+            return s
+        try:
+            verify(s[2])
+            current = self.index.table_for_path(s[2])
+        except LeRobotStreamError as exc:
+            raise type(exc)(
+                f"episode {ep}, camera {cam!r}, file {s[2]}: {exc.message}", episode_index=ep, camera=cam, path=s[2]
+            ) from exc
+        if s[1] is current:
+            return s
+        with self._lock:
+            if self._spans.get((ep, cam)) is s:
+                del self._spans[(ep, cam)]  # the others of the file are planned again at their own fetch
+        new = self.span(ep, cam)
+        if new[0].synth_nbytes > s[0].synth_nbytes:  # sized from the rejected table: its reservation is too small
+            raise SidecarValidationError(
+                f"episode {ep}, camera {cam!r}, file {s[2]}: the MP4 sidecar disagreed with this file's own moov "
+                f"(logged) and the episode was sized from it ({s[0].synth_nbytes} bytes, {new[0].synth_nbytes} "
+                "needed); start again: the sidecar is rebuilt locally at the next start",
+                episode_index=ep,
+                camera=cam,
+                path=s[2],
+            )
+        return new
 
     def episode_nbytes(self, ep: int) -> int:
         """Exact synthesized bytes of episode ``ep``: its cameras' mini-MP4s together."""

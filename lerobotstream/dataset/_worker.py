@@ -87,8 +87,11 @@ class Worker:
         if cfg.cameras.skipped_columns:  # image features not selected: their bytes are never read
             names = self.parquet.metadata(cfg.meta.episodes[0].data_path).schema.to_arrow_schema().names
             self.parquet.columns = [c for c in names if c not in set(cfg.cameras.skipped_columns)]
+        from lerobotstream.sidecar import VerifiedTables
+
+        self.tables = VerifiedTables(self.index, self.source)  # each MP4 checked against its moov before use
         self.spans = EpisodeSpans(
-            self.index, cfg.meta, cfg.video_keys, cfg.options.tolerance_s, on_planned=lambda dt: self.add(spans_s=dt)
+            self.tables, cfg.meta, cfg.video_keys, cfg.options.tolerance_s, on_planned=lambda dt: self.add(spans_s=dt)
         )
         self.decoders = OpenDecoderLRU(1)
         self.fallback = FALLBACK_STATUS
@@ -172,7 +175,7 @@ class Worker:
         self.add(parquet_s=time.perf_counter() - t0)
         payloads = {}
         for cam in self.cfg.video_keys:
-            span, table, path, _ = self.span(ep, cam)
+            span, table, path, _ = self.spans.verified_span(ep, cam)  # the MP4's moov checked on first use
             try:
                 t1 = time.perf_counter()
                 data = self.source.read(path, span.byte_start, span.byte_stop - span.byte_start)

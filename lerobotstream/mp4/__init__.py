@@ -24,7 +24,7 @@ __all__ += ["check_sample_framing", "sample_framing"]
 
 # the sidecar archive format (schema 5 NPZ members, derived-index helpers), shared with lerobotstream.sidecar
 from lerobotstream.mp4._index_file import write_note  # noqa: E402
-from lerobotstream.mp4._index_format import presentation_order_of, pts_seconds  # noqa: E402
+from lerobotstream.mp4._index_format import index_name, presentation_order_of, pts_seconds  # noqa: E402
 from lerobotstream.mp4._npz_schema import (  # noqa: E402
     BYTES_KEYS,
     CANONICAL_FIELDS,
@@ -40,6 +40,7 @@ from lerobotstream.mp4._npz_schema import (  # noqa: E402
     block_member,
     column_member,
     iter_source_arrays,
+    npz_generation,
     read_manifest,
     read_source_table,
 )
@@ -47,6 +48,8 @@ from lerobotstream.mp4._npz_schema import (  # noqa: E402
 __all__ += [
     "Mp4Index",
     "write_note",
+    "index_name",
+    "npz_generation",
     "presentation_order_of",
     "pts_seconds",
     "BYTES_KEYS",

@@ -2,11 +2,11 @@
 builds each source's sample table lazily, as views into the map.
 
 The NPZ keeps canonical int64 arrays of every source MP4 (blocks ``b000000/offset.npy`` ...; one
-member per source in schema 4). Decompressing it in
-every process (rank, DataLoader worker) costs time and private memory, so on first open it is
-converted into **one** file under ``$HF_LEROBOT_HOME/streaming-indexes/`` whose name is the NPZ's
-content digest (its *generation*). Every process maps that file read-only, so ranks on one node
-share the page cache, and only the pages of the sources a process touches are ever faulted in.
+member per source in schema 4). Decompressing it in every process (rank, DataLoader worker) costs
+time and private memory, so on first open it is converted into **one** file under
+``$HF_LEROBOT_HOME/streaming-indexes/`` named by the NPZ's content digest (its *generation*). Every
+process maps it read-only (ranks on one node share the page cache; only the pages of the sources a
+process touches are faulted in), and checks each table's values before a lookup indexes with them.
 
 The pieces, one concept each:
 
@@ -57,6 +57,8 @@ from lerobotstream.mp4._index_format import (  # noqa: F401  (re-exported: calle
     parse_header,
     presentation_order_of,
     pts_seconds,
+    record_matrix,
+    table_problem,
 )
 from lerobotstream.mp4._index_write import write_index as _convert
 from lerobotstream.mp4._npz_schema import (  # noqa: F401  (re-exported: callers import them from here)
@@ -74,6 +76,9 @@ from lerobotstream.mp4._npz_schema import (  # noqa: F401  (re-exported: callers
 )
 
 __all__ = ["MappedSampleTable", "Mp4Index"]
+
+#: what converting a damaged or hostile archive can raise (a SidecarSchemaError names it)
+_DAMAGED = (zlib.error, zipfile.BadZipFile, EOFError, ValueError, KeyError, TypeError, IndexError, OverflowError)
 
 
 # --- the per-source view ------------------------------------------------------------------------
@@ -233,7 +238,9 @@ class Mp4Index:
                         with open(tmp, "wb") as out:
                             try:
                                 _convert(zf, manifest, generation, out, npz_path)
-                            except (zlib.error, zipfile.BadZipFile, EOFError, ValueError, KeyError) as e:
+                            except SidecarSchemaError:
+                                raise
+                            except _DAMAGED as e:
                                 raise SidecarSchemaError(
                                     f"{npz_path}: corrupt sidecar archive ({type(e).__name__}: {e}); delete it so it "
                                     "is rebuilt",
@@ -291,7 +298,13 @@ class Mp4Index:
 
     def _path(self, source_id: int) -> str:
         a, b = int(self._path_off[source_id]), int(self._path_off[source_id + 1])
-        return bytes(self._mmap[a:b]).decode("utf-8")
+        try:
+            if not self._data_end <= a <= b <= self._header["_json_offset"]:
+                raise ValueError(f"bytes [{a}, {b}) lie outside the path table")
+            return bytes(self._mmap[a:b]).decode("utf-8")
+        except ValueError as e:  # UnicodeDecodeError included
+            where = str(self.index_path)
+            raise SidecarSchemaError(f"{where}: path of source {source_id} is damaged: {e}", path=where) from e
 
     def path(self, source_id: int) -> str:
         """Path of one source (relative to the dataset root), read from the mapped path table
@@ -402,8 +415,27 @@ class Mp4Index:
             return t
 
     def _build_table(self, source_id: int) -> tuple[Any, np.ndarray]:
-        """(the source's ``SampleTable`` of views, its ``sync_samples`` view)."""
-        src = self._record(source_id)
+        """(the source's ``SampleTable`` of views, its ``sync_samples`` view), checked by ``table_problem``.
+
+        Raises:
+            SidecarSchemaError: the record or its values are damaged (names the index and the file).
+        """
+        src, where = self._record(source_id), str(self.index_path)
+        try:
+            t, arrays = self._views(src)
+            reason = table_problem(arrays)
+        except (ValueError, TypeError, OverflowError, ZeroDivisionError) as e:  # SidecarSchemaError included
+            reason = f"{type(e).__name__}: {e}"
+        if reason is None:
+            return t, arrays["sync_samples"]
+        raise SidecarSchemaError(
+            f"{where}: the derived index's table of {src.get('path')!r} is damaged ({reason}); delete the derived "
+            "index so it is converted again, and its sidecar if that one holds the same values",
+            path=where,
+        )
+
+    def _views(self, src: dict[str, Any]) -> tuple[Any, dict[str, np.ndarray]]:
+        """(the source's ``SampleTable`` of views, those views by name, ``sync_samples`` included)."""
         specs = src["arrays"]
         arrays = {name: self._array(specs[name]) for name in INDEX_FIELDS if name != "pts_s"}
         arrays["is_sync"] = arrays["is_sync"].view(bool)
@@ -424,11 +456,11 @@ class Mp4Index:
         if scalars.get("video_track_ids") is not None:
             scalars["video_track_ids"] = tuple(scalars["video_track_ids"])
         for k in MATRIX_KEYS:
-            scalars[k] = _matrix(src.get(k), k, src.get("path"), str(self.index_path))
+            scalars[k] = record_matrix(src.get(k), k, src.get("path"), str(self.index_path))
         for k in BYTES_KEYS:
             scalars[k] = self._blob(src.get(k))
         t = _make_table(path=src["path"], file_size=src.get("size"), **scalars, **arrays)
-        return t, arrays["sync_samples"]
+        return t, arrays
 
     def sync_samples(self, source_id: int) -> np.ndarray:
         """Decode-order indices of the sync samples of a source (dense, ascending, read-only view)."""
@@ -552,20 +584,6 @@ def write_note(note: Path, doc: dict) -> None:
             tmp.unlink()
         except OSError:
             pass
-
-
-def _matrix(value: Any, name: str, source: Any, where: str) -> tuple[int, ...]:
-    """A record's 3x3 display matrix as 9 signed int32 (SidecarSchemaError when absent or malformed)."""
-    ok = (
-        isinstance(value, (list, tuple))
-        and len(value) == 9
-        and all(isinstance(v, int) and not isinstance(v, bool) and -(2**31) <= v < 2**31 for v in value)
-    )
-    if not ok:
-        raise SidecarSchemaError(
-            f"{where}: source {source!r} has no valid {name} (9 int32); rebuild the sidecar", path=where
-        )
-    return tuple(int(v) for v in value)
 
 
 def _make_table(**fields: Any):

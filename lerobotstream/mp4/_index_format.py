@@ -78,6 +78,9 @@ __all__ = [
     "parse_header",
     "presentation_order_of",
     "pts_seconds",
+    "record_matrix",
+    "samples_problem",
+    "table_problem",
 ]
 
 # --- file format ------------------------------------------------------------------------------
@@ -313,5 +316,67 @@ def check_record(src: dict[str, Any], data_end: int, path: str, shared: list[int
             off, itemsize = int(spec["offset"]), np.dtype(spec["dtype"]).itemsize
             if off % itemsize or off < len(INDEX_MAGIC) or off + itemsize * int(spec["count"]) > data_end:
                 raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} lies outside the data", path=path)
-        elif spec["enc"] == "plain":
+        elif spec["enc"] == "plain" or name in ("is_sync", "sync_samples"):
+            # is_sync is always stored (one byte per sample): the sample count is bounded by the file
             raise SidecarSchemaError(f"{path}: array {name} of {src.get('path')} has no offset", path=path)
+
+
+def table_problem(arrays: dict[str, np.ndarray]) -> str | None:
+    """None when one source's arrays can be indexed safely, else what is wrong with them.
+
+    The Cython lookups (``mp4.index``, ``mp4.spans``) index ``pts_s`` and ``is_sync`` with the
+    values of ``presentation_order`` without bounds checks, so those values are checked here, once
+    per table build: every array has the sample count, every ``presentation_order`` value lies in
+    ``[0, n)`` (one min/max pass over that array only: the pages of the others are not read), and
+    so does every ``sync_samples`` value. The other values are checked when the index is
+    converted (:func:`samples_problem`); whether they are right is checked against the MP4's own
+    ``moov`` before its first frame is served (``sidecar._verify``).
+
+    Args:
+        arrays: ``offset``, ``size``, ``pts_ticks``, ``pts_s``, ``is_sync``, ``sync_samples``,
+            ``presentation_order`` of one source, decode order, each ``(n,)`` (``sync_samples``:
+            ``(num_sync,)``).
+    """
+    po = arrays["presentation_order"]
+    n = int(po.shape[0])
+    for name in ("offset", "size", "pts_ticks", "pts_s", "is_sync"):
+        if arrays[name].shape != (n,):
+            return f"{name} has {arrays[name].shape[0]} values, presentation_order {n}"
+    if n and (int(po.min()) < 0 or int(po.max()) >= n):
+        return f"presentation_order holds values outside [0, {n})"
+    ss = arrays["sync_samples"]
+    if ss.shape[0] and (int(ss.min()) < 0 or int(ss.max()) >= n):
+        return f"sync_samples hold values outside [0, {n})"
+    return None
+
+
+def samples_problem(offset: np.ndarray, size: np.ndarray, file_size: Any) -> str | None:
+    """None when one source's sample byte ranges are plausible, else why not: offsets and sizes
+    non-negative, below 2**62, and every sample ending inside the file (``file_size`` bytes, when
+    it is an int). Checked once, when a sidecar is converted into its derived index.
+    """
+    if offset.shape[0] == 0:
+        return None
+    lo_off, lo_size = int(offset.min()), int(size.min())
+    if lo_off < 0 or lo_size < 0:
+        return f"a negative sample offset or size (offset {lo_off}, size {lo_size})"
+    if int(offset.max()) >= 2**62 or int(size.max()) >= 2**62:
+        return "a sample offset or size of 2**62 bytes or more"
+    end = int((offset.astype(np.int64) + size.astype(np.int64)).max())
+    if isinstance(file_size, int) and not isinstance(file_size, bool) and end > file_size:
+        return f"a sample ends at byte {end}, past the end of the {file_size}-byte file"
+    return None
+
+
+def record_matrix(value: Any, name: str, source: Any, where: str) -> tuple[int, ...]:
+    """A record's 3x3 display matrix as 9 signed int32 (SidecarSchemaError when absent or malformed)."""
+    ok = (
+        isinstance(value, (list, tuple))
+        and len(value) == 9
+        and all(isinstance(v, int) and not isinstance(v, bool) and -(2**31) <= v < 2**31 for v in value)
+    )
+    if not ok:
+        raise SidecarSchemaError(
+            f"{where}: source {source!r} has no valid {name} (9 int32); rebuild the sidecar", path=where
+        )
+    return tuple(int(v) for v in value)

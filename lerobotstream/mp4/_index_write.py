@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from lerobotstream.errors import SidecarSchemaError
 from lerobotstream.mp4._index_format import (
     ALIGN,
     INDEX_FORMAT,
@@ -31,6 +32,7 @@ from lerobotstream.mp4._index_format import (
     encode_int_segments,
     minimal_int_dtype,
     pts_seconds,
+    samples_problem,
 )
 from lerobotstream.mp4._npz_schema import BYTES_KEYS, SCALAR_KEYS, iter_source_blocks, read_source_table
 
@@ -122,6 +124,9 @@ def write_index(
             sync_b = barr["is_sync"].astype(bool)
             for i, (sid, src) in enumerate(zip(sids, entries)):
                 n, s0 = int(counts[i]), int(starts[i])
+                reason = samples_problem(barr["offset"][s0 : s0 + n], barr["size"][s0 : s0 + n], src.get("size"))
+                if reason is not None:
+                    raise SidecarSchemaError(f"{npz_path}: source {src.get('path')!r}: {reason}", path=npz_path)
                 shared = n > SHARED_MIN_SAMPLES
                 specs: dict[str, Any] = {}
                 for f, per_source in enc.items():

@@ -93,6 +93,8 @@ BYTES_KEYS = ("stsd", "ftyp")
 #: the columns of a schema-5 source table (``_block``/``_block_start`` locate the arrays)
 ENTRY_KEYS = ("path", "size", "fingerprint", "num_samples", *SCALAR_KEYS, *(k + "_b64" for k in BYTES_KEYS))
 LAYOUT_KEYS = ("_block", "_block_start")
+#: numpy dtype kinds a canonical array may have (integers; ``is_sync`` also bool)
+_FIELD_KINDS = {f: "iu" for f in CANONICAL_FIELDS} | {"is_sync": "biu"}
 
 
 def member_name(source_id: int, field: str) -> str:
@@ -118,20 +120,69 @@ def npz_generation(zf: zipfile.ZipFile) -> str:
     for info in sorted(zf.infolist(), key=lambda i: i.filename):
         h.update(f"{info.filename}\0{info.CRC}\0{info.file_size}\0".encode())
     try:
-        h.update(zf.read(MANIFEST_MEMBER + ".npy"))
+        if zf.getinfo(MANIFEST_MEMBER + ".npy").file_size <= MAX_JSON_BYTES + 4096:
+            h.update(zf.read(MANIFEST_MEMBER + ".npy"))
     except KeyError:
         pass
     return h.hexdigest()
 
 
-def read_npz_member(zf: zipfile.ZipFile, name: str) -> np.ndarray:
-    """Load one ``.npy`` member of the NPZ (no pickles)."""
-    with zf.open(name + ".npy") as f:
-        return np.lib.format.read_array(f, allow_pickle=False)
+#: a track of more samples than this is refused (about 39 hours at 30 fps in one file)
+MAX_TRACK_SAMPLES = 1 << 22
+#: a block of concatenated sample arrays never holds more (the writer closes one at 1 M samples)
+MAX_BLOCK_SAMPLES = (1 << 20) + MAX_TRACK_SAMPLES
+#: sources one sidecar may describe
+MAX_SOURCES = 10_000_000
+#: bytes of the manifest and of ``sources.json`` (UTF-8 JSON)
+MAX_JSON_BYTES = 64 << 20
+#: bytes of a fixed-width string column entry (a path or a fingerprint)
+MAX_STR_BYTES = 4096
 
 
-def _read_json(zf: zipfile.ZipFile, name: str) -> Any:
-    raw = read_npz_member(zf, name)
+def read_npz_member(
+    zf: zipfile.ZipFile, name: str, *, max_count: int | None = None, kinds: str = "biuS", path: str = ""
+) -> np.ndarray:
+    """Load one 1-d ``.npy`` member of the NPZ (no pickles), its header checked before anything is
+    allocated: a 1-d array of a dtype kind in ``kinds`` (numpy kind letters), at most ``max_count``
+    values, whose header and values fill exactly the member's uncompressed size in the ZIP
+    directory (so a member declaring more values than it holds, or a deflate bomb hidden behind a
+    small header, is refused before it is inflated).
+
+    Raises:
+        KeyError: no such member.
+        SidecarSchemaError: the header breaks one of the rules above (names the member).
+    """
+    where = f"{path}: sidecar member {name}.npy"
+    info = zf.getinfo(name + ".npy")
+    with zf.open(info) as f:
+        try:
+            version = np.lib.format.read_magic(f)
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
+            shape, _fortran, dtype = read_header(f, max_header_size=10000)
+        except (ValueError, SyntaxError, TypeError) as e:
+            raise SidecarSchemaError(f"{where} has no valid .npy header: {e}", path=path) from e
+        count = int(shape[0]) if len(shape) == 1 else -1
+        if count < 0 or dtype.hasobject or dtype.kind not in kinds:
+            raise SidecarSchemaError(f"{where} is a {dtype} array of shape {shape}, not a 1-d {kinds} one", path=path)
+        if max_count is not None and count > max_count:
+            raise SidecarSchemaError(f"{where} declares {count} values, at most {max_count} are allowed", path=path)
+        nbytes = count * dtype.itemsize
+        if f.tell() + nbytes != info.file_size:
+            raise SidecarSchemaError(
+                f"{where} declares {count} values of {dtype.itemsize} bytes but the member holds "
+                f"{info.file_size - f.tell()} bytes",
+                path=path,
+            )
+        buf = bytearray(nbytes)
+        if f.readinto(buf) != nbytes:
+            raise SidecarSchemaError(f"{where} is truncated", path=path)
+    return np.frombuffer(buf, dtype=dtype)
+
+
+def _read_json(zf: zipfile.ZipFile, name: str, path: str = "") -> Any:
+    raw = read_npz_member(zf, name, max_count=MAX_JSON_BYTES, kinds="u", path=path)
     return json.loads(raw.astype(np.uint8).tobytes().decode("utf-8"))
 
 
@@ -143,7 +194,7 @@ def read_manifest(zf: zipfile.ZipFile, path: str = "") -> dict[str, Any]:
         SidecarSchemaError: no manifest, not JSON, or a schema version this reader does not open.
     """
     try:
-        manifest = _read_json(zf, MANIFEST_MEMBER)
+        manifest = _read_json(zf, MANIFEST_MEMBER, path)
     except KeyError as e:
         raise SidecarSchemaError(f"{path}: not a lerobotstream sidecar (no {MANIFEST_MEMBER})", path=path) from e
     except (ValueError, UnicodeDecodeError) as e:
@@ -251,12 +302,16 @@ def read_source_table(zf: zipfile.ZipFile, manifest: dict[str, Any], path: str =
     if manifest["schema_version"] == 4:
         return SourceTable(len(manifest["sources"]), entries=manifest["sources"])
     try:
-        desc = _read_json(zf, SOURCES_MEMBER)
+        desc = _read_json(zf, SOURCES_MEMBER, path)
         n = int(desc["num_sources"])
+        if not 0 <= n <= MAX_SOURCES:
+            raise SidecarSchemaError(f"{path}: sidecar declares {n} sources (at most {MAX_SOURCES})", path=path)
         columns: dict[str, tuple[str, Any, Any]] = {}
         for key, spec in desc["columns"].items():
             kind = spec["kind"]
-            arr = read_npz_member(zf, column_member(key))
+            arr = read_npz_member(zf, column_member(key), max_count=n, kinds="iuS", path=path)
+            if arr.dtype.itemsize > MAX_STR_BYTES:
+                raise SidecarSchemaError(f"{path}: sidecar column {key} holds {arr.dtype} values", path=path)
             if arr.ndim != 1 or arr.shape[0] != n:
                 raise SidecarSchemaError(
                     f"{path}: sidecar column {key} has shape {arr.shape}, expected ({n},)", path=path
@@ -264,10 +319,18 @@ def read_source_table(zf: zipfile.ZipFile, manifest: dict[str, Any], path: str =
             if kind == "int":
                 columns[key] = (kind, arr.astype(np.int64, copy=False), None)
             elif kind == "str":
-                null = read_npz_member(zf, column_member(key) + ".null").astype(bool) if spec.get("nullable") else None
+                null = (
+                    read_npz_member(zf, column_member(key) + ".null", max_count=n, kinds="bu", path=path).astype(bool)
+                    if spec.get("nullable")
+                    else None
+                )
+                if null is not None and null.shape != (n,):
+                    raise SidecarSchemaError(f"{path}: sidecar column {key} has a null mask of {null.shape}", path=path)
                 columns[key] = (kind, arr, null)
             elif kind == "json":
                 distinct = spec["distinct"]
+                if not isinstance(distinct, list) or arr.dtype.kind not in "iu":
+                    raise SidecarSchemaError(f"{path}: sidecar column {key} is not a coded column", path=path)
                 if n and (int(arr.min()) < 0 or int(arr.max()) >= len(distinct)):
                     raise SidecarSchemaError(f"{path}: sidecar column {key} has codes outside its values", path=path)
                 columns[key] = (kind, arr, distinct)
@@ -280,6 +343,14 @@ def read_source_table(zf: zipfile.ZipFile, manifest: dict[str, Any], path: str =
     for key in ("path", "num_samples", *LAYOUT_KEYS):
         if key not in columns:
             raise SidecarSchemaError(f"{path}: sidecar source table has no {key} column", path=path)
+    for key in ("num_samples", *LAYOUT_KEYS):
+        if columns[key][0] != "int":
+            raise SidecarSchemaError(f"{path}: sidecar column {key} is not an integer column", path=path)
+    counts = columns["num_samples"][1]
+    if n and (int(counts.min()) < 0 or int(counts.max()) > MAX_TRACK_SAMPLES):
+        raise SidecarSchemaError(
+            f"{path}: a sidecar source declares {int(counts.max())} samples (at most {MAX_TRACK_SAMPLES})", path=path
+        )
     return SourceTable(n, columns=columns)
 
 
@@ -300,7 +371,9 @@ def iter_source_blocks(
             arrays = {}
             for f in CANONICAL_FIELDS:
                 try:
-                    arrays[f] = read_npz_member(zf, member_name(sid, f))
+                    arrays[f] = read_npz_member(
+                        zf, member_name(sid, f), max_count=MAX_TRACK_SAMPLES, kinds=_FIELD_KINDS[f], path=path
+                    )
                 except KeyError as e:
                     raise SidecarSchemaError(
                         f"{path}: source {sid} ({table.get(sid, 'path')}) has no array {f!r}", path=path
@@ -324,17 +397,20 @@ def iter_source_blocks(
         j = i
         while j < n and int(blocks[order[j]]) == b:
             j += 1
+        sids = order[i:j]
+        extent = int((starts[sids] + counts[sids]).max())
         arrays = {}
         for f in CANONICAL_FIELDS:
             try:
-                arrays[f] = read_npz_member(zf, block_member(b, f))
+                arrays[f] = read_npz_member(
+                    zf, block_member(b, f), max_count=min(extent, MAX_BLOCK_SAMPLES), kinds=_FIELD_KINDS[f], path=path
+                )
             except KeyError as e:
                 raise SidecarSchemaError(f"{path}: sidecar block {b} has no array {f!r}", path=path) from e
         size = int(arrays["offset"].shape[0])
         for f, a in arrays.items():
             if a.ndim != 1 or a.shape[0] != size:
                 raise SidecarSchemaError(f"{path}: sidecar block {b} array {f} has shape {a.shape}", path=path)
-        sids = order[i:j]
         a0, c = starts[sids], counts[sids]
         for k in sids[(a0 < 0) | (c < 0) | (a0 + c > size)][:1]:
             raise SidecarSchemaError(

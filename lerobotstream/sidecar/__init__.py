@@ -15,6 +15,8 @@ The dataset's whole use of this package is two calls::
   against the metadata and, optionally, the current sources.
 - :func:`build_sidecar` parses a dataset's MP4s into a schema-5 NPZ (atomic, bounded memory).
 - :func:`push_sidecar` (``_publish``): maintainers only, explicit; validates then publishes.
+- :class:`VerifiedTables` (``_verify``): each MP4's tables checked against its own ``moov`` before
+  its first frame is served (once per source and node).
 - :func:`sidecar_identity` (``_identity``): what a sidecar must describe (shared by both above).
 - CLI: ``python -m lerobotstream.sidecar build|inspect`` (``lerobotstream-build-mp4-sidecar``),
   ``build ... --push`` to publish.
@@ -22,11 +24,13 @@ The dataset's whole use of this package is two calls::
 
 from __future__ import annotations
 
+import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from lerobotstream import constants
-from lerobotstream.errors import SidecarStaleError
+from lerobotstream.errors import SidecarSchemaError, SidecarStaleError
 from lerobotstream.mp4 import Mp4Index
 from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, load_tables, safe_data_root
 from lerobotstream.sidecar._build import BuildReport, build_sidecar
@@ -46,6 +50,9 @@ from lerobotstream.sidecar._validate import (
     validate_source,
     validation_note,
 )
+from lerobotstream.sidecar._verify import VerifiedTables, table_disagreement
+
+logger = logging.getLogger("lerobotstream.sidecar")
 
 __all__ = [
     "BuildReport",
@@ -72,6 +79,8 @@ __all__ = [
     "group_windows",
     "EpisodeWindow",
     "explain_payload_failure",
+    "VerifiedTables",
+    "table_disagreement",
 ]
 
 
@@ -139,7 +148,17 @@ def open_sidecar(
     if source is not None:
         check_sources(index, source, used)
     if meta is not None:
-        validate_index(index, meta, tolerance_s=tolerance_s)
+        try:
+            validate_index(index, meta, tolerance_s=tolerance_s)
+        except SidecarSchemaError as e:
+            if e.path != str(index.index_path):
+                raise
+            # the derived index (cache content) is damaged, not the sidecar: convert it again, once
+            logger.warning("%s; converting the derived index again from %s", e, npz_path)
+            index.close()
+            Path(index.index_path).unlink(missing_ok=True)
+            index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
+            validate_index(index, meta, tolerance_s=tolerance_s)
     if note is not None:
         record_validation(note)
     return index

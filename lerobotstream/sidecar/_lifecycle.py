@@ -39,14 +39,15 @@ import re
 import socket
 import time
 import uuid
+import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from lerobotstream import constants
 from lerobotstream.errors import (
-    Mp4Error,
-    SidecarError,
+    LeRobotStreamError,
     SidecarLockTimeoutError,
     SidecarSchemaError,
     SourceError,
@@ -181,26 +182,75 @@ def lock_timeout_message(lock_path: Path, timeout_s: float, waited_s: float) -> 
 
 
 # --- cached / published candidates --------------------------------------------------------------
-def _cached_reason(target: Path, identity: SidecarIdentity, index_dir: Any = None) -> str | None:
-    """None when ``target`` is a usable cached sidecar (identity matches, arrays readable), else why not."""
+#: what reading a hostile published sidecar can raise; each one means "build locally instead"
+_PUBLISHED_PROBLEMS = (
+    LeRobotStreamError,
+    OSError,
+    MemoryError,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    OverflowError,
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    RecursionError,
+)
+
+
+def published_size_limit(meta: Any) -> int:
+    """The most bytes a sidecar of ``meta``'s dataset can need, compressed or inflated: 64 bytes per
+    sample of every camera (the arrays take 33 inflated), 64 KiB per possible video file (per-source
+    columns and sample entries), plus 16 MiB. A published file over it is not downloaded."""
+    cameras = max(1, len(getattr(meta, "video_keys", None) or ()))
+    frames = int(getattr(meta, "total_frames", 0) or 0)
+    files = int(getattr(meta, "total_episodes", 0) or 0) * cameras
+    return (16 << 20) + 64 * frames * cameras + (64 << 10) * files
+
+
+def _inflated_size_problem(npz: Path, limit: int) -> str | None:
+    """None when the archive's members inflate to at most ``limit`` bytes in all (from the ZIP
+    directory, before anything is inflated), else why not."""
+    with zipfile.ZipFile(npz) as zf:
+        total = sum(i.file_size for i in zf.infolist())
+    if total > limit:
+        return f"its members inflate to {total} bytes, more than the {limit} a sidecar of this dataset can need"
+    return None
+
+
+def _cached_reason(
+    target: Path, identity: SidecarIdentity, index_dir: Any = None, limit: int | None = None
+) -> str | None:
+    """None when ``target`` is a usable cached sidecar (no larger inflated than ``limit`` bytes,
+    identity matches, arrays readable), else why not."""
     from lerobotstream.sidecar._archive import load_manifest
 
     if not target.is_file():
         return "absent"
     try:
+        reason = _inflated_size_problem(target, limit) if limit is not None else None
+        if reason is not None:
+            return reason
         manifest = load_manifest(target)
-    except (SidecarSchemaError, OSError) as e:
-        return f"unreadable: {e}"
-    reason = check_identity(manifest, identity)
+        reason = check_identity(manifest, identity)
+    except _PUBLISHED_PROBLEMS as e:  # the cache is untrusted too
+        return f"unreadable: {type(e).__name__}: {e}"
     if reason is None:
         # The manifest can be intact while array members are damaged (bit rot, a partial copy):
         # opening the derived index converts the arrays once (CRC-checked) and is cheap when warm.
         from lerobotstream.mp4 import Mp4Index
+        from lerobotstream.sidecar._verify import rejected_reason
 
         try:
-            Mp4Index.open(target, index_dir=index_dir).close()
+            index = Mp4Index.open(target, index_dir=index_dir)
         except SidecarSchemaError as e:
             return f"corrupt: {e}"
+        index.close()
+        rejected = rejected_reason(index.index_path)
+        if rejected is not None:
+            target.unlink(missing_ok=True)  # never used again (a published copy of it is refused too)
+            return f"rejected when it was first used: {rejected}"
     return reason
 
 
@@ -229,6 +279,22 @@ def _try_published(
     store, path, where = found
     from lerobotstream.sidecar._archive import open_temporary
 
+    limit = published_size_limit(meta)
+    try:
+        size = int(store.size(path))
+    except (SourceError, OSError, ValueError) as e:
+        logger.warning("ignoring the published MP4 sidecar %s: %s; building one locally instead", where, e)
+        return False
+    if size > limit:
+        logger.warning(
+            "ignoring the published MP4 sidecar %s: %d bytes, more than the %d a sidecar of this dataset can need; "
+            "building one locally instead",
+            where,
+            size,
+            limit,
+        )
+        return False
+
     try:
         tmp, f = open_temporary(target)  # flock-ed while open: no other writer removes it as stale
     except OSError as e:
@@ -241,18 +307,22 @@ def _try_published(
         return False
     try:
         try:
-            size = int(store.size(path))
             for off in range(0, size, DOWNLOAD_CHUNK_BYTES):
-                f.write(store.read(path, off, min(DOWNLOAD_CHUNK_BYTES, size - off)))
+                chunk = store.read(path, off, min(DOWNLOAD_CHUNK_BYTES, size - off))
+                if len(chunk) != min(DOWNLOAD_CHUNK_BYTES, size - off):
+                    raise SidecarSchemaError(f"{where}: short read at byte {off}", path=where)
+                f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
-            manifest = load_manifest(tmp)
-            reason = check_identity(manifest, identity, require_fingerprints=identity.repo_type == "bucket")
+            reason = _inflated_size_problem(tmp, limit)
+            if reason is None:
+                manifest = load_manifest(tmp)
+                reason = check_identity(manifest, identity, require_fingerprints=identity.repo_type == "bucket")
             if reason is None:
                 validate_sidecar_file(
                     tmp, meta, tolerance_s=tolerance_s, index_dir=index_dir, lock_timeout_s=lock_timeout_s
                 )
-        except (SidecarError, Mp4Error, SourceError, OSError) as e:
+        except _PUBLISHED_PROBLEMS as e:  # whatever a hostile file can make the readers raise
             reason = f"{type(e).__name__}: {e}"
         if reason is not None:
             tmp.unlink(missing_ok=True)
@@ -318,6 +388,7 @@ def ensure_sidecar(
     """
     from lerobotstream.sidecar._archive import remove_dead_temporaries
     from lerobotstream.sidecar._build import build_sidecar
+    from lerobotstream.sidecar._verify import forget_rejection, record_local_build
 
     if meta is None:
         from lerobotstream.meta import DatasetMeta
@@ -325,9 +396,10 @@ def ensure_sidecar(
         meta = DatasetMeta.load(source, episodes=episodes, repo_id=repo_id)
     identity = sidecar_identity(source, meta, repo_id=repo_id, revision=revision, repo_type=repo_type)
     target = cache_path(identity, cache_dir)
+    limit = published_size_limit(meta)  # a cache entry is untrusted too: no larger than a published one
     t_open = time.time_ns()
     if identity.stable:
-        reason = _cached_reason(target, identity, index_dir)
+        reason = _cached_reason(target, identity, index_dir, limit)
         if reason is None:
             logger.debug("MP4 sidecar from the cache: %s", target)
             return target, "cache"
@@ -345,11 +417,11 @@ def ensure_sidecar(
     with _BuildLock(target, lock_timeout_s, what):
         remove_dead_temporaries(target)
         if identity.stable:
-            if _cached_reason(target, identity, index_dir) is None:  # built or downloaded while we waited
+            if _cached_reason(target, identity, index_dir, limit) is None:  # built or downloaded while we waited
                 return target, "cache"
         else:
             try:  # rebuilt by another process during this open: as fresh as our own build
-                if target.stat().st_mtime_ns >= t_open and _cached_reason(target, identity, index_dir) is None:
+                if target.stat().st_mtime_ns >= t_open and _cached_reason(target, identity, index_dir, limit) is None:
                     return target, "cache"
             except FileNotFoundError:
                 pass
@@ -377,5 +449,7 @@ def ensure_sidecar(
             progress=progress,
             meta=meta,
         )
+        forget_rejection(target, index_dir)  # a local build is trusted, even when identical to a rejected file
+        record_local_build(target, identity.files, index_dir, lock_timeout_s)  # it parsed every MP4 itself
         logger.info("built the MP4 sidecar %s in %.1f s", target, time.perf_counter() - t0)
         return target, "built"

@@ -463,12 +463,20 @@ def validate_sidecar_file(
     Raises:
         SidecarSchemaError: not a readable schema-5 or schema-4 sidecar.
         SidecarLockTimeoutError: another process held the conversion lock too long.
-        SidecarStaleError, SidecarValidationError: from :func:`validate_index`.
+        SidecarStaleError, SidecarValidationError: from :func:`validate_index`, or the sidecar was
+            rejected by a first-use verification on this node (``sidecar._verify``).
     """
     from lerobotstream.mp4 import Mp4Index
+    from lerobotstream.sidecar._verify import rejected_reason
 
     index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
     try:
+        rejected = rejected_reason(index.index_path)
+        if rejected is not None:
+            raise SidecarValidationError(
+                f"{npz_path}: this sidecar disagreed with an MP4's own moov when it was first used: {rejected}",
+                path=str(npz_path),
+            )
         validate_index(index, meta, tolerance_s=tolerance_s)
     finally:
         index.close()

@@ -229,4 +229,6 @@ NOT_DATASET_CHECKS: dict[str, str] = {
     "features.py:aggregate_stats": "a mixture's datasets disagree on a statistic's shape (the mixture, not one dataset)",
     "sidecar/__init__.py:check_sources": "a cached sidecar no longer describes the sources (the cache; rebuilt)",
     "sidecar/_validate.py:validate_index": "a cached sidecar no longer describes the sources (the cache; rebuilt)",
+    "sidecar/_validate.py:validate_sidecar_file": "a sidecar an MP4's own moov contradicted (the sidecar; rebuilt)",
+    "dataset/_spans.py:EpisodeSpans.verified_span": "a sidecar an MP4's own moov contradicted (the sidecar; rebuilt)",
 }

@@ -12,8 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lerobotstream.errors import SidecarSchemaError
 from lerobotstream.mp4 import index as cix
-from lerobotstream.mp4._index_file import Mp4Index, encode_int_array, minimal_int_dtype
+from lerobotstream.mp4._index_file import Mp4Index, encode_int_array, minimal_int_dtype, table_problem
+from lerobotstream.mp4._index_format import samples_problem
 from lerobotstream.sidecar import SidecarWriter
 from tests._sidecar_helpers import synth_table
 
@@ -98,11 +100,17 @@ def test_index_round_trips_exactly(tmp_path, offset, size_seed, data):
         media_time=3,
         pts_ticks=pts,
         is_sync=np.arange(n) % 3 == 0,
+        file_size=2**62,
     )
     d = tmp_path / f"case{os.urandom(4).hex()}"
     npz = write_sidecar(d / "s.npz", {"videos/a.mp4": t})
+    if samples_problem(offset, t.size, t.file_size) is not None:  # negative or huge byte ranges are refused
+        with pytest.raises(SidecarSchemaError, match="videos/a.mp4"):
+            Mp4Index.open(npz, index_dir=d / "idx")
+        return
     idx = Mp4Index.open(npz, index_dir=d / "idx")
-    m = idx.table(0)
+    m, views = idx._views(idx._record(0))  # the stored encodings, as table() maps them
+    assert table_problem(views) is None
     for f in ("offset", "size", "dts_ticks", "cts_ticks", "pts_ticks", "is_sync"):
         got = np.asarray(getattr(m, f))
         want = np.asarray(getattr(t, f))
@@ -112,7 +120,7 @@ def test_index_round_trips_exactly(tmp_path, offset, size_seed, data):
             lo, hi = int(want.min()), int(want.max())
             assert got.dtype == minimal_int_dtype(lo, hi), (f, got.dtype)
     assert np.array_equal(np.asarray(m.presentation_order), np.argsort(pts, kind="stable"))
-    assert np.array_equal(idx.sync_samples(0), np.flatnonzero(np.arange(n) % 3 == 0))
+    assert np.array_equal(views["sync_samples"], np.flatnonzero(np.arange(n) % 3 == 0))
 
 
 def test_constant_arrays_stored_once_and_views(tmp_path):

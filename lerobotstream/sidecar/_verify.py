@@ -1,0 +1,325 @@
+"""Verify on first use: a sidecar's tables of one MP4 are compared with that MP4's own ``moov``
+before the first frame of the MP4 is served.
+
+A published sidecar, or one in a cache other users can write, could move one episode's sample
+positions onto another's or change a display matrix; the metadata checks at start
+(``sidecar._validate``) cannot see that. So the first time a process fetches from a source,
+:class:`VerifiedTables` parses the source's ``moov`` (the existing parser: a probe of the file's
+start plus, for files whose ``moov`` follows ``mdat``, one read of the tail; no payload) and
+compares the sample tables, timing, codec, sample entry and display matrices with the sidecar's
+(:func:`table_disagreement`).
+
+- A local build parsed every MP4 itself: all its sources are recorded when it is installed.
+- They agree: the sidecar's table is used, and the agreement is recorded beside the derived index
+  (``<index stem>.verified``: one line per source, a digest of its path, size and fingerprint),
+  so later processes of the node skip the parse. The record is cache content, like the derived
+  index it sits beside: whoever can write that folder can write both, so it proves only what the
+  derived index itself does (see docs/sidecars.md on who may write a shared cache). The table's
+  values that the lookups index with are checked at every table build regardless.
+- They disagree: the MP4's own table (exactly what a local build would hold) is used for that
+  source and the spans planned on the sidecar's table are planned again; one warning names the
+  source and the difference, and ``<index stem>.rejected`` is written, so the next dataset start
+  drops the sidecar and builds one locally (a published copy of it is refused too).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lerobotstream.errors import SidecarSchemaError
+
+__all__ = [
+    "VerifiedTables",
+    "forget_rejection",
+    "record_local_build",
+    "rejected_reason",
+    "rejection_note",
+    "table_disagreement",
+]
+
+logger = logging.getLogger("lerobotstream.sidecar")
+
+#: per-sample arrays compared (decode order), the derived ones too (the derived index stores them)
+_ARRAYS = ("offset", "size", "dts_ticks", "cts_ticks", "is_sync", "pts_ticks", "presentation_order")
+#: bytes of the record read at once (one line per source: 300,000 sources are 10 MB)
+_MAX_RECORD_READ = 64 << 20
+#: scalars compared (what the mini-MP4 and the timestamps are made of)
+_SCALARS = (
+    "media_timescale",
+    "movie_timescale",
+    "media_time",
+    "empty_edit_movie_ticks",
+    "codec",
+    "width",
+    "height",
+    "track_id",
+    "stsd",
+    "matrix",
+    "movie_matrix",
+)
+
+
+def rejection_note(index_path: str | os.PathLike) -> Path:
+    """Where a derived index that disagreed with an MP4's own ``moov`` is marked (``<stem>.rejected``)."""
+    p = Path(index_path)
+    return p.with_name(p.stem + ".rejected")
+
+
+def _record_path(index_path: str | os.PathLike) -> Path:
+    p = Path(index_path)
+    return p.with_name(p.stem + ".verified")
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(int(v) for v in value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _shown(v: Any) -> str:
+    return f"{len(v)} bytes" if isinstance(v, bytes) else repr(v)
+
+
+def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
+    """None when a sidecar's table of one source says what the MP4's own ``moov`` says, else the
+    first difference (field, and for arrays the first sample that differs).
+
+    Args:
+        sidecar: the sidecar's ``SampleTable`` (views of the derived index, any integer dtypes).
+        parsed: ``parse_mp4``'s ``SampleTable`` of the same file.
+    """
+    n, m = int(np.asarray(sidecar.offset).shape[0]), int(np.asarray(parsed.offset).shape[0])
+    if n != m:
+        return f"the sidecar lists {n} samples, the MP4 {m}"
+    for name in _ARRAYS:
+        a, b = np.asarray(getattr(sidecar, name)), np.asarray(getattr(parsed, name))
+        if a.dtype.kind == "b" or b.dtype.kind == "b":
+            a, b = a.view(np.uint8) if a.dtype.kind == "b" else a, b.view(np.uint8) if b.dtype.kind == "b" else b
+        if np.array_equal(a, b):
+            continue
+        a, b = a.astype(np.int64), b.astype(np.int64)
+        diff = np.flatnonzero(a != b)
+        if diff.shape[0]:
+            k = int(diff[0])
+            return (
+                f"{name} of sample {k} is {int(a[k])} in the sidecar, {int(b[k])} in the MP4 "
+                f"({diff.shape[0]} samples differ)"
+            )
+    if not np.array_equal(np.asarray(sidecar.pts_s, dtype=np.float64), np.asarray(parsed.pts_s, dtype=np.float64)):
+        return "pts_s differ"
+    for name in _SCALARS:
+        a, b = _norm(getattr(sidecar, name, None)), _norm(getattr(parsed, name, None))
+        if a != b:
+            return f"{name} is {_shown(a)} in the sidecar, {_shown(b)} in the MP4"
+    return None
+
+
+class VerifiedTables:
+    """The sample tables a process plans spans on and serves frames from: the sidecar's, each
+    verified against its MP4's own ``moov`` before the first frame of that MP4 is served (see the
+    module docstring). Thread-safe.
+
+    :meth:`table_for_path` (sizing, span planning) does not verify; :meth:`verify` (called by the
+    fetch, before any payload is read) does, once per source. A span planned on a table that
+    :meth:`verify` replaced is planned again (``EpisodeSpans.verified_span``).
+
+    Args:
+        index: the sidecar's ``Mp4Index``.
+        source: ``ByteSource`` of the dataset root (``size``, ``fingerprint``, ``read``); None:
+            tables are not verified (tools that have no sources).
+    """
+
+    def __init__(self, index: Any, source: Any) -> None:
+        self.index = index
+        self.source = source
+        self._tables: dict[str, Any] = {}
+        self._checked: set[str] = set()  # paths verified (or replaced) in this process
+        self._lock = threading.Lock()
+        self._recorded: set[str] = set()  # sources recorded as verified, read from the record so far
+        self._record_pos = 0
+        self.verified = 0  # sources parsed and compared by this process
+        self.replaced = 0  # sources whose sidecar table disagreed (the MP4's own table is served)
+
+    def table_for_path(self, path: str) -> Any:
+        """The current table of the MP4 at ``path`` (decode order; ``SampleTable`` fields): the
+        sidecar's, its values checked, or the MP4's own once :meth:`verify` replaced it (or the
+        derived index's table was damaged).
+
+        Raises:
+            KeyError: ``path`` is not in the sidecar.
+            SidecarSchemaError: the derived index's table of ``path`` is damaged and there is no source.
+            Mp4Error, SourceError: the MP4 cannot be read or parsed (names the file).
+        """
+        t = self._tables.get(path)
+        if t is not None:
+            return t
+        try:
+            table = self.index.table(self.index.source_id(path))
+        except SidecarSchemaError as e:  # a damaged derived index: the MP4's own table, as on a mismatch
+            if self.source is None:
+                raise
+            return self._replace(path, self._parse(path), str(e))
+        with self._lock:
+            return self._tables.setdefault(path, table)
+
+    def verify(self, path: str) -> None:
+        """Compare the table of ``path`` with the MP4's own ``moov`` unless that was done already (by
+        this process, or recorded on this node); on a difference the MP4's table replaces it.
+
+        Raises:
+            Mp4Error, SourceError: the MP4 cannot be read or parsed (names the file).
+        """
+        if self.source is None or path in self._checked:
+            return
+        table = self.table_for_path(path)
+        key = self._key(path)
+        if path in self._checked or self._is_recorded(key):
+            self._checked.add(path)
+            return
+        parsed = self._parse(path)
+        with self._lock:
+            self.verified += 1
+        reason = table_disagreement(table, parsed)
+        if reason is None:
+            _append_line(_record_path(self.index.index_path), key)
+            self._checked.add(path)
+            return
+        self._replace(path, parsed, reason)
+
+    def _key(self, path: str) -> str:
+        return _record_key(path, int(self.source.size(path)), self.source.fingerprint(path))
+
+    def _is_recorded(self, key: str) -> bool:
+        if key in self._recorded:
+            return True
+        # another process of the node may have verified it since: read what was appended
+        try:
+            with open(_record_path(self.index.index_path), "rb") as f:
+                f.seek(self._record_pos)
+                tail = f.read(_MAX_RECORD_READ)
+        except OSError:
+            return False
+        cut = tail.rfind(b"\n") + 1  # whole lines only (a writer may be mid-line)
+        self._record_pos += cut
+        self._recorded.update(line for line in tail[:cut].decode("ascii", "replace").split("\n") if len(line) == 32)
+        return key in self._recorded
+
+    def _parse(self, path: str) -> Any:
+        from lerobotstream.mp4 import parse_mp4
+
+        size = int(self.source.size(path))
+        return parse_mp4(lambda offset, n: self.source.read(path, offset, n), size, path=path)
+
+    def _replace(self, path: str, parsed: Any, reason: str) -> Any:
+        """Serve ``parsed`` (the MP4's own table) for ``path`` from now on; one warning per path and
+        process; the sidecar is marked rejected. Returns the table now served."""
+        with self._lock:
+            if path in self._checked and path in self._tables:
+                return self._tables[path]  # another thread replaced it first
+            self._tables[path] = parsed
+            self._checked.add(path)
+            self.replaced += 1
+        logger.warning(
+            "the MP4 sidecar (%s) disagrees with %s's own moov: %s; serving that file from its own tables "
+            "and rebuilding the sidecar locally at the next start",
+            self.index.index_path,
+            path,
+            reason,
+        )
+        _mark_rejected(self.index.index_path, path, reason)
+        return parsed
+
+
+def _record_key(path: str, size: int, fingerprint: Any) -> str:
+    """The record's line for one MP4 at one state (its path, size and fingerprint)."""
+    return hashlib.sha256(f"{path}\0{size}\0{fingerprint}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def record_local_build(
+    npz_path: str | os.PathLike, files: Any, index_dir: Any = None, lock_timeout_s: float = 1800.0
+) -> None:
+    """A local build parsed every MP4 itself: record its sources as verified beside its derived
+    index (converting it now rather than at the open that follows), so no process of the node
+    parses them again. ``files``: ``[(path, size, fingerprint)]`` of the built sources. Best effort."""
+    from lerobotstream.errors import LeRobotStreamError
+    from lerobotstream.mp4 import Mp4Index
+
+    try:
+        index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
+    except (LeRobotStreamError, OSError):
+        return
+    index.close()
+    _append_line(_record_path(index.index_path), "\n".join(_record_key(p, int(n), fp) for p, n, fp in files))
+
+
+def _append_line(path: Path, line: str) -> None:
+    """Append ``line`` (one or more lines) with one ``O_APPEND`` ``write`` (lines of concurrent
+    writers do not interleave); best effort, a read-only folder only costs verifying again."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode("ascii"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def _mark_rejected(index_path: Any, path: str, reason: str) -> None:
+    from lerobotstream.mp4 import write_note
+
+    write_note(rejection_note(index_path), {"source": path, "reason": reason})
+
+
+def rejected_reason(index_path: str | os.PathLike) -> str | None:
+    """Why a first-use verification rejected this derived index's sidecar, or None when none did."""
+    import json
+
+    try:
+        text = rejection_note(index_path).read_text("utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError:
+        text = ""
+    try:
+        doc = json.loads(text)
+        return f"{doc['source']!s} disagrees with its own moov: {doc['reason']!s}"[:500]
+    except (ValueError, TypeError, KeyError):
+        return "an MP4 disagreed with its own moov"
+
+
+def forget_rejection(npz_path: str | os.PathLike, index_dir: str | os.PathLike | None = None) -> None:
+    """A locally built sidecar is trusted: remove a rejection of its generation and the derived
+    index it was made from (a damaged derived index of an identical archive), so it is converted
+    again. Best effort."""
+    import zipfile
+
+    from lerobotstream.mp4 import index_name, npz_generation
+
+    if index_dir is None:
+        from lerobotstream import constants
+
+        index_dir = constants.INDEX_DIR
+    try:
+        with zipfile.ZipFile(npz_path) as zf:
+            idx = Path(index_dir) / index_name(npz_generation(zf))
+    except (OSError, zipfile.BadZipFile):
+        return
+    if not rejection_note(idx).exists():
+        return
+    for p in (idx, _record_path(idx), rejection_note(idx)):
+        try:
+            p.unlink(missing_ok=True)
+        except OSError:
+            pass
