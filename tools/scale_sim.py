@@ -372,6 +372,9 @@ def _sim_run(spans: Any, cams: list[str]):
         def on_free(self, ep: int) -> None:
             pass
 
+        def on_reuse(self, ep: int) -> None:
+            pass
+
     class SimRun(Run):
         def _workers(self) -> list[Any]:
             return [Worker()]

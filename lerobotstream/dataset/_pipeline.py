@@ -21,9 +21,10 @@ yielded and the next one), so decoded frames ≤ ``2 × lookahead × cameras × 
 ``H × W × 3`` bytes each (T = frames per video window, 1 without ``delta_timestamps``), plus
 ``decoded_queue_size`` assembled items.
 
-Planner evictions retire the episode in the cache (bytes freed when its last decode job releases
-its lease); admissions pin the next episode (waiting for room when the budget is full); the next
-``prefetch_episodes`` episodes of the planner frontier are prefetched whenever the budget allows.
+Planner evictions retire the episode in the cache (its bytes kept, evictable, once its last decode
+job releases its lease); admissions pin the next episode (taking a kept payload back without a
+fetch, else waiting for room when the budget is full); the next ``prefetch_episodes`` episodes of
+the planner frontier are prefetched whenever the budget allows.
 
 An exception on a fetch, decode or assembly thread is re-raised from the iterator (never an empty
 or short epoch); all threads are joined and the cache closed when the generator ends or is closed.
@@ -98,6 +99,8 @@ class Pipeline:
         first_lookahead: anchors of the iterator's first chunk (default ``lookahead``): a small
             first chunk (e.g. one batch) lets the first items out before a whole chunk is decoded.
         on_free: called with an episode index after its cache entry was freed (close decoders).
+        on_reuse: called with an episode index admitted again with its kept payload (before any of
+            its new decode jobs is submitted: reset its per-admission decode state).
         times: stage timings to update.
         slots: optional ``slots(n) -> slot`` for the iterator's n-th item (0-based, planner order):
             ``assemble`` is then called with it as a fourth argument (where the item's frames may
@@ -120,6 +123,7 @@ class Pipeline:
         prefetch_episodes: int,
         lookahead: int,
         on_free: Callable[[int], None] | None = None,
+        on_reuse: Callable[[int], None] | None = None,
         times: StageTimes | None = None,
         first_lookahead: int | None = None,
         slots: Callable[[int], Any] | None = None,
@@ -138,6 +142,7 @@ class Pipeline:
             self.lookahead if first_lookahead is None else max(1, min(self.lookahead, int(first_lookahead)))
         )
         self.on_free = on_free
+        self.on_reuse = on_reuse
         self.times = times if times is not None else StageTimes()
         self.slots = slots
         self.assembly_group = max(1, int(assembly_group))
@@ -145,14 +150,24 @@ class Pipeline:
     # --- main-thread helpers ------------------------------------------------------------------
     def _admit(self, ep: int) -> None:
         t0 = time.perf_counter()
-        self.cache.admit(ep)
+        reused = self.cache.admit(ep)
         self.times.admit_wait_s += time.perf_counter() - t0
+        if reused and self.on_reuse is not None:
+            self.on_reuse(ep)
+        self._freed()
+
+    def _freed(self) -> None:
+        """Report the cache's freed episodes (close their decoders)."""
+        for ep in self.cache.drain_freed():
+            if self.on_free is not None:
+                self.on_free(ep)
 
     def _prefetch(self, pool: Any) -> None:
         if self.prefetch_episodes:
             for ep in pool.frontier(self.prefetch_episodes).tolist():
                 if not self.cache.prefetch(ep):
                     break  # budget full: speculative prefetch pauses, retried after the next chunk
+            self._freed()
 
     def _job(self, ep: int, frames: np.ndarray) -> Any:
         t0 = time.perf_counter()
@@ -161,8 +176,7 @@ class Pipeline:
         finally:
             self.cache.release(ep)
             self.times.decode_job_s += time.perf_counter() - t0
-            if self.on_free is not None and not self.cache.held(ep):
-                self.on_free(ep)
+            self._freed()
 
     def _assemble(self, ep: int, fr: int, job: Future, seq: int) -> Any:
         state = job.result()

@@ -112,6 +112,10 @@ class Run:
         d, ep = self.split(gid)
         self.workers[d].on_free(ep)
 
+    def on_reuse(self, gid: int) -> None:
+        d, ep = self.split(gid)
+        self.workers[d].on_reuse(ep)
+
 
 def shard_items(
     planner: Any,
@@ -184,6 +188,7 @@ def shard_items(
         prefetch_episodes=options.prefetch_episodes,
         lookahead=options.decode_lookahead,
         on_free=run.on_free,
+        on_reuse=run.on_reuse,
         times=run.times,
         first_lookahead=options.first_lookahead or batch_size or 8,
         slots=slots,

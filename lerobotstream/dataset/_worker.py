@@ -251,6 +251,11 @@ class Worker:
         """Forget decoded GOPs and per-episode demand (iterator start/end); counters are kept."""
         self.jobs.reset(capacity_bytes)
 
+    def on_reuse(self, ep: int) -> None:
+        """The episode was admitted again with its kept payload (same serial: its decoders stay
+        open): forget what its previous admission's decode jobs served."""
+        self.jobs.reset_episode(ep)
+
     def on_free(self, ep: int) -> None:
         """The episode's bytes were freed: close its decoders (their mini-MP4 leaves memory too) and,
         when the heap keeps much free memory resident, give it back to the OS

@@ -1,0 +1,60 @@
+"""Payload reuse over epochs (``repeat=True``): a kept episode is admitted again without a fetch,
+each selected frame still comes exactly once per epoch with its own pixels, the budget holds.
+Counted from the cache and source counters, never timed."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from lerobotstream.testing import read_identity
+from tests._streams import CAMERA, SMALL_DATASET, small_stream
+
+FRAMES = sum(SMALL_DATASET["episode_lengths"])
+EPOCHS = 3
+
+
+@pytest.fixture(scope="module")
+def root(small_dataset):
+    return small_dataset
+
+
+def _epochs(ds, stats_after=()):
+    """``EPOCHS`` epochs of an in-process endless stream, each checked (exact coverage, pixels);
+    ``ds.stats()`` taken after the epochs named in ``stats_after`` (1-based)."""
+    it = iter(ds)
+    snaps = {}
+    for epoch in range(1, EPOCHS + 1):
+        seen = Counter()
+        for _ in range(FRAMES):
+            item = next(it)
+            e, f = int(item["episode_index"]), int(item["frame_index"])
+            assert read_identity(item[CAMERA])[:2] == (e, f)
+            seen[(e, f)] += 1
+            st = ds.stats()
+            assert st["reserved_bytes"] <= st["byte_budget"]
+        want = Counter((e, f) for e, n in enumerate(SMALL_DATASET["episode_lengths"]) for f in range(n))
+        assert seen == want, f"epoch {epoch} does not cover every frame once"
+        if epoch in stats_after:
+            snaps[epoch] = ds.stats()
+    return snaps
+
+
+@pytest.mark.parametrize("strategy", ["remaining", "sequential"])
+def test_a_dataset_within_its_budget_is_fetched_once(root, strategy):
+    ds = small_stream(root, 0, repeat=True, sampling_strategy=strategy, prefetch_episodes=1)
+    snaps = _epochs(ds, stats_after=(1, EPOCHS))
+    first, last = snaps[1], snaps[EPOCHS]
+    n_eps = len(SMALL_DATASET["episode_lengths"])
+    assert last["cache"]["fetches"] == n_eps  # every episode once, for the whole run
+    assert last["cache"]["reuses"] >= (EPOCHS - 1) * n_eps
+    assert last["bytes_fetched"] <= 1.1 * first["bytes_fetched"]
+
+
+def test_a_budget_smaller_than_the_dataset_evicts_kept_episodes_and_stays_right(root):
+    # room for about two episodes: kept episodes must be evicted to admit the next ones
+    ds = small_stream(root, 0, repeat=True, byte_budget_gb=4500 / 2**30, prefetch_episodes=1)
+    snaps = _epochs(ds, stats_after=(EPOCHS,))
+    c = snaps[EPOCHS]["cache"]
+    assert c["evictions"] > 0 and c["peak_reserved_bytes"] <= snaps[EPOCHS]["byte_budget"]
