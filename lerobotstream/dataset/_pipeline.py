@@ -83,6 +83,17 @@ DecodeFn = Callable[[int, np.ndarray], Any]
 AssembleFn = Callable[[int, int, Any], Any]
 
 
+def _by_need(admits: list[int], upcoming: np.ndarray) -> list[int]:
+    """``admits`` ordered by the first of the ``upcoming`` anchors' episodes (int64) that needs
+    each; episodes no upcoming anchor needs keep their admission order, after the others."""
+    if len(admits) < 2:
+        return admits
+    first: dict[int, int] = {}
+    for i, ep in enumerate(upcoming.tolist()):
+        first.setdefault(ep, i)
+    return sorted(admits, key=lambda ep: first.get(ep, len(first) + len(upcoming)))
+
+
 class Pipeline:
     """Ordered, bounded, multi-threaded item production for one worker.
 
@@ -192,14 +203,15 @@ class Pipeline:
         return [self._assemble(ep, fr, job, seq) for ep, fr, job, seq in work]
 
     def _chunks(self, dec: ThreadPoolExecutor) -> Iterator[list[tuple[int, int, Future]]]:
-        """Sub-chunks of submitted work: ``[(episode, frame, decode job future), ...]``."""
+        """Sub-chunks of submitted work: ``[(episode, frame, decode job future), ...]``.
+
+        Admissions due at a sub-chunk's start (a pool's first residents included: they are admitted
+        once its first chunk is drawn) are made in order of first need by the chunk's anchors, so
+        their fetches start in that order: the first batch waits for its own episodes only."""
         size = self.first_lookahead  # the iterator's first chunk, then ``lookahead``
         for pool in self.pools:
             pool.drain_events()
-            for ep in pool.resident().tolist():
-                self._admit(ep)
-            self._prefetch(pool)
-            pending_admits: list[int] = []
+            pending_admits: list[int] = pool.resident().tolist()
             while True:
                 want = size if self.limit is None else min(size, self.limit - pool.emitted)
                 if want <= 0:
@@ -218,7 +230,7 @@ class Pipeline:
                     if a == 0:
                         admits += [e.episode_index for e in events if e.kind == "admit" and e.position == start]
                     pending_admits = []
-                    for ep in admits:
+                    for ep in _by_need(admits, eps[a:]):
                         self._admit(ep)
                     seg_e, seg_f = eps[a:b], frs[a:b]
                     jobs: dict[int, Future] = {}
