@@ -372,7 +372,7 @@ def _sim_run(spans: Any, cams: list[str]):
         def on_free(self, ep: int) -> None:
             pass
 
-        def on_reuse(self, ep: int) -> None:
+        def on_admit(self, ep: int, reused: bool) -> None:
             pass
 
     class SimRun(Run):

@@ -110,8 +110,9 @@ class Pipeline:
         first_lookahead: anchors of the iterator's first chunk (default ``lookahead``): a small
             first chunk (e.g. one batch) lets the first items out before a whole chunk is decoded.
         on_free: called with an episode index after its cache entry was freed (close decoders).
-        on_reuse: called with an episode index admitted again with its kept payload (before any of
-            its new decode jobs is submitted: reset its per-admission decode state).
+        on_admit: called with an episode index and whether its kept payload was reused, after
+            each admission and before any of its decode jobs is submitted (counters; a reused
+            episode's per-admission decode state is reset).
         times: stage timings to update.
         slots: optional ``slots(n) -> slot`` for the iterator's n-th item (0-based, planner order):
             ``assemble`` is then called with it as a fourth argument (where the item's frames may
@@ -134,7 +135,7 @@ class Pipeline:
         prefetch_episodes: int,
         lookahead: int,
         on_free: Callable[[int], None] | None = None,
-        on_reuse: Callable[[int], None] | None = None,
+        on_admit: Callable[[int, bool], None] | None = None,
         times: StageTimes | None = None,
         first_lookahead: int | None = None,
         slots: Callable[[int], Any] | None = None,
@@ -153,7 +154,7 @@ class Pipeline:
             self.lookahead if first_lookahead is None else max(1, min(self.lookahead, int(first_lookahead)))
         )
         self.on_free = on_free
-        self.on_reuse = on_reuse
+        self.on_admit = on_admit
         self.times = times if times is not None else StageTimes()
         self.slots = slots
         self.assembly_group = max(1, int(assembly_group))
@@ -163,8 +164,8 @@ class Pipeline:
         t0 = time.perf_counter()
         reused = self.cache.admit(ep)
         self.times.admit_wait_s += time.perf_counter() - t0
-        if reused and self.on_reuse is not None:
-            self.on_reuse(ep)
+        if self.on_admit is not None:
+            self.on_admit(ep, reused)
         self._freed()
 
     def _freed(self) -> None:

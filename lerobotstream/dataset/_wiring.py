@@ -112,9 +112,9 @@ class Run:
         d, ep = self.split(gid)
         self.workers[d].on_free(ep)
 
-    def on_reuse(self, gid: int) -> None:
+    def on_admit(self, gid: int, reused: bool) -> None:
         d, ep = self.split(gid)
-        self.workers[d].on_reuse(ep)
+        self.workers[d].on_admit(ep, reused)
 
 
 def shard_items(
@@ -176,6 +176,7 @@ def shard_items(
             video_decoder_cache_size=cap,
             gop_capacity_bytes=options.decoded_cache_bytes // max(1, nw),
             transforms_in_threads=not in_process,
+            epoch=start.epoch,
         )
     pipe = Pipeline(
         planner.worker_pools(start, plans),
@@ -188,7 +189,7 @@ def shard_items(
         prefetch_episodes=options.prefetch_episodes,
         lookahead=options.decode_lookahead,
         on_free=run.on_free,
-        on_reuse=run.on_reuse,
+        on_admit=run.on_admit,
         times=run.times,
         first_lookahead=options.first_lookahead or batch_size or 8,
         slots=slots,

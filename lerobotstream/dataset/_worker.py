@@ -110,6 +110,11 @@ class Worker:
             episodes_fetched=0,
             items=0,
         )
+        #: epoch -> payload bytes by origin (:meth:`on_admit`, :meth:`fetch`), kept over iterators
+        self.by_epoch: dict[int, dict[str, int]] = {}
+        self.epoch_now = 0  # the latest epoch an admission belongs to
+        self.first_epoch = 0  # the iterator's first epoch
+        self.admissions: dict[int, int] = {}  # episode -> admissions in this iterator
         self.cache: _CacheView | None = None
         self.serial: dict[int, int] = {}  # episode -> serial of its resident payload (decoder keys)
         self.jobs = ChunkDecoder(self)
@@ -126,6 +131,7 @@ class Worker:
         video_decoder_cache_size: int,
         gop_capacity_bytes: int,
         transforms_in_threads: bool,
+        epoch: int = 0,
     ) -> None:
         """Start an iterator: the worker's byte cache (episode ``e`` at ``offset + e``), the shared
         decoded-GOP cache (this dataset's keys under ``namespace``), the open-decoder cap (this
@@ -136,6 +142,9 @@ class Worker:
         self.reset_gops(gop_capacity_bytes)
         self.cache = _CacheView(cache, offset)
         self.transforms_in_threads = transforms_in_threads
+        with self.lock:
+            self.first_epoch = self.epoch_now = int(epoch)
+            self.admissions = {}
 
     def release(self) -> None:
         """End an iterator: close decoders, forget decoded GOPs (counters are kept)."""
@@ -180,6 +189,7 @@ class Worker:
                 check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
                 payloads[cam] = synthesize(table, span, data)
                 self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
+                self._count(self.epoch_now, store_bytes=len(data))
             except LeRobotStreamError as err:
                 if f"episode {ep}" in err.message:
                     raise
@@ -251,10 +261,31 @@ class Worker:
         """Forget decoded GOPs and per-episode demand (iterator start/end); counters are kept."""
         self.jobs.reset(capacity_bytes)
 
-    def on_reuse(self, ep: int) -> None:
-        """The episode was admitted again with its kept payload (same serial: its decoders stay
-        open): forget what its previous admission's decode jobs served."""
-        self.jobs.reset_episode(ep)
+    def _count(self, epoch: int, **kw: int) -> None:
+        with self.lock:
+            row = self.by_epoch.setdefault(
+                epoch, {"store_bytes": 0, "disk_cache_bytes": 0, "reused_bytes": 0, "needed_bytes": 0}
+            )
+            for k, v in kw.items():
+                row[k] += v
+
+    def on_admit(self, ep: int, reused: bool) -> None:
+        """The episode was admitted (its payload ``reused`` from a kept entry, or fetched): count
+        its MP4 bytes for the epoch it belongs to (each episode is admitted once per epoch, so its
+        n-th admission in an iterator is the iterator's n-th epoch). A reused episode keeps its
+        serial (its decoders stay open); what its previous admission's decode jobs served is
+        forgotten."""
+        nbytes = 0
+        for cam in self.cfg.video_keys:
+            span = self.span(ep, cam)[0]
+            nbytes += int(span.byte_stop - span.byte_start)
+        with self.lock:
+            epoch = self.first_epoch + self.admissions.get(ep, 0)
+            self.admissions[ep] = self.admissions.get(ep, 0) + 1
+            self.epoch_now = max(self.epoch_now, epoch)
+        self._count(epoch, needed_bytes=nbytes, reused_bytes=nbytes if reused else 0)
+        if reused:
+            self.jobs.reset_episode(ep)
 
     def on_free(self, ep: int) -> None:
         """The episode's bytes were freed: close its decoders (their mini-MP4 leaves memory too) and,

@@ -50,6 +50,15 @@ def test_a_dataset_within_its_budget_is_fetched_once(root, strategy):
     assert last["cache"]["fetches"] == n_eps  # every episode once, for the whole run
     assert last["cache"]["reuses"] >= (EPOCHS - 1) * n_eps
     assert last["bytes_fetched"] <= 1.1 * first["bytes_fetched"]
+    by = last["bytes_by_epoch"]
+    assert by[0]["store_bytes"] == by[0]["needed_bytes"] > 0 and by[0]["reused_bytes"] == 0
+    for e in range(1, EPOCHS):  # later epochs: every episode from memory, nothing from the store
+        assert by[e] == {
+            "store_bytes": 0,
+            "disk_cache_bytes": 0,
+            "reused_bytes": by[0]["needed_bytes"],
+            "needed_bytes": by[0]["needed_bytes"],
+        }, (e, by)
 
 
 def test_a_budget_smaller_than_the_dataset_evicts_kept_episodes_and_stays_right(root):
@@ -58,3 +67,10 @@ def test_a_budget_smaller_than_the_dataset_evicts_kept_episodes_and_stays_right(
     snaps = _epochs(ds, stats_after=(EPOCHS,))
     c = snaps[EPOCHS]["cache"]
     assert c["evictions"] > 0 and c["peak_reserved_bytes"] <= snaps[EPOCHS]["byte_budget"]
+    by = snaps[EPOCHS]["bytes_by_epoch"]
+    # each epoch needs every episode's bytes; whatever was not still in memory came from the store (a
+    # fetch counts in the epoch being admitted when it ran: compare the totals of the finished epochs)
+    done = [by[e] for e in range(EPOCHS)]
+    assert sum(r["reused_bytes"] + r["store_bytes"] for r in done) >= sum(r["needed_bytes"] for r in done)
+    for e in range(EPOCHS):
+        assert by[e]["needed_bytes"] == by[0]["needed_bytes"]
