@@ -278,6 +278,9 @@ class StreamingLeRobotDataset(StreamCore):
                 samples came from). An episode counts in the epoch of its admission; a fetch in
                 the epoch being admitted when it ran (a prefetch across an epoch boundary counts
                 in the earlier one). Parquet rows are not included (the source totals have them).
+            disk_cache (dict, with ``cache_dir`` over a remote store): this process's ``hits``,
+                ``misses``, ``corrupt`` (entries refused and fetched again), ``writes``,
+                ``evictions``, ``bytes_read``, ``bytes_written``, and ``limit_bytes``.
             episodes_fetched (int).
             decoder_opens (int), decoder_evictions (int), open_decoders (int), decoder_capacity (int).
             decoder_fallbacks (int): CUDA requests decoded on the CPU; pyav_fallbacks (int);

@@ -116,6 +116,8 @@ class Worker:
         self.first_epoch = 0  # the iterator's first epoch
         self.admissions: dict[int, int] = {}  # episode -> admissions in this iterator
         self.cache: _CacheView | None = None
+        self.disk = _disk_cache(cfg.options, self.source)
+        self._identity: dict[str, str | None] = {}  # path -> what pins its bytes (disk cache keys)
         self.serial: dict[int, int] = {}  # episode -> serial of its resident payload (decoder keys)
         self.jobs = ChunkDecoder(self)
         #: image transforms run on the assembly threads (DataLoader workers) or when items are yielded
@@ -184,12 +186,14 @@ class Worker:
             span, table, path, _ = self.span(ep, cam)
             try:
                 t1 = time.perf_counter()
-                data = self.source.read(path, span.byte_start, span.byte_stop - span.byte_start)
+                data, from_disk, key = self._read(path, span.byte_start, span.byte_stop - span.byte_start)
                 t2 = time.perf_counter()
                 check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
                 payloads[cam] = synthesize(table, span, data)
                 self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
-                self._count(self.epoch_now, store_bytes=len(data))
+                self._count(self.epoch_now, **{"disk_cache_bytes" if from_disk else "store_bytes": len(data)})
+                if key is not None:  # checked bytes only
+                    self.disk.put(key, data)
             except LeRobotStreamError as err:
                 if f"episode {ep}" in err.message:
                     raise
@@ -206,6 +210,25 @@ class Worker:
                 ) from exc
         self.add(episodes_fetched=1)
         return EpisodePayload(payloads, extra=(rows, next(_SERIAL)))
+
+    def _read(self, path: str, offset: int, length: int) -> tuple[bytes, bool, bytes | None]:
+        """``(bytes, from_disk, key)``: the range from the disk cache, or from the store with the
+        disk cache's key to keep it under (None without a disk cache or for a file without a
+        stable identity)."""
+        if self.disk is None:
+            return self.source.read(path, offset, length), False, None
+        from lerobotstream.disk_cache import source_identity
+
+        if path not in self._identity:
+            self._identity[path] = source_identity(self.source, path)
+        ident = self._identity[path]
+        if ident is None:
+            return self.source.read(path, offset, length), False, None
+        key = self.disk.key(ident, path, offset, length)
+        data = self.disk.get(key, length)
+        if data is not None:
+            return data, True, None
+        return self.source.read(path, offset, length), False, key
 
     def video(self, ep: int, cam: str, mini: bytes, serial: int):
         from lerobotstream.decode import EpisodeVideo
@@ -297,6 +320,17 @@ class Worker:
             for cam in self.cfg.video_keys:
                 self.decoders.pop((ep, cam, serial))
         _heap.trim()
+
+
+def _disk_cache(options: Any, source: Any):
+    """The node's payload disk cache (``cache_dir``, ``cache_limit_gb``), or None: off, or a local
+    store (its bytes are already on disk)."""
+    if options.cache_dir is None or source.local_path("") is not None:
+        return None
+    from lerobotstream import constants
+    from lerobotstream.disk_cache import DiskCache
+
+    return DiskCache(options.cache_dir, int(options.cache_limit_gb * constants.GIB))
 
 
 class _CacheView:
