@@ -275,9 +275,8 @@ class StreamingLeRobotDataset(StreamCore):
                 ``store_bytes`` (read from the store), ``disk_cache_bytes`` (read from a disk cache;
                 0 without one), ``reused_bytes`` (episodes admitted again with the payload still in
                 memory, not fetched) and ``needed_bytes`` (the spans of the episodes the epoch's
-                samples came from). An episode counts in the epoch of its admission; a fetch in
-                the epoch being admitted when it ran (a prefetch across an epoch boundary counts
-                in the earlier one). Parquet rows are not included (the source totals have them).
+                samples came from). An episode counts in the epoch of its admission, a fetch in
+                the epoch of the admission it serves. Parquet rows are not included (the source totals have them).
             disk_cache (dict, with ``cache_dir`` over a remote store): this process's ``hits``,
                 ``misses``, ``corrupt`` (entries refused and fetched again), ``writes``,
                 ``evictions``, ``bytes_read``, ``bytes_written``, and ``limit_bytes``.

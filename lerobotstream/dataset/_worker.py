@@ -112,7 +112,8 @@ class Worker:
         )
         #: epoch -> payload bytes by origin (:meth:`on_admit`, :meth:`fetch`), kept over iterators
         self.by_epoch: dict[int, dict[str, int]] = {}
-        self.epoch_now = 0  # the latest epoch an admission belongs to
+        self.awaiting: dict[int, int] = {}  # episode admitted before its fetch ended -> that epoch
+        self.counted: set[int] = set()  # episodes whose fetch ended before their next admission
         self.first_epoch = 0  # the iterator's first epoch
         self.admissions: dict[int, int] = {}  # episode -> admissions in this iterator
         self.cache: _CacheView | None = None
@@ -145,8 +146,8 @@ class Worker:
         self.cache = _CacheView(cache, offset)
         self.transforms_in_threads = transforms_in_threads
         with self.lock:
-            self.first_epoch = self.epoch_now = int(epoch)
-            self.admissions = {}
+            self.first_epoch = int(epoch)
+            self.admissions, self.awaiting, self.counted = {}, {}, set()
 
     def release(self) -> None:
         """End an iterator: close decoders, forget decoded GOPs (counters are kept)."""
@@ -182,6 +183,7 @@ class Worker:
         )
         self.add(parquet_s=time.perf_counter() - t0)
         payloads = {}
+        origin = {"store_bytes": 0, "disk_cache_bytes": 0}
         for cam in self.cfg.video_keys:
             span, table, path, _ = self.span(ep, cam)
             try:
@@ -191,7 +193,7 @@ class Worker:
                 check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
                 payloads[cam] = synthesize(table, span, data)
                 self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
-                self._count(self.epoch_now, **{"disk_cache_bytes" if from_disk else "store_bytes": len(data)})
+                origin["disk_cache_bytes" if from_disk else "store_bytes"] += len(data)
                 if key is not None:  # checked bytes only
                     self.disk.put(key, data)
             except LeRobotStreamError as err:
@@ -209,6 +211,12 @@ class Worker:
                     path=path,
                 ) from exc
         self.add(episodes_fetched=1)
+        with self.lock:  # the epoch of the admission this payload serves (made already, or next)
+            epoch = self.awaiting.pop(ep, None)
+            if epoch is None:
+                epoch = self.first_epoch + self.admissions.get(ep, 0)
+                self.counted.add(ep)
+        self._count(epoch, **origin)
         return EpisodePayload(payloads, extra=(rows, next(_SERIAL)))
 
     def _read(self, path: str, offset: int, length: int) -> tuple[bytes, bool, bytes | None]:
@@ -295,7 +303,8 @@ class Worker:
     def on_admit(self, ep: int, reused: bool) -> None:
         """The episode was admitted (its payload ``reused`` from a kept entry, or fetched): count
         its MP4 bytes for the epoch it belongs to (each episode is admitted once per epoch, so its
-        n-th admission in an iterator is the iterator's n-th epoch). A reused episode keeps its
+        n-th admission in an iterator is the iterator's n-th epoch); a fetch counts in the epoch of
+        the admission its payload serves (one made before the fetch ended, else the next). A reused episode keeps its
         serial (its decoders stay open); what its previous admission's decode jobs served is
         forgotten."""
         nbytes = 0
@@ -305,7 +314,9 @@ class Worker:
         with self.lock:
             epoch = self.first_epoch + self.admissions.get(ep, 0)
             self.admissions[ep] = self.admissions.get(ep, 0) + 1
-            self.epoch_now = max(self.epoch_now, epoch)
+            if not reused and ep not in self.counted:
+                self.awaiting[ep] = epoch  # its fetch is still running: it counts here
+            self.counted.discard(ep)
         self._count(epoch, needed_bytes=nbytes, reused_bytes=nbytes if reused else 0)
         if reused:
             self.jobs.reset_episode(ep)
