@@ -11,7 +11,11 @@ rounds interleaved, the sidecar warm:
   by then (``stats()["episodes_fetched"]``) and the distinct episodes of that batch;
 - **epochs**: ``repeat=True``, ``--epochs`` epochs' samples with ``num_workers`` 0 and 2 (a
   ``DataLoader``): bytes the store served (its request log, every GET) / bytes of the dataset's
-  ``data/`` and ``videos/`` files (the dataset is smaller than its byte budget).
+  ``data/`` and ``videos/`` files (the dataset is smaller than its byte budget);
+- **disk cache** (``--disk``, this checkout only): in-process, ``repeat=True``, a byte budget of a
+  quarter of the MP4 bytes, ``cache_dir`` with a limit of twice the dataset, then of half of it:
+  MP4 bytes from the store, the disk cache and memory per epoch (``stats()["bytes_by_epoch"]``)
+  and the cache's size after the run.
 
     python -m tools.bench_fetch --before /tmp/before          # before/after (a copy of the old tree)
     python -m tools.bench_fetch --rounds 1 --epochs 2         # this checkout only, shorter
@@ -52,6 +56,18 @@ elif cfg["mode"] == "first":
             break
     print(json.dumps({"first_batch_s": dt, "t_first": t_first, "fetched": st["episodes_fetched"],
                       "started": st["cache"]["fetches"], "batch_episodes": len(set(eps))}))
+elif cfg["mode"] == "disk":
+    ds = StreamingLeRobotDataset(**kw, repeat=True, byte_budget_gb=cfg["budget"] / 2**30,
+                                 cache_dir=cfg["cache_dir"], cache_limit_gb=cfg["limit"] / 2**30)
+    for n, item in enumerate(ds, 1):
+        if n == cfg["epochs"] * cfg["frames"]:
+            st = ds.stats()
+            break
+    by = st["bytes_by_epoch"]
+    print(json.dumps({"store_by_epoch": [by[e]["store_bytes"] for e in range(cfg["epochs"])],
+                      "disk_by_epoch": [by[e]["disk_cache_bytes"] for e in range(cfg["epochs"])],
+                      "reused_by_epoch": [by[e]["reused_bytes"] for e in range(cfg["epochs"])],
+                      "needed": by[0]["needed_bytes"], "evictions": st["cache"]["evictions"]}))
 else:
     from torch.utils.data import DataLoader
     nw = cfg["num_workers"]
@@ -143,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1000)
     ap.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "lerobotstream-bench-fetch"))
     ap.add_argument("--timeout-s", type=float, default=300.0)
+    ap.add_argument("--disk", action="store_true", help="run the disk-cache trials (this checkout)")
+    ap.add_argument("--no-first", action="store_true", help="skip the first-batch and epochs trials")
     a = ap.parse_args(argv)
     from lerobotstream.testing import LoopbackServer
 
@@ -159,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             run_child(tree, {**base, "mode": "warm"}, a.timeout_s)  # the sidecar, built once
         for rnd in range(a.rounds):
             names = list(trees)[rnd % len(trees) :] + list(trees)[: rnd % len(trees)]
-            for name in names:
+            for name in names if not a.no_first else []:
                 for pool in (None, 2):
                     server.clear_log()
                     r = run_child(trees[name], {**base, "mode": "first", "pool": pool}, a.timeout_s)
@@ -179,6 +197,29 @@ def main(argv: list[str] | None = None) -> int:
                     r["store_per_file_byte"] = r["store_bytes"] / files
                     rows.append({"round": rnd, "tree": name, "trial": f"{a.epochs} epochs num_workers={nw}", **r})
                 print(json.dumps(rows[-4:]), file=sys.stderr, flush=True)
+        if a.disk:
+            from lerobotstream.disk_cache import DiskCache
+
+            mp4 = sum(f.stat().st_size for f in (folder / "videos").rglob("*") if f.is_file())
+            for label, limit in (("limit 2x dataset", 2 * files), ("limit dataset/2", files // 2)):
+                cache_dir = Path(tempfile.mkdtemp(prefix="bench-fetch-cache-"))
+                cfg = {
+                    **base,
+                    "mode": "disk",
+                    "epochs": a.epochs,
+                    "frames": a.episodes * a.length,
+                    "budget": mp4 // 4,
+                    "cache_dir": str(cache_dir),
+                    "limit": limit,
+                }
+                r = run_child(ROOT, cfg, a.timeout_s)
+                r.update(
+                    trial=f"disk cache, budget MP4/4, {label}",
+                    limit=limit,
+                    cache_bytes=DiskCache(cache_dir, limit).total_bytes(),
+                )
+                rows.append(r)
+                print(json.dumps(r), file=sys.stderr, flush=True)
     finally:
         server.close()
     print(
@@ -189,8 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| code | trial | first batch s | episodes fetched by then | episodes in the batch | store bytes / files |")
     print("|---|---|---|---|---|---|")
     for name in trees:
-        for trial in dict.fromkeys(r["trial"] for r in rows):
-            rs = [r for r in rows if r["tree"] == name and r["trial"] == trial]
+        for trial in dict.fromkeys(r["trial"] for r in rows if "tree" in r):
+            rs = [r for r in rows if r.get("tree") == name and r["trial"] == trial]
             if not rs:
                 continue
             if trial.startswith("first"):
@@ -201,7 +242,14 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 ratio = statistics.median(r["store_per_file_byte"] for r in rs)
                 print(f"| {name} | {trial} | | | | {ratio:.2f}x |")
-    for name in trees:
+    for r in rows:
+        if r.get("trial", "").startswith("disk"):
+            print(
+                f"{r['trial']}: MP4 bytes per epoch from the store {r['store_by_epoch']}, from the disk cache "
+                f"{r['disk_by_epoch']}, from memory {r['reused_by_epoch']} (needed {r['needed']} per epoch); "
+                f"cache {r['cache_bytes']} bytes under a limit of {r['limit']}"
+            )
+    for name in trees if not a.no_first else []:
         fb = {
             p: statistics.median(r["first_batch_s"] for r in rows if r["tree"] == name and r["trial"] == p)
             for p in ("first pool=default", "first pool=2")
