@@ -87,3 +87,34 @@ def test_two_processes_filling_one_cache_leave_no_torn_entry(tmp_path):
         assert got is None or got == bytes([i]) * 2000
     assert c.counters["corrupt"] == 0 and c.total_bytes() <= 40 * (2000 + 96)
     assert not [p for p in (tmp_path / LAYOUT).rglob("*.tmp")]
+
+
+KILL_CHILD = r"""
+import sys
+from lerobotstream.disk_cache import DiskCache
+c = DiskCache(sys.argv[1], 1 << 30)
+i = 0
+while True:
+    c.put(c.key("id", "f", i % 50, 1 << 20), bytes([i % 50]) * (1 << 20))
+    i += 1
+    if i == 5:
+        print("writing", flush=True)
+"""
+
+
+def test_kill_9_while_writing_leaves_nothing_a_reader_takes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", KILL_CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "writing"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        proc.stdout.close()
+    c = DiskCache(tmp_path, 1 << 30)
+    got = [c.get(c.key("id", "f", i, 1 << 20), 1 << 20) for i in range(50)]
+    assert all(g is None or g == bytes([i]) * (1 << 20) for i, g in enumerate(got))
+    assert sum(g is not None for g in got) >= 5 and c.counters["corrupt"] == 0
