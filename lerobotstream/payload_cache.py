@@ -138,6 +138,9 @@ class EpisodeByteCache:
         fetch (Callable[[int], EpisodePayload]): Fetches and synthesizes one episode (called on a
             fetch thread). Its payload total must not exceed the episode's reservation.
         max_workers (int): Concurrent fetches (threads), >= 1.
+        keep_retired (bool): keep a retired episode's payload (evictable) for a later admission;
+            False frees it once its last decode released it (nothing will admit it again: one
+            finite epoch).
         on_event (Callable[[str, dict], None] | None): Optional hook called (under the lock) after
             every state change with an event name and a snapshot, and with ``"admit_wait"`` each
             time :meth:`admit` is about to wait for room; tests use it to check invariants and to
@@ -154,6 +157,7 @@ class EpisodeByteCache:
         fetch: FetchFn,
         *,
         max_workers: int = 4,
+        keep_retired: bool = True,
         on_event: Callable[[str, dict], None] | None = None,
     ) -> None:
         if int(byte_budget) <= 0:
@@ -173,6 +177,7 @@ class EpisodeByteCache:
         self.byte_budget = int(byte_budget)
         self._fetch = fetch
         self._max_workers = int(max_workers)
+        self._keep_retired = bool(keep_retired)
         self._on_event = on_event
         self._cond = threading.Condition(threading.Lock())
         self._entries: OrderedDict[int, _Entry] = OrderedDict()
@@ -339,7 +344,7 @@ class EpisodeByteCache:
     def _maybe_free(self, entry: _Entry) -> None:
         """A retired episode whose last lease is gone: kept (evictable) when its payload is good."""
         if entry.retired and entry.pins == 0 and entry.done:
-            if entry.error is None and entry.result is not None and not self._closed:
+            if self._keep_retired and entry.error is None and entry.result is not None and not self._closed:
                 if not entry.kept:
                     entry.kept = True
                     self._emit("keep", entry.episode_index)

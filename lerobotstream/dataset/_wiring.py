@@ -161,7 +161,11 @@ def shard_items(
     # prefetches one, checked against its plan's budget (ByteBudgetError then, naming the dataset
     # of a mixture, before any byte of that episode is fetched)
     cache = EpisodeByteCache(
-        max(1, budget), run.sizes_for(plans), run.fetch, max_workers=max(1, min(8, options.prefetch_episodes + 1))
+        max(1, budget),
+        run.sizes_for(plans),
+        run.fetch,
+        max_workers=max(1, min(8, options.prefetch_episodes + 1)),
+        keep_retired=bool(planner.repeat),  # a finite epoch admits each episode once
     )
     run.cache = cache
     gops = DecodedGopCache(0)  # one decoded-GOP cache for the worker: each part's keys namespaced

@@ -329,3 +329,16 @@ def test_sizes_on_demand_are_asked_only_for_what_is_admitted_or_prefetched():
         cache.close()
     with pytest.raises(TypeError, match="mapping or a function"):
         EpisodeByteCache(10, [1, 2], fetch)
+
+
+def test_without_keep_retired_a_retired_episode_is_freed_after_its_last_decode():
+    sizes = {0: 100}
+    cache = EpisodeByteCache(300, sizes, FakeFetch(sizes), keep_retired=False)
+    cache.admit(0)
+    cache.acquire(0)
+    cache.get(0)
+    cache.retire(0)
+    assert cache.held(0)  # still decoding
+    cache.release(0)
+    assert not cache.held(0) and cache.reserved_bytes == 0 and cache.drain_freed() == [0]
+    cache.close()
