@@ -113,6 +113,8 @@ class Pipeline:
         on_admit: called with an episode index and whether its kept payload was reused, after
             each admission and before any of its decode jobs is submitted (counters; a reused
             episode's per-admission decode state is reset).
+        on_start: called once, before the first admission, with the episodes the first pool's
+            epoch has already finished (a worker resumed mid-epoch; pools with ``finished()``).
         times: stage timings to update.
         slots: optional ``slots(n) -> slot`` for the iterator's n-th item (0-based, planner order):
             ``assemble`` is then called with it as a fourth argument (where the item's frames may
@@ -136,6 +138,7 @@ class Pipeline:
         lookahead: int,
         on_free: Callable[[int], None] | None = None,
         on_admit: Callable[[int, bool], None] | None = None,
+        on_start: Callable[[list[int]], None] | None = None,
         times: StageTimes | None = None,
         first_lookahead: int | None = None,
         slots: Callable[[int], Any] | None = None,
@@ -155,6 +158,7 @@ class Pipeline:
         )
         self.on_free = on_free
         self.on_admit = on_admit
+        self.on_start = on_start
         self.times = times if times is not None else StageTimes()
         self.slots = slots
         self.assembly_group = max(1, int(assembly_group))
@@ -210,7 +214,9 @@ class Pipeline:
         once its first chunk is drawn) are made in order of first need by the chunk's anchors, so
         their fetches start in that order: the first batch waits for its own episodes only."""
         size = self.first_lookahead  # the iterator's first chunk, then ``lookahead``
-        for pool in self.pools:
+        for i, pool in enumerate(self.pools):
+            if i == 0 and self.on_start is not None and hasattr(pool, "finished"):
+                self.on_start(pool.finished().tolist())
             pool.drain_events()
             pending_admits: list[int] = pool.resident().tolist()
             while True:

@@ -112,6 +112,11 @@ class Run:
         d, ep = self.split(gid)
         self.workers[d].on_free(ep)
 
+    def on_start(self, gids: list[int]) -> None:
+        for gid in gids:
+            d, ep = self.split(gid)
+            self.workers[d].on_start_finished(ep)
+
     def on_admit(self, gid: int, reused: bool) -> None:
         d, ep = self.split(gid)
         self.workers[d].on_admit(ep, reused)
@@ -194,6 +199,7 @@ def shard_items(
         lookahead=options.decode_lookahead,
         on_free=run.on_free,
         on_admit=run.on_admit,
+        on_start=run.on_start,
         times=run.times,
         first_lookahead=options.first_lookahead or batch_size or 8,
         slots=slots,

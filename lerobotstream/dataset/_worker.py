@@ -300,6 +300,12 @@ class Worker:
             for k, v in kw.items():
                 row[k] += v
 
+    def on_start_finished(self, ep: int) -> None:
+        """The iterator resumed its first epoch after the episode's last frame: its next admission
+        belongs to the next epoch."""
+        with self.lock:
+            self.admissions[ep] = 1
+
     def on_admit(self, ep: int, reused: bool) -> None:
         """The episode was admitted (its payload ``reused`` from a kept entry, or fetched): count
         its MP4 bytes for the epoch it belongs to (each episode is admitted once per epoch, so its

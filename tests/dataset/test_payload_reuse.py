@@ -74,3 +74,19 @@ def test_a_budget_smaller_than_the_dataset_evicts_kept_episodes_and_stays_right(
     assert sum(r["reused_bytes"] + r["store_bytes"] for r in done) >= sum(r["needed_bytes"] for r in done)
     for e in range(EPOCHS):
         assert by[e]["needed_bytes"] == by[0]["needed_bytes"]
+
+
+def test_after_a_mid_epoch_resume_bytes_count_in_the_epoch_they_serve(root):
+    full = _epochs(small_stream(root, 0, repeat=True), stats_after=(1,))[1]["bytes_by_epoch"][0]["needed_bytes"]
+    src = small_stream(root, 0, repeat=True)
+    state = src.state_dict(samples_consumed=12)  # inside epoch 0: some episodes are already done
+    ds = small_stream(root, 0, repeat=True)
+    ds.load_state_dict(state)
+    it = iter(ds)
+    for _ in range(FRAMES - 12 + FRAMES):  # the rest of epoch 0, then epoch 1 whole
+        next(it)
+    by = ds.stats()["bytes_by_epoch"]
+    assert 0 < by[0]["needed_bytes"] < full  # only the episodes epoch 0 still had
+    assert (
+        by[1]["needed_bytes"] == full and by[1]["store_bytes"] + by[1]["reused_bytes"] >= full - by[0]["needed_bytes"]
+    )
