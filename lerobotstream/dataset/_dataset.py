@@ -276,7 +276,8 @@ class StreamingLeRobotDataset(StreamCore):
                 0 without one), ``reused_bytes`` (episodes admitted again with the payload still in
                 memory, not fetched) and ``needed_bytes`` (the spans of the episodes the epoch's
                 samples came from). An episode counts in the epoch of its admission, a fetch in
-                the epoch of the admission it serves. Parquet rows are not included (the source totals have them).
+                the epoch of the admission it serves (after a mid-epoch resume with partitions,
+                the episodes the resumed epoch had finished count their next epoch in it). Parquet rows are not included (the source totals have them).
             disk_cache (dict, with ``cache_dir`` over a remote store): this process's ``hits``,
                 ``misses``, ``corrupt`` (entries refused and fetched again), ``writes``,
                 ``evictions``, ``bytes_read``, ``bytes_written``, and ``limit_bytes``.

@@ -39,7 +39,10 @@ class DatasetStream:
         return np.empty(0, np.int64) if self.pool is None else self.pool.frontier(k) + self.offset
 
     def finished(self) -> np.ndarray:
-        return np.empty(0, np.int64) if self.pool is None else self.pool.finished() + self.offset
+        """Global ids of the episodes this epoch has finished (empty where the pool cannot tell: a
+        partition chain)."""
+        done = getattr(self.pool, "finished", None)
+        return np.empty(0, np.int64) if done is None else done() + self.offset
 
     def take(self, count: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str, int]]]:
         """``count`` anchors (global episode ids, frames) and their events as ``(j, kind, global
