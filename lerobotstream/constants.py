@@ -53,6 +53,8 @@ DEFAULT_SAMPLING_STRATEGY = "remaining"
 DEFAULT_READ_TIMEOUT_S = 120.0  # one read from an HTTP(S)/Hub/bucket store, retries included
 DEFAULT_DECODE_LOOKAHEAD = 64
 DEFAULT_DECODED_CACHE_GB = 1.0
+#: node-local payload disk cache bound (``cache_limit_gb``), GiB
+DEFAULT_CACHE_LIMIT_GB = 50.0
 DEFAULT_FFMPEG_THREADS = 1
 SAMPLING_STRATEGIES = ("remaining", "round_robin", "sequential")
 #: DataLoader workers per rank at most (the ``num_workers`` option's bound; a resume state claiming

@@ -235,6 +235,17 @@ class StreamOptions:
         lambda v: is_number(v) and 0 <= v <= MAX_BUDGET_GB,
         "Decoded GOP frames kept so each GOP is decoded once per episode, GiB per rank split over the "
         "workers (0 disables).", group="resources", flag="streaming_decoded_cache_gb", flag_type=float)
+    cache_dir: Optional[str] = _option(
+        None, "None or a folder path (a str or os.PathLike, not bytes)", path_ok,
+        "Node-local disk cache of the MP4 bytes read from a remote store (None: off), shared by every "
+        "rank and worker of the node and kept across epochs and runs; entries are keyed by the pinned "
+        "commit (or the file's fingerprint) and checked on every read.", group="resources",
+        flag="streaming_cache_dir", flag_type=Optional[str])
+    cache_limit_gb: float = _option(
+        constants.DEFAULT_CACHE_LIMIT_GB, f"a number > 0 (GiB per node), at most {MAX_BUDGET_GB:.0f}",
+        lambda v: is_number(v) and 0 < v <= MAX_BUDGET_GB,
+        "Bound of the cache_dir disk cache, GiB for the node (least recently used entries are "
+        "evicted to stay under it).", group="resources", flag="streaming_cache_limit_gb", flag_type=float)
     # --- order ------------------------------------------------------------------------------------
     sampling_strategy: str = _option(
         constants.DEFAULT_SAMPLING_STRATEGY, f"one of {constants.SAMPLING_STRATEGIES}",

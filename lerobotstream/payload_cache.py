@@ -8,11 +8,13 @@ episode is retired by the planner **and** its last decode released its lease.
 
 States of an entry::
 
-    reserved (fetch pending) ──► resident (payload complete) ──► freed
+    reserved (fetch pending) ──► resident (payload complete) ──► kept (retired, evictable) ──► freed
+                 │                        ▲                              │
+                 │                        └──── admitted again ◄─────────┘
                  └──────────────► failed (error kept; re-raised to every reader)
 
 * ``reserved_bytes``: sum of reservations of every entry still held (pending fetches, finished
-  prefetches, admitted episodes, episodes still decoding).
+  prefetches, admitted episodes, episodes still decoding, kept retired episodes).
 * ``resident_bytes``: sum of completed payloads (counted as soon as the fetch finishes, even before
   a sample of the episode is asked for).
 
@@ -33,9 +35,17 @@ Rules:
   the first unrecoverable failure (naming its file) within about one read's time limit, instead
   of when it reaches that episode after every later prefetch failed on its own. Other fetch
   errors (data errors of one episode) stay with their episode.
-* Admission (:meth:`EpisodeByteCache.admit`) may evict finished, unpinned prefetches (LRU) and
-  otherwise waits on a condition variable until a release makes room: a replacement admission
-  waits until the last decode of the outgoing episode releases its bytes.
+* A retired episode whose last decode released it stays **kept**: its payload remains in the
+  budget as an evictable entry. Admitted again (the next epoch of ``repeat=True``, another pool of
+  the same worker), it takes that payload instead of fetching it again
+  (``CacheStats.reuses``, ``reused_bytes``). So a worker whose episodes fit in its budget fetches
+  each of them once for the whole iterator.
+* Admission (:meth:`EpisodeByteCache.admit`) and prefetch make room by evicting unpinned kept
+  episodes (least recently used first); admission then evicts finished, unpinned prefetches
+  (LRU) and otherwise waits on a condition variable until a release makes room: a replacement
+  admission waits until the last decode of the outgoing episode releases its bytes. The budget is
+  never exceeded. Freed episodes are reported by :meth:`EpisodeByteCache.drain_freed` (their
+  decoders can be closed).
 
 The budget covers compressed mini-MP4 bytes only, not decoder state, decoded tensors, Parquet
 tables or scratch buffers: it is not a process RSS limit.
@@ -84,7 +94,11 @@ class CacheStats:
     payload_bytes: int = 0
     """Synthesized bytes stored (sum over fetches), bytes."""
     evictions: int = 0
-    """Unpinned finished prefetches dropped to make room for an admission."""
+    """Unpinned finished prefetches or kept episodes dropped to make room."""
+    reuses: int = 0
+    """Admissions served from a kept payload (no fetch)."""
+    reused_bytes: int = 0
+    """Synthesized bytes of those admissions, bytes."""
     admit_wait_s: float = 0.0
     """Time admissions spent waiting for room, seconds."""
     fetch_s: float = 0.0
@@ -108,6 +122,7 @@ class _Entry:
     error: BaseException | None = None
     done: bool = False
     resident_nbytes: int = 0
+    kept: bool = False
     last_used: float = field(default_factory=time.monotonic)
 
 
@@ -123,6 +138,9 @@ class EpisodeByteCache:
         fetch (Callable[[int], EpisodePayload]): Fetches and synthesizes one episode (called on a
             fetch thread). Its payload total must not exceed the episode's reservation.
         max_workers (int): Concurrent fetches (threads), >= 1.
+        keep_retired (bool): keep a retired episode's payload (evictable) for a later admission;
+            False frees it once its last decode released it (nothing will admit it again: one
+            finite epoch).
         on_event (Callable[[str, dict], None] | None): Optional hook called (under the lock) after
             every state change with an event name and a snapshot, and with ``"admit_wait"`` each
             time :meth:`admit` is about to wait for room; tests use it to check invariants and to
@@ -139,6 +157,7 @@ class EpisodeByteCache:
         fetch: FetchFn,
         *,
         max_workers: int = 4,
+        keep_retired: bool = True,
         on_event: Callable[[str, dict], None] | None = None,
     ) -> None:
         if int(byte_budget) <= 0:
@@ -158,6 +177,7 @@ class EpisodeByteCache:
         self.byte_budget = int(byte_budget)
         self._fetch = fetch
         self._max_workers = int(max_workers)
+        self._keep_retired = bool(keep_retired)
         self._on_event = on_event
         self._cond = threading.Condition(threading.Lock())
         self._entries: OrderedDict[int, _Entry] = OrderedDict()
@@ -166,6 +186,7 @@ class EpisodeByteCache:
         self._closed = False
         self._fatal: BaseException | None = None  # the first SourceError of a fetch: ends the stream
         self._pool: ThreadPoolExecutor | None = None
+        self._freed: list[int] = []
         self.stats = CacheStats()
 
     # --- accounting ---------------------------------------------------------------------------
@@ -205,6 +226,18 @@ class EpisodeByteCache:
             )
         return nbytes
 
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of kept (retired, evictable) payloads, part of ``reserved_bytes``."""
+        with self._cond:
+            return sum(e.nbytes for e in self._entries.values() if e.kept)
+
+    def drain_freed(self) -> list[int]:
+        """Episodes whose entry was freed since the last call (each reported once)."""
+        with self._cond:
+            out, self._freed = self._freed, []
+            return out
+
     def held(self, episode_index: int) -> bool:
         """True when the episode has an entry (pending, resident or failed)."""
         with self._cond:
@@ -227,6 +260,7 @@ class EpisodeByteCache:
                     "resident_bytes": self._resident,
                     "byte_budget": self.byte_budget,
                     "entries": {k: (e.pins, e.retired, e.done) for k, e in self._entries.items()},
+                    "kept": [k for k, e in self._entries.items() if e.kept],
                 },
             )
 
@@ -302,21 +336,32 @@ class EpisodeByteCache:
             self._resident -= entry.resident_nbytes
             entry.resident_nbytes = 0
             entry.result = None
+            entry.kept = False
+            self._freed.append(entry.episode_index)
             self._emit("free", entry.episode_index)
             self._cond.notify_all()
 
     def _maybe_free(self, entry: _Entry) -> None:
+        """A retired episode whose last lease is gone: kept (evictable) when its payload is good."""
         if entry.retired and entry.pins == 0 and entry.done:
-            self._free(entry)
+            if self._keep_retired and entry.error is None and entry.result is not None and not self._closed:
+                if not entry.kept:
+                    entry.kept = True
+                    self._emit("keep", entry.episode_index)
+            else:
+                self._free(entry)
 
-    def _evict_for(self, nbytes: int) -> None:
-        """Drop finished, unpinned, unretired speculative prefetches (LRU) until ``nbytes`` fit."""
+    def _evict_for(self, nbytes: int, *, prefetches: bool) -> None:
+        """Drop kept episodes, then (``prefetches``) finished unpinned prefetches, each least
+        recently used first, until ``nbytes`` fit."""
         if self._reserved + nbytes <= self.byte_budget:
             return
-        for entry in sorted(self._entries.values(), key=lambda e: e.last_used):
-            if self._reserved + nbytes <= self.byte_budget:
-                return
-            if entry.pins == 0 and entry.done and not entry.retired:
+        kept = [e for e in self._entries.values() if e.kept]
+        spec = [e for e in self._entries.values() if prefetches and not e.retired and e.pins == 0 and e.done]
+        for group in (kept, spec):
+            for entry in sorted(group, key=lambda e: e.last_used):
+                if self._reserved + nbytes <= self.byte_budget:
+                    return
                 self.stats.evictions += 1
                 self._free(entry)
 
@@ -336,18 +381,26 @@ class EpisodeByteCache:
         nbytes = self.check_fits(ep)
         with self._cond:
             self._check_open()
-            if ep in self._entries:
+            entry = self._entries.get(ep)
+            if entry is not None:
+                entry.last_used = time.monotonic()  # a kept episode about to be admitted: evicted last
                 return True
+            self._evict_for(nbytes, prefetches=False)
             if self._reserved + nbytes > self.byte_budget:
                 return False
             self._new_entry(ep, nbytes, speculative=True)
             return True
 
-    def admit(self, episode_index: int, *, timeout: float | None = None) -> None:
+    def admit(self, episode_index: int, *, timeout: float | None = None) -> bool:
         """Pin an episode for the active pool, reserving and fetching it if needed; may wait.
 
-        Evicts finished unpinned prefetches when needed; otherwise waits until releases make room.
-        The pin is dropped by :meth:`retire`.
+        A retired episode still held (kept, or its last decode still running) is taken back with
+        its payload, without a fetch. Otherwise evicts kept episodes, then finished unpinned
+        prefetches (LRU) when needed, else waits until releases make room. The pin is dropped by
+        :meth:`retire`.
+
+        Returns:
+            bool: True when the episode's payload was reused (it had been retired).
 
         Raises:
             ByteBudgetError: the episode is larger than the whole budget (nothing is fetched).
@@ -358,23 +411,28 @@ class EpisodeByteCache:
         nbytes = self.check_fits(ep)
         t0 = time.perf_counter()
         deadline = None if timeout is None else time.monotonic() + timeout
+        reused = False
         with self._cond:
             while True:
                 self._check_open()
                 entry = self._entries.get(ep)
-                if entry is not None and not entry.retired:
+                if entry is not None:
+                    if entry.retired:
+                        reused = True
+                        self.stats.reuses += 1
+                        self.stats.reused_bytes += entry.resident_nbytes or entry.nbytes
+                    entry.retired = entry.kept = False
                     entry.pins += 1
                     entry.speculative = False
                     entry.last_used = time.monotonic()
                     self._emit("admit", ep)
                     break
-                if entry is None:
-                    self._evict_for(nbytes)
-                    if self._reserved + nbytes <= self.byte_budget:
-                        entry = self._new_entry(ep, nbytes, speculative=False)
-                        entry.pins += 1
-                        self._emit("admit", ep)
-                        break
+                self._evict_for(nbytes, prefetches=True)
+                if self._reserved + nbytes <= self.byte_budget:
+                    entry = self._new_entry(ep, nbytes, speculative=False)
+                    entry.pins += 1
+                    self._emit("admit", ep)
+                    break
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError(
@@ -384,6 +442,7 @@ class EpisodeByteCache:
                 self._emit("admit_wait", ep)
                 self._cond.wait(remaining)
             self.stats.admit_wait_s += time.perf_counter() - t0
+        return reused
 
     def acquire(self, episode_index: int) -> None:
         """Take a decode lease on a held episode (released by :meth:`release`)."""
@@ -409,8 +468,8 @@ class EpisodeByteCache:
             self._cond.notify_all()
 
     def retire(self, episode_index: int) -> None:
-        """The planner is done with the episode: drop its admission pin; the bytes are freed as soon
-        as the last decode lease is released (and the fetch finished)."""
+        """The planner is done with the episode: drop its admission pin; once the last decode lease
+        is released (and the fetch finished) the payload is kept, evictable, for a later admission."""
         ep = int(episode_index)
         with self._cond:
             entry = self._entries.get(ep)

@@ -453,6 +453,12 @@ def _sim_run(spans: Any, cams: list[str]):
         def on_free(self, ep: int) -> None:
             pass
 
+        def on_start_finished(self, ep: int) -> None:
+            pass
+
+        def on_admit(self, ep: int, reused: bool) -> None:
+            pass
+
     class SimRun(Run):
         def _workers(self) -> list[Any]:
             return [Worker()]

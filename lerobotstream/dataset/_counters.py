@@ -35,6 +35,10 @@ def part_stats(run: Any, d: int) -> dict[str, Any]:
                 for k, v in w.c.items()
             }
         )
+    with w.lock:
+        out["bytes_by_epoch"] = {e: dict(row) for e, row in sorted(w.by_epoch.items())}
+    if w.disk is not None:
+        out["disk_cache"] = {**w.disk.counters, "limit_bytes": w.disk.limit_bytes}
     out["frames_decoded_per_returned"] = (
         out["frames_decoded"] / out["frames_returned"] if out["frames_returned"] else None
     )

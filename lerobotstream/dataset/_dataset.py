@@ -300,6 +300,16 @@ class StreamingLeRobotDataset(StreamCore):
                 metadata_requests); metadata_source (dict) when metadata comes from another root.
             bytes_fetched (int), requests (int): payload source totals of this process.
             bytes_needed (int): MP4 payload bytes of the fetched spans (what had to travel).
+            bytes_by_epoch (dict): epoch (int) -> MP4 payload bytes by origin (int, bytes):
+                ``store_bytes`` (read from the store), ``disk_cache_bytes`` (read from a disk cache;
+                0 without one), ``reused_bytes`` (episodes admitted again with the payload still in
+                memory, not fetched) and ``needed_bytes`` (the spans of the episodes the epoch's
+                samples came from). An episode counts in the epoch of its admission, a fetch in
+                the epoch of the admission it serves (after a mid-epoch resume with partitions,
+                the episodes the resumed epoch had finished count their next epoch in it). Parquet rows are not included (the source totals have them).
+            disk_cache (dict, with ``cache_dir`` over a remote store): this process's ``hits``,
+                ``misses``, ``corrupt`` (entries refused and fetched again), ``writes``,
+                ``evictions``, ``bytes_read``, ``bytes_written``, and ``limit_bytes``.
             episodes_fetched (int).
             decoder_opens (int), decoder_evictions (int), open_decoders (int), decoder_capacity (int).
             decoder_fallbacks (int): CUDA requests decoded on the CPU; pyav_fallbacks (int);

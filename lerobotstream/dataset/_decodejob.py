@@ -231,6 +231,16 @@ class ChunkDecoder:
         with self.lock:
             self.ep_locks.clear()
 
+    def reset_episode(self, ep: int) -> None:
+        """The episode was admitted again (its payload kept): forget its decoded GOPs and demand,
+        after any job of its previous admission (the episode's lock)."""
+        with self.lock:
+            ep_lock = self.ep_locks.setdefault(ep, threading.Lock())
+        with ep_lock:
+            self.gops.drop((*self.namespace, ep))
+            for cam in self.w.cfg.video_keys:
+                self.demand.pop((ep, cam), None)
+
     def drop_episode(self, ep: int) -> None:
         """The episode left the pool: forget its decoded GOPs, demand and lock."""
         self.gops.drop((*self.namespace, ep))

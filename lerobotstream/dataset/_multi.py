@@ -415,6 +415,14 @@ class StreamingMultiLeRobotDataset(StreamCore):
             vals = [p.get(k) for p in per]
             if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
                 out[k] = sum(vals)
+            elif k == "bytes_by_epoch":  # each dataset's epoch e, summed
+                out[k] = {}
+                for p in per:
+                    for e, row in p[k].items():
+                        acc = out[k].setdefault(e, dict.fromkeys(row, 0))
+                        for rk, rv in row.items():
+                            acc[rk] += rv
+                out[k] = dict(sorted(out[k].items()))
             elif k == "source":
                 out[k] = {
                     sk: sum(p["source"].get(sk, 0) for p in per)

@@ -21,9 +21,10 @@ yielded and the next one), so decoded frames ≤ ``2 × lookahead × cameras × 
 ``H × W × 3`` bytes each (T = frames per video window, 1 without ``delta_timestamps``), plus
 ``decoded_queue_size`` assembled items.
 
-Planner evictions retire the episode in the cache (bytes freed when its last decode job releases
-its lease); admissions pin the next episode (waiting for room when the budget is full); the next
-``prefetch_episodes`` episodes of the planner frontier are prefetched whenever the budget allows.
+Planner evictions retire the episode in the cache (its bytes kept, evictable, once its last decode
+job releases its lease); admissions pin the next episode (taking a kept payload back without a
+fetch, else waiting for room when the budget is full); the next ``prefetch_episodes`` episodes of
+the planner frontier are prefetched whenever the budget allows.
 
 An exception on a fetch, decode or assembly thread is re-raised from the iterator (never an empty
 or short epoch); all threads are joined and the cache closed when the generator ends or is closed.
@@ -82,6 +83,17 @@ DecodeFn = Callable[[int, np.ndarray], Any]
 AssembleFn = Callable[[int, int, Any], Any]
 
 
+def _by_need(admits: list[int], upcoming: np.ndarray) -> list[int]:
+    """``admits`` ordered by the first of the ``upcoming`` anchors' episodes (int64) that needs
+    each; episodes no upcoming anchor needs keep their admission order, after the others."""
+    if len(admits) < 2:
+        return admits
+    first: dict[int, int] = {}
+    for i, ep in enumerate(upcoming.tolist()):
+        first.setdefault(ep, i)
+    return sorted(admits, key=lambda ep: first.get(ep, len(first) + len(upcoming)))
+
+
 class Pipeline:
     """Ordered, bounded, multi-threaded item production for one worker.
 
@@ -98,6 +110,11 @@ class Pipeline:
         first_lookahead: anchors of the iterator's first chunk (default ``lookahead``): a small
             first chunk (e.g. one batch) lets the first items out before a whole chunk is decoded.
         on_free: called with an episode index after its cache entry was freed (close decoders).
+        on_admit: called with an episode index and whether its kept payload was reused, after
+            each admission and before any of its decode jobs is submitted (counters; a reused
+            episode's per-admission decode state is reset).
+        on_start: called once, before the first admission, with the episodes the first pool's
+            epoch has already finished (a worker resumed mid-epoch; pools with ``finished()``).
         times: stage timings to update.
         slots: optional ``slots(n) -> slot`` for the iterator's n-th item (0-based, planner order):
             ``assemble`` is then called with it as a fourth argument (where the item's frames may
@@ -120,6 +137,8 @@ class Pipeline:
         prefetch_episodes: int,
         lookahead: int,
         on_free: Callable[[int], None] | None = None,
+        on_admit: Callable[[int, bool], None] | None = None,
+        on_start: Callable[[list[int]], None] | None = None,
         times: StageTimes | None = None,
         first_lookahead: int | None = None,
         slots: Callable[[int], Any] | None = None,
@@ -138,6 +157,8 @@ class Pipeline:
             self.lookahead if first_lookahead is None else max(1, min(self.lookahead, int(first_lookahead)))
         )
         self.on_free = on_free
+        self.on_admit = on_admit
+        self.on_start = on_start
         self.times = times if times is not None else StageTimes()
         self.slots = slots
         self.assembly_group = max(1, int(assembly_group))
@@ -145,14 +166,24 @@ class Pipeline:
     # --- main-thread helpers ------------------------------------------------------------------
     def _admit(self, ep: int) -> None:
         t0 = time.perf_counter()
-        self.cache.admit(ep)
+        reused = self.cache.admit(ep)
         self.times.admit_wait_s += time.perf_counter() - t0
+        if self.on_admit is not None:
+            self.on_admit(ep, reused)
+        self._freed()
+
+    def _freed(self) -> None:
+        """Report the cache's freed episodes (close their decoders)."""
+        for ep in self.cache.drain_freed():
+            if self.on_free is not None:
+                self.on_free(ep)
 
     def _prefetch(self, pool: Any) -> None:
         if self.prefetch_episodes:
             for ep in pool.frontier(self.prefetch_episodes).tolist():
                 if not self.cache.prefetch(ep):
                     break  # budget full: speculative prefetch pauses, retried after the next chunk
+            self._freed()
 
     def _job(self, ep: int, frames: np.ndarray) -> Any:
         t0 = time.perf_counter()
@@ -161,8 +192,7 @@ class Pipeline:
         finally:
             self.cache.release(ep)
             self.times.decode_job_s += time.perf_counter() - t0
-            if self.on_free is not None and not self.cache.held(ep):
-                self.on_free(ep)
+            self._freed()
 
     def _assemble(self, ep: int, fr: int, job: Future, seq: int) -> Any:
         state = job.result()
@@ -178,14 +208,17 @@ class Pipeline:
         return [self._assemble(ep, fr, job, seq) for ep, fr, job, seq in work]
 
     def _chunks(self, dec: ThreadPoolExecutor) -> Iterator[list[tuple[int, int, Future]]]:
-        """Sub-chunks of submitted work: ``[(episode, frame, decode job future), ...]``."""
+        """Sub-chunks of submitted work: ``[(episode, frame, decode job future), ...]``.
+
+        Admissions due at a sub-chunk's start (a pool's first residents included: they are admitted
+        once its first chunk is drawn) are made in order of first need by the chunk's anchors, so
+        their fetches start in that order: the first batch waits for its own episodes only."""
         size = self.first_lookahead  # the iterator's first chunk, then ``lookahead``
-        for pool in self.pools:
+        for i, pool in enumerate(self.pools):
+            if i == 0 and self.on_start is not None and hasattr(pool, "finished"):
+                self.on_start(pool.finished().tolist())
             pool.drain_events()
-            for ep in pool.resident().tolist():
-                self._admit(ep)
-            self._prefetch(pool)
-            pending_admits: list[int] = []
+            pending_admits: list[int] = pool.resident().tolist()
             while True:
                 want = size if self.limit is None else min(size, self.limit - pool.emitted)
                 if want <= 0:
@@ -204,7 +237,7 @@ class Pipeline:
                     if a == 0:
                         admits += [e.episode_index for e in events if e.kind == "admit" and e.position == start]
                     pending_admits = []
-                    for ep in admits:
+                    for ep in _by_need(admits, eps[a:]):
                         self._admit(ep)
                     seg_e, seg_f = eps[a:b], frs[a:b]
                     jobs: dict[int, Future] = {}

@@ -112,6 +112,15 @@ class Run:
         d, ep = self.split(gid)
         self.workers[d].on_free(ep)
 
+    def on_start(self, gids: list[int]) -> None:
+        for gid in gids:
+            d, ep = self.split(gid)
+            self.workers[d].on_start_finished(ep)
+
+    def on_admit(self, gid: int, reused: bool) -> None:
+        d, ep = self.split(gid)
+        self.workers[d].on_admit(ep, reused)
+
 
 def shard_items(
     planner: Any,
@@ -157,7 +166,11 @@ def shard_items(
     # prefetches one, checked against its plan's budget (ByteBudgetError then, naming the dataset
     # of a mixture, before any byte of that episode is fetched)
     cache = EpisodeByteCache(
-        max(1, budget), run.sizes_for(plans), run.fetch, max_workers=max(1, min(8, options.prefetch_episodes + 1))
+        max(1, budget),
+        run.sizes_for(plans),
+        run.fetch,
+        max_workers=max(1, min(8, options.prefetch_episodes + 1)),
+        keep_retired=bool(planner.repeat),  # a finite epoch admits each episode once
     )
     run.cache = cache
     gops = DecodedGopCache(0)  # one decoded-GOP cache for the worker: each part's keys namespaced
@@ -172,6 +185,7 @@ def shard_items(
             video_decoder_cache_size=cap,
             gop_capacity_bytes=options.decoded_cache_bytes // max(1, nw),
             transforms_in_threads=not in_process,
+            epoch=start.epoch,
         )
     pipe = Pipeline(
         planner.worker_pools(start, plans),
@@ -184,6 +198,8 @@ def shard_items(
         prefetch_episodes=options.prefetch_episodes,
         lookahead=options.decode_lookahead,
         on_free=run.on_free,
+        on_admit=run.on_admit,
+        on_start=run.on_start,
         times=run.times,
         first_lookahead=options.first_lookahead or batch_size or 8,
         slots=slots,

@@ -113,7 +113,15 @@ class Worker:
             episodes_fetched=0,
             items=0,
         )
+        #: epoch -> payload bytes by origin (:meth:`on_admit`, :meth:`fetch`), kept over iterators
+        self.by_epoch: dict[int, dict[str, int]] = {}
+        self.awaiting: dict[int, int] = {}  # episode admitted before its fetch ended -> that epoch
+        self.counted: set[int] = set()  # episodes whose fetch ended before their next admission
+        self.first_epoch = 0  # the iterator's first epoch
+        self.admissions: dict[int, int] = {}  # episode -> admissions in this iterator
         self.cache: _CacheView | None = None
+        self.disk = _disk_cache(cfg.options, self.source)
+        self._identity: dict[str, str | None] = {}  # path -> what pins its bytes (disk cache keys)
         self.serial: dict[int, int] = {}  # episode -> serial of its resident payload (decoder keys)
         self.jobs = ChunkDecoder(self)
         #: image transforms run on the assembly threads (DataLoader workers) or when items are yielded
@@ -129,6 +137,7 @@ class Worker:
         video_decoder_cache_size: int,
         gop_capacity_bytes: int,
         transforms_in_threads: bool,
+        epoch: int = 0,
     ) -> None:
         """Start an iterator: the worker's byte cache (episode ``e`` at ``offset + e``), the shared
         decoded-GOP cache (this dataset's keys under ``namespace``), the open-decoder cap (this
@@ -139,6 +148,9 @@ class Worker:
         self.reset_gops(gop_capacity_bytes)
         self.cache = _CacheView(cache, offset)
         self.transforms_in_threads = transforms_in_threads
+        with self.lock:
+            self.first_epoch = int(epoch)
+            self.admissions, self.awaiting, self.counted = {}, {}, set()
 
     def release(self) -> None:
         """End an iterator: close decoders, forget decoded GOPs (counters are kept)."""
@@ -174,15 +186,19 @@ class Worker:
         )
         self.add(parquet_s=time.perf_counter() - t0)
         payloads = {}
+        origin = {"store_bytes": 0, "disk_cache_bytes": 0}
         for cam in self.cfg.video_keys:
             span, table, path, _ = self.spans.verified_span(ep, cam)  # the MP4's moov checked on first use
             try:
                 t1 = time.perf_counter()
-                data = self.source.read(path, span.byte_start, span.byte_stop - span.byte_start)
+                data, from_disk, key = self._read(path, span.byte_start, span.byte_stop - span.byte_start)
                 t2 = time.perf_counter()
                 check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
                 payloads[cam] = synthesize(table, span, data)
                 self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
+                origin["disk_cache_bytes" if from_disk else "store_bytes"] += len(data)
+                if key is not None:  # checked bytes only
+                    self.disk.put(key, data)
             except LeRobotStreamError as err:
                 if f"episode {ep}" in err.message:
                     raise
@@ -198,7 +214,32 @@ class Worker:
                     path=path,
                 ) from exc
         self.add(episodes_fetched=1)
+        with self.lock:  # the epoch of the admission this payload serves (made already, or next)
+            epoch = self.awaiting.pop(ep, None)
+            if epoch is None:
+                epoch = self.first_epoch + self.admissions.get(ep, 0)
+                self.counted.add(ep)
+        self._count(epoch, **origin)
         return EpisodePayload(payloads, extra=(rows, next(_SERIAL)))
+
+    def _read(self, path: str, offset: int, length: int) -> tuple[bytes, bool, bytes | None]:
+        """``(bytes, from_disk, key)``: the range from the disk cache, or from the store with the
+        disk cache's key to keep it under (None without a disk cache or for a file without a
+        stable identity)."""
+        if self.disk is None:
+            return self.source.read(path, offset, length), False, None
+        from lerobotstream.disk_cache import source_identity
+
+        if path not in self._identity:
+            self._identity[path] = source_identity(self.source, path)
+        ident = self._identity[path]
+        if ident is None:
+            return self.source.read(path, offset, length), False, None
+        key = self.disk.key(ident, path, offset, length)
+        data = self.disk.get(key, length)
+        if data is not None:
+            return data, True, None
+        return self.source.read(path, offset, length), False, key
 
     def video(self, ep: int, cam: str, mini: bytes, serial: int):
         from lerobotstream.decode import EpisodeVideo
@@ -254,6 +295,41 @@ class Worker:
         """Forget decoded GOPs and per-episode demand (iterator start/end); counters are kept."""
         self.jobs.reset(capacity_bytes)
 
+    def _count(self, epoch: int, **kw: int) -> None:
+        with self.lock:
+            row = self.by_epoch.setdefault(
+                epoch, {"store_bytes": 0, "disk_cache_bytes": 0, "reused_bytes": 0, "needed_bytes": 0}
+            )
+            for k, v in kw.items():
+                row[k] += v
+
+    def on_start_finished(self, ep: int) -> None:
+        """The iterator resumed its first epoch after the episode's last frame: its next admission
+        belongs to the next epoch."""
+        with self.lock:
+            self.admissions[ep] = 1
+
+    def on_admit(self, ep: int, reused: bool) -> None:
+        """The episode was admitted (its payload ``reused`` from a kept entry, or fetched): count
+        its MP4 bytes for the epoch it belongs to (each episode is admitted once per epoch, so its
+        n-th admission in an iterator is the iterator's n-th epoch); a fetch counts in the epoch of
+        the admission its payload serves (one made before the fetch ended, else the next). A reused episode keeps its
+        serial (its decoders stay open); what its previous admission's decode jobs served is
+        forgotten."""
+        nbytes = 0
+        for cam in self.cfg.video_keys:
+            span = self.span(ep, cam)[0]
+            nbytes += int(span.byte_stop - span.byte_start)
+        with self.lock:
+            epoch = self.first_epoch + self.admissions.get(ep, 0)
+            self.admissions[ep] = self.admissions.get(ep, 0) + 1
+            if not reused and ep not in self.counted:
+                self.awaiting[ep] = epoch  # its fetch is still running: it counts here
+            self.counted.discard(ep)
+        self._count(epoch, needed_bytes=nbytes, reused_bytes=nbytes if reused else 0)
+        if reused:
+            self.jobs.reset_episode(ep)
+
     def on_free(self, ep: int) -> None:
         """The episode's bytes were freed: close its decoders (their mini-MP4 leaves memory too) and,
         when the heap keeps much free memory resident, give it back to the OS
@@ -264,6 +340,17 @@ class Worker:
             for cam in self.cfg.video_keys:
                 self.decoders.pop((ep, cam, serial))
         _heap.trim()
+
+
+def _disk_cache(options: Any, source: Any):
+    """The node's payload disk cache (``cache_dir``, ``cache_limit_gb``), or None: off, or a local
+    store (its bytes are already on disk)."""
+    if options.cache_dir is None or source.local_path("") is not None:
+        return None
+    from lerobotstream import constants
+    from lerobotstream.disk_cache import DiskCache
+
+    return DiskCache(options.cache_dir, int(options.cache_limit_gb * constants.GIB))
 
 
 class _CacheView:

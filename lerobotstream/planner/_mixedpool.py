@@ -38,6 +38,12 @@ class DatasetStream:
     def frontier(self, k: int) -> np.ndarray:
         return np.empty(0, np.int64) if self.pool is None else self.pool.frontier(k) + self.offset
 
+    def finished(self) -> np.ndarray:
+        """Global ids of the episodes this epoch has finished (empty where the pool cannot tell: a
+        partition chain)."""
+        done = getattr(self.pool, "finished", None)
+        return np.empty(0, np.int64) if done is None else done() + self.offset
+
     def take(self, count: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str, int]]]:
         """``count`` anchors (global episode ids, frames) and their events as ``(j, kind, global
         episode)``: ``j`` = anchors of this call before the event (an admission at j is drawn from
@@ -86,6 +92,12 @@ class MixedPool:
 
     def resident(self) -> np.ndarray:
         parts = [s.resident() for s in self.streams]
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+    def finished(self) -> np.ndarray:
+        """Global ids of the episodes whose every frame the current epoch has emitted (a worker
+        resumed mid-epoch: they come back in the next epoch), int64."""
+        parts = [s.finished() for s in self.streams]
         return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
     def frontier(self, k: int) -> np.ndarray:

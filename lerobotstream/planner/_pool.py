@@ -158,6 +158,11 @@ class EpisodePool:
         """Dataset episode indices resident now (int64)."""
         return self.episode_indices[self._core.resident()]
 
+    def finished(self) -> np.ndarray:
+        """Dataset episode indices whose every frame this epoch has emitted (int64; read-only)."""
+        admitted = self._core.order_array()[: self._core.num_admitted]
+        return self.episode_indices[np.setdiff1d(admitted, self._core.resident())]
+
     def frontier(self, k: int) -> np.ndarray:
         """The next ``k`` episodes to be admitted, in admission order (int64): what to prefetch."""
         return self.episode_indices[self._core.frontier(k)]

@@ -79,8 +79,52 @@ def test_reserved_and_resident_accounting():
     cache.get(1)
     # finished prefetch is resident before any sample of it is asked
     assert cache.resident_bytes == 300 and cache.reserved_bytes == 300
+    cache.retire(0)  # kept: still in the budget, evictable
+    assert cache.reserved_bytes == 300 and cache.resident_bytes == 300 and cache.kept_bytes == 100
+    cache.close()
+
+
+def test_a_retired_episode_is_kept_and_admitted_again_without_a_fetch():
+    sizes = {0: 100, 1: 200}
+    fetch = FakeFetch(sizes)
+    on_event, seen = _checker(300)
+    cache = EpisodeByteCache(300, sizes, fetch, max_workers=2, on_event=on_event)
+    for _epoch in range(3):
+        for ep in (0, 1):
+            cache.admit(ep)
+            cache.acquire(ep)
+            assert cache.get(ep).extra == ep
+            cache.retire(ep)
+            cache.release(ep)
+    assert sorted(fetch.calls) == [0, 1] and fetch.bytes_fetched == 300
+    assert cache.stats.reuses == 4 and cache.stats.reused_bytes == 600
+    assert cache.kept_bytes == 300 and cache.drain_freed() == [] and "keep" in seen
+    # still decoding when admitted again: taken back too (no wait, no fetch)
+    cache.admit(0)
+    cache.acquire(0)
     cache.retire(0)
-    assert cache.reserved_bytes == 200 and cache.resident_bytes == 200
+    assert cache.admit(0) is True
+    cache.release(0)
+    assert cache.held(0) and fetch.calls.count(0) == 1
+    cache.close()
+
+
+def test_kept_episodes_are_evicted_lru_first_and_the_budget_holds():
+    sizes = {i: 100 for i in range(6)}
+    fetch = FakeFetch(sizes)
+    on_event, _ = _checker(300)
+    cache = EpisodeByteCache(300, sizes, fetch, max_workers=2, on_event=on_event)
+    for ep in (0, 1, 2):
+        cache.admit(ep)
+        cache.get(ep)
+        cache.retire(ep)
+    assert cache.kept_bytes == 300
+    assert cache.prefetch(4)  # a prefetch evicts the least recently used kept episode (0)
+    assert not cache.held(0) and cache.drain_freed() == [0]
+    assert cache.admit(1) is True  # reused: moves 1 to most recently used
+    cache.admit(3)  # evicts kept 2 (0 is gone, 1 is pinned)
+    assert not cache.held(2) and cache.held(1) and cache.held(4)
+    assert cache.reserved_bytes == 300 and fetch.calls.count(1) == 1
     cache.close()
 
 
@@ -285,3 +329,16 @@ def test_sizes_on_demand_are_asked_only_for_what_is_admitted_or_prefetched():
         cache.close()
     with pytest.raises(TypeError, match="mapping or a function"):
         EpisodeByteCache(10, [1, 2], fetch)
+
+
+def test_without_keep_retired_a_retired_episode_is_freed_after_its_last_decode():
+    sizes = {0: 100}
+    cache = EpisodeByteCache(300, sizes, FakeFetch(sizes), keep_retired=False)
+    cache.admit(0)
+    cache.acquire(0)
+    cache.get(0)
+    cache.retire(0)
+    assert cache.held(0)  # still decoding
+    cache.release(0)
+    assert not cache.held(0) and cache.reserved_bytes == 0 and cache.drain_freed() == [0]
+    cache.close()
