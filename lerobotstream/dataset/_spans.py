@@ -106,7 +106,8 @@ class EpisodeSpans:
         reading any payload). A span planned on a table the verification replaced is planned again.
 
         Raises:
-            the errors of :meth:`span`; Mp4Error / SourceError: the MP4's header cannot be read;
+            the errors of :meth:`span`; Mp4Error / SourceError: the MP4's header cannot be read (named
+            by file only);
             SidecarValidationError: the verification replaced the table and the episode, sized from
             the sidecar's, needs more bytes than were reserved for it (no frame is served from it).
         """
@@ -114,13 +115,8 @@ class EpisodeSpans:
         verify = getattr(self.index, "verify", None)
         if verify is None:
             return s
-        try:
-            verify(s[2])
-            current = self.index.table_for_path(s[2])
-        except LeRobotStreamError as exc:
-            raise type(exc)(
-                f"episode {ep}, camera {cam!r}, file {s[2]}: {exc.message}", episode_index=ep, camera=cam, path=s[2]
-            ) from exc
+        verify(s[2])  # its errors name the file; the fetch adds the episode and camera, and tells a changed file
+        current = self.index.table_for_path(s[2])
         if s[1] is current:
             return s
         with self._lock:

@@ -188,8 +188,9 @@ class Worker:
         payloads = {}
         origin = {"store_bytes": 0, "disk_cache_bytes": 0}
         for cam in self.cfg.video_keys:
-            span, table, path, _ = self.spans.verified_span(ep, cam)  # the MP4's moov checked on first use
+            path = self.spans.span(ep, cam)[2]
             try:
+                span, table, path, _ = self.spans.verified_span(ep, cam)  # the MP4's moov checked on first use
                 t1 = time.perf_counter()
                 data, from_disk, key = self._read(path, span.byte_start, span.byte_stop - span.byte_start)
                 t2 = time.perf_counter()

@@ -156,7 +156,8 @@ def explain_payload_failure(exc: Any, source: Any, index: Any, path: str, sideca
     """The error to report when a video's payload read or framing check failed mid-run.
 
     A file replaced during the run shows up as bytes that do not frame
-    (``Mp4InconsistentTablesError``) or a short read (``RangeReadError``). The source's size and
+    (``Mp4InconsistentTablesError``), a header that no longer parses (``Mp4Error``, when its ``moov``
+    is verified on first use) or a short read (``RangeReadError``). The source's size and
     fingerprint (a fresh ``stat`` locally) are compared with what the sidecar recorded for
     ``path``: when they differ, a :class:`~lerobotstream.errors.SourceChangedError` says the file
     changed (no sidecar or retry can help until the run restarts). When they match, a framing
@@ -170,9 +171,15 @@ def explain_payload_failure(exc: Any, source: Any, index: Any, path: str, sideca
     Returns:
         the exception to raise (``exc`` itself when nothing more can be said).
     """
-    from lerobotstream.errors import Mp4InconsistentTablesError, RangeReadError, SourceChangedError, SourceError
+    from lerobotstream.errors import (
+        Mp4Error,
+        Mp4InconsistentTablesError,
+        RangeReadError,
+        SourceChangedError,
+        SourceError,
+    )
 
-    if not isinstance(exc, (Mp4InconsistentTablesError, RangeReadError)):
+    if not isinstance(exc, (Mp4Error, RangeReadError)):
         return exc
     try:
         rec = index.source_info(index.source_id(path))
