@@ -120,7 +120,9 @@ def _parser() -> argparse.ArgumentParser:
         help="DataLoader worker processes or StreamLoader shards (default: %(default)s, lerobot-train's; "
         "0: one stream in this process)",
     )
-    r.add_argument("--batch-size", type=int, default=TRAIN_DEFAULTS["batch_size"])
+    r.add_argument(
+        "--batch-size", type=int, default=TRAIN_DEFAULTS["batch_size"], help="samples per batch (default: %(default)s)"
+    )
     r.add_argument(
         "--prefetch-factor",
         type=int,
@@ -139,7 +141,9 @@ def _parser() -> argparse.ArgumentParser:
         choices=("spawn", "fork", "forkserver"),
         help="how workers start (default: %(default)s, lerobot-train's)",
     )
-    r.add_argument("--steps", type=int, default=50, help="batches to draw (fewer if the epoch ends)")
+    r.add_argument(
+        "--steps", type=int, default=50, help="batches to draw (default: %(default)s; fewer if the epoch ends)"
+    )
     r.add_argument(
         "--step-ms",
         type=float,
@@ -147,7 +151,12 @@ def _parser() -> argparse.ArgumentParser:
         help="simulated model step per batch, milliseconds (0: none; the verdict then predicts "
         "the wait of 10/50/100 ms steps)",
     )
-    r.add_argument("--memory-interval-ms", type=float, default=100.0)
+    r.add_argument(
+        "--memory-interval-ms",
+        type=float,
+        default=100.0,
+        help="how often memory is sampled, milliseconds (default: %(default)g)",
+    )
     r.add_argument("--json", default=None, help="write the full report (with series) to this JSON file")
     r.add_argument("--plot", default=None, help="write throughput/memory/stage figure to this PNG (matplotlib)")
     r.add_argument("--quiet", action="store_true", help="no terminal table")
