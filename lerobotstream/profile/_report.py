@@ -459,7 +459,9 @@ def format_report(r: dict) -> str:
             else "   (no model step: ~1.0 by construction, see the verdict)"
         )
     )
-    lines.append(f"stages (seconds summed over {st['processes']} process(es) and their threads)")
+    # StreamLoader's threads mode runs its shards in this process: each is a stream with its own threads
+    streams = "shard(s)" if str(cfg.get("loader", "")).startswith("StreamLoader threads") else "process(es)"
+    lines.append(f"stages (seconds summed over {st['processes']} {streams} and their threads)")
     kind = st.get("kind", STAGE_KIND)
     work_total = sum(v for k, v in st["seconds"].items() if v and kind.get(k) == "work")
     for group, title in (
@@ -486,7 +488,7 @@ def format_report(r: dict) -> str:
         )
     if t:
         lines.append(
-            f"  threads_bound {st['threads_bound']} = {t['processes']} process(es) x (1 iterating + "
+            f"  threads_bound {st['threads_bound']} = {t['processes']} {streams} x (1 iterating + "
             f"{t['decode_threads']} decode + {t['assembly_threads']} assembly + {t['fetch_threads']} fetch "
             "threads): at most that many threads run stages at once, so summed stage seconds "
             "<= wall x threads_bound (a consistency bound, not a target)"
