@@ -6,7 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["part_stats", "pipeline_stats", "source_stats"]
+__all__ = ["PROCESS_KEYS", "one_per_process", "part_stats", "pipeline_stats", "source_stats"]
+
+#: Counters of the payload and metadata sources, which every shard of one process shares (threads
+#: mode): summed over processes, never over the shards of one process.
+PROCESS_KEYS = ("source", "metadata_source", "bytes_fetched", "requests")
+
+
+def one_per_process(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first of ``parts`` (``stats()`` of shards) from each process (``pid``)."""
+    seen: dict[Any, dict[str, Any]] = {}
+    for p in parts:
+        seen.setdefault(p.get("pid"), p)
+    return list(seen.values())
 
 
 def part_stats(run: Any, d: int) -> dict[str, Any]:
@@ -15,6 +27,7 @@ def part_stats(run: Any, d: int) -> dict[str, Any]:
     src = w.source.stats.as_dict()
     fb = w.fallback
     out: dict[str, Any] = {
+        "pid": w.pid,
         "source": src,
         "bytes_fetched": int(src.get("bytes_read", 0)),
         "requests": int(src.get("requests", 0)),

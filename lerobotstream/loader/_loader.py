@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from lerobotstream.dataset._counters import PROCESS_KEYS, one_per_process
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.loader._batch import known_collate
 from lerobotstream.loader._stall import STALL_WARNING_S, StallWatch
@@ -36,10 +37,14 @@ def usable_cpus() -> int:
 def sum_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Counters of several shards as one: numbers summed (``first_item_s``: the earliest;
     ``frames_decoded_per_returned`` recomputed), dicts of numbers (``source``, ``cache``) summed
-    key by key, anything else the first part's."""
+    key by key, anything else the first part's. The source counters (``PROCESS_KEYS``), which the
+    shards of one process share, are summed over processes, not shards."""
     out: dict[str, Any] = {}
+    per_process = one_per_process(parts)
     for k, v in parts[0].items():
-        vals = [p.get(k) for p in parts]
+        if k == "pid":
+            continue
+        vals = [p.get(k) for p in (per_process if k in PROCESS_KEYS else parts)]
         if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vals):
             out[k] = min(vals) if k == "first_item_s" else sum(vals)
         elif all(isinstance(x, dict) for x in vals) and all(

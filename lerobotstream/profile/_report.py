@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from lerobotstream.dataset._counters import one_per_process
 from lerobotstream.profile._verdict import WAIT_THRESHOLD, verdict
 
 __all__ = [
@@ -255,15 +256,16 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
     step_s = float(raw.get("step_s") or 0.0)
     steady_wall = wall - first - step_s if first is not None and wall > first + step_s else None
 
-    fetched = int(sum(int(s.get("bytes_fetched", s.get("source", {}).get("bytes_read", 0))) for s in snaps))
-    requests = int(sum(int(s.get("source", {}).get("requests", 0)) for s in snaps))
+    procs = one_per_process(snaps)  # the source counters are shared by the shards of one process
+    fetched = int(sum(int(s.get("bytes_fetched", s.get("source", {}).get("bytes_read", 0))) for s in procs))
+    requests = int(sum(int(s.get("source", {}).get("requests", 0)) for s in procs))
     nb: dict[str, Any] = {
         "fetched_bytes": fetched,
         "requests": requests,
-        "retries": int(sum(int(s.get("source", {}).get("retries", 0)) for s in snaps)),
+        "retries": int(sum(int(s.get("source", {}).get("retries", 0)) for s in procs)),
         "synthesized_bytes": int(sum(int(s.get("cache", {}).get("payload_bytes", 0)) for s in snaps)),
         "span_payload_bytes": int(sum(int(s.get("bytes_needed", 0)) for s in snaps)),
-        "metadata_fetched_bytes": int(sum(int(s.get("metadata_source", {}).get("bytes_read", 0)) for s in snaps)),
+        "metadata_fetched_bytes": int(sum(int(s.get("metadata_source", {}).get("bytes_read", 0)) for s in procs)),
         "episode_fetches": int(sum(int(s.get("cache", {}).get("fetches", 0)) for s in snaps)),
     }
     if needed:

@@ -1,5 +1,6 @@
 """``StreamLoader.stats()``: in threads mode the stream's counters summed over the shards (each
-shard's own under ``shards``); empty before the first iterator."""
+shard's own under ``shards``; the source counters, which the shards share, counted once); empty
+before the first iterator."""
 
 from __future__ import annotations
 
@@ -29,13 +30,15 @@ def test_threads_mode_counters_summed_over_the_shards(root, nw):
     assert len(st["shards"]) == max(1, nw)
     assert st["items"] == samples == sum(LENGTHS)  # one epoch, every frame once
     assert st["frames_returned"] == sum(s["frames_returned"] for s in st["shards"]) == samples
-    assert st["bytes_fetched"] == sum(s["bytes_fetched"] for s in st["shards"]) > 0
-    assert st["source"]["requests"] == sum(s["source"]["requests"] for s in st["shards"])
+    # the shards of one process share its source: its counters once, not once per shard
+    assert st["bytes_fetched"] == st["shards"][0]["bytes_fetched"] == st["shards"][-1]["bytes_fetched"] > 0
+    assert st["source"]["requests"] == st["shards"][0]["source"]["requests"]
     assert st["sidecar"] in ("cache", "published", "built")
 
 
 def test_sum_stats_sums_numbers_and_number_dicts_and_keeps_the_rest():
     a = {
+        "pid": 1,
         "items": 2,
         "first_item_s": 0.5,
         "source": {"requests": 1},
@@ -45,6 +48,7 @@ def test_sum_stats_sums_numbers_and_number_dicts_and_keeps_the_rest():
         "frames_decoded_per_returned": 2.0,
     }
     b = {
+        "pid": 2,
         "items": 3,
         "first_item_s": 0.2,
         "source": {"requests": 4},
@@ -63,6 +67,9 @@ def test_sum_stats_sums_numbers_and_number_dicts_and_keeps_the_rest():
         "frames_returned": 4,
         "frames_decoded_per_returned": 1.5,
     }
+    # two shards of one process: its source counters (shared) once, the shards' own summed
+    one = sum_stats([a, {**b, "pid": 1}])
+    assert one["source"] == {"requests": 1} and one["items"] == 5
 
 
 def test_a_mixtures_counters_are_summed_too(make_generated_dataset):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -50,7 +51,8 @@ log = logging.getLogger("lerobotstream.train")
 # batch reaches LeRobot (summary.BatchCounters): DataLoader worker id, cumulative payload bytes / requests
 # of that worker process.
 TAG_WORKER, TAG_BYTES, TAG_REQUESTS = "_lrs_worker", "_lrs_bytes_read", "_lrs_requests"
-TAG_KEYS = (TAG_WORKER, TAG_BYTES, TAG_REQUESTS)
+TAG_PROCESS = "_lrs_process"  # the source counters are per process, shared by its shards (threads mode)
+TAG_KEYS = (TAG_WORKER, TAG_PROCESS, TAG_BYTES, TAG_REQUESTS)
 
 IMAGENET_STATS = {
     "mean": [[[0.485]], [[0.456]], [[0.406]]],  # (c,1,1)
@@ -88,7 +90,7 @@ class TrainingStream(torch.utils.data.IterableDataset):
     Args:
         dataset: the stream.
         sidecar_status: how the process obtained the MP4 sidecar (default: the dataset's).
-        tags: add the three int64 bookkeeping tags (:data:`TAG_KEYS`) to every item; the training
+        tags: add the four int64 bookkeeping tags (:data:`TAG_KEYS`) to every item; the training
             process strips them before LeRobot sees the batch (they carry each worker's fetched
             bytes back for the streaming summary). Off for the eval stream.
         max_samples: items per pass at most, over all DataLoader workers of this rank (each worker
@@ -146,6 +148,7 @@ class TrainingStream(torch.utils.data.IterableDataset):
             if self.tags:
                 src = source_stats()
                 item[TAG_WORKER] = torch.tensor(wid, dtype=torch.int64)
+                item[TAG_PROCESS] = torch.tensor(os.getpid(), dtype=torch.int64)
                 item[TAG_BYTES] = torch.tensor(int(src.get("bytes_read", 0)), dtype=torch.int64)
                 item[TAG_REQUESTS] = torch.tensor(int(src.get("requests", 0)), dtype=torch.int64)
             yield item

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_REQUESTS, TAG_WORKER
+from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_PROCESS, TAG_REQUESTS, TAG_WORKER
 
 __all__ = ["BatchCounters", "summarize", "format_summary", "sidecar_status", "rank_figures", "gather_ranks"]
 
 
 class BatchCounters:
-    """Batches, samples, data wait (seconds, ``time.perf_counter``) and each worker's fetched bytes
+    """Batches, samples, data wait (seconds, ``time.perf_counter``) and each process's fetched bytes
     and requests of the train stream, as the training loop takes its batches."""
 
     def __init__(self) -> None:
@@ -33,8 +33,8 @@ class BatchCounters:
         self.last_t: float | None = None
         self.steady_wait_s = 0.0  # waits after the first batch
         self.steady_s = 0.0  # loop time after the first batch
-        self.worker_bytes: dict[int, int] = {}
-        self.worker_requests: dict[int, int] = {}
+        self.process_bytes: dict[int, int] = {}  # by pid
+        self.process_requests: dict[int, int] = {}
         self.samples_by_dataset: dict[int, int] = {}
 
     def start(self, t: float) -> None:
@@ -53,11 +53,13 @@ class BatchCounters:
             self.steady_s += t1 - self.last_t
         self.last_t = t1
         wids = batch.pop(TAG_WORKER).tolist()
+        pids = batch.pop(TAG_PROCESS).tolist()
         nbytes = batch.pop(TAG_BYTES).tolist()
         nreq = batch.pop(TAG_REQUESTS).tolist()
-        for w, b, r in zip(wids, nbytes, nreq):  # each worker's running totals: keep the largest seen
-            self.worker_bytes[w] = max(self.worker_bytes.get(w, 0), b)
-            self.worker_requests[w] = max(self.worker_requests.get(w, 0), r)
+        # each process's running source totals (its shards share them): keep the largest seen
+        for p, b, r in zip(pids, nbytes, nreq):
+            self.process_bytes[p] = max(self.process_bytes.get(p, 0), b)
+            self.process_requests[p] = max(self.process_requests.get(p, 0), r)
         self.samples += len(wids)
         if "dataset_index" in batch:  # a mixture: samples per dataset
             for d in batch["dataset_index"].tolist():
@@ -104,8 +106,8 @@ def summarize(
         "first_batch_s": None if c.first_batch_s is None else round(c.first_batch_s, 3),
         "data_wait_share": round(c.steady_wait_s / c.steady_s, 4) if c.steady_s > 0 else None,
         "data_wait_s": round(c.wait_s, 3),
-        "payload_bytes_fetched": sum(c.worker_bytes.values()),
-        "payload_requests": sum(c.worker_requests.values()),
+        "payload_bytes_fetched": sum(c.process_bytes.values()),
+        "payload_requests": sum(c.process_requests.values()),
         "dataset_bytes": None if files is None else files["total"],
         "dataset_mp4_bytes": None if files is None else files["mp4"],
         "dataset_parquet_bytes": None if files is None else files["parquet"],
