@@ -114,7 +114,7 @@ def test_local_copy_in_hf_lerobot_home_is_used_without_root(have_dataset, tmp_pa
 
 
 def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
-    from lerobotstream.integrations.lerobot import train
+    from lerobotstream.integrations.lerobot import cli, train
 
     def interrupted():
         raise KeyboardInterrupt
@@ -123,11 +123,11 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
     monkeypatch.delenv("LEROBOTSTREAM_DEBUG", raising=False)
     monkeypatch.setattr(sys, "argv", ["lerobotstream-train", "--dataset.repo_id=a/b"])
     with pytest.raises(SystemExit) as ei:
-        train.main()
+        cli.main()
     assert ei.value.code == 130 and capsys.readouterr().err.strip() == "interrupted"
     monkeypatch.setattr(sys, "argv", ["lerobotstream-train", "--dataset.repo_id=a/b", "--debug"])
     with pytest.raises(KeyboardInterrupt):
-        train.main()
+        cli.main()
     assert "--debug" not in sys.argv  # removed before LeRobot parses the flags
 
 

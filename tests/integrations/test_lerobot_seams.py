@@ -102,3 +102,22 @@ def test_eval_split_is_lerobots_per_task_rule():
     assert split_episodes_by_task(eps[:5], 0.5) == ([0, 1], [2, 3, 4])
     with pytest.raises(StreamingConfigError, match="leaves 0 training episodes from 1 total"):
         split_episodes_by_task([_ep(0, "a")], 0.2)
+
+
+def test_the_train_command_without_lerobot_is_one_line(tmp_path):
+    """``lerobotstream-train`` where LeRobot is not installed: one typed line, exit 2, no traceback
+    (the entry point imports LeRobot only inside its checks)."""
+    import importlib.util
+    import subprocess
+
+    if importlib.util.find_spec("lerobot") is not None:
+        pytest.skip("LeRobot is installed here")
+    proc = subprocess.run(
+        [sys.executable, "-m", "lerobotstream.integrations.lerobot", "--dataset.repo_id=a/b"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "LeRobotIntegrationError" in proc.stderr and "Traceback" not in proc.stderr

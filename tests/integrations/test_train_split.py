@@ -1,4 +1,4 @@
-"""``lerobotstream-train``'s modules, one concept each (issue 34): ``train.py`` is the thin glue
+"""``lerobotstream-train``'s modules, one concept each : ``train.py`` is the thin glue
 (install the hooks, run LeRobot's ``train``, print the summary); the hooks, the summary, the
 accelerator, the model card and the command line live in their own modules. The summary's
 counters are checked here without LeRobot."""
@@ -20,14 +20,14 @@ CONCEPTS = {
     "summary": ["BatchCounters", "summarize", "format_summary"],
     "accelerator": ["streaming_accelerator_class", "stream_loader"],
     "model_card": ["mixture_model_card"],
-    "cli": ["run_command", "streaming_help", "unknown_dataset_flag", "one_line_error"],
+    "cli": ["run_command", "streaming_help", "unknown_dataset_flag", "one_line_error", "main"],
 }
 
 
 def test_train_py_is_only_the_glue():
     tree = ast.parse((HERE / "train.py").read_text())
     defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-    assert defined == ["run_training", "_parse_and_train", "main"]
+    assert defined == ["run_training", "_parse_and_train"]
     assert len((HERE / "train.py").read_text().splitlines()) <= 100
     for module, names in CONCEPTS.items():
         tree = ast.parse((HERE / f"{module}.py").read_text())

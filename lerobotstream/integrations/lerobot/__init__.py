@@ -21,7 +21,7 @@ def __getattr__(name: str) -> Any:
 
         return make_streaming_dataset
     if name == "main":
-        from lerobotstream.integrations.lerobot.train import main
+        from lerobotstream.integrations.lerobot.cli import main
 
         return main
     raise AttributeError(name)

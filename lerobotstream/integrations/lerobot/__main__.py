@@ -1,5 +1,5 @@
 """``python -m lerobotstream.integrations.lerobot`` = ``lerobotstream-train``."""
 
-from lerobotstream.integrations.lerobot.train import main
+from lerobotstream.integrations.lerobot.cli import main
 
 main()

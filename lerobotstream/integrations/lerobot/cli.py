@@ -16,7 +16,7 @@ from typing import Any
 from lerobotstream import constants
 from lerobotstream.integrations.lerobot import patching
 
-__all__ = ["run_command", "streaming_help", "unknown_dataset_flag", "one_line_error"]
+__all__ = ["main", "run_command", "streaming_help", "unknown_dataset_flag", "one_line_error"]
 
 
 def _version() -> str:
@@ -186,3 +186,17 @@ def unknown_dataset_flag(argv: list[str]) -> Exception | None:
         hint = f"did you mean --dataset.{close[0]}?" if close else "see the streaming flags at the top of --help"
         return StreamingConfigError(f"unknown flag --dataset.{key}: {hint}")
     return None
+
+
+def main() -> None:
+    """Console entry ``lerobotstream-train``: :func:`run_command` around LeRobot's parser and
+    ``train.run_training``. LeRobot is imported only inside ``run_command``'s checks, so a
+    missing or too old LeRobot is one line (``LeRobotIntegrationError``), not a traceback."""
+    import sys
+
+    def parse_and_train() -> Any:
+        from lerobotstream.integrations.lerobot.train import _parse_and_train
+
+        return _parse_and_train()
+
+    run_command(sys.argv[1:], parse_and_train)

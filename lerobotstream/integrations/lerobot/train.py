@@ -22,11 +22,10 @@ time waiting for data, payload bytes fetched vs. dataset bytes, sidecar status) 
 # No ``from __future__ import annotations``: LeRobot's ``parser.wrap`` reads the config class
 # from the real annotation of ``_train``.
 
-import sys
 from pathlib import Path
 from typing import Any
 
-from lerobotstream.integrations.lerobot import cli, patching
+from lerobotstream.integrations.lerobot import patching
 from lerobotstream.integrations.lerobot.accelerator import streaming_accelerator_class
 from lerobotstream.integrations.lerobot.config import StreamingTrainPipelineConfig
 from lerobotstream.integrations.lerobot.hooks import Run
@@ -34,7 +33,7 @@ from lerobotstream.integrations.lerobot.model_card import mixture_model_card
 from lerobotstream.integrations.lerobot.resume import write_json_atomic
 from lerobotstream.integrations.lerobot.summary import format_summary
 
-__all__ = ["main", "run_training", "Run"]
+__all__ = ["run_training", "Run"]
 
 
 def run_training(cfg: StreamingTrainPipelineConfig) -> dict[str, Any] | None:
@@ -75,13 +74,3 @@ def _parse_and_train() -> Any:
         return run_training(cfg)
 
     return _train()
-
-
-def main() -> None:
-    """Console entry ``lerobotstream-train`` (:func:`cli.run_command`: ``--version``, ``--help``,
-    ``--debug``, one-line errors) around LeRobot's parser and :func:`run_training`."""
-    cli.run_command(sys.argv[1:], lambda: _parse_and_train())
-
-
-if __name__ == "__main__":
-    main()
