@@ -159,8 +159,6 @@ class Worker:
 
     def fetch(self, ep: int) -> EpisodePayload:
         """Parquet rows + every camera's mini-MP4 of one episode (runs on a cache fetch thread)."""
-        from lerobotstream.mp4 import check_sample_framing, synthesize
-
         info = self.cfg.meta.episode(ep)
         t0 = time.perf_counter()
         tables = self.parquet.read(info.data_path, {ep: info.length})
@@ -173,32 +171,61 @@ class Worker:
             features=self.cfg.meta.features,
         )
         self.add(parquet_s=time.perf_counter() - t0)
-        payloads = {}
+        payloads, fetched = {}, {}
         for cam in self.cfg.video_keys:
-            span, table, path, _ = self.spans.verified_span(ep, cam)  # the MP4's moov checked on first use
+            # verified against the MP4's moov first, once the process served its first item; before
+            # that, verified by the consumer before decoding (EpisodeSpans.fetch_span / checked_span)
+            s = self.spans.fetch_span(ep, cam)
             try:
-                t1 = time.perf_counter()
-                data = self.source.read(path, span.byte_start, span.byte_stop - span.byte_start)
-                t2 = time.perf_counter()
-                check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
-                payloads[cam] = synthesize(table, span, data)
-                self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
-            except LeRobotStreamError as err:
-                if f"episode {ep}" in err.message:
+                payloads[cam] = self._fetch_camera(ep, cam, s)
+            except LeRobotStreamError:
+                v = self.spans.verified_span(ep, cam)  # an unverified span may lie outside the file
+                if v[0] is s[0]:
                     raise
-                exc = explain_payload_failure(err, self.source, self.index, path, self.cfg.sidecar_npz)
-                msg = exc.message if exc.message.startswith(f"{path}:") else f"{path}: {exc.message}"
-                fields = {**exc.fields, "episode_index": ep, "camera": cam, "path": path}
-                raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from err
-            except Exception as exc:
-                raise DecodeError(
-                    f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 failed: {exc!r}",
-                    episode_index=ep,
-                    camera=cam,
-                    path=path,
-                ) from exc
+                s, payloads[cam] = v, self._fetch_camera(ep, cam, v)
+            fetched[cam] = s
         self.add(episodes_fetched=1)
-        return EpisodePayload(payloads, extra=(rows, next(_SERIAL)))
+        return EpisodePayload(payloads, extra=(rows, next(_SERIAL), fetched))
+
+    def _fetch_camera(self, ep: int, cam: str, s: tuple) -> bytes:
+        """The mini-MP4 of one (episode, camera) from its span ``s`` (:meth:`EpisodeSpans.span`)."""
+        from lerobotstream.mp4 import check_sample_framing, synthesize
+
+        span, table, path, _ = s
+        try:
+            t1 = time.perf_counter()
+            data = self.source.read(path, span.byte_start, span.byte_stop - span.byte_start)
+            t2 = time.perf_counter()
+            check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
+            mini = synthesize(table, span, data)
+            self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
+            return mini
+        except LeRobotStreamError as err:
+            if f"episode {ep}" in err.message:
+                raise
+            exc = explain_payload_failure(err, self.source, self.index, path, self.cfg.sidecar_npz)
+            msg = exc.message if exc.message.startswith(f"{path}:") else f"{path}: {exc.message}"
+            fields = {**exc.fields, "episode_index": ep, "camera": cam, "path": path}
+            raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from err
+        except Exception as exc:
+            raise DecodeError(
+                f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 failed: {exc!r}",
+                episode_index=ep,
+                camera=cam,
+                path=path,
+            ) from exc
+
+    def checked_payload(self, ep: int, cam: str, payload: EpisodePayload) -> bytes:
+        """The mini-MP4 of ``(ep, cam)`` to decode: its source verified against the MP4's own moov
+        first (once per source); fetched again when the verification replaced the table it was
+        fetched from (the payload is updated in place)."""
+        s = self.spans.checked_span(ep, cam, payload.extra[2][cam])
+        if s is None:
+            return payload.payloads[cam]
+        # (the decode job holds the episode's lock: no other decode of it runs meanwhile)
+        payload.payloads[cam] = self._fetch_camera(ep, cam, s)
+        payload.extra[2][cam] = s
+        return payload.payloads[cam]
 
     def video(self, ep: int, cam: str, mini: bytes, serial: int):
         from lerobotstream.decode import EpisodeVideo
@@ -248,6 +275,8 @@ class Worker:
         )
         with self.lock:
             self.c["items"] += 1
+        if self.spans.deferring:
+            self.spans.serving()  # fetches verify from now on
         return item
 
     def reset_gops(self, capacity_bytes: int | None = None) -> None:

@@ -291,3 +291,36 @@ def test_a_cached_deflate_bomb_is_replaced_by_a_local_build(published, tmp_path,
     with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
         assert ensure_sidecar(src, meta, **kw)[1] == "built"
     assert "is not usable" in caplog.text and "inflate to" in caplog.text
+
+
+def test_before_the_first_item_the_decode_verifies_and_fetches_again(root, caches, caplog, monkeypatch):
+    # the prefetch frontier fetches unverified until the first item is served; the decode of each
+    # fetched payload verifies its source first and fetches it again from the MP4's own table
+    from lerobotstream.dataset import _spans, _worker
+
+    first = StreamingLeRobotDataset(root=root)
+    _rewrite(Path(first._sidecar_npz), _rotate_180)
+    ds = StreamingLeRobotDataset(root=root)
+    fetched_unverified, refetched = [], []
+    orig_fetch_span = _spans.EpisodeSpans.fetch_span
+    orig_checked = _worker.Worker.checked_payload
+
+    def fetch_span(self, ep, cam):
+        fetched_unverified.append(self.deferring)
+        return orig_fetch_span(self, ep, cam)
+
+    def checked_payload(self, ep, cam, payload):
+        before = payload.payloads[cam]
+        mini = orig_checked(self, ep, cam, payload)
+        if mini is not before:
+            refetched.append(ep)
+        return mini
+
+    monkeypatch.setattr(_spans.EpisodeSpans, "fetch_span", fetch_span)
+    monkeypatch.setattr(_worker.Worker, "checked_payload", checked_payload)
+    with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
+        got = _frames(ds)
+    assert got == {k: k for k in got} and len(got) == sum(LENGTHS)
+    assert fetched_unverified and fetched_unverified[0]  # the first fetches did not verify
+    assert sorted(set(refetched)) == [0, 1]  # each payload fetched from the sidecar's table was fetched again
+    assert len([r for r in caplog.records if "disagrees with" in r.getMessage()]) == 1
