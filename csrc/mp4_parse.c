@@ -46,8 +46,8 @@ static inline uint32_t be32(const uint8_t *q) {
 }
 static inline uint64_t be64(const uint8_t *q) { return ((uint64_t)be32(q) << 32) | be32(q + 4); }
 
-static int need(cur_t *c, int64_t n, lrs_err *e) {
-    if (n < 0 || c->pos < 0 || c->end - c->pos < n)
+static inline int need(cur_t *c, int64_t n, lrs_err *e) {
+    if (__builtin_expect(n < 0 || c->pos < 0 || c->end - c->pos < n, 0))
         return fail(e, LRS_E_TRUNCATED, c->box, c->foff + c->pos,
                     "needs %lld more bytes but the box has %lld left", (long long)n,
                     (long long)(c->end - c->pos));
@@ -60,14 +60,14 @@ static int rd_u16(cur_t *c, uint32_t *v, lrs_err *e) {
     c->pos += 2;
     return LRS_OK;
 }
-static int rd_u32(cur_t *c, uint32_t *v, lrs_err *e) {
+static inline int rd_u32(cur_t *c, uint32_t *v, lrs_err *e) {
     int s = need(c, 4, e);
     if (s) return s;
     *v = be32(c->p + c->pos);
     c->pos += 4;
     return LRS_OK;
 }
-static int rd_u64(cur_t *c, uint64_t *v, lrs_err *e) {
+static inline int rd_u64(cur_t *c, uint64_t *v, lrs_err *e) {
     int s = need(c, 8, e);
     if (s) return s;
     *v = be64(c->p + c->pos);
@@ -610,7 +610,7 @@ int lrs_mp4_scan_moov(const uint8_t *buf, int64_t len, int64_t file_offset, int6
 
 /* ---------------------------------------------------------------- fill */
 
-static double exact_seconds(i128 num, i128 den) {
+static inline double exact_seconds(i128 num, i128 den) {
     /* num/den with a single rounding when both fit in 53 bits (the common case) */
     const i128 lim = (i128)1 << 53;
     if (num < lim && num > -lim && den < lim) return (double)(int64_t)num / (double)(int64_t)den;
@@ -772,13 +772,18 @@ int lrs_mp4_fill(const uint8_t *buf, int64_t len, int64_t file_offset, int64_t f
     {
         const i128 mts = info->media_timescale, Mts = info->movie_timescale;
         const i128 E = info->empty_edit_movie_ticks, mt = info->media_time;
+        const i128 lim = (i128)1 << 53;
+        const int fast = E == 0 && mts < lim; /* exact_seconds' single-rounding case, inline */
+        const double dmts = (double)(int64_t)(fast ? mts : 1);
         for (k = 0; k < nsamp; k++) {
             i128 p = (i128)dts[k] + cts[k] - mt;
             if (p > INT64_MAX || p < INT64_MIN)
                 return fail(err, LRS_E_OVERFLOW, CTTS, foff, "presentation time of sample %lld overflows int64",
                             (long long)k);
             pts[k] = (int64_t)p;
-            if (E == 0)
+            if (fast && p < lim && p > -lim)
+                pts_s[k] = (double)(int64_t)p / dmts;
+            else if (E == 0)
                 pts_s[k] = exact_seconds(p, mts);
             else
                 pts_s[k] = exact_seconds(p * Mts + E * mts, mts * Mts);

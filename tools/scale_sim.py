@@ -422,27 +422,42 @@ class _SimMeta:
 def _sim_run(spans: Any, cams: list[str]):
     """The dataset's per-process ``Run`` over the synthetic index: its sizes are the dataset's
     (``EpisodeSpans.episode_nbytes`` on demand); fetch plans the episode's spans and returns no
-    payload (there is no video), decode and assembly return the anchor."""
+    payload (there is no video); decode waits for the episode's fetch and, as the dataset's, has
+    the sources that fetch did not verify verified (``EpisodeSpans.checked_span``); assembly
+    returns the anchor."""
     from lerobotstream.dataset._wiring import Run, StreamPart
     from lerobotstream.payload_cache import EpisodePayload
 
+    fetched: dict[tuple[int, str], Any] = {}
+    bound: list[Any] = []  # (cache, offset) of the iterator
+
+    def decode_group(ep: int, frames: Any) -> None:
+        cache, offset = bound[-1]
+        cache.get(offset + ep)  # as the dataset's decode: waits for the episode's fetch
+        for cam in cams:  # then the payload's source verified first (when its fetch did not)
+            s = spans.checked_span(ep, cam, fetched[(ep, cam)])
+            if s is not None:
+                fetched[(ep, cam)] = s  # the dataset fetches that camera again
+
     class Worker:
         def __init__(self) -> None:
-            self.jobs = SimpleNamespace(decode_group=lambda ep, frames: None)
+            self.jobs = SimpleNamespace(decode_group=decode_group)
 
         def episode_nbytes(self, ep: int) -> int:
             return spans.episode_nbytes(ep)
 
         def fetch(self, ep: int) -> Any:
-            for cam in cams:
-                spans.verified_span(ep, cam)  # as the dataset's fetch: the first-use verification, if any
+            for cam in cams:  # as the dataset's fetch: the first-use verification, once items are served
+                fetched[(ep, cam)] = spans.fetch_span(ep, cam)
             return EpisodePayload({}, None)
 
         def assemble(self, ep: int, frame: int, dec: Any, slot: Any = None) -> dict[str, int]:
+            if spans.deferring:
+                spans.serving()
             return {"episode_index": ep, "frame_index": frame}
 
-        def bind(self, *a: Any, **k: Any) -> None:
-            pass
+        def bind(self, cache: Any, offset: int, *a: Any, **k: Any) -> None:
+            bound.append((cache, offset))
 
         def release(self) -> None:
             pass

@@ -129,7 +129,7 @@ class ChunkDecoder:
         episode has used them (see its module doc for the memory bound)."""
         assert self.w.cache is not None
         payload = self.w.cache.get(ep)
-        rows, serial = payload.extra
+        rows, serial, _ = payload.extra
         if rows.episode_index != ep:
             raise EpisodeDataError(f"rows of episode {rows.episode_index} returned for episode {ep}", episode_index=ep)
         self.w.serial[ep] = serial
@@ -141,7 +141,7 @@ class ChunkDecoder:
         with ep_lock:  # one job of an episode at a time: a GOP run is decoded once, not by two jobs
             for cam in self.w.cfg.video_keys:
                 idx = self.needed(cam, frames, n)
-                video = self.w.video(ep, cam, payload.payloads[cam], serial)
+                video = self.w.video(ep, cam, self.w.checked_payload(ep, cam, payload), serial)
                 out.videos[cam] = video
                 out.from_timestamps[cam] = video.from_timestamp
                 dm = self._demand(ep, cam, video, rows)

@@ -48,6 +48,10 @@ class EpisodeSpans:
         self.on_planned = on_planned
         self._spans: dict[tuple[int, str], tuple[Any, Any, str, float]] = {}
         self._lock = threading.Lock()
+        #: until the process serves its first item (:meth:`serving`), fetches do not verify: the
+        #: consumer verifies each fetched (episode, camera) before decoding it (:meth:`checked_span`)
+        self.deferring = getattr(index, "verify", None) is not None
+        self._pending: set[str] = set()  # sources fetched unverified, verified by later fetches
 
     def span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
         """``(span, table, path, from_timestamp)`` of episode ``ep``'s camera ``cam``.
@@ -133,6 +137,60 @@ class EpisodeSpans:
                 path=s[2],
             )
         return new
+
+    def fetch_span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
+        """The span a fetch of ``(ep, cam)`` reads. Before the process served its first item
+        (:meth:`serving`) it is :meth:`span`, unverified: the first item then waits only for the
+        verification of its own sources (:meth:`checked_span`, before its decode), not for the
+        whole prefetch frontier's. After that it is :meth:`verified_span`, and the fetch first
+        verifies the sources fetched unverified before (so their decodes find them verified).
+
+        Raises:
+            the errors of :meth:`verified_span`.
+        """
+        if self.deferring:
+            s = self.span(ep, cam)
+            with self._lock:
+                self._pending.add(s[2])
+            return s
+        while self._pending:
+            with self._lock:
+                path = self._pending.pop() if self._pending else None
+            if path is not None:
+                try:
+                    self.index.verify(path)
+                except LeRobotStreamError:
+                    pass  # raised, naming its episode, by checked_span when that source is decoded
+        return self.verified_span(ep, cam)
+
+    def checked_span(
+        self, ep: int, cam: str, fetched: tuple[Any, Any, str, float]
+    ) -> tuple[Any, Any, str, float] | None:
+        """Before a fetched payload of ``(ep, cam)`` is decoded: its source verified
+        (:meth:`verified_span`); None when the payload was fetched from the span now current, else
+        the span to fetch it again from (the verification replaced the table it was planned on).
+
+        Raises:
+            the errors of :meth:`verified_span`; SidecarValidationError: the new span needs more
+            bytes than the episode's reservation (sized from the sidecar's table).
+        """
+        s = self.verified_span(ep, cam)
+        if s[0] is fetched[0]:
+            return None
+        if s[0].synth_nbytes > fetched[0].synth_nbytes:
+            raise SidecarValidationError(
+                f"episode {ep}, camera {cam!r}, file {s[2]}: the MP4 sidecar disagreed with this file's own moov "
+                f"(logged) and the episode was sized from it ({fetched[0].synth_nbytes} bytes, "
+                f"{s[0].synth_nbytes} needed); start again: the sidecar is rebuilt locally at the next start",
+                episode_index=ep,
+                camera=cam,
+                path=s[2],
+            )
+        return s
+
+    def serving(self) -> None:
+        """The process served its first item: from now on fetches verify (:meth:`fetch_span`)."""
+        self.deferring = False
 
     def episode_nbytes(self, ep: int) -> int:
         """Exact synthesized bytes of episode ``ep``: its cameras' mini-MP4s together."""

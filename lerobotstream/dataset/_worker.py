@@ -14,6 +14,7 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,8 +172,6 @@ class Worker:
 
     def fetch(self, ep: int) -> EpisodePayload:
         """Parquet rows + every camera's mini-MP4 of one episode (runs on a cache fetch thread)."""
-        from lerobotstream.mp4 import check_sample_framing, synthesize
-
         info = self.cfg.meta.episode(ep)
         t0 = time.perf_counter()
         tables = self.parquet.read(info.data_path, {ep: info.length})
@@ -185,35 +184,20 @@ class Worker:
             features=self.cfg.meta.features,
         )
         self.add(parquet_s=time.perf_counter() - t0)
-        payloads = {}
+        payloads, fetched = {}, {}
         origin = {"store_bytes": 0, "disk_cache_bytes": 0}
         for cam in self.cfg.video_keys:
-            path = self.spans.span(ep, cam)[2]
+            # verified against the MP4's moov first, once the process served its first item; before
+            # that, verified by the consumer before decoding (EpisodeSpans.fetch_span / checked_span)
+            s = self._planned(ep, cam, self.spans.fetch_span)
             try:
-                span, table, path, _ = self.spans.verified_span(ep, cam)  # the MP4's moov checked on first use
-                t1 = time.perf_counter()
-                data, from_disk, key = self._read(path, span.byte_start, span.byte_stop - span.byte_start)
-                t2 = time.perf_counter()
-                check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
-                payloads[cam] = synthesize(table, span, data)
-                self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
-                origin["disk_cache_bytes" if from_disk else "store_bytes"] += len(data)
-                if key is not None:  # checked bytes only
-                    self.disk.put(key, data)
-            except LeRobotStreamError as err:
-                if f"episode {ep}" in err.message:
+                payloads[cam] = self._fetch_camera(ep, cam, s, origin)
+            except LeRobotStreamError:
+                v = self._planned(ep, cam, self.spans.verified_span)  # an unverified span may lie outside the file
+                if v[0] is s[0]:
                     raise
-                exc = explain_payload_failure(err, self.source, self.index, path, self.cfg.sidecar_npz)
-                msg = exc.message if exc.message.startswith(f"{path}:") else f"{path}: {exc.message}"
-                fields = {**exc.fields, "episode_index": ep, "camera": cam, "path": path}
-                raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from err
-            except Exception as exc:
-                raise DecodeError(
-                    f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 failed: {exc!r}",
-                    episode_index=ep,
-                    camera=cam,
-                    path=path,
-                ) from exc
+                s, payloads[cam] = v, self._fetch_camera(ep, cam, v, origin)
+            fetched[cam] = s
         self.add(episodes_fetched=1)
         with self.lock:  # the epoch of the admission this payload serves (made already, or next)
             epoch = self.awaiting.pop(ep, None)
@@ -221,7 +205,74 @@ class Worker:
                 epoch = self.first_epoch + self.admissions.get(ep, 0)
                 self.counted.add(ep)
         self._count(epoch, **origin)
-        return EpisodePayload(payloads, extra=(rows, next(_SERIAL)))
+        return EpisodePayload(payloads, extra=(rows, next(_SERIAL), fetched))
+
+    def _explained(self, err: LeRobotStreamError, ep: int, cam: str, path: str) -> LeRobotStreamError:
+        """``err`` of a fetch or verification of ``(ep, cam)`` from ``path``, named by episode,
+        camera and file, and told as a file changed during the run when it did
+        (``explain_payload_failure``); ``err`` itself when it names the episode already."""
+        if f"episode {ep}" in err.message:
+            return err
+        exc = explain_payload_failure(err, self.source, self.index, path, self.cfg.sidecar_npz)
+        msg = exc.message if exc.message.startswith(f"{path}:") else f"{path}: {exc.message}"
+        fields = {**exc.fields, "episode_index": ep, "camera": cam, "path": path}
+        return type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields)
+
+    def _planned(self, ep: int, cam: str, plan: Callable[[int, str], Any]) -> Any:
+        """``plan(ep, cam)`` (a span of :class:`EpisodeSpans`, its source verified or not), its
+        errors :meth:`_explained`."""
+        try:
+            return plan(ep, cam)
+        except LeRobotStreamError as err:
+            exc = self._explained(err, ep, cam, self.spans.span(ep, cam)[2])
+            if exc is err:
+                raise
+            raise exc from err
+
+    def _fetch_camera(self, ep: int, cam: str, s: tuple, origin: dict[str, int] | None) -> bytes:
+        """The mini-MP4 of one (episode, camera) from its span ``s`` (:meth:`EpisodeSpans.span`);
+        the bytes read are added to ``origin`` (``store_bytes`` or ``disk_cache_bytes``) unless None."""
+        from lerobotstream.mp4 import check_sample_framing, synthesize
+
+        span, table, path, _ = s
+        try:
+            t1 = time.perf_counter()
+            data, from_disk, key = self._read(path, span.byte_start, span.byte_stop - span.byte_start)
+            t2 = time.perf_counter()
+            check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
+            mini = synthesize(table, span, data)
+            self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
+            if origin is not None:
+                origin["disk_cache_bytes" if from_disk else "store_bytes"] += len(data)
+            if key is not None:  # checked bytes only
+                self.disk.put(key, data)
+            return mini
+        except LeRobotStreamError as err:
+            exc = self._explained(err, ep, cam, path)
+            if exc is err:
+                raise
+            raise exc from err
+        except Exception as exc:
+            raise DecodeError(
+                f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 failed: {exc!r}",
+                episode_index=ep,
+                camera=cam,
+                path=path,
+            ) from exc
+
+    def checked_payload(self, ep: int, cam: str, payload: EpisodePayload) -> bytes:
+        """The mini-MP4 of ``(ep, cam)`` to decode: its source verified against the MP4's own moov
+        first (once per source); fetched again when the verification replaced the table it was
+        fetched from (the payload is updated in place; that rare second read is not counted in
+        ``bytes_by_epoch``)."""
+        fetched = payload.extra[2][cam]
+        s = self._planned(ep, cam, lambda e, c: self.spans.checked_span(e, c, fetched))
+        if s is None:
+            return payload.payloads[cam]
+        # (the decode job holds the episode's lock: no other decode of it runs meanwhile)
+        payload.payloads[cam] = self._fetch_camera(ep, cam, s, None)
+        payload.extra[2][cam] = s
+        return payload.payloads[cam]
 
     def _read(self, path: str, offset: int, length: int) -> tuple[bytes, bool, bytes | None]:
         """``(bytes, from_disk, key)``: the range from the disk cache, or from the store with the
@@ -290,6 +341,8 @@ class Worker:
         )
         with self.lock:
             self.c["items"] += 1
+        if self.spans.deferring:
+            self.spans.serving()  # fetches verify from now on
         return item
 
     def reset_gops(self, capacity_bytes: int | None = None) -> None:

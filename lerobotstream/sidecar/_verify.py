@@ -3,7 +3,8 @@ before the first frame of the MP4 is served.
 
 A published sidecar, or one in a cache other users can write, could move one episode's sample
 positions onto another's or change a display matrix; the metadata checks at start
-(``sidecar._validate``) cannot see that. So the first time a process fetches from a source,
+(``sidecar._validate``) cannot see that. So the first time a process fetches from a source (or,
+for what it fetched before serving its first item, decodes it: ``EpisodeSpans.fetch_span``),
 :class:`VerifiedTables` parses the source's ``moov`` (the existing parser: a probe of the file's
 start plus, for files whose ``moov`` follows ``mdat``, one read of the tail; no payload) and
 compares the sample tables, timing, codec, sample entry and display matrices with the sidecar's
@@ -131,7 +132,8 @@ class VerifiedTables:
     module docstring). Thread-safe.
 
     :meth:`table_for_path` (sizing, span planning) does not verify; :meth:`verify` (called by the
-    fetch, before any payload is read) does, once per source. A span planned on a table that
+    fetch before any payload is read, or the decode before any frame is: ``EpisodeSpans.fetch_span``)
+    does, once per source. A span planned on a table that
     :meth:`verify` replaced is planned again (``EpisodeSpans.verified_span``).
 
     Args:

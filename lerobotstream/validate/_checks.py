@@ -165,7 +165,7 @@ TRAINING_CHECKS: tuple[TrainingCheck, ...] = (
         "decode_sample",
     ),
     TrainingCheck(
-        "dataset/_worker.py:Worker.fetch",
+        "dataset/_worker.py:Worker._fetch_camera",
         "fetching or synthesizing the mini-MP4 failed",
         ("decode_failed",),
         "decode_sample",
@@ -231,4 +231,5 @@ NOT_DATASET_CHECKS: dict[str, str] = {
     "sidecar/_validate.py:validate_index": "a cached sidecar no longer describes the sources (the cache; rebuilt)",
     "sidecar/_validate.py:validate_sidecar_file": "a sidecar an MP4's own moov contradicted (the sidecar; rebuilt)",
     "dataset/_spans.py:EpisodeSpans.verified_span": "a sidecar an MP4's own moov contradicted (the sidecar; rebuilt)",
+    "dataset/_spans.py:EpisodeSpans.checked_span": "a sidecar an MP4's own moov contradicted (the sidecar; rebuilt)",
 }

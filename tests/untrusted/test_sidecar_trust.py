@@ -291,3 +291,74 @@ def test_a_cached_deflate_bomb_is_replaced_by_a_local_build(published, tmp_path,
     with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
         assert ensure_sidecar(src, meta, **kw)[1] == "built"
     assert "is not usable" in caplog.text and "inflate to" in caplog.text
+
+
+def test_before_the_first_item_the_decode_verifies_and_fetches_again(root, caches, caplog, monkeypatch):
+    # the prefetch frontier fetches unverified until the first item is served; the decode of each
+    # fetched payload verifies its source first and fetches it again from the MP4's own table
+    from lerobotstream.dataset import _spans, _worker
+
+    first = StreamingLeRobotDataset(root=root)
+    _rewrite(Path(first._sidecar_npz), _rotate_180)
+    ds = StreamingLeRobotDataset(root=root)
+    fetched_unverified, refetched = [], []
+    orig_fetch_span = _spans.EpisodeSpans.fetch_span
+    orig_checked = _worker.Worker.checked_payload
+
+    def fetch_span(self, ep, cam):
+        fetched_unverified.append(self.deferring)
+        return orig_fetch_span(self, ep, cam)
+
+    def checked_payload(self, ep, cam, payload):
+        before = payload.payloads[cam]
+        mini = orig_checked(self, ep, cam, payload)
+        if mini is not before:
+            refetched.append(ep)
+        return mini
+
+    monkeypatch.setattr(_spans.EpisodeSpans, "fetch_span", fetch_span)
+    monkeypatch.setattr(_worker.Worker, "checked_payload", checked_payload)
+    with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
+        got = _frames(ds)
+    assert got == {k: k for k in got} and len(got) == sum(LENGTHS)
+    assert fetched_unverified and fetched_unverified[0]  # the first fetches did not verify
+    assert sorted(set(refetched)) == [0, 1]  # each payload fetched from the sidecar's table was fetched again
+    assert len([r for r in caplog.records if "disagrees with" in r.getMessage()]) == 1
+
+
+def test_fetches_verify_once_the_first_item_is_served():
+    # before: a fetch reads the unverified span and queues its source; after: the next fetch verifies
+    # the queued sources and its own before reading
+    from types import SimpleNamespace
+
+    from lerobotstream.dataset._spans import EpisodeSpans
+
+    class Index:
+        def __init__(self):
+            self.verified: list[str] = []
+
+        def table_for_path(self, path):
+            return "table"
+
+        def verify(self, path):
+            self.verified.append(path)
+
+    index = Index()
+    meta = SimpleNamespace(
+        fps=10,
+        episode=lambda ep: SimpleNamespace(
+            length=1, videos={CAM: SimpleNamespace(path=f"v{ep}.mp4", from_timestamp=0.0)}
+        ),
+    )
+    spans = EpisodeSpans(index, meta, [CAM], 1e-4)
+    span = SimpleNamespace(synth_nbytes=10)
+    spans._spans = {(ep, CAM): (span, "table", f"v{ep}.mp4", 0.0) for ep in range(3)}
+    assert spans.deferring
+    spans.fetch_span(0, CAM)
+    spans.fetch_span(1, CAM)
+    assert index.verified == []
+    assert spans.checked_span(0, CAM, spans.span(0, CAM)) is None  # the decode verifies its own source
+    assert index.verified == ["v0.mp4"]
+    spans.serving()
+    spans.fetch_span(2, CAM)
+    assert sorted(index.verified) == ["v0.mp4", "v0.mp4", "v1.mp4", "v2.mp4"]  # queued ones, then its own
