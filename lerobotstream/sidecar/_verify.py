@@ -148,6 +148,7 @@ class VerifiedTables:
         self._tables: dict[str, Any] = {}
         self._checked: set[str] = set()  # paths verified (or replaced) in this process
         self._lock = threading.Lock()
+        self._path_locks: dict[str, threading.Lock] = {}  # one verification of a source at a time
         self._recorded: set[str] = set()  # sources recorded as verified, read from the record so far
         self._record_pos = 0
         self.verified = 0  # sources parsed and compared by this process
@@ -184,20 +185,25 @@ class VerifiedTables:
         """
         if self.source is None or path in self._checked:
             return
-        table = self.table_for_path(path)
-        key = self._key(path)
-        if path in self._checked or self._is_recorded(key):
-            self._checked.add(path)
-            return
-        parsed = self._parse(path)
         with self._lock:
-            self.verified += 1
-        reason = table_disagreement(table, parsed)
-        if reason is None:
-            _append_line(_record_path(self.index.index_path), key)
-            self._checked.add(path)
-            return
-        self._replace(path, parsed, reason)
+            path_lock = self._path_locks.setdefault(path, threading.Lock())
+        with path_lock:  # one parse per source: other threads wait for it (its reads have time limits)
+            if path in self._checked:
+                return
+            table = self.table_for_path(path)
+            key = self._key(path)
+            if self._is_recorded(key):
+                self._checked.add(path)
+                return
+            parsed = self._parse(path)
+            with self._lock:
+                self.verified += 1
+            reason = table_disagreement(table, parsed)
+            if reason is None:
+                _append_line(_record_path(self.index.index_path), key)
+                self._checked.add(path)
+                return
+            self._replace(path, parsed, reason)
 
     def _key(self, path: str) -> str:
         return _record_key(path, int(self.source.size(path)), self.source.fingerprint(path))
