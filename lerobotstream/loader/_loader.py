@@ -206,7 +206,9 @@ class StreamLoader:
         else:
             picked, reason = mode, f"mode={mode!r} asked"
         self.mode, self.mode_reason = picked, reason
-        log.info("StreamLoader: %s mode, %d worker(s): %s", picked, num_workers, reason)
+        shards = max(1, num_workers)
+        where = "in this process" if picked == "threads" else "in worker processes"
+        log.info("StreamLoader %s: %d shard(s) %s (%s)", picked, shards, where, reason)
         # a state the dataset loaded for other settings than these is replanned now (elastic), so
         # that state_dict() before the first iterator already describes this loader's position
         stream.prepare(self.settings)
