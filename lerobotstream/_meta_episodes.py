@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from lerobotstream._meta_files import INFO_PATH, _read_error, _read_parquet, _where, read_reason
 from lerobotstream.errors import MetadataError, MetadataReadError, SourceError, SourceReadError
+from lerobotstream.parquet import declared_bytes
 from lerobotstream.sources import ByteSource, PrefetchedReads
 
 EPISODES_DIR = "meta/episodes"
@@ -270,7 +271,7 @@ def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> _Column
 
     def check_footer(shard: str, md: Any) -> None:
         seen["rows"] += int(md.num_rows)
-        seen["bytes"] += _declared_bytes(md, wanted)
+        seen["bytes"] += declared_bytes(md, range(md.num_row_groups), wanted)
         if seen["rows"] > EPISODES_MAX or seen["bytes"] > EPISODES_MAX_BYTES:
             raise MetadataError(
                 f"episode metadata shard {_where(src, shard)}: its footer declares {md.num_rows} rows, which "
@@ -331,19 +332,6 @@ def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> _Column
         data_tpl=info["data_path"],
         video_tpl=info.get("video_path"),
     )
-
-
-def _declared_bytes(md: Any, columns: Sequence[str]) -> int:
-    """Uncompressed bytes a Parquet footer declares for ``columns`` (and their nested leaves)."""
-    total = 0
-    for g in range(md.num_row_groups):
-        rg = md.row_group(g)
-        for j in range(rg.num_columns):
-            cc = rg.column(j)
-            p = cc.path_in_schema
-            if any(p == c or p.startswith(c + ".") for c in columns):
-                total += max(0, int(cc.total_uncompressed_size))
-    return total
 
 
 def _missing_runs(indices: np.ndarray, stop: int) -> list[tuple[int, int]]:

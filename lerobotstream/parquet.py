@@ -395,7 +395,7 @@ class EpisodeParquetReader:
         """Row groups ``groups`` of ``path`` (columns ``cols``) from the source with one pyarrow
         read (its pre-buffering merges their column chunks), checksums verified; one table each.
         More than :data:`READ_MAX_BYTES` declared is refused before decoding."""
-        declared = _declared_bytes(md, groups, cols)
+        declared = declared_bytes(md, groups, cols)
         if declared > READ_MAX_BYTES:
             raise EpisodeDataError(
                 f"{f'episodes {_short(eps)} in ' if eps else ''}{self._where(path)}: row groups {_short(groups)} "
@@ -464,7 +464,7 @@ def footer_rows_problem(md: pq.FileMetaData, expected_rows: int) -> tuple[str, s
     )
 
 
-def _declared_bytes(md: pq.FileMetaData, groups: Sequence[int], cols: Sequence[str]) -> int:
+def declared_bytes(md: pq.FileMetaData, groups: Sequence[int], cols: Sequence[str]) -> int:
     """Uncompressed bytes the footer declares for columns ``cols`` (and their nested leaves) of
     row groups ``groups``."""
     total = 0
