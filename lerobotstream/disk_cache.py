@@ -100,13 +100,13 @@ class DiskCache:
         """The cached payload of ``key`` (exactly ``length`` bytes), or None (absent, or refused:
         wrong size, key or checksum; a refused entry is deleted)."""
         path = self._path(key)
+        n = _HEADER.size + int(length) + _TRAILER
         try:
             with open(path, "rb") as f:
-                blob = f.read()
+                blob = f.read(n + 1)  # a larger (hostile) entry is refused without reading it whole
         except OSError:  # absent, or evicted under us
             self._count(misses=1)
             return None
-        n = _HEADER.size + int(length) + _TRAILER
         ok = len(blob) == n
         if ok:
             (

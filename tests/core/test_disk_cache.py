@@ -40,6 +40,28 @@ def test_truncated_corrupt_or_foreign_entries_are_refused_and_deleted(tmp_path):
     assert c.counters["corrupt"] == 3
 
 
+def test_an_oversized_entry_is_refused_without_being_read_whole(tmp_path, monkeypatch):
+    c = DiskCache(tmp_path, 1 << 20)
+    k = c.key("id", "f", 0, 10)
+    c.put(k, b"0123456789")
+    path = c._path(k)
+    with open(path, "r+b") as f:  # a shared cache entry grown to 1 GiB (sparse): never allocated
+        f.truncate(1 << 30)
+    asked = []
+    real_open = open
+
+    def spy_open(p, mode="r", *a, **kw):
+        f = real_open(p, mode, *a, **kw)
+        if str(p) == str(path):
+            read = f.read
+            f.read = lambda n=-1: asked.append(n) or read(n)
+        return f
+
+    monkeypatch.setattr("builtins.open", spy_open)
+    assert c.get(k, 10) is None and not path.exists()
+    assert asked and all(0 <= n <= 1 << 16 for n in asked)
+
+
 def test_a_dead_writers_temporary_file_is_never_read(tmp_path):
     c = DiskCache(tmp_path, 1 << 20)
     k = c.key("id", "f", 0, 100)
