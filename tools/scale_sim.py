@@ -41,6 +41,7 @@ and frames at ~1.2 MB/sample = 100 TB: a 200 MB file then holds one episode, 276
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import shutil
@@ -565,7 +566,9 @@ def simulate_rank(
     items.close()
 
     plan = planner.plain.worker_plan(0, 0)
-    draw = Planner(Streams.of_dataset(anchor_lengths), settings.but(byte_budget=None)).plain.worker_plan(0, 0)
+    draw = Planner(
+        Streams.of_dataset(anchor_lengths), dataclasses.replace(settings, byte_budget=None)
+    ).plain.worker_plan(0, 0)
     budget = min(max_anchors, plan.num_frames - 1)
     out_e = np.empty(65536, dtype=np.int64)
     out_f = np.empty(65536, dtype=np.int64)
@@ -668,14 +671,14 @@ def simulate_elastic(
     (``rank_remainders()``, pickled) there, for :func:`simulate_elastic_worker`.
     ``partitions``: canonical partitions: the remainder is each partition's offset, from counts
     (no replay, nothing shipped); also times the partition layout (LPT, once per process)."""
-    from lerobotstream.planner import _partitions
+    from lerobotstream.planner import _layout
 
     mem0 = _mem()
     lens, make_new, state, batches = _elastic_setup(name, old, new, fraction, seed, budget, partitions)
     t_layout = None
     if partitions is not None:
         t0 = time.perf_counter()
-        _partitions.partition_layout(lens, f"scale-sim-{seed}", 1000, partitions)  # the LPT, timed alone
+        _layout.partition_groups(lens, f"scale-sim-{seed}", 1000, partitions)  # the LPT, timed alone
         t_layout = time.perf_counter() - t0
     t0 = time.perf_counter()
     newp = make_new()
@@ -733,7 +736,7 @@ def simulate_elastic(
         "byte_budget": bool(budget),
         "old_batches_per_rank": batches,
         "consumed_all_ranks": rem.consumed,
-        "samples_left": rem.total,
+        "samples_left": int(rem.lengths.sum()),
         "episodes_left": int(len(rem.episode_indices)),
         "episodes_started": len(rem.frames),
         "started_frames_stored": int(sum(len(f) for f in rem.frames.values())),

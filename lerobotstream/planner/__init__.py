@@ -52,7 +52,7 @@ Guarantees:
   frames left) are sharded frame-balanced over the new ranks and workers and played once, then
   plain epochs follow (docs/resume.md; finite mixtures too). Another seed, episode selection or
   mixture, or a state without the schema marker → ResumeStateError.
-* **Canonical partitions** (``PlanSettings(partitions=P)``, ``_partitions``): ``P``
+* **Canonical partitions** (``PlanSettings(partitions=P)``, ``_layout``): ``P``
   frame-balanced partitions from (seed, P), each its own seeded pool (pool size and budget per
   partition), so each partition's order is the same on any topology; stream ``w * W + r`` plays
   ``p mod (W * K) == w * W + r``; resume continues each partition at its offset (from counts).

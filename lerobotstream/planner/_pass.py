@@ -1,8 +1,8 @@
 """One pass of a planner: what every rank and logical worker of every stream plays, where a
 DataLoader worker starts in it, and — for an elastic resume — what a checkpointed run left (pure).
 
-A :class:`Pass` is the streams' pool layouts (:data:`LAYOUTS`: ``EpisodeLayout``,
-``PartitionLayout``) on one :class:`~lerobotstream.planner._layout.Topology`, mixed per worker by
+A :class:`Pass` is the streams' layouts (:class:`~lerobotstream.planner._layout.Layout`: groups
+by topology or canonical partitions) on one :class:`~lerobotstream.planner._layout.Topology`, mixed per worker by
 the seeded mix sequence (``Phases``; one stream: always it). It is either a plain epoch, or the
 remainder of a checkpointed run's epoch replanned on this topology (and, endless, chained to the
 plain epochs after it). Everything a planner answers — epoch sizes, the DataLoader's batch turns
@@ -35,24 +35,15 @@ import numpy as np
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import _seeds
-from lerobotstream.planner._layout import ChainPlan, EpisodeLayout, StreamSpec, Topology
+from lerobotstream.planner._layout import ChainPlan, Layout, Topology
 from lerobotstream.planner._mixedpool import DatasetStream, MixedPool
 from lerobotstream.planner._mixseq import Phases, integer_weights
-from lerobotstream.planner._partitions import PartitionLayout
 from lerobotstream.planner._state import StreamState
 from lerobotstream.planner._turns import rank_batches, rank_given, replay_turns
 
-__all__ = ["LAYOUTS", "Pass", "WorkerStart", "old_run_remainders", "remainder_cache", "resolve_pass"]
-
-#: pool layout by ``StreamSpec.kind``: a new layout is one module and one entry here
-LAYOUTS: dict[str, Any] = {"episodes": EpisodeLayout, "partitions": PartitionLayout}
+__all__ = ["Pass", "WorkerStart", "old_run_remainders", "remainder_cache", "resolve_pass"]
 
 logger = logging.getLogger("lerobotstream.planner")
-
-
-def build_layout(spec: StreamSpec, topo: Topology) -> Any:
-    """The plain layout of ``spec`` on ``topo`` (:data:`LAYOUTS`)."""
-    return LAYOUTS[spec.kind](spec, topo)
 
 
 @dataclass(frozen=True)
@@ -161,7 +152,7 @@ class Pass:
     def active_workers(self, rank: int) -> list[int]:
         """The logical workers of ``rank`` that hold anything, ascending (cheap with many idle
         workers: what the remainder replays and the turns count over)."""
-        if all(isinstance(lay, EpisodeLayout) for lay in self.layouts) and self.chain is None:
+        if not any(lay.canonical for lay in self.layouts) and self.chain is None:
             return list(range(max(lay.num_active(rank) for lay in self.layouts)))
         return np.flatnonzero(self.held(rank).any(axis=0)).tolist()
 
@@ -499,7 +490,7 @@ def state_key(st: StreamState, digests: Sequence[str]) -> list[Any]:
 def remainder_pass(plain: Pass, rems: Sequence[Any], seed: int) -> Pass:
     """The pass of ``plain``'s topology that plays remainders ``rems`` (one per stream): each
     stream's layout ``over`` its remainder; endless: chained to ``plain``'s epochs."""
-    layouts = [LAYOUTS[lay.kind].over(rem, plain.topo, lay) for lay, rem in zip(plain.layouts, rems)]
+    layouts = [Layout.over(rem, plain.topo, lay) for lay, rem in zip(plain.layouts, rems)]
     mix_seed = _seeds.derived_seed(seed, _seeds.TAG_MIXTURE, _seeds.TAG_ELASTIC, rems[0].epoch, rems[0].depth)
     return Pass(
         layouts,

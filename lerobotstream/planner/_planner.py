@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -20,11 +21,10 @@ import numpy as np
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
 from lerobotstream.planner._checkpoint import resume_differences, settings_of, stream_state
-from lerobotstream.planner._layout import Topology, read_pools
+from lerobotstream.planner._layout import Layout, Topology, read_pools
 from lerobotstream.planner._pass import (
     Pass,
     WorkerStart,
-    build_layout,
     old_run_remainders,
     remainder_cache,
     remainder_pass,
@@ -81,7 +81,7 @@ class Planner:
         if s.byte_budget is not None and specs is None and any(e.sizes is None for e in streams.episodes):
             raise ValueError("a byte_budget needs episode_nbytes (each episode's exact synthesized size)")
         rank, world = discover_world(s.rank, s.world_size)
-        self.settings = s.but(rank=rank, world_size=world)
+        self.settings = replace(s, rank=rank, world_size=world)
         self.streams = streams
         self.seed = constants.SEED_WHEN_NONE if s.seed is None else int(s.seed)
         self.topology = Topology(
@@ -109,10 +109,10 @@ class Planner:
                 else None
             )
             if where is None:
-                layouts.append(build_layout(spec, topo))
+                layouts.append(Layout(spec, topo))
             else:
                 with naming(where):
-                    layouts.append(build_layout(spec, topo))
+                    layouts.append(Layout(spec, topo))
         return Pass(
             layouts,
             self.streams.integer_weights,

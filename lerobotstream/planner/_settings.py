@@ -4,8 +4,7 @@ comes from and checked by that option's own rule (:func:`lerobotstream.options.c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass, fields
 
 from lerobotstream import constants
 from lerobotstream.options import StreamOptions, check_option
@@ -61,10 +60,6 @@ class PlanSettings:
             check_option(name, getattr(self, name), required=name in _REQUIRED)
         if self.byte_budget is not None and not self.byte_budget >= 1:
             raise ValueError(f"byte_budget must be >= 1 byte or None, got {self.byte_budget}")
-
-    def but(self, **changes: Any) -> PlanSettings:
-        """These settings with ``changes``."""
-        return replace(self, **changes)
 
 
 #: the fields that are options (checked by their rules); the planner needs these ones set

@@ -245,7 +245,7 @@ def test_workers_take_the_remainder_computed_where_the_state_was_loaded(streams,
         ds.load_state_dict(state)
         assert [x.rank for x in ds._resume.remainders] == [r] * (1 if isinstance(what, str) else 2)
         with monkeypatch.context() as m:
-            m.setattr(Planner, "_compute_remainders", _not_again)
+            m.setattr(Planner, "_old_run", _not_again)
             m.setattr(_pass, "_CACHE", OrderedDict())
             copy = pickle.loads(pickle.dumps(ds))
             assert copy.resume_info()["samples_left"] == ds.resume_info()["samples_left"]

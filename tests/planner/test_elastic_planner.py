@@ -98,7 +98,7 @@ def test_remainder_is_frame_balanced_and_keeps_untouched_episodes_whole():
     for e in untouched:
         assert e in rem.episode_indices and e not in rem.frames
     per_rank = rp.samples_per_rank()
-    assert per_rank.sum() == rem.total
+    assert per_rank.sum() == int(rem.lengths.sum())
     assert per_rank.max() - per_rank.min() <= rem.lengths.max()  # LPT bound over the new ranks
     owners = [set(rp.rank_episodes(r).tolist()) for r in range(3)]
     assert sum(len(o) for o in owners) == len(rem.episode_indices)  # every episode on exactly one rank

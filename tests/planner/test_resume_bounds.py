@@ -11,7 +11,7 @@ import pytest
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import Planner, StreamState
-from lerobotstream.planner._layout import EpisodeLayout
+from lerobotstream.planner._layout import Layout
 from lerobotstream.planner._state import MAX_NUM_WORKERS
 from tests._planners import make_planner, worker_plan
 
@@ -46,13 +46,13 @@ def test_a_large_but_possible_worker_count_replays_only_the_workers_holding_epis
     consumed = [a for w in range(12) for a in list(worker_plan(old, w).iter_anchors())[:1]]
     state = old.state_dict(samples_consumed=len(consumed))
     plans = Counter()
-    real = EpisodeLayout.plan
+    real = Layout.plan
 
     def counted(self, worker, rank):
         plans[(id(self), rank, worker)] += 1
         return real(self, worker, rank)
 
-    monkeypatch.setattr(EpisodeLayout, "plan", counted)
+    monkeypatch.setattr(Layout, "plan", counted)
     new = make_planner(LENGTHS, num_workers=2, batch_size=3)
     new.load_state_dict(state)
     got = [a for w in range(2) for a in new.iter_worker_anchors(w, 2)]
