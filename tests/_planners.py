@@ -66,9 +66,9 @@ def make_mixture(
     planners = list(planners)
     if not planners:
         raise ValueError("a mixture needs one weight and one offset per planner")
-    t0 = planners[0].topology
+    t0 = planners[0].settings
     for p in planners:
-        t = p.topology
+        t = p.settings
         if (t.rank, t.world_size, t.num_workers, t.repeat) != (t0.rank, t0.world_size, t0.num_workers, repeat):
             raise ValueError("the planners of a mixture must share rank, world size, num_workers and repeat")
     specs = [p.specs[0] for p in planners]
@@ -117,17 +117,17 @@ def worker_plan(p: Planner, worker: int) -> WorkerPlan:
     Raises:
         ShardingError: ``worker`` outside ``0..num_shards-1``.
     """
-    k = p.topology.num_shards
+    k = p.settings.num_shards
     if not 0 <= worker < k:
         raise ShardingError(f"worker {worker} outside 0..{k - 1}")
-    return p.plain.layouts[0].plan(worker, p.topology.rank)
+    return p.plain.layouts[0].plan(worker, p.settings.rank)
 
 
 def worker_episodes(p: Planner, worker: int, rank: int | None = None) -> np.ndarray:
     """Episode indices of the first stream logical ``worker`` of ``rank`` plays (plain epochs)."""
-    return p.plain.layouts[0].worker_episodes(worker, p.topology.rank if rank is None else rank)
+    return p.plain.layouts[0].worker_episodes(worker, p.settings.rank if rank is None else rank)
 
 
 def stream_partitions(p: Planner, worker: int, rank: int | None = None) -> np.ndarray:
     """Partition ids logical ``worker`` of ``rank`` plays in a plain epoch (``partitions``)."""
-    return p.plain.layouts[0].stream_partitions(worker, p.topology.rank if rank is None else rank)
+    return p.plain.layouts[0].stream_partitions(worker, p.settings.rank if rank is None else rank)

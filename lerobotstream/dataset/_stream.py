@@ -382,7 +382,7 @@ class StreamCore(torch.utils.data.IterableDataset):
             )
             given, _, _ = replay_turns(
                 planner.turn_limits(),
-                planner.topology.batch_size,
+                planner.settings.batch_size,
                 batches=int(batches_consumed),
                 drop_last=ls.drop_last,
             )
@@ -428,7 +428,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         planner.load_state_dict(fixed)
         r = self._resume
         r.origin, r.origin_epoch = planner.origin, planner.origin_epoch
-        if planner.topology.repeat:
+        if planner.settings.repeat:
             r.move(planner.epoch, planner.samples_consumed)
         else:  # a count of one or more whole finite epochs is the start of a later one (``position``),
             r.move(*planner.position())  # so ``epoch`` / ``samples_consumed`` say where the next iterator starts

@@ -170,7 +170,7 @@ def shard_items(
         run.sizes_for(plans),
         run.fetch,
         max_workers=max(1, min(8, options.prefetch_episodes + 1)),
-        keep_retired=bool(planner.topology.repeat),  # a finite epoch admits each episode once
+        keep_retired=bool(planner.settings.repeat),  # a finite epoch admits each episode once
     )
     run.cache = cache
     gops = DecodedGopCache(0)  # one decoded-GOP cache for the worker: each part's keys namespaced

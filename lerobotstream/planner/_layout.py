@@ -3,7 +3,7 @@
 A *group* is a set of episodes that one pool plays in order: one exact-coverage
 :class:`~lerobotstream.planner._pool.EpisodePool` per group and epoch, seeded from the group's key.
 A :class:`Layout` splits a stream's episodes into groups and deals them to the (rank, logical
-worker) pairs of a :class:`Topology`; a worker plays its groups one after another
+worker) pairs of a topology (a planner's resolved ``PlanSettings``); a worker plays its groups one after another
 (:class:`WorkerPlan`). Two ways to form the groups, one model:
 
 * **by topology** (default): one group per (rank, worker) — episodes sharded over the ranks by
@@ -46,6 +46,7 @@ from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingErro
 from lerobotstream.planner import _seeds
 from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool, PoolEvent
 from lerobotstream.planner._poolcore import shuffled_order
+from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._shards import lpt_shards
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
     "Layout",
     "Remainder",
     "StreamSpec",
-    "Topology",
     "WorkerPlan",
     "partition_groups",
     "read_pools",
@@ -64,26 +64,6 @@ __all__ = [
 def share(total: int | None, n: int) -> int | None:
     """One of ``n`` equal shares of ``total`` (at least 1; None stays None)."""
     return None if total is None else max(1, int(total) // n)
-
-
-@dataclass(frozen=True)
-class Topology:
-    """What the DataLoaders of a run look like: ``rank`` of ``world_size`` ranks, ``num_workers``
-    DataLoader workers per rank (0: in the training process), their ``batch_size`` and
-    ``drop_last``, ``repeat`` (endless), ``equalize`` (``none`` | ``drop``)."""
-
-    rank: int
-    world_size: int
-    num_workers: int
-    batch_size: int = 1
-    drop_last: bool = False
-    repeat: bool = False
-    equalize: str = "none"
-
-    @property
-    def num_shards(self) -> int:
-        """Logical workers per rank: ``max(1, num_workers)`` (0 and 1 are one stream)."""
-        return max(1, self.num_workers)
 
 
 @dataclass(frozen=True, eq=False)
@@ -589,7 +569,7 @@ class Layout:
     def __init__(
         self,
         spec: StreamSpec,
-        topo: Topology,
+        topo: PlanSettings,
         *,
         frame_maps: Mapping[int, np.ndarray] | None = None,
         shares_from: Layout | None = None,
@@ -840,7 +820,7 @@ class Layout:
         return Remainder(int(epoch), int(self.lengths.sum() - ln.sum()), depth, idx, ln, frames)
 
     @staticmethod
-    def over(rem: Remainder, topo: Topology, plain: Layout) -> Layout:
+    def over(rem: Remainder, topo: PlanSettings, plain: Layout) -> Layout:
         """The layout of ``topo`` that plays ``rem``: canonical partitions keep the seed,
         partitions and pool settings of the pass they continue (so the same orders); by topology,
         the leftover episodes with their own seed (shares from ``plain``)."""

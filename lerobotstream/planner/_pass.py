@@ -2,7 +2,7 @@
 DataLoader worker starts in it, and — for an elastic resume — what a checkpointed run left (pure).
 
 A :class:`Pass` is the streams' layouts (:class:`~lerobotstream.planner._layout.Layout`: groups
-by topology or canonical partitions) on one :class:`~lerobotstream.planner._layout.Topology`, mixed per worker by
+by topology or canonical partitions) on one topology (a planner's resolved :class:`~lerobotstream.planner._settings.PlanSettings`), mixed per worker by
 the seeded mix sequence (``Phases``; one stream: always it). It is either a plain epoch, or the
 remainder of a checkpointed run's epoch replanned on this topology (and, endless, chained to the
 plain epochs after it). Everything a planner answers — epoch sizes, the DataLoader's batch turns
@@ -35,9 +35,10 @@ import numpy as np
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import _seeds
-from lerobotstream.planner._layout import ChainPlan, Layout, Topology
+from lerobotstream.planner._layout import ChainPlan, Layout
 from lerobotstream.planner._mixedpool import DatasetStream, MixedPool
 from lerobotstream.planner._mixseq import Phases, integer_weights
+from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._state import StreamState
 from lerobotstream.planner._turns import rank_batches, rank_given, replay_turns
 
@@ -83,7 +84,7 @@ class Pass:
         layouts: Sequence[Any],
         weights: Sequence[int],
         offsets: Sequence[int],
-        topo: Topology,
+        topo: PlanSettings,
         *,
         mix_seed: int,
         remainders: Sequence[Any] | None = None,

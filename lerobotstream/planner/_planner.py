@@ -21,7 +21,7 @@ import numpy as np
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
 from lerobotstream.planner._checkpoint import resume_differences, settings_of, stream_state
-from lerobotstream.planner._layout import Layout, Topology, read_pools
+from lerobotstream.planner._layout import Layout, read_pools
 from lerobotstream.planner._pass import (
     Pass,
     WorkerStart,
@@ -81,14 +81,20 @@ class Planner:
         if s.byte_budget is not None and specs is None and any(e.sizes is None for e in streams.episodes):
             raise ValueError("a byte_budget needs episode_nbytes (each episode's exact synthesized size)")
         rank, world = discover_world(s.rank, s.world_size)
-        self.settings = replace(s, rank=rank, world_size=world)
+        #: the settings with rank and world size resolved: also this rank's topology
+        self.settings = replace(
+            s,
+            rank=rank,
+            world_size=world,
+            num_workers=int(s.num_workers),
+            batch_size=int(s.batch_size),
+            drop_last=bool(s.drop_last),
+            repeat=bool(s.repeat),
+        )
         self.streams = streams
         self.seed = constants.SEED_WHEN_NONE if s.seed is None else int(s.seed)
-        self.topology = Topology(
-            rank, world, int(s.num_workers), int(s.batch_size), bool(s.drop_last), bool(s.repeat), s.equalize
-        )
         self.specs = list(specs) if specs is not None else streams.specs(self.settings, self.seed)
-        self.plain = self._plain_pass(self.topology, self.specs)
+        self.plain = self._plain_pass(self.settings, self.specs)
         self.epoch = 0
         self.samples_consumed = 0
         #: the state dict whose unconsumed samples epoch ``origin_epoch`` replays (None: plain epochs)
@@ -100,7 +106,7 @@ class Planner:
         self.shipped_remainders: list[Any] | None = None
         self._rem: tuple[Any, Pass] | None = None
 
-    def _plain_pass(self, topo: Topology, specs: Sequence[Any]) -> Pass:
+    def _plain_pass(self, topo: PlanSettings, specs: Sequence[Any]) -> Pass:
         layouts = []
         for d, spec in enumerate(specs):
             where = (
@@ -156,7 +162,7 @@ class Planner:
             state_key(st, self.streams.digests) + [self.streams.rule],
             lambda: old_run_remainders(*self._old_run(st)),
             self.shipped_remainders,
-            self.topology.rank,
+            self.settings.rank,
         )
 
     def _remainder_pass(self) -> Pass:
@@ -213,7 +219,7 @@ class Planner:
             the finite epoch.
         """
         current, epoch, samples = self.resolve()
-        topo = self.topology
+        topo = self.settings
         if dl_num_workers != topo.num_workers:
             raise ShardingError(
                 f"the DataLoader runs {dl_num_workers} worker(s) but the {self._kind} was built for "
@@ -255,7 +261,7 @@ class Planner:
     def _warn_idle(self, p: Pass) -> None:
         # Said where the stream starts, by DataLoader worker 0 only (every worker builds its own
         # planner; the training process builds them for state_dict too) and once per process.
-        rank, shards = self.topology.rank, self.topology.num_shards
+        rank, shards = self.settings.rank, self.settings.num_shards
         owns = p.layouts[0].owns(rank) if len(p.layouts) == 1 else "episodes of the mixture's datasets"
         key = (self._kind, rank, shards, owns)
         if key in _IDLE_WARNED:
@@ -361,7 +367,7 @@ class Planner:
         if not self._in_remainder():
             return None
         rp = self._remainder_pass()
-        return [lay.for_rank(rem, self.topology.rank) for lay, rem in zip(rp.layouts, rp.remainders)]
+        return [lay.for_rank(rem, self.settings.rank) for lay, rem in zip(rp.layouts, rp.remainders)]
 
     def remainder_info(self) -> dict[str, Any] | None:
         """What an elastic resume continues (None when this planner plays a plain epoch), one
@@ -375,7 +381,7 @@ class Planner:
         iterator), ``overlap_bound`` = (workers - 1) x (max - min share + batch size - 1)."""
         if not self._in_remainder():
             return None
-        rp, topo = self._remainder_pass(), self.topology
+        rp, topo = self._remainder_pass(), self.settings
         infos = [lay.info(rem) for lay, rem in zip(rp.layouts, rp.remainders)]
         left = [int(lay.rank_frames().sum()) for lay in rp.layouts]
         shares = rp.worker_frames(topo.rank)

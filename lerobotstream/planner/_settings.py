@@ -34,7 +34,9 @@ class PlanSettings:
         drop_last (bool): the DataLoader drops each worker's short last batch.
         equalize (str): ``none`` or ``drop`` (finite epochs).
         partitions (int | None): canonical partitions (None: episodes sharded by the topology).
-        rank, world_size (int | None): None: discovered (``torch.distributed``, RANK/WORLD_SIZE, 0/1).
+        rank, world_size (int | None): None: discovered (``torch.distributed``, RANK/WORLD_SIZE, 0/1);
+            a planner's settings have them resolved (they are its topology: rank, world size,
+            workers, batch size, ``drop_last``, ``repeat``, ``equalize``).
 
     Raises:
         StreamingConfigError (a ValueError): a field breaks its option's rule (named, with the
@@ -60,6 +62,11 @@ class PlanSettings:
             check_option(name, getattr(self, name), required=name in _REQUIRED)
         if self.byte_budget is not None and not self.byte_budget >= 1:
             raise ValueError(f"byte_budget must be >= 1 byte or None, got {self.byte_budget}")
+
+    @property
+    def num_shards(self) -> int:
+        """Logical workers per rank: ``max(1, num_workers)`` (0 and 1 are one stream)."""
+        return max(1, int(self.num_workers))
 
 
 #: the fields that are options (checked by their rules); the planner needs these ones set

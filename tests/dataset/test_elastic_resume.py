@@ -105,7 +105,7 @@ def _shares(ds, num_workers):
     plain epoch of the new topology, int64 (datasets, workers) each."""
     p = ds._rank_planner(num_workers)
     rp, plain = p.current_pass(), p.plain
-    return rp.dataset_worker_frames(p.topology.rank), plain.dataset_worker_frames(p.topology.rank)
+    return rp.dataset_worker_frames(p.settings.rank), plain.dataset_worker_frames(p.settings.rank)
 
 
 def _endless_resume(make, topo, windows, state):

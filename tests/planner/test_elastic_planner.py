@@ -150,10 +150,10 @@ def _endless_prefix(planners, taken):
     out = []
     for p in planners:
         rp = p.current_pass()
-        for dl in range(max(1, p.topology.num_workers)):
-            start = p.worker_start(dl if p.topology.num_workers else None, p.topology.num_workers)
-            share = rp.worker_frames(p.topology.rank)[start.logical_worker] - start.offset
-            it = p.iter_worker_anchors(dl if p.topology.num_workers else None, p.topology.num_workers)
+        for dl in range(max(1, p.settings.num_workers)):
+            start = p.worker_start(dl if p.settings.num_workers else None, p.settings.num_workers)
+            share = rp.worker_frames(p.settings.rank)[start.logical_worker] - start.offset
+            it = p.iter_worker_anchors(dl if p.settings.num_workers else None, p.settings.num_workers)
             out += list(islice(it, share))
             taken.append((p, dl, it))
     return out
@@ -174,8 +174,8 @@ def test_endless_elastic_resume_covers_the_epoch_in_progress(old, new):
     # each worker then plays the new topology's epoch 1: together one exact epoch
     nxt = Counter()
     for p, dl, it in its:
-        f = p.plain.worker_frames(p.topology.rank)[
-            p.worker_start(dl if p.topology.num_workers else None, p.topology.num_workers).logical_worker
+        f = p.plain.worker_frames(p.settings.rank)[
+            p.worker_start(dl if p.settings.num_workers else None, p.settings.num_workers).logical_worker
         ]
         nxt.update(islice(it, f))
     assert nxt == FULL

@@ -192,14 +192,14 @@ def _endless_prefix(topo, state, then=None, **kw):
     for r in range(topo[0]):
         p = _planner(topo, r, repeat=True, **kw)
         p.load_state_dict(state)
-        rp, k = p.current_pass(), p.topology.num_workers
+        rp, k = p.current_pass(), p.settings.num_workers
         for dl in range(max(1, k)):
             start = p.worker_start(dl if k else None, k)
-            share = rp.worker_frames(p.topology.rank)[start.logical_worker] - start.offset
+            share = rp.worker_frames(p.settings.rank)[start.logical_worker] - start.offset
             it = p.iter_worker_anchors(dl if k else None, k)
             out += list(islice(it, share))
             if then is not None:
-                then += list(islice(it, p.plain.worker_frames(p.topology.rank)[start.logical_worker]))
+                then += list(islice(it, p.plain.worker_frames(p.settings.rank)[start.logical_worker]))
     return out
 
 

@@ -39,7 +39,7 @@ def _epoch(planner_kw: dict, epoch: int = 0) -> tuple[Counter, dict]:
     shards = {}
     for r in range(world):
         p = make_planner(**{**planner_kw, "rank": r})
-        for w in range(p.topology.num_shards):
+        for w in range(p.settings.num_shards):
             got = list(worker_plan(p, w).iter_anchors(epoch))
             seen.update(got)
             shards[(r, w)] = {e for e, _ in got}
@@ -125,11 +125,11 @@ def test_rank_discovery_from_env(monkeypatch):
     monkeypatch.setenv("RANK", "2")
     monkeypatch.setenv("WORLD_SIZE", "3")
     p = make_planner({i: 5 for i in range(6)})
-    assert (p.topology.rank, p.topology.world_size) == (2, 3)
+    assert (p.settings.rank, p.settings.world_size) == (2, 3)
     monkeypatch.delenv("RANK")
     monkeypatch.delenv("WORLD_SIZE")
     p = make_planner({i: 5 for i in range(6)})
-    assert (p.topology.rank, p.topology.world_size) == (0, 1)
+    assert (p.settings.rank, p.settings.world_size) == (0, 1)
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "3")
     with pytest.raises(ShardingError):
@@ -321,11 +321,11 @@ def _simulate_loader(planner: Planner, n_batches: int | None = None) -> list[lis
     """Batches in the order torch's DataLoader returns them for an IterableDataset: each worker's
     anchors cut into batches, taken in the DataLoader's turns (``planner.take_turns``, the one rule;
     tests/planner/test_turns.py checks it against a real DataLoader)."""
-    n = planner.topology.num_workers
+    n = planner.settings.num_workers
     its = [planner.iter_worker_anchors(None, 0)] if n == 0 else [planner.iter_worker_anchors(p, n) for p in range(n)]
     return list(
         islice(
-            take_turns([worker_batches(it, planner.topology.batch_size, planner.topology.drop_last) for it in its]),
+            take_turns([worker_batches(it, planner.settings.batch_size, planner.settings.drop_last) for it in its]),
             n_batches,
         )
     )
@@ -497,7 +497,7 @@ def test_sequential_strategy_is_ascending_and_the_same_every_epoch():
     lengths = {3: 4, 7: 2, 9: 3, 12: 1}
     for nw in (0, 2):
         p = make_planner(lengths, num_workers=nw, episode_pool_size=2, sampling_strategy="sequential", seed=5)
-        for w in range(p.topology.num_shards):
+        for w in range(p.settings.num_shards):
             plan = worker_plan(p, w)
             want = [(e, f) for e in sorted(plan.episode_indices.tolist()) for f in range(lengths[e])]
             assert list(plan.iter_anchors(0)) == want

@@ -39,9 +39,9 @@ class AnchorDataset(IterableDataset):
 def _batches(planner: Planner, max_batches: int | None = None) -> list[list[tuple[int, int]]]:
     loader = DataLoader(
         AnchorDataset(planner),
-        batch_size=planner.topology.batch_size,
-        num_workers=planner.topology.num_workers,
-        drop_last=planner.topology.drop_last,
+        batch_size=planner.settings.batch_size,
+        num_workers=planner.settings.num_workers,
+        drop_last=planner.settings.drop_last,
     )
     out = []
     it = iter(loader)

@@ -96,14 +96,14 @@ def test_turn_order_leaves_and_wraps():
 def _endless_epochs(planner: Planner, first: list[int], n_batches: int):
     """(epoch index per sample in the loader's order) of an endless planner whose logical worker w
     gives ``first[w]`` samples of the pass in progress before its next epoch (index 0, then 1)."""
-    k = max(1, planner.topology.num_workers)
+    k = max(1, planner.settings.num_workers)
     tagged = []
     for w in range(k):
-        it = planner.iter_worker_anchors(w if planner.topology.num_workers else None, planner.topology.num_workers)
+        it = planner.iter_worker_anchors(w if planner.settings.num_workers else None, planner.settings.num_workers)
         start = planner.worker_start(
-            w if planner.topology.num_workers else None, planner.topology.num_workers
+            w if planner.settings.num_workers else None, planner.settings.num_workers
         ).logical_worker
-        tagged.append(worker_batches(_tag(it, first[start]), planner.topology.batch_size, False))
+        tagged.append(worker_batches(_tag(it, first[start]), planner.settings.batch_size, False))
     return [e for b in islice(take_turns(tagged), n_batches) for e in b]
 
 

@@ -27,9 +27,9 @@ KW = dict(seed=3, num_workers=2, batch_size=4, episode_pool_size=2)
 
 def _batches(p: Planner) -> list[list[tuple[int, int]]]:
     """The batches a DataLoader over ``p`` returns, in order (the take-turns rule)."""
-    n = p.topology.num_workers
+    n = p.settings.num_workers
     its = [p.iter_worker_anchors(None, 0)] if n == 0 else [p.iter_worker_anchors(w, n) for w in range(n)]
-    return list(take_turns([worker_batches(it, p.topology.batch_size, p.topology.drop_last) for it in its]))
+    return list(take_turns([worker_batches(it, p.settings.batch_size, p.settings.drop_last) for it in its]))
 
 
 def _flat(batches):
