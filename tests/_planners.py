@@ -4,6 +4,7 @@ way: ``Planner(streams, settings)``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import numpy as np
 from lerobotstream.errors import ShardingError
 from lerobotstream.planner import Planner, PlanSettings, Streams
 from lerobotstream.planner._layout import WorkerPlan
-from lerobotstream.planner._streams import Episodes, no_sizes
+from lerobotstream.planner._streams import no_sizes
 
 __all__ = [
     "make_mixture_for_datasets",
@@ -72,7 +73,7 @@ def make_mixture(
         if (t.rank, t.world_size, t.num_workers, t.repeat) != (t0.rank, t0.world_size, t0.num_workers, repeat):
             raise ValueError("the planners of a mixture must share rank, world size, num_workers and repeat")
     specs = [p.specs[0] for p in planners]
-    episodes = [Episodes(s.episode_indices, s.lengths, s.digest, s.sizes or no_sizes) for s in specs]
+    episodes = [replace(s, sizes=s.sizes or no_sizes) for s in specs]
     streams = Streams.of_mixture([], weights, offsets, mixture=mixture, episodes=episodes)
     s0 = planners[0].settings
     settings = PlanSettings(

@@ -170,15 +170,19 @@ class Pass:
     def batches_per_rank(self) -> np.ndarray:
         """DataLoader batches per rank in one finite pass (batch size, ``drop_last``, workers taken
         into account), before equalization, int64 (world_size,)."""
-        t = self.topo
+        topo = self.topo
         out = []
-        for r in range(t.world_size):
+        for r in range(topo.world_size):
             ids = self.active_workers(r)
             fr = self.worker_frames(r)
             lim = [fr[w] for w in ids]
             out.append(
                 replay_turns(
-                    lim, t.batch_size, batches=sum(lim) + 1, drop_last=t.drop_last, one_stream=t.num_shards == 1
+                    lim,
+                    topo.batch_size,
+                    batches=sum(lim) + 1,
+                    drop_last=topo.drop_last,
+                    one_stream=topo.num_shards == 1,
                 )[2]
                 if lim
                 else 0
@@ -188,18 +192,18 @@ class Pass:
     def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
         """Anchors each logical worker of ``rank`` yields in one finite pass (after ``drop_last``
         truncation to whole batches and ``equalize``)."""
-        t = self.topo
-        rank = t.rank if rank is None else rank
+        topo = self.topo
+        rank = topo.rank if rank is None else rank
         fr = self.worker_frames(rank)
-        if t.repeat:
+        if topo.repeat:
             return fr
-        if t.drop_last:  # the DataLoader drops each worker's short last batch: never decode it
-            fr = [f - f % t.batch_size for f in fr]
-        if t.equalize == "none":
+        if topo.drop_last:  # the DataLoader drops each worker's short last batch: never decode it
+            fr = [f - f % topo.batch_size for f in fr]
+        if topo.equalize == "none":
             return fr
         if self._bmin is None:  # every rank's limits need it: computed once
             self._bmin = int(self.batches_per_rank().min())
-        return replay_turns(fr, t.batch_size, batches=self._bmin, drop_last=t.drop_last)[0]
+        return replay_turns(fr, topo.batch_size, batches=self._bmin, drop_last=topo.drop_last)[0]
 
     def turn_limits(self, rank: int | None = None) -> list[int | None]:
         """Anchors each logical worker of ``rank`` gives from the pass start before it stops, as
@@ -230,17 +234,17 @@ class Pass:
         Raises:
             ResumeStateError: the count ends inside a batch (several workers) or exceeds the pass.
         """
-        t = self.topo
-        if t.repeat:
-            limits: list[int | None] = self.endless_limits(t.rank)
+        topo = self.topo
+        if topo.repeat:
+            limits: list[int | None] = self.endless_limits(topo.rank)
             if not any(x is None or x for x in limits):
                 return WorkerStart(0, epoch, 0, None)
         else:
-            limits = list(self.worker_epoch_limits(t.rank))
+            limits = list(self.worker_epoch_limits(topo.rank))
             epoch, samples = self.position(epoch, samples)
-        given, nxt, _ = replay_turns(limits, t.batch_size, samples=samples, drop_last=t.drop_last)
-        logical = ((0 if dl_worker_id is None else int(dl_worker_id)) + (nxt or 0)) % t.num_shards
-        return WorkerStart(logical, epoch, given[logical], None if t.repeat else limits[logical])
+        given, nxt, _ = replay_turns(limits, topo.batch_size, samples=samples, drop_last=topo.drop_last)
+        logical = ((0 if dl_worker_id is None else int(dl_worker_id)) + (nxt or 0)) % topo.num_shards
+        return WorkerStart(logical, epoch, given[logical], None if topo.repeat else limits[logical])
 
     # --- the mix ------------------------------------------------------------------------------------
     def worker_weights(self, worker: int, rank: int | None = None) -> list[int]:
@@ -299,9 +303,9 @@ class Pass:
         holds, each capped at its anchors (phases). Endless: the fitted weights
         (:meth:`worker_weights`), no caps — but a stream of an endless remainder that the worker
         holds only in the remainder leaves when its share is done."""
-        t = self.topo
+        topo = self.topo
         frames = [int(x) for x in self.dataset_worker_frames(rank)[:, worker]]
-        if t.repeat:
+        if topo.repeat:
             if not self.held(rank)[:, worker].any():
                 return None
             weights = self.worker_weights(worker, rank)
@@ -312,7 +316,7 @@ class Pass:
             caps = frames
         if not any(weights):
             return None
-        return Phases(weights, caps, [self.mix_seed, epoch, rank, t.world_size, worker, t.num_shards], offset)
+        return Phases(weights, caps, [self.mix_seed, epoch, rank, topo.world_size, worker, topo.num_shards], offset)
 
     def consumed(self, rank: int, worker: int, epoch: int, given: int) -> list[int] | None:
         """Anchors of each stream logical ``worker`` of ``rank`` gave among the first ``given`` of
@@ -370,42 +374,42 @@ def resolve_pass(plain: Pass, epoch: int, samples: int, remainder: Callable[[], 
 
 
 # --- elastic resume: what a checkpointed run left ------------------------------------------------
-def _rank_counts(p: Pass, s: int, limits: Callable[[int], list[int | None]]) -> Iterator[tuple[int, int, int]]:
+def _rank_counts(old: Pass, samples: int, limits: Callable[[int], list[int | None]]) -> Iterator[tuple[int, int, int]]:
     """``(rank, worker, anchors given)`` of every old stream holding anything, once rank 0 gave
-    ``s`` samples: rank 0's count through the batch turns gives the batches every rank took (DDP
+    ``samples`` samples: rank 0's count through the batch turns gives the batches every rank took (DDP
     ranks step in lockstep), and they give each rank's workers' counts (idle workers skipped)."""
-    t = p.topo
-    one = t.num_shards == 1
-    b = done = None
-    for r in range(t.world_size):  # rank 0 first: its count says how many batches every rank took
-        ids = p.active_workers(r)
+    topo = old.topo
+    one = topo.num_shards == 1
+    batches = done = None
+    for r in range(topo.world_size):  # rank 0 first: its count says how many batches every rank took
+        ids = old.active_workers(r)
         if not ids and r:
             continue
         full = limits(r)
         lim = [full[w] for w in ids]
         if r == 0:
-            given, b, done = rank_batches(lim, t.batch_size, s, t.drop_last, one_stream=one)
+            given, batches, done = rank_batches(lim, topo.batch_size, samples, topo.drop_last, one_stream=one)
         else:
-            given = rank_given(lim, t.batch_size, s, b, done, t.drop_last, one_stream=one)
+            given = rank_given(lim, topo.batch_size, samples, batches, done, topo.drop_last, one_stream=one)
         yield from ((r, w, g) for w, g in zip(ids, given))
 
 
-def _counts_finite(p: Pass, epoch: int, s: int) -> list[list[tuple[int, int, int | None]]]:
-    """Per stream ``[(rank, worker, anchors given)]`` of a finite pass after rank 0's ``s``."""
-    out: list[list[tuple[int, int, int | None]]] = [[] for _ in p.layouts]
-    for r, w, g in _rank_counts(p, s, p.worker_epoch_limits):
-        for d, c in enumerate(p.consumed(r, w, epoch, g) or ()):
+def _counts_finite(old: Pass, epoch: int, samples: int) -> list[list[tuple[int, int, int | None]]]:
+    """Per stream ``[(rank, worker, anchors given)]`` of a finite pass after rank 0's ``samples``."""
+    out: list[list[tuple[int, int, int | None]]] = [[] for _ in old.layouts]
+    for r, w, g in _rank_counts(old, samples, old.worker_epoch_limits):
+        for d, c in enumerate(old.consumed(r, w, epoch, g) or ()):
             out[d].append((r, w, c))
     return out
 
 
-def _counts_endless(rp: Pass | None, plain: Pass, epoch: int, s: int):
+def _counts_endless(rp: Pass | None, plain: Pass, epoch: int, samples: int):
     """Per stream: ``(pass index, rank, worker, anchors of that pass given)``; pass 0 is the old
     remainder ``rp`` (when the old run played one), pass k >= 1 the k-th plain epoch after it."""
     src = rp if rp is not None else plain
     entries: list[list[tuple[int, int, int, int]]] = [[] for _ in src.layouts]
     frames: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for r, w, g in _rank_counts(src, s, src.endless_limits):
+    for r, w, g in _rank_counts(src, samples, src.endless_limits):
         counts = src.consumed(r, w, epoch, g)
         if counts is None:
             continue
@@ -433,13 +437,13 @@ def old_run_remainders(old: tuple[Pass, int, int], old_plain: Pass) -> list[Any]
         ResumeStateError: the count does not fit (ends inside a batch with several workers,
         exceeds the epoch), or an endless stream has no samples left (every worker idle).
     """
-    p, epoch, s = old
-    if not p.topo.repeat:
-        counts = _counts_finite(p, epoch, s)
-        depth = 1 + p.depth if p.remainders is not None else 1
-        return [lay.remainder(c, epoch, epoch, depth) for lay, c in zip(p.layouts, counts)]
-    rp = p if p.remainders is not None else None
-    entries = _counts_endless(rp, old_plain, epoch, s)
+    current, epoch, samples = old
+    if not current.topo.repeat:
+        counts = _counts_finite(current, epoch, samples)
+        depth = 1 + current.depth if current.remainders is not None else 1
+        return [lay.remainder(c, epoch, epoch, depth) for lay, c in zip(current.layouts, counts)]
+    rp = current if current.remainders is not None else None
+    entries = _counts_endless(rp, old_plain, epoch, samples)
     out = []
     for d, es in enumerate(entries):
         if not es:

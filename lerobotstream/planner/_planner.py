@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -107,26 +108,13 @@ class Planner:
         self._rem: tuple[Any, Pass] | None = None
 
     def _plain_pass(self, topo: PlanSettings, specs: Sequence[Any]) -> Pass:
+        mixture = self.streams.rule == "mixture"
         layouts = []
-        for d, spec in enumerate(specs):
-            where = (
-                self.streams.where(d, self.settings.byte_budget) + " and pool"
-                if self.streams.rule == "mixture"
-                else None
-            )
-            if where is None:
+        for d, spec in enumerate(specs):  # a mixture's errors name the dataset and its shares
+            with naming(self.streams.where(d, topo.byte_budget) + " and pool") if mixture else nullcontext():
                 layouts.append(Layout(spec, topo))
-            else:
-                with naming(where):
-                    layouts.append(Layout(spec, topo))
-        return Pass(
-            layouts,
-            self.streams.integer_weights,
-            self.streams.offsets,
-            topo,
-            mix_seed=self.seed,
-            names=self.streams.names,
-        )
+        weights, offsets = self.streams.integer_weights, self.streams.offsets
+        return Pass(layouts, weights, offsets, topo, mix_seed=self.seed, names=self.streams.names)
 
     @property
     def _kind(self) -> str:
@@ -203,8 +191,8 @@ class Planner:
         """(epoch, samples consumed in it) of the resume state; in finite mode a consumed count of
         one or more whole epochs rolls into the following epochs (``repeat=True`` keeps the
         stream's start epoch: each worker rolls over on its own)."""
-        p, epoch, samples = self.resolve()
-        return p.position(epoch, samples)
+        current, epoch, samples = self.resolve()
+        return current.position(epoch, samples)
 
     # --- the pipeline's interface -------------------------------------------------------------------
     def worker_start(self, dl_worker_id: int | None = None, dl_num_workers: int = 0) -> WorkerStart:
@@ -233,14 +221,14 @@ class Planner:
         """The plan of ``start.logical_worker`` for each stream (one for a single dataset; a
         mixture's name its dataset in their errors). Nothing is sized yet with sizes on demand;
         eager sizes raise ByteBudgetError here, before anything is fetched."""
-        p = self.current_pass()
+        current = self.current_pass()
         if self.streams.rule != "mixture":
-            return p.worker_plans(start.logical_worker)
+            return current.worker_plans(start.logical_worker)
         plans = []
-        for d in range(len(p.layouts)):
+        for d in range(len(current.layouts)):
             where = self.streams.where(d, self.settings.byte_budget)
             with naming(where):
-                plan = p.worker_plan(d, start.logical_worker)
+                plan = current.worker_plan(d, start.logical_worker)
             plan.where = where  # sizes on demand: a ByteBudgetError at admission names the dataset too
             plans.append(plan)
         return plans
@@ -258,16 +246,16 @@ class Planner:
         start = self.worker_start(dl_worker_id, dl_num_workers)
         return read_pools(self.worker_pools(start, self.worker_plans(start)), start.limit)
 
-    def _warn_idle(self, p: Pass) -> None:
+    def _warn_idle(self, current: Pass) -> None:
         # Said where the stream starts, by DataLoader worker 0 only (every worker builds its own
         # planner; the training process builds them for state_dict too) and once per process.
         rank, shards = self.settings.rank, self.settings.num_shards
-        owns = p.layouts[0].owns(rank) if len(p.layouts) == 1 else "episodes of the mixture's datasets"
+        owns = current.layouts[0].owns(rank) if len(current.layouts) == 1 else "episodes of the mixture's datasets"
         key = (self._kind, rank, shards, owns)
         if key in _IDLE_WARNED:
             return
         _IDLE_WARNED.add(key)
-        n = p.num_active()
+        n = current.num_active()
         logger.warning(
             "rank %d owns %s for num_workers=%d (DataLoader workers or StreamLoader shards): %d..%d get no "
             "episode and yield nothing (lower num_workers to use every one)",

@@ -19,7 +19,7 @@ streams:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from lerobotstream.planner._mixseq import integer_weights, mixture_shares
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._state import episodes_digest
 
-__all__ = ["Episodes", "Streams", "episodes_of", "no_sizes"]
+__all__ = ["Streams", "episodes_of", "no_sizes"]
 
 
 def no_sizes(episode_index: int) -> int:
@@ -39,25 +39,16 @@ def no_sizes(episode_index: int) -> int:
     raise AssertionError("this planner has no episode sizes (episode_nbytes) to replay a byte budget with")
 
 
-@dataclass(frozen=True, eq=False)
-class Episodes:
-    """One stream's selection: ``indices`` (int64, ascending) with >= 1 anchor each, their
-    ``lengths`` (int64 anchors), the selection's ``digest`` and the episode ``sizes``
-    (``sizes(episode_index) -> bytes``; ``EpisodeSizes``: on demand; None: no budget possible)."""
-
-    indices: np.ndarray
-    lengths: np.ndarray
-    digest: str
-    sizes: Callable[[int], int] | None = None
-
-
 def episodes_of(
     episode_lengths: Mapping[int, int] | np.ndarray | Sequence[int],
     episode_indices: Any = None,
     sizes: Callable[[int], int] | None = None,
-) -> Episodes:
-    """:class:`Episodes` from ``{episode_index: length}`` or a 1-D array of lengths (then
-    ``episode_indices``, default ``0..E-1``). Episodes of length 0 are dropped (never yielded).
+) -> StreamSpec:
+    """One stream's selection, before the run's settings (a :class:`StreamSpec` whose seed and
+    pool settings :meth:`Streams.specs` fills in), from ``{episode_index: length}`` or a 1-D array
+    of lengths (then ``episode_indices``, default ``0..E-1``), and its ``sizes``
+    (``sizes(episode_index) -> bytes``; ``EpisodeSizes``: on demand; None: no budget possible).
+    Episodes of length 0 are dropped (never yielded).
 
     Raises:
         ValueError: indices not unique, of another length than the lengths, negative lengths.
@@ -82,7 +73,7 @@ def episodes_of(
         raise ValueError(f"negative episode length for episode {int(idx[np.argmax(lens < 0)])}")
     keep = lens > 0
     idx, lens = idx[keep], lens[keep]
-    return Episodes(idx, lens, episodes_digest(idx, lens), sizes)
+    return StreamSpec(idx, lens, episodes_digest(idx, lens), 0, sizes=sizes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,7 +81,7 @@ class Streams:
     """The streams of a planner (see the module doc).
 
     Fields:
-        episodes: one :class:`Episodes` per stream.
+        episodes: one selection per stream (:func:`episodes_of`).
         weights: the mixing weights as given (floats, > 0 in sum); the shares follow them.
         offsets: global episode id offset per stream (``offsets[d] + episode_index``).
         names: each stream's name (messages: a repo id).
@@ -98,7 +89,7 @@ class Streams:
         mixture: the mixture's JSON-able description recorded in states (None: one dataset).
     """
 
-    episodes: tuple[Episodes, ...]
+    episodes: tuple[StreamSpec, ...]
     weights: tuple[float, ...] = (1.0,)
     offsets: tuple[int, ...] = (0,)
     names: tuple[str, ...] = ("0",)
@@ -125,7 +116,7 @@ class Streams:
         sizes: Sequence[Callable[[int], int] | None] | None = None,
         mixture: dict[str, Any] | None = None,
         *,
-        episodes: Sequence[Episodes] | None = None,
+        episodes: Sequence[StreamSpec] | None = None,
     ) -> Streams:
         """A weighted mixture (the ``"mixture"`` rule): one dataset per entry of
         ``episode_lengths`` (or given as ``episodes``) with its ``weights`` entry, global episode id
@@ -174,30 +165,17 @@ class Streams:
         byte budget then fails loudly if it needs one)."""
         if all(e.sizes is not None for e in self.episodes):
             return self
-        eps = tuple(
-            e if e.sizes is not None else Episodes(e.indices, e.lengths, e.digest, no_sizes) for e in self.episodes
-        )
+        eps = tuple(e if e.sizes is not None else replace(e, sizes=no_sizes) for e in self.episodes)
         return Streams(eps, self.weights, self.offsets, self.names, self.rule, self.mixture)
 
     def specs(self, s: PlanSettings, seed: int) -> list[StreamSpec]:
         """Each stream's :class:`StreamSpec` under settings ``s`` (``seed``: ``s.seed`` mapped): a
         mixture's dataset d its share of the pool, of the byte budget (bytes) and of the decoder cap."""
+        common = {"strategy": s.sampling_strategy, "partitions": s.partitions}
         if self.rule == "dataset":
             (e,) = self.episodes
-            return [
-                StreamSpec(
-                    e.indices,
-                    e.lengths,
-                    e.digest,
-                    seed,
-                    s.sampling_strategy,
-                    s.episode_pool_size,
-                    s.byte_budget,
-                    s.video_decoder_cache_size,
-                    e.sizes,
-                    s.partitions,
-                )
-            ]
+            pool, budget, dec = s.episode_pool_size, s.byte_budget, s.video_decoder_cache_size
+            return [replace(e, seed=seed, pool_size=pool, byte_budget=budget, video_decoder_cache_size=dec, **common)]
         n = len(self.episodes)
         if s.partitions is not None:
             pool = s.episode_pool_size or constants.DEFAULT_PARTITION_POOL_SIZE
@@ -209,19 +187,9 @@ class Streams:
             seed_d = int(seed) if n == 1 else _seeds.derived_seed(seed, _seeds.TAG_MIXTURE, d)
             dec = None if s.video_decoder_cache_size is None else max(1, int(s.video_decoder_cache_size * share))
             budget = None if s.byte_budget is None else max(1, int(s.byte_budget * share))
+            pool_d = max(1, round(pool * share))
             out.append(
-                StreamSpec(
-                    e.indices,
-                    e.lengths,
-                    e.digest,
-                    seed_d,
-                    s.sampling_strategy,
-                    max(1, round(pool * share)),
-                    budget,
-                    dec,
-                    e.sizes,
-                    s.partitions,
-                )
+                replace(e, seed=seed_d, pool_size=pool_d, byte_budget=budget, video_decoder_cache_size=dec, **common)
             )
         return out
 
