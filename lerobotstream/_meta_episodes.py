@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lerobotstream._meta_files import INFO_PATH, _read_error, _read_parquet, _where, read_reason
+from lerobotstream._meta_files import _read_error, _read_parquet, _where, read_reason
+from lerobotstream.constants import EPISODES_DIR, INFO_PATH
 from lerobotstream.errors import MetadataError, MetadataReadError, SourceError, SourceReadError
 from lerobotstream.parquet import declared_bytes
 from lerobotstream.sources import ByteSource, PrefetchedReads
 
-EPISODES_DIR = "meta/episodes"
 _REQUIRED_EPISODE_COLUMNS = (
     "episode_index",
     "length",

@@ -64,11 +64,18 @@ MAX_NUM_WORKERS = 1024
 #: ``StreamOptions.decoded_cache_bytes``)
 GIB = 1 << 30
 
-# LeRobot v3 layout (LeRobotDataset v3.0 on-disk format)
+# LeRobot v3 layout (LeRobotDataset v3.0 on-disk format): every path of it is defined here, once
 CODEBASE_VERSION = "v3.0"
+INFO_PATH = "meta/info.json"
+TASKS_PATH = "meta/tasks.parquet"
+STATS_PATH = "meta/stats.json"
+#: the folder of the episode shards (one row per episode; every shard is read)
+EPISODES_DIR = "meta/episodes"
 DEFAULT_DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 DEFAULT_VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
-DEFAULT_EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+DEFAULT_EPISODES_PATH = EPISODES_DIR + "/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+#: the shard every non-empty v3 dataset has (read together with the listing that finds the others)
+FIRST_SHARD_PATH = DEFAULT_EPISODES_PATH.format(chunk_index=0, file_index=0)
 SIDECAR_BRANCH = "lerobot-sidecars"
 BUCKET_SIDECAR_DIR = "meta/mp4-sidecars"
 

@@ -231,6 +231,50 @@ class ByteBudgetError(LeRobotStreamError, ValueError):
     """An episode's synthesized bytes exceed the worker's whole byte budget (raised before any fetch)."""
 
 
+def over_budget(
+    episode_index: int,
+    nbytes: int,
+    byte_budget: int | None,
+    *,
+    holder: str = "the worker",
+    budget_is: str = "",
+    advice: str = "",
+    where: str = "",
+) -> ByteBudgetError | None:
+    """The rule "an episode larger than the whole byte budget" and its one message: the error to
+    raise (before anything of the episode is fetched), or None when it fits.
+
+    Args:
+        episode_index: the episode.
+        nbytes: its synthesized MP4 bytes (every camera); negative: a size function's bug.
+        byte_budget: the budget of ``holder``, bytes (None: unbounded, everything fits).
+        holder: who holds the budget, for the message (``"worker 1 of rank 0"``).
+        budget_is: how the budget was derived (``"a quarter of the rank's 8 GiB"``), or "".
+        advice: what else helps, after "raise the byte budget (streaming_byte_budget_gb)", or "".
+        where: what comes first in the message (a mixture's dataset), or "".
+
+    Returns:
+        ``ByteBudgetError("episode 1 needs 11 bytes (0.000 GiB) of synthesized MP4 but the worker
+        has a byte budget of 10 bytes (0.000 GiB); raise the byte budget
+        (streaming_byte_budget_gb)", episode_index=1, nbytes=11, byte_budget=10)``, or None.
+    """
+    e, n = int(episode_index), int(nbytes)
+    fields: dict[str, Any] = {"episode_index": e}
+    if n < 0:
+        msg = f"episode {e} reports a negative byte size ({n})"
+    elif byte_budget is not None and n > byte_budget:
+        b = int(byte_budget)
+        msg = (
+            f"episode {e} needs {n} bytes ({n / 2**30:.3f} GiB) of synthesized MP4 but {holder} has a "
+            f"byte budget of {b} bytes ({b / 2**30:.3f} GiB{'; ' + budget_is if budget_is else ''}); raise the "
+            f"byte budget (streaming_byte_budget_gb){' ' + advice if advice else ''}"
+        )
+        fields.update(nbytes=n, byte_budget=b)
+    else:
+        return None
+    return ByteBudgetError(f"{where}: {msg}" if where else msg, **fields)
+
+
 class ShardingError(LeRobotStreamError, ValueError):
     """A rank would own no episode (lower the number of ranks or select more episodes)."""
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from lerobotstream.constants import INFO_PATH
 from lerobotstream.errors import MetadataError
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
     "is_image_column_type",
 ]
 
-INFO_PATH = "meta/info.json"  # = lerobotstream.meta.INFO_PATH (meta imports this module)
 
 #: LeRobot 0.6.1's language columns (``lerobot.datasets.language.LANGUAGE_COLUMNS``)
 LANGUAGE_COLUMNS = ("language_persistent", "language_events")

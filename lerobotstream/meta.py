@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from lerobotstream._meta_episodes import (
-    EPISODES_DIR,
     EpisodeInfo,
     EpisodeRows,
     EpisodeVideo,
@@ -34,6 +33,7 @@ from lerobotstream._meta_episodes import (
 )
 from lerobotstream._meta_files import _parse_json, _read_error, _read_parquet, _where
 from lerobotstream._meta_info import CONVERT_HINT, _load_info
+from lerobotstream.constants import EPISODES_DIR, FIRST_SHARD_PATH, INFO_PATH, STATS_PATH, TASKS_PATH
 from lerobotstream.errors import MetadataError
 from lerobotstream.features import (
     DEFAULT_TOOLS,
@@ -45,12 +45,6 @@ from lerobotstream.features import (
     rescale_depth_stats,
 )
 from lerobotstream.sources import ByteSource, LocalSource, PrefetchedReads
-
-INFO_PATH = "meta/info.json"
-TASKS_PATH = "meta/tasks.parquet"
-STATS_PATH = "meta/stats.json"
-#: the shard every non-empty v3 dataset has (read together with the listing that finds the others)
-FIRST_SHARD_PATH = f"{EPISODES_DIR}/chunk-000/file-000.parquet"
 
 
 def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
@@ -397,7 +391,7 @@ def _load_stats(src: PrefetchedReads) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except OSError as e:
-        raise _read_error(src, STATS_PATH, "meta/stats.json", e) from e
+        raise _read_error(src, STATS_PATH, STATS_PATH, e) from e
     stats = _parse_json(src, STATS_PATH, raw)
     return stats if isinstance(stats, dict) else {}
 

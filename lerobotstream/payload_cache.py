@@ -63,7 +63,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from lerobotstream.errors import ByteBudgetError, SourceError
+from lerobotstream.errors import ByteBudgetError, SourceError, over_budget
 
 __all__ = ["EpisodeByteCache", "EpisodePayload", "CacheStats"]
 
@@ -216,14 +216,9 @@ class EpisodeByteCache:
     def check_fits(self, episode_index: int) -> int:
         """Raise :class:`ByteBudgetError` when the episode can never fit; returns its size."""
         nbytes = self.episode_nbytes(episode_index)
-        if nbytes > self.byte_budget:
-            raise ByteBudgetError(
-                f"episode {episode_index} requires {nbytes} synthesized bytes, exceeding the worker byte "
-                f"budget of {self.byte_budget} bytes; raise byte_budget_gb or lower num_workers",
-                episode_index=int(episode_index),
-                nbytes=nbytes,
-                byte_budget=self.byte_budget,
-            )
+        error = over_budget(episode_index, nbytes, self.byte_budget, advice="or lower num_workers")
+        if error is not None:
+            raise error
         return nbytes
 
     @property

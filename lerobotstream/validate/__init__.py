@@ -27,7 +27,6 @@ __all__ = ["CODES", "REPORT_FORMAT", "Finding", "Report", "check_arguments", "va
 
 #: default header-reading threads on a local folder / a remote store (round trips overlapped)
 LOCAL_WORKERS, REMOTE_WORKERS = 8, 32
-INFO_PATH = "meta/info.json"
 
 
 def check_arguments(
@@ -142,7 +141,7 @@ def validate_dataset(
         if source is None:
             raise ValueError("give root (a folder or URL) or repo_id (a Hub dataset)")
     if workers is None:
-        workers = REMOTE_WORKERS if source.local_path(INFO_PATH) is None else LOCAL_WORKERS
+        workers = REMOTE_WORKERS if source.local_path(constants.INFO_PATH) is None else LOCAL_WORKERS
     before = _counters(source)
     problems: list = []
     meta = DatasetMeta.load(source, episodes=episodes, repo_id=repo_id, problems=problems)
@@ -405,7 +404,7 @@ def _depth_findings(meta: Any) -> list[Finding]:
         try:
             meta.depth_quantizer(key)
         except MetadataError as e:
-            out.append(finding("depth_unsupported", str(e), camera=key, file="meta/info.json"))
+            out.append(finding("depth_unsupported", str(e), camera=key, file=constants.INFO_PATH))
     return out
 
 

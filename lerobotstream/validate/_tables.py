@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from lerobotstream.constants import STATS_PATH
 from lerobotstream.errors import LeRobotStreamError, SourceError
 from lerobotstream.features import frame_hwc
 from lerobotstream.parquet import _column_index, _short  # the reader's own helpers
 from lerobotstream.validate._findings import CODES, Finding, finding, read_code
 
-STATS_PATH = "meta/stats.json"
 _STAT_NAMES = ("min", "max", "mean", "std")
 
 
