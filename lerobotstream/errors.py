@@ -14,6 +14,7 @@ import contextlib
 import re
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -69,6 +70,31 @@ def os_reason(e: BaseException) -> str:
     name = errno.errorcode.get(code, "") if isinstance(code, int) else ""
     reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
     return f"{reason} ({name})" if name else reason
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One defect a check found, before anyone decides what to do with it: training raises its
+    typed error on the first (the check's caller words it), ``lerobotstream.validate`` collects
+    every one as a finding. A check written once returns these (``parquet.episode_rows_problem``,
+    ``parquet.index_problem``, ``parquet.footer_rows_problem``, ``features.missing_data_columns``'s
+    caller...); ``MetadataError`` carries the same fields where the metadata reader collects
+    errors (``DatasetMeta.load(problems=[])``)."""
+
+    code: str
+    """The validator's finding code (a key of ``lerobotstream.validate._findings.CODES``)."""
+    message: str
+    """What is wrong, one line (the caller adds where: the episode, the file)."""
+    episode_index: int | None = None
+    camera: str | None = None
+    path: str | None = None
+    """The file, relative to the dataset root."""
+    column: str | None = None
+    """The data column it concerns (the first, when several)."""
+    episodes: tuple[int, ...] = ()
+    """Every episode the defect takes when it is more than ``episode_index`` (a file's: all of them)."""
+    severity: str | None = None
+    """None: the code's own; ``"warning"`` where training tolerates what the code usually refuses."""
 
 
 # --- METADATA ERRORS --------------------------------------------------------------------------

@@ -151,7 +151,7 @@ def _check_args(args: argparse.Namespace) -> None:
     """Every flag's rule, before anything is read (each error names the flag and its value)."""
     from lerobotstream._atomic import check_output_file
     from lerobotstream.errors import StreamingConfigError
-    from lerobotstream.validate import check_arguments
+    from lerobotstream.validate._scan import check_arguments
 
     if args.root_arg is not None and args.root is not None and args.root_arg != args.root:
         raise StreamingConfigError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -177,6 +178,27 @@ def finding(
         text,
         sorted(eps),
     )
+
+
+def problem_findings(problems: Sequence[Any]) -> list[Finding]:
+    """Problems a training check returned or collected, as findings: :class:`~lerobotstream.errors.Problem`
+    values, or the ``MetadataError`` s ``DatasetMeta.load(problems=[])`` collects (the same fields);
+    a code the report does not know becomes ``metadata``."""
+    out = []
+    for p in problems:
+        code = getattr(p, "code", None)
+        out.append(
+            finding(
+                code if code in CODES else "metadata",
+                str(getattr(p, "message", p)),
+                episode_index=getattr(p, "episode_index", None),
+                camera=getattr(p, "camera", None),
+                file=getattr(p, "path", None),
+                episodes=list(getattr(p, "episodes", None) or ()),
+                severity=getattr(p, "severity", None),
+            )
+        )
+    return out
 
 
 @dataclass

@@ -18,8 +18,9 @@ import pytest
 from lerobotstream import StreamingLeRobotDataset
 from lerobotstream.errors import EpisodeDataError, MetadataError, MetadataReadError, SidecarValidationError
 from lerobotstream.meta import DatasetMeta
-from lerobotstream.validate import CODES, validate_dataset
+from lerobotstream.validate import validate_dataset
 from lerobotstream.validate.__main__ import main as validate_main
+from lerobotstream.validate._findings import CODES
 from tests.validate._defects import (
     CAM,
     PLANTED,
