@@ -324,7 +324,6 @@ def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int
     shape = tuple(int(x) for x in (feat.get("shape") or ()))  # a 3-d shape: validate_source's check
     for key, value in (("video.height", h), ("video.width", w)):
         if info.get(key) is not None and int(info[key]) != value and len(shape) != 3:
-            out.append(
-                finding("shape_mismatch", f"{path}: {key}={info[key]} in info.json, the file's is {value}", **where)
-            )
+            text = f"{path}: {key}={info[key]} in info.json, the file's is {value} (training reads the file's)"
+            out.append(finding("shape_mismatch", text, severity="warning", **where))  # training tolerates it
     return out
