@@ -96,6 +96,13 @@ class Problem:
     severity: str | None = None
     """None: the code's own; ``"warning"`` where training tolerates what the code usually refuses."""
 
+    def __str__(self) -> str:
+        """``episode 3, camera front, file videos/...mp4: <message>`` (the parts that apply)."""
+        parts = [f"episode {self.episode_index}"] if self.episode_index is not None else []
+        parts += [f"camera {self.camera}"] if self.camera else []
+        parts += [f"file {self.path}"] if self.path else []
+        return f"{', '.join(parts)}: {self.message}" if parts else self.message
+
 
 # --- METADATA ERRORS --------------------------------------------------------------------------
 class MetadataError(LeRobotStreamError, ValueError):

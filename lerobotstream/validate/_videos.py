@@ -149,23 +149,13 @@ def check_video(
             continue  # the wrong fps is the defect: its finding counts these windows
         if p.code == "fps_mismatch":
             more = f"; {len(drifting)} episode window(s) drift as a result" if drifting else ""
-            out.append(finding("fps_mismatch", f"{path}: {p.reason}{more}", **where))
+            out.append(finding("fps_mismatch", f"{path}: {p.message}{more}", **where))
             continue
         if p.code == "shape_mismatch":  # the file's, every episode in it
-            out.append(finding("shape_mismatch", f"{path}: {p.reason}", **where))
+            out.append(finding("shape_mismatch", f"{path}: {p.message}", **where))
             continue
-        out.append(
-            finding(
-                p.code if p.code != "window" else "window_frames",
-                f"episode {p.episode_index}, camera {camera}, file {path}: {p.reason}"
-                if p.episode_index is not None
-                else f"{path}: {p.reason}",
-                episode_index=p.episode_index,
-                camera=camera,
-                file=path,
-                episodes=p.episodes,
-            )
-        )
+        text = str(p) if p.episode_index is not None else f"{path}: {p.message}"  # "episode 3, camera c, file f: "
+        out.append(finding(p.code, text, episode_index=p.episode_index, camera=camera, file=path, episodes=p.episodes))
     margins = [(w_, r.max_error_s) for w_, r in checked if r.reason is None and r.max_error_s is not None]
     if margins:
         s.max_error_s = max(e for _, e in margins)
