@@ -76,10 +76,10 @@ def os_reason(e: BaseException) -> str:
 class Problem:
     """One defect a check found, before anyone decides what to do with it: training raises its
     typed error on the first (the check's caller words it), ``lerobotstream.validate`` collects
-    every one as a finding. A check written once returns these (``parquet.episode_rows_problem``,
-    ``parquet.index_problem``, ``parquet.footer_rows_problem``, ``features.missing_data_columns``'s
-    caller...); ``MetadataError`` carries the same fields where the metadata reader collects
-    errors (``DatasetMeta.load(problems=[])``)."""
+    every one as a finding. The checks written once return these: ``parquet.episode_rows_problem``,
+    ``index_problem``, ``footer_rows_problem``, ``features.data_columns_problem``,
+    ``sidecar.validate_source``; ``DatasetMeta.load(problems=[])`` collects its ``MetadataError`` s
+    as these (same code, message and fields) instead of raising the first."""
 
     code: str
     """The validator's finding code (a key of ``lerobotstream.validate._findings.CODES``)."""

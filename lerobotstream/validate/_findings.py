@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lerobotstream.errors import SourceReadError
+from lerobotstream.errors import Problem, SourceReadError
 
 #: JSON layout version of :meth:`Report.to_json`
 REPORT_FORMAT = 1
@@ -180,25 +180,21 @@ def finding(
     )
 
 
-def problem_findings(problems: Sequence[Any]) -> list[Finding]:
-    """Problems a training check returned or collected, as findings: :class:`~lerobotstream.errors.Problem`
-    values, or the ``MetadataError`` s ``DatasetMeta.load(problems=[])`` collects (the same fields);
-    a code the report does not know becomes ``metadata``."""
-    out = []
-    for p in problems:
-        code = getattr(p, "code", None)
-        out.append(
-            finding(
-                code if code in CODES else "metadata",
-                str(getattr(p, "message", p)),
-                episode_index=getattr(p, "episode_index", None),
-                camera=getattr(p, "camera", None),
-                file=getattr(p, "path", None),
-                episodes=list(getattr(p, "episodes", None) or ()),
-                severity=getattr(p, "severity", None),
-            )
+def problem_findings(problems: Sequence[Problem]) -> list[Finding]:
+    """Problems a training check returned (or ``DatasetMeta.load(problems=[])`` collected), as
+    findings; a code the report does not know becomes ``metadata``."""
+    return [
+        finding(
+            p.code if p.code in CODES else "metadata",
+            p.message,
+            episode_index=p.episode_index,
+            camera=p.camera,
+            file=p.path,
+            episodes=list(p.episodes),
+            severity=p.severity,
         )
-    return out
+        for p in problems
+    ]
 
 
 @dataclass
