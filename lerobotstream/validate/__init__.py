@@ -3,10 +3,19 @@
 ``validate_dataset`` reads ``meta/``, the ``data/`` Parquet footers and statistics and the MP4
 headers (never the video payload, unless ``decode_sample`` asks for frames) and reports each
 defect once, where it is, as a :class:`Finding`; per camera it summarises codec, resolution,
-pixel format, GOPs, B-frames, edit lists, bytes per frame and NVDEC support. The checks are the
-ones the dataset runs at construction — ``DatasetMeta.load`` and the sidecar's
-``validate_source`` — collecting their problems instead of raising the first. CLI:
-``python -m lerobotstream.validate`` (``lerobotstream-validate``); JSON layout: docs/validate.md.
+pixel format, GOPs, B-frames, edit lists, bytes per frame and NVDEC support. Where training has
+a rule, the validator calls it — ``DatasetMeta.load(problems=[])``, ``sidecar.validate_source``,
+``parquet.episode_rows_problem`` / ``index_problem`` / ``footer_rows_problem``,
+``features.data_columns_problem`` — and collects the :class:`~lerobotstream.errors.Problem` s
+training raises on. Its own checks, with no training counterpart — samples outside ``mdat``
+(``_layout``, before training fetches them), shifted windows, ``meta/stats.json``, index gaps —
+report a warning where training tolerates the defect.
+CLI: ``python -m lerobotstream.validate`` (``lerobotstream-validate``); JSON layout: docs/validate.md.
+
+Modules: ``_scan`` (the files, on a thread pool), ``_tables`` (metadata beyond the loader's checks,
+Parquet footers), ``_rows`` (per-row columns), ``_videos`` / ``_layout`` / ``_codec`` (MP4
+headers), ``_decode`` (``decode_sample``), ``_summary`` (per camera), ``_findings`` (codes, the
+report), ``_report`` (text).
 """
 
 from __future__ import annotations
