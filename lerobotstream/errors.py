@@ -14,6 +14,7 @@ import contextlib
 import re
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -69,6 +70,38 @@ def os_reason(e: BaseException) -> str:
     name = errno.errorcode.get(code, "") if isinstance(code, int) else ""
     reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
     return f"{reason} ({name})" if name else reason
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One defect a check found, before anyone decides what to do with it: training raises its
+    typed error on the first (the check's caller words it), ``lerobotstream.validate`` collects
+    every one as a finding. The checks written once return these: ``parquet.episode_rows_problem``,
+    ``index_problem``, ``footer_rows_problem``, ``features.data_columns_problem``,
+    ``sidecar.validate_source``; ``DatasetMeta.load(problems=[])`` collects its ``MetadataError`` s
+    as these (same code, message and fields) instead of raising the first."""
+
+    code: str
+    """The validator's finding code (a key of ``lerobotstream.validate._findings.CODES``)."""
+    message: str
+    """What is wrong, one line (the caller adds where: the episode, the file)."""
+    episode_index: int | None = None
+    camera: str | None = None
+    path: str | None = None
+    """The file, relative to the dataset root."""
+    column: str | None = None
+    """The data column it concerns (the first, when several)."""
+    episodes: tuple[int, ...] = ()
+    """Every episode the defect takes when it is more than ``episode_index`` (a file's: all of them)."""
+    severity: str | None = None
+    """None: the code's own; ``"warning"`` where training tolerates what the code usually refuses."""
+
+    def __str__(self) -> str:
+        """``episode 3, camera front, file videos/...mp4: <message>`` (the parts that apply)."""
+        parts = [f"episode {self.episode_index}"] if self.episode_index is not None else []
+        parts += [f"camera {self.camera}"] if self.camera else []
+        parts += [f"file {self.path}"] if self.path else []
+        return f"{', '.join(parts)}: {self.message}" if parts else self.message
 
 
 # --- METADATA ERRORS --------------------------------------------------------------------------

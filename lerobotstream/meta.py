@@ -34,7 +34,7 @@ from lerobotstream._meta_episodes import (
 from lerobotstream._meta_files import _parse_json, _read_error, _read_parquet, _where
 from lerobotstream._meta_info import CONVERT_HINT, _load_info
 from lerobotstream.constants import EPISODES_DIR, FIRST_SHARD_PATH, INFO_PATH, STATS_PATH, TASKS_PATH
-from lerobotstream.errors import MetadataError
+from lerobotstream.errors import MetadataError, Problem
 from lerobotstream.features import (
     DEFAULT_TOOLS,
     DEPTH_PIX_FMTS,
@@ -253,8 +253,9 @@ class DatasetMeta:
             check_files: also check that every data Parquet and MP4 the selection uses exists
                 (one ``exists`` call per unique file).
             problems: None raises the first inconsistency below; a list collects each as a
-                :class:`MetadataError` with a ``code`` field (count notes: ``severity="warning"``)
-                and loads what it can (``lerobotstream.validate``); unreadable files still raise.
+                :class:`~lerobotstream.errors.Problem` (the ``MetadataError``'s code, message and
+                fields; count notes: ``severity="warning"``) and loads what it can
+                (``lerobotstream.validate``); unreadable files still raise.
 
         Returns:
             DatasetMeta: with ``episodes`` sorted by ``episode_index``.
@@ -322,7 +323,7 @@ class DatasetMeta:
                 if problems is None:
                     warnings.warn(note, stacklevel=2)
                 else:
-                    problems.append(MetadataError(note, code="info_count", severity="warning", path=INFO_PATH))
+                    problems.append(Problem("info_count", note, path=INFO_PATH, severity="warning"))
             if check_files:
                 _check_files(reads, selected, problems)
         return cls(

@@ -104,5 +104,5 @@ def test_validate_row_timestamps_use_the_rule():
 
     good = np.arange(LENGTH) / FPS
     assert timestamp_problem(good + np.array([0, 0, TOL / 2, 0]), FPS, TOL) is None
-    code, reason = timestamp_problem(good + np.array([0, 0, TOL, 0]), FPS, TOL)
-    assert code == "data_timestamps" and reason.startswith("1 of 4 timestamps are not frame_index / fps within")
+    p = timestamp_problem(good + np.array([0, 0, TOL, 0]), FPS, TOL)
+    assert p.code == "data_timestamps" and p.message.startswith("1 of 4 timestamps are not frame_index / fps within")

@@ -15,9 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from lerobotstream.errors import MetadataError, SidecarValidationError
-from lerobotstream.validate import CODES, validate_dataset
+from lerobotstream.validate import validate_dataset
 from lerobotstream.validate.__main__ import main as validate_main
 from lerobotstream.validate.__main__ import parse_episodes
+from lerobotstream.validate._findings import CODES
 
 REPO = Path(__file__).resolve().parents[2]
 G1 = REPO / "data" / "g1_v30"
