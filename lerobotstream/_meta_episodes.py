@@ -16,7 +16,8 @@ import pyarrow as pa
 from lerobotstream._meta_files import INFO_PATH, _read_error, _read_parquet, _where, read_reason
 from lerobotstream.errors import MetadataError, MetadataReadError, SourceError, SourceReadError
 from lerobotstream.parquet import declared_bytes
-from lerobotstream.sources import ByteSource, PrefetchedReads
+from lerobotstream.sources import ByteSource
+from lerobotstream.sources._prefetch import PrefetchedReads
 
 EPISODES_DIR = "meta/episodes"
 _REQUIRED_EPISODE_COLUMNS = (

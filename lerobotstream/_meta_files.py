@@ -18,7 +18,8 @@ from lerobotstream.errors import MetadataError, MetadataReadError, SourceError, 
 from lerobotstream.parquet import FOOTER_MAX_ITEMS
 
 if TYPE_CHECKING:
-    from lerobotstream.sources import ByteSource, PrefetchedReads
+    from lerobotstream.sources import ByteSource
+    from lerobotstream.sources._prefetch import PrefetchedReads
 
 INFO_PATH = "meta/info.json"  # = lerobotstream.meta.INFO_PATH (meta imports this module)
 #: largest ``meta/*.json`` file parsed, bytes: a parsed JSON value costs up to ~30x its text in

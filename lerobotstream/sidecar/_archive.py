@@ -58,7 +58,8 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError, SidecarWriteError
-from lerobotstream.mp4 import (
+from lerobotstream.mp4._index_format import presentation_order_of, pts_seconds
+from lerobotstream.mp4._npz_schema import (
     BYTES_KEYS,
     CANONICAL_FIELDS,
     ENTRY_KEYS,
@@ -71,8 +72,6 @@ from lerobotstream.mp4 import (
     block_member,
     column_member,
     iter_source_arrays,
-    presentation_order_of,
-    pts_seconds,
     read_manifest,
     read_source_table,
 )

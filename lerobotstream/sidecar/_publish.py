@@ -20,7 +20,7 @@ from typing import Any
 
 from lerobotstream import constants
 from lerobotstream.errors import SidecarError, SidecarPublishError, SourceNotFoundError
-from lerobotstream.mp4 import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION
+from lerobotstream.mp4._npz_schema import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION
 from lerobotstream.sidecar._identity import check_identity, sidecar_identity
 
 __all__ = ["open_published", "published_path", "push_sidecar"]
@@ -43,7 +43,7 @@ def published_path(repo_type: str, commit: str | None, *, schema_version: int = 
 
 
 def _is_hub(source: Any) -> bool:
-    from lerobotstream.sources import HubSource
+    from lerobotstream.sources._hub import HubSource
 
     return isinstance(source, HubSource)
 

@@ -119,7 +119,7 @@ def validate_dataset(
     from lerobotstream.features import REQUIRED_DATA_COLUMNS
     from lerobotstream.meta import DatasetMeta
     from lerobotstream.parquet import EpisodeParquetReader
-    from lerobotstream.sidecar import episode_windows, group_windows
+    from lerobotstream.sidecar._validate import episode_windows, group_windows
     from lerobotstream.validate._rows import file_rows, row_findings
     from lerobotstream.validate._tables import (
         data_findings,

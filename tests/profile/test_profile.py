@@ -13,8 +13,10 @@ import os
 
 import pytest
 
-from lerobotstream.profile import STAGES, build_report, format_report, read_memory
+from lerobotstream.profile import build_report, format_report
 from lerobotstream.profile.__main__ import main as profile_main
+from lerobotstream.profile._memory import read_memory
+from lerobotstream.profile._report import STAGES
 
 
 @pytest.fixture(scope="module")
@@ -442,7 +444,7 @@ def test_streamloader_modes_report_every_shard(tiny, tmp_path, capsys, mode):
 
 
 def test_auto_is_the_default_and_says_what_it_picked(tiny, tmp_path, capsys):
-    from lerobotstream.loader import choose_mode
+    from lerobotstream.loader._loader import choose_mode
 
     out = tmp_path / "r.json"
     argv = ["--root", str(tiny), "--num-workers", "1", "--steps", "2", "--json", str(out), "--quiet"]

@@ -16,8 +16,7 @@ import pytest
 from lerobotstream.errors import SidecarSchemaError
 from lerobotstream.mp4._index_file import Mp4Index
 from lerobotstream.mp4._npz_schema import CANONICAL_FIELDS, SIDECAR_SCHEMA_VERSION, member_name
-from lerobotstream.sidecar import SidecarWriter, load_manifest, load_tables
-from lerobotstream.sidecar._archive import canonical_arrays, source_entry
+from lerobotstream.sidecar._archive import SidecarWriter, canonical_arrays, load_manifest, load_tables, source_entry
 from lerobotstream.sidecar._identity import SidecarIdentity, check_identity
 from tests._sidecar_helpers import synth_table
 

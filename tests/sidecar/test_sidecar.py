@@ -12,17 +12,10 @@ import pytest
 
 from lerobotstream.errors import SidecarSchemaError, SidecarStaleError, SidecarValidationError
 from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION
-from lerobotstream.sidecar import (
-    SidecarWriter,
-    build_sidecar,
-    check_fps,
-    check_window,
-    load_manifest,
-    load_tables,
-    open_sidecar,
-    safe_data_root,
-)
+from lerobotstream.sidecar import build_sidecar, open_sidecar
 from lerobotstream.sidecar.__main__ import main as cli_main
+from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, load_tables, safe_data_root
+from lerobotstream.sidecar._validate import check_fps, check_window
 from tests._sidecar_helpers import FakeSource, fake_meta, fake_parse, synth_table
 
 A, B = "videos/cam/chunk-000/file-000.mp4", "videos/cam/chunk-000/file-001.mp4"
@@ -310,8 +303,8 @@ def test_generated_dataset_build_open_and_cli(generated, tmp_path, capsys):
     assert rc == 0 and out.is_file()
     assert "files=4" in capsys.readouterr().out
     from lerobotstream.meta import DatasetMeta
-    from lerobotstream.mp4 import parse_mp4_bytes
-    from lerobotstream.sources import LocalSource
+    from lerobotstream.mp4.parse import parse_mp4_bytes
+    from lerobotstream.sources._local import LocalSource
 
     src = LocalSource(generated)
     meta = DatasetMeta.load(src)
