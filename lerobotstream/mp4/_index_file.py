@@ -1,8 +1,8 @@
 """Derived memory-mapped index: :class:`Mp4Index` maps a sidecar's derived file read-only and
 builds each source's sample table lazily, as views into the map.
 
-The NPZ keeps canonical int64 arrays of every source MP4 (blocks ``b000000/offset.npy`` ...; one
-member per source in schema 4). Decompressing it in every process (rank, DataLoader worker) costs
+The NPZ keeps canonical int64 arrays of every source MP4 (blocks ``b000000/offset.npy`` ...).
+Decompressing it in every process (rank, DataLoader worker) costs
 time and private memory, so on first open it is converted into **one** file under
 ``$HF_LEROBOT_HOME/streaming-indexes/`` named by the NPZ's content digest (its *generation*). Every
 process maps it read-only (ranks on one node share the page cache; only the pages of the sources a
@@ -10,8 +10,8 @@ process touches are faulted in), and checks each table's values before a lookup 
 
 The pieces, one concept each:
 
-- ``_npz_schema``: the sidecar NPZ as read here (schema 5, and schema 4: member names, manifest,
-  per-source table, arrays source by source, generation digest).
+- ``_npz_schema``: the sidecar NPZ as read here (schema 5: member names, manifest, per-source
+  table, arrays source by source, generation digest).
 - ``_index_format``: the derived file's layout and array encodings (``plain``/``const``/``arith``/
   ``derived``, shared progression blocks), the exact ``pts_s``/presentation-order derivations, and
   the checks of a mapped file's header and records.
@@ -69,7 +69,6 @@ from lerobotstream.mp4._npz_schema import (  # noqa: F401  (re-exported: callers
     READABLE_SCHEMA_VERSIONS,
     SCALAR_KEYS,
     SIDECAR_SCHEMA_VERSION,
-    member_name,
     npz_generation,
     read_manifest,
     read_npz_member,
@@ -170,7 +169,7 @@ class Mp4Index:
     def open(
         cls, npz_path: str | os.PathLike, *, index_dir: str | os.PathLike | None = None, lock_timeout_s: float = 1800.0
     ) -> Mp4Index:
-        """Open a sidecar NPZ (schema 5 or 4) through its derived index, converting it on first use.
+        """Open a sidecar NPZ (schema 5) through its derived index, converting it on first use.
 
         Args:
             npz_path: the sidecar archive.
@@ -185,7 +184,7 @@ class Mp4Index:
             directory.
 
         Raises:
-            SidecarSchemaError: the NPZ is not a readable schema-5 or schema-4 sidecar.
+            SidecarSchemaError: the NPZ is not a readable schema-5 sidecar.
             SidecarLockTimeoutError: another process held the conversion lock too long.
             SidecarWriteError: the derived index (or its lock) cannot be written: the folder is not
                 writable, the disk is full, another OS error (an ``OSError`` too, like the sidecar

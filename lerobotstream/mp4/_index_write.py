@@ -1,4 +1,4 @@
-"""Conversion of a sidecar NPZ (schema 5, or schema 4) into the derived index file (format 3,
+"""Conversion of a sidecar NPZ (schema 5) into the derived index file (format 3,
 ``_index_format``).
 
 Runs once per sidecar generation and node, under the index lock taken by

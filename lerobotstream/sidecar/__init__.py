@@ -1,4 +1,4 @@
-"""MP4 index sidecars: the schema-5 NPZ (schema 4 still read), its derived memory-mapped index, validation, lifecycle.
+"""MP4 index sidecars: the schema-5 NPZ, its derived memory-mapped index, validation, lifecycle.
 
 The dataset's whole use of this package is two calls::
 
@@ -81,7 +81,7 @@ def open_sidecar(
     """Open a sidecar through its derived index and validate it.
 
     Args:
-        npz_path: the sidecar (schema 5, or 4).
+        npz_path: the sidecar (schema 5).
         meta: ``DatasetMeta`` of the selection; when given, every selected (episode, camera)
             window is validated (only the sources it uses are materialised, one at a time).
         source: ``ByteSource``; when given, the used sources' sizes and fingerprints are checked.
