@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from lerobotstream.sources import open_source
-from lerobotstream.sources._http import RetryPolicy
+from lerobotstream.sources._http_transport import RetryPolicy
 from lerobotstream.testing import LoopbackServer
 
 SHA = "a" * 40

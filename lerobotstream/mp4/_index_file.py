@@ -19,10 +19,6 @@ The pieces, one concept each:
 - this module: opening (warm path through a ``.gen`` note, conversion under the lock, atomic
   install) and the per-source views and lookups.
 
-Names that callers import from here (``SIDECAR_SCHEMA_VERSION``, ``SHARED_MIN_SAMPLES``,
-``encode_int_array``, ``minimal_int_dtype``, ``pts_seconds``, ``presentation_order_of``...) are
-re-exported from those modules.
-
 Consumers must not assume int64: every view is read-only and its dtype is the stored one.
 """
 
@@ -44,34 +40,24 @@ from typing import Any
 import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError, SidecarWriteError
-from lerobotstream.mp4._index_format import (  # noqa: F401  (re-exported: callers import them from here)
+from lerobotstream.mp4._index_format import (
     INDEX_FIELDS,
-    INDEX_FORMAT,
-    INDEX_MAGIC,
-    SHARED_MIN_SAMPLES,
     U64,
     check_record,
-    encode_int_array,
     index_name,
-    minimal_int_dtype,
     parse_header,
-    presentation_order_of,
     pts_seconds,
     record_matrix,
     table_problem,
 )
 from lerobotstream.mp4._index_write import write_index as _convert
-from lerobotstream.mp4._npz_schema import (  # noqa: F401  (re-exported: callers import them from here)
+from lerobotstream.mp4._npz_schema import (
     BYTES_KEYS,
-    CANONICAL_FIELDS,
-    MANIFEST_MEMBER,
     MATRIX_KEYS,
     READABLE_SCHEMA_VERSIONS,
     SCALAR_KEYS,
-    SIDECAR_SCHEMA_VERSION,
     npz_generation,
     read_manifest,
-    read_npz_member,
 )
 
 __all__ = ["MappedSampleTable", "Mp4Index"]

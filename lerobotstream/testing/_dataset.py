@@ -34,7 +34,7 @@ LeRobot 0.6 cameras beside the RGB videos (all optional):
   language`` features, ``info["tools"]``); :func:`expected_language` gives each frame's rows as
   map-style returns them.
 
-From Python (``lerobotstream.testing`` re-exports every public name)::
+From Python (``lerobotstream.testing`` exports the fixtures)::
 
     from lerobotstream.testing import make_dataset, read_identity
     root = make_dataset(tmp / "ds", episode_lengths=(30, 45, 20), codec="h264")

@@ -26,7 +26,8 @@ from lerobotstream.errors import MetadataError, SourceChangedError, SourceError,
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.parquet import EpisodeParquetReader, _SingleFlight
 from lerobotstream.sources import ByteSource, open_source
-from lerobotstream.sources._http import HttpSource, RetryPolicy
+from lerobotstream.sources._http import HttpSource
+from lerobotstream.sources._http_transport import RetryPolicy
 from lerobotstream.sources._local import LocalSource
 from lerobotstream.testing import LoopbackServer
 

@@ -16,7 +16,7 @@ import pytest
 
 from lerobotstream import constants
 from lerobotstream.errors import LeRobotStreamError, Mp4InconsistentTablesError
-from lerobotstream.mp4._index_file import presentation_order_of, pts_seconds
+from lerobotstream.mp4._index_format import presentation_order_of, pts_seconds
 from lerobotstream.mp4.framing import check_sample_framing, sample_framing
 from lerobotstream.mp4.parse import parse_mp4_bytes
 from lerobotstream.mp4.spans import plan_span

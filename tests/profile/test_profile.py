@@ -209,8 +209,7 @@ def test_worker_error_is_the_original_typed_line(tiny, tmp_path, workers):
 
 
 def test_worker_error_unwraps_torch_copies_only():
-    from lerobotstream.errors import DecodeError
-    from lerobotstream.profile._run import worker_error
+    from lerobotstream.errors import DecodeError, worker_error
 
     tb = (
         "Caught DecodeError in DataLoader worker process 3.\nOriginal Traceback (most recent call last):\n"

@@ -80,7 +80,7 @@ import pytest  # noqa: E402
 from lerobotstream import constants  # noqa: E402
 from lerobotstream.errors import SidecarLockTimeoutError  # noqa: E402
 from lerobotstream.meta import DatasetMeta  # noqa: E402
-from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION as SV  # noqa: E402
+from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION as SV  # noqa: E402
 from lerobotstream.sidecar import _lifecycle, ensure_sidecar, open_sidecar  # noqa: E402
 from lerobotstream.sidecar._archive import load_manifest  # noqa: E402
 from lerobotstream.sidecar._identity import sidecar_identity  # noqa: E402

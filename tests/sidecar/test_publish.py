@@ -12,7 +12,7 @@ import pytest
 
 from lerobotstream import constants
 from lerobotstream.errors import SidecarPublishError
-from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION as SV
+from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION as SV
 from lerobotstream.sidecar import build_sidecar, ensure_sidecar, push_sidecar
 from lerobotstream.sidecar.__main__ import main as sidecar_cli
 from lerobotstream.sidecar._archive import load_manifest, load_tables

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import SidecarSchemaError, SidecarStaleError, SidecarValidationError
-from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION
+from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
 from lerobotstream.sidecar import build_sidecar, open_sidecar
 from lerobotstream.sidecar.__main__ import main as cli_main
 from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, load_tables, safe_data_root

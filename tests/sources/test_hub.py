@@ -6,7 +6,7 @@ import pytest
 
 from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
 from lerobotstream.sources import open_source
-from lerobotstream.sources._http import RetryPolicy
+from lerobotstream.sources._http_transport import RetryPolicy
 from lerobotstream.sources._hub import HubSource
 from lerobotstream.testing import LoopbackServer
 
