@@ -17,7 +17,8 @@ from lerobotstream._meta_files import _read_error, _read_parquet, _where, read_r
 from lerobotstream.constants import EPISODES_DIR, INFO_PATH
 from lerobotstream.errors import MetadataError, MetadataReadError, Problem, SourceError, SourceReadError
 from lerobotstream.parquet import declared_bytes
-from lerobotstream.sources import ByteSource, PrefetchedReads
+from lerobotstream.sources import ByteSource
+from lerobotstream.sources._prefetch import PrefetchedReads
 
 _REQUIRED_EPISODE_COLUMNS = (
     "episode_index",

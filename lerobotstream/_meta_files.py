@@ -19,7 +19,8 @@ from lerobotstream.errors import MetadataError, MetadataReadError, SourceError, 
 from lerobotstream.parquet import FOOTER_MAX_ITEMS
 
 if TYPE_CHECKING:
-    from lerobotstream.sources import ByteSource, PrefetchedReads
+    from lerobotstream.sources import ByteSource
+    from lerobotstream.sources._prefetch import PrefetchedReads
 
 #: largest ``meta/*.json`` file parsed, bytes: a parsed JSON value costs up to ~30x its text in
 #: Python objects, and LeRobot's ``info.json`` / ``stats.json`` hold a few KB to a few MB

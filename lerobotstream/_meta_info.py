@@ -27,7 +27,8 @@ from typing import Any
 from lerobotstream._meta_files import _parse_json, _read_bytes, _where
 from lerobotstream.constants import INFO_PATH
 from lerobotstream.errors import MetadataError, UnsupportedDatasetVersionError
-from lerobotstream.sources import MAX_PATH_CHARS, PrefetchedReads, path_problem
+from lerobotstream.sources._paths import MAX_PATH_CHARS, path_problem
+from lerobotstream.sources._prefetch import PrefetchedReads
 
 #: highest ``fps`` accepted (high-speed cameras record at a few thousand)
 MAX_FPS = 10_000

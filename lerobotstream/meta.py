@@ -44,7 +44,9 @@ from lerobotstream.features import (
     is_depth_feature,
     rescale_depth_stats,
 )
-from lerobotstream.sources import ByteSource, LocalSource, PrefetchedReads
+from lerobotstream.sources import ByteSource
+from lerobotstream.sources._local import LocalSource
+from lerobotstream.sources._prefetch import PrefetchedReads
 
 
 def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:

@@ -181,7 +181,7 @@ def source_path(cam: int, k: int) -> str:
 @functools.lru_cache(maxsize=1)
 def _sample_entry() -> tuple[bytes, int, int]:
     """(stsd payload, width, height) of the bundled G1 video: a sample entry the parser reads."""
-    from lerobotstream.mp4 import parse_mp4_bytes
+    from lerobotstream.mp4.parse import parse_mp4_bytes
 
     t = parse_mp4_bytes((REPO / G1_VIDEO).read_bytes())
     return bytes(t.stsd), int(t.width), int(t.height)
@@ -205,7 +205,7 @@ class SimMp4Source:
 
     def prepare(self) -> None:
         """Write the moov of every source (skipped when ``folder`` is complete)."""
-        from lerobotstream.mp4 import plan_span
+        from lerobotstream.mp4.spans import plan_span
         from lerobotstream.mp4.synth import synthesize_header
 
         done = self.folder / "complete"
@@ -305,7 +305,7 @@ def build(p: Preset, workdir: Path, seed: int) -> dict[str, Any]:
     """Write the sidecar NPZ, convert it to the derived index, save the episode metadata.
     Returns the build figures (times in seconds, bytes)."""
     from lerobotstream.mp4._index_file import Mp4Index
-    from lerobotstream.sidecar import SidecarWriter
+    from lerobotstream.sidecar._archive import SidecarWriter
 
     t0 = time.perf_counter()
     lens = episode_lengths(p, seed)
@@ -535,7 +535,7 @@ def simulate_rank(
     cams = [f"observation.images.cam{c}" for c in range(src_of.shape[1])]
     tables = None
     if verify:
-        from lerobotstream.sidecar import VerifiedTables
+        from lerobotstream.sidecar._verify import VerifiedTables
 
         tables = VerifiedTables(idx, SimMp4Source(idx, workdir / "sim-moov"))
     spans = EpisodeSpans(tables or idx, _SimMeta(lengths, src_of, from_ts, idx.path, fps, cams), cams, tolerance_s)

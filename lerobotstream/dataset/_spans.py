@@ -60,7 +60,7 @@ class EpisodeSpans:
             FrameTimestampError (or the span planner's typed error): the episode's window does not
             resolve in its file; the message names the episode, camera and file.
         """
-        from lerobotstream.mp4 import episode_frame_range, plan_span
+        from lerobotstream.mp4.spans import episode_frame_range, plan_span
 
         key = (ep, cam)
         s = self._spans.get(key)

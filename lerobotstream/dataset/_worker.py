@@ -28,7 +28,7 @@ from lerobotstream.dataset._pipeline import StageTimes
 from lerobotstream.dataset._spans import EpisodeSpans
 from lerobotstream.errors import DecodeError, LeRobotStreamError
 from lerobotstream.payload_cache import EpisodeByteCache, EpisodePayload
-from lerobotstream.sidecar import explain_payload_failure
+from lerobotstream.sidecar._identity import explain_payload_failure
 
 __all__ = ["Worker", "WorkerConfig"]
 
@@ -75,7 +75,7 @@ class Worker:
 
     def __init__(self, cfg: WorkerConfig) -> None:
         from lerobotstream.decode import FALLBACK_STATUS, OpenDecoderLRU
-        from lerobotstream.mp4 import Mp4Index
+        from lerobotstream.mp4._index_file import Mp4Index
         from lerobotstream.parquet import EpisodeParquetReader
 
         self.pid = os.getpid()
@@ -88,7 +88,7 @@ class Worker:
         if cfg.cameras.skipped_columns:  # image features not selected: their bytes are never read
             names = self.parquet.metadata(cfg.meta.episodes[0].data_path).schema.to_arrow_schema().names
             self.parquet.columns = [c for c in names if c not in set(cfg.cameras.skipped_columns)]
-        from lerobotstream.sidecar import VerifiedTables
+        from lerobotstream.sidecar._verify import VerifiedTables
 
         self.tables = VerifiedTables(self.index, self.source)  # each MP4 checked against its moov before use
         self.spans = EpisodeSpans(
@@ -232,7 +232,8 @@ class Worker:
     def _fetch_camera(self, ep: int, cam: str, s: tuple, origin: dict[str, int] | None) -> bytes:
         """The mini-MP4 of one (episode, camera) from its span ``s`` (:meth:`EpisodeSpans.span`);
         the bytes read are added to ``origin`` (``store_bytes`` or ``disk_cache_bytes``) unless None."""
-        from lerobotstream.mp4 import check_sample_framing, synthesize
+        from lerobotstream.mp4.framing import check_sample_framing
+        from lerobotstream.mp4.synth import synthesize
 
         span, table, path, _ = s
         try:

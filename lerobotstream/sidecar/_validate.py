@@ -140,7 +140,7 @@ def check_window_detail(table: Any, from_timestamp: float, length: int, fps: flo
     """:func:`check_window` with the kind of problem, the window's first frame and its largest
     timestamp error (how much of ``tolerance_s`` is used). A frame is within tolerance by the
     decoder's rule, ``mp4.within_tolerance`` (strictly under ``tolerance_s``, LeRobot's)."""
-    from lerobotstream.mp4 import within_tolerance
+    from lerobotstream.mp4._tolerance import within_tolerance
 
     p = _presented_ticks(table)
     n = int(p.shape[0])
@@ -264,7 +264,7 @@ def validate_source(
         features: ``info.json``'s features (the camera is the windows'); None: the frame size is
             not checked.
     """
-    from lerobotstream.mp4 import episode_frame_range
+    from lerobotstream.mp4.spans import episode_frame_range
 
     problems = []
     first = windows[0] if windows else None
@@ -446,7 +446,7 @@ def validate_sidecar_file(
         SidecarStaleError, SidecarValidationError: from :func:`validate_index`, or the sidecar was
             rejected by a first-use verification on this node (``sidecar._verify``).
     """
-    from lerobotstream.mp4 import Mp4Index
+    from lerobotstream.mp4._index_file import Mp4Index
     from lerobotstream.sidecar._verify import rejected_reason
 
     index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
@@ -499,6 +499,6 @@ def validation_note(index: Any, meta: Any, source: Any, used: Sequence[str] | No
 def record_validation(note: Path) -> None:
     """Atomically create ``note`` (best effort: a read-only index folder only costs validating
     again next time)."""
-    from lerobotstream.mp4 import write_note
+    from lerobotstream.mp4._index_file import write_note
 
     write_note(note, {"validated_at": time.time()})

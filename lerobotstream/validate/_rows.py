@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, Problem, SourceError
-from lerobotstream.mp4 import frames_within_tolerance, within_tolerance
+from lerobotstream.mp4._tolerance import frames_within_tolerance, within_tolerance
 from lerobotstream.parquet import episode_rows_problem, index_problem
 from lerobotstream.validate._findings import Finding, finding, read_code
 

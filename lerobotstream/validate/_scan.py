@@ -112,7 +112,7 @@ def scan_files(
         progress: a tqdm bar on stderr over the files.
     """
     from lerobotstream.parquet import EpisodeParquetReader
-    from lerobotstream.sidecar import episode_windows, group_windows
+    from lerobotstream.sidecar._validate import episode_windows, group_windows
     from lerobotstream.validate._rows import file_rows, row_findings
     from lerobotstream.validate._tables import data_findings, merged_file_findings
 

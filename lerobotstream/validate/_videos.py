@@ -18,7 +18,7 @@ from lerobotstream.errors import (
     SourceError,
 )
 from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
-from lerobotstream.sidecar import EpisodeWindow, displayed_size, validate_source
+from lerobotstream.sidecar._validate import EpisodeWindow, displayed_size, validate_source
 from lerobotstream.validate._codec import CODEC_NAMES, normalise_codec, normalise_pix_fmt, stream_format
 from lerobotstream.validate._findings import Finding, finding, read_code
 from lerobotstream.validate._layout import RecordingRead, layout_problems, num_tracks, top_level_boxes, truncated_box
@@ -75,7 +75,7 @@ def check_video(
     A file that is missing was reported by the metadata checks; here it is skipped.
     """
     if parse is None:
-        from lerobotstream.mp4 import parse_mp4 as parse
+        from lerobotstream.mp4.parse import parse_mp4 as parse
     eps = _episodes(windows)
     one = eps[0] if len(eps) == 1 else None
     where = dict(camera=camera, file=path, episodes=eps, episode_index=one)

@@ -11,7 +11,7 @@ import torch
 
 from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset, StreamLoader
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
-from lerobotstream.loader import choose_mode
+from lerobotstream.loader._loader import choose_mode
 
 CAM = (("observation.images.front", 32, 24),)
 LENGTHS = (7, 5, 9, 4, 6)

@@ -18,7 +18,8 @@ import pytest
 
 from lerobotstream.decode import EpisodeVideo
 from lerobotstream.errors import FrameTimestampError
-from lerobotstream.mp4 import frames_within_tolerance, plan_span, within_tolerance
+from lerobotstream.mp4._tolerance import frames_within_tolerance, within_tolerance
+from lerobotstream.mp4.spans import plan_span
 from lerobotstream.sidecar._validate import EpisodeWindow, check_window_detail, validate_source
 from tests._sidecar_helpers import synth_table
 

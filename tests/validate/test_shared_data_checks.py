@@ -172,7 +172,7 @@ def test_a_missing_file_is_still_missing(planted):
 
 
 def test_an_fsspec_symlink_loop_is_unreadable_too(planted):
-    from lerobotstream.sources import FsspecSource
+    from lerobotstream.sources._fsspec import FsspecSource
 
     replace_file(video_file(planted, 0), "loop")
     with pytest.raises(MetadataReadError, match=r"is there but cannot be read: Too many levels of symbolic links"):
