@@ -165,7 +165,7 @@ TRAINING_CHECKS: tuple[TrainingCheck, ...] = (
         "decode_sample",
     ),
     TrainingCheck(
-        "dataset/_worker.py:Worker._fetch_camera",
+        "dataset/_reader.py:DatasetReader._fetch_camera",
         "fetching or synthesizing the mini-MP4 failed",
         ("decode_failed",),
         "decode_sample",
@@ -223,7 +223,7 @@ TRAINING_CHECKS: tuple[TrainingCheck, ...] = (
 #: raise sites of data-error classes that are not about a dataset's content, and why
 NOT_DATASET_CHECKS: dict[str, str] = {
     "dataset/_cameras.py:plan_cameras": "camera_keys names something that is not a camera (an option)",
-    "dataset/_decodejob.py:ChunkDecoder.decode_group": "internal invariant: the rows fetched for another episode",
+    "dataset/_decodejob.py:EpisodeJob.decode": "internal invariant: the rows fetched for another episode",
     "dataset/_images.py:_pil": "Pillow is not installed (the environment)",
     "decode/_depth.py:_require_av": "PyAV is not installed (the environment)",
     "features.py:aggregate_stats": "a mixture's datasets disagree on a statistic's shape (the mixture, not one dataset)",
