@@ -230,7 +230,7 @@ def test_unselected_image_column_is_not_read(root):
     ds = StreamingLeRobotDataset(root=root, camera_keys=[RGB[0]])
     it = next(iter(ds))
     assert WRIST[0] not in it and DIMG[0] not in it and DEPTH[0] not in it
-    w = ds._worker
+    w = ds._reader
     assert w is not None and WRIST[0] not in w.parquet.columns and DIMG[0] not in w.parquet.columns
 
 

@@ -297,14 +297,14 @@ def test_a_cached_deflate_bomb_is_replaced_by_a_local_build(published, tmp_path,
 def test_before_the_first_item_the_decode_verifies_and_fetches_again(root, caches, caplog, monkeypatch):
     # the prefetch frontier fetches unverified until the first item is served; the decode of each
     # fetched payload verifies its source first and fetches it again from the MP4's own table
-    from lerobotstream.dataset import _spans, _worker
+    from lerobotstream.dataset import _reader, _spans
 
     first = StreamingLeRobotDataset(root=root)
     _rewrite(Path(first._sidecar_npz), _rotate_180)
     ds = StreamingLeRobotDataset(root=root)
     fetched_unverified, refetched = [], []
     orig_fetch_span = _spans.EpisodeSpans.fetch_span
-    orig_checked = _worker.Worker.checked_payload
+    orig_checked = _reader.DatasetReader.checked_payload
 
     def fetch_span(self, ep, cam):
         fetched_unverified.append((ep, self.deferring))
@@ -318,7 +318,7 @@ def test_before_the_first_item_the_decode_verifies_and_fetches_again(root, cache
         return mini
 
     monkeypatch.setattr(_spans.EpisodeSpans, "fetch_span", fetch_span)
-    monkeypatch.setattr(_worker.Worker, "checked_payload", checked_payload)
+    monkeypatch.setattr(_reader.DatasetReader, "checked_payload", checked_payload)
     with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
         got = _frames(ds)
     assert got == {k: k for k in got} and len(got) == sum(LENGTHS)
