@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError
 from lerobotstream.planner import SCHEMA_KEY, Planner, replay_turns, take_turns
+from lerobotstream.planner._pool import STRATEGIES as STRATEGY_TABLE
 from tests._streams import resigned
 from tests.planner.test_turns import worker_batches
 
-STRATEGIES = ("remaining", "round_robin", "sequential")
+STRATEGIES = tuple(STRATEGY_TABLE)  # every strategy of the table (a new one is tested here too)
 
 
 def _lengths(seed: int, n: int, lo: int = 1, hi: int = 200) -> np.ndarray:
@@ -278,7 +279,7 @@ def _order(seed, epoch=0, **kw):
     return plan.admission_order(epoch).tolist(), list(plan.iter_anchors(epoch))
 
 
-@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "sequential"])  # sequential: no draws
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if not STRATEGY_TABLE[s].in_order])  # in order: no draws
 def test_seed_and_epoch_determine_the_order(strategy):
     a = _order(1000, sampling_strategy=strategy)
     assert a == _order(1000, sampling_strategy=strategy)
