@@ -3,7 +3,7 @@
 Builds synthetic sample tables (no video payload) for datasets of increasing size, writes them
 through the real sidecar writer (``SidecarWriter``), converts them with the real derived-index
 converter (``Mp4Index.open``), and starts a rank with the dataset's own start-up code: its planner
-(``planner.dataset_planner`` from ``dataset._stream.plan_settings``), its span planner and
+(``planner.Planner`` from ``dataset._stream.plan_settings``), its span planner and
 episode sizes (``dataset._spans.EpisodeSpans``, asked on demand) and its wiring
 (``dataset._wiring.shard_items``: worker start, plans, the byte cache, the pipeline; only fetch and
 decode are stubs). Each size is built in its own subprocess and each simulated rank runs in a
@@ -494,7 +494,7 @@ def simulate_rank(
     verify: bool = False,
 ) -> dict[str, Any]:
     """One rank (one process) of a ``world``-rank run, started by the dataset's own code: warm-open
-    the index, build the rank's planner (``dataset_planner`` from the dataset's ``plan_settings``:
+    the index, build the rank's planner (``Planner`` from the dataset's ``plan_settings``:
     default options, ``repeat=True``, batch 8, the 8 GiB budget), then run the dataset's wiring
     (``dataset._wiring.shard_items``: worker start, plans, the byte cache, the pipeline) to its
     first item, with the dataset's episode sizes (``EpisodeSpans`` over the index, asked on demand by
@@ -514,7 +514,7 @@ def simulate_rank(
     from lerobotstream.dataset._wiring import shard_items
     from lerobotstream.mp4._index_file import Mp4Index
     from lerobotstream.options import StreamOptions
-    from lerobotstream.planner import dataset_planner
+    from lerobotstream.planner import Planner, Streams
 
     if verify:  # the sim MP4s' moovs, written once per build before anything is timed
         prep = Mp4Index.open(workdir / "sidecar.npz", index_dir=workdir / "indexes")
@@ -547,9 +547,9 @@ def simulate_rank(
     settings = plan_settings(opts, loader, rank=rank, world_size=world)
     run = _sim_run(spans, cams)
     t0 = time.perf_counter()
-    planner = dataset_planner(anchor_lengths, settings, run.sizes[0])
+    planner = Planner(Streams.of_dataset(anchor_lengths, run.sizes[0]), settings)
     t_shard = time.perf_counter() - t0
-    per_rank = planner.samples_per_rank()
+    per_rank = planner.plain.samples_per_rank()
     mem["shard"] = _mem()
 
     t0 = time.perf_counter()
@@ -563,8 +563,8 @@ def simulate_rank(
     touched = len({int(s) for e in run.sizes[0].known() for s in src_of[e]})
     items.close()
 
-    plan = planner.worker_plan(0)
-    draw = dataset_planner(anchor_lengths, settings.but(byte_budget=None), None).worker_plan(0)
+    plan = planner.plain.worker_plan(0, 0)
+    draw = Planner(Streams.of_dataset(anchor_lengths), settings.but(byte_budget=None)).plain.worker_plan(0, 0)
     budget = min(max_anchors, plan.num_frames - 1)
     out_e = np.empty(65536, dtype=np.int64)
     out_f = np.empty(65536, dtype=np.int64)
@@ -578,12 +578,12 @@ def simulate_rank(
         drawn += k
     t_draw = time.perf_counter() - t0
     mem["end"] = _mem()
-    wf = [int(x) for x in planner.worker_frames(rank)]
+    wf = [int(x) for x in planner.plain.worker_frames(rank)]
     return {
         "world": world,
         "rank": rank,
         "num_workers": num_workers,
-        "rank_episodes": len(planner.rank_episodes()),
+        "rank_episodes": len(planner.plain.rank_episodes(rank)),
         "rank_frames": int(per_rank[rank]),
         "sources_touched": touched,
         "sources_total": idx.num_sources,
@@ -622,32 +622,27 @@ def _elastic_setup(
 ):
     """(episode lengths, the new run's rank-0 planner before loading, rank 0's state of the old
     run after ``fraction`` of its epoch, its batches per rank). ``partitions``: canonical
-    partitions (``PartitionPlanner``; the budget is then per partition)."""
-    from functools import partial
+    partitions (``partitions=P``; the budget is then per partition)."""
+    from lerobotstream.planner import EpisodeSizes, Planner, PlanSettings, Streams, replay_turns
 
-    from lerobotstream.planner import EpisodeSizes, PartitionPlanner, Planner, replay_turns
-
-    if partitions is not None:
-        Planner = partial(PartitionPlanner, partitions=partitions)  # noqa: N806
+    def planner(world: int, workers: int, batch: int, **kw: Any) -> Planner:
+        sized = EpisodeSizes(lambda e: int(sizes[e])) if budget else None  # each planner its own
+        settings = PlanSettings(
+            rank=0, world_size=world, num_workers=workers, batch_size=batch, partitions=partitions, **kw
+        )
+        return Planner(Streams.of_dataset(lens, sized), settings)
 
     p = PRESETS[name]
     lens = episode_lengths(p, seed)
     sizes = (lens * p.cameras * int(p.sample_kb * 1000)).astype(np.int64)
     # sizes on demand, as the dataset gives them (each new planner its own, as each process has)
     kw = dict(byte_budget=int(16 * sizes.max())) if budget else {}
-    nb = (lambda: dict(episode_nbytes=EpisodeSizes(lambda e: int(sizes[e])))) if budget else dict
     w0, k0, b0 = old
-    w1, k1, b1 = new
-    oldp = Planner(lens, rank=0, world_size=w0, num_workers=k0, batch_size=b0, **kw, **nb())
-    batches = int(oldp.batches_per_rank()[0] * fraction)
-    given, _, _ = replay_turns(oldp.worker_epoch_limits(), b0, batches=batches)
+    oldp = planner(*old, **kw)
+    batches = int(oldp.plain.batches_per_rank()[0] * fraction)
+    given, _, _ = replay_turns(oldp.plain.worker_epoch_limits(), b0, batches=batches)
     state = oldp.state_dict(samples_consumed=sum(given))
-    return (
-        lens,
-        lambda: Planner(lens, rank=0, world_size=w1, num_workers=k1, batch_size=b1, **kw, **nb()),
-        state,
-        batches,
-    )
+    return lens, lambda: planner(*new, **kw), state, batches
 
 
 def simulate_elastic(

@@ -256,12 +256,12 @@ class StreamingLeRobotDataset(StreamCore):
     def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
         """This dataset's planner for ``loader``'s settings (``episode_nbytes``: its sizes,
         ``[EpisodeSizes]``; None: this process's, computed when first asked)."""
-        from lerobotstream.planner import dataset_planner
+        from lerobotstream.planner import Planner, Streams
 
         sizes = (episode_nbytes or self.episode_sizes())[0]
         settings = plan_settings(self.options, self.loader_settings(loader))
         with naming(self.meta.repo_id):  # a rule the settings break (partitions, ranks) names the dataset
-            return dataset_planner(self.anchor_lengths(), settings, sizes)
+            return Planner(Streams.of_dataset(self.anchor_lengths(), sizes), settings)
 
     def _part_count(self) -> int:
         return 1

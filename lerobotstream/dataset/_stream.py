@@ -381,7 +381,10 @@ class StreamCore(torch.utils.data.IterableDataset):
                 "batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0, "an int >= 0"
             )
             given, _, _ = replay_turns(
-                planner.turn_limits(), planner.batch_size, batches=int(batches_consumed), drop_last=ls.drop_last
+                planner.turn_limits(),
+                planner.topology.batch_size,
+                batches=int(batches_consumed),
+                drop_last=ls.drop_last,
             )
             samples_consumed = sum(given)
         s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
@@ -425,7 +428,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         planner.load_state_dict(fixed)
         r = self._resume
         r.origin, r.origin_epoch = planner.origin, planner.origin_epoch
-        if planner.repeat:
+        if planner.topology.repeat:
             r.move(planner.epoch, planner.samples_consumed)
         else:  # a count of one or more whole finite epochs is the start of a later one (``position``),
             r.move(*planner.position())  # so ``epoch`` / ``samples_consumed`` say where the next iterator starts

@@ -121,7 +121,7 @@ def shard_items(
     cache = EpisodeByteCache(
         max(1, budget),
         max_workers=max(1, min(8, options.prefetch_episodes + 1)),
-        keep_retired=bool(planner.repeat),  # a finite epoch admits each episode once
+        keep_retired=bool(planner.topology.repeat),  # a finite epoch admits each episode once
     )
     gops = DecodedGopCache(options.decoded_cache_bytes // max(1, nw))  # every part's jobs, keys by episode id
     run.cache, run.gops = cache, gops

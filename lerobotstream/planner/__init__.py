@@ -4,13 +4,13 @@ Pure planning (numpy + a Cython core; never imports torch, never touches global 
 
 Quick use (what ``StreamingLeRobotDataset`` does)::
 
-    planner = Planner({ep: length, ...}, seed=1000, num_workers=2, batch_size=8, repeat=True,
-                      byte_budget=8 << 30, episode_nbytes=cache.episode_nbytes)
+    settings = PlanSettings(seed=1000, num_workers=2, batch_size=8, repeat=True, byte_budget=8 << 30)
+    planner = Planner(Streams.of_dataset({ep: length, ...}, EpisodeSizes(size_of)), settings)
     planner.load_state_dict(ckpt["stream"])        # optional: sample-exact resume
     # inside DataLoader worker p (torch.utils.data.get_worker_info()):
     start = planner.worker_start(p, num_workers)   # logical worker, epoch, offset, limit
-    plan = planner.worker_plan(start.logical_worker)
-    for pool in plan.iter_pools(start.epoch, start.offset, repeat=planner.repeat):
+    plans = planner.worker_plans(start)            # one per stream: episodes, pool size, budget
+    for pool in planner.worker_pools(start, plans):
         pool.frontier(8)          # next episodes to be admitted, in order: prefetch them
         pool.resident()           # episodes whose bytes must be resident now
         ep, fr = pool.next_anchors(16)   # int64 arrays; shorter at the end of the epoch
@@ -19,11 +19,11 @@ Quick use (what ``StreamingLeRobotDataset`` does)::
 
 Guarantees:
 
-* **Rank shards** (``Planner.rank_episodes``): whole episodes, greedy LPT on frame counts with
+* **Rank shards**: whole episodes, greedy LPT on frame counts with
   seeded tie-breaks; ``max - min <= max episode length`` frames. Deterministic from (seed,
   selected episodes, lengths, world size). Fewer non-empty episodes than ranks → ShardingError.
   Rank/world size: explicit, else ``torch.distributed`` if initialised, else RANK/WORLD_SIZE, else 0/1.
-* **Worker shards** (``Planner.worker_episodes``): the same LPT inside the rank over
+* **Worker shards**: the same LPT inside the rank over
   ``max(1, num_workers)`` shards, capped at the rank's episode count; extra workers are idle (yield
   nothing; logged once, by DataLoader worker 0 when its stream starts in ``worker_start``). Each
   used worker gets 1/n of ``byte_budget`` and ``video_decoder_cache_size``;
@@ -41,82 +41,45 @@ Guarantees:
   workers, strategy, pool settings, episode sizes) through ``SeedSequence`` tuple entropy and a
   private xoshiro256** generator. Default seed 1000; ``seed=None`` → 42.
 * **Finite / endless**: ``repeat=False`` yields one epoch per iteration (``set_epoch``);
-  ``samples_per_rank()`` / ``batches_per_rank()`` report per-rank sizes and ``equalize="drop"``
+  the pass's ``samples_per_rank()`` / ``batches_per_rank()`` report per-rank sizes and ``equalize="drop"``
   stops every rank after the smallest rank's batch count (DDP never hangs). ``repeat=True`` chains
   epochs per worker forever.
 * **Resume**: ``state_dict()`` / ``load_state_dict()`` (schema-versioned); the rank's consumed sample
   count is replayed through the DataLoader's batch turns (``replay_turns``) to give each worker its
   offset; DataLoader worker p plays logical worker (p + next) mod N. A state of another
-  topology (world size, workers, batch size, strategy, pool, budget) resumes *elastically*
-  (``_elastic``): every old rank's and worker's consumed anchors follow from rank 0's count and a
+  topology (world size, workers, batch size, strategy, pool, budget) resumes *elastically*:
+  every old rank's and worker's consumed anchors follow from rank 0's count and a
   C replay of its pool; the epoch's unconsumed frames (untouched episodes whole, started ones their
   frames left) are sharded frame-balanced over the new ranks and workers and played once, then
   plain epochs follow (docs/resume.md; finite mixtures too). Another seed, episode selection or
   mixture, or a state without the schema marker → ResumeStateError.
-* **Canonical partitions** (``PartitionPlanner(..., partitions=P)``, ``_partitions``): ``P``
+* **Canonical partitions** (``PlanSettings(partitions=P)``, ``_partitions``): ``P``
   frame-balanced partitions from (seed, P), each its own seeded pool (pool size and budget per
   partition), so each partition's order is the same on any topology; stream ``w * W + r`` plays
   ``p mod (W * K) == w * W + r``; resume continues each partition at its offset (from counts).
 """
 
-from lerobotstream.planner._layout import StreamSpec, Topology, WorkerPlan
-from lerobotstream.planner._mixedpool import MixedPool
-from lerobotstream.planner._mixseq import MixSequence, integer_weights, mixture_shares
-from lerobotstream.planner._pass import LAYOUTS, Pass, WorkerStart, resolve_pass
-from lerobotstream.planner._planner import Planner, dataset_planner
-from lerobotstream.planner._pool import EpisodePool, PoolEvent
-from lerobotstream.planner._seeds import seed_words
+from lerobotstream.planner._planner import Planner
 from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._shards import LPT_BOUND_DOC, lpt_shards
 from lerobotstream.planner._sizes import EpisodeSizes
-from lerobotstream.planner._state import (
-    DIGEST_KEY,
-    MAX_NUM_WORKERS,
-    SCHEMA_KEY,
-    SCHEMA_VERSION,
-    StreamState,
-    canonical_digest,
-    episodes_digest,
-)
+from lerobotstream.planner._state import DIGEST_KEY, SCHEMA_KEY, StreamState, canonical_digest
 from lerobotstream.planner._streams import Streams
 from lerobotstream.planner._turns import TurnOrder, replay_turns, take_turns
-from lerobotstream.planner._variants import MixturePlanner, PartitionPlanner
 from lerobotstream.planner._world import current_worker, discover_world
 
+#: what the rest of the library uses; everything else is imported from its own module
 __all__ = [
-    "EpisodePool",
+    "DIGEST_KEY",
     "EpisodeSizes",
-    "LAYOUTS",
-    "LPT_BOUND_DOC",
-    "MAX_NUM_WORKERS",
-    "MixSequence",
-    "MixedPool",
-    "MixturePlanner",
-    "PartitionPlanner",
-    "Pass",
     "PlanSettings",
     "Planner",
-    "PoolEvent",
     "SCHEMA_KEY",
-    "DIGEST_KEY",
-    "canonical_digest",
-    "SCHEMA_VERSION",
-    "StreamSpec",
     "StreamState",
     "Streams",
-    "Topology",
     "TurnOrder",
-    "WorkerPlan",
-    "WorkerStart",
+    "canonical_digest",
     "current_worker",
-    "dataset_planner",
     "discover_world",
-    "episodes_digest",
-    "integer_weights",
-    "lpt_shards",
-    "mixture_shares",
     "replay_turns",
-    "resolve_pass",
-    "seed_words",
     "take_turns",
 ]

@@ -42,7 +42,7 @@ from lerobotstream.planner._partitions import PartitionLayout
 from lerobotstream.planner._state import StreamState
 from lerobotstream.planner._turns import rank_batches, rank_given, replay_turns
 
-__all__ = ["LAYOUTS", "Pass", "Resolved", "WorkerStart", "old_run_remainders", "remainder_cache", "resolve_pass"]
+__all__ = ["LAYOUTS", "Pass", "WorkerStart", "old_run_remainders", "remainder_cache", "resolve_pass"]
 
 #: pool layout by ``StreamSpec.kind``: a new layout is one module and one entry here
 LAYOUTS: dict[str, Any] = {"episodes": EpisodeLayout, "partitions": PartitionLayout}
@@ -360,29 +360,21 @@ class Pass:
         yield MixedPool(streams, phases, start.offset)
 
 
-@dataclass(frozen=True)
-class Resolved:
-    """The pass in progress and the position in it: ``samples`` consumed since ``epoch`` began."""
-
-    pass_: Pass
-    epoch: int
-    samples: int
-
-
-def resolve_pass(plain: Pass, epoch: int, samples: int, remainder: Callable[[], Pass] | None) -> Resolved:
+def resolve_pass(plain: Pass, epoch: int, samples: int, remainder: Callable[[], Pass] | None) -> tuple[Pass, int, int]:
     """The pass a resume state is in: the plain epoch ``epoch``; or (``remainder``: the elastic
     remainder's pass of this topology, computed on demand) the remainder while its samples last
     — endless: always, its workers continue with the plain epochs — then (finite) the plain
-    epochs after it, the count moved past the remainder."""
+    epochs after it, the count moved past the remainder. Returns ``(pass, epoch, samples consumed
+    since epoch began)``."""
     if remainder is None:
-        return Resolved(plain, epoch, samples)
+        return plain, epoch, samples
     rp = remainder()
     if plain.topo.repeat:
-        return Resolved(rp, rp.epoch, samples)
+        return rp, rp.epoch, samples
     total = rp.epoch_samples()
     if samples < total or not total and not samples:
-        return Resolved(rp, rp.epoch, samples)
-    return Resolved(plain, rp.epoch + 1, samples - total)
+        return rp, rp.epoch, samples
+    return plain, rp.epoch + 1, samples - total
 
 
 # --- elastic resume: what a checkpointed run left ------------------------------------------------
@@ -437,19 +429,19 @@ def _counts_endless(rp: Pass | None, plain: Pass, epoch: int, s: int):
     return entries
 
 
-def old_run_remainders(old: Resolved, old_plain: Pass) -> list[Any]:
+def old_run_remainders(old: tuple[Pass, int, int], old_plain: Pass) -> list[Any]:
     """What the checkpointed run left of its pass in progress, one remainder per stream.
 
     Args:
-        old: the old run's rank-0 pass in progress and position (:func:`resolve_pass` of the
-            state, on the state's topology).
+        old: the old run's rank-0 pass in progress and position in it, ``(pass, epoch, samples)``
+            (:func:`resolve_pass` of the state, on the state's topology).
         old_plain: its plain pass.
 
     Raises:
         ResumeStateError: the count does not fit (ends inside a batch with several workers,
         exceeds the epoch), or an endless stream has no samples left (every worker idle).
     """
-    p, epoch, s = old.pass_, old.epoch, old.samples
+    p, epoch, s = old
     if not p.topo.repeat:
         counts = _counts_finite(p, epoch, s)
         depth = 1 + p.depth if p.remainders is not None else 1

@@ -4,27 +4,25 @@ the dataset layer drives (``worker_start`` → ``worker_plans`` → ``worker_poo
 
 What it plays is a :class:`~lerobotstream.planner._pass.Pass` (streams' pool layouts on this
 topology, mixed per worker); which pass, and where in it, follows from the position by
-:func:`~lerobotstream.planner._pass.resolve_pass`. A single dataset is a mixture of one stream
-(``Planner(episode_lengths, ...)`` or :meth:`Planner.for_dataset`); a weighted mixture is
-``Planner.for_streams(...)`` (``MixturePlanner.for_datasets``); canonical partitions are a pool
-layout (``partitions=P``), for one dataset or a mixture.
+:func:`~lerobotstream.planner._pass.resolve_pass`. It is built one way: ``Planner(streams,
+settings)`` — one dataset is ``Streams.of_dataset(...)``, a weighted mixture
+``Streams.of_mixture(...)``; canonical partitions are a setting (``partitions=P``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
-from lerobotstream.planner._checkpoint import ELASTIC_SETTINGS, REFUSED_SETTINGS, RESUME_SETTINGS, PlannerCheckpoint
-from lerobotstream.planner._layout import Topology, WorkerPlan, read_pools
+from lerobotstream.planner._checkpoint import resume_differences, settings_of, stream_state
+from lerobotstream.planner._layout import Topology, read_pools
 from lerobotstream.planner._pass import (
     Pass,
-    Resolved,
     WorkerStart,
     build_layout,
     old_run_remainders,
@@ -35,87 +33,50 @@ from lerobotstream.planner._pass import (
 )
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._state import StreamState
-from lerobotstream.planner._streams import Streams, episodes_of
+from lerobotstream.planner._streams import Streams
+from lerobotstream.planner._turns import epoch_overlap
 from lerobotstream.planner._world import discover_world
 
-__all__ = ["ELASTIC_SETTINGS", "Planner", "REFUSED_SETTINGS", "RESUME_SETTINGS", "WorkerStart", "dataset_planner"]
+__all__ = ["Planner", "WorkerStart"]
 
 logger = logging.getLogger("lerobotstream.planner")
 _IDLE_WARNED: set[tuple] = set()
 
 
-class Planner(PlannerCheckpoint):
+class Planner:
     """Deterministic planner of one rank over N >= 1 streams (pure: no I/O, no torch import).
 
-    ``Planner(episode_lengths, ...)`` is one dataset's (the other constructors:
-    :meth:`for_dataset`, :meth:`for_streams`).
-
     Args:
-        episode_lengths: frames per selected episode: ``{episode_index: length}``, or a 1-D array
-            (then ``episode_indices`` gives the indices, default ``0..E-1``). Episodes of length 0
-            are dropped (never yielded).
-        episode_indices: dataset episode indices matching an array ``episode_lengths``.
-        episode_nbytes: the episodes' exact synthesized sizes (all cameras): an ``EpisodeSizes``
-            (asked as admission reaches an episode) or ``episode_nbytes(episode_index) -> int``
-            (every episode of a worker plan sized when the plan is built); needed with a budget.
-        **settings: :class:`~lerobotstream.planner.PlanSettings`' fields, the options' names and
-            defaults (declared once, there): ``seed`` (1000; None → 42); ``rank``, ``world_size``
+        streams: what it plays (:class:`~lerobotstream.planner._streams.Streams`: one dataset,
+            ``Streams.of_dataset``, or a mixture, ``Streams.of_mixture``): each stream's episodes,
+            their lengths and sizes (``EpisodeSizes``, on demand, or an eager callable; needed
+            with a byte budget), the weights and global episode offsets.
+        settings: :class:`~lerobotstream.planner._settings.PlanSettings` (the options' names and
+            defaults, declared once there): ``seed`` (1000; None → 42); ``rank``, ``world_size``
             (default from torch.distributed, else RANK/WORLD_SIZE, else 0/1); ``num_workers``
-            (DataLoader workers per rank, 0 = in the training process; ``max_num_shards`` of the
-            dataset maps here, 0 and 1 are one stream); ``episode_pool_size`` (per-worker pool
-            size when given: each batch comes from one worker's pool; default 32 per rank split
-            over the workers used, ``max(1, 32 // n)``; with ``partitions``: per partition,
-            default ``constants.DEFAULT_PARTITION_POOL_SIZE``); ``sampling_strategy``
-            (``remaining``, ``round_robin`` or ``sequential``: ascending episodes, frames in order,
-            evaluation streams); ``byte_budget`` (per-rank resident bytes or None; each worker
-            gets 1/n, with ``partitions`` per partition); ``video_decoder_cache_size`` (per-rank
-            decoder LRU size or None; each worker gets 1/n); ``repeat`` (endless stream, what
-            lerobot-train uses); ``batch_size``, ``drop_last`` (the DataLoader's, for resume and
-            batch counts); ``equalize`` (finite epochs only: ``none``, ranks may give different
-            batch counts, see ``batches_per_rank()``, or ``drop``, every rank stops after the
-            smallest rank's batch count so DDP collectives never hang; dropped anchors are skipped
-            this epoch only); ``partitions`` (canonical partitions: an order that does not depend
-            on the topology).
+            (DataLoader workers per rank, 0 = in the training process); ``episode_pool_size``
+            (per-worker pool size when given; default 32 per rank split over the workers used,
+            ``max(1, 32 // n)``; with ``partitions``: per partition, default
+            ``constants.DEFAULT_PARTITION_POOL_SIZE``); ``sampling_strategy`` (``remaining``,
+            ``round_robin`` or ``sequential``); ``byte_budget`` (per-rank resident bytes or None;
+            each worker gets 1/n, with ``partitions`` per partition); ``video_decoder_cache_size``
+            (per-rank decoder LRU size or None); ``repeat`` (endless); ``batch_size``,
+            ``drop_last`` (the DataLoader's); ``equalize`` (finite epochs: ``none`` or ``drop``,
+            every rank stops after the smallest rank's batch count); ``partitions`` (canonical
+            partitions: an order that does not depend on the topology).
+        specs: each stream's own :class:`~lerobotstream.planner._layout.StreamSpec` (seed, pool,
+            budget) instead of the ones ``streams.specs(settings)`` gives (None: those).
+
+    Its position (``epoch``, ``samples_consumed``, ``origin``) starts at epoch 0; ``seek``,
+    ``set_epoch`` and ``load_state_dict`` move it.
 
     Raises:
-        TypeError: a keyword that is no ``PlanSettings`` field.
         ShardingError: a rank would own no episode (lower the number of ranks), bad rank/world.
-        StreamingConfigError (a ValueError): a setting breaks its option's rule (unknown strategy
-            or equalize mode, a count out of range), bad ``partitions`` (fewer than the run's streams).
-        ValueError: bad sizes or counts.
+        StreamingConfigError (a ValueError): bad ``partitions`` (fewer than the run's streams).
+        ValueError: a byte budget without episode sizes.
     """
 
-    def __init__(
-        self,
-        episode_lengths: Mapping[int, int] | np.ndarray | list[int],
-        *,
-        episode_indices: np.ndarray | list[int] | None = None,
-        episode_nbytes: Callable[[int], int] | None = None,
-        **settings: Any,
-    ) -> None:
-        self._setup(Streams((episodes_of(episode_lengths, episode_indices, episode_nbytes),)), PlanSettings(**settings))
-
-    # --- construction -------------------------------------------------------------------------------
-    @classmethod
-    def for_dataset(
-        cls,
-        episode_lengths: Mapping[int, int],
-        settings: PlanSettings,
-        episode_nbytes: Callable[[int], int] | None = None,
-    ) -> Planner:
-        """One dataset's planner from plain settings (``episode_nbytes``: its sizes)."""
-        out = cls.__new__(cls)
-        out._setup(Streams((episodes_of(episode_lengths, None, episode_nbytes),)), settings)
-        return out
-
-    @classmethod
-    def for_streams(cls, streams: Streams, settings: PlanSettings, *, specs: Sequence[Any] | None = None) -> Planner:
-        """A planner over ``streams`` (``specs``: the streams' own settings instead of the rule's)."""
-        out = cls.__new__(cls)
-        out._setup(streams, settings, specs)
-        return out
-
-    def _setup(self, streams: Streams, settings: PlanSettings, specs: Sequence[Any] | None = None) -> None:
+    def __init__(self, streams: Streams, settings: PlanSettings, *, specs: Sequence[Any] | None = None) -> None:
         s = settings  # checked by the options' rules (PlanSettings)
         if s.byte_budget is not None and specs is None and any(e.sizes is None for e in streams.episodes):
             raise ValueError("a byte_budget needs episode_nbytes (each episode's exact synthesized size)")
@@ -126,8 +87,8 @@ class Planner(PlannerCheckpoint):
         self.topology = Topology(
             rank, world, int(s.num_workers), int(s.batch_size), bool(s.drop_last), bool(s.repeat), s.equalize
         )
-        self._specs = list(specs) if specs is not None else streams.specs(self.settings, self.seed)
-        self._plain = self._plain_pass(self.topology, self._specs)
+        self.specs = list(specs) if specs is not None else streams.specs(self.settings, self.seed)
+        self.plain = self._plain_pass(self.topology, self.specs)
         self.epoch = 0
         self.samples_consumed = 0
         #: the state dict whose unconsumed samples epoch ``origin_epoch`` replays (None: plain epochs)
@@ -161,54 +122,25 @@ class Planner(PlannerCheckpoint):
             names=self.streams.names,
         )
 
-    # --- settings as attributes ---------------------------------------------------------------------
-    rank = property(lambda self: self.topology.rank)
-    world_size = property(lambda self: self.topology.world_size)
-    num_workers = property(lambda self: self.topology.num_workers)
-    num_shards = property(lambda self: self.topology.num_shards)
-    batch_size = property(lambda self: self.topology.batch_size)
-    drop_last = property(lambda self: self.topology.drop_last)
-    repeat = property(lambda self: self.topology.repeat)
-    equalize = property(lambda self: self.topology.equalize)
-    sampling_strategy = property(lambda self: self.settings.sampling_strategy)
-    episode_pool_size = property(lambda self: self.settings.episode_pool_size)
-    byte_budget = property(lambda self: self.settings.byte_budget)
-    video_decoder_cache_size = property(lambda self: self.settings.video_decoder_cache_size)
-    partitions = property(lambda self: self.settings.partitions)
-    weights = property(lambda self: self.streams.integer_weights)
-    offsets = property(lambda self: list(self.streams.offsets))
-    shares = property(lambda self: self.streams.shares)
-    mixture = property(lambda self: self.streams.mixture)
-    #: each stream's spec under these settings (``StreamSpec``: seed, pool, budget, sizes)
-    specs = property(lambda self: list(self._specs))
-    #: one dataset's selection (the first stream's)
-    episode_indices = property(lambda self: self._specs[0].episode_indices)
-    lengths = property(lambda self: self._specs[0].lengths)
-    episode_nbytes = property(lambda self: self._specs[0].sizes)
-    episodes_digest = property(lambda self: self._specs[0].digest)
-
     @property
     def _kind(self) -> str:
         """What the resume messages call this stream ("planner" or "mixture")."""
         return "mixture" if self.streams.rule == "mixture" else "planner"
 
     # --- the pass in progress -----------------------------------------------------------------------
-    def _elastic_active(self) -> bool:
+    def _in_remainder(self) -> bool:
         return self.origin is not None and self.epoch == self.origin_epoch
 
-    def resolve(self) -> Resolved:
-        """The pass in progress and the position in it (:func:`~._pass.resolve_pass`)."""
+    def resolve(self) -> tuple[Pass, int, int]:
+        """The pass in progress and the position in it, ``(pass, epoch, samples consumed since
+        epoch began)`` (:func:`~._pass.resolve_pass`)."""
         return resolve_pass(
-            self._plain, self.epoch, self.samples_consumed, self._remainder_pass if self._elastic_active() else None
+            self.plain, self.epoch, self.samples_consumed, self._remainder_pass if self._in_remainder() else None
         )
 
     def current_pass(self) -> Pass:
         """The pass in progress: the plain epoch, an elastic remainder, or the epochs after it."""
-        return self.resolve().pass_
-
-    def plain_pass(self) -> Pass:
-        """This topology's plain epochs (without an elastic origin)."""
-        return self._plain
+        return self.resolve()[0]
 
     def remainders(self) -> list[Any]:
         """The elastic remainder this planner plays first, one per stream (the origin's unconsumed
@@ -222,140 +154,51 @@ class Planner(PlannerCheckpoint):
         st = StreamState.from_dict(self.origin)
         return remainder_cache(
             state_key(st, self.streams.digests) + [self.streams.rule],
-            lambda: self._compute_remainders(st),
+            lambda: old_run_remainders(*self._old_run(st)),
             self.shipped_remainders,
-            self.rank,
+            self.topology.rank,
         )
-
-    def _compute_remainders(self, st: StreamState) -> list[Any]:
-        old = self._like(st)
-        return old_run_remainders(old.resolve(), old.plain_pass())
 
     def _remainder_pass(self) -> Pass:
         rems = self.remainders()
         if self._rem is None or self._rem[0] is not rems[0]:
-            self._rem = (rems[0], remainder_pass(self._plain, rems, self.seed))
+            self._rem = (rems[0], remainder_pass(self.plain, rems, self.seed))
         return self._rem[1]
 
-    def _like(self, st: StreamState) -> Planner:
-        """The planner of rank 0 over the same streams with ``st``'s settings and position.
+    def _old_run(self, st: StreamState) -> tuple[tuple[Pass, int, int], Pass]:
+        """The run that wrote ``st`` (its rank 0 over the same streams, at ``st``'s position):
+        its pass in progress with the position in it, and its plain pass.
 
         Raises:
             ResumeStateError: no run over these streams has ``st``'s settings (more ranks or
             workers than its episodes allow, or fewer partitions than streams: a tampered state).
         """
-        s = PlanSettings(
-            seed=st.seed,
-            num_workers=st.num_workers,
-            episode_pool_size=st.pool_size,
-            sampling_strategy=st.strategy,
-            byte_budget=st.byte_budget,
-            video_decoder_cache_size=None,
-            repeat=st.repeat,
-            batch_size=st.batch_size,
-            drop_last=st.drop_last,
-            equalize=st.equalize,
-            partitions=st.partitions,
-            rank=0,
-            world_size=st.world_size,
-        )
         try:
-            out = Planner.for_streams(self.streams.sized(), s)
+            old = Planner(self.streams.sized(), settings_of(st))
         except (ShardingError, StreamingConfigError, ValueError) as e:
             raise ResumeStateError(
                 f"malformed stream state (tampered, or not written by state_dict() for this stream): no run over "
                 f"this stream has its settings ({e}). Pass the dict that state_dict() returned, or start a new run "
                 "from the policy weights."
             ) from e
-        out.epoch, out.samples_consumed = st.epoch, st.samples
+        old.epoch, old.samples_consumed = st.epoch, st.samples
         if st.origin is not None:
-            out.origin, out.origin_epoch = st.origin, st.epoch
-        return out
-
-    # --- what the pass in progress answers -------------------------------------------------------------
-    def samples_per_rank(self) -> np.ndarray:
-        """Frames per rank in one epoch (every stream) before equalization, int64 (world_size,)."""
-        return self.current_pass().samples_per_rank()
-
-    def worker_frames(self, rank: int | None = None) -> list[int]:
-        """Anchors per logical worker of ``rank`` in one epoch of the pass in progress (before
-        ``drop_last`` and ``equalize``)."""
-        return self.current_pass().worker_frames(self.rank if rank is None else rank)
-
-    def batches_per_rank(self) -> np.ndarray:
-        """DataLoader batches per rank in one finite epoch (``batch_size``, ``drop_last``, workers
-        taken into account), before equalization, int64 (world_size,)."""
-        return self.current_pass().batches_per_rank()
-
-    def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
-        """Anchors each logical worker of ``rank`` yields in one finite epoch (after ``drop_last``
-        truncation to whole batches and ``equalize``)."""
-        return self.current_pass().worker_epoch_limits(rank)
+            old.origin, old.origin_epoch = st.origin, st.epoch
+        return old.resolve(), old.plain
 
     def turn_limits(self, rank: int | None = None) -> list[int | None]:
         """Anchors each logical worker of ``rank`` gives from the stream start before it stops, as
-        the DataLoader's batch turns see them: :meth:`worker_epoch_limits` (finite), None (endless),
-        or its share of an endless elastic remainder when no plain epoch follows it there."""
+        the DataLoader's batch turns see them: finite epoch limits (after ``drop_last`` and
+        ``equalize``), None (endless), or its share of an endless elastic remainder when no plain
+        epoch follows it there."""
         return self.current_pass().turn_limits(rank)
-
-    def epoch_samples(self) -> int:
-        """Anchors this rank yields in one finite epoch (after ``equalize``)."""
-        return self.current_pass().epoch_samples()
 
     def position(self) -> tuple[int, int]:
         """(epoch, samples consumed in it) of the resume state; in finite mode a consumed count of
         one or more whole epochs rolls into the following epochs (``repeat=True`` keeps the
         stream's start epoch: each worker rolls over on its own)."""
-        r = self.resolve()
-        return r.pass_.position(r.epoch, r.samples)
-
-    @property
-    def num_active_workers(self) -> int:
-        """Logical workers of this rank that give samples in the pass in progress."""
-        return self.current_pass().num_active()
-
-    def dataset_worker_frames(self, rank: int | None = None) -> np.ndarray:
-        """Frames per (stream, logical worker) of ``rank`` in one plain epoch, int64 (N, workers)."""
-        return self._plain.dataset_worker_frames(rank)
-
-    def worker_weights(self, worker: int, rank: int | None = None) -> list[int]:
-        """Integer mixing weights of logical ``worker`` of ``rank`` in plain endless epochs
-        (``Pass.worker_weights``)."""
-        return self._plain.worker_weights(worker, rank)
-
-    # --- one dataset's shards (the first stream's, plain epochs) -------------------------------------
-    def rank_episodes(self, rank: int | None = None) -> np.ndarray:
-        """Dataset episode indices owned by ``rank`` (default: this rank), sorted, int64."""
-        return self._plain.rank_episodes(self.rank if rank is None else rank)
-
-    def worker_episodes(self, worker: int, rank: int | None = None) -> np.ndarray:
-        """Dataset episode indices owned by logical ``worker`` of ``rank`` (empty = idle)."""
-        return self._plain.layouts[0].worker_episodes(worker, self.rank if rank is None else rank)
-
-    def worker_plan(self, worker: int) -> WorkerPlan:
-        """This rank's logical ``worker`` shard of the first stream (cached). Raises
-        ByteBudgetError for an episode larger than the worker's whole byte budget (eager sizes),
-        before anything is fetched."""
-        if not 0 <= worker < self.num_shards:
-            raise ShardingError(f"worker {worker} outside 0..{self.num_shards - 1}")
-        return self._plain.layouts[0].plan(worker, self.rank)
-
-    def stream_partitions(self, worker: int, rank: int | None = None) -> np.ndarray:
-        """Partition ids logical ``worker`` of ``rank`` plays in a plain epoch (``partitions``)."""
-        return self._plain.layouts[0].stream_partitions(worker, self.rank if rank is None else rank)
-
-    def partition_episodes(self, partition: int) -> np.ndarray:
-        """Dataset episode indices of ``partition`` (``partitions``)."""
-        return self._plain.layouts[0].partition_episodes(partition)
-
-    @property
-    def planners(self) -> list[Planner]:
-        """One planner per stream, each over that stream alone with its settings (its shards and
-        plans are the mixture's)."""
-        return [
-            Planner.for_streams(Streams((e,)), self.settings, specs=[spec])
-            for e, spec in zip(self.streams.episodes, self._specs)
-        ]
+        p, epoch, samples = self.resolve()
+        return p.position(epoch, samples)
 
     # --- the pipeline's interface -------------------------------------------------------------------
     def worker_start(self, dl_worker_id: int | None = None, dl_num_workers: int = 0) -> WorkerStart:
@@ -369,15 +212,16 @@ class Planner(PlannerCheckpoint):
             ResumeStateError: the consumed count ends inside a batch (several workers) or exceeds
             the finite epoch.
         """
-        r = self.resolve()
-        if dl_num_workers != self.num_workers:
+        current, epoch, samples = self.resolve()
+        topo = self.topology
+        if dl_num_workers != topo.num_workers:
             raise ShardingError(
                 f"the DataLoader runs {dl_num_workers} worker(s) but the {self._kind} was built for "
-                f"num_workers={self.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)"
+                f"num_workers={topo.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)"
             )
-        if not dl_worker_id and r.pass_.num_active() < self.num_shards:
-            self._warn_idle(r.pass_)
-        return r.pass_.worker_start(dl_worker_id, r.epoch, r.samples)
+        if not dl_worker_id and current.num_active() < topo.num_shards:
+            self._warn_idle(current)
+        return current.worker_start(dl_worker_id, epoch, samples)
 
     def worker_plans(self, start: WorkerStart) -> list[Any]:
         """The plan of ``start.logical_worker`` for each stream (one for a single dataset; a
@@ -388,7 +232,7 @@ class Planner(PlannerCheckpoint):
             return p.worker_plans(start.logical_worker)
         plans = []
         for d in range(len(p.layouts)):
-            where = self.streams.where(d, self.byte_budget)
+            where = self.streams.where(d, self.settings.byte_budget)
             with naming(where):
                 plan = p.worker_plan(d, start.logical_worker)
             plan.where = where  # sizes on demand: a ByteBudgetError at admission names the dataset too
@@ -411,8 +255,9 @@ class Planner(PlannerCheckpoint):
     def _warn_idle(self, p: Pass) -> None:
         # Said where the stream starts, by DataLoader worker 0 only (every worker builds its own
         # planner; the training process builds them for state_dict too) and once per process.
-        owns = p.layouts[0].owns(self.rank) if len(p.layouts) == 1 else "episodes of the mixture's datasets"
-        key = (self._kind, self.rank, self.num_shards, owns)
+        rank, shards = self.topology.rank, self.topology.num_shards
+        owns = p.layouts[0].owns(rank) if len(p.layouts) == 1 else "episodes of the mixture's datasets"
+        key = (self._kind, rank, shards, owns)
         if key in _IDLE_WARNED:
             return
         _IDLE_WARNED.add(key)
@@ -420,11 +265,11 @@ class Planner(PlannerCheckpoint):
         logger.warning(
             "rank %d owns %s for num_workers=%d (DataLoader workers or StreamLoader shards): %d..%d get no "
             "episode and yield nothing (lower num_workers to use every one)",
-            self.rank,
+            rank,
             owns,
-            self.num_shards,
+            shards,
             n,
-            self.num_shards - 1,
+            shards - 1,
         )
 
     # --- epochs and resume ----------------------------------------------------------------------------
@@ -462,10 +307,89 @@ class Planner(PlannerCheckpoint):
         self.origin, self.origin_epoch = origin, origin_epoch
         self.shipped_remainders, self._rem = remainders, None
 
+    # --- the resume state -----------------------------------------------------------------------------
+    def _state(self, samples: int) -> StreamState:
+        origin = self.origin if self._in_remainder() else None
+        strategy = self.specs[0].strategy
+        return stream_state(self.streams, self.settings, self.seed, strategy, self.epoch, samples, origin)
 
-def dataset_planner(
-    episode_lengths: Mapping[int, int], settings: PlanSettings, episode_nbytes: Callable[[int], int] | None = None
-) -> Planner:
-    """The planner of one dataset's rank from ``settings`` (``episode_nbytes``: its sizes,
-    ``EpisodeSizes`` on demand): :meth:`Planner.for_dataset`."""
-    return Planner.for_dataset(episode_lengths, settings, episode_nbytes)
+    def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
+        """Resume state (:class:`~lerobotstream.planner._state.StreamState` layout, schema-versioned):
+        seed, epoch, samples consumed by this rank, batch size, world size, workers, strategy, pool
+        settings, the stream's identity. Pass the training loop's consumed sample count (sum of the
+        consumed batches' sizes) or set ``samples_consumed`` beforehand."""
+        return self._state(self.samples_consumed if samples_consumed is None else int(samples_consumed)).to_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` — of this topology (the very same order continues) or of
+        another one (elastic resume: the epoch's unconsumed samples are replanned over this
+        planner's ranks, workers and batch size; see docs/resume.md). Sets
+        :attr:`resume_changes` to the settings that differ. Nothing is replayed here: the
+        remainder is computed when first needed (:meth:`remainders`).
+
+        Raises:
+            ResumeStateError: no schema marker (older sampler: start a new run from the policy
+            weights), a malformed or impossible state (e.g. more than ``constants.MAX_NUM_WORKERS``
+            workers), another stream (dataset, episodes, mixture) or seed; the message lists
+            every difference.
+        """
+        st = StreamState.from_dict(state)
+        changed = resume_differences(self.streams, st, self._state(0))
+        self.origin, self.origin_epoch, self._rem = None, None, None
+        self.resume_changes = changed
+        if not changed:
+            if st.origin is not None:  # the same topology inside a remainder: the same remainder plan continues
+                self.origin, self.origin_epoch = st.origin, st.epoch
+            self.epoch, self.samples_consumed = st.epoch, st.samples
+            return
+        epoch = st.epoch
+        if st.origin is None:
+            (old, old_epoch, samples), _ = self._old_run(st)
+            if not st.repeat:
+                epoch, samples = old.position(old_epoch, samples)  # counts only: a finished epoch rolls over
+            if samples == 0:  # nothing of that epoch consumed: it is simply played on this topology
+                self.epoch, self.samples_consumed = epoch, 0
+                return
+        self.origin, self.origin_epoch = st.to_dict(), epoch
+        self.epoch, self.samples_consumed = epoch, 0
+
+    def rank_remainders(self) -> list[Any] | None:
+        """What this rank's DataLoader workers need of the elastic remainder (None: a plain
+        epoch), one per stream (``for_rank``: a started episode's frames only for this rank's
+        episodes): the dataset computes it once where the state is loaded and ships it to its
+        workers (their planner's ``shipped_remainders``)."""
+        if not self._in_remainder():
+            return None
+        rp = self._remainder_pass()
+        return [lay.for_rank(rem, self.topology.rank) for lay, rem in zip(rp.layouts, rp.remainders)]
+
+    def remainder_info(self) -> dict[str, Any] | None:
+        """What an elastic resume continues (None when this planner plays a plain epoch), one
+        schema for every stream and layout: ``epoch``, ``samples_left`` (all ranks) and
+        ``samples_left_per_dataset``, ``rank_samples`` (this rank), ``unit`` (``"episodes"`` or
+        ``"partitions"``), ``whole`` and ``started`` (units left whole and partly consumed),
+        ``depth``, ``consumed`` (samples the old run consumed of that pass, all ranks), and where
+        its end lies in this rank's batches: ``overlap``, samples of the next epoch the loader
+        yields before the remainder's last one (``_turns.epoch_overlap`` of the workers' shares;
+        exact when every worker goes on with plain epochs; 0 when finite: each epoch is its own
+        iterator), ``overlap_bound`` = (workers - 1) x (max - min share + batch size - 1)."""
+        if not self._in_remainder():
+            return None
+        rp, topo = self._remainder_pass(), self.topology
+        infos = [lay.info(rem) for lay, rem in zip(rp.layouts, rp.remainders)]
+        left = [int(lay.rank_frames().sum()) for lay in rp.layouts]
+        shares = rp.worker_frames(topo.rank)
+        endless, k, b = topo.repeat and topo.num_shards > 1, topo.num_shards, topo.batch_size
+        return {
+            "epoch": rp.epoch,
+            "samples_left": sum(left),
+            "samples_left_per_dataset": left,
+            "rank_samples": int(rp.samples_per_rank()[topo.rank]),
+            "unit": infos[0]["unit"],
+            "whole": sum(i["whole"] for i in infos),
+            "started": sum(i["started"] for i in infos),
+            "depth": rp.depth,
+            "consumed": sum(int(r.consumed) for r in rp.remainders),
+            "overlap": epoch_overlap(shares, b) if endless else 0,
+            "overlap_bound": (k - 1) * (max(shares) - min(shares) + b - 1) if endless else 0,
+        }

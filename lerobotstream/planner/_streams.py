@@ -105,6 +105,52 @@ class Streams:
     rule: str = "dataset"
     mixture: dict[str, Any] | None = None
 
+    @classmethod
+    def of_dataset(
+        cls,
+        episode_lengths: Mapping[int, int] | np.ndarray | Sequence[int],
+        sizes: Callable[[int], int] | None = None,
+        *,
+        episode_indices: Any = None,
+    ) -> Streams:
+        """One dataset (the ``"dataset"`` rule): :func:`episodes_of` its lengths and ``sizes``."""
+        return cls((episodes_of(episode_lengths, episode_indices, sizes),))
+
+    @classmethod
+    def of_mixture(
+        cls,
+        episode_lengths: Sequence[Mapping[int, int]],
+        weights: Sequence[float],
+        offsets: Sequence[int],
+        sizes: Sequence[Callable[[int], int] | None] | None = None,
+        mixture: dict[str, Any] | None = None,
+        *,
+        episodes: Sequence[Episodes] | None = None,
+    ) -> Streams:
+        """A weighted mixture (the ``"mixture"`` rule): one dataset per entry of
+        ``episode_lengths`` (or given as ``episodes``) with its ``weights`` entry, global episode id
+        offset and sizes (None: :func:`no_sizes`); ``mixture``: the JSON-able description recorded
+        in states (repo ids, weights; its ``repo_ids`` name the datasets in messages).
+
+        Raises:
+            ValueError: bad weights, or not one weight and one offset per dataset.
+        """
+        if episodes is None:
+            sizes = list(sizes) if sizes else [None] * len(episode_lengths)
+            episodes = [episodes_of(n, None, nb or no_sizes) for n, nb in zip(episode_lengths, sizes)]
+        if not episodes or len(weights) != len(episodes) or len(offsets) != len(episodes):
+            raise ValueError("a mixture needs one weight and one offset per dataset")
+        names = tuple(str(n) for n in (mixture or {}).get("repo_ids", range(len(episodes))))
+        integer_weights(weights)  # ValueError for bad weights, here
+        return cls(
+            tuple(episodes),
+            tuple(float(w) for w in weights),
+            tuple(int(o) for o in offsets),
+            names,
+            "mixture",
+            dict(mixture or {}),
+        )
+
     @property
     def integer_weights(self) -> list[int]:
         return integer_weights(self.weights)

@@ -188,7 +188,8 @@ def test_the_options_rules_are_the_only_rules():
     planner's settings, a loader's settings, a resume state's fields."""
     from lerobotstream.dataset import LoaderSettings
     from lerobotstream.errors import ResumeStateError
-    from lerobotstream.planner import Planner, PlanSettings
+    from lerobotstream.planner import PlanSettings
+    from tests._planners import make_planner
 
     want = {i.name: i.want for i in option_info()}
     for name, bad in (
@@ -207,9 +208,9 @@ def test_the_options_rules_are_the_only_rules():
                 LoaderSettings(**{name: bad})
     with pytest.raises(StreamingConfigError, match="^batch_size must be an int >= 1"):
         PlanSettings(batch_size=None)  # the planner needs one: the rule without its "None or"
-    state = Planner({0: 4, 1: 4}).state_dict(samples_consumed=0)
+    state = make_planner({0: 4, 1: 4}).state_dict(samples_consumed=0)
     with pytest.raises(ResumeStateError) as err:
-        Planner({0: 4, 1: 4}).load_state_dict({**state, "strategy": "uniform", "pool_size": 0})
+        make_planner({0: 4, 1: 4}).load_state_dict({**state, "strategy": "uniform", "pool_size": 0})
     assert f"strategy='uniform' ({want['sampling_strategy']} is needed)" in str(err.value)
     assert f"pool_size=0 ({want['episode_pool_size'].removeprefix('None or ')} is needed)" in str(err.value)
 

@@ -11,7 +11,6 @@ import functools
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 from torch.utils.data import DataLoader, default_collate, get_worker_info
 
@@ -105,10 +104,8 @@ def _shares(ds, num_workers):
     """(dataset, logical worker) samples of this rank's share of the pass in progress, and of one
     plain epoch of the new topology, int64 (datasets, workers) each."""
     p = ds._rank_planner(num_workers)
-    rp, plain = p.current_pass(), p.plain_pass()
-    if hasattr(p, "dataset_worker_frames"):
-        return rp.dataset_worker_frames(p.rank), plain.dataset_worker_frames(p.rank)
-    return np.array([rp.worker_frames(p.rank)]), np.array([plain.worker_frames(p.rank)])
+    rp, plain = p.current_pass(), p.plain
+    return rp.dataset_worker_frames(p.topology.rank), plain.dataset_worker_frames(p.topology.rank)
 
 
 def _endless_resume(make, topo, windows, state):

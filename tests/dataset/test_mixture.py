@@ -176,10 +176,10 @@ def test_equalize_drop_gives_every_rank_of_a_mixture_the_same_batch_count(roots,
         monkeypatch.setenv("RANK", str(rank))
         monkeypatch.setenv("WORLD_SIZE", "2")
         ds = _mix(roots, equalize="drop", batch_size=4, episode_pool_size=2, return_uint8=True)
-        plain = _mix(roots, batch_size=4, episode_pool_size=2)._planner(0).batches_per_rank()
+        plain = _mix(roots, batch_size=4, episode_pool_size=2)._planner(0).current_pass().batches_per_rank()
         items = [_check_item(item) for item in ds]
         counts.append(-(-len(items) // 4))
-        assert counts[-1] == min(plain) and len(items) == ds._planner(0).epoch_samples()
+        assert counts[-1] == min(plain) and len(items) == ds._planner(0).current_pass().epoch_samples()
         seen.update(items)
     assert counts[0] == counts[1] and max(seen.values()) == 1 and plain[0] != plain[1]
 

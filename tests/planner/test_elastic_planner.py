@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner import Planner, integer_weights, replay_turns
+from lerobotstream.planner import replay_turns
+from lerobotstream.planner._mixseq import integer_weights
+from tests._planners import make_mixture_for_datasets, make_planner
 from tests._streams import resigned
 from tests.planner.test_planner import _simulate_loader as _loader  # DataLoader turns, simulated
 
@@ -29,7 +31,7 @@ TOPOLOGIES = [
 
 def _planner(topo, rank, lengths=LENGTHS, **kw):
     w, k, b = topo
-    return Planner(lengths, rank=rank, world_size=w, num_workers=k, batch_size=b, **kw)
+    return make_planner(lengths, rank=rank, world_size=w, num_workers=k, batch_size=b, **kw)
 
 
 def _old_run(topo, n, lengths=LENGTHS, state=None, **kw):
@@ -148,10 +150,10 @@ def _endless_prefix(planners, taken):
     out = []
     for p in planners:
         rp = p.current_pass()
-        for dl in range(max(1, p.num_workers)):
-            start = p.worker_start(dl if p.num_workers else None, p.num_workers)
-            share = rp.worker_frames(p.rank)[start.logical_worker] - start.offset
-            it = p.iter_worker_anchors(dl if p.num_workers else None, p.num_workers)
+        for dl in range(max(1, p.topology.num_workers)):
+            start = p.worker_start(dl if p.topology.num_workers else None, p.topology.num_workers)
+            share = rp.worker_frames(p.topology.rank)[start.logical_worker] - start.offset
+            it = p.iter_worker_anchors(dl if p.topology.num_workers else None, p.topology.num_workers)
             out += list(islice(it, share))
             taken.append((p, dl, it))
     return out
@@ -172,8 +174,8 @@ def test_endless_elastic_resume_covers_the_epoch_in_progress(old, new):
     # each worker then plays the new topology's epoch 1: together one exact epoch
     nxt = Counter()
     for p, dl, it in its:
-        f = p.plain_pass().worker_frames(p.rank)[
-            p.worker_start(dl if p.num_workers else None, p.num_workers).logical_worker
+        f = p.plain.worker_frames(p.topology.rank)[
+            p.worker_start(dl if p.topology.num_workers else None, p.topology.num_workers).logical_worker
         ]
         nxt.update(islice(it, f))
     assert nxt == FULL
@@ -229,7 +231,7 @@ MIX_FULL = Counter((OFFSETS[d] + e, f) for d, ls in enumerate(MIX) for e, n in l
 
 
 def _mixture(topo, rank, byte_budget_gb=1.0, weights=(0.7, 0.3), repeat=False):
-    from lerobotstream.planner import MixturePlanner, PlanSettings
+    from lerobotstream.planner import PlanSettings
 
     w, k, b = topo
     settings = PlanSettings(
@@ -241,7 +243,7 @@ def _mixture(topo, rank, byte_budget_gb=1.0, weights=(0.7, 0.3), repeat=False):
         rank=rank,
         world_size=w,
     )
-    return MixturePlanner.for_datasets(
+    return make_mixture_for_datasets(
         MIX,
         list(weights),
         OFFSETS,
@@ -299,9 +301,7 @@ def _dataset_of(anchor):
 
 def _frames(p, rank):
     """Frames per (dataset, logical worker) of ``rank`` in one pass of ``p``, int64 (datasets, workers)."""
-    if hasattr(p, "dataset_worker_frames"):
-        return p.dataset_worker_frames(rank)
-    return np.array([p.worker_frames(rank)])
+    return p.dataset_worker_frames(rank)
 
 
 def _endless_old(make, topo, n):
@@ -318,7 +318,7 @@ def _endless_old(make, topo, n):
             streams[r, w] = []
         for i in range(n):
             streams[r, i % k] += islice(its[i % k], topo[2])
-        plans[r] = _frames(p, r)
+        plans[r] = _frames(p.plain, r)
         if r == 0:
             state = p.state_dict(samples_consumed=n * topo[2])
     # per dataset: the earliest pass any worker is in; what each worker consumed of that pass
@@ -342,7 +342,7 @@ def _endless_new(make, topo, state):
         p = make(topo, r)
         p.load_state_dict(state)
         planners.append(p)
-        first, then = _frames(p.current_pass(), r), _frames(p.plain_pass(), r)
+        first, then = _frames(p.current_pass(), r), _frames(p.plain, r)
         for w in range(max(1, topo[1])):
             it = p.iter_worker_anchors(w if topo[1] else None, topo[1])
             need = first[:, w] + then[:, w]
@@ -390,7 +390,7 @@ def test_endless_mixture_weights_hold_over_the_remainder():
     p.load_state_dict(state)
     rp = p.current_pass()
     for w in range(2):
-        assert rp.worker_weights(w) == p.plain_pass().worker_weights(w) == integer_weights([0.7, 0.3])
+        assert rp.worker_weights(w) == p.plain.worker_weights(w) == integer_weights([0.7, 0.3])
         got = [_dataset_of(a) for a in islice(p.iter_worker_anchors(w, 2), 128)]
         assert Counter(got[:64]) == Counter({0: 45, 1: 19}) and Counter(got) == Counter({0: 90, 1: 38})
 
@@ -448,7 +448,7 @@ def test_repeat_may_change_too():
 
 def test_fewer_episodes_left_than_new_ranks():
     p = _planner((1, 1, 4), 0)
-    nb = int(p.batches_per_rank()[0])
+    nb = int(p.current_pass().batches_per_rank()[0])
     consumed, state = _old_run((1, 1, 4), nb - 1)  # one batch (<= 4 frames) left
     got, planners = _new_run((5, 3, 1), state)
     assert Counter(consumed) + Counter(got) == FULL and 0 < len(got) <= 4
@@ -509,12 +509,12 @@ def _planner_loaded(topo, rank, state, **kw):
 def test_no_idle_worker_warning_for_a_worker_with_plain_epochs_but_no_remainder(caplog):
     """Endless: new worker 1 of rank 0 holds no remainder episode but plain-epoch ones; it yields."""
     lengths = dict(enumerate((7, 5, 9, 4, 6, 8, 3)))
-    st = Planner(lengths, rank=0, world_size=1, batch_size=8, repeat=True, episode_pool_size=2).state_dict(
+    st = make_planner(lengths, rank=0, world_size=1, batch_size=8, repeat=True, episode_pool_size=2).state_dict(
         samples_consumed=32
     )
-    p = Planner(lengths, rank=0, world_size=2, num_workers=2, batch_size=4, repeat=True, episode_pool_size=2)
+    p = make_planner(lengths, rank=0, world_size=2, num_workers=2, batch_size=4, repeat=True, episode_pool_size=2)
     p.load_state_dict(st)
-    assert p.current_pass().worker_frames(0)[1] == 0 and p.plain_pass().worker_frames(0)[1] > 0
+    assert p.current_pass().worker_frames(0)[1] == 0 and p.plain.worker_frames(0)[1] > 0
     with caplog.at_level("WARNING", logger="lerobotstream.planner"):
         assert len(list(islice(p.iter_worker_anchors(1, 2), 5))) == 5
         p.worker_start(0, 2)

@@ -1,8 +1,8 @@
 """Golden sample orders: the exact anchors each strategy, a byte budget, ``repeat``, a resume point,
 ranks, a mixture and partitions serve — and elastic resume points (another world size, workers,
 batch size; endless), a resume inside partitions, ``equalize`` and a mixture's resume — recorded
-as data. A change to fetching, caching or admission must leave every one of them as it is (the sample order is a function of the seed and the plan
-only); a deliberate change of the order re-records them (run this module as a script)."""
+as data. A change to fetching, caching or admission must leave every one of them as it is (the
+sample order is a function of the seed and the plan only); a deliberate change of the order re-records them (run this module as a script)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from itertools import islice
 
 import pytest
 
-from lerobotstream.planner import MixturePlanner, PartitionPlanner, Planner
+from tests._planners import make_mixture, make_partition_planner, make_planner
 
 L = {0: 3, 1: 5, 2: 2, 3: 4, 4: 6, 5: 1, 7: 3}
 M = {0: 4, 1: 2, 2: 5}
@@ -25,11 +25,11 @@ def _cases() -> dict[str, list[tuple[int, int]]]:
     out = {}
     for s in ("remaining", "round_robin", "sequential"):
         for ep in (0, 1):
-            p = Planner(L, seed=7, num_workers=2, batch_size=3, episode_pool_size=2, sampling_strategy=s)
+            p = make_planner(L, seed=7, num_workers=2, batch_size=3, episode_pool_size=2, sampling_strategy=s)
             p.set_epoch(ep)
             for w in (0, 1):
                 out[f"{s}/epoch{ep}/worker{w}"] = _anchors(p, w, 2)
-        p = Planner(
+        p = make_planner(
             L,
             seed=7,
             num_workers=0,
@@ -40,61 +40,61 @@ def _cases() -> dict[str, list[tuple[int, int]]]:
             episode_nbytes=NB.__getitem__,
         )
         out[f"{s}/budget/in_process"] = _anchors(p, None, 0)
-        p = Planner(L, seed=7, num_workers=0, batch_size=3, episode_pool_size=2, sampling_strategy=s, repeat=True)
+        p = make_planner(L, seed=7, num_workers=0, batch_size=3, episode_pool_size=2, sampling_strategy=s, repeat=True)
         out[f"{s}/repeat/in_process"] = _anchors(p, None, 0, 60)
-        p = Planner(L, seed=7, num_workers=2, batch_size=3, episode_pool_size=2, sampling_strategy=s)
+        p = make_planner(L, seed=7, num_workers=2, batch_size=3, episode_pool_size=2, sampling_strategy=s)
         p.load_state_dict(p.state_dict(samples_consumed=6))
         for w in (0, 1):
             out[f"{s}/resume6/worker{w}"] = _anchors(p, w, 2)
     for r in (0, 1):
-        p = Planner(L, seed=3, num_workers=1, batch_size=2, episode_pool_size=2, world_size=2, rank=r)
+        p = make_planner(L, seed=3, num_workers=1, batch_size=2, episode_pool_size=2, world_size=2, rank=r)
         out[f"ranks/rank{r}"] = _anchors(p, 0, 1)
-    ps = [Planner(d, seed=11 + i, num_workers=0, episode_pool_size=2) for i, d in enumerate((L, M))]
+    ps = [make_planner(d, seed=11 + i, num_workers=0, episode_pool_size=2) for i, d in enumerate((L, M))]
     mixture = {"repo_ids": ["a", "b"], "weights": [2, 1]}
-    mp = MixturePlanner(ps, [2, 1], [0, 100], seed=5, batch_size=3, repeat=False, mixture=mixture)
+    mp = make_mixture(ps, [2, 1], [0, 100], seed=5, batch_size=3, repeat=False, mixture=mixture)
     out["mixture/in_process"] = _anchors(mp, None, 0)
     for w in (0, 1):
-        p = PartitionPlanner(L, partitions=3, num_workers=2, batch_size=2, episode_pool_size=2, seed=9)
+        p = make_partition_planner(L, partitions=3, num_workers=2, batch_size=2, episode_pool_size=2, seed=9)
         out[f"partitions/worker{w}"] = _anchors(p, w, 2)
 
     # elastic resume: a state of world 1 / 2 workers / batch 3 loaded on other topologies
     def old(**kw):
-        return Planner(L, seed=7, num_workers=2, batch_size=3, episode_pool_size=2, **kw)
+        return make_planner(L, seed=7, num_workers=2, batch_size=3, episode_pool_size=2, **kw)
 
     st = old().state_dict(samples_consumed=6)
-    p = Planner(L, seed=7, num_workers=3, batch_size=2, episode_pool_size=2)
+    p = make_planner(L, seed=7, num_workers=3, batch_size=2, episode_pool_size=2)
     p.load_state_dict(st)
     for w in (0, 1, 2):
         out[f"elastic/workers3/worker{w}"] = _anchors(p, w, 3)
     for r in (0, 1):
-        p = Planner(L, seed=7, num_workers=1, batch_size=1, world_size=2, rank=r)
+        p = make_planner(L, seed=7, num_workers=1, batch_size=1, world_size=2, rank=r)
         p.load_state_dict(st)
         out[f"elastic/world2/rank{r}"] = _anchors(p, 0, 1)
     st = old(repeat=True).state_dict(samples_consumed=9)
-    p = Planner(L, seed=7, num_workers=0, batch_size=2, episode_pool_size=3, repeat=True)
+    p = make_planner(L, seed=7, num_workers=0, batch_size=2, episode_pool_size=3, repeat=True)
     p.load_state_dict(st)
     out["elastic/repeat/in_process"] = _anchors(p, None, 0, 40)
     # resume inside partitions: the same topology, and another one
-    st = PartitionPlanner(L, partitions=3, num_workers=2, batch_size=2, episode_pool_size=2, seed=9).state_dict(
+    st = make_partition_planner(L, partitions=3, num_workers=2, batch_size=2, episode_pool_size=2, seed=9).state_dict(
         samples_consumed=4
     )
     for w in (0, 1):
-        p = PartitionPlanner(L, partitions=3, num_workers=2, batch_size=2, episode_pool_size=2, seed=9)
+        p = make_partition_planner(L, partitions=3, num_workers=2, batch_size=2, episode_pool_size=2, seed=9)
         p.load_state_dict(st)
         out[f"partitions/resume4/worker{w}"] = _anchors(p, w, 2)
-    p = PartitionPlanner(L, partitions=3, num_workers=0, batch_size=1, episode_pool_size=2, seed=9)
+    p = make_partition_planner(L, partitions=3, num_workers=0, batch_size=1, episode_pool_size=2, seed=9)
     p.load_state_dict(st)
     out["partitions/elastic/in_process"] = _anchors(p, None, 0)
     # equalize: every rank stops after the smallest rank's batch count
     for r in (0, 1, 2):
-        p = Planner(L, seed=3, num_workers=2, batch_size=4, world_size=3, rank=r, equalize="drop")
+        p = make_planner(L, seed=3, num_workers=2, batch_size=4, world_size=3, rank=r, equalize="drop")
         for w in (0, 1):
             out[f"equalize/rank{r}/worker{w}"] = _anchors(p, w, 2)
 
     # a mixture's resume: the same topology, and another one
     def mix(nw):
-        ps = [Planner(d, seed=11 + i, num_workers=nw, episode_pool_size=2) for i, d in enumerate((L, M))]
-        return MixturePlanner(ps, [2, 1], [0, 100], seed=5, batch_size=3, repeat=False, mixture=mixture)
+        ps = [make_planner(d, seed=11 + i, num_workers=nw, episode_pool_size=2) for i, d in enumerate((L, M))]
+        return make_mixture(ps, [2, 1], [0, 100], seed=5, batch_size=3, repeat=False, mixture=mixture)
 
     st = mix(2).state_dict(samples_consumed=9)
     for w in (0, 1):

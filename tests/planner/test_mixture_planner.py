@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner import MixSequence, MixturePlanner, Planner, integer_weights, mixture_shares
+from lerobotstream.planner._mixseq import MixSequence, integer_weights, mixture_shares
+from tests._planners import make_mixture, make_planner, stream_planners, worker_plan
 
 A = {e: 10 + 3 * e for e in range(6)}
 B = {e: 7 + e for e in range(9)}
@@ -33,7 +34,7 @@ def _planner(
     batch_size=4,
 ):
     ps = [
-        Planner(
+        make_planner(
             lengths,
             seed=11 + i,
             num_workers=num_workers,
@@ -47,7 +48,7 @@ def _planner(
         for i, lengths in enumerate(datasets)
     ]
     w = weights or [sum(d.values()) for d in datasets]
-    return MixturePlanner(
+    return make_mixture(
         ps,
         w,
         OFFSETS[: len(datasets)],
@@ -60,7 +61,7 @@ def _planner(
 
 def _anchors(mp, dl_worker, nw, n=None, step=37, events=None):
     start = mp.worker_start(dl_worker, nw)
-    plans = [p.worker_plan(start.logical_worker) for p in mp.planners]
+    plans = [worker_plan(p, start.logical_worker) for p in stream_planners(mp)]
     out = []
     for pool in mp.worker_pools(start, plans):
         if events is not None:
@@ -164,7 +165,7 @@ def test_events_keep_each_dataset_within_its_budget(repeat, pool):
         got = _anchors(mp, w, 2, n=600 if repeat else None, step=13, events=events)
         assert len({e for e, _ in got}) > pool * 2  # admissions happen inside the stream
         resident: set[int] = set()
-        plans = [p.worker_plan(w) for p in mp.planners]
+        plans = [worker_plan(p, w) for p in stream_planners(mp)]
         for ev in events:
             if ev[0] == "start":
                 resident = set(ev[2])
@@ -209,7 +210,7 @@ def test_resume_refuses_another_mixture():
         _planner(weights=[0.5, 0.5]).load_state_dict(state)
     with pytest.raises(ResumeStateError, match="mixture"):
         _planner((A, B, C)).load_state_dict(_planner((A, B)).state_dict())
-    single = Planner(A, seed=1, num_workers=2, batch_size=4)
+    single = make_planner(A, seed=1, num_workers=2, batch_size=4)
     with pytest.raises(ResumeStateError, match="single-dataset"):
         _planner().load_state_dict(single.state_dict())
     with pytest.raises(ResumeStateError, match="mixture"):
@@ -225,7 +226,7 @@ def test_endless_datasets_each_run_exact_epochs():
         got = _anchors(mp, w, 2, n=2000)
         for d, lo in enumerate(OFFSETS):
             mine = [a for a in got if lo <= a[0] < lo + 100]
-            plan = mp.planners[d].worker_plan(w)
+            plan = worker_plan(stream_planners(mp)[d], w)
             shard = {(lo + int(e), f) for e, n in zip(plan.episode_indices, plan.lengths) for f in range(int(n))}
             f = len(shard)
             assert len(mine) >= 2 * f
@@ -251,5 +252,5 @@ def test_impossible_shares_warn(caplog):
     weights = [0.1, 0.1, 0.8]  # C in 2 of 6 workers cannot give 80% of the rank's samples
     mp = _planner((A, B, C), weights, repeat=True, num_workers=6)
     with caplog.at_level("WARNING", logger="lerobotstream.planner"):
-        mp.worker_weights(0)
+        mp.plain.worker_weights(0)
     assert "cannot follow the weights" in caplog.text and "d2" in caplog.text

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
-from lerobotstream.planner import PartitionPlanner, Planner
+from tests._planners import make_partition_planner, make_planner, stream_partitions, worker_plan
 from tests.planner.test_planner import _simulate_loader as _loader  # DataLoader turns, simulated
 
 LENGTHS = {e: int(n) for e, n in enumerate(np.random.default_rng(11).integers(3, 40, size=29))}
@@ -23,12 +23,12 @@ TOPOLOGIES = [(1, 0, 4), (1, 2, 4), (2, 2, 4), (4, 1, 3)]
 def _planner(topo, rank, **kw):
     w, k, b = topo
     kw.setdefault("episode_pool_size", 3)
-    return PartitionPlanner(
+    return make_partition_planner(
         LENGTHS, partitions=kw.pop("partitions", P), rank=rank, world_size=w, num_workers=k, batch_size=b, **kw
     )
 
 
-PART_OF = {int(e): q for q in range(P) for e in _planner((1, 0, 1), 0).partition_episodes(q)}
+PART_OF = {int(e): q for q in range(P) for e in _planner((1, 0, 1), 0).plain.layouts[0].partition_episodes(q)}
 
 
 def _by_partition(anchors):
@@ -82,13 +82,13 @@ def test_partitions_are_frame_balanced_and_do_not_depend_on_the_topology():
     a, b = _planner((1, 0, 1), 0), _planner((4, 2, 7), 3)
     frames = []
     for q in range(P):
-        assert a.partition_episodes(q).tolist() == b.partition_episodes(q).tolist()
-        frames.append(sum(LENGTHS[int(e)] for e in a.partition_episodes(q)))
+        assert a.plain.layouts[0].partition_episodes(q).tolist() == b.plain.layouts[0].partition_episodes(q).tolist()
+        frames.append(sum(LENGTHS[int(e)] for e in a.plain.layouts[0].partition_episodes(q)))
     assert max(frames) - min(frames) <= max(LENGTHS.values())
     # stream w * W + r owns the partitions p with p mod (W * K) == w * W + r, in ascending order
-    assert b.stream_partitions(1, rank=3).tolist() == [7]
+    assert stream_partitions(b, 1, rank=3).tolist() == [7]
     c = _planner((2, 2, 4), 1, partitions=8)
-    assert c.stream_partitions(0).tolist() == [1, 5] and c.stream_partitions(1).tolist() == [3, 7]
+    assert stream_partitions(c, 0).tolist() == [1, 5] and stream_partitions(c, 1).tolist() == [3, 7]
 
 
 def test_partition_events_and_frontier_are_exact():
@@ -97,8 +97,8 @@ def test_partition_events_and_frontier_are_exact():
     admissions, across partitions."""
     nb = lambda e: 1000 + 37 * e  # noqa: E731
     p = _planner((1, 1, 4), 0, byte_budget=4000, episode_nbytes=nb, partitions=3)
-    part_of = {int(e): q for q in range(3) for e in p.partition_episodes(q)}
-    pool = p.worker_plan(0).pool(0)
+    part_of = {int(e): q for q in range(3) for e in p.plain.layouts[0].partition_episodes(q)}
+    pool = worker_plan(p, 0).pool(0)
     pool.drain_events()
     admitted = pool.resident().tolist()
     admit_at, evict_at, first, last = {e: 0 for e in admitted}, {}, {}, {}
@@ -192,14 +192,14 @@ def _endless_prefix(topo, state, then=None, **kw):
     for r in range(topo[0]):
         p = _planner(topo, r, repeat=True, **kw)
         p.load_state_dict(state)
-        rp, k = p.current_pass(), p.num_workers
+        rp, k = p.current_pass(), p.topology.num_workers
         for dl in range(max(1, k)):
             start = p.worker_start(dl if k else None, k)
-            share = rp.worker_frames(p.rank)[start.logical_worker] - start.offset
+            share = rp.worker_frames(p.topology.rank)[start.logical_worker] - start.offset
             it = p.iter_worker_anchors(dl if k else None, k)
             out += list(islice(it, share))
             if then is not None:
-                then += list(islice(it, p.plain_pass().worker_frames(p.rank)[start.logical_worker]))
+                then += list(islice(it, p.plain.worker_frames(p.topology.rank)[start.logical_worker]))
     return out
 
 
@@ -251,10 +251,10 @@ def test_equalize_drop_gives_every_rank_the_same_batch_count():
 def test_refused_cases_name_the_difference():
     _, state = _run((2, 2, 4), 1)
     with pytest.raises(ResumeStateError, match="partitions: checkpoint 8, now None"):
-        Planner(LENGTHS, rank=0, world_size=2, num_workers=2, batch_size=4).load_state_dict(state)
+        make_planner(LENGTHS, rank=0, world_size=2, num_workers=2, batch_size=4).load_state_dict(state)
     with pytest.raises(ResumeStateError, match="partitions: checkpoint 8, now 6"):
         _planner((2, 2, 4), 0, partitions=6).load_state_dict(state)
-    plain = Planner(LENGTHS, rank=0, world_size=2, num_workers=2, batch_size=4).state_dict(samples_consumed=8)
+    plain = make_planner(LENGTHS, rank=0, world_size=2, num_workers=2, batch_size=4).state_dict(samples_consumed=8)
     assert "partitions" not in plain and plain["lerobotstream_planner_schema"] == 1  # the layout is unchanged
     with pytest.raises(ResumeStateError, match="partitions: checkpoint None, now 8"):
         _planner((2, 2, 4), 0).load_state_dict(plain)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError
 from lerobotstream.planner import SCHEMA_KEY, Planner, replay_turns, take_turns
 from lerobotstream.planner._pool import STRATEGIES as STRATEGY_TABLE
+from tests._planners import make_planner, worker_episodes, worker_plan
 from tests._streams import resigned
 from tests.planner.test_turns import worker_batches
 
@@ -38,9 +39,9 @@ def _epoch(planner_kw: dict, epoch: int = 0) -> tuple[Counter, dict]:
     seen: Counter = Counter()
     shards = {}
     for r in range(world):
-        p = Planner(**{**planner_kw, "rank": r})
-        for w in range(p.num_shards):
-            got = list(p.worker_plan(w).iter_anchors(epoch))
+        p = make_planner(**{**planner_kw, "rank": r})
+        for w in range(p.topology.num_shards):
+            got = list(worker_plan(p, w).iter_anchors(epoch))
             seen.update(got)
             shards[(r, w)] = {e for e, _ in got}
     return seen, shards
@@ -75,26 +76,26 @@ def test_epoch_covers_every_selected_frame_exactly_once(name, strategy, num_work
     assert all(c == 1 for c in owners.values())
     # frame balance: max - min <= max episode length (ranks, then workers inside each rank)
     maxlen = max(lengths.values())
-    p0 = Planner(**{**kw, "rank": 0})
-    per_rank = p0.samples_per_rank()
+    p0 = make_planner(**{**kw, "rank": 0})
+    per_rank = p0.current_pass().samples_per_rank()
     assert per_rank.sum() == sum(lengths.values())
     assert per_rank.max() - per_rank.min() <= maxlen
     assert per_rank.max() <= per_rank.mean() + maxlen
     for r in range(world_size):
-        p = Planner(**{**kw, "rank": r})
-        fr = [int(sum(lengths[e] for e in p.worker_episodes(w))) for w in range(p.num_active_workers)]
-        assert max(fr) - min(fr) <= max(lengths[e] for e in p.rank_episodes())
+        p = make_planner(**{**kw, "rank": r})
+        fr = [int(sum(lengths[e] for e in worker_episodes(p, w))) for w in range(p.current_pass().num_active())]
+        assert max(fr) - min(fr) <= max(lengths[e] for e in p.plain.rank_episodes())
 
 
 def test_lpt_bound_reference_case():
-    p = Planner([100, 90, 20, 10, 5], world_size=2, rank=0)
-    a, b = p.samples_per_rank()
+    p = make_planner([100, 90, 20, 10, 5], world_size=2, rank=0)
+    a, b = p.current_pass().samples_per_rank()
     assert abs(a - b) <= 15
 
 
 def test_rank_without_episode_is_an_error():
     with pytest.raises(ShardingError, match="Lower the number of ranks"):
-        Planner({0: 5, 1: 0, 2: 3}, world_size=3, rank=0)
+        make_planner({0: 5, 1: 0, 2: 3}, world_size=3, rank=0)
 
 
 def test_idle_workers_yield_nothing_and_say_so_once(caplog, monkeypatch):
@@ -107,51 +108,51 @@ def test_idle_workers_yield_nothing_and_say_so_once(caplog, monkeypatch):
     lengths = {0: 3, 1: 7, 2: 11}
     said = lambda: len([r for r in caplog.records if "yield nothing" in r.message])  # noqa: E731
     for _ in range(2):
-        p = Planner(lengths, world_size=2, rank=1, num_workers=4, seed=123)
+        p = make_planner(lengths, world_size=2, rank=1, num_workers=4, seed=123)
         p.state_dict(samples_consumed=0)
     assert said() == 0
     for w in (3, 2, 1):
         p.worker_start(w, 4)
     assert said() == 0
     for _ in range(2):
-        Planner(lengths, world_size=2, rank=1, num_workers=4, seed=123).worker_start(0, 4)
-    assert p.num_active_workers == 2  # rank 1 owns episodes 1 and 0 (LPT: 11 | 7 + 3)
+        make_planner(lengths, world_size=2, rank=1, num_workers=4, seed=123).worker_start(0, 4)
+    assert p.current_pass().num_active() == 2  # rank 1 owns episodes 1 and 0 (LPT: 11 | 7 + 3)
     assert said() == 1
-    assert list(p.worker_plan(3).iter_anchors(0)) == []
-    assert list(p.worker_plan(3).iter_anchors(0, repeat=True)) == []
+    assert list(worker_plan(p, 3).iter_anchors(0)) == []
+    assert list(worker_plan(p, 3).iter_anchors(0, repeat=True)) == []
 
 
 def test_rank_discovery_from_env(monkeypatch):
     monkeypatch.setenv("RANK", "2")
     monkeypatch.setenv("WORLD_SIZE", "3")
-    p = Planner({i: 5 for i in range(6)})
-    assert (p.rank, p.world_size) == (2, 3)
+    p = make_planner({i: 5 for i in range(6)})
+    assert (p.topology.rank, p.topology.world_size) == (2, 3)
     monkeypatch.delenv("RANK")
     monkeypatch.delenv("WORLD_SIZE")
-    p = Planner({i: 5 for i in range(6)})
-    assert (p.rank, p.world_size) == (0, 1)
+    p = make_planner({i: 5 for i in range(6)})
+    assert (p.topology.rank, p.topology.world_size) == (0, 1)
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "3")
     with pytest.raises(ShardingError):
-        Planner({i: 5 for i in range(6)})
+        make_planner({i: 5 for i in range(6)})
 
 
 def test_worker_resource_shares():
-    p = Planner(
+    p = make_planner(
         {i: 10 for i in range(8)},
         num_workers=3,
         byte_budget=900,
         episode_nbytes=lambda e: 100,
         video_decoder_cache_size=12,
     )
-    wp = p.worker_plan(1)
+    wp = worker_plan(p, 1)
     assert (wp.byte_budget, wp.video_decoder_cache_size, wp.pool_size) == (300, 4, 32 // 3)
-    assert Planner({i: 10 for i in range(8)}, num_workers=3, episode_pool_size=5).worker_plan(0).pool_size == 5
+    assert worker_plan(make_planner({i: 10 for i in range(8)}, num_workers=3, episode_pool_size=5), 0).pool_size == 5
 
 
 # --- pool invariants ------------------------------------------------------------------------------
 def _check_pool(lengths, nbytes, pool_size, budget, strategy, seed, step=1):
-    p = Planner(
+    p = make_planner(
         lengths,
         episode_pool_size=pool_size,
         byte_budget=budget,
@@ -159,7 +160,7 @@ def _check_pool(lengths, nbytes, pool_size, budget, strategy, seed, step=1):
         seed=seed,
         episode_nbytes=(lambda e: nbytes[e]) if budget is not None else None,
     )
-    pool = p.worker_plan(0).pool(0)
+    pool = worker_plan(p, 0).pool(0)
     resident: set[int] = set()
     size = dict(enumerate(nbytes))
     seen = Counter()
@@ -199,7 +200,7 @@ def test_pool_bounds_and_exact_coverage_property(data):
 def test_anchor_always_from_a_resident_episode():
     lengths = [5, 3, 8, 1, 6, 4, 7, 2]
     for strategy in STRATEGIES:
-        pool = Planner(lengths, episode_pool_size=3, sampling_strategy=strategy).worker_plan(0).pool(0)
+        pool = worker_plan(make_planner(lengths, episode_pool_size=3, sampling_strategy=strategy), 0).pool(0)
         resident = set(pool.resident().tolist())
         pool.drain_events()
         while not pool.exhausted:
@@ -215,8 +216,8 @@ def test_anchor_always_from_a_resident_episode():
 
 def test_byte_aware_admission_and_frontier():
     sizes = {0: 7, 1: 6, 2: 4, 3: 3, 4: 2}
-    p = Planner({e: 5 for e in sizes}, episode_pool_size=4, byte_budget=10, episode_nbytes=sizes.__getitem__)
-    plan = p.worker_plan(0)
+    p = make_planner({e: 5 for e in sizes}, episode_pool_size=4, byte_budget=10, episode_nbytes=sizes.__getitem__)
+    plan = worker_plan(p, 0)
     order = plan.admission_order(0).tolist()
     pool = plan.pool(0)
     admitted = [ev.episode_index for ev in pool.drain_events()]
@@ -228,27 +229,27 @@ def test_byte_aware_admission_and_frontier():
 
 def test_episode_larger_than_budget_fails_before_any_fetch():
     with pytest.raises(ByteBudgetError, match=r"episode 1 needs 11 bytes.*byte budget of 10"):
-        Planner({0: 5, 1: 5}, byte_budget=10, episode_nbytes={0: 3, 1: 11}.__getitem__).worker_plan(0)
+        worker_plan(make_planner({0: 5, 1: 5}, byte_budget=10, episode_nbytes={0: 3, 1: 11}.__getitem__), 0)
     # binary units, like the budget option (GiB): issue 17.18
     with pytest.raises(ByteBudgetError, match=r"\(1\.500 GiB\) .*\(1\.000 GiB;"):
-        Planner({0: 5}, byte_budget=2**30, episode_nbytes={0: 3 << 29}.__getitem__).worker_plan(0)
+        worker_plan(make_planner({0: 5}, byte_budget=2**30, episode_nbytes={0: 3 << 29}.__getitem__), 0)
     # per-worker share: 2 workers of a 20-byte rank budget get 10 each
     with pytest.raises(ByteBudgetError, match="worker"):
-        p = Planner({0: 5, 1: 5}, num_workers=2, byte_budget=20, episode_nbytes={0: 3, 1: 11}.__getitem__)
-        [p.worker_plan(w) for w in range(2)]
+        p = make_planner({0: 5, 1: 5}, num_workers=2, byte_budget=20, episode_nbytes={0: 3, 1: 11}.__getitem__)
+        [worker_plan(p, w) for w in range(2)]
 
 
 def test_round_robin_rounds_take_one_frame_per_resident():
-    p = Planner({e: 10 for e in range(6)}, episode_pool_size=6, sampling_strategy="round_robin", seed=5)
-    ep, _ = p.worker_plan(0).pool(0).next_anchors(60)
+    p = make_planner({e: 10 for e in range(6)}, episode_pool_size=6, sampling_strategy="round_robin", seed=5)
+    ep, _ = worker_plan(p, 0).pool(0).next_anchors(60)
     for r in range(10):
         assert sorted(ep[6 * r : 6 * r + 6].tolist()) == list(range(6))
 
 
 def test_round_robin_newly_admitted_join_next_round():
     # pool 2: episode lengths 1 and 3; the 1-frame episode leaves in round 1, its replacement waits
-    p = Planner({0: 1, 1: 3, 2: 3}, episode_pool_size=2, sampling_strategy="round_robin", seed=0)
-    plan = p.worker_plan(0)
+    p = make_planner({0: 1, 1: 3, 2: 3}, episode_pool_size=2, sampling_strategy="round_robin", seed=0)
+    plan = worker_plan(p, 0)
     for epoch in range(20):
         order = plan.admission_order(epoch).tolist()
         pool = plan.pool(epoch)
@@ -259,14 +260,14 @@ def test_round_robin_newly_admitted_join_next_round():
 
 
 def test_remaining_mixes_like_a_uniform_draw():
-    p = Planner({e: 100 for e in range(64)}, episode_pool_size=64, seed=1)
-    ep, _ = p.worker_plan(0).pool(0).next_anchors(64)
+    p = make_planner({e: 100 for e in range(64)}, episode_pool_size=64, seed=1)
+    ep, _ = worker_plan(p, 0).pool(0).next_anchors(64)
     assert len(set(ep.tolist())) >= 30  # coupon collector: ~41 expected
 
 
 def test_large_epoch_bounded_and_complete():
     lengths = {e: 90 for e in range(500)}
-    pool = Planner(lengths, episode_pool_size=64, seed=3).worker_plan(0).pool(0)
+    pool = worker_plan(make_planner(lengths, episode_pool_size=64, seed=3), 0).pool(0)
     ep, fr = pool.next_anchors(500 * 90 + 10)
     assert len(ep) == 45000
     assert len(set(zip(ep.tolist(), fr.tolist()))) == 45000
@@ -274,8 +275,8 @@ def test_large_epoch_bounded_and_complete():
 
 # --- seeds and global RNG -----------------------------------------------------------------------------
 def _order(seed, epoch=0, **kw):
-    p = Planner(dict(enumerate(_lengths(4, 20, 1, 50).tolist())), seed=seed, episode_pool_size=4, **kw)
-    plan = p.worker_plan(0)
+    p = make_planner(dict(enumerate(_lengths(4, 20, 1, 50).tolist())), seed=seed, episode_pool_size=4, **kw)
+    plan = worker_plan(p, 0)
     return plan.admission_order(epoch).tolist(), list(plan.iter_anchors(epoch))
 
 
@@ -287,7 +288,7 @@ def test_seed_and_epoch_determine_the_order(strategy):
     assert a[0] != b[0] and a[1] != b[1]
     assert a[1] != _order(1000, epoch=1, sampling_strategy=strategy)[1]
     assert _order(None, sampling_strategy=strategy) == _order(42, sampling_strategy=strategy)
-    assert Planner({0: 1}).seed == 1000
+    assert make_planner({0: 1}).seed == 1000
 
 
 def test_global_rng_independence():
@@ -296,10 +297,10 @@ def test_global_rng_independence():
     lengths = dict(enumerate(_lengths(9, 16, 1, 60).tolist()))
     ref = {}
     for r in range(4):
-        p = Planner(lengths, world_size=4, rank=r, num_workers=2, episode_pool_size=3)
-        ref[r] = [list(p.worker_plan(w).iter_anchors(e)) for e in (0, 1) for w in range(2)]
+        p = make_planner(lengths, world_size=4, rank=r, num_workers=2, episode_pool_size=3)
+        ref[r] = [list(worker_plan(p, w).iter_anchors(e)) for e in (0, 1) for w in range(2)]
     for r in range(4):
-        p = Planner(lengths, world_size=4, rank=r, num_workers=2, episode_pool_size=3)
+        p = make_planner(lengths, world_size=4, rank=r, num_workers=2, episode_pool_size=3)
         got = []
         for e in (0, 1):
             for w in range(2):
@@ -309,7 +310,7 @@ def test_global_rng_independence():
                     np.random.rand(3)
                     random.seed(e)
                     random.random()
-                got.append(list(p.worker_plan(w).iter_anchors(e)))
+                got.append(list(worker_plan(p, w).iter_anchors(e)))
         assert got == ref[r]
     for e in (0, 1):
         union = Counter(a for r in range(4) for w in range(2) for a in ref[r][e * 2 + w])
@@ -321,10 +322,13 @@ def _simulate_loader(planner: Planner, n_batches: int | None = None) -> list[lis
     """Batches in the order torch's DataLoader returns them for an IterableDataset: each worker's
     anchors cut into batches, taken in the DataLoader's turns (``planner.take_turns``, the one rule;
     tests/planner/test_turns.py checks it against a real DataLoader)."""
-    n = planner.num_workers
+    n = planner.topology.num_workers
     its = [planner.iter_worker_anchors(None, 0)] if n == 0 else [planner.iter_worker_anchors(p, n) for p in range(n)]
     return list(
-        islice(take_turns([worker_batches(it, planner.batch_size, planner.drop_last) for it in its]), n_batches)
+        islice(
+            take_turns([worker_batches(it, planner.topology.batch_size, planner.topology.drop_last) for it in its]),
+            n_batches,
+        )
     )
 
 
@@ -335,17 +339,17 @@ def test_equalize_drop_gives_every_rank_the_same_batch_count(drop_last, num_work
     counts, seen = [], Counter()
     for r in range(2):
         kw = dict(world_size=2, rank=r, batch_size=4, drop_last=drop_last, num_workers=num_workers)
-        p = Planner(lengths, equalize="drop", **kw)
+        p = make_planner(lengths, equalize="drop", **kw)
         batches = _simulate_loader(p)
         counts.append(len(batches))
         seen.update(a for b in batches for a in b)
-        assert sum(map(len, batches)) == p.epoch_samples()
-        plain = Planner(lengths, **kw)
-        assert len(_simulate_loader(plain)) == plain.batches_per_rank()[r]
+        assert sum(map(len, batches)) == p.current_pass().epoch_samples()
+        plain = make_planner(lengths, **kw)
+        assert len(_simulate_loader(plain)) == plain.current_pass().batches_per_rank()[r]
     assert counts[0] == counts[1]
     assert max(seen.values()) == 1
-    assert Planner(lengths, world_size=2, rank=0).samples_per_rank().tolist() == [
-        sum(lengths[e] for e in Planner(lengths, world_size=2, rank=r).rank_episodes()) for r in range(2)
+    assert make_planner(lengths, world_size=2, rank=0).current_pass().samples_per_rank().tolist() == [
+        sum(lengths[e] for e in make_planner(lengths, world_size=2, rank=r).plain.rank_episodes()) for r in range(2)
     ]
 
 
@@ -381,7 +385,7 @@ def test_resume_finite_at_every_offset_across_epochs(strategy, drop_last, num_wo
         rank=1,
         seed=11,
     )
-    p = Planner(**kw)
+    p = make_planner(**kw)
     epochs = []
     for e in (0, 1, 2):
         p.set_epoch(e)
@@ -393,7 +397,7 @@ def test_resume_finite_at_every_offset_across_epochs(strategy, drop_last, num_wo
         offsets = range(bounds[-1] + 1) if num_workers <= 1 and not drop_last else bounds
         for s in offsets:
             state = resigned(p.state_dict(), epoch=e, samples=s)
-            q = Planner(**kw)
+            q = make_planner(**kw)
             q.load_state_dict(state)
             cur, _ = q.position()
             got = _flat(_simulate_loader(q))
@@ -402,7 +406,7 @@ def test_resume_finite_at_every_offset_across_epochs(strategy, drop_last, num_wo
                 got += _flat(_simulate_loader(q))
             assert got == stream[before + s :], (e, s)
     if num_workers >= 2:
-        q = Planner(**kw)
+        q = make_planner(**kw)
         st_ = q.state_dict(samples_consumed=1)
         q.load_state_dict(st_)
         with pytest.raises(ResumeStateError, match="inside a batch"):
@@ -423,12 +427,12 @@ def test_resume_endless_at_every_batch_across_epoch_boundaries(strategy, num_wor
         seed=3,
     )
     total = 24  # batches: several epochs of every worker
-    ref = _simulate_loader(Planner(**kw), total)
+    ref = _simulate_loader(make_planner(**kw), total)
     flat = _flat(ref)
     assert Counter(flat[:21]) == _all_frames(lengths) or num_workers >= 2  # one epoch when 1 stream
     step = 1 if num_workers <= 1 else 4
     for s in range(0, total * 4, step):
-        q = Planner(**kw)
+        q = make_planner(**kw)
         q.load_state_dict(q.state_dict(samples_consumed=s))
         got = _flat(_simulate_loader(q, (total * 4 - s) // 4))
         assert got == flat[s : s + len(got)] and len(got) == total * 4 - s - (total * 4 - s) % 4
@@ -437,20 +441,20 @@ def test_resume_endless_at_every_batch_across_epoch_boundaries(strategy, num_wor
 def test_resume_random_offsets_larger_dataset():
     lengths = dict(enumerate(_lengths(2, 60, 1, 200).tolist()))
     kw = dict(episode_lengths=lengths, num_workers=3, batch_size=16, episode_pool_size=5, seed=8)
-    p = Planner(**kw)
+    p = make_planner(**kw)
     ref = _simulate_loader(p)
     bounds = np.cumsum([0] + [len(b) for b in ref]).tolist()
     flat = _flat(ref)
     assert Counter(flat) == _all_frames(lengths)
     rng = np.random.default_rng(0)
     for k in rng.choice(len(bounds), size=6, replace=False).tolist():
-        q = Planner(**kw)
+        q = make_planner(**kw)
         q.load_state_dict(q.state_dict(samples_consumed=bounds[k]))
         assert _flat(_simulate_loader(q)) == flat[bounds[k] :]
 
 
 def test_resume_state_validation():
-    p = Planner({0: 5, 1: 6}, batch_size=4, num_workers=2)
+    p = make_planner({0: 5, 1: 6}, batch_size=4, num_workers=2)
     state = p.state_dict(samples_consumed=8)
     assert state[SCHEMA_KEY] == 1
     for change in (
@@ -459,12 +463,12 @@ def test_resume_state_validation():
         dict(sampling_strategy="round_robin"),
         dict(episode_pool_size=3),
     ):
-        q = Planner({0: 5, 1: 6}, **{**dict(batch_size=4, num_workers=2), **change})
+        q = make_planner({0: 5, 1: 6}, **{**dict(batch_size=4, num_workers=2), **change})
         q.load_state_dict(state)  # another topology: elastic resume (tests/planner/test_elastic_planner.py)
         assert q.resume_changes and q.remainder_info()["samples_left"] == 3
     with pytest.raises(ResumeStateError, match="seed"):
-        Planner({0: 5, 1: 6}, batch_size=4, num_workers=2, seed=1).load_state_dict(state)
-    q = Planner({0: 5, 1: 6}, batch_size=4, num_workers=2, world_size=2, rank=0)
+        make_planner({0: 5, 1: 6}, batch_size=4, num_workers=2, seed=1).load_state_dict(state)
+    q = make_planner({0: 5, 1: 6}, batch_size=4, num_workers=2, world_size=2, rank=0)
     q.load_state_dict(state)
     assert any(c.startswith("world_size") for c in q.resume_changes)
     with pytest.raises(ResumeStateError, match="policy weights"):
@@ -477,25 +481,25 @@ def test_resume_refuses_a_different_episode_selection():
     """Bug: a state written for episodes {0,1,2} loaded silently into episodes {0,1,3}."""
     from lerobotstream.errors import ResumeStateError
 
-    a = Planner({0: 10, 1: 12, 2: 8}, rank=0, world_size=1, batch_size=2)
+    a = make_planner({0: 10, 1: 12, 2: 8}, rank=0, world_size=1, batch_size=2)
     st = a.state_dict(samples_consumed=4)
-    assert st["episodes"] == a.episodes_digest
-    Planner({0: 10, 1: 12, 2: 8}, rank=0, world_size=1, batch_size=2).load_state_dict(st)  # same: accepted
+    assert st["episodes"] == a.specs[0].digest
+    make_planner({0: 10, 1: 12, 2: 8}, rank=0, world_size=1, batch_size=2).load_state_dict(st)  # same: accepted
     for other in ({0: 10, 1: 12, 3: 8}, {0: 10, 1: 12, 2: 9}, {0: 10, 1: 12}):
         with pytest.raises(ResumeStateError, match="episode selection"):
-            Planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(st)
+            make_planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(st)
     legacy = resigned({k: v for k, v in st.items() if k != "episodes"})  # written before the digest was stored
     for other in ({0: 10, 1: 12, 2: 8}, {0: 10, 1: 12, 3: 8}):  # cannot be checked: refused, never trusted
         with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
-            Planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(legacy)
+            make_planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(legacy)
 
 
 def test_sequential_strategy_is_ascending_and_the_same_every_epoch():
     lengths = {3: 4, 7: 2, 9: 3, 12: 1}
     for nw in (0, 2):
-        p = Planner(lengths, num_workers=nw, episode_pool_size=2, sampling_strategy="sequential", seed=5)
-        for w in range(p.num_shards):
-            plan = p.worker_plan(w)
+        p = make_planner(lengths, num_workers=nw, episode_pool_size=2, sampling_strategy="sequential", seed=5)
+        for w in range(p.topology.num_shards):
+            plan = worker_plan(p, w)
             want = [(e, f) for e in sorted(plan.episode_indices.tolist()) for f in range(lengths[e])]
             assert list(plan.iter_anchors(0)) == want
             assert list(plan.iter_anchors(3)) == want  # no draws: every epoch alike

@@ -10,8 +10,10 @@ from collections import Counter
 import pytest
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner import MAX_NUM_WORKERS, Planner, StreamState
+from lerobotstream.planner import Planner, StreamState
 from lerobotstream.planner._layout import EpisodeLayout
+from lerobotstream.planner._state import MAX_NUM_WORKERS
+from tests._planners import make_planner, worker_plan
 
 LENGTHS = {e: 4 + e % 5 for e in range(12)}
 
@@ -20,28 +22,28 @@ def _forbid(monkeypatch):
     def nothing(*_a, **_k):
         raise AssertionError("the state was acted on before it was refused")
 
-    monkeypatch.setattr(Planner, "_like", nothing)
-    monkeypatch.setattr(Planner, "_compute_remainders", nothing)
+    monkeypatch.setattr(Planner, "_old_run", nothing)
+    monkeypatch.setattr(Planner, "_remainder_pass", nothing)
 
 
 @pytest.mark.parametrize("num_workers", [10**6, MAX_NUM_WORKERS + 1])
 def test_an_impossible_worker_count_is_refused_before_anything_is_replanned(monkeypatch, num_workers):
-    state = Planner(LENGTHS, num_workers=2, batch_size=4).state_dict(samples_consumed=8)
+    state = make_planner(LENGTHS, num_workers=2, batch_size=4).state_dict(samples_consumed=8)
     state["num_workers"] = num_workers
     _forbid(monkeypatch)
     with pytest.raises(ResumeStateError, match=rf"num_workers={num_workers} \(an int in \[0, {MAX_NUM_WORKERS}\]"):
-        Planner(LENGTHS, num_workers=2, batch_size=4).load_state_dict(state)
+        make_planner(LENGTHS, num_workers=2, batch_size=4).load_state_dict(state)
     with pytest.raises(ResumeStateError, match="num_workers"):
         StreamState.from_dict(state)
     with pytest.raises(ValueError, match=f"at most {MAX_NUM_WORKERS}"):
-        Planner(LENGTHS, num_workers=num_workers)  # no run has it, so no state_dict() writes it
+        make_planner(LENGTHS, num_workers=num_workers)  # no run has it, so no state_dict() writes it
 
 
 def test_a_large_but_possible_worker_count_replays_only_the_workers_holding_episodes(monkeypatch):
     """1,024 workers over 12 episodes: 1,012 are idle; the remainder replays at most one pool per
     episode-holding old worker, whatever the worker count."""
-    old = Planner(LENGTHS, num_workers=MAX_NUM_WORKERS, batch_size=1)
-    consumed = [a for w in range(12) for a in list(old.worker_plan(w).iter_anchors())[:1]]
+    old = make_planner(LENGTHS, num_workers=MAX_NUM_WORKERS, batch_size=1)
+    consumed = [a for w in range(12) for a in list(worker_plan(old, w).iter_anchors())[:1]]
     state = old.state_dict(samples_consumed=len(consumed))
     plans = Counter()
     real = EpisodeLayout.plan
@@ -51,7 +53,7 @@ def test_a_large_but_possible_worker_count_replays_only_the_workers_holding_epis
         return real(self, worker, rank)
 
     monkeypatch.setattr(EpisodeLayout, "plan", counted)
-    new = Planner(LENGTHS, num_workers=2, batch_size=3)
+    new = make_planner(LENGTHS, num_workers=2, batch_size=3)
     new.load_state_dict(state)
     got = [a for w in range(2) for a in new.iter_worker_anchors(w, 2)]
     assert len(plans) <= len(LENGTHS) + 2 * 2  # old: the 12 workers with an episode; new: 2 x (remainder, plain)

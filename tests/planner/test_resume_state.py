@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner import MixturePlanner, Planner, StreamState
+from lerobotstream.planner import StreamState
+from tests._planners import make_mixture, make_mixture_for_datasets, make_planner
 from tests._streams import resigned
 
 LENGTHS = {0: 10, 1: 12, 2: 8}
@@ -18,12 +19,12 @@ OTHER = {0: 10, 1: 12, 3: 8, 4: 9}
 
 
 def _planner(lengths=LENGTHS, **kw):
-    return Planner(lengths, seed=3, num_workers=2, batch_size=2, **kw)
+    return make_planner(lengths, seed=3, num_workers=2, batch_size=2, **kw)
 
 
 def _mixture():
-    ps = [Planner(LENGTHS, seed=1, num_workers=2), Planner(OTHER, seed=2, num_workers=2)]
-    return MixturePlanner(
+    ps = [make_planner(LENGTHS, seed=1, num_workers=2), make_planner(OTHER, seed=2, num_workers=2)]
+    return make_mixture(
         ps, [1, 1], [0, 100], seed=5, repeat=False, batch_size=2, mixture={"repo_ids": ["a", "b"], "weights": [1, 1]}
     )
 
@@ -37,7 +38,7 @@ def test_a_state_without_episodes_digest_is_refused_not_trusted():
     for lengths in (LENGTHS, OTHER):
         with pytest.raises(ResumeStateError, match="no 'episodes' digest") as info:
             _planner(lengths).load_state_dict(legacy)
-        assert _planner(lengths).episodes_digest in str(info.value)  # the escape hatch is spelled out
+        assert _planner(lengths).specs[0].digest in str(info.value)  # the escape hatch is spelled out
     for value in (None,):
         with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
             _planner().load_state_dict(resigned(GOOD, episodes=value))
@@ -110,7 +111,7 @@ def test_tampered_states_raise_only_resume_state_error(edits, drop):
     except ResumeStateError:
         return
     st_ = StreamState.from_dict(state)  # it loaded: it must be a valid state of this planner
-    assert st_.episodes == p.episodes_digest and isinstance(p.samples_consumed, int) and p.samples_consumed >= 0
+    assert st_.episodes == p.specs[0].digest and isinstance(p.samples_consumed, int) and p.samples_consumed >= 0
     assert type(p.epoch) is int
 
 
@@ -133,7 +134,7 @@ def test_a_mixture_state_written_with_the_gib_budget_record_still_resumes_the_sa
 
     def mix():
         s = PlanSettings(seed=5, num_workers=2, batch_size=2, byte_budget=1 << 30)
-        return MixturePlanner.for_datasets(
+        return make_mixture_for_datasets(
             [LENGTHS, OTHER], [1, 1], [0, 100], s, episode_nbytes=[lambda e: 100] * 2, mixture={"repo_ids": ["a", "b"]}
         )
 

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import Planner
+from tests._planners import make_planner
 from tests._streams import resigned
 
 LENGTHS = {0: 4, 1: 7, 2: 2, 3: 5, 4: 3}  # 21 frames, uneven
@@ -38,9 +39,9 @@ class AnchorDataset(IterableDataset):
 def _batches(planner: Planner, max_batches: int | None = None) -> list[list[tuple[int, int]]]:
     loader = DataLoader(
         AnchorDataset(planner),
-        batch_size=planner.batch_size,
-        num_workers=planner.num_workers,
-        drop_last=planner.drop_last,
+        batch_size=planner.topology.batch_size,
+        num_workers=planner.topology.num_workers,
+        drop_last=planner.topology.drop_last,
     )
     out = []
     it = iter(loader)
@@ -78,7 +79,7 @@ def _kw(num_workers, **extra):
 )
 def test_finite_resume_every_offset_real_dataloader(num_workers, strategy, drop_last):
     kw = _kw(num_workers, sampling_strategy=strategy, drop_last=drop_last)
-    ref = Planner(**kw)
+    ref = make_planner(**kw)
     epochs = []
     for e in (0, 1):
         ref.set_epoch(e)
@@ -99,7 +100,7 @@ def test_finite_resume_every_offset_real_dataloader(num_workers, strategy, drop_
     else:
         offsets = bounds
     for s in offsets:
-        q = Planner(**kw)
+        q = make_planner(**kw)
         q.load_state_dict(resigned(ref.state_dict(samples_consumed=s), epoch=0))
         cur, _ = q.position()
         got = _flat(_batches(q)) if cur == 0 else []
@@ -112,18 +113,18 @@ def test_finite_resume_every_offset_real_dataloader(num_workers, strategy, drop_
 def test_endless_resume_across_epoch_boundaries_real_dataloader(num_workers):
     kw = _kw(num_workers, repeat=True, sampling_strategy="remaining")
     total = 20  # batches: about three epochs
-    ref = _flat(_batches(Planner(**kw), total))
+    ref = _flat(_batches(make_planner(**kw), total))
     assert len(ref) == total * BATCH
     assert Counter(ref[:21]) == Counter((k, f) for k, n in LENGTHS.items() for f in range(n)) or num_workers > 1
     for b in (1, 5, 7, 8, 13):  # crosses worker epoch boundaries (each worker holds ~10 frames)
-        q = Planner(**kw)
+        q = make_planner(**kw)
         q.load_state_dict(q.state_dict(samples_consumed=b * BATCH))
         got = _flat(_batches(q, total - b))
         assert got == ref[b * BATCH :], b
 
 
 def test_two_workers_refuse_a_mid_batch_offset():
-    q = Planner(**_kw(2))
+    q = make_planner(**_kw(2))
     q.load_state_dict(q.state_dict(samples_consumed=4))
     with pytest.raises(ResumeStateError, match="inside a batch"):
         q.worker_start(0, 2)

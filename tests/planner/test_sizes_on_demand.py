@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import ByteBudgetError
-from lerobotstream.planner import EpisodeSizes, MixturePlanner, PartitionPlanner, Planner, PlanSettings
+from lerobotstream.planner import EpisodeSizes, Planner, PlanSettings
+from tests._planners import make_mixture_for_datasets, make_partition_planner, make_planner, worker_plan
 
 LENGTHS = {e: 5 + (7 * e) % 23 for e in range(40)}
 SIZES = {e: 100 + (37 * e) % 400 for e in LENGTHS}
@@ -22,13 +23,13 @@ def _anchors(planner: Planner, epoch: int = 0) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("kind", ["episodes", "partitions"])
 def test_on_demand_sizes_give_the_eager_order_and_size_only_what_is_admitted(strategy, kind):
     extra = {"partitions": 4} if kind == "partitions" else {}
-    make = PartitionPlanner if extra else Planner
+    make = make_partition_planner if extra else make_planner
     kw = dict(seed=3, episode_pool_size=4, sampling_strategy=strategy, byte_budget=1200, **extra)
     eager = make(LENGTHS, episode_nbytes=SIZES.__getitem__, **kw)
     asked: list[int] = []
     sizes = EpisodeSizes(lambda e: asked.append(e) or SIZES[e])
     lazy = make(LENGTHS, episode_nbytes=sizes, **kw)
-    plan = lazy.worker_plan(0)
+    plan = worker_plan(lazy, 0)
     assert asked == []  # building the plan sizes nothing
     pool = plan.pool(0)
     first = pool.resident().tolist()
@@ -41,7 +42,7 @@ def test_on_demand_sizes_give_the_eager_order_and_size_only_what_is_admitted(str
 
 def test_on_demand_pool_stays_within_the_budget():
     sizes = EpisodeSizes(SIZES.__getitem__)
-    pool = Planner(LENGTHS, episode_pool_size=8, byte_budget=900, episode_nbytes=sizes).worker_plan(0).pool(0)
+    pool = worker_plan(make_planner(LENGTHS, episode_pool_size=8, byte_budget=900, episode_nbytes=sizes), 0).pool(0)
     while not pool.exhausted:
         assert pool.resident_bytes == sum(SIZES[e] for e in pool.resident().tolist()) <= 900
         pool.next_anchors(3)
@@ -49,24 +50,24 @@ def test_on_demand_pool_stays_within_the_budget():
 
 def test_an_oversize_episode_fails_when_admission_reaches_it():
     sizes = {0: 3, 1: 11, 2: 3}
-    p = Planner(
+    p = make_planner(
         {0: 5, 1: 5, 2: 5},
         episode_pool_size=1,
         byte_budget=10,
         sampling_strategy="sequential",
         episode_nbytes=EpisodeSizes(sizes.__getitem__),
     )
-    pool = p.worker_plan(0).pool(0)  # episode 0 admitted; 1 is not sized yet
+    pool = worker_plan(p, 0).pool(0)  # episode 0 admitted; 1 is not sized yet
     assert pool.resident().tolist() == [0]
     with pytest.raises(ByteBudgetError, match=r"episode 1 needs 11 bytes.*byte budget of 10") as err:
         pool.next_anchors(5)  # episode 0's last frame evicts it: admission reaches episode 1
     assert err.value.episode_index == 1 and err.value.nbytes == 11
     with pytest.raises(ByteBudgetError, match="negative"):
-        Planner({0: 5}, byte_budget=10, episode_nbytes=EpisodeSizes(lambda e: -1)).worker_plan(0).pool(0)
+        worker_plan(make_planner({0: 5}, byte_budget=10, episode_nbytes=EpisodeSizes(lambda e: -1)), 0).pool(0)
 
 
 def test_a_mixture_names_the_dataset_of_an_oversize_episode():
-    mix = MixturePlanner.for_datasets(
+    mix = make_mixture_for_datasets(
         [{0: 5, 1: 5}, {0: 5}],
         [1.0, 1.0],
         [0, 2],

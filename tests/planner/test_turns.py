@@ -12,6 +12,7 @@ import torch
 
 from lerobotstream.planner import Planner, TurnOrder, replay_turns, take_turns
 from lerobotstream.planner._turns import epoch_overlap
+from tests._planners import make_planner
 
 
 def worker_batches(items, batch_size: int, drop_last: bool):
@@ -95,12 +96,14 @@ def test_turn_order_leaves_and_wraps():
 def _endless_epochs(planner: Planner, first: list[int], n_batches: int):
     """(epoch index per sample in the loader's order) of an endless planner whose logical worker w
     gives ``first[w]`` samples of the pass in progress before its next epoch (index 0, then 1)."""
-    k = max(1, planner.num_workers)
+    k = max(1, planner.topology.num_workers)
     tagged = []
     for w in range(k):
-        it = planner.iter_worker_anchors(w if planner.num_workers else None, planner.num_workers)
-        start = planner.worker_start(w if planner.num_workers else None, planner.num_workers).logical_worker
-        tagged.append(worker_batches(_tag(it, first[start]), planner.batch_size, False))
+        it = planner.iter_worker_anchors(w if planner.topology.num_workers else None, planner.topology.num_workers)
+        start = planner.worker_start(
+            w if planner.topology.num_workers else None, planner.topology.num_workers
+        ).logical_worker
+        tagged.append(worker_batches(_tag(it, first[start]), planner.topology.batch_size, False))
     return [e for b in islice(take_turns(tagged), n_batches) for e in b]
 
 
@@ -120,8 +123,8 @@ LENGTHS = {e: 3 + (11 * e) % 17 for e in range(14)}
 
 @pytest.mark.parametrize("workers,batch", [(2, 4), (3, 5), (4, 1)])
 def test_an_uninterrupted_endless_epoch_boundary_is_where_the_rule_says(workers, batch):
-    p = Planner(LENGTHS, num_workers=workers, batch_size=batch, repeat=True, episode_pool_size=2, seed=4)
-    frames = p.worker_frames()
+    p = make_planner(LENGTHS, num_workers=workers, batch_size=batch, repeat=True, episode_pool_size=2, seed=4)
+    frames = p.current_pass().worker_frames()
     got = _overlap(_endless_epochs(p, frames, 2 * sum(frames) // batch))
     assert got == epoch_overlap(frames, batch) <= (workers - 1) * (max(frames) - min(frames) + batch - 1)
 
@@ -131,14 +134,14 @@ def test_the_boundary_after_an_elastic_resume_follows_the_same_rule(old, new):
     """Issue 37 item 2: resumed with another topology, each worker's share of the remainder ends at
     its own sample count; the loader's batches blur the boundary by exactly ``epoch_overlap`` of
     the remainder shares (``remainder_info()['overlap']``), at most (K - 1) x (spread + B - 1)."""
-    st = Planner(
+    st = make_planner(
         LENGTHS, world_size=old[0], rank=0, num_workers=old[1], batch_size=old[2], repeat=True, episode_pool_size=2
     ).state_dict(samples_consumed=old[2] * 6)
-    p = Planner(
+    p = make_planner(
         LENGTHS, world_size=new[0], rank=0, num_workers=new[1], batch_size=new[2], repeat=True, episode_pool_size=2
     )
     p.load_state_dict(st)
-    shares = p.worker_frames()
+    shares = p.current_pass().worker_frames()
     info = p.remainder_info()
     got = _overlap(_endless_epochs(p, shares, 2 * info["rank_samples"] // new[2] + 8))
     assert got == epoch_overlap(shares, new[2]) == info["overlap"]

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner import MAX_NUM_WORKERS, Planner, StreamState, take_turns
-from lerobotstream.planner._state import MAX_ORIGIN_DEPTH
+from lerobotstream.planner import Planner, StreamState, take_turns
+from lerobotstream.planner._state import MAX_NUM_WORKERS, MAX_ORIGIN_DEPTH
+from tests._planners import make_planner
 from tests._streams import resigned
 from tests.planner.test_turns import worker_batches
 
@@ -26,9 +27,9 @@ KW = dict(seed=3, num_workers=2, batch_size=4, episode_pool_size=2)
 
 def _batches(p: Planner) -> list[list[tuple[int, int]]]:
     """The batches a DataLoader over ``p`` returns, in order (the take-turns rule)."""
-    n = p.num_workers
+    n = p.topology.num_workers
     its = [p.iter_worker_anchors(None, 0)] if n == 0 else [p.iter_worker_anchors(w, n) for w in range(n)]
-    return list(take_turns([worker_batches(it, p.batch_size, p.drop_last) for it in its]))
+    return list(take_turns([worker_batches(it, p.topology.batch_size, p.topology.drop_last) for it in its]))
 
 
 def _flat(batches):
@@ -37,12 +38,12 @@ def _flat(batches):
 
 def test_an_origin_nested_thousands_deep_is_refused_without_recursion():
     """Bug: an ``origin`` nested 3,000 deep gave a bare RecursionError."""
-    good = Planner(LENGTHS, **KW).state_dict(samples_consumed=8)
+    good = make_planner(LENGTHS, **KW).state_dict(samples_consumed=8)
     state = good
     for _ in range(3000):
         state = {**good, "origin": state}
     with pytest.raises(ResumeStateError, match=f"nest more than {MAX_ORIGIN_DEPTH} deep"):
-        Planner(LENGTHS, **KW).load_state_dict(state)
+        make_planner(LENGTHS, **KW).load_state_dict(state)
     deep = {"a": 1}
     for _ in range(3000):
         deep = {"a": deep}
@@ -56,28 +57,28 @@ def test_an_origin_nested_thousands_deep_is_refused_without_recursion():
 def test_a_well_typed_edit_is_refused_not_replayed(edit):
     """Bug: an edited ``strategy``, ``pool_size`` or ``samples`` was accepted, and the resumed
     epoch held 8 duplicates and 8 misses. The digest covers every field, the origin included."""
-    p = Planner(LENGTHS, **KW)
+    p = make_planner(LENGTHS, **KW)
     state = p.state_dict(samples_consumed=8)
     with pytest.raises(ResumeStateError, match="edited after state_dict"):
-        Planner(LENGTHS, **KW).load_state_dict({**state, **edit})
+        make_planner(LENGTHS, **KW).load_state_dict({**state, **edit})
     with pytest.raises(ResumeStateError, match="no 'digest'"):
-        Planner(LENGTHS, **KW).load_state_dict({k: v for k, v in state.items() if k != "digest"})
+        make_planner(LENGTHS, **KW).load_state_dict({k: v for k, v in state.items() if k != "digest"})
     # as written it resumes exactly: the rest of the epoch, each sample once (the oracle: a full epoch)
-    q = Planner(LENGTHS, **KW)
+    q = make_planner(LENGTHS, **KW)
     q.load_state_dict(state)
-    full = _flat(_batches(Planner(LENGTHS, **KW)))
+    full = _flat(_batches(make_planner(LENGTHS, **KW)))
     assert _flat(_batches(q)) == full[8:]
 
 
 def test_an_edited_elastic_origin_is_refused():
-    old = Planner(LENGTHS, **KW)
-    mid = Planner(LENGTHS, **{**KW, "num_workers": 1})
+    old = make_planner(LENGTHS, **KW)
+    mid = make_planner(LENGTHS, **{**KW, "num_workers": 1})
     mid.load_state_dict(old.state_dict(samples_consumed=8))  # elastic: another worker count
     state = mid.state_dict(samples_consumed=4)
     assert "origin" in state
     edited = {**state, "origin": {**state["origin"], "samples": 4}}
     with pytest.raises(ResumeStateError, match="edited after state_dict"):
-        Planner(LENGTHS, **{**KW, "num_workers": 1}).load_state_dict(edited)
+        make_planner(LENGTHS, **{**KW, "num_workers": 1}).load_state_dict(edited)
 
 
 def test_a_count_inside_a_batch_is_refused_where_batches_fix_the_order():
@@ -85,30 +86,30 @@ def test_a_count_inside_a_batch_is_refused_where_batches_fix_the_order():
     drop_last, a count that ends inside a batch was never consumed by a training loop: refused at
     the first batch. One stream (num_workers 0 or 1) resumes at any count: its order does not
     depend on batch boundaries (``ds.state_dict()`` counts items with num_workers=0)."""
-    state = Planner(LENGTHS, **KW).state_dict(samples_consumed=7)  # written so by the caller
-    q = Planner(LENGTHS, **KW)
+    state = make_planner(LENGTHS, **KW).state_dict(samples_consumed=7)  # written so by the caller
+    q = make_planner(LENGTHS, **KW)
     q.load_state_dict(state)
     with pytest.raises(ResumeStateError, match="ends inside a batch"):
         _batches(q)
     one = {**KW, "num_workers": 0, "drop_last": True}
-    q = Planner(LENGTHS, **one)
-    q.load_state_dict(Planner(LENGTHS, **one).state_dict(samples_consumed=7))
+    q = make_planner(LENGTHS, **one)
+    q.load_state_dict(make_planner(LENGTHS, **one).state_dict(samples_consumed=7))
     with pytest.raises(ResumeStateError, match="ends inside a batch"):
         _batches(q)
     one["drop_last"] = False
-    q = Planner(LENGTHS, **one)
-    q.load_state_dict(Planner(LENGTHS, **one).state_dict(samples_consumed=7))
-    assert _flat(_batches(q)) == _flat(_batches(Planner(LENGTHS, **one)))[7:]
+    q = make_planner(LENGTHS, **one)
+    q.load_state_dict(make_planner(LENGTHS, **one).state_dict(samples_consumed=7))
+    assert _flat(_batches(q)) == _flat(_batches(make_planner(LENGTHS, **one)))[7:]
 
 
 def test_states_round_trip_through_json_and_torch_save(tmp_path):
     import torch
 
-    p = Planner(LENGTHS, **KW)
+    p = make_planner(LENGTHS, **KW)
     state = p.state_dict(samples_consumed=8)
     torch.save(state, tmp_path / "s.pt")
     for copy in (json.loads(json.dumps(state)), torch.load(tmp_path / "s.pt", weights_only=True)):
-        q = Planner(LENGTHS, **KW)
+        q = make_planner(LENGTHS, **KW)
         q.load_state_dict(copy)
         assert q.resume_changes == [] and q.state_dict(samples_consumed=8) == state
 
@@ -116,16 +117,16 @@ def test_states_round_trip_through_json_and_torch_save(tmp_path):
 def test_elastic_resume_still_changes_the_topology_and_covers_the_epoch_once():
     """The digest covers the state as written, not what the resuming run may change: another
     worker count and batch size resume elastically, and the epoch's samples are each served once."""
-    old = Planner(LENGTHS, **KW)
+    old = make_planner(LENGTHS, **KW)
     consumed = _flat(_batches(old))[:8]
     new_kw = {**KW, "num_workers": 3, "batch_size": 2}
-    q = Planner(LENGTHS, **new_kw)
+    q = make_planner(LENGTHS, **new_kw)
     q.load_state_dict(json.loads(json.dumps(old.state_dict(samples_consumed=8))))
     assert q.resume_changes == ["batch_size: checkpoint 4, now 2", "num_workers: checkpoint 2, now 3"]
     rest = _flat(_batches(q))
     assert Counter(consumed + rest) == Counter((e, f) for e, n in LENGTHS.items() for f in range(n))
     again = q.state_dict(samples_consumed=4)  # saved inside the remainder: it carries its origin
-    r = Planner(LENGTHS, **new_kw)
+    r = make_planner(LENGTHS, **new_kw)
     r.load_state_dict(json.loads(json.dumps(again)))
     assert _flat(_batches(r)) == rest[4:]
 
@@ -161,12 +162,12 @@ def test_the_training_checkpoint_record_round_trips_and_refuses_edits(tmp_path):
     elastic, so an edited record (settings made to match the new run) is refused too."""
     from lerobotstream.integrations.lerobot.resume import STATE_FILE, read_checkpoint_state, write_checkpoint_state
 
-    state = Planner(LENGTHS, **KW).state_dict(samples_consumed=8)
+    state = make_planner(LENGTHS, **KW).state_dict(samples_consumed=8)
     settings = {"world_size": 1, "batch_size": 4, "num_workers": 2, "seed": 3, "episodes": None}
     path = write_checkpoint_state(tmp_path, 2, settings, state)
     doc = read_checkpoint_state(tmp_path)
     assert doc["stream_state"] == state and doc["settings"] == settings and doc["step"] == 2
-    Planner(LENGTHS, **KW).load_state_dict(doc["stream_state"])
+    make_planner(LENGTHS, **KW).load_state_dict(doc["stream_state"])
     for edit in ({"settings": {**settings, "world_size": 2}}, {"step": 3}, {"digest": None}):
         path.write_text(json.dumps({**doc, **edit}))
         with pytest.raises(ResumeStateError, match=f"{STATE_FILE} was edited"):
@@ -177,17 +178,17 @@ def test_the_training_checkpoint_record_round_trips_and_refuses_edits(tmp_path):
 
 
 def test_the_worker_bound_still_holds():
-    state = resigned(Planner(LENGTHS, **KW).state_dict(samples_consumed=8), num_workers=MAX_NUM_WORKERS + 1)
+    state = resigned(make_planner(LENGTHS, **KW).state_dict(samples_consumed=8), num_workers=MAX_NUM_WORKERS + 1)
     with pytest.raises(ResumeStateError, match="num_workers"):
-        Planner(LENGTHS, **KW).load_state_dict(state)
+        make_planner(LENGTHS, **KW).load_state_dict(state)
 
 
 def test_many_genuine_elastic_resumes_nest_within_the_bound():
     """Three elastic resumes inside one epoch (1 -> 2 -> 3 -> 1 workers) nest three origins deep."""
     kw = {**KW, "num_workers": 1}
-    state = Planner(LENGTHS, **kw).state_dict(samples_consumed=4)
+    state = make_planner(LENGTHS, **kw).state_dict(samples_consumed=4)
     for nw in (2, 3, 1):
-        q = Planner(LENGTHS, **{**kw, "num_workers": nw})
+        q = make_planner(LENGTHS, **{**kw, "num_workers": nw})
         q.load_state_dict(state)
         list(islice(_flat(_batches(q)), 1))
         state = q.state_dict(samples_consumed=4)
@@ -195,7 +196,7 @@ def test_many_genuine_elastic_resumes_nest_within_the_bound():
     while "origin" in node:
         node, depth = node["origin"], depth + 1
     assert depth == 3
-    Planner(LENGTHS, **kw).load_state_dict(state)
+    make_planner(LENGTHS, **kw).load_state_dict(state)
 
 
 @pytest.mark.parametrize(
@@ -204,6 +205,6 @@ def test_many_genuine_elastic_resumes_nest_within_the_bound():
 def test_implausible_counts_are_refused_even_when_re_signed(edit):
     """The digest has no secret: a state re-signed after an edit is still held to each field's
     plausible maximum (``samples=10**30`` with ``repeat`` was a bare OverflowError in the replay)."""
-    state = resigned(Planner(LENGTHS, **KW).state_dict(samples_consumed=8), **edit)
+    state = resigned(make_planner(LENGTHS, **KW).state_dict(samples_consumed=8), **edit)
     with pytest.raises(ResumeStateError, match=f"{next(iter(edit))}=.*must be at most"):
-        Planner(LENGTHS, **KW).load_state_dict(state)
+        make_planner(LENGTHS, **KW).load_state_dict(state)

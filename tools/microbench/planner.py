@@ -14,12 +14,12 @@ import time
 
 import numpy as np
 
-from lerobotstream.planner import Planner
+from lerobotstream.planner import Planner, PlanSettings, Streams
 
 
 def run(lengths: np.ndarray, pool_size: int, strategy: str, batch: int, repeats: int) -> float:
-    planner = Planner(lengths, episode_pool_size=pool_size, sampling_strategy=strategy, seed=1000)
-    plan = planner.worker_plan(0)
+    settings = PlanSettings(episode_pool_size=pool_size, sampling_strategy=strategy, seed=1000)
+    plan = Planner(Streams.of_dataset(lengths), settings).plain.worker_plan(0, 0)
     ep = np.empty(batch, dtype=np.int64)
     fr = np.empty(batch, dtype=np.int64)
     # verify once: every frame exactly once

@@ -1,0 +1,133 @@
+"""The small planner constructors and shard queries the tests use (the library builds a planner one
+way: ``Planner(streams, settings)``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from lerobotstream.errors import ShardingError
+from lerobotstream.planner import Planner, PlanSettings, Streams
+from lerobotstream.planner._layout import WorkerPlan
+from lerobotstream.planner._streams import Episodes, no_sizes
+
+__all__ = [
+    "make_mixture_for_datasets",
+    "make_mixture",
+    "make_partition_planner",
+    "make_planner",
+    "stream_partitions",
+    "stream_planners",
+    "worker_episodes",
+    "worker_plan",
+]
+
+
+def make_planner(
+    episode_lengths: Mapping[int, int] | np.ndarray | list[int],
+    *,
+    episode_indices: Any = None,
+    episode_nbytes: Callable[[int], int] | None = None,
+    **settings: Any,
+) -> Planner:
+    """One dataset's planner: ``{episode_index: length}`` (or lengths and ``episode_indices``),
+    its sizes, and :class:`PlanSettings` fields as keywords."""
+    streams = Streams.of_dataset(episode_lengths, episode_nbytes, episode_indices=episode_indices)
+    return Planner(streams, PlanSettings(**settings))
+
+
+def make_partition_planner(episode_lengths: Any, *, partitions: int, **kw: Any) -> Planner:
+    """:func:`make_planner` over ``partitions`` canonical partitions."""
+    return make_planner(episode_lengths, partitions=partitions, **kw)
+
+
+def make_mixture(
+    planners: Sequence[Planner],
+    weights: Sequence[float],
+    offsets: Sequence[int],
+    *,
+    seed: int,
+    repeat: bool,
+    batch_size: int = 1,
+    drop_last: bool = False,
+    equalize: str = "none",
+    mixture: dict[str, Any] | None = None,
+    byte_budget: int | None = None,
+    episode_pool_size: int | None = None,
+) -> Planner:
+    """A mixture of single-dataset planners, each stream played with its planner's own spec (seed,
+    pool, budget); the planners share rank, world size, workers and ``repeat``.
+
+    Raises:
+        ValueError: planners disagree on world size, rank, workers or ``repeat``; bad weights.
+    """
+    planners = list(planners)
+    if not planners:
+        raise ValueError("a mixture needs one weight and one offset per planner")
+    t0 = planners[0].topology
+    for p in planners:
+        t = p.topology
+        if (t.rank, t.world_size, t.num_workers, t.repeat) != (t0.rank, t0.world_size, t0.num_workers, repeat):
+            raise ValueError("the planners of a mixture must share rank, world size, num_workers and repeat")
+    specs = [p.specs[0] for p in planners]
+    episodes = [Episodes(s.episode_indices, s.lengths, s.digest, s.sizes or no_sizes) for s in specs]
+    streams = Streams.of_mixture([], weights, offsets, mixture=mixture, episodes=episodes)
+    s0 = planners[0].settings
+    settings = PlanSettings(
+        seed=seed,
+        num_workers=t0.num_workers,
+        episode_pool_size=episode_pool_size,
+        sampling_strategy=s0.sampling_strategy,
+        byte_budget=byte_budget,
+        repeat=repeat,
+        batch_size=batch_size,
+        drop_last=drop_last,
+        equalize=equalize,
+        partitions=s0.partitions,
+        rank=t0.rank,
+        world_size=t0.world_size,
+    )
+    return Planner(streams, settings, specs=specs)
+
+
+def make_mixture_for_datasets(
+    anchor_lengths: Sequence[Mapping[int, int]],
+    weights: Sequence[float],
+    offsets: Sequence[int],
+    settings: PlanSettings,
+    *,
+    episode_nbytes: Sequence[Callable[[int], int]] | None = None,
+    mixture: dict[str, Any] | None = None,
+) -> Planner:
+    """The mixture planner the multi-dataset stream builds (each dataset its share by the rule)."""
+    return Planner(Streams.of_mixture(anchor_lengths, weights, offsets, episode_nbytes, mixture), settings)
+
+
+def stream_planners(p: Planner) -> list[Planner]:
+    """One planner per stream of ``p``, each over that stream alone with its spec (its shards and
+    plans are the mixture's)."""
+    return [Planner(Streams((e,)), p.settings, specs=[spec]) for e, spec in zip(p.streams.episodes, p.specs)]
+
+
+def worker_plan(p: Planner, worker: int) -> WorkerPlan:
+    """Logical ``worker``'s plan of the first stream, this rank, plain epochs.
+
+    Raises:
+        ShardingError: ``worker`` outside ``0..num_shards-1``.
+    """
+    k = p.topology.num_shards
+    if not 0 <= worker < k:
+        raise ShardingError(f"worker {worker} outside 0..{k - 1}")
+    return p.plain.layouts[0].plan(worker, p.topology.rank)
+
+
+def worker_episodes(p: Planner, worker: int, rank: int | None = None) -> np.ndarray:
+    """Episode indices of the first stream logical ``worker`` of ``rank`` plays (plain epochs)."""
+    return p.plain.layouts[0].worker_episodes(worker, p.topology.rank if rank is None else rank)
+
+
+def stream_partitions(p: Planner, worker: int, rank: int | None = None) -> np.ndarray:
+    """Partition ids logical ``worker`` of ``rank`` plays in a plain epoch (``partitions``)."""
+    return p.plain.layouts[0].stream_partitions(worker, p.topology.rank if rank is None else rank)
