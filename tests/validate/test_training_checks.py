@@ -174,3 +174,23 @@ def test_training_refuses_what_the_validator_reports_more(make_generated_dataset
     assert [f.code for f in errs] == [code] and CODES[code][0] == "error", [(f.code, f.message) for f in errs]
     if found_by == "headers":
         assert [f.code for f in validate_dataset(root=root, headers_only=True).errors] == [code]
+
+
+def test_a_missing_column_is_one_rule_with_one_message(make_generated_dataset, tmp_path):
+    """``features.data_columns_problem``: item assembly raises on it, the validator reports it from
+    the footer alone, both with the rule's own words."""
+    import pyarrow.parquet as pq
+
+    from lerobotstream import StreamingLeRobotDataset
+
+    root = copy(Path(make_generated_dataset(**PLANTED)), tmp_path / "ds")
+    path = root / "data/chunk-000/file-000.parquet"
+    pq.write_table(pq.read_table(path).drop_columns(["action"]), path)
+    said = "the data file lacks the column(s) ['action'] that meta/info.json features declare"
+    with pytest.raises(errors.EpisodeDataError) as e:
+        for _ in StreamingLeRobotDataset(root=root, episode_pool_size=2):
+            pass
+    assert said in str(e.value) and e.value.column == "action"
+    for headers_only in (False, True):
+        (found,) = validate_dataset(root=root, headers_only=headers_only).errors
+        assert found.code == "data_columns" and said in found.message and found.episodes == [0, 1, 2, 3]
