@@ -10,34 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner._state import StreamState, episode_selection_diffs
+from lerobotstream.planner._state import (
+    ELASTIC_SETTINGS,
+    REFUSED_SETTINGS,
+    RESUME_SETTINGS,
+    StreamState,
+    episode_selection_diffs,
+)
 from lerobotstream.planner._turns import epoch_overlap
 
 __all__ = ["ELASTIC_SETTINGS", "PlannerCheckpoint", "REFUSED_SETTINGS", "RESUME_SETTINGS"]
-
-#: settings that fix episode ownership, the order and the batch boundaries: a resume state that
-#: matches them continues the very same order; one that does not is resumed elastically
-RESUME_SETTINGS = (
-    "seed",
-    "batch_size",
-    "world_size",
-    "num_workers",
-    "strategy",
-    "pool_size",
-    "byte_budget",
-    "repeat",
-    "drop_last",
-    "equalize",
-    "partitions",
-)
-#: what an elastic resume cannot change (with the stream's identity: dataset, episodes, mixture)
-REFUSED_SETTINGS = ("seed", "partitions")
-#: what it can: the remainder of the epoch is replanned over the new values
-ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
-_SEED_RULE_KEY = "seed_rule"  # a mixture of one dataset's state records that the dataset used the seed itself
-#: in the mixture record of states written before the budget was split in bytes (the GiB option); not
-#: compared on resume, not written any more
-_BUDGET_KEY = "byte_budget_gb"
 
 
 class PlannerCheckpoint:
@@ -47,33 +29,30 @@ class PlannerCheckpoint:
         origin = self.origin if self._elastic_active() else None
         mix, mixture, strategy = self.streams.mixture, None, self.sampling_strategy
         if mix is not None:
-            extra = {}
-            if len(self.streams.episodes) == 1:  # its dataset plays under the seed itself: an older
-                extra[_SEED_RULE_KEY] = "dataset"  # mixture-of-one state (derived seed) is another order: refused
-            mixture, strategy = {**mix, "integer_weights": list(self.weights), **extra}, self._specs[0].strategy
+            mixture, strategy = {**mix, "integer_weights": list(self.weights)}, self._specs[0].strategy
         return StreamState(
-            self.seed,
-            self.epoch,
-            int(samples),
-            self.batch_size,
-            self.world_size,
-            self.num_workers,
-            strategy,
-            self.episode_pool_size,
-            self.byte_budget,
-            self.repeat,
-            self.drop_last,
-            self.equalize,
-            self.streams.digest,
+            seed=self.seed,
+            epoch=self.epoch,
+            samples=int(samples),
+            batch_size=self.batch_size,
+            world_size=self.world_size,
+            num_workers=self.num_workers,
+            sampling_strategy=strategy,
+            episode_pool_size=self.episode_pool_size,
+            byte_budget=self.byte_budget,
+            repeat=self.repeat,
+            drop_last=self.drop_last,
+            equalize=self.equalize,
+            partitions=self.partitions,
+            episodes_digest=self.streams.digest,
             mixture=mixture,
             origin=origin,
-            partitions=self.partitions,
         )
 
     def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
-        """Resume state (:class:`~lerobotstream.planner.StreamState` layout, schema-versioned): seed,
-        epoch, samples consumed by this rank, batch size, world size, workers, strategy, pool
-        settings, the stream's identity. Pass the training loop's consumed sample count (sum of the
+        """Resume state (the one :class:`~lerobotstream.planner.StreamState` layout): seed, epoch,
+        samples consumed by this rank, the settings that fix the order (named as the options) and
+        the stream's identity. Pass the training loop's consumed sample count (sum of the
         consumed batches' sizes) or set ``samples_consumed`` beforehand."""
         s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
         return self._stream_state(s).to_dict()
@@ -92,7 +71,7 @@ class PlannerCheckpoint:
             )
         diffs = [
             f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}"
-            for key in sorted((set(st.mixture) | set(mine.mixture)) - {_BUDGET_KEY})
+            for key in sorted(set(st.mixture) | set(mine.mixture))
             if st.mixture.get(key) != mine.mixture.get(key)
         ]
         return diffs or episode_selection_diffs(st, mine)
@@ -105,8 +84,8 @@ class PlannerCheckpoint:
         remainder is computed when first needed (:meth:`remainders`).
 
         Raises:
-            ResumeStateError: no schema marker (older sampler: start a new run from the policy
-            weights), a malformed or impossible state (e.g. more than ``constants.MAX_NUM_WORKERS``
+            ResumeStateError: another schema (an earlier build's state: start a new run from the
+            saved weights), a malformed or impossible state (e.g. more than ``constants.MAX_NUM_WORKERS``
             workers), another stream (dataset, episodes, mixture) or seed; the message lists
             every difference.
         """

@@ -247,8 +247,8 @@ class Planner(PlannerCheckpoint):
         s = PlanSettings(
             seed=st.seed,
             num_workers=st.num_workers,
-            episode_pool_size=st.pool_size,
-            sampling_strategy=st.strategy,
+            episode_pool_size=st.episode_pool_size,
+            sampling_strategy=st.sampling_strategy,
             byte_budget=st.byte_budget,
             video_decoder_cache_size=None,
             repeat=st.repeat,
