@@ -313,7 +313,9 @@ class ShardingError(LeRobotStreamError, ValueError):
 
 
 class ResumeStateError(LeRobotStreamError, ValueError):
-    """A checkpointed stream state cannot be resumed sample-exactly (settings differ, or an old format)."""
+    """A saved stream state cannot be resumed: a setting that fixes the order differs (each one
+    listed), the state was edited or is malformed, or it was written by an earlier build (another
+    schema, named in the message: start a new run from the saved weights)."""
 
 
 class StreamingConfigError(LeRobotStreamError, ValueError):

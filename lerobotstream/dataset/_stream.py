@@ -360,7 +360,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         batches_consumed: int | None = None,
         loader: LoaderSettings | None = None,
     ) -> dict[str, Any]:
-        """Resume state of this rank (``planner.StreamState`` layout, schema-versioned).
+        """Resume state of this rank: the one resume state (``planner.StreamState``, docs/resume.md).
 
         Args:
             samples_consumed: samples the training loop consumed from this rank since the epoch
@@ -400,7 +400,8 @@ class StreamCore(torch.utils.data.IterableDataset):
         None: the options', the batch size the state's when the options leave it unset).
 
         Raises:
-            ResumeStateError: no schema marker, another stream (dataset, episodes, mixture) or seed.
+            ResumeStateError: another schema (an earlier build's state: named), an edited or
+                malformed state, another stream (dataset, episodes, mixture), seed or partitions.
         """
         from lerobotstream.planner import StreamState
 
