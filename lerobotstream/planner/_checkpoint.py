@@ -28,7 +28,6 @@ __all__ = [
 ]
 
 
-
 def stream_state(
     streams: Streams,
     settings: PlanSettings,
