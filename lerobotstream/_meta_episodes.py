@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lerobotstream._meta_files import INFO_PATH, _read_error, _read_parquet, _where, read_reason
-from lerobotstream.errors import MetadataError, MetadataReadError, SourceError, SourceReadError
+from lerobotstream._meta_files import _read_error, _read_parquet, _where, read_reason
+from lerobotstream.constants import EPISODES_DIR, INFO_PATH
+from lerobotstream.errors import MetadataError, MetadataReadError, Problem, SourceError, SourceReadError
 from lerobotstream.parquet import declared_bytes
-from lerobotstream.sources import ByteSource, PrefetchedReads
+from lerobotstream.sources import ByteSource
+from lerobotstream.sources._prefetch import PrefetchedReads
 
-EPISODES_DIR = "meta/episodes"
 _REQUIRED_EPISODE_COLUMNS = (
     "episode_index",
     "length",
@@ -365,10 +366,26 @@ def _is_shard_path(path: str) -> bool:
 
 
 def _report(problems: list | None, error: MetadataError) -> None:
-    """Raise ``error`` (``problems`` is None), or collect it and go on (the validator)."""
+    """Raise ``error`` (``problems`` is None), or collect it as a :class:`~lerobotstream.errors.Problem`
+    with the same code, message and fields and go on (the validator)."""
     if problems is None:
         raise error
-    problems.append(error)
+    problems.append(as_problem(error))
+
+
+def as_problem(error: MetadataError) -> Problem:
+    """``error`` as the problem value the validator collects (its ``code`` else ``metadata``; its
+    episode, camera, file and episodes)."""
+    f = error.fields
+    return Problem(
+        f.get("code") or "metadata",
+        error.message,
+        f.get("episode_index"),
+        f.get("camera"),
+        f.get("path"),
+        episodes=tuple(int(e) for e in f.get("episodes") or ()),
+        severity=f.get("severity"),
+    )
 
 
 def _build_episodes(

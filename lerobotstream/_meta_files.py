@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lerobotstream.constants import INFO_PATH
 from lerobotstream.errors import MetadataError, MetadataReadError, SourceError, SourceReadError, os_reason
 from lerobotstream.parquet import FOOTER_MAX_ITEMS
 
 if TYPE_CHECKING:
-    from lerobotstream.sources import ByteSource, PrefetchedReads
+    from lerobotstream.sources import ByteSource
+    from lerobotstream.sources._prefetch import PrefetchedReads
 
-INFO_PATH = "meta/info.json"  # = lerobotstream.meta.INFO_PATH (meta imports this module)
 #: largest ``meta/*.json`` file parsed, bytes: a parsed JSON value costs up to ~30x its text in
 #: Python objects, and LeRobot's ``info.json`` / ``stats.json`` hold a few KB to a few MB
 MAX_JSON_NBYTES = 16 * 1024 * 1024

@@ -24,9 +24,11 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
-from lerobotstream._meta_files import INFO_PATH, _parse_json, _read_bytes, _where
+from lerobotstream._meta_files import _parse_json, _read_bytes, _where
+from lerobotstream.constants import INFO_PATH
 from lerobotstream.errors import MetadataError, UnsupportedDatasetVersionError
-from lerobotstream.sources import MAX_PATH_CHARS, PrefetchedReads, path_problem
+from lerobotstream.sources._paths import MAX_PATH_CHARS, path_problem
+from lerobotstream.sources._prefetch import PrefetchedReads
 
 #: highest ``fps`` accepted (high-speed cameras record at a few thousand)
 MAX_FPS = 10_000
@@ -194,7 +196,7 @@ def _load_info(src: PrefetchedReads) -> dict[str, Any]:
         MetadataError: the file is missing, not a JSON object, or a value is wrong (names the
             file and the field, ``field=``).
     """
-    info = _parse_json(src, INFO_PATH, _read_bytes(src, INFO_PATH, what="meta/info.json"))
+    info = _parse_json(src, INFO_PATH, _read_bytes(src, INFO_PATH, what=INFO_PATH))
     if not isinstance(info, dict):
         raise MetadataError(f"{_where(src, INFO_PATH)} must hold a JSON object", path=INFO_PATH)
     version = info.get("codebase_version", "")

@@ -23,6 +23,7 @@ __all__ = [
     "episodes_ok",
     "camera_keys_ok",
     "check_tolerance",
+    "check_epoch",
     "MAX_BUDGET_GB",
     "MAX_COUNT",
     "MAX_SECONDS",
@@ -42,6 +43,16 @@ def is_int(v: Any) -> bool:
     import numpy as np
 
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def check_epoch(epoch: Any) -> int:
+    """The rule of an epoch number (``set_epoch``'s argument): an int >= 0; returns it as an int.
+
+    Raises:
+        StreamingConfigError: ``epoch must be an int >= 0, got -1`` (``option="epoch"``, a ValueError).
+    """
+    require("epoch", epoch, is_int(epoch) and epoch >= 0, "an int >= 0")
+    return int(epoch)
 
 
 def is_number(v: Any) -> bool:

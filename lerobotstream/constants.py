@@ -56,7 +56,9 @@ DEFAULT_DECODED_CACHE_GB = 1.0
 #: node-local payload disk cache bound (``cache_limit_gb``), GiB
 DEFAULT_CACHE_LIMIT_GB = 50.0
 DEFAULT_FFMPEG_THREADS = 1
-SAMPLING_STRATEGIES = ("remaining", "round_robin", "sequential")
+# SAMPLING_STRATEGIES (the names ``sampling_strategy`` accepts, in table order) and
+# SAMPLING_STRATEGY_HELP (the option's words for them) come from the strategy table,
+# ``planner._poolcore.STRATEGY_TABLE``: see :func:`__getattr__`.
 #: DataLoader workers per rank at most (the ``num_workers`` option's bound; a resume state claiming
 #: more was edited): it bounds the work of loading a state before anything of it is replayed
 MAX_NUM_WORKERS = 1024
@@ -64,11 +66,18 @@ MAX_NUM_WORKERS = 1024
 #: ``StreamOptions.decoded_cache_bytes``)
 GIB = 1 << 30
 
-# LeRobot v3 layout (LeRobotDataset v3.0 on-disk format)
+# LeRobot v3 layout (LeRobotDataset v3.0 on-disk format): every path of it is defined here, once
 CODEBASE_VERSION = "v3.0"
+INFO_PATH = "meta/info.json"
+TASKS_PATH = "meta/tasks.parquet"
+STATS_PATH = "meta/stats.json"
+#: the folder of the episode shards (one row per episode; every shard is read)
+EPISODES_DIR = "meta/episodes"
 DEFAULT_DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 DEFAULT_VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
-DEFAULT_EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+DEFAULT_EPISODES_PATH = EPISODES_DIR + "/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+#: the shard every non-empty v3 dataset has (read together with the listing that finds the others)
+FIRST_SHARD_PATH = DEFAULT_EPISODES_PATH.format(chunk_index=0, file_index=0)
 SIDECAR_BRANCH = "lerobot-sidecars"
 BUCKET_SIDECAR_DIR = "meta/mp4-sidecars"
 
@@ -111,3 +120,41 @@ def train_trace_path() -> str | None:
     training batch (rank, step, episode and frame indices) to ``<value>.rank<R>`` (read at call
     time; used by the end-to-end resume tests)."""
     return os.environ.get("LEROBOTSTREAM_TRAIN_TRACE") or None
+
+
+def _strategy_table() -> dict:
+    """``planner._poolcore.STRATEGIES`` (name -> ``StrategyInfo``), the one table of sampling
+    strategies. ``options`` reads the names while it is being imported and the planner package
+    imports ``options``: when the package is not imported yet, the extension module is loaded
+    alone to read the table (an extension module is initialised once per process: the package's
+    own import later gets the same module)."""
+    import importlib
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    full = "lerobotstream.planner._poolcore"
+    mod = sys.modules.get(full)
+    if mod is None and "lerobotstream.planner" not in sys.modules:
+        spec = importlib.machinery.PathFinder.find_spec(full, [str(Path(__file__).resolve().parent / "planner")])
+        if spec is not None and spec.loader is not None:
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[full] = mod
+            try:
+                spec.loader.exec_module(mod)
+            finally:  # the package's own import registers it (and sets the package's attribute)
+                del sys.modules[full]
+    if mod is None:
+        mod = importlib.import_module(full)  # not built: ExtensionBuildError says what to do
+    return mod.STRATEGIES
+
+
+def __getattr__(name: str):
+    """``SAMPLING_STRATEGIES`` (tuple of names) and ``SAMPLING_STRATEGY_HELP`` (``'name' (help)``
+    for each, joined by commas and a last "or"), from the strategy table (:func:`_strategy_table`)."""
+    if name == "SAMPLING_STRATEGIES":
+        return tuple(_strategy_table())
+    if name == "SAMPLING_STRATEGY_HELP":
+        parts = [f"{s.name!r} ({s.help})" for s in _strategy_table().values()]
+        return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} or {parts[-1]}"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

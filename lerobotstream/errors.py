@@ -14,6 +14,7 @@ import contextlib
 import re
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -69,6 +70,38 @@ def os_reason(e: BaseException) -> str:
     name = errno.errorcode.get(code, "") if isinstance(code, int) else ""
     reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
     return f"{reason} ({name})" if name else reason
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One defect a check found, before anyone decides what to do with it: training raises its
+    typed error on the first (the check's caller words it), ``lerobotstream.validate`` collects
+    every one as a finding. The checks written once return these: ``parquet.episode_rows_problem``,
+    ``index_problem``, ``footer_rows_problem``, ``features.data_columns_problem``,
+    ``sidecar.validate_source``; ``DatasetMeta.load(problems=[])`` collects its ``MetadataError`` s
+    as these (same code, message and fields) instead of raising the first."""
+
+    code: str
+    """The validator's finding code (a key of ``lerobotstream.validate._findings.CODES``)."""
+    message: str
+    """What is wrong, one line (the caller adds where: the episode, the file)."""
+    episode_index: int | None = None
+    camera: str | None = None
+    path: str | None = None
+    """The file, relative to the dataset root."""
+    column: str | None = None
+    """The data column it concerns (the first, when several)."""
+    episodes: tuple[int, ...] = ()
+    """Every episode the defect takes when it is more than ``episode_index`` (a file's: all of them)."""
+    severity: str | None = None
+    """None: the code's own; ``"warning"`` where training tolerates what the code usually refuses."""
+
+    def __str__(self) -> str:
+        """``episode 3, camera front, file videos/...mp4: <message>`` (the parts that apply)."""
+        parts = [f"episode {self.episode_index}"] if self.episode_index is not None else []
+        parts += [f"camera {self.camera}"] if self.camera else []
+        parts += [f"file {self.path}"] if self.path else []
+        return f"{', '.join(parts)}: {self.message}" if parts else self.message
 
 
 # --- METADATA ERRORS --------------------------------------------------------------------------
@@ -231,12 +264,58 @@ class ByteBudgetError(LeRobotStreamError, ValueError):
     """An episode's synthesized bytes exceed the worker's whole byte budget (raised before any fetch)."""
 
 
+def over_budget(
+    episode_index: int,
+    nbytes: int,
+    byte_budget: int | None,
+    *,
+    holder: str = "the worker",
+    budget_is: str = "",
+    advice: str = "",
+    where: str = "",
+) -> ByteBudgetError | None:
+    """The rule "an episode larger than the whole byte budget" and its one message: the error to
+    raise (before anything of the episode is fetched), or None when it fits.
+
+    Args:
+        episode_index: the episode.
+        nbytes: its synthesized MP4 bytes (every camera); negative: a size function's bug.
+        byte_budget: the budget of ``holder``, bytes (None: unbounded, everything fits).
+        holder: who holds the budget, for the message (``"worker 1 of rank 0"``).
+        budget_is: how the budget was derived (``"a quarter of the rank's 8 GiB"``), or "".
+        advice: what else helps, after "raise the byte budget (streaming_byte_budget_gb)", or "".
+        where: what comes first in the message (a mixture's dataset), or "".
+
+    Returns:
+        ``ByteBudgetError("episode 1 needs 11 bytes (0.000 GiB) of synthesized MP4 but the worker
+        has a byte budget of 10 bytes (0.000 GiB); raise the byte budget
+        (streaming_byte_budget_gb)", episode_index=1, nbytes=11, byte_budget=10)``, or None.
+    """
+    e, n = int(episode_index), int(nbytes)
+    fields: dict[str, Any] = {"episode_index": e}
+    if n < 0:
+        msg = f"episode {e} reports a negative byte size ({n})"
+    elif byte_budget is not None and n > byte_budget:
+        b = int(byte_budget)
+        msg = (
+            f"episode {e} needs {n} bytes ({n / 2**30:.3f} GiB) of synthesized MP4 but {holder} has a "
+            f"byte budget of {b} bytes ({b / 2**30:.3f} GiB{'; ' + budget_is if budget_is else ''}); raise the "
+            f"byte budget (streaming_byte_budget_gb){' ' + advice if advice else ''}"
+        )
+        fields.update(nbytes=n, byte_budget=b)
+    else:
+        return None
+    return ByteBudgetError(f"{where}: {msg}" if where else msg, **fields)
+
+
 class ShardingError(LeRobotStreamError, ValueError):
     """A rank would own no episode (lower the number of ranks or select more episodes)."""
 
 
 class ResumeStateError(LeRobotStreamError, ValueError):
-    """A checkpointed stream state cannot be resumed sample-exactly (settings differ, or an old format)."""
+    """A saved stream state cannot be resumed: a setting that fixes the order differs (each one
+    listed), the state was edited or is malformed, or it was written by an earlier build (another
+    schema, named in the message: start a new run from the saved weights)."""
 
 
 class StreamingConfigError(LeRobotStreamError, ValueError):

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from lerobotstream.errors import MetadataError
+from lerobotstream.constants import INFO_PATH
+from lerobotstream.errors import MetadataError, Problem
 
 __all__ = [
     "LANGUAGE_COLUMNS",
@@ -30,14 +31,14 @@ __all__ = [
     "row_off_shape",
     "frame_hwc",
     "is_image_column_type",
+    "data_columns_problem",
 ]
 
-INFO_PATH = "meta/info.json"  # = lerobotstream.meta.INFO_PATH (meta imports this module)
 
 #: LeRobot 0.6.1's language columns (``lerobot.datasets.language.LANGUAGE_COLUMNS``)
 LANGUAGE_COLUMNS = ("language_persistent", "language_events")
-#: columns every ``data/`` file must have whatever ``info.json`` declares (item assembly reads them;
-#: ``lerobotstream.validate`` checks the same list)
+#: columns every ``data/`` file must have whatever ``info.json`` declares (item assembly reads them:
+#: :func:`data_columns_problem`)
 REQUIRED_DATA_COLUMNS = ("timestamp", "task_index")
 #: depth video pixel formats decoded losslessly (the 12-bit codes, no RGB conversion)
 DEPTH_PIX_FMTS = ("gray12le",)
@@ -161,6 +162,40 @@ def is_image_column_type(arrow_type: Any) -> bool:
     import pyarrow as pa
 
     return pa.types.is_struct(arrow_type) and arrow_type.get_field_index("bytes") >= 0
+
+
+def data_columns_problem(
+    names: Iterable[str],
+    features: Mapping[str, Mapping[str, Any]] | None,
+    *,
+    image_keys: Sequence[str] | None = None,
+    required: Sequence[str] = REQUIRED_DATA_COLUMNS,
+) -> Problem | None:
+    """The columns a data file lacks, by item assembly's rule, or None.
+
+    Args:
+        names: the file's columns.
+        features: ``info.json``'s features: every non-video one is a column the file must have
+            (of the ``image`` ones, only those in ``image_keys`` when given: the cameras read).
+        required: columns needed whatever ``info.json`` declares (:data:`REQUIRED_DATA_COLUMNS`;
+            the validator adds ``episode_index``, the reader's own).
+
+    Returns:
+        ``Problem("data_columns", "the data file lacks the column(s) ['action'] that meta/info.json
+        features declare", column="action")``; training raises ``EpisodeDataError`` on it for the
+        episode it reads, ``lerobotstream.validate`` reports it from the file's footer.
+    """
+    have = set(names)
+    declared = [
+        k
+        for k, f in (features or {}).items()
+        if f.get("dtype") != "video" and (f.get("dtype") != "image" or image_keys is None or k in image_keys)
+    ]
+    missing = [c for c in dict.fromkeys([*required, *declared]) if c not in have]
+    if not missing:
+        return None
+    whose = " that meta/info.json features declare" if any(c in declared for c in missing) else ""
+    return Problem("data_columns", f"the data file lacks the column(s) {missing}{whose}", column=missing[0])
 
 
 def scale_stat(value: Any, factor: float) -> Any:

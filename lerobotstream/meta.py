@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from lerobotstream._meta_episodes import (
-    EPISODES_DIR,
     EpisodeInfo,
     EpisodeRows,
     EpisodeVideo,
@@ -34,7 +33,8 @@ from lerobotstream._meta_episodes import (
 )
 from lerobotstream._meta_files import _parse_json, _read_error, _read_parquet, _where
 from lerobotstream._meta_info import CONVERT_HINT, _load_info
-from lerobotstream.errors import MetadataError
+from lerobotstream.constants import EPISODES_DIR, FIRST_SHARD_PATH, INFO_PATH, STATS_PATH, TASKS_PATH
+from lerobotstream.errors import MetadataError, Problem
 from lerobotstream.features import (
     DEFAULT_TOOLS,
     DEPTH_PIX_FMTS,
@@ -44,13 +44,9 @@ from lerobotstream.features import (
     is_depth_feature,
     rescale_depth_stats,
 )
-from lerobotstream.sources import ByteSource, LocalSource, PrefetchedReads
-
-INFO_PATH = "meta/info.json"
-TASKS_PATH = "meta/tasks.parquet"
-STATS_PATH = "meta/stats.json"
-#: the shard every non-empty v3 dataset has (read together with the listing that finds the others)
-FIRST_SHARD_PATH = f"{EPISODES_DIR}/chunk-000/file-000.parquet"
+from lerobotstream.sources import ByteSource
+from lerobotstream.sources._local import LocalSource
+from lerobotstream.sources._prefetch import PrefetchedReads
 
 
 def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
@@ -259,8 +255,9 @@ class DatasetMeta:
             check_files: also check that every data Parquet and MP4 the selection uses exists
                 (one ``exists`` call per unique file).
             problems: None raises the first inconsistency below; a list collects each as a
-                :class:`MetadataError` with a ``code`` field (count notes: ``severity="warning"``)
-                and loads what it can (``lerobotstream.validate``); unreadable files still raise.
+                :class:`~lerobotstream.errors.Problem` (the ``MetadataError``'s code, message and
+                fields; count notes: ``severity="warning"``) and loads what it can
+                (``lerobotstream.validate``); unreadable files still raise.
 
         Returns:
             DatasetMeta: with ``episodes`` sorted by ``episode_index``.
@@ -328,7 +325,7 @@ class DatasetMeta:
                 if problems is None:
                     warnings.warn(note, stacklevel=2)
                 else:
-                    problems.append(MetadataError(note, code="info_count", severity="warning", path=INFO_PATH))
+                    problems.append(Problem("info_count", note, path=INFO_PATH, severity="warning"))
             if check_files:
                 _check_files(reads, selected, problems)
         return cls(
@@ -397,7 +394,7 @@ def _load_stats(src: PrefetchedReads) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except OSError as e:
-        raise _read_error(src, STATS_PATH, "meta/stats.json", e) from e
+        raise _read_error(src, STATS_PATH, STATS_PATH, e) from e
     stats = _parse_json(src, STATS_PATH, raw)
     return stats if isinstance(stats, dict) else {}
 

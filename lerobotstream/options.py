@@ -250,10 +250,7 @@ class StreamOptions:
     sampling_strategy: str = _option(
         constants.DEFAULT_SAMPLING_STRATEGY, f"one of {constants.SAMPLING_STRATEGIES}",
         lambda v: v in constants.SAMPLING_STRATEGIES,
-        "'remaining' (frames drawn in proportion to what is left), 'round_robin' (one frame of each "
-        "resident episode per round: the most even mix, favours short episodes early, more decoder churn) or "
-        "'sequential' (episodes and frames in order, as the eval stream). Each visits every frame exactly once "
-        "per epoch.", group="order",
+        f"{constants.SAMPLING_STRATEGY_HELP}. Each visits every frame exactly once per epoch.", group="order",
         flag="streaming_sampling_strategy", flag_type=str)
     equalize: str = _option(
         "none", "'none' or 'drop'", lambda v: v in ("none", "drop"),

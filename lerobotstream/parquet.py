@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lerobotstream.errors import EpisodeDataError, ParquetCorruptError, SourceError
+from lerobotstream.errors import EpisodeDataError, ParquetCorruptError, Problem, SourceError
 from lerobotstream.sources import ByteSource
 
 #: Decoded row groups kept per reader (per process), bytes of their Arrow buffers; the least
@@ -282,11 +282,11 @@ class EpisodeParquetReader:
         if problem is not None:
             what = "" if not episodes else f"episodes {_short(episodes)} in "
             raise EpisodeDataError(
-                f"{what}{self._where(path)}: {problem[1]}; the file does not hold these episodes' rows "
+                f"{what}{self._where(path)}: {problem.message}; the file does not hold these episodes' rows "
                 "(a damaged or hostile file): refused before decoding",
                 path=path,
                 episode_index=int(min(episodes)) if episodes else None,
-                code=problem[0],
+                code=problem.code,
             )
         if data is not None:
             with self._lock:
@@ -441,7 +441,7 @@ def _short(values: Sequence[int], limit: int = 8) -> str:
     return f"{str(values[:limit])[:-1]}, ... ({len(values)} in all)]"
 
 
-def footer_rows_problem(md: pq.FileMetaData, expected_rows: int) -> tuple[str, str] | None:
+def footer_rows_problem(md: pq.FileMetaData, expected_rows: int) -> Problem | None:
     """What is wrong with a data file's row count as its footer declares it, or None.
 
     Args:
@@ -449,15 +449,15 @@ def footer_rows_problem(md: pq.FileMetaData, expected_rows: int) -> tuple[str, s
         expected_rows: the summed ``length`` of the episodes ``meta/episodes`` stores in it.
 
     Returns:
-        ``("data_rows", "its footer declares 20000000 rows in 1 row groups (the largest 20000000),
-        its episodes have 90 frames in meta/episodes")`` when it declares more rows than that;
-        None otherwise. The code is ``lerobotstream.validate``'s finding code.
+        ``Problem("data_rows", "its footer declares 20000000 rows in 1 row groups (the largest
+        20000000), its episodes have 90 frames in meta/episodes")`` when it declares more rows than
+        that; None otherwise. The reader raises ``EpisodeDataError`` on it, the validator reports it.
     """
     rows = int(md.num_rows)
     if rows <= expected_rows:
         return None
     largest = max((int(md.row_group(i).num_rows) for i in range(md.num_row_groups)), default=0)
-    return (
+    return Problem(
         "data_rows",
         f"its footer declares {rows} rows in {md.num_row_groups} row groups (the largest {largest}), "
         f"its episodes have {expected_rows} frames in meta/episodes",
@@ -491,7 +491,7 @@ def _column_index(md: pq.FileMetaData, name: str) -> int | None:
 
 def episode_rows_problem(
     episode_index: np.ndarray, frame_index: np.ndarray | None, ep: int, length: int
-) -> tuple[str, str] | None:
+) -> Problem | None:
     """What is wrong with the rows read for one episode, by training's rule, or None.
 
     Args:
@@ -501,26 +501,27 @@ def episode_rows_problem(
         length: its ``length`` in ``meta/episodes``.
 
     Returns:
-        ``(code, reason)``: ``("data_rows", "expected 30 rows, found 29")`` (row count, or rows of
-        another episode), ``("data_frame_index", "non-contiguous frame_index (row 10 has -1, expected
-        10)")`` (``frame_index`` must be exactly ``0..length-1`` in row order); None when the rows
-        are the episode's. The codes are ``lerobotstream.validate``'s finding codes.
+        A :class:`~lerobotstream.errors.Problem` of episode ``ep``: ``data_rows`` ("expected 30
+        rows, found 29": the row count, or rows of another episode), ``data_frame_index``
+        ("non-contiguous frame_index (row 10 has -1, expected 10)": ``frame_index`` must be exactly
+        ``0..length-1`` in row order); None when the rows are the episode's.
     """
     n = int(episode_index.shape[0])
     if n != length:
-        return "data_rows", f"expected {length} rows, found {n}"
+        return Problem("data_rows", f"expected {length} rows, found {n}", episode_index=ep)
     if length and not bool(np.all(episode_index == ep)):
-        return "data_rows", "rows outside the episode"
+        return Problem("data_rows", "rows outside the episode", episode_index=ep)
     if frame_index is not None:
         fi = np.asarray(frame_index)
         want = np.arange(length, dtype=fi.dtype)
         if not np.array_equal(fi, want):
             bad = int(np.flatnonzero(fi != want)[0])
-            return "data_frame_index", f"non-contiguous frame_index (row {bad} has {int(fi[bad])}, expected {bad})"
+            reason = f"non-contiguous frame_index (row {bad} has {int(fi[bad])}, expected {bad})"
+            return Problem("data_frame_index", reason, episode_index=ep)
     return None
 
 
-def index_problem(index: np.ndarray, from_index: int) -> tuple[str, str] | None:
+def index_problem(index: np.ndarray, from_index: int) -> Problem | None:
     """What is wrong with an episode's ``index`` values, by training's rule, or None.
 
     Args:
@@ -529,9 +530,9 @@ def index_problem(index: np.ndarray, from_index: int) -> tuple[str, str] | None:
         from_index: the episode's ``dataset_from_index``.
 
     Returns:
-        ``("data_index_range", "row 6 (frame_index 6) has index 999, dataset_from_index +
+        ``Problem("data_index_range", "row 6 (frame_index 6) has index 999, dataset_from_index +
         frame_index is 6")`` for the first row whose ``index`` is not ``from_index + frame_index``;
-        None when every row's is. The code is ``lerobotstream.validate``'s finding code.
+        None when every row's is (item assembly raises ``EpisodeDataError`` on it).
     """
     got = np.asarray(index)
     want = int(from_index) + np.arange(got.shape[0], dtype=np.int64)
@@ -539,7 +540,7 @@ def index_problem(index: np.ndarray, from_index: int) -> tuple[str, str] | None:
     if not bad.any():
         return None
     k = int(np.flatnonzero(bad)[0])
-    return (
+    return Problem(
         "data_index_range",
         f"row {k} (frame_index {k}) has index {got[k]}, dataset_from_index + frame_index is {int(want[k])}",
     )
@@ -549,7 +550,7 @@ def _validate(part: pa.Table, ep: int, length: int, path: str, root: str) -> Non
     fi = part.column("frame_index").to_numpy() if "frame_index" in part.column_names else None
     problem = episode_rows_problem(part.column("episode_index").to_numpy(), fi, ep, length)
     if problem is not None:
-        raise EpisodeDataError(f"episode {ep} in {path} ({root}): {problem[1]}", episode_index=ep, path=path)
+        raise EpisodeDataError(f"episode {ep} in {path} ({root}): {problem.message}", episode_index=ep, path=path)
 
 
 def read_episode_rows(

@@ -61,14 +61,24 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from lerobotstream.errors import ByteBudgetError, SourceError
+from lerobotstream.errors import ByteBudgetError, SourceError, over_budget
 
-__all__ = ["EpisodeByteCache", "EpisodePayload", "CacheStats"]
+__all__ = ["EpisodeByteCache", "EpisodePayload", "CacheStats", "FetchJob"]
 
 #: ``fetch(episode_index) -> EpisodePayload``; runs on the cache's fetch threads.
 FetchFn = Callable[[int], "EpisodePayload"]
+
+
+class FetchJob(Protocol):
+    """What :meth:`EpisodeByteCache.admit` and :meth:`~EpisodeByteCache.prefetch` may be handed
+    for an episode instead of the cache's own size and fetch functions (a dataset's
+    ``EpisodeJob``): the bytes to reserve, and the fetch to run on a fetch thread."""
+
+    nbytes: int
+
+    def fetch(self) -> EpisodePayload: ...
 
 
 @dataclass
@@ -117,6 +127,7 @@ class _Entry:
     speculative: bool
     pins: int = 0
     retired: bool = False
+    fetch: Callable[[], EpisodePayload] | None = None
     future: Future | None = None
     result: EpisodePayload | None = None
     error: BaseException | None = None
@@ -131,12 +142,14 @@ class EpisodeByteCache:
 
     Args:
         byte_budget (int): Worker budget of reserved payload bytes, > 0.
-        episode_nbytes (Mapping[int, int] | Callable[[int], int]): Exact synthesized size of each
+        episode_nbytes (Mapping[int, int] | Callable[[int], int] | None): Exact synthesized size of each
             episode (all cameras together), bytes: a mapping (episodes not in it cannot be
             admitted), or ``episode_nbytes(episode_index) -> int`` called when an episode is first
-            admitted or prefetched (sizes on demand; the function keeps what it computed).
-        fetch (Callable[[int], EpisodePayload]): Fetches and synthesizes one episode (called on a
-            fetch thread). Its payload total must not exceed the episode's reservation.
+            admitted or prefetched (sizes on demand; the function keeps what it computed). None:
+            every admission and prefetch is handed a :class:`FetchJob` (its ``nbytes``).
+        fetch (Callable[[int], EpisodePayload] | None): Fetches and synthesizes one episode (called
+            on a fetch thread; None: the :class:`FetchJob` handed with the episode fetches it). Its
+            payload total must not exceed the episode's reservation.
         max_workers (int): Concurrent fetches (threads), >= 1.
         keep_retired (bool): keep a retired episode's payload (evictable) for a later admission;
             False frees it once its last decode released it (nothing will admit it again: one
@@ -153,8 +166,8 @@ class EpisodeByteCache:
     def __init__(
         self,
         byte_budget: int,
-        episode_nbytes: Mapping[int, int] | Callable[[int], int],
-        fetch: FetchFn,
+        episode_nbytes: Mapping[int, int] | Callable[[int], int] | None = None,
+        fetch: FetchFn | None = None,
         *,
         max_workers: int = 4,
         keep_retired: bool = True,
@@ -170,7 +183,7 @@ class EpisodeByteCache:
             if bad:
                 raise ValueError(f"negative synthesized sizes for episodes {bad[:5]}")
             self._size = sizes.__getitem__
-        elif callable(episode_nbytes):
+        elif callable(episode_nbytes) or episode_nbytes is None:
             self._size = episode_nbytes
         else:
             raise TypeError(f"episode_nbytes must be a mapping or a function, got {type(episode_nbytes).__name__}")
@@ -213,17 +226,12 @@ class EpisodeByteCache:
             raise ValueError(f"negative synthesized size {n} for episode {episode_index}")
         return n
 
-    def check_fits(self, episode_index: int) -> int:
-        """Raise :class:`ByteBudgetError` when the episode can never fit; returns its size."""
-        nbytes = self.episode_nbytes(episode_index)
-        if nbytes > self.byte_budget:
-            raise ByteBudgetError(
-                f"episode {episode_index} requires {nbytes} synthesized bytes, exceeding the worker byte "
-                f"budget of {self.byte_budget} bytes; raise byte_budget_gb or lower num_workers",
-                episode_index=int(episode_index),
-                nbytes=nbytes,
-                byte_budget=self.byte_budget,
-            )
+    def check_fits(self, episode_index: int, job: FetchJob | None = None) -> int:
+        """Raise :class:`ByteBudgetError` when the episode can never fit; returns its size (``job``'s)."""
+        nbytes = self.episode_nbytes(episode_index) if job is None else int(job.nbytes)
+        error = over_budget(episode_index, nbytes, self.byte_budget, advice="or lower num_workers")
+        if error is not None:
+            raise error
         return nbytes
 
     @property
@@ -276,8 +284,8 @@ class EpisodeByteCache:
         with self._cond:
             return self._fatal
 
-    def _new_entry(self, ep: int, nbytes: int, speculative: bool) -> _Entry:
-        entry = _Entry(ep, nbytes, speculative)
+    def _new_entry(self, ep: int, nbytes: int, speculative: bool, job: FetchJob | None) -> _Entry:
+        entry = _Entry(ep, nbytes, speculative, fetch=job.fetch if job is not None else None)
         self._entries[ep] = entry
         self._reserved += nbytes
         self.stats.peak_reserved_bytes = max(self.stats.peak_reserved_bytes, self._reserved)
@@ -299,7 +307,7 @@ class EpisodeByteCache:
         try:
             if fatal is not None:  # the stream has ended: do not send requests to a failed source
                 raise fatal
-            result = self._fetch(entry.episode_index)
+            result = entry.fetch() if entry.fetch is not None else self._fetch(entry.episode_index)
             total = sum(len(b) for b in result.payloads.values())
             if total > entry.nbytes:
                 raise ByteBudgetError(
@@ -366,8 +374,9 @@ class EpisodeByteCache:
                 self._free(entry)
 
     # --- public operations --------------------------------------------------------------------
-    def prefetch(self, episode_index: int) -> bool:
-        """Speculatively reserve and start fetching an episode; never waits.
+    def prefetch(self, episode_index: int, job: FetchJob | None = None) -> bool:
+        """Speculatively reserve and start fetching an episode (``job``: its size and fetch,
+        instead of the cache's functions); never waits.
 
         Returns:
             bool: True when the episode is held (already, or newly reserved); False when the budget
@@ -378,7 +387,7 @@ class EpisodeByteCache:
             RuntimeError: the cache is closed.
         """
         ep = int(episode_index)
-        nbytes = self.check_fits(ep)
+        nbytes = self.check_fits(ep, job)
         with self._cond:
             self._check_open()
             entry = self._entries.get(ep)
@@ -388,11 +397,12 @@ class EpisodeByteCache:
             self._evict_for(nbytes, prefetches=False)
             if self._reserved + nbytes > self.byte_budget:
                 return False
-            self._new_entry(ep, nbytes, speculative=True)
+            self._new_entry(ep, nbytes, True, job)
             return True
 
-    def admit(self, episode_index: int, *, timeout: float | None = None) -> bool:
-        """Pin an episode for the active pool, reserving and fetching it if needed; may wait.
+    def admit(self, episode_index: int, *, timeout: float | None = None, job: FetchJob | None = None) -> bool:
+        """Pin an episode for the active pool, reserving and fetching it if needed (``job``: its
+        size and fetch, instead of the cache's functions); may wait.
 
         A retired episode still held (kept, or its last decode still running) is taken back with
         its payload, without a fetch. Otherwise evicts kept episodes, then finished unpinned
@@ -408,7 +418,7 @@ class EpisodeByteCache:
             RuntimeError: the cache was closed while waiting.
         """
         ep = int(episode_index)
-        nbytes = self.check_fits(ep)
+        nbytes = self.check_fits(ep, job)
         t0 = time.perf_counter()
         deadline = None if timeout is None else time.monotonic() + timeout
         reused = False
@@ -429,7 +439,7 @@ class EpisodeByteCache:
                     break
                 self._evict_for(nbytes, prefetches=True)
                 if self._reserved + nbytes <= self.byte_budget:
-                    entry = self._new_entry(ep, nbytes, speculative=False)
+                    entry = self._new_entry(ep, nbytes, False, job)
                     entry.pins += 1
                     self._emit("admit", ep)
                     break

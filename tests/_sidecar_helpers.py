@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from lerobotstream.mp4 import SampleTable
-from lerobotstream.mp4._index_file import presentation_order_of, pts_seconds
+from lerobotstream.mp4._index_format import presentation_order_of, pts_seconds
+from lerobotstream.mp4._table import SampleTable
 
 
 def synth_table(

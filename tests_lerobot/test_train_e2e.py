@@ -71,8 +71,9 @@ def test_trains_and_checkpoints_stream_state(first_run):
             (out / "checkpoints" / f"{step:06d}" / "training_state" / "lerobotstream_stream.json").read_text()
         )
         assert doc["step"] == step
-        assert doc["settings"]["seed"] == 1000 and doc["settings"]["batch_size"] == BS
-        assert doc["settings"]["num_workers"] == workers and doc["settings"]["world_size"] == 1
+        assert doc["format"] == "lerobotstream-train-stream/2" and doc["stream"]["schema"] == "lerobotstream.stream/1"
+        assert doc["stream"]["seed"] == 1000 and doc["stream"]["batch_size"] == BS  # the stream's one state, wrapped
+        assert doc["stream"]["num_workers"] == workers and doc["stream"]["world_size"] == 1
     # every (episode, frame) at most once inside the first epoch
     seen = [(e, f) for rec in batches.values() for e, f in zip(rec["episode_index"], rec["frame_index"])]
     assert len(seen) == len(set(seen))
@@ -216,7 +217,7 @@ def test_eval_split_and_diffusion_drop_n_last_frames(have_dataset, tmp_path):
         assert set(rec["episode_index"]) == {0}  # episode 1 is held out for eval
         assert max(rec["frame_index"]) < lengths[0] - drop
     doc = _json.loads((out / "checkpoints" / "000004" / "training_state" / "lerobotstream_stream.json").read_text())
-    assert doc["settings"]["drop_n_last_frames"] == drop and doc["settings"]["eval_split"] == 0.5
+    assert doc["run"]["drop_n_last_frames"] == drop and doc["run"]["eval_split"] == 0.5
 
 
 def test_elastic_resume_on_two_processes(first_run):
@@ -288,8 +289,8 @@ def test_mixture_of_two_datasets_trains_resumes_and_is_recorded(have_dataset, tm
     assert sum(summary["samples_by_dataset"].values()) == 32
     ckpt = tmp_path / "out" / "checkpoints" / "000004"
     doc = json.loads((ckpt / "training_state" / "lerobotstream_stream.json").read_text())
-    assert doc["stream_state"]["mixture"]["repo_ids"] == ["local/g1_a", "local/g1_b"]
-    assert doc["settings"]["streaming_weights"] == [0.75, 0.25]
+    assert doc["stream"]["mixture"]["repo_ids"] == ["local/g1_a", "local/g1_b"]
+    assert doc["run"]["streaming_weights"] == [0.75, 0.25]
     cfg = json.loads((ckpt / "pretrained_model" / "train_config.json").read_text())
     assert cfg["dataset"]["streaming_weights"] == [0.75, 0.25]
 

@@ -6,9 +6,9 @@ Inside the contestant process (and the DataLoader workers it forks, which inheri
 (``getrusage(RUSAGE_THREAD)``: user + system, microseconds) and minor page faults spent inside
 them, exclusive of the stages nested inside (a fetch's synthesis counts as span/synth, not fetch):
 
-- **fetch**: ``Worker.fetch`` (the byte range, the episode's Parquet rows) and the fetch threads'
+- **fetch**: ``DatasetReader.fetch`` (the byte range, the episode's Parquet rows) and the fetch threads'
   CPU outside it;
-- **span/synth**: ``Worker.span`` (``plan_span``), ``check_sample_framing``, ``synthesize``;
+- **span/synth**: ``EpisodeSpans.span`` (``plan_span``), ``check_sample_framing``, ``synthesize``;
 - **FFmpeg decode** and **colour conversion**: torchcodec's ``get_frames_in_range`` /
   ``get_frames_at`` (one call decodes and converts YUV → RGB with swscale); split by ``perf``
   samples of the decode threads (leaf library: ``libswscale``/``libavfilter`` → colour conversion;
@@ -16,7 +16,7 @@ them, exclusive of the stages nested inside (a fetch's synthesis counts as span/
   ``perf`` can record this process, else left as one row (colour conversion "not split");
 - **frame copy**: the C de-interleave into the item's or batch's tensor (``frames_to_u8_chw`` /
   ``frames_to_float_chw`` as ``dataset._assemble`` calls them);
-- **batch assembly**: ``Worker.assemble`` (an item: its keys, windows, pads, small keys' rows),
+- **batch assembly**: ``EpisodeJob.assemble`` (an item: its keys, windows, pads, small keys' rows),
   ``collate_items`` (a StreamLoader batch), ``PackedCollate.__call__`` / ``default_collate`` (a
   DataLoader worker's batch);
 - **hand-offs**: ``Future.set_result``/``set_exception``/``result``, ``ThreadPoolExecutor.submit``,
@@ -83,15 +83,15 @@ _current: Accounting | None = None
 
 #: hooked functions: (module, attribute path, region label)
 TARGETS = (
-    ("lerobotstream.dataset._worker", "Worker.fetch", "fetch"),
-    ("lerobotstream.dataset._worker", "Worker.span", "span_synth"),
+    ("lerobotstream.dataset._reader", "DatasetReader.fetch", "fetch"),
+    ("lerobotstream.dataset._spans", "EpisodeSpans.span", "span_synth"),
     ("lerobotstream.mp4", "check_sample_framing", "span_synth"),
     ("lerobotstream.mp4", "synthesize", "span_synth"),
     ("torchcodec.decoders", "VideoDecoder.get_frames_in_range", "decode_call"),
     ("torchcodec.decoders", "VideoDecoder.get_frames_at", "decode_call"),
     ("lerobotstream.dataset._assemble", "frames_to_u8_chw", "frame_copy"),
     ("lerobotstream.dataset._assemble", "frames_to_float_chw", "frame_copy"),
-    ("lerobotstream.dataset._worker", "Worker.assemble", "batch_assembly"),
+    ("lerobotstream.dataset._decodejob", "EpisodeJob.assemble", "batch_assembly"),
     ("lerobotstream.loader._batch", "collate_items", "batch_assembly"),
     ("lerobotstream.loader._threads", "collate_items", "batch_assembly"),
     ("lerobotstream.loader._procs", "collate_items", "batch_assembly"),

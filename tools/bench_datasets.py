@@ -275,7 +275,7 @@ class DatasetFacts:
         import numpy as np
 
         from lerobotstream.meta import DatasetMeta
-        from lerobotstream.mp4 import parse_mp4_bytes
+        from lerobotstream.mp4.parse import parse_mp4_bytes
 
         self.root = root
         self.meta = DatasetMeta.load(str(root))
@@ -301,7 +301,7 @@ class DatasetFacts:
     def needed_bytes(self, anchors: list[list[int]]) -> int:
         """Coded bytes of the distinct (camera, episode, frame) samples delivered (the profiler's
         computation, over the tables parsed here)."""
-        from lerobotstream.profile import needed_bytes_of_tables
+        from lerobotstream.profile._report import needed_bytes_of_tables
 
         return needed_bytes_of_tables(
             self.meta, self.video_keys, self.tables.__getitem__, anchors, fps=self.meta.fps, tolerance_s=1e-4

@@ -312,7 +312,7 @@ def run(args) -> dict:
     else:
         shutil.rmtree(logs, ignore_errors=True)
     summary = summarize(trials, facts, alone, ours[0] if ours else "ours")
-    from lerobotstream.loader import choose_mode, usable_cpus
+    from lerobotstream.loader._loader import choose_mode, usable_cpus
 
     meta = {
         "command": "python -m tools.bench --loader " + " ".join(args.argv),

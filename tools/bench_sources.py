@@ -21,7 +21,8 @@ import threading
 import time
 from pathlib import Path
 
-from lerobotstream.sources import RetryPolicy, open_source
+from lerobotstream.sources import open_source
+from lerobotstream.sources._http_transport import RetryPolicy
 from lerobotstream.testing import LoopbackServer
 
 SHA = "a" * 40

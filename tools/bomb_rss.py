@@ -56,7 +56,7 @@ def _sparse(path: Path, head: bytes, size: int) -> None:
 
 
 def _parse_file(path: Path) -> dict:
-    from lerobotstream.mp4 import parse_mp4
+    from lerobotstream.mp4.parse import parse_mp4
     from lerobotstream.sources import open_source
 
     src = open_source(str(path.parent))

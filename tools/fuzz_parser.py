@@ -21,7 +21,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 from lerobotstream.errors import Mp4Error
-from lerobotstream.mp4 import parse_mp4_bytes
+from lerobotstream.mp4.parse import parse_mp4_bytes
 
 DEFAULT_FILES = [
     "mp4-go-mp4/sample.mp4",

@@ -75,7 +75,9 @@ def check_gpu_parity(path: Path, device: str = "cuda") -> dict:
     "device", "ms", "mean|d|", "minPSNR", "result" ("PASS"/"FAIL"), "detail"}``. Never raises for
     a decode failure on ``device``: the row says FAIL with the error."""
     from lerobotstream.decode import EpisodeVideo, FallbackStatus, nvdec_capability
-    from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize
+    from lerobotstream.mp4.parse import parse_mp4_bytes
+    from lerobotstream.mp4.spans import plan_span
+    from lerobotstream.mp4.synth import synthesize
 
     data = Path(path).read_bytes()
     t = parse_mp4_bytes(data, path=Path(path).name)

@@ -182,7 +182,7 @@ def source_path(cam: int, k: int) -> str:
 @functools.lru_cache(maxsize=1)
 def _sample_entry() -> tuple[bytes, int, int]:
     """(stsd payload, width, height) of the bundled G1 video: a sample entry the parser reads."""
-    from lerobotstream.mp4 import parse_mp4_bytes
+    from lerobotstream.mp4.parse import parse_mp4_bytes
 
     t = parse_mp4_bytes((REPO / G1_VIDEO).read_bytes())
     return bytes(t.stsd), int(t.width), int(t.height)
@@ -206,7 +206,7 @@ class SimMp4Source:
 
     def prepare(self) -> None:
         """Write the moov of every source (skipped when ``folder`` is complete)."""
-        from lerobotstream.mp4 import plan_span
+        from lerobotstream.mp4.spans import plan_span
         from lerobotstream.mp4.synth import synthesize_header
 
         done = self.folder / "complete"
@@ -306,7 +306,7 @@ def build(p: Preset, workdir: Path, seed: int) -> dict[str, Any]:
     """Write the sidecar NPZ, convert it to the derived index, save the episode metadata.
     Returns the build figures (times in seconds, bytes)."""
     from lerobotstream.mp4._index_file import Mp4Index
-    from lerobotstream.sidecar import SidecarWriter
+    from lerobotstream.sidecar._archive import SidecarWriter
 
     t0 = time.perf_counter()
     lens = episode_lengths(p, seed)
@@ -421,29 +421,18 @@ class _SimMeta:
 
 
 def _sim_run(spans: Any, cams: list[str]):
-    """The dataset's per-process ``Run`` over the synthetic index: its sizes are the dataset's
+    """The dataset's per-process ``Readers`` over the synthetic index: its sizes are the dataset's
     (``EpisodeSpans.episode_nbytes`` on demand); fetch plans the episode's spans and returns no
-    payload (there is no video); decode waits for the episode's fetch and, as the dataset's, has
-    the sources that fetch did not verify verified (``EpisodeSpans.checked_span``); assembly
-    returns the anchor."""
-    from lerobotstream.dataset._wiring import Run, StreamPart
+    payload (there is no video); an episode job's decode waits for the episode's fetch and, as the
+    dataset's, has the sources that fetch did not verify verified (``EpisodeSpans.checked_span``);
+    assembly returns the anchor."""
+    from lerobotstream.dataset._decodejob import EpisodeJob
+    from lerobotstream.dataset._wiring import Readers, StreamPart
     from lerobotstream.payload_cache import EpisodePayload
 
     fetched: dict[tuple[int, str], Any] = {}
-    bound: list[Any] = []  # (cache, offset) of the iterator
 
-    def decode_group(ep: int, frames: Any) -> None:
-        cache, offset = bound[-1]
-        cache.get(offset + ep)  # as the dataset's decode: waits for the episode's fetch
-        for cam in cams:  # then the payload's source verified first (when its fetch did not)
-            s = spans.checked_span(ep, cam, fetched[(ep, cam)])
-            if s is not None:
-                fetched[(ep, cam)] = s  # the dataset fetches that camera again
-
-    class Worker:
-        def __init__(self) -> None:
-            self.jobs = SimpleNamespace(decode_group=decode_group)
-
+    class SimReader:
         def episode_nbytes(self, ep: int) -> int:
             return spans.episode_nbytes(ep)
 
@@ -452,13 +441,8 @@ def _sim_run(spans: Any, cams: list[str]):
                 fetched[(ep, cam)] = spans.fetch_span(ep, cam)
             return EpisodePayload({}, None)
 
-        def assemble(self, ep: int, frame: int, dec: Any, slot: Any = None) -> dict[str, int]:
-            if spans.deferring:
-                spans.serving()
-            return {"episode_index": ep, "frame_index": frame}
-
-        def bind(self, cache: Any, offset: int, *a: Any, **k: Any) -> None:
-            bound.append((cache, offset))
+        def prepare(self, **k: Any) -> None:
+            pass
 
         def release(self) -> None:
             pass
@@ -466,20 +450,35 @@ def _sim_run(spans: Any, cams: list[str]):
         def add(self, **k: Any) -> None:
             pass
 
-        def on_free(self, ep: int) -> None:
+        def count_finished(self, ep: int) -> None:
             pass
 
-        def on_start_finished(self, ep: int) -> None:
+    class SimJob(EpisodeJob):
+        def decode(self, frames: Any) -> None:
+            self.cache.get(self.key)  # as the dataset's decode: waits for the episode's fetch
+            for cam in cams:  # then the payload's source verified first (when its fetch did not)
+                s = spans.checked_span(self.episode, cam, fetched[(self.episode, cam)])
+                if s is not None:
+                    fetched[(self.episode, cam)] = s  # the dataset fetches that camera again
+
+        def assemble(self, frame: int, dec: Any, slot: Any = None) -> dict[str, int]:
+            if spans.deferring:
+                spans.serving()
+            return {"episode_index": self.episode, "frame_index": frame}
+
+        def admitted(self, reused: bool) -> None:
             pass
 
-        def on_admit(self, ep: int, reused: bool) -> None:
+        def close(self) -> None:
             pass
 
-    class SimRun(Run):
-        def _workers(self) -> list[Any]:
-            return [Worker()]
+    class SimReaders(Readers):
+        job_class = SimJob
 
-    return SimRun([StreamPart(SimpleNamespace(video_keys=cams))])
+        def _readers(self) -> list[Any]:
+            return [SimReader()]
+
+    return SimReaders([StreamPart(SimpleNamespace(video_keys=cams))])
 
 
 def simulate_rank(
@@ -536,7 +535,7 @@ def simulate_rank(
     cams = [f"observation.images.cam{c}" for c in range(src_of.shape[1])]
     tables = None
     if verify:
-        from lerobotstream.sidecar import VerifiedTables
+        from lerobotstream.sidecar._verify import VerifiedTables
 
         tables = VerifiedTables(idx, SimMp4Source(idx, workdir / "sim-moov"))
     spans = EpisodeSpans(tables or idx, _SimMeta(lengths, src_of, from_ts, idx.path, fps, cams), cams, tolerance_s)

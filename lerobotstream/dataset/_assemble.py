@@ -25,14 +25,12 @@ from lerobotstream.dataset._images import LANGUAGE_COLUMNS, declared_chw, image_
 from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.decode import frames_to_float_chw, frames_to_u8_chw
 from lerobotstream.errors import EpisodeDataError
-from lerobotstream.features import REQUIRED_DATA_COLUMNS, row_off_shape, row_shape_matches
+from lerobotstream.features import data_columns_problem, row_off_shape, row_shape_matches
 from lerobotstream.parquet import index_problem
 
 __all__ = ["EpisodeRows", "episode_rows", "assemble_item", "SlotFn"]
 
 _KIND_DTYPE = {"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}
-#: columns every data file must have whatever ``info.json`` declares (assembly reads them)
-REQUIRED_COLUMNS = REQUIRED_DATA_COLUMNS
 
 
 @dataclass
@@ -104,22 +102,14 @@ def episode_rows(
     """
     ep = int(episode_index)
     where = f"episode {ep}, file {path}"
-    names = set(table.column_names)
-    declared = [
-        k
-        for k, f in (features or {}).items()
-        if f.get("dtype") != "video" and (f.get("dtype") != "image" or k in image_keys)
-    ]
-    missing = [c for c in dict.fromkeys([*REQUIRED_COLUMNS, *declared]) if c not in names]
-    if missing:
+    problem = data_columns_problem(table.column_names, features, image_keys=image_keys)
+    if problem is not None:
         raise EpisodeDataError(
-            f"{where}: the data file lacks the column(s) {missing}"
-            + (" that meta/info.json features declare" if any(c in declared for c in missing) else "")
-            + "; the file does not match the dataset's metadata (a partial rewrite?): rewrite the file or fix "
-            "meta/info.json",
+            f"{where}: {problem.message}; the file does not match the dataset's metadata (a partial rewrite?): "
+            "rewrite the file or fix meta/info.json",
             episode_index=ep,
             path=path,
-            column=missing[0],
+            column=problem.column,
         )
     _check_index(table, ep, from_index, path)
     numeric: dict[str, np.ndarray] = {}
@@ -179,7 +169,7 @@ def _check_index(table: pa.Table, ep: int, from_index: int, path: str) -> None:
     problem = index_problem(table.column("index").to_numpy(), from_index)
     if problem is not None:
         raise EpisodeDataError(
-            f"episode {ep}, file {path}: {problem[1]}; the data file's index column does not match meta/episodes: "
+            f"episode {ep}, file {path}: {problem.message}; the data file's index column does not match meta/episodes: "
             "rewrite the file's index column (or the episode's dataset_from_index)",
             episode_index=ep,
             path=path,

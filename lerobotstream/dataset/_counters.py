@@ -1,6 +1,6 @@
 """A stream's per-process counters: each part's own (source, fetches, decodes, decoders) and
 the worker's shared ones (pipeline stage times, the byte cache, the decoded-GOP cache), read
-from its :class:`~lerobotstream.dataset._wiring.Run` (``stats()``, ``source_stats()``)."""
+from its :class:`~lerobotstream.dataset._wiring.Readers` (``stats()``, ``source_stats()``)."""
 
 from __future__ import annotations
 
@@ -23,40 +23,41 @@ def one_per_process(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def part_stats(run: Any, d: int) -> dict[str, Any]:
     """Part ``d``'s own counters in this process (see ``StreamingLeRobotDataset.stats``)."""
-    w = run.workers[d]
-    src = w.source.stats.as_dict()
-    fb = w.fallback
+    reader = run.readers[d]
+    src = reader.source.stats.as_dict()
+    fb = reader.fallback
     out: dict[str, Any] = {
-        "pid": w.pid,
+        "pid": reader.pid,
         "source": src,
         "bytes_fetched": int(src.get("bytes_read", 0)),
         "requests": int(src.get("requests", 0)),
-        "decoder_opens": w.decoders.opened,
-        "decoder_evictions": w.decoders.evicted,
-        "open_decoders": len(w.decoders),
-        "decoder_capacity": w.decoders.capacity,
+        "decoder_opens": reader.decoders.opened,
+        "decoder_evictions": reader.decoders.evicted,
+        "open_decoders": len(reader.decoders),
+        "decoder_capacity": reader.decoders.capacity,
         "decoder_fallbacks": fb.fallback_count,
         "pyav_fallbacks": fb.pyav_fallbacks,
         "fallback_reasons": dict(fb.cpu_fallbacks),
-        "index_open_s": w.index_open_s,
+        "index_open_s": reader.index_open_s,
         "episodes_sized": len(run.sizes[d]),
     }
-    with w.lock:
+    with reader.lock:
         out.update(
             {
                 k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes", "items")) else v)
-                for k, v in w.c.items()
+                for k, v in reader.counts.items()
             }
         )
-    with w.lock:
-        out["bytes_by_epoch"] = {e: dict(row) for e, row in sorted(w.by_epoch.items())}
-    if w.disk is not None:
-        out["disk_cache"] = {**w.disk.counters, "limit_bytes": w.disk.limit_bytes}
+    out["spans_s"] = reader.spans.planned_s
+    with reader.lock:
+        out["bytes_by_epoch"] = {e: dict(row) for e, row in sorted(reader.by_epoch.items())}
+    if reader.disk is not None:
+        out["disk_cache"] = {**reader.disk.counters, "limit_bytes": reader.disk.limit_bytes}
     out["frames_decoded_per_returned"] = (
         out["frames_decoded"] / out["frames_returned"] if out["frames_returned"] else None
     )
-    meta_source = w.cfg.meta.source
-    if meta_source is not w.source:
+    meta_source = reader.cfg.meta.source
+    if meta_source is not reader.source:
         out["metadata_source"] = meta_source.stats.as_dict()
     return out
 
@@ -64,7 +65,7 @@ def part_stats(run: Any, d: int) -> dict[str, Any]:
 def pipeline_stats(run: Any) -> dict[str, Any]:
     """The worker's shared counters: pipeline stage times, the byte cache, the decoded-GOP cache."""
     t = run.times
-    gops = run.workers[0].jobs.gops
+    gops = run.gops
     out: dict[str, Any] = {
         "assemble_s": t.assemble_s,
         "queue_wait_s": t.queue_wait_s,
@@ -92,4 +93,4 @@ def pipeline_stats(run: Any) -> dict[str, Any]:
 
 def source_stats(run: Any) -> list[dict[str, Any]]:
     """Each part's payload-source counters (``ByteSource.stats``) in ``run`` (empty: no run yet)."""
-    return [] if run is None else [w.source.stats.as_dict() for w in run.workers]
+    return [] if run is None else [r.source.stats.as_dict() for r in run.readers]

@@ -50,10 +50,10 @@ from lerobotstream._option_rules import check_tolerance
 from lerobotstream._option_signature import constructor_signature
 from lerobotstream._slow import announce_if_slow
 from lerobotstream.dataset._cameras import plan_cameras
+from lerobotstream.dataset._reader import ReaderConfig
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, add_option_views, plan_settings
 from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.dataset._wiring import StreamPart
-from lerobotstream.dataset._worker import WorkerConfig
 from lerobotstream.errors import Mp4Error, StreamingConfigError, naming
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.options import StreamOptions
@@ -267,9 +267,9 @@ class StreamingLeRobotDataset(StreamCore):
         return 1
 
     # --- the stream core's parts ------------------------------------------------------------------
-    def worker_config(self) -> WorkerConfig:
-        """What this dataset's per-process :class:`~lerobotstream.dataset._worker.Worker` needs."""
-        return WorkerConfig(
+    def reader_config(self) -> ReaderConfig:
+        """What this dataset's per-process :class:`~lerobotstream.dataset._reader.DatasetReader` needs."""
+        return ReaderConfig(
             meta=self.meta,
             payload_source=self._payload_source,
             sidecar_npz=self._sidecar_npz,
@@ -279,15 +279,12 @@ class StreamingLeRobotDataset(StreamCore):
         )
 
     def _parts(self) -> list[StreamPart]:
-        return [StreamPart(self.worker_config(), transform_keys=tuple(self._cameras.transform_keys))]
-
-    def _state(self):
-        """This process's :class:`~lerobotstream.dataset._worker.Worker` (created on first use)."""
-        return self._process_run().workers[0]
+        return [StreamPart(self.reader_config(), transform_keys=tuple(self._cameras.transform_keys))]
 
     @property
-    def _worker(self):
-        return None if self._run is None else self._run.workers[0]
+    def _reader(self):
+        """This process's :class:`~lerobotstream.dataset._reader.DatasetReader` (None before iterating)."""
+        return None if self._run is None else self._run.readers[0]
 
     # source_stats: the stream core's (this process's payload-source counters)
 

@@ -1,32 +1,44 @@
-"""Decode jobs of one worker process: every frame a chunk of anchors needs, each GOP decoded once.
+"""The episode job: one (dataset, episode) unit of work in a process, from fetch to assembly.
 
-A job (:meth:`ChunkDecoder.decode_group`, run on a decode thread of the
-:class:`~lerobotstream.dataset._pipeline.Pipeline`) gets up to ``decode_lookahead`` anchors of one
-episode. Per camera it maps the anchors (or their ``delta_timestamps`` windows) to local frames of
-the episode's mini-MP4, groups them by GOP (sync sample to the next sync sample), and decodes the
-GOP runs not yet held by the :class:`~lerobotstream.dataset._decoded_gops.DecodedGopCache` in batched decoder
-calls of about ``_CALL_FRAMES`` frames. Per (episode, camera) it keeps the *demand*: how often each
-local frame is used over the whole episode and how often it was served, so a decoded GOP leaves
-the cache once its last use was served. Image features are decoded here too (Pillow), each
-distinct frame once per job.
+An :class:`EpisodeJob` is made by the pipeline when it first admits or prefetches an episode, with
+everything it needs handed to it: its dataset's :class:`~lerobotstream.dataset._reader.DatasetReader`
+(spans, fetch, decoders, counters), the worker's byte cache and decoded-GOP cache, its size and
+its part's item keys. It lives until the byte cache frees the episode's payload (:meth:`close`).
+Its steps, each on the pipeline's thread for it:
+
+* :meth:`~EpisodeJob.fetch` (a fetch thread of the byte cache): Parquet rows + mini-MP4s;
+* :meth:`~EpisodeJob.decode` (a decode thread) gets up to ``decode_lookahead`` anchors of the
+  episode. Per camera it maps the anchors (or their ``delta_timestamps`` windows) to local frames
+  of the episode's mini-MP4, groups them by GOP (sync sample to the next sync sample), and decodes
+  the GOP runs not yet held by the :class:`~lerobotstream.dataset._decoded_gops.DecodedGopCache`
+  in batched decoder calls of about ``_CALL_FRAMES`` frames. Per camera it keeps the *demand*:
+  how often each local frame is used over the whole episode and how often it was served, so a
+  decoded GOP leaves the cache once its last use was served. Image features are decoded here too
+  (Pillow), each distinct frame once per call;
+* :meth:`~EpisodeJob.assemble` (an assembly thread): one item from a :class:`Decoded`.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 
-from lerobotstream.dataset._assemble import EpisodeRows
+from lerobotstream import _heap
+from lerobotstream.dataset._assemble import EpisodeRows, assemble_item
 from lerobotstream.dataset._decoded_gops import DecodedGopCache
 from lerobotstream.dataset._images import decode_images
 from lerobotstream.dataset._windows import window_indices
 from lerobotstream.errors import EpisodeDataError
 
-__all__ = ["ChunkDecoder", "Decoded"]
+__all__ = ["Decoded", "EpisodeJob", "JobMaker", "JobPart"]
 
 
 #: longest GOP run decoded at once past the last needed frame (frames); longer GOPs are decoded in parts
@@ -56,7 +68,7 @@ def _call_groups(runs: list, cap: int) -> list:
 
 
 class Decoded:
-    """One decode job's result: rows and, per camera, the distinct decoded frames."""
+    """One :meth:`EpisodeJob.decode`'s result: rows and, per camera, the distinct decoded frames."""
 
     __slots__ = ("rows", "frames", "videos", "images", "local_of", "from_timestamps")
 
@@ -71,37 +83,72 @@ class Decoded:
         self.from_timestamps: dict[str, float] = {}  # camera -> the episode's start in its file (s)
 
 
-class ChunkDecoder:
-    """The decode jobs of one worker process (its :class:`~lerobotstream.dataset._worker.Worker`:
-    payload cache, decoders, counters) and the state they share: decoded GOPs and demand.
+class EpisodeJob:
+    """One (dataset, episode) of a worker's stream: fetch, decode and assemble (see the module doc).
 
-    Thread-safe: jobs of different episodes run in parallel; jobs of one episode one at a time.
+    Args:
+        reader: its dataset's :class:`~lerobotstream.dataset._reader.DatasetReader`.
+        key (int): the episode's id in the worker's byte cache and decoded-GOP cache (a mixture's
+            global episode id ``offset + episode``).
+        episode (int): the episode index in its dataset.
+        cache: the worker's :class:`~lerobotstream.payload_cache.EpisodeByteCache` (:meth:`decode`
+            waits there for the payload :meth:`fetch` returned).
+        gops: the worker's :class:`DecodedGopCache` (shared by every job of the worker).
+        size: ``size() -> bytes`` the byte cache reserves for the episode (the planner's size
+            provider, checked against the budget of the episode's plan).
+        transforms: image transforms applied on the assembly threads (None: none, or on the
+            iterating thread).
+        dataset_index (int | None): added to each item (a mixture), ``dropped``: keys removed.
+
+    Thread-safe: :meth:`decode` calls of one job run one at a time (a GOP run is decoded once).
     """
 
-    def __init__(self, worker: Any) -> None:
-        self.w = worker
-        self.gops = DecodedGopCache(0)
-        #: prefix of this decoder's keys in ``gops`` (a mixture shares one cache between its
-        #: datasets' workers, each under its own namespace: their episode indices overlap)
-        self.namespace: tuple = ()
-        self.demand: dict[tuple[int, str], dict[str, Any]] = {}
-        self.ep_locks: dict[int, threading.Lock] = {}
+    def __init__(
+        self,
+        reader: Any,
+        key: int,
+        episode: int,
+        cache: Any,
+        gops: DecodedGopCache,
+        size: Callable[[], int],
+        *,
+        transforms: Callable[[Any], Any] | None = None,
+        dataset_index: int | None = None,
+        dropped: tuple[str, ...] = (),
+    ) -> None:
+        self.reader, self.key, self.episode = reader, int(key), int(episode)
+        self.cache, self.gops, self._size = cache, gops, size
+        self.transforms, self.dataset_index, self.dropped = transforms, dataset_index, dropped
+        self.serial: int | None = None  # the serial of the payload decoded last (decoder keys)
+        self.demand: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
+        self._nbytes: int | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the byte cache reserves for the episode (sized when first asked)."""
+        if self._nbytes is None:
+            self._nbytes = int(self._size())
+        return self._nbytes
+
+    def fetch(self):
+        """The episode's payload (runs on a fetch thread of the byte cache)."""
+        return self.reader.fetch(self.episode)
 
     def needed(self, cam: str, frames: np.ndarray, n: int) -> np.ndarray:
         """Episode frames (int64, flat, repeats kept) that anchors ``frames`` of an ``n``-frame
         episode use from camera ``cam``: each anchor, or its ``delta_timestamps`` window."""
-        if cam in self.w.cfg.windows.keys():
-            return window_indices(frames, n, self.w.cfg.windows.frames[cam])[0].reshape(-1)
+        windows = self.reader.cfg.windows
+        if cam in windows.keys():
+            return window_indices(frames, n, windows.frames[cam])[0].reshape(-1)
         return frames
 
-    def _demand(self, ep: int, cam: str, video, rows: EpisodeRows) -> dict[str, np.ndarray]:
-        """Per local frame of (ep, cam): uses over the whole episode (every anchor once, windows
+    def _demand(self, cam: str, video, rows: EpisodeRows) -> dict[str, Any]:
+        """Per local frame of the camera: uses over the whole episode (every anchor once, windows
         included) and uses served so far (int64 arrays, length = local frames); ``local_of``: the
         local frame of each episode frame some anchor uses (-1 elsewhere; FrameTimestampError
-        here, on the episode's first job, when one has no frame within tolerance)."""
-        key = (ep, cam)
-        d = self.demand.get(key)
+        here, on the episode's first decode, when one has no frame within tolerance)."""
+        d = self.demand.get(cam)
         if d is None:
             idx = self.needed(cam, np.arange(rows.length, dtype=np.int64), rows.length)
             local = video.local_indices(video.from_timestamp + rows.timestamp_s[idx])
@@ -118,37 +165,35 @@ class ChunkDecoder:
                 "n": m,
                 "local_of": local_of,
             }
-            self.demand[key] = d
+            self.demand[cam] = d
         return d
 
-    def decode_group(self, ep: int, frames: np.ndarray) -> Decoded:
-        """Decode, once each, every frame the anchors ``frames`` of episode ``ep`` need.
+    def decode(self, frames: np.ndarray) -> Decoded:
+        """Decode, once each, every frame the anchors ``frames`` of the episode need.
 
         Whole GOP runs are decoded on first touch (one batched decoder call per camera and chunk)
-        and kept in the process's :class:`~lerobotstream.dataset._decoded_gops.DecodedGopCache` until the
+        and kept in the worker's :class:`~lerobotstream.dataset._decoded_gops.DecodedGopCache` until the
         episode has used them (see its module doc for the memory bound)."""
-        assert self.w.cache is not None
-        payload = self.w.cache.get(ep)
+        ep, reader = self.episode, self.reader
+        payload = self.cache.get(self.key)
         rows, serial, _ = payload.extra
         if rows.episode_index != ep:
             raise EpisodeDataError(f"rows of episode {rows.episode_index} returned for episode {ep}", episode_index=ep)
-        self.w.serial[ep] = serial
+        self.serial = serial
         out = Decoded(rows)
         n = rows.length
         frames = np.asarray(frames, dtype=np.int64)
-        with self.lock:
-            ep_lock = self.ep_locks.setdefault(ep, threading.Lock())
-        with ep_lock:  # one job of an episode at a time: a GOP run is decoded once, not by two jobs
-            for cam in self.w.cfg.video_keys:
+        with self.lock:  # one decode of an episode at a time: a GOP run is decoded once, not twice
+            for cam in reader.cfg.video_keys:
                 idx = self.needed(cam, frames, n)
-                video = self.w.video(ep, cam, self.w.checked_payload(ep, cam, payload), serial)
+                video = reader.video(ep, cam, reader.checked_payload(ep, cam, payload), serial)
                 out.videos[cam] = video
                 out.from_timestamps[cam] = video.from_timestamp
-                dm = self._demand(ep, cam, video, rows)
-                out.local_of[cam] = dm["local_of"]
-                local = dm["local_of"][idx]  # the chunk's anchors are among the episode's: never -1
+                demand = self._demand(cam, video, rows)
+                out.local_of[cam] = demand["local_of"]
+                local = demand["local_of"][idx]  # the chunk's anchors are among the episode's: never -1
                 uniq, counts = np.unique(local, return_counts=True)
-                keys, m = dm["keys"], dm["n"]
+                keys, m = demand["keys"], demand["n"]
                 gi = np.searchsorted(keys, uniq, side="right") - 1
                 starts = keys[gi]
                 ends = np.where(gi + 1 < keys.size, keys[np.minimum(gi + 1, keys.size - 1)], m)
@@ -159,7 +204,7 @@ class ChunkDecoder:
                 runs: list[tuple[int, int, list[int]]] = []  # (gop start, decode stop, frames the chunk needs)
                 for g, a, c in zip(gop_starts.tolist(), first.tolist(), nfr.tolist()):
                     fs = uniq_l[a : a + c]
-                    held = self.gops.get_run((*self.namespace, ep, cam, serial, g))
+                    held = self.gops.get_run((self.key, cam, serial, g))
                     if held is not None and held[0] <= fs[0] and fs[-1] < held[0] + held[1].shape[0]:
                         f0, block = held
                         for f in fs:
@@ -169,10 +214,10 @@ class ChunkDecoder:
                     stop = end if end - g <= _MAX_RUN else min(end, max(fs[-1] + 1, g + _MAX_RUN))
                     runs.append((g, stop, fs))
                 t0 = time.perf_counter()
-                opens = self.w.decoders.opened
+                opens = reader.decoders.opened
                 decoded = 0
                 calls = 0
-                served, total = dm["served"], dm["total"]
+                served, total = demand["served"], demand["total"]
                 t1 = t0
                 if runs:  # pinned: another decode thread's open cannot evict and close it mid-call
                     with video.pinned_decoder() as dec:
@@ -189,20 +234,20 @@ class ChunkDecoder:
                                 for f in fs:
                                     got[f] = block[f - g]
                                 self.gops.put(
-                                    (*self.namespace, ep, cam, serial, g),
+                                    (self.key, cam, serial, g),
                                     g,
                                     block,
                                     int(total[g:e].sum() - served[g:e].sum()),
                                 )
                 t2 = time.perf_counter()
                 # this chunk's uses are served (the chunk keeps its own references to the frames)
-                dm["served"][uniq] += counts
+                demand["served"][uniq] += counts
                 self.gops.use_many(
-                    [(*self.namespace, ep, cam, serial, g) for g in gop_starts.tolist()],
+                    [(self.key, cam, serial, g) for g in gop_starts.tolist()],
                     np.add.reduceat(counts, first).tolist(),
                 )
-                self.w.add(
-                    open_s=(t1 - t0) if self.w.decoders.opened != opens else 0.0,
+                reader.add(
+                    open_s=(t1 - t0) if reader.decoders.opened != opens else 0.0,
                     decode_s=t2 - t1,
                     frames_decoded=decoded,
                     frames_returned=len(idx),
@@ -210,8 +255,8 @@ class ChunkDecoder:
                     decode_calls=calls,
                 )
                 out.frames[cam] = got
-            info = self.w.cfg.meta.episode(ep)
-            for key in self.w.cfg.image_keys:  # each distinct image of the chunk decoded once (Pillow)
+            info = reader.cfg.meta.episode(ep)
+            for key in reader.cfg.image_keys:  # each distinct image of the chunk decoded once (Pillow)
                 out.images[key] = decode_images(
                     rows.images[key],
                     self.needed(key, frames, n),
@@ -222,29 +267,118 @@ class ChunkDecoder:
                 )
         return out
 
-    def reset(self, capacity_bytes: int | None = None) -> None:
-        """Forget decoded GOPs and per-episode demand (iterator start/end)."""
-        self.gops.clear()
-        if capacity_bytes is not None:
-            self.gops.capacity_bytes = max(0, int(capacity_bytes))
+    def admitted(self, reused: bool) -> None:
+        """The pipeline admitted the episode (its payload ``reused`` from a kept entry, or fetched):
+        counted; a reused episode keeps its serial (its decoders stay open), and what its previous
+        admission's decodes served is forgotten, after any decode of it still running."""
+        self.reader.count_admission(self.episode, reused)
+        if reused:
+            with self.lock:
+                self.gops.drop((self.key,))
+                self.demand.clear()
+
+    def assemble(self, frame: int, dec: Decoded, slot=None) -> dict[str, Any]:
+        """The item of anchor ``frame`` from a :meth:`decode` result (runs on an assembly thread;
+        ``slot``: where its frames may be written, ``_assemble.SlotFn``)."""
+
+        def frames(e: int, cam: str, idx: np.ndarray) -> list[torch.Tensor]:
+            got = dec.frames[cam]
+            local = dec.local_of[cam][idx].tolist()  # looked up once per episode by the decode
+            if min(local) < 0:  # a frame no anchor was known to use: the full lookup (and its error)
+                local = dec.videos[cam].local_indices(dec.from_timestamps[cam] + dec.rows.timestamp_s[idx]).tolist()
+            return [got[i] for i in local]
+
+        reader = self.reader
+        cfg = reader.cfg
+        item = assemble_item(
+            dec.rows,
+            frame,
+            windows=cfg.windows,
+            video_keys=cfg.video_keys,
+            frames=frames,
+            tasks=cfg.meta.tasks,
+            return_uint8=cfg.options.return_uint8,
+            image_transforms=self.transforms,
+            camera_keys=cfg.cameras.transform_keys,
+            depth=cfg.cameras.dequantizers,
+            images=dec.images,
+            image_depth=cfg.cameras.image_depth,
+            slot=slot,
+        )
+        reader.add(items=1)
+        if reader.spans.deferring:
+            reader.spans.serving()  # fetches verify from now on
+        for key in self.dropped:
+            item.pop(key, None)
+        if self.dataset_index is not None:
+            item["dataset_index"] = torch.tensor(self.dataset_index, dtype=torch.int64)
+        return item
+
+    def close(self) -> None:
+        """The byte cache freed the episode's payload: forget its decoded GOPs and demand, close
+        its decoders (their mini-MP4 leaves memory too) and, when the heap keeps much free memory
+        resident, give it back to the OS (:func:`lerobotstream._heap.trim`: glibc's per-thread
+        arenas would keep it)."""
+        self.gops.drop((self.key,))
         self.demand.clear()
-        with self.lock:
-            self.ep_locks.clear()
+        if self.serial is not None:
+            for cam in self.reader.cfg.video_keys:
+                self.reader.decoders.pop((self.episode, cam, self.serial))
+        _heap.trim()
 
-    def reset_episode(self, ep: int) -> None:
-        """The episode was admitted again (its payload kept): forget its decoded GOPs and demand,
-        after any job of its previous admission (the episode's lock)."""
-        with self.lock:
-            ep_lock = self.ep_locks.setdefault(ep, threading.Lock())
-        with ep_lock:
-            self.gops.drop((*self.namespace, ep))
-            for cam in self.w.cfg.video_keys:
-                self.demand.pop((ep, cam), None)
 
-    def drop_episode(self, ep: int) -> None:
-        """The episode left the pool: forget its decoded GOPs, demand and lock."""
-        self.gops.drop((*self.namespace, ep))
-        for cam in self.w.cfg.video_keys:
-            self.demand.pop((ep, cam), None)
-        with self.lock:
-            self.ep_locks.pop(ep, None)
+@dataclass(frozen=True)
+class JobPart:
+    """What the episode jobs of one part (dataset) of a stream are made with.
+
+    Fields:
+        offset (int): the part's episode ``e`` is the episode id ``offset + e``.
+        reader: the part's :class:`~lerobotstream.dataset._reader.DatasetReader`.
+        size: ``size(episode) -> bytes`` (the part's plan's ``episode_size``: the planner's size
+            provider, checked against the plan's budget).
+        dataset_index (int | None), dropped (tuple[str, ...]): as :class:`EpisodeJob`'s.
+    """
+
+    offset: int
+    reader: Any
+    size: Callable[[int], int]
+    dataset_index: int | None = None
+    dropped: tuple[str, ...] = ()
+
+
+class JobMaker:
+    """``maker(episode id) -> EpisodeJob``: the jobs of one worker's iterator (the pipeline's
+    ``new_job``). An episode id is split into its part once, here, when its job is made.
+
+    Args:
+        parts: one :class:`JobPart` per part, by ascending ``offset``.
+        cache, gops, transforms: handed to every job (:class:`EpisodeJob`).
+        job_class: the class of the jobs (``tools/scale_sim.py``: a stub's).
+    """
+
+    def __init__(
+        self,
+        parts: Sequence[JobPart],
+        cache: Any,
+        gops: DecodedGopCache,
+        *,
+        transforms: Callable[[Any], Any] | None = None,
+        job_class: type[EpisodeJob] = EpisodeJob,
+    ) -> None:
+        self.parts, self.offsets = list(parts), [p.offset for p in parts]
+        self.cache, self.gops, self.transforms, self.job_class = cache, gops, transforms, job_class
+
+    def __call__(self, key: int) -> EpisodeJob:
+        part = self.parts[bisect.bisect_right(self.offsets, key) - 1]
+        ep = int(key) - part.offset
+        return self.job_class(
+            part.reader,
+            key,
+            ep,
+            self.cache,
+            self.gops,
+            partial(part.size, ep),
+            transforms=self.transforms,
+            dataset_index=part.dataset_index,
+            dropped=part.dropped,
+        )

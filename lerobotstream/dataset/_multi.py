@@ -362,7 +362,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
         keys = [k for c in self.datasets for k in c.transform_keys]
         transform_keys = tuple(k for k in dict.fromkeys(keys) if k in self.features)
         return [
-            StreamPart(child.worker_config(), offset=off, dataset_index=d, dropped=drop, transform_keys=transform_keys)
+            StreamPart(child.reader_config(), offset=off, dataset_index=d, dropped=drop, transform_keys=transform_keys)
             for d, (child, off, drop) in enumerate(zip(self.datasets, self._offsets, self._dropped))
         ]
 

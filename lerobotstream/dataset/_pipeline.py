@@ -1,12 +1,14 @@
-"""One worker's streaming pipeline: planner pools → cache frontier → chunked GOP-once decode → ordered items.
+"""One worker's streaming pipeline: planner pools → episode jobs → cache frontier → chunked GOP-once decode → ordered items.
 
-The iterating thread owns the planner pools and the cache frontier. Anchors are drawn in
+The iterating thread owns the planner pools, the cache frontier and the worker's episode jobs
+(:class:`~lerobotstream.dataset._decodejob.EpisodeJob`, one per resident episode: made when the
+episode is first admitted or prefetched, closed when the byte cache frees its payload). Anchors are drawn in
 **chunks** of ``lookahead`` anchors (the planner knows the order ahead of time):
 
 1. a chunk is split at admission events (an episode admitted at position p can be drawn from p
    on; its bytes must be reserved before its first anchor, and the room comes from episodes
    evicted earlier, whose last decode must release them first);
-2. per sub-chunk, the anchors are grouped by episode; one **decode job** per episode (on
+2. per sub-chunk, the anchors are grouped by episode; one decode of each episode's job (on
    ``decode_threads`` threads, holding a decode lease in the cache) gathers every frame the
    sub-chunk's anchors need from each camera (windows included), decodes each distinct frame
    once, in ascending order, in one decoder call — so a GOP is decoded once per chunk instead of
@@ -22,7 +24,7 @@ yielded and the next one), so decoded frames ≤ ``2 × lookahead × cameras × 
 ``decoded_queue_size`` assembled items.
 
 Planner evictions retire the episode in the cache (its bytes kept, evictable, once its last decode
-job releases its lease); admissions pin the next episode (taking a kept payload back without a
+decode releases its lease); admissions pin the next episode (taking a kept payload back without a
 fetch, else waiting for room when the budget is full); the next ``prefetch_episodes`` episodes of
 the planner frontier are prefetched whenever the budget allows.
 
@@ -42,6 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lerobotstream.dataset._decodejob import EpisodeJob
 from lerobotstream.payload_cache import EpisodeByteCache
 
 __all__ = ["Pipeline", "StageTimes"]
@@ -77,12 +80,6 @@ def _join_openmp_team() -> None:
     torch.empty(1 << 18, dtype=torch.uint8).fill_(0)
 
 
-#: ``decode_group(episode, frames int64 (k,)) -> opaque decoded state`` (runs on a decode thread)
-DecodeFn = Callable[[int, np.ndarray], Any]
-#: ``assemble(episode, frame, decoded_state) -> item`` (runs on an assembly thread)
-AssembleFn = Callable[[int, int, Any], Any]
-
-
 def _by_need(admits: list[int], upcoming: np.ndarray) -> list[int]:
     """``admits`` ordered by the first of the ``upcoming`` anchors' episodes (int64) that needs
     each; episodes no upcoming anchor needs keep their admission order, after the others."""
@@ -100,25 +97,21 @@ class Pipeline:
     Args:
         pools: the worker's ``EpisodePool`` objects, one per epoch (``WorkerPlan.iter_pools``).
         limit: anchors per epoch to yield at most (``WorkerStart.limit``; None = all).
-        cache: the worker's :class:`EpisodeByteCache` (its fetch loads rows and payloads).
-        decode_group: decodes every frame a group of anchors of one episode needs.
-        assemble: builds one item from the group's decoded state.
+        cache: the worker's :class:`EpisodeByteCache` (it runs each job's fetch on its threads).
+        new_job: ``new_job(episode id) -> EpisodeJob``: the job of an episode of the pools (its
+            fetch, decode and assembly), made when it is first admitted or prefetched, or named by
+            the first pool's ``finished()`` (a worker resumed mid-epoch: its next admission
+            belongs to the next epoch).
         decode_threads: decode and assembly threads (each), >= 1.
         decoded_queue_size: assembled items in flight, >= 1.
         prefetch_episodes: episodes of the planner frontier fetched ahead, >= 0.
         lookahead: anchors drawn (and decoded together) per chunk, >= 1.
         first_lookahead: anchors of the iterator's first chunk (default ``lookahead``): a small
             first chunk (e.g. one batch) lets the first items out before a whole chunk is decoded.
-        on_free: called with an episode index after its cache entry was freed (close decoders).
-        on_admit: called with an episode index and whether its kept payload was reused, after
-            each admission and before any of its decode jobs is submitted (counters; a reused
-            episode's per-admission decode state is reset).
-        on_start: called once, before the first admission, with the episodes the first pool's
-            epoch has already finished (a worker resumed mid-epoch; pools with ``finished()``).
         times: stage timings to update.
         slots: optional ``slots(n) -> slot`` for the iterator's n-th item (0-based, planner order):
-            ``assemble`` is then called with it as a fourth argument (where the item's frames may
-            be written, ``_assemble.SlotFn``; ``StreamLoader``'s batch tensors).
+            each job's ``assemble`` gets it (where the item's frames may be written,
+            ``_assemble.SlotFn``; ``StreamLoader``'s batch tensors).
         assembly_group: consecutive items assembled by one task (one hand-off between threads per
             group instead of per item), never across a multiple of it (give a divisor of the batch
             size: a group then never spans two batches), >= 1.
@@ -129,16 +122,12 @@ class Pipeline:
         pools: Iterable[Any],
         limit: int | None,
         cache: EpisodeByteCache,
-        decode_group: DecodeFn,
-        assemble: AssembleFn,
+        new_job: Callable[[int], EpisodeJob],
         *,
         decode_threads: int,
         decoded_queue_size: int,
         prefetch_episodes: int,
         lookahead: int,
-        on_free: Callable[[int], None] | None = None,
-        on_admit: Callable[[int, bool], None] | None = None,
-        on_start: Callable[[list[int]], None] | None = None,
         times: StageTimes | None = None,
         first_lookahead: int | None = None,
         slots: Callable[[int], Any] | None = None,
@@ -147,8 +136,8 @@ class Pipeline:
         self.pools = pools
         self.limit = limit
         self.cache = cache
-        self.decode_group = decode_group
-        self.assemble = assemble
+        self.new_job = new_job
+        self.jobs: dict[int, EpisodeJob] = {}  # episode id -> its job, until the cache frees it
         self.decode_threads = max(1, int(decode_threads))
         self.queue_size = max(1, int(decoded_queue_size))
         self.prefetch_episodes = max(0, int(prefetch_episodes))
@@ -156,67 +145,71 @@ class Pipeline:
         self.first_lookahead = (
             self.lookahead if first_lookahead is None else max(1, min(self.lookahead, int(first_lookahead)))
         )
-        self.on_free = on_free
-        self.on_admit = on_admit
-        self.on_start = on_start
         self.times = times if times is not None else StageTimes()
         self.slots = slots
         self.assembly_group = max(1, int(assembly_group))
 
     # --- main-thread helpers ------------------------------------------------------------------
+    def _job(self, ep: int) -> EpisodeJob:
+        job = self.jobs.get(ep)
+        if job is None:
+            job = self.jobs[ep] = self.new_job(ep)
+        return job
+
     def _admit(self, ep: int) -> None:
+        job = self._job(ep)
         t0 = time.perf_counter()
-        reused = self.cache.admit(ep)
+        reused = self.cache.admit(ep, job=job)
         self.times.admit_wait_s += time.perf_counter() - t0
-        if self.on_admit is not None:
-            self.on_admit(ep, reused)
+        job.admitted(reused)
         self._freed()
 
     def _freed(self) -> None:
-        """Report the cache's freed episodes (close their decoders)."""
+        """Close the jobs of the episodes the cache freed (the cache's free notice)."""
         for ep in self.cache.drain_freed():
-            if self.on_free is not None:
-                self.on_free(ep)
+            job = self.jobs.pop(ep, None)
+            if job is not None:
+                job.close()
 
     def _prefetch(self, pool: Any) -> None:
         if self.prefetch_episodes:
             for ep in pool.frontier(self.prefetch_episodes).tolist():
-                if not self.cache.prefetch(ep):
+                if not self.cache.prefetch(ep, job=self._job(ep)):
                     break  # budget full: speculative prefetch pauses, retried after the next chunk
             self._freed()
 
-    def _job(self, ep: int, frames: np.ndarray) -> Any:
+    def _decode(self, job: EpisodeJob, frames: np.ndarray) -> Any:
         t0 = time.perf_counter()
         try:
-            return self.decode_group(ep, frames)
+            return job.decode(frames)
         finally:
-            self.cache.release(ep)
+            self.cache.release(job.key)
             self.times.decode_job_s += time.perf_counter() - t0
             self._freed()
 
-    def _assemble(self, ep: int, fr: int, job: Future, seq: int) -> Any:
-        state = job.result()
+    def _assemble(self, job: EpisodeJob, fr: int, decoded: Future, seq: int) -> Any:
+        state = decoded.result()
         t0 = time.perf_counter()
         try:
-            if self.slots is not None:
-                return self.assemble(ep, fr, state, self.slots(seq))
-            return self.assemble(ep, fr, state)
+            return job.assemble(fr, state, None if self.slots is None else self.slots(seq))
         finally:
             self.times.assemble_s += time.perf_counter() - t0
 
-    def _assemble_group(self, work: list[tuple[int, int, Future, int]]) -> list[Any]:
-        return [self._assemble(ep, fr, job, seq) for ep, fr, job, seq in work]
+    def _assemble_group(self, work: list[tuple[EpisodeJob, int, Future, int]]) -> list[Any]:
+        return [self._assemble(job, fr, decoded, seq) for job, fr, decoded, seq in work]
 
     def _chunks(self, dec: ThreadPoolExecutor) -> Iterator[list[tuple[int, int, Future]]]:
-        """Sub-chunks of submitted work: ``[(episode, frame, decode job future), ...]``.
+        """Sub-chunks of submitted work: ``[(episode job, frame, its decode's future), ...]``.
 
         Admissions due at a sub-chunk's start (a pool's first residents included: they are admitted
         once its first chunk is drawn) are made in order of first need by the chunk's anchors, so
         their fetches start in that order: the first batch waits for its own episodes only."""
         size = self.first_lookahead  # the iterator's first chunk, then ``lookahead``
         for i, pool in enumerate(self.pools):
-            if i == 0 and self.on_start is not None and hasattr(pool, "finished"):
-                self.on_start(pool.finished().tolist())
+            if i == 0 and hasattr(pool, "finished"):
+                for ep in pool.finished().tolist():
+                    job = self._job(ep)
+                    job.reader.count_finished(job.episode)
             pool.drain_events()
             pending_admits: list[int] = pool.resident().tolist()
             while True:
@@ -240,11 +233,12 @@ class Pipeline:
                     for ep in _by_need(admits, eps[a:]):
                         self._admit(ep)
                     seg_e, seg_f = eps[a:b], frs[a:b]
-                    jobs: dict[int, Future] = {}
+                    decodes: dict[int, tuple[EpisodeJob, Future]] = {}
                     for ep in dict.fromkeys(seg_e.tolist()):
+                        job = self._job(ep)
                         self.cache.acquire(ep)
                         try:
-                            jobs[ep] = dec.submit(self._job, ep, seg_f[seg_e == ep])
+                            decodes[ep] = (job, dec.submit(self._decode, job, seg_f[seg_e == ep]))
                         except BaseException:
                             self.cache.release(ep)
                             raise
@@ -253,7 +247,7 @@ class Pipeline:
                             self.cache.retire(e.episode_index)
                     self._prefetch(pool)
                     self.times.chunks += 1
-                    yield [(int(x), int(y), jobs[int(x)]) for x, y in zip(seg_e.tolist(), seg_f.tolist())]
+                    yield [(decodes[x][0], y, decodes[x][1]) for x, y in zip(seg_e.tolist(), seg_f.tolist())]
                 pending_admits = [e.episode_index for e in events if e.kind == "admit" and e.position - start == k]
                 if k < want:
                     break
@@ -268,34 +262,34 @@ class Pipeline:
             thread_name_prefix="lrs-assemble",
             initializer=_join_openmp_team if torch.get_num_threads() > 1 else None,
         )
-        todo: deque[tuple[int, int, Future]] = deque()
+        todo: deque[tuple[EpisodeJob, int, Future]] = deque()
         inflight: deque[tuple[Future, int]] = deque()  # (a group's assembly, its items)
         queued = 0  # items of the groups in ``inflight``
         ready: deque[Any] = deque()  # assembled items of a finished group, not yet yielded
         group = self.assembly_group
         chunks = self._chunks(dec)
         exhausted = False
-        #: the first chunk's decode jobs: the next chunk is drawn once they are done. Drawn at once,
-        #: the next chunk's job of the same episode raced the first one for the episode's decode
+        #: the first chunk's decodes: the next chunk is drawn once they are done. Drawn at once,
+        #: the next chunk's decode of the same episode raced the first one for the episode job's
         #: lock (both wake when the episode's fetch ends) and won about half the time, so the first
         #: items waited for a whole ``lookahead`` chunk's decode (0.3-2.5 s with 2 workers on 2 cores)
-        first_jobs: list[Future] | None = None
+        first_decodes: list[Future] | None = None
         seq = 0  # items submitted for assembly (the slot of each)
         try:
             while True:
                 # keep one chunk decoding ahead of the one being assembled (double buffering)
                 while not exhausted and len(todo) < self.lookahead + 1:
-                    if first_jobs:
-                        if (todo or inflight or ready) and not all(f.done() for f in first_jobs):
+                    if first_decodes:
+                        if (todo or inflight or ready) and not all(f.done() for f in first_decodes):
                             break
-                        first_jobs = []
+                        first_decodes = []
                     try:
                         chunk = next(chunks)
                     except StopIteration:
                         exhausted = True
                         break
-                    if first_jobs is None:
-                        first_jobs = list({id(j): j for _, _, j in chunk}.values())
+                    if first_decodes is None:
+                        first_decodes = list({id(j): j for _, _, j in chunk}.values())
                     todo.extend(chunk)
                 while todo and queued < self.queue_size:
                     # a group never crosses a multiple of ``group`` items (a batch boundary)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from lerobotstream.errors import FrameTimestampError, LeRobotStreamError, SidecarValidationError
@@ -31,7 +30,9 @@ class EpisodeSpans:
             ``videos[camera]`` (``path``, ``from_timestamp`` in seconds), as ``meta.DatasetMeta``.
         video_keys: the cameras decoded (an episode's size sums theirs).
         tolerance_s: timestamp tolerance, seconds (``episode_frame_range``).
-        on_planned: ``on_planned(seconds)`` after each span is planned (the worker's ``spans_s``).
+
+    Attributes:
+        planned_s (float): seconds spent planning spans (the reader's ``spans_s`` counter).
     """
 
     def __init__(
@@ -40,12 +41,11 @@ class EpisodeSpans:
         meta: Any,
         video_keys: list[str],
         tolerance_s: float,
-        on_planned: Callable[[float], None] | None = None,
     ) -> None:
         self.index, self.meta = index, meta
         self.video_keys = list(video_keys)
         self.tolerance_s = float(tolerance_s)
-        self.on_planned = on_planned
+        self.planned_s = 0.0
         self._spans: dict[tuple[int, str], tuple[Any, Any, str, float]] = {}
         self._lock = threading.Lock()
         #: until the process serves its first item (:meth:`serving`), fetches do not verify: the
@@ -60,7 +60,7 @@ class EpisodeSpans:
             FrameTimestampError (or the span planner's typed error): the episode's window does not
             resolve in its file; the message names the episode, camera and file.
         """
-        from lerobotstream.mp4 import episode_frame_range, plan_span
+        from lerobotstream.mp4.spans import episode_frame_range, plan_span
 
         key = (ep, cam)
         s = self._spans.get(key)
@@ -100,8 +100,7 @@ class EpisodeSpans:
         s = (span, table, v.path, float(v.from_timestamp))
         with self._lock:
             s = self._spans.setdefault(key, s)
-        if self.on_planned is not None:
-            self.on_planned(time.perf_counter() - t0)
+            self.planned_s += time.perf_counter() - t0
         return s
 
     def verified_span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:

@@ -11,7 +11,7 @@ It owns what both streams do the same way (MosaicML Streaming's shape: one datas
   (``planner.EpisodeSizes`` over this process's spans, on demand);
 * one ``__iter__``: DataLoader worker id → where the iterator starts (``persistent_workers``) →
   the planner (``_planner``, a :class:`~lerobotstream.planner.Planner`) → the wiring
-  (:func:`~lerobotstream.dataset._wiring.shard_items`: the byte cache, the workers, the pipeline);
+  (:func:`~lerobotstream.dataset._wiring.shard_items`: the byte cache, the readers, the pipeline);
 * per-process counters (``stats()``, ``source_stats()``: :mod:`~lerobotstream.dataset._counters`);
 * the **shard interface** a loader uses (``StreamLoader``; ``__iter__`` is built on it):
   :attr:`StreamCore.position` / :meth:`StreamCore.seek`, :meth:`StreamCore.prepare` (the worker
@@ -41,7 +41,7 @@ import torch
 
 from lerobotstream.dataset import _counters
 from lerobotstream.dataset._resume import ResumeState
-from lerobotstream.dataset._wiring import Run, StreamPart, shard_items
+from lerobotstream.dataset._wiring import Readers, StreamPart, shard_items
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.options import StreamOptions, check_option, is_int, option_info, require
 from lerobotstream.planner import EpisodeSizes, PlanSettings
@@ -140,7 +140,7 @@ class StreamShard:
         core: StreamCore,
         worker: int | None,
         num_workers: int,
-        run: Run,
+        run: Readers,
         items: Iterator[dict[str, Any]],
         stats: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
@@ -182,7 +182,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         super().__init__()
         #: where the next iterator starts and what a loaded state left to replan (pure data)
         self._resume = ResumeState()
-        self._run: Run | None = None
+        self._run: Readers | None = None  # this process's readers
         self._sizes: tuple[int, list[EpisodeSizes]] | None = None  # (pid, each part's sizes)
 
     def loader_settings(self, loader: LoaderSettings | int | None = None) -> LoaderSettings:
@@ -360,7 +360,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         batches_consumed: int | None = None,
         loader: LoaderSettings | None = None,
     ) -> dict[str, Any]:
-        """Resume state of this rank (``planner.StreamState`` layout, schema-versioned).
+        """Resume state of this rank: the one resume state (``planner.StreamState``, docs/resume.md).
 
         Args:
             samples_consumed: samples the training loop consumed from this rank since the epoch
@@ -400,7 +400,8 @@ class StreamCore(torch.utils.data.IterableDataset):
         None: the options', the batch size the state's when the options leave it unset).
 
         Raises:
-            ResumeStateError: no schema marker, another stream (dataset, episodes, mixture) or seed.
+            ResumeStateError: another schema (an earlier build's state: named), an edited or
+                malformed state, another stream (dataset, episodes, mixture), seed or partitions.
         """
         from lerobotstream.planner import StreamState
 
@@ -509,15 +510,15 @@ class StreamCore(torch.utils.data.IterableDataset):
         return st
 
     # --- per process ------------------------------------------------------------------------------
-    def _process_run(self) -> Run:
+    def _process_run(self) -> Readers:
         if self._run is None or self._run.pid != os.getpid():
             self._run = self._fresh_run()  # never reuse a parent's decoders/connections
         return self._run
 
-    def _fresh_run(self) -> Run:
-        """New per-process state (a worker per part) that this stream does not keep (a shard of
+    def _fresh_run(self) -> Readers:
+        """New per-process state (a reader per part) that this stream does not keep (a shard of
         several in this process: :meth:`shard`)."""
-        return Run(self._parts())
+        return Readers(self._parts())
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         from lerobotstream.planner import current_worker
@@ -539,13 +540,13 @@ class StreamCore(torch.utils.data.IterableDataset):
         loader: LoaderSettings,
         epoch: int,
         samples: int,
-        run: Run,
+        run: Readers,
         *,
         in_process: bool,
         slots: Callable[[int], Any] | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """The items of logical worker ``wid`` of ``loader.num_workers`` (None, 0: the one stream)
-        from (``epoch``, ``samples`` consumed by the rank), produced with ``run``'s workers
+        """The items of worker ``wid`` of ``loader.num_workers`` (None, 0: the one stream)
+        from (``epoch``, ``samples`` consumed by the rank), produced with ``run``'s readers
         (:meth:`shard`'s generator; the wiring: :func:`~lerobotstream.dataset._wiring.shard_items`,
         which reads the options it needs from the stream's ``options``)."""
         planner = self._rank_planner(loader, run.sizes)

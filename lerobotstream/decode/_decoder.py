@@ -24,7 +24,7 @@ from lerobotstream.decode._depth import checked_request
 from lerobotstream.decode._frames import frames_to_float_chw
 from lerobotstream.decode._lean import import_in_worker
 from lerobotstream.errors import DecodeError, FrameTimestampError
-from lerobotstream.mp4 import frames_within_tolerance
+from lerobotstream.mp4._tolerance import frames_within_tolerance
 
 logger = logging.getLogger("lerobotstream.decode")
 

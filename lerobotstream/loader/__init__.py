@@ -2,6 +2,6 @@
 every shard in the training process (threads mode) or worker processes over a recycled
 shared-memory ring (processes mode). See ``docs/loader.md``."""
 
-from lerobotstream.loader._loader import MODES, StreamLoader, choose_mode, sum_stats, usable_cpus
+from lerobotstream.loader._loader import StreamLoader
 
-__all__ = ["MODES", "StreamLoader", "choose_mode", "sum_stats", "usable_cpus"]
+__all__ = ["StreamLoader"]

@@ -23,7 +23,8 @@ MODES = ("auto", "threads", "processes")
 #: processes mode needs at least this many usable CPUs for ``auto`` to pick it (below, worker
 #: processes only add the process boundary: tools/bench.py's StreamLoader rows)
 PROCESSES_MIN_CPUS = 8
-_STATE_SCHEMA = "lerobotstream.loader/1"
+#: the loader state's schema: ``{"schema", "stream": <the stream's state>, "batches", "mode"}``
+_STATE_SCHEMA = "lerobotstream.loader/2"
 
 
 def usable_cpus() -> int:
@@ -322,8 +323,10 @@ class StreamLoader:
 
     def state_dict(self) -> dict[str, Any]:
         """Where the stream is: the epoch and the samples handed out (the batches the caller took),
-        as a dict of plain values (``torch.save`` / JSON). A loader over the same stream with the
-        same settings restored from it continues with the next batch exactly."""
+        as a dict of plain values (``torch.save`` / JSON): the stream's one resume state (the
+        dataset's ``state_dict()`` layout, ``stream``) wrapped with this loader's own counters. A
+        loader over the same stream with the same settings restored from it continues with the next
+        batch exactly."""
         ds = self.stream
         saved = ds.position
         try:
@@ -331,31 +334,39 @@ class StreamLoader:
             state = ds.state_dict(loader=self.settings)
         finally:
             ds.seek(saved.epoch, saved.samples)
-        return {"schema": _STATE_SCHEMA, "batches": self._batches, "mode": self.mode, "dataset": state}
+        return {"schema": _STATE_SCHEMA, "stream": state, "batches": self._batches, "mode": self.mode}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict` (before iterating).
 
         Raises:
-            ResumeStateError: not a StreamLoader state, or the dataset refuses it (another stream,
-                or a setting that fixes the order or the batch turns differs).
+            ResumeStateError: not a StreamLoader state (a dataset's state, or one an earlier build
+                wrote: its schema named), or the dataset refuses it (another stream, or a setting
+                that fixes the order or the batch turns differs).
         """
         if self._iterating:
             raise ResumeStateError("StreamLoader.load_state_dict: an iterator of this loader is running")
         if not isinstance(state, dict) or state.get("schema") != _STATE_SCHEMA:
-            from lerobotstream.planner import SCHEMA_KEY
+            from lerobotstream.planner._state import SCHEMA
 
+            found = state.get("schema") if isinstance(state, dict) else None
+            if isinstance(found, str) and found.startswith("lerobotstream.loader/"):
+                raise ResumeStateError(
+                    f"this StreamLoader state has schema {found!r}, written by an earlier build of lerobotstream; "
+                    f"this build reads only {_STATE_SCHEMA!r} and converts no other. Start a new run from the "
+                    "saved weights."
+                )
             hint = (
                 "; this is a dataset's state (ds.state_dict()): load it with the dataset's load_state_dict "
                 "before building the loader, or save loader.state_dict() instead"
-                if isinstance(state, dict) and SCHEMA_KEY in state
+                if found == SCHEMA
                 else ""
             )
             raise ResumeStateError(
                 f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
-                f"{sorted(state) if isinstance(state, dict) else type(state).__name__}{hint}"
+                f"{sorted(map(str, state)) if isinstance(state, dict) else type(state).__name__}{hint}"
             )
-        self.stream.load_state_dict(state.get("dataset"), loader=self.settings)  # None: "not a stream state"
+        self.stream.load_state_dict(state.get("stream"), loader=self.settings)  # None: "not a stream state"
         pos = self.stream.position
         self._start, self._given, self._batches = (pos.epoch, pos.samples), 0, 0
 

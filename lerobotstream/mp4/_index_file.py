@@ -1,8 +1,8 @@
 """Derived memory-mapped index: :class:`Mp4Index` maps a sidecar's derived file read-only and
 builds each source's sample table lazily, as views into the map.
 
-The NPZ keeps canonical int64 arrays of every source MP4 (blocks ``b000000/offset.npy`` ...; one
-member per source in schema 4). Decompressing it in every process (rank, DataLoader worker) costs
+The NPZ keeps canonical int64 arrays of every source MP4 (blocks ``b000000/offset.npy`` ...).
+Decompressing it in every process (rank, DataLoader worker) costs
 time and private memory, so on first open it is converted into **one** file under
 ``$HF_LEROBOT_HOME/streaming-indexes/`` named by the NPZ's content digest (its *generation*). Every
 process maps it read-only (ranks on one node share the page cache; only the pages of the sources a
@@ -10,18 +10,14 @@ process touches are faulted in), and checks each table's values before a lookup 
 
 The pieces, one concept each:
 
-- ``_npz_schema``: the sidecar NPZ as read here (schema 5, and schema 4: member names, manifest,
-  per-source table, arrays source by source, generation digest).
+- ``_npz_schema``: the sidecar NPZ as read here (schema 5: member names, manifest, per-source
+  table, arrays source by source, generation digest).
 - ``_index_format``: the derived file's layout and array encodings (``plain``/``const``/``arith``/
   ``derived``, shared progression blocks), the exact ``pts_s``/presentation-order derivations, and
   the checks of a mapped file's header and records.
 - ``_index_write``: NPZ → derived file (once per generation and node, under a lock).
 - this module: opening (warm path through a ``.gen`` note, conversion under the lock, atomic
   install) and the per-source views and lookups.
-
-Names that callers import from here (``SIDECAR_SCHEMA_VERSION``, ``SHARED_MIN_SAMPLES``,
-``encode_int_array``, ``minimal_int_dtype``, ``pts_seconds``, ``presentation_order_of``...) are
-re-exported from those modules.
 
 Consumers must not assume int64: every view is read-only and its dtype is the stored one.
 """
@@ -44,35 +40,24 @@ from typing import Any
 import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError, SidecarWriteError
-from lerobotstream.mp4._index_format import (  # noqa: F401  (re-exported: callers import them from here)
+from lerobotstream.mp4._index_format import (
     INDEX_FIELDS,
-    INDEX_FORMAT,
-    INDEX_MAGIC,
-    SHARED_MIN_SAMPLES,
     U64,
     check_record,
-    encode_int_array,
     index_name,
-    minimal_int_dtype,
     parse_header,
-    presentation_order_of,
     pts_seconds,
     record_matrix,
     table_problem,
 )
 from lerobotstream.mp4._index_write import write_index as _convert
-from lerobotstream.mp4._npz_schema import (  # noqa: F401  (re-exported: callers import them from here)
+from lerobotstream.mp4._npz_schema import (
     BYTES_KEYS,
-    CANONICAL_FIELDS,
-    MANIFEST_MEMBER,
     MATRIX_KEYS,
     READABLE_SCHEMA_VERSIONS,
     SCALAR_KEYS,
-    SIDECAR_SCHEMA_VERSION,
-    member_name,
     npz_generation,
     read_manifest,
-    read_npz_member,
 )
 
 __all__ = ["MappedSampleTable", "Mp4Index"]
@@ -170,7 +155,7 @@ class Mp4Index:
     def open(
         cls, npz_path: str | os.PathLike, *, index_dir: str | os.PathLike | None = None, lock_timeout_s: float = 1800.0
     ) -> Mp4Index:
-        """Open a sidecar NPZ (schema 5 or 4) through its derived index, converting it on first use.
+        """Open a sidecar NPZ (schema 5) through its derived index, converting it on first use.
 
         Args:
             npz_path: the sidecar archive.
@@ -185,7 +170,7 @@ class Mp4Index:
             directory.
 
         Raises:
-            SidecarSchemaError: the NPZ is not a readable schema-5 or schema-4 sidecar.
+            SidecarSchemaError: the NPZ is not a readable schema-5 sidecar.
             SidecarLockTimeoutError: another process held the conversion lock too long.
             SidecarWriteError: the derived index (or its lock) cannot be written: the folder is not
                 writable, the disk is full, another OS error (an ``OSError`` too, like the sidecar

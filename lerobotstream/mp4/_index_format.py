@@ -1,7 +1,7 @@
 """The derived index file (format 3): its layout, array encodings, exact time/order derivations
 and the checks of a mapped file's framing.
 
-A sidecar NPZ (schema 5, or a schema-4 one) is converted once into this flat read-only file
+A sidecar NPZ (schema 5) is converted once into this flat read-only file
 (``_index_write``) and mapped by :class:`~lerobotstream.mp4._index_file.Mp4Index`, whose file is
 named by :func:`index_name` (schema, format and the NPZ's generation, so versions coexist; files
 of another format are ignored and converted again).

@@ -1,4 +1,4 @@
-"""Conversion of a sidecar NPZ (schema 5, or schema 4) into the derived index file (format 3,
+"""Conversion of a sidecar NPZ (schema 5) into the derived index file (format 3,
 ``_index_format``).
 
 Runs once per sidecar generation and node, under the index lock taken by
@@ -46,174 +46,205 @@ def write_index(
 ) -> None:
     """Write the derived index (format 3) for an open NPZ into the file object ``out``.
 
+    Layout: magic, the data region (aligned array blocks, stsd/ftyp blobs, shared progressions),
+    the source records (JSON, spooled while the blocks are written), the record bounds, the path
+    table, then the JSON header and the trailer.
+
     Raises:
         SidecarSchemaError: a source's arrays are missing or of the wrong length (names it).
         zlib.error, zipfile.BadZipFile, EOFError, ValueError, KeyError: a damaged archive.
     """
     table = read_source_table(zf, manifest, npz_path)
-    nsrc = len(table)
-    out.write(INDEX_MAGIC)
-    pos = len(INDEX_MAGIC)
-
-    def pad_to_align() -> None:
-        nonlocal pos
-        pad = (-pos) % ALIGN
-        if pad:
-            out.write(b"\0" * pad)
-            pos += pad
-
-    def put(block: np.ndarray | bytes) -> int:
-        nonlocal pos
-        pad_to_align()
-        start = pos
-        data = block if isinstance(block, bytes) else np.ascontiguousarray(block).tobytes()
-        out.write(data)
-        pos += len(data)
-        return start
-
-    # shared blocks: key -> (id, longest count); records name them by id, offsets go in the header
-    shared_ids: dict[tuple, int] = {}
-    shared_len: list[int] = []
-    shared_keys: list[tuple] = []
-
-    def share(key: tuple, spec: dict[str, Any]) -> None:
-        k = shared_ids.get(key)
-        if k is None:
-            k = shared_ids[key] = len(shared_len)
-            shared_len.append(0)
-            shared_keys.append(key)
-        shared_len[k] = max(shared_len[k], int(spec["count"]))
-        spec["shared"] = k
-
-    blobs: dict[str, list[int]] = {}  # base64 text -> [offset, nbytes] of its bytes in the data region
-
-    def blob(b64: str | None) -> list[int] | None:
-        if not b64:
-            return None
-        ref = blobs.get(b64)
-        if ref is None:
-            raw = base64.b64decode(b64)
-            ref = blobs[b64] = [put(raw), len(raw)]
-        return ref
-
-    bounds = np.zeros((nsrc, 2), dtype=U64)  # record [start, stop) relative to the spool, then absolute
+    w = _DataRegion(out)
+    bounds = np.zeros((len(table), 2), dtype=U64)  # record [start, stop) relative to the spool, then absolute
     spool_dir = os.path.dirname(getattr(out, "name", "") or "") or None
     with tempfile.TemporaryFile(dir=spool_dir) as spool:
         spooled = 0
         for sids, counts, barr in iter_source_blocks(zf, manifest, table, npz_path):
-            entries = [table[sid] for sid in sids]
-            media_time = np.array([int(e.get("media_time", 0) or 0) for e in entries], dtype=np.int64)
-            dts_b = barr["dts_ticks"].astype(np.int64)
-            cts_b = barr["cts_ticks"].astype(np.int64)
-            pts_b = dts_b + cts_b - np.repeat(media_time, counts)
-            seg = np.repeat(np.arange(len(sids), dtype=np.int64), counts)
-            starts = np.cumsum(counts) - counts
-            # presentation order of every source at once: stable by (source, pts), made local
-            order_b = np.lexsort((pts_b, seg)) - np.repeat(starts, counts)
-            enc = {
-                f: encode_int_segments(v, counts)
-                for f, v in (
-                    ("offset", barr["offset"]),
-                    ("size", barr["size"]),
-                    ("dts_ticks", dts_b),
-                    ("cts_ticks", cts_b),
-                    ("pts_ticks", pts_b),
-                    ("presentation_order", order_b),
-                )
-            }
-            sync_b = barr["is_sync"].astype(bool)
-            for i, (sid, src) in enumerate(zip(sids, entries)):
-                n, s0 = int(counts[i]), int(starts[i])
-                reason = samples_problem(barr["offset"][s0 : s0 + n], barr["size"][s0 : s0 + n], src.get("size"))
-                if reason is not None:
-                    raise SidecarSchemaError(f"{npz_path}: source {src.get('path')!r}: {reason}", path=npz_path)
-                shared = n > SHARED_MIN_SAMPLES
-                specs: dict[str, Any] = {}
-                for f, per_source in enc.items():
-                    spec, block = per_source[i]
-                    spec = dict(spec)
-                    if block is not None:
-                        spec["offset"] = put(block)
-                    elif spec["enc"] == "arith" and (shared or spec["first"] == 0):
-                        # progressions from 0 (DTS, PTS, identity order) are shared at any length:
-                        # a few keys per dataset, and no per-process copy for the many small sources
-                        share(("int", spec["dtype"], spec["first"], spec["step"]), spec)
-                    specs[f] = spec
-                is_sync = sync_b[s0 : s0 + n]
-                # sync samples stay dense: a bool per sample plus the sorted list of sync indices
-                specs["is_sync"] = {"enc": "plain", "count": n, "dtype": "|u1", "offset": put(is_sync.view(np.uint8))}
-                sync_idx = np.flatnonzero(is_sync)
-                sdt = minimal_int_dtype(0, max(n - 1, 0))
-                specs["sync_samples"] = {
-                    "enc": "plain",
-                    "count": int(sync_idx.shape[0]),
-                    "dtype": sdt.str,
-                    "offset": put(sync_idx.astype(sdt)),
-                }
-                pspec = specs["pts_ticks"]
-                timing = (
-                    int(src["media_timescale"]),
-                    int(src.get("movie_timescale") or 1),
-                    int(src.get("empty_edit_movie_ticks") or 0),
-                )
-                if pspec["enc"] == "plain":
-                    pts_s = pts_seconds(pts_b[s0 : s0 + n], *timing)
-                    specs["pts_s"] = {"enc": "plain", "count": n, "dtype": "<f8", "offset": put(pts_s)}
-                elif pspec["enc"] == "arith" and "shared" in pspec:
-                    specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
-                    share(("pts_s", pspec["first"], pspec["step"], *timing), specs["pts_s"])
-                else:
-                    specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
-                entry = {k: src.get(k) for k in _RECORD_KEYS}
-                for k in BYTES_KEYS:
-                    entry[k] = blob(src.get(k + "_b64"))
-                entry["num_samples"] = n
-                entry["arrays"] = specs
-                rec = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode("utf-8")
+            for sid, rec in _block_records(w, [table[sid] for sid in sids], sids, counts, barr, npz_path):
                 spool.write(rec)
                 bounds[sid] = (spooled, spooled + len(rec))
                 spooled += len(rec)
-        # shared progression blocks: the longest progression of each key, once
-        shared_off = []
-        for key, count in zip(shared_keys, shared_len):
-            if key[0] == "int":
-                _, dt, first, step = key
-                block = (np.arange(count, dtype=np.int64) * int(step) + int(first)).astype(np.dtype(dt))
-            else:
-                _, first, step, media_ts, movie_ts, empty = key
-                block = pts_seconds(
-                    np.arange(count, dtype=np.int64) * int(step) + int(first), media_ts, movie_ts, empty
-                )
-            shared_off.append(put(block))
-        data_end = pos
+        shared_off = w.write_shared()
+        data_end = w.pos
         spool.seek(0)
         shutil.copyfileobj(spool, out, 1 << 20)
-    bounds += np.uint64(pos)
-    pos += spooled
-    rec_table = put(bounds)
+    bounds += np.uint64(w.pos)
+    w.pos += spooled
+    rec_table = w.put(bounds)
     paths, path_offsets = _path_table(table)
-    path_offsets += np.uint64(pos)
+    path_offsets += np.uint64(w.pos)
     out.write(paths)
-    pos += len(paths)
-    path_table = put(path_offsets)
-    pad_to_align()
-    sorted_paths = _paths_sorted(table)
+    w.pos += len(paths)
+    path_table = w.put(path_offsets)
+    w.pad_to_align()
     header = {
         "format": INDEX_FORMAT,
         "generation": generation,
         "npz": os.path.basename(npz_path),
         "manifest": {k: v for k, v in manifest.items() if k != "sources"},
-        "num_sources": nsrc,
+        "num_sources": len(table),
         "data_end": data_end,
         "records": rec_table,
         "paths": path_table,
-        "paths_sorted": sorted_paths,
+        "paths_sorted": _paths_sorted(table),
         "shared": shared_off,
     }
-    blob_ = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    json_offset = pos
-    out.write(blob_)
-    out.write(TRAILER.pack(json_offset, len(blob_), INDEX_MAGIC))
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    out.write(text)
+    out.write(TRAILER.pack(w.pos, len(text), INDEX_MAGIC))
+
+
+class _DataRegion:
+    """The index file's data region as it is written: aligned blocks (``put`` returns the byte
+    offset), distinct stsd/ftyp blobs once (``blob``), and the shared progression blocks that
+    records name by id (``share``; written last by ``write_shared``, each at its longest count)."""
+
+    def __init__(self, out: io.BufferedWriter) -> None:
+        self.out = out
+        out.write(INDEX_MAGIC)
+        self.pos = len(INDEX_MAGIC)
+        self.shared_ids: dict[tuple, int] = {}
+        self.shared_len: list[int] = []
+        self.shared_keys: list[tuple] = []
+        self.blobs: dict[str, list[int]] = {}  # base64 text -> [offset, nbytes] of its bytes
+
+    def pad_to_align(self) -> None:
+        pad = (-self.pos) % ALIGN
+        if pad:
+            self.out.write(b"\0" * pad)
+            self.pos += pad
+
+    def put(self, block: np.ndarray | bytes) -> int:
+        self.pad_to_align()
+        start = self.pos
+        data = block if isinstance(block, bytes) else np.ascontiguousarray(block).tobytes()
+        self.out.write(data)
+        self.pos += len(data)
+        return start
+
+    def share(self, key: tuple, spec: dict[str, Any]) -> None:
+        k = self.shared_ids.get(key)
+        if k is None:
+            k = self.shared_ids[key] = len(self.shared_len)
+            self.shared_len.append(0)
+            self.shared_keys.append(key)
+        self.shared_len[k] = max(self.shared_len[k], int(spec["count"]))
+        spec["shared"] = k
+
+    def blob(self, b64: str | None) -> list[int] | None:
+        if not b64:
+            return None
+        ref = self.blobs.get(b64)
+        if ref is None:
+            raw = base64.b64decode(b64)
+            ref = self.blobs[b64] = [self.put(raw), len(raw)]
+        return ref
+
+    def write_shared(self) -> list[int]:
+        """Write each shared progression block once (the longest of its key); their offsets."""
+        offsets = []
+        for key, count in zip(self.shared_keys, self.shared_len):
+            ramp = np.arange(count, dtype=np.int64)
+            if key[0] == "int":
+                _, dt, first, step = key
+                block = (ramp * int(step) + int(first)).astype(np.dtype(dt))
+            else:
+                _, first, step, media_ts, movie_ts, empty = key
+                block = pts_seconds(ramp * int(step) + int(first), media_ts, movie_ts, empty)
+            offsets.append(self.put(block))
+        return offsets
+
+
+def _block_records(
+    w: _DataRegion, entries: list[dict], sids: Any, counts: np.ndarray, barr: dict[str, np.ndarray], npz_path: str
+) -> Any:
+    """Encode one NPZ block of sources (arrays concatenated, ``counts`` samples each) into ``w``;
+    yields ``(source id, record JSON bytes)`` per source.
+
+    Raises:
+        SidecarSchemaError: a source's sample offsets/sizes do not fit its file (names it).
+    """
+    media_time = np.array([int(e.get("media_time", 0) or 0) for e in entries], dtype=np.int64)
+    dts_b = barr["dts_ticks"].astype(np.int64)
+    cts_b = barr["cts_ticks"].astype(np.int64)
+    pts_b = dts_b + cts_b - np.repeat(media_time, counts)
+    seg = np.repeat(np.arange(len(sids), dtype=np.int64), counts)
+    starts = np.cumsum(counts) - counts
+    # presentation order of every source at once: stable by (source, pts), made local
+    order_b = np.lexsort((pts_b, seg)) - np.repeat(starts, counts)
+    columns = (
+        ("offset", barr["offset"]),
+        ("size", barr["size"]),
+        ("dts_ticks", dts_b),
+        ("cts_ticks", cts_b),
+        ("pts_ticks", pts_b),
+        ("presentation_order", order_b),
+    )
+    enc = {f: encode_int_segments(v, counts) for f, v in columns}
+    sync_b = barr["is_sync"].astype(bool)
+    for i, (sid, src) in enumerate(zip(sids, entries)):
+        n, s0 = int(counts[i]), int(starts[i])
+        reason = samples_problem(barr["offset"][s0 : s0 + n], barr["size"][s0 : s0 + n], src.get("size"))
+        if reason is not None:
+            raise SidecarSchemaError(f"{npz_path}: source {src.get('path')!r}: {reason}", path=npz_path)
+        specs = _int_array_specs(w, {f: per_source[i] for f, per_source in enc.items()}, n > SHARED_MIN_SAMPLES)
+        specs.update(_sync_specs(w, sync_b[s0 : s0 + n]))
+        specs["pts_s"] = _pts_seconds_spec(w, specs["pts_ticks"], pts_b[s0 : s0 + n], src)
+        entry = {k: src.get(k) for k in _RECORD_KEYS}
+        for k in BYTES_KEYS:
+            entry[k] = w.blob(src.get(k + "_b64"))
+        entry["num_samples"] = n
+        entry["arrays"] = specs
+        yield sid, json.dumps(entry, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def _int_array_specs(w: _DataRegion, encoded: dict[str, tuple], shared: bool) -> dict[str, Any]:
+    """Array specs of one source's integer columns: its encoded block written, or an arithmetic
+    progression shared (``shared``: long enough; progressions from 0 are shared at any length:
+    a few keys per dataset, and no per-process copy for the many small sources)."""
+    specs: dict[str, Any] = {}
+    for f, (spec, block) in encoded.items():
+        spec = dict(spec)
+        if block is not None:
+            spec["offset"] = w.put(block)
+        elif spec["enc"] == "arith" and (shared or spec["first"] == 0):
+            w.share(("int", spec["dtype"], spec["first"], spec["step"]), spec)
+        specs[f] = spec
+    return specs
+
+
+def _sync_specs(w: _DataRegion, is_sync: np.ndarray) -> dict[str, Any]:
+    """Sync samples stay dense: a bool per sample plus the sorted list of sync indices."""
+    n = int(is_sync.shape[0])
+    sync_idx = np.flatnonzero(is_sync)
+    sdt = minimal_int_dtype(0, max(n - 1, 0))
+    return {
+        "is_sync": {"enc": "plain", "count": n, "dtype": "|u1", "offset": w.put(is_sync.view(np.uint8))},
+        "sync_samples": {
+            "enc": "plain",
+            "count": int(sync_idx.shape[0]),
+            "dtype": sdt.str,
+            "offset": w.put(sync_idx.astype(sdt)),
+        },
+    }
+
+
+def _pts_seconds_spec(w: _DataRegion, pspec: dict[str, Any], pts: np.ndarray, src: dict) -> dict[str, Any]:
+    """Presentation times in seconds: stored when the ticks are, shared with a shared progression
+    of ticks, else derived from the ticks on open."""
+    n = int(pts.shape[0])
+    timing = (
+        int(src["media_timescale"]),
+        int(src.get("movie_timescale") or 1),
+        int(src.get("empty_edit_movie_ticks") or 0),
+    )
+    if pspec["enc"] == "plain":
+        return {"enc": "plain", "count": n, "dtype": "<f8", "offset": w.put(pts_seconds(pts, *timing))}
+    spec = {"enc": "derived", "count": n, "dtype": "<f8"}
+    if pspec["enc"] == "arith" and "shared" in pspec:
+        w.share(("pts_s", pspec["first"], pspec["step"], *timing), spec)
+    return spec
 
 
 def _path_table(table: Any) -> tuple[bytes, np.ndarray]:

@@ -1,21 +1,16 @@
 """The sidecar NPZ as the derived index reads it: member names, manifest, per-source table, generation.
 
 The sidecar package writes the archive (``sidecar._archive``: layout and manifest fields); this
-module holds what both sides must agree on (schema versions, member naming, the per-source scalars)
+module holds what both sides must agree on (schema version, member naming, the per-source scalars)
 and the readers of an open archive (one ``.npy`` member, the validated manifest, the per-source
 table, the arrays source by source, the content digest that names the derived index file).
 
-Two layouts are read:
-
-- **schema 5** (written): a number of members independent of the number of sources. The
-  manifest holds only dataset-level fields; ``sources.json`` describes per-source *columns*
-  (``src/<key>.npy``: int64, fixed-width UTF-8 bytes, or dictionary codes into the distinct JSON
-  values kept in ``sources.json``); the sample arrays of many sources are concatenated into
-  *blocks* (``b000000/<field>.npy``), each source located by its ``src/_block`` and
-  ``src/_block_start`` columns.
-- **schema 4** (read only): five members per source (``s000000/<field>.npy``) and one JSON object
-  per source in the manifest. Costs O(sources) members, central-directory entries and Python
-  objects; still opened, never written.
+Schema 5 has a number of members independent of the number of sources. The manifest holds only
+dataset-level fields; ``sources.json`` describes per-source *columns* (``src/<key>.npy``: int64,
+fixed-width UTF-8 bytes, or dictionary codes into the distinct JSON values kept in
+``sources.json``); the sample arrays of many sources are concatenated into *blocks*
+(``b000000/<field>.npy``), each source located by its ``src/_block`` and ``src/_block_start``
+columns. Older schemas (never released) are refused with a message to rebuild.
 """
 
 from __future__ import annotations
@@ -46,18 +41,16 @@ __all__ = [
     "column_member",
     "iter_source_arrays",
     "iter_source_blocks",
-    "member_name",
     "npz_generation",
     "read_manifest",
     "read_npz_member",
     "read_source_table",
 ]
 
-#: 5: per-source columns and blocks of concatenated sample arrays (a fixed number of members);
-#: 4: per-source members and manifest objects (still read); 3 lacked the display matrices (refused)
+#: 5: per-source columns and blocks of concatenated sample arrays (a fixed number of members)
 SIDECAR_SCHEMA_VERSION = 5
 #: schemas this reader opens (an older one is refused with a message to rebuild)
-READABLE_SCHEMA_VERSIONS = (4, 5)
+READABLE_SCHEMA_VERSIONS = (SIDECAR_SCHEMA_VERSION,)
 MANIFEST_MEMBER = "manifest.json"
 SOURCES_MEMBER = "sources.json"
 #: canonical per-source arrays of the NPZ (int64, except ``is_sync`` uint8), decode order
@@ -97,18 +90,13 @@ LAYOUT_KEYS = ("_block", "_block_start")
 _FIELD_KINDS = {f: "iu" for f in CANONICAL_FIELDS} | {"is_sync": "biu"}
 
 
-def member_name(source_id: int, field: str) -> str:
-    """Schema-4 NPZ member (without ``.npy``) holding ``field`` of source ``source_id``."""
-    return f"s{source_id:06d}/{field}"
-
-
 def block_member(block: int, field: str) -> str:
-    """Schema-5 NPZ member (without ``.npy``) holding ``field`` of every source of ``block``."""
+    """NPZ member (without ``.npy``) holding ``field`` of every source of ``block``."""
     return f"b{block:06d}/{field}"
 
 
 def column_member(key: str) -> str:
-    """Schema-5 NPZ member (without ``.npy``) holding the per-source column ``key``."""
+    """NPZ member (without ``.npy``) holding the per-source column ``key``."""
     return f"src/{key}"
 
 
@@ -187,8 +175,7 @@ def _read_json(zf: zipfile.ZipFile, name: str, path: str = "") -> Any:
 
 
 def read_manifest(zf: zipfile.ZipFile, path: str = "") -> dict[str, Any]:
-    """The JSON manifest of an open NPZ (schema 4 or 5). A schema-4 manifest keeps its
-    ``sources`` list; a schema-5 one has dataset-level fields only (see :func:`read_source_table`).
+    """The JSON manifest of an open NPZ: dataset-level fields only (see :func:`read_source_table`).
 
     Raises:
         SidecarSchemaError: no manifest, not JSON, or a schema version this reader does not open.
@@ -207,8 +194,6 @@ def read_manifest(zf: zipfile.ZipFile, path: str = "") -> dict[str, Any]:
             "`python -m lerobotstream.sidecar build`",
             path=path,
         )
-    if manifest["schema_version"] == 4 and not isinstance(manifest.get("sources"), list):
-        raise SidecarSchemaError(f"{path}: sidecar manifest has no 'sources' list", path=path)
     return manifest
 
 
@@ -222,15 +207,9 @@ class SourceTable(Sequence):
     :meth:`find` and :meth:`get` answer without building any.
     """
 
-    def __init__(
-        self,
-        num_sources: int,
-        columns: dict[str, tuple[str, Any, Any]] | None = None,
-        entries: list[dict[str, Any]] | None = None,
-    ) -> None:
+    def __init__(self, num_sources: int, columns: dict[str, tuple[str, Any, Any]] | None = None) -> None:
         self._n = int(num_sources)
         self._columns = columns or {}  # key -> (kind, array, distinct values | null mask)
-        self._entries = entries  # schema 4
         self._by_path: dict[str, int] | None = None
         self._paths_sorted: bool | None = None
 
@@ -239,8 +218,6 @@ class SourceTable(Sequence):
 
     def get(self, i: int, key: str, default: Any = None) -> Any:
         """Value of ``key`` for source ``i`` (``default`` when the source has none)."""
-        if self._entries is not None:
-            return self._entries[i].get(key, default)
         col = self._columns.get(key)
         if col is None:
             return default
@@ -260,14 +237,12 @@ class SourceTable(Sequence):
             i += self._n
         if not 0 <= i < self._n:
             raise IndexError(f"source {i} outside [0, {self._n})")
-        if self._entries is not None:
-            return self._entries[i]
         return {k: self.get(i, k) for k in self._columns if k not in LAYOUT_KEYS}
 
     def find(self, path: str) -> int | None:
-        """Source id of ``path``, or None. Binary search when the paths are sorted (schema 5)."""
+        """Source id of ``path``, or None. Binary search when the paths are sorted."""
         col = self._columns.get("path")
-        if self._entries is None and col is not None and col[0] == "str" and self._sorted_paths():
+        if col is not None and col[0] == "str" and self._sorted_paths():
             arr = col[1]
             key = path.encode("utf-8")
             i = int(np.searchsorted(arr, key))
@@ -284,23 +259,16 @@ class SourceTable(Sequence):
 
     def column(self, key: str) -> np.ndarray | None:
         """An integer column as an int64 array (None when the column is not all-integer)."""
-        if self._entries is not None:
-            vals = [e.get(key) for e in self._entries]
-            if all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
-                return np.asarray(vals, dtype=np.int64)
-            return None
         col = self._columns.get(key)
         return col[1] if col is not None and col[0] == "int" else None
 
 
 def read_source_table(zf: zipfile.ZipFile, manifest: dict[str, Any], path: str = "") -> SourceTable:
-    """The per-source table of an open NPZ whose manifest is ``manifest`` (schema 4 or 5).
+    """The per-source table of an open NPZ whose manifest is ``manifest``.
 
     Raises:
         SidecarSchemaError: the table is missing or inconsistent (names the column).
     """
-    if manifest["schema_version"] == 4:
-        return SourceTable(len(manifest["sources"]), entries=manifest["sources"])
     try:
         desc = _read_json(zf, SOURCES_MEMBER, path)
         n = int(desc["num_sources"])
@@ -358,35 +326,14 @@ def iter_source_blocks(
     zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable, path: str = ""
 ) -> Iterator[tuple[list[int], np.ndarray, dict[str, np.ndarray]]]:
     """Yield ``(source_ids, counts, {field: array})`` per stored block, in storage order: the
-    canonical arrays of the block's sources concatenated in the order of ``source_ids`` (schema
-    5: one NPZ block; schema 4: one source). Only one block of arrays is in memory at a time.
+    canonical arrays of the block's sources concatenated in the order of ``source_ids`` (one NPZ
+    block). Only one block of arrays is in memory at a time.
 
     Raises:
         SidecarSchemaError: a member is missing, or a source's arrays do not fit its block.
         zlib.error, zipfile.BadZipFile: damaged members (callers map them to a rebuild message).
     """
     n = len(table)
-    if manifest["schema_version"] == 4:
-        for sid in range(n):
-            arrays = {}
-            for f in CANONICAL_FIELDS:
-                try:
-                    arrays[f] = read_npz_member(
-                        zf, member_name(sid, f), max_count=MAX_TRACK_SAMPLES, kinds=_FIELD_KINDS[f], path=path
-                    )
-                except KeyError as e:
-                    raise SidecarSchemaError(
-                        f"{path}: source {sid} ({table.get(sid, 'path')}) has no array {f!r}", path=path
-                    ) from e
-            count = int(table.get(sid, "num_samples", arrays["offset"].shape[0]))
-            for f, a in arrays.items():
-                if a.ndim != 1 or a.shape[0] != count:
-                    raise SidecarSchemaError(
-                        f"{path}: source {table.get(sid, 'path')}: array {f} has shape {a.shape}, expected ({count},)",
-                        path=path,
-                    )
-            yield [sid], np.array([count], dtype=np.int64), arrays
-        return
     blocks = table.column("_block")
     starts = table.column("_block_start")
     counts = table.column("num_samples")
@@ -426,8 +373,8 @@ def iter_source_blocks(
 def iter_source_arrays(
     zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable, path: str = ""
 ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    """Yield ``(source_id, {field: array})`` for every source, in storage order (schema 4: by
-    id; schema 5: block by block), with the canonical fields of ``CANONICAL_FIELDS``.
+    """Yield ``(source_id, {field: array})`` for every source, in storage order (block by
+    block), with the canonical fields of ``CANONICAL_FIELDS``.
 
     Raises:
         the errors of :func:`iter_source_blocks`.

@@ -34,7 +34,8 @@ Guarantees:
   frame of the worker's episodes exactly once per epoch. ``remaining``: uniform draw over the
   resident episodes' remaining frames (Fenwick tree, O(log P)); ``round_robin``: each round
   shuffles the residents and takes one random remaining frame of each; episodes admitted during a
-  round join the next. An episode larger than the worker's whole budget → ByteBudgetError when the
+  round join the next; ``sequential``: no draws, episodes and frames in ascending order. The
+  strategies are one table (``_poolcore.STRATEGY_TABLE``: a pick function and its flags each). An episode larger than the worker's whole budget → ByteBudgetError when the
   worker plan is built (before anything is fetched).
 * **Seeds**: every order is a function of (seed, epoch, rank, world size, worker, number of
   workers, strategy, pool settings, episode sizes) through ``SeedSequence`` tuple entropy and a

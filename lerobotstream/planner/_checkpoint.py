@@ -9,7 +9,13 @@ from typing import Any
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._state import StreamState, episode_selection_diffs
+from lerobotstream.planner._state import (
+    ELASTIC_SETTINGS,
+    REFUSED_SETTINGS,
+    RESUME_SETTINGS,
+    StreamState,
+    episode_selection_diffs,
+)
 from lerobotstream.planner._streams import Streams
 
 __all__ = [
@@ -20,30 +26,6 @@ __all__ = [
     "settings_of",
     "stream_state",
 ]
-
-#: settings that fix episode ownership, the order and the batch boundaries: a resume state that
-#: matches them continues the very same order; one that does not is resumed elastically
-RESUME_SETTINGS = (
-    "seed",
-    "batch_size",
-    "world_size",
-    "num_workers",
-    "strategy",
-    "pool_size",
-    "byte_budget",
-    "repeat",
-    "drop_last",
-    "equalize",
-    "partitions",
-)
-#: what an elastic resume cannot change (with the stream's identity: dataset, episodes, mixture)
-REFUSED_SETTINGS = ("seed", "partitions")
-#: what it can: the remainder of the epoch is replanned over the new values
-ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
-_SEED_RULE_KEY = "seed_rule"  # a mixture of one dataset's state records that the dataset used the seed itself
-#: in the mixture record of states written before the budget was split in bytes (the GiB option); not
-#: compared on resume, not written any more
-_BUDGET_KEY = "byte_budget_gb"
 
 
 def stream_state(
@@ -60,29 +42,26 @@ def stream_state(
     elastic origin of that epoch, None: a plain epoch); ``strategy``: the first stream's."""
     s, mix, mixture = settings, streams.mixture, None
     if mix is not None:
-        extra = {}
-        if len(streams.episodes) == 1:  # its dataset plays under the seed itself: an older
-            extra[_SEED_RULE_KEY] = "dataset"  # mixture-of-one state (derived seed) is another order: refused
-        mixture = {**mix, "integer_weights": list(streams.integer_weights), **extra}
+        mixture = {**mix, "integer_weights": list(streams.integer_weights)}
     else:
         strategy = s.sampling_strategy
     return StreamState(
-        seed,
-        epoch,
-        int(samples),
-        s.batch_size,
-        s.world_size,
-        s.num_workers,
-        strategy,
-        s.episode_pool_size,
-        s.byte_budget,
-        s.repeat,
-        s.drop_last,
-        s.equalize,
-        streams.digest,
+        seed=seed,
+        epoch=epoch,
+        samples=int(samples),
+        batch_size=s.batch_size,
+        world_size=s.world_size,
+        num_workers=s.num_workers,
+        sampling_strategy=strategy,
+        episode_pool_size=s.episode_pool_size,
+        byte_budget=s.byte_budget,
+        repeat=s.repeat,
+        drop_last=s.drop_last,
+        equalize=s.equalize,
+        partitions=s.partitions,
+        episodes_digest=streams.digest,
         mixture=mixture,
         origin=origin,
-        partitions=s.partitions,
     )
 
 
@@ -91,8 +70,8 @@ def settings_of(st: StreamState) -> PlanSettings:
     return PlanSettings(
         seed=st.seed,
         num_workers=st.num_workers,
-        episode_pool_size=st.pool_size,
-        sampling_strategy=st.strategy,
+        episode_pool_size=st.episode_pool_size,
+        sampling_strategy=st.sampling_strategy,
         byte_budget=st.byte_budget,
         video_decoder_cache_size=None,
         repeat=st.repeat,
@@ -119,7 +98,7 @@ def _identity_diffs(streams: Streams, st: StreamState, mine: StreamState) -> lis
         )
     diffs = [
         f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}"
-        for key in sorted((set(st.mixture) | set(mine.mixture)) - {_BUDGET_KEY})
+        for key in sorted(set(st.mixture) | set(mine.mixture))
         if st.mixture.get(key) != mine.mixture.get(key)
     ]
     return diffs or episode_selection_diffs(st, mine)

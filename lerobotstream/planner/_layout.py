@@ -44,7 +44,7 @@ import numpy as np
 from lerobotstream import constants
 from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError, StreamingConfigError
 from lerobotstream.planner import _seeds
-from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool, PoolEvent
+from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool, PoolEvent, strategy_info
 from lerobotstream.planner._poolcore import shuffled_order
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._shards import lpt_shards
@@ -433,7 +433,7 @@ class WorkerPlan:
     def _order(self, i: int, epoch: int) -> np.ndarray:
         sl = self._span(i)
         n = sl.stop - sl.start
-        if self._layout.spec.strategy == "sequential":  # ascending episode_index, every epoch alike
+        if strategy_info(self._layout.spec.strategy).in_order:  # ascending episode_index, every epoch alike
             return np.arange(n, dtype=np.int64)
         return shuffled_order(self._words(epoch, _seeds.TAG_ADMISSION, i), n)
 

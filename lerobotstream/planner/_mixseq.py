@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner._seeds import TAG_MIXTURE
+from lerobotstream.planner._poolcore import shuffled_order
+from lerobotstream.planner._seeds import TAG_MIXTURE, seed_words
 
 __all__ = ["MixSequence", "Phases", "WEIGHT_SCALE", "integer_weights", "mixture_shares"]
 
@@ -73,7 +74,9 @@ class MixSequence:
         return out
 
     def block_choices(self, b: int) -> np.ndarray:
-        """Dataset of each position of block ``b``, int64 (K,) (a seeded permutation)."""
+        """Dataset of each position of block ``b``, int64 (K,): a seeded permutation drawn with the
+        planner's own generator (``_poolcore.shuffled_order``, xoshiro256** from :func:`seed_words`),
+        so the mix does not change with the numpy version."""
         if self._cache is not None and self._cache[0] == b:
             return self._cache[1]
         if self._only is not None:  # what the permutation below gives: every position is that dataset's
@@ -82,8 +85,7 @@ class MixSequence:
             return out
         counts = self.cumulative(b + 1) - self.cumulative(b)
         base = np.repeat(np.arange(self.n, dtype=np.int64), counts)
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([*self.words, TAG_MIXTURE, int(b)])))
-        out = base[rng.permutation(len(base))]
+        out = base[shuffled_order(seed_words(*self.words, TAG_MIXTURE, int(b)), len(base))]
         self._cache = (b, out)
         return out
 

@@ -6,11 +6,25 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lerobotstream.planner._poolcore import PoolCore
+from lerobotstream.planner._poolcore import STRATEGIES, PoolCore, StrategyInfo
 
-__all__ = ["EpisodePool", "PoolEvent", "STRATEGY_IDS"]
+__all__ = ["EpisodePool", "PoolEvent", "STRATEGIES", "STRATEGY_IDS", "StrategyInfo", "strategy_info"]
 
-STRATEGY_IDS = {"remaining": 0, "round_robin": 1, "sequential": 2}
+#: name -> id (the strategy's position in the table, part of the seeds), from ``STRATEGIES``
+STRATEGY_IDS = {name: s.id for name, s in STRATEGIES.items()}
+
+
+def strategy_info(name: str) -> StrategyInfo:
+    """The table entry of sampling strategy ``name`` (``id``, ``in_order``, ``help``): what a plan
+    asks of a strategy (``in_order``: admit episodes in ascending order, no seeded order).
+
+    Raises:
+        ValueError: ``name`` is not a strategy of the table.
+    """
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ValueError(f"unknown sampling strategy {name!r}: one of {tuple(STRATEGIES)}") from None
 
 
 class PoolEvent(NamedTuple):
@@ -49,7 +63,8 @@ class EpisodePool:
         order (np.ndarray): int64 (E,) admission order, positions into the arrays above.
         pool_size (int): maximum resident episodes.
         byte_budget (int | None): maximum resident bytes, or None.
-        strategy (str): ``remaining``, ``round_robin`` or ``sequential``.
+        strategy (str): a name of the strategy table (``STRATEGIES``: ``remaining``,
+            ``round_robin``, ``sequential``).
         draw_words (np.ndarray): uint64 (4,) seed words of the draws.
         frame_maps (dict[int, np.ndarray] | None): elastic remainders: for a local episode whose
             ``lengths`` entry counts only its remaining frames, the int64 ascending frame indices
@@ -81,7 +96,7 @@ class EpisodePool:
             np.ascontiguousarray(order, dtype=np.int64),
             self.pool_size,
             -1 if byte_budget is None else int(byte_budget),
-            STRATEGY_IDS[strategy],
+            strategy_info(strategy).id,
             np.ascontiguousarray(draw_words, dtype=np.uint64),
             size_of,
         )

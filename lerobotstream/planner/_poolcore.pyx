@@ -1,9 +1,12 @@
 # cython: language_level=3
 """Cython core of the exact-coverage episode pool (one DataLoader worker's anchor stream).
 
-Per emitted anchor the cost is O(log P) for ``remaining`` (Fenwick-tree draw over the resident
-episodes' remaining frame counts) and amortised O(1) for ``round_robin``; it never grows linearly
-with the pool size P. Frames inside a resident episode come from a lazily run Fisher-Yates
+Sampling strategies are the one table :data:`STRATEGY_TABLE` below: a strategy is one ``pick``
+function (which resident slot gives the next anchor, run per frame without the GIL) and one entry
+(its name, which the ``sampling_strategy`` option accepts, its flags and its help text). Per emitted
+anchor the cost is O(log P) for ``remaining`` (Fenwick-tree draw over the resident episodes'
+remaining frame counts) and amortised O(1) for ``round_robin``; it never grows linearly with the
+pool size P. Frames inside a resident episode come from a lazily run Fisher-Yates
 shuffle (one int32 buffer per resident episode, allocated on admission and freed on eviction), so
 memory is the sum of the resident episodes' lengths.
 
@@ -18,6 +21,8 @@ arrays); ``_pool.EpisodePool`` maps them to dataset ``episode_index`` values.
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
+
+from collections import namedtuple
 
 cimport numpy as cnp
 import numpy as np
@@ -58,9 +63,82 @@ cdef extern from *:
 
 DEF EV_ADMIT = 0
 DEF EV_EVICT = 1
-DEF STRAT_REMAINING = 0
-DEF STRAT_ROUND_ROBIN = 1
-DEF STRAT_SEQUENTIAL = 2
+
+
+# --- sampling strategies ---------------------------------------------------------------------------
+cdef class PoolCore
+
+ctypedef int64_t (*pick_fn)(PoolCore pool) noexcept nogil
+
+cdef struct Strategy:
+    const char *name  # the ``sampling_strategy`` value
+    pick_fn pick      # the resident slot that gives the next anchor (n_remaining > 0)
+    bint weighted     # pick draws by remaining frames: the Fenwick tree is kept up to date per anchor
+    bint in_order     # no draws at all: the plan admits episodes in ascending order (no seeded
+                      # admission order) and each episode's frames come in ascending order
+    const char *help  # what the option's help says of it
+
+
+cdef int64_t pick_remaining(PoolCore pool) noexcept nogil:
+    """A resident frame uniformly at random: its slot, by the Fenwick tree of remaining frames."""
+    return pool._fw_find(<int64_t>lrs_randbelow(pool.rng, <uint64_t>pool.n_remaining))
+
+
+cdef int64_t pick_round_robin(PoolCore pool) noexcept nogil:
+    """Each round a seeded shuffle of the residents at its start (episodes admitted later join the
+    next round), one slot after another."""
+    cdef int64_t i, j, tmp
+    if pool.round_pos >= pool.round_len:
+        for i in range(pool.n_resident):
+            pool.round_slots[i] = pool.res_list[i]
+        pool.round_len = pool.n_resident
+        pool.round_pos = 0
+        for i in range(pool.round_len - 1, 0, -1):
+            j = <int64_t>lrs_randbelow(pool.rng, <uint64_t>(i + 1))
+            tmp = pool.round_slots[i]
+            pool.round_slots[i] = pool.round_slots[j]
+            pool.round_slots[j] = tmp
+    i = pool.round_slots[pool.round_pos]
+    pool.round_pos += 1
+    return i
+
+
+cdef int64_t pick_sequential(PoolCore pool) noexcept nogil:
+    """The earliest admitted resident (local ids rise with admission when ``in_order``)."""
+    cdef int64_t i, j = pool.res_list[0]
+    for i in range(1, pool.n_resident):
+        if pool.slot_ep[pool.res_list[i]] < pool.slot_ep[j]:
+            j = pool.res_list[i]
+    return j
+
+
+#: THE table of sampling strategies. A strategy's id is its position here and enters every seed
+#: (``_layout``/``_partitions`` seed words): append new ones, never reorder or remove.
+cdef Strategy[3] STRATEGY_TABLE = [
+    Strategy(name=b"remaining", pick=pick_remaining, weighted=True, in_order=False,
+             help=b"frames drawn in proportion to what is left"),
+    Strategy(name=b"round_robin", pick=pick_round_robin, weighted=False, in_order=False,
+             help=b"one frame of each resident episode per round: the most even mix, favours short "
+                  b"episodes early, more decoder churn"),
+    Strategy(name=b"sequential", pick=pick_sequential, weighted=False, in_order=True,
+             help=b"episodes and frames in order, as the eval stream"),
+]
+cdef int64_t N_STRATEGIES = sizeof(STRATEGY_TABLE) // sizeof(Strategy)
+
+
+StrategyInfo = namedtuple("StrategyInfo", "id name in_order help")
+StrategyInfo.__doc__ = """One entry of the strategy table, for Python: ``id`` (its position: the ``strategy``
+argument of :class:`PoolCore`, part of the seeds), ``name``, ``in_order`` (no draws: the plan admits
+episodes in ascending order, frames come ascending) and ``help`` (the option's words for it)."""
+
+
+#: name -> :class:`StrategyInfo`, in table order (what ``constants.SAMPLING_STRATEGIES`` lists)
+STRATEGIES = {
+    STRATEGY_TABLE[i].name.decode(): StrategyInfo(
+        i, STRATEGY_TABLE[i].name.decode(), bool(STRATEGY_TABLE[i].in_order), STRATEGY_TABLE[i].help.decode()
+    )
+    for i in range(N_STRATEGIES)
+}
 
 
 def shuffled_order(uint64_t[::1] state, int64_t n):
@@ -97,8 +175,9 @@ cdef class PoolCore:
         order: int64 (E,) admission order (a permutation of ``range(E)``).
         pool_size: maximum resident episodes (>= 1).
         byte_budget: maximum sum of resident ``nbytes`` (-1: unbounded).
-        strategy: 0 = ``remaining``, 1 = ``round_robin``, 2 = ``sequential`` (no draws: the
-            resident episode admitted first, its frames in ascending order).
+        strategy: the strategy's id, its position in :data:`STRATEGIES` (0 = ``remaining``,
+            1 = ``round_robin``, 2 = ``sequential``: no draws, the resident episode admitted first,
+            its frames in ascending order).
         state: four uint64 seed words for the draws.
         size_of: ``size_of(local episode) -> int`` bytes, called (holding the GIL) for an entry
             of ``nbytes`` that is -1 when admission under a budget reaches it (sizes on demand:
@@ -109,7 +188,8 @@ cdef class PoolCore:
             whatever ``size_of`` raises).
     """
 
-    cdef int64_t n_eps, pool_size, byte_budget, n_res_bytes, strategy
+    cdef int64_t n_eps, pool_size, byte_budget, n_res_bytes
+    cdef const Strategy *strategy
     cdef int64_t next_admit, n_resident, n_emitted, n_remaining, log2p
     cdef int64_t[::1] lengths, nbytes, order
     cdef int64_t *tree          # Fenwick tree over slots, 1-based, size P+1
@@ -118,9 +198,9 @@ cdef class PoolCore:
     cdef int32_t **slot_buf     # lazily shuffled frame indices
     cdef int64_t *free_slots
     cdef int64_t n_free
-    cdef int64_t *res_list      # dense list of resident slots (round_robin)
+    cdef int64_t *res_list      # dense list of resident slots
     cdef int64_t *res_pos       # slot -> position in res_list
-    cdef int64_t *round_slots
+    cdef int64_t *round_slots   # round_robin's current round
     cdef int64_t round_len, round_pos
     cdef uint64_t rng[4]
     cdef list _ev_pos, _ev_kind, _ev_ep
@@ -143,13 +223,15 @@ cdef class PoolCore:
             raise ValueError(f"pool_size must be >= 1, got {pool_size}")
         if lengths.shape[0] != nbytes.shape[0] or lengths.shape[0] != order.shape[0]:
             raise ValueError("lengths, nbytes and order must have the same length")
+        if not 0 <= strategy < N_STRATEGIES:
+            raise ValueError(f"strategy must be an id of STRATEGIES (0..{N_STRATEGIES - 1}), got {strategy}")
         self.lengths = lengths
         self.nbytes = nbytes
         self.order = order
         self.n_eps = lengths.shape[0]
         self.pool_size = pool_size
         self.byte_budget = byte_budget
-        self.strategy = strategy
+        self.strategy = &STRATEGY_TABLE[strategy]
         self.size_of = size_of
         self.n_remaining = 0
         self.n_emitted = 0
@@ -283,32 +365,6 @@ cdef class PoolCore:
         self._ev_ep.append(ep)
         return 0
 
-    cdef inline int64_t _pick_slot(self) noexcept nogil:
-        cdef int64_t i, j, tmp
-        if self.strategy == STRAT_REMAINING:
-            return self._fw_find(<int64_t>lrs_randbelow(self.rng, <uint64_t>self.n_remaining))
-        if self.strategy == STRAT_SEQUENTIAL:
-            # the earliest admitted resident (local ids rise with admission in that mode)
-            j = self.res_list[0]
-            for i in range(1, self.n_resident):
-                if self.slot_ep[self.res_list[i]] < self.slot_ep[j]:
-                    j = self.res_list[i]
-            return j
-        if self.round_pos >= self.round_len:
-            # new round: the residents right now (episodes admitted later join the next round)
-            for i in range(self.n_resident):
-                self.round_slots[i] = self.res_list[i]
-            self.round_len = self.n_resident
-            self.round_pos = 0
-            for i in range(self.round_len - 1, 0, -1):
-                j = <int64_t>lrs_randbelow(self.rng, <uint64_t>(i + 1))
-                tmp = self.round_slots[i]
-                self.round_slots[i] = self.round_slots[j]
-                self.round_slots[j] = tmp
-        i = self.round_slots[self.round_pos]
-        self.round_pos += 1
-        return i
-
     cpdef int64_t fill(self, int64_t[::1] out_ep, int64_t[::1] out_frame, int64_t n) except -1:
         """Emit up to ``n`` anchors into ``out_ep`` (local episode) / ``out_frame``; returns the count.
 
@@ -319,11 +375,13 @@ cdef class PoolCore:
         cdef int32_t f
         if n > out_ep.shape[0] or n > out_frame.shape[0]:
             raise ValueError("output arrays are shorter than n")
+        cdef pick_fn pick = self.strategy.pick
+        cdef bint in_order = self.strategy.in_order, weighted = self.strategy.weighted
         while k < n and self.n_remaining > 0:
-            slot = self._pick_slot()
+            slot = pick(self)
             rem = self.slot_rem[slot]
             buf = self.slot_buf[slot]
-            if self.strategy == STRAT_SEQUENTIAL:
+            if in_order:
                 f = <int32_t>(self.lengths[self.slot_ep[slot]] - rem)
             else:
                 j = <int64_t>lrs_randbelow(self.rng, <uint64_t>rem)
@@ -331,7 +389,7 @@ cdef class PoolCore:
                 buf[j] = buf[rem - 1]
             rem -= 1
             self.slot_rem[slot] = rem
-            if self.strategy == STRAT_REMAINING:
+            if weighted:
                 self._fw_add(slot, -1)
             self.n_remaining -= 1
             out_ep[k] = self.slot_ep[slot]
@@ -374,7 +432,7 @@ cdef class PoolCore:
                 continue
             rem = self.slot_rem[i]
             n = self.lengths[ep]
-            if self.strategy == STRAT_SEQUENTIAL:
+            if self.strategy.in_order:
                 fr = np.arange(n - rem, n, dtype=np.int64)
             else:
                 fr = np.sort(np.asarray(<int32_t[:rem]>self.slot_buf[i]).astype(np.int64)) if rem else np.empty(0, np.int64)

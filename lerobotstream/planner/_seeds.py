@@ -3,7 +3,9 @@
 Every order comes from ``np.random.SeedSequence`` with a tuple entropy (:func:`seed_words`); a
 seed derived for a sub-stream (a mixture's dataset, an elastic remainder) is :func:`derived_seed`.
 Never global RNG: ``random``, ``numpy.random`` and ``torch`` global states are neither read nor
-written. The four 64-bit words feed the private xoshiro256** generator of ``_poolcore``.
+written. The four 64-bit words feed the private xoshiro256** generator of ``_poolcore``, the one
+generator of every draw of the planner (pool draws, admission orders, LPT ties, mixture blocks):
+numpy's generators are never used, so no order changes with the numpy version.
 """
 
 from __future__ import annotations

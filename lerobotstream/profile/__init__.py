@@ -11,31 +11,8 @@ runs the streaming dataset through a real DataLoader without a model and prints 
 Nothing in the library imports this package.
 """
 
-from lerobotstream.profile._memory import MemorySampler, read_memory
 from lerobotstream.profile._plot import plot_report
-from lerobotstream.profile._report import (
-    STAGE_KIND,
-    STAGES,
-    build_report,
-    format_report,
-    needed_bytes,
-    needed_bytes_of_tables,
-)
-from lerobotstream.profile._run import STATS_KEY, ProfiledStream, TimedTransform, profile_dataset, worker_error
+from lerobotstream.profile._report import build_report, format_report, needed_bytes
+from lerobotstream.profile._run import profile_dataset
 
-__all__ = [
-    "STAGES",
-    "STAGE_KIND",
-    "STATS_KEY",
-    "MemorySampler",
-    "ProfiledStream",
-    "TimedTransform",
-    "build_report",
-    "format_report",
-    "needed_bytes",
-    "needed_bytes_of_tables",
-    "plot_report",
-    "profile_dataset",
-    "read_memory",
-    "worker_error",
-]
+__all__ = ["build_report", "format_report", "needed_bytes", "plot_report", "profile_dataset"]

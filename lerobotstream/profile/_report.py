@@ -128,7 +128,7 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
         tables cannot be read. Reads the MP4 tables through a separate source (not counted in
         the run's bytes).
     """
-    from lerobotstream.mp4 import parse_mp4
+    from lerobotstream.mp4.parse import parse_mp4
     from lerobotstream.sources import open_source
 
     if hasattr(ds, "datasets"):  # a mixture: each dataset's own anchors, summed
@@ -170,7 +170,7 @@ def needed_bytes_of_tables(
     Returns:
         ``{"needed_frame_bytes", "span_bytes", "episodes_touched"}`` as :func:`needed_bytes`.
     """
-    from lerobotstream.mp4 import episode_frame_range, plan_span
+    from lerobotstream.mp4.spans import episode_frame_range, plan_span
 
     by_ep: dict[int, set[int]] = {}
     for e, f in anchors:

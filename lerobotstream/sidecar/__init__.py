@@ -1,4 +1,4 @@
-"""MP4 index sidecars: the schema-5 NPZ (schema 4 still read), its derived memory-mapped index, validation, lifecycle.
+"""MP4 index sidecars: the schema-5 NPZ, its derived memory-mapped index, validation, lifecycle.
 
 The dataset's whole use of this package is two calls::
 
@@ -31,57 +31,15 @@ from typing import Any
 
 from lerobotstream import constants
 from lerobotstream.errors import SidecarSchemaError, SidecarStaleError
-from lerobotstream.mp4 import Mp4Index
-from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, load_tables, safe_data_root
+from lerobotstream.mp4._index_file import Mp4Index
 from lerobotstream.sidecar._build import BuildReport, build_sidecar
-from lerobotstream.sidecar._identity import explain_payload_failure, sidecar_identity
-from lerobotstream.sidecar._lifecycle import cache_path, ensure_sidecar
-from lerobotstream.sidecar._publish import published_path, push_sidecar
-from lerobotstream.sidecar._validate import (
-    EpisodeWindow,
-    check_fps,
-    check_window,
-    check_window_detail,
-    displayed_size,
-    episode_windows,
-    group_windows,
-    record_validation,
-    validate_index,
-    validate_source,
-    validation_note,
-)
-from lerobotstream.sidecar._verify import VerifiedTables, table_disagreement
+from lerobotstream.sidecar._lifecycle import ensure_sidecar
+from lerobotstream.sidecar._publish import push_sidecar
+from lerobotstream.sidecar._validate import record_validation, validate_index, validation_note
 
 logger = logging.getLogger("lerobotstream.sidecar")
 
-__all__ = [
-    "BuildReport",
-    "Mp4Index",
-    "SidecarWriter",
-    "build_sidecar",
-    "cache_path",
-    "check_sources",
-    "ensure_sidecar",
-    "load_manifest",
-    "published_path",
-    "push_sidecar",
-    "sidecar_identity",
-    "load_tables",
-    "open_sidecar",
-    "safe_data_root",
-    "validate_index",
-    "validate_source",
-    "check_fps",
-    "displayed_size",
-    "check_window",
-    "check_window_detail",
-    "episode_windows",
-    "group_windows",
-    "EpisodeWindow",
-    "explain_payload_failure",
-    "VerifiedTables",
-    "table_disagreement",
-]
+__all__ = ["BuildReport", "build_sidecar", "ensure_sidecar", "open_sidecar", "push_sidecar"]
 
 
 def check_sources(index: Mp4Index, source: Any, paths: list[str] | None = None) -> None:
@@ -123,7 +81,7 @@ def open_sidecar(
     """Open a sidecar through its derived index and validate it.
 
     Args:
-        npz_path: the sidecar (schema 5, or 4).
+        npz_path: the sidecar (schema 5).
         meta: ``DatasetMeta`` of the selection; when given, every selected (episode, camera)
             window is validated (only the sources it uses are materialised, one at a time).
         source: ``ByteSource``; when given, the used sources' sizes and fingerprints are checked.

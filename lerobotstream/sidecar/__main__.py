@@ -48,7 +48,7 @@ def default_repo_id(root: str | None, data_root: str | None) -> str:
     from urllib.parse import urlsplit
 
     if root is None and data_root is not None and str(data_root).startswith("hf://"):
-        from lerobotstream.sources import parse_hf_url
+        from lerobotstream.sources._open import parse_hf_url
 
         return parse_hf_url(str(data_root))[1]
     where = os.fspath(root) if root is not None else urlsplit(str(data_root or "")).path
@@ -59,6 +59,7 @@ def default_repo_id(root: str | None, data_root: str | None) -> str:
 def _build(args: argparse.Namespace) -> int:
     from lerobotstream import sources
     from lerobotstream.sidecar._build import build_sidecar
+    from lerobotstream.sources._local import LocalSource
 
     if args.repo_id is None and (args.root is not None or args.data_root is not None):
         args.repo_id = default_repo_id(args.root, args.data_root)
@@ -90,7 +91,7 @@ def _build(args: argparse.Namespace) -> int:
         if commit is not None:
             args.revision = commit
     elif args.root is not None:
-        src = sources.LocalSource(args.root)
+        src = LocalSource(args.root)
         data_root = args.root
     else:
         src = sources.open_source(
@@ -172,7 +173,7 @@ def _inspect(args: argparse.Namespace) -> int:
     if len(srcs) > args.limit:
         print(f"  ... {len(srcs) - args.limit} more")
     if args.index:
-        from lerobotstream.mp4 import Mp4Index
+        from lerobotstream.mp4._index_file import Mp4Index
 
         idx = Mp4Index.open(args.path)
         print(f"index        {idx.index_path} ({idx.nbytes_stored():,} bytes) generation={idx.generation[:16]}")

@@ -30,7 +30,7 @@ track scalars of ``SampleTable`` (timescales, edit parameters, codec, width/heig
 ctts_version, ..., ``matrix``/``movie_matrix``: the tkhd/mvhd display matrices, 9 int32 each),
 ``stsd_b64`` (the stsd payload, base64) and ``ftyp_b64``. :func:`load_manifest` returns them as
 ``manifest["sources"]``, a :class:`~lerobotstream.mp4._npz_schema.SourceTable` (a sequence of
-entry dicts). Schema-4 archives (per-source members) are still read.
+entry dicts).
 
 Temporaries: an archive is written as ``.<output name>.<hex>.tmp.npz`` beside the output while its
 writer holds an exclusive ``flock`` on it (the kernel drops the lock when the writer dies, even on
@@ -58,7 +58,8 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError, SidecarWriteError
-from lerobotstream.mp4 import (
+from lerobotstream.mp4._index_format import presentation_order_of, pts_seconds
+from lerobotstream.mp4._npz_schema import (
     BYTES_KEYS,
     CANONICAL_FIELDS,
     ENTRY_KEYS,
@@ -71,8 +72,6 @@ from lerobotstream.mp4 import (
     block_member,
     column_member,
     iter_source_arrays,
-    presentation_order_of,
-    pts_seconds,
     read_manifest,
     read_source_table,
 )

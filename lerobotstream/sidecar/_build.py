@@ -99,7 +99,7 @@ def build_sidecar(
 
         meta = DatasetMeta.load(source, episodes=episodes, repo_id=repo_id)
     if parse is None:
-        from lerobotstream.mp4 import parse_mp4 as parse
+        from lerobotstream.mp4.parse import parse_mp4 as parse
     max_pending = max(1, max_pending or 2 * workers)
     windows = group_windows(episode_windows(meta))
     paths = sorted(set(meta.video_paths()) | set(windows))

@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from lerobotstream.mp4 import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION, SourceTable
+from lerobotstream.mp4._npz_schema import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION, SourceTable
 
 __all__ = ["SidecarIdentity", "check_identity", "explain_payload_failure", "sidecar_identity"]
 

@@ -52,7 +52,7 @@ from lerobotstream.errors import (
     SidecarSchemaError,
     SourceError,
 )
-from lerobotstream.mp4 import SIDECAR_SCHEMA_VERSION
+from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
 from lerobotstream.sidecar._identity import SidecarIdentity, check_identity, sidecar_identity
 
 __all__ = ["SidecarIdentity", "cache_path", "check_identity", "ensure_sidecar", "sidecar_identity"]
@@ -239,7 +239,7 @@ def _cached_reason(
     if reason is None:
         # The manifest can be intact while array members are damaged (bit rot, a partial copy):
         # opening the derived index converts the arrays once (CRC-checked) and is cheap when warm.
-        from lerobotstream.mp4 import Mp4Index
+        from lerobotstream.mp4._index_file import Mp4Index
         from lerobotstream.sidecar._verify import rejected_reason
 
         try:

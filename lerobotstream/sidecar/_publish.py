@@ -20,7 +20,7 @@ from typing import Any
 
 from lerobotstream import constants
 from lerobotstream.errors import SidecarError, SidecarPublishError, SourceNotFoundError
-from lerobotstream.mp4 import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION
+from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
 from lerobotstream.sidecar._identity import check_identity, sidecar_identity
 
 __all__ = ["open_published", "published_path", "push_sidecar"]
@@ -43,7 +43,7 @@ def published_path(repo_type: str, commit: str | None, *, schema_version: int = 
 
 
 def _is_hub(source: Any) -> bool:
-    from lerobotstream.sources import HubSource
+    from lerobotstream.sources._hub import HubSource
 
     return isinstance(source, HubSource)
 
@@ -53,8 +53,7 @@ def open_published(source: Any, identity: Any) -> tuple[Any, str, str] | None:
 
     Returns:
         ``(byte_source, path, display)``: read ``path`` through ``byte_source``; ``display`` names
-        it for logs. The current schema's file is preferred; a schema-4 one (still read) is used
-        when it is the only one. None for non-Hub sources, a missing branch, or a missing file.
+        it for logs. None for non-Hub sources, a missing branch, or a missing file.
 
     Raises:
         SourceError: the store failed in another way (callers log it and build).
@@ -62,11 +61,7 @@ def open_published(source: Any, identity: Any) -> tuple[Any, str, str] | None:
     if not _is_hub(source):
         return None
     commit = getattr(source, "commit", None)
-    # the current schema first; an older one this reader still opens (schema 4) is used as it is
-    candidates = [
-        published_path(source.repo_type, commit, schema_version=v)
-        for v in sorted(READABLE_SCHEMA_VERSIONS, reverse=True)
-    ]
+    path = published_path(source.repo_type, commit)
     if source.repo_type == "bucket":
         store = source
     else:
@@ -74,15 +69,11 @@ def open_published(source: Any, identity: Any) -> tuple[Any, str, str] | None:
             store = source.at_revision(constants.SIDECAR_BRANCH)
         except SourceNotFoundError:
             return None  # no sidecar branch
-    for path in candidates:
-        if store.exists(path):
-            where = (
-                f"hf://buckets/{source.repo_id}/{path}"
-                if source.repo_type == "bucket"
-                else f"hf://datasets/{source.repo_id}@{constants.SIDECAR_BRANCH}/{path}"
-            )
-            return store, path, where
-    return None
+    if not store.exists(path):
+        return None
+    if source.repo_type == "bucket":
+        return store, path, f"hf://buckets/{source.repo_id}/{path}"
+    return store, path, f"hf://datasets/{source.repo_id}@{constants.SIDECAR_BRANCH}/{path}"
 
 
 def push_sidecar(

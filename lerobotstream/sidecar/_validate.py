@@ -27,11 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from lerobotstream.errors import SidecarStaleError, SidecarValidationError
+from lerobotstream.errors import Problem, SidecarStaleError, SidecarValidationError
 
 __all__ = [
     "EpisodeWindow",
-    "ValidationProblem",
     "WindowCheck",
     "check_disjoint",
     "check_fps",
@@ -64,26 +63,6 @@ class EpisodeWindow:
     """Episode start inside the concatenated video, seconds (metadata value, float64)."""
     length: int
     """Number of frames of the episode (metadata)."""
-
-
-@dataclass(frozen=True)
-class ValidationProblem:
-    """One disagreement between a video and the metadata; ``code`` names its kind for the
-    validator's report (``lerobotstream.validate``): ``fps_mismatch``, ``window_outside_file``,
-    ``window_off_frame``, ``video_short``, ``timestamp_drift``, ``window_frames``,
-    ``episode_overlap``, ``bad_length``, ``no_frames``, ``shape_mismatch``."""
-
-    episode_index: int | None
-    camera: str | None
-    path: str
-    reason: str
-    code: str = "window"
-    episodes: tuple[int, ...] = ()
-    """Every episode the problem takes when it is more than ``episode_index`` (an overlap: both)."""
-
-    def __str__(self) -> str:
-        where = f"episode {self.episode_index}, camera {self.camera}, " if self.episode_index is not None else ""
-        return f"{where}file {self.path}: {self.reason}"
 
 
 def fps_fraction(fps: float | int) -> Fraction:
@@ -150,7 +129,7 @@ class WindowCheck:
     reason: str | None
     """None when the window is good, else why not."""
     code: str | None
-    """The kind of problem (see :class:`ValidationProblem`), None when good."""
+    """The kind of problem (a finding code, see :func:`validate_source`), None when good."""
     first_frame: int | None
     """First frame of the window in presentation order (None when the window is bad)."""
     max_error_s: float | None = None
@@ -161,7 +140,7 @@ def check_window_detail(table: Any, from_timestamp: float, length: int, fps: flo
     """:func:`check_window` with the kind of problem, the window's first frame and its largest
     timestamp error (how much of ``tolerance_s`` is used). A frame is within tolerance by the
     decoder's rule, ``mp4.within_tolerance`` (strictly under ``tolerance_s``, LeRobot's)."""
-    from lerobotstream.mp4 import within_tolerance
+    from lerobotstream.mp4._tolerance import within_tolerance
 
     p = _presented_ticks(table)
     n = int(p.shape[0])
@@ -268,10 +247,16 @@ def validate_source(
     *,
     checked: list | None = None,
     features: Mapping[str, Any] | None = None,
-) -> list[ValidationProblem]:
+) -> list[Problem]:
     """Problems of one source MP4: its frame size against the camera's declared shape (when
     ``features``, ``info.json``'s, are given), its fps, every episode window that uses it, then
-    whether those windows' frame ranges overlap (:func:`check_disjoint`).
+    whether those windows' frame ranges overlap (:func:`check_disjoint`). The sidecar build and
+    open raise on them (:func:`raise_problems`), ``lerobotstream.validate`` reports each.
+
+    Each is a :class:`~lerobotstream.errors.Problem` whose ``code`` names its kind:
+    ``shape_mismatch`` (``episodes``: every episode of the file), ``fps_mismatch``,
+    ``window_outside_file``, ``window_off_frame``, ``video_short``, ``timestamp_drift``,
+    ``window_frames``, ``bad_length``, ``no_frames``, ``episode_overlap`` (``episodes``: both).
 
     Args:
         checked: when a list, ``(window, WindowCheck)`` of every window is appended to it
@@ -279,7 +264,7 @@ def validate_source(
         features: ``info.json``'s features (the camera is the windows'); None: the frame size is
             not checked.
     """
-    from lerobotstream.mp4 import episode_frame_range
+    from lerobotstream.mp4.spans import episode_frame_range
 
     problems = []
     first = windows[0] if windows else None
@@ -287,14 +272,11 @@ def validate_source(
         reason = check_frame_size(table, features.get(first.camera), first.camera)
         if reason is not None:
             eps = tuple(sorted({w.episode_index for w in windows}))
-            problems.append(ValidationProblem(first.episode_index, first.camera, path, reason, "shape_mismatch", eps))
+            problems.append(Problem("shape_mismatch", reason, first.episode_index, first.camera, path, episodes=eps))
     reason = check_fps(table, fps, path)
     if reason is not None:
-        problems.append(
-            ValidationProblem(
-                first.episode_index if first else None, first.camera if first else None, path, reason, "fps_mismatch"
-            )
-        )
+        ep, cam = (first.episode_index, first.camera) if first else (None, None)
+        problems.append(Problem("fps_mismatch", reason, ep, cam, path))
     claimed: list[tuple[int, int, EpisodeWindow]] = []
     for w in windows:
         res = check_window_detail(table, w.from_timestamp, w.length, fps, tolerance_s)
@@ -312,7 +294,7 @@ def validate_source(
         if checked is not None:
             checked.append((w, res))
         if reason is not None:
-            problems.append(ValidationProblem(w.episode_index, w.camera, path, reason, code or "window"))
+            problems.append(Problem(code or "window_frames", reason, w.episode_index, w.camera, path))
         else:
             claimed.append((k0, k0 + w.length, w))
     problems.extend(check_disjoint(claimed, len(table.presentation_order), path))
@@ -324,9 +306,7 @@ def _ranges(ranges: Sequence[tuple[int, int]]) -> str:
     return shown + (f" and {len(ranges) - _MAX_LISTED} more" if len(ranges) > _MAX_LISTED else "")
 
 
-def check_disjoint(
-    claimed: Sequence[tuple[int, int, EpisodeWindow]], num_frames: int, path: str
-) -> list[ValidationProblem]:
+def check_disjoint(claimed: Sequence[tuple[int, int, EpisodeWindow]], num_frames: int, path: str) -> list[Problem]:
     """One problem per pair of episodes whose frame ranges overlap inside one video file.
 
     Args:
@@ -336,7 +316,7 @@ def check_disjoint(
         path: the file.
 
     Returns:
-        list[ValidationProblem]: one per overlapping pair, naming both episodes, the camera, the
+        list[Problem]: one per overlapping pair, naming both episodes, the camera, the
         frames both claim and the frames no selected episode claims (an unselected episode may
         own those); empty when the ranges are disjoint.
     """
@@ -368,22 +348,22 @@ def check_disjoint(
     for (a0, a1, wa), (b0, b1, wb) in overlaps:
         lo, hi = b0, min(a1, b1)
         out.append(
-            ValidationProblem(
-                wa.episode_index,
-                wa.camera,
-                path,
+            Problem(
+                "episode_overlap",
                 f"episodes {wa.episode_index} and {wb.episode_index} overlap in this file: episode {wa.episode_index} "
                 f"claims frames [{a0}, {a1}) (from_timestamp={wa.from_timestamp!r} s) and episode {wb.episode_index} "
                 f"frames [{b0}, {b1}) (from_timestamp={wb.from_timestamp!r} s), so {hi - lo} frame(s) [{lo}, {hi}) "
                 f"would be streamed as both{gaps} — is one episode's from_timestamp/to_timestamp shifted?",
-                "episode_overlap",
-                (wa.episode_index, wb.episode_index),
+                wa.episode_index,
+                wa.camera,
+                path,
+                episodes=(wa.episode_index, wb.episode_index),
             )
         )
     return out
 
 
-def raise_problems(problems: Sequence[ValidationProblem], *, sidecar: str = "") -> None:
+def raise_problems(problems: Sequence[Problem], *, sidecar: str = "") -> None:
     """Raise one SidecarValidationError listing the problems (no-op when there are none).
 
     The message names episode, camera and file of the first problems; the fields
@@ -423,7 +403,7 @@ def validate_index(index: Any, meta: Any, *, tolerance_s: float) -> None:
         SidecarStaleError: an episode's video is not in the sidecar.
         SidecarValidationError: a window, frame count or fps disagrees (names episode, camera, file).
     """
-    problems: list[ValidationProblem] = []
+    problems: list[Problem] = []
     for path, windows in sorted(group_windows(episode_windows(meta)).items()):
         try:
             sid = index.source_id(path)
@@ -466,7 +446,7 @@ def validate_sidecar_file(
         SidecarStaleError, SidecarValidationError: from :func:`validate_index`, or the sidecar was
             rejected by a first-use verification on this node (``sidecar._verify``).
     """
-    from lerobotstream.mp4 import Mp4Index
+    from lerobotstream.mp4._index_file import Mp4Index
     from lerobotstream.sidecar._verify import rejected_reason
 
     index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
@@ -519,6 +499,6 @@ def validation_note(index: Any, meta: Any, source: Any, used: Sequence[str] | No
 def record_validation(note: Path) -> None:
     """Atomically create ``note`` (best effort: a read-only index folder only costs validating
     again next time)."""
-    from lerobotstream.mp4 import write_note
+    from lerobotstream.mp4._index_file import write_note
 
     write_note(note, {"validated_at": time.time()})

@@ -224,7 +224,7 @@ class VerifiedTables:
         return key in self._recorded
 
     def _parse(self, path: str) -> Any:
-        from lerobotstream.mp4 import parse_mp4
+        from lerobotstream.mp4.parse import parse_mp4
 
         size = int(self.source.size(path))
         return parse_mp4(lambda offset, n: self.source.read(path, offset, n), size, path=path)
@@ -261,7 +261,7 @@ def record_local_build(
     index (converting it now rather than at the open that follows), so no process of the node
     parses them again. ``files``: ``[(path, size, fingerprint)]`` of the built sources. Best effort."""
     from lerobotstream.errors import LeRobotStreamError
-    from lerobotstream.mp4 import Mp4Index
+    from lerobotstream.mp4._index_file import Mp4Index
 
     try:
         index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
@@ -285,7 +285,7 @@ def _append_line(path: Path, line: str) -> None:
 
 
 def _mark_rejected(index_path: Any, path: str, reason: str) -> None:
-    from lerobotstream.mp4 import write_note
+    from lerobotstream.mp4._index_file import write_note
 
     write_note(rejection_note(index_path), {"source": path, "reason": reason})
 
@@ -313,7 +313,8 @@ def forget_rejection(npz_path: str | os.PathLike, index_dir: str | os.PathLike |
     again. Best effort."""
     import zipfile
 
-    from lerobotstream.mp4 import index_name, npz_generation
+    from lerobotstream.mp4._index_format import index_name
+    from lerobotstream.mp4._npz_schema import npz_generation
 
     if index_dir is None:
         from lerobotstream import constants

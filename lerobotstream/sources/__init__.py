@@ -7,39 +7,7 @@ Every reader of the library (metadata, sidecar building, payload fetching) goes 
 picks the backend.
 """
 
-from lerobotstream.sources._base import COALESCE_GAP_BYTES, ByteSource, SourceStats, coalesce_ranges
-from lerobotstream.sources._fsspec import FsspecSource
-from lerobotstream.sources._http import (
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_READ_TIMEOUT_S,
-    DEFAULT_TIMEOUT_S,
-    HttpSource,
-    RetryPolicy,
-)
-from lerobotstream.sources._hub import HubSource
-from lerobotstream.sources._local import LocalSource
-from lerobotstream.sources._open import lerobot_local_copy, open_source, parse_hf_url
-from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES, MAX_PATH_CHARS, path_problem
-from lerobotstream.sources._prefetch import PrefetchedReads
+from lerobotstream.sources._base import ByteSource
+from lerobotstream.sources._open import open_source
 
-__all__ = [
-    "ByteSource",
-    "SourceStats",
-    "LocalSource",
-    "FsspecSource",
-    "HttpSource",
-    "HubSource",
-    "RetryPolicy",
-    "open_source",
-    "lerobot_local_copy",
-    "parse_hf_url",
-    "coalesce_ranges",
-    "COALESCE_GAP_BYTES",
-    "DEFAULT_MAX_CONNECTIONS",
-    "DEFAULT_READ_TIMEOUT_S",
-    "DEFAULT_TIMEOUT_S",
-    "PrefetchedReads",
-    "path_problem",
-    "MAX_PATH_CHARS",
-    "MAX_METADATA_FILE_NBYTES",
-]
+__all__ = ["ByteSource", "open_source"]

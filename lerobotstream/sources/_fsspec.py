@@ -21,7 +21,8 @@ from lerobotstream.errors import (
     SourceProtocolError,
 )
 from lerobotstream.sources._base import ByteSource, check_file_size, check_ranges, coalesce_ranges
-from lerobotstream.sources._http import error_for, redact_url
+from lerobotstream.sources._http_client import redact_url
+from lerobotstream.sources._http_transport import error_for
 from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES, checked_path
 
 _FINGERPRINT_KEYS = ("xet_hash", "ETag", "etag", "e_tag", "md5", "md5Hash", "checksum", "sha256", "crc32c")

@@ -3,8 +3,7 @@
 Sizes and fingerprints come from one ``HEAD`` per file, or from the one ``GET`` that reads a whole
 (metadata) file with :meth:`HttpSource.read_file`; ``list`` parses HTML directory indexes.
 Connections and bounded bodies are the client's (:mod:`lerobotstream.sources._http_client`),
-retries, checked ranges and time limits the transport's (:mod:`lerobotstream.sources._http_transport`);
-their names are re-exported here.
+retries, checked ranges and time limits the transport's (:mod:`lerobotstream.sources._http_transport`).
 
 Signed roots: a root URL with a query string (``https://host/ds?X-Sig=...``) keeps that query on
 every request under it; it never appears in a message, a log line or a sidecar (:func:`redact_url`).
@@ -21,22 +20,18 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
 from lerobotstream.sources._base import ByteSource, check_file_size, check_ranges
-from lerobotstream.sources._http_client import (  # noqa: F401  (re-exported: callers import them from here)
+from lerobotstream.sources._http_client import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_TIMEOUT_S,
     HttpClient,
     Response,
-    TransportError,
     redact_url,
 )
-from lerobotstream.sources._http_transport import (  # noqa: F401  (re-exported: callers import them from here)
+from lerobotstream.sources._http_transport import (
     _MAX_REDIRECTS,
     DEFAULT_READ_TIMEOUT_S,
-    RETRY_STATUSES,
     RangeFetcher,
     RetryPolicy,
-    check_range_response,
-    error_for,
 )
 from lerobotstream.sources._paths import same_origin, url_under
 

@@ -39,15 +39,8 @@ from urllib.parse import parse_qs, quote, urljoin, urlsplit
 
 from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError, SourceProtocolError
 from lerobotstream.sources._base import ByteSource, check_ranges
-from lerobotstream.sources._http import (
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_READ_TIMEOUT_S,
-    DEFAULT_TIMEOUT_S,
-    HttpClient,
-    RangeFetcher,
-    RetryPolicy,
-    error_for,
-)
+from lerobotstream.sources._http_client import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT_S, HttpClient
+from lerobotstream.sources._http_transport import DEFAULT_READ_TIMEOUT_S, RangeFetcher, RetryPolicy, error_for
 from lerobotstream.sources._paths import checked_path, same_origin, url_under
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")

@@ -13,7 +13,8 @@ from urllib.parse import unquote
 from lerobotstream import constants
 from lerobotstream.errors import SourceError, SourceNotFoundError, StreamingConfigError
 from lerobotstream.sources._base import ByteSource
-from lerobotstream.sources._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT_S, DEFAULT_TIMEOUT_S, RetryPolicy
+from lerobotstream.sources._http_client import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT_S
+from lerobotstream.sources._http_transport import DEFAULT_READ_TIMEOUT_S, RetryPolicy
 
 _HF_DATASET = re.compile(r"^hf://datasets/(?P<owner>[^/@]+)/(?P<name>[^/@]+)(?:@(?P<rev>[^/]+))?(?P<sub>/.*)?$")
 _HF_BUCKET = re.compile(r"^hf://buckets/(?P<owner>[^/@]+)/(?P<name>[^/@]+)(?P<sub>/.*)?$")

@@ -44,8 +44,8 @@ from lerobotstream.testing._identity import (
     read_identity,
 )
 from lerobotstream.testing._loopback import LoopbackServer
-from lerobotstream.testing._media import CODECS, video_duration_s
-from lerobotstream.testing._reference_bmff import RefError, RefTable, parse_reference
+from lerobotstream.testing._media import CODECS
+from lerobotstream.testing._reference_bmff import RefError, parse_reference
 
 __all__ = [
     "CODECS",
@@ -53,7 +53,6 @@ __all__ = [
     "SAY_TOOL_SCHEMA",
     "LoopbackServer",
     "RefError",
-    "RefTable",
     "convert_v21_to_v30",
     "depth_frame_mm",
     "expected_depth_codes",
@@ -64,5 +63,4 @@ __all__ = [
     "parse_reference",
     "quantize_depth",
     "read_identity",
-    "video_duration_s",
 ]

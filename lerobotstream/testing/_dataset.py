@@ -34,7 +34,7 @@ LeRobot 0.6 cameras beside the RGB videos (all optional):
   language`` features, ``info["tools"]``); :func:`expected_language` gives each frame's rows as
   map-style returns them.
 
-From Python (``lerobotstream.testing`` re-exports every public name)::
+From Python (``lerobotstream.testing`` exports the fixtures)::
 
     from lerobotstream.testing import make_dataset, read_identity
     root = make_dataset(tmp / "ds", episode_lengths=(30, 45, 20), codec="h264")
@@ -50,6 +50,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -169,71 +170,150 @@ def make_dataset(
         RuntimeError: ffmpeg failed (its stderr tail is in the message).
     """
     root = Path(root)
+    spec = _Spec(
+        episode_lengths=tuple(int(n) for n in episode_lengths),
+        fps=fps,
+        cameras=tuple(cameras),
+        codec=codec,
+        gop=gop,
+        video_file_size_mb=video_file_size_mb,
+        episodes_per_video_file=episodes_per_video_file,
+        chunks_size=chunks_size,
+        data_file_size_mb=data_file_size_mb,
+        episodes_per_data_file=episodes_per_data_file,
+        episodes_meta_per_file=episodes_meta_per_file,
+        tasks=tuple(tasks),
+        state_dim=state_dim,
+        action_dim=action_dim,
+        faststart=faststart,
+        repo_id=repo_id,
+        depth_cameras=tuple(depth_cameras),
+        depth_quantizer=tuple(depth_quantizer),
+        depth_pix_fmt=depth_pix_fmt,
+        image_cameras=tuple(image_cameras),
+        image_format=image_format,
+        depth_image_cameras=tuple(depth_image_cameras),
+        language=language,
+    )
     if root.exists() and any(root.iterdir()):
         raise ValueError(f"output folder {root} is not empty")
-    if codec not in CODECS:
-        raise ValueError(f"unknown codec {codec!r}; expected one of {CODECS}")
-    if state_dim < 3 or action_dim < 2:
-        raise ValueError("state_dim must be >= 3 and action_dim >= 2 (they carry the identity)")
-    if not episode_lengths or min(episode_lengths) < 1:
-        raise ValueError("episode_lengths must be non-empty and positive")
-    n_cams = len(cameras) + len(depth_cameras) + len(image_cameras) + len(depth_image_cameras)
-    if n_cams > 1 << _CAM_BITS:
-        raise ValueError(f"at most {1 << _CAM_BITS} cameras")
-    for key, w, h in depth_cameras:
-        if w % 2 or h % 2:
-            raise ValueError(f"depth camera {key}: HEVC needs an even width and height, got {w}x{h}")
-    cam_index = {
-        key: j for j, (key, _, _) in enumerate([*cameras, *depth_cameras, *image_cameras, *depth_image_cameras])
-    }
-    for _key, w, h in cameras:
-        _encoder_args(codec, w, h, gop)  # validate sizes early
+    _check_options(spec)
     root.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
+    ep_rows, ep_tables = _episode_tables(spec, np.random.default_rng(seed))
+    _write_data_files(root, spec, ep_rows, ep_tables)
     tmp_dir = root / ".make_dataset_tmp"
     tmp_dir.mkdir()
-    num_episodes = len(episode_lengths)
-    starts = np.concatenate([[0], np.cumsum(episode_lengths)]).astype(np.int64)
-    total_frames = int(starts[-1])
+    camera_stats = {key: _write_rgb_videos(root, tmp_dir, spec, key, ep_rows) for key, _, _ in spec.cameras}
+    camera_stats.update(
+        {key: _write_depth_videos(root, tmp_dir, spec, key, ep_rows) for key, _, _ in spec.depth_cameras}
+    )
+    shutil.rmtree(tmp_dir)
+    camera_stats.update(_image_feature_stats(spec))
+    _write_episode_shards(root, spec, ep_rows)
+    _write_parquet(_tasks_table(spec.tasks, tasks_parquet_form), root / "meta" / "tasks.parquet")
+    _write_json(_dataset_stats(spec, ep_rows, camera_stats), root / "meta" / "stats.json")
+    _write_json(_info(spec), root / "meta" / "info.json")
+    return root
 
-    # --- per-frame tables ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Spec:
+    """:func:`make_dataset`'s options (same names and units), with the per-camera index derived."""
+
+    episode_lengths: tuple[int, ...]
+    fps: int
+    cameras: tuple[tuple[str, int, int], ...]
+    codec: str
+    gop: int | None
+    video_file_size_mb: float
+    episodes_per_video_file: int | None
+    chunks_size: int
+    data_file_size_mb: float
+    episodes_per_data_file: int | None
+    episodes_meta_per_file: int | None
+    tasks: tuple[str, ...]
+    state_dim: int
+    action_dim: int
+    faststart: bool
+    repo_id: str
+    depth_cameras: tuple[tuple[str, int, int], ...]
+    depth_quantizer: tuple
+    depth_pix_fmt: str
+    image_cameras: tuple[tuple[str, int, int], ...]
+    image_format: str
+    depth_image_cameras: tuple[tuple[str, int, int], ...]
+    language: bool
+
+    @property
+    def all_cameras(self) -> list[tuple[str, int, int]]:
+        """Every camera in ``camera_index`` order: RGB videos, depth videos, images, depth images."""
+        return [*self.cameras, *self.depth_cameras, *self.image_cameras, *self.depth_image_cameras]
+
+    def camera(self, key: str) -> tuple[int, int, int]:
+        """``(camera_index, width, height)`` of camera ``key``."""
+        j, (_, w, h) = next((j, c) for j, c in enumerate(self.all_cameras) if c[0] == key)
+        return j, w, h
+
+    @property
+    def starts(self) -> np.ndarray:
+        """int64 (num_episodes + 1,): global index of each episode's first frame, then the total."""
+        return np.concatenate([[0], np.cumsum(self.episode_lengths)]).astype(np.int64)
+
+    @property
+    def total_frames(self) -> int:
+        return int(sum(self.episode_lengths))
+
+
+def _check_options(spec: _Spec) -> None:
+    """Raises ValueError on an option :func:`make_dataset` cannot honour (before anything is written)."""
+    if spec.codec not in CODECS:
+        raise ValueError(f"unknown codec {spec.codec!r}; expected one of {CODECS}")
+    if spec.state_dim < 3 or spec.action_dim < 2:
+        raise ValueError("state_dim must be >= 3 and action_dim >= 2 (they carry the identity)")
+    if not spec.episode_lengths or min(spec.episode_lengths) < 1:
+        raise ValueError("episode_lengths must be non-empty and positive")
+    if len(spec.all_cameras) > 1 << _CAM_BITS:
+        raise ValueError(f"at most {1 << _CAM_BITS} cameras")
+    for key, w, h in spec.depth_cameras:
+        if w % 2 or h % 2:
+            raise ValueError(f"depth camera {key}: HEVC needs an even width and height, got {w}x{h}")
+    for _key, w, h in spec.cameras:
+        _encoder_args(spec.codec, w, h, spec.gop)  # validate sizes early
+
+
+def _image_column(spec: _Spec, key: str, ep: int, length: int, depth: bool) -> pa.Array:
+    """One episode's ``{bytes, path}`` cells of image feature ``key``: PNG/JPEG of
+    :func:`image_frame`, or (``depth``) 16-bit TIFF of :func:`depth_frame_mm`."""
+    cam, w, h = spec.camera(key)
+    ext = "tiff" if depth else ("png" if spec.image_format == "png" else "jpg")
+    fmt = "tiff" if depth else spec.image_format
+    frame = depth_frame_mm if depth else image_frame
+    cells = [{"bytes": _png_bytes(frame(ep, i, cam, h, w), fmt), "path": f"frame-{i:06d}.{ext}"} for i in range(length)]
+    return pa.array(cells, pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
+
+
+def _episode_tables(spec: _Spec, rng: np.random.Generator) -> tuple[list[dict[str, Any]], list[pa.Table]]:
+    """Each episode's data rows (identity-carrying state/action, image cells, indices) and its
+    ``meta/episodes`` row so far (``_state`` / ``_action`` kept for the per-episode stats)."""
+    starts = spec.starts
     ep_rows: list[dict[str, Any]] = []
     ep_tables: list[pa.Table] = []
-    all_state, all_action = [], []
-    for ep, length in enumerate(episode_lengths):
+    for ep, length in enumerate(spec.episode_lengths):
         frame_index = np.arange(length, dtype=np.int64)
         index = starts[ep] + frame_index
-        state = rng.standard_normal((length, state_dim)).astype(np.float32)
+        state = rng.standard_normal((length, spec.state_dim)).astype(np.float32)
         state[:, 0], state[:, 1], state[:, 2] = ep, frame_index, index
-        action = rng.standard_normal((length, action_dim)).astype(np.float32)
+        action = rng.standard_normal((length, spec.action_dim)).astype(np.float32)
         action[:, 0], action[:, 1] = ep, frame_index + 0.5
-        task_index = ep % len(tasks)
-        image_cols: dict[str, pa.Array] = {}
-        image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-        for key, w, h in image_cameras:
-            cells = [
-                {
-                    "bytes": _png_bytes(image_frame(ep, i, cam_index[key], h, w), image_format),
-                    "path": f"frame-{i:06d}.{'png' if image_format == 'png' else 'jpg'}",
-                }
-                for i in range(length)
-            ]
-            image_cols[key] = pa.array(cells, image_type)
-        for key, w, h in depth_image_cameras:
-            cells = [
-                {
-                    "bytes": _png_bytes(depth_frame_mm(ep, i, cam_index[key], h, w), "tiff"),
-                    "path": f"frame-{i:06d}.tiff",
-                }
-                for i in range(length)
-            ]
-            image_cols[key] = pa.array(cells, image_type)
+        task_index = ep % len(spec.tasks)
+        image_cols = {key: _image_column(spec, key, ep, length, False) for key, _, _ in spec.image_cameras}
+        image_cols.update({key: _image_column(spec, key, ep, length, True) for key, _, _ in spec.depth_image_cameras})
         table = pa.table(
             {
                 "observation.state": pa.array(list(state), pa.list_(pa.float32())),
                 "action": pa.array(list(action), pa.list_(pa.float32())),
                 **image_cols,
-                "timestamp": pa.array((frame_index / fps).astype(np.float32), pa.float32()),
+                "timestamp": pa.array((frame_index / spec.fps).astype(np.float32), pa.float32()),
                 "frame_index": pa.array(frame_index, pa.int64()),
                 "episode_index": pa.array(np.full(length, ep, np.int64), pa.int64()),
                 "index": pa.array(index, pa.int64()),
@@ -241,12 +321,10 @@ def make_dataset(
             }
         )
         ep_tables.append(table)
-        all_state.append(state)
-        all_action.append(action)
         ep_rows.append(
             {
                 "episode_index": ep,
-                "tasks": [tasks[task_index]],
+                "tasks": [spec.tasks[task_index]],
                 "length": int(length),
                 "dataset_from_index": int(starts[ep]),
                 "dataset_to_index": int(starts[ep + 1]),
@@ -254,9 +332,13 @@ def make_dataset(
                 "_action": action,
             }
         )
+    return ep_rows, ep_tables
 
-    # --- data files -------------------------------------------------------------------------
-    roller = _Roller(data_file_size_mb, episodes_per_data_file, chunks_size)
+
+def _write_data_files(root: Path, spec: _Spec, ep_rows: list[dict], ep_tables: list[pa.Table]) -> None:
+    """``data/`` Parquet files (LeRobot's roll-over), each episode's file recorded in its row;
+    language columns added per file (one schema inference per file, as LeRobot's writer does)."""
+    roller = _Roller(spec.data_file_size_mb, spec.episodes_per_data_file, spec.chunks_size)
     groups: dict[tuple[int, int], list[pa.Table]] = {}
     for ep, table in enumerate(ep_tables):
         c, f, _ = roller.place(table.nbytes)
@@ -264,103 +346,109 @@ def make_dataset(
         groups.setdefault((c, f), []).append(table)
     for (c, f), tables in groups.items():
         table = pa.concat_tables(tables)
-        if language:  # one schema inference per file, as LeRobot's annotation writer does
+        if spec.language:
             cells = [
-                _language_cells(e, i, fps)
+                _language_cells(e, i, spec.fps)
                 for e, i in zip(table.column("episode_index").to_pylist(), table.column("frame_index").to_pylist())
             ]
             table = table.append_column("language_persistent", pa.array([x[0] for x in cells]))
             table = table.append_column("language_events", pa.array([x[1] for x in cells]))
         _write_parquet(table, root / DATA_PATH.format(chunk_index=c, file_index=f))
 
-    # --- videos -------------------------------------------------------------------------------
-    image_stats: dict[str, dict[str, list]] = {}
-    for cam_idx, (key, width, height) in enumerate(cameras):
-        roller = _Roller(video_file_size_mb, episodes_per_video_file, chunks_size)
-        pending: dict[tuple[int, int], list[Path]] = {}
-        elapsed: dict[tuple[int, int], float] = {}
-        pix_sum = np.zeros(3)
-        pix_sq = np.zeros(3)
-        pix_min, pix_max = np.full(3, 255.0), np.zeros(3)
-        for ep, length in enumerate(episode_lengths):
-            frames = np.stack([identity_frame(ep, i, cam_idx, height, width) for i in range(length)])
-            part = tmp_dir / f"{cam_idx:02d}_{ep:06d}.mp4"
-            _encode_episode(frames, fps, codec, gop, part)
-            _place_episode_video(part, key, ep_rows[ep], roller, pending, elapsed)
-            flat = frames.reshape(-1, 3).astype(np.float64) / 255.0
-            pix_sum += flat.sum(0)
-            pix_sq += (flat**2).sum(0)
-            pix_min = np.minimum(pix_min, flat.min(0) * 255)
-            pix_max = np.maximum(pix_max, flat.max(0) * 255)
-        for (c, f), parts in pending.items():
-            _concat(parts, root / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), faststart)
-        n = total_frames * width * height
-        mean = pix_sum / n
-        std = np.sqrt(np.maximum(pix_sq / n - mean**2, 0.0))
-        image_stats[key] = {
-            "min": [[[v / 255.0]] for v in pix_min],
-            "max": [[[v / 255.0]] for v in pix_max],
-            "mean": [[[v]] for v in mean],
-            "std": [[[v]] for v in std],
-            "count": [total_frames],
-        }
-    for key, width, height in depth_cameras:
-        cam_idx = cam_index[key]
-        roller = _Roller(video_file_size_mb, episodes_per_video_file, chunks_size)
-        pending = {}
-        elapsed = {}
-        depth_vals = []
-        for ep, length in enumerate(episode_lengths):
-            mm = np.stack([depth_frame_mm(ep, i, cam_idx, height, width) for i in range(length)])
-            depth_vals.append(mm.reshape(-1).astype(np.float64))
-            part = tmp_dir / f"{cam_idx:02d}_{ep:06d}.mp4"
-            _encode_depth_episode(quantize_depth(mm, depth_quantizer), fps, part, depth_pix_fmt)
-            _place_episode_video(part, key, ep_rows[ep], roller, pending, elapsed)
-        for (c, f), parts in pending.items():
-            _concat(parts, root / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), faststart)
-        image_stats[key] = _depth_stats(np.concatenate(depth_vals), total_frames)
-    for key, width, height in depth_image_cameras:
-        vals = [
-            depth_frame_mm(ep, i, cam_index[key], height, width).reshape(-1).astype(np.float64)
-            for ep, length in enumerate(episode_lengths)
-            for i in range(length)
-        ]
-        image_stats[key] = _depth_stats(np.concatenate(vals), total_frames)
-    for key, width, height in image_cameras:
-        flat = (
-            np.concatenate(
-                [
-                    image_frame(ep, i, cam_index[key], height, width).reshape(-1, 3)
-                    for ep, length in enumerate(episode_lengths)
-                    for i in range(length)
-                ]
-            ).astype(np.float64)
-            / 255.0
-        )
-        image_stats[key] = {
-            "min": [[[v]] for v in flat.min(0)],
-            "max": [[[v]] for v in flat.max(0)],
-            "mean": [[[v]] for v in flat.mean(0)],
-            "std": [[[v]] for v in flat.std(0)],
-            "count": [total_frames],
-        }
-    shutil.rmtree(tmp_dir)
 
-    # --- meta/episodes shards -----------------------------------------------------------------
-    roller = _Roller(float("inf"), episodes_meta_per_file, chunks_size)
+def _write_camera_videos(root: Path, spec: _Spec, key: str, ep_rows: list[dict], encode: Any) -> None:
+    """Encode each episode of camera ``key`` (``encode(ep, length) -> part path``), place it into
+    the camera's video files (LeRobot's roll-over), record its window and concatenate each file."""
+    roller = _Roller(spec.video_file_size_mb, spec.episodes_per_video_file, spec.chunks_size)
+    pending: dict[tuple[int, int], list[Path]] = {}
+    elapsed: dict[tuple[int, int], float] = {}
+    for ep, length in enumerate(spec.episode_lengths):
+        _place_episode_video(encode(ep, length), key, ep_rows[ep], roller, pending, elapsed)
+    for (c, f), parts in pending.items():
+        _concat(parts, root / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), spec.faststart)
+
+
+def _write_rgb_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows: list[dict]) -> dict[str, list]:
+    """Camera ``key``'s identity-frame videos; returns its stats (per channel, in [0, 1],
+    shaped (3, 1, 1) like LeRobot's), accumulated without holding every frame."""
+    cam, width, height = spec.camera(key)
+    pix_sum, pix_sq = np.zeros(3), np.zeros(3)
+    pix_min, pix_max = np.full(3, 255.0), np.zeros(3)
+
+    def encode(ep: int, length: int) -> Path:
+        nonlocal pix_sum, pix_sq, pix_min, pix_max
+        frames = np.stack([identity_frame(ep, i, cam, height, width) for i in range(length)])
+        part = tmp_dir / f"{cam:02d}_{ep:06d}.mp4"
+        _encode_episode(frames, spec.fps, spec.codec, spec.gop, part)
+        flat = frames.reshape(-1, 3).astype(np.float64) / 255.0
+        pix_sum += flat.sum(0)
+        pix_sq += (flat**2).sum(0)
+        pix_min = np.minimum(pix_min, flat.min(0) * 255)
+        pix_max = np.maximum(pix_max, flat.max(0) * 255)
+        return part
+
+    _write_camera_videos(root, spec, key, ep_rows, encode)
+    n = spec.total_frames * width * height
+    mean = pix_sum / n
+    std = np.sqrt(np.maximum(pix_sq / n - mean**2, 0.0))
+    return _channel_stats(pix_min / 255.0, pix_max / 255.0, mean, std, spec.total_frames)
+
+
+def _write_depth_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows: list[dict]) -> dict[str, list]:
+    """Depth camera ``key``'s videos (quantised :func:`depth_frame_mm`); returns its stats in mm."""
+    cam, width, height = spec.camera(key)
+    values = []
+
+    def encode(ep: int, length: int) -> Path:
+        mm = np.stack([depth_frame_mm(ep, i, cam, height, width) for i in range(length)])
+        values.append(mm.reshape(-1).astype(np.float64))
+        part = tmp_dir / f"{cam:02d}_{ep:06d}.mp4"
+        _encode_depth_episode(quantize_depth(mm, spec.depth_quantizer), spec.fps, part, spec.depth_pix_fmt)
+        return part
+
+    _write_camera_videos(root, spec, key, ep_rows, encode)
+    return _depth_stats(np.concatenate(values), spec.total_frames)
+
+
+def _channel_stats(lo: Any, hi: Any, mean: Any, std: Any, count: int) -> dict[str, list]:
+    """Per-channel stats of an RGB feature, each value shaped (1, 1) like LeRobot's."""
+    return {
+        "min": [[[v]] for v in lo],
+        "max": [[[v]] for v in hi],
+        "mean": [[[v]] for v in mean],
+        "std": [[[v]] for v in std],
+        "count": [count],
+    }
+
+
+def _image_feature_stats(spec: _Spec) -> dict[str, dict[str, list]]:
+    """Stats of the ``image`` features (depth images in mm, RGB images per channel in [0, 1])."""
+    frames = [(ep, i) for ep, length in enumerate(spec.episode_lengths) for i in range(length)]
+    out: dict[str, dict[str, list]] = {}
+    for key, width, height in spec.depth_image_cameras:
+        cam = spec.camera(key)[0]
+        vals = [depth_frame_mm(ep, i, cam, height, width).reshape(-1).astype(np.float64) for ep, i in frames]
+        out[key] = _depth_stats(np.concatenate(vals), spec.total_frames)
+    for key, width, height in spec.image_cameras:
+        cam = spec.camera(key)[0]
+        flat = np.concatenate([image_frame(ep, i, cam, height, width).reshape(-1, 3) for ep, i in frames])
+        flat = flat.astype(np.float64) / 255.0
+        out[key] = _channel_stats(flat.min(0), flat.max(0), flat.mean(0), flat.std(0), spec.total_frames)
+    return out
+
+
+def _write_episode_shards(root: Path, spec: _Spec, ep_rows: list[dict[str, Any]]) -> None:
+    """``meta/episodes`` shards: each episode's files, video windows, tasks and per-episode stats."""
+    roller = _Roller(float("inf"), spec.episodes_meta_per_file, spec.chunks_size)
     shards: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for row in ep_rows:
         c, f, _ = roller.place(0)
         row["meta/episodes/chunk_index"], row["meta/episodes/file_index"] = c, f
         shards.setdefault((c, f), []).append(row)
+    int_columns = ["episode_index", "data/chunk_index", "data/file_index", "dataset_from_index", "dataset_to_index"]
     for (c, f), rows in shards.items():
-        cols: dict[str, pa.Array] = {}
-        cols["episode_index"] = pa.array([r["episode_index"] for r in rows], pa.int64())
-        cols["data/chunk_index"] = pa.array([r["data/chunk_index"] for r in rows], pa.int64())
-        cols["data/file_index"] = pa.array([r["data/file_index"] for r in rows], pa.int64())
-        cols["dataset_from_index"] = pa.array([r["dataset_from_index"] for r in rows], pa.int64())
-        cols["dataset_to_index"] = pa.array([r["dataset_to_index"] for r in rows], pa.int64())
-        for key, _, _ in [*cameras, *depth_cameras]:
+        cols: dict[str, pa.Array] = {name: pa.array([r[name] for r in rows], pa.int64()) for name in int_columns}
+        for key, _, _ in [*spec.cameras, *spec.depth_cameras]:
             for suffix, typ in (
                 ("chunk_index", pa.int64()),
                 ("file_index", pa.int64()),
@@ -370,9 +458,8 @@ def make_dataset(
                 name = f"videos/{key}/{suffix}"
                 cols[name] = pa.array([r[name] for r in rows], typ)
         cols["tasks"] = pa.array([r["tasks"] for r in rows], pa.list_(pa.string()))
-        cols["length"] = pa.array([r["length"] for r in rows], pa.int64())
-        cols["meta/episodes/chunk_index"] = pa.array([r["meta/episodes/chunk_index"] for r in rows], pa.int64())
-        cols["meta/episodes/file_index"] = pa.array([r["meta/episodes/file_index"] for r in rows], pa.int64())
+        for name in ("length", "meta/episodes/chunk_index", "meta/episodes/file_index"):
+            cols[name] = pa.array([r[name] for r in rows], pa.int64())
         for feat, arr_key in (("observation.state", "_state"), ("action", "_action")):
             for stat in ("min", "max", "mean", "std"):
                 cols[f"stats/{feat}/{stat}"] = pa.array(
@@ -382,58 +469,42 @@ def make_dataset(
             cols[f"stats/{feat}/count"] = pa.array([[r["length"]] for r in rows], pa.list_(pa.int64()))
         _write_parquet(pa.table(cols), root / EPISODES_PATH.format(chunk_index=c, file_index=f))
 
-    # --- tasks, stats, info ---------------------------------------------------------------------
-    _write_parquet(_tasks_table(tasks, tasks_parquet_form), root / "meta" / "tasks.parquet")
-    frame_index_all = np.concatenate([np.arange(n, dtype=np.int64) for n in episode_lengths])
-    ep_all = np.concatenate([np.full(n, e, np.int64) for e, n in enumerate(episode_lengths)])
-    stats: dict[str, Any] = {
-        "observation.state": _stats(np.concatenate(all_state)),
-        "action": _stats(np.concatenate(all_action)),
-        "timestamp": _stats((frame_index_all / fps).astype(np.float32)[:, None]),
+
+def _dataset_stats(spec: _Spec, ep_rows: list[dict[str, Any]], camera_stats: dict[str, dict]) -> dict[str, Any]:
+    """``meta/stats.json``: every feature's stats over the whole dataset."""
+    frame_index_all = np.concatenate([np.arange(n, dtype=np.int64) for n in spec.episode_lengths])
+    ep_all = np.concatenate([np.full(n, e, np.int64) for e, n in enumerate(spec.episode_lengths)])
+    return {
+        "observation.state": _stats(np.concatenate([r["_state"] for r in ep_rows])),
+        "action": _stats(np.concatenate([r["_action"] for r in ep_rows])),
+        "timestamp": _stats((frame_index_all / spec.fps).astype(np.float32)[:, None]),
         "frame_index": _stats(frame_index_all[:, None]),
         "episode_index": _stats(ep_all[:, None]),
-        "index": _stats(np.arange(total_frames, dtype=np.int64)[:, None]),
-        "task_index": _stats((ep_all % len(tasks))[:, None]),
-        **image_stats,
+        "index": _stats(np.arange(spec.total_frames, dtype=np.int64)[:, None]),
+        "task_index": _stats((ep_all % len(spec.tasks))[:, None]),
+        **camera_stats,
     }
-    _write_json(stats, root / "meta" / "stats.json")
-    codec_name = {"av1": "av1", "h264": "h264", "hevc": "hevc"}[codec]
-    features: dict[str, Any] = {
-        "observation.state": {"dtype": "float32", "shape": [state_dim], "names": [f"s{i}" for i in range(state_dim)]},
-        "action": {"dtype": "float32", "shape": [action_dim], "names": [f"a{i}" for i in range(action_dim)]},
+
+
+def _video_feature(spec: _Spec, width: int, height: int, depth: bool) -> dict[str, Any]:
+    """``info.json`` entry of a video camera: RGB ``yuv420p``, or LeRobot's default depth encoder
+    (HEVC, lossless x265, ``g=2``) with its quantiser's parameters."""
+    info: dict[str, Any] = {
+        "video.height": height,
+        "video.width": width,
+        "video.codec": "hevc" if depth else spec.codec,
+        "video.pix_fmt": spec.depth_pix_fmt if depth else "yuv420p",
+        "video.is_depth_map": False,
+        "video.fps": spec.fps,
+        "video.channels": 1 if depth else 3,
+        "has_audio": False,
     }
-    for key, width, height in cameras:
-        features[key] = {
-            "dtype": "video",
-            "shape": [height, width, 3],
-            "names": ["height", "width", "channels"],
-            "info": {
-                "video.height": height,
-                "video.width": width,
-                "video.codec": codec_name,
-                "video.pix_fmt": "yuv420p",
-                "video.is_depth_map": False,
-                "video.fps": fps,
-                "video.channels": 3,
-                "has_audio": False,
-            },
-        }
-    depth_min, depth_max, shift, use_log = depth_quantizer
-    for key, width, height in depth_cameras:
-        features[key] = {
-            "dtype": "video",
-            "shape": [height, width, 1],
-            "names": ["height", "width", "channels"],
-            "info": {
-                "is_depth_map": True,
-                "depth_unit": "mm",
-                "video.height": height,
-                "video.width": width,
-                "video.codec": "hevc",
-                "video.pix_fmt": depth_pix_fmt,
-                "video.fps": fps,
-                "video.channels": 1,
-                "has_audio": False,
+    if depth:
+        depth_min, depth_max, shift, use_log = spec.depth_quantizer
+        del info["video.is_depth_map"]
+        info = {"is_depth_map": True, "depth_unit": "mm", **info}
+        info.update(
+            {
                 "video.g": 2,
                 "video.crf": 30,
                 "video.preset": None,
@@ -444,11 +515,33 @@ def make_dataset(
                 "video.depth_max": depth_max,
                 "video.shift": shift,
                 "video.use_log": use_log,
-            },
-        }
-    for key, width, height in image_cameras:
+            }
+        )
+    return {
+        "dtype": "video",
+        "shape": [height, width, 1 if depth else 3],
+        "names": ["height", "width", "channels"],
+        "info": info,
+    }
+
+
+def _info(spec: _Spec) -> dict[str, Any]:
+    """``meta/info.json``: LeRobot v3.0's keys, every feature, ``tools`` with language."""
+    features: dict[str, Any] = {
+        "observation.state": {
+            "dtype": "float32",
+            "shape": [spec.state_dim],
+            "names": [f"s{i}" for i in range(spec.state_dim)],
+        },
+        "action": {"dtype": "float32", "shape": [spec.action_dim], "names": [f"a{i}" for i in range(spec.action_dim)]},
+    }
+    for key, width, height in spec.cameras:
+        features[key] = _video_feature(spec, width, height, depth=False)
+    for key, width, height in spec.depth_cameras:
+        features[key] = _video_feature(spec, width, height, depth=True)
+    for key, width, height in spec.image_cameras:
         features[key] = {"dtype": "image", "shape": [height, width, 3], "names": ["height", "width", "channels"]}
-    for key, width, height in depth_image_cameras:
+    for key, width, height in spec.depth_image_cameras:
         features[key] = {
             "dtype": "image",
             "shape": [height, width, 1],
@@ -463,26 +556,26 @@ def make_dataset(
         ("task_index", "int64"),
     ):
         features[name] = {"dtype": dtype, "shape": [1], "names": None}
-    if language:  # lerobot.datasets.language.language_feature_info()
+    if spec.language:  # lerobot.datasets.language.language_feature_info()
         for name in ("language_persistent", "language_events"):
             features[name] = {"dtype": "language", "shape": [1], "names": None}
+    num_episodes = len(spec.episode_lengths)
     info = {
         "codebase_version": "v3.0",
         "robot_type": "generated",
         "total_episodes": num_episodes,
-        "total_frames": total_frames,
-        "total_tasks": len(tasks),
-        "chunks_size": chunks_size,
-        "data_files_size_in_mb": data_file_size_mb,
-        "video_files_size_in_mb": video_file_size_mb,
-        "fps": fps,
+        "total_frames": spec.total_frames,
+        "total_tasks": len(spec.tasks),
+        "chunks_size": spec.chunks_size,
+        "data_files_size_in_mb": spec.data_file_size_mb,
+        "video_files_size_in_mb": spec.video_file_size_mb,
+        "fps": spec.fps,
         "splits": {"train": f"0:{num_episodes}"},
         "data_path": DATA_PATH,
-        "video_path": VIDEO_PATH if (cameras or depth_cameras) else None,
+        "video_path": VIDEO_PATH if (spec.cameras or spec.depth_cameras) else None,
         "features": features,
-        "repo_id": repo_id,
+        "repo_id": spec.repo_id,
     }
-    if language:
+    if spec.language:
         info["tools"] = [SAY_TOOL_SCHEMA]
-    _write_json(info, root / "meta" / "info.json")
-    return root
+    return info

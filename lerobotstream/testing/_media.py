@@ -16,12 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lerobotstream.constants import DEFAULT_DATA_PATH as DATA_PATH  # noqa: F401 (the testing modules' names)
+from lerobotstream.constants import DEFAULT_EPISODES_PATH as EPISODES_PATH  # noqa: F401
+from lerobotstream.constants import DEFAULT_VIDEO_PATH as VIDEO_PATH  # noqa: F401
+
 MB = 1024 * 1024
 CODECS = ("av1", "h264", "hevc")
-
-DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
-EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 
 
 def _encoder_args(codec: str, width: int, height: int, gop: int | None) -> list[str]:

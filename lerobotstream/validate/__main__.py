@@ -151,7 +151,8 @@ def _check_args(args: argparse.Namespace) -> None:
     """Every flag's rule, before anything is read (each error names the flag and its value)."""
     from lerobotstream._atomic import check_output_file
     from lerobotstream.errors import StreamingConfigError
-    from lerobotstream.validate import check_arguments
+    from lerobotstream.options import require
+    from lerobotstream.validate._scan import check_arguments
 
     if args.root_arg is not None and args.root is not None and args.root_arg != args.root:
         raise StreamingConfigError(
@@ -170,10 +171,7 @@ def _check_args(args: argparse.Namespace) -> None:
         tolerance_s=args.tolerance_s,
         names={"decode_sample": "--decode-sample", "workers": "--workers", "tolerance_s": "--tolerance-s"},
     )
-    if args.examples < 0:
-        raise StreamingConfigError(
-            f"--examples must be an int >= 0, got {args.examples}", option="--examples", value=args.examples
-        )
+    require("--examples", args.examples, args.examples >= 0, "an int >= 0")
     if args.print_good_episodes and args.json == "-":
         raise StreamingConfigError(
             "--print-good-episodes and --json - both write to stdout: give --json a file",

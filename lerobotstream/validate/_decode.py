@@ -33,8 +33,10 @@ def decode_sample(
     """
     from lerobotstream.decode import EpisodeVideo
     from lerobotstream.features import frame_hwc, is_depth_feature
-    from lerobotstream.mp4 import check_sample_framing, plan_span, synthesize
-    from lerobotstream.sidecar import check_window_detail
+    from lerobotstream.mp4.framing import check_sample_framing
+    from lerobotstream.mp4.spans import plan_span
+    from lerobotstream.mp4.synth import synthesize
+    from lerobotstream.sidecar._validate import check_window_detail
 
     picks: list[tuple[int, int, float, int]] = []  # (episode, source frame, from_timestamp, episode frame)
     for w in windows:

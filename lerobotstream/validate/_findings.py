@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lerobotstream.errors import SourceReadError
+from lerobotstream.errors import Problem, SourceReadError
 
 #: JSON layout version of :meth:`Report.to_json`
 REPORT_FORMAT = 1
@@ -177,6 +178,23 @@ def finding(
         text,
         sorted(eps),
     )
+
+
+def problem_findings(problems: Sequence[Problem]) -> list[Finding]:
+    """Problems a training check returned (or ``DatasetMeta.load(problems=[])`` collected), as
+    findings; a code the report does not know becomes ``metadata``."""
+    return [
+        finding(
+            p.code if p.code in CODES else "metadata",
+            p.message,
+            episode_index=p.episode_index,
+            camera=p.camera,
+            file=p.path,
+            episodes=list(p.episodes),
+            severity=p.severity,
+        )
+        for p in problems
+    ]
 
 
 @dataclass

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from lerobotstream.errors import LeRobotStreamError, SourceError
-from lerobotstream.mp4 import frames_within_tolerance, within_tolerance
+from lerobotstream.errors import LeRobotStreamError, Problem, SourceError
+from lerobotstream.mp4._tolerance import frames_within_tolerance, within_tolerance
 from lerobotstream.parquet import episode_rows_problem, index_problem
 from lerobotstream.validate._findings import Finding, finding, read_code
 
@@ -30,23 +30,12 @@ ROW_COLUMNS = ("episode_index", "frame_index", "index", "timestamp")
 _LISTED = 8
 
 
-@dataclass(frozen=True)
-class RowProblem:
-    """One episode's problem (``episode_index`` None: the file's), before findings are grouped."""
-
-    code: str
-    episode_index: int | None
-    path: str
-    reason: str
-    episodes: tuple[int, ...] = ()
-    """For a file-level problem, the episodes the file holds."""
-
-
 @dataclass
 class FileRows:
     """What the per-row columns of one data file showed."""
 
-    problems: list[RowProblem] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    """One per episode (``episode_index`` None: the file's, ``episodes`` every episode it holds)."""
     findings: list[Finding] = field(default_factory=list)
     """Findings that are not per-episode problems (the file could not be decoded)."""
     timestamps: dict[int, np.ndarray | None] = field(default_factory=dict)
@@ -59,8 +48,8 @@ def writer_timestamps(length: int, fps: float) -> np.ndarray:
     return (np.arange(length, dtype=np.float64) / float(fps)).astype(np.float32)
 
 
-def timestamp_problem(ts: np.ndarray, fps: float, tolerance_s: float) -> tuple[str, str] | None:
-    """``(code, reason)`` of an episode's ``timestamp`` values (rows in ``frame_index`` order), or None.
+def timestamp_problem(ts: np.ndarray, fps: float, tolerance_s: float) -> Problem | None:
+    """What is wrong with an episode's ``timestamp`` values (rows in ``frame_index`` order), or None.
 
     ``data_timestamps``: a value is not finite, or not ``frame_index / fps`` within
     ``tolerance_s``; ``timestamp_shift``: the first is not 0 (the whole episode moved: LeRobot's
@@ -73,19 +62,18 @@ def timestamp_problem(ts: np.ndarray, fps: float, tolerance_s: float) -> tuple[s
     finite = np.isfinite(ts)
     if not finite.all():
         k = int(np.flatnonzero(~finite)[0])
-        return "data_timestamps", f"{int((~finite).sum())} of {n} timestamps are not finite (row {k}: {ts[k]})"
+        return Problem("data_timestamps", f"{int((~finite).sum())} of {n} timestamps are not finite (row {k}: {ts[k]})")
     if not within_tolerance(ts[0], tolerance_s):
-        return "timestamp_shift", (
-            f"the timestamps start at {ts[0]:.6f} s, not 0 (shifted by {ts[0] * fps:+.3g} frame(s))"
-        )
+        reason = f"the timestamps start at {ts[0]:.6f} s, not 0 (shifted by {ts[0] * fps:+.3g} frame(s))"
+        return Problem("timestamp_shift", reason)
     want = np.arange(n, dtype=np.float64) / float(fps)
     bad = np.flatnonzero(~within_tolerance(ts - want, tolerance_s))
     if bad.shape[0]:
         k = int(bad[0])
-        return "data_timestamps", (
-            f"{bad.shape[0]} of {n} timestamps are not frame_index / fps within "
-            f"{tolerance_s} s; first: row {k} has {ts[k]:.6f} s, frame_index {k} plays at "
-            f"{want[k]:.6f} s"
+        return Problem(
+            "data_timestamps",
+            f"{bad.shape[0]} of {n} timestamps are not frame_index / fps within {tolerance_s} s; first: row "
+            f"{k} has {ts[k]:.6f} s, frame_index {k} plays at {want[k]:.6f} s",
         )
     return None
 
@@ -124,25 +112,18 @@ def file_rows(
         ep, length = int(info.episode_index), int(info.length)
         rows = order[np.searchsorted(by_ep, ep, "left") : np.searchsorted(by_ep, ep, "right")]
         problem = episode_rows_problem(ep_col[rows], None if fi_col is None else fi_col[rows], ep, length)
+        if problem is not None and rows.shape[0] == 0:
+            reason = f"meta/episodes says its rows are in {path}, but no row has episode_index {ep}"
+            problem = Problem("data_episode_absent", reason, episode_index=ep)
+        if problem is None and ix_col is not None:  # item assembly's rule, on every episode it reads
+            problem = index_problem(ix_col[rows], int(info.dataset_from_index))
+        if problem is None and ts_col is not None:
+            problem = timestamp_problem(ts_col[rows], fps, tolerance_s)
         if problem is not None:
-            code = "data_episode_absent" if rows.shape[0] == 0 else problem[0]
-            reason = (
-                f"meta/episodes says its rows are in {path}, but no row has episode_index {ep}"
-                if rows.shape[0] == 0
-                else problem[1]
-            )
-            out.problems.append(RowProblem(code, ep, path, reason))
-            continue
-        problem = None if ix_col is None else index_problem(ix_col[rows], int(info.dataset_from_index))
-        if problem is not None:  # the reader's rule (dataset._assemble checks every episode it reads)
-            out.problems.append(RowProblem(problem[0], ep, path, problem[1]))
+            out.problems.append(replace(problem, episode_index=ep, path=path))
             continue
         if ts_col is not None:
             ts = ts_col[rows]
-            problem = timestamp_problem(ts, fps, tolerance_s)
-            if problem is not None:
-                out.problems.append(RowProblem(problem[0], ep, path, problem[1]))
-                continue
             canonical = ts.dtype == np.float32 and np.array_equal(ts, writer_timestamps(length, fps))
             out.timestamps[ep] = None if canonical else np.asarray(ts, dtype=np.float64)
     if full_file:
@@ -154,9 +135,9 @@ def file_rows(
             counts = [i for i, p in enumerate(out.problems) if p.code == "data_rows"]
             if counts:  # the same defect: rows moved off their episode
                 p = out.problems[counts[0]]
-                out.problems[counts[0]] = RowProblem(p.code, p.episode_index, p.path, f"{p.reason}; {note}")
+                out.problems[counts[0]] = replace(p, message=f"{p.message}; {note}")
             else:
-                out.problems.append(RowProblem("data_rows", None, path, note, tuple(eps)))
+                out.problems.append(Problem("data_rows", note, path=path, episodes=tuple(eps)))
     return out
 
 
@@ -169,7 +150,7 @@ def landing_problems(
     camera: str,
     path: str,
     data_path: dict[int, str],
-) -> list[RowProblem]:
+) -> list[Problem]:
     """Episodes of one MP4 whose ``from_timestamp + timestamp`` does not land on their own frames.
 
     Args:
@@ -201,14 +182,12 @@ def landing_problems(
             else f"no frame (the nearest, frame {f}, is {gap:.6f} s away)"
         )
         out.append(
-            RowProblem(
+            Problem(
                 "timestamp_shift",
-                ep,
-                data_path.get(ep, path),
-                (
-                    f"camera {camera}, file {path}: {int((~ok).sum())} of {w.length} rows miss their own frames; first: "
-                    f"row {k}, from_timestamp + timestamp = {q[k]:.6f} s lands on {where}"
-                ),
+                f"camera {camera}, file {path}: {int((~ok).sum())} of {w.length} rows miss their own frames; first: "
+                f"row {k}, from_timestamp + timestamp = {q[k]:.6f} s lands on {where}",
+                episode_index=ep,
+                path=data_path.get(ep, path),
             )
         )
     return out
@@ -219,14 +198,14 @@ def _short(values: Sequence[int]) -> str:
     return f"[{shown}{', ...' if len(values) > _LISTED else ''}]"
 
 
-def row_findings(problems: Sequence[RowProblem]) -> list[Finding]:
+def row_findings(problems: Sequence[Problem]) -> list[Finding]:
     """One finding per code, listing every episode with that problem (the first one's detail)."""
-    by_code: dict[str, list[RowProblem]] = defaultdict(list)
+    by_code: dict[str, list[Problem]] = defaultdict(list)
     for p in problems:
         by_code[p.code].append(p)
     out = []
     for code, items in sorted(by_code.items()):
-        items.sort(key=lambda p: (-1 if p.episode_index is None else p.episode_index, p.path))
+        items.sort(key=lambda p: (-1 if p.episode_index is None else p.episode_index, p.path or ""))
         eps = sorted({e for p in items for e in ((p.episode_index,) if p.episode_index is not None else p.episodes)})
         files = sorted({p.path for p in items})
         first = items[0]
@@ -236,7 +215,7 @@ def row_findings(problems: Sequence[RowProblem]) -> list[Finding]:
         out.append(
             finding(
                 code,
-                f"{lead}{head}: {first.reason}",
+                f"{lead}{head}: {first.message}",
                 file=files[0] if len(files) == 1 else None,
                 episode_index=first.episode_index if count == 1 and len(items) == 1 else None,
                 episodes=eps,

@@ -1,41 +1,22 @@
-"""Checks of the tabular side: metadata problems as findings, ``meta/stats.json`` shapes, and the
-``data/`` Parquet files from their footers and row-group statistics (no column data is read)."""
+"""Checks of the tabular side: what the metadata says beyond ``DatasetMeta.load``'s own checks
+(index gaps, ``to_timestamp``, depth encodings, ``meta/stats.json`` shapes), and the ``data/``
+Parquet files from their footers and row-group statistics (no column data is read)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from lerobotstream.constants import STATS_PATH
 from lerobotstream.errors import LeRobotStreamError, SourceError
-from lerobotstream.features import frame_hwc
+from lerobotstream.features import REQUIRED_DATA_COLUMNS, data_columns_problem, frame_hwc
 from lerobotstream.parquet import _column_index, _short  # the reader's own helpers
-from lerobotstream.validate._findings import CODES, Finding, finding, read_code
+from lerobotstream.validate._findings import Finding, finding, read_code
 
-STATS_PATH = "meta/stats.json"
 _STAT_NAMES = ("min", "max", "mean", "std")
-
-
-def metadata_findings(problems: Sequence[Exception]) -> list[Finding]:
-    """The errors :meth:`DatasetMeta.load` collected (``problems=[]``), as findings."""
-    out = []
-    for p in problems:
-        code = getattr(p, "code", None)
-        if code not in CODES:
-            code = "metadata"
-        out.append(
-            finding(
-                code,
-                str(p),
-                episode_index=getattr(p, "episode_index", None),
-                camera=getattr(p, "camera", None),
-                file=getattr(p, "path", None),
-                episodes=getattr(p, "episodes", None),
-                severity=getattr(p, "severity", None),
-            )
-        )
-    return out
 
 
 def index_gap_findings(meta: Any, full: bool) -> list[Finding]:
@@ -265,7 +246,7 @@ def data_findings(
     reader: Any,
     path: str,
     episodes: Sequence[Any],
-    feature_columns: Sequence[str],
+    declared: dict,
     full_file: bool,
     *,
     features: dict | None = None,
@@ -279,7 +260,8 @@ def data_findings(
     Args:
         reader: ``parquet.EpisodeParquetReader`` (its footer read: the same code as training's).
         episodes: ``EpisodeInfo`` of the selected episodes stored in ``path``.
-        feature_columns: columns a data file must have (info.json's, and assembly's own).
+        declared: info.json's features (the columns a data file must have:
+            ``features.data_columns_problem``, item assembly's rule, and ``episode_index``).
         full_file: every episode stored in the file is selected (row totals can be compared).
         features: info.json's numeric features (the shape check; None: skipped).
         images: info.json's ``image`` features (their column type is checked).
@@ -299,16 +281,11 @@ def data_findings(
             )
         ]
     out: list[Finding] = []
-    names = set(md.schema.to_arrow_schema().names)
-    missing = [c for c in feature_columns if c not in names]
-    if missing:
+    required = ("episode_index", *REQUIRED_DATA_COLUMNS)  # the reader's column, then item assembly's
+    problem = data_columns_problem(md.schema.to_arrow_schema().names, declared, required=required)
+    if problem is not None:
         out.append(
-            finding(
-                "data_columns",
-                f"{path} lacks the columns {missing} that info.json declares (episodes {_short(eps)})",
-                file=path,
-                episodes=eps,
-            )
+            finding(problem.code, f"{path}: {problem.message} (episodes {_short(eps)})", file=path, episodes=eps)
         )
     if features:
         out += _shape_findings(md, path, features, eps)
@@ -376,4 +353,48 @@ def data_findings(
                     episodes=eps,
                 )
             )
+    return out
+
+
+def depth_findings(meta: Any) -> list[Finding]:
+    """Depth cameras whose declared encoding cannot be decoded: the construction's own check
+    (``DatasetMeta.depth_quantizer``, which raises ``MetadataError``)."""
+    from lerobotstream.constants import INFO_PATH
+    from lerobotstream.errors import MetadataError
+
+    out = []
+    for key in meta.depth_keys:
+        if key not in meta.video_keys:
+            continue
+        try:
+            meta.depth_quantizer(key)
+        except MetadataError as e:
+            out.append(finding("depth_unsupported", str(e), camera=key, file=INFO_PATH))
+    return out
+
+
+def to_timestamp_findings(meta: Any, tolerance_s: float, skip: set = frozenset()) -> list[Finding]:
+    """One warning per camera listing the episodes whose ``to_timestamp - from_timestamp`` is off
+    ``length / fps`` by more than half a frame (or ``tolerance_s``, whichever is larger); ``skip``:
+    ``(episode, camera)`` pairs a ``window_shift`` finding already names."""
+    limit = max(tolerance_s, 0.5 / float(meta.fps))
+    bad: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for ep in meta.episodes:
+        for cam, v in ep.videos.items():
+            d = (v.to_timestamp - v.from_timestamp) - ep.length / float(meta.fps)
+            if abs(d) > limit and (int(ep.episode_index), cam) not in skip:
+                bad[cam].append((int(ep.episode_index), d))
+    out = []
+    for cam, items in sorted(bad.items()):
+        e0, d0 = items[0]
+        out.append(
+            finding(
+                "to_timestamp_mismatch",
+                f"camera {cam}: {len(items)} episode(s) have to_timestamp - "
+                f"from_timestamp off length/fps (first: episode {e0}, by {d0:+.6f} s)",
+                camera=cam,
+                episode_index=e0 if len(items) == 1 else None,
+                episodes=[e for e, _ in items],
+            )
+        )
     return out

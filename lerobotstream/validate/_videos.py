@@ -18,7 +18,7 @@ from lerobotstream.errors import (
     SourceError,
 )
 from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
-from lerobotstream.sidecar import EpisodeWindow, displayed_size, validate_source
+from lerobotstream.sidecar._validate import EpisodeWindow, displayed_size, validate_source
 from lerobotstream.validate._codec import CODEC_NAMES, normalise_codec, normalise_pix_fmt, stream_format
 from lerobotstream.validate._findings import Finding, finding, read_code
 from lerobotstream.validate._layout import RecordingRead, layout_problems, num_tracks, top_level_boxes, truncated_box
@@ -75,7 +75,7 @@ def check_video(
     A file that is missing was reported by the metadata checks; here it is skipped.
     """
     if parse is None:
-        from lerobotstream.mp4 import parse_mp4 as parse
+        from lerobotstream.mp4.parse import parse_mp4 as parse
     eps = _episodes(windows)
     one = eps[0] if len(eps) == 1 else None
     where = dict(camera=camera, file=path, episodes=eps, episode_index=one)
@@ -149,23 +149,13 @@ def check_video(
             continue  # the wrong fps is the defect: its finding counts these windows
         if p.code == "fps_mismatch":
             more = f"; {len(drifting)} episode window(s) drift as a result" if drifting else ""
-            out.append(finding("fps_mismatch", f"{path}: {p.reason}{more}", **where))
+            out.append(finding("fps_mismatch", f"{path}: {p.message}{more}", **where))
             continue
         if p.code == "shape_mismatch":  # the file's, every episode in it
-            out.append(finding("shape_mismatch", f"{path}: {p.reason}", **where))
+            out.append(finding("shape_mismatch", f"{path}: {p.message}", **where))
             continue
-        out.append(
-            finding(
-                p.code if p.code != "window" else "window_frames",
-                f"episode {p.episode_index}, camera {camera}, file {path}: {p.reason}"
-                if p.episode_index is not None
-                else f"{path}: {p.reason}",
-                episode_index=p.episode_index,
-                camera=camera,
-                file=path,
-                episodes=p.episodes,
-            )
-        )
+        text = str(p) if p.episode_index is not None else f"{path}: {p.message}"  # "episode 3, camera c, file f: "
+        out.append(finding(p.code, text, episode_index=p.episode_index, camera=camera, file=path, episodes=p.episodes))
     margins = [(w_, r.max_error_s) for w_, r in checked if r.reason is None and r.max_error_s is not None]
     if margins:
         s.max_error_s = max(e for _, e in margins)
@@ -324,7 +314,6 @@ def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int
     shape = tuple(int(x) for x in (feat.get("shape") or ()))  # a 3-d shape: validate_source's check
     for key, value in (("video.height", h), ("video.width", w)):
         if info.get(key) is not None and int(info[key]) != value and len(shape) != 3:
-            out.append(
-                finding("shape_mismatch", f"{path}: {key}={info[key]} in info.json, the file's is {value}", **where)
-            )
+            text = f"{path}: {key}={info[key]} in info.json, the file's is {value} (training reads the file's)"
+            out.append(finding("shape_mismatch", text, severity="warning", **where))  # training tolerates it
     return out

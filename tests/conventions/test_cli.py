@@ -146,8 +146,8 @@ def test_console_script_usage_names_the_console_script(monkeypatch, capsys):
 
 
 def test_repo_id_is_derived_when_not_given(tmp_path):
-    from lerobotstream.sidecar import load_manifest
     from lerobotstream.sidecar.__main__ import default_repo_id
+    from lerobotstream.sidecar._archive import load_manifest
 
     out = tmp_path / "x.npz"
     assert sidecar_main(["--root", str(G1), "--output", str(out), "--no-progress"]) == 0  # console-script form
@@ -235,7 +235,7 @@ def test_ctrl_c_is_one_line_and_status_130(cli, module, name, args, tmp_path):
 def test_an_interrupted_sidecar_build_leaves_no_lock(tmp_path, monkeypatch):
     """An interrupted build left an empty ``<entry>.npz.lock`` (and a finished one did too)."""
     from lerobotstream.sidecar import _build, ensure_sidecar
-    from lerobotstream.sources import LocalSource
+    from lerobotstream.sources._local import LocalSource
 
     cache = tmp_path / "sidecars"
 

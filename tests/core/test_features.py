@@ -230,7 +230,7 @@ def test_unselected_image_column_is_not_read(root):
     ds = StreamingLeRobotDataset(root=root, camera_keys=[RGB[0]])
     it = next(iter(ds))
     assert WRIST[0] not in it and DIMG[0] not in it and DEPTH[0] not in it
-    w = ds._worker
+    w = ds._reader
     assert w is not None and WRIST[0] not in w.parquet.columns and DIMG[0] not in w.parquet.columns
 
 
@@ -377,7 +377,9 @@ def test_depth_stream_not_gray12_fails_at_decode(make_generated_dataset, tmp_pat
 def test_depth_decoder_random_access_matches_full_decode(root):
     import av
 
-    from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize
+    from lerobotstream.mp4.parse import parse_mp4_bytes
+    from lerobotstream.mp4.spans import plan_span
+    from lerobotstream.mp4.synth import synthesize
 
     path = root / "videos" / DEPTH[0] / "chunk-000" / "file-000.mp4"
     data = path.read_bytes()
@@ -423,7 +425,9 @@ def test_depth_on_cuda_request_is_a_counted_cpu_fallback(root):
     """NVDEC/torchcodec give 8-bit RGB only: a depth camera asked for on CUDA decodes on the CPU,
     counted and logged, never silently (unit-tested without a device)."""
     from lerobotstream.decode import EpisodeVideo, FallbackStatus
-    from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize
+    from lerobotstream.mp4.parse import parse_mp4_bytes
+    from lerobotstream.mp4.spans import plan_span
+    from lerobotstream.mp4.synth import synthesize
 
     path = root / "videos" / DEPTH[0] / "chunk-000" / "file-000.mp4"
     data = path.read_bytes()

@@ -13,7 +13,7 @@ import pytest
 
 from lerobotstream.errors import MetadataError, UnsupportedDatasetVersionError
 from lerobotstream.meta import DatasetMeta, EpisodeVideo
-from lerobotstream.sources import LocalSource
+from lerobotstream.sources._local import LocalSource
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "data" / "g1_v30"

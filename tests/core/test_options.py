@@ -210,9 +210,9 @@ def test_the_options_rules_are_the_only_rules():
         PlanSettings(batch_size=None)  # the planner needs one: the rule without its "None or"
     state = make_planner({0: 4, 1: 4}).state_dict(samples_consumed=0)
     with pytest.raises(ResumeStateError) as err:
-        make_planner({0: 4, 1: 4}).load_state_dict({**state, "strategy": "uniform", "pool_size": 0})
-    assert f"strategy='uniform' ({want['sampling_strategy']} is needed)" in str(err.value)
-    assert f"pool_size=0 ({want['episode_pool_size'].removeprefix('None or ')} is needed)" in str(err.value)
+        make_planner({0: 4, 1: 4}).load_state_dict({**state, "sampling_strategy": "uniform", "episode_pool_size": 0})
+    assert f"sampling_strategy='uniform' ({want['sampling_strategy']} is needed)" in str(err.value)
+    assert f"episode_pool_size=0 ({want['episode_pool_size'].removeprefix('None or ')} is needed)" in str(err.value)
 
 
 def test_every_planner_setting_is_named_as_its_option():

@@ -4,7 +4,7 @@ import pickle
 
 import lerobotstream
 from lerobotstream import errors
-from lerobotstream.sources import LocalSource
+from lerobotstream.sources._local import LocalSource
 
 
 def test_version():

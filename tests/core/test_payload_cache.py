@@ -56,11 +56,17 @@ def test_oversize_episode_fails_before_any_fetch():
     cache = EpisodeByteCache(500, sizes, fetch, max_workers=2)
     with pytest.raises(ByteBudgetError, match="episode 1"):
         cache.prefetch(1)
-    with pytest.raises(ByteBudgetError, match="episode 1"):
+    with pytest.raises(ByteBudgetError, match="episode 1") as e:
         cache.admit(1)
     assert fetch.calls == [] and fetch.bytes_fetched == 0
     assert cache.reserved_bytes == 0
     cache.close()
+    # the one rule and message of an episode over the budget (errors.over_budget; the planner's too)
+    assert str(e.value) == (
+        "episode 1 needs 1000 bytes (0.000 GiB) of synthesized MP4 but the worker has a byte budget of 500 bytes "
+        "(0.000 GiB); raise the byte budget (streaming_byte_budget_gb) or lower num_workers"
+    )
+    assert (e.value.episode_index, e.value.nbytes, e.value.byte_budget) == (1, 1000, 500)
 
 
 def test_reserved_and_resident_accounting():

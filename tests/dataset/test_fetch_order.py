@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from lerobotstream.dataset._worker import Worker
+from lerobotstream.dataset._reader import DatasetReader
 from lerobotstream.testing import read_identity
 from tests._streams import CAMERA
 
@@ -29,13 +29,13 @@ def test_the_first_batch_episodes_are_fetched_before_any_other(root, strategy, m
     from lerobotstream.dataset import StreamingLeRobotDataset
 
     calls: list[int] = []
-    fetch = Worker.fetch
+    fetch = DatasetReader.fetch
 
     def recording(self, ep):
         calls.append(ep)
         return fetch(self, ep)
 
-    monkeypatch.setattr(Worker, "fetch", recording)
+    monkeypatch.setattr(DatasetReader, "fetch", recording)
     # the whole dataset is one pool; one fetch thread: fetches run in the order they were asked for
     ds = StreamingLeRobotDataset(
         root=root, batch_size=BATCH, sampling_strategy=strategy, prefetch_episodes=0, seed=3, decode_lookahead=8

@@ -25,7 +25,10 @@ import pytest
 from lerobotstream.errors import MetadataError, SourceChangedError, SourceError, SourceNotFoundError
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.parquet import EpisodeParquetReader, _SingleFlight
-from lerobotstream.sources import ByteSource, HttpSource, LocalSource, RetryPolicy, open_source
+from lerobotstream.sources import ByteSource, open_source
+from lerobotstream.sources._http import HttpSource
+from lerobotstream.sources._http_transport import RetryPolicy
+from lerobotstream.sources._local import LocalSource
 from lerobotstream.testing import LoopbackServer
 
 G1 = Path(__file__).resolve().parents[2] / "data" / "g1_v30"

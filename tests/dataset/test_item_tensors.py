@@ -95,16 +95,16 @@ def test_first_chunk_decoded_before_the_next_chunk_is_drawn(make_generated_datas
     cam = (("observation.images.front", 64, 48),)
     root = Path(make_generated_dataset(episode_lengths=(40,), codec="av1", cameras=cam))
     calls: list[tuple[str, int]] = []
-    decode_group = _decodejob.ChunkDecoder.decode_group
+    decode = _decodejob.EpisodeJob.decode
     chunks, assemble = _pipeline.Pipeline._chunks, _pipeline.Pipeline._assemble
     moved_on = threading.Event()  # the pipeline drew another chunk or started assembling
 
-    def first_one_held(self, ep, frames):
+    def first_one_held(self, frames):
         calls.append(("start", len(frames)))
         if len(calls) == 1:
             moved_on.wait(60)  # a next chunk drawn already would be logged now, before this decode ends
         try:
-            return decode_group(self, ep, frames)
+            return decode(self, frames)
         finally:
             calls.append(("end", len(frames)))
 
@@ -114,11 +114,11 @@ def test_first_chunk_decoded_before_the_next_chunk_is_drawn(make_generated_datas
             calls.append(("draw", n + 1))  # resumed: chunk n + 1 is being drawn
             moved_on.set()
 
-    def assemble_marked(self, ep, fr, job, *rest):
+    def assemble_marked(self, job, fr, decoded, *rest):
         moved_on.set()
-        return assemble(self, ep, fr, job, *rest)
+        return assemble(self, job, fr, decoded, *rest)
 
-    monkeypatch.setattr(_decodejob.ChunkDecoder, "decode_group", first_one_held)
+    monkeypatch.setattr(_decodejob.EpisodeJob, "decode", first_one_held)
     monkeypatch.setattr(_pipeline.Pipeline, "_chunks", chunks_logged)
     monkeypatch.setattr(_pipeline.Pipeline, "_assemble", assemble_marked)
     ds = StreamingLeRobotDataset(root=root, first_lookahead=4, decode_lookahead=16)

@@ -78,7 +78,7 @@ def test_pickle_holds_no_process_state(root):
     for banned in ("_thread", "threading", "VideoDecoder", "mmap", "Mp4Index", "EpisodeByteCache", "Pipeline"):
         assert banned not in text, banned
     clone = pickle.loads(blob)
-    assert clone._worker is None
+    assert clone._reader is None
     assert [int(x["frame_index"]) for x in iter(clone)][:3] == [int(x["frame_index"]) for x in iter(_ds(root))][:3]
 
 

@@ -85,7 +85,7 @@ def test_mismatched_settings_raise(root):
         ds.load_state_dict(state)
         assert ds.resume_changes
     _ds(root, 1, True).load_state_dict(state)  # worker count differs: elastic too
-    with pytest.raises(ResumeStateError, match="marker"):
+    with pytest.raises(ResumeStateError, match="not a lerobotstream stream state"):
         _ds(root, 2, True).load_state_dict({"epoch": 0, "offset": 8})
     with pytest.raises(ResumeStateError):  # ends inside a batch with several workers
         ds = _ds(root, 2, True)
@@ -106,8 +106,8 @@ def test_a_state_without_digest_from_another_dataset_is_refused(root, make_gener
     56 samples silently; it cannot be checked, so it is refused."""
     other = Path(make_generated_dataset(episode_lengths=(9, 8), codec="av1", cameras=SMALL_DATASET["cameras"]))
     st = _ds(other, 0, False).state_dict(samples_consumed=B)
-    legacy = resigned({k: v for k, v in st.items() if k != "episodes"})  # re-signed: the digest is no secret
-    with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
+    legacy = resigned({k: v for k, v in st.items() if k != "episodes_digest"})  # re-signed: the digest is no secret
+    with pytest.raises(ResumeStateError, match=r"missing fields \['episodes_digest'\]"):
         _ds(root, 0, False).load_state_dict(legacy)
     with pytest.raises(ResumeStateError, match="episode selection"):
         _ds(root, 0, False).load_state_dict(st)

@@ -64,18 +64,6 @@ def test_a_mixtures_stats_give_each_dataset_its_own_counters(make_generated_data
     assert st["chunks"] >= 1 and "chunks" not in per[0]  # the worker's pipeline is shared: counted once
 
 
-def test_a_mixture_of_one_state_from_before_the_seed_rule_is_refused(root):
-    from lerobotstream.errors import ResumeStateError
-    from tests._streams import resigned
-
-    ds = StreamingMultiLeRobotDataset(["core/one"], roots=[root])
-    state = ds.state_dict(samples_consumed=0)
-    assert state["mixture"]["seed_rule"] == "dataset"
-    old = resigned(state, mixture={k: v for k, v in state["mixture"].items() if k != "seed_rule"})
-    with pytest.raises(ResumeStateError, match="seed_rule"):
-        StreamingMultiLeRobotDataset(["core/one"], roots=[root]).load_state_dict(old)
-
-
 def test_the_shard_interface_gives_the_dataloader_workers_items(root):
     """``prepare`` / ``shard`` / ``position`` / ``seek``: shard p of N (each with its own
     per-process state, in this process) yields what DataLoader worker p of N yields, from the

@@ -22,7 +22,9 @@ from lerobotstream.decode import (  # noqa: E402
     resolve_device,
 )
 from lerobotstream.errors import DecodeError, FrameTimestampError  # noqa: E402
-from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize  # noqa: E402
+from lerobotstream.mp4.parse import parse_mp4_bytes  # noqa: E402
+from lerobotstream.mp4.spans import plan_span
+from lerobotstream.mp4.synth import synthesize
 
 
 @pytest.fixture(scope="module")

@@ -2,43 +2,70 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.integrations.lerobot.resume import ELASTIC_KEYS, check_resume
+from lerobotstream.integrations.lerobot import resume
+from lerobotstream.integrations.lerobot.resume import check_resume
+from lerobotstream.planner._state import ELASTIC_SETTINGS
+from tests._planners import make_planner
 
-SETTINGS = {
-    "repo_id": "o/n",
-    "episodes": None,
-    "world_size": 2,
-    "batch_size": 8,
-    "num_workers": 2,
-    "seed": 1000,
-    "sampling_strategy": "remaining",
-    "episode_pool_size": None,
-    "byte_budget_gb": 8.0,
-    "drop_n_last_frames": 0,
-    "eval_split": 0.0,
-    "streaming_weights": None,
-}
+RUN = {"repo_id": "o/n", "episodes": None, "drop_n_last_frames": 0, "eval_split": 0.0, "streaming_weights": None}
+LENGTHS = {e: 5 + e % 4 for e in range(24)}
+
+
+def _state(**kw):
+    """The stream's one resume state (what the dataset's ``state_dict()`` writes) for these settings."""
+    s = {"seed": 1000, "batch_size": 8, "num_workers": 2, "world_size": 2, "rank": 0, **kw}
+    return make_planner(LENGTHS, **s).state_dict(samples_consumed=0)
 
 
 def test_elastic_settings_are_returned_the_rest_refused():
-    doc = {"step": 5, "settings": dict(SETTINGS)}
-    now = dict(SETTINGS, world_size=4, batch_size=6, num_workers=3)
-    assert check_resume(doc, now, 5, Path("ck"), elastic=True) == [
-        "world_size: checkpoint 2, now 4",
+    doc = {"step": 5, "run": dict(RUN), "stream": _state()}
+    now = _state(world_size=4, batch_size=6, num_workers=3)
+    assert check_resume(doc, dict(RUN), now, 5, Path("ck"), elastic=True) == [
         "batch_size: checkpoint 8, now 6",
+        "world_size: checkpoint 2, now 4",
         "num_workers: checkpoint 2, now 3",
     ]
-    assert check_resume(doc, dict(SETTINGS), 5, Path("ck"), elastic=True) == []
+    assert check_resume(doc, dict(RUN), _state(), 5, Path("ck"), elastic=True) == []
     with pytest.raises(ResumeStateError, match="(?s)seed: checkpoint 1000, now 7.*same dataset, episodes, seed"):
-        check_resume(doc, dict(now, seed=7), 5, Path("ck"), elastic=True)
+        check_resume(doc, dict(RUN), _state(seed=7), 5, Path("ck"), elastic=True)
+    with pytest.raises(ResumeStateError, match="drop_n_last_frames: checkpoint 0, now 2"):  # the run's own settings
+        check_resume(doc, dict(RUN, drop_n_last_frames=2), _state(), 5, Path("ck"), elastic=True)
     with pytest.raises(ResumeStateError, match="world_size: checkpoint"):  # elastic=False: the sample-exact rule
-        check_resume(doc, now, 5, Path("ck"), elastic=False)
-    assert set(ELASTIC_KEYS) <= set(SETTINGS)
+        check_resume(doc, dict(RUN), now, 5, Path("ck"), elastic=False)
+
+
+def test_the_training_resume_uses_the_one_elastic_definition():
+    """Bug: lerobotstream-train kept its own copy of the elastic keys, without ``repeat``,
+    ``drop_last`` and ``equalize``: a resume the dataset replans elastically was refused. The
+    record wraps the stream's state; what may change is ``planner.ELASTIC_SETTINGS``."""
+    assert not hasattr(resume, "ELASTIC_KEYS")
+    assert {"repeat", "drop_last", "equalize", "byte_budget", "episode_pool_size"} <= set(ELASTIC_SETTINGS)
+    doc = {"step": 5, "run": dict(RUN), "stream": _state()}
+    assert check_resume(doc, dict(RUN), _state(drop_last=True, repeat=True), 5, Path("ck")) == [
+        "repeat: checkpoint False, now True",
+        "drop_last: checkpoint False, now True",
+    ]
+    assert not set(RUN) & set(doc["stream"])  # the run's settings: only what the stream state lacks
+
+
+def test_a_record_of_an_earlier_build_is_refused_naming_its_format(tmp_path):
+    from lerobotstream.integrations.lerobot.resume import STATE_FILE, read_checkpoint_state
+
+    path = tmp_path / "training_state" / STATE_FILE
+    path.parent.mkdir()
+    path.write_text(json.dumps({"format": "lerobotstream-train-stream/1", "step": 2, "settings": {}}))
+    with pytest.raises(ResumeStateError, match="'lerobotstream-train-stream/1', written by an earlier build") as info:
+        read_checkpoint_state(tmp_path)
+    assert "new run from the saved weights" in str(info.value) and "pretrained_model" in str(info.value)
+    old_stream = {k: v for k, v in _state().items() if k != "schema"} | {"lerobotstream_planner_schema": 2}
+    with pytest.raises(ResumeStateError, match="lerobotstream_planner_schema=2, written by an earlier build"):
+        check_resume({"step": 5, "run": dict(RUN), "stream": old_stream}, dict(RUN), _state(), 5, Path("ck"))
 
 
 def test_the_resume_log_line_says_what_changed_and_what_is_left():

@@ -85,7 +85,7 @@ def test_rank_and_world_come_from_the_launch_without_a_process_group(monkeypatch
 
 def test_the_run_keeps_the_topology_it_started_with(monkeypatch):
     run = hooks.Run(types.SimpleNamespace(num_workers=2, batch_size=8))
-    run.settings = (1, 2)  # saved while the process group was up; the environment no longer says it
+    run.topology = (1, 2)  # saved while the process group was up; the environment no longer says it
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     s = run.summary()

@@ -11,7 +11,7 @@ import torch
 
 from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset, StreamLoader
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
-from lerobotstream.loader import choose_mode
+from lerobotstream.loader._loader import choose_mode
 
 CAM = (("observation.images.front", 32, 24),)
 LENGTHS = (7, 5, 9, 4, 6)
@@ -197,7 +197,7 @@ def test_loader_resume_exact(root, nw, mode, ctx):
             if len(got) == k:
                 break
         state = first.state_dict()
-        assert state["dataset"]["samples"] == sum(len(b["index"]) for b in got)
+        assert state["stream"]["samples"] == sum(len(b["index"]) for b in got)
         second = StreamLoader(_ds(root, nw), B, num_workers=nw, mode=mode, multiprocessing_context=ctx)
         second.load_state_dict(torch.load(_roundtrip(state), weights_only=False))
         rest = list(second)
@@ -282,7 +282,7 @@ def test_the_loader_hands_its_settings_to_the_stream_as_data(root, mode):
     assert_batches_equal(ref, list(loader))
     assert ds.options is before and (ds.options.batch_size, ds.options.num_workers) == (None, 0)
     assert ds.loader_settings() == LoaderSettings(None, 0, False)
-    state = loader.state_dict()["dataset"]
+    state = loader.state_dict()["stream"]
     assert (state["batch_size"], state["num_workers"]) == (B, 2)
     assert (ds.state_dict()["batch_size"], ds.state_dict()["num_workers"]) == (1, 0)
     for bad in (dict(batch_size=np.float64(4)), dict(num_workers=np.int64(-1)), dict(drop_last="yes")):

@@ -78,7 +78,7 @@ def test_dataset_loaded_before_a_loader_with_other_settings_wraps_it(root, batch
     and the loader's state_dict() before its first batch resumes the same position."""
     first = StreamLoader(_ds(root), batch_size=4, num_workers=2, mode="threads")
     got = _take(first, 3)
-    state = first.state_dict()["dataset"]
+    state = first.state_dict()["stream"]
     ds = _ds(root, batch_size=4, num_workers=2, max_num_shards=2)
     ds.load_state_dict(state)
     loader = StreamLoader(ds, batch_size=batch_size, num_workers=workers, mode="threads")
@@ -96,7 +96,7 @@ def test_dataset_loaded_before_a_loader_with_the_checkpoints_settings_continues_
     first = StreamLoader(_ds(root), batch_size=4, num_workers=2, mode="threads")
     got = _take(first, 3)
     ds = _ds(root)
-    ds.load_state_dict(first.state_dict()["dataset"])
+    ds.load_state_dict(first.state_dict()["stream"])
     assert got + _take(StreamLoader(ds, batch_size=4, num_workers=2, mode="threads")) == full
 
 
@@ -149,6 +149,6 @@ def test_a_dataloader_worker_count_other_than_the_datasets_warns(root):
     first = StreamLoader(_ds(root), batch_size=4, num_workers=2, mode="threads")
     _take(first, 2)
     ds = _ds(root, batch_size=4, num_workers=2, max_num_shards=2)
-    ds.load_state_dict(first.state_dict()["dataset"])
+    ds.load_state_dict(first.state_dict()["stream"])
     with pytest.warns(RuntimeWarning, match="DataLoader runs 3 worker.*num_workers=2.*pass num_workers=3"):
         ds.prepare(3)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lerobotstream import StreamingLeRobotDataset, StreamLoader
-from lerobotstream.loader import sum_stats
+from lerobotstream.loader._loader import sum_stats
 
 CAM = (("observation.images.front", 32, 24),)
 LENGTHS = (7, 5, 9, 4, 6)

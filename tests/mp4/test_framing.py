@@ -16,8 +16,10 @@ import pytest
 
 from lerobotstream import constants
 from lerobotstream.errors import LeRobotStreamError, Mp4InconsistentTablesError
-from lerobotstream.mp4 import check_sample_framing, parse_mp4_bytes, plan_span, sample_framing
-from lerobotstream.mp4._index_file import presentation_order_of, pts_seconds
+from lerobotstream.mp4._index_format import presentation_order_of, pts_seconds
+from lerobotstream.mp4.framing import check_sample_framing, sample_framing
+from lerobotstream.mp4.parse import parse_mp4_bytes
+from lerobotstream.mp4.spans import plan_span
 
 # every real file the decode/dataset tests decode, per codec family
 REAL = {
@@ -198,7 +200,7 @@ def _table(codec: str, stsd: bytes, samples: list[bytes]):
     offset = 100 + np.concatenate([[0], np.cumsum(size)[:-1]]).astype(np.int64)
     dts = np.arange(n, dtype=np.int64) * 512
     zero = np.zeros(n, dtype=np.int64)
-    from lerobotstream.mp4 import SampleTable
+    from lerobotstream.mp4._table import SampleTable
 
     t = SampleTable(
         offset=offset,
@@ -350,7 +352,7 @@ def test_dataset_with_shifted_sidecar_offsets_fails_naming_episode_camera_file(
     _shift_sidecar_offsets(npz, -3)
     # the first-use verification against the moov would serve the MP4's own tables
     # (tests/untrusted/test_sidecar_trust.py); here its record is forged, so the framing check is what is left
-    from lerobotstream.sidecar import VerifiedTables
+    from lerobotstream.sidecar._verify import VerifiedTables
 
     monkeypatch.setattr(VerifiedTables, "verify", lambda self, path: None)
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from lerobotstream.mp4 import episode_frame_range, plan_span
-from lerobotstream.mp4._index_file import SHARED_MIN_SAMPLES, Mp4Index
-from lerobotstream.sidecar import SidecarWriter
+from lerobotstream.mp4._index_file import Mp4Index
+from lerobotstream.mp4._index_format import SHARED_MIN_SAMPLES
+from lerobotstream.mp4.spans import episode_frame_range, plan_span
+from lerobotstream.sidecar._archive import SidecarWriter
 from tests._sidecar_helpers import synth_table
 
 N = SHARED_MIN_SAMPLES + 904

@@ -19,7 +19,8 @@ from lerobotstream.errors import (
     Mp4TruncatedError,
     Mp4UnsupportedError,
 )
-from lerobotstream.mp4 import SampleTable, parse_mp4, parse_mp4_bytes
+from lerobotstream.mp4._table import SampleTable
+from lerobotstream.mp4.parse import parse_mp4, parse_mp4_bytes
 from lerobotstream.testing import RefError, parse_reference
 
 FIELDS = [

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from lerobotstream.mp4 import Span, episode_frame_range, plan_span
+from lerobotstream.mp4.spans import Span, episode_frame_range, plan_span
 
 
 def make_table(

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import Mp4Error
-from lerobotstream.mp4 import plan_span, synthesize, synthesize_header
-from lerobotstream.mp4.synth import header_nbytes
+from lerobotstream.mp4.spans import plan_span
+from lerobotstream.mp4.synth import header_nbytes, synthesize, synthesize_header
 
 CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts", b"dinf"}
 
@@ -188,7 +188,7 @@ def test_accepts_memoryview_and_bytearray_payloads():
 def test_display_matrices_written_verbatim_size_unchanged():
     """tkhd and mvhd carry the source's matrices (FFmpeg rotates by their product); 36 bytes each
     whatever the values, so the planned size does not depend on them."""
-    from lerobotstream.mp4 import parse_mp4_bytes
+    from lerobotstream.mp4.parse import parse_mp4_bytes
 
     rot = (0, -65536, 0, 65536, 0, 0, 0, 0, 1 << 30)
     movie = (65536, 0, 0, 0, -65536, 0, 7 << 16, -3, 1 << 30)

@@ -18,7 +18,8 @@ import pytest
 
 from lerobotstream.decode import EpisodeVideo
 from lerobotstream.errors import FrameTimestampError
-from lerobotstream.mp4 import frames_within_tolerance, plan_span, within_tolerance
+from lerobotstream.mp4._tolerance import frames_within_tolerance, within_tolerance
+from lerobotstream.mp4.spans import plan_span
 from lerobotstream.sidecar._validate import EpisodeWindow, check_window_detail, validate_source
 from tests._sidecar_helpers import synth_table
 
@@ -104,5 +105,5 @@ def test_validate_row_timestamps_use_the_rule():
 
     good = np.arange(LENGTH) / FPS
     assert timestamp_problem(good + np.array([0, 0, TOL / 2, 0]), FPS, TOL) is None
-    code, reason = timestamp_problem(good + np.array([0, 0, TOL, 0]), FPS, TOL)
-    assert code == "data_timestamps" and reason.startswith("1 of 4 timestamps are not frame_index / fps within")
+    p = timestamp_problem(good + np.array([0, 0, TOL, 0]), FPS, TOL)
+    assert p.code == "data_timestamps" and p.message.startswith("1 of 4 timestamps are not frame_index / fps within")

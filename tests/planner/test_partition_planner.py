@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
+from lerobotstream.planner._state import SCHEMA
 from tests._planners import make_partition_planner, make_planner, stream_partitions, worker_plan
 from tests.planner.test_planner import _simulate_loader as _loader  # DataLoader turns, simulated
 
@@ -133,7 +134,7 @@ def test_elastic_resume_plays_the_tail_of_every_partition(old, new, strategy):
     ref = _by_partition(_run((1, 0, 4), sampling_strategy=strategy)[0])
     for n in (1, 3):
         consumed, state = _run(old, n, sampling_strategy=strategy)
-        assert state["partitions"] == P and state["lerobotstream_planner_schema"] == 3
+        assert state["partitions"] == P and state["schema"] == SCHEMA
         got, _ = _run(new, state=state, sampling_strategy=strategy)
         assert Counter(consumed) + Counter(got) == FULL, (old, new, n)
         c, g = _by_partition(consumed), _by_partition(got)
@@ -157,7 +158,7 @@ def test_a_state_saved_in_the_remainder_resumes_again_and_keeps_each_order():
     ref = _by_partition(_run((1, 0, 4))[0])
     consumed, state = _run((2, 2, 4), 2)
     mid, state2 = _run((3, 1, 5), 1, state=state)
-    assert "origin" in state2 and state2["partitions"] == P
+    assert state2["origin"] is not None and state2["partitions"] == P
     got, _ = _run((1, 2, 3), state=state2)
     assert Counter(consumed) + Counter(mid) + Counter(got) == FULL
     c, m, g = _by_partition(consumed), _by_partition(mid), _by_partition(got)
@@ -255,7 +256,7 @@ def test_refused_cases_name_the_difference():
     with pytest.raises(ResumeStateError, match="partitions: checkpoint 8, now 6"):
         _planner((2, 2, 4), 0, partitions=6).load_state_dict(state)
     plain = make_planner(LENGTHS, rank=0, world_size=2, num_workers=2, batch_size=4).state_dict(samples_consumed=8)
-    assert "partitions" not in plain and plain["lerobotstream_planner_schema"] == 1  # the layout is unchanged
+    assert plain["partitions"] is None
     with pytest.raises(ResumeStateError, match="partitions: checkpoint None, now 8"):
         _planner((2, 2, 4), 0).load_state_dict(plain)
     with pytest.raises(ResumeStateError, match="seed: .*partitions: checkpoint 8, now 4"):

@@ -17,11 +17,13 @@ from hypothesis import strategies as st
 
 from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError
 from lerobotstream.planner import SCHEMA_KEY, Planner, replay_turns, take_turns
+from lerobotstream.planner._pool import STRATEGIES as STRATEGY_TABLE
+from lerobotstream.planner._state import SCHEMA
 from tests._planners import make_planner, worker_episodes, worker_plan
 from tests._streams import resigned
 from tests.planner.test_turns import worker_batches
 
-STRATEGIES = ("remaining", "round_robin", "sequential")
+STRATEGIES = tuple(STRATEGY_TABLE)  # every strategy of the table (a new one is tested here too)
 
 
 def _lengths(seed: int, n: int, lo: int = 1, hi: int = 200) -> np.ndarray:
@@ -279,7 +281,7 @@ def _order(seed, epoch=0, **kw):
     return plan.admission_order(epoch).tolist(), list(plan.iter_anchors(epoch))
 
 
-@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "sequential"])  # sequential: no draws
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if not STRATEGY_TABLE[s].in_order])  # in order: no draws
 def test_seed_and_epoch_determine_the_order(strategy):
     a = _order(1000, sampling_strategy=strategy)
     assert a == _order(1000, sampling_strategy=strategy)
@@ -455,7 +457,7 @@ def test_resume_random_offsets_larger_dataset():
 def test_resume_state_validation():
     p = make_planner({0: 5, 1: 6}, batch_size=4, num_workers=2)
     state = p.state_dict(samples_consumed=8)
-    assert state[SCHEMA_KEY] == 1
+    assert state[SCHEMA_KEY] == SCHEMA
     for change in (
         dict(batch_size=8),
         dict(num_workers=1),
@@ -470,7 +472,7 @@ def test_resume_state_validation():
     q = make_planner({0: 5, 1: 6}, batch_size=4, num_workers=2, world_size=2, rank=0)
     q.load_state_dict(state)
     assert any(c.startswith("world_size") for c in q.resume_changes)
-    with pytest.raises(ResumeStateError, match="policy weights"):
+    with pytest.raises(ResumeStateError, match="saved weights"):
         p.load_state_dict({"epoch": 0, "offset": 8, "batch_size": 4})
     p.load_state_dict(state)
     assert p.samples_consumed == 8
@@ -482,14 +484,14 @@ def test_resume_refuses_a_different_episode_selection():
 
     a = make_planner({0: 10, 1: 12, 2: 8}, rank=0, world_size=1, batch_size=2)
     st = a.state_dict(samples_consumed=4)
-    assert st["episodes"] == a.specs[0].digest
+    assert st["episodes_digest"] == a.specs[0].digest
     make_planner({0: 10, 1: 12, 2: 8}, rank=0, world_size=1, batch_size=2).load_state_dict(st)  # same: accepted
     for other in ({0: 10, 1: 12, 3: 8}, {0: 10, 1: 12, 2: 9}, {0: 10, 1: 12}):
         with pytest.raises(ResumeStateError, match="episode selection"):
             make_planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(st)
-    legacy = resigned({k: v for k, v in st.items() if k != "episodes"})  # written before the digest was stored
-    for other in ({0: 10, 1: 12, 2: 8}, {0: 10, 1: 12, 3: 8}):  # cannot be checked: refused, never trusted
-        with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
+    legacy = resigned({k: v for k, v in st.items() if k != "episodes_digest"})  # no digest: cannot be checked
+    for other in ({0: 10, 1: 12, 2: 8}, {0: 10, 1: 12, 3: 8}):  # refused, never trusted
+        with pytest.raises(ResumeStateError, match=r"missing fields \['episodes_digest'\]"):
             make_planner(other, rank=0, world_size=1, batch_size=2).load_state_dict(legacy)
 
 

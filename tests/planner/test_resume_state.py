@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import StreamState
-from tests._planners import make_mixture, make_mixture_for_datasets, make_planner
+from tests._planners import make_mixture, make_planner
 from tests._streams import resigned
 
 LENGTHS = {0: 10, 1: 12, 2: 8}
@@ -34,17 +34,15 @@ GOOD = _planner().state_dict(samples_consumed=4)
 
 def test_a_state_without_episodes_digest_is_refused_not_trusted():
     """Bug: a digest-less state from one dataset loaded into another and silently skipped samples."""
-    legacy = resigned({k: v for k, v in GOOD.items() if k != "episodes"})
+    legacy = resigned({k: v for k, v in GOOD.items() if k != "episodes_digest"})
     for lengths in (LENGTHS, OTHER):
-        with pytest.raises(ResumeStateError, match="no 'episodes' digest") as info:
+        with pytest.raises(ResumeStateError, match=r"missing fields \['episodes_digest'\]"):
             _planner(lengths).load_state_dict(legacy)
-        assert _planner(lengths).specs[0].digest in str(info.value)  # the escape hatch is spelled out
-    for value in (None,):
-        with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
-            _planner().load_state_dict(resigned(GOOD, episodes=value))
+    with pytest.raises(ResumeStateError, match="episodes_digest=None"):
+        _planner().load_state_dict(resigned(GOOD, episodes_digest=None))
     mixed = _mixture().state_dict(samples_consumed=4)
-    with pytest.raises(ResumeStateError, match="no 'episodes' digest"):
-        _mixture().load_state_dict(resigned(mixed, episodes=None))
+    with pytest.raises(ResumeStateError, match="episodes_digest=None"):
+        _mixture().load_state_dict(resigned(mixed, episodes_digest=None))
     _mixture().load_state_dict(mixed)  # intact states still load
     _planner().load_state_dict(GOOD)
 
@@ -52,12 +50,37 @@ def test_a_state_without_episodes_digest_is_refused_not_trusted():
 def test_foreign_dicts_say_what_is_wrong():
     with pytest.raises(ResumeStateError, match="not a lerobotstream stream state") as info:
         _planner().load_state_dict({"foo": 1})
-    assert "older sampler" not in str(info.value) and "state_dict()" in str(info.value)
-    for junk in (None, [1, 2], "state", 3):
+    assert "state_dict()" in str(info.value) and "saved weights" in str(info.value)
+    for junk in (None, [1, 2], "state", 3, {"epoch": 0, "offset": 8, "batch_size": 4}):
         with pytest.raises(ResumeStateError, match="not a lerobotstream stream state"):
             _planner().load_state_dict(junk)
-    with pytest.raises(ResumeStateError, match="older sampler"):  # a real older layout keeps its message
-        _planner().load_state_dict({"epoch": 0, "offset": 8, "batch_size": 4})
+
+
+@pytest.mark.parametrize(
+    "key,value", [("lerobotstream_planner_schema", 1), ("lerobotstream_planner_schema", 3), ("schema", "x/0")]
+)
+def test_a_state_of_an_earlier_build_is_refused_naming_its_schema(key, value):
+    """One schema: a state an earlier (unreleased) build wrote — another marker or schema — is
+    refused, never converted; the error names the schema found and says to start over from the
+    saved weights."""
+    old = {k: v for k, v in GOOD.items() if k != "schema"}
+    old = resigned({**old, key: value})
+    for load in (StreamState.from_dict, _planner().load_state_dict):
+        with pytest.raises(ResumeStateError, match=f"schema {key}={value!r}, written by an earlier build") as info:
+            load(old)
+        assert "new run from the saved weights" in str(info.value)
+
+
+def test_the_state_names_its_fields_as_the_options():
+    """The one schema: every field always present, the settings named as the options."""
+    from lerobotstream.options import StreamOptions
+    from lerobotstream.planner._state import ELASTIC_SETTINGS, REFUSED_SETTINGS, SCHEMA
+
+    assert GOOD["schema"] == SCHEMA
+    assert set(GOOD) == {"schema", "digest", *StreamState.__dataclass_fields__}
+    options = set(StreamOptions.__dataclass_fields__) | {"byte_budget"}  # bytes: StreamOptions.byte_budget
+    assert set(ELASTIC_SETTINGS) - {"world_size"} <= options and set(REFUSED_SETTINGS) <= options
+    assert {"sampling_strategy", "episode_pool_size"} <= set(GOOD) and not {"strategy", "pool_size"} & set(GOOD)
 
 
 @pytest.mark.parametrize(
@@ -70,8 +93,8 @@ def test_foreign_dicts_say_what_is_wrong():
         ("samples", None),
         ("batch_size", [2]),
         ("num_workers", True),
-        ("episodes", ["3:sha256:ab"]),
-        ("episodes", "junk"),
+        ("episodes_digest", ["3:sha256:ab"]),
+        ("episodes_digest", "junk"),
         ("repeat", 1),
         ("epoch", -1),
         ("batch_size", 0),
@@ -111,7 +134,7 @@ def test_tampered_states_raise_only_resume_state_error(edits, drop):
     except ResumeStateError:
         return
     st_ = StreamState.from_dict(state)  # it loaded: it must be a valid state of this planner
-    assert st_.episodes == p.specs[0].digest and isinstance(p.samples_consumed, int) and p.samples_consumed >= 0
+    assert st_.episodes_digest == p.specs[0].digest and isinstance(p.samples_consumed, int) and p.samples_consumed >= 0
     assert type(p.epoch) is int
 
 
@@ -122,27 +145,3 @@ def test_junk_states_raise_resume_state_error(junk):
         _planner().load_state_dict(junk)
     with pytest.raises(ResumeStateError):
         _mixture().load_state_dict(junk)
-
-
-def test_a_mixture_state_written_with_the_gib_budget_record_still_resumes_the_same_order():
-    """States written before the budget was split in bytes carry the GiB option in their mixture
-    record (``byte_budget_gb``): they load, the same topology continues the same order, and new
-    states no longer write it (issue 34: the budget is converted once, the planner takes bytes)."""
-    from itertools import islice
-
-    from lerobotstream.planner import PlanSettings
-
-    def mix():
-        s = PlanSettings(seed=5, num_workers=2, batch_size=2, byte_budget=1 << 30)
-        return make_mixture_for_datasets(
-            [LENGTHS, OTHER], [1, 1], [0, 100], s, episode_nbytes=[lambda e: 100] * 2, mixture={"repo_ids": ["a", "b"]}
-        )
-
-    state = mix().state_dict(samples_consumed=4)
-    assert "byte_budget_gb" not in state["mixture"] and state["byte_budget"] == 1 << 30
-    old = resigned(state, mixture={**state["mixture"], "byte_budget_gb": 1.0})
-    a, b = mix(), mix()
-    a.load_state_dict(state)
-    b.load_state_dict(old)
-    assert a.resume_changes == b.resume_changes == []
-    assert list(islice(a.iter_worker_anchors(1, 2), 8)) == list(islice(b.iter_worker_anchors(1, 2), 8))

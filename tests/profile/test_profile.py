@@ -13,8 +13,10 @@ import os
 
 import pytest
 
-from lerobotstream.profile import STAGES, build_report, format_report, read_memory
+from lerobotstream.profile import build_report, format_report
 from lerobotstream.profile.__main__ import main as profile_main
+from lerobotstream.profile._memory import read_memory
+from lerobotstream.profile._report import STAGES
 
 
 @pytest.fixture(scope="module")
@@ -207,8 +209,7 @@ def test_worker_error_is_the_original_typed_line(tiny, tmp_path, workers):
 
 
 def test_worker_error_unwraps_torch_copies_only():
-    from lerobotstream.errors import DecodeError
-    from lerobotstream.profile._run import worker_error
+    from lerobotstream.errors import DecodeError, worker_error
 
     tb = (
         "Caught DecodeError in DataLoader worker process 3.\nOriginal Traceback (most recent call last):\n"
@@ -442,7 +443,7 @@ def test_streamloader_modes_report_every_shard(tiny, tmp_path, capsys, mode):
 
 
 def test_auto_is_the_default_and_says_what_it_picked(tiny, tmp_path, capsys):
-    from lerobotstream.loader import choose_mode
+    from lerobotstream.loader._loader import choose_mode
 
     out = tmp_path / "r.json"
     argv = ["--root", str(tiny), "--num-workers", "1", "--steps", "2", "--json", str(out), "--quiet"]

@@ -90,12 +90,12 @@ def test_check_disjoint_pairs():
     assert check_disjoint([(0, 5, _w(0))], 12, "v.mp4") == []
     # a long range covering two later ones overlaps both; the gap list shows the frames left over
     probs = check_disjoint([(2, 10, _w(0)), (3, 5, _w(1)), (6, 8, _w(2)), (12, 14, _w(3))], 16, "v.mp4")
-    assert [(p.episode_index, p.reason.split(":")[0]) for p in probs] == [
+    assert [(p.episode_index, p.message.split(":")[0]) for p in probs] == [
         (0, "episodes 0 and 1 overlap in this file"),
         (0, "episodes 0 and 2 overlap in this file"),
     ]
-    assert "frames no selected episode claims: [0, 2), [10, 12), [14, 16)" in probs[0].reason
+    assert "frames no selected episode claims: [0, 2), [10, 12), [14, 16)" in probs[0].message
     assert str(probs[0]).startswith(f"episode 0, camera {FRONT}, file v.mp4: episodes 0 and 1 overlap")
     # the same range twice
     (p,) = check_disjoint([(0, 4, _w(5)), (0, 4, _w(6))], 4, "v.mp4")
-    assert "episodes 5 and 6 overlap" in p.reason and "every frame of the file is claimed" in p.reason
+    assert "episodes 5 and 6 overlap" in p.message and "every frame of the file is claimed" in p.message

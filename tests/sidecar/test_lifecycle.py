@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 if __name__ == "__main__":
     sys.path.insert(0, str(REPO))
 
-from lerobotstream.sources import LocalSource  # noqa: E402
+from lerobotstream.sources._local import LocalSource  # noqa: E402
 
 
 class NoIdentitySource(LocalSource):
@@ -80,15 +80,11 @@ import pytest  # noqa: E402
 from lerobotstream import constants  # noqa: E402
 from lerobotstream.errors import SidecarLockTimeoutError  # noqa: E402
 from lerobotstream.meta import DatasetMeta  # noqa: E402
-from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION as SV  # noqa: E402
-from lerobotstream.sidecar import (  # noqa: E402
-    _lifecycle,  # noqa: E402
-    cache_path,
-    ensure_sidecar,
-    load_manifest,
-    open_sidecar,
-    sidecar_identity,
-)
+from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION as SV  # noqa: E402
+from lerobotstream.sidecar import _lifecycle, ensure_sidecar, open_sidecar  # noqa: E402
+from lerobotstream.sidecar._archive import load_manifest  # noqa: E402
+from lerobotstream.sidecar._identity import sidecar_identity  # noqa: E402
+from lerobotstream.sidecar._lifecycle import cache_path  # noqa: E402
 
 CAM = (("observation.images.front", 64, 48),)
 
@@ -312,9 +308,9 @@ def test_damaged_cached_sidecar_arrays_are_rebuilt(tmp_path, make_generated_data
     import shutil
 
     from lerobotstream.meta import DatasetMeta
-    from lerobotstream.mp4 import Mp4Index
+    from lerobotstream.mp4._index_file import Mp4Index
     from lerobotstream.sidecar import ensure_sidecar
-    from lerobotstream.sources import LocalSource
+    from lerobotstream.sources._local import LocalSource
 
     root = make_generated_dataset(episode_lengths=(6, 9), codec="av1")
     source = LocalSource(root)

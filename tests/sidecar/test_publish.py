@@ -12,10 +12,12 @@ import pytest
 
 from lerobotstream import constants
 from lerobotstream.errors import SidecarPublishError
-from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION as SV
-from lerobotstream.sidecar import build_sidecar, ensure_sidecar, load_manifest, load_tables, push_sidecar
+from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION as SV
+from lerobotstream.sidecar import build_sidecar, ensure_sidecar, push_sidecar
 from lerobotstream.sidecar.__main__ import main as sidecar_cli
-from lerobotstream.sources import LocalSource, open_source
+from lerobotstream.sidecar._archive import load_manifest, load_tables
+from lerobotstream.sources import open_source
+from lerobotstream.sources._local import LocalSource
 from lerobotstream.testing import LoopbackServer
 
 SHA1, SHA2 = "1" * 40, "2" * 40

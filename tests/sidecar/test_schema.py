@@ -1,7 +1,7 @@
-"""Schema 5 (columns + blocks) against schema 4 (per-source members): the member count does not
-grow with the sources, blocks split and reorder exactly, an old schema-4 sidecar still opens with
-the same tables, older schemas are refused with a rebuild message, and reading the manifest or
-opening the index creates no Python object per untouched source."""
+"""Schema 5 (columns + blocks): the member count does not grow with the sources, blocks split and
+reorder exactly, identity checks read the columnar source table, older schemas (never released)
+are refused with a rebuild message, and reading the manifest or opening the index creates no
+Python object per untouched source."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ import pytest
 
 from lerobotstream.errors import SidecarSchemaError
 from lerobotstream.mp4._index_file import Mp4Index
-from lerobotstream.mp4._npz_schema import CANONICAL_FIELDS, SIDECAR_SCHEMA_VERSION, member_name
-from lerobotstream.sidecar import SidecarWriter, load_manifest, load_tables
-from lerobotstream.sidecar._archive import canonical_arrays, source_entry
+from lerobotstream.mp4._npz_schema import CANONICAL_FIELDS, SIDECAR_SCHEMA_VERSION
+from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, load_tables
 from lerobotstream.sidecar._identity import SidecarIdentity, check_identity
 from tests._sidecar_helpers import synth_table
 
@@ -39,34 +38,6 @@ def _write5(path, tables, *, order=None, **kw):
             t = tables[paths[sid]]
             w.add_source(sid, t, path=paths[sid], size=int(t.file_size), fingerprint=f"fp:{sid}")
         return w.commit()
-
-
-def _write4(path, tables):
-    """A schema-4 sidecar exactly as the previous writer laid it out: five members per source and
-    one manifest object per source."""
-    paths = sorted(tables)
-    sources = []
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-
-        def put(name, a):
-            with zf.open(name + ".npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, np.ascontiguousarray(a), allow_pickle=False)
-
-        for sid, p in enumerate(paths):
-            t = tables[p]
-            for f, a in canonical_arrays(t).items():
-                put(member_name(sid, f), a)
-            sources.append(source_entry(t, path=p, size=int(t.file_size), fingerprint=f"fp:{sid}"))
-        manifest = {
-            "schema_version": 4,
-            "repo_id": "t/t",
-            "revision": None,
-            "data_root": "/x",
-            "subset": False,
-            "sources": sources,
-        }
-        put("manifest.json", np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8))
-    return path
 
 
 def _members(path) -> list[str]:
@@ -115,24 +86,9 @@ def test_out_of_order_sources_and_block_splits_round_trip_exactly(tmp_path, bloc
             assert np.array_equal(np.asarray(getattr(m_t, f)), np.asarray(getattr(t, f))), (p, f)
 
 
-def test_schema4_sidecar_still_opens_with_the_same_tables(tmp_path):
+def test_identity_checks_read_the_columnar_source_table(tmp_path):
     tables = _tables(9)
-    old = _write4(tmp_path / "old.npz", tables)
-    new = _write5(tmp_path / "new.npz", tables)
-    assert len(_members(old)) == 5 * 9 + 1
-    mo, mn = load_manifest(old), load_manifest(new)
-    assert mo["schema_version"] == 4 and [dict(s) for s in mo["sources"]] == [dict(s) for s in mn["sources"]]
-    io_ = Mp4Index.open(old, index_dir=tmp_path / "idx")
-    in_ = Mp4Index.open(new, index_dir=tmp_path / "idx")
-    assert io_.index_path != in_.index_path  # different generations
-    for sid in range(9):
-        a, b = io_.table(sid), in_.table(sid)
-        for f in FIELDS:
-            assert np.array_equal(np.asarray(getattr(a, f)), np.asarray(getattr(b, f))), (sid, f)
-        assert io_.source_info(sid) == in_.source_info(sid)
-    for (sa, aa), (sb, ab) in zip(load_tables(old), load_tables(new)):
-        assert sa == sb and all(np.array_equal(aa[f], ab[f]) for f in FIELDS)
-    # identity checks read both layouts the same way
+    mn = load_manifest(_write5(tmp_path / "new.npz", tables))
     ident = SidecarIdentity(
         repo_id="t/t",
         repo_type="dataset",
@@ -142,7 +98,7 @@ def test_schema4_sidecar_still_opens_with_the_same_tables(tmp_path):
         episodes=None,
         files=[(p, int(tables[p].file_size), f"fp:{i}") for i, p in enumerate(sorted(tables))][::3],
     )
-    assert check_identity(mo, ident) is None and check_identity(mn, ident) is None
+    assert check_identity(mn, ident) is None
     bad = SidecarIdentity(
         repo_id="t/t",
         repo_type="dataset",
@@ -155,15 +111,16 @@ def test_schema4_sidecar_still_opens_with_the_same_tables(tmp_path):
     assert "does not index videos/none.mp4" in check_identity(mn, bad)
 
 
-def test_older_schema_is_refused_with_a_rebuild_message(tmp_path):
-    npz = tmp_path / "v3.npz"
+@pytest.mark.parametrize("schema", [3, 4])
+def test_older_schema_is_refused_with_a_rebuild_message(tmp_path, schema):
+    npz = tmp_path / f"v{schema}.npz"
     with zipfile.ZipFile(npz, "w") as zf:
         with zf.open("manifest.json.npy", "w") as f:
             np.lib.format.write_array(
-                f, np.frombuffer(json.dumps({"schema_version": 3, "sources": []}).encode(), dtype=np.uint8)
+                f, np.frombuffer(json.dumps({"schema_version": schema, "sources": []}).encode(), dtype=np.uint8)
             )
     for call in (load_manifest, lambda p: Mp4Index.open(p, index_dir=tmp_path / "idx")):
-        with pytest.raises(SidecarSchemaError, match="schema 3.*rebuild"):
+        with pytest.raises(SidecarSchemaError, match=f"schema {schema}.*rebuild"):
             call(npz)
 
 
@@ -257,17 +214,15 @@ def test_block_encodings_equal_per_source_encodings():
                 assert block.dtype == want_block.dtype and np.array_equal(block, want_block)
 
 
-def test_a_published_schema4_sidecar_is_still_found_when_no_current_one_exists(monkeypatch):
+def test_the_published_sidecar_is_found_by_the_current_schema_only(monkeypatch):
     from types import SimpleNamespace
 
     from lerobotstream.sidecar import _publish
 
     monkeypatch.setattr(_publish, "_is_hub", lambda source: True)
-    have = {"meta/mp4-sidecars/mp4-v4.npz"}
+    have = {"meta/mp4-sidecars/mp4-v4.npz"}  # an older schema is never used
     bucket = SimpleNamespace(repo_type="bucket", repo_id="o/b", exists=lambda p: p in have)
-    store, path, where = _publish.open_published(bucket, None)
-    assert store is bucket and path == "meta/mp4-sidecars/mp4-v4.npz" and where.endswith("mp4-v4.npz")
-    have.add("meta/mp4-sidecars/mp4-v5.npz")  # the current schema is preferred
-    assert _publish.open_published(bucket, None)[1] == "meta/mp4-sidecars/mp4-v5.npz"
-    have.clear()
     assert _publish.open_published(bucket, None) is None
+    have.add("meta/mp4-sidecars/mp4-v5.npz")
+    store, path, where = _publish.open_published(bucket, None)
+    assert store is bucket and path == "meta/mp4-sidecars/mp4-v5.npz" and where.endswith("mp4-v5.npz")

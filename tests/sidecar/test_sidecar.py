@@ -11,18 +11,11 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import SidecarSchemaError, SidecarStaleError, SidecarValidationError
-from lerobotstream.mp4._index_file import SIDECAR_SCHEMA_VERSION
-from lerobotstream.sidecar import (
-    SidecarWriter,
-    build_sidecar,
-    check_fps,
-    check_window,
-    load_manifest,
-    load_tables,
-    open_sidecar,
-    safe_data_root,
-)
+from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
+from lerobotstream.sidecar import build_sidecar, open_sidecar
 from lerobotstream.sidecar.__main__ import main as cli_main
+from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, load_tables, safe_data_root
+from lerobotstream.sidecar._validate import check_fps, check_window
 from tests._sidecar_helpers import FakeSource, fake_meta, fake_parse, synth_table
 
 A, B = "videos/cam/chunk-000/file-000.mp4", "videos/cam/chunk-000/file-001.mp4"
@@ -310,8 +303,8 @@ def test_generated_dataset_build_open_and_cli(generated, tmp_path, capsys):
     assert rc == 0 and out.is_file()
     assert "files=4" in capsys.readouterr().out
     from lerobotstream.meta import DatasetMeta
-    from lerobotstream.mp4 import parse_mp4_bytes
-    from lerobotstream.sources import LocalSource
+    from lerobotstream.mp4.parse import parse_mp4_bytes
+    from lerobotstream.sources._local import LocalSource
 
     src = LocalSource(generated)
     meta = DatasetMeta.load(src)
@@ -368,7 +361,7 @@ def test_cli_errors_are_one_line_exit_2(tmp_path):
     assert "Traceback" in p.stderr
 
 
-def test_display_matrices_round_trip_and_missing_matrix_is_refused(tmp_path):
+def test_display_matrices_round_trip_and_missing_matrix_is_refused(tmp_path, monkeypatch):
     """The sidecar keeps each source's tkhd/mvhd matrices through the NPZ and the derived index; a
     record without them (or a derived index of an older schema) is refused, never read as identity."""
     import dataclasses
@@ -385,16 +378,21 @@ def test_display_matrices_round_trip_and_missing_matrix_is_refused(tmp_path):
     assert index.index_path.name.startswith(f"mp4-s{SIDECAR_SCHEMA_VERSION}-")
     t0, t1 = index.table(0), index.table(1)
     assert t0.matrix == rot and t0.movie_matrix == tables[A].movie_matrix and t1.matrix == tables[B].matrix
-    # a schema-4 sidecar whose record lacks the matrix: the derived index refuses the source
-    from tests.sidecar.test_schema import _write4
+    # a source table without the matrix column: the derived index refuses the source
+    from lerobotstream.mp4 import _index_write
 
-    _write4(tmp_path / "v4.npz", tables)
-    with zipfile.ZipFile(tmp_path / "v4.npz") as zf:
-        m4 = json.loads(np.lib.format.read_array(zf.open("manifest.json.npy")).tobytes())
-    manifest = dict(m4, sources=[{k: v for k, v in s.items() if k != "matrix"} for s in m4["sources"]])
+    real = _index_write.read_source_table
+
+    def without_matrix(*args, **kwargs):
+        table = real(*args, **kwargs)
+        table._columns.pop("matrix")
+        return table
+
+    monkeypatch.setattr(_index_write, "read_source_table", without_matrix)
     out = tmp_path / "nomatrix.idx"
-    with zipfile.ZipFile(tmp_path / "v4.npz") as zf, open(out, "wb") as f:
-        ix._convert(zf, manifest, "0" * 64, f, str(tmp_path / "v4.npz"))
+    with zipfile.ZipFile(rep.output) as zf, open(out, "wb") as f:
+        ix._convert(zf, m, "0" * 64, f, str(rep.output))
+    monkeypatch.undo()
     with pytest.raises(SidecarSchemaError, match="no valid matrix"):
         ix.Mp4Index.open_index_file(out).table(0)
     # a derived index converted from an older-schema manifest is not opened at all

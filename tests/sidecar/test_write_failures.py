@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import SidecarError, SidecarWriteError
-from lerobotstream.sidecar import build_sidecar, load_manifest
+from lerobotstream.sidecar import build_sidecar
 from lerobotstream.sidecar.__main__ import main as cli_main
-from lerobotstream.sidecar._archive import SidecarWriter, open_temporary, remove_dead_temporaries
+from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, open_temporary, remove_dead_temporaries
 from tests._sidecar_helpers import FakeSource, fake_meta, fake_parse, synth_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -200,7 +200,7 @@ def test_writers_in_one_process_keep_each_others_temporaries(tmp_path):
 # --- the derived index: the same typed error as the sidecar's (issue 29, fault trial item 6) ----
 @pytest.mark.parametrize("how", ["enospc", "enotdir"])
 def test_failed_derived_index_write_is_a_sidecar_write_error(tmp_path, monkeypatch, how):
-    from lerobotstream.mp4 import Mp4Index
+    from lerobotstream.mp4._index_file import Mp4Index
 
     tables, meta = _dataset()
     out = tmp_path / "sc.npz"

@@ -10,7 +10,9 @@ import threading
 import pytest
 
 from lerobotstream.errors import RangeReadError, SourceAuthError, SourceError, SourceNotFoundError
-from lerobotstream.sources import HttpSource, RetryPolicy, open_source
+from lerobotstream.sources import open_source
+from lerobotstream.sources._http import HttpSource
+from lerobotstream.sources._http_transport import RetryPolicy
 from lerobotstream.testing import LoopbackServer
 
 FAST = RetryPolicy(max_retries=3, backoff_base_s=0.001, backoff_cap_s=0.01, max_retry_after_s=5.0)

@@ -20,7 +20,9 @@ import pytest
 
 from lerobotstream.errors import MetadataError, SourceAuthError, SourceError, SourceTimeoutError, StreamingConfigError
 from lerobotstream.meta import DatasetMeta
-from lerobotstream.sources import HttpSource, RetryPolicy, open_source
+from lerobotstream.sources import open_source
+from lerobotstream.sources._http import HttpSource
+from lerobotstream.sources._http_transport import RetryPolicy
 
 REPO = Path(__file__).resolve().parents[2]
 G1 = REPO / "data" / "g1_v30"

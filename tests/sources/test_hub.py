@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
-from lerobotstream.sources import HubSource, RetryPolicy, open_source
+from lerobotstream.sources import open_source
+from lerobotstream.sources._http_transport import RetryPolicy
+from lerobotstream.sources._hub import HubSource
 from lerobotstream.testing import LoopbackServer
 
 FAST = RetryPolicy(max_retries=3, backoff_base_s=0.001, backoff_cap_s=0.01, max_retry_after_s=2.0)

@@ -13,7 +13,9 @@ import pytest
 
 from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset, constants
 from lerobotstream.errors import SourceError, StreamingConfigError
-from lerobotstream.sources import LocalSource, lerobot_local_copy, open_source
+from lerobotstream.sources import open_source
+from lerobotstream.sources._local import LocalSource
+from lerobotstream.sources._open import lerobot_local_copy
 
 CAM = ("observation.images.front", 32, 32)
 

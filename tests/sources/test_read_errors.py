@@ -21,7 +21,9 @@ from lerobotstream.errors import (
     SourceNotFoundError,
     SourceReadError,
 )
-from lerobotstream.sources import FsspecSource, LocalSource, open_source
+from lerobotstream.sources import open_source
+from lerobotstream.sources._fsspec import FsspecSource
+from lerobotstream.sources._local import LocalSource
 
 REPO = Path(__file__).resolve().parents[2]
 G1 = REPO / "data" / "g1_v30"
@@ -217,7 +219,7 @@ def test_http_head_without_a_valid_content_length_is_a_source_error():
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from lerobotstream.sources import HttpSource
+    from lerobotstream.sources._http import HttpSource
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

@@ -15,7 +15,8 @@ import pytest
 
 from lerobotstream import StreamingLeRobotDataset
 from lerobotstream.errors import Mp4InconsistentTablesError, RangeReadError, SourceChangedError
-from lerobotstream.sources import RetryPolicy, open_source
+from lerobotstream.sources import open_source
+from lerobotstream.sources._http_transport import RetryPolicy
 from lerobotstream.testing import LoopbackServer
 
 FAST = RetryPolicy(max_retries=5, backoff_base_s=0.001, backoff_cap_s=0.01)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lerobotstream import StreamingLeRobotDataset
-from lerobotstream.dataset import _worker
+from lerobotstream.dataset import _reader
 from lerobotstream.errors import SourceError, SourceNotFoundError
 from lerobotstream.testing import LoopbackServer
 
@@ -47,7 +47,7 @@ def test_the_first_source_failure_ends_the_stream(server, monkeypatch):
     dead = "file-005.mp4"
     failed = threading.Event()
     fetched: list[int] = []
-    original = _worker.Worker.fetch
+    original = _reader.DatasetReader.fetch
 
     def fetch(self, ep):
         fetched.append(int(ep))
@@ -57,7 +57,7 @@ def test_the_first_source_failure_ends_the_stream(server, monkeypatch):
             failed.set()
             raise
 
-    monkeypatch.setattr(_worker.Worker, "fetch", fetch)
+    monkeypatch.setattr(_reader.DatasetReader, "fetch", fetch)
     server.set_faults([{"kind": "status", "status": 404, "match": dead, "count": 10_000}])
     try:
         seen: list[int] = []

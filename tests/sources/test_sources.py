@@ -10,15 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lerobotstream.errors import RangeReadError, SourceError, SourceNotFoundError
-from lerobotstream.sources import (
-    COALESCE_GAP_BYTES,
-    FsspecSource,
-    HttpSource,
-    LocalSource,
-    coalesce_ranges,
-    open_source,
-    parse_hf_url,
-)
+from lerobotstream.sources import open_source
+from lerobotstream.sources._base import COALESCE_GAP_BYTES, coalesce_ranges
+from lerobotstream.sources._fsspec import FsspecSource
+from lerobotstream.sources._http import HttpSource
+from lerobotstream.sources._local import LocalSource
+from lerobotstream.sources._open import parse_hf_url
 
 DATA = bytes(range(256)) * 400
 

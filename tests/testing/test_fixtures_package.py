@@ -19,11 +19,9 @@ FIXTURES = {
     "DEPTH_QUANTIZER",
     "SAY_TOOL_SCHEMA",
     "CODECS",
-    "video_duration_s",
     "LoopbackServer",
     "parse_reference",
     "RefError",
-    "RefTable",
 }
 
 

@@ -156,7 +156,7 @@ def test_bench_transcode_h264(make_generated_dataset, tmp_path):
     """The long-GOP variant: every video re-encoded as H.264 with the GOP asked for, same frames."""
     import shutil
 
-    from lerobotstream.mp4 import parse_mp4_bytes
+    from lerobotstream.mp4.parse import parse_mp4_bytes
     from tools.bench_datasets import transcode_h264
 
     src = make_generated_dataset(episode_lengths=(9, 7), codec="av1", cameras=(("observation.images.c", 64, 48),))

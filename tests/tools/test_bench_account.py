@@ -61,7 +61,7 @@ def test_missing_targets_are_listed_not_fatal():
     acct = ba.Accounting().install(
         targets=(
             ("lerobotstream.no_such_module", "f", "fetch"),
-            ("lerobotstream.dataset._worker", "Worker.no_such", "fetch"),
+            ("lerobotstream.dataset._reader", "DatasetReader.no_such", "fetch"),
         )
     )
     try:

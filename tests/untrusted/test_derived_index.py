@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import SidecarSchemaError
-from lerobotstream.mp4 import Mp4Index
+from lerobotstream.mp4._index_file import Mp4Index
 from lerobotstream.mp4._index_format import table_problem
 
 REPO = Path(__file__).resolve().parents[2]

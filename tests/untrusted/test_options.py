@@ -130,3 +130,14 @@ def test_mixture_roots_and_weights_must_be_sequences():
         StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=os.fspath(G1)[:2])
     with pytest.raises(StreamingConfigError, match="^weights must be"):
         StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[G1, G1], weights=b"\x01\x02")
+
+
+@pytest.mark.parametrize("epoch", [-1, 1.0, True, "1", None, np.float64(2)])
+def test_an_epoch_number_has_one_rule(epoch):
+    """``check_epoch``: the rule ``set_epoch`` holds an epoch to (an int >= 0), one message."""
+    from lerobotstream._option_rules import check_epoch
+
+    with pytest.raises(StreamingConfigError, match=r"^epoch must be an int >= 0, got ") as e:
+        check_epoch(epoch)
+    assert e.value.option == "epoch"
+    assert check_epoch(np.int64(3)) == 3 and type(check_epoch(np.int64(3))) is int

@@ -15,7 +15,8 @@ import pytest
 
 from lerobotstream.errors import MetadataError, SourceError
 from lerobotstream.meta import DatasetMeta
-from lerobotstream.sources import FsspecSource, LocalSource
+from lerobotstream.sources._fsspec import FsspecSource
+from lerobotstream.sources._local import LocalSource
 from lerobotstream.sources._paths import checked_path, path_problem, same_origin, url_under
 
 HOSTILE = [
@@ -206,8 +207,8 @@ def test_repo_id_dotdot_never_writes_outside_the_sidecar_cache(dataset, tmp_path
 
 @pytest.mark.parametrize("repo_id", ["..", ".", "...", "../..", "/", ""])
 def test_the_sidecar_cache_file_stays_in_the_cache_folder_whatever_the_repo_id(tmp_path, repo_id):
-    from lerobotstream.sidecar import cache_path
     from lerobotstream.sidecar._identity import SidecarIdentity
+    from lerobotstream.sidecar._lifecycle import cache_path
 
     identity = SidecarIdentity(
         repo_id=repo_id, repo_type="dataset", commit=None, revision=None, data_root="/x", episodes=None, files=[]
@@ -219,7 +220,7 @@ def test_the_sidecar_cache_file_stays_in_the_cache_folder_whatever_the_repo_id(t
 # --- a metadata file's size is checked before it is read --------------------------------------------------
 def test_a_local_metadata_file_above_the_cap_is_refused_before_it_is_read(tmp_path):
     from lerobotstream.errors import MetadataReadError
-    from lerobotstream.sources import MAX_METADATA_FILE_NBYTES
+    from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES
 
     (tmp_path / "meta").mkdir()
     with open(tmp_path / "meta/info.json", "wb") as f:  # sparse: no disk, no memory

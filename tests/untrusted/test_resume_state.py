@@ -52,10 +52,17 @@ def test_an_origin_nested_thousands_deep_is_refused_without_recursion():
 
 
 @pytest.mark.parametrize(
-    "edit", [dict(samples=12), dict(strategy="round_robin"), dict(pool_size=3), dict(epoch=1), dict(world_size=2)]
+    "edit",
+    [
+        dict(samples=12),
+        dict(sampling_strategy="round_robin"),
+        dict(episode_pool_size=3),
+        dict(epoch=1),
+        dict(world_size=2),
+    ],
 )
 def test_a_well_typed_edit_is_refused_not_replayed(edit):
-    """Bug: an edited ``strategy``, ``pool_size`` or ``samples`` was accepted, and the resumed
+    """Bug: an edited ``sampling_strategy``, ``episode_pool_size`` or ``samples`` was accepted, and the resumed
     epoch held 8 duplicates and 8 misses. The digest covers every field, the origin included."""
     p = make_planner(LENGTHS, **KW)
     state = p.state_dict(samples_consumed=8)
@@ -75,7 +82,7 @@ def test_an_edited_elastic_origin_is_refused():
     mid = make_planner(LENGTHS, **{**KW, "num_workers": 1})
     mid.load_state_dict(old.state_dict(samples_consumed=8))  # elastic: another worker count
     state = mid.state_dict(samples_consumed=4)
-    assert "origin" in state
+    assert state["origin"] is not None
     edited = {**state, "origin": {**state["origin"], "samples": 4}}
     with pytest.raises(ResumeStateError, match="edited after state_dict"):
         make_planner(LENGTHS, **{**KW, "num_workers": 1}).load_state_dict(edited)
@@ -149,8 +156,8 @@ def test_the_dataset_and_stream_loader_states_round_trip_and_refuse_edits():
     saved = json.loads(json.dumps(loader.state_dict()))
     StreamLoader(StreamingLeRobotDataset(root=G1), batch_size=4, num_workers=2, mode="threads").load_state_dict(saved)
     with pytest.raises(ResumeStateError, match="not a lerobotstream stream state"):  # was a bare KeyError
-        loader.load_state_dict({k: v for k, v in saved.items() if k != "dataset"})
-    saved["dataset"]["seed"] = 4
+        loader.load_state_dict({k: v for k, v in saved.items() if k != "stream"})
+    saved["stream"]["seed"] = 4
     with pytest.raises(ResumeStateError, match="edited after state_dict"):
         StreamLoader(StreamingLeRobotDataset(root=G1), batch_size=4, num_workers=2, mode="threads").load_state_dict(
             saved
@@ -163,12 +170,13 @@ def test_the_training_checkpoint_record_round_trips_and_refuses_edits(tmp_path):
     from lerobotstream.integrations.lerobot.resume import STATE_FILE, read_checkpoint_state, write_checkpoint_state
 
     state = make_planner(LENGTHS, **KW).state_dict(samples_consumed=8)
-    settings = {"world_size": 1, "batch_size": 4, "num_workers": 2, "seed": 3, "episodes": None}
-    path = write_checkpoint_state(tmp_path, 2, settings, state)
+    run = {"repo_id": "o/n", "episodes": None, "drop_n_last_frames": 0, "eval_split": 0.0, "streaming_weights": None}
+    path = write_checkpoint_state(tmp_path, 2, run, state)
     doc = read_checkpoint_state(tmp_path)
-    assert doc["stream_state"] == state and doc["settings"] == settings and doc["step"] == 2
-    make_planner(LENGTHS, **KW).load_state_dict(doc["stream_state"])
-    for edit in ({"settings": {**settings, "world_size": 2}}, {"step": 3}, {"digest": None}):
+    assert doc["stream"] == state and doc["run"] == run and doc["step"] == 2  # the stream's state, wrapped whole
+    make_planner(LENGTHS, **KW).load_state_dict(doc["stream"])
+    edited = resigned(state, world_size=2)  # a stream state re-signed to match the new run: the record's digest
+    for edit in ({"stream": edited}, {"run": {**run, "eval_split": 0.1}}, {"step": 3}, {"digest": None}):
         path.write_text(json.dumps({**doc, **edit}))
         with pytest.raises(ResumeStateError, match=f"{STATE_FILE} was edited"):
             read_checkpoint_state(tmp_path)
@@ -193,7 +201,7 @@ def test_many_genuine_elastic_resumes_nest_within_the_bound():
         list(islice(_flat(_batches(q)), 1))
         state = q.state_dict(samples_consumed=4)
     depth, node = 0, state
-    while "origin" in node:
+    while node["origin"] is not None:
         node, depth = node["origin"], depth + 1
     assert depth == 3
     make_planner(LENGTHS, **kw).load_state_dict(state)

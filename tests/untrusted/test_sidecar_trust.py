@@ -14,8 +14,8 @@ import pytest
 
 from lerobotstream import constants
 from lerobotstream.dataset import StreamingLeRobotDataset
-from lerobotstream.mp4 import Mp4Index
-from lerobotstream.sidecar import SidecarWriter, load_manifest
+from lerobotstream.mp4._index_file import Mp4Index
+from lerobotstream.sidecar._archive import SidecarWriter, load_manifest
 from lerobotstream.testing import read_identity
 
 CAM = "observation.images.front"
@@ -156,8 +156,9 @@ def _json_member(obj) -> bytes:
 def published(root, tmp_path_factory):
     """(source, meta, identity, an honest sidecar of the dataset to edit)."""
     from lerobotstream.meta import DatasetMeta
-    from lerobotstream.sidecar import build_sidecar, sidecar_identity
-    from lerobotstream.sources import LocalSource
+    from lerobotstream.sidecar import build_sidecar
+    from lerobotstream.sidecar._identity import sidecar_identity
+    from lerobotstream.sources._local import LocalSource
 
     src = LocalSource(root)
     meta = DatasetMeta.load(src)
@@ -236,7 +237,7 @@ CASES = (
 @pytest.mark.parametrize("case", CASES)
 def test_a_hostile_published_sidecar_falls_back_to_a_local_build(published, tmp_path, caplog, offer, case):
     from lerobotstream.sidecar import ensure_sidecar
-    from lerobotstream.sources import LocalSource
+    from lerobotstream.sources._local import LocalSource
 
     src, meta, _identity, honest = published
     bad, why = _bad_sidecars(honest, tmp_path)[case]
@@ -253,7 +254,7 @@ def test_a_hostile_published_sidecar_falls_back_to_a_local_build(published, tmp_
 
 def test_an_honest_published_sidecar_is_used(published, tmp_path, offer):
     from lerobotstream.sidecar import ensure_sidecar
-    from lerobotstream.sources import LocalSource
+    from lerobotstream.sources._local import LocalSource
 
     src, meta, _identity, honest = published
     offer(LocalSource(honest.parent), honest.name)
@@ -296,14 +297,14 @@ def test_a_cached_deflate_bomb_is_replaced_by_a_local_build(published, tmp_path,
 def test_before_the_first_item_the_decode_verifies_and_fetches_again(root, caches, caplog, monkeypatch):
     # the prefetch frontier fetches unverified until the first item is served; the decode of each
     # fetched payload verifies its source first and fetches it again from the MP4's own table
-    from lerobotstream.dataset import _spans, _worker
+    from lerobotstream.dataset import _reader, _spans
 
     first = StreamingLeRobotDataset(root=root)
     _rewrite(Path(first._sidecar_npz), _rotate_180)
     ds = StreamingLeRobotDataset(root=root)
     fetched_unverified, refetched = [], []
     orig_fetch_span = _spans.EpisodeSpans.fetch_span
-    orig_checked = _worker.Worker.checked_payload
+    orig_checked = _reader.DatasetReader.checked_payload
 
     def fetch_span(self, ep, cam):
         fetched_unverified.append((ep, self.deferring))
@@ -317,7 +318,7 @@ def test_before_the_first_item_the_decode_verifies_and_fetches_again(root, cache
         return mini
 
     monkeypatch.setattr(_spans.EpisodeSpans, "fetch_span", fetch_span)
-    monkeypatch.setattr(_worker.Worker, "checked_payload", checked_payload)
+    monkeypatch.setattr(_reader.DatasetReader, "checked_payload", checked_payload)
     with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
         got = _frames(ds)
     assert got == {k: k for k in got} and len(got) == sum(LENGTHS)

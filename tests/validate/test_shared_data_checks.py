@@ -18,8 +18,9 @@ import pytest
 from lerobotstream import StreamingLeRobotDataset
 from lerobotstream.errors import EpisodeDataError, MetadataError, MetadataReadError, SidecarValidationError
 from lerobotstream.meta import DatasetMeta
-from lerobotstream.validate import CODES, validate_dataset
+from lerobotstream.validate import validate_dataset
 from lerobotstream.validate.__main__ import main as validate_main
+from lerobotstream.validate._findings import CODES
 from tests.validate._defects import (
     CAM,
     PLANTED,
@@ -171,7 +172,7 @@ def test_a_missing_file_is_still_missing(planted):
 
 
 def test_an_fsspec_symlink_loop_is_unreadable_too(planted):
-    from lerobotstream.sources import FsspecSource
+    from lerobotstream.sources._fsspec import FsspecSource
 
     replace_file(video_file(planted, 0), "loop")
     with pytest.raises(MetadataReadError, match=r"is there but cannot be read: Too many levels of symbolic links"):
@@ -216,3 +217,17 @@ def test_an_episode_folder_that_cannot_be_listed_is_a_read_error(planted, monkey
     assert e.value.path == "meta/episodes/chunk-000" and e.value.errno == errno.EACCES
     assert validate_main([str(planted)]) == 2
     assert capsys.readouterr().err.startswith("error: MetadataReadError: could not read the episode metadata folder")
+
+
+def test_a_video_size_only_info_json_states_is_a_warning(planted):
+    """``video.height``/``video.width`` off the file's, with no 3-d ``shape`` to hold the frames to:
+    training reads the file's size (nothing refuses it), so the validator warns, it does not fail."""
+    import json
+
+    info = json.loads((planted / "meta/info.json").read_text())
+    feat = info["features"][CAM]
+    set_feature(planted, CAM, shape=None, info={**(feat.get("info") or {}), "video.height": 999})
+    report = validate_dataset(root=planted)
+    assert report.ok, [(f.code, f.message) for f in report.errors]
+    found = [f for f in report.warnings if f.code == "shape_mismatch"]  # one per file of the camera
+    assert VIDEO0 in {f.file for f in found} and all("video.height=999 in info.json" in f.message for f in found)

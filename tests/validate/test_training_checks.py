@@ -1,23 +1,21 @@
-"""Every check training makes has a matching validator check (issue 35 item 1).
+"""What training refuses, the validator reports as an error (issue 35 item 1, issue 43 item 4).
 
-The raise sites of data errors in the modules training runs are read from the source (``ast`` for
-``.py``, the ``raise``/``_raise(`` lines of ``.pyx``) and compared with
-``lerobotstream.validate._checks``: a new training check without a validator counterpart fails
-here, and so does an entry whose site no longer raises. Then each defect of the break-it trials is
-planted: training refuses it with the class the registry names, and the validator reports it
-under that entry's code."""
+The checks are written once, as functions that return problems (``DatasetMeta.load(problems=[])``,
+``parquet.episode_rows_problem`` / ``index_problem`` / ``footer_rows_problem``,
+``features.data_columns_problem`` / ``row_shape_matches`` / ``is_image_column_type``,
+``sidecar.validate_source``): training raises on them, the validator collects them. Each defect of
+the break-it trials is planted here: training refuses it with its typed error, and the validator
+reports it under its finding code (from the headers alone where the check reads only headers)."""
 
 from __future__ import annotations
 
-import ast
-import re
 from pathlib import Path
 
 import pytest
 
 import lerobotstream.errors as errors
-from lerobotstream.validate import CODES, validate_dataset
-from lerobotstream.validate._checks import NOT_DATASET_CHECKS, TRAINING_CHECKS
+from lerobotstream.validate import validate_dataset
+from lerobotstream.validate._findings import CODES
 from tests.validate._defects import (
     CAM,
     DEFECTS,
@@ -31,111 +29,17 @@ from tests.validate._defects import (
     video_file,
 )
 
-PKG = Path(__file__).resolve().parents[2] / "lerobotstream"
-G1 = PKG.parent / "data" / "g1_v30"
-#: the modules training runs on a dataset's content (sources, planner, options: not about the data)
-SCANNED = (
-    "meta.py",
-    "_meta_files.py",
-    "_meta_episodes.py",
-    "features.py",
-    "parquet.py",
-    "payload_cache.py",
-    "dataset",
-    "decode",
-    "sidecar",
-    "mp4",
-)
-#: error classes that say the dataset is wrong (and their subclasses)
-DATA_BASES = (
-    errors.MetadataError,
-    errors.Mp4Error,
-    errors.FrameTimestampError,
-    errors.DecodeError,
-    errors.SidecarValidationError,
-    errors.SidecarStaleError,
-)
-DATA_CLASSES = {name for name in errors.__all__ if issubclass(getattr(errors, name), DATA_BASES)}
-_PYX_DEF = re.compile(r"^(?:c?p?def|cdef class|class)\s+(?:[\w\[\], *]+\s+)?(\w+)\s*[(:]")
-_PYX_RAISE = re.compile(r"\braise\s+(\w+)\s*\(|^\s*_raise\(")
+G1 = Path(__file__).resolve().parents[2] / "data" / "g1_v30"
 
 
-def _py_sites(path: Path, rel: str) -> set[str]:
-    sites, stack = set(), []
-
-    class Visitor(ast.NodeVisitor):
-        def _scoped(self, node):
-            stack.append(node.name)
-            self.generic_visit(node)
-            stack.pop()
-
-        visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
-
-        def visit_Raise(self, node):
-            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-            name = getattr(exc, "id", None) or getattr(exc, "attr", None)
-            if name in DATA_CLASSES:
-                sites.add(f"{rel}:{'.'.join(stack)}")
-
-    Visitor().visit(ast.parse(path.read_text()))
-    return sites
-
-
-def _pyx_sites(path: Path, rel: str) -> set[str]:
-    sites, func = set(), "<module>"
-    for line in path.read_text().splitlines():
-        m = _PYX_DEF.match(line)
-        if m:
-            func = m.group(1)
-        r = _PYX_RAISE.search(line)
-        if r and (r.group(1) is None or r.group(1) in DATA_CLASSES):
-            sites.add(f"{rel}:{func}")
-    return sites
-
-
-def raise_sites() -> set[str]:
-    out: set[str] = set()
-    for entry in SCANNED:
-        base = PKG / entry
-        files = sorted(base.rglob("*.py")) + sorted(base.rglob("*.pyx")) if base.is_dir() else [base]
-        for f in files:
-            rel = f.relative_to(PKG).as_posix()
-            out |= _pyx_sites(f, rel) if f.suffix == ".pyx" else _py_sites(f, rel)
-    return out
-
-
-def _covered(site: str, wheres: set[str]) -> bool:
-    module = site.split(":")[0]
-    return site in wheres or f"{module}:*" in wheres
-
-
-def test_every_training_check_has_a_validator_check():
-    sites = raise_sites()
-    assert len(sites) > 30  # the scan sees the library (a broken scan would pass everything)
-    wheres = {c.where for c in TRAINING_CHECKS} | set(NOT_DATASET_CHECKS)
-    assert sorted(s for s in sites if not _covered(s, wheres)) == [], (
-        "a training check without a validator check: add it to lerobotstream/validate/_checks.py"
-    )
-    stale = [w for w in wheres if not any(s == w or (w.endswith(":*") and s.startswith(w[:-1])) for s in sites)]
-    assert stale == [], "entries whose site no longer raises a data error"
-
-
-def test_the_registry_names_real_codes_and_modes():
-    for c in TRAINING_CHECKS:
-        assert c.codes and all(code in CODES and CODES[code][0] == "error" for code in c.codes), c
-        assert c.mode in ("same", "headers", "rows", "decode_sample"), c
-    assert len({c.where for c in TRAINING_CHECKS}) == len(TRAINING_CHECKS)
-    assert not {c.where for c in TRAINING_CHECKS} & set(NOT_DATASET_CHECKS)
-
-
-#: planted defect -> (what training raises, the registry entry of that raise site)
+#: planted defect -> what training raises (the validator's code: ``DEFECTS[kind][0]``)
 TRAINING_REFUSES = {
-    "episode_index_2**62": (errors.EpisodeDataError, "parquet.py:_validate"),
-    "frame_index_-1": (errors.EpisodeDataError, "parquet.py:_validate"),
-    "timestamp_nan": (errors.FrameTimestampError, "decode/_decoder.py:EpisodeVideo.local_indices"),
-    "stsz_byte": (errors.Mp4InconsistentTablesError, "mp4/framing.pyx:check_sample_framing"),
-    "timestamps_shifted": (errors.FrameTimestampError, "decode/_decoder.py:EpisodeVideo.local_indices"),
-    "stco_byte": (errors.Mp4InconsistentTablesError, "mp4/framing.pyx:check_sample_framing"),
+    "episode_index_2**62": errors.EpisodeDataError,  # parquet.episode_rows_problem
+    "frame_index_-1": errors.EpisodeDataError,  # parquet.episode_rows_problem
+    "timestamp_nan": errors.FrameTimestampError,  # decode: EpisodeVideo.local_indices
+    "stsz_byte": errors.Mp4InconsistentTablesError,  # mp4: check_sample_framing
+    "timestamps_shifted": errors.FrameTimestampError,  # decode: EpisodeVideo.local_indices
+    "stco_byte": errors.Mp4InconsistentTablesError,  # mp4: check_sample_framing
 }
 
 
@@ -145,13 +49,11 @@ def test_training_refuses_what_the_validator_reports(make_generated_dataset, tmp
 
     root = copy(G1 if kind == "stco_byte" else Path(make_generated_dataset(**PLANTED)), tmp_path / "ds")
     plant(kind, root)
-    cls, where = TRAINING_REFUSES[kind]
-    with pytest.raises(cls):
+    with pytest.raises(TRAINING_REFUSES[kind]):
         for _ in StreamingLeRobotDataset(root=root, episode_pool_size=2):
             pass
-    entry = next(c for c in TRAINING_CHECKS if c.where == where)
     (found,) = validate_dataset(root=root).errors
-    assert found.code == DEFECTS[kind][0] and found.code in entry.codes
+    assert found.code == DEFECTS[kind][0] and CODES[found.code][0] == "error"
 
 
 def _widen_state(root: Path) -> None:
@@ -191,14 +93,15 @@ def _one_broken_image(col):
 
 IMAGE = "observation.images.wrist"
 ONE_FILE = dict(episode_lengths=(6, 5))  # one video file, one data file
-#: more planted defects: (dataset kwargs, plant, what training raises, its registry entry, the code,
-#: validate_dataset kwargs)
+#: more planted defects: (dataset kwargs, plant, what training raises, the check's kind — "headers":
+#: the validator finds it from the headers alone, "rows": from the per-row columns, "decode": by
+#: decoding —, the code, validate_dataset kwargs)
 MORE = {
     "state_shape": (
         PLANTED,
         _widen_state,
         errors.EpisodeDataError,
-        "dataset/_assemble.py:episode_rows",
+        "headers",
         "data_shape",
         {},
     ),
@@ -206,7 +109,7 @@ MORE = {
         dict(episode_lengths=(6, 5), image_cameras=((IMAGE, 32, 24),)),
         lambda r: _rewrite_image_column(r, IMAGE, _image_bytes_only),
         errors.EpisodeDataError,
-        "dataset/_images.py:image_bytes",
+        "headers",
         "data_image",
         {},
     ),
@@ -214,7 +117,7 @@ MORE = {
         dict(episode_lengths=(6, 5), image_cameras=((IMAGE, 32, 24),)),
         lambda r: _rewrite_image_column(r, IMAGE, _one_broken_image),
         errors.EpisodeDataError,
-        "dataset/_images.py:decode_image",
+        "decode",
         "data_image",
         {"decode_sample": 11},
     ),
@@ -223,7 +126,7 @@ MORE = {
         PLANTED,
         lambda r: set_row_width(r, 0, 3, "observation.state", 4),
         errors.EpisodeDataError,
-        "dataset/_assemble.py:episode_rows",
+        "headers",
         "data_shape",
         {},
     ),
@@ -231,7 +134,7 @@ MORE = {
         PLANTED,
         lambda r: set_value(r, 0, 6, "index", 999),
         errors.EpisodeDataError,
-        "dataset/_assemble.py:_check_index",
+        "rows",
         "data_index_range",
         {},
     ),
@@ -239,7 +142,7 @@ MORE = {
         ONE_FILE,
         lambda r: set_feature(r, CAM, shape=[96, 128, 3]),
         errors.SidecarValidationError,
-        "sidecar/_validate.py:raise_problems",
+        "headers",
         "shape_mismatch",
         {},
     ),
@@ -248,7 +151,7 @@ MORE = {
             ONE_FILE,
             lambda r, how=how: replace_file(video_file(r, 0), how),
             errors.MetadataReadError,
-            "_meta_episodes.py:*",
+            "headers",
             "file_unreadable",
             {},
         )
@@ -261,14 +164,33 @@ MORE = {
 def test_training_refuses_what_the_validator_reports_more(make_generated_dataset, tmp_path, kind):
     from lerobotstream import StreamingLeRobotDataset
 
-    kwargs, plant_it, cls, where, code, validate_kwargs = MORE[kind]
+    kwargs, plant_it, cls, found_by, code, validate_kwargs = MORE[kind]
     root = copy(Path(make_generated_dataset(**kwargs)), tmp_path / "ds")
     plant_it(root)
     with pytest.raises(cls):
         for _ in StreamingLeRobotDataset(root=root, episode_pool_size=2):
             pass
-    entry = next(c for c in TRAINING_CHECKS if c.where == where)
     errs = validate_dataset(root=root, **validate_kwargs).errors
-    assert [f.code for f in errs] == [code] and code in entry.codes, [(f.code, f.message) for f in errs]
-    if entry.mode in ("same", "headers"):  # found from the headers alone
+    assert [f.code for f in errs] == [code] and CODES[code][0] == "error", [(f.code, f.message) for f in errs]
+    if found_by == "headers":
         assert [f.code for f in validate_dataset(root=root, headers_only=True).errors] == [code]
+
+
+def test_a_missing_column_is_one_rule_with_one_message(make_generated_dataset, tmp_path):
+    """``features.data_columns_problem``: item assembly raises on it, the validator reports it from
+    the footer alone, both with the rule's own words."""
+    import pyarrow.parquet as pq
+
+    from lerobotstream import StreamingLeRobotDataset
+
+    root = copy(Path(make_generated_dataset(**PLANTED)), tmp_path / "ds")
+    path = root / "data/chunk-000/file-000.parquet"
+    pq.write_table(pq.read_table(path).drop_columns(["action"]), path)
+    said = "the data file lacks the column(s) ['action'] that meta/info.json features declare"
+    with pytest.raises(errors.EpisodeDataError) as e:
+        for _ in StreamingLeRobotDataset(root=root, episode_pool_size=2):
+            pass
+    assert said in str(e.value) and e.value.column == "action"
+    for headers_only in (False, True):
+        (found,) = validate_dataset(root=root, headers_only=headers_only).errors
+        assert found.code == "data_columns" and said in found.message and found.episodes == [0, 1, 2, 3]

@@ -15,9 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from lerobotstream.errors import MetadataError, SidecarValidationError
-from lerobotstream.validate import CODES, validate_dataset
+from lerobotstream.validate import validate_dataset
 from lerobotstream.validate.__main__ import main as validate_main
 from lerobotstream.validate.__main__ import parse_episodes
+from lerobotstream.validate._findings import CODES
 
 REPO = Path(__file__).resolve().parents[2]
 G1 = REPO / "data" / "g1_v30"
@@ -170,7 +171,7 @@ def test_window_findings_are_the_sidecar_builds_own_problems(make_generated_data
     """A shifted episode overlapping its neighbour: the validator's message is the one the
     sidecar build raises (the same check, collected)."""
     from lerobotstream.sidecar._build import build_sidecar
-    from lerobotstream.sources import LocalSource
+    from lerobotstream.sources._local import LocalSource
 
     root = _copy(make_generated_dataset(episode_lengths=(8, 9, 7)), tmp_path)
 
@@ -477,7 +478,7 @@ def test_unsupported_codec_unreadable_file_and_missing_episode(make_generated_da
 def test_pixel_formats_read_from_the_sample_description_agree_with_ffprobe():
     """The stsd reader (av1C / hvcC / avcC, including an avcC without its High-profile extension)
     against ffprobe on every parseable MP4 of data/testmedia and the G1 video."""
-    from lerobotstream.mp4 import parse_mp4
+    from lerobotstream.mp4.parse import parse_mp4
     from lerobotstream.validate._codec import CODEC_NAMES, stream_format
 
     checked, seen = 0, {}
@@ -520,7 +521,7 @@ def test_pixel_formats_read_from_the_sample_description_agree_with_ffprobe():
 
 
 def test_decode_sample_finds_a_damaged_payload_the_headers_hide(make_generated_dataset, tmp_path):
-    from lerobotstream.mp4 import parse_mp4
+    from lerobotstream.mp4.parse import parse_mp4
 
     root = _copy(make_generated_dataset(episode_lengths=(12, 9, 7), episodes_per_video_file=2), tmp_path)
     mp4 = root / f"videos/{CAM}/chunk-000/file-001.mp4"

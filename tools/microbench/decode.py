@@ -38,7 +38,9 @@ ROOT = Path(__file__).resolve().parents[2]
 from torchcodec.decoders import VideoDecoder
 
 from lerobotstream.decode import EpisodeVideo
-from lerobotstream.mp4 import parse_mp4_bytes, plan_span, synthesize
+from lerobotstream.mp4.parse import parse_mp4_bytes
+from lerobotstream.mp4.spans import plan_span
+from lerobotstream.mp4.synth import synthesize
 from lerobotstream.testing import make_dataset
 
 

@@ -40,8 +40,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 
-from lerobotstream.mp4 import Mp4Index, parse_mp4_bytes
-from lerobotstream.sidecar import SidecarWriter, load_tables
+from lerobotstream.mp4._index_file import Mp4Index
+from lerobotstream.mp4.parse import parse_mp4_bytes
+from lerobotstream.sidecar._archive import SidecarWriter, load_tables
 from tools.microbench import best_of
 
 DEFAULT_MP4 = REPO / "data/testmedia/mp4-androidx-media"
@@ -105,8 +106,8 @@ def _step(step: str, workdir: Path, num_sources: int) -> dict[str, float]:
     import inspect
 
     from lerobotstream.mp4._index_file import Mp4Index as Index
-    from lerobotstream.sidecar import SidecarWriter as Writer
-    from lerobotstream.sidecar import load_manifest
+    from lerobotstream.sidecar._archive import SidecarWriter as Writer
+    from lerobotstream.sidecar._archive import load_manifest
     from tools import scale_sim as ss
 
     m0 = _proc()

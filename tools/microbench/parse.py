@@ -15,7 +15,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 
-from lerobotstream.mp4 import parse_mp4, parse_mp4_bytes
+from lerobotstream.mp4.parse import parse_mp4, parse_mp4_bytes
 from lerobotstream.testing import parse_reference
 from tools.microbench import best_of
 

@@ -19,7 +19,7 @@ from lerobotstream import constants
 from lerobotstream._slow import announce_if_slow
 from lerobotstream.integrations.lerobot import patching
 from lerobotstream.integrations.lerobot import resume as _resume
-from lerobotstream.integrations.lerobot.factory import TrainingStream, make_streaming_datasets
+from lerobotstream.integrations.lerobot.factory import TrainingStream, make_streaming_datasets, streaming_seed
 from lerobotstream.integrations.lerobot.summary import BatchCounters, sidecar_status, summarize
 
 __all__ = ["Run", "world"]
@@ -48,7 +48,8 @@ class Run:
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
         self.stream: TrainingStream | None = None
-        self.settings: dict[str, Any] = {}
+        self.run_settings: dict[str, Any] = {}  # the run settings its checkpoints record (resume.run_settings)
+        self.seed: int | None = None
         self.start_step = 0
         self.stream_base = (0, 0)  # (step, samples of the stream) where this run picked it up
         self.counters = BatchCounters()
@@ -75,7 +76,7 @@ class Run:
         t0 = time.perf_counter()
         stream, evaluation = make_streaming_datasets(cfg)
         rank, world_size = self.topology = world()
-        self.settings = _resume.order_settings(cfg, world_size)
+        self.run_settings, self.seed = _resume.run_settings(cfg), streaming_seed(cfg.seed)
         if cfg.resume:
             self._resume(cfg, stream)
         self.stream = stream
@@ -92,7 +93,7 @@ class Run:
                 ds,
                 stream.num_frames,
                 stream.num_episodes,
-                self.settings["seed"],
+                self.seed,
                 cfg.num_workers,
                 "uint8" if ds.return_uint8 else "float32",
                 time.perf_counter() - t0,
@@ -119,12 +120,12 @@ class Run:
             raise ResumeStateError(f"cannot read the checkpoint step from {step_file}: {e}") from e
         doc = _resume.read_checkpoint_state(ckpt)
         ds = stream.dataset
-        changes = _resume.check_resume(doc, self.settings, step, ckpt)
-        if changes or "origin" in doc.get("stream_state", {}):
+        changes = _resume.check_resume(doc, self.run_settings, ds.state_dict(samples_consumed=0), step, ckpt)
+        if changes or doc["stream"]["origin"] is not None:
             # another topology, or inside an elastic remainder: the checkpoint's own (rank 0) state
-            ds.load_state_dict(doc["stream_state"])
-        else:
-            ds.load_state_dict(_resume.stream_state_for(ds, step * int(cfg.batch_size), self.settings))
+            ds.load_state_dict(doc["stream"])
+        else:  # the same topology: this rank's own state at step x batch size
+            ds.load_state_dict(ds.state_dict(samples_consumed=step * int(cfg.batch_size)))
         self.start_step = step
         self.stream_base = (step, int(ds.samples_consumed))
         log.info(_resume.describe_resume(step, changes, ds.resume_info(), step * int(cfg.batch_size)))
@@ -183,8 +184,8 @@ class Run:
             return
         base_step, base_samples = self.stream_base
         samples = base_samples + (int(step) - base_step) * int(cfg.batch_size)
-        state = _resume.stream_state_for(self.stream.dataset, samples, self.settings)
-        _resume.write_checkpoint_state(Path(checkpoint_dir), int(step), self.settings, state)
+        state = self.stream.dataset.state_dict(samples_consumed=samples)
+        _resume.write_checkpoint_state(Path(checkpoint_dir), int(step), self.run_settings, state)
 
     # --- the end ----------------------------------------------------------------------------------
     def close(self) -> None:
@@ -205,7 +206,7 @@ class Run:
             world_size=world_size,
             num_workers=self.cfg.num_workers,
             batch_size=self.cfg.batch_size,
-            seed=self.settings.get("seed"),
+            seed=self.seed,
             start_step=self.start_step,
             sidecar=self.sidecar_status,
             collate=self.collate,

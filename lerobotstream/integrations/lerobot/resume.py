@@ -1,18 +1,22 @@
-"""Stream state in LeRobot checkpoints, and the sample-exact resume check.
+"""Stream state in LeRobot checkpoints, and the resume check.
 
 Next to LeRobot's ``training_state/training_step.json`` every checkpoint of a streaming run gets
-``training_state/lerobotstream_stream.json``: the settings the sample order depends on (seed,
-world size, batch size, DataLoader workers, strategy, pool and budget, episode selection) and the
-dataset's stream state for the checkpoint's step. On ``--resume=true`` with the same settings the
+``training_state/lerobotstream_stream.json``: the stream's one resume state for the checkpoint's
+step (``stream``: the dataset's ``state_dict()``, unchanged — seed, world size, batch size,
+DataLoader workers, sampling strategy, pool size and byte budget, episode selection, position)
+wrapped with the run's settings the stream state does not hold (``run``: repo id, episode list,
+weights, ``drop_n_last_frames``, ``eval_split``). On ``--resume=true`` with the same settings the
 rank's consumed sample count is ``step × batch_size``; the stream skips exactly that many samples
 (each DataLoader worker its own share), so training continues with the very next sample the
-interrupted run would have used. With another number of processes, ``--batch_size``,
-``--num_workers``, pool size, byte budget or sampling strategy (:data:`ELASTIC_KEYS`) the
-checkpoint's stream state is resumed elastically: the samples of the epoch in progress that the
-interrupted run had not consumed are replanned over the new ranks and workers (each once), then
-plain epochs follow (docs/resume.md). Settings that change which samples the epoch has or their
-order (dataset, episodes, seed, weights, ``drop_n_last_frames``, ``eval_split``) are refused with
-the reason. Mixtures resume elastically the same way (each dataset's remainder, mixed at the weights).
+interrupted run would have used. With another value of a setting an elastic resume may change
+(``planner.ELASTIC_SETTINGS``, the one definition: the number of processes, ``--batch_size``,
+``--num_workers``, pool size, byte budget, sampling strategy...) the checkpoint's stream state is
+resumed elastically: the samples of the epoch in progress that the interrupted run had not
+consumed are replanned over the new ranks and workers (each once), then plain epochs follow
+(docs/resume.md). Settings that change which samples the epoch has or their order (dataset,
+episodes, seed, weights, partitions, ``drop_n_last_frames``, ``eval_split``) are refused with the
+reason. Mixtures resume elastically the same way (each dataset's remainder, mixed at the weights).
+A record of an earlier build (another ``format``) is refused: start a new run from the weights.
 """
 
 from __future__ import annotations
@@ -26,9 +30,7 @@ from lerobotstream.errors import ResumeStateError
 __all__ = [
     "STATE_FILE",
     "FORMAT",
-    "ELASTIC_KEYS",
-    "order_settings",
-    "stream_state_for",
+    "run_settings",
     "write_checkpoint_state",
     "read_checkpoint_state",
     "check_resume",
@@ -36,8 +38,11 @@ __all__ = [
 ]
 
 STATE_FILE = "lerobotstream_stream.json"
-FORMAT = "lerobotstream-train-stream/1"
+#: ``{"format", "step", "run": run_settings(), "stream": <the stream's state>, "digest"}``
+FORMAT = "lerobotstream-train-stream/2"
 
+#: why each setting fixes the order: the stream state's fields (named as the options) and the
+#: run's own settings (:func:`run_settings`)
 _WHY = {
     "world_size": "each rank owns a shard of episodes computed from the world size, so another "
     "world size gives every rank other episodes",
@@ -50,8 +55,13 @@ _WHY = {
     "reached the stream used 42: pass --seed=42)",
     "sampling_strategy": "the strategy decides which resident episode gives the next frame",
     "episode_pool_size": "the pool size decides how many episodes are mixed at once",
-    "byte_budget_gb": "the byte budget decides when the next episode may be admitted",
+    "byte_budget": "the byte budget decides when the next episode may be admitted",
+    "repeat": "an endless stream and finite epochs play other orders",
+    "drop_last": "dropping each worker's short last batch moves the batch boundaries",
+    "equalize": "equalized epochs stop every rank after the smallest rank's batch count",
     "episodes": "the episode selection is what the order is drawn over",
+    "episodes_digest": "the selected episodes and their anchor counts are what the order is drawn over",
+    "mixture": "the mixture (datasets, weights) sets each dataset's share of the samples and the mix order",
     "repo_id": "it is another dataset (or another mixture of datasets)",
     "streaming_weights": "the weights set each dataset's share of the samples and the mix order",
     "drop_n_last_frames": "the policy's drop_n_last_frames decides which frames are anchors",
@@ -60,71 +70,38 @@ _WHY = {
     "together and each partition's order",
 }
 
-#: settings an elastic resume may change: the epoch's remainder is replanned over them
-ELASTIC_KEYS = ("world_size", "batch_size", "num_workers", "sampling_strategy", "episode_pool_size", "byte_budget_gb")
-
-#: settings that older stream states do not record, with the value those runs had
-_ADDED_LATER = {"drop_n_last_frames": 0, "eval_split": 0.0, "streaming_weights": None, "partitions": None}
-
+_WEIGHTS = "(--policy.path=<checkpoint>/pretrained_model)"
 RESUME_RULES = (
     "Sample-exact streaming resume needs the same world size, batch size and --num_workers as the "
     "checkpointed run, and the same seed, sampling strategy, pool size and byte budget. "
-    "Resume with the checkpoint's settings, or start a new run from the checkpoint's policy weights "
-    "(--policy.path=<checkpoint>/pretrained_model) if you need different ones."
+    f"Resume with the checkpoint's settings, or start a new run from the checkpoint's policy weights {_WEIGHTS} "
+    "if you need different ones."
 )
 ELASTIC_RULES = (
     "Streaming resume may change the number of processes, --batch_size, --num_workers, the sampling "
     "strategy, pool size and byte budget (the rest of the epoch is replanned over them), but needs the "
     "same dataset, episodes, seed, weights, partitions, drop_n_last_frames and eval_split as the checkpointed run. "
-    "Resume with those settings, or start a new run from the checkpoint's policy weights "
-    "(--policy.path=<checkpoint>/pretrained_model) if you need different ones."
+    f"Resume with those settings, or start a new run from the checkpoint's policy weights {_WEIGHTS} "
+    "if you need different ones."
 )
 
 
-def order_settings(cfg: Any, world_size: int) -> dict[str, Any]:
-    """The settings the stream's sample order depends on, JSON-ready."""
-    from lerobotstream.integrations.lerobot.factory import streaming_seed, trainable_config
+def run_settings(cfg: Any) -> dict[str, Any]:
+    """The run's settings the sample order depends on that the stream's state does not hold
+    (JSON-ready; LeRobot's names): the dataset, its episode list and weights, the policy's
+    ``drop_n_last_frames`` and the eval split. Every other setting is a field of the stream state."""
+    from lerobotstream.integrations.lerobot.factory import trainable_config
 
     d = cfg.dataset
     return {
         "repo_id": d.repo_id,
         "episodes": None if d.episodes is None else sorted(int(e) for e in d.episodes),
-        "world_size": int(world_size),
-        "batch_size": int(cfg.batch_size),
-        "num_workers": int(cfg.num_workers),
-        "seed": streaming_seed(cfg.seed),
-        "sampling_strategy": d.streaming_sampling_strategy,
-        "episode_pool_size": d.streaming_episode_pool_size,
-        "byte_budget_gb": float(d.streaming_byte_budget_gb),
         "drop_n_last_frames": int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0),
         "eval_split": float(getattr(d, "eval_split", 0.0) or 0.0),
         "streaming_weights": None
         if getattr(d, "streaming_weights", None) is None
         else [float(w) for w in d.streaming_weights],
-        "partitions": getattr(d, "streaming_partitions", None),
     }
-
-
-def stream_state_for(dataset: Any, samples: int, settings: dict[str, Any]) -> dict[str, Any]:
-    """The dataset's ``state_dict()`` layout, positioned after ``samples`` consumed samples of
-    this rank from the start of the run (epoch 0). Works with the offset layout
-    (``epoch/offset``) and the planner layout (``samples/batch_size/num_workers/...``)."""
-    import inspect
-
-    if "samples_consumed" in inspect.signature(dataset.state_dict).parameters:
-        return dict(dataset.state_dict(samples_consumed=int(samples)))  # planner layout, schema-versioned
-    state = dict(dataset.state_dict())
-    state["epoch"] = 0
-    if "samples" in state:
-        state["samples"] = int(samples)
-        for key in ("batch_size", "world_size", "num_workers"):
-            if key in state:
-                state[key] = settings[key]
-    else:
-        state["offset"] = int(samples)
-    for key in ("batch_size", "num_workers", "world_size"):
-        state.setdefault(key, settings[key])
-    return state
 
 
 def write_json_atomic(path: Path, doc: Any) -> Path:
@@ -137,15 +114,14 @@ def write_json_atomic(path: Path, doc: Any) -> Path:
     return write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=True, default=str))
 
 
-def write_checkpoint_state(
-    checkpoint_dir: Path, step: int, settings: dict[str, Any], stream_state: dict[str, Any]
-) -> Path:
-    """Write ``training_state/lerobotstream_stream.json`` atomically, with a ``digest`` over the
-    record as written (``planner.canonical_digest``; :func:`read_checkpoint_state` refuses an
-    edited record); returns its path."""
+def write_checkpoint_state(checkpoint_dir: Path, step: int, run: dict[str, Any], stream: dict[str, Any]) -> Path:
+    """Write ``training_state/lerobotstream_stream.json`` atomically: the stream's state at ``step``
+    (``stream``: the dataset's ``state_dict()``, wrapped unchanged) and the ``run``'s settings
+    (:func:`run_settings`), with a ``digest`` over the record as written
+    (``planner.canonical_digest``; :func:`read_checkpoint_state` refuses an edited record); returns its path."""
     from lerobotstream.planner import DIGEST_KEY, canonical_digest
 
-    doc = {"format": FORMAT, "step": int(step), "settings": settings, "stream_state": stream_state}
+    doc = {"format": FORMAT, "step": int(step), "run": run, "stream": stream}
     doc = json.loads(json.dumps(doc, sort_keys=True, default=str))  # what the file holds
     doc[DIGEST_KEY] = canonical_digest(doc)
     return write_json_atomic(Path(checkpoint_dir) / "training_state" / STATE_FILE, doc)
@@ -156,7 +132,7 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
 
     Raises:
         ResumeStateError: no stream state (checkpoint of a map-style run or of an older streaming
-            reader), an unknown format, or a record edited after it was written (its ``digest``
+            reader), another format (an earlier build's record: named), or a record edited after it was written (its ``digest``
             does not match: edited settings would skip the elastic replan and replay another order).
     """
     from lerobotstream.planner import DIGEST_KEY, canonical_digest
@@ -176,7 +152,11 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
         raise ResumeStateError(f"cannot read {path}: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-        raise ResumeStateError(f"{path}: stream state format {found!r} is not {FORMAT!r}")
+        raise ResumeStateError(
+            f"{path}: stream state format {found!r}, written by an earlier build of lerobotstream (this build "
+            f"reads only {FORMAT!r} and converts no other). Start a new run from the saved weights "
+            f"(--policy.path={Path(checkpoint_dir) / 'pretrained_model'})."
+        )
     try:
         same = doc.get(DIGEST_KEY) == canonical_digest(doc)
     except (TypeError, ValueError, RecursionError):
@@ -192,22 +172,39 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
 
 
 def check_resume(
-    doc: dict[str, Any], current: dict[str, Any], step: int, where: Path, *, elastic: bool = True
+    doc: dict[str, Any],
+    run: dict[str, Any],
+    stream: dict[str, Any],
+    step: int,
+    where: Path,
+    *,
+    elastic: bool = True,
 ) -> list[str]:
-    """Refuse a resume whose settings would change the sample order (``elastic``: only those
-    outside :data:`ELASTIC_KEYS`; False: any, the sample-exact rule); returns the elastic changes,
-    ``"key: checkpoint X, now Y"``.
+    """Refuse a resume whose settings would change the sample order: the checkpoint record ``doc``
+    against this run's settings (``run``: :func:`run_settings`) and stream state (``stream``: the
+    dataset's ``state_dict()``). ``elastic``: only the stream settings outside
+    ``planner.ELASTIC_SETTINGS`` (the one definition) are refused; False: any (the sample-exact
+    rule). Returns the elastic changes, ``"name: checkpoint X, now Y"``.
 
     Raises:
-        ResumeStateError: listing every refused setting, why it matters, and what to do.
+        ResumeStateError: the checkpoint's stream state is not this build's (or was edited), or
+            listing every refused setting, why it matters, and what to do.
     """
-    saved = {**_ADDED_LATER, **doc.get("settings", {})}
-    differ = [k for k in current if saved.get(k) != current.get(k)]
-    allowed = [k for k in differ if elastic and k in ELASTIC_KEYS]
+    from lerobotstream.planner._state import ELASTIC_SETTINGS, RESUME_SETTINGS, StreamState
+
+    then, now = StreamState.from_dict(doc.get("stream")), StreamState.from_dict(stream)
+    saved = doc.get("run", {})
+    differ = [(k, saved.get(k), run.get(k)) for k in run if saved.get(k) != run.get(k)]
+    differ += [
+        (k, getattr(then, k), getattr(now, k))
+        for k in (*RESUME_SETTINGS, "episodes_digest", "mixture")
+        if getattr(then, k) != getattr(now, k)
+    ]
+    allowed = [d for d in differ if elastic and d[0] in ELASTIC_SETTINGS]
     diffs = [
-        f"  - {k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r} — {_WHY.get(k, 'it changes the order')}"
-        for k in differ
-        if k not in allowed
+        f"  - {k}: checkpoint {a!r}, now {b!r} — {_WHY.get(k, 'it changes the order')}"
+        for k, a, b in differ
+        if (k, a, b) not in allowed
     ]
     if int(doc.get("step", step)) != int(step):
         diffs.append(f"  - step: stream state written at step {doc.get('step')}, training_step.json says {step}")
@@ -218,7 +215,7 @@ def check_resume(
             + "\n"
             + (ELASTIC_RULES if elastic else RESUME_RULES)
         )
-    return [f"{k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r}" for k in allowed]
+    return [f"{k}: checkpoint {a!r}, now {b!r}" for k, a, b in allowed]
 
 
 def describe_resume(step: int, changes: list[str], info: dict[str, Any] | None, samples: int) -> str:

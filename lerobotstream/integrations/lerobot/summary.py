@@ -173,7 +173,7 @@ def _dataset_bytes(ds: Any) -> dict[str, int] | None:
         mp4 = parquet = 0
         for child in getattr(ds, "datasets", [ds]):  # a mixture: every dataset's files
             meta = child.meta
-            source = child.worker_config().payload_source
+            source = child.reader_config().payload_source
             mp4 += int(sum(source.size(p) for p in meta.video_paths()))
             parquet += int(sum(source.size(p) for p in meta.data_paths()))
         return {"mp4": mp4, "parquet": parquet, "total": mp4 + parquet}

@@ -1,11 +1,12 @@
-"""Per-process state of one dataset of a stream: the derived MP4 index, per (episode, camera)
-spans, payload fetch + mini-MP4 synthesis, decoders, counters.
+"""A dataset's reader in one process: the derived MP4 index, per (episode, camera) spans,
+payload fetch + mini-MP4 synthesis, the open decoders, counters.
 
-A :class:`Worker` is built from a :class:`WorkerConfig` (what the dataset decided at
+A :class:`DatasetReader` is built from a :class:`ReaderConfig` (what the dataset decided at
 construction: metadata, sources, sidecar, cameras, windows, decode settings) in the process that
 iterates (after a PID check, by the stream core), so DataLoader workers never inherit decoders,
 descriptors, maps or threads from the training process, under ``fork``, ``spawn`` or
-``forkserver`` alike; it is never pickled.
+``forkserver`` alike; it is never pickled. It knows nothing of the pipeline, the byte cache or the
+episode jobs above it (:mod:`~lerobotstream.dataset._decodejob`): they call it, it calls no one back.
 """
 
 from __future__ import annotations
@@ -18,26 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import torch
-
-from lerobotstream import _heap
-from lerobotstream.dataset._assemble import assemble_item, episode_rows
-from lerobotstream.dataset._decodejob import ChunkDecoder, Decoded
-from lerobotstream.dataset._pipeline import StageTimes
+from lerobotstream.dataset._assemble import episode_rows
 from lerobotstream.dataset._spans import EpisodeSpans
 from lerobotstream.errors import DecodeError, LeRobotStreamError
-from lerobotstream.payload_cache import EpisodeByteCache, EpisodePayload
-from lerobotstream.sidecar import explain_payload_failure
+from lerobotstream.payload_cache import EpisodePayload
+from lerobotstream.sidecar._identity import explain_payload_failure
 
-__all__ = ["Worker", "WorkerConfig"]
+__all__ = ["DatasetReader", "ReaderConfig"]
 
 _SERIAL = itertools.count(1)
 
 
 @dataclass(frozen=True)
-class WorkerConfig:
-    """What a :class:`Worker` needs of its dataset (built by the dataset, picklable).
+class ReaderConfig:
+    """What a :class:`DatasetReader` needs of its dataset (built by the dataset, picklable).
 
     Fields:
         meta: the dataset's :class:`~lerobotstream.meta.DatasetMeta` (its ``source`` reads Parquet).
@@ -45,8 +40,8 @@ class WorkerConfig:
         sidecar_npz (str): the validated MP4 sidecar.
         cameras: the ``camera_keys`` plan (``dataset._cameras.CameraPlan``).
         windows: ``delta_timestamps`` windows (``dataset._windows.DeltaWindows``).
-        options: the dataset's resolved ``StreamOptions``, whole; the worker reads
-            ``sidecar_lock_timeout_s``, ``tolerance_s``, ``device``, ``ffmpeg_threads``,
+        options: the dataset's resolved ``StreamOptions``, whole; the reader and its episode jobs
+            read ``sidecar_lock_timeout_s``, ``tolerance_s``, ``device``, ``ffmpeg_threads``,
             ``return_uint8`` and ``image_transforms`` from it.
     """
 
@@ -66,16 +61,15 @@ class WorkerConfig:
         return self.cameras.image_keys
 
 
-class Worker:
-    """Per-process state of one dataset (index, spans, decoders, counters): never crosses a fork.
+class DatasetReader:
+    """One dataset's reader in one process (index, spans, decoders, counters): never crosses a fork.
 
-    Per iterator the stream core binds it (:meth:`bind`) to the worker's shared byte cache (this
-    dataset's episode ``e`` is ``offset + e`` there), decoded-GOP cache and decoder capacity.
+    Per iterator the wiring :meth:`prepare` s it (the open-decoder cap, the first epoch).
     """
 
-    def __init__(self, cfg: WorkerConfig) -> None:
+    def __init__(self, cfg: ReaderConfig) -> None:
         from lerobotstream.decode import FALLBACK_STATUS, OpenDecoderLRU
-        from lerobotstream.mp4 import Mp4Index
+        from lerobotstream.mp4._index_file import Mp4Index
         from lerobotstream.parquet import EpisodeParquetReader
 
         self.pid = os.getpid()
@@ -88,24 +82,20 @@ class Worker:
         if cfg.cameras.skipped_columns:  # image features not selected: their bytes are never read
             names = self.parquet.metadata(cfg.meta.episodes[0].data_path).schema.to_arrow_schema().names
             self.parquet.columns = [c for c in names if c not in set(cfg.cameras.skipped_columns)]
-        from lerobotstream.sidecar import VerifiedTables
+        from lerobotstream.sidecar._verify import VerifiedTables
 
         self.tables = VerifiedTables(self.index, self.source)  # each MP4 checked against its moov before use
-        self.spans = EpisodeSpans(
-            self.tables, cfg.meta, cfg.video_keys, cfg.options.tolerance_s, on_planned=lambda dt: self.add(spans_s=dt)
-        )
+        self.spans = EpisodeSpans(self.tables, cfg.meta, cfg.video_keys, cfg.options.tolerance_s)
         self.decoders = OpenDecoderLRU(1)
         self.fallback = FALLBACK_STATUS
         self.lock = threading.Lock()
-        self.times = StageTimes()
-        self.c: dict[str, float] = dict(
+        self.counts: dict[str, float] = dict(
             fetch_s=0.0,
             synthesize_s=0.0,
             open_s=0.0,
             decode_s=0.0,
             parquet_s=0.0,
             transforms_s=0.0,
-            spans_s=0.0,
             frames_decoded=0,
             frames_returned=0,
             frames_unique=0,
@@ -114,60 +104,36 @@ class Worker:
             episodes_fetched=0,
             items=0,
         )
-        #: epoch -> payload bytes by origin (:meth:`on_admit`, :meth:`fetch`), kept over iterators
+        #: epoch -> payload bytes by origin (:meth:`count_admission`, :meth:`fetch`), kept over iterators
         self.by_epoch: dict[int, dict[str, int]] = {}
         self.awaiting: dict[int, int] = {}  # episode admitted before its fetch ended -> that epoch
         self.counted: set[int] = set()  # episodes whose fetch ended before their next admission
         self.first_epoch = 0  # the iterator's first epoch
         self.admissions: dict[int, int] = {}  # episode -> admissions in this iterator
-        self.cache: _CacheView | None = None
         self.disk = _disk_cache(cfg.options, self.source)
         self._identity: dict[str, str | None] = {}  # path -> what pins its bytes (disk cache keys)
-        self.serial: dict[int, int] = {}  # episode -> serial of its resident payload (decoder keys)
-        self.jobs = ChunkDecoder(self)
-        #: image transforms run on the assembly threads (DataLoader workers) or when items are yielded
-        self.transforms_in_threads = True
 
-    def bind(
-        self,
-        cache: EpisodeByteCache,
-        offset: int,
-        gops: Any,
-        namespace: tuple,
-        *,
-        video_decoder_cache_size: int,
-        gop_capacity_bytes: int,
-        transforms_in_threads: bool,
-        epoch: int = 0,
-    ) -> None:
-        """Start an iterator: the worker's byte cache (episode ``e`` at ``offset + e``), the shared
-        decoded-GOP cache (this dataset's keys under ``namespace``), the open-decoder cap (this
-        worker's share of ``video_decoder_cache_size``, or its default)."""
+    def prepare(self, *, video_decoder_cache_size: int, epoch: int = 0) -> None:
+        """Start an iterator: the open-decoder cap (this worker's share of
+        ``video_decoder_cache_size``, or its default) and the iterator's first epoch."""
         self.decoders.clear()
         self.decoders.capacity = max(1, int(video_decoder_cache_size))
-        self.jobs.gops, self.jobs.namespace = gops, namespace
-        self.reset_gops(gop_capacity_bytes)
-        self.cache = _CacheView(cache, offset)
-        self.transforms_in_threads = transforms_in_threads
         with self.lock:
             self.first_epoch = int(epoch)
             self.admissions, self.awaiting, self.counted = {}, {}, set()
 
     def release(self) -> None:
-        """End an iterator: close decoders, forget decoded GOPs (counters are kept)."""
+        """End an iterator: close decoders (counters are kept)."""
         self.decoders.clear()
-        self.reset_gops()
 
     def add(self, **kw: float) -> None:
         with self.lock:
             for k, v in kw.items():
-                self.c[k] += v
-
-    def span(self, ep: int, cam: str):
-        """(span, table, path, from_timestamp) of one (episode, camera) (:class:`EpisodeSpans`)."""
-        return self.spans.span(ep, cam)
+                self.counts[k] += v
 
     def episode_nbytes(self, ep: int) -> int:
+        """Synthesized bytes of the episode (every camera): the size provider the planner and the
+        byte cache are handed (``planner.EpisodeSizes`` over it)."""
         return self.spans.episode_nbytes(ep)
 
     def fetch(self, ep: int) -> EpisodePayload:
@@ -232,7 +198,8 @@ class Worker:
     def _fetch_camera(self, ep: int, cam: str, s: tuple, origin: dict[str, int] | None) -> bytes:
         """The mini-MP4 of one (episode, camera) from its span ``s`` (:meth:`EpisodeSpans.span`);
         the bytes read are added to ``origin`` (``store_bytes`` or ``disk_cache_bytes``) unless None."""
-        from lerobotstream.mp4 import check_sample_framing, synthesize
+        from lerobotstream.mp4.framing import check_sample_framing
+        from lerobotstream.mp4.synth import synthesize
 
         span, table, path, _ = s
         try:
@@ -296,7 +263,7 @@ class Worker:
     def video(self, ep: int, cam: str, mini: bytes, serial: int):
         from lerobotstream.decode import EpisodeVideo
 
-        span, table, path, from_ts = self.span(ep, cam)
+        span, table, path, from_ts = self.spans.span(ep, cam)
         o = self.cfg.options
         return EpisodeVideo(
             table,
@@ -315,40 +282,6 @@ class Worker:
             depth=cam in self.cfg.cameras.dequantizers,
         )
 
-    def assemble(self, ep: int, frame: int, dec: Decoded, slot=None) -> dict[str, Any]:
-        def frames(e: int, cam: str, idx: np.ndarray) -> list[torch.Tensor]:
-            got = dec.frames[cam]
-            local = dec.local_of[cam][idx].tolist()  # looked up once per episode by the decode job
-            if min(local) < 0:  # a frame no anchor was known to use: the full lookup (and its error)
-                local = dec.videos[cam].local_indices(dec.from_timestamps[cam] + dec.rows.timestamp_s[idx]).tolist()
-            return [got[i] for i in local]
-
-        tfm = self.cfg.options.image_transforms if self.transforms_in_threads else None
-        item = assemble_item(
-            dec.rows,
-            frame,
-            windows=self.cfg.windows,
-            video_keys=self.cfg.video_keys,
-            frames=frames,
-            tasks=self.cfg.meta.tasks,
-            return_uint8=self.cfg.options.return_uint8,
-            image_transforms=tfm,
-            camera_keys=self.cfg.cameras.transform_keys,
-            depth=self.cfg.cameras.dequantizers,
-            images=dec.images,
-            image_depth=self.cfg.cameras.image_depth,
-            slot=slot,
-        )
-        with self.lock:
-            self.c["items"] += 1
-        if self.spans.deferring:
-            self.spans.serving()  # fetches verify from now on
-        return item
-
-    def reset_gops(self, capacity_bytes: int | None = None) -> None:
-        """Forget decoded GOPs and per-episode demand (iterator start/end); counters are kept."""
-        self.jobs.reset(capacity_bytes)
-
     def _count(self, epoch: int, **kw: int) -> None:
         with self.lock:
             row = self.by_epoch.setdefault(
@@ -357,22 +290,20 @@ class Worker:
             for k, v in kw.items():
                 row[k] += v
 
-    def on_start_finished(self, ep: int) -> None:
+    def count_finished(self, ep: int) -> None:
         """The iterator resumed its first epoch after the episode's last frame: its next admission
         belongs to the next epoch."""
         with self.lock:
             self.admissions[ep] = 1
 
-    def on_admit(self, ep: int, reused: bool) -> None:
+    def count_admission(self, ep: int, reused: bool) -> None:
         """The episode was admitted (its payload ``reused`` from a kept entry, or fetched): count
         its MP4 bytes for the epoch it belongs to (each episode is admitted once per epoch, so its
         n-th admission in an iterator is the iterator's n-th epoch); a fetch counts in the epoch of
-        the admission its payload serves (one made before the fetch ended, else the next). A reused episode keeps its
-        serial (its decoders stay open); what its previous admission's decode jobs served is
-        forgotten."""
+        the admission its payload serves (one made before the fetch ended, else the next)."""
         nbytes = 0
         for cam in self.cfg.video_keys:
-            span = self.span(ep, cam)[0]
+            span = self.spans.span(ep, cam)[0]
             nbytes += int(span.byte_stop - span.byte_start)
         with self.lock:
             epoch = self.first_epoch + self.admissions.get(ep, 0)
@@ -381,19 +312,6 @@ class Worker:
                 self.awaiting[ep] = epoch  # its fetch is still running: it counts here
             self.counted.discard(ep)
         self._count(epoch, needed_bytes=nbytes, reused_bytes=nbytes if reused else 0)
-        if reused:
-            self.jobs.reset_episode(ep)
-
-    def on_free(self, ep: int) -> None:
-        """The episode's bytes were freed: close its decoders (their mini-MP4 leaves memory too) and,
-        when the heap keeps much free memory resident, give it back to the OS
-        (:func:`lerobotstream._heap.trim`: glibc's per-thread arenas would keep it)."""
-        serial = self.serial.pop(ep, None)
-        self.jobs.drop_episode(ep)
-        if serial is not None:
-            for cam in self.cfg.video_keys:
-                self.decoders.pop((ep, cam, serial))
-        _heap.trim()
 
 
 def _disk_cache(options: Any, source: Any):
@@ -405,16 +323,3 @@ def _disk_cache(options: Any, source: Any):
     from lerobotstream.disk_cache import DiskCache
 
     return DiskCache(options.cache_dir, int(options.cache_limit_gb * constants.GIB))
-
-
-class _CacheView:
-    """One dataset's view of its worker's byte cache (its episode ``e`` is ``offset + e`` there)."""
-
-    def __init__(self, cache: EpisodeByteCache, offset: int) -> None:
-        self.cache, self.offset = cache, offset
-
-    def get(self, episode_index: int, **kw: Any):
-        return self.cache.get(self.offset + int(episode_index), **kw)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.cache, name)
