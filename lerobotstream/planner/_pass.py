@@ -36,7 +36,7 @@ import numpy as np
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import _seeds
 from lerobotstream.planner._layout import ChainPlan, Layout
-from lerobotstream.planner._mixedpool import DatasetStream, MixedPool
+from lerobotstream.planner._mixedpool import MixedPool
 from lerobotstream.planner._mixseq import Phases, integer_weights
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._state import StreamState
@@ -348,12 +348,8 @@ class Pass:
         phases = self.phases(self.topo.rank, start.logical_worker, start.epoch, start.offset)
         if phases is None:
             return
-        counts = phases.consumed()
-        streams = [
-            DatasetStream(plan, off, start.epoch, int(c), self.topo.repeat)
-            for plan, off, c in zip(plans, self.offsets, counts)
-        ]
-        yield MixedPool(streams, phases, start.offset)
+        starts = phases.consumed().tolist()
+        yield MixedPool(plans, self.offsets, start.epoch, starts, self.topo.repeat, phases, start.offset)
 
 
 def resolve_pass(plain: Pass, epoch: int, samples: int, remainder: Callable[[], Pass] | None) -> tuple[Pass, int, int]:

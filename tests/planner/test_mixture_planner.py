@@ -1,4 +1,4 @@
-"""MixturePlanner (pure): exact shares per block, exact-once finite passes, endless rates, the
+"""A mixture's planner (pure): exact shares per block, exact-once finite passes, endless rates, the
 budget each dataset's pool keeps inside the mixed stream, and sample-exact resume."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Canonical partitions (``PartitionPlanner``): each partition's sample sequence is the same on
+"""Canonical partitions (``partitions=P``): each partition's sample sequence is the same on
 every topology (world size x DataLoader workers x batch size), and an elastic resume plays exactly
 the tail of each partition's sequence (deterministic: DataLoader turns simulated)."""
 
