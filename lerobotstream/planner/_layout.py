@@ -581,7 +581,7 @@ class Layout:
         self._shares_from = shares_from
         self.canonical = spec.partitions is not None
         self._plans: dict[tuple[int, int], WorkerPlan] = {}
-        self._rank_pos: dict[int, np.ndarray] | list[np.ndarray] = {}
+        self._rank_cache: dict[int, np.ndarray] = {}  # canonical: each rank's partitions' positions
         if self.canonical:
             self._deal_partitions(offsets)
             return
@@ -594,7 +594,7 @@ class Layout:
                 world_size=W,
                 num_episodes=n_eps,
             )
-        self._rank_pos = lpt_shards(self.lengths, W, (spec.seed, _seeds.TAG_RANK_SHARDS, W))
+        self._rank_pos: list[np.ndarray] = lpt_shards(self.lengths, W, (spec.seed, _seeds.TAG_RANK_SHARDS, W))
         self._worker_pos: dict[int, list[np.ndarray]] = {}
 
     def _deal_partitions(self, offsets: np.ndarray | None) -> None:
@@ -712,9 +712,9 @@ class Layout:
     def _rank_positions(self, rank: int) -> np.ndarray:
         if not self.canonical:
             return self._rank_pos[rank]
-        got = self._rank_pos.get(rank)
+        got = self._rank_cache.get(rank)
         if got is None:
-            got = self._rank_pos[rank] = np.sort(
+            got = self._rank_cache[rank] = np.sort(
                 np.concatenate(
                     [self.parts[p] for p in np.concatenate(self.streams[rank]).tolist()] or [np.empty(0, np.int64)]
                 )
