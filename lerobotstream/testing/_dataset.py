@@ -169,32 +169,9 @@ def make_dataset(
         ValueError: bad options (unknown codec, odd size for H.264/HEVC, tiny dims).
         RuntimeError: ffmpeg failed (its stderr tail is in the message).
     """
+    options = {k: v for k, v in locals().items() if k in _Spec.__dataclass_fields__}  # what the writers below read
+    spec = _Spec(**(options | {"episode_lengths": tuple(int(n) for n in episode_lengths)}))
     root = Path(root)
-    spec = _Spec(
-        episode_lengths=tuple(int(n) for n in episode_lengths),
-        fps=fps,
-        cameras=tuple(cameras),
-        codec=codec,
-        gop=gop,
-        video_file_size_mb=video_file_size_mb,
-        episodes_per_video_file=episodes_per_video_file,
-        chunks_size=chunks_size,
-        data_file_size_mb=data_file_size_mb,
-        episodes_per_data_file=episodes_per_data_file,
-        episodes_meta_per_file=episodes_meta_per_file,
-        tasks=tuple(tasks),
-        state_dim=state_dim,
-        action_dim=action_dim,
-        faststart=faststart,
-        repo_id=repo_id,
-        depth_cameras=tuple(depth_cameras),
-        depth_quantizer=tuple(depth_quantizer),
-        depth_pix_fmt=depth_pix_fmt,
-        image_cameras=tuple(image_cameras),
-        image_format=image_format,
-        depth_image_cameras=tuple(depth_image_cameras),
-        language=language,
-    )
     if root.exists() and any(root.iterdir()):
         raise ValueError(f"output folder {root} is not empty")
     _check_options(spec)
