@@ -78,28 +78,13 @@ from lerobotstream.testing._media import (
     _encode_depth_episode,
     _encode_episode,
     _encoder_args,
+    _place_episode_video,
     _Roller,
     _stats,
     _tasks_table,
     _write_json,
     _write_parquet,
-    video_duration_s,
 )
-
-
-def _place_episode_video(part: Path, key: str, row: dict, roller: Any, pending: dict, elapsed: dict) -> None:
-    """Put one episode's encoded ``part`` into the next video file of camera ``key`` (``roller``: the
-    LeRobot writer's file roll-over), queue it for concatenation (``pending``) and record its chunk,
-    file and ``[from_timestamp, to_timestamp)`` window (seconds, ``elapsed`` per file) in ``row``."""
-    duration = video_duration_s(part)
-    c, f, _ = roller.place(part.stat().st_size)
-    from_ts = elapsed.get((c, f), 0.0)
-    elapsed[(c, f)] = from_ts + duration
-    pending.setdefault((c, f), []).append(part)
-    row[f"videos/{key}/chunk_index"] = c
-    row[f"videos/{key}/file_index"] = f
-    row[f"videos/{key}/from_timestamp"] = from_ts
-    row[f"videos/{key}/to_timestamp"] = from_ts + duration
 
 
 def make_dataset(
