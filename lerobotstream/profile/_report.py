@@ -412,15 +412,6 @@ def _num_samples(ds: Any) -> int | None:
 
 def format_report(r: dict) -> str:
     """The report as a readable terminal table."""
-    th, la, st, by, de, me, ca = (
-        r["throughput"],
-        r["latency"],
-        r["stages"],
-        r["bytes"],
-        r["decoder"],
-        r["memory"],
-        r["cache"],
-    )
     cfg = r.get("config", {})
     lines = []
     if cfg:
@@ -438,6 +429,16 @@ def format_report(r: dict) -> str:
         if r["verdict"].get("why"):
             lines.append("  " + r["verdict"]["why"])
     lines.append("")
+    lines += _throughput_lines(r["throughput"], r["latency"])
+    lines += _stage_lines(r["stages"], r["throughput"], cfg)
+    lines += _bytes_lines(r["bytes"], r.get("mixture"))
+    lines += _resource_lines(r["decoder"], r["memory"], r["cache"])
+    return "\n".join(lines)
+
+
+def _throughput_lines(th: dict, la: dict) -> list[str]:
+    """The report's throughput and latency sections."""
+    lines: list[str] = []
     lines.append("throughput")
     lines.append(
         f"  samples/s            {_f(th['samples_per_s'])}   (steady, after first batch: {_f(th['steady_samples_per_s'])})"
@@ -461,6 +462,12 @@ def format_report(r: dict) -> str:
             else "   (no model step: ~1.0 by construction, see the verdict)"
         )
     )
+    return lines
+
+
+def _stage_lines(st: dict, th: dict, cfg: dict) -> list[str]:
+    """Seconds per stage, grouped start-up / work / waits, and the busy-threads bound."""
+    lines: list[str] = []
     # StreamLoader's threads mode runs its shards in this process: each is a stream with its own threads
     streams = "shard(s)" if str(cfg.get("loader", "")).startswith("StreamLoader threads") else "process(es)"
     lines.append(f"stages (seconds summed over {st['processes']} {streams} and their threads)")
@@ -495,6 +502,12 @@ def format_report(r: dict) -> str:
             "threads): at most that many threads run stages at once, so summed stage seconds "
             "<= wall x threads_bound (a consistency bound, not a target)"
         )
+    return lines
+
+
+def _bytes_lines(by: dict, mx: dict | None) -> list[str]:
+    """Bytes fetched against what the delivered frames needed; a mixture's shares."""
+    lines: list[str] = []
     lines.append("bytes")
     lines.append(
         f"  fetched              {_mib(by['fetched_bytes'])} in {by['requests']} requests ({by.get('retries', 0)} retries; "
@@ -510,8 +523,7 @@ def format_report(r: dict) -> str:
             f"/ spans of delivered episodes {_f(by.get('fetched_over_span'), '.2f', 'x')}   "
             f"(all bytes / needed {_f(by.get('total_fetched_over_needed'), '.2f', 'x')}; > spans = prefetch ahead)"
         )
-    if r.get("mixture"):
-        mx = r["mixture"]
+    if mx:
         lines.append("mixture (samples delivered per dataset: share / weight share)")
         for rid, n, got, want in zip(mx["repo_ids"], mx["samples"], mx["shares"], mx["weight_shares"]):
             lines.append(f"  {rid:<30} {n:>8}   {got:.3f} / {want:.3f}")
@@ -520,6 +532,12 @@ def format_report(r: dict) -> str:
                 f"  dataset {ex['repo_id']} exhausted at step {ex['step']}: later batches come from the "
                 "others, so the shares no longer follow the weights (--repeat keeps every dataset going)"
             )
+    return lines
+
+
+def _resource_lines(de: dict, me: dict, ca: dict) -> list[str]:
+    """Decoder counters, peak memory per process, and the byte cache."""
+    lines: list[str] = []
     lines.append(
         f"decoder opens / fallbacks  {de['opens']} / {de['fallbacks']} (PyAV {de['pyav_fallbacks']}); "
         f"frames decoded / returned by workers {de['frames_decoded']} / {de['frames_returned']}; "
@@ -543,4 +561,4 @@ def format_report(r: dict) -> str:
         f"last reserved {_mib(ser['reserved_bytes'][-1] if ser['reserved_bytes'] else None)}, "
         f"last resident {_mib(ser['resident_bytes'][-1] if ser['resident_bytes'] else None)}"
     )
-    return "\n".join(lines)
+    return lines
