@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lerobotstream.dataset import StreamingLeRobotDataset
-from lerobotstream.dataset._decoded_gops import DecodedGopCache
+from lerobotstream.dataset._decodejob import DecodedGopCache
 
 CAM = (("observation.images.front", 64, 48),)
 LENGTHS = (61, 45, 33)
