@@ -236,7 +236,7 @@ class DatasetReader:
         s = self._planned(ep, cam, lambda e, c: self.spans.checked_span(e, c, fetched))
         if s is None:
             return payload.payloads[cam]
-        # (the decode job holds the episode's lock: no other decode of it runs meanwhile)
+        # (the episode job holds its lock: no other decode of the episode runs meanwhile)
         payload.payloads[cam] = self._fetch_camera(ep, cam, s, None)
         payload.extra[2][cam] = s
         return payload.payloads[cam]
