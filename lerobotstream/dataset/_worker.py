@@ -168,6 +168,10 @@ class Worker:
         return self.spans.span(ep, cam)
 
     def episode_nbytes(self, ep: int) -> int:
+        """This worker's size provider (``planner._sizes.SizeProvider``, wrapped in ``EpisodeSizes``):
+        episode ``ep``'s exact synthesized bytes, all cameras; plans its spans (opens the MP4
+        index) the first time. Raises the span planner's typed errors, naming episode, camera
+        and file (:meth:`EpisodeSpans.span`)."""
         return self.spans.episode_nbytes(ep)
 
     def fetch(self, ep: int) -> EpisodePayload:

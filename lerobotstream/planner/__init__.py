@@ -68,7 +68,7 @@ from lerobotstream.planner._pool import EpisodePool, PoolEvent
 from lerobotstream.planner._seeds import seed_words
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._shards import LPT_BOUND_DOC, lpt_shards
-from lerobotstream.planner._sizes import EpisodeSizes
+from lerobotstream.planner._sizes import EpisodeSizes, SizeProvider
 from lerobotstream.planner._state import (
     DIGEST_KEY,
     MAX_NUM_WORKERS,
@@ -98,6 +98,7 @@ __all__ = [
     "Planner",
     "PoolEvent",
     "SCHEMA_KEY",
+    "SizeProvider",
     "DIGEST_KEY",
     "canonical_digest",
     "SCHEMA_VERSION",
