@@ -104,11 +104,17 @@ cdef int64_t pick_round_robin(PoolCore pool) noexcept nogil:
 
 
 cdef int64_t pick_sequential(PoolCore pool) noexcept nogil:
-    """The earliest admitted resident (local ids rise with admission when ``in_order``)."""
-    cdef int64_t i, j = pool.res_list[0]
+    """The earliest admitted resident: the smallest local id (local ids rise with admission when
+    ``in_order``, so the one found stays the smallest until it leaves: one scan per episode)."""
+    cdef int64_t i, j
+    if pool.seq_ep >= 0 and pool.slot_ep[pool.seq_slot] == pool.seq_ep:
+        return pool.seq_slot
+    j = pool.res_list[0]
     for i in range(1, pool.n_resident):
         if pool.slot_ep[pool.res_list[i]] < pool.slot_ep[j]:
             j = pool.res_list[i]
+    pool.seq_slot = j
+    pool.seq_ep = pool.slot_ep[j]
     return j
 
 
@@ -206,6 +212,7 @@ cdef class PoolCore:
     cdef int64_t *res_pos       # slot -> position in res_list
     cdef int64_t *round_slots   # round_robin's current round
     cdef int64_t round_len, round_pos
+    cdef int64_t seq_slot, seq_ep   # sequential's current episode (seq_ep -1: none yet)
     cdef uint64_t rng[4]
     cdef list _ev_pos, _ev_kind, _ev_ep
     cdef object size_of
@@ -246,6 +253,8 @@ cdef class PoolCore:
         self.n_res_bytes = 0
         self.round_len = 0
         self.round_pos = 0
+        self.seq_slot = 0
+        self.seq_ep = -1
         for i in range(4):
             self.rng[i] = state[i]
         P = pool_size
