@@ -132,8 +132,10 @@ class DatasetReader:
                 self.counts[k] += v
 
     def episode_nbytes(self, ep: int) -> int:
-        """Synthesized bytes of the episode (every camera): the size provider the planner and the
-        byte cache are handed (``planner.EpisodeSizes`` over it)."""
+        """This dataset's size provider (``planner._sizes.SizeProvider``, wrapped in ``EpisodeSizes``):
+        episode ``ep``'s exact synthesized bytes, all cameras; plans its spans (opens the MP4
+        index) the first time. Raises the span planner's typed errors, naming episode, camera
+        and file (:meth:`EpisodeSpans.span`)."""
         return self.spans.episode_nbytes(ep)
 
     def fetch(self, ep: int) -> EpisodePayload:
