@@ -83,8 +83,6 @@ class OptionInfo:
         flag (str | None): the ``--dataset.<flag>`` field ``lerobotstream-train`` declares for it
             (its type is ``flag_type``), or None when LeRobot's own configuration sets it.
         train (str): how ``lerobotstream-train`` sets it (the flag, or which LeRobot setting).
-        aliases (tuple[str, ...]): older spellings of ``flag`` that ``lerobotstream-train`` still
-            accepts (the command line only; documented in ``docs/options.md``).
     """
 
     name: str
@@ -97,7 +95,6 @@ class OptionInfo:
     flag: str | None
     flag_type: Any
     train: str
-    aliases: tuple[str, ...] = ()
 
 
 def _option(
@@ -111,7 +108,6 @@ def _option(
     flag: str | None = None,
     flag_type: Any = None,
     train: str = "",
-    aliases: tuple[str, ...] = (),
 ) -> Any:
     return field(
         default=default,
@@ -124,7 +120,6 @@ def _option(
             "flag": flag,
             "flag_type": flag_type,
             "train": train,
-            "aliases": aliases,
         },
     )
 
@@ -229,7 +224,7 @@ class StreamOptions:
         "Open decoders per rank, split over the workers (None: per worker, its pool size x cameras "
         "+ prefetch_episodes x cameras); a decoder in use is never evicted, so when all are in use the cap "
         "is exceeded briefly instead of waited on.", group="resources", flag="video_decoder_cache_size",
-        flag_type=Optional[int], aliases=("streaming_max_open_decoders",))
+        flag_type=Optional[int])
     decoded_cache_gb: float = _option(
         constants.DEFAULT_DECODED_CACHE_GB, f"a number >= 0 (GiB per rank), at most {MAX_BUDGET_GB:.0f}",
         lambda v: is_number(v) and 0 <= v <= MAX_BUDGET_GB,
@@ -497,7 +492,6 @@ def option_info() -> Iterator[OptionInfo]:
             flag,
             m["flag_type"],
             m["train"] or (f"--dataset.{flag}" if flag else ""),
-            m["aliases"],
         )
 
 
@@ -594,8 +588,7 @@ def options_markdown() -> str:
 def _md_train(i: OptionInfo) -> str:
     if not i.flag:
         return i.train
-    older = ", ".join(f"`--dataset.{a}`" for a in i.aliases)
-    return f"`--dataset.{i.flag}`" + (f" (older spelling, still accepted: {older})" if older else "")
+    return f"`--dataset.{i.flag}`"
 
 
 if __name__ == "__main__":  # pragma: no cover - docs generator

@@ -251,12 +251,6 @@ class EpisodeByteCache:
         with self._cond:
             return int(episode_index) in self._entries
 
-    def is_ready(self, episode_index: int) -> bool:
-        """Non-blocking: the episode's payload is complete and its fetch did not fail."""
-        with self._cond:
-            e = self._entries.get(int(episode_index))
-            return e is not None and e.done and e.error is None
-
     # --- internal -----------------------------------------------------------------------------
     def _emit(self, event: str, episode_index: int) -> None:
         if self._on_event is not None:

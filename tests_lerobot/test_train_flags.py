@@ -21,8 +21,7 @@ def test_every_streaming_flag_is_a_stream_option_with_its_default():
     for info in train_flags():
         assert info.flag in fields, info.flag
         assert fields[info.flag].default == info.default, info.flag
-    aliases = {a for i in train_flags() for a in i.aliases}  # older spellings, declared with their option
-    ours = {f for f in fields if f.startswith("streaming_")} - {"streaming_weights", "streaming_loader"} - aliases
+    ours = {f for f in fields if f.startswith("streaming_")} - {"streaming_weights", "streaming_loader"}
     declared = {i.flag for i in train_flags()}
     assert ours <= declared, f"streaming flags not declared in StreamOptions: {sorted(ours - declared)}"
     # every option reaches lerobotstream-train: a flag of ours, or one of LeRobot's settings
@@ -73,32 +72,13 @@ def test_streaming_loader_flag_values():
         StreamingDatasetConfig(repo_id="local/x", streaming=True, streaming_loader="gpu")
 
 
-def test_an_older_flag_spelling_is_an_alias_of_its_option_at_the_command_line_only():
-    """``--dataset.streaming_max_open_decoders`` (the older spelling, declared with the option in
-    ``StreamOptions``): its value lands on ``video_decoder_cache_size``, checked by that option's
-    rule; both spellings with different values are refused; the factory passes one name on."""
-    from types import SimpleNamespace
-
-    from lerobotstream.integrations.lerobot.factory import _stream_kwargs
-
-    info = next(i for i in train_flags() if i.flag == "video_decoder_cache_size")
-    assert info.aliases == ("streaming_max_open_decoders",)
-    d = StreamingDatasetConfig(repo_id="local/x", streaming=True, streaming_max_open_decoders=6)
-    assert d.video_decoder_cache_size == 6
+def test_no_older_flag_spelling_is_accepted():
+    """Issue 42 item 6: one spelling per flag. ``--dataset.streaming_max_open_decoders``, the spelling
+    of an unreleased build, is no field any more (LeRobot's parser refuses it as unknown);
+    ``--dataset.video_decoder_cache_size`` is the flag."""
+    fields = {f.name for f in dataclasses.fields(StreamingDatasetConfig)}
+    assert "video_decoder_cache_size" in fields and "streaming_max_open_decoders" not in fields
     assert (
-        StreamingDatasetConfig(
-            repo_id="local/x", streaming=True, video_decoder_cache_size=6, streaming_max_open_decoders=6
-        ).video_decoder_cache_size
+        StreamingDatasetConfig(repo_id="local/x", streaming=True, video_decoder_cache_size=6).video_decoder_cache_size
         == 6
     )
-    with pytest.raises(StreamingConfigError, match=r"--dataset\.streaming_max_open_decoders=7: is the older spelling"):
-        StreamingDatasetConfig(
-            repo_id="local/x", streaming=True, video_decoder_cache_size=6, streaming_max_open_decoders=7
-        )
-    with pytest.raises(
-        StreamingConfigError, match=rf"--dataset\.streaming_max_open_decoders=0: must be {re.escape(info.want)}"
-    ):
-        StreamingDatasetConfig(repo_id="local/x", streaming=True, streaming_max_open_decoders=0)
-    cfg = SimpleNamespace(dataset=d, num_workers=2, tolerance_s=1e-4, seed=3, batch_size=4)
-    kw = _stream_kwargs(cfg)
-    assert kw["video_decoder_cache_size"] == 6 and "streaming_max_open_decoders" not in kw

@@ -132,8 +132,10 @@ class DatasetReader:
                 self.counts[k] += v
 
     def episode_nbytes(self, ep: int) -> int:
-        """Synthesized bytes of the episode (every camera): the size provider the planner and the
-        byte cache are handed (``planner.EpisodeSizes`` over it)."""
+        """This dataset's size provider (``planner._sizes.SizeProvider``, wrapped in ``EpisodeSizes``):
+        episode ``ep``'s exact synthesized bytes, all cameras; plans its spans (opens the MP4
+        index) the first time. Raises the span planner's typed errors, naming episode, camera
+        and file (:meth:`EpisodeSpans.span`)."""
         return self.spans.episode_nbytes(ep)
 
     def fetch(self, ep: int) -> EpisodePayload:
@@ -236,7 +238,7 @@ class DatasetReader:
         s = self._planned(ep, cam, lambda e, c: self.spans.checked_span(e, c, fetched))
         if s is None:
             return payload.payloads[cam]
-        # (the decode job holds the episode's lock: no other decode of it runs meanwhile)
+        # (the episode job holds its lock: no other decode of the episode runs meanwhile)
         payload.payloads[cam] = self._fetch_camera(ep, cam, s, None)
         payload.extra[2][cam] = s
         return payload.payloads[cam]

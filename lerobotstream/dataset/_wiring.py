@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lerobotstream import _heap
-from lerobotstream.dataset._decoded_gops import DecodedGopCache
-from lerobotstream.dataset._decodejob import EpisodeJob, JobMaker, JobPart
+from lerobotstream.dataset._decodejob import DecodedGopCache, EpisodeJob, JobMaker, JobPart
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
 from lerobotstream.dataset._reader import DatasetReader, ReaderConfig
 from lerobotstream.payload_cache import EpisodeByteCache

@@ -70,7 +70,10 @@ class EpisodePool:
             ``lengths`` entry counts only its remaining frames, the int64 ascending frame indices
             those are (pool-local frame k is frame ``frame_maps[i][k]`` of the episode).
         size_of (Callable[[int], int] | None): sizes on demand: ``size_of(local episode) -> int``
-            bytes for an entry of ``nbytes`` that is -1 (``WorkerPlan.size_of``).
+            bytes for an entry of ``nbytes`` that is -1 (``WorkerPlan.size_of``: the plan's
+            ``planner._sizes.SizeProvider``, checked against its budget), asked when admission
+            reaches the episode. The pool reads no file: the provider's typed errors (naming
+            episode, camera, file) come out of the ``fill`` / ``next_anchors`` that admitted it.
     """
 
     def __init__(

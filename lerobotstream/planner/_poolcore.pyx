@@ -104,11 +104,17 @@ cdef int64_t pick_round_robin(PoolCore pool) noexcept nogil:
 
 
 cdef int64_t pick_sequential(PoolCore pool) noexcept nogil:
-    """The earliest admitted resident (local ids rise with admission when ``in_order``)."""
-    cdef int64_t i, j = pool.res_list[0]
+    """The earliest admitted resident: the smallest local id (local ids rise with admission when
+    ``in_order``, so the one found stays the smallest until it leaves: one scan per episode)."""
+    cdef int64_t i, j
+    if pool.seq_ep >= 0 and pool.slot_ep[pool.seq_slot] == pool.seq_ep:
+        return pool.seq_slot
+    j = pool.res_list[0]
     for i in range(1, pool.n_resident):
         if pool.slot_ep[pool.res_list[i]] < pool.slot_ep[j]:
             j = pool.res_list[i]
+    pool.seq_slot = j
+    pool.seq_ep = pool.slot_ep[j]
     return j
 
 
@@ -179,13 +185,17 @@ cdef class PoolCore:
             1 = ``round_robin``, 2 = ``sequential``: no draws, the resident episode admitted first,
             its frames in ascending order).
         state: four uint64 seed words for the draws.
-        size_of: ``size_of(local episode) -> int`` bytes, called (holding the GIL) for an entry
-            of ``nbytes`` that is -1 when admission under a budget reaches it (sizes on demand:
-            only the episodes admitted are ever sized); None: every size is given.
+        size_of: ``size_of(local episode) -> int`` bytes: the plan's size provider (its
+            ``planner._sizes.SizeProvider``, keyed by local episode and checked against the plan's
+            budget), called (holding the GIL) for an entry of ``nbytes`` that is -1 when admission
+            under a budget reaches it (sizes on demand: only the episodes admitted are ever
+            sized); None: every size is given. The pool itself reads no file.
 
     Raises:
-        ByteBudgetError: when admission reaches an episode larger than the whole budget (or
-            whatever ``size_of`` raises).
+        ValueError: (construction) an unknown size (-1) under a budget without ``size_of``.
+        ByteBudgetError: when admission reaches an episode larger than the whole budget.
+        the provider's typed errors (``SizeProvider``), unchanged, from the call whose admission
+            asked for the size; the episode stays unsized and unadmitted.
     """
 
     cdef int64_t n_eps, pool_size, byte_budget, n_res_bytes
@@ -202,6 +212,7 @@ cdef class PoolCore:
     cdef int64_t *res_pos       # slot -> position in res_list
     cdef int64_t *round_slots   # round_robin's current round
     cdef int64_t round_len, round_pos
+    cdef int64_t seq_slot, seq_ep   # sequential's current episode (seq_ep -1: none yet)
     cdef uint64_t rng[4]
     cdef list _ev_pos, _ev_kind, _ev_ep
     cdef object size_of
@@ -232,6 +243,8 @@ cdef class PoolCore:
         self.pool_size = pool_size
         self.byte_budget = byte_budget
         self.strategy = &STRATEGY_TABLE[strategy]
+        if byte_budget >= 0 and size_of is None and lengths.shape[0] and np.min(np.asarray(nbytes)) < 0:
+            raise ValueError("nbytes has unknown sizes (-1) under a byte budget and the pool has no size_of")
         self.size_of = size_of
         self.n_remaining = 0
         self.n_emitted = 0
@@ -240,6 +253,8 @@ cdef class PoolCore:
         self.n_res_bytes = 0
         self.round_len = 0
         self.round_pos = 0
+        self.seq_slot = 0
+        self.seq_ep = -1
         for i in range(4):
             self.rng[i] = state[i]
         P = pool_size
@@ -310,9 +325,7 @@ cdef class PoolCore:
         while self.next_admit < self.n_eps and self.n_resident < self.pool_size:
             ep = self.order[self.next_admit]
             if self.byte_budget >= 0:
-                if self.nbytes[ep] < 0:
-                    if self.size_of is None:
-                        raise ValueError(f"local episode {ep} has no byte size (-1) and the pool has no size_of")
+                if self.nbytes[ep] < 0:  # size on demand: the one call out of the pool (checked at construction)
                     n = int(self.size_of(ep))
                     if n < 0:
                         raise ByteBudgetError(f"local episode {ep} reports a negative byte size ({n})",

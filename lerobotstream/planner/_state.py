@@ -136,8 +136,10 @@ _RULES = {
 }
 #: fields that may be None
 _NULLABLE = frozenset({"episode_pool_size", "byte_budget", "partitions", "mixture", "origin"})
-_INTS = frozenset({"seed", "epoch", "samples", "batch_size", "world_size", "num_workers", "episode_pool_size"})
-_INTS |= {"byte_budget", "partitions"}
+#: fields read back as Python ints / bools (a numpy value passes the rules: it is converted)
+_INTS = frozenset(
+    "seed epoch samples batch_size world_size num_workers episode_pool_size byte_budget partitions".split()
+)
 _BOOLS = frozenset({"repeat", "drop_last"})
 
 

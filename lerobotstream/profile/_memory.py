@@ -8,7 +8,6 @@ counts them once per process. Linux only; elsewhere every reading is ``None``.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -159,15 +158,3 @@ class MemorySampler:
                     "pss_sum_bytes": list(s.pss_sum_bytes),
                 },
             }
-
-
-def child_pids(pid: int | None = None) -> list[int]:
-    """Direct children of ``pid`` (default: this process) from ``/proc``; [] when unavailable."""
-    pid = os.getpid() if pid is None else int(pid)
-    out: list[int] = []
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            out = [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return out

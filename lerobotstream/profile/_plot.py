@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from lerobotstream.errors import MissingDependencyError
 
@@ -102,21 +103,32 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
         MissingDependencyError: matplotlib is not installed (an ``ImportError``).
     """
     plt = require_matplotlib()
-    from lerobotstream.profile._report import STAGE_KIND, STAGES
-
     path = Path(path)
     height_in = 14.0
     title = _title(report)
     fig, axes = plt.subplots(4, 1, figsize=(10, height_in), gridspec_kw={"height_ratios": [3, 2, 3, 4.5]})
     fig.suptitle(title, fontsize=9.5, x=0.02, ha="left", y=0.995)
     title_top = 1.0 - (0.17 * (title.count("\n") + 1) + 0.2) / height_in
-    th, la, ve = report["throughput"], report["latency"], report.get("verdict") or {}
-    ser = report["cache"]["series"]
-    t, n = ser["t_s"], ser["samples"]
+    t = report["cache"]["series"]["t_s"]
     tmax = max([*(t or [0.0]), *(report["memory"].get("series", {}).get("t_s") or [0.0])]) or 1.0
 
-    # 1. throughput: rolling line, steady mean, the model step's ceiling
-    ax = axes[0]
+    _plot_throughput(axes[0], report, tmax)
+    _plot_waits(axes[1], report, tmax)
+    _plot_memory(axes[2], report, tmax)
+    _plot_stages(axes[3], report)
+    fig.tight_layout()
+    fig.subplots_adjust(top=title_top - 0.015)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def _plot_throughput(ax: Any, report: dict, tmax: float) -> None:
+    """Samples/s: rolling line, steady mean, the model step's ceiling."""
+    th, ve = report["throughput"], report.get("verdict") or {}
+    t, n = report["cache"]["series"]["t_s"], report["cache"]["series"]["samples"]
     if t:
         window = max(3, min(20, len(t) // 5))
         roll = rolling_rate(t, n, window)
@@ -140,8 +152,10 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
     ax.set_ylabel("samples/s")
     ax.set_title("throughput", fontsize=10)
 
-    # 2. what the GPU waits for, batch by batch
-    ax = axes[1]
+
+def _plot_waits(ax: Any, report: dict, tmax: float) -> None:
+    """What the GPU waits for, batch by batch (ms), against the model step or the loader's pace."""
+    la, ve = report["latency"], report.get("verdict") or {}
     bt, bw = la.get("series", {}).get("t_s") or [], la.get("series", {}).get("batch_wait_s") or []
     if bw:
         ms = [1e3 * w for w in bw]
@@ -190,8 +204,11 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
     ax.set_ylabel("ms")
     ax.set_xlabel("time [s]")
 
-    # 3. memory
-    ax = axes[2]
+
+def _plot_memory(ax: Any, report: dict, tmax: float) -> None:
+    """PSS and RSS sums of every process (MiB), and the byte cache (reserved, resident) beside."""
+    ser = report["cache"]["series"]
+    t = ser["t_s"]
     mem = report["memory"].get("series", {})
     if mem.get("t_s"):
         ax.plot(mem["t_s"], [b / 2**20 for b in mem["pss_sum_bytes"]], color="#1f77b4", label="PSS, all processes")
@@ -228,8 +245,11 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
     ax.set_xlabel("time [s]")
     ax.set_title("memory (PSS sum = true footprint of main + workers)", fontsize=10)
 
-    # 4. stages: one bar each, grouped start-up / work / waits
-    ax = axes[3]
+
+def _plot_stages(ax: Any, report: dict) -> None:
+    """Seconds per stage: one bar each, grouped start-up / work / waits (hatched)."""
+    from lerobotstream.profile._report import STAGE_KIND, STAGES
+
     secs = report["stages"]["seconds"]
     kind = report["stages"].get("kind", STAGE_KIND)
     work_total = sum(v for k, v in secs.items() if v and kind.get(k) == "work")
@@ -270,11 +290,3 @@ def plot_report(report: dict, path: str | os.PathLike) -> Path:
         fontsize=9,
     )
     ax.set_title("stage breakdown: start-up, work, waits (hatched: a thread blocked)", fontsize=10)
-
-    fig.tight_layout()
-    fig.subplots_adjust(top=title_top - 0.015)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    fig.savefig(tmp, format="png", dpi=90)
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path

@@ -212,71 +212,12 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
         else None
     )
 
-    timed_tf = float(sum(s.get("transforms_s", 0.0) for s in snaps_full))  # TimedTransform, every thread
-    stats_tf = _sum(snaps, "transforms_s") or 0.0  # the dataset's own (main-thread transforms only)
-    transforms_s = max(timed_tf, stats_tf)
-    open_s, decode_s = _sum(snaps, "open_s"), _sum(snaps, "decode_s")
-    assemble_s = _sum(snaps, "assemble_s")
-    if assemble_s is not None:
-        assemble_s = max(0.0, assemble_s - max(0.0, timed_tf - stats_tf))
-    job_s = _sum(snaps, "decode_job_s")
-    decode_other = None if job_s is None else max(0.0, job_s - (open_s or 0.0) - (decode_s or 0.0))
-    once = lambda k: max((float(s[k]) for s in snaps if s.get(k) is not None), default=None)  # noqa: E731
-    metadata = once("metadata_s")
-    sidecar = once("sidecar_s")
-    index_open = _sum(snaps, "index_open_s")
-    if sidecar is not None or index_open is not None:
-        sidecar = (sidecar or 0.0) + (index_open or 0.0)
-    stages: dict[str, float | None] = {
-        "metadata": metadata if metadata is not None else raw.get("metadata_s"),
-        "sidecar": sidecar,
-        "spans": _sum(snaps, "spans_s"),
-        "rows": _sum(snaps, "parquet_s"),
-        "fetch": _sum(snaps, "fetch_s"),
-        "synthesize": _sum(snaps, "synthesize_s"),
-        "decoder_open": open_s,
-        "decode": decode_s,
-        "decode_other": decode_other,
-        "assemble": assemble_s,
-        "transforms": transforms_s,
-        "worker_queue_wait": _sum(snaps, "queue_wait_s"),
-        "admit_wait": _sum(snaps, "admit_wait_s"),
-        "main_batch_wait": float(sum(waits)),
-    }
-    worker_stage_sum = float(
-        sum(v for k, v in stages.items() if v is not None and k not in ("metadata", "main_batch_wait"))
-    )
-    decode_threads = int(getattr(ds, "decode_threads", 1) or 1) if ds is not None else 1
-    fetch_threads = max(1, min(8, int(getattr(ds, "prefetch_episodes", 7)) + 1)) if ds is not None else 8
-    nproc = max(1, len(snaps_full))
-    # iterating thread + decode pool + assembly pool + the cache's fetch pool, per process
-    threads_bound = nproc * (1 + 2 * decode_threads + fetch_threads)
-    work_s = float(sum(v for k, v in stages.items() if v and STAGE_KIND[k] == "work"))
+    stages = _stage_seconds(raw, snaps_full)
     # after the first batch and the model step that follows it: each later wait is paired with its step
     step_s = float(raw.get("step_s") or 0.0)
     steady_wall = wall - first - step_s if first is not None and wall > first + step_s else None
 
-    procs = one_per_process(snaps)  # the source counters are shared by the shards of one process
-    fetched = int(sum(int(s.get("bytes_fetched", s.get("source", {}).get("bytes_read", 0))) for s in procs))
-    requests = int(sum(int(s.get("source", {}).get("requests", 0)) for s in procs))
-    nb: dict[str, Any] = {
-        "fetched_bytes": fetched,
-        "requests": requests,
-        "retries": int(sum(int(s.get("source", {}).get("retries", 0)) for s in procs)),
-        "synthesized_bytes": int(sum(int(s.get("cache", {}).get("payload_bytes", 0)) for s in snaps)),
-        "span_payload_bytes": int(sum(int(s.get("bytes_needed", 0)) for s in snaps)),
-        "metadata_fetched_bytes": int(sum(int(s.get("metadata_source", {}).get("bytes_read", 0)) for s in procs)),
-        "episode_fetches": int(sum(int(s.get("cache", {}).get("fetches", 0)) for s in snaps)),
-    }
-    if needed:
-        nb.update(needed)
-        video = nb["span_payload_bytes"] or fetched
-        nb["fetched_over_needed"] = video / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
-        nb["fetched_over_span"] = video / needed["span_bytes"] if needed.get("span_bytes") else None
-        nb["total_fetched_over_needed"] = (
-            fetched / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
-        )
-
+    nb = _byte_counts(snaps, needed)
     mem = raw.get("memory", {})
     tl = raw.get("timeline", [])
     report = {
@@ -303,24 +244,7 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
             "simulated_step_s": raw.get("step_s", 0.0),
             "series": {"t_s": list(raw.get("batch_t_s", [])), "batch_wait_s": waits},
         },
-        "stages": {
-            "seconds": stages,
-            "kind": dict(STAGE_KIND),
-            "work_s": work_s,
-            "busy_threads": work_s / wall if wall > 0 else None,
-            "cpu_count": _cpu_count(),
-            "worker_stage_sum_s": worker_stage_sum,
-            "threads_bound": threads_bound,
-            "threads_bound_terms": {
-                "processes": nproc,
-                "iterating": 1,
-                "decode_threads": decode_threads,
-                "assembly_threads": decode_threads,
-                "fetch_threads": fetch_threads,
-            },
-            "processes": nproc,
-            "meaning": dict(STAGES),
-        },
+        "stages": _stage_summary(stages, ds, len(snaps_full), wall),
         "bytes": nb,
         **_mixture_shares(raw.get("anchors", []), ds, raw.get("batch_samples")),
         "decoder": {
@@ -349,6 +273,101 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
     }
     report["verdict"] = verdict(report, int(raw.get("batch_size") or 1), int(raw.get("buffered_batches") or 0))
     return report
+
+
+def _stage_seconds(raw: dict, snaps_full: list[dict]) -> dict[str, float | None]:
+    """Seconds per stage of :data:`STAGES`, summed over the processes' ``stats()`` snapshots (None:
+    no process reported it); transforms timed by ``TimedTransform`` are moved out of assembly."""
+    snaps = [s["stats"] for s in snaps_full]
+    timed_tf = float(sum(s.get("transforms_s", 0.0) for s in snaps_full))  # TimedTransform, every thread
+    stats_tf = _sum(snaps, "transforms_s") or 0.0  # the dataset's own (main-thread transforms only)
+    transforms_s = max(timed_tf, stats_tf)
+    open_s, decode_s = _sum(snaps, "open_s"), _sum(snaps, "decode_s")
+    assemble_s = _sum(snaps, "assemble_s")
+    if assemble_s is not None:
+        assemble_s = max(0.0, assemble_s - max(0.0, timed_tf - stats_tf))
+    job_s = _sum(snaps, "decode_job_s")
+    decode_other = None if job_s is None else max(0.0, job_s - (open_s or 0.0) - (decode_s or 0.0))
+    once = lambda k: max((float(s[k]) for s in snaps if s.get(k) is not None), default=None)  # noqa: E731
+    metadata = once("metadata_s")
+    sidecar = once("sidecar_s")
+    index_open = _sum(snaps, "index_open_s")
+    if sidecar is not None or index_open is not None:
+        sidecar = (sidecar or 0.0) + (index_open or 0.0)
+    return {
+        "metadata": metadata if metadata is not None else raw.get("metadata_s"),
+        "sidecar": sidecar,
+        "spans": _sum(snaps, "spans_s"),
+        "rows": _sum(snaps, "parquet_s"),
+        "fetch": _sum(snaps, "fetch_s"),
+        "synthesize": _sum(snaps, "synthesize_s"),
+        "decoder_open": open_s,
+        "decode": decode_s,
+        "decode_other": decode_other,
+        "assemble": assemble_s,
+        "transforms": transforms_s,
+        "worker_queue_wait": _sum(snaps, "queue_wait_s"),
+        "admit_wait": _sum(snaps, "admit_wait_s"),
+        "main_batch_wait": float(sum(raw.get("batch_wait_s", []))),
+    }
+
+
+def _stage_summary(stages: dict[str, float | None], ds: Any, nproc: int, wall: float) -> dict[str, Any]:
+    """The report's ``stages``: seconds, work and busy threads, and the threads bound (the most
+    threads that can run stages at once: summed stage seconds <= wall x threads_bound)."""
+    worker_stage_sum = float(
+        sum(v for k, v in stages.items() if v is not None and k not in ("metadata", "main_batch_wait"))
+    )
+    decode_threads = int(getattr(ds, "decode_threads", 1) or 1) if ds is not None else 1
+    fetch_threads = max(1, min(8, int(getattr(ds, "prefetch_episodes", 7)) + 1)) if ds is not None else 8
+    nproc = max(1, nproc)
+    # iterating thread + decode pool + assembly pool + the cache's fetch pool, per process
+    threads_bound = nproc * (1 + 2 * decode_threads + fetch_threads)
+    work_s = float(sum(v for k, v in stages.items() if v and STAGE_KIND[k] == "work"))
+    return {
+        "seconds": stages,
+        "kind": dict(STAGE_KIND),
+        "work_s": work_s,
+        "busy_threads": work_s / wall if wall > 0 else None,
+        "cpu_count": _cpu_count(),
+        "worker_stage_sum_s": worker_stage_sum,
+        "threads_bound": threads_bound,
+        "threads_bound_terms": {
+            "processes": nproc,
+            "iterating": 1,
+            "decode_threads": decode_threads,
+            "assembly_threads": decode_threads,
+            "fetch_threads": fetch_threads,
+        },
+        "processes": nproc,
+        "meaning": dict(STAGES),
+    }
+
+
+def _byte_counts(snaps: list[dict], needed: dict | None) -> dict[str, Any]:
+    """The report's ``bytes``: fetched (once per process: its shards share the source counters),
+    requests, retries, synthesized and span bytes; ratios to ``needed`` when given."""
+    procs = one_per_process(snaps)  # the source counters are shared by the shards of one process
+    fetched = int(sum(int(s.get("bytes_fetched", s.get("source", {}).get("bytes_read", 0))) for s in procs))
+    requests = int(sum(int(s.get("source", {}).get("requests", 0)) for s in procs))
+    nb: dict[str, Any] = {
+        "fetched_bytes": fetched,
+        "requests": requests,
+        "retries": int(sum(int(s.get("source", {}).get("retries", 0)) for s in procs)),
+        "synthesized_bytes": int(sum(int(s.get("cache", {}).get("payload_bytes", 0)) for s in snaps)),
+        "span_payload_bytes": int(sum(int(s.get("bytes_needed", 0)) for s in snaps)),
+        "metadata_fetched_bytes": int(sum(int(s.get("metadata_source", {}).get("bytes_read", 0)) for s in procs)),
+        "episode_fetches": int(sum(int(s.get("cache", {}).get("fetches", 0)) for s in snaps)),
+    }
+    if needed:
+        nb.update(needed)
+        video = nb["span_payload_bytes"] or fetched
+        nb["fetched_over_needed"] = video / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
+        nb["fetched_over_span"] = video / needed["span_bytes"] if needed.get("span_bytes") else None
+        nb["total_fetched_over_needed"] = (
+            fetched / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
+        )
+    return nb
 
 
 def _mib(n: float | None) -> str:
@@ -412,15 +431,6 @@ def _num_samples(ds: Any) -> int | None:
 
 def format_report(r: dict) -> str:
     """The report as a readable terminal table."""
-    th, la, st, by, de, me, ca = (
-        r["throughput"],
-        r["latency"],
-        r["stages"],
-        r["bytes"],
-        r["decoder"],
-        r["memory"],
-        r["cache"],
-    )
     cfg = r.get("config", {})
     lines = []
     if cfg:
@@ -438,6 +448,16 @@ def format_report(r: dict) -> str:
         if r["verdict"].get("why"):
             lines.append("  " + r["verdict"]["why"])
     lines.append("")
+    lines += _throughput_lines(r["throughput"], r["latency"])
+    lines += _stage_lines(r["stages"], r["throughput"], cfg)
+    lines += _bytes_lines(r["bytes"], r.get("mixture"))
+    lines += _resource_lines(r["decoder"], r["memory"], r["cache"])
+    return "\n".join(lines)
+
+
+def _throughput_lines(th: dict, la: dict) -> list[str]:
+    """The report's throughput and latency sections."""
+    lines: list[str] = []
     lines.append("throughput")
     lines.append(
         f"  samples/s            {_f(th['samples_per_s'])}   (steady, after first batch: {_f(th['steady_samples_per_s'])})"
@@ -461,6 +481,12 @@ def format_report(r: dict) -> str:
             else "   (no model step: ~1.0 by construction, see the verdict)"
         )
     )
+    return lines
+
+
+def _stage_lines(st: dict, th: dict, cfg: dict) -> list[str]:
+    """Seconds per stage, grouped start-up / work / waits, and the busy-threads bound."""
+    lines: list[str] = []
     # StreamLoader's threads mode runs its shards in this process: each is a stream with its own threads
     streams = "shard(s)" if str(cfg.get("loader", "")).startswith("StreamLoader threads") else "process(es)"
     lines.append(f"stages (seconds summed over {st['processes']} {streams} and their threads)")
@@ -495,6 +521,12 @@ def format_report(r: dict) -> str:
             "threads): at most that many threads run stages at once, so summed stage seconds "
             "<= wall x threads_bound (a consistency bound, not a target)"
         )
+    return lines
+
+
+def _bytes_lines(by: dict, mx: dict | None) -> list[str]:
+    """Bytes fetched against what the delivered frames needed; a mixture's shares."""
+    lines: list[str] = []
     lines.append("bytes")
     lines.append(
         f"  fetched              {_mib(by['fetched_bytes'])} in {by['requests']} requests ({by.get('retries', 0)} retries; "
@@ -510,8 +542,7 @@ def format_report(r: dict) -> str:
             f"/ spans of delivered episodes {_f(by.get('fetched_over_span'), '.2f', 'x')}   "
             f"(all bytes / needed {_f(by.get('total_fetched_over_needed'), '.2f', 'x')}; > spans = prefetch ahead)"
         )
-    if r.get("mixture"):
-        mx = r["mixture"]
+    if mx:
         lines.append("mixture (samples delivered per dataset: share / weight share)")
         for rid, n, got, want in zip(mx["repo_ids"], mx["samples"], mx["shares"], mx["weight_shares"]):
             lines.append(f"  {rid:<30} {n:>8}   {got:.3f} / {want:.3f}")
@@ -520,6 +551,12 @@ def format_report(r: dict) -> str:
                 f"  dataset {ex['repo_id']} exhausted at step {ex['step']}: later batches come from the "
                 "others, so the shares no longer follow the weights (--repeat keeps every dataset going)"
             )
+    return lines
+
+
+def _resource_lines(de: dict, me: dict, ca: dict) -> list[str]:
+    """Decoder counters, peak memory per process, and the byte cache."""
+    lines: list[str] = []
     lines.append(
         f"decoder opens / fallbacks  {de['opens']} / {de['fallbacks']} (PyAV {de['pyav_fallbacks']}); "
         f"frames decoded / returned by workers {de['frames_decoded']} / {de['frames_returned']}; "
@@ -543,4 +580,4 @@ def format_report(r: dict) -> str:
         f"last reserved {_mib(ser['reserved_bytes'][-1] if ser['reserved_bytes'] else None)}, "
         f"last resident {_mib(ser['resident_bytes'][-1] if ser['resident_bytes'] else None)}"
     )
-    return "\n".join(lines)
+    return lines

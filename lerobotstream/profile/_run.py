@@ -174,58 +174,12 @@ def profile_dataset(
         delivered), ``snapshots`` (latest ``stats()`` per process and shard), ``timeline`` (per batch: cumulated
         samples/frames, reserved/resident/fetched bytes summed over pids), ``memory``.
     """
-    video_keys = list(getattr(ds, "video_keys", []))
-    from lerobotstream.dataset import PackedCollate, lerobot_collate_fn
-
-    language = bool(getattr(getattr(ds, "meta", None), "has_language_columns", False))
-    collate = PackedCollate(lerobot_collate_fn if language else None)
     if loader not in LOADERS:
         raise ValueError(f"loader must be one of {', '.join(LOADERS)}, got {loader!r}")
-    if loader == "dataloader":
-        workers = (
-            dict(
-                prefetch_factor=prefetch_factor,
-                persistent_workers=bool(persistent_workers),
-                multiprocessing_context=multiprocessing_context,
-            )
-            if int(num_workers) > 0
-            else {}
-        )
-        batches: Any = DataLoader(
-            ProfiledStream(ds), batch_size=batch_size, num_workers=num_workers, collate_fn=collate, **workers
-        )
-        name = (
-            f"DataLoader, {num_workers} {multiprocessing_context or 'default-start'} workers"
-            if num_workers
-            else "DataLoader, in this process"
-        )
-        buffered = (prefetch_factor or 2) * int(num_workers) if num_workers else 0
-    else:
-        from lerobotstream.loader import StreamLoader
-
-        batches = StreamLoader(
-            ProfiledShards(ds),
-            batch_size,
-            num_workers=int(num_workers),
-            mode=loader,
-            prefetch_batches=prefetch_factor if num_workers else None,
-            collate_fn=collate,
-            multiprocessing_context=multiprocessing_context,
-        )
-        unit = "shard" if batches.mode == "threads" else "worker"
-        n = max(1, int(num_workers))
-        name = f"StreamLoader {batches.mode}, {n} {unit}{'s' if n > 1 else ''} ({batches.mode_reason})"
-        # batches made ahead of the consumer: each shard's pipeline or the ring's slots
-        buffered = n * (prefetch_factor or 2)
-    pids: dict[int, str] = {os.getpid(): "main"}
-    latest: dict[tuple[int, Any], dict] = {}
-    waits: list[float] = []
-    t_end: list[float] = []
-    timeline: list[dict] = []
-    anchors: list[tuple[int, int]] = []
-    samples = frames = 0
-    t0 = time.perf_counter()
-    wall0 = time.time()
+    batches, name, buffered = _make_loader(
+        ds, loader, num_workers, batch_size, prefetch_factor, persistent_workers, multiprocessing_context
+    )
+    tally = _Tally(list(getattr(ds, "video_keys", [])))
     holder: list[Any] = [None]  # the loader iterator, visible to the sampler thread
 
     def current_pids() -> dict[int, str]:
@@ -233,12 +187,12 @@ def profile_dataset(
         if it is not None:
             for i, w in enumerate(getattr(it, "_workers", []) or []):
                 if getattr(w, "pid", None):
-                    pids.setdefault(int(w.pid), f"worker {i}")
+                    tally.pids.setdefault(int(w.pid), f"worker {i}")
             for i, pid in enumerate(getattr(batches, "worker_pids", [])):  # StreamLoader, processes mode
-                pids.setdefault(int(pid), f"worker {i}")
-        return dict(pids)
+                tally.pids.setdefault(int(pid), f"worker {i}")
+        return dict(tally.pids)
 
-    with MemorySampler(current_pids, interval_s=memory_interval_s, t0=t0) as mem:
+    with MemorySampler(current_pids, interval_s=memory_interval_s, t0=tally.t0) as mem:
         it = holder[0] = iter(batches)
         mem.sample()  # every worker is alive now: its first reading never depends on the timer
         try:
@@ -253,44 +207,13 @@ def profile_dataset(
                     if original is None:
                         raise
                     raise original from exc
-                now = time.perf_counter()
-                waits.append(now - (t0 if not waits else tb))
-                t_end.append(now - t0)
-                for s in batch.pop(STATS_KEY, []):
-                    snap = json.loads(s)
-                    latest[(int(snap["pid"]), snap["worker"])] = snap
-                    if int(snap["pid"]) != os.getpid():
-                        pids.setdefault(int(snap["pid"]), f"worker {snap['worker']}")
-                n = _batch_size(batch)
-                samples += n
-                for k in video_keys:
-                    v = batch.get(k)
-                    if isinstance(v, torch.Tensor):
-                        frames += int(np.prod(v.shape[:-3]))
-                ep, fr = batch.get("episode_index"), batch.get("frame_index")
-                if isinstance(ep, torch.Tensor) and isinstance(fr, torch.Tensor):
-                    di = batch.get("dataset_index")
-                    if isinstance(di, torch.Tensor):  # a mixture: (dataset, episode, frame)
-                        anchors.extend(zip(di.reshape(-1).tolist(), ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
-                    else:
-                        anchors.extend(zip(ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
-                snaps = [x["stats"] for x in latest.values()]
-                timeline.append(
-                    {
-                        "t_s": now - t0,
-                        "samples": samples,
-                        "frames": frames,
-                        "reserved_bytes": sum(int(x.get("reserved_bytes", 0)) for x in snaps),
-                        "resident_bytes": sum(int(x.get("resident_bytes", 0)) for x in snaps),
-                        "bytes_fetched": sum(int(x.get("source", {}).get("bytes_read", 0)) for x in snaps),
-                    }
-                )
+                tally.add(batch, tb)
                 del batch
                 mem.sample(unless_newer_than_s=memory_interval_s)  # a reading per batch, at most the timer's rate
                 if step_s > 0:
                     time.sleep(step_s)
         finally:
-            wall = time.perf_counter() - t0
+            wall = time.perf_counter() - tally.t0
             mem.sample()  # the workers' last reading, before the iterator stops them
             holder[0] = None
             close = getattr(it, "close", None)
@@ -299,23 +222,124 @@ def profile_dataset(
             del it
     return RawRun(
         wall_s=wall,
-        wall_start=wall0,
-        first_batch_s=waits[0] if waits else None,
-        batch_wait_s=waits,
-        batch_t_s=t_end,
-        samples=samples,
-        frames=frames,
-        anchors=anchors,
-        snapshots=list(latest.values()),
-        timeline=timeline,
+        wall_start=tally.wall0,
+        first_batch_s=tally.waits[0] if tally.waits else None,
+        batch_wait_s=tally.waits,
+        batch_t_s=tally.t_end,
+        samples=tally.samples,
+        frames=tally.frames,
+        anchors=tally.anchors,
+        snapshots=list(tally.latest.values()),
+        timeline=tally.timeline,
         memory=mem.summary(),
         num_workers=int(num_workers),
         loader=name,
         buffered_batches=buffered,
         batch_size=int(batch_size),
-        steps=len(waits),
+        steps=len(tally.waits),
         step_s=float(step_s),
         metadata_s=metadata_s,
-        video_keys=video_keys,
-        batch_samples=[b["samples"] for b in timeline],
+        video_keys=tally.video_keys,
+        batch_samples=[b["samples"] for b in tally.timeline],
     )
+
+
+def _make_loader(
+    ds: Any,
+    loader: str,
+    num_workers: int,
+    batch_size: int,
+    prefetch_factor: int | None,
+    persistent_workers: bool,
+    multiprocessing_context: str | None,
+) -> tuple[Any, str, int]:
+    """``(batches, name for the report, batches made ahead of the consumer)`` for ``loader``,
+    collated as ``lerobotstream-train`` collates (see :func:`profile_dataset`)."""
+    from lerobotstream.dataset import PackedCollate, lerobot_collate_fn
+
+    language = bool(getattr(getattr(ds, "meta", None), "has_language_columns", False))
+    collate = PackedCollate(lerobot_collate_fn if language else None)
+    if loader == "dataloader":
+        workers = (
+            dict(
+                prefetch_factor=prefetch_factor,
+                persistent_workers=bool(persistent_workers),
+                multiprocessing_context=multiprocessing_context,
+            )
+            if int(num_workers) > 0
+            else {}
+        )
+        batches = DataLoader(
+            ProfiledStream(ds), batch_size=batch_size, num_workers=num_workers, collate_fn=collate, **workers
+        )
+        if not num_workers:
+            return batches, "DataLoader, in this process", 0
+        name = f"DataLoader, {num_workers} {multiprocessing_context or 'default-start'} workers"
+        return batches, name, (prefetch_factor or 2) * int(num_workers)
+    from lerobotstream.loader import StreamLoader
+
+    batches = StreamLoader(
+        ProfiledShards(ds),
+        batch_size,
+        num_workers=int(num_workers),
+        mode=loader,
+        prefetch_batches=prefetch_factor if num_workers else None,
+        collate_fn=collate,
+        multiprocessing_context=multiprocessing_context,
+    )
+    unit = "shard" if batches.mode == "threads" else "worker"
+    n = max(1, int(num_workers))
+    name = f"StreamLoader {batches.mode}, {n} {unit}{'s' if n > 1 else ''} ({batches.mode_reason})"
+    # batches made ahead of the consumer: each shard's pipeline or the ring's slots
+    return batches, name, n * (prefetch_factor or 2)
+
+
+class _Tally:
+    """What :func:`profile_dataset` records per batch: waits and end times (s since ``t0``),
+    samples and frames, anchors, the latest ``stats()`` snapshot per (pid, shard), the timeline."""
+
+    def __init__(self, video_keys: list[str]) -> None:
+        self.video_keys = video_keys
+        self.pids: dict[int, str] = {os.getpid(): "main"}
+        self.latest: dict[tuple[int, Any], dict] = {}
+        self.waits: list[float] = []
+        self.t_end: list[float] = []
+        self.timeline: list[dict] = []
+        self.anchors: list[tuple[int, ...]] = []
+        self.samples = self.frames = 0
+        self.t0 = time.perf_counter()
+        self.wall0 = time.time()
+
+    def add(self, batch: Any, asked_at: float) -> None:
+        """Record ``batch``, asked for at ``asked_at`` (``perf_counter``; the first wait counts from ``t0``)."""
+        now = time.perf_counter()
+        self.waits.append(now - (self.t0 if not self.waits else asked_at))
+        self.t_end.append(now - self.t0)
+        for s in batch.pop(STATS_KEY, []):
+            snap = json.loads(s)
+            self.latest[(int(snap["pid"]), snap["worker"])] = snap
+            if int(snap["pid"]) != os.getpid():
+                self.pids.setdefault(int(snap["pid"]), f"worker {snap['worker']}")
+        self.samples += _batch_size(batch)
+        for k in self.video_keys:
+            v = batch.get(k)
+            if isinstance(v, torch.Tensor):
+                self.frames += int(np.prod(v.shape[:-3]))
+        ep, fr = batch.get("episode_index"), batch.get("frame_index")
+        if isinstance(ep, torch.Tensor) and isinstance(fr, torch.Tensor):
+            di = batch.get("dataset_index")
+            if isinstance(di, torch.Tensor):  # a mixture: (dataset, episode, frame)
+                self.anchors.extend(zip(di.reshape(-1).tolist(), ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
+            else:
+                self.anchors.extend(zip(ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
+        snaps = [x["stats"] for x in self.latest.values()]
+        self.timeline.append(
+            {
+                "t_s": now - self.t0,
+                "samples": self.samples,
+                "frames": self.frames,
+                "reserved_bytes": sum(int(x.get("reserved_bytes", 0)) for x in snaps),
+                "resident_bytes": sum(int(x.get("resident_bytes", 0)) for x in snaps),
+                "bytes_fetched": sum(int(x.get("source", {}).get("bytes_read", 0)) for x in snaps),
+            }
+        )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,21 +105,7 @@ def build_sidecar(
     paths = sorted(set(meta.video_paths()) | set(windows))
     selected = [int(ep.episode_index) for ep in meta.episodes]
     subset = episodes is not None and selected != list(range(int(meta.total_episodes)))
-    if revision is None:
-        revision = getattr(source, "commit", None)
-    manifest = {
-        "format": "lerobotstream-mp4-sidecar",
-        "repo_id": repo_id,
-        "repo_type": repo_type,
-        "revision": revision,
-        "data_root": safe_data_root(data_root if data_root is not None else getattr(source, "root_display", None)),
-        "subset": bool(subset),
-        "episodes": selected if subset else None,
-        "total_episodes": int(meta.total_episodes),
-        "fps": meta.fps,
-        "video_keys": list(getattr(meta, "video_keys", [])),
-        "created_by": f"lerobotstream {__version__}",
-    }
+    manifest = _manifest(meta, source, repo_id, repo_type, revision, data_root, selected if subset else None)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -129,44 +115,22 @@ def build_sidecar(
     problems = []
     writer = SidecarWriter(output, manifest)
     pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lrs-sidecar")
+    parsed = _parse_all(pool, source, paths, parse, max_pending)
     try:
-        pending: dict[cf.Future, tuple[int, str]] = {}
-        todo = iter(enumerate(paths))
-        exhausted = False
-        while pending or not exhausted:
-            while not exhausted and len(pending) < max_pending:
-                nxt = next(todo, None)
-                if nxt is None:
-                    exhausted = True
-                    break
-                sid, path = nxt
-                pending[pool.submit(_parse_one, source, path, parse)] = (sid, path)
-            if not pending:
-                break
-            done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
-            for fut in done:
-                sid, path = pending.pop(fut)
-                table, size, fingerprint = fut.result()  # re-raises the parse error (names the file)
-                problems.extend(
-                    validate_source(
-                        table,
-                        windows.get(path, []),
-                        meta.fps,
-                        tolerance_s,
-                        path,
-                        features=getattr(meta, "features", None),
-                    )
-                )
-                writer.add_source(sid, table, path=path, size=size, fingerprint=fingerprint)
-                num_samples += int(table.offset.shape[0])
-                del table
-                if bar is not None:
-                    bar.update(1)
+        for sid, path, (table, size, fingerprint) in parsed:  # re-raises a parse error (names the file)
+            features = getattr(meta, "features", None)
+            problems.extend(
+                validate_source(table, windows.get(path, []), meta.fps, tolerance_s, path, features=features)
+            )
+            writer.add_source(sid, table, path=path, size=size, fingerprint=fingerprint)
+            num_samples += int(table.offset.shape[0])
+            del table
+            if bar is not None:
+                bar.update(1)
         raise_problems(problems, sidecar=str(output))
         out = writer.commit()
     except BaseException:
-        for fut in list(locals().get("pending", {})):
-            fut.cancel()
+        parsed.close()  # cancels the parses not started
         writer.abort()
         raise
     finally:
@@ -181,3 +145,61 @@ def build_sidecar(
         subset=bool(subset),
         elapsed_s=time.perf_counter() - t0,
     )
+
+
+def _manifest(
+    meta: Any,
+    source: Any,
+    repo_id: str,
+    repo_type: str,
+    revision: str | None,
+    data_root: str | None,
+    subset_episodes: list[int] | None,
+) -> dict[str, Any]:
+    """The sidecar's dataset-level manifest (revision: the source's pinned commit by default;
+    ``data_root`` with credentials stripped; ``subset_episodes``: None for a complete sidecar)."""
+    return {
+        "format": "lerobotstream-mp4-sidecar",
+        "repo_id": repo_id,
+        "repo_type": repo_type,
+        "revision": revision if revision is not None else getattr(source, "commit", None),
+        "data_root": safe_data_root(data_root if data_root is not None else getattr(source, "root_display", None)),
+        "subset": subset_episodes is not None,
+        "episodes": subset_episodes,
+        "total_episodes": int(meta.total_episodes),
+        "fps": meta.fps,
+        "video_keys": list(getattr(meta, "video_keys", [])),
+        "created_by": f"lerobotstream {__version__}",
+    }
+
+
+def _parse_all(
+    pool: cf.ThreadPoolExecutor, source: Any, paths: list[str], parse: Callable[..., Any], max_pending: int
+) -> Iterator[tuple[int, str, tuple[Any, int, str | None]]]:
+    """``(source id, path, (table, size, fingerprint))`` of every path, in completion order, with
+    at most ``max_pending`` parses alive (bounded memory). Closing it cancels the parses not started.
+
+    Raises:
+        the parse's error (``Mp4Error``, ``SourceChangedError``...), when its result is reached.
+    """
+    pending: dict[cf.Future, tuple[int, str]] = {}
+    todo = iter(enumerate(paths))
+    exhausted = False
+    try:
+        while pending or not exhausted:
+            while not exhausted and len(pending) < max_pending:
+                nxt = next(todo, None)
+                if nxt is None:
+                    exhausted = True
+                    break
+                sid, path = nxt
+                pending[pool.submit(_parse_one, source, path, parse)] = (sid, path)
+            if not pending:
+                break
+            done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            for fut in done:
+                sid, path = pending.pop(fut)
+                yield sid, path, fut.result()
+    finally:
+        for fut in pending:
+            fut.cancel()

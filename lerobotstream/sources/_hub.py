@@ -310,12 +310,6 @@ class HubSource(ByteSource):
         self.stats.add(metadata_requests=1)
         return sorted(out)
 
-    def refresh(self) -> None:
-        """Forget cached listings and signed URLs (the next call lists again; the commit stays)."""
-        with self._lock:
-            self._folders = {}
-            self._signed = {}
-
     # --- payload ------------------------------------------------------------------------------
     def resolve_url(self, path: str) -> str:
         """The ``/resolve`` URL of ``path``, pinned to the commit for datasets.

@@ -35,11 +35,11 @@ from lerobotstream.testing._media import (
     EPISODES_PATH,
     VIDEO_PATH,
     _concat,
+    _place_episode_video,
     _Roller,
     _tasks_table,
     _write_json,
     _write_parquet,
-    video_duration_s,
 )
 
 
@@ -113,84 +113,25 @@ def convert(
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
 
-    # data: merge, renumber episode_index and index
-    rows: list[dict[str, Any]] = []
-    roller = _Roller(data_file_size_mb, None, chunks_size)
-    groups: dict[tuple[int, int], list[pa.Table]] = {}
-    start = 0
-    for old in kept:
-        new = new_of[old]
-        table = pq.read_table(v21_data(old))
-        n = table.num_rows
-        if n != episodes_meta[old]["length"]:
-            raise ValueError(
-                f"episode {old}: {n} data rows but episodes.jsonl says length {episodes_meta[old]['length']}"
-            )
-        table = table.replace_schema_metadata(None)
-        table = table.set_column(
-            table.schema.get_field_index("episode_index"), "episode_index", pa.array(np.full(n, new, np.int64))
-        )
-        table = table.set_column(
-            table.schema.get_field_index("index"), "index", pa.array(np.arange(start, start + n, dtype=np.int64))
-        )
-        c, f, _ = roller.place(table.nbytes)
-        groups.setdefault((c, f), []).append(table)
-        rows.append(
-            {
-                "episode_index": new,
-                "data/chunk_index": c,
-                "data/file_index": f,
-                "dataset_from_index": start,
-                "dataset_to_index": start + n,
-                "tasks": list(episodes_meta[old]["tasks"]),
-                "length": n,
-            }
-        )
-        start += n
-    for (c, f), tables in groups.items():
-        _write_parquet(pa.concat_tables(tables), tmp / DATA_PATH.format(chunk_index=c, file_index=f))
-
-    # videos: stream copy with the concat demuxer
-    for key in video_keys:
+    rows = _copy_data(
+        tmp, [v21_data(old) for old in kept], [episodes_meta[old] for old in kept], data_file_size_mb, chunks_size
+    )
+    for key in video_keys:  # stream copy with the concat demuxer
         roller = _Roller(video_file_size_mb, None, chunks_size)
         parts: dict[tuple[int, int], list[Path]] = {}
         elapsed: dict[tuple[int, int], float] = {}
         for row, old in zip(rows, kept):
-            path = v21_video(old, key)
-            duration = video_duration_s(path)
-            c, f, _ = roller.place(path.stat().st_size)
-            t0 = elapsed.get((c, f), 0.0)
-            elapsed[(c, f)] = t0 + duration
-            parts.setdefault((c, f), []).append(path)
-            row[f"videos/{key}/chunk_index"], row[f"videos/{key}/file_index"] = c, f
-            row[f"videos/{key}/from_timestamp"], row[f"videos/{key}/to_timestamp"] = t0, t0 + duration
+            _place_episode_video(v21_video(old, key), key, row, roller, parts, elapsed)
         for (c, f), paths in parts.items():
             _concat(paths, tmp / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), faststart=False)
-
-    # meta/episodes (one shard), with flattened per-episode stats
-    cols: dict[str, Any] = {}
-    order = ["episode_index", "data/chunk_index", "data/file_index", "dataset_from_index", "dataset_to_index"]
-    for key in video_keys:
-        order += [f"videos/{key}/{s}" for s in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
-    order += ["tasks", "length"]
-    for name in order:
-        cols[name] = [r[name] for r in rows]
-    cols["meta/episodes/chunk_index"] = [0] * len(rows)
-    cols["meta/episodes/file_index"] = [0] * len(rows)
-    for feat in info["features"]:
-        for stat in ("min", "max", "mean", "std", "count"):
-            vals = [ep_stats[old][feat][stat] for old in kept if feat in ep_stats.get(old, {})]
-            if len(vals) == len(kept):
-                cols[f"stats/{feat}/{stat}"] = vals
-    _write_parquet(pa.table(cols), tmp / EPISODES_PATH.format(chunk_index=0, file_index=0))
-
+    _write_episodes_meta(tmp, rows, video_keys, list(info["features"]), [ep_stats.get(old, {}) for old in kept])
     _write_parquet(_tasks_table(tasks, "pandas_index"), tmp / "meta/tasks.parquet")
     stats = {
         feat: _aggregate([ep_stats[old][feat] for old in kept])
         for feat in info["features"]
         if all(feat in ep_stats[o] for o in kept)
     }
-    n_total = start
+    n_total = rows[-1]["dataset_to_index"]
     for feat, values in (("episode_index", np.arange(len(kept))), ("index", np.arange(n_total))):
         if feat in stats:
             stats[feat].update(min=[int(values.min())], max=[int(values.max())], mean=[float(values.mean())])
@@ -218,3 +159,72 @@ def convert(
     )
     os.replace(tmp, dst)
     return dst
+
+
+def _copy_data(
+    tmp: Path, paths: list[Path], episodes: list[dict], data_file_size_mb: float, chunks_size: int
+) -> list[dict[str, Any]]:
+    """Merge the kept episodes' data Parquet files (v2.1: one per episode, ``paths``) into v3.0
+    files, ``episode_index`` and ``index`` renumbered from 0; returns each episode's
+    ``meta/episodes`` row so far.
+
+    Raises:
+        ValueError: an episode's row count differs from its ``episodes.jsonl`` length.
+    """
+    rows: list[dict[str, Any]] = []
+    roller = _Roller(data_file_size_mb, None, chunks_size)
+    groups: dict[tuple[int, int], list[pa.Table]] = {}
+    start = 0
+    for new, (path, meta) in enumerate(zip(paths, episodes)):
+        table = pq.read_table(path)
+        n = table.num_rows
+        if n != meta["length"]:
+            raise ValueError(
+                f"episode {meta['episode_index']}: {n} data rows but episodes.jsonl says length {meta['length']}"
+            )
+        table = table.replace_schema_metadata(None)
+        table = table.set_column(
+            table.schema.get_field_index("episode_index"), "episode_index", pa.array(np.full(n, new, np.int64))
+        )
+        table = table.set_column(
+            table.schema.get_field_index("index"), "index", pa.array(np.arange(start, start + n, dtype=np.int64))
+        )
+        c, f, _ = roller.place(table.nbytes)
+        groups.setdefault((c, f), []).append(table)
+        rows.append(
+            {
+                "episode_index": new,
+                "data/chunk_index": c,
+                "data/file_index": f,
+                "dataset_from_index": start,
+                "dataset_to_index": start + n,
+                "tasks": list(meta["tasks"]),
+                "length": n,
+            }
+        )
+        start += n
+    for (c, f), tables in groups.items():
+        _write_parquet(pa.concat_tables(tables), tmp / DATA_PATH.format(chunk_index=c, file_index=f))
+    return rows
+
+
+def _write_episodes_meta(
+    tmp: Path, rows: list[dict], video_keys: list[str], features: list[str], ep_stats: list[dict]
+) -> None:
+    """``meta/episodes`` (one shard), with the per-episode stats flattened (a feature's stat only
+    when every kept episode has it)."""
+    cols: dict[str, Any] = {}
+    order = ["episode_index", "data/chunk_index", "data/file_index", "dataset_from_index", "dataset_to_index"]
+    for key in video_keys:
+        order += [f"videos/{key}/{s}" for s in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
+    order += ["tasks", "length"]
+    for name in order:
+        cols[name] = [r[name] for r in rows]
+    cols["meta/episodes/chunk_index"] = [0] * len(rows)
+    cols["meta/episodes/file_index"] = [0] * len(rows)
+    for feat in features:
+        for stat in ("min", "max", "mean", "std", "count"):
+            vals = [st[feat][stat] for st in ep_stats if feat in st]
+            if len(vals) == len(rows):
+                cols[f"stats/{feat}/{stat}"] = vals
+    _write_parquet(pa.table(cols), tmp / EPISODES_PATH.format(chunk_index=0, file_index=0))

@@ -78,28 +78,13 @@ from lerobotstream.testing._media import (
     _encode_depth_episode,
     _encode_episode,
     _encoder_args,
+    _place_episode_video,
     _Roller,
     _stats,
     _tasks_table,
     _write_json,
     _write_parquet,
-    video_duration_s,
 )
-
-
-def _place_episode_video(part: Path, key: str, row: dict, roller: Any, pending: dict, elapsed: dict) -> None:
-    """Put one episode's encoded ``part`` into the next video file of camera ``key`` (``roller``: the
-    LeRobot writer's file roll-over), queue it for concatenation (``pending``) and record its chunk,
-    file and ``[from_timestamp, to_timestamp)`` window (seconds, ``elapsed`` per file) in ``row``."""
-    duration = video_duration_s(part)
-    c, f, _ = roller.place(part.stat().st_size)
-    from_ts = elapsed.get((c, f), 0.0)
-    elapsed[(c, f)] = from_ts + duration
-    pending.setdefault((c, f), []).append(part)
-    row[f"videos/{key}/chunk_index"] = c
-    row[f"videos/{key}/file_index"] = f
-    row[f"videos/{key}/from_timestamp"] = from_ts
-    row[f"videos/{key}/to_timestamp"] = from_ts + duration
 
 
 def make_dataset(
@@ -169,32 +154,9 @@ def make_dataset(
         ValueError: bad options (unknown codec, odd size for H.264/HEVC, tiny dims).
         RuntimeError: ffmpeg failed (its stderr tail is in the message).
     """
+    options = {k: v for k, v in locals().items() if k in _Spec.__dataclass_fields__}  # what the writers below read
+    spec = _Spec(**(options | {"episode_lengths": tuple(int(n) for n in episode_lengths)}))
     root = Path(root)
-    spec = _Spec(
-        episode_lengths=tuple(int(n) for n in episode_lengths),
-        fps=fps,
-        cameras=tuple(cameras),
-        codec=codec,
-        gop=gop,
-        video_file_size_mb=video_file_size_mb,
-        episodes_per_video_file=episodes_per_video_file,
-        chunks_size=chunks_size,
-        data_file_size_mb=data_file_size_mb,
-        episodes_per_data_file=episodes_per_data_file,
-        episodes_meta_per_file=episodes_meta_per_file,
-        tasks=tuple(tasks),
-        state_dim=state_dim,
-        action_dim=action_dim,
-        faststart=faststart,
-        repo_id=repo_id,
-        depth_cameras=tuple(depth_cameras),
-        depth_quantizer=tuple(depth_quantizer),
-        depth_pix_fmt=depth_pix_fmt,
-        image_cameras=tuple(image_cameras),
-        image_format=image_format,
-        depth_image_cameras=tuple(depth_image_cameras),
-        language=language,
-    )
     if root.exists() and any(root.iterdir()):
         raise ValueError(f"output folder {root} is not empty")
     _check_options(spec)

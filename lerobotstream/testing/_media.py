@@ -271,3 +271,18 @@ class _Roller:
         self.count += 1
         self.nbytes += nbytes
         return self.chunk_index, self.file_index, new or self.count == 1
+
+
+def _place_episode_video(part: Path, key: str, row: dict, roller: Any, pending: dict, elapsed: dict) -> None:
+    """Put one episode's MP4 ``part`` into the next video file of camera ``key`` (``roller``: the
+    LeRobot writer's file roll-over), queue it for concatenation (``pending``) and record its chunk,
+    file and ``[from_timestamp, to_timestamp)`` window (seconds, ``elapsed`` per file) in ``row``."""
+    duration = video_duration_s(part)
+    c, f, _ = roller.place(part.stat().st_size)
+    from_ts = elapsed.get((c, f), 0.0)
+    elapsed[(c, f)] = from_ts + duration
+    pending.setdefault((c, f), []).append(part)
+    row[f"videos/{key}/chunk_index"] = c
+    row[f"videos/{key}/file_index"] = f
+    row[f"videos/{key}/from_timestamp"] = from_ts
+    row[f"videos/{key}/to_timestamp"] = from_ts + duration

@@ -125,23 +125,7 @@ def parse_reference(data: bytes, *, track_id: int | None = None, file_size: int 
     mvhd_matrix = struct.unpack_from(">9i", data, mvhd[0] + (4 + 16 + 4 + 8 if v == 1 else 4 + 8 + 4 + 4) + 4 + 2 + 10)
     if movie_ts == 0:
         raise RefError("zero movie timescale")
-    chosen = None
-    for ts, _te, trak in moov.get(b"trak", []):
-        mdia = _one(trak, b"mdia")
-        if mdia is None:
-            continue
-        hdlr = _one(mdia[2], b"hdlr")
-        if hdlr is None or data[hdlr[0] + 8 : hdlr[0] + 12] != b"vide":
-            continue
-        tkhd = _one(trak, b"tkhd")
-        tv = data[tkhd[0]]
-        tid = struct.unpack_from(">I", data, tkhd[0] + (20 if tv == 1 else 12))[0]
-        if track_id is None or tid == track_id:
-            chosen = (trak, mdia, tkhd, tid, ts)
-            break
-    if chosen is None:
-        raise RefError("no video track")
-    trak, mdia, tkhd, tid, trak_start = chosen
+    trak, mdia, tkhd, tid, trak_start = _video_track(data, moov, track_id)
     tv = data[tkhd[0]]
     # version/flags, creation+modification (8|16), track_ID, reserved, duration (4|8), reserved(8),
     # layer/alternate_group/volume/reserved (8), matrix (36), then width, height
@@ -169,121 +153,16 @@ def parse_reference(data: bytes, *, track_id: int | None = None, file_size: int 
     if esize >= 36:
         width, height = struct.unpack_from(">HH", stsd, 8 + 32)
 
-    # edits
-    media_time, empty, edit_dur, n_media = 0, 0, 0, 0
-    edts = _one(trak, b"edts")
-    elst = _one(edts[2], b"elst") if edts else None
-    if elst:
-        p = data[elst[0] : elst[1]]
-        ev = p[0]
-        (n,) = struct.unpack_from(">I", p, 4)
-        off = 8
-        for _ in range(n):
-            if ev == 1:
-                dur, mt, ri, rf = struct.unpack_from(">QqhH", p, off)
-                off += 20
-            else:
-                dur, mt, ri, rf = struct.unpack_from(">IihH", p, off)
-                off += 12
-            if mt == -1:
-                if n_media:
-                    raise RefError("empty edit after media edit")
-                empty += dur
-            else:
-                if (ri, rf) != (1, 0):
-                    raise RefError("non-unit rate edit")
-                if n_media:
-                    raise RefError("several media edits")
-                n_media, media_time, edit_dur = 1, mt, dur
-        if n and not n_media:
-            raise RefError("no media edit")
+    media_time, empty, edit_dur = _edit_list(data, trak)
 
-    # sizes
-    stsz, stz2 = payload(b"stsz"), payload(b"stz2")
-    if stsz is not None:
-        const, n = struct.unpack_from(">II", stsz, 4)
-        sizes = [const] * n if const else list(struct.unpack_from(f">{n}I", stsz, 12))
-    else:
-        fs = stz2[7]
-        (n,) = struct.unpack_from(">I", stz2, 8)
-        raw = stz2[12:]
-        if fs == 16:
-            sizes = list(struct.unpack_from(f">{n}H", raw))
-        elif fs == 8:
-            sizes = list(raw[:n])
-        else:
-            sizes = [(raw[k // 2] >> 4) if k % 2 == 0 else (raw[k // 2] & 15) for k in range(n)]
+    sizes = _sample_sizes(payload(b"stsz"), payload(b"stz2"))
     nsamp = len(sizes)
-
-    # dts
-    stts = payload(b"stts")
-    (ne,) = struct.unpack_from(">I", stts, 4)
-    dts, t = [], 0
-    for k in range(ne):
-        cnt, delta = struct.unpack_from(">II", stts, 8 + 8 * k)
-        for _ in range(cnt):
-            dts.append(t)
-            t += delta
-    if len(dts) != nsamp:
-        raise RefError("stts/stsz disagree")
-
-    # cts
+    dts = _decode_times(payload(b"stts"), nsamp)
     ctts = payload(b"ctts")
-    ctts_version = None
-    if ctts is not None:
-        ctts_version = ctts[0]
-        (ne,) = struct.unpack_from(">I", ctts, 4)
-        cts = []
-        for k in range(ne):
-            cnt, val = struct.unpack_from(">Ii", ctts, 8 + 8 * k)
-            cts.extend([val] * cnt)
-        if len(cts) != nsamp:
-            raise RefError("ctts/stsz disagree")
-    else:
-        cts = [0] * nsamp
-
-    # sync
-    stss = payload(b"stss")
-    if stss is None:
-        sync = [True] * nsamp
-    else:
-        sync = [False] * nsamp
-        (ne,) = struct.unpack_from(">I", stss, 4)
-        for k in range(ne):
-            (s,) = struct.unpack_from(">I", stss, 8 + 4 * k)
-            if not 1 <= s <= nsamp:
-                raise RefError("stss out of range")
-            sync[s - 1] = True
-
-    # offsets
-    stco, co64 = payload(b"stco"), payload(b"co64")
-    if stco is not None:
-        (nc,) = struct.unpack_from(">I", stco, 4)
-        chunks = list(struct.unpack_from(f">{nc}I", stco, 8))
-    else:
-        (nc,) = struct.unpack_from(">I", co64, 4)
-        chunks = list(struct.unpack_from(f">{nc}Q", co64, 8))
-    stsc = payload(b"stsc")
-    (ne,) = struct.unpack_from(">I", stsc, 4)
-    entries = [struct.unpack_from(">III", stsc, 8 + 12 * k) for k in range(ne)]
-    offsets = []
-    for k, (first, spc, _sdi) in enumerate(entries):
-        last = entries[k + 1][0] - 1 if k + 1 < ne else nc
-        if first < 1 or first > nc or last < first - 1:
-            raise RefError("stsc points past stco")
-        for chunk in range(first, last + 1):
-            off = chunks[chunk - 1]
-            for _ in range(spc):
-                s = len(offsets)
-                if s >= nsamp:
-                    raise RefError("stsc maps too many samples")
-                offsets.append(off)
-                off += sizes[s]
-    if len(offsets) != nsamp:
-        raise RefError("stsc maps too few samples")
-    for o, sz in zip(offsets, sizes):
-        if o + sz > fsize:
-            raise RefError("sample outside the file")
+    ctts_version = None if ctts is None else ctts[0]
+    cts = _composition_offsets(ctts, nsamp)
+    sync = _sync_flags(payload(b"stss"), nsamp)
+    offsets = _sample_offsets(payload(b"stco"), payload(b"co64"), payload(b"stsc"), sizes, fsize)
 
     pts = [d + c - media_time for d, c in zip(dts, cts)]
     pts_s = [float(Fraction(p, media_ts) + Fraction(empty, movie_ts)) for p in pts]
@@ -312,3 +191,154 @@ def parse_reference(data: bytes, *, track_id: int | None = None, file_size: int 
         matrix=tuple(matrix),
         movie_matrix=tuple(movie_matrix),
     )
+
+
+def _video_track(data: bytes, moov: dict, track_id: int | None) -> tuple:
+    """``(trak, mdia, tkhd, track_id, trak start)`` of the first video track (or of ``track_id``).
+
+    Raises:
+        RefError: no such video track.
+    """
+    for ts, _te, trak in moov.get(b"trak", []):
+        mdia = _one(trak, b"mdia")
+        if mdia is None:
+            continue
+        hdlr = _one(mdia[2], b"hdlr")
+        if hdlr is None or data[hdlr[0] + 8 : hdlr[0] + 12] != b"vide":
+            continue
+        tkhd = _one(trak, b"tkhd")
+        tv = data[tkhd[0]]
+        tid = struct.unpack_from(">I", data, tkhd[0] + (20 if tv == 1 else 12))[0]
+        if track_id is None or tid == track_id:
+            return trak, mdia, tkhd, tid, ts
+    raise RefError("no video track")
+
+
+def _edit_list(data: bytes, trak: dict) -> tuple[int, int, int]:
+    """``(media_time media ticks, empty edits movie ticks, media edit duration movie ticks)``.
+
+    Raises:
+        RefError: an edit list this reader does not accept (non-unit rate, several media edits...).
+    """
+    media_time, empty, edit_dur, n_media = 0, 0, 0, 0
+    edts = _one(trak, b"edts")
+    elst = _one(edts[2], b"elst") if edts else None
+    if not elst:
+        return media_time, empty, edit_dur
+    p = data[elst[0] : elst[1]]
+    ev = p[0]
+    (n,) = struct.unpack_from(">I", p, 4)
+    off = 8
+    for _ in range(n):
+        if ev == 1:
+            dur, mt, ri, rf = struct.unpack_from(">QqhH", p, off)
+            off += 20
+        else:
+            dur, mt, ri, rf = struct.unpack_from(">IihH", p, off)
+            off += 12
+        if mt == -1:
+            if n_media:
+                raise RefError("empty edit after media edit")
+            empty += dur
+        else:
+            if (ri, rf) != (1, 0):
+                raise RefError("non-unit rate edit")
+            if n_media:
+                raise RefError("several media edits")
+            n_media, media_time, edit_dur = 1, mt, dur
+    if n and not n_media:
+        raise RefError("no media edit")
+    return media_time, empty, edit_dur
+
+
+def _sample_sizes(stsz: bytes | None, stz2: bytes | None) -> list[int]:
+    """Each sample's size in bytes, from ``stsz`` (or compact ``stz2``: 16, 8 or 4 bits)."""
+    if stsz is not None:
+        const, n = struct.unpack_from(">II", stsz, 4)
+        return [const] * n if const else list(struct.unpack_from(f">{n}I", stsz, 12))
+    fs = stz2[7]
+    (n,) = struct.unpack_from(">I", stz2, 8)
+    raw = stz2[12:]
+    if fs == 16:
+        return list(struct.unpack_from(f">{n}H", raw))
+    if fs == 8:
+        return list(raw[:n])
+    return [(raw[k // 2] >> 4) if k % 2 == 0 else (raw[k // 2] & 15) for k in range(n)]
+
+
+def _decode_times(stts: bytes, nsamp: int) -> list[int]:
+    """Each sample's DTS in media ticks (``stts``). Raises RefError: not ``nsamp`` of them."""
+    (ne,) = struct.unpack_from(">I", stts, 4)
+    dts, t = [], 0
+    for k in range(ne):
+        cnt, delta = struct.unpack_from(">II", stts, 8 + 8 * k)
+        for _ in range(cnt):
+            dts.append(t)
+            t += delta
+    if len(dts) != nsamp:
+        raise RefError("stts/stsz disagree")
+    return dts
+
+
+def _composition_offsets(ctts: bytes | None, nsamp: int) -> list[int]:
+    """Each sample's CTS offset in media ticks (``ctts``; zeros without one). Raises RefError."""
+    if ctts is None:
+        return [0] * nsamp
+    (ne,) = struct.unpack_from(">I", ctts, 4)
+    cts = []
+    for k in range(ne):
+        cnt, val = struct.unpack_from(">Ii", ctts, 8 + 8 * k)
+        cts.extend([val] * cnt)
+    if len(cts) != nsamp:
+        raise RefError("ctts/stsz disagree")
+    return cts
+
+
+def _sync_flags(stss: bytes | None, nsamp: int) -> list[bool]:
+    """Whether each sample is a sync sample (``stss``; all are without one). Raises RefError."""
+    if stss is None:
+        return [True] * nsamp
+    sync = [False] * nsamp
+    (ne,) = struct.unpack_from(">I", stss, 4)
+    for k in range(ne):
+        (s,) = struct.unpack_from(">I", stss, 8 + 4 * k)
+        if not 1 <= s <= nsamp:
+            raise RefError("stss out of range")
+        sync[s - 1] = True
+    return sync
+
+
+def _sample_offsets(stco: bytes | None, co64: bytes | None, stsc: bytes, sizes: list[int], fsize: int) -> list[int]:
+    """Each sample's file offset in bytes (chunk offsets + ``stsc`` + sizes).
+
+    Raises:
+        RefError: ``stsc`` maps too many/few samples or past the chunks; a sample past ``fsize``.
+    """
+    nsamp = len(sizes)
+    if stco is not None:
+        (nc,) = struct.unpack_from(">I", stco, 4)
+        chunks = list(struct.unpack_from(f">{nc}I", stco, 8))
+    else:
+        (nc,) = struct.unpack_from(">I", co64, 4)
+        chunks = list(struct.unpack_from(f">{nc}Q", co64, 8))
+    (ne,) = struct.unpack_from(">I", stsc, 4)
+    entries = [struct.unpack_from(">III", stsc, 8 + 12 * k) for k in range(ne)]
+    offsets = []
+    for k, (first, spc, _sdi) in enumerate(entries):
+        last = entries[k + 1][0] - 1 if k + 1 < ne else nc
+        if first < 1 or first > nc or last < first - 1:
+            raise RefError("stsc points past stco")
+        for chunk in range(first, last + 1):
+            off = chunks[chunk - 1]
+            for _ in range(spc):
+                s = len(offsets)
+                if s >= nsamp:
+                    raise RefError("stsc maps too many samples")
+                offsets.append(off)
+                off += sizes[s]
+    if len(offsets) != nsamp:
+        raise RefError("stsc maps too few samples")
+    for o, sz in zip(offsets, sizes):
+        if o + sz > fsize:
+            raise RefError("sample outside the file")
+    return offsets

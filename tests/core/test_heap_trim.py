@@ -139,7 +139,7 @@ def test_single_dataset_checks_at_freed_episodes_and_iterator_end(make_generated
         assert st["open_decoders"] == 0 and ds._run.cache is not None
         threads.append(_pipeline_threads())
     # a check when episodes are freed and one when the iterator ended: bounded by the episodes, not
-    # by the frames (at most one per decode job that released the episode's last lease)
+    # by the frames (at most one per decode that released the episode's last lease)
     assert all(2 <= k <= 2 * len(LENGTHS) + 1 for k in n), n
     assert not any(calls), "the library never forces a trim"
     assert threads == [[]] * 4, f"pipeline threads alive after each epoch: {threads}"  # all joined, none kept

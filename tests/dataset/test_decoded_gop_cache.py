@@ -1,6 +1,6 @@
 """Decoded-GOP cache: each GOP decoded once per episode (long-GOP H.264, random anchor order), items
 equal with the cache on, off and under eviction pressure; DecodedGopCache accounting, and its
-per-GOP lookups the decode job uses (``get_run`` / ``use_many``)."""
+per-GOP lookups an episode job's decode uses (``get_run`` / ``use_many``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lerobotstream.dataset import StreamingLeRobotDataset
-from lerobotstream.dataset._decoded_gops import DecodedGopCache
+from lerobotstream.dataset._decodejob import DecodedGopCache
 
 CAM = (("observation.images.front", 64, 48),)
 LENGTHS = (61, 45, 33)
@@ -94,7 +94,7 @@ def test_decoded_gops_accounting():
     assert len(c) == 0
 
 
-# --- DecodedGopCache.get_run / use_many: the per-GOP lookups the decode job uses ---------------------
+# --- DecodedGopCache.get_run / use_many: the per-GOP lookups an episode job's decode uses ---------------------
 def _block(t, first):
     return torch.arange(first, first + t, dtype=torch.uint8).view(t, 1, 1, 1).expand(t, 3, 2, 2).contiguous()
 

@@ -126,7 +126,7 @@ def test_first_chunk_decoded_before_the_next_chunk_is_drawn(make_generated_datas
     next(it)
     assert calls[:2] == [("start", 4), ("end", 4)]
     assert sum(1 for _ in it) == 39  # the rest of the epoch still comes, in full
-    assert sum(n for kind, n in calls if kind == "start") == 40  # every anchor in one decode job, once
+    assert sum(n for kind, n in calls if kind == "start") == 40  # every anchor in one decode, once
 
 
 @pytest.mark.parametrize("c,h,w", [(3, 1, 1), (3, 7, 5), (1, 9, 11), (4, 6, 10), (3, 481, 641)])

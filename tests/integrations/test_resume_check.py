@@ -90,3 +90,39 @@ def test_the_resume_log_line_says_what_changed_and_what_is_left():
         == "lerobotstream: resuming the stream at step 3 (12 samples per rank consumed)"
     )
     assert "inside an elastic remainder" in describe_resume(5, [], info, 20)
+
+
+@pytest.fixture(scope="module")
+def root(make_generated_dataset):
+    return Path(make_generated_dataset(repo_id="o/n", episode_lengths=(6, 5, 7, 4), codec="av1"))
+
+
+def test_lerobotstream_train_writes_and_resumes_the_one_state(root, tmp_path):
+    """The training hooks' record round trip (without LeRobot: a fake config): the checkpoint holds
+    the dataset's own ``state_dict()`` under ``stream``; the same settings resume at
+    ``step x batch_size``, another batch size resumes elastically from the checkpoint's state."""
+    import types
+
+    from lerobotstream import StreamingLeRobotDataset
+    from lerobotstream.integrations.lerobot import hooks
+    from lerobotstream.integrations.lerobot.resume import read_checkpoint_state, run_settings, write_checkpoint_state
+
+    def cfg(batch_size):
+        d = types.SimpleNamespace(repo_id="o/n", episodes=None, eval_split=0.0, streaming_weights=None)
+        pol = types.SimpleNamespace(drop_n_last_frames=0)
+        return types.SimpleNamespace(
+            checkpoint_path=tmp_path, batch_size=batch_size, num_workers=0, seed=1000, dataset=d, policy=pol
+        )
+
+    first = StreamingLeRobotDataset(root=root, batch_size=2)
+    (tmp_path / "training_state").mkdir()
+    (tmp_path / "training_state" / "training_step.json").write_text(json.dumps({"step": 3}))
+    write_checkpoint_state(tmp_path, 3, run_settings(cfg(2)), first.state_dict(samples_consumed=6))
+    assert read_checkpoint_state(tmp_path)["stream"] == first.state_dict(samples_consumed=6)
+    for batch_size, changes in ((2, []), (3, ["batch_size: checkpoint 2, now 3"])):
+        ds = StreamingLeRobotDataset(root=root, batch_size=batch_size)
+        run = hooks.Run(cfg(batch_size))
+        run.run_settings = run_settings(cfg(batch_size))
+        run._resume(cfg(batch_size), types.SimpleNamespace(dataset=ds))
+        assert run.start_step == 3 and ds.resume_changes == changes
+        assert ds.samples_consumed == (6 if not changes else 0)  # elastic: counted from the remainder's start

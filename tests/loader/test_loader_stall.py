@@ -111,7 +111,7 @@ def test_a_stopped_worker_past_the_timeout_is_named(root):
 
 def _blocked_reads(ds, release: threading.Event) -> None:
     """Every payload read of ``ds`` (the MP4 spans) waits for ``release`` (60 s at most)."""
-    source = ds.worker_config().payload_source
+    source = ds.reader_config().payload_source
     read = source.read
 
     def blocked(*args, **kwargs):

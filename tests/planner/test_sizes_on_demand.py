@@ -3,11 +3,17 @@ reaches it, in the very order and under the very budget the eager sizes give (is
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from lerobotstream.errors import ByteBudgetError
+import lerobotstream.planner as planner_pkg
+from lerobotstream.errors import ByteBudgetError, Mp4Error, Mp4TruncatedError, SourceReadError
 from lerobotstream.planner import EpisodeSizes, Planner, PlanSettings
+from lerobotstream.planner._poolcore import PoolCore
+from lerobotstream.planner._sizes import SizeProvider
 from tests._planners import make_mixture_for_datasets, make_partition_planner, make_planner, worker_plan
 
 LENGTHS = {e: 5 + (7 * e) % 23 for e in range(40)}
@@ -89,3 +95,67 @@ def test_episode_sizes_compute_once_and_say_what_they_know():
     assert bool(s) and len(s) == 0
     assert s(3) == s[3] == 30 and s(np.int64(4)) == 40
     assert calls == [3, 4] and s.known() == {3: 30, 4: 40} and len(s) == 2
+
+
+def test_a_provider_error_comes_out_of_the_admitting_call_typed_and_named():
+    """The size provider is the planner's one impure edge: its typed error (naming episode, camera,
+    file) comes out of the ``next_anchors`` whose admission asked for the size, unchanged; the
+    episode stays unsized, so the next admission asks again."""
+    calls = []
+
+    def provider(e: int) -> int:
+        calls.append(e)
+        if e == 1:
+            raise Mp4TruncatedError(
+                "episode 1, camera 'top', file videos/top/0.mp4: moov box truncated",
+                episode_index=1,
+                camera="top",
+                path="videos/top/0.mp4",
+            )
+        return 3
+
+    p = make_planner(
+        {0: 5, 1: 5},
+        episode_pool_size=1,
+        byte_budget=10,
+        sampling_strategy="sequential",
+        episode_nbytes=EpisodeSizes(provider),
+    )
+    pool = worker_plan(p, 0).pool(0)
+    assert calls == [0]
+    with pytest.raises(Mp4TruncatedError, match=r"^episode 1, camera 'top', file videos/top/0.mp4: moov") as err:
+        pool.next_anchors(6)
+    assert (err.value.episode_index, err.value.camera, err.value.path) == (1, "top", "videos/top/0.mp4")
+    with pytest.raises(Mp4TruncatedError):
+        worker_plan(p, 0).pool(0).next_anchors(6)  # nothing was kept for episode 1: asked again
+    assert calls == [0, 1, 1]
+
+
+def test_episode_sizes_name_the_episode_of_a_typed_error_that_does_not():
+    def provider(e: int) -> int:
+        raise SourceReadError("read of videos/a.mp4 failed: connection reset", path="videos/a.mp4")
+
+    with pytest.raises(SourceReadError, match=r"^episode 7: read of videos/a.mp4 failed") as err:
+        EpisodeSizes(provider)(7)
+    assert err.value.episode_index == 7 and err.value.path == "videos/a.mp4"
+    named = Mp4Error("episode 7, camera 'c', file f.mp4: bad", episode_index=7)
+    with pytest.raises(Mp4Error, match=r"^episode 7, camera 'c'"):
+        EpisodeSizes(lambda e: (_ for _ in ()).throw(named))(7)
+    assert isinstance(EpisodeSizes(SIZES.__getitem__), SizeProvider) and isinstance(SIZES.__getitem__, SizeProvider)
+
+
+def test_a_pool_with_unknown_sizes_and_no_provider_is_refused_at_construction():
+    one = np.ones(2, np.int64)
+    with pytest.raises(ValueError, match=r"unknown sizes \(-1\) under a byte budget and the pool has no size_of"):
+        PoolCore(one, -one, np.arange(2, dtype=np.int64), 1, 10, 0, np.ones(4, np.uint64))
+    PoolCore(one, -one, np.arange(2, dtype=np.int64), 1, -1, 0, np.ones(4, np.uint64))  # no budget: sizes unused
+
+
+@pytest.mark.parametrize("module", ["_pool.py", "_poolcore.pyx", "_sizes.py", "_mixseq.py", "_seeds.py"])
+def test_the_pool_side_reads_no_file_and_knows_no_dataset(module):
+    src = (Path(planner_pkg.__file__).parent / module).read_text()
+    imported = set(re.findall(r"^\s*(?:from|import|cimport)\s+(lerobotstream[\w.]*)", src, flags=re.M))
+    assert imported <= {"lerobotstream.errors", "lerobotstream.planner._poolcore", "lerobotstream.planner._seeds"}, (
+        imported
+    )
+    assert not re.search(r"\bopen\(|\bPath\(|\bmmap\b|\bos\.", src)

@@ -3,10 +3,8 @@
 ``StreamingDatasetConfig`` subclasses LeRobot's ``DatasetConfig`` (every LeRobot flag keeps its
 meaning and LeRobot's own checks run first) and adds the streaming options: one field per option of
 :class:`lerobotstream.options.StreamOptions` that has a flag (``train_flags()``: its name, type,
-default and ``--help`` text come from there), plus the mixture's ``streaming_weights`` and the older
-spellings of a flag the options declare (``OptionInfo.aliases``: ``streaming_max_open_decoders`` for
-``video_decoder_cache_size``), which exist only here, at the command line: an alias is checked by
-its option's rule and its value moved to the option's flag. The flags are checked by the options'
+default and ``--help`` text come from there), plus the mixture's ``streaming_weights``. One spelling
+per flag: no older spelling of an unreleased build is accepted. The flags are checked by the options'
 own rules (one rule per option; the message names the flag). ``StreamingTrainPipelineConfig`` is LeRobot's
 ``TrainPipelineConfig`` with that dataset config. Checkpoints written with these classes store the
 extra fields in ``train_config.json``, so ``--resume=true`` reloads them.
@@ -81,11 +79,6 @@ def _help(text: str) -> dict:
     return {"custom_args": {"help": text}}
 
 
-def _aliases() -> list[tuple]:
-    """``(older flag, OptionInfo)`` of every flag spelling the options still accept."""
-    return [(alias, info) for info in train_flags() for alias in info.aliases]
-
-
 def _flag_fields() -> list[tuple]:
     out = [
         (name, typ, dataclasses.field(default=default, metadata=_help(text)))
@@ -93,15 +86,6 @@ def _flag_fields() -> list[tuple]:
     ]
     for info in train_flags():
         out.append((info.flag, info.flag_type, dataclasses.field(default=info.default, metadata=_help(info.help))))
-    for alias, info in _aliases():  # older spellings: None unless given
-        text = f"Older spelling of --dataset.{info.flag} (set only one of them)."
-        out.append(
-            (
-                alias,
-                Optional[info.flag_type] if info.default is not None else info.flag_type,
-                dataclasses.field(default=None, metadata=_help(text)),
-            )
-        )
     for name, typ, default, text in _EXTRA_FLAGS:
         out.append((name, typ, dataclasses.field(default=default, metadata=_help(text))))
     return out
@@ -123,16 +107,6 @@ class _StreamingChecks:
             raise bad("repo_type", "a bucket can only be read with --dataset.streaming=true")
         if str(self.root or "").startswith("hf://buckets/") and not self.streaming:
             raise bad("root", "an hf://buckets/ root can only be read with --dataset.streaming=true")
-        for alias, info in _aliases():  # an older spelling: its option's rule, then its value on the flag
-            value = getattr(self, alias)
-            if value is None:
-                continue
-            if not info.check(value):
-                raise bad(alias, f"must be {info.want}")
-            current = getattr(self, info.flag)
-            if current != info.default and current != value:
-                raise bad(alias, f"is the older spelling of --dataset.{info.flag}={current!r}; set only one of them")
-            setattr(self, info.flag, value)
         for info in train_flags():  # the options' own rules (StreamOptions), named by their flag
             value = getattr(self, info.flag)
             if not info.check(value):
@@ -179,8 +153,8 @@ StreamingDatasetConfig = dataclasses.make_dataclass(
     namespace={
         "__module__": __name__,
         "__doc__": """LeRobot's dataset flags plus the streaming options (used only
-    with ``streaming=true``): one ``--dataset.<flag>`` per :func:`lerobotstream.options.train_flags` option, its
-    older spellings (``streaming_max_open_decoders``), ``streaming_loader`` and ``streaming_weights``.
+    with ``streaming=true``): one ``--dataset.<flag>`` per :func:`lerobotstream.options.train_flags` option,
+    ``streaming_loader`` and ``streaming_weights``.
 
     Raises:
         ValueError: LeRobot's own checks (``DatasetConfig.__post_init__``: ``depth_output_unit``,

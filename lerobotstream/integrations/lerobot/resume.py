@@ -164,7 +164,7 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
     if not same:
         raise ResumeStateError(
             f"{path} was edited after the run wrote it (its {DIGEST_KEY!r} does not match its contents), or "
-            "written by an older lerobotstream: its settings and stream state cannot be trusted. Restore the "
+            "damaged: its settings and stream state cannot be trusted. Restore the "
             "file as written, or start a new run from the policy weights "
             f"(--policy.path={Path(checkpoint_dir) / 'pretrained_model'})."
         )
