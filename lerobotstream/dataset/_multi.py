@@ -143,7 +143,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
     exactly once (the weights shape the order: a dataset leaves the mix when it is exhausted); with
     ``repeat=True`` each dataset is its own endless chain of exact-coverage epochs and the weights
     set the rates. In every rank and worker the share of each dataset follows the weights to within
-    one sample per block of 64 samples (``planner.MixSequence``). Rank and worker shards, seeds,
+    one sample per block of 64 samples (``planner._mixseq.MixSequence``). Rank and worker shards, seeds,
     ``set_epoch``, ``persistent_workers`` and sample-exact resume behave as for one dataset; the
     resume state records the mixture and refuses another one. ``fps`` is the first dataset's (30 for a
     30 and a 10 fps dataset); each streams at its own fps (``ds.datasets[i].fps``).

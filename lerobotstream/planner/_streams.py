@@ -11,7 +11,7 @@ streams:
   are (pool size None: 32 per rank over the workers used, decided by the layout).
 * ``"mixture"`` (``StreamingMultiLeRobotDataset``, any N): dataset d gets its own seed (derived
   from the seed and d; a mixture of one uses the seed itself) and its share
-  (:func:`~lerobotstream.planner.mixture_shares`: half evenly, half by weight) of the pool (per
+  (:func:`~lerobotstream.planner._mixseq.mixture_shares`: half evenly, half by weight) of the pool (per
   worker; per partition with partitions), the byte budget (bytes: ``max(1, int(byte_budget x
   share))``) and the open-decoder cap.
 """
