@@ -3,7 +3,7 @@ way: ``Planner(streams, settings)``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -11,10 +11,12 @@ import numpy as np
 
 from lerobotstream.errors import ShardingError
 from lerobotstream.planner import Planner, PlanSettings, Streams
-from lerobotstream.planner._layout import WorkerPlan
+from lerobotstream.planner._layout import WorkerPlan, read_pools
 from lerobotstream.planner._streams import no_sizes
 
 __all__ = [
+    "iter_anchors",
+    "partition_episodes",
     "make_mixture_for_datasets",
     "make_mixture",
     "make_partition_planner",
@@ -125,10 +127,29 @@ def worker_plan(p: Planner, worker: int) -> WorkerPlan:
 
 
 def worker_episodes(p: Planner, worker: int, rank: int | None = None) -> np.ndarray:
-    """Episode indices of the first stream logical ``worker`` of ``rank`` plays (plain epochs)."""
-    return p.plain.layouts[0].worker_episodes(worker, p.settings.rank if rank is None else rank)
+    """Episode indices of the first stream logical ``worker`` of ``rank`` plays (plain epochs),
+    ascending (empty: idle)."""
+    layout = p.plain.layouts[0]
+    groups = layout.groups_of(p.settings.rank if rank is None else rank)[worker].tolist()
+    parts = [layout.group_positions(g) for g in groups]
+    return layout.episode_indices[np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)]
 
 
 def stream_partitions(p: Planner, worker: int, rank: int | None = None) -> np.ndarray:
     """Partition ids logical ``worker`` of ``rank`` plays in a plain epoch (``partitions``)."""
-    return p.plain.layouts[0].stream_partitions(worker, p.settings.rank if rank is None else rank)
+    return p.plain.layouts[0].groups_of(p.settings.rank if rank is None else rank)[worker]
+
+
+def partition_episodes(p: Planner, partition: int) -> np.ndarray:
+    """Dataset episode indices of ``partition`` of the first stream (ascending, int64)."""
+    layout = p.plain.layouts[0]
+    return layout.episode_indices[layout.parts[partition]]
+
+
+def iter_anchors(
+    plan: Any, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False, limit: int | None = None
+) -> Iterator[tuple[int, int]]:
+    """``(episode_index, frame_index)`` of ``plan`` from ``start_offset`` of ``epoch`` on: to the end
+    of the epoch, or to ``limit`` anchors of it (finite); epoch after epoch (``repeat=True``)."""
+    stop = plan.num_frames if limit is None else min(limit, plan.num_frames)
+    return read_pools(plan.iter_pools(epoch, start_offset, repeat=repeat), None if repeat else stop)

@@ -494,17 +494,6 @@ class WorkerPlan:
                 return
             epoch += 1
 
-    def iter_anchors(
-        self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False, limit: int | None = None
-    ) -> Iterator[tuple[int, int]]:
-        """Yields ``(episode_index, frame_index)`` from ``start_offset`` of ``epoch`` on.
-
-        Finite (``repeat=False``): to the end of the epoch, or to ``limit`` anchors of the epoch.
-        Endless (``repeat=True``): epoch after epoch (an idle worker yields nothing).
-        """
-        stop = self.num_frames if limit is None else min(limit, self.num_frames)
-        yield from read_pools(self.iter_pools(epoch, start_offset, repeat=repeat), None if repeat else stop)
-
 
 class ChainPlan:
     """An endless elastic worker's plan of one stream: its share of the remainder (pool epoch
@@ -696,14 +685,6 @@ class Layout:
         K = self.topo.num_shards
         return (g // K, self.topo.world_size, g % K, K)
 
-    def stream_partitions(self, worker: int, rank: int) -> np.ndarray:
-        """Partition ids logical ``worker`` of ``rank`` plays this pass, in order (int64)."""
-        return self.groups_of(rank)[worker]
-
-    def partition_episodes(self, partition: int) -> np.ndarray:
-        """Dataset episode indices of ``partition`` (ascending, int64)."""
-        return self.episode_indices[self.parts[partition]]
-
     # --- what ranks and workers play ----------------------------------------------------------------
     def worker_frames(self, rank: int) -> list[int]:
         """Anchors per logical worker of ``rank`` in one pass."""
@@ -730,11 +711,6 @@ class Layout:
     def rank_episodes(self, rank: int) -> np.ndarray:
         """Episode indices ``rank`` plays this pass, ascending, int64."""
         return self.episode_indices[self._rank_positions(rank)]
-
-    def worker_episodes(self, worker: int, rank: int) -> np.ndarray:
-        """Episode indices logical ``worker`` of ``rank`` plays this pass (ascending; empty: idle)."""
-        parts = [self.group_positions(g) for g in self.groups_of(rank)[worker].tolist()]
-        return self.episode_indices[np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)]
 
     def num_active(self, rank: int) -> int:
         """Logical workers of ``rank`` that give anchors."""

@@ -12,7 +12,7 @@ import pytest
 
 from lerobotstream.dataset import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
-from tests._planners import stream_planners
+from tests._planners import partition_episodes, stream_planners
 from tests._streams import checked_anchors, run_ranks
 
 LENGTHS = (7, 5, 9, 4, 6, 8, 3, 6, 5)
@@ -55,7 +55,7 @@ def _run(root, topo, monkeypatch, n=None, state=None, **kw):
 
 def _by_partition(root, monkeypatch, anchors):
     planner = _ds(root, (1, 0, 1), monkeypatch, 0)._planner(0)
-    part_of = {int(e): q for q in range(P) for e in planner.plain.layouts[0].partition_episodes(q)}
+    part_of = {int(e): q for q in range(P) for e in partition_episodes(planner, q)}
     out = defaultdict(list)
     for a in anchors:
         out[part_of[a[0]]].append(a)
@@ -127,12 +127,7 @@ def _mixed_anchors(batch):
 def _by_dataset_partition(root, monkeypatch, anchors):
     """{(dataset, partition): its anchors in order} (each dataset has its own partitions: its seed)."""
     streams = stream_planners(_mixture(root, (1, 0, 1), monkeypatch, 0)._planner(0))
-    part_of = {
-        (d, int(e)): q
-        for d, p in enumerate(streams)
-        for q in range(P)
-        for e in p.plain.layouts[0].partition_episodes(q)
-    }
+    part_of = {(d, int(e)): q for d, p in enumerate(streams) for q in range(P) for e in partition_episodes(p, q)}
     out = defaultdict(list)
     for d, e, f in anchors:
         out[d, part_of[d, e]].append((d, e, f))

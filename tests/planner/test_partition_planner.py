@@ -12,7 +12,7 @@ import pytest
 
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
 from lerobotstream.planner._state import SCHEMA
-from tests._planners import make_partition_planner, make_planner, stream_partitions, worker_plan
+from tests._planners import make_partition_planner, make_planner, partition_episodes, stream_partitions, worker_plan
 from tests.planner.test_planner import _simulate_loader as _loader  # DataLoader turns, simulated
 
 LENGTHS = {e: int(n) for e, n in enumerate(np.random.default_rng(11).integers(3, 40, size=29))}
@@ -29,7 +29,7 @@ def _planner(topo, rank, **kw):
     )
 
 
-PART_OF = {int(e): q for q in range(P) for e in _planner((1, 0, 1), 0).plain.layouts[0].partition_episodes(q)}
+PART_OF = {int(e): q for q in range(P) for e in partition_episodes(_planner((1, 0, 1), 0), q)}
 
 
 def _by_partition(anchors):
@@ -83,8 +83,8 @@ def test_partitions_are_frame_balanced_and_do_not_depend_on_the_topology():
     a, b = _planner((1, 0, 1), 0), _planner((4, 2, 7), 3)
     frames = []
     for q in range(P):
-        assert a.plain.layouts[0].partition_episodes(q).tolist() == b.plain.layouts[0].partition_episodes(q).tolist()
-        frames.append(sum(LENGTHS[int(e)] for e in a.plain.layouts[0].partition_episodes(q)))
+        assert partition_episodes(a, q).tolist() == partition_episodes(b, q).tolist()
+        frames.append(sum(LENGTHS[int(e)] for e in partition_episodes(a, q)))
     assert max(frames) - min(frames) <= max(LENGTHS.values())
     # stream w * W + r owns the partitions p with p mod (W * K) == w * W + r, in ascending order
     assert stream_partitions(b, 1, rank=3).tolist() == [7]
@@ -98,7 +98,7 @@ def test_partition_events_and_frontier_are_exact():
     admissions, across partitions."""
     nb = lambda e: 1000 + 37 * e  # noqa: E731
     p = _planner((1, 1, 4), 0, byte_budget=4000, episode_nbytes=nb, partitions=3)
-    part_of = {int(e): q for q in range(3) for e in p.plain.layouts[0].partition_episodes(q)}
+    part_of = {int(e): q for q in range(3) for e in partition_episodes(p, q)}
     pool = worker_plan(p, 0).pool(0)
     pool.drain_events()
     admitted = pool.resident().tolist()

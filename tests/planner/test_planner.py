@@ -19,7 +19,7 @@ from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingErro
 from lerobotstream.planner import SCHEMA_KEY, Planner, replay_turns, take_turns
 from lerobotstream.planner._pool import STRATEGIES as STRATEGY_TABLE
 from lerobotstream.planner._state import SCHEMA
-from tests._planners import make_planner, worker_episodes, worker_plan
+from tests._planners import iter_anchors, make_planner, worker_episodes, worker_plan
 from tests._streams import resigned
 from tests.planner.test_turns import worker_batches
 
@@ -42,7 +42,7 @@ def _epoch(planner_kw: dict, epoch: int = 0) -> tuple[Counter, dict]:
     for r in range(world):
         p = make_planner(**{**planner_kw, "rank": r})
         for w in range(p.settings.num_shards):
-            got = list(worker_plan(p, w).iter_anchors(epoch))
+            got = list(iter_anchors(worker_plan(p, w), epoch))
             seen.update(got)
             shards[(r, w)] = {e for e, _ in got}
     return seen, shards
@@ -119,8 +119,8 @@ def test_idle_workers_yield_nothing_and_say_so_once(caplog, monkeypatch):
         make_planner(lengths, world_size=2, rank=1, num_workers=4, seed=123).worker_start(0, 4)
     assert p.current_pass().num_active() == 2  # rank 1 owns episodes 1 and 0 (LPT: 11 | 7 + 3)
     assert said() == 1
-    assert list(worker_plan(p, 3).iter_anchors(0)) == []
-    assert list(worker_plan(p, 3).iter_anchors(0, repeat=True)) == []
+    assert list(iter_anchors(worker_plan(p, 3), 0)) == []
+    assert list(iter_anchors(worker_plan(p, 3), 0, repeat=True)) == []
 
 
 def test_rank_discovery_from_env(monkeypatch):
@@ -278,7 +278,7 @@ def test_large_epoch_bounded_and_complete():
 def _order(seed, epoch=0, **kw):
     p = make_planner(dict(enumerate(_lengths(4, 20, 1, 50).tolist())), seed=seed, episode_pool_size=4, **kw)
     plan = worker_plan(p, 0)
-    return plan.admission_order(epoch).tolist(), list(plan.iter_anchors(epoch))
+    return plan.admission_order(epoch).tolist(), list(iter_anchors(plan, epoch))
 
 
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if not STRATEGY_TABLE[s].in_order])  # in order: no draws
@@ -299,7 +299,7 @@ def test_global_rng_independence():
     ref = {}
     for r in range(4):
         p = make_planner(lengths, world_size=4, rank=r, num_workers=2, episode_pool_size=3)
-        ref[r] = [list(worker_plan(p, w).iter_anchors(e)) for e in (0, 1) for w in range(2)]
+        ref[r] = [list(iter_anchors(worker_plan(p, w), e)) for e in (0, 1) for w in range(2)]
     for r in range(4):
         p = make_planner(lengths, world_size=4, rank=r, num_workers=2, episode_pool_size=3)
         got = []
@@ -311,7 +311,7 @@ def test_global_rng_independence():
                     np.random.rand(3)
                     random.seed(e)
                     random.random()
-                got.append(list(worker_plan(p, w).iter_anchors(e)))
+                got.append(list(iter_anchors(worker_plan(p, w), e)))
         assert got == ref[r]
     for e in (0, 1):
         union = Counter(a for r in range(4) for w in range(2) for a in ref[r][e * 2 + w])
@@ -502,6 +502,6 @@ def test_sequential_strategy_is_ascending_and_the_same_every_epoch():
         for w in range(p.settings.num_shards):
             plan = worker_plan(p, w)
             want = [(e, f) for e in sorted(plan.episode_indices.tolist()) for f in range(lengths[e])]
-            assert list(plan.iter_anchors(0)) == want
-            assert list(plan.iter_anchors(3)) == want  # no draws: every epoch alike
+            assert list(iter_anchors(plan, 0)) == want
+            assert list(iter_anchors(plan, 3)) == want  # no draws: every epoch alike
             assert plan.admission_order(1).tolist() == sorted(plan.episode_indices.tolist())

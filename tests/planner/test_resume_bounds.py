@@ -13,7 +13,7 @@ from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import Planner, StreamState
 from lerobotstream.planner._layout import Layout
 from lerobotstream.planner._state import MAX_NUM_WORKERS
-from tests._planners import make_planner, worker_plan
+from tests._planners import iter_anchors, make_planner, worker_plan
 
 LENGTHS = {e: 4 + e % 5 for e in range(12)}
 
@@ -43,7 +43,7 @@ def test_a_large_but_possible_worker_count_replays_only_the_workers_holding_epis
     """1,024 workers over 12 episodes: 1,012 are idle; the remainder replays at most one pool per
     episode-holding old worker, whatever the worker count."""
     old = make_planner(LENGTHS, num_workers=MAX_NUM_WORKERS, batch_size=1)
-    consumed = [a for w in range(12) for a in list(worker_plan(old, w).iter_anchors())[:1]]
+    consumed = [a for w in range(12) for a in list(iter_anchors(worker_plan(old, w)))[:1]]
     state = old.state_dict(samples_consumed=len(consumed))
     plans = Counter()
     real = Layout.plan
