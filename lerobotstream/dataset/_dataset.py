@@ -152,7 +152,8 @@ class StreamingLeRobotDataset(StreamCore):
         # DataLoader workers fork with them loaded instead of each importing them before its first
         # batch (no decoder, file handle or thread is created here)
         t2 = time.perf_counter()
-        import lerobotstream.decode  # noqa: F401
+        import lerobotstream.decode._decoder  # noqa: F401  (with _cuda, _depth, _frames, _lean)
+        import lerobotstream.decode._open_decoders  # noqa: F401
         import lerobotstream.parquet  # noqa: F401
         import lerobotstream.planner  # noqa: F401
 

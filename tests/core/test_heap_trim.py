@@ -125,7 +125,7 @@ def _count_checks(monkeypatch):
 
 
 def test_single_dataset_checks_at_freed_episodes_and_iterator_end(make_generated_dataset, monkeypatch):
-    from lerobotstream.dataset import StreamingLeRobotDataset
+    from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 
     calls = _count_checks(monkeypatch)
     root = make_generated_dataset(episode_lengths=LENGTHS, codec="av1", cameras=CAM)
@@ -146,7 +146,7 @@ def test_single_dataset_checks_at_freed_episodes_and_iterator_end(make_generated
 
 
 def test_mixture_checks_at_iterator_end(make_generated_dataset, monkeypatch):
-    from lerobotstream.dataset import StreamingMultiLeRobotDataset
+    from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
 
     calls = _count_checks(monkeypatch)
     a = make_generated_dataset(repo_id="heap/a", episode_lengths=(5, 4), codec="av1", cameras=CAM)

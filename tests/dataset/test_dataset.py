@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.errors import ByteBudgetError, DecodeError
 
 CAM = (("observation.images.front", 64, 48),)
