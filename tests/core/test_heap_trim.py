@@ -136,7 +136,7 @@ def test_single_dataset_checks_at_freed_episodes_and_iterator_end(make_generated
         assert sum(1 for _ in ds) == sum(LENGTHS)
         n.append(len(calls) - before)
         st = ds.stats()
-        assert st["open_decoders"] == 0 and ds._run.cache is not None
+        assert st["open_decoders"] == 0 and ds._readers.cache is not None
         threads.append(_pipeline_threads())
     # a check when episodes are freed and one when the iterator ended: bounded by the episodes, not
     # by the frames (at most one per decode that released the episode's last lease)
@@ -162,7 +162,7 @@ def test_mixture_checks_at_iterator_end(make_generated_dataset, monkeypatch):
     before = len(calls)
     ds2.close()  # an iterator closed early checks too
     assert len(calls) == before + 1
-    assert all(len(w.decoders) == 0 for w in ds._run.readers)
+    assert all(len(w.decoders) == 0 for w in ds._readers.readers)
 
 
 def test_trim_is_quiet_while_the_interpreter_exits(monkeypatch):

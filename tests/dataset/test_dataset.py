@@ -72,7 +72,7 @@ def test_small_budget_invariants(root, monkeypatch):
 
     monkeypatch.setattr(cache_mod.EpisodeByteCache, "__init__", init)
     probe = StreamingLeRobotDataset(root=root, episode_pool_size=1)
-    w = probe._process_run().readers[0]
+    w = probe._process_readers().readers[0]
     biggest = max(w.episode_nbytes(e) for e in range(4))
     ds = StreamingLeRobotDataset(
         root=root, episode_pool_size=2, prefetch_episodes=2, byte_budget_gb=(biggest + 10) / 2**30
