@@ -61,14 +61,14 @@ def test_small_budget_invariants(root, monkeypatch):
     events = []
     orig = cache_mod.EpisodeByteCache.__init__
 
-    def init(self, budget, sizes=None, fetch=None, **kw):
+    def init(self, budget, **kw):
         def on_event(name, snap):
             assert snap["reserved_bytes"] <= snap["byte_budget"], snap
             assert snap["resident_bytes"] <= snap["reserved_bytes"], snap
             events.append(name)
 
         kw["on_event"] = on_event
-        orig(self, budget, sizes, fetch, **kw)
+        orig(self, budget, **kw)
 
     monkeypatch.setattr(cache_mod.EpisodeByteCache, "__init__", init)
     probe = StreamingLeRobotDataset(root=root, episode_pool_size=1)
