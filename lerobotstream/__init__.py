@@ -26,17 +26,17 @@ __all__ = [
 def __getattr__(name: str):
     # lazy: ``import lerobotstream.sidecar`` (the CLI) must not import torch
     if name == "StreamingLeRobotDataset":
-        from lerobotstream.dataset import StreamingLeRobotDataset
+        from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 
         return StreamingLeRobotDataset
     if name == "StreamingMultiLeRobotDataset":
-        from lerobotstream.dataset import StreamingMultiLeRobotDataset
+        from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
 
         return StreamingMultiLeRobotDataset
     if name in ("PackedCollate", "packed_collate"):
-        import lerobotstream.dataset
+        from lerobotstream.dataset import _collate
 
-        return getattr(lerobotstream.dataset, name)
+        return getattr(_collate, name)
     if name == "StreamLoader":
         from lerobotstream.loader import StreamLoader
 

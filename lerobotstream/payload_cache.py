@@ -20,9 +20,9 @@ States of an entry::
 
 Rules:
 
-* Sizes may be given as a mapping (every episode's, up front) or as a function of the episode
-  (sizes on demand, e.g. ``planner.EpisodeSizes``): then only the episodes admitted or prefetched
-  are ever sized, so the cache's memory grows with the pool and the frontier, not the dataset.
+* Each admission and prefetch is handed the episode's :class:`FetchJob`: its size (``nbytes``,
+  from the planner's sizes on demand) and its fetch. The cache sizes only the episodes admitted or
+  prefetched, so its memory grows with the pool and the frontier, not the dataset.
 * An episode whose size exceeds the whole budget raises :class:`~lerobotstream.errors.ByteBudgetError`
   before any byte of it is fetched.
 * Speculative prefetch (:meth:`EpisodeByteCache.prefetch`) never waits: when the budget is full it
@@ -58,7 +58,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -67,14 +67,11 @@ from lerobotstream.errors import ByteBudgetError, SourceError, over_budget
 
 __all__ = ["EpisodeByteCache", "EpisodePayload", "CacheStats", "FetchJob"]
 
-#: ``fetch(episode_index) -> EpisodePayload``; runs on the cache's fetch threads.
-FetchFn = Callable[[int], "EpisodePayload"]
-
 
 class FetchJob(Protocol):
-    """What :meth:`EpisodeByteCache.admit` and :meth:`~EpisodeByteCache.prefetch` may be handed
-    for an episode instead of the cache's own size and fetch functions (a dataset's
-    ``EpisodeJob``): the bytes to reserve, and the fetch to run on a fetch thread."""
+    """What :meth:`EpisodeByteCache.admit` and :meth:`~EpisodeByteCache.prefetch` are handed with
+    an episode (a dataset's ``EpisodeJob``): the bytes to reserve, and the fetch to run on a fetch
+    thread (``fetch() -> EpisodePayload``, whose payload total must not exceed ``nbytes``)."""
 
     nbytes: int
 
@@ -127,7 +124,7 @@ class _Entry:
     speculative: bool
     pins: int = 0
     retired: bool = False
-    fetch: Callable[[], EpisodePayload] | None = None
+    fetch: Callable[[], EpisodePayload] | None = None  # the job's
     future: Future | None = None
     result: EpisodePayload | None = None
     error: BaseException | None = None
@@ -141,15 +138,10 @@ class EpisodeByteCache:
     """Reservation-accounted cache of per-episode synthesized payloads.
 
     Args:
-        byte_budget (int): Worker budget of reserved payload bytes, > 0.
-        episode_nbytes (Mapping[int, int] | Callable[[int], int] | None): Exact synthesized size of each
-            episode (all cameras together), bytes: a mapping (episodes not in it cannot be
-            admitted), or ``episode_nbytes(episode_index) -> int`` called when an episode is first
-            admitted or prefetched (sizes on demand; the function keeps what it computed). None:
-            every admission and prefetch is handed a :class:`FetchJob` (its ``nbytes``).
-        fetch (Callable[[int], EpisodePayload] | None): Fetches and synthesizes one episode (called
-            on a fetch thread; None: the :class:`FetchJob` handed with the episode fetches it). Its
-            payload total must not exceed the episode's reservation.
+        byte_budget (int): Worker budget of reserved payload bytes, > 0. Each admission and
+            prefetch is handed the episode's :class:`FetchJob`: its ``nbytes`` (the exact
+            synthesized size, all cameras together) is reserved and its ``fetch`` runs on a fetch
+            thread.
         max_workers (int): Concurrent fetches (threads), >= 1.
         keep_retired (bool): keep a retired episode's payload (evictable) for a later admission;
             False frees it once its last decode released it (nothing will admit it again: one
@@ -160,14 +152,12 @@ class EpisodeByteCache:
             order threads without sleeping.
 
     Raises:
-        ValueError: non-positive budget or worker count, negative sizes.
+        ValueError: non-positive budget or worker count.
     """
 
     def __init__(
         self,
         byte_budget: int,
-        episode_nbytes: Mapping[int, int] | Callable[[int], int] | None = None,
-        fetch: FetchFn | None = None,
         *,
         max_workers: int = 4,
         keep_retired: bool = True,
@@ -177,18 +167,7 @@ class EpisodeByteCache:
             raise ValueError(f"byte_budget must be positive, got {byte_budget}")
         if int(max_workers) < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
-        if isinstance(episode_nbytes, Mapping):
-            sizes = {int(k): int(v) for k, v in episode_nbytes.items()}
-            bad = [k for k, v in sizes.items() if v < 0]
-            if bad:
-                raise ValueError(f"negative synthesized sizes for episodes {bad[:5]}")
-            self._size = sizes.__getitem__
-        elif callable(episode_nbytes) or episode_nbytes is None:
-            self._size = episode_nbytes
-        else:
-            raise TypeError(f"episode_nbytes must be a mapping or a function, got {type(episode_nbytes).__name__}")
         self.byte_budget = int(byte_budget)
-        self._fetch = fetch
         self._max_workers = int(max_workers)
         self._keep_retired = bool(keep_retired)
         self._on_event = on_event
@@ -215,20 +194,15 @@ class EpisodeByteCache:
         with self._cond:
             return self._resident
 
-    def episode_nbytes(self, episode_index: int) -> int:
-        """Exact reservation of one episode, bytes (a mapping's KeyError when unknown).
+    def check_fits(self, episode_index: int, job: FetchJob) -> int:
+        """Raise :class:`ByteBudgetError` when the episode can never fit; returns its size (``job``'s).
 
         Raises:
-            ValueError: a size function returned a negative size.
+            ValueError: the job's size is negative.
         """
-        n = int(self._size(int(episode_index)))
-        if n < 0:
-            raise ValueError(f"negative synthesized size {n} for episode {episode_index}")
-        return n
-
-    def check_fits(self, episode_index: int, job: FetchJob | None = None) -> int:
-        """Raise :class:`ByteBudgetError` when the episode can never fit; returns its size (``job``'s)."""
-        nbytes = self.episode_nbytes(episode_index) if job is None else int(job.nbytes)
+        nbytes = int(job.nbytes)
+        if nbytes < 0:
+            raise ValueError(f"negative synthesized size {nbytes} for episode {episode_index}")
         error = over_budget(episode_index, nbytes, self.byte_budget, advice="or lower num_workers")
         if error is not None:
             raise error
@@ -278,8 +252,8 @@ class EpisodeByteCache:
         with self._cond:
             return self._fatal
 
-    def _new_entry(self, ep: int, nbytes: int, speculative: bool, job: FetchJob | None) -> _Entry:
-        entry = _Entry(ep, nbytes, speculative, fetch=job.fetch if job is not None else None)
+    def _new_entry(self, ep: int, nbytes: int, speculative: bool, job: FetchJob) -> _Entry:
+        entry = _Entry(ep, nbytes, speculative, fetch=job.fetch)
         self._entries[ep] = entry
         self._reserved += nbytes
         self.stats.peak_reserved_bytes = max(self.stats.peak_reserved_bytes, self._reserved)
@@ -301,7 +275,7 @@ class EpisodeByteCache:
         try:
             if fatal is not None:  # the stream has ended: do not send requests to a failed source
                 raise fatal
-            result = entry.fetch() if entry.fetch is not None else self._fetch(entry.episode_index)
+            result = entry.fetch()
             total = sum(len(b) for b in result.payloads.values())
             if total > entry.nbytes:
                 raise ByteBudgetError(
@@ -368,9 +342,9 @@ class EpisodeByteCache:
                 self._free(entry)
 
     # --- public operations --------------------------------------------------------------------
-    def prefetch(self, episode_index: int, job: FetchJob | None = None) -> bool:
-        """Speculatively reserve and start fetching an episode (``job``: its size and fetch,
-        instead of the cache's functions); never waits.
+    def prefetch(self, episode_index: int, job: FetchJob) -> bool:
+        """Speculatively reserve and start fetching an episode (``job``: its size and fetch); never
+        waits.
 
         Returns:
             bool: True when the episode is held (already, or newly reserved); False when the budget
@@ -394,9 +368,9 @@ class EpisodeByteCache:
             self._new_entry(ep, nbytes, True, job)
             return True
 
-    def admit(self, episode_index: int, *, timeout: float | None = None, job: FetchJob | None = None) -> bool:
+    def admit(self, episode_index: int, *, job: FetchJob, timeout: float | None = None) -> bool:
         """Pin an episode for the active pool, reserving and fetching it if needed (``job``: its
-        size and fetch, instead of the cache's functions); may wait.
+        size and fetch); may wait.
 
         A retired episode still held (kept, or its last decode still running) is taken back with
         its payload, without a fetch. Otherwise evicts kept episodes, then finished unpinned

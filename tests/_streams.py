@@ -16,7 +16,7 @@ BATCH = 4
 def small_stream(root: Any, num_workers: int, **options: Any):
     """A ``StreamingLeRobotDataset`` over ``root`` for ``num_workers`` DataLoader workers with small
     pools (2 episodes), batch size :data:`BATCH` and 5 anchors per decode chunk; ``options`` override."""
-    from lerobotstream.dataset import StreamingLeRobotDataset
+    from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 
     opts = {
         "episode_pool_size": 2,

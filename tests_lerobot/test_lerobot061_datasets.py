@@ -228,7 +228,7 @@ def test_metadata_and_stats_equal(root):
 def test_collate_equals_lerobot(root):
     from lerobot.utils.collate import lerobot_collate_fn as theirs
 
-    from lerobotstream.dataset import lerobot_collate_fn as ours
+    from lerobotstream.dataset._collate import lerobot_collate_fn as ours
 
     items = [it for _, it in zip(range(6), StreamingLeRobotDataset(root=root))]
     a, b = theirs(items + [None]), ours(items + [None])
@@ -243,7 +243,7 @@ def test_packed_collate_over_lerobots_collate(root):
     over LeRobot's own lerobot_collate_fn, in 2 spawn DataLoader workers, equals LeRobot's collate."""
     from lerobot.utils.collate import lerobot_collate_fn as theirs
 
-    from lerobotstream.dataset import PackedCollate
+    from lerobotstream.dataset._collate import PackedCollate
 
     def batches(collate_fn):
         ds = StreamingLeRobotDataset(root=root, max_num_shards=2, batch_size=3, seed=5)

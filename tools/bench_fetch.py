@@ -38,13 +38,13 @@ CAMERAS = ("observation.images.front", "observation.images.wrist", "observation.
 CHILD = r"""
 import json, sys, time
 cfg = json.loads(sys.argv[1])
-from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 kw = dict(root=cfg["url"], batch_size=cfg["batch"], seed=cfg["seed"])
 if cfg["mode"] == "warm":
     StreamingLeRobotDataset(**kw)
     print(json.dumps({}))
 elif cfg["mode"] == "first":
-    import lerobotstream.decode, lerobotstream.parquet, lerobotstream.planner, torchcodec.decoders  # imports: not timed
+    import lerobotstream.decode._decoder, lerobotstream.parquet, lerobotstream.planner, torchcodec.decoders  # imports: not timed
     t0 = time.perf_counter()
     ds = StreamingLeRobotDataset(**kw, episode_pool_size=cfg["pool"])
     eps = []

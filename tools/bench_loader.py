@@ -513,7 +513,7 @@ def alloc_rows(batch: int, h: int = 480, w: int = 640, reps: int = 30) -> dict:
 _IMPORTS = {
     "torch": "import torch",
     "torchcodec": "import torch, torchcodec.decoders",
-    "torchcodec-lean": "import torch; from lerobotstream.decode import import_decoder_lean; "
+    "torchcodec-lean": "import torch; from lerobotstream.decode._lean import import_decoder_lean; "
     "import_decoder_lean(); import torchcodec.decoders",
 }
 

@@ -2,7 +2,7 @@
 
 Clips are made with the ffmpeg CLI (AV1/H.264/HEVC, even and odd heights, two clips that share a
 coded size but not a display size, which an NVDEC decoder cache can mis-crop); each span is decoded
-through :class:`~lerobotstream.decode.EpisodeVideo` on CPU and on ``cuda``. Parity: mean |diff| <= 2
+through :class:`~lerobotstream.decode._decoder.EpisodeVideo` on CPU and on ``cuda``. Parity: mean |diff| <= 2
 and PSNR >= 35 dB per frame (colour conversion differs slightly between the paths). A codec the GPU
 cannot decode must show a counted CPU fallback instead, with frames equal to the CPU's.
 
@@ -74,7 +74,8 @@ def check_gpu_parity(path: Path, device: str = "cuda") -> dict:
     """Decode 10 frames of ``path`` on CPU and on ``device``; a row ``{"clip", "codec", "size",
     "device", "ms", "mean|d|", "minPSNR", "result" ("PASS"/"FAIL"), "detail"}``. Never raises for
     a decode failure on ``device``: the row says FAIL with the error."""
-    from lerobotstream.decode import EpisodeVideo, FallbackStatus, nvdec_capability
+    from lerobotstream.decode._cuda import FallbackStatus, nvdec_capability
+    from lerobotstream.decode._decoder import EpisodeVideo
     from lerobotstream.mp4.parse import parse_mp4_bytes
     from lerobotstream.mp4.spans import plan_span
     from lerobotstream.mp4.synth import synthesize

@@ -213,7 +213,7 @@ def _make_default(root: Path, size: str, lengths: str) -> Path:
 def _soak(a, root: str) -> list[dict]:
     import torch
 
-    from lerobotstream.dataset import StreamingLeRobotDataset
+    from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 
     kw: dict = {"return_uint8": True}
     if a.video_decoder_cache_size is not None:

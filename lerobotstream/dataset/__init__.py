@@ -1,26 +1,10 @@
-"""The streaming dataset (one dataset, or a weighted mixture): wiring, windows, ``*_is_pad``, transforms; LeRobot 0.6.1's collate."""
+"""The streaming dataset (one dataset, or a weighted mixture): wiring, windows, ``*_is_pad``, transforms; LeRobot 0.6.1's collate.
 
-from lerobotstream.dataset._collate import PackedCollate, is_lerobot_collate, lerobot_collate_fn, packed_collate
-from lerobotstream.dataset._counters import PROCESS_KEYS, one_per_process
-from lerobotstream.dataset._dataset import StreamingLeRobotDataset
-from lerobotstream.dataset._images import declared_chw, decode_image, image_bytes
-from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
-from lerobotstream.dataset._stream import LoaderSettings, StreamCore, StreamPosition, StreamShard
+Users import the datasets from the top level (``lerobotstream.StreamingLeRobotDataset``,
+``StreamingMultiLeRobotDataset``, ``PackedCollate``); this package exports only LeRobot's collate
+(``lerobot_collate_fn``, for language columns). The library and its tests import the rest from the
+module that defines it (``from lerobotstream.dataset._stream import StreamCore``)."""
 
-__all__ = [
-    "PROCESS_KEYS",
-    "one_per_process",
-    "LoaderSettings",
-    "PackedCollate",
-    "StreamCore",
-    "StreamPosition",
-    "StreamShard",
-    "StreamingLeRobotDataset",
-    "StreamingMultiLeRobotDataset",
-    "is_lerobot_collate",
-    "lerobot_collate_fn",
-    "packed_collate",
-    "declared_chw",
-    "decode_image",
-    "image_bytes",
-]
+from lerobotstream.dataset._collate import lerobot_collate_fn
+
+__all__ = ["lerobot_collate_fn"]

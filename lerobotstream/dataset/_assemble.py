@@ -23,7 +23,7 @@ import torch
 
 from lerobotstream.dataset._images import LANGUAGE_COLUMNS, declared_chw, image_bytes, language_rows, to_output_unit
 from lerobotstream.dataset._windows import DeltaWindows
-from lerobotstream.decode import frames_to_float_chw, frames_to_u8_chw
+from lerobotstream.decode._frames import frames_to_float_chw, frames_to_u8_chw
 from lerobotstream.errors import EpisodeDataError
 from lerobotstream.features import data_columns_problem, row_off_shape, row_shape_matches
 from lerobotstream.parquet import index_problem
@@ -270,7 +270,7 @@ def assemble_item(
     """Build the map-style item of ``(rows.episode_index, frame_index)``.
 
     Args:
-        depth: depth video keys → their :class:`~lerobotstream.decode.DepthDequantizer` (the
+        depth: depth video keys → their :class:`~lerobotstream.decode._depth.DepthDequantizer` (the
             ``frames`` of these keys are int16 ``(1, H, W)`` codes).
         images: ``image`` keys → ``{episode frame: decoded frame}`` (``_images.decode_image``)
             holding at least this anchor's frames.

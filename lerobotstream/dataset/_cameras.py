@@ -36,7 +36,7 @@ class CameraPlan:
     transform_keys: list[str]
     """Decoded camera keys ``image_transforms`` apply to (all but depth keys)."""
     dequantizers: dict = field(default_factory=dict)
-    """Depth video key → :class:`~lerobotstream.decode.DepthDequantizer`."""
+    """Depth video key → :class:`~lerobotstream.decode._depth.DepthDequantizer`."""
     image_depth: dict = field(default_factory=dict)
     """Depth image key → unit conversion (``"mul"`` / ``"div"`` / None, see ``_images.image_depth_factor``)."""
     skipped_columns: list[str] = field(default_factory=list)
@@ -97,7 +97,7 @@ def plan_cameras(
                 option="camera_keys",
                 value=depth_keys,
             )
-        from lerobotstream.decode import DepthDequantizer
+        from lerobotstream.decode._depth import DepthDequantizer
 
         for key in depth_keys:
             q = meta.depth_quantizer(key)  # MetadataError for unsupported encodings

@@ -21,9 +21,9 @@ def one_per_process(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def part_stats(run: Any, d: int) -> dict[str, Any]:
+def part_stats(readers: Any, d: int) -> dict[str, Any]:
     """Part ``d``'s own counters in this process (see ``StreamingLeRobotDataset.stats``)."""
-    reader = run.readers[d]
+    reader = readers.readers[d]
     src = reader.source.stats.as_dict()
     fb = reader.fallback
     out: dict[str, Any] = {
@@ -39,7 +39,7 @@ def part_stats(run: Any, d: int) -> dict[str, Any]:
         "pyav_fallbacks": fb.pyav_fallbacks,
         "fallback_reasons": dict(fb.cpu_fallbacks),
         "index_open_s": reader.index_open_s,
-        "episodes_sized": len(run.sizes[d]),
+        "episodes_sized": len(readers.sizes[d]),
     }
     with reader.lock:
         out.update(
@@ -62,10 +62,10 @@ def part_stats(run: Any, d: int) -> dict[str, Any]:
     return out
 
 
-def pipeline_stats(run: Any) -> dict[str, Any]:
+def pipeline_stats(readers: Any) -> dict[str, Any]:
     """The worker's shared counters: pipeline stage times, the byte cache, the decoded-GOP cache."""
-    t = run.times
-    gops = run.gops
+    t = readers.times
+    gops = readers.gops
     out: dict[str, Any] = {
         "assemble_s": t.assemble_s,
         "queue_wait_s": t.queue_wait_s,
@@ -78,7 +78,7 @@ def pipeline_stats(run: Any) -> dict[str, Any]:
         "gop_cache_capacity_bytes": gops.capacity_bytes,
         "gop_cache_evictions": gops.evictions,
     }
-    c = run.cache
+    c = readers.cache
     if c is not None:
         out.update(
             reserved_bytes=c.reserved_bytes,
@@ -91,6 +91,6 @@ def pipeline_stats(run: Any) -> dict[str, Any]:
     return out
 
 
-def source_stats(run: Any) -> list[dict[str, Any]]:
-    """Each part's payload-source counters (``ByteSource.stats``) in ``run`` (empty: no run yet)."""
-    return [] if run is None else [r.source.stats.as_dict() for r in run.readers]
+def source_stats(readers: Any) -> list[dict[str, Any]]:
+    """Each part's payload-source counters (``ByteSource.stats``) in ``readers`` (empty: none yet)."""
+    return [] if readers is None else [r.source.stats.as_dict() for r in readers.readers]

@@ -152,7 +152,8 @@ class StreamingLeRobotDataset(StreamCore):
         # DataLoader workers fork with them loaded instead of each importing them before its first
         # batch (no decoder, file handle or thread is created here)
         t2 = time.perf_counter()
-        import lerobotstream.decode  # noqa: F401
+        import lerobotstream.decode._decoder  # noqa: F401  (with _cuda, _depth, _frames, _lean)
+        import lerobotstream.decode._open_decoders  # noqa: F401
         import lerobotstream.parquet  # noqa: F401
         import lerobotstream.planner  # noqa: F401
 
@@ -284,7 +285,7 @@ class StreamingLeRobotDataset(StreamCore):
     @property
     def _reader(self):
         """This process's :class:`~lerobotstream.dataset._reader.DatasetReader` (None before iterating)."""
-        return None if self._run is None else self._run.readers[0]
+        return None if self._readers is None else self._readers.readers[0]
 
     # source_stats: the stream core's (this process's payload-source counters)
 
@@ -323,18 +324,18 @@ class StreamingLeRobotDataset(StreamCore):
                 uint8 frames kept), gop_cache_evictions (int): the decoded-GOP cache.
             reserved_bytes, resident_bytes, byte_budget (int, bytes); cache (dict: ``CacheStats``).
         """
-        return self._stats_of(self._run)
+        return self._stats_of(self._readers)
 
-    def _stats_of(self, run: Any) -> dict[str, Any]:
-        """:meth:`stats` of ``run`` (this process's, or a threads-mode shard's)."""
-        if run is None:
+    def _stats_of(self, readers: Any) -> dict[str, Any]:
+        """:meth:`stats` of ``readers`` (this process's, or a threads-mode shard's)."""
+        if readers is None:
             return {}
         return {
             "sidecar": self._sidecar_how,
-            **self._part_stats(0, run),
+            **self._part_stats(0, readers),
             **self._setup,
-            **self._pipeline_stats(run),
-            "items": run.times.items,
+            **self._pipeline_stats(readers),
+            "items": readers.times.items,
         }
 
     def __repr__(self) -> str:

@@ -403,13 +403,13 @@ class StreamingMultiLeRobotDataset(StreamCore):
         :meth:`StreamingLeRobotDataset.stats` less the worker's shared ones), the worker's shared
         counters (pipeline stage times, ``chunks``, the one byte cache and decoded-GOP cache) and
         the sums of each dataset's numeric counters at the top level. Empty before iterating."""
-        return self._stats_of(self._run)
+        return self._stats_of(self._readers)
 
-    def _stats_of(self, run: Any) -> dict[str, Any]:
-        """:meth:`stats` of ``run`` (this process's, or a threads-mode shard's)."""
-        if run is None:
+    def _stats_of(self, readers: Any) -> dict[str, Any]:
+        """:meth:`stats` of ``readers`` (this process's, or a threads-mode shard's)."""
+        if readers is None:
             return {}
-        per = [{"sidecar": c.sidecar_status, **self._part_stats(d, run)} for d, c in enumerate(self.datasets)]
+        per = [{"sidecar": c.sidecar_status, **self._part_stats(d, readers)} for d, c in enumerate(self.datasets)]
         out: dict[str, Any] = {"datasets": per, "mixture": self.mixture}
         for k in per[0]:
             vals = [p.get(k) for p in per]
@@ -429,8 +429,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
                     for sk in per[0]["source"]
                     if isinstance(per[0]["source"][sk], (int, float))
                 }
-        out.update(self._pipeline_stats(run))
-        out["items"] = run.times.items
+        out.update(self._pipeline_stats(readers))
+        out["items"] = readers.times.items
         fd, fr = out.get("frames_decoded", 0), out.get("frames_returned", 0)
         out["frames_decoded_per_returned"] = fd / fr if fr else None
         out["sidecar"] = self.sidecar_status

@@ -68,7 +68,8 @@ class DatasetReader:
     """
 
     def __init__(self, cfg: ReaderConfig) -> None:
-        from lerobotstream.decode import FALLBACK_STATUS, OpenDecoderLRU
+        from lerobotstream.decode._cuda import FALLBACK_STATUS
+        from lerobotstream.decode._open_decoders import OpenDecoderLRU
         from lerobotstream.mp4._index_file import Mp4Index
         from lerobotstream.parquet import EpisodeParquetReader
 
@@ -263,7 +264,7 @@ class DatasetReader:
         return self.source.read(path, offset, length), False, key
 
     def video(self, ep: int, cam: str, mini: bytes, serial: int):
-        from lerobotstream.decode import EpisodeVideo
+        from lerobotstream.decode._decoder import EpisodeVideo
 
         span, table, path, from_ts = self.spans.span(ep, cam)
         o = self.cfg.options

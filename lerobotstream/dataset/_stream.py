@@ -140,22 +140,22 @@ class StreamShard:
         core: StreamCore,
         worker: int | None,
         num_workers: int,
-        run: Readers,
+        readers: Readers,
         items: Iterator[dict[str, Any]],
         stats: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.worker, self.num_workers = worker, num_workers
-        self._core, self._run_state = core, run
+        self._core, self._readers = core, readers
         self._stats = stats or dict
         self.items = items
 
     def source_stats(self) -> dict[str, Any]:
         """This shard's payload-source counters (the stream's ``source_stats()`` keys: ``requests``,
         ``bytes_read``, ...; bytes), cheap enough to read per item."""
-        return self._core._combine_source_stats(_counters.source_stats(self._run_state))
+        return self._core._combine_source_stats(_counters.source_stats(self._readers))
 
     def stats(self) -> dict[str, Any]:
-        """This shard's counters: the keys of its stream's ``stats()``, for this shard's run."""
+        """This shard's counters: the keys of its stream's ``stats()``, for this shard's readers."""
         return self._stats()
 
     def close(self) -> None:
@@ -167,7 +167,7 @@ class StreamShard:
         closes, so the admissions and payload waits of its pipeline raise and the thread iterating
         :attr:`items` leaves with that error. A wait outside the cache (a decode in progress) ends
         on its own first. :meth:`close` still ends the shard."""
-        cache = self._run_state.cache
+        cache = self._readers.cache
         if cache is not None:
             cache.close()
 
@@ -182,7 +182,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         super().__init__()
         #: where the next iterator starts and what a loaded state left to replan (pure data)
         self._resume = ResumeState()
-        self._run: Readers | None = None  # this process's readers
+        self._readers: Readers | None = None  # this process's readers
         self._sizes: tuple[int, list[EpisodeSizes]] | None = None  # (pid, each part's sizes)
 
     def loader_settings(self, loader: LoaderSettings | int | None = None) -> LoaderSettings:
@@ -222,7 +222,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         return self._sizes[1]
 
     def _part_size(self, d: int) -> Callable[[int], int]:
-        return lambda ep: self._process_run().sizes[d](ep)
+        return lambda ep: self._process_readers().sizes[d](ep)
 
     def _positioned(self, planner):
         """``planner`` at this stream's resume position (epoch, samples, elastic origin)."""
@@ -349,9 +349,9 @@ class StreamCore(torch.utils.data.IterableDataset):
             ``__iter__``'s.
         """
         ls = self.loader_settings(loader)
-        run = self._fresh_run() if in_process and ls.num_workers > 0 else self._process_run()
-        items = self._iter_worker(worker, ls, int(epoch), int(samples), run, in_process=in_process, slots=slots)
-        return StreamShard(self, worker, ls.num_workers, run, items, stats=lambda: self._stats_of(run))
+        readers = self._fresh_readers() if in_process and ls.num_workers > 0 else self._process_readers()
+        items = self._iter_worker(worker, ls, int(epoch), int(samples), readers, in_process=in_process, slots=slots)
+        return StreamShard(self, worker, ls.num_workers, readers, items, stats=lambda: self._stats_of(readers))
 
     def state_dict(
         self,
@@ -505,17 +505,17 @@ class StreamCore(torch.utils.data.IterableDataset):
 
     def __getstate__(self) -> dict[str, Any]:
         st = dict(self.__dict__)
-        st["_run"] = None  # never ship decoders, maps or threads to a worker
+        st["_readers"] = None  # never ship decoders, maps or threads to a worker
         st["_sizes"] = None  # per process
         return st
 
     # --- per process ------------------------------------------------------------------------------
-    def _process_run(self) -> Readers:
-        if self._run is None or self._run.pid != os.getpid():
-            self._run = self._fresh_run()  # never reuse a parent's decoders/connections
-        return self._run
+    def _process_readers(self) -> Readers:
+        if self._readers is None or self._readers.pid != os.getpid():
+            self._readers = self._fresh_readers()  # never reuse a parent's decoders/connections
+        return self._readers
 
-    def _fresh_run(self) -> Readers:
+    def _fresh_readers(self) -> Readers:
         """New per-process state (a reader per part) that this stream does not keep (a shard of
         several in this process: :meth:`shard`)."""
         return Readers(self._parts())
@@ -540,38 +540,40 @@ class StreamCore(torch.utils.data.IterableDataset):
         loader: LoaderSettings,
         epoch: int,
         samples: int,
-        run: Readers,
+        readers: Readers,
         *,
         in_process: bool,
         slots: Callable[[int], Any] | None = None,
     ) -> Iterator[dict[str, Any]]:
         """The items of worker ``wid`` of ``loader.num_workers`` (None, 0: the one stream)
-        from (``epoch``, ``samples`` consumed by the rank), produced with ``run``'s readers
+        from (``epoch``, ``samples`` consumed by the rank), produced with ``readers``
         (:meth:`shard`'s generator; the wiring: :func:`~lerobotstream.dataset._wiring.shard_items`,
         which reads the options it needs from the stream's ``options``)."""
-        planner = self._rank_planner(loader, run.sizes)
-        return shard_items(planner, run, wid, epoch, samples, self.options, loader, in_process=in_process, slots=slots)
+        planner = self._rank_planner(loader, readers.sizes)
+        return shard_items(
+            planner, readers, wid, epoch, samples, self.options, loader, in_process=in_process, slots=slots
+        )
 
     # --- counters (dataset/_counters.py) --------------------------------------------------------------
-    def _stats_of(self, run: Any) -> dict[str, Any]:
-        """``stats()`` of ``run`` (this process's, or a threads-mode shard's): each stream type's own."""
+    def _stats_of(self, readers: Any) -> dict[str, Any]:
+        """``stats()`` of ``readers`` (this process's, or a threads-mode shard's): each stream type's own."""
         raise NotImplementedError
 
-    def _part_stats(self, d: int, run: Any = None) -> dict[str, Any]:
-        """Part ``d``'s own counters in ``run`` (default: this process's; see ``StreamingLeRobotDataset.stats``)."""
-        return _counters.part_stats(self._run if run is None else run, d)
+    def _part_stats(self, d: int, readers: Any = None) -> dict[str, Any]:
+        """Part ``d``'s own counters in ``readers`` (default: this process's; see ``StreamingLeRobotDataset.stats``)."""
+        return _counters.part_stats(self._readers if readers is None else readers, d)
 
-    def _pipeline_stats(self, run: Any = None) -> dict[str, Any]:
-        """The worker's shared counters in ``run`` (default: this process's): pipeline stage times,
+    def _pipeline_stats(self, readers: Any = None) -> dict[str, Any]:
+        """The worker's shared counters in ``readers`` (default: this process's): pipeline stage times,
         the byte cache, the decoded-GOP cache."""
-        return _counters.pipeline_stats(self._run if run is None else run)
+        return _counters.pipeline_stats(self._readers if readers is None else readers)
 
     def source_stats(self) -> dict[str, Any]:
         """This process's payload-source counters (``ByteSource.stats``: ``requests``,
         ``bytes_read``, ``bytes_requested``, ``retries``, ...; bytes; a mixture's summed over its
         datasets), cheap enough to read per item (a fraction of a microsecond; ``stats()`` builds
         every counter). Empty before iterating."""
-        return {} if self._run is None else self._combine_source_stats(_counters.source_stats(self._run))
+        return {} if self._readers is None else self._combine_source_stats(_counters.source_stats(self._readers))
 
     def _combine_source_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
         """One dict of the parts' source counters (the subclass's rule; a single part's as is)."""

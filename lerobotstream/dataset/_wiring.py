@@ -81,7 +81,7 @@ class Readers:
 
 def shard_items(
     planner: Any,
-    run: Readers,
+    readers: Readers,
     wid: int | None,
     epoch: int,
     samples: int,
@@ -92,10 +92,10 @@ def shard_items(
     slots: Callable[[int], Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The items of DataLoader worker ``wid`` of ``loader.num_workers`` (None, 0: the one stream)
-    from ``samples`` consumed samples of ``epoch`` (the rank's count), produced with ``run``'s readers.
+    from ``samples`` consumed samples of ``epoch`` (the rank's count), produced with ``readers``.
 
     Args:
-        planner: the rank's planner for ``loader``'s settings, built with ``run.sizes`` as its
+        planner: the rank's planner for ``loader``'s settings, built with ``readers.sizes`` as its
             episode sizes (``planner.Planner``).
         options: the stream's resolved ``StreamOptions``; read here: ``prefetch_episodes``,
             ``decode_threads``, ``decoded_queue_size``, ``decode_lookahead``, ``first_lookahead``,
@@ -123,8 +123,8 @@ def shard_items(
         keep_retired=bool(planner.settings.repeat),  # a finite epoch admits each episode once
     )
     gops = DecodedGopCache(options.decoded_cache_bytes // max(1, nw))  # every part's jobs, keys by episode id
-    run.cache, run.gops = cache, gops
-    for part, reader, plan in zip(run.parts, run.readers, plans):
+    readers.cache, readers.gops = cache, gops
+    for part, reader, plan in zip(readers.parts, readers.readers, plans):
         n_cams = max(1, len(part.config.video_keys))
         cap = plan.video_decoder_cache_size or plan.pool_size * n_cams + options.prefetch_episodes * n_cams
         reader.prepare(video_decoder_cache_size=cap, epoch=start.epoch)
@@ -133,10 +133,10 @@ def shard_items(
     # is fetched)
     parts = [
         JobPart(part.offset, reader, plan.episode_size, part.dataset_index, part.dropped)
-        for part, reader, plan in zip(run.parts, run.readers, plans)
+        for part, reader, plan in zip(readers.parts, readers.readers, plans)
     ]
     transforms = None if in_process else options.image_transforms
-    new_job = JobMaker(parts, cache, gops, transforms=transforms, job_class=run.job_class)
+    new_job = JobMaker(parts, cache, gops, transforms=transforms, job_class=readers.job_class)
     pipe = Pipeline(
         planner.worker_pools(start, plans),
         start.limit,
@@ -146,13 +146,13 @@ def shard_items(
         decoded_queue_size=options.decoded_queue_size,
         prefetch_episodes=options.prefetch_episodes,
         lookahead=options.decode_lookahead,
-        times=run.times,
+        times=readers.times,
         first_lookahead=options.first_lookahead or batch_size or 8,
         slots=slots,
         assembly_group=math.gcd(batch_size or 1, ASSEMBLY_GROUP),
     )
     tfm = None if not in_process else options.image_transforms
-    by_index = {part.dataset_index: (r, part.transform_keys) for part, r in zip(run.parts, run.readers)}
+    by_index = {part.dataset_index: (r, part.transform_keys) for part, r in zip(readers.parts, readers.readers)}
     try:
         for item in pipe:
             if tfm is not None:  # in-process: the training thread applies them (same --seed, same transforms)
@@ -164,7 +164,7 @@ def shard_items(
                 reader.add(transforms_s=time.perf_counter() - t0)
             yield item
     finally:
-        for reader in run.readers:
+        for reader in readers.readers:
             reader.release()
         gops.clear()
         _heap.trim()  # the iterator's frames are freed: free pages back to the OS if many are kept

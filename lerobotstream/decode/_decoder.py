@@ -381,7 +381,7 @@ class EpisodeVideo:
     def frames_at(self, frame_indices: Sequence[int], *, dtype: torch.dtype = torch.uint8) -> torch.Tensor:
         """Frames of episode frame indices, shape ``(T, C, H, W)``, uint8 (or float32 in [0, 1]);
         a depth camera gives its int16 ``(T, 1, H, W)`` 12-bit codes whatever ``dtype`` says
-        (dequantise with :class:`~lerobotstream.decode.DepthDequantizer`)."""
+        (dequantise with :class:`~lerobotstream.decode._depth.DepthDequantizer`)."""
         idx = np.asarray(frame_indices, dtype=np.int64).reshape(-1)
         m = self._episode_to_local()
         if idx.size and idx.min() >= 0 and idx.max() < m.size:

@@ -163,7 +163,7 @@ def _require_av():
 class DepthDecoder:
     """An open PyAV decoder over one depth (``gray12le`` HEVC) mini-MP4, by local frame index.
 
-    Same surface as :class:`~lerobotstream.decode.EpisodeDecoder` (``decode``, ``close``,
+    Same surface as :class:`~lerobotstream.decode._decoder.EpisodeDecoder` (``decode``, ``close``,
     ``closed``, ``num_frames``, ``frames_decoded``, ``pid``, ``backend``), but ``decode`` returns
     the 12-bit codes as int16 ``(T, 1, H, W)`` (a view of uint16 data; codes are 0..4095).
 

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from torch.utils.data._utils.collate import default_collate
 
-from lerobotstream.dataset import PackedCollate, is_lerobot_collate
+from lerobotstream.dataset._collate import PackedCollate, is_lerobot_collate
 
 __all__ = [
     "IN_BATCH",

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from lerobotstream.dataset import PROCESS_KEYS, one_per_process
+from lerobotstream.dataset._counters import PROCESS_KEYS, one_per_process
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.loader._batch import known_collate
 from lerobotstream.loader._stall import STALL_WARNING_S, StallWatch
@@ -99,7 +99,7 @@ class StreamLoader:
 
     Args:
         dataset: a lerobotstream stream. The loader hands it its own ``batch_size``,
-            ``num_workers`` and ``drop_last`` as data (a :class:`~lerobotstream.dataset.LoaderSettings`,
+            ``num_workers`` and ``drop_last`` as data (a :class:`~lerobotstream.dataset._stream.LoaderSettings`,
             ``loader.settings``: they fix the stream's shards, batch turns and resume state); the
             stream and its ``options`` are left as they are. Also accepted:
             a wrapper whose ``dataset`` is a stream and whose ``wrap_items(items, worker, num_workers,
@@ -162,7 +162,7 @@ class StreamLoader:
         multiprocessing_context: Any = None,
         timeout: float | None = None,
     ) -> None:
-        from lerobotstream.dataset import LoaderSettings, StreamCore
+        from lerobotstream.dataset._stream import LoaderSettings, StreamCore
 
         stream, wrapper = dataset, None
         if (

@@ -1,7 +1,7 @@
 """Worker start-up: what a ``StreamLoader`` worker process imports, and how fast.
 
 A worker imports torchcodec without ``torch._dynamo`` (:func:`import_decoder_lean`, in
-``lerobotstream.decode``: a worker never compiles; never in the training process).
+``lerobotstream.decode._lean``: a worker never compiles; never in the training process).
 
 ``forkserver``: :func:`preload_forkserver` asks the forkserver to import torch, torchcodec (the
 same lean way) and our dataset modules once; each worker then forks from it with them loaded.
@@ -9,7 +9,7 @@ same lean way) and our dataset modules once; each worker then forks from it with
 
 from __future__ import annotations
 
-from lerobotstream.decode import import_decoder_lean
+from lerobotstream.decode._lean import import_decoder_lean
 
 __all__ = ["import_decoder_lean", "preload_forkserver", "PRELOAD"]
 

@@ -5,5 +5,8 @@ from lerobotstream.loader._startup import import_decoder_lean
 
 import_decoder_lean()
 
-import lerobotstream.dataset  # noqa: E402,F401
+import lerobotstream.dataset._dataset  # noqa: E402,F401
+import lerobotstream.dataset._multi  # noqa: E402,F401
+import lerobotstream.decode._decoder  # noqa: E402,F401
+import lerobotstream.decode._open_decoders  # noqa: E402,F401
 import lerobotstream.loader._procs  # noqa: E402,F401

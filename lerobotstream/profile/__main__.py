@@ -165,7 +165,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def run_profile(args: argparse.Namespace) -> dict:
     """Build the dataset from parsed CLI args, profile it and return the report dict."""
-    from lerobotstream.dataset import StreamingLeRobotDataset
+    from lerobotstream.dataset._dataset import StreamingLeRobotDataset
     from lerobotstream.profile._report import build_report, needed_bytes
     from lerobotstream.profile._run import profile_dataset
 
@@ -177,7 +177,7 @@ def run_profile(args: argparse.Namespace) -> dict:
     options = {name: getattr(args, name) for name in STREAM_FLAGS if name != "episodes"}
     options["repeat"] = repeat
     if repo_ids is not None:
-        from lerobotstream.dataset import StreamingMultiLeRobotDataset
+        from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
 
         roots = args.root.split(",") if args.root else None
         weights = [float(w) for w in args.weights.split(",")] if args.weights else None

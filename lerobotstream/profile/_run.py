@@ -255,7 +255,7 @@ def _make_loader(
 ) -> tuple[Any, str, int]:
     """``(batches, name for the report, batches made ahead of the consumer)`` for ``loader``,
     collated as ``lerobotstream-train`` collates (see :func:`profile_dataset`)."""
-    from lerobotstream.dataset import PackedCollate, lerobot_collate_fn
+    from lerobotstream.dataset._collate import PackedCollate, lerobot_collate_fn
 
     language = bool(getattr(getattr(ds, "meta", None), "has_language_columns", False))
     collate = PackedCollate(lerobot_collate_fn if language else None)

@@ -31,7 +31,7 @@ def decode_sample(
 
     Frames are drawn (seeded by ``seed``) from the windows' episodes, uniformly over frames.
     """
-    from lerobotstream.decode import EpisodeVideo
+    from lerobotstream.decode._decoder import EpisodeVideo
     from lerobotstream.features import frame_hwc, is_depth_feature
     from lerobotstream.mp4.framing import check_sample_framing
     from lerobotstream.mp4.spans import plan_span
@@ -119,7 +119,7 @@ def image_sample(
     Cells are drawn (seeded) uniformly over the frames of ``episodes``; the sampled episodes' row
     groups are read with that feature's column (images are embedded: this reads their bytes).
     """
-    from lerobotstream.dataset import declared_chw, decode_image, image_bytes
+    from lerobotstream.dataset._images import declared_chw, decode_image, image_bytes
 
     keys = [k for k, f in meta.features.items() if f.get("dtype") == "image"]
     frames = [(int(e.episode_index), i) for e in episodes for i in range(int(e.length))]

@@ -1,4 +1,4 @@
-"""The supported API (issue 43): what each package ``__init__`` exports, and nothing more.
+"""The supported API: what each package ``__init__`` exports, and nothing more.
 
 The top level (``lerobotstream``) and the supported modules — ``errors``, ``testing`` (fixtures),
 ``sidecar`` (build, publish, open), ``validate``, ``profile`` and ``integrations.lerobot`` — export
@@ -22,8 +22,8 @@ PACKAGE = REPO / "lerobotstream"
 #: the modules documented as supported API besides the top level (docs/ARCHITECTURE.md)
 SUPPORTED = ("errors", "testing", "sidecar", "validate", "profile", "integrations.lerobot")
 
-#: ``__all__`` of every package ``__init__``. planner, dataset, decode and validate still export
-#: their current names (owned elsewhere; to be shrunk last).
+#: ``__all__`` of every package ``__init__``. planner still exports its current names (owned
+#: elsewhere; to be shrunk last).
 EXPORTS: dict[str, set[str]] = {
     "lerobotstream": {
         "EpisodeByteCache",
@@ -36,41 +36,8 @@ EXPORTS: dict[str, set[str]] = {
         "errors",
         "packed_collate",
     },
-    "lerobotstream.dataset": {
-        "LoaderSettings",
-        "PROCESS_KEYS",
-        "PackedCollate",
-        "StreamCore",
-        "StreamPosition",
-        "StreamShard",
-        "StreamingLeRobotDataset",
-        "StreamingMultiLeRobotDataset",
-        "declared_chw",
-        "decode_image",
-        "image_bytes",
-        "is_lerobot_collate",
-        "lerobot_collate_fn",
-        "one_per_process",
-        "packed_collate",
-    },
-    "lerobotstream.decode": {
-        "DepthDecoder",
-        "DepthDequantizer",
-        "EpisodeDecoder",
-        "EpisodeVideo",
-        "FALLBACK_STATUS",
-        "FallbackStatus",
-        "NVDEC_MIN_CAPABILITY",
-        "OpenDecoderLRU",
-        "dequantize_reference",
-        "frame_mappings_json",
-        "frames_to_float_chw",
-        "frames_to_u8_chw",
-        "import_decoder_lean",
-        "import_in_worker",
-        "nvdec_capability",
-        "resolve_device",
-    },
+    "lerobotstream.dataset": {"lerobot_collate_fn"},
+    "lerobotstream.decode": set(),
     "lerobotstream.integrations": set(),
     "lerobotstream.integrations.lerobot": {
         "StreamingDatasetConfig",

@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from lerobotstream import StreamingLeRobotDataset
-from lerobotstream.dataset import lerobot_collate_fn
+from lerobotstream.dataset._collate import lerobot_collate_fn
 from lerobotstream.dataset._images import decode_image
-from lerobotstream.decode import DepthDecoder, DepthDequantizer, dequantize_reference
+from lerobotstream.decode._depth import DepthDecoder, DepthDequantizer, dequantize_reference
 from lerobotstream.errors import DecodeError, MetadataError, StreamingConfigError
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.testing import (
@@ -424,7 +424,8 @@ def test_dequantizer_lut_equals_formula(params, unit):
 def test_depth_on_cuda_request_is_a_counted_cpu_fallback(root):
     """NVDEC/torchcodec give 8-bit RGB only: a depth camera asked for on CUDA decodes on the CPU,
     counted and logged, never silently (unit-tested without a device)."""
-    from lerobotstream.decode import EpisodeVideo, FallbackStatus
+    from lerobotstream.decode._cuda import FallbackStatus
+    from lerobotstream.decode._decoder import EpisodeVideo
     from lerobotstream.mp4.parse import parse_mp4_bytes
     from lerobotstream.mp4.spans import plan_span
     from lerobotstream.mp4.synth import synthesize

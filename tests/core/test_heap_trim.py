@@ -125,7 +125,7 @@ def _count_checks(monkeypatch):
 
 
 def test_single_dataset_checks_at_freed_episodes_and_iterator_end(make_generated_dataset, monkeypatch):
-    from lerobotstream.dataset import StreamingLeRobotDataset
+    from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 
     calls = _count_checks(monkeypatch)
     root = make_generated_dataset(episode_lengths=LENGTHS, codec="av1", cameras=CAM)
@@ -136,7 +136,7 @@ def test_single_dataset_checks_at_freed_episodes_and_iterator_end(make_generated
         assert sum(1 for _ in ds) == sum(LENGTHS)
         n.append(len(calls) - before)
         st = ds.stats()
-        assert st["open_decoders"] == 0 and ds._run.cache is not None
+        assert st["open_decoders"] == 0 and ds._readers.cache is not None
         threads.append(_pipeline_threads())
     # a check when episodes are freed and one when the iterator ended: bounded by the episodes, not
     # by the frames (at most one per decode that released the episode's last lease)
@@ -146,7 +146,7 @@ def test_single_dataset_checks_at_freed_episodes_and_iterator_end(make_generated
 
 
 def test_mixture_checks_at_iterator_end(make_generated_dataset, monkeypatch):
-    from lerobotstream.dataset import StreamingMultiLeRobotDataset
+    from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
 
     calls = _count_checks(monkeypatch)
     a = make_generated_dataset(repo_id="heap/a", episode_lengths=(5, 4), codec="av1", cameras=CAM)
@@ -162,7 +162,7 @@ def test_mixture_checks_at_iterator_end(make_generated_dataset, monkeypatch):
     before = len(calls)
     ds2.close()  # an iterator closed early checks too
     assert len(calls) == before + 1
-    assert all(len(w.decoders) == 0 for w in ds._run.readers)
+    assert all(len(w.decoders) == 0 for w in ds._readers.readers)
 
 
 def test_trim_is_quiet_while_the_interpreter_exits(monkeypatch):

@@ -186,7 +186,7 @@ def test_a_stream_keeps_its_options_once_resolved_and_frozen_and_copies_none():
 def test_the_options_rules_are_the_only_rules():
     """Every layer that takes an option's value applies the option's own rule, with its text: the
     planner's settings, a loader's settings, a resume state's fields."""
-    from lerobotstream.dataset import LoaderSettings
+    from lerobotstream.dataset._stream import LoaderSettings
     from lerobotstream.errors import ResumeStateError
     from lerobotstream.planner import PlanSettings
     from tests._planners import make_planner
@@ -218,8 +218,7 @@ def test_the_options_rules_are_the_only_rules():
 def test_every_planner_setting_is_named_as_its_option():
     """Adding a planner option is its StreamOptions entry, its PlanSettings field (same name:
     ``plan_settings`` maps them by name) and the planner code that uses it."""
-    from lerobotstream.dataset import LoaderSettings
-    from lerobotstream.dataset._stream import plan_settings
+    from lerobotstream.dataset._stream import LoaderSettings, plan_settings
     from lerobotstream.planner import PlanSettings
 
     names = {i.name for i in option_info()}

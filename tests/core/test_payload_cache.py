@@ -1,4 +1,5 @@
-"""EpisodeByteCache: reservation accounting, budget failure before fetch, prefetch pause, waits."""
+"""EpisodeByteCache: each episode handed with its fetch job; reservation accounting, budget failure
+before fetch, prefetch pause, waits."""
 
 from __future__ import annotations
 
@@ -35,6 +36,31 @@ class FakeFetch:
         return EpisodePayload({"cam0": b"x" * a, "cam1": b"y" * (n - a)}, extra=ep)
 
 
+class Jobs:
+    """``jobs(ep)``: episode ``ep``'s :class:`~lerobotstream.payload_cache.FetchJob` (what the
+    cache is handed with each admission and prefetch): its size ``sizes[ep]``, its fetch
+    ``fetch(ep)``. ``asked``: the episodes whose size the cache read, in order."""
+
+    def __init__(self, sizes, fetch):
+        self.sizes, self.fetch_episode, self.asked = sizes, fetch, []
+
+    def __call__(self, ep: int) -> _Job:
+        return _Job(self, ep)
+
+
+class _Job:
+    def __init__(self, jobs: Jobs, ep: int) -> None:
+        self._jobs, self.episode_index = jobs, ep
+
+    @property
+    def nbytes(self) -> int:
+        self._jobs.asked.append(self.episode_index)
+        return self._jobs.sizes[self.episode_index]
+
+    def fetch(self) -> EpisodePayload:
+        return self._jobs.fetch_episode(self.episode_index)
+
+
 def _checker(budget, waiting: threading.Event | None = None):
     """``(on_event, seen)``: the hook checks the budget invariants at every event and sets
     ``waiting`` when an admission starts waiting for room (threads ordered by events, not sleeps)."""
@@ -53,11 +79,12 @@ def _checker(budget, waiting: threading.Event | None = None):
 def test_oversize_episode_fails_before_any_fetch():
     sizes = {0: 100, 1: 1000}
     fetch = FakeFetch(sizes)
-    cache = EpisodeByteCache(500, sizes, fetch, max_workers=2)
+    jobs = Jobs(sizes, fetch)
+    cache = EpisodeByteCache(500, max_workers=2)
     with pytest.raises(ByteBudgetError, match="episode 1"):
-        cache.prefetch(1)
+        cache.prefetch(1, job=jobs(1))
     with pytest.raises(ByteBudgetError, match="episode 1") as e:
-        cache.admit(1)
+        cache.admit(1, job=jobs(1))
     assert fetch.calls == [] and fetch.bytes_fetched == 0
     assert cache.reserved_bytes == 0
     cache.close()
@@ -74,9 +101,10 @@ def test_reserved_and_resident_accounting():
     gate = threading.Event()
     fetch = FakeFetch(sizes, gate=gate)
     on_event, _ = _checker(600)
-    cache = EpisodeByteCache(600, sizes, fetch, max_workers=2, on_event=on_event)
-    cache.admit(0)
-    assert cache.prefetch(1)
+    jobs = Jobs(sizes, fetch)
+    cache = EpisodeByteCache(600, max_workers=2, on_event=on_event)
+    cache.admit(0, job=jobs(0))
+    assert cache.prefetch(1, job=jobs(1))
     # reservations made before any byte arrives
     assert cache.reserved_bytes == 300 and cache.resident_bytes == 0
     gate.set()
@@ -94,10 +122,11 @@ def test_a_retired_episode_is_kept_and_admitted_again_without_a_fetch():
     sizes = {0: 100, 1: 200}
     fetch = FakeFetch(sizes)
     on_event, seen = _checker(300)
-    cache = EpisodeByteCache(300, sizes, fetch, max_workers=2, on_event=on_event)
+    jobs = Jobs(sizes, fetch)
+    cache = EpisodeByteCache(300, max_workers=2, on_event=on_event)
     for _epoch in range(3):
         for ep in (0, 1):
-            cache.admit(ep)
+            cache.admit(ep, job=jobs(ep))
             cache.acquire(ep)
             assert cache.get(ep).extra == ep
             cache.retire(ep)
@@ -106,10 +135,10 @@ def test_a_retired_episode_is_kept_and_admitted_again_without_a_fetch():
     assert cache.stats.reuses == 4 and cache.stats.reused_bytes == 600
     assert cache.kept_bytes == 300 and cache.drain_freed() == [] and "keep" in seen
     # still decoding when admitted again: taken back too (no wait, no fetch)
-    cache.admit(0)
+    cache.admit(0, job=jobs(0))
     cache.acquire(0)
     cache.retire(0)
-    assert cache.admit(0) is True
+    assert cache.admit(0, job=jobs(0)) is True
     cache.release(0)
     assert cache.held(0) and fetch.calls.count(0) == 1
     cache.close()
@@ -119,16 +148,17 @@ def test_kept_episodes_are_evicted_lru_first_and_the_budget_holds():
     sizes = {i: 100 for i in range(6)}
     fetch = FakeFetch(sizes)
     on_event, _ = _checker(300)
-    cache = EpisodeByteCache(300, sizes, fetch, max_workers=2, on_event=on_event)
+    jobs = Jobs(sizes, fetch)
+    cache = EpisodeByteCache(300, max_workers=2, on_event=on_event)
     for ep in (0, 1, 2):
-        cache.admit(ep)
+        cache.admit(ep, job=jobs(ep))
         cache.get(ep)
         cache.retire(ep)
     assert cache.kept_bytes == 300
-    assert cache.prefetch(4)  # a prefetch evicts the least recently used kept episode (0)
+    assert cache.prefetch(4, job=jobs(4))  # a prefetch evicts the least recently used kept episode (0)
     assert not cache.held(0) and cache.drain_freed() == [0]
-    assert cache.admit(1) is True  # reused: moves 1 to most recently used
-    cache.admit(3)  # evicts kept 2 (0 is gone, 1 is pinned)
+    assert cache.admit(1, job=jobs(1)) is True  # reused: moves 1 to most recently used
+    cache.admit(3, job=jobs(3))  # evicts kept 2 (0 is gone, 1 is pinned)
     assert not cache.held(2) and cache.held(1) and cache.held(4)
     assert cache.reserved_bytes == 300 and fetch.calls.count(1) == 1
     cache.close()
@@ -139,17 +169,18 @@ def test_prefetch_pauses_when_full_and_admission_waits_for_last_decode():
     fetch = FakeFetch(sizes)
     waiting = threading.Event()
     on_event, _ = _checker(500, waiting)
-    cache = EpisodeByteCache(500, sizes, fetch, max_workers=2, on_event=on_event)
-    cache.admit(0)
+    jobs = Jobs(sizes, fetch)
+    cache = EpisodeByteCache(500, max_workers=2, on_event=on_event)
+    cache.admit(0, job=jobs(0))
     cache.get(0)
-    assert cache.prefetch(1) is False  # speculative prefetch pauses
+    assert cache.prefetch(1, job=jobs(1)) is False  # speculative prefetch pauses
     cache.acquire(0)  # a decode still running on episode 0
     cache.retire(0)  # planner evicted it; the bytes stay until the decode releases
     assert cache.reserved_bytes == 400
     done = threading.Event()
 
     def admit1():
-        cache.admit(1)
+        cache.admit(1, job=jobs(1))
         done.set()
 
     t = threading.Thread(target=admit1)
@@ -168,11 +199,12 @@ def test_prefetch_pauses_when_full_and_admission_waits_for_last_decode():
 def test_admission_evicts_unpinned_finished_prefetch():
     sizes = {0: 300, 1: 300, 2: 300}
     fetch = FakeFetch(sizes)
-    cache = EpisodeByteCache(600, sizes, fetch, max_workers=2)
-    cache.admit(0)
-    assert cache.prefetch(1)
+    jobs = Jobs(sizes, fetch)
+    cache = EpisodeByteCache(600, max_workers=2)
+    cache.admit(0, job=jobs(0))
+    assert cache.prefetch(1, job=jobs(1))
     cache.get(1)
-    cache.admit(2)  # evicts prefetched 1 (finished, nobody pins it)
+    cache.admit(2, job=jobs(2))  # evicts prefetched 1 (finished, nobody pins it)
     assert cache.stats.evictions == 1
     assert not cache.held(1) and cache.held(2)
     assert cache.reserved_bytes == 600
@@ -183,15 +215,16 @@ def test_admit_timeout_and_close_wakes_waiters():
     sizes = {0: 400, 1: 400}
     waiting = threading.Event()
     on_event, _ = _checker(500, waiting)
-    cache = EpisodeByteCache(500, sizes, FakeFetch(sizes), on_event=on_event)
-    cache.admit(0)
+    jobs = Jobs(sizes, FakeFetch(sizes))
+    cache = EpisodeByteCache(500, on_event=on_event)
+    cache.admit(0, job=jobs(0))
     with pytest.raises(TimeoutError):
-        cache.admit(1, timeout=0.05)
+        cache.admit(1, job=jobs(1), timeout=0.05)
     errors = []
 
     def admit1():
         try:
-            cache.admit(1)
+            cache.admit(1, job=jobs(1))
         except RuntimeError as exc:
             errors.append(exc)
 
@@ -207,13 +240,14 @@ def test_admit_timeout_and_close_wakes_waiters():
 def test_failed_fetch_is_reraised_and_reservation_reusable():
     sizes = {0: 100, 1: 100}
     fetch = FakeFetch(sizes, fail={0})
-    cache = EpisodeByteCache(150, sizes, fetch)
-    cache.admit(0)
+    jobs = Jobs(sizes, fetch)
+    cache = EpisodeByteCache(150)
+    cache.admit(0, job=jobs(0))
     with pytest.raises(OSError, match="boom episode 0"):
         cache.get(0)
     cache.retire(0)
     assert cache.reserved_bytes == 0
-    cache.admit(1)
+    cache.admit(1, job=jobs(1))
     assert cache.get(1).extra == 1
     cache.close()
 
@@ -224,8 +258,10 @@ def test_payload_larger_than_reservation_is_an_error():
     def fetch(ep):
         return EpisodePayload({"cam": b"z" * 11})
 
-    cache = EpisodeByteCache(100, sizes, fetch)
-    cache.admit(0)
+    jobs = Jobs(sizes, fetch)
+
+    cache = EpisodeByteCache(100)
+    cache.admit(0, job=jobs(0))
     with pytest.raises(ByteBudgetError, match="exceeds its reservation"):
         cache.get(0)
     cache.close()
@@ -238,17 +274,18 @@ def test_random_schedule_keeps_invariants():
     sizes = {i: int(rng.integers(50, 300)) for i in range(40)}
     budget = 700
     on_event, seen = _checker(budget)
-    cache = EpisodeByteCache(budget, sizes, FakeFetch(sizes), max_workers=3, on_event=on_event)
+    jobs = Jobs(sizes, FakeFetch(sizes))
+    cache = EpisodeByteCache(budget, max_workers=3, on_event=on_event)
     order = list(range(40))
     active: list[int] = []
     nxt = 0
     while nxt < len(order) or active:
         while nxt < len(order) and len(active) < 2:
-            cache.admit(order[nxt])
+            cache.admit(order[nxt], job=jobs(order[nxt]))
             active.append(order[nxt])
             nxt += 1
         for ep in order[nxt : nxt + 3]:
-            cache.prefetch(ep)
+            cache.prefetch(ep, job=jobs(ep))
         ep = active.pop(0)
         cache.acquire(ep)
         cache.get(ep)
@@ -281,13 +318,19 @@ def test_a_source_failure_ends_the_stream_at_once():
             failed.set()
 
     fetch = Dead(sizes)
-    cache = EpisodeByteCache(1000, sizes, fetch, max_workers=2, on_event=on_event)
-    cache.admit(0)
-    cache.admit(1)
+    jobs = Jobs(sizes, fetch)
+    cache = EpisodeByteCache(1000, max_workers=2, on_event=on_event)
+    cache.admit(0, job=jobs(0))
+    cache.admit(1, job=jobs(1))
     assert cache.get(0).extra == 0 and cache.get(1).extra == 1
-    assert cache.prefetch(2)
+    assert cache.prefetch(2, job=jobs(2))
     assert failed.wait(10)
-    for op in (lambda: cache.get(0), lambda: cache.get(2), lambda: cache.admit(4), lambda: cache.prefetch(5)):
+    for op in (
+        lambda: cache.get(0),
+        lambda: cache.get(2),
+        lambda: cache.admit(4, job=jobs(4)),
+        lambda: cache.prefetch(5, job=jobs(5)),
+    ):
         with pytest.raises(SourceError, match="file-002.mp4"):
             op()
     assert sorted(fetch.calls) == [0, 1, 2] and cache.stats.fetch_failures == 1  # 0 and 1 run in parallel
@@ -305,9 +348,11 @@ def test_queued_fetches_are_skipped_after_a_source_failure():
         release.wait(10)
         raise SourceError(f"file-{ep:03d}.mp4: HTTP 404", path=ep)
 
-    cache = EpisodeByteCache(1000, sizes, fetch, max_workers=1)
+    jobs = Jobs(sizes, fetch)
+
+    cache = EpisodeByteCache(1000, max_workers=1)
     for ep in range(4):  # one runs, three wait in the queue
-        assert cache.prefetch(ep)
+        assert cache.prefetch(ep, job=jobs(ep))
     release.set()
     with pytest.raises(SourceError, match="file-000.mp4"):
         cache.get(3)
@@ -316,31 +361,32 @@ def test_queued_fetches_are_skipped_after_a_source_failure():
     assert cache.stats.fetches_skipped + cache.stats.fetch_failures <= 4
 
 
-def test_sizes_on_demand_are_asked_only_for_what_is_admitted_or_prefetched():
-    """A size function instead of a mapping (``planner.EpisodeSizes``): only the episodes the
-    cache reserves are sized, and an oversize one still fails before any fetch."""
+def test_a_job_is_sized_only_when_admitted_or_prefetched():
+    """The size comes with each episode's job (the planner's sizes on demand, ``EpisodeSizes``):
+    the cache reads it only for the episodes it admits or prefetches, and an oversize one still
+    fails before any fetch. The cache itself takes no sizes and no fetch function."""
     sizes = {0: 100, 1: 200, 2: 5000, 3: 50}
-    asked = []
     fetch = FakeFetch(sizes)
-    cache = EpisodeByteCache(1000, lambda e: asked.append(e) or sizes[e], fetch, max_workers=1)
+    jobs = Jobs(sizes, fetch)
+    cache = EpisodeByteCache(1000, max_workers=1)
     try:
-        cache.admit(0)
-        assert cache.prefetch(1)
-        assert asked == [0, 1] and cache.reserved_bytes == 300
+        cache.admit(0, job=jobs(0))
+        assert cache.prefetch(1, job=jobs(1))
+        assert jobs.asked == [0, 1] and cache.reserved_bytes == 300
         with pytest.raises(ByteBudgetError, match="episode 2"):
-            cache.prefetch(2)
-        assert 2 not in fetch.calls
-        assert cache.episode_nbytes(3) == 50
+            cache.prefetch(2, job=jobs(2))
+        assert 2 not in fetch.calls and 3 not in jobs.asked
     finally:
         cache.close()
-    with pytest.raises(TypeError, match="mapping or a function"):
-        EpisodeByteCache(10, [1, 2], fetch)
+    with pytest.raises(TypeError):
+        EpisodeByteCache(10, sizes, fetch)
 
 
 def test_without_keep_retired_a_retired_episode_is_freed_after_its_last_decode():
     sizes = {0: 100}
-    cache = EpisodeByteCache(300, sizes, FakeFetch(sizes), keep_retired=False)
-    cache.admit(0)
+    jobs = Jobs(sizes, FakeFetch(sizes))
+    cache = EpisodeByteCache(300, keep_retired=False)
+    cache.admit(0, job=jobs(0))
     cache.acquire(0)
     cache.get(0)
     cache.retire(0)

@@ -7,7 +7,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 
 root, out = sys.argv[1], sys.argv[2]
 dist.init_process_group("gloo")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.errors import ByteBudgetError, DecodeError
 
 CAM = (("observation.images.front", 64, 48),)
@@ -61,18 +61,18 @@ def test_small_budget_invariants(root, monkeypatch):
     events = []
     orig = cache_mod.EpisodeByteCache.__init__
 
-    def init(self, budget, sizes=None, fetch=None, **kw):
+    def init(self, budget, **kw):
         def on_event(name, snap):
             assert snap["reserved_bytes"] <= snap["byte_budget"], snap
             assert snap["resident_bytes"] <= snap["reserved_bytes"], snap
             events.append(name)
 
         kw["on_event"] = on_event
-        orig(self, budget, sizes, fetch, **kw)
+        orig(self, budget, **kw)
 
     monkeypatch.setattr(cache_mod.EpisodeByteCache, "__init__", init)
     probe = StreamingLeRobotDataset(root=root, episode_pool_size=1)
-    w = probe._process_run().readers[0]
+    w = probe._process_readers().readers[0]
     biggest = max(w.episode_nbytes(e) for e in range(4))
     ds = StreamingLeRobotDataset(
         root=root, episode_pool_size=2, prefetch_episodes=2, byte_budget_gb=(biggest + 10) / 2**30

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.dataset._decodejob import DecodedGopCache
 
 CAM = (("observation.images.front", 64, 48),)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from torch.utils.data import DataLoader, default_collate, get_worker_info
 
-from lerobotstream.dataset import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
 from lerobotstream.testing import read_identity
 from tests._streams import run_ranks
 

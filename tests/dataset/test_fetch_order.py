@@ -26,7 +26,7 @@ def root(make_generated_dataset):
 
 @pytest.mark.parametrize("strategy", ["remaining", "round_robin"])
 def test_the_first_batch_episodes_are_fetched_before_any_other(root, strategy, monkeypatch):
-    from lerobotstream.dataset import StreamingLeRobotDataset
+    from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 
     calls: list[int] = []
     fetch = DatasetReader.fetch

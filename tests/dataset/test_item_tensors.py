@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lerobotstream.dataset import StreamingLeRobotDataset
 from lerobotstream.dataset._assemble import _video_value
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 
 
 def _all_values_nhwc(h: int = 48, w: int = 64, t: int = 3) -> torch.Tensor:

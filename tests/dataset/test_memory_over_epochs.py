@@ -16,7 +16,7 @@ LENGTHS = (7, 5, 9, 4, 6)
 SCRIPT = r"""
 import json, os, resource, sys
 import torch
-from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 root, n_frames = sys.argv[1], int(sys.argv[2])
 ds = StreamingLeRobotDataset(root=root, repeat=True, episode_pool_size=2, prefetch_episodes=1, decode_lookahead=8)
 out, max_dec, max_fds = {}, 0, 0

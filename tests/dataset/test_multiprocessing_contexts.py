@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.errors import StreamingConfigError
 
 CAM = (("observation.images.front", 32, 24),)

@@ -15,7 +15,8 @@ import torch
 from torch.utils.data._utils.collate import default_collate
 
 import lerobotstream
-from lerobotstream.dataset import PackedCollate, StreamingLeRobotDataset, lerobot_collate_fn, packed_collate
+from lerobotstream.dataset._collate import PackedCollate, lerobot_collate_fn, packed_collate
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 
 CAM = (("observation.images.front", 64, 48), ("observation.images.wrist", 32, 24))
 LENGTHS = (9, 6, 11, 7)

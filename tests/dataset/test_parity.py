@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from mapstyle_reference import MapStyleReference, assert_items_equal  # noqa: E402
 
-from lerobotstream.dataset import StreamingLeRobotDataset  # noqa: E402
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset  # noqa: E402
 
 CAM1 = (("observation.images.front", 64, 48),)
 CAM3 = (("observation.images.front", 64, 48), ("observation.images.wrist", 64, 48), ("observation.images.top", 64, 48))

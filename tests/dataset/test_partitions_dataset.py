@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lerobotstream.dataset import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
 from tests._planners import partition_episodes, stream_planners
 from tests._streams import checked_anchors, run_ranks

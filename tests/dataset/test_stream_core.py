@@ -68,7 +68,7 @@ def test_the_shard_interface_gives_the_dataloader_workers_items(root):
     """``prepare`` / ``shard`` / ``position`` / ``seek``: shard p of N (each with its own
     per-process state, in this process) yields what DataLoader worker p of N yields, from the
     position given; its ``source_stats`` are its own; ``close`` is idempotent."""
-    from lerobotstream.dataset import LoaderSettings, StreamPosition
+    from lerobotstream.dataset._stream import LoaderSettings, StreamPosition
 
     def ids(items):
         return [(int(x["episode_index"]), int(x["frame_index"])) for x in items]

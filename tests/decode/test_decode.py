@@ -12,15 +12,10 @@ import torch
 
 pytest.importorskip("torchcodec")
 
-from lerobotstream.decode import (  # noqa: E402
-    EpisodeDecoder,
-    EpisodeVideo,
-    FallbackStatus,
-    OpenDecoderLRU,
-    _cuda,  # noqa: E402
-    nvdec_capability,
-    resolve_device,
-)
+from lerobotstream.decode import _cuda
+from lerobotstream.decode._cuda import FallbackStatus, nvdec_capability, resolve_device
+from lerobotstream.decode._decoder import EpisodeDecoder, EpisodeVideo
+from lerobotstream.decode._open_decoders import OpenDecoderLRU
 from lerobotstream.errors import DecodeError, FrameTimestampError  # noqa: E402
 from lerobotstream.mp4.parse import parse_mp4_bytes  # noqa: E402
 from lerobotstream.mp4.spans import plan_span

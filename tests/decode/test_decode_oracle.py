@@ -18,7 +18,8 @@ import torch
 torchcodec = pytest.importorskip("torchcodec")
 from torchcodec.decoders import VideoDecoder  # noqa: E402
 
-from lerobotstream.decode import EpisodeVideo, OpenDecoderLRU  # noqa: E402
+from lerobotstream.decode._decoder import EpisodeVideo  # noqa: E402
+from lerobotstream.decode._open_decoders import OpenDecoderLRU  # noqa: E402
 from lerobotstream.mp4.parse import parse_mp4_bytes  # noqa: E402
 from lerobotstream.mp4.spans import episode_frame_range, plan_span  # noqa: E402
 from lerobotstream.mp4.synth import synthesize  # noqa: E402

@@ -61,7 +61,7 @@ def test_dataloader_worker_decodes_without_dynamo(make_generated_dataset, tmp_pa
 def test_lean_import_is_a_no_op_outside_workers():
     """In the training process (no DataLoader worker info) nothing is imported the lean way."""
     code = (
-        "import sys; from lerobotstream.decode import import_in_worker; r = import_in_worker(); "
+        "import sys; from lerobotstream.decode._lean import import_in_worker; r = import_in_worker(); "
         "print(r, 'torchcodec.decoders' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)

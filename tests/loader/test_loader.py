@@ -264,7 +264,7 @@ def test_the_loader_hands_its_settings_to_the_stream_as_data(root, mode):
     own settings while the dataset's own state_dict() still describes the options'."""
     import numpy as np
 
-    from lerobotstream.dataset import LoaderSettings
+    from lerobotstream.dataset._stream import LoaderSettings
 
     ds = _ds(root, 0, batch_size=None)
     before = ds.options
@@ -297,7 +297,7 @@ def test_lerobot06_features_with_lerobot_collate(make_generated_dataset, nw, mod
     LeRobot's language-aware collate: the DataLoader's batches."""
     pytest.importorskip("av")
     pytest.importorskip("PIL")
-    from lerobotstream.dataset import lerobot_collate_fn
+    from lerobotstream.dataset._collate import lerobot_collate_fn
 
     root = Path(
         make_generated_dataset(

@@ -332,7 +332,7 @@ def _shift_sidecar_offsets(npz: Path, shift: int) -> None:
 def test_dataset_with_shifted_sidecar_offsets_fails_naming_episode_camera_file(
     make_generated_dataset, tmp_path, monkeypatch, codec
 ):
-    from lerobotstream.dataset import StreamingLeRobotDataset
+    from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 
     monkeypatch.setattr(constants, "SIDECAR_DIR", tmp_path / "sidecars")
     monkeypatch.setattr(constants, "INDEX_DIR", tmp_path / "indexes")

@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from lerobotstream.decode import EpisodeVideo
+from lerobotstream.decode._decoder import EpisodeVideo
 from lerobotstream.errors import FrameTimestampError
 from lerobotstream.mp4._tolerance import frames_within_tolerance, within_tolerance
 from lerobotstream.mp4.spans import plan_span

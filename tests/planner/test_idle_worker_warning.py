@@ -17,7 +17,7 @@ import pytest
 
 SCRIPT = r"""
 import sys, torch
-from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 ctx, root = sys.argv[1], sys.argv[2]
 ds = StreamingLeRobotDataset(root=root, max_num_shards=4, num_workers=4, batch_size=2, episode_pool_size=1,
                              prefetch_episodes=1)

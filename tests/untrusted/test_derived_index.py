@@ -26,7 +26,7 @@ from lerobotstream import constants
 from pathlib import Path
 constants.SIDECAR_DIR = Path(sys.argv[2]) / "sidecars"
 constants.INDEX_DIR = Path(sys.argv[2]) / "indexes"
-from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.testing import read_identity
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 try:
@@ -75,7 +75,7 @@ def _overwrite(idx_path: Path, name: str, value: int) -> None:
 def built(root, tmp_path, monkeypatch):
     """A dataset opened once: its sidecar, derived index and validation note are in the caches."""
     from lerobotstream import constants
-    from lerobotstream.dataset import StreamingLeRobotDataset
+    from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 
     monkeypatch.setattr(constants, "SIDECAR_DIR", tmp_path / "sidecars")
     monkeypatch.setattr(constants, "INDEX_DIR", tmp_path / "indexes")
@@ -90,7 +90,7 @@ def test_an_edited_index_behind_a_validation_note_serves_the_mp4s_own_tables(roo
     assert got == {"ok": True, "status": "cache"}, log
     assert "derived index's table" in log and "is damaged" in log
     # the next start drops the rejected sidecar and builds one locally
-    from lerobotstream.dataset import StreamingLeRobotDataset
+    from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 
     assert StreamingLeRobotDataset(root=root).sidecar_status == "built"
 
@@ -110,7 +110,7 @@ def test_wrong_values_in_range_are_caught_against_the_moov(root, built, name, va
     """Values no lookup can crash on, but wrong: the first-use verification serves the MP4's own table."""
     import logging
 
-    from lerobotstream.dataset import StreamingLeRobotDataset
+    from lerobotstream.dataset._dataset import StreamingLeRobotDataset
     from lerobotstream.testing import read_identity
 
     for rec in (built / "indexes").glob("*.verified"):

@@ -16,7 +16,7 @@ import pytest
 
 import lerobotstream.parquet as lrs_parquet
 from lerobotstream import StreamingLeRobotDataset
-from lerobotstream.dataset import decode_image
+from lerobotstream.dataset._images import decode_image
 from lerobotstream.errors import EpisodeDataError, MetadataError, ParquetCorruptError
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.parquet import EpisodeParquetReader

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from lerobotstream import constants
-from lerobotstream.dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.mp4._index_file import Mp4Index
 from lerobotstream.sidecar._archive import SidecarWriter, load_manifest
 from lerobotstream.testing import read_identity

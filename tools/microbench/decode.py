@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 from torchcodec.decoders import VideoDecoder
 
-from lerobotstream.decode import EpisodeVideo
+from lerobotstream.decode._decoder import EpisodeVideo
 from lerobotstream.mp4.parse import parse_mp4_bytes
 from lerobotstream.mp4.spans import plan_span
 from lerobotstream.mp4.synth import synthesize

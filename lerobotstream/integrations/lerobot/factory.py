@@ -31,7 +31,8 @@ from typing import Any
 import torch
 
 from lerobotstream import constants
-from lerobotstream.dataset import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
+from lerobotstream.dataset._dataset import StreamingLeRobotDataset
+from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.integrations.lerobot.meta_view import LeRobotMetaView
 
