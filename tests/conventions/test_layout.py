@@ -1,5 +1,6 @@
-"""Package layout (issues 20, 25): no two modules of ``lerobotstream/`` import each other, the
-modules of the package stay under the team's ~600-line split point, no module reads another
+"""Package layout (issues 20, 25): no two modules of ``lerobotstream/`` import each other, no
+function of the package runs past :data:`MAX_FUNCTION_LINES` (a long function is split by what it
+does; a module is one concept, however long), no module reads another
 object's private attribute (beyond the listed ones), the library never imports its test fixtures (``lerobotstream.testing``), and nothing in
 ``tools/`` edits ``sys.path``.
 
@@ -38,9 +39,8 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "lerobotstream"
 TOOLS = REPO / "tools"
 
-#: the ~600-line split point (a few lines of slack), asserted for every module of the package
-MAX_LINES = 610
-LINE_LIMITED = ("lerobotstream",)
+#: the longest function the package may hold (docstring included)
+MAX_FUNCTION_LINES = 160
 
 #: two-module cycles closed by a deferred (function-level) import that stay for now, with why.
 #: Keys are sorted pairs of dotted module names. Empty: every cycle found so far was broken.
@@ -278,13 +278,17 @@ def sys_path_edits(paths) -> list[str]:
     return [f"{p}:{n}" for p, n in sorted(found)]
 
 
-def long_modules(limit: int = MAX_LINES) -> dict[str, int]:
-    """Repo-relative path -> line count of every module over ``limit`` lines."""
+def long_functions(limit: int = MAX_FUNCTION_LINES) -> dict[str, int]:
+    """``path:function`` -> line count of every function of the package over ``limit`` lines."""
     out = {}
     for path in package_modules().values():
-        n = len(path.read_text("utf-8").splitlines())
-        if n > limit:
-            out[path.relative_to(REPO).as_posix()] = n
+        if path.suffix != ".py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = node.end_lineno - node.lineno + 1
+                if n > limit:
+                    out[f"{path.relative_to(REPO).as_posix()}:{node.name}"] = n
     return out
 
 
@@ -415,10 +419,9 @@ def test_no_two_modules_import_each_other_even_deferred():
     assert stale == [], f"DEFERRED_CYCLES_ALLOWED lists pairs that no longer import each other: {stale}"
 
 
-@pytest.mark.parametrize("folder", LINE_LIMITED)
-def test_modules_stay_under_the_split_point(folder):
-    over = {p: n for p, n in long_modules().items() if p.startswith(folder + "/")}
-    assert over == {}, f"modules over {MAX_LINES} lines in {folder}/ (split them along their concepts): {over}"
+def test_no_function_runs_past_the_limit():
+    over = long_functions()
+    assert over == {}, f"functions over {MAX_FUNCTION_LINES} lines (split them by what they do): {over}"
 
 
 def test_the_cycles_broken_in_issue_20_stay_broken():
