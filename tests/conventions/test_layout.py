@@ -33,8 +33,6 @@ import re
 import textwrap
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "lerobotstream"
 TOOLS = REPO / "tools"
