@@ -144,7 +144,7 @@ def scan_files(
                 scan.decoded_images += n
         if headers_only or any(f.code in ("data_unreadable", "file_unreadable", "data_columns") for f in found):
             return found, None
-        return found, file_rows(reader, p, by_data[p], fps, tolerance_s, full)
+        return found, file_rows(reader, p, by_data[p], fps, tolerance_s, full, n_tasks=len(meta.tasks))
 
     bar = None
     if progress:
