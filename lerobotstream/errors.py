@@ -77,7 +77,7 @@ class Problem:
     """One defect a check found, before anyone decides what to do with it: training raises its
     typed error on the first (the check's caller words it), ``lerobotstream.validate`` collects
     every one as a finding. The checks written once return these: ``parquet.episode_rows_problem``,
-    ``index_problem``, ``footer_rows_problem``, ``features.data_columns_problem``,
+    ``index_problem``, ``task_index_problem``, ``footer_rows_problem``, ``features.data_columns_problem``,
     ``sidecar.validate_source``; ``DatasetMeta.load(problems=[])`` collects its ``MetadataError`` s
     as these (same code, message and fields) instead of raising the first."""
 

@@ -28,8 +28,11 @@ evenly over the rank's DataLoader workers.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
+import inspect
 from collections import abc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -452,11 +455,67 @@ class StreamOptions:
 
 
 def _refuse_unknown(names: Any, owner: str) -> None:
-    """Raise OptionArgumentError naming the first of ``names`` that is no option."""
-    unknown = sorted(map(str, set(names) - {f.name for f in dataclasses.fields(StreamOptions)}))
+    """Raise OptionArgumentError naming the first of ``names`` that is no option (with the closest
+    option's name: a misspelling, or an old name such as ``strategy`` or ``pool_size``)."""
+    refuse_unknown_keywords(names, [f.name for f in dataclasses.fields(StreamOptions)], owner)
+
+
+def did_you_mean(name: str, names: Iterable[str]) -> str:
+    """``"did you mean 'sampling_strategy'?"`` for the name of ``names`` closest to ``name``
+    (``difflib.get_close_matches``), or ``""`` when none is close."""
+    close = difflib.get_close_matches(str(name), sorted(names), n=1)
+    return f"did you mean {close[0]!r}?" if close else ""
+
+
+def refuse_unknown_keywords(
+    given: Iterable[str], names: Iterable[str], owner: str, *, what: str = "not an option", see: str = "docs/options.md"
+) -> None:
+    """Raise :class:`~lerobotstream.errors.OptionArgumentError` (also a ``TypeError``, as Python's
+    own) naming the first of ``given`` that is not one of ``names``, with the closest name.
+
+    The message: ``StreamOptions() got an unexpected keyword argument 'sampling_stratgy' (not an
+    option; did you mean 'sampling_strategy'? see docs/options.md)``.
+    """
+    known = set(names)
+    unknown = sorted(map(str, set(given) - known))
     if unknown:
-        msg = f"{owner}() got an unexpected keyword argument {unknown[0]!r} (not an option; see docs/options.md)"
+        close = did_you_mean(unknown[0], known)
+        hint = f"{what}; {close}" if close else what
+        hint += (" see " if close else "; see ") + see if see else ""
+        msg = f"{owner}() got an unexpected keyword argument {unknown[0]!r} ({hint})"
         raise OptionArgumentError(msg, option=unknown[0])
+
+
+def checked_keywords(owner: str, *, what: str = "not an option", see: str = "docs/options.md") -> Callable:
+    """Decorate a constructor so that an unknown keyword raises
+    :class:`~lerobotstream.errors.OptionArgumentError` naming the closest parameter
+    (:func:`refuse_unknown_keywords`) instead of Python's plain ``TypeError``; the signature
+    is kept (``functools.wraps``)."""
+
+    def wrap(fn: Callable) -> Callable:
+        params = inspect.signature(fn).parameters.values()
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return fn
+        names = [
+            p.name
+            for p in params
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) and p.name != "self"
+        ]
+
+        @functools.wraps(fn)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            if kwargs:
+                refuse_unknown_keywords(kwargs, names, owner, what=what, see=see)
+            return fn(*args, **kwargs)
+
+        return checked
+
+    return wrap
+
+
+# StreamOptions(**kw): an unknown keyword is the typed error a stream's constructor raises (with
+# the closest option's name), not the dataclass __init__'s plain TypeError
+StreamOptions.__init__ = checked_keywords("StreamOptions")(StreamOptions.__init__)  # type: ignore[method-assign]
 
 
 _CONVERT: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "bool": bool}

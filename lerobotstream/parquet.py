@@ -546,6 +546,53 @@ def index_problem(index: np.ndarray, from_index: int) -> Problem | None:
     )
 
 
+def task_index_problem(task_index: np.ndarray, n_tasks: int, frame_index: np.ndarray | None = None) -> Problem | None:
+    """What is wrong with an episode's ``task_index`` values, by training's rule, or None.
+
+    Every row's ``task_index`` must name a task of ``meta/tasks.parquet``: ``0 <= task_index <
+    n_tasks`` (a negative one would silently pick a task from the end of the list). One vectorised
+    pass over the column.
+
+    Args:
+        task_index: the rows' ``task_index`` values (a null read as NaN is out of range too).
+        n_tasks: how many tasks ``meta/tasks.parquet`` holds.
+        frame_index: the rows' ``frame_index`` values, to name the row's frame; None: rows in
+            ``frame_index`` order (row ``k`` is frame ``k``).
+
+    Returns:
+        ``Problem("data_task_index", "row 3 (frame_index 3) has task_index 7, but meta/tasks.parquet
+        holds 1 task (task_index 0..0)", column="task_index")`` for the first row out of range
+        (with how many are); None when every row's is in range (item assembly raises
+        ``EpisodeDataError`` on it).
+    """
+    got = np.asarray(task_index)
+    if got.shape[0] == 0:
+        return None
+    if got.dtype.kind == "f":
+        bad = ~np.isfinite(got) | (got < 0) | (got >= n_tasks) | (got != np.floor(got))
+    elif got.dtype.kind in "iu":
+        bad = (got < 0) | (got >= n_tasks)
+    else:  # not a number column (objects: nulls, strings)
+        bad = np.array([not isinstance(v, (int, np.integer)) or not 0 <= int(v) < n_tasks for v in got.tolist()])
+    if not bad.any():
+        return None
+    k = int(np.flatnonzero(bad)[0])
+    fi = k if frame_index is None else int(np.asarray(frame_index)[k])
+    value = got[k].item() if hasattr(got[k], "item") else got[k]
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    shown = "null" if value is None or (isinstance(value, float) and value != value) else repr(value)
+    more = int(bad.sum())
+    also = f" ({more} rows out of range)" if more > 1 else ""
+    valid = f"task_index 0..{n_tasks - 1}" if n_tasks else "no valid task_index"
+    return Problem(
+        "data_task_index",
+        f"row {k} (frame_index {fi}) has task_index {shown}{also}, but meta/tasks.parquet holds "
+        f"{n_tasks} task{'s' if n_tasks != 1 else ''} ({valid})",
+        column="task_index",
+    )
+
+
 def _validate(part: pa.Table, ep: int, length: int, path: str, root: str) -> None:
     fi = part.column("frame_index").to_numpy() if "frame_index" in part.column_names else None
     problem = episode_rows_problem(part.column("episode_index").to_numpy(), fi, ep, length)

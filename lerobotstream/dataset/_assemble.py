@@ -26,7 +26,7 @@ from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.decode._frames import frames_to_float_chw, frames_to_u8_chw
 from lerobotstream.errors import EpisodeDataError
 from lerobotstream.features import data_columns_problem, row_off_shape, row_shape_matches
-from lerobotstream.parquet import index_problem
+from lerobotstream.parquet import index_problem, task_index_problem
 
 __all__ = ["EpisodeRows", "episode_rows", "assemble_item", "SlotFn"]
 
@@ -83,6 +83,7 @@ def episode_rows(
     image_keys: Sequence[str] = (),
     path: str = "",
     features: Mapping[str, Mapping[str, Any]] | None = None,
+    n_tasks: int | None = None,
 ) -> EpisodeRows:
     """Convert an episode's Parquet rows (sorted by ``frame_index``) once for assembly.
 
@@ -92,12 +93,14 @@ def episode_rows(
     columns only when in ``image_keys``) and every row of each numeric column has the declared
     shape (``[1]`` also matches a scalar column; list lengths, vectorised:
     :func:`~lerobotstream.features.row_off_shape`). Every row's ``index`` must be
-    ``from_index + frame_index``.
+    ``from_index + frame_index``. ``n_tasks``: how many tasks ``meta/tasks.parquet`` holds; when
+    given, every row's ``task_index`` must be in ``[0, n_tasks)``
+    (:func:`lerobotstream.parquet.task_index_problem`, vectorised).
 
     Raises:
         EpisodeDataError: ``timestamp`` or ``task_index`` is missing, a declared column is missing,
-            a row's shape is not the declared one, or a row's ``index`` is not ``from_index +
-            frame_index``; the message names the episode, the file, the column and the row
+            a row's shape is not the declared one, a row's ``index`` is not ``from_index +
+            frame_index``, or a row's ``task_index`` names no task; the message names the episode, the file, the column and the row
             (``frame_index``).
     """
     ep = int(episode_index)
@@ -112,6 +115,7 @@ def episode_rows(
             column=problem.column,
         )
     _check_index(table, ep, from_index, path)
+    _check_task_index(table, ep, n_tasks, path)
     numeric: dict[str, np.ndarray] = {}
     other: dict[str, list] = {}
     images: dict[str, list] = {}
@@ -174,6 +178,27 @@ def _check_index(table: pa.Table, ep: int, from_index: int, path: str) -> None:
             episode_index=ep,
             path=path,
             column="index",
+        )
+
+
+def _check_task_index(table: pa.Table, ep: int, n_tasks: int | None, path: str) -> None:
+    """Every row's ``task_index`` names a task (``0 <= task_index < n_tasks``), by
+    :func:`lerobotstream.parquet.task_index_problem`, the rule ``lerobotstream.validate`` applies to
+    the same column; ``n_tasks`` None or a file without ``task_index``: nothing to check.
+
+    Raises:
+        EpisodeDataError: naming the episode, the row (``frame_index``) and the file.
+    """
+    if n_tasks is None or "task_index" not in table.column_names:
+        return
+    problem = task_index_problem(table.column("task_index").to_numpy(), int(n_tasks))
+    if problem is not None:
+        raise EpisodeDataError(
+            f"episode {ep}, file {path}: {problem.message}; the data file's task_index column does not match "
+            "meta/tasks.parquet: rewrite the file's task_index column (or add the missing tasks)",
+            episode_index=ep,
+            path=path,
+            column="task_index",
         )
 
 

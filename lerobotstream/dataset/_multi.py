@@ -19,6 +19,7 @@ follows its GOP length and episode lengths, not its weight.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import abc
@@ -38,6 +39,7 @@ log = logging.getLogger("lerobotstream.dataset")
 
 #: options that may be given per dataset, as a dict keyed by repo id (``StreamOptions``' per-dataset ones)
 PER_DATASET_OPTIONS = per_dataset_options()
+_OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(StreamOptions))
 
 
 #: the notes already logged in this process (a run may build the same mixture several times:
@@ -59,6 +61,25 @@ def _is_per_dataset(name: str, value: Any) -> bool:
     return isinstance(value, abc.Mapping) and (
         name != "delta_timestamps" or (value and all(isinstance(v, (abc.Mapping, type(None))) for v in value.values()))
     )
+
+
+def _refuse_per_dataset(kwargs: dict[str, Any], repo_ids: Sequence[str]) -> None:
+    """An option that is not per-dataset given as a dict keyed by repo ids is refused as such (not
+    with the option's own rule, "must be one of ...", which does not say what is wrong).
+
+    Raises:
+        StreamingConfigError: naming the option and the options a mixture takes per dataset.
+    """
+    for name, value in kwargs.items():
+        if name in PER_DATASET_OPTIONS or name not in _OPTION_NAMES or not isinstance(value, abc.Mapping) or not value:
+            continue
+        if any(isinstance(k, str) and k in repo_ids for k in value):
+            raise StreamingConfigError(
+                f"{name} is not a per-dataset option: a mixture takes one {name} for all its datasets, "
+                f"got a dict keyed by repo id {value!r} (options given per dataset: {', '.join(PER_DATASET_OPTIONS)})",
+                option=name,
+                value=value,
+            )
 
 
 def _per_dataset(name: str, value: Any, repo_ids: Sequence[str]) -> list[Any]:
@@ -184,6 +205,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
         self.roots = roots
         # the mixture's own options are every dataset's defaults (MosaicML's ``stream.apply_default``);
         # a per-dataset option given as a dict keyed by repo id sets it for each dataset instead
+        _refuse_per_dataset(kwargs, repo_ids)
         per = {
             k: _per_dataset(k, kwargs[k], repo_ids)
             for k in PER_DATASET_OPTIONS

@@ -151,6 +151,7 @@ class DatasetReader:
             image_keys=self.cfg.image_keys,
             path=info.data_path,
             features=self.cfg.meta.features,
+            n_tasks=len(self.cfg.meta.tasks),
         )
         self.add(parquet_s=time.perf_counter() - t0)
         payloads, fetched = {}, {}

@@ -13,7 +13,7 @@ from lerobotstream.dataset._counters import PROCESS_KEYS, one_per_process
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.loader._batch import known_collate
 from lerobotstream.loader._stall import STALL_WARNING_S, StallWatch
-from lerobotstream.options import check_option, is_int
+from lerobotstream.options import check_option, checked_keywords, is_int
 
 __all__ = ["StreamLoader", "choose_mode", "sum_stats", "usable_cpus", "MODES"]
 
@@ -148,6 +148,7 @@ class StreamLoader:
     #: per worker or shard and iterator; set it on a loader to change it)
     stall_warning_s: float = STALL_WARNING_S
 
+    @checked_keywords("StreamLoader", what="not an argument of StreamLoader", see="docs/loader.md")
     def __init__(
         self,
         dataset: Any,

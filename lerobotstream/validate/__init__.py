@@ -5,7 +5,7 @@ headers (never the video payload, unless ``decode_sample`` asks for frames) and 
 defect once, where it is, as a :class:`Finding`; per camera it summarises codec, resolution,
 pixel format, GOPs, B-frames, edit lists, bytes per frame and NVDEC support. Where training has
 a rule, the validator calls it — ``DatasetMeta.load(problems=[])``, ``sidecar.validate_source``,
-``parquet.episode_rows_problem`` / ``index_problem`` / ``footer_rows_problem``,
+``parquet.episode_rows_problem`` / ``index_problem`` / ``task_index_problem`` / ``footer_rows_problem``,
 ``features.data_columns_problem`` — and collects the :class:`~lerobotstream.errors.Problem` s
 training raises on. Its own checks, with no training counterpart — samples outside ``mdat``
 (``_layout``, before training fetches them), shifted windows, ``meta/stats.json``, index gaps —

@@ -43,6 +43,10 @@ CODES: dict[str, tuple[str, str]] = {
         "error",
         "the file's `index` column must be each row's dataset_from_index + frame_index, covering the episodes' [dataset_from_index, dataset_to_index)",
     ),
+    "data_task_index": (
+        "error",
+        "each row's task_index must name a task of meta/tasks.parquet (0 <= task_index < number of tasks): rewrite the column or add the tasks",
+    ),
     "data_frame_index": (
         "error",
         "frame_index must run 0..length-1 in each episode's rows: rewrite the episode's rows",

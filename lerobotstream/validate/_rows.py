@@ -1,11 +1,11 @@
 """Checks of the per-row columns every LeRobot v3 data file has — ``episode_index``,
-``frame_index``, ``index``, ``timestamp`` — read projected (their column chunks only, a few
+``frame_index``, ``index``, ``task_index``, ``timestamp`` — read projected (their column chunks only, a few
 bytes per frame), and of each episode's timestamps against its video windows.
 
 Per episode, in the order training meets them (the first that fails is the episode's one
 problem): its rows (``parquet.episode_rows_problem``, the reader's own rule: row count, then
 ``frame_index`` exactly ``0..length-1``), its ``index`` values (``dataset_from_index +
-frame_index``), its timestamps (finite; the first 0 and each ``frame_index / fps`` within
+frame_index``), its ``task_index`` values (each names a task of ``meta/tasks.parquet``), its timestamps (finite; the first 0 and each ``frame_index / fps`` within
 ``tolerance_s`` — LeRobot's writer), and per camera where ``from_timestamp + timestamp`` lands:
 within ``tolerance_s`` of a frame (the decoder's rule, ``mp4.frames_within_tolerance``) that
 is one of the episode's own. Problems of one kind become one finding listing every episode.
@@ -22,11 +22,11 @@ import numpy as np
 
 from lerobotstream.errors import LeRobotStreamError, Problem, SourceError
 from lerobotstream.mp4._tolerance import frames_within_tolerance, within_tolerance
-from lerobotstream.parquet import episode_rows_problem, index_problem
+from lerobotstream.parquet import episode_rows_problem, index_problem, task_index_problem
 from lerobotstream.validate._findings import Finding, finding, read_code
 
 #: the small per-row columns the default run reads
-ROW_COLUMNS = ("episode_index", "frame_index", "index", "timestamp")
+ROW_COLUMNS = ("episode_index", "frame_index", "index", "task_index", "timestamp")
 _LISTED = 8
 
 
@@ -85,7 +85,13 @@ def _column(table: Any, name: str) -> np.ndarray | None:
 
 
 def file_rows(
-    reader: Any, path: str, episodes: Sequence[Any], fps: float, tolerance_s: float, full_file: bool
+    reader: Any,
+    path: str,
+    episodes: Sequence[Any],
+    fps: float,
+    tolerance_s: float,
+    full_file: bool,
+    n_tasks: int | None = None,
 ) -> FileRows:
     """The per-row problems of one data file and the timestamps of its good episodes.
 
@@ -94,6 +100,7 @@ def file_rows(
         episodes: ``EpisodeInfo`` of the selected episodes stored in ``path``.
         full_file: every episode of the file is selected: rows of no selected episode are then
             rows of no episode at all (reported with the file's row-count problems).
+        n_tasks: how many tasks ``meta/tasks.parquet`` holds (None: ``task_index`` unchecked).
     """
     out = FileRows()
     eps = sorted(int(e.episode_index) for e in episodes)
@@ -105,7 +112,7 @@ def file_rows(
     ep_col = _column(table, "episode_index")
     if ep_col is None:
         return out  # the footer check reports the missing column
-    fi_col, ix_col, ts_col = (_column(table, c) for c in ("frame_index", "index", "timestamp"))
+    fi_col, ix_col, ti_col, ts_col = (_column(table, c) for c in ("frame_index", "index", "task_index", "timestamp"))
     order = np.argsort(ep_col, kind="stable")  # rows of each episode, in file order
     by_ep = ep_col[order]
     for info in sorted(episodes, key=lambda e: int(e.episode_index)):
@@ -117,6 +124,8 @@ def file_rows(
             problem = Problem("data_episode_absent", reason, episode_index=ep)
         if problem is None and ix_col is not None:  # item assembly's rule, on every episode it reads
             problem = index_problem(ix_col[rows], int(info.dataset_from_index))
+        if problem is None and ti_col is not None and n_tasks is not None:  # item assembly's rule too
+            problem = task_index_problem(ti_col[rows], n_tasks, None if fi_col is None else fi_col[rows])
         if problem is None and ts_col is not None:
             problem = timestamp_problem(ts_col[rows], fps, tolerance_s)
         if problem is not None:

@@ -142,9 +142,13 @@ def scan_files(
             found = found + more
             with lock:
                 scan.decoded_images += n
-        if headers_only or any(f.code in ("data_unreadable", "file_unreadable", "data_columns") for f in found):
+        # a footer the reader refused (unreadable, or declaring other rows than the episodes': data_rows,
+        # the per-row columns are not checked in this run, so any data_rows here is the refusal) is
+        # reported once: reading the rows would refuse it again
+        refused = ("data_unreadable", "file_unreadable", "data_columns", "data_rows")
+        if headers_only or any(f.code in refused for f in found):
             return found, None
-        return found, file_rows(reader, p, by_data[p], fps, tolerance_s, full)
+        return found, file_rows(reader, p, by_data[p], fps, tolerance_s, full, n_tasks=len(meta.tasks))
 
     bar = None
     if progress:

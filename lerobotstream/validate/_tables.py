@@ -130,11 +130,13 @@ def _bounds(md: Any, col: int | None) -> list[tuple[int, int, int] | None]:
     return out
 
 
-def _shape_findings(md: Any, path: str, features: dict, eps: list[int]) -> list[Finding]:
+def _shape_findings(md: Any, path: str, features: dict, eps: list[int], reader: Any = None) -> list[Finding]:
     """Each numeric column's per-row shape against info.json's (``features.row_shape_matches``,
     the rule item assembly applies to the rows it reads), from the footer: the list nesting of the
     column's type and its leaf values per row (column-chunk ``num_values``). Columns with nulls are
-    skipped, as assembly skips them."""
+    skipped, as assembly skips them. Rows of different lengths, with ``reader`` (the per-row run):
+    the column is read to name the first row off the declared shape as training does (episode,
+    ``row k (frame_index k)``: ``features.row_off_shape``)."""
     import pyarrow as pa
 
     from lerobotstream.features import row_shape_matches
@@ -180,14 +182,16 @@ def _shape_findings(md: Any, path: str, features: dict, eps: list[int]) -> list[
             got = want if (len(want) == depth and int(np.prod(want)) == per_row) else (per_row,) + (1,) * (depth - 1)
         if got is None or not row_shape_matches(want, got):
             held = "rows of different lengths" if got is None else f"{list(got) or 'scalar'} values per row"
-            out.append(
-                finding(
-                    "data_shape",
-                    f"{path}: column {name!r} holds {held} but meta/info.json declares shape {list(want)}",
-                    file=path,
-                    episodes=eps,
+            message = f"{path}: column {name!r} holds {held} but meta/info.json declares shape {list(want)}"
+            row = _off_row(reader, path, name, want, eps) if got is None and reader is not None else None
+            if row is not None:
+                ep, fi, axis, n = row
+                along = f" along axis {axis}" if len(want) > 1 else ""
+                message = (
+                    f"episode {ep}, file {path}: column {name!r} row {fi} (frame_index {fi}) holds {n} values{along} "
+                    f"but meta/info.json declares shape {list(want)} (the first such row of the file)"
                 )
-            )
+            out.append(finding("data_shape", message, file=path, episodes=eps))
     return out
 
 
@@ -208,6 +212,30 @@ def _image_type_findings(md: Any, path: str, images: Sequence[str], eps: list[in
         for key in images
         if key in schema.names and not is_image_column_type(schema.field(key).type)
     ]
+
+
+def _off_row(reader: Any, path: str, name: str, want: tuple, eps: list[int]) -> tuple[int, int, int, int] | None:
+    """The first row of ``path`` whose ``name`` is off the declared shape (``features.row_off_shape``,
+    item assembly's rule), as ``(episode_index, frame_index, axis, values)``; None if it cannot be read."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from lerobotstream.features import row_off_shape
+
+    try:
+        table = reader.read_columns(path, [name, "episode_index", "frame_index"], episodes=eps)
+    except (LeRobotStreamError, SourceError, OSError, ValueError):
+        return None
+    if not {name, "episode_index", "frame_index"} <= set(table.column_names):
+        return None
+    table = table.filter(
+        pc.is_in(table.column("episode_index"), pa.array(eps, table.schema.field("episode_index").type))
+    )
+    off = row_off_shape(table.column(name), want)
+    if off is None:
+        return None
+    k, axis, n = off
+    return int(table.column("episode_index")[k].as_py()), int(table.column("frame_index")[k].as_py()), axis, n
 
 
 def merged_file_findings(
@@ -274,7 +302,7 @@ def data_findings(
         return [
             finding(
                 read_code(e, "data_unreadable"),
-                f"{path}: {e}",
+                str(e) if path in str(e) else f"{path}: {e}",  # the reader's errors name the file
                 file=path,
                 episodes=eps,
                 episode_index=eps[0] if len(eps) == 1 else None,
@@ -288,7 +316,7 @@ def data_findings(
             finding(problem.code, f"{path}: {problem.message} (episodes {_short(eps)})", file=path, episodes=eps)
         )
     if features:
-        out += _shape_findings(md, path, features, eps)
+        out += _shape_findings(md, path, features, eps, reader if rows else None)
     if images:
         out += _image_type_findings(md, path, images, eps)
     if rows:

@@ -4,6 +4,7 @@ never a bare TypeError/OverflowError later, a silently wrong episode, or a confu
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
@@ -141,3 +142,45 @@ def test_an_epoch_number_has_one_rule(epoch):
         check_epoch(epoch)
     assert e.value.option == "epoch"
     assert check_epoch(np.int64(3)) == 3 and type(check_epoch(np.int64(3))) is int
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [("sampling_stratgy", "sampling_strategy"), ("strategy", "sampling_strategy"), ("pool_size", "episode_pool_size")],
+)
+def test_an_unknown_keyword_names_the_closest_option_wherever_it_is_given(given, meant):
+    """User trial: a misspelled or old option name said only "not an option", and
+    ``StreamOptions(...)`` raised Python's plain TypeError. Every place an option arrives now raises
+    OptionArgumentError (a TypeError too) with "did you mean ...?" (difflib over the option names)."""
+    hint = f"unexpected keyword argument '{given}' \\(not an option; did you mean '{meant}'\\?"
+    for build in (
+        lambda: StreamingLeRobotDataset(root=G1, **{given: 1}),
+        lambda: StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[G1, G1], **{given: 1}),
+        lambda: StreamOptions(**{given: 1}),
+        lambda: StreamOptions().replace(**{given: 1}),
+    ):
+        with pytest.raises(OptionArgumentError, match=hint) as e:
+            build()
+        assert isinstance(e.value, TypeError) and e.value.option == given
+    with pytest.raises(OptionArgumentError, match=r"'zzz_qq' \(not an option; see docs/options.md\)"):
+        StreamOptions(zzz_qq=1)
+    assert StreamOptions(seed=3).seed == 3 and "sampling_strategy" in inspect.signature(StreamOptions).parameters
+
+
+def test_an_unknown_stream_loader_keyword_is_the_same_typed_error():
+    from lerobotstream import StreamLoader
+
+    ds = StreamingLeRobotDataset(root=G1)
+    with pytest.raises(OptionArgumentError, match="'num_wokers' .*did you mean 'num_workers'\\?") as e:
+        StreamLoader(ds, batch_size=2, num_wokers=2)
+    assert isinstance(e.value, TypeError) and e.value.option == "num_wokers"
+    assert list(inspect.signature(StreamLoader).parameters)[:2] == ["dataset", "batch_size"]
+
+
+def test_a_mixture_option_given_per_dataset_that_is_not_per_dataset_says_so():
+    with pytest.raises(StreamingConfigError, match="sampling_strategy is not a per-dataset option") as e:
+        StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[G1, G1], sampling_strategy={"a/x": "sequential"})
+    assert e.value.option == "sampling_strategy" and "episodes" in str(e.value)
+    # a per-dataset option still takes its dict
+    ds = StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[G1, G1], episodes={"a/x": [0]})
+    assert ds.datasets[0].options.episodes == (0,)

@@ -1,7 +1,7 @@
 """What training refuses, the validator reports as an error (issue 35 item 1, issue 43 item 4).
 
 The checks are written once, as functions that return problems (``DatasetMeta.load(problems=[])``,
-``parquet.episode_rows_problem`` / ``index_problem`` / ``footer_rows_problem``,
+``parquet.episode_rows_problem`` / ``index_problem`` / ``task_index_problem`` / ``footer_rows_problem``,
 ``features.data_columns_problem`` / ``row_shape_matches`` / ``is_image_column_type``,
 ``sidecar.validate_source``): training raises on them, the validator collects them. Each defect of
 the break-it trials is planted here: training refuses it with its typed error, and the validator
@@ -138,6 +138,19 @@ MORE = {
         "data_index_range",
         {},
     ),
+    # a task_index naming no task of meta/tasks.parquet (1 task): 7 crashed item assembly with a bare
+    # IndexError, -1 silently gave the last task's string; parquet.task_index_problem for both
+    **{
+        f"task_index_{value}": (
+            PLANTED,
+            lambda r, value=value: set_value(r, 1, 3, "task_index", value),
+            errors.EpisodeDataError,
+            "rows",
+            "data_task_index",
+            {},
+        )
+        for value in (7, -1)
+    },
     "camera_shape": (
         ONE_FILE,
         lambda r: set_feature(r, CAM, shape=[96, 128, 3]),
@@ -194,3 +207,33 @@ def test_a_missing_column_is_one_rule_with_one_message(make_generated_dataset, t
     for headers_only in (False, True):
         (found,) = validate_dataset(root=root, headers_only=headers_only).errors
         assert found.code == "data_columns" and said in found.message and found.episodes == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("value", [7, -1])
+def test_a_task_index_naming_no_task_is_one_rule_with_one_message(make_generated_dataset, tmp_path, value):
+    """``parquet.task_index_problem``: item assembly raises a typed error naming the episode, the
+    row and the file (not a bare ``IndexError``, nor the last task's string for -1); the validator
+    reports the same message as an error of that episode."""
+    import numpy as np
+
+    from lerobotstream import StreamingLeRobotDataset
+    from lerobotstream.parquet import task_index_problem
+
+    root = copy(Path(make_generated_dataset(**PLANTED)), tmp_path / "ds")
+    set_value(root, 1, 3, "task_index", value)
+    with pytest.raises(errors.EpisodeDataError) as info:
+        for _ in StreamingLeRobotDataset(root=root, episodes=[1]):
+            pass
+    msg = str(info.value)
+    assert "episode 1" in msg and "file-000.parquet" in msg and f"row 3 (frame_index 3) has task_index {value}" in msg
+    assert info.value.episode_index == 1 and info.value.column == "task_index"
+    (found,) = validate_dataset(root=root).errors
+    assert found.code == "data_task_index" and found.episodes == [1]
+    assert f"row 3 (frame_index 3) has task_index {value}" in found.message
+    # the rule itself, vectorised over the column
+    assert task_index_problem(np.array([0, 1, 1]), 2) is None
+    assert task_index_problem(np.array([0.0, np.nan]), 2).message.startswith(
+        "row 1 (frame_index 1) has task_index null"
+    )
+    p = task_index_problem(np.array([5, 0, 9]), 1, frame_index=np.array([2, 0, 1]))
+    assert p.message.startswith("row 0 (frame_index 2) has task_index 5 (2 rows out of range)")

@@ -187,3 +187,44 @@ def test_table_entry_helper_finds_the_video_tables(planted_source):
     data = mp4.read_bytes()
     at = table_entry_offset(mp4, "stsz", 40)
     assert data[at - 4 * 40 - 16 : at - 4 * 40 - 12] == b"stsz"  # size, type, version, sample_size, count
+
+
+def test_an_episode_length_off_its_rows_is_one_data_rows_error(planted_source, tmp_path):
+    """An episode's ``length`` edited to one less than its rows (and ``dataset_to_index`` with it):
+    the reader refuses the file's footer (``data_rows``); that is reported once, not again by the
+    per-row run reading the same file (the user trial had two ``data_rows`` errors, one per run)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = copy(planted_source, tmp_path / "ds")
+    (shard,) = sorted((root / "meta" / "episodes").rglob("*.parquet"))
+    rows = pq.read_table(shard).to_pylist()
+    schema = pq.read_schema(shard)
+    rows[5].update(length=rows[5]["length"] - 1, dataset_to_index=rows[5]["dataset_to_index"] - 1)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), shard)
+    report = validate_dataset(root=root)
+    found = [f for f in report.errors if f.code == "data_rows"]
+    assert len(found) == 1, [(f.code, f.message) for f in report.errors]
+    assert found[0].file == "data/chunk-000/file-001.parquet" and 5 in found[0].episodes
+    assert found[0].message.count("data/chunk-000/file-001.parquet") == 1, found[0].message
+
+
+def test_data_shape_names_the_row_as_training_does(planted_source, tmp_path):
+    """A row of another width than info.json's shape: the validator's ``data_shape`` names the
+    episode and ``row k (frame_index k)``, as item assembly's ``EpisodeDataError`` does; from the
+    headers alone it can only say the rows differ."""
+    from lerobotstream import StreamingLeRobotDataset
+    from lerobotstream.errors import EpisodeDataError
+    from tests.validate._defects import set_row_width
+
+    root = copy(planted_source, tmp_path / "ds")
+    set_row_width(root, 1, 3, "observation.state", 4)
+    with pytest.raises(EpisodeDataError) as info:
+        for _ in StreamingLeRobotDataset(root=root, episodes=[1]):
+            pass
+    (found,) = validate_dataset(root=root).errors
+    named = "episode 1, file data/chunk-000/file-000.parquet: column 'observation.state' row 3 (frame_index 3) holds 4 values"
+    assert found.code == "data_shape" and found.message.startswith(named), found.message
+    assert named in str(info.value)
+    (headers,) = validate_dataset(root=root, headers_only=True).errors
+    assert headers.code == "data_shape" and "rows of different lengths" in headers.message
