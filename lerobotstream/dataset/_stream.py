@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from lerobotstream._option_rules import check_epoch
 from lerobotstream.dataset import _counters
 from lerobotstream.dataset._resume import ResumeState
 from lerobotstream.dataset._wiring import Readers, StreamPart, shard_items
@@ -268,9 +269,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         Raises:
             StreamingConfigError: ``epoch`` is not an int >= 0 (a ValueError naming ``epoch``).
         """
-        if isinstance(epoch, bool) or not is_int(epoch) or epoch < 0:
-            raise StreamingConfigError(f"epoch must be an int >= 0, got {epoch!r}", option="epoch", value=epoch)
-        self._resume.move(epoch)
+        self._resume.move(check_epoch(epoch))
 
     @property
     def position(self) -> StreamPosition:

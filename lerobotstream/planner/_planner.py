@@ -17,9 +17,8 @@ from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from lerobotstream import constants
+from lerobotstream._option_rules import check_epoch
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
 from lerobotstream.planner._checkpoint import resume_differences, settings_of, stream_state
 from lerobotstream.planner._layout import Layout, read_pools
@@ -289,9 +288,9 @@ class Planner:
         Raises:
             StreamingConfigError: ``epoch`` is not an int >= 0 (a ValueError naming ``epoch``).
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
-            raise StreamingConfigError(f"epoch must be an int >= 0, got {epoch!r}", option="epoch", value=epoch)
-        self.at = replace(self.at, epoch=int(epoch), samples=0)  # an elastic origin stays: it plays in its epoch
+        self.at = replace(
+            self.at, epoch=check_epoch(epoch), samples=0
+        )  # an elastic origin stays: it plays in its epoch
 
     def seek(
         self,
