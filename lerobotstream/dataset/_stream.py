@@ -7,7 +7,7 @@ It owns what both streams do the same way (MosaicML Streaming's shape: one datas
 
 * the resume state of one rank (:class:`~lerobotstream.dataset._resume.ResumeState`: pure data,
   created here) and ``samples_consumed`` / ``set_epoch`` / ``state_dict`` / ``load_state_dict``;
-  the planner gets it as data (``Planner.seek``) with each part's episode sizes
+  the planner gets its position, one object, whole (``Planner.place``) with each part's episode sizes
   (``planner.EpisodeSizes`` over this process's spans, on demand);
 * one ``__iter__``: DataLoader worker id → where the iterator starts (``persistent_workers``) →
   the planner (``_planner``, a :class:`~lerobotstream.planner.Planner`) → the wiring
@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from lerobotstream._option_rules import check_epoch
 from lerobotstream.dataset import _counters
 from lerobotstream.dataset._resume import ResumeState
 from lerobotstream.dataset._wiring import Readers, StreamPart, shard_items
@@ -225,9 +226,9 @@ class StreamCore(torch.utils.data.IterableDataset):
         return lambda ep: self._process_readers().sizes[d](ep)
 
     def _positioned(self, planner):
-        """``planner`` at this stream's resume position (epoch, samples, elastic origin)."""
-        r = self._resume
-        planner.seek(r.epoch, r.samples, origin=r.origin, origin_epoch=r.origin_epoch, remainders=r.remainders)
+        """``planner`` at this stream's resume position (its one ``Position``, handed whole: epoch,
+        samples, elastic origin, shipped remainders)."""
+        planner.place(self._resume.at)
         return planner
 
     def _rank_planner(self, loader: LoaderSettings | int, sizes: Sequence[EpisodeSizes] | None = None):
@@ -241,11 +242,11 @@ class StreamCore(torch.utils.data.IterableDataset):
         """Samples of this rank consumed since the current epoch (or loaded state) began: the loaded
         count plus the items this process yielded (exact with ``num_workers=0``). Set it from the
         training loop with DataLoader workers (``ds.samples_consumed = step * batch_size``)."""
-        return self._resume.samples + self._resume.yielded
+        return self._resume.at.samples + self._resume.yielded
 
     @samples_consumed.setter
     def samples_consumed(self, value: int) -> None:
-        self._resume.samples, self._resume.yielded = int(value), 0
+        self._resume.move(self._resume.at.epoch, int(value))
 
     @property
     def epoch(self) -> int:
@@ -255,7 +256,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         resumed training loop goes on counting (docs/resume.md). Endless streams
         (``repeat=True``): the epoch their count runs from (each DataLoader worker rolls into
         later epochs on its own; ``resume_info()["epoch"]`` is the pass an elastic resume plays)."""
-        return self._resume.epoch
+        return self._resume.at.epoch
 
     @property
     def resume_changes(self) -> list[str]:
@@ -268,15 +269,13 @@ class StreamCore(torch.utils.data.IterableDataset):
         Raises:
             StreamingConfigError: ``epoch`` is not an int >= 0 (a ValueError naming ``epoch``).
         """
-        if isinstance(epoch, bool) or not is_int(epoch) or epoch < 0:
-            raise StreamingConfigError(f"epoch must be an int >= 0, got {epoch!r}", option="epoch", value=epoch)
-        self._resume.move(epoch)
+        self._resume.move(check_epoch(epoch))
 
     @property
     def position(self) -> StreamPosition:
         """Where the next iterator starts (:class:`StreamPosition`: the epoch and
         :attr:`samples_consumed`)."""
-        return StreamPosition(self._resume.epoch, self.samples_consumed)
+        return StreamPosition(self._resume.at.epoch, self.samples_consumed)
 
     def seek(self, epoch: int, samples: int = 0) -> None:
         """Move to ``samples`` consumed samples of ``epoch`` (ints >= 0): the next iterator (and
@@ -313,7 +312,7 @@ class StreamCore(torch.utils.data.IterableDataset):
             ResumeStateError: the loaded state cannot be resumed with these settings.
         """
         self._fit_loader(self.loader_settings(loader), warn=not isinstance(loader, LoaderSettings))
-        return StreamPosition(self._resume.epoch, self._resume.samples)
+        return StreamPosition(self._resume.at.epoch, self._resume.at.samples)
 
     def shard(
         self,
@@ -428,15 +427,15 @@ class StreamCore(torch.utils.data.IterableDataset):
             fixed = dataclasses.replace(st, num_workers=loader.num_workers).to_dict()
         planner.load_state_dict(fixed)
         r = self._resume
-        r.origin, r.origin_epoch = planner.origin, planner.origin_epoch
-        if planner.settings.repeat:
-            r.move(planner.epoch, planner.samples_consumed)
-        else:  # a count of one or more whole finite epochs is the start of a later one (``position``),
-            r.move(*planner.position())  # so ``epoch`` / ``samples_consumed`` say where the next iterator starts
+        # a count of one or more whole finite epochs is the start of a later one (``position``), so
+        # ``epoch`` / ``samples_consumed`` say where the next iterator starts
+        epoch, samples = (planner.epoch, planner.samples_consumed) if planner.settings.repeat else planner.position()
+        epoch, samples = int(epoch), int(samples)
+        rems = planner.rank_remainders() if planner.origin is not None else None
+        r.at, r.yielded = dataclasses.replace(planner.at, epoch=epoch, samples=samples, remainders=rems), 0
         r.changes = list(planner.resume_changes)
-        r.remainders = planner.rank_remainders() if r.origin is not None else None
         r.loaded = dict(state)
-        r.planned_for = (loader, r.epoch, r.samples)
+        r.planned_for = (loader, epoch, samples)
 
     def resume_info(self, *, loader: LoaderSettings | None = None) -> dict[str, Any] | None:
         """What an elastic resume continues (None: a plain epoch): ``epoch``, ``samples_left`` (all
@@ -466,7 +465,7 @@ class StreamCore(torch.utils.data.IterableDataset):
             if r.iter_pid != pid:
                 r.iter_pid, r.iter_starts = pid, 0
             if r.iter_starts:
-                epoch, samples = r.epoch + r.iter_starts, 0
+                epoch, samples = r.at.epoch + r.iter_starts, 0
             r.iter_starts += 1
         return epoch, samples
 
@@ -485,7 +484,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         """
         r = self._resume
         t = r.planned_for
-        if t is None or (t[1], t[2]) != (r.epoch, r.samples) or r.yielded:
+        if t is None or (t[1], t[2]) != (r.at.epoch, r.at.samples) or r.yielded:
             return
         if not loader.plays_as(t[0]):
             own = self.options.num_workers

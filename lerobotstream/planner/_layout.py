@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from lerobotstream import constants
-from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError, StreamingConfigError
+from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, over_budget
 from lerobotstream.planner import _seeds
 from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool, PoolEvent, strategy_info
 from lerobotstream.planner._poolcore import shuffled_order
@@ -389,22 +389,18 @@ class WorkerPlan:
         return n
 
     def _check(self, e: int, n: int) -> None:
-        if n < 0:
-            msg = f"episode {e} reports a negative byte size"
-        elif n > self.byte_budget:
-            msg = (
-                f"episode {e} needs {n} bytes ({n / 2**30:.3f} GiB) of synthesized MP4 but worker "
-                f"{self.worker} of rank {self.rank} has a byte budget of {self.byte_budget} bytes "
-                f"({self.byte_budget / 2**30:.3f} GiB; {self._budget_is}); raise the byte "
-                f"budget (streaming_byte_budget_gb) {self._advice}"
-            )
-        else:
-            return
-        if self.where:
-            msg = f"{self.where}: {msg}"
-        if n < 0:
-            raise ByteBudgetError(msg, episode_index=e)
-        raise ByteBudgetError(msg, episode_index=e, nbytes=n, byte_budget=self.byte_budget)
+        """Raise the byte-budget rule's error (``errors.over_budget``) for episode ``e`` of ``n`` bytes."""
+        error = over_budget(
+            e,
+            n,
+            self.byte_budget,
+            holder=f"worker {self.worker} of rank {self.rank}",
+            budget_is=self._budget_is,
+            advice=self._advice,
+            where=self.where,
+        )
+        if error is not None:
+            raise error
 
     # --- groups, orders and pools -------------------------------------------------------------------
     def tails(self) -> list[int]:

@@ -1,5 +1,5 @@
-"""``Planner``: the planner of one rank over N >= 1 streams — its position (epoch, consumed
-samples, elastic origin), its resume state and the checks on loading one, and the one interface
+"""``Planner``: the planner of one rank over N >= 1 streams — its position (``at``, one
+:class:`~lerobotstream.planner._state.Position`: epoch, consumed samples, elastic origin), its resume state and the checks on loading one, and the one interface
 the dataset layer drives (``worker_start`` → ``worker_plans`` → ``worker_pools``).
 
 What it plays is a :class:`~lerobotstream.planner._pass.Pass` (streams' pool layouts on this
@@ -17,9 +17,8 @@ from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from lerobotstream import constants
+from lerobotstream._option_rules import check_epoch
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
 from lerobotstream.planner._checkpoint import resume_differences, settings_of, stream_state
 from lerobotstream.planner._layout import Layout, read_pools
@@ -33,7 +32,7 @@ from lerobotstream.planner._pass import (
     state_key,
 )
 from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._state import StreamState
+from lerobotstream.planner._state import Position, StreamState
 from lerobotstream.planner._streams import Streams
 from lerobotstream.planner._turns import epoch_overlap
 from lerobotstream.planner._world import discover_world
@@ -68,8 +67,9 @@ class Planner:
         specs: each stream's own :class:`~lerobotstream.planner._layout.StreamSpec` (seed, pool,
             budget) instead of the ones ``streams.specs(settings)`` gives (None: those).
 
-    Its position (``epoch``, ``samples_consumed``, ``origin``) starts at epoch 0; ``seek``,
-    ``set_epoch`` and ``load_state_dict`` move it.
+    Its position (``at``, one :class:`~lerobotstream.planner._state.Position`; ``epoch``,
+    ``samples_consumed``, ``origin``, ``origin_epoch``, ``shipped_remainders`` are views of it)
+    starts at epoch 0; ``place``, ``seek``, ``set_epoch`` and ``load_state_dict`` move it.
 
     Raises:
         ShardingError: a rank would own no episode (lower the number of ranks), bad rank/world.
@@ -96,15 +96,12 @@ class Planner:
         self.seed = constants.SEED_WHEN_NONE if s.seed is None else int(s.seed)
         self.specs = list(specs) if specs is not None else streams.specs(self.settings, self.seed)
         self.plain = self._plain_pass(self.settings, self.specs)
-        self.epoch = 0
-        self.samples_consumed = 0
-        #: the state dict whose unconsumed samples epoch ``origin_epoch`` replays (None: plain epochs)
-        self.origin: dict[str, Any] | None = None
-        self.origin_epoch: int | None = None
+        #: where this planner is (the one position object: epoch, samples, elastic origin, shipped
+        #: remainders; ``epoch``, ``samples_consumed``, ``origin``, ``origin_epoch``,
+        #: ``shipped_remainders`` are views of it)
+        self.at = Position()
         #: settings the last loaded state changed (elastic resume), for the caller to log
         self.resume_changes: list[str] = []
-        #: remainders computed where the state was loaded (``rank_remainders()``), taken when theirs
-        self.shipped_remainders: list[Any] | None = None
         self._rem: tuple[Any, Pass] | None = None
 
     def _plain_pass(self, topo: PlanSettings, specs: Sequence[Any]) -> Pass:
@@ -115,6 +112,26 @@ class Planner:
                 layouts.append(Layout(spec, topo))
         weights, offsets = self.streams.integer_weights, self.streams.offsets
         return Pass(layouts, weights, offsets, topo, mix_seed=self.seed, names=self.streams.names)
+
+    # --- the position (``at``, one object) as attributes --------------------------------------------
+    def _view(field: str, doc: str) -> property:  # noqa: N805 (a class-body helper)
+        def set_(self, value: Any) -> None:
+            self.at = replace(self.at, **{field: value})
+
+        return property(
+            lambda self: getattr(self.at, field), set_, doc=f"{doc} (``at.{field}``; setting it moves ``at``)"
+        )
+
+    epoch = _view("epoch", "the epoch this planner plays")
+    samples_consumed = _view("samples", "samples of the rank consumed since ``epoch`` began")
+    origin = _view(
+        "origin", "the state dict whose unconsumed samples epoch ``origin_epoch`` replays (None: plain epochs)"
+    )
+    origin_epoch = _view("origin_epoch", "the epoch that replays ``origin``")
+    shipped_remainders = _view(
+        "remainders", "remainders computed where the state was loaded (``rank_remainders()``), taken when theirs"
+    )
+    del _view
 
     @property
     def _kind(self) -> str:
@@ -175,9 +192,7 @@ class Planner:
                 f"this stream has its settings ({e}). Pass the dict that state_dict() returned, or start a new run "
                 "from the policy weights."
             ) from e
-        old.epoch, old.samples_consumed = st.epoch, st.samples
-        if st.origin is not None:
-            old.origin, old.origin_epoch = st.origin, st.epoch
+        old.place(Position(st.epoch, st.samples, st.origin, None if st.origin is None else st.epoch))
         return old.resolve(), old.plain
 
     def turn_limits(self, rank: int | None = None) -> list[int | None]:
@@ -273,9 +288,9 @@ class Planner:
         Raises:
             StreamingConfigError: ``epoch`` is not an int >= 0 (a ValueError naming ``epoch``).
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
-            raise StreamingConfigError(f"epoch must be an int >= 0, got {epoch!r}", option="epoch", value=epoch)
-        self.epoch, self.samples_consumed = int(epoch), 0
+        self.at = replace(
+            self.at, epoch=check_epoch(epoch), samples=0
+        )  # an elastic origin stays: it plays in its epoch
 
     def seek(
         self,
@@ -297,9 +312,12 @@ class Planner:
         self.set_epoch(epoch)
         if samples < 0:
             raise ValueError(f"samples must be >= 0, got {samples}")
-        self.samples_consumed = int(samples)
-        self.origin, self.origin_epoch = origin, origin_epoch
-        self.shipped_remainders, self._rem = remainders, None
+        self.place(Position(int(epoch), int(samples), origin, origin_epoch, remainders))
+
+    def place(self, at: Position) -> None:
+        """Put this planner at ``at`` (a stream's position, the object itself: it is frozen, so
+        moving the planner never moves the stream that handed it)."""
+        self.at, self._rem = at, None
 
     # --- the resume state -----------------------------------------------------------------------------
     def _state(self, samples: int) -> StreamState:
@@ -329,12 +347,9 @@ class Planner:
         """
         st = StreamState.from_dict(state)
         changed = resume_differences(self.streams, st, self._state(0))
-        self.origin, self.origin_epoch, self._rem = None, None, None
         self.resume_changes = changed
-        if not changed:
-            if st.origin is not None:  # the same topology inside a remainder: the same remainder plan continues
-                self.origin, self.origin_epoch = st.origin, st.epoch
-            self.epoch, self.samples_consumed = st.epoch, st.samples
+        if not changed:  # the same topology (inside a remainder: the same remainder plan continues)
+            self.place(Position(st.epoch, st.samples, st.origin, None if st.origin is None else st.epoch))
             return
         epoch = st.epoch
         if st.origin is None:
@@ -342,10 +357,9 @@ class Planner:
             if not st.repeat:
                 epoch, samples = old.position(old_epoch, samples)  # counts only: a finished epoch rolls over
             if samples == 0:  # nothing of that epoch consumed: it is simply played on this topology
-                self.epoch, self.samples_consumed = epoch, 0
+                self.place(Position(epoch))
                 return
-        self.origin, self.origin_epoch = st.to_dict(), epoch
-        self.epoch, self.samples_consumed = epoch, 0
+        self.place(Position(epoch, 0, st.to_dict(), epoch))
 
     def rank_remainders(self) -> list[Any] | None:
         """What this rank's DataLoader workers need of the elastic remainder (None: a plain

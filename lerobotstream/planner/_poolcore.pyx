@@ -27,7 +27,7 @@ from collections import namedtuple
 cimport numpy as cnp
 import numpy as np
 
-from lerobotstream.errors import ByteBudgetError
+from lerobotstream.errors import over_budget
 
 cnp.import_array()
 
@@ -319,6 +319,11 @@ cdef class PoolCore:
         return pos  # 0-based slot = (1-based index pos+1) - 1
 
     # --- admission / eviction ------------------------------------------------------------------
+    cdef int _over_budget(self, int64_t ep, int64_t n) except -1:
+        # the byte-budget rule's one message (errors.over_budget); per episode, off the per-frame path
+        raise over_budget(ep, n, self.byte_budget, holder="the pool",
+                          budget_is=f"episode {ep} is the pool's local index")
+
     cdef int _admit(self) except -1:
         cdef int64_t ep, slot, n, i
         cdef int32_t *buf
@@ -328,13 +333,10 @@ cdef class PoolCore:
                 if self.nbytes[ep] < 0:  # size on demand: the one call out of the pool (checked at construction)
                     n = int(self.size_of(ep))
                     if n < 0:
-                        raise ByteBudgetError(f"local episode {ep} reports a negative byte size ({n})",
-                                              local_episode=ep)
+                        self._over_budget(ep, n)
                     self.nbytes[ep] = n
                 if self.nbytes[ep] > self.byte_budget:
-                    raise ByteBudgetError(
-                        f"local episode {ep} needs {self.nbytes[ep]} bytes, more than the whole byte "
-                        f"budget of {self.byte_budget} bytes", local_episode=ep)
+                    self._over_budget(ep, self.nbytes[ep])
                 if self.n_res_bytes + self.nbytes[ep] > self.byte_budget:
                     break  # strict admission order: wait for evictions to free bytes
             n = self.lengths[ep]

@@ -28,6 +28,7 @@ __all__ = [
     "ELASTIC_SETTINGS",
     "MAX_NUM_WORKERS",
     "MAX_ORIGIN_DEPTH",
+    "Position",
     "REFUSED_SETTINGS",
     "RESUME_SETTINGS",
     "SCHEMA",
@@ -141,6 +142,31 @@ _INTS = frozenset(
     "seed epoch samples batch_size world_size num_workers episode_pool_size byte_budget partitions".split()
 )
 _BOOLS = frozenset({"repeat", "drop_last"})
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a stream of one rank is — the one object that holds it: a planner's (``Planner.at``)
+    and the dataset's (its resume state hands its own to each planner it builds, ``Planner.place``).
+    Frozen: a move is a new object (``dataclasses.replace``), so a planner never moves the stream
+    that handed it its position.
+
+    Fields:
+        epoch (int): the epoch the stream plays (>= 0).
+        samples (int): samples of the rank consumed since ``epoch`` began (>= 0).
+        origin (dict | None): an elastic resume's origin (the :class:`StreamState` dict whose
+            unconsumed samples epoch ``origin_epoch`` replays); None: plain epochs.
+        origin_epoch (int | None): the epoch that replays it.
+        remainders (list | None): this rank's part of that remainder, computed where the state was
+            loaded (``Planner.rank_remainders``) and shipped with the stream to its DataLoader
+            workers, which take it instead of computing it again.
+    """
+
+    epoch: int = 0
+    samples: int = 0
+    origin: dict[str, Any] | None = None
+    origin_epoch: int | None = None
+    remainders: list[Any] | None = None
 
 
 @dataclass(frozen=True)

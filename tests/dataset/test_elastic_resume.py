@@ -244,7 +244,7 @@ def test_workers_take_the_remainder_computed_where_the_state_was_loaded(streams,
     for r in range(3):
         ds = make((3, 2, 5), r, False, False)
         ds.load_state_dict(state)
-        assert [x.rank for x in ds._resume.remainders] == [r] * (1 if isinstance(what, str) else 2)
+        assert [x.rank for x in ds._resume.at.remainders] == [r] * (1 if isinstance(what, str) else 2)
         with monkeypatch.context() as m:
             m.setattr(Planner, "_old_run", _not_again)
             m.setattr(_pass, "_CACHE", OrderedDict())

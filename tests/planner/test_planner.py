@@ -240,6 +240,34 @@ def test_episode_larger_than_budget_fails_before_any_fetch():
         [worker_plan(p, w) for w in range(2)]
 
 
+def test_every_budget_check_says_the_one_rule():
+    """The plan's check and the pool's own admission check raise ``errors.over_budget``'s error (one
+    rule, one message; the holder and how its budget was derived vary)."""
+    from lerobotstream.errors import over_budget
+    from lerobotstream.planner._poolcore import PoolCore
+
+    ones = np.ones(2, dtype=np.int64)
+    with pytest.raises(ByteBudgetError) as pool_error:
+        PoolCore(
+            ones * 3,
+            np.array([5, 50], dtype=np.int64),
+            np.array([1, 0], dtype=np.int64),
+            2,
+            10,
+            0,
+            np.arange(4, dtype=np.uint64) + 1,
+        )
+    rule = over_budget(1, 50, 10, holder="the pool", budget_is="episode 1 is the pool's local index")
+    assert str(pool_error.value) == str(rule) and pool_error.value.nbytes == 50 and pool_error.value.byte_budget == 10
+    with pytest.raises(ByteBudgetError) as plan_error:
+        worker_plan(make_planner({0: 5, 1: 5}, byte_budget=10, episode_nbytes={0: 3, 1: 11}.__getitem__), 0)
+    assert str(plan_error.value).startswith(
+        str(over_budget(1, 11, 10, holder="worker 0 of rank 0")).split(" (0.000 GiB)")[0]
+    )
+    with pytest.raises(ByteBudgetError, match=r"reports a negative byte size \(-1\)"):
+        worker_plan(make_planner({0: 5, 1: 5}, byte_budget=10, episode_nbytes={0: 3, 1: -1}.__getitem__), 0)
+
+
 def test_round_robin_rounds_take_one_frame_per_resident():
     p = make_planner({e: 10 for e in range(6)}, episode_pool_size=6, sampling_strategy="round_robin", seed=5)
     ep, _ = worker_plan(p, 0).pool(0).next_anchors(60)
