@@ -274,3 +274,60 @@ def test_errors_page_documents_every_error_class():
     page = (DOCS / "errors.md").read_text(encoding="utf-8")
     missing = [name for name in errors.__all__ if name != "LeRobotStreamError" and f"### `{name}`" not in page]
     assert not missing, f"docs/errors.md has no section for {missing} (when it is raised, what it names, what to do)"
+
+
+def test_readme_install_paragraph_names_every_console_script():
+    """User trial: the install paragraph listed the console scripts but not
+    ``lerobotstream-validate`` (installed, and used in "Try it offline")."""
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    text = README.read_text(encoding="utf-8")
+    start = text.index("`pip install .` installs")
+    paragraph = text[start : text.index("\n\n", start)]
+    missing = [name for name in scripts if f"`{name}`" not in paragraph]
+    assert not missing, f"README.md's install paragraph does not name the console scripts {missing}"
+
+
+#: names of the planner before it was rebuilt as ``Planner(streams, settings)`` (and of classes gone
+#: with it): a page naming one sends users to code that no longer exists
+GONE_NAMES = (
+    "PartitionPlanner",
+    "MixturePlanner",
+    "for_datasets",
+    "dataset_planner",
+    "for_streams",
+    "PlannerCheckpoint",
+    "EpisodeLayout",
+    "PartitionLayout",
+    "ChunkDecoder",
+    "_CacheView",
+)
+
+#: ``lerobotstream.a.b`` in backticks; not a schema string (``lerobotstream.stream/1``)
+_DOTTED = re.compile(r"`(lerobotstream(?:\.[A-Za-z_][A-Za-z0-9_]*)++)(?!/)")
+
+
+@pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(REPO)))
+def test_pages_name_only_library_objects_that_exist(page: Path):
+    """Every ``lerobotstream.a.b`` a page names imports (a module, then its attributes), and no page
+    names a class or function of the old planner (:data:`GONE_NAMES`)."""
+    import importlib
+
+    text = page.read_text(encoding="utf-8")
+    gone = [name for name in GONE_NAMES if re.search(rf"\b{re.escape(name)}\b", text)]
+    assert not gone, f"{page.relative_to(REPO)} names {gone}, which no longer exist"
+    missing = []
+    for ref in sorted(set(_DOTTED.findall(text))):
+        parts = ref.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for name in parts[i:]:
+                obj = getattr(obj, name, None)
+            if obj is None:
+                missing.append(ref)
+            break
+    assert not missing, f"{page.relative_to(REPO)} names {missing}, which do not exist"
