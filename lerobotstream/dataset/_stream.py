@@ -8,9 +8,9 @@ It owns what both streams do the same way (MosaicML Streaming's shape: one datas
 * the resume state of one rank (:class:`~lerobotstream.dataset._resume.ResumeState`: pure data,
   created here) and ``samples_consumed`` / ``set_epoch`` / ``state_dict`` / ``load_state_dict``;
   the planner gets its position, one object, whole (``Planner.place``) with each part's episode sizes
-  (``planner.EpisodeSizes`` over this process's spans, on demand);
+  (``planner._sizes.EpisodeSizes`` over this process's spans, on demand);
 * one ``__iter__``: DataLoader worker id → where the iterator starts (``persistent_workers``) →
-  the planner (``_planner``, a :class:`~lerobotstream.planner.Planner`) → the wiring
+  the planner (``_planner``, a :class:`~lerobotstream.planner._planner.Planner`) → the wiring
   (:func:`~lerobotstream.dataset._wiring.shard_items`: the byte cache, the readers, the pipeline);
 * per-process counters (``stats()``, ``source_stats()``: :mod:`~lerobotstream.dataset._counters`);
 * the **shard interface** a loader uses (``StreamLoader``; ``__iter__`` is built on it):
@@ -45,7 +45,8 @@ from lerobotstream.dataset._resume import ResumeState
 from lerobotstream.dataset._wiring import Readers, StreamPart, shard_items
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.options import StreamOptions, check_option, is_int, option_info, require
-from lerobotstream.planner import EpisodeSizes, PlanSettings
+from lerobotstream.planner._settings import PlanSettings
+from lerobotstream.planner._sizes import EpisodeSizes
 
 __all__ = [
     "LoaderSettings",
@@ -94,7 +95,7 @@ class LoaderSettings:
 def plan_settings(
     options: StreamOptions, loader: LoaderSettings, *, rank: int | None = None, world_size: int | None = None
 ) -> PlanSettings:
-    """The :class:`~lerobotstream.planner.PlanSettings` of a stream's resolved ``options`` batched
+    """The :class:`~lerobotstream.planner._settings.PlanSettings` of a stream's resolved ``options`` batched
     with ``loader``'s settings: every field named as an option takes that option's value (the
     byte budget in bytes: ``options.byte_budget``), ``num_workers`` / ``batch_size`` (1 when
     unset) / ``drop_last`` are the loader's."""
@@ -214,7 +215,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         raise NotImplementedError
 
     def episode_sizes(self) -> list[EpisodeSizes]:
-        """Each part's episode sizes in this process (:class:`~lerobotstream.planner.EpisodeSizes`:
+        """Each part's episode sizes in this process (:class:`~lerobotstream.planner._sizes.EpisodeSizes`:
         an episode's exact synthesized bytes, computed when first asked — the part's index is
         opened then — and kept): what planners built outside an iterator (``state_dict``,
         ``load_state_dict``, ``resume_info``) replay a byte budget with."""
@@ -359,7 +360,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         batches_consumed: int | None = None,
         loader: LoaderSettings | None = None,
     ) -> dict[str, Any]:
-        """Resume state of this rank: the one resume state (``planner.StreamState``, docs/resume.md).
+        """Resume state of this rank: the one resume state (``planner._state.StreamState``, docs/resume.md).
 
         Args:
             samples_consumed: samples the training loop consumed from this rank since the epoch
@@ -370,7 +371,7 @@ class StreamCore(torch.utils.data.IterableDataset):
             loader: the settings the batches were made with (a ``StreamLoader``'s); None: the
                 options' (:meth:`loader_settings`).
         """
-        from lerobotstream.planner import replay_turns
+        from lerobotstream.planner._turns import replay_turns
 
         ls = self.loader_settings(loader)
         planner = self._rank_planner(ls)
@@ -402,7 +403,7 @@ class StreamCore(torch.utils.data.IterableDataset):
             ResumeStateError: another schema (an earlier build's state: named), an edited or
                 malformed state, another stream (dataset, episodes, mixture), seed or partitions.
         """
-        from lerobotstream.planner import StreamState
+        from lerobotstream.planner._state import StreamState
 
         st = StreamState.from_dict(state)
         self._resume.batch_size = st.batch_size  # what an unset batch_size option stands for now
@@ -418,7 +419,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         workers, which get it with the dataset (fork or pickle), do not compute it again."""
         import dataclasses
 
-        from lerobotstream.planner import StreamState
+        from lerobotstream.planner._state import StreamState
 
         planner = self._planner(loader)
         fixed = state
@@ -520,7 +521,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         return Readers(self._parts())
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        from lerobotstream.planner import current_worker
+        from lerobotstream.planner._world import current_worker
 
         wid, nw = current_worker()
         epoch, samples = self._iteration_start(nw)
