@@ -33,7 +33,9 @@ Resume (sample-exact through a real DataLoader, any ``num_workers`` and ``batch_
     dl = DataLoader(ds, batch_size=B, num_workers=N)   # continues with the next sample exactly
 
 With ``num_workers=0`` the dataset counts the items it yielded itself, so ``ds.state_dict()``
-without arguments is exact at batch boundaries. Each DataLoader worker derives its own offset
+without arguments is exact at batch boundaries; with DataLoader workers it needs the training
+loop's count (``samples_consumed=`` / ``batches_consumed=``, or ``ds.samples_consumed = n`` set
+first: StreamingConfigError otherwise, since this process never sees the workers). Each DataLoader worker derives its own offset
 from the rank's consumed count (``Planner.worker_start`` replays the DataLoader's batch turns).
 """
 

@@ -44,9 +44,10 @@ from lerobotstream.dataset import _counters
 from lerobotstream.dataset._resume import ResumeState
 from lerobotstream.dataset._wiring import Readers, StreamPart, shard_items
 from lerobotstream.errors import StreamingConfigError
-from lerobotstream.options import StreamOptions, check_option, is_int, option_info, require
+from lerobotstream.options import StreamOptions, check_option, option_info
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._sizes import EpisodeSizes
+from lerobotstream.planner._state import check_count
 
 __all__ = [
     "LoaderSettings",
@@ -247,7 +248,7 @@ class StreamCore(torch.utils.data.IterableDataset):
 
     @samples_consumed.setter
     def samples_consumed(self, value: int) -> None:
-        self._resume.move(self._resume.at.epoch, int(value))
+        self._resume.move(self._resume.at.epoch, check_count("samples_consumed", value), counted=True)
 
     @property
     def epoch(self) -> int:
@@ -291,7 +292,7 @@ class StreamCore(torch.utils.data.IterableDataset):
                 raise StreamingConfigError(
                     f"{name} must be >= 0, got {v} (epoch={epoch}, samples={samples})", option=name, value=v
                 )
-        self._resume.move(epoch, samples)
+        self._resume.move(epoch, samples, counted=True)
 
     def prepare(self, loader: LoaderSettings | int | None = None) -> StreamPosition:
         """Get ready to iterate with ``loader``'s settings — a loader's :class:`LoaderSettings`, or
@@ -367,29 +368,52 @@ class StreamCore(torch.utils.data.IterableDataset):
                 (or the loaded state's epoch) began — the sum of the consumed batches' sizes.
             batches_consumed: alternatively, batches consumed (converted by replaying the
                 DataLoader's batch turns, exact with short last batches).
-            Neither: :attr:`samples_consumed` (exact with ``num_workers=0``).
+            Neither: :attr:`samples_consumed` — exact with ``num_workers=0``; with DataLoader
+                workers only once the training loop set it (``ds.samples_consumed = n``).
             loader: the settings the batches were made with (a ``StreamLoader``'s); None: the
                 options' (:meth:`loader_settings`).
+
+        Raises:
+            StreamingConfigError: a count that breaks the resume state's rule (an int >= 0 within
+                its bound; no bool, float or string), or no count while DataLoader workers consume
+                the stream (``num_workers > 0``) and the training loop has not set one: this
+                process never sees the workers' progress, so its own count would replay consumed
+                samples on resume.
         """
         from lerobotstream.planner._turns import replay_turns
 
         ls = self.loader_settings(loader)
+        r = self._resume
+        if (
+            samples_consumed is None
+            and batches_consumed is None
+            and ls.num_workers > 0
+            and not (r.counted or r.yielded)
+        ):
+            raise StreamingConfigError(
+                f"state_dict() needs the training loop's count with DataLoader workers (num_workers={ls.num_workers}): "
+                "this process never sees what the workers handed out, so its own count "
+                f"({self.samples_consumed} since epoch {self.epoch} began) would replay consumed samples on resume. "
+                "Pass samples_consumed= (the sum of the consumed batches' sizes since the epoch began) or "
+                "batches_consumed=, or set ds.samples_consumed first",
+                option="samples_consumed",
+                value=None,
+            )
         planner = self._rank_planner(ls)
         planner.samples_consumed = 0
+        if samples_consumed is not None:
+            samples_consumed = check_count("samples_consumed", samples_consumed)
         if batches_consumed is not None:
-            require(
-                "batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0, "an int >= 0"
-            )
             given, _, _ = replay_turns(
                 planner.turn_limits(),
                 planner.settings.batch_size,
-                batches=int(batches_consumed),
+                batches=check_count("batches_consumed", batches_consumed),
                 drop_last=ls.drop_last,
             )
             samples_consumed = sum(given)
-        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
-        require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
-        return planner.state_dict(samples_consumed=s)
+        return planner.state_dict(
+            samples_consumed=self.samples_consumed if samples_consumed is None else samples_consumed
+        )
 
     def load_state_dict(self, state: dict[str, Any], *, loader: LoaderSettings | None = None) -> None:
         """Restore a :meth:`state_dict` (before iterating): of this topology (the same order
@@ -433,7 +457,11 @@ class StreamCore(torch.utils.data.IterableDataset):
         epoch, samples = (planner.epoch, planner.samples_consumed) if planner.settings.repeat else planner.position()
         epoch, samples = int(epoch), int(samples)
         rems = planner.rank_remainders() if planner.origin is not None else None
-        r.at, r.yielded = dataclasses.replace(planner.at, epoch=epoch, samples=samples, remainders=rems), 0
+        r.at, r.yielded, r.counted = (
+            dataclasses.replace(planner.at, epoch=epoch, samples=samples, remainders=rems),
+            0,
+            False,
+        )
         r.changes = list(planner.resume_changes)
         r.loaded = dict(state)
         r.planned_for = (loader, epoch, samples)
