@@ -314,8 +314,8 @@ class ShardingError(LeRobotStreamError, ValueError):
 
 class ResumeStateError(LeRobotStreamError, ValueError):
     """A saved stream state cannot be resumed: a setting that fixes the order differs (each one
-    listed), the state was edited or is malformed, or it was written by an earlier build (another
-    schema, named in the message: start a new run from the saved weights)."""
+    listed), the state was edited or is malformed, or it has another schema than this build reads
+    (an earlier or later build's, named in the message: start a new run from the saved weights)."""
 
 
 class StreamingConfigError(LeRobotStreamError, ValueError):

@@ -424,7 +424,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         None: the options', the batch size the state's when the options leave it unset).
 
         Raises:
-            ResumeStateError: another schema (an earlier build's state: named), an edited or
+            ResumeStateError: another schema (an earlier or later build's state: named), an edited or
                 malformed state, another stream (dataset, episodes, mixture), seed or partitions.
         """
         from lerobotstream.planner._state import StreamState

@@ -341,8 +341,8 @@ class StreamLoader:
         """Restore a :meth:`state_dict` (before iterating).
 
         Raises:
-            ResumeStateError: not a StreamLoader state (a dataset's state, or one an earlier build
-                wrote: its schema named), or the dataset refuses it (another stream, or a setting
+            ResumeStateError: not a StreamLoader state (a dataset's state, or one of another
+                schema: named), or the dataset refuses it (another stream, or a setting
                 that fixes the order or the batch turns differs).
         """
         if self._iterating:
@@ -351,11 +351,11 @@ class StreamLoader:
             from lerobotstream.planner._state import SCHEMA
 
             found = state.get("schema") if isinstance(state, dict) else None
-            if isinstance(found, str) and found.startswith("lerobotstream.loader/"):
+            start_over = "Start a new run from the saved weights."
+            if isinstance(state, dict) and "schema" in state and found != SCHEMA:
                 raise ResumeStateError(
-                    f"this StreamLoader state has schema {found!r}, written by an earlier build of lerobotstream; "
-                    f"this build reads only {_STATE_SCHEMA!r} and converts no other. Start a new run from the "
-                    "saved weights."
+                    f"this state has schema {found!r}; this build's StreamLoader reads {_STATE_SCHEMA!r} and "
+                    f"converts no other. {start_over}"
                 )
             hint = (
                 "; this is a dataset's state (ds.state_dict()): load it with the dataset's load_state_dict "
@@ -365,7 +365,7 @@ class StreamLoader:
             )
             raise ResumeStateError(
                 f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
-                f"{sorted(map(str, state)) if isinstance(state, dict) else type(state).__name__}{hint}"
+                f"{sorted(map(str, state)) if isinstance(state, dict) else type(state).__name__}{hint}. {start_over}"
             )
         self.stream.load_state_dict(state.get("stream"), loader=self.settings)  # None: "not a stream state"
         pos = self.stream.position

@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 #: the state's schema marker: ``state[SCHEMA_KEY] == SCHEMA``. One schema; a state of any other
-#: (an earlier build's) is refused, never converted
+#: (an earlier build's, a later one's, or none) is refused, never converted
 SCHEMA_KEY = "schema"
 SCHEMA = "lerobotstream.stream/1"
 #: the marker earlier builds wrote (schemas 1 to 3 of an unreleased format): named when refused
@@ -236,8 +236,9 @@ class StreamState:
         (:func:`canonical_digest`): a well-typed edit of any field is refused rather than replayed.
 
         Raises:
-            ResumeStateError: not a dict, not a stream state, a state of an earlier build (another
-                schema: named, with the advice to start a new run from the saved weights), a
+            ResumeStateError: not a dict, not a stream state, a state of another schema (an
+                earlier or later build's, or none: named, with the advice to start a new run from
+                the saved weights), a
                 missing, unknown or wrong-typed field (the message names each field and its
                 value), origins nested too deep, a missing or wrong digest (edited).
         """
@@ -290,17 +291,18 @@ def check_count(name: str, value: Any) -> int:
 
 def _check_schema(state: Any) -> None:
     """Raise ResumeStateError unless ``state`` is a dict marked with this build's :data:`SCHEMA`:
-    an earlier build's state (its schema named) or a dict of another kind is refused."""
+    a state of another schema (an earlier or later build's, or a non-string: named) or a dict of
+    another kind is refused, each with the advice to start a new run from the saved weights."""
     if not isinstance(state, dict):
         what = f"a {type(state).__name__}"
     elif state.get(SCHEMA_KEY) == SCHEMA:
         return
     elif (_EARLIER_KEY in state or SCHEMA_KEY in state) and not isinstance(state.get("stream"), dict):
-        key = _EARLIER_KEY if _EARLIER_KEY in state else SCHEMA_KEY
+        found = state[_EARLIER_KEY] if _EARLIER_KEY in state else state[SCHEMA_KEY]
+        marker = f" (under {_EARLIER_KEY!r}, the marker of an earlier build)" if _EARLIER_KEY in state else ""
         raise ResumeStateError(
-            f"this resume state has schema {key}={state[key]!r}, written by an earlier build of lerobotstream; "
-            f"this build reads only {SCHEMA_KEY}={SCHEMA!r} and converts no other (the order it describes "
-            f"may not be the order this build plays). {_START_OVER}"
+            f"this resume state has schema {found!r}{marker}; this build reads {SCHEMA!r} and converts no other "
+            f"(the order it describes may not be the order this build plays). {_START_OVER}"
         )
     else:
         what = f"a dict with the keys {sorted(map(str, state))[:8]}"

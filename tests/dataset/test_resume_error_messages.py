@@ -68,23 +68,30 @@ def test_a_bad_epoch_is_a_config_error_naming_it(root, epoch):
         ds.seek(-1)
 
 
-def test_states_of_an_earlier_build_are_refused_naming_their_schema(root):
+def test_states_of_another_schema_are_refused_naming_it(root):
     """Issue 42 item 6: one schema and no conversion. A stream state or StreamLoader state written by
     an earlier (unreleased) build is refused with its schema named and the way out: a new run from
     the saved weights."""
     ds = StreamingLeRobotDataset(root=root)
     state = ds.state_dict()
     old = resigned({**{k: v for k, v in state.items() if k != "schema"}, "lerobotstream_planner_schema": 3})
-    with pytest.raises(ResumeStateError, match="schema lerobotstream_planner_schema=3, written by an earlier") as e:
+    with pytest.raises(
+        ResumeStateError, match="has schema 3 \\(under 'lerobotstream_planner_schema', the marker of an"
+    ) as e:
         StreamingLeRobotDataset(root=root).load_state_dict(old)
     assert "new run from the saved weights" in str(e.value)
     loader = StreamLoader(StreamingLeRobotDataset(root=root), batch_size=2, num_workers=0)
     saved = loader.state_dict()
     assert saved["schema"] == "lerobotstream.loader/2" and saved["stream"]["schema"] == "lerobotstream.stream/1"
     older = {"schema": "lerobotstream.loader/1", "batches": 0, "mode": "threads", "dataset": state}
-    with pytest.raises(ResumeStateError, match="'lerobotstream.loader/1', written by an earlier build") as e:
+    with pytest.raises(ResumeStateError, match="schema 'lerobotstream.loader/1'; this build's StreamLoader reads") as e:
         loader.load_state_dict(older)
     assert "new run from the saved weights" in str(e.value)
+    for other in ("lerobotstream.loader/3", None, ["lerobotstream.loader/2"]):  # a later build's, none, a list
+        with pytest.raises(ResumeStateError) as e:
+            loader.load_state_dict({**saved, "schema": other})
+        assert f"schema {other!r}; this build's StreamLoader reads" in str(e.value)
+        assert "earlier build" not in str(e.value) and "new run from the saved weights" in str(e.value)
 
 
 def test_a_state_given_to_the_wrong_object_says_where_it_goes(root):

@@ -60,12 +60,31 @@ def test_a_record_of_an_earlier_build_is_refused_naming_its_format(tmp_path):
     path = tmp_path / "training_state" / STATE_FILE
     path.parent.mkdir()
     path.write_text(json.dumps({"format": "lerobotstream-train-stream/1", "step": 2, "settings": {}}))
-    with pytest.raises(ResumeStateError, match="'lerobotstream-train-stream/1', written by an earlier build") as info:
+    with pytest.raises(
+        ResumeStateError, match="format 'lerobotstream-train-stream/1'; this build reads 'lerobotstream-train-stream/2'"
+    ) as info:
         read_checkpoint_state(tmp_path)
     assert "new run from the saved weights" in str(info.value) and "pretrained_model" in str(info.value)
     old_stream = {k: v for k, v in _state().items() if k != "schema"} | {"lerobotstream_planner_schema": 2}
-    with pytest.raises(ResumeStateError, match="lerobotstream_planner_schema=2, written by an earlier build"):
+    with pytest.raises(
+        ResumeStateError, match="has schema 2 \\(under 'lerobotstream_planner_schema', the marker of an earlier"
+    ):
         check_resume({"step": 5, "run": dict(RUN), "stream": old_stream}, dict(RUN), _state(), 5, Path("ck"))
+
+
+@pytest.mark.parametrize("text", ['{"format": "lerobotstream-train-str', "\xff\xfe", "", "[1, 2]", '{"format": null}'])
+def test_a_truncated_or_undecodable_record_gets_the_new_run_advice(tmp_path, text):
+    """User trial: a truncated or undecodable lerobotstream_stream.json said only "cannot read"; it
+    (and a record that is not a dict, or has no format) now says to start a new run from the saved
+    weights, as every other mismatch does."""
+    from lerobotstream.integrations.lerobot.resume import STATE_FILE, read_checkpoint_state
+
+    path = tmp_path / "training_state" / STATE_FILE
+    path.parent.mkdir()
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(ResumeStateError) as info:
+        read_checkpoint_state(tmp_path)
+    assert "new run from the saved weights" in str(info.value) and "pretrained_model" in str(info.value)
 
 
 def test_the_resume_log_line_says_what_changed_and_what_is_left():

@@ -57,18 +57,34 @@ def test_foreign_dicts_say_what_is_wrong():
 
 
 @pytest.mark.parametrize(
-    "key,value", [("lerobotstream_planner_schema", 1), ("lerobotstream_planner_schema", 3), ("schema", "x/0")]
+    "key,value",
+    [
+        ("lerobotstream_planner_schema", 1),
+        ("lerobotstream_planner_schema", 3),
+        ("schema", "x/0"),
+        ("schema", "lerobotstream.stream/0"),
+        ("schema", "lerobotstream.stream/2"),
+        ("schema", None),
+        ("schema", ["lerobotstream.stream/1"]),
+    ],
 )
-def test_a_state_of_an_earlier_build_is_refused_naming_its_schema(key, value):
-    """One schema: a state an earlier (unreleased) build wrote — another marker or schema — is
-    refused, never converted; the error names the schema found and says to start over from the
-    saved weights."""
+def test_a_state_of_another_schema_is_refused_naming_it(key, value):
+    """One schema: a state of another — an earlier (unreleased) build's marker or schema, a later
+    build's, None, a list — is refused, never converted; the error says plainly what it found and
+    what this build reads (not "an earlier build" for every one, nor the key twice) and says to
+    start over from the saved weights."""
+    from lerobotstream.planner._state import SCHEMA
+
     old = {k: v for k, v in GOOD.items() if k != "schema"}
     old = resigned({**old, key: value})
     for load in (StreamState.from_dict, _planner().load_state_dict):
-        with pytest.raises(ResumeStateError, match=f"schema {key}={value!r}, written by an earlier build") as info:
+        with pytest.raises(ResumeStateError) as info:
             load(old)
-        assert "new run from the saved weights" in str(info.value)
+        msg = str(info.value)
+        assert f"has schema {value!r}" in msg and f"; this build reads {SCHEMA!r}" in msg
+        assert "schema schema" not in msg and "schema=" not in msg
+        assert ("earlier build" in msg) == (key == "lerobotstream_planner_schema")
+        assert "new run from the saved weights" in msg
 
 
 def test_the_state_names_its_fields_as_the_options():

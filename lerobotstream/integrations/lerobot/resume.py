@@ -16,7 +16,7 @@ consumed are replanned over the new ranks and workers (each once), then plain ep
 (docs/resume.md). Settings that change which samples the epoch has or their order (dataset,
 episodes, seed, weights, partitions, ``drop_n_last_frames``, ``eval_split``) are refused with the
 reason. Mixtures resume elastically the same way (each dataset's remainder, mixed at the weights).
-A record of an earlier build (another ``format``) is refused: start a new run from the weights.
+A record of another format (an earlier or a later build's), or one that cannot be read, is refused: start a new run from the weights.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
 
     Raises:
         ResumeStateError: no stream state (checkpoint of a map-style run or of an older streaming
-            reader), another format (an earlier build's record: named), or a record edited after it was written (its ``digest``
+            reader), a file that cannot be read (truncated, damaged), another format (named), or a record edited after it was written (its ``digest``
             does not match: edited settings would skip the elastic replan and replay another order).
     """
     from lerobotstream.planner._state import DIGEST_KEY, canonical_digest
@@ -146,16 +146,19 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
             "Sample-exact streaming resume is refused; start a new run from its policy weights "
             f"(--policy.path={Path(checkpoint_dir) / 'pretrained_model'})."
         )
+    start_over = f"Start a new run from the saved weights (--policy.path={Path(checkpoint_dir) / 'pretrained_model'})."
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError, RecursionError) as e:  # JSONDecodeError, bad UTF-8; nesting past the limit
-        raise ResumeStateError(f"cannot read {path}: {e}") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
         raise ResumeStateError(
-            f"{path}: stream state format {found!r}, written by an earlier build of lerobotstream (this build "
-            f"reads only {FORMAT!r} and converts no other). Start a new run from the saved weights "
-            f"(--policy.path={Path(checkpoint_dir) / 'pretrained_model'})."
+            f"cannot read {path} (truncated or damaged: {e}): the stream's position is lost. {start_over}"
+        ) from None
+    if not isinstance(doc, dict):
+        raise ResumeStateError(f"{path} holds a JSON {type(doc).__name__}, not a training record. {start_over}")
+    if doc.get("format") != FORMAT:
+        raise ResumeStateError(
+            f"{path}: training record of format {doc.get('format')!r}; this build reads {FORMAT!r} and converts "
+            f"no other. {start_over}"
         )
     try:
         same = doc.get(DIGEST_KEY) == canonical_digest(doc)
