@@ -139,13 +139,6 @@ class EpisodePool:
             out.append(np.sort(fr))
         return self.episode_indices[order[n_admitted:]], self.episode_indices[res], out
 
-    def episode_frames(self, local: int, length: int) -> np.ndarray:
-        """The episode frames local episode ``local`` (``length`` pool frames) stands for, int64."""
-        if self._mapped is not None and self._mapped[local]:
-            b = self._base[local]
-            return self._flat[b : b + length].copy()
-        return np.arange(length, dtype=np.int64)
-
     def fill(self, out_episode: np.ndarray, out_frame: np.ndarray) -> int:
         """Write up to ``len(out_episode)`` anchors into the caller's int64 arrays; returns the
         count (fewer means the epoch ended). The batched fast path (``python -m tools.microbench planner``)."""
@@ -194,10 +187,6 @@ class EpisodePool:
     def remaining(self) -> int:
         """Frames of resident episodes not yet emitted."""
         return self._core.total_remaining
-
-    @property
-    def num_resident(self) -> int:
-        return self._core.num_resident
 
     @property
     def resident_bytes(self) -> int:
