@@ -40,7 +40,7 @@ from lerobotstream.planner._mixedpool import MixedPool
 from lerobotstream.planner._mixseq import MixSequence, integer_weights
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._state import StreamState
-from lerobotstream.planner._turns import rank_batches, rank_given, replay_turns
+from lerobotstream.planner._turns import rank_given, replay_turns
 
 __all__ = ["Pass", "WorkerStart", "old_run_remainders", "remainder_cache", "resolve_pass"]
 
@@ -386,7 +386,10 @@ def _rank_counts(old: Pass, samples: int, limits: Callable[[int], list[int | Non
         full = limits(r)
         lim = [full[w] for w in ids]
         if r == 0:
-            given, batches, done = rank_batches(lim, topo.batch_size, samples, topo.drop_last, one_stream=one)
+            given, nxt, batches = replay_turns(
+                lim, topo.batch_size, samples=samples, drop_last=topo.drop_last, one_stream=one
+            )
+            done = nxt is None
         else:
             given = rank_given(lim, topo.batch_size, samples, batches, done, topo.drop_last, one_stream=one)
         yield from ((r, w, g) for w, g in zip(ids, given))

@@ -14,7 +14,7 @@ Everything in the library that depends on that order uses this module:
 * :func:`replay_turns` — the same rotation counted, without running it: after a number of
   samples or batches, how many samples each worker gave and whose turn is next (resume: each
   worker's offset; epoch sizes; ``equalize``; the elastic remainder's old-run counts,
-  :func:`rank_batches` / :func:`rank_given`);
+  :func:`rank_given`);
 * :func:`epoch_overlap` — where an endless stream's epoch boundary lies in the loader's batches
   (each worker moves to its next epoch on its own).
 
@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from lerobotstream.errors import ResumeStateError
 
-__all__ = ["TurnOrder", "epoch_overlap", "take_turns", "replay_turns", "rank_batches", "rank_given"]
+__all__ = ["TurnOrder", "epoch_overlap", "take_turns", "replay_turns", "rank_given"]
 
 T = TypeVar("T")
 
@@ -177,15 +177,6 @@ def replay_turns(
                 s_left -= take
             if b_left is not None:
                 b_left -= 1
-
-
-def rank_batches(
-    limits: Sequence[int | None], batch_size: int, samples: int, drop_last: bool, *, one_stream: bool | None = None
-) -> tuple[list[int], int, bool]:
-    """``(samples per worker, batches, exhausted)`` of a rank (rank 0 of a checkpointed run)
-    after ``samples`` samples (:func:`replay_turns`)."""
-    given, nxt, taken = replay_turns(limits, batch_size, samples=samples, drop_last=drop_last, one_stream=one_stream)
-    return given, taken, nxt is None
 
 
 def rank_given(

@@ -13,7 +13,6 @@ import lerobotstream.planner as planner_pkg
 from lerobotstream.errors import ByteBudgetError, Mp4Error, Mp4TruncatedError, SourceReadError
 from lerobotstream.planner import EpisodeSizes, Planner, PlanSettings
 from lerobotstream.planner._poolcore import PoolCore
-from lerobotstream.planner._sizes import SizeProvider
 from tests._planners import make_mixture_for_datasets, make_partition_planner, make_planner, worker_plan
 
 LENGTHS = {e: 5 + (7 * e) % 23 for e in range(40)}
@@ -141,7 +140,6 @@ def test_episode_sizes_name_the_episode_of_a_typed_error_that_does_not():
     named = Mp4Error("episode 7, camera 'c', file f.mp4: bad", episode_index=7)
     with pytest.raises(Mp4Error, match=r"^episode 7, camera 'c'"):
         EpisodeSizes(lambda e: (_ for _ in ()).throw(named))(7)
-    assert isinstance(EpisodeSizes(SIZES.__getitem__), SizeProvider) and isinstance(SIZES.__getitem__, SizeProvider)
 
 
 def test_a_pool_with_unknown_sizes_and_no_provider_is_refused_at_construction():
