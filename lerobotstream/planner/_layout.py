@@ -1,7 +1,7 @@
 """Layouts: which episodes each rank and DataLoader worker of one stream (dataset) plays in one pass.
 
 A *group* is a set of episodes that one pool plays in order: one exact-coverage
-:class:`~lerobotstream.planner._pool.EpisodePool` per group and epoch, seeded from the group's key.
+:class:`~lerobotstream.planner._poolcore.EpisodePool` per group and epoch, seeded from the group's key.
 A :class:`Layout` splits a stream's episodes into groups and deals them to the (rank, logical
 worker) pairs of a topology (a planner's resolved ``PlanSettings``); a worker plays its groups one after another
 (:class:`WorkerPlan`). Two ways to form the groups, one model:
@@ -44,8 +44,8 @@ import numpy as np
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, over_budget
 from lerobotstream.planner import _seeds
-from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool, PoolEvent, strategy_info
-from lerobotstream.planner._poolcore import shuffled_order
+from lerobotstream.planner._pool import PoolEvent
+from lerobotstream.planner._poolcore import STRATEGY_IDS, EpisodePool, shuffled_order, strategy_info
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._shards import lpt_shards
 
@@ -195,7 +195,7 @@ class Remainder:
 
 
 class GroupChain:
-    """The :class:`~lerobotstream.planner._pool.EpisodePool` interface over a worker's group pools
+    """The :class:`~lerobotstream.planner._poolcore.EpisodePool` interface over a worker's group pools
     of one epoch, played one after another (only the current one resident; ``frontier`` looks
     into the next ones). Events keep the pool's meaning, positions counted along the chain; the
     episodes resident when a group starts (a tail: those its consumed prefix had admitted) are

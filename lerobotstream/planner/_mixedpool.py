@@ -26,7 +26,7 @@ _NONE = np.empty(0, np.int64)
 
 
 class MixedPool:
-    """The pool interface of :class:`~lerobotstream.planner._pool.EpisodePool` over a mixture
+    """The pool interface of :class:`~lerobotstream.planner._poolcore.EpisodePool` over a mixture
     (global episode ids): one per finite epoch, or one endless pool with ``repeat=True``.
 
     Args:

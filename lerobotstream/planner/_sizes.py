@@ -21,7 +21,7 @@ file, an index or a dataset.
 episode while it is resident. A Python ``int`` (numpy integers are accepted), ``>= 0``.
 
 When it is called (wrapped in :class:`EpisodeSizes`: at most once per episode and process,
-then kept): when a worker's pool admits the episode (``PoolCore`` asks the plan's checked
+then kept): when a worker's pool admits the episode (``EpisodePool`` asks the plan's checked
 ``size_of``, holding the GIL, inside ``EpisodePool.fill`` / ``next_anchors``), and when the byte
 cache reserves it for prefetch (``WorkerPlan.episode_size``). Never for an episode no pool
 admits or prefetches, and never while a plan is built. (A plain callable, not wrapped, is the
