@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 
 from lerobotstream.errors import ShardingError
-from lerobotstream.planner import Planner, PlanSettings, Streams
 from lerobotstream.planner._layout import WorkerPlan, read_pools
-from lerobotstream.planner._streams import no_sizes
+from lerobotstream.planner._planner import Planner
+from lerobotstream.planner._settings import PlanSettings
+from lerobotstream.planner._streams import Streams, no_sizes
 
 __all__ = [
     "iter_anchors",

@@ -70,7 +70,7 @@ def resigned(state: dict[str, Any], **changes: Any) -> dict[str, Any]:
     """``state`` (a ``state_dict()``) with ``changes`` and its digest recomputed: a state another run
     could have written (another seed, count or mixture), for tests of what the planner checks
     beyond the digest; an origin in ``changes`` must be such a state itself."""
-    from lerobotstream.planner import DIGEST_KEY, canonical_digest
+    from lerobotstream.planner._state import DIGEST_KEY, canonical_digest
 
     out = {**state, **changes}
     out[DIGEST_KEY] = canonical_digest(out)

@@ -3,7 +3,7 @@
 Builds synthetic sample tables (no video payload) for datasets of increasing size, writes them
 through the real sidecar writer (``SidecarWriter``), converts them with the real derived-index
 converter (``Mp4Index.open``), and starts a rank with the dataset's own start-up code: its planner
-(``planner.Planner`` from ``dataset._stream.plan_settings``), its span planner and
+(``planner._planner.Planner`` from ``dataset._stream.plan_settings``), its span planner and
 episode sizes (``dataset._spans.EpisodeSpans``, asked on demand) and its wiring
 (``dataset._wiring.shard_items``: worker start, plans, the byte cache, the pipeline; only fetch and
 decode are stubs). Each size is built in its own subprocess and each simulated rank runs in a
@@ -515,7 +515,8 @@ def simulate_rank(
     from lerobotstream.dataset._wiring import shard_items
     from lerobotstream.mp4._index_file import Mp4Index
     from lerobotstream.options import StreamOptions
-    from lerobotstream.planner import Planner, Streams
+    from lerobotstream.planner._planner import Planner
+    from lerobotstream.planner._streams import Streams
 
     if verify:  # the sim MP4s' moovs, written once per build before anything is timed
         prep = Mp4Index.open(workdir / "sidecar.npz", index_dir=workdir / "indexes")
@@ -626,7 +627,11 @@ def _elastic_setup(
     """(episode lengths, the new run's rank-0 planner before loading, rank 0's state of the old
     run after ``fraction`` of its epoch, its batches per rank). ``partitions``: canonical
     partitions (``partitions=P``; the budget is then per partition)."""
-    from lerobotstream.planner import EpisodeSizes, Planner, PlanSettings, Streams, replay_turns
+    from lerobotstream.planner._planner import Planner
+    from lerobotstream.planner._settings import PlanSettings
+    from lerobotstream.planner._sizes import EpisodeSizes
+    from lerobotstream.planner._streams import Streams
+    from lerobotstream.planner._turns import replay_turns
 
     def planner(world: int, workers: int, batch: int, **kw: Any) -> Planner:
         sized = EpisodeSizes(lambda e: int(sizes[e])) if budget else None  # each planner its own

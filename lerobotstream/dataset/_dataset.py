@@ -9,7 +9,7 @@ decoders, handles or connections from the parent):
   published → locked local build) opened and validated once (``sidecar.open_sidecar``);
 * per process: the sidecar's derived mmap index (``Mp4Index``: only the sources this process's
   episodes use are materialised) → per (episode, camera) ``mp4.plan_span`` with the exact
-  ``synth_nbytes`` → the planner (``planner.Planner``: rank shard, worker shard, exact-coverage
+  ``synth_nbytes`` → the planner (``planner._planner.Planner``: rank shard, worker shard, exact-coverage
   pools, sample-exact resume) and the worker's :class:`~lerobotstream.payload_cache.EpisodeByteCache`;
 * the stream core (:mod:`lerobotstream.dataset._stream`, shared with the mixture: this dataset is
   a list of one part) wires them per iterator;
@@ -33,7 +33,9 @@ Resume (sample-exact through a real DataLoader, any ``num_workers`` and ``batch_
     dl = DataLoader(ds, batch_size=B, num_workers=N)   # continues with the next sample exactly
 
 With ``num_workers=0`` the dataset counts the items it yielded itself, so ``ds.state_dict()``
-without arguments is exact at batch boundaries. Each DataLoader worker derives its own offset
+without arguments is exact at batch boundaries; with DataLoader workers it needs the training
+loop's count (``samples_consumed=`` / ``batches_consumed=``, or ``ds.samples_consumed = n`` set
+first: StreamingConfigError otherwise, since this process never sees the workers). Each DataLoader worker derives its own offset
 from the rank's consumed count (``Planner.worker_start`` replays the DataLoader's batch turns).
 """
 
@@ -155,7 +157,7 @@ class StreamingLeRobotDataset(StreamCore):
         import lerobotstream.decode._decoder  # noqa: F401  (with _cuda, _depth, _frames, _lean)
         import lerobotstream.decode._open_decoders  # noqa: F401
         import lerobotstream.parquet  # noqa: F401
-        import lerobotstream.planner  # noqa: F401
+        import lerobotstream.planner._planner  # noqa: F401  (with the rest of the planner)
 
         try:
             import torchcodec.decoders  # noqa: F401
@@ -257,7 +259,8 @@ class StreamingLeRobotDataset(StreamCore):
     def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
         """This dataset's planner for ``loader``'s settings (``episode_nbytes``: its sizes,
         ``[EpisodeSizes]``; None: this process's, computed when first asked)."""
-        from lerobotstream.planner import Planner, Streams
+        from lerobotstream.planner._planner import Planner
+        from lerobotstream.planner._streams import Streams
 
         sizes = (episode_nbytes or self.episode_sizes())[0]
         settings = plan_settings(self.options, self.loader_settings(loader))

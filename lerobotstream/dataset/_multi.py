@@ -3,7 +3,7 @@ LeRobotDataset v3 datasets, each streamed as :class:`StreamingLeRobotDataset` st
 
 This module holds only what is specific to mixing: the per-dataset options, the common features
 and the mixture's metadata, the weights, one stream part per dataset (its global episode offset,
-dropped keys and ``dataset_index``) and the mixture's :class:`~lerobotstream.planner.Planner`
+dropped keys and ``dataset_index``) and the mixture's :class:`~lerobotstream.planner._planner.Planner`
 (each dataset's rank/worker shards and pools, their seeds and shares, a seeded mix sequence).
 Everything else — resume state, the iterator, one byte cache, one set of decode and assembly
 threads and one prefetch frontier per worker over global episode ids
@@ -391,7 +391,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
     def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
         """The mixture's planner for ``loader``'s settings (``episode_nbytes``: each dataset's
         sizes; None: this process's, computed when first asked)."""
-        from lerobotstream.planner import Planner, Streams
+        from lerobotstream.planner._planner import Planner
+        from lerobotstream.planner._streams import Streams
 
         streams = Streams.of_mixture(
             [c.anchor_lengths() for c in self.datasets],

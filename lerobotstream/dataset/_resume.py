@@ -21,6 +21,9 @@ class ResumeState:
         remainder (computed where the state was loaded: DataLoader workers take it instead of
         computing it again). The one place the stream's position is kept.
     yielded (int): items this process yielded since then (the ``num_workers=0`` count).
+    counted (bool): the training loop set the count (``samples_consumed = n`` or ``seek``) since
+        the stream last moved: what ``state_dict()`` without a count may write when DataLoader
+        workers, whose progress this process never sees, consume the stream.
     loaded (dict | None): the state dict as loaded (None: none loaded).
     batch_size (int | None): the loaded state's batch size (what a stream whose
         ``batch_size`` option is unset batches with; None: no state loaded).
@@ -34,6 +37,7 @@ class ResumeState:
 
     at: Position = field(default_factory=Position)
     yielded: int = 0
+    counted: bool = False
     loaded: dict[str, Any] | None = None
     batch_size: int | None = None
     planned_for: tuple[Any, int, int] | None = None
@@ -41,7 +45,9 @@ class ResumeState:
     iter_pid: int | None = None
     iter_starts: int = 0
 
-    def move(self, epoch: int, samples: int = 0) -> None:
+    def move(self, epoch: int, samples: int = 0, *, counted: bool = False) -> None:
         """Go to ``samples`` consumed samples of ``epoch`` (counting in this process restarts; an
-        elastic origin is kept: it plays only while ``epoch`` is its epoch)."""
+        elastic origin is kept: it plays only while ``epoch`` is its epoch); ``counted``: the
+        training loop's own count (set, not the start of an epoch or a loaded state's)."""
         self.at, self.yielded = replace(self.at, epoch=int(epoch), samples=int(samples)), 0
+        self.counted = counted

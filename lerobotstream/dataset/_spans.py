@@ -4,7 +4,7 @@ episode's exact synthesized size.
 :class:`EpisodeSpans` plans an (episode, camera) span (``mp4.episode_frame_range`` +
 ``mp4.plan_span`` over the derived index) the first time it is asked for, and keeps it. The
 stream asks for an episode's spans when admission reaches it (its size, through
-``planner.EpisodeSizes``), when it is fetched and when it is decoded, so a process plans only the
+``planner._sizes.EpisodeSizes``), when it is fetched and when it is decoded, so a process plans only the
 episodes its pools and prefetch frontier reach (docs/scale.md).
 """
 

@@ -8,9 +8,9 @@ It owns what both streams do the same way (MosaicML Streaming's shape: one datas
 * the resume state of one rank (:class:`~lerobotstream.dataset._resume.ResumeState`: pure data,
   created here) and ``samples_consumed`` / ``set_epoch`` / ``state_dict`` / ``load_state_dict``;
   the planner gets its position, one object, whole (``Planner.place``) with each part's episode sizes
-  (``planner.EpisodeSizes`` over this process's spans, on demand);
+  (``planner._sizes.EpisodeSizes`` over this process's spans, on demand);
 * one ``__iter__``: DataLoader worker id → where the iterator starts (``persistent_workers``) →
-  the planner (``_planner``, a :class:`~lerobotstream.planner.Planner`) → the wiring
+  the planner (``_planner``, a :class:`~lerobotstream.planner._planner.Planner`) → the wiring
   (:func:`~lerobotstream.dataset._wiring.shard_items`: the byte cache, the readers, the pipeline);
 * per-process counters (``stats()``, ``source_stats()``: :mod:`~lerobotstream.dataset._counters`);
 * the **shard interface** a loader uses (``StreamLoader``; ``__iter__`` is built on it):
@@ -44,8 +44,10 @@ from lerobotstream.dataset import _counters
 from lerobotstream.dataset._resume import ResumeState
 from lerobotstream.dataset._wiring import Readers, StreamPart, shard_items
 from lerobotstream.errors import StreamingConfigError
-from lerobotstream.options import StreamOptions, check_option, is_int, option_info, require
-from lerobotstream.planner import EpisodeSizes, PlanSettings
+from lerobotstream.options import StreamOptions, check_option, option_info
+from lerobotstream.planner._settings import PlanSettings
+from lerobotstream.planner._sizes import EpisodeSizes
+from lerobotstream.planner._state import check_count
 
 __all__ = [
     "LoaderSettings",
@@ -94,7 +96,7 @@ class LoaderSettings:
 def plan_settings(
     options: StreamOptions, loader: LoaderSettings, *, rank: int | None = None, world_size: int | None = None
 ) -> PlanSettings:
-    """The :class:`~lerobotstream.planner.PlanSettings` of a stream's resolved ``options`` batched
+    """The :class:`~lerobotstream.planner._settings.PlanSettings` of a stream's resolved ``options`` batched
     with ``loader``'s settings: every field named as an option takes that option's value (the
     byte budget in bytes: ``options.byte_budget``), ``num_workers`` / ``batch_size`` (1 when
     unset) / ``drop_last`` are the loader's."""
@@ -214,7 +216,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         raise NotImplementedError
 
     def episode_sizes(self) -> list[EpisodeSizes]:
-        """Each part's episode sizes in this process (:class:`~lerobotstream.planner.EpisodeSizes`:
+        """Each part's episode sizes in this process (:class:`~lerobotstream.planner._sizes.EpisodeSizes`:
         an episode's exact synthesized bytes, computed when first asked — the part's index is
         opened then — and kept): what planners built outside an iterator (``state_dict``,
         ``load_state_dict``, ``resume_info``) replay a byte budget with."""
@@ -246,7 +248,7 @@ class StreamCore(torch.utils.data.IterableDataset):
 
     @samples_consumed.setter
     def samples_consumed(self, value: int) -> None:
-        self._resume.move(self._resume.at.epoch, int(value))
+        self._resume.move(self._resume.at.epoch, check_count("samples_consumed", value), counted=True)
 
     @property
     def epoch(self) -> int:
@@ -290,7 +292,7 @@ class StreamCore(torch.utils.data.IterableDataset):
                 raise StreamingConfigError(
                     f"{name} must be >= 0, got {v} (epoch={epoch}, samples={samples})", option=name, value=v
                 )
-        self._resume.move(epoch, samples)
+        self._resume.move(epoch, samples, counted=True)
 
     def prepare(self, loader: LoaderSettings | int | None = None) -> StreamPosition:
         """Get ready to iterate with ``loader``'s settings — a loader's :class:`LoaderSettings`, or
@@ -359,36 +361,59 @@ class StreamCore(torch.utils.data.IterableDataset):
         batches_consumed: int | None = None,
         loader: LoaderSettings | None = None,
     ) -> dict[str, Any]:
-        """Resume state of this rank: the one resume state (``planner.StreamState``, docs/resume.md).
+        """Resume state of this rank: the one resume state (``planner._state.StreamState``, docs/resume.md).
 
         Args:
             samples_consumed: samples the training loop consumed from this rank since the epoch
                 (or the loaded state's epoch) began — the sum of the consumed batches' sizes.
             batches_consumed: alternatively, batches consumed (converted by replaying the
                 DataLoader's batch turns, exact with short last batches).
-            Neither: :attr:`samples_consumed` (exact with ``num_workers=0``).
+            Neither: :attr:`samples_consumed` — exact with ``num_workers=0``; with DataLoader
+                workers only once the training loop set it (``ds.samples_consumed = n``).
             loader: the settings the batches were made with (a ``StreamLoader``'s); None: the
                 options' (:meth:`loader_settings`).
+
+        Raises:
+            StreamingConfigError: a count that breaks the resume state's rule (an int >= 0 within
+                its bound; no bool, float or string), or no count while DataLoader workers consume
+                the stream (``num_workers > 0``) and the training loop has not set one: this
+                process never sees the workers' progress, so its own count would replay consumed
+                samples on resume.
         """
-        from lerobotstream.planner import replay_turns
+        from lerobotstream.planner._turns import replay_turns
 
         ls = self.loader_settings(loader)
+        r = self._resume
+        if (
+            samples_consumed is None
+            and batches_consumed is None
+            and ls.num_workers > 0
+            and not (r.counted or r.yielded)
+        ):
+            raise StreamingConfigError(
+                f"state_dict() needs the training loop's count with DataLoader workers (num_workers={ls.num_workers}): "
+                "this process never sees what the workers handed out, so its own count "
+                f"({self.samples_consumed} since epoch {self.epoch} began) would replay consumed samples on resume. "
+                "Pass samples_consumed= (the sum of the consumed batches' sizes since the epoch began) or "
+                "batches_consumed=, or set ds.samples_consumed first",
+                option="samples_consumed",
+                value=None,
+            )
         planner = self._rank_planner(ls)
         planner.samples_consumed = 0
+        if samples_consumed is not None:
+            samples_consumed = check_count("samples_consumed", samples_consumed)
         if batches_consumed is not None:
-            require(
-                "batches_consumed", batches_consumed, is_int(batches_consumed) and batches_consumed >= 0, "an int >= 0"
-            )
             given, _, _ = replay_turns(
                 planner.turn_limits(),
                 planner.settings.batch_size,
-                batches=int(batches_consumed),
+                batches=check_count("batches_consumed", batches_consumed),
                 drop_last=ls.drop_last,
             )
             samples_consumed = sum(given)
-        s = self.samples_consumed if samples_consumed is None else int(samples_consumed)
-        require("samples_consumed", s, s >= 0, "an int >= 0 (samples consumed since the epoch began)")
-        return planner.state_dict(samples_consumed=s)
+        return planner.state_dict(
+            samples_consumed=self.samples_consumed if samples_consumed is None else samples_consumed
+        )
 
     def load_state_dict(self, state: dict[str, Any], *, loader: LoaderSettings | None = None) -> None:
         """Restore a :meth:`state_dict` (before iterating): of this topology (the same order
@@ -402,7 +427,7 @@ class StreamCore(torch.utils.data.IterableDataset):
             ResumeStateError: another schema (an earlier build's state: named), an edited or
                 malformed state, another stream (dataset, episodes, mixture), seed or partitions.
         """
-        from lerobotstream.planner import StreamState
+        from lerobotstream.planner._state import StreamState
 
         st = StreamState.from_dict(state)
         self._resume.batch_size = st.batch_size  # what an unset batch_size option stands for now
@@ -418,7 +443,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         workers, which get it with the dataset (fork or pickle), do not compute it again."""
         import dataclasses
 
-        from lerobotstream.planner import StreamState
+        from lerobotstream.planner._state import StreamState
 
         planner = self._planner(loader)
         fixed = state
@@ -432,7 +457,11 @@ class StreamCore(torch.utils.data.IterableDataset):
         epoch, samples = (planner.epoch, planner.samples_consumed) if planner.settings.repeat else planner.position()
         epoch, samples = int(epoch), int(samples)
         rems = planner.rank_remainders() if planner.origin is not None else None
-        r.at, r.yielded = dataclasses.replace(planner.at, epoch=epoch, samples=samples, remainders=rems), 0
+        r.at, r.yielded, r.counted = (
+            dataclasses.replace(planner.at, epoch=epoch, samples=samples, remainders=rems),
+            0,
+            False,
+        )
         r.changes = list(planner.resume_changes)
         r.loaded = dict(state)
         r.planned_for = (loader, epoch, samples)
@@ -520,7 +549,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         return Readers(self._parts())
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        from lerobotstream.planner import current_worker
+        from lerobotstream.planner._world import current_worker
 
         wid, nw = current_worker()
         epoch, samples = self._iteration_start(nw)

@@ -27,7 +27,7 @@ from lerobotstream.dataset._decodejob import DecodedGopCache, EpisodeJob, JobMak
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
 from lerobotstream.dataset._reader import DatasetReader, ReaderConfig
 from lerobotstream.payload_cache import EpisodeByteCache
-from lerobotstream.planner import EpisodeSizes
+from lerobotstream.planner._sizes import EpisodeSizes
 
 __all__ = ["ASSEMBLY_GROUP", "Readers", "StreamPart", "shard_items"]
 
@@ -58,7 +58,7 @@ class StreamPart:
 
 class Readers:
     """Per-process state of a stream: one :class:`DatasetReader` per part, each part's episode
-    sizes (:class:`~lerobotstream.planner.EpisodeSizes` over its reader: computed as admission and
+    sizes (:class:`~lerobotstream.planner._sizes.EpisodeSizes` over its reader: computed as admission and
     prefetch reach an episode, kept), the current iterator's byte cache and decoded-GOP cache, the
     pipeline's stage times. Created after a PID check; never pickled."""
 
@@ -96,7 +96,7 @@ def shard_items(
 
     Args:
         planner: the rank's planner for ``loader``'s settings, built with ``readers.sizes`` as its
-            episode sizes (``planner.Planner``).
+            episode sizes (``planner._planner.Planner``).
         options: the stream's resolved ``StreamOptions``; read here: ``prefetch_episodes``,
             ``decode_threads``, ``decoded_queue_size``, ``decode_lookahead``, ``first_lookahead``,
             ``decoded_cache_bytes`` (per rank: split over the workers), ``image_transforms``.

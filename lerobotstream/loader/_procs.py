@@ -53,7 +53,7 @@ from lerobotstream.errors import LoaderWorkerError
 from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
 from lerobotstream.loader._ring import RingSlots, RingStopped, WorkerRing, read_returns, slot_view
 from lerobotstream.loader._stall import StallWatch
-from lerobotstream.planner import TurnOrder
+from lerobotstream.planner._turns import TurnOrder
 
 __all__ = ["ProcessBatches"]
 

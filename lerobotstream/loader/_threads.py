@@ -2,7 +2,7 @@
 
 With ``num_workers=N`` the stream is cut into the same N shards a ``DataLoader`` with N workers
 would give (``StreamCore.shard(p, N, ..., in_process=True)``, each with its own per-process state), and
-their batches are taken in the DataLoader's turns (``planner.take_turns``), so the batches are the
+their batches are taken in the DataLoader's turns (``planner._turns.take_turns``), so the batches are the
 DataLoader's; with 0 it is the one in-process stream. Decoding, the frame copies and the batch
 assembly run on the pipelines' threads (C with the GIL released: torchcodec's decode, the
 de-interleave into the batch tensor, the small keys' numpy rows into their batch arrays); the
@@ -24,7 +24,7 @@ import torch
 
 from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
 from lerobotstream.loader._stall import StallWatch
-from lerobotstream.planner import take_turns
+from lerobotstream.planner._turns import take_turns
 
 __all__ = ["shard_batches", "thread_batches", "pin_batch", "watched"]
 

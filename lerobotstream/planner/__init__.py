@@ -2,6 +2,13 @@
 
 Pure planning (numpy + a Cython core; never imports torch, never touches global RNG).
 
+The package exports nothing: it is the library's, not the users' (they call it through the
+datasets and loaders). Each name is imported from the module that defines it — ``_planner.Planner``,
+``_settings.PlanSettings``, ``_streams.Streams``, ``_sizes.EpisodeSizes``, ``_state`` (the resume
+state: ``StreamState``, ``Position``, ``SCHEMA_KEY``, ``DIGEST_KEY``, ``canonical_digest``,
+``ELASTIC_SETTINGS``, ``REFUSED_SETTINGS``, ``MAX_NUM_WORKERS``), ``_turns`` (the batch-turn rule:
+``TurnOrder``, ``take_turns``, ``replay_turns``), ``_world`` (``discover_world``, ``current_worker``).
+
 Quick use (what ``StreamingLeRobotDataset`` does)::
 
     settings = PlanSettings(seed=1000, num_workers=2, batch_size=8, repeat=True, byte_budget=8 << 30)
@@ -59,27 +66,5 @@ Guarantees:
   ``p mod (W * K) == w * W + r``; resume continues each partition at its offset (from counts).
 """
 
-from lerobotstream.planner._planner import Planner
-from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._sizes import EpisodeSizes
-from lerobotstream.planner._state import DIGEST_KEY, SCHEMA_KEY, StreamState, canonical_digest
-from lerobotstream.planner._streams import Streams
-from lerobotstream.planner._turns import TurnOrder, replay_turns, take_turns
-from lerobotstream.planner._world import current_worker, discover_world
-
-#: what the rest of the library uses; everything else is imported from its own module
-__all__ = [
-    "DIGEST_KEY",
-    "EpisodeSizes",
-    "PlanSettings",
-    "Planner",
-    "SCHEMA_KEY",
-    "StreamState",
-    "Streams",
-    "TurnOrder",
-    "canonical_digest",
-    "current_worker",
-    "discover_world",
-    "replay_turns",
-    "take_turns",
-]
+#: the package exports nothing (see above); every name is imported from its own module
+__all__: list[str] = []

@@ -32,7 +32,7 @@ from lerobotstream.planner._pass import (
     state_key,
 )
 from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._state import Position, StreamState
+from lerobotstream.planner._state import Position, StreamState, check_count
 from lerobotstream.planner._streams import Streams
 from lerobotstream.planner._turns import epoch_overlap
 from lerobotstream.planner._world import discover_world
@@ -330,7 +330,8 @@ class Planner:
         seed, epoch, samples consumed by this rank, batch size, world size, workers, strategy, pool
         settings, the stream's identity. Pass the training loop's consumed sample count (sum of the
         consumed batches' sizes) or set ``samples_consumed`` beforehand."""
-        return self._state(self.samples_consumed if samples_consumed is None else int(samples_consumed)).to_dict()
+        count = self.samples_consumed if samples_consumed is None else check_count("samples_consumed", samples_consumed)
+        return self._state(count).to_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict` — of this topology (the very same order continues) or of

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from lerobotstream import constants
-from lerobotstream.errors import ResumeStateError
+from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.options import option_problem
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "ELASTIC_SETTINGS",
     "MAX_NUM_WORKERS",
     "MAX_ORIGIN_DEPTH",
+    "MAX_SAMPLES",
     "Position",
     "REFUSED_SETTINGS",
     "RESUME_SETTINGS",
@@ -35,6 +36,7 @@ __all__ = [
     "SCHEMA_KEY",
     "StreamState",
     "canonical_digest",
+    "check_count",
     "episodes_digest",
     "episode_selection_diffs",
 ]
@@ -54,6 +56,9 @@ DIGEST_KEY = "digest"
 #: elastic origins nested at most this deep (each elastic resume inside an epoch's remainder adds one
 #: level; a deeper state was built by hand)
 MAX_ORIGIN_DEPTH = 64
+
+#: a state's consumed count at most (a plausible maximum: past it the replay would overflow a C long)
+MAX_SAMPLES = 2**48
 
 #: settings that fix episode ownership, the order and the batch boundaries: a resume state that
 #: matches them continues the very same order; one that does not is resumed elastically
@@ -120,7 +125,7 @@ def _dict(v: Any) -> str | None:
 _RULES = {
     "seed": _option("seed"),
     "epoch": _int_in(0, 2**32),
-    "samples": _int_in(0, 2**48),
+    "samples": _int_in(0, MAX_SAMPLES),
     "batch_size": _option("batch_size"),
     "world_size": _int_in(1, 2**20),
     "num_workers": _option("num_workers"),
@@ -262,6 +267,25 @@ class StreamState:
             n: (int(v) if n in _INTS else bool(v)) for n, v in given.items() if v is not None and n in _INTS | _BOOLS
         }
         return cls(**{**given, **plain})
+
+
+def check_count(name: str, value: Any) -> int:
+    """A consumed count given to ``state_dict()`` (``samples_consumed``, ``batches_consumed``),
+    checked by the state's own rule for its ``samples`` field — an int >= 0 and at most
+    :data:`MAX_SAMPLES`, never a bool, a float or a string — when the state is written, not when a
+    later load would call it tampered; returns it as an int.
+
+    Raises:
+        StreamingConfigError: ``name`` breaks the rule (a ValueError naming it and its value).
+    """
+    why = _RULES["samples"](value)
+    if why is not None:
+        raise StreamingConfigError(
+            f"{name} must be an int >= 0 and at most {MAX_SAMPLES} (a resume state's count), got {value!r} ({why})",
+            option=name,
+            value=value,
+        )
+    return int(value)
 
 
 def _check_schema(state: Any) -> None:

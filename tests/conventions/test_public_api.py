@@ -22,8 +22,9 @@ PACKAGE = REPO / "lerobotstream"
 #: the modules documented as supported API besides the top level (docs/ARCHITECTURE.md)
 SUPPORTED = ("errors", "testing", "sidecar", "validate", "profile", "integrations.lerobot")
 
-#: ``__all__`` of every package ``__init__``. planner still exports its current names (owned
-#: elsewhere; to be shrunk last).
+#: ``__all__`` of every package ``__init__``. No package exports internals any more: besides the
+#: top level and the supported modules, each exports nothing or only what users call (planner, the
+#: last to export the library's own names, exports nothing).
 EXPORTS: dict[str, set[str]] = {
     "lerobotstream": {
         "EpisodeByteCache",
@@ -47,21 +48,7 @@ EXPORTS: dict[str, set[str]] = {
     },
     "lerobotstream.loader": {"StreamLoader"},
     "lerobotstream.mp4": set(),
-    "lerobotstream.planner": {
-        "DIGEST_KEY",
-        "EpisodeSizes",
-        "PlanSettings",
-        "Planner",
-        "SCHEMA_KEY",
-        "StreamState",
-        "Streams",
-        "TurnOrder",
-        "canonical_digest",
-        "current_worker",
-        "discover_world",
-        "replay_turns",
-        "take_turns",
-    },
+    "lerobotstream.planner": set(),
     "lerobotstream.profile": {"build_report", "format_report", "needed_bytes", "plot_report", "profile_dataset"},
     "lerobotstream.sidecar": {"BuildReport", "build_sidecar", "ensure_sidecar", "open_sidecar", "push_sidecar"},
     "lerobotstream.sources": {"ByteSource", "open_source"},

@@ -236,7 +236,8 @@ def test_workers_take_the_remainder_computed_where_the_state_was_loaded(streams,
     import pickle
     from collections import OrderedDict
 
-    from lerobotstream.planner import Planner, _pass
+    from lerobotstream.planner import _pass
+    from lerobotstream.planner._planner import Planner
 
     make = streams(what)
     consumed, state = _run(make, (2, 2, 4), False, n=2)

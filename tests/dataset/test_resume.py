@@ -71,6 +71,57 @@ def test_in_process_counter_is_exact(root):
     assert _batches(again, 0, 3) == ref[3:]
 
 
+def test_state_dict_without_a_count_is_refused_when_dataloader_workers_consume_the_stream(root):
+    """User trial: with DataLoader workers (``num_workers > 0``) the training process never sees
+    what they handed out, so ``state_dict()`` with no count wrote ``samples=0`` and the resumed run
+    replayed consumed samples. It is refused (typed, naming what to pass) unless the training loop
+    set the count; ``num_workers=0`` counts itself, as before."""
+    from lerobotstream.errors import StreamingConfigError
+
+    ds = _ds(root, 2, True)
+    with pytest.raises(StreamingConfigError, match=r"num_workers=2.*samples_consumed=.*batches_consumed=") as e:
+        ds.state_dict()
+    assert e.value.option == "samples_consumed"
+    assert ds.state_dict(samples_consumed=8)["samples"] == 8  # a count given
+    assert ds.state_dict(batches_consumed=1)["samples"] == B
+    ds.samples_consumed = 6  # or set by the training loop
+    assert ds.state_dict()["samples"] == 6
+    ds.set_epoch(1)  # a new epoch: the loop's count starts again
+    with pytest.raises(StreamingConfigError, match="samples_consumed="):
+        ds.state_dict()
+    ds.seek(1, 4)
+    assert ds.state_dict()["samples"] == 4
+    loaded = _ds(root, 2, True)
+    loaded.load_state_dict(ds.state_dict(samples_consumed=8))
+    with pytest.raises(StreamingConfigError, match="samples_consumed="):  # the loaded count goes stale as workers run
+        loaded.state_dict()
+    assert _ds(root, 0, True).state_dict()["samples"] == 0  # num_workers=0: its own count
+
+
+@pytest.mark.parametrize("bad", ["16", 16.7, 16.0, True, 10**20, -1, None])
+def test_a_count_is_checked_by_the_state_rule_when_written(root, bad):
+    """User trial: ``state_dict(samples_consumed=...)`` coerced with int() — "16", 16.7, True and
+    10**20 were written, and a later load called them tampered. The state's own rule (an int >= 0
+    within its bound, no bool) refuses them when the state is written (``batches_consumed`` and
+    the ``samples_consumed`` attribute too); numpy ints pass."""
+    import numpy as np
+
+    from lerobotstream.errors import StreamingConfigError
+    from lerobotstream.planner._state import MAX_SAMPLES
+
+    ds = _ds(root, 0, False)
+    if bad is not None:
+        with pytest.raises(
+            StreamingConfigError, match=rf"samples_consumed must be an int >= 0 and at most {MAX_SAMPLES}"
+        ):
+            ds.state_dict(samples_consumed=bad)
+        with pytest.raises(StreamingConfigError, match="batches_consumed must be an int"):
+            ds.state_dict(batches_consumed=bad)
+        with pytest.raises(StreamingConfigError, match="samples_consumed must be an int"):
+            ds.samples_consumed = bad
+    assert ds.state_dict(samples_consumed=np.int64(3))["samples"] == 3
+
+
 def test_mismatched_settings_raise(root):
     state = _ds(root, 2, True).state_dict(samples_consumed=8)
     with pytest.raises(ResumeStateError, match="seed"):

@@ -43,7 +43,7 @@ def test_elastic_settings_are_returned_the_rest_refused():
 def test_the_training_resume_uses_the_one_elastic_definition():
     """Bug: lerobotstream-train kept its own copy of the elastic keys, without ``repeat``,
     ``drop_last`` and ``equalize``: a resume the dataset replans elastically was refused. The
-    record wraps the stream's state; what may change is ``planner.ELASTIC_SETTINGS``."""
+    record wraps the stream's state; what may change is ``planner._state.ELASTIC_SETTINGS``."""
     assert not hasattr(resume, "ELASTIC_KEYS")
     assert {"repeat", "drop_last", "equalize", "byte_budget", "episode_pool_size"} <= set(ELASTIC_SETTINGS)
     doc = {"step": 5, "run": dict(RUN), "stream": _state()}

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner import replay_turns
 from lerobotstream.planner._mixseq import integer_weights
+from lerobotstream.planner._turns import replay_turns
 from tests._planners import make_mixture_for_datasets, make_planner
 from tests._streams import resigned
 from tests.planner.test_planner import _simulate_loader as _loader  # DataLoader turns, simulated
@@ -231,7 +231,7 @@ MIX_FULL = Counter((OFFSETS[d] + e, f) for d, ls in enumerate(MIX) for e, n in l
 
 
 def _mixture(topo, rank, byte_budget_gb=1.0, weights=(0.7, 0.3), repeat=False):
-    from lerobotstream.planner import PlanSettings
+    from lerobotstream.planner._settings import PlanSettings
 
     w, k, b = topo
     settings = PlanSettings(

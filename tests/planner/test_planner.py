@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError
-from lerobotstream.planner import SCHEMA_KEY, Planner, replay_turns, take_turns
+from lerobotstream.planner._planner import Planner
 from lerobotstream.planner._poolcore import STRATEGIES as STRATEGY_TABLE
-from lerobotstream.planner._state import SCHEMA
+from lerobotstream.planner._state import SCHEMA, SCHEMA_KEY
+from lerobotstream.planner._turns import replay_turns, take_turns
 from tests._planners import iter_anchors, make_planner, worker_episodes, worker_plan
 from tests._streams import resigned
 from tests.planner.test_turns import worker_batches
@@ -350,7 +351,7 @@ def test_global_rng_independence():
 # --- finite epochs: equal batch counts -----------------------------------------------------------
 def _simulate_loader(planner: Planner, n_batches: int | None = None) -> list[list[tuple[int, int]]]:
     """Batches in the order torch's DataLoader returns them for an IterableDataset: each worker's
-    anchors cut into batches, taken in the DataLoader's turns (``planner.take_turns``, the one rule;
+    anchors cut into batches, taken in the DataLoader's turns (``planner._turns.take_turns``, the one rule;
     tests/planner/test_turns.py checks it against a real DataLoader)."""
     n = planner.settings.num_workers
     its = [planner.iter_worker_anchors(None, 0)] if n == 0 else [planner.iter_worker_anchors(p, n) for p in range(n)]

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner import StreamState
+from lerobotstream.planner._state import StreamState
 from tests._planners import make_mixture, make_planner
 from tests._streams import resigned
 

@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner import Planner
+from lerobotstream.planner._planner import Planner
 from tests._planners import make_planner
 from tests._streams import resigned
 

@@ -11,8 +11,10 @@ import pytest
 
 import lerobotstream.planner as planner_pkg
 from lerobotstream.errors import ByteBudgetError, Mp4Error, Mp4TruncatedError, SourceReadError
-from lerobotstream.planner import EpisodeSizes, Planner, PlanSettings
+from lerobotstream.planner._planner import Planner
 from lerobotstream.planner._poolcore import EpisodePool
+from lerobotstream.planner._settings import PlanSettings
+from lerobotstream.planner._sizes import EpisodeSizes
 from tests._planners import make_mixture_for_datasets, make_partition_planner, make_planner, worker_plan
 
 LENGTHS = {e: 5 + (7 * e) % 23 for e in range(40)}

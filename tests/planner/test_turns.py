@@ -10,8 +10,8 @@ from itertools import islice
 import pytest
 import torch
 
-from lerobotstream.planner import Planner, TurnOrder, replay_turns, take_turns
-from lerobotstream.planner._turns import epoch_overlap
+from lerobotstream.planner._planner import Planner
+from lerobotstream.planner._turns import TurnOrder, epoch_overlap, replay_turns, take_turns
 from tests._planners import make_planner
 
 

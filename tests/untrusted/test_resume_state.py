@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner import Planner, StreamState, take_turns
-from lerobotstream.planner._state import MAX_NUM_WORKERS, MAX_ORIGIN_DEPTH
+from lerobotstream.planner._planner import Planner
+from lerobotstream.planner._state import MAX_NUM_WORKERS, MAX_ORIGIN_DEPTH, StreamState
+from lerobotstream.planner._turns import take_turns
 from tests._planners import make_planner
 from tests._streams import resigned
 from tests.planner.test_turns import worker_batches

@@ -14,7 +14,9 @@ import time
 
 import numpy as np
 
-from lerobotstream.planner import Planner, PlanSettings, Streams
+from lerobotstream.planner._planner import Planner
+from lerobotstream.planner._settings import PlanSettings
+from lerobotstream.planner._streams import Streams
 
 
 def run(lengths: np.ndarray, pool_size: int, strategy: str, batch: int, repeats: int) -> float:

@@ -9,7 +9,7 @@ weights, ``drop_n_last_frames``, ``eval_split``). On ``--resume=true`` with the 
 rank's consumed sample count is ``step × batch_size``; the stream skips exactly that many samples
 (each DataLoader worker its own share), so training continues with the very next sample the
 interrupted run would have used. With another value of a setting an elastic resume may change
-(``planner.ELASTIC_SETTINGS``, the one definition: the number of processes, ``--batch_size``,
+(``planner._state.ELASTIC_SETTINGS``, the one definition: the number of processes, ``--batch_size``,
 ``--num_workers``, pool size, byte budget, sampling strategy...) the checkpoint's stream state is
 resumed elastically: the samples of the epoch in progress that the interrupted run had not
 consumed are replanned over the new ranks and workers (each once), then plain epochs follow
@@ -118,8 +118,8 @@ def write_checkpoint_state(checkpoint_dir: Path, step: int, run: dict[str, Any],
     """Write ``training_state/lerobotstream_stream.json`` atomically: the stream's state at ``step``
     (``stream``: the dataset's ``state_dict()``, wrapped unchanged) and the ``run``'s settings
     (:func:`run_settings`), with a ``digest`` over the record as written
-    (``planner.canonical_digest``; :func:`read_checkpoint_state` refuses an edited record); returns its path."""
-    from lerobotstream.planner import DIGEST_KEY, canonical_digest
+    (``planner._state.canonical_digest``; :func:`read_checkpoint_state` refuses an edited record); returns its path."""
+    from lerobotstream.planner._state import DIGEST_KEY, canonical_digest
 
     doc = {"format": FORMAT, "step": int(step), "run": run, "stream": stream}
     doc = json.loads(json.dumps(doc, sort_keys=True, default=str))  # what the file holds
@@ -135,7 +135,7 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
             reader), another format (an earlier build's record: named), or a record edited after it was written (its ``digest``
             does not match: edited settings would skip the elastic replan and replay another order).
     """
-    from lerobotstream.planner import DIGEST_KEY, canonical_digest
+    from lerobotstream.planner._state import DIGEST_KEY, canonical_digest
 
     path = Path(checkpoint_dir) / "training_state" / STATE_FILE
     if not path.is_file():
@@ -183,7 +183,7 @@ def check_resume(
     """Refuse a resume whose settings would change the sample order: the checkpoint record ``doc``
     against this run's settings (``run``: :func:`run_settings`) and stream state (``stream``: the
     dataset's ``state_dict()``). ``elastic``: only the stream settings outside
-    ``planner.ELASTIC_SETTINGS`` (the one definition) are refused; False: any (the sample-exact
+    ``planner._state.ELASTIC_SETTINGS`` (the one definition) are refused; False: any (the sample-exact
     rule). Returns the elastic changes, ``"name: checkpoint X, now Y"``.
 
     Raises:
