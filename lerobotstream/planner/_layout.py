@@ -294,7 +294,9 @@ class GroupChain:
         self._events = []
         return done
 
-    __iter__ = EpisodePool.__iter__  # (episode_index, frame_index) Python ints until the epoch ends
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        """Yields ``(episode_index, frame_index)`` Python ints until the epoch ends."""
+        return read_pools(iter([self]), None)
 
 
 class WorkerPlan:
