@@ -294,10 +294,6 @@ class GroupChain:
         self._events = []
         return done
 
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        """Yields ``(episode_index, frame_index)`` Python ints until the epoch ends."""
-        return read_pools(iter([self]), None)
-
 
 class WorkerPlan:
     """One (rank, logical worker) of one stream: the groups it plays, in order, their episodes

@@ -575,11 +575,3 @@ cdef class EpisodePool:
     def exhausted(self):
         """True once every frame of the epoch has been emitted."""
         return self.n_remaining == 0
-
-    def __iter__(self):
-        """Yields ``(episode_index, frame_index)`` Python ints until the epoch ends."""
-        while True:
-            ep, fr = self.next_anchors(256)
-            yield from zip(ep.tolist(), fr.tolist())
-            if len(ep) < 256:
-                return

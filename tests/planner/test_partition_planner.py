@@ -268,12 +268,3 @@ def test_refused_cases_name_the_difference():
         _planner((1, 1, 4), 0, partitions=0)
     with pytest.raises(ShardingError, match="cannot fill partitions=30"):
         _planner((1, 1, 4), 0, partitions=30)
-
-
-def test_a_group_chain_iterates_like_a_pool():
-    p = make_partition_planner({e: 5 for e in range(12)}, partitions=4)
-    plan = worker_plan(p, 0)
-    assert type(plan.pool(0)).__name__ == "GroupChain"  # 4 partitions, one worker: played one after another
-    anchors = list(plan.pool(0))
-    assert anchors == list(zip(*(a.tolist() for a in plan.pool(0).next_anchors(plan.num_frames + 1))))
-    assert len(anchors) == plan.num_frames
