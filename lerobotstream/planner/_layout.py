@@ -235,11 +235,6 @@ class GroupChain:
     def exhausted(self) -> bool:
         return self._cur is None or (self._cur.exhausted and not self._todo and not self._ready)
 
-    @property
-    def remaining(self) -> int:
-        """Frames of the resident episodes (current group) not yet emitted."""
-        return 0 if self._cur is None else self._cur.remaining
-
     def resident(self) -> np.ndarray:
         return np.empty(0, np.int64) if self._cur is None else self._cur.resident()
 

@@ -563,11 +563,6 @@ cdef class EpisodePool:
         return self.n_emitted
 
     @property
-    def remaining(self):
-        """Frames of resident episodes not yet emitted."""
-        return self.n_remaining
-
-    @property
     def resident_bytes(self):
         return self.n_res_bytes
 
