@@ -135,9 +135,9 @@ cdef int64_t N_STRATEGIES = sizeof(STRATEGY_TABLE) // sizeof(Strategy)
 
 
 StrategyInfo = namedtuple("StrategyInfo", "id name in_order help")
-StrategyInfo.__doc__ = """One entry of the strategy table, for Python: ``id`` (its position: the ``strategy``
-argument of :class:`EpisodePool` by name; the id is part of the seeds), ``name``, ``in_order`` (no draws: the plan admits
-episodes in ascending order, frames come ascending) and ``help`` (the option's words for it)."""
+StrategyInfo.__doc__ = """One entry of the strategy table, for Python: ``id`` (its position, part of the
+seeds), ``name`` (what :class:`EpisodePool`'s ``strategy`` argument takes), ``in_order`` (no draws: the
+plan admits episodes in ascending order, frames come ascending) and ``help`` (the option's words for it)."""
 
 
 #: name -> :class:`StrategyInfo`, in table order (what ``constants.SAMPLING_STRATEGIES`` lists)
