@@ -53,7 +53,7 @@ from lerobotstream.errors import LoaderWorkerError
 from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
 from lerobotstream.loader._ring import RingSlots, RingStopped, WorkerRing, read_returns, slot_view
 from lerobotstream.loader._stall import StallWatch
-from lerobotstream.planner._turns import TurnOrder
+from lerobotstream.planner._turns import take_turns
 
 __all__ = ["ProcessBatches"]
 
@@ -301,18 +301,21 @@ class ProcessBatches:
     def _run(self) -> None:
         from lerobotstream.loader._threads import pin_batch
 
-        try:
-            turns = TurnOrder(self.num_workers)  # the DataLoader's turns (planner/_turns.py)
-            while turns:
-                w = turns.current
+        def messages(w: int):
+            """Worker ``w``'s messages, each read when its turn comes; it ends with the worker's."""
+            while True:
                 msg = self._recv(w)
-                kind = msg[0]
-                if kind == "ring":
+                if msg[0] == "ring":
                     self._rings[w] = msg[1]
-                    continue
-                if kind == "end":
-                    turns.leave()
-                    continue
+                elif msg[0] == "end":
+                    return
+                else:
+                    yield w, msg
+
+        try:
+            # the DataLoader's turns (planner/_turns.py)
+            for w, msg in take_turns([messages(w) for w in range(self.num_workers)]):
+                kind = msg[0]
                 if kind == "error":
                     self._put(("error", msg[1]))
                     return
@@ -325,7 +328,6 @@ class ProcessBatches:
                     if self.pin:
                         batch = pin_batch(batch)
                 self._put(("batch", batch, n))
-                turns.advance()
             self._put(("end",))
         except _Stopped:
             return

@@ -7,7 +7,7 @@ datasets and loaders). Each name is imported from the module that defines it —
 ``_settings.PlanSettings``, ``_streams.Streams``, ``_sizes.EpisodeSizes``, ``_state`` (the resume
 state: ``StreamState``, ``Position``, ``SCHEMA_KEY``, ``DIGEST_KEY``, ``canonical_digest``,
 ``ELASTIC_SETTINGS``, ``REFUSED_SETTINGS``, ``MAX_NUM_WORKERS``), ``_turns`` (the batch-turn rule:
-``TurnOrder``, ``take_turns``, ``replay_turns``), ``_world`` (``discover_world``, ``current_worker``).
+``take_turns``, ``replay_turns``), ``_world`` (``discover_world``, ``current_worker``).
 
 Quick use (what ``StreamingLeRobotDataset`` does)::
 

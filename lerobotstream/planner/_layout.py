@@ -1,7 +1,7 @@
 """Layouts: which episodes each rank and DataLoader worker of one stream (dataset) plays in one pass.
 
 A *group* is a set of episodes that one pool plays in order: one exact-coverage
-:class:`~lerobotstream.planner._pool.EpisodePool` per group and epoch, seeded from the group's key.
+:class:`~lerobotstream.planner._poolcore.EpisodePool` per group and epoch, seeded from the group's key.
 A :class:`Layout` splits a stream's episodes into groups and deals them to the (rank, logical
 worker) pairs of a topology (a planner's resolved ``PlanSettings``); a worker plays its groups one after another
 (:class:`WorkerPlan`). Two ways to form the groups, one model:
@@ -44,8 +44,8 @@ import numpy as np
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, over_budget
 from lerobotstream.planner import _seeds
-from lerobotstream.planner._pool import STRATEGY_IDS, EpisodePool, PoolEvent, strategy_info
-from lerobotstream.planner._poolcore import shuffled_order
+from lerobotstream.planner._pool import PoolEvent
+from lerobotstream.planner._poolcore import STRATEGY_IDS, EpisodePool, shuffled_order, strategy_info
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._shards import lpt_shards
 
@@ -195,7 +195,7 @@ class Remainder:
 
 
 class GroupChain:
-    """The :class:`~lerobotstream.planner._pool.EpisodePool` interface over a worker's group pools
+    """The :class:`~lerobotstream.planner._poolcore.EpisodePool` interface over a worker's group pools
     of one epoch, played one after another (only the current one resident; ``frontier`` looks
     into the next ones). Events keep the pool's meaning, positions counted along the chain; the
     episodes resident when a group starts (a tail: those its consumed prefix had admitted) are
@@ -234,11 +234,6 @@ class GroupChain:
     @property
     def exhausted(self) -> bool:
         return self._cur is None or (self._cur.exhausted and not self._todo and not self._ready)
-
-    @property
-    def remaining(self) -> int:
-        """Frames of the resident episodes (current group) not yet emitted."""
-        return 0 if self._cur is None else self._cur.remaining
 
     def resident(self) -> np.ndarray:
         return np.empty(0, np.int64) if self._cur is None else self._cur.resident()
@@ -293,8 +288,6 @@ class GroupChain:
                 self._switch()
         self._events = []
         return done
-
-    __iter__ = EpisodePool.__iter__  # (episode_index, frame_index) Python ints until the epoch ends
 
 
 class WorkerPlan:

@@ -2,7 +2,7 @@
 
 :class:`MixedPool` presents the streams' pools to the worker pipeline as one pool over **global
 episode ids** (``offset[d] + episode_index``), with the stream of each sample chosen by the
-worker's mix sequence (:class:`~lerobotstream.planner._mixseq.Phases`; one stream: always it).
+worker's mix sequence (:class:`~lerobotstream.planner._mixseq.MixSequence`; one stream: always it).
 Each stream's pools come from its plan (``plan.iter_pools``), chained over epochs when endless (an
 endless elastic remainder: its share of the remainder, then plain epochs). Its admissions and
 evictions are the streams' own, moved to the mixed positions, so the pipeline, byte cache and
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobotstream.planner._mixseq import Phases
+from lerobotstream.planner._mixseq import MixSequence
 from lerobotstream.planner._pool import PoolEvent
 
 __all__ = ["MixedPool"]
@@ -26,7 +26,7 @@ _NONE = np.empty(0, np.int64)
 
 
 class MixedPool:
-    """The pool interface of :class:`~lerobotstream.planner._pool.EpisodePool` over a mixture
+    """The pool interface of :class:`~lerobotstream.planner._poolcore.EpisodePool` over a mixture
     (global episode ids): one per finite epoch, or one endless pool with ``repeat=True``.
 
     Args:
@@ -46,7 +46,7 @@ class MixedPool:
         epoch: int,
         starts: Sequence[int],
         repeat: bool,
-        phases: Phases,
+        phases: MixSequence,
         emitted: int,
     ) -> None:
         self.offsets = [int(o) for o in offsets]

@@ -3,7 +3,7 @@ DataLoader worker starts in it, and — for an elastic resume — what a checkpo
 
 A :class:`Pass` is the streams' layouts (:class:`~lerobotstream.planner._layout.Layout`: groups
 by topology or canonical partitions) on one topology (a planner's resolved :class:`~lerobotstream.planner._settings.PlanSettings`), mixed per worker by
-the seeded mix sequence (``Phases``; one stream: always it). It is either a plain epoch, or the
+the seeded mix sequence (``MixSequence``; one stream: always it). It is either a plain epoch, or the
 remainder of a checkpointed run's epoch replanned on this topology (and, endless, chained to the
 plain epochs after it). Everything a planner answers — epoch sizes, the DataLoader's batch turns
 (:mod:`._turns`), worker starts, plans, pools — is a method of the pass it resolves.
@@ -37,10 +37,10 @@ from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner import _seeds
 from lerobotstream.planner._layout import ChainPlan, Layout
 from lerobotstream.planner._mixedpool import MixedPool
-from lerobotstream.planner._mixseq import Phases, integer_weights
+from lerobotstream.planner._mixseq import MixSequence, integer_weights
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._state import StreamState
-from lerobotstream.planner._turns import rank_batches, rank_given, replay_turns
+from lerobotstream.planner._turns import rank_given, replay_turns
 
 __all__ = ["Pass", "WorkerStart", "old_run_remainders", "remainder_cache", "resolve_pass"]
 
@@ -297,7 +297,7 @@ class Pass:
         self._fit[rank] = fit
         return fit
 
-    def phases(self, rank: int, worker: int, epoch: int, offset: int) -> Phases | None:
+    def phases(self, rank: int, worker: int, epoch: int, offset: int) -> MixSequence | None:
         """The mix sequence of logical ``worker`` of ``rank`` in ``epoch``, after ``offset`` samples
         of its stream (None: the worker gives nothing). Finite: the weights of the streams it
         holds, each capped at its anchors (phases). Endless: the fitted weights
@@ -316,7 +316,9 @@ class Pass:
             caps = frames
         if not any(weights):
             return None
-        return Phases(weights, caps, [self.mix_seed, epoch, rank, topo.world_size, worker, topo.num_shards], offset)
+        return MixSequence(
+            weights, caps, [self.mix_seed, epoch, rank, topo.world_size, worker, topo.num_shards], offset
+        )
 
     def consumed(self, rank: int, worker: int, epoch: int, given: int) -> list[int] | None:
         """Anchors of each stream logical ``worker`` of ``rank`` gave among the first ``given`` of
@@ -384,7 +386,10 @@ def _rank_counts(old: Pass, samples: int, limits: Callable[[int], list[int | Non
         full = limits(r)
         lim = [full[w] for w in ids]
         if r == 0:
-            given, batches, done = rank_batches(lim, topo.batch_size, samples, topo.drop_last, one_stream=one)
+            given, nxt, batches = replay_turns(
+                lim, topo.batch_size, samples=samples, drop_last=topo.drop_last, one_stream=one
+            )
+            done = nxt is None
         else:
             given = rank_given(lim, topo.batch_size, samples, batches, done, topo.drop_last, one_stream=one)
         yield from ((r, w, g) for w, g in zip(ids, given))

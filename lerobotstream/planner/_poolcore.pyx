@@ -11,11 +11,12 @@ shuffle (one int32 buffer per resident episode, allocated on admission and freed
 memory is the sum of the resident episodes' lengths.
 
 Randomness comes only from a private xoshiro256** generator seeded with four 64-bit words from
-``numpy.random.SeedSequence`` (see ``_pool.py``): no global RNG, and the order does not depend on
+``numpy.random.SeedSequence`` (see ``_seeds.py``): no global RNG, and the order does not depend on
 the numpy version. Bounded draws use Lemire's multiply-shift with rejection (exactly uniform).
 
-Everything here works on *local* episode ids 0..E-1 (positions in the worker's admission order
-arrays); ``_pool.EpisodePool`` maps them to dataset ``episode_index`` values.
+Inside, :class:`EpisodePool` works on *local* episode ids 0..E-1 (positions in the worker's arrays);
+what it gives out (anchors, events, resident and frontier episodes) are dataset ``episode_index``
+values.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint64_t
@@ -63,12 +64,13 @@ cdef extern from *:
 
 DEF EV_ADMIT = 0
 DEF EV_EVICT = 1
+_KINDS = ("admit", "evict")  # PoolEvent.kind by event code
 
 
 # --- sampling strategies ---------------------------------------------------------------------------
-cdef class PoolCore
+cdef class EpisodePool
 
-ctypedef int64_t (*pick_fn)(PoolCore pool) noexcept nogil
+ctypedef int64_t (*pick_fn)(EpisodePool pool) noexcept nogil
 
 cdef struct Strategy:
     const char *name  # the ``sampling_strategy`` value
@@ -79,12 +81,12 @@ cdef struct Strategy:
     const char *help  # what the option's help says of it
 
 
-cdef int64_t pick_remaining(PoolCore pool) noexcept nogil:
+cdef int64_t pick_remaining(EpisodePool pool) noexcept nogil:
     """A resident frame uniformly at random: its slot, by the Fenwick tree of remaining frames."""
     return pool._fw_find(<int64_t>lrs_randbelow(pool.rng, <uint64_t>pool.n_remaining))
 
 
-cdef int64_t pick_round_robin(PoolCore pool) noexcept nogil:
+cdef int64_t pick_round_robin(EpisodePool pool) noexcept nogil:
     """Each round a seeded shuffle of the residents at its start (episodes admitted later join the
     next round), one slot after another."""
     cdef int64_t i, j, tmp
@@ -103,7 +105,7 @@ cdef int64_t pick_round_robin(PoolCore pool) noexcept nogil:
     return i
 
 
-cdef int64_t pick_sequential(PoolCore pool) noexcept nogil:
+cdef int64_t pick_sequential(EpisodePool pool) noexcept nogil:
     """The earliest admitted resident: the smallest local id (local ids rise with admission when
     ``in_order``, so the one found stays the smallest until it leaves: one scan per episode)."""
     cdef int64_t i, j
@@ -133,9 +135,9 @@ cdef int64_t N_STRATEGIES = sizeof(STRATEGY_TABLE) // sizeof(Strategy)
 
 
 StrategyInfo = namedtuple("StrategyInfo", "id name in_order help")
-StrategyInfo.__doc__ = """One entry of the strategy table, for Python: ``id`` (its position: the ``strategy``
-argument of :class:`PoolCore`, part of the seeds), ``name``, ``in_order`` (no draws: the plan admits
-episodes in ascending order, frames come ascending) and ``help`` (the option's words for it)."""
+StrategyInfo.__doc__ = """One entry of the strategy table, for Python: ``id`` (its position, part of the
+seeds), ``name`` (what :class:`EpisodePool`'s ``strategy`` argument takes), ``in_order`` (no draws: the
+plan admits episodes in ascending order, frames come ascending) and ``help`` (the option's words for it)."""
 
 
 #: name -> :class:`StrategyInfo`, in table order (what ``constants.SAMPLING_STRATEGIES`` lists)
@@ -145,6 +147,22 @@ STRATEGIES = {
     )
     for i in range(N_STRATEGIES)
 }
+
+#: name -> id (the strategy's position in the table, part of the seeds)
+STRATEGY_IDS = {name: info.id for name, info in STRATEGIES.items()}
+
+
+def strategy_info(name):
+    """The table entry of sampling strategy ``name`` (``id``, ``in_order``, ``help``): what a plan
+    asks of a strategy (``in_order``: admit episodes in ascending order, no seeded order).
+
+    Raises:
+        ValueError: ``name`` is not a strategy of the table.
+    """
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ValueError(f"unknown sampling strategy {name!r}: one of {tuple(STRATEGIES)}") from None
 
 
 def shuffled_order(uint64_t[::1] state, int64_t n):
@@ -171,31 +189,43 @@ def shuffled_order(uint64_t[::1] state, int64_t n):
     return out
 
 
-cdef class PoolCore:
-    """Exact-coverage pool over local episodes ``0..E-1`` admitted in ``order``.
+cdef class EpisodePool:
+    """Exact-coverage pool of one worker (one group) for one epoch (built by ``WorkerPlan.group_pool``).
+
+    Every frame of the pool's episodes is emitted exactly once; at most ``pool_size`` episodes
+    and ``byte_budget`` bytes are resident; episodes are admitted strictly in the seeded admission
+    order (the next one waits until it fits) and leave right after their last frame.
 
     Args:
-        lengths: int64 (E,) frames per local episode (all >= 1).
-        nbytes: int64 (E,) bytes each local episode holds while resident (0 when unbounded; -1:
-            not known yet, asked of ``size_of`` when admission reaches the episode, then kept).
-        order: int64 (E,) admission order (a permutation of ``range(E)``).
-        pool_size: maximum resident episodes (>= 1).
-        byte_budget: maximum sum of resident ``nbytes`` (-1: unbounded).
-        strategy: the strategy's id, its position in :data:`STRATEGIES` (0 = ``remaining``,
-            1 = ``round_robin``, 2 = ``sequential``: no draws, the resident episode admitted first,
-            its frames in ascending order).
-        state: four uint64 seed words for the draws.
-        size_of: ``size_of(local episode) -> int`` bytes: the plan's size provider (its
-            ``planner._sizes.SizeProvider``, keyed by local episode and checked against the plan's
-            budget), called (holding the GIL) for an entry of ``nbytes`` that is -1 when admission
-            under a budget reaches it (sizes on demand: only the episodes admitted are ever
-            sized); None: every size is given. The pool itself reads no file.
+        episode_indices (np.ndarray): int64 (E,) dataset episode indices of the pool.
+        lengths (np.ndarray): int64 (E,) frames per episode (>= 1).
+        nbytes (np.ndarray): int64 (E,) resident bytes per episode (zeros when unbounded; -1 where
+            not known yet: ``size_of`` is asked when admission reaches the episode, and the
+            answer is written into this array, so pools over the same array share what is known).
+        order (np.ndarray): int64 (E,) admission order, positions into the arrays above (a
+            permutation of ``range(E)``).
+        pool_size (int): maximum resident episodes (>= 1).
+        byte_budget (int | None): maximum resident bytes, or None.
+        strategy (str): a name of the strategy table (:data:`STRATEGIES`: ``remaining``,
+            ``round_robin``, ``sequential``: no draws, the resident episode admitted first, its
+            frames in ascending order).
+        draw_words (np.ndarray): uint64 (4,) seed words of the draws.
+        frame_maps (dict[int, np.ndarray] | None): elastic remainders: for a local episode whose
+            ``lengths`` entry counts only its remaining frames, the int64 ascending frame indices
+            those are (pool-local frame k is frame ``frame_maps[i][k]`` of the episode).
+        size_of (Callable[[int], int] | None): sizes on demand: ``size_of(local episode) -> int``
+            bytes for an entry of ``nbytes`` that is -1 (``WorkerPlan.size_of``: the plan's size
+            provider, ``planner._sizes.SizeProvider``, checked against its budget), called
+            (holding the GIL) when admission under a budget reaches the episode (only the
+            episodes admitted are ever sized); None: every size is given. The pool reads no file.
 
     Raises:
-        ValueError: (construction) an unknown size (-1) under a budget without ``size_of``.
+        ValueError: (construction) an unknown strategy name, ``pool_size`` < 1, arrays of
+            different lengths, or an unknown size (-1) under a budget without ``size_of``.
         ByteBudgetError: when admission reaches an episode larger than the whole budget.
-        the provider's typed errors (``SizeProvider``), unchanged, from the call whose admission
-            asked for the size; the episode stays unsized and unadmitted.
+        the provider's typed errors (``SizeProvider``), unchanged, from the ``fill`` /
+            ``next_anchors`` whose admission asked for the size; the episode stays unsized and
+            unadmitted.
     """
 
     cdef int64_t n_eps, pool_size, byte_budget, n_res_bytes
@@ -216,6 +246,8 @@ cdef class PoolCore:
     cdef uint64_t rng[4]
     cdef list _ev_pos, _ev_kind, _ev_ep
     cdef object size_of
+    cdef object episode_indices  # int64 (E,): local id -> dataset episode index
+    cdef object _mapped, _base, _flat  # frame maps, one flat table: frame = _flat[_base[local] + k]
 
     def __cinit__(self):
         self.tree = NULL
@@ -227,23 +259,27 @@ cdef class PoolCore:
         self.res_pos = NULL
         self.round_slots = NULL
 
-    def __init__(self, int64_t[::1] lengths, int64_t[::1] nbytes, int64_t[::1] order, int64_t pool_size,
-                 int64_t byte_budget, int64_t strategy, uint64_t[::1] state, size_of=None):
+    def __init__(self, episode_indices, lengths, nbytes, order, int64_t pool_size, byte_budget, str strategy,
+                 draw_words, frame_maps=None, size_of=None):
         cdef int64_t i, P
+        cdef uint64_t[::1] state = np.ascontiguousarray(draw_words, dtype=np.uint64)
+        info = strategy_info(strategy)
         if pool_size < 1:
             raise ValueError(f"pool_size must be >= 1, got {pool_size}")
-        if lengths.shape[0] != nbytes.shape[0] or lengths.shape[0] != order.shape[0]:
-            raise ValueError("lengths, nbytes and order must have the same length")
-        if not 0 <= strategy < N_STRATEGIES:
-            raise ValueError(f"strategy must be an id of STRATEGIES (0..{N_STRATEGIES - 1}), got {strategy}")
+        self.episode_indices = np.ascontiguousarray(episode_indices, dtype=np.int64)
+        lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+        nbytes = np.ascontiguousarray(nbytes, dtype=np.int64)
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        if len(lengths) != len(nbytes) or len(lengths) != len(order) or len(lengths) != len(self.episode_indices):
+            raise ValueError("episode_indices, lengths, nbytes and order must have the same length")
         self.lengths = lengths
         self.nbytes = nbytes
         self.order = order
         self.n_eps = lengths.shape[0]
         self.pool_size = pool_size
-        self.byte_budget = byte_budget
-        self.strategy = &STRATEGY_TABLE[strategy]
-        if byte_budget >= 0 and size_of is None and lengths.shape[0] and np.min(np.asarray(nbytes)) < 0:
+        self.byte_budget = -1 if byte_budget is None else int(byte_budget)
+        self.strategy = &STRATEGY_TABLE[<int64_t>info.id]
+        if self.byte_budget >= 0 and size_of is None and len(lengths) and np.min(nbytes) < 0:
             raise ValueError("nbytes has unknown sizes (-1) under a byte budget and the pool has no size_of")
         self.size_of = size_of
         self.n_remaining = 0
@@ -272,7 +308,7 @@ cdef class PoolCore:
         if (self.tree == NULL or self.slot_ep == NULL or self.slot_rem == NULL or self.slot_buf == NULL
                 or self.free_slots == NULL or self.res_list == NULL or self.res_pos == NULL
                 or self.round_slots == NULL):
-            raise MemoryError("PoolCore: out of memory")
+            raise MemoryError("EpisodePool: out of memory")
         memset(self.tree, 0, (P + 1) * sizeof(int64_t))
         for i in range(P):
             self.slot_ep[i] = -1
@@ -283,6 +319,20 @@ cdef class PoolCore:
         self._ev_pos = []
         self._ev_kind = []
         self._ev_ep = []
+        self._mapped = None
+        maps = dict(frame_maps or {})
+        if maps:
+            n = len(self.episode_indices)
+            self._mapped = np.zeros(n, dtype=bool)
+            self._base = np.zeros(n, dtype=np.int64)
+            parts, at = [], 0
+            for local in sorted(maps):
+                self._mapped[local] = True
+                self._base[local] = at
+                frames = np.asarray(maps[local], dtype=np.int64)
+                parts.append(frames)
+                at += len(frames)
+            self._flat = np.concatenate(parts)
         self._admit()
 
     def __dealloc__(self):
@@ -342,7 +392,7 @@ cdef class PoolCore:
             n = self.lengths[ep]
             buf = <int32_t *>malloc(n * sizeof(int32_t))
             if buf == NULL:
-                raise MemoryError("PoolCore: out of memory for an episode's frame order")
+                raise MemoryError("EpisodePool: out of memory for an episode's frame order")
             for i in range(n):
                 buf[i] = <int32_t>i
             self.n_free -= 1
@@ -380,11 +430,9 @@ cdef class PoolCore:
         self._ev_ep.append(ep)
         return 0
 
-    cpdef int64_t fill(self, int64_t[::1] out_ep, int64_t[::1] out_frame, int64_t n) except -1:
-        """Emit up to ``n`` anchors into ``out_ep`` (local episode) / ``out_frame``; returns the count.
-
-        Fewer than ``n`` means the epoch is exhausted. Pass ``n`` <= the arrays' length.
-        """
+    cdef int64_t _fill(self, int64_t[::1] out_ep, int64_t[::1] out_frame, int64_t n) except -1:
+        """Emit up to ``n`` anchors into ``out_ep`` (local episode) / ``out_frame`` (pool-local
+        frame); returns the count. Fewer than ``n`` means the epoch is exhausted."""
         cdef int64_t k = 0, slot, rem, j
         cdef int32_t *buf
         cdef int32_t f
@@ -416,28 +464,49 @@ cdef class PoolCore:
                 self._admit()
         return k
 
+    def _map(self, local, frames):
+        """Pool-local frames of local episodes -> episode frames, in place (elastic remainders)."""
+        if self._mapped is None:
+            return
+        sel = np.flatnonzero(self._mapped[local])
+        if len(sel):
+            frames[sel] = self._flat[self._base[local[sel]] + frames[sel]]
+
+    def fill(self, out_episode, out_frame):
+        """Write up to ``len(out_episode)`` anchors (dataset episode index, frame index) into the
+        caller's int64 arrays; returns the count (fewer means the epoch ended). The batched fast
+        path (``python -m tools.microbench planner``)."""
+        cdef int64_t k = self._fill(out_episode, out_frame, min(len(out_episode), len(out_frame)))
+        if self._mapped is not None:
+            self._map(out_episode[:k], out_frame[:k])
+        out_episode[:k] = self.episode_indices[out_episode[:k]]
+        return k
+
+    def next_anchors(self, int64_t n):
+        """Up to ``n`` anchors: (episode_index int64 (k,), frame_index int64 (k,)), k < n at the end."""
+        ep = np.empty(n, dtype=np.int64)
+        fr = np.empty(n, dtype=np.int64)
+        k = self.fill(ep, fr)
+        return ep[:k], fr[:k]
+
     cpdef int64_t skip(self, int64_t n) except -1:
-        """Draw and discard up to ``n`` anchors (resume fast-forward); returns the count."""
+        """Draw and discard up to ``n`` anchors (resume fast-forward, no I/O); returns the count."""
         cdef int64_t chunk = 4096, done = 0, got
         ep = np.empty(chunk, dtype=np.int64)
         fr = np.empty(chunk, dtype=np.int64)
         while done < n:
-            got = self.fill(ep, fr, min(chunk, n - done))
+            got = self._fill(ep, fr, min(chunk, n - done))
             done += got
             if got == 0:
                 break
         return done
 
-    def order_array(self):
-        """The admission order (local ids), int64 (E,) (a view)."""
-        return np.asarray(self.order)
-
     def remaining_state(self):
-        """Where the epoch stands, for elastic resume: ``(num_admitted, resident, frames)`` --
-        episodes ``order[:num_admitted]`` not in ``resident`` are finished, ``order[num_admitted:]``
-        untouched; ``resident`` (int64, local ids) are the admitted ones with frames left and
-        ``frames[i]`` (int64, ascending) the local frame indices resident episode i has not emitted.
-        Memory: the resident episodes' remaining frames."""
+        """Where this epoch stands (elastic resume): ``(untouched, started, frames)`` -- dataset
+        episode indices not yet admitted (int64, admission order), those admitted with frames left
+        (int64) and, for each of those, the episode frames it has not emitted yet (int64,
+        ascending). Every other episode of the pool has emitted all its frames. Memory: the
+        resident episodes' remaining frames."""
         cdef int64_t i, ep, rem, n
         eps = []
         frames = []
@@ -450,46 +519,54 @@ cdef class PoolCore:
             if self.strategy.in_order:
                 fr = np.arange(n - rem, n, dtype=np.int64)
             else:
-                fr = np.sort(np.asarray(<int32_t[:rem]>self.slot_buf[i]).astype(np.int64)) if rem else np.empty(0, np.int64)
+                fr = np.asarray(<int32_t[:rem]>self.slot_buf[i]).astype(np.int64) if rem else np.empty(0, np.int64)
+            self._map(np.full(len(fr), ep, dtype=np.int64), fr)
             eps.append(ep)
-            frames.append(fr)
-        return self.next_admit, np.array(eps, dtype=np.int64), frames
+            frames.append(np.sort(fr))
+        order = np.asarray(self.order)
+        return self.episode_indices[order[self.next_admit :]], self.episode_indices[np.array(eps, dtype=np.int64)], frames
 
     def drain_events(self):
-        """Events since the last drain: three lists (position, kind 0=admit/1=evict, local episode)."""
-        out = (self._ev_pos, self._ev_kind, self._ev_ep)
+        """Admissions and evictions since the last drain, in order (``_pool.PoolEvent``)."""
+        pos, kind, ep = self._ev_pos, self._ev_kind, self._ev_ep
         self._ev_pos = []
         self._ev_kind = []
         self._ev_ep = []
-        return out
+        # imported here: ``constants`` loads this module on its own, before the planner package
+        from lerobotstream.planner._pool import PoolEvent
 
-    def resident(self):
-        """Local ids of resident episodes, int64, in slot order."""
+        ids = self.episode_indices
+        return [PoolEvent(int(p), _KINDS[k], int(ids[e])) for p, k, e in zip(pos, kind, ep)]
+
+    def _resident_local(self):
         cdef int64_t i
         return np.array([self.slot_ep[i] for i in range(self.pool_size) if self.slot_ep[i] >= 0],
                         dtype=np.int64)
 
+    def resident(self):
+        """Dataset episode indices resident now, int64, in slot order."""
+        return self.episode_indices[self._resident_local()]
+
+    def finished(self):
+        """Dataset episode indices whose every frame this epoch has emitted (int64)."""
+        admitted = np.asarray(self.order)[: self.next_admit]
+        return self.episode_indices[np.setdiff1d(admitted, self._resident_local())]
+
     def frontier(self, int64_t k):
-        """Local ids of the next ``k`` episodes to be admitted, in admission order."""
+        """The next ``k`` episodes to be admitted, in admission order (int64): what to prefetch."""
         cdef int64_t stop = min(self.n_eps, self.next_admit + max(k, 0))
-        return np.asarray(self.order[self.next_admit:stop]).copy()
+        return self.episode_indices[np.asarray(self.order[self.next_admit:stop])]
 
     @property
     def emitted(self):
+        """Anchors emitted so far in this epoch."""
         return self.n_emitted
-
-    @property
-    def total_remaining(self):
-        return self.n_remaining
-
-    @property
-    def num_resident(self):
-        return self.n_resident
 
     @property
     def resident_bytes(self):
         return self.n_res_bytes
 
     @property
-    def num_admitted(self):
-        return self.next_admit
+    def exhausted(self):
+        """True once every frame of the epoch has been emitted."""
+        return self.n_remaining == 0

@@ -1,5 +1,6 @@
-"""The planner's one impure edge: episode sizes (:class:`SizeProvider`), and :class:`EpisodeSizes`,
-each episode's exact synthesized bytes computed the first time admission asks for it and kept.
+"""The planner's one impure edge: episode sizes (a size provider, ``SizeProvider``), and
+:class:`EpisodeSizes`, each episode's exact synthesized bytes computed the first time admission
+asks for it and kept.
 
 The byte budget needs the exact size of an episode only when the episode is admitted to a pool
 (the worker's active pool) or reserved ahead of it (the byte cache's prefetch frontier). Asking
@@ -7,50 +8,49 @@ for every owned episode's size before the first sample cost a DROID-sized rank m
 gigabytes (docs/scale.md); with :class:`EpisodeSizes` start-up and memory grow with the pool and
 the frontier, not with the dataset. The sizes are data handed to the planner: it never opens an
 index or a file, and knows nothing of datasets; whoever can compute them (the dataset's
-per-process span planner, ``dataset._worker.Worker.episode_nbytes``) is a :class:`SizeProvider`,
+per-process span planner, ``dataset._worker.Worker.episode_nbytes``) is a size provider,
 wrapped here.
+
+**The size provider** (``SizeProvider``, a plain callable): where episode sizes come from, the
+planner's one impure edge, passed in at construction
+(``Planner(..., episode_nbytes=EpisodeSizes(provider))``); nothing else of the planner reads a
+file, an index or a dataset.
+
+``provider(episode_index) -> int``: the exact synthesized bytes of episode ``episode_index``
+(dataset episode index): every camera's mini-MP4 together, what the byte cache holds for the
+episode while it is resident. A Python ``int`` (numpy integers are accepted), ``>= 0``.
+
+When it is called (wrapped in :class:`EpisodeSizes`: at most once per episode and process,
+then kept): when a worker's pool admits the episode (``EpisodePool`` asks the plan's checked
+``size_of``, holding the GIL, inside ``EpisodePool.fill`` / ``next_anchors``), and when the byte
+cache reserves it for prefetch (``WorkerPlan.episode_size``). Never for an episode no pool
+admits or prefetches, and never while a plan is built. (A plain callable, not wrapped, is the
+older eager rule: every episode of a worker plan is sized when the plan is built.)
+
+Errors: a :class:`~lerobotstream.errors.LeRobotStreamError` subclass whose message names the
+episode, and the camera and file at fault where there is one (the dataset's provider raises
+the span planner's ``Mp4Error``, ``SourceError``, ``SidecarError``, ``FrameTimestampError`` or
+``MetadataError`` as ``episode E, camera 'C', file F: ...``). It propagates unchanged out of
+the call that admitted or reserved the episode (``next_anchors``, ``fill``, ``episode_size``);
+:class:`EpisodeSizes` adds ``episode E:`` to a typed error that does not name its episode, and
+keeps nothing for that episode (the next admission asks again). A negative size, or one larger
+than the worker's whole budget, is refused by the plan (``ByteBudgetError`` naming the
+episode). Any other exception is a bug of the provider and is not caught.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
 
 from lerobotstream.errors import LeRobotStreamError
 
 __all__ = ["EpisodeSizes", "SizeProvider"]
 
 
-@runtime_checkable
-class SizeProvider(Protocol):
-    """Where episode sizes come from: the planner's one impure edge, passed in at construction
-    (``Planner(..., episode_nbytes=EpisodeSizes(provider))``); nothing else of the planner reads
-    a file, an index or a dataset.
-
-    ``provider(episode_index) -> int``: the exact synthesized bytes of episode ``episode_index``
-    (dataset episode index): every camera's mini-MP4 together, what the byte cache holds for the
-    episode while it is resident. A Python ``int`` (numpy integers are accepted), ``>= 0``.
-
-    When it is called (wrapped in :class:`EpisodeSizes`: at most once per episode and process,
-    then kept): when a worker's pool admits the episode (``PoolCore`` asks the plan's checked
-    ``size_of``, holding the GIL, inside ``EpisodePool.fill`` / ``next_anchors``), and when the byte
-    cache reserves it for prefetch (``WorkerPlan.episode_size``). Never for an episode no pool
-    admits or prefetches, and never while a plan is built. (A plain callable, not wrapped, is the
-    older eager rule: every episode of a worker plan is sized when the plan is built.)
-
-    Errors: a :class:`~lerobotstream.errors.LeRobotStreamError` subclass whose message names the
-    episode, and the camera and file at fault where there is one (the dataset's provider raises
-    the span planner's ``Mp4Error``, ``SourceError``, ``SidecarError``, ``FrameTimestampError`` or
-    ``MetadataError`` as ``episode E, camera 'C', file F: ...``). It propagates unchanged out of
-    the call that admitted or reserved the episode (``next_anchors``, ``fill``, ``episode_size``);
-    :class:`EpisodeSizes` adds ``episode E:`` to a typed error that does not name its episode, and
-    keeps nothing for that episode (the next admission asks again). A negative size, or one larger
-    than the worker's whole budget, is refused by the plan (``ByteBudgetError`` naming the
-    episode). Any other exception is a bug of the provider and is not caught.
-    """
-
-    def __call__(self, episode_index: int) -> int: ...
+#: Where episode sizes come from (see the module doc): ``provider(episode_index) -> int`` bytes.
+SizeProvider = Callable[[int], int]
 
 
 def _names_episode(exc: LeRobotStreamError, episode_index: int) -> bool:
@@ -63,7 +63,7 @@ class EpisodeSizes:
     """Exact bytes per episode (all cameras), computed on first use and kept (thread-safe).
 
     Args:
-        compute: the :class:`SizeProvider`, ``compute(episode_index) -> int`` bytes (>= 0); called
+        compute: the ``SizeProvider``, ``compute(episode_index) -> int`` bytes (>= 0); called
             at most once per episode (two threads asking at once may both compute it; the first
             result is kept; a failed call keeps nothing).
 
@@ -84,7 +84,7 @@ class EpisodeSizes:
         """The episode's size in bytes (computed now if it is not known yet).
 
         Raises:
-            the provider's typed error (:class:`SizeProvider`), naming the episode.
+            the provider's typed error (``SizeProvider``), naming the episode.
         """
         e = int(episode_index)
         got = self._known.get(e)

@@ -8,13 +8,13 @@ iterator is exhausted leaves the rotation and the others continue in the same cy
 
 Everything in the library that depends on that order uses this module:
 
-* :class:`TurnOrder` — the rotation itself, for loaders that take batches as they come
-  (``StreamLoader``'s threads mode, :func:`take_turns`; its processes mode reads its workers'
-  messages in :class:`TurnOrder`'s order);
+* :func:`take_turns` — the rotation itself, for loaders that take batches as they come
+  (``StreamLoader``'s threads mode over its workers' batches; its processes mode over its
+  workers' messages);
 * :func:`replay_turns` — the same rotation counted, without running it: after a number of
   samples or batches, how many samples each worker gave and whose turn is next (resume: each
   worker's offset; epoch sizes; ``equalize``; the elastic remainder's old-run counts,
-  :func:`rank_batches` / :func:`rank_given`);
+  :func:`rank_given`);
 * :func:`epoch_overlap` — where an endless stream's epoch boundary lies in the loader's batches
   (each worker moves to its next epoch on its own).
 
@@ -28,52 +28,28 @@ from typing import TypeVar
 
 from lerobotstream.errors import ResumeStateError
 
-__all__ = ["TurnOrder", "epoch_overlap", "take_turns", "replay_turns", "rank_batches", "rank_given"]
+__all__ = ["epoch_overlap", "take_turns", "replay_turns", "rank_given"]
 
 T = TypeVar("T")
 
 
-class TurnOrder:
-    """Whose turn it is among ``n`` workers: worker-id order, cyclic; a worker that ends leaves.
-
-    Use: while the order is non-empty, take a batch from :attr:`current`; then :meth:`advance`
-    (it gave one) or :meth:`leave` (it has none left: the next worker's turn, same cycle).
-    """
-
-    def __init__(self, n: int) -> None:
-        self.active = list(range(int(n)))
-        self._pos = 0
-
-    def __bool__(self) -> bool:
-        return bool(self.active)
-
-    @property
-    def current(self) -> int:
-        """The worker whose turn it is (the order must not be empty)."""
-        return self.active[self._pos]
-
-    def advance(self) -> None:
-        """The current worker gave a batch: the next active worker's turn."""
-        self._pos = (self._pos + 1) % len(self.active)
-
-    def leave(self) -> None:
-        """The current worker is exhausted: it leaves, the next active worker's turn."""
-        self.active.pop(self._pos)
-        if self._pos >= len(self.active):
-            self._pos = 0
-
-
 def take_turns(sources: Sequence[Iterator[T]]) -> Iterator[T]:
-    """The batches of ``sources`` (one iterator of batches per worker) in the DataLoader's order."""
-    turns = TurnOrder(len(sources))
-    while turns:
+    """The batches of ``sources`` (one iterator of batches per worker) in the DataLoader's order:
+    worker-id order, cyclic; a worker whose iterator ends leaves the rotation and the next active
+    worker takes the turn (same cycle). An iterator is asked for its next batch only when its turn
+    comes (the processes mode reads each worker's messages this way)."""
+    active = list(range(len(sources)))
+    pos = 0  # the active worker whose turn it is
+    while active:
         try:
-            x = next(sources[turns.current])
+            x = next(sources[active[pos]])
         except StopIteration:
-            turns.leave()
+            active.pop(pos)
+            if pos >= len(active):
+                pos = 0
             continue
         yield x
-        turns.advance()
+        pos = (pos + 1) % len(active)
 
 
 def _can_give(rem: int | None, batch_size: int, drop_last: bool) -> bool:
@@ -177,15 +153,6 @@ def replay_turns(
                 s_left -= take
             if b_left is not None:
                 b_left -= 1
-
-
-def rank_batches(
-    limits: Sequence[int | None], batch_size: int, samples: int, drop_last: bool, *, one_stream: bool | None = None
-) -> tuple[list[int], int, bool]:
-    """``(samples per worker, batches, exhausted)`` of a rank (rank 0 of a checkpointed run)
-    after ``samples`` samples (:func:`replay_turns`)."""
-    given, nxt, taken = replay_turns(limits, batch_size, samples=samples, drop_last=drop_last, one_stream=one_stream)
-    return given, taken, nxt is None
 
 
 def rank_given(

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from lerobotstream.errors import ByteBudgetError, ResumeStateError, ShardingError
 from lerobotstream.planner._planner import Planner
-from lerobotstream.planner._pool import STRATEGIES as STRATEGY_TABLE
+from lerobotstream.planner._poolcore import STRATEGIES as STRATEGY_TABLE
 from lerobotstream.planner._state import SCHEMA, SCHEMA_KEY
 from lerobotstream.planner._turns import replay_turns, take_turns
 from tests._planners import iter_anchors, make_planner, worker_episodes, worker_plan
@@ -245,17 +245,18 @@ def test_every_budget_check_says_the_one_rule():
     """The plan's check and the pool's own admission check raise ``errors.over_budget``'s error (one
     rule, one message; the holder and how its budget was derived vary)."""
     from lerobotstream.errors import over_budget
-    from lerobotstream.planner._poolcore import PoolCore
+    from lerobotstream.planner._poolcore import EpisodePool
 
     ones = np.ones(2, dtype=np.int64)
     with pytest.raises(ByteBudgetError) as pool_error:
-        PoolCore(
+        EpisodePool(
+            np.arange(2),
             ones * 3,
             np.array([5, 50], dtype=np.int64),
             np.array([1, 0], dtype=np.int64),
             2,
             10,
-            0,
+            "remaining",
             np.arange(4, dtype=np.uint64) + 1,
         )
     rule = over_budget(1, 50, 10, holder="the pool", budget_is="episode 1 is the pool's local index")

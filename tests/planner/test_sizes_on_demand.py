@@ -12,9 +12,9 @@ import pytest
 import lerobotstream.planner as planner_pkg
 from lerobotstream.errors import ByteBudgetError, Mp4Error, Mp4TruncatedError, SourceReadError
 from lerobotstream.planner._planner import Planner
-from lerobotstream.planner._poolcore import PoolCore
+from lerobotstream.planner._poolcore import EpisodePool
 from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._sizes import EpisodeSizes, SizeProvider
+from lerobotstream.planner._sizes import EpisodeSizes
 from tests._planners import make_mixture_for_datasets, make_partition_planner, make_planner, worker_plan
 
 LENGTHS = {e: 5 + (7 * e) % 23 for e in range(40)}
@@ -142,21 +142,19 @@ def test_episode_sizes_name_the_episode_of_a_typed_error_that_does_not():
     named = Mp4Error("episode 7, camera 'c', file f.mp4: bad", episode_index=7)
     with pytest.raises(Mp4Error, match=r"^episode 7, camera 'c'"):
         EpisodeSizes(lambda e: (_ for _ in ()).throw(named))(7)
-    assert isinstance(EpisodeSizes(SIZES.__getitem__), SizeProvider) and isinstance(SIZES.__getitem__, SizeProvider)
 
 
 def test_a_pool_with_unknown_sizes_and_no_provider_is_refused_at_construction():
     one = np.ones(2, np.int64)
     with pytest.raises(ValueError, match=r"unknown sizes \(-1\) under a byte budget and the pool has no size_of"):
-        PoolCore(one, -one, np.arange(2, dtype=np.int64), 1, 10, 0, np.ones(4, np.uint64))
-    PoolCore(one, -one, np.arange(2, dtype=np.int64), 1, -1, 0, np.ones(4, np.uint64))  # no budget: sizes unused
+        EpisodePool(one, one, -one, np.arange(2), 1, 10, "remaining", np.ones(4, np.uint64))
+    EpisodePool(one, one, -one, np.arange(2), 1, None, "remaining", np.ones(4, np.uint64))  # no budget: sizes unused
 
 
 @pytest.mark.parametrize("module", ["_pool.py", "_poolcore.pyx", "_sizes.py", "_mixseq.py", "_seeds.py"])
 def test_the_pool_side_reads_no_file_and_knows_no_dataset(module):
     src = (Path(planner_pkg.__file__).parent / module).read_text()
     imported = set(re.findall(r"^\s*(?:from|import|cimport)\s+(lerobotstream[\w.]*)", src, flags=re.M))
-    assert imported <= {"lerobotstream.errors", "lerobotstream.planner._poolcore", "lerobotstream.planner._seeds"}, (
-        imported
-    )
+    allowed = {"lerobotstream.errors", "lerobotstream.planner._pool", "lerobotstream.planner._poolcore"}
+    assert imported <= allowed | {"lerobotstream.planner._seeds"}, imported
     assert not re.search(r"\bopen\(|\bPath\(|\bmmap\b|\bos\.", src)

@@ -12,8 +12,7 @@ import pytest
 from lerobotstream import constants
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.options import check_option, option_info
-from lerobotstream.planner._pool import STRATEGIES, STRATEGY_IDS, EpisodePool, strategy_info
-from lerobotstream.planner._poolcore import PoolCore
+from lerobotstream.planner._poolcore import STRATEGIES, STRATEGY_IDS, EpisodePool, strategy_info
 
 LENGTHS = np.array([3, 5, 1, 4, 6, 2, 7], dtype=np.int64)
 
@@ -41,14 +40,11 @@ def test_the_table_gives_the_option_names_help_and_ids():
         check_option("sampling_strategy", "bogus")
 
 
-def test_an_unknown_strategy_is_refused_by_name_and_by_id():
+def test_an_unknown_strategy_is_refused_by_name():
     with pytest.raises(ValueError, match="unknown sampling strategy 'bogus'"):
         strategy_info("bogus")
     with pytest.raises(ValueError, match="unknown sampling strategy"):
         _pool("bogus")
-    one = np.ones(1, np.int64)
-    with pytest.raises(ValueError, match="strategy must be an id"):
-        PoolCore(one, one * 0, one * 0, 1, -1, len(STRATEGIES), np.ones(4, np.uint64))
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))

@@ -1,5 +1,5 @@
 """The DataLoader's batch turns (planner/_turns.py), checked against torch's DataLoader as the
-oracle: which worker gives each batch (``take_turns``, ``TurnOrder``), what each worker gave after
+oracle: which worker gives each batch (``take_turns``), what each worker gave after
 any number of batches or samples (``replay_turns``), and where an endless stream's epoch boundary
 lies in the loader's batches (``epoch_overlap``, issue 37 item 2)."""
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lerobotstream.planner._planner import Planner
-from lerobotstream.planner._turns import TurnOrder, epoch_overlap, replay_turns, take_turns
+from lerobotstream.planner._turns import epoch_overlap, replay_turns, take_turns
 from tests._planners import make_planner
 
 
@@ -79,18 +79,18 @@ def test_turns_are_the_dataloaders(lengths, batch_size, drop_last):
 
 
 def test_turn_order_leaves_and_wraps():
-    t = TurnOrder(3)
-    seen = []
-    for _ in range(4):
-        seen.append(t.current)
-        t.advance()
-    t.leave()  # worker 1 (its turn) is exhausted: worker 2 goes next, then 0
-    seen += [t.current]
-    t.advance()
-    seen += [t.current]
-    t.leave()
-    t.leave()
-    assert seen == [0, 1, 2, 0, 2, 0] and not t
+    asked = []
+
+    def worker(w, n):
+        for i in range(n):
+            asked.append(w)
+            yield (w, i)
+        asked.append(w)  # asked once more: it has none left
+
+    got = list(take_turns([worker(0, 3), worker(1, 1), worker(2, 2)]))
+    # worker 1 ends in the second round (its turn): worker 2 goes next, then 0, which goes on alone
+    assert got == [(0, 0), (1, 0), (2, 0), (0, 1), (2, 1), (0, 2)]
+    assert asked == [0, 1, 2, 0, 1, 2, 0, 2, 0]
 
 
 def _endless_epochs(planner: Planner, first: list[int], n_batches: int):
