@@ -5,8 +5,8 @@ Sampling strategies are the one table :data:`STRATEGY_TABLE` below: a strategy i
 function (which resident slot gives the next anchor, run per frame without the GIL) and one entry
 (its name, which the ``sampling_strategy`` option accepts, its flags and its help text). Per emitted
 anchor the cost is O(log P) for ``remaining`` (Fenwick-tree draw over the resident episodes'
-remaining frame counts) and amortised O(1) for ``round_robin``; it never grows linearly with the
-pool size P. Frames inside a resident episode come from a lazily run Fisher-Yates
+remaining frame counts), amortised O(1) for ``round_robin`` and ``sequential`` (one scan of the
+residents per episode); it never grows linearly with the pool size P. Frames inside a resident episode come from a lazily run Fisher-Yates
 shuffle (one int32 buffer per resident episode, allocated on admission and freed on eviction), so
 memory is the sum of the resident episodes' lengths.
 
