@@ -60,6 +60,9 @@ __all__ = ["ProcessBatches"]
 log = logging.getLogger("lerobotstream.loader")
 
 _JOIN_S = 10.0
+#: modules a ``forkserver`` imports once before it forks workers (torch, torchcodec the lean way,
+#: the stream's modules): each worker then forks with them loaded
+PRELOAD = ["lerobotstream.loader._startup_preload"]
 
 
 def _worker_main(
@@ -71,7 +74,7 @@ def _worker_main(
 
     from torch.utils.data._utils import worker as dl_worker
 
-    from lerobotstream.loader._startup import import_decoder_lean
+    from lerobotstream.decode._lean import import_decoder_lean
 
     nw, batch_size, drop_last = loader.num_workers, loader.batch_size, loader.drop_last
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the training process handles ^C and stops us
@@ -188,10 +191,8 @@ class ProcessBatches:
         num_workers = loader.num_workers
         if isinstance(context, str) or context is None:
             context = multiprocessing.get_context(context)
-        if context.get_start_method() == "forkserver":
-            from lerobotstream.loader._startup import preload_forkserver
-
-            preload_forkserver(context)
+        if context.get_start_method() == "forkserver":  # effective when its server has not started yet
+            context.set_forkserver_preload(PRELOAD)
         self.context = context
         self.pin = pin
         self.num_workers = num_workers

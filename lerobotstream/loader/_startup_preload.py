@@ -1,7 +1,7 @@
-"""Imported by a ``StreamLoader`` forkserver before it forks workers (``_startup.PRELOAD``): torch,
+"""Imported by a ``StreamLoader`` forkserver before it forks workers (``_procs.PRELOAD``): torch,
 torchcodec without ``torch._dynamo``, and the stream's modules."""
 
-from lerobotstream.loader._startup import import_decoder_lean
+from lerobotstream.decode._lean import import_decoder_lean
 
 import_decoder_lean()
 

@@ -299,17 +299,7 @@ class RangeFetcher:
                     bytes_read=0 if metadata else len(r.body),
                 )
                 if offset is not None and r.status in (200, 206):
-                    changed = changed_file(r, expect)
-                    if changed is not None:
-                        raise SourceChangedError(
-                            f"{path!r} at {redact_url(url)} changed during the run: {changed}. The dataset's files "
-                            "must not change while it is read: restart once the new version is complete (its "
-                            "MP4 sidecar is then rebuilt)",
-                            path=path,
-                            offset=offset,
-                            status=r.status,
-                        )
-                    why = check_range_response(r, offset, length)
+                    why = _range_problem(r, url, path, offset, length, expect)
                     if why is None:
                         return r
                     last = f"{why} from {redact_url(url)}"
@@ -336,10 +326,25 @@ class RangeFetcher:
                     break
                 self.stats.add(retries=1)
                 self._sleep(min(self.retry.delay_s(attempt, self._rng, retry_after), left))
+        raise self._gave_up(method, path, url, offset, length, time.monotonic() - t0, attempts, last, status)
+
+    def _gave_up(
+        self,
+        method: str,
+        path: str,
+        url: str,
+        offset: int | None,
+        length: int | None,
+        waited: float,
+        attempts: int,
+        last: str,
+        status: int | None,
+    ) -> SourceError:
+        """The error of a request that got no usable answer: SourceTimeoutError when ``waited``
+        (seconds) reached ``read_timeout_s``, else RangeReadError (ranges) or SourceError."""
         what = f"bytes [{offset}, {offset + length})" if offset is not None else method
-        waited = time.monotonic() - t0
         if waited >= self.read_timeout_s:
-            raise SourceTimeoutError(
+            return SourceTimeoutError(
                 f"{what} of {path!r} from {redact_url(url)}: no complete answer within read_timeout_s="
                 f"{self.read_timeout_s:g} s (waited {waited:.1f} s over {attempts} attempt(s); last error: {last}); "
                 "check the server, or raise the read_timeout_s option for a slow store or large ranges",
@@ -349,9 +354,30 @@ class RangeFetcher:
                 waited_s=waited,
             )
         err_cls = RangeReadError if offset is not None else SourceError
-        raise err_cls(
+        return err_cls(
             f"{what} of {path!r}: gave up after {self.retry.max_retries + 1} attempts; last error: {last}",
             path=path,
             offset=offset,
             status=status,
         )
+
+
+def _range_problem(
+    r: Response, url: str, path: str, offset: int, length: int, expect: tuple[int, str | None] | None
+) -> str | None:
+    """Why a 200/206 answer to a range request is not the bytes asked for (None: it is).
+
+    Raises:
+        SourceChangedError: the answer shows another size or ETag than ``expect`` (no retry).
+    """
+    changed = changed_file(r, expect)
+    if changed is not None:
+        raise SourceChangedError(
+            f"{path!r} at {redact_url(url)} changed during the run: {changed}. The dataset's files "
+            "must not change while it is read: restart once the new version is complete (its "
+            "MP4 sidecar is then rebuilt)",
+            path=path,
+            offset=offset,
+            status=r.status,
+        )
+    return check_range_response(r, offset, length)
