@@ -38,7 +38,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,7 +61,6 @@ class StageTimes:
     items: int = 0
     chunks: int = 0
     first_item_s: float | None = None
-    extra: dict[str, float] = field(default_factory=dict)
 
 
 def _join_openmp_team() -> None:

@@ -70,7 +70,6 @@ class Readers:
         self.parts = list(parts)
         self.readers = self._readers()
         self.sizes = [EpisodeSizes(r.episode_nbytes) for r in self.readers]
-        self.offsets = [p.offset for p in self.parts]
         self.cache: EpisodeByteCache | None = None
         self.gops = DecodedGopCache(0)
         self.times = StageTimes()

@@ -394,3 +394,26 @@ def test_without_keep_retired_a_retired_episode_is_freed_after_its_last_decode()
     cache.release(0)
     assert not cache.held(0) and cache.reserved_bytes == 0 and cache.drain_freed() == [0]
     cache.close()
+
+
+def test_a_job_handed_with_the_admission_is_sized_and_fetched_instead_of_the_cache_functions():
+    """The dataset's path (``EpisodeJob``): no size or fetch function, each admission and prefetch
+    hands the episode's job (``FetchJob``: its ``nbytes``, its ``fetch()``)."""
+    fetch = FakeFetch({0: 100, 1: 200, 2: 5000})
+
+    class Job:
+        def __init__(self, ep):
+            self.ep, self.nbytes = ep, fetch.sizes[ep]
+
+        def fetch(self):
+            return fetch(self.ep)
+
+    cache = EpisodeByteCache(1000, max_workers=1)
+    try:
+        assert cache.admit(0, job=Job(0)) is False and cache.prefetch(1, Job(1))
+        assert cache.reserved_bytes == 300 and cache.get(0).extra == 0 and cache.get(1).extra == 1
+        with pytest.raises(ByteBudgetError, match="episode 2"):
+            cache.prefetch(2, Job(2))
+        assert sorted(fetch.calls) == [0, 1]
+    finally:
+        cache.close()
