@@ -45,20 +45,12 @@ def stream_state(
         mixture = {**mix, "integer_weights": list(streams.integer_weights)}
     else:
         strategy = s.sampling_strategy
+    fields = {name: getattr(s, name) for name in RESUME_SETTINGS}  # the settings, named as the state's fields
+    fields.update(seed=seed, sampling_strategy=strategy)
     return StreamState(
-        seed=seed,
+        **fields,
         epoch=epoch,
         samples=int(samples),
-        batch_size=s.batch_size,
-        world_size=s.world_size,
-        num_workers=s.num_workers,
-        sampling_strategy=strategy,
-        episode_pool_size=s.episode_pool_size,
-        byte_budget=s.byte_budget,
-        repeat=s.repeat,
-        drop_last=s.drop_last,
-        equalize=s.equalize,
-        partitions=s.partitions,
         episodes_digest=streams.digest,
         mixture=mixture,
         origin=origin,
@@ -67,21 +59,7 @@ def stream_state(
 
 def settings_of(st: StreamState) -> PlanSettings:
     """The settings of rank 0 of the run that wrote ``st`` (its old topology)."""
-    return PlanSettings(
-        seed=st.seed,
-        num_workers=st.num_workers,
-        episode_pool_size=st.episode_pool_size,
-        sampling_strategy=st.sampling_strategy,
-        byte_budget=st.byte_budget,
-        video_decoder_cache_size=None,
-        repeat=st.repeat,
-        batch_size=st.batch_size,
-        drop_last=st.drop_last,
-        equalize=st.equalize,
-        partitions=st.partitions,
-        rank=0,
-        world_size=st.world_size,
-    )
+    return PlanSettings(**{name: getattr(st, name) for name in RESUME_SETTINGS}, video_decoder_cache_size=None, rank=0)
 
 
 def _identity_diffs(streams: Streams, st: StreamState, mine: StreamState) -> list[str]:
