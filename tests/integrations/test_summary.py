@@ -120,7 +120,7 @@ def test_every_ranks_figures_are_gathered_before_the_process_group_ends(monkeypa
 
     monkeypatch.setitem(sys.modules, "accelerate", types.SimpleNamespace(Accelerator=FakeAccelerator))
 
-    def gather(counters):
+    def gather(counters, hold):
         calls.append("gather")
         return [rank_figures(counters)] * 2
 

@@ -100,7 +100,7 @@ def streaming_accelerator_class(run: Any) -> type:
 
         def end_training(self, *args: Any, **kwargs: Any) -> Any:
             if run.stream is not None:  # a collective: every rank of a streaming run gets here
-                run.ranks = gather_ranks(run.counters)
+                run.ranks = gather_ranks(run.counters, hold=run.held)
             return super().end_training(*args, **kwargs)
 
     return StreamingAccelerator

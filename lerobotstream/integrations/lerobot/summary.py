@@ -127,19 +127,28 @@ def rank_figures(counters: BatchCounters) -> dict[str, Any]:
     return {"samples": counters.samples, "elapsed_s": _elapsed(counters)}
 
 
-def gather_ranks(counters: BatchCounters) -> list[dict[str, Any]] | None:
+def gather_ranks(counters: BatchCounters, hold: list[Any]) -> list[dict[str, Any]] | None:
     """Every rank's :func:`rank_figures`, gathered over ``torch.distributed`` while its process
     group is still up (a collective: every rank calls it); None without one, or if it fails (the
-    summary then gives this rank's figures only)."""
+    summary then gives this rank's figures only).
+
+    The tensors handed to the collective are appended to ``hold``, and the caller keeps them until
+    the process group is gone. Gloo's worker thread drops its reference to a finished collective's
+    tensors only when the group is torn down; were that the last reference, dropping it would need
+    the GIL that the tearing-down thread holds, and the process would hang at exit (PyTorch issue
+    56297). ``all_gather_object`` makes such tensors of its own, so it is not used."""
+    import torch
     import torch.distributed as dist
 
     mine = rank_figures(counters)
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
         return None
     try:
-        out: list[Any] = [None] * dist.get_world_size()
-        dist.all_gather_object(out, mine)
-        return out
+        sent = torch.tensor([float(mine["samples"]), float(mine["elapsed_s"])], dtype=torch.float64)
+        got = [torch.zeros(2, dtype=torch.float64) for _ in range(dist.get_world_size())]
+        hold.extend([sent, *got])
+        dist.all_gather(got, sent)
+        return [{"samples": int(t[0].item()), "elapsed_s": float(t[1].item())} for t in got]
     except Exception:  # summary only: never fail a finished training run over it
         return None
 
