@@ -1,42 +1,25 @@
 """``StreamingLeRobotDataset``: the torch ``IterableDataset`` users train on.
 
-Wiring (per process, created lazily after a PID check so DataLoader workers never inherit
-decoders, handles or connections from the parent):
+The constructor (training process) opens the byte sources (``sources.open_source``: metadata from
+``root`` / ``repo_id``, payload from ``data_root`` when given), loads the metadata
+(``meta.DatasetMeta``), plans the cameras and windows and makes sure of the MP4 index sidecar
+(``sidecar.ensure_sidecar``: cache → published → locked local build), validated once. Everything
+per process (the derived index, spans, decoders, the byte cache, the pipeline) is made lazily
+after a PID check by the stream core (:mod:`lerobotstream.dataset._stream`, shared with the
+mixture: this dataset is a list of one part), so DataLoader workers never inherit decoders,
+handles or connections.
 
-* constructor (training process): byte sources (``sources.open_source``; metadata from ``root``
-  / ``repo_id``, payload from ``data_root`` when given, else the same place), metadata
-  (``meta.DatasetMeta``), the MP4 index sidecar (``sidecar.ensure_sidecar``: revision-keyed cache →
-  published → locked local build) opened and validated once (``sidecar.open_sidecar``);
-* per process: the sidecar's derived mmap index (``Mp4Index``: only the sources this process's
-  episodes use are materialised) → per (episode, camera) ``mp4.plan_span`` with the exact
-  ``synth_nbytes`` → the planner (``planner._planner.Planner``: rank shard, worker shard, exact-coverage
-  pools, sample-exact resume) and the worker's :class:`~lerobotstream.payload_cache.EpisodeByteCache`;
-* the stream core (:mod:`lerobotstream.dataset._stream`, shared with the mixture: this dataset is
-  a list of one part) wires them per iterator;
-* :class:`~lerobotstream.dataset._pipeline.Pipeline` drives fetches (Parquet rows through
-  ``parquet.EpisodeParquetReader`` + mini-MP4 payloads of the same frontier), chunked decodes
-  (each GOP once per chunk; ``decode.EpisodeVideo`` over a bounded ``decode.OpenDecoderLRU``) and the
-  ordered bounded queue.
-
-Resume (sample-exact through a real DataLoader, any ``num_workers`` and ``batch_size``)::
+Resume (sample-exact through a DataLoader, any ``num_workers`` and ``batch_size``; docs/resume.md)::
 
     ds = StreamingLeRobotDataset(root=..., repeat=True, batch_size=B, num_workers=N)
-    dl = DataLoader(ds, batch_size=B, num_workers=N)
-    for step, batch in enumerate(dl):
+    for step, batch in enumerate(DataLoader(ds, batch_size=B, num_workers=N)):
         ...
-        if checkpoint_now:
-            # the training process only sees batches: tell the dataset what it consumed
-            state = ds.state_dict(samples_consumed=(step + 1) * B)   # or batches_consumed=step + 1
-    # later, a new process:
-    ds = StreamingLeRobotDataset(root=..., repeat=True, batch_size=B, num_workers=N)
-    ds.load_state_dict(state)   # ResumeStateError when seed/world/batch/workers/strategy/pool differ
-    dl = DataLoader(ds, batch_size=B, num_workers=N)   # continues with the next sample exactly
+        state = ds.state_dict(samples_consumed=(step + 1) * B)   # or batches_consumed=step + 1
+    ds.load_state_dict(state)   # in a new process, before iterating: continues with the next sample
 
-With ``num_workers=0`` the dataset counts the items it yielded itself, so ``ds.state_dict()``
-without arguments is exact at batch boundaries; with DataLoader workers it needs the training
-loop's count (``samples_consumed=`` / ``batches_consumed=``, or ``ds.samples_consumed = n`` set
-first: StreamingConfigError otherwise, since this process never sees the workers). Each DataLoader worker derives its own offset
-from the rank's consumed count (``Planner.worker_start`` replays the DataLoader's batch turns).
+With ``num_workers=0`` the dataset counts what it yielded, so ``ds.state_dict()`` without a count
+is exact at batch boundaries; with DataLoader workers it needs the training loop's count
+(StreamingConfigError otherwise).
 """
 
 from __future__ import annotations
@@ -51,6 +34,7 @@ from lerobotstream import constants
 from lerobotstream._option_rules import check_tolerance
 from lerobotstream._option_signature import constructor_signature
 from lerobotstream._slow import announce_if_slow
+from lerobotstream.dataset import _counters
 from lerobotstream.dataset._cameras import plan_cameras
 from lerobotstream.dataset._reader import ReaderConfig
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, add_option_views, plan_settings
@@ -82,36 +66,29 @@ class StreamingLeRobotDataset(StreamCore):
     ``max_num_shards`` when unset); each option is also a read-only attribute, a view of it
     (``ds.byte_budget_gb``). ``ds.episodes`` is the selection, sorted (None: every episode).
 
-    Args (distributed): equalize (``"none"`` | ``"drop"``; ``repeat=False`` only): ranks own whole
-        episodes, so their epochs can differ in length and DDP then hangs at the epoch end waiting
-        for the shorter rank. ``"drop"`` stops every rank after the smallest rank's batch count
-        (needs the DataLoader's ``batch_size``/``num_workers``/``drop_last`` passed here); the
-        anchors it skips are skipped in that epoch only (each epoch reshuffles). Default ``"none"``:
-        every frame exactly once per epoch, unequal rank lengths possible.
+    Args (distributed): equalize ``"drop"`` (``repeat=False`` only): ranks own whole episodes, so
+        their epochs can differ in length (DDP then hangs at the epoch end); ``"drop"`` stops every
+        rank after the smallest rank's batch count (needs the DataLoader's ``batch_size``,
+        ``num_workers`` and ``drop_last`` passed here), skipping anchors in that epoch only.
     Args (anchors): drop_n_last_frames (0): the last n frames of every episode are never anchors
-        (LeRobot's ``EpisodeAwareSampler(drop_n_last_frames=n)``, used by diffusion-style policies
-        whose action window must not run past the episode); an episode of at most n frames gives
-        no anchor; exactly-once coverage holds for the other anchors. Their windows still see the
-        whole episode. ``sampling_strategy="sequential"``: ascending episodes, frames in order
-        (an evaluation stream; the same order every epoch).
+        (LeRobot's ``EpisodeAwareSampler(drop_n_last_frames=n)``; windows still see them).
+        ``sampling_strategy="sequential"``: ascending episodes, frames in order (the same order
+        every epoch).
 
-    Epochs: ``repeat=False`` yields one epoch per iterator (call ``set_epoch(e)`` for the next
-    epoch's order, like ``DistributedSampler``); ``repeat=True`` chains epochs endlessly. With
-    ``DataLoader(persistent_workers=True)`` the workers keep the copy made at their start and never
-    see later ``set_epoch`` calls: each worker counts the iterators started on it, so the k-th
-    epoch of the DataLoader runs epoch ``e0 + k`` (``e0``: the epoch when the workers started) —
-    the same orders as ``set_epoch(e0 + k)`` without persistent workers, provided the epochs are
-    consecutive (a ``set_epoch`` that skips epochs cannot reach persistent workers).
+    Epochs: ``repeat=False`` yields one epoch per iterator (``set_epoch(e)`` for the next epoch's
+    order, like ``DistributedSampler``); ``repeat=True`` chains epochs endlessly. With
+    ``DataLoader(persistent_workers=True)`` the workers never see later ``set_epoch`` calls: the
+    k-th iterator of a worker plays epoch ``e0 + k`` (``e0``: the epoch when the workers started),
+    the orders of consecutive ``set_epoch`` calls.
 
     Items: see :func:`lerobotstream.dataset._assemble.assemble_item`.
 
     Raises:
-        StreamingConfigError (a ValueError naming the option and its value) at construction for any
-        invalid option; MetadataError, DeltaTimestampsError, ShardingError at construction / iteration start;
-        Sidecar* errors at construction; ByteBudgetError before any payload fetch;
-        ResumeStateError from ``load_state_dict`` (or the first worker batch when the DataLoader's
-        worker count differs); DecodeError / FrameTimestampError / SourceError during iteration
-        (messages name episode, camera and file).
+        StreamingConfigError (a ValueError naming the option and its value) at construction;
+        MetadataError, DeltaTimestampsError, ShardingError at construction or iteration start;
+        Sidecar* errors at construction; ByteBudgetError before any payload fetch; ResumeStateError
+        from ``load_state_dict`` (or the first worker batch); DecodeError / FrameTimestampError /
+        SourceError during iteration (messages name episode, camera and file).
     """
 
     def __init__(
@@ -148,11 +125,10 @@ class StreamingLeRobotDataset(StreamCore):
             self._planner(self.loader_settings())
         self._setup = {"metadata_s": time.perf_counter() - t0}
         t1 = time.perf_counter()
-        self._sidecar_npz, self._sidecar_how = self._ensure_sidecar()
+        self._sidecar_npz, self._sidecar_how = self._find_sidecar()
         self._setup["sidecar_s"] = time.perf_counter() - t1
-        # import torchcodec (~1 s) and the per-worker modules here, in the training process, so
-        # DataLoader workers fork with them loaded instead of each importing them before its first
-        # batch (no decoder, file handle or thread is created here)
+        # import torchcodec (~1 s) and the per-worker modules in the training process: DataLoader
+        # workers fork with them loaded (no decoder, file handle or thread is created here)
         t2 = time.perf_counter()
         import lerobotstream.decode._decoder  # noqa: F401  (with _cuda, _depth, _frames, _lean)
         import lerobotstream.decode._open_decoders  # noqa: F401
@@ -176,49 +152,43 @@ class StreamingLeRobotDataset(StreamCore):
         self.depth_keys = self._cameras.depth_keys  # decoded depth videos
         self.transform_keys = self._cameras.transform_keys  # decoded cameras image_transforms apply to
 
-    def _ensure_sidecar(self):
-        try:
-            return self._find_sidecar()
-        except Mp4Error as e:  # a damaged MP4: say how to find every one, and the episodes to train on
-            raise type(e)(f"{e.message}; {self._validate_hint()}", **e.fields) from e
-
-    def _validate_hint(self) -> str:
-        """How to check the dataset (every damaged file and the episodes it holds) before training."""
-        if isinstance(self.root, (str, os.PathLike)):
-            where = os.fspath(self.root)
-        elif self.repo_id:
-            where = f"--repo-id {self.repo_id}"
-        else:
-            where = "ROOT"
-        return (
-            f"check the dataset with `lerobotstream-validate {where}` (it names every damaged file and the "
-            "episodes in it; `--print-good-episodes` prints the episodes to train on), then re-download or "
-            "re-encode the file"
-        )
-
-    def _find_sidecar(self):
+    def _find_sidecar(self) -> tuple[str, str]:
+        """``(npz path, how)`` of the validated MP4 sidecar; a damaged MP4's error says how to find
+        every damaged file (``lerobotstream-validate``) and the episodes to train on."""
         from lerobotstream.sidecar import ensure_sidecar, open_sidecar
 
         o = self.options
         rid = self.repo_id or self.meta.repo_id or f"local/{_root_name(self.root)}"
-        npz, how = ensure_sidecar(
-            self._payload_source,
-            self.meta,
-            repo_id=rid,
-            revision=o.revision,
-            repo_type=o.repo_type,
-            lock_timeout_s=o.sidecar_lock_timeout_s,
-            tolerance_s=o.tolerance_s,
-            data_root=None if o.data_root is None else os.fspath(o.data_root),
-            progress=constants.show_progress(),
-        )
-        open_sidecar(
-            npz,
-            self.meta,
-            source=self._payload_source,
-            tolerance_s=o.tolerance_s,
-            lock_timeout_s=o.sidecar_lock_timeout_s,
-        )  # validate once, in the training process
+        try:
+            npz, how = ensure_sidecar(
+                self._payload_source,
+                self.meta,
+                repo_id=rid,
+                revision=o.revision,
+                repo_type=o.repo_type,
+                lock_timeout_s=o.sidecar_lock_timeout_s,
+                tolerance_s=o.tolerance_s,
+                data_root=None if o.data_root is None else os.fspath(o.data_root),
+                progress=constants.show_progress(),
+            )
+            open_sidecar(  # validate once, in the training process
+                npz,
+                self.meta,
+                source=self._payload_source,
+                tolerance_s=o.tolerance_s,
+                lock_timeout_s=o.sidecar_lock_timeout_s,
+            )
+        except Mp4Error as e:
+            if isinstance(self.root, (str, os.PathLike)):
+                where = os.fspath(self.root)
+            else:
+                where = f"--repo-id {self.repo_id}" if self.repo_id else "ROOT"
+            hint = (
+                f"check the dataset with `lerobotstream-validate {where}` (it names every damaged file and the "
+                "episodes in it; `--print-good-episodes` prints the episodes to train on), then re-download or "
+                "re-encode the file"
+            )
+            raise type(e)(f"{e.message}; {hint}", **e.fields) from e
         return str(npz), how
 
     # --- LeRobot-like surface ---------------------------------------------------------------------
@@ -335,9 +305,9 @@ class StreamingLeRobotDataset(StreamCore):
             return {}
         return {
             "sidecar": self._sidecar_how,
-            **self._part_stats(0, readers),
+            **_counters.part_stats(readers, 0),
             **self._setup,
-            **self._pipeline_stats(readers),
+            **_counters.pipeline_stats(readers),
             "items": readers.times.items,
         }
 
