@@ -41,14 +41,6 @@ LANGUAGE_ROW_FIELDS = {
 }
 
 
-def _pil():
-    try:
-        from PIL import Image, ImageOps
-    except ImportError as e:  # pragma: no cover - Pillow is a dependency of image features
-        raise EpisodeDataError("image features need Pillow (pip install pillow)") from e
-    return Image, ImageOps
-
-
 def image_bytes(column, *, key: str, episode_index: int, path: str = "") -> list:
     """The ``bytes`` of each row of an ``image`` column (pyarrow ``struct<bytes, path>``).
 
@@ -123,7 +115,10 @@ def decode_image(
             camera=key,
             path=path,
         )
-    Image, ImageOps = _pil()
+    try:
+        from PIL import Image, ImageOps
+    except ImportError as e:  # pragma: no cover - Pillow is a dependency of image features
+        raise EpisodeDataError("image features need Pillow (pip install pillow)") from e
     try:
         img = Image.open(io.BytesIO(data))  # lazy: the header (PNG IHDR) only, nothing decoded
         if shape is not None:  # before decoding: a cell declaring a huge image is not decoded
@@ -192,10 +187,6 @@ def decode_images(
     }
 
 
-def _tool_call(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def language_rows(column: str, value: Any) -> Any:
     """A language cell (Python value of the Parquet list of row structs) → map-style's value."""
     if value is None:
@@ -212,7 +203,7 @@ def language_rows(column: str, value: Any) -> Any:
             if name == "timestamp" and v is not None:
                 v = float(np.float32(v))
             elif name == "tool_calls" and v is not None:
-                v = [_tool_call(c) for c in v]
+                v = [json.loads(c) if isinstance(c, str) else c for c in v]
             new[name] = v
         out.append(new)
     return out
@@ -233,8 +224,3 @@ def to_output_unit(value: torch.Tensor, how: str | None) -> torch.Tensor:
     if how == "div":
         return value / 1000.0
     return value
-
-
-def is_language(name: str, features: Mapping[str, Any] | None = None) -> bool:
-    """LeRobot treats a column as language by its name (``is_language_column``)."""
-    return name in LANGUAGE_COLUMNS

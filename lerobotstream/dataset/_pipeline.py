@@ -1,35 +1,29 @@
 """One worker's streaming pipeline: planner pools → episode jobs → cache frontier → chunked GOP-once decode → ordered items.
 
 The iterating thread owns the planner pools, the cache frontier and the worker's episode jobs
-(:class:`~lerobotstream.dataset._decodejob.EpisodeJob`, one per resident episode: made when the
-episode is first admitted or prefetched, closed when the byte cache frees its payload). Anchors are drawn in
-**chunks** of ``lookahead`` anchors (the planner knows the order ahead of time):
+(:class:`~lerobotstream.dataset._decodejob.EpisodeJob`: made when the episode is first admitted or
+prefetched, closed when the byte cache frees its payload). Anchors are drawn in **chunks** of
+``lookahead`` anchors:
 
 1. a chunk is split at admission events (an episode admitted at position p can be drawn from p
-   on; its bytes must be reserved before its first anchor, and the room comes from episodes
-   evicted earlier, whose last decode must release them first);
-2. per sub-chunk, the anchors are grouped by episode; one decode of each episode's job (on
-   ``decode_threads`` threads, holding a decode lease in the cache) gathers every frame the
-   sub-chunk's anchors need from each camera (windows included), decodes each distinct frame
-   once, in ascending order, in one decoder call — so a GOP is decoded once per chunk instead of
-   once per frame — and keeps the decoded uint8 frames until the chunk's items are assembled;
-3. items are assembled on ``decode_threads`` assembly threads, in groups of consecutive items
-   (``assembly_group``: one hand-off between threads per group), at most ``decoded_queue_size``
-   in assembly (plus the rest of the last finished group) ahead of the consumer, and yielded
+   on; its bytes are reserved before its first anchor, the room coming from episodes evicted
+   earlier, whose last decode must release them first);
+2. per sub-chunk, one decode of each episode's job (on ``decode_threads`` threads, holding a
+   decode lease in the cache) decodes every distinct frame the sub-chunk's anchors need, windows
+   included, once, keeping the uint8 frames until the chunk's items are assembled;
+3. items are assembled on ``decode_threads`` threads in groups of consecutive items
+   (``assembly_group``), at most ``decoded_queue_size`` ahead of the consumer, and yielded
    strictly in planner order.
 
-Memory bound of decoded frames per worker: at most two chunks are decoded at once (the one being
-yielded and the next one), so decoded frames ≤ ``2 × lookahead × cameras × T`` frames of
-``H × W × 3`` bytes each (T = frames per video window, 1 without ``delta_timestamps``), plus
+Memory bound of decoded frames per worker: at most two chunks are decoded at once, so
+``2 × lookahead × cameras × T`` frames of ``H × W × 3`` bytes (T = frames per video window), plus
 ``decoded_queue_size`` assembled items.
 
-Planner evictions retire the episode in the cache (its bytes kept, evictable, once its last decode
-decode releases its lease); admissions pin the next episode (taking a kept payload back without a
-fetch, else waiting for room when the budget is full); the next ``prefetch_episodes`` episodes of
-the planner frontier are prefetched whenever the budget allows.
-
-An exception on a fetch, decode or assembly thread is re-raised from the iterator (never an empty
-or short epoch); all threads are joined and the cache closed when the generator ends or is closed.
+Planner evictions retire the episode in the cache (its bytes kept, evictable, once its last
+decode releases its lease); admissions pin the next episode (a kept payload taken back without a
+fetch, else waiting for room); the next ``prefetch_episodes`` episodes of the frontier are
+prefetched whenever the budget allows. An exception on any thread is re-raised from the iterator
+(never an empty or short epoch); every thread is joined and the cache closed when it ends.
 """
 
 from __future__ import annotations
@@ -66,15 +60,11 @@ class StageTimes:
 def _join_openmp_team() -> None:
     """Assembly-thread initializer: one parallel torch op, so this thread owns an OpenMP team.
 
-    Why: torch's CPU ops run on libgomp, whose idle team threads spin 300,000 rounds before they
-    sleep while libgomp manages no more threads than the process may use CPUs, but only ~1,000
-    once it manages more. In-process (``num_workers=0``) the DataLoader's collate (``torch.stack``
-    of the batch's frames) wakes the training thread's team every batch; with no other team its
-    idle thread then spins through the wait for the next batch, taking a core from the decode
-    threads (measured: +3.5 CPU ms per 640x480 sample, libgomp 33 % of the CPU). Items used to be
-    copied with torch's parallel ``copy_`` on these threads, which created their teams as a side
-    effect; the C de-interleave that replaced it does not, so the teams are made here, once per
-    thread (a 256 KiB fill: microseconds).
+    libgomp's idle team threads spin 300,000 rounds before sleeping while it manages no more
+    threads than CPUs, ~1,000 once it manages more. In-process, the collate's ``torch.stack`` wakes
+    the training thread's team every batch; with no other team its idle thread spins through the
+    wait for the next batch, taking a core from the decode threads (measured: +3.5 CPU ms per
+    640x480 sample). A 256 KiB fill per thread (microseconds) makes the teams.
     """
     torch.empty(1 << 18, dtype=torch.uint8).fill_(0)
 
@@ -268,10 +258,8 @@ class Pipeline:
         group = self.assembly_group
         chunks = self._chunks(dec)
         exhausted = False
-        #: the first chunk's decodes: the next chunk is drawn once they are done. Drawn at once,
-        #: the next chunk's decode of the same episode raced the first one for the episode job's
-        #: lock (both wake when the episode's fetch ends) and won about half the time, so the first
-        #: items waited for a whole ``lookahead`` chunk's decode (0.3-2.5 s with 2 workers on 2 cores)
+        #: the first chunk's decodes: the next chunk is drawn once they are done (else its decode of
+        #: the same episode races the first one for the job's lock, and the first items wait)
         first_decodes: list[Future] | None = None
         seq = 0  # items submitted for assembly (the slot of each)
         try:

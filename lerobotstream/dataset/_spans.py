@@ -125,17 +125,7 @@ class EpisodeSpans:
         with self._lock:
             if self._spans.get((ep, cam)) is s:
                 del self._spans[(ep, cam)]  # the others of the file are planned again at their own fetch
-        new = self.span(ep, cam)
-        if new[0].synth_nbytes > s[0].synth_nbytes:  # sized from the rejected table: its reservation is too small
-            raise SidecarValidationError(
-                f"episode {ep}, camera {cam!r}, file {s[2]}: the MP4 sidecar disagreed with this file's own moov "
-                f"(logged) and the episode was sized from it ({s[0].synth_nbytes} bytes, {new[0].synth_nbytes} "
-                "needed); start again: the sidecar is rebuilt locally at the next start",
-                episode_index=ep,
-                camera=cam,
-                path=s[2],
-            )
-        return new
+        return _no_larger(ep, cam, s, self.span(ep, cam))
 
     def fetch_span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
         """The span a fetch of ``(ep, cam)`` reads. Before the process served its first item
@@ -174,18 +164,7 @@ class EpisodeSpans:
             bytes than the episode's reservation (sized from the sidecar's table).
         """
         s = self.verified_span(ep, cam)
-        if s[0] is fetched[0]:
-            return None
-        if s[0].synth_nbytes > fetched[0].synth_nbytes:
-            raise SidecarValidationError(
-                f"episode {ep}, camera {cam!r}, file {s[2]}: the MP4 sidecar disagreed with this file's own moov "
-                f"(logged) and the episode was sized from it ({fetched[0].synth_nbytes} bytes, "
-                f"{s[0].synth_nbytes} needed); start again: the sidecar is rebuilt locally at the next start",
-                episode_index=ep,
-                camera=cam,
-                path=s[2],
-            )
-        return s
+        return None if s[0] is fetched[0] else _no_larger(ep, cam, fetched, s)
 
     def serving(self) -> None:
         """The process served its first item: from now on fetches verify (:meth:`fetch_span`)."""
@@ -198,3 +177,22 @@ class EpisodeSpans:
     def __len__(self) -> int:
         """(episode, camera) spans planned so far."""
         return len(self._spans)
+
+
+def _no_larger(ep: int, cam: str, old: tuple, new: tuple) -> tuple:
+    """``new``, the span planned again after the verification replaced ``old``'s table.
+
+    Raises:
+        SidecarValidationError: ``new`` needs more bytes than ``old``, which the episode was sized
+            (and its bytes reserved) from.
+    """
+    if new[0].synth_nbytes > old[0].synth_nbytes:
+        raise SidecarValidationError(
+            f"episode {ep}, camera {cam!r}, file {new[2]}: the MP4 sidecar disagreed with this file's own moov "
+            f"(logged) and the episode was sized from it ({old[0].synth_nbytes} bytes, {new[0].synth_nbytes} "
+            "needed); start again: the sidecar is rebuilt locally at the next start",
+            episode_index=ep,
+            camera=cam,
+            path=new[2],
+        )
+    return new

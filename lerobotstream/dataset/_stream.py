@@ -112,32 +112,20 @@ class StreamPosition:
 
 @dataclass
 class ResumeState:
-    """A stream's resume state in one rank: pure data, pickled with the stream to DataLoader workers.
+    """A stream's resume state in one rank: pure data, pickled with the stream to DataLoader workers."""
 
-    Fields:
-    at (Position): where the next iterator starts (epoch, samples of the rank consumed since it
-        began, an elastic origin and this rank's part of its remainder, computed where the state
-        was loaded); handed whole to each planner the stream builds (``Planner.place``).
-    yielded (int): items this process yielded since then (the ``num_workers=0`` count).
-    counted (bool): the training loop set the count (``samples_consumed = n`` or ``seek``) since
-        the stream last moved: what ``state_dict()`` without a count may write with DataLoader workers.
-    loaded (dict | None): the state dict as loaded.
-    batch_size (int | None): the loaded state's batch size (what an unset ``batch_size`` option
-        batches with).
-    planned_for (tuple | None): ``(LoaderSettings, epoch, samples)`` the loaded state was planned
-        for and the position it gave (replanned when the settings change before iterating).
-    changes (list[str]): the settings the loaded state changed (elastic resume).
-    iter_pid (int | None), iter_starts (int): the DataLoader worker process counting its iterator
-        starts, and how many (``persistent_workers``: the k-th is epoch + k).
-    """
-
+    #: where the next iterator starts (epoch, samples, an elastic origin and this rank's part of its
+    #: remainder, computed where the state was loaded), handed whole to each planner (``Planner.place``)
     at: Position = field(default_factory=Position)
-    yielded: int = 0
+    yielded: int = 0  # items this process yielded since then (the ``num_workers=0`` count)
+    #: the training loop set the count (``samples_consumed = n``, ``seek``) since the stream last moved
     counted: bool = False
-    loaded: dict[str, Any] | None = None
-    batch_size: int | None = None
+    loaded: dict[str, Any] | None = None  # the state dict as loaded
+    batch_size: int | None = None  # the loaded state's (what an unset ``batch_size`` option batches with)
+    #: ``(LoaderSettings, epoch, samples)`` the loaded state was planned for, and the position it gave
     planned_for: tuple[Any, int, int] | None = None
-    changes: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)  # the settings the loaded state changed (elastic)
+    #: the DataLoader worker process counting its iterator starts, and how many (``persistent_workers``)
     iter_pid: int | None = None
     iter_starts: int = 0
 
@@ -163,18 +151,10 @@ class StreamShard:
     """
 
     def __init__(
-        self,
-        core: StreamCore,
-        worker: int | None,
-        num_workers: int,
-        readers: Readers,
-        items: Iterator[dict[str, Any]],
-        stats: Callable[[], dict[str, Any]] | None = None,
+        self, core: StreamCore, worker: int | None, num_workers: int, readers: Readers, items: Iterator[dict[str, Any]]
     ) -> None:
-        self.worker, self.num_workers = worker, num_workers
+        self.worker, self.num_workers, self.items = worker, num_workers, items
         self._core, self._readers = core, readers
-        self._stats = stats or dict
-        self.items = items
 
     def source_stats(self) -> dict[str, Any]:
         """This shard's payload-source counters (the stream's ``source_stats()`` keys: ``requests``,
@@ -183,7 +163,7 @@ class StreamShard:
 
     def stats(self) -> dict[str, Any]:
         """This shard's counters: the keys of its stream's ``stats()``, for this shard's readers."""
-        return self._stats()
+        return self._core._stats_of(self._readers)
 
     def close(self) -> None:
         """Stop the shard: its pipeline threads joined, its caches closed, its decoders released."""
@@ -391,7 +371,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         items = shard_items(
             planner, readers, worker, int(epoch), int(samples), self.options, ls, in_process=in_process, slots=slots
         )
-        return StreamShard(self, worker, ls.num_workers, readers, items, stats=lambda: self._stats_of(readers))
+        return StreamShard(self, worker, ls.num_workers, readers, items)
 
     def state_dict(
         self,

@@ -1,16 +1,9 @@
-"""The stream's wiring in one process: a planner's shard → one byte cache, one decoded-GOP
-cache and one pipeline of episode jobs over every part (dataset) of the stream → items.
+"""The stream's wiring in one process: a planner's shard → one byte cache, one decoded-GOP cache
+and one pipeline of episode jobs over every part (dataset) of the stream → items.
 
-:class:`Readers` is the per-process state of a stream (one
-:class:`~lerobotstream.dataset._reader.DatasetReader` per part, each part's episode sizes on
-demand); :func:`shard_items` is what one iterator does with it: where the worker starts
-(``planner.worker_start``), its plans (``planner.worker_plans``), the byte cache, the readers
-prepared, the pipeline over ``planner.worker_pools`` with a
-:class:`~lerobotstream.dataset._decodejob.JobMaker` (an episode id ``part.offset + episode_index``
-is split into its part once, when its job is made), and the items
-out (image transforms on the iterating thread in-process). ``tools/scale_sim.py`` runs this same
-code over a synthetic index (its :class:`Readers` with stub fetch and decode), so the scale model
-measures the dataset's own start-up.
+:class:`Readers` is a stream's per-process state; :func:`shard_items` is what one iterator does
+with it. ``tools/scale_sim.py`` runs this same code over a synthetic index (its :class:`Readers`
+with stub fetch and decode), so the scale model measures the dataset's own start-up.
 """
 
 from __future__ import annotations
@@ -23,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lerobotstream import _heap
-from lerobotstream.dataset._decodejob import DecodedGopCache, EpisodeJob, JobMaker, JobPart
+from lerobotstream.dataset._decodejob import DecodedGopCache, EpisodeJob, JobMaker
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
 from lerobotstream.dataset._reader import DatasetReader, ReaderConfig
 from lerobotstream.payload_cache import EpisodeByteCache
@@ -57,10 +50,9 @@ class StreamPart:
 
 
 class Readers:
-    """Per-process state of a stream: one :class:`DatasetReader` per part, each part's episode
-    sizes (:class:`~lerobotstream.planner._sizes.EpisodeSizes` over its reader: computed as admission and
-    prefetch reach an episode, kept), the current iterator's byte cache and decoded-GOP cache, the
-    pipeline's stage times. Created after a PID check; never pickled."""
+    """Per-process state of a stream: one :class:`DatasetReader` per part, each part's
+    :class:`~lerobotstream.planner._sizes.EpisodeSizes` over its reader, the current iterator's byte
+    cache and decoded-GOP cache, the pipeline's stage times. Created after a PID check; never pickled."""
 
     #: the episode jobs its iterators make (``tools/scale_sim.py``: a stub's)
     job_class = EpisodeJob
@@ -127,15 +119,13 @@ def shard_items(
         n_cams = max(1, len(part.config.video_keys))
         cap = plan.video_decoder_cache_size or plan.pool_size * n_cams + options.prefetch_episodes * n_cams
         reader.prepare(video_decoder_cache_size=cap, epoch=start.epoch)
-    # jobs sized on demand: when admission or prefetch reaches the episode, checked against its
-    # plan's budget (ByteBudgetError then, naming the dataset of a mixture, before any byte of it
-    # is fetched)
-    parts = [
-        JobPart(part.offset, reader, plan.episode_size, part.dataset_index, part.dropped)
-        for part, reader, plan in zip(readers.parts, readers.readers, plans)
-    ]
+    # jobs sized on demand when admission or prefetch reaches the episode, checked against its plan's
+    # budget (ByteBudgetError then, naming the dataset of a mixture, before any byte of it is fetched)
     transforms = None if in_process else options.image_transforms
-    new_job = JobMaker(parts, cache, gops, transforms=transforms, job_class=readers.job_class)
+    sizes = [plan.episode_size for plan in plans]
+    new_job = JobMaker(
+        readers.parts, readers.readers, sizes, cache, gops, transforms=transforms, job_class=readers.job_class
+    )
     pipe = Pipeline(
         planner.worker_pools(start, plans),
         start.limit,
