@@ -267,40 +267,33 @@ class StreamingLeRobotDataset(StreamCore):
 
         Keys:
             sidecar (str): ``"cache"`` | ``"published"`` | ``"built"``.
-            source (dict): payload ``ByteSource.stats`` (requests, bytes_read, bytes_requested, retries,
-                metadata_requests); metadata_source (dict) when metadata comes from another root.
-            bytes_fetched (int), requests (int): payload source totals of this process.
-            bytes_needed (int): MP4 payload bytes of the fetched spans (what had to travel).
-            bytes_by_epoch (dict): epoch (int) -> MP4 payload bytes by origin (int, bytes):
-                ``store_bytes`` (read from the store), ``disk_cache_bytes`` (read from a disk cache;
-                0 without one), ``reused_bytes`` (episodes admitted again with the payload still in
-                memory, not fetched) and ``needed_bytes`` (the spans of the episodes the epoch's
-                samples came from). An episode counts in the epoch of its admission, a fetch in
-                the epoch of the admission it serves (after a mid-epoch resume with partitions,
-                the episodes the resumed epoch had finished count their next epoch in it). Parquet rows are not included (the source totals have them).
-            disk_cache (dict, with ``cache_dir`` over a remote store): this process's ``hits``,
-                ``misses``, ``corrupt`` (entries refused and fetched again), ``writes``,
-                ``evictions``, ``bytes_read``, ``bytes_written``, and ``limit_bytes``.
-            episodes_fetched (int).
-            decoder_opens (int), decoder_evictions (int), open_decoders (int), decoder_capacity (int).
+            source (dict): payload ``ByteSource.stats``; metadata_source (dict) when metadata
+                comes from another root; bytes_fetched, requests (int): the payload source's totals.
+            bytes_needed (int): MP4 payload bytes of the fetched spans.
+            bytes_by_epoch (dict): epoch -> MP4 payload bytes by origin: ``store_bytes``,
+                ``disk_cache_bytes``, ``reused_bytes`` (admitted again with the payload still in
+                memory) and ``needed_bytes`` (the spans of the epoch's episodes). An episode counts
+                in the epoch of its admission, a fetch in that of the admission it serves. Parquet
+                rows are not included.
+            disk_cache (dict, with ``cache_dir`` over a remote store): ``hits``, ``misses``,
+                ``corrupt``, ``writes``, ``evictions``, ``bytes_read``, ``bytes_written``, ``limit_bytes``.
+            episodes_fetched, decoder_opens, decoder_evictions, open_decoders, decoder_capacity (int).
             decoder_fallbacks (int): CUDA requests decoded on the CPU; pyav_fallbacks (int);
                 fallback_reasons (dict reason → count).
-            frames_decoded (int): frames the decoders had to decode (whole GOP runs from their seek
-                point, each once while it stays in the decoded-GOP cache); frames_returned (int): frames put into items (window frames
-                included); frames_unique (int); decode_calls (int);
+            frames_decoded (int): frames decoded (whole GOP runs, each once while cached);
+                frames_returned (int, window frames included); frames_unique, decode_calls (int);
                 frames_decoded_per_returned (float | None).
-            seconds (per stage, summed over threads): metadata_s, sidecar_s (training process setup),
-                torchcodec_import_s, index_open_s, spans_s, parquet_s, fetch_s, synthesize_s, open_s, decode_s, assemble_s,
-                transforms_s, queue_wait_s, admit_wait_s, decode_job_s; first_item_s.
-            items (int): items yielded; chunks (int).
-            gop_cache_bytes, gop_cache_peak_bytes, gop_cache_capacity_bytes (int, bytes of decoded
-                uint8 frames kept), gop_cache_evictions (int): the decoded-GOP cache.
+            seconds, summed over threads: metadata_s, sidecar_s, torchcodec_import_s (set-up),
+                index_open_s, spans_s, parquet_s, fetch_s, synthesize_s, open_s, decode_s,
+                assemble_s, transforms_s, queue_wait_s, admit_wait_s, decode_job_s; first_item_s.
+            items, chunks (int).
+            gop_cache_bytes, gop_cache_peak_bytes, gop_cache_capacity_bytes, gop_cache_evictions
+                (int): the decoded-GOP cache.
             reserved_bytes, resident_bytes, byte_budget (int, bytes); cache (dict: ``CacheStats``).
         """
         return self._stats_of(self._readers)
 
     def _stats_of(self, readers: Any) -> dict[str, Any]:
-        """:meth:`stats` of ``readers`` (this process's, or a threads-mode shard's)."""
         if readers is None:
             return {}
         return {

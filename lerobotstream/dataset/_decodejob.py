@@ -22,6 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -161,20 +162,17 @@ class DecodedGopCache:
         return len(self._items)
 
 
+@dataclass(slots=True)
 class Decoded:
     """One :meth:`EpisodeJob.decode`'s result: rows and, per camera, the distinct decoded frames."""
 
-    __slots__ = ("rows", "frames", "videos", "images", "local_of", "from_timestamps")
-
-    def __init__(self, rows: EpisodeRows) -> None:
-        self.rows = rows
-        self.frames: dict[str, dict[int, torch.Tensor]] = {}  # camera -> local frame -> (C,H,W) uint8 view
-        self.videos: dict[str, Any] = {}
-        self.images: dict[str, dict[int, torch.Tensor]] = {}  # image key -> episode frame -> decoded frame
-        #: camera -> int64 (episode length,): local frame of each episode frame the episode's anchors
-        #: use (the map-style query ``from_timestamp + timestamp``), -1 for frames none uses
-        self.local_of: dict[str, np.ndarray] = {}
-        self.from_timestamps: dict[str, float] = {}  # camera -> the episode's start in its file (s)
+    rows: EpisodeRows
+    frames: dict[str, dict[int, torch.Tensor]] = field(default_factory=dict)  # camera -> local frame -> (C,H,W) view
+    videos: dict[str, Any] = field(default_factory=dict)  # camera -> its EpisodeVideo
+    images: dict[str, dict[int, torch.Tensor]] = field(default_factory=dict)  # key -> episode frame -> frame
+    #: camera -> int64 (episode length,): local frame of each episode frame the episode's anchors
+    #: use (the map-style query ``from_timestamp + timestamp``), -1 for frames none uses
+    local_of: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class EpisodeJob:
@@ -182,19 +180,14 @@ class EpisodeJob:
 
     Args:
         reader: its dataset's :class:`~lerobotstream.dataset._reader.DatasetReader`.
-        key (int): the episode's id in the worker's byte cache and decoded-GOP cache (a mixture's
-            global episode id ``offset + episode``).
+        key (int): the episode's id in the worker's caches (a mixture's ``offset + episode``).
         episode (int): the episode index in its dataset.
-        cache: the worker's :class:`~lerobotstream.payload_cache.EpisodeByteCache` (:meth:`decode`
-            waits there for the payload :meth:`fetch` returned).
-        gops: the worker's :class:`DecodedGopCache` (shared by every job of the worker).
-        size: ``size() -> bytes`` the byte cache reserves for the episode (the planner's size
-            provider, checked against the budget of the episode's plan).
-        transforms: image transforms applied on the assembly threads (None: none, or on the
-            iterating thread).
+        cache, gops: the worker's ``EpisodeByteCache`` and :class:`DecodedGopCache`.
+        size: ``size() -> bytes`` the byte cache reserves (checked against its plan's budget).
+        transforms: image transforms applied on the assembly threads (None: none, or in-process).
         dataset_index (int | None): added to each item (a mixture), ``dropped``: keys removed.
 
-    Thread-safe: :meth:`decode` calls of one job run one at a time (a GOP run is decoded once).
+    Thread-safe: :meth:`decode` calls of one job run one at a time.
     """
 
     def __init__(
@@ -263,11 +256,8 @@ class EpisodeJob:
         return d
 
     def decode(self, frames: np.ndarray) -> Decoded:
-        """Decode, once each, every frame the anchors ``frames`` of the episode need.
-
-        Whole GOP runs are decoded on first touch (one batched decoder call per camera and chunk)
-        and kept in the worker's :class:`DecodedGopCache` until the
-        episode has used them (see the comment above it for the memory bound)."""
+        """Decode, once each, every frame the anchors ``frames`` of the episode need (whole GOP
+        runs on first touch, kept in the :class:`DecodedGopCache` until the episode used them)."""
         ep, reader = self.episode, self.reader
         payload = self.cache.get(self.key)
         rows, serial, _ = payload.extra
@@ -282,7 +272,6 @@ class EpisodeJob:
                 idx = self.needed(cam, frames, n)
                 video = reader.video(ep, cam, reader.checked_payload(ep, cam, payload), serial)
                 out.videos[cam] = video
-                out.from_timestamps[cam] = video.from_timestamp
                 demand = self._demand(cam, video, rows)
                 out.local_of[cam] = demand["local_of"]
                 local = demand["local_of"][idx]  # the chunk's anchors are among the episode's: never -1
@@ -379,7 +368,9 @@ class EpisodeJob:
             got = dec.frames[cam]
             local = dec.local_of[cam][idx].tolist()  # looked up once per episode by the decode
             if min(local) < 0:  # a frame no anchor was known to use: the full lookup (and its error)
-                local = dec.videos[cam].local_indices(dec.from_timestamps[cam] + dec.rows.timestamp_s[idx]).tolist()
+                local = (
+                    dec.videos[cam].local_indices(dec.videos[cam].from_timestamp + dec.rows.timestamp_s[idx]).tolist()
+                )
             return [got[i] for i in local]
 
         reader = self.reader

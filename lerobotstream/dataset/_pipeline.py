@@ -46,7 +46,7 @@ __all__ = ["Pipeline", "StageTimes"]
 
 @dataclass
 class StageTimes:
-    """Wall-clock seconds per stage (summed over threads) and counts (one worker process)."""
+    """Wall-clock seconds per stage (summed over threads) and counts of one worker process."""
 
     decode_job_s: float = 0.0
     assemble_s: float = 0.0
@@ -87,23 +87,16 @@ class Pipeline:
         pools: the worker's ``EpisodePool`` objects, one per epoch (``WorkerPlan.iter_pools``).
         limit: anchors per epoch to yield at most (``WorkerStart.limit``; None = all).
         cache: the worker's :class:`EpisodeByteCache` (it runs each job's fetch on its threads).
-        new_job: ``new_job(episode id) -> EpisodeJob``: the job of an episode of the pools (its
-            fetch, decode and assembly), made when it is first admitted or prefetched, or named by
-            the first pool's ``finished()`` (a worker resumed mid-epoch: its next admission
-            belongs to the next epoch).
-        decode_threads: decode and assembly threads (each), >= 1.
-        decoded_queue_size: assembled items in flight, >= 1.
-        prefetch_episodes: episodes of the planner frontier fetched ahead, >= 0.
-        lookahead: anchors drawn (and decoded together) per chunk, >= 1.
-        first_lookahead: anchors of the iterator's first chunk (default ``lookahead``): a small
-            first chunk (e.g. one batch) lets the first items out before a whole chunk is decoded.
+        new_job: ``new_job(episode id) -> EpisodeJob``, made when the episode is first admitted,
+            prefetched, or named by the first pool's ``finished()`` (resumed mid-epoch).
+        decode_threads: decode and assembly threads (each); decoded_queue_size: assembled items
+            in flight; prefetch_episodes: frontier episodes fetched ahead; lookahead: anchors per
+            chunk; first_lookahead: anchors of the first chunk (default ``lookahead``: a small
+            one lets the first items out sooner).
         times: stage timings to update.
-        slots: optional ``slots(n) -> slot`` for the iterator's n-th item (0-based, planner order):
-            each job's ``assemble`` gets it (where the item's frames may be written,
-            ``_assemble.SlotFn``; ``StreamLoader``'s batch tensors).
-        assembly_group: consecutive items assembled by one task (one hand-off between threads per
-            group instead of per item), never across a multiple of it (give a divisor of the batch
-            size: a group then never spans two batches), >= 1.
+        slots: ``slots(n) -> slot`` for the n-th item (planner order), handed to ``assemble``.
+        assembly_group: consecutive items assembled by one task, never across a multiple of it
+            (a divisor of the batch size: a group never spans two batches).
     """
 
     def __init__(

@@ -1,20 +1,13 @@
 """The stream core: one ``IterableDataset`` over a list of parts (datasets), shared by
 :class:`~lerobotstream.StreamingLeRobotDataset` (one part) and
-:class:`~lerobotstream.StreamingMultiLeRobotDataset` (one part per dataset) — MosaicML Streaming's
-shape: one dataset is ``streams = [default]``.
+:class:`~lerobotstream.StreamingMultiLeRobotDataset` (one per dataset), MosaicML Streaming's shape.
 
-It owns the rank's resume state (:class:`ResumeState`), ``samples_consumed`` / ``set_epoch`` /
-``state_dict`` / ``load_state_dict``, the per-process counters (``stats()``, ``source_stats()``)
-and one ``__iter__``: worker id → start position (``persistent_workers``) → the rank's planner →
-the wiring (:func:`~lerobotstream.dataset._wiring.shard_items`). ``__iter__`` is built on the
-**shard interface** a loader uses (``StreamLoader``): :attr:`StreamCore.position` /
-:meth:`StreamCore.seek`, :meth:`StreamCore.prepare` and :meth:`StreamCore.shard` →
-:class:`StreamShard`.
-
-A subclass provides :meth:`_parts` (one :class:`StreamPart` per dataset), :meth:`_planner` and
-``options``, its resolved, frozen :class:`~lerobotstream.options.StreamOptions` (every option is
-also a read-only attribute, a view of it: :func:`add_option_views`). What batches the stream fixes
-its shards and batch turns: :class:`LoaderSettings`, the options' unless a loader hands its own.
+It owns the rank's resume state, epochs, the per-process counters and one ``__iter__`` (worker id
+→ start position → the rank's planner → :func:`~lerobotstream.dataset._wiring.shard_items`), built
+on the shard interface a ``StreamLoader`` uses: :attr:`StreamCore.position`, :meth:`StreamCore.seek`,
+:meth:`StreamCore.prepare`, :meth:`StreamCore.shard`. A subclass provides :meth:`_parts`,
+:meth:`_planner` and ``options`` (resolved, frozen; each option also a read-only attribute:
+:func:`add_option_views`).
 """
 
 from __future__ import annotations
@@ -50,17 +43,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LoaderSettings:
-    """The settings of what batches a stream (a ``DataLoader`` or a ``StreamLoader``) that fix its
-    shards and batch turns, and so its resume state.
-
-    Fields (each checked by its option's rule, ``options.check_option``; numpy ints become ints):
-        batch_size (int | None): samples per batch, >= 1 (None: a loaded state's, else 1).
-        num_workers (int): DataLoader workers, 0 to ``constants.MAX_NUM_WORKERS`` (0: one stream
-            in the training process).
-        drop_last (bool): each shard's short last batch is dropped.
-
-    Raises:
-        StreamingConfigError: a field breaks its option's rule (names it, its value and the rule).
+    """What batches a stream (a ``DataLoader`` or a ``StreamLoader``): the settings that fix its
+    shards and batch turns, and so its resume state. ``batch_size`` (None: a loaded state's, else
+    1), ``num_workers`` (0: one stream in the training process), ``drop_last``: each checked by its
+    option's rule (StreamingConfigError naming it, its value and the rule); numpy ints become ints.
     """
 
     batch_size: int | None = None
@@ -84,10 +70,8 @@ class LoaderSettings:
 def plan_settings(
     options: StreamOptions, loader: LoaderSettings, *, rank: int | None = None, world_size: int | None = None
 ) -> PlanSettings:
-    """The :class:`~lerobotstream.planner._settings.PlanSettings` of resolved ``options`` batched with
-    ``loader``: every field named as an option takes its value (the byte budget in bytes:
-    ``options.byte_budget``); ``num_workers``, ``batch_size`` (1 when unset) and ``drop_last`` are
-    the loader's."""
+    """The planner's ``PlanSettings``: the fields named as options take ``options``' values,
+    ``num_workers``, ``batch_size`` (1 when unset) and ``drop_last`` are ``loader``'s."""
     own = {f.name: getattr(options, f.name) for f in dataclasses.fields(PlanSettings) if hasattr(options, f.name)}
     return PlanSettings(
         **{
@@ -103,8 +87,7 @@ def plan_settings(
 
 @dataclass(frozen=True)
 class StreamPosition:
-    """Where a stream of one rank is: ``epoch`` (int, >= 0) and ``samples`` (int, >= 0), the
-    samples of the rank consumed since that epoch began (or since the loaded state's epoch did)."""
+    """Where a stream of one rank is: ``epoch`` and ``samples`` of the rank consumed since it began."""
 
     epoch: int
     samples: int
@@ -138,17 +121,9 @@ class ResumeState:
 
 
 class StreamShard:
-    """One shard of a stream, iterated in the process that made it (:meth:`StreamCore.shard`).
-
-    Attributes:
-        items: iterator of the shard's items (dicts, as ``StreamCore.__iter__`` yields them), in
-            planner order; fetch, decode and assembly run on its pipeline threads from the first
-            ``next()`` on.
-        worker (int | None), num_workers (int): the shard (None, 0: the one stream).
-
-    :meth:`close` ends it (idempotent; fine for a shard never iterated); :meth:`abort` wakes its
-    waits from another thread.
-    """
+    """One shard of a stream, iterated in the process that made it (:meth:`StreamCore.shard`):
+    ``items`` (in planner order; its pipeline threads start at the first ``next()``), ``worker``
+    and ``num_workers`` (None, 0: the one stream)."""
 
     def __init__(
         self, core: StreamCore, worker: int | None, num_workers: int, readers: Readers, items: Iterator[dict[str, Any]]
@@ -157,8 +132,7 @@ class StreamShard:
         self._core, self._readers = core, readers
 
     def source_stats(self) -> dict[str, Any]:
-        """This shard's payload-source counters (the stream's ``source_stats()`` keys: ``requests``,
-        ``bytes_read``, ...; bytes), cheap enough to read per item."""
+        """This shard's payload-source counters (the stream's ``source_stats()`` keys)."""
         return self._core._combine_source_stats(_counters.source_stats(self._readers))
 
     def stats(self) -> dict[str, Any]:
@@ -166,14 +140,12 @@ class StreamShard:
         return self._core._stats_of(self._readers)
 
     def close(self) -> None:
-        """Stop the shard: its pipeline threads joined, its caches closed, its decoders released."""
+        """Stop the shard: threads joined, caches closed, decoders released (idempotent)."""
         self.items.close()
 
     def abort(self) -> None:
         """Wake the shard's waits from another thread (a loader's stall watch): its byte cache
-        closes, so the pipeline's admissions and payload waits raise and the thread iterating
-        :attr:`items` leaves with that error (a decode in progress ends first). :meth:`close`
-        still ends the shard."""
+        closes, so the thread iterating ``items`` leaves with its error."""
         cache = self._readers.cache
         if cache is not None:
             cache.close()
@@ -192,10 +164,8 @@ class StreamCore(torch.utils.data.IterableDataset):
         self._sizes: tuple[int, list[EpisodeSizes]] | None = None  # (pid, each part's sizes)
 
     def loader_settings(self, loader: LoaderSettings | int | None = None) -> LoaderSettings:
-        """The settings the stream's batches are made with: ``loader`` itself when a
-        :class:`LoaderSettings`, else the options' with ``loader`` workers when an int (a
-        ``DataLoader``'s count); a batch size left unset is the loaded state's, else None (1 in
-        the planner)."""
+        """``loader`` when a :class:`LoaderSettings`, else the options' with ``loader`` workers when
+        an int (a ``DataLoader``'s); a batch size left unset is the loaded state's."""
         if isinstance(loader, LoaderSettings):
             return loader if loader.batch_size is not None else replace(loader, batch_size=self._resume.batch_size)
         o = self.options
@@ -210,27 +180,20 @@ class StreamCore(torch.utils.data.IterableDataset):
         raise NotImplementedError
 
     def _part_count(self) -> int:
-        """How many parts (datasets) :meth:`_parts` gives."""
         raise NotImplementedError
 
     def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
-        """The rank's planner for batches made with ``loader``'s settings (``episode_nbytes``:
-        each part's sizes; None: this process's, :meth:`episode_sizes`)."""
         raise NotImplementedError
 
     def _stats_of(self, readers: Any) -> dict[str, Any]:
-        """``stats()`` of ``readers`` (this process's, or a threads-mode shard's)."""
         raise NotImplementedError
 
     def _combine_source_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
-        """One dict of the parts' source counters (a single part's as is)."""
         return parts[0] if parts else {}
 
     def episode_sizes(self) -> list[EpisodeSizes]:
-        """Each part's :class:`~lerobotstream.planner._sizes.EpisodeSizes` in this process (an
-        episode's exact synthesized bytes, computed when first asked, opening the part's index,
-        and kept): what planners built outside an iterator (``state_dict``, ``load_state_dict``,
-        ``resume_info``) replay a byte budget with."""
+        """Each part's ``EpisodeSizes`` in this process (computed when first asked, then kept):
+        what planners built outside an iterator replay a byte budget with."""
         if self._sizes is None or self._sizes[0] != os.getpid():
             sizes = [
                 EpisodeSizes(lambda ep, d=d: self._process_readers().sizes[d](ep)) for d in range(self._part_count())
@@ -239,8 +202,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         return self._sizes[1]
 
     def _rank_planner(self, loader: LoaderSettings | int, sizes: Sequence[EpisodeSizes] | None = None):
-        """The rank's planner for ``loader``'s settings at this stream's resume position (its
-        ``Position``, whole), with ``sizes`` (an iterator's) or this process's."""
+        """The rank's planner for ``loader`` at this stream's resume position."""
         planner = self._planner(loader, sizes)
         planner.place(self._resume.at)
         return planner
@@ -248,9 +210,9 @@ class StreamCore(torch.utils.data.IterableDataset):
     # --- resume -----------------------------------------------------------------------------------
     @property
     def samples_consumed(self) -> int:
-        """Samples of this rank consumed since the current epoch (or loaded state) began: the loaded
-        count plus the items this process yielded (exact with ``num_workers=0``). Set it from the
-        training loop with DataLoader workers (``ds.samples_consumed = step * batch_size``)."""
+        """Samples of this rank consumed since the epoch (or loaded state) began: the loaded count
+        plus the items this process yielded (exact with ``num_workers=0``); with DataLoader
+        workers, set it from the training loop (``ds.samples_consumed = step * batch_size``)."""
         return self._resume.at.samples + self._resume.yielded
 
     @samples_consumed.setter
@@ -259,11 +221,8 @@ class StreamCore(torch.utils.data.IterableDataset):
 
     @property
     def epoch(self) -> int:
-        """The epoch the next iterator plays (an int >= 0): ``set_epoch``'s, or after
-        ``load_state_dict`` the epoch the state resumes (the next one when its count covered the
-        whole epoch); with :attr:`samples_consumed`, where a resumed loop goes on counting
-        (docs/resume.md). Endless streams (``repeat=True``): the epoch their count runs from
-        (``resume_info()["epoch"]`` is the pass an elastic resume plays)."""
+        """The epoch the next iterator plays: ``set_epoch``'s, or the one a loaded state resumes
+        (the next when its count covered the whole epoch; docs/resume.md)."""
         return self._resume.at.epoch
 
     @property
@@ -281,16 +240,12 @@ class StreamCore(torch.utils.data.IterableDataset):
 
     @property
     def position(self) -> StreamPosition:
-        """Where the next iterator starts: the epoch and :attr:`samples_consumed`."""
+        """Where the next iterator starts (the epoch, :attr:`samples_consumed`)."""
         return StreamPosition(self._resume.at.epoch, self.samples_consumed)
 
     def seek(self, epoch: int, samples: int = 0) -> None:
-        """Move to ``samples`` consumed samples of ``epoch`` (ints >= 0): the next iterator (and
-        :meth:`state_dict`) starts there (``StreamLoader`` keeps the stream's position with it).
-
-        Raises:
-            StreamingConfigError: ``epoch`` or ``samples`` is negative (a ValueError naming it).
-        """
+        """Move to ``samples`` consumed samples of ``epoch``: the next iterator (and
+        :meth:`state_dict`) starts there. StreamingConfigError: a negative value (named)."""
         for name, v in (("epoch", epoch), ("samples", samples)):
             if v < 0:
                 raise StreamingConfigError(
@@ -299,23 +254,14 @@ class StreamCore(torch.utils.data.IterableDataset):
         self._resume.move(epoch, samples, counted=True)
 
     def prepare(self, loader: LoaderSettings | int | None = None) -> StreamPosition:
-        """Get ready to iterate with ``loader``'s settings (a loader's :class:`LoaderSettings`, or
-        a ``DataLoader``'s worker count with the options' batch settings; None: the options') and
-        say from where.
+        """Get ready to iterate with ``loader``'s settings (see :meth:`loader_settings`) and return
+        where the shards start (the samples loaded or set, not what this process yielded since).
 
-        A loaded state whose settings (worker count, ``batch_size``, ``drop_last``; 0 and 1
-        workers are one shard) differ from these is loaded again for them, as if given to
-        ``load_state_dict`` (elastic unless they are the checkpoint's): the returned position is
-        the replanned one. A ``DataLoader`` worker count other than the options' ``num_workers``
-        then warns (``state_dict()`` describes the options' count). Nothing is replanned once
-        the stream moved from the loaded position (``set_epoch``, items yielded in this process).
-
-        Returns:
-            StreamPosition: where the shards start (pass it to :meth:`shard`): the epoch and the
-            samples loaded or set, not what this process's own iterators yielded since.
-
-        Raises:
-            ResumeStateError: the loaded state cannot be resumed with these settings.
+        A loaded state whose settings differ from these (worker count, ``batch_size``,
+        ``drop_last``; 0 and 1 workers are one shard) is loaded again for them, elastic unless
+        they are the checkpoint's, until the stream moves from the loaded position. A DataLoader
+        worker count other than the options' warns (``state_dict()`` describes the options').
+        ResumeStateError: the state cannot be resumed with these settings.
         """
         ls, r = self.loader_settings(loader), self._resume
         t = r.planned_for
@@ -347,23 +293,12 @@ class StreamCore(torch.utils.data.IterableDataset):
         slots: Callable[[int], Any] | None = None,
     ) -> StreamShard:
         """Shard ``worker`` of ``loader``'s ``num_workers`` (None, 0: the one stream) from ``samples``
-        consumed samples of ``epoch`` (the rank's count: :meth:`prepare`'s position): the items a
-        ``DataLoader`` worker ``worker`` yields from there, its per-process state made in this
-        process (never a parent's).
-
-        Args:
-            in_process: the shard is iterated in the training process (image transforms then run
-                on the iterating thread, in item order). With ``num_workers`` > 0 each such shard
-                gets per-process state of its own (``StreamLoader``'s threads mode runs them side
-                by side); otherwise the shard uses this process's.
-            slots: ``slots(n) -> slot`` for the shard's n-th item (0-based, planner order): where
-                its frames may be written (``Pipeline``'s ``slots``; ``_assemble.SlotFn``).
-
-        Returns:
-            StreamShard: nothing is fetched before the first ``next(shard.items)``.
-
-        Raises (from the first ``next``):
-            ByteBudgetError: an episode does not fit the byte budget; fetch and decode errors.
+        consumed samples of ``epoch`` (:meth:`prepare`'s position): what that DataLoader worker
+        yields, with per-process state made in this process. ``in_process``: iterated in the
+        training process (transforms on the iterating thread; with ``num_workers`` > 0 each
+        shard gets state of its own: threads mode). ``slots(n)``: where the n-th item's frames may
+        be written (``_assemble.SlotFn``). Nothing is fetched before the first ``next``, which
+        raises ByteBudgetError, fetch and decode errors.
         """
         ls = self.loader_settings(loader)
         readers = Readers(self._parts()) if in_process and ls.num_workers > 0 else self._process_readers()
@@ -383,18 +318,14 @@ class StreamCore(torch.utils.data.IterableDataset):
         """Resume state of this rank (``planner._state.StreamState``, docs/resume.md).
 
         Args:
-            samples_consumed: samples the training loop consumed from this rank since the epoch
-                (or the loaded state's epoch) began: the sum of the consumed batches' sizes.
-            batches_consumed: alternatively, batches consumed (converted by replaying the
-                DataLoader's batch turns, exact with short last batches).
-            Neither: :attr:`samples_consumed` (exact with ``num_workers=0``; with DataLoader
-                workers only once the training loop set it).
-            loader: the settings the batches were made with (a ``StreamLoader``'s); None: the options'.
+            samples_consumed: samples consumed from this rank since the epoch (or the loaded
+                state's) began; or ``batches_consumed`` (converted by replaying the batch turns);
+                neither: :attr:`samples_consumed`.
+            loader: the settings the batches were made with (None: the options').
 
         Raises:
-            StreamingConfigError: a count that breaks the resume state's rule (an int >= 0 within
-                its bound), or no count while DataLoader workers consume the stream and the
-                training loop has not set one (this process never sees their progress).
+            StreamingConfigError: a count that breaks its rule, or no count while DataLoader
+                workers consume the stream and the training loop has not set one.
         """
         from lerobotstream.planner._turns import replay_turns
 
@@ -432,12 +363,10 @@ class StreamCore(torch.utils.data.IterableDataset):
         )
 
     def load_state_dict(self, state: dict[str, Any], *, loader: LoaderSettings | None = None) -> None:
-        """Restore a :meth:`state_dict` (before iterating): of this topology (the same order
-        continues), or of another world size, DataLoader worker count, batch size, pool size or
-        byte budget (elastic resume: the epoch's unconsumed samples are replanned over this run's
-        ranks and workers, then plain epochs follow; docs/resume.md; ``resume_changes`` lists what
-        changed). ``loader``: the settings the batches will be made with (None: the options', the
-        batch size the state's when the options leave it unset).
+        """Restore a :meth:`state_dict` before iterating: of this topology (the same order
+        continues), or of another world size, worker count, batch size, pool size or byte budget
+        (elastic: the epoch's unconsumed samples replanned over this run, docs/resume.md;
+        ``resume_changes`` lists what changed). ``loader``: as :meth:`state_dict`'s.
 
         Raises:
             ResumeStateError: another schema (named), an edited or malformed state, another stream
@@ -447,10 +376,8 @@ class StreamCore(torch.utils.data.IterableDataset):
         self._load(state, self.loader_settings(loader))
 
     def _load(self, state: dict[str, Any], loader: LoaderSettings) -> None:
-        """Adopt ``state`` for batches made with ``loader``'s settings and remember them
-        (:meth:`prepare` replans when they change before iterating). An elastic remainder is
-        computed here, once, in the training process (under a byte budget it sizes the episodes
-        its replay admits), and kept for this rank: DataLoader workers get it with the dataset."""
+        """Adopt ``state`` for ``loader``'s settings; an elastic remainder is computed here, once,
+        and kept for this rank (DataLoader workers get it with the dataset)."""
         planner = self._planner(loader)
         fixed = state
         if {int(state["num_workers"]), loader.num_workers} <= {0, 1}:  # one shard either way: the same stream
@@ -472,10 +399,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         r.planned_for = (loader, epoch, samples)
 
     def resume_info(self, *, loader: LoaderSettings | None = None) -> dict[str, Any] | None:
-        """What an elastic resume continues (None: a plain epoch): ``epoch``, ``samples_left`` (all
-        ranks) and ``samples_left_per_dataset``, ``rank_samples`` (this rank), ``unit``
-        (``episodes`` or ``partitions``), ``whole``, ``started``, ``depth``, ``consumed`` (see
-        ``Planner.remainder_info``); ``loader``: as :meth:`state_dict`'s."""
+        """What an elastic resume continues (``Planner.remainder_info``; None: a plain epoch)."""
         return self._rank_planner(self.loader_settings(loader)).remainder_info()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -513,17 +437,14 @@ class StreamCore(torch.utils.data.IterableDataset):
             shard.close()
 
     def source_stats(self) -> dict[str, Any]:
-        """This process's payload-source counters (``ByteSource.stats``: ``requests``,
-        ``bytes_read``, ``bytes_requested``, ``retries``, ...; bytes; a mixture's summed over its
-        datasets), cheap enough to read per item (``stats()`` builds every counter). Empty before
-        iterating."""
+        """This process's payload-source counters (``ByteSource.stats``, bytes; a mixture's summed),
+        cheap enough to read per item. Empty before iterating."""
         return {} if self._readers is None else self._combine_source_stats(_counters.source_stats(self._readers))
 
 
 def add_option_views(cls: type, skip: Sequence[str] = ()) -> type:
-    """Give ``cls`` one read-only attribute per option (but ``skip`` and the names it defines
-    itself): a view of ``self.options``, never a copy (``ds.byte_budget_gb`` is
-    ``ds.options.byte_budget_gb``; setting one raises AttributeError)."""
+    """Give ``cls`` one read-only attribute per option (but ``skip`` and the names it defines):
+    a view of ``self.options`` (setting one raises AttributeError)."""
     for info in option_info():
         if info.name in skip or any(info.name in vars(k) for k in cls.__mro__):
             continue
