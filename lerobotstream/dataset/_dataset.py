@@ -34,7 +34,6 @@ from lerobotstream import constants
 from lerobotstream._option_rules import check_tolerance
 from lerobotstream._option_signature import constructor_signature
 from lerobotstream._slow import announce_if_slow
-from lerobotstream.dataset import _counters
 from lerobotstream.dataset._cameras import plan_cameras
 from lerobotstream.dataset._reader import ReaderConfig
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, add_option_views, plan_settings
@@ -298,9 +297,9 @@ class StreamingLeRobotDataset(StreamCore):
             return {}
         return {
             "sidecar": self._sidecar_how,
-            **_counters.part_stats(readers, 0),
+            **readers.part_stats(0),
             **self._setup,
-            **_counters.pipeline_stats(readers),
+            **readers.pipeline_stats(),
             "items": readers.times.items,
         }
 

@@ -23,7 +23,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lerobotstream._option_rules import is_sequence
-from lerobotstream.dataset import _counters
 from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, StreamPart, add_option_views, plan_settings
 from lerobotstream.errors import MixtureFeatureError, StreamingConfigError, naming
@@ -229,40 +228,30 @@ class StreamingMultiLeRobotDataset(StreamCore):
             raise MixtureFeatureError(f"the datasets {self.repo_ids} have no feature in common")
         for key in common:
             for attr in ("dtype", "shape"):
-                ref = _norm(feats[0][key].get(attr))
-                for d in range(1, len(feats)):
-                    got = _norm(feats[d][key].get(attr))
-                    if got != ref:
-                        raise MixtureFeatureError(
-                            f"feature {key!r} has {attr} {ref} in dataset 0 ({self.repo_ids[0]}) but {got} in "
-                            f"dataset {d} ({self.repo_ids[d]}): a mixture needs one {attr} per common feature "
-                            f"(select other cameras with camera_keys, or re-encode one dataset)",
-                            option=key,
-                        )
-        self.features = {k: feats[0][k] for k in common}
-        decoded = [set(c.video_keys) | set(c.image_keys) for c in self.datasets]
-        for d in range(1, len(decoded)):
-            a, b = sorted(decoded[0] & set(common)), sorted(decoded[d] & set(common))
-            if a != b:
-                raise MixtureFeatureError(
-                    f"the datasets decode different cameras: {a} in dataset 0 ({self.repo_ids[0]}) but {b} in dataset "
-                    f"{d} ({self.repo_ids[d]}); items of a mixture have one key set: give every dataset the same "
-                    "camera_keys",
-                    option="camera_keys",
+                self._refuse_differing(
+                    [_norm(f[key].get(attr)) for f in feats],
+                    f"feature {key!r} has {attr} ",
+                    f": a mixture needs one {attr} per common feature "
+                    "(select other cameras with camera_keys, or re-encode one dataset)",
+                    key,
                 )
+        self.features = {k: feats[0][k] for k in common}
+        self._refuse_differing(
+            [sorted((set(c.video_keys) | set(c.image_keys)) & set(common)) for c in self.datasets],
+            "the datasets decode different cameras: ",
+            "; items of a mixture have one key set: give every dataset the same camera_keys",
+            "camera_keys",
+        )
         lengths = [{k: len(v) for k, v in (c.options.delta_timestamps or {}).items()} for c in self.datasets]
         for key in sorted({k for w in lengths for k in w} & set(common)):
-            ref = lengths[0].get(key)
-            for d in range(1, len(lengths)):
-                if lengths[d].get(key) != ref:
-                    what = lambda n: "no window" if n is None else f"a window of {n} offsets"  # noqa: E731
-                    raise MixtureFeatureError(
-                        f"delta_timestamps[{key!r}] is {what(ref)} in dataset 0 ({self.repo_ids[0]}) but "
-                        f"{what(lengths[d].get(key))} in dataset {d} ({self.repo_ids[d]}): the items of a mixture "
-                        "are stacked into batches, so every dataset needs the same number of offsets per key "
-                        "(the offsets themselves may differ, e.g. the same horizon at another fps)",
-                        option="delta_timestamps",
-                    )
+            self._refuse_differing(
+                [w.get(key) for w in lengths],
+                f"delta_timestamps[{key!r}] is ",
+                ": the items of a mixture are stacked into batches, so every dataset needs the same number of "
+                "offsets per key (the offsets themselves may differ, e.g. the same horizon at another fps)",
+                "delta_timestamps",
+                lambda n: "no window" if n is None else f"a window of {n} offsets",
+            )
         self._dropped = []
         notes = []
         for d, f in enumerate(feats):
@@ -278,6 +267,16 @@ class StreamingMultiLeRobotDataset(StreamCore):
         if notes and note not in _NOTED:
             _NOTED.add(note)
             log.warning(note)
+
+    def _refuse_differing(self, values: list, head: str, tail: str, option: str, show: Callable = str) -> None:
+        """Raise MixtureFeatureError naming dataset 0 and the first dataset whose value differs."""
+        for d in range(1, len(values)):
+            if values[d] != values[0]:
+                raise MixtureFeatureError(
+                    f"{head}{show(values[0])} in dataset 0 ({self.repo_ids[0]}) but {show(values[d])} in dataset {d} "
+                    f"({self.repo_ids[d]}){tail}",
+                    option=option,
+                )
 
     def _mixture_meta(self, stats: dict[str, Any]):
         """A :class:`~lerobotstream.meta.DatasetMeta` of the mixture as a whole: the common features,
@@ -402,7 +401,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
     def _stats_of(self, readers: Any) -> dict[str, Any]:
         if readers is None:
             return {}
-        per = [{"sidecar": c.sidecar_status, **_counters.part_stats(readers, d)} for d, c in enumerate(self.datasets)]
+        per = [{"sidecar": c.sidecar_status, **readers.part_stats(d)} for d, c in enumerate(self.datasets)]
         out: dict[str, Any] = {"datasets": per, "mixture": self.mixture}
         for k in per[0]:
             vals = [p.get(k) for p in per]
@@ -416,13 +415,9 @@ class StreamingMultiLeRobotDataset(StreamCore):
                         for rk, rv in row.items():
                             acc[rk] += rv
                 out[k] = dict(sorted(out[k].items()))
-            elif k == "source":
-                out[k] = {
-                    sk: sum(p["source"].get(sk, 0) for p in per)
-                    for sk, v in per[0]["source"].items()
-                    if isinstance(v, (int, float))
-                }
-        out.update(_counters.pipeline_stats(readers))
+            elif k == "source":  # the same numeric keys in every dataset (``SourceStats``)
+                out[k] = self._combine_source_stats([p["source"] for p in per])
+        out.update(readers.pipeline_stats())
         out["items"] = readers.times.items
         fd, fr = out.get("frames_decoded", 0), out.get("frames_returned", 0)
         out["frames_decoded_per_returned"] = fd / fr if fr else None

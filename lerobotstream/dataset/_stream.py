@@ -21,7 +21,6 @@ from typing import Any
 import torch
 
 from lerobotstream._option_rules import check_epoch
-from lerobotstream.dataset import _counters
 from lerobotstream.dataset._wiring import Readers, StreamPart, shard_items
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.options import StreamOptions, check_option, option_info
@@ -133,7 +132,7 @@ class StreamShard:
 
     def source_stats(self) -> dict[str, Any]:
         """This shard's payload-source counters (the stream's ``source_stats()`` keys)."""
-        return self._core._combine_source_stats(_counters.source_stats(self._readers))
+        return self._core._combine_source_stats(self._readers.source_stats())
 
     def stats(self) -> dict[str, Any]:
         """This shard's counters: the keys of its stream's ``stats()``, for this shard's readers."""
@@ -439,7 +438,7 @@ class StreamCore(torch.utils.data.IterableDataset):
     def source_stats(self) -> dict[str, Any]:
         """This process's payload-source counters (``ByteSource.stats``, bytes; a mixture's summed),
         cheap enough to read per item. Empty before iterating."""
-        return {} if self._readers is None else self._combine_source_stats(_counters.source_stats(self._readers))
+        return {} if self._readers is None else self._combine_source_stats(self._readers.source_stats())
 
 
 def add_option_views(cls: type, skip: Sequence[str] = ()) -> type:

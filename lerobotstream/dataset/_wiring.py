@@ -22,7 +22,7 @@ from lerobotstream.dataset._reader import DatasetReader, ReaderConfig
 from lerobotstream.payload_cache import EpisodeByteCache
 from lerobotstream.planner._sizes import EpisodeSizes
 
-__all__ = ["ASSEMBLY_GROUP", "Readers", "StreamPart", "shard_items"]
+__all__ = ["ASSEMBLY_GROUP", "PROCESS_KEYS", "Readers", "StreamPart", "one_per_process", "shard_items"]
 
 #: items per assembly task at most (the largest divisor of the batch size up to this): one hand-off
 #: between the pipeline's threads per group instead of per item
@@ -52,7 +52,8 @@ class StreamPart:
 class Readers:
     """Per-process state of a stream: one :class:`DatasetReader` per part, each part's
     :class:`~lerobotstream.planner._sizes.EpisodeSizes` over its reader, the current iterator's byte
-    cache and decoded-GOP cache, the pipeline's stage times. Created after a PID check; never pickled."""
+    cache and decoded-GOP cache, the pipeline's stage times, and the counters read from them
+    (``stats()``, ``source_stats()``). Created after a PID check; never pickled."""
 
     #: the episode jobs its iterators make (``tools/scale_sim.py``: a stub's)
     job_class = EpisodeJob
@@ -68,6 +69,81 @@ class Readers:
 
     def _readers(self) -> list[Any]:
         return [DatasetReader(p.config) for p in self.parts]
+
+    def part_stats(self, d: int) -> dict[str, Any]:
+        """Part ``d``'s own counters in this process (see ``StreamingLeRobotDataset.stats``)."""
+        reader = self.readers[d]
+        src = reader.source.stats.as_dict()
+        fb = reader.fallback
+        out: dict[str, Any] = {
+            "pid": reader.pid,
+            "source": src,
+            "bytes_fetched": int(src.get("bytes_read", 0)),
+            "requests": int(src.get("requests", 0)),
+            "decoder_opens": reader.decoders.opened,
+            "decoder_evictions": reader.decoders.evicted,
+            "open_decoders": len(reader.decoders),
+            "decoder_capacity": reader.decoders.capacity,
+            "decoder_fallbacks": fb.fallback_count,
+            "pyav_fallbacks": fb.pyav_fallbacks,
+            "fallback_reasons": dict(fb.cpu_fallbacks),
+            "index_open_s": reader.index_open_s,
+            "episodes_sized": len(self.sizes[d]),
+        }
+        with reader.lock:
+            out.update(
+                {
+                    k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes", "items")) else v)
+                    for k, v in reader.counts.items()
+                }
+            )
+            out["spans_s"] = reader.spans.planned_s
+            out["bytes_by_epoch"] = {e: dict(row) for e, row in sorted(reader.by_epoch.items())}
+        if reader.disk is not None:
+            out["disk_cache"] = {**reader.disk.counters, "limit_bytes": reader.disk.limit_bytes}
+        out["frames_decoded_per_returned"] = (
+            out["frames_decoded"] / out["frames_returned"] if out["frames_returned"] else None
+        )
+        if reader.cfg.meta.source is not reader.source:
+            out["metadata_source"] = reader.cfg.meta.source.stats.as_dict()
+        return out
+
+    def pipeline_stats(self) -> dict[str, Any]:
+        """The worker's shared counters: pipeline stage times, the byte cache, the decoded-GOP cache."""
+        t, gops, c = self.times, self.gops, self.cache
+        return {
+            "assemble_s": t.assemble_s,
+            "queue_wait_s": t.queue_wait_s,
+            "admit_wait_s": t.admit_wait_s,
+            "decode_job_s": t.decode_job_s,
+            "chunks": t.chunks,
+            "first_item_s": t.first_item_s,
+            "gop_cache_bytes": gops.nbytes,
+            "gop_cache_peak_bytes": gops.peak_nbytes,
+            "gop_cache_capacity_bytes": gops.capacity_bytes,
+            "gop_cache_evictions": gops.evictions,
+            "reserved_bytes": 0 if c is None else c.reserved_bytes,
+            "resident_bytes": 0 if c is None else c.resident_bytes,
+            "byte_budget": 0 if c is None else c.byte_budget,
+            "cache": {} if c is None else c.stats.as_dict(),
+        }
+
+    def source_stats(self) -> list[dict[str, Any]]:
+        """Each part's payload-source counters (``ByteSource.stats``)."""
+        return [r.source.stats.as_dict() for r in self.readers]
+
+
+#: Counters of the payload and metadata sources, which every shard of one process shares (threads
+#: mode): summed over processes, never over the shards of one process.
+PROCESS_KEYS = ("source", "metadata_source", "bytes_fetched", "requests")
+
+
+def one_per_process(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first of ``parts`` (``stats()`` of shards) from each process (``pid``)."""
+    seen: dict[Any, dict[str, Any]] = {}
+    for p in parts:
+        seen.setdefault(p.get("pid"), p)
+    return list(seen.values())
 
 
 def shard_items(

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobotstream.dataset._counters import one_per_process
+from lerobotstream.dataset._wiring import one_per_process
 from lerobotstream.profile._verdict import WAIT_THRESHOLD, verdict
 
 __all__ = [
