@@ -1,13 +1,10 @@
 """Item assembly: one anchor → the map-style item (keys, dtypes, shapes, windows, pads, frames).
 
-Row columns of an episode are converted once (:func:`episode_rows`) into numpy arrays with the
-dtypes HF's torch formatter produces in map-style LeRobot (``torch.tensor(python_value)``): floats
-→ float32, ints → int64, bools → bool; ragged, nullable and string columns stay Python lists and
-are converted per item the same way (dicts and None pass through, as LeRobot's
-``hf_transform_to_torch`` leaves them). ``image`` columns keep only their embedded bytes (decoded
-per chunk on the decode threads, :mod:`lerobotstream.dataset._images`); language columns are
-carried as map-style carries them (lists of row dicts). Each item owns its data (copies, never
-views of the cache).
+An episode's row columns are converted once (:func:`episode_rows`) to the dtypes HF's torch
+formatter gives map-style LeRobot: floats → float32, ints → int64, bools → bool; ragged, nullable
+and string columns stay Python values, converted per item the same way (dicts and None pass
+through, as ``hf_transform_to_torch`` leaves them). ``image`` columns keep only their bytes.
+Each item owns its data (copies, never views of the cache).
 """
 
 from __future__ import annotations
@@ -35,26 +32,18 @@ _KIND_DTYPE = {"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}
 
 @dataclass
 class EpisodeRows:
-    """An episode's rows, converted once.
-
-    Attributes:
-        episode_index (int), length (int, frames), from_index (int, ``dataset_from_index``).
-        numeric (dict[str, np.ndarray]): fixed-shape columns, (length, ...) float32/int64/bool.
-        other (dict[str, list]): other columns as Python values (length,).
-        timestamp_s (np.ndarray): float64 (length,) of the float32 ``timestamp`` column.
-        images (dict[str, list]): ``image`` columns: the embedded bytes of each row (None when absent).
-    """
+    """An episode's rows, converted once."""
 
     episode_index: int
-    length: int
-    from_index: int
-    numeric: dict[str, np.ndarray]
-    other: dict[str, list]
-    timestamp_s: np.ndarray
+    length: int  # frames
+    from_index: int  # ``dataset_from_index``
+    numeric: dict[str, np.ndarray]  # fixed-shape columns, (length, ...) float32/int64/bool
+    other: dict[str, list]  # other columns as Python values (length,)
+    timestamp_s: np.ndarray  # float64 (length,) of the float32 ``timestamp`` column
     columns: list[str] = field(default_factory=list)
-    images: dict[str, list] = field(default_factory=dict)
+    images: dict[str, list] = field(default_factory=dict)  # ``image`` columns: each row's bytes (or None)
+    #: ``image`` key -> the (C, H, W) its ``info.json`` feature declares (None: not checked)
     image_shapes: dict[str, tuple[int, int, int] | None] = field(default_factory=dict)
-    """``image`` key -> the (C, H, W) its ``info.json`` feature declares (None: not checked)."""
 
 
 def _column_to_numpy(col: pa.ChunkedArray) -> np.ndarray | None:
@@ -254,24 +243,18 @@ def assemble_item(
 ) -> dict[str, Any]:
     """Build the map-style item of ``(rows.episode_index, frame_index)``.
 
-    Args:
-        depth: depth video keys → their :class:`~lerobotstream.decode._depth.DepthDequantizer` (the
-            ``frames`` of these keys are int16 ``(1, H, W)`` codes).
-        images: ``image`` keys → ``{episode frame: decoded frame}`` (``_images.decode_image``)
-            holding at least this anchor's frames.
-        image_depth: depth ``image`` keys → ``_images.image_depth_factor`` (unit conversion).
-        camera_keys: the keys ``image_transforms`` apply to (never depth keys).
-        slot: where each RGB video key's frames may be written (:data:`SlotFn`; each frame is
-            then written once, de-interleaved, into the caller's tensor), and with its ``put``
-            where the fixed-shape row columns and ``*_is_pad`` go; None: new tensors.
+    Args: ``depth``: depth video keys → their ``DepthDequantizer`` (their ``frames`` are int16
+    ``(1, H, W)`` codes); ``images``: ``image`` keys → ``{episode frame: decoded frame}``;
+    ``image_depth``: depth image keys → unit conversion; ``camera_keys``: the keys
+    ``image_transforms`` apply to; ``slot``: where the frames, fixed-shape row columns and pads
+    may be written (:data:`SlotFn`; None: new tensors).
 
     Returns:
-        dict: row columns (0-dim/1-dim tensors as the HF formatter makes them), windowed keys
-        stacked to (K, ...), ``<key>_is_pad`` bool (K,), video keys float32 [0, 1] (uint8 with
-        ``return_uint8``) of shape (C, H, W) or (K, C, H, W), depth video float32 (1, H, W) or
-        (K, 1, H, W) in the output unit, ``image`` keys as map-style (float32 (C, H, W) in [0, 1]
-        for 8-bit images whatever ``return_uint8`` says, (K, C, H, W) with a window), language
-        columns as lists of row dicts, and ``task`` (str).
+        dict: row columns (tensors as the HF formatter makes them), windowed keys stacked to
+        (K, ...), ``<key>_is_pad`` bool (K,), video float32 [0, 1] (uint8 with ``return_uint8``)
+        (C, H, W) or (K, C, H, W), depth video float32 in the output unit, ``image`` keys as
+        map-style (float32 [0, 1] for 8-bit images), language columns as lists of row dicts,
+        ``task`` (str).
     """
     f = int(frame_index)
     n = rows.length

@@ -40,13 +40,8 @@ class CameraPlan:
 def plan_cameras(
     meta: DatasetMeta, camera_keys: Sequence[str] | None, window_keys: Sequence[str], depth_output_unit: str = "mm"
 ) -> CameraPlan:
-    """Resolve ``camera_keys`` against the dataset's cameras.
-
-    Args:
-        meta: the dataset's metadata.
-        camera_keys: keys to decode (video or image features), None = every camera.
-        window_keys: the ``delta_timestamps`` keys.
-        depth_output_unit: ``"mm"`` or ``"m"``.
+    """Resolve ``camera_keys`` (None: every camera) against the dataset's cameras, with the
+    ``delta_timestamps`` keys ``window_keys`` and ``depth_output_unit`` (``"mm"`` or ``"m"``).
 
     Raises:
         MetadataError: a key is not a camera of the dataset; a selected depth video has an encoding

@@ -1,25 +1,14 @@
 """``StreamingLeRobotDataset``: the torch ``IterableDataset`` users train on.
 
-The constructor (training process) opens the byte sources (``sources.open_source``: metadata from
-``root`` / ``repo_id``, payload from ``data_root`` when given), loads the metadata
-(``meta.DatasetMeta``), plans the cameras and windows and makes sure of the MP4 index sidecar
-(``sidecar.ensure_sidecar``: cache → published → locked local build), validated once. Everything
-per process (the derived index, spans, decoders, the byte cache, the pipeline) is made lazily
-after a PID check by the stream core (:mod:`lerobotstream.dataset._stream`, shared with the
-mixture: this dataset is a list of one part), so DataLoader workers never inherit decoders,
-handles or connections.
+The constructor (training process) opens the byte sources (metadata from ``root`` / ``repo_id``,
+payload from ``data_root`` when given), loads the metadata, plans cameras and windows and makes
+sure of the validated MP4 index sidecar (``sidecar.ensure_sidecar``). Everything per process is
+made lazily after a PID check by the stream core (:mod:`lerobotstream.dataset._stream`: this
+dataset is a list of one part), so DataLoader workers never inherit decoders or connections.
 
-Resume (sample-exact through a DataLoader, any ``num_workers`` and ``batch_size``; docs/resume.md)::
-
-    ds = StreamingLeRobotDataset(root=..., repeat=True, batch_size=B, num_workers=N)
-    for step, batch in enumerate(DataLoader(ds, batch_size=B, num_workers=N)):
-        ...
-        state = ds.state_dict(samples_consumed=(step + 1) * B)   # or batches_consumed=step + 1
-    ds.load_state_dict(state)   # in a new process, before iterating: continues with the next sample
-
-With ``num_workers=0`` the dataset counts what it yielded, so ``ds.state_dict()`` without a count
-is exact at batch boundaries; with DataLoader workers it needs the training loop's count
-(StreamingConfigError otherwise).
+Resume is sample-exact through a DataLoader (docs/resume.md): ``ds.state_dict(samples_consumed=n)``
+(or ``batches_consumed=``; with ``num_workers=0`` the dataset counts itself), then
+``ds.load_state_dict(state)`` in a new process before iterating.
 """
 
 from __future__ import annotations
@@ -60,25 +49,17 @@ class StreamingLeRobotDataset(StreamCore):
             delta_timestamps, image_transforms, revision, max_num_shards, tolerance_s, return_uint8,
             video_backend, seed, repeat). Every option, its default, unit and rule:
             :class:`~lerobotstream.options.StreamOptions` and ``docs/options.md`` (generated from it).
-    ``ds.options`` is the resolved, frozen :class:`~lerobotstream.options.StreamOptions` every
-    layer reads (numbers as int / float, ``seed=None`` as 42, ``num_workers`` from
-    ``max_num_shards`` when unset); each option is also a read-only attribute, a view of it
-    (``ds.byte_budget_gb``). ``ds.episodes`` is the selection, sorted (None: every episode).
+    ``ds.options``: the resolved, frozen options every layer reads (``seed=None`` as 42,
+    ``num_workers`` from ``max_num_shards`` when unset); each option is also a read-only attribute.
 
-    Args (distributed): equalize ``"drop"`` (``repeat=False`` only): ranks own whole episodes, so
-        their epochs can differ in length (DDP then hangs at the epoch end); ``"drop"`` stops every
-        rank after the smallest rank's batch count (needs the DataLoader's ``batch_size``,
-        ``num_workers`` and ``drop_last`` passed here), skipping anchors in that epoch only.
-    Args (anchors): drop_n_last_frames (0): the last n frames of every episode are never anchors
-        (LeRobot's ``EpisodeAwareSampler(drop_n_last_frames=n)``; windows still see them).
-        ``sampling_strategy="sequential"``: ascending episodes, frames in order (the same order
-        every epoch).
+    Options of note (docs/options.md): ``equalize="drop"`` stops every rank of a finite epoch
+    after the smallest rank's batch count (ranks own whole episodes; DDP would hang);
+    ``drop_n_last_frames`` (LeRobot's ``EpisodeAwareSampler``); ``sampling_strategy="sequential"``.
 
-    Epochs: ``repeat=False`` yields one epoch per iterator (``set_epoch(e)`` for the next epoch's
-    order, like ``DistributedSampler``); ``repeat=True`` chains epochs endlessly. With
-    ``DataLoader(persistent_workers=True)`` the workers never see later ``set_epoch`` calls: the
-    k-th iterator of a worker plays epoch ``e0 + k`` (``e0``: the epoch when the workers started),
-    the orders of consecutive ``set_epoch`` calls.
+    Epochs: ``repeat=False`` yields one epoch per iterator (``set_epoch(e)`` for the next, like
+    ``DistributedSampler``); ``repeat=True`` chains epochs endlessly. With
+    ``persistent_workers=True`` the k-th iterator of a worker plays epoch ``e0 + k`` (``e0``: the
+    epoch when the workers started): the workers never see later ``set_epoch`` calls.
 
     Items: see :func:`lerobotstream.dataset._assemble.assemble_item`.
 

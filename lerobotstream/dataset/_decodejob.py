@@ -31,7 +31,7 @@ import torch
 
 from lerobotstream import _heap
 from lerobotstream.dataset._assemble import EpisodeRows, assemble_item
-from lerobotstream.dataset._images import decode_images
+from lerobotstream.dataset._images import decode_image
 from lerobotstream.dataset._windows import window_indices
 from lerobotstream.errors import EpisodeDataError
 
@@ -64,22 +64,13 @@ def _call_groups(runs: list, cap: int) -> list:
 
 class DecodedGopCache:
     """Bounded per-worker LRU of decoded GOP runs with remaining-demand release, so a GOP is decoded
-    once per episode, not once per chunk.
+    once per episode, not once per chunk (random anchor order touches few frames of many GOPs).
 
-    The planner draws a pool's anchors in random order, so a chunk touches many GOPs of an episode
-    but few frames of each; decoding only the needed frames would re-decode each GOP's head
-    (keyframe → frame) at every chunk touching it. The first touch of a GOP decodes the whole run
-    (keyframe → next keyframe, capped at ``_MAX_RUN`` frames past the last needed one) in the
-    chunk's batched decoder call; its frames stay until every use the episode makes of them was
-    served (``demand``: anchors × window frames), the episode is freed, or the byte bound evicts
-    them (least recently used first; an evicted GOP is decoded again when needed).
-
-    Memory bound: cached frames <= ``capacity_bytes`` (uint8 ``C×H×W`` per frame), plus the frames
-    the at most two in-flight chunks still reference (``dataset._pipeline``). Thread-safe (one
-    lock); keys ``(episode, camera, payload serial, gop start)``.
-
-    Args:
-        capacity_bytes: bound on cached frame bytes (>= 0; 0 disables caching).
+    The first touch of a GOP decodes the whole run (keyframe → next keyframe, capped at ``_MAX_RUN``
+    frames past the last needed one); its frames stay until every use the episode makes of them
+    was served (``demand``), the episode is freed, or the bound evicts them (LRU; decoded again
+    when needed). Cached frames <= ``capacity_bytes`` (0 disables caching), plus what the two
+    in-flight chunks reference. Thread-safe; keys ``(episode, camera, payload serial, gop start)``.
     """
 
     def __init__(self, capacity_bytes: int) -> None:
@@ -340,14 +331,17 @@ class EpisodeJob:
                 out.frames[cam] = got
             info = reader.cfg.meta.episode(ep)
             for key in reader.cfg.image_keys:  # each distinct image of the chunk decoded once (Pillow)
-                out.images[key] = decode_images(
-                    rows.images[key],
-                    self.needed(key, frames, n),
-                    key=key,
-                    episode_index=ep,
-                    path=info.data_path,
-                    shape=rows.image_shapes.get(key),
-                )
+                out.images[key] = {
+                    f: decode_image(
+                        rows.images[key][f],
+                        key=key,
+                        episode_index=ep,
+                        frame_index=f,
+                        path=info.data_path,
+                        shape=rows.image_shapes.get(key),
+                    )
+                    for f in np.unique(self.needed(key, frames, n)).tolist()
+                }
         return out
 
     def admitted(self, reused: bool) -> None:
@@ -413,17 +407,10 @@ class EpisodeJob:
 
 
 class JobMaker:
-    """``maker(episode id) -> EpisodeJob``: the jobs of one worker's iterator (the pipeline's
-    ``new_job``). An episode id is split into its part once, here, when its job is made.
-
-    Args:
-        parts: each part's ``StreamPart`` (``offset``: its episode ``e`` is the id ``offset + e``;
-            ``dataset_index``, ``dropped``: as :class:`EpisodeJob`'s), by ascending ``offset``.
-        readers: each part's :class:`~lerobotstream.dataset._reader.DatasetReader`.
-        sizes: each part's ``size(episode) -> bytes`` (its plan's ``episode_size``: the planner's
-            size provider, checked against the plan's budget).
-        cache, gops, transforms: handed to every job (:class:`EpisodeJob`).
-        job_class: the class of the jobs (``tools/scale_sim.py``: a stub's).
+    """``maker(episode id) -> EpisodeJob``: the pipeline's ``new_job``. An episode id is split into
+    its part (``StreamPart``, by ascending ``offset``) once, here; each part's reader and
+    ``size(episode) -> bytes`` (its plan's ``episode_size``) go to its jobs, with ``cache``,
+    ``gops`` and ``transforms``. ``job_class``: ``tools/scale_sim.py`` hands a stub's.
     """
 
     def __init__(

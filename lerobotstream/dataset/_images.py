@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ import torch
 from lerobotstream.errors import EpisodeDataError
 from lerobotstream.meta import LANGUAGE_COLUMNS
 
-__all__ = ["decode_image", "decode_images", "declared_chw", "image_bytes", "language_rows", "LANGUAGE_COLUMNS"]
+__all__ = ["decode_image", "declared_chw", "image_bytes", "language_rows", "LANGUAGE_COLUMNS"]
 
 _UINT16_MODES = frozenset({"I;16", "I;16B", "I;16L"})
 _ORIENTATION = 0x0112  # EXIF Orientation tag (PIL.Image.ExifTags.Base.Orientation)
@@ -167,24 +167,6 @@ def _shape_error(
         path=path,
         frame_index=frame_index,
     )
-
-
-def decode_images(
-    cells: Sequence[bytes | None],
-    frames: np.ndarray,
-    *,
-    key: str,
-    episode_index: int,
-    path: str = "",
-    shape: tuple[int, int, int] | None = None,
-) -> dict[int, torch.Tensor]:
-    """Each distinct episode frame of ``frames`` decoded once: ``{frame: decode_image(...)}``."""
-    return {
-        int(f): decode_image(
-            cells[int(f)], key=key, episode_index=episode_index, frame_index=int(f), path=path, shape=shape
-        )
-        for f in np.unique(np.asarray(frames, dtype=np.int64)).tolist()
-    }
 
 
 def language_rows(column: str, value: Any) -> Any:

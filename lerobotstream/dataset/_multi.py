@@ -121,29 +121,22 @@ class StreamingMultiLeRobotDataset(StreamCore):
         roots: one root per dataset (path or URL; None entries: $HF_LEROBOT_HOME/<repo_id>, else the Hub), or None.
         weights: sampling weight per dataset (numbers > 0); None: in proportion to the selected
             frames (anchors) of each dataset.
-        options, **kwargs: :class:`StreamingLeRobotDataset`'s. ``StreamOptions``' per-dataset ones
-            (``episodes``, ``delta_timestamps`` in seconds at each dataset's own fps, ``revision``,
-            ``repo_type``, ``data_root``, ``tolerance_s``, ``camera_keys``, ``drop_n_last_frames``)
-            may be given as a dict keyed by repo id. ``byte_budget_gb``, ``episode_pool_size``,
-            ``decoded_cache_gb`` and ``video_decoder_cache_size`` are one budget for the whole
-            mixture (see the module doc). ``camera_keys`` defaults to the cameras every dataset has.
-            ``ds.options``: the mixture's resolved options (a per-dataset option given as a dict
-            stays at its default there; each dataset's are ``ds.datasets[d].options``); the
-            options that are not per-dataset are also read-only attributes.
+        options, **kwargs: :class:`StreamingLeRobotDataset`'s; the per-dataset ones
+            (:data:`PER_DATASET_OPTIONS`) may be given as a dict keyed by repo id (each dataset's
+            resolved options: ``ds.datasets[d].options``). The resources are one budget for the
+            whole mixture (see the module doc). ``camera_keys`` defaults to the cameras every
+            dataset has.
 
     Items: each dataset's, restricted to the features common to every dataset (LeRobot's
     ``MultiLeRobotDataset`` rule; the dropped keys are logged), plus ``dataset_index`` (int64 scalar
-    tensor); ``task_index`` stays each dataset's own. ``meta`` describes the mixture: the common
-    ``features``, ``stats`` aggregated over every dataset (LeRobot's ``aggregate_stats``), every
-    task; ``datasets[d]`` is each dataset's own :class:`StreamingLeRobotDataset`.
+    tensor). ``meta``: the common ``features``, ``stats`` aggregated (LeRobot's ``aggregate_stats``),
+    every task; ``datasets[d]``: each dataset's own :class:`StreamingLeRobotDataset`.
 
-    Mixing: with ``repeat=False`` one iterator visits every selected frame of every dataset
-    exactly once (a dataset leaves the mix when it is exhausted); with ``repeat=True`` each dataset
-    is an endless chain of exact-coverage epochs and the weights set the rates. In every rank and
-    worker each dataset's share follows the weights to within one sample per block of 64
-    (``planner._mixseq.MixSequence``). Shards, seeds, ``set_epoch``, ``persistent_workers`` and
-    resume behave as for one dataset; the resume state records the mixture and refuses another.
-    ``fps`` is the first dataset's; each streams at its own (``ds.datasets[i].fps``).
+    Mixing: ``repeat=False`` visits every selected frame of every dataset once per epoch;
+    ``repeat=True`` chains each dataset's epochs and the weights set the rates; in every rank and
+    worker a dataset's share follows its weight to within one sample per 64
+    (``planner._mixseq.MixSequence``). The rest behaves as for one dataset; the resume state
+    records the mixture. ``fps`` is the first dataset's; each streams at its own.
 
     Raises:
         StreamingConfigError: bad mixture options (duplicate or empty repo ids, roots or weights of

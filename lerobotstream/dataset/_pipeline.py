@@ -1,29 +1,18 @@
 """One worker's streaming pipeline: planner pools → episode jobs → cache frontier → chunked GOP-once decode → ordered items.
 
-The iterating thread owns the planner pools, the cache frontier and the worker's episode jobs
-(:class:`~lerobotstream.dataset._decodejob.EpisodeJob`: made when the episode is first admitted or
-prefetched, closed when the byte cache frees its payload). Anchors are drawn in **chunks** of
-``lookahead`` anchors:
+The iterating thread owns the planner pools, the cache frontier and the worker's episode jobs.
+Anchors are drawn in chunks of ``lookahead``, split at admission events (an episode's bytes are
+reserved before its first anchor); per sub-chunk one decode of each episode's job (on
+``decode_threads`` threads, holding a decode lease) decodes every distinct frame needed once;
+items are assembled on ``decode_threads`` threads in groups (``assembly_group``), at most
+``decoded_queue_size`` ahead of the consumer, and yielded strictly in planner order.
 
-1. a chunk is split at admission events (an episode admitted at position p can be drawn from p
-   on; its bytes are reserved before its first anchor, the room coming from episodes evicted
-   earlier, whose last decode must release them first);
-2. per sub-chunk, one decode of each episode's job (on ``decode_threads`` threads, holding a
-   decode lease in the cache) decodes every distinct frame the sub-chunk's anchors need, windows
-   included, once, keeping the uint8 frames until the chunk's items are assembled;
-3. items are assembled on ``decode_threads`` threads in groups of consecutive items
-   (``assembly_group``), at most ``decoded_queue_size`` ahead of the consumer, and yielded
-   strictly in planner order.
-
-Memory bound of decoded frames per worker: at most two chunks are decoded at once, so
-``2 × lookahead × cameras × T`` frames of ``H × W × 3`` bytes (T = frames per video window), plus
-``decoded_queue_size`` assembled items.
-
-Planner evictions retire the episode in the cache (its bytes kept, evictable, once its last
-decode releases its lease); admissions pin the next episode (a kept payload taken back without a
-fetch, else waiting for room); the next ``prefetch_episodes`` episodes of the frontier are
-prefetched whenever the budget allows. An exception on any thread is re-raised from the iterator
-(never an empty or short epoch); every thread is joined and the cache closed when it ends.
+Memory bound of decoded frames per worker: at most two chunks decoded at once, so
+``2 × lookahead × cameras × T`` frames (T = frames per video window), plus the queued items.
+Planner evictions retire the episode in the cache (kept, evictable); the next
+``prefetch_episodes`` of the frontier are prefetched whenever the budget allows. An exception on
+any thread is re-raised from the iterator (never a short epoch); every thread is joined and the
+cache closed when it ends.
 """
 
 from __future__ import annotations

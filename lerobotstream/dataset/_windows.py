@@ -68,17 +68,9 @@ def delta_frames(delta_timestamps: Mapping[str, Sequence[float]], fps: float) ->
 
 
 def window_indices(frame_index: np.ndarray | int, length: int, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Episode-local window frames and pad flags.
-
-    Args:
-        frame_index: anchor frame(s), 0-based in the episode; int or int array of shape (N,).
-        length: number of frames of the complete episode (> 0).
-        deltas: frame deltas, int64 (K,).
-
-    Returns:
-        (indices, is_pad): int64 and bool arrays of shape (K,) for a scalar anchor, (N, K) for an
-        array; ``indices = clamp(i + k, 0, length - 1)``, ``is_pad = (i + k < 0) | (i + k >= length)``.
-    """
+    """Episode-local window frames and pad flags of anchor(s) ``frame_index`` (int, or (N,)) of
+    an episode of ``length`` (> 0) frames, for int64 ``deltas`` (K,): ``(indices, is_pad)``,
+    int64 and bool, (K,) or (N, K); ``clamp(i + k, 0, length - 1)`` and ``i + k`` outside."""
     if length <= 0:
         raise ValueError(f"episode length must be positive, got {length}")
     i = np.asarray(frame_index, dtype=np.int64)

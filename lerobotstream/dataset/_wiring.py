@@ -31,22 +31,13 @@ ASSEMBLY_GROUP = 4
 
 @dataclass(frozen=True)
 class StreamPart:
-    """One dataset of a stream, as the core wires it.
+    """One dataset of a stream, as the core wires it."""
 
-    Fields:
-        config: what its :class:`DatasetReader` needs (:class:`ReaderConfig`).
-        offset (int): its episode ``e`` is the global episode id ``offset + e``.
-        dataset_index (int | None): added to each of its items as an int64 scalar tensor (None:
-            no key, a single dataset).
-        dropped (tuple[str, ...]): keys removed from its items (features not in every dataset).
-        transform_keys (tuple[str, ...]): item keys the image transforms apply to.
-    """
-
-    config: ReaderConfig
-    offset: int = 0
-    dataset_index: int | None = None
-    dropped: tuple[str, ...] = ()
-    transform_keys: tuple[str, ...] = ()
+    config: ReaderConfig  # what its :class:`DatasetReader` needs
+    offset: int = 0  # its episode ``e`` is the global episode id ``offset + e``
+    dataset_index: int | None = None  # added to its items as an int64 scalar tensor (None: no key)
+    dropped: tuple[str, ...] = ()  # keys removed from its items (features not in every dataset)
+    transform_keys: tuple[str, ...] = ()  # item keys the image transforms apply to
 
 
 class Readers:
@@ -159,22 +150,13 @@ def shard_items(
     slots: Callable[[int], Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The items of DataLoader worker ``wid`` of ``loader.num_workers`` (None, 0: the one stream)
-    from ``samples`` consumed samples of ``epoch`` (the rank's count), produced with ``readers``.
-
-    Args:
-        planner: the rank's planner for ``loader``'s settings, built with ``readers.sizes`` as its
-            episode sizes (``planner._planner.Planner``).
-        options: the stream's resolved ``StreamOptions``; read here: ``prefetch_episodes``,
-            ``decode_threads``, ``decoded_queue_size``, ``decode_lookahead``, ``first_lookahead``,
-            ``decoded_cache_bytes`` (per rank: split over the workers), ``image_transforms``.
-        loader: the stream's ``LoaderSettings`` (``num_workers``; ``batch_size``: the first
-            decode chunk and the assembly groups).
-        in_process: image transforms on the iterating thread (else on the decode threads).
-        slots: the pipeline's per-item frame slots (``Pipeline``'s ``slots``).
+    from ``samples`` consumed samples of ``epoch``, produced with ``readers`` and ``planner`` (the
+    rank's, over ``readers.sizes``); the stream's resolved ``options`` and ``LoaderSettings``
+    whole. ``in_process``: image transforms on the iterating thread (else the decode threads).
 
     Raises (while iterating): ShardingError, ResumeStateError (``worker_start``); ByteBudgetError
-    when admission or prefetch reaches an episode larger than its worker's budget, before any of
-    its bytes is fetched; fetch and decode errors.
+    when admission or prefetch reaches an episode larger than its budget, before any fetch of it;
+    fetch and decode errors.
     """
     nw, batch_size = loader.num_workers, loader.batch_size
     planner.set_epoch(epoch)
