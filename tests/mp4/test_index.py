@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from lerobotstream.errors import SidecarSchemaError
 from lerobotstream.mp4 import index as cix
 from lerobotstream.mp4._index_file import Mp4Index
-from lerobotstream.mp4._index_format import encode_int_array, minimal_int_dtype, samples_problem, table_problem
+from lerobotstream.mp4._index_format import minimal_int_dtype, samples_problem, table_problem
 from lerobotstream.sidecar._archive import SidecarWriter
 from tests._sidecar_helpers import synth_table
+from tests.mp4._encoding_reference import encode_int_array
 
 I64 = np.iinfo(np.int64)
 
