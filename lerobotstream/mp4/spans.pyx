@@ -21,22 +21,15 @@ Rules:
   ``stco``/``co64`` choice to a fixed point.
 """
 
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, int64_t
 
 import numpy as np
 
 from lerobotstream.errors import Mp4InconsistentTablesError, Mp4Error
-from lerobotstream.mp4._table import sample_durations  # noqa: F401  (also importable from here)
+from lerobotstream.mp4._table import sample_durations
+from lerobotstream.mp4.index cimport idx_t
 
-_SEARCH_WINDOW = 256
 _IDX_DTYPES = frozenset(np.dtype(d) for d in (np.uint8, np.uint16, np.uint32, np.int32, np.int64))
-
-ctypedef fused idx_t:
-    uint8_t
-    uint16_t
-    uint32_t
-    int32_t
-    int64_t
 
 
 cdef inline object _i64(a):
@@ -153,22 +146,6 @@ cdef Py_ssize_t _sync_after(const uint8_t[:] is_sync, Py_ssize_t i, Py_ssize_t n
     return i
 
 
-def _last_sync_at_or_before(is_sync, Py_ssize_t i):
-    """Decode-order index of the last sync sample ``<= i``, or -1."""
-    cdef const uint8_t[:] v = _idx_view(is_sync).astype(np.uint8, copy=False)
-    if i >= v.shape[0]:
-        i = v.shape[0] - 1
-    return _sync_before(v, i)
-
-
-def _next_sync_after(is_sync, Py_ssize_t i, Py_ssize_t n):
-    """Decode-order index of the first sync sample ``> i``, or ``n``."""
-    cdef const uint8_t[:] v = _idx_view(is_sync).astype(np.uint8, copy=False)
-    if n > v.shape[0]:
-        n = v.shape[0]
-    return _sync_after(v, i, n)
-
-
 class Span:
     """One source's decode-order sample range, byte range and mini-MP4 layout.
 
@@ -224,10 +201,6 @@ class Span:
             raise IndexError(f"source frame {source_frame} is not in this span "
                              f"(frames {self.frame_offset}..{self.frame_offset + self.num_local_frames - 1})")
         return j
-
-    def local_pts_s(self):
-        """Local presentation times (float64 seconds, shape ``(num_local_frames,)``)."""
-        return (self.local_pts_ticks - self.start_pts_ticks) / float(self.media_timescale)
 
     def __getstate__(self):
         return {k: getattr(self, k) for k in self.__slots__}
