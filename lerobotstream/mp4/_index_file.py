@@ -12,6 +12,7 @@ stored dtype (not necessarily int64).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import mmap
@@ -321,16 +322,12 @@ class Mp4Index:
 
     def table(self, source_id: int, *, cache: bool = True):
         """Read-only sample table of one source (decode order), built on first request and kept
-        (``cache=False``: built afresh and not kept, for one-off passes over many sources such as
-        validation, so memory does not grow with the sources visited).
-
-        Every array is a zero-copy view into the map (plain blocks, shared progression blocks) or a
-        zero-stride broadcast (constants); only sources of at most ``SHARED_MIN_SAMPLES`` samples
-        materialise their ``arith``/``derived`` arrays (small, once per process).
+        (``cache=False``: built afresh and not kept, for one-off passes over many sources).
 
         Returns:
-            SampleTable: the parser's class (``mp4._table.SampleTable``) whose arrays are views into
-            the map, in their stored dtypes (no int64 promise); ``file_size`` is the manifest size.
+            SampleTable: arrays are zero-copy views into the map or zero-stride broadcasts (only
+            sources of at most ``SHARED_MIN_SAMPLES`` samples materialise ``arith``/``derived``
+            arrays), in their stored dtypes; ``file_size`` is the manifest size.
 
         Raises:
             IndexError: ``source_id`` is not in ``[0, num_sources)``.
@@ -448,8 +445,8 @@ def _cached_generation(npz_path: str, index_dir: Path) -> str | None:
 
 
 def _remember_generation(npz_path: str, index_dir: Path, generation: str) -> None:
-    """Atomically write the NPZ identity → generation note (best effort: a read-only index folder
-    only costs the slow path next time)."""
+    """Write the NPZ identity → generation note (best effort: a missing note only costs the slow
+    path next time)."""
     ident = _npz_identity(npz_path)
     if ident is None:
         return
@@ -458,14 +455,11 @@ def _remember_generation(npz_path: str, index_dir: Path, generation: str) -> Non
 
 def write_note(note: Path, doc: dict) -> None:
     """Atomically write ``doc`` as JSON to ``note`` through a temporary in the same folder, best
-    effort: an ``OSError`` (a read-only index folder) leaves no temporary and is not raised (a
-    missing note only costs the slow path next time)."""
+    effort: an ``OSError`` (a read-only index folder) leaves no temporary and is not raised."""
     tmp = note.with_name(f".{note.name}.{uuid.uuid4().hex}.tmp")
     try:
         tmp.write_text(json.dumps(doc), "utf-8")
         os.replace(tmp, note)
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink()
-        except OSError:
-            pass

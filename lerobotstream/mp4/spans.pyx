@@ -80,28 +80,6 @@ def _min_max(const idx_t[:] a, Py_ssize_t start, Py_ssize_t stop):
     return lo, hi
 
 
-def _byte_runs(const int64_t[::1] offs, const int64_t[::1] ends, const int64_t[::1] order):
-    """Merged ``(offset, length)`` runs of the byte ranges ``[offs, ends)`` visited in ``order``
-    (ascending offsets): overlapping or touching ranges merge."""
-    cdef Py_ssize_t m = order.shape[0], i
-    cdef int64_t a, b, cur_a, cur_b
-    runs = []
-    cur_a = offs[order[0]]
-    cur_b = ends[order[0]]
-    for i in range(1, m):
-        a = offs[order[i]]
-        b = ends[order[i]]
-        if a <= cur_b:
-            if b > cur_b:
-                cur_b = b
-        else:
-            runs.append((cur_a, cur_b - cur_a))
-            cur_a = a
-            cur_b = b
-    runs.append((cur_a, cur_b - cur_a))
-    return runs
-
-
 def _safe_keys(const int64_t[::1] span_pts, const uint8_t[::1] span_sync, const int64_t[::1] korder):
     """Safe seek points per local frame: a sync sample whose GOP (up to the next sync sample)
     presents nothing before it; the span's first sync sample is always one."""
@@ -152,11 +130,9 @@ class Span:
     Attributes:
         sample_start, sample_stop (int): decode-order samples [start, stop) to fetch.
         frame_start, frame_stop (int): the requested presentation-order frames of the source.
-        byte_start, byte_stop (int): file bytes [start, stop) = the mdat payload.
-        byte_ranges (tuple[(offset, length)]): merged runs actually referenced by the samples
-            (several when other tracks' bytes are interleaved; the payload still spans them all).
+        byte_start, byte_stop (int): file bytes [start, stop) = the mdat payload (other tracks'
+            bytes interleaved in it included).
         start_pts_ticks (int): source ``pts_ticks`` of local time 0 (the first sync sample).
-        start_pts_s (float): the same in source seconds (``table.pts_s[sample_start]``).
         media_timescale (int): ticks per second of the track.
         local_pts_ticks (np.int64[num_local_frames]): source ``pts_ticks`` of the presented frames
             of the mini-MP4, in presentation order (local frame j).
@@ -173,7 +149,7 @@ class Span:
     """
 
     __slots__ = ("sample_start", "sample_stop", "frame_start", "frame_stop", "byte_start",
-                 "byte_stop", "byte_ranges", "start_pts_ticks", "start_pts_s", "media_timescale",
+                 "byte_stop", "start_pts_ticks", "media_timescale",
                  "local_pts_ticks", "local_sample", "local_key", "local_duration",
                  "first_local_frame", "frame_offset", "contiguous", "edit_media_time",
                  "edit_duration", "cts_shift", "synth_nbytes", "use_co64", "header_nbytes")
@@ -260,11 +236,10 @@ def plan_span(table, frame_start, frame_stop, *, path=""):
     if gop_pts.size > 1 and bool((gop_pts[1:] < gop_pts[:-1]).any()):
         e = nxt  # reordered: end at the end of the last GOP
 
-    offs = np.ascontiguousarray(_i64(table.offset[s:e]))
+    offs = _i64(table.offset[s:e])
     ends = offs + _i64(table.size[s:e])
     byte_start = int(offs.min())
     byte_stop = int(ends.max())
-    runs = _byte_runs(offs, ends, np.argsort(offs, kind="stable").astype(np.int64, copy=False))
 
     span_pts = np.ascontiguousarray(gop_pts[: e - s])  # e <= nxt
     dur = sample_durations(table, s, e)
@@ -290,8 +265,7 @@ def plan_span(table, frame_start, frame_stop, *, path=""):
     edit_duration = int(np.max(span_pts[kept] + dur[kept]) - start_pts)
     span = Span(
         sample_start=s, sample_stop=e, frame_start=frame_start, frame_stop=frame_stop,
-        byte_start=byte_start, byte_stop=byte_stop, byte_ranges=tuple(runs),
-        start_pts_ticks=start_pts, start_pts_s=float(table.pts_s[s]),
+        byte_start=byte_start, byte_stop=byte_stop, start_pts_ticks=start_pts,
         media_timescale=int(table.media_timescale),
         local_pts_ticks=local_pts, local_sample=korder + s, local_key=key,
         local_duration=dur[korder], first_local_frame=first_local, frame_offset=frame_offset,
