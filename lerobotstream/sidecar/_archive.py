@@ -1,7 +1,6 @@
 """The schema-5 sidecar archive: an NPZ of canonical int64 sample arrays plus JSON descriptions.
 
-Layout (a ZIP of ``.npy`` members, DEFLATE-compressed). The number of members does not grow with
-the number of sources (schema 4 had five per source: 276,000 sources meant 1.4 M members)::
+Layout (a ZIP of DEFLATE-compressed ``.npy`` members; their number does not grow with the sources)::
 
     manifest.json.npy            uint8 (n,)  UTF-8 JSON, dataset-level fields (below)
     sources.json.npy             uint8 (n,)  UTF-8 JSON: num_sources and one spec per column
@@ -17,7 +16,7 @@ the number of sources (schema 4 had five per source: 276,000 sources meant 1.4 M
     b000000/is_sync.npy          uint8                   1 for a sync sample (keyframe)
     b000001/...                  (a block closes once it holds ``block_samples`` samples)
 
-Source ids are positions in the sorted path list. A source's arrays are the slice
+Source ids are positions in the sorted path list; a source's arrays are the slice
 ``[_block_start, _block_start + num_samples)`` of its block, in decode order.
 ``pts_ticks = dts_ticks + cts_ticks - media_time`` is derived.
 
@@ -29,15 +28,14 @@ indices, null for a full build), ``total_episodes``, ``fps``, ``video_keys``, ``
 track scalars of ``SampleTable`` (timescales, edit parameters, codec, width/height, track_id,
 ctts_version, ..., ``matrix``/``movie_matrix``: the tkhd/mvhd display matrices, 9 int32 each),
 ``stsd_b64`` (the stsd payload, base64) and ``ftyp_b64``. :func:`load_manifest` returns them as
-``manifest["sources"]``, a :class:`~lerobotstream.mp4._npz_schema.SourceTable` (a sequence of
-entry dicts).
+``manifest["sources"]``, a :class:`~lerobotstream.mp4._npz_schema.SourceTable`.
 
 Temporaries: an archive is written as ``.<output name>.<hex>.tmp.npz`` beside the output while its
-writer holds an exclusive ``flock`` on it (the kernel drops the lock when the writer dies, even on
-``kill -9``). Each new writer first removes the temporaries of ``output`` that nobody holds —
-leftovers of dead builders — and never touches a live writer's. A write that fails for lack of
-space, quota or permission raises :class:`~lerobotstream.errors.SidecarWriteError` naming the path
-and what to do; the temporary is removed and an existing output stays as it was.
+writer holds an exclusive ``flock`` on it (released by the kernel when the writer dies, even on
+``kill -9``). Each new writer first removes the temporaries of ``output`` that nobody holds. A
+write that fails for lack of space, quota or permission raises
+:class:`~lerobotstream.errors.SidecarWriteError`; the temporary is removed and an existing output
+stays as it was.
 """
 
 from __future__ import annotations
@@ -76,18 +74,6 @@ from lerobotstream.mp4._npz_schema import (
     read_source_table,
 )
 
-__all__ = [
-    "BLOCK_SAMPLES",
-    "SidecarWriter",
-    "load_manifest",
-    "load_tables",
-    "open_temporary",
-    "remove_dead_temporaries",
-    "safe_data_root",
-    "source_entry",
-    "write_error",
-]
-
 logger = logging.getLogger("lerobotstream.sidecar")
 
 try:
@@ -95,21 +81,10 @@ try:
 except ImportError:  # not POSIX: temporaries are not locked, and none is removed as stale
     fcntl = None  # type: ignore[assignment]
 
-_SIDECAR_ELSEWHERE = (
-    "--output for the CLI; LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME for the dataset's sidecar cache"
-)
 
-
-def write_error(
-    path: str | os.PathLike, e: OSError, *, what: str = "the MP4 sidecar", elsewhere: str = _SIDECAR_ELSEWHERE
-) -> SidecarWriteError:
-    """The typed error for an ``OSError`` raised while writing ``path``
-    (:meth:`SidecarWriteError.from_oserror`: names the path, the reason and what to do)."""
-    return SidecarWriteError.from_oserror(path, e, what=what, elsewhere=elsewhere)
-
-
-def _temporary_pattern(output: Path) -> str:
-    return f".{output.name}.*.tmp.npz"
+def _write_error(path: Path, e: OSError) -> SidecarWriteError:
+    elsewhere = "--output for the CLI; LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME for the dataset's sidecar cache"
+    return SidecarWriteError.from_oserror(path, e, what="the MP4 sidecar", elsewhere=elsewhere)
 
 
 def open_temporary(output: str | os.PathLike) -> tuple[Path, IO[bytes]]:
@@ -118,7 +93,7 @@ def open_temporary(output: str | os.PathLike) -> tuple[Path, IO[bytes]]:
     :func:`remove_dead_temporaries` in another process leaves it alone).
 
     Raises:
-        OSError: the folder cannot take the file (callers turn it into :func:`write_error`).
+        OSError: the folder cannot take the file.
     """
     output = Path(output)
     while True:
@@ -145,7 +120,7 @@ def remove_dead_temporaries(output: str | os.PathLike) -> list[Path]:
     removed: list[Path] = []
     if fcntl is None or not output.parent.is_dir():
         return removed
-    for tmp in output.parent.glob(_temporary_pattern(output)):
+    for tmp in output.parent.glob(f".{output.name}.*.tmp.npz"):
         try:
             fd = os.open(tmp, os.O_RDONLY)
         except OSError:
@@ -181,29 +156,18 @@ def safe_data_root(root: str | os.PathLike | None) -> str | None:
     return str(Path(root).expanduser().resolve())
 
 
-_PLAIN = (int, str, bool, float, type(None))
-
-
 def _jsonable(value: Any) -> Any:
-    if type(value) in _PLAIN:
-        return value
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
     if isinstance(value, (tuple, list)):
         return [_jsonable(v) for v in value]
-    return value
+    return value.item() if isinstance(value, (np.integer, np.floating, np.bool_)) else value
 
 
 def source_entry(table: Any, *, path: str, size: int, fingerprint: str | None) -> dict[str, Any]:
     """Manifest entry of one parsed source (scalars only; arrays go to NPZ members).
 
     Raises:
-        SidecarSchemaError: the table has no display matrices (``matrix``/``movie_matrix``): a
-            record without them would be refused when the index is opened, so fail here instead.
+        SidecarSchemaError: the table has no display matrices (``matrix``/``movie_matrix``; the
+            index would refuse the record when opened).
     """
     missing = [k for k in MATRIX_KEYS if getattr(table, k, None) is None]
     if missing:
@@ -316,9 +280,8 @@ class SidecarWriter:
     :meth:`commit` moves it into place with one ``os.replace``. Until then (and after
     :meth:`abort`, or an exception inside ``with``) an existing ``output`` is untouched.
 
-    Sources may be added in any order. Their arrays are buffered until a block holds
-    ``block_samples`` samples, then written as five members; per-source scalars are kept as
-    columns (a few bytes per source), so memory is bounded by one block plus the columns.
+    Sources may be added in any order. Memory is bounded by one block of arrays plus the
+    per-source columns (a few bytes per source).
 
     Args:
         output: the final ``.npz`` path.
@@ -364,7 +327,7 @@ class SidecarWriter:
             )
         except OSError as e:
             self.abort()
-            raise write_error(self.output, e) from e
+            raise _write_error(self.output, e) from e
 
     def _write_member(self, name: str, array: np.ndarray) -> None:
         if self._zf is None:
@@ -376,7 +339,7 @@ class SidecarWriter:
             if isinstance(e, LeRobotStreamError):
                 raise
             self.abort()
-            raise write_error(self.output, e) from e
+            raise _write_error(self.output, e) from e
 
     def _flush_block(self) -> None:
         if not self._pending:
@@ -388,8 +351,7 @@ class SidecarWriter:
         self._pending_samples = 0
 
     def add_source(self, source_id: int, table: Any, *, path: str, size: int, fingerprint: str | None) -> None:
-        """Take one parsed source's arrays and entry (the table can be dropped afterwards).
-        ``source_id`` is the source's position in the sorted path list.
+        """Take one parsed source's arrays and entry; ``source_id`` is its position in the sorted path list.
 
         Raises:
             ValueError: ``source_id`` was added before.
@@ -453,7 +415,7 @@ class SidecarWriter:
             os.replace(self.tmp_path, self.output)  # still locked: no cleaner can take it before this
         except OSError as e:
             self.abort()
-            raise write_error(self.output, e) from e
+            raise _write_error(self.output, e) from e
         self._file.close()  # releases the lock
         self._file = None
         try:
@@ -500,11 +462,10 @@ def _json_bytes(obj: Any) -> np.ndarray:
 
 def load_manifest(path: str | os.PathLike) -> dict[str, Any]:
     """Read the manifest of a sidecar NPZ, with its per-source entries as ``manifest["sources"]``
-    (a :class:`~lerobotstream.mp4._npz_schema.SourceTable`: a sequence of entry dicts that holds
-    no Python object per source for schema 5). No sample array is read.
+    (a :class:`~lerobotstream.mp4._npz_schema.SourceTable`). No sample array is read.
 
     Raises:
-        SidecarSchemaError: not a sidecar, or a schema this reader does not open (4 and 5 are).
+        SidecarSchemaError: not a sidecar, or a schema this reader does not open.
         FileNotFoundError: no file at ``path``.
     """
     path = os.fspath(path)
@@ -521,9 +482,8 @@ def load_manifest(path: str | os.PathLike) -> dict[str, Any]:
 
 def load_tables(path: str | os.PathLike) -> Iterator[tuple[dict[str, Any], dict[str, np.ndarray]]]:
     """Yield ``(source_entry, arrays)`` per source, by source id, straight from the NPZ (canonical
-    int64 arrays plus derived ``pts_ticks``, ``pts_s`` and ``presentation_order``). For tools and
-    tests; readers use the derived index. Reads every block once, keeps one block's arrays of
-    sources not yet yielded."""
+    int64 arrays plus derived ``pts_ticks``, ``pts_s`` and ``presentation_order``), reading every
+    block once. For tools and tests; readers use the derived index."""
     path = os.fspath(path)
     with zipfile.ZipFile(path) as zf:
         manifest = read_manifest(zf, path)

@@ -1,11 +1,6 @@
 """What a sidecar must describe, and whether a manifest describes it: the identity of a dataset
-selection at one source state.
-
-Shared by the dataset-start lifecycle (``_lifecycle``: the cache key, cached and published
-candidates) and publishing (``_publish``: only a sidecar matching the full dataset is pushed), so
-neither imports the other for it. The identity is the repository, the resolved commit of a Hub
-dataset (a tag and its commit are one identity), the data root without credentials, the episode
-subset, and every selected video's ``(path, size, fingerprint)``.
+selection at one source state. Shared by ``_lifecycle`` (the cache key, cached and published
+candidates) and ``_publish`` (only a sidecar matching the full dataset is pushed).
 """
 
 from __future__ import annotations
@@ -13,15 +8,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from lerobotstream.mp4._npz_schema import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION, SourceTable
 
-__all__ = ["SidecarIdentity", "check_identity", "explain_payload_failure", "sidecar_identity"]
-
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
+@dataclass(kw_only=True)
 class SidecarIdentity:
     """What a sidecar must describe: the selection of a dataset at one source state.
 
@@ -33,28 +28,20 @@ class SidecarIdentity:
         data_root: the root without credentials (``ByteSource.root_display``).
         episodes: the selected episode indices when they are a subset, None for the full dataset.
         files: ``[(path, size_bytes, fingerprint or None)]`` of every selected video, sorted.
-        stable: False when some video has no fingerprint and no commit pins it (rebuild each open).
     """
 
-    def __init__(
-        self,
-        *,
-        repo_id: str,
-        repo_type: str,
-        commit: str | None,
-        revision: str | None,
-        data_root: str,
-        episodes: list[int] | None,
-        files: list[tuple[str, int, str | None]],
-    ) -> None:
-        self.repo_id = repo_id
-        self.repo_type = repo_type
-        self.commit = commit
-        self.revision = revision
-        self.data_root = data_root
-        self.episodes = episodes
-        self.files = files
-        self.stable = commit is not None or all(fp is not None for _, _, fp in files)
+    repo_id: str
+    repo_type: str
+    commit: str | None
+    revision: str | None
+    data_root: str
+    episodes: list[int] | None
+    files: list[tuple[str, int, str | None]]
+
+    @property
+    def stable(self) -> bool:
+        """False when some video has no fingerprint and no commit pins it (rebuilt at each open)."""
+        return self.commit is not None or all(fp is not None for _, _, fp in self.files)
 
     def digest(self) -> str:
         """SHA-256 of the canonical JSON of the key fields (hex)."""
@@ -93,16 +80,13 @@ def sidecar_identity(
         commit = revision
     selected = [int(ep.episode_index) for ep in meta.episodes]
     subset = selected != list(range(int(meta.total_episodes)))
-    files = []
-    for path in sorted(set(meta.video_paths())):
-        files.append((path, int(source.size(path)), source.fingerprint(path)))
-    root = getattr(source, "root_display", "") or ""
+    files = [(path, int(source.size(path)), source.fingerprint(path)) for path in sorted(set(meta.video_paths()))]
     return SidecarIdentity(
         repo_id=repo_id,
         repo_type=repo_type,
         commit=commit,
         revision=commit if commit is not None else revision,
-        data_root=str(root),
+        data_root=str(getattr(source, "root_display", "") or ""),
         episodes=selected if subset else None,
         files=files,
     )
@@ -156,13 +140,10 @@ def explain_payload_failure(exc: Any, source: Any, index: Any, path: str, sideca
     """The error to report when a video's payload read or framing check failed mid-run.
 
     A file replaced during the run shows up as bytes that do not frame
-    (``Mp4InconsistentTablesError``), a header that no longer parses (``Mp4Error``, when its ``moov``
-    is verified on first use) or a short read (``RangeReadError``). The source's size and
-    fingerprint (a fresh ``stat`` locally) are compared with what the sidecar recorded for
-    ``path``: when they differ, a :class:`~lerobotstream.errors.SourceChangedError` says the file
-    changed (no sidecar or retry can help until the run restarts). When they match, a framing
-    error's message gets what to do if the file was replaced by one of the same size and
-    modification time (which no stat can tell apart): delete the sidecar so it is rebuilt.
+    (``Mp4InconsistentTablesError``), a header that no longer parses (``Mp4Error``) or a short
+    read (``RangeReadError``). When the source's size or fingerprint differs from the sidecar's
+    record of ``path``: a :class:`~lerobotstream.errors.SourceChangedError`. When they match, a
+    framing error's message says to delete the sidecar (a replacement of the same size and mtime).
 
     Args:
         exc: the ``LeRobotStreamError`` raised by the read or the framing check.
