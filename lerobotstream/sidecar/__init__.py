@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from lerobotstream import constants
 from lerobotstream.errors import SidecarSchemaError, SidecarStaleError
-from lerobotstream.mp4._index_file import Mp4Index
+from lerobotstream.mp4._index_file import Mp4Index, write_note
 from lerobotstream.sidecar._build import BuildReport, build_sidecar
 from lerobotstream.sidecar._lifecycle import ensure_sidecar
 from lerobotstream.sidecar._publish import push_sidecar
-from lerobotstream.sidecar._validate import record_validation, validate_index, validation_note
+from lerobotstream.sidecar._validate import validate_index, validation_note
 
 logger = logging.getLogger("lerobotstream.sidecar")
 
@@ -117,6 +118,6 @@ def open_sidecar(
             Path(index.index_path).unlink(missing_ok=True)
             index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
             validate_index(index, meta, tolerance_s=tolerance_s)
-    if note is not None:
-        record_validation(note)
+    if note is not None:  # best effort: a read-only index folder only costs validating again
+        write_note(note, {"validated_at": time.time()})
     return index
