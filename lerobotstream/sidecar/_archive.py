@@ -41,6 +41,7 @@ stays as it was.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -162,38 +163,13 @@ def _jsonable(value: Any) -> Any:
     return value.item() if isinstance(value, (np.integer, np.floating, np.bool_)) else value
 
 
-def source_entry(table: Any, *, path: str, size: int, fingerprint: str | None) -> dict[str, Any]:
-    """Manifest entry of one parsed source (scalars only; arrays go to NPZ members).
+def _source_record(table: Any, path: str, size: int, fingerprint: str | None) -> tuple[dict, dict[str, np.ndarray]]:
+    """``(entry, arrays)`` of one parsed source: its scalars, and its canonical arrays (int64,
+    ``is_sync`` uint8; decode order, equal lengths).
 
     Raises:
-        SidecarSchemaError: the table has no display matrices (``matrix``/``movie_matrix``; the
-            index would refuse the record when opened).
-    """
-    missing = [k for k in MATRIX_KEYS if getattr(table, k, None) is None]
-    if missing:
-        raise SidecarSchemaError(
-            f"{path}: the sample table has no {' / '.join(missing)} (9 int32 display matrix)", path=path
-        )
-    entry: dict[str, Any] = {
-        "path": path,
-        "size": int(size),
-        "fingerprint": fingerprint,
-        "num_samples": int(np.asarray(table.offset).shape[0]),
-    }
-    for k in SCALAR_KEYS:
-        if hasattr(table, k):
-            entry[k] = _jsonable(getattr(table, k))
-    for k in BYTES_KEYS:
-        raw = getattr(table, k, b"") or b""
-        entry[k + "_b64"] = base64.b64encode(bytes(raw)).decode("ascii")
-    return entry
-
-
-def canonical_arrays(table: Any) -> dict[str, np.ndarray]:
-    """The table's canonical arrays: int64 (``is_sync`` uint8), decode order, equal lengths.
-
-    Raises:
-        SidecarSchemaError: arrays of different lengths or values that are not integers.
+        SidecarSchemaError: arrays of different lengths or values that are not integers, or no
+            display matrices (``matrix``/``movie_matrix``; the index would refuse the record).
     """
     out = {}
     n = int(np.asarray(table.offset).shape[0])
@@ -201,30 +177,33 @@ def canonical_arrays(table: Any) -> dict[str, np.ndarray]:
         a = np.asarray(getattr(table, f))
         if a.ndim != 1 or a.shape[0] != n:
             raise SidecarSchemaError(f"{getattr(table, 'path', '')}: array {f} has shape {a.shape}, expected ({n},)")
-        if f == "is_sync":
-            out[f] = np.ascontiguousarray(a.astype(bool).astype(np.uint8))
-        else:
-            if a.dtype.kind not in "iub":
-                raise SidecarSchemaError(f"{getattr(table, 'path', '')}: array {f} is {a.dtype}, not integer")
-            out[f] = np.ascontiguousarray(a.astype(np.int64))
-    return out
+        if f != "is_sync" and a.dtype.kind not in "iub":
+            raise SidecarSchemaError(f"{getattr(table, 'path', '')}: array {f} is {a.dtype}, not integer")
+        out[f] = np.ascontiguousarray(a.astype(bool).astype(np.uint8) if f == "is_sync" else a.astype(np.int64))
+    missing = [k for k in MATRIX_KEYS if getattr(table, k, None) is None]
+    if missing:
+        raise SidecarSchemaError(
+            f"{path}: the sample table has no {' / '.join(missing)} (9 int32 display matrix)", path=path
+        )
+    entry: dict[str, Any] = {"path": path, "size": int(size), "fingerprint": fingerprint, "num_samples": n}
+    for k in SCALAR_KEYS:
+        if hasattr(table, k):
+            entry[k] = _jsonable(getattr(table, k))
+    for k in BYTES_KEYS:
+        raw = getattr(table, k, b"") or b""
+        entry[k + "_b64"] = base64.b64encode(bytes(raw)).decode("ascii")
+    return entry, out
 
 
 class _Column:
-    """One per-source column while writing: int64 values, strings, or JSON values by code."""
-
-    __slots__ = ("kind", "ints", "strs", "codes", "distinct", "lookup")
+    """One per-source column while writing: int64 values, strings, or JSON values by code (a
+    column turns to codes at its first value of another kind)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind  # "int" | "str" | "json"
-        self.ints = array("q")
-        self.strs: list[str | None] = []
-        self.codes = array("I")
+        self.values: Any = array("q") if kind == "int" else []  # json: array("I") of codes
         self.distinct: list[Any] = []
         self.lookup: dict[Any, int] = {}
-
-    def __len__(self) -> int:
-        return len(self.ints) if self.kind == "int" else len(self.strs) if self.kind == "str" else len(self.codes)
 
     def _code(self, value: Any) -> int:
         # key by type and value (True, 1 and 1.0 stay apart); lists of scalars as tuples
@@ -239,36 +218,27 @@ class _Column:
             self.distinct.append(value)
         return code
 
-    def _to_json(self) -> None:
-        values = list(self.ints) if self.kind == "int" else self.strs
-        self.kind, self.ints, self.strs = "json", array("q"), []
-        self.codes = array("I", [self._code(v) for v in values])
-
     def append(self, value: Any) -> None:
         if self.kind == "int":
-            if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
-                self.ints.append(value)
-                return
-            self._to_json()
-        elif self.kind == "str":
-            if value is None or isinstance(value, str):
-                self.strs.append(value)
-                return
-            self._to_json()
-        self.codes.append(self._code(value))
+            fits = isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+        else:
+            fits = self.kind == "json" or value is None or isinstance(value, str)
+        if not fits:
+            self.kind, self.values = "json", array("I", [self._code(v) for v in self.values])
+        self.values.append(self._code(value) if self.kind == "json" else value)
 
     def encode(self, order: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """``(spec, members)`` of the column with rows reordered by ``order``."""
         if self.kind == "int":
-            return {"kind": "int"}, {"": np.frombuffer(self.ints, dtype=np.int64)[order]}
+            return {"kind": "int"}, {"": np.frombuffer(self.values, dtype=np.int64)[order]}
         if self.kind == "str":
-            raw = [s.encode("utf-8") if s is not None else b"" for s in self.strs]
+            raw = [s.encode("utf-8") if s is not None else b"" for s in self.values]
             arr = np.array(raw, dtype=f"S{max([1, *map(len, raw)])}")[order]
-            null = np.fromiter((s is None for s in self.strs), dtype=np.uint8, count=len(self.strs))[order]
+            null = np.fromiter((s is None for s in self.values), dtype=np.uint8, count=len(raw))[order]
             if null.any():
                 return {"kind": "str", "nullable": True}, {"": arr, ".null": null}
             return {"kind": "str"}, {"": arr}
-        return {"kind": "json", "distinct": self.distinct}, {"": np.frombuffer(self.codes, dtype=np.uint32)[order]}
+        return {"kind": "json", "distinct": self.distinct}, {"": np.frombuffer(self.values, dtype=np.uint32)[order]}
 
 
 #: a block of concatenated sample arrays closes once it holds this many samples (33 B each)
@@ -364,8 +334,7 @@ class SidecarWriter:
             raise ValueError(f"source id {source_id} is negative ({path})")
         if source_id < len(self._seen) and self._seen[source_id]:
             raise ValueError(f"source id {source_id} written twice ({path})")
-        arrays = canonical_arrays(table)
-        entry = source_entry(table, path=path, size=size, fingerprint=fingerprint)
+        entry, arrays = _source_record(table, path, size, fingerprint)
         if source_id >= len(self._seen):
             self._seen.extend(bytes(source_id + 1 - len(self._seen)))
         self._seen[source_id] = 1
@@ -418,34 +387,25 @@ class SidecarWriter:
             raise _write_error(self.output, e) from e
         self._file.close()  # releases the lock
         self._file = None
-        try:
+        with contextlib.suppress(OSError):  # make the rename durable
             dfd = os.open(self.output.parent, os.O_RDONLY)
             try:
                 os.fsync(dfd)
             finally:
                 os.close(dfd)
-        except OSError:
-            pass
         return self.output
 
     def abort(self) -> None:
         """Discard the temporary archive; ``output`` is left as it was."""
         self._pending = []
         if self._zf is not None:
-            try:
+            with contextlib.suppress(Exception):  # discarded anyway (a full disk fails here too)
                 self._zf.close()
-            except Exception:  # noqa: BLE001 - the archive is discarded anyway (a full disk fails here too)
-                pass
             self._zf = None
         if self._file is not None:
-            try:
-                self.tmp_path.unlink()  # while still locked
-            except FileNotFoundError:
-                pass
-            try:
+            self.tmp_path.unlink(missing_ok=True)  # while still locked
+            with contextlib.suppress(OSError):
                 self._file.close()
-            except OSError:
-                pass
             self._file = None
 
     def __enter__(self) -> SidecarWriter:

@@ -22,6 +22,7 @@ of the tail when ``moov`` follows ``mdat``; no payload) and compares it with the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -261,14 +262,12 @@ def record_local_build(
 def _append_line(path: Path, line: str) -> None:
     """Append ``line`` (one or more lines) with one ``O_APPEND`` ``write`` (concurrent writers'
     lines do not interleave); best effort."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, (line + "\n").encode("ascii"))
         finally:
             os.close(fd)
-    except OSError:
-        pass
 
 
 def rejected_reason(index_path: str | os.PathLike) -> str | None:
@@ -298,7 +297,5 @@ def forget_rejection(npz_path: str | os.PathLike, index_dir: str | os.PathLike |
     if not _beside(idx, ".rejected").exists():
         return
     for p in (idx, _beside(idx, ".verified"), _beside(idx, ".rejected")):
-        try:
+        with contextlib.suppress(OSError):
             p.unlink(missing_ok=True)
-        except OSError:
-            pass
