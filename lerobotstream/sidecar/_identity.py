@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from lerobotstream.errors import Mp4Error, Mp4InconsistentTablesError, RangeReadError, SourceChangedError, SourceError
 from lerobotstream.mp4._npz_schema import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION, SourceTable
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -152,40 +153,30 @@ def explain_payload_failure(exc: Any, source: Any, index: Any, path: str, sideca
     Returns:
         the exception to raise (``exc`` itself when nothing more can be said).
     """
-    from lerobotstream.errors import (
-        Mp4Error,
-        Mp4InconsistentTablesError,
-        RangeReadError,
-        SourceChangedError,
-        SourceError,
-    )
-
     if not isinstance(exc, (Mp4Error, RangeReadError)):
         return exc
     try:
         rec = index.source_info(index.source_id(path))
         size, fp = int(source.size(path)), source.fingerprint(path)
     except (KeyError, SourceError, OSError, ValueError):
-        rec, size, fp = None, None, None
-    if rec is None:
-        if isinstance(exc, Mp4InconsistentTablesError):
-            return type(exc)(f"{exc.message} [cached sidecar: {sidecar_path}]", **exc.fields)
+        rec = None
+    if rec is not None:
+        had_size, had_fp = rec.get("size"), rec.get("fingerprint")
+        if (had_size is not None and int(had_size) != size) or (had_fp and fp and had_fp != fp):
+            return SourceChangedError(
+                f"{path}: the file changed during the run (the sidecar {sidecar_path} indexed {had_size} bytes, "
+                f"{had_fp}; it now has {size} bytes, {fp}), so its bytes no longer match the index ({exc.message}). "
+                "The dataset's files must not change while it is read: restart once the new version is complete "
+                "(the sidecar is then rebuilt)",
+                **{**exc.fields, "path": path},
+            )
+    if not isinstance(exc, Mp4InconsistentTablesError):
         return exc
-    had_size, had_fp = rec.get("size"), rec.get("fingerprint")
-    if (had_size is not None and int(had_size) != size) or (had_fp and fp and had_fp != fp):
-        return SourceChangedError(
-            f"{path}: the file changed during the run (the sidecar {sidecar_path} indexed {had_size} bytes, "
-            f"{had_fp}; it now has {size} bytes, {fp}), so its bytes no longer match the index ({exc.message}). "
-            "The dataset's files must not change while it is read: restart once the new version is complete "
-            "(the sidecar is then rebuilt)",
-            **{**exc.fields, "path": path},
-        )
-    if isinstance(exc, Mp4InconsistentTablesError):
-        return type(exc)(
-            f"{exc.message} [cached sidecar: {sidecar_path}]. The file still has the size and fingerprint the "
-            f"sidecar recorded ({fp}): if it was replaced by another file of the same size and mtime, the sidecar describes the "
-            "old one: delete that sidecar file (it is rebuilt at the next start), and do not change dataset "
-            "files during a run",
-            **exc.fields,
-        )
-    return exc
+    more = (
+        ""
+        if rec is None
+        else f". The file still has the size and fingerprint the sidecar recorded ({fp}): if it was replaced by "
+        "another file of the same size and mtime, the sidecar describes the old one: delete that sidecar file (it "
+        "is rebuilt at the next start), and do not change dataset files during a run"
+    )
+    return type(exc)(f"{exc.message} [cached sidecar: {sidecar_path}]{more}", **exc.fields)

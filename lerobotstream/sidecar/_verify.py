@@ -95,12 +95,8 @@ def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
     if n != m:
         return f"the sidecar lists {n} samples, the MP4 {m}"
     for name in _ARRAYS:
-        a, b = np.asarray(getattr(sidecar, name)), np.asarray(getattr(parsed, name))
-        if a.dtype.kind == "b" or b.dtype.kind == "b":
-            a, b = a.view(np.uint8) if a.dtype.kind == "b" else a, b.view(np.uint8) if b.dtype.kind == "b" else b
-        if np.array_equal(a, b):
-            continue
-        a, b = a.astype(np.int64), b.astype(np.int64)
+        a = np.asarray(getattr(sidecar, name)).astype(np.int64, copy=False)
+        b = np.asarray(getattr(parsed, name)).astype(np.int64, copy=False)
         diff = np.flatnonzero(a != b)
         if diff.shape[0]:
             k = int(diff[0])
@@ -119,13 +115,11 @@ def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
 
 class VerifiedTables:
     """The sample tables a process plans spans on and serves frames from: the sidecar's, each
-    verified against its MP4's own ``moov`` before the first frame of that MP4 is served (see the
-    module docstring). Thread-safe.
+    verified against its MP4's own ``moov`` before the first frame of that MP4 is served. Thread-safe.
 
-    :meth:`table_for_path` (sizing, span planning) does not verify; :meth:`verify` (called by the
-    fetch before any payload is read, or the decode before any frame is: ``EpisodeSpans.fetch_span``)
-    does, once per source. A span planned on a table that
-    :meth:`verify` replaced is planned again (``EpisodeSpans.verified_span``).
+    :meth:`table_for_path` (sizing, span planning) does not verify; :meth:`verify` (called before
+    any payload is read or frame decoded: ``EpisodeSpans.fetch_span``) does, once per source. A span
+    planned on a table that :meth:`verify` replaced is planned again (``EpisodeSpans.verified_span``).
 
     Args:
         index: the sidecar's ``Mp4Index``.
