@@ -273,8 +273,9 @@ class SidecarWriter:
         if block_samples < 1:
             raise ValueError(f"block_samples must be >= 1, got {block_samples}")
         self.output = Path(output)
-        self._manifest = {k: v for k, v in manifest.items() if k != "sources"}
-        self._manifest["schema_version"] = SIDECAR_SCHEMA_VERSION
+        self._manifest = {k: v for k, v in manifest.items() if k != "sources"} | {
+            "schema_version": SIDECAR_SCHEMA_VERSION
+        }
         self._block_samples = int(block_samples)
         self._ids = array("q")  # source ids in arrival order
         self._seen = bytearray()  # 1 at each added source id
@@ -453,16 +454,12 @@ def load_tables(path: str | os.PathLike) -> Iterator[tuple[dict[str, Any], dict[
         for sid, arrays in iter_source_arrays(zf, manifest, table, path):
             waiting[sid] = {f: np.array(a) for f, a in arrays.items()}
             while nxt in waiting:
-                yield _with_derived(table[nxt], waiting.pop(nxt))
+                src, arrays = table[nxt], waiting.pop(nxt)
+                pts = arrays["dts_ticks"] + arrays["cts_ticks"] - int(src.get("media_time") or 0)
+                arrays["pts_ticks"] = pts
+                movie = (src.get("movie_timescale") or 1, src.get("empty_edit_movie_ticks") or 0)
+                arrays["pts_s"] = pts_seconds(pts, src["media_timescale"], *movie)
+                arrays["presentation_order"] = presentation_order_of(pts)
+                arrays["is_sync"] = arrays["is_sync"].astype(bool)
+                yield src, arrays
                 nxt += 1
-
-
-def _with_derived(src: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    pts = arrays["dts_ticks"] + arrays["cts_ticks"] - int(src.get("media_time") or 0)
-    arrays["pts_ticks"] = pts
-    arrays["pts_s"] = pts_seconds(
-        pts, src["media_timescale"], src.get("movie_timescale") or 1, src.get("empty_edit_movie_ticks") or 0
-    )
-    arrays["presentation_order"] = presentation_order_of(pts)
-    arrays["is_sync"] = arrays["is_sync"].astype(bool)
-    return src, arrays

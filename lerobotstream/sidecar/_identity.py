@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lerobotstream.errors import Mp4Error, Mp4InconsistentTablesError, RangeReadError, SourceChangedError, SourceError
-from lerobotstream.mp4._npz_schema import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION, SourceTable
+from lerobotstream.mp4._npz_schema import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
@@ -118,9 +118,7 @@ def check_identity(
         missing = sorted(set(identity.episodes) - have)
         if missing:
             return f"it indexes a subset of {len(have)} episodes that misses episodes {missing[:8]}"
-    sources = manifest.get("sources", [])
-    if not isinstance(sources, SourceTable):
-        sources = SourceTable(len(sources), entries=list(sources))
+    sources = manifest["sources"]  # a SourceTable (load_manifest)
     for path, size, fp in identity.files:  # only the selected videos: no object per other source
         i = sources.find(path)
         if i is None:

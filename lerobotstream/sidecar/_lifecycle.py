@@ -1,27 +1,20 @@
-"""Sidecar resolution at dataset start: revision-keyed cache, then a published sidecar, then a
-locked local build, installed atomically (:func:`ensure_sidecar`).
+"""Sidecar resolution at dataset start (:func:`ensure_sidecar`): revision-keyed cache, then a
+published sidecar, then a locked local build, installed atomically. Training only reads: nothing
+here uploads, creates a branch or writes to the dataset's store.
 
-**Cache key** (:func:`cache_path`). ``<cache_dir>/<repo slug>/mp4-v<schema>-<rev>-<digest16>.npz``;
-the digest covers the schema version, repo type and id, the data root without credentials, the
-episode subset (None for the full dataset), and the source identity: the resolved commit for a
-Hub dataset (a tag and its commit share one entry), otherwise every selected video's
-``(path, size, fingerprint)`` (``mtime_ns:size`` locally, ``xet:<hash>`` in buckets), so a video
-replaced in place, even at the same size, gets a new entry. Other schema versions never share a name.
+**Cache key** (:func:`cache_path`): ``<cache_dir>/<repo slug>/mp4-v<schema>-<rev>-<digest16>.npz``,
+the digest over :meth:`SidecarIdentity.digest`'s fields: a Hub dataset's resolved commit (a tag and
+its commit share one entry), otherwise every selected video's ``(path, size, fingerprint)``, so a
+video replaced in place, even at the same size, gets a new entry. Sources without fingerprints
+cannot prove a cached sidecar still matches: it is rebuilt at every open (a warning), unless
+another process rebuilt it during this same open.
 
-**Unstable identity.** Sources whose videos have no fingerprint (a generic remote filesystem)
-cannot prove that a cached sidecar still matches: it is rebuilt at every open (logged as a
-warning), still under the lock; a process that waited while another one rebuilt it during this
-same open uses that fresh file.
-
-**Lock.** The build (and the download of a published sidecar) holds the ``filelock`` lock
-``<entry>.npz.lock``; the holder writes ``<entry>.npz.lock.info`` (pid, host, start time). Others
-wait up to ``lock_timeout_s``, then raise :class:`~lerobotstream.errors.SidecarLockTimeoutError`
-naming the lock, its probable holder and what to do. The ``fcntl`` lock dies with its holder, even
-on SIGKILL; its partial archive is removed by the next writer (``sidecar._archive``), and the
-previous file is only ever replaced by a complete one. A cache folder that cannot take the lock or
-the archive raises :class:`~lerobotstream.errors.SidecarWriteError`.
-
-Training only reads: nothing here uploads, creates a branch or writes to the dataset's store.
+**Lock**: the build (or download) holds the ``filelock`` lock ``<entry>.npz.lock``, its holder
+described in ``<entry>.npz.lock.info`` (pid, host, start time). Others wait up to
+``lock_timeout_s``, then raise :class:`~lerobotstream.errors.SidecarLockTimeoutError` naming the
+lock, its probable holder and what to do. The lock dies with its holder, even on SIGKILL; a partial
+archive is removed by the next writer (``sidecar._archive``). A cache folder that cannot take the
+lock or the archive raises :class:`~lerobotstream.errors.SidecarWriteError`.
 """
 
 from __future__ import annotations
@@ -71,7 +64,6 @@ def cache_path(identity: SidecarIdentity, cache_dir: str | os.PathLike | None = 
     return root / _slug(identity.repo_id, "dataset", "--") / name
 
 
-# --- the lock ------------------------------------------------------------------------------------
 class _BuildLock:
     """``filelock`` lock ``<target>.lock`` plus the holder's ``<target>.lock.info``."""
 
@@ -161,7 +153,6 @@ def lock_timeout_message(lock_path: Path, timeout_s: float, waited_s: float) -> 
     )
 
 
-# --- cached / published candidates --------------------------------------------------------------
 #: what reading a hostile published sidecar can raise; each one means "build locally instead"
 _PUBLISHED_PROBLEMS = (
     LeRobotStreamError,
@@ -291,7 +282,6 @@ def _install_published(
     return None
 
 
-# --- entry point ---------------------------------------------------------------------------------
 def ensure_sidecar(
     source: Any,
     meta: Any = None,
@@ -309,12 +299,10 @@ def ensure_sidecar(
     tolerance_s: float = constants.DEFAULT_TOLERANCE_S,
     progress: bool = False,
 ) -> tuple[Path, str]:
-    """Find or make the schema-5 sidecar of the selected episodes at the sources' current state.
-
-    Order: (1) the revision-keyed local cache (no lock taken on a hit); (2) under the lock, the
-    cache again, then a valid published sidecar (Hub datasets: branch ``lerobot-sidecars``, file
-    named by the pinned commit; buckets: ``meta/mp4-sidecars/``), validated against the source
-    identity and the metadata before it is installed; (3) a local build, installed atomically.
+    """Find or make the schema-5 sidecar of the selected episodes at the sources' current state:
+    (1) the revision-keyed local cache (no lock taken on a hit); (2) under the lock, the cache
+    again, then a published sidecar (``sidecar._publish``) validated against the source identity
+    and the metadata; (3) a local build, installed atomically.
 
     Args:
         source: ``ByteSource`` of the dataset root (a Hub dataset source is pinned to a commit).
@@ -333,8 +321,7 @@ def ensure_sidecar(
         progress: show the build's progress bar.
 
     Returns:
-        ``(npz_path, how)`` with ``how`` in ``{"cache", "published", "built"}``. (A selection
-        without videos needs no sidecar: callers skip this call when ``meta.video_keys`` is empty.)
+        ``(npz_path, how)`` with ``how`` in ``{"cache", "published", "built"}``.
 
     Raises:
         SidecarLockTimeoutError: another process held the lock longer than ``lock_timeout_s``.
@@ -383,7 +370,7 @@ def ensure_sidecar(
             if _try_published(source, identity, target, meta, **validate):
                 return target, "published"
         t0 = time.perf_counter()
-        logger.info(  # a routine first-run event: INFO (a progress bar on a terminal)
+        logger.info(
             "building the MP4 sidecar of %s (%d video files) into %s; other processes wait for it "
             "(a shared cache or a published sidecar avoids this)",
             repo_id,
