@@ -80,8 +80,10 @@ def validate_dataset(
         UnsupportedDatasetVersionError: not a v3 dataset.
         SourceError: the root cannot be opened (``SourceProtocolError``: an unknown URL protocol).
         StreamingConfigError: ``workers``, ``decode_sample`` or ``tolerance_s`` break their rule
-            (``_scan.check_arguments``; a ``ValueError``).
+            (``_scan.check_arguments``; a ``ValueError``), or ``tolerance_s >= 0.5 / fps`` (training's
+            ``check_tolerance``).
     """
+    from lerobotstream._option_rules import check_tolerance
     from lerobotstream.meta import DatasetMeta
     from lerobotstream.validate._scan import check_arguments, counters, default_workers, scan_files
     from lerobotstream.validate._summary import camera_summaries, faststart_findings
@@ -93,6 +95,7 @@ def validate_dataset(
     before = counters(source)
     problems: list = []
     meta = DatasetMeta.load(source, episodes=episodes, repo_id=repo_id, problems=problems)
+    check_tolerance(tolerance_s, meta.fps, where=meta.repo_id)  # training's rule, once fps is known
     full = episodes is None
     findings = _metadata_findings(meta, problems, full)
     scan = scan_files(
