@@ -45,21 +45,9 @@ TRAIN_DEFAULTS = {
 
 #: the stream options the profiler takes as flags (their type, default and help: StreamOptions'),
 #: with the profiler's own defaults where lerobotstream-train runs another value
-STREAM_FLAGS = (
-    "revision",
-    "episodes",
-    "camera_keys",
-    "episode_pool_size",
-    "prefetch_episodes",
-    "byte_budget_gb",
-    "decode_threads",
-    "decoded_queue_size",
-    "sampling_strategy",
-    "seed",
-    "device",
-    "return_uint8",
-    "repeat",
-    "delta_timestamps",
+STREAM_FLAGS = tuple(
+    "revision episodes camera_keys episode_pool_size prefetch_episodes byte_budget_gb decode_threads "
+    "decoded_queue_size sampling_strategy seed device return_uint8 repeat delta_timestamps".split()
 )
 
 
