@@ -87,9 +87,9 @@ def camera_summaries(meta: Any, summaries: list, tolerance_s: float) -> dict[str
                 nv[g] = "cpu" if "cpu" in (nv.get(g), v) else v
         out[cam] = {
             "files": len(items),
-            "codec": sorted({s.codec for s in items if s.codec}),
+            "codec": sorted({s.fmt.codec for s in items if s.fmt.codec}),
             "resolution": sorted({f"{s.width}x{s.height}" for s in items}),
-            "pix_fmt": sorted({s.pix_fmt or "unknown" for s in items}),
+            "pix_fmt": sorted({s.fmt.pix_fmt or "unknown" for s in items}),
             "depth_map": depth,
             "frames": frames,
             "bytes_per_frame": round(nbytes / frames, 1) if frames else None,

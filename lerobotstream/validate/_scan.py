@@ -8,7 +8,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,24 +67,6 @@ class Scan:
     data_files: int = 0
     decoded_frames: int = 0
     decoded_images: int = 0
-
-
-class _Timestamps:
-    """The timestamps of good episodes, from the data jobs (a video job asks for its episodes')."""
-
-    def __init__(self, futures: dict[str, cf.Future], data_of: dict[int, str]) -> None:
-        self._futures, self.data_of = futures, data_of
-
-    def of(self, episodes: Sequence[int]) -> dict[int, Any]:
-        out: dict[int, Any] = {}
-        for p in sorted({self.data_of[e] for e in episodes if e in self.data_of}):
-            fut = self._futures.get(p)
-            if fut is None:  # the data file is missing (reported as such)
-                continue
-            _found, rows = fut.result()  # a running or finished job (see scan_files); its reads time out
-            if rows is not None:
-                out.update((e, rows.timestamps[e]) for e in episodes if e in rows.timestamps)
-        return out
 
 
 def scan_files(
@@ -161,10 +143,21 @@ def scan_files(
             # data jobs first: the pool takes jobs in order, so a video job that waits for its
             # episodes' timestamps waits only for jobs already running (never for a queued one)
             data_futs = {p: pool.submit(data_job, p, i) for i, p in enumerate(data_paths)}
-            timestamps = None if headers_only else _Timestamps(data_futs, data_of)
+
+            def timestamps(episodes: Sequence[int]) -> dict[int, Any]:
+                """The timestamps of good episodes, from the data jobs (running or finished: queued first)."""
+                out: dict[int, Any] = {}
+                for p in sorted({data_of[e] for e in episodes if e in data_of}):
+                    fut = data_futs.get(p)  # None: the data file is missing (reported as such)
+                    rows = None if fut is None else fut.result()[1]  # its reads time out
+                    if rows is not None:
+                        out.update((e, rows.timestamps[e]) for e in episodes if e in rows.timestamps)
+                return out
+
             futs: dict[cf.Future, tuple[str, str]] = {f: ("data", p) for p, f in data_futs.items()}
             for i, p in enumerate(paths):
-                args = (source, p, windows[p], meta, tolerance_s, full, decode_sample, (seed, i), timestamps)
+                ts = None if headers_only else timestamps
+                args = (source, p, windows[p], meta, tolerance_s, full, decode_sample, (seed, i), ts, data_of)
                 futs[pool.submit(_check_file, *args)] = ("video", p)
             for fut in cf.as_completed(futs):
                 results[futs[fut]] = fut.result()
@@ -202,7 +195,8 @@ def _check_file(
     full: bool,
     decode_sample: int,
     seed: tuple[int, int],
-    timestamps: _Timestamps | None,
+    timestamps: Callable[[Sequence[int]], dict[int, Any]] | None,
+    data_of: dict[int, str],
 ) -> tuple[list[Finding], Any, int, list]:
     """One MP4: its header checks, where its episodes' timestamps land (``timestamps``: the
     per-row columns were read), then (``decode_sample``, no error so far) sampled frames decoded;
@@ -229,12 +223,12 @@ def _check_file(
             landing = landing_problems(
                 summary.table,
                 summary.checked,
-                timestamps.of(eps),
+                timestamps(eps),
                 float(meta.fps),
                 tolerance_s,
                 summary.camera,
                 path,
-                timestamps.data_of,
+                data_of,
             )
         if decode_sample > 0 and not any(f.severity == "error" for f in found):
             from lerobotstream.validate._decode import decode_sample as decode

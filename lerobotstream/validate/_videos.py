@@ -28,6 +28,7 @@ from lerobotstream.errors import (
     SourceError,
 )
 from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
+from lerobotstream.mp4.parse import parse_mp4
 from lerobotstream.sidecar._validate import EpisodeWindow, displayed_size, validate_source
 from lerobotstream.validate._codec import CODEC_NAMES, normalise_codec, normalise_pix_fmt, stream_format
 from lerobotstream.validate._findings import Finding, finding, read_code
@@ -42,9 +43,6 @@ class FileSummary:
 
     path: str
     camera: str
-    size: int = 0
-    codec: str | None = None
-    pix_fmt: str | None = None
     width: int | None = None
     height: int | None = None
     frames: int = 0
@@ -57,14 +55,11 @@ class FileSummary:
     faststart: bool | None = None
     max_error_s: float | None = None
     fmt: Any = None
+    """``_codec.StreamFormat``: codec, pixel format."""
     table: Any = None
     """The parsed sample table (kept only while ``--decode-sample`` or the timestamp check needs it)."""
     checked: list = field(default_factory=list)
     """``(EpisodeWindow, WindowCheck)`` of each window (kept with ``table``)."""
-
-
-def _episodes(windows: Sequence[EpisodeWindow]) -> list[int]:
-    return sorted({w.episode_index for w in windows})
 
 
 def check_video(
@@ -76,16 +71,13 @@ def check_video(
     *,
     tolerance_s: float,
     full_selection: bool,
-    parse: Any = None,
     keep_table: bool = False,
 ) -> tuple[list[Finding], FileSummary | None]:
     """Findings of one MP4 and its summary (None when the file could not be parsed).
 
     A file that is missing was reported by the metadata checks; here it is skipped.
     """
-    if parse is None:
-        from lerobotstream.mp4.parse import parse_mp4 as parse
-    eps = _episodes(windows)
+    eps = sorted({w.episode_index for w in windows})
     one = eps[0] if len(eps) == 1 else None
     where = dict(camera=camera, file=path, episodes=eps, episode_index=one)
     try:
@@ -97,7 +89,7 @@ def check_video(
     read = RecordingRead(lambda offset, n: source.read(path, offset, n))
     out: list[Finding] = []
     try:
-        table = parse(read, size, path=path)  # the sidecar build's parser: headers only
+        table = parse_mp4(read, size, path=path)  # the sidecar build's parser: headers only
     except Mp4UnsupportedError as e:
         return [finding("video_unsupported", f"{path}: {e}", **where)], None
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
@@ -116,7 +108,7 @@ def check_video(
     boxes, complete = top_level_boxes(read, size)
     tables_wrong = layout_problems(table, boxes, complete, num_tracks(read, table))
     read.chunks.clear()
-    s = FileSummary(path, camera, size)
+    s = FileSummary(path, camera)
     s.faststart = bool(getattr(table, "faststart", False))
     n = int(np.asarray(table.offset).shape[0])
     s.frames = n
@@ -124,28 +116,20 @@ def check_video(
     s.sample_bytes = int(sizes.sum())
     end = int((offsets + sizes).max()) if n else 0
     if end > size:
-        out.append(
-            finding(
-                "video_truncated",
-                f"{path} ({size:,} bytes): its samples run to byte {end:,} — {end - size:,} bytes are missing",
-                **where,
-            )
-        )
+        text = f"{path} ({size:,} bytes): its samples run to byte {end:,} — {end - size:,} bytes are missing"
+        out.append(finding("video_truncated", text, **where))
     elif tables_wrong:
         more = f" (and {len(tables_wrong) - 1} more problem(s))" if len(tables_wrong) > 1 else ""
         out.append(finding("video_tables", f"{path}: {tables_wrong[0]}{more}", **where))
     sync = np.flatnonzero(np.asarray(table.is_sync, dtype=bool))
-    if sync.shape[0]:
-        lengths, counts = np.unique(np.diff(np.append(sync, n)), return_counts=True)
-        s.gop_lengths = {int(k): int(c) for k, c in zip(lengths, counts)}
+    lengths, counts = np.unique(np.diff(np.append(sync, n)), return_counts=True)  # none without a sync sample
+    s.gop_lengths = {int(k): int(c) for k, c in zip(lengths, counts)}
     order = np.asarray(table.presentation_order, dtype=np.int64)
     s.reordered = bool(n and not np.array_equal(order, np.arange(n)))
     s.edit_list = bool(int(table.media_time or 0) or int(getattr(table, "empty_edit_movie_ticks", 0) or 0))
     fmt = stream_format(bytes(table.stsd), str(table.codec))
-    s.fmt, s.codec, s.pix_fmt = fmt, fmt.codec, fmt.pix_fmt
-    w, h = displayed_size(table)
-    s.width, s.height = w, h
-    out.extend(_format_findings(meta, camera, path, fmt, w, h, where))
+    s.fmt, (s.width, s.height) = fmt, displayed_size(table)
+    out.extend(_format_findings(meta, camera, path, fmt, s.width, s.height, where))
     checked: list = []
     # the sidecar check: frame size against info.json's shape, fps, windows, overlaps
     problems = validate_source(
@@ -170,17 +154,11 @@ def check_video(
         s.max_error_s = max(e for _, e in margins)
         near = [w_.episode_index for w_, e in margins if e > MARGIN_WARN_SHARE * tolerance_s]
         if near:
-            out.append(
-                finding(
-                    "timestamp_margin",
-                    f"{path}: {len(near)} episode window(s) have a frame more than "
-                    f"{MARGIN_WARN_SHARE:.0%} of tolerance_s={tolerance_s} s from its timestamp (largest "
-                    f"{s.max_error_s:.3g} s)",
-                    camera=camera,
-                    file=path,
-                    episodes=near,
-                )
+            text = (
+                f"{path}: {len(near)} episode window(s) have a frame more than {MARGIN_WARN_SHARE:.0%} of "
+                f"tolerance_s={tolerance_s} s from its timestamp (largest {s.max_error_s:.3g} s)"
             )
+            out.append(finding("timestamp_margin", text, camera=camera, file=path, episodes=near))
     if full_selection and checked:  # the overlap message already lists the unclaimed frames
         overlap = any(p.code == "episode_overlap" for p in problems)
         out.extend(
@@ -281,45 +259,21 @@ def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int
     finding fields naming the file and the episodes it holds)."""
     feat = meta.features.get(camera) or {}
     info = feat.get("info") or {}
-    out: list[Finding] = []
+    found: list[tuple[str, str]] = []
     if fmt.fourcc not in CODEC_NAMES:
-        out.append(
-            finding(
-                "codec_unsupported",
-                f"{path}: codec {fmt.fourcc!r} cannot be decoded here (AV1, H.264 and HEVC can)",
-                **where,
-            )
-        )
+        found.append(("codec_unsupported", f"codec {fmt.fourcc!r} cannot be decoded here (AV1, H.264 and HEVC can)"))
     want_codec = normalise_codec(info.get("video.codec"))
     if want_codec is not None and fmt.fourcc in CODEC_NAMES and want_codec != fmt.codec:
-        out.append(
-            finding(
-                "codec_mismatch",
-                f"{path}: info.json says video.codec={info.get('video.codec')!r} for "
-                f"{camera}, the file is {fmt.codec} ({fmt.fourcc})",
-                **where,
-            )
-        )
-    depth = is_depth_feature(feat)
-    if depth and fmt.pix_fmt is not None and fmt.pix_fmt not in DEPTH_PIX_FMTS:
-        out.append(
-            finding(
-                "depth_unsupported",
-                f"{path}: depth camera {camera} is encoded as {fmt.codec} "
-                f"{fmt.pix_fmt}; depth maps decode losslessly only as {', '.join(DEPTH_PIX_FMTS)}",
-                **where,
-            )
-        )
+        said = f"info.json says video.codec={info.get('video.codec')!r} for {camera}"
+        found.append(("codec_mismatch", f"{said}, the file is {fmt.codec} ({fmt.fourcc})"))
+    if is_depth_feature(feat) and fmt.pix_fmt is not None and fmt.pix_fmt not in DEPTH_PIX_FMTS:
+        only = f"depth maps decode losslessly only as {', '.join(DEPTH_PIX_FMTS)}"
+        found.append(("depth_unsupported", f"depth camera {camera} is encoded as {fmt.codec} {fmt.pix_fmt}; {only}"))
     want_pix = normalise_pix_fmt(info.get("video.pix_fmt"))
     if want_pix is not None and fmt.pix_fmt is not None and want_pix != fmt.pix_fmt:
-        out.append(
-            finding(
-                "pix_fmt_mismatch",
-                f"{path}: info.json says video.pix_fmt={info.get('video.pix_fmt')!r} "
-                f"for {camera}, the file is {fmt.pix_fmt}",
-                **where,
-            )
-        )
+        said = f"info.json says video.pix_fmt={info.get('video.pix_fmt')!r} for {camera}"
+        found.append(("pix_fmt_mismatch", f"{said}, the file is {fmt.pix_fmt}"))
+    out = [finding(code, f"{path}: {text}", **where) for code, text in found]
     shape = tuple(int(x) for x in (feat.get("shape") or ()))  # a 3-d shape: validate_source's check
     for key, value in (("video.height", h), ("video.width", w)):
         if info.get(key) is not None and int(info[key]) != value and len(shape) != 3:
