@@ -34,13 +34,13 @@ process, so they can exceed the run's wall time; docs/profiling.md says how to r
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from lerobotstream.dataset._counters import one_per_process
+from lerobotstream.loader._loader import usable_cpus
 
 __all__ = ["STAGES", "STAGE_KIND", "build_report", "format_report", "needed_bytes", "needed_bytes_of_tables"]
 
@@ -75,15 +75,9 @@ MIN_STEADY_BATCHES = 20
 _EXAMPLE_STEPS_MS = (10.0, 50.0, 100.0)
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
-
-
 def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | None:
-    """Compressed bytes the delivered samples needed, from the MP4 sample tables.
+    """Compressed bytes the delivered samples needed, from the MP4 sample tables (read through a
+    separate source: not counted in the run's bytes).
 
     Args:
         ds: the dataset (uses ``ds.meta``, ``ds.video_keys``, ``ds.fps``, ``ds.tolerance_s``).
@@ -93,10 +87,8 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
 
     Returns:
         ``{"needed_frame_bytes", "span_bytes", "episodes_touched"}``: the summed coded size of each
-        distinct (camera, episode, frame) sample, and of the GOP-aligned spans
-        (:func:`~lerobotstream.mp4.plan_span`) of each touched (episode, camera); None when the
-        tables cannot be read. Reads the MP4 tables through a separate source (not counted in
-        the run's bytes).
+        distinct (camera, episode, frame) sample, and of the GOP-aligned spans of each touched
+        (episode, camera); None when the tables cannot be read.
     """
     from lerobotstream.mp4.parse import parse_mp4
     from lerobotstream.sources import open_source
@@ -128,18 +120,9 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
 def needed_bytes_of_tables(
     meta: Any, video_keys: Any, table: Callable[[str], Any], anchors: Any, *, fps: float, tolerance_s: float
 ) -> dict[str, int]:
-    """:func:`needed_bytes` from sample tables already at hand (``tools/bench.py`` has them parsed).
-
-    Args:
-        meta: :class:`~lerobotstream.meta.DatasetMeta` (its ``episode(i)``).
-        video_keys: the cameras counted.
-        table: ``path -> SampleTable`` of a video file (called once or more per path).
-        anchors: delivered ``(episode_index, frame_index)`` pairs (duplicates allowed).
-        fps, tolerance_s: the dataset's frame rate (Hz) and timestamp tolerance (s).
-
-    Returns:
-        ``{"needed_frame_bytes", "span_bytes", "episodes_touched"}`` as :func:`needed_bytes`.
-    """
+    """:func:`needed_bytes` of one dataset from sample tables at hand (``tools/bench.py`` has them
+    parsed): ``table`` maps a video path to its ``SampleTable`` (called once or more per path),
+    ``anchors`` are ``(episode_index, frame_index)`` pairs, ``fps`` in Hz, ``tolerance_s`` in s."""
     from lerobotstream.mp4.spans import episode_frame_range, plan_span
 
     by_ep: dict[int, set[int]] = {}
@@ -289,7 +272,7 @@ def _stage_summary(stages: dict[str, float | None], ds: Any, nproc: int, wall: f
         "kind": dict(STAGE_KIND),
         "work_s": work_s,
         "busy_threads": work_s / wall if wall > 0 else None,
-        "cpu_count": _cpu_count(),
+        "cpu_count": usable_cpus(),
         "worker_stage_sum_s": worker_stage_sum,
         "threads_bound": threads_bound,
         "threads_bound_terms": {
@@ -502,39 +485,31 @@ def format_report(r: dict) -> str:
 
 def _throughput_lines(th: dict, la: dict) -> list[str]:
     """The report's throughput and latency sections."""
-    lines: list[str] = []
-    lines.append("throughput")
-    lines.append(
-        f"  samples/s            {_f(th['samples_per_s'])}   (steady, after first batch: {_f(th['steady_samples_per_s'])})"
+    step = la.get("simulated_step_s")
+    after = f"after the first batch {_f(la.get('steady_wait_fraction'), '.3f')}"
+    how = (
+        f"(simulated step {step * 1e3:.1f} ms; {after})"
+        if step
+        else "(no model step: ~1.0 by construction, see the verdict)"
     )
-    lines.append(f"  frames decoded/s     {_f(th['frames_per_s'])}   (steady: {_f(th['steady_frames_per_s'])})")
-    lines.append(
-        f"  samples / frames     {th['samples']} / {th['frames']} in {th['steps']} batches, {_f(th['wall_s'], '.2f', ' s')}"
-    )
-    lines.append("latency")
-    lines.append(f"  time to first batch  {_f(la['first_batch_s'], '.3f', ' s')}")
-    lines.append(
+    return [
+        "throughput",
+        f"  samples/s            {_f(th['samples_per_s'])}   (steady, after first batch: {_f(th['steady_samples_per_s'])})",
+        f"  frames decoded/s     {_f(th['frames_per_s'])}   (steady: {_f(th['steady_frames_per_s'])})",
+        f"  samples / frames     {th['samples']} / {th['frames']} in {th['steps']} batches, {_f(th['wall_s'], '.2f', ' s')}",
+        "latency",
+        f"  time to first batch  {_f(la['first_batch_s'], '.3f', ' s')}",
         f"  batch wait p50/p95/p99  {_f(la['batch_wait_p50_ms'], '.2f')} / {_f(la['batch_wait_p95_ms'], '.2f')} / "
-        f"{_f(la['batch_wait_p99_ms'], '.2f')} ms"
-    )
-    lines.append(
-        f"  data-wait fraction   {_f(la['data_wait_fraction'], '.3f')}"
-        + (
-            f"   (simulated step {la['simulated_step_s'] * 1e3:.1f} ms; after the first batch "
-            f"{_f(la.get('steady_wait_fraction'), '.3f')})"
-            if la.get("simulated_step_s")
-            else "   (no model step: ~1.0 by construction, see the verdict)"
-        )
-    )
-    return lines
+        f"{_f(la['batch_wait_p99_ms'], '.2f')} ms",
+        f"  data-wait fraction   {_f(la['data_wait_fraction'], '.3f')}   {how}",
+    ]
 
 
 def _stage_lines(st: dict, th: dict, cfg: dict) -> list[str]:
     """Seconds per stage, grouped start-up / work / waits, and the busy-threads bound."""
-    lines: list[str] = []
     # StreamLoader's threads mode runs its shards in this process: each is a stream with its own threads
     streams = "shard(s)" if str(cfg.get("loader", "")).startswith("StreamLoader threads") else "process(es)"
-    lines.append(f"stages (seconds summed over {st['processes']} {streams} and their threads)")
+    lines = [f"stages (seconds summed over {st['processes']} {streams} and their threads)"]
     kind = st.get("kind", STAGE_KIND)
     work_total = sum(v for k, v in st["seconds"].items() if v and kind.get(k) == "work")
     for group, title in (
@@ -571,22 +546,19 @@ def _stage_lines(st: dict, th: dict, cfg: dict) -> list[str]:
 
 def _bytes_lines(by: dict, mx: dict | None) -> list[str]:
     """Bytes fetched against what the delivered frames needed; a mixture's shares."""
-    lines: list[str] = []
-    lines.append("bytes")
-    lines.append(
+    lines = [
+        "bytes",
         f"  fetched              {_mib(by['fetched_bytes'])} in {by['requests']} requests ({by.get('retries', 0)} retries; "
-        f"MP4 payload {_mib(by.get('span_payload_bytes'))}, rest Parquet/other)"
-    )
+        f"MP4 payload {_mib(by.get('span_payload_bytes'))}, rest Parquet/other)",
+    ]
     if "needed_frame_bytes" in by:
-        lines.append(
+        lines += [
             f"  needed (coded frames delivered) {_mib(by['needed_frame_bytes'])}; GOP spans of "
-            f"{by['episodes_touched']} episodes {_mib(by['span_bytes'])}"
-        )
-        lines.append(
+            f"{by['episodes_touched']} episodes {_mib(by['span_bytes'])}",
             f"  MP4 payload fetched / needed {_f(by.get('fetched_over_needed'), '.2f', 'x')}   "
             f"/ spans of delivered episodes {_f(by.get('fetched_over_span'), '.2f', 'x')}   "
-            f"(all bytes / needed {_f(by.get('total_fetched_over_needed'), '.2f', 'x')}; > spans = prefetch ahead)"
-        )
+            f"(all bytes / needed {_f(by.get('total_fetched_over_needed'), '.2f', 'x')}; > spans = prefetch ahead)",
+        ]
     if mx:
         lines.append("mixture (samples delivered per dataset: share / weight share)")
         for rid, n, got, want in zip(mx["repo_ids"], mx["samples"], mx["shares"], mx["weight_shares"]):
@@ -601,13 +573,12 @@ def _bytes_lines(by: dict, mx: dict | None) -> list[str]:
 
 def _resource_lines(de: dict, me: dict, ca: dict) -> list[str]:
     """Decoder counters, peak memory per process, and the byte cache."""
-    lines: list[str] = []
-    lines.append(
+    lines = [
         f"decoder opens / fallbacks  {de['opens']} / {de['fallbacks']} (PyAV {de['pyav_fallbacks']}); "
         f"frames decoded / returned by workers {de['frames_decoded']} / {de['frames_returned']}; "
-        f"sidecar: {de['sidecar']}"
-    )
-    lines.append("memory (peak)")
+        f"sidecar: {de['sidecar']}",
+        "memory (peak)",
+    ]
     for p in me.get("processes", []):
         lines.append(
             f"  {p['role']:<10} pid {p['pid']:<8} RSS {_mib(p['peak_rss_bytes']):>12}   PSS {_mib(p['peak_pss_bytes']):>12}"

@@ -83,7 +83,7 @@ def validate_dataset(
     from lerobotstream._option_rules import check_tolerance
     from lerobotstream.meta import DatasetMeta
     from lerobotstream.validate._report import camera_summaries, faststart_findings
-    from lerobotstream.validate._scan import check_arguments, counters, default_workers, scan_files
+    from lerobotstream.validate._scan import check_arguments, counters, scan_files
     from lerobotstream.validate._tables import depth_findings, index_gap_findings, stats_findings, to_timestamp_findings
 
     check_arguments(decode_sample=decode_sample, workers=workers, tolerance_s=tolerance_s)
@@ -109,7 +109,7 @@ def validate_dataset(
         tolerance_s=tolerance_s,
         decode_sample=decode_sample,
         seed=seed,
-        workers=default_workers(source) if workers is None else workers,
+        workers=workers,
         headers_only=headers_only,
         progress=progress,
     )

@@ -45,11 +45,6 @@ def check_arguments(
     require(n.get("tolerance_s", "tolerance_s"), tolerance_s, rule.check(tolerance_s), rule.want)
 
 
-def default_workers(source: Any) -> int:
-    """:data:`REMOTE_WORKERS` on a remote store (no local path), else :data:`LOCAL_WORKERS`."""
-    return REMOTE_WORKERS if source.local_path(constants.INFO_PATH) is None else LOCAL_WORKERS
-
-
 def counters(source: Any) -> tuple[int, int]:
     """``(requests, bytes_read)`` of the source so far (0, 0 when it keeps no stats)."""
     st = getattr(source, "stats", None)
@@ -78,7 +73,7 @@ def scan_files(
     tolerance_s: float,
     decode_sample: int,
     seed: int,
-    workers: int,
+    workers: int | None,
     headers_only: bool,
     progress: bool,
 ) -> Scan:
@@ -88,7 +83,8 @@ def scan_files(
     Args:
         full: every episode is selected (file totals and unclaimed rows and frames are checked).
         decode_sample, seed: frames (and images) decoded per file, and the seed that draws them.
-        workers: threads; data files are queued first (a video job waits on its episodes'
+        workers: threads (None: :data:`LOCAL_WORKERS` on a local folder, :data:`REMOTE_WORKERS`
+            on a remote store, whose round trips they overlap); data files are queued first (a video job waits on its episodes'
             timestamps, which only jobs already running compute).
         headers_only: footers and MP4 headers only, no per-row column.
         progress: a tqdm bar on stderr over the files.
@@ -112,6 +108,8 @@ def scan_files(
     fps = float(meta.fps)
     scan = Scan(video_files=len(paths), data_files=len(data_paths))
     lock = threading.Lock()
+    if workers is None:
+        workers = REMOTE_WORKERS if source.local_path(constants.INFO_PATH) is None else LOCAL_WORKERS
 
     def data_job(p: str, i: int) -> tuple[list[Finding], Any]:
         found = data_findings(
@@ -151,7 +149,7 @@ def scan_files(
                     fut = data_futs.get(p)  # None: the data file is missing (reported as such)
                     rows = None if fut is None else fut.result()[1]  # its reads time out
                     if rows is not None:
-                        out.update((e, rows.timestamps[e]) for e in episodes if e in rows.timestamps)
+                        out.update((e, rows[2][e]) for e in episodes if e in rows[2])
                 return out
 
             futs: dict[cf.Future, tuple[str, str]] = {f: ("data", p) for p, f in data_futs.items()}
@@ -172,8 +170,8 @@ def scan_files(
         found, rows = results[("data", p)]
         data_found += found
         if rows is not None:
-            scan.findings += rows.findings
-            row_problems += rows.problems
+            row_problems += rows[0]
+            scan.findings += rows[1]
     scan.findings += merged_file_findings(data_found)
     for p in paths:
         found, summary, n, landing = results[("video", p)]
