@@ -197,9 +197,8 @@ def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, 
             video = ep.videos.get(camera)
             short = (ep.length / fps - (video.to_timestamp - video.from_timestamp)) * fps if video else 0.0
             if good and abs(short - (a - pos)) < 0.5:  # from_timestamp alone moved (unless a run covers it)
-                singles.append(
-                    (a - pos, pos, [w], f"to_timestamp - from_timestamp is {a - pos} frame(s) short of length/fps")
-                )
+                why = f"to_timestamp - from_timestamp is {a - pos} frame(s) short of length/fps"
+                singles.append((a - pos, pos, [w], why))
         elif a < pos and run is not None:
             if pos - a == run[0] and any(x[3] for x in ranges[run[2] : idx]):  # else their own errors say it
                 nxt = f"ends {run[0]} frame(s) into episode {w.episode_index}'s window"
@@ -207,14 +206,8 @@ def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, 
             run = None
         pos = max(pos, b)
     if run is not None and pos - n == run[0] and any(x[3] for x in ranges[run[2] :]):
-        runs.append(
-            (
-                run[0],
-                run[1],
-                [x[2] for x in ranges[run[2] :]],
-                f"the run ends {run[0]} frame(s) past the end of the file",
-            )
-        )
+        why = f"the run ends {run[0]} frame(s) past the end of the file"
+        runs.append((run[0], run[1], [x[2] for x in ranges[run[2] :]], why))
     if pos < n:
         gaps.append((pos, n))
     in_runs = {w.episode_index for *_g, ws, _why in runs for w in ws}
@@ -224,33 +217,20 @@ def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, 
         eps = [w.episode_index for w in ws]
         first = ws[0]
         label = f"episode {eps[0]}" if len(eps) == 1 else f"{len(eps)} episodes {eps[0]}..{eps[-1]}"
-        out.append(
-            finding(
-                "window_shift",
-                f"{label}, camera {camera}, file {path}: window(s) start {g} frame(s) "
-                f"late — frames [{start}, {start + g}) belong to no episode and {why}: the "
-                f"from_timestamp(s) were shifted by {g}/{meta.fps} s, so each streams frames that are not "
-                f"its own (episode {first.episode_index}: frames [{start + g}, {start + g + first.length}) "
-                f"instead of [{start}, {start + first.length}))",
-                episode_index=eps[0],
-                camera=camera,
-                file=path,
-                episodes=eps if len(eps) > 1 else None,
-            )
+        text = (
+            f"{label}, camera {camera}, file {path}: window(s) start {g} frame(s) late — frames [{start}, "
+            f"{start + g}) belong to no episode and {why}: the from_timestamp(s) were shifted by {g}/{meta.fps} s, "
+            f"so each streams frames that are not its own (episode {first.episode_index}: frames [{start + g}, "
+            f"{start + g + first.length}) instead of [{start}, {start + first.length}))"
         )
+        out.append(finding("window_shift", text, episode_index=eps[0], camera=camera, file=path, episodes=eps))
     if gaps and not runs and all(good for *_r, good in ranges):  # a failed window's frames are not known
         nfree = sum(b - a for a, b in gaps)
         shown = ", ".join(f"[{a}, {b})" for a, b in gaps[:4]) + (" ..." if len(gaps) > 4 else "")
         after = [w.episode_index for a, _b, w, _ok in ranges if any(a == g1 for _g0, g1 in gaps)]
-        out.append(
-            finding(
-                "unclaimed_frames",
-                f"{path}: {nfree} of its {n} frames belong to no episode: {shown}"
-                + (f"; the episodes after the gaps: {after[:8]}" if after else ""),
-                camera=camera,
-                file=path,
-            )
-        )
+        text = f"{path}: {nfree} of its {n} frames belong to no episode: {shown}"
+        text += f"; the episodes after the gaps: {after[:8]}" if after else ""
+        out.append(finding("unclaimed_frames", text, camera=camera, file=path))
     return out
 
 
