@@ -189,7 +189,7 @@ def _copy_data(
         table = table.set_column(
             table.schema.get_field_index("index"), "index", pa.array(np.arange(start, start + n, dtype=np.int64))
         )
-        c, f, _ = roller.place(table.nbytes)
+        c, f = roller.place(table.nbytes)
         groups.setdefault((c, f), []).append(table)
         rows.append(
             {

@@ -27,14 +27,18 @@ Content-Range and bytes), ``short`` (206 whose body and Content-Length are too s
 
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
 import html
 import json
 import os
+import shutil
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -102,14 +106,6 @@ def _inside(folder: Path, rel: str) -> Path | None:
     return folder / rel
 
 
-def _entries(folder: Path, sub: str, recursive: bool):
-    base = _inside(folder, sub)
-    if base is None or not base.is_dir():
-        return None
-    it = sorted(base.rglob("*") if recursive else base.iterdir())
-    return [(p.relative_to(folder).as_posix(), p) for p in it]
-
-
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     state: State
@@ -153,23 +149,11 @@ class Handler(BaseHTTPRequestHandler):
     def _json(self, obj, status=200, headers=None):
         self._send(status, json.dumps(obj).encode(), headers)
 
+    def _error(self, status: int, message: str, code: str):
+        self._json({"error": message}, status, {"X-Error-Code": code})
+
     def _not_found(self, code="EntryNotFound"):
-        self._json({"error": "not found"}, 404, {"X-Error-Code": code})
-
-    def do_HEAD(self):
-        self._dispatch()
-
-    def do_GET(self):
-        self._dispatch()
-
-    def do_POST(self):
-        self._dispatch()
-
-    def do_PUT(self):
-        self._dispatch()
-
-    def do_DELETE(self):
-        self._dispatch()
+        self._error(404, "not found", code)
 
     def _dispatch(self):
         st = self.state
@@ -197,10 +181,7 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(fault.get("delay_s", 1.0))
             fault = None
         if fault and fault["kind"] == "reset":
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.close_connection = True
-            self.connection.close()
-            return
+            return self._reset()
         if fault and fault["kind"] == "status":
             h = {"Retry-After": fault["retry_after"]} if "retry_after" in fault else {}
             return self._json({"error": "injected"}, fault.get("status", 500), h)
@@ -224,6 +205,8 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             return
         self._not_found()
+
+    do_HEAD = do_GET = do_POST = do_PUT = do_DELETE = _dispatch
 
     def _control(self, what: str):
         st = self.state
@@ -259,13 +242,11 @@ class Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else b""
         if self.headers.get("Content-Encoding") == "gzip":
-            import gzip
-
             body = gzip.decompress(body)
         with st.lock:
             ds = self._dataset(repo)
             if ds is None:
-                self._json({"error": "Repository not found"}, 404, {"X-Error-Code": "RepoNotFound"})
+                self._error(404, "Repository not found", "RepoNotFound")
                 return True
             if op == "branch":
                 if rev in ds["refs"]:
@@ -274,13 +255,13 @@ class Handler(BaseHTTPRequestHandler):
                 start = (json.loads(body or b"{}") or {}).get("startingPoint") or "main"
                 sha = self._sha_of(ds, start)
                 if sha is None:
-                    self._json({"error": "Invalid rev id"}, 404, {"X-Error-Code": "RevisionNotFound"})
+                    self._error(404, "Invalid rev id", "RevisionNotFound")
                     return True
                 ds["refs"][rev] = sha
                 self._json({"ok": True})
                 return True
             if rev not in ds["refs"]:  # uploads go to branches only
-                self._json({"error": f"Invalid rev id: {rev}"}, 404, {"X-Error-Code": "RevisionNotFound"})
+                self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
                 return True
             if op == "preupload":
                 files = (json.loads(body or b"{}") or {}).get("files", [])
@@ -297,8 +278,6 @@ class Handler(BaseHTTPRequestHandler):
             parent = ds["refs"][rev]
             lines = [json.loads(x) for x in body.splitlines() if x.strip()]
             sha = hashlib.sha1(parent.encode() + body).hexdigest()
-            import shutil
-            import tempfile
 
             def link_or_copy(a, b):
                 try:
@@ -308,8 +287,6 @@ class Handler(BaseHTTPRequestHandler):
 
             folder = Path(tempfile.mkdtemp(prefix=f"commit-{sha[:8]}-", dir=st.config.get("scratch")))
             shutil.copytree(ds["commits"][parent], folder, copy_function=link_or_copy, dirs_exist_ok=True)
-            import base64
-
             for item in lines:
                 if item.get("key") == "file":
                     dst = folder / item["value"]["path"]
@@ -369,19 +346,17 @@ class Handler(BaseHTTPRequestHandler):
         if fault and fault["kind"] == "short":
             body = body[: max(0, len(body) // 2)]
         headers["Content-Range"] = cr
-        if fault and fault["kind"] == "truncate":
-            self.send_response(206)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body[: len(body) // 2])
+        if fault and fault["kind"] == "truncate":  # announces the whole range, sends half of it
+            self._send(206, body[: len(body) // 2], headers, "application/octet-stream", length=len(body))
             self.wfile.flush()
-            self.close_connection = True
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.connection.close()
-            return
+            return self._reset()
         self._send(206, body, headers, "application/octet-stream")
+
+    def _reset(self) -> None:
+        """Close the connection with a TCP RST (``SO_LINGER`` 0)."""
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
 
     # --- fake Hub ------------------------------------------------------------------------------
     def _dataset(self, repo: str):
@@ -393,46 +368,37 @@ class Handler(BaseHTTPRequestHandler):
         return ds["refs"].get(rev)
 
     def _tree(self, folder: Path, sub: str, recursive: bool, bucket: bool):
-        ents = _entries(folder, sub, recursive)
-        if ents is None:
+        base = _inside(folder, sub)
+        if base is None or not base.is_dir():
             return None
         out = []
-        for rel, p in ents:
+        for p in sorted(base.rglob("*") if recursive else base.iterdir()):
+            rel = p.relative_to(folder).as_posix()
             if p.is_dir():
                 out.append({"type": "directory", "path": rel, "oid": "0" * 40})
                 continue
             sha1, sha256 = self.state.file_hashes(p)
-            size = p.stat().st_size
+            entry = {"type": "file", "path": rel, "size": p.stat().st_size}
             if bucket:
-                out.append(
-                    {"type": "file", "path": rel, "size": size, "xetHash": sha256, "mtime": "2026-01-01T00:00:00.000Z"}
-                )
+                out.append(entry | {"xetHash": sha256, "mtime": "2026-01-01T00:00:00.000Z"})
             else:
-                out.append(
-                    {
-                        "type": "file",
-                        "path": rel,
-                        "size": size,
-                        "oid": sha1,
-                        "lfs": {"oid": sha256, "size": size, "pointerSize": 134},
-                    }
-                )
+                out.append(entry | {"oid": sha1, "lfs": {"oid": sha256, "size": entry["size"], "pointerSize": 134}})
         return out
 
     def _api_dataset(self, parts, q):
         repo = "/".join(parts[:2])
         ds = self._dataset(repo)
         if ds is None:
-            return self._json({"error": "Repository not found"}, 404, {"X-Error-Code": "RepoNotFound"})
+            return self._error(404, "Repository not found", "RepoNotFound")
         if len(parts) >= 4 and parts[2] == "revision":
             sha = self._sha_of(ds, "/".join(parts[3:]))
             if sha is None:
-                return self._json({"error": "Invalid rev id"}, 404, {"X-Error-Code": "RevisionNotFound"})
+                return self._error(404, "Invalid rev id", "RevisionNotFound")
             return self._json({"id": repo, "sha": sha, "private": False, "siblings": []})
         if len(parts) >= 4 and parts[2] == "tree":
             sha = self._sha_of(ds, parts[3])
             if sha is None:
-                return self._json({"error": "Invalid rev id"}, 404, {"X-Error-Code": "RevisionNotFound"})
+                return self._error(404, "Invalid rev id", "RevisionNotFound")
             tree = self._tree(
                 Path(ds["commits"][sha]), "/".join(parts[4:]), q.get("recursive", ["False"])[0].lower() == "true", False
             )
@@ -443,7 +409,7 @@ class Handler(BaseHTTPRequestHandler):
         bid = "/".join(parts[:2])
         folder = self.state.config.get("buckets", {}).get(bid)
         if folder is None:
-            return self._json({"error": "Bucket not found"}, 404, {"X-Error-Code": "RepoNotFound"})
+            return self._error(404, "Bucket not found", "RepoNotFound")
         if len(parts) == 2:
             return self._json(
                 {"id": bid, "private": False, "createdAt": "2026-01-01T00:00:00.000Z", "size": 0, "totalFiles": 0}
