@@ -13,16 +13,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from lerobotstream import constants
+from lerobotstream import __version__, constants
 from lerobotstream.integrations.lerobot import patching
 
 __all__ = ["main", "run_command", "streaming_help", "unknown_dataset_flag", "one_line_error"]
-
-
-def _version() -> str:
-    from lerobotstream import __version__
-
-    return __version__
 
 
 def run_command(argv: list[str], parse_and_train: Callable[[], Any]) -> None:
@@ -48,7 +42,7 @@ def run_command(argv: list[str], parse_and_train: Callable[[], Any]) -> None:
             lerobot = version("lerobot")
         except PackageNotFoundError:
             lerobot = "not installed"
-        print(f"lerobotstream {_version()} (lerobot {lerobot})")
+        print(f"lerobotstream {__version__} (lerobot {lerobot})")
         return
     debug = "--debug" in argv or constants.debug_enabled()
     argv = [a for a in argv if a != "--debug"]

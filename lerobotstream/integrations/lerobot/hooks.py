@@ -15,31 +15,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lerobotstream import constants
+from lerobotstream import __version__, constants
 from lerobotstream._slow import announce_if_slow
 from lerobotstream.integrations.lerobot import patching
 from lerobotstream.integrations.lerobot import resume as _resume
 from lerobotstream.integrations.lerobot.factory import TrainingStream, make_streaming_datasets, streaming_seed
 from lerobotstream.integrations.lerobot.summary import BatchCounters, sidecar_status, summarize
 
+# (rank, world_size): the process group's, else the launcher's RANK / WORLD_SIZE (also after the
+# group is destroyed), else (0, 1): the rule the stream's sharding follows
+from lerobotstream.planner._world import discover_world as world
+
 __all__ = ["Run", "world"]
 
 log = logging.getLogger("lerobotstream.train")
-
-
-def world() -> tuple[int, int]:
-    """``(rank, world_size)`` of this process: the process group's, else the launcher's ``RANK`` /
-    ``WORLD_SIZE`` (torchrun, accelerate; also after the group is destroyed), else ``(0, 1)``
-    (:func:`~lerobotstream.planner._world.discover_world`, the rule the stream's sharding follows)."""
-    from lerobotstream.planner._world import discover_world
-
-    return discover_world()
-
-
-def _version() -> str:
-    from lerobotstream import __version__
-
-    return __version__
 
 
 class Run:
@@ -89,7 +78,7 @@ class Run:
             log.info(
                 "lerobotstream: %s on lerobot %s: %r, %d frames in %d episodes, seed %s, num_workers %d, "
                 "%s frames, setup %.2f s, sidecar: %s",
-                _version(),
+                __version__,
                 version("lerobot"),
                 ds,
                 stream.num_frames,

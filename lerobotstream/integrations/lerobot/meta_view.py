@@ -25,6 +25,16 @@ import numpy as np
 
 __all__ = ["LeRobotMetaView", "EpisodeTable"]
 
+#: ``info.json`` fields the view answers as LeRobot's metadata attributes of the same names
+_INFO_FIELDS = (
+    "robot_type",
+    "chunks_size",
+    "data_path",
+    "video_path",
+    "data_files_size_in_mb",
+    "video_files_size_in_mb",
+)
+
 
 class _EpisodeColumn(Sequence):
     """One column of :class:`EpisodeTable`: ``column[episode_index]`` and iteration in episode order."""
@@ -132,34 +142,9 @@ class LeRobotMetaView:
         self.root = None if root is None or "://" in str(root) else Path(root)
         self.episodes = EpisodeTable(meta.episodes)
 
-    # --- counts and layout ----------------------------------------------------------------------
-    @property
-    def robot_type(self) -> str | None:
-        return self._meta.info.get("robot_type")
-
     @property
     def total_tasks(self) -> int:
         return len(self._meta.tasks)
-
-    @property
-    def chunks_size(self) -> int | None:
-        return self._meta.info.get("chunks_size")
-
-    @property
-    def data_path(self) -> str:
-        return self._meta.info["data_path"]
-
-    @property
-    def video_path(self) -> str | None:
-        return self._meta.info.get("video_path")
-
-    @property
-    def data_files_size_in_mb(self) -> int | None:
-        return self._meta.info.get("data_files_size_in_mb")
-
-    @property
-    def video_files_size_in_mb(self) -> int | None:
-        return self._meta.info.get("video_files_size_in_mb")
 
     # --- tasks ----------------------------------------------------------------------------------
     @property
@@ -181,6 +166,8 @@ class LeRobotMetaView:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "_meta":
             raise AttributeError(name)
+        if name in _INFO_FIELDS:  # None when info.json lacks it (data_path never does)
+            return self._meta.info.get(name)
         if name == "rescale_depth_stats":  # would rescale the dataset's copy, not this one
             raise AttributeError("rescale_depth_stats: the stats are already in the dataset's depth_output_unit")
         return getattr(self._meta, name)

@@ -50,20 +50,13 @@ _PATCHED = (*DATASET_SEAMS, "cycle", "save_checkpoint", "Accelerator", "generate
 _originals: dict[str, Any] = {}
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    out = []
-    for part in text.split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out)
-
-
 def lerobot_version() -> tuple[int, ...]:
     """The installed LeRobot version as a tuple (``(0, 6, 1)``). Raises LeRobotIntegrationError."""
     try:
         from importlib.metadata import version
 
-        return _version_tuple(version("lerobot"))
+        parts = ("".join(ch for ch in part if ch.isdigit()) for part in version("lerobot").split(".")[:3])
+        return tuple(int(digits or 0) for digits in parts)
     except Exception as e:  # PackageNotFoundError
         raise LeRobotIntegrationError(
             "lerobotstream-train needs LeRobot (pip install 'lerobot[dataset]==0.6.1' accelerate; "
@@ -149,7 +142,8 @@ def model_card_target() -> tuple[Any, bool]:
     """Where LeRobot's ``generate_model_card`` lives: ``(PreTrainedPolicy, True)`` (0.6.1, 0.4.4: a
     method taking the dataset repo id) or ``(lerobot.common.train_utils, False)`` (main after 0.6.1:
     a free function of ``(model_cfg, cfg, dataset_meta)``)."""
-    policy = _policy_class()
+    from lerobot.policies.pretrained import PreTrainedPolicy as policy
+
     if hasattr(policy, "generate_model_card"):
         return policy, True
     try:
@@ -159,12 +153,6 @@ def model_card_target() -> tuple[Any, bool]:
     if not hasattr(train_utils, "generate_model_card"):
         raise LeRobotIntegrationError("lerobot.common.train_utils has no generate_model_card")
     return train_utils, False
-
-
-def _policy_class() -> Any:
-    from lerobot.policies.pretrained import PreTrainedPolicy
-
-    return PreTrainedPolicy
 
 
 @contextlib.contextmanager
