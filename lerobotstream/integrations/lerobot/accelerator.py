@@ -1,10 +1,8 @@
-"""accelerate's ``Accelerator`` as LeRobot builds it, for streams: LeRobot's own settings (mixed
-precision, CPU, DDP kwargs), except that a stream's DataLoader is not re-sharded (each rank
-already streams its own episodes; accelerate would split or dispatch its batches a second time).
-Instead the stream's DataLoader is collated with :class:`~lerobotstream.PackedCollate`
-over LeRobot's collate (the same batches, fewer shared-memory files from the workers) and, unless
-``--dataset.streaming_loader=dataloader``, replaced by a :class:`~lerobotstream.StreamLoader` with
-its settings. Batches move to the policy device in LeRobot's preprocessor as usual.
+"""accelerate's ``Accelerator`` as LeRobot builds it (mixed precision, CPU, DDP kwargs), except that
+a stream's DataLoader is not re-sharded (each rank already streams its own episodes). Instead it is
+collated with :class:`~lerobotstream.PackedCollate` over LeRobot's collate (the same batches, fewer
+shared-memory files) and, unless ``--dataset.streaming_loader=dataloader``, replaced by a
+:class:`~lerobotstream.StreamLoader` with its settings.
 """
 
 from __future__ import annotations

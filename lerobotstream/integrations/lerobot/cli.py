@@ -1,10 +1,7 @@
-"""The command line of ``lerobotstream-train`` around LeRobot's own parser: ``--version``,
-the streaming section of ``--help``, a mistyped ``--dataset.*`` flag named with the closest one,
-``--debug``, and every error as one line with its exit status (:func:`run_command`).
-
-Nothing here imports LeRobot at module level (``--version`` answers before it loads); the flags
-themselves are the fields of
-:class:`~lerobotstream.integrations.lerobot.config.StreamingDatasetConfig`.
+"""The command line of ``lerobotstream-train`` around LeRobot's parser: ``--version``, the
+streaming section of ``--help``, a mistyped ``--dataset.*`` flag named with the closest one,
+``--debug``, and every error as one line with its exit status (:func:`run_command`). LeRobot is
+not imported at module level (``--version`` answers before it loads).
 """
 
 from __future__ import annotations

@@ -1,22 +1,19 @@
-"""Dataset factory for ``lerobotstream-train``: config → train (and eval) :class:`TrainingStream`.
+"""Dataset factory for ``lerobotstream-train``: config -> train (and eval) :class:`TrainingStream`.
 
 ``make_streaming_datasets(cfg)`` does what LeRobot 0.6.1's ``make_train_eval_datasets`` does for
-map-style datasets — delta timestamps from the trainable config, image transforms, ImageNet stats
-(not for depth keys), depth stats in ``depth_output_unit``, the per-task ``eval_split`` — but
-builds :class:`lerobotstream.StreamingLeRobotDataset` streams with the ``--dataset.streaming_*``
-options, ``max_num_shards = max(1, num_workers)`` and the training seed (``--seed=null`` → 42):
+map-style datasets (delta timestamps from the trainable config, image transforms, ImageNet stats
+except for depth keys, depth stats in ``depth_output_unit``, the per-task ``eval_split``) but builds
+:class:`lerobotstream.StreamingLeRobotDataset` streams with the ``--dataset.streaming_*`` options,
+``max_num_shards = max(1, num_workers)`` and the training seed (``--seed=null`` -> 42):
 
-* train: ``repeat=True``, shuffled by the sampling strategy, ``drop_n_last_frames`` from the
-  policy (LeRobot's ``EpisodeAwareSampler`` rule), uint8 camera frames when LeRobot's training loop
-  converts them (0.6.x), float32 otherwise (0.4.4);
-* eval (``eval_split > 0``): the held-out episodes, ``sampling_strategy="sequential"``,
-  ``repeat=False`` (each pass over the eval DataLoader visits every frame once), no image
-  transforms, no per-sample tags. LeRobot itself falls back to map-style datasets for both halves.
+* train: ``repeat=True``, ``drop_n_last_frames`` from the policy (LeRobot's ``EpisodeAwareSampler``
+  rule), uint8 camera frames when LeRobot's loop converts them (0.6.x), float32 otherwise (0.4.4);
+* eval (``eval_split > 0``): the held-out episodes, sequential, ``repeat=False`` (every frame once
+  per pass), no image transforms, no per-sample tags.
 
 ``--dataset.repo_id='[a,b]'`` (``--dataset.root`` a matching list, ``--dataset.streaming_weights``
 optional) builds :class:`lerobotstream.StreamingMultiLeRobotDataset` streams instead: delta
-timestamps resolved against each dataset's own fps, the per-task ``eval_split`` applied to each
-dataset, ``dataset.meta`` the mixture's (common features, aggregated stats).
+timestamps per dataset's fps, ``eval_split`` per dataset, ``dataset.meta`` the mixture's.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""What ``lerobotstream-train`` puts in place of LeRobot's names while a streaming run trains
-(:func:`patching.installed` swaps them in): :class:`Run` holds one run's state, and its methods are
-the patched dataset factory (0.6.x ``make_train_eval_datasets``, 0.4.4 ``make_dataset``), ``cycle``
-(LeRobot's endless iteration plus the summary's counters and the optional batch trace) and
-``save_checkpoint`` (LeRobot's, then the stream state beside ``training_step.json``). A map-style
-run, or another DataLoader, goes to LeRobot's originals unchanged.
+"""What ``lerobotstream-train`` puts in place of LeRobot's names during a streaming run
+(:func:`patching.installed`): :class:`Run` holds the run's state; its methods are the dataset
+factory (0.6.x ``make_train_eval_datasets``, 0.4.4 ``make_dataset``), ``cycle`` (plus the summary's
+counters and the optional batch trace) and ``save_checkpoint`` (plus the stream state). A
+map-style run, or another DataLoader, goes to LeRobot's originals unchanged.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """``dataset.meta`` as LeRobot's code reads it: a ``LeRobotDatasetMetadata``-shaped view over
 :class:`lerobotstream.meta.DatasetMeta`.
 
-What lerobot-train 0.6.1, its policy and processor factories, the model card
-(``PreTrainedPolicy.push_model_to_hub``) and the reward models read from
-``LeRobotDatasetMetadata`` (found by reading LeRobot 0.6.1's ``lerobot_train.py``, ``policies/``,
-``processor/``, ``rewards/``, ``datasets/factory.py`` and ``datasets/dataset_metadata.py``):
-``features``, ``fps``, ``stats`` (numpy arrays, mutable: LeRobot writes ImageNet stats into it),
-``camera_keys`` / ``video_keys`` / ``image_keys`` / ``depth_keys``, ``has_language_columns``,
-``tools``, ``tasks`` (a pandas DataFrame indexed by task string, column ``task_index``),
-``episodes`` (columns by name, rows by episode index), ``total_episodes`` / ``total_frames`` /
-``total_tasks``, ``robot_type``, ``repo_id``, ``root``, ``chunks_size``, ``data_path`` /
-``video_path``, ``names`` / ``shapes``, ``get_task_index``. This view adds the LeRobot-shaped ones
-(``stats``, ``tasks``, ``episodes``, ``root``, the ``info`` fields); the others are
+What LeRobot 0.6.1's ``lerobot_train.py``, ``policies/``, ``processor/``, ``rewards/`` and
+``datasets/`` read from ``LeRobotDatasetMetadata``: ``features``, ``fps``, ``stats`` (numpy, mutable:
+LeRobot writes ImageNet stats into it), ``camera_keys`` / ``video_keys`` / ``image_keys`` /
+``depth_keys``, ``has_language_columns``, ``tools``, ``tasks`` (a DataFrame indexed by task,
+column ``task_index``), ``episodes`` (columns by name, rows by episode index), ``total_*``,
+``robot_type``, ``repo_id``, ``root``, ``chunks_size``, ``data_path`` / ``video_path``, ``names`` /
+``shapes``, ``get_task_index``. This view adds the LeRobot-shaped ones; the others are
 :class:`~lerobotstream.meta.DatasetMeta`'s own, with LeRobot's names and meanings.
 """
 

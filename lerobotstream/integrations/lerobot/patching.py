@@ -1,25 +1,20 @@
 """The ONLY place where lerobotstream patches LeRobot (kept small on purpose).
 
-LeRobot's ``lerobot_train.train`` looks up module-level names that have no public hook. While
+``lerobot_train.train`` looks up module-level names that have no public hook; while
 ``lerobotstream-train --dataset.streaming=true`` runs, :func:`installed` swaps them for ours and
 restores them afterwards:
 
-* the dataset factory: ``make_train_eval_datasets`` (LeRobot 0.6.x: returns ``(train, eval or
-  None)``) or ``make_dataset`` (0.4.4) builds :class:`lerobotstream.StreamingLeRobotDataset`
-  streams (map-style path: the original factory, unchanged);
-* ``cycle``: the same endless iteration, plus step-time / data-wait accounting and the optional
-  batch trace (other DataLoaders: the original ``cycle``);
-* ``save_checkpoint``: the original, then the stream state next to ``training_step.json``;
-* ``Accelerator`` (``accelerate.Accelerator``, and ``lerobot_train.Accelerator`` where 0.4.4
-  imports it at module level): a subclass that leaves the stream's DataLoaders as they are, so
-  LeRobot builds it with its own settings (mixed precision from the policy's dtype, CPU from
-  ``cfg.trainable_config.device``, DDP kwargs) and never re-shards a stream;
+* the dataset factory: ``make_train_eval_datasets`` (LeRobot 0.6.x: ``(train, eval or None)``) or
+  ``make_dataset`` (0.4.4);
+* ``cycle``: the same endless iteration plus the summary's counters and the optional batch trace;
+* ``save_checkpoint``: the original, then the stream state beside ``training_step.json``;
+* ``Accelerator`` (``accelerate.Accelerator``, and ``lerobot_train.Accelerator`` where 0.4.4 imports
+  it): a subclass that LeRobot builds with its own settings but that never re-shards a stream;
 * ``generate_model_card`` (``PreTrainedPolicy.generate_model_card``; on LeRobot main the free
-  function ``lerobot.common.train_utils.generate_model_card``; used when a policy is pushed to the Hub): for a mixture, the card lists every dataset and the weights.
+  function ``lerobot.common.train_utils.generate_model_card``): for a mixture, every dataset.
 
-Everything else uses public seams: draccus config subclasses and ``parser.wrap``.
-:func:`check_lerobot` refuses LeRobot versions that lack these names with a message naming what is
-missing.
+Everything else uses public seams (draccus config subclasses, ``parser.wrap``).
+:func:`check_lerobot` refuses a LeRobot that lacks these names, naming what is missing.
 """
 
 from __future__ import annotations

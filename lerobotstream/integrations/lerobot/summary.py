@@ -1,14 +1,12 @@
 """The streaming summary of a ``lerobotstream-train`` run: what the training loop saw of the train
-stream (:class:`BatchCounters`), the summary dict written to ``<output_dir>/streaming_summary.json``
+stream (:class:`BatchCounters`), the dict written to ``<output_dir>/streaming_summary.json``
 (:func:`summarize`) and its terminal lines (:func:`format_summary`).
 
-Figures: this rank's samples/s over the loop (from the first ``next`` on the loader, so worker
-start-up counts) and, when every rank's figures were gathered before the process group ended
+Figures: this rank's samples/s over the loop (worker start-up included) and, when gathered
 (:func:`gather_ranks`), the ranks' sum; the share of step time spent waiting for a batch after the
-first batch; the payload bytes and requests this rank's shards fetched (carried back on the items'
-bookkeeping tags, see :data:`~lerobotstream.integrations.lerobot.factory.TAG_KEYS`; prefetch ahead
-of the last step included) beside the bytes of the selected episodes' MP4 and Parquet files; the
-sidecar status, the collate and the loader as it ran.
+first; the payload bytes and requests this rank's shards fetched (carried on the items' tags,
+:data:`~lerobotstream.integrations.lerobot.factory.TAG_KEYS`) beside the selected episodes' MP4
+and Parquet bytes; the sidecar status, the collate and the loader as it ran.
 """
 
 from __future__ import annotations
