@@ -1,20 +1,14 @@
 """Convert a local LeRobotDataset v2.1 folder (or the subset of its episodes present) to v3.0.
 
-No re-encoding: each camera's per-episode MP4s are joined with FFmpeg's concat demuxer and
-``-c copy``; ``videos/<key>/from_timestamp`` is the summed real duration (PyAV
-``stream.duration * time_base``, as LeRobot's ``get_video_duration_in_s``) of the episodes before
-it in the same file. The per-episode data Parquet files are merged into
-``data/chunk-000/file-000.parquet`` (rolling over at ``--data-file-size-mb``) with ``index``
-renumbered to be contiguous from 0. Episodes whose data Parquet is absent are skipped, and the
-kept episodes are **renumbered 0..N-1 in their original order** (v3 readers expect contiguous
-indices); the mapping is written to ``meta/episode_index_map.json``.
+No re-encoding: each camera's episode MP4s are joined by stream copy; ``from_timestamp`` is the
+summed real duration (PyAV, as LeRobot's ``get_video_duration_in_s``) of the episodes before it in
+its file. The episodes' data Parquet files are merged (rolling over at ``data_file_size_mb``) with
+``index`` renumbered from 0. Episodes whose data Parquet or videos are absent are skipped and the
+kept ones **renumbered 0..N-1 in their original order** (v3 readers expect contiguous indices);
+the mapping is written to ``meta/episode_index_map.json``. Episode metadata, tasks, per-episode
+stats (``stats/<feature>/<stat>`` columns) and ``meta/stats.json`` follow LeRobot v3.0's layout.
 
-Episode metadata, tasks (pandas-index form), per-episode stats (as ``stats/<feature>/<stat>``
-columns) and the aggregated ``meta/stats.json`` follow LeRobot v3.0's layout.
-
-From Python: ``lerobotstream.testing.convert_v21_to_v30(src, dst)``; from a checkout, the CLI::
-
-    python -m tools.convert_v21_to_v30 data/testmedia/lerobot-v21-g1-subset data/g1_v30
+CLI of a checkout: ``python -m tools.convert_v21_to_v30 data/testmedia/lerobot-v21-g1-subset data/g1_v30``.
 """
 
 from __future__ import annotations
