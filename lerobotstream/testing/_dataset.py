@@ -362,14 +362,9 @@ def _write_episode_shards(root: Path, spec: _Spec, ep_rows: list[dict[str, Any]]
     for (c, f), rows in shards.items():
         cols: dict[str, pa.Array] = {name: pa.array([r[name] for r in rows], pa.int64()) for name in int_columns}
         for key, _, _ in [*spec.cameras, *spec.depth_cameras]:
-            for suffix, typ in (
-                ("chunk_index", pa.int64()),
-                ("file_index", pa.int64()),
-                ("from_timestamp", pa.float64()),
-                ("to_timestamp", pa.float64()),
-            ):
+            for suffix in ("chunk_index", "file_index", "from_timestamp", "to_timestamp"):
                 name = f"videos/{key}/{suffix}"
-                cols[name] = pa.array([r[name] for r in rows], typ)
+                cols[name] = pa.array([r[name] for r in rows], pa.float64() if "time" in suffix else pa.int64())
         cols["tasks"] = pa.array([r["tasks"] for r in rows], pa.list_(pa.string()))
         for name in ("length", "meta/episodes/chunk_index", "meta/episodes/file_index"):
             cols[name] = pa.array([r[name] for r in rows], pa.int64())
@@ -413,23 +408,13 @@ def _video_feature(spec: _Spec, width: int, height: int, depth: bool) -> dict[st
         "has_audio": False,
     }
     if depth:
-        depth_min, depth_max, shift, use_log = spec.depth_quantizer
         del info["video.is_depth_map"]
-        info = {"is_depth_map": True, "depth_unit": "mm", **info}
-        info.update(
-            {
-                "video.g": 2,
-                "video.crf": 30,
-                "video.preset": None,
-                "video.fast_decode": 0,
-                "video.video_backend": "pyav",
-                "video.extra_options": {"x265-params": "lossless=1"},
-                "video.depth_min": depth_min,
-                "video.depth_max": depth_max,
-                "video.shift": shift,
-                "video.use_log": use_log,
-            }
+        encoder = {"video.g": 2, "video.crf": 30, "video.preset": None, "video.fast_decode": 0}
+        encoder |= {"video.video_backend": "pyav", "video.extra_options": {"x265-params": "lossless=1"}}
+        quantizer = dict(
+            zip(("video.depth_min", "video.depth_max", "video.shift", "video.use_log"), spec.depth_quantizer)
         )
+        info = {"is_depth_map": True, "depth_unit": "mm", **info, **encoder, **quantizer}
     return {
         "dtype": "video",
         "shape": [height, width, 1 if depth else 3],
@@ -461,14 +446,8 @@ def _info(spec: _Spec) -> dict[str, Any]:
             "names": ["height", "width", "channels"],
             "info": {"is_depth_map": True, "depth_unit": "mm"},
         }
-    for name, dtype in (
-        ("timestamp", "float32"),
-        ("frame_index", "int64"),
-        ("episode_index", "int64"),
-        ("index", "int64"),
-        ("task_index", "int64"),
-    ):
-        features[name] = {"dtype": dtype, "shape": [1], "names": None}
+    for name in ("timestamp", "frame_index", "episode_index", "index", "task_index"):
+        features[name] = {"dtype": "float32" if name == "timestamp" else "int64", "shape": [1], "names": None}
     if spec.language:  # lerobot.datasets.language.language_feature_info()
         for name in ("language_persistent", "language_events"):
             features[name] = {"dtype": "language", "shape": [1], "names": None}

@@ -19,7 +19,7 @@ from lerobotstream._slow import announce_if_slow
 from lerobotstream.integrations.lerobot import patching
 from lerobotstream.integrations.lerobot import resume as _resume
 from lerobotstream.integrations.lerobot.factory import TrainingStream, make_streaming_datasets, streaming_seed
-from lerobotstream.integrations.lerobot.summary import BatchCounters, sidecar_status, summarize
+from lerobotstream.integrations.lerobot.summary import BatchCounters, summarize
 
 # (rank, world_size): the process group's, else the launcher's RANK / WORLD_SIZE (also after the
 # group is destroyed), else (0, 1): the rule the stream's sharding follows
@@ -70,7 +70,7 @@ class Run:
             self._resume(cfg, stream)
         self.stream = stream
         ds = stream.dataset
-        self.sidecar_status = getattr(stream, "sidecar_status", None) or sidecar_status(ds)
+        self.sidecar_status = stream.sidecar_status  # how this process obtained the MP4 sidecar
         if rank == 0:
             from importlib.metadata import version
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_PROCESS, TAG_REQUESTS, TAG_WORKER
 
-__all__ = ["BatchCounters", "summarize", "format_summary", "sidecar_status", "rank_figures", "gather_ranks"]
+__all__ = ["BatchCounters", "summarize", "format_summary", "rank_figures", "gather_ranks"]
 
 
 class BatchCounters:
@@ -87,7 +87,6 @@ def summarize(
     the ranks' summed samples/s."""
     c = counters
     elapsed = _elapsed(c)
-    files = _dataset_bytes(dataset) if dataset is not None else None
     every = _all_ranks(ranks, world_size)
     return {
         "rank": rank,
@@ -106,9 +105,7 @@ def summarize(
         "data_wait_s": round(c.wait_s, 3),
         "payload_bytes_fetched": sum(c.process_bytes.values()),
         "payload_requests": sum(c.process_requests.values()),
-        "dataset_bytes": None if files is None else files["total"],
-        "dataset_mp4_bytes": None if files is None else files["mp4"],
-        "dataset_parquet_bytes": None if files is None else files["parquet"],
+        **_dataset_bytes(dataset),
         "sidecar": sidecar,
         "collate": collate,
         "loader": loader,
@@ -173,30 +170,22 @@ def _mixture_summary(ds: Any, counts: dict[int, int]) -> dict[str, Any]:
     }
 
 
-def _dataset_bytes(ds: Any) -> dict[str, int] | None:
-    """Bytes of the MP4 and Parquet files the selected episodes live in: ``{"mp4", "parquet",
-    "total"}`` (None if unknown). MP4 files are sized where the payload is read (``data_root``)."""
+def _dataset_bytes(ds: Any) -> dict[str, int | None]:
+    """``dataset_bytes`` / ``dataset_mp4_bytes`` / ``dataset_parquet_bytes``: the MP4 (sized where
+    the payload is read, ``data_root``) and Parquet files the selected episodes live in (None if
+    unknown)."""
+    mp4 = parquet = None
     try:
-        mp4 = parquet = 0
-        for child in getattr(ds, "datasets", [ds]):  # a mixture: every dataset's files
-            meta = child.meta
-            source = child.reader_config().payload_source
-            mp4 += int(sum(source.size(p) for p in meta.video_paths()))
-            parquet += int(sum(source.size(p) for p in meta.data_paths()))
-        return {"mp4": mp4, "parquet": parquet, "total": mp4 + parquet}
+        if ds is not None:
+            mp4 = parquet = 0
+            for child in getattr(ds, "datasets", [ds]):  # a mixture: every dataset's files
+                source = child.reader_config().payload_source
+                mp4 += int(sum(source.size(p) for p in child.meta.video_paths()))
+                parquet += int(sum(source.size(p) for p in child.meta.data_paths()))
     except Exception:  # summary only: never fail a finished training run over it
-        return None
-
-
-def sidecar_status(ds: Any) -> Any:
-    """How the dataset's sidecar was found (``"cache"``, ``"published"``, ``"built"``), or what the
-    dataset reports instead."""
-    for name in ("sidecar_status", "sidecar_info"):
-        v = getattr(ds, name, None)
-        if v is not None:
-            return v() if callable(v) else v
-    st = ds.stats() if hasattr(ds, "stats") else {}
-    return (st or {}).get("sidecar", "not reported by this dataset version")
+        mp4 = parquet = None
+    total = None if mp4 is None else mp4 + parquet
+    return {"dataset_bytes": total, "dataset_mp4_bytes": mp4, "dataset_parquet_bytes": parquet}
 
 
 def _fmt_bytes(n: int | None) -> str:
