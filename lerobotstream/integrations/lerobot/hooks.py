@@ -75,26 +75,16 @@ class Run:
             from importlib.metadata import version
 
             log.info(
-                "lerobotstream: %s on lerobot %s: %r, %d frames in %d episodes, seed %s, num_workers %d, "
-                "%s frames, setup %.2f s, sidecar: %s",
-                __version__,
-                version("lerobot"),
-                ds,
-                stream.num_frames,
-                stream.num_episodes,
-                self.seed,
-                cfg.num_workers,
-                "uint8" if ds.return_uint8 else "float32",
-                time.perf_counter() - t0,
-                self.sidecar_status,
+                f"lerobotstream: {__version__} on lerobot {version('lerobot')}: {ds!r}, {stream.num_frames} frames in "
+                f"{stream.num_episodes} episodes, seed {self.seed}, num_workers {cfg.num_workers}, "
+                f"{'uint8' if ds.return_uint8 else 'float32'} frames, setup {time.perf_counter() - t0:.2f} s, "
+                f"sidecar: {self.sidecar_status}"
             )
             if evaluation is not None:
+                most = f", at most {evaluation.max_samples} samples" if evaluation.max_samples else ""
                 log.info(
-                    "lerobotstream: eval stream %r, %d frames in %d episodes (sequential, every frame once per pass%s)",
-                    evaluation.dataset,
-                    evaluation.num_frames,
-                    evaluation.num_episodes,
-                    f", at most {evaluation.max_samples} samples" if evaluation.max_samples else "",
+                    f"lerobotstream: eval stream {evaluation.dataset!r}, {evaluation.num_frames} frames in "
+                    f"{evaluation.num_episodes} episodes (sequential, every frame once per pass{most})"
                 )
         return stream, evaluation
 
