@@ -28,12 +28,11 @@ from lerobotstream.testing._media import (
     DATA_PATH,
     EPISODES_PATH,
     VIDEO_PATH,
-    _concat,
-    _place_episode_video,
     _Roller,
     _tasks_table,
     _write_json,
     _write_parquet,
+    _write_videos,
 )
 
 
@@ -110,14 +109,9 @@ def convert(
     rows = _copy_data(
         tmp, [v21_data(old) for old in kept], [episodes_meta[old] for old in kept], data_file_size_mb, chunks_size
     )
-    for key in video_keys:  # stream copy with the concat demuxer
-        roller = _Roller(video_file_size_mb, None, chunks_size)
-        parts: dict[tuple[int, int], list[Path]] = {}
-        elapsed: dict[tuple[int, int], float] = {}
-        for row, old in zip(rows, kept):
-            _place_episode_video(v21_video(old, key), key, row, roller, parts, elapsed)
-        for (c, f), paths in parts.items():
-            _concat(paths, tmp / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), faststart=False)
+    for key in video_keys:  # stream copy
+        parts = [v21_video(old, key) for old in kept]
+        _write_videos(tmp, key, parts, rows, _Roller(video_file_size_mb, None, chunks_size), faststart=False)
     _write_episodes_meta(tmp, rows, video_keys, list(info["features"]), [ep_stats.get(old, {}) for old in kept])
     _write_parquet(_tasks_table(tasks, "pandas_index"), tmp / "meta/tasks.parquet")
     stats = {

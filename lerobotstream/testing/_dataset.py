@@ -60,17 +60,16 @@ from lerobotstream.testing._media import (
     EPISODES_PATH,
     VIDEO_PATH,
     _channel_stats,
-    _concat,
     _depth_stats,
     _encode_depth_episode,
     _encode_episode,
     _encoder_args,
-    _place_episode_video,
     _Roller,
     _stats,
     _tasks_table,
     _write_json,
     _write_parquet,
+    _write_videos,
 )
 
 
@@ -280,16 +279,8 @@ def _write_data_files(root: Path, spec: _Spec, ep_rows: list[dict], ep_tables: l
         _write_parquet(table, root / DATA_PATH.format(chunk_index=c, file_index=f))
 
 
-def _write_camera_videos(root: Path, spec: _Spec, key: str, ep_rows: list[dict], encode: Any) -> None:
-    """Encode each episode of camera ``key`` (``encode(ep, length) -> part path``), place it into
-    the camera's video files (LeRobot's roll-over), record its window and concatenate each file."""
-    roller = _Roller(spec.video_file_size_mb, spec.episodes_per_video_file, spec.chunks_size)
-    pending: dict[tuple[int, int], list[Path]] = {}
-    elapsed: dict[tuple[int, int], float] = {}
-    for ep, length in enumerate(spec.episode_lengths):
-        _place_episode_video(encode(ep, length), key, ep_rows[ep], roller, pending, elapsed)
-    for (c, f), parts in pending.items():
-        _concat(parts, root / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), spec.faststart)
+def _video_roller(spec: _Spec) -> _Roller:
+    return _Roller(spec.video_file_size_mb, spec.episodes_per_video_file, spec.chunks_size)
 
 
 def _write_rgb_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows: list[dict]) -> dict[str, list]:
@@ -311,7 +302,8 @@ def _write_rgb_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows:
         pix_max = np.maximum(pix_max, flat.max(0) * 255)
         return part
 
-    _write_camera_videos(root, spec, key, ep_rows, encode)
+    parts = (encode(ep, length) for ep, length in enumerate(spec.episode_lengths))
+    _write_videos(root, key, parts, ep_rows, _video_roller(spec), spec.faststart)
     n = spec.total_frames * width * height
     mean = pix_sum / n
     std = np.sqrt(np.maximum(pix_sq / n - mean**2, 0.0))
@@ -330,7 +322,8 @@ def _write_depth_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_row
         _encode_depth_episode(quantize_depth(mm, spec.depth_quantizer), spec.fps, part, spec.depth_pix_fmt)
         return part
 
-    _write_camera_videos(root, spec, key, ep_rows, encode)
+    parts = (encode(ep, length) for ep, length in enumerate(spec.episode_lengths))
+    _write_videos(root, key, parts, ep_rows, _video_roller(spec), spec.faststart)
     return _depth_stats(np.concatenate(values), spec.total_frames)
 
 

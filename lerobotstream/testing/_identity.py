@@ -114,7 +114,7 @@ def read_identity(frame: Any) -> tuple[int, int, int]:
     grey = _to_grey_hw(frame)
     height, width = grey.shape
     ys, xs = _cell_edges(height, GRID_ROWS), _cell_edges(width, GRID_COLS)
-    bits = []
+    word = 0  # the cells' bits, row by row, each read from the middle half of its cell
     for r in range(GRID_ROWS):
         y0, y1 = ys[r], ys[r + 1]
         my = (y1 - y0) // 4
@@ -122,18 +122,16 @@ def read_identity(frame: Any) -> tuple[int, int, int]:
             x0, x1 = xs[c], xs[c + 1]
             mx = (x1 - x0) // 4
             cell = grey[y0 + my : max(y1 - my, y0 + my + 1), x0 + mx : max(x1 - mx, x0 + mx + 1)]
-            bits.append(1 if cell.mean() >= 127.5 else 0)
-    word = 0
-    for b in bits:
-        word = (word << 1) | b
+            word = (word << 1) | int(cell.mean() >= 127.5)
     ndata = _EP_BITS + _FRAME_BITS + _CAM_BITS
     data, crc = word >> _CRC_BITS, word & ((1 << _CRC_BITS) - 1)
     if _crc12(data, ndata) != crc:
         raise ValueError(f"identity checksum failed (read bits {word:012x}): not an intact generated frame")
-    camera_index = data & ((1 << _CAM_BITS) - 1)
-    frame_index = (data >> _CAM_BITS) & ((1 << _FRAME_BITS) - 1)
-    episode_index = data >> (_CAM_BITS + _FRAME_BITS)
-    return int(episode_index), int(frame_index), int(camera_index)
+    return (
+        data >> (_CAM_BITS + _FRAME_BITS),
+        (data >> _CAM_BITS) & ((1 << _FRAME_BITS) - 1),
+        data & ((1 << _CAM_BITS) - 1),
+    )
 
 
 # --- LeRobot 0.6 cameras: depth, images, language ---------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -229,16 +229,24 @@ class _Roller:
         return self.chunk_index, self.file_index
 
 
-def _place_episode_video(part: Path, key: str, row: dict, roller: Any, pending: dict, elapsed: dict) -> None:
-    """Put one episode's MP4 ``part`` into the next video file of camera ``key`` (``roller``: the
-    LeRobot writer's file roll-over), queue it for concatenation (``pending``) and record its chunk,
-    file and ``[from_timestamp, to_timestamp)`` window (seconds, ``elapsed`` per file) in ``row``."""
-    duration = video_duration_s(part)
-    c, f = roller.place(part.stat().st_size)
-    from_ts = elapsed.get((c, f), 0.0)
-    elapsed[(c, f)] = from_ts + duration
-    pending.setdefault((c, f), []).append(part)
-    row[f"videos/{key}/chunk_index"] = c
-    row[f"videos/{key}/file_index"] = f
-    row[f"videos/{key}/from_timestamp"] = from_ts
-    row[f"videos/{key}/to_timestamp"] = from_ts + duration
+def _write_videos(
+    root: Path, key: str, parts: Iterable[Path], rows: list[dict], roller: _Roller, faststart: bool
+) -> None:
+    """Put each episode's MP4 (``parts``, in episode order; ``rows``: their ``meta/episodes`` rows)
+    into camera ``key``'s video files by LeRobot's roll-over (``roller``), record each episode's
+    chunk, file and ``[from_timestamp, to_timestamp)`` window (seconds) in its row, then join
+    each file's episodes (:func:`_concat`)."""
+    pending: dict[tuple[int, int], list[Path]] = {}
+    elapsed: dict[tuple[int, int], float] = {}
+    for part, row in zip(parts, rows):
+        duration = video_duration_s(part)
+        c, f = roller.place(part.stat().st_size)
+        from_ts = elapsed.get((c, f), 0.0)
+        elapsed[(c, f)] = from_ts + duration
+        pending.setdefault((c, f), []).append(part)
+        row[f"videos/{key}/chunk_index"] = c
+        row[f"videos/{key}/file_index"] = f
+        row[f"videos/{key}/from_timestamp"] = from_ts
+        row[f"videos/{key}/to_timestamp"] = from_ts + duration
+    for (c, f), paths in pending.items():
+        _concat(paths, root / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), faststart)
