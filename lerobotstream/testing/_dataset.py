@@ -418,27 +418,19 @@ def _video_feature(spec: _Spec, width: int, height: int, depth: bool) -> dict[st
 
 def _info(spec: _Spec) -> dict[str, Any]:
     """``meta/info.json``: LeRobot v3.0's keys, every feature, ``tools`` with language."""
-    features: dict[str, Any] = {
-        "observation.state": {
-            "dtype": "float32",
-            "shape": [spec.state_dim],
-            "names": [f"s{i}" for i in range(spec.state_dim)],
-        },
-        "action": {"dtype": "float32", "shape": [spec.action_dim], "names": [f"a{i}" for i in range(spec.action_dim)]},
-    }
+    features: dict[str, Any] = {}
+    for key, letter, dim in (("observation.state", "s", spec.state_dim), ("action", "a", spec.action_dim)):
+        features[key] = {"dtype": "float32", "shape": [dim], "names": [f"{letter}{i}" for i in range(dim)]}
     for key, width, height in spec.cameras:
         features[key] = _video_feature(spec, width, height, depth=False)
     for key, width, height in spec.depth_cameras:
         features[key] = _video_feature(spec, width, height, depth=True)
+    hwc = ["height", "width", "channels"]
     for key, width, height in spec.image_cameras:
-        features[key] = {"dtype": "image", "shape": [height, width, 3], "names": ["height", "width", "channels"]}
+        features[key] = {"dtype": "image", "shape": [height, width, 3], "names": hwc}
+    depth = {"is_depth_map": True, "depth_unit": "mm"}
     for key, width, height in spec.depth_image_cameras:
-        features[key] = {
-            "dtype": "image",
-            "shape": [height, width, 1],
-            "names": ["height", "width", "channels"],
-            "info": {"is_depth_map": True, "depth_unit": "mm"},
-        }
+        features[key] = {"dtype": "image", "shape": [height, width, 1], "names": hwc, "info": depth}
     for name in ("timestamp", "frame_index", "episode_index", "index", "task_index"):
         features[name] = {"dtype": "float32" if name == "timestamp" else "int64", "shape": [1], "names": None}
     if spec.language:  # lerobot.datasets.language.language_feature_info()

@@ -156,13 +156,8 @@ def _stats(values: np.ndarray) -> dict[str, list]:
 
 def _channel_stats(lo: Any, hi: Any, mean: Any, std: Any, count: int) -> dict[str, list]:
     """Per-channel stats of a camera feature, each value shaped (1, 1) like LeRobot's."""
-    return {
-        "min": [[[v]] for v in lo],
-        "max": [[[v]] for v in hi],
-        "mean": [[[v]] for v in mean],
-        "std": [[[v]] for v in std],
-        "count": [count],
-    }
+    per_channel = zip(("min", "max", "mean", "std"), (lo, hi, mean, std))
+    return {stat: [[[v]] for v in values] for stat, values in per_channel} | {"count": [count]}
 
 
 def _depth_stats(values_mm: np.ndarray, count: int) -> dict[str, list]:

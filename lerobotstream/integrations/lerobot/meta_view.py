@@ -22,14 +22,7 @@ import numpy as np
 __all__ = ["LeRobotMetaView", "EpisodeTable"]
 
 #: ``info.json`` fields the view answers as LeRobot's metadata attributes of the same names
-_INFO_FIELDS = (
-    "robot_type",
-    "chunks_size",
-    "data_path",
-    "video_path",
-    "data_files_size_in_mb",
-    "video_files_size_in_mb",
-)
+_INFO_FIELDS = "robot_type chunks_size data_path video_path data_files_size_in_mb video_files_size_in_mb".split()
 
 
 class _EpisodeColumn(Sequence):
@@ -83,14 +76,8 @@ class EpisodeTable:
                 "tasks": list(ep.tasks),
             }
             for key, v in ep.videos.items():
-                row.update(
-                    {
-                        f"videos/{key}/chunk_index": v.chunk_index,
-                        f"videos/{key}/file_index": v.file_index,
-                        f"videos/{key}/from_timestamp": v.from_timestamp,
-                        f"videos/{key}/to_timestamp": v.to_timestamp,
-                    }
-                )
+                for field in ("chunk_index", "file_index", "from_timestamp", "to_timestamp"):
+                    row[f"videos/{key}/{field}"] = getattr(v, field)
             self._rows[int(ep.episode_index)] = row
         self.column_names: list[str] = list(next(iter(self._rows.values()), {}))
 
@@ -142,17 +129,15 @@ class LeRobotMetaView:
     def total_tasks(self) -> int:
         return len(self._meta.tasks)
 
-    # --- tasks ----------------------------------------------------------------------------------
     @property
     def tasks(self):
         """pandas.DataFrame indexed by task string (index name ``task``), column ``task_index``."""
         import pandas as pd
 
-        frame = pd.DataFrame(
+        return pd.DataFrame(
             {"task_index": np.arange(len(self._meta.tasks), dtype=np.int64)},
             index=pd.Index(list(self._meta.tasks), name="task"),
         )
-        return frame
 
     def get_task_index(self, task: str) -> int | None:
         """``task_index`` of a task string, or None when the dataset has no such task (LeRobot's contract)."""

@@ -36,24 +36,11 @@ STATE_FILE = "lerobotstream_stream.json"
 #: ``{"format", "step", "run": run_settings(), "stream": <the stream's state>, "digest"}``
 FORMAT = "lerobotstream-train-stream/2"
 
-#: why each setting fixes the order: the stream state's fields (named as the options) and the
-#: run's own settings (:func:`run_settings`)
+#: why a setting an elastic resume cannot change fixes the order: the stream state's fields (named
+#: as the options) and the run's own settings (:func:`run_settings`)
 _WHY = {
-    "world_size": "each rank owns a shard of episodes computed from the world size, so another "
-    "world size gives every rank other episodes",
-    "batch_size": "the resume offset is step x batch size and, with several DataLoader workers, "
-    "batches are taken from the workers in turn, so another batch size moves every "
-    "batch boundary",
-    "num_workers": "each DataLoader worker owns its own part of the rank's episodes with its own pool, "
-    "so another worker count changes ownership and the order",
     "seed": "the episode and frame order is drawn from the seed (a run started before the seed "
     "reached the stream used 42: pass --seed=42)",
-    "sampling_strategy": "the strategy decides which resident episode gives the next frame",
-    "episode_pool_size": "the pool size decides how many episodes are mixed at once",
-    "byte_budget": "the byte budget decides when the next episode may be admitted",
-    "repeat": "an endless stream and finite epochs play other orders",
-    "drop_last": "dropping each worker's short last batch moves the batch boundaries",
-    "equalize": "equalized epochs stop every rank after the smallest rank's batch count",
     "episodes": "the episode selection is what the order is drawn over",
     "episodes_digest": "the selected episodes and their anchor counts are what the order is drawn over",
     "mixture": "the mixture (datasets, weights) sets each dataset's share of the samples and the mix order",
@@ -70,8 +57,7 @@ ELASTIC_RULES = (
     "strategy, pool size and byte budget (the rest of the epoch is replanned over them), but needs the "
     "same dataset, episodes, seed, weights, partitions, drop_n_last_frames and eval_split as the checkpointed run. "
     "Resume with those settings, or start a new run from the checkpoint's policy weights "
-    "(--policy.path=<checkpoint>/pretrained_model) "
-    "if you need different ones."
+    "(--policy.path=<checkpoint>/pretrained_model) if you need different ones."
 )
 
 
