@@ -7,7 +7,6 @@ Every ``os.environ`` lookup of the library lives here.
 | ``HF_LEROBOT_HOME`` | ``$HF_HOME/lerobot`` (``~/.cache/huggingface/lerobot``) | local cache root (sidecars, indexes) |
 | ``LEROBOTSTREAM_INDEX_DIR`` | ``$HF_LEROBOT_HOME/streaming-indexes`` | derived memory-mapped indexes |
 | ``LEROBOTSTREAM_SIDECAR_DIR`` | ``$HF_LEROBOT_HOME/streaming-sidecars`` | revision-keyed sidecar cache |
-| ``LEROBOTSTREAM_LOG_EVERY_S`` | ``0`` (off) | period of the streaming log line, seconds |
 | ``LEROBOTSTREAM_DEBUG`` | unset | CLIs print tracebacks instead of a one-line error |
 """
 
@@ -27,7 +26,6 @@ HF_HOME = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")
 HF_LEROBOT_HOME = Path(os.environ.get("HF_LEROBOT_HOME", HF_HOME / "lerobot")).expanduser()
 INDEX_DIR = Path(os.environ.get("LEROBOTSTREAM_INDEX_DIR", HF_LEROBOT_HOME / "streaming-indexes")).expanduser()
 SIDECAR_DIR = Path(os.environ.get("LEROBOTSTREAM_SIDECAR_DIR", HF_LEROBOT_HOME / "streaming-sidecars")).expanduser()
-LOG_EVERY_S = _as_float(os.environ.get("LEROBOTSTREAM_LOG_EVERY_S"), 0.0)
 
 
 def debug_enabled() -> bool:
@@ -67,7 +65,6 @@ MAX_NUM_WORKERS = 1024
 GIB = 1 << 30
 
 # LeRobot v3 layout (LeRobotDataset v3.0 on-disk format): every path of it is defined here, once
-CODEBASE_VERSION = "v3.0"
 INFO_PATH = "meta/info.json"
 TASKS_PATH = "meta/tasks.parquet"
 STATS_PATH = "meta/stats.json"
@@ -80,11 +77,6 @@ DEFAULT_EPISODES_PATH = EPISODES_DIR + "/chunk-{chunk_index:03d}/file-{file_inde
 FIRST_SHARD_PATH = DEFAULT_EPISODES_PATH.format(chunk_index=0, file_index=0)
 SIDECAR_BRANCH = "lerobot-sidecars"
 BUCKET_SIDECAR_DIR = "meta/mp4-sidecars"
-
-
-def hf_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` is set to a true value (read at call time; tests toggle it)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def distributed_env() -> tuple[str | None, str | None]:

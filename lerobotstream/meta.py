@@ -142,14 +142,6 @@ class DatasetMeta:
         """Frames in the selection."""
         return int(self.episode_lengths.sum())
 
-    @property
-    def data_path_template(self) -> str:
-        return self.info["data_path"]
-
-    @property
-    def video_path_template(self) -> str | None:
-        return self.info.get("video_path")
-
     # --- LeRobot 0.6 features: depth maps, language columns, tools --------------------------------
     @property
     def depth_keys(self) -> list[str]:

@@ -140,10 +140,6 @@ class _SingleFlight:
             _, old = self.done.popitem(last=False)
             self._held -= self._nbytes(old)
 
-    @property
-    def held_bytes(self) -> int:
-        return self._held
-
 
 class SourceFile(io.RawIOBase):
     """Read-only, seekable file object over one file of a ByteSource (what pyarrow reads from).
@@ -598,13 +594,3 @@ def _validate(part: pa.Table, ep: int, length: int, path: str, root: str) -> Non
     problem = episode_rows_problem(part.column("episode_index").to_numpy(), fi, ep, length)
     if problem is not None:
         raise EpisodeDataError(f"episode {ep} in {path} ({root}): {problem.message}", episode_index=ep, path=path)
-
-
-def read_episode_rows(
-    source: ByteSource,
-    data_path: str,
-    episode_lengths: Mapping[int, int],
-    columns: Sequence[str] | None = None,
-) -> dict[int, pa.Table]:
-    """One-shot form of :meth:`EpisodeParquetReader.read` (no footer cache across calls)."""
-    return EpisodeParquetReader(source, columns).read(data_path, episode_lengths)
