@@ -9,8 +9,6 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["check_output_file", "write_text_atomic"]
-
 
 def check_output_file(path: str | os.PathLike, *, flag: str) -> None:
     """Refuse, before any work, a path that :func:`write_text_atomic` could not write as a file.

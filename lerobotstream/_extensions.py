@@ -17,8 +17,6 @@ from pathlib import Path
 
 from lerobotstream.errors import ExtensionBuildError
 
-__all__ = ["MissingExtensionFinder", "install"]
-
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 

@@ -34,8 +34,6 @@ import sys
 import threading
 import time
 
-__all__ = ["TRIM_SLACK_BYTES", "available", "kept_free_bytes", "stats", "trim"]
-
 _DEFAULT_SLACK_MIB = 256
 
 
@@ -57,18 +55,7 @@ TRIM_SLACK_BYTES = _slack_bytes()
 class _MallInfo2(ctypes.Structure):
     _fields_ = [
         (n, ctypes.c_size_t)
-        for n in (
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        )
+        for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
     ]
 
 

@@ -9,8 +9,6 @@ from typing import Any
 
 from lerobotstream.options import StreamOptions, option_info
 
-__all__ = ["add_cli_flags"]
-
 
 def _none_or(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
     def conv(text: str) -> Any:

@@ -37,8 +37,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DiskCache", "LAYOUT"]
-
 LAYOUT = "lerobotstream-payload-v1"
 _MAGIC = b"LRSPAYL1"
 _HEADER = struct.Struct("<8sQ32s16x")  # magic, payload length, sha256(key), padding: 64 bytes
@@ -109,11 +107,7 @@ class DiskCache:
             return None
         ok = len(blob) == n
         if ok:
-            (
-                magic,
-                size,
-                kdig,
-            ) = _HEADER.unpack_from(blob)
+            magic, size, kdig = _HEADER.unpack_from(blob)
             payload = blob[_HEADER.size : _HEADER.size + int(length)]
             ok = (
                 magic == _MAGIC

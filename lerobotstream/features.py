@@ -16,25 +16,6 @@ import numpy as np
 from lerobotstream.constants import INFO_PATH
 from lerobotstream.errors import MetadataError, Problem
 
-__all__ = [
-    "LANGUAGE_COLUMNS",
-    "DEPTH_PIX_FMTS",
-    "DEFAULT_TOOLS",
-    "REQUIRED_DATA_COLUMNS",
-    "DepthQuantizer",
-    "is_depth_feature",
-    "depth_quantizer_of",
-    "rescale_depth_stats",
-    "scale_stat",
-    "aggregate_stats",
-    "row_shape_matches",
-    "row_off_shape",
-    "frame_hwc",
-    "is_image_column_type",
-    "data_columns_problem",
-]
-
-
 #: LeRobot 0.6.1's language columns (``lerobot.datasets.language.LANGUAGE_COLUMNS``)
 LANGUAGE_COLUMNS = ("language_persistent", "language_events")
 #: columns every ``data/`` file must have whatever ``info.json`` declares (item assembly reads them:

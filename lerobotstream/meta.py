@@ -364,42 +364,27 @@ MAX_LISTED_EPISODES = 10_000
 class EpisodeVideo:
     """Where one episode of one camera lives inside a concatenated MP4."""
 
-    path: str
-    """MP4 path relative to the dataset root (``videos/<key>/chunk-XXX/file-XXX.mp4``)."""
-    chunk_index: int
-    """``videos/<key>/chunk_index``."""
-    file_index: int
-    """``videos/<key>/file_index``."""
-    from_timestamp: float
-    """Start of the episode inside the MP4, seconds (float64, as stored)."""
-    to_timestamp: float
-    """End of the episode inside the MP4, seconds (float64, as stored)."""
+    path: str  # MP4 path relative to the dataset root (``videos/<key>/chunk-XXX/file-XXX.mp4``)
+    chunk_index: int  # ``videos/<key>/chunk_index``
+    file_index: int  # ``videos/<key>/file_index``
+    from_timestamp: float  # start of the episode inside the MP4, seconds (float64, as stored)
+    to_timestamp: float  # end of the episode inside the MP4, seconds (float64, as stored)
 
 
 @dataclass(frozen=True)
 class EpisodeInfo:
     """One row of ``meta/episodes`` (``stats/*`` dropped)."""
 
-    episode_index: int
-    """Episode id (``episode_index`` column)."""
-    length: int
-    """Number of frames; equals ``dataset_to_index - dataset_from_index``."""
-    dataset_from_index: int
-    """Global ``index`` of the episode's first frame (inclusive)."""
-    dataset_to_index: int
-    """One past the global ``index`` of its last frame (half-open)."""
-    data_path: str
-    """Parquet file holding its rows, relative to the root."""
-    data_chunk_index: int
-    """``data/chunk_index``."""
-    data_file_index: int
-    """``data/file_index``."""
-    videos: dict[str, EpisodeVideo] = field(default_factory=dict)
-    """Per video key (camera): its window in a concatenated MP4."""
-    tasks: tuple[str, ...] = ()
-    """Task strings of the episode (``tasks`` column; empty when absent)."""
-    shard: str = ""
-    """The ``meta/episodes`` shard this row came from (for messages)."""
+    episode_index: int  # episode id (``episode_index`` column)
+    length: int  # number of frames; equals ``dataset_to_index - dataset_from_index``
+    dataset_from_index: int  # global ``index`` of the episode's first frame (inclusive)
+    dataset_to_index: int  # one past the global ``index`` of its last frame (half-open)
+    data_path: str  # Parquet file holding its rows, relative to the root
+    data_chunk_index: int  # ``data/chunk_index``
+    data_file_index: int  # ``data/file_index``
+    videos: dict[str, EpisodeVideo] = field(default_factory=dict)  # per camera: its window in an MP4
+    tasks: tuple[str, ...] = ()  # task strings of the episode (``tasks`` column; empty when absent)
+    shard: str = ""  # the ``meta/episodes`` shard this row came from (for messages)
 
 
 def _selected(episodes: Iterable[Any], held: np.ndarray) -> tuple[list[int], list[Any]]:
@@ -437,16 +422,12 @@ def _selected(episodes: Iterable[Any], held: np.ndarray) -> tuple[list[int], lis
 class _Columns:
     """The columns of every ``meta/episodes`` row (all shards, file order), as numpy arrays."""
 
-    ints: dict[str, np.ndarray]
-    """int64 values of each required column (nulls read as 0; see ``null``)."""
-    null: dict[str, np.ndarray]
-    """bool, per required column: the row's value is null."""
+    ints: dict[str, np.ndarray]  # int64 values of each required column (nulls read as 0; see ``null``)
+    null: dict[str, np.ndarray]  # bool, per required column: the row's value is null
+    # per camera: chunk_index, file_index (int64), from/to_timestamp (float64), any null (bool)
     videos: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
-    """Per camera: chunk_index, file_index (int64), from/to_timestamp (float64), any null (bool)."""
-    tasks: Any
-    """``pyarrow`` list<string> array of each row's tasks (null: none)."""
-    shard_id: np.ndarray
-    """int32, the shard (index into ``shards``) of each row."""
+    tasks: Any  # ``pyarrow`` list<string> array of each row's tasks (null: none)
+    shard_id: np.ndarray  # int32, the shard (index into ``shards``) of each row
     shards: list[str]
     data_tpl: str
     video_tpl: str | None
