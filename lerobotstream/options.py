@@ -23,6 +23,7 @@ import functools
 import inspect
 import math
 import re
+import typing
 from collections import abc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -398,8 +399,7 @@ class StreamOptions:
         """Check every option (in declaration order); returns ``self``.
 
         Raises:
-            StreamingConfigError: the first option whose value breaks its rule (names it, its value
-                and the rule).
+            StreamingConfigError: the first option breaking its rule (names it, its value, the rule).
         """
         for info in option_info():
             value = getattr(self, info.name)
@@ -429,14 +429,11 @@ class StreamOptions:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def resolved(self) -> StreamOptions:
-        """These options checked (:meth:`validate`) and resolved: numbers and flags as their
-        declared Python type (``int``, ``float``, ``bool``; None stays None), ``seed=None`` as
+        """These options checked (:meth:`validate`) and resolved, as a stream keeps them
+        (``ds.options``): numbers as their declared type, ``seed=None`` as
         ``constants.SEED_WHEN_NONE``, ``video_backend=None`` as ``"torchcodec"``,
-        ``num_workers=None`` as ``max_num_shards`` when it is > 1, else 0, ``episodes`` as a
-        tuple of ints, ``camera_keys`` as a tuple of str, ``delta_timestamps`` as a new dict of
-        tuples of floats: what a stream keeps as ``ds.options`` (frozen, and holding none of the
-        caller's lists: changing them later changes nothing; resolving it again gives the same
-        values).
+        ``num_workers=None`` as ``max_num_shards`` when > 1 else 0, ``episodes`` / ``camera_keys``
+        / ``delta_timestamps`` as new tuples (none of the caller's lists kept). Idempotent.
 
         Raises:
             StreamingConfigError: as :meth:`validate`.
@@ -477,14 +474,12 @@ class StreamOptions:
         cls, options: StreamOptions | None, positional: Sequence[Any], keywords: dict[str, Any], owner: str
     ) -> StreamOptions:
         """The options of a constructor call: ``options`` (or the defaults), LeRobot's positional
-        arguments (:data:`LEROBOT_POSITIONAL` order), then ``keywords``; one-shot iterators given
-        as ``episodes`` / ``camera_keys`` are read once, here, and a ``torch.device`` becomes its
-        string.
+        arguments (:data:`LEROBOT_POSITIONAL` order), then ``keywords``; iterators given as
+        ``episodes`` / ``camera_keys`` are read once, here; a ``torch.device`` becomes its string.
 
         Raises:
-            OptionArgumentError (a StreamingConfigError and a TypeError): more positional arguments
-                than LeRobot's, an argument given twice, an unknown keyword (named, as Python does
-                for a signature), or ``options`` of another type.
+            OptionArgumentError: more positional arguments than LeRobot's, an argument given twice,
+                an unknown keyword, or ``options`` of another type.
         """
         if options is not None and not isinstance(options, StreamOptions):
             raise OptionArgumentError(
@@ -514,8 +509,7 @@ class StreamOptions:
 
 
 def _refuse_unknown(names: Any, owner: str) -> None:
-    """Raise OptionArgumentError naming the first of ``names`` that is no option (with the closest
-    option's name: a misspelling, or an old name such as ``strategy`` or ``pool_size``)."""
+    """Raise OptionArgumentError naming the first of ``names`` that is no option (and the closest)."""
     refuse_unknown_keywords(names, [f.name for f in dataclasses.fields(StreamOptions)], owner)
 
 
@@ -541,10 +535,8 @@ def refuse_unknown_keywords(
 
 
 def checked_keywords(owner: str, *, what: str = "not an option", see: str = "docs/options.md") -> Callable:
-    """Decorate a constructor so that an unknown keyword raises
-    :class:`~lerobotstream.errors.OptionArgumentError` naming the closest parameter
-    (:func:`refuse_unknown_keywords`) instead of Python's plain ``TypeError``; the signature
-    is kept (``functools.wraps``)."""
+    """Decorate a constructor so that an unknown keyword raises :func:`refuse_unknown_keywords`'s
+    error instead of Python's plain ``TypeError`` (the signature is kept)."""
 
     def wrap(fn: Callable) -> Callable:
         params = inspect.signature(fn).parameters.values()
@@ -567,8 +559,7 @@ def checked_keywords(owner: str, *, what: str = "not an option", see: str = "doc
     return wrap
 
 
-# StreamOptions(**kw): an unknown keyword is the typed error a stream's constructor raises (with
-# the closest option's name), not the dataclass __init__'s plain TypeError
+# StreamOptions(**kw): an unknown keyword is the typed error a stream's constructor raises
 StreamOptions.__init__ = checked_keywords("StreamOptions")(StreamOptions.__init__)  # type: ignore[method-assign]
 
 
@@ -601,8 +592,8 @@ _INFOS: dict[str, OptionInfo] = {}
 
 
 def option_problem(name: str, value: Any, *, required: bool = False) -> str | None:
-    """None when ``value`` keeps option ``name``'s own rule, else the rule (its ``want`` text);
-    ``required``: None breaks it too (the rule without its "None or").
+    """None when ``value`` keeps option ``name``'s rule, else the rule's ``want`` text; ``required``:
+    None breaks it too (the rule without its "None or").
 
     Raises:
         KeyError: ``name`` is no option.
@@ -616,9 +607,8 @@ def option_problem(name: str, value: Any, *, required: bool = False) -> str | No
 
 
 def check_option(name: str, value: Any, *, where: str = "", label: str | None = None, required: bool = False) -> None:
-    """Apply option ``name``'s own rule to ``value`` wherever a value of it arrives (a loader's
-    argument, a planner's settings); ``required``: None is refused too; ``label``: the argument's
-    own name when it is not the option's (``StreamLoader``'s ``timeout``).
+    """Apply option ``name``'s rule to ``value`` wherever a value of it arrives; ``required``: None
+    is refused too; ``label``: the argument's name when not the option's (``StreamLoader``'s ``timeout``).
 
     Raises:
         StreamingConfigError: ``value`` breaks the rule (names ``where``, the option, the value
@@ -703,6 +693,86 @@ def constructor_signature(func: Callable, keep: Sequence[str]) -> Any:
         if name not in LEROBOT_POSITIONAL and name not in keep
     ]
     return own.replace(parameters=params)
+
+
+# --- command-line flags of options (the profiler's) -------------------------------------------------
+def _none_or(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    def conv(text: str) -> Any:
+        return None if text.strip().lower() in ("none", "null") else parse(text)
+
+    conv.__name__ = name  # argparse names it in "invalid <name> value"
+    return conv
+
+
+def _index_list(text: str) -> list[int]:
+    """``0-9,20`` → [0, 1, ..., 9, 20]."""
+    out: list[int] = []
+    for part in text.split(","):
+        if "-" in part.strip()[1:]:
+            a, b = part.split("-", 1)
+            out.extend(range(int(a), int(b) + 1))
+        elif part.strip():
+            out.append(int(part))
+    return out
+
+
+def _cli_type(hint: Any) -> tuple[Callable[[str], Any] | None, str]:
+    """(argparse ``type`` for an option's annotation — None: a ``--x/--no-x`` flag — and the
+    metavar words for its help)."""
+    import json
+
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    optional = typing.get_origin(hint) is typing.Union
+    inner = args[0] if optional else hint
+    origin = typing.get_origin(inner)
+    if inner is bool:
+        return None, ""
+    if inner in (int, float, str):
+        return (_none_or(inner, inner.__name__) if optional else inner), ""
+    if inner is dict:
+        return _none_or(json.loads, "JSON"), "JSON"
+    if origin is abc.Sequence and typing.get_args(inner) == (int,):
+        return _none_or(_index_list, "index list"), "indices and ranges, e.g. 0-9,20"
+    if origin is abc.Sequence and typing.get_args(inner) == (str,):
+        return _none_or(lambda t: [x for x in t.split(",") if x], "name list"), "comma-separated"
+    raise TypeError(f"no command-line form for an option of type {hint!r}")
+
+
+def add_cli_flags(
+    parser: Any,
+    names: Sequence[str],
+    *,
+    defaults: dict[str, Any] | None = None,
+    helps: dict[str, str] | None = None,
+    aliases: dict[str, Sequence[str]] | None = None,
+) -> None:
+    """Add one argparse flag per option of ``names`` to ``parser`` (a parser or an argument group):
+    ``--episode-pool-size`` for ``episode_pool_size``, parsed by the option's type (an int, a
+    number or a string — ``none`` where the option takes None —, ``--x/--no-x`` for a boolean, JSON
+    for a dict, ``0-9,20`` for episode indices, comma-separated names for a list), with its default
+    and help from :class:`StreamOptions` unless ``defaults`` / ``helps`` give others; ``aliases``:
+    more flag names per option. The value lands in ``args.<name>``; the option's rule checks it
+    when the stream is built (``StreamingConfigError``).
+
+    Raises:
+        KeyError: a name that is no option; TypeError: an option with no command-line form
+        (``image_transforms``).
+    """
+    import argparse
+
+    hints = typing.get_type_hints(StreamOptions)
+    infos = {i.name: i for i in option_info()}
+    for name in names:
+        info = infos[name]
+        conv, words = _cli_type(hints[name])
+        default = (defaults or {}).get(name, info.default)
+        text = (helps or {}).get(name, info.help)
+        text = f"{text} ({words + '; ' if words else ''}default: {default!r})".replace("%", "%%")
+        flags = [f"--{name.replace('_', '-')}", *(aliases or {}).get(name, ())]
+        if conv is None:
+            parser.add_argument(*flags, dest=name, action=argparse.BooleanOptionalAction, default=default, help=text)
+        else:
+            parser.add_argument(*flags, dest=name, type=conv, default=default, help=text)
 
 
 if __name__ == "__main__":  # pragma: no cover - docs generator
