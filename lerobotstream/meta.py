@@ -61,8 +61,7 @@ from lerobotstream.sources._paths import MAX_PATH_CHARS, path_problem
 from lerobotstream.sources._prefetch import PrefetchedReads
 
 # --- one meta/ file: bytes, JSON, Parquet ------------------------------------------------------------
-#: largest ``meta/*.json`` file parsed, bytes: a parsed JSON value costs up to ~30x its text in
-#: Python objects, and LeRobot's ``info.json`` / ``stats.json`` hold a few KB to a few MB
+#: largest ``meta/*.json`` file parsed, bytes (parsed JSON costs up to ~30x its text; LeRobot's hold KBs to MBs)
 MAX_JSON_NBYTES = 16 * 1024 * 1024
 
 
@@ -104,9 +103,8 @@ def _read_error(source: ByteSource | PrefetchedReads, path: str, what: str, e: O
 
 
 def _parse_json(source: ByteSource | PrefetchedReads, path: str, raw: bytes) -> Any:
-    """``json.loads(raw)`` of a ``meta/`` file; anything that is not JSON Python can hold (bad
-    bytes, bad syntax, nesting deeper than the interpreter's recursion limit, more than
-    :data:`MAX_JSON_NBYTES` bytes) is a :class:`MetadataError` naming the file."""
+    """``json.loads(raw)`` of a ``meta/`` file; bad bytes or syntax, too deep nesting or more than
+    :data:`MAX_JSON_NBYTES` bytes is a :class:`MetadataError` naming the file."""
     if len(raw) > MAX_JSON_NBYTES:
         raise MetadataError(
             f"{_where(source, path)} has {len(raw)} bytes, more than the {MAX_JSON_NBYTES} bytes a LeRobot "
@@ -150,21 +148,16 @@ def _read_parquet(
 
 
 # --- meta/info.json -------------------------------------------------------------------------------
-#: highest ``fps`` accepted (high-speed cameras record at a few thousand)
+# the bounds of info.json's values: fps (high-speed cameras record at a few thousand), totals, a
+# feature's shape (dimensions, values per frame), a path template's integer width (03d: 3)
 MAX_FPS = 10_000
-#: highest ``total_episodes`` accepted
 MAX_TOTAL_EPISODES = 10**9
-#: highest ``total_frames`` accepted
 MAX_TOTAL_FRAMES = 10**12
-#: most dimensions of a feature's ``shape``
 MAX_SHAPE_DIMS = 8
-#: most values in one frame of one feature (the product of its ``shape``)
 MAX_FEATURE_ELEMENTS = 1 << 28
-#: widest zero-padded integer field in a path template (``{chunk_index:03d}`` has width 3)
 MAX_TEMPLATE_WIDTH = 20
-#: the fields the reader fills in ``data_path``
+#: the fields the reader fills in ``data_path`` and ``video_path``
 DATA_PATH_FIELDS = ("chunk_index", "file_index")
-#: the fields the reader fills in ``video_path``
 VIDEO_PATH_FIELDS = ("video_key", "chunk_index", "file_index")
 
 CONVERT_HINT = (
@@ -183,13 +176,10 @@ def _show(value: Any) -> str:
 
 
 def template_problem(template: object, fields: Sequence[str]) -> str | None:
-    """Why ``template`` is not a path template the reader can fill, or None.
-
-    A template is a string of at most ``MAX_PATH_CHARS`` characters whose replacement fields are
-    among ``fields``, without conversion (``!r``); ``video_key`` takes no format spec, the integer
-    fields at most a zero-padded width (``03d``) of ``MAX_TEMPLATE_WIDTH``; filled in, it makes a
-    path that keeps to the path rule.
-    """
+    """Why ``template`` is not a path template the reader can fill, or None: a string of at most
+    ``MAX_PATH_CHARS`` characters using only ``fields``, without conversion; ``video_key`` without
+    a format spec, the integer fields at most a zero-padded width of ``MAX_TEMPLATE_WIDTH``; filled
+    in, a path that keeps to the path rule."""
     if not isinstance(template, str):
         return f"is a {type(template).__name__}, not a string"
     if len(template) > MAX_PATH_CHARS:
@@ -250,11 +240,8 @@ def _feature_problem(key: str, feat: Any) -> str | None:
 
 
 def info_problem(info: dict[str, Any]) -> tuple[str, str] | None:
-    """The first problem of a parsed ``info.json`` object as ``(field, why)``, or None.
-
-    ``field`` names the key (``"fps"``, ``"features.observation.images.top"``, ``"data_path"``);
-    ``why`` completes a sentence starting with it.
-    """
+    """The first problem of a parsed ``info.json`` as ``(field, why)`` (``"features.observation.images.top"``,
+    ``"has no dtype"``), or None."""
     for key in ("fps", "features", "data_path"):
         if key not in info:
             return key, "is missing"
@@ -310,12 +297,7 @@ def info_problem(info: dict[str, Any]) -> tuple[str, str] | None:
 
 def _load_info(src: PrefetchedReads) -> dict[str, Any]:
     """``meta/info.json``, parsed and checked (:func:`info_problem`); feature shapes become tuples.
-
-    Raises:
-        UnsupportedDatasetVersionError: ``codebase_version`` is not v3.x.
-        MetadataError: the file is missing, not a JSON object, or a value is wrong (names the
-            file and the field, ``field=``).
-    """
+    Raises UnsupportedDatasetVersionError (not v3.x) or MetadataError (names the ``field``)."""
     info = _parse_json(src, INFO_PATH, _read_bytes(src, INFO_PATH, what=INFO_PATH))
     if not isinstance(info, dict):
         raise MetadataError(f"{_where(src, INFO_PATH)} must hold a JSON object", path=INFO_PATH)
@@ -349,12 +331,10 @@ _REQUIRED_EPISODE_COLUMNS = (
 )
 _VIDEO_SUFFIXES = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
 _COLUMN_TYPES = {"from_timestamp": pa.float64(), "to_timestamp": pa.float64()}  # else int64
-#: Most rows ``meta/episodes`` may hold (all shards together), checked from the footers before a
-#: shard is decoded. The largest public robot datasets hold under half a million episodes
-#: (language_table: 442k; DROID: 92k); the table costs ~50 bytes per episode and camera here.
+#: most rows ``meta/episodes`` may hold (all shards), checked from the footers before decoding (the
+#: largest public robot datasets hold under half a million episodes: language_table 442k)
 EPISODES_MAX = 1 << 20
-#: Most bytes its columns may declare once decoded (the footers' uncompressed sizes of the columns
-#: read, all shards): ~100 bytes per episode at the row cap, and a tasks column of short strings.
+#: most bytes its columns may declare once decoded (all shards): ~100 bytes per episode at the cap
 EPISODES_MAX_BYTES = 512 * 1024 * 1024
 #: a problem naming more missing episodes than this carries their ranges in its message only
 MAX_LISTED_EPISODES = 10_000
@@ -888,10 +868,8 @@ def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
     if isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
         if "://" in text:
-            try:
-                from lerobotstream.sources import open_source  # type: ignore[attr-defined]
-            except ImportError as e:  # pragma: no cover - sources is part of the package
-                raise MetadataError(f"no byte source for {text!r}: remote roots need sources.open_source") from e
+            from lerobotstream.sources import open_source
+
             return open_source(text)
         if not Path(text).is_dir():
             raise MetadataError(f"dataset root {text!r} is not a folder", path=text)
@@ -900,26 +878,20 @@ def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
 
 
 class DatasetMeta:
-    """Metadata of one LeRobotDataset v3 root, for a selection of its episodes.
+    """Metadata of one LeRobotDataset v3 root, for a selection of its episodes (build with :meth:`load`).
 
-    Build with :meth:`load`. Attributes:
-
-    - ``info`` (dict): ``meta/info.json`` as stored (feature shapes turned into tuples).
-    - ``fps`` (int), ``features`` (dict), ``camera_keys`` (video + image keys, info order),
-      ``video_keys``, ``image_keys``, ``shapes`` (key -> tuple), ``names`` (key -> names).
-    - ``depth_keys`` (video or image keys whose ``info`` marks a depth map), ``has_language_columns``,
-      ``tools``, :meth:`depth_quantizer`, :meth:`rescale_depth_stats`: the same names and meanings
-      as LeRobot 0.6.1's ``LeRobotDatasetMetadata``.
-    - ``tasks`` (list[str] by task_index), ``task_to_index`` (dict), ``stats`` (dict; ``{}`` when
-      ``meta/stats.json`` is absent).
-    - ``total_episodes`` / ``total_frames``: counted from the episode shards (all episodes, not
-      the selection); ``info["total_*"]`` are only compared, and a mismatch lands in ``warnings``.
-    - ``episodes`` (a sequence of EpisodeInfo: :class:`EpisodeRows`, the selection's rows kept as
-      columns, each EpisodeInfo built when asked for; episode_index order), ``episode_lengths``
-      (np.int64), ``episode_indices`` (np.int64), ``repo_id``, ``source``, ``warnings`` (list[str]).
-    - ``data_file_rows`` (dict path -> int): rows each data Parquet file should hold, the summed
-      lengths of all its episodes (selected or not); the reader checks a file's footer against it
-      before decoding.
+    - ``info`` (dict): ``meta/info.json`` as stored (feature shapes turned into tuples); ``fps``,
+      ``features``, ``camera_keys`` (video + image keys, info order), ``video_keys``,
+      ``image_keys``, ``shapes`` (key -> tuple), ``names``.
+    - ``depth_keys``, ``has_language_columns``, ``tools``, :meth:`depth_quantizer`,
+      :meth:`rescale_depth_stats`: LeRobot 0.6.1's ``LeRobotDatasetMetadata`` names and meanings.
+    - ``tasks`` (by task_index), ``task_to_index``, ``stats`` (``{}`` without ``meta/stats.json``).
+    - ``total_episodes`` / ``total_frames``: counted from the episode shards (all episodes); a
+      mismatch with ``info["total_*"]`` lands in ``warnings`` (list[str]).
+    - ``episodes`` (:class:`EpisodeRows` of the selection, episode_index order), ``episode_lengths``
+      and ``episode_indices`` (np.int64), ``repo_id``, ``source``.
+    - ``data_file_rows`` (path -> int): rows each data file should hold (the summed lengths of all
+      its episodes), which the reader checks a footer against before decoding.
     """
 
     def __init__(
@@ -978,9 +950,7 @@ class DatasetMeta:
     # --- LeRobot 0.6 features: depth maps, language columns, tools --------------------------------
     @property
     def depth_keys(self) -> list[str]:
-        """Keys of depth-map features (video or image), info order, as LeRobot 0.6.1 defines them:
-        the feature's ``info`` has ``is_depth_map: true`` (or the legacy ``video.is_depth_map`` in
-        ``info`` or ``video_info``)."""
+        """Keys of depth-map features (video or image), info order (:func:`~lerobotstream.features.is_depth_feature`)."""
         return [k for k, f in self.features.items() if is_depth_feature(f)]
 
     @property
@@ -996,15 +966,13 @@ class DatasetMeta:
         return [dict(t) for t in (declared if declared else DEFAULT_TOOLS)]
 
     def depth_quantizer(self, key: str) -> DepthQuantizer:
-        """The quantiser parameters of depth video ``key`` (LeRobot 0.6.1's ``DepthEncoderConfig``
-        read from the feature's ``info``: ``video.depth_min`` / ``video.depth_max`` / ``video.shift``
-        (metres) and ``video.use_log``; a missing value takes LeRobot's default).
+        """The quantiser parameters of depth video ``key``: LeRobot 0.6.1's ``DepthEncoderConfig``
+        from the feature's ``info`` (``video.depth_min`` / ``depth_max`` / ``shift``, metres, and
+        ``video.use_log``; LeRobot's defaults where missing).
 
         Raises:
-            MetadataError: ``key`` is not a depth video key, or its encoding is one this reader
-                does not decode losslessly (only 12-bit gray ``gray12le`` is), or its parameters are
-                invalid (``depth_min + shift <= 0`` with ``use_log``, ``depth_max <= depth_min``,
-                non-numbers). The message names the camera and what is unsupported.
+            MetadataError: ``key`` is no depth video key, its encoding is not lossless 12-bit gray
+                (``gray12le``), or its parameters are invalid (names the camera).
         """
         return depth_quantizer_of(self.features, key, self.repo_id)
 
@@ -1013,11 +981,9 @@ class DatasetMeta:
         return ((self.features.get(key) or {}).get("info") or {}).get("depth_unit")
 
     def rescale_depth_stats(self, output_unit: str) -> None:
-        """Rescale the depth features' stats in place from their recorded ``depth_unit`` to
-        ``output_unit`` (``"mm"`` / ``"m"``), as LeRobot 0.6.1's ``rescale_depth_stats``: every
-        stat but ``count`` is multiplied by 1000 (m → mm) or 1/1000 (mm → m), in float64; lists
-        stay lists, arrays arrays. A depth key without ``depth_unit`` is left as is (a warning says
-        so, as LeRobot's does)."""
+        """Rescale the depth features' stats in place from their ``depth_unit`` to ``output_unit``
+        (``"mm"`` / ``"m"``), as LeRobot 0.6.1's ``rescale_depth_stats``: every stat but ``count``
+        times 1000 or 1/1000, in float64; a depth key without ``depth_unit`` is left as is (warned)."""
         rescale_depth_stats(self.stats, self.features, output_unit, self.repo_id)
 
     def episode(self, episode_index: int) -> EpisodeInfo:
@@ -1073,27 +1039,20 @@ class DatasetMeta:
 
         Args:
             source: a ByteSource, or a local folder path.
-            episodes: episode indices to select (any order, duplicates ignored); None = all. An
-                item may also be a ``range`` (``range(0, 10)``): it is checked against the
-                dataset's episode indices before it is expanded, so a huge range costs nothing.
+            episodes: episode indices to select (any order, duplicates ignored; None: all); an item
+                may be a ``range``, checked against the dataset's indices before it is expanded.
             repo_id: name used in messages; default ``info["repo_id"]`` or the source root.
-            check_files: also check that every data Parquet and MP4 the selection uses exists
-                (one ``exists`` call per unique file).
-            problems: None raises the first inconsistency below; a list collects each as a
-                :class:`~lerobotstream.errors.Problem` (the ``MetadataError``'s code, message and
-                fields; count notes: ``severity="warning"``) and loads what it can
-                (``lerobotstream.validate``); unreadable files still raise.
-
-        Returns:
-            DatasetMeta: with ``episodes`` sorted by ``episode_index``.
+            check_files: also check that every data Parquet and MP4 the selection uses exists.
+            problems: None raises the first inconsistency; a list collects each as a
+                :class:`~lerobotstream.errors.Problem` (count notes: ``severity="warning"``) and
+                loads what it can (``lerobotstream.validate``); unreadable files still raise.
 
         Raises:
-            UnsupportedDatasetVersionError: ``codebase_version`` is not v3.x (v2.x: says how to convert).
-            MetadataError: a missing or unreadable file (``info.json``, a shard, ``tasks.parquet``,
-                a referenced data/video file), a missing column, an episode whose ``length``
-                disagrees with ``[dataset_from_index, dataset_to_index)``, overlapping ranges,
-                duplicate or missing episode indices, or an unknown episode in ``episodes``.
-                Messages name the episode and the file.
+            UnsupportedDatasetVersionError: ``codebase_version`` is not v3.x (says how to convert).
+            MetadataError: a missing or unreadable file, a missing column, an episode whose
+                ``length`` disagrees with ``[dataset_from_index, dataset_to_index)``, overlapping
+                ranges, duplicate or missing episode indices, or an unknown episode in ``episodes``
+                (names the episode and the file).
         """
         src = _as_source(source)
         with PrefetchedReads(src, speculative=[FIRST_SHARD_PATH], probe=INFO_PATH) as reads:
