@@ -20,8 +20,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lerobotstream import constants
-from lerobotstream._option_rules import check_tolerance
-from lerobotstream._option_signature import constructor_signature
 from lerobotstream._slow import announce_if_slow
 from lerobotstream.dataset._cameras import plan_cameras
 from lerobotstream.dataset._reader import ReaderConfig
@@ -30,7 +28,7 @@ from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.dataset._wiring import StreamPart
 from lerobotstream.errors import Mp4Error, StreamingConfigError, naming
 from lerobotstream.meta import DatasetMeta
-from lerobotstream.options import StreamOptions
+from lerobotstream.options import StreamOptions, check_tolerance, constructor_signature
 from lerobotstream.sources import open_source
 
 log = logging.getLogger("lerobotstream.dataset")

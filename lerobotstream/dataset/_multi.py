@@ -22,12 +22,11 @@ from collections import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lerobotstream._option_rules import is_sequence
 from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, StreamPart, add_option_views, plan_settings
 from lerobotstream.errors import MixtureFeatureError, StreamingConfigError, naming
 from lerobotstream.features import aggregate_stats
-from lerobotstream.options import StreamOptions, per_dataset_options, require
+from lerobotstream.options import StreamOptions, is_sequence, per_dataset_options, require
 
 __all__ = ["StreamingMultiLeRobotDataset", "PER_DATASET_OPTIONS"]
 

@@ -20,10 +20,9 @@ from typing import Any
 
 import torch
 
-from lerobotstream._option_rules import check_epoch
 from lerobotstream.dataset._wiring import Readers, StreamPart, shard_items
 from lerobotstream.errors import StreamingConfigError
-from lerobotstream.options import StreamOptions, check_option, option_info
+from lerobotstream.options import StreamOptions, check_epoch, check_option, option_info
 from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._sizes import EpisodeSizes
 from lerobotstream.planner._state import Position, StreamState, check_count

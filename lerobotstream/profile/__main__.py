@@ -21,8 +21,8 @@ import time
 from collections.abc import Sequence
 
 from lerobotstream._atomic import check_output_file, write_text_atomic
-from lerobotstream._option_flags import add_cli_flags
 from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
+from lerobotstream.options import add_cli_flags
 from lerobotstream.profile._run import LOADERS
 
 __all__ = ["main", "run_profile", "TRAIN_DEFAULTS"]

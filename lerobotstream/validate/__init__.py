@@ -80,7 +80,7 @@ def validate_dataset(
             (``_scan.check_arguments``; a ``ValueError``), or ``tolerance_s >= 0.5 / fps`` (training's
             ``check_tolerance``).
     """
-    from lerobotstream._option_rules import check_tolerance
+    from lerobotstream.options import check_tolerance
     from lerobotstream.meta import DatasetMeta
     from lerobotstream.validate._report import camera_summaries, faststart_findings
     from lerobotstream.validate._scan import check_arguments, counters, scan_files
