@@ -80,8 +80,8 @@ def validate_dataset(
             (``_scan.check_arguments``; a ``ValueError``), or ``tolerance_s >= 0.5 / fps`` (training's
             ``check_tolerance``).
     """
-    from lerobotstream.options import check_tolerance
     from lerobotstream.meta import DatasetMeta
+    from lerobotstream.options import check_tolerance
     from lerobotstream.validate._report import camera_summaries, faststart_findings
     from lerobotstream.validate._scan import check_arguments, counters, scan_files
     from lerobotstream.validate._tables import depth_findings, index_gap_findings, stats_findings, to_timestamp_findings
