@@ -1,18 +1,12 @@
 """torchcodec without ``torch._dynamo``, for processes that never compile (loader worker processes).
 
-Measured (``python -X importtime``; ``python -m tools.bench --loader --startup``): ``import torch``
-is most of a fresh worker's start, and ``torchcodec.decoders`` adds about as much again, almost all
-of it ``torch._dynamo``: torchcodec's ``_core/ops.py`` wraps its ops in
-``torch._dynamo.disallow_in_graph`` at import, which imports the whole compiler stack
-(``convert_frame``, ``symbolic_convert``, ``trace_rules``...). A worker never compiles, so
-:func:`import_decoder_lean` imports torchcodec with a stand-in ``torch._dynamo`` whose
+``import torchcodec.decoders`` costs about as much as ``import torch`` (``python -X importtime``),
+almost all of it ``torch._dynamo``: torchcodec wraps its ops in ``torch._dynamo.disallow_in_graph``
+at import. :func:`import_decoder_lean` imports torchcodec with a stand-in ``torch._dynamo`` whose
 ``disallow_in_graph`` returns the op unchanged, and removes the stand-in right after (a later
-``import torch._dynamo``, or ``torch._dynamo`` through torch's lazy attribute, gets the real one).
-
-Called only in worker processes: a ``StreamLoader`` processes-mode worker (and its forkserver), and
-a ``torch.utils.data.DataLoader`` worker when it opens its first decoder
-(:func:`import_in_worker`); never in the training process, where ``torch.compile`` needs the ops
-marked.
+import gets the real one). Called only in worker processes (a ``StreamLoader`` processes-mode
+worker and its forkserver, a ``DataLoader`` worker's first decoder: :func:`import_in_worker`),
+never in the training process, where ``torch.compile`` needs the ops marked.
 """
 
 from __future__ import annotations

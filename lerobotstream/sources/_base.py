@@ -10,60 +10,44 @@ from dataclasses import dataclass, field
 from lerobotstream.errors import RangeReadError, SourceError
 from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES
 
-#: Two requested ranges separated by at most this many bytes are fetched with one request
-#: (the gap bytes are read and dropped). 32 KiB is far below one round-trip's worth of bytes on
-#: any network where a round-trip costs more than ~0.1 ms at 300 MB/s, and far below a GOP, so
-#: the over-fetch stays well under the 5 % goal for GOP-sized ranges.
+#: Two requested ranges at most this many bytes apart are fetched with one request (the gap is read
+#: and dropped): far below one round-trip's worth of bytes at 300 MB/s, and below a GOP, so the
+#: over-fetch stays well under 5 % for GOP-sized ranges.
 COALESCE_GAP_BYTES = 32 * 1024
 #: A coalesced request never grows beyond this many bytes by merging (a single range may be larger).
 COALESCE_MAX_BYTES = 64 * 1024 * 1024
+_COUNTERS = ("requests", "bytes_read", "bytes_requested", "retries", "metadata_requests")
 
 
 @dataclass
 class SourceStats:
-    """Counters for profiling; per process (a forked child starts again from zero)."""
+    """Counters for profiling; per process (a forked child starts again from zero).
+
+    ``requests``: read requests sent to the store (a coalesced group counts once); ``bytes_read``:
+    payload bytes it returned, coalescing gaps included; ``bytes_requested``: bytes the callers asked
+    for; ``retries``: requests repeated after a retryable failure; ``metadata_requests``: listing,
+    HEAD and revision requests.
+    """
 
     requests: int = 0
-    """Number of read requests sent to the store (a coalesced group of ranges counts once)."""
     bytes_read: int = 0
-    """Payload bytes returned by the store (including coalescing gaps), bytes."""
     bytes_requested: int = 0
-    """Bytes the callers asked for (sum of range lengths), bytes."""
     retries: int = 0
-    """Requests repeated after a retryable failure."""
     metadata_requests: int = 0
-    """Listing / HEAD / revision requests (not payload)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _pid: int = field(default_factory=os.getpid, repr=False, compare=False)
 
-    def add(
-        self,
-        requests: int = 0,
-        bytes_read: int = 0,
-        retries: int = 0,
-        *,
-        bytes_requested: int = 0,
-        metadata_requests: int = 0,
-    ) -> None:
+    def add(self, **counts: int) -> None:
         with self._lock:
             if self._pid != os.getpid():
                 self._pid = os.getpid()
-                self.requests = self.bytes_read = self.retries = 0
-                self.bytes_requested = self.metadata_requests = 0
-            self.requests += requests
-            self.bytes_read += bytes_read
-            self.retries += retries
-            self.bytes_requested += bytes_requested
-            self.metadata_requests += metadata_requests
+                for key in _COUNTERS:
+                    setattr(self, key, 0)
+            for key, n in counts.items():
+                setattr(self, key, getattr(self, key) + n)
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "requests": self.requests,
-            "bytes_read": self.bytes_read,
-            "bytes_requested": self.bytes_requested,
-            "retries": self.retries,
-            "metadata_requests": self.metadata_requests,
-        }
+        return {key: getattr(self, key) for key in _COUNTERS}
 
     def __getstate__(self):
         return self.as_dict()
@@ -131,14 +115,13 @@ def coalesce_ranges(
 class ByteSource:
     """Read-only access to the files of one dataset root.
 
-    Implementations are thread-safe and fork-safe: a process that was forked from the one that
-    opened a handle or connection never reuses it (handles and connections are keyed by PID).
-    They are also picklable for ``spawn``/``forkserver`` DataLoader workers: the attributes named in
-    :attr:`_PROCESS_LOCAL` (locks, descriptors, connection pools) are left out of the pickle and
-    re-created empty by :meth:`_init_process_state` in the process that unpickles the source.
+    Implementations are thread-safe and fork-safe (handles and connections are keyed by PID: a
+    forked process never reuses its parent's), and picklable for ``spawn``/``forkserver`` workers:
+    the :attr:`_PROCESS_LOCAL` attributes are left out of the pickle and re-created empty by
+    :meth:`_init_process_state` where it is unpickled.
 
-    Subclasses implement :meth:`size`, :meth:`_read_ranges` and :meth:`list` (remote ones
-    implement :meth:`_fetch` and inherit coalescing through :meth:`_read_coalesced`).
+    Subclasses implement :meth:`size`, :meth:`list` and either :meth:`_read_ranges` or
+    :meth:`_fetch` / :meth:`_fetch_groups` (remote stores: ranges are then coalesced).
     """
 
     #: human-readable root (no credentials), used in error messages
@@ -150,7 +133,6 @@ class ByteSource:
     def __init__(self) -> None:
         self.stats = SourceStats()
 
-    # --- pickling (spawn / forkserver workers) -------------------------------------------------
     def _init_process_state(self) -> None:
         """Create the :attr:`_PROCESS_LOCAL` attributes empty (called after unpickling)."""
 
@@ -164,7 +146,6 @@ class ByteSource:
         self.__dict__.update(state)
         self._init_process_state()
 
-    # --- to implement ------------------------------------------------------------------------
     def size(self, path: str) -> int:
         """Size of ``path`` in bytes. Raises SourceNotFoundError when it does not exist."""
         raise NotImplementedError
@@ -186,18 +167,18 @@ class ByteSource:
         """Relative paths of every file under the folder ``prefix`` (recursive, sorted)."""
         raise NotImplementedError
 
-    def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        raise NotImplementedError
-
     def _fetch(self, path: str, offset: int, length: int) -> bytes:
         """One request for bytes ``[offset, offset + length)``; exactly ``length`` bytes or a raise."""
         raise NotImplementedError
 
-    # --- derived -------------------------------------------------------------------------------
-    def _read_coalesced(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        check_ranges(path, ranges)
+    def _fetch_groups(self, path: str, groups: list[tuple[int, int]]) -> list:
+        """The bytes of each coalesced ``(offset, length)`` group (one :meth:`_fetch` each)."""
+        return [self._fetch(path, off, n) for off, n in groups]
+
+    def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        check_ranges(path, ranges, self.size(path))
         groups, where = coalesce_ranges(ranges)
-        blobs = [self._fetch(path, off, n) for off, n in groups]
+        blobs = self._fetch_groups(path, groups)
         self.stats.add(bytes_requested=sum(int(n) for _, n in ranges))
         out = []
         for g, start, n in where:
