@@ -1,10 +1,6 @@
-"""NVDEC capability check and the counted, logged CPU fallback.
-
-:func:`resolve_device` opens a decoder on ``"cuda[:N]"`` only when a CUDA device exists, this
-process is not a fork of a CUDA-initialised parent, and the GPU's NVDEC decodes the codec. Every
+"""NVDEC capability check and the counted, logged CPU fallback (:func:`resolve_device`): every
 downgrade is counted per reason in :data:`FALLBACK_STATUS` and logged (a warning the first time
-per reason, then debug).
-"""
+per reason, then debug)."""
 
 from __future__ import annotations
 
@@ -45,10 +41,6 @@ class FallbackStatus:
     def fallback_count(self) -> int:
         return sum(self.cpu_fallbacks.values())
 
-    @property
-    def fallback_required(self) -> bool:
-        return self.fallback_count > 0 or self.pyav_fallbacks > 0
-
     def record_cpu(self, reason: str) -> None:
         self._record(reason, False, "NVDEC unavailable, decoding on CPU: %s")
 
@@ -65,14 +57,6 @@ class FallbackStatus:
             self.last_reason = reason
         (logger.warning if first else logger.debug)(message, reason)
 
-    def __str__(self) -> str:
-        if not self.fallback_required:
-            return "Fallback status: No fallback required"
-        parts = [f"{r}: {c}" for r, c in sorted(self.cpu_fallbacks.items())]
-        if self.pyav_fallbacks:
-            parts.append(f"pyav: {self.pyav_fallbacks}")
-        return "Fallback status: " + "; ".join(parts)
-
 
 FALLBACK_STATUS = FallbackStatus()
 
@@ -81,6 +65,7 @@ def nvdec_capability(codec: str, device: str = "cuda") -> tuple[bool, str]:
     """``(ok, reason)``: whether NVDEC on ``device`` can decode ``codec`` (a fourcc like ``"av01"``),
     and why not (``""`` when it can)."""
     import torch
+
     if not torch.cuda.is_available():
         return False, "no CUDA device (torch.cuda.is_available() is False)"
     if getattr(torch.cuda, "_is_in_bad_fork", lambda: False)():

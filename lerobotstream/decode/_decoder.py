@@ -1,8 +1,7 @@
 """Decode frames of one (episode, camera) mini-MP4 with torchcodec (CPU or NVDEC), PyAV fallback.
 
-The decoder never scans the file at open: torchcodec gets ``custom_frame_mappings`` built from the
-span (local PTS after the mini-MP4's edit list, durations, safe seek points). Every returned frame's
-PTS is checked against the PTS the sample table predicts, so a wrong frame can never pass.
+No scan at open (torchcodec gets ``custom_frame_mappings`` built from the span); every returned
+frame's PTS is checked against the PTS the sample table predicts.
 """
 
 from __future__ import annotations
@@ -107,7 +106,7 @@ class EpisodeDecoder:
 
     def decode(self, local_indices: Sequence[int]) -> torch.Tensor:
         """Frames at local indices, in the requested order (repeats allowed); each distinct frame
-        is decoded once, in ascending order (a sequential run decodes each GOP once).
+        is decoded once, in ascending order.
 
         Returns:
             torch.uint8 tensor of shape ``(T, C, H, W)`` (on the decoder's device).
@@ -117,7 +116,6 @@ class EpisodeDecoder:
                 differs from the sample table's.
         """
         idx = checked_request(self.label, self.pid, local_indices, self.num_frames)
-        # fast path (sequential pieces, single frames): already strictly ascending -> no unique/gather
         ascending = idx.size == 1 or bool((idx[1:] > idx[:-1]).all())
         if ascending:
             uniq, inverse = idx, None
@@ -220,11 +218,10 @@ class EpisodeVideo:
         fps: dataset fps (int or Fraction-like).
         tolerance_s: strict bound on |source pts - query| (default 1e-4 s).
         device, num_threads, allow_pyav, status: passed to :class:`EpisodeDecoder`.
-        cache, cache_key: when given, the decoder lives in this :class:`OpenDecoderLRU` under
-            ``cache_key`` (default ``(episode_index, camera)``) and is reopened after eviction.
-        depth: a depth camera (``gray12le`` HEVC), decoded on the CPU by
-            :class:`~lerobotstream.decode._depth.DepthDecoder` into int16 ``(T, 1, H, W)`` 12-bit
-            codes (a CUDA ``device`` is recorded as a CPU fallback in ``status``).
+        cache, cache_key: an :class:`OpenDecoderLRU` holding the decoder under ``cache_key``
+            (default ``(episode_index, camera)``), reopened after eviction.
+        depth: a depth camera, decoded on the CPU by :class:`~lerobotstream.decode._depth.DepthDecoder`
+            (a CUDA ``device`` is recorded as a CPU fallback in ``status``).
     """
 
     def __init__(
@@ -279,8 +276,7 @@ class EpisodeVideo:
         return f"episode {self.episode_index}, camera {self.camera!r}, file {self.path!r}"
 
     def decoder(self) -> EpisodeDecoder:
-        """The open decoder (from the cache when one is attached), **not pinned**: decode through
-        :meth:`pinned_decoder` when other threads share the cache."""
+        """The open decoder (from the cache when one is attached), **not pinned**."""
         if self._cache is not None:
             return self._cache.get_or_open(self._key, self._factory)
         if self._dec is None or self._dec.closed or self._dec.pid != os.getpid():
@@ -289,8 +285,8 @@ class EpisodeVideo:
 
     @contextmanager
     def pinned_decoder(self) -> Iterator[EpisodeDecoder]:
-        """``with video.pinned_decoder() as dec:`` — the open decoder, pinned in the attached
-        :class:`OpenDecoderLRU` for the block (never evicted or closed by another thread meanwhile)."""
+        """``with video.pinned_decoder() as dec:``: the open decoder, pinned in the attached
+        :class:`OpenDecoderLRU` for the block."""
         if self._cache is None:
             yield self.decoder()
             return
@@ -326,7 +322,7 @@ class EpisodeVideo:
 
     def _episode_to_local(self) -> np.ndarray:
         """Local index of episode frame ``i`` for ``i < len(span)`` (-1: none within tolerance), by
-        :meth:`local_indices`' rule, computed once (``frames_at`` is then one lookup per call)."""
+        :meth:`local_indices`' rule, computed once."""
         m = self._ep_local
         if m is None:
             pts = self.source_pts_s

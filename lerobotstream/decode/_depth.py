@@ -1,15 +1,9 @@
 """Depth video: the 12-bit codes of a ``gray12le`` HEVC mini-MP4, losslessly, and LeRobot's dequantiser.
 
-PyAV, not torchcodec: torchcodec's decoder converts to 8-bit RGB (4096 codes folded onto 256
-values); PyAV hands out the decoder's own ``gray12le`` plane, as LeRobot 0.6.1's map-style reads
-depth. The mini-MP4 is demuxed once; a run of frames is decoded by flushing the codec and sending
-packets from a safe seek point of the span (``span.local_key``), and frames are identified by PTS
-against the span's, so a wrong frame cannot pass.
-
-Dequantisation is LeRobot 0.6.1's ``dequantize_depth`` torch path, as a 65536-entry lookup table
-built with the same ops in the same order, checked to be independent of where a code sits in a
-tensor (torch's vectorised body vs. scalar tail); where it is not, :class:`DepthDequantizer`
-applies the ops to each item's tensor, shaped as map-style shapes it.
+PyAV, not torchcodec (which converts to 8-bit RGB): PyAV hands out the decoder's own ``gray12le``
+plane, as LeRobot 0.6.1's map-style reads depth. Frames are decoded from a safe seek point of the
+span (``span.local_key``) and identified by PTS against the span's. Dequantisation is LeRobot
+0.6.1's ``dequantize_depth`` torch path as a 65536-entry lookup table (see :class:`DepthDequantizer`).
 """
 
 from __future__ import annotations
@@ -89,14 +83,13 @@ def checked_request(label: str, pid: int, local_indices, num_frames: int) -> np.
 
 
 class DepthDequantizer:
-    """Codes → depth in ``output_unit``, bitwise as LeRobot 0.6.1's map-style.
-
-    Args:
-        depth_min, depth_max, shift, use_log: the camera's quantiser (``DatasetMeta.depth_quantizer``).
-        output_unit: ``"mm"`` or ``"m"``.
+    """Codes → depth in ``output_unit`` (``"mm"`` or ``"m"``), bitwise as LeRobot 0.6.1's map-style;
+    ``depth_min, depth_max, shift, use_log``: the camera's quantiser (``DatasetMeta.depth_quantizer``).
 
     ``__call__(views)``: T int16 ``(1, H, W)`` code tensors (views of the decoder's uint16 codes)
-    → a new contiguous float32 ``(T, 1, H, W)`` tensor.
+    → a new contiguous float32 ``(T, 1, H, W)`` tensor. The lookup table is used only where it
+    is checked to be independent of where a code sits in a tensor (torch's vectorised body vs.
+    scalar tail); else the ops run on each item's tensor.
     """
 
     def __init__(
@@ -110,8 +103,7 @@ class DepthDequantizer:
         self.exact_lut = self._position_independent(lut)
 
     def _position_independent(self, lut: torch.Tensor) -> bool:
-        """Whether each code dequantises to the same value wherever it sits in a tensor (torch's
-        kernels may treat a vectorised body and a scalar tail differently)."""
+        """Whether each code dequantises to the same value wherever it sits in a tensor."""
         perm = np.random.default_rng(0).permutation(_UINT16_MAX + 1).astype(np.int32)
         runs = [torch.arange(_UINT16_MAX + 1, dtype=torch.int32).flip(0)[1:], torch.from_numpy(perm)[:4099]]
         runs += [torch.tensor([c], dtype=torch.int32) for c in [*range(0, 4096, 97), 4095]]  # the scalar path only
@@ -137,11 +129,9 @@ class DepthDequantizer:
 
 
 class DepthDecoder:
-    """An open PyAV decoder over one depth (``gray12le`` HEVC) mini-MP4, by local frame index.
-
-    :class:`~lerobotstream.decode._decoder.EpisodeDecoder`'s surface and arguments (``num_threads``
-    0: FFmpeg chooses), but ``decode`` returns the 12-bit codes as int16 ``(T, 1, H, W)`` (a view
-    of uint16 data; codes are 0..4095).
+    """An open PyAV decoder over one depth (``gray12le`` HEVC) mini-MP4, by local frame index:
+    :class:`~lerobotstream.decode._decoder.EpisodeDecoder`'s surface (``num_threads`` 0: FFmpeg
+    chooses), but ``decode`` returns the 12-bit codes (see :meth:`decode`).
 
     Raises:
         DecodeError: PyAV is missing or cannot open the file, or its stream is not what the span
@@ -230,15 +220,6 @@ class DepthDecoder:
                 return None
         return self._pending.popleft()
 
-    def _codes(self, frame, j: int) -> np.ndarray:
-        fmt = frame.format.name
-        if fmt != _GRAY:
-            raise DecodeError(
-                f"{self.label}: the depth stream decodes as {fmt!r}; only {_GRAY!r} (12-bit gray, "
-                "LeRobot 0.6's depth encoder) is decoded losslessly"
-            )
-        return frame.to_ndarray(format=_GRAY)
-
     def decode(self, local_indices: Sequence[int]) -> torch.Tensor:
         """Codes of local frames, in the requested order (repeats allowed).
 
@@ -267,7 +248,12 @@ class DepthDecoder:
                             continue  # a leading picture before the span's first frame
                         self._last_out = max(self._last_out, j)
                         if j == t:
-                            arr = self._codes(frame, j)
+                            if frame.format.name != _GRAY:
+                                raise DecodeError(
+                                    f"{self.label}: the depth stream decodes as {frame.format.name!r}; only "
+                                    f"{_GRAY!r} (12-bit gray, LeRobot 0.6's depth encoder) is decoded losslessly"
+                                )
+                            arr = frame.to_ndarray(format=_GRAY)
                             break
                         if j > t:
                             raise DecodeError(

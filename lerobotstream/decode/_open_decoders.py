@@ -13,13 +13,11 @@ class OpenDecoderLRU:
     """LRU of open decoders keyed by e.g. ``(episode_index, camera)``, safe across decode threads.
 
     At most ``capacity`` (>= 1, else ValueError) *unpinned* decoders stay open; the least recently
-    used one is closed (``.close()``) on eviction. A decoder from :meth:`acquire` (or
-    :meth:`pinned`) is pinned until :meth:`release`: never evicted or closed meanwhile. When every
-    open decoder is pinned the cache **temporarily exceeds** ``capacity`` rather than wait (decode
-    threads cannot deadlock on each other) and closes the excess as the pins are released.
-    :meth:`pop` / :meth:`clear` of a pinned decoder forget it at once and close it on its last
-    release. In a forked child the inherited entries are dropped, never used or closed (their
-    native state belongs to the parent).
+    used one is closed on eviction. A decoder from :meth:`acquire` (or :meth:`pinned`) is pinned
+    until :meth:`release`: never evicted or closed meanwhile; when every open decoder is pinned
+    the cache temporarily exceeds ``capacity`` rather than wait (no deadlock). :meth:`pop` /
+    :meth:`clear` of a pinned decoder close it on its last release. A forked child drops the
+    inherited entries, never using or closing them.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -40,8 +38,7 @@ class OpenDecoderLRU:
             self._pid = os.getpid()
 
     def get_or_open(self, key: Hashable, factory: Callable[[], object]):
-        """The decoder for ``key``, opened with ``factory()`` (outside the lock) if absent; not
-        pinned: while other threads use the cache, decode through :meth:`acquire` or :meth:`pinned`."""
+        """The decoder for ``key``, opened with ``factory()`` (outside the lock) if absent; not pinned."""
         return self._get_or_open(key, factory, pin=False)
 
     def acquire(self, key: Hashable, factory: Callable[[], object]):
@@ -67,7 +64,7 @@ class OpenDecoderLRU:
 
     @contextmanager
     def pinned(self, key: Hashable, factory: Callable[[], object]) -> Iterator[object]:
-        """``with cache.pinned(key, factory) as dec:`` — the decoder, pinned inside the block."""
+        """``with cache.pinned(key, factory) as dec:``: the decoder, pinned inside the block."""
         dec = self.acquire(key, factory)
         try:
             yield dec
@@ -132,12 +129,6 @@ class OpenDecoderLRU:
         """Forget every decoder; unpinned ones are closed now, pinned ones on their last release."""
         self._check_pid()
         self._forget(self._items)
-
-    @property
-    def pinned_count(self) -> int:
-        """Decoders currently pinned (in use by a decode call)."""
-        self._check_pid()
-        return len(self._pins)
 
     def __len__(self) -> int:
         self._check_pid()
