@@ -40,10 +40,7 @@ def dequantize_reference(
             converted by the caller).
         depth_min, depth_max, shift: metres; use_log: log quantisation.
         output_unit: ``"mm"`` (millimetres, rounded, clamped to [0, 65535]) or ``"m"`` (metres
-            clamped to [depth_min, depth_max]).
-
-    Returns:
-        torch.float32 ``(..., 1, H, W)``.
+            clamped to [depth_min, depth_max]) of the returned float32 ``(..., 1, H, W)``.
     """
     if output_unit not in ("mm", "m"):
         raise ValueError(f"output_unit must be 'm' or 'mm', got {output_unit!r}")

@@ -2,19 +2,14 @@
 and the batch is made around those tensors.
 
 :class:`BatchSlots` is the pipeline's ``slots`` hook: the stream's n-th item is row ``n % B`` of
-batch ``n // B``; the first item of a batch asking for a key allocates its ``(B, *shape)`` tensor
-(``torch.empty``; pinned when asked). Allocation takes a lock; the frame copy (C, GIL released)
-does not. With ``recycle=True`` (threads mode, pageable memory) a batch tensor is reused for a
-later batch once nothing but the pool references its storage (``torch._C._storage_Use_Count``:
-every view or ``.numpy()`` array the caller kept counts): a fresh tensor's pages fault in as the
-frames are written (~0.6 ms per 640x480 frame, ten times the copy; docs/performance.md). Pinned
-memory is never recycled here (a ``non_blocking`` copy may still read it). With ``bulk=True`` the
-small keys are written into per-batch arrays too, the item carrying :data:`IN_BATCH` instead.
+batch ``n // B``; the first item of a batch asking for a key allocates its ``(B, *shape)`` tensor.
+With ``recycle=True`` a batch tensor is reused once nothing but the pool references its storage
+(``torch._C._storage_Use_Count``): a fresh tensor's pages fault in as the frames are written (ten
+times the copy; docs/performance.md). Pinned memory is never recycled (a ``non_blocking`` copy may
+still read it).
 
 :func:`collate_items` makes the batch: keys whose values are rows 0..k-1 of their batch tensor (or
-:data:`IN_BATCH` in every item) take ``tensor[:k]`` (no copy); the rest go through
-``default_collate`` or ``lerobot_collate_fn`` (the DataLoader's keys, order, values, dtypes and
-shapes); another collate function gets the items as they are.
+:data:`IN_BATCH` in every item) take ``tensor[:k]`` (no copy); the rest go through the collate.
 """
 
 from __future__ import annotations
@@ -34,7 +29,6 @@ from lerobotstream.dataset._collate import PackedCollate, is_lerobot_collate
 __all__ = [
     "IN_BATCH",
     "BatchSlots",
-    "BulkItemSlot",
     "ItemSlot",
     "collate_items",
     "is_known_collate",
@@ -92,16 +86,13 @@ class ItemSlot:
             return None  # another shape than the batch's first item: its own tensor
         return t[self.row]
 
-
-class BulkItemSlot(ItemSlot):
-    """An :class:`ItemSlot` that also takes the item's small keys (``put``)."""
-
-    __slots__ = ()
-
     def put(self, key: str, value: np.ndarray) -> _InBatch | None:
-        """Write ``value`` (a numpy array or scalar) into row ``row`` of the batch's array of
-        ``key``; returns :data:`IN_BATCH` (the item's value), or None when its shape or dtype is not
-        the batch's first item's (or torch has no such dtype): the item keeps a tensor of its own."""
+        """With ``bulk``, write ``value`` (a numpy array or scalar) into row ``row`` of the batch's
+        array of ``key`` and return :data:`IN_BATCH` (the item's value); None (the item keeps a
+        tensor of its own) without ``bulk``, or when its shape or dtype is not the batch's first
+        item's (or torch has no such dtype)."""
+        if not self.owner.bulk:
+            return None
         try:
             a = self.owner._arrays[self.b][key]
         except KeyError:
@@ -142,16 +133,11 @@ RECYCLE_PER_KEY = 4
 
 
 class BatchSlots:
-    """Batch tensors of one stream, allocated per batch as its items are assembled.
-
-    Args:
-        batch_size: B (items per batch), >= 1.
-        pin: allocate pinned (page-locked) memory (``pin_memory=True`` with CUDA).
-        bulk: the items' small keys (fixed-shape row columns, ``*_is_pad``) go into per-batch
-            arrays too, the items carrying :data:`IN_BATCH` (only for :func:`is_known_collate` ones).
-        recycle: reuse batch tensors the caller let go of (:meth:`recycle` offers them; ignored
-            with ``pin`` or where torch cannot count a storage's references).
-    """
+    """Batch tensors of one stream (B = ``batch_size`` items per batch), allocated per batch as its
+    items are assembled; ``pin``: pinned memory; ``bulk``: the items' small keys (row columns,
+    ``*_is_pad``) go into per-batch arrays too, the items carrying :data:`IN_BATCH` (for
+    :func:`is_known_collate` ones only); ``recycle``: reuse batch tensors the caller let go of
+    (:meth:`recycle` offers them; ignored with ``pin`` or where torch cannot count references)."""
 
     def __init__(self, batch_size: int, *, pin: bool = False, bulk: bool = False, recycle: bool = False) -> None:
         self.batch_size = int(batch_size)
@@ -166,7 +152,7 @@ class BatchSlots:
 
     def __call__(self, seq: int) -> ItemSlot:
         b, row = divmod(int(seq), self.batch_size)
-        return (BulkItemSlot if self.bulk else ItemSlot)(self, b, row)
+        return ItemSlot(self, b, row)
 
     def _begin(self, b: int) -> None:
         """Called (outside the lock) before batch ``b``'s items ask for a tensor (a subclass may wait
@@ -278,11 +264,9 @@ def collate_items(items: list[Any], collate_fn: Callable, batch_tensors: dict[st
     """The batch of ``items`` as ``collate_fn`` makes it, with the keys written in place in
     ``batch_tensors`` (``BatchSlots.take``) taken as ``tensor[:len(items)]`` instead of stacked.
 
-    ``collate_fn`` must be ``default_collate`` or ``lerobot_collate_fn`` for the in-place keys to be
-    used (their batches are known: ``torch.stack`` of the values, key order kept); any other function
-    gets the items unchanged (the in-place values are then ordinary tensors, stacked or not by it).
-    A key whose items carry :data:`IN_BATCH` (``BatchSlots(bulk=True)``) takes the batch tensor when
-    every item does; otherwise those items get their rows as tensors of their own first.
+    Only with ``default_collate`` or ``lerobot_collate_fn`` (whose batches are known); any other
+    function gets the items unchanged. A key whose items carry :data:`IN_BATCH` takes the batch
+    tensor when every item does; otherwise those items get their rows as tensors of their own.
     """
     if not batch_tensors or not items or not is_known_collate(collate_fn) or not all(type(it) is dict for it in items):
         if batch_tensors:

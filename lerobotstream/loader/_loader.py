@@ -60,10 +60,7 @@ def sum_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 def choose_mode(num_workers: int, cpus: int | None = None) -> tuple[str, str]:
     """``(mode, reason)`` ``auto`` picks for ``num_workers`` shards on ``cpus`` usable CPUs: threads
-    with 0 workers or below :data:`PROCESSES_MIN_CPUS` CPUs (decoding and frame copies release the
-    GIL; worker processes would add the boundary's copies and take CPU from decoding), else
-    processes (the shards' Python then runs beside the training step's instead of waiting for the GIL).
-    """
+    with 0 workers or below :data:`PROCESSES_MIN_CPUS` CPUs, else processes."""
     cpus = usable_cpus() if cpus is None else int(cpus)
     if num_workers == 0:
         return "threads", "num_workers=0: one stream in the training process"
@@ -86,45 +83,38 @@ class StreamLoader:
     Batches: the keys, key order, values, dtypes and shapes of ``DataLoader(dataset, batch_size,
     num_workers=num_workers, drop_last=drop_last, collate_fn=collate_fn)``, in its order (batch j
     is worker ``j mod N``'s, skipping workers that ended). With ``image_transforms`` in threads mode
-    the random draws are not the DataLoader's (values differ, keys and shapes do not). Video frames
-    are written once, by C code with the GIL released, into their row of a batch tensor; a batch
-    you keep is never overwritten.
+    the random draws are not the DataLoader's (values differ, keys and shapes do not). A batch you
+    keep is never overwritten.
 
     Args:
-        dataset: a lerobotstream stream; the loader hands it ``batch_size``, ``num_workers`` and
-            ``drop_last`` as a :class:`~lerobotstream.dataset._stream.LoaderSettings`
-            (``loader.settings``: they fix the shards, batch turns and resume state), leaving the
-            stream and its ``options`` as they are. Also a wrapper whose ``dataset`` is a stream and
-            whose ``wrap_items(items, worker, num_workers, source_stats)`` maps each shard's items
-            where the shard runs (``lerobotstream-train``'s ``TrainingStream``); with
-            ``default_collate`` / ``lerobot_collate_fn`` the small keys it sees are ``IN_BATCH``
-            markers (their values are already in the batch's arrays).
+        dataset: a lerobotstream stream (handed ``batch_size``, ``num_workers`` and ``drop_last`` as
+            a :class:`~lerobotstream.dataset._stream.LoaderSettings`, ``loader.settings``), or a
+            wrapper whose ``dataset`` is a stream and whose ``wrap_items(items, worker,
+            num_workers, source_stats)`` maps each shard's items where the shard runs
+            (``lerobotstream-train``'s ``TrainingStream``; with the known collates its small keys
+            are ``IN_BATCH`` markers).
         batch_size (int): samples per batch, >= 1.
         num_workers (int): shards, as a DataLoader's workers (0: one stream), 0 to 1024.
         mode: ``"threads"`` (every shard in the training process), ``"processes"`` (one worker
-            process per shard, batches through a ring of ``prefetch_batches`` shared-memory slots
-            per worker, copied out by a background thread) or ``"auto"`` (:func:`choose_mode`,
-            logged with its reason). With 0 workers always threads.
+            process per shard, batches through a ring of shared-memory slots) or ``"auto"``
+            (:func:`choose_mode`, logged with its reason). With 0 workers always threads.
         pin_memory (bool): batches' tensors in pinned memory (with CUDA; ignored without).
         drop_last (bool): each shard's short last batch is dropped (the DataLoader's rule).
         prefetch_batches (int | None): processes: ring slots per worker, default 2 (the
-            DataLoader's ``prefetch_factor``); unused by threads (``decoded_queue_size`` bounds them).
+            DataLoader's ``prefetch_factor``); unused by threads.
         collate_fn: None (``default_collate``), ``lerobot_collate_fn`` (ours or LeRobot's),
             ``packed_collate`` (its inner function: nothing is packed), or any function of a list
-            of items (frames then reach it as ordinary tensors).
+            of items.
         multiprocessing_context: processes: ``"spawn"``, ``"fork"``, ``"forkserver"`` or a context
-            (default: multiprocessing's); everything given to a worker must pickle under spawn.
+            (default: multiprocessing's).
         timeout (float | None): seconds to wait for one batch of a worker or shard (the
             DataLoader's ``timeout``); past it the iterator raises
             :class:`~lerobotstream.errors.LoaderWorkerError` naming it, its PID and how long it
-            stalled (the stalled worker is killed, the shard's waits woken). 0: no timeout, a wait
-            of :attr:`stall_warning_s` is named in one warning. None: the stream's
-            ``loader_timeout_s`` option (default 0).
+            stalled. 0: no timeout, a wait of :attr:`stall_warning_s` is named in one warning.
+            None: the stream's ``loader_timeout_s`` option (default 0).
 
     Resume: :meth:`state_dict` / :meth:`load_state_dict` (torchdata's ``StatefulDataLoader``
     convention): a loader restored from a state continues with the next batch exactly.
-    :meth:`set_epoch` starts an epoch from its first sample. ``batch_size``, ``num_workers``,
-    ``drop_last`` and ``timeout`` are checked by the stream options' own rules.
 
     Raises:
         StreamingConfigError: an option's value is invalid, or ``dataset`` is not a lerobotstream stream.
@@ -199,8 +189,7 @@ class StreamLoader:
         shards = max(1, num_workers)
         where = "in this process" if picked == "threads" else "in worker processes"
         log.info("StreamLoader %s: %d shard(s) %s (%s)", picked, shards, where, reason)
-        # a state the dataset loaded for other settings than these is replanned now (elastic), so
-        # that state_dict() before the first iterator already describes this loader's position
+        # a loaded state of other settings is replanned now (elastic): state_dict() is right at once
         stream.prepare(self.settings)
         self._given = 0  # samples handed out by the current (or last) iterator
         self._batches = 0
@@ -220,8 +209,7 @@ class StreamLoader:
         start = ds.prepare(self.settings)  # a state of other settings: its elastic remainder
         epoch, samples = start.epoch, start.samples
         self._start, self._given, self._batches = (epoch, samples), 0, 0
-        # the DataLoader draws a base seed from the global RNG at each iterator: so do we (same RNG
-        # stream for the training loop; processes mode seeds its workers with it as DataLoader does)
+        # a base seed from the global RNG at each iterator, as the DataLoader draws one
         base_seed = int(torch.empty((), dtype=torch.int64).random_().item())
         collate = known_collate(self.collate_fn)
         watch = StallWatch(self.timeout, self.stall_warning_s)
@@ -274,9 +262,9 @@ class StreamLoader:
                 self._start, self._given, self._batches = (epoch, 0), 0, 0
 
     def stats(self) -> dict[str, Any]:
-        """The stream's counters for the current (or last) iterator: in threads mode the dataset's
-        ``stats()`` of the shards as one (:func:`sum_stats`), each shard's own under ``shards``.
-        Empty before the first iterator, and in processes mode (the counters stay in the workers)."""
+        """The current (or last) iterator's counters in threads mode: the shards' ``stats()`` as one
+        (:func:`sum_stats`), each shard's own under ``shards``; empty before the first iterator and
+        in processes mode."""
         parts = [s.stats() for s in self._shards]
         parts = [p for p in parts if p]
         if not parts:
@@ -297,9 +285,7 @@ class StreamLoader:
 
     def state_dict(self) -> dict[str, Any]:
         """Where the stream is (the epoch, the samples of the batches the caller took), as plain
-        values (``torch.save`` / JSON): the dataset's ``state_dict()`` under ``stream``, with this
-        loader's own counters. A loader with the same stream and settings restored from it
-        continues with the next batch exactly."""
+        values: the dataset's ``state_dict()`` under ``stream``, with this loader's counters."""
         ds = self.stream
         saved = ds.position
         try:

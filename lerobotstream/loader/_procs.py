@@ -1,27 +1,20 @@
 """``StreamLoader``'s processes mode: worker processes over a ring of shared-memory slots.
 
-Each worker process iterates its shard (``StreamCore.shard(p, N, ...)``: a ``DataLoader`` worker's
-shard, seeds and ``get_worker_info()``) and hands its batches over through its ring
-(:class:`WorkerRing`): ``prefetch_batches`` shared-memory slots made at the worker's first dict
-batch, sized by it (its tensor keys at 64-byte aligned offsets: the **layout**), and sent once
-(their segments unlinked at creation: nothing is left in ``/dev/shm`` even when a process is
-killed). Batch ``b`` uses slot ``b % size`` once batch ``b - size`` took (or skipped) it and the
-training process returned it: waiting only ever on an *earlier* batch of the same worker keeps the
-ring deadlock-free however far ahead the pipeline assembles. With ``default_collate`` or
-``lerobot_collate_fn`` the frames and small keys are written straight into the slot
-(:class:`RingSlots`, the pipeline's ``slots`` hook: a key of the layout's shape and dtype is a view
-into the batch's slot); with another collate the batch is copied in. Per batch only a small message
-crosses (slot, each tensor key's dtype, shape and offset, the other keys' values); a batch that
-does not fit the layout is pickled through the pipe. Slot returns and the stop arrive on the
-worker's return thread (:func:`read_returns`); a stop makes every slot wait raise :class:`RingStopped`.
+Each worker process iterates its shard (a ``DataLoader`` worker's shard, seeds and
+``get_worker_info()``) and hands its batches over through its ring (:class:`WorkerRing`):
+``prefetch_batches`` shared-memory slots made at its first dict batch and sized by it (the
+**layout**: its tensor keys at 64-byte aligned offsets), sent once, their segments unlinked at
+creation. Batch ``b`` uses slot ``b % size`` once batch ``b - size`` left it and the training
+process returned it: waiting only on an *earlier* batch of the same worker keeps the ring
+deadlock-free. With the known collates the frames and small keys are written straight into the
+slot (:class:`RingSlots`); with another the batch is copied in; one that does not fit the layout
+is pickled through the pipe. Per batch only a small message crosses.
 
 In the training process one thread takes the batches in the DataLoader's turns, copies each out
-(into pinned memory with ``pin_memory=True``) and returns the slot, so a batch the caller keeps is
-never overwritten. Shutdown (end, ``break``, an exception, the iterator collected) stops and joins
-the thread and every worker (terminated, then killed, if it does not exit). A worker that dies
-raises :class:`~lerobotstream.errors.LoaderWorkerError` naming it, its PID and exit code; a
-worker's exception is re-raised at its turn; a wait past ``timeout``
-(:class:`~lerobotstream.loader._threads.StallWatch`) raises one naming the stalled worker.
+(pinned with ``pin_memory=True``) and returns the slot. Shutdown (end, ``break``, an exception,
+the iterator collected) stops and joins the thread and every worker (terminated, then killed). A
+worker that dies raises :class:`~lerobotstream.errors.LoaderWorkerError` naming it, its PID and
+exit code; a worker's exception is re-raised at its turn.
 """
 
 from __future__ import annotations
@@ -38,10 +31,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.data._utils.pin_memory import pin_memory
 
 from lerobotstream.errors import LoaderWorkerError
 from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
-from lerobotstream.loader._threads import StallWatch, pin_batch
+from lerobotstream.loader._threads import StallWatch
 from lerobotstream.planner._turns import take_turns
 
 __all__ = ["ProcessBatches"]
@@ -49,8 +43,7 @@ __all__ = ["ProcessBatches"]
 log = logging.getLogger("lerobotstream.loader")
 
 _JOIN_S = 10.0
-#: modules a ``forkserver`` imports once before it forks workers (torch, torchcodec the lean way,
-#: the stream's modules): each worker then forks with them loaded
+#: modules a ``forkserver`` imports once before it forks workers
 PRELOAD = ["lerobotstream.loader._startup_preload"]
 
 ALIGN = 64
@@ -125,11 +118,7 @@ class WorkerRing:
 
     def acquire(self, b: int) -> int:
         """Take batch ``b``'s slot (``b % size``), waiting until the batch before it in that slot
-        was copied out and returned.
-
-        Raises:
-            RingStopped: the ring was stopped (before or while waiting).
-        """
+        was copied out and returned; RingStopped when the ring is stopped."""
         s = int(b) % self.size
         with self._cond:
             self._wait(lambda: self._turn[s] == b and self._free[s])
@@ -201,8 +190,7 @@ class WorkerRing:
 
 class RingSlots(BatchSlots):
     """:class:`BatchSlots` whose batch tensors are views into the batch's ring slot once the ring
-    exists (see the module doc). :meth:`take_slot` gives the slot batch ``b`` took (None: fresh
-    tensors, or a key outside the layout only)."""
+    exists (a key of the layout's shape and dtype)."""
 
     def __init__(self, batch_size: int, ring: WorkerRing) -> None:
         super().__init__(batch_size, bulk=True)
@@ -246,8 +234,8 @@ class RingSlots(BatchSlots):
 
 
 def read_returns(conn: Any, ring: WorkerRing, told_to_stop: threading.Event) -> None:
-    """The worker's return thread: slot numbers from the training process free their slots;
-    ``None``, the pipe's end or an error stop the ring and set ``told_to_stop``."""
+    """The worker's return thread: slot numbers free their slots; ``None``, the pipe's end or an
+    error stop the ring (its waits raise :class:`RingStopped`) and set ``told_to_stop``."""
     try:
         while (msg := conn.recv()) is not None:
             ring.release(int(msg))
@@ -317,7 +305,8 @@ def _worker_main(
                 ring.write(slot, batch, entries)  # the keys not written in place (none, usually)
                 conn.send(("batch", slot, entries, n))
             del batch
-        _close(shard, ring)
+        ring.stop()  # items assembled ahead of a pass limit may wait for a slot no batch will return
+        shard.close()
         shard = None
         conn.send(("end",))
     except (BrokenPipeError, ConnectionResetError, RingStopped):
@@ -329,16 +318,10 @@ def _worker_main(
             return
     finally:
         if shard is not None:
-            _close(shard, ring)
+            ring.stop()
+            shard.close()
     # stay until the training process says stop (it may still be fetching the ring's descriptors)
     told_to_stop.wait()
-
-
-def _close(shard: Any, ring: WorkerRing) -> None:
-    """Stop the ring's waits (items assembled ahead of a pass limit or an error may wait for a
-    slot no batch will return), then join the shard's pipeline threads."""
-    ring.stop()
-    shard.close()
 
 
 def _picklable(exc: BaseException) -> BaseException:
@@ -353,11 +336,8 @@ def _picklable(exc: BaseException) -> BaseException:
 
 
 class ProcessBatches:
-    """The worker processes, the copy-out thread and the batches of one ``StreamLoader`` iterator.
-
-    Iterate it for ``(batch, number of samples)`` in the DataLoader's order; :meth:`close` (also
-    called at the end, on an exception and when garbage-collected) stops everything.
-    """
+    """The worker processes, the copy-out thread and the batches of one ``StreamLoader`` iterator:
+    ``(batch, number of samples)`` in the DataLoader's order; :meth:`close` stops everything."""
 
     def __init__(
         self,
@@ -504,7 +484,7 @@ class ProcessBatches:
                 else:  # "pickled"
                     batch, n = msg[1], msg[2]
                     if self.pin:
-                        batch = pin_batch(batch)
+                        batch = pin_memory(batch)
                 self._put(("batch", batch, n))
             self._put(("end",))
         except _Stopped:
@@ -528,8 +508,7 @@ class ProcessBatches:
             self.close()
 
     def _next_message(self) -> tuple:
-        """The copy-out thread's next message; it always ends with ``end`` or ``error`` (its own
-        waits are timed), so this waits on it, checking that it still runs."""
+        """The copy-out thread's next message (its last is ``end`` or ``error``), checking that it runs."""
         while True:
             try:
                 return self._out.get(timeout=_JOIN_S)
@@ -561,13 +540,11 @@ class ProcessBatches:
         for w, p in enumerate(self.procs):
             if w in self._stalled and p.exitcode is None:
                 p.kill()  # stopped (SIGSTOP) or hung: it would not exit on its own
-            p.join(_JOIN_S)
-            if p.exitcode is None:
-                p.terminate()
-                p.join(_JOIN_S)
-            if p.exitcode is None:
-                p.kill()
-                p.join(_JOIN_S)
+            for end in (None, p.terminate, p.kill):  # let it exit, then SIGTERM, then SIGKILL
+                if p.exitcode is None:
+                    if end is not None:
+                        end()
+                    p.join(_JOIN_S)
             if p.exitcode is None:
                 log.warning("StreamLoader: worker %d (pid %s) did not exit after SIGKILL", w, p.pid)
         for c in self.conns:

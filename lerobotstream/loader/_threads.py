@@ -1,16 +1,12 @@
 """``StreamLoader``'s threads mode, and the stall watch both modes time their waits with.
 
-With ``num_workers=N`` the stream is cut into the shards N ``DataLoader`` workers would get
-(``StreamCore.shard(p, N, ..., in_process=True)``) and their batches are taken in the DataLoader's
-turns (``planner._turns.take_turns``); with 0, the one in-process stream. Decoding, frame copies and
-batch assembly run on the pipelines' threads (C, GIL released).
+With ``num_workers=N`` the stream is cut into the shards N ``DataLoader`` workers would get and
+their batches are taken in the DataLoader's turns; with 0, the one in-process stream.
 
-:class:`StallWatch` times one wait at a time (:meth:`~StallWatch.begin`, :meth:`~StallWatch.end`):
-how long the shard or worker waited on has delivered no batch, an error past ``timeout``, one
-warning without one. Processes mode checks on its copy-out thread between waits on the worker's
-pipe (:meth:`~StallWatch.check`, :meth:`~StallWatch.remaining`); threads mode waits inside the
-shard's pipeline, so :meth:`~StallWatch.watch` checks on a helper thread and aborts the stalled
-shard (its waits then raise).
+:class:`StallWatch` times one wait at a time: an error past ``timeout``, one warning without one.
+Processes mode checks between waits on the worker's pipe (:meth:`~StallWatch.check`); threads
+mode waits inside the shard's pipeline, so :meth:`~StallWatch.watch` checks on a helper thread
+and aborts the stalled shard (its waits then raise).
 """
 
 from __future__ import annotations
@@ -22,13 +18,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import torch
+from torch.utils.data._utils.pin_memory import pin_memory
 
 from lerobotstream.errors import LoaderWorkerError
 from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
 from lerobotstream.planner._turns import take_turns
 
-__all__ = ["STALL_WARNING_S", "StallWatch", "shard_batches", "thread_batches", "pin_batch", "watched"]
+__all__ = ["STALL_WARNING_S", "StallWatch", "shard_batches", "thread_batches", "watched"]
 
 log = logging.getLogger("lerobotstream.loader")
 
@@ -38,14 +34,9 @@ STALL_WARNING_S = 60.0
 
 
 class StallWatch:
-    """The current wait of one loader iterator (see the module doc).
-
-    Args:
-        timeout (float): seconds a wait may last (0: no limit, the DataLoader's default).
-        warn_after_s (float): seconds after which a wait is named in a warning, once per shard or
-            worker.
-        clock: seconds, monotonic (``time.monotonic``).
-    """
+    """The current wait of one loader iterator: it may last ``timeout`` seconds (0: no limit, the
+    DataLoader's default) and is named in a warning after ``warn_after_s`` (once per shard or
+    worker); ``clock``: monotonic seconds."""
 
     def __init__(
         self, timeout: float = 0.0, warn_after_s: float = STALL_WARNING_S, clock: Callable[[], float] = time.monotonic
@@ -53,7 +44,7 @@ class StallWatch:
         self.timeout = float(timeout or 0.0)
         self.warn_after_s = float(warn_after_s)
         self.clock = clock
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = threading.Condition(threading.RLock())
         self._wait: tuple[str, int | None, int, float] | None = None  # (what, worker, pid, since)
         self._warned: set[str] = set()
         self._closed = False
@@ -79,24 +70,14 @@ class StallWatch:
         """Seconds until the current wait's warning or timeout is due (0 when it is), None when
         nothing is due (no wait, or warned already and no timeout)."""
         with self._cond:
-            return self._remaining()
-
-    def _waited(self) -> tuple[str, int | None, int, float] | None:
-        """``(what, worker, pid, seconds waited)`` of the current wait, or None."""
-        if self._wait is None:
-            return None
-        what, worker, pid, since = self._wait
-        return what, worker, pid, self.clock() - since
-
-    def _remaining(self) -> float | None:
-        current = self._waited()
-        if current is None:
-            return None
-        what, _, _, waited = current
-        due = [self.timeout - waited] if self.timeout > 0 else []
-        if what not in self._warned:
-            due.append(self.warn_after_s - waited)
-        return max(0.0, min(due)) if due else None
+            if self._wait is None:
+                return None
+            what, _, _, since = self._wait
+            waited = self.clock() - since
+            due = [self.timeout - waited] if self.timeout > 0 else []
+            if what not in self._warned:
+                due.append(self.warn_after_s - waited)
+            return max(0.0, min(due)) if due else None
 
     def check(self) -> LoaderWorkerError | None:
         """The current wait's :class:`LoaderWorkerError` once it lasted the timeout (naming the
@@ -104,32 +85,29 @@ class StallWatch:
         ``stalled_s``), also kept as :attr:`expired`; else None, after logging the warning if the
         wait lasted ``warn_after_s`` (once per shard or worker)."""
         with self._cond:
-            return self._check()
-
-    def _check(self) -> LoaderWorkerError | None:
-        current = self._waited()
-        if current is None:
+            if self._wait is None:
+                return None
+            what, worker, pid, since = self._wait
+            waited = self.clock() - since
+            if self.timeout > 0 and waited >= self.timeout:
+                self.expired = LoaderWorkerError(
+                    f"StreamLoader {what} (pid {pid}) delivered no batch for {waited:.1f} s (timeout={self.timeout:g} "
+                    "s): it is stalled (a stopped or overloaded process, a hung read or decode); the loader stops",
+                    worker=worker,
+                    pid=pid,
+                    stalled_s=waited,
+                )
+                return self.expired
+            if what not in self._warned and waited >= self.warn_after_s:
+                self._warned.add(what)
+                log.warning(
+                    "StreamLoader %s (pid %d) has delivered no batch for %.1f s (no timeout: still waiting; "
+                    "StreamLoader(timeout=...) or --dataset.streaming_loader_timeout_s makes this an error)",
+                    what,
+                    pid,
+                    waited,
+                )
             return None
-        what, worker, pid, waited = current
-        if self.timeout > 0 and waited >= self.timeout:
-            self.expired = LoaderWorkerError(
-                f"StreamLoader {what} (pid {pid}) delivered no batch for {waited:.1f} s (timeout={self.timeout:g} s): "
-                "it is stalled (a stopped or overloaded process, a hung read or decode); the loader stops",
-                worker=worker,
-                pid=pid,
-                stalled_s=waited,
-            )
-            return self.expired
-        if what not in self._warned and waited >= self.warn_after_s:
-            self._warned.add(what)
-            log.warning(
-                "StreamLoader %s (pid %d) has delivered no batch for %.1f s (no timeout: still waiting; "
-                "StreamLoader(timeout=...) or --dataset.streaming_loader_timeout_s makes this an error)",
-                what,
-                pid,
-                waited,
-            )
-        return None
 
     def watch(self, on_timeout: Callable[[int | None], None]) -> threading.Thread:
         """Check every wait on a daemon thread (started here) until :meth:`close`; past the timeout
@@ -139,13 +117,13 @@ class StallWatch:
             while True:
                 with self._cond:
                     while not self._closed:
-                        r = self._remaining()
+                        r = self.remaining()
                         if r is None:
                             self._cond.wait()  # woken by begin, end and close
                         elif r > 0:
                             self._cond.wait(r)
                         else:
-                            err = self._check()
+                            err = self.check()
                             if err is not None:
                                 worker = self._wait[1]
                                 self._wait = None  # this wait is over for the watch
@@ -186,19 +164,6 @@ def shard_batches(
         del tensors
         yield batch, n
         del batch
-
-
-def pin_batch(batch: Any) -> Any:
-    """``batch`` with its CPU tensors in pinned memory (those already pinned kept as they are)."""
-    if isinstance(batch, torch.Tensor):
-        return batch if batch.is_pinned() else batch.pin_memory()
-    if isinstance(batch, dict):
-        return {k: pin_batch(v) for k, v in batch.items()}
-    if isinstance(batch, list):
-        return [pin_batch(v) for v in batch]
-    if isinstance(batch, tuple):
-        return tuple(pin_batch(v) for v in batch)
-    return batch
 
 
 def watched(batches: Iterator[Any], watch: StallWatch, what: str, worker: int | None) -> Iterator[Any]:
@@ -254,7 +219,7 @@ def thread_batches(
             what = "stream (threads mode)" if wid is None else f"shard {wid} of {nw} (threads mode)"
             sources.append(watched(shard_batches(items, slots, batch_size, drop_last, collate_fn), watch, what, wid))
         for batch, n in take_turns(sources):
-            yield (pin_batch(batch) if pin else batch), n
+            yield (pin_memory(batch) if pin else batch), n  # the DataLoader's pinning (pinned tensors kept)
     finally:
         watch.close()
         for src in sources:

@@ -11,8 +11,7 @@ from lerobotstream.errors import RangeReadError, SourceError
 from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES
 
 #: Two requested ranges at most this many bytes apart are fetched with one request (the gap is read
-#: and dropped): far below one round-trip's worth of bytes at 300 MB/s, and below a GOP, so the
-#: over-fetch stays well under 5 % for GOP-sized ranges.
+#: and dropped): below one round-trip's worth of bytes at 300 MB/s, and below a GOP.
 COALESCE_GAP_BYTES = 32 * 1024
 #: A coalesced request never grows beyond this many bytes by merging (a single range may be larger).
 COALESCE_MAX_BYTES = 64 * 1024 * 1024
@@ -21,13 +20,9 @@ _COUNTERS = ("requests", "bytes_read", "bytes_requested", "retries", "metadata_r
 
 @dataclass
 class SourceStats:
-    """Counters for profiling; per process (a forked child starts again from zero).
-
-    ``requests``: read requests sent to the store (a coalesced group counts once); ``bytes_read``:
-    payload bytes it returned, coalescing gaps included; ``bytes_requested``: bytes the callers asked
-    for; ``retries``: requests repeated after a retryable failure; ``metadata_requests``: listing,
-    HEAD and revision requests.
-    """
+    """Counters for profiling, per process: ``requests`` (a coalesced group counts once),
+    ``bytes_read`` (coalescing gaps included), ``bytes_requested`` (asked by callers), ``retries``,
+    ``metadata_requests`` (listing, HEAD and revision requests)."""
 
     requests: int = 0
     bytes_read: int = 0
@@ -68,8 +63,7 @@ def check_ranges(path: str, ranges: Sequence[tuple[int, int]], size: int | None 
 
 
 def check_file_size(path: str, nbytes: int, where: str) -> None:
-    """Raise SourceError when a metadata file of ``nbytes`` bytes is larger than
-    :data:`MAX_METADATA_FILE_NBYTES` (before any byte of it is read)."""
+    """Raise SourceError when a metadata file of ``nbytes`` bytes exceeds :data:`MAX_METADATA_FILE_NBYTES`."""
     if nbytes > MAX_METADATA_FILE_NBYTES:
         raise SourceError(
             f"{path!r} at {where} has {nbytes} bytes, more than the {MAX_METADATA_FILE_NBYTES} bytes a metadata "
@@ -113,21 +107,14 @@ def coalesce_ranges(
 
 
 class ByteSource:
-    """Read-only access to the files of one dataset root.
-
-    Implementations are thread-safe and fork-safe (handles and connections are keyed by PID: a
-    forked process never reuses its parent's), and picklable for ``spawn``/``forkserver`` workers:
-    the :attr:`_PROCESS_LOCAL` attributes are left out of the pickle and re-created empty by
-    :meth:`_init_process_state` where it is unpickled.
-
-    Subclasses implement :meth:`size`, :meth:`list` and either :meth:`_read_ranges` or
-    :meth:`_fetch` / :meth:`_fetch_groups` (remote stores: ranges are then coalesced).
-    """
+    """Read-only access to the files of one dataset root: thread-safe, fork-safe (handles and
+    connections keyed by PID) and picklable (the :attr:`_PROCESS_LOCAL` attributes re-created by
+    :meth:`_init_process_state`). Subclasses implement :meth:`size`, :meth:`list` and
+    :meth:`_read_ranges` or :meth:`_fetch` / :meth:`_fetch_groups` (ranges then coalesced)."""
 
     #: human-readable root (no credentials), used in error messages
     root_display: str = ""
-    #: attributes that belong to one process (locks, open descriptors, connections): never
-    #: pickled; :meth:`_init_process_state` creates them afresh
+    #: attributes that belong to one process (locks, descriptors): never pickled
     _PROCESS_LOCAL: tuple[str, ...] = ()
 
     def __init__(self) -> None:
@@ -190,9 +177,8 @@ class ByteSource:
         return out
 
     def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """Read several ``(offset, length)`` byte ranges of ``path``; returns one bytes per range.
-
-        Near ranges (gap ≤ ``COALESCE_GAP_BYTES``) are fetched with one request on remote stores.
+        """Read several ``(offset, length)`` byte ranges of ``path``; returns one bytes per range
+        (near ranges fetched with one request on remote stores).
 
         Raises:
             SourceNotFoundError: the file does not exist.
@@ -210,8 +196,8 @@ class ByteSource:
         """The whole file (for metadata files only).
 
         Raises:
-            SourceError: the file is larger than :data:`MAX_METADATA_FILE_NBYTES` (checked before
-                anything is read); the other errors of :meth:`read_ranges`.
+            SourceError: the file is larger than :data:`MAX_METADATA_FILE_NBYTES` (not read); the
+                other errors of :meth:`read_ranges`.
         """
         size = self.size(path)
         check_file_size(path, size, self.root_display)

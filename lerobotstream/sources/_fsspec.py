@@ -1,8 +1,7 @@
 """Any fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``...) as a byte source.
 
 Each thread of each process opens its own filesystem instance (``skip_instance_cache=True``, keyed
-by PID), so a forked worker never reuses its parent's sessions. Ranges are read with ``cat_ranges``
-(no file object, hence no read-ahead), every blob length-checked.
+by PID). Ranges are read with ``cat_ranges`` (no read-ahead), every blob length-checked.
 """
 
 from __future__ import annotations
@@ -28,20 +27,11 @@ _FINGERPRINT_KEYS = ("xet_hash", "ETag", "etag", "e_tag", "md5", "md5Hash", "che
 _PIP_NAMES = {"smbclient": "smbprotocol", "libarchive": "libarchive-c"}
 
 
-def filesystem_class(root: str, protocol: str | None = None) -> type:
-    """The fsspec filesystem class serving ``root`` (``s3fs.S3FileSystem`` for ``s3://...``);
-    ``protocol`` defaults to the part before ``://``.
-
-    Raises:
-        SourceProtocolError: no fsspec filesystem knows the protocol (``gopher://``); a ``ValueError``.
-        MissingDependencyError: its package is not installed (``s3fs`` for ``s3://``): names the
-            pip package; an ``ImportError``. Both name the root (no credentials) and the protocol.
-    """
+def _filesystem_class(protocol: str, shown: str) -> type:
+    """The fsspec filesystem class serving ``protocol`` (``s3fs.S3FileSystem`` for ``s3``)."""
     import fsspec
     from fsspec.registry import known_implementations
 
-    protocol = protocol or root.split("://", 1)[0]
-    shown = redact_url(root) if "://" in root else root
     if protocol not in fsspec.available_protocols():
         raise SourceProtocolError(
             f"root {shown!r}: no fsspec filesystem serves the protocol {protocol!r}; give a local folder, "
@@ -73,7 +63,9 @@ class FsspecSource(ByteSource):
     ``storage_options``: the filesystem's keyword arguments (kept out of ``repr`` and errors).
 
     Raises:
-        SourceProtocolError, MissingDependencyError: as :func:`filesystem_class`.
+        SourceProtocolError: no fsspec filesystem knows the protocol (``gopher://``); a ``ValueError``.
+        MissingDependencyError: its package is not installed (``s3fs`` for ``s3://``): names the
+            pip package; an ``ImportError``. Both name the root (no credentials) and the protocol.
     """
 
     def __init__(self, root: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
@@ -83,9 +75,9 @@ class FsspecSource(ByteSource):
         self.protocol, base = fsspec.core.split_protocol(root)
         self.protocol = self.protocol or "file"
         self._options = dict(storage_options or {})
-        cls = filesystem_class(root, self.protocol)
-        self.base = cls._strip_protocol(root).rstrip("/")
         self.root_display = redact_url(root) if "://" in root else root
+        cls = _filesystem_class(self.protocol, self.root_display)
+        self.base = cls._strip_protocol(root).rstrip("/")
         self._info: dict[str, dict] = {}
         self._init_process_state()
 
@@ -159,8 +151,7 @@ class FsspecSource(ByteSource):
         return self._full(path) if self.protocol in ("file", "local") else None
 
     def read_file(self, path: str) -> bytes:
-        """The whole file with one ``cat_file`` (no ``info`` first), at most
-        ``MAX_METADATA_FILE_NBYTES + 1`` bytes of it read.
+        """The whole file with one ``cat_file`` (no ``info`` first, at most ``MAX_METADATA_FILE_NBYTES + 1`` bytes).
 
         Raises:
             SourceNotFoundError: the file does not exist.

@@ -1,9 +1,5 @@
-"""``HttpSource``: a dataset root behind a plain ``http(s)://`` URL, read with ``Range`` requests.
-
-Connections, bounded bodies, retries, checked ranges and time limits are
-:mod:`~lerobotstream.sources._http_transport`'s. A signed root's query string (``?X-Sig=...``) is
-sent with every request under it and never shown (:func:`redact_url`).
-"""
+"""``HttpSource``: a dataset root behind a plain ``http(s)://`` URL, read with ``Range`` requests
+(transport: :mod:`~lerobotstream.sources._http_transport`)."""
 
 from __future__ import annotations
 
@@ -62,11 +58,9 @@ class HttpSource(ByteSource):
     """Files under a plain ``http(s)://`` URL root, read with ``Range`` requests.
 
     Size and fingerprint come from one ``HEAD`` per file (cached): ``Content-Length`` and the
-    strong ``ETag`` (else ``Last-Modified``); :meth:`read_file`'s one ``GET`` answers them too.
-    Redirects are followed by hand (at most :data:`_MAX_REDIRECTS`, resolved once per file);
-    ``headers`` (e.g. ``Authorization``) go only to the root's origin (scheme, host and port).
-    Every path keeps to the path rule, its URL to the root's origin and path prefix. ``list``
-    parses HTML directory indexes.
+    strong ``ETag`` (else ``Last-Modified``). Redirects are followed by hand (at most
+    :data:`_MAX_REDIRECTS`, resolved once per file); ``headers`` (e.g. ``Authorization``) go only
+    to the root's origin. ``list`` parses HTML directory indexes.
 
     Args:
         root: ``http://`` or ``https://`` URL of the dataset root (user info is refused; a signed
@@ -105,8 +99,8 @@ class HttpSource(ByteSource):
         self._meta_lock = threading.Lock()
 
     def _url(self, path: str, *, folder: bool = False) -> str:
-        """The URL of ``path`` (``folder``: of its index page, ``/``-terminated) under the root,
-        with the signed root's query; a path that would leave the root raises SourceError."""
+        """The URL of ``path`` (``folder``: of its index page) under the root, with the signed root's
+        query; a path that would leave the root raises SourceError."""
         url = url_under(self.root, path, self.root_display, folder=folder)
         if folder and not url.endswith("/"):
             url += "/"
@@ -117,8 +111,8 @@ class HttpSource(ByteSource):
         return dict(self._headers) if same_origin(url, self.root) else {}
 
     def _follow(self, method: str, path: str, url: str, **kw: Any) -> tuple[Any, str]:
-        """``method`` on ``url`` (identity encoding), following at most :data:`_MAX_REDIRECTS`
-        redirects: (the last answer, its URL). Raises SourceError after too many redirects."""
+        """``(last answer, its URL)`` of ``method`` on ``url`` (identity encoding), following at most
+        :data:`_MAX_REDIRECTS` redirects (then SourceError)."""
         for _ in range(_MAX_REDIRECTS + 1):
             r = self.fetcher.request(
                 method,
@@ -165,9 +159,8 @@ class HttpSource(ByteSource):
         """Files under ``prefix`` from the server's HTML directory indexes (recursive, sorted).
 
         A link counts when, resolved against its page's URL, it names a direct child of the page's
-        folder on the root's host (relative, absolute-path and full-URL links alike); sort links,
-        parents and other hosts are skipped. A missing ``prefix`` (404) lists nothing. One level of
-        sub-folders is fetched concurrently (at most :data:`_LISTING_THREADS` pages at once).
+        folder on the root's host; sort links, parents and other hosts are skipped. A missing
+        ``prefix`` (404) lists nothing.
 
         Raises:
             SourceError: the ``prefix`` page exists but links to nothing under it ("the server
@@ -179,13 +172,8 @@ class HttpSource(ByteSource):
         level = [base]
         seen = {base}
         while level:  # one level of folders at a time, its pages fetched concurrently
-            if len(level) == 1:
-                pages = [self._listing_page(level[0])]
-            else:
-                with ThreadPoolExecutor(
-                    min(_LISTING_THREADS, len(level)), thread_name_prefix="lerobotstream-list"
-                ) as ex:
-                    pages = list(ex.map(self._listing_page, level))
+            with ThreadPoolExecutor(min(_LISTING_THREADS, len(level)), thread_name_prefix="lerobotstream-list") as ex:
+                pages = list(ex.map(self._listing_page, level))
             deeper = []
             for folder, page in zip(level, pages):
                 if page is None:  # 404
@@ -255,20 +243,14 @@ class HttpSource(ByteSource):
         return r.body
 
     def read_file(self, path: str) -> bytes:
-        """The whole file with one ``GET`` and no ``HEAD`` first (for small metadata files).
-
-        Redirects are followed as for ``HEAD``; the final URL, size and fingerprint are cached as a
-        ``HEAD``'s would be. When they were known before, the file must still match them.
-
-        Returns:
-            bytes: the body of the ``200`` answer (its length checked against ``Content-Length``).
+        """The whole file with one ``GET`` and no ``HEAD`` first (for small metadata files); the final
+        URL, size and fingerprint are cached as a ``HEAD``'s would be, or checked when known.
 
         Raises:
             SourceNotFoundError: the file does not exist (404/410).
             SourceChangedError: the file changed since its size or fingerprint were read (names the URL).
-            SourceError: the body is larger than ``MAX_METADATA_FILE_NBYTES`` (announced or read), or
-                any other failure (a non-200 success, a compressed body, too many redirects, retries
-                ran out); messages name the path and the redacted URL.
+            SourceError: the body is larger than ``MAX_METADATA_FILE_NBYTES``, or any other failure
+                (a non-200 success, a compressed body, too many redirects, retries ran out).
         """
         with self._meta_lock:
             known = self._meta.get(path)

@@ -1,21 +1,16 @@
 """HTTP for :class:`~lerobotstream.sources._http.HttpSource` and the Hub: a bounded client, and
 retries, checked ranges and time limits over it.
 
-:class:`HttpClient` is the standard library's ``http.client``, so that every byte on the wire is
-ours to check: no read-ahead, no automatic redirects (``Authorization`` never follows one to
-another host). A range answer of another length is dropped unread (:attr:`Response.dropped`), a
-success body above its cap refused (:class:`BodyTooLargeError`) before and while reading, an error
-or redirect page cut at :data:`_ERROR_BODY_NBYTES`. URLs in messages go through :func:`redact_url`
-(no user info, no query).
+:class:`HttpClient` is the standard library's ``http.client``: no read-ahead, no automatic
+redirects (``Authorization`` never follows one to another host), bounded bodies. URLs in messages
+go through :func:`redact_url` (no user info, no query).
 
-:class:`RangeFetcher` sends one ``Range`` request per coalesced group of ranges and verifies every
-``206`` against its ``Content-Range`` and length. Connection errors, resets, timeouts, truncated
-bodies, mis-ranged answers and statuses 408/425/429/500/502/503/504 are retried
-(:class:`RetryPolicy`: exponential backoff with full jitter, ``min(cap, base * 2**attempt) *
-U(0.5, 1)``, or a capped ``Retry-After``). A ``206`` whose ``Content-Range`` total or ``ETag``
-differs from the file first seen raises :class:`~lerobotstream.errors.SourceChangedError` at once.
-Each connect and wait for bytes gives up after ``timeout_s``; one read, every attempt and backoff
-together, after ``read_timeout_s`` (:class:`~lerobotstream.errors.SourceTimeoutError`).
+:class:`RangeFetcher` verifies every ``206`` against its ``Content-Range`` and length, and retries
+transport failures, mis-ranged answers and :data:`RETRY_STATUSES` (:class:`RetryPolicy`). A
+``206`` whose ``Content-Range`` total or ``ETag`` differs from the file first seen raises
+:class:`~lerobotstream.errors.SourceChangedError` at once. Each connect and wait for bytes gives
+up after ``timeout_s``; one read, every attempt and backoff together, after ``read_timeout_s``
+(:class:`~lerobotstream.errors.SourceTimeoutError`).
 """
 
 from __future__ import annotations
@@ -96,8 +91,8 @@ class BodyTooLargeError(Exception):
 
 
 class HttpClient:
-    """Keep-alive ``http.client`` connections, at most ``max_connections`` open per process.
-    Thread-safe; fork-safe (the pool is keyed by PID: a forked worker never touches its parent's)."""
+    """Keep-alive ``http.client`` connections, at most ``max_connections`` open per process;
+    thread-safe and fork-safe (keyed by PID)."""
 
     def __init__(self, max_connections: int = DEFAULT_MAX_CONNECTIONS, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         if max_connections < 1:
@@ -170,13 +165,11 @@ class HttpClient:
         """One request, no redirects followed, body read fully (and bounded).
 
         Args:
-            deadline: ``time.monotonic()`` value after which the request gives up (each socket wait
-                takes the smaller of ``timeout_s`` and the time left).
+            deadline: ``time.monotonic()`` value after which the request gives up.
             want_nbytes: a range request's length, bytes: a success answer of another length is
                 dropped unread (``Response.dropped`` says why).
-            max_body_nbytes: the largest other success body, bytes (``Content-Length`` checked
-                before reading, the bytes while reading); an error or redirect body is cut at
-                :data:`_ERROR_BODY_NBYTES` and its connection closed.
+            max_body_nbytes: the largest other success body, bytes (checked before and while
+                reading); an error or redirect body is cut at :data:`_ERROR_BODY_NBYTES`.
 
         Raises:
             TransportError: connection refused/reset, timeout, or a body shorter than announced.
@@ -268,9 +261,8 @@ def _read_body(
     deadline: float | None,
     limit: int,
 ) -> tuple[bytes, bool]:
-    """``(body, whole)``: at most ``limit`` bytes, read in chunks (a server trickling bytes cannot
-    outlast the deadline); ``whole`` is False when more followed (then the body is ``b""``, or its
-    first ``limit`` bytes for an error page's small limit)."""
+    """``(body, whole)``: at most ``limit`` bytes, read in chunks (the deadline checked between);
+    ``whole`` is False when more followed (then the body is ``b""``, or an error page's start)."""
     chunks = []
     total = 0
     while True:
@@ -296,7 +288,8 @@ _MAX_REDIRECTS = 5
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how long to retry a failed request.
+    """How often and how long to retry a failed request: exponential backoff with full jitter,
+    ``min(cap, base * 2**attempt) * U(0.5, 1)``, or a capped ``Retry-After``.
 
     Attributes:
         max_retries: retries after the first attempt (so at most ``max_retries + 1`` requests).
@@ -312,24 +305,18 @@ class RetryPolicy:
 
     def delay_s(self, attempt: int, rng: random.Random, retry_after: str | None = None) -> float:
         """Seconds to wait before retry number ``attempt`` (0-based)."""
+        wait = None
         if retry_after:
-            wait = _parse_retry_after(retry_after)
-            if wait is not None:
-                return min(max(wait, 0.0), self.max_retry_after_s)
+            try:
+                wait = float(retry_after.strip())
+            except ValueError:
+                try:
+                    wait = email.utils.parsedate_to_datetime(retry_after.strip()).timestamp() - time.time()
+                except (TypeError, ValueError):
+                    pass
+        if wait is not None:
+            return min(max(wait, 0.0), self.max_retry_after_s)
         return min(self.backoff_cap_s, self.backoff_base_s * (2**attempt)) * rng.uniform(0.5, 1.0)
-
-
-def _parse_retry_after(value: str) -> float | None:
-    value = value.strip()
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return when.timestamp() - time.time()
 
 
 def error_for(
@@ -340,14 +327,9 @@ def error_for(
     detail: str = "",
     exc: BaseException | None = None,
 ) -> SourceError:
-    """The one place mapping a store failure to a typed error.
-
-    Args:
-        status: HTTP status (or None for a non-HTTP failure described by ``exc``).
-        path: dataset-relative path that was being read.
-        where, detail: the location (redacted URL or root) and extra text, both without credentials.
-        exc: the underlying exception (huggingface_hub, fsspec or OSError), when there is one.
-    """
+    """The one place mapping a store failure (HTTP ``status``, or ``exc``: a huggingface_hub, fsspec
+    or OS exception) on dataset path ``path`` to a typed error; ``where`` (redacted URL or root)
+    and ``detail`` hold no credentials."""
     extra = f": {detail}" if detail else ""
     if exc is not None and status is None:
         resp = getattr(exc, "response", None)
@@ -398,9 +380,8 @@ def _range_problem(
     """None when a 200/206 answer ``r`` holds exactly bytes ``[offset, offset + length)``, else why not.
 
     Raises:
-        SourceChangedError: a ``206`` whose ``Content-Range`` total (``bytes a-b/N``) is not the
-            size in ``expect`` (``(size, fingerprint or None)``), or whose strong ``ETag`` is not its
-            ``etag=...`` fingerprint: the file is no longer the one first seen (no retry).
+        SourceChangedError: a ``206`` whose ``Content-Range`` total or strong ``ETag`` is not the
+            one in ``expect`` (``(size, fingerprint or None)``).
     """
     if expect is not None and r.status == 206:
         size, fingerprint = expect
@@ -448,30 +429,16 @@ def _range_problem(
 
 
 class RangeFetcher:
-    """Range GETs with retries against URLs given by a resolver (redirects resolved by the caller).
-
-    Args:
-        client, retry, stats: connection pool, retry policy, counters to update.
-        sleep: injectable sleep (tests).
-        read_timeout_s: seconds one :meth:`request` may take in total (attempts and backoff).
-    """
+    """Range GETs with retries against URLs given by a resolver (redirects resolved by the caller);
+    ``read_timeout_s``: seconds one :meth:`request` may take in total (attempts and backoff)."""
 
     def __init__(
-        self,
-        client: HttpClient,
-        retry: RetryPolicy,
-        stats,
-        sleep: Callable[[float], None] = time.sleep,
-        *,
-        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+        self, client: HttpClient, retry: RetryPolicy, stats, *, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     ):
         if not read_timeout_s > 0:
             raise ValueError(f"read_timeout_s must be > 0 seconds, got {read_timeout_s!r}")
-        self.client = client
-        self.retry = retry
-        self.stats = stats
-        self.read_timeout_s = float(read_timeout_s)
-        self._sleep = sleep
+        self.client, self.retry, self.stats, self.read_timeout_s = client, retry, stats, float(read_timeout_s)
+        self._sleep = time.sleep  # (tests replace it)
         self._rng = random.Random()  # jitter only; never the global RNG
 
     def request(
@@ -487,13 +454,10 @@ class RangeFetcher:
         accept_redirect: bool = False,
         expect: tuple[int, str | None] | None = None,
     ) -> Response:
-        """Send ``method`` with retries; for ranges return only a verified 206/200 (an answer of
-        another length is dropped unread and retried); any other success body is bounded by
-        ``MAX_METADATA_FILE_NBYTES``.
-
-        ``resolve()`` gives ``(url, headers)`` before every attempt. On a 401/403, ``invalidate()``
-        (when given) drops the cached signed URL, once; a second refusal raises SourceAuthError.
-        ``expect``: the file's ``(size, fingerprint)`` when first seen, checked on every ``206``.
+        """Send ``method`` with retries; for ranges return only a verified 206/200; any other success
+        body is bounded by ``MAX_METADATA_FILE_NBYTES``. ``resolve()`` gives ``(url, headers)``
+        before every attempt. On a 401/403, ``invalidate()`` (when given) drops the cached signed
+        URL, once. ``expect``: the file's ``(size, fingerprint)`` when first seen.
 
         Raises:
             SourceError: a success body above that bound (not read, not retried).

@@ -1,17 +1,14 @@
 """Hugging Face Hub byte sources: dataset repositories pinned to one commit, and Storage Buckets.
 
 A dataset revision is resolved **once**, at open (``HfApi.dataset_info``); every later listing and
-read uses the 40-hex commit, so a branch that moves during a run changes nothing. Endpoint, token
-and offline mode are huggingface_hub's (``HF_ENDPOINT``, ``HF_TOKEN``, ``HF_HUB_OFFLINE``). Sizes
-and fingerprints come from the tree listing (one request per folder, cached): ``xet:<hash>``,
-``sha256:<oid>`` (LFS) or ``git:<blob id>``; buckets list with ``HfApi.list_bucket_tree``.
+read uses the 40-hex commit. Endpoint, token and offline mode are huggingface_hub's. Sizes and
+fingerprints come from the tree listing (one request per folder, cached): ``xet:<hash>``,
+``sha256:<oid>`` (LFS) or ``git:<blob id>``.
 
-Payloads are not read with ``HfFileSystem``, which sends every range through ``/resolve`` again
-(2 round-trips and one Hub API hit per range: the pattern that draws 429s) and reads ahead
-(``tools/bench_sources.py``; README "Data sources"). Here the redirect is resolved once per file
-(``HEAD``, not followed), the signed URL cached until it expires or is refused (401/403: resolved
-again, once), and each ``Range`` GET goes to the storage host without ``Authorization``, its
-answer checked. Training only reads: nothing here issues POST, PUT or DELETE.
+Not ``HfFileSystem``, which sends every range through ``/resolve`` again (the pattern that draws
+429s; README "Data sources"): here the redirect is resolved once per file (``HEAD``), the signed
+URL cached until it expires or is refused (401/403: resolved again, once), and each ``Range`` GET
+goes to the storage host without ``Authorization``. Nothing here issues POST, PUT or DELETE.
 """
 
 from __future__ import annotations
@@ -47,8 +44,7 @@ SIGNED_URL_MARGIN_S = 30.0
 
 def _signed_url_expiry(url: str, now: float) -> float:
     """When the signed ``url`` expires (``Expires=`` or ``X-Amz-Date`` + ``X-Amz-Expires``), Unix
-    seconds; ``now + SIGNED_URL_TTL_S`` when it does not say, or says something that is not a
-    finite time (``Expires=nan``)."""
+    seconds; ``now + SIGNED_URL_TTL_S`` when it says no finite time."""
     q = {k.lower(): v[0] for k, v in parse_qs(urlsplit(url).query).items()}
     when = None
     try:
@@ -62,11 +58,7 @@ def _signed_url_expiry(url: str, now: float) -> float:
 
 
 def _linked_size(value: str, path: str, where: str) -> int:
-    """The file size a ``/resolve`` answer announces (``X-Linked-Size`` / ``Content-Length``).
-
-    Raises:
-        SourceProtocolError: the header is not a decimal number of bytes.
-    """
+    """The file size a ``/resolve`` answer announces; SourceProtocolError when not a decimal number."""
     text = value.strip()
     if not (text.isascii() and text.isdigit()):
         raise SourceProtocolError(
@@ -105,10 +97,9 @@ class HubSource(ByteSource):
     """A Hub dataset repository at one commit, or a Storage Bucket, read with ranged GETs.
 
     Args:
-        repo_id: ``OWNER/NAME`` of the dataset or bucket.
-        revision: branch, tag or commit of a dataset (default ``main``); resolved once to a
-            commit. Must be None for buckets.
-        repo_type: ``"dataset"`` or ``"bucket"``.
+        repo_id, repo_type: ``OWNER/NAME`` of the dataset or bucket; ``"dataset"`` or ``"bucket"``.
+        revision: branch, tag or commit of a dataset (default ``main``), resolved once to a commit;
+            None for buckets.
         token: Hub token; None uses huggingface_hub's (``HF_TOKEN`` or the saved login), False
             sends none. Never logged, never part of an error or ``repr``.
         endpoint: Hub URL; defaults to ``huggingface_hub.constants.ENDPOINT`` (``HF_ENDPOINT``).
@@ -184,17 +175,12 @@ class HubSource(ByteSource):
 
     @property
     def api(self) -> Any:
-        """The ``huggingface_hub.HfApi`` this source lists and resolves with (its endpoint and
-        credentials), for maintainer actions such as ``sidecar.push_sidecar``."""
+        """The ``huggingface_hub.HfApi`` this source uses (for ``sidecar.push_sidecar``)."""
         return self._api
 
     def at_revision(self, revision: str) -> HubSource:
-        """The same dataset at ``revision`` (a branch, tag or commit, pinned to its commit), read with
-        this source's endpoint, credentials and retry policy.
-
-        Raises:
-            SourceNotFoundError: no such revision. SourceError: a bucket (no revisions).
-        """
+        """The same dataset at ``revision`` (pinned to its commit), with this source's endpoint,
+        credentials and retry policy (SourceNotFoundError: no such revision; SourceError: a bucket)."""
         return HubSource(
             self.repo_id,
             revision=revision,
@@ -237,14 +223,13 @@ class HubSource(ByteSource):
         with flock:  # one tree request per folder even when many threads ask at once
             with self._lock:
                 hit = self._folders.get(folder)
-            return hit if hit is not None else self._list_folder(folder)
-
-    def _list_folder(self, folder: str) -> dict[str, tuple[int, str | None]]:
-        entries = {p: v for p, v in self._tree(folder, recursive=False) or () if posixpath.dirname(p) == folder}
-        self.stats.add(metadata_requests=1)
-        with self._lock:
-            self._folders[folder] = entries
-        return entries
+            if hit is not None:
+                return hit
+            entries = {p: v for p, v in self._tree(folder, recursive=False) or () if posixpath.dirname(p) == folder}
+            self.stats.add(metadata_requests=1)
+            with self._lock:
+                self._folders[folder] = entries
+            return entries
 
     def _entry(self, path: str) -> tuple[int, str | None]:
         path = checked_path(path, self.root_display)
@@ -272,12 +257,8 @@ class HubSource(ByteSource):
         return sorted(p for p, _ in out)
 
     def resolve_url(self, path: str) -> str:
-        """The ``/resolve`` URL of ``path``, pinned to the commit for datasets.
-
-        Raises:
-            SourceError: ``path`` breaks the path rule, or its URL would leave the repository's
-                ``/resolve/`` folder.
-        """
+        """The ``/resolve`` URL of ``path``, pinned to the commit for datasets; SourceError when the
+        path breaks the path rule or its URL would leave the ``/resolve/`` folder."""
         if self.repo_type == "dataset":
             return url_under(f"{self.endpoint}/datasets/{self.repo_id}/resolve/{self.commit}/", path, self.root_display)
         return f"{self.endpoint}/buckets/{self.repo_id}/resolve/{quote(checked_path(path, self.root_display), safe='')}"
@@ -294,8 +275,7 @@ class HubSource(ByteSource):
         return dict(self._hub_headers)
 
     def _headers_for(self, url: str) -> dict[str, str]:
-        """Hub headers for the Hub's own origin (scheme, host, port); nothing (no Authorization)
-        for any other, a redirect from ``https`` to ``http`` on the same host included."""
+        """Hub headers for the Hub's own origin (scheme, host, port); none for any other."""
         return self._auth_headers() if same_origin(url, self.endpoint) else {}
 
     def _signed_url(self, path: str) -> tuple[str, dict[str, str]]:

@@ -1,9 +1,8 @@
 """Local-disk byte source: ``os.pread`` on per-process file descriptors.
 
-A missing file (or folder on its path) is :class:`~lerobotstream.errors.SourceNotFoundError`; any
-other failure of the operating system (a refused permission, a symlink loop, a folder or a device
-where a file should be, an I/O error) is :class:`~lerobotstream.errors.SourceReadError` naming the
-file and the reason, the ``OSError`` chained.
+A missing file is :class:`~lerobotstream.errors.SourceNotFoundError`; any other OS failure
+(permission, symlink loop, a folder or device where a file should be, I/O) is
+:class:`~lerobotstream.errors.SourceReadError` naming the file and the reason.
 """
 
 from __future__ import annotations
@@ -24,11 +23,8 @@ MAX_OPEN_FILES = 256
 
 
 class LocalSource(ByteSource):
-    """Files under the local folder ``root``, read with ``os.pread`` (no seek, thread-safe).
-
-    Every path keeps to the path rule (:mod:`lerobotstream.sources._paths`) before it is joined to
-    the root; symlinks inside the root are followed wherever they point.
-    """
+    """Files under the local folder ``root``, read with ``os.pread`` (thread-safe); paths keep to
+    the path rule, symlinks inside the root are followed wherever they point."""
 
     def __init__(self, root: str | os.PathLike) -> None:
         super().__init__()

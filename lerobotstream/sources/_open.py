@@ -28,11 +28,10 @@ log = logging.getLogger("lerobotstream.sources")
 
 
 def lerobot_local_copy(repo_id: str | None, repo_type: str = "dataset") -> Path | None:
-    """LeRobot 0.6.1's local-copy rule (``LeRobotDatasetMetadata``) for a dataset opened without
-    ``root``: the folder ``$HF_LEROBOT_HOME/<repo_id>`` when it holds ``meta/info.json``, else None
-    (then the Hub). As in LeRobot, a folder left by the old ``snapshot_download(local_dir=...)``
-    (it holds ``.cache/huggingface/download``) is skipped, buckets (``repo_type="bucket"``) have no
-    local copy, and a local copy is used whatever ``revision`` says."""
+    """LeRobot 0.6.1's local-copy rule for a dataset opened without ``root``: the folder
+    ``$HF_LEROBOT_HOME/<repo_id>`` when it holds ``meta/info.json``, else None (then the Hub). As
+    in LeRobot, a folder left by ``snapshot_download(local_dir=...)`` (with
+    ``.cache/huggingface/download``) is skipped, buckets have none, ``revision`` is not checked."""
     if not repo_id or repo_type != "dataset" or "://" in repo_id:
         return None
     folder = Path(constants.HF_LEROBOT_HOME) / repo_id
@@ -79,9 +78,7 @@ def open_source(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
 ) -> ByteSource:
-    """Open a dataset root.
-
-    Roots as users give them:
+    """Open a dataset root, as users give it:
 
     - ``root`` unset, ``repo_id=`` → LeRobot's rule: the local copy ``$HF_LEROBOT_HOME/<repo_id>``
       when there is one (:func:`lerobot_local_copy`), else the Hub (``repo_id`` must then be
@@ -95,24 +92,23 @@ def open_source(
     - an existing :class:`ByteSource` is returned unchanged.
 
     Args:
-        root: see above; takes precedence over ``repo_id`` when both are given.
+        root: see above; takes precedence over ``repo_id``.
         repo_id, revision, repo_type: ``OWNER/NAME`` on the Hub; branch, tag or commit (datasets
             only, default ``main``); ``"dataset"`` (default) or ``"bucket"``.
         token: Hub token (None: huggingface_hub's own); never logged.
         endpoint: Hub URL (default: ``HF_ENDPOINT`` through huggingface_hub).
-        storage_options: fsspec filesystem options (other fsspec URLs take their timeouts there).
+        storage_options: fsspec filesystem options.
         headers: extra headers for a plain HTTP root's host.
         max_connections, retry: open connections per process and retry policy (HTTP and Hub).
         timeout_s: socket timeout of each connect and each wait for bytes, seconds (HTTP and Hub).
-        read_timeout_s: longest one payload read may take, every retry and backoff included,
-            seconds (HTTP and Hub; default 120): then :class:`~lerobotstream.errors.SourceTimeoutError`.
+        read_timeout_s: longest one payload read may take, retries included, seconds (HTTP and
+            Hub; default 120): then :class:`~lerobotstream.errors.SourceTimeoutError`.
 
     Raises:
         SourceNotFoundError: a local root that is not a folder, or a missing repository/revision.
         SourceError: a malformed or unsupported root, or a Hub error at resolution time.
         SourceProtocolError: a URL root whose protocol no fsspec filesystem serves (``gopher://``).
-        MissingDependencyError: a URL root whose fsspec filesystem needs a package that is not
-            installed (``s3fs`` for ``s3://``; the message gives the ``pip install`` line).
+        MissingDependencyError: a URL root whose fsspec package is not installed (``s3fs``).
         StreamingConfigError: ``root`` unset and ``repo_id`` neither a local copy nor ``OWNER/NAME``.
     """
     if isinstance(root, ByteSource):

@@ -2,11 +2,10 @@
 
 A dataset path is a **normalized relative POSIX path**: ``/``-separated components, none empty,
 ``.`` or ``..``; no scheme (``http:``), host (``//host``), NUL, other control character or
-backslash. The metadata reader applies :func:`path_problem` when ``meta/info.json`` is loaded, and
-every source again when it joins a path to its root (:func:`checked_path`, :func:`url_under`).
-Symlinks are not resolved (a Hub cache snapshot is a folder of links into ``../../blobs``): only
-the *names* are confined. For URLs the root's origin (scheme, host, port) and path prefix bound
-every request, and credentials go only to that origin (:func:`same_origin`).
+backslash. The metadata reader applies :func:`path_problem` at load, every source again when it
+joins a path to its root (:func:`checked_path`, :func:`url_under`). Only the *names* are confined
+(symlinks are not resolved: a Hub cache snapshot is a folder of links into ``../../blobs``). For
+URLs the root's origin and path prefix bound every request; credentials go only to that origin.
 """
 
 from __future__ import annotations
@@ -27,9 +26,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
 def path_problem(path: object, *, folder: bool = False) -> str | None:
-    """Why ``path`` (any object) is not a dataset path, as a short reason to put after it in a
-    message (``"has a '..' component"``), or None when it is one; ``folder``: ``""`` (the root, a
-    listing prefix) is one too."""
+    """Why ``path`` (any object) is not a dataset path (``"has a '..' component"``), or None when it
+    is one; ``folder``: ``""`` (the root, a listing prefix) is one too."""
     if not isinstance(path, str):
         return f"is a {type(path).__name__}, not a string"
     if path == "":

@@ -15,12 +15,10 @@ PREFETCH_THREADS = 8
 class PrefetchedReads:
     """Reads of one ``source`` started ahead, so that independent requests share their round trips.
 
-    On a remote source (``source.local_path(probe)`` is None), :meth:`prefetch` starts calls on up
-    to :data:`PREFETCH_THREADS` threads; ``read_file``, ``list``, ``exists`` and ``size`` here then
-    return their results, or raise their exceptions, as a direct call would. A call never
-    prefetched runs inline (on a local source, every call). A ``read_file`` of a path in
-    ``speculative`` (prefetched on a guess) that found nothing is read again inline when asked for.
-    :meth:`close` (also a context manager) waits for the reads still running.
+    On a remote source (``source.local_path(probe)`` is None), :meth:`prefetch` starts calls on
+    :data:`PREFETCH_THREADS` threads; ``read_file``, ``list``, ``exists`` and ``size`` here then
+    return (or raise) as a direct call would; a call never prefetched runs inline. A ``read_file``
+    of a path in ``speculative`` (a guess) that found nothing is read again inline when asked for.
     """
 
     def __init__(self, source: ByteSource, *, speculative: Iterable[str] = (), probe: str = "") -> None:
