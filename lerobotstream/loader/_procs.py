@@ -52,7 +52,7 @@ _FRESH = object()  # a batch that asked before the ring existed: fresh tensors
 
 
 class RingStopped(Exception):
-    """The training process stopped the worker (or went away) while it waited for a ring slot."""
+    """The loader is stopping: a worker waiting for a ring slot, or the copy-out thread, leaves."""
 
 
 def slot_view(storage: torch.UntypedStorage, dtype: torch.dtype, shape: tuple, offset: int) -> torch.Tensor:
@@ -78,15 +78,10 @@ class WorkerRing:
         self.storages: list[torch.UntypedStorage] = []
         #: key → (dtype, shape, offset, bytes reserved) of the first batch's tensor keys
         self.layout: dict[str, tuple[torch.dtype, tuple, int, int]] = {}
-        self.slot_bytes = 0
         self._cond = threading.Condition()
         self._free = [True] * self.size
         self._turn = list(range(self.size))  # the batch that may take slot s next
         self._stopped = False
-
-    @property
-    def ready(self) -> bool:
-        return bool(self.storages)
 
     def create(self, batch: dict[str, Any], first: int) -> list[torch.UntypedStorage]:
         """Make the slots, sized by ``batch`` (the worker's batch ``first``, which uses slot
@@ -98,8 +93,7 @@ class WorkerRing:
                 nbytes = -(-(v.numel() * v.element_size()) // ALIGN) * ALIGN
                 self.layout[key] = (v.dtype, tuple(v.shape), end, nbytes)
                 end += nbytes
-        self.slot_bytes = max(end, ALIGN)
-        storages = [torch.UntypedStorage._new_shared(self.slot_bytes) for _ in range(self.size)]
+        storages = [torch.UntypedStorage._new_shared(max(end, ALIGN)) for _ in range(self.size)]
         with self._cond:
             self._turn = [0] * self.size
             for i in range(self.size):
@@ -202,7 +196,7 @@ class RingSlots(BatchSlots):
         with ring._cond:
             st = self._slot_of.get(b)
             if st is None:
-                if not ring.ready:
+                if not ring.storages:
                     self._slot_of[b] = _FRESH
                     return
                 self._slot_of[b] = _PENDING
@@ -287,10 +281,10 @@ def _worker_main(
             batch = collate_items(chunk, collate_fn, tensors)
             n = len(chunk)
             del chunk, tensors
-            if isinstance(batch, dict) and not ring.ready:
+            if isinstance(batch, dict) and not ring.storages:
                 first = b
                 conn.send(("ring", ring.create(batch, b)))
-            entries = ring.entries(batch) if isinstance(batch, dict) and ring.ready else None
+            entries = ring.entries(batch) if isinstance(batch, dict) and ring.storages else None
             if entries is None:  # not a dict, or not the ring's layout: pickled through the pipe
                 if first is not None:
                     batch = ring.detach(batch)
@@ -396,7 +390,7 @@ class ProcessBatches:
         try:
             while True:
                 if self._stop.is_set():
-                    raise _Stopped
+                    raise RingStopped
                 if conn.poll():
                     try:
                         return conn.recv()
@@ -456,7 +450,7 @@ class ProcessBatches:
                 return
             except queue.Full:
                 continue
-        raise _Stopped
+        raise RingStopped
 
     def _run(self) -> None:
         def messages(w: int):
@@ -487,12 +481,12 @@ class ProcessBatches:
                         batch = pin_memory(batch)
                 self._put(("batch", batch, n))
             self._put(("end",))
-        except _Stopped:
+        except RingStopped:
             return
         except BaseException as exc:  # noqa: BLE001 - handed to the iterating thread
             try:
                 self._put(("error", exc))
-            except _Stopped:
+            except RingStopped:
                 return
 
     def __iter__(self) -> Iterator[tuple[Any, int]]:
@@ -566,7 +560,3 @@ class ProcessBatches:
             self.close()
         except Exception:  # noqa: BLE001
             pass
-
-
-class _Stopped(Exception):
-    """The loader iterator is closing: the copy-out thread leaves."""

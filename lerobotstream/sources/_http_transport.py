@@ -437,7 +437,10 @@ class RangeFetcher:
     ):
         if not read_timeout_s > 0:
             raise ValueError(f"read_timeout_s must be > 0 seconds, got {read_timeout_s!r}")
-        self.client, self.retry, self.stats, self.read_timeout_s = client, retry, stats, float(read_timeout_s)
+        self.client = client
+        self.retry = retry
+        self.stats = stats
+        self.read_timeout_s = float(read_timeout_s)
         self._sleep = time.sleep  # (tests replace it)
         self._rng = random.Random()  # jitter only; never the global RNG
 
