@@ -1,11 +1,6 @@
-"""NVDEC capability check and the counted, logged CPU fallback.
-
-``resolve_device(device, codec)`` turns a requested device into the one a decoder is opened on:
-``"cuda[:N]"`` only when a CUDA device exists, this process is not a fork of a CUDA-initialised
-parent, and the GPU's NVDEC decodes ``codec`` (AV1 needs compute capability >= 8.6: the A100
-(8.0) has no AV1 NVDEC). Every downgrade to CPU is recorded in :data:`FALLBACK_STATUS` (counts per
-reason) and logged (a warning the first time per reason, then debug).
-"""
+"""NVDEC capability check and the counted, logged CPU fallback (:func:`resolve_device`): every
+downgrade is counted per reason in :data:`FALLBACK_STATUS` and logged (a warning the first time
+per reason, then debug)."""
 
 from __future__ import annotations
 
@@ -17,14 +12,9 @@ logger = logging.getLogger("lerobotstream.decode")
 
 # Minimum compute capability whose NVDEC decodes the codec (NVIDIA Video Codec SDK support matrix).
 NVDEC_MIN_CAPABILITY: dict[str, tuple[int, int]] = {
-    "avc1": (3, 0),
-    "avc3": (3, 0),
-    "h264": (3, 0),
-    "hev1": (6, 0),
-    "hvc1": (6, 0),
-    "hevc": (6, 0),
-    "av01": (8, 6),
-    "av1": (8, 6),
+    **dict.fromkeys(("avc1", "avc3", "h264"), (3, 0)),
+    **dict.fromkeys(("hev1", "hvc1", "hevc"), (6, 0)),
+    **dict.fromkeys(("av01", "av1"), (8, 6)),
 }
 #: compute capabilities at or above the minimum whose NVDEC still lacks the codec: Hopper (GH100,
 #: H100/H200, 9.0) has no AV1 decode (Video Codec SDK 13 "NVDEC Hardware Capabilities"; GA10x 8.6,
@@ -51,52 +41,31 @@ class FallbackStatus:
     def fallback_count(self) -> int:
         return sum(self.cpu_fallbacks.values())
 
-    @property
-    def fallback_required(self) -> bool:
-        return self.fallback_count > 0 or self.pyav_fallbacks > 0
-
     def record_cpu(self, reason: str) -> None:
-        with self._lock:
-            first = reason not in self.cpu_fallbacks
-            self.cpu_fallbacks[reason] = self.cpu_fallbacks.get(reason, 0) + 1
-            self.last_reason = reason
-        (logger.warning if first else logger.debug)("NVDEC unavailable, decoding on CPU: %s", reason)
+        self._record(reason, False, "NVDEC unavailable, decoding on CPU: %s")
 
     def record_pyav(self, reason: str) -> None:
+        self._record(reason, True, "torchcodec rejected a mini-MP4, decoding with PyAV: %s")
+
+    def _record(self, reason: str, pyav: bool, message: str) -> None:
         with self._lock:
-            first = self.pyav_fallbacks == 0
-            self.pyav_fallbacks += 1
+            first = self.pyav_fallbacks == 0 if pyav else reason not in self.cpu_fallbacks
+            if pyav:
+                self.pyav_fallbacks += 1
+            else:
+                self.cpu_fallbacks[reason] = self.cpu_fallbacks.get(reason, 0) + 1
             self.last_reason = reason
-        (logger.warning if first else logger.debug)("torchcodec rejected a mini-MP4, decoding with PyAV: %s", reason)
-
-    def reset(self) -> None:
-        with self._lock:
-            self.cpu_fallbacks.clear()
-            self.pyav_fallbacks = 0
-            self.last_reason = ""
-
-    def __str__(self) -> str:
-        if not self.fallback_required:
-            return "Fallback status: No fallback required"
-        parts = [f"{r}: {c}" for r, c in sorted(self.cpu_fallbacks.items())]
-        if self.pyav_fallbacks:
-            parts.append(f"pyav: {self.pyav_fallbacks}")
-        return "Fallback status: " + "; ".join(parts)
+        (logger.warning if first else logger.debug)(message, reason)
 
 
 FALLBACK_STATUS = FallbackStatus()
 
 
 def nvdec_capability(codec: str, device: str = "cuda") -> tuple[bool, str]:
-    """Whether NVDEC on ``device`` can decode ``codec`` (a fourcc like ``"av01"``).
+    """``(ok, reason)``: whether NVDEC on ``device`` can decode ``codec`` (a fourcc like ``"av01"``),
+    and why not (``""`` when it can)."""
+    import torch
 
-    Returns:
-        (ok, reason): ``reason`` says why not (empty when ok).
-    """
-    try:
-        import torch
-    except Exception as e:  # pragma: no cover - torch is a dependency of decode
-        return False, f"torch unavailable ({e})"
     if not torch.cuda.is_available():
         return False, "no CUDA device (torch.cuda.is_available() is False)"
     if getattr(torch.cuda, "_is_in_bad_fork", lambda: False)():
@@ -115,11 +84,8 @@ def nvdec_capability(codec: str, device: str = "cuda") -> tuple[bool, str]:
 
 
 def resolve_device(device: str | None, codec: str, *, status: FallbackStatus | None = None) -> str:
-    """The device a decoder for ``codec`` should open on: ``device`` if usable, else ``"cpu"``.
-
-    A CUDA request that cannot be honoured is counted in ``status`` (default
-    :data:`FALLBACK_STATUS`) and logged with its reason.
-    """
+    """The device a decoder for ``codec`` should open on: ``device`` if usable, else ``"cpu"`` (the
+    reason counted in ``status``, default :data:`FALLBACK_STATUS`, and logged)."""
     if device is None or str(device) == "cpu":
         return "cpu"
     dev = str(device)

@@ -1,49 +1,36 @@
 """Decode frames of one (episode, camera) mini-MP4 with torchcodec (CPU or NVDEC), PyAV fallback.
 
-The decoder never scans the file at open: torchcodec gets ``custom_frame_mappings`` built from the
-span (local PTS after the mini-MP4's edit list, durations, safe seek points). Every returned frame's
-PTS is checked against the PTS the sample table predicts, so a wrong frame can never pass.
+No scan at open (torchcodec gets ``custom_frame_mappings`` built from the span); every returned
+frame's PTS is checked against the PTS the sample table predicts.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import logging
 import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 
 import numpy as np
 import torch
 
 from lerobotstream.constants import DEFAULT_TOLERANCE_S
 from lerobotstream.decode._cuda import FALLBACK_STATUS, FallbackStatus, resolve_device
-from lerobotstream.decode._depth import checked_request
+from lerobotstream.decode._depth import DepthDecoder, checked_request
 from lerobotstream.decode._frames import frames_to_float_chw
 from lerobotstream.decode._lean import import_in_worker
 from lerobotstream.errors import DecodeError, FrameTimestampError
 from lerobotstream.mp4._tolerance import frames_within_tolerance
-
-logger = logging.getLogger("lerobotstream.decode")
-
-
-def frame_mappings_json(span) -> str:
-    """torchcodec ``custom_frame_mappings`` of a span's mini-MP4 (local ticks, after the edit)."""
-    pts = np.asarray(span.local_pts_ticks, dtype=np.int64) - int(span.start_pts_ticks)
-    dur = np.asarray(span.local_duration, dtype=np.int64)
-    key = np.asarray(span.local_key, dtype=bool)
-    frames = [{"pts": int(p), "duration": int(d), "key_frame": int(k)} for p, d, k in zip(pts, dur, key)]
-    return json.dumps({"frames": frames})
 
 
 class EpisodeDecoder:
     """An open decoder over one mini-MP4 (bytes), addressed by local frame index.
 
     Args:
-        mini_mp4: the synthesized file (bytes-like), from ``mp4.synthesize``.
-        span: the ``Span`` it was built from (local PTS, durations, seek points).
+        mini_mp4, span: the file from ``mp4.synthesize`` (bytes-like) and the ``Span`` it was built from.
         codec: fourcc of the track (for the NVDEC check).
         device: ``"cpu"`` or ``"cuda[:N]"`` (NVDEC when capable, else counted CPU fallback).
         num_threads: FFmpeg threads per decoder (torchcodec ``num_ffmpeg_threads``).
@@ -103,22 +90,23 @@ class EpisodeDecoder:
         import_in_worker()  # a DataLoader worker's first decoder: torchcodec without torch._dynamo
         from torchcodec.decoders import VideoDecoder
 
-        return VideoDecoder(
-            self._data,
-            device=device,
-            num_ffmpeg_threads=num_threads,
-            custom_frame_mappings=frame_mappings_json(self.span),
-        )
+        # the span's frames in local ticks (after the mini-MP4's edit list): no scan at open
+        dur = np.asarray(self.span.local_duration, dtype=np.int64)
+        key = np.asarray(self.span.local_key, dtype=bool)
+        frames = [
+            {"pts": int(p), "duration": int(d), "key_frame": int(k)}
+            for p, d, k in zip(self.expected_pts_ticks, dur, key)
+        ]
+        mappings = json.dumps({"frames": frames})
+        return VideoDecoder(self._data, device=device, num_ffmpeg_threads=num_threads, custom_frame_mappings=mappings)
 
     @property
     def num_frames(self) -> int:
         return len(self.expected_pts_ticks)
 
     def decode(self, local_indices: Sequence[int]) -> torch.Tensor:
-        """Frames at local indices, in the requested order (repeats allowed).
-
-        Each distinct frame is decoded once; indices are decoded in ascending order so a
-        sequential run decodes each GOP once.
+        """Frames at local indices, in the requested order (repeats allowed); each distinct frame
+        is decoded once, in ascending order.
 
         Returns:
             torch.uint8 tensor of shape ``(T, C, H, W)`` (on the decoder's device).
@@ -128,7 +116,6 @@ class EpisodeDecoder:
                 differs from the sample table's.
         """
         idx = checked_request(self.label, self.pid, local_indices, self.num_frames)
-        # fast path (sequential pieces, single frames): already strictly ascending -> no unique/gather
         ascending = idx.size == 1 or bool((idx[1:] > idx[:-1]).all())
         if ascending:
             uniq, inverse = idx, None
@@ -158,11 +145,11 @@ class EpisodeDecoder:
                 ) from e
             self.frames_decoded += int(uniq.size)
         want = self.expected_pts_s[uniq]
-        ok = np.abs(pts_s - want) < self._pts_tol_s
-        if pts_s.shape != want.shape or not ok.all():
-            if pts_s.shape != want.shape:
-                raise DecodeError(f"{self.label}: decoder returned {pts_s.size} frames for {uniq.size} requested")
-            b = int(np.flatnonzero(~ok)[0])
+        if pts_s.shape != want.shape:
+            raise DecodeError(f"{self.label}: decoder returned {pts_s.size} frames for {uniq.size} requested")
+        bad = np.flatnonzero(~(np.abs(pts_s - want) < self._pts_tol_s))  # NaN is bad too
+        if bad.size:
+            b = int(bad[0])
             raise DecodeError(
                 f"{self.label}: decoder returned pts {pts_s[b]:.6f} s for local frame "
                 f"{int(uniq[b])}, the sample table says {want[b]:.6f} s"
@@ -197,32 +184,19 @@ class EpisodeDecoder:
 
 
 def _pyav_decode_all(data: bytes, label: str) -> dict[int, torch.Tensor]:
-    """Every frame of a mini-MP4 with PyAV, keyed by pts in the stream time base.
-
-    Decodes without frame threading, flushes explicitly, reads pts against the *stream* time base
-    (never ``frame.index``/``frame.time_base``) and always closes the container.
-    """
+    """Every frame of a mini-MP4 with PyAV (no frame threading, flushed), keyed by pts in the
+    *stream* time base (never ``frame.index``/``frame.time_base``)."""
     import av
 
     out: dict[int, torch.Tensor] = {}
-    container = av.open(io.BytesIO(data), "r")
-    try:
+    with av.open(io.BytesIO(data), "r") as container:
         stream = container.streams.video[0]
-        for packet in container.demux(stream):
-            for frame in stream.codec_context.decode(packet) if packet.size else []:
-                _keep(out, frame)
-        for frame in stream.codec_context.decode(None):
-            _keep(out, frame)
-    finally:
-        container.close()
+        packets = [p for p in container.demux(stream) if p.size] + [None]  # None: the flush
+        for frame in (f for p in packets for f in stream.codec_context.decode(p)):
+            if frame.pts is not None:
+                rgb = frame.to_ndarray(format="rgb24")
+                out[int(frame.pts)] = torch.from_numpy(np.ascontiguousarray(rgb.transpose(2, 0, 1)))
     return out
-
-
-def _keep(out: dict, frame) -> None:
-    if frame.pts is None:
-        return
-    rgb = frame.to_ndarray(format="rgb24")
-    out[int(frame.pts)] = torch.from_numpy(np.ascontiguousarray(rgb.transpose(2, 0, 1)))
 
 
 def _short(e: BaseException) -> str:
@@ -237,19 +211,17 @@ class EpisodeVideo:
     of ``from_timestamp + i / fps`` (float64, never the float32 ``timestamp`` column).
 
     Args:
-        table: the source's sample table (or index view) the span was planned on.
-        span: ``mp4.plan_span(table, ...)`` covering the episode.
-        mini_mp4: ``mp4.synthesize(table, span, payload)``.
+        table, span, mini_mp4: the source's sample table (or index view), ``mp4.plan_span(table, ...)``
+            covering the episode, and ``mp4.synthesize(table, span, payload)``.
         episode_index, camera, path: identify the episode in errors.
         from_timestamp: the episode's start in the source (``videos/<camera>/from_timestamp``).
         fps: dataset fps (int or Fraction-like).
         tolerance_s: strict bound on |source pts - query| (default 1e-4 s).
         device, num_threads, allow_pyav, status: passed to :class:`EpisodeDecoder`.
-        cache, cache_key: when given, the decoder lives in this :class:`OpenDecoderLRU` under
-            ``cache_key`` (default ``(episode_index, camera)``) and is reopened after eviction.
-        depth: a depth camera (``gray12le`` HEVC): decoded with PyAV by
-            :class:`~lerobotstream.decode._depth.DepthDecoder` into int16 ``(T, 1, H, W)`` 12-bit
-            codes (on the CPU: a CUDA ``device`` is recorded as a CPU fallback in ``status``).
+        cache, cache_key: an :class:`OpenDecoderLRU` holding the decoder under ``cache_key``
+            (default ``(episode_index, camera)``), reopened after eviction.
+        depth: a depth camera, decoded on the CPU by :class:`~lerobotstream.decode._depth.DepthDecoder`
+            (a CUDA ``device`` is recorded as a CPU fallback in ``status``).
     """
 
     def __init__(
@@ -283,7 +255,6 @@ class EpisodeVideo:
         self.tolerance_s = float(tolerance_s)
         self.codec = str(getattr(table, "codec", ""))
         self.source_pts_s = np.asarray(table.pts_s, dtype=np.float64)[np.asarray(span.local_sample, dtype=np.int64)]
-        self._mini = mini_mp4
         self.depth = bool(depth)
         if self.depth:
             if device not in (None, "cpu"):
@@ -291,16 +262,10 @@ class EpisodeVideo:
                     f"camera {camera!r}: depth video (gray12le) is decoded on the CPU "
                     "with PyAV (NVDEC/torchcodec return 8-bit RGB only)"
                 )
-            self._kw = dict(num_threads=num_threads, label=self.label)
+            self._factory = partial(DepthDecoder, mini_mp4, span, num_threads=num_threads, label=self.label)
         else:
-            self._kw = dict(
-                codec=self.codec,
-                device=device,
-                num_threads=num_threads,
-                allow_pyav=allow_pyav,
-                status=status,
-                label=self.label,
-            )
+            kw = dict(codec=self.codec, device=device, allow_pyav=allow_pyav, status=status, label=self.label)
+            self._factory = partial(EpisodeDecoder, mini_mp4, span, num_threads=num_threads, **kw)
         self._cache = cache
         self._key = cache_key if cache_key is not None else (self.episode_index, camera)
         self._dec: EpisodeDecoder | None = None
@@ -310,34 +275,22 @@ class EpisodeVideo:
     def label(self) -> str:
         return f"episode {self.episode_index}, camera {self.camera!r}, file {self.path!r}"
 
-    def _factory(self):
-        if self.depth:
-            from lerobotstream.decode._depth import DepthDecoder
-
-            return lambda: DepthDecoder(self._mini, self.span, **self._kw)
-        return lambda: EpisodeDecoder(self._mini, self.span, **self._kw)
-
     def decoder(self) -> EpisodeDecoder:
-        """The open decoder (from the cache when one is attached), **not pinned**: with a shared
-        cache another thread may close it; decode through :meth:`pinned_decoder` instead."""
-        factory = self._factory()
+        """The open decoder (from the cache when one is attached), **not pinned**."""
         if self._cache is not None:
-            dec = self._cache.get_or_open(self._key, factory)
-        else:
-            dec = self._dec
-            if dec is None or dec.closed or dec.pid != os.getpid():
-                dec = self._dec = factory()
-        return dec
+            return self._cache.get_or_open(self._key, self._factory)
+        if self._dec is None or self._dec.closed or self._dec.pid != os.getpid():
+            self._dec = self._factory()
+        return self._dec
 
     @contextmanager
     def pinned_decoder(self) -> Iterator[EpisodeDecoder]:
-        """``with video.pinned_decoder() as dec:`` — the open decoder, pinned in the attached
-        :class:`OpenDecoderLRU` for the block (never evicted or closed by another thread meanwhile)."""
+        """``with video.pinned_decoder() as dec:``: the open decoder, pinned in the attached
+        :class:`OpenDecoderLRU` for the block."""
         if self._cache is None:
             yield self.decoder()
             return
-        factory = self._factory()
-        with self._cache.pinned(self._key, factory) as dec:
+        with self._cache.pinned(self._key, self._factory) as dec:
             yield dec
 
     def query_times(self, frame_indices: Sequence[int]) -> np.ndarray:
@@ -368,8 +321,8 @@ class EpisodeVideo:
         return pick
 
     def _episode_to_local(self) -> np.ndarray:
-        """Local index of episode frame ``i`` for ``i < len(span)`` (-1 where none is within tolerance),
-        computed once with :meth:`local_indices`' rule so ``frames_at`` is one array lookup per call."""
+        """Local index of episode frame ``i`` for ``i < len(span)`` (-1: none within tolerance), by
+        :meth:`local_indices`' rule, computed once."""
         m = self._ep_local
         if m is None:
             pts = self.source_pts_s
@@ -388,15 +341,12 @@ class EpisodeVideo:
             local = m[idx]
             if local.min() >= 0:
                 return self._decode_local(local, dtype)
-        return self._decode_times(self.query_times(idx), dtype)  # raises FrameTimestampError as needed
+        return self._decode_local(self.local_indices(self.query_times(idx)), dtype)  # FrameTimestampError
 
     def frames_played_at(self, timestamps_s: Sequence[float], *, dtype: torch.dtype = torch.uint8) -> torch.Tensor:
         """Frames at episode-relative timestamps (seconds), shape ``(T, C, H, W)``."""
         t = np.asarray(timestamps_s, dtype=np.float64).reshape(-1)
-        return self._decode_times(self.from_timestamp + t, dtype)
-
-    def _decode_times(self, q: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-        return self._decode_local(self.local_indices(q), dtype)
+        return self._decode_local(self.local_indices(self.from_timestamp + t), dtype)
 
     def _decode_local(self, local: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
         with self.pinned_decoder() as dec:

@@ -1,24 +1,9 @@
 """Depth video: the 12-bit codes of a ``gray12le`` HEVC mini-MP4, losslessly, and LeRobot's dequantiser.
 
-Why PyAV and not torchcodec: torchcodec's public decoder always converts to 8-bit RGB (a
-``gray12le`` frame comes back as ``(3, H, W)`` uint8 with R = G = B: 4096 codes folded onto 256
-values); its private ``output_dtype="float32"`` path of 0.13 (absent from 0.11, which LeRobot 0.6.1
-pins) goes through an RGB48 conversion. PyAV hands out the decoder's own ``gray12le`` plane
-(``frame.to_ndarray(format="gray12le")`` is a plane copy, no colour conversion), which is how
-LeRobot 0.6.1's map-style reads depth too. The decode itself (``avcodec_send_packet`` /
-``avcodec_receive_frame``) runs with the GIL released.
-
-The mini-MP4 is demuxed once into packets (decode order); a run of frames is decoded by flushing
-the codec and sending packets from a safe seek point of the span (``span.local_key``: a sync
-sample whose GOP presents nothing before it) — the same access the RGB path gets from torchcodec's
-``custom_frame_mappings``. Frames are identified by their PTS against the span's local PTS (never
-by position), so a wrong frame cannot pass.
-
-Dequantisation is LeRobot 0.6.1's ``dequantize_depth`` torch path, applied once to every uint16
-code (a 65536-entry lookup table built with the same torch ops in the same order), then gathered.
-The table is checked at build time to be independent of where a code sits in a tensor (vectorised
-body vs. scalar tail of torch's kernels); where it is not, :class:`DepthDequantizer` applies the op
-sequence to each item's tensor itself, shaped as map-style shapes it.
+PyAV, not torchcodec (which converts to 8-bit RGB): PyAV hands out the decoder's own ``gray12le``
+plane, as LeRobot 0.6.1's map-style reads depth. Frames are decoded from a safe seek point of the
+span (``span.local_key``) and identified by PTS against the span's. Dequantisation is LeRobot
+0.6.1's ``dequantize_depth`` torch path as a 65536-entry lookup table (see :class:`DepthDequantizer`).
 """
 
 from __future__ import annotations
@@ -51,25 +36,18 @@ def dequantize_reference(
     """LeRobot 0.6.1's ``dequantize_depth`` (torch path, channel-first output), op for op.
 
     Args:
-        codes: integer codes ``(..., 1, H, W)`` or ``(..., H, W)`` (any integer dtype; int16 views
-            of uint16 codes must be converted by the caller).
+        codes: integer codes ``(..., 1, H, W)`` or ``(..., H, W)`` (int16 views of uint16 codes
+            converted by the caller).
         depth_min, depth_max, shift: metres; use_log: log quantisation.
-        output_unit: ``"mm"`` (float32 millimetres, rounded, clamped to [0, 65535]) or ``"m"``
-            (float32 metres clamped to [depth_min, depth_max]).
-
-    Returns:
-        torch.float32 ``(..., 1, H, W)``.
+        output_unit: ``"mm"`` (millimetres, rounded, clamped to [0, 65535]) or ``"m"`` (metres
+            clamped to [depth_min, depth_max]) of the returned float32 ``(..., 1, H, W)``.
     """
     if output_unit not in ("mm", "m"):
         raise ValueError(f"output_unit must be 'm' or 'mm', got {output_unit!r}")
+    offset, top = float(depth_min), float(depth_max)
     if use_log:
-        log_min = math.log(float(depth_min) + float(shift))
-        log_max = math.log(float(depth_max) + float(shift))
-        scale = (log_max - log_min) / DEPTH_QMAX
-        offset = log_min
-    else:
-        scale = (float(depth_max) - float(depth_min)) / DEPTH_QMAX
-        offset = float(depth_min)
+        offset, top = math.log(offset + float(shift)), math.log(top + float(shift))
+    scale = (top - offset) / DEPTH_QMAX
     q = codes
     if q.ndim >= 3:
         q = q.squeeze(-3) if q.shape[-3] == 1 else q.squeeze(-1)
@@ -102,14 +80,13 @@ def checked_request(label: str, pid: int, local_indices, num_frames: int) -> np.
 
 
 class DepthDequantizer:
-    """Codes → depth in ``output_unit``, bitwise as LeRobot 0.6.1's map-style.
-
-    Args:
-        depth_min, depth_max, shift, use_log: the camera's quantiser (``DatasetMeta.depth_quantizer``).
-        output_unit: ``"mm"`` or ``"m"``.
+    """Codes → depth in ``output_unit`` (``"mm"`` or ``"m"``), bitwise as LeRobot 0.6.1's map-style;
+    ``depth_min, depth_max, shift, use_log``: the camera's quantiser (``DatasetMeta.depth_quantizer``).
 
     ``__call__(views)``: T int16 ``(1, H, W)`` code tensors (views of the decoder's uint16 codes)
-    → a new contiguous float32 ``(T, 1, H, W)`` tensor.
+    → a new contiguous float32 ``(T, 1, H, W)`` tensor. The lookup table is used only where it
+    is checked to be independent of where a code sits in a tensor (torch's vectorised body vs.
+    scalar tail); else the ops run on each item's tensor.
     """
 
     def __init__(
@@ -123,21 +100,17 @@ class DepthDequantizer:
         self.exact_lut = self._position_independent(lut)
 
     def _position_independent(self, lut: torch.Tensor) -> bool:
-        """Whether each code dequantises to the same value wherever it sits in a tensor (torch's
-        kernels may treat a vectorised body and a scalar tail differently)."""
-        codes = torch.arange(_UINT16_MAX + 1, dtype=torch.int32)
-        rng = np.random.default_rng(0)
-        for perm in (codes.flip(0)[1:], torch.from_numpy(rng.permutation(_UINT16_MAX + 1).astype(np.int32))[:4099]):
-            got = dequantize_reference(perm.reshape(1, 1, -1), *self.params, output_unit=self.output_unit).reshape(-1)
-            if not torch.equal(got, lut[perm.long()]):
-                return False
-        for c in list(range(0, 4096, 97)) + [4095]:  # one element: the scalar path only
-            got = dequantize_reference(
-                torch.tensor([[[c]]], dtype=torch.int32), *self.params, output_unit=self.output_unit
-            ).reshape(-1)[0]
-            if not torch.equal(got, lut[c]):
-                return False
-        return True
+        """Whether each code dequantises to the same value wherever it sits in a tensor."""
+        perm = np.random.default_rng(0).permutation(_UINT16_MAX + 1).astype(np.int32)
+        runs = [torch.arange(_UINT16_MAX + 1, dtype=torch.int32).flip(0)[1:], torch.from_numpy(perm)[:4099]]
+        runs += [torch.tensor([c], dtype=torch.int32) for c in [*range(0, 4096, 97), 4095]]  # the scalar path only
+        return all(
+            torch.equal(
+                dequantize_reference(r.reshape(1, 1, -1), *self.params, output_unit=self.output_unit).reshape(-1),
+                lut[r.long()],
+            )
+            for r in runs
+        )
 
     def __call__(self, views: Sequence[torch.Tensor]) -> torch.Tensor:
         views = list(views)
@@ -152,26 +125,10 @@ class DepthDequantizer:
         return dequantize_reference(codes, *self.params, output_unit=self.output_unit).contiguous()
 
 
-def _require_av():
-    try:
-        import av  # noqa: F401
-    except ImportError as e:  # pragma: no cover - av is a dependency of depth datasets
-        raise DecodeError("depth video needs PyAV (pip install av): torchcodec cannot return 12-bit gray codes") from e
-    return av
-
-
 class DepthDecoder:
-    """An open PyAV decoder over one depth (``gray12le`` HEVC) mini-MP4, by local frame index.
-
-    Same surface as :class:`~lerobotstream.decode._decoder.EpisodeDecoder` (``decode``, ``close``,
-    ``closed``, ``num_frames``, ``frames_decoded``, ``pid``, ``backend``), but ``decode`` returns
-    the 12-bit codes as int16 ``(T, 1, H, W)`` (a view of uint16 data; codes are 0..4095).
-
-    Args:
-        mini_mp4: the synthesized file (bytes-like).
-        span: the ``Span`` it was built from (local PTS, safe seek points).
-        num_threads: FFmpeg decoder threads (0: FFmpeg chooses).
-        label: text naming episode/camera/file in errors.
+    """An open PyAV decoder over one depth (``gray12le`` HEVC) mini-MP4, by local frame index:
+    :class:`~lerobotstream.decode._decoder.EpisodeDecoder`'s surface (``num_threads`` 0: FFmpeg
+    chooses), but ``decode`` returns the 12-bit codes (see :meth:`decode`).
 
     Raises:
         DecodeError: PyAV is missing or cannot open the file, or its stream is not what the span
@@ -179,7 +136,12 @@ class DepthDecoder:
     """
 
     def __init__(self, mini_mp4, span, *, num_threads: int = 1, label: str = "") -> None:
-        av = _require_av()
+        try:
+            import av
+        except ImportError as e:  # pragma: no cover - av is a dependency of depth datasets
+            raise DecodeError(
+                "depth video needs PyAV (pip install av): torchcodec cannot return 12-bit gray codes"
+            ) from e
         self.pid = os.getpid()
         self.span = span
         self.label = label
@@ -255,15 +217,6 @@ class DepthDecoder:
                 return None
         return self._pending.popleft()
 
-    def _codes(self, frame, j: int) -> np.ndarray:
-        fmt = frame.format.name
-        if fmt != _GRAY:
-            raise DecodeError(
-                f"{self.label}: the depth stream decodes as {fmt!r}; only {_GRAY!r} (12-bit gray, "
-                "LeRobot 0.6's depth encoder) is decoded losslessly"
-            )
-        return frame.to_ndarray(format=_GRAY)
-
     def decode(self, local_indices: Sequence[int]) -> torch.Tensor:
         """Codes of local frames, in the requested order (repeats allowed).
 
@@ -292,7 +245,12 @@ class DepthDecoder:
                             continue  # a leading picture before the span's first frame
                         self._last_out = max(self._last_out, j)
                         if j == t:
-                            arr = self._codes(frame, j)
+                            if frame.format.name != _GRAY:
+                                raise DecodeError(
+                                    f"{self.label}: the depth stream decodes as {frame.format.name!r}; only "
+                                    f"{_GRAY!r} (12-bit gray, LeRobot 0.6's depth encoder) is decoded losslessly"
+                                )
+                            arr = frame.to_ndarray(format=_GRAY)
                             break
                         if j > t:
                             raise DecodeError(

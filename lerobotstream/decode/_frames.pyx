@@ -1,15 +1,11 @@
 # distutils: sources = csrc/frame_convert.c
 """Decoded uint8 frames → the item's contiguous ``(C, H, W)`` / ``(T, C, H, W)`` tensor, in one pass.
 
-torchcodec returns NCHW *views* of NHWC memory. Map-style LeRobot builds a video item with
-``x.type(torch.float32) / 255`` (channels-last strides kept); torch needs two passes over the 4-byte
-output for that (convert, divide). :func:`frames_to_float_chw`
-de-interleaves and converts in one C pass through a 256-entry table of ``(float)x / 255.0f``
-(the IEEE single-precision quotient: bitwise what torch's division gives, tested for all 256
-values) with the GIL released, so assembly threads run it in parallel with decoding: 0.35 vs
-0.86 ms per 640x480 frame measured here. :func:`frames_to_u8_chw` is the uint8 item's copy
-(C below: SSSE3 byte shuffles, 16 pixels a step): 0.06 vs torch's strided ``copy_`` 0.38 ms
-per 640x480 frame, same bytes.
+torchcodec returns NCHW *views* of NHWC memory. :func:`frames_to_float_chw` de-interleaves and
+converts them in one C pass through a 256-entry table of ``(float)x / 255.0f`` (bitwise what
+map-style LeRobot's ``x.type(torch.float32) / 255`` gives, tested for all 256 values), GIL released:
+0.35 vs torch's two passes 0.86 ms per 640x480 frame. :func:`frames_to_u8_chw` is the uint8 item's
+copy (SSSE3 byte shuffles, 16 pixels a step): 0.06 vs torch's strided ``copy_`` 0.38 ms, same bytes.
 """
 
 from libc.stdint cimport int64_t, uint8_t, uintptr_t
@@ -24,81 +20,6 @@ cdef extern from "frame_convert.h":
     void lrs_frame_init() nogil
     void lrs_frame_to_chw_f32(const uint8_t *src, int64_t sc, int64_t sh, int64_t sw,
                               int64_t C, int64_t H, int64_t W, float *dst) nogil
-
-
-# uint8 H x W x 3 (interleaved rows) -> contiguous uint8 3 x H x W (planes), the uint8 item's layout.
-# torchcodec returns NCHW views of NHWC memory (strides (1, W*3, 3)); lrs_u8_hwc3_to_chw
-# de-interleaves one frame with SSSE3 byte shuffles (16 pixels per step, picked at run time when the
-# CPU has SSSE3; a scalar loop otherwise and on other architectures). Pure byte moves: bitwise what
-# torch's copy_ gives. No allocation, no Python: callable without the GIL. src: first byte; sh:
-# bytes between rows (>= 3 * W); dst: 3 * H * W bytes, channel-major.
-cdef extern from *:
-    """
-    #include <stdint.h>
-
-    static void row_scalar(const uint8_t *s, int64_t w0, int64_t W, uint8_t *d0, uint8_t *d1, uint8_t *d2) {
-        for (int64_t w = w0; w < W; w++) {
-            d0[w] = s[3 * w];
-            d1[w] = s[3 * w + 1];
-            d2[w] = s[3 * w + 2];
-        }
-    }
-
-    #if defined(__x86_64__) || defined(__i386__)
-    #include <tmmintrin.h>
-
-    /* 48 interleaved bytes (16 pixels) -> 16 bytes of each plane: each output gathers its bytes from
-     * the three input vectors with one shuffle each (-1 lanes give 0) and ORs them. */
-    __attribute__((target("ssse3")))
-    static void planes_ssse3(const uint8_t *src, int64_t sh, int64_t H, int64_t W, uint8_t *dst) {
-        const __m128i r0 = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-        const __m128i r1 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1);
-        const __m128i r2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13);
-        const __m128i g0 = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-        const __m128i g1 = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1);
-        const __m128i g2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14);
-        const __m128i b0 = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-        const __m128i b1 = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1);
-        const __m128i b2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15);
-        const int64_t plane = H * W;
-        const int64_t W16 = W & ~(int64_t)15;
-        for (int64_t h = 0; h < H; h++) {
-            const uint8_t *s = src + h * sh;
-            uint8_t *d0 = dst + h * W, *d1 = d0 + plane, *d2 = d1 + plane;
-            for (int64_t w = 0; w < W16; w += 16) {
-                const uint8_t *p = s + 3 * w;
-                __m128i a = _mm_loadu_si128((const __m128i *)p);
-                __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
-                __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
-                __m128i R = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, r0), _mm_shuffle_epi8(b, r1)),
-                                         _mm_shuffle_epi8(c, r2));
-                __m128i G = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, g0), _mm_shuffle_epi8(b, g1)),
-                                         _mm_shuffle_epi8(c, g2));
-                __m128i B = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, b0), _mm_shuffle_epi8(b, b1)),
-                                         _mm_shuffle_epi8(c, b2));
-                _mm_storeu_si128((__m128i *)(d0 + w), R);
-                _mm_storeu_si128((__m128i *)(d1 + w), G);
-                _mm_storeu_si128((__m128i *)(d2 + w), B);
-            }
-            row_scalar(s, W16, W, d0, d1, d2);
-        }
-    }
-    #endif
-
-    void lrs_u8_hwc3_to_chw(const uint8_t *src, int64_t sh, int64_t H, int64_t W, uint8_t *dst) {
-    #if defined(__x86_64__) || defined(__i386__)
-        if (__builtin_cpu_supports("ssse3")) {
-            planes_ssse3(src, sh, H, W, dst);
-            return;
-        }
-    #endif
-        const int64_t plane = H * W;
-        for (int64_t h = 0; h < H; h++) {
-            uint8_t *d0 = dst + h * W;
-            row_scalar(src + h * sh, 0, W, d0, d0 + plane, d0 + 2 * plane);
-        }
-    }
-    """
     void lrs_u8_hwc3_to_chw(const uint8_t *src, int64_t sh, int64_t H, int64_t W, uint8_t *dst) nogil
 
 
@@ -128,16 +49,10 @@ _NP_DTYPES = {torch.uint8: numpy.uint8, torch.float32: numpy.float32}
 
 def empty_frames(shape, dtype):
     """A new contiguous CPU tensor of ``shape`` and ``dtype`` whose memory comes from ``malloc``
-    (numpy's allocator) rather than torch's ``posix_memalign``.
-
-    Why: glibc rarely reuses a freed block for a ``posix_memalign`` of about the same size (it asks
-    for the size plus the alignment), so each frame-sized torch tensor lands on fresh pages, every
-    one a minor page fault when the frame is written (measured here: 225 faults for each new
-    ``(3, 480, 640)`` uint8 ``torch.empty``, ~2.5 µs each, against ~0 for the same size from
-    ``malloc``, which reuses the block just freed; ``python -m tools.bench --loader``'s CPU
-    accounting, "page faults"). The values are the same; the tensor is 16-byte aligned (the C
-    passes here use unaligned loads and stores) and, as any ``torch.from_numpy`` tensor, its
-    storage cannot be resized in place."""
+    (numpy's allocator), which reuses the block just freed, rather than torch's ``posix_memalign``,
+    which rarely does: a fresh frame-sized block costs 225 minor page faults per ``(3, 480, 640)``
+    uint8 frame written, ~2.5 µs each (``python -m tools.bench --loader``, "page faults"). The
+    tensor is 16-byte aligned (the C passes use unaligned loads) and its storage not resizable."""
     np_dtype = _NP_DTYPES.get(dtype)
     if np_dtype is None:
         return torch.empty(shape, dtype=dtype)
@@ -145,9 +60,8 @@ def empty_frames(shape, dtype):
 
 
 cdef object _target(out, shape, dtype):
-    """``out`` when it is a contiguous CPU tensor of ``shape`` and ``dtype`` (the caller's slot,
-    e.g. a row of a batch tensor); a new tensor (:func:`empty_frames`) when ``out`` is None; None
-    when it does not fit."""
+    """``out`` when it is a contiguous CPU tensor of ``shape`` and ``dtype`` (e.g. a row of a batch
+    tensor); a new tensor (:func:`empty_frames`) when ``out`` is None; None when it does not fit."""
     if out is None:
         return empty_frames(shape, dtype)
     if (out.dtype != dtype or out.device != _CPU or tuple(out.shape) != tuple(shape)
@@ -162,11 +76,10 @@ def frames_to_float_chw(views, bint squeeze=True, out=None):
     Args:
         views: sequence of T >= 1 torch.uint8 tensors of one shape ``(C, H, W)``, on the CPU.
         squeeze: return ``(C, H, W)`` when T == 1 (else always ``(T, C, H, W)``).
-        out: optional contiguous float32 CPU tensor of the result's shape to write into (e.g. the
-            item's row of a pre-allocated batch tensor); returned when used.
+        out: optional contiguous float32 CPU tensor of the result's shape to write into.
 
     Returns:
-        torch.Tensor (``out`` when given and it fits), contiguous float32 ``(T, C, H, W)`` (or ``(C, H, W)``), bitwise equal to
+        torch.Tensor (``out`` when it fits), float32 ``(T, C, H, W)`` (or ``(C, H, W)``), bitwise
         ``x.to(torch.float32) / 255`` per frame; None when a frame is not a 3-D uint8 CPU tensor of
         the common shape (the caller then uses torch's path).
     """
@@ -192,24 +105,16 @@ def frames_to_float_chw(views, bint squeeze=True, out=None):
 
 
 def frames_to_u8_chw(views, bint squeeze=True, out=None):
-    """T uint8 ``(3, H, W)`` CPU frames of interleaved memory → one new contiguous uint8 tensor.
+    """T uint8 ``(3, H, W)`` CPU frames of interleaved memory (torchcodec's NCHW views of NHWC
+    memory, strides ``(1, sh, 3)``) → one new contiguous uint8 tensor, de-interleaved in one C pass
+    per frame with the GIL released (bitwise ``torch.empty(...).copy_(x)``).
 
-    The frames are torchcodec's: NCHW views of NHWC memory (strides ``(1, sh, 3)``, any row
-    stride ``sh``). Their bytes are de-interleaved into channel planes in one C pass per frame
-    with the GIL released; the values are the frames' own (what ``torch.empty(...).copy_(x)``
-    gives, bitwise).
-
-    Args:
-        views: sequence of T >= 1 torch.uint8 tensors of one shape ``(3, H, W)``, on the CPU.
-        squeeze: return ``(3, H, W)`` when T == 1 (else always ``(T, 3, H, W)``).
-        out: optional contiguous uint8 CPU tensor of the result's shape to write into (e.g. the
-            item's row of a pre-allocated batch tensor: each frame is written once, into its slot);
-            returned when used.
+    Args: as :func:`frames_to_float_chw` (``out``: uint8).
 
     Returns:
-        torch.Tensor (``out`` when given and it fits), contiguous uint8 ``(T, 3, H, W)`` (or ``(3, H, W)``); None when a frame is not
-        such a tensor (other channel counts or strides, CUDA frames: the caller then uses torch's copy),
-        or ``out`` does not fit.
+        torch.Tensor (``out`` when it fits), uint8 ``(T, 3, H, W)`` (or ``(3, H, W)``); None when a
+        frame is not such a tensor (other channel counts or strides, CUDA frames: the caller then
+        uses torch's copy), or ``out`` does not fit.
     """
     cdef Py_ssize_t T = len(views), t
     shape = _common_u8_shape(views)

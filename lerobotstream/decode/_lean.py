@@ -1,18 +1,9 @@
-"""torchcodec without ``torch._dynamo``, for processes that never compile (loader worker processes).
+"""torchcodec without ``torch._dynamo``, for worker processes (which never compile).
 
-Measured (``python -X importtime``; ``python -m tools.bench --loader --startup``): ``import torch``
-is most of a fresh worker's start, and ``torchcodec.decoders`` adds about as much again, almost all
-of it ``torch._dynamo``: torchcodec's ``_core/ops.py`` wraps its ops in
-``torch._dynamo.disallow_in_graph`` at import, which imports the whole compiler stack
-(``convert_frame``, ``symbolic_convert``, ``trace_rules``...). A worker never compiles, so
-:func:`import_decoder_lean` imports torchcodec with a stand-in ``torch._dynamo`` whose
-``disallow_in_graph`` returns the op unchanged, and removes the stand-in right after (a later
-``import torch._dynamo``, or ``torch._dynamo`` through torch's lazy attribute, gets the real one).
-
-Called only in worker processes: a ``StreamLoader`` processes-mode worker (and its forkserver), and
-a ``torch.utils.data.DataLoader`` worker when it opens its first decoder
-(:func:`import_in_worker`); never in the training process, where ``torch.compile`` needs the ops
-marked.
+``import torchcodec.decoders`` costs about as much as ``import torch``, almost all of it
+``torch._dynamo`` (torchcodec calls ``torch._dynamo.disallow_in_graph`` at import):
+:func:`import_decoder_lean` imports it with a stand-in ``torch._dynamo``, removed right after.
+Never called in the training process, where ``torch.compile`` needs the ops marked.
 """
 
 from __future__ import annotations
@@ -24,9 +15,8 @@ __all__ = ["import_decoder_lean", "import_in_worker"]
 
 
 def import_decoder_lean() -> bool:
-    """Import ``torchcodec.decoders`` without importing ``torch._dynamo`` (see the module doc).
-    Returns True when the stand-in was used, False when torchcodec or the real ``torch._dynamo``
-    was already imported (nothing to save)."""
+    """Import ``torchcodec.decoders`` without ``torch._dynamo``; False when torchcodec or the
+    real ``torch._dynamo`` was already imported (nothing done)."""
     if "torchcodec.decoders" in sys.modules or "torch._dynamo" in sys.modules:
         return False
     import torch
@@ -45,9 +35,8 @@ def import_decoder_lean() -> bool:
 
 
 def import_in_worker() -> bool:
-    """:func:`import_decoder_lean` when this process is a ``torch.utils.data.DataLoader`` worker
-    (``get_worker_info()`` is set) that has not imported torchcodec yet; False (nothing done)
-    otherwise."""
+    """:func:`import_decoder_lean` in a ``DataLoader`` worker (``get_worker_info()`` set) that has
+    not imported torchcodec yet; else False."""
     if "torchcodec.decoders" in sys.modules:
         return False
     from torch.utils.data import get_worker_info

@@ -5,182 +5,130 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 
 
 class OpenDecoderLRU:
     """LRU of open decoders keyed by e.g. ``(episode_index, camera)``, safe across decode threads.
 
-    At most ``capacity`` *unpinned* decoders stay open; the least recently used unpinned one is
-    closed (``.close()``) on eviction. A decoder obtained with :meth:`acquire` (or the
-    :meth:`pinned` context manager) is pinned until :meth:`release`: it is never evicted or closed
-    while pinned. When every open decoder is pinned the cache **temporarily exceeds** ``capacity``
-    (it never waits, so decode threads cannot deadlock on each other); the excess is closed as soon
-    as the pins are released. :meth:`pop` / :meth:`clear` of a pinned decoder forget it at once and
-    close it on its last release.
-
-    The cache is stamped with the PID that filled it: in a forked child the inherited entries are
-    dropped without being used or closed (their native state belongs to the parent).
-
-    Args:
-        capacity: maximum open unpinned decoders (int >= 1).
-
-    Raises:
-        ValueError: ``capacity < 1``.
+    At most ``capacity`` (>= 1, else ValueError) *unpinned* decoders stay open; the least recently
+    used one is closed on eviction. A decoder from :meth:`acquire` (or :meth:`pinned`) is pinned
+    until :meth:`release`: never evicted or closed meanwhile; when every open decoder is pinned
+    the cache temporarily exceeds ``capacity`` rather than wait (no deadlock). :meth:`pop` /
+    :meth:`clear` of a pinned decoder close it on its last release. A forked child drops the
+    inherited entries, never using or closing them.
     """
 
     def __init__(self, capacity: int) -> None:
         if int(capacity) < 1:
             raise ValueError(f"OpenDecoderLRU capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
-        self._items: OrderedDict[Hashable, object] = OrderedDict()
-        self._pins: dict[int, list] = {}  # id(decoder) -> [decoder, pin count]
-        self._doomed: dict[int, object] = {}  # forgotten while pinned: closed on the last release
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
+        self._pid = None
+        self._check_pid()
         self.opened = 0
         self.evicted = 0
-        self.peak_open = 0
 
     def _check_pid(self) -> None:
-        pid = os.getpid()
-        if pid != self._pid:  # forked: forget the parent's decoders, never touch them
-            self._items = OrderedDict()
-            self._pins = {}
-            self._doomed = {}
+        if self._pid != os.getpid():  # new, or forked: forget the parent's decoders, never touch them
+            self._items: OrderedDict[Hashable, object] = OrderedDict()
+            self._pins: dict[int, list] = {}  # id(decoder) -> [decoder, pin count]
+            self._doomed: dict[int, object] = {}  # forgotten while pinned: closed on the last release
             self._lock = threading.Lock()
-            self._pid = pid
-
-    def get(self, key: Hashable):
-        """The open decoder for ``key`` (marked most recently used), or None (not pinned)."""
-        self._check_pid()
-        with self._lock:
-            dec = self._items.get(key)
-            if dec is not None:
-                self._items.move_to_end(key)
-            return dec
+            self._pid = os.getpid()
 
     def get_or_open(self, key: Hashable, factory: Callable[[], object]):
-        """The decoder for ``key``, opening it with ``factory()`` (outside the lock) if absent.
-
-        Not pinned: another thread may evict and close it. Code that decodes with it while other
-        threads use the cache must use :meth:`acquire`/:meth:`release` or :meth:`pinned`.
-        """
+        """The decoder for ``key``, opened with ``factory()`` (outside the lock) if absent; not pinned."""
         return self._get_or_open(key, factory, pin=False)
 
     def acquire(self, key: Hashable, factory: Callable[[], object]):
-        """Like :meth:`get_or_open`, and pin the decoder until :meth:`release` (one release per acquire)."""
+        """:meth:`get_or_open`, the decoder pinned until :meth:`release` (one release per acquire)."""
         return self._get_or_open(key, factory, pin=True)
 
     def release(self, dec: object) -> None:
         """Unpin a decoder from :meth:`acquire`; closes it if it was forgotten, trims the excess."""
         self._check_pid()
-        victims = []
         with self._lock:
             entry = self._pins.get(id(dec))
             if entry is None or entry[0] is not dec:
                 return  # acquired before a fork, or already released
             entry[1] -= 1
+            victims = []
             if entry[1] <= 0:
                 del self._pins[id(dec)]
-                doomed = self._doomed.pop(id(dec), None)
-                if doomed is not None:
-                    victims.append(doomed)
+                if id(dec) in self._doomed:
+                    victims.append(self._doomed.pop(id(dec)))
             victims += self._trim_locked()
         for v in victims:
             _close(v)
 
     @contextmanager
     def pinned(self, key: Hashable, factory: Callable[[], object]) -> Iterator[object]:
-        """``with cache.pinned(key, factory) as dec:`` — the decoder, pinned inside the block."""
+        """``with cache.pinned(key, factory) as dec:``: the decoder, pinned inside the block."""
         dec = self.acquire(key, factory)
         try:
             yield dec
         finally:
             self.release(dec)
 
-    def _pin_locked(self, dec: object) -> None:
-        entry = self._pins.get(id(dec))
-        if entry is None:
-            self._pins[id(dec)] = [dec, 1]
-        else:
-            entry[1] += 1
+    def _hit_locked(self, key: Hashable, pin: bool):
+        """``key``'s decoder marked most recently used (and pinned with ``pin``), or None."""
+        dec = self._items.get(key)
+        if dec is not None:
+            self._items.move_to_end(key)
+            if pin:
+                self._pins.setdefault(id(dec), [dec, 0])[1] += 1
+        return dec
 
     def _trim_locked(self) -> list:
         """Pop least recently used unpinned decoders while over capacity (caller closes them)."""
         victims = []
-        if len(self._items) <= self.capacity:
-            return victims
-        for k in list(self._items.keys()):
+        for k in list(self._items):
             if len(self._items) <= self.capacity:
                 break
-            if id(self._items[k]) in self._pins:
-                continue
-            victims.append(self._items.pop(k))
-            self.evicted += 1
+            if id(self._items[k]) not in self._pins:
+                victims.append(self._items.pop(k))
+                self.evicted += 1
         return victims
 
     def _get_or_open(self, key: Hashable, factory: Callable[[], object], *, pin: bool):
         self._check_pid()
         with self._lock:
-            dec = self._items.get(key)
-            if dec is not None:
-                self._items.move_to_end(key)
-                if pin:
-                    self._pin_locked(dec)
-                return dec
+            dec = self._hit_locked(key, pin)
+        if dec is not None:
+            return dec
         new = factory()
-        victims = []
         with self._lock:
-            dec = self._items.get(key)
-            if dec is not None:  # opened concurrently: keep the first
-                self._items.move_to_end(key)
-                if pin:
-                    self._pin_locked(dec)
-                victims.append(new)
+            if key in self._items:  # opened concurrently: keep the first
+                victims = [new]
             else:
-                dec = new
                 self._items[key] = new
                 self.opened += 1
-                if pin:
-                    self._pin_locked(new)
-                victims += self._trim_locked()
-                self.peak_open = max(self.peak_open, len(self._items))
+                victims = []
+            dec = self._hit_locked(key, pin)
+            victims += self._trim_locked()
         for v in victims:
             _close(v)
         return dec
 
-    def _forget_locked(self, dec: object) -> bool:
-        """True when ``dec`` can be closed now; else it is closed on its last release."""
-        if id(dec) in self._pins:
-            self._doomed[id(dec)] = dec
-            return False
-        return True
+    def _forget(self, keys: Iterable[Hashable]) -> None:
+        """Forget ``keys``' decoders: close them now, or on their last release when pinned."""
+        self._check_pid()
+        with self._lock:
+            gone = [self._items.pop(k) for k in list(keys) if k in self._items]
+            self._doomed.update((id(d), d) for d in gone if id(d) in self._pins)
+            now = [d for d in gone if id(d) not in self._pins]
+        for d in now:
+            _close(d)
 
     def pop(self, key: Hashable) -> None:
         """Forget ``key``'s decoder and close it (at once, or on its last release when pinned)."""
-        self._check_pid()
-        with self._lock:
-            dec = self._items.pop(key, None)
-            close_now = dec is not None and self._forget_locked(dec)
-        if close_now:
-            _close(dec)
+        self._forget([key])
 
     def clear(self) -> None:
         """Forget every decoder; unpinned ones are closed now, pinned ones on their last release."""
         self._check_pid()
-        with self._lock:
-            items = [d for d in self._items.values() if self._forget_locked(d)]
-            self._items.clear()
-        for d in items:
-            _close(d)
-
-    @property
-    def pinned_count(self) -> int:
-        """Decoders currently pinned (in use by a decode call)."""
-        self._check_pid()
-        return len(self._pins)
+        self._forget(self._items)
 
     def __len__(self) -> int:
         self._check_pid()

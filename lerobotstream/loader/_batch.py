@@ -1,39 +1,20 @@
-"""Batches assembled in place: each item's frames are written once, into its row of a batch tensor
-allocated for that batch, and the batch is made around those tensors.
+"""Batches assembled in place: each item's frames are written once, into its row of a batch tensor,
+and the batch is made around those tensors.
 
-:class:`BatchSlots` is the pipeline's ``slots`` hook (``Pipeline(slots=...)``): the stream's n-th
-item (0-based, from the iterator start) is row ``n % B`` of batch ``n // B``; the first item of a
-batch that asks for a key allocates that key's ``(B, *shape)`` tensor (``torch.empty``: never
-zeroed; pinned when asked). Items are assembled on several threads, so allocation takes a lock;
-the frame copy itself (``frames_to_u8_chw`` / ``frames_to_float_chw``, C, GIL released) does not.
+:class:`BatchSlots` is the pipeline's ``slots`` hook: the stream's n-th item is row ``n % B`` of
+batch ``n // B``; the first item of a batch asking for a key allocates its ``(B, *shape)`` tensor.
+With ``recycle=True`` a batch tensor is reused once nothing but the pool references its storage
+(``torch._C._storage_Use_Count``): a fresh tensor's pages fault in as the frames are written (ten
+times the copy; docs/performance.md). Pinned memory is never recycled (a ``non_blocking`` copy may
+still read it).
 
-With ``recycle=True`` (threads mode, pageable memory) a batch tensor the caller has let go of is
-reused for a later batch of the same key, shape and dtype instead of a fresh one: the batch holds
-views of it (``tensor[:k]``), so it is reused only once its storage is referenced by nothing but
-this pool (``torch._C._storage_Use_Count``: every view, ``.numpy()`` array or slice the caller
-kept counts), after :meth:`BatchSlots.recycle` has been told the batch was made. A batch the
-caller keeps, or any view of it, is never overwritten. Why: a fresh tensor's pages fault in as
-the frames are written (225 minor faults per 640x480 frame, ~2.5 µs each on the 2-CPU machine of
-docs/performance.md: ~0.6 ms per frame, ten times the copy itself; glibc's ``posix_memalign``,
-torch's CPU allocation, rarely reuses a freed block of that size). Pinned memory is never
-recycled here (a ``non_blocking`` copy to the GPU may still read it; torch's pinned allocator
-caches its blocks itself).
-
-With ``bulk=True`` (the collates below) the small keys go the same way: the slot's ``put`` writes
-an item's value of a fixed-shape row column (or ``*_is_pad``) into its row of a per-batch array of
-that key (one numpy row assignment, on the assembly thread) and the item carries :data:`IN_BATCH`
-instead of a tensor of its own: no per-item tensor, no per-key ``torch.stack``.
-
-:func:`collate_items` makes the batch: the keys whose values are exactly rows 0..k-1 of their batch
-tensor (in order), or :data:`IN_BATCH` in every item, take ``tensor[:k]`` (no copy); with
-``default_collate`` and every other key strings (``task``) the dict is built directly (their
-lists); otherwise every other key goes through the collate function
-(``default_collate`` or LeRobot's ``lerobot_collate_fn``: the same keys, order, values, dtypes and
-shapes as ``DataLoader`` gives); another collate function gets the items as they are.
+:func:`collate_items` makes the batch: keys whose values are rows 0..k-1 of their batch tensor (or
+:data:`IN_BATCH` in every item) take ``tensor[:k]`` (no copy); the rest go through the collate.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from itertools import count, islice
@@ -48,7 +29,6 @@ from lerobotstream.dataset._collate import PackedCollate, is_lerobot_collate
 __all__ = [
     "IN_BATCH",
     "BatchSlots",
-    "BulkItemSlot",
     "ItemSlot",
     "collate_items",
     "is_known_collate",
@@ -68,17 +48,14 @@ class _InBatch:
 
 #: an item's value of a key that was written into its row of the batch's tensor (small keys in bulk)
 IN_BATCH = _InBatch()
-_TORCH_DTYPES: dict[np.dtype, torch.dtype] = {}
 
 
+@functools.cache
 def _torch_dtype(dtype: np.dtype) -> torch.dtype | None:
-    got = _TORCH_DTYPES.get(dtype)
-    if got is None:
-        try:
-            got = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype=dtype)).dtype
-        except TypeError:
-            return None
-    return got
+    try:
+        return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+    except TypeError:
+        return None
 
 
 class ItemSlot:
@@ -109,16 +86,13 @@ class ItemSlot:
             return None  # another shape than the batch's first item: its own tensor
         return t[self.row]
 
-
-class BulkItemSlot(ItemSlot):
-    """An :class:`ItemSlot` that also takes the item's small keys (``put``)."""
-
-    __slots__ = ()
-
     def put(self, key: str, value: np.ndarray) -> _InBatch | None:
-        """Write ``value`` (a numpy array or scalar) into row ``row`` of the batch's array of
-        ``key``; returns :data:`IN_BATCH` (the item's value), or None when its shape or dtype is not
-        the batch's first item's (or torch has no such dtype): the item keeps a tensor of its own."""
+        """With ``bulk``, write ``value`` (a numpy array or scalar) into row ``row`` of the batch's
+        array of ``key`` and return :data:`IN_BATCH` (the item's value); None (the item keeps a
+        tensor of its own) without ``bulk``, or when its shape or dtype is not the batch's first
+        item's (or torch has no such dtype)."""
+        if not self.owner.bulk:
+            return None
         try:
             a = self.owner._arrays[self.b][key]
         except KeyError:
@@ -159,17 +133,11 @@ RECYCLE_PER_KEY = 4
 
 
 class BatchSlots:
-    """Batch tensors of one stream, allocated per batch as its items are assembled.
-
-    Args:
-        batch_size: B (items per batch), >= 1.
-        pin: allocate pinned (page-locked) memory (``pin_memory=True`` with CUDA).
-        bulk: the items' small keys (fixed-shape row columns, ``*_is_pad``) are written into
-            per-batch arrays too, the items carrying :data:`IN_BATCH` for them (only for a collate
-            :func:`collate_items` knows: ``default_collate``, ``lerobot_collate_fn``).
-        recycle: reuse a batch tensor the caller has let go of (module doc; ignored with ``pin``
-            or where torch cannot count a storage's references); :meth:`recycle` offers them.
-    """
+    """Batch tensors of one stream (B = ``batch_size`` items per batch), allocated per batch as its
+    items are assembled; ``pin``: pinned memory; ``bulk``: the items' small keys (row columns,
+    ``*_is_pad``) go into per-batch arrays too, the items carrying :data:`IN_BATCH` (for
+    :func:`is_known_collate` ones only); ``recycle``: reuse batch tensors the caller let go of
+    (:meth:`recycle` offers them; ignored with ``pin`` or where torch cannot count references)."""
 
     def __init__(self, batch_size: int, *, pin: bool = False, bulk: bool = False, recycle: bool = False) -> None:
         self.batch_size = int(batch_size)
@@ -181,17 +149,14 @@ class BatchSlots:
         self._recycle = bool(recycle) and not self.pin and _ALONE is not None
         #: (key, shape, dtype) -> handed-out batch tensors, oldest first (reused once let go of)
         self._pool: dict[tuple, list[torch.Tensor]] = {}
-        #: batch tensors reused / allocated (counters)
-        self.reused = 0
-        self.allocated = 0
 
     def __call__(self, seq: int) -> ItemSlot:
         b, row = divmod(int(seq), self.batch_size)
-        return (BulkItemSlot if self.bulk else ItemSlot)(self, b, row)
+        return ItemSlot(self, b, row)
 
     def _begin(self, b: int) -> None:
-        """Called (outside the lock) before batch ``b``'s items ask for a tensor: nothing here (a
-        subclass may wait for where batch ``b`` goes, e.g. a ring slot)."""
+        """Called (outside the lock) before batch ``b``'s items ask for a tensor (a subclass may wait
+        for where batch ``b`` goes, e.g. a ring slot)."""
 
     def _allocate(self, b: int, key: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
         """Batch ``b``'s ``shape`` (B, ...) tensor of ``key`` (under the lock, once per key): a
@@ -201,9 +166,7 @@ class BatchSlots:
             if pool:
                 for i, t in enumerate(pool):
                     if _storage_uses(t) == _ALONE:
-                        self.reused += 1
                         return pool.pop(i)
-        self.allocated += 1
         return torch.empty(shape, dtype=dtype, pin_memory=self.pin)
 
     def recycle(self, tensors: dict[str, torch.Tensor]) -> None:
@@ -223,12 +186,6 @@ class BatchSlots:
         with self._lock:
             self._arrays.pop(int(b), None)
             return self._batches.pop(int(b), {})
-
-    def clear(self) -> None:
-        with self._lock:
-            self._batches.clear()
-            self._arrays.clear()
-            self._pool.clear()
 
 
 def is_known_collate(collate_fn: Callable) -> bool:
@@ -307,11 +264,9 @@ def collate_items(items: list[Any], collate_fn: Callable, batch_tensors: dict[st
     """The batch of ``items`` as ``collate_fn`` makes it, with the keys written in place in
     ``batch_tensors`` (``BatchSlots.take``) taken as ``tensor[:len(items)]`` instead of stacked.
 
-    ``collate_fn`` must be ``default_collate`` or ``lerobot_collate_fn`` for the in-place keys to be
-    used (their batches are known: ``torch.stack`` of the values, key order kept); any other function
-    gets the items unchanged (the in-place values are then ordinary tensors, stacked or not by it).
-    A key whose items carry :data:`IN_BATCH` (``BatchSlots(bulk=True)``) takes the batch tensor when
-    every item does; otherwise those items get their rows as tensors of their own first.
+    Only with ``default_collate`` or ``lerobot_collate_fn`` (whose batches are known); any other
+    function gets the items unchanged. A key whose items carry :data:`IN_BATCH` takes the batch
+    tensor when every item does; otherwise those items get their rows as tensors of their own.
     """
     if not batch_tensors or not items or not is_known_collate(collate_fn) or not all(type(it) is dict for it in items):
         if batch_tensors:

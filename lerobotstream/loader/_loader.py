@@ -12,7 +12,7 @@ import torch
 from lerobotstream.dataset._wiring import PROCESS_KEYS, one_per_process
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.loader._batch import known_collate
-from lerobotstream.loader._stall import STALL_WARNING_S, StallWatch
+from lerobotstream.loader._threads import STALL_WARNING_S, StallWatch, thread_batches
 from lerobotstream.options import check_option, checked_keywords, is_int
 
 __all__ = ["StreamLoader", "choose_mode", "sum_stats", "usable_cpus", "MODES"]
@@ -20,8 +20,7 @@ __all__ = ["StreamLoader", "choose_mode", "sum_stats", "usable_cpus", "MODES"]
 log = logging.getLogger("lerobotstream.loader")
 
 MODES = ("auto", "threads", "processes")
-#: processes mode needs at least this many usable CPUs for ``auto`` to pick it (below, worker
-#: processes only add the process boundary: tools/bench.py's StreamLoader rows)
+#: usable CPUs from which ``auto`` picks processes mode (tools/bench.py's StreamLoader rows)
 PROCESSES_MIN_CPUS = 8
 #: the loader state's schema: ``{"schema", "stream": <the stream's state>, "batches", "mode"}``
 _STATE_SCHEMA = "lerobotstream.loader/2"
@@ -36,10 +35,9 @@ def usable_cpus() -> int:
 
 
 def sum_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counters of several shards as one: numbers summed (``first_item_s``: the earliest;
-    ``frames_decoded_per_returned`` recomputed), dicts of numbers (``source``, ``cache``) summed
-    key by key, anything else the first part's. The source counters (``PROCESS_KEYS``), which the
-    shards of one process share, are summed over processes, not shards."""
+    """Counters of several shards as one: numbers and dicts of numbers summed (``first_item_s``:
+    the earliest; ``frames_decoded_per_returned`` recomputed; the source counters a process's
+    shards share, ``PROCESS_KEYS``, once per process), anything else the first part's."""
     out: dict[str, Any] = {}
     per_process = one_per_process(parts)
     for k, v in parts[0].items():
@@ -61,14 +59,8 @@ def sum_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def choose_mode(num_workers: int, cpus: int | None = None) -> tuple[str, str]:
-    """``(mode, reason)`` ``auto`` picks for ``num_workers`` shards on ``cpus`` usable CPUs.
-
-    threads with 0 workers (nothing to run in other processes), and below
-    :data:`PROCESSES_MIN_CPUS` CPUs (decoding and the frame copies already release the GIL: worker
-    processes add the process boundary's copies and hand-offs and take CPU from decoding);
-    processes from that many CPUs on (the training step's Python holds the GIL; the shards' Python
-    between frames then runs beside it instead of waiting for it).
-    """
+    """``(mode, reason)`` ``auto`` picks for ``num_workers`` shards on ``cpus`` usable CPUs: threads
+    with 0 workers or below :data:`PROCESSES_MIN_CPUS` CPUs, else processes."""
     cpus = usable_cpus() if cpus is None else int(cpus)
     if num_workers == 0:
         return "threads", "num_workers=0: one stream in the training process"
@@ -88,55 +80,41 @@ class StreamLoader:
     :class:`~lerobotstream.StreamingMultiLeRobotDataset`: the same batches, made without a fresh
     shared-memory file per batch, and resumable by itself.
 
-    Batches: the same keys, key order, values, dtypes and shapes as
-    ``DataLoader(dataset, batch_size, num_workers=num_workers, drop_last=drop_last,
-    collate_fn=collate_fn)``, in the same order (batch j is worker ``j mod N``'s, skipping workers
-    that ended, as the DataLoader's turns; 0 workers: one stream). With ``image_transforms`` the
-    random draws are not the DataLoader's in threads mode (the training thread applies them for
-    every shard; values differ, keys and shapes do not). Video frames are written once, by C code
-    with the GIL released, into their row of a batch tensor (threads mode reuses one only after
-    the caller let go of every view of it: a batch you keep is never overwritten).
+    Batches: the keys, key order, values, dtypes and shapes of ``DataLoader(dataset, batch_size,
+    num_workers=num_workers, drop_last=drop_last, collate_fn=collate_fn)``, in its order (batch j
+    is worker ``j mod N``'s, skipping workers that ended). With ``image_transforms`` in threads mode
+    the random draws are not the DataLoader's (values differ, keys and shapes do not). A batch you
+    keep is never overwritten.
 
     Args:
-        dataset: a lerobotstream stream. The loader hands it its own ``batch_size``,
-            ``num_workers`` and ``drop_last`` as data (a :class:`~lerobotstream.dataset._stream.LoaderSettings`,
-            ``loader.settings``: they fix the stream's shards, batch turns and resume state); the
-            stream and its ``options`` are left as they are. Also accepted:
-            a wrapper whose ``dataset`` is a stream and whose ``wrap_items(items, worker, num_workers,
-            source_stats)`` maps each shard's item iterator (``lerobotstream-train``'s
-            ``TrainingStream``: its bookkeeping tags), run where the shard runs; with
-            ``default_collate`` / ``lerobot_collate_fn`` the items' small keys it sees are
-            ``IN_BATCH`` markers (their values are already in the batch's arrays).
+        dataset: a lerobotstream stream (handed ``batch_size``, ``num_workers`` and ``drop_last`` as
+            a :class:`~lerobotstream.dataset._stream.LoaderSettings`, ``loader.settings``), or a
+            wrapper whose ``dataset`` is a stream and whose ``wrap_items(items, worker,
+            num_workers, source_stats)`` maps each shard's items where the shard runs
+            (``lerobotstream-train``'s ``TrainingStream``; with the known collates its small keys
+            are ``IN_BATCH`` markers).
         batch_size (int): samples per batch, >= 1.
         num_workers (int): shards, as a DataLoader's workers (0: one stream), 0 to 1024.
-        mode: ``"threads"``: every shard in the training process (no worker process);
-            ``"processes"``: one worker process per shard, batches through a ring of
-            ``prefetch_batches`` shared-memory slots per worker, copied out by a background thread;
-            ``"auto"``: :func:`choose_mode` (logged with its reason). With 0 workers always threads.
+        mode: ``"threads"`` (every shard in the training process), ``"processes"`` (one worker
+            process per shard, batches through a ring of shared-memory slots) or ``"auto"``
+            (:func:`choose_mode`, logged with its reason). With 0 workers always threads.
         pin_memory (bool): batches' tensors in pinned memory (with CUDA; ignored without).
         drop_last (bool): each shard's short last batch is dropped (the DataLoader's rule).
-        prefetch_batches (int | None): processes: ring slots (batches ahead) per worker, default 2
-            (the DataLoader's ``prefetch_factor``). Threads: unused (the dataset's
-            ``decoded_queue_size`` bounds the items assembled ahead).
+        prefetch_batches (int | None): processes: ring slots per worker, default 2 (the
+            DataLoader's ``prefetch_factor``); unused by threads.
         collate_fn: None (``default_collate``), ``lerobot_collate_fn`` (ours or LeRobot's),
             ``packed_collate`` (its inner function: nothing is packed), or any function of a list
-            of items (frames then reach it as ordinary tensors).
+            of items.
         multiprocessing_context: processes: ``"spawn"``, ``"fork"``, ``"forkserver"`` or a context
-            (default: multiprocessing's). Everything given to a worker must pickle under spawn.
-        timeout (float | None): seconds to wait for one batch of a worker (processes) or shard
-            (threads), torch DataLoader's ``timeout``; past it the iterator raises
-            :class:`~lerobotstream.errors.LoaderWorkerError` naming the worker or shard, its PID
-            and how long it stalled (a stalled worker is killed, a stalled shard's waits are woken).
-            0: no timeout; a wait of :attr:`stall_warning_s` (60 s) is then named in one warning
-            per worker or shard. None: the stream's ``loader_timeout_s`` option (default 0).
+            (default: multiprocessing's).
+        timeout (float | None): seconds to wait for one batch of a worker or shard (the
+            DataLoader's ``timeout``); past it the iterator raises
+            :class:`~lerobotstream.errors.LoaderWorkerError` naming it, its PID and how long it
+            stalled. 0: no timeout, a wait of :attr:`stall_warning_s` is named in one warning.
+            None: the stream's ``loader_timeout_s`` option (default 0).
 
     Resume: :meth:`state_dict` / :meth:`load_state_dict` (torchdata's ``StatefulDataLoader``
-    convention): the loader counts the samples it handed out; a loader restored from a state
-    continues with the next batch exactly. :meth:`set_epoch` starts an epoch from its first sample.
-
-    ``batch_size``, ``num_workers``, ``drop_last`` and ``timeout`` are checked by the stream options'
-    own rules (``batch_size``, ``num_workers``, ``drop_last``, ``loader_timeout_s``; Python or numpy
-    ints alike).
+    convention): a loader restored from a state continues with the next batch exactly.
 
     Raises:
         StreamingConfigError: an option's value is invalid, or ``dataset`` is not a lerobotstream stream.
@@ -144,8 +122,8 @@ class StreamLoader:
             ``timeout``.
     """
 
-    #: seconds after which a worker or shard that delivers no batch is named in a warning (once
-    #: per worker or shard and iterator; set it on a loader to change it)
+    #: seconds without a batch after which a worker or shard is named in a warning (once per
+    #: iterator; settable per loader)
     stall_warning_s: float = STALL_WARNING_S
 
     @checked_keywords("StreamLoader", what="not an argument of StreamLoader", see="docs/loader.md")
@@ -211,8 +189,7 @@ class StreamLoader:
         shards = max(1, num_workers)
         where = "in this process" if picked == "threads" else "in worker processes"
         log.info("StreamLoader %s: %d shard(s) %s (%s)", picked, shards, where, reason)
-        # a state the dataset loaded for other settings than these is replanned now (elastic), so
-        # that state_dict() before the first iterator already describes this loader's position
+        # a loaded state of other settings is replanned now (elastic): state_dict() is right at once
         stream.prepare(self.settings)
         self._given = 0  # samples handed out by the current (or last) iterator
         self._batches = 0
@@ -223,32 +200,20 @@ class StreamLoader:
         self.worker_pids: list[int] = []
         self._shards: list[Any] = []  # the current (or last) iterator's shards (threads mode)
 
-    @property
-    def batch_size(self) -> int:
-        return self.settings.batch_size
+    batch_size = property(lambda self: self.settings.batch_size)
+    num_workers = property(lambda self: self.settings.num_workers)
+    drop_last = property(lambda self: self.settings.drop_last)
 
-    @property
-    def num_workers(self) -> int:
-        return self.settings.num_workers
-
-    @property
-    def drop_last(self) -> bool:
-        return self.settings.drop_last
-
-    # --- iteration ----------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
         ds = self.stream
         start = ds.prepare(self.settings)  # a state of other settings: its elastic remainder
         epoch, samples = start.epoch, start.samples
         self._start, self._given, self._batches = (epoch, samples), 0, 0
-        # the DataLoader draws a base seed from the global RNG at each iterator: so do we (same RNG
-        # stream for the training loop; processes mode seeds its workers with it as DataLoader does)
+        # a base seed from the global RNG at each iterator, as the DataLoader draws one
         base_seed = int(torch.empty((), dtype=torch.int64).random_().item())
         collate = known_collate(self.collate_fn)
         watch = StallWatch(self.timeout, self.stall_warning_s)
         if self.mode == "threads":
-            from lerobotstream.loader._threads import thread_batches
-
             self._shards = []
             batches = thread_batches(
                 ds,
@@ -296,13 +261,10 @@ class StreamLoader:
                 self.stream.seek(epoch, 0)
                 self._start, self._given, self._batches = (epoch, 0), 0, 0
 
-    # --- counters ------------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
-        """The stream's counters for the current (or last) iterator: in threads mode the keys of
-        the dataset's ``stats()`` summed over the shards (numbers and the ``source`` counters
-        summed; ``first_item_s`` the earliest; the other values the first shard's), with each
-        shard's own under ``shards``. Empty before the first iterator, and in processes mode,
-        whose counters stay in the worker processes."""
+        """The current (or last) iterator's counters in threads mode: the shards' ``stats()`` as one
+        (:func:`sum_stats`), each shard's own under ``shards``; empty before the first iterator and
+        in processes mode."""
         parts = [s.stats() for s in self._shards]
         parts = [p for p in parts if p]
         if not parts:
@@ -311,7 +273,6 @@ class StreamLoader:
         out["shards"] = parts
         return out
 
-    # --- epochs and resume ----------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         """Start ``epoch`` (its own seeded order) from its first sample at the next iterator."""
         self.stream.set_epoch(epoch)
@@ -323,11 +284,8 @@ class StreamLoader:
         return self._start[1] + self._given
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the stream is: the epoch and the samples handed out (the batches the caller took),
-        as a dict of plain values (``torch.save`` / JSON): the stream's one resume state (the
-        dataset's ``state_dict()`` layout, ``stream``) wrapped with this loader's own counters. A
-        loader over the same stream with the same settings restored from it continues with the next
-        batch exactly."""
+        """Where the stream is (the epoch, the samples of the batches the caller took), as plain
+        values: the dataset's ``state_dict()`` under ``stream``, with this loader's counters."""
         ds = self.stream
         saved = ds.position
         try:

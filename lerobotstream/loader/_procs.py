@@ -1,38 +1,20 @@
 """``StreamLoader``'s processes mode: worker processes over a ring of shared-memory slots.
 
-Each worker process (``multiprocessing`` context of the caller's choice) iterates its shard of the
-stream (``StreamCore.shard(p, N, ...)``: the shard a ``DataLoader`` worker p of N gets, with
-the DataLoader's worker seeds and ``get_worker_info()``) and hands its batches over through its
-**ring** (:class:`~lerobotstream.loader._ring.WorkerRing`): ``prefetch_batches`` shared-memory
-storages made once, at the first batch (sized by it), and sent to the training process once
-(``torch.multiprocessing``'s descriptor passing; the segment is unlinked at creation, so nothing is
-left under ``/dev/shm`` even when a process is killed). From the ring's first batch on, batch b
-uses slot ``b % prefetch_batches``; with ``default_collate`` or ``lerobot_collate_fn`` its frames
-are written by the C de-interleave **straight into the slot**
-(:class:`~lerobotstream.loader._ring.RingSlots`: the batch's first frame waits, on the pipeline's
-assembly thread, for the slot's previous batch to be returned), and so are the small keys
-(``BatchSlots(bulk=True)``): nothing is left to copy in when the batch is sent; with another collate each batch is assembled into fresh tensors
-(:class:`~lerobotstream.loader._batch.BatchSlots`) and copied into its slot. Per batch only a small
-message crosses: the slot, each tensor key's dtype, shape and offset, and the other keys' values
-(strings, lists) pickled. The worker's return thread reads the slot returns (and the stop) from its
-pipe; a stop wakes every slot wait (``RingStopped``), so a shutdown never hangs on one.
+Each worker process iterates its shard (a ``DataLoader`` worker's shard, seeds and
+``get_worker_info()``) and hands its batches over through its ring (:class:`WorkerRing`):
+``prefetch_batches`` shared-memory slots made at its first dict batch and sized by it (the
+**layout**: its tensor keys at 64-byte aligned offsets), sent once, their segments unlinked at
+creation. Batch ``b`` uses slot ``b % size`` once batch ``b - size`` left it and the training
+process returned it: waiting only on an *earlier* batch of the same worker keeps the ring
+deadlock-free. With the known collates the frames and small keys are written straight into the
+slot (:class:`RingSlots`); with another the batch is copied in; one that does not fit the layout
+is pickled through the pipe. Per batch only a small message crosses.
 
-In the training process one background thread takes the workers' batches in the DataLoader's
-turns, copies each out of its slot (into pinned memory with ``pin_memory=True``) and hands the
-slot back to its worker explicitly (a message on the worker's pipe): the batch the caller gets
-owns its memory, so a batch the caller keeps is never overwritten. A batch that does not fit the
-ring's layout (a key the first batch lacked, or larger than it) is pickled through the pipe
-instead (its slot-resident tensors cloned first; correct, slower).
-
-Shutdown (end of the iterator, ``break``, an exception, ``KeyboardInterrupt``, the iterator
-garbage-collected): the thread is stopped and joined, every worker is told to stop and joined
-(terminated, then killed, if it does not exit), every pipe closed. A worker that dies raises
-:class:`~lerobotstream.errors.LoaderWorkerError` naming the worker, its PID and exit code; an
-exception in a worker is re-raised in the training process at that worker's turn. The copy-out
-thread times each wait on a worker (:class:`~lerobotstream.loader._stall.StallWatch`): past
-``timeout`` a ``LoaderWorkerError`` names the stalled worker, its PID and how long it stalled (the
-worker is killed at shutdown, without the graceful wait); without one, a stall is named in one
-warning. Every other wait of the training process is bounded (joins) or ends with a report.
+In the training process one thread takes the batches in the DataLoader's turns, copies each out
+(pinned with ``pin_memory=True``) and returns the slot. Shutdown (end, ``break``, an exception,
+the iterator collected) stops and joins the thread and every worker (terminated, then killed). A
+worker that dies raises :class:`~lerobotstream.errors.LoaderWorkerError` naming it, its PID and
+exit code; a worker's exception is re-raised at its turn.
 """
 
 from __future__ import annotations
@@ -47,12 +29,13 @@ from collections.abc import Callable, Iterator
 from multiprocessing.connection import wait
 from typing import Any
 
+import numpy as np
 import torch
+from torch.utils.data._utils.pin_memory import pin_memory
 
 from lerobotstream.errors import LoaderWorkerError
 from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
-from lerobotstream.loader._ring import RingSlots, RingStopped, WorkerRing, read_returns, slot_view
-from lerobotstream.loader._stall import StallWatch
+from lerobotstream.loader._threads import StallWatch
 from lerobotstream.planner._turns import take_turns
 
 __all__ = ["ProcessBatches"]
@@ -60,16 +43,208 @@ __all__ = ["ProcessBatches"]
 log = logging.getLogger("lerobotstream.loader")
 
 _JOIN_S = 10.0
-#: modules a ``forkserver`` imports once before it forks workers (torch, torchcodec the lean way,
-#: the stream's modules): each worker then forks with them loaded
+#: modules a ``forkserver`` imports once before it forks workers
 PRELOAD = ["lerobotstream.loader._startup_preload"]
+
+ALIGN = 64
+_PENDING = object()  # a batch whose slot is being taken (another thread of it waits)
+_FRESH = object()  # a batch that asked before the ring existed: fresh tensors
+
+
+class RingStopped(Exception):
+    """The loader is stopping: a worker waiting for a ring slot, or the copy-out thread, leaves."""
+
+
+def slot_view(storage: torch.UntypedStorage, dtype: torch.dtype, shape: tuple, offset: int) -> torch.Tensor:
+    """A contiguous ``shape`` tensor of ``dtype`` over ``storage`` from byte ``offset`` (a multiple
+    of the dtype's size)."""
+    t = torch.empty(0, dtype=dtype)
+    return t.set_(storage, offset // t.element_size(), shape)
+
+
+def _slot_tensor(v: Any) -> bool:
+    return type(v) is torch.Tensor and v.device.type == "cpu" and v.layout == torch.strided and not v.requires_grad
+
+
+class WorkerRing:
+    """``size`` shared-memory slots of one worker and their turns (see the module doc).
+
+    Args:
+        size: slots (``prefetch_batches``), >= 1.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, int(size))
+        self.storages: list[torch.UntypedStorage] = []
+        #: key → (dtype, shape, offset, bytes reserved) of the first batch's tensor keys
+        self.layout: dict[str, tuple[torch.dtype, tuple, int, int]] = {}
+        self._cond = threading.Condition()
+        self._free = [True] * self.size
+        self._turn = list(range(self.size))  # the batch that may take slot s next
+        self._stopped = False
+
+    def create(self, batch: dict[str, Any], first: int) -> list[torch.UntypedStorage]:
+        """Make the slots, sized by ``batch`` (the worker's batch ``first``, which uses slot
+        ``first % size``); returns the storages (sent to the training process once)."""
+        end = 0
+        self.layout = {}
+        for key, v in batch.items():
+            if _slot_tensor(v):  # each at a 64-byte aligned offset
+                nbytes = -(-(v.numel() * v.element_size()) // ALIGN) * ALIGN
+                self.layout[key] = (v.dtype, tuple(v.shape), end, nbytes)
+                end += nbytes
+        storages = [torch.UntypedStorage._new_shared(max(end, ALIGN)) for _ in range(self.size)]
+        with self._cond:
+            self._turn = [0] * self.size
+            for i in range(self.size):
+                self._turn[(first + i) % self.size] = first + i
+            self.storages = storages
+            self._cond.notify_all()
+        return storages
+
+    def _wait(self, ok: Callable[[], bool]) -> None:
+        while not ok():
+            if self._stopped:
+                raise RingStopped
+            self._cond.wait()
+        if self._stopped:
+            raise RingStopped
+
+    def acquire(self, b: int) -> int:
+        """Take batch ``b``'s slot (``b % size``), waiting until the batch before it in that slot
+        was copied out and returned; RingStopped when the ring is stopped."""
+        s = int(b) % self.size
+        with self._cond:
+            self._wait(lambda: self._turn[s] == b and self._free[s])
+            self._free[s] = False
+            self._turn[s] = b + self.size
+            self._cond.notify_all()
+        return s
+
+    def skip(self, b: int) -> None:
+        """Batch ``b`` does not use its slot (it is pickled through the pipe): the slot's next
+        batch may take it (once it is returned)."""
+        s = int(b) % self.size
+        with self._cond:
+            self._wait(lambda: self._turn[s] == b)
+            self._turn[s] = b + self.size
+            self._cond.notify_all()
+
+    def release(self, s: int) -> None:
+        """Slot ``s`` is free again (the training process copied its batch out, or it went unused)."""
+        with self._cond:
+            self._free[int(s)] = True
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        """Every wait, now and later, raises :class:`RingStopped` (idempotent)."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def entries(self, batch: dict[str, Any]) -> list[tuple[str, Any]] | None:
+        """``batch`` as ``[(key, ("t", dtype, shape, offset)) | (key, ("v", value))]`` at the layout's
+        offsets, or None when a tensor key is not in the layout, has another dtype or needs more
+        bytes than reserved."""
+        out: list[tuple[str, Any]] = []
+        for key, v in batch.items():
+            if not _slot_tensor(v):
+                out.append((key, ("v", v)))
+                continue
+            lay = self.layout.get(key)
+            if lay is None or lay[0] != v.dtype or v.numel() * v.element_size() > lay[3]:
+                return None
+            out.append((key, ("t", v.dtype, tuple(v.shape), lay[2])))
+        return out
+
+    def write(self, s: int, batch: dict[str, Any], entries: list[tuple[str, Any]]) -> None:
+        """Copy ``batch``'s tensor keys into slot ``s`` at their entries' offsets, except those
+        already there (written in place by :class:`RingSlots`)."""
+        storage = self.storages[s]
+        base = storage.data_ptr()
+        for key, e in entries:
+            if e[0] != "t":
+                continue
+            v = batch[key]
+            if v.data_ptr() == base + e[3] and v.is_contiguous():
+                continue
+            slot_view(storage, e[1], e[2], e[3]).copy_(v)
+
+    def detach(self, batch: Any) -> Any:
+        """``batch`` with every top-level tensor that lives in a slot cloned (before pickling it:
+        a pickled view of a slot would reach the training process as that shared memory)."""
+        if not isinstance(batch, dict) or not self.storages:
+            return batch
+        ptrs = {st.data_ptr() for st in self.storages}
+        return {
+            k: (v.clone() if type(v) is torch.Tensor and v.untyped_storage().data_ptr() in ptrs else v)
+            for k, v in batch.items()
+        }
+
+
+class RingSlots(BatchSlots):
+    """:class:`BatchSlots` whose batch tensors are views into the batch's ring slot once the ring
+    exists (a key of the layout's shape and dtype)."""
+
+    def __init__(self, batch_size: int, ring: WorkerRing) -> None:
+        super().__init__(batch_size, bulk=True)
+        self.ring = ring
+        self._slot_of: dict[int, Any] = {}
+
+    def _begin(self, b: int) -> None:
+        ring = self.ring
+        with ring._cond:
+            st = self._slot_of.get(b)
+            if st is None:
+                if not ring.storages:
+                    self._slot_of[b] = _FRESH
+                    return
+                self._slot_of[b] = _PENDING
+            elif st is _PENDING:
+                ring._wait(lambda: self._slot_of.get(b) is not _PENDING)
+                return
+            else:
+                return
+        s = _FRESH
+        try:
+            s = ring.acquire(b)
+        finally:
+            with ring._cond:
+                self._slot_of[b] = s
+                ring._cond.notify_all()
+
+    def _allocate(self, b: int, key: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+        s = self._slot_of.get(b)
+        lay = self.ring.layout.get(key)
+        if isinstance(s, int) and lay is not None and lay[0] == dtype and lay[1] == shape:
+            return slot_view(self.ring.storages[s], dtype, shape, lay[2])
+        return super()._allocate(b, key, shape, dtype)
+
+    def take_slot(self, b: int) -> int | None:
+        """The slot batch ``b`` took while assembled (forgotten here), or None."""
+        with self.ring._cond:
+            s = self._slot_of.pop(int(b), None)
+        return s if isinstance(s, int) else None
+
+
+def read_returns(conn: Any, ring: WorkerRing, told_to_stop: threading.Event) -> None:
+    """The worker's return thread: slot numbers free their slots; ``None``, the pipe's end or an
+    error stop the ring (its waits raise :class:`RingStopped`) and set ``told_to_stop``."""
+    try:
+        while (msg := conn.recv()) is not None:
+            ring.release(int(msg))
+    except (EOFError, OSError):
+        pass
+    finally:
+        ring.stop()
+        told_to_stop.set()
 
 
 def _worker_main(
     conn, dataset, wid: int, loader: Any, base_seed: int, epoch: int, samples: int, collate_fn: Callable, ring_size: int
 ) -> None:
-    """A worker process: its shard's batches into the ring, made with ``loader``'s settings (a
-    ``LoaderSettings``, handed to the shard; see the module doc)."""
+    """A worker process: its shard's batches (``loader``: the ``LoaderSettings`` handed to the
+    shard) into the ring (see the module doc)."""
     import random
 
     from torch.utils.data._utils import worker as dl_worker
@@ -83,12 +258,7 @@ def _worker_main(
     seed = base_seed + wid
     random.seed(seed)
     torch.manual_seed(seed)
-    try:
-        import numpy as np
-
-        np.random.seed(dl_worker._generate_state(base_seed, wid))
-    except ImportError:
-        pass
+    np.random.seed(dl_worker._generate_state(base_seed, wid))
     dl_worker._worker_info = dl_worker.WorkerInfo(id=wid, num_workers=nw, seed=seed, dataset=dataset)
     wrapper = None
     if hasattr(dataset, "wrap_items"):  # a wrapper (``StreamLoader``'s ``dataset`` doc)
@@ -96,9 +266,8 @@ def _worker_main(
     ring = WorkerRing(ring_size)
     told_to_stop = threading.Event()  # None from the training process, or its end of the pipe
     threading.Thread(target=read_returns, args=(conn, ring, told_to_stop), name="lrs-ring-returns", daemon=True).start()
-    # frames straight into the ring's slots with the collates whose batches are known (the frame
-    # keys' batch is the slot's rows); any other collate gets fresh per-batch tensors (its batch may
-    # hold the items' values themselves, which must not be views of a slot)
+    # frames straight into the slots only with the known collates: another's batch may hold the
+    # items' values themselves, which must not be views of a slot
     direct = is_known_collate(collate_fn)
     slots = RingSlots(batch_size, ring) if direct else BatchSlots(batch_size)
     shard = None
@@ -112,10 +281,10 @@ def _worker_main(
             batch = collate_items(chunk, collate_fn, tensors)
             n = len(chunk)
             del chunk, tensors
-            if isinstance(batch, dict) and not ring.ready:
+            if isinstance(batch, dict) and not ring.storages:
                 first = b
                 conn.send(("ring", ring.create(batch, b)))
-            entries = ring.entries(batch) if isinstance(batch, dict) and ring.ready else None
+            entries = ring.entries(batch) if isinstance(batch, dict) and ring.storages else None
             if entries is None:  # not a dict, or not the ring's layout: pickled through the pipe
                 if first is not None:
                     batch = ring.detach(batch)
@@ -130,7 +299,8 @@ def _worker_main(
                 ring.write(slot, batch, entries)  # the keys not written in place (none, usually)
                 conn.send(("batch", slot, entries, n))
             del batch
-        _close(shard, ring)
+        ring.stop()  # items assembled ahead of a pass limit may wait for a slot no batch will return
+        shard.close()
         shard = None
         conn.send(("end",))
     except (BrokenPipeError, ConnectionResetError, RingStopped):
@@ -142,16 +312,10 @@ def _worker_main(
             return
     finally:
         if shard is not None:
-            _close(shard, ring)
+            ring.stop()
+            shard.close()
     # stay until the training process says stop (it may still be fetching the ring's descriptors)
     told_to_stop.wait()
-
-
-def _close(shard: Any, ring: WorkerRing) -> None:
-    """Stop the ring's waits (items assembled ahead of a pass limit or an error may wait for a
-    slot no batch will return), then join the shard's pipeline threads."""
-    ring.stop()
-    shard.close()
 
 
 def _picklable(exc: BaseException) -> BaseException:
@@ -166,13 +330,8 @@ def _picklable(exc: BaseException) -> BaseException:
 
 
 class ProcessBatches:
-    """The worker processes, the copy-out thread and the batches of one ``StreamLoader`` iterator.
-
-    Iterate it for ``(batch, number of samples)`` in the DataLoader's order; :meth:`close` (also
-    called at the end, on an exception and when garbage-collected) stops everything.
-    """
-
-    _END = object()
+    """The worker processes, the copy-out thread and the batches of one ``StreamLoader`` iterator:
+    ``(batch, number of samples)`` in the DataLoader's order; :meth:`close` stops everything."""
 
     def __init__(
         self,
@@ -184,16 +343,15 @@ class ProcessBatches:
         collate_fn: Callable,
         pin: bool,
         ring_size: int,
-        context: Any = None,
-        base_seed: int | None = None,
-        watch: StallWatch | None = None,
+        context: Any,
+        base_seed: int,
+        watch: StallWatch,
     ) -> None:
         num_workers = loader.num_workers
         if isinstance(context, str) or context is None:
             context = multiprocessing.get_context(context)
         if context.get_start_method() == "forkserver":  # effective when its server has not started yet
             context.set_forkserver_preload(PRELOAD)
-        self.context = context
         self.pin = pin
         self.num_workers = num_workers
         self._stop = threading.Event()
@@ -204,10 +362,8 @@ class ProcessBatches:
         self.procs = []
         self.conns = []
         self._closed = False
-        self._watch = watch or StallWatch()
+        self._watch = watch
         self._stalled: set[int] = set()  # workers past the timeout: killed at close, not waited for
-        if base_seed is None:
-            base_seed = int(torch.empty((), dtype=torch.int64).random_().item())
         try:
             for w in range(num_workers):
                 parent, child = context.Pipe(duplex=True)
@@ -227,49 +383,46 @@ class ProcessBatches:
         self._thread = threading.Thread(target=self._run, name="lrs-loader-copy", daemon=True)
         self._thread.start()
 
-    # --- the copy-out thread ------------------------------------------------------------------------
     def _recv(self, w: int) -> Any:
+        """Worker ``w``'s next message, the wait timed by the stall watch."""
         conn, proc = self.conns[w], self.procs[w]
         self._watch.begin(f"worker {w}", w, proc.pid)
         try:
-            return self._recv_timed(w, conn, proc)
+            while True:
+                if self._stop.is_set():
+                    raise RingStopped
+                if conn.poll():
+                    try:
+                        return conn.recv()
+                    except (EOFError, OSError):
+                        # the pipe closed, or a tensor's descriptor could not be fetched from a worker
+                        # that died meanwhile (ConnectionResetError): report how the worker ended
+                        proc.join(_JOIN_S)
+                        if proc.exitcode is None:
+                            raise
+                elif proc.exitcode is None:
+                    stalled = self._watch.check()  # the warning, once; the error past the timeout
+                    if stalled is not None:
+                        self._stalled.add(w)
+                        raise stalled
+                    # until something arrives, the worker ends, the loader stops or a check is due
+                    wait([conn, proc.sentinel, self._wake_r], self._watch.remaining())
+                    continue
+                proc.join(0)
+                code = proc.exitcode
+                how = (
+                    f"was killed by signal {signal.Signals(-code).name}"
+                    if code is not None and code < 0
+                    else f"exited with code {code}"
+                )
+                raise LoaderWorkerError(
+                    f"StreamLoader worker {w} (pid {proc.pid}) {how} before its shard ended",
+                    worker=w,
+                    pid=proc.pid,
+                    exitcode=code,
+                )
         finally:
             self._watch.end()
-
-    def _recv_timed(self, w: int, conn: Any, proc: Any) -> Any:
-        while True:
-            if self._stop.is_set():
-                raise _Stopped
-            if conn.poll():
-                try:
-                    return conn.recv()
-                except (EOFError, OSError):
-                    # the pipe closed, or a tensor's descriptor could not be fetched from a worker
-                    # that died meanwhile (ConnectionResetError): report how the worker ended
-                    proc.join(_JOIN_S)
-                    if proc.exitcode is None:
-                        raise
-            elif proc.exitcode is None:
-                stalled = self._watch.check()  # the warning, once; the error past the timeout
-                if stalled is not None:
-                    self._stalled.add(w)
-                    raise stalled
-                # until something arrives, the worker ends, the loader stops or a check is due
-                wait([conn, proc.sentinel, self._wake_r], self._watch.remaining())
-                continue
-            proc.join(0)
-            code = proc.exitcode
-            how = (
-                f"was killed by signal {signal.Signals(-code).name}"
-                if code is not None and code < 0
-                else f"exited with code {code}"
-            )
-            raise LoaderWorkerError(
-                f"StreamLoader worker {w} (pid {proc.pid}) {how} before its shard ended",
-                worker=w,
-                pid=proc.pid,
-                exitcode=code,
-            )
 
     def _send(self, w: int, msg: Any) -> None:
         with self._locks[w]:
@@ -297,11 +450,9 @@ class ProcessBatches:
                 return
             except queue.Full:
                 continue
-        raise _Stopped
+        raise RingStopped
 
     def _run(self) -> None:
-        from lerobotstream.loader._threads import pin_batch
-
         def messages(w: int):
             """Worker ``w``'s messages, each read when its turn comes; it ends with the worker's."""
             while True:
@@ -327,18 +478,17 @@ class ProcessBatches:
                 else:  # "pickled"
                     batch, n = msg[1], msg[2]
                     if self.pin:
-                        batch = pin_batch(batch)
+                        batch = pin_memory(batch)
                 self._put(("batch", batch, n))
             self._put(("end",))
-        except _Stopped:
+        except RingStopped:
             return
         except BaseException as exc:  # noqa: BLE001 - handed to the iterating thread
             try:
                 self._put(("error", exc))
-            except _Stopped:
+            except RingStopped:
                 return
 
-    # --- the iterating thread -------------------------------------------------------------------------
     def __iter__(self) -> Iterator[tuple[Any, int]]:
         try:
             while True:
@@ -352,8 +502,7 @@ class ProcessBatches:
             self.close()
 
     def _next_message(self) -> tuple:
-        """The copy-out thread's next message; it always ends with ``end`` or ``error`` (its own
-        waits are timed), so this waits on it, checking that it still runs."""
+        """The copy-out thread's next message (its last is ``end`` or ``error``), checking that it runs."""
         while True:
             try:
                 return self._out.get(timeout=_JOIN_S)
@@ -385,13 +534,11 @@ class ProcessBatches:
         for w, p in enumerate(self.procs):
             if w in self._stalled and p.exitcode is None:
                 p.kill()  # stopped (SIGSTOP) or hung: it would not exit on its own
-            p.join(_JOIN_S)
-            if p.exitcode is None:
-                p.terminate()
-                p.join(_JOIN_S)
-            if p.exitcode is None:
-                p.kill()
-                p.join(_JOIN_S)
+            for end in (None, p.terminate, p.kill):  # let it exit, then SIGTERM, then SIGKILL
+                if p.exitcode is None:
+                    if end is not None:
+                        end()
+                    p.join(_JOIN_S)
             if p.exitcode is None:
                 log.warning("StreamLoader: worker %d (pid %s) did not exit after SIGKILL", w, p.pid)
         for c in self.conns:
@@ -413,7 +560,3 @@ class ProcessBatches:
             self.close()
         except Exception:  # noqa: BLE001
             pass
-
-
-class _Stopped(Exception):
-    """The loader iterator is closing: the copy-out thread leaves."""

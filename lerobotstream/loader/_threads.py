@@ -1,32 +1,151 @@
-"""``StreamLoader``'s threads mode: every shard's pipeline in the training process.
+"""``StreamLoader``'s threads mode, and the stall watch both modes time their waits with.
 
-With ``num_workers=N`` the stream is cut into the same N shards a ``DataLoader`` with N workers
-would give (``StreamCore.shard(p, N, ..., in_process=True)``, each with its own per-process state), and
-their batches are taken in the DataLoader's turns (``planner._turns.take_turns``), so the batches are the
-DataLoader's; with 0 it is the one in-process stream. Decoding, the frame copies and the batch
-assembly run on the pipelines' threads (C with the GIL released: torchcodec's decode, the
-de-interleave into the batch tensor, the small keys' numpy rows into their batch arrays); the
-training thread only takes finished items and makes the batch dict around the batch tensors.
+With ``num_workers=N`` the stream is cut into the shards N ``DataLoader`` workers would get and
+their batches are taken in the DataLoader's turns; with 0, the one in-process stream.
 
-Each shard's waits are timed (:class:`~lerobotstream.loader._stall.StallWatch`, checked on a helper
-thread): past ``timeout`` the stalled shard is aborted (its byte cache closes, so its pipeline's
-waits raise) and the iterator raises ``LoaderWorkerError`` naming it; without one, a stall is
-named in one warning.
+:class:`StallWatch` times one wait at a time: an error past ``timeout``, one warning without one.
+Processes mode checks between waits on the worker's pipe (:meth:`~StallWatch.check`); threads
+mode waits inside the shard's pipeline, so :meth:`~StallWatch.watch` checks on a helper thread
+and aborts the stalled shard (its waits then raise).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import torch
+from torch.utils.data._utils.pin_memory import pin_memory
 
+from lerobotstream.errors import LoaderWorkerError
 from lerobotstream.loader._batch import BatchSlots, collate_items, is_known_collate, item_chunks
-from lerobotstream.loader._stall import StallWatch
 from lerobotstream.planner._turns import take_turns
 
-__all__ = ["shard_batches", "thread_batches", "pin_batch", "watched"]
+__all__ = ["STALL_WARNING_S", "StallWatch", "shard_batches", "thread_batches", "watched"]
+
+log = logging.getLogger("lerobotstream.loader")
+
+#: without a timeout, a shard or worker that has delivered no batch for this long is named in one
+#: warning (seconds; ``StreamLoader.stall_warning_s`` sets it per loader)
+STALL_WARNING_S = 60.0
+
+
+class StallWatch:
+    """The current wait of one loader iterator: it may last ``timeout`` seconds (0: no limit, the
+    DataLoader's default) and is named in a warning after ``warn_after_s`` (once per shard or
+    worker); ``clock``: monotonic seconds."""
+
+    def __init__(
+        self, timeout: float = 0.0, warn_after_s: float = STALL_WARNING_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.timeout = float(timeout or 0.0)
+        self.warn_after_s = float(warn_after_s)
+        self.clock = clock
+        self._cond = threading.Condition(threading.RLock())
+        self._wait: tuple[str, int | None, int, float] | None = None  # (what, worker, pid, since)
+        self._warned: set[str] = set()
+        self._closed = False
+        #: the error of the wait that passed the timeout (None until one did)
+        self.expired: LoaderWorkerError | None = None
+        #: the :meth:`watch` thread is running its ``on_timeout`` (it may wait for a hung read)
+        self.aborting = False
+
+    def begin(self, what: str, worker: int | None, pid: int) -> None:
+        """A wait on ``what`` (``"worker 1"``, ``"shard 0 of 2"``; DataLoader worker id ``worker``,
+        process ``pid``) starts now."""
+        with self._cond:
+            self._wait = (what, worker, int(pid), self.clock())
+            self._cond.notify_all()
+
+    def end(self) -> None:
+        """The current wait ended (something arrived, or the wait was left)."""
+        with self._cond:
+            self._wait = None
+            self._cond.notify_all()
+
+    def remaining(self) -> float | None:
+        """Seconds until the current wait's warning or timeout is due (0 when it is), None when
+        nothing is due (no wait, or warned already and no timeout)."""
+        with self._cond:
+            if self._wait is None:
+                return None
+            what, _, _, since = self._wait
+            waited = self.clock() - since
+            due = [self.timeout - waited] if self.timeout > 0 else []
+            if what not in self._warned:
+                due.append(self.warn_after_s - waited)
+            return max(0.0, min(due)) if due else None
+
+    def check(self) -> LoaderWorkerError | None:
+        """The current wait's :class:`LoaderWorkerError` once it lasted the timeout (naming the
+        shard or worker, its PID and the seconds it stalled; fields ``worker``, ``pid``,
+        ``stalled_s``), also kept as :attr:`expired`; else None, after logging the warning if the
+        wait lasted ``warn_after_s`` (once per shard or worker)."""
+        with self._cond:
+            if self._wait is None:
+                return None
+            what, worker, pid, since = self._wait
+            waited = self.clock() - since
+            if self.timeout > 0 and waited >= self.timeout:
+                self.expired = LoaderWorkerError(
+                    f"StreamLoader {what} (pid {pid}) delivered no batch for {waited:.1f} s (timeout={self.timeout:g} "
+                    "s): it is stalled (a stopped or overloaded process, a hung read or decode); the loader stops",
+                    worker=worker,
+                    pid=pid,
+                    stalled_s=waited,
+                )
+                return self.expired
+            if what not in self._warned and waited >= self.warn_after_s:
+                self._warned.add(what)
+                log.warning(
+                    "StreamLoader %s (pid %d) has delivered no batch for %.1f s (no timeout: still waiting; "
+                    "StreamLoader(timeout=...) or --dataset.streaming_loader_timeout_s makes this an error)",
+                    what,
+                    pid,
+                    waited,
+                )
+            return None
+
+    def watch(self, on_timeout: Callable[[int | None], None]) -> threading.Thread:
+        """Check every wait on a daemon thread (started here) until :meth:`close`; past the timeout
+        it calls ``on_timeout(worker)`` once for that wait (outside the watch's lock)."""
+
+        def run() -> None:
+            while True:
+                with self._cond:
+                    while not self._closed:
+                        r = self.remaining()
+                        if r is None:
+                            self._cond.wait()  # woken by begin, end and close
+                        elif r > 0:
+                            self._cond.wait(r)
+                        else:
+                            err = self.check()
+                            if err is not None:
+                                worker = self._wait[1]
+                                self._wait = None  # this wait is over for the watch
+                                break
+                    else:
+                        return
+                    self.aborting = True
+                try:
+                    on_timeout(worker)
+                finally:
+                    self.aborting = False
+
+        thread = threading.Thread(target=run, name="lrs-loader-stall-watch", daemon=True)
+        thread.start()
+        return thread
+
+    def close(self) -> None:
+        """Stop the :meth:`watch` thread (idempotent)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
 
 _JOIN_S = 10.0
 
@@ -47,23 +166,9 @@ def shard_batches(
         del batch
 
 
-def pin_batch(batch: Any) -> Any:
-    """``batch`` with its CPU tensors in pinned memory (those already pinned kept as they are)."""
-    if isinstance(batch, torch.Tensor):
-        return batch if batch.is_pinned() else batch.pin_memory()
-    if isinstance(batch, dict):
-        return {k: pin_batch(v) for k, v in batch.items()}
-    if isinstance(batch, list):
-        return [pin_batch(v) for v in batch]
-    if isinstance(batch, tuple):
-        return tuple(pin_batch(v) for v in batch)
-    return batch
-
-
 def watched(batches: Iterator[Any], watch: StallWatch, what: str, worker: int | None) -> Iterator[Any]:
-    """``batches`` with each ``next`` timed by ``watch`` (its wait on shard ``what``): a wait that
-    passed the timeout raises the watch's :class:`~lerobotstream.errors.LoaderWorkerError` (the
-    error the aborted shard's wait raised is its cause)."""
+    """``batches`` with each ``next`` timed by ``watch`` (a wait on shard ``what``): past the timeout
+    the watch's :class:`~lerobotstream.errors.LoaderWorkerError` is raised (from the aborted wait's error)."""
     pid = os.getpid()
     while True:
         watch.begin(what, worker, pid)
@@ -90,18 +195,15 @@ def thread_batches(
     *,
     collate_fn: Callable,
     pin: bool,
-    wrapper: Any = None,
-    watch: StallWatch | None = None,
-    opened: list[Any] | None = None,
+    wrapper: Any,
+    watch: StallWatch,
+    opened: list[Any],
 ) -> Iterator[tuple[Any, int]]:
     """Every batch of the stream from (``epoch``, ``samples``) in the DataLoader's order, made in
-    this process with ``loader``'s settings (a ``LoaderSettings``, handed to each shard; see the
-    module doc); each shard's waits timed by ``watch`` (a stalled shard is aborted past its timeout).
-    The shards are appended to ``opened`` as they open (the caller reads their counters)."""
+    this process (``loader``: the ``LoaderSettings`` handed to each shard), each shard's waits
+    timed by ``watch``; the shards are appended to ``opened`` as they open (for their counters)."""
     num_workers, batch_size, drop_last = loader.num_workers, loader.batch_size, loader.drop_last
     shards = [(None, 0)] if num_workers == 0 else [(p, num_workers) for p in range(num_workers)]
-    watch = watch or StallWatch()
-    opened = [] if opened is None else opened
     sources = []
     watcher = watch.watch(lambda w: opened[0 if w is None else w].abort())
     try:
@@ -117,7 +219,7 @@ def thread_batches(
             what = "stream (threads mode)" if wid is None else f"shard {wid} of {nw} (threads mode)"
             sources.append(watched(shard_batches(items, slots, batch_size, drop_last, collate_fn), watch, what, wid))
         for batch, n in take_turns(sources):
-            yield (pin_batch(batch) if pin else batch), n
+            yield (pin_memory(batch) if pin else batch), n  # the DataLoader's pinning (pinned tensors kept)
     finally:
         watch.close()
         for src in sources:

@@ -10,60 +10,39 @@ from dataclasses import dataclass, field
 from lerobotstream.errors import RangeReadError, SourceError
 from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES
 
-#: Two requested ranges separated by at most this many bytes are fetched with one request
-#: (the gap bytes are read and dropped). 32 KiB is far below one round-trip's worth of bytes on
-#: any network where a round-trip costs more than ~0.1 ms at 300 MB/s, and far below a GOP, so
-#: the over-fetch stays well under the 5 % goal for GOP-sized ranges.
+#: Two requested ranges at most this many bytes apart are fetched with one request (the gap is read
+#: and dropped): below one round-trip's worth of bytes at 300 MB/s, and below a GOP.
 COALESCE_GAP_BYTES = 32 * 1024
 #: A coalesced request never grows beyond this many bytes by merging (a single range may be larger).
 COALESCE_MAX_BYTES = 64 * 1024 * 1024
+_COUNTERS = ("requests", "bytes_read", "bytes_requested", "retries", "metadata_requests")
 
 
 @dataclass
 class SourceStats:
-    """Counters for profiling; per process (a forked child starts again from zero)."""
+    """Counters for profiling, per process: ``requests`` (a coalesced group counts once),
+    ``bytes_read`` (coalescing gaps included), ``bytes_requested`` (asked by callers), ``retries``,
+    ``metadata_requests`` (listing, HEAD and revision requests)."""
 
     requests: int = 0
-    """Number of read requests sent to the store (a coalesced group of ranges counts once)."""
     bytes_read: int = 0
-    """Payload bytes returned by the store (including coalescing gaps), bytes."""
     bytes_requested: int = 0
-    """Bytes the callers asked for (sum of range lengths), bytes."""
     retries: int = 0
-    """Requests repeated after a retryable failure."""
     metadata_requests: int = 0
-    """Listing / HEAD / revision requests (not payload)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _pid: int = field(default_factory=os.getpid, repr=False, compare=False)
 
-    def add(
-        self,
-        requests: int = 0,
-        bytes_read: int = 0,
-        retries: int = 0,
-        *,
-        bytes_requested: int = 0,
-        metadata_requests: int = 0,
-    ) -> None:
+    def add(self, **counts: int) -> None:
         with self._lock:
             if self._pid != os.getpid():
                 self._pid = os.getpid()
-                self.requests = self.bytes_read = self.retries = 0
-                self.bytes_requested = self.metadata_requests = 0
-            self.requests += requests
-            self.bytes_read += bytes_read
-            self.retries += retries
-            self.bytes_requested += bytes_requested
-            self.metadata_requests += metadata_requests
+                for key in _COUNTERS:
+                    setattr(self, key, 0)
+            for key, n in counts.items():
+                setattr(self, key, getattr(self, key) + n)
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "requests": self.requests,
-            "bytes_read": self.bytes_read,
-            "bytes_requested": self.bytes_requested,
-            "retries": self.retries,
-            "metadata_requests": self.metadata_requests,
-        }
+        return {key: getattr(self, key) for key in _COUNTERS}
 
     def __getstate__(self):
         return self.as_dict()
@@ -84,8 +63,7 @@ def check_ranges(path: str, ranges: Sequence[tuple[int, int]], size: int | None 
 
 
 def check_file_size(path: str, nbytes: int, where: str) -> None:
-    """Raise SourceError when a metadata file of ``nbytes`` bytes is larger than
-    :data:`MAX_METADATA_FILE_NBYTES` (before any byte of it is read)."""
+    """Raise SourceError when a metadata file of ``nbytes`` bytes exceeds :data:`MAX_METADATA_FILE_NBYTES`."""
     if nbytes > MAX_METADATA_FILE_NBYTES:
         raise SourceError(
             f"{path!r} at {where} has {nbytes} bytes, more than the {MAX_METADATA_FILE_NBYTES} bytes a metadata "
@@ -129,28 +107,19 @@ def coalesce_ranges(
 
 
 class ByteSource:
-    """Read-only access to the files of one dataset root.
-
-    Implementations are thread-safe and fork-safe: a process that was forked from the one that
-    opened a handle or connection never reuses it (handles and connections are keyed by PID).
-    They are also picklable for ``spawn``/``forkserver`` DataLoader workers: the attributes named in
-    :attr:`_PROCESS_LOCAL` (locks, descriptors, connection pools) are left out of the pickle and
-    re-created empty by :meth:`_init_process_state` in the process that unpickles the source.
-
-    Subclasses implement :meth:`size`, :meth:`_read_ranges` and :meth:`list` (remote ones
-    implement :meth:`_fetch` and inherit coalescing through :meth:`_read_coalesced`).
-    """
+    """Read-only access to the files of one dataset root: thread-safe, fork-safe (handles and
+    connections keyed by PID) and picklable (the :attr:`_PROCESS_LOCAL` attributes re-created by
+    :meth:`_init_process_state`). Subclasses implement :meth:`size`, :meth:`list` and
+    :meth:`_read_ranges` or :meth:`_fetch` / :meth:`_fetch_groups` (ranges then coalesced)."""
 
     #: human-readable root (no credentials), used in error messages
     root_display: str = ""
-    #: attributes that belong to one process (locks, open descriptors, connections): never
-    #: pickled; :meth:`_init_process_state` creates them afresh
+    #: attributes that belong to one process (locks, descriptors): never pickled
     _PROCESS_LOCAL: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self.stats = SourceStats()
 
-    # --- pickling (spawn / forkserver workers) -------------------------------------------------
     def _init_process_state(self) -> None:
         """Create the :attr:`_PROCESS_LOCAL` attributes empty (called after unpickling)."""
 
@@ -164,7 +133,6 @@ class ByteSource:
         self.__dict__.update(state)
         self._init_process_state()
 
-    # --- to implement ------------------------------------------------------------------------
     def size(self, path: str) -> int:
         """Size of ``path`` in bytes. Raises SourceNotFoundError when it does not exist."""
         raise NotImplementedError
@@ -186,18 +154,18 @@ class ByteSource:
         """Relative paths of every file under the folder ``prefix`` (recursive, sorted)."""
         raise NotImplementedError
 
-    def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        raise NotImplementedError
-
     def _fetch(self, path: str, offset: int, length: int) -> bytes:
         """One request for bytes ``[offset, offset + length)``; exactly ``length`` bytes or a raise."""
         raise NotImplementedError
 
-    # --- derived -------------------------------------------------------------------------------
-    def _read_coalesced(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        check_ranges(path, ranges)
+    def _fetch_groups(self, path: str, groups: list[tuple[int, int]]) -> list:
+        """The bytes of each coalesced ``(offset, length)`` group (one :meth:`_fetch` each)."""
+        return [self._fetch(path, off, n) for off, n in groups]
+
+    def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        check_ranges(path, ranges, self.size(path))
         groups, where = coalesce_ranges(ranges)
-        blobs = [self._fetch(path, off, n) for off, n in groups]
+        blobs = self._fetch_groups(path, groups)
         self.stats.add(bytes_requested=sum(int(n) for _, n in ranges))
         out = []
         for g, start, n in where:
@@ -209,9 +177,8 @@ class ByteSource:
         return out
 
     def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """Read several ``(offset, length)`` byte ranges of ``path``; returns one bytes per range.
-
-        Near ranges (gap ≤ ``COALESCE_GAP_BYTES``) are fetched with one request on remote stores.
+        """Read several ``(offset, length)`` byte ranges of ``path``; returns one bytes per range
+        (near ranges fetched with one request on remote stores).
 
         Raises:
             SourceNotFoundError: the file does not exist.
@@ -229,8 +196,8 @@ class ByteSource:
         """The whole file (for metadata files only).
 
         Raises:
-            SourceError: the file is larger than :data:`MAX_METADATA_FILE_NBYTES` (checked before
-                anything is read); the other errors of :meth:`read_ranges`.
+            SourceError: the file is larger than :data:`MAX_METADATA_FILE_NBYTES` (not read); the
+                other errors of :meth:`read_ranges`.
         """
         size = self.size(path)
         check_file_size(path, size, self.root_display)

@@ -1,16 +1,14 @@
 """Any fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``...) as a byte source.
 
-Each thread of each process opens its own filesystem instance (``skip_instance_cache=True``,
-kept in a thread-local keyed by PID), so a forked worker never reuses its parent's sessions.
-Ranges are read with ``cat_ranges`` (one call per coalesced group, no file object and hence no
-read-ahead cache); every returned blob is length-checked before it is handed out.
+Each thread of each process opens its own filesystem instance (``skip_instance_cache=True``, keyed
+by PID). Ranges are read with ``cat_ranges`` (no read-ahead), every blob length-checked.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from lerobotstream.errors import (
@@ -20,37 +18,20 @@ from lerobotstream.errors import (
     SourceNotFoundError,
     SourceProtocolError,
 )
-from lerobotstream.sources._base import ByteSource, check_file_size, check_ranges, coalesce_ranges
-from lerobotstream.sources._http_client import redact_url
-from lerobotstream.sources._http_transport import error_for
+from lerobotstream.sources._base import ByteSource, check_file_size
+from lerobotstream.sources._http_transport import error_for, redact_url
 from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES, checked_path
 
 _FINGERPRINT_KEYS = ("xet_hash", "ETag", "etag", "e_tag", "md5", "md5Hash", "checksum", "sha256", "crc32c")
-
-
 #: pip packages whose import name differs from the distribution's (the module fsspec failed to import → pip name)
 _PIP_NAMES = {"smbclient": "smbprotocol", "libarchive": "libarchive-c"}
 
 
-def filesystem_class(root: str, protocol: str | None = None) -> type:
-    """The fsspec filesystem class serving ``root`` (``s3fs.S3FileSystem`` for ``s3://...``).
-
-    Args:
-        root: the root URL (named in errors without credentials).
-        protocol: its protocol (default: the part before ``://``).
-
-    Raises:
-        SourceProtocolError: no fsspec filesystem knows the protocol (``gopher://``): names the
-            root and the protocol; also a ``ValueError``, as fsspec's own.
-        MissingDependencyError: fsspec knows the protocol but the package implementing it is not
-            installed (``s3fs`` for ``s3://``, ``gcsfs`` for ``gs://``): names the root, the
-            protocol and the pip package; also an ``ImportError``, as fsspec's own.
-    """
+def _filesystem_class(protocol: str, shown: str) -> type:
+    """The fsspec filesystem class serving ``protocol`` (``s3fs.S3FileSystem`` for ``s3``)."""
     import fsspec
     from fsspec.registry import known_implementations
 
-    protocol = protocol or root.split("://", 1)[0]
-    shown = redact_url(root) if "://" in root else root
     if protocol not in fsspec.available_protocols():
         raise SourceProtocolError(
             f"root {shown!r}: no fsspec filesystem serves the protocol {protocol!r}; give a local folder, "
@@ -78,16 +59,13 @@ def filesystem_class(root: str, protocol: str | None = None) -> type:
 
 
 class FsspecSource(ByteSource):
-    """Files under an fsspec URL root.
-
-    Args:
-        root: fsspec URL of the dataset root (``s3://bucket/ds``, ``memory://ds``...).
-        storage_options: keyword arguments of the filesystem (credentials stay out of ``repr``
-            and errors).
+    """Files under an fsspec URL ``root`` (``s3://bucket/ds``, ``memory://ds``...);
+    ``storage_options``: the filesystem's keyword arguments (kept out of ``repr`` and errors).
 
     Raises:
-        SourceProtocolError: no fsspec filesystem knows the root's protocol (:func:`filesystem_class`).
-        MissingDependencyError: the protocol's package is not installed (``s3fs`` for ``s3://``).
+        SourceProtocolError: no fsspec filesystem knows the protocol (``gopher://``); a ``ValueError``.
+        MissingDependencyError: its package is not installed (``s3fs`` for ``s3://``): names the
+            pip package; an ``ImportError``. Both name the root (no credentials) and the protocol.
     """
 
     def __init__(self, root: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
@@ -97,9 +75,9 @@ class FsspecSource(ByteSource):
         self.protocol, base = fsspec.core.split_protocol(root)
         self.protocol = self.protocol or "file"
         self._options = dict(storage_options or {})
-        cls = filesystem_class(root, self.protocol)
-        self.base = cls._strip_protocol(root).rstrip("/")
         self.root_display = redact_url(root) if "://" in root else root
+        cls = _filesystem_class(self.protocol, self.root_display)
+        self.base = cls._strip_protocol(root).rstrip("/")
         self._info: dict[str, dict] = {}
         self._init_process_state()
 
@@ -121,12 +99,9 @@ class FsspecSource(ByteSource):
         return loc.fs
 
     def _full(self, path: str, *, folder: bool = False) -> str:
-        """The filesystem path of dataset path ``path``, checked by the path rule (``folder``:
-        ``""`` allowed) so that it stays under the root."""
+        """The filesystem path of ``path``, checked by the path rule (``folder``: ``""`` allowed)."""
         path = checked_path(path, self.root_display, folder=folder)
-        if not path:
-            return self.base
-        return f"{self.base}/{path}" if self.base else path
+        return "/".join(part for part in (self.base, path) if part)
 
     def _err(self, e: BaseException, path: str) -> SourceError:
         return error_for(None, path=path, where=self.root_display, exc=e)
@@ -176,14 +151,12 @@ class FsspecSource(ByteSource):
         return self._full(path) if self.protocol in ("file", "local") else None
 
     def read_file(self, path: str) -> bytes:
-        """The whole file with one ``cat_file`` (no ``info`` first; for metadata files), at most
-        ``MAX_METADATA_FILE_NBYTES + 1`` bytes of it read.
+        """The whole file with one ``cat_file`` (no ``info`` first, at most ``MAX_METADATA_FILE_NBYTES + 1`` bytes).
 
         Raises:
             SourceNotFoundError: the file does not exist.
             RangeReadError: the file no longer has the size an earlier ``info`` gave.
-            SourceError: the file is larger than ``MAX_METADATA_FILE_NBYTES``, or any other
-                failure of the filesystem (the message names path and root).
+            SourceError: the file is larger than ``MAX_METADATA_FILE_NBYTES``, or another failure.
         """
         with self._info_lock:
             known = self._info.get(path)
@@ -208,19 +181,14 @@ class FsspecSource(ByteSource):
         self.stats.add(requests=1, bytes_read=len(data), bytes_requested=len(data))
         return data
 
-    def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        check_ranges(path, ranges, self.size(path))
-        groups, where = coalesce_ranges(ranges)
+    def _fetch_groups(self, path: str, groups: list[tuple[int, int]]) -> list:
         full = self._full(path)
-        if groups:
-            try:
-                blobs = self.fs.cat_ranges(
-                    [full] * len(groups), [o for o, _ in groups], [o + n for o, n in groups], on_error="raise"
-                )
-            except Exception as e:
-                raise self._err(e, path) from None
-        else:
-            blobs = []
+        try:
+            starts = [o for o, _ in groups]
+            ends = [o + n for o, n in groups]
+            blobs = self.fs.cat_ranges([full] * len(groups), starts, ends, on_error="raise") if groups else []
+        except Exception as e:
+            raise self._err(e, path) from None
         for (off, n), blob in zip(groups, blobs):
             if isinstance(blob, BaseException):
                 raise self._err(blob, path)
@@ -230,20 +198,10 @@ class FsspecSource(ByteSource):
                     path=path,
                     offset=off,
                 )
-        self.stats.add(
-            requests=len(groups), bytes_read=sum(len(b) for b in blobs), bytes_requested=sum(int(n) for _, n in ranges)
-        )
-        out = []
-        for g, start, n in where:
-            out.append(b"" if n == 0 else bytes(memoryview(blobs[g])[start : start + n]))
-        return out
+        self.stats.add(requests=len(groups), bytes_read=sum(len(b) for b in blobs))
+        return blobs
 
 
 def _rel(p: str, base: str) -> str:
-    p = p.rstrip("/")
-    b = base.rstrip("/")
-    if b and p.startswith(b + "/"):
-        return p[len(b) + 1 :]
-    if b.lstrip("/") and p.lstrip("/").startswith(b.lstrip("/") + "/"):
-        return p.lstrip("/")[len(b.lstrip("/")) + 1 :]
-    return p.lstrip("/")
+    p, b = p.strip("/"), base.strip("/")
+    return p[len(b) + 1 :] if b and p.startswith(b + "/") else p

@@ -1,39 +1,29 @@
-"""``HttpSource``: a dataset root behind a plain ``http(s)://`` URL, read with ``Range`` requests.
-
-Sizes and fingerprints come from one ``HEAD`` per file, or from the one ``GET`` that reads a whole
-(metadata) file with :meth:`HttpSource.read_file`; ``list`` parses HTML directory indexes.
-Connections and bounded bodies are the client's (:mod:`lerobotstream.sources._http_client`),
-retries, checked ranges and time limits the transport's (:mod:`lerobotstream.sources._http_transport`).
-
-Signed roots: a root URL with a query string (``https://host/ds?X-Sig=...``) keeps that query on
-every request under it; it never appears in a message, a log line or a sidecar (:func:`redact_url`).
-"""
+"""``HttpSource``: a dataset root behind a plain ``http(s)://`` URL, read with ``Range`` requests
+(transport: :mod:`~lerobotstream.sources._http_transport`)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError
-from lerobotstream.sources._base import ByteSource, check_file_size, check_ranges
-from lerobotstream.sources._http_client import (
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_TIMEOUT_S,
-    HttpClient,
-    Response,
-    redact_url,
-)
+from lerobotstream.sources._base import ByteSource, check_file_size
 from lerobotstream.sources._http_transport import (
     _MAX_REDIRECTS,
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    HttpClient,
     RangeFetcher,
+    Response,
     RetryPolicy,
+    redact_url,
 )
-from lerobotstream.sources._paths import same_origin, url_under
+from lerobotstream.sources._paths import origin, same_origin, url_under
 
 
 class _LinkParser(HTMLParser):
@@ -64,31 +54,19 @@ def _fingerprint(headers: Mapping[str, str], size: int) -> str | None:
     return None
 
 
-def _host_key(parts) -> tuple[str, str, int]:
-    scheme = (parts.scheme or "").lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
-
-
 class HttpSource(ByteSource):
     """Files under a plain ``http(s)://`` URL root, read with ``Range`` requests.
 
     Size and fingerprint come from one ``HEAD`` per file (cached): ``Content-Length`` and the
-    strong ``ETag`` (else ``Last-Modified``); :meth:`read_file` needs no ``HEAD``: its one ``GET``
-    answers them too. Redirects are followed by hand, at most
-    :data:`_MAX_REDIRECTS`, resolved once per file and cached; headers given in ``headers`` (e.g.
-    ``Authorization``) are sent only to the root's origin (scheme, host and port: not after a
-    redirect to ``http`` or to another host). Every path is checked by the path rule and its URL
-    must keep the root's origin and path prefix. ``list`` parses HTML directory indexes.
+    strong ``ETag`` (else ``Last-Modified``). Redirects are followed by hand (at most
+    :data:`_MAX_REDIRECTS`, resolved once per file); ``headers`` (e.g. ``Authorization``) go only
+    to the root's origin. ``list`` parses HTML directory indexes.
 
     Args:
-        root: ``http://`` or ``https://`` URL of the dataset root (user info is refused). A query
-            string (a signed root, ``?X-Sig=...``) is sent with every request under the root and
-            never shown.
+        root: ``http://`` or ``https://`` URL of the dataset root (user info is refused; a signed
+            root's query string is sent with every request under it and never shown).
         headers: extra request headers for the root's host (never logged).
-        max_connections: open connections per process.
-        retry: retry policy.
-        timeout_s: socket timeout of each connect and each wait for bytes, seconds.
-        read_timeout_s: longest one read may take, every attempt and backoff included, seconds.
+        max_connections, retry, timeout_s, read_timeout_s: as :func:`~lerobotstream.sources.open_source`.
     """
 
     def __init__(
@@ -120,12 +98,9 @@ class HttpSource(ByteSource):
     def _init_process_state(self) -> None:
         self._meta_lock = threading.Lock()
 
-    def __repr__(self) -> str:
-        return f"HttpSource({self.root_display!r})"
-
     def _url(self, path: str, *, folder: bool = False) -> str:
-        """The URL of ``path`` (``folder``: of its index page, ``/``-terminated) under the root,
-        with the signed root's query; a path that would leave the root raises SourceError."""
+        """The URL of ``path`` (``folder``: of its index page) under the root, with the signed root's
+        query; a path that would leave the root raises SourceError."""
         url = url_under(self.root, path, self.root_display, folder=folder)
         if folder and not url.endswith("/"):
             url += "/"
@@ -136,8 +111,8 @@ class HttpSource(ByteSource):
         return dict(self._headers) if same_origin(url, self.root) else {}
 
     def _follow(self, method: str, path: str, url: str, **kw: Any) -> tuple[Any, str]:
-        """``method`` on ``url`` (identity encoding), following at most :data:`_MAX_REDIRECTS`
-        redirects: (the last answer, its URL). Raises SourceError after too many redirects."""
+        """``(last answer, its URL)`` of ``method`` on ``url`` (identity encoding), following at most
+        :data:`_MAX_REDIRECTS` redirects (then SourceError)."""
         for _ in range(_MAX_REDIRECTS + 1):
             r = self.fetcher.request(
                 method,
@@ -183,11 +158,9 @@ class HttpSource(ByteSource):
     def list(self, prefix: str) -> list[str]:
         """Files under ``prefix`` from the server's HTML directory indexes (recursive, sorted).
 
-        Each link is resolved against its page's URL (``urljoin``), so relative (``name``,
-        ``./name``), absolute-path (``/ds/dir/name``) and full-URL links all count when they point
-        to a direct child of the page's folder on the root's host; sort links, parents and other
-        hosts are skipped. A missing ``prefix`` folder (404) lists nothing. The pages of one level
-        of sub-folders are fetched concurrently (at most :data:`_LISTING_THREADS` at once).
+        A link counts when, resolved against its page's URL, it names a direct child of the page's
+        folder on the root's host; sort links, parents and other hosts are skipped. A missing
+        ``prefix`` (404) lists nothing.
 
         Raises:
             SourceError: the ``prefix`` page exists but links to nothing under it ("the server
@@ -199,13 +172,8 @@ class HttpSource(ByteSource):
         level = [base]
         seen = {base}
         while level:  # one level of folders at a time, its pages fetched concurrently
-            if len(level) == 1:
-                pages = [self._listing_page(level[0])]
-            else:
-                with ThreadPoolExecutor(
-                    min(_LISTING_THREADS, len(level)), thread_name_prefix="lerobotstream-list"
-                ) as ex:
-                    pages = list(ex.map(self._listing_page, level))
+            with ThreadPoolExecutor(min(_LISTING_THREADS, len(level)), thread_name_prefix="lerobotstream-list") as ex:
+                pages = list(ex.map(self._listing_page, level))
             deeper = []
             for folder, page in zip(level, pages):
                 if page is None:  # 404
@@ -246,12 +214,13 @@ class HttpSource(ByteSource):
         page = urlsplit(page_url)
         page_base = urlunsplit((page.scheme, page.netloc, page.path, "", ""))
         folder_path = unquote(urlsplit(self.root).path) + folder
-        host = _host_key(page)
+        host = origin(page_base)
         names = []
         for href in parser.links:
-            t = urlsplit(urljoin(page_base, href.strip()))
-            if _host_key(t) != host:
+            target = urljoin(page_base, href.strip())
+            if origin(target) != host:
                 continue
+            t = urlsplit(target)
             path = unquote(t.path)
             if not path.startswith(folder_path):
                 continue  # a parent, a sibling or another tree
@@ -273,28 +242,15 @@ class HttpSource(ByteSource):
         )
         return r.body
 
-    def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        check_ranges(path, ranges, self.size(path))
-        return self._read_coalesced(path, ranges)
-
     def read_file(self, path: str) -> bytes:
-        """The whole file with one ``GET`` and no ``HEAD`` first (for small metadata files).
-
-        Redirects are followed as for ``HEAD`` (at most :data:`_MAX_REDIRECTS`); the answer's
-        final URL, size and fingerprint are cached as a ``HEAD``'s would be, so a later
-        :meth:`size` or :meth:`fingerprint` of ``path`` sends nothing. When they were known
-        before, the file must still have that size and fingerprint.
-
-        Returns:
-            bytes: the body of the ``200`` answer (its length checked against ``Content-Length``).
+        """The whole file with one ``GET`` and no ``HEAD`` first (for small metadata files); the final
+        URL, size and fingerprint are cached as a ``HEAD``'s would be, or checked when known.
 
         Raises:
             SourceNotFoundError: the file does not exist (404/410).
             SourceChangedError: the file changed since its size or fingerprint were read (names the URL).
-            SourceError: the body is larger than ``MAX_METADATA_FILE_NBYTES`` (by its
-                ``Content-Length`` before reading, or while reading), or any other failure (a
-                non-200 success, a compressed body, too many redirects, retries ran out);
-                messages name the path and the redacted URL.
+            SourceError: the body is larger than ``MAX_METADATA_FILE_NBYTES``, or any other failure
+                (a non-200 success, a compressed body, too many redirects, retries ran out).
         """
         with self._meta_lock:
             known = self._meta.get(path)

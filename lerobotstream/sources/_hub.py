@@ -1,46 +1,38 @@
 """Hugging Face Hub byte sources: dataset repositories pinned to one commit, and Storage Buckets.
 
-**Pinning.** A dataset revision (branch, tag or commit) is resolved **once**, when the source is
-opened, with ``HfApi.dataset_info`` (``GET /api/datasets/{repo}/revision/{rev}``); every later
-listing and read uses the 40-hex commit, so a branch that moves during a run changes nothing.
-Endpoint, token and offline mode come from huggingface_hub (``HF_ENDPOINT``, ``HF_TOKEN`` / the
-saved token, ``HF_HUB_OFFLINE``).
+A dataset revision is resolved **once**, at open (``HfApi.dataset_info``); every later listing and
+read uses the 40-hex commit. Endpoint, token and offline mode are huggingface_hub's. Sizes and
+fingerprints come from the tree listing (one request per folder, cached): ``xet:<hash>``,
+``sha256:<oid>`` (LFS) or ``git:<blob id>``.
 
-**Fingerprints.** Sizes and content hashes come from the tree listing (one ``GET .../tree/...``
-per folder, cached): ``xet:<hash>`` for Xet files, ``sha256:<oid>`` for LFS, ``git:<blob id>``
-otherwise. Buckets list with ``HfApi.list_bucket_tree`` and fingerprint by ``xetHash``, so a
-video replaced at the same path with the same size gets a new fingerprint.
-
-**Why a native range fetcher instead of ``HfFileSystem``** (measured with
-``tools/bench_sources.py`` against the loopback Hub of the tests; numbers in README "Data
-sources"): ``HfFileSystem`` sends every range read to ``/resolve/<rev>/<path>`` and follows the
-redirect again (2 round-trips and one Hub API hit per range, the pattern that draws 429s from
-the Hub when many ranks × workers read small ranges), and its file objects read ahead by
-``block_size`` unless told otherwise. The native fetcher resolves the redirect **once per file**
-(``HEAD`` without following it), caches the signed URL until it expires or is refused (401/403 →
-resolve again, once), sends the ``Range`` GET straight to the storage host without the
-``Authorization`` header, and checks every answer's ``Content-Range`` and length.
-Measured (26 episodes of ~20 contiguous ~96 KiB GOP ranges, loopback): native 1.15 requests and
-0.15 Hub requests per episode, bytes read/needed 1.000; ``HfFileSystem.cat_file`` per range 39.8
-requests (19.9 to the Hub), 48.7x over-fetch; ``HfFileSystem.open`` + read 2.08 requests (1.08 to
-the Hub), 3.3x over-fetch from read-ahead.
-Training only reads: no method here issues POST, PUT or DELETE.
+Not ``HfFileSystem``, which sends every range through ``/resolve`` again (the pattern that draws
+429s; README "Data sources"): here the redirect is resolved once per file (``HEAD``), the signed
+URL cached until it expires or is refused (401/403: resolved again, once), and each ``Range`` GET
+goes to the storage host without ``Authorization``. Nothing here issues POST, PUT or DELETE.
 """
 
 from __future__ import annotations
 
+import calendar
 import math
+import posixpath
 import re
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qs, quote, urljoin, urlsplit
 
 from lerobotstream.errors import SourceChangedError, SourceError, SourceNotFoundError, SourceProtocolError
-from lerobotstream.sources._base import ByteSource, check_ranges
-from lerobotstream.sources._http_client import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT_S, HttpClient
-from lerobotstream.sources._http_transport import DEFAULT_READ_TIMEOUT_S, RangeFetcher, RetryPolicy, error_for
+from lerobotstream.sources._base import ByteSource
+from lerobotstream.sources._http_transport import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    HttpClient,
+    RangeFetcher,
+    RetryPolicy,
+    error_for,
+)
 from lerobotstream.sources._paths import checked_path, same_origin, url_under
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -52,29 +44,21 @@ SIGNED_URL_MARGIN_S = 30.0
 
 def _signed_url_expiry(url: str, now: float) -> float:
     """When the signed ``url`` expires (``Expires=`` or ``X-Amz-Date`` + ``X-Amz-Expires``), Unix
-    seconds; ``now + SIGNED_URL_TTL_S`` when it does not say, or says something that is not a
-    finite time (``Expires=nan``)."""
+    seconds; ``now + SIGNED_URL_TTL_S`` when it says no finite time."""
     q = {k.lower(): v[0] for k, v in parse_qs(urlsplit(url).query).items()}
     when = None
     try:
         if "expires" in q:
             when = float(q["expires"])
         elif "x-amz-expires" in q and "x-amz-date" in q:
-            t = time.strptime(q["x-amz-date"], "%Y%m%dT%H%M%SZ")
-            import calendar
-
-            when = calendar.timegm(t) + float(q["x-amz-expires"])
+            when = calendar.timegm(time.strptime(q["x-amz-date"], "%Y%m%dT%H%M%SZ")) + float(q["x-amz-expires"])
     except (ValueError, OverflowError):
         pass
     return when if when is not None and math.isfinite(when) else now + SIGNED_URL_TTL_S
 
 
 def _linked_size(value: str, path: str, where: str) -> int:
-    """The file size a ``/resolve`` answer announces (``X-Linked-Size`` / ``Content-Length``).
-
-    Raises:
-        SourceProtocolError: the header is not a decimal number of bytes.
-    """
+    """The file size a ``/resolve`` answer announces; SourceProtocolError when not a decimal number."""
     text = value.strip()
     if not (text.isascii() and text.isdigit()):
         raise SourceProtocolError(
@@ -87,13 +71,8 @@ def _linked_size(value: str, path: str, where: str) -> int:
 
 def _offline_hint(exc: BaseException) -> str:
     """What to do when the Hub cannot be reached at all (no answer, not an HTTP error): '' else."""
-    try:
-        import httpx
-
-        transport = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
-    except ImportError:
-        transport = False
-    if transport or isinstance(exc, ConnectionError) or type(exc).__name__ in ("ConnectError", "ConnectTimeout"):
+    names = {c.__name__ for c in type(exc).__mro__}  # httpx's ConnectError / ConnectTimeout, or the stdlib's
+    if "ConnectionError" in names or "ConnectError" in names or "ConnectTimeout" in names:
         return (
             "no network? pass root= a local copy of the dataset (or put one at $HF_LEROBOT_HOME/<repo_id>), "
             "or set HF_HUB_OFFLINE=1"
@@ -118,17 +97,13 @@ class HubSource(ByteSource):
     """A Hub dataset repository at one commit, or a Storage Bucket, read with ranged GETs.
 
     Args:
-        repo_id: ``OWNER/NAME`` of the dataset or bucket.
-        revision: branch, tag or commit of a dataset (default ``main``); resolved once to a
-            commit. Must be None for buckets.
-        repo_type: ``"dataset"`` or ``"bucket"``.
+        repo_id, repo_type: ``OWNER/NAME`` of the dataset or bucket; ``"dataset"`` or ``"bucket"``.
+        revision: branch, tag or commit of a dataset (default ``main``), resolved once to a commit;
+            None for buckets.
         token: Hub token; None uses huggingface_hub's (``HF_TOKEN`` or the saved login), False
             sends none. Never logged, never part of an error or ``repr``.
         endpoint: Hub URL; defaults to ``huggingface_hub.constants.ENDPOINT`` (``HF_ENDPOINT``).
-        max_connections: open connections per process for payload reads.
-        retry: retry policy of payload reads.
-        timeout_s: socket timeout of each connect and each wait for bytes, seconds.
-        read_timeout_s: longest one payload read may take (retries and backoff included), seconds.
+        max_connections, retry, timeout_s, read_timeout_s: as :func:`~lerobotstream.sources.open_source`.
 
     Raises:
         SourceError: offline mode is on, or the Hub answered with an error.
@@ -168,26 +143,23 @@ class HubSource(ByteSource):
                 "enabled (HF_HUB_OFFLINE); use root= a local copy of the dataset instead"
             )
         self._api = HfApi(endpoint=self.endpoint, token=token, library_name="lerobotstream")
-        if repo_type == "dataset":
-            self.revision = revision or "main"
-            try:
+        self.revision = (revision or "main") if repo_type == "dataset" else None
+        try:
+            if repo_type == "dataset":
                 info = self._api.dataset_info(repo_id, revision=self.revision)
-            except Exception as e:  # every huggingface_hub / httpx failure, mapped in one place
-                raise error_for(None, path=f"@{self.revision}", where=where, exc=e, detail=_offline_hint(e)) from None
-            self.stats.add(metadata_requests=1)
+            else:
+                self._api.bucket_info(repo_id)
+        except Exception as e:  # every huggingface_hub / httpx failure, mapped in one place
+            at = f"@{self.revision}" if self.revision else ""
+            raise error_for(None, path=at, where=where, exc=e, detail=_offline_hint(e)) from None
+        self.stats.add(metadata_requests=1)
+        self.commit: str | None = None
+        self.root_display = f"hf://buckets/{repo_id}"
+        if repo_type == "dataset":
             if not info.sha or not _COMMIT_RE.match(info.sha):
                 raise SourceError(f"the Hub did not resolve revision {self.revision!r} of {repo_id!r} to a commit")
-            self.commit: str | None = info.sha
+            self.commit = info.sha
             self.root_display = f"hf://datasets/{repo_id}@{self.commit}"
-        else:
-            self.revision = None
-            self.commit = None
-            try:
-                self._api.bucket_info(repo_id)
-            except Exception as e:
-                raise error_for(None, path="", where=where, exc=e, detail=_offline_hint(e)) from None
-            self.stats.add(metadata_requests=1)
-            self.root_display = f"hf://buckets/{repo_id}"
         self.client = HttpClient(max_connections, timeout_s)
         self.fetcher = RangeFetcher(self.client, retry or RetryPolicy(), self.stats, read_timeout_s=read_timeout_s)
         self._folders: dict[str, dict[str, tuple[int, str | None]]] = {}
@@ -195,29 +167,20 @@ class HubSource(ByteSource):
         self._init_process_state()
         self._hub_headers: dict[str, str] | None = None
 
-    # --- pickling: a spawned worker gets the pinned commit, caches and a fresh pool -------------
     _PROCESS_LOCAL = ("_lock", "_path_locks")  # the connection pool pickles itself empty (HttpClient)
 
     def _init_process_state(self) -> None:
         self._lock = threading.Lock()
         self._path_locks: dict[str, threading.Lock] = {}
 
-    def __repr__(self) -> str:
-        return f"HubSource({self.root_display!r})"
-
     @property
     def api(self) -> Any:
-        """The ``huggingface_hub.HfApi`` this source lists and resolves with (its endpoint and
-        credentials), for maintainer actions such as ``sidecar.push_sidecar``."""
+        """The ``huggingface_hub.HfApi`` this source uses (for ``sidecar.push_sidecar``)."""
         return self._api
 
     def at_revision(self, revision: str) -> HubSource:
-        """The same dataset at ``revision`` (a branch, tag or commit, pinned to its commit), read with
-        this source's endpoint, credentials and retry policy.
-
-        Raises:
-            SourceNotFoundError: no such revision. SourceError: a bucket (no revisions).
-        """
+        """The same dataset at ``revision`` (pinned to its commit), with this source's endpoint,
+        credentials and retry policy (SourceNotFoundError: no such revision; SourceError: a bucket)."""
         return HubSource(
             self.repo_id,
             revision=revision,
@@ -227,20 +190,29 @@ class HubSource(ByteSource):
             retry=self.fetcher.retry,
         )
 
-    # --- listing ------------------------------------------------------------------------------
     def _where(self) -> str:
         return f"{self.endpoint} ({self.root_display})"
 
-    def _iter_tree(self, folder: str, recursive: bool):
-        if self.repo_type == "dataset":
-            return self._api.list_repo_tree(
-                self.repo_id,
-                path_in_repo=folder or None,
-                revision=self.commit,
-                repo_type="dataset",
-                recursive=recursive,
-            )
-        return self._api.list_bucket_tree(self.repo_id, prefix=folder or None, recursive=recursive)
+    def _tree(self, folder: str, recursive: bool) -> list[tuple[str, tuple[int, str | None]]] | None:
+        """``(path, (size, fingerprint))`` of the files under ``folder``; None when it does not exist."""
+        try:
+            if self.repo_type == "dataset":
+                tree = self._api.list_repo_tree(
+                    self.repo_id,
+                    path_in_repo=folder or None,
+                    revision=self.commit,
+                    repo_type="dataset",
+                    recursive=recursive,
+                )
+            else:
+                tree = self._api.list_bucket_tree(self.repo_id, prefix=folder or None, recursive=recursive)
+            kinds = ("RepoFile", "BucketFile")
+            return [(e.path, (int(e.size), _fingerprint_of(e))) for e in tree if type(e).__name__ in kinds]
+        except Exception as e:
+            err = error_for(None, path=folder or "/", where=self._where(), exc=e)
+            if isinstance(err, SourceNotFoundError):
+                return None
+            raise err from None
 
     def _folder(self, folder: str) -> dict[str, tuple[int, str | None]]:
         with self._lock:
@@ -251,29 +223,17 @@ class HubSource(ByteSource):
         with flock:  # one tree request per folder even when many threads ask at once
             with self._lock:
                 hit = self._folders.get(folder)
-            return hit if hit is not None else self._list_folder(folder)
-
-    def _list_folder(self, folder: str) -> dict[str, tuple[int, str | None]]:
-        entries: dict[str, tuple[int, str | None]] = {}
-        try:
-            for e in self._iter_tree(folder, recursive=False):
-                if type(e).__name__ in ("RepoFile", "BucketFile"):
-                    parent = e.path.rsplit("/", 1)[0] if "/" in e.path else ""
-                    if parent == folder:
-                        entries[e.path] = (int(e.size), _fingerprint_of(e))
-        except Exception as e:
-            err = error_for(None, path=folder or "/", where=self._where(), exc=e)
-            if not isinstance(err, SourceNotFoundError):
-                raise err from None
-        self.stats.add(metadata_requests=1)
-        with self._lock:
-            self._folders[folder] = entries
-        return entries
+            if hit is not None:
+                return hit
+            entries = {p: v for p, v in self._tree(folder, recursive=False) or () if posixpath.dirname(p) == folder}
+            self.stats.add(metadata_requests=1)
+            with self._lock:
+                self._folders[folder] = entries
+            return entries
 
     def _entry(self, path: str) -> tuple[int, str | None]:
         path = checked_path(path, self.root_display)
-        folder = path.rsplit("/", 1)[0] if "/" in path else ""
-        hit = self._folder(folder).get(path)
+        hit = self._folder(posixpath.dirname(path)).get(path)
         if hit is None:
             raise SourceNotFoundError(f"{path!r} not found in {self.root_display}", path=path)
         return hit
@@ -284,40 +244,21 @@ class HubSource(ByteSource):
     def fingerprint(self, path: str) -> str | None:
         return self._entry(path)[1]
 
-    def exists(self, path: str) -> bool:
-        try:
-            self._entry(path)
-        except SourceNotFoundError:
-            return False
-        return True
-
     def list(self, prefix: str) -> list[str]:
         prefix = checked_path(prefix, self.root_display, folder=True)
-        out = []
-        try:
-            for e in self._iter_tree(prefix, recursive=True):
-                if type(e).__name__ in ("RepoFile", "BucketFile"):
-                    if not prefix or e.path.startswith(prefix + "/"):
-                        out.append(e.path)
-                        folder = e.path.rsplit("/", 1)[0] if "/" in e.path else ""
-                        with self._lock:
-                            self._folders.setdefault(folder, {})[e.path] = (int(e.size), _fingerprint_of(e))
-        except Exception as e:
-            err = error_for(None, path=prefix or "/", where=self._where(), exc=e)
-            if isinstance(err, SourceNotFoundError):
-                return []
-            raise err from None
+        files = self._tree(prefix, recursive=True)
+        if files is None:
+            return []
         self.stats.add(metadata_requests=1)
-        return sorted(out)
+        out = [(p, v) for p, v in files if not prefix or p.startswith(prefix + "/")]
+        with self._lock:
+            for p, v in out:
+                self._folders.setdefault(posixpath.dirname(p), {})[p] = v
+        return sorted(p for p, _ in out)
 
-    # --- payload ------------------------------------------------------------------------------
     def resolve_url(self, path: str) -> str:
-        """The ``/resolve`` URL of ``path``, pinned to the commit for datasets.
-
-        Raises:
-            SourceError: ``path`` breaks the path rule, or its URL would leave the repository's
-                ``/resolve/`` folder.
-        """
+        """The ``/resolve`` URL of ``path``, pinned to the commit for datasets; SourceError when the
+        path breaks the path rule or its URL would leave the ``/resolve/`` folder."""
         if self.repo_type == "dataset":
             return url_under(f"{self.endpoint}/datasets/{self.repo_id}/resolve/{self.commit}/", path, self.root_display)
         return f"{self.endpoint}/buckets/{self.repo_id}/resolve/{quote(checked_path(path, self.root_display), safe='')}"
@@ -334,8 +275,7 @@ class HubSource(ByteSource):
         return dict(self._hub_headers)
 
     def _headers_for(self, url: str) -> dict[str, str]:
-        """Hub headers for the Hub's own origin (scheme, host, port); nothing (no Authorization)
-        for any other, a redirect from ``https`` to ``http`` on the same host included."""
+        """Hub headers for the Hub's own origin (scheme, host, port); none for any other."""
         return self._auth_headers() if same_origin(url, self.endpoint) else {}
 
     def _signed_url(self, path: str) -> tuple[str, dict[str, str]]:
@@ -391,10 +331,6 @@ class HubSource(ByteSource):
             expect=(self.size(path), None),
         )
         return r.body
-
-    def _read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        check_ranges(path, ranges, self.size(path))
-        return self._read_coalesced(path, ranges)
 
     def close(self) -> None:
         self.client.close()

@@ -1,10 +1,8 @@
 """Local-disk byte source: ``os.pread`` on per-process file descriptors.
 
-Every failure of the operating system is typed: a missing file (or a missing folder on its path)
-is :class:`~lerobotstream.errors.SourceNotFoundError`; any other (a refused permission, a symlink
-loop, a folder or a device where a file should be, an I/O error, a folder that cannot be listed)
-is :class:`~lerobotstream.errors.SourceReadError` naming the file and the reason, the original
-``OSError`` chained.
+A missing file is :class:`~lerobotstream.errors.SourceNotFoundError`; any other OS failure
+(permission, symlink loop, a folder or device where a file should be, I/O) is
+:class:`~lerobotstream.errors.SourceReadError` naming the file and the reason.
 """
 
 from __future__ import annotations
@@ -25,15 +23,8 @@ MAX_OPEN_FILES = 256
 
 
 class LocalSource(ByteSource):
-    """Files under a local folder. Reads use ``os.pread`` (no seek, thread-safe).
-
-    Every path is checked by the path rule (:mod:`lerobotstream.sources._paths`) before it is
-    joined to the root: ``..``, absolute paths and the like raise ``SourceError``. Symlinks inside
-    the root are followed wherever they point (a Hub cache snapshot is a folder of links to blobs).
-
-    Args:
-        root: the dataset root folder.
-    """
+    """Files under the local folder ``root``, read with ``os.pread`` (thread-safe); paths keep to
+    the path rule, symlinks inside the root are followed wherever they point."""
 
     def __init__(self, root: str | os.PathLike) -> None:
         super().__init__()
@@ -99,14 +90,8 @@ class LocalSource(ByteSource):
             e = IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(self._abs(path)))
             raise self._error(path, e) from e
         if not stat.S_ISREG(st.st_mode):
-            kind = (
-                "a character device"
-                if stat.S_ISCHR(st.st_mode)
-                else "a block device"
-                if stat.S_ISBLK(st.st_mode)
-                else "a pipe or a socket"
-            )
-            reason = f"not a regular file ({kind})"
+            kind = "a character" if stat.S_ISCHR(st.st_mode) else "a block" if stat.S_ISBLK(st.st_mode) else None
+            reason = f"not a regular file ({kind + ' device' if kind else 'a pipe or a socket'})"
             raise SourceReadError(f"could not read {self._abs(path)}: {reason}", path=path, errno=None, reason=reason)
         return st
 
@@ -143,7 +128,6 @@ class LocalSource(ByteSource):
         check_ranges(path, ranges)
         fd = self._acquire(path)
         out = []
-        total = 0
         try:
             for offset, length in ranges:
                 try:
@@ -157,9 +141,9 @@ class LocalSource(ByteSource):
                         offset=offset,
                     )
                 out.append(data)
-                total += length
         finally:
             self._release(path)
+        total = sum(n for _, n in ranges)
         self.stats.add(requests=len(ranges), bytes_read=total, bytes_requested=total)
         return out
 

@@ -13,8 +13,12 @@ from urllib.parse import unquote
 from lerobotstream import constants
 from lerobotstream.errors import SourceError, SourceNotFoundError, StreamingConfigError
 from lerobotstream.sources._base import ByteSource
-from lerobotstream.sources._http_client import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT_S
-from lerobotstream.sources._http_transport import DEFAULT_READ_TIMEOUT_S, RetryPolicy
+from lerobotstream.sources._http_transport import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    RetryPolicy,
+)
 
 _HF_DATASET = re.compile(r"^hf://datasets/(?P<owner>[^/@]+)/(?P<name>[^/@]+)(?:@(?P<rev>[^/]+))?(?P<sub>/.*)?$")
 _HF_BUCKET = re.compile(r"^hf://buckets/(?P<owner>[^/@]+)/(?P<name>[^/@]+)(?P<sub>/.*)?$")
@@ -24,23 +28,10 @@ log = logging.getLogger("lerobotstream.sources")
 
 
 def lerobot_local_copy(repo_id: str | None, repo_type: str = "dataset") -> Path | None:
-    """LeRobot's local-copy rule for a dataset opened without ``root``: the folder
-    ``$HF_LEROBOT_HOME/<repo_id>`` when it holds ``meta/info.json``, else None (then the Hub).
-
-    The same precedence as LeRobot 0.6.1's ``LeRobotDatasetMetadata`` (``root`` given → that
-    folder; unset → ``$HF_LEROBOT_HOME/<repo_id>`` if its metadata loads → the Hub), including its
-    exceptions: a folder left by the old ``snapshot_download(local_dir=...)`` (it holds
-    ``.cache/huggingface/download``) is a stale mirror and is skipped, and buckets have no local
-    copy (LeRobot keeps only their ``meta/`` there). As in LeRobot, a local copy is used whatever
-    ``revision`` says (the revision is checked only against the Hub).
-
-    Args:
-        repo_id: ``OWNER/NAME`` (or any name a local dataset was saved under); None → None.
-        repo_type: ``"dataset"`` or ``"bucket"`` (a bucket → None).
-
-    Returns:
-        The folder, or None when there is no usable local copy.
-    """
+    """LeRobot 0.6.1's local-copy rule for a dataset opened without ``root``: the folder
+    ``$HF_LEROBOT_HOME/<repo_id>`` when it holds ``meta/info.json``, else None (then the Hub). As
+    in LeRobot, a folder left by ``snapshot_download(local_dir=...)`` (with
+    ``.cache/huggingface/download``) is skipped, buckets have none, ``revision`` is not checked."""
     if not repo_id or repo_type != "dataset" or "://" in repo_id:
         return None
     folder = Path(constants.HF_LEROBOT_HOME) / repo_id
@@ -49,22 +40,6 @@ def lerobot_local_copy(repo_id: str | None, repo_type: str = "dataset") -> Path 
     if (folder / ".cache" / "huggingface" / "download").exists():
         return None  # LeRobot's has_legacy_hub_download_metadata: re-fetched from the Hub
     return folder
-
-
-def check_hub_repo_id(repo_id: str) -> str:
-    """``repo_id`` when it can name a Hub repository (``OWNER/NAME``).
-
-    Raises:
-        StreamingConfigError: no ``OWNER/`` part (or more than one ``/``, or spaces); the message
-            says where a local copy would have been found.
-    """
-    if not _HUB_REPO_ID.match(repo_id):
-        raise StreamingConfigError(
-            f"repo_id={repo_id!r} is not a Hub repository id OWNER/NAME, and there is no local copy at "
-            f"{Path(constants.HF_LEROBOT_HOME) / repo_id} (HF_LEROBOT_HOME); pass root= the dataset folder "
-            "for a local dataset"
-        )
-    return repo_id
 
 
 def parse_hf_url(url: str) -> tuple[str, str, str | None]:
@@ -103,9 +78,7 @@ def open_source(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
 ) -> ByteSource:
-    """Open a dataset root.
-
-    Roots as users give them:
+    """Open a dataset root, as users give it:
 
     - ``root`` unset, ``repo_id=`` → LeRobot's rule: the local copy ``$HF_LEROBOT_HOME/<repo_id>``
       when there is one (:func:`lerobot_local_copy`), else the Hub (``repo_id`` must then be
@@ -119,28 +92,23 @@ def open_source(
     - an existing :class:`ByteSource` is returned unchanged.
 
     Args:
-        root: see above; takes precedence over ``repo_id`` when both are given.
-        repo_id: ``OWNER/NAME`` on the Hub.
-        revision: branch, tag or commit (datasets only); default ``main``.
-        repo_type: ``"dataset"`` (default) or ``"bucket"``.
+        root: see above; takes precedence over ``repo_id``.
+        repo_id, revision, repo_type: ``OWNER/NAME`` on the Hub; branch, tag or commit (datasets
+            only, default ``main``); ``"dataset"`` (default) or ``"bucket"``.
         token: Hub token (None: huggingface_hub's own); never logged.
         endpoint: Hub URL (default: ``HF_ENDPOINT`` through huggingface_hub).
         storage_options: fsspec filesystem options.
         headers: extra headers for a plain HTTP root's host.
-        max_connections: open connections per process (HTTP and Hub).
-        retry: retry policy (HTTP and Hub).
+        max_connections, retry: open connections per process and retry policy (HTTP and Hub).
         timeout_s: socket timeout of each connect and each wait for bytes, seconds (HTTP and Hub).
-        read_timeout_s: longest one read may take, every retry and backoff included, seconds
-            (HTTP and Hub payload reads; default 120): a stalled server fails with
-            :class:`~lerobotstream.errors.SourceTimeoutError` naming the URL and the time waited.
-            Other fsspec URLs take their own timeouts through ``storage_options``.
+        read_timeout_s: longest one payload read may take, retries included, seconds (HTTP and
+            Hub; default 120): then :class:`~lerobotstream.errors.SourceTimeoutError`.
 
     Raises:
         SourceNotFoundError: a local root that is not a folder, or a missing repository/revision.
         SourceError: a malformed or unsupported root, or a Hub error at resolution time.
         SourceProtocolError: a URL root whose protocol no fsspec filesystem serves (``gopher://``).
-        MissingDependencyError: a URL root whose fsspec filesystem needs a package that is not
-            installed (``s3fs`` for ``s3://``; the message gives the ``pip install`` line).
+        MissingDependencyError: a URL root whose fsspec package is not installed (``s3fs``).
         StreamingConfigError: ``root`` unset and ``repo_id`` neither a local copy nor ``OWNER/NAME``.
     """
     if isinstance(root, ByteSource):
@@ -153,42 +121,36 @@ def open_source(
             raise SourceError(f"repo_type must be 'dataset' or 'bucket', got {repo_type!r}")
         local = lerobot_local_copy(repo_id, repo_type)
         if local is not None:
-            from lerobotstream.sources._local import LocalSource
-
             log.info(
                 "%s: using the local copy %s ($HF_LEROBOT_HOME/<repo_id>, as LeRobot)%s",
                 repo_id,
                 local,
                 f"; revision {revision!r} is not checked against it" if revision else "",
             )
+            from lerobotstream.sources._local import LocalSource
+
             return LocalSource(local)
+        if not _HUB_REPO_ID.match(repo_id):
+            raise StreamingConfigError(
+                f"repo_id={repo_id!r} is not a Hub repository id OWNER/NAME, and there is no local copy at "
+                f"{Path(constants.HF_LEROBOT_HOME) / repo_id} (HF_LEROBOT_HOME); pass root= the dataset folder "
+                "for a local dataset"
+            )
+        root_s, kind, rid, rev = None, repo_type, repo_id, None
+    else:
+        root_s = os.fspath(root)
+        if root_s.startswith("hf://"):
+            kind, rid, rev = parse_hf_url(root_s)
+            if repo_id and repo_id != rid:
+                raise SourceError(f"root {root_s!r} names {rid!r} but repo_id={repo_id!r}")
+            if kind == "dataset" and rev and revision and rev != revision:
+                raise SourceError(f"root {root_s!r} pins revision {rev!r} but revision={revision!r}")
+            root_s = None
+    if root_s is None:
         from lerobotstream.sources._hub import HubSource
 
-        return HubSource(
-            check_hub_repo_id(repo_id),
-            revision=revision if repo_type == "dataset" else None,
-            repo_type=repo_type,
-            token=token,
-            endpoint=endpoint,
-            **net,
-        )
-    root_s = os.fspath(root)
-    if root_s.startswith("hf://"):
-        kind, rid, rev = parse_hf_url(root_s)
-        if repo_id and repo_id != rid:
-            raise SourceError(f"root {root_s!r} names {rid!r} but repo_id={repo_id!r}")
-        if kind == "dataset" and rev and revision and rev != revision:
-            raise SourceError(f"root {root_s!r} pins revision {rev!r} but revision={revision!r}")
-        from lerobotstream.sources._hub import HubSource
-
-        return HubSource(
-            rid,
-            revision=(rev or revision) if kind == "dataset" else None,
-            repo_type=kind,
-            token=token,
-            endpoint=endpoint,
-            **net,
-        )
+        rev = (rev or revision) if kind == "dataset" else None
+        return HubSource(rid, revision=rev, repo_type=kind, token=token, endpoint=endpoint, **net)
     if root_s.startswith(("http://", "https://")):
         from lerobotstream.sources._http import HttpSource
 

@@ -1,17 +1,11 @@
 """The path rule: every path a dataset's metadata names stays inside the dataset root.
 
 A dataset path is a **normalized relative POSIX path**: ``/``-separated components, none empty,
-``.`` or ``..``; not absolute; no scheme (``http:``) or host (``//host``); no NUL, other control
-character or backslash. :func:`path_problem` states the rule once. The metadata reader applies it
-when ``meta/info.json`` is loaded (templates, camera keys, ``repo_id``), and every source applies
-it again when it joins a path to its root (:func:`checked_path`, :func:`url_under`), so a path that
-slipped past the first check still cannot leave the root.
-
-Symlinks are not resolved: a link inside a local root is followed wherever it points (the Hub's
-cache snapshots are folders of links into ``../../blobs``), so only the *names* are confined.
-
-For URLs the root's **origin** (scheme, host, port) and path prefix bound every request;
-credentials (headers, a signed root's query) go only to that origin (:func:`same_origin`).
+``.`` or ``..``; no scheme (``http:``), host (``//host``), NUL, other control character or
+backslash. The metadata reader applies :func:`path_problem` at load, every source again when it
+joins a path to its root (:func:`checked_path`, :func:`url_under`). Only the *names* are confined
+(symlinks are not resolved: a Hub cache snapshot is a folder of links into ``../../blobs``). For
+URLs the root's origin and path prefix bound every request; credentials go only to that origin.
 """
 
 from __future__ import annotations
@@ -23,9 +17,8 @@ from lerobotstream.errors import SourceError
 
 #: longest dataset path accepted, characters
 MAX_PATH_CHARS = 1024
-#: longest metadata file :meth:`~lerobotstream.sources.ByteSource.read_file` reads, bytes. A
-#: ``meta/episodes`` shard of a large dataset (per-episode stats of every feature) holds tens of
-#: MB; a file beyond this is refused before it is read.
+#: longest metadata file :meth:`~lerobotstream.sources.ByteSource.read_file` reads, bytes (a large
+#: dataset's ``meta/episodes`` shard holds tens of MB); a larger one is refused before it is read
 MAX_METADATA_FILE_NBYTES = 256 * 1024 * 1024
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -33,15 +26,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
 def path_problem(path: object, *, folder: bool = False) -> str | None:
-    """Why ``path`` is not a dataset path (see the module docstring), or None when it is one.
-
-    Args:
-        path: the candidate (any object: a non-string is a problem).
-        folder: also accept ``""`` (the root itself), as a listing prefix may be.
-
-    Returns:
-        str | None: a short reason (``"has a '..' component"``) to put after the path in a message.
-    """
+    """Why ``path`` (any object) is not a dataset path (``"has a '..' component"``), or None when it
+    is one; ``folder``: ``""`` (the root, a listing prefix) is one too."""
     if not isinstance(path, str):
         return f"is a {type(path).__name__}, not a string"
     if path == "":

@@ -13,20 +13,12 @@ PREFETCH_THREADS = 8
 
 
 class PrefetchedReads:
-    """Reads of one source started ahead, so that independent requests share their round trips.
+    """Reads of one ``source`` started ahead, so that independent requests share their round trips.
 
-    On a remote source (no :meth:`~ByteSource.local_path`), :meth:`prefetch` starts
-    ``read_file`` / ``list`` / ``exists`` calls on up to :data:`PREFETCH_THREADS` threads; the
-    same-named methods here then return their results, or raise their exceptions unchanged, as a
-    direct call would. A call never prefetched runs inline, and on a local source everything
-    does. A ``read_file`` of a path in ``speculative`` that found nothing (``FileNotFoundError``)
-    is read again inline when it is asked for (the guess was early, or wrong). :meth:`close` waits
-    for the reads still running, so no thread touches the source afterwards; also a context manager.
-
-    Args:
-        source: the source read.
-        speculative: paths prefetched on a guess.
-        probe: a path whose :meth:`~ByteSource.local_path` tells local from remote.
+    On a remote source (``source.local_path(probe)`` is None), :meth:`prefetch` starts calls on
+    :data:`PREFETCH_THREADS` threads; ``read_file``, ``list``, ``exists`` and ``size`` here then
+    return (or raise) as a direct call would; a call never prefetched runs inline. A ``read_file``
+    of a path in ``speculative`` (a guess) that found nothing is read again inline when asked for.
     """
 
     def __init__(self, source: ByteSource, *, speculative: Iterable[str] = (), probe: str = "") -> None:
@@ -57,17 +49,10 @@ class PrefetchedReads:
                     raise
         return getattr(self.source, method)(path)
 
-    def read_file(self, path: str) -> bytes:
-        return self._take("read_file", path)
-
-    def list(self, prefix: str) -> list[str]:
-        return self._take("list", prefix)
-
-    def exists(self, path: str) -> bool:
-        return self._take("exists", path)
-
-    def size(self, path: str) -> int:
-        return self._take("size", path)
+    def __getattr__(self, method: str) -> Any:
+        if method not in ("read_file", "list", "exists", "size"):
+            raise AttributeError(method)
+        return lambda path: self._take(method, path)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -114,7 +114,7 @@ def test_decoder_cache_lru_closes_on_eviction():
     for k in "abc":
         c.get_or_open(k, lambda k=k: D(k))
     assert closed == ["a"] and len(c) == 2 and "a" not in c
-    c.get("b")
+    c.get_or_open("b", lambda: D("never opened"))  # open already: marked most recently used
     c.get_or_open("d", lambda: D("d"))
     assert closed == ["a", "c"]
     c.pop("b")
@@ -130,7 +130,7 @@ def test_decoder_cache_forgets_parent_decoders_after_fork():
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: the parent's decoder is not visible
-        os.write(w, b"1" if ("a" not in c and c.get("a") is None) else b"0")
+        os.write(w, b"1" if ("a" not in c and len(c) == 0) else b"0")
         os._exit(0)
     os.waitpid(pid, 0)
     assert os.read(r, 1) == b"1" and "a" in c
@@ -148,7 +148,7 @@ def test_cpu_device_has_no_fallback(clip):
     st = FallbackStatus()
     t, s, mini = clip
     d = EpisodeDecoder(mini, s, codec=t.codec, device="cpu", status=st)
-    assert d.device == "cpu" and not st.fallback_required and "No fallback" in str(st)
+    assert d.device == "cpu" and st.fallback_count == 0 and st.pyav_fallbacks == 0
 
 
 def test_cuda_without_device_falls_back_counted_and_logged(clip, monkeypatch, caplog):
@@ -253,7 +253,7 @@ def test_decoder_cache_never_closes_a_pinned_decoder():
     c = OpenDecoderLRU(1)
     a = c.acquire("a", lambda: D("a"))
     b = c.acquire("b", lambda: D("b"))  # over capacity: "a" is pinned, so nothing is closed
-    assert closed == [] and len(c) == 2 and c.pinned_count == 2
+    assert closed == [] and len(c) == 2 and len(c._pins) == 2
     c.release(a)  # "a" is the LRU unpinned one: closed now that it is released
     assert closed == ["a"] and len(c) == 1
     c.pop("b")  # pinned: forgotten now, closed on its last release
@@ -263,7 +263,7 @@ def test_decoder_cache_never_closes_a_pinned_decoder():
     with c.pinned("x", lambda: D("x")) as x:
         c.clear()
         assert closed == ["a", "b"] and x.k == "x"
-    assert closed == ["a", "b", "x"] and c.pinned_count == 0
+    assert closed == ["a", "b", "x"] and len(c._pins) == 0
 
 
 def test_decoder_cache_threads_never_use_closed_decoders(clip):
@@ -288,7 +288,7 @@ def test_decoder_cache_threads_never_use_closed_decoders(clip):
     for t in ts:
         t.join()
     assert errors == []
-    assert cache.pinned_count == 0 and len(cache) <= 1
+    assert len(cache._pins) == 0 and len(cache) <= 1
 
 
 def test_closed_decoder_error_is_internal_not_a_backend_failure(clip):

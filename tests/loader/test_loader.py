@@ -396,7 +396,7 @@ def test_ring_slots_write_frames_in_place_and_wait_for_their_turn():
     returned; a stopped ring wakes every waiter with ``RingStopped``."""
     import threading
 
-    from lerobotstream.loader._ring import RingSlots, RingStopped, WorkerRing
+    from lerobotstream.loader._procs import RingSlots, RingStopped, WorkerRing
 
     ring = WorkerRing(2)
     slots = RingSlots(2, ring)

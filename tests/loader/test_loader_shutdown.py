@@ -51,11 +51,12 @@ def _snapshot() -> dict:
 
 
 def _ours(names: set[str], pids: list[int]) -> set[str]:
-    """/dev/shm is shared by every process on the machine (other test runs create their own
-    entries): the entries checked are torch's, named after the PID that made them (this process
-    and the loader's workers), and Python's ``psm_`` segments."""
+    """The /dev/shm entries this loader could have made: its ring slots are torch segments, named
+    ``torch_<PID>_...`` after the process that made them (this process or one of the loader's
+    workers). /dev/shm is shared by every process on the machine, so any other entry (another
+    run's ``torch_`` segments, Python's ``psm_`` segments) is not this loader's and never counts."""
     mine = {str(p) for p in [os.getpid(), *pids]}
-    return {n for n in names if n.startswith("psm_") or (n.startswith("torch_") and n.split("_")[1] in mine)}
+    return {n for n in names if n.startswith("torch_") and n.split("_")[1] in mine}
 
 
 def _leaks(before: dict, pids: list[int] = ()) -> dict:

@@ -15,7 +15,7 @@ import pytest
 
 from lerobotstream import StreamLoader
 from lerobotstream.errors import LoaderWorkerError, StreamingConfigError
-from lerobotstream.loader._stall import StallWatch
+from lerobotstream.loader._threads import StallWatch
 from tests._streams import BATCH as B
 from tests._streams import SMALL_DATASET, small_stream
 

@@ -23,8 +23,7 @@ from lerobotstream.errors import (
 from lerobotstream.meta import DatasetMeta
 from lerobotstream.sources import open_source
 from lerobotstream.sources._http import HttpSource
-from lerobotstream.sources._http_client import BodyTooLargeError, HttpClient
-from lerobotstream.sources._http_transport import RetryPolicy
+from lerobotstream.sources._http_transport import BodyTooLargeError, HttpClient, RetryPolicy
 from lerobotstream.sources._hub import SIGNED_URL_TTL_S, HubSource, _linked_size, _signed_url_expiry
 from lerobotstream.sources._paths import MAX_METADATA_FILE_NBYTES
 from lerobotstream.testing import LoopbackServer
