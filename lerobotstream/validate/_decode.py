@@ -53,61 +53,33 @@ def decode_sample(
     rng = np.random.default_rng(seed)
     chosen = sorted(rng.choice(len(picks), size=min(n, len(picks)), replace=False).tolist())
     feat = meta.features.get(camera) or {}
-    hwc = frame_hwc(feat)
-    depth = is_depth_feature(feat)
-    out: list[Finding] = []
+    hwc, depth = frame_hwc(feat), is_depth_feature(feat)
     done = 0
     for j in chosen:
         ep, k, from_ts, i = picks[j]
         epi = None if ep < 0 else ep
+        where = dict(episode_index=epi, camera=camera, file=path)
         try:
             span = plan_span(table, k, k + 1, path=path)
             payload = source.read(path, span.byte_start, span.byte_stop - span.byte_start)
             check_sample_framing(table, span, payload, path=path)
             mini = synthesize(table, span, payload)
-            video = EpisodeVideo(
-                table,
-                span,
-                mini,
-                episode_index=-1 if epi is None else epi,
-                camera=camera,
-                path=path,
-                from_timestamp=from_ts,
-                fps=meta.fps,
-                device="cpu",
-                depth=depth,
-            )
+            kw = dict(episode_index=ep, camera=camera, path=path, from_timestamp=from_ts, fps=meta.fps, depth=depth)
+            video = EpisodeVideo(table, span, mini, device="cpu", **kw)
             try:
                 frame = video.frames_at([i])
             finally:
                 video.close()
             done += 1
-        except Exception as e:  # noqa: BLE001 - every failure is this file's finding
-            out.append(
-                finding(
-                    "decode_failed",
-                    f"{path}: frame {k} (episode {epi}): {type(e).__name__}: {' '.join(str(e).split())[:300]}",
-                    episode_index=epi,
-                    camera=camera,
-                    file=path,
-                )
-            )
-            break  # one finding per file: the next frames would fail the same way
+        except Exception as e:  # noqa: BLE001 - every failure is this file's finding; the next frames would fail alike
+            text = f"{path}: frame {k} (episode {epi}): {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+            return [finding("decode_failed", text, **where)], done
         if hwc is not None:
             _, c, h, w = (int(x) for x in frame.shape)
             if (h, w) != hwc[:2]:
-                out.append(
-                    finding(
-                        "decode_shape",
-                        f"{path}: frame {k} decodes to {c}x{h}x{w} (CxHxW), info.json's "
-                        f"shape for {camera} is {list(meta.features[camera]['shape'])}",
-                        episode_index=epi,
-                        camera=camera,
-                        file=path,
-                    )
-                )
-                break
-    return out, done
+                text = f"{path}: frame {k} decodes to {c}x{h}x{w} (CxHxW), info.json's shape for {camera} is {list(feat['shape'])}"
+                return [finding("decode_shape", text, **where)], done
+    return [], done
 
 
 def image_sample(
@@ -127,40 +99,31 @@ def image_sample(
         return [], 0
     rng = np.random.default_rng(seed)
     chosen = [frames[j] for j in sorted(rng.choice(len(frames), size=min(n, len(frames)), replace=False).tolist())]
-    by_ep: dict[int, list[int]] = {}
-    for ep, i in chosen:
-        by_ep.setdefault(ep, []).append(i)
+    eps = sorted({ep for ep, _ in chosen})
     out: list[Finding] = []
     done = 0
     for key in keys:
         shape = declared_chw(meta.features[key])
         try:
-            table = reader.read_columns(path, (key, "episode_index", "frame_index"), episodes=sorted(by_ep))
+            table = reader.read_columns(path, (key, "episode_index", "frame_index"), episodes=eps)
             if key not in table.column_names:
                 continue  # the footer check names the missing column
-            cells = image_bytes(table.column(key), key=key, episode_index=min(by_ep), path=path)
+            cells = image_bytes(table.column(key), key=key, episode_index=eps[0], path=path)
             ep_col = table.column("episode_index").to_numpy()
             fi_col = (
                 table.column("frame_index").to_numpy()
                 if "frame_index" in table.column_names
                 else np.zeros(ep_col.shape, np.int64)
             )
-            for ep, idx in sorted(by_ep.items()):
-                for i in idx:
-                    rows = np.flatnonzero((ep_col == ep) & (fi_col == i))
-                    if rows.shape[0] == 0:
-                        continue  # the per-row checks name the episode's rows
-                    decode_image(cells[int(rows[0])], key=key, episode_index=ep, frame_index=i, path=path, shape=shape)
-                    done += 1
+            for ep, i in sorted(chosen):
+                rows = np.flatnonzero((ep_col == ep) & (fi_col == i))
+                if rows.shape[0] == 0:
+                    continue  # the per-row checks name the episode's rows
+                decode_image(cells[int(rows[0])], key=key, episode_index=ep, frame_index=i, path=path, shape=shape)
+                done += 1
         except Exception as e:  # noqa: BLE001 - every failure is this feature's finding
             ep = getattr(e, "episode_index", None)
-            out.append(
-                finding(
-                    "data_image",
-                    f"{path}: {type(e).__name__}: {' '.join(str(e).split())[:300]}",
-                    episode_index=ep if ep is not None and ep >= 0 else None,
-                    camera=key,
-                    file=path,
-                )
-            )
+            ep = ep if ep is not None and ep >= 0 else None
+            text = f"{path}: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+            out.append(finding("data_image", text, episode_index=ep, camera=key, file=path))
     return out, done

@@ -13,7 +13,6 @@ is one of the episode's own. Problems of one kind become one finding listing eve
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -181,15 +180,11 @@ def landing_problems(
             if close[k]
             else f"no frame (the nearest, frame {f}, is {gap:.6f} s away)"
         )
-        out.append(
-            Problem(
-                "timestamp_shift",
-                f"camera {camera}, file {path}: {int((~ok).sum())} of {w.length} rows miss their own frames; first: "
-                f"row {k}, from_timestamp + timestamp = {q[k]:.6f} s lands on {where}",
-                episode_index=ep,
-                path=data_path.get(ep, path),
-            )
+        text = (
+            f"camera {camera}, file {path}: {int((~ok).sum())} of {w.length} rows miss their own frames; first: "
+            f"row {k}, from_timestamp + timestamp = {q[k]:.6f} s lands on {where}"
         )
+        out.append(Problem("timestamp_shift", text, episode_index=ep, path=data_path.get(ep, path)))
     return out
 
 
@@ -200,11 +195,9 @@ def _short(values: Sequence[int]) -> str:
 
 def row_findings(problems: Sequence[Problem]) -> list[Finding]:
     """One finding per code, listing every episode with that problem (the first one's detail)."""
-    by_code: dict[str, list[Problem]] = defaultdict(list)
-    for p in problems:
-        by_code[p.code].append(p)
     out = []
-    for code, items in sorted(by_code.items()):
+    for code in sorted({p.code for p in problems}):
+        items = [p for p in problems if p.code == code]
         items.sort(key=lambda p: (-1 if p.episode_index is None else p.episode_index, p.path or ""))
         eps = sorted({e for p in items for e in ((p.episode_index,) if p.episode_index is not None else p.episodes)})
         files = sorted({p.path for p in items})
@@ -212,13 +205,7 @@ def row_findings(problems: Sequence[Problem]) -> list[Finding]:
         head = f"episode {first.episode_index} in {first.path}" if first.episode_index is not None else first.path
         count = len({p.episode_index for p in items if p.episode_index is not None})
         lead = f"{count} episodes {_short(eps)}; first: " if count > 1 else ""
-        out.append(
-            finding(
-                code,
-                f"{lead}{head}: {first.message}",
-                file=files[0] if len(files) == 1 else None,
-                episode_index=first.episode_index if count == 1 and len(items) == 1 else None,
-                episodes=eps,
-            )
-        )
+        one = first.episode_index if count == 1 and len(items) == 1 else None
+        file = files[0] if len(files) == 1 else None
+        out.append(finding(code, f"{lead}{head}: {first.message}", file=file, episode_index=one, episodes=eps))
     return out

@@ -175,13 +175,13 @@ def _image_type_findings(md: Any, path: str, images: Sequence[str], eps: list[in
     return [
         finding(
             "data_image",
-            f"{path}: image feature {key!r} is stored as {schema.field(key).type}, not a {{bytes, path}} struct",
+            f"{path}: image feature {key!r} is stored as {t}, not a {{bytes, path}} struct",
             camera=key,
             file=path,
             episodes=eps,
         )
         for key in images
-        if key in schema.names and not is_image_column_type(schema.field(key).type)
+        if key in schema.names and not is_image_column_type(t := schema.field(key).type)
     ]
 
 
@@ -226,16 +226,10 @@ def merged_file_findings(
         if len(items) == 1:
             out.append(items[0])
             continue
-        files = sorted(f.file for f in items)
+        files, eps = sorted(f.file for f in items), sorted({e for f in items for e in f.episodes})
         out.append(
             Finding(
-                severity,
-                code,
-                None,
-                camera,
-                None,
-                f"{files[0]} and {len(files) - 1} more data file(s): {text}",
-                sorted({e for f in items for e in f.episodes}),
+                severity, code, None, camera, None, f"{files[0]} and {len(files) - 1} more data file(s): {text}", eps
             )
         )
     return out
