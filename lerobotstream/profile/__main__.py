@@ -25,8 +25,6 @@ from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, r
 from lerobotstream.options import add_cli_flags
 from lerobotstream.profile._run import LOADERS
 
-__all__ = ["main", "run_profile", "TRAIN_DEFAULTS"]
-
 #: what ``lerobotstream-train`` runs with lerobot-train 0.6's defaults (``TrainPipelineConfig``:
 #: ``num_workers=4``, ``batch_size=8``, ``prefetch_factor=4``, ``persistent_workers=True``,
 #: ``dataloader_multiprocessing_context="spawn"``; 0.6's loop converts uint8 frames on the device)

@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-__all__ = ["MemoryReading", "MemorySampler", "read_memory"]
-
 
 class MemoryReading(NamedTuple):
     """One process's memory at one instant, bytes: RSS (shared pages counted fully) and PSS

@@ -15,8 +15,6 @@ from typing import Any
 
 from lerobotstream.errors import MissingDependencyError
 
-__all__ = ["plot_report", "require_matplotlib", "STAGE_COLORS", "rolling_rate"]
-
 STAGE_COLORS = {
     # start-up: greys
     "metadata": "#9e9e9e",

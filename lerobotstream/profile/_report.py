@@ -42,8 +42,6 @@ import numpy as np
 from lerobotstream.dataset._wiring import one_per_process
 from lerobotstream.loader._loader import usable_cpus
 
-__all__ = ["STAGES", "STAGE_KIND", "build_report", "format_report", "needed_bytes", "needed_bytes_of_tables"]
-
 STAGES = (
     ("metadata", "dataset construction: info.json, episodes, tasks (once, main process)"),
     ("sidecar", "MP4 sidecar lookup/build (once) + derived index open per process"),

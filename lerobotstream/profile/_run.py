@@ -27,8 +27,6 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from lerobotstream.errors import worker_error
 from lerobotstream.profile._memory import MemorySampler
 
-__all__ = ["STATS_KEY", "LOADERS", "ProfiledStream", "ProfiledShards", "TimedTransform", "profile_dataset"]
-
 STATS_KEY = "__lrs_stats__"
 """Batch key of the per-item stats snapshots (JSON strings); removed before the batch is returned."""
 

@@ -12,111 +12,70 @@ from lerobotstream.errors import Problem, SourceReadError
 #: JSON layout version of :meth:`Report.to_json`
 REPORT_FORMAT = 1
 
-#: every finding code: (severity, what it means and how to fix it). Codes are stable: tools may
+#: finding code → its fix hint, by severity (:data:`CODES` joins them). Codes are stable: tools may
 #: match on them. The message of each finding says where; the hint says what to do.
-CODES: dict[str, tuple[str, str]] = {
+_ERRORS = {
     # metadata (meta/)
-    "metadata": ("error", "fix the metadata the message names"),
-    "duplicate_episode": ("error", "keep one row per episode_index in meta/episodes"),
-    "missing_episodes": ("error", "episode indices must be 0..N-1: restore the missing meta/episodes shard or rows"),
-    "episode_row_null": ("error", "fill the null column of the meta/episodes row (or rewrite the shard)"),
-    "index_range": ("error", "length must equal dataset_to_index - dataset_from_index"),
-    "index_overlap": ("error", "episodes' [dataset_from_index, dataset_to_index) ranges must not overlap"),
-    "index_gap": ("warning", "global indices usually run contiguously from 0; a gap means rows were removed"),
-    "video_location": ("error", "the episode's videos/<camera>/* columns must name a file and a window"),
-    "info_count": ("warning", "update info.json's total_episodes/total_frames/splits to the episode shards"),
-    "file_missing": ("error", "restore the file (re-download, or fix the chunk/file indices of the episodes)"),
-    "file_unreadable": (
-        "error",
-        "the file is there but cannot be read: fix its permissions, or the link (a symlink loop, a folder or a device where the file should be)",
-    ),
-    "stats_shape": ("error", "recompute meta/stats.json (LeRobot: compute_stats / aggregate_stats)"),
-    "stats_values": ("error", "recompute meta/stats.json: min must not exceed max, std must not be negative"),
-    "stats_nonfinite": ("warning", "recompute meta/stats.json: a statistic is NaN or infinite"),
-    "stats_unknown_feature": ("warning", "meta/stats.json names a feature info.json does not declare"),
+    "metadata": "fix the metadata the message names",
+    "duplicate_episode": "keep one row per episode_index in meta/episodes",
+    "missing_episodes": "episode indices must be 0..N-1: restore the missing meta/episodes shard or rows",
+    "episode_row_null": "fill the null column of the meta/episodes row (or rewrite the shard)",
+    "index_range": "length must equal dataset_to_index - dataset_from_index",
+    "index_overlap": "episodes' [dataset_from_index, dataset_to_index) ranges must not overlap",
+    "video_location": "the episode's videos/<camera>/* columns must name a file and a window",
+    "file_missing": "restore the file (re-download, or fix the chunk/file indices of the episodes)",
+    "file_unreadable": "the file is there but cannot be read: fix its permissions, or the link (a symlink loop, a folder or a device where the file should be)",
+    "stats_shape": "recompute meta/stats.json (LeRobot: compute_stats / aggregate_stats)",
+    "stats_values": "recompute meta/stats.json: min must not exceed max, std must not be negative",
     # data/ Parquet (footers and statistics)
-    "data_unreadable": ("error", "re-download or rewrite the Parquet file"),
-    "data_rows": ("error", "the data file's rows must equal the lengths of the episodes in it"),
-    "data_columns": ("error", "the data file lacks columns info.json declares: rewrite it or fix info.json"),
-    "data_episode_absent": ("error", "the episode's rows are not in the data file meta/episodes names"),
-    "data_index_range": (
-        "error",
-        "the file's `index` column must be each row's dataset_from_index + frame_index, covering the episodes' [dataset_from_index, dataset_to_index)",
-    ),
-    "data_task_index": (
-        "error",
-        "each row's task_index must name a task of meta/tasks.parquet (0 <= task_index < number of tasks): rewrite the column or add the tasks",
-    ),
-    "data_frame_index": (
-        "error",
-        "frame_index must run 0..length-1 in each episode's rows: rewrite the episode's rows",
-    ),
-    "data_shape": (
-        "error",
-        "a column's per-row shape must be info.json's shape for that feature: fix meta/info.json or the file",
-    ),
-    "data_image": (
-        "error",
-        "an image feature's cells must be embedded PNG/JPEG bytes of its declared shape ({bytes, path} structs, as LeRobot writes them): re-encode the images or fix meta/info.json",
-    ),
-    "data_timestamps": (
-        "error",
-        "timestamp must be finite and frame_index / fps (LeRobot's writer) within tolerance_s: rewrite the column",
-    ),
-    "timestamp_shift": (
-        "error",
-        "the episode's timestamps must start at 0 and land on its own video frames (from_timestamp + timestamp): set timestamp = frame_index / fps",
-    ),
+    "data_unreadable": "re-download or rewrite the Parquet file",
+    "data_rows": "the data file's rows must equal the lengths of the episodes in it",
+    "data_columns": "the data file lacks columns info.json declares: rewrite it or fix info.json",
+    "data_episode_absent": "the episode's rows are not in the data file meta/episodes names",
+    "data_index_range": "the file's `index` column must be each row's dataset_from_index + frame_index, covering the episodes' [dataset_from_index, dataset_to_index)",
+    "data_task_index": "each row's task_index must name a task of meta/tasks.parquet (0 <= task_index < number of tasks): rewrite the column or add the tasks",
+    "data_frame_index": "frame_index must run 0..length-1 in each episode's rows: rewrite the episode's rows",
+    "data_shape": "a column's per-row shape must be info.json's shape for that feature: fix meta/info.json or the file",
+    "data_image": "an image feature's cells must be embedded PNG/JPEG bytes of its declared shape ({bytes, path} structs, as LeRobot writes them): re-encode the images or fix meta/info.json",
+    "data_timestamps": "timestamp must be finite and frame_index / fps (LeRobot's writer) within tolerance_s: rewrite the column",
+    "timestamp_shift": "the episode's timestamps must start at 0 and land on its own video frames (from_timestamp + timestamp): set timestamp = frame_index / fps",
     # videos (MP4 headers)
-    "video_unreadable": ("error", "re-encode or re-download the MP4"),
-    "video_truncated": ("error", "the MP4 ends before its data: re-download or re-encode it"),
-    "video_tables": (
-        "error",
-        "the sample tables (stco/co64, stsz, stsc) do not describe the file's mdat: re-download or remux the MP4",
-    ),
-    "video_unsupported": ("error", "remux the MP4 (ffmpeg -i in.mp4 -c copy -movflags +faststart out.mp4)"),
-    "codec_unsupported": ("error", "re-encode as AV1, H.264 or HEVC (LeRobot's encoders)"),
-    "depth_unsupported": ("error", "re-encode the depth camera as LeRobot 0.6's default (HEVC gray12le, lossless)"),
-    "codec_mismatch": ("warning", "info.json's video.codec differs from the file's codec: update info.json"),
-    "pix_fmt_mismatch": ("warning", "info.json's video.pix_fmt differs from the file's: update info.json"),
-    "shape_mismatch": ("error", "info.json's shape/video.height/video.width must match the video's frames"),
-    "not_faststart": (
-        "warning",
-        "moov after mdat costs an extra read per file: ffmpeg -i in.mp4 -c copy -movflags +faststart out.mp4",
-    ),
-    "fps_mismatch": ("error", "info.json's fps must be the videos' frame rate (or re-encode at that rate)"),
-    "no_frames": ("error", "the video has no frames: re-encode it"),
-    "bad_length": ("error", "the episode's length must be positive"),
-    "window_outside_file": (
-        "error",
-        "from_timestamp must lie inside its file: fix the episode's video chunk/file indices or timestamps",
-    ),
-    "window_off_frame": ("error", "from_timestamp must be a frame's presentation time (within tolerance_s)"),
-    "video_short": ("error", "the file lacks the episode's last frames: re-encode the file, or shorten the episode"),
-    "timestamp_drift": ("error", "frames drift from from_timestamp + i/fps: re-encode at a constant frame rate"),
-    "window_frames": ("error", "the episode's window does not select exactly its frames: fix from_timestamp"),
-    "episode_overlap": (
-        "error",
-        "two episodes claim the same frames: one from_timestamp is shifted (recompute them from the videos' durations)",
-    ),
-    "window_shift": (
-        "error",
-        "the episodes' from_timestamp/to_timestamp were moved: set each from_timestamp back to the previous episode's to_timestamp in the file (recompute them from the videos' durations)",
-    ),
-    "to_timestamp_mismatch": (
-        "warning",
-        "to_timestamp - from_timestamp should be length / fps: one of them was edited",
-    ),
-    "timestamp_margin": (
-        "warning",
-        "frames sit close to the tolerance_s limit: a small float error turns them into FrameTimestampError",
-    ),
-    "unclaimed_frames": (
-        "warning",
-        "frames of the file belong to no episode (an episode removed, or its window shifted)",
-    ),
-    "decode_failed": ("error", "a sampled frame did not decode as its timestamps promise: re-encode the file"),
-    "decode_shape": ("error", "a decoded frame's shape differs from info.json's"),
+    "video_unreadable": "re-encode or re-download the MP4",
+    "video_truncated": "the MP4 ends before its data: re-download or re-encode it",
+    "video_tables": "the sample tables (stco/co64, stsz, stsc) do not describe the file's mdat: re-download or remux the MP4",
+    "video_unsupported": "remux the MP4 (ffmpeg -i in.mp4 -c copy -movflags +faststart out.mp4)",
+    "codec_unsupported": "re-encode as AV1, H.264 or HEVC (LeRobot's encoders)",
+    "depth_unsupported": "re-encode the depth camera as LeRobot 0.6's default (HEVC gray12le, lossless)",
+    "shape_mismatch": "info.json's shape/video.height/video.width must match the video's frames",
+    "fps_mismatch": "info.json's fps must be the videos' frame rate (or re-encode at that rate)",
+    "no_frames": "the video has no frames: re-encode it",
+    "bad_length": "the episode's length must be positive",
+    "window_outside_file": "from_timestamp must lie inside its file: fix the episode's video chunk/file indices or timestamps",
+    "window_off_frame": "from_timestamp must be a frame's presentation time (within tolerance_s)",
+    "video_short": "the file lacks the episode's last frames: re-encode the file, or shorten the episode",
+    "timestamp_drift": "frames drift from from_timestamp + i/fps: re-encode at a constant frame rate",
+    "window_frames": "the episode's window does not select exactly its frames: fix from_timestamp",
+    "episode_overlap": "two episodes claim the same frames: one from_timestamp is shifted (recompute them from the videos' durations)",
+    "window_shift": "the episodes' from_timestamp/to_timestamp were moved: set each from_timestamp back to the previous episode's to_timestamp in the file (recompute them from the videos' durations)",
+    "decode_failed": "a sampled frame did not decode as its timestamps promise: re-encode the file",
+    "decode_shape": "a decoded frame's shape differs from info.json's",
+}
+_WARNINGS = {
+    "index_gap": "global indices usually run contiguously from 0; a gap means rows were removed",
+    "info_count": "update info.json's total_episodes/total_frames/splits to the episode shards",
+    "stats_nonfinite": "recompute meta/stats.json: a statistic is NaN or infinite",
+    "stats_unknown_feature": "meta/stats.json names a feature info.json does not declare",
+    "codec_mismatch": "info.json's video.codec differs from the file's codec: update info.json",
+    "pix_fmt_mismatch": "info.json's video.pix_fmt differs from the file's: update info.json",
+    "not_faststart": "moov after mdat costs an extra read per file: ffmpeg -i in.mp4 -c copy -movflags +faststart out.mp4",
+    "to_timestamp_mismatch": "to_timestamp - from_timestamp should be length / fps: one of them was edited",
+    "timestamp_margin": "frames sit close to the tolerance_s limit: a small float error turns them into FrameTimestampError",
+    "unclaimed_frames": "frames of the file belong to no episode (an episode removed, or its window shifted)",
+}
+#: every finding code: (severity, hint)
+CODES: dict[str, tuple[str, str]] = {
+    **{k: ("error", v) for k, v in _ERRORS.items()},
+    **{k: ("warning", v) for k, v in _WARNINGS.items()},
 }
 
 

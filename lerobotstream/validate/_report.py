@@ -50,13 +50,10 @@ def distribution(counts: Counter) -> dict[str, Any]:
     """min / median / max and the five most common values of a histogram ``{value: count}``."""
     if not counts:
         return {"min": None, "median": None, "max": None, "most_common": []}
-    keys = np.asarray(sorted(counts), dtype=np.int64)
-    cum = np.cumsum([counts[int(k)] for k in keys])
-    total = int(cum[-1])
-    lo, hi = keys[np.searchsorted(cum, (total - 1) // 2 + 1)], keys[np.searchsorted(cum, total // 2 + 1)]
+    keys = sorted(counts)
     return {
         "min": int(keys[0]),
-        "median": (float(lo) + float(hi)) / 2,
+        "median": float(np.median(np.repeat(np.asarray(keys, np.int64), [counts[k] for k in keys]))),
         "max": int(keys[-1]),
         "most_common": [[int(k), int(c)] for k, c in counts.most_common(5)],
     }

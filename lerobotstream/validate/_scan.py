@@ -164,37 +164,31 @@ def scan_files(
                 out.update((e, rows[2][e]) for e in episodes if e in rows[2])
         return out
 
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    from tqdm import tqdm
 
-        bar = tqdm(total=len(paths) + len(data_paths), desc="validating", unit="file", dynamic_ncols=True)
-    results: dict[tuple[str, str], Any] = {}
-    try:
-        with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lrs-validate") as pool:
-            # data jobs first: the pool takes jobs in order, so a video job that waits for its
-            # episodes' timestamps waits only for jobs already running (never for a queued one)
-            data_futs = {p: pool.submit(data_job, p, i) for i, p in enumerate(data_paths)}
-            futs: dict[cf.Future, tuple[str, str]] = {f: ("data", p) for p, f in data_futs.items()}
-            futs.update({pool.submit(video_job, p, i): ("video", p) for i, p in enumerate(paths)})
-            for fut in cf.as_completed(futs):
-                results[futs[fut]] = fut.result()
-                if bar is not None:
-                    bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
+    total = len(paths) + len(data_paths)
+    with (
+        tqdm(total=total, desc="validating", unit="file", dynamic_ncols=True, disable=not progress) as bar,
+        cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lrs-validate") as pool,
+    ):
+        # data jobs first: the pool takes jobs in order, so a video job that waits for its
+        # episodes' timestamps waits only for jobs already running (never for a queued one)
+        data_futs = {p: pool.submit(data_job, p, i) for i, p in enumerate(data_paths)}
+        video_futs = {p: pool.submit(video_job, p, i) for i, p in enumerate(paths)}
+        for fut in cf.as_completed([*data_futs.values(), *video_futs.values()]):
+            fut.result()
+            bar.update(1)
     data_found: list[Finding] = []
     row_problems: list = []
     for p in data_paths:
-        found, rows = results[("data", p)]
+        found, rows = data_futs[p].result()
         data_found += found
         if rows is not None:
             row_problems += rows[0]
             scan.findings += rows[1]
     scan.findings += merged_file_findings(data_found)
     for p in paths:
-        found, summary, n, landing = results[("video", p)]
+        found, summary, n, landing = video_futs[p].result()
         scan.findings += found
         scan.decoded_frames += n
         row_problems += landing
