@@ -56,17 +56,14 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"lerobotstream {__version__}")
     ap.add_argument(
         "--repo-id",
-        default=None,
         help="Hub dataset repo id (or the id stored with --root); several, comma-separated, profile a weighted mixture",
     )
     ap.add_argument(
         "--root",
-        default=None,
         help="local folder or URL (http(s)://, hf://) of the dataset (a mixture: one per repo id, comma-separated)",
     )
     ap.add_argument(
         "--weights",
-        default=None,
         help="a mixture's sampling weights, comma-separated (default: in proportion to each dataset's frames)",
     )
     ap.add_argument(
@@ -141,8 +138,8 @@ def _parser() -> argparse.ArgumentParser:
         default=100.0,
         help="how often memory is sampled, milliseconds (default: %(default)g)",
     )
-    r.add_argument("--json", default=None, help="write the full report (with series) to this JSON file")
-    r.add_argument("--plot", default=None, help="write throughput/memory/stage figure to this PNG (matplotlib)")
+    r.add_argument("--json", help="write the full report (with series) to this JSON file")
+    r.add_argument("--plot", help="write throughput/memory/stage figure to this PNG (matplotlib)")
     r.add_argument("--quiet", action="store_true", help="no terminal table")
     return ap
 
@@ -173,11 +170,7 @@ def run_profile(args: argparse.Namespace) -> dict:
             raise StreamingConfigError("--weights needs several datasets in --repo-id (comma-separated)")
         ds = StreamingLeRobotDataset(args.repo_id, root=args.root, episodes=args.episodes, **options)
     metadata_s = time.perf_counter() - t0
-    loader = dict(
-        prefetch_factor=args.prefetch_factor,
-        persistent_workers=args.persistent_workers,
-        multiprocessing_context=args.multiprocessing_context,
-    )
+    loader = {k: getattr(args, k) for k in ("prefetch_factor", "persistent_workers", "multiprocessing_context")}
     raw = profile_dataset(
         ds,
         num_workers=args.num_workers,
@@ -200,9 +193,7 @@ def run_profile(args: argparse.Namespace) -> dict:
         "repeat": repeat,
         "as_lerobotstream_train": all(getattr(args, k) == v for k, v in TRAIN_DEFAULTS.items()),
         "steps": args.steps,
-        "decode_threads": args.decode_threads,
-        "prefetch_episodes": args.prefetch_episodes,
-        "episode_pool_size": args.episode_pool_size,
+        **{k: getattr(args, k) for k in ("decode_threads", "prefetch_episodes", "episode_pool_size")},
         "cameras": list(getattr(ds, "video_keys", None) or ds.camera_keys),
         "episodes": ds.num_episodes,
         **({"mixture": ds.mixture} if hasattr(ds, "mixture") else {}),

@@ -13,6 +13,9 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+#: what the report and the plot say where no reading could be taken
+NO_MEMORY = "/proc/<pid>/smaps_rollup unavailable: no RSS/PSS"
+
 
 class MemoryReading(NamedTuple):
     """One process's memory at one instant, bytes: RSS (shared pages counted fully) and PSS

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobotstream.errors import MissingDependencyError
+from lerobotstream.profile._memory import NO_MEMORY
 
 STAGE_COLORS = {
     # start-up: greys
@@ -188,38 +189,23 @@ def _plot_waits(ax: Any, report: dict, tmax: float) -> None:
 
 def _plot_memory(ax: Any, report: dict, tmax: float) -> None:
     """PSS and RSS sums of every process (MiB), and the byte cache (reserved, resident) beside."""
-    ser = report["cache"]["series"]
-    t = ser["t_s"]
-    mem = report["memory"].get("series", {})
+    ser, mem = report["cache"]["series"], report["memory"].get("series", {})
+    mib = lambda xs: [b / 2**20 for b in xs]  # noqa: E731
     if mem.get("t_s"):
-        ax.plot(mem["t_s"], [b / 2**20 for b in mem["pss_sum_bytes"]], color="#1f77b4", label="PSS, all processes")
+        ax.plot(mem["t_s"], mib(mem["pss_sum_bytes"]), color="#1f77b4", label="PSS, all processes")
         ax.plot(
-            mem["t_s"],
-            [b / 2**20 for b in mem["rss_sum_bytes"]],
-            "--",
-            color="#ff7f0e",
-            label="RSS sum (double counts shared pages)",
+            mem["t_s"], mib(mem["rss_sum_bytes"]), "--", color="#ff7f0e", label="RSS sum (double counts shared pages)"
         )
         ax.set_ylim(0, 1.35 * max(mem["rss_sum_bytes"]) / 2**20)  # room for the legends
         ax.legend(loc="upper left", fontsize=8)
     else:
-        ax.text(
-            0.5,
-            0.5,
-            "/proc/<pid>/smaps_rollup unavailable: no RSS/PSS",
-            transform=ax.transAxes,
-            ha="center",
-            fontsize=9,
-            color="#7f7f7f",
-        )
+        ax.text(0.5, 0.5, NO_MEMORY, transform=ax.transAxes, ha="center", fontsize=9, color="#7f7f7f")
     ax.set_ylabel("process memory [MiB]")
     ax.set_xlim(0, tmax * 1.02)
-    if t:
+    if ser["t_s"]:
         ax2 = ax.twinx()
-        ax2.step(t, [b / 2**20 for b in ser["reserved_bytes"]], color="#2ca02c", where="post", label="cache reserved")
-        ax2.step(
-            t, [b / 2**20 for b in ser["resident_bytes"]], ":", color="#9467bd", where="post", label="cache resident"
-        )
+        ax2.step(ser["t_s"], mib(ser["reserved_bytes"]), color="#2ca02c", where="post", label="cache reserved")
+        ax2.step(ser["t_s"], mib(ser["resident_bytes"]), ":", color="#9467bd", where="post", label="cache resident")
         ax2.set_ylim(0, max(1e-3, max(ser["reserved_bytes"]) / 2**20) * 1.35)
         ax2.set_ylabel("byte cache [MiB]")
         ax2.legend(loc="upper right", fontsize=8)

@@ -41,6 +41,7 @@ import numpy as np
 
 from lerobotstream.dataset._wiring import one_per_process
 from lerobotstream.loader._loader import usable_cpus
+from lerobotstream.profile._memory import NO_MEMORY
 
 STAGES = (
     ("metadata", "dataset construction: info.json, episodes, tasks (once, main process)"),
@@ -394,14 +395,8 @@ def verdict(report: dict, batch_size: int, buffered: int = 0) -> dict:
     step_ms = 1e3 * float(la.get("simulated_step_s") or 0.0)
     work = {k: v for k, v in st["seconds"].items() if st["kind"][k] == "work" and v}
     total_work = sum(work.values())
-    top = (
-        [
-            {"stage": k, "seconds": v, "share_of_work": v / total_work}
-            for k, v in sorted(work.items(), key=lambda kv: -kv[1])[:2]
-        ]
-        if total_work > 0
-        else []
-    )
+    ranked = sorted(work.items(), key=lambda kv: -kv[1])[:2] if total_work > 0 else []
+    top = [{"stage": k, "seconds": v, "share_of_work": v / total_work} for k, v in ranked]
     out: dict[str, Any] = {
         "loader_samples_per_s": rate,
         "batch_size": batch_size,
@@ -412,8 +407,8 @@ def verdict(report: dict, batch_size: int, buffered: int = 0) -> dict:
         "top_work": top,
         "waits": None,
         "too_short": None,
+        "why": "",
     }
-    out["why"] = ""
     if top:
         out["why"] = (
             "why: most work is "
@@ -587,7 +582,7 @@ def _resource_lines(de: dict, me: dict, ca: dict) -> list[str]:
             f"RSS sum {_mib(me['peak_rss_sum_bytes'])} (double-counts shared pages)"
         )
     else:
-        lines.append("  /proc/<pid>/smaps_rollup unavailable: no RSS/PSS")
+        lines.append(f"  {NO_MEMORY}")
     ser = ca["series"]
     lines.append(
         f"byte cache  budget {_mib(ca['byte_budget'])}, peak reserved {_mib(ca['peak_reserved_bytes'])}, "

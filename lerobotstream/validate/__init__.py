@@ -11,8 +11,8 @@ index gaps) report a warning where training tolerates the defect.
 CLI: ``python -m lerobotstream.validate`` (``lerobotstream-validate``); JSON layout: docs/validate.md.
 
 Modules: ``_scan`` (the files, on a thread pool), ``_tables`` (metadata beyond the loader's checks,
-Parquet footers), ``_rows`` (per-row columns), ``_videos`` / ``_codec`` (MP4 headers), ``_decode``
-(``decode_sample``), ``_findings`` (codes, the report), ``_report`` (per camera, text).
+Parquet footers), ``_rows`` (per-row columns), ``_videos`` (MP4 headers, stream format), ``_decode``
+(``decode_sample``), ``_findings`` (codes, the report, per camera, text).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def validate_dataset(
     """
     from lerobotstream.meta import DatasetMeta
     from lerobotstream.options import check_tolerance
-    from lerobotstream.validate._report import camera_summaries, faststart_findings
+    from lerobotstream.validate._findings import camera_summaries, faststart_findings
     from lerobotstream.validate._scan import check_arguments, counters, scan_files
     from lerobotstream.validate._tables import depth_findings, index_gap_findings, stats_findings, to_timestamp_findings
 

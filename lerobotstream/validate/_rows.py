@@ -1,14 +1,14 @@
-"""Checks of the per-row columns every LeRobot v3 data file has — ``episode_index``,
-``frame_index``, ``index``, ``task_index``, ``timestamp`` — read projected (their column chunks only, a few
-bytes per frame), and of each episode's timestamps against its video windows.
+"""Checks of the per-row columns every LeRobot v3 data file has (``episode_index``, ``frame_index``,
+``index``, ``task_index``, ``timestamp``: their column chunks only, a few bytes per frame), and of each
+episode's timestamps against its video windows.
 
-Per episode, in the order training meets them (the first that fails is the episode's one
-problem): its rows (``parquet.episode_rows_problem``, the reader's own rule: row count, then
-``frame_index`` exactly ``0..length-1``), its ``index`` values (``dataset_from_index +
-frame_index``), its ``task_index`` values (each names a task of ``meta/tasks.parquet``), its timestamps (finite; the first 0 and each ``frame_index / fps`` within
-``tolerance_s`` — LeRobot's writer), and per camera where ``from_timestamp + timestamp`` lands:
-within ``tolerance_s`` of a frame (the decoder's rule, ``mp4.frames_within_tolerance``) that
-is one of the episode's own. Problems of one kind become one finding listing every episode.
+Per episode, in the order training meets them (the first that fails is the episode's problem): its
+rows (``parquet.episode_rows_problem``: row count, then ``frame_index`` exactly ``0..length-1``),
+``index`` (``parquet.index_problem``), ``task_index`` (``parquet.task_index_problem``), timestamps
+(finite, the first 0, each ``frame_index / fps`` within ``tolerance_s``: LeRobot's writer), and per
+camera where ``from_timestamp + timestamp`` lands: within ``tolerance_s`` of one of the episode's
+own frames (``mp4.frames_within_tolerance``, the decoder's rule). Problems of one code become one
+finding listing every episode.
 """
 
 from __future__ import annotations

@@ -26,15 +26,8 @@ def index_gap_findings(meta: Any, full: bool) -> list[Finding]:
     out, prev = [], 0
     for ep in meta.episodes:
         if ep.dataset_from_index > prev:
-            out.append(
-                finding(
-                    "index_gap",
-                    f"episode {ep.episode_index} starts at dataset_from_index="
-                    f"{ep.dataset_from_index} but the episodes before it end at {prev}",
-                    episode_index=ep.episode_index,
-                    file=ep.shard or None,
-                )
-            )
+            text = f"episode {ep.episode_index} starts at dataset_from_index={ep.dataset_from_index} but the episodes before it end at {prev}"
+            out.append(finding("index_gap", text, episode_index=ep.episode_index, file=ep.shard or None))
         prev = max(prev, ep.dataset_to_index)
     return out
 
@@ -227,11 +220,8 @@ def merged_file_findings(
             out.append(items[0])
             continue
         files, eps = sorted(f.file for f in items), sorted({e for f in items for e in f.episodes})
-        out.append(
-            Finding(
-                severity, code, None, camera, None, f"{files[0]} and {len(files) - 1} more data file(s): {text}", eps
-            )
-        )
+        text = f"{files[0]} and {len(files) - 1} more data file(s): {text}"
+        out.append(Finding(severity, code, None, camera, None, text, eps))
     return out
 
 
@@ -264,15 +254,9 @@ def data_findings(
     try:
         md = reader.metadata(path, episodes=eps)
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
-        return [
-            finding(
-                read_code(e, "data_unreadable"),
-                str(e) if path in str(e) else f"{path}: {e}",  # the reader's errors name the file
-                file=path,
-                episodes=eps,
-                episode_index=eps[0] if len(eps) == 1 else None,
-            )
-        ]
+        text = str(e) if path in str(e) else f"{path}: {e}"  # the reader's errors name the file
+        one = eps[0] if len(eps) == 1 else None
+        return [finding(read_code(e, "data_unreadable"), text, file=path, episodes=eps, episode_index=one)]
     out: list[Finding] = []
     required = ("episode_index", *REQUIRED_DATA_COLUMNS)  # the reader's column, then item assembly's
     problem = data_columns_problem(md.schema.to_arrow_schema().names, declared, required=required)
@@ -350,15 +334,9 @@ def to_timestamp_findings(meta: Any, tolerance_s: float, skip: set = frozenset()
                 bad[cam].append((int(ep.episode_index), d))
     out = []
     for cam, items in sorted(bad.items()):
-        e0, d0 = items[0]
+        (e0, d0), one = items[0], items[0][0] if len(items) == 1 else None
+        text = f"camera {cam}: {len(items)} episode(s) have to_timestamp - from_timestamp off length/fps (first: episode {e0}, by {d0:+.6f} s)"
         out.append(
-            finding(
-                "to_timestamp_mismatch",
-                f"camera {cam}: {len(items)} episode(s) have to_timestamp - "
-                f"from_timestamp off length/fps (first: episode {e0}, by {d0:+.6f} s)",
-                camera=cam,
-                episode_index=e0 if len(items) == 1 else None,
-                episodes=[e for e, _ in items],
-            )
+            finding("to_timestamp_mismatch", text, camera=cam, episode_index=one, episodes=[e for e, _ in items])
         )
     return out
