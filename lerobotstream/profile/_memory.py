@@ -1,9 +1,9 @@
 """Process memory from ``/proc/<pid>/smaps_rollup``: RSS and PSS, sampled over time for a process tree.
 
-PSS (proportional set size) charges each shared page to the ``n`` processes mapping it as
-``1/n`` page, so summing PSS over a DataLoader's main process and its workers counts the shared
-mmap index, the shared libraries and copy-on-write pages of the parent **once**; summing RSS
-counts them once per process. Linux only; elsewhere every reading is ``None``.
+PSS (proportional set size) charges each shared page ``1/n`` to each of the ``n`` processes mapping
+it, so a sum of PSS over the main process and its workers counts shared pages (the mmap index,
+libraries, the parent's copy-on-write pages) once; a sum of RSS counts them once per process.
+Linux only; elsewhere every reading is ``None``.
 """
 
 from __future__ import annotations
@@ -42,14 +42,12 @@ class MemorySampler:
     """Background thread sampling RSS/PSS of the main process and a changing set of worker pids.
 
     Args:
-        pids: callable returning ``{pid: role}`` for the processes to sample now (roles such as
-            ``"main"``, ``"worker 0"``); called at every tick.
-        interval_s: seconds between timer samples (default 0.1); call :meth:`sample` at the
-            points that must be measured whatever the timer does (a run can end between ticks).
+        pids: returns ``{pid: role}`` (``"main"``, ``"worker 0"``) of the processes to sample now.
+        interval_s: seconds between timer samples; :meth:`sample` measures at the caller's points.
         t0: ``time.perf_counter()`` origin of the time axis.
 
     Use as a context manager; :meth:`summary` gives per-process peaks and the time series of the
-    summed RSS and PSS (the sum of PSS at one instant is the tree's true footprint).
+    summed RSS and PSS (the PSS sum at one instant is the tree's true footprint).
     """
 
     def __init__(self, pids: Callable[[], dict[int, str]], *, interval_s: float = 0.1, t0: float | None = None) -> None:

@@ -1,9 +1,8 @@
 """Profile figure (matplotlib, optional: ``pip install lerobotstream[plot]``): is my GPU waiting, and why?
 
-The title states the configuration, the verdict and what the work went into; four panels below:
-throughput over time (rolling samples/s, the steady mean, the rate a ``--step-ms`` step allows),
-the GPU's wait per batch (ms; the first batch marked as start-up), memory over time (summed PSS
-and RSS, the byte cache), and one bar per stage grouped start-up / work / waits (hatched).
+The title states the configuration and the verdict; four panels below: throughput over time
+(rolling, steady mean, the rate a ``--step-ms`` step allows), the GPU's wait per batch, memory over
+time (summed PSS and RSS, the byte cache), and one bar per stage (start-up / work / waits).
 """
 
 from __future__ import annotations
@@ -155,18 +154,12 @@ def _plot_waits(ax: Any, report: dict, tmax: float) -> None:
         ax.vlines(bt[1:], 0, ms[1:], color="#d62728", lw=1.5, label="next(loader) blocked")
         later = ms[1:] or ms
         ymax = max(later) * 1.15 if max(later) > 0 else 1.0
-        if ve.get("step_ms"):
-            ax.axhline(ve["step_ms"], color="#7f7f7f", ls=":", lw=1.2, label=f"model step {ve['step_ms']:g} ms")
-            ymax = max(ymax, ve["step_ms"] * 1.15)
-        if ve.get("loader_ms_per_batch") and not ve.get("step_ms"):  # with a step it is the run's pace
-            ax.axhline(
-                ve["loader_ms_per_batch"],
-                color="#ff7f0e",
-                ls="--",
-                lw=1.2,
-                label=f"loader time per batch {ve['loader_ms_per_batch']:.0f} ms",
-            )
-            ymax = max(ymax, ve["loader_ms_per_batch"] * 1.15)
+        step, pace = ve.get("step_ms"), ve.get("loader_ms_per_batch")
+        if step:
+            ax.axhline(step, color="#7f7f7f", ls=":", lw=1.2, label=f"model step {step:g} ms")
+        elif pace:  # with a step, the loader's time per batch is the run's pace
+            ax.axhline(pace, color="#ff7f0e", ls="--", lw=1.2, label=f"loader time per batch {pace:.0f} ms")
+        ymax = max(ymax, (step or pace or 0) * 1.15)
         ax.set_ylim(0, ymax)
         ax.annotate(
             f"first batch {bw[0]:.2f} s (start-up)",
@@ -231,14 +224,8 @@ def _plot_stages(ax: Any, report: dict) -> None:
         y += 1.0
     vmax = max([v for _, _, v in rows] + [1e-9])
     for yy, (name, group, v) in zip(ys, rows):
-        ax.barh(
-            [yy],
-            [v],
-            color=STAGE_COLORS.get(name, "#7f7f7f"),
-            hatch="//" if group == "wait" else None,
-            edgecolor="white" if group != "wait" else "#404040",
-            lw=0.5,
-        )
+        style = dict(hatch="//", edgecolor="#404040") if group == "wait" else dict(hatch=None, edgecolor="white")
+        ax.barh([yy], [v], color=STAGE_COLORS.get(name, "#7f7f7f"), lw=0.5, **style)
         share = f" ({100 * v / work_total:.0f}% of work)" if group == "work" and work_total > 0 else ""
         ax.text(v + vmax * 0.01, yy, f"{v:.2f} s{share}", va="center", fontsize=8)
     ax.set_yticks(ys)
@@ -246,14 +233,8 @@ def _plot_stages(ax: Any, report: dict) -> None:
     ax.invert_yaxis()
     ax.set_xlim(0, vmax * 1.3)
     st = report["stages"]
-    ax.set_xlabel(
-        f"seconds, summed over {st['processes']} process(es) and their threads"
-        + (
-            f"; work {st['work_s']:.2f} s = {st['busy_threads']:.1f} threads busy on average, "
-            f"{st['cpu_count']} CPU core(s)"
-            if st.get("busy_threads") is not None
-            else ""
-        ),
-        fontsize=9,
-    )
+    label = f"seconds, summed over {st['processes']} process(es) and their threads"
+    if st.get("busy_threads") is not None:
+        label += f"; work {st['work_s']:.2f} s = {st['busy_threads']:.1f} threads busy on average, {st['cpu_count']} CPU core(s)"
+    ax.set_xlabel(label, fontsize=9)
     ax.set_title("stage breakdown: start-up, work, waits (hatched: a thread blocked)", fontsize=10)

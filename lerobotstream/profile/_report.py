@@ -1,7 +1,7 @@
 """The profile report: raw run measurements → one JSON-able dict → a terminal table.
 
-Report fields (seconds are wall-clock; per-stage seconds are summed over the threads of every
-process, so they can exceed the run's wall time; docs/profiling.md says how to read them):
+Report fields (seconds are wall-clock; stage seconds are summed over every process's threads, so
+they can exceed the wall time; docs/profiling.md says how to read them):
 
 * ``throughput``: ``samples``, ``frames`` (decoded camera frames delivered), ``wall_s``,
   ``samples_per_s`` / ``frames_per_s`` (whole run), ``steady_samples_per_s`` (after the first batch);
@@ -9,11 +9,10 @@ process, so they can exceed the run's wall time; docs/profiling.md says how to r
   / ``mean`` (time ``next(loader)`` blocked, first batch excluded), ``data_wait_fraction`` (summed
   waits / wall; ~1.0 without ``--step-ms`` by construction), ``steady_wait_fraction`` (the same
   after the first batch and its step), ``series`` (per batch: end time ``t_s``, ``batch_wait_s``);
-* ``stages``: ``seconds`` per stage of :data:`STAGES` (None: no ``stats()`` reported it), ``kind``
-  per stage (:data:`STAGE_KIND`), ``work_s``, ``busy_threads`` (``work_s / wall_s``, against
-  ``cpu_count``), ``worker_stage_sum_s`` (all but metadata and the main wait), ``threads_bound``
-  (processes × (1 iterating + 2 × decode threads + fetch threads), so ``worker_stage_sum_s <=
-  wall_s × threads_bound``; its terms in ``threads_bound_terms``);
+* ``stages``: ``seconds`` per stage of :data:`STAGES` (None: not reported), ``kind`` per stage,
+  ``work_s``, ``busy_threads`` (``work_s / wall_s``, against ``cpu_count``), ``worker_stage_sum_s``
+  (all but metadata and the main wait), ``threads_bound`` (processes × (1 iterating + 2 × decode
+  threads + fetch threads) >= ``worker_stage_sum_s / wall_s``; its terms in ``threads_bound_terms``);
 * ``verdict``: ``loader_samples_per_s`` (steady) and ``loader_ms_per_batch``; ``too_short`` (fewer
   than :data:`MIN_STEADY_BATCHES` batches after the first, or fewer than twice the batches the
   loader makes ahead: the rate is then an upper bound); ``predicted_wait_fraction`` per step time
@@ -78,16 +77,11 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
     """Compressed bytes the delivered samples needed, from the MP4 sample tables (read through a
     separate source: not counted in the run's bytes).
 
-    Args:
-        ds: the dataset (uses ``ds.meta``, ``ds.video_keys``, ``ds.fps``, ``ds.tolerance_s``).
-        anchors: delivered ``(episode_index, frame_index)`` pairs (duplicates allowed); for a
-            :class:`~lerobotstream.StreamingMultiLeRobotDataset`, ``(dataset_index, episode_index,
-            frame_index)`` triples.
-
-    Returns:
-        ``{"needed_frame_bytes", "span_bytes", "episodes_touched"}``: the summed coded size of each
-        distinct (camera, episode, frame) sample, and of the GOP-aligned spans of each touched
-        (episode, camera); None when the tables cannot be read.
+    ``anchors``: delivered ``(episode_index, frame_index)`` pairs (duplicates allowed), for a
+    mixture ``(dataset_index, episode_index, frame_index)``. Returns ``{"needed_frame_bytes",
+    "span_bytes", "episodes_touched"}``: the summed coded size of each distinct (camera, episode,
+    frame) sample and of the GOP-aligned spans of each touched (episode, camera); None when the
+    tables cannot be read.
     """
     from lerobotstream.mp4.parse import parse_mp4
     from lerobotstream.sources import open_source

@@ -1,18 +1,16 @@
 """Every defect of a LeRobotDataset v3 in one report, from headers only.
 
 ``validate_dataset`` reads ``meta/``, the ``data/`` Parquet footers and statistics and the MP4
-headers (never the video payload, unless ``decode_sample`` asks for frames) and reports each
-defect once, where it is, as a :class:`Finding`, with a per-camera summary. Where training has a
-rule, the validator calls it — ``DatasetMeta.load(problems=[])``, ``sidecar.validate_source``,
-``parquet.episode_rows_problem`` / ``index_problem`` / ``task_index_problem`` / ``footer_rows_problem``,
-``features.data_columns_problem`` — and collects the :class:`~lerobotstream.errors.Problem` s
-training raises on. Its own checks (samples outside ``mdat``, shifted windows, ``meta/stats.json``,
-index gaps) report a warning where training tolerates the defect.
-CLI: ``python -m lerobotstream.validate`` (``lerobotstream-validate``); JSON layout: docs/validate.md.
+headers (the video payload only for ``decode_sample``) and reports each defect once, where it is,
+as a :class:`Finding`, with a per-camera summary. Where training has a rule, the validator collects
+the :class:`~lerobotstream.errors.Problem` s training raises on (``DatasetMeta.load(problems=[])``,
+``sidecar.validate_source``, ``parquet.*_problem``, ``features.data_columns_problem``); its own
+checks (samples outside ``mdat``, shifted windows, ``meta/stats.json``, index gaps) warn where
+training tolerates the defect. CLI: ``python -m lerobotstream.validate``; JSON layout: docs/validate.md.
 
-Modules: ``_scan`` (the files, on a thread pool), ``_tables`` (metadata beyond the loader's checks,
-Parquet footers), ``_rows`` (per-row columns), ``_videos`` (MP4 headers, stream format), ``_decode``
-(``decode_sample``), ``_findings`` (codes, the report, per camera, text).
+Modules: ``_scan`` (the files, on a thread pool; ``decode_sample``), ``_tables`` (metadata beyond
+the loader's checks, Parquet footers, per-row columns), ``_videos`` (MP4 headers, stream
+format), ``_findings`` (codes, the report, per camera, text).
 """
 
 from __future__ import annotations
@@ -101,9 +99,11 @@ def validate_dataset(
     full = episodes is None
     # what DatasetMeta.load collected, then the metadata's checks beyond it
     findings = problem_findings(problems) + index_gap_findings(meta, full) + stats_findings(meta) + depth_findings(meta)
-    scan = scan_files(
+    scan = dict.fromkeys(("video_files", "data_files", "requests", "bytes_read", "decoded_frames", "decoded_images"), 0)
+    found, summaries = scan_files(
         source,
         meta,
+        scan,
         skip={f.file for f in findings if f.code in ("file_missing", "file_unreadable")},  # said once
         full=full,
         tolerance_s=tolerance_s,
@@ -113,11 +113,12 @@ def validate_dataset(
         headers_only=headers_only,
         progress=progress,
     )
-    findings += scan.findings
-    findings += faststart_findings(scan.summaries)
+    findings += found + faststart_findings(summaries)
     shifted = {(e, f.camera) for f in findings if f.code == "window_shift" for e in f.episodes}  # reported there
     findings += to_timestamp_findings(meta, tolerance_s, skip=shifted)
     after = counters(source)
+    scan.update(requests=after[0] - before[0], bytes_read=after[1] - before[1])
+    scan["elapsed_s"] = round(time.perf_counter() - t0, 3)
     return Report(
         dataset={
             "repo_id": meta.repo_id,
@@ -131,16 +132,8 @@ def validate_dataset(
             "headers_only": bool(headers_only),
         },
         findings=sorted(findings, key=_order),
-        cameras=camera_summaries(meta, scan.summaries, tolerance_s),
-        scan={
-            "video_files": scan.video_files,
-            "data_files": scan.data_files,
-            "requests": after[0] - before[0],
-            "bytes_read": after[1] - before[1],
-            "decoded_frames": scan.decoded_frames,
-            "decoded_images": scan.decoded_images,
-            "elapsed_s": round(time.perf_counter() - t0, 3),
-        },
+        cameras=camera_summaries(meta, summaries, tolerance_s),
+        scan=scan,
         checked=[int(ep.episode_index) for ep in meta.episodes],
     )
 

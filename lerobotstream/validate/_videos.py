@@ -1,13 +1,12 @@
-"""Checks of one MP4 from its headers: presence, box layout, sample tables, format against
-``info.json``, and every episode window that uses it — the sidecar's own window, fps and overlap
-checks (``sidecar._validate.validate_source``), collected instead of raised.
+"""Checks of one MP4 from its headers: presence, box layout, sample tables, stream format against
+``info.json``, and every episode window that uses it (``sidecar._validate.validate_source``'s
+window, fps and overlap checks, collected instead of raised).
 
-Where the samples sit is checked from the ``moov`` and the top-level box headers alone (the bytes
-the parser already read): every sample inside an ``mdat``, no two overlapping, and in a file of
-one track the sizes summing to what ``mdat`` holds after its first sample. A byte flipped in an
-``stco``/``co64`` or ``stsz`` entry moves samples; training meets it only when it fetches them
-(``check_sample_framing``), here it is named before any payload is read. A file cut short, whatever
-its box order, has a top-level box that declares more bytes than the file has.
+Sample placement is checked from the bytes the parser already read (the ``moov``, the top-level box
+headers): every sample inside an ``mdat``, none overlapping, and in a one-track file the sizes summing
+to what ``mdat`` holds after its first sample, so a flipped ``stco``/``co64``/``stsz`` byte is named
+before any payload is read (training meets it in ``check_sample_framing``). A cut file has a
+top-level box that declares more bytes than the file has.
 """
 
 from __future__ import annotations
@@ -96,12 +95,9 @@ def check_video(
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
         cut = next((b for b in top_level_boxes(read, size)[0] if b.end > size), None)  # declares more than the file has
         if cut is not None or isinstance(e, Mp4TruncatedError):  # a cut file, whatever its box order
-            what = (
-                f"its {cut.kind} box at byte {cut.offset:,} declares {cut.size:,} bytes, "
-                f"{cut.end - size:,} more than the file has: "
-                if cut is not None
-                else ""
-            )
+            what = ""
+            if cut is not None:
+                what = f"its {cut.kind} box at byte {cut.offset:,} declares {cut.size:,} bytes, {cut.end - size:,} more than the file has: "
             return [finding("video_truncated", f"{path} ({size:,} bytes): {what}{e}", **where)], None
         if isinstance(e, Mp4InconsistentTablesError):
             return [finding("video_tables", f"{path}: {e}", **where)], None
@@ -109,12 +105,10 @@ def check_video(
     boxes, complete = top_level_boxes(read, size)
     tables_wrong = layout_problems(table, boxes, complete, num_tracks(read, table))
     read.chunks.clear()
-    s = FileSummary(path, camera)
-    s.faststart = bool(getattr(table, "faststart", False))
-    n = int(np.asarray(table.offset).shape[0])
-    s.frames = n
     offsets, sizes = np.asarray(table.offset, dtype=np.int64), np.asarray(table.size, dtype=np.int64)
-    s.sample_bytes = int(sizes.sum())
+    n = int(offsets.shape[0])
+    s = FileSummary(path, camera, frames=n, sample_bytes=int(sizes.sum()))
+    s.faststart = bool(getattr(table, "faststart", False))
     end = int((offsets + sizes).max()) if n else 0
     if end > size:
         text = f"{path} ({size:,} bytes): its samples run to byte {end:,} — {end - size:,} bytes are missing"
@@ -161,11 +155,8 @@ def check_video(
             out.append(finding("timestamp_margin", text, camera=camera, file=path, episodes=near))
     if full_selection and checked:  # the overlap message already lists the unclaimed frames
         overlap = any(p.code == "episode_overlap" for p in problems)
-        out.extend(
-            f
-            for f in _gap_findings(table, checked, meta, camera, path, n)
-            if not (overlap and f.code == "unclaimed_frames")
-        )
+        gaps = _gap_findings(table, checked, meta, camera, path, n)
+        out.extend(f for f in gaps if not (overlap and f.code == "unclaimed_frames"))
     if keep_table:
         s.table, s.checked = table, checked
     return out, s
@@ -174,12 +165,10 @@ def check_video(
 def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, n: int) -> list[Finding]:
     """Frames of the file no episode claims, and the shifted windows they reveal (full selection).
 
-    A run of consecutive episodes whose windows were all moved ``g`` frames on leaves ``g``
-    frames before it that no episode claims, and ends ``g`` frames into the next episode's window
-    (or ``g`` frames past the end of the file): those episodes stream frames that are not their
-    own. The same holds for one episode whose ``from_timestamp`` alone moved (its ``to_timestamp -
-    from_timestamp`` is then short by the gap). Each such run is one ``window_shift`` error; other
-    unclaimed frames are a warning.
+    A run of consecutive episodes whose windows all moved ``g`` frames on leaves ``g`` unclaimed
+    frames before it and ends ``g`` frames into the next window (or past the end of the file); so
+    does one episode whose ``from_timestamp`` alone moved (its ``to_timestamp - from_timestamp`` is
+    short by the gap). Each such run is one ``window_shift`` error; other unclaimed frames warn.
     """
     pts = np.asarray(table.pts_s, dtype=np.float64)[np.asarray(table.presentation_order, dtype=np.int64)]
     fps = float(meta.fps)
