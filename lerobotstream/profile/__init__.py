@@ -11,8 +11,7 @@ runs the streaming dataset through a real DataLoader without a model and prints 
 Nothing in the library imports this package.
 """
 
-from lerobotstream.profile._plot import plot_report
-from lerobotstream.profile._report import build_report, format_report, needed_bytes
+from lerobotstream.profile._report import build_report, format_report, needed_bytes, plot_report
 from lerobotstream.profile._run import profile_dataset
 
 __all__ = ["build_report", "format_report", "needed_bytes", "plot_report", "profile_dataset"]

@@ -217,7 +217,7 @@ def _main(args) -> int:
     if args.json:
         check_output_file(args.json, flag="--json")  # before the run, not after it
     if args.plot:
-        from lerobotstream.profile._plot import require_matplotlib
+        from lerobotstream.profile._report import require_matplotlib
 
         require_matplotlib()  # before the run, not after it
     report = run_profile(args)
@@ -228,7 +228,7 @@ def _main(args) -> int:
     if args.json:
         _write_json(report, args.json)
     if args.plot:
-        from lerobotstream.profile._plot import plot_report
+        from lerobotstream.profile._report import plot_report
 
         plot_report(report, args.plot)
     return 0

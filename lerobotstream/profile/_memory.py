@@ -11,31 +11,22 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import NamedTuple
 
 #: what the report and the plot say where no reading could be taken
 NO_MEMORY = "/proc/<pid>/smaps_rollup unavailable: no RSS/PSS"
 
 
-class MemoryReading(NamedTuple):
-    """One process's memory at one instant, bytes: RSS (shared pages counted fully) and PSS
-    (shared pages divided by their number of sharers)."""
-
-    pid: int
-    rss_bytes: int
-    pss_bytes: int
-
-
-def read_memory(pid: int) -> MemoryReading | None:
-    """RSS and PSS of ``pid`` from ``/proc/<pid>/smaps_rollup``; None when the process is gone or
-    the file is unreadable (not Linux, kernel < 4.14, other user's process)."""
+def read_memory(pid: int) -> tuple[int, int] | None:
+    """``(rss_bytes, pss_bytes)`` of ``pid`` from ``/proc/<pid>/smaps_rollup`` (RSS counts shared pages
+    fully, PSS divides them by their sharers); None when the process is gone or the file is
+    unreadable (not Linux, kernel < 4.14, other user's process)."""
     try:
         with open(f"/proc/{int(pid)}/smaps_rollup", "rb") as f:
             text = f.read().decode("ascii", "replace")
     except OSError:
         return None
     kb = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in text.splitlines() if line[:4] in ("Rss:", "Pss:")}
-    return MemoryReading(int(pid), kb["Rss"], kb["Pss"]) if len(kb) == 2 else None
+    return (kb["Rss"], kb["Pss"]) if len(kb) == 2 else None
 
 
 class MemorySampler:
@@ -73,16 +64,16 @@ class MemorySampler:
                 last = self._t_s[-1] if self._t_s else None
             if last is not None and time.perf_counter() - self.t0 - last < unless_newer_than_s:
                 return
-        readings = [(r, role) for pid, role in dict(self._pids()).items() if (r := read_memory(pid)) is not None]
+        readings = [(pid, role, *r) for pid, role in dict(self._pids()).items() if (r := read_memory(pid)) is not None]
         if not readings:
             return
         with self._lock:  # called by the timer thread and at the caller's deterministic points
             self._t_s.append(time.perf_counter() - self.t0)
-            self._rss_sum.append(sum(r.rss_bytes for r, _ in readings))
-            self._pss_sum.append(sum(r.pss_bytes for r, _ in readings))
-            for r, role in readings:
-                _, rss, pss = self._peaks.get(r.pid, (role, 0, 0))
-                self._peaks[r.pid] = (role, max(rss, r.rss_bytes), max(pss, r.pss_bytes))
+            self._rss_sum.append(sum(r[2] for r in readings))
+            self._pss_sum.append(sum(r[3] for r in readings))
+            for pid, role, rss, pss in readings:
+                _, peak_rss, peak_pss = self._peaks.get(pid, (role, 0, 0))
+                self._peaks[pid] = (role, max(peak_rss, rss), max(peak_pss, pss))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -56,10 +56,9 @@ def validate_dataset(
         seed: seed of the frames ``decode_sample`` draws.
         workers: threads reading (>= 1; default 8 on a local folder, 32 on a remote store,
             whose round trips they overlap: about 2 requests per MP4).
-        headers_only: read only the headers (Parquet footers and statistics, MP4 headers), not
-            the per-row columns ``episode_index``, ``frame_index``, ``index``, ``timestamp``: the
-            row counts then come from statistics where they can, and ``frame_index``, ``index``
-            values and timestamps are not checked (docs/validate.md: what each costs).
+        headers_only: read only the headers (Parquet footers and statistics, MP4 headers), not the
+            per-row columns: row counts come from statistics where they can; ``frame_index``,
+            ``index`` and timestamps go unchecked (docs/validate.md: what each costs).
         progress: a tqdm bar on stderr over the files.
         source: an already opened ``ByteSource`` (overrides ``root``/``revision``).
 
@@ -70,13 +69,11 @@ def validate_dataset(
 
     Raises:
         MetadataError: ``meta/info.json``, an episode shard or ``tasks.parquet`` cannot be read at
-            all, or ``episodes`` names an episode the dataset lacks (nothing else can be checked;
-            ``code="episodes_unknown"``).
+            all, or ``episodes`` names an episode the dataset lacks (``code="episodes_unknown"``).
         UnsupportedDatasetVersionError: not a v3 dataset.
         SourceError: the root cannot be opened (``SourceProtocolError``: an unknown URL protocol).
         StreamingConfigError: ``workers``, ``decode_sample`` or ``tolerance_s`` break their rule
-            (``_scan.check_arguments``; a ``ValueError``), or ``tolerance_s >= 0.5 / fps`` (training's
-            ``check_tolerance``).
+            (``_scan.check_arguments``), or ``tolerance_s >= 0.5 / fps`` (training's ``check_tolerance``).
     """
     from lerobotstream.meta import DatasetMeta
     from lerobotstream.options import check_tolerance
@@ -140,10 +137,5 @@ def validate_dataset(
 
 def _order(f: Finding) -> tuple:
     """Errors first, then by code, episode, camera, file (a stable order for reports and tests)."""
-    return (
-        f.severity != "error",
-        f.code,
-        -1 if f.episode_index is None else f.episode_index,
-        f.camera or "",
-        f.file or "",
-    )
+    ep = -1 if f.episode_index is None else f.episode_index
+    return (f.severity != "error", f.code, ep, f.camera or "", f.file or "")

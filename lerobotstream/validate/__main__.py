@@ -56,11 +56,8 @@ def parse_episodes(tokens: Sequence[str] | None) -> list[int | range] | None:
                     raise ValueError
                 out.append(range(lo, hi + 1) if dash else lo)
             except ValueError:
-                raise StreamingConfigError(
-                    f"--episodes: {part!r} is not an episode index or a range a-b (e.g. --episodes 0-9 20)",
-                    option="--episodes",
-                    value=part,
-                ) from None
+                text = f"--episodes: {part!r} is not an episode index or a range a-b (e.g. --episodes 0-9 20)"
+                raise StreamingConfigError(text, option="--episodes", value=part) from None
     return out
 
 
@@ -136,11 +133,8 @@ def _check_args(args: argparse.Namespace) -> None:
     from lerobotstream.validate._scan import check_arguments
 
     if args.root_arg is not None and args.root is not None and args.root_arg != args.root:
-        raise StreamingConfigError(
-            f"give the dataset once: ROOT {args.root_arg!r} and --root {args.root!r} differ",
-            option="--root",
-            value=args.root,
-        )
+        text = f"give the dataset once: ROOT {args.root_arg!r} and --root {args.root!r} differ"
+        raise StreamingConfigError(text, option="--root", value=args.root)
     args.root = args.root if args.root is not None else args.root_arg
     if args.root is None and args.repo_id is None:
         raise StreamingConfigError(
@@ -154,11 +148,8 @@ def _check_args(args: argparse.Namespace) -> None:
     )
     require("--examples", args.examples, args.examples >= 0, "an int >= 0")
     if args.print_good_episodes and args.json == "-":
-        raise StreamingConfigError(
-            "--print-good-episodes and --json - both write to stdout: give --json a file",
-            option="--print-good-episodes",
-            value=True,
-        )
+        text = "--print-good-episodes and --json - both write to stdout: give --json a file"
+        raise StreamingConfigError(text, option="--print-good-episodes", value=True)
     if args.json not in (None, "-"):
         check_output_file(args.json, flag="--json")
 

@@ -161,7 +161,7 @@ class Report:
     cameras: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per video key: the summary (see docs/validate.md)."""
     scan: dict[str, Any] = field(default_factory=dict)
-    """``files`` (MP4 and Parquet files read), ``requests``, ``bytes_read``, ``elapsed_s``, ``decoded_frames``."""
+    """``video_files``, ``data_files``, ``requests``, ``bytes_read``, ``decoded_frames``, ``decoded_images``, ``elapsed_s``."""
     checked: list[int] = field(default_factory=list)
     """The episodes checked, ascending (not in the JSON: ``dataset.episodes_checked`` counts them)."""
 
@@ -303,7 +303,6 @@ def _human_bytes(n: float) -> str:
         if abs(n) < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n:.1f} GiB"
 
 
 def render(report: Report, *, examples: int = EXAMPLES_PER_CODE) -> str:
@@ -318,9 +317,7 @@ def render(report: Report, *, examples: int = EXAMPLES_PER_CODE) -> str:
     groups: dict[tuple[str, str], list] = defaultdict(list)
     for f in report.findings:
         groups[(f.severity, f.code)].append(f)
-    lines.append("")
-    if not report.findings:
-        lines.append("no findings")
+    lines += ["", "no findings"] if not report.findings else [""]
     for (severity, code), items in sorted(groups.items(), key=lambda kv: (kv[0][0] != "error", -len(kv[1]), kv[0][1])):
         lines.append(f"{severity.upper():7s} {code}  ({len(items)})")
         for f in items[:examples]:
@@ -354,11 +351,11 @@ def render(report: Report, *, examples: int = EXAMPLES_PER_CODE) -> str:
                 + "; ".join(f"{g_} {'NVDEC' if v == 'nvdec' else 'CPU'}" for g_, v in nv.items())
             )
     s = report.scan
-    lines.append("")
-    lines.append(
+    lines += [
+        "",
         f"scanned {s.get('video_files')} MP4 and {s.get('data_files')} Parquet file(s): {s.get('requests')} "
         f"request(s), {_human_bytes(s.get('bytes_read') or 0)} read in {s.get('elapsed_s')} s"
-        + (f", {s['decoded_frames']} frame(s) decoded" if s.get("decoded_frames") else "")
-    )
-    lines.append(f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)")
+        + (f", {s['decoded_frames']} frame(s) decoded" if s.get("decoded_frames") else ""),
+        f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)",
+    ]
     return "\n".join(lines)

@@ -20,7 +20,11 @@ from typing import Any
 import numpy as np
 
 from lerobotstream import constants
+from lerobotstream.parquet import EpisodeParquetReader
+from lerobotstream.sidecar._validate import episode_windows, group_windows
 from lerobotstream.validate._findings import Finding, finding
+from lerobotstream.validate._tables import data_findings, file_rows, landing_problems, merged_findings, row_findings
+from lerobotstream.validate._videos import check_video
 
 #: default header-reading threads on a local folder / a remote store (round trips overlapped)
 LOCAL_WORKERS, REMOTE_WORKERS = 8, 32
@@ -33,13 +37,12 @@ def check_arguments(
     tolerance_s: Any = constants.DEFAULT_TOLERANCE_S,
     names: dict[str, str] | None = None,
 ) -> None:
-    """The rules of ``validate_dataset``'s numeric arguments (the CLI checks its flags here too,
-    ``names`` mapping each argument to its flag): ``decode_sample`` an int >= 0, ``workers`` None
-    or an int >= 1, ``tolerance_s`` the stream option's own rule (a finite number > 0).
+    """The rules of ``validate_dataset``'s numeric arguments (``names``: each argument's CLI flag):
+    ``decode_sample`` an int >= 0, ``workers`` None or an int >= 1, ``tolerance_s`` the stream
+    option's rule (a finite number > 0).
 
     Raises:
-        StreamingConfigError: the first argument that breaks its rule (names it or its flag, and
-            the value; a ``ValueError``).
+        StreamingConfigError: the first argument that breaks its rule (names it or its flag, and the value).
     """
     from lerobotstream.options import is_int, option_info, require
 
@@ -86,17 +89,6 @@ def scan_files(
         headers_only: footers and MP4 headers only, no per-row column.
         progress: a tqdm bar on stderr over the files.
     """
-    from lerobotstream.parquet import EpisodeParquetReader
-    from lerobotstream.sidecar._validate import episode_windows, group_windows
-    from lerobotstream.validate._tables import (
-        data_findings,
-        file_rows,
-        landing_problems,
-        merged_file_findings,
-        row_findings,
-    )
-    from lerobotstream.validate._videos import check_video
-
     reader = EpisodeParquetReader(source, file_rows=meta.data_file_rows)
     by_data: dict[str, list] = defaultdict(list)
     for ep in meta.episodes:
@@ -188,7 +180,7 @@ def scan_files(
         if rows is not None:
             row_problems += rows[0]
             findings += rows[1]
-    findings += merged_file_findings(data_found)
+    findings += merged_findings(data_found)
     for p in paths:
         found, summary, n, landing = video_futs[p].result()
         findings += found
@@ -292,11 +284,9 @@ def image_sample(
                 continue  # the footer check names the missing column
             cells = image_bytes(table.column(key), key=key, episode_index=eps[0], path=path)
             ep_col = table.column("episode_index").to_numpy()
-            fi_col = (
-                table.column("frame_index").to_numpy()
-                if "frame_index" in table.column_names
-                else np.zeros(ep_col.shape, np.int64)
-            )
+            fi_col = np.zeros(ep_col.shape, np.int64)
+            if "frame_index" in table.column_names:
+                fi_col = table.column("frame_index").to_numpy()
             for ep, i in sorted(chosen):
                 rows = np.flatnonzero((ep_col == ep) & (fi_col == i))
                 if rows.shape[0] == 0:

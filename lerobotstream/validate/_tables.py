@@ -80,12 +80,8 @@ def stats_findings(meta: Any) -> list[Finding]:
                 add("stats_shape", f"{key}/{name} is not a numeric array")
                 continue
             if allowed and arr.shape not in allowed:
-                shape = list(feat.get("shape") or [])
-                add(
-                    "stats_shape",
-                    f"{key}/{name} has shape {list(arr.shape)} but the feature's shape {shape} "
-                    f"({feat.get('dtype')}) needs {list(allowed[0])}",
-                )
+                want = f"the feature's shape {list(feat.get('shape') or [])} ({feat.get('dtype')}) needs {list(allowed[0])}"
+                add("stats_shape", f"{key}/{name} has shape {list(arr.shape)} but {want}")
         for name, arr in arrays.items():
             if arr.size and not np.all(np.isfinite(arr)):
                 add("stats_nonfinite", f"{key}/{name} holds NaN or infinite values")
@@ -177,18 +173,12 @@ def _image_type_findings(md: Any, path: str, images: Sequence[str], eps: list[in
     (``features.is_image_column_type``), from the footer's schema."""
     from lerobotstream.features import is_image_column_type
 
-    schema = md.schema.to_arrow_schema()
-    return [
-        finding(
-            "data_image",
-            f"{path}: image feature {key!r} is stored as {t}, not a {{bytes, path}} struct",
-            camera=key,
-            file=path,
-            episodes=eps,
-        )
-        for key in images
-        if key in schema.names and not is_image_column_type(t := schema.field(key).type)
-    ]
+    schema, out = md.schema.to_arrow_schema(), []
+    for key in (k for k in images if k in schema.names):
+        if not is_image_column_type(t := schema.field(key).type):
+            text = f"{path}: image feature {key!r} is stored as {t}, not a {{bytes, path}} struct"
+            out.append(finding("data_image", text, camera=key, file=path, episodes=eps))
+    return out
 
 
 def _off_row(reader: Any, path: str, name: str, want: tuple, eps: list[int]) -> tuple[int, int, int, int] | None:
@@ -215,9 +205,7 @@ def _off_row(reader: Any, path: str, name: str, want: tuple, eps: list[int]) -> 
     return int(table.column("episode_index")[k].as_py()), int(table.column("frame_index")[k].as_py()), axis, n
 
 
-def merged_file_findings(
-    findings: Sequence[Finding], codes: Sequence[str] = ("data_shape", "data_image")
-) -> list[Finding]:
+def merged_findings(findings: Sequence[Finding], codes: Sequence[str] = ("data_shape", "data_image")) -> list[Finding]:
     """Findings of ``codes`` that say the same of several data files (a feature info.json
     declares wrongly is wrong in every file) as one, listing every episode; the others unchanged.
     Such a finding's message is ``"<file>: <what>"``."""
@@ -388,11 +376,8 @@ def timestamp_problem(ts: np.ndarray, fps: float, tolerance_s: float) -> Problem
     bad = np.flatnonzero(~within_tolerance(ts - want, tolerance_s))
     if bad.shape[0]:
         k = int(bad[0])
-        return Problem(
-            "data_timestamps",
-            f"{bad.shape[0]} of {n} timestamps are not frame_index / fps within {tolerance_s} s; first: row "
-            f"{k} has {ts[k]:.6f} s, frame_index {k} plays at {want[k]:.6f} s",
-        )
+        text = f"{bad.shape[0]} of {n} timestamps are not frame_index / fps within {tolerance_s} s; first: row {k}"
+        return Problem("data_timestamps", f"{text} has {ts[k]:.6f} s, frame_index {k} plays at {want[k]:.6f} s")
     return None
 
 
@@ -507,11 +492,9 @@ def landing_problems(
             continue
         k = int(np.flatnonzero(~ok)[0])
         f, gap = int(frames[k]), abs(float(near[k]) - float(q[k]))
-        where = (
-            f"frame {f} of the file, which is not one of the episode's frames [{k0}, {k0 + w.length})"
-            if close[k]
-            else f"no frame (the nearest, frame {f}, is {gap:.6f} s away)"
-        )
+        where = f"no frame (the nearest, frame {f}, is {gap:.6f} s away)"
+        if close[k]:
+            where = f"frame {f} of the file, which is not one of the episode's frames [{k0}, {k0 + w.length})"
         text = (
             f"camera {camera}, file {path}: {int((~ok).sum())} of {w.length} rows miss their own frames; first: "
             f"row {k}, from_timestamp + timestamp = {q[k]:.6f} s lands on {where}"

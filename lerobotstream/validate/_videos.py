@@ -231,14 +231,17 @@ def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int
     found: list[tuple[str, str]] = []
     if fmt.fourcc not in CODEC_NAMES:
         found.append(("codec_unsupported", f"codec {fmt.fourcc!r} cannot be decoded here (AV1, H.264 and HEVC can)"))
-    want_codec = normalise_codec(info.get("video.codec"))
+    said_codec, said_pix = info.get("video.codec"), info.get("video.pix_fmt")
+    want_codec = None if said_codec is None else str(said_codec).strip().lower()
+    want_codec = _CODEC_ALIASES.get(want_codec, want_codec)  # av1/h264/hevc, or the lowercased name
     if want_codec is not None and fmt.fourcc in CODEC_NAMES and want_codec != fmt.codec:
         said = f"info.json says video.codec={info.get('video.codec')!r} for {camera}"
         found.append(("codec_mismatch", f"{said}, the file is {fmt.codec} ({fmt.fourcc})"))
     if is_depth_feature(feat) and fmt.pix_fmt is not None and fmt.pix_fmt not in DEPTH_PIX_FMTS:
         only = f"depth maps decode losslessly only as {', '.join(DEPTH_PIX_FMTS)}"
         found.append(("depth_unsupported", f"depth camera {camera} is encoded as {fmt.codec} {fmt.pix_fmt}; {only}"))
-    want_pix = normalise_pix_fmt(info.get("video.pix_fmt"))
+    # compared by what is stored: yuvj420p (full range) is yuv420p
+    want_pix = None if said_pix is None else str(said_pix).strip().lower().replace("yuvj", "yuv")
     if want_pix is not None and fmt.pix_fmt is not None and want_pix != fmt.pix_fmt:
         said = f"info.json says video.pix_fmt={info.get('video.pix_fmt')!r} for {camera}"
         found.append(("pix_fmt_mismatch", f"{said}, the file is {fmt.pix_fmt}"))
@@ -374,12 +377,10 @@ def layout_problems(table: Any, boxes: list[Box], complete: bool, tracks: int | 
         tail = payload_end - int(se[-1])
         if gaps.shape[0] or tail > 0:
             held = payload_end - int(so[0])
-            first = (
-                f"bytes [{int(se[gaps[0]]):,}, {int(so[gaps[0] + 1]):,}) between samples {int(order[gaps[0]])} "
-                f"and {int(order[gaps[0] + 1])}"
-                if gaps.shape[0]
-                else f"the last {tail:,} bytes of mdat, after sample {int(order[-1])}"
-            )
+            first = f"the last {tail:,} bytes of mdat, after sample {int(order[-1])}"
+            if gaps.shape[0]:
+                g = int(gaps[0])
+                first = f"bytes [{int(se[g]):,}, {int(so[g + 1]):,}) between samples {int(order[g])} and {int(order[g + 1])}"
             out.append(
                 f"the file's one track has samples summing to {int(size.sum()):,} bytes, but mdat holds "
                 f"{held:,} bytes from its first sample on; uncovered: {first}"
@@ -400,17 +401,6 @@ _CODEC_ALIASES = {
 #: Codec SDK 13 "NVDEC Hardware Capabilities": Turing/GA100/Hopper have no AV1 decode; GA10x,
 #: Ada and Blackwell have it; H.264 High10/422 and HEVC 4:2:2 only on Blackwell).
 GPU_FAMILIES = ("A100", "H100/H200", "A10/L4/L40/RTX 30-40", "Blackwell")
-
-
-def normalise_codec(name: object) -> str | None:
-    """``info.json``'s ``video.codec`` as one of ``av1``/``h264``/``hevc`` (or the lowercased name)."""
-    text = None if name is None else str(name).strip().lower()
-    return _CODEC_ALIASES.get(text, text)
-
-
-def normalise_pix_fmt(name: object) -> str | None:
-    """A pixel format name compared by what is stored: ``yuvj420p`` (full range) is ``yuv420p``."""
-    return None if name is None else str(name).strip().lower().replace("yuvj", "yuv")
 
 
 @dataclass(frozen=True)
