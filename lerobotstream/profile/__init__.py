@@ -1,8 +1,8 @@
 """Profiling: is the GPU waiting for data, and why? Stage timings, bytes, PSS, plots.
 
-``python -m lerobotstream.profile --root DATASET --num-workers 2 --batch-size 8 --steps 50``
-runs the streaming dataset through a real DataLoader without a model and prints the report
-(:mod:`lerobotstream.profile._report` documents each field). From Python::
+``python -m lerobotstream.profile --root DATASET`` runs the streaming dataset through the loader
+training uses, without a model, and prints the report (:mod:`lerobotstream.profile._report`
+documents each field). From Python::
 
     raw = profile_dataset(ds, num_workers=2, batch_size=8, steps=50)
     report = build_report(raw, ds, needed=needed_bytes(ds, raw["anchors"]))

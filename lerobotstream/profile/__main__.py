@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from lerobotstream._atomic import check_output_file, write_text_atomic
 from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
 from lerobotstream.options import add_cli_flags
-from lerobotstream.profile._run import LOADERS
+from lerobotstream.profile._report import build_report, format_report, needed_bytes, plot_report, require_matplotlib
+from lerobotstream.profile._run import LOADERS, profile_dataset
 
 #: what ``lerobotstream-train`` runs with lerobot-train 0.6's defaults (``TrainPipelineConfig``:
 #: ``num_workers=4``, ``batch_size=8``, ``prefetch_factor=4``, ``persistent_workers=True``,
@@ -147,8 +148,6 @@ def _parser() -> argparse.ArgumentParser:
 def run_profile(args: argparse.Namespace) -> dict:
     """Build the dataset from parsed CLI args, profile it and return the report dict."""
     from lerobotstream.dataset._dataset import StreamingLeRobotDataset
-    from lerobotstream.profile._report import build_report, needed_bytes
-    from lerobotstream.profile._run import profile_dataset
 
     if args.root is None and args.repo_id is None:
         raise StreamingConfigError("give --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); see --help")
@@ -217,19 +216,13 @@ def _main(args) -> int:
     if args.json:
         check_output_file(args.json, flag="--json")  # before the run, not after it
     if args.plot:
-        from lerobotstream.profile._report import require_matplotlib
-
         require_matplotlib()  # before the run, not after it
     report = run_profile(args)
     if not args.quiet:
-        from lerobotstream.profile._report import format_report
-
         print(format_report(report))
     if args.json:
         _write_json(report, args.json)
     if args.plot:
-        from lerobotstream.profile._report import plot_report
-
         plot_report(report, args.plot)
     return 0
 

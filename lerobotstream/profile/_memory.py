@@ -52,9 +52,7 @@ class MemorySampler:
         self._rss_sum: list[int] = []
         self._pss_sum: list[int] = []
         self._peaks: dict[int, tuple[str, int, int]] = {}  # pid -> (role, peak RSS, peak PSS)
-        self.own_cpu_s = 0.0
-        """CPU seconds the timer thread has used so far (each reading walks page tables), to
-        subtract from the process's CPU time over a measured interval."""
+        self.own_cpu_s = 0.0  # the timer thread's CPU seconds (readings walk page tables), for callers to subtract
 
     def sample(self, *, unless_newer_than_s: float | None = None) -> None:
         """Take one sample now (also called by the thread); ``unless_newer_than_s``: skip when the

@@ -47,7 +47,10 @@ import numpy as np
 from lerobotstream.dataset._wiring import one_per_process
 from lerobotstream.errors import MissingDependencyError
 from lerobotstream.loader._loader import usable_cpus
+from lerobotstream.mp4.parse import parse_mp4
+from lerobotstream.mp4.spans import episode_frame_range, plan_span
 from lerobotstream.profile._memory import NO_MEMORY
+from lerobotstream.sources import open_source
 
 STAGES = (
     ("metadata", "dataset construction: info.json, episodes, tasks (once, main process)"),
@@ -69,9 +72,8 @@ STAGES = (
 
 _WAITS = ("decode_other", "worker_queue_wait", "admit_wait", "main_batch_wait")
 STAGE_KIND = {n: "start-up" if n in ("metadata", "sidecar") else "wait" if n in _WAITS else "work" for n, _ in STAGES}
-"""Each stage's kind: ``start-up`` (once per run or process), ``work`` (per item: CPU or I/O a
-thread spends producing items) or ``wait`` (a thread blocked on another: ``decode_other`` is mostly
-a decode job waiting for its payload to arrive)."""
+"""Each stage's kind: ``start-up`` (once per run or process), ``work`` (per item: a thread's CPU or
+I/O producing items) or ``wait`` (a thread blocked on another)."""
 
 WAIT_THRESHOLD = 0.05
 """Data-wait fraction above which the verdict says the GPU waits for data."""
@@ -90,9 +92,6 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
     frame) sample and of the GOP-aligned spans of each touched (episode, camera); None when the
     tables cannot be read.
     """
-    from lerobotstream.mp4.parse import parse_mp4
-    from lerobotstream.sources import open_source
-
     if hasattr(ds, "datasets"):  # a mixture: each dataset's own anchors, summed
         parts = [needed_bytes(child, [(e, f) for d, e, f in anchors if d == i]) for i, child in enumerate(ds.datasets)]
         if any(p is None for p in parts):
@@ -123,8 +122,6 @@ def needed_bytes_of_tables(
     """:func:`needed_bytes` of one dataset from sample tables at hand (``tools/bench.py`` has them
     parsed): ``table`` maps a video path to its ``SampleTable`` (called once or more per path),
     ``anchors`` are ``(episode_index, frame_index)`` pairs, ``fps`` in Hz, ``tolerance_s`` in s."""
-    from lerobotstream.mp4.spans import episode_frame_range, plan_span
-
     by_ep: dict[int, set[int]] = {}
     for e, f in anchors:
         by_ep.setdefault(int(e), set()).add(int(f))
@@ -286,10 +283,9 @@ def _byte_counts(snaps: list[dict], needed: dict | None) -> dict[str, Any]:
     requests, retries, synthesized and span bytes; ratios to ``needed`` when given."""
     procs = one_per_process(snaps)  # the source counters are shared by the shards of one process
     fetched = int(sum(int(s.get("bytes_fetched", s.get("source", {}).get("bytes_read", 0))) for s in procs))
-    requests = int(sum(int(s.get("source", {}).get("requests", 0)) for s in procs))
     nb: dict[str, Any] = {
         "fetched_bytes": fetched,
-        "requests": requests,
+        "requests": int(sum(int(s.get("source", {}).get("requests", 0)) for s in procs)),
         "retries": int(sum(int(s.get("source", {}).get("retries", 0)) for s in procs)),
         "synthesized_bytes": int(sum(int(s.get("cache", {}).get("payload_bytes", 0)) for s in snaps)),
         "span_payload_bytes": int(sum(int(s.get("bytes_needed", 0)) for s in snaps)),
@@ -299,11 +295,10 @@ def _byte_counts(snaps: list[dict], needed: dict | None) -> dict[str, Any]:
     if needed:
         nb.update(needed)
         video = nb["span_payload_bytes"] or fetched
-        nb["fetched_over_needed"] = video / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
-        nb["fetched_over_span"] = video / needed["span_bytes"] if needed.get("span_bytes") else None
-        nb["total_fetched_over_needed"] = (
-            fetched / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
-        )
+        frame_bytes, span = needed.get("needed_frame_bytes"), needed.get("span_bytes")
+        nb["fetched_over_needed"] = video / frame_bytes if frame_bytes else None
+        nb["fetched_over_span"] = video / span if span else None
+        nb["total_fetched_over_needed"] = fetched / frame_bytes if frame_bytes else None
     return nb
 
 
@@ -609,11 +604,9 @@ def rolling_rate(t_s: list[float], samples: list[int], window: int) -> list[floa
     out = []
     for i in range(len(t_s)):
         j = max(0, i - window)
-        if j == i:
-            out.append(samples[i] / t_s[i] if t_s[i] > 0 else 0.0)
-            continue
-        dt = t_s[i] - t_s[j]
-        out.append((samples[i] - samples[j]) / dt if dt > 0 else 0.0)
+        t0, n0 = (t_s[j], samples[j]) if j < i else (0.0, 0)  # the first point: since the start
+        dt = t_s[i] - t0
+        out.append((samples[i] - n0) / dt if dt > 0 else 0.0)
     return out
 
 

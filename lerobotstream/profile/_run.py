@@ -21,7 +21,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from lerobotstream.dataset._collate import PackedCollate, lerobot_collate_fn
 from lerobotstream.errors import worker_error
+from lerobotstream.loader import StreamLoader
 from lerobotstream.profile._memory import MemorySampler
 
 STATS_KEY = "__lrs_stats__"
@@ -221,8 +223,6 @@ def _make_loader(
 ) -> tuple[Any, str, int]:
     """``(batches, name for the report, batches made ahead of the consumer)`` for ``loader``,
     collated as ``lerobotstream-train`` collates (see :func:`profile_dataset`)."""
-    from lerobotstream.dataset._collate import PackedCollate, lerobot_collate_fn
-
     language = bool(getattr(getattr(ds, "meta", None), "has_language_columns", False))
     collate = PackedCollate(lerobot_collate_fn if language else None)
     if loader == "dataloader":
@@ -235,8 +235,6 @@ def _make_loader(
             return batches, "DataLoader, in this process", 0
         name = f"DataLoader, {num_workers} {multiprocessing_context or 'default-start'} workers"
         return batches, name, (prefetch_factor or 2) * int(num_workers)
-    from lerobotstream.loader import StreamLoader
-
     batches = StreamLoader(
         ProfiledShards(ds),
         batch_size,
@@ -287,10 +285,8 @@ class _Tally:
         ep, fr = batch.get("episode_index"), batch.get("frame_index")
         if isinstance(ep, torch.Tensor) and isinstance(fr, torch.Tensor):
             di = batch.get("dataset_index")
-            if isinstance(di, torch.Tensor):  # a mixture: (dataset, episode, frame)
-                self.anchors.extend(zip(di.reshape(-1).tolist(), ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
-            else:
-                self.anchors.extend(zip(ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
+            cols = [di, ep, fr] if isinstance(di, torch.Tensor) else [ep, fr]  # a mixture: (dataset, episode, frame)
+            self.anchors.extend(zip(*(c.reshape(-1).tolist() for c in cols)))
         snaps = [x["stats"] for x in self.latest.values()]
         self.timeline.append(
             {

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lerobotstream import constants
-from lerobotstream.validate._findings import Finding, Report, problem_findings
+from lerobotstream.validate._findings import Finding, Report, camera_summaries, faststart_findings, problem_findings
 
 __all__ = ["validate_dataset", "Report", "Finding"]
 
@@ -77,7 +77,6 @@ def validate_dataset(
     """
     from lerobotstream.meta import DatasetMeta
     from lerobotstream.options import check_tolerance
-    from lerobotstream.validate._findings import camera_summaries, faststart_findings
     from lerobotstream.validate._scan import check_arguments, counters, scan_files
     from lerobotstream.validate._tables import depth_findings, index_gap_findings, stats_findings, to_timestamp_findings
 

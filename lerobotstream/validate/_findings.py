@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from lerobotstream.errors import Problem, SourceReadError
+from lerobotstream.features import is_depth_feature
 
 #: JSON layout version of :meth:`Report.to_json`
 REPORT_FORMAT = 1
@@ -251,8 +252,6 @@ def camera_summaries(meta: Any, summaries: list, tolerance_s: float) -> dict[str
     ``resolution``, ``pix_fmt``, ``depth_map``, ``frames``, ``bytes_per_frame``, ``gop_length``,
     ``b_frames``, ``edit_lists``, ``faststart``, ``max_timestamp_error_s`` and
     ``tolerance_margin_s`` in seconds, ``nvdec``: GPU family → ``"nvdec"`` or ``"cpu"``)."""
-    from lerobotstream.features import is_depth_feature
-
     by_cam = _by_camera(summaries)
     out: dict[str, dict[str, Any]] = {}
     for cam in meta.video_keys:

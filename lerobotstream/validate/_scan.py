@@ -21,7 +21,7 @@ import numpy as np
 
 from lerobotstream import constants
 from lerobotstream.parquet import EpisodeParquetReader
-from lerobotstream.sidecar._validate import episode_windows, group_windows
+from lerobotstream.sidecar._validate import check_window_detail, episode_windows, group_windows
 from lerobotstream.validate._findings import Finding, finding
 from lerobotstream.validate._tables import data_findings, file_rows, landing_problems, merged_findings, row_findings
 from lerobotstream.validate._videos import check_video
@@ -137,13 +137,9 @@ def scan_files(
         if summary is not None and summary.table is not None:
             if not headers_only:
                 ts = timestamps(sorted({x.episode_index for x in w}))
-                landing = landing_problems(
-                    summary.table, summary.checked, ts, fps, tolerance_s, summary.camera, p, data_of
-                )
+                landing = landing_problems(summary, ts, fps, tolerance_s, data_of)
             if decode_sample > 0 and not any(f.severity == "error" for f in found):
-                more, decoded = decode_frames(
-                    source, p, summary.camera, summary.table, w, meta, decode_sample, seed=[seed, i]
-                )
+                more, decoded = decode_frames(source, summary, w, meta, decode_sample, seed=[seed, i])
                 found = found + more
             summary.table, summary.checked = None, []
         return found, summary, decoded, landing
@@ -191,27 +187,16 @@ def scan_files(
     return findings + row_findings(row_problems), summaries
 
 
-def decode_frames(
-    source: Any,
-    path: str,
-    camera: str,
-    table: Any,
-    windows: Sequence[Any],
-    meta: Any,
-    n: int,
-    seed: int | Sequence[int],
-) -> tuple[list[Finding], int]:
-    """Findings of ``n`` sampled frames of one file, and how many frames were decoded.
-
-    Frames are drawn (seeded by ``seed``) from the windows' episodes, uniformly over frames.
-    """
+def decode_frames(source: Any, summary: Any, windows: Sequence[Any], meta: Any, n: int, seed: Any) -> tuple[list, int]:
+    """Findings of ``n`` frames of one MP4 (its ``FileSummary``, sample table kept), and how many
+    frames were decoded; frames are drawn (seeded by ``seed``) uniformly over the windows' frames."""
     from lerobotstream.decode._decoder import EpisodeVideo
     from lerobotstream.features import frame_hwc, is_depth_feature
     from lerobotstream.mp4.framing import check_sample_framing
     from lerobotstream.mp4.spans import plan_span
     from lerobotstream.mp4.synth import synthesize
-    from lerobotstream.sidecar._validate import check_window_detail
 
+    path, camera, table = summary.path, summary.camera, summary.table
     picks: list[tuple[int, int, float, int]] = []  # (episode, source frame, from_timestamp, episode frame)
     for w in windows:
         res = check_window_detail(table, w.from_timestamp, w.length, float(meta.fps), 1e9)
@@ -256,9 +241,7 @@ def decode_frames(
     return [], done
 
 
-def image_sample(
-    reader: Any, path: str, episodes: Sequence[Any], meta: Any, n: int, seed: int | Sequence[int]
-) -> tuple[list[Finding], int]:
+def image_sample(reader: Any, path: str, episodes: Sequence[Any], meta: Any, n: int, seed: Any) -> tuple[list, int]:
     """Findings of ``n`` sampled cells of each ``image`` feature of one data file (one finding per
     feature at most), and how many images were decoded.
 

@@ -21,9 +21,11 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from lerobotstream.constants import STATS_PATH
-from lerobotstream.errors import LeRobotStreamError, Problem, SourceError
+from lerobotstream.constants import INFO_PATH, STATS_PATH
+from lerobotstream.errors import LeRobotStreamError, MetadataError, Problem, SourceError
 from lerobotstream.features import REQUIRED_DATA_COLUMNS, data_columns_problem, frame_hwc
 from lerobotstream.mp4._tolerance import frames_within_tolerance, within_tolerance
 from lerobotstream.parquet import _column_index, _short, episode_rows_problem, index_problem, task_index_problem
@@ -110,8 +112,6 @@ def _shape_findings(md: Any, path: str, features: dict, eps: list[int], reader: 
     skipped, as assembly skips them. Rows of different lengths, with ``reader`` (the per-row run):
     the column is read to name the first row off the declared shape as training does (episode,
     ``row k (frame_index k)``: ``features.row_off_shape``)."""
-    import pyarrow as pa
-
     from lerobotstream.features import row_shape_matches
 
     if md.num_row_groups == 0 or md.num_rows == 0:
@@ -184,9 +184,6 @@ def _image_type_findings(md: Any, path: str, images: Sequence[str], eps: list[in
 def _off_row(reader: Any, path: str, name: str, want: tuple, eps: list[int]) -> tuple[int, int, int, int] | None:
     """The first row of ``path`` whose ``name`` is off the declared shape (``features.row_off_shape``,
     item assembly's rule), as ``(episode_index, frame_index, axis, values)``; None if it cannot be read."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     from lerobotstream.features import row_off_shape
 
     try:
@@ -249,7 +246,7 @@ def data_findings(
         full_file: every episode stored in the file is selected (row totals can be compared).
         features: info.json's numeric features (the shape check; None: skipped).
         images: info.json's ``image`` features (their column type is checked).
-        rows: the per-row columns are checked too (``validate._rows``).
+        rows: the per-row columns are checked too (:func:`file_rows`).
     """
     eps = sorted(int(e.episode_index) for e in episodes)
     try:
@@ -292,10 +289,8 @@ def data_findings(
         out.append(finding("data_rows", text, file=path, episodes=eps))
     rows_off = any(f.code == "data_rows" for f in out)  # the index range follows the rows: reported once
     if not rows_off and md.num_row_groups and ix_col is not None and all(b is not None for b in ix_bounds):
-        lo = min(b[0] for b in ix_bounds)  # type: ignore[index]
-        hi = max(b[1] for b in ix_bounds)  # type: ignore[index]
-        want_lo = min(int(e.dataset_from_index) for e in episodes)
-        want_hi = max(int(e.dataset_to_index) for e in episodes) - 1
+        lo, hi = min(b[0] for b in ix_bounds), max(b[1] for b in ix_bounds)  # type: ignore[index]
+        want_lo, want_hi = min(e.dataset_from_index for e in episodes), max(e.dataset_to_index for e in episodes) - 1
         if (full_file and (lo, hi) != (want_lo, want_hi)) or lo > want_lo or hi < want_hi:
             text = (
                 f"{path}: its `index` column spans [{lo}, {hi}] but the episodes {_short(eps)} it holds have "
@@ -308,9 +303,6 @@ def data_findings(
 def depth_findings(meta: Any) -> list[Finding]:
     """Depth cameras whose declared encoding cannot be decoded: the construction's own check
     (``DatasetMeta.depth_quantizer``, which raises ``MetadataError``)."""
-    from lerobotstream.constants import INFO_PATH
-    from lerobotstream.errors import MetadataError
-
     out = []
     for key in meta.depth_keys:
         if key not in meta.video_keys:
@@ -457,28 +449,18 @@ def file_rows(
     return problems, [], timestamps
 
 
-def landing_problems(
-    table: Any,
-    checked: Sequence[tuple[Any, Any]],
-    timestamps: dict[int, np.ndarray | None],
-    fps: float,
-    tolerance_s: float,
-    camera: str,
-    path: str,
-    data_path: dict[int, str],
-) -> list[Problem]:
+def landing_problems(summary: Any, timestamps: dict, fps: float, tolerance_s: float, data_path: dict) -> list[Problem]:
     """Episodes of one MP4 whose ``from_timestamp + timestamp`` does not land on their own frames.
 
     Args:
-        table: the file's sample table.
-        checked: ``(EpisodeWindow, WindowCheck)`` of every window of the file (``validate_source``);
-            windows with a problem of their own are skipped.
+        summary: the file's ``_videos.FileSummary`` with its sample table and ``checked`` windows
+            (``validate_source``'s; windows with a problem of their own are skipped).
         timestamps: :func:`file_rows`' timestamps of the episodes (an episode absent: skipped).
         data_path: episode → its data file (named in the problem).
     """
-    out = []
+    out, table, camera, path = [], summary.table, summary.camera, summary.path
     pts, order = np.asarray(table.pts_s, dtype=np.float64), np.asarray(table.presentation_order, dtype=np.int64)
-    for w, res in checked:
+    for w, res in summary.checked:
         ep = int(w.episode_index)
         if res.reason is not None or res.first_frame is None or ep not in timestamps:
             continue
