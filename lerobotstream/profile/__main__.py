@@ -201,8 +201,7 @@ def run_profile(args: argparse.Namespace) -> dict:
 
 
 def _write_json(obj: dict, path: str) -> None:
-    """``obj`` as JSON at ``path``, atomically (``lerobotstream._atomic``: the old file or the whole
-    new one, never a part, and no temporary file left behind)."""
+    """``obj`` as JSON at ``path``, atomically (``lerobotstream._atomic``: the old file or the whole new one)."""
     write_text_atomic(path, json.dumps(obj, indent=1, default=str))
 
 

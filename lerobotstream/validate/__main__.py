@@ -140,12 +140,7 @@ def _check_args(args: argparse.Namespace) -> None:
         raise StreamingConfigError(
             "give ROOT or --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); see --help"
         )
-    check_arguments(
-        decode_sample=args.decode_sample,
-        workers=args.workers,
-        tolerance_s=args.tolerance_s,
-        names={"decode_sample": "--decode-sample", "workers": "--workers", "tolerance_s": "--tolerance-s"},
-    )
+    check_arguments(decode_sample=args.decode_sample, workers=args.workers, tolerance_s=args.tolerance_s, cli=True)
     require("--examples", args.examples, args.examples >= 0, "an int >= 0")
     if args.print_good_episodes and args.json == "-":
         text = "--print-good-episodes and --json - both write to stdout: give --json a file"

@@ -35,24 +35,24 @@ def check_arguments(
     decode_sample: Any = 0,
     workers: Any = None,
     tolerance_s: Any = constants.DEFAULT_TOLERANCE_S,
-    names: dict[str, str] | None = None,
+    cli: bool = False,
 ) -> None:
-    """The rules of ``validate_dataset``'s numeric arguments (``names``: each argument's CLI flag):
-    ``decode_sample`` an int >= 0, ``workers`` None or an int >= 1, ``tolerance_s`` the stream
-    option's rule (a finite number > 0).
+    """The rules of ``validate_dataset``'s numeric arguments (``cli``: named by their flags,
+    ``--decode-sample``...): ``decode_sample`` an int >= 0, ``workers`` None or an int >= 1,
+    ``tolerance_s`` the stream option's rule (a finite number > 0).
 
     Raises:
         StreamingConfigError: the first argument that breaks its rule (names it or its flag, and the value).
     """
     from lerobotstream.options import is_int, option_info, require
 
-    n = names or {}
+    name = (lambda k: "--" + k.replace("_", "-")) if cli else (lambda k: k)
     ok = is_int(decode_sample) and decode_sample >= 0
-    require(n.get("decode_sample", "decode_sample"), decode_sample, ok, "an int >= 0")
+    require(name("decode_sample"), decode_sample, ok, "an int >= 0")
     ok = workers is None or (is_int(workers) and workers >= 1)
-    require(n.get("workers", "workers"), workers, ok, "None or an int >= 1")
+    require(name("workers"), workers, ok, "None or an int >= 1")
     rule = next(o for o in option_info() if o.name == "tolerance_s")
-    require(n.get("tolerance_s", "tolerance_s"), tolerance_s, rule.check(tolerance_s), rule.want)
+    require(name("tolerance_s"), tolerance_s, rule.check(tolerance_s), rule.want)
 
 
 def counters(source: Any) -> tuple[int, int]:
