@@ -87,10 +87,9 @@ CODES: dict[str, tuple[str, str]] = {
 
 
 def read_code(e: BaseException, code: str) -> str:
-    """``file_unreadable`` when ``e`` says the file is there but cannot be read (a refused
-    permission, a symlink loop, a folder: ``SourceReadError``); the reader's own finding code when
-    it refused the file by a rule (``data_rows``: a footer declaring more rows than its episodes);
-    else ``code``."""
+    """``file_unreadable`` when ``e`` says the file is there but cannot be read (``SourceReadError``:
+    a refused permission, a symlink loop, a folder); the reader's own finding code when it refused
+    the file by a rule (``data_rows``: a footer declaring more rows than its episodes); else ``code``."""
     if isinstance(e, SourceReadError):
         return "file_unreadable"
     own = getattr(e, "code", None)

@@ -106,12 +106,11 @@ def _bounds(md: Any, col: int | None) -> list[tuple[int, int, int] | None]:
 
 
 def _shape_findings(md: Any, path: str, features: dict, eps: list[int], reader: Any = None) -> list[Finding]:
-    """Each numeric column's per-row shape against info.json's (``features.row_shape_matches``,
-    the rule item assembly applies to the rows it reads), from the footer: the list nesting of the
-    column's type and its leaf values per row (column-chunk ``num_values``). Columns with nulls are
-    skipped, as assembly skips them. Rows of different lengths, with ``reader`` (the per-row run):
-    the column is read to name the first row off the declared shape as training does (episode,
-    ``row k (frame_index k)``: ``features.row_off_shape``)."""
+    """Each numeric column's per-row shape against info.json's (``features.row_shape_matches``, item
+    assembly's rule), from the footer: the list nesting of the column's type and its leaf values per
+    row (column-chunk ``num_values``); columns with nulls are skipped, as assembly skips them. Rows
+    of different lengths, with ``reader``: the column is read to name the first row off the shape
+    as training does (``features.row_off_shape``)."""
     from lerobotstream.features import row_shape_matches
 
     if md.num_row_groups == 0 or md.num_rows == 0:
@@ -241,8 +240,7 @@ def data_findings(
     Args:
         reader: ``parquet.EpisodeParquetReader`` (its footer read: the same code as training's).
         episodes: ``EpisodeInfo`` of the selected episodes stored in ``path``.
-        declared: info.json's features (the columns a data file must have:
-            ``features.data_columns_problem``, item assembly's rule, and ``episode_index``).
+        declared: info.json's features (the columns a file must have: ``features.data_columns_problem``).
         full_file: every episode stored in the file is selected (row totals can be compared).
         features: info.json's numeric features (the shape check; None: skipped).
         images: info.json's ``image`` features (their column type is checked).
