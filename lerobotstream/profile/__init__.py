@@ -1,8 +1,8 @@
 """Profiling: is the GPU waiting for data, and why? Stage timings, bytes, PSS, plots.
 
-``python -m lerobotstream.profile --root DATASET --num-workers 2 --batch-size 8 --steps 50``
-runs the streaming dataset through a real DataLoader without a model and prints the report
-(:mod:`lerobotstream.profile._report` documents each field). From Python::
+``python -m lerobotstream.profile --root DATASET`` runs the streaming dataset through the loader
+training uses, without a model, and prints the report (:mod:`lerobotstream.profile._report`
+documents each field). From Python::
 
     raw = profile_dataset(ds, num_workers=2, batch_size=8, steps=50)
     report = build_report(raw, ds, needed=needed_bytes(ds, raw["anchors"]))
@@ -11,8 +11,7 @@ runs the streaming dataset through a real DataLoader without a model and prints 
 Nothing in the library imports this package.
 """
 
-from lerobotstream.profile._plot import plot_report
-from lerobotstream.profile._report import build_report, format_report, needed_bytes
+from lerobotstream.profile._report import build_report, format_report, needed_bytes, plot_report
 from lerobotstream.profile._run import profile_dataset
 
 __all__ = ["build_report", "format_report", "needed_bytes", "plot_report", "profile_dataset"]

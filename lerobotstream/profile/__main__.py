@@ -23,9 +23,8 @@ from collections.abc import Sequence
 from lerobotstream._atomic import check_output_file, write_text_atomic
 from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
 from lerobotstream.options import add_cli_flags
-from lerobotstream.profile._run import LOADERS
-
-__all__ = ["main", "run_profile", "TRAIN_DEFAULTS"]
+from lerobotstream.profile._report import build_report, format_report, needed_bytes, plot_report, require_matplotlib
+from lerobotstream.profile._run import LOADERS, profile_dataset
 
 #: what ``lerobotstream-train`` runs with lerobot-train 0.6's defaults (``TrainPipelineConfig``:
 #: ``num_workers=4``, ``batch_size=8``, ``prefetch_factor=4``, ``persistent_workers=True``,
@@ -58,17 +57,14 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"lerobotstream {__version__}")
     ap.add_argument(
         "--repo-id",
-        default=None,
         help="Hub dataset repo id (or the id stored with --root); several, comma-separated, profile a weighted mixture",
     )
     ap.add_argument(
         "--root",
-        default=None,
         help="local folder or URL (http(s)://, hf://) of the dataset (a mixture: one per repo id, comma-separated)",
     )
     ap.add_argument(
         "--weights",
-        default=None,
         help="a mixture's sampling weights, comma-separated (default: in proportion to each dataset's frames)",
     )
     ap.add_argument(
@@ -143,8 +139,8 @@ def _parser() -> argparse.ArgumentParser:
         default=100.0,
         help="how often memory is sampled, milliseconds (default: %(default)g)",
     )
-    r.add_argument("--json", default=None, help="write the full report (with series) to this JSON file")
-    r.add_argument("--plot", default=None, help="write throughput/memory/stage figure to this PNG (matplotlib)")
+    r.add_argument("--json", help="write the full report (with series) to this JSON file")
+    r.add_argument("--plot", help="write throughput/memory/stage figure to this PNG (matplotlib)")
     r.add_argument("--quiet", action="store_true", help="no terminal table")
     return ap
 
@@ -152,8 +148,6 @@ def _parser() -> argparse.ArgumentParser:
 def run_profile(args: argparse.Namespace) -> dict:
     """Build the dataset from parsed CLI args, profile it and return the report dict."""
     from lerobotstream.dataset._dataset import StreamingLeRobotDataset
-    from lerobotstream.profile._report import build_report, needed_bytes
-    from lerobotstream.profile._run import profile_dataset
 
     if args.root is None and args.repo_id is None:
         raise StreamingConfigError("give --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); see --help")
@@ -175,11 +169,7 @@ def run_profile(args: argparse.Namespace) -> dict:
             raise StreamingConfigError("--weights needs several datasets in --repo-id (comma-separated)")
         ds = StreamingLeRobotDataset(args.repo_id, root=args.root, episodes=args.episodes, **options)
     metadata_s = time.perf_counter() - t0
-    loader = dict(
-        prefetch_factor=args.prefetch_factor,
-        persistent_workers=args.persistent_workers,
-        multiprocessing_context=args.multiprocessing_context,
-    )
+    loader = {k: getattr(args, k) for k in ("prefetch_factor", "persistent_workers", "multiprocessing_context")}
     raw = profile_dataset(
         ds,
         num_workers=args.num_workers,
@@ -202,9 +192,7 @@ def run_profile(args: argparse.Namespace) -> dict:
         "repeat": repeat,
         "as_lerobotstream_train": all(getattr(args, k) == v for k, v in TRAIN_DEFAULTS.items()),
         "steps": args.steps,
-        "decode_threads": args.decode_threads,
-        "prefetch_episodes": args.prefetch_episodes,
-        "episode_pool_size": args.episode_pool_size,
+        **{k: getattr(args, k) for k in ("decode_threads", "prefetch_episodes", "episode_pool_size")},
         "cameras": list(getattr(ds, "video_keys", None) or ds.camera_keys),
         "episodes": ds.num_episodes,
         **({"mixture": ds.mixture} if hasattr(ds, "mixture") else {}),
@@ -213,8 +201,7 @@ def run_profile(args: argparse.Namespace) -> dict:
 
 
 def _write_json(obj: dict, path: str) -> None:
-    """``obj`` as JSON at ``path``, atomically (``lerobotstream._atomic``: the old file or the whole
-    new one, never a part, and no temporary file left behind)."""
+    """``obj`` as JSON at ``path``, atomically (``lerobotstream._atomic``: the old file or the whole new one)."""
     write_text_atomic(path, json.dumps(obj, indent=1, default=str))
 
 
@@ -228,19 +215,13 @@ def _main(args) -> int:
     if args.json:
         check_output_file(args.json, flag="--json")  # before the run, not after it
     if args.plot:
-        from lerobotstream.profile._plot import require_matplotlib
-
         require_matplotlib()  # before the run, not after it
     report = run_profile(args)
     if not args.quiet:
-        from lerobotstream.profile._report import format_report
-
         print(format_report(report))
     if args.json:
         _write_json(report, args.json)
     if args.plot:
-        from lerobotstream.profile._plot import plot_report
-
         plot_report(report, args.plot)
     return 0
 

@@ -1,7 +1,10 @@
-"""The profile report: raw run measurements → one JSON-able dict → a terminal table.
+"""The profile report: raw run measurements → one JSON-able dict → a terminal table, and its figure
+(matplotlib, optional: ``pip install lerobotstream[plot]``): the configuration and the verdict as
+title; throughput over time (rolling, steady mean, the rate a ``--step-ms`` step allows), the GPU's
+wait per batch, memory over time (summed PSS and RSS, the byte cache), one bar per stage.
 
-Report fields (seconds are wall-clock; per-stage seconds are summed over the threads of every
-process, so they can exceed the run's wall time; docs/profiling.md says how to read them):
+Report fields (seconds are wall-clock; stage seconds are summed over every process's threads, so
+they can exceed the wall time; docs/profiling.md says how to read them):
 
 * ``throughput``: ``samples``, ``frames`` (decoded camera frames delivered), ``wall_s``,
   ``samples_per_s`` / ``frames_per_s`` (whole run), ``steady_samples_per_s`` (after the first batch);
@@ -9,11 +12,10 @@ process, so they can exceed the run's wall time; docs/profiling.md says how to r
   / ``mean`` (time ``next(loader)`` blocked, first batch excluded), ``data_wait_fraction`` (summed
   waits / wall; ~1.0 without ``--step-ms`` by construction), ``steady_wait_fraction`` (the same
   after the first batch and its step), ``series`` (per batch: end time ``t_s``, ``batch_wait_s``);
-* ``stages``: ``seconds`` per stage of :data:`STAGES` (None: no ``stats()`` reported it), ``kind``
-  per stage (:data:`STAGE_KIND`), ``work_s``, ``busy_threads`` (``work_s / wall_s``, against
-  ``cpu_count``), ``worker_stage_sum_s`` (all but metadata and the main wait), ``threads_bound``
-  (processes × (1 iterating + 2 × decode threads + fetch threads), so ``worker_stage_sum_s <=
-  wall_s × threads_bound``; its terms in ``threads_bound_terms``);
+* ``stages``: ``seconds`` per stage of :data:`STAGES` (None: not reported), ``kind`` per stage,
+  ``work_s``, ``busy_threads`` (``work_s / wall_s``, against ``cpu_count``), ``worker_stage_sum_s``
+  (all but metadata and the main wait), ``threads_bound`` (processes × (1 iterating + 2 × decode
+  threads + fetch threads) >= ``worker_stage_sum_s / wall_s``; its terms in ``threads_bound_terms``);
 * ``verdict``: ``loader_samples_per_s`` (steady) and ``loader_ms_per_batch``; ``too_short`` (fewer
   than :data:`MIN_STEADY_BATCHES` batches after the first, or fewer than twice the batches the
   loader makes ahead: the rate is then an upper bound); ``predicted_wait_fraction`` per step time
@@ -34,15 +36,21 @@ process, so they can exceed the run's wall time; docs/profiling.md says how to r
 from __future__ import annotations
 
 import math
+import os
+import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from lerobotstream.dataset._wiring import one_per_process
+from lerobotstream.errors import MissingDependencyError
 from lerobotstream.loader._loader import usable_cpus
-
-__all__ = ["STAGES", "STAGE_KIND", "build_report", "format_report", "needed_bytes", "needed_bytes_of_tables"]
+from lerobotstream.mp4.parse import parse_mp4
+from lerobotstream.mp4.spans import episode_frame_range, plan_span
+from lerobotstream.profile._memory import NO_MEMORY
+from lerobotstream.sources import open_source
 
 STAGES = (
     ("metadata", "dataset construction: info.json, episodes, tasks (once, main process)"),
@@ -64,9 +72,8 @@ STAGES = (
 
 _WAITS = ("decode_other", "worker_queue_wait", "admit_wait", "main_batch_wait")
 STAGE_KIND = {n: "start-up" if n in ("metadata", "sidecar") else "wait" if n in _WAITS else "work" for n, _ in STAGES}
-"""Each stage's kind: ``start-up`` (once per run or process), ``work`` (per item: CPU or I/O a
-thread spends producing items) or ``wait`` (a thread blocked on another: ``decode_other`` is mostly
-a decode job waiting for its payload to arrive)."""
+"""Each stage's kind: ``start-up`` (once per run or process), ``work`` (per item: a thread's CPU or
+I/O producing items) or ``wait`` (a thread blocked on another)."""
 
 WAIT_THRESHOLD = 0.05
 """Data-wait fraction above which the verdict says the GPU waits for data."""
@@ -79,20 +86,12 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
     """Compressed bytes the delivered samples needed, from the MP4 sample tables (read through a
     separate source: not counted in the run's bytes).
 
-    Args:
-        ds: the dataset (uses ``ds.meta``, ``ds.video_keys``, ``ds.fps``, ``ds.tolerance_s``).
-        anchors: delivered ``(episode_index, frame_index)`` pairs (duplicates allowed); for a
-            :class:`~lerobotstream.StreamingMultiLeRobotDataset`, ``(dataset_index, episode_index,
-            frame_index)`` triples.
-
-    Returns:
-        ``{"needed_frame_bytes", "span_bytes", "episodes_touched"}``: the summed coded size of each
-        distinct (camera, episode, frame) sample, and of the GOP-aligned spans of each touched
-        (episode, camera); None when the tables cannot be read.
+    ``anchors``: delivered ``(episode_index, frame_index)`` pairs (duplicates allowed), for a
+    mixture ``(dataset_index, episode_index, frame_index)``. Returns ``{"needed_frame_bytes",
+    "span_bytes", "episodes_touched"}``: the summed coded size of each distinct (camera, episode,
+    frame) sample and of the GOP-aligned spans of each touched (episode, camera); None when the
+    tables cannot be read.
     """
-    from lerobotstream.mp4.parse import parse_mp4
-    from lerobotstream.sources import open_source
-
     if hasattr(ds, "datasets"):  # a mixture: each dataset's own anchors, summed
         parts = [needed_bytes(child, [(e, f) for d, e, f in anchors if d == i]) for i, child in enumerate(ds.datasets)]
         if any(p is None for p in parts):
@@ -123,8 +122,6 @@ def needed_bytes_of_tables(
     """:func:`needed_bytes` of one dataset from sample tables at hand (``tools/bench.py`` has them
     parsed): ``table`` maps a video path to its ``SampleTable`` (called once or more per path),
     ``anchors`` are ``(episode_index, frame_index)`` pairs, ``fps`` in Hz, ``tolerance_s`` in s."""
-    from lerobotstream.mp4.spans import episode_frame_range, plan_span
-
     by_ep: dict[int, set[int]] = {}
     for e, f in anchors:
         by_ep.setdefault(int(e), set()).add(int(f))
@@ -159,18 +156,12 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
     samples, frames = int(raw["samples"]), int(raw["frames"])
     first = raw.get("first_batch_s")
     first_samples = raw["timeline"][0]["samples"] if raw.get("timeline") else 0
-    steady = (
-        (samples - first_samples) / (wall - first)
-        if first is not None and wall > first and samples > first_samples
-        else None
-    )
-
+    has_steady = first is not None and wall > first and samples > first_samples
+    steady = (samples - first_samples) / (wall - first) if has_steady else None
     stages = _stage_seconds(raw, snaps_full)
     # after the first batch and the model step that follows it: each later wait is paired with its step
     step_s = float(raw.get("step_s") or 0.0)
     steady_wall = wall - first - step_s if first is not None and wall > first + step_s else None
-
-    nb = _byte_counts(snaps, needed)
     tl = raw.get("timeline", [])
     report = {
         "config": dict(config or {}),
@@ -195,7 +186,7 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
             "series": {"t_s": list(raw.get("batch_t_s", [])), "batch_wait_s": waits},
         },
         "stages": _stage_summary(stages, ds, len(snaps_full), wall),
-        "bytes": nb,
+        "bytes": _byte_counts(snaps, needed),
         **_mixture_shares(raw.get("anchors", []), ds, raw.get("batch_samples")),
         "decoder": {
             **{
@@ -292,10 +283,9 @@ def _byte_counts(snaps: list[dict], needed: dict | None) -> dict[str, Any]:
     requests, retries, synthesized and span bytes; ratios to ``needed`` when given."""
     procs = one_per_process(snaps)  # the source counters are shared by the shards of one process
     fetched = int(sum(int(s.get("bytes_fetched", s.get("source", {}).get("bytes_read", 0))) for s in procs))
-    requests = int(sum(int(s.get("source", {}).get("requests", 0)) for s in procs))
     nb: dict[str, Any] = {
         "fetched_bytes": fetched,
-        "requests": requests,
+        "requests": int(sum(int(s.get("source", {}).get("requests", 0)) for s in procs)),
         "retries": int(sum(int(s.get("source", {}).get("retries", 0)) for s in procs)),
         "synthesized_bytes": int(sum(int(s.get("cache", {}).get("payload_bytes", 0)) for s in snaps)),
         "span_payload_bytes": int(sum(int(s.get("bytes_needed", 0)) for s in snaps)),
@@ -305,11 +295,10 @@ def _byte_counts(snaps: list[dict], needed: dict | None) -> dict[str, Any]:
     if needed:
         nb.update(needed)
         video = nb["span_payload_bytes"] or fetched
-        nb["fetched_over_needed"] = video / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
-        nb["fetched_over_span"] = video / needed["span_bytes"] if needed.get("span_bytes") else None
-        nb["total_fetched_over_needed"] = (
-            fetched / needed["needed_frame_bytes"] if needed.get("needed_frame_bytes") else None
-        )
+        frame_bytes, span = needed.get("needed_frame_bytes"), needed.get("span_bytes")
+        nb["fetched_over_needed"] = video / frame_bytes if frame_bytes else None
+        nb["fetched_over_span"] = video / span if span else None
+        nb["total_fetched_over_needed"] = fetched / frame_bytes if frame_bytes else None
     return nb
 
 
@@ -396,14 +385,8 @@ def verdict(report: dict, batch_size: int, buffered: int = 0) -> dict:
     step_ms = 1e3 * float(la.get("simulated_step_s") or 0.0)
     work = {k: v for k, v in st["seconds"].items() if st["kind"][k] == "work" and v}
     total_work = sum(work.values())
-    top = (
-        [
-            {"stage": k, "seconds": v, "share_of_work": v / total_work}
-            for k, v in sorted(work.items(), key=lambda kv: -kv[1])[:2]
-        ]
-        if total_work > 0
-        else []
-    )
+    ranked = sorted(work.items(), key=lambda kv: -kv[1])[:2] if total_work > 0 else []
+    top = [{"stage": k, "seconds": v, "share_of_work": v / total_work} for k, v in ranked]
     out: dict[str, Any] = {
         "loader_samples_per_s": rate,
         "batch_size": batch_size,
@@ -414,16 +397,13 @@ def verdict(report: dict, batch_size: int, buffered: int = 0) -> dict:
         "top_work": top,
         "waits": None,
         "too_short": None,
+        "why": "",
     }
-    out["why"] = ""
     if top:
-        out["why"] = (
-            "why: most work is "
-            + ", ".join(f"{t['stage']} {100 * t['share_of_work']:.0f}%" for t in top)
-            + f" of {total_work:.2f} s summed over threads; {st['busy_threads']:.1f} threads busy on "
-            f"average on {st['cpu_count']} CPU core(s)"
-            + (" (CPU-bound: the cores are saturated)" if st["busy_threads"] >= 0.8 * st["cpu_count"] else "")
-        )
+        shares = ", ".join(f"{t['stage']} {100 * t['share_of_work']:.0f}%" for t in top)
+        busy = f"{st['busy_threads']:.1f} threads busy on average on {st['cpu_count']} CPU core(s)"
+        bound = " (CPU-bound: the cores are saturated)" if st["busy_threads"] >= 0.8 * st["cpu_count"] else ""
+        out["why"] = f"why: most work is {shares} of {total_work:.2f} s summed over threads; {busy}{bound}"
     if not rate:
         out["text"] = "verdict: no batch was delivered: nothing to judge"
         return out
@@ -463,13 +443,12 @@ def format_report(r: dict) -> str:
     lines = []
     if cfg:
         lines.append("config: " + ", ".join(f"{k}={v}" for k, v in cfg.items() if k != "as_lerobotstream_train"))
-        if "as_lerobotstream_train" in cfg:
+        defaults = "defaults (--loader auto, 4 workers, prefetch 4, uint8 frames, batch 8)"
+        if cfg.get("as_lerobotstream_train"):
+            lines.append(f"as lerobotstream-train runs it with lerobot-train 0.6's {defaults}")
+        elif "as_lerobotstream_train" in cfg:
             lines.append(
-                "as lerobotstream-train runs it with lerobot-train 0.6's defaults (--loader auto, 4 workers, "
-                "prefetch 4, uint8 frames, batch 8)"
-                if cfg["as_lerobotstream_train"]
-                else "settings differ from lerobotstream-train's defaults (--loader auto, 4 workers, prefetch 4, "
-                "uint8 frames, batch 8): pass your training's values to compare"
+                f"settings differ from lerobotstream-train's {defaults}: pass your training's values to compare"
             )
     if r.get("verdict"):
         lines.append(r["verdict"]["text"])
@@ -486,12 +465,9 @@ def format_report(r: dict) -> str:
 def _throughput_lines(th: dict, la: dict) -> list[str]:
     """The report's throughput and latency sections."""
     step = la.get("simulated_step_s")
-    after = f"after the first batch {_f(la.get('steady_wait_fraction'), '.3f')}"
-    how = (
-        f"(simulated step {step * 1e3:.1f} ms; {after})"
-        if step
-        else "(no model step: ~1.0 by construction, see the verdict)"
-    )
+    how = "(no model step: ~1.0 by construction, see the verdict)"
+    if step:
+        how = f"(simulated step {step * 1e3:.1f} ms; after the first batch {_f(la.get('steady_wait_fraction'), '.3f')})"
     return [
         "throughput",
         f"  samples/s            {_f(th['samples_per_s'])}   (steady, after first batch: {_f(th['steady_samples_per_s'])})",
@@ -589,7 +565,7 @@ def _resource_lines(de: dict, me: dict, ca: dict) -> list[str]:
             f"RSS sum {_mib(me['peak_rss_sum_bytes'])} (double-counts shared pages)"
         )
     else:
-        lines.append("  /proc/<pid>/smaps_rollup unavailable: no RSS/PSS")
+        lines.append(f"  {NO_MEMORY}")
     ser = ca["series"]
     lines.append(
         f"byte cache  budget {_mib(ca['byte_budget'])}, peak reserved {_mib(ca['peak_reserved_bytes'])}, "
@@ -597,3 +573,225 @@ def _resource_lines(de: dict, me: dict, ca: dict) -> list[str]:
         f"last resident {_mib(ser['resident_bytes'][-1] if ser['resident_bytes'] else None)}"
     )
     return lines
+
+
+# --- the figure -------------------------------------------------------------------------------------
+STAGE_COLORS = {
+    # start-up: greys
+    "metadata": "#9e9e9e",
+    "sidecar": "#616161",
+    # work: distinct hues
+    "spans": "#8c564b",
+    "rows": "#e377c2",
+    "fetch": "#17becf",
+    "synthesize": "#bcbd22",
+    "decoder_open": "#9467bd",
+    "decode": "#1f77b4",
+    "assemble": "#2ca02c",
+    "transforms": "#ff7f0e",
+    # waits: warm/dark tones, drawn hatched
+    "decode_other": "#c49c94",
+    "worker_queue_wait": "#f7b6d2",
+    "admit_wait": "#ffbb78",
+    "main_batch_wait": "#d62728",
+}
+"""One distinct colour per stage (no two stages share one)."""
+
+
+def rolling_rate(t_s: list[float], samples: list[int], window: int) -> list[float]:
+    """Samples/s over the last ``window`` batches at each batch end (cumulated ``samples``,
+    end times ``t_s`` in seconds); the first points use the batches since the first one."""
+    out = []
+    for i in range(len(t_s)):
+        j = max(0, i - window)
+        t0, n0 = (t_s[j], samples[j]) if j < i else (0.0, 0)  # the first point: since the start
+        dt = t_s[i] - t0
+        out.append((samples[i] - n0) / dt if dt > 0 else 0.0)
+    return out
+
+
+def _title(report: dict) -> str:
+    cfg, th, ve = report.get("config", {}), report["throughput"], report.get("verdict") or {}
+    where = cfg.get("root") or cfg.get("repo_id") or "dataset"
+    cams = cfg.get("cameras")
+    parts = [
+        f"{where}: {cfg.get('episodes', '?')} episode(s)",
+        f"{len(cams)} camera(s)" if isinstance(cams, list) else None,
+        f"{cfg.get('num_workers', '?')} workers x {cfg.get('decode_threads', '?')} decode threads",
+        f"batch {cfg.get('batch_size', '?')}",
+        f"{th['steps']} batches in {th['wall_s']:.1f} s",
+    ]
+    head = "lerobotstream profile: " + ", ".join(p for p in parts if p)
+    text = [head] + textwrap.wrap(ve.get("text", ""), 120) + textwrap.wrap(ve.get("why", ""), 120)
+    return "\n".join(text)
+
+
+def require_matplotlib():
+    """``matplotlib.pyplot`` on the Agg backend (the CLI calls it before a ``--plot`` run).
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed (an ``ImportError``; the message says
+            how to install it).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "--plot needs matplotlib: pip install 'lerobotstream[plot]' (or drop --plot)",
+            package="matplotlib",
+            name=getattr(exc, "name", None) or "matplotlib",
+        ) from exc
+    return plt
+
+
+def plot_report(report: dict, path: str | os.PathLike) -> Path:
+    """Write the report's figure to ``path`` (PNG) atomically and return the path.
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed (an ``ImportError``).
+    """
+    plt = require_matplotlib()
+    path = Path(path)
+    height_in = 14.0
+    title = _title(report)
+    fig, axes = plt.subplots(4, 1, figsize=(10, height_in), gridspec_kw={"height_ratios": [3, 2, 3, 4.5]})
+    fig.suptitle(title, fontsize=9.5, x=0.02, ha="left", y=0.995)
+    title_top = 1.0 - (0.17 * (title.count("\n") + 1) + 0.2) / height_in
+    t = report["cache"]["series"]["t_s"]
+    tmax = max([*(t or [0.0]), *(report["memory"].get("series", {}).get("t_s") or [0.0])]) or 1.0
+
+    _plot_throughput(axes[0], report, tmax)
+    _plot_waits(axes[1], report, tmax)
+    _plot_memory(axes[2], report, tmax)
+    _plot_stages(axes[3], report)
+    fig.tight_layout()
+    fig.subplots_adjust(top=title_top - 0.015)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def _plot_throughput(ax: Any, report: dict, tmax: float) -> None:
+    """Samples/s: rolling line, steady mean, the model step's ceiling."""
+    th, ve = report["throughput"], report.get("verdict") or {}
+    t, n = report["cache"]["series"]["t_s"], report["cache"]["series"]["samples"]
+    if t:
+        window = max(3, min(20, len(t) // 5))
+        roll = rolling_rate(t, n, window)
+        ax.plot(t, roll, "-", color="#1f77b4", lw=1.8, label=f"rolling, last {window} batches")
+        top = max(roll)
+        steady = th.get("steady_samples_per_s")
+        if steady:
+            ax.axhline(steady, color="#ff7f0e", ls="--", lw=1.2, label=f"steady mean {steady:.1f} samples/s")
+            top = max(top, steady)
+        step_ms = ve.get("step_ms")
+        if step_ms:
+            cap = 1e3 * int(ve.get("batch_size") or 1) / step_ms
+            ax.axhline(
+                cap, color="#7f7f7f", ls=":", lw=1.2, label=f"model step {step_ms:g} ms allows {cap:.0f} samples/s"
+            )
+            top = max(top, cap)
+        ax.set_ylim(0, 1.25 * top if top > 0 else 1)
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlim(0, tmax * 1.02)
+    ax.set_xlabel("time since iter(loader) [s]")
+    ax.set_ylabel("samples/s")
+    ax.set_title("throughput", fontsize=10)
+
+
+def _plot_waits(ax: Any, report: dict, tmax: float) -> None:
+    """What the GPU waits for, batch by batch (ms), against the model step or the loader's pace."""
+    la, ve = report["latency"], report.get("verdict") or {}
+    bt, bw = la.get("series", {}).get("t_s") or [], la.get("series", {}).get("batch_wait_s") or []
+    if bw:
+        ms = [1e3 * w for w in bw]
+        ax.vlines(bt[1:], 0, ms[1:], color="#d62728", lw=1.5, label="next(loader) blocked")
+        later = ms[1:] or ms
+        ymax = max(later) * 1.15 if max(later) > 0 else 1.0
+        step, pace = ve.get("step_ms"), ve.get("loader_ms_per_batch")
+        if step:
+            ax.axhline(step, color="#7f7f7f", ls=":", lw=1.2, label=f"model step {step:g} ms")
+        elif pace:  # with a step, the loader's time per batch is the run's pace
+            ax.axhline(pace, color="#ff7f0e", ls="--", lw=1.2, label=f"loader time per batch {pace:.0f} ms")
+        ymax = max(ymax, (step or pace or 0) * 1.15)
+        ax.set_ylim(0, ymax)
+        ax.annotate(
+            f"first batch {bw[0]:.2f} s (start-up)",
+            xy=(bt[0], min(ms[0], ymax * 0.95)),
+            xytext=(4, -12),
+            textcoords="offset points",
+            fontsize=8,
+            color="#9e9e9e",
+        )
+        ax.vlines([bt[0]], 0, min(ms[0], ymax), color="#9e9e9e", lw=1.5)
+        ax.legend(loc="upper right", fontsize=8)
+    step = la.get("simulated_step_s")
+    frac = la.get("steady_wait_fraction") if step else la.get("data_wait_fraction")
+    how = " after the first batch)" if step else "; no model step, so ~100% by construction)"
+    ax.set_title("GPU wait per batch" + ("" if frac is None else f" ({100 * frac:.0f}% of the time{how}"), fontsize=10)
+    ax.set_xlim(0, tmax * 1.02)
+    ax.set_ylabel("ms")
+    ax.set_xlabel("time [s]")
+
+
+def _plot_memory(ax: Any, report: dict, tmax: float) -> None:
+    """PSS and RSS sums of every process (MiB), and the byte cache (reserved, resident) beside."""
+    ser, mem = report["cache"]["series"], report["memory"].get("series", {})
+    mib = lambda xs: [b / 2**20 for b in xs]  # noqa: E731
+    if mem.get("t_s"):
+        ax.plot(mem["t_s"], mib(mem["pss_sum_bytes"]), color="#1f77b4", label="PSS, all processes")
+        ax.plot(
+            mem["t_s"], mib(mem["rss_sum_bytes"]), "--", color="#ff7f0e", label="RSS sum (double counts shared pages)"
+        )
+        ax.set_ylim(0, 1.35 * max(mem["rss_sum_bytes"]) / 2**20)  # room for the legends
+        ax.legend(loc="upper left", fontsize=8)
+    else:
+        ax.text(0.5, 0.5, NO_MEMORY, transform=ax.transAxes, ha="center", fontsize=9, color="#7f7f7f")
+    ax.set_ylabel("process memory [MiB]")
+    ax.set_xlim(0, tmax * 1.02)
+    if ser["t_s"]:
+        ax2 = ax.twinx()
+        ax2.step(ser["t_s"], mib(ser["reserved_bytes"]), color="#2ca02c", where="post", label="cache reserved")
+        ax2.step(ser["t_s"], mib(ser["resident_bytes"]), ":", color="#9467bd", where="post", label="cache resident")
+        ax2.set_ylim(0, max(1e-3, max(ser["reserved_bytes"]) / 2**20) * 1.35)
+        ax2.set_ylabel("byte cache [MiB]")
+        ax2.legend(loc="upper right", fontsize=8)
+    ax.set_xlabel("time [s]")
+    ax.set_title("memory (PSS sum = true footprint of main + workers)", fontsize=10)
+
+
+def _plot_stages(ax: Any, report: dict) -> None:
+    """Seconds per stage: one bar each, grouped start-up / work / waits (hatched)."""
+    secs = report["stages"]["seconds"]
+    kind = report["stages"].get("kind", STAGE_KIND)
+    work_total = sum(v for k, v in secs.items() if v and kind.get(k) == "work")
+    rows: list[tuple[str, str, float]] = []
+    for group in ("start-up", "work", "wait"):
+        rows += [(name, group, float(secs.get(name) or 0.0)) for name, _ in STAGES if kind.get(name) == group]
+    ys, y = [], 0.0
+    for i, (_name, group, _v) in enumerate(rows):
+        if i and rows[i - 1][1] != group:
+            y += 0.6  # a gap between groups
+        ys.append(y)
+        y += 1.0
+    vmax = max([v for _, _, v in rows] + [1e-9])
+    for yy, (name, group, v) in zip(ys, rows):
+        style = dict(hatch="//", edgecolor="#404040") if group == "wait" else dict(hatch=None, edgecolor="white")
+        ax.barh([yy], [v], color=STAGE_COLORS.get(name, "#7f7f7f"), lw=0.5, **style)
+        share = f" ({100 * v / work_total:.0f}% of work)" if group == "work" and work_total > 0 else ""
+        ax.text(v + vmax * 0.01, yy, f"{v:.2f} s{share}", va="center", fontsize=8)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([f"{name} [{group}]" for name, group, _ in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, vmax * 1.3)
+    st = report["stages"]
+    label = f"seconds, summed over {st['processes']} process(es) and their threads"
+    if st.get("busy_threads") is not None:
+        label += f"; work {st['work_s']:.2f} s = {st['busy_threads']:.1f} threads busy on average, {st['cpu_count']} CPU core(s)"
+    ax.set_xlabel(label, fontsize=9)
+    ax.set_title("stage breakdown: start-up, work, waits (hatched: a thread blocked)", fontsize=10)

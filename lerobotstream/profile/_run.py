@@ -1,14 +1,11 @@
-"""One profiled run: the streaming dataset through the loader training uses (``StreamLoader`` in
-threads or processes mode, or torch's DataLoader), no model, with its stats.
+"""One profiled run: the streaming dataset through the loader training uses (``StreamLoader`` or
+torch's DataLoader), no model.
 
-Side channel: the dataset is wrapped in :class:`ProfiledStream` (DataLoader) or
-:class:`ProfiledShards` (``StreamLoader``), which adds to every item, wherever its shard is
-iterated, one JSON string under :data:`STATS_KEY`: that shard's ``stats()`` snapshot, its pid,
-worker id and wall clock. The main process pops them from the collated batch before the "model"
-sees it and keeps the latest snapshot per (pid, worker): no dataset hook is needed. Memory is
-sampled from ``/proc`` (:mod:`lerobotstream.profile._memory`) on a timer and at deterministic
-points: once the workers have started, after each batch (unless the timer read within the
-interval) and before the workers stop.
+:class:`ProfiledStream` (DataLoader) or :class:`ProfiledShards` (``StreamLoader``) adds to every item
+one JSON string under :data:`STATS_KEY`: its shard's ``stats()`` snapshot, pid, worker id and wall
+clock; the main process pops them from the collated batch and keeps the latest per (pid, worker).
+Memory is sampled from ``/proc`` (:mod:`lerobotstream.profile._memory`) on a timer, once the workers
+have started, after each batch (unless the timer read within the interval) and before they stop.
 """
 
 from __future__ import annotations
@@ -24,10 +21,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from lerobotstream.dataset._collate import PackedCollate, lerobot_collate_fn
 from lerobotstream.errors import worker_error
+from lerobotstream.loader import StreamLoader
 from lerobotstream.profile._memory import MemorySampler
-
-__all__ = ["STATS_KEY", "LOADERS", "ProfiledStream", "ProfiledShards", "TimedTransform", "profile_dataset"]
 
 STATS_KEY = "__lrs_stats__"
 """Batch key of the per-item stats snapshots (JSON strings); removed before the batch is returned."""
@@ -119,35 +116,31 @@ def profile_dataset(
     multiprocessing_context: str | None = None,
     loader: str = "dataloader",
 ) -> dict:
-    """Run ``ds`` through ``loader`` (``StreamLoader`` in its ``auto``, ``threads`` or
-    ``processes`` mode, or ``DataLoader``) with ``batch_size`` and ``num_workers`` for ``steps``
-    batches, no model, collated as ``lerobotstream-train`` collates (``PackedCollate`` over ``default_collate``, or
-    over ``lerobot_collate_fn`` for a dataset with language columns). Image transforms are timed
-    (the report's ``transforms`` stage) when the dataset was built with
-    ``image_transforms=TimedTransform(fn)`` (its options are frozen: they are not wrapped here).
+    """Run ``ds`` through ``loader`` for ``steps`` batches, no model, collated as
+    ``lerobotstream-train`` collates (``PackedCollate`` over ``default_collate``, or over
+    ``lerobot_collate_fn`` with language columns). Image transforms are timed (the ``transforms``
+    stage) when ``ds`` was built with ``image_transforms=TimedTransform(fn)``.
 
     Args:
         ds: a :class:`~lerobotstream.StreamingLeRobotDataset` (anything iterable with ``stats()``).
-        num_workers: DataLoader worker processes, or ``StreamLoader``'s shards (0: iterate in this process).
+        num_workers: DataLoader worker processes, or ``StreamLoader``'s shards (0: this process).
         batch_size: items per batch.
         steps: batches to draw (fewer if the epoch ends first).
         step_s: simulated model step, seconds slept after each batch (0: none).
-        memory_interval_s: seconds between timer RSS/PSS samples; readings are also taken once
-            the workers have started, after each batch (unless one is younger than this) and
-            before the workers stop.
-        metadata_s: seconds the caller spent constructing ``ds`` (reported as the metadata stage).
-        prefetch_factor, persistent_workers, multiprocessing_context: the DataLoader's (used only
-            with workers; None: torch's defaults, 2 batches per worker and the platform's start
-            method). ``lerobotstream-train`` on LeRobot 0.6 runs 4, True and ``"spawn"``; a
-            ``StreamLoader`` takes ``prefetch_factor`` as its ``prefetch_batches`` and the context
-            for its worker processes.
+        memory_interval_s: seconds between timer RSS/PSS samples.
+        metadata_s: seconds the caller spent constructing ``ds`` (the metadata stage).
+        prefetch_factor, persistent_workers, multiprocessing_context: the DataLoader's (with
+            workers only; None: torch's defaults); a ``StreamLoader`` takes ``prefetch_factor`` as
+            its ``prefetch_batches`` and the context for its worker processes.
         loader: one of :data:`LOADERS`.
 
     Returns:
-        dict (:func:`~lerobotstream.profile.build_report` reads it): ``wall_s``, ``first_batch_s``, ``batch_wait_s`` (list, s), ``batch_t_s`` (end time of
-        each batch, s since start), ``samples``, ``frames``, ``anchors`` ((episode, frame) pairs; (dataset, episode, frame) for a mixture
-        delivered), ``snapshots`` (latest ``stats()`` per process and shard), ``timeline`` (per batch: cumulated
-        samples/frames, reserved/resident/fetched bytes summed over pids), ``memory``.
+        dict (:func:`~lerobotstream.profile.build_report` reads it): ``wall_s``, ``first_batch_s``,
+        ``batch_wait_s`` (list, s), ``batch_t_s`` (end time of each batch, s since start),
+        ``samples``, ``frames``, ``anchors`` (delivered (episode, frame) pairs; (dataset, episode,
+        frame) for a mixture), ``snapshots`` (latest ``stats()`` per process and shard),
+        ``timeline`` (per batch: cumulated samples/frames, reserved/resident/fetched bytes summed
+        over pids), ``memory``.
     """
     if loader not in LOADERS:
         raise ValueError(f"loader must be one of {', '.join(LOADERS)}, got {loader!r}")
@@ -230,20 +223,11 @@ def _make_loader(
 ) -> tuple[Any, str, int]:
     """``(batches, name for the report, batches made ahead of the consumer)`` for ``loader``,
     collated as ``lerobotstream-train`` collates (see :func:`profile_dataset`)."""
-    from lerobotstream.dataset._collate import PackedCollate, lerobot_collate_fn
-
     language = bool(getattr(getattr(ds, "meta", None), "has_language_columns", False))
     collate = PackedCollate(lerobot_collate_fn if language else None)
     if loader == "dataloader":
-        workers = (
-            dict(
-                prefetch_factor=prefetch_factor,
-                persistent_workers=bool(persistent_workers),
-                multiprocessing_context=multiprocessing_context,
-            )
-            if int(num_workers) > 0
-            else {}
-        )
+        mp = dict(prefetch_factor=prefetch_factor, multiprocessing_context=multiprocessing_context)
+        workers = {**mp, "persistent_workers": bool(persistent_workers)} if int(num_workers) > 0 else {}
         batches = DataLoader(
             ProfiledStream(ds), batch_size=batch_size, num_workers=num_workers, collate_fn=collate, **workers
         )
@@ -251,8 +235,6 @@ def _make_loader(
             return batches, "DataLoader, in this process", 0
         name = f"DataLoader, {num_workers} {multiprocessing_context or 'default-start'} workers"
         return batches, name, (prefetch_factor or 2) * int(num_workers)
-    from lerobotstream.loader import StreamLoader
-
     batches = StreamLoader(
         ProfiledShards(ds),
         batch_size,
@@ -303,10 +285,8 @@ class _Tally:
         ep, fr = batch.get("episode_index"), batch.get("frame_index")
         if isinstance(ep, torch.Tensor) and isinstance(fr, torch.Tensor):
             di = batch.get("dataset_index")
-            if isinstance(di, torch.Tensor):  # a mixture: (dataset, episode, frame)
-                self.anchors.extend(zip(di.reshape(-1).tolist(), ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
-            else:
-                self.anchors.extend(zip(ep.reshape(-1).tolist(), fr.reshape(-1).tolist()))
+            cols = [di, ep, fr] if isinstance(di, torch.Tensor) else [ep, fr]  # a mixture: (dataset, episode, frame)
+            self.anchors.extend(zip(*(c.reshape(-1).tolist() for c in cols)))
         snaps = [x["stats"] for x in self.latest.values()]
         self.timeline.append(
             {

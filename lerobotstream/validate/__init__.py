@@ -1,18 +1,16 @@
 """Every defect of a LeRobotDataset v3 in one report, from headers only.
 
 ``validate_dataset`` reads ``meta/``, the ``data/`` Parquet footers and statistics and the MP4
-headers (never the video payload, unless ``decode_sample`` asks for frames) and reports each
-defect once, where it is, as a :class:`Finding`, with a per-camera summary. Where training has a
-rule, the validator calls it — ``DatasetMeta.load(problems=[])``, ``sidecar.validate_source``,
-``parquet.episode_rows_problem`` / ``index_problem`` / ``task_index_problem`` / ``footer_rows_problem``,
-``features.data_columns_problem`` — and collects the :class:`~lerobotstream.errors.Problem` s
-training raises on. Its own checks (samples outside ``mdat``, shifted windows, ``meta/stats.json``,
-index gaps) report a warning where training tolerates the defect.
-CLI: ``python -m lerobotstream.validate`` (``lerobotstream-validate``); JSON layout: docs/validate.md.
+headers (the video payload only for ``decode_sample``) and reports each defect once, where it is,
+as a :class:`Finding`, with a per-camera summary. Where training has a rule, the validator collects
+the :class:`~lerobotstream.errors.Problem` s training raises on (``DatasetMeta.load(problems=[])``,
+``sidecar.validate_source``, ``parquet.*_problem``, ``features.data_columns_problem``); its own
+checks (samples outside ``mdat``, shifted windows, ``meta/stats.json``, index gaps) warn where
+training tolerates the defect. CLI: ``python -m lerobotstream.validate``; JSON layout: docs/validate.md.
 
-Modules: ``_scan`` (the files, on a thread pool), ``_tables`` (metadata beyond the loader's checks,
-Parquet footers), ``_rows`` (per-row columns), ``_videos`` / ``_codec`` (MP4 headers), ``_decode``
-(``decode_sample``), ``_findings`` (codes, the report), ``_report`` (per camera, text).
+Modules: ``_scan`` (the files, on a thread pool; ``decode_sample``), ``_tables`` (metadata beyond
+the loader's checks, Parquet footers, per-row columns), ``_videos`` (MP4 headers, stream
+format), ``_findings`` (codes, the report, per camera, text).
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lerobotstream import constants
-from lerobotstream.validate._findings import Finding, Report, problem_findings
+from lerobotstream.validate._findings import Finding, Report, camera_summaries, faststart_findings, problem_findings
 
 __all__ = ["validate_dataset", "Report", "Finding"]
 
@@ -58,10 +56,9 @@ def validate_dataset(
         seed: seed of the frames ``decode_sample`` draws.
         workers: threads reading (>= 1; default 8 on a local folder, 32 on a remote store,
             whose round trips they overlap: about 2 requests per MP4).
-        headers_only: read only the headers (Parquet footers and statistics, MP4 headers), not
-            the per-row columns ``episode_index``, ``frame_index``, ``index``, ``timestamp``: the
-            row counts then come from statistics where they can, and ``frame_index``, ``index``
-            values and timestamps are not checked (docs/validate.md: what each costs).
+        headers_only: read only the headers (Parquet footers and statistics, MP4 headers), not the
+            per-row columns: row counts come from statistics where they can; ``frame_index``,
+            ``index`` and timestamps go unchecked (docs/validate.md: what each costs).
         progress: a tqdm bar on stderr over the files.
         source: an already opened ``ByteSource`` (overrides ``root``/``revision``).
 
@@ -72,17 +69,14 @@ def validate_dataset(
 
     Raises:
         MetadataError: ``meta/info.json``, an episode shard or ``tasks.parquet`` cannot be read at
-            all, or ``episodes`` names an episode the dataset lacks (nothing else can be checked;
-            ``code="episodes_unknown"``).
+            all, or ``episodes`` names an episode the dataset lacks (``code="episodes_unknown"``).
         UnsupportedDatasetVersionError: not a v3 dataset.
         SourceError: the root cannot be opened (``SourceProtocolError``: an unknown URL protocol).
         StreamingConfigError: ``workers``, ``decode_sample`` or ``tolerance_s`` break their rule
-            (``_scan.check_arguments``; a ``ValueError``), or ``tolerance_s >= 0.5 / fps`` (training's
-            ``check_tolerance``).
+            (``_scan.check_arguments``), or ``tolerance_s >= 0.5 / fps`` (training's ``check_tolerance``).
     """
     from lerobotstream.meta import DatasetMeta
     from lerobotstream.options import check_tolerance
-    from lerobotstream.validate._report import camera_summaries, faststart_findings
     from lerobotstream.validate._scan import check_arguments, counters, scan_files
     from lerobotstream.validate._tables import depth_findings, index_gap_findings, stats_findings, to_timestamp_findings
 
@@ -101,9 +95,11 @@ def validate_dataset(
     full = episodes is None
     # what DatasetMeta.load collected, then the metadata's checks beyond it
     findings = problem_findings(problems) + index_gap_findings(meta, full) + stats_findings(meta) + depth_findings(meta)
-    scan = scan_files(
+    scan = dict.fromkeys(("video_files", "data_files", "requests", "bytes_read", "decoded_frames", "decoded_images"), 0)
+    found, summaries = scan_files(
         source,
         meta,
+        scan,
         skip={f.file for f in findings if f.code in ("file_missing", "file_unreadable")},  # said once
         full=full,
         tolerance_s=tolerance_s,
@@ -113,11 +109,12 @@ def validate_dataset(
         headers_only=headers_only,
         progress=progress,
     )
-    findings += scan.findings
-    findings += faststart_findings(scan.summaries)
+    findings += found + faststart_findings(summaries)
     shifted = {(e, f.camera) for f in findings if f.code == "window_shift" for e in f.episodes}  # reported there
     findings += to_timestamp_findings(meta, tolerance_s, skip=shifted)
     after = counters(source)
+    scan.update(requests=after[0] - before[0], bytes_read=after[1] - before[1])
+    scan["elapsed_s"] = round(time.perf_counter() - t0, 3)
     return Report(
         dataset={
             "repo_id": meta.repo_id,
@@ -131,26 +128,13 @@ def validate_dataset(
             "headers_only": bool(headers_only),
         },
         findings=sorted(findings, key=_order),
-        cameras=camera_summaries(meta, scan.summaries, tolerance_s),
-        scan={
-            "video_files": scan.video_files,
-            "data_files": scan.data_files,
-            "requests": after[0] - before[0],
-            "bytes_read": after[1] - before[1],
-            "decoded_frames": scan.decoded_frames,
-            "decoded_images": scan.decoded_images,
-            "elapsed_s": round(time.perf_counter() - t0, 3),
-        },
+        cameras=camera_summaries(meta, summaries, tolerance_s),
+        scan=scan,
         checked=[int(ep.episode_index) for ep in meta.episodes],
     )
 
 
 def _order(f: Finding) -> tuple:
     """Errors first, then by code, episode, camera, file (a stable order for reports and tests)."""
-    return (
-        f.severity != "error",
-        f.code,
-        -1 if f.episode_index is None else f.episode_index,
-        f.camera or "",
-        f.file or "",
-    )
+    ep = -1 if f.episode_index is None else f.episode_index
+    return (f.severity != "error", f.code, ep, f.camera or "", f.file or "")

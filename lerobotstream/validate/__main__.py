@@ -50,22 +50,14 @@ def parse_episodes(tokens: Sequence[str] | None) -> list[int | range] | None:
             if not part:
                 continue
             try:
-                if "-" in part[1:]:
-                    a, b = part.split("-", 1)
-                    lo, hi = int(a), int(b)
-                    if hi < lo or lo < 0:
-                        raise ValueError
-                    out.append(range(lo, hi + 1))
-                else:
-                    out.append(int(part))
-                    if out[-1] < 0:
-                        raise ValueError
+                a, dash, b = part.partition("-") if "-" in part[1:] else (part, "", part)
+                lo, hi = int(a), int(b)
+                if hi < lo or lo < 0:
+                    raise ValueError
+                out.append(range(lo, hi + 1) if dash else lo)
             except ValueError:
-                raise StreamingConfigError(
-                    f"--episodes: {part!r} is not an episode index or a range a-b (e.g. --episodes 0-9 20)",
-                    option="--episodes",
-                    value=part,
-                ) from None
+                text = f"--episodes: {part!r} is not an episode index or a range a-b (e.g. --episodes 0-9 20)"
+                raise StreamingConfigError(text, option="--episodes", value=part) from None
     return out
 
 
@@ -80,20 +72,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "root_arg",
         nargs="?",
-        default=None,
         metavar="ROOT",
         help="the dataset: a local folder or URL, as --root (either form; not both)",
     )
-    p.add_argument("--repo-id", default=None, help="Hub dataset OWNER/NAME (read from the Hub unless a root is given)")
-    p.add_argument("--root", default=None, help="local folder or URL (http(s)://, hf://, any fsspec URL)")
-    p.add_argument("--revision", default=None, help="branch, tag or commit of a Hub dataset (default: main)")
-    p.add_argument("--endpoint", default=None, help="Hub URL (default: HF_ENDPOINT)")
+    p.add_argument("--repo-id", help="Hub dataset OWNER/NAME (read from the Hub unless a root is given)")
+    p.add_argument("--root", help="local folder or URL (http(s)://, hf://, any fsspec URL)")
+    p.add_argument("--revision", help="branch, tag or commit of a Hub dataset (default: main)")
+    p.add_argument("--endpoint", help="Hub URL (default: HF_ENDPOINT)")
     p.add_argument(
-        "--episodes",
-        nargs="+",
-        default=None,
-        metavar="E",
-        help="episodes to check: indices and ranges, e.g. 0-9 20 (default: all)",
+        "--episodes", nargs="+", metavar="E", help="episodes to check: indices and ranges, e.g. 0-9 20 (default: all)"
     )
     p.add_argument(
         "--headers-only",
@@ -103,7 +90,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--json",
-        default=None,
         metavar="OUT",
         help="also write the findings and summary as JSON to the "
         "file OUT, atomically (layout: docs/validate.md; - for stdout)",
@@ -128,10 +114,7 @@ def _parser() -> argparse.ArgumentParser:
         help=f"allowed timestamp error, seconds (default: {constants.DEFAULT_TOLERANCE_S:g}, as LeRobot)",
     )
     p.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="threads reading headers (default: 8 on a local folder, 32 on a remote store)",
+        "--workers", type=int, help="threads reading headers (default: 8 on a local folder, 32 on a remote store)"
     )
     p.add_argument("--examples", type=int, default=3, help="examples printed per finding code (default: 3)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -150,29 +133,18 @@ def _check_args(args: argparse.Namespace) -> None:
     from lerobotstream.validate._scan import check_arguments
 
     if args.root_arg is not None and args.root is not None and args.root_arg != args.root:
-        raise StreamingConfigError(
-            f"give the dataset once: ROOT {args.root_arg!r} and --root {args.root!r} differ",
-            option="--root",
-            value=args.root,
-        )
+        text = f"give the dataset once: ROOT {args.root_arg!r} and --root {args.root!r} differ"
+        raise StreamingConfigError(text, option="--root", value=args.root)
     args.root = args.root if args.root is not None else args.root_arg
     if args.root is None and args.repo_id is None:
         raise StreamingConfigError(
             "give ROOT or --root (a dataset folder or URL) and/or --repo-id (a Hub dataset); see --help"
         )
-    check_arguments(
-        decode_sample=args.decode_sample,
-        workers=args.workers,
-        tolerance_s=args.tolerance_s,
-        names={"decode_sample": "--decode-sample", "workers": "--workers", "tolerance_s": "--tolerance-s"},
-    )
+    check_arguments(decode_sample=args.decode_sample, workers=args.workers, tolerance_s=args.tolerance_s, cli=True)
     require("--examples", args.examples, args.examples >= 0, "an int >= 0")
     if args.print_good_episodes and args.json == "-":
-        raise StreamingConfigError(
-            "--print-good-episodes and --json - both write to stdout: give --json a file",
-            option="--print-good-episodes",
-            value=True,
-        )
+        text = "--print-good-episodes and --json - both write to stdout: give --json a file"
+        raise StreamingConfigError(text, option="--print-good-episodes", value=True)
     if args.json not in (None, "-"):
         check_output_file(args.json, flag="--json")
 
@@ -181,7 +153,7 @@ def _run(args: argparse.Namespace) -> int:
     from lerobotstream._atomic import write_text_atomic
     from lerobotstream.errors import MetadataError, StreamingConfigError
     from lerobotstream.validate import validate_dataset
-    from lerobotstream.validate._report import render
+    from lerobotstream.validate._findings import render
 
     _check_args(args)
     try:

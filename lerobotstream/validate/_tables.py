@@ -1,19 +1,34 @@
 """Checks of the tabular side: what the metadata says beyond ``DatasetMeta.load``'s own checks
-(index gaps, ``to_timestamp``, depth encodings, ``meta/stats.json`` shapes), and the ``data/``
-Parquet files from their footers and row-group statistics (no column data is read)."""
+(index gaps, ``to_timestamp``, depth encodings, ``meta/stats.json`` shapes), the ``data/`` Parquet
+files from their footers and row-group statistics, and their per-row columns
+(``episode_index``, ``frame_index``, ``index``, ``task_index``, ``timestamp``: their column chunks
+only, a few bytes per frame) with each episode's timestamps against its video windows.
+
+Per episode, in the order training meets them (the first that fails is the episode's problem): its
+rows (``parquet.episode_rows_problem``: row count, then ``frame_index`` exactly ``0..length-1``),
+``index`` (``parquet.index_problem``), ``task_index`` (``parquet.task_index_problem``), timestamps
+(finite, the first 0, each ``frame_index / fps`` within ``tolerance_s``: LeRobot's writer), and per
+camera where ``from_timestamp + timestamp`` lands: within ``tolerance_s`` of one of the episode's
+own frames (``mp4.frames_within_tolerance``, the decoder's rule). Problems of one code become one
+finding listing every episode.
+"""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from lerobotstream.constants import STATS_PATH
-from lerobotstream.errors import LeRobotStreamError, SourceError
+from lerobotstream.constants import INFO_PATH, STATS_PATH
+from lerobotstream.errors import LeRobotStreamError, MetadataError, Problem, SourceError
 from lerobotstream.features import REQUIRED_DATA_COLUMNS, data_columns_problem, frame_hwc
-from lerobotstream.parquet import _column_index, _short  # the reader's own helpers
+from lerobotstream.mp4._tolerance import frames_within_tolerance, within_tolerance
+from lerobotstream.parquet import _column_index, _short, episode_rows_problem, index_problem, task_index_problem
 from lerobotstream.validate._findings import Finding, finding, read_code
 
 _STAT_NAMES = ("min", "max", "mean", "std")
@@ -26,15 +41,8 @@ def index_gap_findings(meta: Any, full: bool) -> list[Finding]:
     out, prev = [], 0
     for ep in meta.episodes:
         if ep.dataset_from_index > prev:
-            out.append(
-                finding(
-                    "index_gap",
-                    f"episode {ep.episode_index} starts at dataset_from_index="
-                    f"{ep.dataset_from_index} but the episodes before it end at {prev}",
-                    episode_index=ep.episode_index,
-                    file=ep.shard or None,
-                )
-            )
+            text = f"episode {ep.episode_index} starts at dataset_from_index={ep.dataset_from_index} but the episodes before it end at {prev}"
+            out.append(finding("index_gap", text, episode_index=ep.episode_index, file=ep.shard or None))
         prev = max(prev, ep.dataset_to_index)
     return out
 
@@ -74,12 +82,8 @@ def stats_findings(meta: Any) -> list[Finding]:
                 add("stats_shape", f"{key}/{name} is not a numeric array")
                 continue
             if allowed and arr.shape not in allowed:
-                shape = list(feat.get("shape") or [])
-                add(
-                    "stats_shape",
-                    f"{key}/{name} has shape {list(arr.shape)} but the feature's shape {shape} "
-                    f"({feat.get('dtype')}) needs {list(allowed[0])}",
-                )
+                want = f"the feature's shape {list(feat.get('shape') or [])} ({feat.get('dtype')}) needs {list(allowed[0])}"
+                add("stats_shape", f"{key}/{name} has shape {list(arr.shape)} but {want}")
         for name, arr in arrays.items():
             if arr.size and not np.all(np.isfinite(arr)):
                 add("stats_nonfinite", f"{key}/{name} holds NaN or infinite values")
@@ -102,14 +106,11 @@ def _bounds(md: Any, col: int | None) -> list[tuple[int, int, int] | None]:
 
 
 def _shape_findings(md: Any, path: str, features: dict, eps: list[int], reader: Any = None) -> list[Finding]:
-    """Each numeric column's per-row shape against info.json's (``features.row_shape_matches``,
-    the rule item assembly applies to the rows it reads), from the footer: the list nesting of the
-    column's type and its leaf values per row (column-chunk ``num_values``). Columns with nulls are
-    skipped, as assembly skips them. Rows of different lengths, with ``reader`` (the per-row run):
-    the column is read to name the first row off the declared shape as training does (episode,
-    ``row k (frame_index k)``: ``features.row_off_shape``)."""
-    import pyarrow as pa
-
+    """Each numeric column's per-row shape against info.json's (``features.row_shape_matches``, item
+    assembly's rule), from the footer: the list nesting of the column's type and its leaf values per
+    row (column-chunk ``num_values``); columns with nulls are skipped, as assembly skips them. Rows
+    of different lengths, with ``reader``: the column is read to name the first row off the shape
+    as training does (``features.row_off_shape``)."""
     from lerobotstream.features import row_shape_matches
 
     if md.num_row_groups == 0 or md.num_rows == 0:
@@ -171,26 +172,17 @@ def _image_type_findings(md: Any, path: str, images: Sequence[str], eps: list[in
     (``features.is_image_column_type``), from the footer's schema."""
     from lerobotstream.features import is_image_column_type
 
-    schema = md.schema.to_arrow_schema()
-    return [
-        finding(
-            "data_image",
-            f"{path}: image feature {key!r} is stored as {schema.field(key).type}, not a {{bytes, path}} struct",
-            camera=key,
-            file=path,
-            episodes=eps,
-        )
-        for key in images
-        if key in schema.names and not is_image_column_type(schema.field(key).type)
-    ]
+    schema, out = md.schema.to_arrow_schema(), []
+    for key in (k for k in images if k in schema.names):
+        if not is_image_column_type(t := schema.field(key).type):
+            text = f"{path}: image feature {key!r} is stored as {t}, not a {{bytes, path}} struct"
+            out.append(finding("data_image", text, camera=key, file=path, episodes=eps))
+    return out
 
 
 def _off_row(reader: Any, path: str, name: str, want: tuple, eps: list[int]) -> tuple[int, int, int, int] | None:
     """The first row of ``path`` whose ``name`` is off the declared shape (``features.row_off_shape``,
     item assembly's rule), as ``(episode_index, frame_index, axis, values)``; None if it cannot be read."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     from lerobotstream.features import row_off_shape
 
     try:
@@ -209,9 +201,7 @@ def _off_row(reader: Any, path: str, name: str, want: tuple, eps: list[int]) -> 
     return int(table.column("episode_index")[k].as_py()), int(table.column("frame_index")[k].as_py()), axis, n
 
 
-def merged_file_findings(
-    findings: Sequence[Finding], codes: Sequence[str] = ("data_shape", "data_image")
-) -> list[Finding]:
+def merged_findings(findings: Sequence[Finding], codes: Sequence[str] = ("data_shape", "data_image")) -> list[Finding]:
     """Findings of ``codes`` that say the same of several data files (a feature info.json
     declares wrongly is wrong in every file) as one, listing every episode; the others unchanged.
     Such a finding's message is ``"<file>: <what>"``."""
@@ -226,18 +216,9 @@ def merged_file_findings(
         if len(items) == 1:
             out.append(items[0])
             continue
-        files = sorted(f.file for f in items)
-        out.append(
-            Finding(
-                severity,
-                code,
-                None,
-                camera,
-                None,
-                f"{files[0]} and {len(files) - 1} more data file(s): {text}",
-                sorted({e for f in items for e in f.episodes}),
-            )
-        )
+        files, eps = sorted(f.file for f in items), sorted({e for f in items for e in f.episodes})
+        text = f"{files[0]} and {len(files) - 1} more data file(s): {text}"
+        out.append(Finding(severity, code, None, camera, None, text, eps))
     return out
 
 
@@ -259,26 +240,19 @@ def data_findings(
     Args:
         reader: ``parquet.EpisodeParquetReader`` (its footer read: the same code as training's).
         episodes: ``EpisodeInfo`` of the selected episodes stored in ``path``.
-        declared: info.json's features (the columns a data file must have:
-            ``features.data_columns_problem``, item assembly's rule, and ``episode_index``).
+        declared: info.json's features (the columns a file must have: ``features.data_columns_problem``).
         full_file: every episode stored in the file is selected (row totals can be compared).
         features: info.json's numeric features (the shape check; None: skipped).
         images: info.json's ``image`` features (their column type is checked).
-        rows: the per-row columns are checked too (``validate._rows``).
+        rows: the per-row columns are checked too (:func:`file_rows`).
     """
     eps = sorted(int(e.episode_index) for e in episodes)
     try:
         md = reader.metadata(path, episodes=eps)
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
-        return [
-            finding(
-                read_code(e, "data_unreadable"),
-                str(e) if path in str(e) else f"{path}: {e}",  # the reader's errors name the file
-                file=path,
-                episodes=eps,
-                episode_index=eps[0] if len(eps) == 1 else None,
-            )
-        ]
+        text = str(e) if path in str(e) else f"{path}: {e}"  # the reader's errors name the file
+        one = eps[0] if len(eps) == 1 else None
+        return [finding(read_code(e, "data_unreadable"), text, file=path, episodes=eps, episode_index=one)]
     out: list[Finding] = []
     required = ("episode_index", *REQUIRED_DATA_COLUMNS)  # the reader's column, then item assembly's
     problem = data_columns_problem(md.schema.to_arrow_schema().names, declared, required=required)
@@ -313,10 +287,8 @@ def data_findings(
         out.append(finding("data_rows", text, file=path, episodes=eps))
     rows_off = any(f.code == "data_rows" for f in out)  # the index range follows the rows: reported once
     if not rows_off and md.num_row_groups and ix_col is not None and all(b is not None for b in ix_bounds):
-        lo = min(b[0] for b in ix_bounds)  # type: ignore[index]
-        hi = max(b[1] for b in ix_bounds)  # type: ignore[index]
-        want_lo = min(int(e.dataset_from_index) for e in episodes)
-        want_hi = max(int(e.dataset_to_index) for e in episodes) - 1
+        lo, hi = min(b[0] for b in ix_bounds), max(b[1] for b in ix_bounds)  # type: ignore[index]
+        want_lo, want_hi = min(e.dataset_from_index for e in episodes), max(e.dataset_to_index for e in episodes) - 1
         if (full_file and (lo, hi) != (want_lo, want_hi)) or lo > want_lo or hi < want_hi:
             text = (
                 f"{path}: its `index` column spans [{lo}, {hi}] but the episodes {_short(eps)} it holds have "
@@ -329,9 +301,6 @@ def data_findings(
 def depth_findings(meta: Any) -> list[Finding]:
     """Depth cameras whose declared encoding cannot be decoded: the construction's own check
     (``DatasetMeta.depth_quantizer``, which raises ``MetadataError``)."""
-    from lerobotstream.constants import INFO_PATH
-    from lerobotstream.errors import MetadataError
-
     out = []
     for key in meta.depth_keys:
         if key not in meta.video_keys:
@@ -356,15 +325,182 @@ def to_timestamp_findings(meta: Any, tolerance_s: float, skip: set = frozenset()
                 bad[cam].append((int(ep.episode_index), d))
     out = []
     for cam, items in sorted(bad.items()):
-        e0, d0 = items[0]
+        (e0, d0), one = items[0], items[0][0] if len(items) == 1 else None
+        text = f"camera {cam}: {len(items)} episode(s) have to_timestamp - from_timestamp off length/fps (first: episode {e0}, by {d0:+.6f} s)"
         out.append(
-            finding(
-                "to_timestamp_mismatch",
-                f"camera {cam}: {len(items)} episode(s) have to_timestamp - "
-                f"from_timestamp off length/fps (first: episode {e0}, by {d0:+.6f} s)",
-                camera=cam,
-                episode_index=e0 if len(items) == 1 else None,
-                episodes=[e for e, _ in items],
-            )
+            finding("to_timestamp_mismatch", text, camera=cam, episode_index=one, episodes=[e for e, _ in items])
         )
+    return out
+
+
+# --- the per-row columns ------------------------------------------------------------------------
+#: the small per-row columns the default run reads
+ROW_COLUMNS = ("episode_index", "frame_index", "index", "task_index", "timestamp")
+_LISTED = 8  # episodes a row finding lists
+
+
+def writer_timestamps(length: int, fps: float) -> np.ndarray:
+    """LeRobot's writer's timestamps of an episode, as stored: ``float32(frame_index / fps)``."""
+    return (np.arange(length, dtype=np.float64) / float(fps)).astype(np.float32)
+
+
+def timestamp_problem(ts: np.ndarray, fps: float, tolerance_s: float) -> Problem | None:
+    """What is wrong with an episode's ``timestamp`` values (rows in ``frame_index`` order), or None.
+
+    ``data_timestamps``: a value is not finite, or not ``frame_index / fps`` within
+    ``tolerance_s``; ``timestamp_shift``: the first is not 0 (the whole episode moved: LeRobot's
+    map-style then reads other frames, training refuses it mid-epoch).
+    """
+    ts = np.asarray(ts, dtype=np.float64)
+    n = int(ts.shape[0])
+    if n == 0:
+        return None
+    finite = np.isfinite(ts)
+    if not finite.all():
+        k = int(np.flatnonzero(~finite)[0])
+        return Problem("data_timestamps", f"{int((~finite).sum())} of {n} timestamps are not finite (row {k}: {ts[k]})")
+    if not within_tolerance(ts[0], tolerance_s):
+        reason = f"the timestamps start at {ts[0]:.6f} s, not 0 (shifted by {ts[0] * fps:+.3g} frame(s))"
+        return Problem("timestamp_shift", reason)
+    want = np.arange(n, dtype=np.float64) / float(fps)
+    bad = np.flatnonzero(~within_tolerance(ts - want, tolerance_s))
+    if bad.shape[0]:
+        k = int(bad[0])
+        text = f"{bad.shape[0]} of {n} timestamps are not frame_index / fps within {tolerance_s} s; first: row {k}"
+        return Problem("data_timestamps", f"{text} has {ts[k]:.6f} s, frame_index {k} plays at {want[k]:.6f} s")
+    return None
+
+
+def _column(table: Any, name: str) -> np.ndarray | None:
+    if name not in table.column_names:
+        return None
+    return table.column(name).to_numpy(zero_copy_only=False)
+
+
+def file_rows(
+    reader: Any,
+    path: str,
+    episodes: Sequence[Any],
+    fps: float,
+    tolerance_s: float,
+    full_file: bool,
+    n_tasks: int | None = None,
+) -> tuple[list[Problem], list[Finding], dict[int, np.ndarray | None]]:
+    """The per-row problems of one data file and the timestamps of its good episodes.
+
+    Returns ``(problems, findings, timestamps)``: one problem per episode (``episode_index`` None:
+    the file's, ``episodes`` every episode it holds); findings that are no episode's problem (the
+    file could not be decoded); the timestamps (float64 s) of each episode whose rows passed, None
+    when they are exactly LeRobot's ``float32(frame_index / fps)``.
+
+    Args:
+        reader: ``parquet.EpisodeParquetReader`` (its projected read, ``read_columns``).
+        episodes: ``EpisodeInfo`` of the selected episodes stored in ``path``.
+        full_file: every episode of the file is selected: rows of no selected episode are then
+            rows of no episode at all (reported with the file's row-count problems).
+        n_tasks: how many tasks ``meta/tasks.parquet`` holds (None: ``task_index`` unchecked).
+    """
+    problems: list[Problem] = []
+    timestamps: dict[int, np.ndarray | None] = {}
+    eps = sorted(int(e.episode_index) for e in episodes)
+    try:
+        table = reader.read_columns(path, ROW_COLUMNS, episodes=None if full_file else eps)
+    except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
+        return [], [finding(read_code(e, "data_unreadable"), f"{path}: {e}", file=path, episodes=eps)], {}
+    ep_col = _column(table, "episode_index")
+    if ep_col is None:
+        return [], [], {}  # the footer check reports the missing column
+    fi_col, ix_col, ti_col, ts_col = (_column(table, c) for c in ("frame_index", "index", "task_index", "timestamp"))
+    order = np.argsort(ep_col, kind="stable")  # rows of each episode, in file order
+    by_ep = ep_col[order]
+    for info in sorted(episodes, key=lambda e: int(e.episode_index)):
+        ep, length = int(info.episode_index), int(info.length)
+        rows = order[np.searchsorted(by_ep, ep, "left") : np.searchsorted(by_ep, ep, "right")]
+        problem = episode_rows_problem(ep_col[rows], None if fi_col is None else fi_col[rows], ep, length)
+        if problem is not None and rows.shape[0] == 0:
+            reason = f"meta/episodes says its rows are in {path}, but no row has episode_index {ep}"
+            problem = Problem("data_episode_absent", reason, episode_index=ep)
+        if problem is None and ix_col is not None:  # item assembly's rule, on every episode it reads
+            problem = index_problem(ix_col[rows], int(info.dataset_from_index))
+        if problem is None and ti_col is not None and n_tasks is not None:  # item assembly's rule too
+            problem = task_index_problem(ti_col[rows], n_tasks, None if fi_col is None else fi_col[rows])
+        if problem is None and ts_col is not None:
+            problem = timestamp_problem(ts_col[rows], fps, tolerance_s)
+        if problem is not None:
+            problems.append(replace(problem, episode_index=ep, path=path))
+            continue
+        if ts_col is not None:
+            ts = ts_col[rows]
+            canonical = ts.dtype == np.float32 and np.array_equal(ts, writer_timestamps(length, fps))
+            timestamps[ep] = None if canonical else np.asarray(ts, dtype=np.float64)
+    if full_file:
+        stray = ~np.isin(ep_col, np.asarray(eps, dtype=ep_col.dtype)) if eps else np.ones(ep_col.shape, bool)
+        if stray.any():
+            values = np.unique(ep_col[stray])
+            shown = ", ".join(str(v) for v in values[:4].tolist()) + (" ..." if values.shape[0] > 4 else "")
+            note = f"{int(stray.sum())} row(s) of the file have an episode_index no episode stored there has ({shown})"
+            counts = [i for i, p in enumerate(problems) if p.code == "data_rows"]
+            if counts:  # the same defect: rows moved off their episode
+                problems[counts[0]] = replace(problems[counts[0]], message=f"{problems[counts[0]].message}; {note}")
+            else:
+                problems.append(Problem("data_rows", note, path=path, episodes=tuple(eps)))
+    return problems, [], timestamps
+
+
+def landing_problems(summary: Any, timestamps: dict, fps: float, tolerance_s: float, data_path: dict) -> list[Problem]:
+    """Episodes of one MP4 whose ``from_timestamp + timestamp`` does not land on their own frames.
+
+    Args:
+        summary: the file's ``_videos.FileSummary`` with its sample table and ``checked`` windows
+            (``validate_source``'s; windows with a problem of their own are skipped).
+        timestamps: :func:`file_rows`' timestamps of the episodes (an episode absent: skipped).
+        data_path: episode → its data file (named in the problem).
+    """
+    out, table, camera, path = [], summary.table, summary.camera, summary.path
+    pts, order = np.asarray(table.pts_s, dtype=np.float64), np.asarray(table.presentation_order, dtype=np.int64)
+    for w, res in summary.checked:
+        ep = int(w.episode_index)
+        if res.reason is not None or res.first_frame is None or ep not in timestamps:
+            continue
+        ts = timestamps[ep]
+        ts = writer_timestamps(w.length, fps).astype(np.float64) if ts is None else ts
+        q = float(w.from_timestamp) + ts
+        frames, near, close = frames_within_tolerance(pts, order, q, tolerance_s)
+        k0 = int(res.first_frame)
+        ok = close & (frames >= k0) & (frames < k0 + w.length)
+        if ok.all():
+            continue
+        k = int(np.flatnonzero(~ok)[0])
+        f, gap = int(frames[k]), abs(float(near[k]) - float(q[k]))
+        where = f"no frame (the nearest, frame {f}, is {gap:.6f} s away)"
+        if close[k]:
+            where = f"frame {f} of the file, which is not one of the episode's frames [{k0}, {k0 + w.length})"
+        text = (
+            f"camera {camera}, file {path}: {int((~ok).sum())} of {w.length} rows miss their own frames; first: "
+            f"row {k}, from_timestamp + timestamp = {q[k]:.6f} s lands on {where}"
+        )
+        out.append(Problem("timestamp_shift", text, episode_index=ep, path=data_path.get(ep, path)))
+    return out
+
+
+def _listed(values: Sequence[int]) -> str:
+    shown = ", ".join(str(v) for v in values[:_LISTED])
+    return f"[{shown}{', ...' if len(values) > _LISTED else ''}]"
+
+
+def row_findings(problems: Sequence[Problem]) -> list[Finding]:
+    """One finding per code, listing every episode with that problem (the first one's detail)."""
+    out = []
+    for code in sorted({p.code for p in problems}):
+        items = [p for p in problems if p.code == code]
+        items.sort(key=lambda p: (-1 if p.episode_index is None else p.episode_index, p.path or ""))
+        eps = sorted({e for p in items for e in ((p.episode_index,) if p.episode_index is not None else p.episodes)})
+        files = sorted({p.path for p in items})
+        first = items[0]
+        head = f"episode {first.episode_index} in {first.path}" if first.episode_index is not None else first.path
+        count = len({p.episode_index for p in items if p.episode_index is not None})
+        lead = f"{count} episodes {_listed(eps)}; first: " if count > 1 else ""
+        one = first.episode_index if count == 1 and len(items) == 1 else None
+        file = files[0] if len(files) == 1 else None
+        out.append(finding(code, f"{lead}{head}: {first.message}", file=file, episode_index=one, episodes=eps))
     return out

@@ -1,13 +1,12 @@
-"""Checks of one MP4 from its headers: presence, box layout, sample tables, format against
-``info.json``, and every episode window that uses it — the sidecar's own window, fps and overlap
-checks (``sidecar._validate.validate_source``), collected instead of raised.
+"""Checks of one MP4 from its headers: presence, box layout, sample tables, stream format against
+``info.json``, and every episode window that uses it (``sidecar._validate.validate_source``'s
+window, fps and overlap checks, collected instead of raised).
 
-Where the samples sit is checked from the ``moov`` and the top-level box headers alone (the bytes
-the parser already read): every sample inside an ``mdat``, no two overlapping, and in a file of
-one track the sizes summing to what ``mdat`` holds after its first sample. A byte flipped in an
-``stco``/``co64`` or ``stsz`` entry moves samples; training meets it only when it fetches them
-(``check_sample_framing``), here it is named before any payload is read. A file cut short, whatever
-its box order, has a top-level box that declares more bytes than the file has.
+Sample placement is checked from the bytes the parser already read (the ``moov``, the top-level box
+headers): every sample inside an ``mdat``, none overlapping, and in a one-track file the sizes summing
+to what ``mdat`` holds after its first sample, so a flipped ``stco``/``co64``/``stsz`` byte is named
+before any payload is read (training meets it in ``check_sample_framing``). A cut file has a
+top-level box that declares more bytes than the file has.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ from lerobotstream.errors import (
 from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
 from lerobotstream.mp4.parse import parse_mp4
 from lerobotstream.sidecar._validate import EpisodeWindow, displayed_size, validate_source
-from lerobotstream.validate._codec import CODEC_NAMES, normalise_codec, normalise_pix_fmt, stream_format
 from lerobotstream.validate._findings import Finding, finding, read_code
 
 #: a window whose largest timestamp error exceeds this share of ``tolerance_s`` gets a warning
@@ -55,7 +53,9 @@ class FileSummary:
     faststart: bool | None = None
     max_error_s: float | None = None
     fmt: Any = None
-    """``_codec.StreamFormat``: codec, pixel format."""
+    """:class:`StreamFormat`: codec, pixel format."""
+    nvdec: dict[str, str] = field(default_factory=dict)
+    """:func:`nvdec_support` of the file."""
     table: Any = None
     """The parsed sample table (kept only while ``--decode-sample`` or the timestamp check needs it)."""
     checked: list = field(default_factory=list)
@@ -93,14 +93,11 @@ def check_video(
     except Mp4UnsupportedError as e:
         return [finding("video_unsupported", f"{path}: {e}", **where)], None
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
-        cut = truncated_box(top_level_boxes(read, size)[0], size)
+        cut = next((b for b in top_level_boxes(read, size)[0] if b.end > size), None)  # declares more than the file has
         if cut is not None or isinstance(e, Mp4TruncatedError):  # a cut file, whatever its box order
-            what = (
-                f"its {cut.kind} box at byte {cut.offset:,} declares {cut.size:,} bytes, "
-                f"{cut.end - size:,} more than the file has: "
-                if cut is not None
-                else ""
-            )
+            what = ""
+            if cut is not None:
+                what = f"its {cut.kind} box at byte {cut.offset:,} declares {cut.size:,} bytes, {cut.end - size:,} more than the file has: "
             return [finding("video_truncated", f"{path} ({size:,} bytes): {what}{e}", **where)], None
         if isinstance(e, Mp4InconsistentTablesError):
             return [finding("video_tables", f"{path}: {e}", **where)], None
@@ -108,12 +105,10 @@ def check_video(
     boxes, complete = top_level_boxes(read, size)
     tables_wrong = layout_problems(table, boxes, complete, num_tracks(read, table))
     read.chunks.clear()
-    s = FileSummary(path, camera)
-    s.faststart = bool(getattr(table, "faststart", False))
-    n = int(np.asarray(table.offset).shape[0])
-    s.frames = n
     offsets, sizes = np.asarray(table.offset, dtype=np.int64), np.asarray(table.size, dtype=np.int64)
-    s.sample_bytes = int(sizes.sum())
+    n = int(offsets.shape[0])
+    s = FileSummary(path, camera, frames=n, sample_bytes=int(sizes.sum()))
+    s.faststart = bool(getattr(table, "faststart", False))
     end = int((offsets + sizes).max()) if n else 0
     if end > size:
         text = f"{path} ({size:,} bytes): its samples run to byte {end:,} — {end - size:,} bytes are missing"
@@ -129,6 +124,7 @@ def check_video(
     s.edit_list = bool(int(table.media_time or 0) or int(getattr(table, "empty_edit_movie_ticks", 0) or 0))
     fmt = stream_format(bytes(table.stsd), str(table.codec))
     s.fmt, (s.width, s.height) = fmt, displayed_size(table)
+    s.nvdec = nvdec_support(fmt, depth_map=is_depth_feature(meta.features.get(camera) or {}))
     out.extend(_format_findings(meta, camera, path, fmt, s.width, s.height, where))
     checked: list = []
     # the sidecar check: frame size against info.json's shape, fps, windows, overlaps
@@ -140,12 +136,10 @@ def check_video(
     for p in problems:
         if fps_wrong and p.code == "timestamp_drift":
             continue  # the wrong fps is the defect: its finding counts these windows
-        if p.code == "fps_mismatch":
-            more = f"; {len(drifting)} episode window(s) drift as a result" if drifting else ""
-            out.append(finding("fps_mismatch", f"{path}: {p.message}{more}", **where))
-            continue
-        if p.code == "shape_mismatch":  # the file's, every episode in it
-            out.append(finding("shape_mismatch", f"{path}: {p.message}", **where))
+        if p.code in ("fps_mismatch", "shape_mismatch"):  # the file's, every episode in it
+            drift = drifting and p.code == "fps_mismatch"
+            more = f"; {len(drifting)} episode window(s) drift as a result" if drift else ""
+            out.append(finding(p.code, f"{path}: {p.message}{more}", **where))
             continue
         text = str(p) if p.episode_index is not None else f"{path}: {p.message}"  # "episode 3, camera c, file f: "
         out.append(finding(p.code, text, episode_index=p.episode_index, camera=camera, file=path, episodes=p.episodes))
@@ -161,11 +155,8 @@ def check_video(
             out.append(finding("timestamp_margin", text, camera=camera, file=path, episodes=near))
     if full_selection and checked:  # the overlap message already lists the unclaimed frames
         overlap = any(p.code == "episode_overlap" for p in problems)
-        out.extend(
-            f
-            for f in _gap_findings(table, checked, meta, camera, path, n)
-            if not (overlap and f.code == "unclaimed_frames")
-        )
+        gaps = _gap_findings(table, checked, meta, camera, path, n)
+        out.extend(f for f in gaps if not (overlap and f.code == "unclaimed_frames"))
     if keep_table:
         s.table, s.checked = table, checked
     return out, s
@@ -174,12 +165,10 @@ def check_video(
 def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, n: int) -> list[Finding]:
     """Frames of the file no episode claims, and the shifted windows they reveal (full selection).
 
-    A run of consecutive episodes whose windows were all moved ``g`` frames on leaves ``g``
-    frames before it that no episode claims, and ends ``g`` frames into the next episode's window
-    (or ``g`` frames past the end of the file): those episodes stream frames that are not their
-    own. The same holds for one episode whose ``from_timestamp`` alone moved (its ``to_timestamp -
-    from_timestamp`` is then short by the gap). Each such run is one ``window_shift`` error; other
-    unclaimed frames are a warning.
+    A run of consecutive episodes whose windows all moved ``g`` frames on leaves ``g`` unclaimed
+    frames before it and ends ``g`` frames into the next window (or past the end of the file); so
+    does one episode whose ``from_timestamp`` alone moved (its ``to_timestamp - from_timestamp`` is
+    short by the gap). Each such run is one ``window_shift`` error; other unclaimed frames warn.
     """
     pts = np.asarray(table.pts_s, dtype=np.float64)[np.asarray(table.presentation_order, dtype=np.int64)]
     fps = float(meta.fps)
@@ -242,14 +231,17 @@ def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int
     found: list[tuple[str, str]] = []
     if fmt.fourcc not in CODEC_NAMES:
         found.append(("codec_unsupported", f"codec {fmt.fourcc!r} cannot be decoded here (AV1, H.264 and HEVC can)"))
-    want_codec = normalise_codec(info.get("video.codec"))
+    said_codec, said_pix = info.get("video.codec"), info.get("video.pix_fmt")
+    want_codec = None if said_codec is None else str(said_codec).strip().lower()
+    want_codec = _CODEC_ALIASES.get(want_codec, want_codec)  # av1/h264/hevc, or the lowercased name
     if want_codec is not None and fmt.fourcc in CODEC_NAMES and want_codec != fmt.codec:
         said = f"info.json says video.codec={info.get('video.codec')!r} for {camera}"
         found.append(("codec_mismatch", f"{said}, the file is {fmt.codec} ({fmt.fourcc})"))
     if is_depth_feature(feat) and fmt.pix_fmt is not None and fmt.pix_fmt not in DEPTH_PIX_FMTS:
         only = f"depth maps decode losslessly only as {', '.join(DEPTH_PIX_FMTS)}"
         found.append(("depth_unsupported", f"depth camera {camera} is encoded as {fmt.codec} {fmt.pix_fmt}; {only}"))
-    want_pix = normalise_pix_fmt(info.get("video.pix_fmt"))
+    # compared by what is stored: yuvj420p (full range) is yuv420p
+    want_pix = None if said_pix is None else str(said_pix).strip().lower().replace("yuvj", "yuv")
     if want_pix is not None and fmt.pix_fmt is not None and want_pix != fmt.pix_fmt:
         said = f"info.json says video.pix_fmt={info.get('video.pix_fmt')!r} for {camera}"
         found.append(("pix_fmt_mismatch", f"{said}, the file is {fmt.pix_fmt}"))
@@ -324,11 +316,6 @@ def top_level_boxes(read: RecordingRead, file_size: int) -> tuple[list[Box], boo
     return boxes, pos >= file_size
 
 
-def truncated_box(boxes: list[Box], file_size: int) -> Box | None:
-    """The first top-level box that declares more bytes than the file has (a cut file), or None."""
-    return next((b for b in boxes if b.end > file_size), None)
-
-
 def num_tracks(read: RecordingRead, table: Any) -> int | None:
     """``trak`` boxes in the ``moov`` (None when its bytes were not read)."""
     moov = read.get(int(table.moov_offset), int(table.moov_size)) if int(table.moov_offset) >= 0 else None
@@ -390,14 +377,163 @@ def layout_problems(table: Any, boxes: list[Box], complete: bool, tracks: int | 
         tail = payload_end - int(se[-1])
         if gaps.shape[0] or tail > 0:
             held = payload_end - int(so[0])
-            first = (
-                f"bytes [{int(se[gaps[0]]):,}, {int(so[gaps[0] + 1]):,}) between samples {int(order[gaps[0]])} "
-                f"and {int(order[gaps[0] + 1])}"
-                if gaps.shape[0]
-                else f"the last {tail:,} bytes of mdat, after sample {int(order[-1])}"
-            )
+            first = f"the last {tail:,} bytes of mdat, after sample {int(order[-1])}"
+            if gaps.shape[0]:
+                g = int(gaps[0])
+                first = f"bytes [{int(se[g]):,}, {int(so[g + 1]):,}) between samples {int(order[g])} and {int(order[g + 1])}"
             out.append(
                 f"the file's one track has samples summing to {int(size.sum()):,} bytes, but mdat holds "
                 f"{held:,} bytes from its first sample on; uncovered: {first}"
             )
     return out
+
+
+# --- the stream format from the sample description (SampleTable.stsd; never the payload) ---
+#: sample-entry fourcc → codec name as LeRobot writes it in ``info.json`` (``video.codec``)
+CODEC_NAMES = {"av01": "av1", "avc1": "h264", "avc3": "h264", "hev1": "hevc", "hvc1": "hevc"}
+#: codec-name aliases found in ``info.json`` (FFmpeg encoder or long names)
+_CODEC_ALIASES = {
+    **dict.fromkeys(("libsvtav1", "libaom-av1", "av01"), "av1"),
+    **dict.fromkeys(("libx264", "avc", "avc1", "h.264"), "h264"),
+    **dict.fromkeys(("libx265", "h265", "h.265", "hev1", "hvc1"), "hevc"),
+}
+#: GPU families a training run commonly gets, and the codecs their NVDEC decodes (NVIDIA Video
+#: Codec SDK 13 "NVDEC Hardware Capabilities": Turing/GA100/Hopper have no AV1 decode; GA10x,
+#: Ada and Blackwell have it; H.264 High10/422 and HEVC 4:2:2 only on Blackwell).
+GPU_FAMILIES = ("A100", "H100/H200", "A10/L4/L40/RTX 30-40", "Blackwell")
+
+
+@dataclass(frozen=True)
+class StreamFormat:
+    """A video track's format from its sample description."""
+
+    codec: str
+    """``av1``/``h264``/``hevc``, or the fourcc of another codec."""
+    fourcc: str
+    pix_fmt: str | None
+    """FFmpeg's name (``yuv420p``, ``yuv420p10le``, ``gray12le``...); None when not recognisable."""
+    bit_depth: int | None
+    chroma: str | None
+    """``4:0:0``, ``4:2:0``, ``4:2:2`` or ``4:4:4``."""
+
+
+def _child_boxes(data: bytes, start: int) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    pos = start
+    while pos + 8 <= len(data):
+        size, kind = struct.unpack_from(">I4s", data, pos)
+        if size < 8 or pos + size > len(data):
+            break
+        out.setdefault(kind.decode("latin-1"), data[pos + 8 : pos + size])
+        pos += size
+    return out
+
+
+_CHROMA = {0: "4:0:0", 1: "4:2:0", 2: "4:2:2", 3: "4:4:4"}
+
+
+def _pix_fmt(chroma: str | None, depth: int | None) -> str | None:
+    if chroma is None or depth is None:
+        return None
+    base = "gray" if chroma == "4:0:0" else "yuv" + chroma.replace(":", "")[:3] + "p"
+    return base if depth == 8 else f"{base}{depth}le"
+
+
+def stream_format(stsd: bytes, fourcc: str) -> StreamFormat:
+    """The format of a track from its ``stsd`` payload (version/flags, entry count, first entry)."""
+    codec = CODEC_NAMES.get(fourcc, fourcc)
+    chroma = depth = None
+    if fourcc not in CODEC_NAMES:  # an encrypted or other codec's entry: its boxes are not read
+        return StreamFormat(codec, fourcc, None, None, None)
+    entry = stsd[8:] if len(stsd) >= 16 else b""
+    boxes = _child_boxes(entry, 8 + 78) if len(entry) >= 86 else {}  # sample entry header + VisualSampleEntry
+    try:
+        if "av1C" in boxes:
+            b = boxes["av1C"]
+            high, twelve, mono = (b[2] >> 6) & 1, (b[2] >> 5) & 1, (b[2] >> 4) & 1
+            sx, sy = (b[2] >> 3) & 1, (b[2] >> 2) & 1
+            depth = (12 if twelve else 10) if high else 8
+            chroma = "4:0:0" if mono else {(1, 1): "4:2:0", (1, 0): "4:2:2", (0, 0): "4:4:4"}.get((sx, sy))
+        elif "hvcC" in boxes:
+            b = boxes["hvcC"]
+            chroma, depth = _CHROMA.get(b[16] & 3), (b[17] & 7) + 8
+        elif "avcC" in boxes:
+            chroma, depth = _avc_format(boxes["avcC"])
+    except (IndexError, ValueError, struct.error):  # a short configuration record: format unknown
+        chroma = depth = None
+    return StreamFormat(codec, fourcc, _pix_fmt(chroma, depth), depth, chroma)
+
+
+_AVC_HIGH_PROFILES = (100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135)
+
+
+def _sps_chroma_depth(nal: bytes) -> tuple[int, int]:
+    """chroma_format_idc and luma bit depth of an H.264 SPS NAL unit (ITU-T H.264 7.3.2.1.1)."""
+    rbsp = nal[1:].replace(b"\x00\x00\x03", b"\x00\x00")  # emulation prevention bytes
+    bits = "".join(f"{x:08b}" for x in rbsp[3:40])  # after profile_idc, constraint flags, level_idc
+    pos = 0
+
+    def ue() -> int:
+        nonlocal pos
+        zeros = 0
+        while bits[pos] == "0":
+            zeros += 1
+            pos += 1
+        value = int(bits[pos : pos + zeros + 1], 2) - 1
+        pos += zeros + 1
+        return value
+
+    ue()  # seq_parameter_set_id
+    chroma = ue()
+    if chroma == 3:
+        pos += 1  # separate_colour_plane_flag
+    return chroma, ue() + 8
+
+
+def _avc_format(b: bytes) -> tuple[str | None, int | None]:
+    """Chroma and bit depth from ``avcC``: its High-profile extension, else the first SPS."""
+    profile = b[1]
+    if profile not in _AVC_HIGH_PROFILES:
+        return "4:2:0", 8  # Baseline/Main/Extended: always 8-bit 4:2:0
+    pos = 5
+    nsps = b[pos] & 0x1F
+    pos += 1
+    sps = []
+    for _ in range(nsps):
+        n = struct.unpack_from(">H", b, pos)[0]
+        sps.append(b[pos + 2 : pos + 2 + n])
+        pos += 2 + n
+    npps = b[pos]
+    pos += 1
+    for _ in range(npps):
+        pos += 2 + struct.unpack_from(">H", b, pos)[0]
+    if pos + 2 <= len(b):
+        return _CHROMA.get(b[pos] & 3), (b[pos + 1] & 7) + 8
+    if sps:  # the extension is optional in practice (older writers omit it)
+        chroma, depth = _sps_chroma_depth(sps[0])
+        return _CHROMA.get(chroma), depth
+    return None, None
+
+
+def nvdec_support(fmt: StreamFormat, *, depth_map: bool = False) -> dict[str, str]:
+    """Per GPU family (:data:`GPU_FAMILIES`): ``"nvdec"`` when its NVDEC decodes the stream,
+    ``"cpu"`` when the decode falls back to the CPU."""
+    if depth_map:  # depth maps decode with PyAV on the CPU (their 12-bit codes are kept exactly)
+        return {g: "cpu" for g in GPU_FAMILIES}
+    c, d = fmt.chroma, fmt.bit_depth or 8
+    if fmt.codec == "h264":
+        ok = {g: c in (None, "4:2:0") and d == 8 for g in GPU_FAMILIES}
+        ok["Blackwell"] = c in (None, "4:2:0", "4:2:2") and d <= 10
+    elif fmt.codec == "hevc":
+        ok = {g: c in (None, "4:2:0", "4:4:4") and d <= 12 for g in GPU_FAMILIES}
+        ok["Blackwell"] = c in (None, "4:2:0", "4:2:2", "4:4:4") and d <= 12
+    elif fmt.codec == "av1":
+        ok = {
+            "A100": False,
+            "H100/H200": False,
+            "A10/L4/L40/RTX 30-40": c in (None, "4:2:0", "4:0:0") and d <= 10,
+            "Blackwell": c in (None, "4:2:0", "4:0:0") and d <= 10,
+        }
+    else:
+        ok = {g: False for g in GPU_FAMILIES}
+    return {g: "nvdec" if v else "cpu" for g, v in ok.items()}

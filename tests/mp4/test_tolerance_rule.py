@@ -101,7 +101,7 @@ def test_one_frame_exactly_tolerance_late_is_drift_everywhere():
 
 
 def test_validate_row_timestamps_use_the_rule():
-    from lerobotstream.validate._rows import timestamp_problem
+    from lerobotstream.validate._tables import timestamp_problem
 
     good = np.arange(LENGTH) / FPS
     assert timestamp_problem(good + np.array([0, 0, TOL / 2, 0]), FPS, TOL) is None

@@ -100,7 +100,8 @@ def test_read_memory_self():
     m = read_memory(os.getpid())
     if m is None:
         pytest.skip("/proc/<pid>/smaps_rollup unavailable")
-    assert 0 < m.pss_bytes <= m.rss_bytes
+    rss, pss = m
+    assert 0 < pss <= rss
     assert read_memory(2**22 + 12345) is None
 
 
@@ -354,7 +355,7 @@ def test_plot_answers_the_question(tmp_path):
     """Issue 17.16: distinct stage colours, a rolling throughput line (not per-batch dots that reach
     thousands of samples/s when two batches arrive together), a title with the config and verdict."""
     pytest.importorskip("matplotlib")
-    from lerobotstream.profile._plot import STAGE_COLORS, _title, plot_report, rolling_rate
+    from lerobotstream.profile._report import STAGE_COLORS, _title, plot_report, rolling_rate
 
     assert set(STAGE_COLORS) == {name for name, _ in STAGES}
     assert len(set(STAGE_COLORS.values())) == len(STAGE_COLORS)
@@ -501,7 +502,7 @@ def test_plot_needs_matplotlib_before_the_run(tiny, tmp_path, monkeypatch, capsy
         "error: MissingDependencyError: --plot needs matplotlib: pip install 'lerobotstream[plot]' (or drop --plot)"
     )
     from lerobotstream.errors import MissingDependencyError
-    from lerobotstream.profile._plot import require_matplotlib
+    from lerobotstream.profile._report import require_matplotlib
 
     with pytest.raises(ImportError) as e:  # still the built-in callers caught before
         require_matplotlib()

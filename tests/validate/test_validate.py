@@ -479,7 +479,7 @@ def test_pixel_formats_read_from_the_sample_description_agree_with_ffprobe():
     """The stsd reader (av1C / hvcC / avcC, including an avcC without its High-profile extension)
     against ffprobe on every parseable MP4 of data/testmedia and the G1 video."""
     from lerobotstream.mp4.parse import parse_mp4
-    from lerobotstream.validate._codec import CODEC_NAMES, stream_format
+    from lerobotstream.validate._videos import CODEC_NAMES, stream_format
 
     checked, seen = 0, {}
     for p in sorted((REPO / "data" / "testmedia").rglob("*.mp4")) + sorted((G1 / "videos").rglob("*.mp4")):

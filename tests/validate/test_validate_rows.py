@@ -148,7 +148,7 @@ def test_a_truncated_file_is_video_truncated_whatever_the_moov_position(make_gen
     report = validate_dataset(root=root)
     assert [(f.code, f.episodes) for f in report.errors] == [("video_truncated", [0, 1])]
     assert f"its {'mdat' if faststart else 'moov'} box at byte" in report.errors[0].message
-    from lerobotstream.validate._report import render
+    from lerobotstream.validate._findings import render
 
     line = next(x for x in render(report).splitlines() if x.startswith("  - ") and ".mp4" in x)
     assert line.endswith(" (episodes 0, 1)"), line  # the text report says what training would lose
