@@ -87,16 +87,9 @@ def _in_use_bytes() -> int:
     return int(m.uordblks) + int(m.hblkhd)
 
 
-def kept_free_bytes() -> int | None:
-    """Estimated free heap memory held resident since the last trim (bytes; None before the
-    first trim or when unavailable)."""
-    if not available() or _not_heap is None:
-        return None
-    return _rss_bytes() - _in_use_bytes() - _not_heap
-
-
 def trim(force: bool = False) -> bool:
-    """``malloc_trim(0)`` when :func:`kept_free_bytes` exceeds :data:`TRIM_SLACK_BYTES` (or at the
+    """``malloc_trim(0)`` when the free heap memory kept resident since the last trim (RSS minus
+    in-use minus non-heap bytes) exceeds :data:`TRIM_SLACK_BYTES` (or at the
     first call, or when ``force``); True when it trimmed. A concurrent call returns False at once.
     Never raises; does nothing while the interpreter exits."""
     global _not_heap, _pid, _trims, _checks, _trim_s

@@ -15,13 +15,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
-def _as_float(value: str | None, default: float) -> float:
-    if value is None or value == "":
-        return default
-    return float(value)
-
-
 HF_HOME = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")).expanduser()
 HF_LEROBOT_HOME = Path(os.environ.get("HF_LEROBOT_HOME", HF_HOME / "lerobot")).expanduser()
 INDEX_DIR = Path(os.environ.get("LEROBOTSTREAM_INDEX_DIR", HF_LEROBOT_HOME / "streaming-indexes")).expanduser()
@@ -80,7 +73,7 @@ def distributed_env() -> tuple[str | None, str | None]:
 
 #: seconds after which a start-up step still running (metadata listing, the wait for the first batch)
 #: is logged, with how long it took once done
-SLOW_START_S = _as_float(os.environ.get("LEROBOTSTREAM_SLOW_START_S"), 3.0)
+SLOW_START_S = float(os.environ.get("LEROBOTSTREAM_SLOW_START_S") or 3.0)
 
 
 def show_progress() -> bool:

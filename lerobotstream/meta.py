@@ -788,25 +788,11 @@ def _build_episodes(
                 code="index_overlap",
             )
         for key, (nul, win) in bad_video.items():
-            if nul[k]:
-                _report(
-                    problems,
-                    f"episode {e}, camera {key!r}: null video location in {_where(src, shard)}",
-                    episode_index=e,
-                    camera=key,
-                    path=shard,
-                    code="video_location",
-                )
-            elif win[k]:
+            if nul[k] or win[k]:
                 t0, t1 = float(cols.videos[key][2][i]), float(cols.videos[key][3][i])
-                _report(
-                    problems,
-                    f"episode {e}, camera {key!r}: bad video window from_timestamp={t0} to_timestamp={t1} in {_where(src, shard)}",
-                    episode_index=e,
-                    camera=key,
-                    path=shard,
-                    code="video_location",
-                )
+                what = "null video location" if nul[k] else f"bad video window from_timestamp={t0} to_timestamp={t1}"
+                where = dict(episode_index=e, camera=key, path=shard, code="video_location")
+                _report(problems, f"episode {e}, camera {key!r}: {what} in {_where(src, shard)}", **where)
     return EpisodeRows(cols, order[kept], video_ok)
 
 
@@ -835,12 +821,7 @@ def _check_files(src: PrefetchedReads, episodes: EpisodeRows, problems: list | N
         key, pos = users[path]
         ep = episodes[int(pos[0])]
         what = f"camera {key!r} video" if key else "data file"
-        fields = dict(
-            episode_index=ep.episode_index,
-            camera=key,
-            path=path,
-            episodes=np.unique(indices[pos]).tolist(),
-        )
+        fields = dict(episode_index=ep.episode_index, camera=key, path=path, episodes=np.unique(indices[pos]).tolist())
         referenced = f"(referenced by {_where(src, ep.shard)})"
         if unreadable is None:
             error = MetadataError(

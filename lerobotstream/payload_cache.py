@@ -391,29 +391,23 @@ class EpisodeByteCache:
             entry.last_used = time.monotonic()
 
     def release(self, episode_index: int) -> None:
-        """Drop one lease (decode lease or, via :meth:`retire`, the admission pin)."""
-        ep = int(episode_index)
-        with self._cond:
-            entry = self._entries.get(ep)
-            if entry is None:
-                return
-            entry.pins = max(0, entry.pins - 1)
-            self._maybe_free(entry)
-            self._emit("release", ep)
-            self._cond.notify_all()
+        """Drop one decode lease."""
+        self._unpin(int(episode_index), "release")
 
     def retire(self, episode_index: int) -> None:
         """The planner is done with the episode: drop its admission pin; once the last decode lease
         is released (and the fetch finished) the payload is kept, evictable, for a later admission."""
-        ep = int(episode_index)
+        self._unpin(int(episode_index), "retire")
+
+    def _unpin(self, ep: int, event: str) -> None:
         with self._cond:
             entry = self._entries.get(ep)
             if entry is None:
                 return
-            entry.retired = True
+            entry.retired = entry.retired or event == "retire"
             entry.pins = max(0, entry.pins - 1)
             self._maybe_free(entry)
-            self._emit("retire", ep)
+            self._emit(event, ep)
             self._cond.notify_all()
 
     def get(self, episode_index: int, *, timeout: float | None = None) -> EpisodePayload:
