@@ -546,6 +546,10 @@ def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> _Column
     wanted = (
         list(_REQUIRED_EPISODE_COLUMNS) + ["tasks"] + [f"videos/{k}/{s}" for k in video_keys for s in _VIDEO_SUFFIXES]
     )
+    types = {
+        c: pa.list_(pa.string()) if c == "tasks" else _COLUMN_TYPES.get(c.rsplit("/", 1)[-1], pa.int64())
+        for c in wanted
+    }
     parts: dict[str, list] = {c: [] for c in wanted}
     shard_ids: list[np.ndarray] = []
     seen = {"rows": 0, "bytes": 0}
@@ -571,44 +575,41 @@ def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> _Column
         if missing:
             raise MetadataError(f"episode metadata shard {_where(src, shard)} lacks the columns {missing}", path=shard)
         for c in wanted:
-            want_type = pa.list_(pa.string()) if c == "tasks" else _COLUMN_TYPES.get(c.rsplit("/", 1)[-1], pa.int64())
-            col = table.column(c) if c in table.column_names else pa.nulls(table.num_rows, want_type)
+            col = table.column(c) if c in table.column_names else pa.chunked_array([pa.nulls(table.num_rows, types[c])])
             try:
-                parts[c].append(col.cast(want_type))
+                parts[c].extend(col.cast(types[c]).chunks)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
                 raise MetadataError(
-                    f"episode metadata shard {_where(src, shard)}: column {c!r} is {col.type}, not {want_type} ({e})",
+                    f"episode metadata shard {_where(src, shard)}: column {c!r} is {col.type}, not {types[c]} ({e})",
                     path=shard,
                 ) from e
         shard_ids.append(np.full(table.num_rows, n_shard, dtype=np.int32))
         del table
 
     def column(c: str) -> Any:
-        chunks = [chunk for part in parts.pop(c) for chunk in part.chunks]
-        return pa.chunked_array(chunks, type=parts_type[c]).combine_chunks()
+        return pa.chunked_array(parts.pop(c), type=types[c]).combine_chunks()
 
-    parts_type = {c: (parts[c][0].type if parts[c] else pa.int64()) for c in wanted}
+    def numpy(a: Any, dtype: Any = bool, fill: Any = None) -> np.ndarray:  # a's nulls, or its values (nulls: fill)
+        return np.asarray((a.is_null() if fill is None else a.fill_null(fill)).to_numpy(zero_copy_only=False), dtype)
+
     ints: dict[str, np.ndarray] = {}
     null: dict[str, np.ndarray] = {}
     for c in _REQUIRED_EPISODE_COLUMNS:
         arr = column(c)
-        null[c] = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        ints[c] = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        null[c], ints[c] = numpy(arr), numpy(arr, np.int64, 0)
     videos = {}
     for k in video_keys:
         arrs = [column(f"videos/{k}/{s}") for s in _VIDEO_SUFFIXES]
-        nulls = np.zeros(len(arrs[0]), dtype=bool)
-        for a in arrs:
-            nulls |= np.asarray(a.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        vc, vf = (np.asarray(a.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64) for a in arrs[:2])
-        t0, t1 = (np.asarray(a.fill_null(0.0).to_numpy(zero_copy_only=False), dtype=np.float64) for a in arrs[2:])
+        nulls = np.logical_or.reduce([numpy(a) for a in arrs])
+        vc, vf = (numpy(a, np.int64, 0) for a in arrs[:2])
+        t0, t1 = (numpy(a, np.float64, 0.0) for a in arrs[2:])
         videos[k] = (vc, vf, t0, t1, nulls)
     return _Columns(
         ints=ints,
         null=null,
         videos=videos,
         tasks=column("tasks"),
-        shard_id=np.concatenate(shard_ids) if shard_ids else np.zeros(0, np.int32),
+        shard_id=np.concatenate(shard_ids),
         shards=shards,
         data_tpl=info["data_path"],
         video_tpl=info.get("video_path"),
