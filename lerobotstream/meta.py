@@ -210,14 +210,6 @@ def template_problem(template: object, fields: Sequence[str]) -> str | None:
     return None if why is None else f"makes paths such as {_show(path)}, which {why}"
 
 
-def _count_problem(value: Any, top: int) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return f"must be a whole number, got {_show(value)}"
-    if not 0 <= value <= top:
-        return f"must be in [0, {top}], got {value}"
-    return None
-
-
 def _feature_problem(key: str, feat: Any) -> str | None:
     if not isinstance(feat, dict) or "dtype" not in feat:
         return "has no dtype"
@@ -255,10 +247,11 @@ def info_problem(info: dict[str, Any]) -> tuple[str, str] | None:
     ):
         return "fps", f"must be a positive integer (frames per second, at most {MAX_FPS}), got {_show(fps)}"
     for key, top in (("total_episodes", MAX_TOTAL_EPISODES), ("total_frames", MAX_TOTAL_FRAMES)):
-        if info.get(key) is not None:
-            why = _count_problem(info[key], top)
-            if why is not None:
-                return key, why
+        value = info.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            return key, f"must be a whole number, got {_show(value)}"
+        if value is not None and not 0 <= value <= top:
+            return key, f"must be in [0, {top}], got {value}"
     features = info["features"]
     if not isinstance(features, dict):
         return "features", "must be an object"
@@ -535,8 +528,10 @@ def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> _Column
         listed = []
     except SourceError as e:  # a folder that cannot be listed (EACCES) is not "no episode metadata"
         raise _read_error(src, getattr(e, "path", None) or EPISODES_DIR, "the episode metadata folder", e) from e
-    shards = [p for p in listed if p.endswith(".parquet")]
-    shards = sorted(p for p in shards if _is_shard_path(p))
+    split = [p.split("/") for p in listed if p.endswith(".parquet")]  # meta/episodes/chunk-*/file-*
+    shards = sorted(
+        "/".join(q) for q in split if len(q) == 4 and q[2].startswith("chunk-") and q[3].startswith("file-")
+    )
     src.prefetch(*(("read_file", p) for p in shards))
     if not shards:
         raise MetadataError(
@@ -639,11 +634,6 @@ def _listed(runs: Sequence[tuple[int, int]]) -> list[int]:
     if sum(b - a for a, b in runs) > MAX_LISTED_EPISODES:
         return []
     return [e for a, b in runs for e in range(a, b)]
-
-
-def _is_shard_path(path: str) -> bool:
-    parts = path.split("/")
-    return len(parts) == 4 and parts[2].startswith("chunk-") and parts[3].startswith("file-")
 
 
 def _report(problems: list | None, error: MetadataError | str, **fields: Any) -> None:

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import numpy as np
+
 from lerobotstream import constants
 from lerobotstream.errors import OptionArgumentError, StreamingConfigError
 
@@ -53,8 +55,6 @@ def require(name: str, value: Any, ok: bool, want: str) -> None:
 
 
 def is_int(v: Any) -> bool:
-    import numpy as np
-
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
@@ -70,8 +70,6 @@ def check_epoch(epoch: Any) -> int:
 
 def is_number(v: Any) -> bool:
     """A finite real number that fits a float64 (bools, strings, nan, inf and 10**400 are not)."""
-    import numpy as np
-
     if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)):
         return False
     try:
@@ -81,8 +79,6 @@ def is_number(v: Any) -> bool:
 
 
 def is_bool(v: Any) -> bool:
-    import numpy as np
-
     return isinstance(v, (bool, np.bool_))
 
 
@@ -405,8 +401,6 @@ class StreamOptions:
             value = getattr(self, info.name)
             require(info.name, value, info.check(value), info.want)
         for key, offs in (self.delta_timestamps or {}).items():
-            import numpy as np
-
             require(
                 f"delta_timestamps[{key!r}]",
                 offs,
@@ -421,7 +415,7 @@ class StreamOptions:
         Raises:
             OptionArgumentError (a StreamingConfigError and a TypeError): a name that is no option.
         """
-        _refuse_unknown(changes, "StreamOptions.replace")
+        refuse_unknown_keywords(changes, _NAMES, "StreamOptions.replace")
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
@@ -495,22 +489,13 @@ class StreamOptions:
         if twice:
             raise OptionArgumentError(f"{owner}() got multiple values for argument {twice[0]!r}", option=twice[0])
         given.update(keywords)
-        _refuse_unknown(given, owner)
+        refuse_unknown_keywords(given, _NAMES, owner)
         for key in ("episodes", "camera_keys"):
             if isinstance(given.get(key), abc.Iterator):
                 given[key] = list(given[key])
-        if (
-            given.get("device") is not None
-            and not isinstance(given["device"], str)
-            and type(given["device"]).__name__ == "device"
-        ):
+        if type(given.get("device")).__name__ == "device":  # a torch.device
             given["device"] = str(given["device"])
         return (options or cls()).replace(**given)
-
-
-def _refuse_unknown(names: Any, owner: str) -> None:
-    """Raise OptionArgumentError naming the first of ``names`` that is no option (and the closest)."""
-    refuse_unknown_keywords(names, [f.name for f in dataclasses.fields(StreamOptions)], owner)
 
 
 def refuse_unknown_keywords(
@@ -563,6 +548,7 @@ def checked_keywords(owner: str, *, what: str = "not an option", see: str = "doc
 StreamOptions.__init__ = checked_keywords("StreamOptions")(StreamOptions.__init__)  # type: ignore[method-assign]
 
 
+_NAMES = [f.name for f in dataclasses.fields(StreamOptions)]
 _CONVERT: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "bool": bool}
 
 #: LeRobot's ``LeRobotDataset``/``StreamingLeRobotDataset`` positional arguments after repo_id, root
