@@ -256,7 +256,9 @@ def over_budget(
     where: str = "",
 ) -> ByteBudgetError | None:
     """The rule "an episode larger than the whole byte budget": the error to raise (before anything
-    of the episode is fetched), or None when it fits.
+    of the episode is fetched), or None when it fits: ``ByteBudgetError("episode 1 needs 11 bytes
+    (0.000 GiB) of synthesized MP4 but the worker has a byte budget of 10 bytes (0.000 GiB); raise
+    the byte budget (streaming_byte_budget_gb)", episode_index=1, nbytes=11, byte_budget=10)``.
 
     Args:
         nbytes: the episode's synthesized MP4 bytes (every camera); negative: a size function's bug.
@@ -264,11 +266,6 @@ def over_budget(
         budget_is: how the budget was derived (``"a quarter of the rank's 8 GiB"``), or "".
         advice: what else helps, after "raise the byte budget (streaming_byte_budget_gb)", or "".
         where: what comes first in the message (a mixture's dataset), or "".
-
-    Returns:
-        ``ByteBudgetError("episode 1 needs 11 bytes (0.000 GiB) of synthesized MP4 but the worker
-        has a byte budget of 10 bytes (0.000 GiB); raise the byte budget
-        (streaming_byte_budget_gb)", episode_index=1, nbytes=11, byte_budget=10)``, or None.
     """
     e, n = int(episode_index), int(nbytes)
     fields: dict[str, Any] = {"episode_index": e}

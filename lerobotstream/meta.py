@@ -849,6 +849,7 @@ def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
     raise TypeError(f"source must be a ByteSource, str or Path, got {type(source).__name__}")
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class DatasetMeta:
     """Metadata of one LeRobotDataset v3 root, for a selection of its episodes (build with :meth:`load`).
 
@@ -866,22 +867,19 @@ class DatasetMeta:
       its episodes), which the reader checks a footer against before decoding.
     """
 
-    def __init__(
-        self,
-        *,
-        source: ByteSource,
-        info: dict[str, Any],
-        tasks: list[str],
-        stats: dict[str, Any],
-        episodes: Sequence[EpisodeInfo],
-        total_episodes: int,
-        total_frames: int,
-        repo_id: str,
-        warnings_: list[str],
-        data_file_rows: dict[str, int] | None = None,
-    ) -> None:
-        self.source = source
-        self.info = info
+    source: ByteSource
+    info: dict[str, Any]
+    tasks: list[str]
+    stats: dict[str, Any]
+    episodes: Sequence[EpisodeInfo]
+    total_episodes: int
+    total_frames: int
+    repo_id: str
+    warnings: list[str]
+    data_file_rows: dict[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        info = self.info
         self.fps: int = int(info["fps"])
         self.features: dict[str, dict[str, Any]] = info["features"]
         self.video_keys: list[str] = [k for k, f in self.features.items() if f.get("dtype") == "video"]
@@ -889,24 +887,17 @@ class DatasetMeta:
         self.camera_keys: list[str] = [k for k, f in self.features.items() if f.get("dtype") in ("video", "image")]
         self.shapes: dict[str, tuple[int, ...]] = {k: tuple(f.get("shape") or ()) for k, f in self.features.items()}
         self.names: dict[str, Any] = {k: f.get("names") for k, f in self.features.items()}
-        self.tasks = tasks
-        self.task_to_index: dict[str, int] = {t: i for i, t in enumerate(tasks)}
-        self.stats = stats
-        self.episodes = episodes
-        self.total_episodes = total_episodes
-        self.total_frames = total_frames
-        self.repo_id = repo_id
-        self.warnings = warnings_
+        self.task_to_index: dict[str, int] = {t: i for i, t in enumerate(self.tasks)}
         self.codebase_version: str = str(info.get("codebase_version"))
+        episodes = self.episodes
         if isinstance(episodes, EpisodeRows):
             self.episode_indices = episodes.episode_indices
             self.episode_lengths = episodes.lengths
         else:
             self.episode_indices = np.array([ep.episode_index for ep in episodes], dtype=np.int64)
             self.episode_lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
-        self.data_file_rows: dict[str, int] = (
-            dict(data_file_rows) if data_file_rows is not None else _rows_per_file(episodes)
-        )
+        rows = self.data_file_rows
+        self.data_file_rows = dict(rows) if rows is not None else _rows_per_file(episodes)
 
     # --- conveniences ---------------------------------------------------------------------------
     @property
@@ -1093,7 +1084,7 @@ class DatasetMeta:
             total_episodes=len(all_eps),
             total_frames=total_frames,
             repo_id=str(name),
-            warnings_=notes,
+            warnings=notes,
             data_file_rows=_rows_per_file(all_eps),
         )
 

@@ -1,15 +1,11 @@
-"""``StreamOptions``: every option of a stream, in one place: default, unit, rule, whether a
+"""``StreamOptions``: every option of a stream, in one table: default, unit, rule, whether a
 mixture may set it per dataset, and how ``lerobotstream-train`` sets it.
 
-Everything that lists options reads this table: the constructors of ``StreamingLeRobotDataset``
-and ``StreamingMultiLeRobotDataset`` (keywords, or ``options=``) and their signatures
-(:func:`constructor_signature`), the checks (:meth:`StreamOptions.validate`;
-:func:`check_option` applies one option's rule wherever its value arrives: ``StreamLoader``,
-``PlanSettings``, a resume state), :func:`per_dataset_options`, the ``--dataset.streaming_*``
-flags of ``lerobotstream-train`` (:func:`train_flags`) and ``docs/options.md``
-(:func:`options_markdown`; a test fails when it is stale). A stream keeps its options resolved
-and frozen as ``ds.options`` (:meth:`StreamOptions.resolved`); the GiB options are converted to
-bytes once, here. Adding an option is one :func:`_option` entry, the code that uses it, and its test.
+Everything that lists options reads this table: the dataset constructors and their signatures
+(:func:`constructor_signature`), the checks (:meth:`StreamOptions.validate`, :func:`check_option`
+wherever a value arrives), :func:`per_dataset_options`, the ``--dataset.streaming_*`` flags
+(:func:`train_flags`) and ``docs/options.md`` (:func:`options_markdown`; a test fails when it is
+stale). A stream keeps its options resolved and frozen as ``ds.options`` (:meth:`StreamOptions.resolved`).
 
 Units are in the names: ``*_gb`` GiB (2**30 bytes), ``*_s`` seconds; "per rank" resources are split
 evenly over the rank's DataLoader workers.
@@ -147,13 +143,10 @@ def check_tolerance(tolerance_s: float, fps: float, where: str = "") -> None:
 # --- the table ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class OptionInfo:
-    """What :class:`StreamOptions` knows of one option: ``name``, ``default``, ``want`` (the rule as
-    the error words it), ``check(value) -> bool``, ``help`` (docs and ``--help``), ``group``
-    (``"lerobot"`` for LeRobot's own ``LeRobotDataset`` arguments, ``"source"``, ``"resources"``,
-    ``"order"``, ``"decode"``, ``"resume"``, ``"loader"``), ``per_dataset`` (a mixture may give it
-    per repo id), ``flag`` / ``flag_type`` (the ``--dataset.<flag>`` field of
-    ``lerobotstream-train``; None where LeRobot's own configuration sets it) and ``train`` (how
-    ``lerobotstream-train`` sets it)."""
+    """What :class:`StreamOptions` knows of one option: ``want`` is the rule as the error words it,
+    ``help`` the docs and ``--help`` text, ``group`` a key of :data:`_GROUPS`, ``per_dataset``: a
+    mixture may give it per repo id; ``flag`` / ``flag_type``: the ``--dataset.<flag>`` field of
+    ``lerobotstream-train`` (None where LeRobot's own configuration sets it), ``train``: how it sets it."""
 
     name: str
     default: Any

@@ -294,7 +294,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
             total_episodes=info["total_episodes"],
             total_frames=info["total_frames"],
             repo_id="[" + ",".join(self.repo_ids) + "]",
-            warnings_=[],
+            warnings=[],
         )
 
     # --- LeRobot-like surface ---------------------------------------------------------------------
