@@ -27,25 +27,16 @@ def debug_enabled() -> bool:
     return os.environ.get("LEROBOTSTREAM_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-# --- defaults of the streaming options (lerobotstream.options.StreamOptions) -------------------------
+# --- defaults shared by the streaming options (lerobotstream.options.StreamOptions) and their users ----
 DEFAULT_SEED = 1000
 SEED_WHEN_NONE = 42
 DEFAULT_EPISODE_POOL_SIZE_PER_RANK = 32
 #: episodes mixed at once in one canonical partition (``partitions``): 32 per rank over LeRobot's 4 workers
 DEFAULT_PARTITION_POOL_SIZE = 8
-DEFAULT_PREFETCH_EPISODES = 8
-DEFAULT_BYTE_BUDGET_GB = 8.0
-DEFAULT_DECODE_THREADS = 2
-DEFAULT_DECODED_QUEUE_SIZE = 8
 DEFAULT_SIDECAR_LOCK_TIMEOUT_S = 1800.0
 DEFAULT_TOLERANCE_S = 1e-4
 DEFAULT_SAMPLING_STRATEGY = "remaining"
 DEFAULT_READ_TIMEOUT_S = 120.0  # one read from an HTTP(S)/Hub/bucket store, retries included
-DEFAULT_DECODE_LOOKAHEAD = 64
-DEFAULT_DECODED_CACHE_GB = 1.0
-#: node-local payload disk cache bound (``cache_limit_gb``), GiB
-DEFAULT_CACHE_LIMIT_GB = 50.0
-DEFAULT_FFMPEG_THREADS = 1
 # SAMPLING_STRATEGIES and SAMPLING_STRATEGY_HELP come from the strategy table: see __getattr__.
 #: DataLoader workers per rank at most (the ``num_workers`` option's bound; bounds loading a state)
 MAX_NUM_WORKERS = 1024

@@ -262,11 +262,11 @@ class StreamOptions:
         f"{constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK} per rank, split over the workers).", group="resources",
         flag="streaming_episode_pool_size", flag_type=Optional[int])
     prefetch_episodes: int = _option(
-        constants.DEFAULT_PREFETCH_EPISODES, f"an int >= 0, at most {MAX_COUNT}", int_in(0, MAX_COUNT),
+        8, f"an int >= 0, at most {MAX_COUNT}", int_in(0, MAX_COUNT),
         "Episodes fetched ahead of each worker's active pool.", group="resources",
         flag="streaming_prefetch_episodes", flag_type=int)
     byte_budget_gb: float = _option(
-        constants.DEFAULT_BYTE_BUDGET_GB, f"a number > 0 (GiB per rank), at most {MAX_BUDGET_GB:.0f}",
+        8.0, f"a number > 0 (GiB per rank), at most {MAX_BUDGET_GB:.0f}",
         lambda v: is_number(v) and 0 < v <= MAX_BUDGET_GB,
         "Compressed (synthesized MP4) bytes held per rank, GiB; each worker gets 1/num_workers. Not an "
         "RSS limit.", group="resources", flag="streaming_byte_budget_gb", flag_type=float)
@@ -278,7 +278,7 @@ class StreamOptions:
         "is exceeded briefly instead of waited on.", group="resources", flag="video_decoder_cache_size",
         flag_type=Optional[int])
     decoded_cache_gb: float = _option(
-        constants.DEFAULT_DECODED_CACHE_GB, f"a number >= 0 (GiB per rank), at most {MAX_BUDGET_GB:.0f}",
+        1.0, f"a number >= 0 (GiB per rank), at most {MAX_BUDGET_GB:.0f}",
         lambda v: is_number(v) and 0 <= v <= MAX_BUDGET_GB,
         "Decoded GOP frames kept so each GOP is decoded once per episode, GiB per rank split over the "
         "workers (0 disables).", group="resources", flag="streaming_decoded_cache_gb", flag_type=float)
@@ -289,7 +289,7 @@ class StreamOptions:
         "commit (or the file's fingerprint) and checked on every read.", group="resources",
         flag="streaming_cache_dir", flag_type=Optional[str])
     cache_limit_gb: float = _option(
-        constants.DEFAULT_CACHE_LIMIT_GB, f"a number > 0 (GiB per node), at most {MAX_BUDGET_GB:.0f}",
+        50.0, f"a number > 0 (GiB per node), at most {MAX_BUDGET_GB:.0f}",
         lambda v: is_number(v) and 0 < v <= MAX_BUDGET_GB,
         "Bound of the cache_dir disk cache, GiB for the node (least recently used entries are "
         "evicted to stay under it).", group="resources", flag="streaming_cache_limit_gb", flag_type=float)
@@ -326,11 +326,11 @@ class StreamOptions:
         group="decode", per_dataset=True, flag="streaming_camera_keys", flag_type=Optional[list[str]])
     # --- decode -------------------------------------------------------------------------------------
     decode_threads: int = _option(
-        constants.DEFAULT_DECODE_THREADS, f"an int >= 1, at most {MAX_THREADS}", int_in(1, MAX_THREADS),
+        2, f"an int >= 1, at most {MAX_THREADS}", int_in(1, MAX_THREADS),
         "Sample-assembly / decode threads per DataLoader worker.", group="decode",
         flag="streaming_decode_threads", flag_type=int)
     decoded_queue_size: int = _option(
-        constants.DEFAULT_DECODED_QUEUE_SIZE, f"an int >= 1, at most {MAX_COUNT}", int_in(1, MAX_COUNT),
+        8, f"an int >= 1, at most {MAX_COUNT}", int_in(1, MAX_COUNT),
         "Decoded samples buffered ahead per worker.", group="decode", flag="streaming_decoded_queue_size",
         flag_type=int)
     device: str = _option(
@@ -339,7 +339,7 @@ class StreamOptions:
         "Where frames are decoded: 'cpu', or 'cuda' (NVDEC, with a counted CPU fallback).", group="decode",
         flag="streaming_decode_device", flag_type=str)
     decode_lookahead: int = _option(
-        constants.DEFAULT_DECODE_LOOKAHEAD, f"an int >= 1, at most {MAX_COUNT} (anchors per decode chunk)",
+        64, f"an int >= 1, at most {MAX_COUNT} (anchors per decode chunk)",
         int_in(1, MAX_COUNT),
         "Anchors decoded together per chunk (each GOP once per chunk).", group="decode",
         flag="streaming_decode_lookahead", flag_type=int)
@@ -349,7 +349,7 @@ class StreamOptions:
         "leaves before a whole chunk is decoded.", group="decode", flag="streaming_first_lookahead",
         flag_type=Optional[int])
     ffmpeg_threads: int = _option(
-        constants.DEFAULT_FFMPEG_THREADS, f"an int >= 0, at most {MAX_THREADS} (0: FFmpeg chooses)",
+        1, f"an int >= 0, at most {MAX_THREADS} (0: FFmpeg chooses)",
         int_in(0, MAX_THREADS),
         "FFmpeg threads per decoder (0: FFmpeg decides); the decode threads already run decoders in "
         "parallel.", group="decode", flag="streaming_ffmpeg_threads", flag_type=int)
