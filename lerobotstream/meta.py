@@ -459,14 +459,6 @@ class EpisodeRows(Sequence[EpisodeInfo]):
         """int64 ``length`` of each row."""
         return self._cols.ints["length"][self._rows]
 
-    def task_strings(self) -> list[str]:
-        """Every distinct task string the rows name (first appearance order)."""
-        import pyarrow.compute as pc
-
-        tasks = self._cols.tasks.take(self._rows)
-        flat = pc.list_flatten(tasks)
-        return [str(t) for t in pc.unique(flat).to_pylist() if t is not None]
-
     def data_files(self) -> dict[str, np.ndarray]:
         """Each data Parquet path → the positions (into this selection) of the rows stored in it."""
         c = self._cols
@@ -1047,7 +1039,10 @@ class DatasetMeta:
                 notes.append(
                     f"{_where(src, INFO_PATH)}: splits.train={train!r} but meta/episodes holds {len(all_eps)} episodes; ignored"
                 )
-            unknown_tasks = [t for t in all_eps.task_strings() if tasks and t not in set(tasks)]
+            import pyarrow.compute as pc
+
+            named = pc.unique(pc.list_flatten(all_eps._cols.tasks.take(all_eps._rows))).to_pylist()  # first seen first
+            unknown_tasks = [str(t) for t in named if t is not None and tasks and str(t) not in set(tasks)]
             for t in unknown_tasks[:10]:
                 notes.append(f"task {t!r} of an episode is not in {_where(src, TASKS_PATH)}")
             if len(unknown_tasks) > 10:
