@@ -91,28 +91,10 @@ def train_trace_path() -> str | None:
 
 def _strategy_table() -> dict:
     """``planner._poolcore.STRATEGIES`` (name -> ``StrategyInfo``), the one table of sampling
-    strategies. ``options`` reads it at import and the planner package imports ``options``: when
-    the package is not imported yet, the extension module is loaded alone (an extension module is
-    initialised once per process, so the package's own import later gets the same module)."""
-    import importlib
-    import importlib.machinery
-    import importlib.util
-    import sys
+    strategies (``planner/__init__`` imports nothing, so ``options`` can read it at import)."""
+    from lerobotstream.planner._poolcore import STRATEGIES
 
-    full = "lerobotstream.planner._poolcore"
-    mod = sys.modules.get(full)
-    if mod is None and "lerobotstream.planner" not in sys.modules:
-        spec = importlib.machinery.PathFinder.find_spec(full, [str(Path(__file__).resolve().parent / "planner")])
-        if spec is not None and spec.loader is not None:
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[full] = mod
-            try:
-                spec.loader.exec_module(mod)
-            finally:  # the package's own import registers it (and sets the package's attribute)
-                del sys.modules[full]
-    if mod is None:
-        mod = importlib.import_module(full)  # not built: ExtensionBuildError says what to do
-    return mod.STRATEGIES
+    return STRATEGIES
 
 
 def __getattr__(name: str):

@@ -51,6 +51,7 @@ from lerobotstream.features import (
     LANGUAGE_COLUMNS,
     DepthQuantizer,
     depth_quantizer_of,
+    depth_unit,
     is_depth_feature,
     rescale_depth_stats,
 )
@@ -932,8 +933,8 @@ class DatasetMeta:
         return depth_quantizer_of(self.features, key, self.repo_id)
 
     def depth_unit(self, key: str) -> str | None:
-        """The unit a depth feature was recorded in (``info["depth_unit"]``: ``"mm"`` / ``"m"``), or None."""
-        return ((self.features.get(key) or {}).get("info") or {}).get("depth_unit")
+        """:func:`~lerobotstream.features.depth_unit` of this dataset's feature ``key``."""
+        return depth_unit(self.features, key)
 
     def rescale_depth_stats(self, output_unit: str) -> None:
         """Rescale the depth features' stats in place from their ``depth_unit`` to ``output_unit``
