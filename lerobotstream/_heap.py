@@ -1,15 +1,11 @@
 """Give free heap pages back to the OS once too many are kept (glibc ``malloc_trim``).
 
-Decoded frames are large, short-lived buffers allocated on the pipeline threads. glibc serves each
-thread from its own malloc arena and, once its dynamic mmap threshold has risen past a frame
-batch, from the arenas rather than ``mmap``; ``free()`` returns an arena's memory only from the top
-of its heap. Each epoch's new threads reuse the last epoch's arenas, so free-but-resident memory
-grows over the epochs (RSS 521 -> 1,293 MiB in 12 epochs with 120 MiB in use: docs/performance.md,
-"Memory over epochs").
-
-:func:`trim` (called when an episode is freed and when an iterator ends) estimates that memory
-(RSS minus malloc's in-use bytes, ``mallinfo2``, minus the non-heap RSS measured after the last
-trim) and calls ``malloc_trim(0)`` when it exceeds :data:`TRIM_SLACK_BYTES` (trimming costs CPU).
+Decoded frames are large, short-lived buffers allocated on the pipeline threads, served from
+per-thread glibc arenas, which ``free()`` shrinks only from the top: free-but-resident memory grows
+over the epochs (docs/performance.md, "Memory over epochs"). :func:`trim` (called when an episode
+is freed and when an iterator ends) estimates it (RSS minus malloc's in-use bytes, ``mallinfo2``,
+minus the non-heap RSS measured after the last trim) and calls ``malloc_trim(0)`` when it exceeds
+:data:`TRIM_SLACK_BYTES`.
 
 Process-wide and thread-safe. A no-op without ``malloc_trim``/``mallinfo2`` (not glibc >= 2.33) or
 with ``LEROBOTSTREAM_MALLOC_TRIM=0``; ``LEROBOTSTREAM_MALLOC_TRIM_MIB`` sets the slack (MiB). Both
