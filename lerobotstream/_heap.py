@@ -21,22 +21,10 @@ import sys
 import threading
 import time
 
-_DEFAULT_SLACK_MIB = 256
-
-
-def _slack_bytes() -> int:
-    """:data:`TRIM_SLACK_BYTES` from the environment (0: trimming disabled)."""
-    if os.environ.get("LEROBOTSTREAM_MALLOC_TRIM", "1").strip().lower() in ("0", "false", "no", "off"):
-        return 0
-    try:
-        mib = float(os.environ.get("LEROBOTSTREAM_MALLOC_TRIM_MIB", _DEFAULT_SLACK_MIB))
-    except ValueError:
-        mib = _DEFAULT_SLACK_MIB
-    return max(1, int(mib * (1 << 20)))
-
+from lerobotstream import constants
 
 #: free heap memory kept resident that triggers a trim (bytes); 0: never trim
-TRIM_SLACK_BYTES = _slack_bytes()
+TRIM_SLACK_BYTES = constants.malloc_trim_slack_bytes()
 
 
 class _MallInfo2(ctypes.Structure):

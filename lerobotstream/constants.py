@@ -21,10 +21,17 @@ INDEX_DIR = Path(os.environ.get("LEROBOTSTREAM_INDEX_DIR", HF_LEROBOT_HOME / "st
 SIDECAR_DIR = Path(os.environ.get("LEROBOTSTREAM_SIDECAR_DIR", HF_LEROBOT_HOME / "streaming-sidecars")).expanduser()
 
 
+def env_flag(name: str) -> bool | None:
+    """Environment variable ``name`` as a switch: True (``1``/``true``/``yes``/``on``), False
+    (``0``/``false``/``no``/``off``), else None (unset or another value); read at call time."""
+    value = os.environ.get(name, "").strip().lower()
+    return True if value in {"1", "true", "yes", "on"} else False if value in {"0", "false", "no", "off"} else None
+
+
 def debug_enabled() -> bool:
     """``LEROBOTSTREAM_DEBUG`` set to a true value: CLIs print full tracebacks instead of one line
     (read at call time)."""
-    return os.environ.get("LEROBOTSTREAM_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
+    return env_flag("LEROBOTSTREAM_DEBUG") is True
 
 
 # --- defaults shared by the streaming options (lerobotstream.options.StreamOptions) and their users ----
@@ -62,6 +69,19 @@ def distributed_env() -> tuple[str | None, str | None]:
     return os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
 
 
+def malloc_trim_slack_bytes(default_mib: float = 256) -> int:
+    """Free heap memory kept resident that makes ``_heap.trim`` trim, bytes:
+    ``LEROBOTSTREAM_MALLOC_TRIM_MIB`` MiB (``default_mib`` when unset or not a number); 0 (never
+    trim) when ``LEROBOTSTREAM_MALLOC_TRIM`` is off. Read at call time."""
+    if env_flag("LEROBOTSTREAM_MALLOC_TRIM") is False:
+        return 0
+    try:
+        mib = float(os.environ.get("LEROBOTSTREAM_MALLOC_TRIM_MIB", default_mib))
+    except ValueError:
+        mib = default_mib
+    return max(1, int(mib * (1 << 20)))
+
+
 #: seconds after which a start-up step still running (metadata listing, the wait for the first batch)
 #: is logged, with how long it took once done
 SLOW_START_S = float(os.environ.get("LEROBOTSTREAM_SLOW_START_S") or 3.0)
@@ -70,11 +90,9 @@ SLOW_START_S = float(os.environ.get("LEROBOTSTREAM_SLOW_START_S") or 3.0)
 def show_progress() -> bool:
     """``LEROBOTSTREAM_PROGRESS``: ``1`` shows progress bars (the sidecar build's), ``0`` hides
     them; unset: shown when stderr is a terminal (read at call time)."""
-    value = os.environ.get("LEROBOTSTREAM_PROGRESS", "").strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
+    flag = env_flag("LEROBOTSTREAM_PROGRESS")
+    if flag is not None:
+        return flag
     import sys
 
     try:

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from lerobotstream import _heap
+from lerobotstream import _heap, constants
 
 CAM = (("observation.images.front", 64, 48),)
 LENGTHS = (6, 5, 7, 4)
@@ -92,7 +92,7 @@ def test_environment_knobs(monkeypatch, env, expected):
     monkeypatch.delenv("LEROBOTSTREAM_MALLOC_TRIM_MIB", raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    assert _heap._slack_bytes() == expected
+    assert constants.malloc_trim_slack_bytes() == expected
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc_trim")
