@@ -465,6 +465,10 @@ class EpisodeRows(Sequence[EpisodeInfo]):
         c = self._cols
         return self._groups(c.ints["data/chunk_index"], c.ints["data/file_index"], None, self._rows)
 
+    def rows_per_file(self) -> dict[str, int]:
+        """Rows each data Parquet file should hold: the lengths of its episodes, summed."""
+        return {path: int(self.lengths[pos].sum()) for path, pos in self.data_files().items()}
+
     def video_files(self) -> dict[str, tuple[str, np.ndarray]]:
         """Each MP4 path → (its camera, the positions of the rows whose window is in it)."""
         out: dict[str, tuple[str, np.ndarray]] = {}
@@ -864,7 +868,7 @@ class DatasetMeta:
     info: dict[str, Any]
     tasks: list[str]
     stats: dict[str, Any]
-    episodes: Sequence[EpisodeInfo]
+    episodes: EpisodeRows
     total_episodes: int
     total_frames: int
     repo_id: str
@@ -882,15 +886,10 @@ class DatasetMeta:
         self.names: dict[str, Any] = {k: f.get("names") for k, f in self.features.items()}
         self.task_to_index: dict[str, int] = {t: i for i, t in enumerate(self.tasks)}
         self.codebase_version: str = str(info.get("codebase_version"))
-        episodes = self.episodes
-        if isinstance(episodes, EpisodeRows):
-            self.episode_indices = episodes.episode_indices
-            self.episode_lengths = episodes.lengths
-        else:
-            self.episode_indices = np.array([ep.episode_index for ep in episodes], dtype=np.int64)
-            self.episode_lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
+        self.episode_indices = self.episodes.episode_indices
+        self.episode_lengths = self.episodes.lengths
         rows = self.data_file_rows
-        self.data_file_rows = dict(rows) if rows is not None else _rows_per_file(episodes)
+        self.data_file_rows = dict(rows) if rows is not None else self.episodes.rows_per_file()
 
     # --- conveniences ---------------------------------------------------------------------------
     @property
@@ -961,15 +960,11 @@ class DatasetMeta:
 
     def video_paths(self) -> list[str]:
         """Sorted unique relative MP4 paths used by the selection."""
-        if isinstance(self.episodes, EpisodeRows):
-            return sorted(self.episodes.video_files())
-        return sorted({v.path for ep in self.episodes for v in ep.videos.values()})
+        return sorted(self.episodes.video_files())
 
     def data_paths(self) -> list[str]:
         """Sorted unique relative Parquet data paths used by the selection."""
-        if isinstance(self.episodes, EpisodeRows):
-            return sorted(self.episodes.data_files())
-        return sorted({ep.data_path for ep in self.episodes})
+        return sorted(self.episodes.data_files())
 
     def __len__(self) -> int:
         return len(self.episodes)
@@ -1081,19 +1076,8 @@ class DatasetMeta:
             total_frames=total_frames,
             repo_id=str(name),
             warnings=notes,
-            data_file_rows=_rows_per_file(all_eps),
+            data_file_rows=all_eps.rows_per_file(),
         )
-
-
-def _rows_per_file(episodes: Sequence[EpisodeInfo]) -> dict[str, int]:
-    """Rows each data Parquet file should hold: the lengths of its episodes, summed."""
-    if isinstance(episodes, EpisodeRows):
-        lengths = episodes.lengths
-        return {path: int(lengths[pos].sum()) for path, pos in episodes.data_files().items()}
-    out: dict[str, int] = {}
-    for ep in episodes:
-        out[ep.data_path] = out.get(ep.data_path, 0) + int(ep.length)
-    return out
 
 
 def _load_tasks(src: PrefetchedReads) -> list[str]:
