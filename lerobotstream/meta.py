@@ -71,10 +71,15 @@ def _where(source: ByteSource | PrefetchedReads, path: str) -> str:
     return f"{root.rstrip('/')}/{path}" if root else path
 
 
-def _read_bytes(source: ByteSource | PrefetchedReads, path: str, *, what: str) -> bytes:
+def _read_bytes(
+    source: ByteSource | PrefetchedReads, path: str, *, what: str, missing_ok: bool = False
+) -> bytes | None:
+    """The file's bytes (None when missing and ``missing_ok``); else a MetadataError naming it."""
     try:
         return source.read_file(path)
     except FileNotFoundError as e:
+        if missing_ok:
+            return None
         hint = ""
         root = str(getattr(source, "root_display", "") or "").rstrip("/")
         if path == INFO_PATH and (root.endswith("/meta") or root == "meta"):
@@ -1116,11 +1121,6 @@ def _load_tasks(src: PrefetchedReads) -> list[str]:
 
 
 def _load_stats(src: PrefetchedReads) -> dict[str, Any]:
-    try:  # one read, no existence check first: a missing stats.json is no error
-        raw = src.read_file(STATS_PATH)
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        raise _read_error(src, STATS_PATH, STATS_PATH, e) from e
-    stats = _parse_json(src, STATS_PATH, raw)
+    raw = _read_bytes(src, STATS_PATH, what=STATS_PATH, missing_ok=True)  # one read: a missing stats.json is no error
+    stats = _parse_json(src, STATS_PATH, raw) if raw is not None else {}
     return stats if isinstance(stats, dict) else {}
