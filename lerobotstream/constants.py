@@ -107,20 +107,15 @@ def train_trace_path() -> str | None:
     return os.environ.get("LEROBOTSTREAM_TRAIN_TRACE") or None
 
 
-def _strategy_table() -> dict:
-    """``planner._poolcore.STRATEGIES`` (name -> ``StrategyInfo``), the one table of sampling
-    strategies (``planner/__init__`` imports nothing, so ``options`` can read it at import)."""
-    from lerobotstream.planner._poolcore import STRATEGIES
-
-    return STRATEGIES
-
-
 def __getattr__(name: str):
     """``SAMPLING_STRATEGIES`` (tuple of names) and ``SAMPLING_STRATEGY_HELP`` (``'name' (help)``
-    for each, joined by commas and a last "or"), from the strategy table (:func:`_strategy_table`)."""
+    for each, joined by commas and a last "or"), from the one table of sampling strategies,
+    ``planner._poolcore.STRATEGIES`` (``planner/__init__`` imports nothing: ``options`` reads it at import)."""
+    if name not in ("SAMPLING_STRATEGIES", "SAMPLING_STRATEGY_HELP"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from lerobotstream.planner._poolcore import STRATEGIES
+
     if name == "SAMPLING_STRATEGIES":
-        return tuple(_strategy_table())
-    if name == "SAMPLING_STRATEGY_HELP":
-        parts = [f"{s.name!r} ({s.help})" for s in _strategy_table().values()]
-        return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} or {parts[-1]}"
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return tuple(STRATEGIES)
+    parts = [f"{s.name!r} ({s.help})" for s in STRATEGIES.values()]
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} or {parts[-1]}"
