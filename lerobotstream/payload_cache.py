@@ -150,14 +150,9 @@ class EpisodeByteCache:
             return self._resident
 
     def check_fits(self, episode_index: int, job: FetchJob) -> int:
-        """Raise :class:`ByteBudgetError` when the episode can never fit; returns its size (``job``'s).
-
-        Raises:
-            ValueError: the job's size is negative.
-        """
+        """Raise :class:`ByteBudgetError` (``errors.over_budget``) when the episode can never fit or
+        its size (``job``'s) is negative; returns the size."""
         nbytes = int(job.nbytes)
-        if nbytes < 0:
-            raise ValueError(f"negative synthesized size {nbytes} for episode {episode_index}")
         error = over_budget(episode_index, nbytes, self.byte_budget, advice="or lower num_workers")
         if error is not None:
             raise error
