@@ -411,10 +411,6 @@ class _Columns:
     data_tpl: str
     video_tpl: str | None
 
-    @property
-    def num_rows(self) -> int:
-        return int(self.shard_id.shape[0])
-
 
 class EpisodeRows(Sequence[EpisodeInfo]):
     """The ``meta/episodes`` rows of a selection, in ``episode_index`` order, kept as columns: an
@@ -667,7 +663,7 @@ def _build_episodes(
     """Episode rows → :class:`EpisodeRows` (episode_index order), checked; ``problems`` as in
     :meth:`DatasetMeta.load` (collecting: a row that cannot be used is left out, once reported).
     The checks run on whole columns; only rows with a problem are visited one by one."""
-    n = cols.num_rows
+    n = int(cols.shard_id.shape[0])  # rows of every shard
     shard_of = cols.shards
     sid = cols.shard_id
     if n == 0:
