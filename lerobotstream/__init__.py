@@ -23,30 +23,21 @@ __all__ = [
 ]
 
 
+#: where each lazy export lives: ``import lerobotstream.sidecar`` (the CLI) must not import torch
+_LAZY = {
+    "StreamingLeRobotDataset": "lerobotstream.dataset._dataset",
+    "StreamingMultiLeRobotDataset": "lerobotstream.dataset._multi",
+    "PackedCollate": "lerobotstream.dataset._collate",
+    "packed_collate": "lerobotstream.dataset._collate",
+    "StreamLoader": "lerobotstream.loader",
+    "StreamOptions": "lerobotstream.options",
+    "EpisodeByteCache": "lerobotstream.payload_cache",
+}
+
+
 def __getattr__(name: str):
-    # lazy: ``import lerobotstream.sidecar`` (the CLI) must not import torch
-    if name == "StreamingLeRobotDataset":
-        from lerobotstream.dataset._dataset import StreamingLeRobotDataset
+    if name in _LAZY:
+        import importlib
 
-        return StreamingLeRobotDataset
-    if name == "StreamingMultiLeRobotDataset":
-        from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
-
-        return StreamingMultiLeRobotDataset
-    if name in ("PackedCollate", "packed_collate"):
-        from lerobotstream.dataset import _collate
-
-        return getattr(_collate, name)
-    if name == "StreamLoader":
-        from lerobotstream.loader import StreamLoader
-
-        return StreamLoader
-    if name == "StreamOptions":  # no torch import
-        from lerobotstream.options import StreamOptions
-
-        return StreamOptions
-    if name == "EpisodeByteCache":
-        from lerobotstream.payload_cache import EpisodeByteCache
-
-        return EpisodeByteCache
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'lerobotstream' has no attribute {name!r}")

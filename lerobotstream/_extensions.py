@@ -17,10 +17,6 @@ from lerobotstream.errors import ExtensionBuildError
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-def _python() -> str:
-    return f"Python {sys.version_info.major}.{sys.version_info.minor} ({sys.executable})"
-
-
 class MissingExtensionFinder:
     """A meta path finder that finds nothing: it turns a missing extension module of this package
     into :class:`~lerobotstream.errors.ExtensionBuildError` (see the module doc)."""
@@ -37,8 +33,9 @@ class MissingExtensionFinder:
             return None  # not an extension: Python's own ModuleNotFoundError says it
         built = sorted(p.name for p in stem.parent.glob(f"{stem.name}.*") if p.suffix in (".so", ".pyd"))
         found = f"built here: {', '.join(built)}" if built else "no build of it here"
+        python = f"Python {sys.version_info.major}.{sys.version_info.minor} ({sys.executable})"
         raise ExtensionBuildError(
-            f"{fullname} is not built for {_python()}: {found}. {self.package_dir} is a source checkout "
+            f"{fullname} is not built for {python}: {found}. {self.package_dir} is a source checkout "
             f"without extensions for this Python (the current folder shadows an installed copy when Python "
             f"runs from the checkout's root). Build them for this Python (`python setup.py build_ext --inplace`; "
             f"`make build` does it for .venv), or install the package (`pip install .`), or run from "

@@ -1,15 +1,11 @@
 """Give free heap pages back to the OS once too many are kept (glibc ``malloc_trim``).
 
-Decoded frames are large, short-lived buffers allocated on the pipeline threads. glibc serves each
-thread from its own malloc arena and, once its dynamic mmap threshold has risen past a frame
-batch, from the arenas rather than ``mmap``; ``free()`` returns an arena's memory only from the top
-of its heap. Each epoch's new threads reuse the last epoch's arenas, so free-but-resident memory
-grows over the epochs (RSS 521 -> 1,293 MiB in 12 epochs with 120 MiB in use: docs/performance.md,
-"Memory over epochs").
-
-:func:`trim` (called when an episode is freed and when an iterator ends) estimates that memory
-(RSS minus malloc's in-use bytes, ``mallinfo2``, minus the non-heap RSS measured after the last
-trim) and calls ``malloc_trim(0)`` when it exceeds :data:`TRIM_SLACK_BYTES` (trimming costs CPU).
+Decoded frames are large, short-lived buffers allocated on the pipeline threads, served from
+per-thread glibc arenas, which ``free()`` shrinks only from the top: free-but-resident memory grows
+over the epochs (docs/performance.md, "Memory over epochs"). :func:`trim` (called when an episode
+is freed and when an iterator ends) estimates it (RSS minus malloc's in-use bytes, ``mallinfo2``,
+minus the non-heap RSS measured after the last trim) and calls ``malloc_trim(0)`` when it exceeds
+:data:`TRIM_SLACK_BYTES`.
 
 Process-wide and thread-safe. A no-op without ``malloc_trim``/``mallinfo2`` (not glibc >= 2.33) or
 with ``LEROBOTSTREAM_MALLOC_TRIM=0``; ``LEROBOTSTREAM_MALLOC_TRIM_MIB`` sets the slack (MiB). Both
@@ -25,22 +21,10 @@ import sys
 import threading
 import time
 
-_DEFAULT_SLACK_MIB = 256
-
-
-def _slack_bytes() -> int:
-    """:data:`TRIM_SLACK_BYTES` from the environment (0: trimming disabled)."""
-    if os.environ.get("LEROBOTSTREAM_MALLOC_TRIM", "1").strip().lower() in ("0", "false", "no", "off"):
-        return 0
-    try:
-        mib = float(os.environ.get("LEROBOTSTREAM_MALLOC_TRIM_MIB", _DEFAULT_SLACK_MIB))
-    except ValueError:
-        mib = _DEFAULT_SLACK_MIB
-    return max(1, int(mib * (1 << 20)))
-
+from lerobotstream import constants
 
 #: free heap memory kept resident that triggers a trim (bytes); 0: never trim
-TRIM_SLACK_BYTES = _slack_bytes()
+TRIM_SLACK_BYTES = constants.malloc_trim_slack_bytes()
 
 
 class _MallInfo2(ctypes.Structure):
@@ -87,16 +71,9 @@ def _in_use_bytes() -> int:
     return int(m.uordblks) + int(m.hblkhd)
 
 
-def kept_free_bytes() -> int | None:
-    """Estimated free heap memory held resident since the last trim (bytes; None before the
-    first trim or when unavailable)."""
-    if not available() or _not_heap is None:
-        return None
-    return _rss_bytes() - _in_use_bytes() - _not_heap
-
-
 def trim(force: bool = False) -> bool:
-    """``malloc_trim(0)`` when :func:`kept_free_bytes` exceeds :data:`TRIM_SLACK_BYTES` (or at the
+    """``malloc_trim(0)`` when the free heap memory kept resident since the last trim (RSS minus
+    in-use minus non-heap bytes) exceeds :data:`TRIM_SLACK_BYTES` (or at the
     first call, or when ``force``); True when it trimmed. A concurrent call returns False at once.
     Never raises; does nothing while the interpreter exits."""
     global _not_heap, _pid, _trims, _checks, _trim_s

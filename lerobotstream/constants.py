@@ -15,44 +15,35 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
-def _as_float(value: str | None, default: float) -> float:
-    if value is None or value == "":
-        return default
-    return float(value)
-
-
 HF_HOME = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")).expanduser()
 HF_LEROBOT_HOME = Path(os.environ.get("HF_LEROBOT_HOME", HF_HOME / "lerobot")).expanduser()
 INDEX_DIR = Path(os.environ.get("LEROBOTSTREAM_INDEX_DIR", HF_LEROBOT_HOME / "streaming-indexes")).expanduser()
 SIDECAR_DIR = Path(os.environ.get("LEROBOTSTREAM_SIDECAR_DIR", HF_LEROBOT_HOME / "streaming-sidecars")).expanduser()
 
 
+def env_flag(name: str) -> bool | None:
+    """Environment variable ``name`` as a switch: True (``1``/``true``/``yes``/``on``), False
+    (``0``/``false``/``no``/``off``), else None (unset or another value); read at call time."""
+    value = os.environ.get(name, "").strip().lower()
+    return True if value in {"1", "true", "yes", "on"} else False if value in {"0", "false", "no", "off"} else None
+
+
 def debug_enabled() -> bool:
     """``LEROBOTSTREAM_DEBUG`` set to a true value: CLIs print full tracebacks instead of one line
     (read at call time)."""
-    return os.environ.get("LEROBOTSTREAM_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
+    return env_flag("LEROBOTSTREAM_DEBUG") is True
 
 
-# --- defaults of the streaming options (lerobotstream.options.StreamOptions) -------------------------
+# --- defaults shared by the streaming options (lerobotstream.options.StreamOptions) and their users ----
 DEFAULT_SEED = 1000
 SEED_WHEN_NONE = 42
 DEFAULT_EPISODE_POOL_SIZE_PER_RANK = 32
 #: episodes mixed at once in one canonical partition (``partitions``): 32 per rank over LeRobot's 4 workers
 DEFAULT_PARTITION_POOL_SIZE = 8
-DEFAULT_PREFETCH_EPISODES = 8
-DEFAULT_BYTE_BUDGET_GB = 8.0
-DEFAULT_DECODE_THREADS = 2
-DEFAULT_DECODED_QUEUE_SIZE = 8
 DEFAULT_SIDECAR_LOCK_TIMEOUT_S = 1800.0
 DEFAULT_TOLERANCE_S = 1e-4
 DEFAULT_SAMPLING_STRATEGY = "remaining"
 DEFAULT_READ_TIMEOUT_S = 120.0  # one read from an HTTP(S)/Hub/bucket store, retries included
-DEFAULT_DECODE_LOOKAHEAD = 64
-DEFAULT_DECODED_CACHE_GB = 1.0
-#: node-local payload disk cache bound (``cache_limit_gb``), GiB
-DEFAULT_CACHE_LIMIT_GB = 50.0
-DEFAULT_FFMPEG_THREADS = 1
 # SAMPLING_STRATEGIES and SAMPLING_STRATEGY_HELP come from the strategy table: see __getattr__.
 #: DataLoader workers per rank at most (the ``num_workers`` option's bound; bounds loading a state)
 MAX_NUM_WORKERS = 1024
@@ -78,19 +69,30 @@ def distributed_env() -> tuple[str | None, str | None]:
     return os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
 
 
+def malloc_trim_slack_bytes(default_mib: float = 256) -> int:
+    """Free heap memory kept resident that makes ``_heap.trim`` trim, bytes:
+    ``LEROBOTSTREAM_MALLOC_TRIM_MIB`` MiB (``default_mib`` when unset or not a number); 0 (never
+    trim) when ``LEROBOTSTREAM_MALLOC_TRIM`` is off. Read at call time."""
+    if env_flag("LEROBOTSTREAM_MALLOC_TRIM") is False:
+        return 0
+    try:
+        mib = float(os.environ.get("LEROBOTSTREAM_MALLOC_TRIM_MIB", default_mib))
+    except ValueError:
+        mib = default_mib
+    return max(1, int(mib * (1 << 20)))
+
+
 #: seconds after which a start-up step still running (metadata listing, the wait for the first batch)
 #: is logged, with how long it took once done
-SLOW_START_S = _as_float(os.environ.get("LEROBOTSTREAM_SLOW_START_S"), 3.0)
+SLOW_START_S = float(os.environ.get("LEROBOTSTREAM_SLOW_START_S") or 3.0)
 
 
 def show_progress() -> bool:
     """``LEROBOTSTREAM_PROGRESS``: ``1`` shows progress bars (the sidecar build's), ``0`` hides
     them; unset: shown when stderr is a terminal (read at call time)."""
-    value = os.environ.get("LEROBOTSTREAM_PROGRESS", "").strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
+    flag = env_flag("LEROBOTSTREAM_PROGRESS")
+    if flag is not None:
+        return flag
     import sys
 
     try:
@@ -105,38 +107,15 @@ def train_trace_path() -> str | None:
     return os.environ.get("LEROBOTSTREAM_TRAIN_TRACE") or None
 
 
-def _strategy_table() -> dict:
-    """``planner._poolcore.STRATEGIES`` (name -> ``StrategyInfo``), the one table of sampling
-    strategies. ``options`` reads it at import and the planner package imports ``options``: when
-    the package is not imported yet, the extension module is loaded alone (an extension module is
-    initialised once per process, so the package's own import later gets the same module)."""
-    import importlib
-    import importlib.machinery
-    import importlib.util
-    import sys
-
-    full = "lerobotstream.planner._poolcore"
-    mod = sys.modules.get(full)
-    if mod is None and "lerobotstream.planner" not in sys.modules:
-        spec = importlib.machinery.PathFinder.find_spec(full, [str(Path(__file__).resolve().parent / "planner")])
-        if spec is not None and spec.loader is not None:
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[full] = mod
-            try:
-                spec.loader.exec_module(mod)
-            finally:  # the package's own import registers it (and sets the package's attribute)
-                del sys.modules[full]
-    if mod is None:
-        mod = importlib.import_module(full)  # not built: ExtensionBuildError says what to do
-    return mod.STRATEGIES
-
-
 def __getattr__(name: str):
     """``SAMPLING_STRATEGIES`` (tuple of names) and ``SAMPLING_STRATEGY_HELP`` (``'name' (help)``
-    for each, joined by commas and a last "or"), from the strategy table (:func:`_strategy_table`)."""
+    for each, joined by commas and a last "or"), from the one table of sampling strategies,
+    ``planner._poolcore.STRATEGIES`` (``planner/__init__`` imports nothing: ``options`` reads it at import)."""
+    if name not in ("SAMPLING_STRATEGIES", "SAMPLING_STRATEGY_HELP"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from lerobotstream.planner._poolcore import STRATEGIES
+
     if name == "SAMPLING_STRATEGIES":
-        return tuple(_strategy_table())
-    if name == "SAMPLING_STRATEGY_HELP":
-        parts = [f"{s.name!r} ({s.help})" for s in _strategy_table().values()]
-        return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} or {parts[-1]}"
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return tuple(STRATEGIES)
+    parts = [f"{s.name!r} ({s.help})" for s in STRATEGIES.values()]
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} or {parts[-1]}"

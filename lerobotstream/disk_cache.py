@@ -38,6 +38,7 @@ _HEADER = struct.Struct("<8sQ32s16x")  # magic, payload length, sha256(key), pad
 _TRAILER = 32  # sha256(payload)
 #: a temporary file older than this is a dead writer's: swept by the next eviction, seconds
 STALE_TMP_S = 3600.0
+_COUNTERS_LOCK = threading.Lock()  # module-level: a DiskCache pickles to workers without a lock
 
 
 class DiskCache:
@@ -59,22 +60,12 @@ class DiskCache:
         self.root.mkdir(parents=True, exist_ok=True)
         self.limit_bytes = int(limit_bytes)
         self.lock_timeout_s = float(lock_timeout_s)
-        self._lock = threading.Lock()
         self.counters = dict.fromkeys(
             ("hits", "misses", "corrupt", "writes", "evictions", "bytes_read", "bytes_written"), 0
         )
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
     def _count(self, **kw: int) -> None:
-        with self._lock:
+        with _COUNTERS_LOCK:
             for k, v in kw.items():
                 self.counters[k] += v
 

@@ -256,7 +256,9 @@ def over_budget(
     where: str = "",
 ) -> ByteBudgetError | None:
     """The rule "an episode larger than the whole byte budget": the error to raise (before anything
-    of the episode is fetched), or None when it fits.
+    of the episode is fetched), or None when it fits: ``ByteBudgetError("episode 1 needs 11 bytes
+    (0.000 GiB) of synthesized MP4 but the worker has a byte budget of 10 bytes (0.000 GiB); raise
+    the byte budget (streaming_byte_budget_gb)", episode_index=1, nbytes=11, byte_budget=10)``.
 
     Args:
         nbytes: the episode's synthesized MP4 bytes (every camera); negative: a size function's bug.
@@ -264,11 +266,6 @@ def over_budget(
         budget_is: how the budget was derived (``"a quarter of the rank's 8 GiB"``), or "".
         advice: what else helps, after "raise the byte budget (streaming_byte_budget_gb)", or "".
         where: what comes first in the message (a mixture's dataset), or "".
-
-    Returns:
-        ``ByteBudgetError("episode 1 needs 11 bytes (0.000 GiB) of synthesized MP4 but the worker
-        has a byte budget of 10 bytes (0.000 GiB); raise the byte budget
-        (streaming_byte_budget_gb)", episode_index=1, nbytes=11, byte_budget=10)``, or None.
     """
     e, n = int(episode_index), int(nbytes)
     fields: dict[str, Any] = {"episode_index": e}
@@ -348,55 +345,44 @@ def error_line(e: BaseException) -> str:
     return f"error: {type(e).__name__}: {msg}"
 
 
+#: exit status of a command whose reader closed stdout early (128 + SIGPIPE, as Unix tools)
+EXIT_CLOSED_STDOUT = 141
+
+
 def run_cli(body: Callable[[], int], *, debug: bool = False) -> int:
     """Run a command-line body and return its exit status. Any exception prints one line
     ``error: <Type>: <message>`` on stderr and gives status 2; Ctrl-C (``KeyboardInterrupt``)
     prints ``interrupted`` and gives status 130 — unless ``debug`` (a ``--debug`` flag) or
-    ``LEROBOTSTREAM_DEBUG`` is set, where either propagates with its traceback."""
+    ``LEROBOTSTREAM_DEBUG`` is set, where either propagates with its traceback.
+
+    A reader closing stdout early (``cmd | head -2``) ends it quietly: stdout is flushed before
+    returning (not at interpreter exit), then pointed at ``os.devnull``, and
+    :data:`EXIT_CLOSED_STDOUT` returned without an error line. A ``BrokenPipeError`` from anything
+    but stdout is an error like any other."""
+    import os
+
     from lerobotstream.constants import debug_enabled
 
     try:
-        return body()
+        status = body()
+        sys.stdout.flush()
+        return status
     except KeyboardInterrupt:
         if debug or debug_enabled():
             raise
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 - one typed line for every failure
+        if isinstance(e, BrokenPipeError) and _stdout_closed():
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
+            return EXIT_CLOSED_STDOUT
         if debug or debug_enabled():
             raise
         print(error_line(e), file=sys.stderr)
         return 2
-
-
-#: exit status of a command whose reader closed stdout early (128 + SIGPIPE, as Unix tools)
-EXIT_CLOSED_STDOUT = 141
-
-
-def quiet_on_closed_stdout(body: Callable[[], int]) -> Callable[[], int]:
-    """``body`` for :func:`run_cli`, ending quietly when the reader closes stdout early
-    (``cmd | head -2``): stdout is flushed before returning (not at interpreter exit), then pointed
-    at ``os.devnull``, and :data:`EXIT_CLOSED_STDOUT` returned without an error line. A
-    ``BrokenPipeError`` from anything but stdout propagates."""
-    import os
-
-    def wrapped() -> int:
-        try:
-            status = body()
-            sys.stdout.flush()
-            return status
-        except BrokenPipeError:
-            if not _stdout_closed():
-                raise  # another pipe broke; stdout still works
-            try:
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
-                os.close(devnull)
-            except (OSError, ValueError):
-                pass
-            return EXIT_CLOSED_STDOUT
-
-    return wrapped
 
 
 def _stdout_closed() -> bool:

@@ -206,7 +206,7 @@ def depth_quantizer_of(features: Mapping[str, Any], key: str, repo_id: str) -> D
 def rescale_depth_stats(stats: dict[str, Any], features: Mapping[str, Any], output_unit: str, repo_id: str) -> None:
     """See :meth:`lerobotstream.meta.DatasetMeta.rescale_depth_stats` (``stats`` changed in place)."""
     depth_keys = [k for k, f in features.items() if is_depth_feature(f)]
-    missing = [k for k in depth_keys if _unit(features, k) is None]
+    missing = [k for k in depth_keys if depth_unit(features, k) is None]
     if missing:
         warnings.warn(
             f"depth feature(s) {missing} of {repo_id} have no recorded 'depth_unit': their depth "
@@ -214,7 +214,7 @@ def rescale_depth_stats(stats: dict[str, Any], features: Mapping[str, Any], outp
             stacklevel=3,
         )
     for key in depth_keys:
-        stored = _unit(features, key)
+        stored = depth_unit(features, key)
         if stored is None or stored == output_unit or key not in stats:
             continue
         factor = 1000.0 if stored == "m" else 1.0 / 1000.0
@@ -223,7 +223,8 @@ def rescale_depth_stats(stats: dict[str, Any], features: Mapping[str, Any], outp
         }
 
 
-def _unit(features: Mapping[str, Any], key: str) -> str | None:
+def depth_unit(features: Mapping[str, Any], key: str) -> str | None:
+    """The unit depth feature ``key`` was recorded in (``info["depth_unit"]``: ``"mm"`` / ``"m"``), or None."""
     return ((features.get(key) or {}).get("info") or {}).get("depth_unit")
 
 

@@ -51,6 +51,7 @@ from lerobotstream.features import (
     LANGUAGE_COLUMNS,
     DepthQuantizer,
     depth_quantizer_of,
+    depth_unit,
     is_depth_feature,
     rescale_depth_stats,
 )
@@ -70,10 +71,15 @@ def _where(source: ByteSource | PrefetchedReads, path: str) -> str:
     return f"{root.rstrip('/')}/{path}" if root else path
 
 
-def _read_bytes(source: ByteSource | PrefetchedReads, path: str, *, what: str) -> bytes:
+def _read_bytes(
+    source: ByteSource | PrefetchedReads, path: str, *, what: str, missing_ok: bool = False
+) -> bytes | None:
+    """The file's bytes (None when missing and ``missing_ok``); else a MetadataError naming it."""
     try:
         return source.read_file(path)
     except FileNotFoundError as e:
+        if missing_ok:
+            return None
         hint = ""
         root = str(getattr(source, "root_display", "") or "").rstrip("/")
         if path == INFO_PATH and (root.endswith("/meta") or root == "meta"):
@@ -210,14 +216,6 @@ def template_problem(template: object, fields: Sequence[str]) -> str | None:
     return None if why is None else f"makes paths such as {_show(path)}, which {why}"
 
 
-def _count_problem(value: Any, top: int) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return f"must be a whole number, got {_show(value)}"
-    if not 0 <= value <= top:
-        return f"must be in [0, {top}], got {value}"
-    return None
-
-
 def _feature_problem(key: str, feat: Any) -> str | None:
     if not isinstance(feat, dict) or "dtype" not in feat:
         return "has no dtype"
@@ -255,10 +253,11 @@ def info_problem(info: dict[str, Any]) -> tuple[str, str] | None:
     ):
         return "fps", f"must be a positive integer (frames per second, at most {MAX_FPS}), got {_show(fps)}"
     for key, top in (("total_episodes", MAX_TOTAL_EPISODES), ("total_frames", MAX_TOTAL_FRAMES)):
-        if info.get(key) is not None:
-            why = _count_problem(info[key], top)
-            if why is not None:
-                return key, why
+        value = info.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            return key, f"must be a whole number, got {_show(value)}"
+        if value is not None and not 0 <= value <= top:
+            return key, f"must be in [0, {top}], got {value}"
     features = info["features"]
     if not isinstance(features, dict):
         return "features", "must be an object"
@@ -412,10 +411,6 @@ class _Columns:
     data_tpl: str
     video_tpl: str | None
 
-    @property
-    def num_rows(self) -> int:
-        return int(self.shard_id.shape[0])
-
 
 class EpisodeRows(Sequence[EpisodeInfo]):
     """The ``meta/episodes`` rows of a selection, in ``episode_index`` order, kept as columns: an
@@ -466,18 +461,14 @@ class EpisodeRows(Sequence[EpisodeInfo]):
         """int64 ``length`` of each row."""
         return self._cols.ints["length"][self._rows]
 
-    def task_strings(self) -> list[str]:
-        """Every distinct task string the rows name (first appearance order)."""
-        import pyarrow.compute as pc
-
-        tasks = self._cols.tasks.take(self._rows)
-        flat = pc.list_flatten(tasks)
-        return [str(t) for t in pc.unique(flat).to_pylist() if t is not None]
-
     def data_files(self) -> dict[str, np.ndarray]:
         """Each data Parquet path → the positions (into this selection) of the rows stored in it."""
         c = self._cols
         return self._groups(c.ints["data/chunk_index"], c.ints["data/file_index"], None, self._rows)
+
+    def rows_per_file(self) -> dict[str, int]:
+        """Rows each data Parquet file should hold: the lengths of its episodes, summed."""
+        return {path: int(self.lengths[pos].sum()) for path, pos in self.data_files().items()}
 
     def video_files(self) -> dict[str, tuple[str, np.ndarray]]:
         """Each MP4 path → (its camera, the positions of the rows whose window is in it)."""
@@ -535,8 +526,10 @@ def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> _Column
         listed = []
     except SourceError as e:  # a folder that cannot be listed (EACCES) is not "no episode metadata"
         raise _read_error(src, getattr(e, "path", None) or EPISODES_DIR, "the episode metadata folder", e) from e
-    shards = [p for p in listed if p.endswith(".parquet")]
-    shards = sorted(p for p in shards if _is_shard_path(p))
+    split = [p.split("/") for p in listed if p.endswith(".parquet")]  # meta/episodes/chunk-*/file-*
+    shards = sorted(
+        "/".join(q) for q in split if len(q) == 4 and q[2].startswith("chunk-") and q[3].startswith("file-")
+    )
     src.prefetch(*(("read_file", p) for p in shards))
     if not shards:
         raise MetadataError(
@@ -546,6 +539,10 @@ def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> _Column
     wanted = (
         list(_REQUIRED_EPISODE_COLUMNS) + ["tasks"] + [f"videos/{k}/{s}" for k in video_keys for s in _VIDEO_SUFFIXES]
     )
+    types = {
+        c: pa.list_(pa.string()) if c == "tasks" else _COLUMN_TYPES.get(c.rsplit("/", 1)[-1], pa.int64())
+        for c in wanted
+    }
     parts: dict[str, list] = {c: [] for c in wanted}
     shard_ids: list[np.ndarray] = []
     seen = {"rows": 0, "bytes": 0}
@@ -571,44 +568,41 @@ def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> _Column
         if missing:
             raise MetadataError(f"episode metadata shard {_where(src, shard)} lacks the columns {missing}", path=shard)
         for c in wanted:
-            want_type = pa.list_(pa.string()) if c == "tasks" else _COLUMN_TYPES.get(c.rsplit("/", 1)[-1], pa.int64())
-            col = table.column(c) if c in table.column_names else pa.nulls(table.num_rows, want_type)
+            col = table.column(c) if c in table.column_names else pa.chunked_array([pa.nulls(table.num_rows, types[c])])
             try:
-                parts[c].append(col.cast(want_type))
+                parts[c].extend(col.cast(types[c]).chunks)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
                 raise MetadataError(
-                    f"episode metadata shard {_where(src, shard)}: column {c!r} is {col.type}, not {want_type} ({e})",
+                    f"episode metadata shard {_where(src, shard)}: column {c!r} is {col.type}, not {types[c]} ({e})",
                     path=shard,
                 ) from e
         shard_ids.append(np.full(table.num_rows, n_shard, dtype=np.int32))
         del table
 
     def column(c: str) -> Any:
-        chunks = [chunk for part in parts.pop(c) for chunk in part.chunks]
-        return pa.chunked_array(chunks, type=parts_type[c]).combine_chunks()
+        return pa.chunked_array(parts.pop(c), type=types[c]).combine_chunks()
 
-    parts_type = {c: (parts[c][0].type if parts[c] else pa.int64()) for c in wanted}
+    def numpy(a: Any, dtype: Any = bool, fill: Any = None) -> np.ndarray:  # a's nulls, or its values (nulls: fill)
+        return np.asarray((a.is_null() if fill is None else a.fill_null(fill)).to_numpy(zero_copy_only=False), dtype)
+
     ints: dict[str, np.ndarray] = {}
     null: dict[str, np.ndarray] = {}
     for c in _REQUIRED_EPISODE_COLUMNS:
         arr = column(c)
-        null[c] = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        ints[c] = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        null[c], ints[c] = numpy(arr), numpy(arr, np.int64, 0)
     videos = {}
     for k in video_keys:
         arrs = [column(f"videos/{k}/{s}") for s in _VIDEO_SUFFIXES]
-        nulls = np.zeros(len(arrs[0]), dtype=bool)
-        for a in arrs:
-            nulls |= np.asarray(a.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        vc, vf = (np.asarray(a.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64) for a in arrs[:2])
-        t0, t1 = (np.asarray(a.fill_null(0.0).to_numpy(zero_copy_only=False), dtype=np.float64) for a in arrs[2:])
+        nulls = np.logical_or.reduce([numpy(a) for a in arrs])
+        vc, vf = (numpy(a, np.int64, 0) for a in arrs[:2])
+        t0, t1 = (numpy(a, np.float64, 0.0) for a in arrs[2:])
         videos[k] = (vc, vf, t0, t1, nulls)
     return _Columns(
         ints=ints,
         null=null,
         videos=videos,
         tasks=column("tasks"),
-        shard_id=np.concatenate(shard_ids) if shard_ids else np.zeros(0, np.int32),
+        shard_id=np.concatenate(shard_ids),
         shards=shards,
         data_tpl=info["data_path"],
         video_tpl=info.get("video_path"),
@@ -640,11 +634,6 @@ def _listed(runs: Sequence[tuple[int, int]]) -> list[int]:
     return [e for a, b in runs for e in range(a, b)]
 
 
-def _is_shard_path(path: str) -> bool:
-    parts = path.split("/")
-    return len(parts) == 4 and parts[2].startswith("chunk-") and parts[3].startswith("file-")
-
-
 def _report(problems: list | None, error: MetadataError | str, **fields: Any) -> None:
     """Raise ``error`` (a message: a ``MetadataError(error, **fields)``) when ``problems`` is None,
     else collect it as a :class:`~lerobotstream.errors.Problem` (its ``code``, else ``metadata``;
@@ -674,7 +663,7 @@ def _build_episodes(
     """Episode rows → :class:`EpisodeRows` (episode_index order), checked; ``problems`` as in
     :meth:`DatasetMeta.load` (collecting: a row that cannot be used is left out, once reported).
     The checks run on whole columns; only rows with a problem are visited one by one."""
-    n = cols.num_rows
+    n = int(cols.shard_id.shape[0])  # rows of every shard
     shard_of = cols.shards
     sid = cols.shard_id
     if n == 0:
@@ -788,25 +777,11 @@ def _build_episodes(
                 code="index_overlap",
             )
         for key, (nul, win) in bad_video.items():
-            if nul[k]:
-                _report(
-                    problems,
-                    f"episode {e}, camera {key!r}: null video location in {_where(src, shard)}",
-                    episode_index=e,
-                    camera=key,
-                    path=shard,
-                    code="video_location",
-                )
-            elif win[k]:
+            if nul[k] or win[k]:
                 t0, t1 = float(cols.videos[key][2][i]), float(cols.videos[key][3][i])
-                _report(
-                    problems,
-                    f"episode {e}, camera {key!r}: bad video window from_timestamp={t0} to_timestamp={t1} in {_where(src, shard)}",
-                    episode_index=e,
-                    camera=key,
-                    path=shard,
-                    code="video_location",
-                )
+                what = "null video location" if nul[k] else f"bad video window from_timestamp={t0} to_timestamp={t1}"
+                where = dict(episode_index=e, camera=key, path=shard, code="video_location")
+                _report(problems, f"episode {e}, camera {key!r}: {what} in {_where(src, shard)}", **where)
     return EpisodeRows(cols, order[kept], video_ok)
 
 
@@ -835,12 +810,7 @@ def _check_files(src: PrefetchedReads, episodes: EpisodeRows, problems: list | N
         key, pos = users[path]
         ep = episodes[int(pos[0])]
         what = f"camera {key!r} video" if key else "data file"
-        fields = dict(
-            episode_index=ep.episode_index,
-            camera=key,
-            path=path,
-            episodes=np.unique(indices[pos]).tolist(),
-        )
+        fields = dict(episode_index=ep.episode_index, camera=key, path=path, episodes=np.unique(indices[pos]).tolist())
         referenced = f"(referenced by {_where(src, ep.shard)})"
         if unreadable is None:
             error = MetadataError(
@@ -877,6 +847,7 @@ def _as_source(source: ByteSource | str | os.PathLike) -> ByteSource:
     raise TypeError(f"source must be a ByteSource, str or Path, got {type(source).__name__}")
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class DatasetMeta:
     """Metadata of one LeRobotDataset v3 root, for a selection of its episodes (build with :meth:`load`).
 
@@ -894,22 +865,19 @@ class DatasetMeta:
       its episodes), which the reader checks a footer against before decoding.
     """
 
-    def __init__(
-        self,
-        *,
-        source: ByteSource,
-        info: dict[str, Any],
-        tasks: list[str],
-        stats: dict[str, Any],
-        episodes: Sequence[EpisodeInfo],
-        total_episodes: int,
-        total_frames: int,
-        repo_id: str,
-        warnings_: list[str],
-        data_file_rows: dict[str, int] | None = None,
-    ) -> None:
-        self.source = source
-        self.info = info
+    source: ByteSource
+    info: dict[str, Any]
+    tasks: list[str]
+    stats: dict[str, Any]
+    episodes: EpisodeRows
+    total_episodes: int
+    total_frames: int
+    repo_id: str
+    warnings: list[str]
+    data_file_rows: dict[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        info = self.info
         self.fps: int = int(info["fps"])
         self.features: dict[str, dict[str, Any]] = info["features"]
         self.video_keys: list[str] = [k for k, f in self.features.items() if f.get("dtype") == "video"]
@@ -917,24 +885,12 @@ class DatasetMeta:
         self.camera_keys: list[str] = [k for k, f in self.features.items() if f.get("dtype") in ("video", "image")]
         self.shapes: dict[str, tuple[int, ...]] = {k: tuple(f.get("shape") or ()) for k, f in self.features.items()}
         self.names: dict[str, Any] = {k: f.get("names") for k, f in self.features.items()}
-        self.tasks = tasks
-        self.task_to_index: dict[str, int] = {t: i for i, t in enumerate(tasks)}
-        self.stats = stats
-        self.episodes = episodes
-        self.total_episodes = total_episodes
-        self.total_frames = total_frames
-        self.repo_id = repo_id
-        self.warnings = warnings_
+        self.task_to_index: dict[str, int] = {t: i for i, t in enumerate(self.tasks)}
         self.codebase_version: str = str(info.get("codebase_version"))
-        if isinstance(episodes, EpisodeRows):
-            self.episode_indices = episodes.episode_indices
-            self.episode_lengths = episodes.lengths
-        else:
-            self.episode_indices = np.array([ep.episode_index for ep in episodes], dtype=np.int64)
-            self.episode_lengths = np.array([ep.length for ep in episodes], dtype=np.int64)
-        self.data_file_rows: dict[str, int] = (
-            dict(data_file_rows) if data_file_rows is not None else _rows_per_file(episodes)
-        )
+        self.episode_indices = self.episodes.episode_indices
+        self.episode_lengths = self.episodes.lengths
+        rows = self.data_file_rows
+        self.data_file_rows = dict(rows) if rows is not None else self.episodes.rows_per_file()
 
     # --- conveniences ---------------------------------------------------------------------------
     @property
@@ -977,8 +933,8 @@ class DatasetMeta:
         return depth_quantizer_of(self.features, key, self.repo_id)
 
     def depth_unit(self, key: str) -> str | None:
-        """The unit a depth feature was recorded in (``info["depth_unit"]``: ``"mm"`` / ``"m"``), or None."""
-        return ((self.features.get(key) or {}).get("info") or {}).get("depth_unit")
+        """:func:`~lerobotstream.features.depth_unit` of this dataset's feature ``key``."""
+        return depth_unit(self.features, key)
 
     def rescale_depth_stats(self, output_unit: str) -> None:
         """Rescale the depth features' stats in place from their ``depth_unit`` to ``output_unit``
@@ -1005,15 +961,11 @@ class DatasetMeta:
 
     def video_paths(self) -> list[str]:
         """Sorted unique relative MP4 paths used by the selection."""
-        if isinstance(self.episodes, EpisodeRows):
-            return sorted(self.episodes.video_files())
-        return sorted({v.path for ep in self.episodes for v in ep.videos.values()})
+        return sorted(self.episodes.video_files())
 
     def data_paths(self) -> list[str]:
         """Sorted unique relative Parquet data paths used by the selection."""
-        if isinstance(self.episodes, EpisodeRows):
-            return sorted(self.episodes.data_files())
-        return sorted({ep.data_path for ep in self.episodes})
+        return sorted(self.episodes.data_files())
 
     def __len__(self) -> int:
         return len(self.episodes)
@@ -1084,7 +1036,10 @@ class DatasetMeta:
                 notes.append(
                     f"{_where(src, INFO_PATH)}: splits.train={train!r} but meta/episodes holds {len(all_eps)} episodes; ignored"
                 )
-            unknown_tasks = [t for t in all_eps.task_strings() if tasks and t not in set(tasks)]
+            import pyarrow.compute as pc
+
+            named = pc.unique(pc.list_flatten(all_eps._cols.tasks.take(all_eps._rows))).to_pylist()  # first seen first
+            unknown_tasks = [str(t) for t in named if t is not None and tasks and str(t) not in set(tasks)]
             for t in unknown_tasks[:10]:
                 notes.append(f"task {t!r} of an episode is not in {_where(src, TASKS_PATH)}")
             if len(unknown_tasks) > 10:
@@ -1121,20 +1076,9 @@ class DatasetMeta:
             total_episodes=len(all_eps),
             total_frames=total_frames,
             repo_id=str(name),
-            warnings_=notes,
-            data_file_rows=_rows_per_file(all_eps),
+            warnings=notes,
+            data_file_rows=all_eps.rows_per_file(),
         )
-
-
-def _rows_per_file(episodes: Sequence[EpisodeInfo]) -> dict[str, int]:
-    """Rows each data Parquet file should hold: the lengths of its episodes, summed."""
-    if isinstance(episodes, EpisodeRows):
-        lengths = episodes.lengths
-        return {path: int(lengths[pos].sum()) for path, pos in episodes.data_files().items()}
-    out: dict[str, int] = {}
-    for ep in episodes:
-        out[ep.data_path] = out.get(ep.data_path, 0) + int(ep.length)
-    return out
 
 
 def _load_tasks(src: PrefetchedReads) -> list[str]:
@@ -1173,11 +1117,6 @@ def _load_tasks(src: PrefetchedReads) -> list[str]:
 
 
 def _load_stats(src: PrefetchedReads) -> dict[str, Any]:
-    try:  # one read, no existence check first: a missing stats.json is no error
-        raw = src.read_file(STATS_PATH)
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        raise _read_error(src, STATS_PATH, STATS_PATH, e) from e
-    stats = _parse_json(src, STATS_PATH, raw)
+    raw = _read_bytes(src, STATS_PATH, what=STATS_PATH, missing_ok=True)  # one read: a missing stats.json is no error
+    stats = _parse_json(src, STATS_PATH, raw) if raw is not None else {}
     return stats if isinstance(stats, dict) else {}

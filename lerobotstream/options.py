@@ -1,15 +1,11 @@
-"""``StreamOptions``: every option of a stream, in one place: default, unit, rule, whether a
+"""``StreamOptions``: every option of a stream, in one table: default, unit, rule, whether a
 mixture may set it per dataset, and how ``lerobotstream-train`` sets it.
 
-Everything that lists options reads this table: the constructors of ``StreamingLeRobotDataset``
-and ``StreamingMultiLeRobotDataset`` (keywords, or ``options=``) and their signatures
-(:func:`constructor_signature`), the checks (:meth:`StreamOptions.validate`;
-:func:`check_option` applies one option's rule wherever its value arrives: ``StreamLoader``,
-``PlanSettings``, a resume state), :func:`per_dataset_options`, the ``--dataset.streaming_*``
-flags of ``lerobotstream-train`` (:func:`train_flags`) and ``docs/options.md``
-(:func:`options_markdown`; a test fails when it is stale). A stream keeps its options resolved
-and frozen as ``ds.options`` (:meth:`StreamOptions.resolved`); the GiB options are converted to
-bytes once, here. Adding an option is one :func:`_option` entry, the code that uses it, and its test.
+Everything that lists options reads this table: the dataset constructors and their signatures
+(:func:`constructor_signature`), the checks (:meth:`StreamOptions.validate`, :func:`check_option`
+wherever a value arrives), :func:`per_dataset_options`, the ``--dataset.streaming_*`` flags
+(:func:`train_flags`) and ``docs/options.md`` (:func:`options_markdown`; a test fails when it is
+stale). A stream keeps its options resolved and frozen as ``ds.options`` (:meth:`StreamOptions.resolved`).
 
 Units are in the names: ``*_gb`` GiB (2**30 bytes), ``*_s`` seconds; "per rank" resources are split
 evenly over the rank's DataLoader workers.
@@ -28,6 +24,8 @@ from collections import abc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+import numpy as np
 
 from lerobotstream import constants
 from lerobotstream.errors import OptionArgumentError, StreamingConfigError
@@ -53,8 +51,6 @@ def require(name: str, value: Any, ok: bool, want: str) -> None:
 
 
 def is_int(v: Any) -> bool:
-    import numpy as np
-
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
@@ -70,8 +66,6 @@ def check_epoch(epoch: Any) -> int:
 
 def is_number(v: Any) -> bool:
     """A finite real number that fits a float64 (bools, strings, nan, inf and 10**400 are not)."""
-    import numpy as np
-
     if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)):
         return False
     try:
@@ -81,8 +75,6 @@ def is_number(v: Any) -> bool:
 
 
 def is_bool(v: Any) -> bool:
-    import numpy as np
-
     return isinstance(v, (bool, np.bool_))
 
 
@@ -151,13 +143,10 @@ def check_tolerance(tolerance_s: float, fps: float, where: str = "") -> None:
 # --- the table ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class OptionInfo:
-    """What :class:`StreamOptions` knows of one option: ``name``, ``default``, ``want`` (the rule as
-    the error words it), ``check(value) -> bool``, ``help`` (docs and ``--help``), ``group``
-    (``"lerobot"`` for LeRobot's own ``LeRobotDataset`` arguments, ``"source"``, ``"resources"``,
-    ``"order"``, ``"decode"``, ``"resume"``, ``"loader"``), ``per_dataset`` (a mixture may give it
-    per repo id), ``flag`` / ``flag_type`` (the ``--dataset.<flag>`` field of
-    ``lerobotstream-train``; None where LeRobot's own configuration sets it) and ``train`` (how
-    ``lerobotstream-train`` sets it)."""
+    """What :class:`StreamOptions` knows of one option: ``want`` is the rule as the error words it,
+    ``help`` the docs and ``--help`` text, ``group`` a key of :data:`_GROUPS`, ``per_dataset``: a
+    mixture may give it per repo id; ``flag`` / ``flag_type``: the ``--dataset.<flag>`` field of
+    ``lerobotstream-train`` (None where LeRobot's own configuration sets it), ``train``: how it sets it."""
 
     name: str
     default: Any
@@ -273,11 +262,11 @@ class StreamOptions:
         f"{constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK} per rank, split over the workers).", group="resources",
         flag="streaming_episode_pool_size", flag_type=Optional[int])
     prefetch_episodes: int = _option(
-        constants.DEFAULT_PREFETCH_EPISODES, f"an int >= 0, at most {MAX_COUNT}", int_in(0, MAX_COUNT),
+        8, f"an int >= 0, at most {MAX_COUNT}", int_in(0, MAX_COUNT),
         "Episodes fetched ahead of each worker's active pool.", group="resources",
         flag="streaming_prefetch_episodes", flag_type=int)
     byte_budget_gb: float = _option(
-        constants.DEFAULT_BYTE_BUDGET_GB, f"a number > 0 (GiB per rank), at most {MAX_BUDGET_GB:.0f}",
+        8.0, f"a number > 0 (GiB per rank), at most {MAX_BUDGET_GB:.0f}",
         lambda v: is_number(v) and 0 < v <= MAX_BUDGET_GB,
         "Compressed (synthesized MP4) bytes held per rank, GiB; each worker gets 1/num_workers. Not an "
         "RSS limit.", group="resources", flag="streaming_byte_budget_gb", flag_type=float)
@@ -289,7 +278,7 @@ class StreamOptions:
         "is exceeded briefly instead of waited on.", group="resources", flag="video_decoder_cache_size",
         flag_type=Optional[int])
     decoded_cache_gb: float = _option(
-        constants.DEFAULT_DECODED_CACHE_GB, f"a number >= 0 (GiB per rank), at most {MAX_BUDGET_GB:.0f}",
+        1.0, f"a number >= 0 (GiB per rank), at most {MAX_BUDGET_GB:.0f}",
         lambda v: is_number(v) and 0 <= v <= MAX_BUDGET_GB,
         "Decoded GOP frames kept so each GOP is decoded once per episode, GiB per rank split over the "
         "workers (0 disables).", group="resources", flag="streaming_decoded_cache_gb", flag_type=float)
@@ -300,7 +289,7 @@ class StreamOptions:
         "commit (or the file's fingerprint) and checked on every read.", group="resources",
         flag="streaming_cache_dir", flag_type=Optional[str])
     cache_limit_gb: float = _option(
-        constants.DEFAULT_CACHE_LIMIT_GB, f"a number > 0 (GiB per node), at most {MAX_BUDGET_GB:.0f}",
+        50.0, f"a number > 0 (GiB per node), at most {MAX_BUDGET_GB:.0f}",
         lambda v: is_number(v) and 0 < v <= MAX_BUDGET_GB,
         "Bound of the cache_dir disk cache, GiB for the node (least recently used entries are "
         "evicted to stay under it).", group="resources", flag="streaming_cache_limit_gb", flag_type=float)
@@ -337,11 +326,11 @@ class StreamOptions:
         group="decode", per_dataset=True, flag="streaming_camera_keys", flag_type=Optional[list[str]])
     # --- decode -------------------------------------------------------------------------------------
     decode_threads: int = _option(
-        constants.DEFAULT_DECODE_THREADS, f"an int >= 1, at most {MAX_THREADS}", int_in(1, MAX_THREADS),
+        2, f"an int >= 1, at most {MAX_THREADS}", int_in(1, MAX_THREADS),
         "Sample-assembly / decode threads per DataLoader worker.", group="decode",
         flag="streaming_decode_threads", flag_type=int)
     decoded_queue_size: int = _option(
-        constants.DEFAULT_DECODED_QUEUE_SIZE, f"an int >= 1, at most {MAX_COUNT}", int_in(1, MAX_COUNT),
+        8, f"an int >= 1, at most {MAX_COUNT}", int_in(1, MAX_COUNT),
         "Decoded samples buffered ahead per worker.", group="decode", flag="streaming_decoded_queue_size",
         flag_type=int)
     device: str = _option(
@@ -350,7 +339,7 @@ class StreamOptions:
         "Where frames are decoded: 'cpu', or 'cuda' (NVDEC, with a counted CPU fallback).", group="decode",
         flag="streaming_decode_device", flag_type=str)
     decode_lookahead: int = _option(
-        constants.DEFAULT_DECODE_LOOKAHEAD, f"an int >= 1, at most {MAX_COUNT} (anchors per decode chunk)",
+        64, f"an int >= 1, at most {MAX_COUNT} (anchors per decode chunk)",
         int_in(1, MAX_COUNT),
         "Anchors decoded together per chunk (each GOP once per chunk).", group="decode",
         flag="streaming_decode_lookahead", flag_type=int)
@@ -360,7 +349,7 @@ class StreamOptions:
         "leaves before a whole chunk is decoded.", group="decode", flag="streaming_first_lookahead",
         flag_type=Optional[int])
     ffmpeg_threads: int = _option(
-        constants.DEFAULT_FFMPEG_THREADS, f"an int >= 0, at most {MAX_THREADS} (0: FFmpeg chooses)",
+        1, f"an int >= 0, at most {MAX_THREADS} (0: FFmpeg chooses)",
         int_in(0, MAX_THREADS),
         "FFmpeg threads per decoder (0: FFmpeg decides); the decode threads already run decoders in "
         "parallel.", group="decode", flag="streaming_ffmpeg_threads", flag_type=int)
@@ -405,8 +394,6 @@ class StreamOptions:
             value = getattr(self, info.name)
             require(info.name, value, info.check(value), info.want)
         for key, offs in (self.delta_timestamps or {}).items():
-            import numpy as np
-
             require(
                 f"delta_timestamps[{key!r}]",
                 offs,
@@ -421,7 +408,7 @@ class StreamOptions:
         Raises:
             OptionArgumentError (a StreamingConfigError and a TypeError): a name that is no option.
         """
-        _refuse_unknown(changes, "StreamOptions.replace")
+        refuse_unknown_keywords(changes, _NAMES, "StreamOptions.replace")
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
@@ -495,22 +482,13 @@ class StreamOptions:
         if twice:
             raise OptionArgumentError(f"{owner}() got multiple values for argument {twice[0]!r}", option=twice[0])
         given.update(keywords)
-        _refuse_unknown(given, owner)
+        refuse_unknown_keywords(given, _NAMES, owner)
         for key in ("episodes", "camera_keys"):
             if isinstance(given.get(key), abc.Iterator):
                 given[key] = list(given[key])
-        if (
-            given.get("device") is not None
-            and not isinstance(given["device"], str)
-            and type(given["device"]).__name__ == "device"
-        ):
+        if type(given.get("device")).__name__ == "device":  # a torch.device
             given["device"] = str(given["device"])
         return (options or cls()).replace(**given)
-
-
-def _refuse_unknown(names: Any, owner: str) -> None:
-    """Raise OptionArgumentError naming the first of ``names`` that is no option (and the closest)."""
-    refuse_unknown_keywords(names, [f.name for f in dataclasses.fields(StreamOptions)], owner)
 
 
 def refuse_unknown_keywords(
@@ -563,6 +541,7 @@ def checked_keywords(owner: str, *, what: str = "not an option", see: str = "doc
 StreamOptions.__init__ = checked_keywords("StreamOptions")(StreamOptions.__init__)  # type: ignore[method-assign]
 
 
+_NAMES = [f.name for f in dataclasses.fields(StreamOptions)]
 _CONVERT: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "bool": bool}
 
 #: LeRobot's ``LeRobotDataset``/``StreamingLeRobotDataset`` positional arguments after repo_id, root

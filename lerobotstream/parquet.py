@@ -209,11 +209,6 @@ class EpisodeParquetReader:
                 self._small: OrderedDict[str, bytes] = OrderedDict()  # path -> whole small file
                 self._small_bytes = 0
 
-    @property
-    def footers_read(self) -> int:
-        """Footers read from the source in this process (tests, profiling)."""
-        return self._footers.computed
-
     def _where(self, path: str) -> str:
         return f"{path} in {self.source.root_display}"
 

@@ -14,25 +14,19 @@ States of an entry::
 
 Rules:
 
-* Each admission and prefetch is handed the episode's :class:`FetchJob` (its ``nbytes`` and its
-  fetch): memory grows with the pool and the frontier, not the dataset.
 * An episode larger than the whole budget raises :class:`~lerobotstream.errors.ByteBudgetError`
-  before any byte of it is fetched.
-* :meth:`EpisodeByteCache.prefetch` never waits: with the budget full it returns ``False``.
-* A fetch failing with a :class:`~lerobotstream.errors.SourceError` (the source gave up after its
-  retries and time limit) ends the stream: every later operation raises that error, queued fetches
-  are skipped and :meth:`~EpisodeByteCache.close` does not wait for running ones, so the consumer
-  sees the first unrecoverable failure within about one read's time limit. Other fetch errors
-  stay with their episode.
-* A retired episode whose last decode released it stays **kept** (evictable); admitted again (the
-  next ``repeat=True`` epoch, another pool) it takes that payload without a fetch
-  (``CacheStats.reuses``): a worker whose episodes fit its budget fetches each once.
+  before any byte of it is fetched; :meth:`~EpisodeByteCache.prefetch` never waits.
+* A fetch failing with a :class:`~lerobotstream.errors.SourceError` ends the stream: every later
+  operation raises it, queued fetches are skipped and :meth:`~EpisodeByteCache.close` does not wait
+  for running ones. Other fetch errors stay with their episode.
+* A retired episode admitted again (the next ``repeat=True`` epoch) takes its kept payload without
+  a fetch (``CacheStats.reuses``).
 * To make room, admission and prefetch evict kept episodes, then admission evicts finished,
   unpinned prefetches (least recently used first), else waits until a release makes room. The
-  budget is never exceeded; freed episodes are reported by :meth:`EpisodeByteCache.drain_freed`.
+  budget is never exceeded.
 
-The budget covers compressed mini-MP4 bytes only (not decoder state, tensors, Parquet tables): it
-is not a process RSS limit. Thread-safe: every state change happens under one ``threading.Condition``.
+The budget covers compressed mini-MP4 bytes only: it is not a process RSS limit. Thread-safe:
+every state change happens under one ``threading.Condition``.
 """
 
 from __future__ import annotations
@@ -88,7 +82,6 @@ class CacheStats:
 class _Entry:
     episode_index: int
     nbytes: int
-    speculative: bool
     pins: int = 0
     retired: bool = False
     fetch: Callable[[], EpisodePayload] | None = None  # the job's
@@ -157,14 +150,9 @@ class EpisodeByteCache:
             return self._resident
 
     def check_fits(self, episode_index: int, job: FetchJob) -> int:
-        """Raise :class:`ByteBudgetError` when the episode can never fit; returns its size (``job``'s).
-
-        Raises:
-            ValueError: the job's size is negative.
-        """
+        """Raise :class:`ByteBudgetError` (``errors.over_budget``) when the episode can never fit or
+        its size (``job``'s) is negative; returns the size."""
         nbytes = int(job.nbytes)
-        if nbytes < 0:
-            raise ValueError(f"negative synthesized size {nbytes} for episode {episode_index}")
         error = over_budget(episode_index, nbytes, self.byte_budget, advice="or lower num_workers")
         if error is not None:
             raise error
@@ -214,8 +202,8 @@ class EpisodeByteCache:
         with self._cond:
             return self._fatal
 
-    def _new_entry(self, ep: int, nbytes: int, speculative: bool, job: FetchJob) -> _Entry:
-        entry = _Entry(ep, nbytes, speculative, fetch=job.fetch)
+    def _new_entry(self, ep: int, nbytes: int, job: FetchJob) -> _Entry:
+        entry = _Entry(ep, nbytes, fetch=job.fetch)
         self._entries[ep] = entry
         self._reserved += nbytes
         self.stats.peak_reserved_bytes = max(self.stats.peak_reserved_bytes, self._reserved)
@@ -326,7 +314,7 @@ class EpisodeByteCache:
             self._evict_for(nbytes, prefetches=False)
             if self._reserved + nbytes > self.byte_budget:
                 return False
-            self._new_entry(ep, nbytes, True, job)
+            self._new_entry(ep, nbytes, job)
             return True
 
     def admit(self, episode_index: int, *, job: FetchJob, timeout: float | None = None) -> bool:
@@ -358,13 +346,12 @@ class EpisodeByteCache:
                         self.stats.reused_bytes += entry.resident_nbytes or entry.nbytes
                     entry.retired = entry.kept = False
                     entry.pins += 1
-                    entry.speculative = False
                     entry.last_used = time.monotonic()
                     self._emit("admit", ep)
                     break
                 self._evict_for(nbytes, prefetches=True)
                 if self._reserved + nbytes <= self.byte_budget:
-                    entry = self._new_entry(ep, nbytes, False, job)
+                    entry = self._new_entry(ep, nbytes, job)
                     entry.pins += 1
                     self._emit("admit", ep)
                     break
@@ -391,29 +378,23 @@ class EpisodeByteCache:
             entry.last_used = time.monotonic()
 
     def release(self, episode_index: int) -> None:
-        """Drop one lease (decode lease or, via :meth:`retire`, the admission pin)."""
-        ep = int(episode_index)
-        with self._cond:
-            entry = self._entries.get(ep)
-            if entry is None:
-                return
-            entry.pins = max(0, entry.pins - 1)
-            self._maybe_free(entry)
-            self._emit("release", ep)
-            self._cond.notify_all()
+        """Drop one decode lease."""
+        self._unpin(int(episode_index), "release")
 
     def retire(self, episode_index: int) -> None:
         """The planner is done with the episode: drop its admission pin; once the last decode lease
         is released (and the fetch finished) the payload is kept, evictable, for a later admission."""
-        ep = int(episode_index)
+        self._unpin(int(episode_index), "retire")
+
+    def _unpin(self, ep: int, event: str) -> None:
         with self._cond:
             entry = self._entries.get(ep)
             if entry is None:
                 return
-            entry.retired = True
+            entry.retired = entry.retired or event == "retire"
             entry.pins = max(0, entry.pins - 1)
             self._maybe_free(entry)
-            self._emit("retire", ep)
+            self._emit(event, ep)
             self._cond.notify_all()
 
     def get(self, episode_index: int, *, timeout: float | None = None) -> EpisodePayload:

@@ -290,11 +290,11 @@ class StreamingMultiLeRobotDataset(StreamCore):
             info=info,
             tasks=tasks,
             stats=stats,
-            episodes=[],
+            episodes=first.episodes.take([]),
             total_episodes=info["total_episodes"],
             total_frames=info["total_frames"],
             repo_id="[" + ",".join(self.repo_ids) + "]",
-            warnings_=[],
+            warnings=[],
         )
 
     # --- LeRobot-like surface ---------------------------------------------------------------------

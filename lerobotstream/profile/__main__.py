@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 
 from lerobotstream._atomic import check_output_file, write_text_atomic
-from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
+from lerobotstream.errors import StreamingConfigError, run_cli
 from lerobotstream.options import add_cli_flags
 from lerobotstream.profile._report import build_report, format_report, needed_bytes, plot_report, require_matplotlib
 from lerobotstream.profile._run import LOADERS, profile_dataset
@@ -208,7 +208,7 @@ def _write_json(obj: dict, path: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the profile CLI; errors print one line and return 2 (``--debug`` / ``LEROBOTSTREAM_DEBUG=1``: traceback)."""
     args = _parser().parse_args(argv)
-    return run_cli(quiet_on_closed_stdout(lambda: _main(args)), debug=args.debug)
+    return run_cli(lambda: _main(args), debug=args.debug)
 
 
 def _main(args) -> int:

@@ -248,10 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    from lerobotstream.errors import quiet_on_closed_stdout, run_cli
+    from lerobotstream.errors import run_cli
 
-    body = quiet_on_closed_stdout(lambda: _build(args) if args.command == "build" else _inspect(args))
-    return run_cli(body, debug=args.debug)
+    return run_cli(lambda: _build(args) if args.command == "build" else _inspect(args), debug=args.debug)
 
 
 if __name__ == "__main__":

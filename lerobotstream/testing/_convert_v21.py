@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lerobotstream.constants import INFO_PATH, STATS_PATH, TASKS_PATH
 from lerobotstream.testing._media import (
     DATA_PATH,
     EPISODES_PATH,
@@ -113,7 +114,7 @@ def convert(
         parts = [v21_video(old, key) for old in kept]
         _write_videos(tmp, key, parts, rows, _Roller(video_file_size_mb, None, chunks_size), faststart=False)
     _write_episodes_meta(tmp, rows, video_keys, list(info["features"]), [ep_stats.get(old, {}) for old in kept])
-    _write_parquet(_tasks_table(tasks, "pandas_index"), tmp / "meta/tasks.parquet")
+    _write_parquet(_tasks_table(tasks, "pandas_index"), tmp / TASKS_PATH)
     stats = {
         feat: _aggregate([ep_stats[old][feat] for old in kept])
         for feat in info["features"]
@@ -123,7 +124,7 @@ def convert(
     for feat, values in (("episode_index", np.arange(len(kept))), ("index", np.arange(n_total))):
         if feat in stats:
             stats[feat].update(min=[int(values.min())], max=[int(values.max())], mean=[float(values.mean())])
-    _write_json(stats, tmp / "meta/stats.json")
+    _write_json(stats, tmp / STATS_PATH)
 
     info3 = dict(info)
     for k in ("total_chunks", "total_videos"):
@@ -140,7 +141,7 @@ def convert(
         data_path=DATA_PATH,
         video_path=VIDEO_PATH if video_keys else None,
     )
-    _write_json(info3, tmp / "meta/info.json")
+    _write_json(info3, tmp / INFO_PATH)
     _write_json(
         {"new_to_original": {str(new_of[o]): o for o in kept}, "source_codebase_version": "v2.1"},
         tmp / "meta/episode_index_map.json",

@@ -197,9 +197,9 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the validator CLI; returns the exit status (0 no error, 1 errors found, 2 usage error)."""
     args = _parser().parse_args(argv)
-    from lerobotstream.errors import quiet_on_closed_stdout, run_cli
+    from lerobotstream.errors import run_cli
 
-    return run_cli(quiet_on_closed_stdout(lambda: _run(args)), debug=args.debug)
+    return run_cli(lambda: _run(args), debug=args.debug)
 
 
 if __name__ == "__main__":

@@ -101,12 +101,12 @@ def test_inspect_into_head_prints_what_head_shows(sidecar):
 
 
 def test_a_broken_pipe_elsewhere_is_still_an_error(capsys):
-    from lerobotstream.errors import quiet_on_closed_stdout, run_cli
+    from lerobotstream.errors import run_cli
 
     def body():
         raise BrokenPipeError("a socket's pipe, not stdout")
 
-    assert run_cli(quiet_on_closed_stdout(body)) == 2  # stdout works: not hidden
+    assert run_cli(body) == 2  # stdout works: not hidden
     assert "error: BrokenPipeError: a socket's pipe, not stdout" in capsys.readouterr().err
 
 

@@ -10,10 +10,17 @@ import threading
 
 import pytest
 
-from lerobotstream import _heap
+from lerobotstream import _heap, constants
 
 CAM = (("observation.images.front", 64, 48),)
 LENGTHS = (6, 5, 7, 4)
+
+
+def kept_free_bytes() -> int | None:
+    """Free heap memory kept resident since the last trim, bytes (None before it, or unavailable)."""
+    if not _heap.available() or _heap._not_heap is None:
+        return None
+    return _heap._rss_bytes() - _heap._in_use_bytes() - _heap._not_heap
 
 
 class _FakeHeap:
@@ -46,14 +53,14 @@ def fake_heap(monkeypatch):
 def test_trims_only_when_much_free_memory_is_kept(fake_heap):
     h = fake_heap
     assert _heap.trim() is True and len(h.calls) == 1  # the first call measures the non-heap part
-    assert _heap.kept_free_bytes() == 0
+    assert kept_free_bytes() == 0
     h.in_use += 300 << 20  # frames decoded: in use, not kept free
     h.rss += 300 << 20
     assert _heap.trim() is False and len(h.calls) == 1
     h.in_use -= 300 << 20  # freed, pages still resident: 300 MiB kept free > 256 MiB slack
-    assert _heap.kept_free_bytes() == 300 << 20
+    assert kept_free_bytes() == 300 << 20
     assert _heap.trim() is True and len(h.calls) == 2 and h.calls[-1] == 0
-    assert _heap.kept_free_bytes() == 0 and h.rss == 100 << 20
+    assert kept_free_bytes() == 0 and h.rss == 100 << 20
     h.rss += 200 << 20  # below the slack: kept
     assert _heap.trim() is False and len(h.calls) == 2
     assert _heap.trim(force=True) is True and len(h.calls) == 3
@@ -67,7 +74,7 @@ def test_one_thread_trims_at_a_time(fake_heap):
 
 def test_trim_is_a_no_op_without_glibc(monkeypatch):
     monkeypatch.setattr(_heap, "_malloc_trim", None)
-    assert _heap.trim(force=True) is False and not _heap.available() and _heap.kept_free_bytes() is None
+    assert _heap.trim(force=True) is False and not _heap.available() and kept_free_bytes() is None
 
 
 @pytest.mark.parametrize(
@@ -85,7 +92,7 @@ def test_environment_knobs(monkeypatch, env, expected):
     monkeypatch.delenv("LEROBOTSTREAM_MALLOC_TRIM_MIB", raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    assert _heap._slack_bytes() == expected
+    assert constants.malloc_trim_slack_bytes() == expected
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc_trim")
@@ -106,9 +113,9 @@ def test_real_malloc_trim_gives_freed_buffers_back():
     t.start()
     t.join()
     keep.clear()
-    assert _heap.kept_free_bytes() is not None
+    assert kept_free_bytes() is not None
     assert _heap.trim(force=True) is True
-    after = _heap.kept_free_bytes()
+    after = kept_free_bytes()
     assert after is not None and abs(after) < 8 << 20  # just trimmed: nothing counted as kept free
 
 

@@ -264,6 +264,20 @@ def test_missing_tasks(broken):
         DatasetMeta.load(broken)
 
 
+def test_episode_shards_without_a_tasks_column(broken):
+    for shard in sorted((broken / "meta/episodes").rglob("*.parquet")):
+        pq.write_table(pq.read_table(shard).drop(["tasks"]), shard)
+    meta = DatasetMeta.load(broken)
+    assert len(meta.episodes) == 3 and all(ep.tasks == () for ep in meta.episodes)
+
+
+def test_episode_tasks_missing_from_the_tasks_file_are_noted(broken):
+    pq.write_table(pa.table({"task_index": [0], "task": ["another task"]}), broken / "meta/tasks.parquet")
+    with pytest.warns(UserWarning, match="task 'pick the cube' of an episode is not in .*tasks.parquet"):
+        meta = DatasetMeta.load(broken)
+    assert meta.tasks == ["another task"] and len(meta.warnings) == 1
+
+
 def test_tasks_without_strings(broken):
     pq.write_table(pa.table({"task_index": [0]}), broken / "meta/tasks.parquet")
     with pytest.raises(MetadataError, match="tasks.parquet needs"):

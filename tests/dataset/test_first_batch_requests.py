@@ -278,7 +278,7 @@ def test_concurrent_episodes_of_one_row_group_share_one_footer_and_one_row_group
     assert not errors, errors
     assert out[0].column("index").to_pylist() == list(range(30))
     assert out[1].column("index").to_pylist() == list(range(30, 70))
-    assert reader.footers_read == 1
+    assert reader._footers.computed == 1  # footers read from the source
     # decoded once when kept (B waits for it or finds it cached); without a cache B may decode the
     # in-memory bytes again, but never sends a read of its own
     assert reader.row_groups_read == 1 if cache_bytes else reader.row_groups_read in (1, 2)
