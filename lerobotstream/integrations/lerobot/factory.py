@@ -45,11 +45,10 @@ __all__ = [
 
 log = logging.getLogger("lerobotstream.train")
 
-# Per-sample bookkeeping added in the worker and removed in the training process before the
-# batch reaches LeRobot (summary.BatchCounters): DataLoader worker id, cumulative payload bytes / requests
-# of that worker process.
-TAG_WORKER, TAG_BYTES, TAG_REQUESTS = "_lrs_worker", "_lrs_bytes_read", "_lrs_requests"
-TAG_PROCESS = "_lrs_process"  # the source counters are per process, shared by its shards (threads mode)
+# Per-sample bookkeeping added in the worker and removed in the training process before the batch
+# reaches LeRobot (summary.BatchCounters): DataLoader worker id, process id (the source counters are
+# per process, shared by its shards in threads mode), that process's cumulative payload bytes / requests.
+TAG_WORKER, TAG_PROCESS, TAG_BYTES, TAG_REQUESTS = "_lrs_worker", "_lrs_process", "_lrs_bytes_read", "_lrs_requests"
 TAG_KEYS = (TAG_WORKER, TAG_PROCESS, TAG_BYTES, TAG_REQUESTS)
 
 IMAGENET_STATS = {
@@ -124,18 +123,14 @@ class TrainingStream(torch.utils.data.IterableDataset):
     ) -> Iterator[dict[str, Any]]:
         """Items of worker ``wid`` of ``nw`` (-1, 0: in-process) with the pass limit and the tags
         (``source_stats``: that worker's payload-source counters). ``StreamLoader``'s hook too."""
-        limit = None
-        if self.max_samples is not None:
-            limit = math.ceil(self.max_samples / max(1, nw))
+        limit = None if self.max_samples is None else math.ceil(self.max_samples / max(1, nw))
         for n, item in enumerate(items):
             if limit is not None and n >= limit:
                 return
             if self.tags:
                 src = source_stats()
-                item[TAG_WORKER] = torch.tensor(wid, dtype=torch.int64)
-                item[TAG_PROCESS] = torch.tensor(os.getpid(), dtype=torch.int64)
-                item[TAG_BYTES] = torch.tensor(int(src.get("bytes_read", 0)), dtype=torch.int64)
-                item[TAG_REQUESTS] = torch.tensor(int(src.get("requests", 0)), dtype=torch.int64)
+                tags = (wid, os.getpid(), int(src.get("bytes_read", 0)), int(src.get("requests", 0)))
+                item.update({k: torch.tensor(v, dtype=torch.int64) for k, v in zip(TAG_KEYS, tags)})
             yield item
 
     def __getattr__(self, name: str) -> Any:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from lerobotstream.errors import LeRobotIntegrationError
@@ -34,7 +34,6 @@ __all__ = [
     "installed",
     "lerobot_version",
     "original",
-    "train_function",
 ]
 
 MIN_LEROBOT = (0, 4, 4)
@@ -113,11 +112,6 @@ def _builds_accelerator() -> bool:
     except Exception:  # noqa: BLE001 - 0.6.1 and 0.4.4 have no such module
         return False
     return True
-
-
-def train_function() -> Callable[..., Any]:
-    """LeRobot's ``train(cfg, accelerator=None)`` without its CLI-parsing decorator."""
-    return check_lerobot().train.__wrapped__
 
 
 def original(name: str) -> Any:
