@@ -37,16 +37,8 @@ __all__ = ["BuildReport", "build_sidecar", "ensure_sidecar", "open_sidecar", "pu
 
 
 def check_sources(index: Mp4Index, source: Any, paths: list[str] | None = None) -> None:
-    """Check that the sidecar still describes the sources: size and fingerprint of each path.
-
-    Args:
-        index: the opened index.
-        source: ``ByteSource`` of the dataset root.
-        paths: the source paths to check (default: all of the sidecar's).
-
-    Raises:
-        SidecarStaleError: a size or fingerprint differs (names the file).
-    """
+    """Check the size and fingerprint of each of ``paths`` (default: all of the sidecar's) at
+    ``source`` against the opened ``index``; raises SidecarStaleError naming the file that differs."""
     for path in paths if paths is not None else index.paths:
         info = index.source_info(index.source_id(path))
         size = int(source.size(path))

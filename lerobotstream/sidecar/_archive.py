@@ -246,12 +246,10 @@ BLOCK_SAMPLES = 1 << 20
 
 
 class SidecarWriter:
-    """Writes a schema-5 sidecar source by source into a temporary archive next to ``output``;
-    :meth:`commit` moves it into place with one ``os.replace``. Until then (and after
-    :meth:`abort`, or an exception inside ``with``) an existing ``output`` is untouched.
-
-    Sources may be added in any order. Memory is bounded by one block of arrays plus the
-    per-source columns (a few bytes per source).
+    """Writes a schema-5 sidecar source by source (in any order) into a temporary archive next to
+    ``output``; :meth:`commit` moves it into place with one ``os.replace``. Until then (and after
+    :meth:`abort`, or an exception inside ``with``) an existing ``output`` is untouched. Memory:
+    one block of arrays plus the per-source columns (a few bytes per source).
 
     Args:
         output: the final ``.npz`` path.

@@ -80,9 +80,6 @@ def build_sidecar(
         meta: an already loaded ``DatasetMeta`` (default: ``DatasetMeta.load(source, episodes=...)``).
         parse: the parser, ``parse(read, file_size, path=) -> SampleTable`` (default ``mp4.parse_mp4``).
 
-    Returns:
-        BuildReport.
-
     Raises:
         Mp4Error: a video cannot be indexed (names the file and box).
         SourceChangedError: a video changed while it was parsed.
