@@ -132,8 +132,8 @@ class VerifiedTables:
         self.replaced = 0  # sources whose sidecar table disagreed (the MP4's own table is served)
 
     def table_for_path(self, path: str) -> Any:
-        """The current ``SampleTable`` (decode order) of the MP4 at ``path``: the sidecar's, or the MP4's own once
-        :meth:`verify` replaced it (or the derived index's table was damaged).
+        """The current ``SampleTable`` (decode order) of the MP4 at ``path``: the sidecar's, or the
+        MP4's own once :meth:`verify` replaced it (or the derived index's table was damaged).
 
         Raises:
             KeyError: ``path`` is not in the sidecar.

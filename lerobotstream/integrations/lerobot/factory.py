@@ -83,17 +83,15 @@ def trainable_config(cfg: Any) -> Any:
 
 class TrainingStream(torch.utils.data.IterableDataset):
     """What ``lerobot-train`` gets as its dataset: the stream plus LeRobot's metadata view.
+    Picklable (``spawn`` workers). Other attributes are the stream's.
 
     Args:
         dataset: the stream.
         sidecar_status: how the process obtained the MP4 sidecar (default: the dataset's).
-        tags: add the four int64 bookkeeping tags (:data:`TAG_KEYS`) to every item; the training
-            process strips them before LeRobot sees the batch (they carry each worker's fetched
-            bytes back for the streaming summary). Off for the eval stream.
+        tags: add the int64 tags :data:`TAG_KEYS` to every item (stripped before LeRobot sees the
+            batch: they carry each worker's fetched bytes to the summary). Off for the eval stream.
         max_samples: items per pass at most, over all DataLoader workers of this rank (each worker
             stops after its ceil share); None: the whole stream.
-
-    Picklable (``spawn`` workers). Other attributes are the stream's.
     """
 
     def __init__(
@@ -107,8 +105,7 @@ class TrainingStream(torch.utils.data.IterableDataset):
         super().__init__()
         self.dataset = dataset
         self.meta = LeRobotMetaView(dataset.meta, getattr(dataset, "root", None))  # a mixture has no root
-        #: how this process obtained the MP4 sidecar ("built" / "published" / "cache"): the first
-        #: dataset constructed in the process decides (a later one always finds the cache).
+        #: "built" / "published" / "cache": the first dataset constructed in the process decides
         self.sidecar_status = sidecar_status or dataset.sidecar_status
         self.tags = bool(tags)
         self.max_samples = max_samples
@@ -244,10 +241,9 @@ def _stream_kwargs(cfg: Any) -> dict[str, Any]:
 
 
 def _streams(cfg: Any, make: Any, status: str, train_eps: Any, eval_eps: Any, train_kw: dict, eval_kw: dict) -> tuple:
-    """The train stream and, when ``eval_eps`` holds out episodes, the eval stream (sequential, one
-    pass, no image transforms or tags), built by ``make(**options)`` (``train_kw`` / ``eval_kw``:
-    options of one of them). Their ``meta`` get ImageNet stats for RGB camera keys with
-    ``--dataset.use_imagenet_stats`` (never depth keys, whose stats are in ``depth_output_unit``)."""
+    """The train stream and, when ``eval_eps`` holds out episodes, the eval stream, built by
+    ``make(**options)`` (``train_kw`` / ``eval_kw``: options of one of them). With
+    ``--dataset.use_imagenet_stats`` their ``meta`` get ImageNet stats for RGB (never depth) keys."""
     uint8 = _loop_converts_uint8()
     drop = int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0)
     max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0) or None
