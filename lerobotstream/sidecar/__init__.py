@@ -64,12 +64,11 @@ def open_sidecar(
     index_dir: str | os.PathLike | None = None,
     lock_timeout_s: float = constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S,
 ) -> Mp4Index:
-    """Open a sidecar through its derived index and validate it. A successful validation is
-    recorded beside the derived index (``_validate.validation_note``): other processes of the node
-    opening the same selection at the same source state skip the checks (about 1 ms per source).
+    """Open a sidecar (schema 5) through its derived index and validate it. A successful validation
+    is recorded beside the derived index (``_validate.validation_note``): other processes of the
+    node opening the same selection at the same source state skip the checks.
 
     Args:
-        npz_path: the sidecar (schema 5).
         meta: ``DatasetMeta`` of the selection; when given, every selected (episode, camera)
             window is validated (only the sources it uses are read, one at a time).
         source: ``ByteSource``; when given, the used sources' sizes and fingerprints are checked.

@@ -113,11 +113,9 @@ def build_sidecar(
         "video_keys": list(getattr(meta, "video_keys", [])),
         "created_by": f"lerobotstream {__version__}",
     }
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    from tqdm import tqdm
 
-        bar = tqdm(total=len(paths), desc="indexing MP4s", unit="file", dynamic_ncols=True)
+    bar = tqdm(total=len(paths), desc="indexing MP4s", unit="file", dynamic_ncols=True, disable=not progress)
     num_samples = 0
     problems = []
     writer = SidecarWriter(output, manifest)
@@ -132,8 +130,7 @@ def build_sidecar(
             writer.add_source(sid, table, path=path, size=size, fingerprint=fingerprint)
             num_samples += int(table.offset.shape[0])
             del table
-            if bar is not None:
-                bar.update(1)
+            bar.update(1)
         raise_problems(problems, sidecar=str(output))
         out = writer.commit()
     except BaseException:
@@ -142,8 +139,7 @@ def build_sidecar(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        if bar is not None:
-            bar.close()
+        bar.close()
     return BuildReport(
         output=Path(out),
         num_sources=len(paths),

@@ -95,12 +95,10 @@ def sidecar_identity(
 def check_identity(
     manifest: dict[str, Any], identity: SidecarIdentity, *, require_fingerprints: bool = False
 ) -> str | None:
-    """Why the sidecar with ``manifest`` does not describe ``identity`` (None when it does).
-
-    Checks schema, repository, commit (when the identity has one), episode coverage, and for every
-    selected video: present, same size, same fingerprint (a sidecar fingerprint that is null is
-    accepted only when a commit pins the contents and ``require_fingerprints`` is False).
-    """
+    """Why the sidecar with ``manifest`` does not describe ``identity`` (None when it does): schema,
+    repository, commit (when the identity has one), episode coverage, and for every selected video
+    its presence, size and fingerprint (a null sidecar fingerprint is accepted only when a commit
+    pins the contents and ``require_fingerprints`` is False)."""
     if manifest.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
         return (
             f"schema version {manifest.get('schema_version')} (this reader opens "

@@ -91,10 +91,9 @@ def check_fps(table: Any, fps: float, path: str) -> str | None:
 
 @dataclass(frozen=True)
 class WindowCheck:
-    """What :func:`check_window_detail` found for one episode window: ``reason`` (None when good),
-    ``code`` (the kind of problem, see :func:`validate_source`), ``first_frame`` (in presentation
-    order; None when bad) and ``max_error_s`` (largest |frame PTS - (from_timestamp + i/fps)|,
-    seconds; None when unknown)."""
+    """:func:`check_window_detail`'s finding: ``reason`` and ``code`` (:func:`validate_source`'s
+    kinds; None when good), ``first_frame`` (presentation order; None when bad) and ``max_error_s``
+    (largest |frame PTS - (from_timestamp + i/fps)|, seconds; None when unknown)."""
 
     reason: str | None
     code: str | None
@@ -186,10 +185,9 @@ def displayed_size(table: Any) -> tuple[int, int]:
 
 
 def check_frame_size(table: Any, feature: Mapping[str, Any] | None, camera: str) -> str | None:
-    """None when the video's frames (:func:`displayed_size`, from the track's sample entry: no
-    frame is decoded) have the height and width of the camera's declared ``shape`` in
-    ``info.json`` (LeRobot's ``[height, width, channels]``; channel-first is read too:
-    :func:`~lerobotstream.features.frame_hwc`), or when no 3-d shape is declared; else the reason."""
+    """None when the video's frames (:func:`displayed_size`: no frame is decoded) have the height
+    and width of the camera's declared 3-d ``shape`` (:func:`~lerobotstream.features.frame_hwc`), or
+    when none is declared; else the reason."""
     from lerobotstream.features import frame_hwc
 
     hwc = frame_hwc(feature or {})
@@ -216,10 +214,7 @@ def validate_source(
 ) -> list[Problem]:
     """Problems of one source MP4: its frame size against the camera's declared shape, its fps,
     every episode window that uses it, then whether those windows' frame ranges overlap
-    (:func:`check_disjoint`). The sidecar build and open raise them (:func:`raise_problems`),
-    ``lerobotstream.validate`` reports each.
-
-    Each is a :class:`~lerobotstream.errors.Problem` whose ``code`` names its kind:
+    (:func:`check_disjoint`). Each is a :class:`~lerobotstream.errors.Problem` whose ``code`` is
     ``shape_mismatch`` (``episodes``: every episode of the file), ``fps_mismatch``,
     ``window_outside_file``, ``window_off_frame``, ``video_short``, ``timestamp_drift``,
     ``window_frames``, ``bad_length``, ``no_frames``, ``episode_overlap`` (``episodes``: both).

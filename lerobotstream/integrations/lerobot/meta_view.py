@@ -25,6 +25,13 @@ __all__ = ["LeRobotMetaView", "EpisodeTable"]
 _INFO_FIELDS = "robot_type chunks_size data_path video_path data_files_size_in_mb video_files_size_in_mb".split()
 
 
+def _by_episode(values: dict[int, Any], episode_index: Any) -> Any:
+    try:
+        return values[int(episode_index)]
+    except KeyError:
+        raise IndexError(f"episode {episode_index} is not in the streamed selection ({len(values)} episodes)") from None
+
+
 class _EpisodeColumn(Sequence):
     """One column of :class:`EpisodeTable`: ``column[episode_index]`` and iteration in episode order."""
 
@@ -34,12 +41,7 @@ class _EpisodeColumn(Sequence):
     def __getitem__(self, episode_index):  # type: ignore[override]
         if isinstance(episode_index, slice):
             return list(self._values.values())[episode_index]
-        try:
-            return self._values[int(episode_index)]
-        except KeyError:
-            raise IndexError(
-                f"episode {episode_index} is not in the streamed selection ({len(self._values)} episodes)"
-            ) from None
+        return _by_episode(self._values, episode_index)
 
     def __len__(self) -> int:
         return len(self._values)
@@ -86,10 +88,7 @@ class EpisodeTable:
             if key not in self.column_names:
                 raise KeyError(f"no episode column {key!r}; columns: {self.column_names}")
             return _EpisodeColumn({e: r.get(key) for e, r in self._rows.items()})
-        try:
-            return dict(self._rows[int(key)])
-        except KeyError:
-            raise IndexError(f"episode {key} is not in the streamed selection ({len(self._rows)} episodes)") from None
+        return dict(_by_episode(self._rows, key))
 
     def __len__(self) -> int:
         return len(self._rows)

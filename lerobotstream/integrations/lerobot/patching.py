@@ -146,10 +146,8 @@ def model_card_target() -> tuple[Any, bool]:
 
 @contextlib.contextmanager
 def installed(**replacements: Any) -> Iterator[None]:
-    """Swap ``lerobot_train.<name>`` for the given objects for the duration of the block (names:
-    the version's dataset seam, ``cycle``, ``save_checkpoint``, ``Accelerator``; ``Accelerator``
-    is also swapped in the ``accelerate`` module, where 0.6.x imports it inside ``train``;
-    ``generate_model_card`` on LeRobot's ``PreTrainedPolicy``).
+    """Swap LeRobot's names (the module docstring's) for the given objects for the duration of the
+    block; ``Accelerator`` in the ``accelerate`` module too (0.6.x imports it inside ``train``).
     Always restores LeRobot's originals."""
     import accelerate
 

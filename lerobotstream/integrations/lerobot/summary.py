@@ -82,9 +82,8 @@ def summarize(
     ranks: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The summary dict (JSON-able) of one rank: the run's settings, the counters' figures, the
-    selected episodes' file bytes (None when unknown), for a mixture its datasets' weights and
-    shares, and with ``ranks`` (every rank's :func:`rank_figures`, gathered at the end of training)
-    the ranks' summed samples/s."""
+    selected episodes' file bytes (None when unknown), a mixture's weights and shares, and with
+    ``ranks`` (every rank's :func:`rank_figures`) the ranks' summed samples/s."""
     c = counters
     elapsed = _elapsed(c)
     every = _all_ranks(ranks, world_size)
@@ -171,9 +170,8 @@ def _mixture_summary(ds: Any, counts: dict[int, int]) -> dict[str, Any]:
 
 
 def _dataset_bytes(ds: Any) -> dict[str, int | None]:
-    """``dataset_bytes`` / ``dataset_mp4_bytes`` / ``dataset_parquet_bytes``: the MP4 (sized where
-    the payload is read, ``data_root``) and Parquet files the selected episodes live in (None if
-    unknown)."""
+    """``dataset_bytes`` / ``dataset_mp4_bytes`` / ``dataset_parquet_bytes``: the MP4 (sized at
+    ``data_root``) and Parquet files of the selected episodes (None if unknown)."""
     mp4 = parquet = None
     try:
         if ds is not None:
