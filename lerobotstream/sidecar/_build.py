@@ -26,7 +26,7 @@ from lerobotstream.sidecar._validate import episode_windows, group_windows, rais
 
 @dataclass(frozen=True)
 class BuildReport:
-    """What a build wrote."""
+    """What a build wrote (``elapsed_s``: its wall time, seconds)."""
 
     output: Path
     num_sources: int
@@ -34,7 +34,6 @@ class BuildReport:
     num_episodes: int
     subset: bool
     elapsed_s: float
-    """Wall time of the build, seconds."""
 
 
 def _parse_one(source: Any, path: str, parse: Callable[..., Any]) -> tuple[Any, int, str | None]:
@@ -68,9 +67,8 @@ def build_sidecar(
     Args:
         source: ``ByteSource`` of the dataset root.
         output: the sidecar ``.npz`` path; replaced atomically at the very end.
-        repo_id: ``OWNER/NAME`` recorded in the manifest.
-        revision: commit recorded in the manifest (default: the source's pinned commit, if any).
-        repo_type: ``"dataset"`` or ``"bucket"``.
+        repo_id, repo_type (``"dataset"`` or ``"bucket"``): recorded in the manifest.
+        revision: commit recorded (default: the source's pinned commit, if any).
         data_root: payload root recorded (credentials stripped); default the source's root.
         episodes: episode indices to index (a subset build, marked as such); None = all.
         workers: parse threads (>= 1).

@@ -81,15 +81,12 @@ def push_sidecar(
     passes validation against every episode's metadata.
 
     Args:
-        npz_path: the sidecar to publish.
+        npz_path: the sidecar to publish; returns its ``hf://`` address once published.
         source: ``HubSource`` of the dataset (pinned to a commit) or bucket it describes.
         meta: ``DatasetMeta`` of the **full** dataset (default: loaded from ``source``).
         api: an ``HfApi`` (default: the source's). Datasets: ``create_branch`` from the source
             commit, then ``upload_file`` to it; buckets: ``batch_bucket_files``.
         tolerance_s: allowed timestamp error, seconds.
-
-    Returns:
-        The ``hf://`` address of the published file.
 
     Raises:
         SidecarPublishError: not an ``hf://`` source, a subset sidecar, or it does not match the source.

@@ -371,7 +371,7 @@ def validate_sidecar_file(
     npz_path: Any, meta: Any, *, tolerance_s: float, index_dir: Any = None, lock_timeout_s: float
 ) -> None:
     """Open a sidecar NPZ through its derived index, :func:`validate_index` it against ``meta``,
-    close it (before a published copy is installed, and before one is published).
+    close it.
 
     Raises:
         SidecarSchemaError: not a readable sidecar.
@@ -396,14 +396,10 @@ def validate_sidecar_file(
 
 
 def validation_note(index: Any, meta: Any, source: Any, used: Sequence[str] | None, tolerance_s: float) -> Path | None:
-    """Where a successful validation of exactly these inputs is recorded beside the derived index:
-    ``<index stem>.valid-<digest>``, over the library version, the index generation,
-    ``tolerance_s``, the fps, the declared video shapes, every (episode, camera) window of ``meta``
-    and each used video's current size and fingerprint. None when there is nothing to validate.
-
-    Raises:
-        SourceError: a used video cannot be listed (from ``source.size`` / ``source.fingerprint``).
-    """
+    """``<index stem>.valid-<digest>`` beside the derived index, recording a successful validation
+    of exactly these inputs (the digest: library version, index generation, ``tolerance_s``, fps,
+    declared video shapes, ``meta``'s windows, each used video's size and fingerprint); None when
+    there is nothing to validate. Raises SourceError: a used video cannot be listed."""
     if meta is None and source is None:
         return None
     from lerobotstream._version import __version__

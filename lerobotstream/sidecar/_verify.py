@@ -76,13 +76,9 @@ def _shown(v: Any) -> str:
 
 
 def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
-    """None when a sidecar's table of one source says what the MP4's own ``moov`` says, else the
-    first difference (field, and for arrays the first sample that differs).
-
-    Args:
-        sidecar: the sidecar's ``SampleTable`` (views of the derived index, any integer dtypes).
-        parsed: ``parse_mp4``'s ``SampleTable`` of the same file.
-    """
+    """None when the ``sidecar``'s ``SampleTable`` of one source (any integer dtypes) says what
+    ``parse_mp4``'s ``parsed`` table of the MP4 says, else the first difference (field, and for
+    arrays the first sample that differs)."""
     n, m = int(np.asarray(sidecar.offset).shape[0]), int(np.asarray(parsed.offset).shape[0])
     if n != m:
         return f"the sidecar lists {n} samples, the MP4 {m}"
@@ -106,18 +102,11 @@ def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
 
 
 class VerifiedTables:
-    """The sample tables a process plans spans on and serves frames from: the sidecar's, each
-    verified against its MP4's own ``moov`` before the first frame of that MP4 is served. Thread-safe.
-
-    :meth:`table_for_path` (sizing, span planning) does not verify; :meth:`verify` (called before
-    any payload is read or frame decoded: ``EpisodeSpans.fetch_span``) does, once per source. A span
-    planned on a table that :meth:`verify` replaced is planned again (``EpisodeSpans.verified_span``).
-
-    Args:
-        index: the sidecar's ``Mp4Index``.
-        source: ``ByteSource`` of the dataset root (``size``, ``fingerprint``, ``read``); None:
-            tables are not verified (tools that have no sources).
-    """
+    """The sample tables a process plans spans on and serves frames from: the sidecar's (``index``),
+    each verified against its MP4's own ``moov`` at ``source`` (None: not verified) before the first
+    frame of that MP4 is served. Thread-safe. :meth:`table_for_path` (sizing, span planning) does
+    not verify; :meth:`verify` (``EpisodeSpans.fetch_span``, before any payload read) does, once per
+    source; a span planned on a replaced table is planned again (``EpisodeSpans.verified_span``)."""
 
     def __init__(self, index: Any, source: Any) -> None:
         self.index = index
@@ -206,8 +195,7 @@ class VerifiedTables:
         return parse_mp4(lambda offset, n: self.source.read(path, offset, n), size, path=path)
 
     def _replace(self, path: str, parsed: Any, reason: str) -> Any:
-        """Serve ``parsed`` (the MP4's own table) for ``path`` from now on; one warning per path and
-        process; the sidecar is marked rejected. Returns the table now served."""
+        """Serve (and return) ``parsed`` for ``path`` from now on, warn once, mark the sidecar rejected."""
         with self._lock:
             if path in self._checked and path in self._tables:
                 return self._tables[path]  # another thread replaced it first

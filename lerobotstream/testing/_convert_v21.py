@@ -65,10 +65,7 @@ def convert(
     data_file_size_mb: float = 100.0,
     video_file_size_mb: float = 200.0,
 ) -> Path:
-    """Convert the v2.1 dataset at ``src`` into a v3.0 dataset at ``dst`` (must not exist).
-
-    Returns:
-        Path: ``dst``.
+    """Convert the v2.1 dataset at ``src`` into a v3.0 dataset at ``dst`` (must not exist; returned).
 
     Raises:
         ValueError: ``src`` is not v2.1, or none of its episodes has its data Parquet.

@@ -204,10 +204,8 @@ class Handler(BaseHTTPRequestHandler):
                 st.log = []
             elif what == "set_ref":
                 st.config["datasets"][body["repo"]]["refs"][body["ref"]] = body["sha"]
-            elif what == "refs":
-                return self._json({repo: dict(ds["refs"]) for repo, ds in st.config.get("datasets", {}).items()})
-            elif what == "commits":
-                return self._json({repo: dict(ds["commits"]) for repo, ds in st.config.get("datasets", {}).items()})
+            elif what in ("refs", "commits"):
+                return self._json({repo: dict(ds[what]) for repo, ds in st.config.get("datasets", {}).items()})
         self._json({"ok": True})
 
     # --- write API of dataset repositories (branch, preupload, commit) ---------------------------

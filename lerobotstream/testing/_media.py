@@ -79,12 +79,9 @@ def _encode_depth_episode(codes: np.ndarray, fps: int, out: Path, pix_fmt: str =
 def _concat(parts: Sequence[Path], out: Path, faststart: bool) -> None:
     """Join episode MP4s by stream copy, as LeRobot's ``concatenate_video_files`` does for its
     default AV1 (PyAV remux): each episode starts where the previous one ends, in the shared
-    media timescale, so ``from_timestamp`` = summed PyAV stream durations is exact.
-
-    Decode timestamps are laid out on one grid with the largest decode delay of any part: x264
-    gives a 1–2 frame episode no B-frame delay but a longer one 2 frames, and a demuxer that
-    kept each part's own delay would produce non-monotonic DTS at the boundary (the FFmpeg 5.1
-    CLI's concat demuxer "fixes" that by shifting PTS by a fraction of a frame)."""
+    media timescale, so ``from_timestamp`` = summed PyAV stream durations is exact. Decode
+    timestamps share the largest decode delay of any part (x264 gives a 1–2 frame episode no
+    B-frame delay), so DTS stay monotonic at the boundaries."""
     import av
 
     out.parent.mkdir(parents=True, exist_ok=True)

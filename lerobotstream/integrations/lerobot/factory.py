@@ -137,15 +137,9 @@ class TrainingStream(torch.utils.data.IterableDataset):
 
 
 def split_episodes_by_task(episodes: list[Any], eval_split: float) -> tuple[list[int], list[int]]:
-    """LeRobot 0.6.1's ``make_train_eval_datasets`` split: per task (an episode's first task, ""
-    when it has none), in episode order, the last ``ceil(n * eval_split)`` episodes are held out.
-
-    Args:
-        episodes: :class:`~lerobotstream.meta.EpisodeInfo` rows of the selection.
-        eval_split: fraction in [0, 1).
-
-    Returns:
-        ``(train_episode_indices, eval_episode_indices)``, each in task-then-episode order.
+    """``(train_episode_indices, eval_episode_indices)`` of the ``episodes`` (``EpisodeInfo`` rows),
+    each in task-then-episode order, by LeRobot 0.6.1's ``make_train_eval_datasets`` split: per task
+    (an episode's first, "" when none), the last ``ceil(n * eval_split)`` episodes are held out.
 
     Raises:
         StreamingConfigError: the split leaves no training episode.

@@ -58,9 +58,8 @@ class EpisodeTable:
     (a ``datasets.Dataset``): ``table["dataset_from_index"][episode_index]``,
     ``table[episode_index]["length"]``, ``len(table)``, ``table.column_names``, ``to_pandas()``.
 
-    Rows are keyed by ``episode_index`` (LeRobot loads every episode, so its row position is the
-    episode index; here only the selection is held, and a row outside it raises IndexError).
-    Columns: ``episode_index``, ``length``, ``dataset_from_index``, ``dataset_to_index``,
+    Rows are keyed by ``episode_index`` (LeRobot's row position; a row outside the selection
+    raises IndexError). Columns: ``episode_index``, ``length``, ``dataset_from_index``, ``dataset_to_index``,
     ``data/chunk_index``, ``data/file_index``, ``tasks`` (list[str]) and per video key
     ``videos/<key>/{chunk_index,file_index,from_timestamp,to_timestamp}``.
     """
@@ -103,16 +102,11 @@ class EpisodeTable:
 
 
 class LeRobotMetaView:
-    """``LeRobotDatasetMetadata``'s surface over a :class:`~lerobotstream.meta.DatasetMeta`.
+    """``LeRobotDatasetMetadata``'s surface over the stream's ``meta`` (``root``: the dataset's
+    local folder, None for a remote one). Picklable (DataLoader workers under ``spawn``).
 
-    Args:
-        meta: the stream's metadata.
-        root: the dataset's local root folder, or None for a remote one (``root`` attribute).
-
-    ``stats`` is a private, mutable copy with numpy arrays (``np.ndarray``, float64 or as stored),
-    like LeRobot's, taken when the view is made: depth stats are already in the dataset's
-    ``depth_output_unit`` (the dataset rescales them at construction, as LeRobot's does).
-    Picklable (DataLoader workers under ``spawn``).
+    ``stats`` is a private, mutable copy with numpy arrays (as stored), like LeRobot's, taken when
+    the view is made: depth stats are already in the dataset's ``depth_output_unit``.
     """
 
     def __init__(self, meta: Any, root: str | Path | None = None) -> None:
