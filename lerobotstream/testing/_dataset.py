@@ -138,10 +138,8 @@ def make_dataset(
     _write_data_files(root, spec, ep_rows, ep_tables)
     tmp_dir = root / ".make_dataset_tmp"
     tmp_dir.mkdir()
-    camera_stats = {key: _write_rgb_videos(root, tmp_dir, spec, key, ep_rows) for key, _, _ in spec.cameras}
-    camera_stats.update(
-        {key: _write_depth_videos(root, tmp_dir, spec, key, ep_rows) for key, _, _ in spec.depth_cameras}
-    )
+    videos = [(key, False) for key, _, _ in spec.cameras] + [(key, True) for key, _, _ in spec.depth_cameras]
+    camera_stats = {key: _write_videos_of(root, tmp_dir, spec, key, ep_rows, depth) for key, depth in videos}
     shutil.rmtree(tmp_dir)
     camera_stats.update(_image_feature_stats(spec))
     _write_episode_shards(root, spec, ep_rows)
@@ -266,21 +264,24 @@ def _write_data_files(root: Path, spec: _Spec, ep_rows: list[dict], ep_tables: l
         _write_parquet(table, root / DATA_PATH.format(chunk_index=c, file_index=f))
 
 
-def _video_roller(spec: _Spec) -> _Roller:
-    return _Roller(spec.video_file_size_mb, spec.episodes_per_video_file, spec.chunks_size)
-
-
-def _write_rgb_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows: list[dict]) -> dict[str, list]:
-    """Camera ``key``'s identity-frame videos; returns its stats (per channel, in [0, 1],
-    shaped (3, 1, 1) like LeRobot's), accumulated without holding every frame."""
+def _write_videos_of(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows: list[dict], depth: bool) -> dict:
+    """Camera ``key``'s videos: identity frames, or (``depth``) quantised :func:`depth_frame_mm`.
+    Returns its stats: per channel, in [0, 1], shaped (3, 1, 1) like LeRobot's, accumulated without
+    holding every frame; depth: in mm."""
     cam, width, height = spec.camera(key)
     pix_sum, pix_sq = np.zeros(3), np.zeros(3)
     pix_min, pix_max = np.full(3, 255.0), np.zeros(3)
+    values = []
 
     def encode(ep: int, length: int) -> Path:
         nonlocal pix_sum, pix_sq, pix_min, pix_max
-        frames = np.stack([identity_frame(ep, i, cam, height, width) for i in range(length)])
         part = tmp_dir / f"{cam:02d}_{ep:06d}.mp4"
+        if depth:
+            mm = np.stack([depth_frame_mm(ep, i, cam, height, width) for i in range(length)])
+            values.append(mm.reshape(-1).astype(np.float64))
+            _encode_depth_episode(quantize_depth(mm, spec.depth_quantizer), spec.fps, part, spec.depth_pix_fmt)
+            return part
+        frames = np.stack([identity_frame(ep, i, cam, height, width) for i in range(length)])
         _encode_episode(frames, spec.fps, spec.codec, spec.gop, part)
         flat = frames.reshape(-1, 3).astype(np.float64) / 255.0
         pix_sum += flat.sum(0)
@@ -290,28 +291,14 @@ def _write_rgb_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows:
         return part
 
     parts = (encode(ep, length) for ep, length in enumerate(spec.episode_lengths))
-    _write_videos(root, key, parts, ep_rows, _video_roller(spec), spec.faststart)
+    roller = _Roller(spec.video_file_size_mb, spec.episodes_per_video_file, spec.chunks_size)
+    _write_videos(root, key, parts, ep_rows, roller, spec.faststart)
+    if depth:
+        return _depth_stats(np.concatenate(values), spec.total_frames)
     n = spec.total_frames * width * height
     mean = pix_sum / n
     std = np.sqrt(np.maximum(pix_sq / n - mean**2, 0.0))
     return _channel_stats(pix_min / 255.0, pix_max / 255.0, mean, std, spec.total_frames)
-
-
-def _write_depth_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows: list[dict]) -> dict[str, list]:
-    """Depth camera ``key``'s videos (quantised :func:`depth_frame_mm`); returns its stats in mm."""
-    cam, width, height = spec.camera(key)
-    values = []
-
-    def encode(ep: int, length: int) -> Path:
-        mm = np.stack([depth_frame_mm(ep, i, cam, height, width) for i in range(length)])
-        values.append(mm.reshape(-1).astype(np.float64))
-        part = tmp_dir / f"{cam:02d}_{ep:06d}.mp4"
-        _encode_depth_episode(quantize_depth(mm, spec.depth_quantizer), spec.fps, part, spec.depth_pix_fmt)
-        return part
-
-    parts = (encode(ep, length) for ep, length in enumerate(spec.episode_lengths))
-    _write_videos(root, key, parts, ep_rows, _video_roller(spec), spec.faststart)
-    return _depth_stats(np.concatenate(values), spec.total_frames)
 
 
 def _image_feature_stats(spec: _Spec) -> dict[str, dict[str, list]]:
