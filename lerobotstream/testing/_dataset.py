@@ -50,11 +50,11 @@ from lerobotstream.testing._identity import (
 from lerobotstream.testing._media import (
     CODECS,
     DATA_PATH,
+    DEPTH_ENCODER,
     EPISODES_PATH,
     VIDEO_PATH,
     _channel_stats,
     _depth_stats,
-    _encode_depth_episode,
     _encode_episode,
     _encoder_args,
     _Roller,
@@ -279,10 +279,11 @@ def _write_videos_of(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows: 
         if depth:
             mm = np.stack([depth_frame_mm(ep, i, cam, height, width) for i in range(length)])
             values.append(mm.reshape(-1).astype(np.float64))
-            _encode_depth_episode(quantize_depth(mm, spec.depth_quantizer), spec.fps, part, spec.depth_pix_fmt)
+            codes = quantize_depth(mm, spec.depth_quantizer).astype("<u2")
+            _encode_episode(codes, spec.fps, "gray12le", DEPTH_ENCODER, spec.depth_pix_fmt, part)
             return part
         frames = np.stack([identity_frame(ep, i, cam, height, width) for i in range(length)])
-        _encode_episode(frames, spec.fps, spec.codec, spec.gop, part)
+        _encode_episode(frames, spec.fps, "rgb24", _encoder_args(spec.codec, width, height, spec.gop), "yuv420p", part)
         flat = frames.reshape(-1, 3).astype(np.float64) / 255.0
         pix_sum += flat.sum(0)
         pix_sq += (flat**2).sum(0)

@@ -1,10 +1,9 @@
 """Dataset factory for ``lerobotstream-train``: config -> train (and eval) :class:`TrainingStream`.
 
-``make_streaming_datasets(cfg)`` does what LeRobot 0.6.1's ``make_train_eval_datasets`` does for
-map-style datasets (delta timestamps from the trainable config, image transforms, ImageNet stats
-except for depth keys, depth stats in ``depth_output_unit``, the per-task ``eval_split``) but builds
-:class:`lerobotstream.StreamingLeRobotDataset` streams with the ``--dataset.streaming_*`` options,
-``max_num_shards = max(1, num_workers)`` and the training seed (``--seed=null`` -> 42):
+``make_streaming_datasets(cfg)`` does what LeRobot 0.6.1's ``make_train_eval_datasets`` does
+(delta timestamps, image transforms, ImageNet stats but for depth keys, the per-task
+``eval_split``) with :class:`lerobotstream.StreamingLeRobotDataset` streams of the
+``--dataset.streaming_*`` options, ``max_num_shards = max(1, num_workers)`` and the training seed:
 
 * train: ``repeat=True``, ``drop_n_last_frames`` from the policy (LeRobot's ``EpisodeAwareSampler``
   rule), uint8 camera frames when LeRobot's loop converts them (0.6.x), float32 otherwise (0.4.4);

@@ -4,9 +4,8 @@ stream (:class:`BatchCounters`), the dict written to ``<output_dir>/streaming_su
 
 Figures: this rank's samples/s over the loop (worker start-up included) and, when gathered
 (:func:`gather_ranks`), the ranks' sum; the share of step time spent waiting for a batch after the
-first; the payload bytes and requests this rank's shards fetched (carried on the items' tags,
-:data:`~lerobotstream.integrations.lerobot.factory.TAG_KEYS`) beside the selected episodes' MP4
-and Parquet bytes; the sidecar status, the collate and the loader as it ran.
+first; the payload this rank's shards fetched (carried on the items' tags, ``factory.TAG_KEYS``)
+beside the selected episodes' file bytes; the sidecar status, the collate and the loader.
 """
 
 from __future__ import annotations
