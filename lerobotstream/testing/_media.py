@@ -198,17 +198,13 @@ class _Roller:
 
     def place(self, nbytes: int) -> tuple[int, int]:
         """(chunk_index, file_index) of the next item of ``nbytes`` bytes."""
-        if self.count > 0:
-            if self.per_file is not None:
-                full = self.count >= self.per_file
-            else:
-                full = self.nbytes + nbytes >= self.limit_bytes
-            if full:
-                self.file_index += 1
-                if self.file_index >= self.chunks_size:
-                    self.chunk_index += 1
-                    self.file_index = 0
-                self.count = self.nbytes = 0
+        full = self.count >= self.per_file if self.per_file is not None else self.nbytes + nbytes >= self.limit_bytes
+        if self.count > 0 and full:
+            self.file_index += 1
+            if self.file_index >= self.chunks_size:
+                self.chunk_index += 1
+                self.file_index = 0
+            self.count = self.nbytes = 0
         self.count += 1
         self.nbytes += nbytes
         return self.chunk_index, self.file_index
