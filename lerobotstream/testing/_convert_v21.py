@@ -168,12 +168,8 @@ def _copy_data(
                 f"episode {meta['episode_index']}: {n} data rows but episodes.jsonl says length {meta['length']}"
             )
         table = table.replace_schema_metadata(None)
-        table = table.set_column(
-            table.schema.get_field_index("episode_index"), "episode_index", pa.array(np.full(n, new, np.int64))
-        )
-        table = table.set_column(
-            table.schema.get_field_index("index"), "index", pa.array(np.arange(start, start + n, dtype=np.int64))
-        )
+        for name, values in (("episode_index", np.full(n, new, np.int64)), ("index", np.arange(start, start + n))):
+            table = table.set_column(table.schema.get_field_index(name), name, pa.array(values.astype(np.int64)))
         c, f = roller.place(table.nbytes)
         groups.setdefault((c, f), []).append(table)
         rows.append(
