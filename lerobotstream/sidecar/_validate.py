@@ -289,11 +289,9 @@ def check_disjoint(claimed: Sequence[tuple[int, int, EpisodeWindow]], num_frames
         pos = max(pos, b)
     if pos < num_frames:
         unclaimed.append((pos, num_frames))
-    gaps = (
-        f"; frames no selected episode claims: {_ranges(unclaimed)}"
-        if unclaimed
-        else "; every frame of the file is claimed"
-    )
+    gaps = "; every frame of the file is claimed"
+    if unclaimed:
+        gaps = f"; frames no selected episode claims: {_ranges(unclaimed)}"
     out = []
     for (a0, a1, wa), (b0, b1, wb) in overlaps:
         lo, hi = b0, min(a1, b1)

@@ -394,10 +394,7 @@ class Handler(BaseHTTPRequestHandler):
         expires = int(time.time() + st.config.get("signed_ttl_s", 600))
         loc = f"http://127.0.0.1:{st.cdn_port}/cdn/{key}/{quote(rel)}?Expires={expires}&Signature=s3cr3t-sig"
         h = {"Location": loc, "X-Linked-Size": p.stat().st_size, "X-Linked-Etag": f'"{sha256}"'}
-        if sha:
-            h["X-Repo-Commit"] = sha
-        else:
-            h["X-Xet-Hash"] = sha256
+        h["X-Repo-Commit" if sha else "X-Xet-Hash"] = sha or sha256
         self._send(302, b"", h)
 
     def _cdn(self, parts, q, fault):
