@@ -122,13 +122,11 @@ def check_window_detail(table: Any, from_timestamp: float, length: int, fps: flo
     k0 = min(cands, key=lambda c: (abs(_frame_time(p[c], table) - start), c))
     off0 = _frame_time(p[k0], table) - start  # exact, seconds
     if not within_tolerance(off0, Fraction(tolerance_s)):  # the decoder's rule (strictly under tolerance_s)
-        where = (
-            "past the end of the video"
-            if start > _frame_time(p[-1], table)
-            else "before the first frame"
-            if start < _frame_time(p[0], table)
-            else "between frames"
-        )
+        where = "between frames"
+        if start > _frame_time(p[-1], table):
+            where = "past the end of the video"
+        elif start < _frame_time(p[0], table):
+            where = "before the first frame"
         return WindowCheck(
             f"from_timestamp={from_timestamp!r} s lies {where} (nearest frame {k0} at {float(off0 + start):.6f} s, "
             f"off by {float(off0):.6f} s; video PTS range [{first_s:.6f}, {last_s:.6f}] s, {n} frames) — "
