@@ -67,8 +67,7 @@ def parse_reference(data: bytes, *, track_id: int | None = None, file_size: int 
     display size or ``video_track_ids``). ``file_size`` (default len(data)) bounds sample bytes."""
     fsize = len(data) if file_size is None else file_size
     top = list(boxes(data, 0, len(data), top=True))
-    types = [t for t, _, _ in top]
-    if b"moof" in types:
+    if any(t == b"moof" for t, _, _ in top):
         raise RefError("fragmented (moof)")
     moovs = [(s, e) for t, s, e in top if t == b"moov"]
     if len(moovs) != 1:

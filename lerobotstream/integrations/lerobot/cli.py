@@ -102,13 +102,9 @@ def streaming_help() -> str:
     for f in dataclasses.fields(StreamingDatasetConfig):
         if f.name not in own:
             continue
-        default = (
-            "required"
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            else f"default: {f.default!r}"
-            if f.default is not dataclasses.MISSING
-            else "default: see below"
-        )
+        default = f"default: {f.default!r}"
+        if f.default is dataclasses.MISSING:
+            default = "required" if f.default_factory is dataclasses.MISSING else "default: see below"
         lines.append(f"  --dataset.{f.name} ({default})")
         help_text = " ".join(str(f.metadata.get("custom_args", {}).get("help") or "").split())
         lines.extend(textwrap.wrap(help_text, width=100, initial_indent="      ", subsequent_indent="      "))
