@@ -14,7 +14,6 @@ from conftest import DATASET
 from lerobotstream import StreamingLeRobotDataset
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.integrations.lerobot.factory import TrainingStream, split_episodes_by_task
-from lerobotstream.integrations.lerobot.meta_view import LeRobotMetaView
 
 if not _version("lerobot").startswith("0.6"):
     pytest.skip("parity with LeRobot 0.6's LeRobotDatasetMetadata", allow_module_level=True)
@@ -159,7 +158,7 @@ def test_eval_split_matches_lerobots_rule(both):
 def test_imagenet_stats_skip_depth_keys():
     from types import SimpleNamespace
 
-    from lerobotstream.integrations.lerobot.factory import _lerobot_meta
+    from lerobotstream.integrations.lerobot.factory import _streams
 
     feats = {
         "observation.images.rgb": {"dtype": "video", "shape": [3, 4, 4]},
@@ -176,8 +175,13 @@ def test_imagenet_stats_skip_depth_keys():
         depth_keys=["observation.images.depth"],
         camera_keys=list(feats),
     )
-    stream = SimpleNamespace(meta=LeRobotMetaView(meta))
-    _lerobot_meta(stream, SimpleNamespace(dataset=SimpleNamespace(use_imagenet_stats=True)))
+    cfg = SimpleNamespace(
+        dataset=SimpleNamespace(use_imagenet_stats=True, image_transforms=SimpleNamespace(enable=False)),
+        policy=SimpleNamespace(),
+        max_eval_samples=0,
+    )
+    dataset = SimpleNamespace(meta=meta, sidecar_status="cache")
+    stream, _ = _streams(cfg, lambda **kw: dataset, "cache", None, None, {}, {})
     assert set(stream.meta.stats["observation.images.rgb"]) == {"mean", "std"}
     assert stream.meta.stats["observation.images.depth"]["mean"].tolist() == [1.0]  # untouched
     with pytest.raises(AttributeError, match="already in the dataset's depth_output_unit"):
