@@ -235,8 +235,8 @@ def _stream_kwargs(cfg: Any) -> dict[str, Any]:
 
 def _streams(cfg: Any, make: Any, status: str, train_eps: Any, eval_eps: Any, train_kw: dict, eval_kw: dict) -> tuple:
     """The train stream and, when ``eval_eps`` holds out episodes, the eval stream, built by
-    ``make(**options)`` (``train_kw`` / ``eval_kw``: options of one of them), their ``meta`` with
-    :func:`_lerobot_meta`'s stats."""
+    ``make(**options)`` (``train_kw`` / ``eval_kw``: options of one of them). With
+    ``--dataset.use_imagenet_stats`` their ``meta`` get ImageNet stats for RGB (never depth) keys."""
     uint8 = _loop_converts_uint8()
     drop = int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0)
     max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0) or None
@@ -263,20 +263,12 @@ def _streams(cfg: Any, make: Any, status: str, train_eps: Any, eval_eps: Any, tr
         )
         evaluation = TrainingStream(eval_ds, sidecar_status=status, tags=False, max_samples=max_eval)
     for stream in (train, evaluation):
-        if stream is not None:
-            _lerobot_meta(stream, cfg)
+        if stream is not None and cfg.dataset.use_imagenet_stats:
+            meta = stream.meta
+            for key in (k for k in meta.camera_keys if k not in meta.depth_keys):
+                for stats_type, stats in IMAGENET_STATS.items():
+                    meta.stats.setdefault(key, {})[stats_type] = torch.tensor(stats, dtype=torch.float32)
     return train, evaluation
-
-
-def _lerobot_meta(stream: TrainingStream, cfg: Any) -> None:
-    """ImageNet stats in ``stream.meta`` for RGB camera keys with ``--dataset.use_imagenet_stats``
-    (never depth keys, whose stats are in ``depth_output_unit``)."""
-    meta = stream.meta
-    if not cfg.dataset.use_imagenet_stats:
-        return
-    for key in (k for k in meta.camera_keys if k not in meta.depth_keys):
-        for stats_type, stats in IMAGENET_STATS.items():
-            meta.stats.setdefault(key, {})[stats_type] = torch.tensor(stats, dtype=torch.float32)
 
 
 def _sidecar_status(datasets: list[Any]) -> str:
