@@ -37,16 +37,8 @@ __all__ = ["BuildReport", "build_sidecar", "ensure_sidecar", "open_sidecar", "pu
 
 
 def check_sources(index: Mp4Index, source: Any, paths: list[str] | None = None) -> None:
-    """Check that the sidecar still describes the sources: size and fingerprint of each path.
-
-    Args:
-        index: the opened index.
-        source: ``ByteSource`` of the dataset root.
-        paths: the source paths to check (default: all of the sidecar's).
-
-    Raises:
-        SidecarStaleError: a size or fingerprint differs (names the file).
-    """
+    """Check the size and fingerprint of each of ``paths`` (default: all of the sidecar's) at
+    ``source`` against the opened ``index``; raises SidecarStaleError naming the file that differs."""
     for path in paths if paths is not None else index.paths:
         info = index.source_info(index.source_id(path))
         size = int(source.size(path))
@@ -72,12 +64,11 @@ def open_sidecar(
     index_dir: str | os.PathLike | None = None,
     lock_timeout_s: float = constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S,
 ) -> Mp4Index:
-    """Open a sidecar through its derived index and validate it. A successful validation is
-    recorded beside the derived index (``_validate.validation_note``): other processes of the node
-    opening the same selection at the same source state skip the checks (about 1 ms per source).
+    """Open a sidecar (schema 5) through its derived index and validate it. A successful validation
+    is recorded beside the derived index (``_validate.validation_note``): other processes of the
+    node opening the same selection at the same source state skip the checks.
 
     Args:
-        npz_path: the sidecar (schema 5).
         meta: ``DatasetMeta`` of the selection; when given, every selected (episode, camera)
             window is validated (only the sources it uses are read, one at a time).
         source: ``ByteSource``; when given, the used sources' sizes and fingerprints are checked.

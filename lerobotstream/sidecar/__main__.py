@@ -124,20 +124,12 @@ def _inspect(args: argparse.Namespace) -> int:
     print(f"schema       {m['schema_version']}  created_by={m.get('created_by')}")
     print(f"repo         {m.get('repo_id')} ({m.get('repo_type')}) revision={m.get('revision')}")
     print(f"data_root    {m.get('data_root')}")
-    eps = m.get("episodes")
-    print(
-        f"subset       {m.get('subset')}"
-        + (
-            f" ({len(eps)} of {m.get('total_episodes')} episodes: {eps[:10]}{' ...' if len(eps) > 10 else ''})"
-            if eps
-            else f" (all {m.get('total_episodes')} episodes)"
-        )
-    )
+    eps, of = m.get("episodes"), m.get("total_episodes")
+    shown = f"{len(eps)} of {of} episodes: {eps[:10]}{' ...' if len(eps) > 10 else ''}" if eps else None
+    print(f"subset       {m.get('subset')} ({shown or f'all {of} episodes'})")
     print(f"fps          {m.get('fps')}  video_keys={m.get('video_keys')}")
     counts = srcs.column("num_samples")  # columns: no entry dict per source
-    total = (
-        int(counts.sum()) if counts is not None else sum(int(srcs.get(i, "num_samples") or 0) for i in range(len(srcs)))
-    )
+    total = sum(int(srcs.get(i, "num_samples") or 0) for i in range(len(srcs))) if counts is None else int(counts.sum())
     codecs = Counter(srcs.get(i, "codec") for i in range(len(srcs)))
     print(f"sources      {len(srcs)} files, {total:,} samples, codecs {dict(codecs)}")
     for s in srcs[: args.limit]:  # entry dicts of the listed sources only

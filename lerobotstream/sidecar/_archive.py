@@ -30,12 +30,10 @@ ctts_version, ..., ``matrix``/``movie_matrix``: the tkhd/mvhd display matrices, 
 ``stsd_b64`` (the stsd payload, base64) and ``ftyp_b64``. :func:`load_manifest` returns them as
 ``manifest["sources"]``, a :class:`~lerobotstream.mp4._npz_schema.SourceTable`.
 
-Temporaries: an archive is written as ``.<output name>.<hex>.tmp.npz`` beside the output while its
-writer holds an exclusive ``flock`` on it (released by the kernel when the writer dies, even on
-``kill -9``). Each new writer first removes the temporaries of ``output`` that nobody holds. A
-write that fails for lack of space, quota or permission raises
-:class:`~lerobotstream.errors.SidecarWriteError`; the temporary is removed and an existing output
-stays as it was.
+Temporaries: an archive is written as ``.<output name>.<hex>.tmp.npz`` beside the output under an
+exclusive ``flock`` (released by the kernel when the writer dies, even on ``kill -9``); each new
+writer first removes the temporaries nobody holds. A write that fails for lack of space, quota or
+permission raises :class:`~lerobotstream.errors.SidecarWriteError`, leaving an existing output as it was.
 """
 
 from __future__ import annotations
@@ -90,12 +88,7 @@ def _write_error(path: Path, e: OSError) -> SidecarWriteError:
 
 def open_temporary(output: str | os.PathLike) -> tuple[Path, IO[bytes]]:
     """A new temporary file ``.<output name>.<hex>.tmp.npz`` beside ``output``, opened ``w+b`` and
-    exclusively ``flock``-ed for as long as the returned file stays open (so
-    :func:`remove_dead_temporaries` in another process leaves it alone).
-
-    Raises:
-        OSError: the folder cannot take the file.
-    """
+    ``flock``-ed while it stays open (:func:`remove_dead_temporaries` leaves it alone). Raises OSError."""
     output = Path(output)
     while True:
         tmp = output.with_name(f".{output.name}.{uuid.uuid4().hex}.tmp.npz")
@@ -114,9 +107,8 @@ def open_temporary(output: str | os.PathLike) -> tuple[Path, IO[bytes]]:
 
 
 def remove_dead_temporaries(output: str | os.PathLike) -> list[Path]:
-    """Remove the temporaries of ``output`` (``.<name>.*.tmp.npz`` beside it) that no live
-    process holds: partial archives of builders that died (``kill -9``, a crash, a reboot).
-    Returns the removed paths (each logged at INFO). Without ``fcntl`` nothing is removed."""
+    """Remove (and return, each logged) the temporaries of ``output`` that no live process holds:
+    partial archives of builders that died. Without ``fcntl`` nothing is removed."""
     output = Path(output)
     removed: list[Path] = []
     if fcntl is None or not output.parent.is_dir():
@@ -165,12 +157,8 @@ def _jsonable(value: Any) -> Any:
 
 def _source_record(table: Any, path: str, size: int, fingerprint: str | None) -> tuple[dict, dict[str, np.ndarray]]:
     """``(entry, arrays)`` of one parsed source: its scalars, and its canonical arrays (int64,
-    ``is_sync`` uint8; decode order, equal lengths).
-
-    Raises:
-        SidecarSchemaError: arrays of different lengths or values that are not integers, or no
-            display matrices (``matrix``/``movie_matrix``; the index would refuse the record).
-    """
+    ``is_sync`` uint8; decode order). Raises SidecarSchemaError: arrays of different lengths or not
+    integers, or no display matrices (the index would refuse the record)."""
     out = {}
     n = int(np.asarray(table.offset).shape[0])
     for f in CANONICAL_FIELDS:
@@ -246,19 +234,15 @@ BLOCK_SAMPLES = 1 << 20
 
 
 class SidecarWriter:
-    """Writes a schema-5 sidecar source by source into a temporary archive next to ``output``;
-    :meth:`commit` moves it into place with one ``os.replace``. Until then (and after
-    :meth:`abort`, or an exception inside ``with``) an existing ``output`` is untouched.
-
-    Sources may be added in any order. Memory is bounded by one block of arrays plus the
-    per-source columns (a few bytes per source).
+    """Writes a schema-5 sidecar source by source (in any order) into a temporary archive next to
+    ``output``; :meth:`commit` moves it into place with one ``os.replace``. Until then (and after
+    :meth:`abort`, or an exception inside ``with``) an existing ``output`` is untouched. Memory:
+    one block of arrays plus the per-source columns (a few bytes per source).
 
     Args:
         output: the final ``.npz`` path.
-        manifest: top-level manifest fields (repo_id, revision, data_root, subset, ...); the
-            schema version and the source counts are filled in here.
-        compresslevel: zlib level of the members, 0-9 (default 6; 1 is 4-6x faster at about the
-            same size on sample tables).
+        manifest: top-level manifest fields (the schema version and the counts are added here).
+        compresslevel: zlib level of the members, 0-9 (1 is 4-6x faster at about the same size).
         block_samples: samples per block of concatenated arrays (>= 1).
     """
 

@@ -26,7 +26,7 @@ from lerobotstream.sidecar._validate import episode_windows, group_windows, rais
 
 @dataclass(frozen=True)
 class BuildReport:
-    """What a build wrote."""
+    """What a build wrote (``elapsed_s``: its wall time, seconds)."""
 
     output: Path
     num_sources: int
@@ -34,7 +34,6 @@ class BuildReport:
     num_episodes: int
     subset: bool
     elapsed_s: float
-    """Wall time of the build, seconds."""
 
 
 def _parse_one(source: Any, path: str, parse: Callable[..., Any]) -> tuple[Any, int, str | None]:
@@ -68,9 +67,8 @@ def build_sidecar(
     Args:
         source: ``ByteSource`` of the dataset root.
         output: the sidecar ``.npz`` path; replaced atomically at the very end.
-        repo_id: ``OWNER/NAME`` recorded in the manifest.
-        revision: commit recorded in the manifest (default: the source's pinned commit, if any).
-        repo_type: ``"dataset"`` or ``"bucket"``.
+        repo_id, repo_type (``"dataset"`` or ``"bucket"``): recorded in the manifest.
+        revision: commit recorded (default: the source's pinned commit, if any).
         data_root: payload root recorded (credentials stripped); default the source's root.
         episodes: episode indices to index (a subset build, marked as such); None = all.
         workers: parse threads (>= 1).
@@ -79,9 +77,6 @@ def build_sidecar(
         progress: show a tqdm bar on stderr.
         meta: an already loaded ``DatasetMeta`` (default: ``DatasetMeta.load(source, episodes=...)``).
         parse: the parser, ``parse(read, file_size, path=) -> SampleTable`` (default ``mp4.parse_mp4``).
-
-    Returns:
-        BuildReport.
 
     Raises:
         Mp4Error: a video cannot be indexed (names the file and box).
@@ -116,11 +111,9 @@ def build_sidecar(
         "video_keys": list(getattr(meta, "video_keys", [])),
         "created_by": f"lerobotstream {__version__}",
     }
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    from tqdm import tqdm
 
-        bar = tqdm(total=len(paths), desc="indexing MP4s", unit="file", dynamic_ncols=True)
+    bar = tqdm(total=len(paths), desc="indexing MP4s", unit="file", dynamic_ncols=True, disable=not progress)
     num_samples = 0
     problems = []
     writer = SidecarWriter(output, manifest)
@@ -135,8 +128,7 @@ def build_sidecar(
             writer.add_source(sid, table, path=path, size=size, fingerprint=fingerprint)
             num_samples += int(table.offset.shape[0])
             del table
-            if bar is not None:
-                bar.update(1)
+            bar.update(1)
         raise_problems(problems, sidecar=str(output))
         out = writer.commit()
     except BaseException:
@@ -145,8 +137,7 @@ def build_sidecar(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        if bar is not None:
-            bar.close()
+        bar.close()
     return BuildReport(
         output=Path(out),
         num_sources=len(paths),

@@ -22,8 +22,7 @@ class SidecarIdentity:
     """What a sidecar must describe: the selection of a dataset at one source state.
 
     Attributes:
-        repo_id, repo_type: the dataset (``"dataset"`` or ``"bucket"``; local and other roots
-            use ``"dataset"``).
+        repo_id, repo_type: the dataset (``"dataset"``, local and other roots too, or ``"bucket"``).
         commit: the 40-hex commit the payload reads are pinned to (Hub datasets), else None.
         revision: the revision recorded in a built sidecar (``commit`` when known).
         data_root: the root without credentials (``ByteSource.root_display``).
@@ -96,12 +95,10 @@ def sidecar_identity(
 def check_identity(
     manifest: dict[str, Any], identity: SidecarIdentity, *, require_fingerprints: bool = False
 ) -> str | None:
-    """Why the sidecar with ``manifest`` does not describe ``identity`` (None when it does).
-
-    Checks schema, repository, commit (when the identity has one), episode coverage, and for every
-    selected video: present, same size, same fingerprint (a sidecar fingerprint that is null is
-    accepted only when a commit pins the contents and ``require_fingerprints`` is False).
-    """
+    """Why the sidecar with ``manifest`` does not describe ``identity`` (None when it does): schema,
+    repository, commit (when the identity has one), episode coverage, and for every selected video
+    its presence, size and fingerprint (a null sidecar fingerprint is accepted only when a commit
+    pins the contents and ``require_fingerprints`` is False)."""
     if manifest.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
         return (
             f"schema version {manifest.get('schema_version')} (this reader opens "
@@ -136,20 +133,12 @@ def check_identity(
 
 
 def explain_payload_failure(exc: Any, source: Any, index: Any, path: str, sidecar_path: Any) -> Any:
-    """The error to report when a video's payload read or framing check failed mid-run.
-
-    A file replaced during the run shows up as bytes that do not frame
-    (``Mp4InconsistentTablesError``), a header that no longer parses (``Mp4Error``) or a short
-    read (``RangeReadError``). When the source's size or fingerprint differs from the sidecar's
-    record of ``path``: a :class:`~lerobotstream.errors.SourceChangedError`. When they match, a
-    framing error's message says to delete the sidecar (a replacement of the same size and mtime).
-
-    Args:
-        exc: the ``LeRobotStreamError`` raised by the read or the framing check.
-        source: the payload ``ByteSource``; index: the open ``Mp4Index``; sidecar_path: its file.
-
-    Returns:
-        the exception to raise (``exc`` itself when nothing more can be said).
+    """The exception to raise when ``exc``, a video's payload read or framing check, failed mid-run
+    (``exc`` itself when nothing more can be said). A file replaced during the run shows up as
+    bytes that do not frame (``Mp4InconsistentTablesError``), a header that no longer parses
+    (``Mp4Error``) or a short read (``RangeReadError``): when ``source``'s size or fingerprint of
+    ``path`` differs from ``index``'s record, a :class:`~lerobotstream.errors.SourceChangedError`;
+    when they match, a framing error's message says to delete the sidecar at ``sidecar_path``.
     """
     if not isinstance(exc, (Mp4Error, RangeReadError)):
         return exc

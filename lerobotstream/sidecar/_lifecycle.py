@@ -9,12 +9,11 @@ video replaced in place, even at the same size, gets a new entry. Sources withou
 cannot prove a cached sidecar still matches: it is rebuilt at every open (a warning), unless
 another process rebuilt it during this same open.
 
-**Lock**: the build (or download) holds the ``filelock`` lock ``<entry>.npz.lock``, its holder
-described in ``<entry>.npz.lock.info`` (pid, host, start time). Others wait up to
+**Lock**: the build (or download) holds the ``filelock`` lock ``<entry>.npz.lock`` (dies with its
+holder, even on SIGKILL), its holder described in ``<entry>.npz.lock.info``. Others wait up to
 ``lock_timeout_s``, then raise :class:`~lerobotstream.errors.SidecarLockTimeoutError` naming the
-lock, its probable holder and what to do. The lock dies with its holder, even on SIGKILL; a partial
-archive is removed by the next writer (``sidecar._archive``). A cache folder that cannot take the
-lock or the archive raises :class:`~lerobotstream.errors.SidecarWriteError`.
+lock, its probable holder and what to do. A cache folder that cannot take the lock or the archive
+raises :class:`~lerobotstream.errors.SidecarWriteError`.
 """
 
 from __future__ import annotations
@@ -220,26 +219,6 @@ def _cached_reason(target: Path, identity: SidecarIdentity, index_dir: Any, limi
     return None
 
 
-def _try_published(source: Any, identity: SidecarIdentity, target: Path, meta: Any, **validate: Any) -> bool:
-    """Copy a valid published sidecar to ``target`` (atomically). False when there is none or it
-    is invalid (logged). Never writes to the store. ``validate``: ``validate_sidecar_file``'s options."""
-    from lerobotstream.sidecar import _publish
-
-    try:
-        found = _publish.open_published(source, identity)
-    except SourceError as e:
-        logger.info("no published MP4 sidecar for %s: %s", identity.data_root, e)
-        return False
-    if found is None:
-        return False
-    reason = _install_published(*found, identity, target, meta, validate)
-    if reason is not None:
-        logger.warning("ignoring the published MP4 sidecar %s: %s; building one locally instead", found[2], reason)
-        return False
-    logger.info("using the published MP4 sidecar %s (copied to %s)", found[2], target)
-    return True
-
-
 def _install_published(
     store: Any, path: str, where: str, identity: SidecarIdentity, target: Path, meta: Any, validate: dict
 ) -> str | None:
@@ -299,29 +278,21 @@ def ensure_sidecar(
     tolerance_s: float = constants.DEFAULT_TOLERANCE_S,
     progress: bool = False,
 ) -> tuple[Path, str]:
-    """Find or make the schema-5 sidecar of the selected episodes at the sources' current state:
-    (1) the revision-keyed local cache (no lock taken on a hit); (2) under the lock, the cache
-    again, then a published sidecar (``sidecar._publish``) validated against the source identity
-    and the metadata; (3) a local build, installed atomically.
+    """``(npz_path, how)``, ``how`` in ``{"cache", "published", "built"}``: the schema-5 sidecar of
+    the selected episodes at the sources' current state from (1) the revision-keyed local cache
+    (no lock taken on a hit); (2) under the lock, the cache again, then a published sidecar
+    (``sidecar._publish``) validated against the source identity and the metadata; (3) a local
+    build, installed atomically.
 
     Args:
         source: ``ByteSource`` of the dataset root (a Hub dataset source is pinned to a commit).
-        meta: ``DatasetMeta`` of the selection (default: loaded with ``episodes``).
-        repo_id: ``OWNER/NAME`` (recorded, part of the key).
-        revision: the commit the payload is pinned to; default the source's own ``commit``.
-        repo_type: ``"dataset"`` or ``"bucket"``.
-        episodes: selected episodes when ``meta`` is None (None = all).
+        meta: ``DatasetMeta`` of the selection (default: loaded with ``episodes``, None = all).
+        repo_id, repo_type, revision (default: the source's ``commit``), data_root (default: the
+            source's root), workers, tolerance_s, progress: as :func:`build_sidecar`'s.
         lock_timeout_s: how long to wait for another process's build or download, seconds.
-        data_root: data root recorded in a built sidecar (default: the source's root, no credentials).
-        workers: parse threads of a local build.
         cache_dir: cache folder (default ``constants.SIDECAR_DIR``, ``$HF_LEROBOT_HOME/streaming-sidecars``).
         index_dir: derived-index folder used to validate a published sidecar (default ``constants.INDEX_DIR``).
         use_published: look for a published sidecar before building.
-        tolerance_s: allowed timestamp error when validating, seconds.
-        progress: show the build's progress bar.
-
-    Returns:
-        ``(npz_path, how)`` with ``how`` in ``{"cache", "published", "built"}``.
 
     Raises:
         SidecarLockTimeoutError: another process held the lock longer than ``lock_timeout_s``.
@@ -331,6 +302,7 @@ def ensure_sidecar(
     """
     from lerobotstream.sidecar._archive import remove_dead_temporaries
     from lerobotstream.sidecar._build import build_sidecar
+    from lerobotstream.sidecar._publish import open_published
     from lerobotstream.sidecar._verify import forget_rejection, record_local_build
 
     if meta is None:
@@ -365,10 +337,21 @@ def ensure_sidecar(
             fresh = False
         if fresh and _cached_reason(target, identity, index_dir, limit) is None:
             return target, "cache"
-        if use_published and identity.stable:
-            validate = {"tolerance_s": tolerance_s, "index_dir": index_dir, "lock_timeout_s": lock_timeout_s}
-            if _try_published(source, identity, target, meta, **validate):
-                return target, "published"
+        if use_published and identity.stable:  # a valid published sidecar, copied atomically (read only)
+            try:
+                found = open_published(source, identity)
+            except SourceError as e:
+                logger.info("no published MP4 sidecar for %s: %s", identity.data_root, e)
+                found = None
+            if found is not None:
+                validate = {"tolerance_s": tolerance_s, "index_dir": index_dir, "lock_timeout_s": lock_timeout_s}
+                reason = _install_published(*found, identity, target, meta, validate)
+                if reason is None:
+                    logger.info("using the published MP4 sidecar %s (copied to %s)", found[2], target)
+                    return target, "published"
+                logger.warning(
+                    "ignoring the published MP4 sidecar %s: %s; building one locally instead", found[2], reason
+                )
         t0 = time.perf_counter()
         logger.info(
             "building the MP4 sidecar of %s (%d video files) into %s; other processes wait for it "

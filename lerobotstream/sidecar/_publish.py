@@ -1,13 +1,12 @@
 """Published sidecars: where they live on the Hub, reading them (training), pushing them (maintainers).
 
-- **Dataset repositories**: branch ``lerobot-sidecars`` of the same repository, file
-  ``meta/mp4-sidecars/mp4-v<schema>-<source commit>.npz``. The name carries the commit the video
-  payload is pinned to, so a tag and the commit it resolves to find the same file; source branches
-  and tags are never touched (the branch is created from the source commit on first push).
-- **Storage Buckets**: ``meta/mp4-sidecars/mp4-v<schema>.npz`` in the bucket itself (no branch);
-  its per-video content fingerprints are checked against the bucket's current listing.
+- **Dataset repositories**: branch ``lerobot-sidecars`` (created from the source commit on first
+  push; source branches and tags are never touched), file
+  ``meta/mp4-sidecars/mp4-v<schema>-<source commit>.npz``: a tag and its commit find the same file.
+- **Storage Buckets**: ``meta/mp4-sidecars/mp4-v<schema>.npz`` in the bucket itself; its per-video
+  content fingerprints are checked against the bucket's current listing.
 
-Reading (:func:`open_published`) issues only GET/HEAD requests. Writing (:func:`push_sidecar`)
+Reading (:func:`open_published`) issues only GET/HEAD requests; writing (:func:`push_sidecar`)
 happens only on the maintainer's explicit ``--push``.
 """
 
@@ -26,18 +25,17 @@ from lerobotstream.sidecar._identity import check_identity, sidecar_identity
 logger = logging.getLogger("lerobotstream.sidecar")
 
 
-def published_path(repo_type: str, commit: str | None, *, schema_version: int = SIDECAR_SCHEMA_VERSION) -> str:
-    """Path of the published sidecar of schema ``schema_version`` inside the branch (datasets) or
-    bucket.
+def published_path(repo_type: str, commit: str | None) -> str:
+    """Path of the published sidecar inside the branch (datasets) or bucket.
 
     Raises:
         SidecarPublishError: a dataset without a pinned 40-hex source commit.
     """
     if repo_type == "bucket":
-        return f"{constants.BUCKET_SIDECAR_DIR}/mp4-v{schema_version}.npz"
+        return f"{constants.BUCKET_SIDECAR_DIR}/mp4-v{SIDECAR_SCHEMA_VERSION}.npz"
     if not commit or len(commit) != 40:
         raise SidecarPublishError(f"a published dataset sidecar is named by its pinned source commit; got {commit!r}")
-    return f"{constants.BUCKET_SIDECAR_DIR}/mp4-v{schema_version}-{commit}.npz"
+    return f"{constants.BUCKET_SIDECAR_DIR}/mp4-v{SIDECAR_SCHEMA_VERSION}-{commit}.npz"
 
 
 def _address(source: Any, path: str) -> str:
@@ -54,11 +52,8 @@ def _is_hub(source: Any) -> bool:
 
 
 def open_published(source: Any, identity: Any) -> tuple[Any, str, str] | None:
-    """Where the published sidecar of ``identity`` can be read, or None when there is none.
-
-    Returns:
-        ``(byte_source, path, display)``: read ``path`` through ``byte_source``; ``display`` names
-        it for logs. None for non-Hub sources, a missing branch, or a missing file.
+    """``(byte_source, path, display)``: where the published sidecar of ``identity`` can be read,
+    ``display`` naming it for logs; None for non-Hub sources, a missing branch or a missing file.
 
     Raises:
         SourceError: the store failed in another way (callers log it and build).
@@ -81,23 +76,17 @@ def push_sidecar(
     api: Any = None,
     tolerance_s: float = constants.DEFAULT_TOLERANCE_S,
 ) -> str:
-    """Publish a sidecar after validating it against the full dataset. Maintainers only.
-
-    Only a complete (not subset), current-schema sidecar that indexes every video of ``source``
-    with matching sizes and fingerprints (and, for datasets, the source's pinned commit) and that
-    passes validation against every episode's metadata may be pushed.
+    """Publish a sidecar, maintainers only: a complete current-schema sidecar that indexes every
+    video of ``source`` with matching sizes and fingerprints (datasets: at the pinned commit) and
+    passes validation against every episode's metadata.
 
     Args:
-        npz_path: the sidecar to publish.
+        npz_path: the sidecar to publish; returns its ``hf://`` address once published.
         source: ``HubSource`` of the dataset (pinned to a commit) or bucket it describes.
         meta: ``DatasetMeta`` of the **full** dataset (default: loaded from ``source``).
-        api: an ``HfApi`` (default: one with the source's endpoint and token). Datasets use
-            ``create_branch(..., revision=<source commit>, exist_ok=True)`` then ``upload_file(...,
-            revision="lerobot-sidecars")``; buckets ``batch_bucket_files(add=[...])``.
+        api: an ``HfApi`` (default: the source's). Datasets: ``create_branch`` from the source
+            commit, then ``upload_file`` to it; buckets: ``batch_bucket_files``.
         tolerance_s: allowed timestamp error, seconds.
-
-    Returns:
-        The ``hf://`` address of the published file.
 
     Raises:
         SidecarPublishError: not an ``hf://`` source, a subset sidecar, or it does not match the source.
@@ -133,11 +122,7 @@ def push_sidecar(
         raise SidecarPublishError(f"{npz_path} does not describe {source.root_display}: {reason}", path=str(npz_path))
     try:
         validate_sidecar_file(
-            npz_path,
-            meta,
-            tolerance_s=tolerance_s,
-            index_dir=None,
-            lock_timeout_s=constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S,
+            npz_path, meta, tolerance_s=tolerance_s, lock_timeout_s=constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S
         )
     except SidecarError as e:
         raise SidecarPublishError(f"{npz_path} failed validation, not publishing: {e}", path=str(npz_path)) from e

@@ -91,10 +91,9 @@ def check_fps(table: Any, fps: float, path: str) -> str | None:
 
 @dataclass(frozen=True)
 class WindowCheck:
-    """What :func:`check_window_detail` found for one episode window: ``reason`` (None when good),
-    ``code`` (the kind of problem, see :func:`validate_source`), ``first_frame`` (in presentation
-    order; None when bad) and ``max_error_s`` (largest |frame PTS - (from_timestamp + i/fps)|,
-    seconds; None when unknown)."""
+    """:func:`check_window_detail`'s finding: ``reason`` and ``code`` (:func:`validate_source`'s
+    kinds; None when good), ``first_frame`` (presentation order; None when bad) and ``max_error_s``
+    (largest |frame PTS - (from_timestamp + i/fps)|, seconds; None when unknown)."""
 
     reason: str | None
     code: str | None
@@ -123,13 +122,11 @@ def check_window_detail(table: Any, from_timestamp: float, length: int, fps: flo
     k0 = min(cands, key=lambda c: (abs(_frame_time(p[c], table) - start), c))
     off0 = _frame_time(p[k0], table) - start  # exact, seconds
     if not within_tolerance(off0, Fraction(tolerance_s)):  # the decoder's rule (strictly under tolerance_s)
-        where = (
-            "past the end of the video"
-            if start > _frame_time(p[-1], table)
-            else "before the first frame"
-            if start < _frame_time(p[0], table)
-            else "between frames"
-        )
+        where = "between frames"
+        if start > _frame_time(p[-1], table):
+            where = "past the end of the video"
+        elif start < _frame_time(p[0], table):
+            where = "before the first frame"
         return WindowCheck(
             f"from_timestamp={from_timestamp!r} s lies {where} (nearest frame {k0} at {float(off0 + start):.6f} s, "
             f"off by {float(off0):.6f} s; video PTS range [{first_s:.6f}, {last_s:.6f}] s, {n} frames) — "
@@ -186,10 +183,9 @@ def displayed_size(table: Any) -> tuple[int, int]:
 
 
 def check_frame_size(table: Any, feature: Mapping[str, Any] | None, camera: str) -> str | None:
-    """None when the video's frames (:func:`displayed_size`, from the track's sample entry: no
-    frame is decoded) have the height and width of the camera's declared ``shape`` in
-    ``info.json`` (LeRobot's ``[height, width, channels]``; channel-first is read too:
-    :func:`~lerobotstream.features.frame_hwc`), or when no 3-d shape is declared; else the reason."""
+    """None when the video's frames (:func:`displayed_size`: no frame is decoded) have the height
+    and width of the camera's declared 3-d ``shape`` (:func:`~lerobotstream.features.frame_hwc`), or
+    when none is declared; else the reason."""
     from lerobotstream.features import frame_hwc
 
     hwc = frame_hwc(feature or {})
@@ -216,10 +212,7 @@ def validate_source(
 ) -> list[Problem]:
     """Problems of one source MP4: its frame size against the camera's declared shape, its fps,
     every episode window that uses it, then whether those windows' frame ranges overlap
-    (:func:`check_disjoint`). The sidecar build and open raise them (:func:`raise_problems`),
-    ``lerobotstream.validate`` reports each.
-
-    Each is a :class:`~lerobotstream.errors.Problem` whose ``code`` names its kind:
+    (:func:`check_disjoint`). Each is a :class:`~lerobotstream.errors.Problem` whose ``code`` is
     ``shape_mismatch`` (``episodes``: every episode of the file), ``fps_mismatch``,
     ``window_outside_file``, ``window_off_frame``, ``video_short``, ``timestamp_drift``,
     ``window_frames``, ``bad_length``, ``no_frames``, ``episode_overlap`` (``episodes``: both).
@@ -294,11 +287,9 @@ def check_disjoint(claimed: Sequence[tuple[int, int, EpisodeWindow]], num_frames
         pos = max(pos, b)
     if pos < num_frames:
         unclaimed.append((pos, num_frames))
-    gaps = (
-        f"; frames no selected episode claims: {_ranges(unclaimed)}"
-        if unclaimed
-        else "; every frame of the file is claimed"
-    )
+    gaps = "; every frame of the file is claimed"
+    if unclaimed:
+        gaps = f"; frames no selected episode claims: {_ranges(unclaimed)}"
     out = []
     for (a0, a1, wa), (b0, b1, wb) in overlaps:
         lo, hi = b0, min(a1, b1)
@@ -376,7 +367,7 @@ def validate_sidecar_file(
     npz_path: Any, meta: Any, *, tolerance_s: float, index_dir: Any = None, lock_timeout_s: float
 ) -> None:
     """Open a sidecar NPZ through its derived index, :func:`validate_index` it against ``meta``,
-    close it (before a published copy is installed, and before one is published).
+    close it.
 
     Raises:
         SidecarSchemaError: not a readable sidecar.
@@ -401,14 +392,10 @@ def validate_sidecar_file(
 
 
 def validation_note(index: Any, meta: Any, source: Any, used: Sequence[str] | None, tolerance_s: float) -> Path | None:
-    """Where a successful validation of exactly these inputs is recorded beside the derived index:
-    ``<index stem>.valid-<digest>``, over the library version, the index generation,
-    ``tolerance_s``, the fps, the declared video shapes, every (episode, camera) window of ``meta``
-    and each used video's current size and fingerprint. None when there is nothing to validate.
-
-    Raises:
-        SourceError: a used video cannot be listed (from ``source.size`` / ``source.fingerprint``).
-    """
+    """``<index stem>.valid-<digest>`` beside the derived index, recording a successful validation
+    of exactly these inputs (the digest: library version, index generation, ``tolerance_s``, fps,
+    declared video shapes, ``meta``'s windows, each used video's size and fingerprint); None when
+    there is nothing to validate. Raises SourceError: a used video cannot be listed."""
     if meta is None and source is None:
         return None
     from lerobotstream._version import __version__

@@ -1,23 +1,15 @@
 """Verify on first use: a sidecar's tables of one MP4 are compared with that MP4's own ``moov``
-before the first frame of the MP4 is served.
+before the first frame of the MP4 is served (a published or shared-cache sidecar could move one
+episode's samples onto another's, which the metadata checks of ``sidecar._validate`` cannot see).
 
-A published sidecar, or one in a cache other users can write, could move one episode's sample
-positions onto another's or change a display matrix; the metadata checks at start
-(``sidecar._validate``) cannot see that. So the first time a process fetches from a source (or
-decodes what it fetched before serving its first item: ``EpisodeSpans.fetch_span``),
-:class:`VerifiedTables` parses the source's ``moov`` (a probe of the file's start, plus one read
-of the tail when ``moov`` follows ``mdat``; no payload) and compares it with the sidecar's table
-(:func:`table_disagreement`).
-
-- A local build parsed every MP4 itself: all its sources are recorded when it is installed.
-- They agree: the agreement is recorded beside the derived index (``<index stem>.verified``: one
-  line per source, a digest of its path, size and fingerprint), so later processes of the node
-  skip the parse. The record is cache content, proving only what the derived index itself does
-  (docs/sidecars.md: who may write a shared cache).
-- They disagree: the MP4's own table is used for that source and spans planned on the sidecar's
-  table are planned again; one warning names the source and the difference, and ``<index
-  stem>.rejected`` is written, so the next dataset start builds locally (a published copy of the
-  same file is refused too).
+:class:`VerifiedTables` parses the source's ``moov`` (a probe of the file's start, plus one read of
+the tail when ``moov`` follows ``mdat``; no payload) and compares it with the sidecar's table
+(:func:`table_disagreement`). Agreement is recorded beside the derived index (``<index
+stem>.verified``: one digest of path, size and fingerprint per line; a local build records all its
+sources), so later processes of the node skip the parse; the record proves only what the derived
+index itself does (docs/sidecars.md: who may write a shared cache). On a disagreement the MP4's
+own table is served, spans planned on the sidecar's are planned again, one warning names the
+source and ``<index stem>.rejected`` is written: the next start builds locally.
 """
 
 from __future__ import annotations
@@ -84,13 +76,9 @@ def _shown(v: Any) -> str:
 
 
 def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
-    """None when a sidecar's table of one source says what the MP4's own ``moov`` says, else the
-    first difference (field, and for arrays the first sample that differs).
-
-    Args:
-        sidecar: the sidecar's ``SampleTable`` (views of the derived index, any integer dtypes).
-        parsed: ``parse_mp4``'s ``SampleTable`` of the same file.
-    """
+    """None when the ``sidecar``'s ``SampleTable`` of one source (any integer dtypes) says what
+    ``parse_mp4``'s ``parsed`` table of the MP4 says, else the first difference (field, and for
+    arrays the first sample that differs)."""
     n, m = int(np.asarray(sidecar.offset).shape[0]), int(np.asarray(parsed.offset).shape[0])
     if n != m:
         return f"the sidecar lists {n} samples, the MP4 {m}"
@@ -114,18 +102,11 @@ def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
 
 
 class VerifiedTables:
-    """The sample tables a process plans spans on and serves frames from: the sidecar's, each
-    verified against its MP4's own ``moov`` before the first frame of that MP4 is served. Thread-safe.
-
-    :meth:`table_for_path` (sizing, span planning) does not verify; :meth:`verify` (called before
-    any payload is read or frame decoded: ``EpisodeSpans.fetch_span``) does, once per source. A span
-    planned on a table that :meth:`verify` replaced is planned again (``EpisodeSpans.verified_span``).
-
-    Args:
-        index: the sidecar's ``Mp4Index``.
-        source: ``ByteSource`` of the dataset root (``size``, ``fingerprint``, ``read``); None:
-            tables are not verified (tools that have no sources).
-    """
+    """The sample tables a process plans spans on and serves frames from: the sidecar's (``index``),
+    each verified against its MP4's own ``moov`` at ``source`` (None: not verified) before the first
+    frame of that MP4 is served. Thread-safe. :meth:`table_for_path` (sizing, span planning) does
+    not verify; :meth:`verify` (``EpisodeSpans.fetch_span``, before any payload read) does, once per
+    source; a span planned on a replaced table is planned again (``EpisodeSpans.verified_span``)."""
 
     def __init__(self, index: Any, source: Any) -> None:
         self.index = index
@@ -140,9 +121,8 @@ class VerifiedTables:
         self.replaced = 0  # sources whose sidecar table disagreed (the MP4's own table is served)
 
     def table_for_path(self, path: str) -> Any:
-        """The current table of the MP4 at ``path`` (decode order; ``SampleTable`` fields): the
-        sidecar's, its values checked, or the MP4's own once :meth:`verify` replaced it (or the
-        derived index's table was damaged).
+        """The current ``SampleTable`` (decode order) of the MP4 at ``path``: the sidecar's, or the
+        MP4's own once :meth:`verify` replaced it (or the derived index's table was damaged).
 
         Raises:
             KeyError: ``path`` is not in the sidecar.
@@ -215,8 +195,7 @@ class VerifiedTables:
         return parse_mp4(lambda offset, n: self.source.read(path, offset, n), size, path=path)
 
     def _replace(self, path: str, parsed: Any, reason: str) -> Any:
-        """Serve ``parsed`` (the MP4's own table) for ``path`` from now on; one warning per path and
-        process; the sidecar is marked rejected. Returns the table now served."""
+        """Serve (and return) ``parsed`` for ``path`` from now on, warn once, mark the sidecar rejected."""
         with self._lock:
             if path in self._checked and path in self._tables:
                 return self._tables[path]  # another thread replaced it first

@@ -4,8 +4,8 @@ Public (``pip install lerobotstream`` ships it) but never imported by the librar
 libraries (PyAV, Pillow, the ffmpeg CLI) load only in the functions that use them.
 
 - :func:`make_dataset` writes a LeRobotDataset v3.0 whose frames and rows carry their identity
-  ``(episode_index, frame_index, camera_index)``; :func:`read_identity` reads a decoded frame's
-  identity back; :func:`identity_frame`, :func:`depth_frame_mm`, :func:`expected_depth_codes`,
+  ``(episode_index, frame_index, camera_index)``; :func:`read_identity` reads it back;
+  :func:`identity_frame`, :func:`depth_frame_mm`, :func:`expected_depth_codes`,
   :func:`image_frame` and :func:`expected_language` give every generated value exactly. Needs the
   ``ffmpeg`` CLI (libsvtav1/libaom-av1, libx264, libx265) and PyAV::
 

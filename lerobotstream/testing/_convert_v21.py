@@ -66,10 +66,7 @@ def convert(
     data_file_size_mb: float = 100.0,
     video_file_size_mb: float = 200.0,
 ) -> Path:
-    """Convert the v2.1 dataset at ``src`` into a v3.0 dataset at ``dst`` (must not exist).
-
-    Returns:
-        Path: ``dst``.
+    """Convert the v2.1 dataset at ``src`` into a v3.0 dataset at ``dst`` (must not exist; returned).
 
     Raises:
         ValueError: ``src`` is not v2.1, or none of its episodes has its data Parquet.
@@ -172,12 +169,8 @@ def _copy_data(
                 f"episode {meta['episode_index']}: {n} data rows but episodes.jsonl says length {meta['length']}"
             )
         table = table.replace_schema_metadata(None)
-        table = table.set_column(
-            table.schema.get_field_index("episode_index"), "episode_index", pa.array(np.full(n, new, np.int64))
-        )
-        table = table.set_column(
-            table.schema.get_field_index("index"), "index", pa.array(np.arange(start, start + n, dtype=np.int64))
-        )
+        for name, values in (("episode_index", np.full(n, new, np.int64)), ("index", np.arange(start, start + n))):
+            table = table.set_column(table.schema.get_field_index(name), name, pa.array(values.astype(np.int64)))
         c, f = roller.place(table.nbytes)
         groups.setdefault((c, f), []).append(table)
         rows.append(

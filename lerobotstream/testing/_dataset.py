@@ -1,31 +1,24 @@
 """Generate small LeRobotDataset v3.0 datasets whose frames carry their own identity.
 
-The layout is LeRobot v3.0's: ``meta/info.json``, ``meta/episodes/chunk-XXX/file-XXX.parquet``
-(one or several shards), ``meta/tasks.parquet`` (pandas-index form by default), ``meta/stats.json``,
-``data/chunk-XXX/file-XXX.parquet`` and one MP4 per camera and file
-``videos/<key>/chunk-XXX/file-XXX.mp4``. Like LeRobot's writer, each episode is encoded on its own
-(ffmpeg CLI, raw RGB on stdin, ``yuv420p``), then a file's episodes are joined by a PyAV remux
-(stream copy); an episode's ``from_timestamp`` is the summed duration (PyAV ``stream.duration *
-time_base``, as LeRobot's ``get_video_duration_in_s``) of the episodes before it in its file.
+The layout is LeRobot v3.0's (``meta/info.json``, ``meta/episodes`` shards, ``meta/tasks.parquet``
+in pandas-index form by default, ``meta/stats.json``, ``data/`` Parquet files, one MP4 per camera
+and file). Like LeRobot's writer, each episode is encoded on its own (ffmpeg CLI, raw RGB on stdin,
+``yuv420p``), then a file's episodes are joined by a PyAV remux (stream copy); an episode's
+``from_timestamp`` is the summed duration (PyAV ``stream.duration * time_base``, as LeRobot's
+``get_video_duration_in_s``) of the episodes before it in its file.
 
-Frames encode ``(episode_index, frame_index, camera_index)`` (:mod:`._identity`, read back by
-:func:`read_identity`). The tabular features encode the same identity:
-``observation.state[0] = episode_index``, ``[1] = frame_index``, ``[2] = index``;
-``action[0] = episode_index``, ``[1] = frame_index + 0.5``.
-
-LeRobot 0.6 features beside the RGB videos (all optional):
+Frames encode ``(episode_index, frame_index, camera_index)`` (:func:`read_identity` reads it back),
+and so do the tabular features: ``observation.state[:3] = (episode_index, frame_index, index)``,
+``action[:2] = (episode_index, frame_index + 0.5)``. LeRobot 0.6 features (all optional):
 
 * depth video (``depth_cameras``): :func:`depth_frame_mm` quantised by LeRobot 0.6.1's log quantiser
-  (:func:`quantize_depth`, ``DepthEncoderConfig`` defaults) to 12-bit codes, encoded as LeRobot's
-  default depth encoder writes it (HEVC Rext ``gray12le``, x265 ``lossless=1``, ``g=2``);
-  ``info.json`` records ``is_depth_map``, ``depth_unit: "mm"`` and the quantiser's
-  ``video.depth_min/depth_max/shift/use_log``. Decoded codes equal :func:`expected_depth_codes`.
+  (:func:`quantize_depth`) to 12-bit codes, encoded as LeRobot's default depth encoder writes it
+  (HEVC Rext ``gray12le``, x265 ``lossless=1``, ``g=2``), with ``info.json``'s ``is_depth_map``,
+  ``depth_unit: "mm"`` and quantiser fields. Decoded codes equal :func:`expected_depth_codes`.
 * image features (``image_cameras``): :func:`image_frame` as PNG (exact) or JPEG bytes in a
-  ``{bytes, path}`` struct column, as LeRobot stores ``dtype: image``.
-* depth images (``depth_image_cameras``): :func:`depth_frame_mm` as 16-bit TIFF (``I;16``) bytes.
+  ``{bytes, path}`` struct column; depth images (``depth_image_cameras``): 16-bit TIFF (``I;16``).
 * language columns (``language=True``): ``language_persistent`` / ``language_events`` as LeRobot
-  0.6.1's annotation writer adds them (``dtype: language``, ``info["tools"]``);
-  :func:`expected_language` gives each frame's rows as map-style returns them.
+  0.6.1's annotation writer adds them; :func:`expected_language` gives each frame's rows.
 
 CLI of a checkout: ``python -m tools.make_dataset OUT_DIR --episodes 30,45,20 --codec av1
 --cameras front:64x48,wrist:97x71`` (H.264/HEVC need even sizes).
@@ -57,11 +50,11 @@ from lerobotstream.testing._identity import (
 from lerobotstream.testing._media import (
     CODECS,
     DATA_PATH,
+    DEPTH_ENCODER,
     EPISODES_PATH,
     VIDEO_PATH,
     _channel_stats,
     _depth_stats,
-    _encode_depth_episode,
     _encode_episode,
     _encoder_args,
     _Roller,
@@ -105,9 +98,8 @@ def make_dataset(
     """Write a LeRobot v3.0 dataset whose frames and rows encode their identity.
 
     Args:
-        root: output folder (created; must be empty or absent).
-        episode_lengths: frames per episode; episode ``i`` has ``episode_lengths[i]`` frames.
-        fps: frames per second (int).
+        root: output folder (created; must be empty or absent); returned.
+        episode_lengths: frames per episode; fps: frames per second (int).
         cameras: ``(key, width, height)`` per camera; camera ``j`` burns ``camera_index = j``.
         codec: ``"av1"`` (libsvtav1 g=2 crf=30 like LeRobot; libaom-av1 for frames under 64
             pixels or odd sizes), ``"h264"`` (libx264, 2 B-frames, GOP 30: ``ctts`` and an edit
@@ -122,19 +114,14 @@ def make_dataset(
         state_dim / action_dim: widths of ``observation.state`` / ``action`` (>= 3 / >= 2).
         faststart: write ``moov`` before ``mdat`` in the concatenated MP4s.
         tasks_parquet_form: ``"pandas_index"`` (LeRobot's) or ``"column"`` (a ``task`` column).
-        repo_id: stored in ``info.json`` under ``repo_id`` (not a LeRobot key; readers ignore it).
-        seed: seeds the noise added to state/action columns beyond the identity entries.
-        depth_cameras: ``(key, width, height)`` of depth video cameras (HEVC ``gray12le``, even
-            sizes; camera indices continue after ``cameras``), see the module doc.
+        repo_id: stored in ``info.json`` (not a LeRobot key; readers ignore it).
+        seed: seeds the noise of the state/action columns beyond the identity entries.
+        depth_cameras, image_cameras (image_format ``"png"`` or ``"jpeg"``), depth_image_cameras:
+            ``(key, width, height)`` of the module doc's features; camera indices continue in
+            that order after ``cameras``.
         depth_quantizer: ``(depth_min m, depth_max m, shift m, use_log)`` recorded and applied.
         depth_pix_fmt: the depth stream's pixel format (tests of refused encodings).
-        image_cameras: ``(key, width, height)`` of ``image`` features (indices continue after the
-            depth cameras); image_format: ``"png"`` (exact) or ``"jpeg"``.
-        depth_image_cameras: ``(key, width, height)`` of 16-bit TIFF depth ``image`` features.
         language: add LeRobot 0.6.1's language columns, features and ``tools``.
-
-    Returns:
-        Path: ``root``.
 
     Raises:
         ValueError: bad options (unknown codec, odd size for H.264/HEVC, tiny dims).
@@ -151,10 +138,8 @@ def make_dataset(
     _write_data_files(root, spec, ep_rows, ep_tables)
     tmp_dir = root / ".make_dataset_tmp"
     tmp_dir.mkdir()
-    camera_stats = {key: _write_rgb_videos(root, tmp_dir, spec, key, ep_rows) for key, _, _ in spec.cameras}
-    camera_stats.update(
-        {key: _write_depth_videos(root, tmp_dir, spec, key, ep_rows) for key, _, _ in spec.depth_cameras}
-    )
+    videos = [(key, False) for key, _, _ in spec.cameras] + [(key, True) for key, _, _ in spec.depth_cameras]
+    camera_stats = {key: _write_videos_of(root, tmp_dir, spec, key, ep_rows, depth) for key, depth in videos}
     shutil.rmtree(tmp_dir)
     camera_stats.update(_image_feature_stats(spec))
     _write_episode_shards(root, spec, ep_rows)
@@ -279,22 +264,26 @@ def _write_data_files(root: Path, spec: _Spec, ep_rows: list[dict], ep_tables: l
         _write_parquet(table, root / DATA_PATH.format(chunk_index=c, file_index=f))
 
 
-def _video_roller(spec: _Spec) -> _Roller:
-    return _Roller(spec.video_file_size_mb, spec.episodes_per_video_file, spec.chunks_size)
-
-
-def _write_rgb_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows: list[dict]) -> dict[str, list]:
-    """Camera ``key``'s identity-frame videos; returns its stats (per channel, in [0, 1],
-    shaped (3, 1, 1) like LeRobot's), accumulated without holding every frame."""
+def _write_videos_of(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows: list[dict], depth: bool) -> dict:
+    """Camera ``key``'s videos: identity frames, or (``depth``) quantised :func:`depth_frame_mm`.
+    Returns its stats: per channel, in [0, 1], shaped (3, 1, 1) like LeRobot's, accumulated without
+    holding every frame; depth: in mm."""
     cam, width, height = spec.camera(key)
     pix_sum, pix_sq = np.zeros(3), np.zeros(3)
     pix_min, pix_max = np.full(3, 255.0), np.zeros(3)
+    values = []
 
     def encode(ep: int, length: int) -> Path:
         nonlocal pix_sum, pix_sq, pix_min, pix_max
-        frames = np.stack([identity_frame(ep, i, cam, height, width) for i in range(length)])
         part = tmp_dir / f"{cam:02d}_{ep:06d}.mp4"
-        _encode_episode(frames, spec.fps, spec.codec, spec.gop, part)
+        if depth:
+            mm = np.stack([depth_frame_mm(ep, i, cam, height, width) for i in range(length)])
+            values.append(mm.reshape(-1).astype(np.float64))
+            codes = quantize_depth(mm, spec.depth_quantizer).astype("<u2")
+            _encode_episode(codes, spec.fps, "gray12le", DEPTH_ENCODER, spec.depth_pix_fmt, part)
+            return part
+        frames = np.stack([identity_frame(ep, i, cam, height, width) for i in range(length)])
+        _encode_episode(frames, spec.fps, "rgb24", _encoder_args(spec.codec, width, height, spec.gop), "yuv420p", part)
         flat = frames.reshape(-1, 3).astype(np.float64) / 255.0
         pix_sum += flat.sum(0)
         pix_sq += (flat**2).sum(0)
@@ -303,28 +292,14 @@ def _write_rgb_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows:
         return part
 
     parts = (encode(ep, length) for ep, length in enumerate(spec.episode_lengths))
-    _write_videos(root, key, parts, ep_rows, _video_roller(spec), spec.faststart)
+    roller = _Roller(spec.video_file_size_mb, spec.episodes_per_video_file, spec.chunks_size)
+    _write_videos(root, key, parts, ep_rows, roller, spec.faststart)
+    if depth:
+        return _depth_stats(np.concatenate(values), spec.total_frames)
     n = spec.total_frames * width * height
     mean = pix_sum / n
     std = np.sqrt(np.maximum(pix_sq / n - mean**2, 0.0))
     return _channel_stats(pix_min / 255.0, pix_max / 255.0, mean, std, spec.total_frames)
-
-
-def _write_depth_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows: list[dict]) -> dict[str, list]:
-    """Depth camera ``key``'s videos (quantised :func:`depth_frame_mm`); returns its stats in mm."""
-    cam, width, height = spec.camera(key)
-    values = []
-
-    def encode(ep: int, length: int) -> Path:
-        mm = np.stack([depth_frame_mm(ep, i, cam, height, width) for i in range(length)])
-        values.append(mm.reshape(-1).astype(np.float64))
-        part = tmp_dir / f"{cam:02d}_{ep:06d}.mp4"
-        _encode_depth_episode(quantize_depth(mm, spec.depth_quantizer), spec.fps, part, spec.depth_pix_fmt)
-        return part
-
-    parts = (encode(ep, length) for ep, length in enumerate(spec.episode_lengths))
-    _write_videos(root, key, parts, ep_rows, _video_roller(spec), spec.faststart)
-    return _depth_stats(np.concatenate(values), spec.total_frames)
 
 
 def _image_feature_stats(spec: _Spec) -> dict[str, dict[str, list]]:

@@ -57,10 +57,7 @@ def _cell_edges(n: int, cells: int) -> list[int]:
 
 
 def identity_frame(episode_index: int, frame_index: int, camera_index: int, height: int, width: int) -> np.ndarray:
-    """The RGB frame that encodes an identity.
-
-    Returns:
-        np.ndarray: uint8 (H, W, 3), black (0) / white (255) cells of an 8x6 grid (grey: R = G = B).
+    """The RGB frame (uint8 ``(H, W, 3)``: black / white cells of an 8x6 grid) that encodes an identity.
 
     Raises:
         ValueError: an index does not fit its field (episode, frame < 65536; camera < 16) or the
@@ -103,9 +100,6 @@ def read_identity(frame: Any) -> tuple[int, int, int]:
     Args:
         frame: a decoded frame, torch tensor or numpy array, uint8 in [0, 255] or float in
             [0, 1], shaped (C, H, W), (H, W, C) or (H, W).
-
-    Returns:
-        tuple[int, int, int]: ``(episode_index, frame_index, camera_index)``.
 
     Raises:
         ValueError: the shape is unusable or the checksum fails (not a generated frame, a blend

@@ -1,19 +1,17 @@
 """A real HTTP server on loopback for source tests: static files with Range, a fake Hub, faults.
 
-Runs as its own process (``LoopbackServer.start(config)`` runs this file with ``sys.executable``:
-standard library only) on two ports: ``hub`` (the Hub API, ``/resolve``, static files) and ``cdn``
-(the storage host ``/resolve`` redirects to, with expiring signed URLs). Control endpoints under
-``/__control__/`` (not logged) set faults, move branches and return the request log, refs, commits.
-Writes: only the dataset branch / preupload / commit API (what ``HfApi.create_branch`` and
-``HfApi.upload_file`` use; files uploaded inline, "regular"); every other write is 405.
+Runs as its own process (``LoopbackServer.start(config)``; standard library only) on two ports:
+``hub`` (the Hub API, ``/resolve``, static files) and ``cdn`` (where ``/resolve`` redirects, with
+expiring signed URLs). Control endpoints under ``/__control__/`` (not logged) set faults, move
+branches and return the request log, refs, commits. Writes: only the dataset branch / preupload /
+commit API (``HfApi.create_branch`` / ``upload_file``; inline "regular" uploads); others are 405.
 
 Config (JSON): ``static`` (folder served under ``/static/``: Range, HTML indexes, strong ETags);
-``scratch`` (folder of the commit folders uploads make; default: the system temp folder);
-``datasets`` (``{repo_id: {"refs": {"main": sha}, "commits": {sha: folder}}}``); ``buckets``
-(``{bucket_id: folder}``); ``signed_ttl_s`` (a signed URL's lifetime, s); ``latency_s`` (a round
-trip, slept once per new connection and before each answer, control endpoints excepted; default
-0); ``bandwidth_bps`` (all response bodies together paced to this many bytes/s in 64 KiB pieces;
-default: unpaced; ``python -m tools.bench`` serves its remote store so).
+``scratch`` (folder of the commits uploads make; default: the system temp folder); ``datasets``
+(``{repo_id: {"refs": {"main": sha}, "commits": {sha: folder}}}``); ``buckets`` (``{bucket_id:
+folder}``); ``signed_ttl_s`` (a signed URL's lifetime, s); ``latency_s`` (a round trip, slept per
+new connection and before each answer but control ones; default 0); ``bandwidth_bps`` (all
+response bodies together paced to this many bytes/s in 64 KiB pieces; default: unpaced).
 
 Faults (``set_faults([...])``), each ``{"kind", "match" (substring of the path), "count",
 "methods" (default ["GET"]), "status", "retry_after", "delay_s"}``; kinds: ``status``,
@@ -206,10 +204,8 @@ class Handler(BaseHTTPRequestHandler):
                 st.log = []
             elif what == "set_ref":
                 st.config["datasets"][body["repo"]]["refs"][body["ref"]] = body["sha"]
-            elif what == "refs":
-                return self._json({repo: dict(ds["refs"]) for repo, ds in st.config.get("datasets", {}).items()})
-            elif what == "commits":
-                return self._json({repo: dict(ds["commits"]) for repo, ds in st.config.get("datasets", {}).items()})
+            elif what in ("refs", "commits"):
+                return self._json({repo: dict(ds[what]) for repo, ds in st.config.get("datasets", {}).items()})
         self._json({"ok": True})
 
     # --- write API of dataset repositories (branch, preupload, commit) ---------------------------
@@ -354,15 +350,12 @@ class Handler(BaseHTTPRequestHandler):
         ds = self._dataset(repo)
         if ds is None:
             return self._error(404, "Repository not found", "RepoNotFound")
-        if len(parts) >= 4 and parts[2] == "revision":
-            sha = self._sha_of(ds, "/".join(parts[3:]))
+        if len(parts) >= 4 and parts[2] in ("revision", "tree"):
+            sha = self._sha_of(ds, "/".join(parts[3:]) if parts[2] == "revision" else parts[3])
             if sha is None:
                 return self._error(404, "Invalid rev id", "RevisionNotFound")
-            return self._json({"id": repo, "sha": sha, "private": False, "siblings": []})
-        if len(parts) >= 4 and parts[2] == "tree":
-            sha = self._sha_of(ds, parts[3])
-            if sha is None:
-                return self._error(404, "Invalid rev id", "RevisionNotFound")
+            if parts[2] == "revision":
+                return self._json({"id": repo, "sha": sha, "private": False, "siblings": []})
             return self._tree(Path(ds["commits"][sha]), "/".join(parts[4:]), q, False)
         self._not_found()
 
@@ -401,10 +394,7 @@ class Handler(BaseHTTPRequestHandler):
         expires = int(time.time() + st.config.get("signed_ttl_s", 600))
         loc = f"http://127.0.0.1:{st.cdn_port}/cdn/{key}/{quote(rel)}?Expires={expires}&Signature=s3cr3t-sig"
         h = {"Location": loc, "X-Linked-Size": p.stat().st_size, "X-Linked-Etag": f'"{sha256}"'}
-        if sha:
-            h["X-Repo-Commit"] = sha
-        else:
-            h["X-Xet-Hash"] = sha256
+        h["X-Repo-Commit" if sha else "X-Xet-Hash"] = sha or sha256
         self._send(302, b"", h)
 
     def _cdn(self, parts, q, fault):

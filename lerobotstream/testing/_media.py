@@ -53,38 +53,28 @@ def _run(cmd: list[str], stdin: bytes | None = None) -> None:
         )
 
 
-def _encode_episode(frames: np.ndarray, fps: int, codec: str, gop: int | None, out: Path) -> None:
-    num_frames, height, width, _ = frames.shape
-    cmd = [
-        "ffmpeg", "-hide_banner", "-loglevel", "error", "-y",
-        "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{width}x{height}", "-framerate", str(fps), "-i", "-",
-        *_encoder_args(codec, width, height, gop), "-pix_fmt", "yuv420p", "-an", str(out),
-    ]  # fmt: skip
-    _run(cmd, stdin=np.ascontiguousarray(frames).tobytes())
+#: LeRobot 0.6.1's default depth encoder: x265 ``lossless=1``, ``g=2``, crf 30 (on 12-bit codes)
+DEPTH_ENCODER = "-c:v libx265 -g 2 -crf 30 -x265-params lossless=1:log-level=error".split()
 
 
-def _encode_depth_episode(codes: np.ndarray, fps: int, out: Path, pix_fmt: str = "gray12le") -> None:
-    """12-bit codes ``(T, H, W)`` uint16 → HEVC as LeRobot 0.6.1's default depth encoder (x265
-    ``lossless=1``, ``g=2``, crf 30; Rext ``gray12le``)."""
-    num_frames, height, width = codes.shape
+def _encode_episode(raw: np.ndarray, fps: int, pix_in: str, encoder: list[str], pix_out: str, out: Path) -> None:
+    """Encode one episode's raw frames ``(T, H, W[, C])`` (``pix_in``: ``rgb24``, or ``gray12le``
+    for uint16 depth codes) with the ffmpeg CLI ``encoder`` arguments into ``pix_out``."""
+    height, width = raw.shape[1:3]
     cmd = [
         "ffmpeg", "-hide_banner", "-loglevel", "error", "-y",
-        "-f", "rawvideo", "-pix_fmt", "gray12le", "-s", f"{width}x{height}", "-framerate", str(fps), "-i", "-",
-        "-c:v", "libx265", "-g", "2", "-crf", "30", "-x265-params", "lossless=1:log-level=error",
-        "-pix_fmt", pix_fmt, "-an", str(out),
+        "-f", "rawvideo", "-pix_fmt", pix_in, "-s", f"{width}x{height}", "-framerate", str(fps), "-i", "-",
+        *encoder, "-pix_fmt", pix_out, "-an", str(out),
     ]  # fmt: skip
-    _run(cmd, stdin=np.ascontiguousarray(codes.astype("<u2")).tobytes())
+    _run(cmd, stdin=np.ascontiguousarray(raw).tobytes())
 
 
 def _concat(parts: Sequence[Path], out: Path, faststart: bool) -> None:
     """Join episode MP4s by stream copy, as LeRobot's ``concatenate_video_files`` does for its
     default AV1 (PyAV remux): each episode starts where the previous one ends, in the shared
-    media timescale, so ``from_timestamp`` = summed PyAV stream durations is exact.
-
-    Decode timestamps are laid out on one grid with the largest decode delay of any part: x264
-    gives a 1–2 frame episode no B-frame delay but a longer one 2 frames, and a demuxer that
-    kept each part's own delay would produce non-monotonic DTS at the boundary (the FFmpeg 5.1
-    CLI's concat demuxer "fixes" that by shifting PTS by a fraction of a frame)."""
+    media timescale, so ``from_timestamp`` = summed PyAV stream durations is exact. Decode
+    timestamps share the largest decode delay of any part (x264 gives a 1–2 frame episode no
+    B-frame delay), so DTS stay monotonic at the boundaries."""
     import av
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -208,17 +198,13 @@ class _Roller:
 
     def place(self, nbytes: int) -> tuple[int, int]:
         """(chunk_index, file_index) of the next item of ``nbytes`` bytes."""
-        if self.count > 0:
-            if self.per_file is not None:
-                full = self.count >= self.per_file
-            else:
-                full = self.nbytes + nbytes >= self.limit_bytes
-            if full:
-                self.file_index += 1
-                if self.file_index >= self.chunks_size:
-                    self.chunk_index += 1
-                    self.file_index = 0
-                self.count = self.nbytes = 0
+        full = self.count >= self.per_file if self.per_file is not None else self.nbytes + nbytes >= self.limit_bytes
+        if self.count > 0 and full:
+            self.file_index += 1
+            if self.file_index >= self.chunks_size:
+                self.chunk_index += 1
+                self.file_index = 0
+            self.count = self.nbytes = 0
         self.count += 1
         self.nbytes += nbytes
         return self.chunk_index, self.file_index

@@ -9,8 +9,8 @@ the real parser must raise a typed error. Never used by the library.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from fractions import Fraction
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -19,31 +19,6 @@ CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts", b"mvex"}
 
 class RefError(Exception):
     """The reference refuses the file (fragmented, malformed, inconsistent, unsupported)."""
-
-
-@dataclass
-class RefTable:
-    offset: np.ndarray
-    size: np.ndarray
-    dts_ticks: np.ndarray
-    cts_ticks: np.ndarray
-    pts_ticks: np.ndarray
-    is_sync: np.ndarray
-    pts_s: np.ndarray
-    presentation_order: np.ndarray
-    media_timescale: int
-    movie_timescale: int
-    media_time: int
-    empty_edit_movie_ticks: int
-    edit_duration_movie_ticks: int
-    codec: str
-    stsd: bytes
-    width: int
-    height: int
-    track_id: int
-    ctts_version: int | None
-    matrix: tuple
-    movie_matrix: tuple
 
 
 def boxes(data: bytes, start: int, end: int, *, top: bool = False):
@@ -86,12 +61,13 @@ def _one(t: dict, name: bytes):
     return v[0] if v else None
 
 
-def parse_reference(data: bytes, *, track_id: int | None = None, file_size: int | None = None) -> RefTable:
-    """Parse ``data`` (a whole MP4). ``file_size`` (default len(data)) bounds sample bytes."""
+def parse_reference(data: bytes, *, track_id: int | None = None, file_size: int | None = None) -> SimpleNamespace:
+    """Parse ``data`` (a whole MP4) into ``SampleTable``'s arrays (int64; ``is_sync`` bool, ``pts_s``
+    float64) and track scalars (``media_timescale`` ... ``matrix``, ``movie_matrix``; no ``path``,
+    display size or ``video_track_ids``). ``file_size`` (default len(data)) bounds sample bytes."""
     fsize = len(data) if file_size is None else file_size
     top = list(boxes(data, 0, len(data), top=True))
-    types = [t for t, _, _ in top]
-    if b"moof" in types:
+    if any(t == b"moof" for t, _, _ in top):
         raise RefError("fragmented (moof)")
     moovs = [(s, e) for t, s, e in top if t == b"moov"]
     if len(moovs) != 1:
@@ -151,7 +127,7 @@ def parse_reference(data: bytes, *, track_id: int | None = None, file_size: int 
     pts_s = [float(Fraction(p, media_ts) + Fraction(empty, movie_ts)) for p in pts]
     order = sorted(range(nsamp), key=lambda k: (pts[k], k))
     a = lambda x, dt=np.int64: np.asarray(x, dtype=dt).reshape(-1)  # noqa: E731
-    return RefTable(
+    return SimpleNamespace(
         offset=a(offsets),
         size=a(sizes),
         dts_ticks=a(dts),

@@ -17,13 +17,12 @@ __all__ = ["main", "run_command", "streaming_help", "unknown_dataset_flag", "one
 
 
 def run_command(argv: list[str], parse_and_train: Callable[[], Any]) -> None:
-    """Run ``lerobotstream-train`` with the arguments ``argv`` (``sys.argv[1:]``): ``--version``:
-    ours and LeRobot's, before any parsing. ``--help``: a short streaming section first
-    (:func:`streaming_help`), then LeRobot's whole list. A mistyped ``--dataset.*`` flag: one line
-    naming the closest flag (:func:`unknown_dataset_flag`), exit 2. Every lerobotstream error (and
-    a flag's own error): one line ``error: <Type>: <message>``, exit 2; Ctrl-C: ``interrupted``,
-    exit 130. ``--debug`` (removed from ``sys.argv`` before ``parse_and_train`` runs LeRobot's
-    parser) or ``LEROBOTSTREAM_DEBUG=1``: the traceback instead.
+    """Run ``lerobotstream-train`` with ``argv`` (``sys.argv[1:]``): ``--version``: ours and
+    LeRobot's, before any parsing; ``--help``: :func:`streaming_help`, then LeRobot's list; a
+    mistyped ``--dataset.*`` flag (:func:`unknown_dataset_flag`) and every lerobotstream or flag
+    error: one line ``error: <Type>: <message>``, exit 2; Ctrl-C: ``interrupted``, exit 130.
+    ``--debug`` (removed before ``parse_and_train`` runs LeRobot's parser) or
+    ``LEROBOTSTREAM_DEBUG=1``: the traceback instead.
 
     Raises:
         SystemExit: 2 on an error it prints, 130 on Ctrl-C.
@@ -103,13 +102,9 @@ def streaming_help() -> str:
     for f in dataclasses.fields(StreamingDatasetConfig):
         if f.name not in own:
             continue
-        default = (
-            "required"
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            else f"default: {f.default!r}"
-            if f.default is not dataclasses.MISSING
-            else "default: see below"
-        )
+        default = f"default: {f.default!r}"
+        if f.default is dataclasses.MISSING:
+            default = "required" if f.default_factory is dataclasses.MISSING else "default: see below"
         lines.append(f"  --dataset.{f.name} ({default})")
         help_text = " ".join(str(f.metadata.get("custom_args", {}).get("help") or "").split())
         lines.extend(textwrap.wrap(help_text, width=100, initial_indent="      ", subsequent_indent="      "))

@@ -73,20 +73,12 @@ _EXTRA_FLAGS = (
 )
 
 
-def _help(text: str) -> dict:
-    return {"custom_args": {"help": text}}
-
-
 def _flag_fields() -> list[tuple]:
-    out = [
-        (name, typ, dataclasses.field(default=default, metadata=_help(text)))
-        for name, typ, default, text in _LEROBOT_OVERRIDES
+    infos = ((info.flag, info.flag_type, info.default, info.help) for info in train_flags())
+    return [
+        (name, typ, dataclasses.field(default=default, metadata={"custom_args": {"help": text}}))
+        for name, typ, default, text in (*_LEROBOT_OVERRIDES, *infos, *_EXTRA_FLAGS)
     ]
-    for info in train_flags():
-        out.append((info.flag, info.flag_type, dataclasses.field(default=info.default, metadata=_help(info.help))))
-    for name, typ, default, text in _EXTRA_FLAGS:
-        out.append((name, typ, dataclasses.field(default=default, metadata=_help(text))))
-    return out
 
 
 class _StreamingChecks:
@@ -137,11 +129,6 @@ class _StreamingChecks:
                 raise bad("streaming_weights", "needs several datasets in --dataset.repo_id ('[a,b]')")
             if len(w) != len(repo_ids) or not all(float(x) > 0 and float(x) < float("inf") for x in w):
                 raise bad("streaming_weights", f"must be {len(repo_ids)} numbers > 0, one per dataset")
-
-    @property
-    def repo_ids(self) -> list[str]:
-        """The datasets of ``--dataset.repo_id`` (one, or a ``'[a,b]'`` mixture)."""
-        return parse_list(self.repo_id) or []
 
 
 StreamingDatasetConfig = dataclasses.make_dataclass(

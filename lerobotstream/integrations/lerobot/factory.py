@@ -1,10 +1,9 @@
 """Dataset factory for ``lerobotstream-train``: config -> train (and eval) :class:`TrainingStream`.
 
-``make_streaming_datasets(cfg)`` does what LeRobot 0.6.1's ``make_train_eval_datasets`` does for
-map-style datasets (delta timestamps from the trainable config, image transforms, ImageNet stats
-except for depth keys, depth stats in ``depth_output_unit``, the per-task ``eval_split``) but builds
-:class:`lerobotstream.StreamingLeRobotDataset` streams with the ``--dataset.streaming_*`` options,
-``max_num_shards = max(1, num_workers)`` and the training seed (``--seed=null`` -> 42):
+``make_streaming_datasets(cfg)`` does what LeRobot 0.6.1's ``make_train_eval_datasets`` does
+(delta timestamps, image transforms, ImageNet stats but for depth keys, the per-task
+``eval_split``) with :class:`lerobotstream.StreamingLeRobotDataset` streams of the
+``--dataset.streaming_*`` options, ``max_num_shards = max(1, num_workers)`` and the training seed:
 
 * train: ``repeat=True``, ``drop_n_last_frames`` from the policy (LeRobot's ``EpisodeAwareSampler``
   rule), uint8 camera frames when LeRobot's loop converts them (0.6.x), float32 otherwise (0.4.4);
@@ -45,11 +44,10 @@ __all__ = [
 
 log = logging.getLogger("lerobotstream.train")
 
-# Per-sample bookkeeping added in the worker and removed in the training process before the
-# batch reaches LeRobot (summary.BatchCounters): DataLoader worker id, cumulative payload bytes / requests
-# of that worker process.
-TAG_WORKER, TAG_BYTES, TAG_REQUESTS = "_lrs_worker", "_lrs_bytes_read", "_lrs_requests"
-TAG_PROCESS = "_lrs_process"  # the source counters are per process, shared by its shards (threads mode)
+# Per-sample bookkeeping added in the worker and removed in the training process before the batch
+# reaches LeRobot (summary.BatchCounters): DataLoader worker id, process id (the source counters are
+# per process, shared by its shards in threads mode), that process's cumulative payload bytes / requests.
+TAG_WORKER, TAG_PROCESS, TAG_BYTES, TAG_REQUESTS = "_lrs_worker", "_lrs_process", "_lrs_bytes_read", "_lrs_requests"
 TAG_KEYS = (TAG_WORKER, TAG_PROCESS, TAG_BYTES, TAG_REQUESTS)
 
 IMAGENET_STATS = {
@@ -84,17 +82,15 @@ def trainable_config(cfg: Any) -> Any:
 
 class TrainingStream(torch.utils.data.IterableDataset):
     """What ``lerobot-train`` gets as its dataset: the stream plus LeRobot's metadata view.
+    Picklable (``spawn`` workers). Other attributes are the stream's.
 
     Args:
         dataset: the stream.
         sidecar_status: how the process obtained the MP4 sidecar (default: the dataset's).
-        tags: add the four int64 bookkeeping tags (:data:`TAG_KEYS`) to every item; the training
-            process strips them before LeRobot sees the batch (they carry each worker's fetched
-            bytes back for the streaming summary). Off for the eval stream.
+        tags: add the int64 tags :data:`TAG_KEYS` to every item (stripped before LeRobot sees the
+            batch: they carry each worker's fetched bytes to the summary). Off for the eval stream.
         max_samples: items per pass at most, over all DataLoader workers of this rank (each worker
             stops after its ceil share); None: the whole stream.
-
-    Picklable (``spawn`` workers). Other attributes are the stream's.
     """
 
     def __init__(
@@ -108,8 +104,7 @@ class TrainingStream(torch.utils.data.IterableDataset):
         super().__init__()
         self.dataset = dataset
         self.meta = LeRobotMetaView(dataset.meta, getattr(dataset, "root", None))  # a mixture has no root
-        #: how this process obtained the MP4 sidecar ("built" / "published" / "cache"): the first
-        #: dataset constructed in the process decides (a later one always finds the cache).
+        #: "built" / "published" / "cache": the first dataset constructed in the process decides
         self.sidecar_status = sidecar_status or dataset.sidecar_status
         self.tags = bool(tags)
         self.max_samples = max_samples
@@ -124,18 +119,14 @@ class TrainingStream(torch.utils.data.IterableDataset):
     ) -> Iterator[dict[str, Any]]:
         """Items of worker ``wid`` of ``nw`` (-1, 0: in-process) with the pass limit and the tags
         (``source_stats``: that worker's payload-source counters). ``StreamLoader``'s hook too."""
-        limit = None
-        if self.max_samples is not None:
-            limit = math.ceil(self.max_samples / max(1, nw))
+        limit = None if self.max_samples is None else math.ceil(self.max_samples / max(1, nw))
         for n, item in enumerate(items):
             if limit is not None and n >= limit:
                 return
             if self.tags:
                 src = source_stats()
-                item[TAG_WORKER] = torch.tensor(wid, dtype=torch.int64)
-                item[TAG_PROCESS] = torch.tensor(os.getpid(), dtype=torch.int64)
-                item[TAG_BYTES] = torch.tensor(int(src.get("bytes_read", 0)), dtype=torch.int64)
-                item[TAG_REQUESTS] = torch.tensor(int(src.get("requests", 0)), dtype=torch.int64)
+                tags = (wid, os.getpid(), int(src.get("bytes_read", 0)), int(src.get("requests", 0)))
+                item.update({k: torch.tensor(v, dtype=torch.int64) for k, v in zip(TAG_KEYS, tags)})
             yield item
 
     def __getattr__(self, name: str) -> Any:
@@ -145,15 +136,9 @@ class TrainingStream(torch.utils.data.IterableDataset):
 
 
 def split_episodes_by_task(episodes: list[Any], eval_split: float) -> tuple[list[int], list[int]]:
-    """LeRobot 0.6.1's ``make_train_eval_datasets`` split: per task (an episode's first task, ""
-    when it has none), in episode order, the last ``ceil(n * eval_split)`` episodes are held out.
-
-    Args:
-        episodes: :class:`~lerobotstream.meta.EpisodeInfo` rows of the selection.
-        eval_split: fraction in [0, 1).
-
-    Returns:
-        ``(train_episode_indices, eval_episode_indices)``, each in task-then-episode order.
+    """``(train_episode_indices, eval_episode_indices)`` of the ``episodes`` (``EpisodeInfo`` rows),
+    each in task-then-episode order, by LeRobot 0.6.1's ``make_train_eval_datasets`` split: per task
+    (an episode's first, "" when none), the last ``ceil(n * eval_split)`` episodes are held out.
 
     Raises:
         StreamingConfigError: the split leaves no training episode.
@@ -249,10 +234,9 @@ def _stream_kwargs(cfg: Any) -> dict[str, Any]:
 
 
 def _streams(cfg: Any, make: Any, status: str, train_eps: Any, eval_eps: Any, train_kw: dict, eval_kw: dict) -> tuple:
-    """The train stream and, when ``eval_eps`` holds out episodes, the eval stream (sequential, one
-    pass, no image transforms or tags), built by ``make(**options)`` (``train_kw`` / ``eval_kw``:
-    options of one of them). Their ``meta`` get ImageNet stats for RGB camera keys with
-    ``--dataset.use_imagenet_stats`` (never depth keys, whose stats are in ``depth_output_unit``)."""
+    """The train stream and, when ``eval_eps`` holds out episodes, the eval stream, built by
+    ``make(**options)`` (``train_kw`` / ``eval_kw``: options of one of them). With
+    ``--dataset.use_imagenet_stats`` their ``meta`` get ImageNet stats for RGB (never depth) keys."""
     uint8 = _loop_converts_uint8()
     drop = int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0)
     max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0) or None

@@ -21,8 +21,7 @@ from lerobotstream.integrations.lerobot import resume as _resume
 from lerobotstream.integrations.lerobot.factory import TrainingStream, make_streaming_datasets, streaming_seed
 from lerobotstream.integrations.lerobot.summary import BatchCounters, summarize
 
-# (rank, world_size): the process group's, else the launcher's RANK / WORLD_SIZE (also after the
-# group is destroyed), else (0, 1): the rule the stream's sharding follows
+# (rank, world_size) by the rule the stream's sharding follows (also after the group is destroyed)
 from lerobotstream.planner._world import discover_world as world
 
 __all__ = ["Run", "world"]
@@ -142,19 +141,15 @@ class Run:
 
     def _trace(self, batch: dict[str, Any], step: int, wids: list[int]) -> None:
         """One JSON line per batch (``LEROBOTSTREAM_TRAIN_TRACE``): step, anchors, worker ids."""
-        self.trace_file.write(
-            json.dumps(
-                {
-                    "rank": world()[0],
-                    "step": step,
-                    "episode_index": batch["episode_index"].tolist(),
-                    "frame_index": batch["frame_index"].tolist(),
-                    "worker": wids,
-                    **({"dataset_index": batch["dataset_index"].tolist()} if "dataset_index" in batch else {}),
-                }
-            )
-            + "\n"
-        )
+        row = {
+            "rank": world()[0],
+            "step": step,
+            "episode_index": batch["episode_index"].tolist(),
+            "frame_index": batch["frame_index"].tolist(),
+            "worker": wids,
+            **({"dataset_index": batch["dataset_index"].tolist()} if "dataset_index" in batch else {}),
+        }
+        self.trace_file.write(json.dumps(row) + "\n")
 
     # --- patched: save_checkpoint ---------------------------------------------------------------
     def save_checkpoint(self, checkpoint_dir: Path, step: int, cfg: Any, *args: Any, **kwargs: Any) -> None:
@@ -174,9 +169,7 @@ class Run:
             self.trace_file = None
 
     def summary(self) -> dict[str, Any]:
-        """This rank's streaming summary (:func:`~lerobotstream.integrations.lerobot.summary.summarize`),
-        with the launch's topology (saved while the process group was up) and, when gathered, every
-        rank's figures."""
+        """This rank's streaming summary (``summary.summarize``), with every rank's figures when gathered."""
         rank, world_size = self.topology
         return summarize(
             self.counters,

@@ -25,6 +25,13 @@ __all__ = ["LeRobotMetaView", "EpisodeTable"]
 _INFO_FIELDS = "robot_type chunks_size data_path video_path data_files_size_in_mb video_files_size_in_mb".split()
 
 
+def _by_episode(values: dict[int, Any], episode_index: Any) -> Any:
+    try:
+        return values[int(episode_index)]
+    except KeyError:
+        raise IndexError(f"episode {episode_index} is not in the streamed selection ({len(values)} episodes)") from None
+
+
 class _EpisodeColumn(Sequence):
     """One column of :class:`EpisodeTable`: ``column[episode_index]`` and iteration in episode order."""
 
@@ -34,12 +41,7 @@ class _EpisodeColumn(Sequence):
     def __getitem__(self, episode_index):  # type: ignore[override]
         if isinstance(episode_index, slice):
             return list(self._values.values())[episode_index]
-        try:
-            return self._values[int(episode_index)]
-        except KeyError:
-            raise IndexError(
-                f"episode {episode_index} is not in the streamed selection ({len(self._values)} episodes)"
-            ) from None
+        return _by_episode(self._values, episode_index)
 
     def __len__(self) -> int:
         return len(self._values)
@@ -56,9 +58,8 @@ class EpisodeTable:
     (a ``datasets.Dataset``): ``table["dataset_from_index"][episode_index]``,
     ``table[episode_index]["length"]``, ``len(table)``, ``table.column_names``, ``to_pandas()``.
 
-    Rows are keyed by ``episode_index`` (LeRobot loads every episode, so its row position is the
-    episode index; here only the selection is held, and a row outside it raises IndexError).
-    Columns: ``episode_index``, ``length``, ``dataset_from_index``, ``dataset_to_index``,
+    Rows are keyed by ``episode_index`` (LeRobot's row position; a row outside the selection
+    raises IndexError). Columns: ``episode_index``, ``length``, ``dataset_from_index``, ``dataset_to_index``,
     ``data/chunk_index``, ``data/file_index``, ``tasks`` (list[str]) and per video key
     ``videos/<key>/{chunk_index,file_index,from_timestamp,to_timestamp}``.
     """
@@ -86,10 +87,7 @@ class EpisodeTable:
             if key not in self.column_names:
                 raise KeyError(f"no episode column {key!r}; columns: {self.column_names}")
             return _EpisodeColumn({e: r.get(key) for e, r in self._rows.items()})
-        try:
-            return dict(self._rows[int(key)])
-        except KeyError:
-            raise IndexError(f"episode {key} is not in the streamed selection ({len(self._rows)} episodes)") from None
+        return dict(_by_episode(self._rows, key))
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -104,16 +102,11 @@ class EpisodeTable:
 
 
 class LeRobotMetaView:
-    """``LeRobotDatasetMetadata``'s surface over a :class:`~lerobotstream.meta.DatasetMeta`.
+    """``LeRobotDatasetMetadata``'s surface over the stream's ``meta`` (``root``: the dataset's
+    local folder, None for a remote one). Picklable (DataLoader workers under ``spawn``).
 
-    Args:
-        meta: the stream's metadata.
-        root: the dataset's local root folder, or None for a remote one (``root`` attribute).
-
-    ``stats`` is a private, mutable copy with numpy arrays (``np.ndarray``, float64 or as stored),
-    like LeRobot's, taken when the view is made: depth stats are already in the dataset's
-    ``depth_output_unit`` (the dataset rescales them at construction, as LeRobot's does).
-    Picklable (DataLoader workers under ``spawn``).
+    ``stats`` is a private, mutable copy with numpy arrays (as stored), like LeRobot's, taken when
+    the view is made: depth stats are already in the dataset's ``depth_output_unit``.
     """
 
     def __init__(self, meta: Any, root: str | Path | None = None) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from lerobotstream.errors import LeRobotIntegrationError
@@ -34,7 +34,6 @@ __all__ = [
     "installed",
     "lerobot_version",
     "original",
-    "train_function",
 ]
 
 MIN_LEROBOT = (0, 4, 4)
@@ -115,11 +114,6 @@ def _builds_accelerator() -> bool:
     return True
 
 
-def train_function() -> Callable[..., Any]:
-    """LeRobot's ``train(cfg, accelerator=None)`` without its CLI-parsing decorator."""
-    return check_lerobot().train.__wrapped__
-
-
 def original(name: str) -> Any:
     """LeRobot's own object behind a patched name (valid inside and outside :func:`installed`)."""
     if name in _originals:
@@ -152,10 +146,8 @@ def model_card_target() -> tuple[Any, bool]:
 
 @contextlib.contextmanager
 def installed(**replacements: Any) -> Iterator[None]:
-    """Swap ``lerobot_train.<name>`` for the given objects for the duration of the block (names:
-    the version's dataset seam, ``cycle``, ``save_checkpoint``, ``Accelerator``; ``Accelerator``
-    is also swapped in the ``accelerate`` module, where 0.6.x imports it inside ``train``;
-    ``generate_model_card`` on LeRobot's ``PreTrainedPolicy``).
+    """Swap LeRobot's names (the module docstring's) for the given objects for the duration of the
+    block; ``Accelerator`` in the ``accelerate`` module too (0.6.x imports it inside ``train``).
     Always restores LeRobot's originals."""
     import accelerate
 

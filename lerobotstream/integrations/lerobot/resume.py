@@ -1,17 +1,13 @@
 """Stream state in LeRobot checkpoints, and the resume check.
 
-Beside LeRobot's ``training_state/training_step.json`` every checkpoint of a streaming run gets
-``training_state/lerobotstream_stream.json``: the dataset's ``state_dict()`` at the checkpoint's
-step (``stream``, unchanged) wrapped with the run's settings the stream state does not hold
-(``run``: repo id, episode list, weights, ``drop_n_last_frames``, ``eval_split``). On
-``--resume=true`` with the same settings each rank skips ``step x batch_size`` samples, so
-training continues with the very sample the interrupted run would have used next. A change of a
-setting in ``planner._state.ELASTIC_SETTINGS`` (number of processes, ``--batch_size``,
-``--num_workers``, pool size, byte budget, sampling strategy...) resumes elastically: the epoch's
-unconsumed samples are replanned over the new ranks and workers, then plain epochs follow
-(docs/resume.md). A change of what the epoch holds or its order (dataset, episodes, seed, weights,
-partitions, ``drop_n_last_frames``, ``eval_split``) is refused with the reason, as is a record of
-another format or one that cannot be read.
+Every checkpoint of a streaming run gets ``training_state/lerobotstream_stream.json``: the dataset's
+``state_dict()`` at the checkpoint's step (``stream``) and the run's settings it does not hold
+(``run``: :func:`run_settings`). ``--resume=true`` with the same settings skips ``step x batch_size``
+samples per rank: training continues with the very sample the interrupted run would have used next.
+A change of a setting in ``planner._state.ELASTIC_SETTINGS`` (processes, ``--batch_size``,
+``--num_workers``, pool size, byte budget, sampling strategy...) replans the epoch's unconsumed
+samples over the new ranks and workers (docs/resume.md); a change of what the epoch holds or its
+order, another format or an unreadable record is refused with the reason.
 """
 
 from __future__ import annotations
@@ -89,9 +85,8 @@ def write_json_atomic(path: Path, doc: Any) -> Path:
 
 
 def write_checkpoint_state(checkpoint_dir: Path, step: int, run: dict[str, Any], stream: dict[str, Any]) -> Path:
-    """Write ``training_state/lerobotstream_stream.json`` atomically: the stream's state at ``step``
-    (the dataset's ``state_dict()``), the ``run``'s settings (:func:`run_settings`) and a ``digest``
-    over the record as written (``planner._state.canonical_digest``); returns its path."""
+    """Write ``training_state/lerobotstream_stream.json`` atomically (returns its path): the stream's
+    ``state_dict()`` at ``step``, ``run`` (:func:`run_settings`) and a ``digest`` over the record."""
     from lerobotstream.planner._state import DIGEST_KEY, canonical_digest
 
     doc = {"format": FORMAT, "step": int(step), "run": run, "stream": stream}
@@ -154,9 +149,8 @@ def check_resume(
     where: Path,
 ) -> list[str]:
     """Refuse a resume whose settings would change the sample order: the checkpoint record ``doc``
-    against this run's settings (``run``: :func:`run_settings`) and stream state (``stream``: the
-    dataset's ``state_dict()``); the settings in ``planner._state.ELASTIC_SETTINGS`` may change.
-    Returns those changes, ``"name: checkpoint X, now Y"``.
+    against this run's ``run`` (:func:`run_settings`) and ``stream`` (``state_dict()``). Returns the
+    changes of ``planner._state.ELASTIC_SETTINGS``, ``"name: checkpoint X, now Y"``.
 
     Raises:
         ResumeStateError: the checkpoint's stream state is not this build's (or was edited), or

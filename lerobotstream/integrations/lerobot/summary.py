@@ -4,9 +4,8 @@ stream (:class:`BatchCounters`), the dict written to ``<output_dir>/streaming_su
 
 Figures: this rank's samples/s over the loop (worker start-up included) and, when gathered
 (:func:`gather_ranks`), the ranks' sum; the share of step time spent waiting for a batch after the
-first; the payload bytes and requests this rank's shards fetched (carried on the items' tags,
-:data:`~lerobotstream.integrations.lerobot.factory.TAG_KEYS`) beside the selected episodes' MP4
-and Parquet bytes; the sidecar status, the collate and the loader as it ran.
+first; the payload this rank's shards fetched (carried on the items' tags, ``factory.TAG_KEYS``)
+beside the selected episodes' file bytes; the sidecar status, the collate and the loader.
 """
 
 from __future__ import annotations
@@ -82,9 +81,8 @@ def summarize(
     ranks: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The summary dict (JSON-able) of one rank: the run's settings, the counters' figures, the
-    selected episodes' file bytes (None when unknown), for a mixture its datasets' weights and
-    shares, and with ``ranks`` (every rank's :func:`rank_figures`, gathered at the end of training)
-    the ranks' summed samples/s."""
+    selected episodes' file bytes (None when unknown), a mixture's weights and shares, and with
+    ``ranks`` (every rank's :func:`rank_figures`) the ranks' summed samples/s."""
     c = counters
     elapsed = _elapsed(c)
     every = _all_ranks(ranks, world_size)
@@ -171,9 +169,8 @@ def _mixture_summary(ds: Any, counts: dict[int, int]) -> dict[str, Any]:
 
 
 def _dataset_bytes(ds: Any) -> dict[str, int | None]:
-    """``dataset_bytes`` / ``dataset_mp4_bytes`` / ``dataset_parquet_bytes``: the MP4 (sized where
-    the payload is read, ``data_root``) and Parquet files the selected episodes live in (None if
-    unknown)."""
+    """``dataset_bytes`` / ``dataset_mp4_bytes`` / ``dataset_parquet_bytes``: the MP4 (sized at
+    ``data_root``) and Parquet files of the selected episodes (None if unknown)."""
     mp4 = parquet = None
     try:
         if ds is not None:

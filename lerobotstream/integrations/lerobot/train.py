@@ -30,7 +30,7 @@ def run_training(cfg: StreamingTrainPipelineConfig) -> dict[str, Any] | None:
     """Train with a parsed config; returns the streaming summary on rank 0 (None otherwise or
     for a map-style run)."""
     lt = patching.check_lerobot()
-    train = patching.train_function()
+    train = lt.train.__wrapped__  # LeRobot's train(cfg, accelerator=None) without its CLI parsing
     if not cfg.dataset.streaming:
         train(cfg)  # LeRobot's map-style path, unchanged
         return None
