@@ -4,7 +4,6 @@ way: ``Planner(streams, settings)``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -12,8 +11,7 @@ import numpy as np
 from lerobotstream.errors import ShardingError
 from lerobotstream.planner._layout import WorkerPlan, read_pools
 from lerobotstream.planner._planner import Planner
-from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._streams import Streams, no_sizes
+from lerobotstream.planner._streams import PlanSettings, Streams, no_sizes
 
 __all__ = [
     "iter_anchors",
@@ -76,7 +74,7 @@ def make_mixture(
         if (t.rank, t.world_size, t.num_workers, t.repeat) != (t0.rank, t0.world_size, t0.num_workers, repeat):
             raise ValueError("the planners of a mixture must share rank, world size, num_workers and repeat")
     specs = [p.specs[0] for p in planners]
-    episodes = [replace(s, sizes=s.sizes or no_sizes) for s in specs]
+    episodes = [s._replace(sizes=s.sizes or no_sizes) for s in specs]
     streams = Streams.of_mixture([], weights, offsets, mixture=mixture, episodes=episodes)
     s0 = planners[0].settings
     settings = PlanSettings(

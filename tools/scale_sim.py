@@ -628,9 +628,8 @@ def _elastic_setup(
     run after ``fraction`` of its epoch, its batches per rank). ``partitions``: canonical
     partitions (``partitions=P``; the budget is then per partition)."""
     from lerobotstream.planner._planner import Planner
-    from lerobotstream.planner._settings import PlanSettings
     from lerobotstream.planner._sizes import EpisodeSizes
-    from lerobotstream.planner._streams import Streams
+    from lerobotstream.planner._streams import PlanSettings, Streams
     from lerobotstream.planner._turns import replay_turns
 
     def planner(world: int, workers: int, batch: int, **kw: Any) -> Planner:

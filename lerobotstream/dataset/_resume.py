@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from lerobotstream.planner._state import Position
@@ -49,5 +49,5 @@ class ResumeState:
         """Go to ``samples`` consumed samples of ``epoch`` (counting in this process restarts; an
         elastic origin is kept: it plays only while ``epoch`` is its epoch); ``counted``: the
         training loop's own count (set, not the start of an epoch or a loaded state's)."""
-        self.at, self.yielded = replace(self.at, epoch=int(epoch), samples=int(samples)), 0
+        self.at, self.yielded = self.at._replace(epoch=int(epoch), samples=int(samples)), 0
         self.counted = counted

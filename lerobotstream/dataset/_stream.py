@@ -45,9 +45,9 @@ from lerobotstream.dataset._resume import ResumeState
 from lerobotstream.dataset._wiring import Readers, StreamPart, shard_items
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.options import StreamOptions, check_option, option_info
-from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._sizes import EpisodeSizes
 from lerobotstream.planner._state import check_count
+from lerobotstream.planner._streams import PlanSettings
 
 __all__ = [
     "LoaderSettings",
@@ -96,7 +96,7 @@ class LoaderSettings:
 def plan_settings(
     options: StreamOptions, loader: LoaderSettings, *, rank: int | None = None, world_size: int | None = None
 ) -> PlanSettings:
-    """The :class:`~lerobotstream.planner._settings.PlanSettings` of a stream's resolved ``options`` batched
+    """The :class:`~lerobotstream.planner._streams.PlanSettings` of a stream's resolved ``options`` batched
     with ``loader``'s settings: every field named as an option takes that option's value (the
     byte budget in bytes: ``options.byte_budget``), ``num_workers`` / ``batch_size`` (1 when
     unset) / ``drop_last`` are the loader's."""
@@ -458,7 +458,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         epoch, samples = int(epoch), int(samples)
         rems = planner.rank_remainders() if planner.origin is not None else None
         r.at, r.yielded, r.counted = (
-            dataclasses.replace(planner.at, epoch=epoch, samples=samples, remainders=rems),
+            planner.at._replace(epoch=epoch, samples=samples, remainders=rems),
             0,
             False,
         )
@@ -549,7 +549,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         return Readers(self._parts())
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        from lerobotstream.planner._world import current_worker
+        from lerobotstream.planner._planner import current_worker
 
         wid, nw = current_worker()
         epoch, samples = self._iteration_start(nw)

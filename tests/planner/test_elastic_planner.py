@@ -231,7 +231,7 @@ MIX_FULL = Counter((OFFSETS[d] + e, f) for d, ls in enumerate(MIX) for e, n in l
 
 
 def _mixture(topo, rank, byte_budget_gb=1.0, weights=(0.7, 0.3), repeat=False):
-    from lerobotstream.planner._settings import PlanSettings
+    from lerobotstream.planner._streams import PlanSettings
 
     w, k, b = topo
     settings = PlanSettings(
@@ -471,7 +471,6 @@ def test_an_endless_remainder_worker_without_plain_epochs_stops_after_its_share(
 
 
 def test_a_shipped_remainder_is_taken_only_for_its_state_and_rank():
-    from dataclasses import replace
 
     from lerobotstream.planner import _pass
 
@@ -486,7 +485,7 @@ def test_a_shipped_remainder_is_taken_only_for_its_state_and_rank():
     q.load_state_dict(state)
     q.shipped_remainders = shipped
     assert q.remainders()[0] is shipped[0] and not _pass._CACHE  # taken, nothing computed
-    for bad in (replace(shipped[0], key="another state"), replace(shipped[0], rank=2)):
+    for bad in (shipped[0]._replace(key="another state"), shipped[0]._replace(rank=2)):
         q = _planner((3, 2, 5), 1)
         q.load_state_dict(state)
         q.shipped_remainders = [bad]

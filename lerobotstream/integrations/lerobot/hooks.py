@@ -30,8 +30,8 @@ log = logging.getLogger("lerobotstream.train")
 def world() -> tuple[int, int]:
     """``(rank, world_size)`` of this process: the process group's, else the launcher's ``RANK`` /
     ``WORLD_SIZE`` (torchrun, accelerate; also after the group is destroyed), else ``(0, 1)``
-    (:func:`~lerobotstream.planner._world.discover_world`, the rule the stream's sharding follows)."""
-    from lerobotstream.planner._world import discover_world
+    (:func:`~lerobotstream.planner._planner.discover_world`, the rule the stream's sharding follows)."""
+    from lerobotstream.planner._planner import discover_world
 
     return discover_world()
 
