@@ -2,7 +2,7 @@
  *
  * Every C routine returns an int status: 0 on success, a negative LRS_E_* code on failure, and
  * fills an lrs_err with the box fourcc, the file offset and a reason text. The Cython layer maps a
- * code to one typed Python exception in lerobotstream/mp4/_status.pyx (one function, one table).
+ * code to one typed Python exception in lerobotstream/mp4/parse.pyx (one function, one table).
  */
 #ifndef LRS_STATUS_H
 #define LRS_STATUS_H

@@ -9,19 +9,13 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["check_output_file", "write_text_atomic"]
-
 
 def check_output_file(path: str | os.PathLike, *, flag: str) -> None:
-    """Refuse, before any work, a path that :func:`write_text_atomic` could not write as a file.
-
-    Args:
-        path: the output path a command-line flag gives.
-        flag: the flag, named in the error (``--json``).
+    """Refuse, before any work, an output ``path`` that :func:`write_text_atomic` could not write.
 
     Raises:
-        StreamingConfigError: ``path`` is a folder, or its folder does not exist (names the flag
-            and the path).
+        StreamingConfigError: ``path`` is a folder, or its folder does not exist (names ``flag``,
+            e.g. ``--json``, and the path).
     """
     from lerobotstream.errors import StreamingConfigError
 

@@ -1,13 +1,10 @@
 """A clear error when a compiled extension is not built for the running Python.
 
-A source checkout's ``lerobotstream/`` holds its Cython sources (``*.pyx``) and, once built in
-place, one extension file per Python (``parse.cpython-311-x86_64-linux-gnu.so``). Run from the
-checkout's root with another Python (the LeRobot environment's 3.12), Python imports the checkout
-(the current folder comes first on ``sys.path``), finds no extension for itself and fails with a
-bare ``ModuleNotFoundError: No module named 'lerobotstream.decode._frames'``.
-:class:`MissingExtensionFinder`, last on ``sys.meta_path``, is asked only when no other finder
-found a module: for a module of this package that has a ``.pyx`` beside it, it raises
-:class:`~lerobotstream.errors.ExtensionBuildError` saying what happened and what to do.
+Run from a source checkout's root with a Python it was not built for, Python imports the checkout
+and fails with a bare ``ModuleNotFoundError``. :class:`MissingExtensionFinder`, last on
+``sys.meta_path``, is asked only when no other finder found a module: for a module of this package
+with a ``.pyx`` beside it, it raises :class:`~lerobotstream.errors.ExtensionBuildError` saying what
+happened and what to do.
 """
 
 from __future__ import annotations
@@ -16,8 +13,6 @@ import sys
 from pathlib import Path
 
 from lerobotstream.errors import ExtensionBuildError
-
-__all__ = ["MissingExtensionFinder", "install"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 

@@ -1,28 +1,19 @@
 """Give free heap pages back to the OS once too many are kept (glibc ``malloc_trim``).
 
-Why: decoded frames are large, short-lived buffers allocated on the decode and assembly threads
-(and, while prefetching, on the fetch threads). glibc serves each thread from its own malloc arena
-(up to ``8 × cores`` of them, each a 64 MiB heap), and its *dynamic mmap threshold* rises to the
-largest buffer freed so far (a batched decoder call's ``(16, 3, 480, 640)`` output is 14 MiB):
-from then on frame buffers come from the arenas rather than ``mmap``. ``free()`` gives an arena's
-memory back only from the top of its heap, past the trim threshold (twice the mmap threshold);
-memory freed between live chunks stays resident. Each epoch starts new pipeline threads, which
-attach to arenas the last epoch's threads left, so over the epochs every arena fills with
-free-but-resident frame memory (fixing the thresholds does not help; capping the arenas only
-slows it; docs/performance.md has the side-by-side soak): measured
-in-process on the bundled G1 data (``tools/rss_epochs.py``), RSS rose from 521 to 993–1,293 MiB in
-12 epochs while the bytes malloc held *in use* stayed at 120 MiB (docs/performance.md, "Memory
-over epochs").
+Decoded frames are large, short-lived buffers allocated on the pipeline threads. glibc serves each
+thread from its own malloc arena and, once its dynamic mmap threshold has risen past a frame
+batch, from the arenas rather than ``mmap``; ``free()`` returns an arena's memory only from the top
+of its heap. Each epoch's new threads reuse the last epoch's arenas, so free-but-resident memory
+grows over the epochs (RSS 521 -> 1,293 MiB in 12 epochs with 120 MiB in use: docs/performance.md,
+"Memory over epochs").
 
-:func:`trim` (called when an episode is freed and when an iterator ends) estimates the free memory
-the heap keeps resident — RSS minus the bytes malloc has in use (``mallinfo2``) minus the part of
-RSS that is not heap, as measured right after the last trim — and calls ``malloc_trim(0)`` when it
-exceeds :data:`TRIM_SLACK_BYTES`. Trimming costs CPU twice (the ``madvise`` calls, then page faults
-when the memory is used again), so it is done only when that much is kept, not at every episode.
+:func:`trim` (called when an episode is freed and when an iterator ends) estimates that memory
+(RSS minus malloc's in-use bytes, ``mallinfo2``, minus the non-heap RSS measured after the last
+trim) and calls ``malloc_trim(0)`` when it exceeds :data:`TRIM_SLACK_BYTES` (trimming costs CPU).
 
-Process-wide and thread-safe. A no-op where ``malloc_trim``/``mallinfo2`` are missing (not glibc,
-or glibc < 2.33) or when the environment sets ``LEROBOTSTREAM_MALLOC_TRIM=0``;
-``LEROBOTSTREAM_MALLOC_TRIM_MIB`` sets the slack (MiB). Both are read at import.
+Process-wide and thread-safe. A no-op without ``malloc_trim``/``mallinfo2`` (not glibc >= 2.33) or
+with ``LEROBOTSTREAM_MALLOC_TRIM=0``; ``LEROBOTSTREAM_MALLOC_TRIM_MIB`` sets the slack (MiB). Both
+are read at import.
 """
 
 from __future__ import annotations
@@ -33,8 +24,6 @@ import os
 import sys
 import threading
 import time
-
-__all__ = ["TRIM_SLACK_BYTES", "available", "kept_free_bytes", "stats", "trim"]
 
 _DEFAULT_SLACK_MIB = 256
 
@@ -57,18 +46,7 @@ TRIM_SLACK_BYTES = _slack_bytes()
 class _MallInfo2(ctypes.Structure):
     _fields_ = [
         (n, ctypes.c_size_t)
-        for n in (
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        )
+        for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
     ]
 
 
@@ -119,9 +97,8 @@ def kept_free_bytes() -> int | None:
 
 def trim(force: bool = False) -> bool:
     """``malloc_trim(0)`` when :func:`kept_free_bytes` exceeds :data:`TRIM_SLACK_BYTES` (or at the
-    first call, or when ``force``); returns True when it trimmed. One thread trims at a time (a
-    concurrent call returns False at once). Never raises; does nothing while the interpreter
-    exits (an iterator closed by the last garbage collection: the process gives everything back)."""
+    first call, or when ``force``); True when it trimmed. A concurrent call returns False at once.
+    Never raises; does nothing while the interpreter exits."""
     global _not_heap, _pid, _trims, _checks, _trim_s
     if not available() or sys.is_finalizing() or not _lock.acquire(blocking=False):
         return False

@@ -13,8 +13,6 @@ from contextlib import contextmanager
 
 from lerobotstream import constants
 
-__all__ = ["announce_if_slow"]
-
 
 @contextmanager
 def announce_if_slow(logger: logging.Logger, what: str, after_s: float | None = None) -> Iterator[None]:

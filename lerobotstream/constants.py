@@ -7,7 +7,6 @@ Every ``os.environ`` lookup of the library lives here.
 | ``HF_LEROBOT_HOME`` | ``$HF_HOME/lerobot`` (``~/.cache/huggingface/lerobot``) | local cache root (sidecars, indexes) |
 | ``LEROBOTSTREAM_INDEX_DIR`` | ``$HF_LEROBOT_HOME/streaming-indexes`` | derived memory-mapped indexes |
 | ``LEROBOTSTREAM_SIDECAR_DIR`` | ``$HF_LEROBOT_HOME/streaming-sidecars`` | revision-keyed sidecar cache |
-| ``LEROBOTSTREAM_LOG_EVERY_S`` | ``0`` (off) | period of the streaming log line, seconds |
 | ``LEROBOTSTREAM_DEBUG`` | unset | CLIs print tracebacks instead of a one-line error |
 """
 
@@ -27,7 +26,6 @@ HF_HOME = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")
 HF_LEROBOT_HOME = Path(os.environ.get("HF_LEROBOT_HOME", HF_HOME / "lerobot")).expanduser()
 INDEX_DIR = Path(os.environ.get("LEROBOTSTREAM_INDEX_DIR", HF_LEROBOT_HOME / "streaming-indexes")).expanduser()
 SIDECAR_DIR = Path(os.environ.get("LEROBOTSTREAM_SIDECAR_DIR", HF_LEROBOT_HOME / "streaming-sidecars")).expanduser()
-LOG_EVERY_S = _as_float(os.environ.get("LEROBOTSTREAM_LOG_EVERY_S"), 0.0)
 
 
 def debug_enabled() -> bool:
@@ -36,8 +34,7 @@ def debug_enabled() -> bool:
     return os.environ.get("LEROBOTSTREAM_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-# --- defaults of the streaming options (read by lerobotstream.options.StreamOptions, the one table of
-# options; the planner and the sources read the ones they need from here) -----------------------------
+# --- defaults of the streaming options (lerobotstream.options.StreamOptions) -------------------------
 DEFAULT_SEED = 1000
 SEED_WHEN_NONE = 42
 DEFAULT_EPISODE_POOL_SIZE_PER_RANK = 32
@@ -56,18 +53,12 @@ DEFAULT_DECODED_CACHE_GB = 1.0
 #: node-local payload disk cache bound (``cache_limit_gb``), GiB
 DEFAULT_CACHE_LIMIT_GB = 50.0
 DEFAULT_FFMPEG_THREADS = 1
-# SAMPLING_STRATEGIES (the names ``sampling_strategy`` accepts, in table order) and
-# SAMPLING_STRATEGY_HELP (the option's words for them) come from the strategy table,
-# ``planner._poolcore.STRATEGY_TABLE``: see :func:`__getattr__`.
-#: DataLoader workers per rank at most (the ``num_workers`` option's bound; a resume state claiming
-#: more was edited): it bounds the work of loading a state before anything of it is replayed
+# SAMPLING_STRATEGIES and SAMPLING_STRATEGY_HELP come from the strategy table: see __getattr__.
+#: DataLoader workers per rank at most (the ``num_workers`` option's bound; bounds loading a state)
 MAX_NUM_WORKERS = 1024
-#: bytes per GiB: ``*_gb`` options are GiB, converted to bytes once (``StreamOptions.byte_budget``,
-#: ``StreamOptions.decoded_cache_bytes``)
 GIB = 1 << 30
 
 # LeRobot v3 layout (LeRobotDataset v3.0 on-disk format): every path of it is defined here, once
-CODEBASE_VERSION = "v3.0"
 INFO_PATH = "meta/info.json"
 TASKS_PATH = "meta/tasks.parquet"
 STATS_PATH = "meta/stats.json"
@@ -82,15 +73,8 @@ SIDECAR_BRANCH = "lerobot-sidecars"
 BUCKET_SIDECAR_DIR = "meta/mp4-sidecars"
 
 
-def hf_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` is set to a true value (read at call time; tests toggle it)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
-
-
 def distributed_env() -> tuple[str | None, str | None]:
-    """(``RANK``, ``WORLD_SIZE``) environment values as strings, or None when unset (read at call
-    time: launchers set them per process). Used by the planner when torch.distributed is not
-    initialised."""
+    """(``RANK``, ``WORLD_SIZE``) environment values, or None when unset (read at call time)."""
     return os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
 
 
@@ -117,17 +101,15 @@ def show_progress() -> bool:
 
 def train_trace_path() -> str | None:
     """``LEROBOTSTREAM_TRAIN_TRACE``: when set, ``lerobotstream-train`` appends one JSON line per
-    training batch (rank, step, episode and frame indices) to ``<value>.rank<R>`` (read at call
-    time; used by the end-to-end resume tests)."""
+    batch (rank, step, episode and frame indices) to ``<value>.rank<R>`` (the resume e2e tests)."""
     return os.environ.get("LEROBOTSTREAM_TRAIN_TRACE") or None
 
 
 def _strategy_table() -> dict:
     """``planner._poolcore.STRATEGIES`` (name -> ``StrategyInfo``), the one table of sampling
-    strategies. ``options`` reads the names while it is being imported and the planner package
-    imports ``options``: when the package is not imported yet, the extension module is loaded
-    alone to read the table (an extension module is initialised once per process: the package's
-    own import later gets the same module)."""
+    strategies. ``options`` reads it at import and the planner package imports ``options``: when
+    the package is not imported yet, the extension module is loaded alone (an extension module is
+    initialised once per process, so the package's own import later gets the same module)."""
     import importlib
     import importlib.machinery
     import importlib.util

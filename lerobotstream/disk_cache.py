@@ -9,19 +9,14 @@ Layout under ``cache_dir``::
         <kk>/.<key>.*.tmp          an entry being written (never read; swept when stale)
 
 ``key`` is the SHA-256 of the store's identity for the file (a Hub dataset's pinned commit, else the
-file's fingerprint: a bucket's xet hash, an HTTP ETag, an fsspec object's ETag or mtime and size),
-the file's path and the range, so an entry is never used for another revision or another version
-of the object; a file without a stable identity is not cached. An entry is a 64-byte header
-(magic, payload length, SHA-256 of the key) + the payload + the payload's SHA-256. Reads check
-the size, the key and the checksum: a truncated, corrupt or foreign entry is deleted and reported
-as a miss (the caller fetches again), never returned.
+file's fingerprint: xet hash, ETag, mtime and size), its path and the range, so an entry never
+serves another revision; a file without a stable identity is not cached. An entry is a 64-byte
+header (magic, payload length, SHA-256 of the key) + the payload + its SHA-256; a truncated,
+corrupt or foreign entry is deleted and reported as a miss, never returned.
 
-Writes are atomic (a temporary file in the entry's folder, then ``os.replace``): a process killed
-while writing leaves a temporary file that no reader opens. Adding an entry takes the cache's
-file lock, evicts the least recently used entries (file modification time, refreshed on each hit)
-until the new one fits under ``limit_bytes``, and renames it in; so the entries' total never
-exceeds the limit. Readers take no lock: an entry evicted under a reader is a miss (or, already
-open, still read whole).
+Writes are atomic (a temporary file, then ``os.replace``). Adding an entry takes the file lock and
+evicts the least recently used entries (modification time, refreshed on each hit) until it fits
+under ``limit_bytes``. Readers take no lock: an entry evicted under a reader is a miss.
 """
 
 from __future__ import annotations
@@ -37,8 +32,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DiskCache", "LAYOUT"]
-
 LAYOUT = "lerobotstream-payload-v1"
 _MAGIC = b"LRSPAYL1"
 _HEADER = struct.Struct("<8sQ32s16x")  # magic, payload length, sha256(key), padding: 64 bytes
@@ -52,10 +45,8 @@ class DiskCache:
 
     Args:
         cache_dir (str | os.PathLike): folder of the cache (created; shared by the node's processes).
-        limit_bytes (int): the entries' total at most, bytes (> 0); an entry larger than the limit is
-            not stored.
-        lock_timeout_s (float): seconds to wait for the lock to add an entry; on timeout the entry
-            is simply not stored.
+        limit_bytes (int): the entries' total at most, bytes (> 0).
+        lock_timeout_s (float): seconds to wait for the lock to add an entry (else it is not stored).
 
     Counters (this process): ``hits``, ``misses``, ``corrupt`` (entries refused and deleted),
     ``writes``, ``evictions``, ``bytes_read``, ``bytes_written``.
@@ -109,11 +100,7 @@ class DiskCache:
             return None
         ok = len(blob) == n
         if ok:
-            (
-                magic,
-                size,
-                kdig,
-            ) = _HEADER.unpack_from(blob)
+            magic, size, kdig = _HEADER.unpack_from(blob)
             payload = blob[_HEADER.size : _HEADER.size + int(length)]
             ok = (
                 magic == _MAGIC
@@ -132,9 +119,8 @@ class DiskCache:
         return payload
 
     def put(self, key: bytes, payload: bytes) -> bool:
-        """Store ``payload`` under ``key`` atomically, evicting LRU entries to fit; returns True when
-        stored (False: larger than the limit, the lock not obtained in time, or a write error; the
-        cache is an optimisation, so a failed write never fails the read that fetched it)."""
+        """Store ``payload`` under ``key`` atomically, evicting LRU entries to fit; False when not
+        stored (larger than the limit, lock timeout, write error: never fails the read)."""
         from filelock import FileLock, Timeout
 
         size = _HEADER.size + len(payload) + _TRAILER

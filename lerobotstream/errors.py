@@ -1,11 +1,9 @@
 """Every exception lerobotstream raises, in one module.
 
-Each class takes one message string first; structured fields (``episode_index``, ``camera``,
-``path``, ``box``, ``offset``...) are keyword-only with defaults. Only the type and the message
-cross a DataLoader worker (torch rebuilds the error as ``exc_type(msg)``), so **the message itself
-names episode, camera and file**. Every class also inherits a built-in (``ValueError``,
-``OSError``...) so callers can catch either the library's base or the usual built-in.
-Credentials never appear in a message.
+Each class takes a message, then keyword-only structured fields (``episode_index``, ``camera``,
+``path``...). Only the type and the message cross a DataLoader worker (torch rebuilds the error as
+``exc_type(msg)``), so **the message itself names episode, camera and file**. Every class also
+inherits a built-in (``ValueError``, ``OSError``...). Credentials never appear in a message.
 """
 
 from __future__ import annotations
@@ -19,12 +17,8 @@ from typing import Any
 
 
 class LeRobotStreamError(Exception):
-    """Base class of every lerobotstream error.
-
-    Args:
-        message: human-readable text naming what failed (episode, camera, file where known).
-        **fields: structured context kept as attributes (e.g. ``episode_index=3``, ``path=...``).
-    """
+    """Base class of every lerobotstream error: ``message`` names what failed (episode, camera,
+    file where known); ``**fields`` are kept as attributes (``episode_index=3``, ``path=...``)."""
 
     def __init__(self, message: str = "", **fields: Any) -> None:
         super().__init__(message)
@@ -74,27 +68,20 @@ def os_reason(e: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Problem:
-    """One defect a check found, before anyone decides what to do with it: training raises its
-    typed error on the first (the check's caller words it), ``lerobotstream.validate`` collects
-    every one as a finding. The checks written once return these: ``parquet.episode_rows_problem``,
-    ``index_problem``, ``task_index_problem``, ``footer_rows_problem``, ``features.data_columns_problem``,
-    ``sidecar.validate_source``; ``DatasetMeta.load(problems=[])`` collects its ``MetadataError`` s
-    as these (same code, message and fields) instead of raising the first."""
+    """One defect a check found: training raises its typed error on the first, and
+    ``lerobotstream.validate`` collects every one as a finding. Returned by the shared checks
+    (``parquet.episode_rows_problem``, ``index_problem``, ``task_index_problem``,
+    ``footer_rows_problem``, ``features.data_columns_problem``, ``sidecar.validate_source``) and
+    collected by ``DatasetMeta.load(problems=[])`` instead of raising."""
 
-    code: str
-    """The validator's finding code (a key of ``lerobotstream.validate._findings.CODES``)."""
-    message: str
-    """What is wrong, one line (the caller adds where: the episode, the file)."""
+    code: str  # the validator's finding code (a key of lerobotstream.validate._findings.CODES)
+    message: str  # what is wrong, one line (the caller adds where)
     episode_index: int | None = None
     camera: str | None = None
-    path: str | None = None
-    """The file, relative to the dataset root."""
-    column: str | None = None
-    """The data column it concerns (the first, when several)."""
-    episodes: tuple[int, ...] = ()
-    """Every episode the defect takes when it is more than ``episode_index`` (a file's: all of them)."""
-    severity: str | None = None
-    """None: the code's own; ``"warning"`` where training tolerates what the code usually refuses."""
+    path: str | None = None  # the file, relative to the dataset root
+    column: str | None = None  # the data column it concerns (the first, when several)
+    episodes: tuple[int, ...] = ()  # every episode it takes, when more than episode_index
+    severity: str | None = None  # None: the code's own; "warning" where training tolerates it
 
     def __str__(self) -> str:
         """``episode 3, camera front, file videos/...mp4: <message>`` (the parts that apply)."""
@@ -114,9 +101,8 @@ class UnsupportedDatasetVersionError(MetadataError):
 
 
 class MetadataReadError(MetadataError, OSError):
-    """A ``meta/`` file exists but cannot be read: an I/O error, a permission refused, a symlink
-    loop, or a failed read of the source. Names the file and the operating system's reason; also
-    an ``OSError`` (callers that caught the bare ``OSError`` before still do)."""
+    """A ``meta/`` file exists but cannot be read (I/O error, permission refused, symlink loop, a
+    failed read of the source): names the file and the operating system's reason."""
 
 
 class EpisodeDataError(MetadataError):
@@ -134,9 +120,9 @@ class SourceError(LeRobotStreamError, OSError):
 
 
 class SourceProtocolError(SourceError, ValueError):
-    """A root URL whose protocol no installed fsspec filesystem serves (``gopher://...``): names
-    the root and the protocol; also a ``ValueError``, which fsspec raised for it before. Also a
-    store's answer that breaks its protocol (a Hub size header that is not a number)."""
+    """A root URL whose protocol no installed fsspec filesystem serves (``gopher://...``; names the
+    root and the protocol), or a store's answer that breaks its protocol (a Hub size header that is
+    not a number)."""
 
 
 class SourceNotFoundError(SourceError, FileNotFoundError):
@@ -144,10 +130,9 @@ class SourceNotFoundError(SourceError, FileNotFoundError):
 
 
 class SourceReadError(SourceError):
-    """A file exists at the source but cannot be read: a permission refused, a symlink loop, a
-    folder where a file should be, an I/O error. Names the file and the operating system's reason
-    (``reason``, e.g. ``Is a directory (EISDIR)``); ``errno`` is the operating system's, and the
-    original error is chained (``__cause__``). "Not found" is :class:`SourceNotFoundError`."""
+    """A file exists at the source but cannot be read (permission refused, symlink loop, a folder,
+    I/O error): names the file and the operating system's ``reason`` (``Is a directory (EISDIR)``)
+    and ``errno``; the original error is chained. "Not found" is :class:`SourceNotFoundError`."""
 
     @classmethod
     def from_oserror(cls, where: str, e: OSError, *, path: str) -> SourceReadError:
@@ -210,15 +195,13 @@ class SidecarValidationError(SidecarError):
 
 
 class SidecarWriteError(SidecarError, OSError):
-    """The sidecar, its lock or the derived MP4 index could not be written: a full disk, a quota,
-    a read-only or unwritable folder. Names the path and what to do; ``errno`` is the operating
-    system's."""
+    """The sidecar, its lock or the derived MP4 index could not be written (full disk, quota,
+    read-only folder): names the path, the ``errno`` and what to do."""
 
     @classmethod
     def from_oserror(cls, path: Any, e: OSError, *, what: str, elsewhere: str) -> SidecarWriteError:
-        """The error for ``e`` raised while writing ``what`` at ``path``: the path, the reason
-        (``strerror`` and the errno name) and what to do (free space, permissions, or writing it
-        ``elsewhere``: the options or variables that choose another folder)."""
+        """The error for ``e`` raised while writing ``what`` at ``path``: the reason and what to do
+        (free space, permissions, or ``elsewhere``: the options that choose another folder)."""
         import errno
         import os
 
@@ -244,10 +227,8 @@ class SidecarPublishError(SidecarError):
 
 # --- DECODING ---------------------------------------------------------------------------------
 class FrameTimestampError(LeRobotStreamError, LookupError):
-    """No decoded frame lies within ``tolerance_s`` of a requested timestamp.
-
-    Fields: ``episode_index``, ``camera``, ``path``, ``requested_s``, ``nearest_s``.
-    """
+    """No decoded frame lies within ``tolerance_s`` of a requested timestamp (fields
+    ``episode_index``, ``camera``, ``path``, ``requested_s``, ``nearest_s``)."""
 
 
 class DecodeError(LeRobotStreamError, RuntimeError):
@@ -274,14 +255,12 @@ def over_budget(
     advice: str = "",
     where: str = "",
 ) -> ByteBudgetError | None:
-    """The rule "an episode larger than the whole byte budget" and its one message: the error to
-    raise (before anything of the episode is fetched), or None when it fits.
+    """The rule "an episode larger than the whole byte budget": the error to raise (before anything
+    of the episode is fetched), or None when it fits.
 
     Args:
-        episode_index: the episode.
-        nbytes: its synthesized MP4 bytes (every camera); negative: a size function's bug.
-        byte_budget: the budget of ``holder``, bytes (None: unbounded, everything fits).
-        holder: who holds the budget, for the message (``"worker 1 of rank 0"``).
+        nbytes: the episode's synthesized MP4 bytes (every camera); negative: a size function's bug.
+        byte_budget: the budget of ``holder`` (``"worker 1 of rank 0"``), bytes (None: unbounded).
         budget_is: how the budget was derived (``"a quarter of the rank's 8 GiB"``), or "".
         advice: what else helps, after "raise the byte budget (streaming_byte_budget_gb)", or "".
         where: what comes first in the message (a mixture's dataset), or "".
@@ -314,8 +293,7 @@ class ShardingError(LeRobotStreamError, ValueError):
 
 class ResumeStateError(LeRobotStreamError, ValueError):
     """A saved stream state cannot be resumed: a setting that fixes the order differs (each one
-    listed), the state was edited or is malformed, or it has another schema than this build reads
-    (an earlier or later build's, named in the message: start a new run from the saved weights)."""
+    listed), the state was edited or is malformed, or another build's schema (start a new run)."""
 
 
 class StreamingConfigError(LeRobotStreamError, ValueError):
@@ -324,10 +302,9 @@ class StreamingConfigError(LeRobotStreamError, ValueError):
 
 
 class OptionArgumentError(StreamingConfigError, TypeError):
-    """A constructor's arguments do not fit its signature: an unknown (misspelled) keyword, an
-    argument given twice, more positional arguments than LeRobot's, ``options=`` that is not a
-    ``StreamOptions``. The same class for a dataset and a mixture; also a ``TypeError``, as Python
-    raises for a call that does not fit a signature (the message names the argument)."""
+    """A constructor's arguments do not fit its signature (an unknown keyword, an argument given
+    twice, more positional arguments than LeRobot's, ``options=`` not a ``StreamOptions``); a
+    ``TypeError`` too, as Python's own (the message names the argument)."""
 
 
 class MixtureFeatureError(StreamingConfigError):
@@ -336,9 +313,9 @@ class MixtureFeatureError(StreamingConfigError):
 
 
 class LoaderWorkerError(LeRobotStreamError, RuntimeError):
-    """A ``StreamLoader`` worker process died or failed, or a worker or shard delivered no batch
-    within the loader's ``timeout`` (the message names the worker, its PID and its exit code,
-    exception or stall; fields ``worker``, ``pid``, ``exitcode``, ``stalled_s`` seconds)."""
+    """A ``StreamLoader`` worker died or failed, or delivered no batch within the loader's
+    ``timeout`` (names the worker, its PID and its exit code, exception or stall; fields
+    ``worker``, ``pid``, ``exitcode``, ``stalled_s``)."""
 
 
 class LeRobotIntegrationError(LeRobotStreamError, RuntimeError):
@@ -347,18 +324,15 @@ class LeRobotIntegrationError(LeRobotStreamError, RuntimeError):
 
 # --- OPTIONAL PACKAGES ------------------------------------------------------------------------
 class MissingDependencyError(LeRobotStreamError, ImportError):
-    """An optional package a feature needs is not installed: the fsspec filesystem of a root's
-    protocol (``s3fs`` for ``s3://``, ``gcsfs`` for ``gs://``), matplotlib for ``--plot``. Names
-    the feature (the root and protocol, or the flag) and the pip package (``package``); ``name``
-    is the module that failed to import. An ``ImportError``, as before (not a ``SourceError``:
-    no class can be both an ``OSError`` and an ``ImportError``)."""
+    """An optional package a feature needs is not installed (``s3fs`` for ``s3://``, matplotlib for
+    ``--plot``): names the feature, the pip ``package`` and the module (``name``) that failed to
+    import. Not a ``SourceError``: no class can be both an ``OSError`` and an ``ImportError``."""
 
 
 class ExtensionBuildError(LeRobotStreamError, ImportError):
-    """A compiled extension of the package is not built for the running Python: a source checkout
-    whose in-place extensions were built for another Python (``cpython-311`` files, imported by
-    Python 3.12) or never built, which shadows an installed copy when Python runs from the
-    checkout's root. Names the module, the Python and the builds found; an ``ImportError``."""
+    """A compiled extension is not built for the running Python (a source checkout built for
+    another Python, or never built, shadowing an installed copy): names the module, the Python and
+    the builds found."""
 
 
 __all__ = [name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Exception)]
@@ -400,13 +374,10 @@ EXIT_CLOSED_STDOUT = 141
 
 
 def quiet_on_closed_stdout(body: Callable[[], int]) -> Callable[[], int]:
-    """``body`` for :func:`run_cli`, ending quietly when the reader closes stdout early.
-
-    ``cmd | head -2``: once ``head`` exits, the next write to stdout raises ``BrokenPipeError``.
-    The wrapper flushes stdout before returning (so the failure cannot surface at interpreter exit
-    instead), points stdout at ``os.devnull`` and returns :data:`EXIT_CLOSED_STDOUT` without an
-    error line. A ``BrokenPipeError`` from anything else than stdout propagates unchanged.
-    """
+    """``body`` for :func:`run_cli`, ending quietly when the reader closes stdout early
+    (``cmd | head -2``): stdout is flushed before returning (not at interpreter exit), then pointed
+    at ``os.devnull``, and :data:`EXIT_CLOSED_STDOUT` returned without an error line. A
+    ``BrokenPipeError`` from anything but stdout propagates."""
     import os
 
     def wrapped() -> int:
@@ -452,11 +423,9 @@ _CAUGHT = re.compile(
 
 
 def worker_error(exc: BaseException) -> BaseException | None:
-    """The original error of a DataLoader worker, from torch's re-raised copy.
-
-    torch (``ExceptionWrapper.reraise``) re-raises a worker's exception in the main process as
-    ``type(exc)(msg)`` where ``msg`` is ``"Caught <Type> in DataLoader worker process N.\nOriginal
-    Traceback ..."``: the whole worker traceback, thousands of characters on one CLI line.
+    """The original error of a DataLoader worker from torch's re-raised copy
+    (``ExceptionWrapper.reraise``: ``type(exc)("Caught <Type> in DataLoader worker process N.\n
+    Original Traceback ...")``, the whole worker traceback).
 
     Returns:
         A new exception of the same type whose message is the original one followed by

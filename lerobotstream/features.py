@@ -1,8 +1,7 @@
 """What a LeRobot 0.6 feature means beyond its dtype: depth maps (and their quantiser), language
-columns, tools; stats of several datasets combined. The names and rules are LeRobot 0.6.1's (``lerobot.datasets.dataset_metadata``,
-``language``, ``configs.video.DepthEncoderConfig``); :class:`lerobotstream.meta.DatasetMeta` exposes
-them under LeRobot's attribute names.
-"""
+columns, tools, the shapes and columns of data rows; stats of several datasets combined. Names and
+rules are LeRobot 0.6.1's (``lerobot.datasets.dataset_metadata``, ``language``,
+``configs.video.DepthEncoderConfig``)."""
 
 from __future__ import annotations
 
@@ -15,25 +14,6 @@ import numpy as np
 
 from lerobotstream.constants import INFO_PATH
 from lerobotstream.errors import MetadataError, Problem
-
-__all__ = [
-    "LANGUAGE_COLUMNS",
-    "DEPTH_PIX_FMTS",
-    "DEFAULT_TOOLS",
-    "REQUIRED_DATA_COLUMNS",
-    "DepthQuantizer",
-    "is_depth_feature",
-    "depth_quantizer_of",
-    "rescale_depth_stats",
-    "scale_stat",
-    "aggregate_stats",
-    "row_shape_matches",
-    "row_off_shape",
-    "frame_hwc",
-    "is_image_column_type",
-    "data_columns_problem",
-]
-
 
 #: LeRobot 0.6.1's language columns (``lerobot.datasets.language.LANGUAGE_COLUMNS``)
 LANGUAGE_COLUMNS = ("language_persistent", "language_events")
@@ -62,17 +42,13 @@ DEFAULT_TOOLS: tuple[dict, ...] = (
 @dataclass(frozen=True)
 class DepthQuantizer:
     """LeRobot 0.6.1's depth quantiser parameters (``DepthEncoderConfig``): 12-bit codes
-    ``0..4095`` map to ``[depth_min, depth_max]`` metres, in log space (``log(d + shift)``) when
-    ``use_log``."""
+    ``0..4095`` map to ``[depth_min, depth_max]`` metres, in log space (``log(d + shift)``, metres)
+    when ``use_log``, else linearly."""
 
     depth_min: float
-    """Depth at code 0, metres."""
     depth_max: float
-    """Depth at code 4095, metres."""
     shift: float
-    """Offset added before the log, metres (log mode)."""
     use_log: bool
-    """Logarithmic (True) or linear quantisation."""
 
 
 def is_depth_feature(feat: Mapping[str, Any]) -> bool:
@@ -88,29 +64,21 @@ def is_depth_feature(feat: Mapping[str, Any]) -> bool:
 
 
 def row_shape_matches(declared: Sequence[int], per_row: Sequence[int]) -> bool:
-    """Whether a numeric column whose rows hold arrays of shape ``per_row`` fits the feature's
-    declared ``shape`` (``info.json``): equal, or no declared shape, or a declared ``[1]`` over a
-    scalar column (LeRobot writes scalars either way). The rule item assembly applies to the rows
-    it reads and ``lerobotstream.validate`` to the Parquet footers."""
+    """Whether rows of shape ``per_row`` fit the feature's ``declared`` shape: equal, no declared
+    shape, or a declared ``[1]`` over a scalar column (LeRobot writes scalars either way)."""
     want, got = tuple(int(x) for x in declared or ()), tuple(int(x) for x in per_row)
     return not want or got == want or (want == (1,) and got == ())
 
 
 def row_off_shape(column: Any, declared: Sequence[int]) -> tuple[int, int, int] | None:
-    """The first row of a numeric list column whose rows are not all of one shape and whose own
-    shape is not the declared one, from the list lengths alone (vectorised: a ``FixedSizeList``
-    needs no look at the rows, a variable list one ``pyarrow.compute.list_value_length`` and its
-    min/max per nesting level). Rows all of one shape are left to :func:`row_shape_matches` (on
-    the converted array, the rule the validator applies to the footers).
-
-    Args:
-        column: a pyarrow ``Array`` or ``ChunkedArray`` of (nested) lists, without nulls.
-        declared: the feature's ``shape`` in ``info.json``.
+    """In a numeric (nested) list ``column`` (pyarrow, no nulls) whose rows are not all of one
+    shape, the first row off the ``declared`` shape, from the list lengths alone (vectorised, per
+    nesting level); rows all of one shape are left to :func:`row_shape_matches`.
 
     Returns:
-        ``(row, axis, length)``: the first row (0-based) whose list along ``axis`` holds ``length``
-        values instead of ``declared[axis]``; None when the rows are all of one shape, or the
-        column is not numeric or is nested less deep than ``declared``.
+        ``(row, axis, length)``: the first row whose list along ``axis`` holds ``length`` values
+        instead of ``declared[axis]``; None when the rows are all of one shape, or the column is
+        not numeric or is nested less deep than ``declared``.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -143,9 +111,7 @@ def row_off_shape(column: Any, declared: Sequence[int]) -> tuple[int, int, int] 
 def frame_hwc(feat: Mapping[str, Any]) -> tuple[int, int, int] | None:
     """(height, width, channels) of an image/video feature's ``shape``: ``[H, W, C]`` as LeRobot
     writes it, or channel-first ``[C, H, W]`` (names start with ``channels``, or only the first
-    axis looks like channels); None when the shape is not 3-d. The rule the sidecar check
-    (``sidecar._validate.check_frame_size``) and ``lerobotstream.validate`` apply to a video's
-    frame size."""
+    axis looks like channels); None when the shape is not 3-d."""
     shape = tuple(int(s) for s in (feat.get("shape") or ()))
     if len(shape) != 3:
         return None
@@ -157,8 +123,7 @@ def frame_hwc(feat: Mapping[str, Any]) -> tuple[int, int, int] | None:
 
 def is_image_column_type(arrow_type: Any) -> bool:
     """Whether a Parquet column of an ``image`` feature has the layout LeRobot writes (HF
-    ``datasets.Image``): a struct with a ``bytes`` field (and ``path``). The rule item assembly
-    applies to the rows and ``lerobotstream.validate`` to the footer's schema."""
+    ``datasets.Image``): a struct with a ``bytes`` field (and ``path``)."""
     import pyarrow as pa
 
     return pa.types.is_struct(arrow_type) and arrow_type.get_field_index("bytes") >= 0
@@ -171,20 +136,10 @@ def data_columns_problem(
     image_keys: Sequence[str] | None = None,
     required: Sequence[str] = REQUIRED_DATA_COLUMNS,
 ) -> Problem | None:
-    """The columns a data file lacks, by item assembly's rule, or None.
-
-    Args:
-        names: the file's columns.
-        features: ``info.json``'s features: every non-video one is a column the file must have
-            (of the ``image`` ones, only those in ``image_keys`` when given: the cameras read).
-        required: columns needed whatever ``info.json`` declares (:data:`REQUIRED_DATA_COLUMNS`;
-            the validator adds ``episode_index``, the reader's own).
-
-    Returns:
-        ``Problem("data_columns", "the data file lacks the column(s) ['action'] that meta/info.json
-        features declare", column="action")``; training raises ``EpisodeDataError`` on it for the
-        episode it reads, ``lerobotstream.validate`` reports it from the file's footer.
-    """
+    """``Problem("data_columns", "the data file lacks the column(s) ['action'] that meta/info.json
+    features declare", column="action")`` when the file's column ``names`` lack one of
+    ``required`` or of the non-video ``features`` (of the ``image`` ones, only ``image_keys`` when
+    given: the cameras read); None otherwise."""
     have = set(names)
     declared = [
         k
@@ -275,19 +230,14 @@ def _unit(features: Mapping[str, Any], key: str) -> str | None:
 def aggregate_stats(
     stats_list: Sequence[Mapping[str, Mapping[str, Any]]], keys: Iterable[str] | None = None
 ) -> dict[str, dict[str, list]]:
-    """Stats of several datasets combined, as LeRobot's ``aggregate_stats``
-    (``lerobot.datasets.compute_stats``): per feature, ``min``/``max`` elementwise, ``mean``
-    weighted by ``count``, ``std`` by the parallel-variance rule, ``count`` summed, quantiles
-    (``q01``, ``q99``, ...) count-weighted when every dataset has them.
-
-    Args:
-        stats_list: each dataset's ``meta/stats.json`` dict (``{feature: {stat: value}}``, lists or
-            arrays).
-        keys: features to aggregate (default: the union); a feature some datasets lack is
-            aggregated over those that have it (LeRobot's rule).
+    """Stats of several datasets (each a ``meta/stats.json`` dict) combined, as LeRobot's
+    ``aggregate_stats``: per feature, ``min``/``max`` elementwise, ``mean`` weighted by ``count``,
+    ``std`` by the parallel-variance rule, ``count`` summed, quantiles (``q01``...) count-weighted
+    when every dataset has them. ``keys``: features to aggregate (default: the union; a feature is
+    aggregated over the datasets that have it).
 
     Returns:
-        ``{feature: {stat: list}}`` (JSON-shaped, float64 values; ``count`` as int).
+        ``{feature: {stat: list}}`` (float64 values; ``count`` as int).
 
     Raises:
         MetadataError: a feature's stats have different shapes in two datasets.

@@ -1,25 +1,15 @@
-"""``StreamOptions``: every option of a stream, in one place — default, unit, check, whether a
+"""``StreamOptions``: every option of a stream, in one place: default, unit, rule, whether a
 mixture may set it per dataset, and how ``lerobotstream-train`` sets it.
 
-Everything that lists options is read from here: the constructors of
-:class:`~lerobotstream.StreamingLeRobotDataset` and
-:class:`~lerobotstream.StreamingMultiLeRobotDataset` (keyword arguments, or ``options=``), their
-checks (:meth:`StreamOptions.validate`: a :class:`~lerobotstream.errors.StreamingConfigError`
-naming the option, its value and the rule; :func:`check_option` applies one option's rule
-wherever a value of it arrives: ``StreamLoader``, the planner's ``PlanSettings``, the resume
-state's fields), the mixture's per-dataset options (:func:`per_dataset_options`), the
-``--dataset.streaming_*`` flags of ``lerobotstream-train`` and their older spellings
-(``integrations/lerobot/config.py`` builds its fields from :func:`train_flags`) and the options
-page of the docs (``docs/options.md``, written by :func:`options_markdown`; a test fails when it
-is stale).
-
-At run time a stream holds its options once, resolved (:meth:`StreamOptions.resolved`: checked,
-numbers as their declared type, ``seed=None`` as 42, ``num_workers=None`` from ``max_num_shards``)
-and frozen, as ``ds.options``; every layer reads the fields it needs from that object (the
-planner through ``PlanSettings``, whose fields carry the options' names; a dataset's per-process
-``Worker`` and the iterator's wiring from the object itself), and the GiB options are converted to
-bytes once, here (:attr:`StreamOptions.byte_budget`, :attr:`StreamOptions.decoded_cache_bytes`).
-Adding an option is one :func:`_option` entry below, the code that uses it, and its test.
+Everything that lists options reads this table: the constructors of ``StreamingLeRobotDataset``
+and ``StreamingMultiLeRobotDataset`` (keywords, or ``options=``) and their signatures
+(:func:`constructor_signature`), the checks (:meth:`StreamOptions.validate`;
+:func:`check_option` applies one option's rule wherever its value arrives: ``StreamLoader``,
+``PlanSettings``, a resume state), :func:`per_dataset_options`, the ``--dataset.streaming_*``
+flags of ``lerobotstream-train`` (:func:`train_flags`) and ``docs/options.md``
+(:func:`options_markdown`; a test fails when it is stale). A stream keeps its options resolved
+and frozen as ``ds.options`` (:meth:`StreamOptions.resolved`); the GiB options are converted to
+bytes once, here. Adding an option is one :func:`_option` entry, the code that uses it, and its test.
 
 Units are in the names: ``*_gb`` GiB (2**30 bytes), ``*_s`` seconds; "per rank" resources are split
 evenly over the rank's DataLoader workers.
@@ -31,62 +21,143 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import math
+import re
+import typing
 from collections import abc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from lerobotstream import constants
-from lerobotstream._option_rules import (
-    DEVICE_RE,
-    MAX_BUDGET_GB,
-    MAX_COUNT,
-    MAX_SECONDS,
-    MAX_SEED,
-    MAX_THREADS,
-    camera_keys_ok,
-    episodes_ok,
-    int_in,
-    is_bool,
-    is_int,
-    is_number,
-    path_ok,
-    require,
-)
 from lerobotstream.errors import OptionArgumentError, StreamingConfigError
 
-__all__ = [
-    "StreamOptions",
-    "OptionInfo",
-    "option_info",
-    "per_dataset_options",
-    "train_flags",
-    "options_markdown",
-    "LEROBOT_POSITIONAL",
-    "require",
-    "is_int",
-    "check_option",
-    "option_problem",
-]
+# --- the rules the declarations use -----------------------------------------------------------------
+#: the largest byte budget the C planner can hold (int64 bytes), in GiB
+MAX_BUDGET_GB = float(2**62) / 2**30
+#: plausible maxima of the int options (a larger value is a typo or hostile, and would overflow a
+#: C long later): episodes, anchors, batches, frames, partitions
+MAX_COUNT = 2**20
+#: threads of one kind per DataLoader worker (decode threads, FFmpeg threads per decoder)
+MAX_THREADS = 256
+MAX_SEED = 2**64 - 1
+#: the longest timeout, seconds (a week; Python's thread waits refuse about 9.2e9 s)
+MAX_SECONDS = 7 * 24 * 3600.0
+DEVICE_RE = re.compile(r"cpu|cuda(:[0-9]+)?", re.ASCII)
 
 
+def require(name: str, value: Any, ok: bool, want: str) -> None:
+    """Raise :class:`StreamingConfigError` naming the option and its value unless ``ok``."""
+    if not ok:
+        raise StreamingConfigError(f"{name} must be {want}, got {value!r}", option=name, value=value)
+
+
+def is_int(v: Any) -> bool:
+    import numpy as np
+
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def check_epoch(epoch: Any) -> int:
+    """The rule of an epoch number (``set_epoch``'s argument): an int >= 0; returns it as an int.
+
+    Raises:
+        StreamingConfigError: ``epoch must be an int >= 0, got -1`` (``option="epoch"``).
+    """
+    require("epoch", epoch, is_int(epoch) and epoch >= 0, "an int >= 0")
+    return int(epoch)
+
+
+def is_number(v: Any) -> bool:
+    """A finite real number that fits a float64 (bools, strings, nan, inf and 10**400 are not)."""
+    import numpy as np
+
+    if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
+
+
+def is_bool(v: Any) -> bool:
+    import numpy as np
+
+    return isinstance(v, (bool, np.bool_))
+
+
+def int_in(lo: int, hi: int, none_ok: bool = False) -> Callable[[Any], bool]:
+    """The rule "an int in [lo, hi]" (and None when ``none_ok``)."""
+    return lambda v: (none_ok and v is None) or (is_int(v) and lo <= v <= hi)
+
+
+def is_sequence(v: Any) -> bool:
+    """``v`` is a collection where a sequence is meant (list, tuple, range, array, set, iterator):
+    never a ``str``, ``bytes``, ``bytearray``, ``memoryview`` (``b"1"`` would be episode 49) or a
+    mapping (its keys)."""
+    return isinstance(v, abc.Iterable) and not isinstance(v, (str, bytes, bytearray, memoryview, abc.Mapping))
+
+
+def path_ok(v: Any) -> bool:
+    """None, a ``str`` path or URL, or an ``os.PathLike`` whose path is a ``str`` (not ``bytes``)."""
+    import os
+
+    if v is None or isinstance(v, str):
+        return True
+    if not hasattr(v, "__fspath__"):
+        return False
+    try:
+        return isinstance(os.fspath(v), str)
+    except Exception:  # noqa: BLE001 - a PathLike whose __fspath__ fails is no path
+        return False
+
+
+def episodes_ok(v: Any) -> bool:
+    if v is None:
+        return True
+    if not is_sequence(v):
+        return False
+    try:
+        eps = list(v)
+    except TypeError:  # a 0-d numpy array
+        return False
+    return len(eps) > 0 and all(is_int(e) and 0 <= e < 2**63 for e in eps)
+
+
+def camera_keys_ok(v: Any) -> bool:
+    return v is None or (is_sequence(v) and all(isinstance(k, str) for k in v))
+
+
+def check_tolerance(tolerance_s: float, fps: float, where: str = "") -> None:
+    """The rule of ``tolerance_s`` once the dataset's ``fps`` is known: below half a frame interval
+    (``0.5 / fps`` seconds), else a frame could match two timestamps.
+
+    Raises:
+        StreamingConfigError: ``tolerance_s >= 0.5 / fps`` (names the option, the value, the fps
+            and the bound; ``where`` first, e.g. the dataset).
+    """
+    if not fps > 0:  # the metadata's own rule refuses it
+        return
+    bound = 0.5 / float(fps)
+    if not tolerance_s < bound:
+        raise StreamingConfigError(
+            f"{where + ': ' if where else ''}tolerance_s must be below half a frame interval "
+            f"(0.5 / fps = {bound:g} s at {fps:g} fps), got {tolerance_s!r}",
+            option="tolerance_s",
+            value=tolerance_s,
+        )
+
+
+# --- the table ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class OptionInfo:
-    """What :class:`StreamOptions` knows of one option.
-
-    Fields:
-        name (str): the keyword argument.
-        default: its default (what an unset option means is in ``help``).
-        want (str): the rule, as the error message words it ("an int >= 1 ...").
-        check (callable): ``check(value) -> bool``.
-        help (str): one or two sentences (docs and ``--help``).
-        group (str): ``"lerobot"`` (LeRobot's own ``LeRobotDataset`` arguments), ``"source"``,
-            ``"resources"``, ``"order"``, ``"decode"``, ``"resume"``, ``"loader"``.
-        per_dataset (bool): a mixture may give it per dataset (a dict keyed by repo id).
-        flag (str | None): the ``--dataset.<flag>`` field ``lerobotstream-train`` declares for it
-            (its type is ``flag_type``), or None when LeRobot's own configuration sets it.
-        train (str): how ``lerobotstream-train`` sets it (the flag, or which LeRobot setting).
-    """
+    """What :class:`StreamOptions` knows of one option: ``name``, ``default``, ``want`` (the rule as
+    the error words it), ``check(value) -> bool``, ``help`` (docs and ``--help``), ``group``
+    (``"lerobot"`` for LeRobot's own ``LeRobotDataset`` arguments, ``"source"``, ``"resources"``,
+    ``"order"``, ``"decode"``, ``"resume"``, ``"loader"``), ``per_dataset`` (a mixture may give it
+    per repo id), ``flag`` / ``flag_type`` (the ``--dataset.<flag>`` field of
+    ``lerobotstream-train``; None where LeRobot's own configuration sets it) and ``train`` (how
+    ``lerobotstream-train`` sets it)."""
 
     name: str
     default: Any
@@ -112,19 +183,8 @@ def _option(
     flag_type: Any = None,
     train: str = "",
 ) -> Any:
-    return field(
-        default=default,
-        metadata={
-            "want": want,
-            "check": check,
-            "help": help,
-            "group": group,
-            "per_dataset": per_dataset,
-            "flag": flag,
-            "flag_type": flag_type,
-            "train": train,
-        },
-    )
+    meta = dict(locals())  # the OptionInfo fields but name and default
+    return field(default=meta.pop("default"), metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -134,9 +194,9 @@ class StreamOptions:
 
     ``StreamOptions(**kw)`` only records values; :meth:`validate` checks them and :meth:`resolved`
     gives the checked, resolved copy a stream keeps as ``ds.options``.
-    ``StreamingLeRobotDataset(repo_id, root=..., **kw)`` and
-    ``StreamingLeRobotDataset(repo_id, root=..., options=StreamOptions(...), **kw)`` are the same
-    (keywords given beside ``options`` override it). See ``docs/options.md`` for the table.
+    ``StreamingLeRobotDataset(repo_id, root=..., options=StreamOptions(...), **kw)`` is the same as
+    passing every option as a keyword (keywords beside ``options`` override it). See
+    ``docs/options.md`` for the table.
     """
 
     # The declarations are a table, one entry per option, kept as written (not reformatted).
@@ -339,8 +399,7 @@ class StreamOptions:
         """Check every option (in declaration order); returns ``self``.
 
         Raises:
-            StreamingConfigError: the first option whose value breaks its rule (names it, its value
-                and the rule).
+            StreamingConfigError: the first option breaking its rule (names it, its value, the rule).
         """
         for info in option_info():
             value = getattr(self, info.name)
@@ -370,14 +429,11 @@ class StreamOptions:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def resolved(self) -> StreamOptions:
-        """These options checked (:meth:`validate`) and resolved: numbers and flags as their
-        declared Python type (``int``, ``float``, ``bool``; None stays None), ``seed=None`` as
+        """These options checked (:meth:`validate`) and resolved, as a stream keeps them
+        (``ds.options``): numbers as their declared type, ``seed=None`` as
         ``constants.SEED_WHEN_NONE``, ``video_backend=None`` as ``"torchcodec"``,
-        ``num_workers=None`` as ``max_num_shards`` when it is > 1, else 0, ``episodes`` as a
-        tuple of ints, ``camera_keys`` as a tuple of str, ``delta_timestamps`` as a new dict of
-        tuples of floats: what a stream keeps as ``ds.options`` (frozen, and holding none of the
-        caller's lists: changing them later changes nothing; resolving it again gives the same
-        values).
+        ``num_workers=None`` as ``max_num_shards`` when > 1 else 0, ``episodes`` / ``camera_keys``
+        / ``delta_timestamps`` as new tuples (none of the caller's lists kept). Idempotent.
 
         Raises:
             StreamingConfigError: as :meth:`validate`.
@@ -418,14 +474,12 @@ class StreamOptions:
         cls, options: StreamOptions | None, positional: Sequence[Any], keywords: dict[str, Any], owner: str
     ) -> StreamOptions:
         """The options of a constructor call: ``options`` (or the defaults), LeRobot's positional
-        arguments (:data:`LEROBOT_POSITIONAL` order), then ``keywords``; one-shot iterators given
-        as ``episodes`` / ``camera_keys`` are read once, here, and a ``torch.device`` becomes its
-        string.
+        arguments (:data:`LEROBOT_POSITIONAL` order), then ``keywords``; iterators given as
+        ``episodes`` / ``camera_keys`` are read once, here; a ``torch.device`` becomes its string.
 
         Raises:
-            OptionArgumentError (a StreamingConfigError and a TypeError): more positional arguments
-                than LeRobot's, an argument given twice, an unknown keyword (named, as Python does
-                for a signature), or ``options`` of another type.
+            OptionArgumentError: more positional arguments than LeRobot's, an argument given twice,
+                an unknown keyword, or ``options`` of another type.
         """
         if options is not None and not isinstance(options, StreamOptions):
             raise OptionArgumentError(
@@ -455,23 +509,16 @@ class StreamOptions:
 
 
 def _refuse_unknown(names: Any, owner: str) -> None:
-    """Raise OptionArgumentError naming the first of ``names`` that is no option (with the closest
-    option's name: a misspelling, or an old name such as ``strategy`` or ``pool_size``)."""
+    """Raise OptionArgumentError naming the first of ``names`` that is no option (and the closest)."""
     refuse_unknown_keywords(names, [f.name for f in dataclasses.fields(StreamOptions)], owner)
-
-
-def did_you_mean(name: str, names: Iterable[str]) -> str:
-    """``"did you mean 'sampling_strategy'?"`` for the name of ``names`` closest to ``name``
-    (``difflib.get_close_matches``), or ``""`` when none is close."""
-    close = difflib.get_close_matches(str(name), sorted(names), n=1)
-    return f"did you mean {close[0]!r}?" if close else ""
 
 
 def refuse_unknown_keywords(
     given: Iterable[str], names: Iterable[str], owner: str, *, what: str = "not an option", see: str = "docs/options.md"
 ) -> None:
     """Raise :class:`~lerobotstream.errors.OptionArgumentError` (also a ``TypeError``, as Python's
-    own) naming the first of ``given`` that is not one of ``names``, with the closest name.
+    own) naming the first of ``given`` that is not one of ``names``, with the closest name
+    (``difflib.get_close_matches``).
 
     The message: ``StreamOptions() got an unexpected keyword argument 'sampling_stratgy' (not an
     option; did you mean 'sampling_strategy'? see docs/options.md)``.
@@ -479,7 +526,8 @@ def refuse_unknown_keywords(
     known = set(names)
     unknown = sorted(map(str, set(given) - known))
     if unknown:
-        close = did_you_mean(unknown[0], known)
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        close = f"did you mean {close[0]!r}?" if close else ""
         hint = f"{what}; {close}" if close else what
         hint += (" see " if close else "; see ") + see if see else ""
         msg = f"{owner}() got an unexpected keyword argument {unknown[0]!r} ({hint})"
@@ -487,10 +535,8 @@ def refuse_unknown_keywords(
 
 
 def checked_keywords(owner: str, *, what: str = "not an option", see: str = "docs/options.md") -> Callable:
-    """Decorate a constructor so that an unknown keyword raises
-    :class:`~lerobotstream.errors.OptionArgumentError` naming the closest parameter
-    (:func:`refuse_unknown_keywords`) instead of Python's plain ``TypeError``; the signature
-    is kept (``functools.wraps``)."""
+    """Decorate a constructor so that an unknown keyword raises :func:`refuse_unknown_keywords`'s
+    error instead of Python's plain ``TypeError`` (the signature is kept)."""
 
     def wrap(fn: Callable) -> Callable:
         params = inspect.signature(fn).parameters.values()
@@ -513,8 +559,7 @@ def checked_keywords(owner: str, *, what: str = "not an option", see: str = "doc
     return wrap
 
 
-# StreamOptions(**kw): an unknown keyword is the typed error a stream's constructor raises (with
-# the closest option's name), not the dataclass __init__'s plain TypeError
+# StreamOptions(**kw): an unknown keyword is the typed error a stream's constructor raises
 StreamOptions.__init__ = checked_keywords("StreamOptions")(StreamOptions.__init__)  # type: ignore[method-assign]
 
 
@@ -538,28 +583,17 @@ LEROBOT_POSITIONAL = (
 def option_info() -> Iterator[OptionInfo]:
     """Every option's :class:`OptionInfo`, in declaration order."""
     for f in dataclasses.fields(StreamOptions):
-        m = f.metadata
-        flag = m["flag"]
-        yield OptionInfo(
-            f.name,
-            f.default,
-            m["want"],
-            m["check"],
-            m["help"],
-            m["group"],
-            m["per_dataset"],
-            flag,
-            m["flag_type"],
-            m["train"] or (f"--dataset.{flag}" if flag else ""),
-        )
+        m = dict(f.metadata)
+        m["train"] = m["train"] or (f"--dataset.{m['flag']}" if m["flag"] else "")
+        yield OptionInfo(f.name, f.default, **m)
 
 
 _INFOS: dict[str, OptionInfo] = {}
 
 
 def option_problem(name: str, value: Any, *, required: bool = False) -> str | None:
-    """None when ``value`` keeps option ``name``'s own rule, else the rule (its ``want`` text);
-    ``required``: None breaks it too (the rule without its "None or").
+    """None when ``value`` keeps option ``name``'s rule, else the rule's ``want`` text; ``required``:
+    None breaks it too (the rule without its "None or").
 
     Raises:
         KeyError: ``name`` is no option.
@@ -573,9 +607,8 @@ def option_problem(name: str, value: Any, *, required: bool = False) -> str | No
 
 
 def check_option(name: str, value: Any, *, where: str = "", label: str | None = None, required: bool = False) -> None:
-    """Apply option ``name``'s own rule to ``value`` wherever a value of it arrives (a loader's
-    argument, a planner's settings); ``required``: None is refused too; ``label``: the argument's
-    own name when it is not the option's (``StreamLoader``'s ``timeout``).
+    """Apply option ``name``'s rule to ``value`` wherever a value of it arrives; ``required``: None
+    is refused too; ``label``: the argument's name when not the option's (``StreamLoader``'s ``timeout``).
 
     Raises:
         StreamingConfigError: ``value`` breaks the rule (names ``where``, the option, the value
@@ -638,16 +671,108 @@ def options_markdown() -> str:
             if i.group == group:
                 lines.append(
                     f"| `{i.name}` | `{i.default!r}` | {i.want} | {'yes' if i.per_dataset else ''} | "
-                    f"{_md_train(i)} | {i.help} |"
+                    f"{f'`--dataset.{i.flag}`' if i.flag else i.train} | {i.help} |"
                 )
         lines.append("")
     return "\n".join(lines)
 
 
-def _md_train(i: OptionInfo) -> str:
-    if not i.flag:
-        return i.train
-    return f"`--dataset.{i.flag}`"
+def constructor_signature(func: Callable, keep: Sequence[str]) -> Any:
+    """``func``'s signature with its ``*args`` / ``**kwargs`` replaced by every option (LeRobot's
+    positional ones first, in their order), for ``help()``, IDEs and ``inspect.signature``; ``keep``:
+    the parameters of ``func`` kept as they are (``self``, ``repo_id``, ``root``, ``options``...)."""
+    own = inspect.signature(func)
+    params = [p for name, p in own.parameters.items() if name in keep and p.kind != p.KEYWORD_ONLY]
+    defaults = {i.name: i.default for i in option_info()}
+    for name in LEROBOT_POSITIONAL:
+        params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults[name]))
+    params += [p for name, p in own.parameters.items() if name in keep and p.kind == p.KEYWORD_ONLY]
+    params += [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=d)
+        for name, d in defaults.items()
+        if name not in LEROBOT_POSITIONAL and name not in keep
+    ]
+    return own.replace(parameters=params)
+
+
+# --- command-line flags of options (the profiler's) -------------------------------------------------
+def _none_or(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    def conv(text: str) -> Any:
+        return None if text.strip().lower() in ("none", "null") else parse(text)
+
+    conv.__name__ = name  # argparse names it in "invalid <name> value"
+    return conv
+
+
+def _index_list(text: str) -> list[int]:
+    """``0-9,20`` → [0, 1, ..., 9, 20]."""
+    out: list[int] = []
+    for part in text.split(","):
+        if "-" in part.strip()[1:]:
+            a, b = part.split("-", 1)
+            out.extend(range(int(a), int(b) + 1))
+        elif part.strip():
+            out.append(int(part))
+    return out
+
+
+def _cli_type(hint: Any) -> tuple[Callable[[str], Any] | None, str]:
+    """(argparse ``type`` for an option's annotation — None: a ``--x/--no-x`` flag — and the
+    metavar words for its help)."""
+    import json
+
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    optional = typing.get_origin(hint) is typing.Union
+    inner = args[0] if optional else hint
+    origin = typing.get_origin(inner)
+    if inner is bool:
+        return None, ""
+    if inner in (int, float, str):
+        return (_none_or(inner, inner.__name__) if optional else inner), ""
+    if inner is dict:
+        return _none_or(json.loads, "JSON"), "JSON"
+    if origin is abc.Sequence and typing.get_args(inner) == (int,):
+        return _none_or(_index_list, "index list"), "indices and ranges, e.g. 0-9,20"
+    if origin is abc.Sequence and typing.get_args(inner) == (str,):
+        return _none_or(lambda t: [x for x in t.split(",") if x], "name list"), "comma-separated"
+    raise TypeError(f"no command-line form for an option of type {hint!r}")
+
+
+def add_cli_flags(
+    parser: Any,
+    names: Sequence[str],
+    *,
+    defaults: dict[str, Any] | None = None,
+    helps: dict[str, str] | None = None,
+    aliases: dict[str, Sequence[str]] | None = None,
+) -> None:
+    """Add one argparse flag per option of ``names`` to ``parser`` (a parser or an argument group):
+    ``--episode-pool-size`` for ``episode_pool_size``, parsed by the option's type (an int, a
+    number or a string — ``none`` where the option takes None —, ``--x/--no-x`` for a boolean, JSON
+    for a dict, ``0-9,20`` for episode indices, comma-separated names for a list), with its default
+    and help from :class:`StreamOptions` unless ``defaults`` / ``helps`` give others; ``aliases``:
+    more flag names per option. The value lands in ``args.<name>``; the option's rule checks it
+    when the stream is built (``StreamingConfigError``).
+
+    Raises:
+        KeyError: a name that is no option; TypeError: an option with no command-line form
+        (``image_transforms``).
+    """
+    import argparse
+
+    hints = typing.get_type_hints(StreamOptions)
+    infos = {i.name: i for i in option_info()}
+    for name in names:
+        info = infos[name]
+        conv, words = _cli_type(hints[name])
+        default = (defaults or {}).get(name, info.default)
+        text = (helps or {}).get(name, info.help)
+        text = f"{text} ({words + '; ' if words else ''}default: {default!r})".replace("%", "%%")
+        flags = [f"--{name.replace('_', '-')}", *(aliases or {}).get(name, ())]
+        if conv is None:
+            parser.add_argument(*flags, dest=name, action=argparse.BooleanOptionalAction, default=default, help=text)
+        else:
+            parser.add_argument(*flags, dest=name, type=conv, default=default, help=text)
 
 
 if __name__ == "__main__":  # pragma: no cover - docs generator

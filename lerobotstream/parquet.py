@@ -1,24 +1,16 @@
 """Episode rows from LeRobot v3 ``data/`` Parquet files: projected, row-group-pruned, validated.
 
-Reads go through a :class:`~lerobotstream.sources.ByteSource` via a seekable file object, so
-only the bytes pyarrow asks for travel: the footer (once per file and process; the parsed
-``FileMetaData`` is cached) and the column chunks of the projected columns in the candidate row
-groups. Both are single-flight per reader: threads that want the same footer or row group while
-it is being read wait for that one read instead of sending their own, and decoded row groups stay
-in a small per-process cache (:data:`ROW_GROUP_CACHE_BYTES`), so episodes that share a row group
-fetch it once. A small remote file (at most :data:`SMALL_FILE_BYTES`) is read whole by its footer
-read, so its first episode costs one request, not two. A row group is a candidate when its ``episode_index`` statistics ``[min, max]`` contain a
-requested episode, or when it has no statistics (then it must be read and filtered, so a file
-without valid bounds may need a whole-file projected read). Rows are then filtered by
-whole episodes and checked (:func:`episode_rows_problem`, the rule ``lerobotstream.validate``
-applies too): row count equals the episode's ``length``, every ``episode_index`` is the episode,
-and ``frame_index`` is exactly ``0..length-1`` in order.
+Reads go through a :class:`~lerobotstream.sources.ByteSource` via a seekable file object, so only
+the bytes pyarrow asks for travel: the footer (once per file and process) and the projected column
+chunks of the candidate row groups (those whose ``episode_index`` statistics contain a requested
+episode, or that have none). Footer and row-group reads are single-flight (threads wanting one in
+flight wait for it), decoded row groups stay in a small LRU (:data:`ROW_GROUP_CACHE_BYTES`), and a
+small remote file is read whole with its footer (:data:`SMALL_FILE_BYTES`). Each episode's rows
+are checked (:func:`episode_rows_problem`, the rule ``lerobotstream.validate`` applies too).
 
-Damaged files fail loudly: pages that carry a CRC-32 (``write_page_checksum=True``; the Parquet
-format's optional ``crc`` field) are verified while they are decoded, and any decoding failure
-(a truncated or corrupt page, a checksum mismatch) raises
-:class:`~lerobotstream.errors.ParquetCorruptError` naming the file, the episodes and the row groups,
-instead of pyarrow's bare ``OSError``.
+Damaged files fail loudly: page CRC-32s (the Parquet format's optional ``crc``) are verified, and
+any decoding failure raises :class:`~lerobotstream.errors.ParquetCorruptError` naming the file,
+the episodes and the row groups.
 """
 
 from __future__ import annotations
@@ -38,34 +30,25 @@ import pyarrow.parquet as pq
 from lerobotstream.errors import EpisodeDataError, ParquetCorruptError, Problem, SourceError
 from lerobotstream.sources import ByteSource
 
-#: Decoded row groups kept per reader (per process), bytes of their Arrow buffers; the least
-#: recently used go first, and a row group larger than this is shared only with the readers that
-#: wait for it while it is read. 64 MiB holds the projected non-video columns of a few hundred
-#: LeRobot episodes.
+#: decoded row groups kept per reader, bytes of their Arrow buffers (LRU; a larger one is shared
+#: only with the readers waiting for it): the projected columns of a few hundred LeRobot episodes
 ROW_GROUP_CACHE_BYTES = 64 * 1024 * 1024
-#: A data file no larger than this on a remote source is read whole with its footer (one request
-#: instead of a footer read and then row-group reads); its bytes stay in memory for its row groups.
+#: a remote data file no larger than this is read whole with its footer (one request, not two)
 SMALL_FILE_BYTES = 1024 * 1024
-#: Bytes of such whole small files kept per reader (least recently used dropped first).
+#: bytes of such whole small files kept per reader (LRU)
 SMALL_FILES_CACHE_BYTES = 16 * 1024 * 1024
-#: Most column bytes one read may decode, as the footer declares them (uncompressed sizes of the
-#: projected column chunks of the row groups read). LeRobot cuts its data files at ~100 MB, so a
-#: row group of real episodes is far below it; a decompression bomb declares more.
+#: most column bytes one read may decode, as the footer declares them (LeRobot cuts its data files
+#: at ~100 MB; a decompression bomb declares more)
 READ_MAX_BYTES = 512 * 1024 * 1024
-#: Most items of any list in a Parquet footer (row groups, column chunks of a row group, schema
-#: elements), passed to pyarrow's Thrift decoder before it allocates them: a LeRobot file has a
-#: handful of row groups and at most a few hundred columns; a footer of millions of tiny row groups
-#: would cost far more memory decoded than its bytes on disk.
+#: most items of any list in a Parquet footer (row groups, column chunks, schema elements), given
+#: to pyarrow's Thrift decoder before it allocates them (a LeRobot file has a handful of row groups)
 FOOTER_MAX_ITEMS = 100_000
 
 
 class _SingleFlight:
-    """One computation per key at a time: callers of a key in flight wait for its result.
-
-    Results stay in ``done`` (an LRU of at most ``capacity_bytes`` by ``nbytes(value)``); a failed
-    computation is not kept: each waiter then runs ``fn`` itself, so its error names its own
-    request. Thread-safe; not fork-safe (the owner resets it after a fork).
-    """
+    """One computation per key at a time: callers of a key in flight wait for its result. Results
+    stay in ``done`` (an LRU of at most ``capacity_bytes`` by ``nbytes(value)``); after a failure
+    each waiter computes again, so its error names its own request. Not fork-safe."""
 
     def __init__(self, capacity_bytes: int | None, nbytes: Callable[[object], int] = lambda v: 0) -> None:
         self.capacity_bytes = capacity_bytes
@@ -74,10 +57,8 @@ class _SingleFlight:
         self._inflight: dict[object, Future] = {}
         self.done: OrderedDict[object, object] = OrderedDict()
         self._held = 0
-        self.computed = 0
-        """Values computed (rather than shared or cached)."""
-        self.shared = 0
-        """Values awaited while another thread computed them."""
+        self.computed = 0  # values computed (rather than shared or cached)
+        self.shared = 0  # values awaited while another thread computed them
 
     def get(self, key: object, fn: Callable[[], object]) -> object:
         """The value of ``key``: cached, or awaited while another thread computes it, or ``fn()``."""
@@ -85,8 +66,8 @@ class _SingleFlight:
 
     def get_many(self, keys: Sequence[object], compute: Callable[[list], list]) -> list:
         """Values of ``keys``; those neither cached nor in flight come from one ``compute(missing)``
-        call (a list of values in the order of ``missing``). A thread computes its own keys before
-        it waits for others', so two threads never wait on each other."""
+        call (values in the order of ``missing``). A thread computes its own keys before it waits
+        for others', so two threads never wait on each other."""
         mine: list = []
         waits: dict[object, Future] = {}
         out: dict[object, object] = {}
@@ -140,18 +121,10 @@ class _SingleFlight:
             _, old = self.done.popitem(last=False)
             self._held -= self._nbytes(old)
 
-    @property
-    def held_bytes(self) -> int:
-        return self._held
-
 
 class SourceFile(io.RawIOBase):
-    """Read-only, seekable file object over one file of a ByteSource (what pyarrow reads from).
-
-    No buffering: each ``read`` is one ``ByteSource.read`` of exactly the bytes asked for
-    (pyarrow itself reads the footer with one 64 KiB tail read, and with ``pre_buffer`` merges
-    the column chunks of a row group into few large reads).
-    """
+    """Read-only, seekable, unbuffered file object over one file of a ByteSource: each ``read`` is
+    one ``ByteSource.read`` of exactly the bytes asked for (pyarrow's ``pre_buffer`` merges them)."""
 
     def __init__(self, source: ByteSource, path: str, size: int | None = None) -> None:
         super().__init__()
@@ -200,17 +173,14 @@ class EpisodeParquetReader:
 
     Args:
         source: the dataset's byte source.
-        columns: columns to return (None: every column of the file). ``episode_index`` and
-            ``frame_index`` are read for filtering/validation and dropped again when not asked for.
-        row_group_cache_bytes: decoded row groups kept for later episodes, bytes (default
-            :data:`ROW_GROUP_CACHE_BYTES`; 0 keeps none, concurrent readers still share one read).
-        file_rows: rows each data file should hold (``DatasetMeta.data_file_rows``: the summed
-            lengths of its episodes in ``meta/episodes``); a footer declaring more is refused
-            before anything is decoded (:func:`footer_rows_problem`). None: not checked.
+        columns: columns to return (None: all). ``episode_index`` and ``frame_index`` are read for
+            filtering and validation and dropped again when not asked for.
+        row_group_cache_bytes: decoded row groups kept for later episodes, bytes (0: none).
+        file_rows: rows each data file should hold (``DatasetMeta.data_file_rows``); a footer
+            declaring more is refused before decoding (:func:`footer_rows_problem`). None: unchecked.
 
-    Thread-safe and single-flight: the fetch threads of a process share one footer read per file
-    and one read per row group (and projection); footers and row groups are cached per process
-    (a forked child starts empty).
+    Thread-safe and single-flight; footers and row groups are cached per process (a forked child
+    starts empty).
     """
 
     def __init__(
@@ -228,8 +198,7 @@ class EpisodeParquetReader:
         self._lock = threading.Lock()
         self._pid = -1
         self._check_pid()
-        self.row_groups_read = 0
-        """Row groups read from the source so far (cached or shared ones not counted; tests, profiling)."""
+        self.row_groups_read = 0  # read from the source (cached or shared ones not counted)
 
     def _check_pid(self) -> None:
         with self._lock:
@@ -370,9 +339,8 @@ class EpisodeParquetReader:
         return out
 
     def read_columns(self, path: str, columns: Sequence[str], *, episodes: Sequence[int] | None = None) -> pa.Table:
-        """The ``columns`` of the file that exist (a projected read: only their column chunks
-        travel), of every row group, or of the candidate row groups of ``episodes``; rows in file
-        order, unfiltered and unchecked (the validator checks them itself; nothing is cached).
+        """The ``columns`` of the file that exist (a projected read), of every row group or of the
+        candidate row groups of ``episodes``; rows in file order, unfiltered, unchecked, uncached.
 
         Raises:
             ParquetCorruptError: the footer or the pages cannot be decoded (names the file, the
@@ -392,9 +360,8 @@ class EpisodeParquetReader:
     def _read_groups(
         self, path: str, md: pq.FileMetaData, groups: list[int], cols: Sequence[str], eps: Sequence[int]
     ) -> list[pa.Table]:
-        """Row groups ``groups`` of ``path`` (columns ``cols``) from the source with one pyarrow
-        read (its pre-buffering merges their column chunks), checksums verified; one table each.
-        More than :data:`READ_MAX_BYTES` declared is refused before decoding."""
+        """Row groups ``groups`` of ``path`` (columns ``cols``) in one pyarrow read, checksums
+        verified; one table each. More than :data:`READ_MAX_BYTES` declared is refused."""
         declared = declared_bytes(md, groups, cols)
         if declared > READ_MAX_BYTES:
             raise EpisodeDataError(
@@ -442,17 +409,9 @@ def _short(values: Sequence[int], limit: int = 8) -> str:
 
 
 def footer_rows_problem(md: pq.FileMetaData, expected_rows: int) -> Problem | None:
-    """What is wrong with a data file's row count as its footer declares it, or None.
-
-    Args:
-        md: the file's footer (nothing decoded).
-        expected_rows: the summed ``length`` of the episodes ``meta/episodes`` stores in it.
-
-    Returns:
-        ``Problem("data_rows", "its footer declares 20000000 rows in 1 row groups (the largest
-        20000000), its episodes have 90 frames in meta/episodes")`` when it declares more rows than
-        that; None otherwise. The reader raises ``EpisodeDataError`` on it, the validator reports it.
-    """
+    """``Problem("data_rows", "its footer declares 20000000 rows in 1 row groups (the largest
+    20000000), its episodes have 90 frames in meta/episodes")`` when footer ``md`` declares more
+    rows than ``expected_rows`` (the summed ``length`` of its episodes); None otherwise."""
     rows = int(md.num_rows)
     if rows <= expected_rows:
         return None
@@ -492,19 +451,12 @@ def _column_index(md: pq.FileMetaData, name: str) -> int | None:
 def episode_rows_problem(
     episode_index: np.ndarray, frame_index: np.ndarray | None, ep: int, length: int
 ) -> Problem | None:
-    """What is wrong with the rows read for one episode, by training's rule, or None.
+    """What is wrong with the rows read for episode ``ep`` (``length`` in ``meta/episodes``), or None.
 
-    Args:
-        episode_index: the rows' ``episode_index`` values (the rows the reader took for ``ep``).
-        frame_index: their ``frame_index`` values, in row order (None: the file has no such column).
-        ep: the episode.
-        length: its ``length`` in ``meta/episodes``.
-
-    Returns:
-        A :class:`~lerobotstream.errors.Problem` of episode ``ep``: ``data_rows`` ("expected 30
-        rows, found 29": the row count, or rows of another episode), ``data_frame_index``
-        ("non-contiguous frame_index (row 10 has -1, expected 10)": ``frame_index`` must be exactly
-        ``0..length-1`` in row order); None when the rows are the episode's.
+    ``frame_index`` is None when the file has no such column. Returns a
+    :class:`~lerobotstream.errors.Problem`: ``data_rows`` ("expected 30 rows, found 29", or rows of
+    another episode) or ``data_frame_index`` ("non-contiguous frame_index (row 10 has -1, expected
+    10)": it must be exactly ``0..length-1`` in row order).
     """
     n = int(episode_index.shape[0])
     if n != length:
@@ -522,18 +474,9 @@ def episode_rows_problem(
 
 
 def index_problem(index: np.ndarray, from_index: int) -> Problem | None:
-    """What is wrong with an episode's ``index`` values, by training's rule, or None.
-
-    Args:
-        index: the rows' ``index`` values, rows in ``frame_index`` order (``frame_index`` already
-            ``0..length-1``: :func:`episode_rows_problem`).
-        from_index: the episode's ``dataset_from_index``.
-
-    Returns:
-        ``Problem("data_index_range", "row 6 (frame_index 6) has index 999, dataset_from_index +
-        frame_index is 6")`` for the first row whose ``index`` is not ``from_index + frame_index``;
-        None when every row's is (item assembly raises ``EpisodeDataError`` on it).
-    """
+    """``Problem("data_index_range", "row 6 (frame_index 6) has index 999, dataset_from_index +
+    frame_index is 6")`` for the first row (in ``frame_index`` order) whose ``index`` is not
+    ``from_index + frame_index``; None when every row's is."""
     got = np.asarray(index)
     want = int(from_index) + np.arange(got.shape[0], dtype=np.int64)
     bad = got != want
@@ -547,23 +490,14 @@ def index_problem(index: np.ndarray, from_index: int) -> Problem | None:
 
 
 def task_index_problem(task_index: np.ndarray, n_tasks: int, frame_index: np.ndarray | None = None) -> Problem | None:
-    """What is wrong with an episode's ``task_index`` values, by training's rule, or None.
-
-    Every row's ``task_index`` must name a task of ``meta/tasks.parquet``: ``0 <= task_index <
-    n_tasks`` (a negative one would silently pick a task from the end of the list). One vectorised
-    pass over the column.
-
-    Args:
-        task_index: the rows' ``task_index`` values (a null read as NaN is out of range too).
-        n_tasks: how many tasks ``meta/tasks.parquet`` holds.
-        frame_index: the rows' ``frame_index`` values, to name the row's frame; None: rows in
-            ``frame_index`` order (row ``k`` is frame ``k``).
+    """What is wrong with an episode's ``task_index`` values, or None: each must satisfy ``0 <=
+    task_index < n_tasks`` (a negative one would pick a task from the end; a null read as NaN is
+    out of range too). ``frame_index`` names the row's frame (None: row ``k`` is frame ``k``).
 
     Returns:
         ``Problem("data_task_index", "row 3 (frame_index 3) has task_index 7, but meta/tasks.parquet
         holds 1 task (task_index 0..0)", column="task_index")`` for the first row out of range
-        (with how many are); None when every row's is in range (item assembly raises
-        ``EpisodeDataError`` on it).
+        (with how many are).
     """
     got = np.asarray(task_index)
     if got.shape[0] == 0:
@@ -598,13 +532,3 @@ def _validate(part: pa.Table, ep: int, length: int, path: str, root: str) -> Non
     problem = episode_rows_problem(part.column("episode_index").to_numpy(), fi, ep, length)
     if problem is not None:
         raise EpisodeDataError(f"episode {ep} in {path} ({root}): {problem.message}", episode_index=ep, path=path)
-
-
-def read_episode_rows(
-    source: ByteSource,
-    data_path: str,
-    episode_lengths: Mapping[int, int],
-    columns: Sequence[str] | None = None,
-) -> dict[int, pa.Table]:
-    """One-shot form of :meth:`EpisodeParquetReader.read` (no footer cache across calls)."""
-    return EpisodeParquetReader(source, columns).read(data_path, episode_lengths)

@@ -1,10 +1,9 @@
 """Byte-budgeted episode payload cache: reservations, prefetch frontier, concurrent fetches.
 
-:class:`EpisodeByteCache` owns the compressed payload of every episode a worker has admitted or
-prefetched: one synthesized mini-MP4 per camera. Accounting is by **reservation**: an episode
-reserves its exact synthesized size (all cameras, known in advance from the sidecar via
-``mp4.spans.plan_span(...).synth_nbytes``) *before* anything is fetched, and keeps it until the
-episode is retired by the planner **and** its last decode released its lease.
+:class:`EpisodeByteCache` owns the compressed payload (one synthesized mini-MP4 per camera) of
+every episode a worker has admitted or prefetched. An episode **reserves** its exact synthesized
+size (all cameras, from the sidecar: ``mp4.spans.plan_span(...).synth_nbytes``) *before* anything
+is fetched, and keeps it until the planner retired it **and** its last decode released its lease.
 
 States of an entry::
 
@@ -13,44 +12,27 @@ States of an entry::
                  │                        └──── admitted again ◄─────────┘
                  └──────────────► failed (error kept; re-raised to every reader)
 
-* ``reserved_bytes``: sum of reservations of every entry still held (pending fetches, finished
-  prefetches, admitted episodes, episodes still decoding, kept retired episodes).
-* ``resident_bytes``: sum of completed payloads (counted as soon as the fetch finishes, even before
-  a sample of the episode is asked for).
-
 Rules:
 
-* Each admission and prefetch is handed the episode's :class:`FetchJob`: its size (``nbytes``,
-  from the planner's sizes on demand) and its fetch. The cache sizes only the episodes admitted or
-  prefetched, so its memory grows with the pool and the frontier, not the dataset.
-* An episode whose size exceeds the whole budget raises :class:`~lerobotstream.errors.ByteBudgetError`
+* Each admission and prefetch is handed the episode's :class:`FetchJob` (its ``nbytes`` and its
+  fetch): memory grows with the pool and the frontier, not the dataset.
+* An episode larger than the whole budget raises :class:`~lerobotstream.errors.ByteBudgetError`
   before any byte of it is fetched.
-* Speculative prefetch (:meth:`EpisodeByteCache.prefetch`) never waits: when the budget is full it
-  returns ``False`` (prefetch pauses) and the caller retries later.
-* A fetch that fails with a :class:`~lerobotstream.errors.SourceError` (the source gave up after
-  its retries and time limit: a dead, stalled or refusing server, a missing or changed file) ends
-  the stream: from then on every operation (:meth:`~EpisodeByteCache.get` of any episode,
-  admission, prefetch) raises that error, no new fetch starts (queued ones are skipped), and
-  :meth:`~EpisodeByteCache.close` does not wait for fetches still running. So the consumer sees
-  the first unrecoverable failure (naming its file) within about one read's time limit, instead
-  of when it reaches that episode after every later prefetch failed on its own. Other fetch
-  errors (data errors of one episode) stay with their episode.
-* A retired episode whose last decode released it stays **kept**: its payload remains in the
-  budget as an evictable entry. Admitted again (the next epoch of ``repeat=True``, another pool of
-  the same worker), it takes that payload instead of fetching it again
-  (``CacheStats.reuses``, ``reused_bytes``). So a worker whose episodes fit in its budget fetches
-  each of them once for the whole iterator.
-* Admission (:meth:`EpisodeByteCache.admit`) and prefetch make room by evicting unpinned kept
-  episodes (least recently used first); admission then evicts finished, unpinned prefetches
-  (LRU) and otherwise waits on a condition variable until a release makes room: a replacement
-  admission waits until the last decode of the outgoing episode releases its bytes. The budget is
-  never exceeded. Freed episodes are reported by :meth:`EpisodeByteCache.drain_freed` (their
-  decoders can be closed).
+* :meth:`EpisodeByteCache.prefetch` never waits: with the budget full it returns ``False``.
+* A fetch failing with a :class:`~lerobotstream.errors.SourceError` (the source gave up after its
+  retries and time limit) ends the stream: every later operation raises that error, queued fetches
+  are skipped and :meth:`~EpisodeByteCache.close` does not wait for running ones, so the consumer
+  sees the first unrecoverable failure within about one read's time limit. Other fetch errors
+  stay with their episode.
+* A retired episode whose last decode released it stays **kept** (evictable); admitted again (the
+  next ``repeat=True`` epoch, another pool) it takes that payload without a fetch
+  (``CacheStats.reuses``): a worker whose episodes fit its budget fetches each once.
+* To make room, admission and prefetch evict kept episodes, then admission evicts finished,
+  unpinned prefetches (least recently used first), else waits until a release makes room. The
+  budget is never exceeded; freed episodes are reported by :meth:`EpisodeByteCache.drain_freed`.
 
-The budget covers compressed mini-MP4 bytes only, not decoder state, decoded tensors, Parquet
-tables or scratch buffers: it is not a process RSS limit.
-
-Thread-safe: every state change happens under one ``threading.Condition``.
+The budget covers compressed mini-MP4 bytes only (not decoder state, tensors, Parquet tables): it
+is not a process RSS limit. Thread-safe: every state change happens under one ``threading.Condition``.
 """
 
 from __future__ import annotations
@@ -65,13 +47,10 @@ from typing import Any, Protocol
 
 from lerobotstream.errors import ByteBudgetError, SourceError, over_budget
 
-__all__ = ["EpisodeByteCache", "EpisodePayload", "CacheStats", "FetchJob"]
-
 
 class FetchJob(Protocol):
     """What :meth:`EpisodeByteCache.admit` and :meth:`~EpisodeByteCache.prefetch` are handed with
-    an episode (a dataset's ``EpisodeJob``): the bytes to reserve, and the fetch to run on a fetch
-    thread (``fetch() -> EpisodePayload``, whose payload total must not exceed ``nbytes``)."""
+    an episode: the bytes to reserve, and ``fetch() -> EpisodePayload`` (at most ``nbytes``)."""
 
     nbytes: int
 
@@ -82,36 +61,24 @@ class FetchJob(Protocol):
 class EpisodePayload:
     """What one fetch returns for an episode."""
 
-    payloads: dict[str, bytes]
-    """camera key -> synthesized mini-MP4 bytes (the budgeted part)."""
-    extra: Any = None
-    """Un-budgeted companion data fetched on the same frontier (e.g. the episode's Parquet rows)."""
+    payloads: dict[str, bytes]  # camera key -> synthesized mini-MP4 bytes (the budgeted part)
+    extra: Any = None  # un-budgeted data fetched with it (the episode's Parquet rows)
 
 
 @dataclass
 class CacheStats:
     """Per-process counters of one cache (seconds are wall-clock, summed over fetch threads)."""
 
-    fetches: int = 0
-    """Episode fetches started."""
-    fetch_failures: int = 0
-    """Episode fetches that raised."""
-    fetches_skipped: int = 0
-    """Queued fetches never run because an earlier fetch's source failure ended the stream."""
-    payload_bytes: int = 0
-    """Synthesized bytes stored (sum over fetches), bytes."""
-    evictions: int = 0
-    """Unpinned finished prefetches or kept episodes dropped to make room."""
-    reuses: int = 0
-    """Admissions served from a kept payload (no fetch)."""
-    reused_bytes: int = 0
-    """Synthesized bytes of those admissions, bytes."""
-    admit_wait_s: float = 0.0
-    """Time admissions spent waiting for room, seconds."""
-    fetch_s: float = 0.0
-    """Time spent inside the fetch callable, seconds."""
-    peak_reserved_bytes: int = 0
-    """High-water mark of ``reserved_bytes``, bytes."""
+    fetches: int = 0  # episode fetches started
+    fetch_failures: int = 0  # fetches that raised
+    fetches_skipped: int = 0  # queued fetches never run: an earlier source failure ended the stream
+    payload_bytes: int = 0  # synthesized bytes stored (sum over fetches)
+    evictions: int = 0  # unpinned finished prefetches or kept episodes dropped to make room
+    reuses: int = 0  # admissions served from a kept payload (no fetch)
+    reused_bytes: int = 0  # synthesized bytes of those admissions
+    admit_wait_s: float = 0.0  # time admissions waited for room
+    fetch_s: float = 0.0  # time inside the fetch callable
+    peak_reserved_bytes: int = 0  # high-water mark of reserved_bytes
 
     def as_dict(self) -> dict[str, float]:
         return dict(self.__dict__)
@@ -138,18 +105,13 @@ class EpisodeByteCache:
     """Reservation-accounted cache of per-episode synthesized payloads.
 
     Args:
-        byte_budget (int): Worker budget of reserved payload bytes, > 0. Each admission and
-            prefetch is handed the episode's :class:`FetchJob`: its ``nbytes`` (the exact
-            synthesized size, all cameras together) is reserved and its ``fetch`` runs on a fetch
-            thread.
-        max_workers (int): Concurrent fetches (threads), >= 1.
+        byte_budget (int): the worker's budget of reserved payload bytes, > 0.
+        max_workers (int): concurrent fetches (threads), >= 1.
         keep_retired (bool): keep a retired episode's payload (evictable) for a later admission;
-            False frees it once its last decode released it (nothing will admit it again: one
-            finite epoch).
-        on_event (Callable[[str, dict], None] | None): Optional hook called (under the lock) after
-            every state change with an event name and a snapshot, and with ``"admit_wait"`` each
-            time :meth:`admit` is about to wait for room; tests use it to check invariants and to
-            order threads without sleeping.
+            False frees it once its last decode released it (one finite epoch).
+        on_event (Callable[[str, dict], None] | None): called under the lock after every state
+            change with an event name and a snapshot, and with ``"admit_wait"`` before
+            :meth:`admit` waits for room (tests check invariants and order threads with it).
 
     Raises:
         ValueError: non-positive budget or worker count.
@@ -343,12 +305,11 @@ class EpisodeByteCache:
 
     # --- public operations --------------------------------------------------------------------
     def prefetch(self, episode_index: int, job: FetchJob) -> bool:
-        """Speculatively reserve and start fetching an episode (``job``: its size and fetch); never
-        waits.
+        """Speculatively reserve and start fetching an episode; never waits.
 
         Returns:
             bool: True when the episode is held (already, or newly reserved); False when the budget
-            is full right now (prefetch pauses; call again later).
+            is full now (call again later).
 
         Raises:
             ByteBudgetError: the episode is larger than the whole budget (nothing is fetched).
@@ -369,13 +330,9 @@ class EpisodeByteCache:
             return True
 
     def admit(self, episode_index: int, *, job: FetchJob, timeout: float | None = None) -> bool:
-        """Pin an episode for the active pool, reserving and fetching it if needed (``job``: its
-        size and fetch); may wait.
-
-        A retired episode still held (kept, or its last decode still running) is taken back with
-        its payload, without a fetch. Otherwise evicts kept episodes, then finished unpinned
-        prefetches (LRU) when needed, else waits until releases make room. The pin is dropped by
-        :meth:`retire`.
+        """Pin an episode for the active pool, reserving and fetching it if needed; may wait for
+        room. A retired episode still held is taken back with its payload, without a fetch. The
+        pin is dropped by :meth:`retire`.
 
         Returns:
             bool: True when the episode's payload was reused (it had been retired).

@@ -73,7 +73,7 @@ def _parse_file(path: Path) -> dict:
 def build(case: str, tmp: Path) -> Path:
     """The hostile input of ``case`` under ``tmp``."""
     from lerobotstream.mp4.parse import MAX_SAMPLES_PER_TRACK, MOOV_MAX_BYTES
-    from lerobotstream.testing._bombs import mp4_header, tiny_boxes_file
+    from tools.bombs import mp4_header, tiny_boxes_file
 
     if case == "mp4_at_cap":
         n = MAX_SAMPLES_PER_TRACK

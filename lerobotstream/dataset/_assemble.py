@@ -1,13 +1,10 @@
 """Item assembly: one anchor → the map-style item (keys, dtypes, shapes, windows, pads, frames).
 
-Row columns of an episode are converted once (:func:`episode_rows`) into numpy arrays with the
-dtypes HF's torch formatter produces in map-style LeRobot (``torch.tensor(python_value)``): floats
-→ float32, ints → int64, bools → bool; ragged, nullable and string columns stay Python lists and
-are converted per item the same way (dicts and None pass through, as LeRobot's
-``hf_transform_to_torch`` leaves them). ``image`` columns keep only their embedded bytes (decoded
-per chunk on the decode threads, :mod:`lerobotstream.dataset._images`); language columns are
-carried as map-style carries them (lists of row dicts). Each item owns its data (copies, never
-views of the cache).
+An episode's row columns are converted once (:func:`episode_rows`) to the dtypes HF's torch
+formatter gives map-style LeRobot: floats → float32, ints → int64, bools → bool; ragged, nullable
+and string columns stay Python values, converted per item the same way (dicts and None pass
+through, as ``hf_transform_to_torch`` leaves them). ``image`` columns keep only their bytes.
+Each item owns its data (copies, never views of the cache).
 """
 
 from __future__ import annotations
@@ -35,26 +32,18 @@ _KIND_DTYPE = {"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}
 
 @dataclass
 class EpisodeRows:
-    """An episode's rows, converted once.
-
-    Attributes:
-        episode_index (int), length (int, frames), from_index (int, ``dataset_from_index``).
-        numeric (dict[str, np.ndarray]): fixed-shape columns, (length, ...) float32/int64/bool.
-        other (dict[str, list]): other columns as Python values (length,).
-        timestamp_s (np.ndarray): float64 (length,) of the float32 ``timestamp`` column.
-        images (dict[str, list]): ``image`` columns: the embedded bytes of each row (None when absent).
-    """
+    """An episode's rows, converted once."""
 
     episode_index: int
-    length: int
-    from_index: int
-    numeric: dict[str, np.ndarray]
-    other: dict[str, list]
-    timestamp_s: np.ndarray
+    length: int  # frames
+    from_index: int  # ``dataset_from_index``
+    numeric: dict[str, np.ndarray]  # fixed-shape columns, (length, ...) float32/int64/bool
+    other: dict[str, list]  # other columns as Python values (length,)
+    timestamp_s: np.ndarray  # float64 (length,) of the float32 ``timestamp`` column
     columns: list[str] = field(default_factory=list)
-    images: dict[str, list] = field(default_factory=dict)
+    images: dict[str, list] = field(default_factory=dict)  # ``image`` columns: each row's bytes (or None)
+    #: ``image`` key -> the (C, H, W) its ``info.json`` feature declares (None: not checked)
     image_shapes: dict[str, tuple[int, int, int] | None] = field(default_factory=dict)
-    """``image`` key -> the (C, H, W) its ``info.json`` feature declares (None: not checked)."""
 
 
 def _column_to_numpy(col: pa.ChunkedArray) -> np.ndarray | None:
@@ -88,20 +77,18 @@ def episode_rows(
     """Convert an episode's Parquet rows (sorted by ``frame_index``) once for assembly.
 
     ``image_keys``: the ``image`` features among the columns (only their bytes are kept).
-    ``features``: ``meta/info.json`` features; when given, the rows are checked against them
-    (once per episode, on the fetch thread): every declared non-video column is present (``image``
-    columns only when in ``image_keys``) and every row of each numeric column has the declared
-    shape (``[1]`` also matches a scalar column; list lengths, vectorised:
-    :func:`~lerobotstream.features.row_off_shape`). Every row's ``index`` must be
-    ``from_index + frame_index``. ``n_tasks``: how many tasks ``meta/tasks.parquet`` holds; when
-    given, every row's ``task_index`` must be in ``[0, n_tasks)``
-    (:func:`lerobotstream.parquet.task_index_problem`, vectorised).
+    ``features``: ``meta/info.json`` features; when given, every declared non-video column must be
+    present (``image`` columns only when in ``image_keys``) and every row of each numeric column
+    have the declared shape (``[1]`` also matches a scalar column; vectorised:
+    :func:`~lerobotstream.features.row_off_shape`). Every row's ``index`` must be ``from_index +
+    frame_index`` (:func:`lerobotstream.parquet.index_problem`); with ``n_tasks`` (the tasks of
+    ``meta/tasks.parquet``) every ``task_index`` must be in ``[0, n_tasks)``
+    (:func:`lerobotstream.parquet.task_index_problem`).
 
     Raises:
         EpisodeDataError: ``timestamp`` or ``task_index`` is missing, a declared column is missing,
-            a row's shape is not the declared one, a row's ``index`` is not ``from_index +
-            frame_index``, or a row's ``task_index`` names no task; the message names the episode, the file, the column and the row
-            (``frame_index``).
+            a row's shape is not the declared one, or a row's ``index`` or ``task_index`` breaks
+            its rule; the message names the episode, the file, the column and the row.
     """
     ep = int(episode_index)
     where = f"episode {ep}, file {path}"
@@ -114,8 +101,19 @@ def episode_rows(
             path=path,
             column=problem.column,
         )
-    _check_index(table, ep, from_index, path)
-    _check_task_index(table, ep, n_tasks, path)
+    checks = [(index_problem, from_index, "index", "meta/episodes", "the episode's dataset_from_index")]
+    if n_tasks is not None:
+        checks.append((task_index_problem, int(n_tasks), "task_index", "meta/tasks.parquet", "add the missing tasks"))
+    for problem_of, arg, column, other, or_fix in checks:  # the rules lerobotstream.validate applies too
+        problem = problem_of(table.column(column).to_numpy(), arg) if column in table.column_names else None
+        if problem is not None:
+            raise EpisodeDataError(
+                f"{where}: {problem.message}; the data file's {column} column does not match {other}: "
+                f"rewrite the file's {column} column (or {or_fix})",
+                episode_index=ep,
+                path=path,
+                column=column,
+            )
     numeric: dict[str, np.ndarray] = {}
     other: dict[str, list] = {}
     images: dict[str, list] = {}
@@ -160,48 +158,6 @@ def episode_rows(
     )
 
 
-def _check_index(table: pa.Table, ep: int, from_index: int, path: str) -> None:
-    """Every row's ``index`` is ``dataset_from_index + frame_index`` (rows in ``frame_index`` order,
-    ``0..length-1``: the reader checked them), by :func:`lerobotstream.parquet.index_problem`, the
-    rule ``lerobotstream.validate`` applies to the same column; a file without ``index``: nothing to check.
-
-    Raises:
-        EpisodeDataError: naming the episode, the row and the file.
-    """
-    if "index" not in table.column_names:
-        return
-    problem = index_problem(table.column("index").to_numpy(), from_index)
-    if problem is not None:
-        raise EpisodeDataError(
-            f"episode {ep}, file {path}: {problem.message}; the data file's index column does not match meta/episodes: "
-            "rewrite the file's index column (or the episode's dataset_from_index)",
-            episode_index=ep,
-            path=path,
-            column="index",
-        )
-
-
-def _check_task_index(table: pa.Table, ep: int, n_tasks: int | None, path: str) -> None:
-    """Every row's ``task_index`` names a task (``0 <= task_index < n_tasks``), by
-    :func:`lerobotstream.parquet.task_index_problem`, the rule ``lerobotstream.validate`` applies to
-    the same column; ``n_tasks`` None or a file without ``task_index``: nothing to check.
-
-    Raises:
-        EpisodeDataError: naming the episode, the row (``frame_index``) and the file.
-    """
-    if n_tasks is None or "task_index" not in table.column_names:
-        return
-    problem = task_index_problem(table.column("task_index").to_numpy(), int(n_tasks))
-    if problem is not None:
-        raise EpisodeDataError(
-            f"episode {ep}, file {path}: {problem.message}; the data file's task_index column does not match "
-            "meta/tasks.parquet: rewrite the file's task_index column (or add the missing tasks)",
-            episode_index=ep,
-            path=path,
-            column="task_index",
-        )
-
-
 def _other_to_torch(value: Any) -> Any:
     if value is None or isinstance(value, str):
         return value
@@ -211,30 +167,23 @@ def _other_to_torch(value: Any) -> Any:
 
 
 #: ``slot(key, shape, dtype) -> tensor | None``: where an item's value of ``key`` may be written (a
-#: contiguous CPU tensor of that shape and dtype, e.g. the item's row of a pre-allocated batch
-#: tensor), or None (a new tensor). ``StreamLoader`` gives one per item. A slot may also have
-#: ``put(key, value: np.ndarray) -> marker | None``: ``value`` (a row column's value of this item)
-#: is written into the item's row of the batch's array of ``key`` and the item carries the
-#: returned marker instead of a tensor (the batch is made from the array, never from per-item
-#: tensors: the small keys in bulk); None: not taken, the item gets its tensor.
+#: contiguous CPU tensor, e.g. the item's row of a batch tensor; None: a new tensor). A slot may also
+#: have ``put(key, value: np.ndarray) -> marker | None``: a row column's value written into the
+#: item's row of the batch's array of ``key``, the item carrying the marker instead (None: not taken).
 SlotFn = Callable[[str, tuple, torch.dtype], "torch.Tensor | None"]
 
 
 def _video_value(
     data: torch.Tensor | Sequence[torch.Tensor], return_uint8: bool, out: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """uint8 frames ((T,C,H,W) tensor or T views of (C,H,W)) → the item's owned, **contiguous** value.
+    """uint8 frames ((T,C,H,W) tensor or T views of (C,H,W)) → the item's owned, **contiguous**
+    NCHW value ((C,H,W) when T == 1), so the DataLoader's collate is a plain memcpy.
 
-    torchcodec's frames are NCHW *views* of NHWC memory (channels-last strides). Items are made
-    contiguous NCHW here, in the one copy the item needs anyway, so the DataLoader's collate
-    (``torch.stack``, into a contiguous shared-memory batch in workers) is a plain memcpy instead
-    of a strided gather. uint8 (CPU RGB frames): one C de-interleave per frame
-    (:func:`~lerobotstream.decode._frames.frames_to_u8_chw`, GIL released: 0.05 vs 0.38 ms per
-    640x480 frame for torch's strided ``copy_``, the same bytes). float32 (CPU frames): one C pass
-    (:func:`~lerobotstream.decode._frames.frames_to_float_chw`, GIL released), bitwise equal to
-    map-style's ``x.type(torch.float32) / 255``. Elsewhere (CUDA frames, other channel counts)
-    ``torch.empty(...).copy_(x)`` (then ``.div_(255)``), equal too (both round ``float(x) / 255.0f``
-    once; tested for all 256 values). (C,H,W) when T == 1.
+    torchcodec's frames are NCHW views of NHWC memory. CPU RGB frames take one C pass, GIL
+    released: uint8 de-interleaved (:func:`~lerobotstream.decode._frames.frames_to_u8_chw`), or
+    float32 (:func:`~lerobotstream.decode._frames.frames_to_float_chw`, bitwise map-style's
+    ``x.type(torch.float32) / 255``). Other frames (CUDA, other channel counts):
+    ``torch.empty(...).copy_(x)`` then ``.div_(255)``, equal too.
     """
     if isinstance(data, torch.Tensor):
         views = [data[0]] if data.shape[0] == 1 else list(data.unbind(0))
@@ -294,24 +243,18 @@ def assemble_item(
 ) -> dict[str, Any]:
     """Build the map-style item of ``(rows.episode_index, frame_index)``.
 
-    Args:
-        depth: depth video keys → their :class:`~lerobotstream.decode._depth.DepthDequantizer` (the
-            ``frames`` of these keys are int16 ``(1, H, W)`` codes).
-        images: ``image`` keys → ``{episode frame: decoded frame}`` (``_images.decode_image``)
-            holding at least this anchor's frames.
-        image_depth: depth ``image`` keys → ``_images.image_depth_factor`` (unit conversion).
-        camera_keys: the keys ``image_transforms`` apply to (never depth keys).
-        slot: where each RGB video key's frames may be written (:data:`SlotFn`; each frame is
-            then written once, de-interleaved, into the caller's tensor), and with its ``put``
-            where the fixed-shape row columns and ``*_is_pad`` go; None: new tensors.
+    Args: ``depth``: depth video keys → their ``DepthDequantizer`` (their ``frames`` are int16
+    ``(1, H, W)`` codes); ``images``: ``image`` keys → ``{episode frame: decoded frame}``;
+    ``image_depth``: depth image keys → unit conversion; ``camera_keys``: the keys
+    ``image_transforms`` apply to; ``slot``: where the frames, fixed-shape row columns and pads
+    may be written (:data:`SlotFn`; None: new tensors).
 
     Returns:
-        dict: row columns (0-dim/1-dim tensors as the HF formatter makes them), windowed keys
-        stacked to (K, ...), ``<key>_is_pad`` bool (K,), video keys float32 [0, 1] (uint8 with
-        ``return_uint8``) of shape (C, H, W) or (K, C, H, W), depth video float32 (1, H, W) or
-        (K, 1, H, W) in the output unit, ``image`` keys as map-style (float32 (C, H, W) in [0, 1]
-        for 8-bit images whatever ``return_uint8`` says, (K, C, H, W) with a window), language
-        columns as lists of row dicts, and ``task`` (str).
+        dict: row columns (tensors as the HF formatter makes them), windowed keys stacked to
+        (K, ...), ``<key>_is_pad`` bool (K,), video float32 [0, 1] (uint8 with ``return_uint8``)
+        (C, H, W) or (K, C, H, W), depth video float32 in the output unit, ``image`` keys as
+        map-style (float32 [0, 1] for 8-bit images), language columns as lists of row dicts,
+        ``task`` (str).
     """
     f = int(frame_index)
     n = rows.length

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lerobotstream.dataset._images import image_depth_factor
-from lerobotstream.dataset._windows import check_window_keys
 from lerobotstream.errors import MetadataError, StreamingConfigError
 from lerobotstream.meta import LANGUAGE_COLUMNS, DatasetMeta
 
@@ -27,32 +26,22 @@ __all__ = ["CameraPlan", "plan_cameras"]
 class CameraPlan:
     """The decoded cameras of one dataset (info order)."""
 
-    video_keys: list[str]
-    """Decoded video features (RGB and depth): each gets a mini-MP4 per episode."""
-    image_keys: list[str]
-    """Decoded ``image`` features (bytes in the Parquet rows)."""
-    depth_keys: list[str]
-    """Decoded depth video features (PyAV ``gray12le`` codes, dequantised)."""
-    transform_keys: list[str]
-    """Decoded camera keys ``image_transforms`` apply to (all but depth keys)."""
+    video_keys: list[str]  # decoded video features (RGB and depth): each gets a mini-MP4 per episode
+    image_keys: list[str]  # decoded ``image`` features (bytes in the Parquet rows)
+    depth_keys: list[str]  # decoded depth video features (PyAV ``gray12le`` codes, dequantised)
+    transform_keys: list[str]  # decoded camera keys ``image_transforms`` apply to (all but depth keys)
+    #: depth video key → :class:`~lerobotstream.decode._depth.DepthDequantizer`
     dequantizers: dict = field(default_factory=dict)
-    """Depth video key → :class:`~lerobotstream.decode._depth.DepthDequantizer`."""
+    #: depth image key → unit conversion (``"mul"`` / ``"div"`` / None: ``_images.image_depth_factor``)
     image_depth: dict = field(default_factory=dict)
-    """Depth image key → unit conversion (``"mul"`` / ``"div"`` / None, see ``_images.image_depth_factor``)."""
-    skipped_columns: list[str] = field(default_factory=list)
-    """``image`` columns not decoded (never read from the Parquet files)."""
+    skipped_columns: list[str] = field(default_factory=list)  # ``image`` columns not decoded (never read)
 
 
 def plan_cameras(
     meta: DatasetMeta, camera_keys: Sequence[str] | None, window_keys: Sequence[str], depth_output_unit: str = "mm"
 ) -> CameraPlan:
-    """Resolve ``camera_keys`` against the dataset's cameras.
-
-    Args:
-        meta: the dataset's metadata.
-        camera_keys: keys to decode (video or image features), None = every camera.
-        window_keys: the ``delta_timestamps`` keys.
-        depth_output_unit: ``"mm"`` or ``"m"``.
+    """Resolve ``camera_keys`` (None: every camera) against the dataset's cameras, with the
+    ``delta_timestamps`` keys ``window_keys`` and ``depth_output_unit`` (``"mm"`` or ``"m"``).
 
     Raises:
         MetadataError: a key is not a camera of the dataset; a selected depth video has an encoding
@@ -71,13 +60,28 @@ def plan_cameras(
                 f"camera_keys {unknown} are not camera keys (video or image features) of {meta.repo_id} ({cameras})"
             )
         selected = set(camera_keys)
-    unstackable = [
+    decoded = [k for k in cameras if k in selected]
+    skipped = [k for k in window_keys if k in cameras and k not in selected]
+    if skipped:  # the items would carry a <key>_is_pad without its frames
+        raise StreamingConfigError(
+            f"delta_timestamps has windows on cameras {skipped} that camera_keys={decoded} does not decode: "
+            "the items would carry their <key>_is_pad without the frames; add them to camera_keys or drop "
+            "their windows",
+            option="delta_timestamps",
+            value=skipped,
+        )
+    unstackable = {
         *LANGUAGE_COLUMNS,
         *(k for k, f in meta.features.items() if f.get("dtype") in ("string", "language")),
-    ]
-    check_window_keys(
-        list(window_keys), cameras=cameras, decoded=[k for k in cameras if k in selected], language=unstackable
-    )
+    }
+    lang = [k for k in window_keys if k in unstackable]
+    if lang:  # language rows, string features: map-style's stack raises TypeError
+        raise StreamingConfigError(
+            f"delta_timestamps has windows on {lang}: their per-frame values (language rows, strings) cannot be "
+            "stacked (map-style LeRobot raises TypeError); drop these windows",
+            option="delta_timestamps",
+            value=lang,
+        )
     depth_all = set(meta.depth_keys)
     video_keys = [k for k in meta.video_keys if k in selected]
     image_keys = [k for k in meta.image_keys if k in selected]

@@ -1,15 +1,12 @@
 """Collate functions: LeRobot 0.6.1's language-aware ``lerobot_collate_fn`` (for loops without
 LeRobot) and :class:`PackedCollate`, the same batches in fewer shared-memory files.
 
-``lerobot_collate_fn``:
-
-Items of a dataset with language columns carry ``language_persistent`` / ``language_events`` as
-per-frame lists of row dicts, which ``torch``'s ``default_collate`` cannot batch (ragged). LeRobot
-0.6.1's ``lerobot-train`` switches to ``lerobot.utils.collate.lerobot_collate_fn`` when
-``dataset.meta.has_language_columns``; this is the same function: ``None`` samples are dropped,
-``messages`` / ``message_streams`` / ``target_message_indices`` are kept as Python lists (every
-sample must carry them or none), language columns are dropped from the batch, every other key goes
-through ``default_collate``.
+Language columns (``language_persistent`` / ``language_events``) are per-frame lists of row dicts,
+which ``default_collate`` cannot batch; LeRobot 0.6.1's ``lerobot-train`` then switches to
+``lerobot.utils.collate.lerobot_collate_fn``, which :func:`lerobot_collate_fn` is: ``None``
+samples dropped, ``messages`` / ``message_streams`` / ``target_message_indices`` kept as Python
+lists (every sample carries them or none), language columns dropped, every other key through
+``default_collate``.
 """
 
 from __future__ import annotations
@@ -106,34 +103,26 @@ class PackedCollate:
     """``default_collate`` (or LeRobot's ``lerobot_collate_fn``) with fewer shared-memory files:
     the same batch, in fewer pieces across the DataLoader's process boundary.
 
-    In a DataLoader worker every tensor of a batch is its own shared-memory file whose descriptor
-    is passed to the training process over its own socket connection: with ~10 keys per item
-    (state, action, indices, timestamps, pads, frames) that hand-off, not the data, is most of the
-    cost of a small key. Here, **in a DataLoader worker**, the small keys of a batch — under
-    ``OWN_STORAGE_BYTES`` (64 KiB) per batch and under 3 dims per item — are stacked into **one
-    shared storage per dtype** (64-byte aligned views; one dtype per storage, so ``torch.save`` of a
-    batch works); image-like keys (frames, depth maps: 3 or more dims per item) and larger keys keep
-    a storage each. Outside workers (``num_workers=0``) it is ``inner`` itself: nothing crosses a
-    process there. Measured on 2 cores with 2 workers, G1 640x480 uint8 samples: about 1 CPU ms
-    per sample less than ``default_collate`` (5.7-6.6 vs 6.7-8.0 ms; ``docs/performance.md``).
+    In a DataLoader worker every tensor of a batch is its own shared-memory file handed to the
+    training process over its own connection: for a small key that hand-off is most of the cost.
+    Here, **in a worker**, the small keys (under ``OWN_STORAGE_BYTES``, 64 KiB, per batch and under
+    3 dims per item) are stacked into **one shared storage per dtype** (64-byte aligned views);
+    image-like and larger keys keep a storage each. Outside workers it is ``inner`` itself.
+    Measured on 2 cores, 2 workers, 640x480 uint8 samples: about 1 CPU ms per sample less than
+    ``default_collate`` (``docs/performance.md``).
 
-    The batch equals ``inner``'s: the same keys in the same order, values, shapes, dtypes, strides.
-    The small keys' tensors are contiguous views into their dtype's storage, which has three
-    consequences: keeping one key keeps that storage alive (at most 64 KiB per key of that dtype,
-    never a frame); pickling or ``torch.save`` of one key writes the whole storage; and
-    ``resize_`` that grows a key writes into the next key of its storage, as for any view (e.g. of
-    ``torch.split``; with ``default_collate`` a worker's shared storage refuses to grow). Keys whose
-    values are not CPU tensors of one shape and dtype (strings, lists, CUDA frames, ragged values),
-    and LeRobot's list keys (``messages``, ...), go through ``inner`` unchanged, which raises for
-    them as it would.
+    The batch equals ``inner``'s: keys and their order, values, shapes, dtypes, strides. A small
+    key's tensor is a view into its dtype's storage: keeping it keeps that storage (at most 64 KiB
+    per key) alive, pickling it writes the whole storage, and ``resize_`` that grows it writes into
+    the next key. Keys whose values are not CPU tensors of one shape and dtype, and LeRobot's list
+    keys, go through ``inner`` unchanged.
 
     Args:
-        inner: the collate function whose batches these are: ``None`` / ``default_collate``, or
-            ``lerobot_collate_fn`` (this package's or LeRobot's). Any other function is called
-            as is, without packing (its output cannot be known).
+        inner: ``None`` / ``default_collate``, or ``lerobot_collate_fn`` (this package's or
+            LeRobot's). Any other function is called as is, without packing.
 
-    Use: ``DataLoader(ds, batch_size=B, num_workers=N, collate_fn=lerobotstream.packed_collate)``;
-    ``lerobotstream-train`` sets it on its stream DataLoaders. Picklable (spawn workers).
+    Use: ``DataLoader(ds, batch_size=B, num_workers=N, collate_fn=lerobotstream.packed_collate)``
+    (``lerobotstream-train`` sets it). Picklable (spawn workers).
     """
 
     def __init__(self, inner: Callable[[list[Any]], Any] | None = None) -> None:

@@ -1,42 +1,14 @@
 """``StreamingLeRobotDataset``: the torch ``IterableDataset`` users train on.
 
-Wiring (per process, created lazily after a PID check so DataLoader workers never inherit
-decoders, handles or connections from the parent):
+The constructor (training process) opens the byte sources (metadata from ``root`` / ``repo_id``,
+payload from ``data_root`` when given), loads the metadata, plans cameras and windows and makes
+sure of the validated MP4 index sidecar (``sidecar.ensure_sidecar``). Everything per process is
+made lazily after a PID check by the stream core (:mod:`lerobotstream.dataset._stream`: this
+dataset is a list of one part), so DataLoader workers never inherit decoders or connections.
 
-* constructor (training process): byte sources (``sources.open_source``; metadata from ``root``
-  / ``repo_id``, payload from ``data_root`` when given, else the same place), metadata
-  (``meta.DatasetMeta``), the MP4 index sidecar (``sidecar.ensure_sidecar``: revision-keyed cache →
-  published → locked local build) opened and validated once (``sidecar.open_sidecar``);
-* per process: the sidecar's derived mmap index (``Mp4Index``: only the sources this process's
-  episodes use are materialised) → per (episode, camera) ``mp4.plan_span`` with the exact
-  ``synth_nbytes`` → the planner (``planner._planner.Planner``: rank shard, worker shard, exact-coverage
-  pools, sample-exact resume) and the worker's :class:`~lerobotstream.payload_cache.EpisodeByteCache`;
-* the stream core (:mod:`lerobotstream.dataset._stream`, shared with the mixture: this dataset is
-  a list of one part) wires them per iterator;
-* :class:`~lerobotstream.dataset._pipeline.Pipeline` drives fetches (Parquet rows through
-  ``parquet.EpisodeParquetReader`` + mini-MP4 payloads of the same frontier), chunked decodes
-  (each GOP once per chunk; ``decode.EpisodeVideo`` over a bounded ``decode.OpenDecoderLRU``) and the
-  ordered bounded queue.
-
-Resume (sample-exact through a real DataLoader, any ``num_workers`` and ``batch_size``)::
-
-    ds = StreamingLeRobotDataset(root=..., repeat=True, batch_size=B, num_workers=N)
-    dl = DataLoader(ds, batch_size=B, num_workers=N)
-    for step, batch in enumerate(dl):
-        ...
-        if checkpoint_now:
-            # the training process only sees batches: tell the dataset what it consumed
-            state = ds.state_dict(samples_consumed=(step + 1) * B)   # or batches_consumed=step + 1
-    # later, a new process:
-    ds = StreamingLeRobotDataset(root=..., repeat=True, batch_size=B, num_workers=N)
-    ds.load_state_dict(state)   # ResumeStateError when seed/world/batch/workers/strategy/pool differ
-    dl = DataLoader(ds, batch_size=B, num_workers=N)   # continues with the next sample exactly
-
-With ``num_workers=0`` the dataset counts the items it yielded itself, so ``ds.state_dict()``
-without arguments is exact at batch boundaries; with DataLoader workers it needs the training
-loop's count (``samples_consumed=`` / ``batches_consumed=``, or ``ds.samples_consumed = n`` set
-first: StreamingConfigError otherwise, since this process never sees the workers). Each DataLoader worker derives its own offset
-from the rank's consumed count (``Planner.worker_start`` replays the DataLoader's batch turns).
+Resume is sample-exact through a DataLoader (docs/resume.md): ``ds.state_dict(samples_consumed=n)``
+(or ``batches_consumed=``; with ``num_workers=0`` the dataset counts itself), then
+``ds.load_state_dict(state)`` in a new process before iterating.
 """
 
 from __future__ import annotations
@@ -48,8 +20,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lerobotstream import constants
-from lerobotstream._option_rules import check_tolerance
-from lerobotstream._option_signature import constructor_signature
 from lerobotstream._slow import announce_if_slow
 from lerobotstream.dataset._cameras import plan_cameras
 from lerobotstream.dataset._reader import ReaderConfig
@@ -58,7 +28,7 @@ from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.dataset._wiring import StreamPart
 from lerobotstream.errors import Mp4Error, StreamingConfigError, naming
 from lerobotstream.meta import DatasetMeta
-from lerobotstream.options import StreamOptions
+from lerobotstream.options import StreamOptions, check_tolerance, constructor_signature
 from lerobotstream.sources import open_source
 
 log = logging.getLogger("lerobotstream.dataset")
@@ -77,41 +47,26 @@ class StreamingLeRobotDataset(StreamCore):
             delta_timestamps, image_transforms, revision, max_num_shards, tolerance_s, return_uint8,
             video_backend, seed, repeat). Every option, its default, unit and rule:
             :class:`~lerobotstream.options.StreamOptions` and ``docs/options.md`` (generated from it).
-    ``ds.options`` is the resolved, frozen :class:`~lerobotstream.options.StreamOptions` every
-    layer reads (numbers as int / float, ``seed=None`` as 42, ``num_workers`` from
-    ``max_num_shards`` when unset); each option is also a read-only attribute, a view of it
-    (``ds.byte_budget_gb``). ``ds.episodes`` is the selection, sorted (None: every episode).
+    ``ds.options``: the resolved, frozen options every layer reads (``seed=None`` as 42,
+    ``num_workers`` from ``max_num_shards`` when unset); each option is also a read-only attribute.
 
-    Args (distributed): equalize (``"none"`` | ``"drop"``; ``repeat=False`` only): ranks own whole
-        episodes, so their epochs can differ in length and DDP then hangs at the epoch end waiting
-        for the shorter rank. ``"drop"`` stops every rank after the smallest rank's batch count
-        (needs the DataLoader's ``batch_size``/``num_workers``/``drop_last`` passed here); the
-        anchors it skips are skipped in that epoch only (each epoch reshuffles). Default ``"none"``:
-        every frame exactly once per epoch, unequal rank lengths possible.
-    Args (anchors): drop_n_last_frames (0): the last n frames of every episode are never anchors
-        (LeRobot's ``EpisodeAwareSampler(drop_n_last_frames=n)``, used by diffusion-style policies
-        whose action window must not run past the episode); an episode of at most n frames gives
-        no anchor; exactly-once coverage holds for the other anchors. Their windows still see the
-        whole episode. ``sampling_strategy="sequential"``: ascending episodes, frames in order
-        (an evaluation stream; the same order every epoch).
+    Options of note (docs/options.md): ``equalize="drop"`` stops every rank of a finite epoch
+    after the smallest rank's batch count (ranks own whole episodes; DDP would hang);
+    ``drop_n_last_frames`` (LeRobot's ``EpisodeAwareSampler``); ``sampling_strategy="sequential"``.
 
-    Epochs: ``repeat=False`` yields one epoch per iterator (call ``set_epoch(e)`` for the next
-    epoch's order, like ``DistributedSampler``); ``repeat=True`` chains epochs endlessly. With
-    ``DataLoader(persistent_workers=True)`` the workers keep the copy made at their start and never
-    see later ``set_epoch`` calls: each worker counts the iterators started on it, so the k-th
-    epoch of the DataLoader runs epoch ``e0 + k`` (``e0``: the epoch when the workers started) —
-    the same orders as ``set_epoch(e0 + k)`` without persistent workers, provided the epochs are
-    consecutive (a ``set_epoch`` that skips epochs cannot reach persistent workers).
+    Epochs: ``repeat=False`` yields one epoch per iterator (``set_epoch(e)`` for the next, like
+    ``DistributedSampler``); ``repeat=True`` chains epochs endlessly. With
+    ``persistent_workers=True`` the k-th iterator of a worker plays epoch ``e0 + k`` (``e0``: the
+    epoch when the workers started): the workers never see later ``set_epoch`` calls.
 
     Items: see :func:`lerobotstream.dataset._assemble.assemble_item`.
 
     Raises:
-        StreamingConfigError (a ValueError naming the option and its value) at construction for any
-        invalid option; MetadataError, DeltaTimestampsError, ShardingError at construction / iteration start;
-        Sidecar* errors at construction; ByteBudgetError before any payload fetch;
-        ResumeStateError from ``load_state_dict`` (or the first worker batch when the DataLoader's
-        worker count differs); DecodeError / FrameTimestampError / SourceError during iteration
-        (messages name episode, camera and file).
+        StreamingConfigError (a ValueError naming the option and its value) at construction;
+        MetadataError, DeltaTimestampsError, ShardingError at construction or iteration start;
+        Sidecar* errors at construction; ByteBudgetError before any payload fetch; ResumeStateError
+        from ``load_state_dict`` (or the first worker batch); DecodeError / FrameTimestampError /
+        SourceError during iteration (messages name episode, camera and file).
     """
 
     def __init__(
@@ -148,11 +103,10 @@ class StreamingLeRobotDataset(StreamCore):
             self._planner(self.loader_settings())
         self._setup = {"metadata_s": time.perf_counter() - t0}
         t1 = time.perf_counter()
-        self._sidecar_npz, self._sidecar_how = self._ensure_sidecar()
+        self._sidecar_npz, self._sidecar_how = self._find_sidecar()
         self._setup["sidecar_s"] = time.perf_counter() - t1
-        # import torchcodec (~1 s) and the per-worker modules here, in the training process, so
-        # DataLoader workers fork with them loaded instead of each importing them before its first
-        # batch (no decoder, file handle or thread is created here)
+        # import torchcodec (~1 s) and the per-worker modules in the training process: DataLoader
+        # workers fork with them loaded (no decoder, file handle or thread is created here)
         t2 = time.perf_counter()
         import lerobotstream.decode._decoder  # noqa: F401  (with _cuda, _depth, _frames, _lean)
         import lerobotstream.decode._open_decoders  # noqa: F401
@@ -176,49 +130,43 @@ class StreamingLeRobotDataset(StreamCore):
         self.depth_keys = self._cameras.depth_keys  # decoded depth videos
         self.transform_keys = self._cameras.transform_keys  # decoded cameras image_transforms apply to
 
-    def _ensure_sidecar(self):
-        try:
-            return self._find_sidecar()
-        except Mp4Error as e:  # a damaged MP4: say how to find every one, and the episodes to train on
-            raise type(e)(f"{e.message}; {self._validate_hint()}", **e.fields) from e
-
-    def _validate_hint(self) -> str:
-        """How to check the dataset (every damaged file and the episodes it holds) before training."""
-        if isinstance(self.root, (str, os.PathLike)):
-            where = os.fspath(self.root)
-        elif self.repo_id:
-            where = f"--repo-id {self.repo_id}"
-        else:
-            where = "ROOT"
-        return (
-            f"check the dataset with `lerobotstream-validate {where}` (it names every damaged file and the "
-            "episodes in it; `--print-good-episodes` prints the episodes to train on), then re-download or "
-            "re-encode the file"
-        )
-
-    def _find_sidecar(self):
+    def _find_sidecar(self) -> tuple[str, str]:
+        """``(npz path, how)`` of the validated MP4 sidecar; a damaged MP4's error says how to find
+        every damaged file (``lerobotstream-validate``) and the episodes to train on."""
         from lerobotstream.sidecar import ensure_sidecar, open_sidecar
 
         o = self.options
         rid = self.repo_id or self.meta.repo_id or f"local/{_root_name(self.root)}"
-        npz, how = ensure_sidecar(
-            self._payload_source,
-            self.meta,
-            repo_id=rid,
-            revision=o.revision,
-            repo_type=o.repo_type,
-            lock_timeout_s=o.sidecar_lock_timeout_s,
-            tolerance_s=o.tolerance_s,
-            data_root=None if o.data_root is None else os.fspath(o.data_root),
-            progress=constants.show_progress(),
-        )
-        open_sidecar(
-            npz,
-            self.meta,
-            source=self._payload_source,
-            tolerance_s=o.tolerance_s,
-            lock_timeout_s=o.sidecar_lock_timeout_s,
-        )  # validate once, in the training process
+        try:
+            npz, how = ensure_sidecar(
+                self._payload_source,
+                self.meta,
+                repo_id=rid,
+                revision=o.revision,
+                repo_type=o.repo_type,
+                lock_timeout_s=o.sidecar_lock_timeout_s,
+                tolerance_s=o.tolerance_s,
+                data_root=None if o.data_root is None else os.fspath(o.data_root),
+                progress=constants.show_progress(),
+            )
+            open_sidecar(  # validate once, in the training process
+                npz,
+                self.meta,
+                source=self._payload_source,
+                tolerance_s=o.tolerance_s,
+                lock_timeout_s=o.sidecar_lock_timeout_s,
+            )
+        except Mp4Error as e:
+            if isinstance(self.root, (str, os.PathLike)):
+                where = os.fspath(self.root)
+            else:
+                where = f"--repo-id {self.repo_id}" if self.repo_id else "ROOT"
+            hint = (
+                f"check the dataset with `lerobotstream-validate {where}` (it names every damaged file and the "
+                "episodes in it; `--print-good-episodes` prints the episodes to train on), then re-download or "
+                "re-encode the file"
+            )
+            raise type(e)(f"{e.message}; {hint}", **e.fields) from e
         return str(npz), how
 
     # --- LeRobot-like surface ---------------------------------------------------------------------
@@ -297,47 +245,40 @@ class StreamingLeRobotDataset(StreamCore):
 
         Keys:
             sidecar (str): ``"cache"`` | ``"published"`` | ``"built"``.
-            source (dict): payload ``ByteSource.stats`` (requests, bytes_read, bytes_requested, retries,
-                metadata_requests); metadata_source (dict) when metadata comes from another root.
-            bytes_fetched (int), requests (int): payload source totals of this process.
-            bytes_needed (int): MP4 payload bytes of the fetched spans (what had to travel).
-            bytes_by_epoch (dict): epoch (int) -> MP4 payload bytes by origin (int, bytes):
-                ``store_bytes`` (read from the store), ``disk_cache_bytes`` (read from a disk cache;
-                0 without one), ``reused_bytes`` (episodes admitted again with the payload still in
-                memory, not fetched) and ``needed_bytes`` (the spans of the episodes the epoch's
-                samples came from). An episode counts in the epoch of its admission, a fetch in
-                the epoch of the admission it serves (after a mid-epoch resume with partitions,
-                the episodes the resumed epoch had finished count their next epoch in it). Parquet rows are not included (the source totals have them).
-            disk_cache (dict, with ``cache_dir`` over a remote store): this process's ``hits``,
-                ``misses``, ``corrupt`` (entries refused and fetched again), ``writes``,
-                ``evictions``, ``bytes_read``, ``bytes_written``, and ``limit_bytes``.
-            episodes_fetched (int).
-            decoder_opens (int), decoder_evictions (int), open_decoders (int), decoder_capacity (int).
+            source (dict): payload ``ByteSource.stats``; metadata_source (dict) when metadata
+                comes from another root; bytes_fetched, requests (int): the payload source's totals.
+            bytes_needed (int): MP4 payload bytes of the fetched spans.
+            bytes_by_epoch (dict): epoch -> MP4 payload bytes by origin: ``store_bytes``,
+                ``disk_cache_bytes``, ``reused_bytes`` (admitted again with the payload still in
+                memory) and ``needed_bytes`` (the spans of the epoch's episodes). An episode counts
+                in the epoch of its admission, a fetch in that of the admission it serves. Parquet
+                rows are not included.
+            disk_cache (dict, with ``cache_dir`` over a remote store): ``hits``, ``misses``,
+                ``corrupt``, ``writes``, ``evictions``, ``bytes_read``, ``bytes_written``, ``limit_bytes``.
+            episodes_fetched, decoder_opens, decoder_evictions, open_decoders, decoder_capacity (int).
             decoder_fallbacks (int): CUDA requests decoded on the CPU; pyav_fallbacks (int);
                 fallback_reasons (dict reason → count).
-            frames_decoded (int): frames the decoders had to decode (whole GOP runs from their seek
-                point, each once while it stays in the decoded-GOP cache); frames_returned (int): frames put into items (window frames
-                included); frames_unique (int); decode_calls (int);
+            frames_decoded (int): frames decoded (whole GOP runs, each once while cached);
+                frames_returned (int, window frames included); frames_unique, decode_calls (int);
                 frames_decoded_per_returned (float | None).
-            seconds (per stage, summed over threads): metadata_s, sidecar_s (training process setup),
-                torchcodec_import_s, index_open_s, spans_s, parquet_s, fetch_s, synthesize_s, open_s, decode_s, assemble_s,
-                transforms_s, queue_wait_s, admit_wait_s, decode_job_s; first_item_s.
-            items (int): items yielded; chunks (int).
-            gop_cache_bytes, gop_cache_peak_bytes, gop_cache_capacity_bytes (int, bytes of decoded
-                uint8 frames kept), gop_cache_evictions (int): the decoded-GOP cache.
+            seconds, summed over threads: metadata_s, sidecar_s, torchcodec_import_s (set-up),
+                index_open_s, spans_s, parquet_s, fetch_s, synthesize_s, open_s, decode_s,
+                assemble_s, transforms_s, queue_wait_s, admit_wait_s, decode_job_s; first_item_s.
+            items, chunks (int).
+            gop_cache_bytes, gop_cache_peak_bytes, gop_cache_capacity_bytes, gop_cache_evictions
+                (int): the decoded-GOP cache.
             reserved_bytes, resident_bytes, byte_budget (int, bytes); cache (dict: ``CacheStats``).
         """
         return self._stats_of(self._readers)
 
     def _stats_of(self, readers: Any) -> dict[str, Any]:
-        """:meth:`stats` of ``readers`` (this process's, or a threads-mode shard's)."""
         if readers is None:
             return {}
         return {
             "sidecar": self._sidecar_how,
-            **self._part_stats(0, readers),
+            **readers.part_stats(0),
             **self._setup,
-            **self._pipeline_stats(readers),
+            **readers.pipeline_stats(),
             "items": readers.times.items,
         }
 

@@ -1,20 +1,17 @@
 """The episode job: one (dataset, episode) unit of work in a process, from fetch to assembly.
 
-An :class:`EpisodeJob` is made by the pipeline when it first admits or prefetches an episode, with
-everything it needs handed to it: its dataset's :class:`~lerobotstream.dataset._reader.DatasetReader`
-(spans, fetch, decoders, counters), the worker's byte cache and decoded-GOP cache, its size and
-its part's item keys. It lives until the byte cache frees the episode's payload (:meth:`close`).
-Its steps, each on the pipeline's thread for it:
+The pipeline makes an :class:`EpisodeJob` when it first admits or prefetches an episode, handing
+it its dataset's :class:`~lerobotstream.dataset._reader.DatasetReader`, the worker's byte cache
+and decoded-GOP cache, its size and its part's item keys; it lives until the byte cache frees the
+episode's payload (:meth:`~EpisodeJob.close`). Its steps, each on the pipeline's thread for it:
 
 * :meth:`~EpisodeJob.fetch` (a fetch thread of the byte cache): Parquet rows + mini-MP4s;
-* :meth:`~EpisodeJob.decode` (a decode thread) gets up to ``decode_lookahead`` anchors of the
-  episode. Per camera it maps the anchors (or their ``delta_timestamps`` windows) to local frames
-  of the episode's mini-MP4, groups them by GOP (sync sample to the next sync sample), and decodes
-  the GOP runs not yet held by the worker's :class:`DecodedGopCache` (below)
-  in batched decoder calls of about ``_CALL_FRAMES`` frames. Per camera it keeps the *demand*:
-  how often each local frame is used over the whole episode and how often it was served, so a
-  decoded GOP leaves the cache once its last use was served. Image features are decoded here too
-  (Pillow), each distinct frame once per call;
+* :meth:`~EpisodeJob.decode` (a decode thread): per camera, the chunk's anchors (or their
+  ``delta_timestamps`` windows) mapped to local frames of the mini-MP4, grouped by GOP, and the
+  GOP runs not held by the :class:`DecodedGopCache` decoded in batched calls of about
+  ``_CALL_FRAMES`` frames; the per-camera *demand* (uses of each local frame over the episode,
+  and uses served) lets a decoded GOP leave the cache after its last use. Image features are
+  decoded here too (Pillow), each distinct frame once per call;
 * :meth:`~EpisodeJob.assemble` (an assembly thread): one item from a :class:`Decoded`.
 """
 
@@ -25,7 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -34,17 +31,15 @@ import torch
 
 from lerobotstream import _heap
 from lerobotstream.dataset._assemble import EpisodeRows, assemble_item
-from lerobotstream.dataset._images import decode_images
+from lerobotstream.dataset._images import decode_image
 from lerobotstream.dataset._windows import window_indices
 from lerobotstream.errors import EpisodeDataError
 
-__all__ = ["DecodedGopCache", "Decoded", "EpisodeJob", "JobMaker", "JobPart"]
+__all__ = ["DecodedGopCache", "Decoded", "EpisodeJob", "JobMaker"]
 
 
 #: longest GOP run decoded at once past the last needed frame (frames); longer GOPs are decoded in parts
 _MAX_RUN = 64
-
-
 #: frames per decoder call (whole GOP runs are grouped up to this; a longer run is one call): one
 #: huge output tensor per chunk is a fresh mmap that page-faults (~0.5 ms per 640x480 frame, more
 #: than decoding it), while call-sized outputs are recycled by the allocator
@@ -67,29 +62,15 @@ def _call_groups(runs: list, cap: int) -> list:
     return groups
 
 
-# Bounded per-worker cache of decoded GOPs, so a GOP is decoded once per episode, not once per chunk.
-#
-# Why: the planner draws a pool's anchors in random order, so a chunk of ``decode_lookahead`` anchors
-# touches many GOPs of an episode but only a few frames of each. Decoding a GOP's needed frames per
-# chunk re-decodes its head (keyframe → requested frame) every time another chunk touches it: with
-# a 30-frame H.264 GOP and several episodes in the pool that is many decoded frames per returned
-# frame. Here, the first touch of a GOP decodes the whole GOP run (keyframe → next keyframe, capped at
-# ``max_run`` frames past the last needed frame) in the same batched decoder call as the chunk's other
-# GOPs; the frames stay cached until every use the episode will make of them was served
-# (``demand`` counts anchors × window frames), the episode is freed, or the byte bound evicts them
-# (least recently used first; an evicted GOP is simply decoded again when needed — never wrong, only
-# slower).
-#
-# Memory bound (per worker process): cached GOP frames ≤ ``capacity_bytes`` (uint8 ``C×H×W`` bytes
-# per frame) — plus the frames the at most two in-flight chunks still reference (see
-# ``dataset._pipeline``), which are released when those chunks' items are assembled.
-#
-# Thread-safe (one lock); entries are keyed ``(episode, camera, payload serial, gop start)``.
 class DecodedGopCache:
-    """LRU of decoded GOP runs with remaining-demand release.
+    """Bounded per-worker LRU of decoded GOP runs with remaining-demand release, so a GOP is decoded
+    once per episode, not once per chunk (random anchor order touches few frames of many GOPs).
 
-    Args:
-        capacity_bytes: bound on cached frame bytes (>= 0; 0 disables caching).
+    The first touch of a GOP decodes the whole run (keyframe → next keyframe, capped at ``_MAX_RUN``
+    frames past the last needed one); its frames stay until every use the episode makes of them
+    was served (``demand``), the episode is freed, or the bound evicts them (LRU; decoded again
+    when needed). Cached frames <= ``capacity_bytes`` (0 disables caching), plus what the two
+    in-flight chunks reference. Thread-safe; keys ``(episode, camera, payload serial, gop start)``.
     """
 
     def __init__(self, capacity_bytes: int) -> None:
@@ -104,15 +85,6 @@ class DecodedGopCache:
     @staticmethod
     def _size(t: torch.Tensor) -> int:
         return int(t.numel()) * int(t.element_size())
-
-    def get(self, key: Hashable, frame: int) -> torch.Tensor | None:
-        """The cached frame ``frame`` (local index) of run ``key`` as a (C,H,W) view, or None."""
-        with self._lock:
-            ent = self._items.get(key)
-            if ent is None or not ent[0] <= frame < ent[0] + ent[1].shape[0]:
-                return None
-            self._items.move_to_end(key)
-            return ent[1][frame - ent[0]]
 
     def get_run(self, key: Hashable) -> tuple[int, torch.Tensor] | None:
         """The cached run ``key`` as ``(first local frame, (T,C,H,W) frames)``, or None (one lock
@@ -145,29 +117,21 @@ class DecodedGopCache:
                 self.evictions += 1
             self.peak_nbytes = max(self.peak_nbytes, self.nbytes)
 
-    def use(self, key: Hashable, n: int) -> None:
-        """``n`` uses of run ``key`` were served: drop the run when no use remains."""
-        with self._lock:
-            self._use_locked(key, n)
-
     def use_many(self, keys: list, counts: list) -> None:
-        """:meth:`use` for each ``(key, n)`` pair, under one lock."""
+        """``n`` uses of run ``key`` were served, for each ``(key, n)``: a run no use remains of is dropped."""
         with self._lock:
             for key, n in zip(keys, counts):
-                self._use_locked(key, n)
-
-    def _use_locked(self, key: Hashable, n: int) -> None:
-        left = self._demand.get(key)
-        if left is None:
-            return
-        left -= int(n)
-        if left > 0:
-            self._demand[key] = left
-            return
-        self._demand.pop(key, None)
-        ent = self._items.pop(key, None)
-        if ent is not None:
-            self.nbytes -= self._size(ent[1])
+                left = self._demand.get(key)
+                if left is None:
+                    continue
+                left -= int(n)
+                if left > 0:
+                    self._demand[key] = left
+                    continue
+                self._demand.pop(key, None)
+                ent = self._items.pop(key, None)
+                if ent is not None:
+                    self.nbytes -= self._size(ent[1])
 
     def drop(self, prefix: tuple) -> None:
         """Forget every run whose key starts with ``prefix`` (e.g. ``(episode,)``)."""
@@ -189,20 +153,17 @@ class DecodedGopCache:
         return len(self._items)
 
 
+@dataclass(slots=True)
 class Decoded:
     """One :meth:`EpisodeJob.decode`'s result: rows and, per camera, the distinct decoded frames."""
 
-    __slots__ = ("rows", "frames", "videos", "images", "local_of", "from_timestamps")
-
-    def __init__(self, rows: EpisodeRows) -> None:
-        self.rows = rows
-        self.frames: dict[str, dict[int, torch.Tensor]] = {}  # camera -> local frame -> (C,H,W) uint8 view
-        self.videos: dict[str, Any] = {}
-        self.images: dict[str, dict[int, torch.Tensor]] = {}  # image key -> episode frame -> decoded frame
-        #: camera -> int64 (episode length,): local frame of each episode frame the episode's anchors
-        #: use (the map-style query ``from_timestamp + timestamp``), -1 for frames none uses
-        self.local_of: dict[str, np.ndarray] = {}
-        self.from_timestamps: dict[str, float] = {}  # camera -> the episode's start in its file (s)
+    rows: EpisodeRows
+    frames: dict[str, dict[int, torch.Tensor]] = field(default_factory=dict)  # camera -> local frame -> (C,H,W) view
+    videos: dict[str, Any] = field(default_factory=dict)  # camera -> its EpisodeVideo
+    images: dict[str, dict[int, torch.Tensor]] = field(default_factory=dict)  # key -> episode frame -> frame
+    #: camera -> int64 (episode length,): local frame of each episode frame the episode's anchors
+    #: use (the map-style query ``from_timestamp + timestamp``), -1 for frames none uses
+    local_of: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class EpisodeJob:
@@ -210,19 +171,14 @@ class EpisodeJob:
 
     Args:
         reader: its dataset's :class:`~lerobotstream.dataset._reader.DatasetReader`.
-        key (int): the episode's id in the worker's byte cache and decoded-GOP cache (a mixture's
-            global episode id ``offset + episode``).
+        key (int): the episode's id in the worker's caches (a mixture's ``offset + episode``).
         episode (int): the episode index in its dataset.
-        cache: the worker's :class:`~lerobotstream.payload_cache.EpisodeByteCache` (:meth:`decode`
-            waits there for the payload :meth:`fetch` returned).
-        gops: the worker's :class:`DecodedGopCache` (shared by every job of the worker).
-        size: ``size() -> bytes`` the byte cache reserves for the episode (the planner's size
-            provider, checked against the budget of the episode's plan).
-        transforms: image transforms applied on the assembly threads (None: none, or on the
-            iterating thread).
+        cache, gops: the worker's ``EpisodeByteCache`` and :class:`DecodedGopCache`.
+        size: ``size() -> bytes`` the byte cache reserves (checked against its plan's budget).
+        transforms: image transforms applied on the assembly threads (None: none, or in-process).
         dataset_index (int | None): added to each item (a mixture), ``dropped``: keys removed.
 
-    Thread-safe: :meth:`decode` calls of one job run one at a time (a GOP run is decoded once).
+    Thread-safe: :meth:`decode` calls of one job run one at a time.
     """
 
     def __init__(
@@ -291,11 +247,8 @@ class EpisodeJob:
         return d
 
     def decode(self, frames: np.ndarray) -> Decoded:
-        """Decode, once each, every frame the anchors ``frames`` of the episode need.
-
-        Whole GOP runs are decoded on first touch (one batched decoder call per camera and chunk)
-        and kept in the worker's :class:`DecodedGopCache` until the
-        episode has used them (see the comment above it for the memory bound)."""
+        """Decode, once each, every frame the anchors ``frames`` of the episode need (whole GOP
+        runs on first touch, kept in the :class:`DecodedGopCache` until the episode used them)."""
         ep, reader = self.episode, self.reader
         payload = self.cache.get(self.key)
         rows, serial, _ = payload.extra
@@ -310,7 +263,6 @@ class EpisodeJob:
                 idx = self.needed(cam, frames, n)
                 video = reader.video(ep, cam, reader.checked_payload(ep, cam, payload), serial)
                 out.videos[cam] = video
-                out.from_timestamps[cam] = video.from_timestamp
                 demand = self._demand(cam, video, rows)
                 out.local_of[cam] = demand["local_of"]
                 local = demand["local_of"][idx]  # the chunk's anchors are among the episode's: never -1
@@ -379,14 +331,17 @@ class EpisodeJob:
                 out.frames[cam] = got
             info = reader.cfg.meta.episode(ep)
             for key in reader.cfg.image_keys:  # each distinct image of the chunk decoded once (Pillow)
-                out.images[key] = decode_images(
-                    rows.images[key],
-                    self.needed(key, frames, n),
-                    key=key,
-                    episode_index=ep,
-                    path=info.data_path,
-                    shape=rows.image_shapes.get(key),
-                )
+                out.images[key] = {
+                    f: decode_image(
+                        rows.images[key][f],
+                        key=key,
+                        episode_index=ep,
+                        frame_index=f,
+                        path=info.data_path,
+                        shape=rows.image_shapes.get(key),
+                    )
+                    for f in np.unique(self.needed(key, frames, n)).tolist()
+                }
         return out
 
     def admitted(self, reused: bool) -> None:
@@ -407,7 +362,9 @@ class EpisodeJob:
             got = dec.frames[cam]
             local = dec.local_of[cam][idx].tolist()  # looked up once per episode by the decode
             if min(local) < 0:  # a frame no anchor was known to use: the full lookup (and its error)
-                local = dec.videos[cam].local_indices(dec.from_timestamps[cam] + dec.rows.timestamp_s[idx]).tolist()
+                local = (
+                    dec.videos[cam].local_indices(dec.videos[cam].from_timestamp + dec.rows.timestamp_s[idx]).tolist()
+                )
             return [got[i] for i in local]
 
         reader = self.reader
@@ -449,57 +406,39 @@ class EpisodeJob:
         _heap.trim()
 
 
-@dataclass(frozen=True)
-class JobPart:
-    """What the episode jobs of one part (dataset) of a stream are made with.
-
-    Fields:
-        offset (int): the part's episode ``e`` is the episode id ``offset + e``.
-        reader: the part's :class:`~lerobotstream.dataset._reader.DatasetReader`.
-        size: ``size(episode) -> bytes`` (the part's plan's ``episode_size``: the planner's size
-            provider, checked against the plan's budget).
-        dataset_index (int | None), dropped (tuple[str, ...]): as :class:`EpisodeJob`'s.
-    """
-
-    offset: int
-    reader: Any
-    size: Callable[[int], int]
-    dataset_index: int | None = None
-    dropped: tuple[str, ...] = ()
-
-
 class JobMaker:
-    """``maker(episode id) -> EpisodeJob``: the jobs of one worker's iterator (the pipeline's
-    ``new_job``). An episode id is split into its part once, here, when its job is made.
-
-    Args:
-        parts: one :class:`JobPart` per part, by ascending ``offset``.
-        cache, gops, transforms: handed to every job (:class:`EpisodeJob`).
-        job_class: the class of the jobs (``tools/scale_sim.py``: a stub's).
+    """``maker(episode id) -> EpisodeJob``: the pipeline's ``new_job``. An episode id is split into
+    its part (``StreamPart``, by ascending ``offset``) once, here; each part's reader and
+    ``size(episode) -> bytes`` (its plan's ``episode_size``) go to its jobs, with ``cache``,
+    ``gops`` and ``transforms``. ``job_class``: ``tools/scale_sim.py`` hands a stub's.
     """
 
     def __init__(
         self,
-        parts: Sequence[JobPart],
+        parts: Sequence[Any],
+        readers: Sequence[Any],
+        sizes: Sequence[Callable[[int], int]],
         cache: Any,
         gops: DecodedGopCache,
         *,
         transforms: Callable[[Any], Any] | None = None,
         job_class: type[EpisodeJob] = EpisodeJob,
     ) -> None:
-        self.parts, self.offsets = list(parts), [p.offset for p in parts]
+        self.parts, self.readers, self.sizes = list(parts), list(readers), list(sizes)
+        self.offsets = [p.offset for p in self.parts]
         self.cache, self.gops, self.transforms, self.job_class = cache, gops, transforms, job_class
 
     def __call__(self, key: int) -> EpisodeJob:
-        part = self.parts[bisect.bisect_right(self.offsets, key) - 1]
+        d = bisect.bisect_right(self.offsets, key) - 1
+        part = self.parts[d]
         ep = int(key) - part.offset
         return self.job_class(
-            part.reader,
+            self.readers[d],
             key,
             ep,
             self.cache,
             self.gops,
-            partial(part.size, ep),
+            partial(self.sizes[d], ep),
             transforms=self.transforms,
             dataset_index=part.dataset_index,
             dropped=part.dropped,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ import torch
 from lerobotstream.errors import EpisodeDataError
 from lerobotstream.meta import LANGUAGE_COLUMNS
 
-__all__ = ["decode_image", "decode_images", "declared_chw", "image_bytes", "language_rows", "LANGUAGE_COLUMNS"]
+__all__ = ["decode_image", "declared_chw", "image_bytes", "language_rows", "LANGUAGE_COLUMNS"]
 
 _UINT16_MODES = frozenset({"I;16", "I;16B", "I;16L"})
 _ORIENTATION = 0x0112  # EXIF Orientation tag (PIL.Image.ExifTags.Base.Orientation)
@@ -39,14 +39,6 @@ LANGUAGE_ROW_FIELDS = {
     "language_persistent": ("role", "content", "style", "timestamp", "camera", "tool_calls"),
     "language_events": ("role", "content", "style", "camera", "tool_calls"),
 }
-
-
-def _pil():
-    try:
-        from PIL import Image, ImageOps
-    except ImportError as e:  # pragma: no cover - Pillow is a dependency of image features
-        raise EpisodeDataError("image features need Pillow (pip install pillow)") from e
-    return Image, ImageOps
 
 
 def image_bytes(column, *, key: str, episode_index: int, path: str = "") -> list:
@@ -123,7 +115,10 @@ def decode_image(
             camera=key,
             path=path,
         )
-    Image, ImageOps = _pil()
+    try:
+        from PIL import Image, ImageOps
+    except ImportError as e:  # pragma: no cover - Pillow is a dependency of image features
+        raise EpisodeDataError("image features need Pillow (pip install pillow)") from e
     try:
         img = Image.open(io.BytesIO(data))  # lazy: the header (PNG IHDR) only, nothing decoded
         if shape is not None:  # before decoding: a cell declaring a huge image is not decoded
@@ -174,28 +169,6 @@ def _shape_error(
     )
 
 
-def decode_images(
-    cells: Sequence[bytes | None],
-    frames: np.ndarray,
-    *,
-    key: str,
-    episode_index: int,
-    path: str = "",
-    shape: tuple[int, int, int] | None = None,
-) -> dict[int, torch.Tensor]:
-    """Each distinct episode frame of ``frames`` decoded once: ``{frame: decode_image(...)}``."""
-    return {
-        int(f): decode_image(
-            cells[int(f)], key=key, episode_index=episode_index, frame_index=int(f), path=path, shape=shape
-        )
-        for f in np.unique(np.asarray(frames, dtype=np.int64)).tolist()
-    }
-
-
-def _tool_call(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def language_rows(column: str, value: Any) -> Any:
     """A language cell (Python value of the Parquet list of row structs) → map-style's value."""
     if value is None:
@@ -212,7 +185,7 @@ def language_rows(column: str, value: Any) -> Any:
             if name == "timestamp" and v is not None:
                 v = float(np.float32(v))
             elif name == "tool_calls" and v is not None:
-                v = [_tool_call(c) for c in v]
+                v = [json.loads(c) if isinstance(c, str) else c for c in v]
             new[name] = v
         out.append(new)
     return out
@@ -233,8 +206,3 @@ def to_output_unit(value: torch.Tensor, how: str | None) -> torch.Tensor:
     if how == "div":
         return value / 1000.0
     return value
-
-
-def is_language(name: str, features: Mapping[str, Any] | None = None) -> bool:
-    """LeRobot treats a column as language by its name (``is_language_column``)."""
-    return name in LANGUAGE_COLUMNS

@@ -1,20 +1,16 @@
 """``StreamingMultiLeRobotDataset``: one torch ``IterableDataset`` over a weighted mixture of
 LeRobotDataset v3 datasets, each streamed as :class:`StreamingLeRobotDataset` streams it.
 
-This module holds only what is specific to mixing: the per-dataset options, the common features
-and the mixture's metadata, the weights, one stream part per dataset (its global episode offset,
-dropped keys and ``dataset_index``) and the mixture's :class:`~lerobotstream.planner._planner.Planner`
-(each dataset's rank/worker shards and pools, their seeds and shares, a seeded mix sequence).
-Everything else — resume state, the iterator, one byte cache, one set of decode and assembly
-threads and one prefetch frontier per worker over global episode ids
-(``offset[d] + episode_index``) — is the stream core's (:mod:`lerobotstream.dataset._stream`),
-the same code that streams one dataset.
+Only what is specific to mixing lives here: the per-dataset options, the common features and the
+mixture's metadata, the weights, one stream part per dataset (its global episode offset, dropped
+keys and ``dataset_index``) and the mixture's :class:`~lerobotstream.planner._planner.Planner`.
+Everything else (resume state, the iterator, one byte cache, decoded-GOP cache and pipeline per
+worker over global episode ids ``offset[d] + episode_index``) is the stream core's
+(:mod:`lerobotstream.dataset._stream`), the code that streams one dataset.
 
 Budget: the rank's ``byte_budget_gb``, ``episode_pool_size`` and ``video_decoder_cache_size`` are
-split over the datasets (``planner.mixture_shares``: half evenly, half by weight); the shares sum
-to the rank's budget, so the whole mixture stays within it. ``decoded_cache_gb`` is one decoded-GOP
-cache per worker for every dataset (keys namespaced by dataset): a dataset's need for decoded GOPs
-follows its GOP length and episode lengths, not its weight.
+split over the datasets (``planner.mixture_shares``: half evenly, half by weight), summing to the
+rank's budget; ``decoded_cache_gb`` is one decoded-GOP cache per worker for every dataset.
 """
 
 from __future__ import annotations
@@ -26,12 +22,11 @@ from collections import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lerobotstream._option_rules import is_sequence
 from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, StreamPart, add_option_views, plan_settings
 from lerobotstream.errors import MixtureFeatureError, StreamingConfigError, naming
 from lerobotstream.features import aggregate_stats
-from lerobotstream.options import StreamOptions, per_dataset_options, require
+from lerobotstream.options import StreamOptions, is_sequence, per_dataset_options, require
 
 __all__ = ["StreamingMultiLeRobotDataset", "PER_DATASET_OPTIONS"]
 
@@ -41,34 +36,19 @@ log = logging.getLogger("lerobotstream.dataset")
 PER_DATASET_OPTIONS = per_dataset_options()
 _OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(StreamOptions))
 
-
-#: the notes already logged in this process (a run may build the same mixture several times:
-#: train and eval streams, a DataLoader that rebuilds it)
+#: the notes already logged in this process (a run may build the same mixture several times)
 _NOTED: set[str] = set()
 
 
-def _note_once(text: str) -> None:
-    """Log ``text`` as a warning once per process."""
-    if text not in _NOTED:
-        _NOTED.add(text)
-        log.warning(text)
-
-
-def _is_per_dataset(name: str, value: Any) -> bool:
-    """``value`` of option ``name`` is given per dataset: a dict keyed by repo ids
-    (``delta_timestamps``: when its values are dicts; else it is one ``{feature: offsets}`` for
-    every dataset)."""
-    return isinstance(value, abc.Mapping) and (
-        name != "delta_timestamps" or (value and all(isinstance(v, (abc.Mapping, type(None))) for v in value.values()))
-    )
-
-
-def _refuse_per_dataset(kwargs: dict[str, Any], repo_ids: Sequence[str]) -> None:
-    """An option that is not per-dataset given as a dict keyed by repo ids is refused as such (not
-    with the option's own rule, "must be one of ...", which does not say what is wrong).
+def _per_dataset(kwargs: dict[str, Any], repo_ids: Sequence[str]) -> dict[str, list[Any]]:
+    """The options given per dataset, as ``{name: [value of each dataset]}`` (a repo id left out:
+    None, the default). A per-dataset option is a dict keyed by repo ids (``delta_timestamps``:
+    when its values are dicts; else it is one ``{feature: offsets}`` for every dataset).
 
     Raises:
-        StreamingConfigError: naming the option and the options a mixture takes per dataset.
+        StreamingConfigError: an option that is not per-dataset given as a dict keyed by repo ids
+            (named, with the options a mixture takes per dataset), or a per-dataset dict with a
+            key that is not a repo id.
     """
     for name, value in kwargs.items():
         if name in PER_DATASET_OPTIONS or name not in _OPTION_NAMES or not isinstance(value, abc.Mapping) or not value:
@@ -80,23 +60,23 @@ def _refuse_per_dataset(kwargs: dict[str, Any], repo_ids: Sequence[str]) -> None
                 option=name,
                 value=value,
             )
-
-
-def _per_dataset(name: str, value: Any, repo_ids: Sequence[str]) -> list[Any]:
-    """``value`` for each dataset (given per dataset, :func:`_is_per_dataset`: a repo id left
-    out takes the default, None).
-
-    Raises:
-        StreamingConfigError: a per-dataset dict with a key that is not one of the repo ids.
-    """
-    unknown = [k for k in value if k not in repo_ids]
-    if unknown:
-        raise StreamingConfigError(
-            f"{name} given per dataset has key(s) {unknown} that are not repo ids of the mixture {list(repo_ids)}",
-            option=name,
-            value=value,
-        )
-    return [value.get(r) for r in repo_ids]
+    per = {}
+    for name in PER_DATASET_OPTIONS:
+        value = kwargs.get(name)
+        if not isinstance(value, abc.Mapping) or (
+            name == "delta_timestamps"
+            and not (value and all(isinstance(v, (abc.Mapping, type(None))) for v in value.values()))
+        ):
+            continue
+        unknown = [k for k in value if k not in repo_ids]
+        if unknown:
+            raise StreamingConfigError(
+                f"{name} given per dataset has key(s) {unknown} that are not repo ids of the mixture {list(repo_ids)}",
+                option=name,
+                value=value,
+            )
+        per[name] = [value.get(r) for r in repo_ids]
+    return per
 
 
 def _weights(weights: Any, repo_ids: Sequence[str]) -> list[float] | None:
@@ -140,40 +120,28 @@ class StreamingMultiLeRobotDataset(StreamCore):
         roots: one root per dataset (path or URL; None entries: $HF_LEROBOT_HOME/<repo_id>, else the Hub), or None.
         weights: sampling weight per dataset (numbers > 0); None: in proportion to the selected
             frames (anchors) of each dataset.
-        options, **kwargs: :class:`StreamingLeRobotDataset`'s (a
-            :class:`~lerobotstream.options.StreamOptions` and/or keywords). These may be given per
-            dataset as a dict keyed by repo id (``StreamOptions``' per-dataset ones): ``episodes``, ``delta_timestamps`` (seconds; each dataset's own fps),
-            ``revision``, ``repo_type``, ``data_root``, ``tolerance_s``, ``camera_keys``,
-            ``drop_n_last_frames``. The rank's resources (``byte_budget_gb``, ``episode_pool_size``,
-            ``decoded_cache_gb``, ``video_decoder_cache_size``) are one budget for the whole mixture,
-            split over the datasets (half evenly, half by weight); ``decoded_cache_gb`` is one cache
-            shared by the datasets. ``camera_keys`` defaults to the
-            cameras common to every dataset (the others are never fetched). ``ds.options``: the
-            mixture's resolved options (a per-dataset option given as a dict stays at its default
-            there; each dataset's own are ``ds.datasets[d].options``); the options that are not
-            per-dataset are also read-only attributes (``ds.byte_budget_gb``).
+        options, **kwargs: :class:`StreamingLeRobotDataset`'s; the per-dataset ones
+            (:data:`PER_DATASET_OPTIONS`) may be given as a dict keyed by repo id (each dataset's
+            resolved options: ``ds.datasets[d].options``). The resources are one budget for the
+            whole mixture (see the module doc). ``camera_keys`` defaults to the cameras every
+            dataset has.
 
-    Items: what each dataset's :class:`StreamingLeRobotDataset` gives, restricted to the features
-    common to every dataset (LeRobot's ``MultiLeRobotDataset`` rule; the dropped keys are logged
-    as a warning), plus ``dataset_index`` (int64 scalar tensor). ``task_index`` stays each dataset's
-    own. ``meta`` describes the mixture: the common ``features``, ``stats`` aggregated over every
-    dataset (LeRobot's ``aggregate_stats``), every task; ``datasets[d]`` is each dataset's own
-    :class:`StreamingLeRobotDataset`. ``stats()`` gives the per-process counters, as for one dataset.
+    Items: each dataset's, restricted to the features common to every dataset (LeRobot's
+    ``MultiLeRobotDataset`` rule; the dropped keys are logged), plus ``dataset_index`` (int64 scalar
+    tensor). ``meta``: the common ``features``, ``stats`` aggregated (LeRobot's ``aggregate_stats``),
+    every task; ``datasets[d]``: each dataset's own :class:`StreamingLeRobotDataset`.
 
-    Mixing: with ``repeat=False`` one iterator visits every selected frame of every dataset
-    exactly once (the weights shape the order: a dataset leaves the mix when it is exhausted); with
-    ``repeat=True`` each dataset is its own endless chain of exact-coverage epochs and the weights
-    set the rates. In every rank and worker the share of each dataset follows the weights to within
-    one sample per block of 64 samples (``planner._mixseq.MixSequence``). Rank and worker shards, seeds,
-    ``set_epoch``, ``persistent_workers`` and sample-exact resume behave as for one dataset; the
-    resume state records the mixture and refuses another one. ``fps`` is the first dataset's (30 for a
-    30 and a 10 fps dataset); each streams at its own fps (``ds.datasets[i].fps``).
+    Mixing: ``repeat=False`` visits every selected frame of every dataset once per epoch;
+    ``repeat=True`` chains each dataset's epochs and the weights set the rates; in every rank and
+    worker a dataset's share follows its weight to within one sample per 64
+    (``planner._mixseq.MixSequence``). The rest behaves as for one dataset; the resume state
+    records the mixture. ``fps`` is the first dataset's; each streams at its own.
 
     Raises:
         StreamingConfigError: bad mixture options (duplicate or empty repo ids, roots or weights of
-            another length, a weight <= 0); MixtureFeatureError: a common
-            feature's shape or dtype differs between two datasets (names both); and whatever
-            :class:`StreamingLeRobotDataset` raises for one dataset (its message names it).
+            another length, a weight <= 0); MixtureFeatureError: a common feature's shape or dtype
+            differs between two datasets (names both); and whatever :class:`StreamingLeRobotDataset`
+            raises for one dataset (its message names it).
     """
 
     def __init__(
@@ -205,26 +173,23 @@ class StreamingMultiLeRobotDataset(StreamCore):
         self.roots = roots
         # the mixture's own options are every dataset's defaults (MosaicML's ``stream.apply_default``);
         # a per-dataset option given as a dict keyed by repo id sets it for each dataset instead
-        _refuse_per_dataset(kwargs, repo_ids)
-        per = {
-            k: _per_dataset(k, kwargs[k], repo_ids)
-            for k in PER_DATASET_OPTIONS
-            if k in kwargs and _is_per_dataset(k, kwargs[k])
-        }
+        per = _per_dataset(kwargs, repo_ids)
         self.options = StreamOptions.from_arguments(
             options, (), {k: v for k, v in kwargs.items() if k not in per}, "StreamingMultiLeRobotDataset"
         ).resolved()
         self.datasets: list[StreamingLeRobotDataset] = []
         for d, (rid, root) in enumerate(zip(repo_ids, roots)):
             own = {k: v[d] for k, v in per.items() if v[d] is not None}
-            with _naming(d, rid):  # the per-dataset options are checked here, by the dataset's own constructor
+            with naming(
+                f"dataset {d} ({rid})"
+            ):  # the per-dataset options are checked here, by the dataset's own constructor
                 self.datasets.append(StreamingLeRobotDataset(rid, root, options=self.options, **own))
         # decode only the cameras every dataset has (the others are dropped)
         if self.options.camera_keys is None and "camera_keys" not in per:
             cams = [set(c.meta.camera_keys) for c in self.datasets]
             common = [k for k in self.datasets[0].meta.camera_keys if all(k in c for c in cams)]
             for d, child in enumerate(self.datasets):
-                with _naming(d, repo_ids[d]):
+                with naming(f"dataset {d} ({repo_ids[d]})"):
                     child.select_cameras(common)
             left_out: list[set[str]] = [set() for _ in self.datasets]
         else:  # the cameras the user's camera_keys left out: not "dropped" by the mixture
@@ -255,40 +220,30 @@ class StreamingMultiLeRobotDataset(StreamCore):
             raise MixtureFeatureError(f"the datasets {self.repo_ids} have no feature in common")
         for key in common:
             for attr in ("dtype", "shape"):
-                ref = _norm(feats[0][key].get(attr))
-                for d in range(1, len(feats)):
-                    got = _norm(feats[d][key].get(attr))
-                    if got != ref:
-                        raise MixtureFeatureError(
-                            f"feature {key!r} has {attr} {ref} in dataset 0 ({self.repo_ids[0]}) but {got} in "
-                            f"dataset {d} ({self.repo_ids[d]}): a mixture needs one {attr} per common feature "
-                            f"(select other cameras with camera_keys, or re-encode one dataset)",
-                            option=key,
-                        )
-        self.features = {k: feats[0][k] for k in common}
-        decoded = [set(c.video_keys) | set(c.image_keys) for c in self.datasets]
-        for d in range(1, len(decoded)):
-            a, b = sorted(decoded[0] & set(common)), sorted(decoded[d] & set(common))
-            if a != b:
-                raise MixtureFeatureError(
-                    f"the datasets decode different cameras: {a} in dataset 0 ({self.repo_ids[0]}) but {b} in dataset "
-                    f"{d} ({self.repo_ids[d]}); items of a mixture have one key set: give every dataset the same "
-                    "camera_keys",
-                    option="camera_keys",
+                self._refuse_differing(
+                    [_norm(f[key].get(attr)) for f in feats],
+                    f"feature {key!r} has {attr} ",
+                    f": a mixture needs one {attr} per common feature "
+                    "(select other cameras with camera_keys, or re-encode one dataset)",
+                    key,
                 )
+        self.features = {k: feats[0][k] for k in common}
+        self._refuse_differing(
+            [sorted((set(c.video_keys) | set(c.image_keys)) & set(common)) for c in self.datasets],
+            "the datasets decode different cameras: ",
+            "; items of a mixture have one key set: give every dataset the same camera_keys",
+            "camera_keys",
+        )
         lengths = [{k: len(v) for k, v in (c.options.delta_timestamps or {}).items()} for c in self.datasets]
         for key in sorted({k for w in lengths for k in w} & set(common)):
-            ref = lengths[0].get(key)
-            for d in range(1, len(lengths)):
-                if lengths[d].get(key) != ref:
-                    what = lambda n: "no window" if n is None else f"a window of {n} offsets"  # noqa: E731
-                    raise MixtureFeatureError(
-                        f"delta_timestamps[{key!r}] is {what(ref)} in dataset 0 ({self.repo_ids[0]}) but "
-                        f"{what(lengths[d].get(key))} in dataset {d} ({self.repo_ids[d]}): the items of a mixture "
-                        "are stacked into batches, so every dataset needs the same number of offsets per key "
-                        "(the offsets themselves may differ, e.g. the same horizon at another fps)",
-                        option="delta_timestamps",
-                    )
+            self._refuse_differing(
+                [w.get(key) for w in lengths],
+                f"delta_timestamps[{key!r}] is ",
+                ": the items of a mixture are stacked into batches, so every dataset needs the same number of "
+                "offsets per key (the offsets themselves may differ, e.g. the same horizon at another fps)",
+                "delta_timestamps",
+                lambda n: "no window" if n is None else f"a window of {n} offsets",
+            )
         self._dropped = []
         notes = []
         for d, f in enumerate(feats):
@@ -298,11 +253,22 @@ class StreamingMultiLeRobotDataset(StreamCore):
             asked = [k for k in extra if k not in left_out[d]]
             if asked:
                 notes.append(f"{asked} of {self.repo_ids[d]}")
-        if notes:
-            _note_once(
-                f"lerobotstream: mixture {list(self.repo_ids)}: keys not in every dataset are dropped: "
-                + "; ".join(notes)
-            )
+        note = f"lerobotstream: mixture {list(self.repo_ids)}: keys not in every dataset are dropped: " + "; ".join(
+            notes
+        )
+        if notes and note not in _NOTED:
+            _NOTED.add(note)
+            log.warning(note)
+
+    def _refuse_differing(self, values: list, head: str, tail: str, option: str, show: Callable = str) -> None:
+        """Raise MixtureFeatureError naming dataset 0 and the first dataset whose value differs."""
+        for d in range(1, len(values)):
+            if values[d] != values[0]:
+                raise MixtureFeatureError(
+                    f"{head}{show(values[0])} in dataset 0 ({self.repo_ids[0]}) but {show(values[d])} in dataset {d} "
+                    f"({self.repo_ids[d]}){tail}",
+                    option=option,
+                )
 
     def _mixture_meta(self, stats: dict[str, Any]):
         """A :class:`~lerobotstream.meta.DatasetMeta` of the mixture as a whole: the common features,
@@ -406,9 +372,6 @@ class StreamingMultiLeRobotDataset(StreamCore):
     def _part_count(self) -> int:
         return len(self.datasets)
 
-    # samples_consumed, set_epoch, state_dict, load_state_dict, __iter__: the stream core's (the state
-    # records the mixture: repo ids and weights; another mixture or a single-dataset state is refused)
-
     def _combine_source_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
         """``source_stats()``: every dataset's payload-source counters summed (numeric ones)."""
         if not any(parts):
@@ -421,18 +384,16 @@ class StreamingMultiLeRobotDataset(StreamCore):
         }
 
     def stats(self) -> dict[str, Any]:
-        """Per-process counters of the mixture: each dataset's own counters under ``datasets``
-        (items it gave, its fetches, decodes, decoders and source; the keys of
+        """Per-process counters of the mixture: each dataset's own under ``datasets`` (the keys of
         :meth:`StreamingLeRobotDataset.stats` less the worker's shared ones), the worker's shared
-        counters (pipeline stage times, ``chunks``, the one byte cache and decoded-GOP cache) and
-        the sums of each dataset's numeric counters at the top level. Empty before iterating."""
+        counters (pipeline stage times, ``chunks``, the byte cache and decoded-GOP cache) and the
+        sums of each dataset's numeric counters at the top level. Empty before iterating."""
         return self._stats_of(self._readers)
 
     def _stats_of(self, readers: Any) -> dict[str, Any]:
-        """:meth:`stats` of ``readers`` (this process's, or a threads-mode shard's)."""
         if readers is None:
             return {}
-        per = [{"sidecar": c.sidecar_status, **self._part_stats(d, readers)} for d, c in enumerate(self.datasets)]
+        per = [{"sidecar": c.sidecar_status, **readers.part_stats(d)} for d, c in enumerate(self.datasets)]
         out: dict[str, Any] = {"datasets": per, "mixture": self.mixture}
         for k in per[0]:
             vals = [p.get(k) for p in per]
@@ -446,13 +407,9 @@ class StreamingMultiLeRobotDataset(StreamCore):
                         for rk, rv in row.items():
                             acc[rk] += rv
                 out[k] = dict(sorted(out[k].items()))
-            elif k == "source":
-                out[k] = {
-                    sk: sum(p["source"].get(sk, 0) for p in per)
-                    for sk in per[0]["source"]
-                    if isinstance(per[0]["source"][sk], (int, float))
-                }
-        out.update(self._pipeline_stats(readers))
+            elif k == "source":  # the same numeric keys in every dataset (``SourceStats``)
+                out[k] = self._combine_source_stats([p["source"] for p in per])
+        out.update(readers.pipeline_stats())
         out["items"] = readers.times.items
         fd, fr = out.get("frames_decoded", 0), out.get("frames_returned", 0)
         out["frames_decoded_per_returned"] = fd / fr if fr else None
@@ -468,11 +425,6 @@ class StreamingMultiLeRobotDataset(StreamCore):
 
 
 add_option_views(StreamingMultiLeRobotDataset, skip=PER_DATASET_OPTIONS)
-
-
-def _naming(d: int, repo_id: str):
-    """Re-raise a dataset's typed error with the dataset of the mixture named."""
-    return naming(f"dataset {d} ({repo_id})")
 
 
 def _norm(v: Any) -> Any:

@@ -1,35 +1,18 @@
 """One worker's streaming pipeline: planner pools → episode jobs → cache frontier → chunked GOP-once decode → ordered items.
 
-The iterating thread owns the planner pools, the cache frontier and the worker's episode jobs
-(:class:`~lerobotstream.dataset._decodejob.EpisodeJob`, one per resident episode: made when the
-episode is first admitted or prefetched, closed when the byte cache frees its payload). Anchors are drawn in
-**chunks** of ``lookahead`` anchors (the planner knows the order ahead of time):
+The iterating thread owns the planner pools, the cache frontier and the worker's episode jobs.
+Anchors are drawn in chunks of ``lookahead``, split at admission events (an episode's bytes are
+reserved before its first anchor); per sub-chunk one decode of each episode's job (on
+``decode_threads`` threads, holding a decode lease) decodes every distinct frame needed once;
+items are assembled on ``decode_threads`` threads in groups (``assembly_group``), at most
+``decoded_queue_size`` ahead of the consumer, and yielded strictly in planner order.
 
-1. a chunk is split at admission events (an episode admitted at position p can be drawn from p
-   on; its bytes must be reserved before its first anchor, and the room comes from episodes
-   evicted earlier, whose last decode must release them first);
-2. per sub-chunk, the anchors are grouped by episode; one decode of each episode's job (on
-   ``decode_threads`` threads, holding a decode lease in the cache) gathers every frame the
-   sub-chunk's anchors need from each camera (windows included), decodes each distinct frame
-   once, in ascending order, in one decoder call — so a GOP is decoded once per chunk instead of
-   once per frame — and keeps the decoded uint8 frames until the chunk's items are assembled;
-3. items are assembled on ``decode_threads`` assembly threads, in groups of consecutive items
-   (``assembly_group``: one hand-off between threads per group), at most ``decoded_queue_size``
-   in assembly (plus the rest of the last finished group) ahead of the consumer, and yielded
-   strictly in planner order.
-
-Memory bound of decoded frames per worker: at most two chunks are decoded at once (the one being
-yielded and the next one), so decoded frames ≤ ``2 × lookahead × cameras × T`` frames of
-``H × W × 3`` bytes each (T = frames per video window, 1 without ``delta_timestamps``), plus
-``decoded_queue_size`` assembled items.
-
-Planner evictions retire the episode in the cache (its bytes kept, evictable, once its last decode
-decode releases its lease); admissions pin the next episode (taking a kept payload back without a
-fetch, else waiting for room when the budget is full); the next ``prefetch_episodes`` episodes of
-the planner frontier are prefetched whenever the budget allows.
-
-An exception on a fetch, decode or assembly thread is re-raised from the iterator (never an empty
-or short epoch); all threads are joined and the cache closed when the generator ends or is closed.
+Memory bound of decoded frames per worker: at most two chunks decoded at once, so
+``2 × lookahead × cameras × T`` frames (T = frames per video window), plus the queued items.
+Planner evictions retire the episode in the cache (kept, evictable); the next
+``prefetch_episodes`` of the frontier are prefetched whenever the budget allows. An exception on
+any thread is re-raised from the iterator (never a short epoch); every thread is joined and the
+cache closed when it ends.
 """
 
 from __future__ import annotations
@@ -52,7 +35,7 @@ __all__ = ["Pipeline", "StageTimes"]
 
 @dataclass
 class StageTimes:
-    """Wall-clock seconds per stage (summed over threads) and counts (one worker process)."""
+    """Wall-clock seconds per stage (summed over threads) and counts of one worker process."""
 
     decode_job_s: float = 0.0
     assemble_s: float = 0.0
@@ -66,15 +49,11 @@ class StageTimes:
 def _join_openmp_team() -> None:
     """Assembly-thread initializer: one parallel torch op, so this thread owns an OpenMP team.
 
-    Why: torch's CPU ops run on libgomp, whose idle team threads spin 300,000 rounds before they
-    sleep while libgomp manages no more threads than the process may use CPUs, but only ~1,000
-    once it manages more. In-process (``num_workers=0``) the DataLoader's collate (``torch.stack``
-    of the batch's frames) wakes the training thread's team every batch; with no other team its
-    idle thread then spins through the wait for the next batch, taking a core from the decode
-    threads (measured: +3.5 CPU ms per 640x480 sample, libgomp 33 % of the CPU). Items used to be
-    copied with torch's parallel ``copy_`` on these threads, which created their teams as a side
-    effect; the C de-interleave that replaced it does not, so the teams are made here, once per
-    thread (a 256 KiB fill: microseconds).
+    libgomp's idle team threads spin 300,000 rounds before sleeping while it manages no more
+    threads than CPUs, ~1,000 once it manages more. In-process, the collate's ``torch.stack`` wakes
+    the training thread's team every batch; with no other team its idle thread spins through the
+    wait for the next batch, taking a core from the decode threads (measured: +3.5 CPU ms per
+    640x480 sample). A 256 KiB fill per thread (microseconds) makes the teams.
     """
     torch.empty(1 << 18, dtype=torch.uint8).fill_(0)
 
@@ -97,23 +76,16 @@ class Pipeline:
         pools: the worker's ``EpisodePool`` objects, one per epoch (``WorkerPlan.iter_pools``).
         limit: anchors per epoch to yield at most (``WorkerStart.limit``; None = all).
         cache: the worker's :class:`EpisodeByteCache` (it runs each job's fetch on its threads).
-        new_job: ``new_job(episode id) -> EpisodeJob``: the job of an episode of the pools (its
-            fetch, decode and assembly), made when it is first admitted or prefetched, or named by
-            the first pool's ``finished()`` (a worker resumed mid-epoch: its next admission
-            belongs to the next epoch).
-        decode_threads: decode and assembly threads (each), >= 1.
-        decoded_queue_size: assembled items in flight, >= 1.
-        prefetch_episodes: episodes of the planner frontier fetched ahead, >= 0.
-        lookahead: anchors drawn (and decoded together) per chunk, >= 1.
-        first_lookahead: anchors of the iterator's first chunk (default ``lookahead``): a small
-            first chunk (e.g. one batch) lets the first items out before a whole chunk is decoded.
+        new_job: ``new_job(episode id) -> EpisodeJob``, made when the episode is first admitted,
+            prefetched, or named by the first pool's ``finished()`` (resumed mid-epoch).
+        decode_threads: decode and assembly threads (each); decoded_queue_size: assembled items
+            in flight; prefetch_episodes: frontier episodes fetched ahead; lookahead: anchors per
+            chunk; first_lookahead: anchors of the first chunk (default ``lookahead``: a small
+            one lets the first items out sooner).
         times: stage timings to update.
-        slots: optional ``slots(n) -> slot`` for the iterator's n-th item (0-based, planner order):
-            each job's ``assemble`` gets it (where the item's frames may be written,
-            ``_assemble.SlotFn``; ``StreamLoader``'s batch tensors).
-        assembly_group: consecutive items assembled by one task (one hand-off between threads per
-            group instead of per item), never across a multiple of it (give a divisor of the batch
-            size: a group then never spans two batches), >= 1.
+        slots: ``slots(n) -> slot`` for the n-th item (planner order), handed to ``assemble``.
+        assembly_group: consecutive items assembled by one task, never across a multiple of it
+            (a divisor of the batch size: a group never spans two batches).
     """
 
     def __init__(
@@ -268,10 +240,8 @@ class Pipeline:
         group = self.assembly_group
         chunks = self._chunks(dec)
         exhausted = False
-        #: the first chunk's decodes: the next chunk is drawn once they are done. Drawn at once,
-        #: the next chunk's decode of the same episode raced the first one for the episode job's
-        #: lock (both wake when the episode's fetch ends) and won about half the time, so the first
-        #: items waited for a whole ``lookahead`` chunk's decode (0.3-2.5 s with 2 workers on 2 cores)
+        #: the first chunk's decodes: the next chunk is drawn once they are done (else its decode of
+        #: the same episode races the first one for the job's lock, and the first items wait)
         first_decodes: list[Future] | None = None
         seq = 0  # items submitted for assembly (the slot of each)
         try:

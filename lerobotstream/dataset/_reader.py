@@ -1,12 +1,9 @@
 """A dataset's reader in one process: the derived MP4 index, per (episode, camera) spans,
 payload fetch + mini-MP4 synthesis, the open decoders, counters.
 
-A :class:`DatasetReader` is built from a :class:`ReaderConfig` (what the dataset decided at
-construction: metadata, sources, sidecar, cameras, windows, decode settings) in the process that
-iterates (after a PID check, by the stream core), so DataLoader workers never inherit decoders,
-descriptors, maps or threads from the training process, under ``fork``, ``spawn`` or
-``forkserver`` alike; it is never pickled. It knows nothing of the pipeline, the byte cache or the
-episode jobs above it (:mod:`~lerobotstream.dataset._decodejob`): they call it, it calls no one back.
+A :class:`DatasetReader` is built from a :class:`ReaderConfig` in the process that iterates (after
+a PID check), so DataLoader workers never inherit decoders, descriptors, maps or threads, under
+any start method; it is never pickled. The episode jobs above it call it; it calls no one back.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from lerobotstream.dataset._assemble import episode_rows
 from lerobotstream.dataset._spans import EpisodeSpans
@@ -32,25 +29,14 @@ _SERIAL = itertools.count(1)
 
 @dataclass(frozen=True)
 class ReaderConfig:
-    """What a :class:`DatasetReader` needs of its dataset (built by the dataset, picklable).
+    """What a :class:`DatasetReader` needs of its dataset (built by the dataset, picklable)."""
 
-    Fields:
-        meta: the dataset's :class:`~lerobotstream.meta.DatasetMeta` (its ``source`` reads Parquet).
-        payload_source: the :class:`~lerobotstream.sources.ByteSource` of the MP4 payload.
-        sidecar_npz (str): the validated MP4 sidecar.
-        cameras: the ``camera_keys`` plan (``dataset._cameras.CameraPlan``).
-        windows: ``delta_timestamps`` windows (``dataset._windows.DeltaWindows``).
-        options: the dataset's resolved ``StreamOptions``, whole; the reader and its episode jobs
-            read ``sidecar_lock_timeout_s``, ``tolerance_s``, ``device``, ``ffmpeg_threads``,
-            ``return_uint8`` and ``image_transforms`` from it.
-    """
-
-    meta: Any
-    payload_source: Any
-    sidecar_npz: str
-    cameras: Any
-    windows: Any
-    options: Any
+    meta: Any  # the dataset's :class:`~lerobotstream.meta.DatasetMeta` (its ``source`` reads Parquet)
+    payload_source: Any  # the :class:`~lerobotstream.sources.ByteSource` of the MP4 payload
+    sidecar_npz: str  # the validated MP4 sidecar
+    cameras: Any  # the ``camera_keys`` plan (``dataset._cameras.CameraPlan``)
+    windows: Any  # ``delta_timestamps`` windows (``dataset._windows.DeltaWindows``)
+    options: Any  # the dataset's resolved ``StreamOptions``, whole
 
     @property
     def video_keys(self) -> list[str]:
@@ -90,28 +76,24 @@ class DatasetReader:
         self.decoders = OpenDecoderLRU(1)
         self.fallback = FALLBACK_STATUS
         self.lock = threading.Lock()
-        self.counts: dict[str, float] = dict(
-            fetch_s=0.0,
-            synthesize_s=0.0,
-            open_s=0.0,
-            decode_s=0.0,
-            parquet_s=0.0,
-            transforms_s=0.0,
-            frames_decoded=0,
-            frames_returned=0,
-            frames_unique=0,
-            decode_calls=0,
-            bytes_needed=0,
-            episodes_fetched=0,
-            items=0,
-        )
+        self.counts: dict[str, float] = {
+            **dict.fromkeys(("fetch_s", "synthesize_s", "open_s", "decode_s", "parquet_s", "transforms_s"), 0.0),
+            **dict.fromkeys(("frames_decoded", "frames_returned", "frames_unique", "decode_calls"), 0),
+            **dict.fromkeys(("bytes_needed", "episodes_fetched", "items"), 0),
+        }
         #: epoch -> payload bytes by origin (:meth:`count_admission`, :meth:`fetch`), kept over iterators
         self.by_epoch: dict[int, dict[str, int]] = {}
         self.awaiting: dict[int, int] = {}  # episode admitted before its fetch ended -> that epoch
         self.counted: set[int] = set()  # episodes whose fetch ended before their next admission
         self.first_epoch = 0  # the iterator's first epoch
         self.admissions: dict[int, int] = {}  # episode -> admissions in this iterator
-        self.disk = _disk_cache(cfg.options, self.source)
+        #: the node's payload disk cache (``cache_dir``), None: off, or a local store (already on disk)
+        self.disk = None
+        if cfg.options.cache_dir is not None and self.source.local_path("") is None:
+            from lerobotstream import constants
+            from lerobotstream.disk_cache import DiskCache
+
+            self.disk = DiskCache(cfg.options.cache_dir, int(cfg.options.cache_limit_gb * constants.GIB))
         self._identity: dict[str, str | None] = {}  # path -> what pins its bytes (disk cache keys)
 
     def prepare(self, *, video_decoder_cache_size: int, epoch: int = 0) -> None:
@@ -177,27 +159,24 @@ class DatasetReader:
         self._count(epoch, **origin)
         return EpisodePayload(payloads, extra=(rows, next(_SERIAL), fetched))
 
-    def _explained(self, err: LeRobotStreamError, ep: int, cam: str, path: str) -> LeRobotStreamError:
-        """``err`` of a fetch or verification of ``(ep, cam)`` from ``path``, named by episode,
+    def _raise_explained(self, err: LeRobotStreamError, ep: int, cam: str, path: str) -> NoReturn:
+        """Raise ``err`` of a fetch or verification of ``(ep, cam)`` from ``path`` named by episode,
         camera and file, and told as a file changed during the run when it did
         (``explain_payload_failure``); ``err`` itself when it names the episode already."""
         if f"episode {ep}" in err.message:
-            return err
+            raise err
         exc = explain_payload_failure(err, self.source, self.index, path, self.cfg.sidecar_npz)
         msg = exc.message if exc.message.startswith(f"{path}:") else f"{path}: {exc.message}"
         fields = {**exc.fields, "episode_index": ep, "camera": cam, "path": path}
-        return type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields)
+        raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from err
 
     def _planned(self, ep: int, cam: str, plan: Callable[[int, str], Any]) -> Any:
         """``plan(ep, cam)`` (a span of :class:`EpisodeSpans`, its source verified or not), its
-        errors :meth:`_explained`."""
+        errors :meth:`_raise_explained`."""
         try:
             return plan(ep, cam)
         except LeRobotStreamError as err:
-            exc = self._explained(err, ep, cam, self.spans.span(ep, cam)[2])
-            if exc is err:
-                raise
-            raise exc from err
+            self._raise_explained(err, ep, cam, self.spans.span(ep, cam)[2])
 
     def _fetch_camera(self, ep: int, cam: str, s: tuple, origin: dict[str, int] | None) -> bytes:
         """The mini-MP4 of one (episode, camera) from its span ``s`` (:meth:`EpisodeSpans.span`);
@@ -219,10 +198,7 @@ class DatasetReader:
                 self.disk.put(key, data)
             return mini
         except LeRobotStreamError as err:
-            exc = self._explained(err, ep, cam, path)
-            if exc is err:
-                raise
-            raise exc from err
+            self._raise_explained(err, ep, cam, path)
         except Exception as exc:
             raise DecodeError(
                 f"episode {ep}, camera {cam!r}, file {path}: fetching/synthesizing the mini-MP4 failed: {exc!r}",
@@ -316,14 +292,3 @@ class DatasetReader:
                 self.awaiting[ep] = epoch  # its fetch is still running: it counts here
             self.counted.discard(ep)
         self._count(epoch, needed_bytes=nbytes, reused_bytes=nbytes if reused else 0)
-
-
-def _disk_cache(options: Any, source: Any):
-    """The node's payload disk cache (``cache_dir``, ``cache_limit_gb``), or None: off, or a local
-    store (its bytes are already on disk)."""
-    if options.cache_dir is None or source.local_path("") is not None:
-        return None
-    from lerobotstream import constants
-    from lerobotstream.disk_cache import DiskCache
-
-    return DiskCache(options.cache_dir, int(options.cache_limit_gb * constants.GIB))

@@ -1,11 +1,7 @@
 """Per process: where each (episode, camera) of a dataset lies in its source MP4, and so the
-episode's exact synthesized size.
-
-:class:`EpisodeSpans` plans an (episode, camera) span (``mp4.episode_frame_range`` +
-``mp4.plan_span`` over the derived index) the first time it is asked for, and keeps it. The
-stream asks for an episode's spans when admission reaches it (its size, through
-``planner._sizes.EpisodeSizes``), when it is fetched and when it is decoded, so a process plans only the
-episodes its pools and prefetch frontier reach (docs/scale.md).
+episode's exact synthesized size. :class:`EpisodeSpans` plans a span (``mp4.episode_frame_range``
++ ``mp4.plan_span`` over the derived index) when first asked (admission, fetch or decode reaches
+the episode) and keeps it, so a process plans only the episodes it reaches (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -23,25 +19,16 @@ class EpisodeSpans:
     """The spans of one dataset's episodes in this process (planned on first use, thread-safe).
 
     Args:
-        index: where the tables come from: ``table_for_path(path)``, the sample table of a source MP4
-            (``sidecar.VerifiedTables``: the derived index's, verified against the MP4 on first use;
-            or an ``mp4.Mp4Index``).
-        meta: what the episodes are: ``meta.fps`` and ``meta.episode(ep)`` with ``length`` and
-            ``videos[camera]`` (``path``, ``from_timestamp`` in seconds), as ``meta.DatasetMeta``.
+        index: ``table_for_path(path)``, a source MP4's sample table (``sidecar.VerifiedTables``,
+            verified against the MP4 on first use, or an ``mp4.Mp4Index``).
+        meta: ``meta.fps`` and ``meta.episode(ep)`` (``length``, ``videos[camera]``), as ``DatasetMeta``.
         video_keys: the cameras decoded (an episode's size sums theirs).
-        tolerance_s: timestamp tolerance, seconds (``episode_frame_range``).
+        tolerance_s: timestamp tolerance, seconds.
 
-    Attributes:
-        planned_s (float): seconds spent planning spans (the reader's ``spans_s`` counter).
+    ``planned_s``: seconds spent planning spans (the reader's ``spans_s`` counter).
     """
 
-    def __init__(
-        self,
-        index: Any,
-        meta: Any,
-        video_keys: list[str],
-        tolerance_s: float,
-    ) -> None:
+    def __init__(self, index: Any, meta: Any, video_keys: list[str], tolerance_s: float) -> None:
         self.index, self.meta = index, meta
         self.video_keys = list(video_keys)
         self.tolerance_s = float(tolerance_s)
@@ -104,15 +91,12 @@ class EpisodeSpans:
         return s
 
     def verified_span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
-        """:meth:`span`, its source first verified against the MP4's own ``moov`` when ``index``
-        verifies (``sidecar.VerifiedTables.verify``: once per source; the fetch calls this before
-        reading any payload). A span planned on a table the verification replaced is planned again.
+        """:meth:`span`, its source first verified against the MP4's own ``moov`` (once per source,
+        when ``index`` verifies); a span planned on a table the verification replaced is planned again.
 
         Raises:
-            the errors of :meth:`span`; Mp4Error / SourceError: the MP4's header cannot be read (named
-            by file only);
-            SidecarValidationError: the verification replaced the table and the episode, sized from
-            the sidecar's, needs more bytes than were reserved for it (no frame is served from it).
+            the errors of :meth:`span`; Mp4Error / SourceError: the MP4's header cannot be read
+            (named by file); SidecarValidationError: see :func:`_no_larger`.
         """
         s = self.span(ep, cam)
         verify = getattr(self.index, "verify", None)
@@ -125,28 +109,13 @@ class EpisodeSpans:
         with self._lock:
             if self._spans.get((ep, cam)) is s:
                 del self._spans[(ep, cam)]  # the others of the file are planned again at their own fetch
-        new = self.span(ep, cam)
-        if new[0].synth_nbytes > s[0].synth_nbytes:  # sized from the rejected table: its reservation is too small
-            raise SidecarValidationError(
-                f"episode {ep}, camera {cam!r}, file {s[2]}: the MP4 sidecar disagreed with this file's own moov "
-                f"(logged) and the episode was sized from it ({s[0].synth_nbytes} bytes, {new[0].synth_nbytes} "
-                "needed); start again: the sidecar is rebuilt locally at the next start",
-                episode_index=ep,
-                camera=cam,
-                path=s[2],
-            )
-        return new
+        return _no_larger(ep, cam, s, self.span(ep, cam))
 
     def fetch_span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
-        """The span a fetch of ``(ep, cam)`` reads. Before the process served its first item
-        (:meth:`serving`) it is :meth:`span`, unverified: the first item then waits only for the
-        verification of its own sources (:meth:`checked_span`, before its decode), not for the
-        whole prefetch frontier's. After that it is :meth:`verified_span`, and the fetch first
-        verifies the sources fetched unverified before (so their decodes find them verified).
-
-        Raises:
-            the errors of :meth:`verified_span`.
-        """
+        """The span a fetch of ``(ep, cam)`` reads: before the process served its first item,
+        :meth:`span` unverified (the first item waits only for its own sources' verification, by
+        :meth:`checked_span`); after, :meth:`verified_span`, the sources fetched unverified
+        verified first. Raises :meth:`verified_span`'s errors."""
         if self.deferring:
             s = self.span(ep, cam)
             with self._lock:
@@ -165,27 +134,11 @@ class EpisodeSpans:
     def checked_span(
         self, ep: int, cam: str, fetched: tuple[Any, Any, str, float]
     ) -> tuple[Any, Any, str, float] | None:
-        """Before a fetched payload of ``(ep, cam)`` is decoded: its source verified
-        (:meth:`verified_span`); None when the payload was fetched from the span now current, else
-        the span to fetch it again from (the verification replaced the table it was planned on).
-
-        Raises:
-            the errors of :meth:`verified_span`; SidecarValidationError: the new span needs more
-            bytes than the episode's reservation (sized from the sidecar's table).
-        """
+        """Before a fetched payload of ``(ep, cam)`` is decoded: its source verified; None when the
+        payload was fetched from the current span, else the span to fetch it again from. Raises
+        :meth:`verified_span`'s errors."""
         s = self.verified_span(ep, cam)
-        if s[0] is fetched[0]:
-            return None
-        if s[0].synth_nbytes > fetched[0].synth_nbytes:
-            raise SidecarValidationError(
-                f"episode {ep}, camera {cam!r}, file {s[2]}: the MP4 sidecar disagreed with this file's own moov "
-                f"(logged) and the episode was sized from it ({fetched[0].synth_nbytes} bytes, "
-                f"{s[0].synth_nbytes} needed); start again: the sidecar is rebuilt locally at the next start",
-                episode_index=ep,
-                camera=cam,
-                path=s[2],
-            )
-        return s
+        return None if s[0] is fetched[0] else _no_larger(ep, cam, fetched, s)
 
     def serving(self) -> None:
         """The process served its first item: from now on fetches verify (:meth:`fetch_span`)."""
@@ -198,3 +151,22 @@ class EpisodeSpans:
     def __len__(self) -> int:
         """(episode, camera) spans planned so far."""
         return len(self._spans)
+
+
+def _no_larger(ep: int, cam: str, old: tuple, new: tuple) -> tuple:
+    """``new``, the span planned again after the verification replaced ``old``'s table.
+
+    Raises:
+        SidecarValidationError: ``new`` needs more bytes than ``old``, which the episode was sized
+            (and its bytes reserved) from.
+    """
+    if new[0].synth_nbytes > old[0].synth_nbytes:
+        raise SidecarValidationError(
+            f"episode {ep}, camera {cam!r}, file {new[2]}: the MP4 sidecar disagreed with this file's own moov "
+            f"(logged) and the episode was sized from it ({old[0].synth_nbytes} bytes, {new[0].synth_nbytes} "
+            "needed); start again: the sidecar is rebuilt locally at the next start",
+            episode_index=ep,
+            camera=cam,
+            path=new[2],
+        )
+    return new

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from lerobotstream.errors import DeltaTimestampsError, StreamingConfigError
+from lerobotstream.errors import DeltaTimestampsError
 
-__all__ = ["DeltaWindows", "check_delta_timestamps", "check_window_keys", "delta_frames", "window_indices"]
+__all__ = ["DeltaWindows", "check_delta_timestamps", "delta_frames", "window_indices"]
 
 
 def check_delta_timestamps(
@@ -59,45 +59,6 @@ def check_delta_timestamps(
         )
 
 
-def check_window_keys(
-    keys: Sequence[str],
-    *,
-    cameras: Sequence[str],
-    decoded: Sequence[str],
-    language: Sequence[str] = (),
-) -> None:
-    """Windows that would give an item a ``<key>_is_pad`` without its frames, or a value map-style
-    cannot build, are configuration errors.
-
-    Args:
-        keys: the ``delta_timestamps`` keys.
-        cameras: every camera key of the dataset (video and image features).
-        decoded: the camera keys this dataset decodes (``camera_keys=``).
-        language: columns whose values cannot be stacked into a window (language rows, ``string``
-            features: map-style raises ``TypeError``).
-
-    Raises:
-        StreamingConfigError: a window on a camera that is not decoded, or on such a column.
-    """
-    skipped = [k for k in keys if k in cameras and k not in decoded]
-    if skipped:
-        raise StreamingConfigError(
-            f"delta_timestamps has windows on cameras {skipped} that camera_keys={list(decoded)} does not decode: "
-            "the items would carry their <key>_is_pad without the frames; add them to camera_keys or drop "
-            "their windows",
-            option="delta_timestamps",
-            value=skipped,
-        )
-    lang = [k for k in keys if k in language]
-    if lang:
-        raise StreamingConfigError(
-            f"delta_timestamps has windows on {lang}: their per-frame values (language rows, strings) cannot be "
-            "stacked (map-style LeRobot raises TypeError); drop these windows",
-            option="delta_timestamps",
-            value=lang,
-        )
-
-
 def delta_frames(delta_timestamps: Mapping[str, Sequence[float]], fps: float) -> dict[str, np.ndarray]:
     """Offsets in seconds → frame deltas ``round(d*fps)`` (int64 arrays, same order as given)."""
     return {
@@ -107,17 +68,9 @@ def delta_frames(delta_timestamps: Mapping[str, Sequence[float]], fps: float) ->
 
 
 def window_indices(frame_index: np.ndarray | int, length: int, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Episode-local window frames and pad flags.
-
-    Args:
-        frame_index: anchor frame(s), 0-based in the episode; int or int array of shape (N,).
-        length: number of frames of the complete episode (> 0).
-        deltas: frame deltas, int64 (K,).
-
-    Returns:
-        (indices, is_pad): int64 and bool arrays of shape (K,) for a scalar anchor, (N, K) for an
-        array; ``indices = clamp(i + k, 0, length - 1)``, ``is_pad = (i + k < 0) | (i + k >= length)``.
-    """
+    """Episode-local window frames and pad flags of anchor(s) ``frame_index`` (int, or (N,)) of
+    an episode of ``length`` (> 0) frames, for int64 ``deltas`` (K,): ``(indices, is_pad)``,
+    int64 and bool, (K,) or (N, K); ``clamp(i + k, 0, length - 1)`` and ``i + k`` outside."""
     if length <= 0:
         raise ValueError(f"episode length must be positive, got {length}")
     i = np.asarray(frame_index, dtype=np.int64)
@@ -127,13 +80,9 @@ def window_indices(frame_index: np.ndarray | int, length: int, deltas: np.ndarra
 
 
 class DeltaWindows:
-    """Validated windows of a dataset: ``frames[key]`` deltas (int64 (K,)) per windowed key.
-
-    Args:
-        delta_timestamps: ``{key: [seconds, ...]}`` or None (no windows).
-        fps: dataset frame rate, frames/s.
-        tolerance_s: grid tolerance, seconds.
-        features: the dataset's features (keys are checked against it).
+    """Validated windows of a dataset: ``frames[key]``, the frame deltas (int64 (K,)) of each
+    windowed key (``delta_timestamps``: ``{key: [seconds, ...]}`` or None; ``fps`` in frames/s,
+    ``tolerance_s`` in seconds, ``features`` the keys are checked against).
 
     Raises:
         DeltaTimestampsError: see :func:`check_delta_timestamps`.
@@ -150,12 +99,6 @@ class DeltaWindows:
         if self.delta_timestamps:
             check_delta_timestamps(self.delta_timestamps, fps, tolerance_s, features)
         self.frames = delta_frames(self.delta_timestamps, fps)
-
-    def __bool__(self) -> bool:
-        return bool(self.frames)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.frames
 
     def keys(self):
         return self.frames.keys()

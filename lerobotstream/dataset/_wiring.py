@@ -1,16 +1,9 @@
-"""The stream's wiring in one process: a planner's shard → one byte cache, one decoded-GOP
-cache and one pipeline of episode jobs over every part (dataset) of the stream → items.
+"""The stream's wiring in one process: a planner's shard → one byte cache, one decoded-GOP cache
+and one pipeline of episode jobs over every part (dataset) of the stream → items.
 
-:class:`Readers` is the per-process state of a stream (one
-:class:`~lerobotstream.dataset._reader.DatasetReader` per part, each part's episode sizes on
-demand); :func:`shard_items` is what one iterator does with it: where the worker starts
-(``planner.worker_start``), its plans (``planner.worker_plans``), the byte cache, the readers
-prepared, the pipeline over ``planner.worker_pools`` with a
-:class:`~lerobotstream.dataset._decodejob.JobMaker` (an episode id ``part.offset + episode_index``
-is split into its part once, when its job is made), and the items
-out (image transforms on the iterating thread in-process). ``tools/scale_sim.py`` runs this same
-code over a synthetic index (its :class:`Readers` with stub fetch and decode), so the scale model
-measures the dataset's own start-up.
+:class:`Readers` is a stream's per-process state; :func:`shard_items` is what one iterator does
+with it. ``tools/scale_sim.py`` runs this same code over a synthetic index (its :class:`Readers`
+with stub fetch and decode), so the scale model measures the dataset's own start-up.
 """
 
 from __future__ import annotations
@@ -23,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from lerobotstream import _heap
-from lerobotstream.dataset._decodejob import DecodedGopCache, EpisodeJob, JobMaker, JobPart
+from lerobotstream.dataset._decodejob import DecodedGopCache, EpisodeJob, JobMaker
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
 from lerobotstream.dataset._reader import DatasetReader, ReaderConfig
 from lerobotstream.payload_cache import EpisodeByteCache
 from lerobotstream.planner._sizes import EpisodeSizes
 
-__all__ = ["ASSEMBLY_GROUP", "Readers", "StreamPart", "shard_items"]
+__all__ = ["ASSEMBLY_GROUP", "PROCESS_KEYS", "Readers", "StreamPart", "one_per_process", "shard_items"]
 
 #: items per assembly task at most (the largest divisor of the batch size up to this): one hand-off
 #: between the pipeline's threads per group instead of per item
@@ -38,29 +31,20 @@ ASSEMBLY_GROUP = 4
 
 @dataclass(frozen=True)
 class StreamPart:
-    """One dataset of a stream, as the core wires it.
+    """One dataset of a stream, as the core wires it."""
 
-    Fields:
-        config: what its :class:`DatasetReader` needs (:class:`ReaderConfig`).
-        offset (int): its episode ``e`` is the global episode id ``offset + e``.
-        dataset_index (int | None): added to each of its items as an int64 scalar tensor (None:
-            no key, a single dataset).
-        dropped (tuple[str, ...]): keys removed from its items (features not in every dataset).
-        transform_keys (tuple[str, ...]): item keys the image transforms apply to.
-    """
-
-    config: ReaderConfig
-    offset: int = 0
-    dataset_index: int | None = None
-    dropped: tuple[str, ...] = ()
-    transform_keys: tuple[str, ...] = ()
+    config: ReaderConfig  # what its :class:`DatasetReader` needs
+    offset: int = 0  # its episode ``e`` is the global episode id ``offset + e``
+    dataset_index: int | None = None  # added to its items as an int64 scalar tensor (None: no key)
+    dropped: tuple[str, ...] = ()  # keys removed from its items (features not in every dataset)
+    transform_keys: tuple[str, ...] = ()  # item keys the image transforms apply to
 
 
 class Readers:
-    """Per-process state of a stream: one :class:`DatasetReader` per part, each part's episode
-    sizes (:class:`~lerobotstream.planner._sizes.EpisodeSizes` over its reader: computed as admission and
-    prefetch reach an episode, kept), the current iterator's byte cache and decoded-GOP cache, the
-    pipeline's stage times. Created after a PID check; never pickled."""
+    """Per-process state of a stream: one :class:`DatasetReader` per part, each part's
+    :class:`~lerobotstream.planner._sizes.EpisodeSizes` over its reader, the current iterator's byte
+    cache and decoded-GOP cache, the pipeline's stage times, and the counters read from them
+    (``stats()``, ``source_stats()``). Created after a PID check; never pickled."""
 
     #: the episode jobs its iterators make (``tools/scale_sim.py``: a stub's)
     job_class = EpisodeJob
@@ -77,6 +61,81 @@ class Readers:
     def _readers(self) -> list[Any]:
         return [DatasetReader(p.config) for p in self.parts]
 
+    def part_stats(self, d: int) -> dict[str, Any]:
+        """Part ``d``'s own counters in this process (see ``StreamingLeRobotDataset.stats``)."""
+        reader = self.readers[d]
+        src = reader.source.stats.as_dict()
+        fb = reader.fallback
+        out: dict[str, Any] = {
+            "pid": reader.pid,
+            "source": src,
+            "bytes_fetched": int(src.get("bytes_read", 0)),
+            "requests": int(src.get("requests", 0)),
+            "decoder_opens": reader.decoders.opened,
+            "decoder_evictions": reader.decoders.evicted,
+            "open_decoders": len(reader.decoders),
+            "decoder_capacity": reader.decoders.capacity,
+            "decoder_fallbacks": fb.fallback_count,
+            "pyav_fallbacks": fb.pyav_fallbacks,
+            "fallback_reasons": dict(fb.cpu_fallbacks),
+            "index_open_s": reader.index_open_s,
+            "episodes_sized": len(self.sizes[d]),
+        }
+        with reader.lock:
+            out.update(
+                {
+                    k: (int(v) if k.startswith(("frames", "decode_calls", "bytes", "episodes", "items")) else v)
+                    for k, v in reader.counts.items()
+                }
+            )
+            out["spans_s"] = reader.spans.planned_s
+            out["bytes_by_epoch"] = {e: dict(row) for e, row in sorted(reader.by_epoch.items())}
+        if reader.disk is not None:
+            out["disk_cache"] = {**reader.disk.counters, "limit_bytes": reader.disk.limit_bytes}
+        out["frames_decoded_per_returned"] = (
+            out["frames_decoded"] / out["frames_returned"] if out["frames_returned"] else None
+        )
+        if reader.cfg.meta.source is not reader.source:
+            out["metadata_source"] = reader.cfg.meta.source.stats.as_dict()
+        return out
+
+    def pipeline_stats(self) -> dict[str, Any]:
+        """The worker's shared counters: pipeline stage times, the byte cache, the decoded-GOP cache."""
+        t, gops, c = self.times, self.gops, self.cache
+        return {
+            "assemble_s": t.assemble_s,
+            "queue_wait_s": t.queue_wait_s,
+            "admit_wait_s": t.admit_wait_s,
+            "decode_job_s": t.decode_job_s,
+            "chunks": t.chunks,
+            "first_item_s": t.first_item_s,
+            "gop_cache_bytes": gops.nbytes,
+            "gop_cache_peak_bytes": gops.peak_nbytes,
+            "gop_cache_capacity_bytes": gops.capacity_bytes,
+            "gop_cache_evictions": gops.evictions,
+            "reserved_bytes": 0 if c is None else c.reserved_bytes,
+            "resident_bytes": 0 if c is None else c.resident_bytes,
+            "byte_budget": 0 if c is None else c.byte_budget,
+            "cache": {} if c is None else c.stats.as_dict(),
+        }
+
+    def source_stats(self) -> list[dict[str, Any]]:
+        """Each part's payload-source counters (``ByteSource.stats``)."""
+        return [r.source.stats.as_dict() for r in self.readers]
+
+
+#: Counters of the payload and metadata sources, which every shard of one process shares (threads
+#: mode): summed over processes, never over the shards of one process.
+PROCESS_KEYS = ("source", "metadata_source", "bytes_fetched", "requests")
+
+
+def one_per_process(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first of ``parts`` (``stats()`` of shards) from each process (``pid``)."""
+    seen: dict[Any, dict[str, Any]] = {}
+    for p in parts:
+        seen.setdefault(p.get("pid"), p)
+    return list(seen.values())
+
 
 def shard_items(
     planner: Any,
@@ -91,22 +150,13 @@ def shard_items(
     slots: Callable[[int], Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The items of DataLoader worker ``wid`` of ``loader.num_workers`` (None, 0: the one stream)
-    from ``samples`` consumed samples of ``epoch`` (the rank's count), produced with ``readers``.
-
-    Args:
-        planner: the rank's planner for ``loader``'s settings, built with ``readers.sizes`` as its
-            episode sizes (``planner._planner.Planner``).
-        options: the stream's resolved ``StreamOptions``; read here: ``prefetch_episodes``,
-            ``decode_threads``, ``decoded_queue_size``, ``decode_lookahead``, ``first_lookahead``,
-            ``decoded_cache_bytes`` (per rank: split over the workers), ``image_transforms``.
-        loader: the stream's ``LoaderSettings`` (``num_workers``; ``batch_size``: the first
-            decode chunk and the assembly groups).
-        in_process: image transforms on the iterating thread (else on the decode threads).
-        slots: the pipeline's per-item frame slots (``Pipeline``'s ``slots``).
+    from ``samples`` consumed samples of ``epoch``, produced with ``readers`` and ``planner`` (the
+    rank's, over ``readers.sizes``); the stream's resolved ``options`` and ``LoaderSettings``
+    whole. ``in_process``: image transforms on the iterating thread (else the decode threads).
 
     Raises (while iterating): ShardingError, ResumeStateError (``worker_start``); ByteBudgetError
-    when admission or prefetch reaches an episode larger than its worker's budget, before any of
-    its bytes is fetched; fetch and decode errors.
+    when admission or prefetch reaches an episode larger than its budget, before any fetch of it;
+    fetch and decode errors.
     """
     nw, batch_size = loader.num_workers, loader.batch_size
     planner.set_epoch(epoch)
@@ -127,15 +177,13 @@ def shard_items(
         n_cams = max(1, len(part.config.video_keys))
         cap = plan.video_decoder_cache_size or plan.pool_size * n_cams + options.prefetch_episodes * n_cams
         reader.prepare(video_decoder_cache_size=cap, epoch=start.epoch)
-    # jobs sized on demand: when admission or prefetch reaches the episode, checked against its
-    # plan's budget (ByteBudgetError then, naming the dataset of a mixture, before any byte of it
-    # is fetched)
-    parts = [
-        JobPart(part.offset, reader, plan.episode_size, part.dataset_index, part.dropped)
-        for part, reader, plan in zip(readers.parts, readers.readers, plans)
-    ]
+    # jobs sized on demand when admission or prefetch reaches the episode, checked against its plan's
+    # budget (ByteBudgetError then, naming the dataset of a mixture, before any byte of it is fetched)
     transforms = None if in_process else options.image_transforms
-    new_job = JobMaker(parts, cache, gops, transforms=transforms, job_class=readers.job_class)
+    sizes = [plan.episode_size for plan in plans]
+    new_job = JobMaker(
+        readers.parts, readers.readers, sizes, cache, gops, transforms=transforms, job_class=readers.job_class
+    )
     pipe = Pipeline(
         planner.worker_pools(start, plans),
         start.limit,

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from lerobotstream.dataset._counters import PROCESS_KEYS, one_per_process
+from lerobotstream.dataset._wiring import PROCESS_KEYS, one_per_process
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.loader._batch import known_collate
 from lerobotstream.loader._stall import STALL_WARNING_S, StallWatch

@@ -1,30 +1,18 @@
 """Derived memory-mapped index: :class:`Mp4Index` maps a sidecar's derived file read-only and
 builds each source's sample table lazily, as views into the map.
 
-The NPZ keeps canonical int64 arrays of every source MP4 (blocks ``b000000/offset.npy`` ...).
-Decompressing it in every process (rank, DataLoader worker) costs
-time and private memory, so on first open it is converted into **one** file under
-``$HF_LEROBOT_HOME/streaming-indexes/`` named by the NPZ's content digest (its *generation*). Every
-process maps it read-only (ranks on one node share the page cache; only the pages of the sources a
-process touches are faulted in), and checks each table's values before a lookup indexes with them.
-
-The pieces, one concept each:
-
-- ``_npz_schema``: the sidecar NPZ as read here (schema 5: member names, manifest, per-source
-  table, arrays source by source, generation digest).
-- ``_index_format``: the derived file's layout and array encodings (``plain``/``const``/``arith``/
-  ``derived``, shared progression blocks), the exact ``pts_s``/presentation-order derivations, and
-  the checks of a mapped file's header and records.
-- ``_index_write``: NPZ → derived file (once per generation and node, under a lock).
-- this module: opening (warm path through a ``.gen`` note, conversion under the lock, atomic
-  install) and the per-source views and lookups.
-
-Consumers must not assume int64: every view is read-only and its dtype is the stored one.
+Decompressing the NPZ in every process (rank, DataLoader worker) costs time and private memory, so
+on first open it is converted (``_index_write``; layout in ``_index_format``) into **one** file
+under ``$HF_LEROBOT_HOME/streaming-indexes/`` named by the NPZ's content digest (its
+*generation*). Every process maps it read-only (ranks on one node share the page cache) and checks
+each table's values before a lookup indexes with them. Every view is read-only and keeps its
+stored dtype (not necessarily int64).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import mmap
@@ -33,7 +21,7 @@ import threading
 import uuid
 import zipfile
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -59,44 +47,13 @@ from lerobotstream.mp4._npz_schema import (
     npz_generation,
     read_manifest,
 )
+from lerobotstream.mp4._table import SampleTable
+from lerobotstream.mp4.index import nearest_frames
 
-__all__ = ["MappedSampleTable", "Mp4Index"]
+__all__ = ["Mp4Index"]
 
 #: what converting a damaged or hostile archive can raise (a SidecarSchemaError names it)
 _DAMAGED = (zlib.error, zipfile.BadZipFile, EOFError, ValueError, KeyError, TypeError, IndexError, OverflowError)
-
-
-# --- the per-source view ------------------------------------------------------------------------
-class MappedSampleTable:
-    """One source's sample table as read-only views into the mapped index (decode order).
-
-    Same field names as the parser's ``SampleTable``: ``offset`` (bytes), ``size`` (bytes),
-    ``dts_ticks``, ``cts_ticks``, ``pts_ticks`` (media ticks), ``is_sync`` (bool), ``pts_s``
-    (float64 seconds, exact), ``presentation_order`` (decode-order index of the k-th presented
-    frame); plus ``sync_samples`` (decode-order indices of sync samples, ascending) and the
-    scalars ``media_timescale``, ``movie_timescale``, ``media_time``, ``empty_edit_movie_ticks``,
-    ``edit_duration_movie_ticks``, ``codec``, ``stsd`` (bytes), ``width``, ``height``,
-    ``track_id``, ``ctts_version``, ``path``, ``source_id``, ``file_size``, ``fingerprint``.
-    Integer arrays may be uint8/uint16/uint32/int32/int64 or zero-stride broadcasts.
-    """
-
-    def __init__(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
-
-    @property
-    def num_samples(self) -> int:
-        """Number of samples (= frames) in the track."""
-        return int(self.offset.shape[0])
-
-    @property
-    def num_frames(self) -> int:
-        return self.num_samples
-
-    def __repr__(self) -> str:
-        return (
-            f"MappedSampleTable(path={self.path!r}, num_samples={self.num_samples}, "
-            f"codec={self.codec!r}, media_timescale={self.media_timescale})"
-        )
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -147,7 +104,6 @@ class Mp4Index:
         self._ids: dict[str, int] | None = None
         self._records: dict[int, dict[str, Any]] = {}  # stays empty: records are parsed per use
         self._tables: dict[int, Any] = {}
-        self._sync: dict[int, np.ndarray] = {}  # sync_samples views of the cached tables
         self._lock = threading.Lock()
 
     # --- construction ----------------------------------------------------------------------------
@@ -276,11 +232,6 @@ class Mp4Index:
             self._paths = [self._path(i) for i in range(self._num_sources)]
         return self._paths
 
-    @property
-    def _sources(self) -> _Records:
-        """Per-source records by id, parsed on access (for tools that inspect array specs)."""
-        return _Records(self)
-
     def _path(self, source_id: int) -> str:
         a, b = int(self._path_off[source_id]), int(self._path_off[source_id + 1])
         try:
@@ -291,18 +242,20 @@ class Mp4Index:
             where = str(self.index_path)
             raise SidecarSchemaError(f"{where}: path of source {source_id} is damaged: {e}", path=where) from e
 
+    def _check_id(self, source_id: int) -> None:
+        if not 0 <= source_id < self._num_sources:
+            raise IndexError(f"source id {source_id} outside [0, {self._num_sources}) in {self.index_path}")
+
     def path(self, source_id: int) -> str:
         """Path of one source (relative to the dataset root), read from the mapped path table
         (no per-source objects for the others). Raises IndexError outside ``[0, num_sources)``."""
-        if not 0 <= source_id < self._num_sources:
-            raise IndexError(f"source id {source_id} outside [0, {self._num_sources}) in {self.index_path}")
+        self._check_id(source_id)
         return self._path(source_id)
 
     def _record(self, source_id: int) -> dict[str, Any]:
         """The parsed, validated record of one source (parsed at each call, never cached: a
         parsed record is ~7 KB of Python objects, and a table keeps what it needs)."""
-        if not 0 <= source_id < self._num_sources:
-            raise IndexError(f"source id {source_id} outside [0, {self._num_sources}) in {self.index_path}")
+        self._check_id(source_id)
         a, b = (int(x) for x in self._rec_bounds[source_id])
         where = str(self.index_path)
         if not self._data_end <= a <= b <= self._header["_json_offset"]:
@@ -369,16 +322,12 @@ class Mp4Index:
 
     def table(self, source_id: int, *, cache: bool = True):
         """Read-only sample table of one source (decode order), built on first request and kept
-        (``cache=False``: built afresh and not kept, for one-off passes over many sources such as
-        validation, so memory does not grow with the sources visited).
-
-        Every array is a zero-copy view into the map (plain blocks, shared progression blocks) or a
-        zero-stride broadcast (constants); only sources of at most ``SHARED_MIN_SAMPLES`` samples
-        materialise their ``arith``/``derived`` arrays (small, once per process).
+        (``cache=False``: built afresh and not kept, for one-off passes over many sources).
 
         Returns:
-            SampleTable: the parser's class (``mp4._table.SampleTable``) whose arrays are views into
-            the map, in their stored dtypes (no int64 promise); ``file_size`` is the manifest size.
+            SampleTable: arrays are zero-copy views into the map or zero-stride broadcasts (only
+            sources of at most ``SHARED_MIN_SAMPLES`` samples materialise ``arith``/``derived``
+            arrays), in their stored dtypes; ``file_size`` is the manifest size.
 
         Raises:
             IndexError: ``source_id`` is not in ``[0, num_sources)``.
@@ -387,20 +336,18 @@ class Mp4Index:
         t = self._tables.get(source_id)
         if t is not None:
             return t
-        if not 0 <= source_id < self._num_sources:
-            raise IndexError(f"source id {source_id} outside [0, {self._num_sources}) in {self.index_path}")
+        self._check_id(source_id)
         with self._lock:
             t = self._tables.get(source_id)
             if t is not None:
                 return t
-            t, sync = self._build_table(source_id)
+            t = self._build_table(source_id)
             if cache:
                 self._tables[source_id] = t
-                self._sync[source_id] = sync
             return t
 
-    def _build_table(self, source_id: int) -> tuple[Any, np.ndarray]:
-        """(the source's ``SampleTable`` of views, its ``sync_samples`` view), checked by ``table_problem``.
+    def _build_table(self, source_id: int) -> SampleTable:
+        """The source's ``SampleTable`` of views, checked by ``table_problem``.
 
         Raises:
             SidecarSchemaError: the record or its values are damaged (names the index and the file).
@@ -412,27 +359,21 @@ class Mp4Index:
         except (ValueError, TypeError, OverflowError, ZeroDivisionError) as e:  # SidecarSchemaError included
             reason = f"{type(e).__name__}: {e}"
         if reason is None:
-            return t, arrays["sync_samples"]
+            return t
         raise SidecarSchemaError(
             f"{where}: the derived index's table of {src.get('path')!r} is damaged ({reason}); delete the derived "
             "index so it is converted again, and its sidecar if that one holds the same values",
             path=where,
         )
 
-    def _views(self, src: dict[str, Any]) -> tuple[Any, dict[str, np.ndarray]]:
+    def _views(self, src: dict[str, Any]) -> tuple[SampleTable, dict[str, np.ndarray]]:
         """(the source's ``SampleTable`` of views, those views by name, ``sync_samples`` included)."""
         specs = src["arrays"]
         arrays = {name: self._array(specs[name]) for name in INDEX_FIELDS if name != "pts_s"}
         arrays["is_sync"] = arrays["is_sync"].view(bool)
         if specs["pts_s"]["enc"] == "derived" and "offset" not in specs["pts_s"]:
-            arrays["pts_s"] = _readonly(
-                pts_seconds(
-                    arrays["pts_ticks"],
-                    src["media_timescale"],
-                    src.get("movie_timescale") or 1,
-                    src.get("empty_edit_movie_ticks") or 0,
-                )
-            )
+            timing = (src["media_timescale"], src.get("movie_timescale"), src.get("empty_edit_movie_ticks"))
+            arrays["pts_s"] = _readonly(pts_seconds(arrays["pts_ticks"], *timing))
         else:
             arrays["pts_s"] = self._array(specs["pts_s"])
         scalars = {k: src.get(k) for k in SCALAR_KEYS if k in src}
@@ -444,33 +385,11 @@ class Mp4Index:
             scalars[k] = record_matrix(src.get(k), k, src.get("path"), str(self.index_path))
         for k in BYTES_KEYS:
             scalars[k] = self._blob(src.get(k))
-        t = _make_table(path=src["path"], file_size=src.get("size"), **scalars, **arrays)
-        return t, arrays
+        fields = {k: v for k, v in arrays.items() if k != "sync_samples"}
+        return SampleTable(path=src["path"], file_size=src.get("size"), **scalars, **fields), arrays
 
-    def sync_samples(self, source_id: int) -> np.ndarray:
-        """Decode-order indices of the sync samples of a source (dense, ascending, read-only view)."""
-        v = self._sync.get(source_id)
-        if v is None:
-            self.table(source_id)
-            v = self._sync[source_id]
-        return v
-
-    def table_for_path(self, path: str) -> MappedSampleTable:
+    def table_for_path(self, path: str) -> SampleTable:
         return self.table(self.source_id(path))
-
-    # --- hot accessors (Cython) --------------------------------------------------------------------
-    def frames_to_samples(self, source_id: int, frames: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Decode-order sample index (int64) of each presentation-order frame. Raises IndexError."""
-        return _c().frames_to_samples(self.table(source_id).presentation_order, np.asarray(frames, dtype=np.int64))
-
-    def sample_range_of_frames(self, source_id: int, frame_start: int, frame_stop: int) -> tuple[int, int]:
-        """Smallest decode-order ``[sample_start, sample_stop)`` holding frames ``[frame_start, frame_stop)``."""
-        return _c().sample_range_of_frames(self.table(source_id).presentation_order, frame_start, frame_stop)
-
-    def byte_range(self, source_id: int, sample_start: int, sample_stop: int) -> tuple[int, int]:
-        """File bytes ``[byte_start, byte_stop)`` covering decode-order samples ``[start, stop)``."""
-        t = self.table(source_id)
-        return _c().byte_bounds(t.offset, t.size, sample_start, sample_stop)
 
     def frames_played_at(self, source_id: int, times_s: Iterable[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Nearest presentation-order frame to each time (seconds, source timeline).
@@ -479,36 +398,14 @@ class Mp4Index:
             ``(frames, pts_s)``: int64 frame indices and float64 presentation times of those frames.
         """
         t = self.table(source_id)
-        return _c().nearest_frames(t.pts_s, t.presentation_order, np.asarray(times_s, dtype=np.float64))
-
-    def sync_sample_at_or_before(self, source_id: int, sample: int) -> int:
-        """Last sync sample ``<= sample`` (decode order), i.e. where decoding must start."""
-        return _c().sync_at_or_before(self.sync_samples(source_id), sample)
+        return nearest_frames(t.pts_s, t.presentation_order, np.asarray(times_s, dtype=np.float64))
 
     def close(self) -> None:
         """Drop the per-source views; the mapping closes when no view refers to it any more."""
         self._tables.clear()
-        self._sync.clear()
 
     def __repr__(self) -> str:
         return f"Mp4Index({str(self.index_path)!r}, num_sources={self.num_sources}, generation={self.generation[:12]})"
-
-
-class _Records(Sequence):
-    """Read-only sequence of an index's per-source records, parsed lazily."""
-
-    def __init__(self, index: Mp4Index) -> None:
-        self._index = index
-
-    def __len__(self) -> int:
-        return self._index.num_sources
-
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self._index._record(j) for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        return self._index._record(i)
 
 
 def _npz_identity(npz_path: str) -> dict[str, Any] | None:
@@ -548,8 +445,8 @@ def _cached_generation(npz_path: str, index_dir: Path) -> str | None:
 
 
 def _remember_generation(npz_path: str, index_dir: Path, generation: str) -> None:
-    """Atomically write the NPZ identity → generation note (best effort: a read-only index folder
-    only costs the slow path next time)."""
+    """Write the NPZ identity → generation note (best effort: a missing note only costs the slow
+    path next time)."""
     ident = _npz_identity(npz_path)
     if ident is None:
         return
@@ -558,33 +455,11 @@ def _remember_generation(npz_path: str, index_dir: Path, generation: str) -> Non
 
 def write_note(note: Path, doc: dict) -> None:
     """Atomically write ``doc`` as JSON to ``note`` through a temporary in the same folder, best
-    effort: an ``OSError`` (a read-only index folder) leaves no temporary and is not raised (a
-    missing note only costs the slow path next time)."""
+    effort: an ``OSError`` (a read-only index folder) leaves no temporary and is not raised."""
     tmp = note.with_name(f".{note.name}.{uuid.uuid4().hex}.tmp")
     try:
         tmp.write_text(json.dumps(doc), "utf-8")
         os.replace(tmp, note)
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink()
-        except OSError:
-            pass
-
-
-def _make_table(**fields: Any):
-    """A parser ``SampleTable`` (read-only views) when that class is available, else a
-    :class:`MappedSampleTable` with the same field names."""
-    try:
-        import dataclasses
-
-        from lerobotstream.mp4._table import SampleTable
-    except ImportError:
-        return MappedSampleTable(**fields)
-    names = {f.name for f in dataclasses.fields(SampleTable)}
-    return SampleTable(**{k: v for k, v in fields.items() if k in names})
-
-
-def _c():
-    from lerobotstream.mp4 import index
-
-    return index

@@ -1,10 +1,9 @@
 """The derived index file (format 3): its layout, array encodings, exact time/order derivations
 and the checks of a mapped file's framing.
 
-A sidecar NPZ (schema 5) is converted once into this flat read-only file
-(``_index_write``) and mapped by :class:`~lerobotstream.mp4._index_file.Mp4Index`, whose file is
-named by :func:`index_name` (schema, format and the NPZ's generation, so versions coexist; files
-of another format are ignored and converted again).
+A sidecar NPZ (schema 5) is converted once into this flat read-only file (``_index_write``) and
+mapped by :class:`~lerobotstream.mp4._index_file.Mp4Index`; :func:`index_name` names it by schema,
+format and the NPZ's generation, so versions coexist.
 
 File layout (format 3; all integers little-endian)::
 
@@ -19,34 +18,22 @@ File layout (format 3; all integers little-endian)::
                                                            the shared blocks; O(1) in F)
     [u64 json_offset] [u64 json_nbytes] [8 magic]         (trailer: the last 24 bytes)
 
-Opening parses only the small top header; a source's record (scalars, blob references
-``[offset, nbytes]`` and array specs) is parsed and validated the first time that source is used,
-so opening costs O(1) in the number of sources. Format 2 differed in three per-source costs: the
-record table was (F+1) offsets in source order (the converter held every record until the end),
-shared blocks were named by absolute offsets patched into every record, and each record carried
-its stsd/ftyp as base64.
+Opening parses only the top header; a source's record (scalars, blob references
+``[offset, nbytes]``, array specs) is parsed and validated when that source is used.
 
-Each array of a source is stored in one of these encodings:
+Array encodings:
 
 ``plain``  the values in the smallest exact integer dtype (uint8, uint16, uint32, int32, int64);
            ``pts_s`` is float64 and ``is_sync`` is a dense uint8 (viewed as bool).
-``const``  every value equal: the value is stored once (in the record) and exposed as a
-           read-only ``np.broadcast_to`` view of the logical length (constant composition offset,
-           constant size...).
-``arith``  an arithmetic progression ``first + i * step`` (constant sample duration → DTS; a constant
-           byte stride → offsets; identity presentation order). For a source of more than
-           ``SHARED_MIN_SAMPLES`` samples, and for any progression starting at 0 (DTS, PTS,
-           identity order: a few keys per dataset), the record names a **shared progression
-           block**: one block per ``(dtype, first, step)`` holding the longest such progression,
-           of which every source with that key maps a prefix (zero-copy, page cache shared by
-           every process of a node). Other progressions of smaller sources keep only
-           ``first``/``step`` and materialise the array lazily (at most ``SHARED_MIN_SAMPLES``
-           values per used source and process).
-``derived`` (``pts_s`` only) computed from ``pts_ticks`` with the same exact formula as a stored one;
-           for a shared ``arith`` ``pts_ticks`` it is stored once per
-           ``(first, step, timescales, empty edit)`` in a shared float64 block (a prefix view).
-
-Consumers must not assume int64: every view is read-only and its dtype is the stored one.
+``const``  every value equal: stored once in the record, exposed as a read-only
+           ``np.broadcast_to`` view.
+``arith``  ``first + i * step``. A source of more than ``SHARED_MIN_SAMPLES`` samples, or any
+           progression starting at 0, names a **shared progression block**: one block per
+           ``(dtype, first, step)`` holding the longest such progression, of which each source
+           maps a prefix. Smaller sources keep ``first``/``step`` and materialise lazily.
+``derived`` (``pts_s`` only) computed from ``pts_ticks`` by :func:`pts_seconds`; for a shared
+           ``arith`` ``pts_ticks`` it is stored once per ``(first, step, timescales, empty edit)``
+           in a shared float64 block.
 """
 
 from __future__ import annotations
@@ -62,27 +49,6 @@ import numpy as np
 from lerobotstream.errors import SidecarSchemaError
 from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
 
-__all__ = [
-    "ALIGN",
-    "INDEX_FIELDS",
-    "INDEX_FORMAT",
-    "INDEX_MAGIC",
-    "SHARED_MIN_SAMPLES",
-    "TRAILER",
-    "U64",
-    "check_record",
-    "encode_int_array",
-    "encode_int_segments",
-    "index_name",
-    "minimal_int_dtype",
-    "parse_header",
-    "presentation_order_of",
-    "pts_seconds",
-    "record_matrix",
-    "samples_problem",
-    "table_problem",
-]
-
 # --- file format ------------------------------------------------------------------------------
 INDEX_MAGIC = b"LRSIDX\x03\x03"
 INDEX_FORMAT = 3
@@ -91,13 +57,8 @@ SHARED_MIN_SAMPLES = 4096
 U64 = np.dtype("<u8")
 ALIGN = 64
 TRAILER = struct.Struct("<QQ8s")
-#: candidate storage dtypes, smallest first (the brief's exact list)
-_UNSIGNED = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
-_SIGNED = (np.dtype(np.int32),)
-_INT64 = np.dtype(np.int64)
-_INT64_MAX = int(np.iinfo(np.int64).max)
-_UNSIGNED_MAX = tuple((dt, int(np.iinfo(dt).max)) for dt in _UNSIGNED)  # np.iinfo costs ~2 us a call
-_SIGNED_RANGE = tuple((dt, int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in _SIGNED)
+#: candidate unsigned storage dtypes and their largest values, smallest first
+_UNSIGNED_MAX = tuple((np.dtype(t), int(np.iinfo(t).max)) for t in (np.uint8, np.uint16, np.uint32))
 _ALLOWED_DTYPES = {"|u1", "<u2", "<u4", "<i4", "<i8", "<f8"}
 #: the arrays of every source record (``pts_s`` float64, the others integer)
 INDEX_FIELDS = (
@@ -120,56 +81,21 @@ def minimal_int_dtype(lo: int, hi: int) -> np.dtype:
         for dt, top in _UNSIGNED_MAX:
             if hi <= top:
                 return dt
-    for dt, bottom, top in _SIGNED_RANGE:
-        if lo >= bottom and hi <= top:
-            return dt
-    return _INT64
-
-
-def encode_int_array(values: np.ndarray) -> tuple[dict[str, Any], np.ndarray | None]:
-    """Choose the encoding of one integer array.
-
-    Args:
-        values: 1-D integer array (any int dtype; values must fit int64).
-
-    Returns:
-        ``(spec, block)``: ``spec`` is the JSON description (``enc``, ``count``, ``dtype`` and
-        ``value`` / ``first``+``step`` when not plain); ``block`` is the array to store (minimal
-        dtype, C-contiguous) or None for ``const``/``arith``.
-    """
-    a = np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
-    n = int(a.shape[0])
-    if n == 0:
-        return {"enc": "const", "count": 0, "dtype": "|u1", "value": 0}, None
-    lo, hi = int(a.min()), int(a.max())
-    dt = minimal_int_dtype(lo, hi)
-    if lo == hi:
-        return {"enc": "const", "count": n, "dtype": dt.str, "value": lo}, None
-    if n >= 2:
-        first, last = int(a[0]), int(a[-1])
-        step = int(a[1]) - first
-        # a progression has its ends at the extremes and last = first + (n-1)*step: checked
-        # first, so plain arrays (offsets, sizes) skip the full comparison
-        ends = (lo, hi) == ((first, last) if step > 0 else (last, first))
-        if (
-            step != 0
-            and ends
-            and last - first == step * (n - 1)
-            and abs(step) <= _INT64_MAX
-            and bool(np.all(np.diff(a) == step))
-        ):
-            return {"enc": "arith", "count": n, "dtype": dt.str, "first": int(a[0]), "step": step}, None
-    return {"enc": "plain", "count": n, "dtype": dt.str}, a.astype(dt)
+    return np.dtype(np.int32) if -(2**31) <= lo and hi < 2**31 else np.dtype(np.int64)
 
 
 def encode_int_segments(values: np.ndarray, counts: np.ndarray) -> list[tuple[dict[str, Any], np.ndarray | None]]:
-    """:func:`encode_int_array` of each of the consecutive segments of ``values`` whose lengths
-    are ``counts`` (the sources of one NPZ block), with the per-segment reductions done once for
-    the whole block. Same results as calling :func:`encode_int_array` on each slice.
+    """The encoding of each consecutive segment of ``values`` (lengths ``counts``: the sources of
+    one NPZ block), the per-segment reductions done once for the whole block.
 
     Args:
-        values: 1-D integer array, ``sum(counts)`` long.
+        values: 1-D integer array (values fit int64), ``sum(counts)`` long.
         counts: non-negative segment lengths.
+
+    Returns:
+        per segment ``(spec, block)``: ``spec`` is the JSON description (``enc``, ``count``,
+        ``dtype``, and ``value`` or ``first``+``step`` when not plain); ``block`` the values to
+        store (minimal dtype) or None for ``const``/``arith``.
     """
     a = np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
     counts = np.asarray(counts, dtype=np.int64)

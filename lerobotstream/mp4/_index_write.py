@@ -1,11 +1,8 @@
-"""Conversion of a sidecar NPZ (schema 5) into the derived index file (format 3,
-``_index_format``).
+"""Conversion of a sidecar NPZ (schema 5) into the derived index file (format 3, ``_index_format``).
 
-Runs once per sidecar generation and node, under the index lock taken by
-:meth:`~lerobotstream.mp4._index_file.Mp4Index.open`. Memory stays bounded in the number of
-sources: one NPZ block of arrays at a time, each source's record serialised as soon as it is
-encoded and spooled to a temporary file (shared blocks are named by number, so no record is
-revisited), distinct stsd/ftyp blobs written once.
+Runs once per sidecar generation and node, under the lock taken by ``Mp4Index.open``. Memory stays
+bounded in the number of sources: one NPZ block of arrays at a time, each source's record spooled
+to a temporary file as soon as it is encoded, distinct stsd/ftyp blobs written once.
 """
 
 from __future__ import annotations
@@ -72,7 +69,7 @@ def write_index(
     bounds += np.uint64(w.pos)
     w.pos += spooled
     rec_table = w.put(bounds)
-    paths, path_offsets = _path_table(table)
+    paths, path_offsets, paths_sorted = _path_table(table)
     path_offsets += np.uint64(w.pos)
     out.write(paths)
     w.pos += len(paths)
@@ -87,7 +84,7 @@ def write_index(
         "data_end": data_end,
         "records": rec_table,
         "paths": path_table,
-        "paths_sorted": _paths_sorted(table),
+        "paths_sorted": paths_sorted,
         "shared": shared_off,
     }
     text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
@@ -247,23 +244,16 @@ def _pts_seconds_spec(w: _DataRegion, pspec: dict[str, Any], pts: np.ndarray, sr
     return spec
 
 
-def _path_table(table: Any) -> tuple[bytes, np.ndarray]:
-    """(UTF-8 paths concatenated, u64 (F+1) offsets relative to their start)."""
+def _path_table(table: Any) -> tuple[bytes, np.ndarray, bool]:
+    """(UTF-8 paths concatenated, u64 (F+1) offsets relative to their start, whether sorted)."""
     n = len(table)
-    col = getattr(table, "_columns", {}).get("path")
+    col = table._columns.get("path")
     if col is not None and col[0] == "str":
-        arr = col[1]
-        items = arr.tolist()  # bytes, trailing NULs stripped
+        items, ordered = col[1].tolist(), table._sorted_paths()  # bytes, trailing NULs stripped
     else:
-        items = [str(table.get(i, "path")).encode("utf-8") for i in range(n)]
+        paths = [str(table.get(i, "path")) for i in range(n)]
+        items = [p.encode("utf-8") for p in paths]
+        ordered = all(paths[i] < paths[i + 1] for i in range(n - 1))
     offsets = np.zeros(n + 1, dtype=U64)
     offsets[1:] = np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=n))
-    return b"".join(items), offsets
-
-
-def _paths_sorted(table: Any) -> bool:
-    col = getattr(table, "_columns", {}).get("path")
-    if col is not None and col[0] == "str":
-        return table._sorted_paths()
-    paths = [str(table.get(i, "path")) for i in range(len(table))]
-    return all(paths[i] < paths[i + 1] for i in range(len(paths) - 1))
+    return b"".join(items), offsets, ordered

@@ -25,28 +25,6 @@ import numpy as np
 
 from lerobotstream.errors import SidecarSchemaError
 
-__all__ = [
-    "BYTES_KEYS",
-    "CANONICAL_FIELDS",
-    "ENTRY_KEYS",
-    "LAYOUT_KEYS",
-    "MANIFEST_MEMBER",
-    "MATRIX_KEYS",
-    "READABLE_SCHEMA_VERSIONS",
-    "SCALAR_KEYS",
-    "SIDECAR_SCHEMA_VERSION",
-    "SOURCES_MEMBER",
-    "SourceTable",
-    "block_member",
-    "column_member",
-    "iter_source_arrays",
-    "iter_source_blocks",
-    "npz_generation",
-    "read_manifest",
-    "read_npz_member",
-    "read_source_table",
-]
-
 #: 5: per-source columns and blocks of concatenated sample arrays (a fixed number of members)
 SIDECAR_SCHEMA_VERSION = 5
 #: schemas this reader opens (an older one is refused with a message to rebuild)

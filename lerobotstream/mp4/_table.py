@@ -98,11 +98,6 @@ class SampleTable:
         """Number of samples (frames) of the track."""
         return int(self.offset.shape[0])
 
-    @property
-    def sync_samples(self) -> np.ndarray:
-        """int64 decode-order indices of the sync samples (keyframes), ascending."""
-        return np.flatnonzero(self.is_sync).astype(np.int64)
-
     def __repr__(self) -> str:
         return (
             f"SampleTable(path={self.path!r}, track_id={self.track_id}, codec={self.codec!r}, "
@@ -115,16 +110,12 @@ class SampleTable:
 def sample_durations(table: Any, start: int, stop: int) -> np.ndarray:
     """Per-sample ``stts`` deltas (media ticks, int64, shape ``(stop-start,)``) of samples [start, stop).
 
-    Works on any sample-table view (``SampleTable`` or the derived index's). The last sample of
-    the file takes ``table.duration_ticks[-1]`` when the table has per-sample durations, else
-    ``media_duration - dts[-1]`` when positive, else the previous delta (or 1). (Used by both span
-    planning and mini-MP4 synthesis, so it lives with the table rather than in either.)
+    Works on any sample-table view (span planning and mini-MP4 synthesis both use it). The last
+    sample of the file takes ``media_duration - dts[-1]`` when positive, else the previous delta
+    (or 1).
     """
     start, stop = operator.index(start), operator.index(stop)
     n = len(table.dts_ticks)
-    dur_arr = getattr(table, "duration_ticks", None)
-    if dur_arr is not None:
-        return np.asarray(dur_arr[start:stop], dtype=np.int64).copy()
     end = min(stop + 1, n)
     dts = np.asarray(table.dts_ticks[start:end], dtype=np.int64)
     out = np.empty(stop - start, dtype=np.int64)

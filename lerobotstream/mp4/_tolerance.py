@@ -1,15 +1,11 @@
 """The timestamp-tolerance rule: which frame plays at a time, and whether it is close enough.
 
 A frame plays at a requested time ``t`` when it is the nearest presented frame to ``t`` (ties go
-to the earlier frame) **and** its presentation time is *strictly* closer than ``tolerance_s``:
-``|pts_s - t| < tolerance_s``. A frame exactly ``tolerance_s`` away does not play there.
-
-Source: LeRobot 0.6.1's video decoders (``lerobot/datasets/video_utils.py``,
-``decode_video_frames_torchcodec`` and ``decode_video_frames_pyav``, both called by
-``_query_videos``) keep a frame only where ``min_ < tolerance_s`` and raise
-``FrameTimestampError`` otherwise. The decoder (``decode.EpisodeVideo``), sidecar validation
-(``sidecar._validate.check_window_detail``) and ``lerobotstream-validate`` all apply this one rule,
-so a dataset that validates never fails at a frame the decoder refuses.
+to the earlier frame) **and** ``|pts_s - t| < tolerance_s`` (strict). This is LeRobot 0.6.1's rule
+(``lerobot/datasets/video_utils.py``: ``decode_video_frames_torchcodec`` and
+``decode_video_frames_pyav`` keep a frame only where ``min_ < tolerance_s``, else raise
+``FrameTimestampError``). The decoder, sidecar validation and ``lerobotstream-validate`` all apply
+it, so a dataset that validates never fails at a frame the decoder refuses.
 """
 
 from __future__ import annotations
@@ -19,8 +15,6 @@ from typing import Any
 import numpy as np
 
 from lerobotstream.mp4.index import nearest_frames
-
-__all__ = ["within_tolerance", "frames_within_tolerance"]
 
 
 def within_tolerance(error_s: Any, tolerance_s: float) -> Any:

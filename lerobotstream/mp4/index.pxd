@@ -1,5 +1,10 @@
-# Cython declarations of the derived-index accessors, for other Cython modules (e.g. spans).
-from libc.stdint cimport int64_t
+# Cython declarations shared by the mp4 modules that read the derived index's views.
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t
 
-# first presentation-order frame k with pts_s[order[k]] >= t (binary search; order: int64 view)
-cdef Py_ssize_t c_lower_bound_pts(const double[:] pts_s, const int64_t[:] order, double t) noexcept nogil
+# the integer dtypes of the derived index's arrays (mp4/_index_format.py: minimal_int_dtype)
+ctypedef fused idx_t:
+    uint8_t
+    uint16_t
+    uint32_t
+    int32_t
+    int64_t

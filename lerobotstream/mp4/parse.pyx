@@ -7,15 +7,24 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t, uint8_t
 
-from lerobotstream.mp4._c cimport lrs_err, lrs_mp4_info, lrs_mp4_scan_moov, lrs_mp4_fill
-from lerobotstream.mp4._status import raise_status, E_TRUNCATED, E_BADBOX, E_UNSUPPORTED, E_OVERFLOW
+from lerobotstream.errors import Mp4Error, Mp4InconsistentTablesError, Mp4TruncatedError, Mp4UnsupportedError
+from lerobotstream.mp4._c cimport (
+    LRS_E_BADBOX as E_BADBOX,
+    LRS_E_INCONSISTENT,
+    LRS_E_OVERFLOW as E_OVERFLOW,
+    LRS_E_TRUNCATED as E_TRUNCATED,
+    LRS_E_UNSUPPORTED as E_UNSUPPORTED,
+    LRS_MAX_SAMPLES_PER_TRACK,
+    lrs_err,
+    lrs_mp4_fill,
+    lrs_mp4_info,
+    lrs_mp4_scan_moov,
+)
 from lerobotstream.mp4._table import SampleTable
 
 cnp.import_array()
 
 log = logging.getLogger(__name__)
-
-from lerobotstream.mp4._c cimport LRS_MAX_SAMPLES_PER_TRACK
 
 PROBE_BYTES = 64 * 1024          # first read of the file's start; also the block read for small boxes' headers
 TAIL_MAX_BYTES = 64 * 1024 * 1024  # read everything after mdat in one go when at most this much
@@ -32,8 +41,22 @@ MAX_TOP_LEVEL_BOXES = 256
 MAX_SAMPLES_PER_TRACK = LRS_MAX_SAMPLES_PER_TRACK
 
 
+#: the typed error of each C status code (csrc/lrs_status.h); any other code raises Mp4Error
+_ERRORS = {
+    E_TRUNCATED: Mp4TruncatedError,
+    E_UNSUPPORTED: Mp4UnsupportedError,
+    LRS_E_INCONSISTENT: Mp4InconsistentTablesError,
+}
+
+
 cdef _raise(int code, str path, str box, long long offset, str reason):
-    raise_status(code, path, box, offset, reason)
+    """Raise the ``Mp4Error`` subclass of a negative status ``code``, with fields ``path``, ``box``
+    (fourcc, "" if none), ``offset`` (bytes, -1 if unknown) and ``code``; the message names them
+    and the reason."""
+    where = f" box '{box}'" if box else ""
+    at = f" at offset {offset}" if offset >= 0 else ""
+    msg = f"MP4 {path or '<bytes>'}:{where}{at}: {reason}"
+    raise _ERRORS.get(code, Mp4Error)(msg, path=path, box=box, offset=offset, code=code)
 
 
 cdef class _Reader:
@@ -53,10 +76,7 @@ cdef class _Reader:
 
     cdef bytes fetch(self, long long off, long long n):
         """Exactly n bytes at off (n > 0, off + n <= file_size), one read call."""
-        data = self.read(off, n)
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            data = bytes(data)
-        data = bytes(data)
+        data = bytes(self.read(off, n))
         if len(data) != n:
             _raise(E_TRUNCATED, self.path, "", off,
                    f"read({off}, {n}) returned {len(data)} bytes (file size {self.file_size})")
@@ -215,29 +235,19 @@ cdef object _parse_moov(bytes moov, long long moov_off, long long fsize, str pat
     if st != 0:
         _raise(st, path, err.box.decode("ascii", "replace"), err.offset, err.reason.decode("utf-8", "replace"))
     n = info.num_samples
-    offset = np.empty(n, np.int64)
-    size = np.empty(n, np.int64)
-    dts = np.empty(n, np.int64)
-    cts = np.empty(n, np.int64)
-    pts = np.empty(n, np.int64)
-    sync = np.empty(n, np.bool_)
-    pts_s = np.empty(n, np.float64)
-    cdef int64_t[::1] v_off = offset, v_size = size, v_dts = dts, v_cts = cts, v_pts = pts
-    cdef double[::1] v_ps = pts_s
-    cdef uint8_t[::1] v_sync = sync.view(np.uint8)
-    cdef int64_t one = 0
-    cdef double oned = 0
-    cdef uint8_t oneb = 0
+    # numpy gives even an empty array a valid data pointer
+    cdef cnp.ndarray offset = np.empty(n, np.int64), size = np.empty(n, np.int64), dts = np.empty(n, np.int64)
+    cdef cnp.ndarray cts = np.empty(n, np.int64), pts = np.empty(n, np.int64), sync = np.empty(n, np.bool_)
+    cdef cnp.ndarray pts_s = np.empty(n, np.float64)
+    cdef int64_t *p_off = <int64_t *>cnp.PyArray_DATA(offset)
+    cdef int64_t *p_size = <int64_t *>cnp.PyArray_DATA(size)
+    cdef int64_t *p_dts = <int64_t *>cnp.PyArray_DATA(dts)
+    cdef int64_t *p_cts = <int64_t *>cnp.PyArray_DATA(cts)
+    cdef int64_t *p_pts = <int64_t *>cnp.PyArray_DATA(pts)
+    cdef uint8_t *p_sync = <uint8_t *>cnp.PyArray_DATA(sync)
+    cdef double *p_ps = <double *>cnp.PyArray_DATA(pts_s)
     cdef const uint8_t *bp = &buf[0]
     cdef long long blen = len(moov)
-    # zero-length arrays: hand C a valid dummy pointer
-    cdef int64_t *p_off = &v_off[0] if n else &one
-    cdef int64_t *p_size = &v_size[0] if n else &one
-    cdef int64_t *p_dts = &v_dts[0] if n else &one
-    cdef int64_t *p_cts = &v_cts[0] if n else &one
-    cdef int64_t *p_pts = &v_pts[0] if n else &one
-    cdef uint8_t *p_sync = &v_sync[0] if n else &oneb
-    cdef double *p_ps = &v_ps[0] if n else &oned
     with nogil:
         st = lrs_mp4_fill(bp, blen, moov_off, fsize, &info, p_off, p_size, p_dts, p_cts, p_pts, p_sync, p_ps, &err)
     if st != 0:

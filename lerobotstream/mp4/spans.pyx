@@ -21,22 +21,15 @@ Rules:
   ``stco``/``co64`` choice to a fixed point.
 """
 
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, int64_t
 
 import numpy as np
 
 from lerobotstream.errors import Mp4InconsistentTablesError, Mp4Error
-from lerobotstream.mp4._table import sample_durations  # noqa: F401  (also importable from here)
+from lerobotstream.mp4._table import sample_durations
+from lerobotstream.mp4.index cimport idx_t
 
-_SEARCH_WINDOW = 256
 _IDX_DTYPES = frozenset(np.dtype(d) for d in (np.uint8, np.uint16, np.uint32, np.int32, np.int64))
-
-ctypedef fused idx_t:
-    uint8_t
-    uint16_t
-    uint32_t
-    int32_t
-    int64_t
 
 
 cdef inline object _i64(a):
@@ -87,28 +80,6 @@ def _min_max(const idx_t[:] a, Py_ssize_t start, Py_ssize_t stop):
     return lo, hi
 
 
-def _byte_runs(const int64_t[::1] offs, const int64_t[::1] ends, const int64_t[::1] order):
-    """Merged ``(offset, length)`` runs of the byte ranges ``[offs, ends)`` visited in ``order``
-    (ascending offsets): overlapping or touching ranges merge."""
-    cdef Py_ssize_t m = order.shape[0], i
-    cdef int64_t a, b, cur_a, cur_b
-    runs = []
-    cur_a = offs[order[0]]
-    cur_b = ends[order[0]]
-    for i in range(1, m):
-        a = offs[order[i]]
-        b = ends[order[i]]
-        if a <= cur_b:
-            if b > cur_b:
-                cur_b = b
-        else:
-            runs.append((cur_a, cur_b - cur_a))
-            cur_a = a
-            cur_b = b
-    runs.append((cur_a, cur_b - cur_a))
-    return runs
-
-
 def _safe_keys(const int64_t[::1] span_pts, const uint8_t[::1] span_sync, const int64_t[::1] korder):
     """Safe seek points per local frame: a sync sample whose GOP (up to the next sync sample)
     presents nothing before it; the span's first sync sample is always one."""
@@ -153,33 +124,15 @@ cdef Py_ssize_t _sync_after(const uint8_t[:] is_sync, Py_ssize_t i, Py_ssize_t n
     return i
 
 
-def _last_sync_at_or_before(is_sync, Py_ssize_t i):
-    """Decode-order index of the last sync sample ``<= i``, or -1."""
-    cdef const uint8_t[:] v = _idx_view(is_sync).astype(np.uint8, copy=False)
-    if i >= v.shape[0]:
-        i = v.shape[0] - 1
-    return _sync_before(v, i)
-
-
-def _next_sync_after(is_sync, Py_ssize_t i, Py_ssize_t n):
-    """Decode-order index of the first sync sample ``> i``, or ``n``."""
-    cdef const uint8_t[:] v = _idx_view(is_sync).astype(np.uint8, copy=False)
-    if n > v.shape[0]:
-        n = v.shape[0]
-    return _sync_after(v, i, n)
-
-
 class Span:
     """One source's decode-order sample range, byte range and mini-MP4 layout.
 
     Attributes:
         sample_start, sample_stop (int): decode-order samples [start, stop) to fetch.
         frame_start, frame_stop (int): the requested presentation-order frames of the source.
-        byte_start, byte_stop (int): file bytes [start, stop) = the mdat payload.
-        byte_ranges (tuple[(offset, length)]): merged runs actually referenced by the samples
-            (several when other tracks' bytes are interleaved; the payload still spans them all).
+        byte_start, byte_stop (int): file bytes [start, stop) = the mdat payload (other tracks'
+            bytes interleaved in it included).
         start_pts_ticks (int): source ``pts_ticks`` of local time 0 (the first sync sample).
-        start_pts_s (float): the same in source seconds (``table.pts_s[sample_start]``).
         media_timescale (int): ticks per second of the track.
         local_pts_ticks (np.int64[num_local_frames]): source ``pts_ticks`` of the presented frames
             of the mini-MP4, in presentation order (local frame j).
@@ -196,7 +149,7 @@ class Span:
     """
 
     __slots__ = ("sample_start", "sample_stop", "frame_start", "frame_stop", "byte_start",
-                 "byte_stop", "byte_ranges", "start_pts_ticks", "start_pts_s", "media_timescale",
+                 "byte_stop", "start_pts_ticks", "media_timescale",
                  "local_pts_ticks", "local_sample", "local_key", "local_duration",
                  "first_local_frame", "frame_offset", "contiguous", "edit_media_time",
                  "edit_duration", "cts_shift", "synth_nbytes", "use_co64", "header_nbytes")
@@ -224,10 +177,6 @@ class Span:
             raise IndexError(f"source frame {source_frame} is not in this span "
                              f"(frames {self.frame_offset}..{self.frame_offset + self.num_local_frames - 1})")
         return j
-
-    def local_pts_s(self):
-        """Local presentation times (float64 seconds, shape ``(num_local_frames,)``)."""
-        return (self.local_pts_ticks - self.start_pts_ticks) / float(self.media_timescale)
 
     def __getstate__(self):
         return {k: getattr(self, k) for k in self.__slots__}
@@ -287,11 +236,10 @@ def plan_span(table, frame_start, frame_stop, *, path=""):
     if gop_pts.size > 1 and bool((gop_pts[1:] < gop_pts[:-1]).any()):
         e = nxt  # reordered: end at the end of the last GOP
 
-    offs = np.ascontiguousarray(_i64(table.offset[s:e]))
+    offs = _i64(table.offset[s:e])
     ends = offs + _i64(table.size[s:e])
     byte_start = int(offs.min())
     byte_stop = int(ends.max())
-    runs = _byte_runs(offs, ends, np.argsort(offs, kind="stable").astype(np.int64, copy=False))
 
     span_pts = np.ascontiguousarray(gop_pts[: e - s])  # e <= nxt
     dur = sample_durations(table, s, e)
@@ -317,8 +265,7 @@ def plan_span(table, frame_start, frame_stop, *, path=""):
     edit_duration = int(np.max(span_pts[kept] + dur[kept]) - start_pts)
     span = Span(
         sample_start=s, sample_stop=e, frame_start=frame_start, frame_stop=frame_stop,
-        byte_start=byte_start, byte_stop=byte_stop, byte_ranges=tuple(runs),
-        start_pts_ticks=start_pts, start_pts_s=float(table.pts_s[s]),
+        byte_start=byte_start, byte_stop=byte_stop, start_pts_ticks=start_pts,
         media_timescale=int(table.media_timescale),
         local_pts_ticks=local_pts, local_sample=korder + s, local_key=key,
         local_duration=dur[korder], first_local_frame=first_local, frame_offset=frame_offset,

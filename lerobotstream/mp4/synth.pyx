@@ -10,13 +10,12 @@ minus ``span.start_pts_ticks`` exactly (decoded frame 0 is the first presented f
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t, uint32_t
-from libc.string cimport memcpy
 
 import numpy as np
 cimport numpy as cnp
 
 from lerobotstream.errors import Mp4Error
-from lerobotstream.mp4._table import sample_durations
+from lerobotstream.mp4._table import IDENTITY_MATRIX, sample_durations
 
 cnp.import_array()
 
@@ -43,11 +42,8 @@ cdef extern from "mp4_synth.h":
     int64_t lrs_synth_header(const lrs_synth_in *inp, uint8_t *out, int *use_co64) nogil
 
 
-_IDENTITY = (0x10000, 0, 0, 0, 0x10000, 0, 0, 0, 0x40000000)
-
-
 cdef int _set_matrix(int32_t *dst, values, str name) except -1:
-    vals = tuple(_IDENTITY if values is None else values)
+    vals = tuple(IDENTITY_MATRIX if values is None else values)
     if len(vals) != 9:
         raise Mp4Error(f"{name} must hold 9 values, got {len(vals)}")
     for i in range(9):
@@ -63,24 +59,18 @@ cdef uint32_t _brand(codec):
     return (c[0] << 24) | (c[1] << 16) | (c[2] << 8) | c[3]
 
 
-def _arrays(table, span):
-    s, e = span.sample_start, span.sample_stop
-    size = np.ascontiguousarray(np.asarray(table.size[s:e], dtype=np.int64))
-    dur = np.ascontiguousarray(sample_durations(table, s, e))
-    cts = np.ascontiguousarray(np.asarray(table.cts_ticks[s:e], dtype=np.int64) + span.cts_shift)
-    rel = np.ascontiguousarray(np.asarray(table.offset[s:e], dtype=np.int64) - span.byte_start)
-    sync = np.ascontiguousarray(np.asarray(table.is_sync[s:e], dtype=np.uint8))
-    return size, dur, cts, rel, sync
-
-
 cdef int64_t _run(table, span, uint8_t *out, int *co64) except? -9:
     cdef const int64_t[::1] size, dur, cts, rel
     cdef const uint8_t[::1] sync
     cdef lrs_synth_in inp
     cdef const uint8_t[::1] stsd
     cdef int64_t r
-    a = _arrays(table, span)
-    size, dur, cts, rel, sync = a
+    s, e = span.sample_start, span.sample_stop
+    size = np.ascontiguousarray(table.size[s:e], dtype=np.int64)
+    dur = np.ascontiguousarray(sample_durations(table, s, e))
+    cts = np.ascontiguousarray(np.asarray(table.cts_ticks[s:e], dtype=np.int64) + span.cts_shift)
+    rel = np.ascontiguousarray(np.asarray(table.offset[s:e], dtype=np.int64) - span.byte_start)
+    sync = np.ascontiguousarray(table.is_sync[s:e], dtype=np.uint8)
     stsd_b = bytes(table.stsd)
     if len(stsd_b) < 8:
         raise Mp4Error("stsd payload shorter than 8 bytes")
@@ -121,14 +111,19 @@ def header_nbytes(table, span):
     return int(r), bool(co64)
 
 
-def synthesize_header(table, span):
-    """The mini-MP4 without its payload: ftyp + moov + mdat header (bytes)."""
+def _write(table, span, int64_t extra):
+    """``(bytearray of ftyp + moov + mdat header then extra zero bytes, header length)``."""
     cdef int co64 = 0
-    cdef int64_t n = _run(table, span, NULL, &co64)
-    buf = bytearray(n)
+    cdef int64_t h = _run(table, span, NULL, &co64)
+    buf = bytearray(h + extra)
     cdef uint8_t[::1] view = buf
     _run(table, span, &view[0], &co64)
-    return bytes(buf)
+    return buf, h
+
+
+def synthesize_header(table, span):
+    """The mini-MP4 without its payload: ftyp + moov + mdat header (bytes)."""
+    return bytes(_write(table, span, 0)[0])
 
 
 def synthesize(table, span, payload):
@@ -145,18 +140,13 @@ def synthesize(table, span, payload):
     Raises:
         Mp4Error: payload of the wrong length, or values that do not fit the boxes.
     """
-    cdef int co64 = 0
-    cdef const uint8_t[::1] pv = memoryview(payload).cast("B")
+    pv = memoryview(payload).cast("B")
     plen = span.byte_stop - span.byte_start
-    if pv.shape[0] != plen:
-        raise Mp4Error(f"payload is {pv.shape[0]} bytes, span needs {plen} "
+    if len(pv) != plen:
+        raise Mp4Error(f"payload is {len(pv)} bytes, span needs {plen} "
                        f"(bytes [{span.byte_start}, {span.byte_stop}))")
-    cdef int64_t h = _run(table, span, NULL, &co64)
-    buf = bytearray(h + plen)
-    cdef uint8_t[::1] view = buf
-    _run(table, span, &view[0], &co64)
-    if plen:
-        memcpy(&view[h], &pv[0], plen)
+    buf, h = _write(table, span, plen)
+    buf[h:] = pv
     if len(buf) != span.synth_nbytes:
         raise Mp4Error(f"synthesized {len(buf)} bytes, planned {span.synth_nbytes}")
     return bytes(buf)

@@ -15,8 +15,8 @@ from dataclasses import replace
 from typing import Any
 
 from lerobotstream import constants
-from lerobotstream._option_rules import check_epoch
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
+from lerobotstream.options import check_epoch
 from lerobotstream.planner._layout import Layout, read_pools
 from lerobotstream.planner._pass import (
     Pass,

@@ -7,11 +7,9 @@ Examples::
     python -m lerobotstream.profile --root http://host/ds/ --step-ms 40   # would a 40 ms model step wait?
     python -m lerobotstream.profile --repo-id a/x,b/y --root /data/x,/data/y --weights 0.7,0.3   # a mixture
 
-Defaults are what ``lerobotstream-train`` runs with lerobot-train 0.6's defaults (:data:`TRAIN_DEFAULTS`):
-``StreamLoader`` with ``--loader auto`` (threads in this process below 8 CPUs, ``spawn`` worker
-processes from 8), ``--num-workers 4``, ``prefetch_factor`` 4, uint8 frames, batch 8, and a stream
-that repeats (``--repeat``; off by default for one dataset, whose epoch end then
-ends the run early; on for a mixture, whose shares would otherwise bend once a dataset runs out).
+Defaults are what ``lerobotstream-train`` runs with lerobot-train 0.6's defaults (:data:`TRAIN_DEFAULTS`);
+``--repeat`` is on for a mixture (its shares would otherwise bend once a dataset runs out), off
+for one dataset (its epoch end then ends the run early).
 """
 
 from __future__ import annotations
@@ -23,8 +21,8 @@ import time
 from collections.abc import Sequence
 
 from lerobotstream._atomic import check_output_file, write_text_atomic
-from lerobotstream._option_flags import add_cli_flags
 from lerobotstream.errors import StreamingConfigError, quiet_on_closed_stdout, run_cli
+from lerobotstream.options import add_cli_flags
 from lerobotstream.profile._run import LOADERS
 
 __all__ = ["main", "run_profile", "TRAIN_DEFAULTS"]
@@ -45,21 +43,9 @@ TRAIN_DEFAULTS = {
 
 #: the stream options the profiler takes as flags (their type, default and help: StreamOptions'),
 #: with the profiler's own defaults where lerobotstream-train runs another value
-STREAM_FLAGS = (
-    "revision",
-    "episodes",
-    "camera_keys",
-    "episode_pool_size",
-    "prefetch_episodes",
-    "byte_budget_gb",
-    "decode_threads",
-    "decoded_queue_size",
-    "sampling_strategy",
-    "seed",
-    "device",
-    "return_uint8",
-    "repeat",
-    "delta_timestamps",
+STREAM_FLAGS = tuple(
+    "revision episodes camera_keys episode_pool_size prefetch_episodes byte_budget_gb decode_threads "
+    "decoded_queue_size sampling_strategy seed device return_uint8 repeat delta_timestamps".split()
 )
 
 
@@ -205,13 +191,6 @@ def run_profile(args: argparse.Namespace) -> dict:
         loader=args.loader,
         **loader,
     )
-    as_training = (
-        args.loader == TRAIN_DEFAULTS["loader"]
-        and all(loader[k] == TRAIN_DEFAULTS[k] for k in loader)
-        and args.return_uint8 == TRAIN_DEFAULTS["return_uint8"]
-        and args.num_workers == TRAIN_DEFAULTS["num_workers"]
-        and args.batch_size == TRAIN_DEFAULTS["batch_size"]
-    )
     config = {
         "loader": raw["loader"],
         "root": args.root,
@@ -221,7 +200,7 @@ def run_profile(args: argparse.Namespace) -> dict:
         "frames": "uint8" if args.return_uint8 else "float32",
         **loader,
         "repeat": repeat,
-        "as_lerobotstream_train": as_training,
+        "as_lerobotstream_train": all(getattr(args, k) == v for k, v in TRAIN_DEFAULTS.items()),
         "steps": args.steps,
         "decode_threads": args.decode_threads,
         "prefetch_episodes": args.prefetch_episodes,

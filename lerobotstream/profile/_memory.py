@@ -11,54 +11,30 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = ["MemoryReading", "MemorySampler", "read_memory"]
 
 
-@dataclass(frozen=True)
-class MemoryReading:
-    """One process's memory at one instant."""
+class MemoryReading(NamedTuple):
+    """One process's memory at one instant, bytes: RSS (shared pages counted fully) and PSS
+    (shared pages divided by their number of sharers)."""
 
     pid: int
-    """Process id."""
     rss_bytes: int
-    """Resident set size, bytes (shared pages counted fully)."""
     pss_bytes: int
-    """Proportional set size, bytes (shared pages divided by their number of sharers)."""
 
 
 def read_memory(pid: int) -> MemoryReading | None:
-    """RSS and PSS of ``pid`` from ``/proc/<pid>/smaps_rollup``.
-
-    Returns:
-        MemoryReading, or None when the process is gone or the file is unreadable (not Linux,
-        kernel < 4.14, other user's process).
-    """
+    """RSS and PSS of ``pid`` from ``/proc/<pid>/smaps_rollup``; None when the process is gone or
+    the file is unreadable (not Linux, kernel < 4.14, other user's process)."""
     try:
         with open(f"/proc/{int(pid)}/smaps_rollup", "rb") as f:
             text = f.read().decode("ascii", "replace")
     except OSError:
         return None
-    rss = pss = None
-    for line in text.splitlines():
-        if line.startswith("Rss:"):
-            rss = int(line.split()[1]) * 1024
-        elif line.startswith("Pss:"):
-            pss = int(line.split()[1]) * 1024
-    if rss is None or pss is None:
-        return None
-    return MemoryReading(int(pid), rss, pss)
-
-
-@dataclass
-class _Series:
-    t_s: list[float] = field(default_factory=list)
-    rss_sum_bytes: list[int] = field(default_factory=list)
-    pss_sum_bytes: list[int] = field(default_factory=list)
-    peak_rss_bytes: dict[int, int] = field(default_factory=dict)
-    peak_pss_bytes: dict[int, int] = field(default_factory=dict)
-    role: dict[int, str] = field(default_factory=dict)
+    kb = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in text.splitlines() if line[:4] in ("Rss:", "Pss:")}
+    return MemoryReading(int(pid), kb["Rss"], kb["Pss"]) if len(kb) == 2 else None
 
 
 class MemorySampler:
@@ -81,41 +57,33 @@ class MemorySampler:
         self.t0 = time.perf_counter() if t0 is None else t0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._s = _Series()
         self._lock = threading.Lock()
+        self._t_s: list[float] = []
+        self._rss_sum: list[int] = []
+        self._pss_sum: list[int] = []
+        self._peaks: dict[int, tuple[str, int, int]] = {}  # pid -> (role, peak RSS, peak PSS)
         self.own_cpu_s = 0.0
-        """CPU seconds the timer thread has used so far (the sampler's own cost: each reading walks
-        page tables), to subtract from the process's CPU time over a measured interval."""
+        """CPU seconds the timer thread has used so far (each reading walks page tables), to
+        subtract from the process's CPU time over a measured interval."""
 
     def sample(self, *, unless_newer_than_s: float | None = None) -> None:
-        """Take one sample now (also called by the thread).
-
-        Args:
-            unless_newer_than_s: skip when the last reading is younger than this many seconds
-                (each reading costs a few ms of CPU per process: ``smaps_rollup`` walks the page
-                tables), e.g. one reading per batch, never more often than the timer.
-        """
+        """Take one sample now (also called by the thread); ``unless_newer_than_s``: skip when the
+        last reading is younger than this many seconds (a reading costs a few ms of CPU per process)."""
         if unless_newer_than_s is not None:
             with self._lock:
-                last = self._s.t_s[-1] if self._s.t_s else None
+                last = self._t_s[-1] if self._t_s else None
             if last is not None and time.perf_counter() - self.t0 - last < unless_newer_than_s:
                 return
-        readings = []
-        for pid, role in dict(self._pids()).items():
-            r = read_memory(pid)
-            if r is not None:
-                readings.append((r, role))
+        readings = [(r, role) for pid, role in dict(self._pids()).items() if (r := read_memory(pid)) is not None]
         if not readings:
             return
         with self._lock:  # called by the timer thread and at the caller's deterministic points
-            s = self._s
-            s.t_s.append(time.perf_counter() - self.t0)
-            s.rss_sum_bytes.append(sum(r.rss_bytes for r, _ in readings))
-            s.pss_sum_bytes.append(sum(r.pss_bytes for r, _ in readings))
+            self._t_s.append(time.perf_counter() - self.t0)
+            self._rss_sum.append(sum(r.rss_bytes for r, _ in readings))
+            self._pss_sum.append(sum(r.pss_bytes for r, _ in readings))
             for r, role in readings:
-                s.role[r.pid] = role
-                s.peak_rss_bytes[r.pid] = max(s.peak_rss_bytes.get(r.pid, 0), r.rss_bytes)
-                s.peak_pss_bytes[r.pid] = max(s.peak_pss_bytes.get(r.pid, 0), r.pss_bytes)
+                _, rss, pss = self._peaks.get(r.pid, (role, 0, 0))
+                self._peaks[r.pid] = (role, max(rss, r.rss_bytes), max(pss, r.pss_bytes))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -137,24 +105,18 @@ class MemorySampler:
         """``processes`` (pid, role, peak RSS/PSS bytes), ``peak_pss_sum_bytes``,
         ``peak_rss_sum_bytes`` and the series ``t_s``, ``rss_sum_bytes``, ``pss_sum_bytes``."""
         with self._lock:
-            s = self._s
-            procs = [
-                {
-                    "pid": pid,
-                    "role": s.role[pid],
-                    "peak_rss_bytes": s.peak_rss_bytes[pid],
-                    "peak_pss_bytes": s.peak_pss_bytes[pid],
-                }
-                for pid in sorted(s.role, key=lambda p: (s.role[p] != "main", s.role[p], p))
-            ]
+            peaks = sorted(self._peaks.items(), key=lambda kv: (kv[1][0] != "main", kv[1][0], kv[0]))
             return {
-                "available": bool(s.t_s),
-                "processes": procs,
-                "peak_rss_sum_bytes": max(s.rss_sum_bytes, default=0),
-                "peak_pss_sum_bytes": max(s.pss_sum_bytes, default=0),
+                "available": bool(self._t_s),
+                "processes": [
+                    {"pid": pid, "role": role, "peak_rss_bytes": rss, "peak_pss_bytes": pss}
+                    for pid, (role, rss, pss) in peaks
+                ],
+                "peak_rss_sum_bytes": max(self._rss_sum, default=0),
+                "peak_pss_sum_bytes": max(self._pss_sum, default=0),
                 "series": {
-                    "t_s": list(s.t_s),
-                    "rss_sum_bytes": list(s.rss_sum_bytes),
-                    "pss_sum_bytes": list(s.pss_sum_bytes),
+                    "t_s": list(self._t_s),
+                    "rss_sum_bytes": list(self._rss_sum),
+                    "pss_sum_bytes": list(self._pss_sum),
                 },
             }

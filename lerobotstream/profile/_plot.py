@@ -1,15 +1,9 @@
 """Profile figure (matplotlib, optional: ``pip install lerobotstream[plot]``): is my GPU waiting, and why?
 
-The title states the configuration and the verdict (the loader's rate and time per batch, what a
-model step would wait or, with ``--step-ms``, what it waited) and what the work went into. Four
-panels below it:
-
-1. throughput over time: a rolling samples/s line (a window of batches), the steady mean, and with
-   ``--step-ms`` the rate a model step allows;
-2. the GPU's wait per batch (``next(loader)`` blocked, ms), the first batch (start-up) marked;
-3. memory over time: summed PSS and RSS of every process, byte-cache reserved/resident (MiB);
-4. the stage breakdown, one bar per stage (seconds summed over processes and threads), in three
-   groups: start-up, work (share of the work) and waits; every stage has its own colour.
+The title states the configuration, the verdict and what the work went into; four panels below:
+throughput over time (rolling samples/s, the steady mean, the rate a ``--step-ms`` step allows),
+the GPU's wait per batch (ms; the first batch marked as start-up), memory over time (summed PSS
+and RSS, the byte cache), and one bar per stage grouped start-up / work / waits (hatched).
 """
 
 from __future__ import annotations
@@ -185,21 +179,10 @@ def _plot_waits(ax: Any, report: dict, tmax: float) -> None:
         )
         ax.vlines([bt[0]], 0, min(ms[0], ymax), color="#9e9e9e", lw=1.5)
         ax.legend(loc="upper right", fontsize=8)
-    frac = la.get("steady_wait_fraction") if la.get("simulated_step_s") else la.get("data_wait_fraction")
-    ax.set_title(
-        "GPU wait per batch"
-        + (
-            ""
-            if frac is None
-            else f" ({100 * frac:.0f}% of the time"
-            + (
-                " after the first batch)"
-                if la.get("simulated_step_s")
-                else "; no model step, so ~100% by construction)"
-            )
-        ),
-        fontsize=10,
-    )
+    step = la.get("simulated_step_s")
+    frac = la.get("steady_wait_fraction") if step else la.get("data_wait_fraction")
+    how = " after the first batch)" if step else "; no model step, so ~100% by construction)"
+    ax.set_title("GPU wait per batch" + ("" if frac is None else f" ({100 * frac:.0f}% of the time{how}"), fontsize=10)
     ax.set_xlim(0, tmax * 1.02)
     ax.set_ylabel("ms")
     ax.set_xlabel("time [s]")

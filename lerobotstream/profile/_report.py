@@ -1,39 +1,30 @@
 """The profile report: raw run measurements → one JSON-able dict → a terminal table.
 
-Report fields (all seconds are wall-clock; per-stage seconds are summed over the threads of every
-process, so they can exceed the run's wall time):
+Report fields (seconds are wall-clock; per-stage seconds are summed over the threads of every
+process, so they can exceed the run's wall time; docs/profiling.md says how to read them):
 
 * ``throughput``: ``samples``, ``frames`` (decoded camera frames delivered), ``wall_s``,
   ``samples_per_s`` / ``frames_per_s`` (whole run), ``steady_samples_per_s`` (after the first batch);
-* ``latency``: ``first_batch_s`` (from ``iter(loader)``: worker start-up, metadata, first fetches),
-  ``batch_wait_p50_ms`` / ``p95`` / ``p99`` / ``mean`` (time ``next(loader)`` blocked, first batch
-  excluded), ``data_wait_fraction`` (summed waits / wall: with ``--step-ms`` set to your model's
-  step, > ~0.05 means the GPU would wait for data; without it ~1.0 by construction),
-  ``steady_wait_fraction`` (the same after the first batch and its step), ``series`` (per batch: end time
-  ``t_s`` and ``batch_wait_s``);
-* ``stages``: ``seconds`` per stage (see :data:`STAGES`; a stage missing from ``stats()`` is None),
-  ``kind`` per stage (:data:`STAGE_KIND`: ``"start-up"`` once, ``"work"`` per item, ``"wait"`` a
-  thread blocked), ``work_s`` (summed work), ``busy_threads`` (``work_s / wall_s``: threads doing
-  work on average; compare with ``cpu_count``), ``worker_stage_sum_s`` (all but metadata and the
-  main wait), ``threads_bound`` (processes × (1 iterating + 2 × decode threads + fetch threads):
-  the most threads that can run stages at once, so ``worker_stage_sum_s <= wall_s × threads_bound``;
-  its terms in ``threads_bound_terms``);
-* ``verdict``: is the GPU waiting, and why. ``loader_samples_per_s`` (steady) and
-  ``loader_ms_per_batch`` (its time per batch): a model step shorter than that waits for data;
-  ``too_short`` (the run's steady part is too short to judge: fewer than :data:`MIN_STEADY_BATCHES`
-  batches after the first, or fewer than twice the batches the loader can prepare ahead while the
-  first one is awaited; its rate is then an upper bound);
-  ``predicted_wait_fraction`` for a few step times (``{step_ms: fraction}``, from the loader's
-  rate: ``max(0, 1 - step / loader time per batch)``); with ``--step-ms``, ``measured_wait_fraction``
-  (waits after the first batch / wall after it); ``top_work`` (largest work stages); ``text`` and
-  ``why`` (the lines the terminal prints first);
-* ``bytes``: ``fetched_bytes`` (everything the workers' source read: MP4 spans, Parquet, gaps),
-  ``requests``, ``span_payload_bytes`` (MP4 span bytes fetched), ``needed_frame_bytes`` (coded size
-  of every distinct camera frame delivered: the least any reader must fetch), ``span_bytes``
+* ``latency``: ``first_batch_s`` (from ``iter(loader)``), ``batch_wait_p50_ms`` / ``p95`` / ``p99``
+  / ``mean`` (time ``next(loader)`` blocked, first batch excluded), ``data_wait_fraction`` (summed
+  waits / wall; ~1.0 without ``--step-ms`` by construction), ``steady_wait_fraction`` (the same
+  after the first batch and its step), ``series`` (per batch: end time ``t_s``, ``batch_wait_s``);
+* ``stages``: ``seconds`` per stage of :data:`STAGES` (None: no ``stats()`` reported it), ``kind``
+  per stage (:data:`STAGE_KIND`), ``work_s``, ``busy_threads`` (``work_s / wall_s``, against
+  ``cpu_count``), ``worker_stage_sum_s`` (all but metadata and the main wait), ``threads_bound``
+  (processes × (1 iterating + 2 × decode threads + fetch threads), so ``worker_stage_sum_s <=
+  wall_s × threads_bound``; its terms in ``threads_bound_terms``);
+* ``verdict``: ``loader_samples_per_s`` (steady) and ``loader_ms_per_batch``; ``too_short`` (fewer
+  than :data:`MIN_STEADY_BATCHES` batches after the first, or fewer than twice the batches the
+  loader makes ahead: the rate is then an upper bound); ``predicted_wait_fraction`` per step time
+  (``max(0, 1 - step / loader time per batch)``); with ``--step-ms``, ``measured_wait_fraction``
+  (waits after the first batch / wall after it) and ``waits``; ``top_work``; ``text`` and ``why``;
+* ``bytes``: ``fetched_bytes``, ``requests``, ``span_payload_bytes`` (MP4 span bytes),
+  ``needed_frame_bytes`` (coded size of every distinct camera frame delivered), ``span_bytes``
   (GOP-aligned spans of the delivered episodes), ``fetched_over_needed`` (MP4 payload / needed),
   ``fetched_over_span``, ``total_fetched_over_needed``, ``synthesized_bytes``;
 * ``decoder``: ``opens``, ``fallbacks`` (CUDA → CPU), ``pyav_fallbacks``, ``frames_decoded`` /
-  ``frames_returned`` by the workers (GOP cost of random access), ``sidecar`` (cache/published/built);
+  ``frames_returned`` by the workers, ``sidecar``;
 * ``memory``: per process peak RSS/PSS, ``peak_pss_sum_bytes`` (true footprint of the tree),
   ``peak_rss_sum_bytes`` (double-counts shared pages), series over time;
 * ``cache``: ``byte_budget``, ``peak_reserved_bytes``, series of summed ``reserved_bytes`` /
@@ -43,24 +34,15 @@ process, so they can exceed the run's wall time):
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from lerobotstream.dataset._counters import one_per_process
-from lerobotstream.profile._verdict import WAIT_THRESHOLD, verdict
+from lerobotstream.dataset._wiring import one_per_process
+from lerobotstream.loader._loader import usable_cpus
 
-__all__ = [
-    "STAGES",
-    "STAGE_KIND",
-    "WAIT_THRESHOLD",
-    "build_report",
-    "format_report",
-    "needed_bytes",
-    "needed_bytes_of_tables",
-]
+__all__ = ["STAGES", "STAGE_KIND", "build_report", "format_report", "needed_bytes", "needed_bytes_of_tables"]
 
 STAGES = (
     ("metadata", "dataset construction: info.json, episodes, tasks (once, main process)"),
@@ -80,40 +62,22 @@ STAGES = (
 )
 """(name, meaning) of each stage in the breakdown, in pipeline order."""
 
-STAGE_KIND = {
-    "metadata": "start-up",
-    "sidecar": "start-up",
-    "spans": "work",
-    "rows": "work",
-    "fetch": "work",
-    "synthesize": "work",
-    "decoder_open": "work",
-    "decode": "work",
-    "assemble": "work",
-    "transforms": "work",
-    "decode_other": "wait",
-    "worker_queue_wait": "wait",
-    "admit_wait": "wait",
-    "main_batch_wait": "wait",
-}
+_WAITS = ("decode_other", "worker_queue_wait", "admit_wait", "main_batch_wait")
+STAGE_KIND = {n: "start-up" if n in ("metadata", "sidecar") else "wait" if n in _WAITS else "work" for n, _ in STAGES}
 """Each stage's kind: ``start-up`` (once per run or process), ``work`` (per item: CPU or I/O a
 thread spends producing items) or ``wait`` (a thread blocked on another: ``decode_other`` is mostly
 a decode job waiting for its payload to arrive)."""
 
-
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
-
-
-def _pct(xs: list[float], q: float) -> float | None:
-    return float(np.percentile(np.asarray(xs, dtype=np.float64), q)) if xs else None
+WAIT_THRESHOLD = 0.05
+"""Data-wait fraction above which the verdict says the GPU waits for data."""
+MIN_STEADY_BATCHES = 20
+"""The fewest batches after the first that a verdict judges a rate from."""
+_EXAMPLE_STEPS_MS = (10.0, 50.0, 100.0)
 
 
 def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | None:
-    """Compressed bytes the delivered samples needed, from the MP4 sample tables.
+    """Compressed bytes the delivered samples needed, from the MP4 sample tables (read through a
+    separate source: not counted in the run's bytes).
 
     Args:
         ds: the dataset (uses ``ds.meta``, ``ds.video_keys``, ``ds.fps``, ``ds.tolerance_s``).
@@ -123,10 +87,8 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
 
     Returns:
         ``{"needed_frame_bytes", "span_bytes", "episodes_touched"}``: the summed coded size of each
-        distinct (camera, episode, frame) sample, and of the GOP-aligned spans
-        (:func:`~lerobotstream.mp4.plan_span`) of each touched (episode, camera); None when the
-        tables cannot be read. Reads the MP4 tables through a separate source (not counted in
-        the run's bytes).
+        distinct (camera, episode, frame) sample, and of the GOP-aligned spans of each touched
+        (episode, camera); None when the tables cannot be read.
     """
     from lerobotstream.mp4.parse import parse_mp4
     from lerobotstream.sources import open_source
@@ -158,18 +120,9 @@ def needed_bytes(ds: Any, anchors: list[tuple[int, int]]) -> dict[str, int] | No
 def needed_bytes_of_tables(
     meta: Any, video_keys: Any, table: Callable[[str], Any], anchors: Any, *, fps: float, tolerance_s: float
 ) -> dict[str, int]:
-    """:func:`needed_bytes` from sample tables already at hand (``tools/bench.py`` has them parsed).
-
-    Args:
-        meta: :class:`~lerobotstream.meta.DatasetMeta` (its ``episode(i)``).
-        video_keys: the cameras counted.
-        table: ``path -> SampleTable`` of a video file (called once or more per path).
-        anchors: delivered ``(episode_index, frame_index)`` pairs (duplicates allowed).
-        fps, tolerance_s: the dataset's frame rate (Hz) and timestamp tolerance (s).
-
-    Returns:
-        ``{"needed_frame_bytes", "span_bytes", "episodes_touched"}`` as :func:`needed_bytes`.
-    """
+    """:func:`needed_bytes` of one dataset from sample tables at hand (``tools/bench.py`` has them
+    parsed): ``table`` maps a video path to its ``SampleTable`` (called once or more per path),
+    ``anchors`` are ``(episode_index, frame_index)`` pairs, ``fps`` in Hz, ``tolerance_s`` in s."""
     from lerobotstream.mp4.spans import episode_frame_range, plan_span
 
     by_ep: dict[int, set[int]] = {}
@@ -218,7 +171,6 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
     steady_wall = wall - first - step_s if first is not None and wall > first + step_s else None
 
     nb = _byte_counts(snaps, needed)
-    mem = raw.get("memory", {})
     tl = raw.get("timeline", [])
     report = {
         "config": dict(config or {}),
@@ -235,9 +187,7 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
         },
         "latency": {
             "first_batch_s": first,
-            "batch_wait_p50_ms": None if not later else 1e3 * _pct(later, 50),
-            "batch_wait_p95_ms": None if not later else 1e3 * _pct(later, 95),
-            "batch_wait_p99_ms": None if not later else 1e3 * _pct(later, 99),
+            **{f"batch_wait_p{q}_ms": 1e3 * float(np.percentile(later, q)) if later else None for q in (50, 95, 99)},
             "batch_wait_mean_ms": None if not later else 1e3 * float(np.mean(later)),
             "data_wait_fraction": float(sum(waits)) / wall if wall > 0 else None,
             "steady_wait_fraction": float(sum(later)) / steady_wall if later and steady_wall else None,
@@ -248,28 +198,21 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
         "bytes": nb,
         **_mixture_shares(raw.get("anchors", []), ds, raw.get("batch_samples")),
         "decoder": {
-            "opens": int(sum(int(s.get("decoder_opens", 0)) for s in snaps)),
-            "fallbacks": int(sum(int(s.get("decoder_fallbacks", 0)) for s in snaps)),
-            "pyav_fallbacks": int(sum(int(s.get("pyav_fallbacks", 0)) for s in snaps)),
-            "frames_decoded": int(sum(int(s.get("frames_decoded", 0)) for s in snaps)),
-            "frames_returned": int(sum(int(s.get("frames_returned", 0)) for s in snaps)),
+            **{
+                k.removeprefix("decoder_"): int(sum(int(s.get(k, 0)) for s in snaps))
+                for k in ("decoder_opens", "decoder_fallbacks", "pyav_fallbacks", "frames_decoded", "frames_returned")
+            },
             "sidecar": next((s.get("sidecar") for s in snaps if s.get("sidecar")), None),
         },
-        "memory": mem,
+        "memory": raw.get("memory", {}),
         "cache": {
             "byte_budget": int(sum(int(s.get("byte_budget", 0)) for s in snaps)),
             "peak_reserved_bytes": int(sum(int(s.get("cache", {}).get("peak_reserved_bytes", 0)) for s in snaps)),
             "series": {
-                "t_s": [p["t_s"] for p in tl],
-                "reserved_bytes": [p["reserved_bytes"] for p in tl],
-                "resident_bytes": [p["resident_bytes"] for p in tl],
-                "bytes_fetched": [p["bytes_fetched"] for p in tl],
-                "samples": [p["samples"] for p in tl],
+                k: [p[k] for p in tl] for k in ("t_s", "reserved_bytes", "resident_bytes", "bytes_fetched", "samples")
             },
         },
-        "per_process": [
-            {"pid": s["pid"], "worker": s["worker"], **{k: v for k, v in s["stats"].items()}} for s in snaps_full
-        ],
+        "per_process": [{"pid": s["pid"], "worker": s["worker"], **s["stats"]} for s in snaps_full],
     }
     report["verdict"] = verdict(report, int(raw.get("batch_size") or 1), int(raw.get("buffered_batches") or 0))
     return report
@@ -329,7 +272,7 @@ def _stage_summary(stages: dict[str, float | None], ds: Any, nproc: int, wall: f
         "kind": dict(STAGE_KIND),
         "work_s": work_s,
         "busy_threads": work_s / wall if wall > 0 else None,
-        "cpu_count": _cpu_count(),
+        "cpu_count": usable_cpus(),
         "worker_stage_sum_s": worker_stage_sum,
         "threads_bound": threads_bound,
         "threads_bound_terms": {
@@ -429,6 +372,91 @@ def _num_samples(ds: Any) -> int | None:
             return None
 
 
+def _too_short(report: dict, buffered: int) -> str | None:
+    """Why the run's steady part is too short to judge (None: long enough)."""
+    th = report["throughput"]
+    later = max(0, int(th["steps"]) - 1)
+    need = max(MIN_STEADY_BATCHES, 2 * int(buffered))
+    first = report["latency"].get("first_batch_s") or 0.0
+    steady_s = float(th["wall_s"]) - first
+    if later >= need:
+        return None
+    ahead = f", and up to {buffered} can be made ahead while the first one is awaited" if buffered else ""
+    return (
+        f"too short to judge: {later} batches after the first in {steady_s:.2f} s{ahead}; "
+        f"run at least --steps {need + 1} for a steady rate"
+    )
+
+
+def verdict(report: dict, batch_size: int, buffered: int = 0) -> dict:
+    """The ``verdict`` section (see the module docstring); ``buffered``: the batches the loader can
+    prepare ahead of the consumer."""
+    th, la, st = report["throughput"], report["latency"], report["stages"]
+    rate = th.get("steady_samples_per_s") or th.get("samples_per_s")
+    step_ms = 1e3 * float(la.get("simulated_step_s") or 0.0)
+    work = {k: v for k, v in st["seconds"].items() if st["kind"][k] == "work" and v}
+    total_work = sum(work.values())
+    top = (
+        [
+            {"stage": k, "seconds": v, "share_of_work": v / total_work}
+            for k, v in sorted(work.items(), key=lambda kv: -kv[1])[:2]
+        ]
+        if total_work > 0
+        else []
+    )
+    out: dict[str, Any] = {
+        "loader_samples_per_s": rate,
+        "batch_size": batch_size,
+        "step_ms": step_ms or None,
+        "loader_ms_per_batch": None,
+        "predicted_wait_fraction": {},
+        "measured_wait_fraction": la.get("steady_wait_fraction") if step_ms else None,
+        "top_work": top,
+        "waits": None,
+        "too_short": None,
+    }
+    out["why"] = ""
+    if top:
+        out["why"] = (
+            "why: most work is "
+            + ", ".join(f"{t['stage']} {100 * t['share_of_work']:.0f}%" for t in top)
+            + f" of {total_work:.2f} s summed over threads; {st['busy_threads']:.1f} threads busy on "
+            f"average on {st['cpu_count']} CPU core(s)"
+            + (" (CPU-bound: the cores are saturated)" if st["busy_threads"] >= 0.8 * st["cpu_count"] else "")
+        )
+    if not rate:
+        out["text"] = "verdict: no batch was delivered: nothing to judge"
+        return out
+    per_batch_ms = 1e3 * batch_size / rate
+    out["loader_ms_per_batch"] = per_batch_ms
+    short = out["too_short"] = _too_short(report, buffered)
+    if short:
+        out["text"] = (
+            f"verdict: {short} (this run: {rate:.1f} samples/s, an upper bound: batches made ahead came out at once)"
+        )
+        return out
+    predict = {f"{t:g}": max(0.0, 1.0 - t / per_batch_ms) for t in (*_EXAMPLE_STEPS_MS, step_ms) if t > 0}
+    out["predicted_wait_fraction"] = predict
+    head = f"verdict: the loader delivers {rate:.1f} samples/s ({per_batch_ms:.1f} ms per batch of {batch_size})"
+    if step_ms:
+        measured = out["measured_wait_fraction"]
+        waits = measured is not None and measured > WAIT_THRESHOLD
+        out["waits"] = bool(waits)
+        m = "n/a" if measured is None else f"{100 * measured:.0f}%"
+        out["text"] = (
+            f"verdict: with a model step of {step_ms:g} ms per batch of {batch_size} the run delivered "
+            f"{rate:.1f} samples/s and the GPU waited {m} of the time (measured after the first batch): "
+            + ("DATA-BOUND" if waits else "not waiting for data")
+        )
+    else:
+        examples = ", ".join(f"{100 * predict[f'{t:g}']:.0f}% at {t:g} ms" for t in _EXAMPLE_STEPS_MS)
+        out["text"] = (
+            f"{head}: a model step of T ms per batch of {batch_size} would wait "
+            f"{examples}, none at {per_batch_ms:.0f} ms or more (no --step-ms given: measure yours)"
+        )
+    return out
+
+
 def format_report(r: dict) -> str:
     """The report as a readable terminal table."""
     cfg = r.get("config", {})
@@ -457,39 +485,31 @@ def format_report(r: dict) -> str:
 
 def _throughput_lines(th: dict, la: dict) -> list[str]:
     """The report's throughput and latency sections."""
-    lines: list[str] = []
-    lines.append("throughput")
-    lines.append(
-        f"  samples/s            {_f(th['samples_per_s'])}   (steady, after first batch: {_f(th['steady_samples_per_s'])})"
+    step = la.get("simulated_step_s")
+    after = f"after the first batch {_f(la.get('steady_wait_fraction'), '.3f')}"
+    how = (
+        f"(simulated step {step * 1e3:.1f} ms; {after})"
+        if step
+        else "(no model step: ~1.0 by construction, see the verdict)"
     )
-    lines.append(f"  frames decoded/s     {_f(th['frames_per_s'])}   (steady: {_f(th['steady_frames_per_s'])})")
-    lines.append(
-        f"  samples / frames     {th['samples']} / {th['frames']} in {th['steps']} batches, {_f(th['wall_s'], '.2f', ' s')}"
-    )
-    lines.append("latency")
-    lines.append(f"  time to first batch  {_f(la['first_batch_s'], '.3f', ' s')}")
-    lines.append(
+    return [
+        "throughput",
+        f"  samples/s            {_f(th['samples_per_s'])}   (steady, after first batch: {_f(th['steady_samples_per_s'])})",
+        f"  frames decoded/s     {_f(th['frames_per_s'])}   (steady: {_f(th['steady_frames_per_s'])})",
+        f"  samples / frames     {th['samples']} / {th['frames']} in {th['steps']} batches, {_f(th['wall_s'], '.2f', ' s')}",
+        "latency",
+        f"  time to first batch  {_f(la['first_batch_s'], '.3f', ' s')}",
         f"  batch wait p50/p95/p99  {_f(la['batch_wait_p50_ms'], '.2f')} / {_f(la['batch_wait_p95_ms'], '.2f')} / "
-        f"{_f(la['batch_wait_p99_ms'], '.2f')} ms"
-    )
-    lines.append(
-        f"  data-wait fraction   {_f(la['data_wait_fraction'], '.3f')}"
-        + (
-            f"   (simulated step {la['simulated_step_s'] * 1e3:.1f} ms; after the first batch "
-            f"{_f(la.get('steady_wait_fraction'), '.3f')})"
-            if la.get("simulated_step_s")
-            else "   (no model step: ~1.0 by construction, see the verdict)"
-        )
-    )
-    return lines
+        f"{_f(la['batch_wait_p99_ms'], '.2f')} ms",
+        f"  data-wait fraction   {_f(la['data_wait_fraction'], '.3f')}   {how}",
+    ]
 
 
 def _stage_lines(st: dict, th: dict, cfg: dict) -> list[str]:
     """Seconds per stage, grouped start-up / work / waits, and the busy-threads bound."""
-    lines: list[str] = []
     # StreamLoader's threads mode runs its shards in this process: each is a stream with its own threads
     streams = "shard(s)" if str(cfg.get("loader", "")).startswith("StreamLoader threads") else "process(es)"
-    lines.append(f"stages (seconds summed over {st['processes']} {streams} and their threads)")
+    lines = [f"stages (seconds summed over {st['processes']} {streams} and their threads)"]
     kind = st.get("kind", STAGE_KIND)
     work_total = sum(v for k, v in st["seconds"].items() if v and kind.get(k) == "work")
     for group, title in (
@@ -526,22 +546,19 @@ def _stage_lines(st: dict, th: dict, cfg: dict) -> list[str]:
 
 def _bytes_lines(by: dict, mx: dict | None) -> list[str]:
     """Bytes fetched against what the delivered frames needed; a mixture's shares."""
-    lines: list[str] = []
-    lines.append("bytes")
-    lines.append(
+    lines = [
+        "bytes",
         f"  fetched              {_mib(by['fetched_bytes'])} in {by['requests']} requests ({by.get('retries', 0)} retries; "
-        f"MP4 payload {_mib(by.get('span_payload_bytes'))}, rest Parquet/other)"
-    )
+        f"MP4 payload {_mib(by.get('span_payload_bytes'))}, rest Parquet/other)",
+    ]
     if "needed_frame_bytes" in by:
-        lines.append(
+        lines += [
             f"  needed (coded frames delivered) {_mib(by['needed_frame_bytes'])}; GOP spans of "
-            f"{by['episodes_touched']} episodes {_mib(by['span_bytes'])}"
-        )
-        lines.append(
+            f"{by['episodes_touched']} episodes {_mib(by['span_bytes'])}",
             f"  MP4 payload fetched / needed {_f(by.get('fetched_over_needed'), '.2f', 'x')}   "
             f"/ spans of delivered episodes {_f(by.get('fetched_over_span'), '.2f', 'x')}   "
-            f"(all bytes / needed {_f(by.get('total_fetched_over_needed'), '.2f', 'x')}; > spans = prefetch ahead)"
-        )
+            f"(all bytes / needed {_f(by.get('total_fetched_over_needed'), '.2f', 'x')}; > spans = prefetch ahead)",
+        ]
     if mx:
         lines.append("mixture (samples delivered per dataset: share / weight share)")
         for rid, n, got, want in zip(mx["repo_ids"], mx["samples"], mx["shares"], mx["weight_shares"]):
@@ -556,13 +573,12 @@ def _bytes_lines(by: dict, mx: dict | None) -> list[str]:
 
 def _resource_lines(de: dict, me: dict, ca: dict) -> list[str]:
     """Decoder counters, peak memory per process, and the byte cache."""
-    lines: list[str] = []
-    lines.append(
+    lines = [
         f"decoder opens / fallbacks  {de['opens']} / {de['fallbacks']} (PyAV {de['pyav_fallbacks']}); "
         f"frames decoded / returned by workers {de['frames_decoded']} / {de['frames_returned']}; "
-        f"sidecar: {de['sidecar']}"
-    )
-    lines.append("memory (peak)")
+        f"sidecar: {de['sidecar']}",
+        "memory (peak)",
+    ]
     for p in me.get("processes", []):
         lines.append(
             f"  {p['role']:<10} pid {p['pid']:<8} RSS {_mib(p['peak_rss_bytes']):>12}   PSS {_mib(p['peak_pss_bytes']):>12}"

@@ -2,19 +2,13 @@
 threads or processes mode, or torch's DataLoader), no model, with its stats.
 
 Side channel: the dataset is wrapped in :class:`ProfiledStream` (DataLoader) or
-:class:`ProfiledShards` (``StreamLoader``), which (wherever a shard is iterated: a worker process,
-a thread of the main process or the main process itself) adds to every item one JSON string under
-:data:`STATS_KEY` holding that shard's ``stats()`` snapshot, its pid, worker id and wall clock.
-The collate turns the strings into a list; the main process pops it before the "model" sees the
-batch and keeps the latest snapshot per (pid, worker). No dataset hook is needed, and the
-last batch a worker delivered carries that worker's counters up to the moment it was produced.
-Memory is sampled by the main process from ``/proc`` (:mod:`lerobotstream.profile._memory`): on a
-timer and, whatever the machine's speed, at deterministic points: once the workers have started
-(so every worker is read at least once), after each batch (unless the timer read within the
+:class:`ProfiledShards` (``StreamLoader``), which adds to every item, wherever its shard is
+iterated, one JSON string under :data:`STATS_KEY`: that shard's ``stats()`` snapshot, its pid,
+worker id and wall clock. The main process pops them from the collated batch before the "model"
+sees it and keeps the latest snapshot per (pid, worker): no dataset hook is needed. Memory is
+sampled from ``/proc`` (:mod:`lerobotstream.profile._memory`) on a timer and at deterministic
+points: once the workers have started, after each batch (unless the timer read within the
 interval) and before the workers stop.
-
-A worker's exception reaches the main process as torch rebuilds it (same type, its message the
-whole worker traceback); :func:`worker_error` gives back the original message.
 """
 
 from __future__ import annotations
@@ -33,16 +27,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from lerobotstream.errors import worker_error
 from lerobotstream.profile._memory import MemorySampler
 
-__all__ = [
-    "STATS_KEY",
-    "LOADERS",
-    "ProfiledStream",
-    "ProfiledShards",
-    "TimedTransform",
-    "profile_dataset",
-    "RawRun",
-    "worker_error",
-]
+__all__ = ["STATS_KEY", "LOADERS", "ProfiledStream", "ProfiledShards", "TimedTransform", "profile_dataset"]
 
 STATS_KEY = "__lrs_stats__"
 """Batch key of the per-item stats snapshots (JSON strings); removed before the batch is returned."""
@@ -100,16 +85,10 @@ def _with_snapshots(items: Any, worker: int | None, stats: Callable[[], dict]) -
     pid = os.getpid()
     for item in items:
         snap = {"pid": pid, "worker": worker, "wall_s": time.time(), "stats": stats(), "transforms_s": _TRANSFORM_S[0]}
-        item[STATS_KEY] = json.dumps(snap, default=_jsonable)
+        item[STATS_KEY] = json.dumps(
+            snap, default=lambda x: x.item() if isinstance(x, (np.integer, np.floating)) else str(x)
+        )
         yield item
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    return str(x)
 
 
 def _batch_size(batch: Any) -> int:
@@ -126,10 +105,6 @@ def _batch_size(batch: Any) -> int:
     return 1
 
 
-class RawRun(dict):
-    """Raw measurements of one run (a dict; :func:`lerobotstream.profile._report.build_report` reads it)."""
-
-
 def profile_dataset(
     ds: Any,
     *,
@@ -143,7 +118,7 @@ def profile_dataset(
     persistent_workers: bool = False,
     multiprocessing_context: str | None = None,
     loader: str = "dataloader",
-) -> RawRun:
+) -> dict:
     """Run ``ds`` through ``loader`` (``StreamLoader`` in its ``auto``, ``threads`` or
     ``processes`` mode, or ``DataLoader``) with ``batch_size`` and ``num_workers`` for ``steps``
     batches, no model, collated as ``lerobotstream-train`` collates (``PackedCollate`` over ``default_collate``, or
@@ -169,7 +144,7 @@ def profile_dataset(
         loader: one of :data:`LOADERS`.
 
     Returns:
-        RawRun: ``wall_s``, ``first_batch_s``, ``batch_wait_s`` (list, s), ``batch_t_s`` (end time of
+        dict (:func:`~lerobotstream.profile.build_report` reads it): ``wall_s``, ``first_batch_s``, ``batch_wait_s`` (list, s), ``batch_t_s`` (end time of
         each batch, s since start), ``samples``, ``frames``, ``anchors`` ((episode, frame) pairs; (dataset, episode, frame) for a mixture
         delivered), ``snapshots`` (latest ``stats()`` per process and shard), ``timeline`` (per batch: cumulated
         samples/frames, reserved/resident/fetched bytes summed over pids), ``memory``.
@@ -220,7 +195,7 @@ def profile_dataset(
             if close is not None:  # a StreamLoader's iterator: its shards or workers end now
                 close()
             del it
-    return RawRun(
+    return dict(
         wall_s=wall,
         wall_start=tally.wall0,
         first_batch_s=tally.waits[0] if tally.waits else None,

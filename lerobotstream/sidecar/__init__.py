@@ -6,36 +6,30 @@ The dataset's whole use of this package is two calls::
                               lock_timeout_s=sidecar_lock_timeout_s)   # how: "cache"|"published"|"built"
     index = open_sidecar(npz, meta, source=source)                      # Mp4Index, validated
 
-- :func:`ensure_sidecar` (``_lifecycle``): revision-keyed cache under
-  ``$HF_LEROBOT_HOME/streaming-sidecars`` → a valid published sidecar (Hub dataset: branch
-  ``lerobot-sidecars``, named by the pinned commit; bucket: ``meta/mp4-sidecars/``) → a local
-  build under a ``filelock`` lock, installed atomically. Waiters give up after ``lock_timeout_s``
-  with :class:`~lerobotstream.errors.SidecarLockTimeoutError`. Never uploads.
-- :func:`open_sidecar` maps the NPZ's derived index (converting it once per node) and checks it
-  against the metadata and, optionally, the current sources.
-- :func:`build_sidecar` parses a dataset's MP4s into a schema-5 NPZ (atomic, bounded memory).
+- :func:`ensure_sidecar` (``_lifecycle``): revision-keyed cache → a valid published sidecar → a
+  locked local build, installed atomically. Never uploads.
+- :func:`build_sidecar` (``_build``) parses a dataset's MP4s into a schema-5 NPZ (``_archive``).
 - :func:`push_sidecar` (``_publish``): maintainers only, explicit; validates then publishes.
 - :class:`VerifiedTables` (``_verify``): each MP4's tables checked against its own ``moov`` before
-  its first frame is served (once per source and node).
-- :func:`sidecar_identity` (``_identity``): what a sidecar must describe (shared by both above).
-- CLI: ``python -m lerobotstream.sidecar build|inspect`` (``lerobotstream-build-mp4-sidecar``),
-  ``build ... --push`` to publish.
+  its first frame is served.
+- CLI: ``python -m lerobotstream.sidecar build|inspect`` (``lerobotstream-build-mp4-sidecar``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from lerobotstream import constants
 from lerobotstream.errors import SidecarSchemaError, SidecarStaleError
-from lerobotstream.mp4._index_file import Mp4Index
+from lerobotstream.mp4._index_file import Mp4Index, write_note
 from lerobotstream.sidecar._build import BuildReport, build_sidecar
 from lerobotstream.sidecar._lifecycle import ensure_sidecar
 from lerobotstream.sidecar._publish import push_sidecar
-from lerobotstream.sidecar._validate import record_validation, validate_index, validation_note
+from lerobotstream.sidecar._validate import validate_index, validation_note
 
 logger = logging.getLogger("lerobotstream.sidecar")
 
@@ -78,19 +72,15 @@ def open_sidecar(
     index_dir: str | os.PathLike | None = None,
     lock_timeout_s: float = constants.DEFAULT_SIDECAR_LOCK_TIMEOUT_S,
 ) -> Mp4Index:
-    """Open a sidecar through its derived index and validate it.
+    """Open a sidecar through its derived index and validate it. A successful validation is
+    recorded beside the derived index (``_validate.validation_note``): other processes of the node
+    opening the same selection at the same source state skip the checks (about 1 ms per source).
 
     Args:
         npz_path: the sidecar (schema 5).
         meta: ``DatasetMeta`` of the selection; when given, every selected (episode, camera)
-            window is validated (only the sources it uses are materialised, one at a time).
+            window is validated (only the sources it uses are read, one at a time).
         source: ``ByteSource``; when given, the used sources' sizes and fingerprints are checked.
-
-    A successful validation is recorded next to the derived index under a digest of its inputs
-    (library version, index generation, tolerance, fps, every window, each used video's current
-    size and fingerprint): another process of the node opening the same selection at the same
-    source state skips the per-source checks (about 1 ms per source MP4 on one core; 276,000
-    sources took minutes per rank).
         tolerance_s: allowed timestamp error, seconds.
         index_dir: derived-index folder (default ``$HF_LEROBOT_HOME/streaming-indexes``).
         lock_timeout_s: wait for another process converting the same sidecar, seconds.
@@ -117,6 +107,6 @@ def open_sidecar(
             Path(index.index_path).unlink(missing_ok=True)
             index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
             validate_index(index, meta, tolerance_s=tolerance_s)
-    if note is not None:
-        record_validation(note)
+    if note is not None:  # best effort: a read-only index folder only costs validating again
+        write_note(note, {"validated_at": time.time()})
     return index

@@ -1,13 +1,5 @@
-"""``python -m lerobotstream.sidecar build|inspect`` (console script ``lerobotstream-build-mp4-sidecar``).
-
-build:   parse a dataset's MP4s into a schema-5 sidecar NPZ (atomic; a failure keeps the old file);
-         with --push, validate the complete sidecar and publish it (explicit maintainer action).
-inspect: print a readable summary of a sidecar (and of its derived index with ``--index``).
-
-Errors print one line ``error: <Type>: <message>`` and exit with status 2 (``--debug`` or
-``LEROBOTSTREAM_DEBUG=1``: the full traceback). A reader that closes stdout early
-(``... inspect X | head -2``) ends the command quietly (status 141, as Unix tools).
-"""
+"""``python -m lerobotstream.sidecar build|inspect`` (console script ``lerobotstream-build-mp4-sidecar``):
+see :data:`DESCRIPTION`. A reader that closes stdout early ends the command quietly (status 141)."""
 
 from __future__ import annotations
 
@@ -58,41 +50,30 @@ def default_repo_id(root: str | None, data_root: str | None) -> str:
 
 def _build(args: argparse.Namespace) -> int:
     from lerobotstream import sources
+    from lerobotstream.errors import SidecarPublishError, StreamingConfigError
     from lerobotstream.sidecar._build import build_sidecar
     from lerobotstream.sources._local import LocalSource
 
     if args.repo_id is None and (args.root is not None or args.data_root is not None):
         args.repo_id = default_repo_id(args.root, args.data_root)
-    if args.push:
-        from lerobotstream.errors import SidecarPublishError
-
-        if args.episodes is not None:
-            raise SidecarPublishError(
-                "only a complete dataset sidecar can be published: drop --episodes (subset sidecars cannot be pushed)"
-            )
-        if args.root is not None or not str(args.data_root).startswith("hf://"):
-            raise SidecarPublishError(
-                "--push needs --data-root hf://datasets/OWNER/NAME@COMMIT or "
-                "hf://buckets/OWNER/NAME (a local folder cannot be published)"
-            )
-    if args.root is None and args.data_root is None:
-        if args.repo_id is None:
-            from lerobotstream.errors import StreamingConfigError
-
-            raise StreamingConfigError(
-                "give --root FOLDER, --data-root URL or --repo-id OWNER/NAME (a local copy "
-                "in $HF_LEROBOT_HOME/<repo_id> first, else the Hub, as LeRobot)"
-            )
-        src = sources.open_source(
-            None, repo_id=args.repo_id, revision=args.revision, repo_type=args.repo_type, endpoint=args.endpoint
+    if args.push and args.episodes is not None:
+        raise SidecarPublishError(
+            "only a complete dataset sidecar can be published: drop --episodes (subset sidecars cannot be pushed)"
         )
-        data_root = None  # recorded from the source: the local copy's folder or hf://datasets/...@commit
-        commit = getattr(src, "commit", None)
-        if commit is not None:
-            args.revision = commit
-    elif args.root is not None:
+    if args.push and (args.root is not None or not str(args.data_root).startswith("hf://")):
+        raise SidecarPublishError(
+            "--push needs --data-root hf://datasets/OWNER/NAME@COMMIT or "
+            "hf://buckets/OWNER/NAME (a local folder cannot be published)"
+        )
+    if args.root is None and args.data_root is None and args.repo_id is None:
+        raise StreamingConfigError(
+            "give --root FOLDER, --data-root URL or --repo-id OWNER/NAME (a local copy "
+            "in $HF_LEROBOT_HOME/<repo_id> first, else the Hub, as LeRobot)"
+        )
+    # recorded: the folder or URL given, else (--repo-id alone) the source's own root
+    data_root = args.root if args.root is not None else args.data_root
+    if args.root is not None:
         src = LocalSource(args.root)
-        data_root = args.root
     else:
         src = sources.open_source(
             args.data_root,
@@ -101,11 +82,11 @@ def _build(args: argparse.Namespace) -> int:
             repo_type=args.repo_type,
             endpoint=args.endpoint,
         )
-        data_root = args.data_root
-        args.repo_type = getattr(src, "repo_type", args.repo_type)  # hf://buckets/... is a bucket
+        if args.data_root is not None:
+            args.repo_type = getattr(src, "repo_type", args.repo_type)  # hf://buckets/... is a bucket
         commit = getattr(src, "commit", None)
         if commit is not None:
-            if args.revision not in (None, commit):
+            if args.data_root is not None and args.revision not in (None, commit):
                 print(f"revision {args.revision} resolves to commit {commit}; the sidecar records the commit")
             args.revision = commit
     report = build_sidecar(
@@ -135,8 +116,6 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    import os
-
     from lerobotstream.sidecar._archive import load_manifest
 
     m = load_manifest(args.path)

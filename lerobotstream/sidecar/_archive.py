@@ -1,7 +1,6 @@
 """The schema-5 sidecar archive: an NPZ of canonical int64 sample arrays plus JSON descriptions.
 
-Layout (a ZIP of ``.npy`` members, DEFLATE-compressed). The number of members does not grow with
-the number of sources (schema 4 had five per source: 276,000 sources meant 1.4 M members)::
+Layout (a ZIP of DEFLATE-compressed ``.npy`` members; their number does not grow with the sources)::
 
     manifest.json.npy            uint8 (n,)  UTF-8 JSON, dataset-level fields (below)
     sources.json.npy             uint8 (n,)  UTF-8 JSON: num_sources and one spec per column
@@ -17,7 +16,7 @@ the number of sources (schema 4 had five per source: 276,000 sources meant 1.4 M
     b000000/is_sync.npy          uint8                   1 for a sync sample (keyframe)
     b000001/...                  (a block closes once it holds ``block_samples`` samples)
 
-Source ids are positions in the sorted path list. A source's arrays are the slice
+Source ids are positions in the sorted path list; a source's arrays are the slice
 ``[_block_start, _block_start + num_samples)`` of its block, in decode order.
 ``pts_ticks = dts_ticks + cts_ticks - media_time`` is derived.
 
@@ -29,20 +28,20 @@ indices, null for a full build), ``total_episodes``, ``fps``, ``video_keys``, ``
 track scalars of ``SampleTable`` (timescales, edit parameters, codec, width/height, track_id,
 ctts_version, ..., ``matrix``/``movie_matrix``: the tkhd/mvhd display matrices, 9 int32 each),
 ``stsd_b64`` (the stsd payload, base64) and ``ftyp_b64``. :func:`load_manifest` returns them as
-``manifest["sources"]``, a :class:`~lerobotstream.mp4._npz_schema.SourceTable` (a sequence of
-entry dicts).
+``manifest["sources"]``, a :class:`~lerobotstream.mp4._npz_schema.SourceTable`.
 
 Temporaries: an archive is written as ``.<output name>.<hex>.tmp.npz`` beside the output while its
-writer holds an exclusive ``flock`` on it (the kernel drops the lock when the writer dies, even on
-``kill -9``). Each new writer first removes the temporaries of ``output`` that nobody holds —
-leftovers of dead builders — and never touches a live writer's. A write that fails for lack of
-space, quota or permission raises :class:`~lerobotstream.errors.SidecarWriteError` naming the path
-and what to do; the temporary is removed and an existing output stays as it was.
+writer holds an exclusive ``flock`` on it (released by the kernel when the writer dies, even on
+``kill -9``). Each new writer first removes the temporaries of ``output`` that nobody holds. A
+write that fails for lack of space, quota or permission raises
+:class:`~lerobotstream.errors.SidecarWriteError`; the temporary is removed and an existing output
+stays as it was.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -76,18 +75,6 @@ from lerobotstream.mp4._npz_schema import (
     read_source_table,
 )
 
-__all__ = [
-    "BLOCK_SAMPLES",
-    "SidecarWriter",
-    "load_manifest",
-    "load_tables",
-    "open_temporary",
-    "remove_dead_temporaries",
-    "safe_data_root",
-    "source_entry",
-    "write_error",
-]
-
 logger = logging.getLogger("lerobotstream.sidecar")
 
 try:
@@ -95,21 +82,10 @@ try:
 except ImportError:  # not POSIX: temporaries are not locked, and none is removed as stale
     fcntl = None  # type: ignore[assignment]
 
-_SIDECAR_ELSEWHERE = (
-    "--output for the CLI; LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME for the dataset's sidecar cache"
-)
 
-
-def write_error(
-    path: str | os.PathLike, e: OSError, *, what: str = "the MP4 sidecar", elsewhere: str = _SIDECAR_ELSEWHERE
-) -> SidecarWriteError:
-    """The typed error for an ``OSError`` raised while writing ``path``
-    (:meth:`SidecarWriteError.from_oserror`: names the path, the reason and what to do)."""
-    return SidecarWriteError.from_oserror(path, e, what=what, elsewhere=elsewhere)
-
-
-def _temporary_pattern(output: Path) -> str:
-    return f".{output.name}.*.tmp.npz"
+def _write_error(path: Path, e: OSError) -> SidecarWriteError:
+    elsewhere = "--output for the CLI; LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME for the dataset's sidecar cache"
+    return SidecarWriteError.from_oserror(path, e, what="the MP4 sidecar", elsewhere=elsewhere)
 
 
 def open_temporary(output: str | os.PathLike) -> tuple[Path, IO[bytes]]:
@@ -118,7 +94,7 @@ def open_temporary(output: str | os.PathLike) -> tuple[Path, IO[bytes]]:
     :func:`remove_dead_temporaries` in another process leaves it alone).
 
     Raises:
-        OSError: the folder cannot take the file (callers turn it into :func:`write_error`).
+        OSError: the folder cannot take the file.
     """
     output = Path(output)
     while True:
@@ -145,7 +121,7 @@ def remove_dead_temporaries(output: str | os.PathLike) -> list[Path]:
     removed: list[Path] = []
     if fcntl is None or not output.parent.is_dir():
         return removed
-    for tmp in output.parent.glob(_temporary_pattern(output)):
+    for tmp in output.parent.glob(f".{output.name}.*.tmp.npz"):
         try:
             fd = os.open(tmp, os.O_RDONLY)
         except OSError:
@@ -181,55 +157,19 @@ def safe_data_root(root: str | os.PathLike | None) -> str | None:
     return str(Path(root).expanduser().resolve())
 
 
-_PLAIN = (int, str, bool, float, type(None))
-
-
 def _jsonable(value: Any) -> Any:
-    if type(value) in _PLAIN:
-        return value
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
     if isinstance(value, (tuple, list)):
         return [_jsonable(v) for v in value]
-    return value
+    return value.item() if isinstance(value, (np.integer, np.floating, np.bool_)) else value
 
 
-def source_entry(table: Any, *, path: str, size: int, fingerprint: str | None) -> dict[str, Any]:
-    """Manifest entry of one parsed source (scalars only; arrays go to NPZ members).
-
-    Raises:
-        SidecarSchemaError: the table has no display matrices (``matrix``/``movie_matrix``): a
-            record without them would be refused when the index is opened, so fail here instead.
-    """
-    missing = [k for k in MATRIX_KEYS if getattr(table, k, None) is None]
-    if missing:
-        raise SidecarSchemaError(
-            f"{path}: the sample table has no {' / '.join(missing)} (9 int32 display matrix)", path=path
-        )
-    entry: dict[str, Any] = {
-        "path": path,
-        "size": int(size),
-        "fingerprint": fingerprint,
-        "num_samples": int(np.asarray(table.offset).shape[0]),
-    }
-    for k in SCALAR_KEYS:
-        if hasattr(table, k):
-            entry[k] = _jsonable(getattr(table, k))
-    for k in BYTES_KEYS:
-        raw = getattr(table, k, b"") or b""
-        entry[k + "_b64"] = base64.b64encode(bytes(raw)).decode("ascii")
-    return entry
-
-
-def canonical_arrays(table: Any) -> dict[str, np.ndarray]:
-    """The table's canonical arrays: int64 (``is_sync`` uint8), decode order, equal lengths.
+def _source_record(table: Any, path: str, size: int, fingerprint: str | None) -> tuple[dict, dict[str, np.ndarray]]:
+    """``(entry, arrays)`` of one parsed source: its scalars, and its canonical arrays (int64,
+    ``is_sync`` uint8; decode order, equal lengths).
 
     Raises:
-        SidecarSchemaError: arrays of different lengths or values that are not integers.
+        SidecarSchemaError: arrays of different lengths or values that are not integers, or no
+            display matrices (``matrix``/``movie_matrix``; the index would refuse the record).
     """
     out = {}
     n = int(np.asarray(table.offset).shape[0])
@@ -237,30 +177,33 @@ def canonical_arrays(table: Any) -> dict[str, np.ndarray]:
         a = np.asarray(getattr(table, f))
         if a.ndim != 1 or a.shape[0] != n:
             raise SidecarSchemaError(f"{getattr(table, 'path', '')}: array {f} has shape {a.shape}, expected ({n},)")
-        if f == "is_sync":
-            out[f] = np.ascontiguousarray(a.astype(bool).astype(np.uint8))
-        else:
-            if a.dtype.kind not in "iub":
-                raise SidecarSchemaError(f"{getattr(table, 'path', '')}: array {f} is {a.dtype}, not integer")
-            out[f] = np.ascontiguousarray(a.astype(np.int64))
-    return out
+        if f != "is_sync" and a.dtype.kind not in "iub":
+            raise SidecarSchemaError(f"{getattr(table, 'path', '')}: array {f} is {a.dtype}, not integer")
+        out[f] = np.ascontiguousarray(a.astype(bool).astype(np.uint8) if f == "is_sync" else a.astype(np.int64))
+    missing = [k for k in MATRIX_KEYS if getattr(table, k, None) is None]
+    if missing:
+        raise SidecarSchemaError(
+            f"{path}: the sample table has no {' / '.join(missing)} (9 int32 display matrix)", path=path
+        )
+    entry: dict[str, Any] = {"path": path, "size": int(size), "fingerprint": fingerprint, "num_samples": n}
+    for k in SCALAR_KEYS:
+        if hasattr(table, k):
+            entry[k] = _jsonable(getattr(table, k))
+    for k in BYTES_KEYS:
+        raw = getattr(table, k, b"") or b""
+        entry[k + "_b64"] = base64.b64encode(bytes(raw)).decode("ascii")
+    return entry, out
 
 
 class _Column:
-    """One per-source column while writing: int64 values, strings, or JSON values by code."""
-
-    __slots__ = ("kind", "ints", "strs", "codes", "distinct", "lookup")
+    """One per-source column while writing: int64 values, strings, or JSON values by code (a
+    column turns to codes at its first value of another kind)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind  # "int" | "str" | "json"
-        self.ints = array("q")
-        self.strs: list[str | None] = []
-        self.codes = array("I")
+        self.values: Any = array("q") if kind == "int" else []  # json: array("I") of codes
         self.distinct: list[Any] = []
         self.lookup: dict[Any, int] = {}
-
-    def __len__(self) -> int:
-        return len(self.ints) if self.kind == "int" else len(self.strs) if self.kind == "str" else len(self.codes)
 
     def _code(self, value: Any) -> int:
         # key by type and value (True, 1 and 1.0 stay apart); lists of scalars as tuples
@@ -275,36 +218,27 @@ class _Column:
             self.distinct.append(value)
         return code
 
-    def _to_json(self) -> None:
-        values = list(self.ints) if self.kind == "int" else self.strs
-        self.kind, self.ints, self.strs = "json", array("q"), []
-        self.codes = array("I", [self._code(v) for v in values])
-
     def append(self, value: Any) -> None:
         if self.kind == "int":
-            if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
-                self.ints.append(value)
-                return
-            self._to_json()
-        elif self.kind == "str":
-            if value is None or isinstance(value, str):
-                self.strs.append(value)
-                return
-            self._to_json()
-        self.codes.append(self._code(value))
+            fits = isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+        else:
+            fits = self.kind == "json" or value is None or isinstance(value, str)
+        if not fits:
+            self.kind, self.values = "json", array("I", [self._code(v) for v in self.values])
+        self.values.append(self._code(value) if self.kind == "json" else value)
 
     def encode(self, order: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """``(spec, members)`` of the column with rows reordered by ``order``."""
         if self.kind == "int":
-            return {"kind": "int"}, {"": np.frombuffer(self.ints, dtype=np.int64)[order]}
+            return {"kind": "int"}, {"": np.frombuffer(self.values, dtype=np.int64)[order]}
         if self.kind == "str":
-            raw = [s.encode("utf-8") if s is not None else b"" for s in self.strs]
+            raw = [s.encode("utf-8") if s is not None else b"" for s in self.values]
             arr = np.array(raw, dtype=f"S{max([1, *map(len, raw)])}")[order]
-            null = np.fromiter((s is None for s in self.strs), dtype=np.uint8, count=len(self.strs))[order]
+            null = np.fromiter((s is None for s in self.values), dtype=np.uint8, count=len(raw))[order]
             if null.any():
                 return {"kind": "str", "nullable": True}, {"": arr, ".null": null}
             return {"kind": "str"}, {"": arr}
-        return {"kind": "json", "distinct": self.distinct}, {"": np.frombuffer(self.codes, dtype=np.uint32)[order]}
+        return {"kind": "json", "distinct": self.distinct}, {"": np.frombuffer(self.values, dtype=np.uint32)[order]}
 
 
 #: a block of concatenated sample arrays closes once it holds this many samples (33 B each)
@@ -316,9 +250,8 @@ class SidecarWriter:
     :meth:`commit` moves it into place with one ``os.replace``. Until then (and after
     :meth:`abort`, or an exception inside ``with``) an existing ``output`` is untouched.
 
-    Sources may be added in any order. Their arrays are buffered until a block holds
-    ``block_samples`` samples, then written as five members; per-source scalars are kept as
-    columns (a few bytes per source), so memory is bounded by one block plus the columns.
+    Sources may be added in any order. Memory is bounded by one block of arrays plus the
+    per-source columns (a few bytes per source).
 
     Args:
         output: the final ``.npz`` path.
@@ -340,8 +273,9 @@ class SidecarWriter:
         if block_samples < 1:
             raise ValueError(f"block_samples must be >= 1, got {block_samples}")
         self.output = Path(output)
-        self._manifest = {k: v for k, v in manifest.items() if k != "sources"}
-        self._manifest["schema_version"] = SIDECAR_SCHEMA_VERSION
+        self._manifest = {k: v for k, v in manifest.items() if k != "sources"} | {
+            "schema_version": SIDECAR_SCHEMA_VERSION
+        }
         self._block_samples = int(block_samples)
         self._ids = array("q")  # source ids in arrival order
         self._seen = bytearray()  # 1 at each added source id
@@ -364,7 +298,7 @@ class SidecarWriter:
             )
         except OSError as e:
             self.abort()
-            raise write_error(self.output, e) from e
+            raise _write_error(self.output, e) from e
 
     def _write_member(self, name: str, array: np.ndarray) -> None:
         if self._zf is None:
@@ -376,7 +310,7 @@ class SidecarWriter:
             if isinstance(e, LeRobotStreamError):
                 raise
             self.abort()
-            raise write_error(self.output, e) from e
+            raise _write_error(self.output, e) from e
 
     def _flush_block(self) -> None:
         if not self._pending:
@@ -388,8 +322,7 @@ class SidecarWriter:
         self._pending_samples = 0
 
     def add_source(self, source_id: int, table: Any, *, path: str, size: int, fingerprint: str | None) -> None:
-        """Take one parsed source's arrays and entry (the table can be dropped afterwards).
-        ``source_id`` is the source's position in the sorted path list.
+        """Take one parsed source's arrays and entry; ``source_id`` is its position in the sorted path list.
 
         Raises:
             ValueError: ``source_id`` was added before.
@@ -402,8 +335,7 @@ class SidecarWriter:
             raise ValueError(f"source id {source_id} is negative ({path})")
         if source_id < len(self._seen) and self._seen[source_id]:
             raise ValueError(f"source id {source_id} written twice ({path})")
-        arrays = canonical_arrays(table)
-        entry = source_entry(table, path=path, size=size, fingerprint=fingerprint)
+        entry, arrays = _source_record(table, path, size, fingerprint)
         if source_id >= len(self._seen):
             self._seen.extend(bytes(source_id + 1 - len(self._seen)))
         self._seen[source_id] = 1
@@ -453,37 +385,28 @@ class SidecarWriter:
             os.replace(self.tmp_path, self.output)  # still locked: no cleaner can take it before this
         except OSError as e:
             self.abort()
-            raise write_error(self.output, e) from e
+            raise _write_error(self.output, e) from e
         self._file.close()  # releases the lock
         self._file = None
-        try:
+        with contextlib.suppress(OSError):  # make the rename durable
             dfd = os.open(self.output.parent, os.O_RDONLY)
             try:
                 os.fsync(dfd)
             finally:
                 os.close(dfd)
-        except OSError:
-            pass
         return self.output
 
     def abort(self) -> None:
         """Discard the temporary archive; ``output`` is left as it was."""
         self._pending = []
         if self._zf is not None:
-            try:
+            with contextlib.suppress(Exception):  # discarded anyway (a full disk fails here too)
                 self._zf.close()
-            except Exception:  # noqa: BLE001 - the archive is discarded anyway (a full disk fails here too)
-                pass
             self._zf = None
         if self._file is not None:
-            try:
-                self.tmp_path.unlink()  # while still locked
-            except FileNotFoundError:
-                pass
-            try:
+            self.tmp_path.unlink(missing_ok=True)  # while still locked
+            with contextlib.suppress(OSError):
                 self._file.close()
-            except OSError:
-                pass
             self._file = None
 
     def __enter__(self) -> SidecarWriter:
@@ -500,11 +423,10 @@ def _json_bytes(obj: Any) -> np.ndarray:
 
 def load_manifest(path: str | os.PathLike) -> dict[str, Any]:
     """Read the manifest of a sidecar NPZ, with its per-source entries as ``manifest["sources"]``
-    (a :class:`~lerobotstream.mp4._npz_schema.SourceTable`: a sequence of entry dicts that holds
-    no Python object per source for schema 5). No sample array is read.
+    (a :class:`~lerobotstream.mp4._npz_schema.SourceTable`). No sample array is read.
 
     Raises:
-        SidecarSchemaError: not a sidecar, or a schema this reader does not open (4 and 5 are).
+        SidecarSchemaError: not a sidecar, or a schema this reader does not open.
         FileNotFoundError: no file at ``path``.
     """
     path = os.fspath(path)
@@ -521,9 +443,8 @@ def load_manifest(path: str | os.PathLike) -> dict[str, Any]:
 
 def load_tables(path: str | os.PathLike) -> Iterator[tuple[dict[str, Any], dict[str, np.ndarray]]]:
     """Yield ``(source_entry, arrays)`` per source, by source id, straight from the NPZ (canonical
-    int64 arrays plus derived ``pts_ticks``, ``pts_s`` and ``presentation_order``). For tools and
-    tests; readers use the derived index. Reads every block once, keeps one block's arrays of
-    sources not yet yielded."""
+    int64 arrays plus derived ``pts_ticks``, ``pts_s`` and ``presentation_order``), reading every
+    block once. For tools and tests; readers use the derived index."""
     path = os.fspath(path)
     with zipfile.ZipFile(path) as zf:
         manifest = read_manifest(zf, path)
@@ -533,16 +454,12 @@ def load_tables(path: str | os.PathLike) -> Iterator[tuple[dict[str, Any], dict[
         for sid, arrays in iter_source_arrays(zf, manifest, table, path):
             waiting[sid] = {f: np.array(a) for f, a in arrays.items()}
             while nxt in waiting:
-                yield _with_derived(table[nxt], waiting.pop(nxt))
+                src, arrays = table[nxt], waiting.pop(nxt)
+                pts = arrays["dts_ticks"] + arrays["cts_ticks"] - int(src.get("media_time") or 0)
+                arrays["pts_ticks"] = pts
+                movie = (src.get("movie_timescale") or 1, src.get("empty_edit_movie_ticks") or 0)
+                arrays["pts_s"] = pts_seconds(pts, src["media_timescale"], *movie)
+                arrays["presentation_order"] = presentation_order_of(pts)
+                arrays["is_sync"] = arrays["is_sync"].astype(bool)
+                yield src, arrays
                 nxt += 1
-
-
-def _with_derived(src: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    pts = arrays["dts_ticks"] + arrays["cts_ticks"] - int(src.get("media_time") or 0)
-    arrays["pts_ticks"] = pts
-    arrays["pts_s"] = pts_seconds(
-        pts, src["media_timescale"], src.get("movie_timescale") or 1, src.get("empty_edit_movie_ticks") or 0
-    )
-    arrays["presentation_order"] = presentation_order_of(pts)
-    arrays["is_sync"] = arrays["is_sync"].astype(bool)
-    return src, arrays

@@ -1,15 +1,15 @@
 """Building a schema-5 sidecar: parse every selected MP4, validate it, write the NPZ atomically.
 
-Sources are parsed by ``workers`` threads; at most ``max_pending`` parse results are alive at
-once (submitted or finished but not yet written), so array memory is bounded by the largest
-sources, not by the dataset. Each finished source goes straight into a temporary archive next to
-the output; the archive replaces the output with one ``os.replace`` only after every source
-parsed and validated. A failed, invalid or interrupted build leaves a previous sidecar untouched.
+Sources are parsed by ``workers`` threads with at most ``max_pending`` results alive at once
+(memory bounded by the largest sources). Each goes straight into a temporary archive that replaces
+the output only after every source parsed and validated: a failed, invalid or interrupted build
+leaves a previous sidecar untouched.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -22,8 +22,6 @@ from lerobotstream._version import __version__
 from lerobotstream.errors import SourceChangedError
 from lerobotstream.sidecar._archive import SidecarWriter, safe_data_root
 from lerobotstream.sidecar._validate import episode_windows, group_windows, raise_problems, validate_source
-
-__all__ = ["BuildReport", "build_sidecar"]
 
 
 @dataclass(frozen=True)
@@ -105,7 +103,19 @@ def build_sidecar(
     paths = sorted(set(meta.video_paths()) | set(windows))
     selected = [int(ep.episode_index) for ep in meta.episodes]
     subset = episodes is not None and selected != list(range(int(meta.total_episodes)))
-    manifest = _manifest(meta, source, repo_id, repo_type, revision, data_root, selected if subset else None)
+    manifest = {
+        "format": "lerobotstream-mp4-sidecar",
+        "repo_id": repo_id,
+        "repo_type": repo_type,
+        "revision": revision if revision is not None else getattr(source, "commit", None),
+        "data_root": safe_data_root(data_root if data_root is not None else getattr(source, "root_display", None)),
+        "subset": bool(subset),
+        "episodes": selected if subset else None,
+        "total_episodes": int(meta.total_episodes),
+        "fps": meta.fps,
+        "video_keys": list(getattr(meta, "video_keys", [])),
+        "created_by": f"lerobotstream {__version__}",
+    }
     bar = None
     if progress:
         from tqdm import tqdm
@@ -147,32 +157,6 @@ def build_sidecar(
     )
 
 
-def _manifest(
-    meta: Any,
-    source: Any,
-    repo_id: str,
-    repo_type: str,
-    revision: str | None,
-    data_root: str | None,
-    subset_episodes: list[int] | None,
-) -> dict[str, Any]:
-    """The sidecar's dataset-level manifest (revision: the source's pinned commit by default;
-    ``data_root`` with credentials stripped; ``subset_episodes``: None for a complete sidecar)."""
-    return {
-        "format": "lerobotstream-mp4-sidecar",
-        "repo_id": repo_id,
-        "repo_type": repo_type,
-        "revision": revision if revision is not None else getattr(source, "commit", None),
-        "data_root": safe_data_root(data_root if data_root is not None else getattr(source, "root_display", None)),
-        "subset": subset_episodes is not None,
-        "episodes": subset_episodes,
-        "total_episodes": int(meta.total_episodes),
-        "fps": meta.fps,
-        "video_keys": list(getattr(meta, "video_keys", [])),
-        "created_by": f"lerobotstream {__version__}",
-    }
-
-
 def _parse_all(
     pool: cf.ThreadPoolExecutor, source: Any, paths: list[str], parse: Callable[..., Any], max_pending: int
 ) -> Iterator[tuple[int, str, tuple[Any, int, str | None]]]:
@@ -184,18 +168,12 @@ def _parse_all(
     """
     pending: dict[cf.Future, tuple[int, str]] = {}
     todo = iter(enumerate(paths))
-    exhausted = False
     try:
-        while pending or not exhausted:
-            while not exhausted and len(pending) < max_pending:
-                nxt = next(todo, None)
-                if nxt is None:
-                    exhausted = True
-                    break
-                sid, path = nxt
+        while True:
+            for sid, path in itertools.islice(todo, max_pending - len(pending)):
                 pending[pool.submit(_parse_one, source, path, parse)] = (sid, path)
             if not pending:
-                break
+                return
             done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
             for fut in done:
                 sid, path = pending.pop(fut)

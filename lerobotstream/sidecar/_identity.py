@@ -1,11 +1,6 @@
 """What a sidecar must describe, and whether a manifest describes it: the identity of a dataset
-selection at one source state.
-
-Shared by the dataset-start lifecycle (``_lifecycle``: the cache key, cached and published
-candidates) and publishing (``_publish``: only a sidecar matching the full dataset is pushed), so
-neither imports the other for it. The identity is the repository, the resolved commit of a Hub
-dataset (a tag and its commit are one identity), the data root without credentials, the episode
-subset, and every selected video's ``(path, size, fingerprint)``.
+selection at one source state. Shared by ``_lifecycle`` (the cache key, cached and published
+candidates) and ``_publish`` (only a sidecar matching the full dataset is pushed).
 """
 
 from __future__ import annotations
@@ -13,15 +8,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from lerobotstream.mp4._npz_schema import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION, SourceTable
-
-__all__ = ["SidecarIdentity", "check_identity", "explain_payload_failure", "sidecar_identity"]
+from lerobotstream.errors import Mp4Error, Mp4InconsistentTablesError, RangeReadError, SourceChangedError, SourceError
+from lerobotstream.mp4._npz_schema import READABLE_SCHEMA_VERSIONS, SIDECAR_SCHEMA_VERSION
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
+@dataclass(kw_only=True)
 class SidecarIdentity:
     """What a sidecar must describe: the selection of a dataset at one source state.
 
@@ -33,28 +29,20 @@ class SidecarIdentity:
         data_root: the root without credentials (``ByteSource.root_display``).
         episodes: the selected episode indices when they are a subset, None for the full dataset.
         files: ``[(path, size_bytes, fingerprint or None)]`` of every selected video, sorted.
-        stable: False when some video has no fingerprint and no commit pins it (rebuild each open).
     """
 
-    def __init__(
-        self,
-        *,
-        repo_id: str,
-        repo_type: str,
-        commit: str | None,
-        revision: str | None,
-        data_root: str,
-        episodes: list[int] | None,
-        files: list[tuple[str, int, str | None]],
-    ) -> None:
-        self.repo_id = repo_id
-        self.repo_type = repo_type
-        self.commit = commit
-        self.revision = revision
-        self.data_root = data_root
-        self.episodes = episodes
-        self.files = files
-        self.stable = commit is not None or all(fp is not None for _, _, fp in files)
+    repo_id: str
+    repo_type: str
+    commit: str | None
+    revision: str | None
+    data_root: str
+    episodes: list[int] | None
+    files: list[tuple[str, int, str | None]]
+
+    @property
+    def stable(self) -> bool:
+        """False when some video has no fingerprint and no commit pins it (rebuilt at each open)."""
+        return self.commit is not None or all(fp is not None for _, _, fp in self.files)
 
     def digest(self) -> str:
         """SHA-256 of the canonical JSON of the key fields (hex)."""
@@ -93,16 +81,13 @@ def sidecar_identity(
         commit = revision
     selected = [int(ep.episode_index) for ep in meta.episodes]
     subset = selected != list(range(int(meta.total_episodes)))
-    files = []
-    for path in sorted(set(meta.video_paths())):
-        files.append((path, int(source.size(path)), source.fingerprint(path)))
-    root = getattr(source, "root_display", "") or ""
+    files = [(path, int(source.size(path)), source.fingerprint(path)) for path in sorted(set(meta.video_paths()))]
     return SidecarIdentity(
         repo_id=repo_id,
         repo_type=repo_type,
         commit=commit,
         revision=commit if commit is not None else revision,
-        data_root=str(root),
+        data_root=str(getattr(source, "root_display", "") or ""),
         episodes=selected if subset else None,
         files=files,
     )
@@ -133,9 +118,7 @@ def check_identity(
         missing = sorted(set(identity.episodes) - have)
         if missing:
             return f"it indexes a subset of {len(have)} episodes that misses episodes {missing[:8]}"
-    sources = manifest.get("sources", [])
-    if not isinstance(sources, SourceTable):
-        sources = SourceTable(len(sources), entries=list(sources))
+    sources = manifest["sources"]  # a SourceTable (load_manifest)
     for path, size, fp in identity.files:  # only the selected videos: no object per other source
         i = sources.find(path)
         if i is None:
@@ -156,13 +139,10 @@ def explain_payload_failure(exc: Any, source: Any, index: Any, path: str, sideca
     """The error to report when a video's payload read or framing check failed mid-run.
 
     A file replaced during the run shows up as bytes that do not frame
-    (``Mp4InconsistentTablesError``), a header that no longer parses (``Mp4Error``, when its ``moov``
-    is verified on first use) or a short read (``RangeReadError``). The source's size and
-    fingerprint (a fresh ``stat`` locally) are compared with what the sidecar recorded for
-    ``path``: when they differ, a :class:`~lerobotstream.errors.SourceChangedError` says the file
-    changed (no sidecar or retry can help until the run restarts). When they match, a framing
-    error's message gets what to do if the file was replaced by one of the same size and
-    modification time (which no stat can tell apart): delete the sidecar so it is rebuilt.
+    (``Mp4InconsistentTablesError``), a header that no longer parses (``Mp4Error``) or a short
+    read (``RangeReadError``). When the source's size or fingerprint differs from the sidecar's
+    record of ``path``: a :class:`~lerobotstream.errors.SourceChangedError`. When they match, a
+    framing error's message says to delete the sidecar (a replacement of the same size and mtime).
 
     Args:
         exc: the ``LeRobotStreamError`` raised by the read or the framing check.
@@ -171,40 +151,30 @@ def explain_payload_failure(exc: Any, source: Any, index: Any, path: str, sideca
     Returns:
         the exception to raise (``exc`` itself when nothing more can be said).
     """
-    from lerobotstream.errors import (
-        Mp4Error,
-        Mp4InconsistentTablesError,
-        RangeReadError,
-        SourceChangedError,
-        SourceError,
-    )
-
     if not isinstance(exc, (Mp4Error, RangeReadError)):
         return exc
     try:
         rec = index.source_info(index.source_id(path))
         size, fp = int(source.size(path)), source.fingerprint(path)
     except (KeyError, SourceError, OSError, ValueError):
-        rec, size, fp = None, None, None
-    if rec is None:
-        if isinstance(exc, Mp4InconsistentTablesError):
-            return type(exc)(f"{exc.message} [cached sidecar: {sidecar_path}]", **exc.fields)
+        rec = None
+    if rec is not None:
+        had_size, had_fp = rec.get("size"), rec.get("fingerprint")
+        if (had_size is not None and int(had_size) != size) or (had_fp and fp and had_fp != fp):
+            return SourceChangedError(
+                f"{path}: the file changed during the run (the sidecar {sidecar_path} indexed {had_size} bytes, "
+                f"{had_fp}; it now has {size} bytes, {fp}), so its bytes no longer match the index ({exc.message}). "
+                "The dataset's files must not change while it is read: restart once the new version is complete "
+                "(the sidecar is then rebuilt)",
+                **{**exc.fields, "path": path},
+            )
+    if not isinstance(exc, Mp4InconsistentTablesError):
         return exc
-    had_size, had_fp = rec.get("size"), rec.get("fingerprint")
-    if (had_size is not None and int(had_size) != size) or (had_fp and fp and had_fp != fp):
-        return SourceChangedError(
-            f"{path}: the file changed during the run (the sidecar {sidecar_path} indexed {had_size} bytes, "
-            f"{had_fp}; it now has {size} bytes, {fp}), so its bytes no longer match the index ({exc.message}). "
-            "The dataset's files must not change while it is read: restart once the new version is complete "
-            "(the sidecar is then rebuilt)",
-            **{**exc.fields, "path": path},
-        )
-    if isinstance(exc, Mp4InconsistentTablesError):
-        return type(exc)(
-            f"{exc.message} [cached sidecar: {sidecar_path}]. The file still has the size and fingerprint the "
-            f"sidecar recorded ({fp}): if it was replaced by another file of the same size and mtime, the sidecar describes the "
-            "old one: delete that sidecar file (it is rebuilt at the next start), and do not change dataset "
-            "files during a run",
-            **exc.fields,
-        )
-    return exc
+    more = (
+        ""
+        if rec is None
+        else f". The file still has the size and fingerprint the sidecar recorded ({fp}): if it was replaced by "
+        "another file of the same size and mtime, the sidecar describes the old one: delete that sidecar file (it "
+        "is rebuilt at the next start), and do not change dataset files during a run"
+    )
+    return type(exc)(f"{exc.message} [cached sidecar: {sidecar_path}]{more}", **exc.fields)

@@ -1,33 +1,20 @@
-"""Sidecar resolution at dataset start: revision-keyed cache, then a published sidecar, then a
-locked local build, installed atomically.
+"""Sidecar resolution at dataset start (:func:`ensure_sidecar`): revision-keyed cache, then a
+published sidecar, then a locked local build, installed atomically. Training only reads: nothing
+here uploads, creates a branch or writes to the dataset's store.
 
-:func:`ensure_sidecar` returns the path of a schema-5 NPZ that describes the selected episodes of
-the current sources, and how it was obtained (``"cache"``, ``"published"`` or ``"built"``).
+**Cache key** (:func:`cache_path`): ``<cache_dir>/<repo slug>/mp4-v<schema>-<rev>-<digest16>.npz``,
+the digest over :meth:`SidecarIdentity.digest`'s fields: a Hub dataset's resolved commit (a tag and
+its commit share one entry), otherwise every selected video's ``(path, size, fingerprint)``, so a
+video replaced in place, even at the same size, gets a new entry. Sources without fingerprints
+cannot prove a cached sidecar still matches: it is rebuilt at every open (a warning), unless
+another process rebuilt it during this same open.
 
-**Cache key** (:func:`cache_path`). ``<cache_dir>/<repo slug>/mp4-v<schema>-<rev>-<digest16>.npz``;
-the digest covers the schema version, repo type and id, the data root without credentials, the
-episode subset (None for the full dataset), and the source identity: the resolved commit for a
-Hub dataset (a tag and its commit share one entry), otherwise every selected video's
-``(path, size, fingerprint)`` (``mtime_ns:size`` locally, ``xet:<hash>`` in buckets), so a video
-replaced in place, even at the same size, gets a new entry. A sidecar of another schema version
-never shares a name with the current one (old entries stay where they are and are not reused).
-
-**Unstable identity.** A source whose videos have no fingerprint (a generic remote filesystem
-without object identity) cannot prove that a cached sidecar still matches: it is rebuilt at every
-open (logged as a warning), still under the lock; a process that waited while another one rebuilt
-it during this same open uses that fresh file.
-
-**Lock.** The build (and the download of a published sidecar) runs while holding the
-``filelock`` lock ``<entry>.npz.lock``; the holder writes ``<entry>.npz.lock.info`` (pid, host,
-start time). Other processes wait up to ``lock_timeout_s`` and then raise
-:class:`~lerobotstream.errors.SidecarLockTimeoutError` naming the lock, its probable holder and
-what to do. The lock is an ``fcntl`` lock: it dies with its holder, even on SIGKILL; the partly
-written temporary archive (itself ``flock``-ed by its writer, see ``sidecar._archive``) is removed
-by the next writer, and the previous file is never replaced by an incomplete one (the archive
-moves into place with one ``os.replace``). A cache folder that cannot take the lock or the
-archive (full disk, quota, permissions) raises :class:`~lerobotstream.errors.SidecarWriteError`.
-
-Training only reads: nothing here uploads, creates a branch or writes to the dataset's store.
+**Lock**: the build (or download) holds the ``filelock`` lock ``<entry>.npz.lock``, its holder
+described in ``<entry>.npz.lock.info`` (pid, host, start time). Others wait up to
+``lock_timeout_s``, then raise :class:`~lerobotstream.errors.SidecarLockTimeoutError` naming the
+lock, its probable holder and what to do. The lock dies with its holder, even on SIGKILL; a partial
+archive is removed by the next writer (``sidecar._archive``). A cache folder that cannot take the
+lock or the archive raises :class:`~lerobotstream.errors.SidecarWriteError`.
 """
 
 from __future__ import annotations
@@ -38,7 +25,6 @@ import os
 import re
 import socket
 import time
-import uuid
 import zipfile
 import zlib
 from collections.abc import Sequence
@@ -50,12 +36,12 @@ from lerobotstream.errors import (
     LeRobotStreamError,
     SidecarLockTimeoutError,
     SidecarSchemaError,
+    SidecarWriteError,
     SourceError,
 )
+from lerobotstream.mp4._index_file import write_note
 from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
 from lerobotstream.sidecar._identity import SidecarIdentity, check_identity, sidecar_identity
-
-__all__ = ["SidecarIdentity", "cache_path", "check_identity", "ensure_sidecar", "sidecar_identity"]
 
 logger = logging.getLogger("lerobotstream.sidecar")
 
@@ -78,7 +64,6 @@ def cache_path(identity: SidecarIdentity, cache_dir: str | os.PathLike | None = 
     return root / _slug(identity.repo_id, "dataset", "--") / name
 
 
-# --- the lock ------------------------------------------------------------------------------------
 class _BuildLock:
     """``filelock`` lock ``<target>.lock`` plus the holder's ``<target>.lock.info``."""
 
@@ -108,24 +93,11 @@ class _BuildLock:
                 lock_timeout_message(self.lock_path, self.timeout_s, time.monotonic() - t0), path=str(self.lock_path)
             ) from None
         except OSError as e:
-            from lerobotstream.sidecar._archive import write_error
-
-            raise write_error(
+            raise SidecarWriteError.from_oserror(
                 self.lock_path, e, what="the MP4 sidecar lock", elsewhere="LEROBOTSTREAM_SIDECAR_DIR or HF_LEROBOT_HOME"
             ) from e
-        info = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started_unix": time.time(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "what": self.what,
-        }
-        tmp = self.info_path.with_name(f".{self.info_path.name}.{uuid.uuid4().hex}.tmp")
-        try:
-            tmp.write_text(json.dumps(info))
-            os.replace(tmp, self.info_path)
-        except OSError:  # the info is advice for error messages only
-            tmp.unlink(missing_ok=True)
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "started_unix": time.time()}
+        write_note(self.info_path, {**info, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "what": self.what})
         return self
 
     def _holds_the_path(self) -> bool | None:
@@ -181,7 +153,6 @@ def lock_timeout_message(lock_path: Path, timeout_s: float, waited_s: float) -> 
     )
 
 
-# --- cached / published candidates --------------------------------------------------------------
 #: what reading a hostile published sidecar can raise; each one means "build locally instead"
 _PUBLISHED_PROBLEMS = (
     LeRobotStreamError,
@@ -209,102 +180,85 @@ def published_size_limit(meta: Any) -> int:
     return (16 << 20) + 64 * frames * cameras + (64 << 10) * files
 
 
-def _inflated_size_problem(npz: Path, limit: int) -> str | None:
-    """None when the archive's members inflate to at most ``limit`` bytes in all (from the ZIP
-    directory, before anything is inflated), else why not."""
+def _archive_problem(
+    npz: Path, identity: SidecarIdentity, limit: int, require_fingerprints: bool = False
+) -> str | None:
+    """None when ``npz``'s members inflate to at most ``limit`` bytes in all (read from the ZIP
+    directory, before anything is inflated) and its manifest describes ``identity``, else why not."""
+    from lerobotstream.sidecar._archive import load_manifest
+
     with zipfile.ZipFile(npz) as zf:
         total = sum(i.file_size for i in zf.infolist())
     if total > limit:
         return f"its members inflate to {total} bytes, more than the {limit} a sidecar of this dataset can need"
-    return None
+    return check_identity(load_manifest(npz), identity, require_fingerprints=require_fingerprints)
 
 
-def _cached_reason(
-    target: Path, identity: SidecarIdentity, index_dir: Any = None, limit: int | None = None
-) -> str | None:
-    """None when ``target`` is a usable cached sidecar (no larger inflated than ``limit`` bytes,
-    identity matches, arrays readable), else why not."""
-    from lerobotstream.sidecar._archive import load_manifest
+def _cached_reason(target: Path, identity: SidecarIdentity, index_dir: Any, limit: int) -> str | None:
+    """None when ``target`` is a usable cached sidecar (:func:`_archive_problem`, arrays readable,
+    not rejected on first use), else why not."""
+    from lerobotstream.mp4._index_file import Mp4Index
+    from lerobotstream.sidecar._verify import rejected_reason
 
     if not target.is_file():
         return "absent"
     try:
-        reason = _inflated_size_problem(target, limit) if limit is not None else None
-        if reason is not None:
-            return reason
-        manifest = load_manifest(target)
-        reason = check_identity(manifest, identity)
+        reason = _archive_problem(target, identity, limit)
     except _PUBLISHED_PROBLEMS as e:  # the cache is untrusted too
         return f"unreadable: {type(e).__name__}: {e}"
-    if reason is None:
-        # The manifest can be intact while array members are damaged (bit rot, a partial copy):
-        # opening the derived index converts the arrays once (CRC-checked) and is cheap when warm.
-        from lerobotstream.mp4._index_file import Mp4Index
-        from lerobotstream.sidecar._verify import rejected_reason
-
-        try:
-            index = Mp4Index.open(target, index_dir=index_dir)
-        except SidecarSchemaError as e:
-            return f"corrupt: {e}"
-        index.close()
-        rejected = rejected_reason(index.index_path)
-        if rejected is not None:
-            target.unlink(missing_ok=True)  # never used again (a published copy of it is refused too)
-            return f"rejected when it was first used: {rejected}"
-    return reason
+    if reason is not None:
+        return reason
+    try:  # converts the arrays once (CRC-checked): an intact manifest can hide damaged members
+        index = Mp4Index.open(target, index_dir=index_dir)
+    except SidecarSchemaError as e:
+        return f"corrupt: {e}"
+    index.close()
+    rejected = rejected_reason(index.index_path)
+    if rejected is not None:
+        target.unlink(missing_ok=True)  # never used again (a published copy of it is refused too)
+        return f"rejected when it was first used: {rejected}"
+    return None
 
 
-def _try_published(
-    source: Any,
-    identity: SidecarIdentity,
-    target: Path,
-    meta: Any,
-    tolerance_s: float,
-    index_dir: Any,
-    lock_timeout_s: float,
-) -> bool:
+def _try_published(source: Any, identity: SidecarIdentity, target: Path, meta: Any, **validate: Any) -> bool:
     """Copy a valid published sidecar to ``target`` (atomically). False when there is none or it
-    is invalid (logged). Never writes to the store."""
-    from lerobotstream.sidecar._archive import load_manifest
-    from lerobotstream.sidecar._publish import open_published
-    from lerobotstream.sidecar._validate import validate_sidecar_file
+    is invalid (logged). Never writes to the store. ``validate``: ``validate_sidecar_file``'s options."""
+    from lerobotstream.sidecar import _publish
 
     try:
-        found = open_published(source, identity)
+        found = _publish.open_published(source, identity)
     except SourceError as e:
         logger.info("no published MP4 sidecar for %s: %s", identity.data_root, e)
         return False
     if found is None:
         return False
-    store, path, where = found
+    reason = _install_published(*found, identity, target, meta, validate)
+    if reason is not None:
+        logger.warning("ignoring the published MP4 sidecar %s: %s; building one locally instead", found[2], reason)
+        return False
+    logger.info("using the published MP4 sidecar %s (copied to %s)", found[2], target)
+    return True
+
+
+def _install_published(
+    store: Any, path: str, where: str, identity: SidecarIdentity, target: Path, meta: Any, validate: dict
+) -> str | None:
+    """Download ``path`` of ``store`` and move it to ``target`` when it is a valid sidecar of
+    ``identity`` and ``meta``; else why not (``target`` untouched)."""
     from lerobotstream.sidecar._archive import open_temporary
+    from lerobotstream.sidecar._validate import validate_sidecar_file
 
     limit = published_size_limit(meta)
     try:
         size = int(store.size(path))
     except (SourceError, OSError, ValueError) as e:
-        logger.warning("ignoring the published MP4 sidecar %s: %s; building one locally instead", where, e)
-        return False
+        return str(e)
     if size > limit:
-        logger.warning(
-            "ignoring the published MP4 sidecar %s: %d bytes, more than the %d a sidecar of this dataset can need; "
-            "building one locally instead",
-            where,
-            size,
-            limit,
-        )
-        return False
-
+        return f"{size} bytes, more than the {limit} a sidecar of this dataset can need"
     try:
         tmp, f = open_temporary(target)  # flock-ed while open: no other writer removes it as stale
     except OSError as e:
-        logger.warning(
-            "ignoring the published MP4 sidecar %s: cannot write beside %s (%s); building one locally instead",
-            where,
-            target,
-            e.strerror or e,
-        )
-        return False
+        return f"cannot write beside {target} ({e.strerror or e})"
     try:
         try:
             for off in range(0, size, DOWNLOAD_CHUNK_BYTES):
@@ -314,28 +268,20 @@ def _try_published(
                 f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
-            reason = _inflated_size_problem(tmp, limit)
+            reason = _archive_problem(tmp, identity, limit, require_fingerprints=identity.repo_type == "bucket")
             if reason is None:
-                manifest = load_manifest(tmp)
-                reason = check_identity(manifest, identity, require_fingerprints=identity.repo_type == "bucket")
-            if reason is None:
-                validate_sidecar_file(
-                    tmp, meta, tolerance_s=tolerance_s, index_dir=index_dir, lock_timeout_s=lock_timeout_s
-                )
+                validate_sidecar_file(tmp, meta, **validate)
         except _PUBLISHED_PROBLEMS as e:  # whatever a hostile file can make the readers raise
             reason = f"{type(e).__name__}: {e}"
         if reason is not None:
             tmp.unlink(missing_ok=True)
-            logger.warning("ignoring the published MP4 sidecar %s: %s; building one locally instead", where, reason)
-            return False
+            return reason
         os.replace(tmp, target)
     finally:
         f.close()
-    logger.info("using the published MP4 sidecar %s (copied to %s)", where, target)
-    return True
+    return None
 
 
-# --- entry point ---------------------------------------------------------------------------------
 def ensure_sidecar(
     source: Any,
     meta: Any = None,
@@ -353,12 +299,10 @@ def ensure_sidecar(
     tolerance_s: float = constants.DEFAULT_TOLERANCE_S,
     progress: bool = False,
 ) -> tuple[Path, str]:
-    """Find or make the schema-5 sidecar of the selected episodes at the sources' current state.
-
-    Order: (1) the revision-keyed local cache (no lock taken on a hit); (2) under the lock, the
-    cache again, then a valid published sidecar (Hub datasets: branch ``lerobot-sidecars``, file
-    named by the pinned commit; buckets: ``meta/mp4-sidecars/``), validated against the source
-    identity and the metadata before it is installed; (3) a local build, installed atomically.
+    """Find or make the schema-5 sidecar of the selected episodes at the sources' current state:
+    (1) the revision-keyed local cache (no lock taken on a hit); (2) under the lock, the cache
+    again, then a published sidecar (``sidecar._publish``) validated against the source identity
+    and the metadata; (3) a local build, installed atomically.
 
     Args:
         source: ``ByteSource`` of the dataset root (a Hub dataset source is pinned to a commit).
@@ -377,8 +321,7 @@ def ensure_sidecar(
         progress: show the build's progress bar.
 
     Returns:
-        ``(npz_path, how)`` with ``how`` in ``{"cache", "published", "built"}``. (A selection
-        without videos needs no sidecar: callers skip this call when ``meta.video_keys`` is empty.)
+        ``(npz_path, how)`` with ``how`` in ``{"cache", "published", "built"}``.
 
     Raises:
         SidecarLockTimeoutError: another process held the lock longer than ``lock_timeout_s``.
@@ -416,20 +359,18 @@ def ensure_sidecar(
     what = f"MP4 sidecar of {repo_id} ({identity.data_root})"
     with _BuildLock(target, lock_timeout_s, what):
         remove_dead_temporaries(target)
-        if identity.stable:
-            if _cached_reason(target, identity, index_dir, limit) is None:  # built or downloaded while we waited
-                return target, "cache"
-        else:
-            try:  # rebuilt by another process during this open: as fresh as our own build
-                if target.stat().st_mtime_ns >= t_open and _cached_reason(target, identity, index_dir, limit) is None:
-                    return target, "cache"
-            except FileNotFoundError:
-                pass
+        try:  # built or downloaded while we waited (unstable: only if rebuilt during this open)
+            fresh = identity.stable or target.stat().st_mtime_ns >= t_open
+        except FileNotFoundError:
+            fresh = False
+        if fresh and _cached_reason(target, identity, index_dir, limit) is None:
+            return target, "cache"
         if use_published and identity.stable:
-            if _try_published(source, identity, target, meta, tolerance_s, index_dir, lock_timeout_s):
+            validate = {"tolerance_s": tolerance_s, "index_dir": index_dir, "lock_timeout_s": lock_timeout_s}
+            if _try_published(source, identity, target, meta, **validate):
                 return target, "published"
         t0 = time.perf_counter()
-        logger.info(  # a routine first-run event: INFO (a progress bar on a terminal)
+        logger.info(
             "building the MP4 sidecar of %s (%d video files) into %s; other processes wait for it "
             "(a shared cache or a published sidecar avoids this)",
             repo_id,

@@ -23,8 +23,6 @@ from lerobotstream.errors import SidecarError, SidecarPublishError, SourceNotFou
 from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
 from lerobotstream.sidecar._identity import check_identity, sidecar_identity
 
-__all__ = ["open_published", "published_path", "push_sidecar"]
-
 logger = logging.getLogger("lerobotstream.sidecar")
 
 
@@ -40,6 +38,13 @@ def published_path(repo_type: str, commit: str | None, *, schema_version: int = 
     if not commit or len(commit) != 40:
         raise SidecarPublishError(f"a published dataset sidecar is named by its pinned source commit; got {commit!r}")
     return f"{constants.BUCKET_SIDECAR_DIR}/mp4-v{schema_version}-{commit}.npz"
+
+
+def _address(source: Any, path: str) -> str:
+    """The ``hf://`` address of ``path`` in the bucket, or in the sidecar branch of the dataset."""
+    if source.repo_type == "bucket":
+        return f"hf://buckets/{source.repo_id}/{path}"
+    return f"hf://datasets/{source.repo_id}@{constants.SIDECAR_BRANCH}/{path}"
 
 
 def _is_hub(source: Any) -> bool:
@@ -60,20 +65,12 @@ def open_published(source: Any, identity: Any) -> tuple[Any, str, str] | None:
     """
     if not _is_hub(source):
         return None
-    commit = getattr(source, "commit", None)
-    path = published_path(source.repo_type, commit)
-    if source.repo_type == "bucket":
-        store = source
-    else:
-        try:
-            store = source.at_revision(constants.SIDECAR_BRANCH)
-        except SourceNotFoundError:
-            return None  # no sidecar branch
-    if not store.exists(path):
-        return None
-    if source.repo_type == "bucket":
-        return store, path, f"hf://buckets/{source.repo_id}/{path}"
-    return store, path, f"hf://datasets/{source.repo_id}@{constants.SIDECAR_BRANCH}/{path}"
+    path = published_path(source.repo_type, getattr(source, "commit", None))
+    try:
+        store = source if source.repo_type == "bucket" else source.at_revision(constants.SIDECAR_BRANCH)
+    except SourceNotFoundError:
+        return None  # no sidecar branch
+    return (store, path, _address(source, path)) if store.exists(path) else None
 
 
 def push_sidecar(
@@ -144,12 +141,10 @@ def push_sidecar(
         )
     except SidecarError as e:
         raise SidecarPublishError(f"{npz_path} failed validation, not publishing: {e}", path=str(npz_path)) from e
-    if api is None:
-        api = source.api
+    api = source.api if api is None else api
     path = published_path(source.repo_type, identity.commit)
     if source.repo_type == "bucket":
         api.batch_bucket_files(source.repo_id, add=[(str(npz_path), path)])
-        where = f"hf://buckets/{source.repo_id}/{path}"
     else:
         api.create_branch(
             source.repo_id,
@@ -166,6 +161,6 @@ def push_sidecar(
             revision=constants.SIDECAR_BRANCH,
             commit_message=f"MP4 sidecar (schema {SIDECAR_SCHEMA_VERSION}) for {identity.commit}",
         )
-        where = f"hf://datasets/{source.repo_id}@{constants.SIDECAR_BRANCH}/{path}"
+    where = _address(source, path)
     logger.info("published %s as %s", npz_path, where)
     return where

@@ -1,23 +1,18 @@
 """Validation of a sidecar against the dataset metadata (at build and at open).
 
 For every selected episode and camera, the window ``[from_timestamp, from_timestamp + length/fps)``
-of the episode's video must resolve to exactly ``length`` frames whose presentation times lie strictly
-within ``tolerance_s`` of ``from_timestamp + i/fps`` (and the frame range the dataset streams,
-``mp4.episode_frame_range``, must be those frames); ``info.json``'s fps must agree with the sample
-durations; the frames' width and height (the track's sample entry, as displayed) must be the
-camera's declared ``shape`` (:func:`check_frame_size`); and inside one file (one camera) the selected episodes' frame ranges must be disjoint:
-an episode whose window was moved onto its neighbour's frames would otherwise stream them as its
-own (the error names both episodes and the frames no selected episode claims). The arithmetic is exact: presentation times stay in media ticks, ``fps`` is a
-rational, only the final difference (a few ticks at most) becomes a float. Problems are collected
-and raised once as :class:`~lerobotstream.errors.SidecarValidationError` naming episode, camera and
-file: an episode window that runs past its video file, a metadata ``fps`` that does not match
-the video, or an episode row pointing at the wrong file fails here instead of streaming wrong frames.
+must resolve to exactly ``length`` frames of the video, each strictly within ``tolerance_s`` of
+``from_timestamp + i/fps`` (and be the frames ``mp4.episode_frame_range`` streams); ``info.json``'s
+fps must agree with the sample durations; the frames' displayed size must be the camera's declared
+``shape``; and the selected episodes' frame ranges inside one file must be disjoint. Presentation
+times stay in media ticks and ``fps`` is a rational: only the final difference becomes a float.
+Problems are collected and raised once as :class:`~lerobotstream.errors.SidecarValidationError`
+naming episode, camera and file.
 """
 
 from __future__ import annotations
 
 import hashlib
-import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,24 +23,6 @@ from typing import Any
 import numpy as np
 
 from lerobotstream.errors import Problem, SidecarStaleError, SidecarValidationError
-
-__all__ = [
-    "EpisodeWindow",
-    "WindowCheck",
-    "check_disjoint",
-    "check_fps",
-    "check_frame_size",
-    "displayed_size",
-    "check_window",
-    "check_window_detail",
-    "episode_windows",
-    "raise_problems",
-    "validate_source",
-    "validate_index",
-    "validate_sidecar_file",
-    "validation_note",
-    "record_validation",
-]
 
 #: relative disagreement allowed between info.json fps and the video's median frame rate
 FPS_RELATIVE_TOLERANCE = 1e-3
@@ -59,10 +36,8 @@ class EpisodeWindow:
     episode_index: int
     camera: str
     path: str
-    from_timestamp: float
-    """Episode start inside the concatenated video, seconds (metadata value, float64)."""
-    length: int
-    """Number of frames of the episode (metadata)."""
+    from_timestamp: float  # episode start inside the concatenated video, seconds (metadata, float64)
+    length: int  # frames of the episode (metadata)
 
 
 def fps_fraction(fps: float | int) -> Fraction:
@@ -72,13 +47,11 @@ def fps_fraction(fps: float | int) -> Fraction:
 
 def episode_windows(meta: Any) -> list[EpisodeWindow]:
     """Every (episode, camera) window of the metadata's selected episodes, episode order."""
-    out = []
-    for ep in meta.episodes:
-        for cam, video in sorted(ep.videos.items()):
-            out.append(
-                EpisodeWindow(int(ep.episode_index), cam, video.path, float(video.from_timestamp), int(ep.length))
-            )
-    return out
+    return [
+        EpisodeWindow(int(ep.episode_index), cam, video.path, float(video.from_timestamp), int(ep.length))
+        for ep in meta.episodes
+        for cam, video in sorted(ep.videos.items())
+    ]
 
 
 def _presented_ticks(table: Any) -> np.ndarray:
@@ -116,30 +89,23 @@ def check_fps(table: Any, fps: float, path: str) -> str | None:
     return None
 
 
-def check_window(table: Any, from_timestamp: float, length: int, fps: float, tolerance_s: float) -> str | None:
-    """None when the episode window resolves to exactly ``length`` frames within tolerance,
-    else the reason (frame counts, timestamps in seconds)."""
-    return check_window_detail(table, from_timestamp, length, fps, tolerance_s).reason
-
-
 @dataclass(frozen=True)
 class WindowCheck:
-    """What :func:`check_window_detail` found for one episode window."""
+    """What :func:`check_window_detail` found for one episode window: ``reason`` (None when good),
+    ``code`` (the kind of problem, see :func:`validate_source`), ``first_frame`` (in presentation
+    order; None when bad) and ``max_error_s`` (largest |frame PTS - (from_timestamp + i/fps)|,
+    seconds; None when unknown)."""
 
     reason: str | None
-    """None when the window is good, else why not."""
     code: str | None
-    """The kind of problem (a finding code, see :func:`validate_source`), None when good."""
     first_frame: int | None
-    """First frame of the window in presentation order (None when the window is bad)."""
     max_error_s: float | None = None
-    """Largest |frame PTS - (from_timestamp + i/fps)| of the window, seconds (None when unknown)."""
 
 
 def check_window_detail(table: Any, from_timestamp: float, length: int, fps: float, tolerance_s: float) -> WindowCheck:
-    """:func:`check_window` with the kind of problem, the window's first frame and its largest
-    timestamp error (how much of ``tolerance_s`` is used). A frame is within tolerance by the
-    decoder's rule, ``mp4.within_tolerance`` (strictly under ``tolerance_s``, LeRobot's)."""
+    """Whether the episode window resolves to exactly ``length`` frames within tolerance (by the
+    decoder's rule, ``mp4.within_tolerance``: strictly under ``tolerance_s``, LeRobot's); the reason
+    names frame counts and timestamps in seconds."""
     from lerobotstream.mp4._tolerance import within_tolerance
 
     p = _presented_ticks(table)
@@ -248,10 +214,10 @@ def validate_source(
     checked: list | None = None,
     features: Mapping[str, Any] | None = None,
 ) -> list[Problem]:
-    """Problems of one source MP4: its frame size against the camera's declared shape (when
-    ``features``, ``info.json``'s, are given), its fps, every episode window that uses it, then
-    whether those windows' frame ranges overlap (:func:`check_disjoint`). The sidecar build and
-    open raise on them (:func:`raise_problems`), ``lerobotstream.validate`` reports each.
+    """Problems of one source MP4: its frame size against the camera's declared shape, its fps,
+    every episode window that uses it, then whether those windows' frame ranges overlap
+    (:func:`check_disjoint`). The sidecar build and open raise them (:func:`raise_problems`),
+    ``lerobotstream.validate`` reports each.
 
     Each is a :class:`~lerobotstream.errors.Problem` whose ``code`` names its kind:
     ``shape_mismatch`` (``episodes``: every episode of the file), ``fps_mismatch``,
@@ -284,12 +250,10 @@ def validate_source(
         if reason is None:
             a, b = episode_frame_range(table, w.from_timestamp, w.length, fps, tolerance_s)
             if (a, b) != (k0, k0 + w.length):
-                reason, code = (
-                    (
-                        f"the episode's window holds {b - a} frame(s) [{a}, {b}) of the video, not its "
-                        f"{w.length} frames [{k0}, {k0 + w.length})"
-                    ),
-                    "window_frames",
+                code = "window_frames"
+                reason = (
+                    f"the episode's window holds {b - a} frame(s) [{a}, {b}) of the video, not its "
+                    f"{w.length} frames [{k0}, {k0 + w.length})"
                 )
         if checked is not None:
             checked.append((w, res))
@@ -307,19 +271,10 @@ def _ranges(ranges: Sequence[tuple[int, int]]) -> str:
 
 
 def check_disjoint(claimed: Sequence[tuple[int, int, EpisodeWindow]], num_frames: int, path: str) -> list[Problem]:
-    """One problem per pair of episodes whose frame ranges overlap inside one video file.
-
-    Args:
-        claimed: ``(frame_start, frame_stop, window)`` per selected episode of the file (frames in
-            presentation order, half-open), windows that passed :func:`check_window`.
-        num_frames: frames of the video.
-        path: the file.
-
-    Returns:
-        list[Problem]: one per overlapping pair, naming both episodes, the camera, the
-        frames both claim and the frames no selected episode claims (an unselected episode may
-        own those); empty when the ranges are disjoint.
-    """
+    """One problem per pair of episodes whose frame ranges overlap inside the video ``path`` of
+    ``num_frames`` frames, naming both episodes, the frames both claim and the frames no selected
+    episode claims. ``claimed``: ``(frame_start, frame_stop, window)`` per good window of the file
+    (presentation order, half-open)."""
     if len(claimed) < 2:
         return []
     order = sorted(claimed, key=lambda c: (c[0], c[1], c[2].episode_index))
@@ -364,11 +319,8 @@ def check_disjoint(claimed: Sequence[tuple[int, int, EpisodeWindow]], num_frames
 
 
 def raise_problems(problems: Sequence[Problem], *, sidecar: str = "") -> None:
-    """Raise one SidecarValidationError listing the problems (no-op when there are none).
-
-    The message names episode, camera and file of the first problems; the fields
-    ``episode_index``, ``camera``, ``path`` are those of the first one and ``problems`` holds all.
-    """
+    """Raise one SidecarValidationError listing the problems (no-op when there are none); its
+    ``episode_index``, ``camera``, ``path`` are the first one's, ``problems`` holds all."""
     if not problems:
         return
     head = problems[0]
@@ -394,10 +346,8 @@ def group_windows(windows: Iterable[EpisodeWindow]) -> dict[str, list[EpisodeWin
 
 
 def validate_index(index: Any, meta: Any, *, tolerance_s: float) -> None:
-    """Validate the selected episodes of ``meta`` against an opened :class:`Mp4Index`.
-
-    Only the sources those episodes use are materialised, one at a time, and none is kept in the
-    index (memory does not grow with the number of sources validated).
+    """Validate the selected episodes of ``meta`` against an opened :class:`Mp4Index`, reading
+    only the sources they use, one at a time, none kept in the index.
 
     Raises:
         SidecarStaleError: an episode's video is not in the sidecar.
@@ -416,33 +366,21 @@ def validate_index(index: Any, meta: Any, *, tolerance_s: float) -> None:
                 camera=w.camera,
                 path=path,
             ) from None
-        # a fresh table, not kept: validating every source leaves no per-source state behind
         table = index.table(sid, cache=False)
-        problems.extend(
-            validate_source(
-                table, windows, float(meta.fps), tolerance_s, path, features=getattr(meta, "features", None)
-            )
-        )
+        features = getattr(meta, "features", None)
+        problems.extend(validate_source(table, windows, float(meta.fps), tolerance_s, path, features=features))
     raise_problems(problems, sidecar=str(getattr(index, "index_path", "")))
 
 
 def validate_sidecar_file(
     npz_path: Any, meta: Any, *, tolerance_s: float, index_dir: Any = None, lock_timeout_s: float
 ) -> None:
-    """Validate a sidecar NPZ against the selected episodes of ``meta``: open it through its
-    derived index (converting it once), :func:`validate_index`, close it. Used before a sidecar is
-    installed from a published copy and before one is published.
-
-    Args:
-        npz_path: the sidecar archive (schema 5, or 4).
-        meta: ``DatasetMeta`` of the selection to check.
-        tolerance_s: allowed timestamp error, seconds.
-        index_dir: derived-index folder (default ``$HF_LEROBOT_HOME/streaming-indexes``).
-        lock_timeout_s: wait for another process converting the same sidecar, seconds.
+    """Open a sidecar NPZ through its derived index, :func:`validate_index` it against ``meta``,
+    close it (before a published copy is installed, and before one is published).
 
     Raises:
-        SidecarSchemaError: not a readable schema-5 or schema-4 sidecar.
-        SidecarLockTimeoutError: another process held the conversion lock too long.
+        SidecarSchemaError: not a readable sidecar.
+        SidecarLockTimeoutError: another process held the conversion lock over ``lock_timeout_s``.
         SidecarStaleError, SidecarValidationError: from :func:`validate_index`, or the sidecar was
             rejected by a first-use verification on this node (``sidecar._verify``).
     """
@@ -463,12 +401,10 @@ def validate_sidecar_file(
 
 
 def validation_note(index: Any, meta: Any, source: Any, used: Sequence[str] | None, tolerance_s: float) -> Path | None:
-    """Where a successful validation of exactly these inputs is recorded, next to the derived
-    index: ``<index stem>.valid-<digest>``, the digest covering the library version, the index
-    generation, ``tolerance_s``, the fps, every (episode, camera) window of ``meta`` and, when
-    ``source`` is given, each used video's current size and fingerprint. None when there is
-    nothing to validate. Ranks and workers of a node opening the same selection check the
-    sources once instead of once each (about 1 ms per source MP4 on one core).
+    """Where a successful validation of exactly these inputs is recorded beside the derived index:
+    ``<index stem>.valid-<digest>``, over the library version, the index generation,
+    ``tolerance_s``, the fps, the declared video shapes, every (episode, camera) window of ``meta``
+    and each used video's current size and fingerprint. None when there is nothing to validate.
 
     Raises:
         SourceError: a used video cannot be listed (from ``source.size`` / ``source.fingerprint``).
@@ -481,10 +417,8 @@ def validation_note(index: Any, meta: Any, source: Any, used: Sequence[str] | No
     h.update(f"lerobotstream-sidecar-validated-v1\0{__version__}\0{index.generation}\0{tolerance_s!r}\0".encode())
     if meta is not None:
         h.update(f"fps={float(meta.fps)!r}\0".encode())
-        for key, feat in sorted(
-            (getattr(meta, "features", None) or {}).items()
-        ):  # the frame-size check reads the declared shapes
-            if feat.get("dtype") == "video":
+        for key, feat in sorted((getattr(meta, "features", None) or {}).items()):
+            if feat.get("dtype") == "video":  # the frame-size check reads the declared shapes
                 h.update(f"{key}\0{feat.get('shape')!r}\0{feat.get('names')!r}\n".encode())
         for w in episode_windows(meta):
             h.update(f"{w.episode_index}\0{w.camera}\0{w.path}\0{w.from_timestamp!r}\0{w.length}\n".encode())
@@ -494,11 +428,3 @@ def validation_note(index: Any, meta: Any, source: Any, used: Sequence[str] | No
             h.update(f"{path}\0{int(source.size(path))}\0{source.fingerprint(path)}\n".encode())
     path = Path(index.index_path)
     return path.with_name(f"{path.stem}.valid-{h.hexdigest()[:32]}")
-
-
-def record_validation(note: Path) -> None:
-    """Atomically create ``note`` (best effort: a read-only index folder only costs validating
-    again next time)."""
-    from lerobotstream.mp4._index_file import write_note
-
-    write_note(note, {"validated_at": time.time()})

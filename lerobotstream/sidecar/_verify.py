@@ -3,47 +3,42 @@ before the first frame of the MP4 is served.
 
 A published sidecar, or one in a cache other users can write, could move one episode's sample
 positions onto another's or change a display matrix; the metadata checks at start
-(``sidecar._validate``) cannot see that. So the first time a process fetches from a source (or,
-for what it fetched before serving its first item, decodes it: ``EpisodeSpans.fetch_span``),
-:class:`VerifiedTables` parses the source's ``moov`` (the existing parser: a probe of the file's
-start plus, for files whose ``moov`` follows ``mdat``, one read of the tail; no payload) and
-compares the sample tables, timing, codec, sample entry and display matrices with the sidecar's
+(``sidecar._validate``) cannot see that. So the first time a process fetches from a source (or
+decodes what it fetched before serving its first item: ``EpisodeSpans.fetch_span``),
+:class:`VerifiedTables` parses the source's ``moov`` (a probe of the file's start, plus one read
+of the tail when ``moov`` follows ``mdat``; no payload) and compares it with the sidecar's table
 (:func:`table_disagreement`).
 
 - A local build parsed every MP4 itself: all its sources are recorded when it is installed.
-- They agree: the sidecar's table is used, and the agreement is recorded beside the derived index
-  (``<index stem>.verified``: one line per source, a digest of its path, size and fingerprint),
-  so later processes of the node skip the parse. The record is cache content, like the derived
-  index it sits beside: whoever can write that folder can write both, so it proves only what the
-  derived index itself does (see docs/sidecars.md on who may write a shared cache). The table's
-  values that the lookups index with are checked at every table build regardless.
-- They disagree: the MP4's own table (exactly what a local build would hold) is used for that
-  source and the spans planned on the sidecar's table are planned again; one warning names the
-  source and the difference, and ``<index stem>.rejected`` is written, so the next dataset start
-  drops the sidecar and builds one locally (a published copy of it is refused too).
+- They agree: the agreement is recorded beside the derived index (``<index stem>.verified``: one
+  line per source, a digest of its path, size and fingerprint), so later processes of the node
+  skip the parse. The record is cache content, proving only what the derived index itself does
+  (docs/sidecars.md: who may write a shared cache).
+- They disagree: the MP4's own table is used for that source and spans planned on the sidecar's
+  table are planned again; one warning names the source and the difference, and ``<index
+  stem>.rejected`` is written, so the next dataset start builds locally (a published copy of the
+  same file is refused too).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import logging
 import os
 import threading
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lerobotstream.errors import SidecarSchemaError
-
-__all__ = [
-    "VerifiedTables",
-    "forget_rejection",
-    "record_local_build",
-    "rejected_reason",
-    "rejection_note",
-    "table_disagreement",
-]
+from lerobotstream import constants
+from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError
+from lerobotstream.mp4._index_file import Mp4Index, write_note
+from lerobotstream.mp4._index_format import index_name
+from lerobotstream.mp4._npz_schema import npz_generation
 
 logger = logging.getLogger("lerobotstream.sidecar")
 
@@ -67,15 +62,11 @@ _SCALARS = (
 )
 
 
-def rejection_note(index_path: str | os.PathLike) -> Path:
-    """Where a derived index that disagreed with an MP4's own ``moov`` is marked (``<stem>.rejected``)."""
+def _beside(index_path: str | os.PathLike, suffix: str) -> Path:
+    """``<stem>.rejected`` (the derived index disagreed with an MP4's own ``moov``) or
+    ``<stem>.verified`` (the record of verified sources) beside a derived index."""
     p = Path(index_path)
-    return p.with_name(p.stem + ".rejected")
-
-
-def _record_path(index_path: str | os.PathLike) -> Path:
-    p = Path(index_path)
-    return p.with_name(p.stem + ".verified")
+    return p.with_name(p.stem + suffix)
 
 
 def _norm(value: Any) -> Any:
@@ -104,12 +95,8 @@ def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
     if n != m:
         return f"the sidecar lists {n} samples, the MP4 {m}"
     for name in _ARRAYS:
-        a, b = np.asarray(getattr(sidecar, name)), np.asarray(getattr(parsed, name))
-        if a.dtype.kind == "b" or b.dtype.kind == "b":
-            a, b = a.view(np.uint8) if a.dtype.kind == "b" else a, b.view(np.uint8) if b.dtype.kind == "b" else b
-        if np.array_equal(a, b):
-            continue
-        a, b = a.astype(np.int64), b.astype(np.int64)
+        a = np.asarray(getattr(sidecar, name)).astype(np.int64, copy=False)
+        b = np.asarray(getattr(parsed, name)).astype(np.int64, copy=False)
         diff = np.flatnonzero(a != b)
         if diff.shape[0]:
             k = int(diff[0])
@@ -128,13 +115,11 @@ def table_disagreement(sidecar: Any, parsed: Any) -> str | None:
 
 class VerifiedTables:
     """The sample tables a process plans spans on and serves frames from: the sidecar's, each
-    verified against its MP4's own ``moov`` before the first frame of that MP4 is served (see the
-    module docstring). Thread-safe.
+    verified against its MP4's own ``moov`` before the first frame of that MP4 is served. Thread-safe.
 
-    :meth:`table_for_path` (sizing, span planning) does not verify; :meth:`verify` (called by the
-    fetch before any payload is read, or the decode before any frame is: ``EpisodeSpans.fetch_span``)
-    does, once per source. A span planned on a table that
-    :meth:`verify` replaced is planned again (``EpisodeSpans.verified_span``).
+    :meth:`table_for_path` (sizing, span planning) does not verify; :meth:`verify` (called before
+    any payload is read or frame decoded: ``EpisodeSpans.fetch_span``) does, once per source. A span
+    planned on a table that :meth:`verify` replaced is planned again (``EpisodeSpans.verified_span``).
 
     Args:
         index: the sidecar's ``Mp4Index``.
@@ -200,7 +185,7 @@ class VerifiedTables:
                 self.verified += 1
             reason = table_disagreement(table, parsed)
             if reason is None:
-                _append_line(_record_path(self.index.index_path), key)
+                _append_line(_beside(self.index.index_path, ".verified"), key)
                 self._checked.add(path)
                 return
             self._replace(path, parsed, reason)
@@ -213,7 +198,7 @@ class VerifiedTables:
             return True
         # another process of the node may have verified it since: read what was appended
         try:
-            with open(_record_path(self.index.index_path), "rb") as f:
+            with open(_beside(self.index.index_path, ".verified"), "rb") as f:
                 f.seek(self._record_pos)
                 tail = f.read(_MAX_RECORD_READ)
         except OSError:
@@ -245,7 +230,7 @@ class VerifiedTables:
             path,
             reason,
         )
-        _mark_rejected(self.index.index_path, path, reason)
+        write_note(_beside(self.index.index_path, ".rejected"), {"source": path, "reason": reason})
         return parsed
 
 
@@ -260,42 +245,29 @@ def record_local_build(
     """A local build parsed every MP4 itself: record its sources as verified beside its derived
     index (converting it now rather than at the open that follows), so no process of the node
     parses them again. ``files``: ``[(path, size, fingerprint)]`` of the built sources. Best effort."""
-    from lerobotstream.errors import LeRobotStreamError
-    from lerobotstream.mp4._index_file import Mp4Index
-
     try:
         index = Mp4Index.open(npz_path, index_dir=index_dir, lock_timeout_s=lock_timeout_s)
     except (LeRobotStreamError, OSError):
         return
     index.close()
-    _append_line(_record_path(index.index_path), "\n".join(_record_key(p, int(n), fp) for p, n, fp in files))
+    _append_line(_beside(index.index_path, ".verified"), "\n".join(_record_key(p, int(n), fp) for p, n, fp in files))
 
 
 def _append_line(path: Path, line: str) -> None:
-    """Append ``line`` (one or more lines) with one ``O_APPEND`` ``write`` (lines of concurrent
-    writers do not interleave); best effort, a read-only folder only costs verifying again."""
-    try:
+    """Append ``line`` (one or more lines) with one ``O_APPEND`` ``write`` (concurrent writers'
+    lines do not interleave); best effort."""
+    with contextlib.suppress(OSError):
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, (line + "\n").encode("ascii"))
         finally:
             os.close(fd)
-    except OSError:
-        pass
-
-
-def _mark_rejected(index_path: Any, path: str, reason: str) -> None:
-    from lerobotstream.mp4._index_file import write_note
-
-    write_note(rejection_note(index_path), {"source": path, "reason": reason})
 
 
 def rejected_reason(index_path: str | os.PathLike) -> str | None:
     """Why a first-use verification rejected this derived index's sidecar, or None when none did."""
-    import json
-
     try:
-        text = rejection_note(index_path).read_text("utf-8")
+        text = _beside(index_path, ".rejected").read_text("utf-8")
     except FileNotFoundError:
         return None
     except OSError:
@@ -311,24 +283,13 @@ def forget_rejection(npz_path: str | os.PathLike, index_dir: str | os.PathLike |
     """A locally built sidecar is trusted: remove a rejection of its generation and the derived
     index it was made from (a damaged derived index of an identical archive), so it is converted
     again. Best effort."""
-    import zipfile
-
-    from lerobotstream.mp4._index_format import index_name
-    from lerobotstream.mp4._npz_schema import npz_generation
-
-    if index_dir is None:
-        from lerobotstream import constants
-
-        index_dir = constants.INDEX_DIR
     try:
         with zipfile.ZipFile(npz_path) as zf:
-            idx = Path(index_dir) / index_name(npz_generation(zf))
+            idx = Path(index_dir if index_dir is not None else constants.INDEX_DIR) / index_name(npz_generation(zf))
     except (OSError, zipfile.BadZipFile):
         return
-    if not rejection_note(idx).exists():
+    if not _beside(idx, ".rejected").exists():
         return
-    for p in (idx, _record_path(idx), rejection_note(idx)):
-        try:
+    for p in (idx, _beside(idx, ".verified"), _beside(idx, ".rejected")):
+        with contextlib.suppress(OSError):
             p.unlink(missing_ok=True)
-        except OSError:
-            pass

@@ -1,12 +1,11 @@
 """Fixtures for tests of code that reads LeRobot datasets: small generated datasets, a loopback Hub.
 
-Public and importable by users (``pip install lerobotstream`` ships it), never imported by the
-library itself: ``import lerobotstream`` does not load this package. Heavy or optional libraries
-(PyAV, Pillow, the ffmpeg CLI) are loaded only by the functions that use them.
+Public (``pip install lerobotstream`` ships it) but never imported by the library; heavy or optional
+libraries (PyAV, Pillow, the ffmpeg CLI) load only in the functions that use them.
 
 - :func:`make_dataset` writes a LeRobotDataset v3.0 whose frames and rows carry their identity
   ``(episode_index, frame_index, camera_index)``; :func:`read_identity` reads a decoded frame's
-  identity back, :func:`identity_frame`, :func:`depth_frame_mm`, :func:`expected_depth_codes`,
+  identity back; :func:`identity_frame`, :func:`depth_frame_mm`, :func:`expected_depth_codes`,
   :func:`image_frame` and :func:`expected_language` give every generated value exactly. Needs the
   ``ffmpeg`` CLI (libsvtav1/libaom-av1, libx264, libx265) and PyAV::
 
@@ -14,20 +13,15 @@ library itself: ``import lerobotstream`` does not load this package. Heavy or op
       root = make_dataset(tmp_path / "ds", episode_lengths=(30, 45, 20), codec="h264")
 
 - :class:`LoopbackServer`: a real HTTP server on 127.0.0.1 in its own process (static files with
-  Range, a fake Hugging Face Hub with redirects to a signed-URL CDN, injectable faults, latency
-  and bandwidth).
+  Range, a fake Hugging Face Hub redirecting to a signed-URL CDN, faults, latency, bandwidth).
 - :func:`parse_reference`: a slow, independent pure-Python ISO BMFF sample-table reader (the
-  oracle the C parser is tested against); :class:`RefError` where it refuses a file.
-- :func:`convert_v21_to_v30`: a v3.0 dataset from a local LeRobotDataset v2.1 folder (stream
-  copy), e.g. a v2.1 fixture of your own. It stays here, beside :func:`make_dataset`, because both
-  write v3.0 with the same writer (``_media``: the stream-copy concatenation whose
-  ``from_timestamp`` is exact, LeRobot's file roll-over, the tasks table, atomic writes), which
-  is private to this package, and because ``make demo`` rebuilds ``data/g1_v30`` with it from the
-  installed package, where ``tools/`` cannot be imported.
+  C parser's oracle); :class:`RefError` where it refuses a file.
+- :func:`convert_v21_to_v30`: a v3.0 dataset from a local LeRobotDataset v2.1 folder (stream copy).
+  It stays here, beside :func:`make_dataset`, because both write v3.0 with this package's private
+  writer (``_media``), and ``make demo`` rebuilds ``data/g1_v30`` with it from the installed package.
 
-Only fixtures live here. The CUDA parity check is a tool (``python -m tools.gpu_check``, which the
-``needs_cuda`` tests import); CLIs of a checkout: ``python -m tools.make_dataset`` and
-``python -m tools.convert_v21_to_v30``.
+Only fixtures live here. The CUDA parity check is a tool (``python -m tools.gpu_check``); CLIs of a
+checkout: ``python -m tools.make_dataset``, ``python -m tools.convert_v21_to_v30``.
 """
 
 from lerobotstream.testing._convert_v21 import convert as convert_v21_to_v30

@@ -1,20 +1,14 @@
 """Convert a local LeRobotDataset v2.1 folder (or the subset of its episodes present) to v3.0.
 
-No re-encoding: each camera's per-episode MP4s are joined with FFmpeg's concat demuxer and
-``-c copy``; ``videos/<key>/from_timestamp`` is the summed real duration (PyAV
-``stream.duration * time_base``, as LeRobot's ``get_video_duration_in_s``) of the episodes before
-it in the same file. The per-episode data Parquet files are merged into
-``data/chunk-000/file-000.parquet`` (rolling over at ``--data-file-size-mb``) with ``index``
-renumbered to be contiguous from 0. Episodes whose data Parquet is absent are skipped, and the
-kept episodes are **renumbered 0..N-1 in their original order** (v3 readers expect contiguous
-indices); the mapping is written to ``meta/episode_index_map.json``.
+No re-encoding: each camera's episode MP4s are joined by stream copy; ``from_timestamp`` is the
+summed real duration (PyAV, as LeRobot's ``get_video_duration_in_s``) of the episodes before it in
+its file. The episodes' data Parquet files are merged (rolling over at ``data_file_size_mb``) with
+``index`` renumbered from 0. Episodes whose data Parquet or videos are absent are skipped and the
+kept ones **renumbered 0..N-1 in their original order** (v3 readers expect contiguous indices);
+the mapping is written to ``meta/episode_index_map.json``. Episode metadata, tasks, per-episode
+stats (``stats/<feature>/<stat>`` columns) and ``meta/stats.json`` follow LeRobot v3.0's layout.
 
-Episode metadata, tasks (pandas-index form), per-episode stats (as ``stats/<feature>/<stat>``
-columns) and the aggregated ``meta/stats.json`` follow LeRobot v3.0's layout.
-
-From Python: ``lerobotstream.testing.convert_v21_to_v30(src, dst)``; from a checkout, the CLI::
-
-    python -m tools.convert_v21_to_v30 data/testmedia/lerobot-v21-g1-subset data/g1_v30
+CLI of a checkout: ``python -m tools.convert_v21_to_v30 data/testmedia/lerobot-v21-g1-subset data/g1_v30``.
 """
 
 from __future__ import annotations
@@ -34,12 +28,11 @@ from lerobotstream.testing._media import (
     DATA_PATH,
     EPISODES_PATH,
     VIDEO_PATH,
-    _concat,
-    _place_episode_video,
     _Roller,
     _tasks_table,
     _write_json,
     _write_parquet,
+    _write_videos,
 )
 
 
@@ -116,14 +109,9 @@ def convert(
     rows = _copy_data(
         tmp, [v21_data(old) for old in kept], [episodes_meta[old] for old in kept], data_file_size_mb, chunks_size
     )
-    for key in video_keys:  # stream copy with the concat demuxer
-        roller = _Roller(video_file_size_mb, None, chunks_size)
-        parts: dict[tuple[int, int], list[Path]] = {}
-        elapsed: dict[tuple[int, int], float] = {}
-        for row, old in zip(rows, kept):
-            _place_episode_video(v21_video(old, key), key, row, roller, parts, elapsed)
-        for (c, f), paths in parts.items():
-            _concat(paths, tmp / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), faststart=False)
+    for key in video_keys:  # stream copy
+        parts = [v21_video(old, key) for old in kept]
+        _write_videos(tmp, key, parts, rows, _Roller(video_file_size_mb, None, chunks_size), faststart=False)
     _write_episodes_meta(tmp, rows, video_keys, list(info["features"]), [ep_stats.get(old, {}) for old in kept])
     _write_parquet(_tasks_table(tasks, "pandas_index"), tmp / "meta/tasks.parquet")
     stats = {
@@ -189,7 +177,7 @@ def _copy_data(
         table = table.set_column(
             table.schema.get_field_index("index"), "index", pa.array(np.arange(start, start + n, dtype=np.int64))
         )
-        c, f, _ = roller.place(table.nbytes)
+        c, f = roller.place(table.nbytes)
         groups.setdefault((c, f), []).append(table)
         rows.append(
             {

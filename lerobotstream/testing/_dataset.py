@@ -1,48 +1,34 @@
 """Generate small LeRobotDataset v3.0 datasets whose frames carry their own identity.
 
-The dataset is laid out exactly as LeRobot v3.0 writes it: ``meta/info.json``,
-``meta/episodes/chunk-XXX/file-XXX.parquet`` (one or several shards), ``meta/tasks.parquet``
-(pandas-index form by default), ``meta/stats.json``, ``data/chunk-XXX/file-XXX.parquet`` and one
-concatenated MP4 per camera and file ``videos/<key>/chunk-XXX/file-XXX.mp4``. Like LeRobot's
-writer, each episode is encoded on its own (ffmpeg CLI, raw RGB frames on stdin, ``yuv420p``),
-then the episode MP4s of one file are joined by a PyAV remux (stream copy); an
-episode's ``from_timestamp`` is the summed duration (PyAV ``stream.duration * time_base``, as
-LeRobot's ``get_video_duration_in_s``) of the episodes before it in the same file.
+The layout is LeRobot v3.0's: ``meta/info.json``, ``meta/episodes/chunk-XXX/file-XXX.parquet``
+(one or several shards), ``meta/tasks.parquet`` (pandas-index form by default), ``meta/stats.json``,
+``data/chunk-XXX/file-XXX.parquet`` and one MP4 per camera and file
+``videos/<key>/chunk-XXX/file-XXX.mp4``. Like LeRobot's writer, each episode is encoded on its own
+(ffmpeg CLI, raw RGB on stdin, ``yuv420p``), then a file's episodes are joined by a PyAV remux
+(stream copy); an episode's ``from_timestamp`` is the summed duration (PyAV ``stream.duration *
+time_base``, as LeRobot's ``get_video_duration_in_s``) of the episodes before it in its file.
 
-Every frame's pixels encode ``(episode_index, frame_index, camera_index)`` as an 8x6 grid of
-black/white cells (16 + 16 + 4 data bits and a 12-bit CRC), which survives AV1 crf 30, H.264
-and HEVC down to 64x48; :func:`read_identity` reads it back. The tabular features encode the
-same identity: ``observation.state[0] = episode_index``, ``[1] = frame_index``, ``[2] = index``;
+Frames encode ``(episode_index, frame_index, camera_index)`` (:mod:`._identity`, read back by
+:func:`read_identity`). The tabular features encode the same identity:
+``observation.state[0] = episode_index``, ``[1] = frame_index``, ``[2] = index``;
 ``action[0] = episode_index``, ``[1] = frame_index + 0.5``.
 
-LeRobot 0.6 cameras beside the RGB videos (all optional):
+LeRobot 0.6 features beside the RGB videos (all optional):
 
-* **depth video** (``depth_cameras``): a per-pixel depth map in millimetres
-  (:func:`depth_frame_mm`, a function of episode, frame, camera and pixel) quantised with LeRobot
-  0.6.1's log quantiser (:func:`quantize_depth`, ``DepthEncoderConfig`` defaults) to 12-bit codes
-  and encoded as LeRobot's default depth encoder writes it: HEVC Rext ``gray12le``, x265
-  ``lossless=1``, ``g=2``; ``info.json`` records ``is_depth_map``, ``depth_unit: "mm"`` and the
-  quantiser's ``video.depth_min/depth_max/shift/use_log``. The decoded codes must equal
-  :func:`expected_depth_codes` exactly.
-* **image features** (``image_cameras``): :func:`image_frame` (the identity grid with a
-  per-pixel texture, RGB) stored as PNG (or JPEG) bytes in a ``{bytes, path}`` struct column of
-  the data Parquet, as LeRobot stores ``dtype: image`` features; PNG pixels are known exactly.
-* **depth images** (``depth_image_cameras``): :func:`depth_frame_mm` as 16-bit TIFF (``I;16``)
-  bytes in the rows (LeRobot's raw depth image path), ``depth_unit: "mm"``.
-* **language columns** (``language=True``): ``language_persistent`` / ``language_events`` as
-  LeRobot 0.6.1's annotation writer adds them (struct schema inferred by pyarrow, ``dtype:
-  language`` features, ``info["tools"]``); :func:`expected_language` gives each frame's rows as
-  map-style returns them.
+* depth video (``depth_cameras``): :func:`depth_frame_mm` quantised by LeRobot 0.6.1's log quantiser
+  (:func:`quantize_depth`, ``DepthEncoderConfig`` defaults) to 12-bit codes, encoded as LeRobot's
+  default depth encoder writes it (HEVC Rext ``gray12le``, x265 ``lossless=1``, ``g=2``);
+  ``info.json`` records ``is_depth_map``, ``depth_unit: "mm"`` and the quantiser's
+  ``video.depth_min/depth_max/shift/use_log``. Decoded codes equal :func:`expected_depth_codes`.
+* image features (``image_cameras``): :func:`image_frame` as PNG (exact) or JPEG bytes in a
+  ``{bytes, path}`` struct column, as LeRobot stores ``dtype: image``.
+* depth images (``depth_image_cameras``): :func:`depth_frame_mm` as 16-bit TIFF (``I;16``) bytes.
+* language columns (``language=True``): ``language_persistent`` / ``language_events`` as LeRobot
+  0.6.1's annotation writer adds them (``dtype: language``, ``info["tools"]``);
+  :func:`expected_language` gives each frame's rows as map-style returns them.
 
-From Python (``lerobotstream.testing`` exports the fixtures)::
-
-    from lerobotstream.testing import make_dataset, read_identity
-    root = make_dataset(tmp / "ds", episode_lengths=(30, 45, 20), codec="h264")
-
-From a checkout, the CLI ``python -m tools.make_dataset`` (run from the repository root)::
-
-    python -m tools.make_dataset OUT_DIR --episodes 30,45,20 --codec av1 --cameras front:64x48,wrist:97x71
-    python -m tools.make_dataset OUT_DIR --episodes 30,45,20 --codec h264 --cameras front:64x48  # H.264/HEVC: even sizes
+CLI of a checkout: ``python -m tools.make_dataset OUT_DIR --episodes 30,45,20 --codec av1
+--cameras front:64x48,wrist:97x71`` (H.264/HEVC need even sizes).
 """
 
 from __future__ import annotations
@@ -50,8 +36,8 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -73,17 +59,17 @@ from lerobotstream.testing._media import (
     DATA_PATH,
     EPISODES_PATH,
     VIDEO_PATH,
-    _concat,
+    _channel_stats,
     _depth_stats,
     _encode_depth_episode,
     _encode_episode,
     _encoder_args,
-    _place_episode_video,
     _Roller,
     _stats,
     _tasks_table,
     _write_json,
     _write_parquet,
+    _write_videos,
 )
 
 
@@ -154,7 +140,7 @@ def make_dataset(
         ValueError: bad options (unknown codec, odd size for H.264/HEVC, tiny dims).
         RuntimeError: ffmpeg failed (its stderr tail is in the message).
     """
-    options = {k: v for k, v in locals().items() if k in _Spec.__dataclass_fields__}  # what the writers below read
+    options = {k: v for k, v in locals().items() if k not in ("root", "tasks_parquet_form", "seed")}
     spec = _Spec(**(options | {"episode_lengths": tuple(int(n) for n in episode_lengths)}))
     root = Path(root)
     if root.exists() and any(root.iterdir()):
@@ -178,33 +164,8 @@ def make_dataset(
     return root
 
 
-@dataclass(frozen=True)
-class _Spec:
+class _Spec(SimpleNamespace):
     """:func:`make_dataset`'s options (same names and units), with the per-camera index derived."""
-
-    episode_lengths: tuple[int, ...]
-    fps: int
-    cameras: tuple[tuple[str, int, int], ...]
-    codec: str
-    gop: int | None
-    video_file_size_mb: float
-    episodes_per_video_file: int | None
-    chunks_size: int
-    data_file_size_mb: float
-    episodes_per_data_file: int | None
-    episodes_meta_per_file: int | None
-    tasks: tuple[str, ...]
-    state_dim: int
-    action_dim: int
-    faststart: bool
-    repo_id: str
-    depth_cameras: tuple[tuple[str, int, int], ...]
-    depth_quantizer: tuple
-    depth_pix_fmt: str
-    image_cameras: tuple[tuple[str, int, int], ...]
-    image_format: str
-    depth_image_cameras: tuple[tuple[str, int, int], ...]
-    language: bool
 
     @property
     def all_cameras(self) -> list[tuple[str, int, int]]:
@@ -303,7 +264,7 @@ def _write_data_files(root: Path, spec: _Spec, ep_rows: list[dict], ep_tables: l
     roller = _Roller(spec.data_file_size_mb, spec.episodes_per_data_file, spec.chunks_size)
     groups: dict[tuple[int, int], list[pa.Table]] = {}
     for ep, table in enumerate(ep_tables):
-        c, f, _ = roller.place(table.nbytes)
+        c, f = roller.place(table.nbytes)
         ep_rows[ep]["data/chunk_index"], ep_rows[ep]["data/file_index"] = c, f
         groups.setdefault((c, f), []).append(table)
     for (c, f), tables in groups.items():
@@ -318,16 +279,8 @@ def _write_data_files(root: Path, spec: _Spec, ep_rows: list[dict], ep_tables: l
         _write_parquet(table, root / DATA_PATH.format(chunk_index=c, file_index=f))
 
 
-def _write_camera_videos(root: Path, spec: _Spec, key: str, ep_rows: list[dict], encode: Any) -> None:
-    """Encode each episode of camera ``key`` (``encode(ep, length) -> part path``), place it into
-    the camera's video files (LeRobot's roll-over), record its window and concatenate each file."""
-    roller = _Roller(spec.video_file_size_mb, spec.episodes_per_video_file, spec.chunks_size)
-    pending: dict[tuple[int, int], list[Path]] = {}
-    elapsed: dict[tuple[int, int], float] = {}
-    for ep, length in enumerate(spec.episode_lengths):
-        _place_episode_video(encode(ep, length), key, ep_rows[ep], roller, pending, elapsed)
-    for (c, f), parts in pending.items():
-        _concat(parts, root / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), spec.faststart)
+def _video_roller(spec: _Spec) -> _Roller:
+    return _Roller(spec.video_file_size_mb, spec.episodes_per_video_file, spec.chunks_size)
 
 
 def _write_rgb_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows: list[dict]) -> dict[str, list]:
@@ -349,7 +302,8 @@ def _write_rgb_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_rows:
         pix_max = np.maximum(pix_max, flat.max(0) * 255)
         return part
 
-    _write_camera_videos(root, spec, key, ep_rows, encode)
+    parts = (encode(ep, length) for ep, length in enumerate(spec.episode_lengths))
+    _write_videos(root, key, parts, ep_rows, _video_roller(spec), spec.faststart)
     n = spec.total_frames * width * height
     mean = pix_sum / n
     std = np.sqrt(np.maximum(pix_sq / n - mean**2, 0.0))
@@ -368,19 +322,9 @@ def _write_depth_videos(root: Path, tmp_dir: Path, spec: _Spec, key: str, ep_row
         _encode_depth_episode(quantize_depth(mm, spec.depth_quantizer), spec.fps, part, spec.depth_pix_fmt)
         return part
 
-    _write_camera_videos(root, spec, key, ep_rows, encode)
+    parts = (encode(ep, length) for ep, length in enumerate(spec.episode_lengths))
+    _write_videos(root, key, parts, ep_rows, _video_roller(spec), spec.faststart)
     return _depth_stats(np.concatenate(values), spec.total_frames)
-
-
-def _channel_stats(lo: Any, hi: Any, mean: Any, std: Any, count: int) -> dict[str, list]:
-    """Per-channel stats of an RGB feature, each value shaped (1, 1) like LeRobot's."""
-    return {
-        "min": [[[v]] for v in lo],
-        "max": [[[v]] for v in hi],
-        "mean": [[[v]] for v in mean],
-        "std": [[[v]] for v in std],
-        "count": [count],
-    }
 
 
 def _image_feature_stats(spec: _Spec) -> dict[str, dict[str, list]]:
@@ -404,21 +348,16 @@ def _write_episode_shards(root: Path, spec: _Spec, ep_rows: list[dict[str, Any]]
     roller = _Roller(float("inf"), spec.episodes_meta_per_file, spec.chunks_size)
     shards: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for row in ep_rows:
-        c, f, _ = roller.place(0)
+        c, f = roller.place(0)
         row["meta/episodes/chunk_index"], row["meta/episodes/file_index"] = c, f
         shards.setdefault((c, f), []).append(row)
     int_columns = ["episode_index", "data/chunk_index", "data/file_index", "dataset_from_index", "dataset_to_index"]
     for (c, f), rows in shards.items():
         cols: dict[str, pa.Array] = {name: pa.array([r[name] for r in rows], pa.int64()) for name in int_columns}
         for key, _, _ in [*spec.cameras, *spec.depth_cameras]:
-            for suffix, typ in (
-                ("chunk_index", pa.int64()),
-                ("file_index", pa.int64()),
-                ("from_timestamp", pa.float64()),
-                ("to_timestamp", pa.float64()),
-            ):
+            for suffix in ("chunk_index", "file_index", "from_timestamp", "to_timestamp"):
                 name = f"videos/{key}/{suffix}"
-                cols[name] = pa.array([r[name] for r in rows], typ)
+                cols[name] = pa.array([r[name] for r in rows], pa.float64() if "time" in suffix else pa.int64())
         cols["tasks"] = pa.array([r["tasks"] for r in rows], pa.list_(pa.string()))
         for name in ("length", "meta/episodes/chunk_index", "meta/episodes/file_index"):
             cols[name] = pa.array([r[name] for r in rows], pa.int64())
@@ -462,23 +401,13 @@ def _video_feature(spec: _Spec, width: int, height: int, depth: bool) -> dict[st
         "has_audio": False,
     }
     if depth:
-        depth_min, depth_max, shift, use_log = spec.depth_quantizer
         del info["video.is_depth_map"]
-        info = {"is_depth_map": True, "depth_unit": "mm", **info}
-        info.update(
-            {
-                "video.g": 2,
-                "video.crf": 30,
-                "video.preset": None,
-                "video.fast_decode": 0,
-                "video.video_backend": "pyav",
-                "video.extra_options": {"x265-params": "lossless=1"},
-                "video.depth_min": depth_min,
-                "video.depth_max": depth_max,
-                "video.shift": shift,
-                "video.use_log": use_log,
-            }
+        encoder = {"video.g": 2, "video.crf": 30, "video.preset": None, "video.fast_decode": 0}
+        encoder |= {"video.video_backend": "pyav", "video.extra_options": {"x265-params": "lossless=1"}}
+        quantizer = dict(
+            zip(("video.depth_min", "video.depth_max", "video.shift", "video.use_log"), spec.depth_quantizer)
         )
+        info = {"is_depth_map": True, "depth_unit": "mm", **info, **encoder, **quantizer}
     return {
         "dtype": "video",
         "shape": [height, width, 1 if depth else 3],
@@ -489,35 +418,21 @@ def _video_feature(spec: _Spec, width: int, height: int, depth: bool) -> dict[st
 
 def _info(spec: _Spec) -> dict[str, Any]:
     """``meta/info.json``: LeRobot v3.0's keys, every feature, ``tools`` with language."""
-    features: dict[str, Any] = {
-        "observation.state": {
-            "dtype": "float32",
-            "shape": [spec.state_dim],
-            "names": [f"s{i}" for i in range(spec.state_dim)],
-        },
-        "action": {"dtype": "float32", "shape": [spec.action_dim], "names": [f"a{i}" for i in range(spec.action_dim)]},
-    }
+    features: dict[str, Any] = {}
+    for key, letter, dim in (("observation.state", "s", spec.state_dim), ("action", "a", spec.action_dim)):
+        features[key] = {"dtype": "float32", "shape": [dim], "names": [f"{letter}{i}" for i in range(dim)]}
     for key, width, height in spec.cameras:
         features[key] = _video_feature(spec, width, height, depth=False)
     for key, width, height in spec.depth_cameras:
         features[key] = _video_feature(spec, width, height, depth=True)
+    hwc = ["height", "width", "channels"]
     for key, width, height in spec.image_cameras:
-        features[key] = {"dtype": "image", "shape": [height, width, 3], "names": ["height", "width", "channels"]}
+        features[key] = {"dtype": "image", "shape": [height, width, 3], "names": hwc}
+    depth = {"is_depth_map": True, "depth_unit": "mm"}
     for key, width, height in spec.depth_image_cameras:
-        features[key] = {
-            "dtype": "image",
-            "shape": [height, width, 1],
-            "names": ["height", "width", "channels"],
-            "info": {"is_depth_map": True, "depth_unit": "mm"},
-        }
-    for name, dtype in (
-        ("timestamp", "float32"),
-        ("frame_index", "int64"),
-        ("episode_index", "int64"),
-        ("index", "int64"),
-        ("task_index", "int64"),
-    ):
-        features[name] = {"dtype": dtype, "shape": [1], "names": None}
+        features[key] = {"dtype": "image", "shape": [height, width, 1], "names": hwc, "info": depth}
+    for name in ("timestamp", "frame_index", "episode_index", "index", "task_index"):
+        features[name] = {"dtype": "float32" if name == "timestamp" else "int64", "shape": [1], "names": None}
     if spec.language:  # lerobot.datasets.language.language_feature_info()
         for name in ("language_persistent", "language_events"):
             features[name] = {"dtype": "language", "shape": [1], "names": None}

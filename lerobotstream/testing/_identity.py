@@ -77,11 +77,8 @@ def identity_frame(episode_index: int, frame_index: int, camera_index: int, heig
 
 
 def _to_grey_hw(frame: Any) -> np.ndarray:
-    try:  # torch tensors without importing torch here
-        if hasattr(frame, "detach"):
-            frame = frame.detach().cpu().numpy()
-    except Exception as e:  # pragma: no cover - defensive
-        raise ValueError(f"cannot read frame of type {type(frame)!r}") from e
+    if hasattr(frame, "detach"):  # torch tensors without importing torch here
+        frame = frame.detach().cpu().numpy()
     arr = np.asarray(frame)
     if arr.ndim == 2:
         grey = arr.astype(np.float64)
@@ -117,7 +114,7 @@ def read_identity(frame: Any) -> tuple[int, int, int]:
     grey = _to_grey_hw(frame)
     height, width = grey.shape
     ys, xs = _cell_edges(height, GRID_ROWS), _cell_edges(width, GRID_COLS)
-    bits = []
+    word = 0  # the cells' bits, row by row, each read from the middle half of its cell
     for r in range(GRID_ROWS):
         y0, y1 = ys[r], ys[r + 1]
         my = (y1 - y0) // 4
@@ -125,18 +122,16 @@ def read_identity(frame: Any) -> tuple[int, int, int]:
             x0, x1 = xs[c], xs[c + 1]
             mx = (x1 - x0) // 4
             cell = grey[y0 + my : max(y1 - my, y0 + my + 1), x0 + mx : max(x1 - mx, x0 + mx + 1)]
-            bits.append(1 if cell.mean() >= 127.5 else 0)
-    word = 0
-    for b in bits:
-        word = (word << 1) | b
+            word = (word << 1) | int(cell.mean() >= 127.5)
     ndata = _EP_BITS + _FRAME_BITS + _CAM_BITS
     data, crc = word >> _CRC_BITS, word & ((1 << _CRC_BITS) - 1)
     if _crc12(data, ndata) != crc:
         raise ValueError(f"identity checksum failed (read bits {word:012x}): not an intact generated frame")
-    camera_index = data & ((1 << _CAM_BITS) - 1)
-    frame_index = (data >> _CAM_BITS) & ((1 << _FRAME_BITS) - 1)
-    episode_index = data >> (_CAM_BITS + _FRAME_BITS)
-    return int(episode_index), int(frame_index), int(camera_index)
+    return (
+        data >> (_CAM_BITS + _FRAME_BITS),
+        (data >> _CAM_BITS) & ((1 << _FRAME_BITS) - 1),
+        data & ((1 << _CAM_BITS) - 1),
+    )
 
 
 # --- LeRobot 0.6 cameras: depth, images, language ---------------------------------------------
@@ -194,19 +189,16 @@ def image_frame(episode_index: int, frame_index: int, camera_index: int, height:
 
 
 def _png_bytes(rgb: np.ndarray, fmt: str) -> bytes:
+    """``rgb`` encoded as PNG, JPEG or (uint16 depth, ``I;16``: LeRobot's raw depth image format) TIFF."""
     import io
 
     from PIL import Image
 
-    buf = io.BytesIO()
-    if fmt == "png":
-        Image.fromarray(rgb).save(buf, format="PNG", compress_level=1)
-    elif fmt == "jpeg":
-        Image.fromarray(rgb).save(buf, format="JPEG", quality=90)
-    elif fmt == "tiff":  # uint16 depth (I;16), LeRobot's raw depth image format
-        Image.fromarray(rgb).save(buf, format="TIFF", compression="raw")
-    else:
+    options = {"png": {"compress_level": 1}, "jpeg": {"quality": 90}, "tiff": {"compression": "raw"}}
+    if fmt not in options:
         raise ValueError(f"image format must be 'png', 'jpeg' or 'tiff', got {fmt!r}")
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format=fmt.upper(), **options[fmt])
     return buf.getvalue()
 
 
@@ -217,47 +209,20 @@ SAY_TOOL_SCHEMA = DEFAULT_TOOLS[0]
 
 def _language_cells(episode_index: int, frame_index: int, fps: int) -> tuple[list, list]:
     """(language_persistent, language_events) rows of a frame, as the annotation writer stores them."""
+
+    def row(role: str, content: Any, style: Any, camera: Any = None, tool_calls: Any = None, **ts: float) -> dict:
+        return {"role": role, "content": content, "style": style, **ts, "camera": camera, "tool_calls": tool_calls}
+
     persistent = [
-        {
-            "role": "assistant",
-            "content": f"plan of episode {episode_index}",
-            "style": "plan",
-            "timestamp": 0.0,
-            "camera": None,
-            "tool_calls": None,
-        },
-        {
-            "role": "assistant",
-            "content": "reach",
-            "style": "subtask",
-            "timestamp": 0.1,
-            "camera": None,
-            "tool_calls": None,
-        },
+        row("assistant", f"plan of episode {episode_index}", "plan", timestamp=0.0),
+        row("assistant", "reach", "subtask", timestamp=0.1),
     ]
     events: list = []
     if frame_index % 5 == 2:
-        events.append(
-            {
-                "role": "assistant",
-                "content": None,
-                "style": None,
-                "camera": None,
-                "tool_calls": [
-                    {"type": "function", "function": {"name": "say", "arguments": {"text": f"frame {frame_index}"}}}
-                ],
-            }
-        )
+        say = {"type": "function", "function": {"name": "say", "arguments": {"text": f"frame {frame_index}"}}}
+        events.append(row("assistant", None, None, tool_calls=[say]))
     if frame_index % 7 == 3:
-        events.append(
-            {
-                "role": "user",
-                "content": "what is left of the cube?",
-                "style": "vqa",
-                "camera": "observation.images.front",
-                "tool_calls": None,
-            }
-        )
+        events.append(row("user", "what is left of the cube?", "vqa", camera="observation.images.front"))
     return persistent, events
 
 
@@ -267,6 +232,3 @@ def expected_language(episode_index: int, frame_index: int, fps: int) -> dict[st
     persistent, events = _language_cells(episode_index, frame_index, fps)
     persistent = [{**r, "timestamp": float(np.float32(r["timestamp"]))} for r in persistent]
     return {"language_persistent": persistent, "language_events": events}
-
-
-# --- encoding -------------------------------------------------------------------------------------

@@ -1,22 +1,19 @@
 """A real HTTP server on loopback for source tests: static files with Range, a fake Hub, faults.
 
 Runs as its own process (``LoopbackServer.start(config)`` runs this file with ``sys.executable``:
-standard library only) and listens on two ports: ``hub`` (the Hub API, ``/resolve``, static files) and ``cdn`` (the
-storage host that ``/resolve`` redirects to, with expiring signed URLs). Control endpoints under
+standard library only) on two ports: ``hub`` (the Hub API, ``/resolve``, static files) and ``cdn``
+(the storage host ``/resolve`` redirects to, with expiring signed URLs). Control endpoints under
 ``/__control__/`` (not logged) set faults, move branches and return the request log, refs, commits.
 Writes: only the dataset branch / preupload / commit API (what ``HfApi.create_branch`` and
-``HfApi.upload_file`` use; every file is uploaded inline, "regular"); every other write is 405.
+``HfApi.upload_file`` use; files uploaded inline, "regular"); every other write is 405.
 
-Config (JSON):
-    ``static``: folder served under ``/static/`` (Range, HTML indexes, strong ETags);
-    ``scratch``: folder for commit folders made by uploads (default: the system temp folder);
-    ``datasets``: ``{repo_id: {"refs": {"main": sha}, "commits": {sha: folder}}}``;
-    ``buckets``: ``{bucket_id: folder}``;
-    ``signed_ttl_s``: lifetime of a CDN signed URL, seconds;
-    ``latency_s``: a remote store's round trip, slept once per new connection (the handshake)
-    and once before answering each request (control endpoints excepted), seconds (default 0);
-    ``bandwidth_bps``: response bodies of all connections together are paced to this many bytes
-    per second (64 KiB pieces; default: unpaced). ``python -m tools.bench`` serves its remote store so.
+Config (JSON): ``static`` (folder served under ``/static/``: Range, HTML indexes, strong ETags);
+``scratch`` (folder of the commit folders uploads make; default: the system temp folder);
+``datasets`` (``{repo_id: {"refs": {"main": sha}, "commits": {sha: folder}}}``); ``buckets``
+(``{bucket_id: folder}``); ``signed_ttl_s`` (a signed URL's lifetime, s); ``latency_s`` (a round
+trip, slept once per new connection and before each answer, control endpoints excepted; default
+0); ``bandwidth_bps`` (all response bodies together paced to this many bytes/s in 64 KiB pieces;
+default: unpaced; ``python -m tools.bench`` serves its remote store so).
 
 Faults (``set_faults([...])``), each ``{"kind", "match" (substring of the path), "count",
 "methods" (default ["GET"]), "status", "retry_after", "delay_s"}``; kinds: ``status``,
@@ -27,14 +24,18 @@ Content-Range and bytes), ``short`` (206 whose body and Content-Length are too s
 
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
 import html
 import json
 import os
+import shutil
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -102,14 +103,6 @@ def _inside(folder: Path, rel: str) -> Path | None:
     return folder / rel
 
 
-def _entries(folder: Path, sub: str, recursive: bool):
-    base = _inside(folder, sub)
-    if base is None or not base.is_dir():
-        return None
-    it = sorted(base.rglob("*") if recursive else base.iterdir())
-    return [(p.relative_to(folder).as_posix(), p) for p in it]
-
-
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     state: State
@@ -122,25 +115,10 @@ class Handler(BaseHTTPRequestHandler):
         if self.state.latency_s:  # a new connection costs one round trip before its first request
             time.sleep(self.state.latency_s)
 
-    def _write_body(self, body: bytes) -> None:
-        if not self.state.bandwidth_bps:
-            self.wfile.write(body)
-            return
-        step = 1 << 16
-        for i in range(0, len(body), step):
-            piece = body[i : i + step]
-            self.state.pace(len(piece))
-            self.wfile.write(piece)
-
     # --- plumbing -------------------------------------------------------------------------------
-    def _send(
-        self,
-        status: int,
-        body: bytes = b"",
-        headers: dict | None = None,
-        ctype="application/json",
-        length: int | None = None,
-    ):
+    def _send(self, status, body=b"", headers=None, ctype="application/json", length=None):
+        """Answer ``status`` with ``body`` (``length``: the Content-Length announced, default the
+        body's), paced in 64 KiB pieces under a bandwidth cap."""
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         for k, v in (headers or {}).items():
@@ -148,28 +126,19 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body) if length is None else length))
         self.end_headers()
         if self.command != "HEAD":
-            self._write_body(body)
+            step = 1 << 16 if self.state.bandwidth_bps else max(1, len(body))
+            for i in range(0, len(body), step):
+                self.state.pace(len(body[i : i + step]))
+                self.wfile.write(body[i : i + step])
 
     def _json(self, obj, status=200, headers=None):
         self._send(status, json.dumps(obj).encode(), headers)
 
+    def _error(self, status: int, message: str, code: str):
+        self._json({"error": message}, status, {"X-Error-Code": code})
+
     def _not_found(self, code="EntryNotFound"):
-        self._json({"error": "not found"}, 404, {"X-Error-Code": code})
-
-    def do_HEAD(self):
-        self._dispatch()
-
-    def do_GET(self):
-        self._dispatch()
-
-    def do_POST(self):
-        self._dispatch()
-
-    def do_PUT(self):
-        self._dispatch()
-
-    def do_DELETE(self):
-        self._dispatch()
+        self._error(404, "not found", code)
 
     def _dispatch(self):
         st = self.state
@@ -197,10 +166,7 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(fault.get("delay_s", 1.0))
             fault = None
         if fault and fault["kind"] == "reset":
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.close_connection = True
-            self.connection.close()
-            return
+            return self._reset()
         if fault and fault["kind"] == "status":
             h = {"Retry-After": fault["retry_after"]} if "retry_after" in fault else {}
             return self._json({"error": "injected"}, fault.get("status", 500), h)
@@ -220,10 +186,12 @@ class Handler(BaseHTTPRequestHandler):
             if parts[:2] == ["api", "buckets"]:
                 return self._api_bucket(parts[2:], q)
             if parts[0] in ("datasets", "buckets") and len(parts) > 3 and parts[3] == "resolve":
-                return self._resolve(parts[0], parts[1] + "/" + parts[2], parts[4:], url.path)
+                return self._resolve(parts[0], parts[1] + "/" + parts[2], parts[4:])
         except (BrokenPipeError, ConnectionResetError):
             return
         self._not_found()
+
+    do_HEAD = do_GET = do_POST = do_PUT = do_DELETE = _dispatch
 
     def _control(self, what: str):
         st = self.state
@@ -238,8 +206,6 @@ class Handler(BaseHTTPRequestHandler):
                 st.log = []
             elif what == "set_ref":
                 st.config["datasets"][body["repo"]]["refs"][body["ref"]] = body["sha"]
-            elif what == "ports":
-                return self._json({"hub": st.hub_port, "cdn": st.cdn_port})
             elif what == "refs":
                 return self._json({repo: dict(ds["refs"]) for repo, ds in st.config.get("datasets", {}).items()})
             elif what == "commits":
@@ -254,85 +220,60 @@ class Handler(BaseHTTPRequestHandler):
         parts = path.strip("/").split("/")
         if parts[:2] != ["api", "datasets"] or len(parts) < 6 or parts[4] not in ("branch", "preupload", "commit"):
             return False
-        st = self.state
-        repo, op, rev = parts[2] + "/" + parts[3], parts[4], unquote("/".join(parts[5:]))
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else b""
         if self.headers.get("Content-Encoding") == "gzip":
-            import gzip
-
             body = gzip.decompress(body)
-        with st.lock:
-            ds = self._dataset(repo)
-            if ds is None:
-                self._json({"error": "Repository not found"}, 404, {"X-Error-Code": "RepoNotFound"})
-                return True
-            if op == "branch":
-                if rev in ds["refs"]:
-                    self._json({"error": "Reference already exists"}, 409)
-                    return True
-                start = (json.loads(body or b"{}") or {}).get("startingPoint") or "main"
-                sha = self._sha_of(ds, start)
-                if sha is None:
-                    self._json({"error": "Invalid rev id"}, 404, {"X-Error-Code": "RevisionNotFound"})
-                    return True
-                ds["refs"][rev] = sha
-                self._json({"ok": True})
-                return True
-            if rev not in ds["refs"]:  # uploads go to branches only
-                self._json({"error": f"Invalid rev id: {rev}"}, 404, {"X-Error-Code": "RevisionNotFound"})
-                return True
-            if op == "preupload":
-                files = (json.loads(body or b"{}") or {}).get("files", [])
-                self._json(
-                    {
-                        "files": [
-                            {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None}
-                            for f in files
-                        ],
-                        "commitOid": ds["refs"][rev],
-                    }
-                )
-                return True
-            parent = ds["refs"][rev]
-            lines = [json.loads(x) for x in body.splitlines() if x.strip()]
-            sha = hashlib.sha1(parent.encode() + body).hexdigest()
-            import shutil
-            import tempfile
+        with self.state.lock:
+            self._write_op(parts[2] + "/" + parts[3], parts[4], unquote("/".join(parts[5:])), body)
+        return True
 
-            def link_or_copy(a, b):
-                try:
-                    os.link(a, b)
-                except OSError:
-                    shutil.copy2(a, b)
-
-            folder = Path(tempfile.mkdtemp(prefix=f"commit-{sha[:8]}-", dir=st.config.get("scratch")))
-            shutil.copytree(ds["commits"][parent], folder, copy_function=link_or_copy, dirs_exist_ok=True)
-            import base64
-
-            for item in lines:
-                if item.get("key") == "file":
-                    dst = folder / item["value"]["path"]
-                    dst.parent.mkdir(parents=True, exist_ok=True)
-                    dst.unlink(missing_ok=True)  # never write through a hard link into the parent commit
-                    dst.write_bytes(base64.b64decode(item["value"]["content"]))
-                elif item.get("key") == "deletedFile":
-                    (folder / item["value"]["path"]).unlink(missing_ok=True)
-                elif item.get("key") != "header":
-                    self._json({"error": f"unsupported commit operation {item.get('key')}"}, 400)
-                    return True
-            ds["commits"][sha] = str(folder)
+    def _write_op(self, repo: str, op: str, rev: str, body: bytes) -> None:
+        ds = self._dataset(repo)
+        if ds is None:
+            return self._error(404, "Repository not found", "RepoNotFound")
+        if op == "branch":
+            if rev in ds["refs"]:
+                return self._json({"error": "Reference already exists"}, 409)
+            sha = self._sha_of(ds, (json.loads(body or b"{}") or {}).get("startingPoint") or "main")
+            if sha is None:
+                return self._error(404, "Invalid rev id", "RevisionNotFound")
             ds["refs"][rev] = sha
-            self._json(
-                {"commitUrl": f"{self._base()}/datasets/{repo}/commit/{sha}", "commitOid": sha, "pullRequestUrl": None}
-            )
-            return True
+            return self._json({"ok": True})
+        if rev not in ds["refs"]:  # uploads go to branches only
+            return self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+        if op == "preupload":
+            files = (json.loads(body or b"{}") or {}).get("files", [])
+            regular = {"uploadMode": "regular", "shouldIgnore": False, "oid": None}
+            return self._json({"files": [{"path": f["path"], **regular} for f in files], "commitOid": ds["refs"][rev]})
+        parent = ds["refs"][rev]
+        sha = hashlib.sha1(parent.encode() + body).hexdigest()
 
-    def _base(self) -> str:
-        return f"http://127.0.0.1:{self.state.hub_port}"
+        def link_or_copy(a, b):
+            try:
+                os.link(a, b)
+            except OSError:
+                shutil.copy2(a, b)
+
+        folder = Path(tempfile.mkdtemp(prefix=f"commit-{sha[:8]}-", dir=self.state.config.get("scratch")))
+        shutil.copytree(ds["commits"][parent], folder, copy_function=link_or_copy, dirs_exist_ok=True)
+        for item in (json.loads(x) for x in body.splitlines() if x.strip()):
+            if item.get("key") == "file":
+                dst = folder / item["value"]["path"]
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.unlink(missing_ok=True)  # never write through a hard link into the parent commit
+                dst.write_bytes(base64.b64decode(item["value"]["content"]))
+            elif item.get("key") == "deletedFile":
+                (folder / item["value"]["path"]).unlink(missing_ok=True)
+            elif item.get("key") != "header":
+                return self._json({"error": f"unsupported commit operation {item.get('key')}"}, 400)
+        ds["commits"][sha] = str(folder)
+        ds["refs"][rev] = sha
+        url = f"http://127.0.0.1:{self.state.hub_port}/datasets/{repo}/commit/{sha}"
+        self._json({"commitUrl": url, "commitOid": sha, "pullRequestUrl": None})
 
     # --- static files with Range ---------------------------------------------------------------
-    def _file(self, folder: Path, rel: str, fault, listing=False, extra_headers=None):
+    def _file(self, folder: Path, rel: str, fault, listing=False):
         p = _inside(folder, rel)
         if p is None:
             return self._not_found()
@@ -345,7 +286,7 @@ class Handler(BaseHTTPRequestHandler):
         if not p.is_file():
             return self._not_found()
         size = p.stat().st_size
-        headers = {"ETag": f'"{self.state.file_hashes(p)[1][:32]}"', "Accept-Ranges": "bytes", **(extra_headers or {})}
+        headers = {"ETag": f'"{self.state.file_hashes(p)[1][:32]}"', "Accept-Ranges": "bytes"}
         rng = self.headers.get("Range")
         if not rng or (fault and fault["kind"] == "ignore_range"):
             return self._send(
@@ -369,93 +310,76 @@ class Handler(BaseHTTPRequestHandler):
         if fault and fault["kind"] == "short":
             body = body[: max(0, len(body) // 2)]
         headers["Content-Range"] = cr
-        if fault and fault["kind"] == "truncate":
-            self.send_response(206)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body[: len(body) // 2])
+        if fault and fault["kind"] == "truncate":  # announces the whole range, sends half of it
+            self._send(206, body[: len(body) // 2], headers, "application/octet-stream", length=len(body))
             self.wfile.flush()
-            self.close_connection = True
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.connection.close()
-            return
+            return self._reset()
         self._send(206, body, headers, "application/octet-stream")
+
+    def _reset(self) -> None:
+        """Close the connection with a TCP RST (``SO_LINGER`` 0)."""
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
 
     # --- fake Hub ------------------------------------------------------------------------------
     def _dataset(self, repo: str):
         return self.state.config.get("datasets", {}).get(repo)
 
     def _sha_of(self, ds, rev: str):
-        if rev in ds["commits"]:
-            return rev
-        return ds["refs"].get(rev)
+        return rev if rev in ds["commits"] else ds["refs"].get(rev)
 
-    def _tree(self, folder: Path, sub: str, recursive: bool, bucket: bool):
-        ents = _entries(folder, sub, recursive)
-        if ents is None:
-            return None
+    def _tree(self, folder: Path, sub: str, q: dict, bucket: bool):
+        """Answer a tree listing of ``folder / sub`` (``?recursive=true``: every level)."""
+        base = _inside(folder, sub)
+        if base is None or not base.is_dir():
+            return self._not_found()
         out = []
-        for rel, p in ents:
+        recursive = q.get("recursive", ["False"])[0].lower() == "true"
+        for p in sorted(base.rglob("*") if recursive else base.iterdir()):
+            rel = p.relative_to(folder).as_posix()
             if p.is_dir():
                 out.append({"type": "directory", "path": rel, "oid": "0" * 40})
                 continue
             sha1, sha256 = self.state.file_hashes(p)
-            size = p.stat().st_size
+            entry = {"type": "file", "path": rel, "size": p.stat().st_size}
             if bucket:
-                out.append(
-                    {"type": "file", "path": rel, "size": size, "xetHash": sha256, "mtime": "2026-01-01T00:00:00.000Z"}
-                )
+                out.append(entry | {"xetHash": sha256, "mtime": "2026-01-01T00:00:00.000Z"})
             else:
-                out.append(
-                    {
-                        "type": "file",
-                        "path": rel,
-                        "size": size,
-                        "oid": sha1,
-                        "lfs": {"oid": sha256, "size": size, "pointerSize": 134},
-                    }
-                )
-        return out
+                out.append(entry | {"oid": sha1, "lfs": {"oid": sha256, "size": entry["size"], "pointerSize": 134}})
+        self._json(out)
 
     def _api_dataset(self, parts, q):
         repo = "/".join(parts[:2])
         ds = self._dataset(repo)
         if ds is None:
-            return self._json({"error": "Repository not found"}, 404, {"X-Error-Code": "RepoNotFound"})
+            return self._error(404, "Repository not found", "RepoNotFound")
         if len(parts) >= 4 and parts[2] == "revision":
             sha = self._sha_of(ds, "/".join(parts[3:]))
             if sha is None:
-                return self._json({"error": "Invalid rev id"}, 404, {"X-Error-Code": "RevisionNotFound"})
+                return self._error(404, "Invalid rev id", "RevisionNotFound")
             return self._json({"id": repo, "sha": sha, "private": False, "siblings": []})
         if len(parts) >= 4 and parts[2] == "tree":
             sha = self._sha_of(ds, parts[3])
             if sha is None:
-                return self._json({"error": "Invalid rev id"}, 404, {"X-Error-Code": "RevisionNotFound"})
-            tree = self._tree(
-                Path(ds["commits"][sha]), "/".join(parts[4:]), q.get("recursive", ["False"])[0].lower() == "true", False
-            )
-            return self._json(tree) if tree is not None else self._not_found()
+                return self._error(404, "Invalid rev id", "RevisionNotFound")
+            return self._tree(Path(ds["commits"][sha]), "/".join(parts[4:]), q, False)
         self._not_found()
 
     def _api_bucket(self, parts, q):
         bid = "/".join(parts[:2])
         folder = self.state.config.get("buckets", {}).get(bid)
         if folder is None:
-            return self._json({"error": "Bucket not found"}, 404, {"X-Error-Code": "RepoNotFound"})
+            return self._error(404, "Bucket not found", "RepoNotFound")
         if len(parts) == 2:
             return self._json(
                 {"id": bid, "private": False, "createdAt": "2026-01-01T00:00:00.000Z", "size": 0, "totalFiles": 0}
             )
         if parts[2] == "tree":
-            tree = self._tree(
-                Path(folder), "/".join(parts[3:]), q.get("recursive", ["False"])[0].lower() == "true", True
-            )
-            return self._json(tree) if tree is not None else self._not_found()
+            return self._tree(Path(folder), "/".join(parts[3:]), q, True)
         self._not_found()
 
-    def _resolve(self, kind, repo, rest, raw_path):
+    def _resolve(self, kind, repo, rest):
         st = self.state
         if kind == "datasets":
             ds = self._dataset(repo)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -29,42 +29,14 @@ def _encoder_args(codec: str, width: int, height: int, gop: int | None) -> list[
         g = 2 if gop is None else gop
         if width >= 64 and height >= 64 and width % 2 == 0 and height % 2 == 0:
             # LeRobot's default: libsvtav1, g=2, crf=30 (preset 12 is mapped to 10 by SVT 1.4)
-            return ["-c:v", "libsvtav1", "-g", str(g), "-crf", "30", "-preset", "12", "-svtav1-params", "verbosity=0"]
+            return f"-c:v libsvtav1 -g {g} -crf 30 -preset 12 -svtav1-params verbosity=0".split()
         # SVT-AV1 refuses frames under 64 pixels or with odd sizes: libaom-av1 writes the same bitstream format
-        return [
-            "-c:v",
-            "libaom-av1",
-            "-g",
-            str(g),
-            "-crf",
-            "30",
-            "-b:v",
-            "0",
-            "-cpu-used",
-            "8",
-            "-row-mt",
-            "1",
-            "-usage",
-            "realtime",
-        ]
+        return f"-c:v libaom-av1 -g {g} -crf 30 -b:v 0 -cpu-used 8 -row-mt 1 -usage realtime".split()
     if width % 2 or height % 2:
         raise ValueError(f"{codec} with yuv420p needs an even width and height, got {width}x{height} (use codec='av1')")
     if codec == "h264":
         g = 30 if gop is None else gop
-        return [
-            "-c:v",
-            "libx264",
-            "-preset",
-            "veryfast",
-            "-bf",
-            "2",
-            "-g",
-            str(g),
-            "-keyint_min",
-            str(g),
-            "-sc_threshold",
-            "0",
-        ]
+        return f"-c:v libx264 -preset veryfast -bf 2 -g {g} -keyint_min {g} -sc_threshold 0".split()
     if codec == "hevc":
         params = "log-level=error"
         if gop is not None:
@@ -178,44 +150,34 @@ def _write_json(obj: Any, path: Path) -> None:
 
 def _stats(values: np.ndarray) -> dict[str, list]:
     """min/max/mean/std/count over axis 0 of a (N, D) array."""
-    return {
-        "min": values.min(axis=0).tolist(),
-        "max": values.max(axis=0).tolist(),
-        "mean": values.mean(axis=0).tolist(),
-        "std": values.std(axis=0).tolist(),
-        "count": [int(values.shape[0])],
-    }
+    out = {stat: getattr(values, stat)(axis=0).tolist() for stat in ("min", "max", "mean", "std")}
+    return out | {"count": [int(values.shape[0])]}
+
+
+def _channel_stats(lo: Any, hi: Any, mean: Any, std: Any, count: int) -> dict[str, list]:
+    """Per-channel stats of a camera feature, each value shaped (1, 1) like LeRobot's."""
+    per_channel = zip(("min", "max", "mean", "std"), (lo, hi, mean, std))
+    return {stat: [[[v]] for v in values] for stat, values in per_channel} | {"count": [count]}
 
 
 def _depth_stats(values_mm: np.ndarray, count: int) -> dict[str, list]:
     """Stats of a depth feature in its recorded unit (mm), shaped (1, 1, 1) like LeRobot's."""
-    return {
-        "min": [[[float(values_mm.min())]]],
-        "max": [[[float(values_mm.max())]]],
-        "mean": [[[float(values_mm.mean())]]],
-        "std": [[[float(values_mm.std())]]],
-        "count": [count],
-    }
+    v = values_mm
+    return _channel_stats([float(v.min())], [float(v.max())], [float(v.mean())], [float(v.std())], count)
 
 
 def _tasks_table(tasks: Sequence[str], form: str) -> pa.Table:
+    """``meta/tasks.parquet``: LeRobot's pandas-index form (the task string as the index) or a column."""
     idx = pa.array(list(range(len(tasks))), pa.int64())
     names = pa.array(list(tasks), pa.string())
     if form == "column":
         return pa.table({"task_index": idx, "task": names})
     if form != "pandas_index":
         raise ValueError(f"tasks_parquet_form must be 'pandas_index' or 'column', got {form!r}")
+    unicode = {"pandas_type": "unicode", "numpy_type": "object"}
     pandas_meta = {
         "index_columns": ["__index_level_0__"],
-        "column_indexes": [
-            {
-                "name": None,
-                "field_name": None,
-                "pandas_type": "unicode",
-                "numpy_type": "object",
-                "metadata": {"encoding": "UTF-8"},
-            }
-        ],
+        "column_indexes": [{"name": None, "field_name": None, **unicode, "metadata": {"encoding": "UTF-8"}}],
         "columns": [
             {
                 "name": "task_index",
@@ -224,13 +186,7 @@ def _tasks_table(tasks: Sequence[str], form: str) -> pa.Table:
                 "numpy_type": "int64",
                 "metadata": None,
             },
-            {
-                "name": None,
-                "field_name": "__index_level_0__",
-                "pandas_type": "unicode",
-                "numpy_type": "object",
-                "metadata": None,
-            },
+            {"name": None, "field_name": "__index_level_0__", **unicode, "metadata": None},
         ],
         "attributes": {},
         "creator": {"library": "pyarrow", "version": pa.__version__},
@@ -248,41 +204,44 @@ class _Roller:
         self.limit_bytes = limit_mb * MB
         self.per_file = per_file
         self.chunks_size = chunks_size
-        self.chunk_index = 0
-        self.file_index = 0
-        self.count = 0
-        self.nbytes = 0
+        self.chunk_index = self.file_index = self.count = self.nbytes = 0
 
-    def place(self, nbytes: int) -> tuple[int, int, bool]:
-        """(chunk_index, file_index, is_new_file) of the next item of ``nbytes`` bytes."""
-        new = False
+    def place(self, nbytes: int) -> tuple[int, int]:
+        """(chunk_index, file_index) of the next item of ``nbytes`` bytes."""
         if self.count > 0:
-            full = self.per_file is not None and self.count >= self.per_file
-            if self.per_file is None and self.nbytes + nbytes >= self.limit_bytes:
-                full = True
+            if self.per_file is not None:
+                full = self.count >= self.per_file
+            else:
+                full = self.nbytes + nbytes >= self.limit_bytes
             if full:
                 self.file_index += 1
                 if self.file_index >= self.chunks_size:
                     self.chunk_index += 1
                     self.file_index = 0
-                self.count = 0
-                self.nbytes = 0
-                new = True
+                self.count = self.nbytes = 0
         self.count += 1
         self.nbytes += nbytes
-        return self.chunk_index, self.file_index, new or self.count == 1
+        return self.chunk_index, self.file_index
 
 
-def _place_episode_video(part: Path, key: str, row: dict, roller: Any, pending: dict, elapsed: dict) -> None:
-    """Put one episode's MP4 ``part`` into the next video file of camera ``key`` (``roller``: the
-    LeRobot writer's file roll-over), queue it for concatenation (``pending``) and record its chunk,
-    file and ``[from_timestamp, to_timestamp)`` window (seconds, ``elapsed`` per file) in ``row``."""
-    duration = video_duration_s(part)
-    c, f, _ = roller.place(part.stat().st_size)
-    from_ts = elapsed.get((c, f), 0.0)
-    elapsed[(c, f)] = from_ts + duration
-    pending.setdefault((c, f), []).append(part)
-    row[f"videos/{key}/chunk_index"] = c
-    row[f"videos/{key}/file_index"] = f
-    row[f"videos/{key}/from_timestamp"] = from_ts
-    row[f"videos/{key}/to_timestamp"] = from_ts + duration
+def _write_videos(
+    root: Path, key: str, parts: Iterable[Path], rows: list[dict], roller: _Roller, faststart: bool
+) -> None:
+    """Put each episode's MP4 (``parts``, in episode order; ``rows``: their ``meta/episodes`` rows)
+    into camera ``key``'s video files by LeRobot's roll-over (``roller``), record each episode's
+    chunk, file and ``[from_timestamp, to_timestamp)`` window (seconds) in its row, then join
+    each file's episodes (:func:`_concat`)."""
+    pending: dict[tuple[int, int], list[Path]] = {}
+    elapsed: dict[tuple[int, int], float] = {}
+    for part, row in zip(parts, rows):
+        duration = video_duration_s(part)
+        c, f = roller.place(part.stat().st_size)
+        from_ts = elapsed.get((c, f), 0.0)
+        elapsed[(c, f)] = from_ts + duration
+        pending.setdefault((c, f), []).append(part)
+        row[f"videos/{key}/chunk_index"] = c
+        row[f"videos/{key}/file_index"] = f
+        row[f"videos/{key}/from_timestamp"] = from_ts
+        row[f"videos/{key}/to_timestamp"] = from_ts + duration
+    for (c, f), paths in pending.items():
+        _concat(paths, root / VIDEO_PATH.format(video_key=key, chunk_index=c, file_index=f), faststart)

@@ -46,8 +46,9 @@ class RefTable:
     movie_matrix: tuple
 
 
-def boxes(data: bytes, start: int, end: int):
-    """Yield (type, payload_start, box_end) of the boxes in data[start:end]."""
+def boxes(data: bytes, start: int, end: int, *, top: bool = False):
+    """Yield (type, payload_start, box_end) of the boxes in data[start:end]; at the ``top`` level
+    a last ``mdat`` that claims more bytes than the file has is clamped."""
     pos = start
     while pos + 8 <= end:
         size, typ = struct.unpack_from(">I4s", data, pos)
@@ -59,32 +60,14 @@ def boxes(data: bytes, start: int, end: int):
             hdr = 16
         elif size == 0:
             size = end - pos
-        if size < hdr or pos + size > end:
-            raise RefError(f"bad or truncated box {typ!r} at {pos}")
-        yield typ, pos + hdr, pos + size
-        pos += size
-
-
-def _top_level(data: bytes) -> list:
-    """Top-level boxes; a last ``mdat`` that claims more bytes than the file has is clamped."""
-    out, pos, end = [], 0, len(data)
-    while pos + 8 <= end:
-        size, typ = struct.unpack_from(">I4s", data, pos)
-        hdr = 8
-        if size == 1:
-            (size,) = struct.unpack_from(">Q", data, pos + 8)
-            hdr = 16
-        elif size == 0:
-            size = end - pos
         if size < hdr:
             raise RefError(f"bad box {typ!r} at {pos}")
         if pos + size > end:
-            if typ != b"mdat":
+            if not top or typ != b"mdat":
                 raise RefError(f"truncated box {typ!r} at {pos}")
             size = end - pos
-        out.append((typ, pos + hdr, pos + size))
+        yield typ, pos + hdr, pos + size
         pos += size
-    return out
 
 
 def tree(data: bytes, start: int, end: int) -> dict:
@@ -106,7 +89,7 @@ def _one(t: dict, name: bytes):
 def parse_reference(data: bytes, *, track_id: int | None = None, file_size: int | None = None) -> RefTable:
     """Parse ``data`` (a whole MP4). ``file_size`` (default len(data)) bounds sample bytes."""
     fsize = len(data) if file_size is None else file_size
-    top = _top_level(data)
+    top = list(boxes(data, 0, len(data), top=True))
     types = [t for t, _, _ in top]
     if b"moof" in types:
         raise RefError("fragmented (moof)")

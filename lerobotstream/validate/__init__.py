@@ -2,20 +2,17 @@
 
 ``validate_dataset`` reads ``meta/``, the ``data/`` Parquet footers and statistics and the MP4
 headers (never the video payload, unless ``decode_sample`` asks for frames) and reports each
-defect once, where it is, as a :class:`Finding`; per camera it summarises codec, resolution,
-pixel format, GOPs, B-frames, edit lists, bytes per frame and NVDEC support. Where training has
-a rule, the validator calls it — ``DatasetMeta.load(problems=[])``, ``sidecar.validate_source``,
+defect once, where it is, as a :class:`Finding`, with a per-camera summary. Where training has a
+rule, the validator calls it — ``DatasetMeta.load(problems=[])``, ``sidecar.validate_source``,
 ``parquet.episode_rows_problem`` / ``index_problem`` / ``task_index_problem`` / ``footer_rows_problem``,
 ``features.data_columns_problem`` — and collects the :class:`~lerobotstream.errors.Problem` s
-training raises on. Its own checks, with no training counterpart — samples outside ``mdat``
-(``_layout``, before training fetches them), shifted windows, ``meta/stats.json``, index gaps —
-report a warning where training tolerates the defect.
+training raises on. Its own checks (samples outside ``mdat``, shifted windows, ``meta/stats.json``,
+index gaps) report a warning where training tolerates the defect.
 CLI: ``python -m lerobotstream.validate`` (``lerobotstream-validate``); JSON layout: docs/validate.md.
 
 Modules: ``_scan`` (the files, on a thread pool), ``_tables`` (metadata beyond the loader's checks,
-Parquet footers), ``_rows`` (per-row columns), ``_videos`` / ``_layout`` / ``_codec`` (MP4
-headers), ``_decode`` (``decode_sample``), ``_summary`` (per camera), ``_findings`` (codes, the
-report), ``_report`` (text).
+Parquet footers), ``_rows`` (per-row columns), ``_videos`` / ``_codec`` (MP4 headers), ``_decode``
+(``decode_sample``), ``_findings`` (codes, the report), ``_report`` (per camera, text).
 """
 
 from __future__ import annotations
@@ -80,21 +77,30 @@ def validate_dataset(
         UnsupportedDatasetVersionError: not a v3 dataset.
         SourceError: the root cannot be opened (``SourceProtocolError``: an unknown URL protocol).
         StreamingConfigError: ``workers``, ``decode_sample`` or ``tolerance_s`` break their rule
-            (``_scan.check_arguments``; a ``ValueError``).
+            (``_scan.check_arguments``; a ``ValueError``), or ``tolerance_s >= 0.5 / fps`` (training's
+            ``check_tolerance``).
     """
     from lerobotstream.meta import DatasetMeta
-    from lerobotstream.validate._scan import check_arguments, counters, default_workers, scan_files
-    from lerobotstream.validate._summary import camera_summaries, faststart_findings
-    from lerobotstream.validate._tables import to_timestamp_findings
+    from lerobotstream.options import check_tolerance
+    from lerobotstream.validate._report import camera_summaries, faststart_findings
+    from lerobotstream.validate._scan import check_arguments, counters, scan_files
+    from lerobotstream.validate._tables import depth_findings, index_gap_findings, stats_findings, to_timestamp_findings
 
     check_arguments(decode_sample=decode_sample, workers=workers, tolerance_s=tolerance_s)
     t0 = time.perf_counter()
-    source = _open(source, root, repo_id, revision, endpoint)
+    if source is None and root is None and not repo_id:
+        raise ValueError("give root (a folder or URL) or repo_id (a Hub dataset)")
+    if source is None:
+        from lerobotstream.sources import open_source
+
+        source = open_source(root, repo_id=repo_id, revision=revision, endpoint=endpoint)
     before = counters(source)
     problems: list = []
     meta = DatasetMeta.load(source, episodes=episodes, repo_id=repo_id, problems=problems)
+    check_tolerance(tolerance_s, meta.fps, where=meta.repo_id)  # training's rule, once fps is known
     full = episodes is None
-    findings = _metadata_findings(meta, problems, full)
+    # what DatasetMeta.load collected, then the metadata's checks beyond it
+    findings = problem_findings(problems) + index_gap_findings(meta, full) + stats_findings(meta) + depth_findings(meta)
     scan = scan_files(
         source,
         meta,
@@ -103,7 +109,7 @@ def validate_dataset(
         tolerance_s=tolerance_s,
         decode_sample=decode_sample,
         seed=seed,
-        workers=default_workers(source) if workers is None else workers,
+        workers=workers,
         headers_only=headers_only,
         progress=progress,
     )
@@ -124,7 +130,7 @@ def validate_dataset(
             "tolerance_s": tolerance_s,
             "headers_only": bool(headers_only),
         },
-        findings=_ordered(findings),
+        findings=sorted(findings, key=_order),
         cameras=camera_summaries(meta, scan.summaries, tolerance_s),
         scan={
             "video_files": scan.video_files,
@@ -139,34 +145,12 @@ def validate_dataset(
     )
 
 
-def _open(source: Any, root: Any, repo_id: str | None, revision: str | None, endpoint: str | None) -> Any:
-    """``source``, else the byte source of ``root`` / the Hub dataset ``repo_id``."""
-    if source is not None:
-        return source
-    if root is None and not repo_id:
-        raise ValueError("give root (a folder or URL) or repo_id (a Hub dataset)")
-    from lerobotstream.sources import open_source
-
-    return open_source(root, repo_id=repo_id, revision=revision, endpoint=endpoint)
-
-
-def _metadata_findings(meta: Any, problems: list, full: bool) -> list[Finding]:
-    """What ``DatasetMeta.load`` collected, then the metadata's checks beyond it: index gaps (a
-    full selection only), ``meta/stats.json``, depth encodings."""
-    from lerobotstream.validate._tables import depth_findings, index_gap_findings, stats_findings
-
-    return problem_findings(problems) + index_gap_findings(meta, full) + stats_findings(meta) + depth_findings(meta)
-
-
-def _ordered(findings: list[Finding]) -> list[Finding]:
+def _order(f: Finding) -> tuple:
     """Errors first, then by code, episode, camera, file (a stable order for reports and tests)."""
-    return sorted(
-        findings,
-        key=lambda f: (
-            f.severity != "error",
-            f.code,
-            -1 if f.episode_index is None else f.episode_index,
-            f.camera or "",
-            f.file or "",
-        ),
+    return (
+        f.severity != "error",
+        f.code,
+        -1 if f.episode_index is None else f.episode_index,
+        f.camera or "",
+        f.file or "",
     )

@@ -1,11 +1,14 @@
-"""``python -m lerobotstream.validate`` (console script ``lerobotstream-validate``): every defect
-of a dataset in one report: headers, the small per-row Parquet columns and the MP4 sample tables
-(``--headers-only``: headers alone).
+"""\
+Check a LeRobotDataset v3 before training: meta/, the data/ Parquet footers and their small
+per-row columns (episode_index, frame_index, index, timestamp) and the MP4 headers are read (never
+the video payload, unless --decode-sample asks for frames), and every defect is reported once,
+where it is, with a fix hint; then a per-camera summary.
 
-Exit status: 0 when no finding is an error, 1 when one is, 2 on a usage error or when the
-dataset cannot be read at all (one line ``error: <Type>: <message>``; ``--debug`` or
-``LEROBOTSTREAM_DEBUG=1``: the traceback). A reader closing stdout early ends it quietly (141).
-"""
+Exit status: 0 no error, 1 at least one error finding, 2 usage error or unreadable dataset."""
+
+# python -m lerobotstream.validate, console script lerobotstream-validate: the docstring above is its
+# --help. A usage error or an unreadable dataset prints one line "error: <Type>: <message>" (--debug
+# or LEROBOTSTREAM_DEBUG=1: the traceback); a reader closing stdout early ends it quietly (141).
 
 from __future__ import annotations
 
@@ -14,14 +17,6 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-
-DESCRIPTION = """\
-Check a LeRobotDataset v3 before training: meta/, the data/ Parquet footers and their small
-per-row columns (episode_index, frame_index, index, timestamp) and the MP4 headers are read (never
-the video payload, unless --decode-sample asks for frames), and every defect is reported once,
-where it is, with a fix hint; then a per-camera summary.
-
-Exit status: 0 no error, 1 at least one error finding, 2 usage error or unreadable dataset."""
 
 EXAMPLES = """\
 examples:
@@ -79,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     from lerobotstream._version import __version__
 
     p = argparse.ArgumentParser(
-        prog=_prog(), description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=_prog(), description=__doc__, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--version", action="version", version=f"lerobotstream {__version__}")
     p.add_argument(

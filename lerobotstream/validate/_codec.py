@@ -12,18 +12,9 @@ from dataclasses import dataclass
 CODEC_NAMES = {"av01": "av1", "avc1": "h264", "avc3": "h264", "hev1": "hevc", "hvc1": "hevc"}
 #: codec-name aliases found in ``info.json`` (FFmpeg encoder or long names)
 _CODEC_ALIASES = {
-    "libsvtav1": "av1",
-    "libaom-av1": "av1",
-    "av01": "av1",
-    "libx264": "h264",
-    "avc": "h264",
-    "avc1": "h264",
-    "h.264": "h264",
-    "libx265": "hevc",
-    "h265": "hevc",
-    "h.265": "hevc",
-    "hev1": "hevc",
-    "hvc1": "hevc",
+    **dict.fromkeys(("libsvtav1", "libaom-av1", "av01"), "av1"),
+    **dict.fromkeys(("libx264", "avc", "avc1", "h.264"), "h264"),
+    **dict.fromkeys(("libx265", "h265", "h.265", "hev1", "hvc1"), "hevc"),
 }
 #: GPU families a training run commonly gets, and the codecs their NVDEC decodes (NVIDIA Video
 #: Codec SDK 13 "NVDEC Hardware Capabilities": Turing/GA100/Hopper have no AV1 decode; GA10x,
@@ -33,18 +24,13 @@ GPU_FAMILIES = ("A100", "H100/H200", "A10/L4/L40/RTX 30-40", "Blackwell")
 
 def normalise_codec(name: object) -> str | None:
     """``info.json``'s ``video.codec`` as one of ``av1``/``h264``/``hevc`` (or the lowercased name)."""
-    if name is None:
-        return None
-    text = str(name).strip().lower()
+    text = None if name is None else str(name).strip().lower()
     return _CODEC_ALIASES.get(text, text)
 
 
 def normalise_pix_fmt(name: object) -> str | None:
     """A pixel format name compared by what is stored: ``yuvj420p`` (full range) is ``yuv420p``."""
-    if name is None:
-        return None
-    text = str(name).strip().lower()
-    return text.replace("yuvj", "yuv")
+    return None if name is None else str(name).strip().lower().replace("yuvj", "yuv")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -28,19 +28,6 @@ from lerobotstream.validate._findings import Finding, finding, read_code
 #: the small per-row columns the default run reads
 ROW_COLUMNS = ("episode_index", "frame_index", "index", "task_index", "timestamp")
 _LISTED = 8
-
-
-@dataclass
-class FileRows:
-    """What the per-row columns of one data file showed."""
-
-    problems: list[Problem] = field(default_factory=list)
-    """One per episode (``episode_index`` None: the file's, ``episodes`` every episode it holds)."""
-    findings: list[Finding] = field(default_factory=list)
-    """Findings that are not per-episode problems (the file could not be decoded)."""
-    timestamps: dict[int, np.ndarray | None] = field(default_factory=dict)
-    """Episodes whose rows passed, to their timestamps (float64 s) for the video-window check;
-    None when they are exactly LeRobot's ``float32(frame_index / fps)`` (nothing kept)."""
 
 
 def writer_timestamps(length: int, fps: float) -> np.ndarray:
@@ -92,8 +79,13 @@ def file_rows(
     tolerance_s: float,
     full_file: bool,
     n_tasks: int | None = None,
-) -> FileRows:
+) -> tuple[list[Problem], list[Finding], dict[int, np.ndarray | None]]:
     """The per-row problems of one data file and the timestamps of its good episodes.
+
+    Returns ``(problems, findings, timestamps)``: one problem per episode (``episode_index`` None:
+    the file's, ``episodes`` every episode it holds); findings that are no episode's problem (the
+    file could not be decoded); the timestamps (float64 s) of each episode whose rows passed, None
+    when they are exactly LeRobot's ``float32(frame_index / fps)``.
 
     Args:
         reader: ``parquet.EpisodeParquetReader`` (its projected read, ``read_columns``).
@@ -102,16 +94,16 @@ def file_rows(
             rows of no episode at all (reported with the file's row-count problems).
         n_tasks: how many tasks ``meta/tasks.parquet`` holds (None: ``task_index`` unchecked).
     """
-    out = FileRows()
+    problems: list[Problem] = []
+    timestamps: dict[int, np.ndarray | None] = {}
     eps = sorted(int(e.episode_index) for e in episodes)
     try:
         table = reader.read_columns(path, ROW_COLUMNS, episodes=None if full_file else eps)
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
-        out.findings.append(finding(read_code(e, "data_unreadable"), f"{path}: {e}", file=path, episodes=eps))
-        return out
+        return [], [finding(read_code(e, "data_unreadable"), f"{path}: {e}", file=path, episodes=eps)], {}
     ep_col = _column(table, "episode_index")
     if ep_col is None:
-        return out  # the footer check reports the missing column
+        return [], [], {}  # the footer check reports the missing column
     fi_col, ix_col, ti_col, ts_col = (_column(table, c) for c in ("frame_index", "index", "task_index", "timestamp"))
     order = np.argsort(ep_col, kind="stable")  # rows of each episode, in file order
     by_ep = ep_col[order]
@@ -129,25 +121,24 @@ def file_rows(
         if problem is None and ts_col is not None:
             problem = timestamp_problem(ts_col[rows], fps, tolerance_s)
         if problem is not None:
-            out.problems.append(replace(problem, episode_index=ep, path=path))
+            problems.append(replace(problem, episode_index=ep, path=path))
             continue
         if ts_col is not None:
             ts = ts_col[rows]
             canonical = ts.dtype == np.float32 and np.array_equal(ts, writer_timestamps(length, fps))
-            out.timestamps[ep] = None if canonical else np.asarray(ts, dtype=np.float64)
+            timestamps[ep] = None if canonical else np.asarray(ts, dtype=np.float64)
     if full_file:
         stray = ~np.isin(ep_col, np.asarray(eps, dtype=ep_col.dtype)) if eps else np.ones(ep_col.shape, bool)
         if stray.any():
             values = np.unique(ep_col[stray])
             shown = ", ".join(str(v) for v in values[:4].tolist()) + (" ..." if values.shape[0] > 4 else "")
             note = f"{int(stray.sum())} row(s) of the file have an episode_index no episode stored there has ({shown})"
-            counts = [i for i, p in enumerate(out.problems) if p.code == "data_rows"]
+            counts = [i for i, p in enumerate(problems) if p.code == "data_rows"]
             if counts:  # the same defect: rows moved off their episode
-                p = out.problems[counts[0]]
-                out.problems[counts[0]] = replace(p, message=f"{p.message}; {note}")
+                problems[counts[0]] = replace(problems[counts[0]], message=f"{problems[counts[0]].message}; {note}")
             else:
-                out.problems.append(Problem("data_rows", note, path=path, episodes=tuple(eps)))
-    return out
+                problems.append(Problem("data_rows", note, path=path, episodes=tuple(eps)))
+    return problems, [], timestamps
 
 
 def landing_problems(
@@ -166,7 +157,7 @@ def landing_problems(
         table: the file's sample table.
         checked: ``(EpisodeWindow, WindowCheck)`` of every window of the file (``validate_source``);
             windows with a problem of their own are skipped.
-        timestamps: :attr:`FileRows.timestamps` of the episodes (an episode absent: skipped).
+        timestamps: :func:`file_rows`' timestamps of the episodes (an episode absent: skipped).
         data_path: episode → its data file (named in the problem).
     """
     out = []

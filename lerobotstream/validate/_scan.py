@@ -45,11 +45,6 @@ def check_arguments(
     require(n.get("tolerance_s", "tolerance_s"), tolerance_s, rule.check(tolerance_s), rule.want)
 
 
-def default_workers(source: Any) -> int:
-    """:data:`REMOTE_WORKERS` on a remote store (no local path), else :data:`LOCAL_WORKERS`."""
-    return REMOTE_WORKERS if source.local_path(constants.INFO_PATH) is None else LOCAL_WORKERS
-
-
 def counters(source: Any) -> tuple[int, int]:
     """``(requests, bytes_read)`` of the source so far (0, 0 when it keeps no stats)."""
     st = getattr(source, "stats", None)
@@ -69,24 +64,6 @@ class Scan:
     decoded_images: int = 0
 
 
-class _Timestamps:
-    """The timestamps of good episodes, from the data jobs (a video job asks for its episodes')."""
-
-    def __init__(self, futures: dict[str, cf.Future], data_of: dict[int, str]) -> None:
-        self._futures, self.data_of = futures, data_of
-
-    def of(self, episodes: Sequence[int]) -> dict[int, Any]:
-        out: dict[int, Any] = {}
-        for p in sorted({self.data_of[e] for e in episodes if e in self.data_of}):
-            fut = self._futures.get(p)
-            if fut is None:  # the data file is missing (reported as such)
-                continue
-            _found, rows = fut.result()  # a running or finished job (see scan_files); its reads time out
-            if rows is not None:
-                out.update((e, rows.timestamps[e]) for e in episodes if e in rows.timestamps)
-        return out
-
-
 def scan_files(
     source: Any,
     meta: Any,
@@ -96,7 +73,7 @@ def scan_files(
     tolerance_s: float,
     decode_sample: int,
     seed: int,
-    workers: int,
+    workers: int | None,
     headers_only: bool,
     progress: bool,
 ) -> Scan:
@@ -106,15 +83,17 @@ def scan_files(
     Args:
         full: every episode is selected (file totals and unclaimed rows and frames are checked).
         decode_sample, seed: frames (and images) decoded per file, and the seed that draws them.
-        workers: threads; data files are queued first (a video job waits on its episodes'
-            timestamps, which only jobs already running compute).
+        workers: threads (None: :data:`LOCAL_WORKERS` on a local folder, :data:`REMOTE_WORKERS`
+            on a remote store, whose round trips they overlap); data files are queued first (a
+            video job waits on its episodes' timestamps, which only jobs already running compute).
         headers_only: footers and MP4 headers only, no per-row column.
         progress: a tqdm bar on stderr over the files.
     """
     from lerobotstream.parquet import EpisodeParquetReader
     from lerobotstream.sidecar._validate import episode_windows, group_windows
-    from lerobotstream.validate._rows import file_rows, row_findings
+    from lerobotstream.validate._rows import file_rows, landing_problems, row_findings
     from lerobotstream.validate._tables import data_findings, merged_file_findings
+    from lerobotstream.validate._videos import check_video
 
     reader = EpisodeParquetReader(source, file_rows=meta.data_file_rows)
     by_data: dict[str, list] = defaultdict(list)
@@ -130,6 +109,8 @@ def scan_files(
     fps = float(meta.fps)
     scan = Scan(video_files=len(paths), data_files=len(data_paths))
     lock = threading.Lock()
+    if workers is None:
+        workers = REMOTE_WORKERS if source.local_path(constants.INFO_PATH) is None else LOCAL_WORKERS
 
     def data_job(p: str, i: int) -> tuple[list[Finding], Any]:
         found = data_findings(
@@ -150,6 +131,39 @@ def scan_files(
             return found, None
         return found, file_rows(reader, p, by_data[p], fps, tolerance_s, full, n_tasks=len(meta.tasks))
 
+    def video_job(p: str, i: int) -> tuple[list[Finding], Any, int, list]:
+        """One MP4: its header checks, where its episodes' timestamps land (the per-row columns were
+        read), then (``decode_sample``, no error so far) sampled frames decoded; the sample table is
+        dropped before returning (memory does not grow with the files)."""
+        w, keep = windows[p], decode_sample > 0 or not headers_only
+        found, summary = check_video(
+            source, p, w[0].camera, w, meta, tolerance_s=tolerance_s, full_selection=full, keep_table=keep
+        )
+        decoded, landing = 0, []
+        if summary is not None and summary.table is not None:
+            if not headers_only:
+                ts = timestamps(sorted({x.episode_index for x in w}))
+                landing = landing_problems(
+                    summary.table, summary.checked, ts, fps, tolerance_s, summary.camera, p, data_of
+                )
+            if decode_sample > 0 and not any(f.severity == "error" for f in found):
+                from lerobotstream.validate._decode import decode_sample as decode
+
+                more, decoded = decode(source, p, summary.camera, summary.table, w, meta, decode_sample, seed=[seed, i])
+                found = found + more
+            summary.table, summary.checked = None, []
+        return found, summary, decoded, landing
+
+    def timestamps(episodes: Sequence[int]) -> dict[int, Any]:
+        """The timestamps of good episodes, from the data jobs (running or finished: queued first)."""
+        out: dict[int, Any] = {}
+        for p in sorted({data_of[e] for e in episodes if e in data_of}):
+            fut = data_futs.get(p)  # None: the data file is missing (reported as such)
+            rows = None if fut is None else fut.result()[1]  # its reads time out
+            if rows is not None:
+                out.update((e, rows[2][e]) for e in episodes if e in rows[2])
+        return out
+
     bar = None
     if progress:
         from tqdm import tqdm
@@ -161,11 +175,8 @@ def scan_files(
             # data jobs first: the pool takes jobs in order, so a video job that waits for its
             # episodes' timestamps waits only for jobs already running (never for a queued one)
             data_futs = {p: pool.submit(data_job, p, i) for i, p in enumerate(data_paths)}
-            timestamps = None if headers_only else _Timestamps(data_futs, data_of)
             futs: dict[cf.Future, tuple[str, str]] = {f: ("data", p) for p, f in data_futs.items()}
-            for i, p in enumerate(paths):
-                args = (source, p, windows[p], meta, tolerance_s, full, decode_sample, (seed, i), timestamps)
-                futs[pool.submit(_check_file, *args)] = ("video", p)
+            futs.update({pool.submit(video_job, p, i): ("video", p) for i, p in enumerate(paths)})
             for fut in cf.as_completed(futs):
                 results[futs[fut]] = fut.result()
                 if bar is not None:
@@ -179,8 +190,8 @@ def scan_files(
         found, rows = results[("data", p)]
         data_found += found
         if rows is not None:
-            scan.findings += rows.findings
-            row_problems += rows.problems
+            row_problems += rows[0]
+            scan.findings += rows[1]
     scan.findings += merged_file_findings(data_found)
     for p in paths:
         found, summary, n, landing = results[("video", p)]
@@ -191,57 +202,3 @@ def scan_files(
             scan.summaries.append(summary)
     scan.findings += row_findings(row_problems)
     return scan
-
-
-def _check_file(
-    source: Any,
-    path: str,
-    windows: list,
-    meta: Any,
-    tolerance_s: float,
-    full: bool,
-    decode_sample: int,
-    seed: tuple[int, int],
-    timestamps: _Timestamps | None,
-) -> tuple[list[Finding], Any, int, list]:
-    """One MP4: its header checks, where its episodes' timestamps land (``timestamps``: the
-    per-row columns were read), then (``decode_sample``, no error so far) sampled frames decoded;
-    the sample table is dropped before returning (memory does not grow with the files)."""
-    from lerobotstream.validate._videos import check_video
-
-    found, summary = check_video(
-        source,
-        path,
-        windows[0].camera,
-        windows,
-        meta,
-        tolerance_s=tolerance_s,
-        full_selection=full,
-        keep_table=decode_sample > 0 or timestamps is not None,
-    )
-    decoded = 0
-    landing: list = []
-    if summary is not None and summary.table is not None:
-        if timestamps is not None:
-            from lerobotstream.validate._rows import landing_problems
-
-            eps = sorted({w.episode_index for w in windows})
-            landing = landing_problems(
-                summary.table,
-                summary.checked,
-                timestamps.of(eps),
-                float(meta.fps),
-                tolerance_s,
-                summary.camera,
-                path,
-                timestamps.data_of,
-            )
-        if decode_sample > 0 and not any(f.severity == "error" for f in found):
-            from lerobotstream.validate._decode import decode_sample as decode
-
-            more, decoded = decode(
-                source, path, summary.camera, summary.table, windows, meta, decode_sample, seed=list(seed)
-            )
-            found = found + more
-        summary.table, summary.checked = None, []
-    return found, summary, decoded, landing

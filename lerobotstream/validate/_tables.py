@@ -4,7 +4,7 @@ Parquet files from their footers and row-group statistics (no column data is rea
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,69 +54,40 @@ def _expected_stat_shapes(feat: dict) -> list[tuple[int, ...]]:
 def stats_findings(meta: Any) -> list[Finding]:
     """``meta/stats.json`` against the features: each statistic's shape, ``min <= max``, ``std >= 0``."""
     out: list[Finding] = []
-    features = meta.features
+
+    def add(code: str, text: str) -> None:
+        out.append(finding(code, f"{STATS_PATH}: {text}", file=STATS_PATH))
+
     for key, st in sorted((meta.stats or {}).items()):
         if not isinstance(st, dict):
             continue
-        feat = features.get(key)
+        feat = meta.features.get(key)
         if feat is None:
-            out.append(
-                finding(
-                    "stats_unknown_feature",
-                    f"{STATS_PATH}: statistics for {key!r}, which info.json's features do not declare",
-                    camera=None,
-                    file=STATS_PATH,
-                )
-            )
+            add("stats_unknown_feature", f"statistics for {key!r}, which info.json's features do not declare")
             continue
         allowed = _expected_stat_shapes(feat)
         arrays: dict[str, np.ndarray] = {}
-        for name in _STAT_NAMES:
-            if name not in st:
-                continue
+        for name in (n for n in _STAT_NAMES if n in st):
             try:
-                arr = np.asarray(st[name], dtype=np.float64)
+                arr = arrays[name] = np.asarray(st[name], dtype=np.float64)
             except (TypeError, ValueError):
-                out.append(
-                    finding("stats_shape", f"{STATS_PATH}: {key}/{name} is not a numeric array", file=STATS_PATH)
-                )
+                add("stats_shape", f"{key}/{name} is not a numeric array")
                 continue
-            arrays[name] = arr
             if allowed and arr.shape not in allowed:
-                out.append(
-                    finding(
-                        "stats_shape",
-                        f"{STATS_PATH}: {key}/{name} has shape {list(arr.shape)} but the "
-                        f"feature's shape {list(feat.get('shape') or [])} ({feat.get('dtype')}) needs "
-                        f"{list(allowed[0])}",
-                        file=STATS_PATH,
-                    )
+                shape = list(feat.get("shape") or [])
+                add(
+                    "stats_shape",
+                    f"{key}/{name} has shape {list(arr.shape)} but the feature's shape {shape} "
+                    f"({feat.get('dtype')}) needs {list(allowed[0])}",
                 )
         for name, arr in arrays.items():
             if arr.size and not np.all(np.isfinite(arr)):
-                out.append(
-                    finding(
-                        "stats_nonfinite", f"{STATS_PATH}: {key}/{name} holds NaN or infinite values", file=STATS_PATH
-                    )
-                )
-        lo, hi = arrays.get("min"), arrays.get("max")
+                add("stats_nonfinite", f"{key}/{name} holds NaN or infinite values")
+        lo, hi, std = arrays.get("min"), arrays.get("max"), arrays.get("std")
         if lo is not None and hi is not None and lo.shape == hi.shape and np.any(lo > hi):
-            out.append(
-                finding(
-                    "stats_values",
-                    f"{STATS_PATH}: {key}: min exceeds max in {int(np.sum(lo > hi))} of {lo.size} entries",
-                    file=STATS_PATH,
-                )
-            )
-        std = arrays.get("std")
+            add("stats_values", f"{key}: min exceeds max in {int(np.sum(lo > hi))} of {lo.size} entries")
         if std is not None and np.any(std < 0):
-            out.append(
-                finding(
-                    "stats_values",
-                    f"{STATS_PATH}: {key}/std is negative in {int(np.sum(std < 0))} of {std.size} entries",
-                    file=STATS_PATH,
-                )
-            )
+            add("stats_values", f"{key}/std is negative in {int(np.sum(std < 0))} of {std.size} entries")
     return out
 
 
@@ -312,9 +283,8 @@ def data_findings(
     required = ("episode_index", *REQUIRED_DATA_COLUMNS)  # the reader's column, then item assembly's
     problem = data_columns_problem(md.schema.to_arrow_schema().names, declared, required=required)
     if problem is not None:
-        out.append(
-            finding(problem.code, f"{path}: {problem.message} (episodes {_short(eps)})", file=path, episodes=eps)
-        )
+        text = f"{path}: {problem.message} (episodes {_short(eps)})"
+        out.append(finding(problem.code, text, file=path, episodes=eps))
     if features:
         out += _shape_findings(md, path, features, eps, reader if rows else None)
     if images:
@@ -325,45 +295,22 @@ def data_findings(
     ep_bounds, ix_bounds = _bounds(md, ep_col), _bounds(md, ix_col)
     lengths = {int(e.episode_index): int(e.length) for e in episodes}
     if md.num_row_groups and all(b is not None for b in ep_bounds):
-        absent = [e for e in eps if not any(b[0] <= e <= b[1] for b in ep_bounds)]  # type: ignore[index]
-        for e in absent:
-            out.append(
-                finding(
-                    "data_episode_absent",
-                    f"episode {e}: meta/episodes says its rows are in {path}, but "
-                    "the file's episode_index statistics do not include it",
-                    episode_index=e,
-                    file=path,
-                )
-            )
-        # row groups holding one episode each give that episode's row count exactly
-        counts: dict[int, int] = {}
-        single = all(b[0] == b[1] for b in ep_bounds)  # type: ignore[index]
-        if single:
+        for e in eps:
+            if not any(b[0] <= e <= b[1] for b in ep_bounds):  # type: ignore[index]
+                text = f"episode {e}: meta/episodes says its rows are in {path}, but the file's episode_index statistics do not include it"
+                out.append(finding("data_episode_absent", text, episode_index=e, file=path))
+        if all(b[0] == b[1] for b in ep_bounds):  # type: ignore[index]  # one episode per row group: its rows exactly
+            counts: Counter = Counter()
             for b in ep_bounds:
-                counts[b[0]] = counts.get(b[0], 0) + b[2]  # type: ignore[index]
+                counts[b[0]] += b[2]  # type: ignore[index]
             for e in eps:
                 if e in counts and counts[e] != lengths[e]:
-                    out.append(
-                        finding(
-                            "data_rows",
-                            f"episode {e}: {path} holds {counts[e]} rows of it, meta/episodes says length {lengths[e]}",
-                            episode_index=e,
-                            file=path,
-                        )
-                    )
-    if full_file and not any(f.code == "data_rows" for f in out):
-        total = sum(lengths.values())
-        if int(md.num_rows) != total:
-            out.append(
-                finding(
-                    "data_rows",
-                    f"{path} holds {md.num_rows} rows but its episodes {_short(eps)} have "
-                    f"{total} frames in meta/episodes",
-                    file=path,
-                    episodes=eps,
-                )
-            )
+                    text = f"episode {e}: {path} holds {counts[e]} rows of it, meta/episodes says length {lengths[e]}"
+                    out.append(finding("data_rows", text, episode_index=e, file=path))
+    total = sum(lengths.values())
+    if full_file and int(md.num_rows) != total and not any(f.code == "data_rows" for f in out):
+        text = f"{path} holds {md.num_rows} rows but its episodes {_short(eps)} have {total} frames in meta/episodes"
+        out.append(finding("data_rows", text, file=path, episodes=eps))
     rows_off = any(f.code == "data_rows" for f in out)  # the index range follows the rows: reported once
     if not rows_off and md.num_row_groups and ix_col is not None and all(b is not None for b in ix_bounds):
         lo = min(b[0] for b in ix_bounds)  # type: ignore[index]
@@ -371,16 +318,11 @@ def data_findings(
         want_lo = min(int(e.dataset_from_index) for e in episodes)
         want_hi = max(int(e.dataset_to_index) for e in episodes) - 1
         if (full_file and (lo, hi) != (want_lo, want_hi)) or lo > want_lo or hi < want_hi:
-            out.append(
-                finding(
-                    "data_index_range",
-                    f"{path}: its `index` column spans [{lo}, {hi}] but the episodes "
-                    f"{_short(eps)} it holds have dataset_from_index/dataset_to_index [{want_lo}, "
-                    f"{want_hi + 1})",
-                    file=path,
-                    episodes=eps,
-                )
+            text = (
+                f"{path}: its `index` column spans [{lo}, {hi}] but the episodes {_short(eps)} it holds have "
+                f"dataset_from_index/dataset_to_index [{want_lo}, {want_hi + 1})"
             )
+            out.append(finding("data_index_range", text, file=path, episodes=eps))
     return out
 
 

@@ -1,10 +1,20 @@
 """Checks of one MP4 from its headers: presence, box layout, sample tables, format against
 ``info.json``, and every episode window that uses it — the sidecar's own window, fps and overlap
-checks (``sidecar._validate.validate_source``), collected instead of raised."""
+checks (``sidecar._validate.validate_source``), collected instead of raised.
+
+Where the samples sit is checked from the ``moov`` and the top-level box headers alone (the bytes
+the parser already read): every sample inside an ``mdat``, no two overlapping, and in a file of
+one track the sizes summing to what ``mdat`` holds after its first sample. A byte flipped in an
+``stco``/``co64`` or ``stsz`` entry moves samples; training meets it only when it fetches them
+(``check_sample_framing``), here it is named before any payload is read. A file cut short, whatever
+its box order, has a top-level box that declares more bytes than the file has.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import struct
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,10 +28,10 @@ from lerobotstream.errors import (
     SourceError,
 )
 from lerobotstream.features import DEPTH_PIX_FMTS, is_depth_feature
+from lerobotstream.mp4.parse import parse_mp4
 from lerobotstream.sidecar._validate import EpisodeWindow, displayed_size, validate_source
 from lerobotstream.validate._codec import CODEC_NAMES, normalise_codec, normalise_pix_fmt, stream_format
 from lerobotstream.validate._findings import Finding, finding, read_code
-from lerobotstream.validate._layout import RecordingRead, layout_problems, num_tracks, top_level_boxes, truncated_box
 
 #: a window whose largest timestamp error exceeds this share of ``tolerance_s`` gets a warning
 MARGIN_WARN_SHARE = 0.5
@@ -33,9 +43,6 @@ class FileSummary:
 
     path: str
     camera: str
-    size: int = 0
-    codec: str | None = None
-    pix_fmt: str | None = None
     width: int | None = None
     height: int | None = None
     frames: int = 0
@@ -48,14 +55,11 @@ class FileSummary:
     faststart: bool | None = None
     max_error_s: float | None = None
     fmt: Any = None
+    """``_codec.StreamFormat``: codec, pixel format."""
     table: Any = None
     """The parsed sample table (kept only while ``--decode-sample`` or the timestamp check needs it)."""
     checked: list = field(default_factory=list)
     """``(EpisodeWindow, WindowCheck)`` of each window (kept with ``table``)."""
-
-
-def _episodes(windows: Sequence[EpisodeWindow]) -> list[int]:
-    return sorted({w.episode_index for w in windows})
 
 
 def check_video(
@@ -67,16 +71,13 @@ def check_video(
     *,
     tolerance_s: float,
     full_selection: bool,
-    parse: Any = None,
     keep_table: bool = False,
 ) -> tuple[list[Finding], FileSummary | None]:
     """Findings of one MP4 and its summary (None when the file could not be parsed).
 
     A file that is missing was reported by the metadata checks; here it is skipped.
     """
-    if parse is None:
-        from lerobotstream.mp4.parse import parse_mp4 as parse
-    eps = _episodes(windows)
+    eps = sorted({w.episode_index for w in windows})
     one = eps[0] if len(eps) == 1 else None
     where = dict(camera=camera, file=path, episodes=eps, episode_index=one)
     try:
@@ -88,7 +89,7 @@ def check_video(
     read = RecordingRead(lambda offset, n: source.read(path, offset, n))
     out: list[Finding] = []
     try:
-        table = parse(read, size, path=path)  # the sidecar build's parser: headers only
+        table = parse_mp4(read, size, path=path)  # the sidecar build's parser: headers only
     except Mp4UnsupportedError as e:
         return [finding("video_unsupported", f"{path}: {e}", **where)], None
     except (LeRobotStreamError, SourceError, OSError, ValueError) as e:
@@ -107,7 +108,7 @@ def check_video(
     boxes, complete = top_level_boxes(read, size)
     tables_wrong = layout_problems(table, boxes, complete, num_tracks(read, table))
     read.chunks.clear()
-    s = FileSummary(path, camera, size)
+    s = FileSummary(path, camera)
     s.faststart = bool(getattr(table, "faststart", False))
     n = int(np.asarray(table.offset).shape[0])
     s.frames = n
@@ -115,28 +116,20 @@ def check_video(
     s.sample_bytes = int(sizes.sum())
     end = int((offsets + sizes).max()) if n else 0
     if end > size:
-        out.append(
-            finding(
-                "video_truncated",
-                f"{path} ({size:,} bytes): its samples run to byte {end:,} — {end - size:,} bytes are missing",
-                **where,
-            )
-        )
+        text = f"{path} ({size:,} bytes): its samples run to byte {end:,} — {end - size:,} bytes are missing"
+        out.append(finding("video_truncated", text, **where))
     elif tables_wrong:
         more = f" (and {len(tables_wrong) - 1} more problem(s))" if len(tables_wrong) > 1 else ""
         out.append(finding("video_tables", f"{path}: {tables_wrong[0]}{more}", **where))
     sync = np.flatnonzero(np.asarray(table.is_sync, dtype=bool))
-    if sync.shape[0]:
-        lengths, counts = np.unique(np.diff(np.append(sync, n)), return_counts=True)
-        s.gop_lengths = {int(k): int(c) for k, c in zip(lengths, counts)}
+    lengths, counts = np.unique(np.diff(np.append(sync, n)), return_counts=True)  # none without a sync sample
+    s.gop_lengths = {int(k): int(c) for k, c in zip(lengths, counts)}
     order = np.asarray(table.presentation_order, dtype=np.int64)
     s.reordered = bool(n and not np.array_equal(order, np.arange(n)))
     s.edit_list = bool(int(table.media_time or 0) or int(getattr(table, "empty_edit_movie_ticks", 0) or 0))
     fmt = stream_format(bytes(table.stsd), str(table.codec))
-    s.fmt, s.codec, s.pix_fmt = fmt, fmt.codec, fmt.pix_fmt
-    w, h = displayed_size(table)
-    s.width, s.height = w, h
-    out.extend(_format_findings(meta, camera, path, fmt, w, h, where))
+    s.fmt, (s.width, s.height) = fmt, displayed_size(table)
+    out.extend(_format_findings(meta, camera, path, fmt, s.width, s.height, where))
     checked: list = []
     # the sidecar check: frame size against info.json's shape, fps, windows, overlaps
     problems = validate_source(
@@ -161,17 +154,11 @@ def check_video(
         s.max_error_s = max(e for _, e in margins)
         near = [w_.episode_index for w_, e in margins if e > MARGIN_WARN_SHARE * tolerance_s]
         if near:
-            out.append(
-                finding(
-                    "timestamp_margin",
-                    f"{path}: {len(near)} episode window(s) have a frame more than "
-                    f"{MARGIN_WARN_SHARE:.0%} of tolerance_s={tolerance_s} s from its timestamp (largest "
-                    f"{s.max_error_s:.3g} s)",
-                    camera=camera,
-                    file=path,
-                    episodes=near,
-                )
+            text = (
+                f"{path}: {len(near)} episode window(s) have a frame more than {MARGIN_WARN_SHARE:.0%} of "
+                f"tolerance_s={tolerance_s} s from its timestamp (largest {s.max_error_s:.3g} s)"
             )
+            out.append(finding("timestamp_margin", text, camera=camera, file=path, episodes=near))
     if full_selection and checked:  # the overlap message already lists the unclaimed frames
         overlap = any(p.code == "episode_overlap" for p in problems)
         out.extend(
@@ -210,9 +197,8 @@ def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, 
             video = ep.videos.get(camera)
             short = (ep.length / fps - (video.to_timestamp - video.from_timestamp)) * fps if video else 0.0
             if good and abs(short - (a - pos)) < 0.5:  # from_timestamp alone moved (unless a run covers it)
-                singles.append(
-                    (a - pos, pos, [w], f"to_timestamp - from_timestamp is {a - pos} frame(s) short of length/fps")
-                )
+                why = f"to_timestamp - from_timestamp is {a - pos} frame(s) short of length/fps"
+                singles.append((a - pos, pos, [w], why))
         elif a < pos and run is not None:
             if pos - a == run[0] and any(x[3] for x in ranges[run[2] : idx]):  # else their own errors say it
                 nxt = f"ends {run[0]} frame(s) into episode {w.episode_index}'s window"
@@ -220,14 +206,8 @@ def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, 
             run = None
         pos = max(pos, b)
     if run is not None and pos - n == run[0] and any(x[3] for x in ranges[run[2] :]):
-        runs.append(
-            (
-                run[0],
-                run[1],
-                [x[2] for x in ranges[run[2] :]],
-                f"the run ends {run[0]} frame(s) past the end of the file",
-            )
-        )
+        why = f"the run ends {run[0]} frame(s) past the end of the file"
+        runs.append((run[0], run[1], [x[2] for x in ranges[run[2] :]], why))
     if pos < n:
         gaps.append((pos, n))
     in_runs = {w.episode_index for *_g, ws, _why in runs for w in ws}
@@ -237,33 +217,20 @@ def _gap_findings(table: Any, checked: list, meta: Any, camera: str, path: str, 
         eps = [w.episode_index for w in ws]
         first = ws[0]
         label = f"episode {eps[0]}" if len(eps) == 1 else f"{len(eps)} episodes {eps[0]}..{eps[-1]}"
-        out.append(
-            finding(
-                "window_shift",
-                f"{label}, camera {camera}, file {path}: window(s) start {g} frame(s) "
-                f"late — frames [{start}, {start + g}) belong to no episode and {why}: the "
-                f"from_timestamp(s) were shifted by {g}/{meta.fps} s, so each streams frames that are not "
-                f"its own (episode {first.episode_index}: frames [{start + g}, {start + g + first.length}) "
-                f"instead of [{start}, {start + first.length}))",
-                episode_index=eps[0],
-                camera=camera,
-                file=path,
-                episodes=eps if len(eps) > 1 else None,
-            )
+        text = (
+            f"{label}, camera {camera}, file {path}: window(s) start {g} frame(s) late — frames [{start}, "
+            f"{start + g}) belong to no episode and {why}: the from_timestamp(s) were shifted by {g}/{meta.fps} s, "
+            f"so each streams frames that are not its own (episode {first.episode_index}: frames [{start + g}, "
+            f"{start + g + first.length}) instead of [{start}, {start + first.length}))"
         )
+        out.append(finding("window_shift", text, episode_index=eps[0], camera=camera, file=path, episodes=eps))
     if gaps and not runs and all(good for *_r, good in ranges):  # a failed window's frames are not known
         nfree = sum(b - a for a, b in gaps)
         shown = ", ".join(f"[{a}, {b})" for a, b in gaps[:4]) + (" ..." if len(gaps) > 4 else "")
         after = [w.episode_index for a, _b, w, _ok in ranges if any(a == g1 for _g0, g1 in gaps)]
-        out.append(
-            finding(
-                "unclaimed_frames",
-                f"{path}: {nfree} of its {n} frames belong to no episode: {shown}"
-                + (f"; the episodes after the gaps: {after[:8]}" if after else ""),
-                camera=camera,
-                file=path,
-            )
-        )
+        text = f"{path}: {nfree} of its {n} frames belong to no episode: {shown}"
+        text += f"; the episodes after the gaps: {after[:8]}" if after else ""
+        out.append(finding("unclaimed_frames", text, camera=camera, file=path))
     return out
 
 
@@ -272,48 +239,165 @@ def _format_findings(meta: Any, camera: str, path: str, fmt: Any, w: int, h: int
     finding fields naming the file and the episodes it holds)."""
     feat = meta.features.get(camera) or {}
     info = feat.get("info") or {}
-    out: list[Finding] = []
+    found: list[tuple[str, str]] = []
     if fmt.fourcc not in CODEC_NAMES:
-        out.append(
-            finding(
-                "codec_unsupported",
-                f"{path}: codec {fmt.fourcc!r} cannot be decoded here (AV1, H.264 and HEVC can)",
-                **where,
-            )
-        )
+        found.append(("codec_unsupported", f"codec {fmt.fourcc!r} cannot be decoded here (AV1, H.264 and HEVC can)"))
     want_codec = normalise_codec(info.get("video.codec"))
     if want_codec is not None and fmt.fourcc in CODEC_NAMES and want_codec != fmt.codec:
-        out.append(
-            finding(
-                "codec_mismatch",
-                f"{path}: info.json says video.codec={info.get('video.codec')!r} for "
-                f"{camera}, the file is {fmt.codec} ({fmt.fourcc})",
-                **where,
-            )
-        )
-    depth = is_depth_feature(feat)
-    if depth and fmt.pix_fmt is not None and fmt.pix_fmt not in DEPTH_PIX_FMTS:
-        out.append(
-            finding(
-                "depth_unsupported",
-                f"{path}: depth camera {camera} is encoded as {fmt.codec} "
-                f"{fmt.pix_fmt}; depth maps decode losslessly only as {', '.join(DEPTH_PIX_FMTS)}",
-                **where,
-            )
-        )
+        said = f"info.json says video.codec={info.get('video.codec')!r} for {camera}"
+        found.append(("codec_mismatch", f"{said}, the file is {fmt.codec} ({fmt.fourcc})"))
+    if is_depth_feature(feat) and fmt.pix_fmt is not None and fmt.pix_fmt not in DEPTH_PIX_FMTS:
+        only = f"depth maps decode losslessly only as {', '.join(DEPTH_PIX_FMTS)}"
+        found.append(("depth_unsupported", f"depth camera {camera} is encoded as {fmt.codec} {fmt.pix_fmt}; {only}"))
     want_pix = normalise_pix_fmt(info.get("video.pix_fmt"))
     if want_pix is not None and fmt.pix_fmt is not None and want_pix != fmt.pix_fmt:
-        out.append(
-            finding(
-                "pix_fmt_mismatch",
-                f"{path}: info.json says video.pix_fmt={info.get('video.pix_fmt')!r} "
-                f"for {camera}, the file is {fmt.pix_fmt}",
-                **where,
-            )
-        )
+        said = f"info.json says video.pix_fmt={info.get('video.pix_fmt')!r} for {camera}"
+        found.append(("pix_fmt_mismatch", f"{said}, the file is {fmt.pix_fmt}"))
+    out = [finding(code, f"{path}: {text}", **where) for code, text in found]
     shape = tuple(int(x) for x in (feat.get("shape") or ()))  # a 3-d shape: validate_source's check
     for key, value in (("video.height", h), ("video.width", w)):
         if info.get(key) is not None and int(info[key]) != value and len(shape) != 3:
             text = f"{path}: {key}={info[key]} in info.json, the file's is {value} (training reads the file's)"
             out.append(finding("shape_mismatch", text, severity="warning", **where))  # training tolerates it
+    return out
+
+
+class RecordingRead:
+    """``read(offset, n)`` over one file of a ByteSource that keeps what it returned, so the box
+    headers the parser read can be walked again without another request."""
+
+    def __init__(self, read: Callable[[int, int], bytes]) -> None:
+        self._read = read
+        self._lock = threading.Lock()
+        self.chunks: list[tuple[int, bytes]] = []
+
+    def __call__(self, offset: int, n: int) -> bytes:
+        data = self._read(offset, n)
+        with self._lock:
+            self.chunks.append((int(offset), bytes(data)))
+        return data
+
+    def get(self, offset: int, n: int) -> bytes | None:
+        """``n`` bytes at ``offset`` from what was read, or None when no read covered them."""
+        for start, data in self.chunks:
+            if start <= offset and offset + n <= start + len(data):
+                return data[offset - start : offset - start + n]
+        return None
+
+
+@dataclass(frozen=True)
+class Box:
+    """A top-level box whose header was read."""
+
+    kind: str
+    offset: int
+    size: int
+    """Declared size, header included (may run past the end of a truncated file)."""
+    header: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+
+def top_level_boxes(read: RecordingRead, file_size: int) -> tuple[list[Box], bool]:
+    """The top-level boxes whose headers are among the bytes read, in file order, and whether
+    they reach the end of the file (the layout is then known completely)."""
+    boxes: list[Box] = []
+    pos = 0
+    while pos + 8 <= file_size:
+        head = read.get(pos, 16 if pos + 16 <= file_size else 8) or read.get(pos, 8)
+        if head is None:
+            return boxes, False
+        size, kind = struct.unpack_from(">I4s", head, 0)
+        hdr = 8
+        if size == 1:
+            if len(head) < 16:
+                return boxes, False
+            size, hdr = struct.unpack_from(">Q", head, 8)[0], 16
+        elif size == 0:
+            size = file_size - pos
+        if size < hdr:
+            return boxes, False
+        boxes.append(Box(kind.decode("latin-1"), pos, int(size), hdr))
+        pos += int(size)
+    return boxes, pos >= file_size
+
+
+def truncated_box(boxes: list[Box], file_size: int) -> Box | None:
+    """The first top-level box that declares more bytes than the file has (a cut file), or None."""
+    return next((b for b in boxes if b.end > file_size), None)
+
+
+def num_tracks(read: RecordingRead, table: Any) -> int | None:
+    """``trak`` boxes in the ``moov`` (None when its bytes were not read)."""
+    moov = read.get(int(table.moov_offset), int(table.moov_size)) if int(table.moov_offset) >= 0 else None
+    if moov is None:
+        return None
+    count, pos = 0, 8
+    while pos + 8 <= len(moov):
+        size, kind = struct.unpack_from(">I4s", moov, pos)
+        if size == 1 and pos + 16 <= len(moov):
+            size = struct.unpack_from(">Q", moov, pos + 8)[0]
+        if size < 8:
+            break
+        count += kind == b"trak"
+        pos += size
+    return count
+
+
+def layout_problems(table: Any, boxes: list[Box], complete: bool, tracks: int | None) -> list[str]:
+    """What is wrong with where the samples sit (empty when nothing is): samples outside every
+    ``mdat`` (or past the boxes that were read), overlapping samples, and in a one-track file
+    bytes of ``mdat`` after its first sample that no sample covers. Each reason names samples
+    (decode order) and byte offsets."""
+    off = np.asarray(table.offset, dtype=np.int64)
+    size = np.asarray(table.size, dtype=np.int64)
+    n = int(off.shape[0])
+    if n == 0:
+        return []
+    out: list[str] = []
+    mdats = [b for b in boxes if b.kind == "mdat"]
+    regions = [(b.offset + b.header, min(b.end, int(table.file_size) or b.end)) for b in mdats]
+    if not complete:  # the boxes after those read are unknown: samples may sit there
+        regions.append((boxes[-1].end if boxes else 0, int(table.file_size) or int((off + size).max())))
+    if regions:
+        starts = np.asarray([a for a, _ in regions], dtype=np.int64)
+        stops = np.asarray([b for _, b in regions], dtype=np.int64)
+        r = np.clip(np.searchsorted(starts, off, side="right") - 1, 0, len(regions) - 1)
+        outside = np.flatnonzero((off < starts[r]) | (off + size > stops[r]))
+        if outside.shape[0]:
+            k = int(outside[0])
+            where = ", ".join(f"[{a:,}, {b:,})" for a, b in regions[: min(len(mdats), 3)])
+            out.append(
+                f"{outside.shape[0]} of {n} samples lie outside the mdat payload ({where or 'none read'}); "
+                f"first: sample {k}, bytes [{int(off[k]):,}, {int(off[k] + size[k]):,})"
+            )
+    order = np.argsort(off, kind="stable")
+    so, se = off[order], off[order] + size[order]
+    over = np.flatnonzero(se[:-1] > so[1:])
+    if over.shape[0]:
+        k = int(over[0])
+        a, b = int(order[k]), int(order[k + 1])
+        out.append(
+            f"{over.shape[0]} sample(s) overlap the next one in the file; first: sample {a}, bytes "
+            f"[{int(off[a]):,}, {int(off[a] + size[a]):,}), runs into sample {b} at byte {int(off[b]):,}"
+        )
+    if not out and tracks == 1 and complete and len(mdats) == 1:
+        m = mdats[0]
+        payload_end = min(m.end, int(table.file_size) or m.end)
+        gaps = np.flatnonzero(se[:-1] < so[1:])
+        tail = payload_end - int(se[-1])
+        if gaps.shape[0] or tail > 0:
+            held = payload_end - int(so[0])
+            first = (
+                f"bytes [{int(se[gaps[0]]):,}, {int(so[gaps[0] + 1]):,}) between samples {int(order[gaps[0]])} "
+                f"and {int(order[gaps[0] + 1])}"
+                if gaps.shape[0]
+                else f"the last {tail:,} bytes of mdat, after sample {int(order[-1])}"
+            )
+            out.append(
+                f"the file's one track has samples summing to {int(size.sum()):,} bytes, but mdat holds "
+                f"{held:,} bytes from its first sample on; uncovered: {first}"
+            )
     return out

@@ -106,8 +106,7 @@ def test_the_mixture_takes_the_per_dataset_options_from_stream_options():
 def test_cli_flags_take_type_default_and_help_from_the_options():
     import argparse
 
-    from lerobotstream._option_flags import add_cli_flags
-    from lerobotstream.options import option_info
+    from lerobotstream.options import add_cli_flags, option_info
 
     ap = argparse.ArgumentParser()
     names = (

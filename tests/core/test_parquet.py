@@ -8,8 +8,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from lerobotstream.errors import EpisodeDataError
-from lerobotstream.parquet import EpisodeParquetReader, read_episode_rows
+from lerobotstream.parquet import EpisodeParquetReader
 from lerobotstream.sources import ByteSource, open_source
+
+
+def read_episode_rows(source, data_path, episode_lengths, columns=None):
+    """One read with a fresh reader (no footer cache across calls)."""
+    return EpisodeParquetReader(source, columns).read(data_path, episode_lengths)
 
 
 class RecordingSource(ByteSource):

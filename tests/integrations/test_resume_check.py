@@ -26,18 +26,16 @@ def _state(**kw):
 def test_elastic_settings_are_returned_the_rest_refused():
     doc = {"step": 5, "run": dict(RUN), "stream": _state()}
     now = _state(world_size=4, batch_size=6, num_workers=3)
-    assert check_resume(doc, dict(RUN), now, 5, Path("ck"), elastic=True) == [
+    assert check_resume(doc, dict(RUN), now, 5, Path("ck")) == [
         "batch_size: checkpoint 8, now 6",
         "world_size: checkpoint 2, now 4",
         "num_workers: checkpoint 2, now 3",
     ]
-    assert check_resume(doc, dict(RUN), _state(), 5, Path("ck"), elastic=True) == []
+    assert check_resume(doc, dict(RUN), _state(), 5, Path("ck")) == []
     with pytest.raises(ResumeStateError, match="(?s)seed: checkpoint 1000, now 7.*same dataset, episodes, seed"):
-        check_resume(doc, dict(RUN), _state(seed=7), 5, Path("ck"), elastic=True)
+        check_resume(doc, dict(RUN), _state(seed=7), 5, Path("ck"))
     with pytest.raises(ResumeStateError, match="drop_n_last_frames: checkpoint 0, now 2"):  # the run's own settings
-        check_resume(doc, dict(RUN, drop_n_last_frames=2), _state(), 5, Path("ck"), elastic=True)
-    with pytest.raises(ResumeStateError, match="world_size: checkpoint"):  # elastic=False: the sample-exact rule
-        check_resume(doc, dict(RUN), now, 5, Path("ck"), elastic=False)
+        check_resume(doc, dict(RUN, drop_n_last_frames=2), _state(), 5, Path("ck"))
 
 
 def test_the_training_resume_uses_the_one_elastic_definition():

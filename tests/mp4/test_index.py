@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from lerobotstream.errors import SidecarSchemaError
 from lerobotstream.mp4 import index as cix
 from lerobotstream.mp4._index_file import Mp4Index
-from lerobotstream.mp4._index_format import encode_int_array, minimal_int_dtype, samples_problem, table_problem
+from lerobotstream.mp4._index_format import minimal_int_dtype, samples_problem, table_problem
 from lerobotstream.sidecar._archive import SidecarWriter
 from tests._sidecar_helpers import synth_table
+from tests.mp4._encoding_reference import encode_int_array
 
 I64 = np.iinfo(np.int64)
 
@@ -167,45 +168,24 @@ def test_lazy_per_source_records(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.int32, np.int64])
-def test_accessors_match_numpy(dtype):
+def test_nearest_frames_match_numpy(dtype):
     rng = np.random.default_rng(0)
     n = 200
     order = rng.permutation(n).astype(dtype)
     pts_s = np.empty(n)
     pts_s[order.astype(np.int64)] = np.sort(rng.uniform(0, 10, n))
-    frames = rng.integers(0, n, 50).astype(np.int64)
-    assert np.array_equal(cix.frames_to_samples(order, frames), order[frames].astype(np.int64))
-    assert np.array_equal(cix.pts_of_frames(pts_s, order, frames), pts_s[order[frames].astype(np.int64)])
-    for f0, f1 in ((0, 1), (5, 17), (0, n), (199, 200)):
-        s = order[f0:f1].astype(np.int64)
-        assert cix.sample_range_of_frames(order, f0, f1) == (s.min(), s.max() + 1)
-    offsets = rng.integers(0, 250, n).astype(dtype)
-    sizes = rng.integers(0, 5, n).astype(np.uint8)
-    for s0, s1 in ((0, n), (3, 4), (10, 90)):
-        o, z = offsets[s0:s1].astype(np.int64), sizes[s0:s1].astype(np.int64)
-        assert cix.byte_bounds(offsets, sizes, s0, s1) == (o.min(), (o + z).max())
     times = np.concatenate([rng.uniform(-1, 11, 100), pts_s[:5]])
     got_f, got_p = cix.nearest_frames(pts_s, order, times)
     sorted_pts = pts_s[order.astype(np.int64)]
     want = np.argmin(np.abs(sorted_pts[None, :] - times[:, None]), axis=1)
     assert np.array_equal(got_f, want) and np.array_equal(got_p, sorted_pts[want])
-    sync = np.array([0, 7, 30, 150], dtype=dtype)
-    assert [cix.sync_at_or_before(sync, s) for s in (0, 6, 7, 149, 199)] == [0, 0, 7, 30, 150]
-    with pytest.raises(IndexError):
-        cix.frames_to_samples(order, np.array([n], dtype=np.int64))
-    with pytest.raises(IndexError):
-        cix.sample_range_of_frames(order, 5, 5)
 
 
 def test_accessors_on_broadcast_views(tmp_path):
     npz = write_sidecar(tmp_path / "s.npz", {"v.mp4": synth_table(30, sizes=np.full(30, 10, dtype=np.int64), gop=10)})
     idx = Mp4Index.open(npz, index_dir=tmp_path / "idx")
-    assert idx.byte_range(0, 3, 6) == (48 + 30, 48 + 60)
-    assert idx.sample_range_of_frames(0, 2, 5) == (2, 5)
     f, p = idx.frames_played_at(0, [0.0, 0.51, 100.0])
     assert list(f) == [0, 15, 29]
-    assert idx.sync_sample_at_or_before(0, 25) == 20
-    assert list(idx.frames_to_samples(0, [4, 9])) == [4, 9]
 
 
 def test_replaced_sidecar_keeps_old_reader(tmp_path):

@@ -206,7 +206,7 @@ def test_manifest_values_go_mp4():
     assert t.offset[0] == 48 and t.offset[9] == 6038
     assert t.cts_ticks[0] == 2048 and t.cts_ticks[9] == 1024
     assert np.all(np.diff(t.dts_ticks) == 1024)
-    assert t.sync_samples.tolist() == [0]
+    assert np.flatnonzero(t.is_sync).tolist() == [0]
 
 
 def test_manifest_values_white_negative_ctts_v0():
@@ -225,7 +225,7 @@ def test_manifest_values_edits():
     assert t.empty_edit_movie_ticks == 8333 and t.media_time == 1024
     assert t.pts_s[t.presentation_order[0]] == 8.333
     t = parse_mp4_bytes(_load("mp4-torchcodec/discard_first_keyframe.mp4"))
-    assert t.media_time == 3584 and t.sync_samples.tolist() == [0, 10, 20]
+    assert t.media_time == 3584 and np.flatnonzero(t.is_sync).tolist() == [0, 10, 20]
     assert int((t.pts_s < 0).sum()) == 5 and t.presentation_order[5] == 5 and t.pts_s[5] == 0.0
     t = parse_mp4_bytes(_load("mp4-androidx-media/bbb_800x640_768kbps_30fps_avc_2b_firstpts_10_sec.mp4"))
     assert t.pts_s.min() == 10.0 and t.num_samples == 120
@@ -233,7 +233,7 @@ def test_manifest_values_edits():
     assert t.num_samples == 21766 and t.codec == "av01"
     t = parse_mp4_bytes(_load("mp4-lerobot-history/pusht_observation.image_episode_000000.mp4"))
     np.testing.assert_array_equal(t.pts_s, np.arange(161) / 10)
-    assert len(t.sync_samples) == 81
+    assert len(np.flatnonzero(t.is_sync)) == 81
 
 
 def test_several_video_tracks_and_track_id():

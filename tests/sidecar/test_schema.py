@@ -186,7 +186,8 @@ def test_no_python_object_per_untouched_source(tmp_path):
 def test_block_encodings_equal_per_source_encodings():
     """The converter encodes a whole NPZ block at once; each source's result must equal
     encode_int_array on its own slice (const, arith of any step and sign, plain, empty, 1 sample)."""
-    from lerobotstream.mp4._index_format import encode_int_array, encode_int_segments
+    from lerobotstream.mp4._index_format import encode_int_segments
+    from tests.mp4._encoding_reference import encode_int_array
 
     rng = np.random.default_rng(7)
     for _ in range(400):

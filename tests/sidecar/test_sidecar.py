@@ -15,7 +15,7 @@ from lerobotstream.mp4._npz_schema import SIDECAR_SCHEMA_VERSION
 from lerobotstream.sidecar import build_sidecar, open_sidecar
 from lerobotstream.sidecar.__main__ import main as cli_main
 from lerobotstream.sidecar._archive import SidecarWriter, load_manifest, load_tables, safe_data_root
-from lerobotstream.sidecar._validate import check_fps, check_window
+from lerobotstream.sidecar._validate import check_fps, check_window_detail
 from tests._sidecar_helpers import FakeSource, fake_meta, fake_parse, synth_table
 
 A, B = "videos/cam/chunk-000/file-000.mp4", "videos/cam/chunk-000/file-001.mp4"
@@ -196,6 +196,10 @@ def test_fps_mismatch_is_reported(tmp_path):
         build(tmp_path, tables, meta)
     assert os.listdir(tmp_path) == []
     assert ei.value.episode_index == 0 and ei.value.camera == "cam" and ei.value.path == A
+
+
+def check_window(table, from_timestamp, length, fps, tolerance_s):
+    return check_window_detail(table, from_timestamp, length, fps, tolerance_s).reason
 
 
 def test_window_past_end_of_video():

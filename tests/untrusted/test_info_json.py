@@ -11,10 +11,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from lerobotstream._meta_episodes import MAX_LISTED_EPISODES, _listed, _missing_runs, _runs_text
-from lerobotstream._meta_info import template_problem
 from lerobotstream.errors import MetadataError
-from lerobotstream.meta import DatasetMeta
+from lerobotstream.meta import MAX_LISTED_EPISODES, DatasetMeta, _listed, _missing_runs, _runs_text, template_problem
 
 GOOD = {
     "codebase_version": "v3.0",
@@ -179,7 +177,7 @@ def test_missing_runs_are_bounded_by_the_rows_not_the_values():
 
 
 def test_a_json_metadata_file_above_its_cap_is_not_parsed(tmp_path):
-    from lerobotstream._meta_files import MAX_JSON_NBYTES
+    from lerobotstream.meta import MAX_JSON_NBYTES
 
     (tmp_path / "meta").mkdir()
     (tmp_path / "meta/info.json").write_bytes(b"[" + b"{}," * (MAX_JSON_NBYTES // 3) + b"{}]")

@@ -7,7 +7,7 @@ import pytest
 
 from lerobotstream.errors import Mp4InconsistentTablesError, Mp4UnsupportedError
 from lerobotstream.mp4.parse import MAX_SAMPLES_PER_TRACK, MAX_TOP_LEVEL_BOXES, MOOV_MAX_BYTES, parse_mp4
-from lerobotstream.testing._bombs import mp4_header, sparse_reader, tiny_boxes, tiny_boxes_file
+from tools.bombs import mp4_header, sparse_reader, tiny_boxes, tiny_boxes_file
 
 PATH = "videos/observation.images.top/chunk-000/file-000.mp4"
 

@@ -136,7 +136,7 @@ def test_mixture_roots_and_weights_must_be_sequences():
 @pytest.mark.parametrize("epoch", [-1, 1.0, True, "1", None, np.float64(2)])
 def test_an_epoch_number_has_one_rule(epoch):
     """``check_epoch``: the rule ``set_epoch`` holds an epoch to (an int >= 0), one message."""
-    from lerobotstream._option_rules import check_epoch
+    from lerobotstream.options import check_epoch
 
     with pytest.raises(StreamingConfigError, match=r"^epoch must be an int >= 0, got ") as e:
         check_epoch(epoch)

@@ -117,7 +117,7 @@ def _edit_shard(root: Path, fn) -> None:
 
 
 def test_episodes_table_over_the_row_cap_is_not_decoded(pristine, tmp_path, monkeypatch):
-    import lerobotstream._meta_episodes as me
+    import lerobotstream.meta as me
 
     root = _copy(pristine, tmp_path)
     monkeypatch.setattr(me, "EPISODES_MAX", 1)
@@ -134,7 +134,7 @@ def test_episodes_table_over_the_row_cap_is_not_decoded(pristine, tmp_path, monk
 
 
 def test_episodes_table_over_the_byte_cap_is_not_decoded(pristine, tmp_path, monkeypatch):
-    import lerobotstream._meta_episodes as me
+    import lerobotstream.meta as me
 
     root = _copy(pristine, tmp_path)
     monkeypatch.setattr(me, "EPISODES_MAX_BYTES", 64)

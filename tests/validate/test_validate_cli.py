@@ -197,3 +197,17 @@ def test_episode_ranges_are_bounded_by_the_dataset_before_they_grow(capsys):
 def test_bad_flags_are_refused_by_name(flags, message, capsys):
     assert validate_main([str(G1), *flags]) == 2
     assert _err(capsys).startswith(f"error: StreamingConfigError: {message}")
+
+
+def test_a_tolerance_of_half_a_frame_or_more_is_refused_as_training_refuses_it(capsys):
+    """``tolerance_s=1.5`` was accepted; training refuses ``tolerance_s >= 0.5 / fps`` once the fps
+    is known (``check_tolerance``): the validator gives the same usage error."""
+    from lerobotstream.errors import StreamingConfigError
+
+    with pytest.raises(StreamingConfigError, match=r"tolerance_s must be below half a frame interval") as e:
+        validate_dataset(root=G1, tolerance_s=1.5)
+    assert e.value.option == "tolerance_s" and e.value.value == 1.5
+    assert validate_main([str(G1), "--tolerance-s", "1.5", "--quiet"]) == 2
+    err = _err(capsys)
+    assert err.startswith("error: StreamingConfigError: ") and "tolerance_s must be below half a frame" in err
+    assert "got 1.5" in err

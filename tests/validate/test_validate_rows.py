@@ -165,7 +165,7 @@ def test_no_table_finding_on_any_shipped_mp4(testdata):
     """The moov-only checks against every MP4 the parser accepts (real encoders and muxers:
     several tracks, leading bytes in mdat, 64-bit sizes, moov first or last): no false finding."""
     from lerobotstream.mp4.parse import parse_mp4
-    from lerobotstream.validate._layout import RecordingRead, layout_problems, num_tracks, top_level_boxes
+    from lerobotstream.validate._videos import RecordingRead, layout_problems, num_tracks, top_level_boxes
 
     checked = 0
     for path in sorted([*testdata.rglob("*.mp4"), *G1.rglob("*.mp4")]):

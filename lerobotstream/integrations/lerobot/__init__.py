@@ -6,22 +6,16 @@ trains on :class:`lerobotstream.StreamingLeRobotDataset`. Needs ``lerobot>=0.4.4
 lazily here: LeRobot is large and lives in its own venv, see ``make setup-lerobot``).
 """
 
+import importlib
 from typing import Any
 
 __all__ = ["StreamingDatasetConfig", "StreamingTrainPipelineConfig", "make_streaming_dataset", "main"]
 
+#: the module each exported name lives in, imported on first use
+_HOME = dict(zip(__all__, ("config", "config", "factory", "cli")))
+
 
 def __getattr__(name: str) -> Any:
-    if name in ("StreamingDatasetConfig", "StreamingTrainPipelineConfig"):
-        from lerobotstream.integrations.lerobot import config
-
-        return getattr(config, name)
-    if name == "make_streaming_dataset":
-        from lerobotstream.integrations.lerobot.factory import make_streaming_dataset
-
-        return make_streaming_dataset
-    if name == "main":
-        from lerobotstream.integrations.lerobot.cli import main
-
-        return main
-    raise AttributeError(name)
+    if name not in _HOME:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)

@@ -1,10 +1,8 @@
-"""accelerate's ``Accelerator`` as LeRobot builds it, for streams: LeRobot's own settings (mixed
-precision, CPU, DDP kwargs), except that a stream's DataLoader is not re-sharded (each rank
-already streams its own episodes; accelerate would split or dispatch its batches a second time).
-Instead the stream's DataLoader is collated with :class:`~lerobotstream.PackedCollate`
-over LeRobot's collate (the same batches, fewer shared-memory files from the workers) and, unless
-``--dataset.streaming_loader=dataloader``, replaced by a :class:`~lerobotstream.StreamLoader` with
-its settings. Batches move to the policy device in LeRobot's preprocessor as usual.
+"""accelerate's ``Accelerator`` as LeRobot builds it (mixed precision, CPU, DDP kwargs), except that
+a stream's DataLoader is not re-sharded (each rank already streams its own episodes). Instead it is
+collated with :class:`~lerobotstream.PackedCollate` over LeRobot's collate (the same batches, fewer
+shared-memory files) and, unless ``--dataset.streaming_loader=dataloader``, replaced by a
+:class:`~lerobotstream.StreamLoader` with its settings.
 """
 
 from __future__ import annotations
@@ -43,32 +41,29 @@ def loader_name(loader: Any) -> str:
 def stream_loader(run: Any, data_loader: Any) -> Any:
     """A ``StreamLoader`` with ``data_loader``'s settings (``--dataset.streaming_loader``; its
     ``timeout`` is the stream's ``--dataset.streaming_loader_timeout_s``), or None for
-    ``dataloader`` (torch's DataLoader kept). The mode and its reason are logged and recorded on ``run.loader`` for the summary (the
-    train stream's)."""
+    ``dataloader`` (torch's DataLoader kept). The mode and its reason are logged and, for the train
+    stream, recorded on ``run.loader`` for the summary."""
     from lerobotstream.loader import StreamLoader
 
     choice = getattr(run.cfg.dataset, "streaming_loader", "auto")
-    if choice == "dataloader":
-        name = loader_name(data_loader)
-        if getattr(data_loader.dataset, "tags", False):
-            run.loader = name
-        log.info("lerobotstream: --dataset.streaming_loader=dataloader: %s", name)
-        return None
-    loader = StreamLoader(
-        data_loader.dataset,
-        int(data_loader.batch_size),
-        num_workers=int(data_loader.num_workers),
-        mode=choice,
-        pin_memory=bool(data_loader.pin_memory),
-        drop_last=bool(data_loader.drop_last),
-        prefetch_batches=data_loader.prefetch_factor if data_loader.num_workers else None,
-        collate_fn=data_loader.collate_fn,
-        multiprocessing_context=data_loader.multiprocessing_context,
-    )
-    name = loader_name(loader)
+    loader = None
+    if choice != "dataloader":
+        loader = StreamLoader(
+            data_loader.dataset,
+            int(data_loader.batch_size),
+            num_workers=int(data_loader.num_workers),
+            mode=choice,
+            pin_memory=bool(data_loader.pin_memory),
+            drop_last=bool(data_loader.drop_last),
+            prefetch_batches=data_loader.prefetch_factor if data_loader.num_workers else None,
+            collate_fn=data_loader.collate_fn,
+            multiprocessing_context=data_loader.multiprocessing_context,
+        )
+    name = loader_name(data_loader if loader is None else loader)
     if getattr(data_loader.dataset, "tags", False):
         run.loader = name
-    log.info("lerobotstream: --dataset.streaming_loader=%s: %s (%s)", choice, name, loader.mode_reason)
+    why = "" if loader is None else f" ({loader.mode_reason})"
+    log.info("lerobotstream: --dataset.streaming_loader=%s: %s%s", choice, name, why)
     return loader
 
 
@@ -91,9 +86,7 @@ def streaming_accelerator_class(run: Any) -> type:
                 if not isinstance(data_loader.collate_fn, PackedCollate):
                     data_loader.collate_fn = PackedCollate(data_loader.collate_fn)
                 loader = stream_loader(run, data_loader)  # (it calls PackedCollate's inner collate)
-                return (
-                    data_loader if loader is None else loader
-                )  # already one shard per rank; don't split or dispatch it again
+                return data_loader if loader is None else loader  # one shard per rank: not split again
             return super().prepare_data_loader(
                 data_loader, device_placement=device_placement, slice_fn_for_dispatch=slice_fn_for_dispatch
             )

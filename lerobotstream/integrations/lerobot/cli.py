@@ -1,10 +1,7 @@
-"""The command line of ``lerobotstream-train`` around LeRobot's own parser: ``--version``,
-the streaming section of ``--help``, a mistyped ``--dataset.*`` flag named with the closest one,
-``--debug``, and every error as one line with its exit status (:func:`run_command`).
-
-Nothing here imports LeRobot at module level (``--version`` answers before it loads); the flags
-themselves are the fields of
-:class:`~lerobotstream.integrations.lerobot.config.StreamingDatasetConfig`.
+"""The command line of ``lerobotstream-train`` around LeRobot's parser: ``--version``, the
+streaming section of ``--help``, a mistyped ``--dataset.*`` flag named with the closest one,
+``--debug``, and every error as one line with its exit status (:func:`run_command`). LeRobot is
+not imported at module level (``--version`` answers before it loads).
 """
 
 from __future__ import annotations
@@ -13,16 +10,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from lerobotstream import constants
+from lerobotstream import __version__, constants
 from lerobotstream.integrations.lerobot import patching
 
 __all__ = ["main", "run_command", "streaming_help", "unknown_dataset_flag", "one_line_error"]
-
-
-def _version() -> str:
-    from lerobotstream import __version__
-
-    return __version__
 
 
 def run_command(argv: list[str], parse_and_train: Callable[[], Any]) -> None:
@@ -48,7 +39,7 @@ def run_command(argv: list[str], parse_and_train: Callable[[], Any]) -> None:
             lerobot = version("lerobot")
         except PackageNotFoundError:
             lerobot = "not installed"
-        print(f"lerobotstream {_version()} (lerobot {lerobot})")
+        print(f"lerobotstream {__version__} (lerobot {lerobot})")
         return
     debug = "--debug" in argv or constants.debug_enabled()
     argv = [a for a in argv if a != "--debug"]
@@ -79,72 +70,39 @@ def run_command(argv: list[str], parse_and_train: Callable[[], Any]) -> None:
 
 
 def one_line_error(exc: BaseException) -> BaseException | None:
-    """The error ``lerobotstream-train`` prints as one line: a flag's own error behind draccus's
-    ParsingError, or any lerobotstream error (a DataLoader worker's as the worker raised it); None
-    for others (LeRobot's and Python's own errors keep their traceback)."""
-    from lerobotstream.errors import LeRobotStreamError
+    """The error ``lerobotstream-train`` prints as one line: a flag's own error (the ValueError
+    behind draccus's ParsingError), or any lerobotstream error (a DataLoader worker's as the worker
+    raised it); None for others (LeRobot's and Python's own errors keep their traceback)."""
+    from lerobotstream.errors import LeRobotStreamError, worker_error
 
-    cause = _flag_error(exc)
-    if cause is not None:
-        return cause
-    if isinstance(exc, LeRobotStreamError):
-        from lerobotstream.errors import worker_error  # torch's "Caught ... in DataLoader worker" copy
-
+    if type(exc).__name__ == "ParsingError":
+        seen = exc.__cause__ or exc.__context__
+        while seen is not None:
+            if isinstance(seen, ValueError) and type(seen).__name__ != "ParsingError":
+                return seen
+            seen = seen.__cause__ or seen.__context__
+        return None
+    if isinstance(exc, LeRobotStreamError):  # torch's "Caught ... in DataLoader worker" copy: the worker's
         return worker_error(exc) or exc
     return None
 
 
-def _flag_error(exc: BaseException) -> BaseException | None:
-    """The ValueError (e.g. StreamingConfigError) behind draccus's ParsingError, if any."""
-    if type(exc).__name__ != "ParsingError":
-        return None
-    seen = exc.__cause__ or exc.__context__
-    while seen is not None:
-        if isinstance(seen, ValueError) and type(seen).__name__ != "ParsingError":
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
+def streaming_help() -> str:
+    """The short section ``lerobotstream-train --help`` prints before LeRobot's whole list: every
+    field :class:`StreamingDatasetConfig` defines or redefines (the streaming flags, ``repo_id``,
+    ``root``, ``streaming``) with its default and help text."""
+    import textwrap
 
-
-def _streaming_fields() -> list[Any]:
-    """The dataclass fields :class:`StreamingDatasetConfig` defines or redefines (the streaming
-    flags, ``repo_id``/``streaming`` with their streaming help), plus LeRobot's ``root``."""
     from lerobotstream.integrations.lerobot.config import StreamingDatasetConfig
 
     own = set(vars(StreamingDatasetConfig).get("__annotations__", {})) | {"root"}
-    return [f for f in dataclasses.fields(StreamingDatasetConfig) if f.name in own]
-
-
-def _field_help(name: str) -> str:
-    """A flag's help: the one its field carries (the generated streaming flags: from
-    ``StreamOptions``), else the comment above the field in its config class (LeRobot's)."""
-    from lerobotstream.integrations.lerobot.config import StreamingDatasetConfig
-
-    field = {f.name: f for f in dataclasses.fields(StreamingDatasetConfig)}.get(name)
-    given = None if field is None else field.metadata.get("custom_args", {}).get("help")
-    if given:
-        return " ".join(str(given).split())
-    try:
-        from draccus.wrappers.docstring import get_attribute_docstring
-
-        doc = get_attribute_docstring(StreamingDatasetConfig, name)
-        text = doc.comment_above or doc.comment_inline or doc.docstring_below
-    except Exception:  # help text only
-        text = ""
-    return " ".join(str(text or "").split())
-
-
-def streaming_help() -> str:
-    """The short section ``lerobotstream-train --help`` prints before LeRobot's whole list: every
-    streaming flag (derived from :class:`StreamingDatasetConfig`'s fields) with its default and
-    help text."""
-    import textwrap
-
     lines = [
         "lerobotstream-train: lerobot-train plus streaming. The streaming flags (all of lerobot-train's flags follow):",
         "",
     ]
-    for f in _streaming_fields():
+    for f in dataclasses.fields(StreamingDatasetConfig):
+        if f.name not in own:
+            continue
         default = (
             "required"
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
@@ -153,9 +111,8 @@ def streaming_help() -> str:
             else "default: see below"
         )
         lines.append(f"  --dataset.{f.name} ({default})")
-        help_text = _field_help(f.name)
-        if help_text:
-            lines.extend(textwrap.wrap(help_text, width=100, initial_indent="      ", subsequent_indent="      "))
+        help_text = " ".join(str(f.metadata.get("custom_args", {}).get("help") or "").split())
+        lines.extend(textwrap.wrap(help_text, width=100, initial_indent="      ", subsequent_indent="      "))
     lines += [
         "",
         "  --debug: print the full traceback on errors (also LEROBOTSTREAM_DEBUG=1)",

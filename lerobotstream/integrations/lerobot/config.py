@@ -1,13 +1,11 @@
 """``--dataset.streaming_*`` flags: LeRobot's config classes extended through draccus dataclasses.
 
-``StreamingDatasetConfig`` subclasses LeRobot's ``DatasetConfig`` (every LeRobot flag keeps its
-meaning and LeRobot's own checks run first) and adds the streaming options: one field per option of
-:class:`lerobotstream.options.StreamOptions` that has a flag (``train_flags()``: its name, type,
-default and ``--help`` text come from there), plus the mixture's ``streaming_weights``. One spelling
-per flag: no older spelling of an unreleased build is accepted. The flags are checked by the options'
-own rules (one rule per option; the message names the flag). ``StreamingTrainPipelineConfig`` is LeRobot's
-``TrainPipelineConfig`` with that dataset config. Checkpoints written with these classes store the
-extra fields in ``train_config.json``, so ``--resume=true`` reloads them.
+``StreamingDatasetConfig`` subclasses LeRobot's ``DatasetConfig`` (LeRobot's flags and checks
+first) and adds one field per :class:`lerobotstream.options.StreamOptions` option with a flag
+(``train_flags()``: name, type, default, ``--help`` text, rule), plus ``streaming_loader`` and the
+mixture's ``streaming_weights``. ``StreamingTrainPipelineConfig`` is LeRobot's
+``TrainPipelineConfig`` with that dataset config; checkpoints store the extra fields in
+``train_config.json``, so ``--resume=true`` reloads them.
 """
 
 from __future__ import annotations

@@ -1,22 +1,19 @@
-"""Dataset factory for ``lerobotstream-train``: config → train (and eval) :class:`TrainingStream`.
+"""Dataset factory for ``lerobotstream-train``: config -> train (and eval) :class:`TrainingStream`.
 
 ``make_streaming_datasets(cfg)`` does what LeRobot 0.6.1's ``make_train_eval_datasets`` does for
-map-style datasets — delta timestamps from the trainable config, image transforms, ImageNet stats
-(not for depth keys), depth stats in ``depth_output_unit``, the per-task ``eval_split`` — but
-builds :class:`lerobotstream.StreamingLeRobotDataset` streams with the ``--dataset.streaming_*``
-options, ``max_num_shards = max(1, num_workers)`` and the training seed (``--seed=null`` → 42):
+map-style datasets (delta timestamps from the trainable config, image transforms, ImageNet stats
+except for depth keys, depth stats in ``depth_output_unit``, the per-task ``eval_split``) but builds
+:class:`lerobotstream.StreamingLeRobotDataset` streams with the ``--dataset.streaming_*`` options,
+``max_num_shards = max(1, num_workers)`` and the training seed (``--seed=null`` -> 42):
 
-* train: ``repeat=True``, shuffled by the sampling strategy, ``drop_n_last_frames`` from the
-  policy (LeRobot's ``EpisodeAwareSampler`` rule), uint8 camera frames when LeRobot's training loop
-  converts them (0.6.x), float32 otherwise (0.4.4);
-* eval (``eval_split > 0``): the held-out episodes, ``sampling_strategy="sequential"``,
-  ``repeat=False`` (each pass over the eval DataLoader visits every frame once), no image
-  transforms, no per-sample tags. LeRobot itself falls back to map-style datasets for both halves.
+* train: ``repeat=True``, ``drop_n_last_frames`` from the policy (LeRobot's ``EpisodeAwareSampler``
+  rule), uint8 camera frames when LeRobot's loop converts them (0.6.x), float32 otherwise (0.4.4);
+* eval (``eval_split > 0``): the held-out episodes, sequential, ``repeat=False`` (every frame once
+  per pass), no image transforms, no per-sample tags.
 
 ``--dataset.repo_id='[a,b]'`` (``--dataset.root`` a matching list, ``--dataset.streaming_weights``
 optional) builds :class:`lerobotstream.StreamingMultiLeRobotDataset` streams instead: delta
-timestamps resolved against each dataset's own fps, the per-task ``eval_split`` applied to each
-dataset, ``dataset.meta`` the mixture's (common features, aggregated stats).
+timestamps per dataset's fps, ``eval_split`` per dataset, ``dataset.meta`` the mixture's.
 """
 
 from __future__ import annotations
@@ -107,28 +104,15 @@ class TrainingStream(torch.utils.data.IterableDataset):
         *,
         tags: bool = True,
         max_samples: int | None = None,
-        meta: LeRobotMetaView | None = None,
     ) -> None:
         super().__init__()
         self.dataset = dataset
-        self.meta = meta or LeRobotMetaView(dataset.meta, dataset.root)
+        self.meta = LeRobotMetaView(dataset.meta, getattr(dataset, "root", None))  # a mixture has no root
         #: how this process obtained the MP4 sidecar ("built" / "published" / "cache"): the first
         #: dataset constructed in the process decides (a later one always finds the cache).
         self.sidecar_status = sidecar_status or dataset.sidecar_status
         self.tags = bool(tags)
         self.max_samples = max_samples
-
-    @property
-    def num_frames(self) -> int:
-        return int(self.dataset.num_frames)
-
-    @property
-    def num_episodes(self) -> int:
-        return int(self.dataset.num_episodes)
-
-    @property
-    def episodes(self) -> list[int] | None:
-        return self.dataset.episodes
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
@@ -264,17 +248,48 @@ def _stream_kwargs(cfg: Any) -> dict[str, Any]:
     return kw
 
 
-def _lerobot_meta(stream: TrainingStream, cfg: Any) -> None:
-    """ImageNet stats for RGB camera keys, never depth keys (whose stats the dataset already holds
-    in ``depth_output_unit``)."""
-    meta = stream.meta
-    if cfg.dataset.use_imagenet_stats:
-        for key in meta.camera_keys:
-            if key in meta.depth_keys:
-                continue
-            meta.stats.setdefault(key, {})
-            for stats_type, stats in IMAGENET_STATS.items():
-                meta.stats[key][stats_type] = torch.tensor(stats, dtype=torch.float32)
+def _streams(cfg: Any, make: Any, status: str, train_eps: Any, eval_eps: Any, train_kw: dict, eval_kw: dict) -> tuple:
+    """The train stream and, when ``eval_eps`` holds out episodes, the eval stream (sequential, one
+    pass, no image transforms or tags), built by ``make(**options)`` (``train_kw`` / ``eval_kw``:
+    options of one of them). Their ``meta`` get ImageNet stats for RGB camera keys with
+    ``--dataset.use_imagenet_stats`` (never depth keys, whose stats are in ``depth_output_unit``)."""
+    uint8 = _loop_converts_uint8()
+    drop = int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0)
+    max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0) or None
+    train = TrainingStream(
+        make(
+            episodes=train_eps,
+            image_transforms=_image_transforms(cfg),
+            return_uint8=uint8,
+            repeat=True,
+            drop_n_last_frames=drop,
+            **train_kw,
+        ),
+        sidecar_status=status,
+    )
+    evaluation = None
+    if eval_eps:
+        eval_ds = make(
+            episodes=eval_eps,
+            image_transforms=None,
+            return_uint8=uint8,
+            repeat=False,
+            sampling_strategy="sequential",
+            **eval_kw,
+        )
+        evaluation = TrainingStream(eval_ds, sidecar_status=status, tags=False, max_samples=max_eval)
+    for stream in (train, evaluation):
+        if stream is not None and cfg.dataset.use_imagenet_stats:
+            meta = stream.meta
+            for key in (k for k in meta.camera_keys if k not in meta.depth_keys):
+                for stats_type, stats in IMAGENET_STATS.items():
+                    meta.stats.setdefault(key, {})[stats_type] = torch.tensor(stats, dtype=torch.float32)
+    return train, evaluation
+
+
+def _sidecar_status(datasets: list[Any]) -> str:
+    """How this process obtained the MP4 sidecars: "built" or "published" if any probe did, else "cache"."""
+    return next((h for h in ("built", "published") if h in [ds.sidecar_status for ds in datasets]), "cache")
 
 
 def make_streaming_datasets(cfg: Any) -> tuple[TrainingStream, TrainingStream | None]:
@@ -292,36 +307,14 @@ def make_streaming_datasets(cfg: Any) -> tuple[TrainingStream, TrainingStream | 
     first = StreamingLeRobotDataset(**common, episodes=d.episodes)  # metadata: features + fps + tasks
     episodes = _selected_episodes(d, first.meta.total_episodes)
     probe = first if episodes == d.episodes else StreamingLeRobotDataset(**common, episodes=episodes)
-    status = next((h for h in ("built", "published") if h in (first.sidecar_status, probe.sidecar_status)), "cache")
     delta_timestamps = _delta_timestamps(cfg, probe.meta)
     train_eps, eval_eps = _eval_split(cfg, probe, episodes)
-    uint8 = _loop_converts_uint8()
-    train_ds = StreamingLeRobotDataset(
-        **common,
-        episodes=train_eps,
-        delta_timestamps=delta_timestamps,
-        image_transforms=_image_transforms(cfg),
-        return_uint8=uint8,
-        repeat=True,
-        drop_n_last_frames=int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0),
-    )
-    train = TrainingStream(train_ds, sidecar_status=status)
-    _lerobot_meta(train, cfg)
-    evaluation = None
-    if eval_eps:
-        # the eval stream is sequential and small: no canonical partitions (its order is the episodes')
-        eval_ds = StreamingLeRobotDataset(
-            **{**common, "sampling_strategy": "sequential", "partitions": None},
-            episodes=eval_eps,
-            delta_timestamps=delta_timestamps,
-            image_transforms=None,
-            return_uint8=uint8,
-            repeat=False,
-        )
-        max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0)
-        evaluation = TrainingStream(eval_ds, sidecar_status=status, tags=False, max_samples=max_eval or None)
-        _lerobot_meta(evaluation, cfg)
-    return train, evaluation
+
+    def make(**kw: Any) -> StreamingLeRobotDataset:
+        return StreamingLeRobotDataset(**(common | kw), delta_timestamps=delta_timestamps)
+
+    # the eval stream is sequential and small: no canonical partitions (its order is the episodes')
+    return _streams(cfg, make, _sidecar_status([first, probe]), train_eps, eval_eps, {}, {"partitions": None})
 
 
 def _eval_split(
@@ -368,48 +361,19 @@ def _make_mixture_streams(cfg: Any, repo_ids: list[str]) -> tuple[TrainingStream
     ]
     delta = {r: _delta_timestamps(cfg, p.meta) for r, p in zip(repo_ids, probes)}
     splits = {r: _eval_split(cfg, p, None) for r, p in zip(repo_ids, probes)}
+    held = {r: ev for r, (_, ev) in splits.items() if ev}
+    if held and len(held) < n:
+        raise StreamingConfigError(f"--dataset.eval_split holds out no episode of {sorted(set(repo_ids) - set(held))}")
     mix = dict(common, roots=roots, data_root=dict(zip(repo_ids, data_roots)), delta_timestamps=delta)
     weights = None if d.streaming_weights is None else [float(w) for w in d.streaming_weights]
-    uint8 = _loop_converts_uint8()
-    status = next((h for h in ("built", "published") if h in [p.sidecar_status for p in probes]), "cache")
-    train_ds = StreamingMultiLeRobotDataset(
-        repo_ids,
-        weights=weights,
-        **mix,
-        episodes={r: tr for r, (tr, _) in splits.items()},
-        image_transforms=_image_transforms(cfg),
-        return_uint8=uint8,
-        repeat=True,
-        drop_n_last_frames=int(getattr(trainable_config(cfg), "drop_n_last_frames", 0) or 0),
-    )
-    log.info(
-        "lerobotstream: mixture of %d datasets %s, weights %s",
-        n,
-        repo_ids,
-        [round(w / sum(train_ds.weights), 4) for w in train_ds.weights],
-    )
-    train = TrainingStream(train_ds, sidecar_status=status, meta=LeRobotMetaView(train_ds.meta))
-    _lerobot_meta(train, cfg)
-    evaluation = None
-    held = {r: ev for r, (_, ev) in splits.items() if ev}
-    if held:
-        if len(held) < n:
-            raise StreamingConfigError(
-                f"--dataset.eval_split holds out no episode of {sorted(set(repo_ids) - set(held))}"
-            )
-        eval_ds = StreamingMultiLeRobotDataset(
-            repo_ids,
-            **{**mix, "sampling_strategy": "sequential"},
-            episodes=held,
-            image_transforms=None,
-            return_uint8=uint8,
-            repeat=False,
-        )
-        max_eval = int(getattr(cfg, "max_eval_samples", 0) or 0)
-        evaluation = TrainingStream(
-            eval_ds, sidecar_status=status, tags=False, max_samples=max_eval or None, meta=LeRobotMetaView(eval_ds.meta)
-        )
-        _lerobot_meta(evaluation, cfg)
+
+    def make(**kw: Any) -> StreamingMultiLeRobotDataset:
+        return StreamingMultiLeRobotDataset(repo_ids, **(mix | kw))
+
+    train_eps = {r: tr for r, (tr, _) in splits.items()}
+    train, evaluation = _streams(cfg, make, _sidecar_status(probes), train_eps, held, {"weights": weights}, {})
+    ws = train.dataset.weights
+    log.info("lerobotstream: mixture of %d datasets %s, weights %s", n, repo_ids, [round(w / sum(ws), 4) for w in ws])
     return train, evaluation
 
 

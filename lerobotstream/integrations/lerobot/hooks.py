@@ -1,9 +1,8 @@
-"""What ``lerobotstream-train`` puts in place of LeRobot's names while a streaming run trains
-(:func:`patching.installed` swaps them in): :class:`Run` holds one run's state, and its methods are
-the patched dataset factory (0.6.x ``make_train_eval_datasets``, 0.4.4 ``make_dataset``), ``cycle``
-(LeRobot's endless iteration plus the summary's counters and the optional batch trace) and
-``save_checkpoint`` (LeRobot's, then the stream state beside ``training_step.json``). A map-style
-run, or another DataLoader, goes to LeRobot's originals unchanged.
+"""What ``lerobotstream-train`` puts in place of LeRobot's names during a streaming run
+(:func:`patching.installed`): :class:`Run` holds the run's state; its methods are the dataset
+factory (0.6.x ``make_train_eval_datasets``, 0.4.4 ``make_dataset``), ``cycle`` (plus the summary's
+counters and the optional batch trace) and ``save_checkpoint`` (plus the stream state). A
+map-style run, or another DataLoader, goes to LeRobot's originals unchanged.
 """
 
 from __future__ import annotations
@@ -15,31 +14,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lerobotstream import constants
+from lerobotstream import __version__, constants
 from lerobotstream._slow import announce_if_slow
 from lerobotstream.integrations.lerobot import patching
 from lerobotstream.integrations.lerobot import resume as _resume
 from lerobotstream.integrations.lerobot.factory import TrainingStream, make_streaming_datasets, streaming_seed
-from lerobotstream.integrations.lerobot.summary import BatchCounters, sidecar_status, summarize
+from lerobotstream.integrations.lerobot.summary import BatchCounters, summarize
+
+# (rank, world_size): the process group's, else the launcher's RANK / WORLD_SIZE (also after the
+# group is destroyed), else (0, 1): the rule the stream's sharding follows
+from lerobotstream.planner._planner import discover_world as world
 
 __all__ = ["Run", "world"]
 
 log = logging.getLogger("lerobotstream.train")
-
-
-def world() -> tuple[int, int]:
-    """``(rank, world_size)`` of this process: the process group's, else the launcher's ``RANK`` /
-    ``WORLD_SIZE`` (torchrun, accelerate; also after the group is destroyed), else ``(0, 1)``
-    (:func:`~lerobotstream.planner._planner.discover_world`, the rule the stream's sharding follows)."""
-    from lerobotstream.planner._planner import discover_world
-
-    return discover_world()
-
-
-def _version() -> str:
-    from lerobotstream import __version__
-
-    return __version__
 
 
 class Run:
@@ -82,31 +70,21 @@ class Run:
             self._resume(cfg, stream)
         self.stream = stream
         ds = stream.dataset
-        self.sidecar_status = getattr(stream, "sidecar_status", None) or sidecar_status(ds)
+        self.sidecar_status = stream.sidecar_status  # how this process obtained the MP4 sidecar
         if rank == 0:
             from importlib.metadata import version
 
             log.info(
-                "lerobotstream: %s on lerobot %s: %r, %d frames in %d episodes, seed %s, num_workers %d, "
-                "%s frames, setup %.2f s, sidecar: %s",
-                _version(),
-                version("lerobot"),
-                ds,
-                stream.num_frames,
-                stream.num_episodes,
-                self.seed,
-                cfg.num_workers,
-                "uint8" if ds.return_uint8 else "float32",
-                time.perf_counter() - t0,
-                self.sidecar_status,
+                f"lerobotstream: {__version__} on lerobot {version('lerobot')}: {ds!r}, {stream.num_frames} frames in "
+                f"{stream.num_episodes} episodes, seed {self.seed}, num_workers {cfg.num_workers}, "
+                f"{'uint8' if ds.return_uint8 else 'float32'} frames, setup {time.perf_counter() - t0:.2f} s, "
+                f"sidecar: {self.sidecar_status}"
             )
             if evaluation is not None:
+                most = f", at most {evaluation.max_samples} samples" if evaluation.max_samples else ""
                 log.info(
-                    "lerobotstream: eval stream %r, %d frames in %d episodes (sequential, every frame once per pass%s)",
-                    evaluation.dataset,
-                    evaluation.num_frames,
-                    evaluation.num_episodes,
-                    f", at most {evaluation.max_samples} samples" if evaluation.max_samples else "",
+                    f"lerobotstream: eval stream {evaluation.dataset!r}, {evaluation.num_frames} frames in "
+                    f"{evaluation.num_episodes} episodes (sequential, every frame once per pass{most})"
                 )
         return stream, evaluation
 

@@ -1,17 +1,13 @@
 """``dataset.meta`` as LeRobot's code reads it: a ``LeRobotDatasetMetadata``-shaped view over
 :class:`lerobotstream.meta.DatasetMeta`.
 
-What lerobot-train 0.6.1, its policy and processor factories, the model card
-(``PreTrainedPolicy.push_model_to_hub``) and the reward models read from
-``LeRobotDatasetMetadata`` (found by reading LeRobot 0.6.1's ``lerobot_train.py``, ``policies/``,
-``processor/``, ``rewards/``, ``datasets/factory.py`` and ``datasets/dataset_metadata.py``):
-``features``, ``fps``, ``stats`` (numpy arrays, mutable: LeRobot writes ImageNet stats into it),
-``camera_keys`` / ``video_keys`` / ``image_keys`` / ``depth_keys``, ``has_language_columns``,
-``tools``, ``tasks`` (a pandas DataFrame indexed by task string, column ``task_index``),
-``episodes`` (columns by name, rows by episode index), ``total_episodes`` / ``total_frames`` /
-``total_tasks``, ``robot_type``, ``repo_id``, ``root``, ``chunks_size``, ``data_path`` /
-``video_path``, ``names`` / ``shapes``, ``get_task_index``. This view adds the LeRobot-shaped ones
-(``stats``, ``tasks``, ``episodes``, ``root``, the ``info`` fields); the others are
+What LeRobot 0.6.1's ``lerobot_train.py``, ``policies/``, ``processor/``, ``rewards/`` and
+``datasets/`` read from ``LeRobotDatasetMetadata``: ``features``, ``fps``, ``stats`` (numpy, mutable:
+LeRobot writes ImageNet stats into it), ``camera_keys`` / ``video_keys`` / ``image_keys`` /
+``depth_keys``, ``has_language_columns``, ``tools``, ``tasks`` (a DataFrame indexed by task,
+column ``task_index``), ``episodes`` (columns by name, rows by episode index), ``total_*``,
+``robot_type``, ``repo_id``, ``root``, ``chunks_size``, ``data_path`` / ``video_path``, ``names`` /
+``shapes``, ``get_task_index``. This view adds the LeRobot-shaped ones; the others are
 :class:`~lerobotstream.meta.DatasetMeta`'s own, with LeRobot's names and meanings.
 """
 
@@ -24,6 +20,9 @@ from typing import Any
 import numpy as np
 
 __all__ = ["LeRobotMetaView", "EpisodeTable"]
+
+#: ``info.json`` fields the view answers as LeRobot's metadata attributes of the same names
+_INFO_FIELDS = "robot_type chunks_size data_path video_path data_files_size_in_mb video_files_size_in_mb".split()
 
 
 class _EpisodeColumn(Sequence):
@@ -77,14 +76,8 @@ class EpisodeTable:
                 "tasks": list(ep.tasks),
             }
             for key, v in ep.videos.items():
-                row.update(
-                    {
-                        f"videos/{key}/chunk_index": v.chunk_index,
-                        f"videos/{key}/file_index": v.file_index,
-                        f"videos/{key}/from_timestamp": v.from_timestamp,
-                        f"videos/{key}/to_timestamp": v.to_timestamp,
-                    }
-                )
+                for field in ("chunk_index", "file_index", "from_timestamp", "to_timestamp"):
+                    row[f"videos/{key}/{field}"] = getattr(v, field)
             self._rows[int(ep.episode_index)] = row
         self.column_names: list[str] = list(next(iter(self._rows.values()), {}))
 
@@ -132,46 +125,19 @@ class LeRobotMetaView:
         self.root = None if root is None or "://" in str(root) else Path(root)
         self.episodes = EpisodeTable(meta.episodes)
 
-    # --- counts and layout ----------------------------------------------------------------------
-    @property
-    def robot_type(self) -> str | None:
-        return self._meta.info.get("robot_type")
-
     @property
     def total_tasks(self) -> int:
         return len(self._meta.tasks)
 
     @property
-    def chunks_size(self) -> int | None:
-        return self._meta.info.get("chunks_size")
-
-    @property
-    def data_path(self) -> str:
-        return self._meta.info["data_path"]
-
-    @property
-    def video_path(self) -> str | None:
-        return self._meta.info.get("video_path")
-
-    @property
-    def data_files_size_in_mb(self) -> int | None:
-        return self._meta.info.get("data_files_size_in_mb")
-
-    @property
-    def video_files_size_in_mb(self) -> int | None:
-        return self._meta.info.get("video_files_size_in_mb")
-
-    # --- tasks ----------------------------------------------------------------------------------
-    @property
     def tasks(self):
         """pandas.DataFrame indexed by task string (index name ``task``), column ``task_index``."""
         import pandas as pd
 
-        frame = pd.DataFrame(
+        return pd.DataFrame(
             {"task_index": np.arange(len(self._meta.tasks), dtype=np.int64)},
             index=pd.Index(list(self._meta.tasks), name="task"),
         )
-        return frame
 
     def get_task_index(self, task: str) -> int | None:
         """``task_index`` of a task string, or None when the dataset has no such task (LeRobot's contract)."""
@@ -181,6 +147,8 @@ class LeRobotMetaView:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "_meta":
             raise AttributeError(name)
+        if name in _INFO_FIELDS:  # None when info.json lacks it (data_path never does)
+            return self._meta.info.get(name)
         if name == "rescale_depth_stats":  # would rescale the dataset's copy, not this one
             raise AttributeError("rescale_depth_stats: the stats are already in the dataset's depth_output_unit")
         return getattr(self._meta, name)

@@ -1,25 +1,20 @@
 """The ONLY place where lerobotstream patches LeRobot (kept small on purpose).
 
-LeRobot's ``lerobot_train.train`` looks up module-level names that have no public hook. While
+``lerobot_train.train`` looks up module-level names that have no public hook; while
 ``lerobotstream-train --dataset.streaming=true`` runs, :func:`installed` swaps them for ours and
 restores them afterwards:
 
-* the dataset factory: ``make_train_eval_datasets`` (LeRobot 0.6.x: returns ``(train, eval or
-  None)``) or ``make_dataset`` (0.4.4) builds :class:`lerobotstream.StreamingLeRobotDataset`
-  streams (map-style path: the original factory, unchanged);
-* ``cycle``: the same endless iteration, plus step-time / data-wait accounting and the optional
-  batch trace (other DataLoaders: the original ``cycle``);
-* ``save_checkpoint``: the original, then the stream state next to ``training_step.json``;
-* ``Accelerator`` (``accelerate.Accelerator``, and ``lerobot_train.Accelerator`` where 0.4.4
-  imports it at module level): a subclass that leaves the stream's DataLoaders as they are, so
-  LeRobot builds it with its own settings (mixed precision from the policy's dtype, CPU from
-  ``cfg.trainable_config.device``, DDP kwargs) and never re-shards a stream;
+* the dataset factory: ``make_train_eval_datasets`` (LeRobot 0.6.x: ``(train, eval or None)``) or
+  ``make_dataset`` (0.4.4);
+* ``cycle``: the same endless iteration plus the summary's counters and the optional batch trace;
+* ``save_checkpoint``: the original, then the stream state beside ``training_step.json``;
+* ``Accelerator`` (``accelerate.Accelerator``, and ``lerobot_train.Accelerator`` where 0.4.4 imports
+  it): a subclass that LeRobot builds with its own settings but that never re-shards a stream;
 * ``generate_model_card`` (``PreTrainedPolicy.generate_model_card``; on LeRobot main the free
-  function ``lerobot.common.train_utils.generate_model_card``; used when a policy is pushed to the Hub): for a mixture, the card lists every dataset and the weights.
+  function ``lerobot.common.train_utils.generate_model_card``): for a mixture, every dataset.
 
-Everything else uses public seams: draccus config subclasses and ``parser.wrap``.
-:func:`check_lerobot` refuses LeRobot versions that lack these names with a message naming what is
-missing.
+Everything else uses public seams (draccus config subclasses, ``parser.wrap``).
+:func:`check_lerobot` refuses a LeRobot that lacks these names, naming what is missing.
 """
 
 from __future__ import annotations
@@ -50,20 +45,13 @@ _PATCHED = (*DATASET_SEAMS, "cycle", "save_checkpoint", "Accelerator", "generate
 _originals: dict[str, Any] = {}
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    out = []
-    for part in text.split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out)
-
-
 def lerobot_version() -> tuple[int, ...]:
     """The installed LeRobot version as a tuple (``(0, 6, 1)``). Raises LeRobotIntegrationError."""
     try:
         from importlib.metadata import version
 
-        return _version_tuple(version("lerobot"))
+        parts = ("".join(ch for ch in part if ch.isdigit()) for part in version("lerobot").split(".")[:3])
+        return tuple(int(digits or 0) for digits in parts)
     except Exception as e:  # PackageNotFoundError
         raise LeRobotIntegrationError(
             "lerobotstream-train needs LeRobot (pip install 'lerobot[dataset]==0.6.1' accelerate; "
@@ -149,7 +137,8 @@ def model_card_target() -> tuple[Any, bool]:
     """Where LeRobot's ``generate_model_card`` lives: ``(PreTrainedPolicy, True)`` (0.6.1, 0.4.4: a
     method taking the dataset repo id) or ``(lerobot.common.train_utils, False)`` (main after 0.6.1:
     a free function of ``(model_cfg, cfg, dataset_meta)``)."""
-    policy = _policy_class()
+    from lerobot.policies.pretrained import PreTrainedPolicy as policy
+
     if hasattr(policy, "generate_model_card"):
         return policy, True
     try:
@@ -159,12 +148,6 @@ def model_card_target() -> tuple[Any, bool]:
     if not hasattr(train_utils, "generate_model_card"):
         raise LeRobotIntegrationError("lerobot.common.train_utils has no generate_model_card")
     return train_utils, False
-
-
-def _policy_class() -> Any:
-    from lerobot.policies.pretrained import PreTrainedPolicy
-
-    return PreTrainedPolicy
 
 
 @contextlib.contextmanager

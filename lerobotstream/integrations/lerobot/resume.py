@@ -1,22 +1,17 @@
 """Stream state in LeRobot checkpoints, and the resume check.
 
-Next to LeRobot's ``training_state/training_step.json`` every checkpoint of a streaming run gets
-``training_state/lerobotstream_stream.json``: the stream's one resume state for the checkpoint's
-step (``stream``: the dataset's ``state_dict()``, unchanged — seed, world size, batch size,
-DataLoader workers, sampling strategy, pool size and byte budget, episode selection, position)
-wrapped with the run's settings the stream state does not hold (``run``: repo id, episode list,
-weights, ``drop_n_last_frames``, ``eval_split``). On ``--resume=true`` with the same settings the
-rank's consumed sample count is ``step × batch_size``; the stream skips exactly that many samples
-(each DataLoader worker its own share), so training continues with the very next sample the
-interrupted run would have used. With another value of a setting an elastic resume may change
-(``planner._state.ELASTIC_SETTINGS``, the one definition: the number of processes, ``--batch_size``,
-``--num_workers``, pool size, byte budget, sampling strategy...) the checkpoint's stream state is
-resumed elastically: the samples of the epoch in progress that the interrupted run had not
-consumed are replanned over the new ranks and workers (each once), then plain epochs follow
-(docs/resume.md). Settings that change which samples the epoch has or their order (dataset,
-episodes, seed, weights, partitions, ``drop_n_last_frames``, ``eval_split``) are refused with the
-reason. Mixtures resume elastically the same way (each dataset's remainder, mixed at the weights).
-A record of another format (an earlier or a later build's), or one that cannot be read, is refused: start a new run from the weights.
+Beside LeRobot's ``training_state/training_step.json`` every checkpoint of a streaming run gets
+``training_state/lerobotstream_stream.json``: the dataset's ``state_dict()`` at the checkpoint's
+step (``stream``, unchanged) wrapped with the run's settings the stream state does not hold
+(``run``: repo id, episode list, weights, ``drop_n_last_frames``, ``eval_split``). On
+``--resume=true`` with the same settings each rank skips ``step x batch_size`` samples, so
+training continues with the very sample the interrupted run would have used next. A change of a
+setting in ``planner._state.ELASTIC_SETTINGS`` (number of processes, ``--batch_size``,
+``--num_workers``, pool size, byte budget, sampling strategy...) resumes elastically: the epoch's
+unconsumed samples are replanned over the new ranks and workers, then plain epochs follow
+(docs/resume.md). A change of what the epoch holds or its order (dataset, episodes, seed, weights,
+partitions, ``drop_n_last_frames``, ``eval_split``) is refused with the reason, as is a record of
+another format or one that cannot be read.
 """
 
 from __future__ import annotations
@@ -41,24 +36,11 @@ STATE_FILE = "lerobotstream_stream.json"
 #: ``{"format", "step", "run": run_settings(), "stream": <the stream's state>, "digest"}``
 FORMAT = "lerobotstream-train-stream/2"
 
-#: why each setting fixes the order: the stream state's fields (named as the options) and the
-#: run's own settings (:func:`run_settings`)
+#: why a setting an elastic resume cannot change fixes the order: the stream state's fields (named
+#: as the options) and the run's own settings (:func:`run_settings`)
 _WHY = {
-    "world_size": "each rank owns a shard of episodes computed from the world size, so another "
-    "world size gives every rank other episodes",
-    "batch_size": "the resume offset is step x batch size and, with several DataLoader workers, "
-    "batches are taken from the workers in turn, so another batch size moves every "
-    "batch boundary",
-    "num_workers": "each DataLoader worker owns its own part of the rank's episodes with its own pool, "
-    "so another worker count changes ownership and the order",
     "seed": "the episode and frame order is drawn from the seed (a run started before the seed "
     "reached the stream used 42: pass --seed=42)",
-    "sampling_strategy": "the strategy decides which resident episode gives the next frame",
-    "episode_pool_size": "the pool size decides how many episodes are mixed at once",
-    "byte_budget": "the byte budget decides when the next episode may be admitted",
-    "repeat": "an endless stream and finite epochs play other orders",
-    "drop_last": "dropping each worker's short last batch moves the batch boundaries",
-    "equalize": "equalized epochs stop every rank after the smallest rank's batch count",
     "episodes": "the episode selection is what the order is drawn over",
     "episodes_digest": "the selected episodes and their anchor counts are what the order is drawn over",
     "mixture": "the mixture (datasets, weights) sets each dataset's share of the samples and the mix order",
@@ -70,19 +52,12 @@ _WHY = {
     "together and each partition's order",
 }
 
-_WEIGHTS = "(--policy.path=<checkpoint>/pretrained_model)"
-RESUME_RULES = (
-    "Sample-exact streaming resume needs the same world size, batch size and --num_workers as the "
-    "checkpointed run, and the same seed, sampling strategy, pool size and byte budget. "
-    f"Resume with the checkpoint's settings, or start a new run from the checkpoint's policy weights {_WEIGHTS} "
-    "if you need different ones."
-)
 ELASTIC_RULES = (
     "Streaming resume may change the number of processes, --batch_size, --num_workers, the sampling "
     "strategy, pool size and byte budget (the rest of the epoch is replanned over them), but needs the "
     "same dataset, episodes, seed, weights, partitions, drop_n_last_frames and eval_split as the checkpointed run. "
-    f"Resume with those settings, or start a new run from the checkpoint's policy weights {_WEIGHTS} "
-    "if you need different ones."
+    "Resume with those settings, or start a new run from the checkpoint's policy weights "
+    "(--policy.path=<checkpoint>/pretrained_model) if you need different ones."
 )
 
 
@@ -105,8 +80,7 @@ def run_settings(cfg: Any) -> dict[str, Any]:
 
 
 def write_json_atomic(path: Path, doc: Any) -> Path:
-    """Write ``doc`` as JSON to ``path`` through a temporary file in the same folder, fsync and
-    ``os.replace`` (``lerobotstream._atomic``): readers see the old file or the whole new one, never a part."""
+    """Write ``doc`` as JSON to ``path`` atomically (``lerobotstream._atomic``), its folder created."""
     from lerobotstream._atomic import write_text_atomic
 
     path = Path(path)
@@ -116,9 +90,8 @@ def write_json_atomic(path: Path, doc: Any) -> Path:
 
 def write_checkpoint_state(checkpoint_dir: Path, step: int, run: dict[str, Any], stream: dict[str, Any]) -> Path:
     """Write ``training_state/lerobotstream_stream.json`` atomically: the stream's state at ``step``
-    (``stream``: the dataset's ``state_dict()``, wrapped unchanged) and the ``run``'s settings
-    (:func:`run_settings`), with a ``digest`` over the record as written
-    (``planner._state.canonical_digest``; :func:`read_checkpoint_state` refuses an edited record); returns its path."""
+    (the dataset's ``state_dict()``), the ``run``'s settings (:func:`run_settings`) and a ``digest``
+    over the record as written (``planner._state.canonical_digest``); returns its path."""
     from lerobotstream.planner._state import DIGEST_KEY, canonical_digest
 
     doc = {"format": FORMAT, "step": int(step), "run": run, "stream": stream}
@@ -131,22 +104,22 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
     """Read the stream state of a checkpoint.
 
     Raises:
-        ResumeStateError: no stream state (checkpoint of a map-style run or of an older streaming
-            reader), a file that cannot be read (truncated, damaged), another format (named), or a record edited after it was written (its ``digest``
-            does not match: edited settings would skip the elastic replan and replay another order).
+        ResumeStateError: no stream state (a map-style run's or an older streaming reader's
+            checkpoint), a file that cannot be read, another format (named), or a record edited
+            after it was written (its ``digest`` does not match).
     """
     from lerobotstream.planner._state import DIGEST_KEY, canonical_digest
 
     path = Path(checkpoint_dir) / "training_state" / STATE_FILE
+    weights = f"(--policy.path={Path(checkpoint_dir) / 'pretrained_model'})"
     if not path.is_file():
         raise ResumeStateError(
             f"checkpoint {checkpoint_dir} has no {STATE_FILE}: it was not written by a "
             "lerobotstream streaming run (map-style, or an older streaming reader with a row shuffle "
             "buffer or the earlier multi-worker sampler, whose order cannot be reproduced). "
-            "Sample-exact streaming resume is refused; start a new run from its policy weights "
-            f"(--policy.path={Path(checkpoint_dir) / 'pretrained_model'})."
+            f"Sample-exact streaming resume is refused; start a new run from its policy weights {weights}."
         )
-    start_over = f"Start a new run from the saved weights (--policy.path={Path(checkpoint_dir) / 'pretrained_model'})."
+    start_over = f"Start a new run from the saved weights {weights}."
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError, RecursionError) as e:  # JSONDecodeError, bad UTF-8; nesting past the limit
@@ -168,8 +141,7 @@ def read_checkpoint_state(checkpoint_dir: Path) -> dict[str, Any]:
         raise ResumeStateError(
             f"{path} was edited after the run wrote it (its {DIGEST_KEY!r} does not match its contents), or "
             "damaged: its settings and stream state cannot be trusted. Restore the "
-            "file as written, or start a new run from the policy weights "
-            f"(--policy.path={Path(checkpoint_dir) / 'pretrained_model'})."
+            f"file as written, or start a new run from the policy weights {weights}."
         )
     return doc
 
@@ -180,14 +152,11 @@ def check_resume(
     stream: dict[str, Any],
     step: int,
     where: Path,
-    *,
-    elastic: bool = True,
 ) -> list[str]:
     """Refuse a resume whose settings would change the sample order: the checkpoint record ``doc``
     against this run's settings (``run``: :func:`run_settings`) and stream state (``stream``: the
-    dataset's ``state_dict()``). ``elastic``: only the stream settings outside
-    ``planner._state.ELASTIC_SETTINGS`` (the one definition) are refused; False: any (the sample-exact
-    rule). Returns the elastic changes, ``"name: checkpoint X, now Y"``.
+    dataset's ``state_dict()``); the settings in ``planner._state.ELASTIC_SETTINGS`` may change.
+    Returns those changes, ``"name: checkpoint X, now Y"``.
 
     Raises:
         ResumeStateError: the checkpoint's stream state is not this build's (or was edited), or
@@ -203,7 +172,7 @@ def check_resume(
         for k in (*RESUME_SETTINGS, "episodes_digest", "mixture")
         if getattr(then, k) != getattr(now, k)
     ]
-    allowed = [d for d in differ if elastic and d[0] in ELASTIC_SETTINGS]
+    allowed = [d for d in differ if d[0] in ELASTIC_SETTINGS]
     diffs = [
         f"  - {k}: checkpoint {a!r}, now {b!r} — {_WHY.get(k, 'it changes the order')}"
         for k, a, b in differ
@@ -213,10 +182,7 @@ def check_resume(
         diffs.append(f"  - step: stream state written at step {doc.get('step')}, training_step.json says {step}")
     if diffs:
         raise ResumeStateError(
-            f"cannot resume the stream of {where} sample-exactly:\n"
-            + "\n".join(diffs)
-            + "\n"
-            + (ELASTIC_RULES if elastic else RESUME_RULES)
+            f"cannot resume the stream of {where} sample-exactly:\n" + "\n".join(diffs) + "\n" + ELASTIC_RULES
         )
     return [f"{k}: checkpoint {a!r}, now {b!r}" for k, a, b in allowed]
 

@@ -1,14 +1,12 @@
 """The streaming summary of a ``lerobotstream-train`` run: what the training loop saw of the train
-stream (:class:`BatchCounters`), the summary dict written to ``<output_dir>/streaming_summary.json``
+stream (:class:`BatchCounters`), the dict written to ``<output_dir>/streaming_summary.json``
 (:func:`summarize`) and its terminal lines (:func:`format_summary`).
 
-Figures: this rank's samples/s over the loop (from the first ``next`` on the loader, so worker
-start-up counts) and, when every rank's figures were gathered before the process group ended
+Figures: this rank's samples/s over the loop (worker start-up included) and, when gathered
 (:func:`gather_ranks`), the ranks' sum; the share of step time spent waiting for a batch after the
-first batch; the payload bytes and requests this rank's shards fetched (carried back on the items'
-bookkeeping tags, see :data:`~lerobotstream.integrations.lerobot.factory.TAG_KEYS`; prefetch ahead
-of the last step included) beside the bytes of the selected episodes' MP4 and Parquet files; the
-sidecar status, the collate and the loader as it ran.
+first; the payload bytes and requests this rank's shards fetched (carried on the items' tags,
+:data:`~lerobotstream.integrations.lerobot.factory.TAG_KEYS`) beside the selected episodes' MP4
+and Parquet bytes; the sidecar status, the collate and the loader as it ran.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from typing import Any
 
 from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_PROCESS, TAG_REQUESTS, TAG_WORKER
 
-__all__ = ["BatchCounters", "summarize", "format_summary", "sidecar_status", "rank_figures", "gather_ranks"]
+__all__ = ["BatchCounters", "summarize", "format_summary", "rank_figures", "gather_ranks"]
 
 
 class BatchCounters:
@@ -89,7 +87,6 @@ def summarize(
     the ranks' summed samples/s."""
     c = counters
     elapsed = _elapsed(c)
-    files = _dataset_bytes(dataset) if dataset is not None else None
     every = _all_ranks(ranks, world_size)
     return {
         "rank": rank,
@@ -108,9 +105,7 @@ def summarize(
         "data_wait_s": round(c.wait_s, 3),
         "payload_bytes_fetched": sum(c.process_bytes.values()),
         "payload_requests": sum(c.process_requests.values()),
-        "dataset_bytes": None if files is None else files["total"],
-        "dataset_mp4_bytes": None if files is None else files["mp4"],
-        "dataset_parquet_bytes": None if files is None else files["parquet"],
+        **_dataset_bytes(dataset),
         "sidecar": sidecar,
         "collate": collate,
         "loader": loader,
@@ -175,30 +170,22 @@ def _mixture_summary(ds: Any, counts: dict[int, int]) -> dict[str, Any]:
     }
 
 
-def _dataset_bytes(ds: Any) -> dict[str, int] | None:
-    """Bytes of the MP4 and Parquet files the selected episodes live in: ``{"mp4", "parquet",
-    "total"}`` (None if unknown). MP4 files are sized where the payload is read (``data_root``)."""
+def _dataset_bytes(ds: Any) -> dict[str, int | None]:
+    """``dataset_bytes`` / ``dataset_mp4_bytes`` / ``dataset_parquet_bytes``: the MP4 (sized where
+    the payload is read, ``data_root``) and Parquet files the selected episodes live in (None if
+    unknown)."""
+    mp4 = parquet = None
     try:
-        mp4 = parquet = 0
-        for child in getattr(ds, "datasets", [ds]):  # a mixture: every dataset's files
-            meta = child.meta
-            source = child.reader_config().payload_source
-            mp4 += int(sum(source.size(p) for p in meta.video_paths()))
-            parquet += int(sum(source.size(p) for p in meta.data_paths()))
-        return {"mp4": mp4, "parquet": parquet, "total": mp4 + parquet}
+        if ds is not None:
+            mp4 = parquet = 0
+            for child in getattr(ds, "datasets", [ds]):  # a mixture: every dataset's files
+                source = child.reader_config().payload_source
+                mp4 += int(sum(source.size(p) for p in child.meta.video_paths()))
+                parquet += int(sum(source.size(p) for p in child.meta.data_paths()))
     except Exception:  # summary only: never fail a finished training run over it
-        return None
-
-
-def sidecar_status(ds: Any) -> Any:
-    """How the dataset's sidecar was found (``"cache"``, ``"published"``, ``"built"``), or what the
-    dataset reports instead."""
-    for name in ("sidecar_status", "sidecar_info"):
-        v = getattr(ds, name, None)
-        if v is not None:
-            return v() if callable(v) else v
-    st = ds.stats() if hasattr(ds, "stats") else {}
-    return (st or {}).get("sidecar", "not reported by this dataset version")
+        mp4 = parquet = None
+    total = None if mp4 is None else mp4 + parquet
+    return {"dataset_bytes": total, "dataset_mp4_bytes": mp4, "dataset_parquet_bytes": parquet}
 
 
 def _fmt_bytes(n: int | None) -> str:

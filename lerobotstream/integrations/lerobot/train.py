@@ -1,22 +1,12 @@
 """``lerobotstream-train``: ``lerobot-train`` with ``--dataset.streaming=true`` on lerobotstream.
 
-Accepts every ``lerobot-train`` argument plus the ``--dataset.streaming_*`` flags
-(:class:`~lerobotstream.integrations.lerobot.config.StreamingDatasetConfig`). With
-``--dataset.streaming=false`` it runs LeRobot's own ``train`` untouched (map-style dataset).
-With ``--dataset.streaming=true`` it runs LeRobot's ``train`` with these in place of LeRobot's
-names (``patching.py``, the one place that patches LeRobot):
-
-* the dataset factory, ``cycle`` and ``save_checkpoint`` of one run (``hooks.py``: the train and
-  eval streams, the summary's counters, the stream state in every checkpoint and sample-exact
-  ``--resume=true`` through ``resume.py``),
-* LeRobot's own ``Accelerator`` settings through a subclass that leaves the streams' DataLoaders
-  unsharded and batches them with ``StreamLoader`` (``accelerator.py``),
-* for a mixture, a model card that lists every dataset (``model_card.py``).
-
-At the end (rank 0) it prints the streaming summary (``summary.py``: samples/s, share of step
-time waiting for data, payload bytes fetched vs. dataset bytes, sidecar status) and writes it to
-``<output_dir>/streaming_summary.json``. The command line around LeRobot's parser (``--help``,
-``--version``, one-line errors) is ``cli.py``'s.
+Accepts every ``lerobot-train`` argument plus the ``--dataset.streaming_*`` flags (``config.py``).
+With ``--dataset.streaming=false`` it runs LeRobot's own ``train`` untouched; with ``true`` it runs
+it with LeRobot's names swapped (``patching.py``) for the run's dataset factory, ``cycle`` and
+``save_checkpoint`` (``hooks.py``, resume through ``resume.py``), an ``Accelerator`` that leaves the
+streams unsharded and batches them with ``StreamLoader`` (``accelerator.py``) and, for a mixture,
+a model card listing every dataset (``model_card.py``). At the end rank 0 prints the streaming
+summary (``summary.py``) and writes it to ``<output_dir>/streaming_summary.json``.
 """
 
 # No ``from __future__ import annotations``: LeRobot's ``parser.wrap`` reads the config class

@@ -1,6 +1,6 @@
-"""Small inputs that declare huge sizes (allocation bombs), for the untrusted-input tests and
-``tools/bomb_rss.py``: an MP4 header whose sample table declares any number of samples, a file
-of tiny top-level boxes."""
+"""Small inputs that declare huge sizes (allocation bombs), for ``tools/bomb_rss.py`` and the
+untrusted-input tests (``tests/untrusted/test_mp4_bombs.py``): an MP4 header whose sample table
+declares any number of samples, a file of tiny top-level boxes. Not a CLI."""
 
 from __future__ import annotations
 
