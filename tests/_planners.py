@@ -4,6 +4,7 @@ way: ``Planner(streams, settings)``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from lerobotstream.planner._planner import Planner
 from lerobotstream.planner._streams import PlanSettings, Streams, no_sizes
 
 __all__ = [
+    "admission_order",
     "iter_anchors",
     "partition_episodes",
     "make_mixture_for_datasets",
@@ -74,7 +76,7 @@ def make_mixture(
         if (t.rank, t.world_size, t.num_workers, t.repeat) != (t0.rank, t0.world_size, t0.num_workers, repeat):
             raise ValueError("the planners of a mixture must share rank, world size, num_workers and repeat")
     specs = [p.specs[0] for p in planners]
-    episodes = [s._replace(sizes=s.sizes or no_sizes) for s in specs]
+    episodes = [replace(s, sizes=s.sizes or no_sizes) for s in specs]
     streams = Streams.of_mixture([], weights, offsets, mixture=mixture, episodes=episodes)
     s0 = planners[0].settings
     settings = PlanSettings(
@@ -152,3 +154,9 @@ def iter_anchors(
     of the epoch, or to ``limit`` anchors of it (finite); epoch after epoch (``repeat=True``)."""
     stop = plan.num_frames if limit is None else min(limit, plan.num_frames)
     return read_pools(plan.iter_pools(epoch, start_offset, repeat=repeat), None if repeat else stop)
+
+
+def admission_order(plan: WorkerPlan, epoch: int) -> np.ndarray:
+    """Dataset episode indices of ``plan`` in ``epoch``'s admission order, group after group (int64)."""
+    out = [plan.episode_indices[plan._span(i)][plan._order(i, epoch)] for i in range(len(plan.groups))]
+    return np.concatenate(out) if out else np.empty(0, np.int64)

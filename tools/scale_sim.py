@@ -587,7 +587,7 @@ def simulate_rank(
         "world": world,
         "rank": rank,
         "num_workers": num_workers,
-        "rank_episodes": len(planner.plain.rank_episodes(rank)),
+        "rank_episodes": len(planner.plain.layouts[0].rank_episodes(rank)),
         "rank_frames": int(per_rank[rank]),
         "sources_touched": touched,
         "sources_total": idx.num_sources,
@@ -794,7 +794,7 @@ def simulate_elastic_worker(
     blob = Path(ship).read_bytes()
     mem_pre = _mem()
     t0 = time.perf_counter()
-    newp.shipped_remainders = pickle.loads(blob)
+    newp.at = dataclasses.replace(newp.at, remainders=pickle.loads(blob))
     rp = newp.current_pass()
     rp.samples_per_rank()
     k1 = new[1]

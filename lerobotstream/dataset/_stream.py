@@ -114,7 +114,7 @@ class ResumeState:
         """Go to ``samples`` consumed samples of ``epoch`` (counting in this process restarts; an
         elastic origin is kept: it plays only while ``epoch`` is its epoch); ``counted``: the
         training loop's own count."""
-        self.at, self.yielded = self.at._replace(epoch=int(epoch), samples=int(samples)), 0
+        self.at, self.yielded = replace(self.at, epoch=int(epoch), samples=int(samples)), 0
         self.counted = counted
 
 
@@ -388,7 +388,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         epoch, samples = int(epoch), int(samples)
         rems = planner.rank_remainders() if planner.origin is not None else None
         r.at, r.yielded, r.counted = (
-            planner.at._replace(epoch=epoch, samples=samples, remainders=rems),
+            replace(planner.at, epoch=epoch, samples=samples, remainders=rems),
             0,
             False,
         )

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections import OrderedDict, deque, namedtuple
-from collections.abc import Iterator, Mapping
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -97,33 +98,55 @@ def share(total: int | None, n: int) -> int | None:
     return None if total is None else max(1, int(total) // n)
 
 
-#: One stream (dataset) and the settings its layout plays it with: ``episode_indices`` (int64,
-#: ascending, >= 1 anchor each), ``lengths`` (int64 anchors each; a remainder's: frames left),
-#: ``digest`` (``episodes_digest``), ``seed``, ``strategy``, ``pool_size`` (per worker, per partition
-#: with partitions; None: 32 per rank over the workers used), ``byte_budget`` (bytes per rank, or per
-#: partition), ``video_decoder_cache_size`` (per rank), ``sizes`` (``sizes(episode) -> bytes``, or None),
-#: ``partitions`` (None: groups by topology), ``full_indices``/``full_lengths`` (a remainder's whole
-#: selection; None: ``episode_indices``/``lengths``).
-StreamSpec = namedtuple(
-    "StreamSpec",
-    "episode_indices lengths digest seed strategy pool_size byte_budget video_decoder_cache_size sizes partitions "
-    "full_indices full_lengths",
-    defaults=(DEFAULT_SAMPLING_STRATEGY, None, None, None, None, None, None, None),
-)
+@dataclass(frozen=True, eq=False)
+class StreamSpec:
+    """One stream (dataset) and the settings its layout plays it with: ``episode_indices`` (int64,
+    ascending, >= 1 anchor each), ``lengths`` (int64 anchors each; a remainder's: frames left),
+    ``digest`` (``episodes_digest``), ``seed``, ``strategy``, ``pool_size`` (per worker, per partition
+    with partitions; None: 32 per rank over the workers used), ``byte_budget`` (bytes per rank, or per
+    partition), ``video_decoder_cache_size`` (per rank), ``sizes`` (``sizes(episode) -> bytes``, or
+    None), ``partitions`` (None: groups by topology), ``full_indices``/``full_lengths`` (a remainder's
+    whole selection; None: ``episode_indices``/``lengths``)."""
 
-#: The unconsumed samples of one stream in one pass of a checkpointed run: ``epoch`` (its label),
-#: ``consumed`` (samples the old run consumed, all ranks), ``depth`` (elastic resumes it went through);
-#: by topology ``episode_indices``/``lengths`` (int64 episodes with frames left, ascending, and how many)
-#: and ``frames`` (started episode -> int64 frames left, ascending; others whole); canonical partitions
-#: ``offsets`` (int64 (P,) consumed per partition) and the pass's ``strategy``, ``pool_size``,
-#: ``byte_budget``; ``key`` (digest of what it is the remainder of), ``rank`` (``frames`` kept only for
-#: that new rank's episodes; None: all), ``episodes_started`` (started episodes, all ranks).
-Remainder = namedtuple(
-    "Remainder",
-    "epoch consumed depth episode_indices lengths frames offsets strategy pool_size byte_budget key rank "
-    "episodes_started",
-    defaults=(np.empty(0, np.int64), np.empty(0, np.int64), {}, None, None, None, None, "", None, 0),
-)
+    episode_indices: np.ndarray
+    lengths: np.ndarray
+    digest: str
+    seed: int
+    strategy: str = DEFAULT_SAMPLING_STRATEGY
+    pool_size: int | None = None
+    byte_budget: int | None = None
+    video_decoder_cache_size: int | None = None
+    sizes: Callable[[int], int] | None = None
+    partitions: int | None = None
+    full_indices: np.ndarray | None = None
+    full_lengths: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Remainder:
+    """The unconsumed samples of one stream in one pass of a checkpointed run: ``epoch`` (its label),
+    ``consumed`` (samples the old run consumed, all ranks), ``depth`` (elastic resumes it went
+    through); by topology ``episode_indices``/``lengths`` (int64 episodes with frames left, ascending,
+    and how many) and ``frames`` (started episode -> int64 frames left, ascending; others whole);
+    canonical partitions ``offsets`` (int64 (P,) consumed per partition) and the pass's ``strategy``,
+    ``pool_size``, ``byte_budget``; ``key`` (digest of what it is the remainder of), ``rank``
+    (``frames`` kept only for that new rank's episodes; None: all), ``episodes_started`` (started
+    episodes, all ranks)."""
+
+    epoch: int
+    consumed: int
+    depth: int
+    episode_indices: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    lengths: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    frames: dict[int, np.ndarray] = field(default_factory=dict)
+    offsets: np.ndarray | None = None
+    strategy: str | None = None
+    pool_size: int | None = None
+    byte_budget: int | None = None
+    key: str = ""
+    rank: int | None = None
+    episodes_started: int = 0
+
 
 _PARTITIONS: OrderedDict[tuple, tuple[list[np.ndarray], np.ndarray]] = OrderedDict()
 _PARTITIONS_LOCK = threading.Lock()
@@ -399,11 +422,6 @@ class WorkerPlan:
         if strategy_info(self._layout.spec.strategy).in_order:  # ascending episode_index, every epoch alike
             return np.arange(sl.stop - sl.start, dtype=np.int64)
         return shuffled_order(self._words(epoch, TAG_ADMISSION, i), sl.stop - sl.start)
-
-    def admission_order(self, epoch: int) -> np.ndarray:
-        """Dataset episode indices in this epoch's admission order, group after group (int64)."""
-        out = [self.episode_indices[self._span(i)][self._order(i, epoch)] for i in range(len(self.groups))]
-        return np.concatenate(out) if out else np.empty(0, np.int64)
 
     def group_pool(self, i: int, epoch: int) -> EpisodePool:
         """Group ``groups[i]``'s exact-coverage pool of ``epoch``, at its first anchor."""
@@ -695,11 +713,12 @@ class Layout:
         (shares from ``plain``)."""
         s = plain.spec
         if plain.canonical:
-            spec = s._replace(strategy=rem.strategy, pool_size=rem.pool_size, byte_budget=rem.byte_budget)
+            spec = replace(s, strategy=rem.strategy, pool_size=rem.pool_size, byte_budget=rem.byte_budget)
             return Layout(spec, topo, offsets=rem.offsets)
         seed = derived_seed(s.seed, TAG_ELASTIC, rem.epoch, rem.depth)
         full = (s.episode_indices, s.lengths) if s.full_indices is None else (s.full_indices, s.full_lengths)
-        spec = s._replace(
+        spec = replace(
+            s,
             episode_indices=rem.episode_indices,
             lengths=rem.lengths,
             seed=seed,
@@ -714,7 +733,7 @@ class Layout:
         if self.canonical:
             return rem
         keep = set(self.rank_episodes(rank).tolist())
-        return rem._replace(frames={e: f for e, f in rem.frames.items() if e in keep}, rank=int(rank))
+        return replace(rem, frames={e: f for e, f in rem.frames.items() if e in keep}, rank=int(rank))
 
     def info(self, rem: Remainder) -> dict[str, Any]:
         """``rem`` in ``Planner.remainder_info``'s units: whole and started episodes, or partitions."""

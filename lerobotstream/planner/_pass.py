@@ -17,6 +17,7 @@ import json
 import logging
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,6 @@ import numpy as np
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._layout import TAG_ELASTIC, TAG_MIXTURE, Layout, derived_seed
 from lerobotstream.planner._mixseq import MixedPool, MixSequence, integer_weights
-from lerobotstream.planner._state import StreamState
 from lerobotstream.planner._turns import rank_given, replay_turns
 
 __all__ = ["Pass", "WorkerStart", "old_run_remainders", "remainder_cache", "resolve_pass"]
@@ -108,10 +108,6 @@ class Pass:
     def samples_per_rank(self) -> np.ndarray:
         """Anchors per rank in this pass (every stream) before equalization, int64 (world_size,)."""
         return np.sum([lay.rank_frames() for lay in self.layouts], axis=0).astype(np.int64)
-
-    def rank_episodes(self, rank: int | None = None, stream: int = 0) -> np.ndarray:
-        """Episode indices of ``stream`` that ``rank`` plays in this pass (ascending, int64)."""
-        return self.layouts[stream].rank_episodes(self.topo.rank if rank is None else rank)
 
     def active_workers(self, rank: int) -> list[int]:
         """The logical workers of ``rank`` that hold anything, ascending."""
@@ -420,16 +416,11 @@ def remainder_cache(
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    out = [r._replace(key=digest) for r in compute()]
+    out = [replace(r, key=digest) for r in compute()]
     _CACHE[key] = out
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return out
-
-
-def state_key(st: StreamState, digests: Sequence[str]) -> list[Any]:
-    """What a remainder is the remainder of: the state and the streams' episode digests."""
-    return [st.to_dict(), list(digests)]
 
 
 def remainder_pass(plain: Pass, rems: Sequence[Any], seed: int) -> Pass:

@@ -25,7 +25,6 @@ from lerobotstream.planner._pass import (
     remainder_cache,
     remainder_pass,
     resolve_pass,
-    state_key,
 )
 from lerobotstream.planner._state import (
     ELASTIC_SETTINGS,
@@ -55,9 +54,8 @@ class Planner:
             defaults; rank and world size default to ``discover_world``).
         specs: each stream's own ``StreamSpec`` instead of ``streams.specs(settings)``'s.
 
-    Its position (``at``; ``epoch``, ``samples_consumed``, ``origin``, ``origin_epoch``,
-    ``shipped_remainders`` are views of it) starts at epoch 0; ``place``, ``seek``, ``set_epoch``
-    and ``load_state_dict`` move it.
+    Its position (``at``; ``epoch``, ``samples_consumed``, ``origin`` are views of it) starts at
+    epoch 0; ``place``, ``set_epoch`` and ``load_state_dict`` move it.
 
     Raises:
         ShardingError: a rank would own no episode (lower the number of ranks), bad rank/world.
@@ -101,7 +99,7 @@ class Planner:
     # --- the position (``at``, one object) as attributes --------------------------------------------
     def _view(field: str, doc: str) -> property:  # noqa: N805 (a class-body helper)
         def set_(self, value: Any) -> None:
-            self.at = self.at._replace(**{field: value})
+            self.at = replace(self.at, **{field: value})
 
         return property(
             lambda self: getattr(self.at, field), set_, doc=f"{doc} (``at.{field}``; setting it moves ``at``)"
@@ -112,10 +110,6 @@ class Planner:
     origin = _view(
         "origin", "the state dict whose unconsumed samples epoch ``origin_epoch`` replays (None: plain epochs)"
     )
-    origin_epoch = _view("origin_epoch", "the epoch that replays ``origin``")
-    shipped_remainders = _view(
-        "remainders", "remainders computed where the state was loaded (``rank_remainders()``), taken when theirs"
-    )
     del _view
 
     @property
@@ -125,7 +119,7 @@ class Planner:
 
     # --- the pass in progress -----------------------------------------------------------------------
     def _in_remainder(self) -> bool:
-        return self.origin is not None and self.epoch == self.origin_epoch
+        return self.origin is not None and self.epoch == self.at.origin_epoch
 
     def resolve(self) -> tuple[Pass, int, int]:
         """``(pass in progress, epoch, samples consumed since epoch began)``."""
@@ -148,9 +142,9 @@ class Planner:
             raise ResumeStateError("this planner plays plain epochs: it has no elastic remainder")
         st = StreamState.from_dict(self.origin)
         return remainder_cache(
-            state_key(st, self.streams.digests) + [self.streams.rule],
+            [st.to_dict(), self.streams.digests, self.streams.rule],  # the state and streams it is the remainder of
             lambda: old_run_remainders(*self._old_run(st)),
-            self.shipped_remainders,
+            self.at.remainders,
             self.settings.rank,
         )
 
@@ -262,27 +256,7 @@ class Planner:
         Raises:
             StreamingConfigError: ``epoch`` is not an int >= 0 (a ValueError naming ``epoch``).
         """
-        self.at = self.at._replace(epoch=check_epoch(epoch), samples=0)  # an elastic origin stays
-
-    def seek(
-        self,
-        epoch: int,
-        samples: int = 0,
-        *,
-        origin: dict[str, Any] | None = None,
-        origin_epoch: int | None = None,
-        remainders: list[Any] | None = None,
-    ) -> None:
-        """Put this planner at ``samples`` of ``epoch``, with an elastic ``origin`` played in
-        ``origin_epoch`` and ``remainders`` computed elsewhere (``rank_remainders()``).
-
-        Raises:
-            StreamingConfigError: ``epoch`` is not an int >= 0; ValueError: ``samples`` < 0.
-        """
-        self.set_epoch(epoch)
-        if samples < 0:
-            raise ValueError(f"samples must be >= 0, got {samples}")
-        self.place(Position(int(epoch), int(samples), origin, origin_epoch, remainders))
+        self.at = replace(self.at, epoch=check_epoch(epoch), samples=0)  # an elastic origin stays
 
     def place(self, at: Position) -> None:
         """Put this planner at ``at`` (a stream's position; a tuple, never moved in place)."""
@@ -338,7 +312,7 @@ class Planner:
 
     def rank_remainders(self) -> list[Any] | None:
         """This rank's part of the elastic remainder, one per stream (None: a plain epoch): computed
-        once where the state is loaded, shipped to the workers (``shipped_remainders``)."""
+        once where the state is loaded, shipped to the workers (``at.remainders``)."""
         if not self._in_remainder():
             return None
         rp = self._remainder_pass()

@@ -63,8 +63,6 @@ class EpisodeSizes:
                 got = self._known.setdefault(e, got)
         return got
 
-    __getitem__ = __call__
-
     def known(self) -> dict[int, int]:
         """The sizes computed so far (a copy): what admission and prefetch asked for."""
         with self._lock:

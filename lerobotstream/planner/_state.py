@@ -8,39 +8,17 @@ options and checked by the options' own rules (``options.option_problem``).
 from __future__ import annotations
 
 import numbers
-from collections import namedtuple
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.options import option_problem
-
-__all__ = [
-    "DIGEST_KEY",
-    "ELASTIC_SETTINGS",
-    "MAX_NUM_WORKERS",
-    "MAX_ORIGIN_DEPTH",
-    "MAX_SAMPLES",
-    "Position",
-    "REFUSED_SETTINGS",
-    "RESUME_SETTINGS",
-    "SCHEMA",
-    "SCHEMA_KEY",
-    "StreamState",
-    "canonical_digest",
-    "check_count",
-    "episodes_digest",
-    "episode_selection_diffs",
-]
 
 #: the schema marker ``state[SCHEMA_KEY] == SCHEMA``; a state of any other schema is refused, never converted
 SCHEMA_KEY = "schema"
 SCHEMA = "lerobotstream.stream/1"
 #: the marker earlier builds wrote (schemas 1 to 3 of an unreleased format): named when refused
 _EARLIER_KEY = "lerobotstream_planner_schema"
-#: DataLoader workers per rank at most (the ``num_workers`` option's bound)
-MAX_NUM_WORKERS = constants.MAX_NUM_WORKERS
 #: the state's digest (:func:`canonical_digest` of every other entry): an edited state is refused
 DIGEST_KEY = "digest"
 #: elastic origins nested at most this deep (one level per elastic resume inside an epoch)
@@ -135,13 +113,20 @@ _INTS = frozenset(
 _BOOLS = frozenset({"repeat", "drop_last"})
 
 
-#: Where one rank's stream is, the one object that holds it (a planner's ``Planner.at``, the dataset's
-#: resume state's, handed whole with ``Planner.place``; a tuple, so a move is a new one): ``epoch``
-#: (>= 0), ``samples`` (consumed since ``epoch`` began), ``origin`` (an elastic resume's origin
-#: :class:`StreamState` dict whose unconsumed samples epoch ``origin_epoch`` replays; None: plain
-#: epochs), ``remainders`` (this rank's part of that remainder, ``Planner.rank_remainders``, shipped to
-#: the DataLoader workers).
-Position = namedtuple("Position", "epoch samples origin origin_epoch remainders", defaults=(0, 0, None, None, None))
+@dataclass(frozen=True)
+class Position:
+    """Where one rank's stream is, the one object that holds it (a planner's ``Planner.at``, the
+    dataset's resume state's, handed whole with ``Planner.place``; frozen, so a move is a new one):
+    ``epoch`` (>= 0), ``samples`` (consumed since ``epoch`` began), ``origin`` (an elastic resume's
+    origin :class:`StreamState` dict whose unconsumed samples epoch ``origin_epoch`` replays; None:
+    plain epochs), ``remainders`` (this rank's part of that remainder, ``Planner.rank_remainders``,
+    shipped to the DataLoader workers)."""
+
+    epoch: int = 0
+    samples: int = 0
+    origin: dict[str, Any] | None = None
+    origin_epoch: int | None = None
+    remainders: list[Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ mixture of one) and :class:`PlanSettings`, and the one rule giving each stream i
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -210,7 +210,7 @@ class Streams:
         byte budget then fails loudly if it needs one)."""
         if all(e.sizes is not None for e in self.episodes):
             return self
-        eps = tuple(e if e.sizes is not None else e._replace(sizes=no_sizes) for e in self.episodes)
+        eps = tuple(e if e.sizes is not None else replace(e, sizes=no_sizes) for e in self.episodes)
         return Streams(eps, self.weights, self.offsets, self.names, self.rule, self.mixture)
 
     def specs(self, s: PlanSettings, seed: int) -> list[StreamSpec]:
@@ -220,7 +220,7 @@ class Streams:
         if self.rule == "dataset":
             (e,) = self.episodes
             pool, budget, dec = s.episode_pool_size, s.byte_budget, s.video_decoder_cache_size
-            return [e._replace(seed=seed, pool_size=pool, byte_budget=budget, video_decoder_cache_size=dec, **common)]
+            return [replace(e, seed=seed, pool_size=pool, byte_budget=budget, video_decoder_cache_size=dec, **common)]
         n = len(self.episodes)
         if s.partitions is not None:
             pool = s.episode_pool_size or constants.DEFAULT_PARTITION_POOL_SIZE
@@ -234,7 +234,7 @@ class Streams:
             budget = None if s.byte_budget is None else max(1, int(s.byte_budget * share))
             pool_d = max(1, round(pool * share))
             out.append(
-                e._replace(seed=seed_d, pool_size=pool_d, byte_budget=budget, video_decoder_cache_size=dec, **common)
+                replace(e, seed=seed_d, pool_size=pool_d, byte_budget=budget, video_decoder_cache_size=dec, **common)
             )
         return out
 
