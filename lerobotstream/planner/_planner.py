@@ -52,7 +52,6 @@ class Planner:
             episodes, lengths and sizes (needed with a byte budget), weights and episode offsets.
         settings: :class:`~lerobotstream.planner._streams.PlanSettings` (the options' names and
             defaults; rank and world size default to ``discover_world``).
-        specs: each stream's own ``StreamSpec`` instead of ``streams.specs(settings)``'s.
 
     Its position (``at``; ``epoch``, ``samples_consumed``, ``origin`` are views of it) starts at
     epoch 0; ``place``, ``set_epoch`` and ``load_state_dict`` move it.
@@ -63,9 +62,9 @@ class Planner:
         ValueError: a byte budget without episode sizes.
     """
 
-    def __init__(self, streams: Streams, settings: PlanSettings, *, specs: Sequence[Any] | None = None) -> None:
+    def __init__(self, streams: Streams, settings: PlanSettings) -> None:
         s = settings  # checked by the options' rules (PlanSettings)
-        if s.byte_budget is not None and specs is None and any(e.sizes is None for e in streams.episodes):
+        if s.byte_budget is not None and any(e.sizes is None for e in streams.episodes):
             raise ValueError("a byte_budget needs episode_nbytes (each episode's exact synthesized size)")
         rank, world = discover_world(s.rank, s.world_size)
         #: the settings with rank and world size resolved: also this rank's topology
@@ -80,7 +79,7 @@ class Planner:
         )
         self.streams = streams
         self.seed = constants.SEED_WHEN_NONE if s.seed is None else int(s.seed)
-        self.specs = list(specs) if specs is not None else streams.specs(self.settings, self.seed)
+        self.specs = streams.specs(self.settings, self.seed)
         self.plain = self._plain_pass(self.settings, self.specs)
         self.at = Position()
         #: settings the last loaded state changed (elastic resume), for the caller to log
