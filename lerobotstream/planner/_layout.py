@@ -20,9 +20,8 @@ its groups; what is left is one :data:`Remainder`. Topology groups are replayed 
 groups (:meth:`Layout.over`); canonical partitions keep their consumed prefix (an offset, from counts)
 and their tails are dealt over the new ranks and workers by LPT.
 
-Seeds: every order comes from ``np.random.SeedSequence`` tuple entropy (:func:`seed_words`) feeding
-``_poolcore``'s private xoshiro256** generator; global RNG is never read or written and numpy's
-generators are never used, so no order changes with the numpy version.
+Seeds: ``SeedSequence`` tuple entropy (:func:`seed_words`) feeds ``_poolcore``'s own generator;
+global RNG and numpy's generators are never used (no order changes with the numpy version).
 """
 
 from __future__ import annotations
