@@ -350,7 +350,7 @@ class StreamCore(torch.utils.data.IterableDataset):
             samples_consumed = check_count("samples_consumed", samples_consumed)
         if batches_consumed is not None:
             given, _, _ = replay_turns(
-                planner.turn_limits(),
+                planner.current_pass().turn_limits(),
                 planner.settings.batch_size,
                 batches=check_count("batches_consumed", batches_consumed),
                 drop_last=ls.drop_last,

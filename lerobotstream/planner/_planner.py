@@ -174,10 +174,6 @@ class Planner:
         old.place(Position(st.epoch, st.samples, st.origin, None if st.origin is None else st.epoch))
         return old.resolve(), old.plain
 
-    def turn_limits(self, rank: int | None = None) -> list[int | None]:
-        """Anchors each logical worker of ``rank`` gives before it stops (``Pass.turn_limits``)."""
-        return self.current_pass().turn_limits(rank)
-
     def position(self) -> tuple[int, int]:
         """(epoch, samples consumed in it) of the resume state, whole finite epochs rolled over."""
         current, epoch, samples = self.resolve()

@@ -464,7 +464,7 @@ def test_an_endless_remainder_worker_without_plain_epochs_stops_after_its_share(
     st = _planner((1, 1, 4), 0, repeat=True).state_dict(samples_consumed=4)
     p = _planner((3, 8, 4), 0, repeat=True)
     p.load_state_dict(st)
-    limits = p.turn_limits()
+    limits = p.current_pass().turn_limits()
     assert limits == [None] * 7 + [3]
     batches = _loader(p, 20)
     assert [len(b) for b in batches[:8]] == [4] * 7 + [3] and all(len(b) == 4 for b in batches[8:])
