@@ -12,10 +12,10 @@ import numpy as np
 from lerobotstream.errors import ShardingError
 from lerobotstream.planner._layout import WorkerPlan, read_pools
 from lerobotstream.planner._planner import Planner
-from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._streams import Streams, no_sizes
+from lerobotstream.planner._streams import PlanSettings, Streams, no_sizes
 
 __all__ = [
+    "admission_order",
     "iter_anchors",
     "partition_episodes",
     "make_mixture_for_datasets",
@@ -24,6 +24,7 @@ __all__ = [
     "make_planner",
     "stream_partitions",
     "stream_planners",
+    "with_specs",
     "worker_episodes",
     "worker_plan",
 ]
@@ -93,7 +94,7 @@ def make_mixture(
         rank=t0.rank,
         world_size=t0.world_size,
     )
-    return Planner(streams, settings, specs=specs)
+    return with_specs(streams, settings, specs)
 
 
 def make_mixture_for_datasets(
@@ -109,10 +110,20 @@ def make_mixture_for_datasets(
     return Planner(Streams.of_mixture(anchor_lengths, weights, offsets, episode_nbytes, mixture), settings)
 
 
+def with_specs(streams: Streams, settings: PlanSettings, specs: Sequence[Any]) -> Planner:
+    """A planner of ``streams`` that plays each stream with its own ``specs`` entry (seed, pool,
+    budget) instead of the ones the streams' rule gives."""
+    eps = tuple(replace(e, sizes=e.sizes or no_sizes) for e in streams.episodes)
+    p = Planner(replace(streams, episodes=eps), settings)
+    p.specs = list(specs)
+    p.plain = p._plain_pass(p.settings, p.specs)
+    return p
+
+
 def stream_planners(p: Planner) -> list[Planner]:
     """One planner per stream of ``p``, each over that stream alone with its spec (its shards and
     plans are the mixture's)."""
-    return [Planner(Streams((e,)), p.settings, specs=[spec]) for e, spec in zip(p.streams.episodes, p.specs)]
+    return [with_specs(Streams((e,)), p.settings, [spec]) for e, spec in zip(p.streams.episodes, p.specs)]
 
 
 def worker_plan(p: Planner, worker: int) -> WorkerPlan:
@@ -154,3 +165,9 @@ def iter_anchors(
     of the epoch, or to ``limit`` anchors of it (finite); epoch after epoch (``repeat=True``)."""
     stop = plan.num_frames if limit is None else min(limit, plan.num_frames)
     return read_pools(plan.iter_pools(epoch, start_offset, repeat=repeat), None if repeat else stop)
+
+
+def admission_order(plan: WorkerPlan, epoch: int) -> np.ndarray:
+    """Dataset episode indices of ``plan`` in ``epoch``'s admission order, group after group (int64)."""
+    out = [plan.episode_indices[plan._span(i)][plan._order(i, epoch)] for i in range(len(plan.groups))]
+    return np.concatenate(out) if out else np.empty(0, np.int64)

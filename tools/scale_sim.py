@@ -587,7 +587,7 @@ def simulate_rank(
         "world": world,
         "rank": rank,
         "num_workers": num_workers,
-        "rank_episodes": len(planner.plain.rank_episodes(rank)),
+        "rank_episodes": len(planner.plain.layouts[0].rank_episodes(rank)),
         "rank_frames": int(per_rank[rank]),
         "sources_touched": touched,
         "sources_total": idx.num_sources,
@@ -628,9 +628,8 @@ def _elastic_setup(
     run after ``fraction`` of its epoch, its batches per rank). ``partitions``: canonical
     partitions (``partitions=P``; the budget is then per partition)."""
     from lerobotstream.planner._planner import Planner
-    from lerobotstream.planner._settings import PlanSettings
     from lerobotstream.planner._sizes import EpisodeSizes
-    from lerobotstream.planner._streams import Streams
+    from lerobotstream.planner._streams import PlanSettings, Streams
     from lerobotstream.planner._turns import replay_turns
 
     def planner(world: int, workers: int, batch: int, **kw: Any) -> Planner:
@@ -795,7 +794,7 @@ def simulate_elastic_worker(
     blob = Path(ship).read_bytes()
     mem_pre = _mem()
     t0 = time.perf_counter()
-    newp.shipped_remainders = pickle.loads(blob)
+    newp.at = dataclasses.replace(newp.at, remainders=pickle.loads(blob))
     rp = newp.current_pass()
     rp.samples_per_rank()
     k1 = new[1]

@@ -23,9 +23,9 @@ import torch
 from lerobotstream.dataset._wiring import Readers, StreamPart, shard_items
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.options import StreamOptions, check_epoch, check_option, option_info
-from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._sizes import EpisodeSizes
 from lerobotstream.planner._state import Position, StreamState, check_count
+from lerobotstream.planner._streams import PlanSettings
 
 __all__ = [
     "LoaderSettings",
@@ -350,7 +350,7 @@ class StreamCore(torch.utils.data.IterableDataset):
             samples_consumed = check_count("samples_consumed", samples_consumed)
         if batches_consumed is not None:
             given, _, _ = replay_turns(
-                planner.turn_limits(),
+                planner.current_pass().turn_limits(),
                 planner.settings.batch_size,
                 batches=check_count("batches_consumed", batches_consumed),
                 drop_last=ls.drop_last,
@@ -388,7 +388,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         epoch, samples = int(epoch), int(samples)
         rems = planner.rank_remainders() if planner.origin is not None else None
         r.at, r.yielded, r.counted = (
-            dataclasses.replace(planner.at, epoch=epoch, samples=samples, remainders=rems),
+            replace(planner.at, epoch=epoch, samples=samples, remainders=rems),
             0,
             False,
         )
@@ -413,7 +413,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         return self._readers
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        from lerobotstream.planner._world import current_worker
+        from lerobotstream.planner._planner import current_worker
 
         wid, nw = current_worker()
         start = self.prepare(nw)

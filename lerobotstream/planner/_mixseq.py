@@ -1,17 +1,21 @@
-"""Mixture weights and the seeded mix sequence: which dataset of a mixture gives each next sample
-of one worker (blocks, phases: :class:`MixSequence`)."""
+"""Mixtures: the weights, the seeded mix sequence (which dataset gives each next sample of one
+worker: :class:`MixSequence`) and the pool the worker pipeline reads over every stream of a pass
+(:class:`MixedPool`: global episode ids ``offset[d] + episode_index``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner._poolcore import shuffled_order
-from lerobotstream.planner._seeds import TAG_MIXTURE, seed_words
+from lerobotstream.planner._layout import TAG_MIXTURE, seed_words
+from lerobotstream.planner._poolcore import PoolEvent, shuffled_order
 
-__all__ = ["MixSequence", "WEIGHT_SCALE", "integer_weights", "mixture_shares"]
+__all__ = ["MixSequence", "MixedPool", "WEIGHT_SCALE", "integer_weights", "mixture_shares"]
+
+_NONE = np.empty(0, np.int64)
 
 WEIGHT_SCALE = 1 << 40  # integer weights: exact block counts, no float drift over billions of samples
 
@@ -42,24 +46,19 @@ def mixture_shares(weights: Sequence[float]) -> np.ndarray:
 
 
 class MixSequence:
-    """The seeded mix sequence of one worker: which dataset gives each of its samples, across
-    phases (finite) or in one endless phase.
+    """The seeded mix sequence of one worker: which dataset gives each of its samples.
 
-    A phase mixes the datasets with samples left, by their weights, in blocks of ``K`` samples:
-    the first ``b`` blocks hold ``w * b * K // total`` samples of each dataset (the heaviest one
-    takes the rounding), each block in a seeded permutation. A phase ends when its first capped
-    dataset is exhausted; the next phase mixes the ones left. ``counts``, ``position_of`` and
-    ``choices`` count positions inside the current phase.
+    A phase mixes the datasets with samples left by their weights in blocks of ``K`` samples: the
+    first ``b`` blocks hold ``w * b * K // total`` of each (the heaviest takes the rounding), each
+    block a seeded permutation. A phase ends when its first capped dataset is exhausted; the next
+    mixes the ones left. ``counts``, ``position_of`` and ``choices`` count inside the current phase.
 
     Args:
-        weights: integer weights (``integer_weights``), one per dataset; zero weights never draw.
-        caps: samples each dataset gives in this worker (None each: endless); a dataset with a cap
-            of 0 never draws.
-        words: entropy (ints >= 0: seed, epoch, rank, world size, worker, workers); a phase's
-            permutations add its number.
+        weights: integer weights, one per dataset (0: never draws).
+        caps: samples each dataset gives in this worker (None: endless; 0: never draws).
+        words: entropy (ints >= 0: seed, epoch, rank, world size, worker, workers).
         start: samples of the worker's stream already consumed.
-        block: samples per block, ``K``; raised to at least the count that keeps the heaviest
-            dataset's per-block count non-negative.
+        block: samples per block ``K`` (raised so the heaviest dataset's count stays >= 0).
 
     Raises:
         ValueError: a negative weight.
@@ -154,8 +153,7 @@ class MixSequence:
 
     def block_choices(self, b: int) -> np.ndarray:
         """Dataset of each position of the phase's block ``b``, int64 (K,): a seeded permutation
-        drawn with the planner's own generator (``_poolcore.shuffled_order``, xoshiro256** from
-        :func:`seed_words`), so the mix does not change with the numpy version."""
+        (``_poolcore.shuffled_order``)."""
         if self._cache is not None and self._cache[0] == b:
             return self._cache[1]
         if self._only is not None:  # what the permutation below gives: every position is that dataset's
@@ -177,8 +175,7 @@ class MixSequence:
         return out
 
     def position_of(self, d: int, m: int) -> int:
-        """The smallest phase position ``r`` with ``counts(r)[d] >= m`` (m >= 1: one past dataset
-        d's m-th sample of the phase).
+        """The smallest phase position ``r`` with ``counts(r)[d] >= m``.
 
         Raises:
             ValueError: dataset ``d`` has no weight in this phase.
@@ -210,3 +207,121 @@ class MixSequence:
             parts.append(self.block_choices(b)[j : j + take])
             r += take
         return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
+class MixedPool:
+    """The ``EpisodePool`` interface over every stream of a worker, global episode ids: one per
+    finite epoch, or one endless pool. The stream of each sample comes from ``phases`` (the mix
+    sequence); each stream's pools from its plan (``plan.iter_pools``, past ``starts[d]`` anchors).
+    Events are the streams' own at the mixed positions (counted from ``emitted``, the samples
+    before the start). Resident bytes stay in the worker's budget: each stream keeps its share.
+    """
+
+    def __init__(
+        self,
+        plans: Sequence[Any],
+        offsets: Sequence[int],
+        epoch: int,
+        starts: Sequence[int],
+        repeat: bool,
+        phases: MixSequence,
+        emitted: int,
+    ) -> None:
+        self.offsets = [int(o) for o in offsets]
+        self._pools = [plan.iter_pools(epoch, int(s), repeat=bool(repeat)) for plan, s in zip(plans, starts)]
+        self._current = [next(pools, None) for pools in self._pools]  # the first ones skipped to start
+        for pool in self._current:
+            if pool is not None:
+                pool.drain_events()
+        self.phases = phases
+        self._emitted = int(emitted)
+        self._events: list[PoolEvent] = []
+
+    @property
+    def emitted(self) -> int:
+        return self._emitted
+
+    def _each(self, ask: str, *args: Any) -> list[np.ndarray]:
+        """``pool.<ask>(*args)`` of each stream's current pool, as global ids (empty where none or
+        unknown: a group chain has no ``finished``)."""
+        out = []
+        for pool, off in zip(self._current, self.offsets):
+            got = getattr(pool, ask, None)
+            out.append(_NONE if got is None else got(*args) + off)
+        return out
+
+    def resident(self) -> np.ndarray:
+        parts = self._each("resident")
+        return np.concatenate(parts) if parts else _NONE
+
+    def finished(self) -> np.ndarray:
+        """Global ids of the episodes whose every frame the current epoch has emitted, int64."""
+        parts = self._each("finished")
+        return np.concatenate(parts) if parts else _NONE
+
+    def frontier(self, k: int) -> np.ndarray:
+        """The next admissions of every dataset, interleaved (prefetch hints), int64 (<= k,)."""
+        fronts = [f.tolist() for f in self._each("frontier", k)]
+        out: list[int] = []
+        for i in range(k):
+            out += [f[i] for f in fronts if i < len(f)]
+        return np.asarray(out[:k], dtype=np.int64)
+
+    def drain_events(self) -> list[PoolEvent]:
+        out, self._events = self._events, []
+        return out
+
+    def _take(self, d: int, count: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str, int]]]:
+        """``count`` anchors of stream ``d`` (global ids, frames) and their events ``(j, kind, global
+        episode)``, ``j`` the anchors of this call before the event."""
+        off, eps, frs, evs = self.offsets[d], [], [], []
+        got = 0
+        while got < count and self._current[d] is not None:
+            pool = self._current[d]
+            q0 = pool.emitted
+            e, f = pool.next_anchors(count - got)
+            evs += [(got + ev.position - q0, ev.kind, ev.episode_index + off) for ev in pool.drain_events()]
+            eps.append(e)
+            frs.append(f)
+            got += len(e)
+            if got < count:
+                pool = self._current[d] = next(self._pools[d], None)
+                if pool is None:
+                    raise AssertionError("a dataset stream was asked past its end")
+                pool.drain_events()
+                evs += [(got, "admit", int(ep) + off) for ep in pool.resident().tolist()]
+        ep = np.concatenate(eps) + off if eps else _NONE
+        fr = np.concatenate(frs) if frs else _NONE
+        return ep, fr, evs
+
+    def next_anchors(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Up to ``n`` anchors (global episode id int64 (k,), frame int64 (k,)); k < n at the end."""
+        which = self.phases.take(int(n))
+        k = len(which)
+        out_ep = np.empty(k, np.int64)
+        out_fr = np.empty(k, np.int64)
+        events: list[tuple[int, int, str, int]] = []
+        for d in np.unique(which).tolist():
+            pos = np.flatnonzero(which == d)
+            ep, fr, evs = self._take(d, len(pos))
+            out_ep[pos], out_fr[pos] = ep, fr
+            for j, kind, gid in evs:
+                if kind == "evict":
+                    local = int(pos[j - 1]) + 1 if j > 0 else 0
+                else:
+                    local = int(pos[j]) if j < len(pos) else k
+                events.append((local, 0 if kind == "evict" else 1, kind, gid))
+        events.sort(key=lambda e: (e[0], e[1]))
+        self._events += [PoolEvent(self._emitted + p, kind, gid) for p, _, kind, gid in events]
+        self._emitted += k
+        return out_ep, out_fr
+
+    def skip(self, n: int) -> int:
+        got = 0
+        while got < n:
+            ep, _ = self.next_anchors(min(4096, n - got))
+            got += len(ep)
+            if len(ep) == 0:
+                break
+        self._events = []
+        return got

@@ -1,24 +1,13 @@
 """One pass of a planner: what every rank and logical worker of every stream plays, where a
-DataLoader worker starts in it, and — for an elastic resume — what a checkpointed run left (pure).
+DataLoader worker starts in it, and what a checkpointed run left (elastic resume; pure).
 
-A :class:`Pass` is the streams' layouts (:class:`~lerobotstream.planner._layout.Layout`: groups
-by topology or canonical partitions) on one topology (a planner's resolved :class:`~lerobotstream.planner._settings.PlanSettings`), mixed per worker by
-the seeded mix sequence (``MixSequence``; one stream: always it). It is either a plain epoch, or the
-remainder of a checkpointed run's epoch replanned on this topology (and, endless, chained to the
-plain epochs after it). Everything a planner answers — epoch sizes, the DataLoader's batch turns
-(:mod:`._turns`), worker starts, plans, pools — is a method of the pass it resolves.
-
-:func:`resolve_pass` is the one function from a resume state (epoch, samples, elastic origin) and
-a topology to the pass in progress and the position in it. The elastic remainder is computed from
-counts (:func:`old_run_remainders`): the checkpointed state fixes its run's whole plan, DDP ranks
-step in lockstep, so every old (rank, worker)'s anchor count follows from rank 0's count through
-the batch turns; each stream's layout turns those counts into what is left (a C pool replay per
-old worker, or partition offsets). It is cached per process and can be handed to DataLoader
-workers (``for_rank``: O(episodes)).
-
-``repeat=True``: every old worker rolls into its next epoch on its own, so the pass in progress
-is, per stream, the earliest pass any old worker was still in; workers already past it contribute
-nothing there (their samples of the next pass are drawn again in it).
+A :class:`Pass` is the streams' layouts on one topology, mixed per worker by the seeded mix
+sequence: a plain epoch, or the remainder of a checkpointed run's epoch replanned on this topology
+(endless: chained to the plain epochs after it). :func:`resolve_pass` maps a resume state to the
+pass in progress. The remainder is computed from counts (:func:`old_run_remainders`): DDP ranks step
+in lockstep, so every old (rank, worker)'s count follows from rank 0's through the batch turns, and
+each layout turns those counts into what is left. Endless, each old worker rolls into its next epoch
+on its own: per stream the pass in progress is the earliest any old worker was still in.
 """
 
 from __future__ import annotations
@@ -26,20 +15,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner import _seeds
-from lerobotstream.planner._layout import ChainPlan, Layout
-from lerobotstream.planner._mixedpool import MixedPool
-from lerobotstream.planner._mixseq import MixSequence, integer_weights
-from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._state import StreamState
+from lerobotstream.planner._layout import TAG_ELASTIC, TAG_MIXTURE, Layout, derived_seed
+from lerobotstream.planner._mixseq import MixedPool, MixSequence, integer_weights
 from lerobotstream.planner._turns import rank_given, replay_turns
 
 __all__ = ["Pass", "WorkerStart", "old_run_remainders", "remainder_cache", "resolve_pass"]
@@ -47,44 +32,25 @@ __all__ = ["Pass", "WorkerStart", "old_run_remainders", "remainder_cache", "reso
 logger = logging.getLogger("lerobotstream.planner")
 
 
-@dataclass(frozen=True)
-class WorkerStart:
-    """Where a DataLoader worker's stream begins (see ``Planner.worker_start``).
-
-    Fields:
-        logical_worker (int): the worker shard this DataLoader worker plays.
-        epoch (int): epoch of the first anchor.
-        offset (int): anchors of its stream already consumed, counted from ``epoch``'s start
-            (endless: may span several epochs; the pools roll it over).
-        limit (int | None): anchors this worker yields per epoch (None: all of them), finite mode.
-    """
-
-    logical_worker: int
-    epoch: int
-    offset: int
-    limit: int | None
+#: Where a DataLoader worker's stream begins (``Planner.worker_start``): ``logical_worker`` (the
+#: worker shard it plays), ``epoch`` (of its first anchor), ``offset`` (anchors of its stream already
+#: consumed from ``epoch``'s start; endless: may span epochs), ``limit`` (anchors per epoch, finite
+#: mode; None: all).
+WorkerStart = namedtuple("WorkerStart", "logical_worker epoch offset limit")
 
 
 class Pass:
-    """What every rank and logical worker plays in one pass (see the module doc).
-
-    Args:
-        layouts: one pool layout per stream, all on ``topo``.
-        weights: integer mixing weights (``integer_weights``), one per stream.
-        offsets: global episode id offset per stream (``offsets[d] + episode_index``).
-        topo: the topology.
-        mix_seed: the seed of the workers' mix sequences.
-        remainders: an elastic remainder pass: what it plays, per stream (None: a plain epoch).
-        chain: endless remainder: the plain pass its workers continue with.
-        names: the streams' names (messages).
-    """
+    """What every rank and logical worker plays in one pass: one ``Layout`` per stream on ``topo``
+    (a planner's resolved ``PlanSettings``), integer mixing ``weights`` and global episode
+    ``offsets`` per stream, the workers' ``mix_seed``; ``remainders`` (per stream; None: a plain
+    epoch) and ``chain`` (endless remainder: the plain pass that follows), ``names`` (messages)."""
 
     def __init__(
         self,
         layouts: Sequence[Any],
         weights: Sequence[int],
         offsets: Sequence[int],
-        topo: PlanSettings,
+        topo: Any,
         *,
         mix_seed: int,
         remainders: Sequence[Any] | None = None,
@@ -98,7 +64,6 @@ class Pass:
         self.remainders = None if remainders is None else list(remainders)
         self.chain = chain
         self.names = list(names) or [str(d) for d in range(len(self.layouts))]
-        #: a remainder pass: the epoch label of each stream's remainder (its pools' seeds)
         self.stream_epochs = None if remainders is None else [int(r.epoch) for r in remainders]
         self._fit: dict[int, np.ndarray] = {}
         self._bmin: int | None = None
@@ -116,8 +81,7 @@ class Pass:
 
     # --- sizes --------------------------------------------------------------------------------------
     def dataset_worker_frames(self, rank: int | None = None) -> np.ndarray:
-        """Anchors per (stream, logical worker) of ``rank`` in this pass, int64 (N, workers)
-        (the last rank's kept: the remainder asks worker by worker)."""
+        """Anchors per (stream, logical worker) of ``rank`` in this pass, int64 (N, workers)."""
         rank = self.topo.rank if rank is None else rank
         if self._last is None or self._last[0] != rank:
             self._last = (rank, np.array([lay.worker_frames(rank) for lay in self.layouts], dtype=np.int64))
@@ -132,8 +96,7 @@ class Pass:
         return None if self.chain is None else self.chain.dataset_worker_frames(rank)
 
     def held(self, rank: int) -> np.ndarray:
-        """Which (stream, worker) of ``rank`` give samples: anchors in this pass or, endless
-        remainder, in the plain epochs after it. bool (N, workers)."""
+        """Which (stream, worker) of ``rank`` give samples, here or in a chain after, bool (N, workers)."""
         held = self.dataset_worker_frames(rank) > 0
         after = self.chain_frames(rank)
         return held if after is None else held | (after > 0)
@@ -146,21 +109,15 @@ class Pass:
         """Anchors per rank in this pass (every stream) before equalization, int64 (world_size,)."""
         return np.sum([lay.rank_frames() for lay in self.layouts], axis=0).astype(np.int64)
 
-    def rank_episodes(self, rank: int | None = None, stream: int = 0) -> np.ndarray:
-        """Episode indices of ``stream`` that ``rank`` plays in this pass (ascending, int64)."""
-        return self.layouts[stream].rank_episodes(self.topo.rank if rank is None else rank)
-
     def active_workers(self, rank: int) -> list[int]:
-        """The logical workers of ``rank`` that hold anything, ascending (cheap with many idle
-        workers: what the remainder replays and the turns count over)."""
+        """The logical workers of ``rank`` that hold anything, ascending."""
         if not any(lay.canonical for lay in self.layouts) and self.chain is None:
             return list(range(max(lay.num_active(rank) for lay in self.layouts)))
         return np.flatnonzero(self.held(rank).any(axis=0)).tolist()
 
     # --- the DataLoader's batch turns ----------------------------------------------------------------
     def endless_limits(self, rank: int) -> list[int | None]:
-        """Per logical worker: None (endless) or the samples it gives before it stops (an endless
-        remainder's worker without plain-epoch anchors stops after its share)."""
+        """Per logical worker: None (endless) or the samples it gives before it stops."""
         first = self.dataset_worker_frames(rank).sum(axis=0)
         after = self.chain_frames(rank)
         if after is None:
@@ -168,8 +125,7 @@ class Pass:
         return [None if a else int(f) for f, a in zip(first.tolist(), after.sum(axis=0).tolist())]
 
     def batches_per_rank(self) -> np.ndarray:
-        """DataLoader batches per rank in one finite pass (batch size, ``drop_last``, workers taken
-        into account), before equalization, int64 (world_size,)."""
+        """DataLoader batches per rank in one finite pass before equalization, int64 (world_size,)."""
         topo = self.topo
         out = []
         for r in range(topo.world_size):
@@ -191,7 +147,7 @@ class Pass:
 
     def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
         """Anchors each logical worker of ``rank`` yields in one finite pass (after ``drop_last``
-        truncation to whole batches and ``equalize``)."""
+        and ``equalize``)."""
         topo = self.topo
         rank = topo.rank if rank is None else rank
         fr = self.worker_frames(rank)
@@ -206,9 +162,8 @@ class Pass:
         return replay_turns(fr, topo.batch_size, batches=self._bmin, drop_last=topo.drop_last)[0]
 
     def turn_limits(self, rank: int | None = None) -> list[int | None]:
-        """Anchors each logical worker of ``rank`` gives from the pass start before it stops, as
-        the DataLoader's batch turns see them: finite limits, None (endless), or an endless
-        remainder's share where no plain epoch follows it."""
+        """Anchors each logical worker of ``rank`` gives before it stops, as the batch turns see
+        them: finite limits, None (endless), or an endless remainder's share with no epoch after."""
         rank = self.topo.rank if rank is None else rank
         return self.endless_limits(rank) if self.topo.repeat else list(self.worker_epoch_limits(rank))
 
@@ -217,8 +172,7 @@ class Pass:
         return sum(self.worker_epoch_limits())
 
     def position(self, epoch: int, samples: int) -> tuple[int, int]:
-        """``(epoch, samples)`` with a finite count of one or more whole passes rolled into the
-        following epochs (``repeat=True``: unchanged; each worker rolls over on its own)."""
+        """``(epoch, samples)`` with whole finite passes rolled into the following epochs."""
         if self.topo.repeat:
             return epoch, samples
         total = self.epoch_samples()
@@ -227,9 +181,8 @@ class Pass:
         return epoch, samples
 
     def worker_start(self, dl_worker_id: int | None, epoch: int, samples: int) -> WorkerStart:
-        """Where DataLoader worker ``dl_worker_id`` (None in-process) starts after ``samples``
-        consumed samples of the rank from ``epoch``'s start: its logical worker (``(p + next) mod
-        N``), epoch, samples of its stream already given, limit (finite).
+        """Where DataLoader worker ``dl_worker_id`` (None in-process) starts after ``samples`` of the
+        rank from ``epoch``'s start; it plays logical worker ``(p + next) mod N``.
 
         Raises:
             ResumeStateError: the count ends inside a batch (several workers) or exceeds the pass.
@@ -250,14 +203,10 @@ class Pass:
     def worker_weights(self, worker: int, rank: int | None = None) -> list[int]:
         """Integer mixing weights of logical ``worker`` of ``rank`` in an endless stream.
 
-        Every worker gives the rank the same number of samples (the DataLoader takes batches in
-        turn), so the rank's share of stream d is the mean of its workers' shares. When every
-        worker holds episodes of every stream, each worker simply uses the weights. When a stream
-        has fewer episodes in the rank than there are workers, the workers that hold it draw it
-        more often: the shares are fitted (iterative proportional fitting over the workers that
-        hold each stream) so that the rank's shares still follow the weights. Where that is
-        impossible (a stream held by k of N workers with a weight share above k/N) the fit gives
-        it all of those workers' samples, and a warning says so once.
+        The rank's share of stream d is the mean of its workers' shares (they give equal samples).
+        Where a stream is held by fewer workers, the shares are fitted (iterative proportional
+        fitting) so the rank's still follow the weights; where impossible (held by k of N workers
+        with a share above k/N) those workers give it all their samples, and a warning says so.
         """
         fits = self._fitted_shares(self.topo.rank if rank is None else int(rank))
         return integer_weights(fits[worker]) if fits[worker].sum() > 0 else [0] * len(self.weights)
@@ -298,11 +247,10 @@ class Pass:
         return fit
 
     def phases(self, rank: int, worker: int, epoch: int, offset: int) -> MixSequence | None:
-        """The mix sequence of logical ``worker`` of ``rank`` in ``epoch``, after ``offset`` samples
-        of its stream (None: the worker gives nothing). Finite: the weights of the streams it
-        holds, each capped at its anchors (phases). Endless: the fitted weights
-        (:meth:`worker_weights`), no caps — but a stream of an endless remainder that the worker
-        holds only in the remainder leaves when its share is done."""
+        """The mix sequence of logical ``worker`` of ``rank`` in ``epoch`` after ``offset`` samples
+        (None: it gives nothing). Finite: the weights of the streams it holds, capped at their
+        anchors. Endless: the fitted weights (:meth:`worker_weights`), capped only for a stream it
+        holds in an endless remainder alone."""
         topo = self.topo
         frames = [int(x) for x in self.dataset_worker_frames(rank)[:, worker]]
         if topo.repeat:
@@ -321,8 +269,8 @@ class Pass:
         )
 
     def consumed(self, rank: int, worker: int, epoch: int, given: int) -> list[int] | None:
-        """Anchors of each stream logical ``worker`` of ``rank`` gave among the first ``given`` of
-        its stream (None: it holds nothing). One stream: ``[given]`` (no mix sequence to replay)."""
+        """Anchors of each stream logical ``worker`` of ``rank`` gave among its first ``given``
+        (None: it holds nothing)."""
         if len(self.layouts) == 1:
             return [int(given)] if self.held(rank)[0, worker] else None
         phases = self.phases(rank, worker, epoch, given)
@@ -331,22 +279,20 @@ class Pass:
     # --- plans and pools ----------------------------------------------------------------------------
     def worker_plan(self, stream: int, worker: int, rank: int | None = None) -> Any:
         """Stream ``stream``'s plan of logical ``worker`` of ``rank`` (an endless remainder: its
-        share chained to the plain epochs, ``ChainPlan``)."""
+        share chained to the plain epochs, ``WorkerPlan.chained``)."""
         rank = self.topo.rank if rank is None else rank
         plan = self.layouts[stream].plan(worker, rank)
         if self.chain is None:
             return plan
-        e = self.stream_epochs[stream]
-        return ChainPlan(plan, self.chain.layouts[stream].plan(worker, rank), e, e + 1)
+        return plan.chained(self.chain.layouts[stream].plan(worker, rank), self.stream_epochs[stream])
 
     def worker_plans(self, worker: int, rank: int | None = None) -> list[Any]:
         """Each stream's plan of logical ``worker`` of ``rank`` (:meth:`worker_plan`)."""
         return [self.worker_plan(d, worker, rank) for d in range(len(self.layouts))]
 
     def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[MixedPool]:
-        """The pool of logical worker ``start.logical_worker`` from ``start`` on (``EpisodePool``
-        interface, global episode ids): one per finite epoch (only ``start.epoch``'s), or one
-        endless pool (``repeat=True``)."""
+        """The ``MixedPool`` of ``start.logical_worker`` from ``start`` on (global episode ids):
+        ``start.epoch``'s, or one endless pool."""
         phases = self.phases(self.topo.rank, start.logical_worker, start.epoch, start.offset)
         if phases is None:
             return
@@ -355,11 +301,9 @@ class Pass:
 
 
 def resolve_pass(plain: Pass, epoch: int, samples: int, remainder: Callable[[], Pass] | None) -> tuple[Pass, int, int]:
-    """The pass a resume state is in: the plain epoch ``epoch``; or (``remainder``: the elastic
-    remainder's pass of this topology, computed on demand) the remainder while its samples last
-    — endless: always, its workers continue with the plain epochs — then (finite) the plain
-    epochs after it, the count moved past the remainder. Returns ``(pass, epoch, samples consumed
-    since epoch began)``."""
+    """``(pass, epoch, samples since epoch began)`` of a resume state: the plain epoch ``epoch``, or
+    the elastic remainder's pass (``remainder()``) while its samples last (endless: always), then
+    the plain epochs after it."""
     if remainder is None:
         return plain, epoch, samples
     rp = remainder()
@@ -373,9 +317,8 @@ def resolve_pass(plain: Pass, epoch: int, samples: int, remainder: Callable[[], 
 
 # --- elastic resume: what a checkpointed run left ------------------------------------------------
 def _rank_counts(old: Pass, samples: int, limits: Callable[[int], list[int | None]]) -> Iterator[tuple[int, int, int]]:
-    """``(rank, worker, anchors given)`` of every old stream holding anything, once rank 0 gave
-    ``samples`` samples: rank 0's count through the batch turns gives the batches every rank took (DDP
-    ranks step in lockstep), and they give each rank's workers' counts (idle workers skipped)."""
+    """``(rank, worker, anchors given)`` of every old worker holding anything once rank 0 gave
+    ``samples``: rank 0's batches (every rank took as many) give each rank's workers' counts."""
     topo = old.topo
     one = topo.num_shards == 1
     batches = done = None
@@ -405,8 +348,8 @@ def _counts_finite(old: Pass, epoch: int, samples: int) -> list[list[tuple[int, 
 
 
 def _counts_endless(rp: Pass | None, plain: Pass, epoch: int, samples: int):
-    """Per stream: ``(pass index, rank, worker, anchors of that pass given)``; pass 0 is the old
-    remainder ``rp`` (when the old run played one), pass k >= 1 the k-th plain epoch after it."""
+    """Per stream ``(pass, rank, worker, anchors of that pass given)``: pass 0 is the old remainder
+    ``rp`` (if any), pass k >= 1 the k-th plain epoch after it."""
     src = rp if rp is not None else plain
     entries: list[list[tuple[int, int, int, int]]] = [[] for _ in src.layouts]
     frames: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -427,12 +370,8 @@ def _counts_endless(rp: Pass | None, plain: Pass, epoch: int, samples: int):
 
 
 def old_run_remainders(old: tuple[Pass, int, int], old_plain: Pass) -> list[Any]:
-    """What the checkpointed run left of its pass in progress, one remainder per stream.
-
-    Args:
-        old: the old run's rank-0 pass in progress and position in it, ``(pass, epoch, samples)``
-            (:func:`resolve_pass` of the state, on the state's topology).
-        old_plain: its plain pass.
+    """What the checkpointed run left of its pass in progress, one remainder per stream; ``old`` is
+    its rank 0's ``(pass, epoch, samples)`` (:func:`resolve_pass`), ``old_plain`` its plain pass.
 
     Raises:
         ResumeStateError: the count does not fit (ends inside a batch with several workers,
@@ -468,10 +407,8 @@ _CACHE_SIZE = 4
 def remainder_cache(
     key_parts: Any, compute: Callable[[], list[Any]], shipped: Sequence[Any] | None, rank: int
 ) -> list[Any]:
-    """``compute()`` once per key (a JSON-able description of the state and the streams) per
-    process: every planner a DataLoader worker builds for one stream shares its remainder.
-    ``shipped`` (remainders computed elsewhere, ``for_rank``) is taken instead when every one's
-    key is this key and its frames are for ``rank`` or every rank."""
+    """``compute()`` once per key (JSON-able: the state and the streams) per process; ``shipped``
+    (computed elsewhere) is taken instead when each one's key is this key and its rank ``rank`` or None."""
     key = json.dumps(key_parts, sort_keys=True, default=str)
     digest = hashlib.sha1(key.encode()).hexdigest()
     if shipped and all(r.key == digest and r.rank in (None, rank) for r in shipped):
@@ -479,25 +416,17 @@ def remainder_cache(
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    out = list(compute())
-    for r in out:
-        r.key = digest
+    out = [replace(r, key=digest) for r in compute()]
     _CACHE[key] = out
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return out
 
 
-def state_key(st: StreamState, digests: Sequence[str]) -> list[Any]:
-    """What a remainder is the remainder of: the state and the streams' episode digests."""
-    return [st.to_dict(), list(digests)]
-
-
 def remainder_pass(plain: Pass, rems: Sequence[Any], seed: int) -> Pass:
-    """The pass of ``plain``'s topology that plays remainders ``rems`` (one per stream): each
-    stream's layout ``over`` its remainder; endless: chained to ``plain``'s epochs."""
+    """The pass of ``plain``'s topology that plays ``rems`` (endless: chained to ``plain``'s epochs)."""
     layouts = [Layout.over(rem, plain.topo, lay) for lay, rem in zip(plain.layouts, rems)]
-    mix_seed = _seeds.derived_seed(seed, _seeds.TAG_MIXTURE, _seeds.TAG_ELASTIC, rems[0].epoch, rems[0].depth)
+    mix_seed = derived_seed(seed, TAG_MIXTURE, TAG_ELASTIC, rems[0].epoch, rems[0].depth)
     return Pass(
         layouts,
         plain.weights,

@@ -1,17 +1,14 @@
-"""``Planner``: the planner of one rank over N >= 1 streams — its position (``at``, one
-:class:`~lerobotstream.planner._state.Position`: epoch, consumed samples, elastic origin), its resume state and the checks on loading one, and the one interface
-the dataset layer drives (``worker_start`` → ``worker_plans`` → ``worker_pools``).
-
-What it plays is a :class:`~lerobotstream.planner._pass.Pass` (streams' pool layouts on this
-topology, mixed per worker); which pass, and where in it, follows from the position by
-:func:`~lerobotstream.planner._pass.resolve_pass`. It is built one way: ``Planner(streams,
-settings)`` — one dataset is ``Streams.of_dataset(...)``, a weighted mixture
-``Streams.of_mixture(...)``; canonical partitions are a setting (``partitions=P``).
+"""``Planner``: one rank's planner over N >= 1 streams — its position (``at``, a ``Position``), its
+resume state (written, loaded and checked here) and the interface the dataset drives
+(``worker_start`` → ``worker_plans`` → ``worker_pools``). What it plays is a
+:class:`~lerobotstream.planner._pass.Pass`, resolved from the position (``resolve_pass``). Also
+here: rank, world size and DataLoader worker discovery without importing torch.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
@@ -20,7 +17,6 @@ from typing import Any
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
 from lerobotstream.options import check_epoch
-from lerobotstream.planner._checkpoint import resume_differences, settings_of, stream_state
 from lerobotstream.planner._layout import Layout, read_pools
 from lerobotstream.planner._pass import (
     Pass,
@@ -29,15 +25,20 @@ from lerobotstream.planner._pass import (
     remainder_cache,
     remainder_pass,
     resolve_pass,
-    state_key,
 )
-from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._state import Position, StreamState, check_count
-from lerobotstream.planner._streams import Streams
+from lerobotstream.planner._state import (
+    ELASTIC_SETTINGS,
+    REFUSED_SETTINGS,
+    RESUME_SETTINGS,
+    Position,
+    StreamState,
+    check_count,
+    episode_selection_diffs,
+)
+from lerobotstream.planner._streams import PlanSettings, Streams
 from lerobotstream.planner._turns import epoch_overlap
-from lerobotstream.planner._world import discover_world
 
-__all__ = ["Planner", "WorkerStart"]
+__all__ = ["Planner", "WorkerStart", "current_worker", "discover_world"]
 
 logger = logging.getLogger("lerobotstream.planner")
 _IDLE_WARNED: set[tuple] = set()
@@ -47,29 +48,13 @@ class Planner:
     """Deterministic planner of one rank over N >= 1 streams (pure: no I/O, no torch import).
 
     Args:
-        streams: what it plays (:class:`~lerobotstream.planner._streams.Streams`: one dataset,
-            ``Streams.of_dataset``, or a mixture, ``Streams.of_mixture``): each stream's episodes,
-            their lengths and sizes (``EpisodeSizes``, on demand, or an eager callable; needed
-            with a byte budget), the weights and global episode offsets.
-        settings: :class:`~lerobotstream.planner._settings.PlanSettings` (the options' names and
-            defaults, declared once there): ``seed`` (1000; None → 42); ``rank``, ``world_size``
-            (default from torch.distributed, else RANK/WORLD_SIZE, else 0/1); ``num_workers``
-            (DataLoader workers per rank, 0 = in the training process); ``episode_pool_size``
-            (per-worker pool size when given; default 32 per rank split over the workers used,
-            ``max(1, 32 // n)``; with ``partitions``: per partition, default
-            ``constants.DEFAULT_PARTITION_POOL_SIZE``); ``sampling_strategy`` (``remaining``,
-            ``round_robin`` or ``sequential``); ``byte_budget`` (per-rank resident bytes or None;
-            each worker gets 1/n, with ``partitions`` per partition); ``video_decoder_cache_size``
-            (per-rank decoder LRU size or None); ``repeat`` (endless); ``batch_size``,
-            ``drop_last`` (the DataLoader's); ``equalize`` (finite epochs: ``none`` or ``drop``,
-            every rank stops after the smallest rank's batch count); ``partitions`` (canonical
-            partitions: an order that does not depend on the topology).
-        specs: each stream's own :class:`~lerobotstream.planner._layout.StreamSpec` (seed, pool,
-            budget) instead of the ones ``streams.specs(settings)`` gives (None: those).
+        streams: what it plays (:class:`~lerobotstream.planner._streams.Streams`): each stream's
+            episodes, lengths and sizes (needed with a byte budget), weights and episode offsets.
+        settings: :class:`~lerobotstream.planner._streams.PlanSettings` (the options' names and
+            defaults; rank and world size default to ``discover_world``).
 
-    Its position (``at``, one :class:`~lerobotstream.planner._state.Position`; ``epoch``,
-    ``samples_consumed``, ``origin``, ``origin_epoch``, ``shipped_remainders`` are views of it)
-    starts at epoch 0; ``place``, ``seek``, ``set_epoch`` and ``load_state_dict`` move it.
+    Its position (``at``; ``epoch``, ``samples_consumed``, ``origin`` are views of it) starts at
+    epoch 0; ``place``, ``set_epoch`` and ``load_state_dict`` move it.
 
     Raises:
         ShardingError: a rank would own no episode (lower the number of ranks), bad rank/world.
@@ -77,9 +62,9 @@ class Planner:
         ValueError: a byte budget without episode sizes.
     """
 
-    def __init__(self, streams: Streams, settings: PlanSettings, *, specs: Sequence[Any] | None = None) -> None:
+    def __init__(self, streams: Streams, settings: PlanSettings) -> None:
         s = settings  # checked by the options' rules (PlanSettings)
-        if s.byte_budget is not None and specs is None and any(e.sizes is None for e in streams.episodes):
+        if s.byte_budget is not None and any(e.sizes is None for e in streams.episodes):
             raise ValueError("a byte_budget needs episode_nbytes (each episode's exact synthesized size)")
         rank, world = discover_world(s.rank, s.world_size)
         #: the settings with rank and world size resolved: also this rank's topology
@@ -94,11 +79,8 @@ class Planner:
         )
         self.streams = streams
         self.seed = constants.SEED_WHEN_NONE if s.seed is None else int(s.seed)
-        self.specs = list(specs) if specs is not None else streams.specs(self.settings, self.seed)
+        self.specs = streams.specs(self.settings, self.seed)
         self.plain = self._plain_pass(self.settings, self.specs)
-        #: where this planner is (the one position object: epoch, samples, elastic origin, shipped
-        #: remainders; ``epoch``, ``samples_consumed``, ``origin``, ``origin_epoch``,
-        #: ``shipped_remainders`` are views of it)
         self.at = Position()
         #: settings the last loaded state changed (elastic resume), for the caller to log
         self.resume_changes: list[str] = []
@@ -127,10 +109,6 @@ class Planner:
     origin = _view(
         "origin", "the state dict whose unconsumed samples epoch ``origin_epoch`` replays (None: plain epochs)"
     )
-    origin_epoch = _view("origin_epoch", "the epoch that replays ``origin``")
-    shipped_remainders = _view(
-        "remainders", "remainders computed where the state was loaded (``rank_remainders()``), taken when theirs"
-    )
     del _view
 
     @property
@@ -140,11 +118,10 @@ class Planner:
 
     # --- the pass in progress -----------------------------------------------------------------------
     def _in_remainder(self) -> bool:
-        return self.origin is not None and self.epoch == self.origin_epoch
+        return self.origin is not None and self.epoch == self.at.origin_epoch
 
     def resolve(self) -> tuple[Pass, int, int]:
-        """The pass in progress and the position in it, ``(pass, epoch, samples consumed since
-        epoch began)`` (:func:`~._pass.resolve_pass`)."""
+        """``(pass in progress, epoch, samples consumed since epoch began)``."""
         return resolve_pass(
             self.plain, self.epoch, self.samples_consumed, self._remainder_pass if self._in_remainder() else None
         )
@@ -154,8 +131,8 @@ class Planner:
         return self.resolve()[0]
 
     def remainders(self) -> list[Any]:
-        """The elastic remainder this planner plays first, one per stream (the origin's unconsumed
-        samples; shipped or cached when it can be).
+        """The elastic remainder this planner plays first, one per stream (shipped or cached when
+        it can be).
 
         Raises:
             ResumeStateError: no elastic origin, or the origin's count does not fit its run.
@@ -164,9 +141,9 @@ class Planner:
             raise ResumeStateError("this planner plays plain epochs: it has no elastic remainder")
         st = StreamState.from_dict(self.origin)
         return remainder_cache(
-            state_key(st, self.streams.digests) + [self.streams.rule],
+            [st.to_dict(), self.streams.digests, self.streams.rule],  # the state and streams it is the remainder of
             lambda: old_run_remainders(*self._old_run(st)),
-            self.shipped_remainders,
+            self.at.remainders,
             self.settings.rank,
         )
 
@@ -177,15 +154,17 @@ class Planner:
         return self._rem[1]
 
     def _old_run(self, st: StreamState) -> tuple[tuple[Pass, int, int], Pass]:
-        """The run that wrote ``st`` (its rank 0 over the same streams, at ``st``'s position):
-        its pass in progress with the position in it, and its plain pass.
+        """The run that wrote ``st`` (its rank 0 over the same streams): ``((pass in progress,
+        epoch, samples), plain pass)``.
 
         Raises:
-            ResumeStateError: no run over these streams has ``st``'s settings (more ranks or
-            workers than its episodes allow, or fewer partitions than streams: a tampered state).
+            ResumeStateError: no run over these streams has ``st``'s settings (a tampered state).
         """
         try:
-            old = Planner(self.streams.sized(), settings_of(st))
+            settings = PlanSettings(
+                **{n: getattr(st, n) for n in RESUME_SETTINGS}, video_decoder_cache_size=None, rank=0
+            )
+            old = Planner(self.streams.sized(), settings)
         except (ShardingError, StreamingConfigError, ValueError) as e:
             raise ResumeStateError(
                 f"malformed stream state (tampered, or not written by state_dict() for this stream): no run over "
@@ -195,26 +174,14 @@ class Planner:
         old.place(Position(st.epoch, st.samples, st.origin, None if st.origin is None else st.epoch))
         return old.resolve(), old.plain
 
-    def turn_limits(self, rank: int | None = None) -> list[int | None]:
-        """Anchors each logical worker of ``rank`` gives from the stream start before it stops, as
-        the DataLoader's batch turns see them: finite epoch limits (after ``drop_last`` and
-        ``equalize``), None (endless), or its share of an endless elastic remainder when no plain
-        epoch follows it there."""
-        return self.current_pass().turn_limits(rank)
-
     def position(self) -> tuple[int, int]:
-        """(epoch, samples consumed in it) of the resume state; in finite mode a consumed count of
-        one or more whole epochs rolls into the following epochs (``repeat=True`` keeps the
-        stream's start epoch: each worker rolls over on its own)."""
+        """(epoch, samples consumed in it) of the resume state, whole finite epochs rolled over."""
         current, epoch, samples = self.resolve()
         return current.position(epoch, samples)
 
     # --- the pipeline's interface -------------------------------------------------------------------
     def worker_start(self, dl_worker_id: int | None = None, dl_num_workers: int = 0) -> WorkerStart:
-        """Where DataLoader worker ``dl_worker_id`` (None in-process) starts, from the resume state
-        (``epoch``, ``samples_consumed``): its logical worker, epoch, samples of its stream already
-        consumed (endless: counted from the stream's start epoch; the pools roll it over) and
-        limit (finite mode).
+        """Where DataLoader worker ``dl_worker_id`` (None in-process) starts (``WorkerStart``).
 
         Raises:
             ShardingError: the DataLoader's worker count is not the planner's ``num_workers``.
@@ -233,9 +200,8 @@ class Planner:
         return current.worker_start(dl_worker_id, epoch, samples)
 
     def worker_plans(self, start: WorkerStart) -> list[Any]:
-        """The plan of ``start.logical_worker`` for each stream (one for a single dataset; a
-        mixture's name its dataset in their errors). Nothing is sized yet with sizes on demand;
-        eager sizes raise ByteBudgetError here, before anything is fetched."""
+        """The plan of ``start.logical_worker`` for each stream (a mixture's name their dataset in
+        their errors). Eager sizes raise ByteBudgetError here, before anything is fetched."""
         current = self.current_pass()
         if self.streams.rule != "mixture":
             return current.worker_plans(start.logical_worker)
@@ -249,21 +215,18 @@ class Planner:
         return plans
 
     def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[Any]:
-        """The pools the worker pipeline reads from ``start`` on (``EpisodePool`` interface, global
-        episode ids): one per finite epoch, or one endless pool, as ``repeat`` says."""
+        """The pools the worker pipeline reads from ``start`` on (``Pass.worker_pools``)."""
         return self.current_pass().worker_pools(start, plans)
 
     def iter_worker_anchors(
         self, dl_worker_id: int | None = None, dl_num_workers: int = 0
     ) -> Iterator[tuple[int, int]]:
-        """The anchors (global episode id, frame) DataLoader worker ``dl_worker_id`` yields, from
-        the resume state on: one (the rest of the) epoch when finite, endless with ``repeat=True``."""
+        """The anchors (global episode id, frame) DataLoader worker ``dl_worker_id`` yields."""
         start = self.worker_start(dl_worker_id, dl_num_workers)
         return read_pools(self.worker_pools(start, self.worker_plans(start)), start.limit)
 
     def _warn_idle(self, current: Pass) -> None:
-        # Said where the stream starts, by DataLoader worker 0 only (every worker builds its own
-        # planner; the training process builds them for state_dict too) and once per process.
+        # by DataLoader worker 0 only, once per process
         rank, shards = self.settings.rank, self.settings.num_shards
         owns = current.layouts[0].owns(rank) if len(current.layouts) == 1 else "episodes of the mixture's datasets"
         key = (self._kind, rank, shards, owns)
@@ -288,63 +251,43 @@ class Planner:
         Raises:
             StreamingConfigError: ``epoch`` is not an int >= 0 (a ValueError naming ``epoch``).
         """
-        self.at = replace(
-            self.at, epoch=check_epoch(epoch), samples=0
-        )  # an elastic origin stays: it plays in its epoch
-
-    def seek(
-        self,
-        epoch: int,
-        samples: int = 0,
-        *,
-        origin: dict[str, Any] | None = None,
-        origin_epoch: int | None = None,
-        remainders: list[Any] | None = None,
-    ) -> None:
-        """Put this planner at ``samples`` consumed samples of ``epoch`` (a stream's resume state,
-        as data): ``origin`` — an elastic resume's origin state, whose remainder epoch
-        ``origin_epoch`` plays — and ``remainders``, that remainder's part computed elsewhere
-        (``rank_remainders()``; taken when it is this origin's).
-
-        Raises:
-            StreamingConfigError: ``epoch`` is not an int >= 0; ValueError: ``samples`` < 0.
-        """
-        self.set_epoch(epoch)
-        if samples < 0:
-            raise ValueError(f"samples must be >= 0, got {samples}")
-        self.place(Position(int(epoch), int(samples), origin, origin_epoch, remainders))
+        self.at = replace(self.at, epoch=check_epoch(epoch), samples=0)  # an elastic origin stays
 
     def place(self, at: Position) -> None:
-        """Put this planner at ``at`` (a stream's position, the object itself: it is frozen, so
-        moving the planner never moves the stream that handed it)."""
+        """Put this planner at ``at`` (a stream's position; a tuple, never moved in place)."""
         self.at, self._rem = at, None
 
     # --- the resume state -----------------------------------------------------------------------------
     def _state(self, samples: int) -> StreamState:
+        s, streams, mixture = self.settings, self.streams, None
+        if streams.mixture is not None:
+            mixture = {**streams.mixture, "integer_weights": list(streams.integer_weights)}
+        fields = {name: getattr(s, name) for name in RESUME_SETTINGS}  # named as the state's fields
+        fields.update(seed=self.seed, sampling_strategy=self.specs[0].strategy if mixture else s.sampling_strategy)
         origin = self.origin if self._in_remainder() else None
-        strategy = self.specs[0].strategy
-        return stream_state(self.streams, self.settings, self.seed, strategy, self.epoch, samples, origin)
+        return StreamState(
+            **fields,
+            epoch=self.epoch,
+            samples=int(samples),
+            episodes_digest=streams.digest,
+            mixture=mixture,
+            origin=origin,
+        )
 
     def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
-        """Resume state (:class:`~lerobotstream.planner._state.StreamState` layout, schema-versioned):
-        seed, epoch, samples consumed by this rank, batch size, world size, workers, strategy, pool
-        settings, the stream's identity. Pass the training loop's consumed sample count (sum of the
-        consumed batches' sizes) or set ``samples_consumed`` beforehand."""
+        """Resume state (a :class:`~lerobotstream.planner._state.StreamState` dict) at the training
+        loop's consumed sample count (default: ``samples_consumed``)."""
         count = self.samples_consumed if samples_consumed is None else check_count("samples_consumed", samples_consumed)
         return self._state(count).to_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict` — of this topology (the very same order continues) or of
-        another one (elastic resume: the epoch's unconsumed samples are replanned over this
-        planner's ranks, workers and batch size; see docs/resume.md). Sets
-        :attr:`resume_changes` to the settings that differ. Nothing is replayed here: the
-        remainder is computed when first needed (:meth:`remainders`).
+        """Restore a :meth:`state_dict` of this topology (the same order continues) or another
+        (elastic resume, docs/resume.md; the remainder is computed when first needed). Sets
+        :attr:`resume_changes` to the settings that differ.
 
         Raises:
-            ResumeStateError: no schema marker (older sampler: start a new run from the policy
-            weights), a malformed or impossible state (e.g. more than ``constants.MAX_NUM_WORKERS``
-            workers), another stream (dataset, episodes, mixture) or seed; the message lists
-            every difference.
+            ResumeStateError: no schema marker, a malformed or impossible state, another stream
+            (dataset, episodes, mixture), seed or partitions; the message lists every difference.
         """
         st = StreamState.from_dict(state)
         changed = resume_differences(self.streams, st, self._state(0))
@@ -363,25 +306,20 @@ class Planner:
         self.place(Position(epoch, 0, st.to_dict(), epoch))
 
     def rank_remainders(self) -> list[Any] | None:
-        """What this rank's DataLoader workers need of the elastic remainder (None: a plain
-        epoch), one per stream (``for_rank``: a started episode's frames only for this rank's
-        episodes): the dataset computes it once where the state is loaded and ships it to its
-        workers (their planner's ``shipped_remainders``)."""
+        """This rank's part of the elastic remainder, one per stream (None: a plain epoch): computed
+        once where the state is loaded, shipped to the workers (``at.remainders``)."""
         if not self._in_remainder():
             return None
         rp = self._remainder_pass()
         return [lay.for_rank(rem, self.settings.rank) for lay, rem in zip(rp.layouts, rp.remainders)]
 
     def remainder_info(self) -> dict[str, Any] | None:
-        """What an elastic resume continues (None when this planner plays a plain epoch), one
-        schema for every stream and layout: ``epoch``, ``samples_left`` (all ranks) and
-        ``samples_left_per_dataset``, ``rank_samples`` (this rank), ``unit`` (``"episodes"`` or
+        """What an elastic resume continues (None: a plain epoch): ``epoch``, ``samples_left`` (all
+        ranks) and ``samples_left_per_dataset``, ``rank_samples``, ``unit`` (``"episodes"`` or
         ``"partitions"``), ``whole`` and ``started`` (units left whole and partly consumed),
-        ``depth``, ``consumed`` (samples the old run consumed of that pass, all ranks), and where
-        its end lies in this rank's batches: ``overlap``, samples of the next epoch the loader
-        yields before the remainder's last one (``_turns.epoch_overlap`` of the workers' shares;
-        exact when every worker goes on with plain epochs; 0 when finite: each epoch is its own
-        iterator), ``overlap_bound`` = (workers - 1) x (max - min share + batch size - 1)."""
+        ``depth``, ``consumed`` (samples the old run consumed, all ranks), ``overlap`` (samples of the
+        next epoch yielded before the remainder's last one, ``_turns.epoch_overlap``; 0 when finite)
+        and ``overlap_bound`` = (workers - 1) x (max - min share + batch size - 1)."""
         if not self._in_remainder():
             return None
         rp, topo = self._remainder_pass(), self.settings
@@ -402,3 +340,98 @@ class Planner:
             "overlap": epoch_overlap(shares, b) if endless else 0,
             "overlap_bound": (k - 1) * (max(shares) - min(shares) + b - 1) if endless else 0,
         }
+
+
+def _identity_diffs(streams: Streams, st: StreamState, mine: StreamState) -> list[str]:
+    """What makes ``st`` another stream than ``streams`` (dataset, episodes, mixture)."""
+    if streams.mixture is None:
+        if st.mixture is not None:
+            return [f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset"]
+        return episode_selection_diffs(st, mine)
+    if st.mixture is None:
+        raise ResumeStateError(
+            "the resume state was written by a single-dataset stream but this is a mixture of "
+            f"{len(streams.episodes)} datasets ({streams.mixture.get('repo_ids')}); sample-exact "
+            "resume needs the same mixture. Start a new run from the policy weights."
+        )
+    diffs = [
+        f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}"
+        for key in sorted(set(st.mixture) | set(mine.mixture))
+        if st.mixture.get(key) != mine.mixture.get(key)
+    ]
+    return diffs or episode_selection_diffs(st, mine)
+
+
+def resume_differences(streams: Streams, st: StreamState, mine: StreamState) -> list[str]:
+    """The settings a loaded state ``st`` changes (:data:`ELASTIC_SETTINGS`, as messages) against
+    ``mine`` (this planner's state): empty, the same topology.
+
+    Raises:
+        ResumeStateError: ``st`` is another stream (dataset, episodes, mixture) or has another
+            seed or partitions; the message lists every difference.
+    """
+    refused = [
+        f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
+        for name in REFUSED_SETTINGS
+        if getattr(st, name) != getattr(mine, name)
+    ]
+    refused += _identity_diffs(streams, st, mine)
+    if refused:
+        what = (
+            "the same mixture (datasets, weights, episode selections)"
+            if streams.rule == "mixture"
+            else "the same episode selection"
+        )
+        raise ResumeStateError(
+            f"resume needs {what}, seed and partitions as the checkpointed run (they fix which samples the epoch has "
+            "and their order; world size, batch size, DataLoader workers, pool and budget may change); "
+            "differs: " + "; ".join(refused) + ". Restore those settings, or start a new run from the "
+            "policy weights."
+        )
+    return [
+        f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
+        for name in ELASTIC_SETTINGS
+        if getattr(st, name) != getattr(mine, name)
+    ]
+
+
+def discover_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+    """(rank, world_size): explicit values, else ``torch.distributed`` when initialised, else the
+    ``RANK``/``WORLD_SIZE`` environment variables, else (0, 1).
+
+    Raises:
+        ShardingError: invalid values (world size < 1, rank outside ``[0, world_size)``, not ints).
+    """
+    if rank is None or world_size is None:
+        d_rank, d_world = None, None
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            d_rank, d_world = int(dist.get_rank()), int(dist.get_world_size())
+        else:
+            env_rank, env_world = constants.distributed_env()
+            try:
+                d_rank = int(env_rank) if env_rank not in (None, "") else 0
+                d_world = int(env_world) if env_world not in (None, "") else 1
+            except ValueError as e:
+                raise ShardingError(f"RANK={env_rank!r} / WORLD_SIZE={env_world!r} are not integers") from e
+        rank = d_rank if rank is None else rank
+        world_size = d_world if world_size is None else world_size
+    rank, world_size = int(rank), int(world_size)
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ShardingError(
+            f"invalid rank {rank} for world size {world_size} (need 0 <= rank < world size)",
+            rank=rank,
+            world_size=world_size,
+        )
+    return rank, world_size
+
+
+def current_worker() -> tuple[int | None, int]:
+    """(DataLoader worker id, number of DataLoader workers), or (None, 0) in the main process."""
+    data = sys.modules.get("torch.utils.data")
+    if data is None:
+        return None, 0
+    info = data.get_worker_info()
+    if info is None:
+        return None, 0
+    return int(info.id), int(info.num_workers)

@@ -1,22 +1,15 @@
 # cython: language_level=3
 """Cython core of the exact-coverage episode pool (one DataLoader worker's anchor stream).
 
-Sampling strategies are the one table :data:`STRATEGY_TABLE` below: a strategy is one ``pick``
-function (which resident slot gives the next anchor, run per frame without the GIL) and one entry
-(its name, which the ``sampling_strategy`` option accepts, its flags and its help text). Per emitted
-anchor the cost is O(log P) for ``remaining`` (Fenwick-tree draw over the resident episodes'
-remaining frame counts), amortised O(1) for ``round_robin`` and ``sequential`` (one scan of the
-residents per episode); it never grows linearly with the pool size P. Frames inside a resident episode come from a lazily run Fisher-Yates
-shuffle (one int32 buffer per resident episode, allocated on admission and freed on eviction), so
-memory is the sum of the resident episodes' lengths.
+Sampling strategies are one table, :data:`STRATEGY_TABLE`: a ``pick`` function (the resident slot
+that gives the next anchor, run per frame without the GIL), flags and help text each. Per anchor:
+O(log P) for ``remaining`` (Fenwick-tree draw over the residents' remaining frames), amortised O(1)
+for ``round_robin`` and ``sequential``. Frames inside an episode come from a lazy Fisher-Yates
+shuffle (one int32 buffer per resident episode): memory is the resident episodes' lengths.
 
-Randomness comes only from a private xoshiro256** generator seeded with four 64-bit words from
-``numpy.random.SeedSequence`` (see ``_seeds.py``): no global RNG, and the order does not depend on
-the numpy version. Bounded draws use Lemire's multiply-shift with rejection (exactly uniform).
-
-Inside, :class:`EpisodePool` works on *local* episode ids 0..E-1 (positions in the worker's arrays);
-what it gives out (anchors, events, resident and frontier episodes) are dataset ``episode_index``
-values.
+Randomness: a private xoshiro256** generator seeded with four words from ``SeedSequence``
+(``_layout.seed_words``); bounded draws by Lemire's multiply-shift with rejection (exactly uniform).
+:class:`EpisodePool` works on local ids 0..E-1 inside and gives out dataset ``episode_index`` values.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint64_t
@@ -65,6 +58,12 @@ cdef extern from *:
 DEF EV_ADMIT = 0
 DEF EV_EVICT = 1
 _KINDS = ("admit", "evict")  # PoolEvent.kind by event code
+
+#: An admission or eviction: ``position`` (samples the pool had emitted: an eviction at p follows the
+#: episode's last anchor, number p-1; an episode admitted at p is drawn from sample p on), ``kind``
+#: (``"admit"``: bytes must be resident before its first anchor; ``"evict"``: release them once its
+#: last anchor is decoded), ``episode_index`` (dataset episode index).
+PoolEvent = namedtuple("PoolEvent", "position kind episode_index")
 
 
 # --- sampling strategies ---------------------------------------------------------------------------
@@ -120,8 +119,8 @@ cdef int64_t pick_sequential(EpisodePool pool) noexcept nogil:
     return j
 
 
-#: THE table of sampling strategies. A strategy's id is its position here and enters every seed
-#: (``_layout``/``_partitions`` seed words): append new ones, never reorder or remove.
+#: THE table of sampling strategies. A strategy's id is its position and enters every seed: append
+#: new ones, never reorder or remove.
 cdef Strategy[3] STRATEGY_TABLE = [
     Strategy(name=b"remaining", pick=pick_remaining, weighted=True, in_order=False,
              help=b"frames drawn in proportion to what is left"),
@@ -135,9 +134,8 @@ cdef int64_t N_STRATEGIES = sizeof(STRATEGY_TABLE) // sizeof(Strategy)
 
 
 StrategyInfo = namedtuple("StrategyInfo", "id name in_order help")
-StrategyInfo.__doc__ = """One entry of the strategy table, for Python: ``id`` (its position, part of the
-seeds), ``name`` (what :class:`EpisodePool`'s ``strategy`` argument takes), ``in_order`` (no draws: the
-plan admits episodes in ascending order, frames come ascending) and ``help`` (the option's words for it)."""
+StrategyInfo.__doc__ = """A strategy table entry: ``id`` (its position, part of the seeds), ``name``,
+``in_order`` (no draws: episodes admitted ascending, frames ascending) and ``help``."""
 
 
 #: name -> :class:`StrategyInfo`, in table order (what ``constants.SAMPLING_STRATEGIES`` lists)
@@ -153,8 +151,7 @@ STRATEGY_IDS = {name: info.id for name, info in STRATEGIES.items()}
 
 
 def strategy_info(name):
-    """The table entry of sampling strategy ``name`` (``id``, ``in_order``, ``help``): what a plan
-    asks of a strategy (``in_order``: admit episodes in ascending order, no seeded order).
+    """The table entry (:class:`StrategyInfo`) of sampling strategy ``name``.
 
     Raises:
         ValueError: ``name`` is not a strategy of the table.
@@ -166,15 +163,8 @@ def strategy_info(name):
 
 
 def shuffled_order(uint64_t[::1] state, int64_t n):
-    """Seeded Fisher-Yates permutation of ``range(n)`` with the same xoshiro256** generator.
-
-    Args:
-        state: four uint64 seed words (not modified).
-        n: length of the permutation.
-
-    Returns:
-        np.ndarray: int64 (n,) permutation.
-    """
+    """Seeded Fisher-Yates permutation of ``range(n)``, int64 (n,), from four uint64 seed words
+    ``state`` (not modified) through the same xoshiro256** generator."""
     cdef uint64_t s[4]
     cdef int64_t i, j, tmp
     for i in range(4):
@@ -190,11 +180,9 @@ def shuffled_order(uint64_t[::1] state, int64_t n):
 
 
 cdef class EpisodePool:
-    """Exact-coverage pool of one worker (one group) for one epoch (built by ``WorkerPlan.group_pool``).
-
-    Every frame of the pool's episodes is emitted exactly once; at most ``pool_size`` episodes
-    and ``byte_budget`` bytes are resident; episodes are admitted strictly in the seeded admission
-    order (the next one waits until it fits) and leave right after their last frame.
+    """Exact-coverage pool of one group for one epoch (``WorkerPlan.group_pool``): every frame once;
+    at most ``pool_size`` episodes and ``byte_budget`` bytes resident; episodes admitted strictly in
+    ``order`` (the next one waits until it fits), evicted right after their last frame.
 
     Args:
         episode_indices (np.ndarray): int64 (E,) dataset episode indices of the pool.
@@ -206,26 +194,21 @@ cdef class EpisodePool:
             permutation of ``range(E)``).
         pool_size (int): maximum resident episodes (>= 1).
         byte_budget (int | None): maximum resident bytes, or None.
-        strategy (str): a name of the strategy table (:data:`STRATEGIES`: ``remaining``,
-            ``round_robin``, ``sequential``: no draws, the resident episode admitted first, its
-            frames in ascending order).
+        strategy (str): a name of the strategy table (:data:`STRATEGIES`).
         draw_words (np.ndarray): uint64 (4,) seed words of the draws.
         frame_maps (dict[int, np.ndarray] | None): elastic remainders: for a local episode whose
             ``lengths`` entry counts only its remaining frames, the int64 ascending frame indices
             those are (pool-local frame k is frame ``frame_maps[i][k]`` of the episode).
-        size_of (Callable[[int], int] | None): sizes on demand: ``size_of(local episode) -> int``
-            bytes for an entry of ``nbytes`` that is -1 (``WorkerPlan.size_of``: the plan's size
-            provider, ``planner._sizes.SizeProvider``, checked against its budget), called
-            (holding the GIL) when admission under a budget reaches the episode (only the
-            episodes admitted are ever sized); None: every size is given. The pool reads no file.
+        size_of (Callable[[int], int] | None): ``size_of(local episode) -> int`` bytes for an
+            ``nbytes`` entry of -1 (``WorkerPlan.size_of``), called holding the GIL when admission
+            under a budget reaches the episode; None: every size is given.
 
     Raises:
         ValueError: (construction) an unknown strategy name, ``pool_size`` < 1, arrays of
             different lengths, or an unknown size (-1) under a budget without ``size_of``.
         ByteBudgetError: when admission reaches an episode larger than the whole budget.
-        the provider's typed errors (``SizeProvider``), unchanged, from the ``fill`` /
-            ``next_anchors`` whose admission asked for the size; the episode stays unsized and
-            unadmitted.
+        the size provider's typed errors, unchanged, from the ``fill`` / ``next_anchors`` whose
+            admission asked (the episode stays unsized and unadmitted).
     """
 
     cdef int64_t n_eps, pool_size, byte_budget, n_res_bytes
@@ -474,8 +457,7 @@ cdef class EpisodePool:
 
     def fill(self, out_episode, out_frame):
         """Write up to ``len(out_episode)`` anchors (dataset episode index, frame index) into the
-        caller's int64 arrays; returns the count (fewer means the epoch ended). The batched fast
-        path (``python -m tools.microbench planner``)."""
+        caller's int64 arrays; returns the count (fewer: the epoch ended)."""
         cdef int64_t k = self._fill(out_episode, out_frame, min(len(out_episode), len(out_frame)))
         if self._mapped is not None:
             self._map(out_episode[:k], out_frame[:k])
@@ -502,11 +484,9 @@ cdef class EpisodePool:
         return done
 
     def remaining_state(self):
-        """Where this epoch stands (elastic resume): ``(untouched, started, frames)`` -- dataset
-        episode indices not yet admitted (int64, admission order), those admitted with frames left
-        (int64) and, for each of those, the episode frames it has not emitted yet (int64,
-        ascending). Every other episode of the pool has emitted all its frames. Memory: the
-        resident episodes' remaining frames."""
+        """``(untouched, started, frames)`` (elastic resume): episodes not yet admitted (int64,
+        admission order), those resident (int64) and each one's frames not emitted yet (int64,
+        ascending); every other episode has emitted all its frames."""
         cdef int64_t i, ep, rem, n
         eps = []
         frames = []
@@ -527,14 +507,11 @@ cdef class EpisodePool:
         return self.episode_indices[order[self.next_admit :]], self.episode_indices[np.array(eps, dtype=np.int64)], frames
 
     def drain_events(self):
-        """Admissions and evictions since the last drain, in order (``_pool.PoolEvent``)."""
+        """Admissions and evictions since the last drain, in order (:data:`PoolEvent`)."""
         pos, kind, ep = self._ev_pos, self._ev_kind, self._ev_ep
         self._ev_pos = []
         self._ev_kind = []
         self._ev_ep = []
-        # imported here: ``constants`` loads this module on its own, before the planner package
-        from lerobotstream.planner._pool import PoolEvent
-
         ids = self.episode_indices
         return [PoolEvent(int(p), _KINDS[k], int(ids[e])) for p, k, e in zip(pos, kind, ep)]
 

@@ -1,16 +1,8 @@
 """The resume state: :class:`StreamState`, what one rank's ``state_dict()`` holds — the one resume
-state of lerobotstream (the dataset, ``StreamLoader`` and ``lerobotstream-train`` all write and
-read it; a loader or training record wraps it whole) — its parsing and checks, which of its fields
-an elastic resume may change (:data:`ELASTIC_SETTINGS`), and the digests that identify a stream.
-
-Its fields are named as the options (``sampling_strategy``, ``episode_pool_size``, ...; the byte
-budget in bytes as ``StreamOptions.byte_budget`` / ``PlanSettings.byte_budget``), and each field that
-holds an option's value is checked by that option's own rule (``options.option_problem``).
-
-The rank's consumed sample count alone, replayed through the DataLoader's batch turns
-(:mod:`._turns`), says how many samples each worker has given and which worker gives the next
-batch. On resume, DataLoader worker ``p`` plays logical worker ``(p + next) mod N``, so the
-resumed DataLoader (which always starts with its worker 0) continues the rotation exactly.
+state of lerobotstream (the dataset, ``StreamLoader`` and ``lerobotstream-train`` write and read it)
+— its parsing and checks, which fields an elastic resume may change (:data:`ELASTIC_SETTINGS`), the
+digests that identify a stream, and a stream's position (:data:`Position`). Fields are named as the
+options and checked by the options' own rules (``options.option_problem``).
 """
 
 from __future__ import annotations
@@ -19,49 +11,24 @@ import numbers
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.options import option_problem
 
-__all__ = [
-    "DIGEST_KEY",
-    "ELASTIC_SETTINGS",
-    "MAX_NUM_WORKERS",
-    "MAX_ORIGIN_DEPTH",
-    "MAX_SAMPLES",
-    "Position",
-    "REFUSED_SETTINGS",
-    "RESUME_SETTINGS",
-    "SCHEMA",
-    "SCHEMA_KEY",
-    "StreamState",
-    "canonical_digest",
-    "check_count",
-    "episodes_digest",
-    "episode_selection_diffs",
-]
-
-#: the state's schema marker: ``state[SCHEMA_KEY] == SCHEMA``. One schema; a state of any other
-#: (an earlier build's, a later one's, or none) is refused, never converted
+#: the schema marker ``state[SCHEMA_KEY] == SCHEMA``; a state of any other schema is refused, never converted
 SCHEMA_KEY = "schema"
 SCHEMA = "lerobotstream.stream/1"
 #: the marker earlier builds wrote (schemas 1 to 3 of an unreleased format): named when refused
 _EARLIER_KEY = "lerobotstream_planner_schema"
-#: DataLoader workers per rank at most (the ``num_workers`` option's bound: a state claiming more was
-#: edited): it bounds the work of loading a state before anything of it is replayed
-MAX_NUM_WORKERS = constants.MAX_NUM_WORKERS
-#: the state's digest (:func:`canonical_digest` of every other entry, origin included): a state edited
-#: after ``state_dict()`` wrote it is refused instead of replayed
+#: the state's digest (:func:`canonical_digest` of every other entry): an edited state is refused
 DIGEST_KEY = "digest"
-#: elastic origins nested at most this deep (each elastic resume inside an epoch's remainder adds one
-#: level; a deeper state was built by hand)
+#: elastic origins nested at most this deep (one level per elastic resume inside an epoch)
 MAX_ORIGIN_DEPTH = 64
 
-#: a state's consumed count at most (a plausible maximum: past it the replay would overflow a C long)
+#: a state's consumed count at most (past it the replay would overflow a C long)
 MAX_SAMPLES = 2**48
 
-#: settings that fix episode ownership, the order and the batch boundaries: a resume state that
-#: matches them continues the very same order; one that does not is resumed elastically
+#: settings that fix ownership, order and batch boundaries: a state that matches them continues the
+#: very same order; one that does not is resumed elastically
 RESUME_SETTINGS = (
     "seed",
     "batch_size",
@@ -77,8 +44,7 @@ RESUME_SETTINGS = (
 )
 #: what an elastic resume cannot change (with the stream's identity: ``episodes_digest``, ``mixture``)
 REFUSED_SETTINGS = ("seed", "partitions")
-#: what it can: the remainder of the epoch is replanned over the new values (the one definition;
-#: ``lerobotstream-train`` uses it too)
+#: what it can (the epoch's remainder is replanned over the new values; ``lerobotstream-train`` uses it too)
 ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
 
 _START_OVER = (
@@ -119,9 +85,7 @@ def _dict(v: Any) -> str | None:
     return None if isinstance(v, dict) else f"{type(v).__name__}; a dict is needed"
 
 
-#: one rule per field (``rule(value) -> None`` or what is needed): the options' own rules for the
-#: fields that hold an option's value; plausible maxima for the counts (past them a count would
-#: overflow a C long in the replay)
+#: one rule per field (``rule(value) -> None`` or what is needed): the options' own, or plausible bounds
 _RULES = {
     "seed": _option("seed"),
     "epoch": _int_in(0, 2**32),
@@ -151,21 +115,12 @@ _BOOLS = frozenset({"repeat", "drop_last"})
 
 @dataclass(frozen=True)
 class Position:
-    """Where a stream of one rank is — the one object that holds it: a planner's (``Planner.at``)
-    and the dataset's (its resume state hands its own to each planner it builds, ``Planner.place``).
-    Frozen: a move is a new object (``dataclasses.replace``), so a planner never moves the stream
-    that handed it its position.
-
-    Fields:
-        epoch (int): the epoch the stream plays (>= 0).
-        samples (int): samples of the rank consumed since ``epoch`` began (>= 0).
-        origin (dict | None): an elastic resume's origin (the :class:`StreamState` dict whose
-            unconsumed samples epoch ``origin_epoch`` replays); None: plain epochs.
-        origin_epoch (int | None): the epoch that replays it.
-        remainders (list | None): this rank's part of that remainder, computed where the state was
-            loaded (``Planner.rank_remainders``) and shipped with the stream to its DataLoader
-            workers, which take it instead of computing it again.
-    """
+    """Where one rank's stream is, the one object that holds it (a planner's ``Planner.at``, the
+    dataset's resume state's, handed whole with ``Planner.place``; frozen, so a move is a new one):
+    ``epoch`` (>= 0), ``samples`` (consumed since ``epoch`` began), ``origin`` (an elastic resume's
+    origin :class:`StreamState` dict whose unconsumed samples epoch ``origin_epoch`` replays; None:
+    plain epochs), ``remainders`` (this rank's part of that remainder, ``Planner.rank_remainders``,
+    shipped to the DataLoader workers)."""
 
     epoch: int = 0
     samples: int = 0
@@ -176,28 +131,16 @@ class Position:
 
 @dataclass(frozen=True)
 class StreamState:
-    """Everything sample-exact resume depends on (one rank's view): the one resume state.
+    """Everything sample-exact resume depends on (one rank's view).
 
-    Fields (named as the options; each checked by its rule in :data:`_RULES`):
-        seed (int): planner seed (``seed=None`` was already mapped to 42).
-        epoch (int): epoch the stream (re)started at, >= 0.
-        samples (int): samples the training loop consumed from this rank since ``epoch`` began
-            (with ``repeat=True`` it may exceed one epoch), >= 0.
-        batch_size (int): the loader's batch size, >= 1.
-        world_size (int): number of ranks.
-        num_workers (int): DataLoader workers (or StreamLoader shards) per rank (0 = one stream).
-        sampling_strategy (str): the ``sampling_strategy`` option.
-        episode_pool_size (int | None): the ``episode_pool_size`` option (None: the default).
-        byte_budget (int | None): per-rank byte budget in bytes (``byte_budget_gb`` converted
-            once, ``StreamOptions.byte_budget``), or None (unbounded).
-        repeat (bool), drop_last (bool), equalize (str), partitions (int | None): those options.
-        episodes_digest (str): digest of the selected episodes (:func:`episodes_digest`; a mixture's
-            datasets' digests joined with ``|``).
-        mixture (dict | None): a weighted mixture's description (repo ids, weights, integer
-            weights); None for a single dataset.
-        origin (dict | None): elastic resume: the state of the run whose unconsumed samples this
-            epoch (``epoch``) replays on this state's topology; ``samples`` then counts from the
-            start of that remainder. None otherwise.
+    Fields (named as the options, each checked by its rule in :data:`_RULES`): ``seed`` (None already
+    mapped to 42); ``epoch`` (>= 0); ``samples`` (consumed from this rank since ``epoch`` began; endless:
+    may exceed one epoch); ``batch_size``, ``world_size``, ``num_workers`` (0: one stream),
+    ``sampling_strategy``, ``episode_pool_size``, ``byte_budget`` (per rank, bytes, or None),
+    ``repeat``, ``drop_last``, ``equalize``, ``partitions``; ``episodes_digest``
+    (:func:`episodes_digest`; a mixture's joined with ``|``); ``mixture`` (repo ids, weights, integer
+    weights; None: one dataset); ``origin`` (elastic: the state whose unconsumed samples epoch
+    ``epoch`` replays, ``samples`` counted from there; else None).
     """
 
     seed: int
@@ -226,21 +169,13 @@ class StreamState:
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> StreamState:
-        """Parse a ``state_dict()``.
-
-        Every field is checked by its rule: the options' own for the fields that hold an option's
-        value; ints are ints (never bools or floats, even ``3.0``) within plausible bounds;
-        ``episodes_digest`` an :func:`episodes_digest` string; ``mixture``/``origin`` a dict or None.
-        Elastic ``origin`` states nest at most :data:`MAX_ORIGIN_DEPTH` deep (checked before
-        anything recurses), and the state's :data:`DIGEST_KEY` must be the digest of the rest
-        (:func:`canonical_digest`): a well-typed edit of any field is refused rather than replayed.
+        """Parse a ``state_dict()``: every field by its rule (ints never bools or floats), origins
+        at most :data:`MAX_ORIGIN_DEPTH` deep, and the :data:`DIGEST_KEY` the digest of the rest.
 
         Raises:
-            ResumeStateError: not a dict, not a stream state, a state of another schema (an
-                earlier or later build's, or none: named, with the advice to start a new run from
-                the saved weights), a
-                missing, unknown or wrong-typed field (the message names each field and its
-                value), origins nested too deep, a missing or wrong digest (edited).
+            ResumeStateError: not a stream state, another schema (named, with the advice to start
+                a new run from the saved weights), a missing, unknown or wrong-typed field (each
+                named with its value), origins nested too deep, a missing or wrong digest (edited).
         """
         _check_schema(state)
         _check_depth(state)
@@ -271,10 +206,8 @@ class StreamState:
 
 
 def check_count(name: str, value: Any) -> int:
-    """A consumed count given to ``state_dict()`` (``samples_consumed``, ``batches_consumed``),
-    checked by the state's own rule for its ``samples`` field — an int >= 0 and at most
-    :data:`MAX_SAMPLES`, never a bool, a float or a string — when the state is written, not when a
-    later load would call it tampered; returns it as an int.
+    """A consumed count given to ``state_dict()``, checked by the ``samples`` field's rule when the
+    state is written (not when a later load would call it tampered); returns it as an int.
 
     Raises:
         StreamingConfigError: ``name`` breaks the rule (a ValueError naming it and its value).
@@ -290,9 +223,7 @@ def check_count(name: str, value: Any) -> int:
 
 
 def _check_schema(state: Any) -> None:
-    """Raise ResumeStateError unless ``state`` is a dict marked with this build's :data:`SCHEMA`:
-    a state of another schema (an earlier or later build's, or a non-string: named) or a dict of
-    another kind is refused, each with the advice to start a new run from the saved weights."""
+    """Raise ResumeStateError unless ``state`` is a dict marked with this build's :data:`SCHEMA`."""
     if not isinstance(state, dict):
         what = f"a {type(state).__name__}"
     elif state.get(SCHEMA_KEY) == SCHEMA:
@@ -320,9 +251,8 @@ def _check_schema(state: Any) -> None:
 
 
 def _check_depth(state: dict[str, Any]) -> None:
-    """Raise ResumeStateError when ``state``'s elastic origins nest deeper than
-    :data:`MAX_ORIGIN_DEPTH` (walked iteratively: a state nested thousands deep must not reach
-    Python's recursion limit)."""
+    """Raise ResumeStateError when origins nest deeper than :data:`MAX_ORIGIN_DEPTH` (walked
+    iteratively, before anything recurses)."""
     depth, node = 0, state
     while isinstance(node, dict) and isinstance(node.get("origin"), dict):
         node, depth = node["origin"], depth + 1
@@ -334,11 +264,8 @@ def _check_depth(state: dict[str, Any]) -> None:
 
 
 def canonical_digest(obj: dict[str, Any]) -> str:
-    """``"sha256:<hex>"`` of ``obj`` as canonical JSON (sorted keys, no spaces, numpy scalars as
-    Python numbers, tuples as lists), without its :data:`DIGEST_KEY`: what a resume state (and
-    ``lerobotstream-train``'s checkpoint record) carries so that an edit is refused. It detects
-    edits and corruption; it is not a signature (it has no secret: whoever can edit a state can
-    recompute it).
+    """``"sha256:<hex>"`` of ``obj`` without its :data:`DIGEST_KEY` as canonical JSON (sorted keys,
+    no spaces, numpy scalars as numbers): detects edits and corruption (not a signature).
 
     Raises:
         TypeError, ValueError: ``obj`` holds a value JSON cannot hold (nan, an object, a non-str key);
@@ -383,9 +310,8 @@ _ORIGIN_SHARED = (*REFUSED_SETTINGS, "episodes_digest", "mixture")
 
 
 def _check_origin(origin: StreamState, fields: dict[str, Any]) -> None:
-    """Raise ResumeStateError when ``origin`` (valid by itself) cannot be the origin of a state with
-    ``fields``: another seed, episode selection, mixture or partitions (tampered, or two states
-    spliced together), or a later epoch than the state's."""
+    """Raise ResumeStateError when ``origin`` cannot be the origin of a state with ``fields``
+    (another seed, episode selection, mixture or partitions, or a later epoch)."""
     bad = [
         f"origin {n}={getattr(origin, n)!r} but the state's {n}={fields.get(n)!r}"
         for n in _ORIGIN_SHARED
@@ -413,9 +339,7 @@ def episodes_digest(episode_indices, lengths) -> str:
 
 
 def episode_selection_diffs(checkpoint: StreamState, current: StreamState) -> list[str]:
-    """The identity rule of resume: what differs between the checkpoint's episode selection and
-    this stream's (an empty list when they are the same).
-    """
+    """What differs between the checkpoint's episode selection and this stream's (empty: none)."""
     if checkpoint.episodes_digest == current.episodes_digest:
         return []
     if checkpoint.mixture is not None or current.mixture is not None:

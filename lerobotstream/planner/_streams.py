@@ -1,37 +1,84 @@
-"""The streams (datasets) a planner plays, and the one rule giving each stream its settings.
+"""What a planner plays and with which settings: :class:`Streams` (N >= 1 streams; one dataset is a
+mixture of one) and :class:`PlanSettings`, and the one rule giving each stream its settings
+(:meth:`Streams.specs`), recorded in the state so a resume rebuilds the very same streams:
 
-A planner plays N >= 1 streams; a single dataset is a mixture of one stream (MosaicML's
-``streams=[default]``). :class:`Streams` is what does not change over a run — each stream's
-episodes and sizes, the weights, the global episode offsets, the names — and
-:meth:`Streams.specs` turns the run's settings into each stream's :class:`StreamSpec` (seed, pool,
-budget and decoder shares). Two rules, recorded in the state so a resume rebuilds the very same
-streams:
-
-* ``"dataset"`` (one dataset, ``StreamingLeRobotDataset``): the stream gets the settings as they
-  are (pool size None: 32 per rank over the workers used, decided by the layout).
-* ``"mixture"`` (``StreamingMultiLeRobotDataset``, any N): dataset d gets its own seed (derived
-  from the seed and d; a mixture of one uses the seed itself) and its share
-  (:func:`~lerobotstream.planner._mixseq.mixture_shares`: half evenly, half by weight) of the pool (per
-  worker; per partition with partitions), the byte budget (bytes: ``max(1, int(byte_budget x
-  share))``) and the open-decoder cap.
+* ``"dataset"``: the stream gets the settings as they are (pool size None: 32 per rank over the
+  workers used, decided by the layout).
+* ``"mixture"``: dataset d gets its own seed (derived from the seed and d; a mixture of one uses the
+  seed itself) and its share (:func:`~lerobotstream.planner._mixseq.mixture_shares`) of the pool (per
+  worker; per partition with partitions), the byte budget (``max(1, int(byte_budget x share))``
+  bytes) and the open-decoder cap.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 
 from lerobotstream import constants
-from lerobotstream.planner import _seeds
-from lerobotstream.planner._layout import StreamSpec
+from lerobotstream.options import StreamOptions, check_option
+from lerobotstream.planner._layout import TAG_MIXTURE, StreamSpec, derived_seed
 from lerobotstream.planner._mixseq import integer_weights, mixture_shares
-from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._state import episodes_digest
 
-__all__ = ["Streams", "episodes_of", "no_sizes"]
+__all__ = ["PlanSettings", "Streams", "episodes_of", "no_sizes"]
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """What a rank's planner needs of the stream's options, named as the options (``num_workers``,
+    ``batch_size``, ``drop_last``: the DataLoader's that batches the stream).
+
+    Fields:
+        seed (int | None): order seed (None: ``constants.SEED_WHEN_NONE``).
+        num_workers (int): DataLoader workers per rank (0: in the training process).
+        episode_pool_size (int | None): per-worker pool size (None: 32 per rank split over the
+            workers used; with ``partitions``: per partition, ``DEFAULT_PARTITION_POOL_SIZE``).
+        sampling_strategy (str): ``remaining``, ``round_robin`` or ``sequential``.
+        byte_budget (int | None): per-rank budget of synthesized bytes (None: unbounded).
+        video_decoder_cache_size (int | None): per-rank open-decoder cap.
+        repeat (bool), batch_size (int), drop_last (bool), equalize (str: ``none`` or ``drop``),
+            partitions (int | None: canonical partitions): those options.
+        rank, world_size (int | None): None: discovered (``discover_world``); a planner's
+            settings have them resolved (with the rest, its topology).
+
+    Raises:
+        StreamingConfigError (a ValueError): a field breaks its option's rule (named, with the
+            value and the rule); ValueError: ``byte_budget`` < 1 byte.
+    """
+
+    seed: int | None = constants.DEFAULT_SEED
+    num_workers: int = 0
+    episode_pool_size: int | None = None
+    sampling_strategy: str = constants.DEFAULT_SAMPLING_STRATEGY
+    byte_budget: int | None = None
+    video_decoder_cache_size: int | None = None
+    repeat: bool = False
+    batch_size: int = 1
+    drop_last: bool = False
+    equalize: str = "none"
+    partitions: int | None = None
+    rank: int | None = None
+    world_size: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in _OPTION_FIELDS:
+            check_option(name, getattr(self, name), required=name in _REQUIRED)
+        if self.byte_budget is not None and not self.byte_budget >= 1:
+            raise ValueError(f"byte_budget must be >= 1 byte or None, got {self.byte_budget}")
+
+    @property
+    def num_shards(self) -> int:
+        """Logical workers per rank: ``max(1, num_workers)`` (0 and 1 are one stream)."""
+        return max(1, int(self.num_workers))
+
+
+#: the fields that are options (checked by their rules); the planner needs these ones set
+_OPTION_FIELDS = tuple(f.name for f in fields(PlanSettings) if f.name in StreamOptions.__dataclass_fields__)
+_REQUIRED = frozenset({"num_workers", "batch_size"})
 
 
 def no_sizes(episode_index: int) -> int:
@@ -44,11 +91,9 @@ def episodes_of(
     episode_indices: Any = None,
     sizes: Callable[[int], int] | None = None,
 ) -> StreamSpec:
-    """One stream's selection, before the run's settings (a :class:`StreamSpec` whose seed and
-    pool settings :meth:`Streams.specs` fills in), from ``{episode_index: length}`` or a 1-D array
-    of lengths (then ``episode_indices``, default ``0..E-1``), and its ``sizes``
-    (``sizes(episode_index) -> bytes``; ``EpisodeSizes``: on demand; None: no budget possible).
-    Episodes of length 0 are dropped (never yielded).
+    """One stream's selection (a ``StreamSpec``; :meth:`Streams.specs` fills in its settings) from
+    ``{episode_index: length}`` or 1-D lengths (then ``episode_indices``, default ``0..E-1``), and
+    its ``sizes`` (``sizes(episode_index) -> bytes``; None: no budget possible). Length 0: dropped.
 
     Raises:
         ValueError: indices not unique, of another length than the lengths, negative lengths.
@@ -184,7 +229,7 @@ class Streams:
             pool = s.episode_pool_size or max(1, per_rank // max(1, int(s.num_workers)))
         out = []
         for d, (e, share) in enumerate(zip(self.episodes, self.shares)):
-            seed_d = int(seed) if n == 1 else _seeds.derived_seed(seed, _seeds.TAG_MIXTURE, d)
+            seed_d = int(seed) if n == 1 else derived_seed(seed, TAG_MIXTURE, d)
             dec = None if s.video_decoder_cache_size is None else max(1, int(s.video_decoder_cache_size * share))
             budget = None if s.byte_budget is None else max(1, int(s.byte_budget * share))
             pool_d = max(1, round(pool * share))

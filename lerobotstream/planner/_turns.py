@@ -1,24 +1,12 @@
 """The DataLoader's batch turns: the one rule for which worker gives the next batch.
 
-How a ``torch.utils.data.DataLoader`` reads an ``IterableDataset`` with N workers: every worker
-runs its own copy of the iterator and cuts its items into batches of ``batch_size`` (its last
-batch may be short, or dropped with ``drop_last=True``); batches are taken from the workers in
-turn, in worker-id order (worker w gives batches w, w+N, w+2N, ... of the rank); a worker whose
-iterator is exhausted leaves the rotation and the others continue in the same cyclic order.
-
-Everything in the library that depends on that order uses this module:
-
-* :func:`take_turns` — the rotation itself, for loaders that take batches as they come
-  (``StreamLoader``'s threads mode over its workers' batches; its processes mode over its
-  workers' messages);
-* :func:`replay_turns` — the same rotation counted, without running it: after a number of
-  samples or batches, how many samples each worker gave and whose turn is next (resume: each
-  worker's offset; epoch sizes; ``equalize``; the elastic remainder's old-run counts,
-  :func:`rank_given`);
-* :func:`epoch_overlap` — where an endless stream's epoch boundary lies in the loader's batches
-  (each worker moves to its next epoch on its own).
-
-``tests/planner/test_turns.py`` checks both against a real DataLoader (the oracle).
+A ``torch.utils.data.DataLoader`` over an ``IterableDataset`` with N workers: each worker cuts its
+items into batches of ``batch_size`` (its last one short, or dropped with ``drop_last``); batches
+are taken from the workers in turn, in worker-id order; an exhausted worker leaves the rotation and
+the others continue in the same cyclic order. :func:`take_turns` runs the rotation (``StreamLoader``),
+:func:`replay_turns` counts it without running it (resume offsets, epoch sizes, ``equalize``, the
+elastic remainder's counts), :func:`epoch_overlap` places an endless epoch boundary in the batches.
+``tests/planner/test_turns.py`` checks them against a real DataLoader.
 """
 
 from __future__ import annotations
@@ -34,10 +22,8 @@ T = TypeVar("T")
 
 
 def take_turns(sources: Sequence[Iterator[T]]) -> Iterator[T]:
-    """The batches of ``sources`` (one iterator of batches per worker) in the DataLoader's order:
-    worker-id order, cyclic; a worker whose iterator ends leaves the rotation and the next active
-    worker takes the turn (same cycle). An iterator is asked for its next batch only when its turn
-    comes (the processes mode reads each worker's messages this way)."""
+    """The batches of ``sources`` (one iterator per worker) in the DataLoader's order; an iterator
+    is asked for its next batch only when its turn comes."""
     active = list(range(len(sources)))
     pos = 0  # the active worker whose turn it is
     while active:
@@ -73,14 +59,12 @@ def replay_turns(
         samples: stop after this many samples (must end on a batch boundary with several workers).
         batches: stop after this many batches.
         drop_last: a worker's short last batch is dropped (the worker leaves the rotation).
-        one_stream: the rank runs one stream (``num_workers <= 1``): its sample order does not
-            depend on batch boundaries, so ``samples`` may end inside a batch. Default: one limit.
-            (A caller passing only the workers that give anything says what the rank ran.)
+        one_stream: the rank runs one stream (``num_workers <= 1``), so ``samples`` may end inside
+            a batch. Default: one limit.
 
     Returns:
         (samples given per worker, worker that gives the next batch or None when all are
-        exhausted, batches taken). Cost: O(phases x workers), not O(batches): a phase is a run of
-        whole rotations in which no worker leaves.
+        exhausted, batches taken). Cost: O(phases x workers), whole rotations at once.
 
     Raises:
         ResumeStateError: ``samples`` ends inside a batch (with several workers), or exceeds what
@@ -165,9 +149,8 @@ def rank_given(
     *,
     one_stream: bool | None = None,
 ) -> list[int]:
-    """Samples per worker of another rank once rank 0 took ``batches`` batches (``samples``
-    samples): DDP ranks step in lockstep, so every rank took as many batches — but one stream
-    (``one_stream``) consumed the same samples (maybe inside a batch), unless rank 0 ran out."""
+    """Samples per worker of another rank once rank 0 took ``batches`` batches (``samples``): as
+    many batches (DDP lockstep), or one stream the same samples unless rank 0 ran out."""
     if (len(limits) == 1 if one_stream is None else one_stream) and len(limits) == 1 and not rank0_done:
         cap = limits[0]
         return [samples if cap is None else min(samples, cap)]
@@ -175,17 +158,12 @@ def rank_given(
 
 
 def epoch_overlap(frames: Sequence[int], batch_size: int) -> int:
-    """Endless streams: samples of the next epoch the DataLoader yields before the last sample of
-    this one, when logical worker w gives ``frames[w]`` samples of this epoch (an epoch's share,
-    or an elastic remainder's) and then goes on with its next epoch without leaving the rotation.
+    """Endless streams: samples of the next epoch yielded before the last one of this epoch, when
+    worker w gives ``frames[w]`` samples of it and goes on with its next epoch in the rotation.
 
-    The rotation gives every worker one batch per turn, so worker w's samples of the next epoch
-    start at its sample ``frames[w]`` while a worker with more frames still gives this epoch's.
-    With ``B = batch_size``, J the last batch index holding a sample of this epoch of the last
-    such worker W (the latest in the rotation), the count is exactly
-    ``sum over w != W of max(0, n_w * B - frames[w])`` with ``n_w = J + 1`` for ``w < W`` and ``J``
-    for ``w > W``; hence at most ``(K - 1) * (max(frames) - min(frames) + B - 1)`` for K workers.
-    One worker (K = 1), or a finite stream (each epoch its own iterator): 0.
+    With ``B = batch_size`` and J the last batch index holding this epoch's sample of the last such
+    worker W, it is ``sum over w != W of max(0, n_w * B - frames[w])`` (``n_w = J + 1`` for ``w < W``,
+    else ``J``), at most ``(K - 1) * (max(frames) - min(frames) + B - 1)`` for K workers; one worker: 0.
     """
     f = [int(x) for x in frames]
     if len(f) <= 1 or not any(f):

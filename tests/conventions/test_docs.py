@@ -115,7 +115,7 @@ _REPO_PATH = re.compile(
     r"(?<![\w./@:~$-])((?:lerobotstream|tests_lerobot|tests|tools|docs|csrc|\.ci|data/testmedia"
     r"|data/g1_v30)(?:/[\w.-]+)+)"
 )
-#: a path inside the package written from its sub-package (``planner/_pool.py``, ``dataset/_multi.py``)
+#: a path inside the package written from its sub-package (``planner/_layout.py``, ``dataset/_multi.py``)
 _PACKAGE_PATH = re.compile(
     r"(?<![\w./@:~$-])((?:dataset|planner|loader|mp4|sidecar|sources|decode|validate|integrations"
     r"|testing|profile)(?:/[\w.-]+)*/[\w.-]+\.(?:py|pyx|pxd))\b"
@@ -175,7 +175,7 @@ def test_missing_paths_finds_a_moved_file():
         "planner/_gone.py (lerobotstream/planner/_gone.py)",
         "python -m tools.nothing",
     ]
-    assert missing_paths("tests/core/test_options.py, planner/_pool.py, python -m tools.microbench planner") == []
+    assert missing_paths("tests/core/test_options.py, planner/_layout.py, python -m tools.microbench planner") == []
 
 
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(REPO)))

@@ -187,7 +187,7 @@ def test_the_options_rules_are_the_only_rules():
     planner's settings, a loader's settings, a resume state's fields."""
     from lerobotstream.dataset._stream import LoaderSettings
     from lerobotstream.errors import ResumeStateError
-    from lerobotstream.planner._settings import PlanSettings
+    from lerobotstream.planner._streams import PlanSettings
     from tests._planners import make_planner
 
     want = {i.name: i.want for i in option_info()}
@@ -218,7 +218,7 @@ def test_every_planner_setting_is_named_as_its_option():
     """Adding a planner option is its StreamOptions entry, its PlanSettings field (same name:
     ``plan_settings`` maps them by name) and the planner code that uses it."""
     from lerobotstream.dataset._stream import LoaderSettings, plan_settings
-    from lerobotstream.planner._settings import PlanSettings
+    from lerobotstream.planner._streams import PlanSettings
 
     names = {i.name for i in option_info()}
     own = {f.name for f in dataclasses.fields(PlanSettings)} - names

@@ -5,6 +5,7 @@ every (episode, frame) of the epoch exactly once (deterministic: DataLoader turn
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from itertools import islice
 
 import numpy as np
@@ -100,7 +101,7 @@ def test_remainder_is_frame_balanced_and_keeps_untouched_episodes_whole():
     per_rank = rp.samples_per_rank()
     assert per_rank.sum() == int(rem.lengths.sum())
     assert per_rank.max() - per_rank.min() <= rem.lengths.max()  # LPT bound over the new ranks
-    owners = [set(rp.rank_episodes(r).tolist()) for r in range(3)]
+    owners = [set(rp.layouts[0].rank_episodes(r).tolist()) for r in range(3)]
     assert sum(len(o) for o in owners) == len(rem.episode_indices)  # every episode on exactly one rank
 
 
@@ -231,7 +232,7 @@ MIX_FULL = Counter((OFFSETS[d] + e, f) for d, ls in enumerate(MIX) for e, n in l
 
 
 def _mixture(topo, rank, byte_budget_gb=1.0, weights=(0.7, 0.3), repeat=False):
-    from lerobotstream.planner._settings import PlanSettings
+    from lerobotstream.planner._streams import PlanSettings
 
     w, k, b = topo
     settings = PlanSettings(
@@ -463,7 +464,7 @@ def test_an_endless_remainder_worker_without_plain_epochs_stops_after_its_share(
     st = _planner((1, 1, 4), 0, repeat=True).state_dict(samples_consumed=4)
     p = _planner((3, 8, 4), 0, repeat=True)
     p.load_state_dict(st)
-    limits = p.turn_limits()
+    limits = p.current_pass().turn_limits()
     assert limits == [None] * 7 + [3]
     batches = _loader(p, 20)
     assert [len(b) for b in batches[:8]] == [4] * 7 + [3] and all(len(b) == 4 for b in batches[8:])
@@ -471,7 +472,6 @@ def test_an_endless_remainder_worker_without_plain_epochs_stops_after_its_share(
 
 
 def test_a_shipped_remainder_is_taken_only_for_its_state_and_rank():
-    from dataclasses import replace
 
     from lerobotstream.planner import _pass
 
@@ -480,22 +480,22 @@ def test_a_shipped_remainder_is_taken_only_for_its_state_and_rank():
     p.load_state_dict(state)
     shipped = p.rank_remainders()
     assert shipped[0].rank == 1 and shipped[0].episodes_started == p.remainders()[0].episodes_started
-    assert set(shipped[0].frames) <= set(p.current_pass().rank_episodes().tolist())
+    assert set(shipped[0].frames) <= set(p.current_pass().layouts[0].rank_episodes(p.settings.rank).tolist())
     _pass._CACHE.clear()
     q = _planner((3, 2, 5), 1)
     q.load_state_dict(state)
-    q.shipped_remainders = shipped
+    q.at = replace(q.at, remainders=shipped)
     assert q.remainders()[0] is shipped[0] and not _pass._CACHE  # taken, nothing computed
     for bad in (replace(shipped[0], key="another state"), replace(shipped[0], rank=2)):
         q = _planner((3, 2, 5), 1)
         q.load_state_dict(state)
-        q.shipped_remainders = [bad]
+        q.at = replace(q.at, remainders=[bad])
         assert q.remainders()[0] is not bad and q.remainders()[0].rank is None  # computed here (the fallback)
     got = []
     for r in range(3):  # each new rank plays from its shipped part
         q = _planner((3, 2, 5), r)
         q.load_state_dict(state)
-        q.shipped_remainders = _planner_loaded((3, 2, 5), r, state).rank_remainders()
+        q.at = replace(q.at, remainders=_planner_loaded((3, 2, 5), r, state).rank_remainders())
         got += [a for bt in _loader(q) for a in bt]
     assert Counter(consumed) + Counter(got) == FULL
 

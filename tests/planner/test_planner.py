@@ -20,7 +20,7 @@ from lerobotstream.planner._planner import Planner
 from lerobotstream.planner._poolcore import STRATEGIES as STRATEGY_TABLE
 from lerobotstream.planner._state import SCHEMA, SCHEMA_KEY
 from lerobotstream.planner._turns import replay_turns, take_turns
-from tests._planners import iter_anchors, make_planner, worker_episodes, worker_plan
+from tests._planners import admission_order, iter_anchors, make_planner, worker_episodes, worker_plan
 from tests._streams import resigned
 from tests.planner.test_turns import worker_batches
 
@@ -86,7 +86,7 @@ def test_epoch_covers_every_selected_frame_exactly_once(name, strategy, num_work
     for r in range(world_size):
         p = make_planner(**{**kw, "rank": r})
         fr = [int(sum(lengths[e] for e in worker_episodes(p, w))) for w in range(p.current_pass().num_active())]
-        assert max(fr) - min(fr) <= max(lengths[e] for e in p.plain.rank_episodes())
+        assert max(fr) - min(fr) <= max(lengths[e] for e in p.plain.layouts[0].rank_episodes(p.settings.rank))
 
 
 def test_lpt_bound_reference_case():
@@ -220,7 +220,7 @@ def test_byte_aware_admission_and_frontier():
     sizes = {0: 7, 1: 6, 2: 4, 3: 3, 4: 2}
     p = make_planner({e: 5 for e in sizes}, episode_pool_size=4, byte_budget=10, episode_nbytes=sizes.__getitem__)
     plan = worker_plan(p, 0)
-    order = plan.admission_order(0).tolist()
+    order = admission_order(plan, 0).tolist()
     pool = plan.pool(0)
     admitted = [ev.episode_index for ev in pool.drain_events()]
     assert admitted == order[: len(admitted)]  # strict seeded order
@@ -282,7 +282,7 @@ def test_round_robin_newly_admitted_join_next_round():
     p = make_planner({0: 1, 1: 3, 2: 3}, episode_pool_size=2, sampling_strategy="round_robin", seed=0)
     plan = worker_plan(p, 0)
     for epoch in range(20):
-        order = plan.admission_order(epoch).tolist()
+        order = admission_order(plan, epoch).tolist()
         pool = plan.pool(epoch)
         ep, _ = pool.next_anchors(7)
         first_round = set(order[:2])
@@ -308,7 +308,7 @@ def test_large_epoch_bounded_and_complete():
 def _order(seed, epoch=0, **kw):
     p = make_planner(dict(enumerate(_lengths(4, 20, 1, 50).tolist())), seed=seed, episode_pool_size=4, **kw)
     plan = worker_plan(p, 0)
-    return plan.admission_order(epoch).tolist(), list(iter_anchors(plan, epoch))
+    return admission_order(plan, epoch).tolist(), list(iter_anchors(plan, epoch))
 
 
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if not STRATEGY_TABLE[s].in_order])  # in order: no draws
@@ -380,7 +380,8 @@ def test_equalize_drop_gives_every_rank_the_same_batch_count(drop_last, num_work
     assert counts[0] == counts[1]
     assert max(seen.values()) == 1
     assert make_planner(lengths, world_size=2, rank=0).current_pass().samples_per_rank().tolist() == [
-        sum(lengths[e] for e in make_planner(lengths, world_size=2, rank=r).plain.rank_episodes()) for r in range(2)
+        sum(lengths[e] for e in make_planner(lengths, world_size=2, rank=r).plain.layouts[0].rank_episodes(r))
+        for r in range(2)
     ]
 
 
@@ -534,4 +535,4 @@ def test_sequential_strategy_is_ascending_and_the_same_every_epoch():
             want = [(e, f) for e in sorted(plan.episode_indices.tolist()) for f in range(lengths[e])]
             assert list(iter_anchors(plan, 0)) == want
             assert list(iter_anchors(plan, 3)) == want  # no draws: every epoch alike
-            assert plan.admission_order(1).tolist() == sorted(plan.episode_indices.tolist())
+            assert admission_order(plan, 1).tolist() == sorted(plan.episode_indices.tolist())

@@ -9,10 +9,11 @@ from collections import Counter
 
 import pytest
 
+from lerobotstream.constants import MAX_NUM_WORKERS
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._layout import Layout
 from lerobotstream.planner._planner import Planner
-from lerobotstream.planner._state import MAX_NUM_WORKERS, StreamState
+from lerobotstream.planner._state import StreamState
 from tests._planners import iter_anchors, make_planner, worker_plan
 
 LENGTHS = {e: 4 + e % 5 for e in range(12)}

@@ -13,8 +13,8 @@ import lerobotstream.planner as planner_pkg
 from lerobotstream.errors import ByteBudgetError, Mp4Error, Mp4TruncatedError, SourceReadError
 from lerobotstream.planner._planner import Planner
 from lerobotstream.planner._poolcore import EpisodePool
-from lerobotstream.planner._settings import PlanSettings
 from lerobotstream.planner._sizes import EpisodeSizes
+from lerobotstream.planner._streams import PlanSettings
 from tests._planners import make_mixture_for_datasets, make_partition_planner, make_planner, worker_plan
 
 LENGTHS = {e: 5 + (7 * e) % 23 for e in range(40)}
@@ -94,7 +94,7 @@ def test_episode_sizes_compute_once_and_say_what_they_know():
     calls = []
     s = EpisodeSizes(lambda e: calls.append(e) or 10 * e)
     assert bool(s) and len(s) == 0
-    assert s(3) == s[3] == 30 and s(np.int64(4)) == 40
+    assert s(3) == s(3) == 30 and s(np.int64(4)) == 40
     assert calls == [3, 4] and s.known() == {3: 30, 4: 40} and len(s) == 2
 
 
@@ -151,10 +151,10 @@ def test_a_pool_with_unknown_sizes_and_no_provider_is_refused_at_construction():
     EpisodePool(one, one, -one, np.arange(2), 1, None, "remaining", np.ones(4, np.uint64))  # no budget: sizes unused
 
 
-@pytest.mark.parametrize("module", ["_pool.py", "_poolcore.pyx", "_sizes.py", "_mixseq.py", "_seeds.py"])
+@pytest.mark.parametrize("module", ["_poolcore.pyx", "_sizes.py", "_mixseq.py", "_layout.py", "_lpt.pyx"])
 def test_the_pool_side_reads_no_file_and_knows_no_dataset(module):
     src = (Path(planner_pkg.__file__).parent / module).read_text()
     imported = set(re.findall(r"^\s*(?:from|import|cimport)\s+(lerobotstream[\w.]*)", src, flags=re.M))
-    allowed = {"lerobotstream.errors", "lerobotstream.planner._pool", "lerobotstream.planner._poolcore"}
-    assert imported <= allowed | {"lerobotstream.planner._seeds"}, imported
+    allowed = {"lerobotstream.errors", "lerobotstream.constants", "lerobotstream.planner._poolcore"}
+    assert imported <= allowed | {"lerobotstream.planner._layout", "lerobotstream.planner._lpt"}, imported
     assert not re.search(r"\bopen\(|\bPath\(|\bmmap\b|\bos\.", src)

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from lerobotstream.constants import MAX_NUM_WORKERS
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._planner import Planner
-from lerobotstream.planner._state import MAX_NUM_WORKERS, MAX_ORIGIN_DEPTH, StreamState
+from lerobotstream.planner._state import MAX_ORIGIN_DEPTH, StreamState
 from lerobotstream.planner._turns import take_turns
 from tests._planners import make_planner
 from tests._streams import resigned

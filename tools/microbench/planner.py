@@ -15,8 +15,7 @@ import time
 import numpy as np
 
 from lerobotstream.planner._planner import Planner
-from lerobotstream.planner._settings import PlanSettings
-from lerobotstream.planner._streams import Streams
+from lerobotstream.planner._streams import PlanSettings, Streams
 
 
 def run(lengths: np.ndarray, pool_size: int, strategy: str, batch: int, repeats: int) -> float:

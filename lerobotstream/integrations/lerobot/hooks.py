@@ -22,7 +22,7 @@ from lerobotstream.integrations.lerobot.factory import TrainingStream, make_stre
 from lerobotstream.integrations.lerobot.summary import BatchCounters, summarize
 
 # (rank, world_size) by the rule the stream's sharding follows (also after the group is destroyed)
-from lerobotstream.planner._world import discover_world as world
+from lerobotstream.planner._planner import discover_world as world
 
 __all__ = ["Run", "world"]
 
