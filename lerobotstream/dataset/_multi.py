@@ -180,9 +180,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
         self.datasets: list[StreamingLeRobotDataset] = []
         for d, (rid, root) in enumerate(zip(repo_ids, roots)):
             own = {k: v[d] for k, v in per.items() if v[d] is not None}
-            with naming(
-                f"dataset {d} ({rid})"
-            ):  # the per-dataset options are checked here, by the dataset's own constructor
+            with naming(f"dataset {d} ({rid})"):  # checks the per-dataset options, naming the dataset
                 self.datasets.append(StreamingLeRobotDataset(rid, root, options=self.options, **own))
         # decode only the cameras every dataset has (the others are dropped)
         if self.options.camera_keys is None and "camera_keys" not in per:
