@@ -1,10 +1,9 @@
 """Item assembly: one anchor → the map-style item (keys, dtypes, shapes, windows, pads, frames).
 
 An episode's row columns are converted once (:func:`episode_rows`) to the dtypes HF's torch
-formatter gives map-style LeRobot: floats → float32, ints → int64, bools → bool; ragged, nullable
-and string columns stay Python values, converted per item the same way (dicts and None pass
-through, as ``hf_transform_to_torch`` leaves them). ``image`` columns keep only their bytes.
-Each item owns its data (copies, never views of the cache).
+formatter gives map-style LeRobot (float32, int64, bool); ragged, nullable and string columns stay
+Python values, converted per item (dicts and None pass through, as ``hf_transform_to_torch``
+does). Each item owns its data (copies, never views of the cache).
 """
 
 from __future__ import annotations
@@ -78,12 +77,10 @@ def episode_rows(
 
     ``image_keys``: the ``image`` features among the columns (only their bytes are kept).
     ``features``: ``meta/info.json`` features; when given, every declared non-video column must be
-    present (``image`` columns only when in ``image_keys``) and every row of each numeric column
-    have the declared shape (``[1]`` also matches a scalar column; vectorised:
-    :func:`~lerobotstream.features.row_off_shape`). Every row's ``index`` must be ``from_index +
-    frame_index`` (:func:`lerobotstream.parquet.index_problem`); with ``n_tasks`` (the tasks of
-    ``meta/tasks.parquet``) every ``task_index`` must be in ``[0, n_tasks)``
-    (:func:`lerobotstream.parquet.task_index_problem`).
+    present (``image`` columns only when in ``image_keys``) with the declared shape per row
+    (:func:`~lerobotstream.features.row_off_shape`). Every ``index`` must be ``from_index +
+    frame_index`` (:func:`lerobotstream.parquet.index_problem`); with ``n_tasks`` every
+    ``task_index`` must be in ``[0, n_tasks)`` (:func:`lerobotstream.parquet.task_index_problem`).
 
     Raises:
         EpisodeDataError: ``timestamp`` or ``task_index`` is missing, a declared column is missing,
@@ -167,9 +164,9 @@ def _other_to_torch(value: Any) -> Any:
 
 
 #: ``slot(key, shape, dtype) -> tensor | None``: where an item's value of ``key`` may be written (a
-#: contiguous CPU tensor, e.g. the item's row of a batch tensor; None: a new tensor). A slot may also
-#: have ``put(key, value: np.ndarray) -> marker | None``: a row column's value written into the
-#: item's row of the batch's array of ``key``, the item carrying the marker instead (None: not taken).
+#: contiguous CPU tensor, e.g. its row of a batch tensor; None: a new tensor). A slot may also have
+#: ``put(key, value: np.ndarray) -> marker | None``: the value written into the batch's array of
+#: ``key``, the item carrying the marker instead (None: not taken).
 SlotFn = Callable[[str, tuple, torch.dtype], "torch.Tensor | None"]
 
 
@@ -177,13 +174,9 @@ def _video_value(
     data: torch.Tensor | Sequence[torch.Tensor], return_uint8: bool, out: torch.Tensor | None = None
 ) -> torch.Tensor:
     """uint8 frames ((T,C,H,W) tensor or T views of (C,H,W)) → the item's owned, **contiguous**
-    NCHW value ((C,H,W) when T == 1), so the DataLoader's collate is a plain memcpy.
-
-    torchcodec's frames are NCHW views of NHWC memory. CPU RGB frames take one C pass, GIL
-    released: uint8 de-interleaved (:func:`~lerobotstream.decode._frames.frames_to_u8_chw`), or
-    float32 (:func:`~lerobotstream.decode._frames.frames_to_float_chw`, bitwise map-style's
-    ``x.type(torch.float32) / 255``). Other frames (CUDA, other channel counts):
-    ``torch.empty(...).copy_(x)`` then ``.div_(255)``, equal too.
+    NCHW value ((C,H,W) when T == 1): CPU RGB frames in one C pass
+    (:func:`~lerobotstream.decode._frames.frames_to_u8_chw` / ``frames_to_float_chw``, bitwise
+    map-style's ``x.type(torch.float32) / 255``), others by ``copy_`` then ``.div_(255)``.
     """
     if isinstance(data, torch.Tensor):
         views = [data[0]] if data.shape[0] == 1 else list(data.unbind(0))
@@ -213,9 +206,8 @@ FramesFn = Callable[[int, str, np.ndarray], torch.Tensor]
 
 
 def _image_value(views: Sequence[torch.Tensor], windowed: bool) -> torch.Tensor:
-    """Decoded image frames (see ``_images.decode_image``) → the item's owned value: 8-bit frames
-    float32 ``x / 255`` in one C pass (``ToTensor``'s ``img.to(float32).div(255)``, bitwise), other
-    modes copied; ``(T, ...)`` stacked when ``windowed`` (map-style stacks window rows, even one)."""
+    """Decoded image frames (``_images.decode_image``) → the item's owned value: 8-bit frames float32
+    ``x / 255`` (bitwise ``ToTensor``), others copied; ``(T, ...)`` stacked when ``windowed``."""
     if views[0].dtype == torch.uint8:
         out = frames_to_float_chw(views, squeeze=not windowed)
         if out is None:  # frames of different shapes: torch.stack refuses them, as map-style's does
@@ -243,11 +235,10 @@ def assemble_item(
 ) -> dict[str, Any]:
     """Build the map-style item of ``(rows.episode_index, frame_index)``.
 
-    Args: ``depth``: depth video keys → their ``DepthDequantizer`` (their ``frames`` are int16
-    ``(1, H, W)`` codes); ``images``: ``image`` keys → ``{episode frame: decoded frame}``;
-    ``image_depth``: depth image keys → unit conversion; ``camera_keys``: the keys
-    ``image_transforms`` apply to; ``slot``: where the frames, fixed-shape row columns and pads
-    may be written (:data:`SlotFn`; None: new tensors).
+    Args: ``depth``: depth video keys → their ``DepthDequantizer`` (of int16 ``(1, H, W)`` codes);
+    ``images``: ``image`` keys → ``{episode frame: decoded frame}``; ``image_depth``: depth image
+    keys → unit conversion; ``camera_keys``: the keys ``image_transforms`` apply to; ``slot``:
+    :data:`SlotFn` (None: new tensors).
 
     Returns:
         dict: row columns (tensors as the HF formatter makes them), windowed keys stacked to

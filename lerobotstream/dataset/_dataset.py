@@ -1,14 +1,9 @@
 """``StreamingLeRobotDataset``: the torch ``IterableDataset`` users train on.
 
-The constructor (training process) opens the byte sources (metadata from ``root`` / ``repo_id``,
-payload from ``data_root`` when given), loads the metadata, plans cameras and windows and makes
-sure of the validated MP4 index sidecar (``sidecar.ensure_sidecar``). Everything per process is
-made lazily after a PID check by the stream core (:mod:`lerobotstream.dataset._stream`: this
-dataset is a list of one part), so DataLoader workers never inherit decoders or connections.
-
-Resume is sample-exact through a DataLoader (docs/resume.md): ``ds.state_dict(samples_consumed=n)``
-(or ``batches_consumed=``; with ``num_workers=0`` the dataset counts itself), then
-``ds.load_state_dict(state)`` in a new process before iterating.
+The constructor opens the byte sources (metadata from ``root`` / ``repo_id``, payload from
+``data_root`` when given), loads the metadata, plans cameras and windows and makes sure of the
+validated MP4 sidecar. The per-process state is the stream core's
+(:mod:`lerobotstream.dataset._stream`: this dataset is one part). Resume: docs/resume.md.
 """
 
 from __future__ import annotations
@@ -105,8 +100,7 @@ class StreamingLeRobotDataset(StreamCore):
         t1 = time.perf_counter()
         self._sidecar_npz, self._sidecar_how = self._find_sidecar()
         self._setup["sidecar_s"] = time.perf_counter() - t1
-        # import torchcodec (~1 s) and the per-worker modules in the training process: DataLoader
-        # workers fork with them loaded (no decoder, file handle or thread is created here)
+        # import torchcodec (~1 s) and the per-worker modules here: forked workers start with them loaded
         t2 = time.perf_counter()
         import lerobotstream.decode._decoder  # noqa: F401  (with _cuda, _depth, _frames, _lean)
         import lerobotstream.decode._open_decoders  # noqa: F401
@@ -131,8 +125,8 @@ class StreamingLeRobotDataset(StreamCore):
         self.transform_keys = self._cameras.transform_keys  # decoded cameras image_transforms apply to
 
     def _find_sidecar(self) -> tuple[str, str]:
-        """``(npz path, how)`` of the validated MP4 sidecar; a damaged MP4's error says how to find
-        every damaged file (``lerobotstream-validate``) and the episodes to train on."""
+        """``(npz path, how)`` of the validated MP4 sidecar; a damaged MP4's error points to
+        ``lerobotstream-validate``."""
         from lerobotstream.sidecar import ensure_sidecar, open_sidecar
 
         o = self.options
@@ -172,8 +166,7 @@ class StreamingLeRobotDataset(StreamCore):
     # --- LeRobot-like surface ---------------------------------------------------------------------
     @property
     def episodes(self) -> list[int] | None:
-        """The selected episode indices, sorted (None: every episode; the option as given is
-        ``options.episodes``)."""
+        """The selected episode indices, sorted (None: every episode)."""
         return self._episodes
 
     @property
@@ -205,8 +198,7 @@ class StreamingLeRobotDataset(StreamCore):
         return {int(e): max(0, int(n) - n_drop) for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
 
     def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
-        """This dataset's planner for ``loader``'s settings (``episode_nbytes``: its sizes,
-        ``[EpisodeSizes]``; None: this process's, computed when first asked)."""
+        """This dataset's planner for ``loader`` (``episode_nbytes``: ``[EpisodeSizes]``; None: this process's)."""
         from lerobotstream.planner._planner import Planner
         from lerobotstream.planner._streams import Streams
 
@@ -237,8 +229,6 @@ class StreamingLeRobotDataset(StreamCore):
     def _reader(self):
         """This process's :class:`~lerobotstream.dataset._reader.DatasetReader` (None before iterating)."""
         return None if self._readers is None else self._readers.readers[0]
-
-    # source_stats: the stream core's (this process's payload-source counters)
 
     def stats(self) -> dict[str, Any]:
         """Per-process counters (stable names; the profiler reads them). Empty before iterating.

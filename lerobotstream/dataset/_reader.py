@@ -2,8 +2,8 @@
 payload fetch + mini-MP4 synthesis, the open decoders, counters.
 
 A :class:`DatasetReader` is built from a :class:`ReaderConfig` in the process that iterates (after
-a PID check), so DataLoader workers never inherit decoders, descriptors, maps or threads, under
-any start method; it is never pickled. The episode jobs above it call it; it calls no one back.
+a PID check) and never pickled, so workers never inherit decoders, descriptors or threads. The
+episode jobs call it; it calls no one back.
 """
 
 from __future__ import annotations
@@ -48,10 +48,7 @@ class ReaderConfig:
 
 
 class DatasetReader:
-    """One dataset's reader in one process (index, spans, decoders, counters): never crosses a fork.
-
-    Per iterator the wiring :meth:`prepare` s it (the open-decoder cap, the first epoch).
-    """
+    """One dataset's reader in one process (index, spans, decoders, counters), :meth:`prepare` d per iterator."""
 
     def __init__(self, cfg: ReaderConfig) -> None:
         from lerobotstream.decode._cuda import FALLBACK_STATUS
@@ -115,10 +112,8 @@ class DatasetReader:
                 self.counts[k] += v
 
     def episode_nbytes(self, ep: int) -> int:
-        """This dataset's size provider (``planner._sizes.SizeProvider``, wrapped in ``EpisodeSizes``):
-        episode ``ep``'s exact synthesized bytes, all cameras; plans its spans (opens the MP4
-        index) the first time. Raises the span planner's typed errors, naming episode, camera
-        and file (:meth:`EpisodeSpans.span`)."""
+        """This dataset's size provider (``planner._sizes.SizeProvider``): episode ``ep``'s exact
+        synthesized bytes, all cameras (:meth:`EpisodeSpans.episode_nbytes`, its errors)."""
         return self.spans.episode_nbytes(ep)
 
     def fetch(self, ep: int) -> EpisodePayload:
@@ -139,8 +134,7 @@ class DatasetReader:
         payloads, fetched = {}, {}
         origin = {"store_bytes": 0, "disk_cache_bytes": 0}
         for cam in self.cfg.video_keys:
-            # verified against the MP4's moov first, once the process served its first item; before
-            # that, verified by the consumer before decoding (EpisodeSpans.fetch_span / checked_span)
+            # verified against the MP4's moov here once the process served an item, else before decoding
             s = self._planned(ep, cam, self.spans.fetch_span)
             try:
                 payloads[cam] = self._fetch_camera(ep, cam, s, origin)
@@ -160,9 +154,8 @@ class DatasetReader:
         return EpisodePayload(payloads, extra=(rows, next(_SERIAL), fetched))
 
     def _raise_explained(self, err: LeRobotStreamError, ep: int, cam: str, path: str) -> NoReturn:
-        """Raise ``err`` of a fetch or verification of ``(ep, cam)`` from ``path`` named by episode,
-        camera and file, and told as a file changed during the run when it did
-        (``explain_payload_failure``); ``err`` itself when it names the episode already."""
+        """Raise ``err`` of a fetch or verification of ``(ep, cam)`` from ``path`` naming episode,
+        camera and file, told as a file changed during the run when it did (``explain_payload_failure``)."""
         if f"episode {ep}" in err.message:
             raise err
         exc = explain_payload_failure(err, self.source, self.index, path, self.cfg.sidecar_npz)
@@ -171,8 +164,7 @@ class DatasetReader:
         raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from err
 
     def _planned(self, ep: int, cam: str, plan: Callable[[int, str], Any]) -> Any:
-        """``plan(ep, cam)`` (a span of :class:`EpisodeSpans`, its source verified or not), its
-        errors :meth:`_raise_explained`."""
+        """``plan(ep, cam)`` (an :class:`EpisodeSpans` method), its errors :meth:`_raise_explained`."""
         try:
             return plan(ep, cam)
         except LeRobotStreamError as err:
@@ -208,10 +200,8 @@ class DatasetReader:
             ) from exc
 
     def checked_payload(self, ep: int, cam: str, payload: EpisodePayload) -> bytes:
-        """The mini-MP4 of ``(ep, cam)`` to decode: its source verified against the MP4's own moov
-        first (once per source); fetched again when the verification replaced the table it was
-        fetched from (the payload is updated in place; that rare second read is not counted in
-        ``bytes_by_epoch``)."""
+        """The mini-MP4 of ``(ep, cam)`` to decode, its source verified against the MP4's moov first;
+        fetched again (in place, not counted in ``bytes_by_epoch``) when that replaced its table."""
         fetched = payload.extra[2][cam]
         s = self._planned(ep, cam, lambda e, c: self.spans.checked_span(e, c, fetched))
         if s is None:
@@ -222,9 +212,8 @@ class DatasetReader:
         return payload.payloads[cam]
 
     def _read(self, path: str, offset: int, length: int) -> tuple[bytes, bool, bytes | None]:
-        """``(bytes, from_disk, key)``: the range from the disk cache, or from the store with the
-        disk cache's key to keep it under (None without a disk cache or for a file without a
-        stable identity)."""
+        """``(bytes, from_disk, key)``: the range from the disk cache, or from the store with the key to
+        keep it under (None: no disk cache, or a file without a stable identity)."""
         if self.disk is None:
             return self.source.read(path, offset, length), False, None
         from lerobotstream.disk_cache import source_identity
@@ -277,10 +266,9 @@ class DatasetReader:
             self.admissions[ep] = 1
 
     def count_admission(self, ep: int, reused: bool) -> None:
-        """The episode was admitted (its payload ``reused`` from a kept entry, or fetched): count
-        its MP4 bytes for the epoch it belongs to (each episode is admitted once per epoch, so its
-        n-th admission in an iterator is the iterator's n-th epoch); a fetch counts in the epoch of
-        the admission its payload serves (one made before the fetch ended, else the next)."""
+        """The episode was admitted (payload ``reused``, or fetched): count its MP4 bytes for its epoch
+        (its n-th admission in an iterator is the n-th epoch); a fetch counts in the epoch of the
+        admission it serves (one made before the fetch ended, else the next)."""
         nbytes = 0
         for cam in self.cfg.video_keys:
             span = self.spans.span(ep, cam)[0]

@@ -1,7 +1,5 @@
-"""Per process: where each (episode, camera) of a dataset lies in its source MP4, and so the
-episode's exact synthesized size. :class:`EpisodeSpans` plans a span (``mp4.episode_frame_range``
-+ ``mp4.plan_span`` over the derived index) when first asked (admission, fetch or decode reaches
-the episode) and keeps it, so a process plans only the episodes it reaches (docs/scale.md).
+"""Per process: where each (episode, camera) of a dataset lies in its source MP4, and the episode's
+exact synthesized size, planned when first asked and kept (only the episodes reached: docs/scale.md).
 """
 
 from __future__ import annotations
@@ -35,8 +33,7 @@ class EpisodeSpans:
         self.planned_s = 0.0
         self._spans: dict[tuple[int, str], tuple[Any, Any, str, float]] = {}
         self._lock = threading.Lock()
-        #: until the process serves its first item (:meth:`serving`), fetches do not verify: the
-        #: consumer verifies each fetched (episode, camera) before decoding it (:meth:`checked_span`)
+        #: until the first item is served (:meth:`serving`) fetches do not verify; :meth:`checked_span` does
         self.deferring = getattr(index, "verify", None) is not None
         self._pending: set[str] = set()  # sources fetched unverified, verified by later fetches
 
@@ -66,8 +63,7 @@ class EpisodeSpans:
             try:
                 span = plan(table)
             except (LeRobotStreamError, ValueError):
-                # a table the window cannot be planned on: if the source's verification (which the
-                # fetch would run anyway) replaces it, plan on the MP4's own table; else the same error
+                # if verifying the source (as the fetch would) replaces the table, plan on the MP4's own
                 verify = getattr(self.index, "verify", None)
                 if verify is None:
                     raise
@@ -91,8 +87,8 @@ class EpisodeSpans:
         return s
 
     def verified_span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
-        """:meth:`span`, its source first verified against the MP4's own ``moov`` (once per source,
-        when ``index`` verifies); a span planned on a table the verification replaced is planned again.
+        """:meth:`span`, its source first verified against the MP4's own ``moov`` (once per source);
+        planned again when the verification replaced its table.
 
         Raises:
             the errors of :meth:`span`; Mp4Error / SourceError: the MP4's header cannot be read
@@ -112,10 +108,9 @@ class EpisodeSpans:
         return _no_larger(ep, cam, s, self.span(ep, cam))
 
     def fetch_span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
-        """The span a fetch of ``(ep, cam)`` reads: before the process served its first item,
-        :meth:`span` unverified (the first item waits only for its own sources' verification, by
-        :meth:`checked_span`); after, :meth:`verified_span`, the sources fetched unverified
-        verified first. Raises :meth:`verified_span`'s errors."""
+        """The span a fetch of ``(ep, cam)`` reads: before the first item is served, :meth:`span`
+        unverified (:meth:`checked_span` verifies it); after, :meth:`verified_span`, once the
+        sources fetched unverified are verified. Raises :meth:`verified_span`'s errors."""
         if self.deferring:
             s = self.span(ep, cam)
             with self._lock:
@@ -134,9 +129,8 @@ class EpisodeSpans:
     def checked_span(
         self, ep: int, cam: str, fetched: tuple[Any, Any, str, float]
     ) -> tuple[Any, Any, str, float] | None:
-        """Before a fetched payload of ``(ep, cam)`` is decoded: its source verified; None when the
-        payload was fetched from the current span, else the span to fetch it again from. Raises
-        :meth:`verified_span`'s errors."""
+        """Before a fetched payload of ``(ep, cam)`` is decoded: its source verified; None when it was
+        fetched from the current span, else the span to fetch again (:meth:`verified_span`'s errors)."""
         s = self.verified_span(ep, cam)
         return None if s[0] is fetched[0] else _no_larger(ep, cam, fetched, s)
 
