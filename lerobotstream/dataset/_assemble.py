@@ -18,15 +18,102 @@ import pyarrow as pa
 import torch
 
 from lerobotstream.dataset._images import LANGUAGE_COLUMNS, declared_chw, image_bytes, language_rows, to_output_unit
-from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.decode._frames import frames_to_float_chw, frames_to_u8_chw
-from lerobotstream.errors import EpisodeDataError
+from lerobotstream.errors import DeltaTimestampsError, EpisodeDataError
 from lerobotstream.features import data_columns_problem, row_off_shape, row_shape_matches
 from lerobotstream.parquet import index_problem, task_index_problem
 
-__all__ = ["EpisodeRows", "episode_rows", "assemble_item", "SlotFn"]
+__all__ = ["DeltaWindows", "EpisodeRows", "SlotFn", "assemble_item", "episode_rows", "window_indices"]
 
 _KIND_DTYPE = {"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}
+
+
+# ``delta_timestamps`` windows, as map-style LeRobot: an offset ``d`` (seconds) must be on the frame
+# grid (``|d*fps - round(d*fps)| / fps <= tolerance_s``); its frame delta is ``round(d*fps)``
+# (half to even); the window frame of anchor ``i`` is ``clamp(i + k, 0, length - 1)`` in the
+# complete episode (edge-repeat padding), padded where ``i + k`` falls outside it.
+
+
+def check_delta_timestamps(
+    delta_timestamps: Mapping[str, Sequence[float]],
+    fps: float,
+    tolerance_s: float,
+    features: Mapping[str, object] | None = None,
+) -> None:
+    """Validate offsets against the frame grid (map-style rule).
+
+    Raises:
+        DeltaTimestampsError: an offset is off the grid by more than ``tolerance_s`` (lists every
+            bad offset per key), a key is not a feature, or a key has no offsets.
+    """
+    if fps <= 0:
+        raise DeltaTimestampsError(f"fps must be positive, got {fps}")
+    outside: dict[str, list[float]] = {}
+    for key, deltas in delta_timestamps.items():
+        if features is not None and key not in features:
+            raise DeltaTimestampsError(
+                f"delta_timestamps key {key!r} is not a feature of the dataset (features: {sorted(features)})",
+                key=key,
+            )
+        d = np.asarray(list(deltas), dtype=np.float64)
+        if d.ndim != 1 or d.size == 0:
+            raise DeltaTimestampsError(f"delta_timestamps[{key!r}] must be a non-empty list of seconds", key=key)
+        if not np.all(np.isfinite(d)):
+            raise DeltaTimestampsError(f"delta_timestamps[{key!r}] has non-finite offsets: {d.tolist()}", key=key)
+        x = d * fps
+        bad = np.abs(x - np.round(x)) / fps > tolerance_s
+        if bad.any():
+            outside[key] = d[bad].tolist()
+    if outside:
+        raise DeltaTimestampsError(
+            f"delta_timestamps are not multiples of 1/fps (fps={fps}) within tolerance_s={tolerance_s}: {outside}",
+            outside=outside,
+        )
+
+
+def delta_frames(delta_timestamps: Mapping[str, Sequence[float]], fps: float) -> dict[str, np.ndarray]:
+    """Offsets in seconds → frame deltas ``round(d*fps)`` (int64 arrays, same order as given)."""
+    return {
+        key: np.round(np.asarray(list(deltas), dtype=np.float64) * fps).astype(np.int64)
+        for key, deltas in delta_timestamps.items()
+    }
+
+
+def window_indices(frame_index: np.ndarray | int, length: int, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Episode-local window frames and pad flags of anchor(s) ``frame_index`` (int, or (N,)) of
+    an episode of ``length`` (> 0) frames, for int64 ``deltas`` (K,): ``(indices, is_pad)``,
+    int64 and bool, (K,) or (N, K); ``clamp(i + k, 0, length - 1)`` and ``i + k`` outside."""
+    if length <= 0:
+        raise ValueError(f"episode length must be positive, got {length}")
+    i = np.asarray(frame_index, dtype=np.int64)
+    raw = i[..., None] + np.asarray(deltas, dtype=np.int64)
+    is_pad = (raw < 0) | (raw >= length)
+    return np.clip(raw, 0, length - 1), is_pad
+
+
+class DeltaWindows:
+    """Validated windows of a dataset: ``frames[key]``, the frame deltas (int64 (K,)) of each
+    windowed key (``delta_timestamps``: ``{key: [seconds, ...]}`` or None; ``fps`` in frames/s,
+    ``tolerance_s`` in seconds, ``features`` the keys are checked against).
+
+    Raises:
+        DeltaTimestampsError: see :func:`check_delta_timestamps`.
+    """
+
+    def __init__(
+        self,
+        delta_timestamps: Mapping[str, Sequence[float]] | None,
+        fps: float,
+        tolerance_s: float,
+        features: Mapping[str, object] | None = None,
+    ) -> None:
+        self.delta_timestamps = {k: list(v) for k, v in (delta_timestamps or {}).items()}
+        if self.delta_timestamps:
+            check_delta_timestamps(self.delta_timestamps, fps, tolerance_s, features)
+        self.frames = delta_frames(self.delta_timestamps, fps)
+
+    def keys(self):
+        return self.frames.keys()
 
 
 @dataclass
@@ -48,8 +135,7 @@ class EpisodeRows:
 def _column_to_numpy(col: pa.ChunkedArray) -> np.ndarray | None:
     if col.null_count:
         return None
-    t = col.type
-    base = t
+    base = col.type
     while pa.types.is_list(base) or pa.types.is_fixed_size_list(base) or pa.types.is_large_list(base):
         base = base.value_type
     if not (pa.types.is_integer(base) or pa.types.is_floating(base) or pa.types.is_boolean(base)):
@@ -257,7 +343,7 @@ def assemble_item(
     pads: dict[str, Any] = {}
     win: dict[str, np.ndarray] = {}
     for key in windows.keys():
-        idx, pad = windows.resolve(key, f, n)
+        idx, pad = window_indices(f, n, windows.frames[key])
         win[key] = idx
         name = f"{key}_is_pad"
         got = None if put is None else put(name, pad)

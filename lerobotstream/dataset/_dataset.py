@@ -8,27 +8,29 @@ validated MP4 sidecar. The per-process state is the stream core's
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from lerobotstream import constants
 from lerobotstream._slow import announce_if_slow
-from lerobotstream.dataset._cameras import plan_cameras
+from lerobotstream.dataset._assemble import DeltaWindows
+from lerobotstream.dataset._images import image_depth_factor
 from lerobotstream.dataset._reader import ReaderConfig
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, add_option_views, plan_settings
-from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.dataset._wiring import StreamPart
-from lerobotstream.errors import Mp4Error, StreamingConfigError, naming
-from lerobotstream.meta import DatasetMeta
+from lerobotstream.errors import MetadataError, Mp4Error, StreamingConfigError, naming
+from lerobotstream.meta import LANGUAGE_COLUMNS, DatasetMeta
 from lerobotstream.options import StreamOptions, check_tolerance, constructor_signature
 from lerobotstream.sources import open_source
 
 log = logging.getLogger("lerobotstream.dataset")
 
-__all__ = ["StreamingLeRobotDataset"]
+__all__ = ["CameraPlan", "StreamingLeRobotDataset", "plan_cameras"]
 
 
 class StreamingLeRobotDataset(StreamCore):
@@ -44,10 +46,6 @@ class StreamingLeRobotDataset(StreamCore):
             :class:`~lerobotstream.options.StreamOptions` and ``docs/options.md`` (generated from it).
     ``ds.options``: the resolved, frozen options every layer reads (``seed=None`` as 42,
     ``num_workers`` from ``max_num_shards`` when unset); each option is also a read-only attribute.
-
-    Options of note (docs/options.md): ``equalize="drop"`` stops every rank of a finite epoch
-    after the smallest rank's batch count (ranks own whole episodes; DDP would hang);
-    ``drop_n_last_frames`` (LeRobot's ``EpisodeAwareSampler``); ``sampling_strategy="sequential"``.
 
     Epochs: ``repeat=False`` yields one epoch per iterator (``set_epoch(e)`` for the next, like
     ``DistributedSampler``); ``repeat=True`` chains epochs endlessly. With
@@ -284,3 +282,103 @@ add_option_views(StreamingLeRobotDataset)
 
 def _root_name(root: Any) -> str:
     return os.path.basename(os.fspath(root).rstrip("/")) if root is not None else "dataset"
+
+
+@dataclass
+class CameraPlan:
+    """The decoded cameras of one dataset (info order), as ``camera_keys=`` selects them among
+    LeRobot's camera keys (video and image features); the others are never read. Depth keys get no
+    image transforms (as in LeRobot); depth video is dequantised to ``depth_output_unit``, depth
+    images converted from their ``depth_unit`` as map-style does."""
+
+    video_keys: list[str]  # decoded video features (RGB and depth): each gets a mini-MP4 per episode
+    image_keys: list[str]  # decoded ``image`` features (bytes in the Parquet rows)
+    depth_keys: list[str]  # decoded depth video features (PyAV ``gray12le`` codes, dequantised)
+    transform_keys: list[str]  # decoded camera keys ``image_transforms`` apply to (all but depth keys)
+    #: depth video key → :class:`~lerobotstream.decode._depth.DepthDequantizer`
+    dequantizers: dict = field(default_factory=dict)
+    #: depth image key → unit conversion (``"mul"`` / ``"div"`` / None: ``_images.image_depth_factor``)
+    image_depth: dict = field(default_factory=dict)
+    skipped_columns: list[str] = field(default_factory=list)  # ``image`` columns not decoded (never read)
+
+
+def plan_cameras(
+    meta: DatasetMeta, camera_keys: Sequence[str] | None, window_keys: Sequence[str], depth_output_unit: str = "mm"
+) -> CameraPlan:
+    """Resolve ``camera_keys`` (None: every camera) against the dataset's cameras, with the
+    ``delta_timestamps`` keys ``window_keys`` and ``depth_output_unit`` (``"mm"`` or ``"m"``).
+
+    Raises:
+        MetadataError: a key is not a camera of the dataset; a selected depth video has an encoding
+            that is not decoded losslessly or invalid quantiser parameters (names the camera).
+        StreamingConfigError: a window on a camera that is not decoded, or on a language column or
+            ``string`` feature; a selected depth video without PyAV, or image features without Pillow.
+    """
+    cameras = list(meta.camera_keys)
+    if camera_keys is None:
+        selected = set(cameras)
+    else:
+        unknown = [k for k in camera_keys if k not in cameras]
+        if unknown:
+            raise MetadataError(
+                f"camera_keys {unknown} are not camera keys (video or image features) of {meta.repo_id} ({cameras})"
+            )
+        selected = set(camera_keys)
+    decoded = [k for k in cameras if k in selected]
+    skipped = [k for k in window_keys if k in cameras and k not in selected]
+    if skipped:  # the items would carry a <key>_is_pad without its frames
+        raise StreamingConfigError(
+            f"delta_timestamps has windows on cameras {skipped} that camera_keys={decoded} does not decode: "
+            "the items would carry their <key>_is_pad without the frames; add them to camera_keys or drop "
+            "their windows",
+            option="delta_timestamps",
+            value=skipped,
+        )
+    unstackable = {
+        *LANGUAGE_COLUMNS,
+        *(k for k, f in meta.features.items() if f.get("dtype") in ("string", "language")),
+    }
+    lang = [k for k in window_keys if k in unstackable]
+    if lang:  # language rows, string features: map-style's stack raises TypeError
+        raise StreamingConfigError(
+            f"delta_timestamps has windows on {lang}: their per-frame values (language rows, strings) cannot be "
+            "stacked (map-style LeRobot raises TypeError); drop these windows",
+            option="delta_timestamps",
+            value=lang,
+        )
+    depth_all = set(meta.depth_keys)
+    video_keys = [k for k in meta.video_keys if k in selected]
+    image_keys = [k for k in meta.image_keys if k in selected]
+    depth_keys = [k for k in video_keys if k in depth_all]
+    plan = CameraPlan(
+        video_keys=video_keys,
+        image_keys=image_keys,
+        depth_keys=depth_keys,
+        transform_keys=[k for k in cameras if k in selected and k not in depth_all],
+        skipped_columns=[k for k in meta.image_keys if k not in selected],
+    )
+    if depth_keys:
+        if importlib.util.find_spec("av") is None:
+            raise StreamingConfigError(
+                f"depth cameras {depth_keys} need PyAV to decode their 12-bit codes "
+                "(pip install av), or leave them out with camera_keys=",
+                option="camera_keys",
+                value=depth_keys,
+            )
+        from lerobotstream.decode._depth import DepthDequantizer
+
+        for key in depth_keys:
+            q = meta.depth_quantizer(key)  # MetadataError for unsupported encodings
+            plan.dequantizers[key] = DepthDequantizer(
+                q.depth_min, q.depth_max, q.shift, q.use_log, output_unit=depth_output_unit
+            )
+    if image_keys and importlib.util.find_spec("PIL") is None:
+        raise StreamingConfigError(
+            f"image features {image_keys} need Pillow (pip install pillow), or leave them out with camera_keys=",
+            option="camera_keys",
+            value=image_keys,
+        )
+    for key in image_keys:
+        if key in depth_all:
+            plan.image_depth[key] = image_depth_factor(meta.depth_unit(key), depth_output_unit)
+    return plan

@@ -10,25 +10,22 @@ and :meth:`~EpisodeJob.assemble` (an assembly thread: one item from a :class:`De
 
 from __future__ import annotations
 
-import bisect
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 
 from lerobotstream import _heap
-from lerobotstream.dataset._assemble import EpisodeRows, assemble_item
+from lerobotstream.dataset._assemble import EpisodeRows, assemble_item, window_indices
 from lerobotstream.dataset._images import decode_image
-from lerobotstream.dataset._windows import window_indices
 from lerobotstream.errors import EpisodeDataError
 
-__all__ = ["DecodedGopCache", "Decoded", "EpisodeJob", "JobMaker"]
+__all__ = ["DecodedGopCache", "Decoded", "EpisodeJob"]
 
 
 #: longest GOP run decoded at once past the last needed frame (frames); longer GOPs are decoded in parts
@@ -138,6 +135,9 @@ class DecodedGopCache:
             self._demand.clear()
             self.nbytes = 0
 
+    def __len__(self) -> int:
+        return len(self._items)
+
 
 @dataclass(slots=True)
 class Decoded:
@@ -147,8 +147,7 @@ class Decoded:
     frames: dict[str, dict[int, torch.Tensor]] = field(default_factory=dict)  # camera -> local frame -> (C,H,W) view
     videos: dict[str, Any] = field(default_factory=dict)  # camera -> its EpisodeVideo
     images: dict[str, dict[int, torch.Tensor]] = field(default_factory=dict)  # key -> episode frame -> frame
-    #: camera -> int64 (episode length,): local frame of each episode frame the episode's anchors
-    #: use (the map-style query ``from_timestamp + timestamp``), -1 for frames none uses
+    #: camera -> int64 (episode length,): local frame of each episode frame the anchors use, else -1
     local_of: dict[str, np.ndarray] = field(default_factory=dict)
 
 
@@ -271,12 +270,10 @@ class EpisodeJob:
                     end = int(ends[a])
                     stop = end if end - g <= _MAX_RUN else min(end, max(fs[-1] + 1, g + _MAX_RUN))
                     runs.append((g, stop, fs))
-                t0 = time.perf_counter()
+                t0 = t1 = time.perf_counter()
                 opens = reader.decoders.opened
-                decoded = 0
-                calls = 0
+                decoded = calls = 0
                 served, total = demand["served"], demand["total"]
-                t1 = t0
                 if runs:  # pinned: another decode thread's open cannot evict and close it mid-call
                     with video.pinned_decoder() as dec:
                         t1 = time.perf_counter()
@@ -385,40 +382,3 @@ class EpisodeJob:
             for cam in self.reader.cfg.video_keys:
                 self.reader.decoders.pop((self.episode, cam, self.serial))
         _heap.trim()
-
-
-class JobMaker:
-    """``maker(episode id) -> EpisodeJob``, the pipeline's ``new_job``: the id is split into its
-    part (``StreamPart``, by ascending ``offset``) here; the part's reader and ``size(episode)``
-    go to the job. ``job_class``: ``tools/scale_sim.py`` hands a stub's."""
-
-    def __init__(
-        self,
-        parts: Sequence[Any],
-        readers: Sequence[Any],
-        sizes: Sequence[Callable[[int], int]],
-        cache: Any,
-        gops: DecodedGopCache,
-        *,
-        transforms: Callable[[Any], Any] | None = None,
-        job_class: type[EpisodeJob] = EpisodeJob,
-    ) -> None:
-        self.parts, self.readers, self.sizes = list(parts), list(readers), list(sizes)
-        self.offsets = [p.offset for p in self.parts]
-        self.cache, self.gops, self.transforms, self.job_class = cache, gops, transforms, job_class
-
-    def __call__(self, key: int) -> EpisodeJob:
-        d = bisect.bisect_right(self.offsets, key) - 1
-        part = self.parts[d]
-        ep = int(key) - part.offset
-        return self.job_class(
-            self.readers[d],
-            key,
-            ep,
-            self.cache,
-            self.gops,
-            partial(self.sizes[d], ep),
-            transforms=self.transforms,
-            dataset_index=part.dataset_index,
-            dropped=part.dropped,
-        )

@@ -132,12 +132,8 @@ def decode_image(
     mode = img.mode
     if shape is not None and (len(img.getbands()), img.size[1], img.size[0]) != tuple(shape):
         raise _shape_error(where, img, shape, episode_index, key, path, frame_index)
-    if mode in _UINT16_MODES:
-        return torch.from_numpy(np.array(img, dtype=np.float32))[None, ...]
-    if mode == "I":
-        return torch.from_numpy(np.array(img, dtype=np.int32))[None, ...]
-    if mode == "F":
-        return torch.from_numpy(np.array(img, dtype=np.float32))[None, ...]
+    if mode in _UINT16_MODES or mode in ("I", "F"):  # one band, int32 for I, else float32
+        return torch.from_numpy(np.array(img, dtype=np.int32 if mode == "I" else np.float32))[None, ...]
     arr = np.array(img, dtype=np.uint8)
     if mode == "1":
         arr = arr * np.uint8(255)

@@ -11,6 +11,7 @@ rest is the stream core's (:mod:`lerobotstream.dataset._stream`). The rank's ``b
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import time
 from collections import abc
@@ -191,10 +192,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
             raise StreamingConfigError(f"dataset(s) {[r for r, f in zip(repo_ids, frames) if not f]} give no anchor")
         self.weights = [float(w) for w in (weights if weights is not None else frames)]
         self.weights_given = weights is not None
-        self._offsets, off = [], 0
-        for c in self.datasets:
-            self._offsets.append(off)
-            off += int(max(c.meta.episode_indices)) + 1
+        self._offsets = [0, *itertools.accumulate(int(max(c.meta.episode_indices)) + 1 for c in self.datasets[:-1])]
         self.meta = self._mixture_meta(aggregate_stats([c.meta.stats for c in self.datasets], keys=self.features))
         if self.options.partitions is not None:  # its rules (>= ranks x workers, <= each dataset's episodes) first
             self._planner(self.loader_settings())

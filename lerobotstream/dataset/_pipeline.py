@@ -71,12 +71,9 @@ class Pipeline:
             prefetched, or named by the first pool's ``finished()`` (resumed mid-epoch).
         decode_threads: decode and assembly threads (each); decoded_queue_size: assembled items
             in flight; prefetch_episodes: frontier episodes fetched ahead; lookahead: anchors per
-            chunk; first_lookahead: anchors of the first chunk (default ``lookahead``: a small
-            one lets the first items out sooner).
-        times: stage timings to update.
-        slots: ``slots(n) -> slot`` for the n-th item (planner order), handed to ``assemble``.
-        assembly_group: consecutive items assembled by one task, never across a multiple of it
-            (a divisor of the batch size: a group never spans two batches).
+            chunk; first_lookahead: anchors of the first chunk (default ``lookahead``).
+        times: stage timings to update; slots: ``slots(n) -> slot`` for the n-th item.
+        assembly_group: consecutive items assembled by one task, never across a multiple of it.
     """
 
     def __init__(

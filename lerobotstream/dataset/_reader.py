@@ -34,8 +34,8 @@ class ReaderConfig:
     meta: Any  # the dataset's :class:`~lerobotstream.meta.DatasetMeta` (its ``source`` reads Parquet)
     payload_source: Any  # the :class:`~lerobotstream.sources.ByteSource` of the MP4 payload
     sidecar_npz: str  # the validated MP4 sidecar
-    cameras: Any  # the ``camera_keys`` plan (``dataset._cameras.CameraPlan``)
-    windows: Any  # ``delta_timestamps`` windows (``dataset._windows.DeltaWindows``)
+    cameras: Any  # the ``camera_keys`` plan (``dataset._dataset.CameraPlan``)
+    windows: Any  # ``delta_timestamps`` windows (``dataset._assemble.DeltaWindows``)
     options: Any  # the dataset's resolved ``StreamOptions``, whole
 
     @property

@@ -17,13 +17,10 @@ class EpisodeSpans:
     """The spans of one dataset's episodes in this process (planned on first use, thread-safe).
 
     Args:
-        index: ``table_for_path(path)``, a source MP4's sample table (``sidecar.VerifiedTables``,
-            verified against the MP4 on first use, or an ``mp4.Mp4Index``).
+        index: ``table_for_path(path)``, a source MP4's sample table (``sidecar.VerifiedTables`` or
+            an ``mp4.Mp4Index``).
         meta: ``meta.fps`` and ``meta.episode(ep)`` (``length``, ``videos[camera]``), as ``DatasetMeta``.
-        video_keys: the cameras decoded (an episode's size sums theirs).
-        tolerance_s: timestamp tolerance, seconds.
-
-    ``planned_s``: seconds spent planning spans (the reader's ``spans_s`` counter).
+        video_keys: the cameras decoded; tolerance_s: timestamp tolerance, seconds.
     """
 
     def __init__(self, index: Any, meta: Any, video_keys: list[str], tolerance_s: float) -> None:
@@ -42,7 +39,7 @@ class EpisodeSpans:
 
         Raises:
             FrameTimestampError (or the span planner's typed error): the episode's window does not
-            resolve in its file; the message names the episode, camera and file.
+            resolve in its file (names the episode, camera and file).
         """
         from lerobotstream.mp4.spans import episode_frame_range, plan_span
 

@@ -5,15 +5,17 @@ per-process state, :func:`shard_items` one iterator (``tools/scale_sim.py`` runs
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from lerobotstream import _heap
-from lerobotstream.dataset._decodejob import DecodedGopCache, EpisodeJob, JobMaker
+from lerobotstream.dataset._decodejob import DecodedGopCache, EpisodeJob
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
 from lerobotstream.dataset._reader import DatasetReader, ReaderConfig
 from lerobotstream.payload_cache import EpisodeByteCache
@@ -169,12 +171,27 @@ def shard_items(
         n_cams = max(1, len(part.config.video_keys))
         cap = plan.video_decoder_cache_size or plan.pool_size * n_cams + options.prefetch_episodes * n_cams
         reader.prepare(video_decoder_cache_size=cap, epoch=start.epoch)
-    # jobs sized when admission or prefetch reaches them, checked against their plan's budget
     transforms = None if in_process else options.image_transforms
-    sizes = [plan.episode_size for plan in plans]
-    new_job = JobMaker(
-        readers.parts, readers.readers, sizes, cache, gops, transforms=transforms, job_class=readers.job_class
-    )
+    offsets = [part.offset for part in readers.parts]
+
+    def new_job(key: int) -> EpisodeJob:
+        """The pipeline's job factory: a global episode id split into its part here, once; the job is
+        sized (against its plan's budget) when admission or prefetch reaches it."""
+        d = bisect.bisect_right(offsets, key) - 1
+        part, ep = readers.parts[d], int(key) - offsets[d]
+        size = partial(plans[d].episode_size, ep)
+        return readers.job_class(
+            readers.readers[d],
+            key,
+            ep,
+            cache,
+            gops,
+            size,
+            transforms=transforms,
+            dataset_index=part.dataset_index,
+            dropped=part.dropped,
+        )
+
     pipe = Pipeline(
         planner.worker_pools(start, plans),
         start.limit,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lerobotstream.dataset._windows import DeltaWindows, check_delta_timestamps, delta_frames, window_indices
+from lerobotstream.dataset._assemble import DeltaWindows, check_delta_timestamps, delta_frames, window_indices
 from lerobotstream.errors import DeltaTimestampsError
 
 
@@ -38,7 +38,7 @@ def test_br04_subset_delta_zero_never_pads():
     ep_start, ep_end = 12, 20
     w = DeltaWindows({"observation.image": [0.0]}, 10, 1e-4)
     for f in range(ep_end - ep_start):
-        idx, pad = w.resolve("observation.image", f, ep_end - ep_start)
+        idx, pad = window_indices(f, ep_end - ep_start, w.frames["observation.image"])
         assert not pad.any() and idx.tolist() == [f]
 
 
