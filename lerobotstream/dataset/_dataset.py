@@ -19,7 +19,6 @@ from typing import Any
 from lerobotstream import constants
 from lerobotstream._slow import announce_if_slow
 from lerobotstream.dataset._assemble import DeltaWindows
-from lerobotstream.dataset._images import image_depth_factor
 from lerobotstream.dataset._reader import ReaderConfig
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, add_option_views, plan_settings
 from lerobotstream.dataset._wiring import StreamPart
@@ -236,11 +235,9 @@ class StreamingLeRobotDataset(StreamCore):
             source (dict): payload ``ByteSource.stats``; metadata_source (dict) when metadata
                 comes from another root; bytes_fetched, requests (int): the payload source's totals.
             bytes_needed (int): MP4 payload bytes of the fetched spans.
-            bytes_by_epoch (dict): epoch -> MP4 payload bytes by origin: ``store_bytes``,
-                ``disk_cache_bytes``, ``reused_bytes`` (admitted again with the payload still in
-                memory) and ``needed_bytes`` (the spans of the epoch's episodes). An episode counts
-                in the epoch of its admission, a fetch in that of the admission it serves. Parquet
-                rows are not included.
+            bytes_by_epoch (dict): epoch -> MP4 payload bytes (no Parquet rows) by origin:
+                ``store_bytes``, ``disk_cache_bytes``, ``reused_bytes`` (admitted again, payload still
+                in memory) and ``needed_bytes`` (the epoch's episodes' spans).
             disk_cache (dict, with ``cache_dir`` over a remote store): ``hits``, ``misses``,
                 ``corrupt``, ``writes``, ``evictions``, ``bytes_read``, ``bytes_written``, ``limit_bytes``.
             episodes_fetched, decoder_opens, decoder_evictions, open_decoders, decoder_capacity (int).
@@ -297,7 +294,7 @@ class CameraPlan:
     transform_keys: list[str]  # decoded camera keys ``image_transforms`` apply to (all but depth keys)
     #: depth video key → :class:`~lerobotstream.decode._depth.DepthDequantizer`
     dequantizers: dict = field(default_factory=dict)
-    #: depth image key → unit conversion (``"mul"`` / ``"div"`` / None: ``_images.image_depth_factor``)
+    #: depth image key → unit conversion (``"mul"`` / ``"div"`` / None: ``_images.to_output_unit``)
     image_depth: dict = field(default_factory=dict)
     skipped_columns: list[str] = field(default_factory=list)  # ``image`` columns not decoded (never read)
 
@@ -380,5 +377,6 @@ def plan_cameras(
         )
     for key in image_keys:
         if key in depth_all:
-            plan.image_depth[key] = image_depth_factor(meta.depth_unit(key), depth_output_unit)
+            unit = meta.depth_unit(key)
+            plan.image_depth[key] = None if unit in (None, depth_output_unit) else "mul" if unit == "m" else "div"
     return plan

@@ -179,16 +179,9 @@ def language_rows(column: str, value: Any) -> Any:
     return out
 
 
-def image_depth_factor(stored_unit: str | None, output_unit: str) -> str | None:
-    """How map-style converts a depth *image* to ``output_unit``: ``"mul"`` (m → mm, ``x * 1000``),
-    ``"div"`` (mm → m, ``x / 1000``) or None."""
-    if stored_unit is None or stored_unit == output_unit:
-        return None
-    return "mul" if stored_unit == "m" else "div"
-
-
 def to_output_unit(value: torch.Tensor, how: str | None) -> torch.Tensor:
-    """Apply :func:`image_depth_factor`'s conversion with map-style's torch expression."""
+    """A depth *image* converted as map-style does: ``how`` ``"mul"`` (m → mm, ``x * 1000``), ``"div"``
+    (mm → m, ``x / 1000``) or None (as is)."""
     if how == "mul":
         return value * 1000.0
     if how == "div":

@@ -126,10 +126,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
     every task; ``datasets[d]``: each dataset's own :class:`StreamingLeRobotDataset`.
 
     Mixing: ``repeat=False`` visits every selected frame of every dataset once per epoch;
-    ``repeat=True`` chains each dataset's epochs and the weights set the rates; in every rank and
-    worker a dataset's share follows its weight to within one sample per 64
-    (``planner._mixseq.MixSequence``). The rest behaves as for one dataset; the resume state
-    records the mixture. ``fps`` is the first dataset's; each streams at its own.
+    ``repeat=True`` chains each dataset's epochs at rates set by the weights (in every rank and
+    worker to within one sample per 64). The rest behaves as for one dataset.
 
     Raises:
         StreamingConfigError: bad mixture options (duplicate or empty repo ids, roots or weights of
