@@ -71,14 +71,6 @@ def check_delta_timestamps(
         )
 
 
-def delta_frames(delta_timestamps: Mapping[str, Sequence[float]], fps: float) -> dict[str, np.ndarray]:
-    """Offsets in seconds → frame deltas ``round(d*fps)`` (int64 arrays, same order as given)."""
-    return {
-        key: np.round(np.asarray(list(deltas), dtype=np.float64) * fps).astype(np.int64)
-        for key, deltas in delta_timestamps.items()
-    }
-
-
 def window_indices(frame_index: np.ndarray | int, length: int, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Episode-local window frames and pad flags of anchor(s) ``frame_index`` (int, or (N,)) of
     an episode of ``length`` (> 0) frames, for int64 ``deltas`` (K,): ``(indices, is_pad)``,
@@ -110,7 +102,10 @@ class DeltaWindows:
         self.delta_timestamps = {k: list(v) for k, v in (delta_timestamps or {}).items()}
         if self.delta_timestamps:
             check_delta_timestamps(self.delta_timestamps, fps, tolerance_s, features)
-        self.frames = delta_frames(self.delta_timestamps, fps)
+        self.frames = {  # round(d*fps), half to even
+            k: np.round(np.asarray(v, dtype=np.float64) * fps).astype(np.int64)
+            for k, v in self.delta_timestamps.items()
+        }
 
     def keys(self):
         return self.frames.keys()
