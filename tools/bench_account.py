@@ -84,7 +84,7 @@ _current: Accounting | None = None
 #: hooked functions: (module, attribute path, region label)
 TARGETS = (
     ("lerobotstream.dataset._reader", "DatasetReader.fetch", "fetch"),
-    ("lerobotstream.dataset._spans", "EpisodeSpans.span", "span_synth"),
+    ("lerobotstream.dataset._reader", "EpisodeSpans.span", "span_synth"),
     ("lerobotstream.mp4", "check_sample_framing", "span_synth"),
     ("lerobotstream.mp4", "synthesize", "span_synth"),
     ("torchcodec.decoders", "VideoDecoder.get_frames_in_range", "decode_call"),

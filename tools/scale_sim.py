@@ -4,7 +4,7 @@ Builds synthetic sample tables (no video payload) for datasets of increasing siz
 through the real sidecar writer (``SidecarWriter``), converts them with the real derived-index
 converter (``Mp4Index.open``), and starts a rank with the dataset's own start-up code: its planner
 (``planner._planner.Planner`` from ``dataset._stream.plan_settings``), its span planner and
-episode sizes (``dataset._spans.EpisodeSpans``, asked on demand) and its wiring
+episode sizes (``dataset._reader.EpisodeSpans``, asked on demand) and its wiring
 (``dataset._wiring.shard_items``: worker start, plans, the byte cache, the pipeline; only fetch and
 decode are stubs). Each size is built in its own subprocess and each simulated rank runs in a
 fresh subprocess, so memory figures (``/proc/self/smaps_rollup``) are clean.
@@ -510,7 +510,7 @@ def simulate_rank(
     and compared with the sidecar, and the agreement recorded beside the derived index, as a
     worker does). The sim files' moovs are written before the timing starts (once per build)."""
     import lerobotstream.mp4.index  # noqa: F401 - Cython accessors, as the dataset loads them
-    from lerobotstream.dataset._spans import EpisodeSpans
+    from lerobotstream.dataset._reader import EpisodeSpans
     from lerobotstream.dataset._stream import LoaderSettings, plan_settings
     from lerobotstream.dataset._wiring import shard_items
     from lerobotstream.mp4._index_file import Mp4Index

@@ -1,10 +1,9 @@
 """Item assembly: one anchor → the map-style item (keys, dtypes, shapes, windows, pads, frames).
 
 An episode's row columns are converted once (:func:`episode_rows`) to the dtypes HF's torch
-formatter gives map-style LeRobot: floats → float32, ints → int64, bools → bool; ragged, nullable
-and string columns stay Python values, converted per item the same way (dicts and None pass
-through, as ``hf_transform_to_torch`` leaves them). ``image`` columns keep only their bytes.
-Each item owns its data (copies, never views of the cache).
+formatter gives map-style LeRobot (float32, int64, bool); ragged, nullable and string columns stay
+Python values, converted per item (dicts and None pass through, as ``hf_transform_to_torch``
+does). Each item owns its data (copies, never views of the cache).
 """
 
 from __future__ import annotations
@@ -19,15 +18,97 @@ import pyarrow as pa
 import torch
 
 from lerobotstream.dataset._images import LANGUAGE_COLUMNS, declared_chw, image_bytes, language_rows, to_output_unit
-from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.decode._frames import frames_to_float_chw, frames_to_u8_chw
-from lerobotstream.errors import EpisodeDataError
+from lerobotstream.errors import DeltaTimestampsError, EpisodeDataError
 from lerobotstream.features import data_columns_problem, row_off_shape, row_shape_matches
 from lerobotstream.parquet import index_problem, task_index_problem
 
-__all__ = ["EpisodeRows", "episode_rows", "assemble_item", "SlotFn"]
+__all__ = ["DeltaWindows", "EpisodeRows", "SlotFn", "assemble_item", "episode_rows", "window_indices"]
 
 _KIND_DTYPE = {"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}
+
+
+# ``delta_timestamps`` windows, as map-style LeRobot: an offset ``d`` (seconds) must be on the frame
+# grid (``|d*fps - round(d*fps)| / fps <= tolerance_s``); its frame delta is ``round(d*fps)``
+# (half to even); the window frame of anchor ``i`` is ``clamp(i + k, 0, length - 1)`` in the
+# complete episode (edge-repeat padding), padded where ``i + k`` falls outside it.
+
+
+def check_delta_timestamps(
+    delta_timestamps: Mapping[str, Sequence[float]],
+    fps: float,
+    tolerance_s: float,
+    features: Mapping[str, object] | None = None,
+) -> None:
+    """Validate offsets against the frame grid (map-style rule).
+
+    Raises:
+        DeltaTimestampsError: an offset is off the grid by more than ``tolerance_s`` (lists every
+            bad offset per key), a key is not a feature, or a key has no offsets.
+    """
+    if fps <= 0:
+        raise DeltaTimestampsError(f"fps must be positive, got {fps}")
+    outside: dict[str, list[float]] = {}
+    for key, deltas in delta_timestamps.items():
+        if features is not None and key not in features:
+            raise DeltaTimestampsError(
+                f"delta_timestamps key {key!r} is not a feature of the dataset (features: {sorted(features)})",
+                key=key,
+            )
+        d = np.asarray(list(deltas), dtype=np.float64)
+        if d.ndim != 1 or d.size == 0:
+            raise DeltaTimestampsError(f"delta_timestamps[{key!r}] must be a non-empty list of seconds", key=key)
+        if not np.all(np.isfinite(d)):
+            raise DeltaTimestampsError(f"delta_timestamps[{key!r}] has non-finite offsets: {d.tolist()}", key=key)
+        x = d * fps
+        bad = np.abs(x - np.round(x)) / fps > tolerance_s
+        if bad.any():
+            outside[key] = d[bad].tolist()
+    if outside:
+        raise DeltaTimestampsError(
+            f"delta_timestamps are not multiples of 1/fps (fps={fps}) within tolerance_s={tolerance_s}: {outside}",
+            outside=outside,
+        )
+
+
+def window_indices(frame_index: np.ndarray | int, length: int, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Episode-local window frames and pad flags of anchor(s) ``frame_index`` (int, or (N,)) of
+    an episode of ``length`` (> 0) frames, for int64 ``deltas`` (K,): ``(indices, is_pad)``,
+    int64 and bool, (K,) or (N, K); ``clamp(i + k, 0, length - 1)`` and ``i + k`` outside."""
+    if length <= 0:
+        raise ValueError(f"episode length must be positive, got {length}")
+    i = np.asarray(frame_index, dtype=np.int64)
+    raw = i[..., None] + np.asarray(deltas, dtype=np.int64)
+    is_pad = (raw < 0) | (raw >= length)
+    return np.clip(raw, 0, length - 1), is_pad
+
+
+class DeltaWindows:
+    """Validated windows of a dataset: ``frames[key]``, the frame deltas (int64 (K,)) of each
+    windowed key (``delta_timestamps``: ``{key: [seconds, ...]}`` or None; ``fps`` in frames/s,
+    ``tolerance_s`` in seconds, ``features`` the keys are checked against).
+
+    Raises:
+        DeltaTimestampsError: see :func:`check_delta_timestamps`.
+    """
+
+    def __init__(
+        self,
+        delta_timestamps: Mapping[str, Sequence[float]] | None,
+        fps: float,
+        tolerance_s: float,
+        features: Mapping[str, object] | None = None,
+    ) -> None:
+        self.delta_timestamps = {k: list(v) for k, v in (delta_timestamps or {}).items()}
+        if self.delta_timestamps:
+            check_delta_timestamps(self.delta_timestamps, fps, tolerance_s, features)
+        self.frames = {  # round(d*fps), half to even
+            k: np.round(np.asarray(v, dtype=np.float64) * fps).astype(np.int64)
+            for k, v in self.delta_timestamps.items()
+        }
+
+    def keys(self):
+        return self.frames.keys()
 
 
 @dataclass
@@ -49,8 +130,7 @@ class EpisodeRows:
 def _column_to_numpy(col: pa.ChunkedArray) -> np.ndarray | None:
     if col.null_count:
         return None
-    t = col.type
-    base = t
+    base = col.type
     while pa.types.is_list(base) or pa.types.is_fixed_size_list(base) or pa.types.is_large_list(base):
         base = base.value_type
     if not (pa.types.is_integer(base) or pa.types.is_floating(base) or pa.types.is_boolean(base)):
@@ -78,12 +158,10 @@ def episode_rows(
 
     ``image_keys``: the ``image`` features among the columns (only their bytes are kept).
     ``features``: ``meta/info.json`` features; when given, every declared non-video column must be
-    present (``image`` columns only when in ``image_keys``) and every row of each numeric column
-    have the declared shape (``[1]`` also matches a scalar column; vectorised:
-    :func:`~lerobotstream.features.row_off_shape`). Every row's ``index`` must be ``from_index +
-    frame_index`` (:func:`lerobotstream.parquet.index_problem`); with ``n_tasks`` (the tasks of
-    ``meta/tasks.parquet``) every ``task_index`` must be in ``[0, n_tasks)``
-    (:func:`lerobotstream.parquet.task_index_problem`).
+    present (``image`` columns only when in ``image_keys``) with the declared shape per row
+    (:func:`~lerobotstream.features.row_off_shape`). Every ``index`` must be ``from_index +
+    frame_index`` (:func:`lerobotstream.parquet.index_problem`); with ``n_tasks`` every
+    ``task_index`` must be in ``[0, n_tasks)`` (:func:`lerobotstream.parquet.task_index_problem`).
 
     Raises:
         EpisodeDataError: ``timestamp`` or ``task_index`` is missing, a declared column is missing,
@@ -167,9 +245,9 @@ def _other_to_torch(value: Any) -> Any:
 
 
 #: ``slot(key, shape, dtype) -> tensor | None``: where an item's value of ``key`` may be written (a
-#: contiguous CPU tensor, e.g. the item's row of a batch tensor; None: a new tensor). A slot may also
-#: have ``put(key, value: np.ndarray) -> marker | None``: a row column's value written into the
-#: item's row of the batch's array of ``key``, the item carrying the marker instead (None: not taken).
+#: contiguous CPU tensor, e.g. its row of a batch tensor; None: a new tensor). A slot may also have
+#: ``put(key, value: np.ndarray) -> marker | None``: the value written into the batch's array of
+#: ``key``, the item carrying the marker instead (None: not taken).
 SlotFn = Callable[[str, tuple, torch.dtype], "torch.Tensor | None"]
 
 
@@ -177,13 +255,9 @@ def _video_value(
     data: torch.Tensor | Sequence[torch.Tensor], return_uint8: bool, out: torch.Tensor | None = None
 ) -> torch.Tensor:
     """uint8 frames ((T,C,H,W) tensor or T views of (C,H,W)) → the item's owned, **contiguous**
-    NCHW value ((C,H,W) when T == 1), so the DataLoader's collate is a plain memcpy.
-
-    torchcodec's frames are NCHW views of NHWC memory. CPU RGB frames take one C pass, GIL
-    released: uint8 de-interleaved (:func:`~lerobotstream.decode._frames.frames_to_u8_chw`), or
-    float32 (:func:`~lerobotstream.decode._frames.frames_to_float_chw`, bitwise map-style's
-    ``x.type(torch.float32) / 255``). Other frames (CUDA, other channel counts):
-    ``torch.empty(...).copy_(x)`` then ``.div_(255)``, equal too.
+    NCHW value ((C,H,W) when T == 1): CPU RGB frames in one C pass
+    (:func:`~lerobotstream.decode._frames.frames_to_u8_chw` / ``frames_to_float_chw``, bitwise
+    map-style's ``x.type(torch.float32) / 255``), others by ``copy_`` then ``.div_(255)``.
     """
     if isinstance(data, torch.Tensor):
         views = [data[0]] if data.shape[0] == 1 else list(data.unbind(0))
@@ -213,9 +287,8 @@ FramesFn = Callable[[int, str, np.ndarray], torch.Tensor]
 
 
 def _image_value(views: Sequence[torch.Tensor], windowed: bool) -> torch.Tensor:
-    """Decoded image frames (see ``_images.decode_image``) → the item's owned value: 8-bit frames
-    float32 ``x / 255`` in one C pass (``ToTensor``'s ``img.to(float32).div(255)``, bitwise), other
-    modes copied; ``(T, ...)`` stacked when ``windowed`` (map-style stacks window rows, even one)."""
+    """Decoded image frames (``_images.decode_image``) → the item's owned value: 8-bit frames float32
+    ``x / 255`` (bitwise ``ToTensor``), others copied; ``(T, ...)`` stacked when ``windowed``."""
     if views[0].dtype == torch.uint8:
         out = frames_to_float_chw(views, squeeze=not windowed)
         if out is None:  # frames of different shapes: torch.stack refuses them, as map-style's does
@@ -243,11 +316,10 @@ def assemble_item(
 ) -> dict[str, Any]:
     """Build the map-style item of ``(rows.episode_index, frame_index)``.
 
-    Args: ``depth``: depth video keys → their ``DepthDequantizer`` (their ``frames`` are int16
-    ``(1, H, W)`` codes); ``images``: ``image`` keys → ``{episode frame: decoded frame}``;
-    ``image_depth``: depth image keys → unit conversion; ``camera_keys``: the keys
-    ``image_transforms`` apply to; ``slot``: where the frames, fixed-shape row columns and pads
-    may be written (:data:`SlotFn`; None: new tensors).
+    Args: ``depth``: depth video keys → their ``DepthDequantizer`` (of int16 ``(1, H, W)`` codes);
+    ``images``: ``image`` keys → ``{episode frame: decoded frame}``; ``image_depth``: depth image
+    keys → unit conversion; ``camera_keys``: the keys ``image_transforms`` apply to; ``slot``:
+    :data:`SlotFn` (None: new tensors).
 
     Returns:
         dict: row columns (tensors as the HF formatter makes them), windowed keys stacked to
@@ -266,7 +338,7 @@ def assemble_item(
     pads: dict[str, Any] = {}
     win: dict[str, np.ndarray] = {}
     for key in windows.keys():
-        idx, pad = windows.resolve(key, f, n)
+        idx, pad = window_indices(f, n, windows.frames[key])
         win[key] = idx
         name = f"{key}_is_pad"
         got = None if put is None else put(name, pad)

@@ -1,12 +1,5 @@
 """Collate functions: LeRobot 0.6.1's language-aware ``lerobot_collate_fn`` (for loops without
 LeRobot) and :class:`PackedCollate`, the same batches in fewer shared-memory files.
-
-Language columns (``language_persistent`` / ``language_events``) are per-frame lists of row dicts,
-which ``default_collate`` cannot batch; LeRobot 0.6.1's ``lerobot-train`` then switches to
-``lerobot.utils.collate.lerobot_collate_fn``, which :func:`lerobot_collate_fn` is: ``None``
-samples dropped, ``messages`` / ``message_streams`` / ``target_message_indices`` kept as Python
-lists (every sample carries them or none), language columns dropped, every other key through
-``default_collate``.
 """
 
 from __future__ import annotations
@@ -27,7 +20,9 @@ _PYTHON_LIST_KEYS = ("messages", "message_streams", "target_message_indices")
 
 
 def lerobot_collate_fn(batch: list[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """Collate items like LeRobot 0.6.1's ``lerobot_collate_fn``.
+    """Collate items like LeRobot 0.6.1's ``lerobot_collate_fn`` (``lerobot-train`` uses it for
+    language columns, which ``default_collate`` cannot batch): ``None`` samples and language
+    columns dropped, ``messages`` / ``message_streams`` / ``target_message_indices`` kept as lists.
 
     Returns:
         dict | None: ``default_collate`` of the samples without language columns and list keys,
@@ -100,22 +95,16 @@ def _stack_into(values: list[torch.Tensor], storage: torch.UntypedStorage, byte_
 
 
 class PackedCollate:
-    """``default_collate`` (or LeRobot's ``lerobot_collate_fn``) with fewer shared-memory files:
-    the same batch, in fewer pieces across the DataLoader's process boundary.
+    """``default_collate`` (or LeRobot's ``lerobot_collate_fn``) with fewer shared-memory files.
 
-    In a DataLoader worker every tensor of a batch is its own shared-memory file handed to the
-    training process over its own connection: for a small key that hand-off is most of the cost.
-    Here, **in a worker**, the small keys (under ``OWN_STORAGE_BYTES``, 64 KiB, per batch and under
-    3 dims per item) are stacked into **one shared storage per dtype** (64-byte aligned views);
-    image-like and larger keys keep a storage each. Outside workers it is ``inner`` itself.
-    Measured on 2 cores, 2 workers, 640x480 uint8 samples: about 1 CPU ms per sample less than
-    ``default_collate`` (``docs/performance.md``).
-
-    The batch equals ``inner``'s: keys and their order, values, shapes, dtypes, strides. A small
-    key's tensor is a view into its dtype's storage: keeping it keeps that storage (at most 64 KiB
-    per key) alive, pickling it writes the whole storage, and ``resize_`` that grows it writes into
-    the next key. Keys whose values are not CPU tensors of one shape and dtype, and LeRobot's list
-    keys, go through ``inner`` unchanged.
+    In a DataLoader worker every tensor of a batch is its own shared-memory file, which costs most
+    of a small key's hand-off. **In a worker**, the small keys (under ``OWN_STORAGE_BYTES`` per batch
+    and under 3 dims per item) are stacked into **one shared storage per dtype** (64-byte aligned
+    views); other keys keep a storage each; outside workers it is ``inner`` itself (about 1 CPU ms
+    per sample less, ``docs/performance.md``). The batch equals ``inner``'s (keys, order, values,
+    shapes, dtypes, strides); a small key's tensor is a view of its dtype's storage (keeping it
+    keeps that storage alive, pickling it writes all of it, a growing ``resize_`` writes into the
+    next key). Values that are not CPU tensors of one shape and dtype go through ``inner``.
 
     Args:
         inner: ``None`` / ``default_collate``, or ``lerobot_collate_fn`` (this package's or
@@ -170,8 +159,7 @@ class PackedCollate:
             storage = torch.UntypedStorage._new_shared(max(ends[dtype], 1))
             for k, offset in members:
                 out[k] = _stack_into(values[k], storage, offset)
-        # the inner collate makes every other key, and the key order: a packed key's values stand in
-        # as empty strings, which both collates pass through as a list (no tensor work)
+        # the inner collate makes the other keys and the key order (packed keys stand in as "")
         stand_in = dict.fromkeys(out, "")
         collated = self.inner([{**sample, **stand_in} for sample in batch])
         for k, v in out.items():

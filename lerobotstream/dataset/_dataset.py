@@ -1,39 +1,35 @@
 """``StreamingLeRobotDataset``: the torch ``IterableDataset`` users train on.
 
-The constructor (training process) opens the byte sources (metadata from ``root`` / ``repo_id``,
-payload from ``data_root`` when given), loads the metadata, plans cameras and windows and makes
-sure of the validated MP4 index sidecar (``sidecar.ensure_sidecar``). Everything per process is
-made lazily after a PID check by the stream core (:mod:`lerobotstream.dataset._stream`: this
-dataset is a list of one part), so DataLoader workers never inherit decoders or connections.
-
-Resume is sample-exact through a DataLoader (docs/resume.md): ``ds.state_dict(samples_consumed=n)``
-(or ``batches_consumed=``; with ``num_workers=0`` the dataset counts itself), then
-``ds.load_state_dict(state)`` in a new process before iterating.
+The constructor opens the byte sources (metadata from ``root`` / ``repo_id``, payload from
+``data_root`` when given), loads the metadata, plans cameras and windows and makes sure of the
+validated MP4 sidecar. The per-process state is the stream core's
+(:mod:`lerobotstream.dataset._stream`: this dataset is one part). Resume: docs/resume.md.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from lerobotstream import constants
 from lerobotstream._slow import announce_if_slow
-from lerobotstream.dataset._cameras import plan_cameras
+from lerobotstream.dataset._assemble import DeltaWindows
 from lerobotstream.dataset._reader import ReaderConfig
 from lerobotstream.dataset._stream import LoaderSettings, StreamCore, add_option_views, plan_settings
-from lerobotstream.dataset._windows import DeltaWindows
 from lerobotstream.dataset._wiring import StreamPart
-from lerobotstream.errors import Mp4Error, StreamingConfigError, naming
-from lerobotstream.meta import DatasetMeta
+from lerobotstream.errors import MetadataError, Mp4Error, StreamingConfigError, naming
+from lerobotstream.meta import LANGUAGE_COLUMNS, DatasetMeta
 from lerobotstream.options import StreamOptions, check_tolerance, constructor_signature
 from lerobotstream.sources import open_source
 
 log = logging.getLogger("lerobotstream.dataset")
 
-__all__ = ["StreamingLeRobotDataset"]
+__all__ = ["CameraPlan", "StreamingLeRobotDataset", "plan_cameras"]
 
 
 class StreamingLeRobotDataset(StreamCore):
@@ -49,10 +45,6 @@ class StreamingLeRobotDataset(StreamCore):
             :class:`~lerobotstream.options.StreamOptions` and ``docs/options.md`` (generated from it).
     ``ds.options``: the resolved, frozen options every layer reads (``seed=None`` as 42,
     ``num_workers`` from ``max_num_shards`` when unset); each option is also a read-only attribute.
-
-    Options of note (docs/options.md): ``equalize="drop"`` stops every rank of a finite epoch
-    after the smallest rank's batch count (ranks own whole episodes; DDP would hang);
-    ``drop_n_last_frames`` (LeRobot's ``EpisodeAwareSampler``); ``sampling_strategy="sequential"``.
 
     Epochs: ``repeat=False`` yields one epoch per iterator (``set_epoch(e)`` for the next, like
     ``DistributedSampler``); ``repeat=True`` chains epochs endlessly. With
@@ -105,8 +97,7 @@ class StreamingLeRobotDataset(StreamCore):
         t1 = time.perf_counter()
         self._sidecar_npz, self._sidecar_how = self._find_sidecar()
         self._setup["sidecar_s"] = time.perf_counter() - t1
-        # import torchcodec (~1 s) and the per-worker modules in the training process: DataLoader
-        # workers fork with them loaded (no decoder, file handle or thread is created here)
+        # import torchcodec (~1 s) and the per-worker modules here: forked workers start with them loaded
         t2 = time.perf_counter()
         import lerobotstream.decode._decoder  # noqa: F401  (with _cuda, _depth, _frames, _lean)
         import lerobotstream.decode._open_decoders  # noqa: F401
@@ -131,8 +122,8 @@ class StreamingLeRobotDataset(StreamCore):
         self.transform_keys = self._cameras.transform_keys  # decoded cameras image_transforms apply to
 
     def _find_sidecar(self) -> tuple[str, str]:
-        """``(npz path, how)`` of the validated MP4 sidecar; a damaged MP4's error says how to find
-        every damaged file (``lerobotstream-validate``) and the episodes to train on."""
+        """``(npz path, how)`` of the validated MP4 sidecar; a damaged MP4's error points to
+        ``lerobotstream-validate``."""
         from lerobotstream.sidecar import ensure_sidecar, open_sidecar
 
         o = self.options
@@ -172,8 +163,7 @@ class StreamingLeRobotDataset(StreamCore):
     # --- LeRobot-like surface ---------------------------------------------------------------------
     @property
     def episodes(self) -> list[int] | None:
-        """The selected episode indices, sorted (None: every episode; the option as given is
-        ``options.episodes``)."""
+        """The selected episode indices, sorted (None: every episode)."""
         return self._episodes
 
     @property
@@ -205,8 +195,7 @@ class StreamingLeRobotDataset(StreamCore):
         return {int(e): max(0, int(n) - n_drop) for e, n in zip(self.meta.episode_indices, self.meta.episode_lengths)}
 
     def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
-        """This dataset's planner for ``loader``'s settings (``episode_nbytes``: its sizes,
-        ``[EpisodeSizes]``; None: this process's, computed when first asked)."""
+        """This dataset's planner for ``loader`` (``episode_nbytes``: ``[EpisodeSizes]``; None: this process's)."""
         from lerobotstream.planner._planner import Planner
         from lerobotstream.planner._streams import Streams
 
@@ -238,8 +227,6 @@ class StreamingLeRobotDataset(StreamCore):
         """This process's :class:`~lerobotstream.dataset._reader.DatasetReader` (None before iterating)."""
         return None if self._readers is None else self._readers.readers[0]
 
-    # source_stats: the stream core's (this process's payload-source counters)
-
     def stats(self) -> dict[str, Any]:
         """Per-process counters (stable names; the profiler reads them). Empty before iterating.
 
@@ -248,11 +235,9 @@ class StreamingLeRobotDataset(StreamCore):
             source (dict): payload ``ByteSource.stats``; metadata_source (dict) when metadata
                 comes from another root; bytes_fetched, requests (int): the payload source's totals.
             bytes_needed (int): MP4 payload bytes of the fetched spans.
-            bytes_by_epoch (dict): epoch -> MP4 payload bytes by origin: ``store_bytes``,
-                ``disk_cache_bytes``, ``reused_bytes`` (admitted again with the payload still in
-                memory) and ``needed_bytes`` (the spans of the epoch's episodes). An episode counts
-                in the epoch of its admission, a fetch in that of the admission it serves. Parquet
-                rows are not included.
+            bytes_by_epoch (dict): epoch -> MP4 payload bytes (no Parquet rows) by origin:
+                ``store_bytes``, ``disk_cache_bytes``, ``reused_bytes`` (admitted again, payload still
+                in memory) and ``needed_bytes`` (the epoch's episodes' spans).
             disk_cache (dict, with ``cache_dir`` over a remote store): ``hits``, ``misses``,
                 ``corrupt``, ``writes``, ``evictions``, ``bytes_read``, ``bytes_written``, ``limit_bytes``.
             episodes_fetched, decoder_opens, decoder_evictions, open_decoders, decoder_capacity (int).
@@ -294,3 +279,104 @@ add_option_views(StreamingLeRobotDataset)
 
 def _root_name(root: Any) -> str:
     return os.path.basename(os.fspath(root).rstrip("/")) if root is not None else "dataset"
+
+
+@dataclass
+class CameraPlan:
+    """The decoded cameras of one dataset (info order), as ``camera_keys=`` selects them among
+    LeRobot's camera keys (video and image features); the others are never read. Depth keys get no
+    image transforms (as in LeRobot); depth video is dequantised to ``depth_output_unit``, depth
+    images converted from their ``depth_unit`` as map-style does."""
+
+    video_keys: list[str]  # decoded video features (RGB and depth): each gets a mini-MP4 per episode
+    image_keys: list[str]  # decoded ``image`` features (bytes in the Parquet rows)
+    depth_keys: list[str]  # decoded depth video features (PyAV ``gray12le`` codes, dequantised)
+    transform_keys: list[str]  # decoded camera keys ``image_transforms`` apply to (all but depth keys)
+    #: depth video key → :class:`~lerobotstream.decode._depth.DepthDequantizer`
+    dequantizers: dict = field(default_factory=dict)
+    #: depth image key → unit conversion (``"mul"`` / ``"div"`` / None: ``_images.to_output_unit``)
+    image_depth: dict = field(default_factory=dict)
+    skipped_columns: list[str] = field(default_factory=list)  # ``image`` columns not decoded (never read)
+
+
+def plan_cameras(
+    meta: DatasetMeta, camera_keys: Sequence[str] | None, window_keys: Sequence[str], depth_output_unit: str = "mm"
+) -> CameraPlan:
+    """Resolve ``camera_keys`` (None: every camera) against the dataset's cameras, with the
+    ``delta_timestamps`` keys ``window_keys`` and ``depth_output_unit`` (``"mm"`` or ``"m"``).
+
+    Raises:
+        MetadataError: a key is not a camera of the dataset; a selected depth video has an encoding
+            that is not decoded losslessly or invalid quantiser parameters (names the camera).
+        StreamingConfigError: a window on a camera that is not decoded, or on a language column or
+            ``string`` feature; a selected depth video without PyAV, or image features without Pillow.
+    """
+    cameras = list(meta.camera_keys)
+    if camera_keys is None:
+        selected = set(cameras)
+    else:
+        unknown = [k for k in camera_keys if k not in cameras]
+        if unknown:
+            raise MetadataError(
+                f"camera_keys {unknown} are not camera keys (video or image features) of {meta.repo_id} ({cameras})"
+            )
+        selected = set(camera_keys)
+    decoded = [k for k in cameras if k in selected]
+    skipped = [k for k in window_keys if k in cameras and k not in selected]
+    if skipped:  # the items would carry a <key>_is_pad without its frames
+        raise StreamingConfigError(
+            f"delta_timestamps has windows on cameras {skipped} that camera_keys={decoded} does not decode: "
+            "the items would carry their <key>_is_pad without the frames; add them to camera_keys or drop "
+            "their windows",
+            option="delta_timestamps",
+            value=skipped,
+        )
+    unstackable = {
+        *LANGUAGE_COLUMNS,
+        *(k for k, f in meta.features.items() if f.get("dtype") in ("string", "language")),
+    }
+    lang = [k for k in window_keys if k in unstackable]
+    if lang:  # language rows, string features: map-style's stack raises TypeError
+        raise StreamingConfigError(
+            f"delta_timestamps has windows on {lang}: their per-frame values (language rows, strings) cannot be "
+            "stacked (map-style LeRobot raises TypeError); drop these windows",
+            option="delta_timestamps",
+            value=lang,
+        )
+    depth_all = set(meta.depth_keys)
+    video_keys = [k for k in meta.video_keys if k in selected]
+    image_keys = [k for k in meta.image_keys if k in selected]
+    depth_keys = [k for k in video_keys if k in depth_all]
+    plan = CameraPlan(
+        video_keys=video_keys,
+        image_keys=image_keys,
+        depth_keys=depth_keys,
+        transform_keys=[k for k in cameras if k in selected and k not in depth_all],
+        skipped_columns=[k for k in meta.image_keys if k not in selected],
+    )
+    if depth_keys:
+        if importlib.util.find_spec("av") is None:
+            raise StreamingConfigError(
+                f"depth cameras {depth_keys} need PyAV to decode their 12-bit codes "
+                "(pip install av), or leave them out with camera_keys=",
+                option="camera_keys",
+                value=depth_keys,
+            )
+        from lerobotstream.decode._depth import DepthDequantizer
+
+        for key in depth_keys:
+            q = meta.depth_quantizer(key)  # MetadataError for unsupported encodings
+            plan.dequantizers[key] = DepthDequantizer(
+                q.depth_min, q.depth_max, q.shift, q.use_log, output_unit=depth_output_unit
+            )
+    if image_keys and importlib.util.find_spec("PIL") is None:
+        raise StreamingConfigError(
+            f"image features {image_keys} need Pillow (pip install pillow), or leave them out with camera_keys=",
+            option="camera_keys",
+            value=image_keys,
+        )
+    for key in image_keys:
+        if key in depth_all:
+            unit = meta.depth_unit(key)
+            plan.image_depth[key] = None if unit in (None, depth_output_unit) else "mul" if unit == "m" else "div"
+    return plan

@@ -1,48 +1,37 @@
 """The episode job: one (dataset, episode) unit of work in a process, from fetch to assembly.
 
-The pipeline makes an :class:`EpisodeJob` when it first admits or prefetches an episode, handing
-it its dataset's :class:`~lerobotstream.dataset._reader.DatasetReader`, the worker's byte cache
-and decoded-GOP cache, its size and its part's item keys; it lives until the byte cache frees the
-episode's payload (:meth:`~EpisodeJob.close`). Its steps, each on the pipeline's thread for it:
-
-* :meth:`~EpisodeJob.fetch` (a fetch thread of the byte cache): Parquet rows + mini-MP4s;
-* :meth:`~EpisodeJob.decode` (a decode thread): per camera, the chunk's anchors (or their
-  ``delta_timestamps`` windows) mapped to local frames of the mini-MP4, grouped by GOP, and the
-  GOP runs not held by the :class:`DecodedGopCache` decoded in batched calls of about
-  ``_CALL_FRAMES`` frames; the per-camera *demand* (uses of each local frame over the episode,
-  and uses served) lets a decoded GOP leave the cache after its last use. Image features are
-  decoded here too (Pillow), each distinct frame once per call;
-* :meth:`~EpisodeJob.assemble` (an assembly thread): one item from a :class:`Decoded`.
+The pipeline makes an :class:`EpisodeJob` when it first admits or prefetches an episode; it lives
+until the byte cache frees the episode's payload (:meth:`~EpisodeJob.close`). Its steps:
+:meth:`~EpisodeJob.fetch` (a byte-cache fetch thread: Parquet rows + mini-MP4s),
+:meth:`~EpisodeJob.decode` (a decode thread: the chunk's frames by GOP, runs not held by the
+:class:`DecodedGopCache` decoded in calls of about ``_CALL_FRAMES`` frames; image features too)
+and :meth:`~EpisodeJob.assemble` (an assembly thread: one item from a :class:`Decoded`).
 """
 
 from __future__ import annotations
 
-import bisect
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 
 from lerobotstream import _heap
-from lerobotstream.dataset._assemble import EpisodeRows, assemble_item
+from lerobotstream.dataset._assemble import EpisodeRows, assemble_item, window_indices
 from lerobotstream.dataset._images import decode_image
-from lerobotstream.dataset._windows import window_indices
 from lerobotstream.errors import EpisodeDataError
 
-__all__ = ["DecodedGopCache", "Decoded", "EpisodeJob", "JobMaker"]
+__all__ = ["DecodedGopCache", "Decoded", "EpisodeJob"]
 
 
 #: longest GOP run decoded at once past the last needed frame (frames); longer GOPs are decoded in parts
 _MAX_RUN = 64
-#: frames per decoder call (whole GOP runs are grouped up to this; a longer run is one call): one
-#: huge output tensor per chunk is a fresh mmap that page-faults (~0.5 ms per 640x480 frame, more
-#: than decoding it), while call-sized outputs are recycled by the allocator
+#: frames per decoder call (whole GOP runs grouped up to this): one huge output per chunk is a fresh
+#: mmap that page-faults (~0.5 ms per 640x480 frame); call-sized outputs are recycled by the allocator
 _CALL_FRAMES = 16
 
 
@@ -63,14 +52,11 @@ def _call_groups(runs: list, cap: int) -> list:
 
 
 class DecodedGopCache:
-    """Bounded per-worker LRU of decoded GOP runs with remaining-demand release, so a GOP is decoded
-    once per episode, not once per chunk (random anchor order touches few frames of many GOPs).
-
-    The first touch of a GOP decodes the whole run (keyframe → next keyframe, capped at ``_MAX_RUN``
-    frames past the last needed one); its frames stay until every use the episode makes of them
-    was served (``demand``), the episode is freed, or the bound evicts them (LRU; decoded again
-    when needed). Cached frames <= ``capacity_bytes`` (0 disables caching), plus what the two
-    in-flight chunks reference. Thread-safe; keys ``(episode, camera, payload serial, gop start)``.
+    """Bounded per-worker LRU of decoded GOP runs (keyframe → next keyframe, at most ``_MAX_RUN``
+    frames past the last needed one), so a GOP is decoded once per episode, not once per chunk. A
+    run stays until every use the episode makes of it was served (``demand``), the episode is
+    freed, or the LRU evicts it. Cached frames <= ``capacity_bytes`` (0: off). Thread-safe; keys
+    ``(episode, camera, payload serial, gop start)``.
     """
 
     def __init__(self, capacity_bytes: int) -> None:
@@ -161,13 +147,13 @@ class Decoded:
     frames: dict[str, dict[int, torch.Tensor]] = field(default_factory=dict)  # camera -> local frame -> (C,H,W) view
     videos: dict[str, Any] = field(default_factory=dict)  # camera -> its EpisodeVideo
     images: dict[str, dict[int, torch.Tensor]] = field(default_factory=dict)  # key -> episode frame -> frame
-    #: camera -> int64 (episode length,): local frame of each episode frame the episode's anchors
-    #: use (the map-style query ``from_timestamp + timestamp``), -1 for frames none uses
+    #: camera -> int64 (episode length,): local frame of each episode frame the anchors use, else -1
     local_of: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class EpisodeJob:
-    """One (dataset, episode) of a worker's stream: fetch, decode and assemble (see the module doc).
+    """One (dataset, episode) of a worker's stream (see the module doc); its :meth:`decode` calls
+    run one at a time.
 
     Args:
         reader: its dataset's :class:`~lerobotstream.dataset._reader.DatasetReader`.
@@ -177,8 +163,6 @@ class EpisodeJob:
         size: ``size() -> bytes`` the byte cache reserves (checked against its plan's budget).
         transforms: image transforms applied on the assembly threads (None: none, or in-process).
         dataset_index (int | None): added to each item (a mixture), ``dropped``: keys removed.
-
-    Thread-safe: :meth:`decode` calls of one job run one at a time.
     """
 
     def __init__(
@@ -222,10 +206,9 @@ class EpisodeJob:
         return frames
 
     def _demand(self, cam: str, video, rows: EpisodeRows) -> dict[str, Any]:
-        """Per local frame of the camera: uses over the whole episode (every anchor once, windows
-        included) and uses served so far (int64 arrays, length = local frames); ``local_of``: the
-        local frame of each episode frame some anchor uses (-1 elsewhere; FrameTimestampError
-        here, on the episode's first decode, when one has no frame within tolerance)."""
+        """Per local frame of the camera: uses over the episode (windows included) and uses served
+        (int64 arrays); ``local_of``: the local frame of each episode frame some anchor uses (-1
+        elsewhere; FrameTimestampError on the first decode when one has no frame within tolerance)."""
         d = self.demand.get(cam)
         if d is None:
             idx = self.needed(cam, np.arange(rows.length, dtype=np.int64), rows.length)
@@ -287,12 +270,10 @@ class EpisodeJob:
                     end = int(ends[a])
                     stop = end if end - g <= _MAX_RUN else min(end, max(fs[-1] + 1, g + _MAX_RUN))
                     runs.append((g, stop, fs))
-                t0 = time.perf_counter()
+                t0 = t1 = time.perf_counter()
                 opens = reader.decoders.opened
-                decoded = 0
-                calls = 0
+                decoded = calls = 0
                 served, total = demand["served"], demand["total"]
-                t1 = t0
                 if runs:  # pinned: another decode thread's open cannot evict and close it mid-call
                     with video.pinned_decoder() as dec:
                         t1 = time.perf_counter()
@@ -345,9 +326,8 @@ class EpisodeJob:
         return out
 
     def admitted(self, reused: bool) -> None:
-        """The pipeline admitted the episode (its payload ``reused`` from a kept entry, or fetched):
-        counted; a reused episode keeps its serial (its decoders stay open), and what its previous
-        admission's decodes served is forgotten, after any decode of it still running."""
+        """The pipeline admitted the episode (payload ``reused`` from a kept entry, or fetched): counted;
+        a reused episode keeps its decoders, and forgets what its previous admission served."""
         self.reader.count_admission(self.episode, reused)
         if reused:
             with self.lock:
@@ -394,52 +374,11 @@ class EpisodeJob:
         return item
 
     def close(self) -> None:
-        """The byte cache freed the episode's payload: forget its decoded GOPs and demand, close
-        its decoders (their mini-MP4 leaves memory too) and, when the heap keeps much free memory
-        resident, give it back to the OS (:func:`lerobotstream._heap.trim`: glibc's per-thread
-        arenas would keep it)."""
+        """The byte cache freed the episode's payload: forget its decoded GOPs and demand, close its
+        decoders and give free heap memory back to the OS (:func:`lerobotstream._heap.trim`)."""
         self.gops.drop((self.key,))
         self.demand.clear()
         if self.serial is not None:
             for cam in self.reader.cfg.video_keys:
                 self.reader.decoders.pop((self.episode, cam, self.serial))
         _heap.trim()
-
-
-class JobMaker:
-    """``maker(episode id) -> EpisodeJob``: the pipeline's ``new_job``. An episode id is split into
-    its part (``StreamPart``, by ascending ``offset``) once, here; each part's reader and
-    ``size(episode) -> bytes`` (its plan's ``episode_size``) go to its jobs, with ``cache``,
-    ``gops`` and ``transforms``. ``job_class``: ``tools/scale_sim.py`` hands a stub's.
-    """
-
-    def __init__(
-        self,
-        parts: Sequence[Any],
-        readers: Sequence[Any],
-        sizes: Sequence[Callable[[int], int]],
-        cache: Any,
-        gops: DecodedGopCache,
-        *,
-        transforms: Callable[[Any], Any] | None = None,
-        job_class: type[EpisodeJob] = EpisodeJob,
-    ) -> None:
-        self.parts, self.readers, self.sizes = list(parts), list(readers), list(sizes)
-        self.offsets = [p.offset for p in self.parts]
-        self.cache, self.gops, self.transforms, self.job_class = cache, gops, transforms, job_class
-
-    def __call__(self, key: int) -> EpisodeJob:
-        d = bisect.bisect_right(self.offsets, key) - 1
-        part = self.parts[d]
-        ep = int(key) - part.offset
-        return self.job_class(
-            self.readers[d],
-            key,
-            ep,
-            self.cache,
-            self.gops,
-            partial(self.sizes[d], ep),
-            transforms=self.transforms,
-            dataset_index=part.dataset_index,
-            dropped=part.dropped,
-        )

@@ -1,20 +1,16 @@
 """``image`` features (PNG/JPEG/TIFF bytes embedded in the Parquet rows) and language columns, as
 LeRobot 0.6.1's map-style items hold them.
 
-Images: map-style decodes a cell with HF ``datasets.Image`` (``PIL.Image.open(BytesIO(bytes))``,
-``load()``, EXIF orientation applied) and converts it with LeRobot's ``pil_to_chw_tensor``: 16-bit
-gray (``I;16*``, depth maps) → float32 ``(1, H, W)`` in stored units; everything else through
-torchvision's ``ToTensor``: 8-bit modes → float32 ``(C, H, W)`` ``x / 255`` (``C`` = the mode's
-bands; ``P`` gives palette indices, ``1`` gives 0/1), ``I`` → int32 ``(1, H, W)``, ``F`` → float32
-``(1, H, W)``. :func:`decode_image` does the same with Pillow on a decode thread (Pillow's decoders
-release the GIL); 8-bit images stay uint8 ``(C, H, W)`` views here and are converted to float32 at
-assembly in one C pass (``frames_to_float_chw``, bitwise ``x.to(float32) / 255``).
+Images: map-style decodes a cell with HF ``datasets.Image`` (PIL open, ``load()``, EXIF orientation
+applied) and LeRobot's ``pil_to_chw_tensor``: 16-bit gray (``I;16*``) → float32 ``(1, H, W)`` in
+stored units; else torchvision's ``ToTensor``: 8-bit modes → float32 ``(C, H, W)`` ``x / 255`` (``P``
+gives palette indices, ``1`` gives 0/1), ``I`` → int32 ``(1, H, W)``, ``F`` → float32 ``(1, H, W)``.
+:func:`decode_image` does the same on a decode thread; 8-bit images stay uint8 here and become
+float32 at assembly (``frames_to_float_chw``, bitwise ``x.to(float32) / 255``).
 
-Language columns (``language_persistent``, ``language_events``): map-style returns the Python
-list of row dicts that HF ``datasets`` decodes against LeRobot's features: exactly the fields of
-the column's row schema, in schema order, ``timestamp`` cast to float32, ``tool_calls`` elements
-stored as JSON text parsed (``datasets.Json``). :func:`language_rows` rebuilds that from the
-Parquet values (a fresh list per item).
+Language columns: map-style returns the list of row dicts HF ``datasets`` decodes against
+LeRobot's features (the row schema's fields in order, ``timestamp`` as float32, ``tool_calls``
+JSON text parsed); :func:`language_rows` rebuilds that from the Parquet values.
 """
 
 from __future__ import annotations
@@ -90,22 +86,18 @@ def decode_image(
     path: str = "",
     shape: tuple[int, int, int] | None = None,
 ) -> torch.Tensor:
-    """One Parquet image cell → map-style's tensor (uint8 modes kept uint8 for the float pass).
+    """One Parquet image cell → map-style's tensor, checked against ``shape``, the ``(C, H, W)``
+    the feature declares (:func:`declared_chw`; None: not checked).
 
     Returns:
-        torch.Tensor: uint8 ``(C, H, W)`` (a view of a fresh HWC array) for 8-bit modes — the
-        item value is its float32 ``/ 255``; float32 ``(1, H, W)`` for 16-bit gray (stored units)
-        and ``F``; int32 ``(1, H, W)`` for ``I``.
-
-    Args:
-        shape: the ``(C, H, W)`` the feature declares (:func:`declared_chw`); None: not checked.
+        torch.Tensor: uint8 ``(C, H, W)`` (a view of a fresh HWC array) for 8-bit modes (the item
+        value is its float32 ``/ 255``); float32 ``(1, H, W)`` for 16-bit gray and ``F``; int32
+        ``(1, H, W)`` for ``I``.
 
     Raises:
-        EpisodeDataError: no embedded bytes (an image stored by path only), bytes Pillow cannot
-            decode, or an image whose size or channel count is not the declared ``shape`` (checked
-            from the image's header before it is decoded, so a cell declaring a huge image costs
-            nothing; again after EXIF orientation); the message names the episode, frame,
-            feature and file.
+        EpisodeDataError: no embedded bytes, bytes Pillow cannot decode, or an image whose size or
+            channel count is not ``shape`` (checked from the header before decoding, and after EXIF
+            orientation); the message names the episode, frame, feature and file.
     """
     where = f"episode {episode_index}, frame {frame_index}, image feature {key!r}, file {path}"
     if data is None:
@@ -140,12 +132,8 @@ def decode_image(
     mode = img.mode
     if shape is not None and (len(img.getbands()), img.size[1], img.size[0]) != tuple(shape):
         raise _shape_error(where, img, shape, episode_index, key, path, frame_index)
-    if mode in _UINT16_MODES:
-        return torch.from_numpy(np.array(img, dtype=np.float32))[None, ...]
-    if mode == "I":
-        return torch.from_numpy(np.array(img, dtype=np.int32))[None, ...]
-    if mode == "F":
-        return torch.from_numpy(np.array(img, dtype=np.float32))[None, ...]
+    if mode in _UINT16_MODES or mode in ("I", "F"):  # one band, int32 for I, else float32
+        return torch.from_numpy(np.array(img, dtype=np.int32 if mode == "I" else np.float32))[None, ...]
     arr = np.array(img, dtype=np.uint8)
     if mode == "1":
         arr = arr * np.uint8(255)
@@ -191,16 +179,9 @@ def language_rows(column: str, value: Any) -> Any:
     return out
 
 
-def image_depth_factor(stored_unit: str | None, output_unit: str) -> str | None:
-    """How map-style converts a depth *image* to ``output_unit``: ``"mul"`` (m → mm, ``x * 1000``),
-    ``"div"`` (mm → m, ``x / 1000``) or None."""
-    if stored_unit is None or stored_unit == output_unit:
-        return None
-    return "mul" if stored_unit == "m" else "div"
-
-
 def to_output_unit(value: torch.Tensor, how: str | None) -> torch.Tensor:
-    """Apply :func:`image_depth_factor`'s conversion with map-style's torch expression."""
+    """A depth *image* converted as map-style does: ``how`` ``"mul"`` (m → mm, ``x * 1000``), ``"div"``
+    (mm → m, ``x / 1000``) or None (as is)."""
     if how == "mul":
         return value * 1000.0
     if how == "div":

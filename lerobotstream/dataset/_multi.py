@@ -1,21 +1,17 @@
 """``StreamingMultiLeRobotDataset``: one torch ``IterableDataset`` over a weighted mixture of
 LeRobotDataset v3 datasets, each streamed as :class:`StreamingLeRobotDataset` streams it.
 
-Only what is specific to mixing lives here: the per-dataset options, the common features and the
-mixture's metadata, the weights, one stream part per dataset (its global episode offset, dropped
-keys and ``dataset_index``) and the mixture's :class:`~lerobotstream.planner._planner.Planner`.
-Everything else (resume state, the iterator, one byte cache, decoded-GOP cache and pipeline per
-worker over global episode ids ``offset[d] + episode_index``) is the stream core's
-(:mod:`lerobotstream.dataset._stream`), the code that streams one dataset.
-
-Budget: the rank's ``byte_budget_gb``, ``episode_pool_size`` and ``video_decoder_cache_size`` are
-split over the datasets (``planner.mixture_shares``: half evenly, half by weight), summing to the
-rank's budget; ``decoded_cache_gb`` is one decoded-GOP cache per worker for every dataset.
+Here: the per-dataset options, the common features and metadata, the weights, one stream part per
+dataset (global episode offset, dropped keys, ``dataset_index``) and the mixture's planner; the
+rest is the stream core's (:mod:`lerobotstream.dataset._stream`). The rank's ``byte_budget_gb``,
+``episode_pool_size`` and ``video_decoder_cache_size`` are split over the datasets
+(``planner.mixture_shares``: half evenly, half by weight); ``decoded_cache_gb`` is shared.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import time
 from collections import abc
@@ -41,14 +37,12 @@ _NOTED: set[str] = set()
 
 
 def _per_dataset(kwargs: dict[str, Any], repo_ids: Sequence[str]) -> dict[str, list[Any]]:
-    """The options given per dataset, as ``{name: [value of each dataset]}`` (a repo id left out:
-    None, the default). A per-dataset option is a dict keyed by repo ids (``delta_timestamps``:
-    when its values are dicts; else it is one ``{feature: offsets}`` for every dataset).
+    """The options given per dataset (a dict keyed by repo ids; ``delta_timestamps`` when its
+    values are dicts) as ``{name: [value of each dataset]}``, None for a repo id left out.
 
     Raises:
-        StreamingConfigError: an option that is not per-dataset given as a dict keyed by repo ids
-            (named, with the options a mixture takes per dataset), or a per-dataset dict with a
-            key that is not a repo id.
+        StreamingConfigError: an option that is not per-dataset given as a dict keyed by repo ids,
+            or a per-dataset dict with a key that is not a repo id.
     """
     for name, value in kwargs.items():
         if name in PER_DATASET_OPTIONS or name not in _OPTION_NAMES or not isinstance(value, abc.Mapping) or not value:
@@ -132,10 +126,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
     every task; ``datasets[d]``: each dataset's own :class:`StreamingLeRobotDataset`.
 
     Mixing: ``repeat=False`` visits every selected frame of every dataset once per epoch;
-    ``repeat=True`` chains each dataset's epochs and the weights set the rates; in every rank and
-    worker a dataset's share follows its weight to within one sample per 64
-    (``planner._mixseq.MixSequence``). The rest behaves as for one dataset; the resume state
-    records the mixture. ``fps`` is the first dataset's; each streams at its own.
+    ``repeat=True`` chains each dataset's epochs at rates set by the weights (in every rank and
+    worker to within one sample per 64). The rest behaves as for one dataset.
 
     Raises:
         StreamingConfigError: bad mixture options (duplicate or empty repo ids, roots or weights of
@@ -180,9 +172,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
         self.datasets: list[StreamingLeRobotDataset] = []
         for d, (rid, root) in enumerate(zip(repo_ids, roots)):
             own = {k: v[d] for k, v in per.items() if v[d] is not None}
-            with naming(
-                f"dataset {d} ({rid})"
-            ):  # the per-dataset options are checked here, by the dataset's own constructor
+            with naming(f"dataset {d} ({rid})"):  # checks the per-dataset options, naming the dataset
                 self.datasets.append(StreamingLeRobotDataset(rid, root, options=self.options, **own))
         # decode only the cameras every dataset has (the others are dropped)
         if self.options.camera_keys is None and "camera_keys" not in per:
@@ -200,10 +190,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
             raise StreamingConfigError(f"dataset(s) {[r for r, f in zip(repo_ids, frames) if not f]} give no anchor")
         self.weights = [float(w) for w in (weights if weights is not None else frames)]
         self.weights_given = weights is not None
-        self._offsets, off = [], 0
-        for c in self.datasets:
-            self._offsets.append(off)
-            off += int(max(c.meta.episode_indices)) + 1
+        self._offsets = [0, *itertools.accumulate(int(max(c.meta.episode_indices)) + 1 for c in self.datasets[:-1])]
         self.meta = self._mixture_meta(aggregate_stats([c.meta.stats for c in self.datasets], keys=self.features))
         if self.options.partitions is not None:  # its rules (>= ranks x workers, <= each dataset's episodes) first
             self._planner(self.loader_settings())
@@ -211,9 +198,8 @@ class StreamingMultiLeRobotDataset(StreamCore):
 
     # --- features -------------------------------------------------------------------------------
     def _check_features(self, left_out: Sequence[set[str]]) -> None:
-        """The common features (``self.features``) and each dataset's dropped keys; raises
-        MixtureFeatureError for a mismatch. The keys a dataset loses that the user asked for (all but
-        the cameras ``left_out`` by its ``camera_keys``) are named in one note per mixture and process."""
+        """The common features (``self.features``) and each dataset's dropped keys (MixtureFeatureError
+        for a mismatch); the dropped keys not ``left_out`` by ``camera_keys`` are logged once per process."""
         feats = [c.meta.features for c in self.datasets]
         common = [k for k in feats[0] if all(k in f for f in feats)]
         if not common:
@@ -271,10 +257,9 @@ class StreamingMultiLeRobotDataset(StreamCore):
                 )
 
     def _mixture_meta(self, stats: dict[str, Any]):
-        """A :class:`~lerobotstream.meta.DatasetMeta` of the mixture as a whole: the common features,
-        the aggregated stats, every dataset's tasks (first appearance order; an item's
-        ``task_index`` stays its own dataset's), summed totals, the first dataset's fps and info
-        fields, no episode rows (each dataset's are in ``datasets[d].meta``)."""
+        """The mixture's :class:`~lerobotstream.meta.DatasetMeta`: the common features, ``stats``, every
+        dataset's tasks (first appearance order; ``task_index`` stays each dataset's), summed totals,
+        the first dataset's fps and info fields, no episode rows."""
         from lerobotstream.meta import DatasetMeta
 
         first = self.datasets[0].meta
@@ -355,8 +340,7 @@ class StreamingMultiLeRobotDataset(StreamCore):
         ]
 
     def _planner(self, loader: LoaderSettings | int, episode_nbytes: Sequence[Callable[[int], int]] | None = None):
-        """The mixture's planner for ``loader``'s settings (``episode_nbytes``: each dataset's
-        sizes; None: this process's, computed when first asked)."""
+        """The mixture's planner for ``loader`` (``episode_nbytes``: each dataset's sizes; None: this process's)."""
         from lerobotstream.planner._planner import Planner
         from lerobotstream.planner._streams import Streams
 
@@ -384,10 +368,9 @@ class StreamingMultiLeRobotDataset(StreamCore):
         }
 
     def stats(self) -> dict[str, Any]:
-        """Per-process counters of the mixture: each dataset's own under ``datasets`` (the keys of
-        :meth:`StreamingLeRobotDataset.stats` less the worker's shared ones), the worker's shared
-        counters (pipeline stage times, ``chunks``, the byte cache and decoded-GOP cache) and the
-        sums of each dataset's numeric counters at the top level. Empty before iterating."""
+        """Per-process counters: each dataset's own under ``datasets`` (:meth:`StreamingLeRobotDataset.stats`
+        less the worker's shared ones), the worker's shared ones (pipeline, byte and decoded-GOP caches)
+        and each dataset's numeric counters summed at the top level. Empty before iterating."""
         return self._stats_of(self._readers)
 
     def _stats_of(self, readers: Any) -> dict[str, Any]:

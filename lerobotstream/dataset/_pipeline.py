@@ -1,18 +1,13 @@
 """One worker's streaming pipeline: planner pools → episode jobs → cache frontier → chunked GOP-once decode → ordered items.
 
-The iterating thread owns the planner pools, the cache frontier and the worker's episode jobs.
-Anchors are drawn in chunks of ``lookahead``, split at admission events (an episode's bytes are
-reserved before its first anchor); per sub-chunk one decode of each episode's job (on
-``decode_threads`` threads, holding a decode lease) decodes every distinct frame needed once;
-items are assembled on ``decode_threads`` threads in groups (``assembly_group``), at most
-``decoded_queue_size`` ahead of the consumer, and yielded strictly in planner order.
-
-Memory bound of decoded frames per worker: at most two chunks decoded at once, so
-``2 × lookahead × cameras × T`` frames (T = frames per video window), plus the queued items.
-Planner evictions retire the episode in the cache (kept, evictable); the next
-``prefetch_episodes`` of the frontier are prefetched whenever the budget allows. An exception on
-any thread is re-raised from the iterator (never a short epoch); every thread is joined and the
-cache closed when it ends.
+The iterating thread owns the pools, the cache frontier and the jobs. Anchors are drawn in chunks
+of ``lookahead``, split at admission events (an episode's bytes are reserved before its first
+anchor); per sub-chunk one decode per episode job (``decode_threads`` threads) decodes each
+needed frame once; items are assembled in groups (``assembly_group``) at most
+``decoded_queue_size`` ahead and yielded in planner order. At most two chunks are decoded at once
+(``2 × lookahead × cameras × T`` frames). Planner evictions retire the episode in the cache; the
+next ``prefetch_episodes`` of the frontier are prefetched when the budget allows. An exception on
+any thread is re-raised from the iterator; every thread is joined and the cache closed at the end.
 """
 
 from __future__ import annotations
@@ -47,13 +42,9 @@ class StageTimes:
 
 
 def _join_openmp_team() -> None:
-    """Assembly-thread initializer: one parallel torch op, so this thread owns an OpenMP team.
-
-    libgomp's idle team threads spin 300,000 rounds before sleeping while it manages no more
-    threads than CPUs, ~1,000 once it manages more. In-process, the collate's ``torch.stack`` wakes
-    the training thread's team every batch; with no other team its idle thread spins through the
-    wait for the next batch, taking a core from the decode threads (measured: +3.5 CPU ms per
-    640x480 sample). A 256 KiB fill per thread (microseconds) makes the teams.
+    """Assembly-thread initializer: one parallel torch op, so this thread owns an OpenMP team. With
+    more teams than CPUs libgomp's idle threads spin ~1,000 rounds instead of 300,000, so the
+    training thread's team no longer spins between batches (measured: -3.5 CPU ms per 640x480 sample).
     """
     torch.empty(1 << 18, dtype=torch.uint8).fill_(0)
 
@@ -80,12 +71,9 @@ class Pipeline:
             prefetched, or named by the first pool's ``finished()`` (resumed mid-epoch).
         decode_threads: decode and assembly threads (each); decoded_queue_size: assembled items
             in flight; prefetch_episodes: frontier episodes fetched ahead; lookahead: anchors per
-            chunk; first_lookahead: anchors of the first chunk (default ``lookahead``: a small
-            one lets the first items out sooner).
-        times: stage timings to update.
-        slots: ``slots(n) -> slot`` for the n-th item (planner order), handed to ``assemble``.
-        assembly_group: consecutive items assembled by one task, never across a multiple of it
-            (a divisor of the batch size: a group never spans two batches).
+            chunk; first_lookahead: anchors of the first chunk (default ``lookahead``).
+        times: stage timings to update; slots: ``slots(n) -> slot`` for the n-th item.
+        assembly_group: consecutive items assembled by one task, never across a multiple of it.
     """
 
     def __init__(

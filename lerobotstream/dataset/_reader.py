@@ -1,9 +1,11 @@
-"""A dataset's reader in one process: the derived MP4 index, per (episode, camera) spans,
-payload fetch + mini-MP4 synthesis, the open decoders, counters.
+"""A dataset's reader in one process: the derived MP4 index, per (episode, camera) spans (where
+each lies in its source MP4, and so the episode's exact synthesized size, planned when first asked
+and kept: only the episodes reached, docs/scale.md), payload fetch + mini-MP4 synthesis, the open
+decoders, counters.
 
 A :class:`DatasetReader` is built from a :class:`ReaderConfig` in the process that iterates (after
-a PID check), so DataLoader workers never inherit decoders, descriptors, maps or threads, under
-any start method; it is never pickled. The episode jobs above it call it; it calls no one back.
+a PID check) and never pickled, so workers never inherit decoders, descriptors or threads. The
+episode jobs call it; it calls no one back.
 """
 
 from __future__ import annotations
@@ -17,12 +19,11 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from lerobotstream.dataset._assemble import episode_rows
-from lerobotstream.dataset._spans import EpisodeSpans
-from lerobotstream.errors import DecodeError, LeRobotStreamError
+from lerobotstream.errors import DecodeError, FrameTimestampError, LeRobotStreamError, SidecarValidationError
 from lerobotstream.payload_cache import EpisodePayload
 from lerobotstream.sidecar._identity import explain_payload_failure
 
-__all__ = ["DatasetReader", "ReaderConfig"]
+__all__ = ["DatasetReader", "EpisodeSpans", "ReaderConfig"]
 
 _SERIAL = itertools.count(1)
 
@@ -34,8 +35,8 @@ class ReaderConfig:
     meta: Any  # the dataset's :class:`~lerobotstream.meta.DatasetMeta` (its ``source`` reads Parquet)
     payload_source: Any  # the :class:`~lerobotstream.sources.ByteSource` of the MP4 payload
     sidecar_npz: str  # the validated MP4 sidecar
-    cameras: Any  # the ``camera_keys`` plan (``dataset._cameras.CameraPlan``)
-    windows: Any  # ``delta_timestamps`` windows (``dataset._windows.DeltaWindows``)
+    cameras: Any  # the ``camera_keys`` plan (``dataset._dataset.CameraPlan``)
+    windows: Any  # ``delta_timestamps`` windows (``dataset._assemble.DeltaWindows``)
     options: Any  # the dataset's resolved ``StreamOptions``, whole
 
     @property
@@ -48,10 +49,7 @@ class ReaderConfig:
 
 
 class DatasetReader:
-    """One dataset's reader in one process (index, spans, decoders, counters): never crosses a fork.
-
-    Per iterator the wiring :meth:`prepare` s it (the open-decoder cap, the first epoch).
-    """
+    """One dataset's reader in one process (index, spans, decoders, counters), :meth:`prepare` d per iterator."""
 
     def __init__(self, cfg: ReaderConfig) -> None:
         from lerobotstream.decode._cuda import FALLBACK_STATUS
@@ -115,10 +113,8 @@ class DatasetReader:
                 self.counts[k] += v
 
     def episode_nbytes(self, ep: int) -> int:
-        """This dataset's size provider (``planner._sizes.SizeProvider``, wrapped in ``EpisodeSizes``):
-        episode ``ep``'s exact synthesized bytes, all cameras; plans its spans (opens the MP4
-        index) the first time. Raises the span planner's typed errors, naming episode, camera
-        and file (:meth:`EpisodeSpans.span`)."""
+        """This dataset's size provider (``planner._sizes.SizeProvider``): episode ``ep``'s exact
+        synthesized bytes, all cameras (:meth:`EpisodeSpans.episode_nbytes`, its errors)."""
         return self.spans.episode_nbytes(ep)
 
     def fetch(self, ep: int) -> EpisodePayload:
@@ -139,8 +135,7 @@ class DatasetReader:
         payloads, fetched = {}, {}
         origin = {"store_bytes": 0, "disk_cache_bytes": 0}
         for cam in self.cfg.video_keys:
-            # verified against the MP4's moov first, once the process served its first item; before
-            # that, verified by the consumer before decoding (EpisodeSpans.fetch_span / checked_span)
+            # verified against the MP4's moov here once the process served an item, else before decoding
             s = self._planned(ep, cam, self.spans.fetch_span)
             try:
                 payloads[cam] = self._fetch_camera(ep, cam, s, origin)
@@ -160,9 +155,8 @@ class DatasetReader:
         return EpisodePayload(payloads, extra=(rows, next(_SERIAL), fetched))
 
     def _raise_explained(self, err: LeRobotStreamError, ep: int, cam: str, path: str) -> NoReturn:
-        """Raise ``err`` of a fetch or verification of ``(ep, cam)`` from ``path`` named by episode,
-        camera and file, and told as a file changed during the run when it did
-        (``explain_payload_failure``); ``err`` itself when it names the episode already."""
+        """Raise ``err`` of a fetch or verification of ``(ep, cam)`` from ``path`` naming episode,
+        camera and file, told as a file changed during the run when it did (``explain_payload_failure``)."""
         if f"episode {ep}" in err.message:
             raise err
         exc = explain_payload_failure(err, self.source, self.index, path, self.cfg.sidecar_npz)
@@ -171,8 +165,7 @@ class DatasetReader:
         raise type(exc)(f"episode {ep}, camera {cam!r}, file {msg}", **fields) from err
 
     def _planned(self, ep: int, cam: str, plan: Callable[[int, str], Any]) -> Any:
-        """``plan(ep, cam)`` (a span of :class:`EpisodeSpans`, its source verified or not), its
-        errors :meth:`_raise_explained`."""
+        """``plan(ep, cam)`` (an :class:`EpisodeSpans` method), its errors :meth:`_raise_explained`."""
         try:
             return plan(ep, cam)
         except LeRobotStreamError as err:
@@ -208,10 +201,8 @@ class DatasetReader:
             ) from exc
 
     def checked_payload(self, ep: int, cam: str, payload: EpisodePayload) -> bytes:
-        """The mini-MP4 of ``(ep, cam)`` to decode: its source verified against the MP4's own moov
-        first (once per source); fetched again when the verification replaced the table it was
-        fetched from (the payload is updated in place; that rare second read is not counted in
-        ``bytes_by_epoch``)."""
+        """The mini-MP4 of ``(ep, cam)`` to decode, its source verified against the MP4's moov first;
+        fetched again (in place, not counted in ``bytes_by_epoch``) when that replaced its table."""
         fetched = payload.extra[2][cam]
         s = self._planned(ep, cam, lambda e, c: self.spans.checked_span(e, c, fetched))
         if s is None:
@@ -222,9 +213,8 @@ class DatasetReader:
         return payload.payloads[cam]
 
     def _read(self, path: str, offset: int, length: int) -> tuple[bytes, bool, bytes | None]:
-        """``(bytes, from_disk, key)``: the range from the disk cache, or from the store with the
-        disk cache's key to keep it under (None without a disk cache or for a file without a
-        stable identity)."""
+        """``(bytes, from_disk, key)``: the range from the disk cache, or from the store with the key to
+        keep it under (None: no disk cache, or a file without a stable identity)."""
         if self.disk is None:
             return self.source.read(path, offset, length), False, None
         from lerobotstream.disk_cache import source_identity
@@ -277,10 +267,9 @@ class DatasetReader:
             self.admissions[ep] = 1
 
     def count_admission(self, ep: int, reused: bool) -> None:
-        """The episode was admitted (its payload ``reused`` from a kept entry, or fetched): count
-        its MP4 bytes for the epoch it belongs to (each episode is admitted once per epoch, so its
-        n-th admission in an iterator is the iterator's n-th epoch); a fetch counts in the epoch of
-        the admission its payload serves (one made before the fetch ended, else the next)."""
+        """The episode was admitted (payload ``reused``, or fetched): count its MP4 bytes for its epoch
+        (its n-th admission in an iterator is the n-th epoch); a fetch counts in the epoch of the
+        admission it serves (one made before the fetch ended, else the next)."""
         nbytes = 0
         for cam in self.cfg.video_keys:
             span = self.spans.span(ep, cam)[0]
@@ -292,3 +281,153 @@ class DatasetReader:
                 self.awaiting[ep] = epoch  # its fetch is still running: it counts here
             self.counted.discard(ep)
         self._count(epoch, needed_bytes=nbytes, reused_bytes=nbytes if reused else 0)
+
+
+class EpisodeSpans:
+    """The spans of one dataset's episodes in this process (planned on first use, thread-safe).
+
+    Args:
+        index: ``table_for_path(path)``, a source MP4's sample table (``sidecar.VerifiedTables`` or
+            an ``mp4.Mp4Index``).
+        meta: ``meta.fps`` and ``meta.episode(ep)`` (``length``, ``videos[camera]``), as ``DatasetMeta``.
+        video_keys: the cameras decoded; tolerance_s: timestamp tolerance, seconds.
+    """
+
+    def __init__(self, index: Any, meta: Any, video_keys: list[str], tolerance_s: float) -> None:
+        self.index, self.meta = index, meta
+        self.video_keys = list(video_keys)
+        self.tolerance_s = float(tolerance_s)
+        self.planned_s = 0.0
+        self._spans: dict[tuple[int, str], tuple[Any, Any, str, float]] = {}
+        self._lock = threading.Lock()
+        #: until the first item is served (:meth:`serving`) fetches do not verify; :meth:`checked_span` does
+        self.deferring = getattr(index, "verify", None) is not None
+        self._pending: set[str] = set()  # sources fetched unverified, verified by later fetches
+
+    def span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
+        """``(span, table, path, from_timestamp)`` of episode ``ep``'s camera ``cam``.
+
+        Raises:
+            FrameTimestampError (or the span planner's typed error): the episode's window does not
+            resolve in its file (names the episode, camera and file).
+        """
+        from lerobotstream.mp4.spans import episode_frame_range, plan_span
+
+        key = (ep, cam)
+        s = self._spans.get(key)
+        if s is not None:
+            return s
+        t0 = time.perf_counter()
+        info = self.meta.episode(ep)
+        v = info.videos[cam]
+
+        def plan(table: Any) -> Any:
+            a, b = episode_frame_range(table, v.from_timestamp, info.length, self.meta.fps, self.tolerance_s)
+            return plan_span(table, a, b, path=v.path)
+
+        try:
+            table = self.index.table_for_path(v.path)
+            try:
+                span = plan(table)
+            except (LeRobotStreamError, ValueError):
+                # if verifying the source (as the fetch would) replaces the table, plan on the MP4's own
+                verify = getattr(self.index, "verify", None)
+                if verify is None:
+                    raise
+                verify(v.path)
+                if self.index.table_for_path(v.path) is table:
+                    raise
+                table = self.index.table_for_path(v.path)
+                span = plan(table)
+        except LeRobotStreamError as exc:
+            raise type(exc)(
+                f"episode {ep}, camera {cam!r}, file {v.path}: {exc.message}", episode_index=ep, camera=cam, path=v.path
+            ) from exc
+        except ValueError as exc:
+            raise FrameTimestampError(
+                f"episode {ep}, camera {cam!r}, file {v.path}: {exc}", episode_index=ep, camera=cam, path=v.path
+            ) from exc
+        s = (span, table, v.path, float(v.from_timestamp))
+        with self._lock:
+            s = self._spans.setdefault(key, s)
+            self.planned_s += time.perf_counter() - t0
+        return s
+
+    def verified_span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
+        """:meth:`span`, its source first verified against the MP4's own ``moov`` (once per source);
+        planned again when the verification replaced its table.
+
+        Raises:
+            the errors of :meth:`span`; Mp4Error / SourceError: the MP4's header cannot be read
+            (named by file); SidecarValidationError: see :func:`_no_larger`.
+        """
+        s = self.span(ep, cam)
+        verify = getattr(self.index, "verify", None)
+        if verify is None:
+            return s
+        verify(s[2])  # its errors name the file; the fetch adds the episode and camera, and tells a changed file
+        current = self.index.table_for_path(s[2])
+        if s[1] is current:
+            return s
+        with self._lock:
+            if self._spans.get((ep, cam)) is s:
+                del self._spans[(ep, cam)]  # the others of the file are planned again at their own fetch
+        return _no_larger(ep, cam, s, self.span(ep, cam))
+
+    def fetch_span(self, ep: int, cam: str) -> tuple[Any, Any, str, float]:
+        """The span a fetch of ``(ep, cam)`` reads: before the first item is served, :meth:`span`
+        unverified (:meth:`checked_span` verifies it); after, :meth:`verified_span`, once the
+        sources fetched unverified are verified. Raises :meth:`verified_span`'s errors."""
+        if self.deferring:
+            s = self.span(ep, cam)
+            with self._lock:
+                self._pending.add(s[2])
+            return s
+        while self._pending:
+            with self._lock:
+                path = self._pending.pop() if self._pending else None
+            if path is not None:
+                try:
+                    self.index.verify(path)
+                except LeRobotStreamError:
+                    pass  # raised, naming its episode, by checked_span when that source is decoded
+        return self.verified_span(ep, cam)
+
+    def checked_span(
+        self, ep: int, cam: str, fetched: tuple[Any, Any, str, float]
+    ) -> tuple[Any, Any, str, float] | None:
+        """Before a fetched payload of ``(ep, cam)`` is decoded: its source verified; None when it was
+        fetched from the current span, else the span to fetch again (:meth:`verified_span`'s errors)."""
+        s = self.verified_span(ep, cam)
+        return None if s[0] is fetched[0] else _no_larger(ep, cam, fetched, s)
+
+    def serving(self) -> None:
+        """The process served its first item: from now on fetches verify (:meth:`fetch_span`)."""
+        self.deferring = False
+
+    def episode_nbytes(self, ep: int) -> int:
+        """Exact synthesized bytes of episode ``ep``: its cameras' mini-MP4s together."""
+        return int(sum(self.span(int(ep), cam)[0].synth_nbytes for cam in self.video_keys))
+
+    def __len__(self) -> int:
+        """(episode, camera) spans planned so far."""
+        return len(self._spans)
+
+
+def _no_larger(ep: int, cam: str, old: tuple, new: tuple) -> tuple:
+    """``new``, the span planned again after the verification replaced ``old``'s table.
+
+    Raises:
+        SidecarValidationError: ``new`` needs more bytes than ``old``, which the episode was sized
+            (and its bytes reserved) from.
+    """
+    if new[0].synth_nbytes > old[0].synth_nbytes:
+        raise SidecarValidationError(
+            f"episode {ep}, camera {cam!r}, file {new[2]}: the MP4 sidecar disagreed with this file's own moov "
+            f"(logged) and the episode was sized from it ({old[0].synth_nbytes} bytes, {new[0].synth_nbytes} "
+            "needed); start again: the sidecar is rebuilt locally at the next start",
+            episode_index=ep,
+            camera=cam,
+            path=new[2],
+        )
+    return new

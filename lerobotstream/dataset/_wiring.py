@@ -1,22 +1,21 @@
 """The stream's wiring in one process: a planner's shard → one byte cache, one decoded-GOP cache
-and one pipeline of episode jobs over every part (dataset) of the stream → items.
-
-:class:`Readers` is a stream's per-process state; :func:`shard_items` is what one iterator does
-with it. ``tools/scale_sim.py`` runs this same code over a synthetic index (its :class:`Readers`
-with stub fetch and decode), so the scale model measures the dataset's own start-up.
+and one pipeline of episode jobs over every part (dataset) → items. :class:`Readers` is the
+per-process state, :func:`shard_items` one iterator (``tools/scale_sim.py`` runs it over stubs).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from lerobotstream import _heap
-from lerobotstream.dataset._decodejob import DecodedGopCache, EpisodeJob, JobMaker
+from lerobotstream.dataset._decodejob import DecodedGopCache, EpisodeJob
 from lerobotstream.dataset._pipeline import Pipeline, StageTimes
 from lerobotstream.dataset._reader import DatasetReader, ReaderConfig
 from lerobotstream.payload_cache import EpisodeByteCache
@@ -24,8 +23,7 @@ from lerobotstream.planner._sizes import EpisodeSizes
 
 __all__ = ["ASSEMBLY_GROUP", "PROCESS_KEYS", "Readers", "StreamPart", "one_per_process", "shard_items"]
 
-#: items per assembly task at most (the largest divisor of the batch size up to this): one hand-off
-#: between the pipeline's threads per group instead of per item
+#: items per assembly task at most (the largest divisor of the batch size up to this)
 ASSEMBLY_GROUP = 4
 
 
@@ -41,10 +39,9 @@ class StreamPart:
 
 
 class Readers:
-    """Per-process state of a stream: one :class:`DatasetReader` per part, each part's
-    :class:`~lerobotstream.planner._sizes.EpisodeSizes` over its reader, the current iterator's byte
-    cache and decoded-GOP cache, the pipeline's stage times, and the counters read from them
-    (``stats()``, ``source_stats()``). Created after a PID check; never pickled."""
+    """Per-process state of a stream (made after a PID check, never pickled): one
+    :class:`DatasetReader` and :class:`~lerobotstream.planner._sizes.EpisodeSizes` per part, the
+    iterator's byte and decoded-GOP caches, the stage times, and the counters read from them."""
 
     #: the episode jobs its iterators make (``tools/scale_sim.py``: a stub's)
     job_class = EpisodeJob
@@ -124,8 +121,7 @@ class Readers:
         return [r.source.stats.as_dict() for r in self.readers]
 
 
-#: Counters of the payload and metadata sources, which every shard of one process shares (threads
-#: mode): summed over processes, never over the shards of one process.
+#: source counters every shard of one process shares: summed over processes, not over shards
 PROCESS_KEYS = ("source", "metadata_source", "bytes_fetched", "requests")
 
 
@@ -150,13 +146,11 @@ def shard_items(
     slots: Callable[[int], Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The items of DataLoader worker ``wid`` of ``loader.num_workers`` (None, 0: the one stream)
-    from ``samples`` consumed samples of ``epoch``, produced with ``readers`` and ``planner`` (the
-    rank's, over ``readers.sizes``); the stream's resolved ``options`` and ``LoaderSettings``
-    whole. ``in_process``: image transforms on the iterating thread (else the decode threads).
+    from ``samples`` consumed samples of ``epoch``, with ``readers`` and the rank's ``planner``.
+    ``in_process``: image transforms on the iterating thread (else the decode threads).
 
     Raises (while iterating): ShardingError, ResumeStateError (``worker_start``); ByteBudgetError
-    when admission or prefetch reaches an episode larger than its budget, before any fetch of it;
-    fetch and decode errors.
+    for an episode larger than its budget, before any fetch of it; fetch and decode errors.
     """
     nw, batch_size = loader.num_workers, loader.batch_size
     planner.set_epoch(epoch)
@@ -177,13 +171,27 @@ def shard_items(
         n_cams = max(1, len(part.config.video_keys))
         cap = plan.video_decoder_cache_size or plan.pool_size * n_cams + options.prefetch_episodes * n_cams
         reader.prepare(video_decoder_cache_size=cap, epoch=start.epoch)
-    # jobs sized on demand when admission or prefetch reaches the episode, checked against its plan's
-    # budget (ByteBudgetError then, naming the dataset of a mixture, before any byte of it is fetched)
     transforms = None if in_process else options.image_transforms
-    sizes = [plan.episode_size for plan in plans]
-    new_job = JobMaker(
-        readers.parts, readers.readers, sizes, cache, gops, transforms=transforms, job_class=readers.job_class
-    )
+    offsets = [part.offset for part in readers.parts]
+
+    def new_job(key: int) -> EpisodeJob:
+        """The pipeline's job factory: a global episode id split into its part here, once; the job is
+        sized (against its plan's budget) when admission or prefetch reaches it."""
+        d = bisect.bisect_right(offsets, key) - 1
+        part, ep = readers.parts[d], int(key) - offsets[d]
+        size = partial(plans[d].episode_size, ep)
+        return readers.job_class(
+            readers.readers[d],
+            key,
+            ep,
+            cache,
+            gops,
+            size,
+            transforms=transforms,
+            dataset_index=part.dataset_index,
+            dropped=part.dropped,
+        )
+
     pipe = Pipeline(
         planner.worker_pools(start, plans),
         start.limit,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lerobotstream.dataset._windows import DeltaWindows, check_delta_timestamps, delta_frames, window_indices
+from lerobotstream.dataset._assemble import DeltaWindows, check_delta_timestamps, window_indices
 from lerobotstream.errors import DeltaTimestampsError
 
 
@@ -30,7 +30,7 @@ def test_validation_rule_and_rounding():
         check_delta_timestamps({"a": [0.05]}, fps, 1e-4)
     # round() semantics equal Python's for every offset on the grid
     ds = [k / 30 for k in range(-40, 41)]
-    assert delta_frames({"x": ds}, 30)["x"].tolist() == [round(d * 30) for d in ds]
+    assert DeltaWindows({"x": ds}, 30, 1e-4).frames["x"].tolist() == [round(d * 30) for d in ds]
 
 
 def test_br04_subset_delta_zero_never_pads():
@@ -38,7 +38,7 @@ def test_br04_subset_delta_zero_never_pads():
     ep_start, ep_end = 12, 20
     w = DeltaWindows({"observation.image": [0.0]}, 10, 1e-4)
     for f in range(ep_end - ep_start):
-        idx, pad = w.resolve("observation.image", f, ep_end - ep_start)
+        idx, pad = window_indices(f, ep_end - ep_start, w.frames["observation.image"])
         assert not pad.any() and idx.tolist() == [f]
 
 

@@ -297,13 +297,13 @@ def test_a_cached_deflate_bomb_is_replaced_by_a_local_build(published, tmp_path,
 def test_before_the_first_item_the_decode_verifies_and_fetches_again(root, caches, caplog, monkeypatch):
     # the prefetch frontier fetches unverified until the first item is served; the decode of each
     # fetched payload verifies its source first and fetches it again from the MP4's own table
-    from lerobotstream.dataset import _reader, _spans
+    from lerobotstream.dataset import _reader
 
     first = StreamingLeRobotDataset(root=root)
     _rewrite(Path(first._sidecar_npz), _rotate_180)
     ds = StreamingLeRobotDataset(root=root)
     fetched_unverified, refetched = [], []
-    orig_fetch_span = _spans.EpisodeSpans.fetch_span
+    orig_fetch_span = _reader.EpisodeSpans.fetch_span
     orig_checked = _reader.DatasetReader.checked_payload
 
     def fetch_span(self, ep, cam):
@@ -317,7 +317,7 @@ def test_before_the_first_item_the_decode_verifies_and_fetches_again(root, cache
             refetched.append(ep)
         return mini
 
-    monkeypatch.setattr(_spans.EpisodeSpans, "fetch_span", fetch_span)
+    monkeypatch.setattr(_reader.EpisodeSpans, "fetch_span", fetch_span)
     monkeypatch.setattr(_reader.DatasetReader, "checked_payload", checked_payload)
     with caplog.at_level(logging.WARNING, logger="lerobotstream.sidecar"):
         got = _frames(ds)
@@ -336,7 +336,7 @@ def test_fetches_verify_once_the_first_item_is_served():
     # the queued sources and its own before reading
     from types import SimpleNamespace
 
-    from lerobotstream.dataset._spans import EpisodeSpans
+    from lerobotstream.dataset._reader import EpisodeSpans
 
     class Index:
         def __init__(self):
