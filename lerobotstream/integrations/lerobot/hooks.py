@@ -47,7 +47,7 @@ class Run:
         self.loader: str = "DataLoader"  # what batches the train stream, as it runs (accelerator.loader_name)
         self.topology = (0, 1)  # (rank, world_size) of the launch, saved while the process group is up
         self.ranks: list[dict[str, Any]] | None = None  # every rank's figures, gathered at the end of training
-        self.held: list[Any] = []  # the gathered tensors, kept past the process group (summary.gather_ranks)
+        self.held: list[Any] = []  # the summary gather's work, kept past the process group (summary.gather_ranks)
 
     # --- patched: make_train_eval_datasets (0.6.x) / make_dataset (0.4.4) -----------------------
     def make_train_eval_datasets(self, cfg: Any) -> tuple[Any, Any]:

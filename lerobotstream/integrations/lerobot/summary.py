@@ -125,11 +125,12 @@ def gather_ranks(counters: BatchCounters, hold: list[Any]) -> list[dict[str, Any
     group is still up (a collective: every rank calls it); None without one, or if it fails (the
     summary then gives this rank's figures only).
 
-    The tensors handed to the collective are appended to ``hold``, and the caller keeps them until
-    the process group is gone. Gloo's worker thread drops its reference to a finished collective's
-    tensors only when the group is torn down; were that the last reference, dropping it would need
-    the GIL that the tearing-down thread holds, and the process would hang at exit (PyTorch issue
-    56297). ``all_gather_object`` makes such tensors of its own, so it is not used."""
+    The collective's work object is appended to ``hold``, and the caller keeps it until the process
+    group is gone. Gloo's worker thread drops its reference to a finished collective while holding
+    the group's work lock; were that the last reference, freeing the collective's tensors would need
+    the GIL, which the thread destroying the group holds while it waits for that lock: both ranks
+    would hang at exit (PyTorch issue 56297). Holding the work object keeps the worker's reference
+    from being the last, so the tensors are freed later, by the thread that drops ``hold``."""
     import torch
     import torch.distributed as dist
 
@@ -139,8 +140,9 @@ def gather_ranks(counters: BatchCounters, hold: list[Any]) -> list[dict[str, Any
     try:
         sent = torch.tensor([float(mine["samples"]), float(mine["elapsed_s"])], dtype=torch.float64)
         got = [torch.zeros(2, dtype=torch.float64) for _ in range(dist.get_world_size())]
-        hold.extend([sent, *got])
-        dist.all_gather(got, sent)
+        work = dist.all_gather(got, sent, async_op=True)
+        hold.append(work)
+        work.wait()
         return [{"samples": int(t[0].item()), "elapsed_s": float(t[1].item())} for t in got]
     except Exception:  # summary only: never fail a finished training run over it
         return None
