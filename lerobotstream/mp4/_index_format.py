@@ -250,13 +250,11 @@ def check_record(src: dict[str, Any], data_end: int, path: str, shared: list[int
 def table_problem(arrays: dict[str, np.ndarray]) -> str | None:
     """None when one source's arrays can be indexed safely, else what is wrong with them.
 
-    The Cython lookups (``mp4.index``, ``mp4.spans``) index ``pts_s`` and ``is_sync`` with the
-    values of ``presentation_order`` without bounds checks, so those values are checked here, once
-    per table build: every array has the sample count, every ``presentation_order`` value lies in
-    ``[0, n)`` (one min/max pass over that array only: the pages of the others are not read), and
-    so does every ``sync_samples`` value. The other values are checked when the index is
-    converted (:func:`samples_problem`); whether they are right is checked against the MP4's own
-    ``moov`` before its first frame is served (``sidecar._verify``).
+    The Cython lookups (``mp4.index``, ``mp4.spans``) index with ``presentation_order`` values
+    without bounds checks, so once per table build: every array has the sample count and every
+    ``presentation_order`` and ``sync_samples`` value lies in ``[0, n)`` (the other arrays' pages
+    are not read). Byte ranges are checked at conversion (:func:`samples_problem`), the values
+    against the MP4's own ``moov`` before its first frame is served (``sidecar._verify``).
 
     Args:
         arrays: ``offset``, ``size``, ``pts_ticks``, ``pts_s``, ``is_sync``, ``sync_samples``,

@@ -1,9 +1,7 @@
 """The sidecar NPZ as the derived index reads it: member names, manifest, per-source table, generation.
 
-The sidecar package writes the archive (``sidecar._archive``: layout and manifest fields); this
-module holds what both sides must agree on (schema version, member naming, the per-source scalars)
-and the readers of an open archive (one ``.npy`` member, the validated manifest, the per-source
-table, the arrays source by source, the content digest that names the derived index file).
+``sidecar._archive`` writes the archive; this module holds what both sides must agree on (schema
+version, member naming, per-source scalars) and the checked readers of an open archive.
 
 Schema 5 has a number of members independent of the number of sources. The manifest holds only
 dataset-level fields; ``sources.json`` describes per-source *columns* (``src/<key>.npy``: int64,
@@ -15,6 +13,7 @@ columns. Older schemas (never released) are refused with a message to rebuild.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import zipfile
@@ -85,11 +84,9 @@ def npz_generation(zf: zipfile.ZipFile) -> str:
     h.update(b"lerobotstream-sidecar-generation-v1\0")
     for info in sorted(zf.infolist(), key=lambda i: i.filename):
         h.update(f"{info.filename}\0{info.CRC}\0{info.file_size}\0".encode())
-    try:
+    with contextlib.suppress(KeyError):
         if zf.getinfo(MANIFEST_MEMBER + ".npy").file_size <= MAX_JSON_BYTES + 4096:
             h.update(zf.read(MANIFEST_MEMBER + ".npy"))
-    except KeyError:
-        pass
     return h.hexdigest()
 
 

@@ -218,6 +218,7 @@ def sample_framing(table):
 
 
 _REASONS = {
+    E_OUTSIDE: "the sample lies outside the fetched bytes [{a}, {b})",
     E_NAL_ZERO: "NAL unit length 0 at byte {p}",
     E_NAL_PAST: "NAL unit of {v} bytes at byte {p} runs past the sample end",
     E_NAL_FORBIDDEN: "NAL header byte 0x{v:02x} at byte {p} has forbidden_zero_bit set",
@@ -273,10 +274,7 @@ def check_sample_framing(table, span, payload, *, path=None):
     sample = s + bad
     off = int(table.offset[sample])
     sz = int(table.size[sample])
-    if f.reason == E_OUTSIDE:
-        why = (f"the sample lies outside the fetched bytes [{span.byte_start}, {span.byte_stop})")
-    else:
-        why = _REASONS[f.reason].format(v=int(f.value), p=int(f.pos), ls=ls)
+    why = _REASONS[f.reason].format(v=int(f.value), p=int(f.pos), a=span.byte_start, b=span.byte_stop)
     codec = str(getattr(table, "codec", ""))
     raise Mp4InconsistentTablesError(
         f"{path}: sample {sample} (decode order, offset {off}, size {sz} bytes) does not frame as "

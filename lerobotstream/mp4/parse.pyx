@@ -72,7 +72,6 @@ cdef class _Reader:
         self.file_size = file_size
         self.path = path
         self.buf = b""
-        self.buf_off = 0
 
     cdef bytes fetch(self, long long off, long long n):
         """Exactly n bytes at off (n > 0, off + n <= file_size), one read call."""
@@ -82,15 +81,18 @@ cdef class _Reader:
                    f"read({off}, {n}) returned {len(data)} bytes (file size {self.file_size})")
         return data
 
-    cdef set_window(self, long long off, bytes data):
-        self.buf = data
+    cdef load(self, long long off, long long n):
+        """Make bytes [off, off + n) the window (one read)."""
+        self.buf = self.fetch(off, n)
         self.buf_off = off
+
+    cdef bint holds(self, long long off, long long n):
+        return off >= self.buf_off and off + n <= self.buf_off + len(self.buf)
 
     cdef bytes get(self, long long off, long long n):
         """n bytes at off, from the window when it holds them, else one read."""
-        cdef long long rel = off - self.buf_off
-        if rel >= 0 and rel + n <= len(self.buf):
-            return self.buf[rel:rel + n]
+        if self.holds(off, n):
+            return self.buf[off - self.buf_off:off - self.buf_off + n]
         return self.fetch(off, n)
 
 
@@ -133,7 +135,7 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
     if fsize < 8:
         _raise(E_TRUNCATED, path, "", 0, f"file of {fsize} bytes is too small for an MP4")
     r = _Reader(read, fsize, path)
-    r.set_window(0, r.fetch(0, min(PROBE_BYTES, fsize)))
+    r.load(0, min(PROBE_BYTES, fsize))
     moov = None
     ftyp = b""
     seen_mdat = False
@@ -146,13 +148,11 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
             if moov is not None:
                 break
             _raise(E_TRUNCATED, path, "", pos, f"partial box header in the last {fsize - pos} bytes")
-        if seen_mdat and moov is None and (pos < r.buf_off or pos + 16 > r.buf_off + len(r.buf)):
-            # after mdat: read the whole tail at once (normally just moov) when it is small enough
-            if fsize - pos <= TAIL_MAX_BYTES:
-                r.set_window(pos, r.fetch(pos, fsize - pos))
-        if prev_size < PROBE_BYTES and (pos < r.buf_off or pos + 16 > r.buf_off + len(r.buf)):
+        if seen_mdat and moov is None and not r.holds(pos, 16) and fsize - pos <= TAIL_MAX_BYTES:
+            r.load(pos, fsize - pos)  # after mdat: the whole tail (normally just moov) in one read
+        if prev_size < PROBE_BYTES and not r.holds(pos, 16):
             # after a small box the next are likely small too: one block read for their headers
-            r.set_window(pos, r.fetch(pos, min(PROBE_BYTES, fsize - pos)))
+            r.load(pos, min(PROBE_BYTES, fsize - pos))
         head = r.get(pos, min(16, fsize - pos))
         size = int.from_bytes(head[0:4], "big")
         btype = head[4:8]
@@ -160,9 +160,9 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
         if size == 1:
             if len(head) < 16:
                 _raise(E_TRUNCATED, path, _fourcc(btype), pos, "64-bit box size runs past the end of the file")
-            size = int.from_bytes(head[8:16], "big") if int.from_bytes(head[8:16], "big") < (1 << 62) else -1
-            if size < 0:
+            if int.from_bytes(head[8:16], "big") >= (1 << 62):
                 _raise(E_OVERFLOW, path, _fourcc(btype), pos, "absurd 64-bit box size")
+            size = int.from_bytes(head[8:16], "big")
             hdr = 16
         elif size == 0:
             size = fsize - pos

@@ -178,13 +178,6 @@ class Span:
                              f"(frames {self.frame_offset}..{self.frame_offset + self.num_local_frames - 1})")
         return j
 
-    def __getstate__(self):
-        return {k: getattr(self, k) for k in self.__slots__}
-
-    def __setstate__(self, st):
-        for k, v in st.items():
-            setattr(self, k, v)
-
     def __repr__(self):
         return (f"Span(samples=[{self.sample_start},{self.sample_stop}), frames=[{self.frame_start},"
                 f"{self.frame_stop}), bytes=[{self.byte_start},{self.byte_stop}), "
