@@ -64,8 +64,8 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 class Mp4Index:
     """A sidecar's derived index, memory-mapped read-only; per-source tables built lazily.
 
-    Open with :meth:`open` (converts the NPZ on first use, under a file lock) or
-    :meth:`open_index_file` (an existing derived file). Thread-safe.
+    Open with :meth:`open` (converts the NPZ on first use, under a file lock), or map an existing
+    derived file with ``Mp4Index(path)``. Thread-safe.
 
     Attributes:
         generation (str): content digest of the sidecar NPZ (names the derived file).
@@ -120,17 +120,14 @@ class Mp4Index:
             lock_timeout_s: how long to wait for another process converting the same sidecar.
 
         Returns:
-            Mp4Index mapped from ``<index_dir>/mp4-s5-f3-<generation[:32]>.idx``. A warm open
-            (derived file present, NPZ unchanged since: same path, inode, size and mtime) reads
-            the generation from a small ``.gen`` note next to it instead of the NPZ's central
-            directory.
+            Mp4Index mapped from ``<index_dir>/mp4-s5-f3-<generation[:32]>.idx``; a warm open (NPZ
+            path, inode, size, mtime unchanged) reads the generation from a ``.gen`` note.
 
         Raises:
             SidecarSchemaError: the NPZ is not a readable schema-5 sidecar.
             SidecarLockTimeoutError: another process held the conversion lock too long.
-            SidecarWriteError: the derived index (or its lock) cannot be written: the folder is not
-                writable, the disk is full, another OS error (an ``OSError`` too, like the sidecar
-                write's; names the path, the reason and what to do).
+            SidecarWriteError: (also an ``OSError``) the derived index or its lock cannot be
+                written; names the path, the reason and what to do.
         """
         npz_path = os.fspath(npz_path)
         if index_dir is None:
@@ -215,11 +212,6 @@ class Mp4Index:
             return None  # damaged or foreign: rebuilt under the lock
         return idx if idx.generation == generation else None
 
-    @classmethod
-    def open_index_file(cls, index_path: str | os.PathLike) -> Mp4Index:
-        """Map an existing derived index file (no conversion)."""
-        return cls(index_path)
-
     # --- lookups ---------------------------------------------------------------------------------
     @property
     def num_sources(self) -> int:
@@ -247,14 +239,12 @@ class Mp4Index:
             raise IndexError(f"source id {source_id} outside [0, {self._num_sources}) in {self.index_path}")
 
     def path(self, source_id: int) -> str:
-        """Path of one source (relative to the dataset root), read from the mapped path table
-        (no per-source objects for the others). Raises IndexError outside ``[0, num_sources)``."""
+        """Path of one source (relative to the dataset root); IndexError outside ``[0, num_sources)``."""
         self._check_id(source_id)
         return self._path(source_id)
 
     def _record(self, source_id: int) -> dict[str, Any]:
-        """The parsed, validated record of one source (parsed at each call, never cached: a
-        parsed record is ~7 KB of Python objects, and a table keeps what it needs)."""
+        """The parsed, validated record of one source (never cached: ~7 KB of Python objects)."""
         self._check_id(source_id)
         a, b = (int(x) for x in self._rec_bounds[source_id])
         where = str(self.index_path)
@@ -429,8 +419,7 @@ def _generation_note(npz_path: str, index_dir: Path) -> Path:
 
 
 def _cached_generation(npz_path: str, index_dir: Path) -> str | None:
-    """The generation remembered for this NPZ when its identity (path, inode, size, mtime, ctime)
-    is unchanged, else None."""
+    """The generation remembered for this NPZ when its identity is unchanged, else None."""
     ident = _npz_identity(npz_path)
     if ident is None:
         return None
@@ -445,8 +434,7 @@ def _cached_generation(npz_path: str, index_dir: Path) -> str | None:
 
 
 def _remember_generation(npz_path: str, index_dir: Path, generation: str) -> None:
-    """Write the NPZ identity → generation note (best effort: a missing note only costs the slow
-    path next time)."""
+    """Write the NPZ identity → generation note (best effort)."""
     ident = _npz_identity(npz_path)
     if ident is None:
         return

@@ -105,11 +105,9 @@ MAX_STR_BYTES = 4096
 def read_npz_member(
     zf: zipfile.ZipFile, name: str, *, max_count: int | None = None, kinds: str = "biuS", path: str = ""
 ) -> np.ndarray:
-    """Load one 1-d ``.npy`` member of the NPZ (no pickles), its header checked before anything is
-    allocated: a 1-d array of a dtype kind in ``kinds`` (numpy kind letters), at most ``max_count``
-    values, whose header and values fill exactly the member's uncompressed size in the ZIP
-    directory (so a member declaring more values than it holds, or a deflate bomb hidden behind a
-    small header, is refused before it is inflated).
+    """Load one 1-d ``.npy`` member (no pickles), its header checked before any allocation: a dtype
+    kind in ``kinds``, at most ``max_count`` values, header and values filling exactly the member's
+    uncompressed ZIP size (so an over-declared member or a deflate bomb is refused uninflated).
 
     Raises:
         KeyError: no such member.
@@ -176,10 +174,9 @@ class SourceTable(Sequence):
     """The per-source entries of a sidecar (path, size, fingerprint, num_samples, the track scalars
     of ``SampleTable``, ``stsd_b64``/``ftyp_b64``), by source id.
 
-    A schema-5 table is columnar: integer columns are int64 arrays, paths and fingerprints
-    fixed-width UTF-8 byte arrays, other values dictionary codes into their distinct values, so
-    it holds no Python object per source. ``table[i]`` builds source ``i``'s entry as a dict;
-    :meth:`find` and :meth:`get` answer without building any.
+    Columnar (int64 arrays, fixed-width UTF-8 paths/fingerprints, dictionary codes for the rest):
+    no Python object per source. ``table[i]`` builds source ``i``'s dict; :meth:`find` and
+    :meth:`get` build none.
     """
 
     def __init__(self, num_sources: int, columns: dict[str, tuple[str, Any, Any]] | None = None) -> None:
@@ -301,8 +298,7 @@ def iter_source_blocks(
     zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable, path: str = ""
 ) -> Iterator[tuple[list[int], np.ndarray, dict[str, np.ndarray]]]:
     """Yield ``(source_ids, counts, {field: array})`` per stored block, in storage order: the
-    canonical arrays of the block's sources concatenated in the order of ``source_ids`` (one NPZ
-    block). Only one block of arrays is in memory at a time.
+    canonical arrays of the block's sources concatenated in ``source_ids`` order, one block at a time.
 
     Raises:
         SidecarSchemaError: a member is missing, or a source's arrays do not fit its block.
@@ -348,12 +344,8 @@ def iter_source_blocks(
 def iter_source_arrays(
     zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable, path: str = ""
 ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    """Yield ``(source_id, {field: array})`` for every source, in storage order (block by
-    block), with the canonical fields of ``CANONICAL_FIELDS``.
-
-    Raises:
-        the errors of :func:`iter_source_blocks`.
-    """
+    """Yield ``(source_id, {field: array})`` of the ``CANONICAL_FIELDS`` for every source, in
+    storage order; raises as :func:`iter_source_blocks`."""
     for sids, counts, arrays in iter_source_blocks(zf, manifest, table, path):
         pos = 0
         for sid, c in zip(sids, counts.tolist()):
