@@ -85,17 +85,13 @@ def minimal_int_dtype(lo: int, hi: int) -> np.dtype:
 
 
 def encode_int_segments(values: np.ndarray, counts: np.ndarray) -> list[tuple[dict[str, Any], np.ndarray | None]]:
-    """The encoding of each consecutive segment of ``values`` (lengths ``counts``: the sources of
-    one NPZ block), the per-segment reductions done once for the whole block.
-
-    Args:
-        values: 1-D integer array (values fit int64), ``sum(counts)`` long.
-        counts: non-negative segment lengths.
+    """The encoding of each consecutive segment of ``values`` (1-D, int64-fitting, ``sum(counts)``
+    long; segments: the sources of one NPZ block), reduced once for the whole block.
 
     Returns:
-        per segment ``(spec, block)``: ``spec`` is the JSON description (``enc``, ``count``,
-        ``dtype``, and ``value`` or ``first``+``step`` when not plain); ``block`` the values to
-        store (minimal dtype) or None for ``const``/``arith``.
+        per segment ``(spec, block)``: ``spec`` the JSON description (``enc``, ``count``, ``dtype``,
+        and ``value`` or ``first``+``step`` when not plain); ``block`` the values to store (minimal
+        dtype) or None for ``const``/``arith``.
     """
     a = np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
     counts = np.asarray(counts, dtype=np.int64)
@@ -212,11 +208,9 @@ def parse_header(buf: mmap.mmap | bytes, path: str) -> dict[str, Any]:
 
 
 def check_record(src: dict[str, Any], data_end: int, path: str, shared: list[int] | None = None) -> None:
-    """Validate one source record's array specs and blob references against the data region;
-    resolves each ``shared`` block reference into its ``offset`` (``shared``: the header's list).
-
-    Raises:
-        SidecarSchemaError: a missing array, a bad dtype or length, or a block outside the data.
+    """Validate one source record's array specs and blob references against the data region, and
+    resolve each ``shared`` block reference into its ``offset`` (``shared``: the header's list).
+    Raises SidecarSchemaError: a missing array, a bad dtype or length, or a block outside the data.
     """
     n = int(src["num_samples"])
     for key in ("stsd", "ftyp"):
@@ -256,10 +250,8 @@ def table_problem(arrays: dict[str, np.ndarray]) -> str | None:
     are not read). Byte ranges are checked at conversion (:func:`samples_problem`), the values
     against the MP4's own ``moov`` before its first frame is served (``sidecar._verify``).
 
-    Args:
-        arrays: ``offset``, ``size``, ``pts_ticks``, ``pts_s``, ``is_sync``, ``sync_samples``,
-            ``presentation_order`` of one source, decode order, each ``(n,)`` (``sync_samples``:
-            ``(num_sync,)``).
+    ``arrays``: ``offset``, ``size``, ``pts_ticks``, ``pts_s``, ``is_sync``, ``presentation_order``
+    (each ``(n,)``, decode order) and ``sync_samples`` (``(num_sync,)``) of one source.
     """
     po = arrays["presentation_order"]
     n = int(po.shape[0])

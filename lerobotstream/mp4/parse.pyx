@@ -28,13 +28,11 @@ log = logging.getLogger(__name__)
 
 PROBE_BYTES = 64 * 1024          # first read of the file's start; also the block read for small boxes' headers
 TAIL_MAX_BYTES = 64 * 1024 * 1024  # read everything after mdat in one go when at most this much
-#: Largest moov box read (bytes; its size field is untrusted and it is held in memory, with a copy
-#: or two while it is parsed). A moov holds ~4-28 bytes of tables per sample (stsz, stco, stss,
-#: stts, ctts), so a track of MAX_SAMPLES_PER_TRACK samples fits in ~120 MB.
+#: Largest moov box read (bytes; its size field is untrusted and it is held in memory). At ~4-28
+#: bytes of tables per sample, a track of MAX_SAMPLES_PER_TRACK samples fits in ~120 MB.
 MOOV_MAX_BYTES = 128 * 1024 * 1024
-#: Most top-level boxes walked before moov and the first mdat are found. A real MP4 has a handful
-#: (ftyp, free/skip, mdat, moov, udta/meta/uuid); each header outside the bytes already read costs
-#: one read, so this bounds the requests a file of tiny boxes can cause.
+#: Most top-level boxes walked before moov and the first mdat are found (a real MP4 has a handful):
+#: bounds the reads a file of tiny boxes can cause.
 MAX_TOP_LEVEL_BOXES = 256
 #: Most samples one video track may declare (csrc/mp4_parse.h says why); checked, with "every
 #: sample is at least 1 byte of the file outside moov", before the sample arrays are allocated.
@@ -50,9 +48,8 @@ _ERRORS = {
 
 
 cdef _raise(int code, str path, str box, long long offset, str reason):
-    """Raise the ``Mp4Error`` subclass of a negative status ``code``, with fields ``path``, ``box``
-    (fourcc, "" if none), ``offset`` (bytes, -1 if unknown) and ``code``; the message names them
-    and the reason."""
+    """Raise the ``Mp4Error`` subclass of status ``code`` with fields ``path``, ``box`` (fourcc or
+    ""), ``offset`` (bytes, -1 if unknown) and ``code``, the message naming them and the reason."""
     where = f" box '{box}'" if box else ""
     at = f" at offset {offset}" if offset >= 0 else ""
     msg = f"MP4 {path or '<bytes>'}:{where}{at}: {reason}"
@@ -207,13 +204,8 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
 
 
 def parse_mp4_bytes(data, *, path="", track_id=None):
-    """Parse a whole MP4 held in memory; same result and errors as :func:`parse_mp4`.
-
-    Args:
-        data: the file's bytes (bytes, bytearray or memoryview).
-        path: name used in error messages.
-        track_id: as in :func:`parse_mp4`.
-    """
+    """Parse a whole MP4 held in memory (bytes, bytearray or memoryview); same result, arguments
+    and errors as :func:`parse_mp4`."""
     mv = memoryview(data).cast("B")
 
     def read(off, n):
