@@ -93,10 +93,10 @@ class Mp4Index:
                 f"(this reader opens {READABLE_SCHEMA_VERSIONS}); rebuild the sidecar",
                 path=str(self.index_path),
             )
-        self._num_sources = int(self._header["num_sources"])
+        self.num_sources: int = int(self._header["num_sources"])
         self._data_end = int(self._header["data_end"])
         self._shared: list[int] = [int(o) for o in self._header["shared"]]
-        n, n1 = self._num_sources, self._num_sources + 1
+        n, n1 = self.num_sources, self.num_sources + 1
         self._rec_bounds = self._buf[self._header["records"] : self._header["records"] + 16 * n].view(U64).reshape(n, 2)
         self._path_off = self._buf[self._header["paths"] : self._header["paths"] + 8 * n1].view(U64)
         self._paths_sorted = bool(self._header.get("paths_sorted"))
@@ -214,14 +214,10 @@ class Mp4Index:
 
     # --- lookups ---------------------------------------------------------------------------------
     @property
-    def num_sources(self) -> int:
-        return self._num_sources
-
-    @property
     def paths(self) -> list[str]:
         """Source paths (relative to the dataset root), by source id (built on first access)."""
         if self._paths is None:
-            self._paths = [self._path(i) for i in range(self._num_sources)]
+            self._paths = [self._path(i) for i in range(self.num_sources)]
         return self._paths
 
     def _path(self, source_id: int) -> str:
@@ -235,8 +231,8 @@ class Mp4Index:
             raise SidecarSchemaError(f"{where}: path of source {source_id} is damaged: {e}", path=where) from e
 
     def _check_id(self, source_id: int) -> None:
-        if not 0 <= source_id < self._num_sources:
-            raise IndexError(f"source id {source_id} outside [0, {self._num_sources}) in {self.index_path}")
+        if not 0 <= source_id < self.num_sources:
+            raise IndexError(f"source id {source_id} outside [0, {self.num_sources}) in {self.index_path}")
 
     def path(self, source_id: int) -> str:
         """Path of one source (relative to the dataset root); IndexError outside ``[0, num_sources)``."""
@@ -261,14 +257,14 @@ class Mp4Index:
     def source_id(self, path: str) -> int:
         """Source id of the MP4 at ``path`` (relative POSIX path). Raises KeyError naming it."""
         if self._paths_sorted:  # binary search over the mapped path table, no per-source objects
-            lo, hi = 0, self._num_sources
+            lo, hi = 0, self.num_sources
             while lo < hi:
                 mid = (lo + hi) >> 1
                 if self._path(mid) < path:
                     lo = mid + 1
                 else:
                     hi = mid
-            if lo < self._num_sources and self._path(lo) == path:
+            if lo < self.num_sources and self._path(lo) == path:
                 return lo
         else:
             if self._ids is None:
@@ -398,33 +394,26 @@ class Mp4Index:
         return f"Mp4Index({str(self.index_path)!r}, num_sources={self.num_sources}, generation={self.generation[:12]})"
 
 
-def _npz_identity(npz_path: str) -> dict[str, Any] | None:
+def _npz_note(npz_path: str, index_dir: Path) -> tuple[Path, dict[str, Any] | None]:
+    """The generation note of an NPZ and its identity (path, size, mtime, ctime, inode, device; None
+    when it cannot be stat'ed)."""
+    key = hashlib.sha256(os.path.realpath(npz_path).encode("utf-8", "surrogateescape")).hexdigest()[:32]
     try:
         st = os.stat(npz_path)
     except OSError:
-        return None
-    return {
-        "path": os.path.realpath(npz_path),
-        "size": st.st_size,
-        "mtime_ns": st.st_mtime_ns,
-        "ctime_ns": st.st_ctime_ns,
-        "ino": st.st_ino,
-        "dev": st.st_dev,
-    }
-
-
-def _generation_note(npz_path: str, index_dir: Path) -> Path:
-    key = hashlib.sha256(os.path.realpath(npz_path).encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return index_dir / f"npz-{key}.gen"
+        return index_dir / f"npz-{key}.gen", None
+    ident = {"path": os.path.realpath(npz_path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    ident.update(ctime_ns=st.st_ctime_ns, ino=st.st_ino, dev=st.st_dev)
+    return index_dir / f"npz-{key}.gen", ident
 
 
 def _cached_generation(npz_path: str, index_dir: Path) -> str | None:
     """The generation remembered for this NPZ when its identity is unchanged, else None."""
-    ident = _npz_identity(npz_path)
+    note_path, ident = _npz_note(npz_path, index_dir)
     if ident is None:
         return None
     try:
-        note = json.loads(_generation_note(npz_path, index_dir).read_text("utf-8"))
+        note = json.loads(note_path.read_text("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     if not isinstance(note, dict) or {k: note.get(k) for k in ident} != ident:
@@ -435,10 +424,9 @@ def _cached_generation(npz_path: str, index_dir: Path) -> str | None:
 
 def _remember_generation(npz_path: str, index_dir: Path, generation: str) -> None:
     """Write the NPZ identity → generation note (best effort)."""
-    ident = _npz_identity(npz_path)
-    if ident is None:
-        return
-    write_note(_generation_note(npz_path, index_dir), {**ident, "generation": generation})
+    note_path, ident = _npz_note(npz_path, index_dir)
+    if ident is not None:
+        write_note(note_path, {**ident, "generation": generation})
 
 
 def write_note(note: Path, doc: dict) -> None:
