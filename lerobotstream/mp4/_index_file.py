@@ -12,6 +12,7 @@ stored dtype (not necessarily int64).
 from __future__ import annotations
 
 import base64
+import bisect
 import contextlib
 import hashlib
 import json
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError, SidecarWriteError
+from lerobotstream.errors import LeRobotStreamError, SidecarLockTimeoutError, SidecarSchemaError, SidecarWriteError
 from lerobotstream.mp4._index_format import (
     INDEX_FIELDS,
     U64,
@@ -162,8 +163,6 @@ class Mp4Index:
                 try:
                     lock.acquire(timeout=lock_timeout_s)
                 except Timeout as e:
-                    from lerobotstream.errors import SidecarLockTimeoutError
-
                     raise SidecarLockTimeoutError(
                         f"timed out after {lock_timeout_s}s waiting for the index lock {target}.lock", path=str(target)
                     ) from e
@@ -257,13 +256,7 @@ class Mp4Index:
     def source_id(self, path: str) -> int:
         """Source id of the MP4 at ``path`` (relative POSIX path). Raises KeyError naming it."""
         if self._paths_sorted:  # binary search over the mapped path table, no per-source objects
-            lo, hi = 0, self.num_sources
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if self._path(mid) < path:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            lo = bisect.bisect_left(range(self.num_sources), path, key=self._path)
             if lo < self.num_sources and self._path(lo) == path:
                 return lo
         else:
@@ -317,7 +310,7 @@ class Mp4Index:
 
         Raises:
             IndexError: ``source_id`` is not in ``[0, num_sources)``.
-            SidecarSchemaError: the source's record is damaged.
+            SidecarSchemaError: the source's record or values are damaged (names the index and file).
         """
         t = self._tables.get(source_id)
         if t is not None:
@@ -327,30 +320,21 @@ class Mp4Index:
             t = self._tables.get(source_id)
             if t is not None:
                 return t
-            t = self._build_table(source_id)
+            src, where = self._record(source_id), str(self.index_path)
+            try:
+                t, arrays = self._views(src)
+                reason = table_problem(arrays)
+            except (ValueError, TypeError, OverflowError, ZeroDivisionError) as e:  # SidecarSchemaError included
+                reason = f"{type(e).__name__}: {e}"
+            if reason is not None:
+                raise SidecarSchemaError(
+                    f"{where}: the derived index's table of {src.get('path')!r} is damaged ({reason}); delete the "
+                    "derived index so it is converted again, and its sidecar if that one holds the same values",
+                    path=where,
+                )
             if cache:
                 self._tables[source_id] = t
             return t
-
-    def _build_table(self, source_id: int) -> SampleTable:
-        """The source's ``SampleTable`` of views, checked by ``table_problem``.
-
-        Raises:
-            SidecarSchemaError: the record or its values are damaged (names the index and the file).
-        """
-        src, where = self._record(source_id), str(self.index_path)
-        try:
-            t, arrays = self._views(src)
-            reason = table_problem(arrays)
-        except (ValueError, TypeError, OverflowError, ZeroDivisionError) as e:  # SidecarSchemaError included
-            reason = f"{type(e).__name__}: {e}"
-        if reason is None:
-            return t
-        raise SidecarSchemaError(
-            f"{where}: the derived index's table of {src.get('path')!r} is damaged ({reason}); delete the derived "
-            "index so it is converted again, and its sidecar if that one holds the same values",
-            path=where,
-        )
 
     def _views(self, src: dict[str, Any]) -> tuple[SampleTable, dict[str, np.ndarray]]:
         """(the source's ``SampleTable`` of views, those views by name, ``sync_samples`` included)."""

@@ -179,9 +179,9 @@ class SourceTable(Sequence):
     :meth:`get` build none.
     """
 
-    def __init__(self, num_sources: int, columns: dict[str, tuple[str, Any, Any]] | None = None) -> None:
+    def __init__(self, num_sources: int, columns: dict[str, tuple[str, Any, Any]]) -> None:
         self._n = int(num_sources)
-        self._columns = columns or {}  # key -> (kind, array, distinct values | null mask)
+        self._columns = columns  # key -> (kind, array, distinct values | null mask)
         self._by_path: dict[str, int] | None = None
         self._paths_sorted: bool | None = None
 
@@ -305,9 +305,7 @@ def iter_source_blocks(
         zlib.error, zipfile.BadZipFile: damaged members (callers map them to a rebuild message).
     """
     n = len(table)
-    blocks = table.column("_block")
-    starts = table.column("_block_start")
-    counts = table.column("num_samples")
+    blocks, starts, counts = (table.column(k) for k in ("_block", "_block_start", "num_samples"))
     order = np.lexsort((starts, blocks))
     i = 0
     while i < n:
