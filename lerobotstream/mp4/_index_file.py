@@ -1,12 +1,11 @@
 """Derived memory-mapped index: :class:`Mp4Index` maps a sidecar's derived file read-only and
 builds each source's sample table lazily, as views into the map.
 
-Decompressing the NPZ in every process (rank, DataLoader worker) costs time and private memory, so
-on first open it is converted (``_index_write``; layout in ``_index_format``) into **one** file
-under ``$HF_LEROBOT_HOME/streaming-indexes/`` named by the NPZ's content digest (its
-*generation*). Every process maps it read-only (ranks on one node share the page cache) and checks
-each table's values before a lookup indexes with them. Every view is read-only and keeps its
-stored dtype (not necessarily int64).
+Rather than decompress the NPZ in every process, the first open converts it (``_index_write``;
+layout in ``_index_format``) into **one** file under ``$HF_LEROBOT_HOME/streaming-indexes/`` named
+by the NPZ's content digest (its *generation*). Every process maps it read-only (ranks on one node
+share the page cache) and checks each table's values before a lookup indexes with them. Views
+keep their stored dtype (not necessarily int64).
 """
 
 from __future__ import annotations

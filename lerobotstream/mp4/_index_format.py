@@ -134,13 +134,9 @@ def encode_int_segments(values: np.ndarray, counts: np.ndarray) -> list[tuple[di
 def pts_seconds(
     pts_ticks: np.ndarray, media_timescale: int, movie_timescale: int, empty_edit_movie_ticks: int
 ) -> np.ndarray:
-    """Exact presentation times in seconds: ``pts_ticks / media_ts + empty_edit / movie_ts``.
-
-    The sum is formed over integers and divided once, so each value is the float64 nearest the
-    rational time (one rounding). Falls back to Python fractions if int64 would overflow.
-
-    Returns:
-        float64 array, same shape as ``pts_ticks``.
+    """Exact presentation times in seconds: ``pts_ticks / media_ts + empty_edit / movie_ts``, a
+    float64 array shaped like ``pts_ticks``; each value is the float64 nearest the rational time
+    (integer sum divided once; Python fractions where int64 would overflow).
     """
     ticks = np.asarray(pts_ticks, dtype=np.int64)
     media_ts, movie_ts, empty = int(media_timescale), int(movie_timescale or 1), int(empty_edit_movie_ticks or 0)
