@@ -1,17 +1,17 @@
 """Derived memory-mapped index: :class:`Mp4Index` maps a sidecar's derived file read-only and
 builds each source's sample table lazily, as views into the map.
 
-Decompressing the NPZ in every process (rank, DataLoader worker) costs time and private memory, so
-on first open it is converted (``_index_write``; layout in ``_index_format``) into **one** file
-under ``$HF_LEROBOT_HOME/streaming-indexes/`` named by the NPZ's content digest (its
-*generation*). Every process maps it read-only (ranks on one node share the page cache) and checks
-each table's values before a lookup indexes with them. Every view is read-only and keeps its
-stored dtype (not necessarily int64).
+Rather than decompress the NPZ in every process, the first open converts it (``_index_write``;
+layout in ``_index_format``) into **one** file under ``$HF_LEROBOT_HOME/streaming-indexes/`` named
+by the NPZ's content digest (its *generation*). Every process maps it read-only (ranks on one node
+share the page cache) and checks each table's values before a lookup indexes with them. Views
+keep their stored dtype (not necessarily int64).
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import contextlib
 import hashlib
 import json
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError, SidecarWriteError
+from lerobotstream.errors import LeRobotStreamError, SidecarLockTimeoutError, SidecarSchemaError, SidecarWriteError
 from lerobotstream.mp4._index_format import (
     INDEX_FIELDS,
     U64,
@@ -64,8 +64,8 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 class Mp4Index:
     """A sidecar's derived index, memory-mapped read-only; per-source tables built lazily.
 
-    Open with :meth:`open` (converts the NPZ on first use, under a file lock) or
-    :meth:`open_index_file` (an existing derived file). Thread-safe.
+    Open with :meth:`open` (converts the NPZ on first use, under a file lock), or map an existing
+    derived file with ``Mp4Index(path)``. Thread-safe.
 
     Attributes:
         generation (str): content digest of the sidecar NPZ (names the derived file).
@@ -93,10 +93,10 @@ class Mp4Index:
                 f"(this reader opens {READABLE_SCHEMA_VERSIONS}); rebuild the sidecar",
                 path=str(self.index_path),
             )
-        self._num_sources = int(self._header["num_sources"])
+        self.num_sources: int = int(self._header["num_sources"])
         self._data_end = int(self._header["data_end"])
         self._shared: list[int] = [int(o) for o in self._header["shared"]]
-        n, n1 = self._num_sources, self._num_sources + 1
+        n, n1 = self.num_sources, self.num_sources + 1
         self._rec_bounds = self._buf[self._header["records"] : self._header["records"] + 16 * n].view(U64).reshape(n, 2)
         self._path_off = self._buf[self._header["paths"] : self._header["paths"] + 8 * n1].view(U64)
         self._paths_sorted = bool(self._header.get("paths_sorted"))
@@ -120,17 +120,14 @@ class Mp4Index:
             lock_timeout_s: how long to wait for another process converting the same sidecar.
 
         Returns:
-            Mp4Index mapped from ``<index_dir>/mp4-s5-f3-<generation[:32]>.idx``. A warm open
-            (derived file present, NPZ unchanged since: same path, inode, size and mtime) reads
-            the generation from a small ``.gen`` note next to it instead of the NPZ's central
-            directory.
+            Mp4Index mapped from ``<index_dir>/mp4-s5-f3-<generation[:32]>.idx``; a warm open (NPZ
+            path, inode, size, mtime unchanged) reads the generation from a ``.gen`` note.
 
         Raises:
             SidecarSchemaError: the NPZ is not a readable schema-5 sidecar.
             SidecarLockTimeoutError: another process held the conversion lock too long.
-            SidecarWriteError: the derived index (or its lock) cannot be written: the folder is not
-                writable, the disk is full, another OS error (an ``OSError`` too, like the sidecar
-                write's; names the path, the reason and what to do).
+            SidecarWriteError: (also an ``OSError``) the derived index or its lock cannot be
+                written; names the path, the reason and what to do.
         """
         npz_path = os.fspath(npz_path)
         if index_dir is None:
@@ -165,8 +162,6 @@ class Mp4Index:
                 try:
                     lock.acquire(timeout=lock_timeout_s)
                 except Timeout as e:
-                    from lerobotstream.errors import SidecarLockTimeoutError
-
                     raise SidecarLockTimeoutError(
                         f"timed out after {lock_timeout_s}s waiting for the index lock {target}.lock", path=str(target)
                     ) from e
@@ -215,21 +210,12 @@ class Mp4Index:
             return None  # damaged or foreign: rebuilt under the lock
         return idx if idx.generation == generation else None
 
-    @classmethod
-    def open_index_file(cls, index_path: str | os.PathLike) -> Mp4Index:
-        """Map an existing derived index file (no conversion)."""
-        return cls(index_path)
-
     # --- lookups ---------------------------------------------------------------------------------
-    @property
-    def num_sources(self) -> int:
-        return self._num_sources
-
     @property
     def paths(self) -> list[str]:
         """Source paths (relative to the dataset root), by source id (built on first access)."""
         if self._paths is None:
-            self._paths = [self._path(i) for i in range(self._num_sources)]
+            self._paths = [self._path(i) for i in range(self.num_sources)]
         return self._paths
 
     def _path(self, source_id: int) -> str:
@@ -243,18 +229,16 @@ class Mp4Index:
             raise SidecarSchemaError(f"{where}: path of source {source_id} is damaged: {e}", path=where) from e
 
     def _check_id(self, source_id: int) -> None:
-        if not 0 <= source_id < self._num_sources:
-            raise IndexError(f"source id {source_id} outside [0, {self._num_sources}) in {self.index_path}")
+        if not 0 <= source_id < self.num_sources:
+            raise IndexError(f"source id {source_id} outside [0, {self.num_sources}) in {self.index_path}")
 
     def path(self, source_id: int) -> str:
-        """Path of one source (relative to the dataset root), read from the mapped path table
-        (no per-source objects for the others). Raises IndexError outside ``[0, num_sources)``."""
+        """Path of one source (relative to the dataset root); IndexError outside ``[0, num_sources)``."""
         self._check_id(source_id)
         return self._path(source_id)
 
     def _record(self, source_id: int) -> dict[str, Any]:
-        """The parsed, validated record of one source (parsed at each call, never cached: a
-        parsed record is ~7 KB of Python objects, and a table keeps what it needs)."""
+        """The parsed, validated record of one source (never cached: ~7 KB of Python objects)."""
         self._check_id(source_id)
         a, b = (int(x) for x in self._rec_bounds[source_id])
         where = str(self.index_path)
@@ -271,14 +255,8 @@ class Mp4Index:
     def source_id(self, path: str) -> int:
         """Source id of the MP4 at ``path`` (relative POSIX path). Raises KeyError naming it."""
         if self._paths_sorted:  # binary search over the mapped path table, no per-source objects
-            lo, hi = 0, self._num_sources
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if self._path(mid) < path:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo < self._num_sources and self._path(lo) == path:
+            lo = bisect.bisect_left(range(self.num_sources), path, key=self._path)
+            if lo < self.num_sources and self._path(lo) == path:
                 return lo
         else:
             if self._ids is None:
@@ -331,7 +309,7 @@ class Mp4Index:
 
         Raises:
             IndexError: ``source_id`` is not in ``[0, num_sources)``.
-            SidecarSchemaError: the source's record is damaged.
+            SidecarSchemaError: the source's record or values are damaged (names the index and file).
         """
         t = self._tables.get(source_id)
         if t is not None:
@@ -341,30 +319,21 @@ class Mp4Index:
             t = self._tables.get(source_id)
             if t is not None:
                 return t
-            t = self._build_table(source_id)
+            src, where = self._record(source_id), str(self.index_path)
+            try:
+                t, arrays = self._views(src)
+                reason = table_problem(arrays)
+            except (ValueError, TypeError, OverflowError, ZeroDivisionError) as e:  # SidecarSchemaError included
+                reason = f"{type(e).__name__}: {e}"
+            if reason is not None:
+                raise SidecarSchemaError(
+                    f"{where}: the derived index's table of {src.get('path')!r} is damaged ({reason}); delete the "
+                    "derived index so it is converted again, and its sidecar if that one holds the same values",
+                    path=where,
+                )
             if cache:
                 self._tables[source_id] = t
             return t
-
-    def _build_table(self, source_id: int) -> SampleTable:
-        """The source's ``SampleTable`` of views, checked by ``table_problem``.
-
-        Raises:
-            SidecarSchemaError: the record or its values are damaged (names the index and the file).
-        """
-        src, where = self._record(source_id), str(self.index_path)
-        try:
-            t, arrays = self._views(src)
-            reason = table_problem(arrays)
-        except (ValueError, TypeError, OverflowError, ZeroDivisionError) as e:  # SidecarSchemaError included
-            reason = f"{type(e).__name__}: {e}"
-        if reason is None:
-            return t
-        raise SidecarSchemaError(
-            f"{where}: the derived index's table of {src.get('path')!r} is damaged ({reason}); delete the derived "
-            "index so it is converted again, and its sidecar if that one holds the same values",
-            path=where,
-        )
 
     def _views(self, src: dict[str, Any]) -> tuple[SampleTable, dict[str, np.ndarray]]:
         """(the source's ``SampleTable`` of views, those views by name, ``sync_samples`` included)."""
@@ -408,34 +377,26 @@ class Mp4Index:
         return f"Mp4Index({str(self.index_path)!r}, num_sources={self.num_sources}, generation={self.generation[:12]})"
 
 
-def _npz_identity(npz_path: str) -> dict[str, Any] | None:
+def _npz_note(npz_path: str, index_dir: Path) -> tuple[Path, dict[str, Any] | None]:
+    """The generation note of an NPZ and its identity (path, size, mtime, ctime, inode, device; None
+    when it cannot be stat'ed)."""
+    key = hashlib.sha256(os.path.realpath(npz_path).encode("utf-8", "surrogateescape")).hexdigest()[:32]
     try:
         st = os.stat(npz_path)
     except OSError:
-        return None
-    return {
-        "path": os.path.realpath(npz_path),
-        "size": st.st_size,
-        "mtime_ns": st.st_mtime_ns,
-        "ctime_ns": st.st_ctime_ns,
-        "ino": st.st_ino,
-        "dev": st.st_dev,
-    }
-
-
-def _generation_note(npz_path: str, index_dir: Path) -> Path:
-    key = hashlib.sha256(os.path.realpath(npz_path).encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return index_dir / f"npz-{key}.gen"
+        return index_dir / f"npz-{key}.gen", None
+    ident = {"path": os.path.realpath(npz_path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    ident.update(ctime_ns=st.st_ctime_ns, ino=st.st_ino, dev=st.st_dev)
+    return index_dir / f"npz-{key}.gen", ident
 
 
 def _cached_generation(npz_path: str, index_dir: Path) -> str | None:
-    """The generation remembered for this NPZ when its identity (path, inode, size, mtime, ctime)
-    is unchanged, else None."""
-    ident = _npz_identity(npz_path)
+    """The generation remembered for this NPZ when its identity is unchanged, else None."""
+    note_path, ident = _npz_note(npz_path, index_dir)
     if ident is None:
         return None
     try:
-        note = json.loads(_generation_note(npz_path, index_dir).read_text("utf-8"))
+        note = json.loads(note_path.read_text("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     if not isinstance(note, dict) or {k: note.get(k) for k in ident} != ident:
@@ -445,12 +406,10 @@ def _cached_generation(npz_path: str, index_dir: Path) -> str | None:
 
 
 def _remember_generation(npz_path: str, index_dir: Path, generation: str) -> None:
-    """Write the NPZ identity → generation note (best effort: a missing note only costs the slow
-    path next time)."""
-    ident = _npz_identity(npz_path)
-    if ident is None:
-        return
-    write_note(_generation_note(npz_path, index_dir), {**ident, "generation": generation})
+    """Write the NPZ identity → generation note (best effort)."""
+    note_path, ident = _npz_note(npz_path, index_dir)
+    if ident is not None:
+        write_note(note_path, {**ident, "generation": generation})
 
 
 def write_note(note: Path, doc: dict) -> None:

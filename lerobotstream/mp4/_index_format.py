@@ -85,17 +85,13 @@ def minimal_int_dtype(lo: int, hi: int) -> np.dtype:
 
 
 def encode_int_segments(values: np.ndarray, counts: np.ndarray) -> list[tuple[dict[str, Any], np.ndarray | None]]:
-    """The encoding of each consecutive segment of ``values`` (lengths ``counts``: the sources of
-    one NPZ block), the per-segment reductions done once for the whole block.
-
-    Args:
-        values: 1-D integer array (values fit int64), ``sum(counts)`` long.
-        counts: non-negative segment lengths.
+    """The encoding of each consecutive segment of ``values`` (1-D, int64-fitting, ``sum(counts)``
+    long; segments: the sources of one NPZ block), reduced once for the whole block.
 
     Returns:
-        per segment ``(spec, block)``: ``spec`` is the JSON description (``enc``, ``count``,
-        ``dtype``, and ``value`` or ``first``+``step`` when not plain); ``block`` the values to
-        store (minimal dtype) or None for ``const``/``arith``.
+        per segment ``(spec, block)``: ``spec`` the JSON description (``enc``, ``count``, ``dtype``,
+        and ``value`` or ``first``+``step`` when not plain); ``block`` the values to store (minimal
+        dtype) or None for ``const``/``arith``.
     """
     a = np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
     counts = np.asarray(counts, dtype=np.int64)
@@ -138,13 +134,9 @@ def encode_int_segments(values: np.ndarray, counts: np.ndarray) -> list[tuple[di
 def pts_seconds(
     pts_ticks: np.ndarray, media_timescale: int, movie_timescale: int, empty_edit_movie_ticks: int
 ) -> np.ndarray:
-    """Exact presentation times in seconds: ``pts_ticks / media_ts + empty_edit / movie_ts``.
-
-    The sum is formed over integers and divided once, so each value is the float64 nearest the
-    rational time (one rounding). Falls back to Python fractions if int64 would overflow.
-
-    Returns:
-        float64 array, same shape as ``pts_ticks``.
+    """Exact presentation times in seconds: ``pts_ticks / media_ts + empty_edit / movie_ts``, a
+    float64 array shaped like ``pts_ticks``; each value is the float64 nearest the rational time
+    (integer sum divided once; Python fractions where int64 would overflow).
     """
     ticks = np.asarray(pts_ticks, dtype=np.int64)
     media_ts, movie_ts, empty = int(media_timescale), int(movie_timescale or 1), int(empty_edit_movie_ticks or 0)
@@ -212,11 +204,9 @@ def parse_header(buf: mmap.mmap | bytes, path: str) -> dict[str, Any]:
 
 
 def check_record(src: dict[str, Any], data_end: int, path: str, shared: list[int] | None = None) -> None:
-    """Validate one source record's array specs and blob references against the data region;
-    resolves each ``shared`` block reference into its ``offset`` (``shared``: the header's list).
-
-    Raises:
-        SidecarSchemaError: a missing array, a bad dtype or length, or a block outside the data.
+    """Validate one source record's array specs and blob references against the data region, and
+    resolve each ``shared`` block reference into its ``offset`` (``shared``: the header's list).
+    Raises SidecarSchemaError: a missing array, a bad dtype or length, or a block outside the data.
     """
     n = int(src["num_samples"])
     for key in ("stsd", "ftyp"):
@@ -250,18 +240,14 @@ def check_record(src: dict[str, Any], data_end: int, path: str, shared: list[int
 def table_problem(arrays: dict[str, np.ndarray]) -> str | None:
     """None when one source's arrays can be indexed safely, else what is wrong with them.
 
-    The Cython lookups (``mp4.index``, ``mp4.spans``) index ``pts_s`` and ``is_sync`` with the
-    values of ``presentation_order`` without bounds checks, so those values are checked here, once
-    per table build: every array has the sample count, every ``presentation_order`` value lies in
-    ``[0, n)`` (one min/max pass over that array only: the pages of the others are not read), and
-    so does every ``sync_samples`` value. The other values are checked when the index is
-    converted (:func:`samples_problem`); whether they are right is checked against the MP4's own
-    ``moov`` before its first frame is served (``sidecar._verify``).
+    The Cython lookups (``mp4.index``, ``mp4.spans``) index with ``presentation_order`` values
+    without bounds checks, so once per table build: every array has the sample count and every
+    ``presentation_order`` and ``sync_samples`` value lies in ``[0, n)`` (the other arrays' pages
+    are not read). Byte ranges are checked at conversion (:func:`samples_problem`), the values
+    against the MP4's own ``moov`` before its first frame is served (``sidecar._verify``).
 
-    Args:
-        arrays: ``offset``, ``size``, ``pts_ticks``, ``pts_s``, ``is_sync``, ``sync_samples``,
-            ``presentation_order`` of one source, decode order, each ``(n,)`` (``sync_samples``:
-            ``(num_sync,)``).
+    ``arrays``: ``offset``, ``size``, ``pts_ticks``, ``pts_s``, ``is_sync``, ``presentation_order``
+    (each ``(n,)``, decode order) and ``sync_samples`` (``(num_sync,)``) of one source.
     """
     po = arrays["presentation_order"]
     n = int(po.shape[0])

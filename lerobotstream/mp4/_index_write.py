@@ -69,10 +69,19 @@ def write_index(
     bounds += np.uint64(w.pos)
     w.pos += spooled
     rec_table = w.put(bounds)
-    paths, path_offsets, paths_sorted = _path_table(table)
-    path_offsets += np.uint64(w.pos)
-    out.write(paths)
-    w.pos += len(paths)
+    n = len(table)
+    col = table._columns.get("path")
+    if col is not None and col[0] == "str":
+        items, paths_sorted = col[1].tolist(), table._sorted_paths()  # bytes, trailing NULs stripped
+    else:
+        paths = [str(table.get(i, "path")) for i in range(n)]
+        items = [p.encode("utf-8") for p in paths]
+        paths_sorted = all(paths[i] < paths[i + 1] for i in range(n - 1))
+    path_offsets = np.zeros(n + 1, dtype=U64)  # UTF-8 paths concatenated, (F+1) offsets
+    path_offsets[1:] = np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=n)) + w.pos
+    path_offsets[0] = w.pos
+    out.write(b"".join(items))
+    w.pos += int(path_offsets[-1] - path_offsets[0])
     path_table = w.put(path_offsets)
     w.pad_to_align()
     header = {
@@ -185,75 +194,44 @@ def _block_records(
         reason = samples_problem(barr["offset"][s0 : s0 + n], barr["size"][s0 : s0 + n], src.get("size"))
         if reason is not None:
             raise SidecarSchemaError(f"{npz_path}: source {src.get('path')!r}: {reason}", path=npz_path)
-        specs = _int_array_specs(w, {f: per_source[i] for f, per_source in enc.items()}, n > SHARED_MIN_SAMPLES)
-        specs.update(_sync_specs(w, sync_b[s0 : s0 + n]))
-        specs["pts_s"] = _pts_seconds_spec(w, specs["pts_ticks"], pts_b[s0 : s0 + n], src)
+        specs: dict[str, Any] = {}
+        for f, per_source in enc.items():
+            spec, block = per_source[i]
+            spec = dict(spec)
+            if block is not None:
+                spec["offset"] = w.put(block)
+            elif spec["enc"] == "arith" and (n > SHARED_MIN_SAMPLES or spec["first"] == 0):
+                # progressions from 0 are shared at any length: few keys, no per-process copy
+                w.share(("int", spec["dtype"], spec["first"], spec["step"]), spec)
+            specs[f] = spec
+        # sync samples stay dense: a bool per sample plus the sorted sync indices
+        is_sync = sync_b[s0 : s0 + n]
+        sync_idx = np.flatnonzero(is_sync)
+        sdt = minimal_int_dtype(0, max(n - 1, 0))
+        specs["is_sync"] = {"enc": "plain", "count": n, "dtype": "|u1", "offset": w.put(is_sync.view(np.uint8))}
+        specs["sync_samples"] = {
+            "enc": "plain",
+            "count": int(sync_idx.shape[0]),
+            "dtype": sdt.str,
+            "offset": w.put(sync_idx.astype(sdt)),
+        }
+        # seconds: stored when the ticks are, shared with shared ticks, else derived on open
+        pspec = specs["pts_ticks"]
+        timing = (
+            int(src["media_timescale"]),
+            int(src.get("movie_timescale") or 1),
+            int(src.get("empty_edit_movie_ticks") or 0),
+        )
+        if pspec["enc"] == "plain":
+            pts_s = pts_seconds(pts_b[s0 : s0 + n], *timing)
+            specs["pts_s"] = {"enc": "plain", "count": n, "dtype": "<f8", "offset": w.put(pts_s)}
+        else:
+            specs["pts_s"] = {"enc": "derived", "count": n, "dtype": "<f8"}
+            if pspec["enc"] == "arith" and "shared" in pspec:
+                w.share(("pts_s", pspec["first"], pspec["step"], *timing), specs["pts_s"])
         entry = {k: src.get(k) for k in _RECORD_KEYS}
         for k in BYTES_KEYS:
             entry[k] = w.blob(src.get(k + "_b64"))
         entry["num_samples"] = n
         entry["arrays"] = specs
         yield sid, json.dumps(entry, sort_keys=True, separators=(",", ":")).encode("utf-8")
-
-
-def _int_array_specs(w: _DataRegion, encoded: dict[str, tuple], shared: bool) -> dict[str, Any]:
-    """Array specs of one source's integer columns: its encoded block written, or an arithmetic
-    progression shared (``shared``: long enough; progressions from 0 are shared at any length:
-    a few keys per dataset, and no per-process copy for the many small sources)."""
-    specs: dict[str, Any] = {}
-    for f, (spec, block) in encoded.items():
-        spec = dict(spec)
-        if block is not None:
-            spec["offset"] = w.put(block)
-        elif spec["enc"] == "arith" and (shared or spec["first"] == 0):
-            w.share(("int", spec["dtype"], spec["first"], spec["step"]), spec)
-        specs[f] = spec
-    return specs
-
-
-def _sync_specs(w: _DataRegion, is_sync: np.ndarray) -> dict[str, Any]:
-    """Sync samples stay dense: a bool per sample plus the sorted list of sync indices."""
-    n = int(is_sync.shape[0])
-    sync_idx = np.flatnonzero(is_sync)
-    sdt = minimal_int_dtype(0, max(n - 1, 0))
-    return {
-        "is_sync": {"enc": "plain", "count": n, "dtype": "|u1", "offset": w.put(is_sync.view(np.uint8))},
-        "sync_samples": {
-            "enc": "plain",
-            "count": int(sync_idx.shape[0]),
-            "dtype": sdt.str,
-            "offset": w.put(sync_idx.astype(sdt)),
-        },
-    }
-
-
-def _pts_seconds_spec(w: _DataRegion, pspec: dict[str, Any], pts: np.ndarray, src: dict) -> dict[str, Any]:
-    """Presentation times in seconds: stored when the ticks are, shared with a shared progression
-    of ticks, else derived from the ticks on open."""
-    n = int(pts.shape[0])
-    timing = (
-        int(src["media_timescale"]),
-        int(src.get("movie_timescale") or 1),
-        int(src.get("empty_edit_movie_ticks") or 0),
-    )
-    if pspec["enc"] == "plain":
-        return {"enc": "plain", "count": n, "dtype": "<f8", "offset": w.put(pts_seconds(pts, *timing))}
-    spec = {"enc": "derived", "count": n, "dtype": "<f8"}
-    if pspec["enc"] == "arith" and "shared" in pspec:
-        w.share(("pts_s", pspec["first"], pspec["step"], *timing), spec)
-    return spec
-
-
-def _path_table(table: Any) -> tuple[bytes, np.ndarray, bool]:
-    """(UTF-8 paths concatenated, u64 (F+1) offsets relative to their start, whether sorted)."""
-    n = len(table)
-    col = table._columns.get("path")
-    if col is not None and col[0] == "str":
-        items, ordered = col[1].tolist(), table._sorted_paths()  # bytes, trailing NULs stripped
-    else:
-        paths = [str(table.get(i, "path")) for i in range(n)]
-        items = [p.encode("utf-8") for p in paths]
-        ordered = all(paths[i] < paths[i + 1] for i in range(n - 1))
-    offsets = np.zeros(n + 1, dtype=U64)
-    offsets[1:] = np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=n))
-    return b"".join(items), offsets, ordered

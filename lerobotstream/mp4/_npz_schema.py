@@ -1,9 +1,7 @@
 """The sidecar NPZ as the derived index reads it: member names, manifest, per-source table, generation.
 
-The sidecar package writes the archive (``sidecar._archive``: layout and manifest fields); this
-module holds what both sides must agree on (schema version, member naming, the per-source scalars)
-and the readers of an open archive (one ``.npy`` member, the validated manifest, the per-source
-table, the arrays source by source, the content digest that names the derived index file).
+``sidecar._archive`` writes the archive; this module holds what both sides must agree on (schema
+version, member naming, per-source scalars) and the checked readers of an open archive.
 
 Schema 5 has a number of members independent of the number of sources. The manifest holds only
 dataset-level fields; ``sources.json`` describes per-source *columns* (``src/<key>.npy``: int64,
@@ -15,6 +13,7 @@ columns. Older schemas (never released) are refused with a message to rebuild.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import zipfile
@@ -85,11 +84,9 @@ def npz_generation(zf: zipfile.ZipFile) -> str:
     h.update(b"lerobotstream-sidecar-generation-v1\0")
     for info in sorted(zf.infolist(), key=lambda i: i.filename):
         h.update(f"{info.filename}\0{info.CRC}\0{info.file_size}\0".encode())
-    try:
+    with contextlib.suppress(KeyError):
         if zf.getinfo(MANIFEST_MEMBER + ".npy").file_size <= MAX_JSON_BYTES + 4096:
             h.update(zf.read(MANIFEST_MEMBER + ".npy"))
-    except KeyError:
-        pass
     return h.hexdigest()
 
 
@@ -108,11 +105,9 @@ MAX_STR_BYTES = 4096
 def read_npz_member(
     zf: zipfile.ZipFile, name: str, *, max_count: int | None = None, kinds: str = "biuS", path: str = ""
 ) -> np.ndarray:
-    """Load one 1-d ``.npy`` member of the NPZ (no pickles), its header checked before anything is
-    allocated: a 1-d array of a dtype kind in ``kinds`` (numpy kind letters), at most ``max_count``
-    values, whose header and values fill exactly the member's uncompressed size in the ZIP
-    directory (so a member declaring more values than it holds, or a deflate bomb hidden behind a
-    small header, is refused before it is inflated).
+    """Load one 1-d ``.npy`` member (no pickles), its header checked before any allocation: a dtype
+    kind in ``kinds``, at most ``max_count`` values, header and values filling exactly the member's
+    uncompressed ZIP size (so an over-declared member or a deflate bomb is refused uninflated).
 
     Raises:
         KeyError: no such member.
@@ -179,15 +174,14 @@ class SourceTable(Sequence):
     """The per-source entries of a sidecar (path, size, fingerprint, num_samples, the track scalars
     of ``SampleTable``, ``stsd_b64``/``ftyp_b64``), by source id.
 
-    A schema-5 table is columnar: integer columns are int64 arrays, paths and fingerprints
-    fixed-width UTF-8 byte arrays, other values dictionary codes into their distinct values, so
-    it holds no Python object per source. ``table[i]`` builds source ``i``'s entry as a dict;
-    :meth:`find` and :meth:`get` answer without building any.
+    Columnar (int64 arrays, fixed-width UTF-8 paths/fingerprints, dictionary codes for the rest):
+    no Python object per source. ``table[i]`` builds source ``i``'s dict; :meth:`find` and
+    :meth:`get` build none.
     """
 
-    def __init__(self, num_sources: int, columns: dict[str, tuple[str, Any, Any]] | None = None) -> None:
+    def __init__(self, num_sources: int, columns: dict[str, tuple[str, Any, Any]]) -> None:
         self._n = int(num_sources)
-        self._columns = columns or {}  # key -> (kind, array, distinct values | null mask)
+        self._columns = columns  # key -> (kind, array, distinct values | null mask)
         self._by_path: dict[str, int] | None = None
         self._paths_sorted: bool | None = None
 
@@ -304,17 +298,14 @@ def iter_source_blocks(
     zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable, path: str = ""
 ) -> Iterator[tuple[list[int], np.ndarray, dict[str, np.ndarray]]]:
     """Yield ``(source_ids, counts, {field: array})`` per stored block, in storage order: the
-    canonical arrays of the block's sources concatenated in the order of ``source_ids`` (one NPZ
-    block). Only one block of arrays is in memory at a time.
+    canonical arrays of the block's sources concatenated in ``source_ids`` order, one block at a time.
 
     Raises:
         SidecarSchemaError: a member is missing, or a source's arrays do not fit its block.
         zlib.error, zipfile.BadZipFile: damaged members (callers map them to a rebuild message).
     """
     n = len(table)
-    blocks = table.column("_block")
-    starts = table.column("_block_start")
-    counts = table.column("num_samples")
+    blocks, starts, counts = (table.column(k) for k in ("_block", "_block_start", "num_samples"))
     order = np.lexsort((starts, blocks))
     i = 0
     while i < n:
@@ -351,12 +342,8 @@ def iter_source_blocks(
 def iter_source_arrays(
     zf: zipfile.ZipFile, manifest: dict[str, Any], table: SourceTable, path: str = ""
 ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    """Yield ``(source_id, {field: array})`` for every source, in storage order (block by
-    block), with the canonical fields of ``CANONICAL_FIELDS``.
-
-    Raises:
-        the errors of :func:`iter_source_blocks`.
-    """
+    """Yield ``(source_id, {field: array})`` of the ``CANONICAL_FIELDS`` for every source, in
+    storage order; raises as :func:`iter_source_blocks`."""
     for sids, counts, arrays in iter_source_blocks(zf, manifest, table, path):
         pos = 0
         for sid, c in zip(sids, counts.tolist()):

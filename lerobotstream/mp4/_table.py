@@ -108,12 +108,9 @@ class SampleTable:
 
 
 def sample_durations(table: Any, start: int, stop: int) -> np.ndarray:
-    """Per-sample ``stts`` deltas (media ticks, int64, shape ``(stop-start,)``) of samples [start, stop).
-
-    Works on any sample-table view (span planning and mini-MP4 synthesis both use it). The last
-    sample of the file takes ``media_duration - dts[-1]`` when positive, else the previous delta
-    (or 1).
-    """
+    """Per-sample ``stts`` deltas (media ticks, int64, shape ``(stop-start,)``) of samples [start, stop)
+    of any sample-table view; the file's last sample takes ``media_duration - dts[-1]`` when
+    positive, else the previous delta (or 1)."""
     start, stop = operator.index(start), operator.index(stop)
     n = len(table.dts_ticks)
     end = min(stop + 1, n)

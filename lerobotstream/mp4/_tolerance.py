@@ -20,13 +20,8 @@ from lerobotstream.mp4.index import nearest_frames
 def within_tolerance(error_s: Any, tolerance_s: float) -> Any:
     """Whether a timestamp error is allowed: ``|error_s| < tolerance_s`` (strict; LeRobot's rule).
 
-    Args:
-        error_s: float, ``fractions.Fraction`` (exact arithmetic) or a float64 array of
-            differences between a frame's presentation time and a requested time, seconds.
-        tolerance_s: the dataset's ``tolerance_s``, seconds (> 0).
-
-    Returns:
-        bool, or a bool array shaped like ``error_s``; NaN is never within tolerance.
+    ``error_s`` (seconds: a float, a ``fractions.Fraction`` or a float64 array of frame time minus
+    requested time) gives a bool or a bool array shaped like it; NaN is never within tolerance.
     """
     return abs(error_s) < tolerance_s
 

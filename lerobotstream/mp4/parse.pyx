@@ -28,13 +28,11 @@ log = logging.getLogger(__name__)
 
 PROBE_BYTES = 64 * 1024          # first read of the file's start; also the block read for small boxes' headers
 TAIL_MAX_BYTES = 64 * 1024 * 1024  # read everything after mdat in one go when at most this much
-#: Largest moov box read (bytes; its size field is untrusted and it is held in memory, with a copy
-#: or two while it is parsed). A moov holds ~4-28 bytes of tables per sample (stsz, stco, stss,
-#: stts, ctts), so a track of MAX_SAMPLES_PER_TRACK samples fits in ~120 MB.
+#: Largest moov box read (bytes; its size field is untrusted and it is held in memory). At ~4-28
+#: bytes of tables per sample, a track of MAX_SAMPLES_PER_TRACK samples fits in ~120 MB.
 MOOV_MAX_BYTES = 128 * 1024 * 1024
-#: Most top-level boxes walked before moov and the first mdat are found. A real MP4 has a handful
-#: (ftyp, free/skip, mdat, moov, udta/meta/uuid); each header outside the bytes already read costs
-#: one read, so this bounds the requests a file of tiny boxes can cause.
+#: Most top-level boxes walked before moov and the first mdat are found (a real MP4 has a handful):
+#: bounds the reads a file of tiny boxes can cause.
 MAX_TOP_LEVEL_BOXES = 256
 #: Most samples one video track may declare (csrc/mp4_parse.h says why); checked, with "every
 #: sample is at least 1 byte of the file outside moov", before the sample arrays are allocated.
@@ -50,9 +48,8 @@ _ERRORS = {
 
 
 cdef _raise(int code, str path, str box, long long offset, str reason):
-    """Raise the ``Mp4Error`` subclass of a negative status ``code``, with fields ``path``, ``box``
-    (fourcc, "" if none), ``offset`` (bytes, -1 if unknown) and ``code``; the message names them
-    and the reason."""
+    """Raise the ``Mp4Error`` subclass of status ``code`` with fields ``path``, ``box`` (fourcc or
+    ""), ``offset`` (bytes, -1 if unknown) and ``code``, the message naming them and the reason."""
     where = f" box '{box}'" if box else ""
     at = f" at offset {offset}" if offset >= 0 else ""
     msg = f"MP4 {path or '<bytes>'}:{where}{at}: {reason}"
@@ -72,7 +69,6 @@ cdef class _Reader:
         self.file_size = file_size
         self.path = path
         self.buf = b""
-        self.buf_off = 0
 
     cdef bytes fetch(self, long long off, long long n):
         """Exactly n bytes at off (n > 0, off + n <= file_size), one read call."""
@@ -82,15 +78,18 @@ cdef class _Reader:
                    f"read({off}, {n}) returned {len(data)} bytes (file size {self.file_size})")
         return data
 
-    cdef set_window(self, long long off, bytes data):
-        self.buf = data
+    cdef load(self, long long off, long long n):
+        """Make bytes [off, off + n) the window (one read)."""
+        self.buf = self.fetch(off, n)
         self.buf_off = off
+
+    cdef bint holds(self, long long off, long long n):
+        return off >= self.buf_off and off + n <= self.buf_off + len(self.buf)
 
     cdef bytes get(self, long long off, long long n):
         """n bytes at off, from the window when it holds them, else one read."""
-        cdef long long rel = off - self.buf_off
-        if rel >= 0 and rel + n <= len(self.buf):
-            return self.buf[rel:rel + n]
+        if self.holds(off, n):
+            return self.buf[off - self.buf_off:off - self.buf_off + n]
         return self.fetch(off, n)
 
 
@@ -133,7 +132,7 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
     if fsize < 8:
         _raise(E_TRUNCATED, path, "", 0, f"file of {fsize} bytes is too small for an MP4")
     r = _Reader(read, fsize, path)
-    r.set_window(0, r.fetch(0, min(PROBE_BYTES, fsize)))
+    r.load(0, min(PROBE_BYTES, fsize))
     moov = None
     ftyp = b""
     seen_mdat = False
@@ -146,13 +145,11 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
             if moov is not None:
                 break
             _raise(E_TRUNCATED, path, "", pos, f"partial box header in the last {fsize - pos} bytes")
-        if seen_mdat and moov is None and (pos < r.buf_off or pos + 16 > r.buf_off + len(r.buf)):
-            # after mdat: read the whole tail at once (normally just moov) when it is small enough
-            if fsize - pos <= TAIL_MAX_BYTES:
-                r.set_window(pos, r.fetch(pos, fsize - pos))
-        if prev_size < PROBE_BYTES and (pos < r.buf_off or pos + 16 > r.buf_off + len(r.buf)):
+        if seen_mdat and moov is None and not r.holds(pos, 16) and fsize - pos <= TAIL_MAX_BYTES:
+            r.load(pos, fsize - pos)  # after mdat: the whole tail (normally just moov) in one read
+        if prev_size < PROBE_BYTES and not r.holds(pos, 16):
             # after a small box the next are likely small too: one block read for their headers
-            r.set_window(pos, r.fetch(pos, min(PROBE_BYTES, fsize - pos)))
+            r.load(pos, min(PROBE_BYTES, fsize - pos))
         head = r.get(pos, min(16, fsize - pos))
         size = int.from_bytes(head[0:4], "big")
         btype = head[4:8]
@@ -160,9 +157,9 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
         if size == 1:
             if len(head) < 16:
                 _raise(E_TRUNCATED, path, _fourcc(btype), pos, "64-bit box size runs past the end of the file")
-            size = int.from_bytes(head[8:16], "big") if int.from_bytes(head[8:16], "big") < (1 << 62) else -1
-            if size < 0:
+            if int.from_bytes(head[8:16], "big") >= (1 << 62):
                 _raise(E_OVERFLOW, path, _fourcc(btype), pos, "absurd 64-bit box size")
+            size = int.from_bytes(head[8:16], "big")
             hdr = 16
         elif size == 0:
             size = fsize - pos
@@ -207,13 +204,8 @@ def parse_mp4(read, file_size, *, path="", track_id=None):
 
 
 def parse_mp4_bytes(data, *, path="", track_id=None):
-    """Parse a whole MP4 held in memory; same result and errors as :func:`parse_mp4`.
-
-    Args:
-        data: the file's bytes (bytes, bytearray or memoryview).
-        path: name used in error messages.
-        track_id: as in :func:`parse_mp4`.
-    """
+    """Parse a whole MP4 held in memory (bytes, bytearray or memoryview); same result, arguments
+    and errors as :func:`parse_mp4`."""
     mv = memoryview(data).cast("B")
 
     def read(off, n):

@@ -158,33 +158,6 @@ class Span:
         for k in self.__slots__:
             setattr(self, k, kw.get(k))
 
-    @property
-    def num_samples(self):
-        return self.sample_stop - self.sample_start
-
-    @property
-    def num_local_frames(self):
-        return len(self.local_pts_ticks)
-
-    @property
-    def payload_nbytes(self):
-        return self.byte_stop - self.byte_start
-
-    def local_frame(self, source_frame):
-        """Local frame index of source presentation-order frame ``source_frame`` (contiguous spans)."""
-        j = source_frame - self.frame_offset
-        if not self.contiguous or j < 0 or j >= self.num_local_frames:
-            raise IndexError(f"source frame {source_frame} is not in this span "
-                             f"(frames {self.frame_offset}..{self.frame_offset + self.num_local_frames - 1})")
-        return j
-
-    def __getstate__(self):
-        return {k: getattr(self, k) for k in self.__slots__}
-
-    def __setstate__(self, st):
-        for k, v in st.items():
-            setattr(self, k, v)
-
     def __repr__(self):
         return (f"Span(samples=[{self.sample_start},{self.sample_stop}), frames=[{self.frame_start},"
                 f"{self.frame_stop}), bytes=[{self.byte_start},{self.byte_stop}), "

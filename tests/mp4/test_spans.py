@@ -59,9 +59,9 @@ def make_table(
 def test_all_sync_intra_span_is_exact():
     t = make_table(range(10), [True] * 10)
     s = plan_span(t, 4, 6)
-    assert (s.sample_start, s.sample_stop, s.first_local_frame, s.num_local_frames) == (4, 6, 0, 2)
+    assert (s.sample_start, s.sample_stop, s.first_local_frame, len(s.local_pts_ticks)) == (4, 6, 0, 2)
     assert s.byte_start == 1400 and s.byte_stop == 1600
-    assert s.contiguous and s.local_frame(5) == 1
+    assert s.contiguous and 5 - s.frame_offset == 1  # source frame 5 is local frame 1
     assert isinstance(s, Span) and s.synth_nbytes == s.header_nbytes + 200
 
 
@@ -79,7 +79,7 @@ def test_bframes_end_at_gop_end_so_frames_stay_contiguous():
     t = make_table(CLOSED, CLOSED_SYNC)
     s = plan_span(t, 3, 4)  # P3 = sample 1, but B1/B2 decode after it
     assert (s.sample_start, s.sample_stop) == (0, 4)
-    assert s.first_local_frame == 3 and s.num_local_frames == 4 and s.contiguous
+    assert s.first_local_frame == 3 and len(s.local_pts_ticks) == 4 and s.contiguous
     s = plan_span(t, 4, 5)
     assert (s.sample_start, s.sample_stop, s.first_local_frame) == (4, 8, 0)
     assert s.local_sample.tolist() == [4, 6, 7, 5]

@@ -91,7 +91,7 @@ def test_size_matches_and_tables_are_rebased():
             bx = boxes(out)
             pos, hdr, size = bx[b"mdat"]
             assert out[pos + hdr :] == pay and size == hdr + len(pay)
-            n = s.num_samples
+            n = s.sample_stop - s.sample_start
             stco = bx[b"stco"]
             offs = struct.unpack(f">{n}I", stco[8 : 8 + 4 * n])
             rel = t.offset[s.sample_start : s.sample_stop] - s.byte_start
@@ -175,7 +175,7 @@ def test_payload_length_checked():
     t = table(3)
     s = plan_span(t, 0, 3)
     with pytest.raises(Mp4Error):
-        synthesize(t, s, b"\0" * (s.payload_nbytes - 1))
+        synthesize(t, s, b"\0" * (s.byte_stop - s.byte_start - 1))
 
 
 def test_accepts_memoryview_and_bytearray_payloads():

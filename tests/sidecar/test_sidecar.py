@@ -398,10 +398,10 @@ def test_display_matrices_round_trip_and_missing_matrix_is_refused(tmp_path, mon
         ix._convert(zf, m, "0" * 64, f, str(rep.output))
     monkeypatch.undo()
     with pytest.raises(SidecarSchemaError, match="no valid matrix"):
-        ix.Mp4Index.open_index_file(out).table(0)
+        ix.Mp4Index(out).table(0)
     # a derived index converted from an older-schema manifest is not opened at all
     old = tmp_path / "old.idx"
     with zipfile.ZipFile(rep.output) as zf, open(old, "wb") as f:
         ix._convert(zf, dict(m, schema_version=3), "1" * 64, f, str(rep.output))
     with pytest.raises(SidecarSchemaError, match="schema 3"):
-        ix.Mp4Index.open_index_file(old)
+        ix.Mp4Index(old)
