@@ -24,7 +24,7 @@ import numpy as np
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._layout import TAG_ELASTIC, TAG_MIXTURE, Layout, derived_seed
-from lerobotstream.planner._mixseq import MixedPool, MixSequence, integer_weights
+from lerobotstream.planner._mixseq import MixSequence, integer_weights
 from lerobotstream.planner._turns import rank_given, replay_turns
 
 __all__ = ["Pass", "WorkerStart", "old_run_remainders", "remainder_cache", "resolve_pass"]
@@ -290,14 +290,13 @@ class Pass:
         """Each stream's plan of logical ``worker`` of ``rank`` (:meth:`worker_plan`)."""
         return [self.worker_plan(d, worker, rank) for d in range(len(self.layouts))]
 
-    def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[MixedPool]:
-        """The ``MixedPool`` of ``start.logical_worker`` from ``start`` on (global episode ids):
-        ``start.epoch``'s, or one endless pool."""
+    def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[MixSequence]:
+        """The pool (a played ``MixSequence``) of ``start.logical_worker`` from ``start`` on (global
+        episode ids): ``start.epoch``'s, or one endless pool."""
         phases = self.phases(self.topo.rank, start.logical_worker, start.epoch, start.offset)
         if phases is None:
             return
-        starts = phases.consumed().tolist()
-        yield MixedPool(plans, self.offsets, start.epoch, starts, self.topo.repeat, phases, start.offset)
+        yield phases.play(plans, self.offsets, start.epoch, self.topo.repeat)
 
 
 def resolve_pass(plain: Pass, epoch: int, samples: int, remainder: Callable[[], Pass] | None) -> tuple[Pass, int, int]:
