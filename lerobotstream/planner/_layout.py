@@ -205,7 +205,7 @@ class GroupChain:
         self._todo = deque(i for i, g in enumerate(plan.groups.tolist()) if lay.group_left(g) > 0)
         self._ready: deque[EpisodePool] = deque()
         self._events: list[PoolEvent] = []
-        self._emitted = self._base = 0
+        self.emitted = self._base = 0  # anchors emitted so far in this epoch
         self._cur: EpisodePool | None = None
         self._switch()
 
@@ -219,17 +219,8 @@ class GroupChain:
     def _switch(self) -> None:
         self._cur = self._ready.popleft() if self._ready else (self._prepare() if self._todo else None)
         if self._cur is not None:
-            self._base = self._emitted - self._cur.emitted
-            self._events += [PoolEvent(self._emitted, "admit", int(e)) for e in self._cur.resident().tolist()]
-
-    @property
-    def emitted(self) -> int:
-        """Anchors emitted so far in this epoch."""
-        return self._emitted
-
-    @property
-    def exhausted(self) -> bool:
-        return self._cur is None or (self._cur.exhausted and not self._todo and not self._ready)
+            self._base = self.emitted - self._cur.emitted
+            self._events += [PoolEvent(self.emitted, "admit", int(e)) for e in self._cur.resident().tolist()]
 
     def resident(self) -> np.ndarray:
         return np.empty(0, np.int64) if self._cur is None else self._cur.resident()
@@ -262,7 +253,7 @@ class GroupChain:
             eps.append(e)
             frs.append(f)
             got += len(e)
-            self._emitted += len(e)
+            self.emitted += len(e)
             if len(e) < want:
                 self._switch()
         if not eps:
@@ -277,7 +268,7 @@ class GroupChain:
             k = self._cur.skip(want)
             self._cur.drain_events()
             done += k
-            self._emitted += k
+            self.emitted += k
             if k < want:
                 self._switch()
         self._events = []
