@@ -617,9 +617,7 @@ class Layout:
 
     def num_active(self, rank: int) -> int:
         """Logical workers of ``rank`` that give anchors."""
-        if self.canonical:
-            return sum(1 for f in self.worker_frames(rank) if f)
-        return min(self.topo.num_shards, len(self._rank_pos[rank]))
+        return sum(1 for f in self.worker_frames(rank) if f)
 
     def share_count(self, rank: int) -> int:
         """By topology: workers of ``rank`` the pool and budget are split over (a remainder: its

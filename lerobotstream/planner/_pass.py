@@ -111,8 +111,6 @@ class Pass:
 
     def active_workers(self, rank: int) -> list[int]:
         """The logical workers of ``rank`` that hold anything, ascending."""
-        if not any(lay.canonical for lay in self.layouts) and self.chain is None:
-            return list(range(max(lay.num_active(rank) for lay in self.layouts)))
         return np.flatnonzero(self.held(rank).any(axis=0)).tolist()
 
     # --- the DataLoader's batch turns ----------------------------------------------------------------
