@@ -490,7 +490,7 @@ class Layout:
         self._shares_from = shares_from
         self.canonical = spec.partitions is not None
         self._plans: dict[tuple[int, int], WorkerPlan] = {}
-        self._rank_cache: dict[int, np.ndarray] = {}  # canonical: each rank's partitions' positions
+        self._rank_cache: dict[int, np.ndarray] = {}  # each rank's episode positions (its groups')
         if self.canonical:
             self._deal_partitions(offsets)
             return
@@ -607,12 +607,10 @@ class Layout:
 
     def rank_episodes(self, rank: int) -> np.ndarray:
         """Episode indices ``rank`` plays this pass, ascending, int64."""
-        if not self.canonical:
-            return self.episode_indices[self._rank_pos[rank]]
         got = self._rank_cache.get(rank)
         if got is None:
-            parts = [self.parts[p] for p in np.concatenate(self.streams[rank]).tolist()] or [np.empty(0, np.int64)]
-            got = self._rank_cache[rank] = np.sort(np.concatenate(parts))
+            parts = [self.group_positions(g) for gs in self.groups_of(rank) for g in gs.tolist()]
+            got = self._rank_cache[rank] = np.sort(np.concatenate(parts or [np.empty(0, np.int64)]))
         return self.episode_indices[got]
 
     def num_active(self, rank: int) -> int:
