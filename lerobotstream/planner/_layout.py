@@ -287,7 +287,6 @@ class WorkerPlan:
         num_frames (int): anchors of the pass (a remainder pass: the groups' tails).
         pool_size (int), byte_budget (int | None): resident episodes and bytes at most (one group's pool).
         video_decoder_cache_size (int | None): the worker's share of the decoder LRU.
-        where (str): what its size errors are prefixed with (a mixture's dataset).
 
     An endless elastic worker's plan is :meth:`chained`: its remainder share, then plain epochs.
     """
@@ -319,18 +318,7 @@ class WorkerPlan:
             self.video_decoder_cache_size = share(spec.video_decoder_cache_size, n)
             self._budget_is = f"rank budget {spec.byte_budget} bytes split over {n} worker(s)"
             self._advice = "or use fewer DataLoader workers"
-        self._where = ""
         self.nbytes = self._sizes()
-
-    @property
-    def where(self) -> str:
-        return self._where
-
-    @where.setter
-    def where(self, value: str) -> None:
-        self._where = value
-        for plan in self._chain[:2]:
-            plan.where = value
 
     def chained(self, then: WorkerPlan, epoch: int) -> WorkerPlan:
         """This plan (pools of ``epoch``) followed by ``then``'s plain epochs from ``epoch + 1``
@@ -392,7 +380,7 @@ class WorkerPlan:
             holder=f"worker {self.worker} of rank {self.rank}",
             budget_is=self._budget_is,
             advice=self._advice,
-            where=self.where,
+            where=self._layout.where,
         )
         if error is not None:
             raise error
@@ -483,8 +471,9 @@ class Layout:
         frame_maps: Mapping[int, np.ndarray] | None = None,
         shares_from: Layout | None = None,
         offsets: np.ndarray | None = None,
+        where: str = "",
     ) -> None:
-        self.spec, self.topo = spec, topo
+        self.spec, self.topo, self.where = spec, topo, where
         self.episode_indices, self.lengths = spec.episode_indices, spec.lengths
         self.frame_maps: dict[int, np.ndarray] = dict(frame_maps or {})
         self._shares_from = shares_from
@@ -700,7 +689,7 @@ class Layout:
         s = plain.spec
         if plain.canonical:
             spec = replace(s, strategy=rem.strategy, pool_size=rem.pool_size, byte_budget=rem.byte_budget)
-            return Layout(spec, topo, offsets=rem.offsets)
+            return Layout(spec, topo, offsets=rem.offsets, where=plain.where)
         seed = derived_seed(s.seed, TAG_ELASTIC, rem.epoch, rem.depth)
         full = (s.episode_indices, s.lengths) if s.full_indices is None else (s.full_indices, s.full_lengths)
         spec = replace(
@@ -711,7 +700,7 @@ class Layout:
             full_indices=full[0],
             full_lengths=full[1],
         )
-        return Layout(spec, topo, frame_maps=rem.frames, shares_from=plain)
+        return Layout(spec, topo, frame_maps=rem.frames, shares_from=plain, where=plain.where)
 
     def for_rank(self, rem: Remainder, rank: int) -> Remainder:
         """What ``rank``'s DataLoader workers need of ``rem``: canonical, all of it; by topology,
