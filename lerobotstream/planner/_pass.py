@@ -284,10 +284,6 @@ class Pass:
             return plan
         return plan.chained(self.chain.layouts[stream].plan(worker, rank), self.stream_epochs[stream])
 
-    def worker_plans(self, worker: int, rank: int | None = None) -> list[Any]:
-        """Each stream's plan of logical ``worker`` of ``rank`` (:meth:`worker_plan`)."""
-        return [self.worker_plan(d, worker, rank) for d in range(len(self.layouts))]
-
     def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[MixSequence]:
         """The pool (a played ``MixSequence``) of ``start.logical_worker`` from ``start`` on (global
         episode ids): ``start.epoch``'s, or one endless pool."""
