@@ -205,7 +205,7 @@ class GroupChain:
         self._todo = deque(i for i, g in enumerate(plan.groups.tolist()) if lay.group_left(g) > 0)
         self._ready: deque[EpisodePool] = deque()
         self._events: list[PoolEvent] = []
-        self._emitted = self._base = 0
+        self.emitted = self._base = 0  # anchors emitted so far in this epoch
         self._cur: EpisodePool | None = None
         self._switch()
 
@@ -219,17 +219,8 @@ class GroupChain:
     def _switch(self) -> None:
         self._cur = self._ready.popleft() if self._ready else (self._prepare() if self._todo else None)
         if self._cur is not None:
-            self._base = self._emitted - self._cur.emitted
-            self._events += [PoolEvent(self._emitted, "admit", int(e)) for e in self._cur.resident().tolist()]
-
-    @property
-    def emitted(self) -> int:
-        """Anchors emitted so far in this epoch."""
-        return self._emitted
-
-    @property
-    def exhausted(self) -> bool:
-        return self._cur is None or (self._cur.exhausted and not self._todo and not self._ready)
+            self._base = self.emitted - self._cur.emitted
+            self._events += [PoolEvent(self.emitted, "admit", int(e)) for e in self._cur.resident().tolist()]
 
     def resident(self) -> np.ndarray:
         return np.empty(0, np.int64) if self._cur is None else self._cur.resident()
@@ -262,7 +253,7 @@ class GroupChain:
             eps.append(e)
             frs.append(f)
             got += len(e)
-            self._emitted += len(e)
+            self.emitted += len(e)
             if len(e) < want:
                 self._switch()
         if not eps:
@@ -277,7 +268,7 @@ class GroupChain:
             k = self._cur.skip(want)
             self._cur.drain_events()
             done += k
-            self._emitted += k
+            self.emitted += k
             if k < want:
                 self._switch()
         self._events = []
@@ -296,7 +287,6 @@ class WorkerPlan:
         num_frames (int): anchors of the pass (a remainder pass: the groups' tails).
         pool_size (int), byte_budget (int | None): resident episodes and bytes at most (one group's pool).
         video_decoder_cache_size (int | None): the worker's share of the decoder LRU.
-        where (str): what its size errors are prefixed with (a mixture's dataset).
 
     An endless elastic worker's plan is :meth:`chained`: its remainder share, then plain epochs.
     """
@@ -328,18 +318,7 @@ class WorkerPlan:
             self.video_decoder_cache_size = share(spec.video_decoder_cache_size, n)
             self._budget_is = f"rank budget {spec.byte_budget} bytes split over {n} worker(s)"
             self._advice = "or use fewer DataLoader workers"
-        self._where = ""
         self.nbytes = self._sizes()
-
-    @property
-    def where(self) -> str:
-        return self._where
-
-    @where.setter
-    def where(self, value: str) -> None:
-        self._where = value
-        for plan in self._chain[:2]:
-            plan.where = value
 
     def chained(self, then: WorkerPlan, epoch: int) -> WorkerPlan:
         """This plan (pools of ``epoch``) followed by ``then``'s plain epochs from ``epoch + 1``
@@ -401,7 +380,7 @@ class WorkerPlan:
             holder=f"worker {self.worker} of rank {self.rank}",
             budget_is=self._budget_is,
             advice=self._advice,
-            where=self.where,
+            where=self._layout.where,
         )
         if error is not None:
             raise error
@@ -492,14 +471,15 @@ class Layout:
         frame_maps: Mapping[int, np.ndarray] | None = None,
         shares_from: Layout | None = None,
         offsets: np.ndarray | None = None,
+        where: str = "",
     ) -> None:
-        self.spec, self.topo = spec, topo
+        self.spec, self.topo, self.where = spec, topo, where
         self.episode_indices, self.lengths = spec.episode_indices, spec.lengths
         self.frame_maps: dict[int, np.ndarray] = dict(frame_maps or {})
         self._shares_from = shares_from
         self.canonical = spec.partitions is not None
         self._plans: dict[tuple[int, int], WorkerPlan] = {}
-        self._rank_cache: dict[int, np.ndarray] = {}  # canonical: each rank's partitions' positions
+        self._rank_cache: dict[int, np.ndarray] = {}  # each rank's episode positions (its groups')
         if self.canonical:
             self._deal_partitions(offsets)
             return
@@ -616,19 +596,15 @@ class Layout:
 
     def rank_episodes(self, rank: int) -> np.ndarray:
         """Episode indices ``rank`` plays this pass, ascending, int64."""
-        if not self.canonical:
-            return self.episode_indices[self._rank_pos[rank]]
         got = self._rank_cache.get(rank)
         if got is None:
-            parts = [self.parts[p] for p in np.concatenate(self.streams[rank]).tolist()] or [np.empty(0, np.int64)]
-            got = self._rank_cache[rank] = np.sort(np.concatenate(parts))
+            parts = [self.group_positions(g) for gs in self.groups_of(rank) for g in gs.tolist()]
+            got = self._rank_cache[rank] = np.sort(np.concatenate(parts or [np.empty(0, np.int64)]))
         return self.episode_indices[got]
 
     def num_active(self, rank: int) -> int:
         """Logical workers of ``rank`` that give anchors."""
-        if self.canonical:
-            return sum(1 for f in self.worker_frames(rank) if f)
-        return min(self.topo.num_shards, len(self._rank_pos[rank]))
+        return sum(1 for f in self.worker_frames(rank) if f)
 
     def share_count(self, rank: int) -> int:
         """By topology: workers of ``rank`` the pool and budget are split over (a remainder: its
@@ -713,7 +689,7 @@ class Layout:
         s = plain.spec
         if plain.canonical:
             spec = replace(s, strategy=rem.strategy, pool_size=rem.pool_size, byte_budget=rem.byte_budget)
-            return Layout(spec, topo, offsets=rem.offsets)
+            return Layout(spec, topo, offsets=rem.offsets, where=plain.where)
         seed = derived_seed(s.seed, TAG_ELASTIC, rem.epoch, rem.depth)
         full = (s.episode_indices, s.lengths) if s.full_indices is None else (s.full_indices, s.full_lengths)
         spec = replace(
@@ -724,7 +700,7 @@ class Layout:
             full_indices=full[0],
             full_lengths=full[1],
         )
-        return Layout(spec, topo, frame_maps=rem.frames, shares_from=plain)
+        return Layout(spec, topo, frame_maps=rem.frames, shares_from=plain, where=plain.where)
 
     def for_rank(self, rem: Remainder, rank: int) -> Remainder:
         """What ``rank``'s DataLoader workers need of ``rem``: canonical, all of it; by topology,

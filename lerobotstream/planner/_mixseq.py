@@ -1,6 +1,6 @@
-"""Mixtures: the weights, the seeded mix sequence (which dataset gives each next sample of one
-worker: :class:`MixSequence`) and the pool the worker pipeline reads over every stream of a pass
-(:class:`MixedPool`: global episode ids ``offset[d] + episode_index``)."""
+"""Mixtures: the weights and the seeded mix sequence (which dataset gives each next sample of one
+worker: :class:`MixSequence`), which is also the pool the worker pipeline reads over every stream
+of a pass (:meth:`MixSequence.play`: global episode ids ``offset[d] + episode_index``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._layout import TAG_MIXTURE, seed_words
 from lerobotstream.planner._poolcore import PoolEvent, shuffled_order
 
-__all__ = ["MixSequence", "MixedPool", "WEIGHT_SCALE", "integer_weights", "mixture_shares"]
+__all__ = ["MixSequence", "WEIGHT_SCALE", "integer_weights", "mixture_shares"]
 
 _NONE = np.empty(0, np.int64)
 
@@ -84,6 +84,7 @@ class MixSequence:
         self.phase = 0
         self._enter()
         self.skip(int(start))
+        self.emitted = int(start)  # samples of the worker's stream before the first :meth:`next_anchors`
 
     # --- phases -------------------------------------------------------------------------------------
     def _enter(self) -> None:
@@ -208,38 +209,22 @@ class MixSequence:
             r += take
         return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
-
-class MixedPool:
-    """The ``EpisodePool`` interface over every stream of a worker, global episode ids: one per
-    finite epoch, or one endless pool. The stream of each sample comes from ``phases`` (the mix
-    sequence); each stream's pools from its plan (``plan.iter_pools``, past ``starts[d]`` anchors).
-    Events are the streams' own at the mixed positions (counted from ``emitted``, the samples
-    before the start). Resident bytes stay in the worker's budget: each stream keeps its share.
-    """
-
-    def __init__(
-        self,
-        plans: Sequence[Any],
-        offsets: Sequence[int],
-        epoch: int,
-        starts: Sequence[int],
-        repeat: bool,
-        phases: MixSequence,
-        emitted: int,
-    ) -> None:
+    # --- the worker's pool over every stream (global episode ids) ------------------------------------
+    def play(self, plans: Sequence[Any], offsets: Sequence[int], epoch: int, repeat: bool) -> MixSequence:
+        """This sequence as the ``EpisodePool`` interface over every stream of the worker, global ids
+        ``offsets[d] + episode_index``: one per finite epoch, or one endless pool. Each stream's pools
+        come from its plan (``plan.iter_pools`` of ``epoch``, past what the sequence consumed of it);
+        events are the streams' own at the mixed positions (``emitted`` counts from the stream start).
+        Resident bytes stay in the worker's budget: each stream keeps its share."""
         self.offsets = [int(o) for o in offsets]
+        starts = self.consumed().tolist()
         self._pools = [plan.iter_pools(epoch, int(s), repeat=bool(repeat)) for plan, s in zip(plans, starts)]
         self._current = [next(pools, None) for pools in self._pools]  # the first ones skipped to start
         for pool in self._current:
             if pool is not None:
                 pool.drain_events()
-        self.phases = phases
-        self._emitted = int(emitted)
         self._events: list[PoolEvent] = []
-
-    @property
-    def emitted(self) -> int:
-        return self._emitted
+        return self
 
     def _each(self, ask: str, *args: Any) -> list[np.ndarray]:
         """``pool.<ask>(*args)`` of each stream's current pool, as global ids (empty where none or
@@ -296,7 +281,7 @@ class MixedPool:
 
     def next_anchors(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Up to ``n`` anchors (global episode id int64 (k,), frame int64 (k,)); k < n at the end."""
-        which = self.phases.take(int(n))
+        which = self.take(int(n))
         k = len(which)
         out_ep = np.empty(k, np.int64)
         out_fr = np.empty(k, np.int64)
@@ -312,16 +297,6 @@ class MixedPool:
                     local = int(pos[j]) if j < len(pos) else k
                 events.append((local, 0 if kind == "evict" else 1, kind, gid))
         events.sort(key=lambda e: (e[0], e[1]))
-        self._events += [PoolEvent(self._emitted + p, kind, gid) for p, _, kind, gid in events]
-        self._emitted += k
+        self._events += [PoolEvent(self.emitted + p, kind, gid) for p, _, kind, gid in events]
+        self.emitted += k
         return out_ep, out_fr
-
-    def skip(self, n: int) -> int:
-        got = 0
-        while got < n:
-            ep, _ = self.next_anchors(min(4096, n - got))
-            got += len(ep)
-            if len(ep) == 0:
-                break
-        self._events = []
-        return got

@@ -24,7 +24,7 @@ import numpy as np
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._layout import TAG_ELASTIC, TAG_MIXTURE, Layout, derived_seed
-from lerobotstream.planner._mixseq import MixedPool, MixSequence, integer_weights
+from lerobotstream.planner._mixseq import MixSequence, integer_weights
 from lerobotstream.planner._turns import rank_given, replay_turns
 
 __all__ = ["Pass", "WorkerStart", "old_run_remainders", "remainder_cache", "resolve_pass"]
@@ -111,8 +111,6 @@ class Pass:
 
     def active_workers(self, rank: int) -> list[int]:
         """The logical workers of ``rank`` that hold anything, ascending."""
-        if not any(lay.canonical for lay in self.layouts) and self.chain is None:
-            return list(range(max(lay.num_active(rank) for lay in self.layouts)))
         return np.flatnonzero(self.held(rank).any(axis=0)).tolist()
 
     # --- the DataLoader's batch turns ----------------------------------------------------------------
@@ -286,18 +284,13 @@ class Pass:
             return plan
         return plan.chained(self.chain.layouts[stream].plan(worker, rank), self.stream_epochs[stream])
 
-    def worker_plans(self, worker: int, rank: int | None = None) -> list[Any]:
-        """Each stream's plan of logical ``worker`` of ``rank`` (:meth:`worker_plan`)."""
-        return [self.worker_plan(d, worker, rank) for d in range(len(self.layouts))]
-
-    def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[MixedPool]:
-        """The ``MixedPool`` of ``start.logical_worker`` from ``start`` on (global episode ids):
-        ``start.epoch``'s, or one endless pool."""
+    def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[MixSequence]:
+        """The pool (a played ``MixSequence``) of ``start.logical_worker`` from ``start`` on (global
+        episode ids): ``start.epoch``'s, or one endless pool."""
         phases = self.phases(self.topo.rank, start.logical_worker, start.epoch, start.offset)
         if phases is None:
             return
-        starts = phases.consumed().tolist()
-        yield MixedPool(plans, self.offsets, start.epoch, starts, self.topo.repeat, phases, start.offset)
+        yield phases.play(plans, self.offsets, start.epoch, self.topo.repeat)
 
 
 def resolve_pass(plain: Pass, epoch: int, samples: int, remainder: Callable[[], Pass] | None) -> tuple[Pass, int, int]:

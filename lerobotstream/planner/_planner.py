@@ -90,8 +90,9 @@ class Planner:
         mixture = self.streams.rule == "mixture"
         layouts = []
         for d, spec in enumerate(specs):  # a mixture's errors name the dataset and its shares
-            with naming(self.streams.where(d, topo.byte_budget) + " and pool") if mixture else nullcontext():
-                layouts.append(Layout(spec, topo))
+            where = self.streams.where(d, topo.byte_budget) if mixture else ""
+            with naming(where + " and pool") if mixture else nullcontext():
+                layouts.append(Layout(spec, topo, where=where))
         weights, offsets = self.streams.integer_weights, self.streams.offsets
         return Pass(layouts, weights, offsets, topo, mix_seed=self.seed, names=self.streams.names)
 
@@ -203,15 +204,10 @@ class Planner:
         """The plan of ``start.logical_worker`` for each stream (a mixture's name their dataset in
         their errors). Eager sizes raise ByteBudgetError here, before anything is fetched."""
         current = self.current_pass()
-        if self.streams.rule != "mixture":
-            return current.worker_plans(start.logical_worker)
         plans = []
-        for d in range(len(current.layouts)):
-            where = self.streams.where(d, self.settings.byte_budget)
-            with naming(where):
-                plan = current.worker_plan(d, start.logical_worker)
-            plan.where = where  # sizes on demand: a ByteBudgetError at admission names the dataset too
-            plans.append(plan)
+        for d, lay in enumerate(current.layouts):
+            with naming(lay.where):  # its size errors name it too, at admission (``Layout.where``)
+                plans.append(current.worker_plan(d, start.logical_worker))
         return plans
 
     def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[Any]:
