@@ -8,6 +8,12 @@ Every ``os.environ`` lookup of the library lives here.
 | ``LEROBOTSTREAM_INDEX_DIR`` | ``$HF_LEROBOT_HOME/streaming-indexes`` | derived memory-mapped indexes |
 | ``LEROBOTSTREAM_SIDECAR_DIR`` | ``$HF_LEROBOT_HOME/streaming-sidecars`` | revision-keyed sidecar cache |
 | ``LEROBOTSTREAM_DEBUG`` | unset | CLIs print tracebacks instead of a one-line error |
+| ``LEROBOTSTREAM_PROGRESS`` | unset: when stderr is a terminal | ``1``/``0``: show/hide progress bars |
+| ``LEROBOTSTREAM_SLOW_START_S`` | ``3`` | seconds after which a start-up step still running is logged |
+| ``LEROBOTSTREAM_MALLOC_TRIM`` | on | ``0``: never return freed heap to the OS (``_heap.trim``) |
+| ``LEROBOTSTREAM_MALLOC_TRIM_MIB`` | ``256`` | free heap kept resident before a trim, MiB |
+| ``LEROBOTSTREAM_TRAIN_TRACE`` | unset | ``lerobotstream-train`` appends one JSON line per batch to ``<value>.rank<R>`` |
+| ``RANK``, ``WORLD_SIZE`` | unset | the launcher's rank and world size when no process group is up |
 """
 
 from __future__ import annotations
