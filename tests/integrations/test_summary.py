@@ -129,3 +129,37 @@ def test_every_ranks_figures_are_gathered_before_the_process_group_ends(monkeypa
     run.stream = object()
     accelerator.streaming_accelerator_class(run)().end_training()
     assert calls == ["gather", "end_training"] and len(run.ranks) == 2
+
+
+def test_the_gathers_work_is_held_before_it_is_waited_on(monkeypatch):
+    """gloo's worker thread must never drop the last reference to the gather's work: freeing its
+    tensors would then wait for the GIL that the thread destroying the group holds (a hang at
+    exit), so the caller's ``hold`` keeps the work from before the wait until the group is gone."""
+    import torch.distributed as dist
+
+    from lerobotstream.integrations.lerobot.summary import gather_ranks
+
+    hold: list = []
+
+    class Work:
+        def wait(self):
+            assert self in hold  # held before the wait returns
+            for r, t in enumerate(self.out):
+                t.copy_(torch.tensor([10.0 * (r + 1), 2.0], dtype=torch.float64))
+            return True
+
+    def all_gather(out, sent, async_op=False):
+        assert async_op  # a work object to hold
+        w = Work()
+        w.out = out
+        return w
+
+    monkeypatch.setattr(dist, "is_available", lambda: True)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda *a: 2)
+    monkeypatch.setattr(dist, "all_gather", all_gather)
+    c = BatchCounters()
+    c.start(0.0)
+    ranks = gather_ranks(c, hold)
+    assert ranks == [{"samples": 10, "elapsed_s": 2.0}, {"samples": 20, "elapsed_s": 2.0}]
+    assert len(hold) == 1 and isinstance(hold[0], Work)
