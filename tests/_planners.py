@@ -11,6 +11,7 @@ import numpy as np
 
 from lerobotstream.errors import ShardingError
 from lerobotstream.planner._layout import WorkerPlan, read_pools
+from lerobotstream.planner._mixseq import MixSequence
 from lerobotstream.planner._planner import Planner
 from lerobotstream.planner._streams import PlanSettings, Streams, no_sizes
 
@@ -27,6 +28,7 @@ __all__ = [
     "with_specs",
     "worker_episodes",
     "worker_plan",
+    "worker_pool",
 ]
 
 
@@ -164,7 +166,19 @@ def iter_anchors(
     """``(episode_index, frame_index)`` of ``plan`` from ``start_offset`` of ``epoch`` on: to the end
     of the epoch, or to ``limit`` anchors of it (finite); epoch after epoch (``repeat=True``)."""
     stop = plan.num_frames if limit is None else min(limit, plan.num_frames)
-    return read_pools(plan.iter_pools(epoch, start_offset, repeat=repeat), None if repeat else stop)
+    return read_pools(
+        iter([worker_pool(plan, epoch, start_offset, repeat=repeat, limit=stop)]), None if repeat else stop
+    )
+
+
+def worker_pool(
+    plan: WorkerPlan, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False, limit: int | None = None
+) -> MixSequence:
+    """``plan``'s pool from ``start_offset`` of ``epoch`` on, as the worker pipeline reads it (a mix
+    sequence of one stream over its group pools): to ``limit`` anchors of the epoch (default: all),
+    or endless (``repeat=True``; an idle plan gives nothing)."""
+    cap = None if repeat and plan.num_frames else (plan.num_frames if limit is None else limit)
+    return MixSequence([1], [cap], [0], start_offset).play([plan], [0], epoch, repeat)
 
 
 def admission_order(plan: WorkerPlan, epoch: int) -> np.ndarray:

@@ -572,7 +572,7 @@ def simulate_rank(
     budget = min(max_anchors, plan.num_frames - 1)
     out_e = np.empty(65536, dtype=np.int64)
     out_f = np.empty(65536, dtype=np.int64)
-    pool = draw.pool(0)
+    pool = draw.group_pool(0, 0)
     drawn = 0
     t0 = time.perf_counter()
     while drawn < budget:

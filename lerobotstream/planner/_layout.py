@@ -12,7 +12,7 @@ worker) pairs of a topology; a worker plays its groups one after another (:class
 * **canonical partitions** (``partitions=P``): ``P`` frame-balanced groups from (seed, P) only, each
   with its own pool size and budget (per partition) and seed key (P, partition), so a partition's
   order is the same on any topology. Stream ``s = w * W + r`` plays the partitions
-  ``p mod (W * K) == s`` in turn (:class:`GroupChain`). ``P < W * K`` is refused.
+  ``p mod (W * K) == s`` in turn (one pool after another). ``P < W * K`` is refused.
 
 **Elastic resume** (:meth:`Layout.remainder`): each old (rank, worker)'s anchor count runs through
 its groups; what is left is one :data:`Remainder`. Topology groups are replayed in the C pool core
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -42,7 +42,7 @@ from lerobotstream.constants import (
 )
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, over_budget
 from lerobotstream.planner._lpt import lpt_owner
-from lerobotstream.planner._poolcore import STRATEGY_IDS, EpisodePool, PoolEvent, shuffled_order, strategy_info
+from lerobotstream.planner._poolcore import STRATEGY_IDS, EpisodePool, shuffled_order, strategy_info
 
 # Domain tags keep the seed streams of different uses apart (arbitrary fixed constants).
 TAG_RANK_SHARDS = 0x52414E4B  # "RANK"
@@ -188,91 +188,9 @@ def read_pools(pools: Iterator[Any], limit: int | None) -> Iterator[tuple[int, i
 
 def skipped(pool: Any, n: int) -> Any:
     """``pool`` after discarding ``n`` anchors, its events drained."""
-    if n:
-        pool.skip(n)
-        pool.drain_events()
+    pool.skip(n)
+    pool.drain_events()
     return pool
-
-
-class GroupChain:
-    """The ``EpisodePool`` interface over a worker's group pools of one epoch, played one after
-    another (only the current one resident; ``frontier`` looks into the next). Positions of events
-    count along the chain; the episodes resident when a group starts are reported admitted there."""
-
-    def __init__(self, plan: WorkerPlan, epoch: int) -> None:
-        self._plan, self._epoch = plan, int(epoch)
-        lay = plan._layout
-        self._todo = deque(i for i, g in enumerate(plan.groups.tolist()) if lay.group_left(g) > 0)
-        self._ready: deque[EpisodePool] = deque()
-        self._events: list[PoolEvent] = []
-        self.emitted = self._base = 0  # anchors emitted so far in this epoch
-        self._cur: EpisodePool | None = None
-        self._switch()
-
-    def _prepare(self) -> EpisodePool:
-        i = self._todo.popleft()
-        plan = self._plan
-        pool = skipped(plan.group_pool(i, self._epoch), plan._layout.group_offset(int(plan.groups[i])))
-        pool.drain_events()
-        return pool
-
-    def _switch(self) -> None:
-        self._cur = self._ready.popleft() if self._ready else (self._prepare() if self._todo else None)
-        if self._cur is not None:
-            self._base = self.emitted - self._cur.emitted
-            self._events += [PoolEvent(self.emitted, "admit", int(e)) for e in self._cur.resident().tolist()]
-
-    def resident(self) -> np.ndarray:
-        return np.empty(0, np.int64) if self._cur is None else self._cur.resident()
-
-    def frontier(self, k: int) -> np.ndarray:
-        """The next ``k`` episodes to be admitted, in order, across the following groups."""
-        out = [] if self._cur is None else self._cur.frontier(k).tolist()
-        i = 0
-        while len(out) < k:
-            if i == len(self._ready):
-                if not self._todo:
-                    break
-                self._ready.append(self._prepare())
-            pool = self._ready[i]
-            i += 1
-            out += pool.resident().tolist() + pool.frontier(k).tolist()
-        return np.asarray(out[:k], dtype=np.int64)
-
-    def drain_events(self) -> list[PoolEvent]:
-        out, self._events = self._events, []
-        return out
-
-    def next_anchors(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Up to ``n`` anchors (episode_index int64 (k,), frame_index int64 (k,)), k < n at the end."""
-        eps, frs, got = [], [], 0
-        while got < n and self._cur is not None:
-            want = n - got
-            e, f = self._cur.next_anchors(want)
-            self._events += [PoolEvent(self._base + p, kind, ep) for p, kind, ep in self._cur.drain_events()]
-            eps.append(e)
-            frs.append(f)
-            got += len(e)
-            self.emitted += len(e)
-            if len(e) < want:
-                self._switch()
-        if not eps:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        return np.concatenate(eps), np.concatenate(frs)
-
-    def skip(self, n: int) -> int:
-        """Draw and discard ``n`` anchors (no I/O); returns how many were drawn."""
-        done = 0
-        while done < n and self._cur is not None:
-            want = n - done
-            k = self._cur.skip(want)
-            self._cur.drain_events()
-            done += k
-            self.emitted += k
-            if k < want:
-                self._switch()
-        self._events = []
-        return done
 
 
 class WorkerPlan:
@@ -422,21 +340,15 @@ class WorkerPlan:
             size_of,
         )
 
-    def pool(self, epoch: int) -> Any:
-        """The worker's pool of ``epoch``: its one group's, or its groups in turn (:class:`GroupChain`)."""
-        if len(self.groups) == 1 and not self._layout.canonical:
-            return self.group_pool(0, epoch)
-        return GroupChain(self, epoch)
-
-    def iter_pools(self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False) -> Iterator[Any]:
-        """Pools from the stream start, the first one past ``start_offset`` anchors (events
-        drained), one per epoch (``repeat=False``: only ``epoch``'s; ``repeat=True``: the offset may
-        roll into later epochs). A chain plays its remainder pool (its own epoch) while some of it
-        is left, then the plain epochs (``epoch`` and ``repeat`` ignored)."""
+    def iter_pools(self, epoch: int = 0, start_offset: int = 0, *, repeat: bool = False) -> Iterator[EpisodePool]:
+        """The group pools in play order from the stream start, the first one past ``start_offset``
+        anchors (events drained): each group of ``epoch`` in turn (``repeat=True``: then of every
+        later epoch; the offset may roll into them). A chain plays its remainder's pools (its own
+        epoch) while some of it is left, then the plain epochs (``epoch`` and ``repeat`` ignored)."""
         if self._chain:
             first, then, e = self._chain
             if start_offset < first.num_frames:
-                yield skipped(first.pool(e), start_offset)
+                yield from first.iter_pools(e, start_offset)
                 start_offset = first.num_frames
             yield from then.iter_pools(e + 1, start_offset - first.num_frames, repeat=True)
             return
@@ -444,10 +356,18 @@ class WorkerPlan:
             return
         if repeat:
             epoch, start_offset = epoch + start_offset // self.num_frames, start_offset % self.num_frames
-        yield skipped(self.pool(epoch), start_offset)
-        while repeat:
+        lay = self._layout
+        while True:
+            for i, g in enumerate(self.groups.tolist()):
+                left = lay.group_left(g)
+                if start_offset >= left:  # a group already played (or empty): not built
+                    start_offset -= left
+                    continue
+                yield skipped(self.group_pool(i, epoch), lay.group_offset(g) + start_offset)
+                start_offset = 0
+            if not repeat:
+                return
             epoch += 1
-            yield self.pool(epoch)
 
 
 class Layout:

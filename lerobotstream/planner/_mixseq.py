@@ -4,6 +4,7 @@ of a pass (:meth:`MixSequence.play`: global episode ids ``offset[d] + episode_in
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -212,41 +213,56 @@ class MixSequence:
     # --- the worker's pool over every stream (global episode ids) ------------------------------------
     def play(self, plans: Sequence[Any], offsets: Sequence[int], epoch: int, repeat: bool) -> MixSequence:
         """This sequence as the ``EpisodePool`` interface over every stream of the worker, global ids
-        ``offsets[d] + episode_index``: one per finite epoch, or one endless pool. Each stream's pools
-        come from its plan (``plan.iter_pools`` of ``epoch``, past what the sequence consumed of it);
-        events are the streams' own at the mixed positions (``emitted`` counts from the stream start).
-        Resident bytes stay in the worker's budget: each stream keeps its share."""
+        ``offsets[d] + episode_index``: one per finite epoch, or one endless pool. Each stream plays
+        its plan's group pools in turn (``plan.iter_pools`` of ``epoch``, past what the sequence
+        consumed of it); events are the pools' own at the mixed positions (``emitted`` counts from
+        the stream start), a pool's residents reported admitted where it starts. Resident bytes
+        stay in the worker's budget: each stream keeps its share."""
         self.offsets = [int(o) for o in offsets]
         starts = self.consumed().tolist()
         self._pools = [plan.iter_pools(epoch, int(s), repeat=bool(repeat)) for plan, s in zip(plans, starts)]
+        self._ahead: list[deque[Any]] = [deque() for _ in plans]  # pools built early by ``frontier``
         self._current = [next(pools, None) for pools in self._pools]  # the first ones skipped to start
-        for pool in self._current:
-            if pool is not None:
-                pool.drain_events()
         self._events: list[PoolEvent] = []
         return self
 
+    def _next_pool(self, d: int) -> Any:
+        return self._ahead[d].popleft() if self._ahead[d] else next(self._pools[d], None)
+
     def _each(self, ask: str, *args: Any) -> list[np.ndarray]:
-        """``pool.<ask>(*args)`` of each stream's current pool, as global ids (empty where none or
-        unknown: a group chain has no ``finished``)."""
-        out = []
-        for pool, off in zip(self._current, self.offsets):
-            got = getattr(pool, ask, None)
-            out.append(_NONE if got is None else got(*args) + off)
-        return out
+        """``pool.<ask>(*args)`` of each stream's current pool, as global ids (empty where none)."""
+        return [
+            _NONE if pool is None else getattr(pool, ask)(*args) + off for pool, off in zip(self._current, self.offsets)
+        ]
 
     def resident(self) -> np.ndarray:
         parts = self._each("resident")
         return np.concatenate(parts) if parts else _NONE
 
     def finished(self) -> np.ndarray:
-        """Global ids of the episodes whose every frame the current epoch has emitted, int64."""
+        """Global ids of the episodes of the current pools whose every frame was emitted, int64."""
         parts = self._each("finished")
         return np.concatenate(parts) if parts else _NONE
 
+    def _frontier(self, d: int, k: int) -> list[int]:
+        """Stream ``d``'s next ``k`` admissions (dataset ids), looking into its following pools."""
+        pool = self._current[d]
+        out = [] if pool is None else pool.frontier(k).tolist()
+        ahead = self._ahead[d]
+        i = 0
+        while pool is not None and len(out) < k:
+            if i == len(ahead):
+                nxt = next(self._pools[d], None)
+                if nxt is None:
+                    break
+                ahead.append(nxt)
+            out += ahead[i].resident().tolist() + ahead[i].frontier(k).tolist()
+            i += 1
+        return [e + self.offsets[d] for e in out[:k]]
+
     def frontier(self, k: int) -> np.ndarray:
         """The next admissions of every dataset, interleaved (prefetch hints), int64 (<= k,)."""
-        fronts = [f.tolist() for f in self._each("frontier", k)]
+        fronts = [self._frontier(d, k) for d in range(self.n)]
         out: list[int] = []
         for i in range(k):
             out += [f[i] for f in fronts if i < len(f)]
@@ -270,10 +286,9 @@ class MixSequence:
             frs.append(f)
             got += len(e)
             if got < count:
-                pool = self._current[d] = next(self._pools[d], None)
+                pool = self._current[d] = self._next_pool(d)
                 if pool is None:
                     raise AssertionError("a dataset stream was asked past its end")
-                pool.drain_events()
                 evs += [(got, "admit", int(ep) + off) for ep in pool.resident().tolist()]
         ep = np.concatenate(eps) + off if eps else _NONE
         fr = np.concatenate(frs) if frs else _NONE

@@ -12,7 +12,14 @@ import pytest
 
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
 from lerobotstream.planner._state import SCHEMA
-from tests._planners import make_partition_planner, make_planner, partition_episodes, stream_partitions, worker_plan
+from tests._planners import (
+    make_partition_planner,
+    make_planner,
+    partition_episodes,
+    stream_partitions,
+    worker_plan,
+    worker_pool,
+)
 from tests.planner.test_planner import _simulate_loader as _loader  # DataLoader turns, simulated
 
 LENGTHS = {e: int(n) for e, n in enumerate(np.random.default_rng(11).integers(3, 40, size=29))}
@@ -99,7 +106,7 @@ def test_partition_events_and_frontier_are_exact():
     nb = lambda e: 1000 + 37 * e  # noqa: E731
     p = _planner((1, 1, 4), 0, byte_budget=4000, episode_nbytes=nb, partitions=3)
     part_of = {int(e): q for q in range(3) for e in partition_episodes(p, q)}
-    pool = worker_plan(p, 0).pool(0)
+    pool = worker_pool(worker_plan(p, 0))
     pool.drain_events()
     admitted = pool.resident().tolist()
     admit_at, evict_at, first, last = {e: 0 for e in admitted}, {}, {}, {}

@@ -162,7 +162,7 @@ def _check_pool(lengths, nbytes, pool_size, budget, strategy, seed, step=1):
         seed=seed,
         episode_nbytes=(lambda e: nbytes[e]) if budget is not None else None,
     )
-    pool = worker_plan(p, 0).pool(0)
+    pool = worker_plan(p, 0).group_pool(0, 0)
     resident: set[int] = set()
     size = dict(enumerate(nbytes))
     seen = Counter()
@@ -202,7 +202,7 @@ def test_pool_bounds_and_exact_coverage_property(data):
 def test_anchor_always_from_a_resident_episode():
     lengths = [5, 3, 8, 1, 6, 4, 7, 2]
     for strategy in STRATEGIES:
-        pool = worker_plan(make_planner(lengths, episode_pool_size=3, sampling_strategy=strategy), 0).pool(0)
+        pool = worker_plan(make_planner(lengths, episode_pool_size=3, sampling_strategy=strategy), 0).group_pool(0, 0)
         resident = set(pool.resident().tolist())
         pool.drain_events()
         while not pool.exhausted:
@@ -221,7 +221,7 @@ def test_byte_aware_admission_and_frontier():
     p = make_planner({e: 5 for e in sizes}, episode_pool_size=4, byte_budget=10, episode_nbytes=sizes.__getitem__)
     plan = worker_plan(p, 0)
     order = admission_order(plan, 0).tolist()
-    pool = plan.pool(0)
+    pool = plan.group_pool(0, 0)
     admitted = [ev.episode_index for ev in pool.drain_events()]
     assert admitted == order[: len(admitted)]  # strict seeded order
     assert pool.frontier(10).tolist() == order[len(admitted) :]
@@ -272,7 +272,7 @@ def test_every_budget_check_says_the_one_rule():
 
 def test_round_robin_rounds_take_one_frame_per_resident():
     p = make_planner({e: 10 for e in range(6)}, episode_pool_size=6, sampling_strategy="round_robin", seed=5)
-    ep, _ = worker_plan(p, 0).pool(0).next_anchors(60)
+    ep, _ = worker_plan(p, 0).group_pool(0, 0).next_anchors(60)
     for r in range(10):
         assert sorted(ep[6 * r : 6 * r + 6].tolist()) == list(range(6))
 
@@ -283,7 +283,7 @@ def test_round_robin_newly_admitted_join_next_round():
     plan = worker_plan(p, 0)
     for epoch in range(20):
         order = admission_order(plan, epoch).tolist()
-        pool = plan.pool(epoch)
+        pool = plan.group_pool(0, epoch)
         ep, _ = pool.next_anchors(7)
         first_round = set(order[:2])
         assert set(ep[:2].tolist()) == first_round
@@ -292,13 +292,13 @@ def test_round_robin_newly_admitted_join_next_round():
 
 def test_remaining_mixes_like_a_uniform_draw():
     p = make_planner({e: 100 for e in range(64)}, episode_pool_size=64, seed=1)
-    ep, _ = worker_plan(p, 0).pool(0).next_anchors(64)
+    ep, _ = worker_plan(p, 0).group_pool(0, 0).next_anchors(64)
     assert len(set(ep.tolist())) >= 30  # coupon collector: ~41 expected
 
 
 def test_large_epoch_bounded_and_complete():
     lengths = {e: 90 for e in range(500)}
-    pool = worker_plan(make_planner(lengths, episode_pool_size=64, seed=3), 0).pool(0)
+    pool = worker_plan(make_planner(lengths, episode_pool_size=64, seed=3), 0).group_pool(0, 0)
     ep, fr = pool.next_anchors(500 * 90 + 10)
     assert len(ep) == 45000
     assert len(set(zip(ep.tolist(), fr.tolist()))) == 45000

@@ -38,7 +38,7 @@ def test_on_demand_sizes_give_the_eager_order_and_size_only_what_is_admitted(str
     lazy = make(LENGTHS, episode_nbytes=sizes, **kw)
     plan = worker_plan(lazy, 0)
     assert asked == []  # building the plan sizes nothing
-    pool = plan.pool(0)
+    pool = plan.group_pool(0, 0)
     first = pool.resident().tolist()
     # the first admissions, and at most the next one in admission order (sized: it waits for room)
     assert set(first) <= set(asked) <= set(first) | set(pool.frontier(1).tolist())
@@ -49,7 +49,9 @@ def test_on_demand_sizes_give_the_eager_order_and_size_only_what_is_admitted(str
 
 def test_on_demand_pool_stays_within_the_budget():
     sizes = EpisodeSizes(SIZES.__getitem__)
-    pool = worker_plan(make_planner(LENGTHS, episode_pool_size=8, byte_budget=900, episode_nbytes=sizes), 0).pool(0)
+    pool = worker_plan(make_planner(LENGTHS, episode_pool_size=8, byte_budget=900, episode_nbytes=sizes), 0).group_pool(
+        0, 0
+    )
     while not pool.exhausted:
         assert pool.resident_bytes == sum(SIZES[e] for e in pool.resident().tolist()) <= 900
         pool.next_anchors(3)
@@ -64,13 +66,13 @@ def test_an_oversize_episode_fails_when_admission_reaches_it():
         sampling_strategy="sequential",
         episode_nbytes=EpisodeSizes(sizes.__getitem__),
     )
-    pool = worker_plan(p, 0).pool(0)  # episode 0 admitted; 1 is not sized yet
+    pool = worker_plan(p, 0).group_pool(0, 0)  # episode 0 admitted; 1 is not sized yet
     assert pool.resident().tolist() == [0]
     with pytest.raises(ByteBudgetError, match=r"episode 1 needs 11 bytes.*byte budget of 10") as err:
         pool.next_anchors(5)  # episode 0's last frame evicts it: admission reaches episode 1
     assert err.value.episode_index == 1 and err.value.nbytes == 11
     with pytest.raises(ByteBudgetError, match="negative"):
-        worker_plan(make_planner({0: 5}, byte_budget=10, episode_nbytes=EpisodeSizes(lambda e: -1)), 0).pool(0)
+        worker_plan(make_planner({0: 5}, byte_budget=10, episode_nbytes=EpisodeSizes(lambda e: -1)), 0).group_pool(0, 0)
 
 
 def test_a_mixture_names_the_dataset_of_an_oversize_episode():
@@ -122,13 +124,13 @@ def test_a_provider_error_comes_out_of_the_admitting_call_typed_and_named():
         sampling_strategy="sequential",
         episode_nbytes=EpisodeSizes(provider),
     )
-    pool = worker_plan(p, 0).pool(0)
+    pool = worker_plan(p, 0).group_pool(0, 0)
     assert calls == [0]
     with pytest.raises(Mp4TruncatedError, match=r"^episode 1, camera 'top', file videos/top/0.mp4: moov") as err:
         pool.next_anchors(6)
     assert (err.value.episode_index, err.value.camera, err.value.path) == (1, "top", "videos/top/0.mp4")
     with pytest.raises(Mp4TruncatedError):
-        worker_plan(p, 0).pool(0).next_anchors(6)  # nothing was kept for episode 1: asked again
+        worker_plan(p, 0).group_pool(0, 0).next_anchors(6)  # nothing was kept for episode 1: asked again
     assert calls == [0, 1, 1]
 
 

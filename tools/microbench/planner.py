@@ -24,7 +24,7 @@ def run(lengths: np.ndarray, pool_size: int, strategy: str, batch: int, repeats:
     ep = np.empty(batch, dtype=np.int64)
     fr = np.empty(batch, dtype=np.int64)
     # verify once: every frame exactly once
-    pool = plan.pool(0)
+    pool = plan.group_pool(0, 0)
     eps, frs = pool.next_anchors(plan.num_frames + 1)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     flat = offsets[eps] + frs
@@ -32,7 +32,7 @@ def run(lengths: np.ndarray, pool_size: int, strategy: str, batch: int, repeats:
         raise SystemExit(f"coverage check failed for pool {pool_size} / {strategy}")
     best = 0.0
     for r in range(repeats):
-        pool = plan.pool(r + 1)
+        pool = plan.group_pool(0, r + 1)
         t0 = time.perf_counter()
         n = 0
         while True:
