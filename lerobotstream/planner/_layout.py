@@ -201,7 +201,7 @@ class WorkerPlan:
         groups (np.ndarray): int64 ids of the groups it plays, in order (empty: idle).
         episode_indices, lengths (np.ndarray): int64 episodes of those groups, group by group
             (each group's ascending), and their frames.
-        nbytes (np.ndarray): int64 bytes per episode (zeros without a budget; -1: sized on demand).
+        nbytes (np.ndarray): int64 bytes per episode (zeros without a budget; -1: sized on admission).
         num_frames (int): anchors of the pass (a remainder pass: the groups' tails).
         pool_size (int), byte_budget (int | None): resident episodes and bytes at most (one group's pool).
         video_decoder_cache_size (int | None): the worker's share of the decoder LRU.
@@ -236,7 +236,8 @@ class WorkerPlan:
             self.video_decoder_cache_size = share(spec.video_decoder_cache_size, n)
             self._budget_is = f"rank budget {spec.byte_budget} bytes split over {n} worker(s)"
             self._advice = "or use fewer DataLoader workers"
-        self.nbytes = self._sizes()
+        self._sized = self.byte_budget is not None and spec.sizes is not None  # asked on admission: size_of
+        self.nbytes = np.full(len(self.episode_indices), -1 if self._sized else 0, dtype=np.int64)
 
     def chained(self, then: WorkerPlan, epoch: int) -> WorkerPlan:
         """This plan (pools of ``epoch``) followed by ``then``'s plain epochs from ``epoch + 1``
@@ -253,24 +254,6 @@ class WorkerPlan:
         return chain
 
     # --- sizes ------------------------------------------------------------------------------------
-    def _sizes(self) -> np.ndarray:
-        """Sizes of the plan's episodes, int64: zeros without a budget, -1 each on demand
-        (``EpisodeSizes``), else every one now, checked (ByteBudgetError)."""
-        sizes = self._layout.spec.sizes
-        if sizes is None or self.byte_budget is None:
-            return np.zeros(len(self.episode_indices), dtype=np.int64)
-        if self.sizes_on_demand:
-            return np.full(len(self.episode_indices), -1, dtype=np.int64)
-        nbytes = np.array([int(sizes(int(e))) for e in self.episode_indices], dtype=np.int64)
-        for local in np.flatnonzero((nbytes < 0) | (nbytes > self.byte_budget))[:1].tolist():
-            self._check(int(self.episode_indices[local]), int(nbytes[local]))
-        return nbytes
-
-    @property
-    def sizes_on_demand(self) -> bool:
-        """True when episode sizes are computed as admission reaches them (``EpisodeSizes``)."""
-        return self.byte_budget is not None and getattr(self._layout.spec.sizes, "on_demand", False)
-
     def size_of(self, local: int) -> int:
         """Bytes of this plan's local episode ``local`` (the pools call it on admission)."""
         return self.episode_size(int(self.episode_indices[local]))
@@ -285,8 +268,7 @@ class WorkerPlan:
         if self._chain:
             first, then, _ = self._chain
             return (first if first.byte_budget == self.byte_budget else then).episode_size(episode_index)
-        sizes = self._layout.spec.sizes
-        n = 0 if self.byte_budget is None or sizes is None else int(sizes(int(episode_index)))
+        n = int(self._layout.spec.sizes(int(episode_index))) if self._sized else 0
         self._check(int(episode_index), n)
         return n
 
@@ -325,7 +307,7 @@ class WorkerPlan:
         a = sl.start
         maps = {k - a: m for k, m in self.frame_maps.items() if a <= k < sl.stop}
         size_of = None
-        if self.sizes_on_demand:
+        if self._sized:
             size_of = self.size_of if a == 0 else (lambda local: self.size_of(a + local))
         return EpisodePool(
             self.episode_indices[sl],
@@ -539,8 +521,7 @@ class Layout:
         return f"{len(self._rank_pos[rank])} episode(s)"
 
     def plan(self, worker: int, rank: int) -> WorkerPlan:
-        """Logical ``worker`` of ``rank`` (cached for this rank). Raises ByteBudgetError for an
-        episode larger than the worker's whole budget (eager sizes), before anything is fetched."""
+        """Logical ``worker`` of ``rank`` (cached for this rank)."""
         key = (rank, worker)
         got = self._plans.get(key)
         if got is None:

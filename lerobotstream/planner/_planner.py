@@ -202,7 +202,7 @@ class Planner:
 
     def worker_plans(self, start: WorkerStart) -> list[Any]:
         """The plan of ``start.logical_worker`` for each stream (a mixture's name their dataset in
-        their errors). Eager sizes raise ByteBudgetError here, before anything is fetched."""
+        their errors)."""
         current = self.current_pass()
         plans = []
         for d, lay in enumerate(current.layouts):

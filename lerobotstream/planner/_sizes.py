@@ -6,8 +6,7 @@ for it, and kept — so start-up and memory grow with the pool and the frontier,
 
 ``provider(episode_index) -> int`` bytes (>= 0) is called, at most once per episode and process,
 when a pool admits the episode (``EpisodePool`` asks the plan's checked ``size_of``, holding the
-GIL) or the byte cache reserves it (``WorkerPlan.episode_size``). A plain callable instead is the
-eager rule: every episode of a worker plan is sized when the plan is built.
+GIL) or the byte cache reserves it (``WorkerPlan.episode_size``).
 
 Errors: the provider's :class:`~lerobotstream.errors.LeRobotStreamError` propagates unchanged out of
 the call that asked (``next_anchors``, ``fill``, ``episode_size``), with ``episode E:`` added when it
@@ -40,8 +39,6 @@ def _names_episode(exc: LeRobotStreamError, episode_index: int) -> bool:
 class EpisodeSizes:
     """Exact bytes per episode, computed on first use by ``compute`` (the ``SizeProvider``) and kept
     (thread-safe: two threads asking at once may both compute it; the first result is kept)."""
-
-    on_demand = True
 
     def __init__(self, compute: SizeProvider) -> None:
         self._compute = compute
