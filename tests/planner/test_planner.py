@@ -233,14 +233,16 @@ def test_episode_larger_than_budget_fails_before_any_fetch():
     """Sizes are asked as admission reaches an episode: the first pool (built before any fetch) raises."""
     plan = worker_plan(make_planner({0: 5, 1: 5}, byte_budget=10, episode_nbytes={0: 3, 1: 11}.__getitem__), 0)
     with pytest.raises(ByteBudgetError, match=r"episode 1 needs 11 bytes.*byte budget of 10"):
-        plan.pool(0)
+        plan.group_pool(0, 0)
     # binary units, like the budget option (GiB): issue 17.18
     with pytest.raises(ByteBudgetError, match=r"\(1\.500 GiB\) .*\(1\.000 GiB;"):
-        worker_plan(make_planner({0: 5}, byte_budget=2**30, episode_nbytes={0: 3 << 29}.__getitem__), 0).pool(0)
+        worker_plan(make_planner({0: 5}, byte_budget=2**30, episode_nbytes={0: 3 << 29}.__getitem__), 0).group_pool(
+            0, 0
+        )
     # per-worker share: 2 workers of a 20-byte rank budget get 10 each
     with pytest.raises(ByteBudgetError, match="worker"):
         p = make_planner({0: 5, 1: 5}, num_workers=2, byte_budget=20, episode_nbytes={0: 3, 1: 11}.__getitem__)
-        [worker_plan(p, w).pool(0) for w in range(2)]
+        [worker_plan(p, w).group_pool(0, 0) for w in range(2)]
 
 
 def test_every_budget_check_says_the_one_rule():
@@ -264,12 +266,16 @@ def test_every_budget_check_says_the_one_rule():
     rule = over_budget(1, 50, 10, holder="the pool", budget_is="episode 1 is the pool's local index")
     assert str(pool_error.value) == str(rule) and pool_error.value.nbytes == 50 and pool_error.value.byte_budget == 10
     with pytest.raises(ByteBudgetError) as plan_error:
-        worker_plan(make_planner({0: 5, 1: 5}, byte_budget=10, episode_nbytes={0: 3, 1: 11}.__getitem__), 0).pool(0)
+        worker_plan(make_planner({0: 5, 1: 5}, byte_budget=10, episode_nbytes={0: 3, 1: 11}.__getitem__), 0).group_pool(
+            0, 0
+        )
     assert str(plan_error.value).startswith(
         str(over_budget(1, 11, 10, holder="worker 0 of rank 0")).split(" (0.000 GiB)")[0]
     )
     with pytest.raises(ByteBudgetError, match=r"reports a negative byte size \(-1\)"):
-        worker_plan(make_planner({0: 5, 1: 5}, byte_budget=10, episode_nbytes={0: 3, 1: -1}.__getitem__), 0).pool(0)
+        worker_plan(make_planner({0: 5, 1: 5}, byte_budget=10, episode_nbytes={0: 3, 1: -1}.__getitem__), 0).group_pool(
+            0, 0
+        )
 
 
 def test_round_robin_rounds_take_one_frame_per_resident():
