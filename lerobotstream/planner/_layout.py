@@ -15,10 +15,10 @@ worker) pairs of a topology; a worker plays its groups one after another (:class
   ``p mod (W * K) == s`` in turn (one pool after another). ``P < W * K`` is refused.
 
 **Elastic resume** (:meth:`Layout.remainder`): each old (rank, worker)'s anchor count runs through
-its groups; what is left is one :data:`Remainder`. Topology groups are replayed in the C pool core
-(untouched episodes whole, started ones their frames left) and the leftovers form new topology
-groups (:meth:`Layout.over`); canonical partitions keep their consumed prefix (an offset, from counts)
-and their tails are dealt over the new ranks and workers by LPT.
+its groups; what is left is a remainder :class:`StreamSpec`. Topology groups are replayed in the C
+pool core (untouched episodes whole, started ones their frames left) and the leftovers form new
+topology groups (:meth:`Layout.over`); canonical partitions keep their consumed prefix (an offset,
+from counts) and their tails are dealt over the new ranks and workers by LPT.
 
 Seeds: ``SeedSequence`` tuple entropy (:func:`seed_words`) feeds ``_poolcore``'s own generator;
 global RNG and numpy's generators are never used (no order changes with the numpy version).
@@ -29,7 +29,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -99,13 +99,22 @@ def share(total: int | None, n: int) -> int | None:
 
 @dataclass(frozen=True, eq=False)
 class StreamSpec:
-    """One stream (dataset) and the settings its layout plays it with: ``episode_indices`` (int64,
-    ascending, >= 1 anchor each), ``lengths`` (int64 anchors each; a remainder's: frames left),
-    ``digest`` (``episodes_digest``), ``seed``, ``strategy``, ``pool_size`` (per worker, per partition
-    with partitions; None: 32 per rank over the workers used), ``byte_budget`` (bytes per rank, or per
+    """One stream (dataset) in one pass and the settings its layout plays it with: ``episode_indices``
+    (int64, ascending, >= 1 anchor each), ``lengths`` (int64 anchors each), ``digest``
+    (``episodes_digest``), ``seed``, ``strategy``, ``pool_size`` (per worker, per partition with
+    partitions; None: 32 per rank over the workers used), ``byte_budget`` (bytes per rank, or per
     partition), ``video_decoder_cache_size`` (per rank), ``sizes`` (``sizes(episode) -> bytes``, or
-    None), ``partitions`` (None: groups by topology), ``full_indices``/``full_lengths`` (a remainder's
-    whole selection; None: ``episode_indices``/``lengths``)."""
+    None), ``partitions`` (None: groups by topology).
+
+    An elastic *remainder* (what a checkpointed run left of a pass, :meth:`Layout.remainder`) is the
+    spec of the pass that plays it: ``epoch`` (its label; None: a plain pass), ``consumed`` (samples
+    the old run consumed, all ranks), ``depth`` (elastic resumes it went through), ``key`` (digest of
+    what it is the remainder of), ``rank`` (``frames`` kept only for that rank's episodes; None: all),
+    ``episodes_started`` (all ranks); by topology ``episode_indices``/``lengths`` are the episodes
+    with frames left and how many, ``frames`` maps each started one to its int64 frames left
+    (ascending; others whole) and ``full`` is the whole selection ``(indices, lengths)``; canonical
+    partitions keep the pass's strategy, pool size and budget and ``offsets`` (int64 (P,), anchors
+    consumed per partition). A remainder carries no ``sizes`` (it is shipped to workers)."""
 
     episode_indices: np.ndarray
     lengths: np.ndarray
@@ -117,34 +126,15 @@ class StreamSpec:
     video_decoder_cache_size: int | None = None
     sizes: Callable[[int], int] | None = None
     partitions: int | None = None
-    full_indices: np.ndarray | None = None
-    full_lengths: np.ndarray | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class Remainder:
-    """The unconsumed samples of one stream in one pass of a checkpointed run: ``epoch`` (its label),
-    ``consumed`` (samples the old run consumed, all ranks), ``depth`` (elastic resumes it went
-    through); by topology ``episode_indices``/``lengths`` (int64 episodes with frames left, ascending,
-    and how many) and ``frames`` (started episode -> int64 frames left, ascending; others whole);
-    canonical partitions ``offsets`` (int64 (P,) consumed per partition) and the pass's ``strategy``,
-    ``pool_size``, ``byte_budget``; ``key`` (digest of what it is the remainder of), ``rank``
-    (``frames`` kept only for that new rank's episodes; None: all), ``episodes_started`` (started
-    episodes, all ranks)."""
-
-    epoch: int
-    consumed: int
-    depth: int
-    episode_indices: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    lengths: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    frames: dict[int, np.ndarray] = field(default_factory=dict)
-    offsets: np.ndarray | None = None
-    strategy: str | None = None
-    pool_size: int | None = None
-    byte_budget: int | None = None
+    epoch: int | None = None
+    consumed: int = 0
+    depth: int = 0
     key: str = ""
     rank: int | None = None
     episodes_started: int = 0
+    frames: dict[int, np.ndarray] = field(default_factory=dict)
+    full: tuple[np.ndarray, np.ndarray] | None = None
+    offsets: np.ndarray | None = None
 
 
 _PARTITIONS: OrderedDict[tuple, tuple[list[np.ndarray], np.ndarray]] = OrderedDict()
@@ -370,20 +360,18 @@ class Layout:
         spec: StreamSpec,
         topo: Any,
         *,
-        frame_maps: Mapping[int, np.ndarray] | None = None,
         shares_from: Layout | None = None,
-        offsets: np.ndarray | None = None,
         where: str = "",
     ) -> None:
         self.spec, self.topo, self.where = spec, topo, where
         self.episode_indices, self.lengths = spec.episode_indices, spec.lengths
-        self.frame_maps: dict[int, np.ndarray] = dict(frame_maps or {})
+        self.frame_maps = spec.frames
         self._shares_from = shares_from
         self.canonical = spec.partitions is not None
         self._plans: dict[tuple[int, int], WorkerPlan] = {}
         self._rank_cache: dict[int, np.ndarray] = {}  # each rank's episode positions (its groups')
         if self.canonical:
-            self._deal_partitions(offsets)
+            self._deal_partitions(spec.offsets)
             return
         n_eps, W = len(self.lengths), topo.world_size
         if n_eps < W and shares_from is None:
@@ -533,8 +521,8 @@ class Layout:
     # --- elastic resume -----------------------------------------------------------------------------
     def remainder(
         self, counts: list[tuple[int, int, int | None]], epoch: int, pool_epoch: int, depth: int
-    ) -> Remainder:
-        """What the old run left of this pass: ``counts`` are ``(rank, worker, anchors it gave)``
+    ) -> StreamSpec:
+        """What the old run left of this pass (a remainder :class:`StreamSpec`): ``counts`` are ``(rank, worker, anchors it gave)``
         per old (rank, worker) (None: its whole share), run through the worker's groups in order.
         Canonical: each partition's offset. By topology: each started group replayed in the C pool
         core (``pool_epoch``: its pools' epoch) to its count."""
@@ -556,18 +544,16 @@ class Layout:
                     untouched, started, frames = skipped(plan.group_pool(i, pool_epoch), take).remaining_state()
                     whole.append(untouched)
                     part.update((int(e), fr) for e, fr in zip(started.tolist(), frames) if len(fr))
-        s = self.spec
+        done = {
+            "epoch": int(epoch),
+            "depth": depth,
+            "key": "",
+            "rank": None,
+            "sizes": None,
+            "video_decoder_cache_size": None,
+        }
         if offsets is not None:
-            consumed = int((offsets - self.part_offsets).sum())
-            return Remainder(
-                int(epoch),
-                consumed,
-                depth,
-                offsets=offsets,
-                strategy=s.strategy,
-                pool_size=s.pool_size,
-                byte_budget=s.byte_budget,
-            )
+            return replace(self.spec, consumed=int((offsets - self.part_offsets).sum()), offsets=offsets, **done)
         w = np.concatenate(whole) if whole else np.empty(0, np.int64)
         lengths = dict(zip(self.episode_indices.tolist(), self.lengths.tolist()))
         frames = {e: self.frame_maps[e] for e in w.tolist() if e in self.frame_maps}
@@ -576,34 +562,36 @@ class Layout:
         lens.update({e: len(fr) for e, fr in part.items()})
         idx = np.array(sorted(lens), dtype=np.int64)
         ln = np.array([lens[e] for e in idx.tolist()], dtype=np.int64)
-        full_i, full_l = (s.episode_indices, s.lengths) if s.full_indices is None else (s.full_indices, s.full_lengths)
-        full = dict(zip(full_i.tolist(), full_l.tolist()))
-        frames = {e: fr for e, fr in frames.items() if len(fr) != full[e]}  # all frames left: no map
+        full = self.spec.full or (self.episode_indices, self.lengths)
+        whole_len = dict(zip(full[0].tolist(), full[1].tolist()))
+        frames = {e: fr for e, fr in frames.items() if len(fr) != whole_len[e]}  # all frames left: no map
         consumed = int(self.lengths.sum() - ln.sum())
-        return Remainder(int(epoch), consumed, depth, idx, ln, frames, episodes_started=len(frames))
+        return replace(
+            self.spec,
+            episode_indices=idx,
+            lengths=ln,
+            frames=frames,
+            full=full,
+            consumed=consumed,
+            episodes_started=len(frames),
+            **done,
+        )
 
     @staticmethod
-    def over(rem: Remainder, topo: Any, plain: Layout) -> Layout:
-        """The layout of ``topo`` that plays ``rem``: canonical partitions keep the seed and pool
-        settings of the pass they continue; by topology, the leftover episodes with their own seed
-        (shares from ``plain``)."""
+    def over(rem: StreamSpec, topo: Any, plain: Layout) -> Layout:
+        """The layout of ``topo`` that plays remainder ``rem`` with this run's sizes and decoder cap
+        (``plain``'s): canonical partitions with the pool settings of the pass they continue; by
+        topology the leftover episodes on their own seed with this run's settings (shares from
+        ``plain``)."""
         s = plain.spec
+        new = {"sizes": s.sizes, "video_decoder_cache_size": s.video_decoder_cache_size}
         if plain.canonical:
-            spec = replace(s, strategy=rem.strategy, pool_size=rem.pool_size, byte_budget=rem.byte_budget)
-            return Layout(spec, topo, offsets=rem.offsets, where=plain.where)
+            return Layout(replace(rem, **new), topo, where=plain.where)
         seed = derived_seed(s.seed, TAG_ELASTIC, rem.epoch, rem.depth)
-        full = (s.episode_indices, s.lengths) if s.full_indices is None else (s.full_indices, s.full_lengths)
-        spec = replace(
-            s,
-            episode_indices=rem.episode_indices,
-            lengths=rem.lengths,
-            seed=seed,
-            full_indices=full[0],
-            full_lengths=full[1],
-        )
-        return Layout(spec, topo, frame_maps=rem.frames, shares_from=plain, where=plain.where)
+        spec = replace(rem, seed=seed, strategy=s.strategy, pool_size=s.pool_size, byte_budget=s.byte_budget, **new)
+        return Layout(spec, topo, shares_from=plain, where=plain.where)
 
-    def for_rank(self, rem: Remainder, rank: int) -> Remainder:
+    def for_rank(self, rem: StreamSpec, rank: int) -> StreamSpec:
         """What ``rank``'s DataLoader workers need of ``rem``: canonical, all of it; by topology,
         the started episodes' frames of its episodes only."""
         if self.canonical:
@@ -611,7 +599,7 @@ class Layout:
         keep = set(self.rank_episodes(rank).tolist())
         return replace(rem, frames={e: f for e, f in rem.frames.items() if e in keep}, rank=int(rank))
 
-    def info(self, rem: Remainder) -> dict[str, Any]:
+    def info(self, rem: StreamSpec) -> dict[str, Any]:
         """``rem`` in ``Planner.remainder_info``'s units: whole and started episodes, or partitions."""
         if self.canonical:
             left = self.part_left
