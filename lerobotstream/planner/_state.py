@@ -29,26 +29,6 @@ MAX_ORIGIN_DEPTH = 64
 #: a state's consumed count at most (past it the replay would overflow a C long)
 MAX_SAMPLES = 2**48
 
-#: settings that fix ownership, order and batch boundaries: a state that matches them continues the
-#: very same order; one that does not is resumed elastically
-RESUME_SETTINGS = (
-    "seed",
-    "batch_size",
-    "world_size",
-    "num_workers",
-    "sampling_strategy",
-    "episode_pool_size",
-    "byte_budget",
-    "repeat",
-    "drop_last",
-    "equalize",
-    "partitions",
-)
-#: what an elastic resume cannot change (with the stream's identity: ``episodes_digest``, ``mixture``)
-REFUSED_SETTINGS = ("seed", "partitions")
-#: what it can (the epoch's remainder is replanned over the new values; ``lerobotstream-train`` uses it too)
-ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
-
 _START_OVER = (
     "Start a new run from the saved weights (with lerobotstream-train: --policy.path=<checkpoint>/pretrained_model)."
 )
@@ -174,6 +154,15 @@ class StreamState:
 #: each field's annotation (``"... | None"``: it may be None); int and bool fields are read back as Python's
 _TYPES = {f.name: f.type for f in fields(StreamState)}
 _CAST = {"int": int, "int | None": int, "bool": bool}
+
+#: the settings (the fields but the position and the stream's identity): they fix ownership, order and
+#: batch boundaries; a state that matches them continues the very same order, one that does not is
+#: resumed elastically
+RESUME_SETTINGS = tuple(n for n in _TYPES if n not in ("epoch", "samples", "episodes_digest", "mixture", "origin"))
+#: what an elastic resume cannot change (with the stream's identity: ``episodes_digest``, ``mixture``)
+REFUSED_SETTINGS = ("seed", "partitions")
+#: what it can (the epoch's remainder is replanned over the new values; ``lerobotstream-train`` uses it too)
+ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
 
 
 def check_count(name: str, value: Any) -> int:
