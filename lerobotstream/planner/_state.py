@@ -266,10 +266,10 @@ def _check_origin(origin: StreamState, fields: dict[str, Any]) -> None:
 
 
 def episodes_digest(episode_indices, lengths) -> str:
-    """``"sha256:<hex>"`` of the selected episode indices and their lengths (both as int64, in
-    episode order; ``"<count>:"`` prefixed so a reader can say how many episodes differ)."""
-    idx = np.ascontiguousarray(np.asarray(episode_indices, dtype=np.int64).reshape(-1))
-    lens = np.ascontiguousarray(np.asarray(lengths, dtype=np.int64).reshape(-1))
+    """``"<count>:sha256:<32 hex>"`` of the selected episode indices and their lengths (both as
+    little-endian int64, in episode order; the count says how many episodes differ)."""
+    idx = np.asarray(episode_indices, dtype=np.int64).reshape(-1)
+    lens = np.asarray(lengths, dtype=np.int64).reshape(-1)
     h = hashlib.sha256(idx.astype("<i8").tobytes() + b"|" + lens.astype("<i8").tobytes()).hexdigest()
     return f"{idx.size}:sha256:{h[:32]}"
 
