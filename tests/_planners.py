@@ -80,7 +80,7 @@ def make_mixture(
             raise ValueError("the planners of a mixture must share rank, world size, num_workers and repeat")
     specs = [p.specs[0] for p in planners]
     episodes = [replace(s, sizes=s.sizes or no_sizes) for s in specs]
-    streams = Streams.of_mixture([], weights, offsets, mixture=mixture, episodes=episodes)
+    streams = Streams.of_mixture(episodes, weights, offsets, mixture=mixture)
     s0 = planners[0].settings
     settings = PlanSettings(
         seed=seed,

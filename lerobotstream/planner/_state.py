@@ -1,15 +1,17 @@
-"""The resume state: :class:`StreamState`, what one rank's ``state_dict()`` holds — the one resume
-state of lerobotstream (the dataset, ``StreamLoader`` and ``lerobotstream-train`` write and read it)
-— its parsing and checks, which fields an elastic resume may change (:data:`ELASTIC_SETTINGS`), the
-digests that identify a stream, and a stream's position (:data:`Position`). Fields are named as the
-options and checked by the options' own rules (``options.option_problem``).
+"""The resume state: :class:`StreamState`, what one rank's ``state_dict()`` holds (the dataset,
+``StreamLoader`` and ``lerobotstream-train`` write and read it), its checks, which fields an elastic
+resume may change (:data:`ELASTIC_SETTINGS`), the digests that identify a stream, and :class:`Position`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import numbers
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+import numpy as np
 
 from lerobotstream.errors import ResumeStateError, StreamingConfigError
 from lerobotstream.options import option_problem
@@ -27,26 +29,6 @@ MAX_ORIGIN_DEPTH = 64
 #: a state's consumed count at most (past it the replay would overflow a C long)
 MAX_SAMPLES = 2**48
 
-#: settings that fix ownership, order and batch boundaries: a state that matches them continues the
-#: very same order; one that does not is resumed elastically
-RESUME_SETTINGS = (
-    "seed",
-    "batch_size",
-    "world_size",
-    "num_workers",
-    "sampling_strategy",
-    "episode_pool_size",
-    "byte_budget",
-    "repeat",
-    "drop_last",
-    "equalize",
-    "partitions",
-)
-#: what an elastic resume cannot change (with the stream's identity: ``episodes_digest``, ``mixture``)
-REFUSED_SETTINGS = ("seed", "partitions")
-#: what it can (the epoch's remainder is replanned over the new values; ``lerobotstream-train`` uses it too)
-ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
-
 _START_OVER = (
     "Start a new run from the saved weights (with lerobotstream-train: --policy.path=<checkpoint>/pretrained_model)."
 )
@@ -54,73 +36,34 @@ _EDITED = "Pass the dict that state_dict() returned, unchanged, or start a new r
 _MALFORMED = "malformed stream state (tampered, or not written by state_dict()): "
 
 
-def _int_in(low: int, high: int):
-    def rule(v: Any) -> str | None:
+#: the fields that are no option, checked as ints within plausible bounds (inclusive)
+_BOUNDS = {"epoch": (0, 2**32), "samples": (0, MAX_SAMPLES), "world_size": (1, 2**20), "byte_budget": (1, 2**62)}
+
+
+def _problem(name: str, v: Any) -> str | None:
+    """What field ``name`` needs that ``v`` (not None) lacks, or None: :data:`_BOUNDS`, an episodes
+    digest, a dict, or the option's own rule (``options.option_problem``)."""
+    if name in _BOUNDS:
+        low, high = _BOUNDS[name]
         if isinstance(v, bool) or not isinstance(v, numbers.Integral):
             return f"{type(v).__name__}; an int is needed"
-        if int(v) < low:
-            return f"must be >= {low}"
-        if int(v) > high:
-            return f"must be at most {high}"
-        return None
-
-    return rule
-
-
-def _option(name: str):
-    def rule(v: Any) -> str | None:
-        want = option_problem(name, v, required=True)
-        return None if want is None else f"{want} is needed"
-
-    return rule
-
-
-def _episodes(v: Any) -> str | None:
-    if isinstance(v, str) and all(p.count(":") == 2 and p.split(":")[0].isdigit() for p in v.split("|")):
-        return None
-    return "an episodes digest '<count>:sha256:<hex>' is needed"
-
-
-def _dict(v: Any) -> str | None:
-    return None if isinstance(v, dict) else f"{type(v).__name__}; a dict is needed"
-
-
-#: one rule per field (``rule(value) -> None`` or what is needed): the options' own, or plausible bounds
-_RULES = {
-    "seed": _option("seed"),
-    "epoch": _int_in(0, 2**32),
-    "samples": _int_in(0, MAX_SAMPLES),
-    "batch_size": _option("batch_size"),
-    "world_size": _int_in(1, 2**20),
-    "num_workers": _option("num_workers"),
-    "sampling_strategy": _option("sampling_strategy"),
-    "episode_pool_size": _option("episode_pool_size"),
-    "byte_budget": _int_in(1, 2**62),
-    "repeat": _option("repeat"),
-    "drop_last": _option("drop_last"),
-    "equalize": _option("equalize"),
-    "partitions": _option("partitions"),
-    "episodes_digest": _episodes,
-    "mixture": _dict,
-    "origin": _dict,
-}
-#: fields that may be None
-_NULLABLE = frozenset({"episode_pool_size", "byte_budget", "partitions", "mixture", "origin"})
-#: fields read back as Python ints / bools (a numpy value passes the rules: it is converted)
-_INTS = frozenset(
-    "seed epoch samples batch_size world_size num_workers episode_pool_size byte_budget partitions".split()
-)
-_BOOLS = frozenset({"repeat", "drop_last"})
+        return f"must be >= {low}" if int(v) < low else f"must be at most {high}" if int(v) > high else None
+    if name == "episodes_digest":
+        ok = isinstance(v, str) and all(p.count(":") == 2 and p.split(":")[0].isdigit() for p in v.split("|"))
+        return None if ok else "an episodes digest '<count>:sha256:<hex>' is needed"
+    if name in ("mixture", "origin"):
+        return None if isinstance(v, dict) else f"{type(v).__name__}; a dict is needed"
+    want = option_problem(name, v, required=True)
+    return None if want is None else f"{want} is needed"
 
 
 @dataclass(frozen=True)
 class Position:
-    """Where one rank's stream is, the one object that holds it (a planner's ``Planner.at``, the
-    dataset's resume state's, handed whole with ``Planner.place``; frozen, so a move is a new one):
-    ``epoch`` (>= 0), ``samples`` (consumed since ``epoch`` began), ``origin`` (an elastic resume's
-    origin :class:`StreamState` dict whose unconsumed samples epoch ``origin_epoch`` replays; None:
-    plain epochs), ``remainders`` (this rank's part of that remainder, ``Planner.rank_remainders``,
-    shipped to the DataLoader workers)."""
+    """Where one rank's stream is (``Planner.at``, set whole by ``Planner.place``): ``epoch`` (>= 0),
+    ``samples`` (consumed since ``epoch`` began), ``origin`` (an elastic resume's origin
+    :class:`StreamState` dict whose unconsumed samples epoch ``origin_epoch`` replays; None: plain
+    epochs), ``remainders`` (this rank's part of that remainder, ``Planner.rank_remainders``, shipped
+    to the DataLoader workers)."""
 
     epoch: int = 0
     samples: int = 0
@@ -133,7 +76,7 @@ class Position:
 class StreamState:
     """Everything sample-exact resume depends on (one rank's view).
 
-    Fields (named as the options, each checked by its rule in :data:`_RULES`): ``seed`` (None already
+    Fields (named as the options, each checked by :func:`_problem`): ``seed`` (None already
     mapped to 42); ``epoch`` (>= 0); ``samples`` (consumed from this rank since ``epoch`` began; endless:
     may exceed one epoch); ``batch_size``, ``world_size``, ``num_workers`` (0: one stream),
     ``sampling_strategy``, ``episode_pool_size``, ``byte_budget`` (per rank, bytes, or None),
@@ -178,31 +121,48 @@ class StreamState:
                 named with its value), origins nested too deep, a missing or wrong digest (edited).
         """
         _check_schema(state)
-        _check_depth(state)
+        node = state  # the origins' depth, walked before anything recurses
+        for _ in range(MAX_ORIGIN_DEPTH + 1):
+            node = node.get("origin") if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            raise ResumeStateError(
+                f"{_MALFORMED}its elastic origins nest more than {MAX_ORIGIN_DEPTH} deep (one level per "
+                f"elastic resume inside one epoch). {_EDITED}"
+            )
         given = {k: v for k, v in state.items() if k not in (SCHEMA_KEY, DIGEST_KEY)}
-        unknown = sorted(map(str, set(given) - set(_RULES)))
-        missing = [n for n in _RULES if n not in given]
-        problems = [
+        unknown = sorted(map(str, set(given) - set(_TYPES)))
+        missing = [n for n in _TYPES if n not in given]
+        parts = [f"{what} fields {names}" for what, names in (("unknown", unknown), ("missing", missing)) if names]
+        parts += [
             f"{n}={given[n]!r} ({why})"
-            for n in _RULES
-            if n in given and not (given[n] is None and n in _NULLABLE)
-            for why in [_RULES[n](given[n]) if given[n] is not None else "None; required"]
+            for n, t in _TYPES.items()
+            if n in given and not (given[n] is None and t.endswith("| None"))
+            for why in [_problem(n, given[n]) if given[n] is not None else "None; required"]
             if why is not None
         ]
-        if unknown or missing or problems:
-            parts = (
-                ([f"unknown fields {unknown}"] if unknown else [])
-                + ([f"missing fields {missing}"] if missing else [])
-                + problems
-            )
+        if parts:
             raise ResumeStateError(_MALFORMED + "; ".join(parts) + ". " + _EDITED)
         _check_digest(state)
         if given["origin"] is not None:
             _check_origin(cls.from_dict(given["origin"]), given)
         plain = {  # numpy ints and bools as Python's (the options' rules accept both)
-            n: (int(v) if n in _INTS else bool(v)) for n, v in given.items() if v is not None and n in _INTS | _BOOLS
+            n: _CAST[_TYPES[n]](v) for n, v in given.items() if v is not None and _TYPES[n] in _CAST
         }
         return cls(**{**given, **plain})
+
+
+#: each field's annotation (``"... | None"``: it may be None); int and bool fields are read back as Python's
+_TYPES = {f.name: f.type for f in fields(StreamState)}
+_CAST = {"int": int, "int | None": int, "bool": bool}
+
+#: the settings (the fields but the position and the stream's identity): they fix ownership, order and
+#: batch boundaries; a state that matches them continues the very same order, one that does not is
+#: resumed elastically
+RESUME_SETTINGS = tuple(n for n in _TYPES if n not in ("epoch", "samples", "episodes_digest", "mixture", "origin"))
+#: what an elastic resume cannot change (with the stream's identity: ``episodes_digest``, ``mixture``)
+REFUSED_SETTINGS = ("seed", "partitions")
+#: what it can (the epoch's remainder is replanned over the new values; ``lerobotstream-train`` uses it too)
+ELASTIC_SETTINGS = tuple(s for s in RESUME_SETTINGS if s not in REFUSED_SETTINGS)
 
 
 def check_count(name: str, value: Any) -> int:
@@ -212,7 +172,7 @@ def check_count(name: str, value: Any) -> int:
     Raises:
         StreamingConfigError: ``name`` breaks the rule (a ValueError naming it and its value).
     """
-    why = _RULES["samples"](value)
+    why = _problem("samples", value)
     if why is not None:
         raise StreamingConfigError(
             f"{name} must be an int >= 0 and at most {MAX_SAMPLES} (a resume state's count), got {value!r} ({why})",
@@ -224,43 +184,27 @@ def check_count(name: str, value: Any) -> int:
 
 def _check_schema(state: Any) -> None:
     """Raise ResumeStateError unless ``state`` is a dict marked with this build's :data:`SCHEMA`."""
+    loader = isinstance(state, dict) and isinstance(state.get("stream"), dict)  # a StreamLoader's state
     if not isinstance(state, dict):
         what = f"a {type(state).__name__}"
     elif state.get(SCHEMA_KEY) == SCHEMA:
         return
-    elif (_EARLIER_KEY in state or SCHEMA_KEY in state) and not isinstance(state.get("stream"), dict):
-        found = state[_EARLIER_KEY] if _EARLIER_KEY in state else state[SCHEMA_KEY]
-        marker = f" (under {_EARLIER_KEY!r}, the marker of an earlier build)" if _EARLIER_KEY in state else ""
+    elif not loader and (_EARLIER_KEY in state or SCHEMA_KEY in state):
+        earlier = _EARLIER_KEY in state
+        marker = f" (under {_EARLIER_KEY!r}, the marker of an earlier build)" if earlier else ""
         raise ResumeStateError(
-            f"this resume state has schema {found!r}{marker}; this build reads {SCHEMA!r} and converts no other "
-            f"(the order it describes may not be the order this build plays). {_START_OVER}"
+            f"this resume state has schema {state[_EARLIER_KEY if earlier else SCHEMA_KEY]!r}{marker}; this build "
+            f"reads {SCHEMA!r} and converts no other (the order it describes may not be the order this build "
+            f"plays). {_START_OVER}"
         )
     else:
         what = f"a dict with the keys {sorted(map(str, state))[:8]}"
-    hint = (
-        "; this is a StreamLoader state: pass it to StreamLoader.load_state_dict, or its 'stream' entry to "
-        "the dataset's"
-        if isinstance(state, dict) and isinstance(state.get("stream"), dict)
-        else ""
-    )
+    hint = "; this is a StreamLoader state: pass it to StreamLoader.load_state_dict, or its 'stream' entry to the dataset's"
     raise ResumeStateError(
         f"{what} is not a lerobotstream stream state: pass the dict that the dataset's (or planner's) "
-        f"state_dict() returned, unchanged (it carries {SCHEMA_KEY}={SCHEMA!r} and the fields {list(_RULES)}){hint}. "
-        + _START_OVER
+        f"state_dict() returned, unchanged (it carries {SCHEMA_KEY}={SCHEMA!r} and the fields {list(_TYPES)})"
+        f"{hint if loader else ''}. {_START_OVER}"
     )
-
-
-def _check_depth(state: dict[str, Any]) -> None:
-    """Raise ResumeStateError when origins nest deeper than :data:`MAX_ORIGIN_DEPTH` (walked
-    iteratively, before anything recurses)."""
-    depth, node = 0, state
-    while isinstance(node, dict) and isinstance(node.get("origin"), dict):
-        node, depth = node["origin"], depth + 1
-        if depth > MAX_ORIGIN_DEPTH:
-            raise ResumeStateError(
-                f"{_MALFORMED}its elastic origins nest more than {MAX_ORIGIN_DEPTH} deep (one level per "
-                f"elastic resume inside one epoch). {_EDITED}"
-            )
 
 
 def canonical_digest(obj: dict[str, Any]) -> str:
@@ -271,12 +215,8 @@ def canonical_digest(obj: dict[str, Any]) -> str:
         TypeError, ValueError: ``obj`` holds a value JSON cannot hold (nan, an object, a non-str key);
         RecursionError: it nests deeper than Python's recursion limit.
     """
-    import hashlib
-    import json
 
     def plain(v: Any) -> Any:
-        import numpy as np
-
         if isinstance(v, (np.integer, np.floating, np.bool_)):
             return v.item()
         raise TypeError(f"{type(v).__name__} is not a JSON value")
@@ -326,14 +266,10 @@ def _check_origin(origin: StreamState, fields: dict[str, Any]) -> None:
 
 
 def episodes_digest(episode_indices, lengths) -> str:
-    """``"sha256:<hex>"`` of the selected episode indices and their lengths (both as int64, in
-    episode order; ``"<count>:"`` prefixed so a reader can say how many episodes differ)."""
-    import hashlib
-
-    import numpy as np
-
-    idx = np.ascontiguousarray(np.asarray(episode_indices, dtype=np.int64).reshape(-1))
-    lens = np.ascontiguousarray(np.asarray(lengths, dtype=np.int64).reshape(-1))
+    """``"<count>:sha256:<32 hex>"`` of the selected episode indices and their lengths (both as
+    little-endian int64, in episode order; the count says how many episodes differ)."""
+    idx = np.asarray(episode_indices, dtype=np.int64).reshape(-1)
+    lens = np.asarray(lengths, dtype=np.int64).reshape(-1)
     h = hashlib.sha256(idx.astype("<i8").tobytes() + b"|" + lens.astype("<i8").tobytes()).hexdigest()
     return f"{idx.size}:sha256:{h[:32]}"
 

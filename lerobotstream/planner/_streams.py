@@ -155,25 +155,25 @@ class Streams:
     @classmethod
     def of_mixture(
         cls,
-        episode_lengths: Sequence[Mapping[int, int]],
+        episode_lengths: Sequence[Mapping[int, int] | StreamSpec],
         weights: Sequence[float],
         offsets: Sequence[int],
         sizes: Sequence[Callable[[int], int] | None] | None = None,
         mixture: dict[str, Any] | None = None,
-        *,
-        episodes: Sequence[StreamSpec] | None = None,
     ) -> Streams:
-        """A weighted mixture (the ``"mixture"`` rule): one dataset per entry of
-        ``episode_lengths`` (or given as ``episodes``) with its ``weights`` entry, global episode id
-        offset and sizes (None: :func:`no_sizes`); ``mixture``: the JSON-able description recorded
-        in states (repo ids, weights; its ``repo_ids`` name the datasets in messages).
+        """A weighted mixture (the ``"mixture"`` rule): one dataset per entry of ``episode_lengths``
+        (``{episode_index: length}``, or a ready :class:`StreamSpec`) with its ``weights`` entry,
+        global episode id offset and sizes (None: :func:`no_sizes`); ``mixture``: the JSON-able
+        description recorded in states (repo ids, weights; its ``repo_ids`` name the datasets in messages).
 
         Raises:
             ValueError: bad weights, or not one weight and one offset per dataset.
         """
-        if episodes is None:
-            sizes = list(sizes) if sizes else [None] * len(episode_lengths)
-            episodes = [episodes_of(n, None, nb or no_sizes) for n, nb in zip(episode_lengths, sizes)]
+        sizes = list(sizes) if sizes else [None] * len(episode_lengths)
+        episodes = [
+            n if isinstance(n, StreamSpec) else episodes_of(n, None, nb or no_sizes)
+            for n, nb in zip(episode_lengths, sizes)
+        ]
         if not episodes or len(weights) != len(episodes) or len(offsets) != len(episodes):
             raise ValueError("a mixture needs one weight and one offset per dataset")
         names = tuple(str(n) for n in (mixture or {}).get("repo_ids", range(len(episodes))))
@@ -208,35 +208,33 @@ class Streams:
     def sized(self) -> Streams:
         """These streams, those without sizes given :func:`no_sizes` (an old run's replay under a
         byte budget then fails loudly if it needs one)."""
-        if all(e.sizes is not None for e in self.episodes):
-            return self
         eps = tuple(e if e.sizes is not None else replace(e, sizes=no_sizes) for e in self.episodes)
-        return Streams(eps, self.weights, self.offsets, self.names, self.rule, self.mixture)
+        return replace(self, episodes=eps)
 
     def specs(self, s: PlanSettings, seed: int) -> list[StreamSpec]:
-        """Each stream's :class:`StreamSpec` under settings ``s`` (``seed``: ``s.seed`` mapped): a
-        mixture's dataset d its share of the pool, of the byte budget (bytes) and of the decoder cap."""
-        common = {"strategy": s.sampling_strategy, "partitions": s.partitions}
-        if self.rule == "dataset":
-            (e,) = self.episodes
-            pool, budget, dec = s.episode_pool_size, s.byte_budget, s.video_decoder_cache_size
-            return [replace(e, seed=seed, pool_size=pool, byte_budget=budget, video_decoder_cache_size=dec, **common)]
-        n = len(self.episodes)
-        if s.partitions is not None:
-            pool = s.episode_pool_size or constants.DEFAULT_PARTITION_POOL_SIZE
-        else:
-            per_rank = constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK
-            pool = s.episode_pool_size or max(1, per_rank // max(1, int(s.num_workers)))
-        out = []
-        for d, (e, share) in enumerate(zip(self.episodes, self.shares)):
-            seed_d = int(seed) if n == 1 else derived_seed(seed, TAG_MIXTURE, d)
-            dec = None if s.video_decoder_cache_size is None else max(1, int(s.video_decoder_cache_size * share))
-            budget = None if s.byte_budget is None else max(1, int(s.byte_budget * share))
-            pool_d = max(1, round(pool * share))
-            out.append(
-                replace(e, seed=seed_d, pool_size=pool_d, byte_budget=budget, video_decoder_cache_size=dec, **common)
+        """Each stream's :class:`StreamSpec` under settings ``s`` (``seed``: ``s.seed`` mapped) by
+        the streams' rule (see the module doc)."""
+        mix = self.rule == "mixture"
+        pool = s.episode_pool_size
+        if mix and not pool:
+            per_rank = constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // max(1, int(s.num_workers))
+            pool = constants.DEFAULT_PARTITION_POOL_SIZE if s.partitions is not None else max(1, per_rank)
+
+        def part(total: int | None, share: float, rounding: Callable[[float], int] = int) -> int | None:
+            return total if total is None or not mix else max(1, rounding(total * share))
+
+        return [
+            replace(
+                e,
+                seed=int(seed) if len(self.episodes) == 1 else derived_seed(seed, TAG_MIXTURE, d),
+                strategy=s.sampling_strategy,
+                partitions=s.partitions,
+                pool_size=part(pool, share, round),
+                byte_budget=part(s.byte_budget, share),
+                video_decoder_cache_size=part(s.video_decoder_cache_size, share),
             )
-        return out
+            for d, (e, share) in enumerate(zip(self.episodes, self.shares))
+        ]
 
     def where(self, d: int, byte_budget: int | None) -> str:
         """How a message names stream ``d`` of a mixture (its share of the budget, ``byte_budget``

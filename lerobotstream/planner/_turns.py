@@ -38,8 +38,12 @@ def take_turns(sources: Sequence[Iterator[T]]) -> Iterator[T]:
         pos = (pos + 1) % len(active)
 
 
-def _can_give(rem: int | None, batch_size: int, drop_last: bool) -> bool:
-    return rem is None or rem >= batch_size or (rem > 0 and not drop_last)
+def _can_give(rem: int, batch_size: int, drop_last: bool) -> bool:
+    return rem >= batch_size or (rem > 0 and not drop_last)
+
+
+#: no limit (an endless worker, no ``samples`` or ``batches`` bound): more than any count
+_NO_LIMIT = 1 << 62
 
 
 def replay_turns(
@@ -73,56 +77,43 @@ def replay_turns(
     if samples is None and batches is None:
         raise ValueError("replay_turns needs samples or batches")
     n = len(limits)
-    rem = list(limits)
-    given = [0] * n
-    s_left, b_left, taken = samples, batches, 0
-    if (n == 1 if one_stream is None else one_stream) and n == 1 and samples is not None:
-        cap = rem[0]
+    rem = [_NO_LIMIT if x is None else x for x in limits]
+    s_left = _NO_LIMIT if samples is None else samples
+    b_left = _NO_LIMIT if batches is None else batches
+    given, taken = [0] * n, 0
+    if n == 1 and one_stream is not False and samples is not None:
         if drop_last and samples % batch_size:
             raise ResumeStateError(
                 f"resume offset of {samples} samples ends inside a batch (batch size {batch_size}, "
                 "drop_last=True): sample-exact resume needs the offset to be the sum of the batches the "
                 "training loop consumed, with the same batch size as the checkpointed run"
             )
-        if cap is not None and samples > cap:
-            raise ResumeStateError(f"resume offset {samples} exceeds the {cap} samples of the epoch")
-        nxt = 0 if _can_give(None if cap is None else cap - samples, 1, False) else None
-        return [samples], nxt, -(-samples // batch_size)
+        if samples > rem[0]:
+            raise ResumeStateError(f"resume offset {samples} exceeds the {limits[0]} samples of the epoch")
+        return [samples], 0 if rem[0] > samples else None, -(-samples // batch_size)
     while True:
         active = [w for w in range(n) if _can_give(rem[w], batch_size, drop_last)]
         if not active:
-            if s_left:
+            if samples is not None and s_left:
                 raise ResumeStateError(
                     f"resume offset of {samples} samples exceeds the {sum(given)} samples this rank's "
                     "workers give in the epoch"
                 )
             return given, None, taken
-        if all(rem[w] is None or rem[w] >= batch_size for w in active):  # whole rotations at once
-            finite = [rem[w] // batch_size for w in active if rem[w] is not None]
-            k = min(finite) if finite else None
-            if s_left is not None:
-                q = s_left // (batch_size * len(active))
-                k = q if k is None else min(k, q)
-            if b_left is not None:
-                q = b_left // len(active)
-                k = q if k is None else min(k, q)
-            if k:
-                for w in active:
-                    given[w] += k * batch_size
-                    if rem[w] is not None:
-                        rem[w] -= k * batch_size
-                taken += k * len(active)
-                if s_left is not None:
-                    s_left -= k * batch_size * len(active)
-                if b_left is not None:
-                    b_left -= k * len(active)
+        if all(rem[w] >= batch_size for w in active):  # whole rotations at once
+            a = len(active)
+            k = min(min(rem[w] for w in active) // batch_size, s_left // (batch_size * a), b_left // a)
+            for w in active:
+                given[w] += k * batch_size
+                rem[w] -= k * batch_size
+            taken, s_left, b_left = taken + k * a, s_left - k * batch_size * a, b_left - k * a
         for w in range(n):  # then one rotation, batch by batch
             if not _can_give(rem[w], batch_size, drop_last):
                 continue
             if s_left == 0 or b_left == 0:
                 return given, w, taken
-            take = batch_size if rem[w] is None else min(batch_size, rem[w])
-            if s_left is not None and s_left < take:
+            take = min(batch_size, rem[w])
+            if s_left < take:
                 raise ResumeStateError(
                     f"resume offset of {samples} samples ends inside a batch of worker {w} (batch size "
                     f"{batch_size}, {len(limits)} workers): sample-exact resume with several DataLoader "
@@ -130,13 +121,8 @@ def replay_turns(
                     "with the same batch size and worker count as the checkpointed run"
                 )
             given[w] += take
-            if rem[w] is not None:
-                rem[w] -= take
-            taken += 1
-            if s_left is not None:
-                s_left -= take
-            if b_left is not None:
-                b_left -= 1
+            rem[w] -= take
+            taken, s_left, b_left = taken + 1, s_left - take, b_left - 1
 
 
 def rank_given(
@@ -151,9 +137,8 @@ def rank_given(
 ) -> list[int]:
     """Samples per worker of another rank once rank 0 took ``batches`` batches (``samples``): as
     many batches (DDP lockstep), or one stream the same samples unless rank 0 ran out."""
-    if (len(limits) == 1 if one_stream is None else one_stream) and len(limits) == 1 and not rank0_done:
-        cap = limits[0]
-        return [samples if cap is None else min(samples, cap)]
+    if len(limits) == 1 and one_stream is not False and not rank0_done:
+        return [samples if limits[0] is None else min(samples, limits[0])]
     return replay_turns(limits, batch_size, batches=batches, drop_last=drop_last, one_stream=one_stream)[0]
 
 
