@@ -81,16 +81,21 @@ def malloc_trim_slack_bytes(default_mib: float = 256) -> int:
     trim) when ``LEROBOTSTREAM_MALLOC_TRIM`` is off. Read at call time."""
     if env_flag("LEROBOTSTREAM_MALLOC_TRIM") is False:
         return 0
+    return max(1, int(env_number("LEROBOTSTREAM_MALLOC_TRIM_MIB", default_mib) * (1 << 20)))
+
+
+def env_number(name: str, default: float) -> float:
+    """Environment variable ``name`` as a finite number >= 0; ``default`` when unset or anything else."""
     try:
-        mib = float(os.environ.get("LEROBOTSTREAM_MALLOC_TRIM_MIB", default_mib))
+        value = float(os.environ.get(name) or default)
     except ValueError:
-        mib = default_mib
-    return max(1, int(mib * (1 << 20)))
+        return default
+    return value if 0 <= value < float("inf") else default
 
 
 #: seconds after which a start-up step still running (metadata listing, the wait for the first batch)
 #: is logged, with how long it took once done
-SLOW_START_S = float(os.environ.get("LEROBOTSTREAM_SLOW_START_S") or 3.0)
+SLOW_START_S = env_number("LEROBOTSTREAM_SLOW_START_S", 3.0)
 
 
 def show_progress() -> bool:

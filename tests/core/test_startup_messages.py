@@ -70,3 +70,13 @@ def test_a_sidecar_build_is_info_and_its_bar_follows_the_terminal(
     said = [r for r in caplog.records if "building the MP4 sidecar" in r.getMessage()]
     assert len(said) == 1 and said[0].levelno == logging.INFO
     assert seen == [False]
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "inf", "nan", ""])
+def test_a_bad_number_in_the_environment_falls_back_to_the_default(monkeypatch, value):
+    """``LEROBOTSTREAM_SLOW_START_S`` (read at import) and ``LEROBOTSTREAM_MALLOC_TRIM_MIB`` never
+    fail an import or a trim: a value that is not a finite number >= 0 gives the default."""
+    monkeypatch.setenv("LEROBOTSTREAM_SLOW_START_S", value)
+    assert constants.env_number("LEROBOTSTREAM_SLOW_START_S", 3.0) == 3.0
+    monkeypatch.setenv("LEROBOTSTREAM_SLOW_START_S", "0.25")
+    assert constants.env_number("LEROBOTSTREAM_SLOW_START_S", 3.0) == 0.25
