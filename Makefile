@@ -98,11 +98,13 @@ $(LEROBOT_VENV)/.stamp-lrs-ext: $(LEROBOT_VENV)/.stamp-lerobot pyproject.toml se
 	flock /tmp/lrs-build.lock $(LPIP) install -q --no-deps --no-build-isolation --force-reinstall $(LEROBOT_VENV)/src
 	@touch $@
 
-# Pure-Python changes: copy the .py files over the installed package (no recompile).
+# Pure-Python changes: copy the .py files over the installed package (no recompile); a module
+# deleted from the tree is deleted there too, so it cannot stay importable.
 $(LEROBOT_VENV)/.stamp-lrs: $(LEROBOT_VENV)/.stamp-lrs-ext $(filter %.py,$(LRS_SOURCES))
 	@dest=$$($(LPY) -I -c 'import lerobotstream, os; print(os.path.dirname(lerobotstream.__file__))' 2>/dev/null) \
 	  && case "$$dest" in */site-packages/*) ;; *) echo "lerobotstream is not installed in $(LEROBOT_VENV)"; exit 1;; esac \
-	  && (cd lerobotstream && find . -name '*.py' | tar cf - -T -) | tar xf - -C "$$dest"
+	  && (cd lerobotstream && find . -name '*.py' | tar cf - -T -) | tar xf - -C "$$dest" \
+	  && (cd "$$dest" && find . -name '*.py') | while read -r f; do [ -e "lerobotstream/$$f" ] || rm -f "$$dest/$$f"; done
 	@touch $@
 
 test-lerobot: setup-lerobot
