@@ -243,13 +243,9 @@ class StreamCore(torch.utils.data.IterableDataset):
 
     def seek(self, epoch: int, samples: int = 0) -> None:
         """Move to ``samples`` consumed samples of ``epoch``: the next iterator (and
-        :meth:`state_dict`) starts there. StreamingConfigError: a negative value (named)."""
-        for name, v in (("epoch", epoch), ("samples", samples)):
-            if v < 0:
-                raise StreamingConfigError(
-                    f"{name} must be >= 0, got {v} (epoch={epoch}, samples={samples})", option=name, value=v
-                )
-        self._resume.move(epoch, samples, counted=True)
+        :meth:`state_dict`) starts there. StreamingConfigError: either is not an int >= 0 (named;
+        ``set_epoch``'s and ``state_dict``'s rules)."""
+        self._resume.move(check_epoch(epoch), check_count("samples", samples), counted=True)
 
     def prepare(self, loader: LoaderSettings | int | None = None) -> StreamPosition:
         """Get ready to iterate with ``loader``'s settings (see :meth:`loader_settings`) and return

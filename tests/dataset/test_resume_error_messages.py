@@ -64,8 +64,12 @@ def test_a_bad_epoch_is_a_config_error_naming_it(root, epoch):
     with pytest.raises(StreamingConfigError, match=r"epoch must be an int >= 0, got") as err:
         ds.set_epoch(epoch)
     assert isinstance(err.value, ValueError) and err.value.option == "epoch"
-    with pytest.raises(StreamingConfigError, match="epoch must be >= 0"):
-        ds.seek(-1)
+    with pytest.raises(StreamingConfigError, match=r"epoch must be an int >= 0, got") as err:
+        ds.seek(epoch)
+    assert err.value.option == "epoch"
+    with pytest.raises(StreamingConfigError, match=r"samples must be an int >= 0") as err:
+        ds.seek(0, epoch)
+    assert err.value.option == "samples"
 
 
 def test_states_of_another_schema_are_refused_naming_it(root):
