@@ -120,7 +120,7 @@ cdef int64_t pick_sequential(EpisodePool pool) noexcept nogil:
 
 
 #: THE table of sampling strategies. A strategy's id is its position and enters every seed: append
-#: new ones, never reorder or remove.
+#: new ones, never reorder or remove (and raise the array's size: Cython needs it written).
 cdef Strategy[3] STRATEGY_TABLE = [
     Strategy(name=b"remaining", pick=pick_remaining, weighted=True, in_order=False,
              help=b"frames drawn in proportion to what is left"),
