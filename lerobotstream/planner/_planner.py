@@ -17,15 +17,8 @@ from typing import Any
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
 from lerobotstream.options import check_epoch
-from lerobotstream.planner._layout import Layout, read_pools
-from lerobotstream.planner._pass import (
-    Pass,
-    WorkerStart,
-    old_run_remainders,
-    remainder_cache,
-    remainder_pass,
-    resolve_pass,
-)
+from lerobotstream.planner._layout import TAG_ELASTIC, TAG_MIXTURE, Layout, derived_seed, read_pools
+from lerobotstream.planner._pass import Pass, WorkerStart, old_run_remainders, remainder_cache
 from lerobotstream.planner._state import (
     ELASTIC_SETTINGS,
     REFUSED_SETTINGS,
@@ -122,10 +115,16 @@ class Planner:
         return self.origin is not None and self.epoch == self.at.origin_epoch
 
     def resolve(self) -> tuple[Pass, int, int]:
-        """``(pass in progress, epoch, samples consumed since epoch began)``."""
-        return resolve_pass(
-            self.plain, self.epoch, self.samples_consumed, self._remainder_pass if self._in_remainder() else None
-        )
+        """``(pass in progress, epoch, samples consumed since epoch began)``: the plain epoch, or the
+        elastic remainder's pass while its samples last (endless: always), then the plain epochs."""
+        samples = self.samples_consumed
+        if not self._in_remainder():
+            return self.plain, self.epoch, samples
+        rp = self._remainder_pass()
+        total = 0 if self.settings.repeat else rp.epoch_samples()
+        if self.settings.repeat or samples < total or not total and not samples:
+            return rp, rp.epoch, samples
+        return self.plain, rp.epoch + 1, samples - total
 
     def current_pass(self) -> Pass:
         """The pass in progress: the plain epoch, an elastic remainder, or the epochs after it."""
@@ -150,8 +149,14 @@ class Planner:
 
     def _remainder_pass(self) -> Pass:
         rems = self.remainders()
-        if self._rem is None or self._rem[0] is not rems[0]:
-            self._rem = (rems[0], remainder_pass(self.plain, rems, self.seed))
+        if self._rem is None or self._rem[0] is not rems[0]:  # the pass of this topology that plays them
+            plain = self.plain
+            layouts = [Layout.over(rem, plain.topo, lay) for lay, rem in zip(plain.layouts, rems)]
+            mix_seed = derived_seed(self.seed, TAG_MIXTURE, TAG_ELASTIC, rems[0].epoch, rems[0].depth)
+            chain = plain if plain.topo.repeat else None  # endless: chained to the plain epochs
+            rp = Pass(layouts, plain.weights, plain.offsets, plain.topo, mix_seed=mix_seed, remainders=rems)
+            rp.chain, rp.names = chain, plain.names
+            self._rem = (rems[0], rp)
         return self._rem[1]
 
     def _old_run(self, st: StreamState) -> tuple[tuple[Pass, int, int], Pass]:
@@ -203,16 +208,23 @@ class Planner:
     def worker_plans(self, start: WorkerStart) -> list[Any]:
         """The plan of ``start.logical_worker`` for each stream (a mixture's name their dataset in
         their errors)."""
-        current = self.current_pass()
+        current, rank, w = self.current_pass(), self.settings.rank, start.logical_worker
         plans = []
         for d, lay in enumerate(current.layouts):
             with naming(lay.where):  # its size errors name it too, at admission (``Layout.where``)
-                plans.append(current.worker_plan(d, start.logical_worker))
+                plan = lay.plan(w, rank)
+                if current.chain is not None:  # an endless remainder: its share, then the plain epochs
+                    plan = plan.chained(current.chain.layouts[d].plan(w, rank), current.stream_epochs[d])
+                plans.append(plan)
         return plans
 
     def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[Any]:
-        """The pools the worker pipeline reads from ``start`` on (``Pass.worker_pools``)."""
-        return self.current_pass().worker_pools(start, plans)
+        """The pool (a played ``MixSequence``, global episode ids) the worker pipeline reads from
+        ``start`` on: ``start.epoch``'s, or one endless pool (none: the worker gives nothing)."""
+        current = self.current_pass()
+        phases = current.phases(self.settings.rank, start.logical_worker, start.epoch, start.offset)
+        if phases is not None:
+            yield phases.play(plans, current.offsets, start.epoch, self.settings.repeat)
 
     def iter_worker_anchors(
         self, dl_worker_id: int | None = None, dl_num_workers: int = 0
