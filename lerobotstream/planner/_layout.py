@@ -211,21 +211,17 @@ class WorkerPlan:
         self.num_frames = sum(layout.group_left(g) for g in self.groups.tolist())
         maps = layout.frame_maps
         self.frame_maps = {i: maps[e] for i, e in enumerate(self.episode_indices.tolist()) if e in maps} if maps else {}
-        spec = layout.spec
-        if layout.canonical:
-            self.pool_size = DEFAULT_PARTITION_POOL_SIZE if spec.pool_size is None else int(spec.pool_size)
-            self.byte_budget = spec.byte_budget
-            self.video_decoder_cache_size = share(spec.video_decoder_cache_size, max(1, layout.num_active(self.rank)))
-            self._budget_is = f"one partition's budget, of {layout.partitions} partitions"
-            self._advice = "(with partitions it is each partition's, not split over the workers)"
+        spec, canon = layout.spec, layout.canonical
+        # workers sharing the rank's pool, budget and decoder cache (canonical: the decoder cache only;
+        # a remainder by topology: its plain layout's, so the shares stay when its stream moves on)
+        n = max(1, (layout._shares_from or layout).num_active(self.rank))
+        if spec.pool_size is not None:
+            self.pool_size = int(spec.pool_size)
         else:
-            n = layout.share_count(self.rank)
-            per_rank = DEFAULT_EPISODE_POOL_SIZE_PER_RANK
-            self.pool_size = spec.pool_size if spec.pool_size is not None else max(1, per_rank // n)
-            self.byte_budget = share(spec.byte_budget, n)
-            self.video_decoder_cache_size = share(spec.video_decoder_cache_size, n)
-            self._budget_is = f"rank budget {spec.byte_budget} bytes split over {n} worker(s)"
-            self._advice = "or use fewer DataLoader workers"
+            self.pool_size = DEFAULT_PARTITION_POOL_SIZE if canon else max(1, DEFAULT_EPISODE_POOL_SIZE_PER_RANK // n)
+        self.byte_budget = spec.byte_budget if canon else share(spec.byte_budget, n)
+        self.video_decoder_cache_size = share(spec.video_decoder_cache_size, n)
+        self._shares = n
         self._sized = self.byte_budget is not None and spec.sizes is not None  # asked on admission: size_of
         self.nbytes = np.full(len(self.episode_indices), -1 if self._sized else 0, dtype=np.int64)
 
@@ -258,22 +254,19 @@ class WorkerPlan:
         if self._chain:
             first, then, _ = self._chain
             return (first if first.byte_budget == self.byte_budget else then).episode_size(episode_index)
-        n = int(self._layout.spec.sizes(int(episode_index))) if self._sized else 0
-        self._check(int(episode_index), n)
-        return n
-
-    def _check(self, e: int, n: int) -> None:
-        error = over_budget(
-            e,
-            n,
-            self.byte_budget,
-            holder=f"worker {self.worker} of rank {self.rank}",
-            budget_is=self._budget_is,
-            advice=self._advice,
-            where=self._layout.where,
-        )
+        e, lay = int(episode_index), self._layout
+        n = int(lay.spec.sizes(e)) if self._sized else 0
+        if lay.canonical:
+            budget_is = f"one partition's budget, of {lay.partitions} partitions"
+            advice = "(with partitions it is each partition's, not split over the workers)"
+        else:
+            budget_is = f"rank budget {lay.spec.byte_budget} bytes split over {self._shares} worker(s)"
+            advice = "or use fewer DataLoader workers"
+        holder = f"worker {self.worker} of rank {self.rank}"
+        error = over_budget(e, n, self.byte_budget, holder=holder, budget_is=budget_is, advice=advice, where=lay.where)
         if error is not None:
             raise error
+        return n
 
     # --- groups, orders and pools -------------------------------------------------------------------
     def _span(self, i: int) -> slice:
@@ -496,12 +489,6 @@ class Layout:
         """Logical workers of ``rank`` that give anchors."""
         return sum(1 for f in self.worker_frames(rank) if f)
 
-    def share_count(self, rank: int) -> int:
-        """By topology: workers of ``rank`` the pool and budget are split over (a remainder: its
-        plain layout's, so a worker's shares stay the same when its stream moves on)."""
-        src = self if self._shares_from is None else self._shares_from
-        return max(1, src.num_active(rank))
-
     def owns(self, rank: int) -> str:
         """What ``rank`` owns, for the idle-worker warning ("3 episode(s)", "4 partition(s)")."""
         if self.canonical:
@@ -519,13 +506,11 @@ class Layout:
         return got
 
     # --- elastic resume -----------------------------------------------------------------------------
-    def remainder(
-        self, counts: list[tuple[int, int, int | None]], epoch: int, pool_epoch: int, depth: int
-    ) -> StreamSpec:
+    def remainder(self, counts: list[tuple[int, int, int | None]], epoch: int, depth: int) -> StreamSpec:
         """What the old run left of this pass (a remainder :class:`StreamSpec`): ``counts`` are ``(rank, worker, anchors it gave)``
         per old (rank, worker) (None: its whole share), run through the worker's groups in order.
         Canonical: each partition's offset. By topology: each started group replayed in the C pool
-        core (``pool_epoch``: its pools' epoch) to its count."""
+        core (pools of ``epoch``) to its count."""
         whole: list[np.ndarray] = []
         part: dict[int, np.ndarray] = {}
         offsets = self.part_offsets.copy() if self.canonical else None
@@ -541,41 +526,26 @@ class Layout:
                 elif take == 0:
                     whole.append(self.episode_indices[self.group_positions(g)])
                 elif take < left:
-                    untouched, started, frames = skipped(plan.group_pool(i, pool_epoch), take).remaining_state()
+                    untouched, started, frames = skipped(plan.group_pool(i, epoch), take).remaining_state()
                     whole.append(untouched)
                     part.update((int(e), fr) for e, fr in zip(started.tolist(), frames) if len(fr))
-        done = {
-            "epoch": int(epoch),
-            "depth": depth,
-            "key": "",
-            "rank": None,
-            "sizes": None,
-            "video_decoder_cache_size": None,
-        }
         if offsets is not None:
-            return replace(self.spec, consumed=int((offsets - self.part_offsets).sum()), offsets=offsets, **done)
-        w = np.concatenate(whole) if whole else np.empty(0, np.int64)
-        lengths = dict(zip(self.episode_indices.tolist(), self.lengths.tolist()))
-        frames = {e: self.frame_maps[e] for e in w.tolist() if e in self.frame_maps}
-        frames.update(part)
-        lens = {e: lengths[e] for e in w.tolist()}
-        lens.update({e: len(fr) for e, fr in part.items()})
-        idx = np.array(sorted(lens), dtype=np.int64)
-        ln = np.array([lens[e] for e in idx.tolist()], dtype=np.int64)
-        full = self.spec.full or (self.episode_indices, self.lengths)
-        whole_len = dict(zip(full[0].tolist(), full[1].tolist()))
-        frames = {e: fr for e, fr in frames.items() if len(fr) != whole_len[e]}  # all frames left: no map
-        consumed = int(self.lengths.sum() - ln.sum())
-        return replace(
-            self.spec,
-            episode_indices=idx,
-            lengths=ln,
-            frames=frames,
-            full=full,
-            consumed=consumed,
-            episodes_started=len(frames),
-            **done,
-        )
+            new = {"consumed": int((offsets - self.part_offsets).sum()), "offsets": offsets}
+        else:
+            lens = dict(zip(self.episode_indices.tolist(), self.lengths.tolist()))
+            left = {e: lens[e] for e in np.concatenate(whole or [np.empty(0, np.int64)]).tolist()}
+            left.update((e, len(fr)) for e, fr in part.items())
+            full = self.spec.full or (self.episode_indices, self.lengths)
+            whole_len = dict(zip(full[0].tolist(), full[1].tolist()))
+            frames = {e: self.frame_maps[e] for e in left if e in self.frame_maps and e not in part} | part
+            frames = {e: fr for e, fr in frames.items() if len(fr) != whole_len[e]}  # all frames left: no map
+            idx = np.array(sorted(left), dtype=np.int64)
+            ln = np.array([left[e] for e in idx.tolist()], dtype=np.int64)
+            consumed = int(self.lengths.sum() - ln.sum())
+            new = {"episode_indices": idx, "lengths": ln, "frames": frames, "full": full, "consumed": consumed}
+            new["episodes_started"] = len(frames)
+        done = {"epoch": int(epoch), "depth": depth, "key": "", "rank": None, "video_decoder_cache_size": None}
+        return replace(self.spec, sizes=None, **done, **new)
 
     @staticmethod
     def over(rem: StreamSpec, topo: Any, plain: Layout) -> Layout:

@@ -320,7 +320,7 @@ def old_run_remainders(old: tuple[Pass, int, int], old_plain: Pass) -> list[Any]
             lay, depth = old_plain.layouts[d], 1
             label = (rp.stream_epochs[d] if rp is not None else epoch - 1) + k
         counts = [(r, w, g if pas == k else None) for pas, r, w, g in es]
-        out.append(lay.remainder(counts, label, label, depth))
+        out.append(lay.remainder(counts, label, depth))
     return out
 
 
