@@ -350,26 +350,6 @@ class Planner:
         }
 
 
-def _identity_diffs(streams: Streams, st: StreamState, mine: StreamState) -> list[str]:
-    """What makes ``st`` another stream than ``streams`` (dataset, episodes, mixture)."""
-    if streams.mixture is None:
-        if st.mixture is not None:
-            return [f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset"]
-        return episode_selection_diffs(st, mine)
-    if st.mixture is None:
-        raise ResumeStateError(
-            "the resume state was written by a single-dataset stream but this is a mixture of "
-            f"{len(streams.episodes)} datasets ({streams.mixture.get('repo_ids')}); sample-exact "
-            "resume needs the same mixture. Start a new run from the policy weights."
-        )
-    diffs = [
-        f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}"
-        for key in sorted(set(st.mixture) | set(mine.mixture))
-        if st.mixture.get(key) != mine.mixture.get(key)
-    ]
-    return diffs or episode_selection_diffs(st, mine)
-
-
 def resume_differences(streams: Streams, st: StreamState, mine: StreamState) -> list[str]:
     """The settings a loaded state ``st`` changes (:data:`ELASTIC_SETTINGS`, as messages) against
     ``mine`` (this planner's state): empty, the same topology.
@@ -378,12 +358,31 @@ def resume_differences(streams: Streams, st: StreamState, mine: StreamState) -> 
         ResumeStateError: ``st`` is another stream (dataset, episodes, mixture) or has another
             seed or partitions; the message lists every difference.
     """
-    refused = [
-        f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
-        for name in REFUSED_SETTINGS
-        if getattr(st, name) != getattr(mine, name)
-    ]
-    refused += _identity_diffs(streams, st, mine)
+
+    def diffs(names: Sequence[str]) -> list[str]:
+        return [
+            f"{n}: checkpoint {getattr(st, n)!r}, now {getattr(mine, n)!r}"
+            for n in names
+            if getattr(st, n) != getattr(mine, n)
+        ]
+
+    refused = diffs(REFUSED_SETTINGS)
+    if streams.mixture is None and st.mixture is not None:
+        refused.append(f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset")
+    elif streams.mixture is None:
+        refused += episode_selection_diffs(st, mine)
+    elif st.mixture is None:
+        raise ResumeStateError(
+            "the resume state was written by a single-dataset stream but this is a mixture of "
+            f"{len(streams.episodes)} datasets ({streams.mixture.get('repo_ids')}); sample-exact "
+            "resume needs the same mixture. Start a new run from the policy weights."
+        )
+    else:
+        refused += [
+            f"mixture {k}: checkpoint {st.mixture.get(k)!r}, now {mine.mixture.get(k)!r}"
+            for k in sorted(set(st.mixture) | set(mine.mixture))
+            if st.mixture.get(k) != mine.mixture.get(k)
+        ] or episode_selection_diffs(st, mine)
     if refused:
         what = (
             "the same mixture (datasets, weights, episode selections)"
@@ -396,11 +395,7 @@ def resume_differences(streams: Streams, st: StreamState, mine: StreamState) -> 
             "differs: " + "; ".join(refused) + ". Restore those settings, or start a new run from the "
             "policy weights."
         )
-    return [
-        f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
-        for name in ELASTIC_SETTINGS
-        if getattr(st, name) != getattr(mine, name)
-    ]
+    return diffs(ELASTIC_SETTINGS)
 
 
 def discover_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
@@ -411,15 +406,13 @@ def discover_world(rank: int | None = None, world_size: int | None = None) -> tu
         ShardingError: invalid values (world size < 1, rank outside ``[0, world_size)``, not ints).
     """
     if rank is None or world_size is None:
-        d_rank, d_world = None, None
         dist = sys.modules.get("torch.distributed")
         if dist is not None and dist.is_available() and dist.is_initialized():
             d_rank, d_world = int(dist.get_rank()), int(dist.get_world_size())
         else:
             env_rank, env_world = constants.distributed_env()
             try:
-                d_rank = int(env_rank) if env_rank not in (None, "") else 0
-                d_world = int(env_world) if env_world not in (None, "") else 1
+                d_rank, d_world = int(env_rank or 0), int(env_world or 1)
             except ValueError as e:
                 raise ShardingError(f"RANK={env_rank!r} / WORLD_SIZE={env_world!r} are not integers") from e
         rank = d_rank if rank is None else rank
@@ -437,9 +430,5 @@ def discover_world(rank: int | None = None, world_size: int | None = None) -> tu
 def current_worker() -> tuple[int | None, int]:
     """(DataLoader worker id, number of DataLoader workers), or (None, 0) in the main process."""
     data = sys.modules.get("torch.utils.data")
-    if data is None:
-        return None, 0
-    info = data.get_worker_info()
-    if info is None:
-        return None, 0
-    return int(info.id), int(info.num_workers)
+    info = None if data is None else data.get_worker_info()
+    return (None, 0) if info is None else (int(info.id), int(info.num_workers))
