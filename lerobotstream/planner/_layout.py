@@ -1,10 +1,9 @@
 """Layouts: which episodes each rank and DataLoader worker of one stream (dataset) plays in one pass,
 with the seeds and the LPT shards they are built from.
 
-A *group* is a set of episodes one pool plays in order: one exact-coverage
-:class:`~lerobotstream.planner._poolcore.EpisodePool` per group and epoch, seeded from the group's
-key. A :class:`Layout` splits a stream's episodes into groups and deals them to the (rank, logical
-worker) pairs of a topology; a worker plays its groups one after another (:class:`WorkerPlan`):
+A *group* is a set of episodes one exact-coverage :class:`~lerobotstream.planner._poolcore.EpisodePool`
+plays per epoch, seeded from the group's key. A :class:`Layout` deals a stream's groups to the (rank,
+logical worker) pairs of a topology; a worker plays its groups one after another (:class:`WorkerPlan`):
 
 * **by topology** (default): one group per (rank, worker) — episodes sharded over the ranks by
   greedy LPT on frame counts, then over each rank's workers; the group's pool size and byte budget
@@ -17,11 +16,11 @@ worker) pairs of a topology; a worker plays its groups one after another (:class
 **Elastic resume** (:meth:`Layout.remainder`): each old (rank, worker)'s anchor count runs through
 its groups; what is left is a remainder :class:`StreamSpec`. Topology groups are replayed in the C
 pool core (untouched episodes whole, started ones their frames left) and the leftovers form new
-topology groups (:meth:`Layout.over`); canonical partitions keep their consumed prefix (an offset,
-from counts) and their tails are dealt over the new ranks and workers by LPT.
+topology groups (:meth:`Layout.over`); canonical partitions keep their consumed prefix (an offset)
+and their tails are dealt over the new ranks and workers by LPT.
 
-Seeds: ``SeedSequence`` tuple entropy (:func:`seed_words`) feeds ``_poolcore``'s own generator;
-global RNG and numpy's generators are never used (no order changes with the numpy version).
+Seeds: ``SeedSequence`` tuple entropy (:func:`seed_words`) feeds ``_poolcore``'s own generator,
+never the global RNG or numpy's generators (no order changes with the numpy version).
 """
 
 from __future__ import annotations
@@ -106,15 +105,14 @@ class StreamSpec:
     partition), ``video_decoder_cache_size`` (per rank), ``sizes`` (``sizes(episode) -> bytes``, or
     None), ``partitions`` (None: groups by topology).
 
-    An elastic *remainder* (what a checkpointed run left of a pass, :meth:`Layout.remainder`) is the
-    spec of the pass that plays it: ``epoch`` (its label; None: a plain pass), ``consumed`` (samples
-    the old run consumed, all ranks), ``depth`` (elastic resumes it went through), ``key`` (digest of
-    what it is the remainder of), ``rank`` (``frames`` kept only for that rank's episodes; None: all),
-    ``episodes_started`` (all ranks); by topology ``episode_indices``/``lengths`` are the episodes
-    with frames left and how many, ``frames`` maps each started one to its int64 frames left
-    (ascending; others whole) and ``full`` is the whole selection ``(indices, lengths)``; canonical
-    partitions keep the pass's strategy, pool size and budget and ``offsets`` (int64 (P,), anchors
-    consumed per partition). A remainder carries no ``sizes`` (it is shipped to workers)."""
+    An elastic *remainder* (:meth:`Layout.remainder`) is the spec of the pass that plays it:
+    ``epoch`` (its label; None: a plain pass), ``consumed`` (samples the old run consumed, all
+    ranks), ``depth`` (elastic resumes it went through), ``key`` (digest of what it is the remainder
+    of), ``rank`` (``frames`` kept only for that rank's episodes; None: all), ``episodes_started``
+    (all ranks); by topology ``episode_indices``/``lengths`` are the episodes with frames left and
+    how many, ``frames`` maps each started one to its int64 frames left (ascending) and ``full`` is
+    the whole selection ``(indices, lengths)``; canonical, ``offsets`` (int64 (P,), anchors consumed
+    per partition). A remainder carries no ``sizes`` (it is shipped to workers)."""
 
     episode_indices: np.ndarray
     lengths: np.ndarray
@@ -214,7 +212,7 @@ class WorkerPlan:
         spec, canon = layout.spec, layout.canonical
         # workers sharing the rank's pool, budget and decoder cache (canonical: the decoder cache only;
         # a remainder by topology: its plain layout's, so the shares stay when its stream moves on)
-        n = max(1, (layout._shares_from or layout).num_active(self.rank))
+        n = max(1, sum(1 for f in (layout._shares_from or layout).worker_frames(self.rank) if f))
         if spec.pool_size is not None:
             self.pool_size = int(spec.pool_size)
         else:
@@ -328,7 +326,8 @@ class WorkerPlan:
                 if start_offset >= left:  # a group already played (or empty): not built
                     start_offset -= left
                     continue
-                yield skipped(self.group_pool(i, epoch), lay.group_offset(g) + start_offset)
+                consumed = int(lay.part_offsets[g]) if lay.canonical else 0  # a canonical remainder's prefix
+                yield skipped(self.group_pool(i, epoch), consumed + start_offset)
                 start_offset = 0
             if not repeat:
                 return
@@ -337,9 +336,8 @@ class WorkerPlan:
 
 class Layout:
     """One stream's episodes in groups, dealt to the (rank, logical worker) pairs of ``topo`` (see
-    the module doc): by topology (``frame_maps`` and ``shares_from``: an elastic remainder's, whose
-    episodes play their frames left and whose resource shares are its plain layout's) or canonical
-    partitions (``offsets``: a remainder pass, each partition's consumed prefix).
+    the module doc). ``shares_from``: by topology, the plain layout whose workers a remainder's
+    resource shares follow.
 
     Raises:
         ShardingError: fewer non-empty episodes than ranks (by topology) or partitions.
@@ -455,10 +453,6 @@ class Layout:
             return int(self.part_left[g])
         return int(self.lengths[self.group_positions(g)].sum())
 
-    def group_offset(self, g: int) -> int:
-        """Anchors of group ``g``'s sequence consumed before this pass (canonical remainders)."""
-        return int(self.part_offsets[g]) if self.canonical else 0
-
     def group_key(self, g: int) -> tuple[int, ...]:
         """What seeds group ``g``'s pools besides the seed and epoch."""
         if self.canonical:
@@ -484,10 +478,6 @@ class Layout:
             parts = [self.group_positions(g) for gs in self.groups_of(rank) for g in gs.tolist()]
             got = self._rank_cache[rank] = np.sort(np.concatenate(parts or [np.empty(0, np.int64)]))
         return self.episode_indices[got]
-
-    def num_active(self, rank: int) -> int:
-        """Logical workers of ``rank`` that give anchors."""
-        return sum(1 for f in self.worker_frames(rank) if f)
 
     def owns(self, rank: int) -> str:
         """What ``rank`` owns, for the idle-worker warning ("3 episode(s)", "4 partition(s)")."""

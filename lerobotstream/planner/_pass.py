@@ -3,11 +3,9 @@ DataLoader worker starts in it, and what a checkpointed run left (elastic resume
 
 A :class:`Pass` is the streams' layouts on one topology, mixed per worker by the seeded mix
 sequence: a plain epoch, or the remainder of a checkpointed run's epoch replanned on this topology
-(endless: chained to the plain epochs after it). :func:`resolve_pass` maps a resume state to the
-pass in progress. The remainder is computed from counts (:func:`old_run_remainders`): DDP ranks step
-in lockstep, so every old (rank, worker)'s count follows from rank 0's through the batch turns, and
-each layout turns those counts into what is left. Endless, each old worker rolls into its next epoch
-on its own: per stream the pass in progress is the earliest any old worker was still in.
+(endless: chained to the plain epochs after it). The remainder is computed from counts
+(:func:`old_run_remainders`): DDP ranks step in lockstep, so every old (rank, worker)'s count follows
+from rank 0's through the batch turns, and each layout turns those counts into what is left.
 """
 
 from __future__ import annotations
@@ -113,23 +111,12 @@ class Pass:
     # --- the DataLoader's batch turns ----------------------------------------------------------------
     def batches_per_rank(self) -> np.ndarray:
         """DataLoader batches per rank in one finite pass before equalization, int64 (world_size,)."""
-        topo = self.topo
-        out = []
+        topo, out = self.topo, []
+        turns = {"drop_last": topo.drop_last, "one_stream": topo.num_shards == 1}
         for r in range(topo.world_size):
-            ids = self.active_workers(r)
             fr = self.worker_frames(r)
-            lim = [fr[w] for w in ids]
-            out.append(
-                replay_turns(
-                    lim,
-                    topo.batch_size,
-                    batches=sum(lim) + 1,
-                    drop_last=topo.drop_last,
-                    one_stream=topo.num_shards == 1,
-                )[2]
-                if lim
-                else 0
-            )
+            lim = [fr[w] for w in self.active_workers(r)]
+            out.append(replay_turns(lim, topo.batch_size, batches=sum(lim) + 1, **turns)[2] if lim else 0)
         return np.array(out, dtype=np.int64)
 
     def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
@@ -267,12 +254,10 @@ class Pass:
 # --- elastic resume: what a checkpointed run left ------------------------------------------------
 def old_run_remainders(old: tuple[Pass, int, int], old_plain: Pass) -> list[Any]:
     """What the checkpointed run left of its pass in progress, one remainder per stream; ``old`` is
-    its rank 0's ``(pass, epoch, samples)`` (:func:`resolve_pass`), ``old_plain`` its plain pass.
-
-    Every old (rank, worker) holding anything gives its count: rank 0's batches (every rank took as
-    many) give each rank's workers' counts. Endless, each count runs through the old remainder's
-    share (pass 0, if any) and then the plain epochs after it (pass k >= 1); per stream the pass in
-    progress is the earliest any old worker was still in.
+    its rank 0's ``(pass, epoch, samples)`` (``Planner.resolve``), ``old_plain`` its plain pass.
+    Endless, each old worker's count runs through the old remainder's share (pass 0, if any), then
+    the plain epochs after it (pass k >= 1): per stream the pass in progress is the earliest any old
+    worker was still in.
 
     Raises:
         ResumeStateError: the count does not fit (ends inside a batch with several workers,
