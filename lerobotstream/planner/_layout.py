@@ -91,6 +91,14 @@ def lpt_shards(lengths: np.ndarray, num_shards: int, tie_seed: tuple[int, ...]) 
     return [part.astype(np.int64, copy=False) for part in np.split(by_owner, bounds)]
 
 
+def deal(pos: np.ndarray, lengths: np.ndarray, k: int, tie_seed: tuple[int, ...]) -> list[np.ndarray]:
+    """Items ``pos`` (int64) over ``k`` workers by :func:`lpt_shards` of ``lengths[pos]``; the
+    workers past ``len(pos)`` get none (empty int64 arrays)."""
+    n = min(k, len(pos))
+    parts = lpt_shards(lengths[pos], n, tie_seed) if n else []
+    return [pos[p] for p in parts] + [np.empty(0, np.int64)] * (k - n)
+
+
 def share(total: int | None, n: int) -> int | None:
     """One of ``n`` equal shares of ``total`` (at least 1; None stays None)."""
     return None if total is None else max(1, int(total) // n)
@@ -415,13 +423,10 @@ class Layout:
         ranks = [np.empty(0, np.int64)] * W
         if len(alive):
             ranks = lpt_shards(self.part_left[alive], W, (seed, TAG_PARTITIONS, TAG_RANK_SHARDS, W))
-        self.streams = []
-        for r, rpos in enumerate(ranks):
-            mine = alive[rpos]
-            n = min(K, len(mine))
-            key = (seed, TAG_PARTITIONS, TAG_WORKER_SHARDS, r, W, K)
-            ws = lpt_shards(self.part_left[mine], n, key) if n else []
-            self.streams.append([mine[x] for x in ws] + [np.empty(0, np.int64)] * (K - n))
+        self.streams = [
+            deal(alive[rpos], self.part_left, K, (seed, TAG_PARTITIONS, TAG_WORKER_SHARDS, r, W, K))
+            for r, rpos in enumerate(ranks)
+        ]
 
     # --- groups -------------------------------------------------------------------------------------
     def groups_of(self, rank: int) -> list[np.ndarray]:
@@ -439,13 +444,10 @@ class Layout:
             return self.parts[g]
         K, W = self.topo.num_shards, self.topo.world_size
         rank = g // K
-        got = self._worker_pos.get(rank)
-        if got is None:
-            rpos = self._rank_pos[rank]
-            n = min(K, len(rpos))
-            parts = lpt_shards(self.lengths[rpos], n, (self.spec.seed, TAG_WORKER_SHARDS, rank, W, K)) if n else []
-            got = self._worker_pos[rank] = [rpos[p] for p in parts] + [np.empty(0, np.int64)] * (K - n)
-        return got[g % K]
+        if rank not in self._worker_pos:
+            key = (self.spec.seed, TAG_WORKER_SHARDS, rank, W, K)
+            self._worker_pos[rank] = deal(self._rank_pos[rank], self.lengths, K, key)
+        return self._worker_pos[rank][g % K]
 
     def group_left(self, g: int) -> int:
         """Anchors group ``g`` gives this pass (a remainder pass: its tail)."""

@@ -1,7 +1,7 @@
 """``Planner``: one rank's planner over N >= 1 streams — its position (``at``, a ``Position``), its
 resume state (written, loaded and checked here) and the interface the dataset drives
 (``worker_start`` → ``worker_plans`` → ``worker_pools``). What it plays is a
-:class:`~lerobotstream.planner._pass.Pass`, resolved from the position (``resolve_pass``). Also
+:class:`~lerobotstream.planner._pass.Pass`, resolved from the position (``resolve``). Also
 here: rank, world size and DataLoader worker discovery without importing torch.
 """
 
