@@ -157,10 +157,7 @@ def partition_groups(
         got = _PARTITIONS.get(key)
         if got is None:
             parts = lpt_shards(lengths, partitions, (seed, TAG_PARTITIONS, partitions))
-            owner = np.empty(len(lengths), np.int64)
-            for q, pos in enumerate(parts):
-                owner[pos] = q
-            got = (parts, np.bincount(owner, weights=lengths, minlength=partitions).astype(np.int64))
+            got = (parts, np.array([int(lengths[pos].sum()) for pos in parts], dtype=np.int64))
             _PARTITIONS[key] = got
             while len(_PARTITIONS) > 4:
                 _PARTITIONS.popitem(last=False)
@@ -295,9 +292,7 @@ class WorkerPlan:
         sl = self._span(i)
         a = sl.start
         maps = {k - a: m for k, m in self.frame_maps.items() if a <= k < sl.stop}
-        size_of = None
-        if self._sized:
-            size_of = self.size_of if a == 0 else (lambda local: self.size_of(a + local))
+        size_of = (lambda local: self.size_of(a + local)) if self._sized else None
         return EpisodePool(
             self.episode_indices[sl],
             self.lengths[sl],
