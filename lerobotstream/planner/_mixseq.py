@@ -204,15 +204,12 @@ class MixSequence:
         the stream start), a pool's residents reported admitted where it starts. Resident bytes
         stay in the worker's budget: each stream keeps its share."""
         self.offsets = [int(o) for o in offsets]
-        starts = self.consumed().tolist()
+        starts = self.consumed().tolist()  # each stream's anchors before the start
         self._pools = [plan.iter_pools(epoch, int(s), repeat=bool(repeat)) for plan, s in zip(plans, starts)]
         self._ahead: list[deque[Any]] = [deque() for _ in plans]  # pools built early by ``frontier``
         self._current = [next(pools, None) for pools in self._pools]  # the first ones skipped to start
         self._events: list[PoolEvent] = []
         return self
-
-    def _next_pool(self, d: int) -> Any:
-        return self._ahead[d].popleft() if self._ahead[d] else next(self._pools[d], None)
 
     def _each(self, ask: str) -> np.ndarray:
         """``pool.<ask>()`` of every stream's current pool, as global ids, int64."""
@@ -270,7 +267,8 @@ class MixSequence:
             frs.append(f)
             got += len(e)
             if got < count:
-                pool = self._current[d] = self._next_pool(d)
+                ahead = self._ahead[d]  # the next pool: one ``frontier`` built early, or a new one
+                pool = self._current[d] = ahead.popleft() if ahead else next(self._pools[d], None)
                 if pool is None:
                     raise AssertionError("a dataset stream was asked past its end")
                 evs += [(got, "admit", int(ep) + off) for ep in pool.resident().tolist()]

@@ -125,8 +125,6 @@ class Pass:
         topo = self.topo
         rank = topo.rank if rank is None else rank
         fr = self.worker_frames(rank)
-        if topo.repeat:
-            return fr
         if topo.drop_last:  # the DataLoader drops each worker's short last batch: never decode it
             fr = [f - f % topo.batch_size for f in fr]
         if topo.equalize == "none":
