@@ -364,23 +364,20 @@ class Layout:
         self.canonical = spec.partitions is not None
         self._plans: dict[tuple[int, int], WorkerPlan] = {}
         self._rank_cache: dict[int, np.ndarray] = {}  # each rank's episode positions (its groups')
-        if self.canonical:
-            self._deal_partitions(spec.offsets)
+        n_eps, W, K = len(self.lengths), topo.world_size, topo.num_shards
+        if not self.canonical:
+            if n_eps < W and shares_from is None:
+                raise ShardingError(
+                    f"{n_eps} non-empty selected episode(s) cannot be split over {W} ranks: "
+                    f"rank(s) {n_eps}..{W - 1} would own no episode. Lower the number of ranks "
+                    f"(world size) to at most {n_eps} or select more episodes.",
+                    world_size=W,
+                    num_episodes=n_eps,
+                )
+            self._rank_pos: list[np.ndarray] = lpt_shards(self.lengths, W, (spec.seed, TAG_RANK_SHARDS, W))
+            self._worker_pos: dict[int, list[np.ndarray]] = {}
             return
-        n_eps, W = len(self.lengths), topo.world_size
-        if n_eps < W and shares_from is None:
-            raise ShardingError(
-                f"{n_eps} non-empty selected episode(s) cannot be split over {W} ranks: "
-                f"rank(s) {n_eps}..{W - 1} would own no episode. Lower the number of ranks "
-                f"(world size) to at most {n_eps} or select more episodes.",
-                world_size=W,
-                num_episodes=n_eps,
-            )
-        self._rank_pos: list[np.ndarray] = lpt_shards(self.lengths, W, (spec.seed, TAG_RANK_SHARDS, W))
-        self._worker_pos: dict[int, list[np.ndarray]] = {}
-
-    def _deal_partitions(self, offsets: np.ndarray | None) -> None:
-        P, W, K = self.spec.partitions, self.topo.world_size, self.topo.num_shards
+        P = spec.partitions
         if isinstance(P, bool) or not isinstance(P, (int, np.integer)) or P < 1:
             raise StreamingConfigError(f"partitions must be an int >= 1, got {P!r}", option="partitions", value=P)
         self.partitions = P = int(P)
@@ -393,18 +390,18 @@ class Layout:
                 option="partitions",
                 value=P,
             )
-        if len(self.lengths) < P:
+        if n_eps < P:
             raise ShardingError(
-                f"{len(self.lengths)} non-empty selected episode(s) cannot fill partitions={P}: some partition "
-                f"would own no episode. Use partitions <= {len(self.lengths)} (lerobotstream-train: "
+                f"{n_eps} non-empty selected episode(s) cannot fill partitions={P}: some partition "
+                f"would own no episode. Use partitions <= {n_eps} (lerobotstream-train: "
                 f"--dataset.streaming_partitions; --dataset.episodes and --dataset.eval_split leave fewer episodes "
                 f"to train on) or select more episodes.",
-                num_episodes=len(self.lengths),
+                num_episodes=n_eps,
                 world_size=W,
             )
-        self.parts, self.part_frames = partition_groups(self.lengths, self.spec.digest, self.spec.seed, P)
-        remainder = offsets is not None
-        self.part_offsets = np.asarray(offsets, dtype=np.int64) if remainder else np.zeros(P, np.int64)
+        self.parts, self.part_frames = partition_groups(self.lengths, spec.digest, spec.seed, P)
+        remainder = spec.offsets is not None
+        self.part_offsets = np.asarray(spec.offsets, dtype=np.int64) if remainder else np.zeros(P, np.int64)
         if len(self.part_offsets) != P or (self.part_offsets < 0).any() or (self.part_offsets > self.part_frames).any():
             raise ResumeStateError(
                 f"partition offsets {self.part_offsets.tolist()[:8]}... do not fit the {P} partitions of this stream"
@@ -414,10 +411,9 @@ class Layout:
             self.streams = [[np.arange(w * W + r, P, W * K, dtype=np.int64) for w in range(K)] for r in range(W)]
             return
         # a remainder pass: the tails left, LPT over the ranks, then over each rank's workers
-        seed, alive = self.spec.seed, np.flatnonzero(self.part_left > 0)
-        ranks = [np.empty(0, np.int64)] * W
-        if len(alive):
-            ranks = lpt_shards(self.part_left[alive], W, (seed, TAG_PARTITIONS, TAG_RANK_SHARDS, W))
+        seed, alive = spec.seed, np.flatnonzero(self.part_left > 0)
+        ranks = lpt_shards(self.part_left[alive], W, (seed, TAG_PARTITIONS, TAG_RANK_SHARDS, W)) if len(alive) else []
+        ranks += [np.empty(0, np.int64)] * (W - len(ranks))
         self.streams = [
             deal(alive[rpos], self.part_left, K, (seed, TAG_PARTITIONS, TAG_WORKER_SHARDS, r, W, K))
             for r, rpos in enumerate(ranks)
