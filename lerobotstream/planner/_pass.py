@@ -148,9 +148,7 @@ class Pass:
 
     def position(self, epoch: int, samples: int) -> tuple[int, int]:
         """``(epoch, samples)`` with whole finite passes rolled into the following epochs."""
-        if self.topo.repeat:
-            return epoch, samples
-        total = self.epoch_samples()
+        total = 0 if self.topo.repeat else self.epoch_samples()
         if total and samples >= total:
             return epoch + samples // total, samples % total
         return epoch, samples

@@ -105,11 +105,6 @@ class Planner:
     )
     del _view
 
-    @property
-    def _kind(self) -> str:
-        """What the resume messages call this stream ("planner" or "mixture")."""
-        return "mixture" if self.streams.rule == "mixture" else "planner"
-
     # --- the pass in progress -----------------------------------------------------------------------
     def _in_remainder(self) -> bool:
         return self.origin is not None and self.epoch == self.at.origin_epoch
@@ -197,8 +192,9 @@ class Planner:
         current, epoch, samples = self.resolve()
         topo = self.settings
         if dl_num_workers != topo.num_workers:
+            kind = "mixture" if self.streams.rule == "mixture" else "planner"
             raise ShardingError(
-                f"the DataLoader runs {dl_num_workers} worker(s) but the {self._kind} was built for "
+                f"the DataLoader runs {dl_num_workers} worker(s) but the {kind} was built for "
                 f"num_workers={topo.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)"
             )
         if not dl_worker_id and current.num_active() < topo.num_shards:
@@ -237,7 +233,7 @@ class Planner:
         # by DataLoader worker 0 only, once per process
         rank, shards = self.settings.rank, self.settings.num_shards
         owns = current.layouts[0].owns(rank) if len(current.layouts) == 1 else "episodes of the mixture's datasets"
-        key = (self._kind, rank, shards, owns)
+        key = (self.streams.rule, rank, shards, owns)
         if key in _IDLE_WARNED:
             return
         _IDLE_WARNED.add(key)
