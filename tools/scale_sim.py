@@ -565,10 +565,9 @@ def simulate_rank(
     touched = len({int(s) for e in run.sizes[0].known() for s in src_of[e]})
     items.close()
 
-    plan = planner.plain.worker_plan(0, 0)
-    draw = Planner(
-        Streams.of_dataset(anchor_lengths), dataclasses.replace(settings, byte_budget=None)
-    ).plain.worker_plan(0, 0)
+    plan = planner.plain.layouts[0].plan(0, planner.settings.rank)
+    unbudgeted = Planner(Streams.of_dataset(anchor_lengths), dataclasses.replace(settings, byte_budget=None)).plain
+    draw = unbudgeted.layouts[0].plan(0, unbudgeted.topo.rank)
     budget = min(max_anchors, plan.num_frames - 1)
     out_e = np.empty(65536, dtype=np.int64)
     out_f = np.empty(65536, dtype=np.int64)

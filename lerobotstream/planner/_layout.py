@@ -1,10 +1,9 @@
 """Layouts: which episodes each rank and DataLoader worker of one stream (dataset) plays in one pass,
 with the seeds and the LPT shards they are built from.
 
-A *group* is a set of episodes one pool plays in order: one exact-coverage
-:class:`~lerobotstream.planner._poolcore.EpisodePool` per group and epoch, seeded from the group's
-key. A :class:`Layout` splits a stream's episodes into groups and deals them to the (rank, logical
-worker) pairs of a topology; a worker plays its groups one after another (:class:`WorkerPlan`):
+A *group* is a set of episodes one exact-coverage :class:`~lerobotstream.planner._poolcore.EpisodePool`
+plays per epoch, seeded from the group's key. A :class:`Layout` deals a stream's groups to the (rank,
+logical worker) pairs of a topology; a worker plays its groups one after another (:class:`WorkerPlan`):
 
 * **by topology** (default): one group per (rank, worker) — episodes sharded over the ranks by
   greedy LPT on frame counts, then over each rank's workers; the group's pool size and byte budget
@@ -17,11 +16,11 @@ worker) pairs of a topology; a worker plays its groups one after another (:class
 **Elastic resume** (:meth:`Layout.remainder`): each old (rank, worker)'s anchor count runs through
 its groups; what is left is a remainder :class:`StreamSpec`. Topology groups are replayed in the C
 pool core (untouched episodes whole, started ones their frames left) and the leftovers form new
-topology groups (:meth:`Layout.over`); canonical partitions keep their consumed prefix (an offset,
-from counts) and their tails are dealt over the new ranks and workers by LPT.
+topology groups (:meth:`Layout.over`); canonical partitions keep their consumed prefix (an offset)
+and their tails are dealt over the new ranks and workers by LPT.
 
-Seeds: ``SeedSequence`` tuple entropy (:func:`seed_words`) feeds ``_poolcore``'s own generator;
-global RNG and numpy's generators are never used (no order changes with the numpy version).
+Seeds: ``SeedSequence`` tuple entropy (:func:`seed_words`) feeds ``_poolcore``'s own generator,
+never the global RNG or numpy's generators (no order changes with the numpy version).
 """
 
 from __future__ import annotations
@@ -92,6 +91,14 @@ def lpt_shards(lengths: np.ndarray, num_shards: int, tie_seed: tuple[int, ...]) 
     return [part.astype(np.int64, copy=False) for part in np.split(by_owner, bounds)]
 
 
+def deal(pos: np.ndarray, lengths: np.ndarray, k: int, tie_seed: tuple[int, ...]) -> list[np.ndarray]:
+    """Items ``pos`` (int64) over ``k`` workers by :func:`lpt_shards` of ``lengths[pos]``; the
+    workers past ``len(pos)`` get none (empty int64 arrays)."""
+    n = min(k, len(pos))
+    parts = lpt_shards(lengths[pos], n, tie_seed) if n else []
+    return [pos[p] for p in parts] + [np.empty(0, np.int64)] * (k - n)
+
+
 def share(total: int | None, n: int) -> int | None:
     """One of ``n`` equal shares of ``total`` (at least 1; None stays None)."""
     return None if total is None else max(1, int(total) // n)
@@ -106,15 +113,14 @@ class StreamSpec:
     partition), ``video_decoder_cache_size`` (per rank), ``sizes`` (``sizes(episode) -> bytes``, or
     None), ``partitions`` (None: groups by topology).
 
-    An elastic *remainder* (what a checkpointed run left of a pass, :meth:`Layout.remainder`) is the
-    spec of the pass that plays it: ``epoch`` (its label; None: a plain pass), ``consumed`` (samples
-    the old run consumed, all ranks), ``depth`` (elastic resumes it went through), ``key`` (digest of
-    what it is the remainder of), ``rank`` (``frames`` kept only for that rank's episodes; None: all),
-    ``episodes_started`` (all ranks); by topology ``episode_indices``/``lengths`` are the episodes
-    with frames left and how many, ``frames`` maps each started one to its int64 frames left
-    (ascending; others whole) and ``full`` is the whole selection ``(indices, lengths)``; canonical
-    partitions keep the pass's strategy, pool size and budget and ``offsets`` (int64 (P,), anchors
-    consumed per partition). A remainder carries no ``sizes`` (it is shipped to workers)."""
+    An elastic *remainder* (:meth:`Layout.remainder`) is the spec of the pass that plays it:
+    ``epoch`` (its label; None: a plain pass), ``consumed`` (samples the old run consumed, all
+    ranks), ``depth`` (elastic resumes it went through), ``key`` (digest of what it is the remainder
+    of), ``rank`` (``frames`` kept only for that rank's episodes; None: all), ``episodes_started``
+    (all ranks); by topology ``episode_indices``/``lengths`` are the episodes with frames left and
+    how many, ``frames`` maps each started one to its int64 frames left (ascending) and ``full`` is
+    the whole selection ``(indices, lengths)``; canonical, ``offsets`` (int64 (P,), anchors consumed
+    per partition). A remainder carries no ``sizes`` (it is shipped to workers)."""
 
     episode_indices: np.ndarray
     lengths: np.ndarray
@@ -151,10 +157,7 @@ def partition_groups(
         got = _PARTITIONS.get(key)
         if got is None:
             parts = lpt_shards(lengths, partitions, (seed, TAG_PARTITIONS, partitions))
-            owner = np.empty(len(lengths), np.int64)
-            for q, pos in enumerate(parts):
-                owner[pos] = q
-            got = (parts, np.bincount(owner, weights=lengths, minlength=partitions).astype(np.int64))
+            got = (parts, np.array([int(lengths[pos].sum()) for pos in parts], dtype=np.int64))
             _PARTITIONS[key] = got
             while len(_PARTITIONS) > 4:
                 _PARTITIONS.popitem(last=False)
@@ -211,21 +214,17 @@ class WorkerPlan:
         self.num_frames = sum(layout.group_left(g) for g in self.groups.tolist())
         maps = layout.frame_maps
         self.frame_maps = {i: maps[e] for i, e in enumerate(self.episode_indices.tolist()) if e in maps} if maps else {}
-        spec = layout.spec
-        if layout.canonical:
-            self.pool_size = DEFAULT_PARTITION_POOL_SIZE if spec.pool_size is None else int(spec.pool_size)
-            self.byte_budget = spec.byte_budget
-            self.video_decoder_cache_size = share(spec.video_decoder_cache_size, max(1, layout.num_active(self.rank)))
-            self._budget_is = f"one partition's budget, of {layout.partitions} partitions"
-            self._advice = "(with partitions it is each partition's, not split over the workers)"
+        spec, canon = layout.spec, layout.canonical
+        # workers sharing the rank's pool, budget and decoder cache (canonical: the decoder cache only;
+        # a remainder by topology: its plain layout's, so the shares stay when its stream moves on)
+        n = max(1, sum(1 for f in (layout._shares_from or layout).worker_frames(self.rank) if f))
+        if spec.pool_size is not None:
+            self.pool_size = int(spec.pool_size)
         else:
-            n = layout.share_count(self.rank)
-            per_rank = DEFAULT_EPISODE_POOL_SIZE_PER_RANK
-            self.pool_size = spec.pool_size if spec.pool_size is not None else max(1, per_rank // n)
-            self.byte_budget = share(spec.byte_budget, n)
-            self.video_decoder_cache_size = share(spec.video_decoder_cache_size, n)
-            self._budget_is = f"rank budget {spec.byte_budget} bytes split over {n} worker(s)"
-            self._advice = "or use fewer DataLoader workers"
+            self.pool_size = DEFAULT_PARTITION_POOL_SIZE if canon else max(1, DEFAULT_EPISODE_POOL_SIZE_PER_RANK // n)
+        self.byte_budget = spec.byte_budget if canon else share(spec.byte_budget, n)
+        self.video_decoder_cache_size = share(spec.video_decoder_cache_size, n)
+        self._shares = n
         self._sized = self.byte_budget is not None and spec.sizes is not None  # asked on admission: size_of
         self.nbytes = np.full(len(self.episode_indices), -1 if self._sized else 0, dtype=np.int64)
 
@@ -258,22 +257,19 @@ class WorkerPlan:
         if self._chain:
             first, then, _ = self._chain
             return (first if first.byte_budget == self.byte_budget else then).episode_size(episode_index)
-        n = int(self._layout.spec.sizes(int(episode_index))) if self._sized else 0
-        self._check(int(episode_index), n)
-        return n
-
-    def _check(self, e: int, n: int) -> None:
-        error = over_budget(
-            e,
-            n,
-            self.byte_budget,
-            holder=f"worker {self.worker} of rank {self.rank}",
-            budget_is=self._budget_is,
-            advice=self._advice,
-            where=self._layout.where,
-        )
+        e, lay = int(episode_index), self._layout
+        n = int(lay.spec.sizes(e)) if self._sized else 0
+        if lay.canonical:
+            budget_is = f"one partition's budget, of {lay.partitions} partitions"
+            advice = "(with partitions it is each partition's, not split over the workers)"
+        else:
+            budget_is = f"rank budget {lay.spec.byte_budget} bytes split over {self._shares} worker(s)"
+            advice = "or use fewer DataLoader workers"
+        holder = f"worker {self.worker} of rank {self.rank}"
+        error = over_budget(e, n, self.byte_budget, holder=holder, budget_is=budget_is, advice=advice, where=lay.where)
         if error is not None:
             raise error
+        return n
 
     # --- groups, orders and pools -------------------------------------------------------------------
     def _span(self, i: int) -> slice:
@@ -296,9 +292,7 @@ class WorkerPlan:
         sl = self._span(i)
         a = sl.start
         maps = {k - a: m for k, m in self.frame_maps.items() if a <= k < sl.stop}
-        size_of = None
-        if self._sized:
-            size_of = self.size_of if a == 0 else (lambda local: self.size_of(a + local))
+        size_of = (lambda local: self.size_of(a + local)) if self._sized else None
         return EpisodePool(
             self.episode_indices[sl],
             self.lengths[sl],
@@ -335,7 +329,8 @@ class WorkerPlan:
                 if start_offset >= left:  # a group already played (or empty): not built
                     start_offset -= left
                     continue
-                yield skipped(self.group_pool(i, epoch), lay.group_offset(g) + start_offset)
+                consumed = int(lay.part_offsets[g]) if lay.canonical else 0  # a canonical remainder's prefix
+                yield skipped(self.group_pool(i, epoch), consumed + start_offset)
                 start_offset = 0
             if not repeat:
                 return
@@ -344,9 +339,8 @@ class WorkerPlan:
 
 class Layout:
     """One stream's episodes in groups, dealt to the (rank, logical worker) pairs of ``topo`` (see
-    the module doc): by topology (``frame_maps`` and ``shares_from``: an elastic remainder's, whose
-    episodes play their frames left and whose resource shares are its plain layout's) or canonical
-    partitions (``offsets``: a remainder pass, each partition's consumed prefix).
+    the module doc). ``shares_from``: by topology, the plain layout whose workers a remainder's
+    resource shares follow.
 
     Raises:
         ShardingError: fewer non-empty episodes than ranks (by topology) or partitions.
@@ -370,23 +364,20 @@ class Layout:
         self.canonical = spec.partitions is not None
         self._plans: dict[tuple[int, int], WorkerPlan] = {}
         self._rank_cache: dict[int, np.ndarray] = {}  # each rank's episode positions (its groups')
-        if self.canonical:
-            self._deal_partitions(spec.offsets)
+        n_eps, W, K = len(self.lengths), topo.world_size, topo.num_shards
+        if not self.canonical:
+            if n_eps < W and shares_from is None:
+                raise ShardingError(
+                    f"{n_eps} non-empty selected episode(s) cannot be split over {W} ranks: "
+                    f"rank(s) {n_eps}..{W - 1} would own no episode. Lower the number of ranks "
+                    f"(world size) to at most {n_eps} or select more episodes.",
+                    world_size=W,
+                    num_episodes=n_eps,
+                )
+            self._rank_pos: list[np.ndarray] = lpt_shards(self.lengths, W, (spec.seed, TAG_RANK_SHARDS, W))
+            self._worker_pos: dict[int, list[np.ndarray]] = {}
             return
-        n_eps, W = len(self.lengths), topo.world_size
-        if n_eps < W and shares_from is None:
-            raise ShardingError(
-                f"{n_eps} non-empty selected episode(s) cannot be split over {W} ranks: "
-                f"rank(s) {n_eps}..{W - 1} would own no episode. Lower the number of ranks "
-                f"(world size) to at most {n_eps} or select more episodes.",
-                world_size=W,
-                num_episodes=n_eps,
-            )
-        self._rank_pos: list[np.ndarray] = lpt_shards(self.lengths, W, (spec.seed, TAG_RANK_SHARDS, W))
-        self._worker_pos: dict[int, list[np.ndarray]] = {}
-
-    def _deal_partitions(self, offsets: np.ndarray | None) -> None:
-        P, W, K = self.spec.partitions, self.topo.world_size, self.topo.num_shards
+        P = spec.partitions
         if isinstance(P, bool) or not isinstance(P, (int, np.integer)) or P < 1:
             raise StreamingConfigError(f"partitions must be an int >= 1, got {P!r}", option="partitions", value=P)
         self.partitions = P = int(P)
@@ -399,18 +390,18 @@ class Layout:
                 option="partitions",
                 value=P,
             )
-        if len(self.lengths) < P:
+        if n_eps < P:
             raise ShardingError(
-                f"{len(self.lengths)} non-empty selected episode(s) cannot fill partitions={P}: some partition "
-                f"would own no episode. Use partitions <= {len(self.lengths)} (lerobotstream-train: "
+                f"{n_eps} non-empty selected episode(s) cannot fill partitions={P}: some partition "
+                f"would own no episode. Use partitions <= {n_eps} (lerobotstream-train: "
                 f"--dataset.streaming_partitions; --dataset.episodes and --dataset.eval_split leave fewer episodes "
                 f"to train on) or select more episodes.",
-                num_episodes=len(self.lengths),
+                num_episodes=n_eps,
                 world_size=W,
             )
-        self.parts, self.part_frames = partition_groups(self.lengths, self.spec.digest, self.spec.seed, P)
-        remainder = offsets is not None
-        self.part_offsets = np.asarray(offsets, dtype=np.int64) if remainder else np.zeros(P, np.int64)
+        self.parts, self.part_frames = partition_groups(self.lengths, spec.digest, spec.seed, P)
+        remainder = spec.offsets is not None
+        self.part_offsets = np.asarray(spec.offsets, dtype=np.int64) if remainder else np.zeros(P, np.int64)
         if len(self.part_offsets) != P or (self.part_offsets < 0).any() or (self.part_offsets > self.part_frames).any():
             raise ResumeStateError(
                 f"partition offsets {self.part_offsets.tolist()[:8]}... do not fit the {P} partitions of this stream"
@@ -420,17 +411,13 @@ class Layout:
             self.streams = [[np.arange(w * W + r, P, W * K, dtype=np.int64) for w in range(K)] for r in range(W)]
             return
         # a remainder pass: the tails left, LPT over the ranks, then over each rank's workers
-        seed, alive = self.spec.seed, np.flatnonzero(self.part_left > 0)
-        ranks = [np.empty(0, np.int64)] * W
-        if len(alive):
-            ranks = lpt_shards(self.part_left[alive], W, (seed, TAG_PARTITIONS, TAG_RANK_SHARDS, W))
-        self.streams = []
-        for r, rpos in enumerate(ranks):
-            mine = alive[rpos]
-            n = min(K, len(mine))
-            key = (seed, TAG_PARTITIONS, TAG_WORKER_SHARDS, r, W, K)
-            ws = lpt_shards(self.part_left[mine], n, key) if n else []
-            self.streams.append([mine[x] for x in ws] + [np.empty(0, np.int64)] * (K - n))
+        seed, alive = spec.seed, np.flatnonzero(self.part_left > 0)
+        ranks = lpt_shards(self.part_left[alive], W, (seed, TAG_PARTITIONS, TAG_RANK_SHARDS, W)) if len(alive) else []
+        ranks += [np.empty(0, np.int64)] * (W - len(ranks))
+        self.streams = [
+            deal(alive[rpos], self.part_left, K, (seed, TAG_PARTITIONS, TAG_WORKER_SHARDS, r, W, K))
+            for r, rpos in enumerate(ranks)
+        ]
 
     # --- groups -------------------------------------------------------------------------------------
     def groups_of(self, rank: int) -> list[np.ndarray]:
@@ -448,23 +435,16 @@ class Layout:
             return self.parts[g]
         K, W = self.topo.num_shards, self.topo.world_size
         rank = g // K
-        got = self._worker_pos.get(rank)
-        if got is None:
-            rpos = self._rank_pos[rank]
-            n = min(K, len(rpos))
-            parts = lpt_shards(self.lengths[rpos], n, (self.spec.seed, TAG_WORKER_SHARDS, rank, W, K)) if n else []
-            got = self._worker_pos[rank] = [rpos[p] for p in parts] + [np.empty(0, np.int64)] * (K - n)
-        return got[g % K]
+        if rank not in self._worker_pos:
+            key = (self.spec.seed, TAG_WORKER_SHARDS, rank, W, K)
+            self._worker_pos[rank] = deal(self._rank_pos[rank], self.lengths, K, key)
+        return self._worker_pos[rank][g % K]
 
     def group_left(self, g: int) -> int:
         """Anchors group ``g`` gives this pass (a remainder pass: its tail)."""
         if self.canonical:
             return int(self.part_left[g])
         return int(self.lengths[self.group_positions(g)].sum())
-
-    def group_offset(self, g: int) -> int:
-        """Anchors of group ``g``'s sequence consumed before this pass (canonical remainders)."""
-        return int(self.part_offsets[g]) if self.canonical else 0
 
     def group_key(self, g: int) -> tuple[int, ...]:
         """What seeds group ``g``'s pools besides the seed and epoch."""
@@ -492,16 +472,6 @@ class Layout:
             got = self._rank_cache[rank] = np.sort(np.concatenate(parts or [np.empty(0, np.int64)]))
         return self.episode_indices[got]
 
-    def num_active(self, rank: int) -> int:
-        """Logical workers of ``rank`` that give anchors."""
-        return sum(1 for f in self.worker_frames(rank) if f)
-
-    def share_count(self, rank: int) -> int:
-        """By topology: workers of ``rank`` the pool and budget are split over (a remainder: its
-        plain layout's, so a worker's shares stay the same when its stream moves on)."""
-        src = self if self._shares_from is None else self._shares_from
-        return max(1, src.num_active(rank))
-
     def owns(self, rank: int) -> str:
         """What ``rank`` owns, for the idle-worker warning ("3 episode(s)", "4 partition(s)")."""
         if self.canonical:
@@ -519,13 +489,11 @@ class Layout:
         return got
 
     # --- elastic resume -----------------------------------------------------------------------------
-    def remainder(
-        self, counts: list[tuple[int, int, int | None]], epoch: int, pool_epoch: int, depth: int
-    ) -> StreamSpec:
+    def remainder(self, counts: list[tuple[int, int, int | None]], epoch: int, depth: int) -> StreamSpec:
         """What the old run left of this pass (a remainder :class:`StreamSpec`): ``counts`` are ``(rank, worker, anchors it gave)``
         per old (rank, worker) (None: its whole share), run through the worker's groups in order.
         Canonical: each partition's offset. By topology: each started group replayed in the C pool
-        core (``pool_epoch``: its pools' epoch) to its count."""
+        core (pools of ``epoch``) to its count."""
         whole: list[np.ndarray] = []
         part: dict[int, np.ndarray] = {}
         offsets = self.part_offsets.copy() if self.canonical else None
@@ -541,41 +509,26 @@ class Layout:
                 elif take == 0:
                     whole.append(self.episode_indices[self.group_positions(g)])
                 elif take < left:
-                    untouched, started, frames = skipped(plan.group_pool(i, pool_epoch), take).remaining_state()
+                    untouched, started, frames = skipped(plan.group_pool(i, epoch), take).remaining_state()
                     whole.append(untouched)
                     part.update((int(e), fr) for e, fr in zip(started.tolist(), frames) if len(fr))
-        done = {
-            "epoch": int(epoch),
-            "depth": depth,
-            "key": "",
-            "rank": None,
-            "sizes": None,
-            "video_decoder_cache_size": None,
-        }
         if offsets is not None:
-            return replace(self.spec, consumed=int((offsets - self.part_offsets).sum()), offsets=offsets, **done)
-        w = np.concatenate(whole) if whole else np.empty(0, np.int64)
-        lengths = dict(zip(self.episode_indices.tolist(), self.lengths.tolist()))
-        frames = {e: self.frame_maps[e] for e in w.tolist() if e in self.frame_maps}
-        frames.update(part)
-        lens = {e: lengths[e] for e in w.tolist()}
-        lens.update({e: len(fr) for e, fr in part.items()})
-        idx = np.array(sorted(lens), dtype=np.int64)
-        ln = np.array([lens[e] for e in idx.tolist()], dtype=np.int64)
-        full = self.spec.full or (self.episode_indices, self.lengths)
-        whole_len = dict(zip(full[0].tolist(), full[1].tolist()))
-        frames = {e: fr for e, fr in frames.items() if len(fr) != whole_len[e]}  # all frames left: no map
-        consumed = int(self.lengths.sum() - ln.sum())
-        return replace(
-            self.spec,
-            episode_indices=idx,
-            lengths=ln,
-            frames=frames,
-            full=full,
-            consumed=consumed,
-            episodes_started=len(frames),
-            **done,
-        )
+            new = {"consumed": int((offsets - self.part_offsets).sum()), "offsets": offsets}
+        else:
+            lens = dict(zip(self.episode_indices.tolist(), self.lengths.tolist()))
+            left = {e: lens[e] for e in np.concatenate(whole or [np.empty(0, np.int64)]).tolist()}
+            left.update((e, len(fr)) for e, fr in part.items())
+            full = self.spec.full or (self.episode_indices, self.lengths)
+            whole_len = dict(zip(full[0].tolist(), full[1].tolist()))
+            frames = {e: self.frame_maps[e] for e in left if e in self.frame_maps and e not in part} | part
+            frames = {e: fr for e, fr in frames.items() if len(fr) != whole_len[e]}  # all frames left: no map
+            idx = np.array(sorted(left), dtype=np.int64)
+            ln = np.array([left[e] for e in idx.tolist()], dtype=np.int64)
+            consumed = int(self.lengths.sum() - ln.sum())
+            new = {"episode_indices": idx, "lengths": ln, "frames": frames, "full": full, "consumed": consumed}
+            new["episodes_started"] = len(frames)
+        done = {"epoch": int(epoch), "depth": depth, "key": "", "rank": None, "video_decoder_cache_size": None}
+        return replace(self.spec, sizes=None, **done, **new)
 
     @staticmethod
     def over(rem: StreamSpec, topo: Any, plain: Layout) -> Layout:

@@ -84,7 +84,9 @@ class MixSequence:
         self.given = np.zeros(self.n, dtype=np.int64)  # samples given by each dataset before the phase
         self.phase = 0
         self._enter()
-        self.skip(int(start))
+        over = self._walk(int(start))[0]
+        if over > 0:
+            raise ResumeStateError(f"resume offset exceeds the mixture's samples by {over}")
         self.emitted = int(start)  # samples of the worker's stream before the first :meth:`next_anchors`
 
     # --- phases -------------------------------------------------------------------------------------
@@ -111,39 +113,25 @@ class MixSequence:
         ends = [self.position_of(d, int(self.caps[d] - self.given[d])) for d in act if self.caps[d] is not None]
         self.length = min(ends) if ends else None  # the phase ends when its first dataset is exhausted
 
-    def _advance_phase(self) -> None:
-        self.given += self.counts(self.r)
-        self.phase += 1
-        self._enter()
-
-    def skip(self, count: int) -> None:
-        """Consume ``count`` samples without producing them."""
-        while count > 0 and self.live:
-            room = count if self.length is None else min(count, self.length - self.r)
-            self.r += room
-            count -= room
-            if self.length is not None and self.r >= self.length:
-                self._advance_phase()
-        if count > 0:
-            raise ResumeStateError(f"resume offset exceeds the mixture's samples by {count}")
-
-    def consumed(self) -> np.ndarray:
-        """Samples given by each dataset so far, int64 (N,)."""
-        if not self.live:
-            return self.given.copy()
-        return self.given + self.counts(self.r)
-
-    def take(self, count: int) -> np.ndarray:
-        """The datasets of the next ``count`` samples (fewer when every dataset is exhausted), int64."""
+    def _walk(self, count: int, keep: bool = False) -> tuple[int, np.ndarray]:
+        """Move ``count`` samples on: (the count no dataset had left, the datasets of the samples
+        moved over, int64, when ``keep``)."""
         parts = []
         while count > 0 and self.live:
             room = count if self.length is None else min(count, self.length - self.r)
-            parts.append(self.choices(self.r, self.r + room))
+            if keep:
+                parts.append(self.choices(self.r, self.r + room))
             self.r += room
             count -= room
-            if self.length is not None and self.r >= self.length:
-                self._advance_phase()
-        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+            if self.length is not None and self.r >= self.length:  # the next phase
+                self.given += self.counts(self.r)
+                self.phase += 1
+                self._enter()
+        return count, np.concatenate(parts) if parts else _NONE
+
+    def consumed(self) -> np.ndarray:
+        """Samples given by each dataset so far, int64 (N,)."""
+        return self.given + self.counts(self.r) if self.live else self.given.copy()
 
     # --- blocks of the current phase ----------------------------------------------------------------
     def cumulative(self, b: int) -> np.ndarray:
@@ -156,17 +144,14 @@ class MixSequence:
     def block_choices(self, b: int) -> np.ndarray:
         """Dataset of each position of the phase's block ``b``, int64 (K,): a seeded permutation
         (``_poolcore.shuffled_order``)."""
-        if self._cache is not None and self._cache[0] == b:
-            return self._cache[1]
-        if self._only is not None:  # what the permutation below gives: every position is that dataset's
-            out = np.full(self.block, self._only, dtype=np.int64)
+        if self._cache is None or self._cache[0] != b:
+            if self._only is not None:  # what the permutation gives: every position is that dataset's
+                out = np.full(self.block, self._only, dtype=np.int64)
+            else:
+                base = np.repeat(np.arange(self.n, dtype=np.int64), self.cumulative(b + 1) - self.cumulative(b))
+                out = base[shuffled_order(seed_words(*self._words, TAG_MIXTURE, int(b)), len(base))]
             self._cache = (b, out)
-            return out
-        counts = self.cumulative(b + 1) - self.cumulative(b)
-        base = np.repeat(np.arange(self.n, dtype=np.int64), counts)
-        out = base[shuffled_order(seed_words(*self._words, TAG_MIXTURE, int(b)), len(base))]
-        self._cache = (b, out)
-        return out
+        return self._cache[1]
 
     def counts(self, r: int) -> np.ndarray:
         """Samples of each dataset among the phase's positions ``[0, r)``, int64 (N,)."""
@@ -219,30 +204,26 @@ class MixSequence:
         the stream start), a pool's residents reported admitted where it starts. Resident bytes
         stay in the worker's budget: each stream keeps its share."""
         self.offsets = [int(o) for o in offsets]
-        starts = self.consumed().tolist()
+        starts = self.consumed().tolist()  # each stream's anchors before the start
         self._pools = [plan.iter_pools(epoch, int(s), repeat=bool(repeat)) for plan, s in zip(plans, starts)]
         self._ahead: list[deque[Any]] = [deque() for _ in plans]  # pools built early by ``frontier``
         self._current = [next(pools, None) for pools in self._pools]  # the first ones skipped to start
         self._events: list[PoolEvent] = []
         return self
 
-    def _next_pool(self, d: int) -> Any:
-        return self._ahead[d].popleft() if self._ahead[d] else next(self._pools[d], None)
-
-    def _each(self, ask: str, *args: Any) -> list[np.ndarray]:
-        """``pool.<ask>(*args)`` of each stream's current pool, as global ids (empty where none)."""
-        return [
-            _NONE if pool is None else getattr(pool, ask)(*args) + off for pool, off in zip(self._current, self.offsets)
+    def _each(self, ask: str) -> np.ndarray:
+        """``pool.<ask>()`` of every stream's current pool, as global ids, int64."""
+        parts = [
+            _NONE if pool is None else getattr(pool, ask)() + off for pool, off in zip(self._current, self.offsets)
         ]
+        return np.concatenate(parts) if parts else _NONE
 
     def resident(self) -> np.ndarray:
-        parts = self._each("resident")
-        return np.concatenate(parts) if parts else _NONE
+        return self._each("resident")
 
     def finished(self) -> np.ndarray:
         """Global ids of the episodes of the current pools whose every frame was emitted, int64."""
-        parts = self._each("finished")
-        return np.concatenate(parts) if parts else _NONE
+        return self._each("finished")
 
     def _frontier(self, d: int, k: int) -> list[int]:
         """Stream ``d``'s next ``k`` admissions (dataset ids), looking into its following pools."""
@@ -286,7 +267,8 @@ class MixSequence:
             frs.append(f)
             got += len(e)
             if got < count:
-                pool = self._current[d] = self._next_pool(d)
+                ahead = self._ahead[d]  # the next pool: one ``frontier`` built early, or a new one
+                pool = self._current[d] = ahead.popleft() if ahead else next(self._pools[d], None)
                 if pool is None:
                     raise AssertionError("a dataset stream was asked past its end")
                 evs += [(got, "admit", int(ep) + off) for ep in pool.resident().tolist()]
@@ -296,7 +278,7 @@ class MixSequence:
 
     def next_anchors(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Up to ``n`` anchors (global episode id int64 (k,), frame int64 (k,)); k < n at the end."""
-        which = self.take(int(n))
+        which = self._walk(int(n), keep=True)[1]
         k = len(which)
         out_ep = np.empty(k, np.int64)
         out_fr = np.empty(k, np.int64)

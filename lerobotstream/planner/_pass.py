@@ -3,11 +3,9 @@ DataLoader worker starts in it, and what a checkpointed run left (elastic resume
 
 A :class:`Pass` is the streams' layouts on one topology, mixed per worker by the seeded mix
 sequence: a plain epoch, or the remainder of a checkpointed run's epoch replanned on this topology
-(endless: chained to the plain epochs after it). :func:`resolve_pass` maps a resume state to the
-pass in progress. The remainder is computed from counts (:func:`old_run_remainders`): DDP ranks step
-in lockstep, so every old (rank, worker)'s count follows from rank 0's through the batch turns, and
-each layout turns those counts into what is left. Endless, each old worker rolls into its next epoch
-on its own: per stream the pass in progress is the earliest any old worker was still in.
+(endless: chained to the plain epochs after it). The remainder is computed from counts
+(:func:`old_run_remainders`): DDP ranks step in lockstep, so every old (rank, worker)'s count follows
+from rank 0's through the batch turns, and each layout turns those counts into what is left.
 """
 
 from __future__ import annotations
@@ -16,18 +14,17 @@ import hashlib
 import json
 import logging
 from collections import OrderedDict, namedtuple
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from lerobotstream.errors import ResumeStateError
-from lerobotstream.planner._layout import TAG_ELASTIC, TAG_MIXTURE, Layout, derived_seed
 from lerobotstream.planner._mixseq import MixSequence, integer_weights
 from lerobotstream.planner._turns import rank_given, replay_turns
 
-__all__ = ["Pass", "WorkerStart", "old_run_remainders", "remainder_cache", "resolve_pass"]
+__all__ = ["Pass", "WorkerStart", "old_run_remainders", "remainder_cache"]
 
 logger = logging.getLogger("lerobotstream.planner")
 
@@ -43,7 +40,7 @@ class Pass:
     """What every rank and logical worker plays in one pass: one ``Layout`` per stream on ``topo``
     (a planner's resolved ``PlanSettings``), integer mixing ``weights`` and global episode
     ``offsets`` per stream, the workers' ``mix_seed``; ``remainders`` (per stream; None: a plain
-    epoch) and ``chain`` (endless remainder: the plain pass that follows), ``names`` (messages)."""
+    epoch), ``chain`` (set on an endless remainder: the plain pass after it), ``names`` (messages)."""
 
     def __init__(
         self,
@@ -54,7 +51,6 @@ class Pass:
         *,
         mix_seed: int,
         remainders: Sequence[Any] | None = None,
-        chain: Pass | None = None,
         names: Sequence[str] = (),
     ) -> None:
         self.layouts = list(layouts)
@@ -62,7 +58,7 @@ class Pass:
         self.offsets = [int(o) for o in offsets]
         self.topo, self.mix_seed = topo, int(mix_seed)
         self.remainders = None if remainders is None else list(remainders)
-        self.chain = chain
+        self.chain: Pass | None = None
         self.names = list(names) or [str(d) for d in range(len(self.layouts))]
         self.stream_epochs = None if remainders is None else [int(r.epoch) for r in remainders]
         self._fit: dict[int, np.ndarray] = {}
@@ -91,19 +87,18 @@ class Pass:
         """Anchors per logical worker of ``rank`` in this pass (every stream)."""
         return [int(x) for x in self.dataset_worker_frames(rank).sum(axis=0)]
 
-    def chain_frames(self, rank: int) -> np.ndarray | None:
-        """An endless remainder's plain-epoch anchors per (stream, worker) after it (None: no chain)."""
-        return None if self.chain is None else self.chain.dataset_worker_frames(rank)
+    def _after(self, rank: int) -> np.ndarray:
+        """Anchors per (stream, worker) of ``rank`` in the epochs after this pass: an endless
+        remainder's chain, else this pass's own (it repeats)."""
+        return (self.chain or self).dataset_worker_frames(rank)
 
     def held(self, rank: int) -> np.ndarray:
         """Which (stream, worker) of ``rank`` give samples, here or in a chain after, bool (N, workers)."""
-        held = self.dataset_worker_frames(rank) > 0
-        after = self.chain_frames(rank)
-        return held if after is None else held | (after > 0)
+        return (self.dataset_worker_frames(rank) > 0) | (self._after(rank) > 0)
 
     def num_active(self, rank: int | None = None) -> int:
         """Logical workers of ``rank`` that give samples."""
-        return int(self.held(self.topo.rank if rank is None else rank).any(axis=0).sum())
+        return len(self.active_workers(self.topo.rank if rank is None else rank))
 
     def samples_per_rank(self) -> np.ndarray:
         """Anchors per rank in this pass (every stream) before equalization, int64 (world_size,)."""
@@ -114,33 +109,14 @@ class Pass:
         return np.flatnonzero(self.held(rank).any(axis=0)).tolist()
 
     # --- the DataLoader's batch turns ----------------------------------------------------------------
-    def endless_limits(self, rank: int) -> list[int | None]:
-        """Per logical worker: None (endless) or the samples it gives before it stops."""
-        first = self.dataset_worker_frames(rank).sum(axis=0)
-        after = self.chain_frames(rank)
-        if after is None:
-            return [None if f else 0 for f in first.tolist()]
-        return [None if a else int(f) for f, a in zip(first.tolist(), after.sum(axis=0).tolist())]
-
     def batches_per_rank(self) -> np.ndarray:
         """DataLoader batches per rank in one finite pass before equalization, int64 (world_size,)."""
-        topo = self.topo
-        out = []
+        topo, out = self.topo, []
+        turns = {"drop_last": topo.drop_last, "one_stream": topo.num_shards == 1}
         for r in range(topo.world_size):
-            ids = self.active_workers(r)
             fr = self.worker_frames(r)
-            lim = [fr[w] for w in ids]
-            out.append(
-                replay_turns(
-                    lim,
-                    topo.batch_size,
-                    batches=sum(lim) + 1,
-                    drop_last=topo.drop_last,
-                    one_stream=topo.num_shards == 1,
-                )[2]
-                if lim
-                else 0
-            )
+            lim = [fr[w] for w in self.active_workers(r)]
+            out.append(replay_turns(lim, topo.batch_size, batches=sum(lim) + 1, **turns)[2] if lim else 0)
         return np.array(out, dtype=np.int64)
 
     def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
@@ -149,8 +125,6 @@ class Pass:
         topo = self.topo
         rank = topo.rank if rank is None else rank
         fr = self.worker_frames(rank)
-        if topo.repeat:
-            return fr
         if topo.drop_last:  # the DataLoader drops each worker's short last batch: never decode it
             fr = [f - f % topo.batch_size for f in fr]
         if topo.equalize == "none":
@@ -163,7 +137,10 @@ class Pass:
         """Anchors each logical worker of ``rank`` gives before it stops, as the batch turns see
         them: finite limits, None (endless), or an endless remainder's share with no epoch after."""
         rank = self.topo.rank if rank is None else rank
-        return self.endless_limits(rank) if self.topo.repeat else list(self.worker_epoch_limits(rank))
+        if not self.topo.repeat:
+            return list(self.worker_epoch_limits(rank))
+        first, after = self.dataset_worker_frames(rank).sum(axis=0), self._after(rank).sum(axis=0)
+        return [None if a else int(f) for f, a in zip(first.tolist(), after.tolist())]
 
     def epoch_samples(self) -> int:
         """Anchors this rank yields in one finite pass (after ``equalize``)."""
@@ -171,9 +148,7 @@ class Pass:
 
     def position(self, epoch: int, samples: int) -> tuple[int, int]:
         """``(epoch, samples)`` with whole finite passes rolled into the following epochs."""
-        if self.topo.repeat:
-            return epoch, samples
-        total = self.epoch_samples()
+        total = 0 if self.topo.repeat else self.epoch_samples()
         if total and samples >= total:
             return epoch + samples // total, samples % total
         return epoch, samples
@@ -186,13 +161,10 @@ class Pass:
             ResumeStateError: the count ends inside a batch (several workers) or exceeds the pass.
         """
         topo = self.topo
-        if topo.repeat:
-            limits: list[int | None] = self.endless_limits(topo.rank)
-            if not any(x is None or x for x in limits):
-                return WorkerStart(0, epoch, 0, None)
-        else:
-            limits = list(self.worker_epoch_limits(topo.rank))
-            epoch, samples = self.position(epoch, samples)
+        limits = self.turn_limits(topo.rank)
+        if topo.repeat and not any(x is None or x for x in limits):
+            return WorkerStart(0, epoch, 0, None)
+        epoch, samples = self.position(epoch, samples)
         given, nxt, _ = replay_turns(limits, topo.batch_size, samples=samples, drop_last=topo.drop_last)
         logical = ((0 if dl_worker_id is None else int(dl_worker_id)) + (nxt or 0)) % topo.num_shards
         return WorkerStart(logical, epoch, given[logical], None if topo.repeat else limits[logical])
@@ -206,29 +178,27 @@ class Pass:
         fitting) so the rank's still follow the weights; where impossible (held by k of N workers
         with a share above k/N) those workers give it all their samples, and a warning says so.
         """
-        fits = self._fitted_shares(self.topo.rank if rank is None else int(rank))
+        rank = self.topo.rank if rank is None else int(rank)
+        if rank not in self._fit:
+            self._fit[rank] = self._fitted_shares(rank)
+        fits = self._fit[rank]
         return integer_weights(fits[worker]) if fits[worker].sum() > 0 else [0] * len(self.weights)
 
     def _fitted_shares(self, rank: int) -> np.ndarray:
-        if rank in self._fit:
-            return self._fit[rank]
         held = self.held(rank).T.astype(np.float64)  # (workers, streams)
         active = held.sum(axis=1) > 0
         target = np.asarray(self.weights, dtype=np.float64) / sum(self.weights)
         fit = held * target
         if held[active].all():
-            self._fit[rank] = fit
             return fit
         n = int(active.sum())
         want = target * n
-        for _ in range(2000):
+        for i in range(2001):  # rows to 1, then columns to the weights; rows last
             rows = fit.sum(axis=1, keepdims=True)
             fit = np.divide(fit, rows, out=np.zeros_like(fit), where=rows > 0)
-            cols = fit.sum(axis=0)
-            scale = np.divide(want, cols, out=np.ones_like(want), where=cols > 0)
-            fit = fit * scale
-        rows = fit.sum(axis=1, keepdims=True)
-        fit = np.divide(fit, rows, out=np.zeros_like(fit), where=rows > 0)
+            if i < 2000:
+                cols = fit.sum(axis=0)
+                fit = fit * np.divide(want, cols, out=np.ones_like(want), where=cols > 0)
         got = fit.sum(axis=0) / max(1, n)
         if np.abs(got - target).max() > 0.01 and rank == self.topo.rank:  # other ranks: an elastic replay
             logger.warning(
@@ -241,7 +211,6 @@ class Pass:
                 [self.names[d] for d in np.flatnonzero(got < target - 0.01)],
                 np.round(got, 4).tolist(),
             )
-        self._fit[rank] = fit
         return fit
 
     def phases(self, rank: int, worker: int, epoch: int, offset: int) -> MixSequence | None:
@@ -255,8 +224,8 @@ class Pass:
             if not self.held(rank)[:, worker].any():
                 return None
             weights = self.worker_weights(worker, rank)
-            after = self.chain_frames(rank)
-            caps = [None if after is None or after[d, worker] else f for d, f in enumerate(frames)]
+            after = self._after(rank)
+            caps = [None if after[d, worker] else f for d, f in enumerate(frames)]
         else:
             weights = [wt if f else 0 for wt, f in zip(self.weights, frames)]
             caps = frames
@@ -274,52 +243,28 @@ class Pass:
         phases = self.phases(rank, worker, epoch, given)
         return None if phases is None else [int(c) for c in phases.consumed().tolist()]
 
-    # --- plans and pools ----------------------------------------------------------------------------
-    def worker_plan(self, stream: int, worker: int, rank: int | None = None) -> Any:
-        """Stream ``stream``'s plan of logical ``worker`` of ``rank`` (an endless remainder: its
-        share chained to the plain epochs, ``WorkerPlan.chained``)."""
-        rank = self.topo.rank if rank is None else rank
-        plan = self.layouts[stream].plan(worker, rank)
-        if self.chain is None:
-            return plan
-        return plan.chained(self.chain.layouts[stream].plan(worker, rank), self.stream_epochs[stream])
-
-    def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[MixSequence]:
-        """The pool (a played ``MixSequence``) of ``start.logical_worker`` from ``start`` on (global
-        episode ids): ``start.epoch``'s, or one endless pool."""
-        phases = self.phases(self.topo.rank, start.logical_worker, start.epoch, start.offset)
-        if phases is None:
-            return
-        yield phases.play(plans, self.offsets, start.epoch, self.topo.repeat)
-
-
-def resolve_pass(plain: Pass, epoch: int, samples: int, remainder: Callable[[], Pass] | None) -> tuple[Pass, int, int]:
-    """``(pass, epoch, samples since epoch began)`` of a resume state: the plain epoch ``epoch``, or
-    the elastic remainder's pass (``remainder()``) while its samples last (endless: always), then
-    the plain epochs after it."""
-    if remainder is None:
-        return plain, epoch, samples
-    rp = remainder()
-    if plain.topo.repeat:
-        return rp, rp.epoch, samples
-    total = rp.epoch_samples()
-    if samples < total or not total and not samples:
-        return rp, rp.epoch, samples
-    return plain, rp.epoch + 1, samples - total
-
 
 # --- elastic resume: what a checkpointed run left ------------------------------------------------
-def _rank_counts(old: Pass, samples: int, limits: Callable[[int], list[int | None]]) -> Iterator[tuple[int, int, int]]:
-    """``(rank, worker, anchors given)`` of every old worker holding anything once rank 0 gave
-    ``samples``: rank 0's batches (every rank took as many) give each rank's workers' counts."""
-    topo = old.topo
+def old_run_remainders(old: tuple[Pass, int, int], old_plain: Pass) -> list[Any]:
+    """What the checkpointed run left of its pass in progress, one remainder per stream; ``old`` is
+    its rank 0's ``(pass, epoch, samples)`` (``Planner.resolve``), ``old_plain`` its plain pass.
+    Endless, each old worker's count runs through the old remainder's share (pass 0, if any), then
+    the plain epochs after it (pass k >= 1): per stream the pass in progress is the earliest any old
+    worker was still in.
+
+    Raises:
+        ResumeStateError: the count does not fit (ends inside a batch with several workers,
+        exceeds the epoch), or an endless stream has no samples left (every worker idle).
+    """
+    current, epoch, samples = old
+    topo, rp = current.topo, (current if current.remainders is not None else None)
     one = topo.num_shards == 1
-    batches = done = None
+    entries: list[list[tuple[int, int, int, int]]] = [[] for _ in current.layouts]  # (pass, rank, worker, given)
     for r in range(topo.world_size):  # rank 0 first: its count says how many batches every rank took
-        ids = old.active_workers(r)
+        ids = current.active_workers(r)
         if not ids and r:
             continue
-        full = limits(r)
+        full = current.turn_limits(r)
         lim = [full[w] for w in ids]
         if r == 0:
             given, nxt, batches = replay_turns(
@@ -328,68 +273,32 @@ def _rank_counts(old: Pass, samples: int, limits: Callable[[int], list[int | Non
             done = nxt is None
         else:
             given = rank_given(lim, topo.batch_size, samples, batches, done, topo.drop_last, one_stream=one)
-        yield from ((r, w, g) for w, g in zip(ids, given))
-
-
-def _counts_finite(old: Pass, epoch: int, samples: int) -> list[list[tuple[int, int, int | None]]]:
-    """Per stream ``[(rank, worker, anchors given)]`` of a finite pass after rank 0's ``samples``."""
-    out: list[list[tuple[int, int, int | None]]] = [[] for _ in old.layouts]
-    for r, w, g in _rank_counts(old, samples, old.worker_epoch_limits):
-        for d, c in enumerate(old.consumed(r, w, epoch, g) or ()):
-            out[d].append((r, w, c))
-    return out
-
-
-def _counts_endless(rp: Pass | None, plain: Pass, epoch: int, samples: int):
-    """Per stream ``(pass, rank, worker, anchors of that pass given)``: pass 0 is the old remainder
-    ``rp`` (if any), pass k >= 1 the k-th plain epoch after it."""
-    src = rp if rp is not None else plain
-    entries: list[list[tuple[int, int, int, int]]] = [[] for _ in src.layouts]
-    frames: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for r, w, g in _rank_counts(src, samples, src.endless_limits):
-        counts = src.consumed(r, w, epoch, g)
-        if counts is None:
-            continue
-        if r not in frames:
-            frames = {r: (src.dataset_worker_frames(r), plain.dataset_worker_frames(r))}
-        first, after = frames[r]
-        for d, c in enumerate(counts):
-            rf, f = (int(first[d, w]) if rp is not None else 0), int(after[d, w])
-            if c < rf:  # pass 0: still in its share of the old remainder
-                entries[d].append((0, r, w, c))
-            elif f:
-                entries[d].append((1 + (c - rf) // f, r, w, (c - rf) % f))
-    return entries
-
-
-def old_run_remainders(old: tuple[Pass, int, int], old_plain: Pass) -> list[Any]:
-    """What the checkpointed run left of its pass in progress, one remainder per stream; ``old`` is
-    its rank 0's ``(pass, epoch, samples)`` (:func:`resolve_pass`), ``old_plain`` its plain pass.
-
-    Raises:
-        ResumeStateError: the count does not fit (ends inside a batch with several workers,
-        exceeds the epoch), or an endless stream has no samples left (every worker idle).
-    """
-    current, epoch, samples = old
-    if not current.topo.repeat:
-        counts = _counts_finite(current, epoch, samples)
-        depth = 1 + current.depth if current.remainders is not None else 1
-        return [lay.remainder(c, epoch, epoch, depth) for lay, c in zip(current.layouts, counts)]
-    rp = current if current.remainders is not None else None
-    entries = _counts_endless(rp, old_plain, epoch, samples)
+        if topo.repeat:
+            first, after = current.dataset_worker_frames(r), old_plain.dataset_worker_frames(r)
+        for w, g in zip(ids, given):
+            for d, c in enumerate(current.consumed(r, w, epoch, g) or ()):
+                if not topo.repeat:
+                    entries[d].append((0, r, w, c))
+                    continue
+                rf, f = (int(first[d, w]) if rp is not None else 0), int(after[d, w])
+                if c < rf:  # pass 0: still in its share of the old remainder
+                    entries[d].append((0, r, w, c))
+                elif f:
+                    entries[d].append((1 + (c - rf) // f, r, w, (c - rf) % f))
     out = []
     for d, es in enumerate(entries):
-        if not es:
+        if topo.repeat and not es:
             what = "the checkpointed stream" if len(entries) == 1 else f"dataset {d} of the checkpointed mixture"
             raise ResumeStateError(f"{what} has no samples left (every worker holding it is idle)")
-        k = min(e[0] for e in es)
+        k = min((e[0] for e in es), default=0)
         if k == 0:
-            lay, label, depth = rp.layouts[d], rp.stream_epochs[d], 1 + rp.depth
+            lay, depth = current.layouts[d], 1 + current.depth
+            label = current.stream_epochs[d] if topo.repeat else epoch
         else:
             lay, depth = old_plain.layouts[d], 1
             label = (rp.stream_epochs[d] if rp is not None else epoch - 1) + k
         counts = [(r, w, g if pas == k else None) for pas, r, w, g in es]
-        out.append(lay.remainder(counts, label, label, depth))
+        out.append(lay.remainder(counts, label, depth))
     return out
 
 
@@ -414,19 +323,3 @@ def remainder_cache(
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return out
-
-
-def remainder_pass(plain: Pass, rems: Sequence[Any], seed: int) -> Pass:
-    """The pass of ``plain``'s topology that plays ``rems`` (endless: chained to ``plain``'s epochs)."""
-    layouts = [Layout.over(rem, plain.topo, lay) for lay, rem in zip(plain.layouts, rems)]
-    mix_seed = derived_seed(seed, TAG_MIXTURE, TAG_ELASTIC, rems[0].epoch, rems[0].depth)
-    return Pass(
-        layouts,
-        plain.weights,
-        plain.offsets,
-        plain.topo,
-        mix_seed=mix_seed,
-        remainders=rems,
-        chain=plain if plain.topo.repeat else None,
-        names=plain.names,
-    )

@@ -1,7 +1,7 @@
 """``Planner``: one rank's planner over N >= 1 streams — its position (``at``, a ``Position``), its
 resume state (written, loaded and checked here) and the interface the dataset drives
 (``worker_start`` → ``worker_plans`` → ``worker_pools``). What it plays is a
-:class:`~lerobotstream.planner._pass.Pass`, resolved from the position (``resolve_pass``). Also
+:class:`~lerobotstream.planner._pass.Pass`, resolved from the position (``resolve``). Also
 here: rank, world size and DataLoader worker discovery without importing torch.
 """
 
@@ -17,15 +17,8 @@ from typing import Any
 from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
 from lerobotstream.options import check_epoch
-from lerobotstream.planner._layout import Layout, read_pools
-from lerobotstream.planner._pass import (
-    Pass,
-    WorkerStart,
-    old_run_remainders,
-    remainder_cache,
-    remainder_pass,
-    resolve_pass,
-)
+from lerobotstream.planner._layout import TAG_ELASTIC, TAG_MIXTURE, Layout, derived_seed, read_pools
+from lerobotstream.planner._pass import Pass, WorkerStart, old_run_remainders, remainder_cache
 from lerobotstream.planner._state import (
     ELASTIC_SETTINGS,
     REFUSED_SETTINGS,
@@ -112,20 +105,21 @@ class Planner:
     )
     del _view
 
-    @property
-    def _kind(self) -> str:
-        """What the resume messages call this stream ("planner" or "mixture")."""
-        return "mixture" if self.streams.rule == "mixture" else "planner"
-
     # --- the pass in progress -----------------------------------------------------------------------
     def _in_remainder(self) -> bool:
         return self.origin is not None and self.epoch == self.at.origin_epoch
 
     def resolve(self) -> tuple[Pass, int, int]:
-        """``(pass in progress, epoch, samples consumed since epoch began)``."""
-        return resolve_pass(
-            self.plain, self.epoch, self.samples_consumed, self._remainder_pass if self._in_remainder() else None
-        )
+        """``(pass in progress, epoch, samples consumed since epoch began)``: the plain epoch, or the
+        elastic remainder's pass while its samples last (endless: always), then the plain epochs."""
+        samples = self.samples_consumed
+        if not self._in_remainder():
+            return self.plain, self.epoch, samples
+        rp = self._remainder_pass()
+        total = 0 if self.settings.repeat else rp.epoch_samples()
+        if self.settings.repeat or samples < total or not total and not samples:
+            return rp, rp.epoch, samples
+        return self.plain, rp.epoch + 1, samples - total
 
     def current_pass(self) -> Pass:
         """The pass in progress: the plain epoch, an elastic remainder, or the epochs after it."""
@@ -150,8 +144,14 @@ class Planner:
 
     def _remainder_pass(self) -> Pass:
         rems = self.remainders()
-        if self._rem is None or self._rem[0] is not rems[0]:
-            self._rem = (rems[0], remainder_pass(self.plain, rems, self.seed))
+        if self._rem is None or self._rem[0] is not rems[0]:  # the pass of this topology that plays them
+            plain = self.plain
+            layouts = [Layout.over(rem, plain.topo, lay) for lay, rem in zip(plain.layouts, rems)]
+            mix_seed = derived_seed(self.seed, TAG_MIXTURE, TAG_ELASTIC, rems[0].epoch, rems[0].depth)
+            chain = plain if plain.topo.repeat else None  # endless: chained to the plain epochs
+            rp = Pass(layouts, plain.weights, plain.offsets, plain.topo, mix_seed=mix_seed, remainders=rems)
+            rp.chain, rp.names = chain, plain.names
+            self._rem = (rems[0], rp)
         return self._rem[1]
 
     def _old_run(self, st: StreamState) -> tuple[tuple[Pass, int, int], Pass]:
@@ -192,8 +192,9 @@ class Planner:
         current, epoch, samples = self.resolve()
         topo = self.settings
         if dl_num_workers != topo.num_workers:
+            kind = "mixture" if self.streams.rule == "mixture" else "planner"
             raise ShardingError(
-                f"the DataLoader runs {dl_num_workers} worker(s) but the {self._kind} was built for "
+                f"the DataLoader runs {dl_num_workers} worker(s) but the {kind} was built for "
                 f"num_workers={topo.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)"
             )
         if not dl_worker_id and current.num_active() < topo.num_shards:
@@ -203,16 +204,23 @@ class Planner:
     def worker_plans(self, start: WorkerStart) -> list[Any]:
         """The plan of ``start.logical_worker`` for each stream (a mixture's name their dataset in
         their errors)."""
-        current = self.current_pass()
+        current, rank, w = self.current_pass(), self.settings.rank, start.logical_worker
         plans = []
         for d, lay in enumerate(current.layouts):
             with naming(lay.where):  # its size errors name it too, at admission (``Layout.where``)
-                plans.append(current.worker_plan(d, start.logical_worker))
+                plan = lay.plan(w, rank)
+                if current.chain is not None:  # an endless remainder: its share, then the plain epochs
+                    plan = plan.chained(current.chain.layouts[d].plan(w, rank), current.stream_epochs[d])
+                plans.append(plan)
         return plans
 
     def worker_pools(self, start: WorkerStart, plans: Sequence[Any]) -> Iterator[Any]:
-        """The pools the worker pipeline reads from ``start`` on (``Pass.worker_pools``)."""
-        return self.current_pass().worker_pools(start, plans)
+        """The pool (a played ``MixSequence``, global episode ids) the worker pipeline reads from
+        ``start`` on: ``start.epoch``'s, or one endless pool (none: the worker gives nothing)."""
+        current = self.current_pass()
+        phases = current.phases(self.settings.rank, start.logical_worker, start.epoch, start.offset)
+        if phases is not None:
+            yield phases.play(plans, current.offsets, start.epoch, self.settings.repeat)
 
     def iter_worker_anchors(
         self, dl_worker_id: int | None = None, dl_num_workers: int = 0
@@ -225,7 +233,7 @@ class Planner:
         # by DataLoader worker 0 only, once per process
         rank, shards = self.settings.rank, self.settings.num_shards
         owns = current.layouts[0].owns(rank) if len(current.layouts) == 1 else "episodes of the mixture's datasets"
-        key = (self._kind, rank, shards, owns)
+        key = (self.streams.rule, rank, shards, owns)
         if key in _IDLE_WARNED:
             return
         _IDLE_WARNED.add(key)
@@ -338,26 +346,6 @@ class Planner:
         }
 
 
-def _identity_diffs(streams: Streams, st: StreamState, mine: StreamState) -> list[str]:
-    """What makes ``st`` another stream than ``streams`` (dataset, episodes, mixture)."""
-    if streams.mixture is None:
-        if st.mixture is not None:
-            return [f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset"]
-        return episode_selection_diffs(st, mine)
-    if st.mixture is None:
-        raise ResumeStateError(
-            "the resume state was written by a single-dataset stream but this is a mixture of "
-            f"{len(streams.episodes)} datasets ({streams.mixture.get('repo_ids')}); sample-exact "
-            "resume needs the same mixture. Start a new run from the policy weights."
-        )
-    diffs = [
-        f"mixture {key}: checkpoint {st.mixture.get(key)!r}, now {mine.mixture.get(key)!r}"
-        for key in sorted(set(st.mixture) | set(mine.mixture))
-        if st.mixture.get(key) != mine.mixture.get(key)
-    ]
-    return diffs or episode_selection_diffs(st, mine)
-
-
 def resume_differences(streams: Streams, st: StreamState, mine: StreamState) -> list[str]:
     """The settings a loaded state ``st`` changes (:data:`ELASTIC_SETTINGS`, as messages) against
     ``mine`` (this planner's state): empty, the same topology.
@@ -366,12 +354,31 @@ def resume_differences(streams: Streams, st: StreamState, mine: StreamState) -> 
         ResumeStateError: ``st`` is another stream (dataset, episodes, mixture) or has another
             seed or partitions; the message lists every difference.
     """
-    refused = [
-        f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
-        for name in REFUSED_SETTINGS
-        if getattr(st, name) != getattr(mine, name)
-    ]
-    refused += _identity_diffs(streams, st, mine)
+
+    def diffs(names: Sequence[str]) -> list[str]:
+        return [
+            f"{n}: checkpoint {getattr(st, n)!r}, now {getattr(mine, n)!r}"
+            for n in names
+            if getattr(st, n) != getattr(mine, n)
+        ]
+
+    refused = diffs(REFUSED_SETTINGS)
+    if streams.mixture is None and st.mixture is not None:
+        refused.append(f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset")
+    elif streams.mixture is None:
+        refused += episode_selection_diffs(st, mine)
+    elif st.mixture is None:
+        raise ResumeStateError(
+            "the resume state was written by a single-dataset stream but this is a mixture of "
+            f"{len(streams.episodes)} datasets ({streams.mixture.get('repo_ids')}); sample-exact "
+            "resume needs the same mixture. Start a new run from the policy weights."
+        )
+    else:
+        refused += [
+            f"mixture {k}: checkpoint {st.mixture.get(k)!r}, now {mine.mixture.get(k)!r}"
+            for k in sorted(set(st.mixture) | set(mine.mixture))
+            if st.mixture.get(k) != mine.mixture.get(k)
+        ] or episode_selection_diffs(st, mine)
     if refused:
         what = (
             "the same mixture (datasets, weights, episode selections)"
@@ -384,11 +391,7 @@ def resume_differences(streams: Streams, st: StreamState, mine: StreamState) -> 
             "differs: " + "; ".join(refused) + ". Restore those settings, or start a new run from the "
             "policy weights."
         )
-    return [
-        f"{name}: checkpoint {getattr(st, name)!r}, now {getattr(mine, name)!r}"
-        for name in ELASTIC_SETTINGS
-        if getattr(st, name) != getattr(mine, name)
-    ]
+    return diffs(ELASTIC_SETTINGS)
 
 
 def discover_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
@@ -399,15 +402,13 @@ def discover_world(rank: int | None = None, world_size: int | None = None) -> tu
         ShardingError: invalid values (world size < 1, rank outside ``[0, world_size)``, not ints).
     """
     if rank is None or world_size is None:
-        d_rank, d_world = None, None
         dist = sys.modules.get("torch.distributed")
         if dist is not None and dist.is_available() and dist.is_initialized():
             d_rank, d_world = int(dist.get_rank()), int(dist.get_world_size())
         else:
             env_rank, env_world = constants.distributed_env()
             try:
-                d_rank = int(env_rank) if env_rank not in (None, "") else 0
-                d_world = int(env_world) if env_world not in (None, "") else 1
+                d_rank, d_world = int(env_rank or 0), int(env_world or 1)
             except ValueError as e:
                 raise ShardingError(f"RANK={env_rank!r} / WORLD_SIZE={env_world!r} are not integers") from e
         rank = d_rank if rank is None else rank
@@ -425,9 +426,5 @@ def discover_world(rank: int | None = None, world_size: int | None = None) -> tu
 def current_worker() -> tuple[int | None, int]:
     """(DataLoader worker id, number of DataLoader workers), or (None, 0) in the main process."""
     data = sys.modules.get("torch.utils.data")
-    if data is None:
-        return None, 0
-    info = data.get_worker_info()
-    if info is None:
-        return None, 0
-    return int(info.id), int(info.num_workers)
+    info = None if data is None else data.get_worker_info()
+    return (None, 0) if info is None else (int(info.id), int(info.num_workers))

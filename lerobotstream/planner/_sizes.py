@@ -1,18 +1,14 @@
-"""Episode sizes, the planner's one impure edge: :class:`EpisodeSizes`, each episode's exact
-synthesized bytes (every camera's mini-MP4 together) computed when admission or prefetch first asks
-for it, and kept — so start-up and memory grow with the pool and the frontier, not the dataset
-(docs/scale.md). The planner never opens a file: whoever can compute sizes (the dataset's
-``Worker.episode_nbytes``) is a *size provider* (``SizeProvider``), wrapped here.
+"""Episode sizes, the planner's one impure edge: :class:`EpisodeSizes` wraps a *size provider*
+(``SizeProvider``, e.g. the dataset's ``Worker.episode_nbytes``: ``provider(episode_index) -> int``
+bytes >= 0, each episode's synthesized mini-MP4s together) and keeps each size once asked — asked at
+most once per episode and process, when a pool admits it (``EpisodePool`` calls the plan's checked
+``size_of``, holding the GIL) or the byte cache reserves it (``WorkerPlan.episode_size``), so
+start-up and memory grow with the pool and the frontier, not the dataset (docs/scale.md).
 
-``provider(episode_index) -> int`` bytes (>= 0) is called, at most once per episode and process,
-when a pool admits the episode (``EpisodePool`` asks the plan's checked ``size_of``, holding the
-GIL) or the byte cache reserves it (``WorkerPlan.episode_size``).
-
-Errors: the provider's :class:`~lerobotstream.errors.LeRobotStreamError` propagates unchanged out of
-the call that asked (``next_anchors``, ``fill``, ``episode_size``), with ``episode E:`` added when it
-does not name its episode; nothing is kept for that episode. A negative size, or one larger than the
-worker's whole budget, is refused by the plan (``ByteBudgetError``). Any other exception is a bug of
-the provider and is not caught.
+Errors: the provider's :class:`~lerobotstream.errors.LeRobotStreamError` propagates out of the call
+that asked, with ``episode E:`` added when it does not name its episode; nothing is kept for that
+episode. A negative or over-budget size is refused by the plan (``ByteBudgetError``). Any other
+exception is a bug of the provider and is not caught.
 """
 
 from __future__ import annotations
@@ -26,14 +22,8 @@ from lerobotstream.errors import LeRobotStreamError
 __all__ = ["EpisodeSizes", "SizeProvider"]
 
 
-#: Where episode sizes come from (see the module doc): ``provider(episode_index) -> int`` bytes.
+#: Where episode sizes come from: ``provider(episode_index) -> int`` bytes.
 SizeProvider = Callable[[int], int]
-
-
-def _names_episode(exc: LeRobotStreamError, episode_index: int) -> bool:
-    if getattr(exc, "episode_index", None) == episode_index:
-        return True
-    return re.search(rf"\bepisode {episode_index}\b", exc.message) is not None
 
 
 class EpisodeSizes:
@@ -53,7 +43,7 @@ class EpisodeSizes:
             try:
                 got = int(self._compute(e))
             except LeRobotStreamError as exc:
-                if _names_episode(exc, e):
+                if getattr(exc, "episode_index", None) == e or re.search(rf"\bepisode {e}\b", exc.message):
                     raise
                 raise type(exc)(f"episode {e}: {exc.message}", **{**exc.fields, "episode_index": e}) from exc
             with self._lock:

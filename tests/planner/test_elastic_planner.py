@@ -313,7 +313,7 @@ def _endless_old(make, topo, n):
     for r in range(topo[0]):
         p = make(topo, r)
         k = max(1, topo[1])
-        assert all(x is None for x in p.current_pass().endless_limits(r))
+        assert all(x is None for x in p.current_pass().turn_limits(r))
         its = [p.iter_worker_anchors(w if topo[1] else None, topo[1]) for w in range(k)]
         for w in range(k):
             streams[r, w] = []

@@ -20,7 +20,8 @@ from lerobotstream.planner._streams import PlanSettings, Streams
 
 def run(lengths: np.ndarray, pool_size: int, strategy: str, batch: int, repeats: int) -> float:
     settings = PlanSettings(episode_pool_size=pool_size, sampling_strategy=strategy, seed=1000)
-    plan = Planner(Streams.of_dataset(lengths), settings).plain.worker_plan(0, 0)
+    plain = Planner(Streams.of_dataset(lengths), settings).plain
+    plan = plain.layouts[0].plan(0, plain.topo.rank)
     ep = np.empty(batch, dtype=np.int64)
     fr = np.empty(batch, dtype=np.int64)
     # verify once: every frame exactly once
