@@ -41,7 +41,7 @@ from lerobotstream.constants import (
 )
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, over_budget
 from lerobotstream.planner._lpt import lpt_owner
-from lerobotstream.planner._poolcore import STRATEGY_IDS, EpisodePool, shuffled_order, strategy_info
+from lerobotstream.planner._poolcore import EpisodePool, shuffled_order, strategy_info
 
 # Domain tags keep the seed streams of different uses apart (arbitrary fixed constants).
 TAG_RANK_SHARDS = 0x52414E4B  # "RANK"
@@ -279,7 +279,7 @@ class WorkerPlan:
         lay = self._layout
         budget = 0 if self.byte_budget is None else self.byte_budget + 1
         key = lay.group_key(int(self.groups[i]))
-        return seed_words(lay.spec.seed, epoch, *key, STRATEGY_IDS[lay.spec.strategy], self.pool_size, budget, tag)
+        return seed_words(lay.spec.seed, epoch, *key, strategy_info(lay.spec.strategy).id, self.pool_size, budget, tag)
 
     def _order(self, i: int, epoch: int) -> np.ndarray:
         sl = self._span(i)

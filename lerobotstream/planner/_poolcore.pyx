@@ -13,8 +13,7 @@ Randomness: a private xoshiro256** generator seeded with four words from ``SeedS
 """
 
 from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.stdlib cimport free, malloc
-from libc.string cimport memset
+from libc.stdlib cimport calloc, free, malloc
 
 from collections import namedtuple
 
@@ -55,10 +54,6 @@ cdef extern from *:
     uint64_t lrs_xoshiro_next(uint64_t *s) nogil
     uint64_t lrs_randbelow(uint64_t *s, uint64_t n) nogil
 
-DEF EV_ADMIT = 0
-DEF EV_EVICT = 1
-_KINDS = ("admit", "evict")  # PoolEvent.kind by event code
-
 #: An admission or eviction: ``position`` (samples the pool had emitted: an eviction at p follows the
 #: episode's last anchor, number p-1; an episode admitted at p is drawn from sample p on), ``kind``
 #: (``"admit"``: bytes must be resident before its first anchor; ``"evict"``: release them once its
@@ -82,7 +77,7 @@ cdef struct Strategy:
 
 cdef int64_t pick_remaining(EpisodePool pool) noexcept nogil:
     """A resident frame uniformly at random: its slot, by the Fenwick tree of remaining frames."""
-    return pool._fw_find(<int64_t>lrs_randbelow(pool.rng, <uint64_t>pool.n_remaining))
+    return pool._fw_find(<int64_t>lrs_randbelow(pool.rng, <uint64_t>pool.remaining))
 
 
 cdef int64_t pick_round_robin(EpisodePool pool) noexcept nogil:
@@ -130,24 +125,18 @@ cdef Strategy[3] STRATEGY_TABLE = [
     Strategy(name=b"sequential", pick=pick_sequential, weighted=False, in_order=True,
              help=b"episodes and frames in order, as the eval stream"),
 ]
-cdef int64_t N_STRATEGIES = sizeof(STRATEGY_TABLE) // sizeof(Strategy)
 
-
+#: A strategy table entry: ``id`` (its position, part of the seeds), ``name``, ``in_order`` (no
+#: draws: episodes admitted ascending, frames ascending) and ``help``.
 StrategyInfo = namedtuple("StrategyInfo", "id name in_order help")
-StrategyInfo.__doc__ = """A strategy table entry: ``id`` (its position, part of the seeds), ``name``,
-``in_order`` (no draws: episodes admitted ascending, frames ascending) and ``help``."""
-
 
 #: name -> :class:`StrategyInfo`, in table order (what ``constants.SAMPLING_STRATEGIES`` lists)
 STRATEGIES = {
     STRATEGY_TABLE[i].name.decode(): StrategyInfo(
         i, STRATEGY_TABLE[i].name.decode(), bool(STRATEGY_TABLE[i].in_order), STRATEGY_TABLE[i].help.decode()
     )
-    for i in range(N_STRATEGIES)
+    for i in range(sizeof(STRATEGY_TABLE) // sizeof(Strategy))
 }
-
-#: name -> id (the strategy's position in the table, part of the seeds)
-STRATEGY_IDS = {name: info.id for name, info in STRATEGIES.items()}
 
 
 def strategy_info(name):
@@ -211,14 +200,15 @@ cdef class EpisodePool:
             admission asked (the episode stays unsized and unadmitted).
     """
 
-    cdef int64_t n_eps, pool_size, byte_budget, n_res_bytes
+    cdef readonly int64_t emitted, resident_bytes  # anchors emitted this epoch; bytes resident now
+    cdef readonly int64_t remaining  # frames of the epoch not emitted yet (0: exhausted)
+    cdef int64_t n_eps, pool_size, byte_budget
     cdef const Strategy *strategy
-    cdef int64_t next_admit, n_resident, n_emitted, n_remaining, log2p
+    cdef int64_t next_admit, n_resident, log2p
     cdef int64_t[::1] lengths, nbytes, order
-    cdef int64_t *tree          # Fenwick tree over slots, 1-based, size P+1
+    cdef int64_t *tree          # Fenwick tree over slots, 1-based, size P+1 (one block with the next six)
     cdef int64_t *slot_ep       # local episode in slot, -1 when free
     cdef int64_t *slot_rem      # frames left in slot's episode
-    cdef int32_t **slot_buf     # lazily shuffled frame indices
     cdef int64_t *free_slots
     cdef int64_t n_free
     cdef int64_t *res_list      # dense list of resident slots
@@ -226,21 +216,12 @@ cdef class EpisodePool:
     cdef int64_t *round_slots   # round_robin's current round
     cdef int64_t round_len, round_pos
     cdef int64_t seq_slot, seq_ep   # sequential's current episode (seq_ep -1: none yet)
+    cdef int32_t **slot_buf     # lazily shuffled frame indices
     cdef uint64_t rng[4]
-    cdef list _ev_pos, _ev_kind, _ev_ep
+    cdef list _events
     cdef object size_of
     cdef object episode_indices  # int64 (E,): local id -> dataset episode index
-    cdef object _mapped, _base, _flat  # frame maps, one flat table: frame = _flat[_base[local] + k]
-
-    def __cinit__(self):
-        self.tree = NULL
-        self.slot_ep = NULL
-        self.slot_rem = NULL
-        self.slot_buf = NULL
-        self.free_slots = NULL
-        self.res_list = NULL
-        self.res_pos = NULL
-        self.round_slots = NULL
+    cdef object _base, _flat  # frame maps, one flat table: frame = _flat[_base[local] + k] (_base -1: unmapped)
 
     def __init__(self, episode_indices, lengths, nbytes, order, int64_t pool_size, byte_budget, str strategy,
                  draw_words, frame_maps=None, size_of=None):
@@ -250,14 +231,10 @@ cdef class EpisodePool:
         if pool_size < 1:
             raise ValueError(f"pool_size must be >= 1, got {pool_size}")
         self.episode_indices = np.ascontiguousarray(episode_indices, dtype=np.int64)
-        lengths = np.ascontiguousarray(lengths, dtype=np.int64)
-        nbytes = np.ascontiguousarray(nbytes, dtype=np.int64)
-        order = np.ascontiguousarray(order, dtype=np.int64)
-        if len(lengths) != len(nbytes) or len(lengths) != len(order) or len(lengths) != len(self.episode_indices):
+        lengths, nbytes, order = (np.ascontiguousarray(a, dtype=np.int64) for a in (lengths, nbytes, order))
+        if not len(lengths) == len(nbytes) == len(order) == len(self.episode_indices):
             raise ValueError("episode_indices, lengths, nbytes and order must have the same length")
-        self.lengths = lengths
-        self.nbytes = nbytes
-        self.order = order
+        self.lengths, self.nbytes, self.order = lengths, nbytes, order
         self.n_eps = lengths.shape[0]
         self.pool_size = pool_size
         self.byte_budget = -1 if byte_budget is None else int(byte_budget)
@@ -265,56 +242,33 @@ cdef class EpisodePool:
         if self.byte_budget >= 0 and size_of is None and len(lengths) and np.min(nbytes) < 0:
             raise ValueError("nbytes has unknown sizes (-1) under a byte budget and the pool has no size_of")
         self.size_of = size_of
-        self.n_remaining = 0
-        self.n_emitted = 0
-        self.next_admit = 0
-        self.n_resident = 0
-        self.n_res_bytes = 0
-        self.round_len = 0
-        self.round_pos = 0
-        self.seq_slot = 0
-        self.seq_ep = -1
+        self.seq_ep = -1  # (C fields start zeroed)
         for i in range(4):
             self.rng[i] = state[i]
         P = pool_size
-        self.log2p = 1
-        while self.log2p * 2 <= P:
-            self.log2p *= 2
-        self.tree = <int64_t *>malloc((P + 1) * sizeof(int64_t))
-        self.slot_ep = <int64_t *>malloc(P * sizeof(int64_t))
-        self.slot_rem = <int64_t *>malloc(P * sizeof(int64_t))
-        self.slot_buf = <int32_t **>malloc(P * sizeof(int32_t *))
-        self.free_slots = <int64_t *>malloc(P * sizeof(int64_t))
-        self.res_list = <int64_t *>malloc(P * sizeof(int64_t))
-        self.res_pos = <int64_t *>malloc(P * sizeof(int64_t))
-        self.round_slots = <int64_t *>malloc(P * sizeof(int64_t))
-        if (self.tree == NULL or self.slot_ep == NULL or self.slot_rem == NULL or self.slot_buf == NULL
-                or self.free_slots == NULL or self.res_list == NULL or self.res_pos == NULL
-                or self.round_slots == NULL):
+        self.log2p = 1 << (int(P).bit_length() - 1)  # the largest power of two <= P
+        self.tree = <int64_t *>calloc(7 * P + 1, sizeof(int64_t))
+        self.slot_buf = <int32_t **>calloc(P, sizeof(int32_t *))
+        if self.tree == NULL or self.slot_buf == NULL:
             raise MemoryError("EpisodePool: out of memory")
-        memset(self.tree, 0, (P + 1) * sizeof(int64_t))
+        self.slot_ep = self.tree + P + 1
+        self.slot_rem = self.slot_ep + P
+        self.free_slots = self.slot_rem + P
+        self.res_list = self.free_slots + P
+        self.res_pos = self.res_list + P
+        self.round_slots = self.res_pos + P
         for i in range(P):
             self.slot_ep[i] = -1
-            self.slot_rem[i] = 0
-            self.slot_buf[i] = NULL
             self.free_slots[i] = P - 1 - i  # pop from the end: slot 0 first
         self.n_free = P
-        self._ev_pos = []
-        self._ev_kind = []
-        self._ev_ep = []
-        self._mapped = None
-        maps = dict(frame_maps or {})
-        if maps:
-            n = len(self.episode_indices)
-            self._mapped = np.zeros(n, dtype=bool)
-            self._base = np.zeros(n, dtype=np.int64)
-            parts, at = [], 0
-            for local in sorted(maps):
-                self._mapped[local] = True
-                self._base[local] = at
-                frames = np.asarray(maps[local], dtype=np.int64)
-                parts.append(frames)
-                at += len(frames)
+        self._events = []
+        self._base = None
+        if frame_maps:
+            keys = sorted(frame_maps)
+            parts = [np.asarray(frame_maps[local], dtype=np.int64) for local in keys]
+            self._base = np.full(len(self.episode_indices), -1, dtype=np.int64)
+            lens = np.array([len(f) for f in parts], dtype=np.int64)
+            self._base[keys] = np.cumsum(lens) - lens
             self._flat = np.concatenate(parts)
         self._admit()
 
@@ -322,16 +276,9 @@ cdef class EpisodePool:
         cdef int64_t i
         if self.slot_buf != NULL:
             for i in range(self.pool_size):
-                if self.slot_buf[i] != NULL:
-                    free(self.slot_buf[i])
-        free(self.tree)
-        free(self.slot_ep)
-        free(self.slot_rem)
+                free(self.slot_buf[i])
         free(self.slot_buf)
-        free(self.free_slots)
-        free(self.res_list)
-        free(self.res_pos)
-        free(self.round_slots)
+        free(self.tree)
 
     # --- Fenwick tree --------------------------------------------------------------------------
     cdef inline void _fw_add(self, int64_t slot, int64_t delta) noexcept nogil:
@@ -353,7 +300,6 @@ cdef class EpisodePool:
 
     # --- admission / eviction ------------------------------------------------------------------
     cdef int _over_budget(self, int64_t ep, int64_t n) except -1:
-        # the byte-budget rule's one message (errors.over_budget); per episode, off the per-frame path
         raise over_budget(ep, n, self.byte_budget, holder="the pool",
                           budget_is=f"episode {ep} is the pool's local index")
 
@@ -370,7 +316,7 @@ cdef class EpisodePool:
                     self.nbytes[ep] = n
                 if self.nbytes[ep] > self.byte_budget:
                     self._over_budget(ep, self.nbytes[ep])
-                if self.n_res_bytes + self.nbytes[ep] > self.byte_budget:
+                if self.resident_bytes + self.nbytes[ep] > self.byte_budget:
                     break  # strict admission order: wait for evictions to free bytes
             n = self.lengths[ep]
             buf = <int32_t *>malloc(n * sizeof(int32_t))
@@ -387,12 +333,10 @@ cdef class EpisodePool:
             self.res_pos[slot] = self.n_resident
             self.res_list[self.n_resident] = slot
             self.n_resident += 1
-            self.n_res_bytes += self.nbytes[ep]
-            self.n_remaining += n
+            self.resident_bytes += self.nbytes[ep]
+            self.remaining += n
             self.next_admit += 1
-            self._ev_pos.append(self.n_emitted)
-            self._ev_kind.append(EV_ADMIT)
-            self._ev_ep.append(ep)
+            self._events.append(PoolEvent(self.emitted, "admit", int(self.episode_indices[ep])))
         return 0
 
     cdef int _evict(self, int64_t slot) except -1:
@@ -405,12 +349,10 @@ cdef class EpisodePool:
         self.res_list[p] = last
         self.res_pos[last] = p
         self.n_resident -= 1
-        self.n_res_bytes -= self.nbytes[ep]
+        self.resident_bytes -= self.nbytes[ep]
         self.free_slots[self.n_free] = slot
         self.n_free += 1
-        self._ev_pos.append(self.n_emitted)
-        self._ev_kind.append(EV_EVICT)
-        self._ev_ep.append(ep)
+        self._events.append(PoolEvent(self.emitted, "evict", int(self.episode_indices[ep])))
         return 0
 
     cdef int64_t _fill(self, int64_t[::1] out_ep, int64_t[::1] out_frame, int64_t n) except -1:
@@ -419,11 +361,9 @@ cdef class EpisodePool:
         cdef int64_t k = 0, slot, rem, j
         cdef int32_t *buf
         cdef int32_t f
-        if n > out_ep.shape[0] or n > out_frame.shape[0]:
-            raise ValueError("output arrays are shorter than n")
         cdef pick_fn pick = self.strategy.pick
         cdef bint in_order = self.strategy.in_order, weighted = self.strategy.weighted
-        while k < n and self.n_remaining > 0:
+        while k < n and self.remaining > 0:
             slot = pick(self)
             rem = self.slot_rem[slot]
             buf = self.slot_buf[slot]
@@ -437,11 +377,11 @@ cdef class EpisodePool:
             self.slot_rem[slot] = rem
             if weighted:
                 self._fw_add(slot, -1)
-            self.n_remaining -= 1
+            self.remaining -= 1
             out_ep[k] = self.slot_ep[slot]
             out_frame[k] = f
             k += 1
-            self.n_emitted += 1
+            self.emitted += 1
             if rem == 0:
                 self._evict(slot)
                 self._admit()
@@ -449,18 +389,15 @@ cdef class EpisodePool:
 
     def _map(self, local, frames):
         """Pool-local frames of local episodes -> episode frames, in place (elastic remainders)."""
-        if self._mapped is None:
-            return
-        sel = np.flatnonzero(self._mapped[local])
-        if len(sel):
+        if self._base is not None:
+            sel = np.flatnonzero(self._base[local] >= 0)
             frames[sel] = self._flat[self._base[local[sel]] + frames[sel]]
 
     def fill(self, out_episode, out_frame):
         """Write up to ``len(out_episode)`` anchors (dataset episode index, frame index) into the
         caller's int64 arrays; returns the count (fewer: the epoch ended)."""
         cdef int64_t k = self._fill(out_episode, out_frame, min(len(out_episode), len(out_frame)))
-        if self._mapped is not None:
-            self._map(out_episode[:k], out_frame[:k])
+        self._map(out_episode[:k], out_frame[:k])
         out_episode[:k] = self.episode_indices[out_episode[:k]]
         return k
 
@@ -487,63 +424,36 @@ cdef class EpisodePool:
         """``(untouched, started, frames)`` (elastic resume): episodes not yet admitted (int64,
         admission order), those resident (int64) and each one's frames not emitted yet (int64,
         ascending); every other episode has emitted all its frames."""
-        cdef int64_t i, ep, rem, n
-        eps = []
+        cdef int64_t i, j, ep, rem
         frames = []
         for i in range(self.pool_size):
-            ep = self.slot_ep[i]
+            ep, rem = self.slot_ep[i], self.slot_rem[i]
             if ep < 0:
                 continue
-            rem = self.slot_rem[i]
-            n = self.lengths[ep]
             if self.strategy.in_order:
-                fr = np.arange(n - rem, n, dtype=np.int64)
+                fr = np.arange(self.lengths[ep] - rem, self.lengths[ep], dtype=np.int64)
             else:
-                fr = np.asarray(<int32_t[:rem]>self.slot_buf[i]).astype(np.int64) if rem else np.empty(0, np.int64)
+                fr = np.array([self.slot_buf[i][j] for j in range(rem)], dtype=np.int64)
             self._map(np.full(len(fr), ep, dtype=np.int64), fr)
-            eps.append(ep)
             frames.append(np.sort(fr))
-        order = np.asarray(self.order)
-        return self.episode_indices[order[self.next_admit :]], self.episode_indices[np.array(eps, dtype=np.int64)], frames
+        return self.frontier(self.n_eps), self.resident(), frames
 
     def drain_events(self):
         """Admissions and evictions since the last drain, in order (:data:`PoolEvent`)."""
-        pos, kind, ep = self._ev_pos, self._ev_kind, self._ev_ep
-        self._ev_pos = []
-        self._ev_kind = []
-        self._ev_ep = []
-        ids = self.episode_indices
-        return [PoolEvent(int(p), _KINDS[k], int(ids[e])) for p, k, e in zip(pos, kind, ep)]
-
-    def _resident_local(self):
-        cdef int64_t i
-        return np.array([self.slot_ep[i] for i in range(self.pool_size) if self.slot_ep[i] >= 0],
-                        dtype=np.int64)
+        out, self._events = self._events, []
+        return out
 
     def resident(self):
         """Dataset episode indices resident now, int64, in slot order."""
-        return self.episode_indices[self._resident_local()]
+        slots = np.asarray(<int64_t[:self.pool_size]>self.slot_ep)
+        return self.episode_indices[slots[slots >= 0]]
 
     def finished(self):
         """Dataset episode indices whose every frame this epoch has emitted (int64)."""
         admitted = np.asarray(self.order)[: self.next_admit]
-        return self.episode_indices[np.setdiff1d(admitted, self._resident_local())]
+        return self.episode_indices[np.setdiff1d(admitted, np.asarray(<int64_t[:self.pool_size]>self.slot_ep))]
 
     def frontier(self, int64_t k):
         """The next ``k`` episodes to be admitted, in admission order (int64): what to prefetch."""
         cdef int64_t stop = min(self.n_eps, self.next_admit + max(k, 0))
         return self.episode_indices[np.asarray(self.order[self.next_admit:stop])]
-
-    @property
-    def emitted(self):
-        """Anchors emitted so far in this epoch."""
-        return self.n_emitted
-
-    @property
-    def resident_bytes(self):
-        return self.n_res_bytes
-
-    @property
-    def exhausted(self):
-        """True once every frame of the epoch has been emitted."""
-        return self.n_remaining == 0

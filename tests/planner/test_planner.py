@@ -177,7 +177,7 @@ def _check_pool(lengths, nbytes, pool_size, budget, strategy, seed, step=1):
         assert len(resident) <= pool_size
         if budget is not None:
             assert sum(size[e] for e in resident) == pool.resident_bytes <= budget
-        if pool.exhausted:
+        if pool.remaining == 0:
             break
         ep, fr = pool.next_anchors(step)
         for e, f in zip(ep.tolist(), fr.tolist()):
@@ -205,7 +205,7 @@ def test_anchor_always_from_a_resident_episode():
         pool = worker_plan(make_planner(lengths, episode_pool_size=3, sampling_strategy=strategy), 0).group_pool(0, 0)
         resident = set(pool.resident().tolist())
         pool.drain_events()
-        while not pool.exhausted:
+        while pool.remaining:
             ep, fr = pool.next_anchors(1)
             assert int(ep[0]) in resident
             evs = pool.drain_events()

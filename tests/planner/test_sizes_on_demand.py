@@ -52,7 +52,7 @@ def test_on_demand_pool_stays_within_the_budget():
     pool = worker_plan(make_planner(LENGTHS, episode_pool_size=8, byte_budget=900, episode_nbytes=sizes), 0).group_pool(
         0, 0
     )
-    while not pool.exhausted:
+    while pool.remaining:
         assert pool.resident_bytes == sum(SIZES[e] for e in pool.resident().tolist()) <= 900
         pool.next_anchors(3)
 

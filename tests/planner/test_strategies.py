@@ -12,7 +12,7 @@ import pytest
 from lerobotstream import constants
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.options import check_option, option_info
-from lerobotstream.planner._poolcore import STRATEGIES, STRATEGY_IDS, EpisodePool, strategy_info
+from lerobotstream.planner._poolcore import STRATEGIES, EpisodePool, strategy_info
 
 LENGTHS = np.array([3, 5, 1, 4, 6, 2, 7], dtype=np.int64)
 
@@ -29,7 +29,7 @@ def test_the_table_gives_the_option_names_help_and_ids():
     assert constants.DEFAULT_SAMPLING_STRATEGY in STRATEGIES
     assert [s.id for s in STRATEGIES.values()] == list(range(len(STRATEGIES)))  # position = id (in every seed)
     old = {"remaining": 0, "round_robin": 1, "sequential": 2}
-    assert {k: STRATEGY_IDS[k] for k in old} == old  # ids are never renumbered (new entries are appended)
+    assert {k: STRATEGIES[k].id for k in old} == old  # ids are never renumbered (new entries are appended)
     assert STRATEGIES["sequential"].in_order and not STRATEGIES["remaining"].in_order
     info = {i.name: i for i in option_info()}["sampling_strategy"]
     assert info.want == f"one of {tuple(STRATEGIES)}"
@@ -59,7 +59,7 @@ def test_every_strategy_emits_every_frame_once_and_says_what_is_left(strategy):
     rest_ep, rest_fr = pool.next_anchors(100)
     got = Counter(zip(np.concatenate([first_ep, rest_ep]).tolist(), np.concatenate([first_fr, rest_fr]).tolist()))
     assert got == Counter((10 + e, f) for e, n in enumerate(LENGTHS.tolist()) for f in range(n))
-    assert pool.exhausted and set(untouched.tolist()) <= {10 + e for e in range(len(LENGTHS))}
+    assert pool.remaining == 0 and set(untouched.tolist()) <= {10 + e for e in range(len(LENGTHS))}
     if STRATEGIES[strategy].in_order:  # each episode's frames ascending
         for e in range(len(LENGTHS)):
             frames = [
