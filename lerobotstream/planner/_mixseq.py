@@ -33,8 +33,7 @@ def integer_weights(weights: Sequence[float]) -> list[int]:
     exact = w / w.sum() * WEIGHT_SCALE
     out = np.floor(exact).astype(np.int64)
     short = WEIGHT_SCALE - int(out.sum())
-    for i in np.argsort(-(exact - out), kind="stable")[:short]:
-        out[i] += 1
+    out[np.argsort(-(exact - out), kind="stable")[:short]] += 1
     return [int(x) for x in out]
 
 
@@ -107,7 +106,6 @@ class MixSequence:
         # the heaviest dataset gets K - sum(floor(...)) >= K * w_max - (n - 1) per block
         need = -(-(self.n - 1) * self.total // max(1, self.w[self.heavy]))
         self.block = max(self._min_block, need, 1)
-        self._words = [*self.words, self.phase]
         #: the one dataset with a weight, if only one has (a stream of one dataset: no draws)
         self._only = self.heavy if len(act) == 1 else None
         ends = [self.position_of(d, int(self.caps[d] - self.given[d])) for d in act if self.caps[d] is not None]
@@ -149,7 +147,7 @@ class MixSequence:
                 out = np.full(self.block, self._only, dtype=np.int64)
             else:
                 base = np.repeat(np.arange(self.n, dtype=np.int64), self.cumulative(b + 1) - self.cumulative(b))
-                out = base[shuffled_order(seed_words(*self._words, TAG_MIXTURE, int(b)), len(base))]
+                out = base[shuffled_order(seed_words(*self.words, self.phase, TAG_MIXTURE, int(b)), len(base))]
             self._cache = (b, out)
         return self._cache[1]
 
@@ -193,16 +191,15 @@ class MixSequence:
             take = min(self.block - j, int(r1) - r)
             parts.append(self.block_choices(b)[j : j + take])
             r += take
-        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+        return np.concatenate(parts) if parts else _NONE
 
     # --- the worker's pool over every stream (global episode ids) ------------------------------------
     def play(self, plans: Sequence[Any], offsets: Sequence[int], epoch: int, repeat: bool) -> MixSequence:
         """This sequence as the ``EpisodePool`` interface over every stream of the worker, global ids
-        ``offsets[d] + episode_index``: one per finite epoch, or one endless pool. Each stream plays
+        ``offsets[d] + episode_index`` (one pool per finite epoch, or one endless): each stream plays
         its plan's group pools in turn (``plan.iter_pools`` of ``epoch``, past what the sequence
-        consumed of it); events are the pools' own at the mixed positions (``emitted`` counts from
-        the stream start), a pool's residents reported admitted where it starts. Resident bytes
-        stay in the worker's budget: each stream keeps its share."""
+        consumed of it); events are the pools' own at the mixed positions, a pool's residents
+        reported admitted where it starts. Each stream keeps its share of the worker's budget."""
         self.offsets = [int(o) for o in offsets]
         starts = self.consumed().tolist()  # each stream's anchors before the start
         self._pools = [plan.iter_pools(epoch, int(s), repeat=bool(repeat)) for plan, s in zip(plans, starts)]
@@ -225,25 +222,22 @@ class MixSequence:
         """Global ids of the episodes of the current pools whose every frame was emitted, int64."""
         return self._each("finished")
 
-    def _frontier(self, d: int, k: int) -> list[int]:
-        """Stream ``d``'s next ``k`` admissions (dataset ids), looking into its following pools."""
-        pool = self._current[d]
-        out = [] if pool is None else pool.frontier(k).tolist()
-        ahead = self._ahead[d]
-        i = 0
-        while pool is not None and len(out) < k:
-            if i == len(ahead):
-                nxt = next(self._pools[d], None)
-                if nxt is None:
-                    break
-                ahead.append(nxt)
-            out += ahead[i].resident().tolist() + ahead[i].frontier(k).tolist()
-            i += 1
-        return [e + self.offsets[d] for e in out[:k]]
-
     def frontier(self, k: int) -> np.ndarray:
-        """The next admissions of every dataset, interleaved (prefetch hints), int64 (<= k,)."""
-        fronts = [self._frontier(d, k) for d in range(self.n)]
+        """The next admissions of every dataset, interleaved (prefetch hints), int64 (<= k,); a
+        stream's own looks into its following pools."""
+        fronts = []
+        for d, pool in enumerate(self._current):
+            front = [] if pool is None else pool.frontier(k).tolist()
+            ahead, i = self._ahead[d], 0
+            while pool is not None and len(front) < k:
+                if i == len(ahead):
+                    nxt = next(self._pools[d], None)
+                    if nxt is None:
+                        break
+                    ahead.append(nxt)
+                front += ahead[i].resident().tolist() + ahead[i].frontier(k).tolist()
+                i += 1
+            fronts.append([e + self.offsets[d] for e in front[:k]])
         out: list[int] = []
         for i in range(k):
             out += [f[i] for f in fronts if i < len(f)]
