@@ -51,7 +51,6 @@ cdef extern from *:
         return (uint64_t)(m >> 64);
     }
     """
-    uint64_t lrs_xoshiro_next(uint64_t *s) nogil
     uint64_t lrs_randbelow(uint64_t *s, uint64_t n) nogil
 
 #: An admission or eviction: ``position`` (samples the pool had emitted: an eviction at p follows the
@@ -68,10 +67,9 @@ ctypedef int64_t (*pick_fn)(EpisodePool pool) noexcept nogil
 
 cdef struct Strategy:
     const char *name  # the ``sampling_strategy`` value
-    pick_fn pick      # the resident slot that gives the next anchor (n_remaining > 0)
+    pick_fn pick      # the resident slot that gives the next anchor (remaining > 0)
     bint weighted     # pick draws by remaining frames: the Fenwick tree is kept up to date per anchor
-    bint in_order     # no draws at all: the plan admits episodes in ascending order (no seeded
-                      # admission order) and each episode's frames come in ascending order
+    bint in_order     # no draws: episodes admitted ascending (no seeded admission order), frames ascending
     const char *help  # what the option's help says of it
 
 
