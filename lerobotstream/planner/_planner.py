@@ -18,6 +18,7 @@ from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
 from lerobotstream.options import check_epoch
 from lerobotstream.planner._layout import TAG_ELASTIC, TAG_MIXTURE, Layout, derived_seed, read_pools
+from lerobotstream.planner._mixseq import integer_weights
 from lerobotstream.planner._pass import Pass, WorkerStart, old_run_remainders, remainder_cache
 from lerobotstream.planner._state import (
     ELASTIC_SETTINGS,
@@ -28,7 +29,7 @@ from lerobotstream.planner._state import (
     check_count,
     episode_selection_diffs,
 )
-from lerobotstream.planner._streams import PlanSettings, Streams
+from lerobotstream.planner._streams import PlanSettings, Streams, no_sizes
 from lerobotstream.planner._turns import epoch_overlap
 
 __all__ = ["Planner", "WorkerStart", "current_worker", "discover_world"]
@@ -46,8 +47,8 @@ class Planner:
         settings: :class:`~lerobotstream.planner._streams.PlanSettings` (the options' names and
             defaults; rank and world size default to ``discover_world``).
 
-    Its position (``at``; ``epoch``, ``samples_consumed``, ``origin`` are views of it) starts at
-    epoch 0; ``place``, ``set_epoch`` and ``load_state_dict`` move it.
+    Its position ``at`` (a :class:`~lerobotstream.planner._state.Position`) starts at epoch 0;
+    ``place``, ``set_epoch`` and ``load_state_dict`` move it.
 
     Raises:
         ShardingError: a rank would own no episode (lower the number of ranks), bad rank/world.
@@ -86,36 +87,16 @@ class Planner:
             where = self.streams.where(d, topo.byte_budget) if mixture else ""
             with naming(where + " and pool") if mixture else nullcontext():
                 layouts.append(Layout(spec, topo, where=where))
-        weights, offsets = self.streams.integer_weights, self.streams.offsets
+        weights, offsets = integer_weights(self.streams.weights), self.streams.offsets
         return Pass(layouts, weights, offsets, topo, mix_seed=self.seed, names=self.streams.names)
 
-    # --- the position (``at``, one object) as attributes --------------------------------------------
-    def _view(field: str, doc: str) -> property:  # noqa: N805 (a class-body helper)
-        def set_(self, value: Any) -> None:
-            self.at = replace(self.at, **{field: value})
-
-        return property(
-            lambda self: getattr(self.at, field), set_, doc=f"{doc} (``at.{field}``; setting it moves ``at``)"
-        )
-
-    epoch = _view("epoch", "the epoch this planner plays")
-    samples_consumed = _view("samples", "samples of the rank consumed since ``epoch`` began")
-    origin = _view(
-        "origin", "the state dict whose unconsumed samples epoch ``origin_epoch`` replays (None: plain epochs)"
-    )
-    del _view
-
     # --- the pass in progress -----------------------------------------------------------------------
-    def _in_remainder(self) -> bool:
-        return self.origin is not None and self.epoch == self.at.origin_epoch
-
     def resolve(self) -> tuple[Pass, int, int]:
         """``(pass in progress, epoch, samples consumed since epoch began)``: the plain epoch, or the
         elastic remainder's pass while its samples last (endless: always), then the plain epochs."""
-        samples = self.samples_consumed
-        if not self._in_remainder():
-            return self.plain, self.epoch, samples
-        rp = self._remainder_pass()
+        samples, rp = self.at.samples, self._remainder_pass()
+        if rp is None:
+            return self.plain, self.at.epoch, samples
         total = 0 if self.settings.repeat else rp.epoch_samples()
         if self.settings.repeat or samples < total or not total and not samples:
             return rp, rp.epoch, samples
@@ -132,19 +113,23 @@ class Planner:
         Raises:
             ResumeStateError: no elastic origin, or the origin's count does not fit its run.
         """
-        if self.origin is None:
+        if self.at.origin is None:
             raise ResumeStateError("this planner plays plain epochs: it has no elastic remainder")
-        st = StreamState.from_dict(self.origin)
+        st = StreamState.from_dict(self.at.origin)
+        digests = [e.digest for e in self.streams.episodes]
         return remainder_cache(
-            [st.to_dict(), self.streams.digests, self.streams.rule],  # the state and streams it is the remainder of
+            [st.to_dict(), digests, self.streams.rule],  # the state and streams it is the remainder of
             lambda: old_run_remainders(*self._old_run(st)),
             self.at.remainders,
             self.settings.rank,
         )
 
-    def _remainder_pass(self) -> Pass:
+    def _remainder_pass(self) -> Pass | None:
+        """The pass of this topology that plays the elastic remainder (None: ``at`` is in a plain epoch)."""
+        if self.at.origin is None or self.at.epoch != self.at.origin_epoch:
+            return None
         rems = self.remainders()
-        if self._rem is None or self._rem[0] is not rems[0]:  # the pass of this topology that plays them
+        if self._rem is None or self._rem[0] is not rems[0]:
             plain = self.plain
             layouts = [Layout.over(rem, plain.topo, lay) for lay, rem in zip(plain.layouts, rems)]
             mix_seed = derived_seed(self.seed, TAG_MIXTURE, TAG_ELASTIC, rems[0].epoch, rems[0].depth)
@@ -165,7 +150,9 @@ class Planner:
             settings = PlanSettings(
                 **{n: getattr(st, n) for n in RESUME_SETTINGS}, video_decoder_cache_size=None, rank=0
             )
-            old = Planner(self.streams.sized(), settings)
+            # streams without sizes get ``no_sizes``: a replay under a byte budget that needs one fails loudly
+            sized = tuple(e if e.sizes is not None else replace(e, sizes=no_sizes) for e in self.streams.episodes)
+            old = Planner(replace(self.streams, episodes=sized), settings)
         except (ShardingError, StreamingConfigError, ValueError) as e:
             raise ResumeStateError(
                 f"malformed stream state (tampered, or not written by state_dict() for this stream): no run over "
@@ -197,8 +184,20 @@ class Planner:
                 f"the DataLoader runs {dl_num_workers} worker(s) but the {kind} was built for "
                 f"num_workers={topo.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)"
             )
-        if not dl_worker_id and current.num_active() < topo.num_shards:
-            self._warn_idle(current)
+        shards, rank = topo.num_shards, topo.rank  # idle workers: warned by DataLoader worker 0, once per process
+        if not dl_worker_id and (n := current.num_active()) < shards:
+            owns = current.layouts[0].owns(rank) if len(current.layouts) == 1 else "episodes of the mixture's datasets"
+            if (key := (self.streams.rule, rank, shards, owns)) not in _IDLE_WARNED:
+                _IDLE_WARNED.add(key)
+                logger.warning(
+                    "rank %d owns %s for num_workers=%d (DataLoader workers or StreamLoader shards): %d..%d get no "
+                    "episode and yield nothing (lower num_workers to use every one)",
+                    rank,
+                    owns,
+                    shards,
+                    n,
+                    shards - 1,
+                )
         return current.worker_start(dl_worker_id, epoch, samples)
 
     def worker_plans(self, start: WorkerStart) -> list[Any]:
@@ -229,33 +228,15 @@ class Planner:
         start = self.worker_start(dl_worker_id, dl_num_workers)
         return read_pools(self.worker_pools(start, self.worker_plans(start)), start.limit)
 
-    def _warn_idle(self, current: Pass) -> None:
-        # by DataLoader worker 0 only, once per process
-        rank, shards = self.settings.rank, self.settings.num_shards
-        owns = current.layouts[0].owns(rank) if len(current.layouts) == 1 else "episodes of the mixture's datasets"
-        key = (self.streams.rule, rank, shards, owns)
-        if key in _IDLE_WARNED:
-            return
-        _IDLE_WARNED.add(key)
-        n = current.num_active()
-        logger.warning(
-            "rank %d owns %s for num_workers=%d (DataLoader workers or StreamLoader shards): %d..%d get no "
-            "episode and yield nothing (lower num_workers to use every one)",
-            rank,
-            owns,
-            shards,
-            n,
-            shards - 1,
-        )
-
     # --- epochs and resume ----------------------------------------------------------------------------
-    def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch`` from its first anchor (resets ``samples_consumed``).
+    def set_epoch(self, epoch: int, samples: int = 0) -> None:
+        """Start ``epoch`` with ``samples`` of the rank consumed (default 0: from its first anchor); an
+        elastic origin stays.
 
         Raises:
             StreamingConfigError: ``epoch`` is not an int >= 0 (a ValueError naming ``epoch``).
         """
-        self.at = replace(self.at, epoch=check_epoch(epoch), samples=0)  # an elastic origin stays
+        self.at = replace(self.at, epoch=check_epoch(epoch), samples=samples)
 
     def place(self, at: Position) -> None:
         """Put this planner at ``at`` (a stream's position; a tuple, never moved in place)."""
@@ -265,23 +246,23 @@ class Planner:
     def _state(self, samples: int) -> StreamState:
         s, streams, mixture = self.settings, self.streams, None
         if streams.mixture is not None:
-            mixture = {**streams.mixture, "integer_weights": list(streams.integer_weights)}
+            mixture = {**streams.mixture, "integer_weights": integer_weights(streams.weights)}
         fields = {name: getattr(s, name) for name in RESUME_SETTINGS}  # named as the state's fields
         fields.update(seed=self.seed, sampling_strategy=self.specs[0].strategy if mixture else s.sampling_strategy)
-        origin = self.origin if self._in_remainder() else None
+        origin = self.at.origin if self.at.epoch == self.at.origin_epoch else None  # None: a plain epoch
         return StreamState(
             **fields,
-            epoch=self.epoch,
+            epoch=self.at.epoch,
             samples=int(samples),
-            episodes_digest=streams.digest,
+            episodes_digest="|".join(e.digest for e in streams.episodes),  # a mixture's digests joined
             mixture=mixture,
             origin=origin,
         )
 
     def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
         """Resume state (a :class:`~lerobotstream.planner._state.StreamState` dict) at the training
-        loop's consumed sample count (default: ``samples_consumed``)."""
-        count = self.samples_consumed if samples_consumed is None else check_count("samples_consumed", samples_consumed)
+        loop's consumed sample count (default: ``at.samples``)."""
+        count = self.at.samples if samples_consumed is None else check_count("samples_consumed", samples_consumed)
         return self._state(count).to_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -294,28 +275,25 @@ class Planner:
             (dataset, episodes, mixture), seed or partitions; the message lists every difference.
         """
         st = StreamState.from_dict(state)
-        changed = resume_differences(self.streams, st, self._state(0))
-        self.resume_changes = changed
-        if not changed:  # the same topology (inside a remainder: the same remainder plan continues)
-            self.place(Position(st.epoch, st.samples, st.origin, None if st.origin is None else st.epoch))
-            return
-        epoch = st.epoch
-        if st.origin is None:
-            (old, old_epoch, samples), _ = self._old_run(st)
-            if not st.repeat:
-                epoch, samples = old.position(old_epoch, samples)  # counts only: a finished epoch rolls over
-            if samples == 0:  # nothing of that epoch consumed: it is simply played on this topology
-                self.place(Position(epoch))
-                return
-        self.place(Position(epoch, 0, st.to_dict(), epoch))
+        self.resume_changes = resume_differences(self.streams, st, self._state(0))
+        epoch, samples, origin = st.epoch, st.samples, st.origin  # the same topology: the same order continues
+        if self.resume_changes:  # elastic: ``st``'s remainder, or (nothing of the epoch consumed) the plain epoch
+            if st.origin is None:
+                (old, epoch, samples), _ = self._old_run(st)
+                if not st.repeat:
+                    epoch, samples = old.position(epoch, samples)  # counts only: a finished epoch rolls over
+            samples, origin = 0, st.to_dict() if samples or st.origin is not None else None
+        self.place(Position(epoch, samples, origin, None if origin is None else epoch))
 
     def rank_remainders(self) -> list[Any] | None:
         """This rank's part of the elastic remainder, one per stream (None: a plain epoch): computed
         once where the state is loaded, shipped to the workers (``at.remainders``)."""
-        if not self._in_remainder():
-            return None
         rp = self._remainder_pass()
-        return [lay.for_rank(rem, self.settings.rank) for lay, rem in zip(rp.layouts, rp.remainders)]
+        return (
+            None
+            if rp is None
+            else [lay.for_rank(rem, self.settings.rank) for lay, rem in zip(rp.layouts, rp.remainders)]
+        )
 
     def remainder_info(self) -> dict[str, Any] | None:
         """What an elastic resume continues (None: a plain epoch): ``epoch``, ``samples_left`` (all
@@ -324,9 +302,9 @@ class Planner:
         ``depth``, ``consumed`` (samples the old run consumed, all ranks), ``overlap`` (samples of the
         next epoch yielded before the remainder's last one, ``_turns.epoch_overlap``; 0 when finite)
         and ``overlap_bound`` = (workers - 1) x (max - min share + batch size - 1)."""
-        if not self._in_remainder():
-            return None
         rp, topo = self._remainder_pass(), self.settings
+        if rp is None:
+            return None
         infos = [lay.info(rem) for lay, rem in zip(rp.layouts, rp.remainders)]
         left = [int(lay.rank_frames().sum()) for lay in rp.layouts]
         shares = rp.worker_frames(topo.rank)
