@@ -268,14 +268,51 @@ class Planner:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict` of this topology (the same order continues) or another
         (elastic resume, docs/resume.md; the remainder is computed when first needed). Sets
-        :attr:`resume_changes` to the settings that differ.
+        :attr:`resume_changes` to the settings that differ (:data:`ELASTIC_SETTINGS`, as messages).
 
         Raises:
             ResumeStateError: no schema marker, a malformed or impossible state, another stream
             (dataset, episodes, mixture), seed or partitions; the message lists every difference.
         """
-        st = StreamState.from_dict(state)
-        self.resume_changes = resume_differences(self.streams, st, self._state(0))
+        st, mine, streams = StreamState.from_dict(state), self._state(0), self.streams
+
+        def diffs(names: Sequence[str]) -> list[str]:
+            return [
+                f"{n}: checkpoint {getattr(st, n)!r}, now {getattr(mine, n)!r}"
+                for n in names
+                if getattr(st, n) != getattr(mine, n)
+            ]
+
+        refused = diffs(REFUSED_SETTINGS)
+        if streams.mixture is None and st.mixture is not None:
+            refused.append(f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset")
+        elif streams.mixture is None:
+            refused += episode_selection_diffs(st, mine)
+        elif st.mixture is None:
+            raise ResumeStateError(
+                "the resume state was written by a single-dataset stream but this is a mixture of "
+                f"{len(streams.episodes)} datasets ({streams.mixture.get('repo_ids')}); sample-exact "
+                "resume needs the same mixture. Start a new run from the policy weights."
+            )
+        else:
+            refused += [
+                f"mixture {k}: checkpoint {st.mixture.get(k)!r}, now {mine.mixture.get(k)!r}"
+                for k in sorted(set(st.mixture) | set(mine.mixture))
+                if st.mixture.get(k) != mine.mixture.get(k)
+            ] or episode_selection_diffs(st, mine)
+        if refused:
+            what = (
+                "the same mixture (datasets, weights, episode selections)"
+                if streams.rule == "mixture"
+                else "the same episode selection"
+            )
+            raise ResumeStateError(
+                f"resume needs {what}, seed and partitions as the checkpointed run (they fix which samples the epoch "
+                "has and their order; world size, batch size, DataLoader workers, pool and budget may change); "
+                "differs: " + "; ".join(refused) + ". Restore those settings, or start a new run from the "
+                "policy weights."
+            )
+        self.resume_changes = diffs(ELASTIC_SETTINGS)
         epoch, samples, origin = st.epoch, st.samples, st.origin  # the same topology: the same order continues
         if self.resume_changes:  # elastic: ``st``'s remainder, or (nothing of the epoch consumed) the plain epoch
             if st.origin is None:
@@ -288,12 +325,8 @@ class Planner:
     def rank_remainders(self) -> list[Any] | None:
         """This rank's part of the elastic remainder, one per stream (None: a plain epoch): computed
         once where the state is loaded, shipped to the workers (``at.remainders``)."""
-        rp = self._remainder_pass()
-        return (
-            None
-            if rp is None
-            else [lay.for_rank(rem, self.settings.rank) for lay, rem in zip(rp.layouts, rp.remainders)]
-        )
+        rp, rank = self._remainder_pass(), self.settings.rank
+        return None if rp is None else [lay.for_rank(rem, rank) for lay, rem in zip(rp.layouts, rp.remainders)]
 
     def remainder_info(self) -> dict[str, Any] | None:
         """What an elastic resume continues (None: a plain epoch): ``epoch``, ``samples_left`` (all
@@ -322,54 +355,6 @@ class Planner:
             "overlap": epoch_overlap(shares, b) if endless else 0,
             "overlap_bound": (k - 1) * (max(shares) - min(shares) + b - 1) if endless else 0,
         }
-
-
-def resume_differences(streams: Streams, st: StreamState, mine: StreamState) -> list[str]:
-    """The settings a loaded state ``st`` changes (:data:`ELASTIC_SETTINGS`, as messages) against
-    ``mine`` (this planner's state): empty, the same topology.
-
-    Raises:
-        ResumeStateError: ``st`` is another stream (dataset, episodes, mixture) or has another
-            seed or partitions; the message lists every difference.
-    """
-
-    def diffs(names: Sequence[str]) -> list[str]:
-        return [
-            f"{n}: checkpoint {getattr(st, n)!r}, now {getattr(mine, n)!r}"
-            for n in names
-            if getattr(st, n) != getattr(mine, n)
-        ]
-
-    refused = diffs(REFUSED_SETTINGS)
-    if streams.mixture is None and st.mixture is not None:
-        refused.append(f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset")
-    elif streams.mixture is None:
-        refused += episode_selection_diffs(st, mine)
-    elif st.mixture is None:
-        raise ResumeStateError(
-            "the resume state was written by a single-dataset stream but this is a mixture of "
-            f"{len(streams.episodes)} datasets ({streams.mixture.get('repo_ids')}); sample-exact "
-            "resume needs the same mixture. Start a new run from the policy weights."
-        )
-    else:
-        refused += [
-            f"mixture {k}: checkpoint {st.mixture.get(k)!r}, now {mine.mixture.get(k)!r}"
-            for k in sorted(set(st.mixture) | set(mine.mixture))
-            if st.mixture.get(k) != mine.mixture.get(k)
-        ] or episode_selection_diffs(st, mine)
-    if refused:
-        what = (
-            "the same mixture (datasets, weights, episode selections)"
-            if streams.rule == "mixture"
-            else "the same episode selection"
-        )
-        raise ResumeStateError(
-            f"resume needs {what}, seed and partitions as the checkpointed run (they fix which samples the epoch has "
-            "and their order; world size, batch size, DataLoader workers, pool and budget may change); "
-            "differs: " + "; ".join(refused) + ". Restore those settings, or start a new run from the "
-            "policy weights."
-        )
-    return diffs(ELASTIC_SETTINGS)
 
 
 def discover_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:

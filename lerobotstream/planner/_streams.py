@@ -65,8 +65,9 @@ class PlanSettings:
     world_size: int | None = None
 
     def __post_init__(self) -> None:
-        for name in _OPTION_FIELDS:
-            check_option(name, getattr(self, name), required=name in _REQUIRED)
+        for f in fields(self):  # the options' fields, by their rules (the planner needs these two set)
+            if f.name in StreamOptions.__dataclass_fields__:
+                check_option(f.name, getattr(self, f.name), required=f.name in ("num_workers", "batch_size"))
         if self.byte_budget is not None and not self.byte_budget >= 1:
             raise ValueError(f"byte_budget must be >= 1 byte or None, got {self.byte_budget}")
 
@@ -74,11 +75,6 @@ class PlanSettings:
     def num_shards(self) -> int:
         """Logical workers per rank: ``max(1, num_workers)`` (0 and 1 are one stream)."""
         return max(1, int(self.num_workers))
-
-
-#: the fields that are options (checked by their rules); the planner needs these ones set
-_OPTION_FIELDS = tuple(f.name for f in fields(PlanSettings) if f.name in StreamOptions.__dataclass_fields__)
-_REQUIRED = frozenset({"num_workers", "batch_size"})
 
 
 def no_sizes(episode_index: int) -> int:
@@ -123,19 +119,15 @@ class Streams:
             ValueError: indices not unique, of another length than the lengths, negative lengths.
         """
         if isinstance(episode_lengths, Mapping):
-            idx = np.array(sorted(episode_lengths), dtype=np.int64)
-            lens = np.array([int(episode_lengths[int(i)]) for i in idx], dtype=np.int64)
-        else:
-            lens = np.asarray(episode_lengths, dtype=np.int64).reshape(-1)
-            idx = (
-                np.arange(len(lens), dtype=np.int64)
-                if episode_indices is None
-                else np.asarray(episode_indices, dtype=np.int64).reshape(-1)
-            )
-            if len(idx) != len(lens):
-                raise ValueError(f"{len(idx)} episode indices for {len(lens)} lengths")
-            o = np.argsort(idx, kind="stable")
-            idx, lens = idx[o], lens[o]
+            episode_indices, episode_lengths = list(episode_lengths), [int(n) for n in episode_lengths.values()]
+        lens = np.asarray(episode_lengths, dtype=np.int64).reshape(-1)
+        idx = np.asarray(np.arange(len(lens)) if episode_indices is None else episode_indices, dtype=np.int64).reshape(
+            -1
+        )
+        if len(idx) != len(lens):
+            raise ValueError(f"{len(idx)} episode indices for {len(lens)} lengths")
+        o = np.argsort(idx, kind="stable")
+        idx, lens = idx[o], lens[o]
         if len(np.unique(idx)) != len(idx):
             raise ValueError("episode indices must be unique")
         if (lens < 0).any():
