@@ -1,8 +1,7 @@
-"""``Planner``: one rank's planner over N >= 1 streams — its position (``at``, a ``Position``), its
-resume state (written, loaded and checked here) and the interface the dataset drives
-(``worker_start`` → ``worker_plans`` → ``worker_pools``). What it plays is a
-:class:`~lerobotstream.planner._pass.Pass`, resolved from the position (``resolve``). Also
-here: rank, world size and DataLoader worker discovery without importing torch.
+"""``Planner``: one rank's planner over N >= 1 streams — its position (``at``), its resume state and
+the interface the dataset drives (``worker_start`` → ``worker_plans`` → ``worker_pools``), playing
+the :class:`~lerobotstream.planner._pass.Pass` its position resolves to; and rank, world size and
+DataLoader worker discovery without importing torch.
 """
 
 from __future__ import annotations
@@ -133,9 +132,9 @@ class Planner:
             plain = self.plain
             layouts = [Layout.over(rem, plain.topo, lay) for lay, rem in zip(plain.layouts, rems)]
             mix_seed = derived_seed(self.seed, TAG_MIXTURE, TAG_ELASTIC, rems[0].epoch, rems[0].depth)
-            chain = plain if plain.topo.repeat else None  # endless: chained to the plain epochs
             rp = Pass(layouts, plain.weights, plain.offsets, plain.topo, mix_seed=mix_seed, remainders=rems)
-            rp.chain, rp.names = chain, plain.names
+            rp.chain = plain if plain.topo.repeat else None  # endless: chained to the plain epochs
+            rp.names = plain.names
             self._rem = (rems[0], rp)
         return self._rem[1]
 
@@ -244,19 +243,18 @@ class Planner:
 
     # --- the resume state -----------------------------------------------------------------------------
     def _state(self, samples: int) -> StreamState:
-        s, streams, mixture = self.settings, self.streams, None
+        s, streams, at, mix = self.settings, self.streams, self.at, None
         if streams.mixture is not None:
-            mixture = {**streams.mixture, "integer_weights": integer_weights(streams.weights)}
+            mix = {**streams.mixture, "integer_weights": integer_weights(streams.weights)}
         fields = {name: getattr(s, name) for name in RESUME_SETTINGS}  # named as the state's fields
-        fields.update(seed=self.seed, sampling_strategy=self.specs[0].strategy if mixture else s.sampling_strategy)
-        origin = self.at.origin if self.at.epoch == self.at.origin_epoch else None  # None: a plain epoch
+        fields.update(seed=self.seed, sampling_strategy=self.specs[0].strategy if mix else s.sampling_strategy)
         return StreamState(
             **fields,
-            epoch=self.at.epoch,
+            epoch=at.epoch,
             samples=int(samples),
             episodes_digest="|".join(e.digest for e in streams.episodes),  # a mixture's digests joined
-            mixture=mixture,
-            origin=origin,
+            mixture=mix,
+            origin=at.origin if at.epoch == at.origin_epoch else None,  # None: a plain epoch
         )
 
     def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
@@ -301,11 +299,9 @@ class Planner:
                 if st.mixture.get(k) != mine.mixture.get(k)
             ] or episode_selection_diffs(st, mine)
         if refused:
-            what = (
-                "the same mixture (datasets, weights, episode selections)"
-                if streams.rule == "mixture"
-                else "the same episode selection"
-            )
+            what = "the same episode selection"
+            if streams.rule == "mixture":
+                what = "the same mixture (datasets, weights, episode selections)"
             raise ResumeStateError(
                 f"resume needs {what}, seed and partitions as the checkpointed run (they fix which samples the epoch "
                 "has and their order; world size, batch size, DataLoader workers, pool and budget may change); "
@@ -367,15 +363,14 @@ def discover_world(rank: int | None = None, world_size: int | None = None) -> tu
     if rank is None or world_size is None:
         dist = sys.modules.get("torch.distributed")
         if dist is not None and dist.is_available() and dist.is_initialized():
-            d_rank, d_world = int(dist.get_rank()), int(dist.get_world_size())
+            found = int(dist.get_rank()), int(dist.get_world_size())
         else:
             env_rank, env_world = constants.distributed_env()
             try:
-                d_rank, d_world = int(env_rank or 0), int(env_world or 1)
+                found = int(env_rank or 0), int(env_world or 1)
             except ValueError as e:
                 raise ShardingError(f"RANK={env_rank!r} / WORLD_SIZE={env_world!r} are not integers") from e
-        rank = d_rank if rank is None else rank
-        world_size = d_world if world_size is None else world_size
+        rank, world_size = found[0] if rank is None else rank, found[1] if world_size is None else world_size
     rank, world_size = int(rank), int(world_size)
     if world_size < 1 or not 0 <= rank < world_size:
         raise ShardingError(

@@ -121,9 +121,9 @@ class Streams:
         if isinstance(episode_lengths, Mapping):
             episode_indices, episode_lengths = list(episode_lengths), [int(n) for n in episode_lengths.values()]
         lens = np.asarray(episode_lengths, dtype=np.int64).reshape(-1)
-        idx = np.asarray(np.arange(len(lens)) if episode_indices is None else episode_indices, dtype=np.int64).reshape(
-            -1
-        )
+        if episode_indices is None:
+            episode_indices = np.arange(len(lens))
+        idx = np.asarray(episode_indices, dtype=np.int64).reshape(-1)
         if len(idx) != len(lens):
             raise ValueError(f"{len(idx)} episode indices for {len(lens)} lengths")
         o = np.argsort(idx, kind="stable")
@@ -162,14 +162,8 @@ class Streams:
             raise ValueError("a mixture needs one weight and one offset per dataset")
         names = tuple(str(n) for n in (mixture or {}).get("repo_ids", range(len(episodes))))
         integer_weights(weights)  # ValueError for bad weights, here
-        return cls(
-            tuple(episodes),
-            tuple(float(w) for w in weights),
-            tuple(int(o) for o in offsets),
-            names,
-            "mixture",
-            dict(mixture or {}),
-        )
+        weights, offsets = tuple(float(w) for w in weights), tuple(int(o) for o in offsets)
+        return cls(tuple(episodes), weights, offsets, names, "mixture", dict(mixture or {}))
 
     def specs(self, s: PlanSettings, seed: int) -> list[StreamSpec]:
         """Each stream's :class:`StreamSpec` under settings ``s`` (``seed``: ``s.seed`` mapped) by
