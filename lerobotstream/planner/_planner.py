@@ -17,7 +17,7 @@ from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
 from lerobotstream.options import check_epoch
 from lerobotstream.planner._layout import TAG_ELASTIC, TAG_MIXTURE, Layout, derived_seed, read_pools
-from lerobotstream.planner._mixseq import integer_weights
+from lerobotstream.planner._mixseq import integer_weights, mixture_shares
 from lerobotstream.planner._pass import Pass, WorkerStart, old_run_remainders, remainder_cache
 from lerobotstream.planner._state import (
     ELASTIC_SETTINGS,
@@ -35,6 +35,10 @@ __all__ = ["Planner", "WorkerStart", "current_worker", "discover_world"]
 
 logger = logging.getLogger("lerobotstream.planner")
 _IDLE_WARNED: set[tuple] = set()
+_IDLE = (
+    "rank %d owns %s for num_workers=%d (DataLoader workers or StreamLoader shards): %d..%d get no episode and "
+    "yield nothing (lower num_workers to use every one)"
+)
 
 
 class Planner:
@@ -60,16 +64,9 @@ class Planner:
         if s.byte_budget is not None and any(e.sizes is None for e in streams.episodes):
             raise ValueError("a byte_budget needs episode_nbytes (each episode's exact synthesized size)")
         rank, world = discover_world(s.rank, s.world_size)
+        casts = {"num_workers": int, "batch_size": int, "drop_last": bool, "repeat": bool}
         #: the settings with rank and world size resolved: also this rank's topology
-        self.settings = replace(
-            s,
-            rank=rank,
-            world_size=world,
-            num_workers=int(s.num_workers),
-            batch_size=int(s.batch_size),
-            drop_last=bool(s.drop_last),
-            repeat=bool(s.repeat),
-        )
+        self.settings = replace(s, rank=rank, world_size=world, **{n: f(getattr(s, n)) for n, f in casts.items()})
         self.streams = streams
         self.seed = constants.SEED_WHEN_NONE if s.seed is None else int(s.seed)
         self.specs = streams.specs(self.settings, self.seed)
@@ -80,12 +77,14 @@ class Planner:
         self._rem: tuple[Any, Pass] | None = None
 
     def _plain_pass(self, topo: PlanSettings, specs: Sequence[Any]) -> Pass:
-        mixture = self.streams.rule == "mixture"
+        streams, mixture = self.streams, self.streams.rule == "mixture"
+        budget = "" if topo.byte_budget is None else f"={topo.byte_budget / constants.GIB:g}"  # in GiB, as the option
         layouts = []
-        for d, spec in enumerate(specs):  # a mixture's errors name the dataset and its shares
-            where = self.streams.where(d, topo.byte_budget) if mixture else ""
+        for d, (spec, share) in enumerate(zip(specs, mixture_shares(streams.weights))):
+            # a mixture's errors name the dataset and its shares of the byte budget and the pool
+            where = f"dataset {d} ({streams.names[d]}; its share {share:.1%} of the mixture's byte_budget_gb{budget})"
             with naming(where + " and pool") if mixture else nullcontext():
-                layouts.append(Layout(spec, topo, where=where))
+                layouts.append(Layout(spec, topo, where=where if mixture else ""))
         weights, offsets = integer_weights(self.streams.weights), self.streams.offsets
         return Pass(layouts, weights, offsets, topo, mix_seed=self.seed, names=self.streams.names)
 
@@ -146,9 +145,7 @@ class Planner:
             ResumeStateError: no run over these streams has ``st``'s settings (a tampered state).
         """
         try:
-            settings = PlanSettings(
-                **{n: getattr(st, n) for n in RESUME_SETTINGS}, video_decoder_cache_size=None, rank=0
-            )
+            settings = PlanSettings(**{n: getattr(st, n) for n in RESUME_SETTINGS}, rank=0)
             # streams without sizes get ``no_sizes``: a replay under a byte budget that needs one fails loudly
             sized = tuple(e if e.sizes is not None else replace(e, sizes=no_sizes) for e in self.streams.episodes)
             old = Planner(replace(self.streams, episodes=sized), settings)
@@ -188,15 +185,7 @@ class Planner:
             owns = current.layouts[0].owns(rank) if len(current.layouts) == 1 else "episodes of the mixture's datasets"
             if (key := (self.streams.rule, rank, shards, owns)) not in _IDLE_WARNED:
                 _IDLE_WARNED.add(key)
-                logger.warning(
-                    "rank %d owns %s for num_workers=%d (DataLoader workers or StreamLoader shards): %d..%d get no "
-                    "episode and yield nothing (lower num_workers to use every one)",
-                    rank,
-                    owns,
-                    shards,
-                    n,
-                    shards - 1,
-                )
+                logger.warning(_IDLE, rank, owns, shards, n, shards - 1)
         return current.worker_start(dl_worker_id, epoch, samples)
 
     def worker_plans(self, start: WorkerStart) -> list[Any]:

@@ -171,7 +171,7 @@ class Streams:
         mix = self.rule == "mixture"
         pool = s.episode_pool_size
         if mix and not pool:
-            per_rank = constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // max(1, int(s.num_workers))
+            per_rank = constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // s.num_shards
             pool = constants.DEFAULT_PARTITION_POOL_SIZE if s.partitions is not None else max(1, per_rank)
 
         def part(total: int | None, share: float, rounding: Callable[[float], int] = int) -> int | None:
@@ -189,10 +189,3 @@ class Streams:
             )
             for d, (e, share) in enumerate(zip(self.episodes, mixture_shares(self.weights)))
         ]
-
-    def where(self, d: int, byte_budget: int | None) -> str:
-        """How a message names stream ``d`` of a mixture (its share of the budget, ``byte_budget``
-        bytes, shown in GiB as the option gives it, and of the pool)."""
-        budget = "" if byte_budget is None else f"={byte_budget / constants.GIB:g}"
-        share = mixture_shares(self.weights)[d]
-        return f"dataset {d} ({self.names[d]}; its share {share:.1%} of the mixture's byte_budget_gb{budget})"
