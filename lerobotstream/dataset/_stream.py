@@ -341,7 +341,7 @@ class StreamCore(torch.utils.data.IterableDataset):
                 value=None,
             )
         planner = self._rank_planner(ls)
-        planner.samples_consumed = 0
+        planner.at = replace(planner.at, samples=0)
         if samples_consumed is not None:
             samples_consumed = check_count("samples_consumed", samples_consumed)
         if batches_consumed is not None:
@@ -380,9 +380,9 @@ class StreamCore(torch.utils.data.IterableDataset):
         planner.load_state_dict(fixed)
         r = self._resume
         # a count of one or more whole finite epochs is the start of a later one (``position``)
-        epoch, samples = (planner.epoch, planner.samples_consumed) if planner.settings.repeat else planner.position()
+        epoch, samples = (planner.at.epoch, planner.at.samples) if planner.settings.repeat else planner.position()
         epoch, samples = int(epoch), int(samples)
-        rems = planner.rank_remainders() if planner.origin is not None else None
+        rems = planner.rank_remainders()
         r.at, r.yielded, r.counted = (
             replace(planner.at, epoch=epoch, samples=samples, remainders=rems),
             0,

@@ -153,8 +153,7 @@ def shard_items(
     for an episode larger than its budget, before any fetch of it; fetch and decode errors.
     """
     nw, batch_size = loader.num_workers, loader.batch_size
-    planner.set_epoch(epoch)
-    planner.samples_consumed = samples
+    planner.set_epoch(epoch, samples)
     start = planner.worker_start(wid, nw)
     plans = planner.worker_plans(start)
     if not any(len(p.episode_indices) for p in plans):

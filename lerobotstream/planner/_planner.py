@@ -1,8 +1,7 @@
-"""``Planner``: one rank's planner over N >= 1 streams — its position (``at``, a ``Position``), its
-resume state (written, loaded and checked here) and the interface the dataset drives
-(``worker_start`` → ``worker_plans`` → ``worker_pools``). What it plays is a
-:class:`~lerobotstream.planner._pass.Pass`, resolved from the position (``resolve``). Also
-here: rank, world size and DataLoader worker discovery without importing torch.
+"""``Planner``: one rank's planner over N >= 1 streams — its position (``at``), its resume state and
+the interface the dataset drives (``worker_start`` → ``worker_plans`` → ``worker_pools``), playing
+the :class:`~lerobotstream.planner._pass.Pass` its position resolves to; and rank, world size and
+DataLoader worker discovery without importing torch.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from lerobotstream import constants
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError, naming
 from lerobotstream.options import check_epoch
 from lerobotstream.planner._layout import TAG_ELASTIC, TAG_MIXTURE, Layout, derived_seed, read_pools
+from lerobotstream.planner._mixseq import integer_weights, mixture_shares
 from lerobotstream.planner._pass import Pass, WorkerStart, old_run_remainders, remainder_cache
 from lerobotstream.planner._state import (
     ELASTIC_SETTINGS,
@@ -28,13 +28,17 @@ from lerobotstream.planner._state import (
     check_count,
     episode_selection_diffs,
 )
-from lerobotstream.planner._streams import PlanSettings, Streams
+from lerobotstream.planner._streams import PlanSettings, Streams, no_sizes
 from lerobotstream.planner._turns import epoch_overlap
 
 __all__ = ["Planner", "WorkerStart", "current_worker", "discover_world"]
 
 logger = logging.getLogger("lerobotstream.planner")
 _IDLE_WARNED: set[tuple] = set()
+_IDLE = (
+    "rank %d owns %s for num_workers=%d (DataLoader workers or StreamLoader shards): %d..%d get no episode and "
+    "yield nothing (lower num_workers to use every one)"
+)
 
 
 class Planner:
@@ -46,8 +50,8 @@ class Planner:
         settings: :class:`~lerobotstream.planner._streams.PlanSettings` (the options' names and
             defaults; rank and world size default to ``discover_world``).
 
-    Its position (``at``; ``epoch``, ``samples_consumed``, ``origin`` are views of it) starts at
-    epoch 0; ``place``, ``set_epoch`` and ``load_state_dict`` move it.
+    Its position ``at`` (a :class:`~lerobotstream.planner._state.Position`) starts at epoch 0;
+    ``place``, ``set_epoch`` and ``load_state_dict`` move it.
 
     Raises:
         ShardingError: a rank would own no episode (lower the number of ranks), bad rank/world.
@@ -60,16 +64,9 @@ class Planner:
         if s.byte_budget is not None and any(e.sizes is None for e in streams.episodes):
             raise ValueError("a byte_budget needs episode_nbytes (each episode's exact synthesized size)")
         rank, world = discover_world(s.rank, s.world_size)
+        casts = {"num_workers": int, "batch_size": int, "drop_last": bool, "repeat": bool}
         #: the settings with rank and world size resolved: also this rank's topology
-        self.settings = replace(
-            s,
-            rank=rank,
-            world_size=world,
-            num_workers=int(s.num_workers),
-            batch_size=int(s.batch_size),
-            drop_last=bool(s.drop_last),
-            repeat=bool(s.repeat),
-        )
+        self.settings = replace(s, rank=rank, world_size=world, **{n: f(getattr(s, n)) for n, f in casts.items()})
         self.streams = streams
         self.seed = constants.SEED_WHEN_NONE if s.seed is None else int(s.seed)
         self.specs = streams.specs(self.settings, self.seed)
@@ -80,42 +77,24 @@ class Planner:
         self._rem: tuple[Any, Pass] | None = None
 
     def _plain_pass(self, topo: PlanSettings, specs: Sequence[Any]) -> Pass:
-        mixture = self.streams.rule == "mixture"
+        streams, mixture = self.streams, self.streams.rule == "mixture"
+        budget = "" if topo.byte_budget is None else f"={topo.byte_budget / constants.GIB:g}"  # in GiB, as the option
         layouts = []
-        for d, spec in enumerate(specs):  # a mixture's errors name the dataset and its shares
-            where = self.streams.where(d, topo.byte_budget) if mixture else ""
+        for d, (spec, share) in enumerate(zip(specs, mixture_shares(streams.weights))):
+            # a mixture's errors name the dataset and its shares of the byte budget and the pool
+            where = f"dataset {d} ({streams.names[d]}; its share {share:.1%} of the mixture's byte_budget_gb{budget})"
             with naming(where + " and pool") if mixture else nullcontext():
-                layouts.append(Layout(spec, topo, where=where))
-        weights, offsets = self.streams.integer_weights, self.streams.offsets
+                layouts.append(Layout(spec, topo, where=where if mixture else ""))
+        weights, offsets = integer_weights(self.streams.weights), self.streams.offsets
         return Pass(layouts, weights, offsets, topo, mix_seed=self.seed, names=self.streams.names)
 
-    # --- the position (``at``, one object) as attributes --------------------------------------------
-    def _view(field: str, doc: str) -> property:  # noqa: N805 (a class-body helper)
-        def set_(self, value: Any) -> None:
-            self.at = replace(self.at, **{field: value})
-
-        return property(
-            lambda self: getattr(self.at, field), set_, doc=f"{doc} (``at.{field}``; setting it moves ``at``)"
-        )
-
-    epoch = _view("epoch", "the epoch this planner plays")
-    samples_consumed = _view("samples", "samples of the rank consumed since ``epoch`` began")
-    origin = _view(
-        "origin", "the state dict whose unconsumed samples epoch ``origin_epoch`` replays (None: plain epochs)"
-    )
-    del _view
-
     # --- the pass in progress -----------------------------------------------------------------------
-    def _in_remainder(self) -> bool:
-        return self.origin is not None and self.epoch == self.at.origin_epoch
-
     def resolve(self) -> tuple[Pass, int, int]:
         """``(pass in progress, epoch, samples consumed since epoch began)``: the plain epoch, or the
         elastic remainder's pass while its samples last (endless: always), then the plain epochs."""
-        samples = self.samples_consumed
-        if not self._in_remainder():
-            return self.plain, self.epoch, samples
-        rp = self._remainder_pass()
+        samples, rp = self.at.samples, self._remainder_pass()
+        if rp is None:
+            return self.plain, self.at.epoch, samples
         total = 0 if self.settings.repeat else rp.epoch_samples()
         if self.settings.repeat or samples < total or not total and not samples:
             return rp, rp.epoch, samples
@@ -132,25 +111,29 @@ class Planner:
         Raises:
             ResumeStateError: no elastic origin, or the origin's count does not fit its run.
         """
-        if self.origin is None:
+        if self.at.origin is None:
             raise ResumeStateError("this planner plays plain epochs: it has no elastic remainder")
-        st = StreamState.from_dict(self.origin)
+        st = StreamState.from_dict(self.at.origin)
+        digests = [e.digest for e in self.streams.episodes]
         return remainder_cache(
-            [st.to_dict(), self.streams.digests, self.streams.rule],  # the state and streams it is the remainder of
+            [st.to_dict(), digests, self.streams.rule],  # the state and streams it is the remainder of
             lambda: old_run_remainders(*self._old_run(st)),
             self.at.remainders,
             self.settings.rank,
         )
 
-    def _remainder_pass(self) -> Pass:
+    def _remainder_pass(self) -> Pass | None:
+        """The pass of this topology that plays the elastic remainder (None: ``at`` is in a plain epoch)."""
+        if self.at.origin is None or self.at.epoch != self.at.origin_epoch:
+            return None
         rems = self.remainders()
-        if self._rem is None or self._rem[0] is not rems[0]:  # the pass of this topology that plays them
+        if self._rem is None or self._rem[0] is not rems[0]:
             plain = self.plain
             layouts = [Layout.over(rem, plain.topo, lay) for lay, rem in zip(plain.layouts, rems)]
             mix_seed = derived_seed(self.seed, TAG_MIXTURE, TAG_ELASTIC, rems[0].epoch, rems[0].depth)
-            chain = plain if plain.topo.repeat else None  # endless: chained to the plain epochs
             rp = Pass(layouts, plain.weights, plain.offsets, plain.topo, mix_seed=mix_seed, remainders=rems)
-            rp.chain, rp.names = chain, plain.names
+            rp.chain = plain if plain.topo.repeat else None  # endless: chained to the plain epochs
+            rp.names = plain.names
             self._rem = (rems[0], rp)
         return self._rem[1]
 
@@ -162,10 +145,10 @@ class Planner:
             ResumeStateError: no run over these streams has ``st``'s settings (a tampered state).
         """
         try:
-            settings = PlanSettings(
-                **{n: getattr(st, n) for n in RESUME_SETTINGS}, video_decoder_cache_size=None, rank=0
-            )
-            old = Planner(self.streams.sized(), settings)
+            settings = PlanSettings(**{n: getattr(st, n) for n in RESUME_SETTINGS}, rank=0)
+            # streams without sizes get ``no_sizes``: a replay under a byte budget that needs one fails loudly
+            sized = tuple(e if e.sizes is not None else replace(e, sizes=no_sizes) for e in self.streams.episodes)
+            old = Planner(replace(self.streams, episodes=sized), settings)
         except (ShardingError, StreamingConfigError, ValueError) as e:
             raise ResumeStateError(
                 f"malformed stream state (tampered, or not written by state_dict() for this stream): no run over "
@@ -197,8 +180,12 @@ class Planner:
                 f"the DataLoader runs {dl_num_workers} worker(s) but the {kind} was built for "
                 f"num_workers={topo.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)"
             )
-        if not dl_worker_id and current.num_active() < topo.num_shards:
-            self._warn_idle(current)
+        shards, rank = topo.num_shards, topo.rank  # idle workers: warned by DataLoader worker 0, once per process
+        if not dl_worker_id and (n := current.num_active()) < shards:
+            owns = current.layouts[0].owns(rank) if len(current.layouts) == 1 else "episodes of the mixture's datasets"
+            if (key := (self.streams.rule, rank, shards, owns)) not in _IDLE_WARNED:
+                _IDLE_WARNED.add(key)
+                logger.warning(_IDLE, rank, owns, shards, n, shards - 1)
         return current.worker_start(dl_worker_id, epoch, samples)
 
     def worker_plans(self, start: WorkerStart) -> list[Any]:
@@ -229,33 +216,15 @@ class Planner:
         start = self.worker_start(dl_worker_id, dl_num_workers)
         return read_pools(self.worker_pools(start, self.worker_plans(start)), start.limit)
 
-    def _warn_idle(self, current: Pass) -> None:
-        # by DataLoader worker 0 only, once per process
-        rank, shards = self.settings.rank, self.settings.num_shards
-        owns = current.layouts[0].owns(rank) if len(current.layouts) == 1 else "episodes of the mixture's datasets"
-        key = (self.streams.rule, rank, shards, owns)
-        if key in _IDLE_WARNED:
-            return
-        _IDLE_WARNED.add(key)
-        n = current.num_active()
-        logger.warning(
-            "rank %d owns %s for num_workers=%d (DataLoader workers or StreamLoader shards): %d..%d get no "
-            "episode and yield nothing (lower num_workers to use every one)",
-            rank,
-            owns,
-            shards,
-            n,
-            shards - 1,
-        )
-
     # --- epochs and resume ----------------------------------------------------------------------------
-    def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch`` from its first anchor (resets ``samples_consumed``).
+    def set_epoch(self, epoch: int, samples: int = 0) -> None:
+        """Start ``epoch`` with ``samples`` of the rank consumed (default 0: from its first anchor); an
+        elastic origin stays.
 
         Raises:
             StreamingConfigError: ``epoch`` is not an int >= 0 (a ValueError naming ``epoch``).
         """
-        self.at = replace(self.at, epoch=check_epoch(epoch), samples=0)  # an elastic origin stays
+        self.at = replace(self.at, epoch=check_epoch(epoch), samples=samples)
 
     def place(self, at: Position) -> None:
         """Put this planner at ``at`` (a stream's position; a tuple, never moved in place)."""
@@ -263,59 +232,86 @@ class Planner:
 
     # --- the resume state -----------------------------------------------------------------------------
     def _state(self, samples: int) -> StreamState:
-        s, streams, mixture = self.settings, self.streams, None
+        s, streams, at, mix = self.settings, self.streams, self.at, None
         if streams.mixture is not None:
-            mixture = {**streams.mixture, "integer_weights": list(streams.integer_weights)}
+            mix = {**streams.mixture, "integer_weights": integer_weights(streams.weights)}
         fields = {name: getattr(s, name) for name in RESUME_SETTINGS}  # named as the state's fields
-        fields.update(seed=self.seed, sampling_strategy=self.specs[0].strategy if mixture else s.sampling_strategy)
-        origin = self.origin if self._in_remainder() else None
+        fields.update(seed=self.seed, sampling_strategy=self.specs[0].strategy if mix else s.sampling_strategy)
         return StreamState(
             **fields,
-            epoch=self.epoch,
+            epoch=at.epoch,
             samples=int(samples),
-            episodes_digest=streams.digest,
-            mixture=mixture,
-            origin=origin,
+            episodes_digest="|".join(e.digest for e in streams.episodes),  # a mixture's digests joined
+            mixture=mix,
+            origin=at.origin if at.epoch == at.origin_epoch else None,  # None: a plain epoch
         )
 
     def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
         """Resume state (a :class:`~lerobotstream.planner._state.StreamState` dict) at the training
-        loop's consumed sample count (default: ``samples_consumed``)."""
-        count = self.samples_consumed if samples_consumed is None else check_count("samples_consumed", samples_consumed)
+        loop's consumed sample count (default: ``at.samples``)."""
+        count = self.at.samples if samples_consumed is None else check_count("samples_consumed", samples_consumed)
         return self._state(count).to_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict` of this topology (the same order continues) or another
         (elastic resume, docs/resume.md; the remainder is computed when first needed). Sets
-        :attr:`resume_changes` to the settings that differ.
+        :attr:`resume_changes` to the settings that differ (:data:`ELASTIC_SETTINGS`, as messages).
 
         Raises:
             ResumeStateError: no schema marker, a malformed or impossible state, another stream
             (dataset, episodes, mixture), seed or partitions; the message lists every difference.
         """
-        st = StreamState.from_dict(state)
-        changed = resume_differences(self.streams, st, self._state(0))
-        self.resume_changes = changed
-        if not changed:  # the same topology (inside a remainder: the same remainder plan continues)
-            self.place(Position(st.epoch, st.samples, st.origin, None if st.origin is None else st.epoch))
-            return
-        epoch = st.epoch
-        if st.origin is None:
-            (old, old_epoch, samples), _ = self._old_run(st)
-            if not st.repeat:
-                epoch, samples = old.position(old_epoch, samples)  # counts only: a finished epoch rolls over
-            if samples == 0:  # nothing of that epoch consumed: it is simply played on this topology
-                self.place(Position(epoch))
-                return
-        self.place(Position(epoch, 0, st.to_dict(), epoch))
+        st, mine, streams = StreamState.from_dict(state), self._state(0), self.streams
+
+        def diffs(names: Sequence[str]) -> list[str]:
+            return [
+                f"{n}: checkpoint {getattr(st, n)!r}, now {getattr(mine, n)!r}"
+                for n in names
+                if getattr(st, n) != getattr(mine, n)
+            ]
+
+        refused = diffs(REFUSED_SETTINGS)
+        if streams.mixture is None and st.mixture is not None:
+            refused.append(f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset")
+        elif streams.mixture is None:
+            refused += episode_selection_diffs(st, mine)
+        elif st.mixture is None:
+            raise ResumeStateError(
+                "the resume state was written by a single-dataset stream but this is a mixture of "
+                f"{len(streams.episodes)} datasets ({streams.mixture.get('repo_ids')}); sample-exact "
+                "resume needs the same mixture. Start a new run from the policy weights."
+            )
+        else:
+            refused += [
+                f"mixture {k}: checkpoint {st.mixture.get(k)!r}, now {mine.mixture.get(k)!r}"
+                for k in sorted(set(st.mixture) | set(mine.mixture))
+                if st.mixture.get(k) != mine.mixture.get(k)
+            ] or episode_selection_diffs(st, mine)
+        if refused:
+            what = "the same episode selection"
+            if streams.rule == "mixture":
+                what = "the same mixture (datasets, weights, episode selections)"
+            raise ResumeStateError(
+                f"resume needs {what}, seed and partitions as the checkpointed run (they fix which samples the epoch "
+                "has and their order; world size, batch size, DataLoader workers, pool and budget may change); "
+                "differs: " + "; ".join(refused) + ". Restore those settings, or start a new run from the "
+                "policy weights."
+            )
+        self.resume_changes = diffs(ELASTIC_SETTINGS)
+        epoch, samples, origin = st.epoch, st.samples, st.origin  # the same topology: the same order continues
+        if self.resume_changes:  # elastic: ``st``'s remainder, or (nothing of the epoch consumed) the plain epoch
+            if st.origin is None:
+                (old, epoch, samples), _ = self._old_run(st)
+                if not st.repeat:
+                    epoch, samples = old.position(epoch, samples)  # counts only: a finished epoch rolls over
+            samples, origin = 0, st.to_dict() if samples or st.origin is not None else None
+        self.place(Position(epoch, samples, origin, None if origin is None else epoch))
 
     def rank_remainders(self) -> list[Any] | None:
         """This rank's part of the elastic remainder, one per stream (None: a plain epoch): computed
         once where the state is loaded, shipped to the workers (``at.remainders``)."""
-        if not self._in_remainder():
-            return None
-        rp = self._remainder_pass()
-        return [lay.for_rank(rem, self.settings.rank) for lay, rem in zip(rp.layouts, rp.remainders)]
+        rp, rank = self._remainder_pass(), self.settings.rank
+        return None if rp is None else [lay.for_rank(rem, rank) for lay, rem in zip(rp.layouts, rp.remainders)]
 
     def remainder_info(self) -> dict[str, Any] | None:
         """What an elastic resume continues (None: a plain epoch): ``epoch``, ``samples_left`` (all
@@ -324,9 +320,9 @@ class Planner:
         ``depth``, ``consumed`` (samples the old run consumed, all ranks), ``overlap`` (samples of the
         next epoch yielded before the remainder's last one, ``_turns.epoch_overlap``; 0 when finite)
         and ``overlap_bound`` = (workers - 1) x (max - min share + batch size - 1)."""
-        if not self._in_remainder():
-            return None
         rp, topo = self._remainder_pass(), self.settings
+        if rp is None:
+            return None
         infos = [lay.info(rem) for lay, rem in zip(rp.layouts, rp.remainders)]
         left = [int(lay.rank_frames().sum()) for lay in rp.layouts]
         shares = rp.worker_frames(topo.rank)
@@ -346,54 +342,6 @@ class Planner:
         }
 
 
-def resume_differences(streams: Streams, st: StreamState, mine: StreamState) -> list[str]:
-    """The settings a loaded state ``st`` changes (:data:`ELASTIC_SETTINGS`, as messages) against
-    ``mine`` (this planner's state): empty, the same topology.
-
-    Raises:
-        ResumeStateError: ``st`` is another stream (dataset, episodes, mixture) or has another
-            seed or partitions; the message lists every difference.
-    """
-
-    def diffs(names: Sequence[str]) -> list[str]:
-        return [
-            f"{n}: checkpoint {getattr(st, n)!r}, now {getattr(mine, n)!r}"
-            for n in names
-            if getattr(st, n) != getattr(mine, n)
-        ]
-
-    refused = diffs(REFUSED_SETTINGS)
-    if streams.mixture is None and st.mixture is not None:
-        refused.append(f"the checkpoint streams a mixture of {st.mixture.get('repo_ids')}, this is one dataset")
-    elif streams.mixture is None:
-        refused += episode_selection_diffs(st, mine)
-    elif st.mixture is None:
-        raise ResumeStateError(
-            "the resume state was written by a single-dataset stream but this is a mixture of "
-            f"{len(streams.episodes)} datasets ({streams.mixture.get('repo_ids')}); sample-exact "
-            "resume needs the same mixture. Start a new run from the policy weights."
-        )
-    else:
-        refused += [
-            f"mixture {k}: checkpoint {st.mixture.get(k)!r}, now {mine.mixture.get(k)!r}"
-            for k in sorted(set(st.mixture) | set(mine.mixture))
-            if st.mixture.get(k) != mine.mixture.get(k)
-        ] or episode_selection_diffs(st, mine)
-    if refused:
-        what = (
-            "the same mixture (datasets, weights, episode selections)"
-            if streams.rule == "mixture"
-            else "the same episode selection"
-        )
-        raise ResumeStateError(
-            f"resume needs {what}, seed and partitions as the checkpointed run (they fix which samples the epoch has "
-            "and their order; world size, batch size, DataLoader workers, pool and budget may change); "
-            "differs: " + "; ".join(refused) + ". Restore those settings, or start a new run from the "
-            "policy weights."
-        )
-    return diffs(ELASTIC_SETTINGS)
-
-
 def discover_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
     """(rank, world_size): explicit values, else ``torch.distributed`` when initialised, else the
     ``RANK``/``WORLD_SIZE`` environment variables, else (0, 1).
@@ -404,15 +352,14 @@ def discover_world(rank: int | None = None, world_size: int | None = None) -> tu
     if rank is None or world_size is None:
         dist = sys.modules.get("torch.distributed")
         if dist is not None and dist.is_available() and dist.is_initialized():
-            d_rank, d_world = int(dist.get_rank()), int(dist.get_world_size())
+            found = int(dist.get_rank()), int(dist.get_world_size())
         else:
             env_rank, env_world = constants.distributed_env()
             try:
-                d_rank, d_world = int(env_rank or 0), int(env_world or 1)
+                found = int(env_rank or 0), int(env_world or 1)
             except ValueError as e:
                 raise ShardingError(f"RANK={env_rank!r} / WORLD_SIZE={env_world!r} are not integers") from e
-        rank = d_rank if rank is None else rank
-        world_size = d_world if world_size is None else world_size
+        rank, world_size = found[0] if rank is None else rank, found[1] if world_size is None else world_size
     rank, world_size = int(rank), int(world_size)
     if world_size < 1 or not 0 <= rank < world_size:
         raise ShardingError(

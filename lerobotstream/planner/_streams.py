@@ -24,7 +24,7 @@ from lerobotstream.planner._layout import TAG_MIXTURE, StreamSpec, derived_seed
 from lerobotstream.planner._mixseq import integer_weights, mixture_shares
 from lerobotstream.planner._state import episodes_digest
 
-__all__ = ["PlanSettings", "Streams", "episodes_of", "no_sizes"]
+__all__ = ["PlanSettings", "Streams", "no_sizes"]
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,9 @@ class PlanSettings:
     world_size: int | None = None
 
     def __post_init__(self) -> None:
-        for name in _OPTION_FIELDS:
-            check_option(name, getattr(self, name), required=name in _REQUIRED)
+        for f in fields(self):  # the options' fields, by their rules (the planner needs these two set)
+            if f.name in StreamOptions.__dataclass_fields__:
+                check_option(f.name, getattr(self, f.name), required=f.name in ("num_workers", "batch_size"))
         if self.byte_budget is not None and not self.byte_budget >= 1:
             raise ValueError(f"byte_budget must be >= 1 byte or None, got {self.byte_budget}")
 
@@ -76,49 +77,9 @@ class PlanSettings:
         return max(1, int(self.num_workers))
 
 
-#: the fields that are options (checked by their rules); the planner needs these ones set
-_OPTION_FIELDS = tuple(f.name for f in fields(PlanSettings) if f.name in StreamOptions.__dataclass_fields__)
-_REQUIRED = frozenset({"num_workers", "batch_size"})
-
-
 def no_sizes(episode_index: int) -> int:
     """The sizes of a stream that has none (a planner that only computes states): asking fails."""
     raise AssertionError("this planner has no episode sizes (episode_nbytes) to replay a byte budget with")
-
-
-def episodes_of(
-    episode_lengths: Mapping[int, int] | np.ndarray | Sequence[int],
-    episode_indices: Any = None,
-    sizes: Callable[[int], int] | None = None,
-) -> StreamSpec:
-    """One stream's selection (a ``StreamSpec``; :meth:`Streams.specs` fills in its settings) from
-    ``{episode_index: length}`` or 1-D lengths (then ``episode_indices``, default ``0..E-1``), and
-    its ``sizes`` (``sizes(episode_index) -> bytes``; None: no budget possible). Length 0: dropped.
-
-    Raises:
-        ValueError: indices not unique, of another length than the lengths, negative lengths.
-    """
-    if isinstance(episode_lengths, Mapping):
-        idx = np.array(sorted(episode_lengths), dtype=np.int64)
-        lens = np.array([int(episode_lengths[int(i)]) for i in idx], dtype=np.int64)
-    else:
-        lens = np.asarray(episode_lengths, dtype=np.int64).reshape(-1)
-        idx = (
-            np.arange(len(lens), dtype=np.int64)
-            if episode_indices is None
-            else np.asarray(episode_indices, dtype=np.int64).reshape(-1)
-        )
-        if len(idx) != len(lens):
-            raise ValueError(f"{len(idx)} episode indices for {len(lens)} lengths")
-        o = np.argsort(idx, kind="stable")
-        idx, lens = idx[o], lens[o]
-    if len(np.unique(idx)) != len(idx):
-        raise ValueError("episode indices must be unique")
-    if (lens < 0).any():
-        raise ValueError(f"negative episode length for episode {int(idx[np.argmax(lens < 0)])}")
-    keep = lens > 0
-    idx, lens = idx[keep], lens[keep]
-    return StreamSpec(idx, lens, episodes_digest(idx, lens), 0, sizes=sizes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,7 +87,7 @@ class Streams:
     """The streams of a planner (see the module doc).
 
     Fields:
-        episodes: one selection per stream (:func:`episodes_of`).
+        episodes: one selection per stream (:meth:`of_dataset`'s).
         weights: the mixing weights as given (floats, > 0 in sum); the shares follow them.
         offsets: global episode id offset per stream (``offsets[d] + episode_index``).
         names: each stream's name (messages: a repo id).
@@ -149,8 +110,31 @@ class Streams:
         *,
         episode_indices: Any = None,
     ) -> Streams:
-        """One dataset (the ``"dataset"`` rule): :func:`episodes_of` its lengths and ``sizes``."""
-        return cls((episodes_of(episode_lengths, episode_indices, sizes),))
+        """One dataset (the ``"dataset"`` rule): its selection (a ``StreamSpec``; :meth:`specs` fills
+        in its settings) from ``{episode_index: length}`` or 1-D lengths (then ``episode_indices``,
+        default ``0..E-1``), and its ``sizes`` (``sizes(episode_index) -> bytes``; None: no budget
+        possible). Length 0: dropped.
+
+        Raises:
+            ValueError: indices not unique, of another length than the lengths, negative lengths.
+        """
+        if isinstance(episode_lengths, Mapping):
+            episode_indices, episode_lengths = list(episode_lengths), [int(n) for n in episode_lengths.values()]
+        lens = np.asarray(episode_lengths, dtype=np.int64).reshape(-1)
+        if episode_indices is None:
+            episode_indices = np.arange(len(lens))
+        idx = np.asarray(episode_indices, dtype=np.int64).reshape(-1)
+        if len(idx) != len(lens):
+            raise ValueError(f"{len(idx)} episode indices for {len(lens)} lengths")
+        o = np.argsort(idx, kind="stable")
+        idx, lens = idx[o], lens[o]
+        if len(np.unique(idx)) != len(idx):
+            raise ValueError("episode indices must be unique")
+        if (lens < 0).any():
+            raise ValueError(f"negative episode length for episode {int(idx[np.argmax(lens < 0)])}")
+        keep = lens > 0
+        idx, lens = idx[keep], lens[keep]
+        return cls((StreamSpec(idx, lens, episodes_digest(idx, lens), 0, sizes=sizes),))
 
     @classmethod
     def of_mixture(
@@ -171,45 +155,15 @@ class Streams:
         """
         sizes = list(sizes) if sizes else [None] * len(episode_lengths)
         episodes = [
-            n if isinstance(n, StreamSpec) else episodes_of(n, None, nb or no_sizes)
+            n if isinstance(n, StreamSpec) else cls.of_dataset(n, nb or no_sizes).episodes[0]
             for n, nb in zip(episode_lengths, sizes)
         ]
         if not episodes or len(weights) != len(episodes) or len(offsets) != len(episodes):
             raise ValueError("a mixture needs one weight and one offset per dataset")
         names = tuple(str(n) for n in (mixture or {}).get("repo_ids", range(len(episodes))))
         integer_weights(weights)  # ValueError for bad weights, here
-        return cls(
-            tuple(episodes),
-            tuple(float(w) for w in weights),
-            tuple(int(o) for o in offsets),
-            names,
-            "mixture",
-            dict(mixture or {}),
-        )
-
-    @property
-    def integer_weights(self) -> list[int]:
-        return integer_weights(self.weights)
-
-    @property
-    def shares(self) -> np.ndarray:
-        """Each stream's share of a worker's budget and pool (:func:`mixture_shares`)."""
-        return mixture_shares(self.weights)
-
-    @property
-    def digests(self) -> list[str]:
-        return [e.digest for e in self.episodes]
-
-    @property
-    def digest(self) -> str:
-        """The state's ``episodes`` field: the streams' digests joined."""
-        return "|".join(self.digests)
-
-    def sized(self) -> Streams:
-        """These streams, those without sizes given :func:`no_sizes` (an old run's replay under a
-        byte budget then fails loudly if it needs one)."""
-        eps = tuple(e if e.sizes is not None else replace(e, sizes=no_sizes) for e in self.episodes)
-        return replace(self, episodes=eps)
+        weights, offsets = tuple(float(w) for w in weights), tuple(int(o) for o in offsets)
+        return cls(tuple(episodes), weights, offsets, names, "mixture", dict(mixture or {}))
 
     def specs(self, s: PlanSettings, seed: int) -> list[StreamSpec]:
         """Each stream's :class:`StreamSpec` under settings ``s`` (``seed``: ``s.seed`` mapped) by
@@ -217,7 +171,7 @@ class Streams:
         mix = self.rule == "mixture"
         pool = s.episode_pool_size
         if mix and not pool:
-            per_rank = constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // max(1, int(s.num_workers))
+            per_rank = constants.DEFAULT_EPISODE_POOL_SIZE_PER_RANK // s.num_shards
             pool = constants.DEFAULT_PARTITION_POOL_SIZE if s.partitions is not None else max(1, per_rank)
 
         def part(total: int | None, share: float, rounding: Callable[[float], int] = int) -> int | None:
@@ -233,11 +187,5 @@ class Streams:
                 byte_budget=part(s.byte_budget, share),
                 video_decoder_cache_size=part(s.video_decoder_cache_size, share),
             )
-            for d, (e, share) in enumerate(zip(self.episodes, self.shares))
+            for d, (e, share) in enumerate(zip(self.episodes, mixture_shares(self.weights)))
         ]
-
-    def where(self, d: int, byte_budget: int | None) -> str:
-        """How a message names stream ``d`` of a mixture (its share of the budget, ``byte_budget``
-        bytes, shown in GiB as the option gives it, and of the pool)."""
-        budget = "" if byte_budget is None else f"={byte_budget / constants.GIB:g}"
-        return f"dataset {d} ({self.names[d]}; its share {self.shares[d]:.1%} of the mixture's byte_budget_gb{budget})"

@@ -45,7 +45,7 @@ def _old_run(topo, n, lengths=LENGTHS, state=None, **kw):
         batches = _loader(p, n)
         consumed += [a for bt in batches for a in bt]
         if r == 0:
-            out = p.state_dict(samples_consumed=p.samples_consumed + sum(len(bt) for bt in batches))
+            out = p.state_dict(samples_consumed=p.at.samples + sum(len(bt) for bt in batches))
     return consumed, out
 
 
@@ -143,7 +143,7 @@ def test_a_finished_epoch_resumes_as_the_next_plain_epoch():
     assert Counter(consumed) == FULL
     p = _planner((3, 1, 5), 0)
     p.load_state_dict(state)
-    assert p.epoch == 1 and p.remainder_info() is None
+    assert p.at.epoch == 1 and p.remainder_info() is None
 
 
 def _endless_prefix(planners, taken):
@@ -218,7 +218,7 @@ def test_old_schema_1_states_still_load_and_report_what_changed():
     assert st["origin"] is None
     q = _planner((2, 2, 4), 0)
     q.load_state_dict(st)
-    assert q.resume_changes == [] and q.samples_consumed == 8
+    assert q.resume_changes == [] and q.at.samples == 8
     q = _planner((2, 1, 4), 0)
     q.load_state_dict(st)
     assert q.resume_changes == ["num_workers: checkpoint 2, now 1"]

@@ -514,7 +514,7 @@ def test_resume_state_validation():
     with pytest.raises(ResumeStateError, match="saved weights"):
         p.load_state_dict({"epoch": 0, "offset": 8, "batch_size": 4})
     p.load_state_dict(state)
-    assert p.samples_consumed == 8
+    assert p.at.samples == 8
 
 
 def test_resume_refuses_a_different_episode_selection():

@@ -150,8 +150,8 @@ def test_tampered_states_raise_only_resume_state_error(edits, drop):
     except ResumeStateError:
         return
     st_ = StreamState.from_dict(state)  # it loaded: it must be a valid state of this planner
-    assert st_.episodes_digest == p.specs[0].digest and isinstance(p.samples_consumed, int) and p.samples_consumed >= 0
-    assert type(p.epoch) is int
+    assert st_.episodes_digest == p.specs[0].digest and isinstance(p.at.samples, int) and p.at.samples >= 0
+    assert type(p.at.epoch) is int
 
 
 @settings(max_examples=150, deadline=None)
