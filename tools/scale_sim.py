@@ -646,7 +646,7 @@ def _elastic_setup(
     w0, k0, b0 = old
     oldp = planner(*old, **kw)
     batches = int(oldp.plain.batches_per_rank()[0] * fraction)
-    given, _, _ = replay_turns(oldp.plain.worker_epoch_limits(), b0, batches=batches)
+    given, _, _ = replay_turns(oldp.plain.turn_limits(), b0, batches=batches)
     state = oldp.state_dict(samples_consumed=sum(given))
     return lens, lambda: planner(*new, **kw), state, batches
 

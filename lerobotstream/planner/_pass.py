@@ -22,7 +22,7 @@ import numpy as np
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._mixseq import MixSequence, integer_weights
-from lerobotstream.planner._turns import rank_given, replay_turns
+from lerobotstream.planner._turns import replay_turns
 
 __all__ = ["Pass", "WorkerStart", "old_run_remainders", "remainder_cache"]
 
@@ -40,7 +40,9 @@ class Pass:
     """What every rank and logical worker plays in one pass: one ``Layout`` per stream on ``topo``
     (a planner's resolved ``PlanSettings``), integer mixing ``weights`` and global episode
     ``offsets`` per stream, the workers' ``mix_seed``; ``remainders`` (per stream; None: a plain
-    epoch), ``chain`` (set on an endless remainder: the plain pass after it), ``names`` (messages)."""
+    epoch), their ``stream_epochs``, ``epoch`` (the first stream's; None: a plain epoch) and ``depth``
+    (elastic resumes gone through; 0: a plain epoch), ``chain`` (set on an endless remainder: the
+    plain pass after it), ``names`` (messages)."""
 
     def __init__(
         self,
@@ -61,19 +63,11 @@ class Pass:
         self.chain: Pass | None = None
         self.names = list(names) or [str(d) for d in range(len(self.layouts))]
         self.stream_epochs = None if remainders is None else [int(r.epoch) for r in remainders]
+        self.epoch = None if remainders is None else self.stream_epochs[0]
+        self.depth = 0 if remainders is None else int(remainders[0].depth)
         self._fit: dict[int, np.ndarray] = {}
         self._bmin: int | None = None
         self._last: tuple[int, np.ndarray] | None = None
-
-    @property
-    def epoch(self) -> int | None:
-        """A remainder pass's epoch label (the first stream's; None: a plain epoch)."""
-        return None if self.stream_epochs is None else self.stream_epochs[0]
-
-    @property
-    def depth(self) -> int:
-        """Elastic resumes this pass went through (0: a plain epoch)."""
-        return 0 if self.remainders is None else int(self.remainders[0].depth)
 
     # --- sizes --------------------------------------------------------------------------------------
     def dataset_worker_frames(self, rank: int | None = None) -> np.ndarray:
@@ -87,18 +81,10 @@ class Pass:
         """Anchors per logical worker of ``rank`` in this pass (every stream)."""
         return [int(x) for x in self.dataset_worker_frames(rank).sum(axis=0)]
 
-    def _after(self, rank: int) -> np.ndarray:
-        """Anchors per (stream, worker) of ``rank`` in the epochs after this pass: an endless
-        remainder's chain, else this pass's own (it repeats)."""
-        return (self.chain or self).dataset_worker_frames(rank)
-
     def held(self, rank: int) -> np.ndarray:
-        """Which (stream, worker) of ``rank`` give samples, here or in a chain after, bool (N, workers)."""
-        return (self.dataset_worker_frames(rank) > 0) | (self._after(rank) > 0)
-
-    def num_active(self, rank: int | None = None) -> int:
-        """Logical workers of ``rank`` that give samples."""
-        return len(self.active_workers(self.topo.rank if rank is None else rank))
+        """Which (stream, worker) of ``rank`` give samples, here or in the epochs after (an endless
+        remainder's chain, else this pass again), bool (N, workers)."""
+        return (self.dataset_worker_frames(rank) > 0) | ((self.chain or self).dataset_worker_frames(rank) > 0)
 
     def samples_per_rank(self) -> np.ndarray:
         """Anchors per rank in this pass (every stream) before equalization, int64 (world_size,)."""
@@ -119,11 +105,15 @@ class Pass:
             out.append(replay_turns(lim, topo.batch_size, batches=sum(lim) + 1, **turns)[2] if lim else 0)
         return np.array(out, dtype=np.int64)
 
-    def worker_epoch_limits(self, rank: int | None = None) -> list[int]:
-        """Anchors each logical worker of ``rank`` yields in one finite pass (after ``drop_last``
-        and ``equalize``)."""
+    def turn_limits(self, rank: int | None = None) -> list[int | None]:
+        """Anchors each logical worker of ``rank`` gives before it stops, as the batch turns see
+        them: finite, in one pass after ``drop_last`` and ``equalize``; endless, None, or an endless
+        remainder's share with no epoch after."""
         topo = self.topo
         rank = topo.rank if rank is None else rank
+        if topo.repeat:
+            first, after = self.dataset_worker_frames(rank).sum(axis=0), (self.chain or self).worker_frames(rank)
+            return [None if a else int(f) for f, a in zip(first.tolist(), after)]
         fr = self.worker_frames(rank)
         if topo.drop_last:  # the DataLoader drops each worker's short last batch: never decode it
             fr = [f - f % topo.batch_size for f in fr]
@@ -133,18 +123,9 @@ class Pass:
             self._bmin = int(self.batches_per_rank().min())
         return replay_turns(fr, topo.batch_size, batches=self._bmin, drop_last=topo.drop_last)[0]
 
-    def turn_limits(self, rank: int | None = None) -> list[int | None]:
-        """Anchors each logical worker of ``rank`` gives before it stops, as the batch turns see
-        them: finite limits, None (endless), or an endless remainder's share with no epoch after."""
-        rank = self.topo.rank if rank is None else rank
-        if not self.topo.repeat:
-            return list(self.worker_epoch_limits(rank))
-        first, after = self.dataset_worker_frames(rank).sum(axis=0), self._after(rank).sum(axis=0)
-        return [None if a else int(f) for f, a in zip(first.tolist(), after.tolist())]
-
     def epoch_samples(self) -> int:
         """Anchors this rank yields in one finite pass (after ``equalize``)."""
-        return sum(self.worker_epoch_limits())
+        return sum(self.turn_limits())
 
     def position(self, epoch: int, samples: int) -> tuple[int, int]:
         """``(epoch, samples)`` with whole finite passes rolled into the following epochs."""
@@ -224,7 +205,7 @@ class Pass:
             if not self.held(rank)[:, worker].any():
                 return None
             weights = self.worker_weights(worker, rank)
-            after = self._after(rank)
+            after = (self.chain or self).dataset_worker_frames(rank)
             caps = [None if after[d, worker] else f for d, f in enumerate(frames)]
         else:
             weights = [wt if f else 0 for wt, f in zip(self.weights, frames)]
@@ -234,14 +215,6 @@ class Pass:
         return MixSequence(
             weights, caps, [self.mix_seed, epoch, rank, topo.world_size, worker, topo.num_shards], offset
         )
-
-    def consumed(self, rank: int, worker: int, epoch: int, given: int) -> list[int] | None:
-        """Anchors of each stream logical ``worker`` of ``rank`` gave among its first ``given``
-        (None: it holds nothing)."""
-        if len(self.layouts) == 1:
-            return [int(given)] if self.held(rank)[0, worker] else None
-        phases = self.phases(rank, worker, epoch, given)
-        return None if phases is None else [int(c) for c in phases.consumed().tolist()]
 
 
 # --- elastic resume: what a checkpointed run left ------------------------------------------------
@@ -271,12 +244,19 @@ def old_run_remainders(old: tuple[Pass, int, int], old_plain: Pass) -> list[Any]
                 lim, topo.batch_size, samples=samples, drop_last=topo.drop_last, one_stream=one
             )
             done = nxt is None
-        else:
-            given = rank_given(lim, topo.batch_size, samples, batches, done, topo.drop_last, one_stream=one)
+        elif len(lim) == 1 and one and not done:  # one stream: the same samples as rank 0 unless it ran out
+            given = [samples if lim[0] is None else min(samples, lim[0])]
+        else:  # DDP lockstep: as many batches as rank 0
+            given = replay_turns(lim, topo.batch_size, batches=batches, drop_last=topo.drop_last, one_stream=one)[0]
         if topo.repeat:
             first, after = current.dataset_worker_frames(r), old_plain.dataset_worker_frames(r)
-        for w, g in zip(ids, given):
-            for d, c in enumerate(current.consumed(r, w, epoch, g) or ()):
+        for w, g in zip(ids, given):  # each stream's anchors among the worker's first g
+            if len(current.layouts) == 1:
+                counts = [g] if current.held(r)[0, w] else []
+            else:
+                phases = current.phases(r, w, epoch, g)
+                counts = [] if phases is None else phases.consumed().tolist()
+            for d, c in enumerate(counts):
                 if not topo.repeat:
                     entries[d].append((0, r, w, c))
                     continue
@@ -302,8 +282,7 @@ def old_run_remainders(old: tuple[Pass, int, int], old_plain: Pass) -> list[Any]
     return out
 
 
-_CACHE: OrderedDict[str, list[Any]] = OrderedDict()
-_CACHE_SIZE = 4
+_CACHE: OrderedDict[str, list[Any]] = OrderedDict()  # the last 4 keys' remainders
 
 
 def remainder_cache(
@@ -315,11 +294,9 @@ def remainder_cache(
     digest = hashlib.sha1(key.encode()).hexdigest()
     if shipped and all(r.key == digest and r.rank in (None, rank) for r in shipped):
         return list(shipped)
-    if key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
-    out = [replace(r, key=digest) for r in compute()]
-    _CACHE[key] = out
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return out
+    if key not in _CACHE:
+        _CACHE[key] = [replace(r, key=digest) for r in compute()]
+        if len(_CACHE) > 4:
+            _CACHE.popitem(last=False)
+    _CACHE.move_to_end(key)
+    return _CACHE[key]

@@ -181,7 +181,7 @@ class Planner:
                 f"num_workers={topo.num_workers} (pass max_num_shards/num_workers equal to the DataLoader's)"
             )
         shards, rank = topo.num_shards, topo.rank  # idle workers: warned by DataLoader worker 0, once per process
-        if not dl_worker_id and (n := current.num_active()) < shards:
+        if not dl_worker_id and (n := len(current.active_workers(rank))) < shards:
             owns = current.layouts[0].owns(rank) if len(current.layouts) == 1 else "episodes of the mixture's datasets"
             if (key := (self.streams.rule, rank, shards, owns)) not in _IDLE_WARNED:
                 _IDLE_WARNED.add(key)

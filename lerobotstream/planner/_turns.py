@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from lerobotstream.errors import ResumeStateError
 
-__all__ = ["epoch_overlap", "take_turns", "replay_turns", "rank_given"]
+__all__ = ["epoch_overlap", "take_turns", "replay_turns"]
 
 T = TypeVar("T")
 
@@ -123,23 +123,6 @@ def replay_turns(
             given[w] += take
             rem[w] -= take
             taken, s_left, b_left = taken + 1, s_left - take, b_left - 1
-
-
-def rank_given(
-    limits: Sequence[int | None],
-    batch_size: int,
-    samples: int,
-    batches: int,
-    rank0_done: bool,
-    drop_last: bool,
-    *,
-    one_stream: bool | None = None,
-) -> list[int]:
-    """Samples per worker of another rank once rank 0 took ``batches`` batches (``samples``): as
-    many batches (DDP lockstep), or one stream the same samples unless rank 0 ran out."""
-    if len(limits) == 1 and one_stream is not False and not rank0_done:
-        return [samples if limits[0] is None else min(samples, limits[0])]
-    return replay_turns(limits, batch_size, batches=batches, drop_last=drop_last, one_stream=one_stream)[0]
 
 
 def epoch_overlap(frames: Sequence[int], batch_size: int) -> int:

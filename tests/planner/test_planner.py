@@ -85,7 +85,10 @@ def test_epoch_covers_every_selected_frame_exactly_once(name, strategy, num_work
     assert per_rank.max() <= per_rank.mean() + maxlen
     for r in range(world_size):
         p = make_planner(**{**kw, "rank": r})
-        fr = [int(sum(lengths[e] for e in worker_episodes(p, w))) for w in range(p.current_pass().num_active())]
+        fr = [
+            int(sum(lengths[e] for e in worker_episodes(p, w)))
+            for w in range(len(p.current_pass().active_workers(p.settings.rank)))
+        ]
         assert max(fr) - min(fr) <= max(lengths[e] for e in p.plain.layouts[0].rank_episodes(p.settings.rank))
 
 
@@ -118,7 +121,7 @@ def test_idle_workers_yield_nothing_and_say_so_once(caplog, monkeypatch):
     assert said() == 0
     for _ in range(2):
         make_planner(lengths, world_size=2, rank=1, num_workers=4, seed=123).worker_start(0, 4)
-    assert p.current_pass().num_active() == 2  # rank 1 owns episodes 1 and 0 (LPT: 11 | 7 + 3)
+    assert len(p.current_pass().active_workers(1)) == 2  # rank 1 owns episodes 1 and 0 (LPT: 11 | 7 + 3)
     assert said() == 1
     assert list(iter_anchors(worker_plan(p, 3), 0)) == []
     assert list(iter_anchors(worker_plan(p, 3), 0, repeat=True)) == []
