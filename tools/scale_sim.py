@@ -561,8 +561,8 @@ def simulate_rank(
     t_to_first = time.perf_counter() - t_all
     verified_first = tables.verified if tables is not None else 0
     mem["spans"] = _mem()  # what the rank holds when its first sample is out (the older name kept)
-    sized = len(run.sizes[0])
-    touched = len({int(s) for e in run.sizes[0].known() for s in src_of[e]})
+    sized = len(run.sizes[0].known)
+    touched = len({int(s) for e in run.sizes[0].known for s in src_of[e]})
     items.close()
 
     plan = planner.plain.layouts[0].plan(0, planner.settings.rank)

@@ -76,7 +76,7 @@ class Readers:
             "pyav_fallbacks": fb.pyav_fallbacks,
             "fallback_reasons": dict(fb.cpu_fallbacks),
             "index_open_s": reader.index_open_s,
-            "episodes_sized": len(self.sizes[d]),
+            "episodes_sized": len(self.sizes[d].known),
         }
         with reader.lock:
             out.update(

@@ -14,7 +14,6 @@ exception is a bug of the provider and is not caught.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
 
 from lerobotstream.errors import LeRobotStreamError
@@ -28,17 +27,17 @@ SizeProvider = Callable[[int], int]
 
 class EpisodeSizes:
     """Exact bytes per episode, computed on first use by ``compute`` (the ``SizeProvider``) and kept
-    (thread-safe: two threads asking at once may both compute it; the first result is kept)."""
+    in ``known`` (episode -> bytes, what admission and prefetch asked for; thread-safe: two threads
+    asking at once may both compute it; the first result is kept)."""
 
     def __init__(self, compute: SizeProvider) -> None:
         self._compute = compute
-        self._known: dict[int, int] = {}
-        self._lock = threading.Lock()
+        self.known: dict[int, int] = {}
 
     def __call__(self, episode_index: int) -> int:
         """The episode's size in bytes. Raises the provider's typed error, naming the episode."""
         e = int(episode_index)
-        got = self._known.get(e)
+        got = self.known.get(e)
         if got is None:
             try:
                 got = int(self._compute(e))
@@ -46,21 +45,5 @@ class EpisodeSizes:
                 if getattr(exc, "episode_index", None) == e or re.search(rf"\bepisode {e}\b", exc.message):
                     raise
                 raise type(exc)(f"episode {e}: {exc.message}", **{**exc.fields, "episode_index": e}) from exc
-            with self._lock:
-                got = self._known.setdefault(e, got)
+            got = self.known.setdefault(e, got)  # atomic: the first result is kept
         return got
-
-    def known(self) -> dict[int, int]:
-        """The sizes computed so far (a copy): what admission and prefetch asked for."""
-        with self._lock:
-            return dict(self._known)
-
-    def __len__(self) -> int:
-        """Number of episodes sized so far."""
-        return len(self._known)
-
-    def __bool__(self) -> bool:  # a source of sizes, known or not (``__len__`` counts the known ones)
-        return True
-
-    def __repr__(self) -> str:
-        return f"EpisodeSizes({len(self._known)} known)"

@@ -142,9 +142,33 @@ class StreamState:
         ]
         if parts:
             raise ResumeStateError(_MALFORMED + "; ".join(parts) + ". " + _EDITED)
-        _check_digest(state)
-        if given["origin"] is not None:
-            _check_origin(cls.from_dict(given["origin"]), given)
+        if not isinstance(state.get(DIGEST_KEY), str):
+            raise ResumeStateError(
+                f"stream state has no {DIGEST_KEY!r} (edited): what it would replay cannot be trusted. {_EDITED}"
+            )
+        try:
+            want = canonical_digest(state)
+        except (TypeError, ValueError, RecursionError) as e:
+            raise ResumeStateError(f"malformed stream state (not plain JSON values: {e}). {_EDITED}") from None
+        if state[DIGEST_KEY] != want:
+            raise ResumeStateError(
+                f"stream state was edited after state_dict() wrote it: its {DIGEST_KEY!r} does not match its fields "
+                "(an edited count, sampling_strategy or episode_pool_size would replay duplicates and skip samples). "
+                + _EDITED
+            )
+        if given["origin"] is not None:  # it shares the refused settings and the identity, at no later epoch
+            origin = cls.from_dict(given["origin"])
+            bad = [
+                f"origin {n}={getattr(origin, n)!r} but the state's {n}={given[n]!r}"
+                for n in (*REFUSED_SETTINGS, "episodes_digest", "mixture")
+                if getattr(origin, n) != given[n]
+            ]
+            if origin.epoch > int(given["epoch"]):
+                bad.append(f"origin epoch={origin.epoch} is after the state's epoch={given['epoch']}")
+            if bad:
+                raise ResumeStateError(
+                    _MALFORMED + "its elastic origin does not belong to it: " + "; ".join(bad) + ". " + _EDITED
+                )
         plain = {  # numpy ints and bools as Python's (the options' rules accept both)
             n: _CAST[_TYPES[n]](v) for n, v in given.items() if v is not None and _TYPES[n] in _CAST
         }
@@ -224,45 +248,6 @@ def canonical_digest(obj: dict[str, Any]) -> str:
     body = {k: v for k, v in obj.items() if k != DIGEST_KEY}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False, default=plain)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-
-
-def _check_digest(state: dict[str, Any]) -> None:
-    """Raise ResumeStateError unless ``state`` carries the :func:`canonical_digest` of its entries."""
-    given = state.get(DIGEST_KEY)
-    if not isinstance(given, str):
-        raise ResumeStateError(
-            f"stream state has no {DIGEST_KEY!r} (edited): what it would replay cannot be trusted. {_EDITED}"
-        )
-    try:
-        want = canonical_digest(state)
-    except (TypeError, ValueError, RecursionError) as e:
-        raise ResumeStateError(f"malformed stream state (not plain JSON values: {e}). {_EDITED}") from None
-    if given != want:
-        raise ResumeStateError(
-            f"stream state was edited after state_dict() wrote it: its {DIGEST_KEY!r} does not match its fields "
-            "(an edited count, sampling_strategy or episode_pool_size would replay duplicates and skip samples). "
-            + _EDITED
-        )
-
-
-#: what an elastic state and its ``origin`` always share: the refused settings and the identity fields
-_ORIGIN_SHARED = (*REFUSED_SETTINGS, "episodes_digest", "mixture")
-
-
-def _check_origin(origin: StreamState, fields: dict[str, Any]) -> None:
-    """Raise ResumeStateError when ``origin`` cannot be the origin of a state with ``fields``
-    (another seed, episode selection, mixture or partitions, or a later epoch)."""
-    bad = [
-        f"origin {n}={getattr(origin, n)!r} but the state's {n}={fields.get(n)!r}"
-        for n in _ORIGIN_SHARED
-        if getattr(origin, n) != fields.get(n)
-    ]
-    if origin.epoch > int(fields["epoch"]):
-        bad.append(f"origin epoch={origin.epoch} is after the state's epoch={fields['epoch']}")
-    if bad:
-        raise ResumeStateError(
-            _MALFORMED + "its elastic origin does not belong to it: " + "; ".join(bad) + ". " + _EDITED
-        )
 
 
 def episodes_digest(episode_indices, lengths) -> str:

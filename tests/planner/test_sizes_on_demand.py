@@ -95,9 +95,9 @@ def test_a_mixture_names_the_dataset_of_an_oversize_episode():
 def test_episode_sizes_compute_once_and_say_what_they_know():
     calls = []
     s = EpisodeSizes(lambda e: calls.append(e) or 10 * e)
-    assert bool(s) and len(s) == 0
+    assert bool(s) and len(s.known) == 0
     assert s(3) == s(3) == 30 and s(np.int64(4)) == 40
-    assert calls == [3, 4] and s.known() == {3: 30, 4: 40} and len(s) == 2
+    assert calls == [3, 4] and s.known == {3: 30, 4: 40} and len(s.known) == 2
 
 
 def test_a_provider_error_comes_out_of_the_admitting_call_typed_and_named():
