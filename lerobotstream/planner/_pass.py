@@ -160,39 +160,35 @@ class Pass:
         with a share above k/N) those workers give it all their samples, and a warning says so.
         """
         rank = self.topo.rank if rank is None else int(rank)
-        if rank not in self._fit:
-            self._fit[rank] = self._fitted_shares(rank)
-        fits = self._fit[rank]
-        return integer_weights(fits[worker]) if fits[worker].sum() > 0 else [0] * len(self.weights)
-
-    def _fitted_shares(self, rank: int) -> np.ndarray:
-        held = self.held(rank).T.astype(np.float64)  # (workers, streams)
-        active = held.sum(axis=1) > 0
-        target = np.asarray(self.weights, dtype=np.float64) / sum(self.weights)
-        fit = held * target
-        if held[active].all():
-            return fit
-        n = int(active.sum())
-        want = target * n
-        for i in range(2001):  # rows to 1, then columns to the weights; rows last
-            rows = fit.sum(axis=1, keepdims=True)
-            fit = np.divide(fit, rows, out=np.zeros_like(fit), where=rows > 0)
-            if i < 2000:
-                cols = fit.sum(axis=0)
-                fit = fit * np.divide(want, cols, out=np.ones_like(want), where=cols > 0)
-        got = fit.sum(axis=0) / max(1, n)
-        if np.abs(got - target).max() > 0.01 and rank == self.topo.rank:  # other ranks: an elastic replay
-            logger.warning(
-                "rank %d: the mixture's shares cannot follow the weights %s with num_workers=%d "
-                "(dataset(s) %s hold episodes in too few workers); the rank draws %s. Lower num_workers or "
-                "select more episodes of those datasets",
-                rank,
-                np.round(target, 4).tolist(),
-                n,
-                [self.names[d] for d in np.flatnonzero(got < target - 0.01)],
-                np.round(got, 4).tolist(),
-            )
-        return fit
+        fit = self._fit.get(rank)
+        if fit is None:
+            held = self.held(rank).T.astype(np.float64)  # (workers, streams)
+            active = held.sum(axis=1) > 0
+            target = np.asarray(self.weights, dtype=np.float64) / sum(self.weights)
+            fit = held * target
+            if not held[active].all():
+                n = int(active.sum())
+                want = target * n
+                for i in range(2001):  # rows to 1, then columns to the weights; rows last
+                    rows = fit.sum(axis=1, keepdims=True)
+                    fit = np.divide(fit, rows, out=np.zeros_like(fit), where=rows > 0)
+                    if i < 2000:
+                        cols = fit.sum(axis=0)
+                        fit = fit * np.divide(want, cols, out=np.ones_like(want), where=cols > 0)
+                got = fit.sum(axis=0) / max(1, n)
+                if np.abs(got - target).max() > 0.01 and rank == self.topo.rank:  # other ranks: an elastic replay
+                    logger.warning(
+                        "rank %d: the mixture's shares cannot follow the weights %s with num_workers=%d "
+                        "(dataset(s) %s hold episodes in too few workers); the rank draws %s. Lower num_workers "
+                        "or select more episodes of those datasets",
+                        rank,
+                        np.round(target, 4).tolist(),
+                        n,
+                        [self.names[d] for d in np.flatnonzero(got < target - 0.01)],
+                        np.round(got, 4).tolist(),
+                    )
+            self._fit[rank] = fit
+        return integer_weights(fit[worker]) if fit[worker].sum() > 0 else [0] * len(self.weights)
 
     def phases(self, rank: int, worker: int, epoch: int, offset: int) -> MixSequence | None:
         """The mix sequence of logical ``worker`` of ``rank`` in ``epoch`` after ``offset`` samples
