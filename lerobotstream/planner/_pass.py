@@ -1,11 +1,8 @@
-"""One pass of a planner: what every rank and logical worker of every stream plays, where a
-DataLoader worker starts in it, and what a checkpointed run left (elastic resume; pure).
-
-A :class:`Pass` is the streams' layouts on one topology, mixed per worker by the seeded mix
-sequence: a plain epoch, or the remainder of a checkpointed run's epoch replanned on this topology
-(endless: chained to the plain epochs after it). The remainder is computed from counts
-(:func:`old_run_remainders`): DDP ranks step in lockstep, so every old (rank, worker)'s count follows
-from rank 0's through the batch turns, and each layout turns those counts into what is left.
+"""One pass of a planner (pure): the streams' layouts on one topology, mixed per worker by the
+seeded mix sequence (a plain epoch, or a checkpointed run's remainder replanned on this topology),
+where a DataLoader worker starts in it, and what a checkpointed run left (:func:`old_run_remainders`:
+DDP ranks step in lockstep, so every old (rank, worker)'s count follows from rank 0's through the
+batch turns; each layout turns those counts into what is left).
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
-"""Episode sizes, the planner's one impure edge: :class:`EpisodeSizes` wraps a *size provider*
-(``SizeProvider``, e.g. the dataset's ``Worker.episode_nbytes``: ``provider(episode_index) -> int``
-bytes >= 0, each episode's synthesized mini-MP4s together) and keeps each size once asked — asked at
-most once per episode and process, when a pool admits it (``EpisodePool`` calls the plan's checked
-``size_of``, holding the GIL) or the byte cache reserves it (``WorkerPlan.episode_size``), so
-start-up and memory grow with the pool and the frontier, not the dataset (docs/scale.md).
+"""Episode sizes, the planner's one impure edge: :class:`EpisodeSizes` wraps a ``SizeProvider``
+(``provider(episode_index) -> int`` bytes >= 0, the episode's synthesized mini-MP4s together) and
+asks it at most once per episode and process, when a pool admits the episode (``EpisodePool``) or
+the byte cache reserves it (``WorkerPlan.episode_size``): start-up and memory grow with the pool,
+not the dataset (docs/scale.md).
 
-Errors: the provider's :class:`~lerobotstream.errors.LeRobotStreamError` propagates out of the call
-that asked, with ``episode E:`` added when it does not name its episode; nothing is kept for that
-episode. A negative or over-budget size is refused by the plan (``ByteBudgetError``). Any other
-exception is a bug of the provider and is not caught.
+Errors: the provider's :class:`~lerobotstream.errors.LeRobotStreamError` propagates, with
+``episode E:`` added when it does not name its episode; nothing is kept for that episode. A negative
+or over-budget size is refused by the plan (``ByteBudgetError``); any other exception is not caught.
 """
 
 from __future__ import annotations

@@ -179,9 +179,8 @@ class StreamState:
 _TYPES = {f.name: f.type for f in fields(StreamState)}
 _CAST = {"int": int, "int | None": int, "bool": bool}
 
-#: the settings (the fields but the position and the stream's identity): they fix ownership, order and
-#: batch boundaries; a state that matches them continues the very same order, one that does not is
-#: resumed elastically
+#: the settings (every field but the position and the stream's identity): a state that matches them
+#: continues the very same order, one that does not is resumed elastically
 RESUME_SETTINGS = tuple(n for n in _TYPES if n not in ("epoch", "samples", "episodes_digest", "mixture", "origin"))
 #: what an elastic resume cannot change (with the stream's identity: ``episodes_digest``, ``mixture``)
 REFUSED_SETTINGS = ("seed", "partitions")
@@ -208,21 +207,19 @@ def check_count(name: str, value: Any) -> int:
 
 def _check_schema(state: Any) -> None:
     """Raise ResumeStateError unless ``state`` is a dict marked with this build's :data:`SCHEMA`."""
-    loader = isinstance(state, dict) and isinstance(state.get("stream"), dict)  # a StreamLoader's state
     if not isinstance(state, dict):
-        what = f"a {type(state).__name__}"
+        state, what = {}, f"a {type(state).__name__}"
     elif state.get(SCHEMA_KEY) == SCHEMA:
         return
-    elif not loader and (_EARLIER_KEY in state or SCHEMA_KEY in state):
-        earlier = _EARLIER_KEY in state
-        marker = f" (under {_EARLIER_KEY!r}, the marker of an earlier build)" if earlier else ""
-        raise ResumeStateError(
-            f"this resume state has schema {state[_EARLIER_KEY if earlier else SCHEMA_KEY]!r}{marker}; this build "
-            f"reads {SCHEMA!r} and converts no other (the order it describes may not be the order this build "
-            f"plays). {_START_OVER}"
-        )
     else:
         what = f"a dict with the keys {sorted(map(str, state))[:8]}"
+    loader = isinstance(state.get("stream"), dict)  # a StreamLoader's state
+    if not loader and (key := next((k for k in (_EARLIER_KEY, SCHEMA_KEY) if k in state), None)):
+        marker = f" (under {_EARLIER_KEY!r}, the marker of an earlier build)" if key == _EARLIER_KEY else ""
+        raise ResumeStateError(
+            f"this resume state has schema {state[key]!r}{marker}; this build reads {SCHEMA!r} and converts no "
+            f"other (the order it describes may not be the order this build plays). {_START_OVER}"
+        )
     hint = "; this is a StreamLoader state: pass it to StreamLoader.load_state_dict, or its 'stream' entry to the dataset's"
     raise ResumeStateError(
         f"{what} is not a lerobotstream stream state: pass the dict that the dataset's (or planner's) "
