@@ -80,20 +80,13 @@ def lpt_shards(lengths: np.ndarray, num_shards: int, tie_seed: tuple[int, ...]) 
     Returns:
         list[np.ndarray]: ``num_shards`` int64 arrays of positions into ``lengths``, ascending each.
     """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    n = int(lengths.shape[0])
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    n = len(lengths)
     tie = np.empty(n, dtype=np.int64)
     tie[shuffled_order(seed_words(*tie_seed), n)] = np.arange(n, dtype=np.int64)
-    order = np.lexsort((tie, -lengths))
-    owner = lpt_owner(np.ascontiguousarray(lengths), np.ascontiguousarray(order, dtype=np.int64), int(num_shards))
-    by_owner = np.argsort(owner, kind="stable")
+    owner = lpt_owner(lengths, np.lexsort((tie, -lengths)).astype(np.int64, copy=False), int(num_shards))
     bounds = np.cumsum(np.bincount(owner, minlength=num_shards))[:-1]
-    return [part.astype(np.int64, copy=False) for part in np.split(by_owner, bounds)]
-
-
-def share(total: int | None, n: int) -> int | None:
-    """One of ``n`` equal shares of ``total`` (at least 1; None stays None)."""
-    return None if total is None else max(1, int(total) // n)
+    return np.split(np.argsort(owner, kind="stable").astype(np.int64, copy=False), bounds)
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,15 +139,13 @@ def partition_groups(
     (int64 (P,)), a function of (episodes, seed, partitions); cached per process by ``digest``."""
     key = (digest, int(seed), int(partitions))
     with _PARTITIONS_LOCK:  # StreamLoader's threads build planners concurrently
-        got = _PARTITIONS.get(key)
-        if got is None:
+        if key not in _PARTITIONS:
             parts = lpt_shards(lengths, partitions, (seed, TAG_PARTITIONS, partitions))
-            got = (parts, np.array([int(lengths[pos].sum()) for pos in parts], dtype=np.int64))
-            _PARTITIONS[key] = got
-            while len(_PARTITIONS) > 4:
+            _PARTITIONS[key] = (parts, np.array([int(lengths[pos].sum()) for pos in parts], dtype=np.int64))
+            if len(_PARTITIONS) > 4:  # the 4 used last are kept
                 _PARTITIONS.popitem(last=False)
         _PARTITIONS.move_to_end(key)
-        return got
+        return _PARTITIONS[key]
 
 
 def read_pools(pools: Iterator[Any], limit: int | None) -> Iterator[tuple[int, int]]:
@@ -195,7 +186,7 @@ class WorkerPlan:
         self.episode_indices = layout.episode_indices[pos]
         self.lengths = layout.lengths[pos]
         self.num_frames = sum(g[1] for g in groups)
-        maps = layout.frame_maps
+        maps = layout.spec.frames
         self.frame_maps = {i: maps[e] for i, e in enumerate(self.episode_indices.tolist()) if e in maps} if maps else {}
         spec, canon = layout.spec, layout.canonical
         # workers sharing the rank's pool, budget and decoder cache (canonical: the decoder cache only;
@@ -203,8 +194,8 @@ class WorkerPlan:
         n = self._shares = max(1, sum(1 for f in (layout._shares_from or layout).worker_frames(self.rank) if f))
         default = DEFAULT_PARTITION_POOL_SIZE if canon else max(1, DEFAULT_EPISODE_POOL_SIZE_PER_RANK // n)
         self.pool_size = default if spec.pool_size is None else int(spec.pool_size)
-        self.byte_budget = spec.byte_budget if canon else share(spec.byte_budget, n)
-        self.video_decoder_cache_size = share(spec.video_decoder_cache_size, n)
+        share = [None if t is None else max(1, int(t) // n) for t in (spec.byte_budget, spec.video_decoder_cache_size)]
+        self.byte_budget, self.video_decoder_cache_size = spec.byte_budget if canon else share[0], share[1]
         self._sized = self.byte_budget is not None and spec.sizes is not None  # asked on admission: size_of
         self.nbytes = np.full(len(self.episode_indices), -1 if self._sized else 0, dtype=np.int64)
 
@@ -340,13 +331,11 @@ class Layout:
     ) -> None:
         self.spec, self.topo, self.where = spec, topo, where
         self.episode_indices, self.lengths = spec.episode_indices, spec.lengths
-        self.frame_maps = spec.frames
         self._shares_from = shares_from
         self.canonical = spec.partitions is not None
         self.groups: dict[int, tuple[np.ndarray, int, int, tuple[int, ...]]] = {}
         self._workers: dict[int, list[np.ndarray]] = {}  # per rank: each worker's group ids
         self._plans: dict[tuple[int, int], WorkerPlan] = {}
-        self._rank_cache: dict[int, np.ndarray] = {}  # each rank's episode positions (its groups')
         n_eps, W, K = len(self.lengths), topo.world_size, topo.num_shards
         # what is dealt to the ranks, then to each rank's workers: episodes by topology, partitions canonical
         self._weights, self._tag = self.lengths, ()
@@ -433,11 +422,8 @@ class Layout:
 
     def rank_episodes(self, rank: int) -> np.ndarray:
         """Episode indices ``rank`` plays this pass, ascending, int64."""
-        got = self._rank_cache.get(rank)
-        if got is None:
-            parts = [self.groups[g][0] for gs in self.groups_of(rank) for g in gs.tolist()]
-            got = self._rank_cache[rank] = np.sort(np.concatenate(parts or [np.empty(0, np.int64)]))
-        return self.episode_indices[got]
+        parts = [self.groups[g][0] for gs in self.groups_of(rank) for g in gs.tolist()]
+        return self.episode_indices[np.sort(np.concatenate(parts or [np.empty(0, np.int64)]))]
 
     def owns(self, rank: int) -> str:
         """What ``rank`` owns, for the idle-worker warning ("3 episode(s)", "4 partition(s)")."""
@@ -484,10 +470,11 @@ class Layout:
         else:
             lens = dict(zip(self.episode_indices.tolist(), self.lengths.tolist()))
             left = {e: lens[e] for e in np.concatenate(whole or [np.empty(0, np.int64)]).tolist()}
-            left.update((e, len(fr)) for e, fr in part.items())
+            left |= {e: len(fr) for e, fr in part.items()}
             full = self.spec.full or (self.episode_indices, self.lengths)
-            whole_len = dict(zip(full[0].tolist(), full[1].tolist()))
-            frames = {e: self.frame_maps[e] for e in left if e in self.frame_maps and e not in part} | part
+            whole_len = dict(zip(*(x.tolist() for x in full)))
+            maps = self.spec.frames
+            frames = {e: maps[e] for e in left if e in maps and e not in part} | part
             frames = {e: fr for e, fr in frames.items() if len(fr) != whole_len[e]}  # all frames left: no map
             idx = np.array(sorted(left), dtype=np.int64)
             ln = np.array([left[e] for e in idx.tolist()], dtype=np.int64)
