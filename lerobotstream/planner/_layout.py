@@ -3,21 +3,21 @@ with the seeds and the LPT shards they are built from.
 
 A *group* is a set of episodes one exact-coverage :class:`~lerobotstream.planner._poolcore.EpisodePool`
 plays per epoch, seeded from the group's key. A :class:`Layout` deals a stream's groups to the (rank,
-logical worker) pairs of a topology; a worker plays its groups one after another (:class:`WorkerPlan`):
+logical worker) pairs of a topology; a worker plays its groups in turn (:class:`WorkerPlan`):
 
-* **by topology** (default): one group per (rank, worker) — episodes sharded over the ranks by
-  greedy LPT on frame counts, then over each rank's workers; the group's pool size and byte budget
-  are the worker's share of the rank's. Seed key: (rank, world size, worker, workers).
+* **by topology** (default): one group per (rank, worker) — episodes by greedy LPT on frame counts
+  over the ranks, then over each rank's workers; pool size and byte budget are the worker's share of
+  the rank's. Seed key: (rank, world size, worker, workers).
 * **canonical partitions** (``partitions=P``): ``P`` frame-balanced groups from (seed, P) only, each
-  with its own pool size and budget (per partition) and seed key (P, partition), so a partition's
-  order is the same on any topology. Stream ``s = w * W + r`` plays the partitions
-  ``p mod (W * K) == s`` in turn (one pool after another). ``P < W * K`` is refused.
+  with its own pool size, budget and seed key (P, partition), so a partition's order is the same on
+  any topology. Stream ``s = w * W + r`` plays the partitions ``p mod (W * K) == s``; ``P < W * K``
+  is refused.
 
 **Elastic resume** (:meth:`Layout.remainder`): each old (rank, worker)'s anchor count runs through
 its groups; what is left is a remainder :class:`StreamSpec`. Topology groups are replayed in the C
-pool core (untouched episodes whole, started ones their frames left) and the leftovers form new
-topology groups (:meth:`Layout.over`); canonical partitions keep their consumed prefix (an offset)
-and their tails are dealt over the new ranks and workers by LPT.
+pool core (untouched episodes whole, started ones their frames left), the leftovers forming new
+topology groups (:meth:`Layout.over`); canonical partitions keep their consumed prefix (an offset),
+their tails split over the new ranks and workers by LPT as episodes are by topology.
 
 Seeds: ``SeedSequence`` tuple entropy (:func:`seed_words`) feeds ``_poolcore``'s own generator,
 never the global RNG or numpy's generators (no order changes with the numpy version).
@@ -61,7 +61,7 @@ def seed_words(*entropy: int) -> np.ndarray:
     words = np.random.SeedSequence(ent).generate_state(4, dtype=np.uint64)
     if not words.any():  # xoshiro's all-zero state is absorbing (probability 2**-256)
         words[0] = 1
-    return np.ascontiguousarray(words)
+    return words
 
 
 def derived_seed(*entropy: int) -> int:
@@ -70,16 +70,10 @@ def derived_seed(*entropy: int) -> int:
 
 
 def lpt_shards(lengths: np.ndarray, num_shards: int, tie_seed: tuple[int, ...]) -> list[np.ndarray]:
-    """Greedy LPT: items by decreasing length (ties: a permutation seeded by ``tie_seed``), each to
-    the shard with the fewest frames (ties: lowest id); ``max - min <= max(lengths)`` frames.
-
-    Args:
-        lengths (np.ndarray): int64 (E,) frames per item, all >= 1.
-        num_shards (int): number of shards (>= 1).
-
-    Returns:
-        list[np.ndarray]: ``num_shards`` int64 arrays of positions into ``lengths``, ascending each.
-    """
+    """Greedy LPT of items with ``lengths`` (int64 (E,) frames, >= 1 each) over ``num_shards`` (>= 1):
+    by decreasing length (ties: a permutation seeded by ``tie_seed``), each to the shard with the
+    fewest frames (ties: lowest id); ``max - min <= max(lengths)`` frames. Returns ``num_shards``
+    int64 arrays of positions into ``lengths``, ascending each."""
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     n = len(lengths)
     tie = np.empty(n, dtype=np.int64)
@@ -91,21 +85,19 @@ def lpt_shards(lengths: np.ndarray, num_shards: int, tie_seed: tuple[int, ...]) 
 
 @dataclass(frozen=True, eq=False)
 class StreamSpec:
-    """One stream (dataset) in one pass and the settings its layout plays it with: ``episode_indices``
-    (int64, ascending, >= 1 anchor each), ``lengths`` (int64 anchors each), ``digest``
-    (``episodes_digest``), ``seed``, ``strategy``, ``pool_size`` (per worker, per partition with
-    partitions; None: 32 per rank over the workers used), ``byte_budget`` (bytes per rank, or per
-    partition), ``video_decoder_cache_size`` (per rank), ``sizes`` (``sizes(episode) -> bytes``, or
-    None), ``partitions`` (None: groups by topology).
+    """One stream (dataset) in one pass and its layout's settings: ``episode_indices`` (int64,
+    ascending), ``lengths`` (int64 anchors, >= 1 each), ``digest`` (``episodes_digest``), ``seed``,
+    ``strategy``, ``pool_size`` (per worker, or per partition; None: 32 per rank over the workers
+    used), ``byte_budget`` (bytes per rank, or per partition), ``video_decoder_cache_size`` (per
+    rank), ``sizes`` (``sizes(episode) -> bytes``; None: none, as a remainder shipped to workers),
+    ``partitions`` (None: groups by topology).
 
-    An elastic *remainder* (:meth:`Layout.remainder`) is the spec of the pass that plays it:
-    ``epoch`` (its label; None: a plain pass), ``consumed`` (samples the old run consumed, all
-    ranks), ``depth`` (elastic resumes it went through), ``key`` (digest of what it is the remainder
-    of), ``rank`` (``frames`` kept only for that rank's episodes; None: all), ``episodes_started``
-    (all ranks); by topology ``episode_indices``/``lengths`` are the episodes with frames left and
-    how many, ``frames`` maps each started one to its int64 frames left (ascending) and ``full`` is
-    the whole selection ``(indices, lengths)``; canonical, ``offsets`` (int64 (P,), anchors consumed
-    per partition). A remainder carries no ``sizes`` (it is shipped to workers)."""
+    An elastic *remainder* (:meth:`Layout.remainder`) adds ``epoch`` (its label; None: a plain pass),
+    ``consumed`` (samples the old run consumed, all ranks), ``depth`` (elastic resumes so far),
+    ``key`` (digest of what it remains of), ``rank`` (``frames`` kept for that rank's episodes only;
+    None: all), ``episodes_started`` (all ranks); by topology the episodes with frames left and how
+    many, ``frames`` (each started one's int64 frames left, ascending), ``full`` (the whole selection
+    ``(indices, lengths)``); canonical, ``offsets`` (int64 (P,), anchors consumed per partition)."""
 
     episode_indices: np.ndarray
     lengths: np.ndarray
@@ -163,20 +155,14 @@ def read_pools(pools: Iterator[Any], limit: int | None) -> Iterator[tuple[int, i
 
 
 class WorkerPlan:
-    """One (rank, logical worker) of one stream: the groups it plays, in order, and its resources.
-
-    Attributes:
-        worker, rank (int): the logical worker and its rank.
-        groups (list[tuple]): the groups it plays, in order, as in :attr:`Layout.groups` (empty: idle).
-        episode_indices, lengths (np.ndarray): int64 episodes of those groups, group by group
-            (each group's ascending), and their frames.
-        nbytes (np.ndarray): int64 bytes per episode (zeros without a budget; -1: sized on admission).
-        num_frames (int): anchors of the pass (a remainder pass: the groups' tails).
-        pool_size (int), byte_budget (int | None): resident episodes and bytes at most (one group's pool).
-        video_decoder_cache_size (int | None): the worker's share of the decoder LRU.
-
-    An endless elastic worker's plan is :meth:`chained`: its remainder share, then plain epochs.
-    """
+    """One (rank, logical worker) of one stream: ``worker``, ``rank``, the ``groups`` it plays in
+    order (entries of :attr:`Layout.groups`; empty: idle) and its resources: ``episode_indices``,
+    ``lengths`` (int64, those groups' episodes group by group, each group's ascending, and their
+    frames), ``nbytes`` (int64 bytes per episode; zeros without a budget, -1: sized on admission),
+    ``num_frames`` (anchors of the pass; a remainder pass: the groups' tails), ``pool_size`` and
+    ``byte_budget`` (int | None) (resident episodes and bytes at most, one group's pool),
+    ``video_decoder_cache_size`` (int | None, the worker's share of the decoder LRU). An endless
+    elastic worker's plan is :meth:`chained`: its remainder share, then plain epochs."""
 
     def __init__(self, layout: Layout, worker: int, rank: int, groups: list[tuple]) -> None:
         self._layout, self._chain = layout, ()
@@ -307,12 +293,9 @@ class WorkerPlan:
 class Layout:
     """One stream's episodes in groups, dealt to the (rank, logical worker) pairs of ``topo`` (see
     the module doc). ``shares_from``: by topology, the plain layout whose workers a remainder's
-    resource shares follow.
-
-    Attributes:
-        groups (dict[int, tuple]): per group id (of the ranks asked for so far, :meth:`groups_of`):
-            its episodes' positions into ``episode_indices`` (int64, ascending), anchors left this
-            pass, anchors consumed before it (a canonical remainder's prefix) and seed key.
+    resource shares follow. ``groups``: per group id (of the ranks :meth:`groups_of` built so far),
+    its episodes' positions (int64, ascending), anchors left this pass, anchors consumed before (a
+    canonical remainder's prefix) and seed key.
 
     Raises:
         ShardingError: fewer non-empty episodes than ranks (by topology) or partitions.
