@@ -172,8 +172,6 @@ class WorkerPlan:
         self.episode_indices = layout.episode_indices[pos]
         self.lengths = layout.lengths[pos]
         self.num_frames = sum(g[1] for g in groups)
-        maps = layout.spec.frames
-        self.frame_maps = {i: maps[e] for i, e in enumerate(self.episode_indices.tolist()) if e in maps} if maps else {}
         spec, canon = layout.spec, layout.canonical
         # workers sharing the rank's pool, budget and decoder cache (canonical: the decoder cache only;
         # a remainder by topology: its plain layout's, so the shares stay when its stream moves on)
@@ -194,8 +192,8 @@ class WorkerPlan:
         chain.lengths = np.concatenate([self.lengths, then.lengths])
         chain.num_frames = self.num_frames + then.num_frames
         chain.pool_size = max(self.pool_size, then.pool_size)
-        both = None in (self.byte_budget, then.byte_budget)
-        chain.byte_budget = None if both else max(self.byte_budget, then.byte_budget)
+        budgets = (self.byte_budget, then.byte_budget)
+        chain.byte_budget = None if None in budgets else max(budgets)
         chain.video_decoder_cache_size = then.video_decoder_cache_size
         return chain
 
@@ -235,7 +233,6 @@ class WorkerPlan:
         return seed_words(spec.seed, epoch, *key, strategy_info(spec.strategy).id, self.pool_size, budget, tag)
 
     def _order(self, i: int, epoch: int) -> np.ndarray:
-        """Group ``i``'s admission order of ``epoch`` (its local episodes, int64)."""
         n = self._starts[i + 1] - self._starts[i]
         if strategy_info(self._layout.spec.strategy).in_order:  # ascending episode_index, every epoch alike
             return np.arange(n, dtype=np.int64)
@@ -244,7 +241,8 @@ class WorkerPlan:
     def group_pool(self, i: int, epoch: int) -> EpisodePool:
         """Group ``groups[i]``'s exact-coverage pool of ``epoch``, at its first anchor."""
         a, b = self._starts[i], self._starts[i + 1]
-        maps = {k - a: m for k, m in self.frame_maps.items() if a <= k < b}
+        frames = self._layout.spec.frames  # an elastic remainder's started episodes: their frames left
+        maps = {k: frames[e] for k, e in enumerate(self.episode_indices[a:b].tolist()) if e in frames} if frames else {}
         size_of = (lambda local: self.size_of(a + local)) if self._sized else None
         return EpisodePool(
             self.episode_indices[a:b],
@@ -369,7 +367,7 @@ class Layout:
         ranks = lpt_shards(self._weights[alive], W, (spec.seed, *self._tag, TAG_RANK_SHARDS, W))
         self._rank_items = [alive[p] for p in ranks]
 
-    # --- groups -------------------------------------------------------------------------------------
+    # --- what ranks and workers play ----------------------------------------------------------------
     def groups_of(self, rank: int) -> list[np.ndarray]:
         """Per logical worker of ``rank``: the int64 ids of the groups it plays this pass, in order
         (built on first use, a rank at a time, with their entries in :attr:`groups`)."""
@@ -394,7 +392,6 @@ class Layout:
         self._workers[rank] = got
         return got
 
-    # --- what ranks and workers play ----------------------------------------------------------------
     def worker_frames(self, rank: int) -> list[int]:
         """Anchors per logical worker of ``rank`` in one pass."""
         return [sum(self.groups[g][1] for g in gs.tolist()) for gs in self.groups_of(rank)]
@@ -492,8 +489,7 @@ class Layout:
     def info(self, rem: StreamSpec) -> dict[str, Any]:
         """``rem`` in ``Planner.remainder_info``'s units: whole and started episodes, or partitions."""
         if self.canonical:
-            left = self.part_left
-            started = int(((left > 0) & (left < self.part_frames)).sum())
-            return {"unit": "partitions", "whole": int((left == self.part_frames).sum()), "started": started}
+            left, whole = self.part_left, self.part_left == self.part_frames
+            return {"unit": "partitions", "whole": int(whole.sum()), "started": int(((left > 0) & ~whole).sum())}
         started = rem.episodes_started
         return {"unit": "episodes", "whole": int(len(rem.episode_indices) - started), "started": started}
