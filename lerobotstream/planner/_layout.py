@@ -197,7 +197,6 @@ class WorkerPlan:
         chain.video_decoder_cache_size = then.video_decoder_cache_size
         return chain
 
-    # --- sizes ------------------------------------------------------------------------------------
     def size_of(self, local: int) -> int:
         """Bytes of this plan's local episode ``local`` (the pools call it on admission)."""
         return self.episode_size(int(self.episode_indices[local]))
@@ -425,7 +424,7 @@ class Layout:
         per old (rank, worker) (None: its whole share), run through the worker's groups in order.
         Canonical: each partition's offset. By topology: each started group replayed in the C pool
         core (pools of ``epoch``) to its count."""
-        whole: list[np.ndarray] = []
+        whole: list[int] = []
         part: dict[int, np.ndarray] = {}
         offsets = self.part_offsets.copy() if self.canonical else None
         for r, w, given in counts:
@@ -433,24 +432,22 @@ class Layout:
             for i, g in enumerate(self.groups_of(r)[w].tolist()):
                 pos, left = self.groups[g][:2]
                 take = left if given is None else min(given, left)
-                if given is not None:
-                    given -= take
+                given = None if given is None else given - take
                 if offsets is not None:
                     offsets[g] += take
                 elif take == 0:
-                    whole.append(self.episode_indices[pos])
+                    whole.extend(self.episode_indices[pos].tolist())
                 elif take < left:
                     pool = plan.group_pool(i, epoch)
                     pool.skip(take)
                     untouched, started, frames = pool.remaining_state()
-                    whole.append(untouched)
+                    whole.extend(untouched.tolist())
                     part.update((int(e), fr) for e, fr in zip(started.tolist(), frames) if len(fr))
         if offsets is not None:
             new = {"consumed": int((offsets - self.part_offsets).sum()), "offsets": offsets}
         else:
             lens = dict(zip(self.episode_indices.tolist(), self.lengths.tolist()))
-            left = {e: lens[e] for e in np.concatenate(whole or [np.empty(0, np.int64)]).tolist()}
-            left |= {e: len(fr) for e, fr in part.items()}
+            left = {e: lens[e] for e in whole} | {e: len(fr) for e, fr in part.items()}
             full = self.spec.full or (self.episode_indices, self.lengths)
             whole_len = dict(zip(*(x.tolist() for x in full)))
             maps = self.spec.frames
