@@ -145,7 +145,7 @@ def worker_episodes(p: Planner, worker: int, rank: int | None = None) -> np.ndar
     ascending (empty: idle)."""
     layout = p.plain.layouts[0]
     groups = layout.groups_of(p.settings.rank if rank is None else rank)[worker].tolist()
-    parts = [layout.group_positions(g) for g in groups]
+    parts = [layout.groups[g][0] for g in groups]
     return layout.episode_indices[np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)]
 
 
@@ -183,5 +183,5 @@ def worker_pool(
 
 def admission_order(plan: WorkerPlan, epoch: int) -> np.ndarray:
     """Dataset episode indices of ``plan`` in ``epoch``'s admission order, group after group (int64)."""
-    out = [plan.episode_indices[plan._span(i)][plan._order(i, epoch)] for i in range(len(plan.groups))]
+    out = [plan.episode_indices[plan._starts[i] + plan._order(i, epoch)] for i in range(len(plan.groups))]
     return np.concatenate(out) if out else np.empty(0, np.int64)

@@ -3,21 +3,21 @@ with the seeds and the LPT shards they are built from.
 
 A *group* is a set of episodes one exact-coverage :class:`~lerobotstream.planner._poolcore.EpisodePool`
 plays per epoch, seeded from the group's key. A :class:`Layout` deals a stream's groups to the (rank,
-logical worker) pairs of a topology; a worker plays its groups one after another (:class:`WorkerPlan`):
+logical worker) pairs of a topology; a worker plays its groups in turn (:class:`WorkerPlan`):
 
-* **by topology** (default): one group per (rank, worker) — episodes sharded over the ranks by
-  greedy LPT on frame counts, then over each rank's workers; the group's pool size and byte budget
-  are the worker's share of the rank's. Seed key: (rank, world size, worker, workers).
+* **by topology** (default): one group per (rank, worker) — episodes by greedy LPT on frame counts
+  over the ranks, then over each rank's workers; pool size and byte budget are the worker's share of
+  the rank's. Seed key: (rank, world size, worker, workers).
 * **canonical partitions** (``partitions=P``): ``P`` frame-balanced groups from (seed, P) only, each
-  with its own pool size and budget (per partition) and seed key (P, partition), so a partition's
-  order is the same on any topology. Stream ``s = w * W + r`` plays the partitions
-  ``p mod (W * K) == s`` in turn (one pool after another). ``P < W * K`` is refused.
+  with its own pool size, budget and seed key (P, partition), so a partition's order is the same on
+  any topology. Stream ``s = w * W + r`` plays the partitions ``p mod (W * K) == s``; ``P < W * K``
+  is refused.
 
 **Elastic resume** (:meth:`Layout.remainder`): each old (rank, worker)'s anchor count runs through
 its groups; what is left is a remainder :class:`StreamSpec`. Topology groups are replayed in the C
-pool core (untouched episodes whole, started ones their frames left) and the leftovers form new
-topology groups (:meth:`Layout.over`); canonical partitions keep their consumed prefix (an offset)
-and their tails are dealt over the new ranks and workers by LPT.
+pool core (untouched episodes whole, started ones their frames left), the leftovers forming new
+topology groups (:meth:`Layout.over`); canonical partitions keep their consumed prefix (an offset),
+their tails split over the new ranks and workers by LPT as episodes are by topology.
 
 Seeds: ``SeedSequence`` tuple entropy (:func:`seed_words`) feeds ``_poolcore``'s own generator,
 never the global RNG or numpy's generators (no order changes with the numpy version).
@@ -61,7 +61,7 @@ def seed_words(*entropy: int) -> np.ndarray:
     words = np.random.SeedSequence(ent).generate_state(4, dtype=np.uint64)
     if not words.any():  # xoshiro's all-zero state is absorbing (probability 2**-256)
         words[0] = 1
-    return np.ascontiguousarray(words)
+    return words
 
 
 def derived_seed(*entropy: int) -> int:
@@ -70,57 +70,34 @@ def derived_seed(*entropy: int) -> int:
 
 
 def lpt_shards(lengths: np.ndarray, num_shards: int, tie_seed: tuple[int, ...]) -> list[np.ndarray]:
-    """Greedy LPT: items by decreasing length (ties: a permutation seeded by ``tie_seed``), each to
-    the shard with the fewest frames (ties: lowest id); ``max - min <= max(lengths)`` frames.
-
-    Args:
-        lengths (np.ndarray): int64 (E,) frames per item, all >= 1.
-        num_shards (int): number of shards (>= 1).
-
-    Returns:
-        list[np.ndarray]: ``num_shards`` int64 arrays of positions into ``lengths``, ascending each.
-    """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    n = int(lengths.shape[0])
+    """Greedy LPT of items with ``lengths`` (int64 (E,) frames, >= 1 each) over ``num_shards`` (>= 1):
+    by decreasing length (ties: a permutation seeded by ``tie_seed``), each to the shard with the
+    fewest frames (ties: lowest id); ``max - min <= max(lengths)`` frames. Returns ``num_shards``
+    int64 arrays of positions into ``lengths``, ascending each."""
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    n = len(lengths)
     tie = np.empty(n, dtype=np.int64)
     tie[shuffled_order(seed_words(*tie_seed), n)] = np.arange(n, dtype=np.int64)
-    order = np.lexsort((tie, -lengths))
-    owner = lpt_owner(np.ascontiguousarray(lengths), np.ascontiguousarray(order, dtype=np.int64), int(num_shards))
-    by_owner = np.argsort(owner, kind="stable")
+    owner = lpt_owner(lengths, np.lexsort((tie, -lengths)).astype(np.int64, copy=False), int(num_shards))
     bounds = np.cumsum(np.bincount(owner, minlength=num_shards))[:-1]
-    return [part.astype(np.int64, copy=False) for part in np.split(by_owner, bounds)]
-
-
-def deal(pos: np.ndarray, lengths: np.ndarray, k: int, tie_seed: tuple[int, ...]) -> list[np.ndarray]:
-    """Items ``pos`` (int64) over ``k`` workers by :func:`lpt_shards` of ``lengths[pos]``; the
-    workers past ``len(pos)`` get none (empty int64 arrays)."""
-    n = min(k, len(pos))
-    parts = lpt_shards(lengths[pos], n, tie_seed) if n else []
-    return [pos[p] for p in parts] + [np.empty(0, np.int64)] * (k - n)
-
-
-def share(total: int | None, n: int) -> int | None:
-    """One of ``n`` equal shares of ``total`` (at least 1; None stays None)."""
-    return None if total is None else max(1, int(total) // n)
+    return np.split(np.argsort(owner, kind="stable").astype(np.int64, copy=False), bounds)
 
 
 @dataclass(frozen=True, eq=False)
 class StreamSpec:
-    """One stream (dataset) in one pass and the settings its layout plays it with: ``episode_indices``
-    (int64, ascending, >= 1 anchor each), ``lengths`` (int64 anchors each), ``digest``
-    (``episodes_digest``), ``seed``, ``strategy``, ``pool_size`` (per worker, per partition with
-    partitions; None: 32 per rank over the workers used), ``byte_budget`` (bytes per rank, or per
-    partition), ``video_decoder_cache_size`` (per rank), ``sizes`` (``sizes(episode) -> bytes``, or
-    None), ``partitions`` (None: groups by topology).
+    """One stream (dataset) in one pass and its layout's settings: ``episode_indices`` (int64,
+    ascending), ``lengths`` (int64 anchors, >= 1 each), ``digest`` (``episodes_digest``), ``seed``,
+    ``strategy``, ``pool_size`` (per worker, or per partition; None: 32 per rank over the workers
+    used), ``byte_budget`` (bytes per rank, or per partition), ``video_decoder_cache_size`` (per
+    rank), ``sizes`` (``sizes(episode) -> bytes``; None: none, as a remainder shipped to workers),
+    ``partitions`` (None: groups by topology).
 
-    An elastic *remainder* (:meth:`Layout.remainder`) is the spec of the pass that plays it:
-    ``epoch`` (its label; None: a plain pass), ``consumed`` (samples the old run consumed, all
-    ranks), ``depth`` (elastic resumes it went through), ``key`` (digest of what it is the remainder
-    of), ``rank`` (``frames`` kept only for that rank's episodes; None: all), ``episodes_started``
-    (all ranks); by topology ``episode_indices``/``lengths`` are the episodes with frames left and
-    how many, ``frames`` maps each started one to its int64 frames left (ascending) and ``full`` is
-    the whole selection ``(indices, lengths)``; canonical, ``offsets`` (int64 (P,), anchors consumed
-    per partition). A remainder carries no ``sizes`` (it is shipped to workers)."""
+    An elastic *remainder* (:meth:`Layout.remainder`) adds ``epoch`` (its label; None: a plain pass),
+    ``consumed`` (samples the old run consumed, all ranks), ``depth`` (elastic resumes so far),
+    ``key`` (digest of what it remains of), ``rank`` (``frames`` kept for that rank's episodes only;
+    None: all), ``episodes_started`` (all ranks); by topology the episodes with frames left and how
+    many, ``frames`` (each started one's int64 frames left, ascending), ``full`` (the whole selection
+    ``(indices, lengths)``); canonical, ``offsets`` (int64 (P,), anchors consumed per partition)."""
 
     episode_indices: np.ndarray
     lengths: np.ndarray
@@ -154,15 +131,13 @@ def partition_groups(
     (int64 (P,)), a function of (episodes, seed, partitions); cached per process by ``digest``."""
     key = (digest, int(seed), int(partitions))
     with _PARTITIONS_LOCK:  # StreamLoader's threads build planners concurrently
-        got = _PARTITIONS.get(key)
-        if got is None:
+        if key not in _PARTITIONS:
             parts = lpt_shards(lengths, partitions, (seed, TAG_PARTITIONS, partitions))
-            got = (parts, np.array([int(lengths[pos].sum()) for pos in parts], dtype=np.int64))
-            _PARTITIONS[key] = got
-            while len(_PARTITIONS) > 4:
+            _PARTITIONS[key] = (parts, np.array([int(lengths[pos].sum()) for pos in parts], dtype=np.int64))
+            if len(_PARTITIONS) > 4:  # the 4 used last are kept
                 _PARTITIONS.popitem(last=False)
         _PARTITIONS.move_to_end(key)
-        return got
+        return _PARTITIONS[key]
 
 
 def read_pools(pools: Iterator[Any], limit: int | None) -> Iterator[tuple[int, int]]:
@@ -179,52 +154,32 @@ def read_pools(pools: Iterator[Any], limit: int | None) -> Iterator[tuple[int, i
                 break
 
 
-def skipped(pool: Any, n: int) -> Any:
-    """``pool`` after discarding ``n`` anchors, its events drained."""
-    pool.skip(n)
-    pool.drain_events()
-    return pool
-
-
 class WorkerPlan:
-    """One (rank, logical worker) of one stream: the groups it plays, in order, and its resources.
+    """One (rank, logical worker) of one stream: ``worker``, ``rank``, the ``groups`` it plays in
+    order (entries of :attr:`Layout.groups`; empty: idle) and its resources: ``episode_indices``,
+    ``lengths`` (int64, those groups' episodes group by group, each group's ascending, and their
+    frames), ``nbytes`` (int64 bytes per episode; zeros without a budget, -1: sized on admission),
+    ``num_frames`` (anchors of the pass; a remainder pass: the groups' tails), ``pool_size`` and
+    ``byte_budget`` (int | None) (resident episodes and bytes at most, one group's pool),
+    ``video_decoder_cache_size`` (int | None, the worker's share of the decoder LRU). An endless
+    elastic worker's plan is :meth:`chained`: its remainder share, then plain epochs."""
 
-    Attributes:
-        worker, rank (int): the logical worker and its rank.
-        groups (np.ndarray): int64 ids of the groups it plays, in order (empty: idle).
-        episode_indices, lengths (np.ndarray): int64 episodes of those groups, group by group
-            (each group's ascending), and their frames.
-        nbytes (np.ndarray): int64 bytes per episode (zeros without a budget; -1: sized on admission).
-        num_frames (int): anchors of the pass (a remainder pass: the groups' tails).
-        pool_size (int), byte_budget (int | None): resident episodes and bytes at most (one group's pool).
-        video_decoder_cache_size (int | None): the worker's share of the decoder LRU.
-
-    An endless elastic worker's plan is :meth:`chained`: its remainder share, then plain epochs.
-    """
-
-    def __init__(self, layout: Layout, worker: int, rank: int, groups: np.ndarray) -> None:
+    def __init__(self, layout: Layout, worker: int, rank: int, groups: list[tuple]) -> None:
         self._layout, self._chain = layout, ()
-        self.worker, self.rank = int(worker), int(rank)
-        self.groups = np.asarray(groups, dtype=np.int64)
-        parts = [layout.group_positions(g) for g in self.groups.tolist()]
-        pos = np.concatenate(parts) if parts else np.empty(0, np.int64)
-        self._starts = np.cumsum([0] + [len(x) for x in parts]).tolist()
+        self.worker, self.rank, self.groups = int(worker), int(rank), groups
+        pos = np.concatenate([g[0] for g in groups] or [np.empty(0, np.int64)])
+        self._starts = np.cumsum([0] + [len(g[0]) for g in groups]).tolist()
         self.episode_indices = layout.episode_indices[pos]
         self.lengths = layout.lengths[pos]
-        self.num_frames = sum(layout.group_left(g) for g in self.groups.tolist())
-        maps = layout.frame_maps
-        self.frame_maps = {i: maps[e] for i, e in enumerate(self.episode_indices.tolist()) if e in maps} if maps else {}
+        self.num_frames = sum(g[1] for g in groups)
         spec, canon = layout.spec, layout.canonical
         # workers sharing the rank's pool, budget and decoder cache (canonical: the decoder cache only;
         # a remainder by topology: its plain layout's, so the shares stay when its stream moves on)
-        n = max(1, sum(1 for f in (layout._shares_from or layout).worker_frames(self.rank) if f))
-        if spec.pool_size is not None:
-            self.pool_size = int(spec.pool_size)
-        else:
-            self.pool_size = DEFAULT_PARTITION_POOL_SIZE if canon else max(1, DEFAULT_EPISODE_POOL_SIZE_PER_RANK // n)
-        self.byte_budget = spec.byte_budget if canon else share(spec.byte_budget, n)
-        self.video_decoder_cache_size = share(spec.video_decoder_cache_size, n)
-        self._shares = n
+        n = self._shares = max(1, sum(1 for f in (layout._shares_from or layout).worker_frames(self.rank) if f))
+        default = DEFAULT_PARTITION_POOL_SIZE if canon else max(1, DEFAULT_EPISODE_POOL_SIZE_PER_RANK // n)
+        self.pool_size = default if spec.pool_size is None else int(spec.pool_size)
+        share = [None if t is None else max(1, int(t) // n) for t in (spec.byte_budget, spec.video_decoder_cache_size)]
+        self.byte_budget, self.video_decoder_cache_size = spec.byte_budget if canon else share[0], share[1]
         self._sized = self.byte_budget is not None and spec.sizes is not None  # asked on admission: size_of
         self.nbytes = np.full(len(self.episode_indices), -1 if self._sized else 0, dtype=np.int64)
 
@@ -237,12 +192,11 @@ class WorkerPlan:
         chain.lengths = np.concatenate([self.lengths, then.lengths])
         chain.num_frames = self.num_frames + then.num_frames
         chain.pool_size = max(self.pool_size, then.pool_size)
-        both = None in (self.byte_budget, then.byte_budget)
-        chain.byte_budget = None if both else max(self.byte_budget, then.byte_budget)
+        budgets = (self.byte_budget, then.byte_budget)
+        chain.byte_budget = None if None in budgets else max(budgets)
         chain.video_decoder_cache_size = then.video_decoder_cache_size
         return chain
 
-    # --- sizes ------------------------------------------------------------------------------------
     def size_of(self, local: int) -> int:
         """Bytes of this plan's local episode ``local`` (the pools call it on admission)."""
         return self.episode_size(int(self.episode_indices[local]))
@@ -271,32 +225,28 @@ class WorkerPlan:
             raise error
         return n
 
-    # --- groups, orders and pools -------------------------------------------------------------------
-    def _span(self, i: int) -> slice:
-        return slice(self._starts[i], self._starts[i + 1])
-
+    # --- orders and pools ---------------------------------------------------------------------------
     def _words(self, epoch: int, tag: int, i: int) -> np.ndarray:
-        lay = self._layout
-        budget = 0 if self.byte_budget is None else self.byte_budget + 1
-        key = lay.group_key(int(self.groups[i]))
-        return seed_words(lay.spec.seed, epoch, *key, strategy_info(lay.spec.strategy).id, self.pool_size, budget, tag)
+        spec, budget = self._layout.spec, 0 if self.byte_budget is None else self.byte_budget + 1
+        key = self.groups[i][3]
+        return seed_words(spec.seed, epoch, *key, strategy_info(spec.strategy).id, self.pool_size, budget, tag)
 
     def _order(self, i: int, epoch: int) -> np.ndarray:
-        sl = self._span(i)
+        n = self._starts[i + 1] - self._starts[i]
         if strategy_info(self._layout.spec.strategy).in_order:  # ascending episode_index, every epoch alike
-            return np.arange(sl.stop - sl.start, dtype=np.int64)
-        return shuffled_order(self._words(epoch, TAG_ADMISSION, i), sl.stop - sl.start)
+            return np.arange(n, dtype=np.int64)
+        return shuffled_order(self._words(epoch, TAG_ADMISSION, i), n)
 
     def group_pool(self, i: int, epoch: int) -> EpisodePool:
         """Group ``groups[i]``'s exact-coverage pool of ``epoch``, at its first anchor."""
-        sl = self._span(i)
-        a = sl.start
-        maps = {k - a: m for k, m in self.frame_maps.items() if a <= k < sl.stop}
+        a, b = self._starts[i], self._starts[i + 1]
+        frames = self._layout.spec.frames  # an elastic remainder's started episodes: their frames left
+        maps = {k: frames[e] for k, e in enumerate(self.episode_indices[a:b].tolist()) if e in frames} if frames else {}
         size_of = (lambda local: self.size_of(a + local)) if self._sized else None
         return EpisodePool(
-            self.episode_indices[sl],
-            self.lengths[sl],
-            self.nbytes[sl],
+            self.episode_indices[a:b],
+            self.lengths[a:b],
+            self.nbytes[a:b],
             self._order(i, epoch),
             self.pool_size,
             self.byte_budget,
@@ -322,15 +272,15 @@ class WorkerPlan:
             return
         if repeat:
             epoch, start_offset = epoch + start_offset // self.num_frames, start_offset % self.num_frames
-        lay = self._layout
         while True:
-            for i, g in enumerate(self.groups.tolist()):
-                left = lay.group_left(g)
+            for i, (_, left, consumed, _) in enumerate(self.groups):
                 if start_offset >= left:  # a group already played (or empty): not built
                     start_offset -= left
                     continue
-                consumed = int(lay.part_offsets[g]) if lay.canonical else 0  # a canonical remainder's prefix
-                yield skipped(self.group_pool(i, epoch), consumed + start_offset)
+                pool = self.group_pool(i, epoch)
+                pool.skip(consumed + start_offset)  # a canonical remainder's prefix, then the offset
+                pool.drain_events()
+                yield pool
                 start_offset = 0
             if not repeat:
                 return
@@ -340,7 +290,9 @@ class WorkerPlan:
 class Layout:
     """One stream's episodes in groups, dealt to the (rank, logical worker) pairs of ``topo`` (see
     the module doc). ``shares_from``: by topology, the plain layout whose workers a remainder's
-    resource shares follow.
+    resource shares follow. ``groups``: per group id (of the ranks :meth:`groups_of` built so far),
+    its episodes' positions (int64, ascending), anchors left this pass, anchors consumed before (a
+    canonical remainder's prefix) and seed key.
 
     Raises:
         ShardingError: fewer non-empty episodes than ranks (by topology) or partitions.
@@ -359,131 +311,109 @@ class Layout:
     ) -> None:
         self.spec, self.topo, self.where = spec, topo, where
         self.episode_indices, self.lengths = spec.episode_indices, spec.lengths
-        self.frame_maps = spec.frames
         self._shares_from = shares_from
         self.canonical = spec.partitions is not None
+        self.groups: dict[int, tuple[np.ndarray, int, int, tuple[int, ...]]] = {}
+        self._workers: dict[int, list[np.ndarray]] = {}  # per rank: each worker's group ids
         self._plans: dict[tuple[int, int], WorkerPlan] = {}
-        self._rank_cache: dict[int, np.ndarray] = {}  # each rank's episode positions (its groups')
         n_eps, W, K = len(self.lengths), topo.world_size, topo.num_shards
-        if not self.canonical:
-            if n_eps < W and shares_from is None:
-                raise ShardingError(
-                    f"{n_eps} non-empty selected episode(s) cannot be split over {W} ranks: "
-                    f"rank(s) {n_eps}..{W - 1} would own no episode. Lower the number of ranks "
-                    f"(world size) to at most {n_eps} or select more episodes.",
-                    world_size=W,
-                    num_episodes=n_eps,
-                )
-            self._rank_pos: list[np.ndarray] = lpt_shards(self.lengths, W, (spec.seed, TAG_RANK_SHARDS, W))
-            self._worker_pos: dict[int, list[np.ndarray]] = {}
-            return
-        P = spec.partitions
-        if isinstance(P, bool) or not isinstance(P, (int, np.integer)) or P < 1:
-            raise StreamingConfigError(f"partitions must be an int >= 1, got {P!r}", option="partitions", value=P)
-        self.partitions = P = int(P)
-        if P < W * K:
-            raise StreamingConfigError(
-                f"partitions={P} is fewer than the {W * K} streams of this run (world size {W} x {K} DataLoader "
-                f"worker(s) per rank): every rank's worker plays whole partitions and would get none; use "
-                f"partitions >= {W * K} (lerobotstream-train: --dataset.streaming_partitions; a multiple of it "
-                f"balances best), or fewer ranks or workers",
-                option="partitions",
-                value=P,
-            )
-        if n_eps < P:
+        # what is dealt to the ranks, then to each rank's workers: episodes by topology, partitions canonical
+        self._weights, self._tag = self.lengths, ()
+        if not self.canonical and n_eps < W and shares_from is None:
             raise ShardingError(
-                f"{n_eps} non-empty selected episode(s) cannot fill partitions={P}: some partition "
-                f"would own no episode. Use partitions <= {n_eps} (lerobotstream-train: "
-                f"--dataset.streaming_partitions; --dataset.episodes and --dataset.eval_split leave fewer episodes "
-                f"to train on) or select more episodes.",
-                num_episodes=n_eps,
+                f"{n_eps} non-empty selected episode(s) cannot be split over {W} ranks: "
+                f"rank(s) {n_eps}..{W - 1} would own no episode. Lower the number of ranks "
+                f"(world size) to at most {n_eps} or select more episodes.",
                 world_size=W,
+                num_episodes=n_eps,
             )
-        self.parts, self.part_frames = partition_groups(self.lengths, spec.digest, spec.seed, P)
-        remainder = spec.offsets is not None
-        self.part_offsets = np.asarray(spec.offsets, dtype=np.int64) if remainder else np.zeros(P, np.int64)
-        if len(self.part_offsets) != P or (self.part_offsets < 0).any() or (self.part_offsets > self.part_frames).any():
-            raise ResumeStateError(
-                f"partition offsets {self.part_offsets.tolist()[:8]}... do not fit the {P} partitions of this stream"
-            )
-        self.part_left = self.part_frames - self.part_offsets
-        if not remainder:  # a plain epoch: stream w * W + r owns p mod (W * K) == w * W + r
-            self.streams = [[np.arange(w * W + r, P, W * K, dtype=np.int64) for w in range(K)] for r in range(W)]
-            return
-        # a remainder pass: the tails left, LPT over the ranks, then over each rank's workers
-        seed, alive = spec.seed, np.flatnonzero(self.part_left > 0)
-        ranks = lpt_shards(self.part_left[alive], W, (seed, TAG_PARTITIONS, TAG_RANK_SHARDS, W)) if len(alive) else []
-        ranks += [np.empty(0, np.int64)] * (W - len(ranks))
-        self.streams = [
-            deal(alive[rpos], self.part_left, K, (seed, TAG_PARTITIONS, TAG_WORKER_SHARDS, r, W, K))
-            for r, rpos in enumerate(ranks)
-        ]
-
-    # --- groups -------------------------------------------------------------------------------------
-    def groups_of(self, rank: int) -> list[np.ndarray]:
-        """Per logical worker of ``rank``: the ids of the groups it plays this pass, in order."""
         if self.canonical:
-            return self.streams[rank]
-        K = self.topo.num_shards
-        n = min(K, len(self._rank_pos[rank]))
-        return [np.array([rank * K + w], np.int64) for w in range(n)] + [np.empty(0, np.int64)] * (K - n)
-
-    def group_positions(self, g: int) -> np.ndarray:
-        """Positions (into ``episode_indices``) of group ``g``'s episodes, ascending, int64; by
-        topology the LPT of rank ``g // K``'s episodes over its workers (cached per rank)."""
-        if self.canonical:
-            return self.parts[g]
-        K, W = self.topo.num_shards, self.topo.world_size
-        rank = g // K
-        if rank not in self._worker_pos:
-            key = (self.spec.seed, TAG_WORKER_SHARDS, rank, W, K)
-            self._worker_pos[rank] = deal(self._rank_pos[rank], self.lengths, K, key)
-        return self._worker_pos[rank][g % K]
-
-    def group_left(self, g: int) -> int:
-        """Anchors group ``g`` gives this pass (a remainder pass: its tail)."""
-        if self.canonical:
-            return int(self.part_left[g])
-        return int(self.lengths[self.group_positions(g)].sum())
-
-    def group_key(self, g: int) -> tuple[int, ...]:
-        """What seeds group ``g``'s pools besides the seed and epoch."""
-        if self.canonical:
-            return (TAG_PARTITIONS, self.partitions, g)
-        K = self.topo.num_shards
-        return (g // K, self.topo.world_size, g % K, K)
+            P = spec.partitions
+            if isinstance(P, bool) or not isinstance(P, (int, np.integer)) or P < 1:
+                raise StreamingConfigError(f"partitions must be an int >= 1, got {P!r}", option="partitions", value=P)
+            self.partitions = P = int(P)
+            if P < W * K:
+                raise StreamingConfigError(
+                    f"partitions={P} is fewer than the {W * K} streams of this run (world size {W} x {K} DataLoader "
+                    f"worker(s) per rank): every rank's worker plays whole partitions and would get none; use "
+                    f"partitions >= {W * K} (lerobotstream-train: --dataset.streaming_partitions; a multiple of it "
+                    f"balances best), or fewer ranks or workers",
+                    option="partitions",
+                    value=P,
+                )
+            if n_eps < P:
+                raise ShardingError(
+                    f"{n_eps} non-empty selected episode(s) cannot fill partitions={P}: some partition "
+                    f"would own no episode. Use partitions <= {n_eps} (lerobotstream-train: "
+                    f"--dataset.streaming_partitions; --dataset.episodes and --dataset.eval_split leave fewer "
+                    f"episodes to train on) or select more episodes.",
+                    num_episodes=n_eps,
+                    world_size=W,
+                )
+            self.parts, self.part_frames = partition_groups(self.lengths, spec.digest, spec.seed, P)
+            offsets = np.zeros(P, np.int64) if spec.offsets is None else np.asarray(spec.offsets, dtype=np.int64)
+            if len(offsets) != P or (offsets < 0).any() or (offsets > self.part_frames).any():
+                raise ResumeStateError(
+                    f"partition offsets {offsets.tolist()[:8]}... do not fit the {P} partitions of this stream"
+                )
+            self.part_offsets, self.part_left = offsets, self.part_frames - offsets
+            self._weights, self._tag = self.part_left, (TAG_PARTITIONS,)
+            if spec.offsets is None:  # a plain epoch: rank r's stream w * W + r owns p mod (W * K) == w * W + r
+                self._rank_items = [np.arange(r, P, W, dtype=np.int64) for r in range(W)]
+                return
+        # LPT over the ranks (a canonical remainder: the partitions' tails left)
+        alive = np.flatnonzero(self._weights > 0)  # by topology every episode (>= 1 anchor each)
+        ranks = lpt_shards(self._weights[alive], W, (spec.seed, *self._tag, TAG_RANK_SHARDS, W))
+        self._rank_items = [alive[p] for p in ranks]
 
     # --- what ranks and workers play ----------------------------------------------------------------
+    def groups_of(self, rank: int) -> list[np.ndarray]:
+        """Per logical worker of ``rank``: the int64 ids of the groups it plays this pass, in order
+        (built on first use, a rank at a time, with their entries in :attr:`groups`)."""
+        got = self._workers.get(rank)
+        if got is not None:
+            return got
+        W, K, items = self.topo.world_size, self.topo.num_shards, self._rank_items[rank]
+        if self.canonical and self.spec.offsets is None:  # worker w: partitions p mod (W * K) == w * W + rank
+            dealt = [items[w::K] for w in range(K)]
+        else:  # LPT over the rank's workers
+            tie = (self.spec.seed, *self._tag, TAG_WORKER_SHARDS, rank, W, K)
+            dealt = [items[p] for p in lpt_shards(self._weights[items], K, tie)]
+        if self.canonical:
+            for g in np.concatenate(dealt).tolist():
+                key = (TAG_PARTITIONS, self.partitions, g)
+                self.groups[g] = (self.parts[g], int(self.part_left[g]), int(self.part_offsets[g]), key)
+            got = dealt
+        else:  # worker w of the rank plays group rank * K + w: its share of the rank's episodes
+            for w, pos in enumerate(dealt):
+                self.groups[rank * K + w] = (pos, int(self.lengths[pos].sum()), 0, (rank, W, w, K))
+            got = [np.full(min(1, len(pos)), rank * K + w, dtype=np.int64) for w, pos in enumerate(dealt)]
+        self._workers[rank] = got
+        return got
+
     def worker_frames(self, rank: int) -> list[int]:
         """Anchors per logical worker of ``rank`` in one pass."""
-        return [sum(self.group_left(g) for g in gs.tolist()) for gs in self.groups_of(rank)]
+        return [sum(self.groups[g][1] for g in gs.tolist()) for gs in self.groups_of(rank)]
 
     def rank_frames(self) -> np.ndarray:
         """Anchors per rank in one pass, int64 (world_size,)."""
-        if self.canonical:
-            return np.array([sum(int(self.part_left[ws].sum()) for ws in wss) for wss in self.streams], dtype=np.int64)
-        return np.array([int(self.lengths[p].sum()) for p in self._rank_pos], dtype=np.int64)
+        return np.array([int(self._weights[items].sum()) for items in self._rank_items], dtype=np.int64)
 
     def rank_episodes(self, rank: int) -> np.ndarray:
         """Episode indices ``rank`` plays this pass, ascending, int64."""
-        got = self._rank_cache.get(rank)
-        if got is None:
-            parts = [self.group_positions(g) for gs in self.groups_of(rank) for g in gs.tolist()]
-            got = self._rank_cache[rank] = np.sort(np.concatenate(parts or [np.empty(0, np.int64)]))
-        return self.episode_indices[got]
+        parts = [self.groups[g][0] for gs in self.groups_of(rank) for g in gs.tolist()]
+        return self.episode_indices[np.sort(np.concatenate(parts or [np.empty(0, np.int64)]))]
 
     def owns(self, rank: int) -> str:
         """What ``rank`` owns, for the idle-worker warning ("3 episode(s)", "4 partition(s)")."""
-        if self.canonical:
-            return f"{sum(len(ps) for ps in self.streams[rank])} partition(s)"
-        return f"{len(self._rank_pos[rank])} episode(s)"
+        return f"{len(self._rank_items[rank])} {'partition' if self.canonical else 'episode'}(s)"
 
     def plan(self, worker: int, rank: int) -> WorkerPlan:
         """Logical ``worker`` of ``rank`` (cached for this rank)."""
         key = (rank, worker)
         got = self._plans.get(key)
         if got is None:
-            got = WorkerPlan(self, worker, rank, self.groups_of(rank)[worker])
+            got = WorkerPlan(self, worker, rank, [self.groups[g] for g in self.groups_of(rank)[worker].tolist()])
             if rank == self.topo.rank:  # another rank's (an old run's, replayed once) is not kept
                 self._plans[key] = got
         return got
@@ -494,33 +424,34 @@ class Layout:
         per old (rank, worker) (None: its whole share), run through the worker's groups in order.
         Canonical: each partition's offset. By topology: each started group replayed in the C pool
         core (pools of ``epoch``) to its count."""
-        whole: list[np.ndarray] = []
+        whole: list[int] = []
         part: dict[int, np.ndarray] = {}
         offsets = self.part_offsets.copy() if self.canonical else None
         for r, w, given in counts:
             plan = self.plan(w, r) if not self.canonical and given else None
             for i, g in enumerate(self.groups_of(r)[w].tolist()):
-                left = self.group_left(g)
+                pos, left = self.groups[g][:2]
                 take = left if given is None else min(given, left)
-                if given is not None:
-                    given -= take
+                given = None if given is None else given - take
                 if offsets is not None:
                     offsets[g] += take
                 elif take == 0:
-                    whole.append(self.episode_indices[self.group_positions(g)])
+                    whole.extend(self.episode_indices[pos].tolist())
                 elif take < left:
-                    untouched, started, frames = skipped(plan.group_pool(i, epoch), take).remaining_state()
-                    whole.append(untouched)
+                    pool = plan.group_pool(i, epoch)
+                    pool.skip(take)
+                    untouched, started, frames = pool.remaining_state()
+                    whole.extend(untouched.tolist())
                     part.update((int(e), fr) for e, fr in zip(started.tolist(), frames) if len(fr))
         if offsets is not None:
             new = {"consumed": int((offsets - self.part_offsets).sum()), "offsets": offsets}
         else:
             lens = dict(zip(self.episode_indices.tolist(), self.lengths.tolist()))
-            left = {e: lens[e] for e in np.concatenate(whole or [np.empty(0, np.int64)]).tolist()}
-            left.update((e, len(fr)) for e, fr in part.items())
+            left = {e: lens[e] for e in whole} | {e: len(fr) for e, fr in part.items()}
             full = self.spec.full or (self.episode_indices, self.lengths)
-            whole_len = dict(zip(full[0].tolist(), full[1].tolist()))
-            frames = {e: self.frame_maps[e] for e in left if e in self.frame_maps and e not in part} | part
+            whole_len = dict(zip(*(x.tolist() for x in full)))
+            maps = self.spec.frames
+            frames = {e: maps[e] for e in left if e in maps and e not in part} | part
             frames = {e: fr for e, fr in frames.items() if len(fr) != whole_len[e]}  # all frames left: no map
             idx = np.array(sorted(left), dtype=np.int64)
             ln = np.array([left[e] for e in idx.tolist()], dtype=np.int64)
@@ -555,8 +486,7 @@ class Layout:
     def info(self, rem: StreamSpec) -> dict[str, Any]:
         """``rem`` in ``Planner.remainder_info``'s units: whole and started episodes, or partitions."""
         if self.canonical:
-            left = self.part_left
-            started = int(((left > 0) & (left < self.part_frames)).sum())
-            return {"unit": "partitions", "whole": int((left == self.part_frames).sum()), "started": started}
+            left, whole = self.part_left, self.part_left == self.part_frames
+            return {"unit": "partitions", "whole": int(whole.sum()), "started": int(((left > 0) & ~whole).sum())}
         started = rem.episodes_started
         return {"unit": "episodes", "whole": int(len(rem.episode_indices) - started), "started": started}
