@@ -13,6 +13,7 @@ import pytest
 
 from lerobotstream.errors import ResumeStateError
 from lerobotstream.planner._mixseq import integer_weights
+from lerobotstream.planner._poolcore import STRATEGIES
 from lerobotstream.planner._turns import replay_turns
 from tests._planners import make_mixture_for_datasets, make_planner
 from tests._streams import resigned
@@ -59,7 +60,7 @@ def _new_run(topo, state, lengths=LENGTHS, **kw):
     return got, planners
 
 
-@pytest.mark.parametrize("strategy", ["remaining", "round_robin", "sequential"])
+@pytest.mark.parametrize("strategy", tuple(STRATEGIES))  # every strategy of the table
 @pytest.mark.parametrize("old,new", TOPOLOGIES)
 def test_finite_elastic_resume_covers_the_epoch_exactly_once(old, new, strategy):
     for n in (1, 3):

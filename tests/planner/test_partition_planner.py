@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from lerobotstream.errors import ResumeStateError, ShardingError, StreamingConfigError
+from lerobotstream.planner._poolcore import STRATEGIES
 from lerobotstream.planner._state import SCHEMA
 from tests._planners import (
     make_partition_planner,
@@ -60,7 +61,7 @@ def _run(topo, n=None, state=None, **kw):
     return got, st
 
 
-@pytest.mark.parametrize("strategy", ["remaining", "round_robin", "sequential"])
+@pytest.mark.parametrize("strategy", tuple(STRATEGIES))  # every strategy of the table
 def test_each_partition_sequence_is_the_same_on_every_topology(strategy):
     ref = None
     for topo in TOPOLOGIES:

@@ -12,7 +12,7 @@ import pytest
 import lerobotstream.planner as planner_pkg
 from lerobotstream.errors import ByteBudgetError, Mp4Error, Mp4TruncatedError, SourceReadError
 from lerobotstream.planner._planner import Planner
-from lerobotstream.planner._poolcore import EpisodePool
+from lerobotstream.planner._poolcore import STRATEGIES, EpisodePool
 from lerobotstream.planner._sizes import EpisodeSizes
 from lerobotstream.planner._streams import PlanSettings
 from tests._planners import make_mixture_for_datasets, make_partition_planner, make_planner, worker_plan
@@ -26,7 +26,7 @@ def _anchors(planner: Planner, epoch: int = 0) -> list[tuple[int, int]]:
     return list(planner.iter_worker_anchors(None, 0))
 
 
-@pytest.mark.parametrize("strategy", ["remaining", "round_robin", "sequential"])
+@pytest.mark.parametrize("strategy", tuple(STRATEGIES))  # every strategy of the table
 @pytest.mark.parametrize("kind", ["episodes", "partitions"])
 def test_kept_sizes_give_a_plain_callables_order_and_size_only_what_is_admitted(strategy, kind):
     extra = {"partitions": 4} if kind == "partitions" else {}
