@@ -102,7 +102,6 @@ class Mp4Index:
         self._paths_sorted = bool(self._header.get("paths_sorted"))
         self._paths: list[str] | None = None
         self._ids: dict[str, int] | None = None
-        self._records: dict[int, dict[str, Any]] = {}  # stays empty: records are parsed per use
         self._tables: dict[int, Any] = {}
         self._lock = threading.Lock()
 

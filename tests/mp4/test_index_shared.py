@@ -57,9 +57,8 @@ def test_shared_blocks_are_zero_copy_views_and_exact(tmp_path):
 def test_records_are_parsed_lazily_and_warm_open_skips_the_npz(tmp_path, monkeypatch):
     npz = _write(tmp_path / "s.npz", _tables())
     idx = Mp4Index.open(npz, index_dir=tmp_path / "idx")
-    assert idx._records == {}
-    assert idx.source_id("c.mp4") == 2 and idx._records == {}
-    assert idx.source_info(4)["path"] == "e.mp4" and idx._records == {} and idx._tables == {}  # nothing kept
+    assert idx.source_id("c.mp4") == 2 and idx._tables == {}
+    assert idx.source_info(4)["path"] == "e.mp4" and idx._tables == {}  # records are parsed per use: nothing kept
     import zipfile
 
     def boom(*a, **k):
