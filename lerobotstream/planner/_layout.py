@@ -420,8 +420,9 @@ class Layout:
 
     # --- elastic resume -----------------------------------------------------------------------------
     def remainder(self, counts: list[tuple[int, int, int | None]], epoch: int, depth: int) -> StreamSpec:
-        """What the old run left of this pass (a remainder :class:`StreamSpec`): ``counts`` are ``(rank, worker, anchors it gave)``
-        per old (rank, worker) (None: its whole share), run through the worker's groups in order.
+        """What the old run left of this pass (a remainder :class:`StreamSpec`): ``counts`` are
+        ``(rank, worker, anchors it gave)`` per old (rank, worker) (None: its whole share), run
+        through the worker's groups in order.
         Canonical: each partition's offset. By topology: each started group replayed in the C pool
         core (pools of ``epoch``) to its count."""
         whole: list[int] = []

@@ -220,7 +220,10 @@ def _check_schema(state: Any) -> None:
             f"this resume state has schema {state[key]!r}{marker}; this build reads {SCHEMA!r} and converts no "
             f"other (the order it describes may not be the order this build plays). {_START_OVER}"
         )
-    hint = "; this is a StreamLoader state: pass it to StreamLoader.load_state_dict, or its 'stream' entry to the dataset's"
+    hint = (
+        "; this is a StreamLoader state: pass it to StreamLoader.load_state_dict, or its 'stream' entry to the "
+        "dataset's"
+    )
     raise ResumeStateError(
         f"{what} is not a lerobotstream stream state: pass the dict that the dataset's (or planner's) "
         f"state_dict() returned, unchanged (it carries {SCHEMA_KEY}={SCHEMA!r} and the fields {list(_TYPES)})"
