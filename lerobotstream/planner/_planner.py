@@ -139,7 +139,7 @@ class Planner:
 
     def _old_run(self, st: StreamState) -> tuple[tuple[Pass, int, int], Pass]:
         """The run that wrote ``st`` (its rank 0 over the same streams): ``((pass in progress,
-        epoch, samples), plain pass)``.
+        epoch, samples), plain pass)``, whole finite epochs rolled over (as the same topology does).
 
         Raises:
             ResumeStateError: no run over these streams has ``st``'s settings (a tampered state).
@@ -156,7 +156,8 @@ class Planner:
                 "from the policy weights."
             ) from e
         old.place(Position(st.epoch, st.samples, st.origin, None if st.origin is None else st.epoch))
-        return old.resolve(), old.plain
+        current, epoch, samples = old.resolve()
+        return (current, *current.position(epoch, samples)), old.plain
 
     def position(self) -> tuple[int, int]:
         """(epoch, samples consumed in it) of the resume state, whole finite epochs rolled over."""
@@ -301,9 +302,7 @@ class Planner:
         epoch, samples, origin = st.epoch, st.samples, st.origin  # the same topology: the same order continues
         if self.resume_changes:  # elastic: ``st``'s remainder, or (nothing of the epoch consumed) the plain epoch
             if st.origin is None:
-                (old, epoch, samples), _ = self._old_run(st)
-                if not st.repeat:
-                    epoch, samples = old.position(epoch, samples)  # counts only: a finished epoch rolls over
+                (_, epoch, samples), _ = self._old_run(st)
             samples, origin = 0, st.to_dict() if samples or st.origin is not None else None
         self.place(Position(epoch, samples, origin, None if origin is None else epoch))
 

@@ -147,6 +147,22 @@ def test_a_finished_epoch_resumes_as_the_next_plain_epoch():
     assert p.at.epoch == 1 and p.remainder_info() is None
 
 
+@pytest.mark.parametrize("old,new", [((1, 0, 4), (2, 2, 4)), ((2, 2, 4), (3, 1, 5))])
+def test_a_count_past_the_finite_epoch_resumes_elastically_in_the_next_epoch(old, new):
+    # a loop that never calls set_epoch counts on past the epoch: rank 0's count of epoch 0 past its
+    # end is epoch 1 at the count's rest, on another topology as on the same one
+    p = _planner(old, 0)
+    p.set_epoch(1)
+    consumed, state = _old_run(old, 2, state=p.state_dict())  # epoch 1, two batches in
+    p = _planner(old, 0)
+    p.set_epoch(0, p.current_pass().epoch_samples() + state["samples"])
+    past = p.state_dict()
+    got, planners = _new_run(new, past)
+    assert planners[0].at.epoch == 1 and planners[0].remainder_info()["epoch"] == 1
+    assert Counter(consumed) + Counter(got) == FULL
+    assert got == _new_run(new, state)[0]
+
+
 def _endless_prefix(planners, taken):
     """Per new rank and DataLoader worker: its remainder share (the first anchors of its stream)."""
     out = []
