@@ -8,18 +8,6 @@ any of uint8/uint16/uint32/int32/int64, possibly zero-stride broadcasts) and nev
 import numpy as np
 
 
-cdef inline Py_ssize_t _lower_bound(const double[:] pts_s, const idx_t[:] order, double t) noexcept nogil:
-    # first presentation-order k with pts(k) >= t (pts non-decreasing in presentation order)
-    cdef Py_ssize_t lo = 0, hi = order.shape[0], mid
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if pts_s[<Py_ssize_t>order[mid]] < t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 def nearest_frames(const double[:] pts_s, const idx_t[:] presentation_order, const double[:] times_s):
     """Nearest presentation-order frame to each time (ties go to the earlier frame).
 
@@ -45,7 +33,7 @@ def nearest_frames(const double[:] pts_s, const idx_t[:] presentation_order, con
     with nogil:
         for i in range(m):
             t = times_s[i]
-            k = _lower_bound(pts_s, presentation_order, t)
+            k = first_after(pts_s, presentation_order, t, False)
             if k >= n:
                 k = n - 1
             elif k > 0:

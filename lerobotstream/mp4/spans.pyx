@@ -27,7 +27,7 @@ import numpy as np
 
 from lerobotstream.errors import Mp4InconsistentTablesError, Mp4Error
 from lerobotstream.mp4._table import sample_durations
-from lerobotstream.mp4.index cimport idx_t
+from lerobotstream.mp4.index cimport first_after, idx_t
 
 _IDX_DTYPES = frozenset(np.dtype(d) for d in (np.uint8, np.uint16, np.uint32, np.int32, np.int64))
 
@@ -47,24 +47,10 @@ cdef object _idx_view(a):
     return a
 
 
-cdef Py_ssize_t _first_after(const double[:] pts_s, const idx_t[:] order, double x, bint strict) noexcept nogil:
-    # first presentation-order k with pts(k) > x (strict) or pts(k) >= x; pts non-decreasing in k
-    cdef Py_ssize_t lo = 0, hi = order.shape[0], mid
-    cdef double v
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        v = pts_s[<Py_ssize_t>order[mid]]
-        if (v <= x) if strict else (v < x):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 def _frame_window(const double[:] pts_s, const idx_t[:] order, double lo, double hi):
     """``(a, b)``: ``a`` = first frame with pts > lo, ``b`` = first frame with pts >= hi
     (``np.searchsorted`` right/left on the presentation-order PTS, without building it)."""
-    return _first_after(pts_s, order, lo, True), _first_after(pts_s, order, hi, False)
+    return first_after(pts_s, order, lo, True), first_after(pts_s, order, hi, False)
 
 
 def _min_max(const idx_t[:] a, Py_ssize_t start, Py_ssize_t stop):
