@@ -84,6 +84,8 @@ class DatasetReader:
         self.awaiting: dict[int, int] = {}  # episode admitted before its fetch ended -> that epoch
         self.counted: set[int] = set()  # episodes whose fetch ended before their next admission
         self.first_epoch = 0  # the iterator's first epoch
+        #: where ``by_epoch`` rows are also summed (``_wiring.PayloadOrigin``; set by its ``Readers``)
+        self.origin: Any = None
         self.admissions: dict[int, int] = {}  # episode -> admissions in this iterator
         #: the node's payload disk cache (``cache_dir``), None: off, or a local store (already on disk)
         self.disk = None
@@ -259,6 +261,8 @@ class DatasetReader:
             )
             for k, v in kw.items():
                 row[k] += v
+        if self.origin is not None:
+            self.origin.add(**kw)
 
     def count_finished(self, ep: int) -> None:
         """The iterator resumed its first epoch after the episode's last frame: its next admission

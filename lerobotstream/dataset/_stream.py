@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from lerobotstream.dataset._wiring import Readers, StreamPart, shard_items
+from lerobotstream.dataset._wiring import PayloadOrigin, Readers, StreamPart, shard_items
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.options import StreamOptions, check_epoch, check_option, option_info
 from lerobotstream.planner._sizes import EpisodeSizes
@@ -133,6 +133,11 @@ class StreamShard:
         """This shard's payload-source counters (the stream's ``source_stats()`` keys)."""
         return self._core._combine_source_stats(self._readers.source_stats())
 
+    def payload_by_origin(self) -> dict[str, int]:
+        """The MP4 payload bytes by origin of this shard's process (the stream's
+        ``payload_by_origin()``: every shard of the process counts into it, as into its source)."""
+        return self._readers.payload_by_origin()
+
     def stats(self) -> dict[str, Any]:
         """This shard's counters: the keys of its stream's ``stats()``, for this shard's readers."""
         return self._core._stats_of(self._readers)
@@ -159,6 +164,7 @@ class StreamCore(torch.utils.data.IterableDataset):
         super().__init__()
         self._resume = ResumeState()
         self._readers: Readers | None = None  # this process's readers
+        self._origin: tuple[int, PayloadOrigin] | None = None  # (pid, what every reader of this process counts into)
         self._sizes: tuple[int, list[EpisodeSizes]] | None = None  # (pid, each part's sizes)
 
     def loader_settings(self, loader: LoaderSettings | int | None = None) -> LoaderSettings:
@@ -295,7 +301,10 @@ class StreamCore(torch.utils.data.IterableDataset):
         raises ByteBudgetError, fetch and decode errors.
         """
         ls = self.loader_settings(loader)
-        readers = Readers(self._parts()) if in_process and ls.num_workers > 0 else self._process_readers()
+        if in_process and ls.num_workers > 0:
+            readers = Readers(self._parts(), self._process_origin())
+        else:
+            readers = self._process_readers()
         planner = self._rank_planner(ls, readers.sizes)
         items = shard_items(
             planner, readers, worker, int(epoch), int(samples), self.options, ls, in_process=in_process, slots=slots
@@ -400,13 +409,20 @@ class StreamCore(torch.utils.data.IterableDataset):
         st = dict(self.__dict__)
         st["_readers"] = None  # never ship decoders, maps or threads to a worker
         st["_sizes"] = None  # per process
+        st["_origin"] = None  # per process
         return st
 
     # --- per process ------------------------------------------------------------------------------
     def _process_readers(self) -> Readers:
         if self._readers is None or self._readers.pid != os.getpid():
-            self._readers = Readers(self._parts())  # never reuse a parent's decoders/connections
+            self._readers = Readers(self._parts(), self._process_origin())  # never reuse a parent's decoders
         return self._readers
+
+    def _process_origin(self) -> PayloadOrigin:
+        """What every reader of this stream in this process counts its payload by origin into."""
+        if self._origin is None or self._origin[0] != os.getpid():
+            self._origin = (os.getpid(), PayloadOrigin())
+        return self._origin[1]
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         from lerobotstream.planner._planner import current_worker
@@ -434,6 +450,16 @@ class StreamCore(torch.utils.data.IterableDataset):
         """This process's payload-source counters (``ByteSource.stats``, bytes; a mixture's summed),
         cheap enough to read per item. Empty before iterating."""
         return {} if self._readers is None else self._combine_source_stats(self._readers.source_stats())
+
+    def payload_by_origin(self) -> dict[str, int]:
+        """This process's MP4 payload bytes (no Parquet rows) by origin, summed over its epochs, its
+        shards and a mixture's datasets, cheap enough to read per item: ``store_bytes`` (read from
+        the store), ``disk_cache_bytes`` (from the node's disk cache), ``reused_bytes`` (admitted
+        again, payload still in memory), ``needed_bytes`` (the admitted episodes' spans); the
+        ``stats()["bytes_by_epoch"]`` rows summed. Empty before iterating."""
+        if self._origin is None or self._origin[0] != os.getpid():
+            return {}
+        return self._origin[1].as_dict()
 
 
 def add_option_views(cls: type, skip: Sequence[str] = ()) -> type:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,16 @@ from lerobotstream.dataset._reader import DatasetReader, ReaderConfig
 from lerobotstream.payload_cache import EpisodeByteCache
 from lerobotstream.planner._sizes import EpisodeSizes
 
-__all__ = ["ASSEMBLY_GROUP", "PROCESS_KEYS", "Readers", "StreamPart", "one_per_process", "shard_items"]
+__all__ = [
+    "ASSEMBLY_GROUP",
+    "ORIGIN_KEYS",
+    "PROCESS_KEYS",
+    "PayloadOrigin",
+    "Readers",
+    "StreamPart",
+    "one_per_process",
+    "shard_items",
+]
 
 #: items per assembly task at most (the largest divisor of the batch size up to this)
 ASSEMBLY_GROUP = 4
@@ -38,18 +48,45 @@ class StreamPart:
     transform_keys: tuple[str, ...] = ()  # item keys the image transforms apply to
 
 
+#: the MP4 payload counters by origin (a ``bytes_by_epoch`` row's keys)
+ORIGIN_KEYS = ("store_bytes", "disk_cache_bytes", "reused_bytes", "needed_bytes")
+
+
+class PayloadOrigin:
+    """Running totals of MP4 payload bytes by origin (:data:`ORIGIN_KEYS`), every epoch summed,
+    that several readers add to (the readers of one stream in one process: its shards, its
+    datasets). Thread-safe; cheap to read."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.totals = dict.fromkeys(ORIGIN_KEYS, 0)
+
+    def add(self, **kw: int) -> None:
+        with self.lock:
+            for k, v in kw.items():
+                self.totals[k] += int(v)
+
+    def as_dict(self) -> dict[str, int]:
+        with self.lock:
+            return dict(self.totals)
+
+
 class Readers:
     """Per-process state of a stream (made after a PID check, never pickled): one
     :class:`DatasetReader` and :class:`~lerobotstream.planner._sizes.EpisodeSizes` per part, the
-    iterator's byte and decoded-GOP caches, the stage times, and the counters read from them."""
+    iterator's byte and decoded-GOP caches, the stage times, and the counters read from them.
+    ``origin``: the :class:`PayloadOrigin` its readers also count into (None: one of its own)."""
 
     #: the episode jobs its iterators make (``tools/scale_sim.py``: a stub's)
     job_class = EpisodeJob
 
-    def __init__(self, parts: Sequence[StreamPart]) -> None:
+    def __init__(self, parts: Sequence[StreamPart], origin: PayloadOrigin | None = None) -> None:
         self.pid = os.getpid()
         self.parts = list(parts)
         self.readers = self._readers()
+        self.origin = PayloadOrigin() if origin is None else origin
+        for reader in self.readers:
+            reader.origin = self.origin
         self.sizes = [EpisodeSizes(r.episode_nbytes) for r in self.readers]
         self.cache: EpisodeByteCache | None = None
         self.gops = DecodedGopCache(0)
@@ -119,6 +156,10 @@ class Readers:
     def source_stats(self) -> list[dict[str, Any]]:
         """Each part's payload-source counters (``ByteSource.stats``)."""
         return [r.source.stats.as_dict() for r in self.readers]
+
+    def payload_by_origin(self) -> dict[str, int]:
+        """The MP4 payload bytes by origin its :class:`PayloadOrigin` holds (:data:`ORIGIN_KEYS`)."""
+        return self.origin.as_dict()
 
 
 #: source counters every shard of one process shares: summed over processes, not over shards

@@ -8,10 +8,18 @@ from __future__ import annotations
 import sys
 import types
 
+import pytest
 import torch
 
 from lerobotstream.integrations.lerobot import accelerator, hooks
-from lerobotstream.integrations.lerobot.summary import BatchCounters, format_summary, rank_figures, summarize
+from lerobotstream.integrations.lerobot.factory import ORIGIN_TAG_KEYS
+from lerobotstream.integrations.lerobot.summary import (
+    ORIGINS,
+    BatchCounters,
+    format_summary,
+    rank_figures,
+    summarize,
+)
 
 
 def _summary(**kw):
@@ -163,3 +171,71 @@ def test_the_gathers_work_is_held_before_it_is_waited_on(monkeypatch):
     ranks = gather_ranks(c, hold)
     assert ranks == [{"samples": 10, "elapsed_s": 2.0}, {"samples": 20, "elapsed_s": 2.0}]
     assert len(hold) == 1 and isinstance(hold[0], Work)
+
+
+FRAMES = 31  # tests/_streams.py's SMALL_DATASET: 7 + 5 + 9 + 4 + 6
+
+
+def _trained(loader, ds, batches):
+    """``summarize`` after ``batches`` batches of ``loader`` over ``ds``, taken as the training loop takes them."""
+    c = BatchCounters()
+    c.start(0.0)
+    it = iter(loader)
+    for i in range(batches):
+        c.account(next(it), float(i), float(i) + 0.5)
+    del it
+    args = dict(rank=0, world_size=1, num_workers=2, batch_size=4, seed=0, start_step=0, sidecar="x", collate=None)
+    return summarize(c, ds, loader="x", **args)
+
+
+@pytest.mark.parametrize("mode", ["dataloader", "threads", "processes"])
+def test_the_payload_by_origin_comes_from_every_process_of_the_loader(small_dataset, mode):
+    """Three epochs over a dataset within its byte budget, the items tagged where their shard runs:
+    episodes come from the store (at most the MP4 files' bytes: each once), later epochs reuse them
+    in memory; what the store gave was read through the payload source (``bytes_read`` also holds
+    the Parquet rows and MP4 headers); the tags' totals never exceed what the stream counted in the end."""
+    from lerobotstream import StreamLoader
+    from lerobotstream.integrations.lerobot.factory import TrainingStream
+    from tests._streams import BATCH, small_stream
+
+    nw = 0 if mode == "dataloader" else 2
+    ds = small_stream(small_dataset, nw, repeat=True, prefetch_episodes=1)
+    ts = TrainingStream(ds, sidecar_status="x")
+    if mode == "dataloader":
+        loader = torch.utils.data.DataLoader(ts, batch_size=BATCH)
+    else:
+        loader = StreamLoader(ts, BATCH, num_workers=nw, mode=mode)
+    s = _trained(loader, ds, 3 * FRAMES // BATCH)
+    o = s["payload_bytes_by_origin"]
+    assert 0 < o["store"] <= s["payload_bytes_fetched"] and o["store"] <= s["dataset_mp4_bytes"]
+    assert o["disk_cache"] == 0  # no cache_dir
+    assert 0 < o["reused"] <= o["needed"]  # later epochs: admitted again from memory
+    if mode != "processes":  # the training process's own counters: what the tags carried, or more
+        final = ds.payload_by_origin()
+        assert all(o[name] <= final[key] for name, key in zip(ORIGINS, ORIGIN_TAG_KEYS)), (o, final)
+    line = next(x for x in format_summary(s).splitlines() if "by origin" in x)
+    assert line.startswith("[lerobotstream]   MP4 payload by origin: store ") and "reused in memory" in line
+
+
+def test_a_mixtures_payload_by_origin_sums_its_datasets(small_dataset, make_generated_dataset):
+    from lerobotstream import StreamingMultiLeRobotDataset
+
+    other = make_generated_dataset(
+        repo_id="sum/b", episode_lengths=(5, 7), codec="h264", gop=4, cameras=(("observation.images.front", 32, 24),)
+    )
+    ds = StreamingMultiLeRobotDataset(
+        ["sum/a", "sum/b"], roots=[small_dataset, other], repeat=True, batch_size=4, num_workers=0
+    )
+    assert ds.payload_by_origin() == {}  # before iterating
+    it = iter(ds)
+    for _ in range(40):
+        next(it)
+    it.close()
+    st = ds.stats()
+    total = dict.fromkeys(("store_bytes", "disk_cache_bytes", "reused_bytes", "needed_bytes"), 0)
+    for part in st["datasets"]:
+        assert any(row["needed_bytes"] for row in part["bytes_by_epoch"].values())  # both datasets played
+        for row in part["bytes_by_epoch"].values():
+            for k in total:
+                total[k] += row[k]
+    assert ds.payload_by_origin() == total and total["needed_bytes"] > 0

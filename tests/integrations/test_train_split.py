@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_PROCESS, TAG_REQUESTS, TAG_WORKER
+from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_ORIGIN, TAG_PROCESS, TAG_REQUESTS, TAG_WORKER
 
 HERE = Path(__file__).resolve().parents[2] / "lerobotstream" / "integrations" / "lerobot"
 
@@ -35,7 +35,7 @@ def test_train_py_is_only_the_glue():
         assert set(names) <= top, (module, set(names) - top)
 
 
-def _batch(workers, nbytes, requests, datasets=None, pids=None):
+def _batch(workers, nbytes, requests, datasets=None, pids=None, origin=None):
     b = {
         "frame_index": torch.arange(len(workers)),
         TAG_WORKER: torch.tensor(workers),
@@ -45,7 +45,27 @@ def _batch(workers, nbytes, requests, datasets=None, pids=None):
     }
     if datasets is not None:
         b["dataset_index"] = torch.tensor(datasets)
+    if origin is not None:  # per item: [store, disk cache, reused, needed]
+        b[TAG_ORIGIN] = torch.tensor(origin, dtype=torch.int64)
     return b
+
+
+def _summarize(c):
+    from lerobotstream.integrations.lerobot.summary import summarize
+
+    return summarize(
+        c,
+        None,
+        rank=0,
+        world_size=1,
+        num_workers=2,
+        batch_size=2,
+        seed=0,
+        start_step=0,
+        sidecar="built",
+        collate=None,
+        loader="DataLoader, 2 fork workers",
+    )
 
 
 def test_batch_counters_strip_the_tags_and_leave_the_first_batch_out_of_the_wait_share():
@@ -88,3 +108,46 @@ def test_batch_counters_count_a_process_once_when_its_shards_share_its_source():
     c.account(_batch([0, 1], [100, 120], [1, 2], pids=[7, 7]), 0.0, 1.0)
     c.account(_batch([1, 0], [200, 200], [3, 3], pids=[7, 7]), 1.0, 2.0)
     assert c.process_bytes == {7: 200} and c.process_requests == {7: 3}
+
+
+def test_batch_counters_sum_the_payload_by_origin_of_each_processs_largest_totals():
+    """Each process's by-origin totals run up (its shards share them): the largest per process,
+    summed over the processes; the summary's dict and line give them beside the spans needed."""
+    from lerobotstream.integrations.lerobot.summary import BatchCounters, format_summary
+
+    c = BatchCounters()
+    c.start(0.0)
+    first = _batch([0, 1], [100, 120], [1, 2], pids=[7, 8], origin=[[10, 0, 0, 10], [20, 5, 0, 25]])
+    c.account(first, 0.0, 1.0)
+    assert TAG_ORIGIN not in first  # stripped with the other tags
+    c.account(_batch([0, 0], [100, 300], [1, 3], pids=[7, 7], origin=[[10, 0, 30, 40], [50, 0, 30, 80]]), 1.0, 2.0)
+    c.account(_batch([1], [120], [2], pids=[8], origin=[[20, 5, 0, 25]]), 2.0, 3.0)
+    assert c.process_origin == {7: [50, 0, 30, 80], 8: [20, 5, 0, 25]} and not c.origin_unknown
+    s = _summarize(c)
+    assert s["payload_bytes_by_origin"] == {"store": 70, "disk_cache": 5, "reused": 30, "needed": 105}
+    line = [x for x in format_summary(s).splitlines() if "by origin" in x]
+    assert line == [
+        "[lerobotstream]   MP4 payload by origin: store 70 B, disk cache 5 B, reused in memory 30 B; the "
+        "admitted episodes' spans needed 105 B"
+    ]
+
+
+def test_an_unknown_payload_origin_is_said_not_summed_as_zero():
+    from lerobotstream.integrations.lerobot.summary import BatchCounters, format_summary
+
+    unknown = "[lerobotstream]   MP4 payload by origin: unknown (not reported by the stream)"
+    for batches in (
+        [_batch([0], [100], [1])],  # a wrapper without the by-origin tag
+        [_batch([0, 1], [100, 5], [1, 1], pids=[7, 8], origin=[[10, 0, 0, 10], [-1, -1, -1, -1]])],  # one process
+        [],  # no batch
+    ):
+        c = BatchCounters()
+        c.start(0.0)
+        for b in batches:
+            c.account(b, 0.0, 1.0)
+        s = _summarize(c)
+        assert s["payload_bytes_by_origin"] == {"store": None, "disk_cache": None, "reused": None, "needed": None}
+        assert unknown in format_summary(s).splitlines()
+    legacy = dict(s)
+    del legacy["payload_bytes_by_origin"]  # a summary dict written without it: no line
+    assert "by origin" not in format_summary(legacy)

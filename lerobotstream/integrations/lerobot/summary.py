@@ -5,21 +5,32 @@ stream (:class:`BatchCounters`), the dict written to ``<output_dir>/streaming_su
 Figures: this rank's samples/s over the loop (worker start-up included) and, when gathered
 (:func:`gather_ranks`), the ranks' sum; the share of step time spent waiting for a batch after the
 first; the payload this rank's shards fetched (carried on the items' tags, ``factory.TAG_KEYS``)
-beside the selected episodes' file bytes; the sidecar status, the collate and the loader.
+beside the selected episodes' file bytes; its MP4 payload by origin (store, disk cache, reused in
+memory) beside what the admitted episodes' spans needed; the sidecar status, the collate and the loader.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lerobotstream.integrations.lerobot.factory import TAG_BYTES, TAG_PROCESS, TAG_REQUESTS, TAG_WORKER
+from lerobotstream.integrations.lerobot.factory import (
+    ORIGIN_TAG_KEYS,
+    TAG_BYTES,
+    TAG_ORIGIN,
+    TAG_PROCESS,
+    TAG_REQUESTS,
+    TAG_WORKER,
+)
 
-__all__ = ["BatchCounters", "summarize", "format_summary", "rank_figures", "gather_ranks"]
+__all__ = ["BatchCounters", "summarize", "format_summary", "rank_figures", "gather_ranks", "ORIGINS"]
+
+#: ``payload_bytes_by_origin``'s keys, in ``factory.ORIGIN_TAG_KEYS``' order
+ORIGINS = ("store", "disk_cache", "reused", "needed")
 
 
 class BatchCounters:
-    """Batches, samples, data wait (seconds, ``time.perf_counter``) and each process's fetched bytes
-    and requests of the train stream, as the training loop takes its batches."""
+    """Batches, samples, data wait (seconds, ``time.perf_counter``) and each process's fetched bytes,
+    requests and MP4 payload bytes by origin of the train stream, as the training loop takes its batches."""
 
     def __init__(self) -> None:
         self.batches = 0
@@ -32,6 +43,9 @@ class BatchCounters:
         self.steady_s = 0.0  # loop time after the first batch
         self.process_bytes: dict[int, int] = {}  # by pid
         self.process_requests: dict[int, int] = {}
+        #: by pid: the largest running MP4 payload bytes by origin (``factory.ORIGIN_TAG_KEYS`` order)
+        self.process_origin: dict[int, list[int]] = {}
+        self.origin_unknown: set[int] = set()  # pids whose items carried no (or an unknown) by-origin tag
         self.samples_by_dataset: dict[int, int] = {}
 
     def start(self, t: float) -> None:
@@ -53,10 +67,17 @@ class BatchCounters:
         pids = batch.pop(TAG_PROCESS).tolist()
         nbytes = batch.pop(TAG_BYTES).tolist()
         nreq = batch.pop(TAG_REQUESTS).tolist()
+        origin = batch.pop(TAG_ORIGIN, None)  # absent: a wrapper without it
+        rows = [None] * len(pids) if origin is None else origin.tolist()
         # each process's running source totals (its shards share them): keep the largest seen
-        for p, b, r in zip(pids, nbytes, nreq):
+        for p, b, r, row in zip(pids, nbytes, nreq, rows):
             self.process_bytes[p] = max(self.process_bytes.get(p, 0), b)
             self.process_requests[p] = max(self.process_requests.get(p, 0), r)
+            if row is None or len(row) != len(ORIGIN_TAG_KEYS) or min(row) < 0:
+                self.origin_unknown.add(p)
+            else:
+                kept = self.process_origin.get(p)
+                self.process_origin[p] = list(row) if kept is None else [max(a, v) for a, v in zip(kept, row)]
         self.samples += len(wids)
         if "dataset_index" in batch:  # a mixture: samples per dataset
             for d in batch["dataset_index"].tolist():
@@ -103,12 +124,21 @@ def summarize(
         "data_wait_s": round(c.wait_s, 3),
         "payload_bytes_fetched": sum(c.process_bytes.values()),
         "payload_requests": sum(c.process_requests.values()),
+        "payload_bytes_by_origin": _by_origin(c),
         **_dataset_bytes(dataset),
         "sidecar": sidecar,
         "collate": collate,
         "loader": loader,
         **_mixture_summary(dataset, c.samples_by_dataset),
     }
+
+
+def _by_origin(c: BatchCounters) -> dict[str, int | None]:
+    """This rank's MP4 payload bytes by origin (:data:`ORIGINS`), its processes' totals summed; every
+    value None when unknown (no tagged batch, or a process that did not report them)."""
+    if not c.process_origin or c.origin_unknown:
+        return dict.fromkeys(ORIGINS, None)
+    return {name: sum(row[i] for row in c.process_origin.values()) for i, name in enumerate(ORIGINS)}
 
 
 def _elapsed(c: BatchCounters) -> float:
@@ -212,11 +242,25 @@ def _mixture_lines(s: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _origin_lines(s: dict[str, Any]) -> list[str]:
+    """The MP4 payload by origin beside the admitted episodes' spans ("unknown" when not reported)."""
+    if "payload_bytes_by_origin" not in s:
+        return []
+    o = s["payload_bytes_by_origin"] or {}
+    if any(o.get(k) is None for k in ORIGINS):
+        return ["[lerobotstream]   MP4 payload by origin: unknown (not reported by the stream)"]
+    return [
+        f"[lerobotstream]   MP4 payload by origin: store {_fmt_bytes(o['store'])}, disk cache "
+        f"{_fmt_bytes(o['disk_cache'])}, reused in memory {_fmt_bytes(o['reused'])}; the admitted "
+        f"episodes' spans needed {_fmt_bytes(o['needed'])}"
+    ]
+
+
 def format_summary(s: dict[str, Any]) -> str:
     """The summary's terminal lines: the loader as it ran; this rank's samples/s (and the ranks'
     sum when known); the data-wait share, which leaves the first batch (worker start-up, first
     fetches) out and says so; the payload this rank fetched (prefetch ahead included) beside the
-    selected episodes' files; a mixture's weights and shares."""
+    selected episodes' files; its MP4 payload by origin; a mixture's weights and shares."""
     share = "?" if s["data_wait_share"] is None else f"{100 * s['data_wait_share']:.1f}%"
     files = ""
     if s.get("dataset_bytes"):
@@ -244,6 +288,7 @@ def format_summary(s: dict[str, Any]) -> str:
         f"{s['first_batch_s']} s of start-up is not counted)",
         f"[lerobotstream]   payload fetched by this rank: {_fmt_bytes(s['payload_bytes_fetched'])} in "
         f"{s['payload_requests']} requests (prefetch ahead of the last step included){files}",
+        *_origin_lines(s),
         *_mixture_lines(s),
         f"[lerobotstream]   sidecar: {s['sidecar']}",
     ]
