@@ -239,3 +239,30 @@ def test_a_mixtures_payload_by_origin_sums_its_datasets(small_dataset, make_gene
             for k in total:
                 total[k] += row[k]
     assert ds.payload_by_origin() == total and total["needed_bytes"] > 0
+
+
+def test_a_second_run_says_its_payload_came_from_the_disk_cache(small_dataset, tmp_path):
+    """Over a remote (loopback HTTP) store with ``cache_dir``: the first run reads the MP4 payload
+    from the store, the second from the disk cache, which the fetched bytes (the store's) leave out."""
+    import shutil
+
+    from lerobotstream import StreamLoader
+    from lerobotstream.integrations.lerobot.factory import TrainingStream
+    from lerobotstream.testing import LoopbackServer
+    from tests._streams import BATCH, small_stream
+
+    shutil.copytree(small_dataset, tmp_path / "store" / "ds")
+    server = LoopbackServer.start({"static": str(tmp_path / "store")})
+    try:
+        runs = []
+        for _ in range(2):
+            ds = small_stream(f"{server.static_url}ds/", 2, cache_dir=str(tmp_path / "cache"), prefetch_episodes=1)
+            loader = StreamLoader(TrainingStream(ds, sidecar_status="x"), BATCH, num_workers=2, mode="threads")
+            runs.append(_trained(loader, ds, FRAMES // BATCH))
+    finally:
+        server.close()
+    first, again = (r["payload_bytes_by_origin"] for r in runs)
+    assert first["store"] > 0 and first["disk_cache"] == 0
+    assert again["store"] == 0 and again["disk_cache"] > 0
+    assert runs[1]["payload_bytes_fetched"] < runs[0]["payload_bytes_fetched"]
+    assert "store 0 B, disk cache " in format_summary(runs[1])
