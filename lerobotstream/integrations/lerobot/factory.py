@@ -29,6 +29,7 @@ import torch
 from lerobotstream import constants
 from lerobotstream.dataset._dataset import StreamingLeRobotDataset
 from lerobotstream.dataset._multi import StreamingMultiLeRobotDataset
+from lerobotstream.dataset._wiring import ORIGIN_KEYS
 from lerobotstream.errors import StreamingConfigError
 from lerobotstream.integrations.lerobot.meta_view import LeRobotMetaView
 
@@ -53,7 +54,7 @@ TAG_WORKER, TAG_PROCESS, TAG_BYTES, TAG_REQUESTS = "_lrs_worker", "_lrs_process"
 TAG_ORIGIN = "_lrs_payload_origin"
 TAG_KEYS = (TAG_WORKER, TAG_PROCESS, TAG_BYTES, TAG_REQUESTS, TAG_ORIGIN)
 #: the stream's ``payload_by_origin()`` keys, in :data:`TAG_ORIGIN`'s order
-ORIGIN_TAG_KEYS = ("store_bytes", "disk_cache_bytes", "reused_bytes", "needed_bytes")
+ORIGIN_TAG_KEYS = ORIGIN_KEYS
 
 IMAGENET_STATS = {
     "mean": [[[0.485]], [[0.456]], [[0.406]]],  # (c,1,1)
