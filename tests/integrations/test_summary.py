@@ -1,7 +1,8 @@
 """What ``lerobotstream-train``'s summary and logs say, without LeRobot: the loader named as it runs,
 rank and world from the launch (also once the process group is gone), throughput per rank and
-summed when every rank's figures were gathered, bytes without a misleading ratio, a mixture's
-weights and shares."""
+summed when every rank's figures were gathered, bytes without a misleading ratio, the MP4 payload
+by origin carried from every process of each loader (a mixture's datasets summed, a disk cache
+named), a mixture's weights and shares."""
 
 from __future__ import annotations
 
