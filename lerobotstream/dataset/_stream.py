@@ -131,12 +131,7 @@ class StreamShard:
 
     def source_stats(self) -> dict[str, Any]:
         """This shard's payload-source counters (the stream's ``source_stats()`` keys)."""
-        return self._core._combine_source_stats(self._readers.source_stats())
-
-    def payload_by_origin(self) -> dict[str, int]:
-        """The MP4 payload bytes by origin of this shard's process (the stream's
-        ``payload_by_origin()``: every shard of the process counts into it, as into its source)."""
-        return self._readers.payload_by_origin()
+        return self._core._source_counters(self._readers)
 
     def stats(self) -> dict[str, Any]:
         """This shard's counters: the keys of its stream's ``stats()``, for this shard's readers."""
@@ -194,6 +189,13 @@ class StreamCore(torch.utils.data.IterableDataset):
 
     def _combine_source_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
         return parts[0] if parts else {}
+
+    def _source_counters(self, readers: Readers | None) -> dict[str, Any]:
+        """``source_stats()`` of ``readers`` (None: none yet): the payload-source counters (a mixture's
+        summed) and the process's MP4 payload bytes by origin (``_wiring.ORIGIN_KEYS``, every epoch summed)."""
+        mine = self._origin is not None and self._origin[0] == os.getpid()
+        origin = self._origin[1].as_dict() if mine else {}  # first: its store bytes are already in ``bytes_read``
+        return {**(self._combine_source_stats(readers.source_stats()) if readers is not None else {}), **origin}
 
     def episode_sizes(self) -> list[EpisodeSizes]:
         """Each part's ``EpisodeSizes`` in this process (computed when first asked, then kept):
@@ -447,19 +449,13 @@ class StreamCore(torch.utils.data.IterableDataset):
             shard.close()
 
     def source_stats(self) -> dict[str, Any]:
-        """This process's payload-source counters (``ByteSource.stats``, bytes; a mixture's summed),
-        cheap enough to read per item. Empty before iterating."""
-        return {} if self._readers is None else self._combine_source_stats(self._readers.source_stats())
-
-    def payload_by_origin(self) -> dict[str, int]:
-        """This process's MP4 payload bytes (no Parquet rows) by origin, summed over its epochs, its
-        shards and a mixture's datasets, cheap enough to read per item: ``store_bytes`` (read from
-        the store), ``disk_cache_bytes`` (from the node's disk cache), ``reused_bytes`` (admitted
-        again, payload still in memory), ``needed_bytes`` (the admitted episodes' spans); the
-        ``stats()["bytes_by_epoch"]`` rows summed. Empty before iterating."""
-        if self._origin is None or self._origin[0] != os.getpid():
-            return {}
-        return self._origin[1].as_dict()
+        """This process's payload counters, cheap enough to read per item (empty before iterating):
+        the payload source's (``ByteSource.stats``, bytes; a mixture's summed) and its MP4 payload
+        bytes by origin, every epoch and dataset summed: ``store_bytes`` (read from the store),
+        ``disk_cache_bytes`` (from the node's disk cache), ``reused_bytes`` (admitted again, payload
+        still in memory), ``needed_bytes`` (the admitted episodes' spans): ``stats()["bytes_by_epoch"]``
+        summed."""
+        return self._source_counters(self._readers)
 
 
 def add_option_views(cls: type, skip: Sequence[str] = ()) -> type:

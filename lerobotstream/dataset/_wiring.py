@@ -157,10 +157,6 @@ class Readers:
         """Each part's payload-source counters (``ByteSource.stats``)."""
         return [r.source.stats.as_dict() for r in self.readers]
 
-    def payload_by_origin(self) -> dict[str, int]:
-        """The MP4 payload bytes by origin its :class:`PayloadOrigin` holds (:data:`ORIGIN_KEYS`)."""
-        return self.origin.as_dict()
-
 
 #: source counters every shard of one process shares: summed over processes, not over shards
 PROCESS_KEYS = ("source", "metadata_source", "bytes_fetched", "requests")

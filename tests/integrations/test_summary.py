@@ -12,8 +12,8 @@ import types
 import pytest
 import torch
 
+from lerobotstream.dataset._wiring import ORIGIN_KEYS
 from lerobotstream.integrations.lerobot import accelerator, hooks
-from lerobotstream.integrations.lerobot.factory import ORIGIN_TAG_KEYS
 from lerobotstream.integrations.lerobot.summary import (
     ORIGINS,
     BatchCounters,
@@ -212,13 +212,13 @@ def test_the_payload_by_origin_comes_from_every_process_of_the_loader(small_data
     assert o["disk_cache"] == 0  # no cache_dir
     assert 0 < o["reused"] <= o["needed"]  # later epochs: admitted again from memory
     if nw == 0 or mode == "threads":  # the training process's own counters: what the tags carried, or more
-        final = ds.payload_by_origin()
-        assert all(o[name] <= final[key] for name, key in zip(ORIGINS, ORIGIN_TAG_KEYS)), (o, final)
+        final = ds.source_stats()
+        assert all(o[name] <= final[key] for name, key in zip(ORIGINS, ORIGIN_KEYS)), (o, final)
     line = next(x for x in format_summary(s).splitlines() if "by origin" in x)
     assert line.startswith("[lerobotstream]   MP4 payload by origin: store ") and "reused in memory" in line
 
 
-def test_a_mixtures_payload_by_origin_sums_its_datasets(small_dataset, make_generated_dataset):
+def test_a_mixtures_source_stats_sum_its_datasets_payload_by_origin(small_dataset, make_generated_dataset):
     from lerobotstream import StreamingMultiLeRobotDataset
 
     other = make_generated_dataset(
@@ -227,19 +227,19 @@ def test_a_mixtures_payload_by_origin_sums_its_datasets(small_dataset, make_gene
     ds = StreamingMultiLeRobotDataset(
         ["sum/a", "sum/b"], roots=[small_dataset, other], repeat=True, batch_size=4, num_workers=0
     )
-    assert ds.payload_by_origin() == {}  # before iterating
+    assert ds.source_stats() == {}  # before iterating
     it = iter(ds)
     for _ in range(40):
         next(it)
     it.close()
     st = ds.stats()
-    total = dict.fromkeys(("store_bytes", "disk_cache_bytes", "reused_bytes", "needed_bytes"), 0)
+    total = dict.fromkeys(ORIGIN_KEYS, 0)
     for part in st["datasets"]:
         assert any(row["needed_bytes"] for row in part["bytes_by_epoch"].values())  # both datasets played
         for row in part["bytes_by_epoch"].values():
             for k in total:
                 total[k] += row[k]
-    assert ds.payload_by_origin() == total and total["needed_bytes"] > 0
+    assert {k: ds.source_stats()[k] for k in ORIGIN_KEYS} == total and total["needed_bytes"] > 0
 
 
 def test_a_second_run_says_its_payload_came_from_the_disk_cache(small_dataset, tmp_path):

@@ -41,7 +41,6 @@ __all__ = [
     "parse_list",
     "streaming_seed",
     "TAG_KEYS",
-    "ORIGIN_TAG_KEYS",
 ]
 
 log = logging.getLogger("lerobotstream.train")
@@ -49,12 +48,10 @@ log = logging.getLogger("lerobotstream.train")
 # Per-sample bookkeeping added in the worker and removed in the training process before the batch
 # reaches LeRobot (summary.BatchCounters): DataLoader worker id, process id (the source counters are
 # per process, shared by its shards in threads mode), that process's cumulative payload bytes / requests,
-# and its cumulative MP4 payload bytes by origin (ORIGIN_TAG_KEYS, one int64 vector; -1: unknown).
+# and its cumulative MP4 payload bytes by origin (``_wiring.ORIGIN_KEYS``, one int64 vector; -1: unknown).
 TAG_WORKER, TAG_PROCESS, TAG_BYTES, TAG_REQUESTS = "_lrs_worker", "_lrs_process", "_lrs_bytes_read", "_lrs_requests"
 TAG_ORIGIN = "_lrs_payload_origin"
 TAG_KEYS = (TAG_WORKER, TAG_PROCESS, TAG_BYTES, TAG_REQUESTS, TAG_ORIGIN)
-#: the stream's ``payload_by_origin()`` keys, in :data:`TAG_ORIGIN`'s order
-ORIGIN_TAG_KEYS = ORIGIN_KEYS
 
 IMAGENET_STATS = {
     "mean": [[[0.485]], [[0.456]], [[0.406]]],  # (c,1,1)
@@ -124,20 +121,17 @@ class TrainingStream(torch.utils.data.IterableDataset):
         self, items: Iterator[dict[str, Any]], wid: int, nw: int, source_stats: Callable[[], dict[str, Any]]
     ) -> Iterator[dict[str, Any]]:
         """Items of worker ``wid`` of ``nw`` (-1, 0: in-process) with the pass limit and the tags
-        (``source_stats``: that worker's payload-source counters, a method of the shard or stream
-        whose ``payload_by_origin()`` gives the by-origin tag). ``StreamLoader``'s hook too."""
+        (``source_stats``: that worker's payload counters, the stream's ``source_stats()`` keys).
+        ``StreamLoader``'s hook too."""
         limit = None if self.max_samples is None else math.ceil(self.max_samples / max(1, nw))
-        by_origin = getattr(getattr(source_stats, "__self__", None), "payload_by_origin", None)
         for n, item in enumerate(items):
             if limit is not None and n >= limit:
                 return
             if self.tags:
-                # by origin first: the store bytes it counts were read (``bytes_read``) before it counted them
-                origin = by_origin() if callable(by_origin) else {}
                 src = source_stats()
                 tags = (wid, os.getpid(), int(src.get("bytes_read", 0)), int(src.get("requests", 0)))
                 item.update({k: torch.tensor(v, dtype=torch.int64) for k, v in zip(TAG_KEYS[:4], tags)})
-                item[TAG_ORIGIN] = torch.tensor([int(origin.get(k, -1)) for k in ORIGIN_TAG_KEYS], dtype=torch.int64)
+                item[TAG_ORIGIN] = torch.tensor([int(src.get(k, -1)) for k in ORIGIN_KEYS], dtype=torch.int64)
             yield item
 
     def __getattr__(self, name: str) -> Any:

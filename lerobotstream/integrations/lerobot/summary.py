@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from lerobotstream.integrations.lerobot.factory import (
-    ORIGIN_TAG_KEYS,
+    ORIGIN_KEYS,
     TAG_BYTES,
     TAG_ORIGIN,
     TAG_PROCESS,
@@ -24,7 +24,7 @@ from lerobotstream.integrations.lerobot.factory import (
 
 __all__ = ["BatchCounters", "summarize", "format_summary", "rank_figures", "gather_ranks", "ORIGINS"]
 
-#: ``payload_bytes_by_origin``'s keys, in ``factory.ORIGIN_TAG_KEYS``' order
+#: ``payload_bytes_by_origin``'s keys, in ``factory.ORIGIN_KEYS``' order
 ORIGINS = ("store", "disk_cache", "reused", "needed")
 
 
@@ -43,7 +43,7 @@ class BatchCounters:
         self.steady_s = 0.0  # loop time after the first batch
         self.process_bytes: dict[int, int] = {}  # by pid
         self.process_requests: dict[int, int] = {}
-        #: by pid: the largest running MP4 payload bytes by origin (``factory.ORIGIN_TAG_KEYS`` order)
+        #: by pid: the largest running MP4 payload bytes by origin (``factory.ORIGIN_KEYS`` order)
         self.process_origin: dict[int, list[int]] = {}
         self.origin_unknown: set[int] = set()  # pids whose items carried no (or an unknown) by-origin tag
         self.samples_by_dataset: dict[int, int] = {}
@@ -73,7 +73,7 @@ class BatchCounters:
         for p, b, r, row in zip(pids, nbytes, nreq, rows):
             self.process_bytes[p] = max(self.process_bytes.get(p, 0), b)
             self.process_requests[p] = max(self.process_requests.get(p, 0), r)
-            if row is None or len(row) != len(ORIGIN_TAG_KEYS) or min(row) < 0:
+            if row is None or len(row) != len(ORIGIN_KEYS) or min(row) < 0:
                 self.origin_unknown.add(p)
             else:
                 kept = self.process_origin.get(p)
