@@ -323,7 +323,8 @@ class StreamLoader:
             )
             raise ResumeStateError(
                 f"not a StreamLoader state (schema {_STATE_SCHEMA!r} expected): "
-                f"{sorted(map(str, state)) if isinstance(state, dict) else type(state).__name__}{hint}. {start_over}"
+                f"{sorted(map(str, state)) if isinstance(state, dict) else type(state).__name__}"
+                + (f"{hint}." if hint else f". {start_over}")
             )
         self.stream.load_state_dict(state.get("stream"), loader=self.settings)  # None: "not a stream state"
         pos = self.stream.position

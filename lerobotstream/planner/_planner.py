@@ -283,10 +283,10 @@ class Planner:
                 "resume needs the same mixture. Start a new run from the policy weights."
             )
         else:
+            keys = [k for k in sorted(set(st.mixture) | set(mine.mixture)) if st.mixture.get(k) != mine.mixture.get(k)]
+            keys = [k for k in keys if k != "integer_weights"] or keys  # named alone: the weights' own differ
             refused += [
-                f"mixture {k}: checkpoint {st.mixture.get(k)!r}, now {mine.mixture.get(k)!r}"
-                for k in sorted(set(st.mixture) | set(mine.mixture))
-                if st.mixture.get(k) != mine.mixture.get(k)
+                f"mixture {k}: checkpoint {st.mixture.get(k)!r}, now {mine.mixture.get(k)!r}" for k in keys
             ] or episode_selection_diffs(st, mine)
         if refused:
             what = "the same episode selection"

@@ -227,7 +227,7 @@ def _check_schema(state: Any) -> None:
     raise ResumeStateError(
         f"{what} is not a lerobotstream stream state: pass the dict that the dataset's (or planner's) "
         f"state_dict() returned, unchanged (it carries {SCHEMA_KEY}={SCHEMA!r} and the fields {list(_TYPES)})"
-        f"{hint if loader else ''}. {_START_OVER}"
+        + (f"{hint}." if loader else f". {_START_OVER}")
     )
 
 

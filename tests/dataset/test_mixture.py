@@ -142,8 +142,9 @@ def test_resume_mid_mixture_is_sample_exact(roots, num_workers):
 def test_resume_refuses_another_mixture(roots):
     state = _mix(roots, weights=[0.5, 0.3, 0.2], repeat=True, batch_size=4).state_dict(samples_consumed=8)
     assert state["mixture"]["repo_ids"] == REPOS
-    with pytest.raises(ResumeStateError, match="weights"):
+    with pytest.raises(ResumeStateError, match=r"mixture weights: checkpoint \[0.5, 0.3, 0.2\]") as e:
         _mix(roots, weights=[0.2, 0.3, 0.5], repeat=True, batch_size=4).load_state_dict(state)
+    assert "integer_weights" not in str(e.value)  # derived from the weights: not named beside them
     with pytest.raises(ResumeStateError, match="mixture"):
         _mix(roots, REPOS[:2], weights=[0.5, 0.3], repeat=True, batch_size=4).load_state_dict(state)
     single = StreamingLeRobotDataset(root=roots[0], repeat=True, batch_size=4)

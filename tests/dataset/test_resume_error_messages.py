@@ -100,10 +100,15 @@ def test_states_of_another_schema_are_refused_naming_it(root):
 
 def test_a_state_given_to_the_wrong_object_says_where_it_goes(root):
     loader = StreamLoader(StreamingLeRobotDataset(root=root), batch_size=2, num_workers=0)
-    with pytest.raises(ResumeStateError, match="this is a StreamLoader state: pass it to StreamLoader.load_state_dict"):
+    # where it goes, and no advice to start over (the state is fine)
+    with pytest.raises(
+        ResumeStateError, match="this is a StreamLoader state: pass it to StreamLoader.load_state_dict"
+    ) as e:
         StreamingLeRobotDataset(root=root).load_state_dict(loader.state_dict())
-    with pytest.raises(ResumeStateError, match=r"this is a dataset's state \(ds.state_dict\(\)\)"):
+    assert "new run" not in str(e.value)
+    with pytest.raises(ResumeStateError, match=r"this is a dataset's state \(ds.state_dict\(\)\)") as e:
         loader.load_state_dict(StreamingLeRobotDataset(root=root).state_dict())
+    assert "new run" not in str(e.value)
     with pytest.raises(ResumeStateError, match="is not a lerobotstream stream state"):
         StreamingLeRobotDataset(root=root).load_state_dict([1])
 
