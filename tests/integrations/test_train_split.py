@@ -151,3 +151,74 @@ def test_an_unknown_payload_origin_is_said_not_summed_as_zero():
     legacy = dict(s)
     del legacy["payload_bytes_by_origin"]  # a summary dict written without it: no line
     assert "by origin" not in format_summary(legacy)
+
+
+def test_the_loop_time_runs_to_the_end_of_the_last_step():
+    """samples/s and the data-wait share count the last step's time: the loop's clock stops at the
+    end of training (``stop``), not when the last batch is received; a later stop moves nothing."""
+    from lerobotstream.integrations.lerobot.summary import BatchCounters, format_summary
+
+    c = BatchCounters()
+    c.start(10.0)
+    c.account(_batch([0, 0], [1, 1], [1, 1]), 10.0, 13.0)  # the first batch: 3 s of start-up
+    c.account(_batch([0, 0], [1, 1], [1, 1]), 13.5, 14.0)  # waited 0.5 s
+    c.account(_batch([0, 0], [1, 1], [1, 1]), 15.0, 15.0)  # no wait; its step runs to 17.0
+    c.stop(17.0)
+    c.stop(20.0)  # after the end (the summary's close): ignored
+    s = _summarize(c)
+    assert s["elapsed_s"] == 7.0 and s["samples_per_s"] == round(6 / 7.0, 2)
+    assert s["data_wait_share"] == 0.125  # 0.5 s of the 4 s after the first batch
+    assert "steps 0..3: 6 samples in 7.0 s = 0.86 samples/s (first batch after 3.0 s)" in format_summary(s)
+    assert "waiting for data: 12.5% of step time after the first batch" in format_summary(s)
+
+
+def test_one_step_says_why_its_wait_share_is_not_measured():
+    """One step of 4 samples, resumed: the rate covers the whole step; its only wait is the first
+    batch's start-up, so no share is given, and the line says why."""
+    from lerobotstream.integrations.lerobot.summary import BatchCounters, format_summary
+
+    c = BatchCounters()
+    c.start(100.0)
+    c.account(_batch([0, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]), 100.0, 100.25)
+    c.stop(108.0)  # a 7.75 s step
+    s = _summarize(c)
+    assert (s["steps"], s["samples"], s["elapsed_s"], s["samples_per_s"]) == (1, 4, 8.0, 0.5)
+    assert s["first_batch_s"] == 0.25 and s["data_wait_share"] is None
+    lines = format_summary(s).splitlines()
+    assert "[lerobotstream]   steps 0..1: 4 samples in 8.0 s = 0.5 samples/s (first batch after 0.25 s)" in lines
+    assert (
+        "[lerobotstream]   waiting for data: not measured (one step: its batch's 0.25 s wait is the start-up, "
+        "a share needs a second step)" in lines
+    )
+    none = _summarize(BatchCounters())
+    text = format_summary(none)
+    assert "samples/s not measured (no step timed)" in text and "waiting for data: not measured (no step taken)" in text
+    assert "?" not in text and "None" not in text.split("sidecar")[0]
+
+
+def test_the_gathered_loop_time_is_the_summarys(monkeypatch):
+    """``end_training``'s gather stops the loop's clock, so every rank's gathered figures and its
+    summary give the same elapsed; the run's close after it moves nothing."""
+    import time
+    import types
+
+    from lerobotstream.integrations.lerobot import hooks
+    from lerobotstream.integrations.lerobot.summary import gather_ranks, rank_figures
+
+    run = hooks.Run(types.SimpleNamespace(num_workers=0, batch_size=2))
+    c = run.counters
+    now = time.perf_counter()
+    c.start(now)
+    c.account(_batch([0, 0], [1, 1], [1, 1]), now, now)
+    before = time.perf_counter()
+    assert gather_ranks(c, []) is None  # no process group: this rank's figures only
+    after = time.perf_counter()
+    assert before <= c.end_t <= after
+    stopped = c.end_t
+    run.close()  # after end_training: the clock has stopped already
+    assert c.end_t == stopped and rank_figures(c)["elapsed_s"] == c.elapsed_s == stopped - now
+    fresh = hooks.Run(types.SimpleNamespace(num_workers=0, batch_size=2))
+    fresh.counters.start(now)
+    fresh.counters.account(_batch([0], [1], [1]), now, now)
+    fresh.close()  # no end_training (an older loop): the run's close stops it
+    assert fresh.counters.end_t is not None and fresh.counters.end_t >= now

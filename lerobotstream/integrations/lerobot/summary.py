@@ -2,9 +2,10 @@
 stream (:class:`BatchCounters`), the dict written to ``<output_dir>/streaming_summary.json``
 (:func:`summarize`) and its terminal lines (:func:`format_summary`).
 
-Figures: this rank's samples/s over the loop (worker start-up included) and, when gathered
-(:func:`gather_ranks`), the ranks' sum; the share of step time spent waiting for a batch after the
-first; the payload this rank's shards fetched (carried on the items' tags, ``factory.TAG_KEYS``)
+Figures: this rank's samples/s over the loop, from its start (worker start-up included) to the end
+of the last step (:meth:`BatchCounters.stop`), and, when gathered (:func:`gather_ranks`), the
+ranks' sum; the share of step time spent waiting for a batch after the first (the last step's
+time included); the payload this rank's shards fetched (carried on the items' tags, ``factory.TAG_KEYS``)
 beside the selected episodes' file bytes; its MP4 payload by origin (store, disk cache, reused in
 memory) beside what the admitted episodes' spans needed; the sidecar status, the collate and the loader.
 """
@@ -30,7 +31,8 @@ ORIGINS = ("store", "disk_cache", "reused", "needed")
 
 class BatchCounters:
     """Batches, samples, data wait (seconds, ``time.perf_counter``) and each process's fetched bytes,
-    requests and MP4 payload bytes by origin of the train stream, as the training loop takes its batches."""
+    requests and MP4 payload bytes by origin of the train stream, as the training loop takes its
+    batches; the loop's clock runs from :meth:`start` to :meth:`stop` (the end of the last step)."""
 
     def __init__(self) -> None:
         self.batches = 0
@@ -38,9 +40,10 @@ class BatchCounters:
         self.wait_s = 0.0
         self.first_batch_s: float | None = None
         self.loop_start: float | None = None
-        self.last_t: float | None = None
+        self.first_t: float | None = None  # the first batch received
+        self.last_t: float | None = None  # the last batch received
+        self.end_t: float | None = None  # the last step done (stop)
         self.steady_wait_s = 0.0  # waits after the first batch
-        self.steady_s = 0.0  # loop time after the first batch
         self.process_bytes: dict[int, int] = {}  # by pid
         self.process_requests: dict[int, int] = {}
         #: by pid: the largest running MP4 payload bytes by origin (``factory.ORIGIN_KEYS`` order)
@@ -52,16 +55,39 @@ class BatchCounters:
         """The loop starts at ``t`` (before the DataLoader's workers start)."""
         self.loop_start = t
 
+    def stop(self, t: float) -> None:
+        """The loop ends at ``t``, after its last step (the batch asked for last has been trained
+        on); the first call counts, later ones are ignored. Without it the figures end at the last
+        batch received, leaving the last step's time out."""
+        if self.end_t is None:
+            self.end_t = t
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds from :meth:`start` to :meth:`stop` (or to the last batch received, before
+        :meth:`stop`); 0.0 before the first batch."""
+        end = self.end_t if self.end_t is not None else self.last_t
+        if end is None or self.loop_start is None or self.last_t is None:
+            return 0.0
+        return max(0.0, end - self.loop_start)
+
+    @property
+    def steady_s(self) -> float:
+        """Seconds of steps after the first batch: from its receipt to :meth:`stop` (or to the last
+        batch received, before :meth:`stop`), the last step's time included."""
+        end = self.end_t if self.end_t is not None else self.last_t
+        return 0.0 if end is None or self.first_t is None else max(0.0, end - self.first_t)
+
     def account(self, batch: dict[str, Any], t0: float, t1: float) -> list[int]:
         """Count ``batch``, asked for at ``t0`` and received at ``t1``; its bookkeeping tags are
         removed from it (LeRobot never sees them). Returns the DataLoader worker of each sample."""
         wait = t1 - t0
         self.wait_s += wait
         if self.first_batch_s is None:
-            self.first_batch_s = t1 - (self.loop_start or t0)
-        elif self.last_t is not None:
+            self.first_batch_s = t1 - (self.loop_start if self.loop_start is not None else t0)
+            self.first_t = t1
+        else:
             self.steady_wait_s += wait
-            self.steady_s += t1 - self.last_t
         self.last_t = t1
         wids = batch.pop(TAG_WORKER).tolist()
         pids = batch.pop(TAG_PROCESS).tolist()
@@ -105,7 +131,7 @@ def summarize(
     selected episodes' file bytes (None when unknown), a mixture's weights and shares, and with
     ``ranks`` (every rank's :func:`rank_figures`) the ranks' summed samples/s."""
     c = counters
-    elapsed = _elapsed(c)
+    elapsed = c.elapsed_s
     every = _all_ranks(ranks, world_size)
     return {
         "rank": rank,
@@ -120,7 +146,8 @@ def summarize(
         "samples_per_s": round(c.samples / elapsed, 2) if elapsed > 0 else None,
         "samples_per_s_all_ranks": every,
         "first_batch_s": None if c.first_batch_s is None else round(c.first_batch_s, 3),
-        "data_wait_share": round(c.steady_wait_s / c.steady_s, 4) if c.steady_s > 0 else None,
+        # a share of the steps after the first: none with one step (its wait is the start-up)
+        "data_wait_share": round(c.steady_wait_s / c.steady_s, 4) if c.batches > 1 and c.steady_s > 0 else None,
         "data_wait_s": round(c.wait_s, 3),
         "payload_bytes_fetched": sum(c.process_bytes.values()),
         "payload_requests": sum(c.process_requests.values()),
@@ -141,19 +168,18 @@ def _by_origin(c: BatchCounters) -> dict[str, int | None]:
     return {name: sum(row[i] for row in c.process_origin.values()) for i, name in enumerate(ORIGINS)}
 
 
-def _elapsed(c: BatchCounters) -> float:
-    return (c.last_t - c.loop_start) if (c.last_t is not None and c.loop_start is not None) else 0.0
-
-
 def rank_figures(counters: BatchCounters) -> dict[str, Any]:
-    """What one rank contributes to the summed figures: its samples and loop time."""
-    return {"samples": counters.samples, "elapsed_s": _elapsed(counters)}
+    """What one rank contributes to the summed figures: its samples and loop time (seconds, the
+    same as its summary's ``elapsed_s``)."""
+    return {"samples": counters.samples, "elapsed_s": counters.elapsed_s}
 
 
 def gather_ranks(counters: BatchCounters, hold: list[Any]) -> list[dict[str, Any]] | None:
     """Every rank's :func:`rank_figures`, gathered over ``torch.distributed`` while its process
     group is still up (a collective: every rank calls it); None without one, or if it fails (the
-    summary then gives this rank's figures only).
+    summary then gives this rank's figures only). Called once training is over (LeRobot's
+    ``end_training``), it first stops this rank's loop clock (:meth:`BatchCounters.stop`), so the
+    gathered loop times and this rank's summary end at the same moment.
 
     The collective's work object is appended to ``hold``, and the caller keeps it until the process
     group is gone. Gloo's worker thread drops its reference to a finished collective while holding
@@ -161,9 +187,12 @@ def gather_ranks(counters: BatchCounters, hold: list[Any]) -> list[dict[str, Any
     the GIL, which the thread destroying the group holds while it waits for that lock: both ranks
     would hang at exit (PyTorch issue 56297). Holding the work object keeps the worker's reference
     from being the last, so the tensors are freed later, by the thread that drops ``hold``."""
+    import time
+
     import torch
     import torch.distributed as dist
 
+    counters.stop(time.perf_counter())  # training is over: the last step is done
     mine = rank_figures(counters)
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
         return None
@@ -256,12 +285,31 @@ def _origin_lines(s: dict[str, Any]) -> list[str]:
     ]
 
 
+def _wait_line(s: dict[str, Any]) -> str:
+    """The data-wait share of the steps after the first, or why it was not measured."""
+    first = s["first_batch_s"]
+    if s["data_wait_share"] is not None:
+        return (
+            f"[lerobotstream]   waiting for data: {100 * s['data_wait_share']:.1f}% of step time after the first "
+            f"batch (the first batch's {first} s of start-up is not counted)"
+        )
+    steps = s.get("steps", 0)
+    if not steps:
+        why = "no step taken"
+    elif steps == 1:
+        why = f"one step: its batch's {first} s wait is the start-up, a share needs a second step"
+    else:
+        why = "no step time after the first batch"
+    return f"[lerobotstream]   waiting for data: not measured ({why})"
+
+
 def format_summary(s: dict[str, Any]) -> str:
-    """The summary's terminal lines: the loader as it ran; this rank's samples/s (and the ranks'
-    sum when known); the data-wait share, which leaves the first batch (worker start-up, first
-    fetches) out and says so; the payload this rank fetched (prefetch ahead included) beside the
-    selected episodes' files; its MP4 payload by origin; a mixture's weights and shares."""
-    share = "?" if s["data_wait_share"] is None else f"{100 * s['data_wait_share']:.1f}%"
+    """The summary's terminal lines: the loader as it ran; this rank's samples/s from the loop's
+    start to the end of its last step (and the ranks' sum when known); the data-wait share of the
+    steps after the first, which leaves the first batch (worker start-up, first fetches) out and
+    says so, or why it was not measured (one step, no step); the payload this rank fetched
+    (prefetch ahead included) beside the selected episodes' files; its MP4 payload by origin; a
+    mixture's weights and shares."""
     files = ""
     if s.get("dataset_bytes"):
         parts = ""
@@ -269,12 +317,16 @@ def format_summary(s: dict[str, Any]) -> str:
             parts = f" = MP4 {_fmt_bytes(s['dataset_mp4_bytes'])} + Parquet {_fmt_bytes(s['dataset_parquet_bytes'])}"
         files = f"; the selected episodes' files: {_fmt_bytes(s['dataset_bytes'])}{parts}"
     world = s["world_size"]
-    rate = f"{s['samples_per_s']} samples/s" + (" on this rank" if world > 1 else "")
+    if s["samples_per_s"] is None:
+        rate = "samples/s not measured (no step timed)"
+    else:
+        rate = f"{s['samples_per_s']} samples/s" + (" on this rank" if world > 1 else "")
+    first = "" if s["first_batch_s"] is None else f" (first batch after {s['first_batch_s']} s)"
     lines = [
         f"[lerobotstream] streaming summary (rank {s['rank']} of {world}, {s.get('loader', 'DataLoader')}, "
         f"batch {s['batch_size']}, seed {s['seed']})",
         f"[lerobotstream]   steps {s['start_step']}..{s['start_step'] + s['steps']}: {s['samples']} samples "
-        f"in {s['elapsed_s']:.1f} s = {rate} (first batch after {s['first_batch_s']} s)",
+        f"in {s['elapsed_s']:.1f} s = {rate}{first}",
     ]
     if world > 1:
         every = s.get("samples_per_s_all_ranks")
@@ -284,8 +336,7 @@ def format_summary(s: dict[str, Any]) -> str:
             else f"[lerobotstream]   all {world} ranks: not gathered (this rank's figures only)"
         )
     lines += [
-        f"[lerobotstream]   waiting for data: {share} of step time after the first batch (the first batch's "
-        f"{s['first_batch_s']} s of start-up is not counted)",
+        _wait_line(s),
         f"[lerobotstream]   payload fetched by this rank: {_fmt_bytes(s['payload_bytes_fetched'])} in "
         f"{s['payload_requests']} requests (prefetch ahead of the last step included){files}",
         *_origin_lines(s),
