@@ -26,7 +26,8 @@ from lerobotstream.integrations.lerobot.summary import (
 def _summary(**kw):
     c = BatchCounters()
     c.start(0.0)
-    c.samples, c.batches, c.last_t, c.first_batch_s = 40, 5, 4.0, 1.0
+    c.samples, c.batches, c.last_t, c.first_batch_s = 48, 6, 4.5, 1.0
+    c.timed_samples, c.timed_end = 40, 4.0  # the 5 steps before the last ended at 4.0 s
     args = dict(rank=0, world_size=2, num_workers=2, batch_size=8, seed=0, start_step=0, sidecar="built", collate=None)
     args.update(kw)
     return summarize(c, None, loader="StreamLoader threads, 2 shards", **args)

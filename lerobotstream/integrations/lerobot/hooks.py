@@ -178,9 +178,7 @@ class Run:
 
     # --- the end ----------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop the loop's clock, unless ``end_training`` already did (``summary.gather_ranks``),
-        and close the batch trace (if any)."""
-        self.counters.stop(time.perf_counter())
+        """Close the batch trace (if any)."""
         if self.trace_file is not None:
             self.trace_file.close()
             self.trace_file = None

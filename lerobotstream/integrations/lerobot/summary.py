@@ -2,10 +2,10 @@
 stream (:class:`BatchCounters`), the dict written to ``<output_dir>/streaming_summary.json``
 (:func:`summarize`) and its terminal lines (:func:`format_summary`).
 
-Figures: this rank's samples/s over the loop, from its start (worker start-up included) to the end
-of the last step (:meth:`BatchCounters.stop`), and, when gathered (:func:`gather_ranks`), the
-ranks' sum; the share of step time spent waiting for a batch after the first (the last step's
-time included); the payload this rank's shards fetched (carried on the items' tags, ``factory.TAG_KEYS``)
+Figures: this rank's samples/s over the loop's steps before the last (from the loop's start, worker
+start-up included, to the request of the last batch, when the step before it ended: the loop's own
+work after its last step, a checkpoint or an upload, is not counted) and, when gathered
+(:func:`gather_ranks`), the ranks' sum; the share of step time spent waiting for a batch after the first; the payload this rank's shards fetched (carried on the items' tags, ``factory.TAG_KEYS``)
 beside the selected episodes' file bytes; its MP4 payload by origin (store, disk cache, reused in
 memory) beside what the admitted episodes' spans needed; the sidecar status, the collate and the loader.
 """
@@ -32,7 +32,8 @@ ORIGINS = ("store", "disk_cache", "reused", "needed")
 class BatchCounters:
     """Batches, samples, data wait (seconds, ``time.perf_counter``) and each process's fetched bytes,
     requests and MP4 payload bytes by origin of the train stream, as the training loop takes its
-    batches; the loop's clock runs from :meth:`start` to :meth:`stop` (the end of the last step)."""
+    batches. A step ends when the loop asks for the next batch: the samples of every batch but the
+    last (``timed_samples``) are timed from :meth:`start` to the request of the last (``elapsed_s``)."""
 
     def __init__(self) -> None:
         self.batches = 0
@@ -40,10 +41,11 @@ class BatchCounters:
         self.wait_s = 0.0
         self.first_batch_s: float | None = None
         self.loop_start: float | None = None
-        self.first_t: float | None = None  # the first batch received
         self.last_t: float | None = None  # the last batch received
-        self.end_t: float | None = None  # the last step done (stop)
+        self.timed_samples = 0  # samples of the batches before the last: their steps are done
+        self.timed_end: float | None = None  # when the last batch was asked for: the step before it ended
         self.steady_wait_s = 0.0  # waits after the first batch
+        self.steady_s = 0.0  # loop time after the first batch (receipt to receipt)
         self.process_bytes: dict[int, int] = {}  # by pid
         self.process_requests: dict[int, int] = {}
         #: by pid: the largest running MP4 payload bytes by origin (``factory.ORIGIN_KEYS`` order)
@@ -55,28 +57,13 @@ class BatchCounters:
         """The loop starts at ``t`` (before the DataLoader's workers start)."""
         self.loop_start = t
 
-    def stop(self, t: float) -> None:
-        """The loop ends at ``t``, after its last step (the batch asked for last has been trained
-        on); the first call counts, later ones are ignored. Without it the figures end at the last
-        batch received, leaving the last step's time out."""
-        if self.end_t is None:
-            self.end_t = t
-
     @property
     def elapsed_s(self) -> float:
-        """Seconds from :meth:`start` to :meth:`stop` (or to the last batch received, before
-        :meth:`stop`); 0.0 before the first batch."""
-        end = self.end_t if self.end_t is not None else self.last_t
-        if end is None or self.loop_start is None or self.last_t is None:
+        """Seconds from :meth:`start` to the request of the last batch (the steps of
+        ``timed_samples``); 0.0 before a second batch."""
+        if self.timed_end is None or self.loop_start is None:
             return 0.0
-        return max(0.0, end - self.loop_start)
-
-    @property
-    def steady_s(self) -> float:
-        """Seconds of steps after the first batch: from its receipt to :meth:`stop` (or to the last
-        batch received, before :meth:`stop`), the last step's time included."""
-        end = self.end_t if self.end_t is not None else self.last_t
-        return 0.0 if end is None or self.first_t is None else max(0.0, end - self.first_t)
+        return max(0.0, self.timed_end - self.loop_start)
 
     def account(self, batch: dict[str, Any], t0: float, t1: float) -> list[int]:
         """Count ``batch``, asked for at ``t0`` and received at ``t1``; its bookkeeping tags are
@@ -85,9 +72,10 @@ class BatchCounters:
         self.wait_s += wait
         if self.first_batch_s is None:
             self.first_batch_s = t1 - (self.loop_start if self.loop_start is not None else t0)
-            self.first_t = t1
-        else:
+        else:  # asked for at t0: the steps of the batches before it are done
             self.steady_wait_s += wait
+            self.steady_s += t1 - self.last_t
+            self.timed_samples, self.timed_end = self.samples, t0
         self.last_t = t1
         wids = batch.pop(TAG_WORKER).tolist()
         pids = batch.pop(TAG_PROCESS).tolist()
@@ -143,7 +131,8 @@ def summarize(
         "steps": c.batches,
         "samples": c.samples,
         "elapsed_s": round(elapsed, 3),
-        "samples_per_s": round(c.samples / elapsed, 2) if elapsed > 0 else None,
+        "timed_samples": c.timed_samples,
+        "samples_per_s": round(c.timed_samples / elapsed, 2) if elapsed > 0 else None,
         "samples_per_s_all_ranks": every,
         "first_batch_s": None if c.first_batch_s is None else round(c.first_batch_s, 3),
         # a share of the steps after the first: none with one step (its wait is the start-up)
@@ -169,17 +158,15 @@ def _by_origin(c: BatchCounters) -> dict[str, int | None]:
 
 
 def rank_figures(counters: BatchCounters) -> dict[str, Any]:
-    """What one rank contributes to the summed figures: its samples and loop time (seconds, the
-    same as its summary's ``elapsed_s``)."""
-    return {"samples": counters.samples, "elapsed_s": counters.elapsed_s}
+    """What one rank contributes to the summed figures: its timed samples and their loop time
+    (seconds, its summary's ``timed_samples`` and ``elapsed_s``)."""
+    return {"samples": counters.timed_samples, "elapsed_s": counters.elapsed_s}
 
 
 def gather_ranks(counters: BatchCounters, hold: list[Any]) -> list[dict[str, Any]] | None:
     """Every rank's :func:`rank_figures`, gathered over ``torch.distributed`` while its process
     group is still up (a collective: every rank calls it); None without one, or if it fails (the
-    summary then gives this rank's figures only). Called once training is over (LeRobot's
-    ``end_training``), it first stops this rank's loop clock (:meth:`BatchCounters.stop`), so the
-    gathered loop times and this rank's summary end at the same moment.
+    summary then gives this rank's figures only).
 
     The collective's work object is appended to ``hold``, and the caller keeps it until the process
     group is gone. Gloo's worker thread drops its reference to a finished collective while holding
@@ -187,12 +174,9 @@ def gather_ranks(counters: BatchCounters, hold: list[Any]) -> list[dict[str, Any
     the GIL, which the thread destroying the group holds while it waits for that lock: both ranks
     would hang at exit (PyTorch issue 56297). Holding the work object keeps the worker's reference
     from being the last, so the tensors are freed later, by the thread that drops ``hold``."""
-    import time
-
     import torch
     import torch.distributed as dist
 
-    counters.stop(time.perf_counter())  # training is over: the last step is done
     mine = rank_figures(counters)
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
         return None
@@ -304,8 +288,8 @@ def _wait_line(s: dict[str, Any]) -> str:
 
 
 def format_summary(s: dict[str, Any]) -> str:
-    """The summary's terminal lines: the loader as it ran; this rank's samples/s from the loop's
-    start to the end of its last step (and the ranks' sum when known); the data-wait share of the
+    """The summary's terminal lines: the loader as it ran; this rank's samples/s over its steps
+    before the last (and the ranks' sum when known); the data-wait share of the
     steps after the first, which leaves the first batch (worker start-up, first fetches) out and
     says so, or why it was not measured (one step, no step); the payload this rank fetched
     (prefetch ahead included) beside the selected episodes' files; its MP4 payload by origin; a
@@ -318,15 +302,19 @@ def format_summary(s: dict[str, Any]) -> str:
         files = f"; the selected episodes' files: {_fmt_bytes(s['dataset_bytes'])}{parts}"
     world = s["world_size"]
     if s["samples_per_s"] is None:
-        rate = "samples/s not measured (no step timed)"
+        rate = "; samples/s not measured (a rate needs a second step: a step ends when the next batch is asked for)"
     else:
-        rate = f"{s['samples_per_s']} samples/s" + (" on this rank" if world > 1 else "")
+        on = " on this rank" if world > 1 else ""
+        rate = (
+            f"; {s['timed_samples']} in the steps before the last took {s['elapsed_s']:.1f} s (start-up "
+            f"included) = {s['samples_per_s']} samples/s{on}"
+        )
     first = "" if s["first_batch_s"] is None else f" (first batch after {s['first_batch_s']} s)"
     lines = [
         f"[lerobotstream] streaming summary (rank {s['rank']} of {world}, {s.get('loader', 'DataLoader')}, "
         f"batch {s['batch_size']}, seed {s['seed']})",
-        f"[lerobotstream]   steps {s['start_step']}..{s['start_step'] + s['steps']}: {s['samples']} samples "
-        f"in {s['elapsed_s']:.1f} s = {rate}{first}",
+        f"[lerobotstream]   steps {s['start_step']}..{s['start_step'] + s['steps']}: {s['samples']} samples"
+        f"{rate}{first}",
     ]
     if world > 1:
         every = s.get("samples_per_s_all_ranks")
