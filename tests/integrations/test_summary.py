@@ -26,7 +26,8 @@ from lerobotstream.integrations.lerobot.summary import (
 def _summary(**kw):
     c = BatchCounters()
     c.start(0.0)
-    c.samples, c.batches, c.last_t, c.first_batch_s = 40, 5, 4.0, 1.0
+    c.samples, c.batches, c.last_t, c.first_batch_s = 48, 6, 4.5, 1.0
+    c.timed_samples, c.timed_end = 40, 4.0  # the 5 steps before the last ended at 4.0 s
     args = dict(rank=0, world_size=2, num_workers=2, batch_size=8, seed=0, start_step=0, sidecar="built", collate=None)
     args.update(kw)
     return summarize(c, None, loader="StreamLoader threads, 2 shards", **args)
@@ -267,3 +268,22 @@ def test_a_second_run_says_its_payload_came_from_the_disk_cache(small_dataset, t
     assert again["store"] == 0 and again["disk_cache"] > 0
     assert runs[1]["payload_bytes_fetched"] < runs[0]["payload_bytes_fetched"]
     assert "store 0 B, disk cache " in format_summary(runs[1])
+
+
+def test_the_first_batch_wait_names_what_it_includes():
+    """The slow first batch's log line names the loader and whether worker processes start within it."""
+    ns = types.SimpleNamespace
+    dl = torch.utils.data.DataLoader([1, 2], num_workers=2, multiprocessing_context="spawn")
+    assert hooks.first_batch_wait(dl) == (
+        "waiting for the first batch (DataLoader, 2 spawn workers: worker process start-up, first fetches and decodes)"
+    )
+    assert hooks.first_batch_wait(torch.utils.data.DataLoader([1, 2])) == (
+        "waiting for the first batch (DataLoader, in the training process: first fetches and decodes)"
+    )
+    assert hooks.first_batch_wait(ns(num_workers=2, multiprocessing_context="spawn", mode="processes")) == (
+        "waiting for the first batch (StreamLoader processes, 2 spawn workers: worker process start-up, "
+        "first fetches and decodes)"
+    )
+    assert hooks.first_batch_wait(ns(num_workers=2, multiprocessing_context=None, mode="threads")) == (
+        "waiting for the first batch (StreamLoader threads, 2 shards: first fetches and decodes)"
+    )

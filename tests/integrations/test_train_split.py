@@ -95,7 +95,8 @@ def test_batch_counters_strip_the_tags_and_leave_the_first_batch_out_of_the_wait
         loader="StreamLoader threads",
     )
     assert s["data_wait_share"] == 0.5 and s["payload_bytes_fetched"] == 380 and s["payload_requests"] == 5
-    assert s["elapsed_s"] == 4.0 and s["samples_per_s"] == 1.5 and s["dataset_bytes"] is None
+    # the 4 samples of the first two steps (done when the third batch was asked for, at 14.0) over 4 s
+    assert (s["elapsed_s"], s["timed_samples"], s["samples_per_s"], s["dataset_bytes"]) == (4.0, 4, 1.0, None)
     assert "waiting for data: 50.0% of step time after the first batch" in format_summary(s)
 
 
@@ -151,3 +152,52 @@ def test_an_unknown_payload_origin_is_said_not_summed_as_zero():
     legacy = dict(s)
     del legacy["payload_bytes_by_origin"]  # a summary dict written without it: no line
     assert "by origin" not in format_summary(legacy)
+
+
+def test_the_rate_times_the_steps_before_the_last():
+    """A step ends when the loop asks for the next batch: the samples of the batches before the last
+    are timed from the loop's start to the last request (start-up included; the loop's own work after
+    its last step, a checkpoint or an upload, is not); the data-wait share is the waits after the
+    first batch over the time between receipts."""
+    from lerobotstream.integrations.lerobot.summary import BatchCounters, format_summary, rank_figures
+
+    c = BatchCounters()
+    c.start(10.0)
+    c.account(_batch([0, 0], [1, 1], [1, 1]), 10.0, 13.0)  # the first batch: 3 s of start-up
+    c.account(_batch([0, 0], [1, 1], [1, 1]), 13.5, 14.0)  # step 1 took 0.5 s, then a 0.5 s wait
+    c.account(_batch([0, 0, 0], [1, 1, 1], [1, 1, 1]), 15.0, 15.0)  # step 2 ended at 15.0: 4 samples timed
+    s = _summarize(c)
+    assert (s["samples"], s["timed_samples"], s["elapsed_s"], s["samples_per_s"]) == (7, 4, 5.0, 0.8)
+    assert rank_figures(c) == {"samples": 4, "elapsed_s": 5.0}
+    assert s["data_wait_share"] == 0.25  # 0.5 s of the 2 s between the first and the last receipt
+    text = format_summary(s)
+    assert (
+        "steps 0..3: 7 samples; 4 in the steps before the last took 5.0 s (start-up included) = 0.8 samples/s "
+        "(first batch after 3.0 s)"
+    ) in text
+    assert "waiting for data: 25.0% of step time after the first batch" in text
+
+
+def test_one_step_says_why_its_rate_and_wait_share_are_not_measured():
+    """One step, resumed: no step ended before the last batch was asked for, so no rate; its only wait
+    is the first batch's start-up, so no share; the lines say why."""
+    from lerobotstream.integrations.lerobot.summary import BatchCounters, format_summary
+
+    c = BatchCounters()
+    c.start(100.0)
+    c.account(_batch([0, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]), 100.0, 100.25)
+    s = _summarize(c)
+    assert (s["steps"], s["samples"], s["timed_samples"], s["samples_per_s"]) == (1, 4, 0, None)
+    assert s["first_batch_s"] == 0.25 and s["data_wait_share"] is None
+    lines = format_summary(s).splitlines()
+    assert (
+        "[lerobotstream]   steps 0..1: 4 samples; samples/s not measured (a rate needs a second step: a step "
+        "ends when the next batch is asked for) (first batch after 0.25 s)" in lines
+    )
+    assert (
+        "[lerobotstream]   waiting for data: not measured (one step: its batch's 0.25 s wait is the start-up, "
+        "a share needs a second step)" in lines
+    )
+    text = format_summary(_summarize(BatchCounters()))
+    assert "samples/s not measured" in text and "waiting for data: not measured (no step taken)" in text
+    assert "?" not in text and "None" not in text.split("sidecar")[0]

@@ -18,6 +18,7 @@ from lerobotstream import __version__, constants
 from lerobotstream._slow import announce_if_slow
 from lerobotstream.integrations.lerobot import patching
 from lerobotstream.integrations.lerobot import resume as _resume
+from lerobotstream.integrations.lerobot.accelerator import loader_name
 from lerobotstream.integrations.lerobot.factory import TrainingStream, make_streaming_datasets, streaming_seed
 from lerobotstream.integrations.lerobot.summary import BatchCounters, summarize
 
@@ -27,6 +28,22 @@ from lerobotstream.planner._planner import discover_world as world
 __all__ = ["Run", "world"]
 
 log = logging.getLogger("lerobotstream.train")
+
+
+def first_batch_wait(loader: Any) -> str:
+    """What the wait for ``loader``'s first batch is, as the log says it when it is slow: the loader
+    as it runs (``accelerator.loader_name``) and what the wait includes, e.g. ``"waiting for the
+    first batch (DataLoader, 2 spawn workers: worker process start-up, first fetches and decodes)"``;
+    worker processes (a DataLoader's, or ``StreamLoader`` processes mode) start within it, threads
+    and the training process do not."""
+    try:
+        name = loader_name(loader)
+        mode = getattr(loader, "mode", None)
+        processes = mode == "processes" or (mode is None and int(loader.num_workers) > 0)
+    except (AttributeError, TypeError, ValueError):  # a loader without torch's settings: say the common part
+        return "waiting for the first batch (first fetches and decodes)"
+    what = "worker process start-up, first fetches and decodes" if processes else "first fetches and decodes"
+    return f"waiting for the first batch ({name}: {what})"
 
 
 class Run:
@@ -126,9 +143,7 @@ class Run:
                 if self.counters.batches:
                     batch = next(it)
                 else:  # over a slow store: say what the wait is
-                    with announce_if_slow(
-                        log, "lerobotstream: waiting for the first batch (first fetches and decodes)"
-                    ):
+                    with announce_if_slow(log, f"lerobotstream: {first_batch_wait(dataloader)}"):
                         batch = next(it)
             except StopIteration:  # the stream repeats; a finite one restarts like LeRobot's cycle
                 it = iter(dataloader)

@@ -2,9 +2,10 @@
 stream (:class:`BatchCounters`), the dict written to ``<output_dir>/streaming_summary.json``
 (:func:`summarize`) and its terminal lines (:func:`format_summary`).
 
-Figures: this rank's samples/s over the loop (worker start-up included) and, when gathered
-(:func:`gather_ranks`), the ranks' sum; the share of step time spent waiting for a batch after the
-first; the payload this rank's shards fetched (carried on the items' tags, ``factory.TAG_KEYS``)
+Figures: this rank's samples/s over the loop's steps before the last (from the loop's start, worker
+start-up included, to the request of the last batch, when the step before it ended: the loop's own
+work after its last step, a checkpoint or an upload, is not counted) and, when gathered
+(:func:`gather_ranks`), the ranks' sum; the share of step time spent waiting for a batch after the first; the payload this rank's shards fetched (carried on the items' tags, ``factory.TAG_KEYS``)
 beside the selected episodes' file bytes; its MP4 payload by origin (store, disk cache, reused in
 memory) beside what the admitted episodes' spans needed; the sidecar status, the collate and the loader.
 """
@@ -30,7 +31,9 @@ ORIGINS = ("store", "disk_cache", "reused", "needed")
 
 class BatchCounters:
     """Batches, samples, data wait (seconds, ``time.perf_counter``) and each process's fetched bytes,
-    requests and MP4 payload bytes by origin of the train stream, as the training loop takes its batches."""
+    requests and MP4 payload bytes by origin of the train stream, as the training loop takes its
+    batches. A step ends when the loop asks for the next batch: the samples of every batch but the
+    last (``timed_samples``) are timed from :meth:`start` to the request of the last (``elapsed_s``)."""
 
     def __init__(self) -> None:
         self.batches = 0
@@ -38,9 +41,11 @@ class BatchCounters:
         self.wait_s = 0.0
         self.first_batch_s: float | None = None
         self.loop_start: float | None = None
-        self.last_t: float | None = None
+        self.last_t: float | None = None  # the last batch received
+        self.timed_samples = 0  # samples of the batches before the last: their steps are done
+        self.timed_end: float | None = None  # when the last batch was asked for: the step before it ended
         self.steady_wait_s = 0.0  # waits after the first batch
-        self.steady_s = 0.0  # loop time after the first batch
+        self.steady_s = 0.0  # loop time after the first batch (receipt to receipt)
         self.process_bytes: dict[int, int] = {}  # by pid
         self.process_requests: dict[int, int] = {}
         #: by pid: the largest running MP4 payload bytes by origin (``factory.ORIGIN_KEYS`` order)
@@ -52,16 +57,25 @@ class BatchCounters:
         """The loop starts at ``t`` (before the DataLoader's workers start)."""
         self.loop_start = t
 
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds from :meth:`start` to the request of the last batch (the steps of
+        ``timed_samples``); 0.0 before a second batch."""
+        if self.timed_end is None or self.loop_start is None:
+            return 0.0
+        return max(0.0, self.timed_end - self.loop_start)
+
     def account(self, batch: dict[str, Any], t0: float, t1: float) -> list[int]:
         """Count ``batch``, asked for at ``t0`` and received at ``t1``; its bookkeeping tags are
         removed from it (LeRobot never sees them). Returns the DataLoader worker of each sample."""
         wait = t1 - t0
         self.wait_s += wait
         if self.first_batch_s is None:
-            self.first_batch_s = t1 - (self.loop_start or t0)
-        elif self.last_t is not None:
+            self.first_batch_s = t1 - (self.loop_start if self.loop_start is not None else t0)
+        else:  # asked for at t0: the steps of the batches before it are done
             self.steady_wait_s += wait
             self.steady_s += t1 - self.last_t
+            self.timed_samples, self.timed_end = self.samples, t0
         self.last_t = t1
         wids = batch.pop(TAG_WORKER).tolist()
         pids = batch.pop(TAG_PROCESS).tolist()
@@ -105,7 +119,7 @@ def summarize(
     selected episodes' file bytes (None when unknown), a mixture's weights and shares, and with
     ``ranks`` (every rank's :func:`rank_figures`) the ranks' summed samples/s."""
     c = counters
-    elapsed = _elapsed(c)
+    elapsed = c.elapsed_s
     every = _all_ranks(ranks, world_size)
     return {
         "rank": rank,
@@ -117,10 +131,12 @@ def summarize(
         "steps": c.batches,
         "samples": c.samples,
         "elapsed_s": round(elapsed, 3),
-        "samples_per_s": round(c.samples / elapsed, 2) if elapsed > 0 else None,
+        "timed_samples": c.timed_samples,
+        "samples_per_s": round(c.timed_samples / elapsed, 2) if elapsed > 0 else None,
         "samples_per_s_all_ranks": every,
         "first_batch_s": None if c.first_batch_s is None else round(c.first_batch_s, 3),
-        "data_wait_share": round(c.steady_wait_s / c.steady_s, 4) if c.steady_s > 0 else None,
+        # a share of the steps after the first: none with one step (its wait is the start-up)
+        "data_wait_share": round(c.steady_wait_s / c.steady_s, 4) if c.batches > 1 and c.steady_s > 0 else None,
         "data_wait_s": round(c.wait_s, 3),
         "payload_bytes_fetched": sum(c.process_bytes.values()),
         "payload_requests": sum(c.process_requests.values()),
@@ -141,13 +157,10 @@ def _by_origin(c: BatchCounters) -> dict[str, int | None]:
     return {name: sum(row[i] for row in c.process_origin.values()) for i, name in enumerate(ORIGINS)}
 
 
-def _elapsed(c: BatchCounters) -> float:
-    return (c.last_t - c.loop_start) if (c.last_t is not None and c.loop_start is not None) else 0.0
-
-
 def rank_figures(counters: BatchCounters) -> dict[str, Any]:
-    """What one rank contributes to the summed figures: its samples and loop time."""
-    return {"samples": counters.samples, "elapsed_s": _elapsed(counters)}
+    """What one rank contributes to the summed figures: its timed samples and their loop time
+    (seconds, its summary's ``timed_samples`` and ``elapsed_s``)."""
+    return {"samples": counters.timed_samples, "elapsed_s": counters.elapsed_s}
 
 
 def gather_ranks(counters: BatchCounters, hold: list[Any]) -> list[dict[str, Any]] | None:
@@ -256,12 +269,31 @@ def _origin_lines(s: dict[str, Any]) -> list[str]:
     ]
 
 
+def _wait_line(s: dict[str, Any]) -> str:
+    """The data-wait share of the steps after the first, or why it was not measured."""
+    first = s["first_batch_s"]
+    if s["data_wait_share"] is not None:
+        return (
+            f"[lerobotstream]   waiting for data: {100 * s['data_wait_share']:.1f}% of step time after the first "
+            f"batch (the first batch's {first} s of start-up is not counted)"
+        )
+    steps = s.get("steps", 0)
+    if not steps:
+        why = "no step taken"
+    elif steps == 1:
+        why = f"one step: its batch's {first} s wait is the start-up, a share needs a second step"
+    else:
+        why = "no step time after the first batch"
+    return f"[lerobotstream]   waiting for data: not measured ({why})"
+
+
 def format_summary(s: dict[str, Any]) -> str:
-    """The summary's terminal lines: the loader as it ran; this rank's samples/s (and the ranks'
-    sum when known); the data-wait share, which leaves the first batch (worker start-up, first
-    fetches) out and says so; the payload this rank fetched (prefetch ahead included) beside the
-    selected episodes' files; its MP4 payload by origin; a mixture's weights and shares."""
-    share = "?" if s["data_wait_share"] is None else f"{100 * s['data_wait_share']:.1f}%"
+    """The summary's terminal lines: the loader as it ran; this rank's samples/s over its steps
+    before the last (and the ranks' sum when known); the data-wait share of the
+    steps after the first, which leaves the first batch (worker start-up, first fetches) out and
+    says so, or why it was not measured (one step, no step); the payload this rank fetched
+    (prefetch ahead included) beside the selected episodes' files; its MP4 payload by origin; a
+    mixture's weights and shares."""
     files = ""
     if s.get("dataset_bytes"):
         parts = ""
@@ -269,12 +301,20 @@ def format_summary(s: dict[str, Any]) -> str:
             parts = f" = MP4 {_fmt_bytes(s['dataset_mp4_bytes'])} + Parquet {_fmt_bytes(s['dataset_parquet_bytes'])}"
         files = f"; the selected episodes' files: {_fmt_bytes(s['dataset_bytes'])}{parts}"
     world = s["world_size"]
-    rate = f"{s['samples_per_s']} samples/s" + (" on this rank" if world > 1 else "")
+    if s["samples_per_s"] is None:
+        rate = "; samples/s not measured (a rate needs a second step: a step ends when the next batch is asked for)"
+    else:
+        on = " on this rank" if world > 1 else ""
+        rate = (
+            f"; {s['timed_samples']} in the steps before the last took {s['elapsed_s']:.1f} s (start-up "
+            f"included) = {s['samples_per_s']} samples/s{on}"
+        )
+    first = "" if s["first_batch_s"] is None else f" (first batch after {s['first_batch_s']} s)"
     lines = [
         f"[lerobotstream] streaming summary (rank {s['rank']} of {world}, {s.get('loader', 'DataLoader')}, "
         f"batch {s['batch_size']}, seed {s['seed']})",
-        f"[lerobotstream]   steps {s['start_step']}..{s['start_step'] + s['steps']}: {s['samples']} samples "
-        f"in {s['elapsed_s']:.1f} s = {rate} (first batch after {s['first_batch_s']} s)",
+        f"[lerobotstream]   steps {s['start_step']}..{s['start_step'] + s['steps']}: {s['samples']} samples"
+        f"{rate}{first}",
     ]
     if world > 1:
         every = s.get("samples_per_s_all_ranks")
@@ -284,8 +324,7 @@ def format_summary(s: dict[str, Any]) -> str:
             else f"[lerobotstream]   all {world} ranks: not gathered (this rank's figures only)"
         )
     lines += [
-        f"[lerobotstream]   waiting for data: {share} of step time after the first batch (the first batch's "
-        f"{s['first_batch_s']} s of start-up is not counted)",
+        _wait_line(s),
         f"[lerobotstream]   payload fetched by this rank: {_fmt_bytes(s['payload_bytes_fetched'])} in "
         f"{s['payload_requests']} requests (prefetch ahead of the last step included){files}",
         *_origin_lines(s),
