@@ -36,8 +36,9 @@ def usable_cpus() -> int:
 
 def sum_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Counters of several shards as one: numbers and dicts of numbers summed (``first_item_s``:
-    the earliest; ``frames_decoded_per_returned`` recomputed; the source counters a process's
-    shards share, ``PROCESS_KEYS``, once per process), anything else the first part's."""
+    the earliest; ``frames_decoded_per_returned`` recomputed; the counters a process's shards
+    share, ``PROCESS_KEYS`` (source counters, set-up seconds), once per process), anything else
+    the first part's."""
     out: dict[str, Any] = {}
     per_process = one_per_process(parts)
     for k, v in parts[0].items():
@@ -263,8 +264,10 @@ class StreamLoader:
 
     def stats(self) -> dict[str, Any]:
         """The current (or last) iterator's counters in threads mode: the shards' ``stats()`` as one
-        (:func:`sum_stats`), each shard's own under ``shards``; empty before the first iterator and
-        in processes mode."""
+        (:func:`sum_stats`: the shards' work summed; the source counters and the set-up seconds
+        ``metadata_s``, ``sidecar_s``, ``torchcodec_import_s``, which the shards of the training
+        process share, once), each shard's own under ``shards``; empty before the first iterator
+        and in processes mode."""
         parts = [s.stats() for s in self._shards]
         parts = [p for p in parts if p]
         if not parts:
