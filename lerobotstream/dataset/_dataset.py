@@ -246,7 +246,8 @@ class StreamingLeRobotDataset(StreamCore):
             frames_decoded (int): frames decoded (whole GOP runs, each once while cached);
                 frames_returned (int, window frames included); frames_unique, decode_calls (int);
                 frames_decoded_per_returned (float | None).
-            seconds, summed over threads: metadata_s, sidecar_s, torchcodec_import_s (set-up),
+            seconds, summed over threads: metadata_s, sidecar_s, torchcodec_import_s (the
+                constructor's set-up: one per process, every shard of it reports the same),
                 index_open_s, spans_s, parquet_s, fetch_s, synthesize_s, open_s, decode_s,
                 assemble_s, transforms_s, queue_wait_s, admit_wait_s, decode_job_s; first_item_s.
             items, chunks (int).

@@ -403,9 +403,13 @@ class StreamCore(torch.utils.data.IterableDataset):
         r.loaded = dict(state)
         r.planned_for = (loader, epoch, samples)
 
-    def resume_info(self, *, loader: LoaderSettings | None = None) -> dict[str, Any] | None:
-        """What an elastic resume continues (``Planner.remainder_info``; None: a plain epoch)."""
-        return self._rank_planner(self.loader_settings(loader)).remainder_info()
+    def resume_info(self) -> dict[str, Any] | None:
+        """What an elastic resume continues (``Planner.remainder_info``, docs/resume.md; None: a
+        plain epoch), for the settings the loaded state was fitted to: a ``StreamLoader``'s (or
+        any :meth:`prepare`'s) once it replanned the state for them, else the options' (the
+        settings :attr:`resume_changes` compares with the checkpoint's)."""
+        planned = self._resume.planned_for
+        return self._rank_planner(planned[0] if planned is not None else self.loader_settings()).remainder_info()
 
     def __getstate__(self) -> dict[str, Any]:
         st = dict(self.__dict__)

@@ -158,8 +158,18 @@ class Readers:
         return [r.source.stats.as_dict() for r in self.readers]
 
 
-#: source counters every shard of one process shares: summed over processes, not over shards
-PROCESS_KEYS = ("source", "metadata_source", "bytes_fetched", "requests")
+#: counters every shard of one process shares: its payload source's, and the seconds the stream's
+#: construction took (metadata, sidecar, torchcodec import: one set-up per process, reported by
+#: each of its shards); summed over processes, not over shards
+PROCESS_KEYS = (
+    "source",
+    "metadata_source",
+    "bytes_fetched",
+    "requests",
+    "metadata_s",
+    "sidecar_s",
+    "torchcodec_import_s",
+)
 
 
 def one_per_process(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from lerobotstream.loader._batch import known_collate
 from lerobotstream.loader._threads import STALL_WARNING_S, StallWatch, thread_batches
 from lerobotstream.options import check_option, checked_keywords, is_int
 
-__all__ = ["StreamLoader", "choose_mode", "sum_stats", "usable_cpus", "MODES"]
+__all__ = ["StreamLoader", "check_context", "choose_mode", "sum_stats", "usable_cpus", "MODES"]
 
 log = logging.getLogger("lerobotstream.loader")
 
@@ -36,8 +36,9 @@ def usable_cpus() -> int:
 
 def sum_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Counters of several shards as one: numbers and dicts of numbers summed (``first_item_s``:
-    the earliest; ``frames_decoded_per_returned`` recomputed; the source counters a process's
-    shards share, ``PROCESS_KEYS``, once per process), anything else the first part's."""
+    the earliest; ``frames_decoded_per_returned`` recomputed; the counters a process's shards
+    share, ``PROCESS_KEYS`` (source counters, set-up seconds), once per process), anything else
+    the first part's."""
     out: dict[str, Any] = {}
     per_process = one_per_process(parts)
     for k, v in parts[0].items():
@@ -56,6 +57,32 @@ def sum_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
     if "frames_decoded_per_returned" in out:
         out["frames_decoded_per_returned"] = out["frames_decoded"] / fr if fr else None
     return out
+
+
+def check_context(context: Any) -> Any:
+    """``context`` if the DataLoader's ``multiprocessing_context`` rule accepts it: None, a start
+    method this platform has (``multiprocessing.get_all_start_methods()``) or a multiprocessing
+    context object.
+
+    Raises:
+        StreamingConfigError: anything else (naming ``multiprocessing_context``, the value and the
+            allowed ones).
+    """
+    import multiprocessing
+    from multiprocessing.context import BaseContext
+
+    if context is None or isinstance(context, BaseContext):
+        return context
+    methods = multiprocessing.get_all_start_methods()
+    if isinstance(context, str) and context in methods:
+        return context
+    raise StreamingConfigError(
+        f"StreamLoader: multiprocessing_context must be None, one of this platform's start methods "
+        f"({', '.join(map(repr, methods))}) or a multiprocessing context (multiprocessing.get_context(...)), "
+        f"got {context!r}",
+        option="multiprocessing_context",
+        value=context,
+    )
 
 
 def choose_mode(num_workers: int, cpus: int | None = None) -> tuple[str, str]:
@@ -105,8 +132,9 @@ class StreamLoader:
         collate_fn: None (``default_collate``), ``lerobot_collate_fn`` (ours or LeRobot's),
             ``packed_collate`` (its inner function: nothing is packed), or any function of a list
             of items.
-        multiprocessing_context: processes: ``"spawn"``, ``"fork"``, ``"forkserver"`` or a context
-            (default: multiprocessing's).
+        multiprocessing_context: processes: None (multiprocessing's default), a start method this
+            platform has (``"spawn"``, ``"fork"``, ``"forkserver"``: ``multiprocessing.get_all_start_methods()``)
+            or a multiprocessing context object; checked in either mode, unused by threads.
         timeout (float | None): seconds to wait for one batch of a worker or shard (the
             DataLoader's ``timeout``); past it the iterator raises
             :class:`~lerobotstream.errors.LoaderWorkerError` naming it, its PID and how long it
@@ -165,6 +193,7 @@ class StreamLoader:
             raise StreamingConfigError(
                 f"StreamLoader: prefetch_batches must be an int >= 1 or None, got {prefetch_batches!r}"
             )
+        check_context(multiprocessing_context)
         if timeout is None:
             timeout = stream.options.loader_timeout_s
         check_option("loader_timeout_s", timeout, where="StreamLoader", label="timeout")
@@ -263,8 +292,10 @@ class StreamLoader:
 
     def stats(self) -> dict[str, Any]:
         """The current (or last) iterator's counters in threads mode: the shards' ``stats()`` as one
-        (:func:`sum_stats`), each shard's own under ``shards``; empty before the first iterator and
-        in processes mode."""
+        (:func:`sum_stats`: the shards' work summed; the source counters and the set-up seconds
+        ``metadata_s``, ``sidecar_s``, ``torchcodec_import_s``, which the shards of the training
+        process share, once), each shard's own under ``shards``; empty before the first iterator
+        and in processes mode."""
         parts = [s.stats() for s in self._shards]
         parts = [p for p in parts if p]
         if not parts:

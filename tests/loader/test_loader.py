@@ -257,6 +257,22 @@ def test_choose_mode_and_options(root):
 
 
 @pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_multiprocessing_context_is_checked_at_construction(root, mode):
+    """The DataLoader's rule, in either mode and before any batch: None, a start method of this
+    platform or a context object; anything else is a StreamingConfigError naming the argument,
+    the value and the start methods."""
+    import multiprocessing
+
+    methods = multiprocessing.get_all_start_methods()
+    for ok in (None, *methods, multiprocessing.get_context(methods[0])):
+        assert StreamLoader(_ds(root, 0), B, num_workers=2, mode=mode, multiprocessing_context=ok)
+    for bad in ("bogus", "SPAWN", 3):
+        with pytest.raises(StreamingConfigError, match="multiprocessing_context must be None.*'spawn'") as err:
+            StreamLoader(_ds(root, 0), B, num_workers=2, mode=mode, multiprocessing_context=bad)
+        assert err.value.option == "multiprocessing_context" and err.value.value is bad
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_the_loader_hands_its_settings_to_the_stream_as_data(root, mode):
     """The loader's batch_size / num_workers / drop_last reach the stream as a LoaderSettings: the
     dataset and its options are not changed (``ds.options`` never goes stale), the numpy ints the

@@ -152,3 +152,26 @@ def test_a_dataloader_worker_count_other_than_the_datasets_warns(root):
     ds.load_state_dict(first.state_dict()["stream"])
     with pytest.warns(RuntimeWarning, match="DataLoader runs 3 worker.*num_workers=2.*pass num_workers=3"):
         ds.prepare(3)
+
+
+@pytest.mark.parametrize("batch_size,workers", [(3, 3), (3, 2), (2, 4)])
+def test_resume_info_describes_the_loaders_settings(root, batch_size, workers):
+    """After ``StreamLoader(ds, other batch size / workers).load_state_dict(state)`` (repeat), or a
+    loader wrapping a dataset that loaded the state, the dataset's ``resume_info()`` describes the
+    remainder for the loader's settings, the ones ``resume_changes`` names: the planner's own
+    figures for them, overlap included."""
+    first = StreamLoader(_ds(root, repeat=True), batch_size=4, num_workers=2, mode="threads")
+    _take(first, 3)
+    state = first.state_dict()
+    ds = _ds(root, repeat=True)
+    loader = StreamLoader(ds, batch_size=batch_size, num_workers=workers, mode="threads")
+    loader.load_state_dict(state)
+    planner = ds._planner(loader.settings)
+    planner.load_state_dict(state["stream"])
+    expected = planner.remainder_info()
+    assert ds.resume_changes and expected["overlap"] > 0
+    assert ds.resume_info() == expected
+    wrapped = _ds(root, repeat=True)  # a dataset that loaded the state before the loader wrapped it
+    wrapped.load_state_dict(state["stream"])
+    StreamLoader(wrapped, batch_size=batch_size, num_workers=workers, mode="threads")
+    assert wrapped.resume_info() == expected and wrapped.resume_changes == ds.resume_changes

@@ -1,6 +1,6 @@
 """``StreamLoader.stats()``: in threads mode the stream's counters summed over the shards (each
-shard's own under ``shards``; the source counters, which the shards share, counted once); empty
-before the first iterator."""
+shard's own under ``shards``; the source counters and the set-up seconds, which the shards share,
+counted once); empty before the first iterator."""
 
 from __future__ import annotations
 
@@ -36,6 +36,24 @@ def test_threads_mode_counters_summed_over_the_shards(root, nw):
     assert st["sidecar"] in ("cache", "published", "built")
 
 
+SETUP_KEYS = ("metadata_s", "sidecar_s", "torchcodec_import_s")
+
+
+def test_threads_mode_set_up_seconds_once_not_once_per_shard(root):
+    """Six shards over five episodes (one idle at least): the dataset's construction seconds, which
+    every shard of the process reports, count once; the shards' work is still summed."""
+    ds = StreamingLeRobotDataset(root=root, episode_pool_size=2, prefetch_episodes=1)
+    loader = StreamLoader(ds, batch_size=2, num_workers=6, mode="threads")
+    samples = sum(len(b["index"]) for b in loader)
+    st = loader.stats()
+    shards = st["shards"]
+    assert len(shards) == 6 and min(s["items"] for s in shards) == 0  # an idle shard reports too
+    assert st["items"] == samples == sum(LENGTHS)
+    for k in SETUP_KEYS:
+        assert all(s[k] == shards[0][k] for s in shards)
+        assert st[k] == shards[0][k] > 0, k
+
+
 def test_sum_stats_sums_numbers_and_number_dicts_and_keeps_the_rest():
     a = {
         "pid": 1,
@@ -68,8 +86,9 @@ def test_sum_stats_sums_numbers_and_number_dicts_and_keeps_the_rest():
         "frames_decoded_per_returned": 1.5,
     }
     # two shards of one process: its source counters (shared) once, the shards' own summed
-    one = sum_stats([a, {**b, "pid": 1}])
-    assert one["source"] == {"requests": 1} and one["items"] == 5
+    one = sum_stats([{**a, "metadata_s": 0.25}, {**b, "pid": 1, "metadata_s": 0.25}])
+    assert one["source"] == {"requests": 1} and one["items"] == 5 and one["metadata_s"] == 0.25
+    assert sum_stats([{**a, "metadata_s": 0.25}, {**b, "metadata_s": 0.5}])["metadata_s"] == 0.75
 
 
 def test_a_mixtures_counters_are_summed_too(make_generated_dataset):
