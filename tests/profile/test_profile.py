@@ -120,6 +120,36 @@ def test_profile_cli_error_is_one_line_exit_2(tmp_path):
     assert p.returncode != 0 and "Traceback" in p.stderr
 
 
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--steps", "0"], "StreamingConfigError: --steps must be an int >= 1, got 0"),
+        (["--num-workers", "-1"], "StreamingConfigError: --num-workers must be an int in [0, 1024], got -1"),
+        (["--step-ms", "nan"], "StreamingConfigError: --step-ms must be a number >= 0 (0: no step), got nan"),
+        (["--episode-pool-size", "0"], "StreamingConfigError: --episode-pool-size must be none or an int >= 1"),
+        (["--decode-threads", "0"], "StreamingConfigError: --decode-threads must be an int >= 1"),
+    ],
+)
+def test_cli_errors_name_the_flags_and_their_values(tiny, flags, message, capsys):
+    """The run flags are checked before the dataset is opened; a stream option refused by the
+    dataset is named by its flag, None spelled as the command line takes it (``none``)."""
+    assert profile_main(["--root", str(tiny), "--quiet", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {message}"), err
+
+
+def test_cli_offline_hint_names_the_root_flag(tmp_path, monkeypatch, capsys):
+    from huggingface_hub import constants as hf_constants
+
+    from lerobotstream import constants
+
+    monkeypatch.setattr(constants, "HF_LEROBOT_HOME", str(tmp_path))
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    assert profile_main(["--repo-id", "nobody/none-such", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "use --root a local copy of the dataset" in err and "root=" not in err
+
+
 def test_every_worker_is_read_whatever_the_timer(tiny, tmp_path, capsys):
     """Bug (issue 17.1): memory was read only by a 0.1 s timer, so on a loaded machine a run on a
     tiny dataset could end before it saw a worker (``len(roles) == 1 + workers`` failed). Readings
