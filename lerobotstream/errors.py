@@ -54,6 +54,37 @@ def naming(where: str) -> Iterator[None]:
         raise type(exc)(f"{where}: {exc.message}", **exc.fields) from exc
 
 
+def in_flag_words(message: str, flags: dict[str, str], none: str | None = None) -> str:
+    """``message`` with the Python keywords it names written as a command's flags: ``root=`` and
+    ``root must be`` as ``--root``, a keyword with an underscore anywhere as a word
+    (``num_workers`` → ``--num-workers``; not inside a path or placeholder, ``<repo_id>``); with
+    ``none`` given (how the command line spells None), ``None`` in a message that names a flag as
+    ``none``. ``flags``: keyword → flag."""
+    out = message
+    for kw, flag in flags.items():
+        out = re.sub(rf"(?<![\w<$/.{{-]){re.escape(kw)}= ?", f"{flag} ", out)
+        out = re.sub(rf"(?<![\w<$/.{{-]){re.escape(kw)}(?= must be\b)", flag, out)
+        if "_" in kw:
+            out = re.sub(rf"(?<![\w<$/.{{-]){re.escape(kw)}\b", flag, out)
+    if none is not None and out != message:
+        out = re.sub(r"\bNone\b", none, out)
+    return out
+
+
+@contextlib.contextmanager
+def as_flags(flags: dict[str, str], none: str | None = None) -> Iterator[None]:
+    """Re-raise a lerobotstream error raised inside the block (same type and fields) with its
+    message in the command's flag words (:func:`in_flag_words`): what a CLI wraps its library
+    calls in, so ``pass root= a local copy`` reads ``pass --root a local copy``."""
+    try:
+        yield
+    except LeRobotStreamError as exc:
+        text = in_flag_words(exc.message, flags, none)
+        if text == exc.message:
+            raise
+        raise type(exc)(text, **exc.fields) from exc
+
+
 def os_reason(e: BaseException) -> str:
     """The operating system's reason for ``e`` without the path it repeats: ``strerror (ENAME)``
     (``Too many levels of symbolic links (ELOOP)``); an error without ``strerror`` gives its text,

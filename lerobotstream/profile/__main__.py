@@ -48,6 +48,19 @@ STREAM_FLAGS = tuple(
 )
 
 
+#: the keywords a library message may name → this command's flags (``None`` is spelled ``none``)
+FLAGS = {
+    **{name: "--" + name.replace("_", "-") for name in STREAM_FLAGS},
+    "root": "--root",
+    "repo_id": "--repo-id",
+    "weights": "--weights",
+    "num_workers": "--num-workers",
+    "batch_size": "--batch-size",
+    "prefetch_factor": "--prefetch-factor",
+    "prefetch_batches": "--prefetch-factor",  # StreamLoader's name for it
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     from lerobotstream._version import __version__
 
@@ -211,12 +224,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_cli(lambda: _main(args), debug=args.debug)
 
 
+def _check_run_flags(args: argparse.Namespace) -> None:
+    """The run flags' rules, before the dataset is opened (each error names the flag and its value)."""
+    from lerobotstream.constants import MAX_NUM_WORKERS
+    from lerobotstream.options import is_number, require
+
+    require(
+        "--num-workers", args.num_workers, 0 <= args.num_workers <= MAX_NUM_WORKERS, f"an int in [0, {MAX_NUM_WORKERS}]"
+    )
+    require("--batch-size", args.batch_size, args.batch_size >= 1, "an int >= 1")
+    require("--prefetch-factor", args.prefetch_factor, args.prefetch_factor >= 1, "an int >= 1")
+    require("--steps", args.steps, args.steps >= 1, "an int >= 1")
+    require("--step-ms", args.step_ms, is_number(args.step_ms) and args.step_ms >= 0, "a number >= 0 (0: no step)")
+    ok = is_number(args.memory_interval_ms) and args.memory_interval_ms > 0
+    require("--memory-interval-ms", args.memory_interval_ms, ok, "a number > 0")
+
+
 def _main(args) -> int:
+    from lerobotstream.errors import as_flags
+
+    _check_run_flags(args)
     if args.json:
         check_output_file(args.json, flag="--json")  # before the run, not after it
     if args.plot:
         require_matplotlib()  # before the run, not after it
-    report = run_profile(args)
+    with as_flags(FLAGS, none="none"):  # "num_workers must be" reads "--num-workers must be"
+        report = run_profile(args)
     if not args.quiet:
         print(format_report(report))
     if args.json:

@@ -6,11 +6,15 @@ wait per batch, memory over time (summed PSS and RSS, the byte cache), one bar p
 Report fields (seconds are wall-clock; stage seconds are summed over every process's threads, so
 they can exceed the wall time; docs/profiling.md says how to read them):
 
-* ``throughput``: ``samples``, ``frames`` (decoded camera frames delivered), ``wall_s``,
-  ``samples_per_s`` / ``frames_per_s`` (whole run), ``steady_samples_per_s`` (after the first batch);
+* ``throughput``: ``samples``, ``frames`` (camera frames delivered in the batches: samples ×
+  cameras × window length; the frames the workers decoded are ``decoder.frames_decoded``),
+  ``wall_s``, ``samples_per_s`` / ``frames_per_s`` (whole run), ``steady_samples_per_s`` (after the
+  first batch), ``epoch_ended`` (the stream ended before ``--steps`` batches);
 * ``latency``: ``first_batch_s`` (from ``iter(loader)``), ``batch_wait_p50_ms`` / ``p95`` / ``p99``
   / ``mean`` (time ``next(loader)`` blocked, first batch excluded), ``data_wait_fraction`` (summed
-  waits / wall; ~1.0 without ``--step-ms`` by construction), ``steady_wait_fraction`` (the same
+  waits / wall: without ``--step-ms`` the rest of the wall is the profiler's own per-batch
+  bookkeeping (counters, memory readings) and a last ``next`` that found the epoch's end, not a
+  model), ``steady_wait_fraction`` (the same
   after the first batch and its step), ``series`` (per batch: end time ``t_s``, ``batch_wait_s``);
 * ``stages``: ``seconds`` per stage of :data:`STAGES` (None: not reported), ``kind`` per stage,
   ``work_s``, ``busy_threads`` (``work_s / wall_s``, against ``cpu_count``), ``worker_stage_sum_s``
@@ -171,6 +175,7 @@ def build_report(raw: dict, ds: Any = None, *, config: dict | None = None, neede
             "frames": frames,
             "wall_s": wall,
             "steps": int(raw.get("steps", len(waits))),
+            "epoch_ended": bool(raw.get("epoch_ended", False)),
             "samples_per_s": samples / wall if wall > 0 else None,
             "frames_per_s": frames / wall if wall > 0 else None,
             "steady_samples_per_s": steady,
@@ -371,10 +376,13 @@ def _too_short(report: dict, buffered: int) -> str | None:
     if later >= need:
         return None
     ahead = f", and up to {buffered} can be made ahead while the first one is awaited" if buffered else ""
-    return (
-        f"too short to judge: {later} batches after the first in {steady_s:.2f} s{ahead}; "
-        f"run at least --steps {need + 1} for a steady rate"
-    )
+    hint = f"run at least --steps {need + 1} for a steady rate"
+    if th.get("epoch_ended"):  # more --steps alone cannot reach it
+        hint = (
+            f"the epoch ended after {th['steps']} batches: pass --repeat (epochs chained) with --steps {need + 1}, "
+            "or a smaller --batch-size, for a steady rate"
+        )
+    return f"too short to judge: {later} batches after the first in {steady_s:.2f} s{ahead}; {hint}"
 
 
 def verdict(report: dict, batch_size: int, buffered: int = 0) -> dict:
@@ -465,13 +473,14 @@ def format_report(r: dict) -> str:
 def _throughput_lines(th: dict, la: dict) -> list[str]:
     """The report's throughput and latency sections."""
     step = la.get("simulated_step_s")
-    how = "(no model step: ~1.0 by construction, see the verdict)"
+    how = "(no model step: time blocked in next(loader) / wall; the rest is the profiler's bookkeeping and the epoch's end)"
     if step:
         how = f"(simulated step {step * 1e3:.1f} ms; after the first batch {_f(la.get('steady_wait_fraction'), '.3f')})"
     return [
         "throughput",
         f"  samples/s            {_f(th['samples_per_s'])}   (steady, after first batch: {_f(th['steady_samples_per_s'])})",
-        f"  frames decoded/s     {_f(th['frames_per_s'])}   (steady: {_f(th['steady_frames_per_s'])})",
+        f"  frames delivered/s   {_f(th['frames_per_s'])}   (steady: {_f(th['steady_frames_per_s'])}; "
+        "camera frames in the batches)",
         f"  samples / frames     {th['samples']} / {th['frames']} in {th['steps']} batches, {_f(th['wall_s'], '.2f', ' s')}",
         "latency",
         f"  time to first batch  {_f(la['first_batch_s'], '.3f', ' s')}",
@@ -732,7 +741,7 @@ def _plot_waits(ax: Any, report: dict, tmax: float) -> None:
         ax.legend(loc="upper right", fontsize=8)
     step = la.get("simulated_step_s")
     frac = la.get("steady_wait_fraction") if step else la.get("data_wait_fraction")
-    how = " after the first batch)" if step else "; no model step, so ~100% by construction)"
+    how = " after the first batch)" if step else "; no model step: the rest is the profiler's bookkeeping)"
     ax.set_title("GPU wait per batch" + ("" if frac is None else f" ({100 * frac:.0f}% of the time{how}"), fontsize=10)
     ax.set_xlim(0, tmax * 1.02)
     ax.set_ylabel("ms")

@@ -140,7 +140,7 @@ def profile_dataset(
         ``samples``, ``frames``, ``anchors`` (delivered (episode, frame) pairs; (dataset, episode,
         frame) for a mixture), ``snapshots`` (latest ``stats()`` per process and shard),
         ``timeline`` (per batch: cumulated samples/frames, reserved/resident/fetched bytes summed
-        over pids), ``memory``.
+        over pids), ``memory``, ``epoch_ended`` (the stream ended before ``steps`` batches).
     """
     if loader not in LOADERS:
         raise ValueError(f"loader must be one of {', '.join(LOADERS)}, got {loader!r}")
@@ -163,12 +163,14 @@ def profile_dataset(
     with MemorySampler(current_pids, interval_s=memory_interval_s, t0=tally.t0) as mem:
         it = holder[0] = iter(batches)
         mem.sample()  # every worker is alive now: its first reading never depends on the timer
+        epoch_ended = False
         try:
             for _ in range(int(steps)):
                 tb = time.perf_counter()
                 try:
                     batch = next(it)
                 except StopIteration:
+                    epoch_ended = True
                     break
                 except Exception as exc:
                     original = worker_error(exc)
@@ -205,6 +207,7 @@ def profile_dataset(
         buffered_batches=buffered,
         batch_size=int(batch_size),
         steps=len(tally.waits),
+        epoch_ended=epoch_ended,
         step_s=float(step_s),
         metadata_s=metadata_s,
         video_keys=tally.video_keys,

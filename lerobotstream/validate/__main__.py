@@ -125,6 +125,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: the keywords of ``validate_dataset`` a library message may name → this command's flags
+FLAGS = {
+    "root": "--root",
+    "repo_id": "--repo-id",
+    "revision": "--revision",
+    "endpoint": "--endpoint",
+    "tolerance_s": "--tolerance-s",
+    "decode_sample": "--decode-sample",
+    "workers": "--workers",
+    "headers_only": "--headers-only",
+}
+
+
 def _check_args(args: argparse.Namespace) -> None:
     """Every flag's rule, before anything is read (each error names the flag and its value)."""
     from lerobotstream._atomic import check_output_file
@@ -151,24 +164,25 @@ def _check_args(args: argparse.Namespace) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from lerobotstream._atomic import write_text_atomic
-    from lerobotstream.errors import MetadataError, StreamingConfigError
+    from lerobotstream.errors import MetadataError, StreamingConfigError, as_flags
     from lerobotstream.validate import validate_dataset
     from lerobotstream.validate._findings import render
 
     _check_args(args)
     try:
-        report = validate_dataset(
-            args.repo_id,
-            root=args.root,
-            revision=args.revision,
-            endpoint=args.endpoint,
-            episodes=parse_episodes(args.episodes),
-            tolerance_s=args.tolerance_s,
-            decode_sample=args.decode_sample,
-            workers=args.workers,
-            headers_only=args.headers_only,
-            progress=not args.no_progress and sys.stderr.isatty(),
-        )
+        with as_flags(FLAGS):  # "pass root= a local copy" reads "pass --root a local copy"
+            report = validate_dataset(
+                args.repo_id,
+                root=args.root,
+                revision=args.revision,
+                endpoint=args.endpoint,
+                episodes=parse_episodes(args.episodes),
+                tolerance_s=args.tolerance_s,
+                decode_sample=args.decode_sample,
+                workers=args.workers,
+                headers_only=args.headers_only,
+                progress=not args.no_progress and sys.stderr.isatty(),
+            )
     except MetadataError as e:
         if getattr(e, "code", None) == "episodes_unknown":
             raise StreamingConfigError(f"--episodes: {e.message}", option="--episodes") from e

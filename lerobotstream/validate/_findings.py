@@ -6,6 +6,7 @@ per camera), and the text: findings grouped by code (counts, first examples), th
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -285,11 +286,39 @@ def camera_summaries(meta: Any, summaries: list, tolerance_s: float) -> dict[str
     return out
 
 
+def _runs(eps: list[int]) -> list[str]:
+    """``["2", "5..9"]``: the sorted, unique ``eps`` as runs of consecutive indices."""
+    out: list[str] = []
+    start = prev = None
+    for e in eps + [None]:
+        if start is not None and (e is None or e != prev + 1):
+            out.append(str(start) if start == prev else f"{start}..{prev}")
+            start = None
+        if start is None:
+            start = e
+        prev = e
+    return out
+
+
+def _names_episodes(message: str, eps: list[int]) -> bool:
+    """Whether ``message`` already names every episode of ``eps`` (ascending): ``episode 3`` for
+    one, a list ``[0, 1, 2, ...`` or ``[2, 5..9, ...`` (a row finding's, a metadata finding's) or a
+    range ``10..88`` of consecutive episodes (a run of shifted windows)."""
+    if len(eps) == 1:
+        return re.search(rf"\bepisode {eps[0]}\b", message) is not None
+    runs = _runs(eps)
+    listed = ("[" + ", ".join(str(e) for e in eps[:5]), "[" + ", ".join(runs[:5]))
+    return any(x in message for x in listed) or (
+        len(runs) == 1 and re.search(rf"\b{re.escape(runs[0])}\b", message) is not None
+    )
+
+
 def _episodes(f) -> str:
-    """`` (episodes 0, 1, 2)`` for a finding whose message names no episode (a file's defect: every
-    episode in the file), so the text report says what training would lose; "" otherwise."""
-    eps = list(f.episodes or [])
-    if not eps or "episode" in f.message:
+    """`` (episodes 0, 1, 2)`` for a finding whose message does not name all the episodes it takes
+    (a file's defect: every episode in the file, where the message names the first or none), so
+    the text report says what training would lose; "" otherwise."""
+    eps = sorted({int(e) for e in f.episodes or []})
+    if not eps or _names_episodes(f.message, eps):
         return ""
     shown = ", ".join(str(e) for e in eps[:EPISODES_PER_FINDING])
     more = f", ... {len(eps) - EPISODES_PER_FINDING} more" if len(eps) > EPISODES_PER_FINDING else ""

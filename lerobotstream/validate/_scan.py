@@ -38,7 +38,8 @@ def check_arguments(
     cli: bool = False,
 ) -> None:
     """The rules of ``validate_dataset``'s numeric arguments (``cli``: named by their flags,
-    ``--decode-sample``...): ``decode_sample`` an int >= 0, ``workers`` None or an int >= 1,
+    ``--decode-sample``...): ``decode_sample`` an int >= 0, ``workers`` None (on the command line:
+    the flag left out) or an int >= 1,
     ``tolerance_s`` the stream option's rule (a finite number > 0).
 
     Raises:
@@ -50,7 +51,8 @@ def check_arguments(
     ok = is_int(decode_sample) and decode_sample >= 0
     require(name("decode_sample"), decode_sample, ok, "an int >= 0")
     ok = workers is None or (is_int(workers) and workers >= 1)
-    require(name("workers"), workers, ok, "None or an int >= 1")
+    default = f"{LOCAL_WORKERS} on a local folder, {REMOTE_WORKERS} on a remote store"
+    require(name("workers"), workers, ok, f"an int >= 1 (left out: {default})" if cli else "None or an int >= 1")
     rule = next(o for o in option_info() if o.name == "tolerance_s")
     require(name("tolerance_s"), tolerance_s, rule.check(tolerance_s), rule.want)
 

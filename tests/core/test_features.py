@@ -453,3 +453,31 @@ def test_depth_on_cuda_request_is_a_counted_cpu_fallback(root):
     assert codes.dtype == torch.int16 and codes.device.type == "cpu" and codes.shape == (2, 1, DEPTH[2], DEPTH[1])
     want = np.stack([expected_depth_codes(0, i, CAM_INDEX[DEPTH[0]], DEPTH[2], DEPTH[1]) for i in (0, 3)])
     assert np.array_equal(codes[:, 0].numpy().view(np.uint16), want)
+
+
+def test_pytorch_docs_collates_and_language_columns(root):
+    """docs/pytorch.md's collate table and its ``collate_with_language``, run as written:
+    ``default_collate`` raises torch's TypeError on the language cells, ``lerobot_collate_fn``
+    drops them, the docs' function keeps them as one list per sample beside the same tensors."""
+    import re
+
+    from torch.utils.data import DataLoader, default_collate
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "pytorch.md").read_text()
+    (code,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "def collate_with_language" in b]
+    scope: dict = {}
+    exec(code, scope)
+    collate_with_language = scope["collate_with_language"]
+    items = _items(root, camera_keys=[])
+    batch = [items[0], None, items[1]]
+    with pytest.raises(TypeError, match="NoneType"):
+        default_collate([items[0], items[1]])
+    ours = collate_with_language(batch)
+    theirs = lerobot_collate_fn(batch)
+    assert set(ours) == set(theirs) | {"language_persistent", "language_events"}
+    assert all(torch.equal(ours[k], v) for k, v in theirs.items() if isinstance(v, torch.Tensor))
+    assert ours["language_events"] == [items[0]["language_events"], items[1]["language_events"]]
+    assert collate_with_language([None]) is None
+    ds = StreamingLeRobotDataset(root=root, camera_keys=[], episodes=[0])
+    (first, *_) = DataLoader(ds, batch_size=4, num_workers=0, collate_fn=collate_with_language)
+    assert len(first["language_persistent"]) == 4 and first["index"].shape == (4,)

@@ -120,6 +120,36 @@ def test_profile_cli_error_is_one_line_exit_2(tmp_path):
     assert p.returncode != 0 and "Traceback" in p.stderr
 
 
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--steps", "0"], "StreamingConfigError: --steps must be an int >= 1, got 0"),
+        (["--num-workers", "-1"], "StreamingConfigError: --num-workers must be an int in [0, 1024], got -1"),
+        (["--step-ms", "nan"], "StreamingConfigError: --step-ms must be a number >= 0 (0: no step), got nan"),
+        (["--episode-pool-size", "0"], "StreamingConfigError: --episode-pool-size must be none or an int >= 1"),
+        (["--decode-threads", "0"], "StreamingConfigError: --decode-threads must be an int >= 1"),
+    ],
+)
+def test_cli_errors_name_the_flags_and_their_values(tiny, flags, message, capsys):
+    """The run flags are checked before the dataset is opened; a stream option refused by the
+    dataset is named by its flag, None spelled as the command line takes it (``none``)."""
+    assert profile_main(["--root", str(tiny), "--quiet", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {message}"), err
+
+
+def test_cli_offline_hint_names_the_root_flag(tmp_path, monkeypatch, capsys):
+    from huggingface_hub import constants as hf_constants
+
+    from lerobotstream import constants
+
+    monkeypatch.setattr(constants, "HF_LEROBOT_HOME", str(tmp_path))
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    assert profile_main(["--repo-id", "nobody/none-such", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "use --root a local copy of the dataset" in err and "root=" not in err
+
+
 def test_every_worker_is_read_whatever_the_timer(tiny, tmp_path, capsys):
     """Bug (issue 17.1): memory was read only by a 0.1 s timer, so on a loaded machine a run on a
     tiny dataset could end before it saw a worker (``len(roles) == 1 + workers`` failed). Readings
@@ -291,7 +321,8 @@ STEADY = (0.5,) + (0.1,) * 25  # a first batch, then 25 batches 0.1 s apart: lon
 
 
 def test_verdict_without_a_step_predicts_the_wait():
-    """Without --step-ms the data-wait fraction is ~1.0 by construction. The verdict gives the
+    """Without --step-ms the data-wait fraction is the time blocked in next(loader) over the wall
+    (the rest: the profiler's bookkeeping, the epoch's end), and says so. The verdict gives the
     loader's rate and what a model step would wait."""
     r = build_report(_raw(waits=STEADY))
     ve = r["verdict"]
@@ -306,6 +337,10 @@ def test_verdict_without_a_step_predicts_the_wait():
     assert first.startswith("verdict: the loader delivers 80.0 samples/s (100.0 ms per batch of 8)")
     assert "90% at 10 ms, 50% at 50 ms, 0% at 100 ms, none at 100 ms or more" in first
     assert "why: most work is decode" in text
+    assert "by construction" not in text
+    assert "data-wait fraction   1.000   (no model step: time blocked in next(loader) / wall; the rest is" in text
+    # the frames line counts the frames in the batches; decoded frames are the decoder line's
+    assert "frames delivered/s" in text and "frames decoded/s" not in text
     # work and waits are apart; threads_bound is explained
     assert text.index("work (per item") < text.index("    decode ") < text.index("waits (a thread blocked")
     assert text.index("waits (a thread blocked") < text.index("    decode_other") < text.index("    main_batch_wait")
@@ -326,6 +361,34 @@ def test_verdict_says_when_a_run_is_too_short_to_judge():
     raw = _raw(waits=STEADY)
     raw["buffered_batches"] = 16  # 25 later batches, fewer than twice what can be made ahead
     assert "--steps 33" in build_report(raw)["verdict"]["text"]
+
+
+def test_too_short_because_the_epoch_ended_suggests_repeat():
+    """A dataset of 12 batches with --repeat off cannot reach --steps 21: the verdict says the epoch
+    ended and names --repeat (or a smaller batch)."""
+    raw = _raw(waits=(0.5,) + (0.1,) * 11)
+    raw["epoch_ended"] = True
+    r = build_report(raw)
+    assert r["throughput"]["epoch_ended"] is True
+    text = r["verdict"]["text"]
+    assert "too short to judge: 11 batches after the first" in text
+    assert "the epoch ended after 12 batches: pass --repeat (epochs chained) with --steps 21" in text
+    assert "smaller --batch-size" in text and "run at least --steps" not in text
+    raw["epoch_ended"] = False  # --steps 12 asked: more steps reach it
+    assert "run at least --steps 21 for a steady rate" in build_report(raw)["verdict"]["text"]
+
+
+def test_a_small_dataset_without_repeat_reports_its_epoch_end(tiny, tmp_path, capsys):
+    """The run itself records that the stream ended before --steps (56 frames, batch 8: 7 batches)."""
+    out = tmp_path / "r.json"
+    argv = ["--root", str(tiny), "--num-workers", "0", "--steps", "50", "--json", str(out), "--quiet"]
+    assert profile_main(argv) == 0
+    r = json.loads(out.read_text())
+    assert r["throughput"]["steps"] == 7 and r["throughput"]["epoch_ended"] is True
+    assert "pass --repeat" in r["verdict"]["text"]
+    assert profile_main([*argv, "--repeat", "--steps", "9"]) == 0
+    r = json.loads(out.read_text())
+    assert r["throughput"]["steps"] == 9 and r["throughput"]["epoch_ended"] is False
 
 
 def test_verdict_with_a_step_is_measured():

@@ -213,3 +213,13 @@ def test_microbench_runs_each_subcommand_by_name(capsys):
     assert "dataset: 20 episodes" in out and "round_robin" in out
     assert microbench.main(["nope"]) == 2
     assert "unknown subcommand 'nope'" in capsys.readouterr().err
+
+
+def test_microbench_lists_name_every_subcommand():
+    """docs/testing.md's row and ``tools/microbench/__main__.py``'s docstring list the subcommands the
+    tool has, in its order."""
+    from tools import microbench
+
+    listed = "python -m tools.microbench {" + ",".join(microbench.SUBCOMMANDS) + "}"
+    assert listed in (ROOT / "docs" / "testing.md").read_text()
+    assert listed in (ROOT / "tools" / "microbench" / "__main__.py").read_text()

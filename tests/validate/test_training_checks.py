@@ -237,3 +237,31 @@ def test_a_task_index_naming_no_task_is_one_rule_with_one_message(make_generated
     )
     p = task_index_problem(np.array([5, 0, 9]), 1, frame_index=np.array([2, 0, 1]))
     assert p.message.startswith("row 0 (frame_index 2) has task_index 5 (2 rows out of range)")
+
+
+def test_a_row_timestamp_off_frame_index_is_the_validators_rule(make_generated_dataset, tmp_path):
+    """Training decodes a row at its ``timestamp``, as LeRobot does: a row moved +5 ms lands on no
+    frame (``FrameTimestampError``), a row moved +0.5 s lands on frame 20 of its own episode and is
+    served as ``frame_index`` 5 without an error (LeRobot 0.6.1's map-style dataset serves the same
+    pixels). The validator reports both as ``data_timestamps`` (docs/validate.md, "What the
+    validator adds beyond training")."""
+    from lerobotstream import StreamingLeRobotDataset
+    from lerobotstream.testing import read_identity
+
+    source = Path(make_generated_dataset(**PLANTED))
+    off = copy(source, tmp_path / "off")
+    set_value(off, 4, 5, "timestamp", 5 / 30 + 0.005)
+    with pytest.raises(errors.FrameTimestampError):
+        for _ in StreamingLeRobotDataset(root=off, episodes=[4]):
+            pass
+    (found,) = validate_dataset(root=off).errors
+    assert (found.code, found.episodes) == ("data_timestamps", [4])
+
+    moved = copy(source, tmp_path / "moved")
+    set_value(moved, 4, 5, "timestamp", 5 / 30 + 0.5)
+    ds = StreamingLeRobotDataset(root=moved, episodes=[4], sampling_strategy="sequential")
+    served = {int(it["frame_index"]): read_identity(it[CAM])[:2] for it in ds}
+    assert served[5] == (4, 20) and served[4] == (4, 4) and served[6] == (4, 6)
+    (found,) = validate_dataset(root=moved).errors
+    assert (found.code, found.episodes) == ("data_timestamps", [4])
+    assert "row 5 has 0.666667 s, frame_index 5 plays at 0.166667 s" in found.message

@@ -186,7 +186,10 @@ def test_episode_ranges_are_bounded_by_the_dataset_before_they_grow(capsys):
     [
         (["--examples", "-1"], "--examples must be an int >= 0, got -1"),
         (["--decode-sample", "-1"], "--decode-sample must be an int >= 0, got -1"),
-        (["--workers", "0"], "--workers must be None or an int >= 1, got 0"),
+        (
+            ["--workers", "0"],
+            "--workers must be an int >= 1 (left out: 8 on a local folder, 32 on a remote store), got 0",
+        ),
         (["--tolerance-s", "nan"], "--tolerance-s must be a number > 0 (seconds), got nan"),
         (["--tolerance-s", "inf"], "--tolerance-s must be a number > 0 (seconds), got inf"),
         (["--tolerance-s", "0"], "--tolerance-s must be a number > 0 (seconds), got 0.0"),
@@ -209,5 +212,34 @@ def test_a_tolerance_of_half_a_frame_or_more_is_refused_as_training_refuses_it(c
     assert e.value.option == "tolerance_s" and e.value.value == 1.5
     assert validate_main([str(G1), "--tolerance-s", "1.5", "--quiet"]) == 2
     err = _err(capsys)
-    assert err.startswith("error: StreamingConfigError: ") and "tolerance_s must be below half a frame" in err
+    assert err.startswith("error: StreamingConfigError: ") and "--tolerance-s must be below half a frame" in err
     assert "got 1.5" in err
+
+
+def test_cli_errors_name_the_flags_not_the_python_keywords(tmp_path, monkeypatch, capsys):
+    """A library message naming ``root=`` or ``repo_id=`` reads ``--root`` / ``--repo-id`` on the
+    command line (same error type); a placeholder such as ``<repo_id>`` stays as it is."""
+    from huggingface_hub import constants as hf_constants
+
+    from lerobotstream import constants
+    from lerobotstream.errors import in_flag_words
+
+    monkeypatch.setattr(constants, "HF_LEROBOT_HOME", str(tmp_path))  # no local copy to fall back on
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    assert validate_main(["--repo-id", "nobody/none-such"]) == 2
+    err = _err(capsys)
+    assert err.startswith("error: SourceError: ") and "use --root a local copy of the dataset" in err
+    assert "root=" not in err
+    assert validate_main(["--repo-id", "bad id"]) == 2
+    err = _err(capsys)
+    assert err.startswith("error: StreamingConfigError: --repo-id 'bad id' is not a Hub repository id")
+    assert "pass --root the dataset folder" in err
+    flags = {"root": "--root", "repo_id": "--repo-id", "num_workers": "--num-workers", "seed": "--seed"}
+    hint = "no network? pass root= a local copy (or put one at $HF_LEROBOT_HOME/<repo_id>)"
+    assert (
+        in_flag_words(hint, flags) == "no network? pass --root a local copy (or put one at $HF_LEROBOT_HOME/<repo_id>)"
+    )
+    assert in_flag_words("seed must be None or an int >= 0, got -1", flags, "none") == (
+        "--seed must be none or an int >= 0, got -1"
+    )
+    assert in_flag_words("the seed was None", flags, "none") == "the seed was None"  # names no flag: unchanged

@@ -154,6 +154,42 @@ def test_a_truncated_file_is_video_truncated_whatever_the_moov_position(make_gen
     assert line.endswith(" (episodes 0, 1)"), line  # the text report says what training would lose
 
 
+def test_a_missing_file_line_ends_with_every_episode_it_takes(planted_source, tmp_path):
+    """A missing MP4's message names the first episode that uses it; its text line ends with all of
+    them, as its JSON ``episodes`` lists them (the same on the bundled Rerun sample, whose one
+    video is not shipped)."""
+    from lerobotstream.validate._findings import render
+
+    root = copy(planted_source, tmp_path / "ds")
+    video_file(root, 1).unlink()  # episodes 4-7
+    report = validate_dataset(root=root)
+    assert [(f.code, f.episodes) for f in report.errors] == [("file_missing", [4, 5, 6, 7])]
+    assert report.errors[0].message.startswith("episode 4: ")
+    line = next(x for x in render(report).splitlines() if x.startswith("  - episode 4: "))
+    assert line.endswith(" (episodes 4, 5, 6, 7)"), line
+
+    rerun = validate_dataset(root=REPO / "data" / "testmedia" / "lerobot-v30-rerun-apple-storage")
+    (missing,) = [f for f in rerun.errors if f.code == "file_missing"]
+    line = next(x for x in render(rerun).splitlines() if x.startswith("  - episode 0: "))
+    assert line.endswith(f" (episodes {', '.join(map(str, missing.episodes))})") and len(missing.episodes) > 1
+
+
+def test_a_finding_naming_its_episodes_gets_no_second_list():
+    """The text line lists a finding's episodes only where its message does not name them all."""
+    from lerobotstream.validate._findings import _episodes, finding
+
+    def suffix(message, episodes):
+        return _episodes(finding("data_rows", message, episodes=episodes))
+
+    assert suffix("episode 3, camera c: x", [3]) == ""
+    assert suffix("episode 30, camera c: x", [3]) == " (episode 3)"
+    assert suffix("3 episodes [1, 5, 6]; first: episode 1 in f: x", [1, 5, 6]) == ""
+    assert suffix("79 episodes 10..88, camera c, file f: x", list(range(10, 89))) == ""
+    assert suffix("meta/episodes is missing episodes [2, 5..9] (6 episodes)", [2, 5, 6, 7, 8, 9]) == ""
+    assert suffix("camera c: 2 episode(s) have ... (first: episode 2, by +0.5 s)", [2, 7]) == " (episodes 2, 7)"
+    assert suffix("f.mp4: the mdat box ...", [0, 1]) == " (episodes 0, 1)"
+
+
 def test_a_flipped_chunk_offset_names_the_overlap(tmp_path):
     root = copy(G1, tmp_path / "g1")
     flip_table_byte(video_file(root, 0, G1_CAM), "stco", 3)

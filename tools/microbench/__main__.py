@@ -1,4 +1,4 @@
-"""``python -m tools.microbench {decode,first-batch,index,parse,planner} ...`` (see the package docstring)."""
+"""``python -m tools.microbench {decode,first-batch,index,parse,planner,validate} ...`` (see the package docstring)."""
 
 from tools.microbench import main
 
