@@ -25,6 +25,7 @@ from concurrent.futures import Future
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lerobotstream.errors import EpisodeDataError, ParquetCorruptError, Problem, SourceError
@@ -520,6 +521,123 @@ def task_index_problem(task_index: np.ndarray, n_tasks: int, frame_index: np.nda
         f"{n_tasks} task{'s' if n_tasks != 1 else ''} ({valid})",
         column="task_index",
     )
+
+
+#: ``meta/info.json`` feature dtypes whose data columns hold numbers → the Arrow type of their values
+NUMERIC_DTYPES: dict[str, pa.DataType] = {
+    name: pa.type_for_alias(name)
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+    + ("float16", "float32", "float64")
+}
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _leaf_type(t: pa.DataType) -> pa.DataType:
+    while _is_list(t):
+        t = t.value_type
+    return t
+
+
+def _declared_type(arrow_type: pa.DataType, dtype: str) -> pa.DataType:
+    """``arrow_type`` (a number, or (nested) lists of numbers) with values of ``dtype``."""
+    if pa.types.is_fixed_size_list(arrow_type):
+        return pa.list_(_declared_type(arrow_type.value_type, dtype), arrow_type.list_size)
+    if pa.types.is_large_list(arrow_type):
+        return pa.large_list(_declared_type(arrow_type.value_type, dtype))
+    if pa.types.is_list(arrow_type):
+        return pa.list_(_declared_type(arrow_type.value_type, dtype))
+    return NUMERIC_DTYPES[dtype]
+
+
+def declared_values(column: pa.ChunkedArray, dtype: object) -> pa.ChunkedArray:
+    """``column`` with its numbers of the declared ``dtype`` (a key of :data:`NUMERIC_DTYPES`), cast
+    as LeRobot's loader casts them (``list<int64>`` → ``list<float>`` for ``float32``); the same
+    column when they are already, or ``dtype`` names no numbers. For a column
+    :func:`data_column_problem` passed.
+
+    Raises:
+        pyarrow.ArrowInvalid: a value the dtype cannot hold (what :func:`data_column_problem` reports).
+    """
+    want = NUMERIC_DTYPES.get(dtype) if isinstance(dtype, str) else None
+    if want is None or _leaf_type(column.type) == want:
+        return column
+    return column.cast(_declared_type(column.type, dtype))
+
+
+def _first_null_row(column: pa.ChunkedArray | pa.Array) -> int:
+    def has_null(v: object) -> bool:
+        return v is None or (isinstance(v, list) and any(has_null(x) for x in v))
+
+    return next(k for k, v in enumerate(column.to_pylist()) if has_null(v))
+
+
+def _first_uncastable_row(column: pa.ChunkedArray | pa.Array, leaf: pa.DataType) -> int:
+    """The first row of ``column`` holding a value pyarrow's safe cast to ``leaf`` refuses (0 when none)."""
+    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    rows = None  # the row of each value of ``values``
+    while _is_list(values.type):
+        parents = pc.list_parent_indices(values)
+        rows = parents if rows is None else rows.take(parents)
+        values = pc.list_flatten(values)
+    lo, hi = 0, len(values)  # the first lo values cast, the first hi do not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            values.slice(0, mid).cast(leaf)
+            lo = mid
+        except pa.ArrowException:
+            hi = mid
+    return lo if rows is None or lo >= len(rows) else int(rows[lo].as_py())
+
+
+def data_column_problem(column: pa.ChunkedArray | pa.Array, dtype: object, name: str | None = None) -> Problem | None:
+    """What is wrong with an episode's data ``column`` (pyarrow; rows in ``frame_index`` order) of a
+    feature whose ``meta/info.json`` ``dtype`` names numbers (:data:`NUMERIC_DTYPES`), or None (also
+    for any other ``dtype``). Every row must hold numbers, or (nested) lists of numbers, with no
+    null row or value, that the declared dtype holds: the values are cast to it as LeRobot's loader
+    does (pyarrow's safe cast: an int under ``float32`` beyond ±2**24, a float with a fraction or NaN
+    under an int dtype, a negative under ``uint8`` are refused). Checked once per episode on the
+    Arrow types and null counts (vectorised); the row is searched for only when one is at fault.
+
+    Returns:
+        ``Problem("data_shape", "column 'observation.state' row 1 (frame_index 1) holds a null value
+        where meta/info.json declares float32 values", column=name)``; or ``... holds values of Arrow
+        type string where ...`` (a column of strings, structs, binary, dictionaries); or ``... holds a
+        value (int64) that float32 cannot hold (Integer value 4611686018427387904 not in range: ...)``.
+    """
+    want = NUMERIC_DTYPES.get(dtype) if isinstance(dtype, str) else None
+    if want is None:
+        return None
+    what = f"column {name!r}" if name is not None else "the column"
+    declared = f"meta/info.json declares {dtype} values"
+    leaf = _leaf_type(column.type)
+    if not (pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf)):
+        return Problem("data_shape", f"{what} holds values of Arrow type {column.type} where {declared}", column=name)
+    values = column
+    while True:
+        if values.null_count:
+            k = _first_null_row(column)
+            return Problem(
+                "data_shape", f"{what} row {k} (frame_index {k}) holds a null value where {declared}", column=name
+            )
+        if not _is_list(values.type):
+            break
+        values = pc.list_flatten(values)
+    if leaf != want:
+        to = _declared_type(column.type, dtype)
+        try:
+            column.cast(to)
+        except pa.ArrowException as e:
+            k = _first_uncastable_row(column, want)
+            return Problem(
+                "data_shape",
+                f"{what} row {k} (frame_index {k}) holds a value ({leaf}) that {dtype} cannot hold ({_reason(e)}); {declared}",
+                column=name,
+            )
+    return None
 
 
 def _validate(part: pa.Table, ep: int, length: int, path: str, root: str) -> None:

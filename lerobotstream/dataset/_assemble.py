@@ -21,7 +21,7 @@ from lerobotstream.dataset._images import LANGUAGE_COLUMNS, declared_chw, image_
 from lerobotstream.decode._frames import frames_to_float_chw, frames_to_u8_chw
 from lerobotstream.errors import DeltaTimestampsError, EpisodeDataError
 from lerobotstream.features import data_columns_problem, row_off_shape, row_shape_matches
-from lerobotstream.parquet import index_problem, task_index_problem
+from lerobotstream.parquet import data_column_problem, declared_values, index_problem, task_index_problem
 
 __all__ = ["DeltaWindows", "EpisodeRows", "SlotFn", "assemble_item", "episode_rows", "window_indices"]
 
@@ -127,6 +127,13 @@ class EpisodeRows:
     image_shapes: dict[str, tuple[int, int, int] | None] = field(default_factory=dict)
 
 
+#: the columns every LeRobot v3 data file has, as LeRobot declares them (when meta/info.json does not)
+_STANDARD = {
+    "timestamp": {"dtype": "float32", "shape": [1]},
+    **{k: {"dtype": "int64", "shape": [1]} for k in ("frame_index", "episode_index", "index", "task_index")},
+}
+
+
 def _column_to_numpy(col: pa.ChunkedArray) -> np.ndarray | None:
     if col.null_count:
         return None
@@ -179,6 +186,17 @@ def episode_rows(
             path=path,
             column=problem.column,
         )
+    declared = {name: (features or {}).get(name) or _STANDARD.get(name) for name in table.column_names}
+    declared = {k: f for k, f in declared.items() if features is not None and f is not None}
+    for name, feat in declared.items():  # numbers of the declared dtype: Arrow types and null counts
+        problem = data_column_problem(table.column(name), feat.get("dtype"), name)
+        if problem is not None:
+            raise EpisodeDataError(
+                f"{where}: {problem.message}; the metadata does not describe this data: fix the file or meta/info.json",
+                episode_index=ep,
+                path=path,
+                column=name,
+            )
     checks = [(index_problem, from_index, "index", "meta/episodes", "the episode's dataset_from_index")]
     if n_tasks is not None:
         checks.append((task_index_problem, int(n_tasks), "task_index", "meta/tasks.parquet", "add the missing tasks"))
@@ -201,6 +219,8 @@ def episode_rows(
             continue
         want = tuple((features or {}).get(name, {}).get("shape") or ())
         col = table.column(name)
+        if name in declared:  # the declared dtype's numbers, as LeRobot's loader casts them (checked above)
+            col = declared_values(col, declared[name].get("dtype"))
         off = row_off_shape(col, want) if want and not col.null_count else None
         if off is not None:
             row, axis, got = off
@@ -216,7 +236,7 @@ def episode_rows(
             )
         arr = _column_to_numpy(col)
         if arr is None:
-            other[name] = table.column(name).to_pylist()
+            other[name] = col.to_pylist()
         else:
             numeric[name] = arr
             got = arr.shape[1:]
