@@ -1,7 +1,9 @@
 """Item assembly: one anchor → the map-style item (keys, dtypes, shapes, windows, pads, frames).
 
 An episode's row columns are converted once (:func:`episode_rows`) to the dtypes HF's torch
-formatter gives map-style LeRobot (float32, int64, bool); ragged, nullable and string columns stay
+formatter gives map-style LeRobot (float32, int64, bool) of the dtype ``meta/info.json`` declares
+(a column of numbers of another Arrow type is cast to it first, as LeRobot's loader does; one of
+nulls or other values is refused); other columns (strings, language rows, undeclared ones) stay
 Python values, converted per item (dicts and None pass through, as ``hf_transform_to_torch``
 does). Each item owns its data (copies, never views of the cache).
 """
@@ -166,14 +168,18 @@ def episode_rows(
     ``image_keys``: the ``image`` features among the columns (only their bytes are kept).
     ``features``: ``meta/info.json`` features; when given, every declared non-video column must be
     present (``image`` columns only when in ``image_keys``) with the declared shape per row
-    (:func:`~lerobotstream.features.row_off_shape`). Every ``index`` must be ``from_index +
+    (:func:`~lerobotstream.features.row_off_shape`), and a column of a numeric dtype (the standard
+    columns ``timestamp`` float32, ``*index`` int64 when undeclared) must hold numbers that dtype
+    holds, with no null (:func:`lerobotstream.parquet.data_column_problem`). Every ``index`` must be ``from_index +
     frame_index`` (:func:`lerobotstream.parquet.index_problem`); with ``n_tasks`` every
     ``task_index`` must be in ``[0, n_tasks)`` (:func:`lerobotstream.parquet.task_index_problem`).
 
     Raises:
         EpisodeDataError: ``timestamp`` or ``task_index`` is missing, a declared column is missing,
-            a row's shape is not the declared one, or a row's ``index`` or ``task_index`` breaks
-            its rule; the message names the episode, the file, the column and the row.
+            holds values other than numbers of its declared dtype (a null, strings, structs, a
+            number the dtype cannot hold), a row's shape is not the declared one, or a row's
+            ``index`` or ``task_index`` breaks its rule; the message names the episode, the file,
+            the column and the row (and the declared dtype and found Arrow type).
     """
     ep = int(episode_index)
     where = f"episode {ep}, file {path}"
