@@ -306,8 +306,9 @@ class StreamOptions:
         flag="streaming_sampling_strategy", flag_type=str)
     equalize: str = _option(
         "none", "'none' or 'drop'", lambda v: v in ("none", "drop"),
-        "Finite epochs under DDP: 'drop' stops every rank after the smallest rank's batch count (needs "
-        "batch_size, num_workers and drop_last); 'none' keeps every frame.", group="order",
+        "Finite epochs under DDP: 'drop' stops every rank after the smallest rank's batch count; over 2 or "
+        "more DataLoader workers it needs the DataLoader's batch_size (and drop_last when it drops), the worker "
+        "count is the DataLoader's own; 'none' keeps every frame.", group="order",
         train="'none' (training streams repeat; there is no epoch end to equalize)")
     partitions: Optional[int] = _option(
         None, f"None or an int >= 1, at most {MAX_COUNT} (at least world size x max(1, num_workers))",
