@@ -191,7 +191,7 @@ class StreamOptions:
     # The declarations are a table, one entry per option, kept as written (not reformatted).
     # fmt: off
     # --- LeRobot 0.6.1's StreamingLeRobotDataset arguments, in its order (LEROBOT_POSITIONAL), then
-    # LeRobotDataset's video_backend and repeat (keyword-only) -----------------------------------------
+    # video_backend (LeRobotDataset's) and repeat, keyword-only -----------------------------------------
     episodes: Optional[Sequence[int]] = _option(
         None, "None (all episodes) or a non-empty sequence of episode indices >= 0 (not a str, bytes or dict)",
         episodes_ok,
@@ -737,8 +737,9 @@ def options_markdown() -> str:
 
 def constructor_signature(func: Callable, keep: Sequence[str]) -> Any:
     """``func``'s signature with its ``*args`` / ``**kwargs`` replaced by every option (LeRobot's
-    positional arguments first, in their order, :data:`LEROBOT_ONLY` ones among them), for ``help()``, IDEs and ``inspect.signature``; ``keep``:
-    the parameters of ``func`` kept as they are (``self``, ``repo_id``, ``root``, ``options``...)."""
+    positional arguments first, in their order, :data:`LEROBOT_ONLY` ones among them), for ``help()``,
+    IDEs and ``inspect.signature``; ``keep``: the parameters of ``func`` kept as they are (``self``,
+    ``repo_id``, ``root``, ``options``...)."""
     own = inspect.signature(func)
     params = [p for name, p in own.parameters.items() if name in keep and p.kind != p.KEYWORD_ONLY]
     defaults = {i.name: i.default for i in option_info()} | {k: a.default for k, a in LEROBOT_ONLY.items()}
