@@ -190,21 +190,27 @@ class StreamOptions:
 
     # The declarations are a table, one entry per option, kept as written (not reformatted).
     # fmt: off
-    # --- LeRobot's own LeRobotDataset arguments (same names, order and defaults) ---------------------
+    # --- LeRobot 0.6.1's StreamingLeRobotDataset arguments, in its order (LEROBOT_POSITIONAL), then
+    # video_backend (LeRobotDataset's) and repeat, keyword-only -----------------------------------------
     episodes: Optional[Sequence[int]] = _option(
         None, "None (all episodes) or a non-empty sequence of episode indices >= 0 (not a str, bytes or dict)",
         episodes_ok,
         "Episode indices to stream (None: every episode).", group="lerobot", per_dataset=True,
         train="--dataset.episodes (LeRobot's)")
+    image_transforms: Optional[Callable] = _option(
+        None, "None or a callable", lambda v: v is None or callable(v),
+        "Applied to every camera frame (C,H,W) of an item; not to depth maps.", group="lerobot",
+        train="--dataset.image_transforms.* (LeRobot's)")
     delta_timestamps: Optional[dict] = _option(
         None, "a dict {feature: [offset seconds, ...]}", lambda v: v is None or isinstance(v, dict),
         "Temporal windows per feature, seconds relative to the anchor frame; each window also gives "
         "a bool <key>_is_pad mask, as LeRobot's map-style dataset.", group="lerobot", per_dataset=True,
         train="from the policy's delta indices (LeRobot's resolve_delta_timestamps)")
-    image_transforms: Optional[Callable] = _option(
-        None, "None or a callable", lambda v: v is None or callable(v),
-        "Applied to every camera frame (C,H,W) of an item; not to depth maps.", group="lerobot",
-        train="--dataset.image_transforms.* (LeRobot's)")
+    tolerance_s: float = _option(
+        constants.DEFAULT_TOLERANCE_S, "a number > 0 (seconds)", lambda v: is_number(v) and v > 0,
+        "How far a frame's presentation time may be from its timestamp, seconds (strictly less, as LeRobot); "
+        "below half a frame interval (0.5 / fps, checked when the dataset is loaded).", group="lerobot",
+        per_dataset=True, train="--tolerance_s (LeRobot's)")
     revision: Optional[str] = _option(
         None, "None or a revision string", lambda v: v is None or isinstance(v, str),
         "Hub revision (branch, tag or commit); payload reads are pinned to its commit.", group="lerobot",
@@ -213,22 +219,21 @@ class StreamOptions:
         1, f"an int >= 1, at most {constants.MAX_NUM_WORKERS}", int_in(1, constants.MAX_NUM_WORKERS),
         "Worker shards per rank (LeRobot's streaming argument); sets num_workers when that is unset "
         "and this is > 1.", group="lerobot", train="max(1, --num_workers)")
-    tolerance_s: float = _option(
-        constants.DEFAULT_TOLERANCE_S, "a number > 0 (seconds)", lambda v: is_number(v) and v > 0,
-        "How far a frame's presentation time may be from its timestamp, seconds (strictly less, as LeRobot); "
-        "below half a frame interval (0.5 / fps, checked when the dataset is loaded).", group="lerobot",
-        per_dataset=True, train="--tolerance_s (LeRobot's)")
-    return_uint8: bool = _option(
-        False, "True or False", is_bool,
-        "Camera frames as uint8 (C,H,W) in [0, 255] instead of float32 in [0, 1].", group="lerobot",
-        train="True with LeRobot 0.6 (its training loop converts), False with 0.4.4")
-    video_backend: Optional[str] = _option(
-        "torchcodec", "'torchcodec' (or None)", lambda v: v in (None, "torchcodec"),
-        "Video decoder library (torchcodec; None means torchcodec).", group="lerobot", train="torchcodec")
     seed: Optional[int] = _option(
         constants.DEFAULT_SEED, "None or an int >= 0, at most 2**64 - 1", int_in(0, MAX_SEED, none_ok=True),
         f"Seed of every order (None: {constants.SEED_WHEN_NONE}).", group="lerobot",
         train=f"--seed (LeRobot's; --seed=null gives {constants.SEED_WHEN_NONE})")
+    return_uint8: bool = _option(
+        False, "True or False", is_bool,
+        "Camera frames as uint8 (C,H,W) in [0, 255] instead of float32 in [0, 1].", group="lerobot",
+        train="True with LeRobot 0.6 (its training loop converts), False with 0.4.4")
+    depth_output_unit: str = _option(
+        "mm", "'mm' or 'm' (the unit depth maps and depth stats are returned in)", lambda v: v in ("mm", "m"),
+        "Unit of depth maps and depth stats (LeRobot 0.6.1's).", group="lerobot",
+        train="--dataset.depth_output_unit (LeRobot 0.6's)")
+    video_backend: Optional[str] = _option(
+        "torchcodec", "'torchcodec' (or None)", lambda v: v in (None, "torchcodec"),
+        "Video decoder library (torchcodec; None means torchcodec).", group="lerobot", train="torchcodec")
     repeat: bool = _option(
         False, "True or False", is_bool,
         "Chain exact-coverage epochs endlessly (False: one epoch per iterator; set_epoch for the next).",
@@ -301,8 +306,9 @@ class StreamOptions:
         flag="streaming_sampling_strategy", flag_type=str)
     equalize: str = _option(
         "none", "'none' or 'drop'", lambda v: v in ("none", "drop"),
-        "Finite epochs under DDP: 'drop' stops every rank after the smallest rank's batch count (needs "
-        "batch_size, num_workers and drop_last); 'none' keeps every frame.", group="order",
+        "Finite epochs under DDP: 'drop' stops every rank after the smallest rank's batch count; over 2 or "
+        "more DataLoader workers it needs the DataLoader's batch_size (and drop_last when it drops), the worker "
+        "count is the DataLoader's own; 'none' keeps every frame.", group="order",
         train="'none' (training streams repeat; there is no epoch end to equalize)")
     partitions: Optional[int] = _option(
         None, f"None or an int >= 1, at most {MAX_COUNT} (at least world size x max(1, num_workers))",
@@ -353,10 +359,6 @@ class StreamOptions:
         int_in(0, MAX_THREADS),
         "FFmpeg threads per decoder (0: FFmpeg decides); the decode threads already run decoders in "
         "parallel.", group="decode", flag="streaming_ffmpeg_threads", flag_type=int)
-    depth_output_unit: str = _option(
-        "mm", "'mm' or 'm' (the unit depth maps and depth stats are returned in)", lambda v: v in ("mm", "m"),
-        "Unit of depth maps and depth stats (LeRobot 0.6.1's).", group="decode",
-        train="--dataset.depth_output_unit (LeRobot 0.6's)")
     # --- resume: the DataLoader's settings --------------------------------------------------------
     batch_size: Optional[int] = _option(
         None, f"None or an int >= 1, at most {MAX_COUNT} (the DataLoader's batch size)",
@@ -461,12 +463,18 @@ class StreamOptions:
         cls, options: StreamOptions | None, positional: Sequence[Any], keywords: dict[str, Any], owner: str
     ) -> StreamOptions:
         """The options of a constructor call: ``options`` (or the defaults), LeRobot's positional
-        arguments (:data:`LEROBOT_POSITIONAL` order), then ``keywords``; iterators given as
-        ``episodes`` / ``camera_keys`` are read once, here; a ``torch.device`` becomes its string.
+        arguments (:data:`LEROBOT_POSITIONAL`, LeRobot 0.6.1's ``StreamingLeRobotDataset`` order),
+        then ``keywords``; iterators given as ``episodes`` / ``camera_keys`` are read once, here; a
+        ``torch.device`` becomes its string. LeRobot's arguments that are no option here
+        (:data:`LEROBOT_ONLY`: ``force_cache_sync``, ``streaming``, ``buffer_size``, ``rng``,
+        ``shuffle``) are accepted, by position or keyword, at the values that ask for what the stream
+        does (LeRobot's defaults) and refused at any other.
 
         Raises:
             OptionArgumentError: more positional arguments than LeRobot's, an argument given twice,
                 an unknown keyword, or ``options`` of another type.
+            StreamingConfigError: a LeRobot-only argument at a value the stream cannot honour (the
+                message names the argument and the option to use instead).
         """
         if options is not None and not isinstance(options, StreamOptions):
             raise OptionArgumentError(
@@ -482,6 +490,8 @@ class StreamOptions:
         if twice:
             raise OptionArgumentError(f"{owner}() got multiple values for argument {twice[0]!r}", option=twice[0])
         given.update(keywords)
+        for name in LEROBOT_ONLY.keys() & given.keys():
+            LEROBOT_ONLY[name].check(name, given.pop(name), owner)
         refuse_unknown_keywords(given, _NAMES, owner)
         for key in ("episodes", "camera_keys"):
             if isinstance(given.get(key), abc.Iterator):
@@ -544,19 +554,79 @@ StreamOptions.__init__ = checked_keywords("StreamOptions")(StreamOptions.__init_
 _NAMES = [f.name for f in dataclasses.fields(StreamOptions)]
 _CONVERT: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "bool": bool}
 
-#: LeRobot's ``LeRobotDataset``/``StreamingLeRobotDataset`` positional arguments after repo_id, root
+#: LeRobot 0.6.1's ``StreamingLeRobotDataset`` positional arguments after repo_id, root, in its order:
+#: the options among them and LeRobot's arguments that are no option here (:data:`LEROBOT_ONLY`)
 LEROBOT_POSITIONAL = (
     "episodes",
-    "delta_timestamps",
     "image_transforms",
-    "revision",
-    "max_num_shards",
+    "delta_timestamps",
     "tolerance_s",
-    "return_uint8",
-    "video_backend",
+    "revision",
+    "force_cache_sync",
+    "streaming",
+    "buffer_size",
+    "max_num_shards",
     "seed",
-    "repeat",
+    "rng",
+    "shuffle",
+    "return_uint8",
+    "depth_output_unit",
 )
+
+
+@dataclass(frozen=True)
+class _LeRobotOnly:
+    """A LeRobot ``StreamingLeRobotDataset`` argument that is no option here: ``default`` (LeRobot's,
+    which asks for what the stream does) is accepted, as any value ``accepts``; other values raise,
+    saying what to use ``instead``."""
+
+    default: Any
+    accepts: Callable[[Any], bool]
+    instead: str
+
+    def check(self, name: str, value: Any, owner: str) -> None:
+        """Raise StreamingConfigError (naming ``name``, ``value`` and what to use instead) unless
+        the stream can honour ``value``."""
+        if not self.accepts(value):
+            raise StreamingConfigError(
+                f"{owner}(): {name}={value!r} (LeRobot's argument) cannot be honoured: {self.instead} "
+                f"(only {name}={self.default!r} is accepted)",
+                option=name,
+                value=value,
+            )
+
+
+#: LeRobot's ``StreamingLeRobotDataset`` arguments that are no option here, by name
+LEROBOT_ONLY: dict[str, _LeRobotOnly] = {
+    "force_cache_sync": _LeRobotOnly(
+        False,
+        lambda v: v is False,
+        "there is no local metadata cache to sync: the metadata is read from root (or the Hub) at every "
+        "construction; to read the Hub rather than a local copy at $HF_LEROBOT_HOME/<repo_id>, pass "
+        "root='hf://datasets/<repo_id>'",
+    ),
+    "streaming": _LeRobotOnly(
+        True,
+        lambda v: v is True,
+        "StreamingLeRobotDataset always streams; for a map-style dataset use LeRobot's LeRobotDataset",
+    ),
+    "buffer_size": _LeRobotOnly(
+        1000,
+        lambda v: is_int(v) and v == 1000,
+        "there is no shuffle buffer of frames: each DataLoader worker mixes whole episodes in an "
+        "exact-coverage pool; size it with episode_pool_size (episodes per rank) and byte_budget_gb",
+    ),
+    "rng": _LeRobotOnly(
+        None,
+        lambda v: v is None,
+        "every order is derived from seed=<int> (per epoch, rank and worker); pass the seed instead",
+    ),
+    "shuffle": _LeRobotOnly(
+        True,
+        lambda v: v is True,
+        "for episodes and frames in order pass sampling_strategy='sequential'",
+    ),
+}
 
 
 def option_info() -> Iterator[OptionInfo]:
@@ -637,6 +707,15 @@ def options_markdown() -> str:
         "per-dataset options and the `lerobotstream-train` flags are all read from it. `*_gb` are GiB "
         "(2**30 bytes), `*_s` seconds.",
         "",
+        "Positional arguments after `repo_id, root` follow LeRobot 0.6.1's `StreamingLeRobotDataset`: "
+        + ", ".join(f"`{n}`" for n in LEROBOT_POSITIONAL)
+        + "; every other option is keyword-only, and a mixture takes only `repo_ids` by position. "
+        + ", ".join(f"`{n}`" for n in LEROBOT_ONLY)
+        + " are LeRobot's arguments but no options here: accepted, by position or keyword, at LeRobot's "
+        "defaults (" + ", ".join(f"`{n}={a.default!r}`" for n, a in LEROBOT_ONLY.items()) + "), which ask for "
+        "what the stream does; another value raises `StreamingConfigError` naming what to use instead "
+        "(`shuffle=False`: `sampling_strategy='sequential'`; `rng`: `seed`; `buffer_size`: `episode_pool_size`).",
+        "",
     ]
     infos = list(option_info())
     for group, title in _GROUPS.items():
@@ -658,18 +737,19 @@ def options_markdown() -> str:
 
 def constructor_signature(func: Callable, keep: Sequence[str]) -> Any:
     """``func``'s signature with its ``*args`` / ``**kwargs`` replaced by every option (LeRobot's
-    positional ones first, in their order), for ``help()``, IDEs and ``inspect.signature``; ``keep``:
-    the parameters of ``func`` kept as they are (``self``, ``repo_id``, ``root``, ``options``...)."""
+    positional arguments first, in their order, :data:`LEROBOT_ONLY` ones among them), for ``help()``,
+    IDEs and ``inspect.signature``; ``keep``: the parameters of ``func`` kept as they are (``self``,
+    ``repo_id``, ``root``, ``options``...)."""
     own = inspect.signature(func)
     params = [p for name, p in own.parameters.items() if name in keep and p.kind != p.KEYWORD_ONLY]
-    defaults = {i.name: i.default for i in option_info()}
+    defaults = {i.name: i.default for i in option_info()} | {k: a.default for k, a in LEROBOT_ONLY.items()}
     for name in LEROBOT_POSITIONAL:
         params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults[name]))
     params += [p for name, p in own.parameters.items() if name in keep and p.kind == p.KEYWORD_ONLY]
     params += [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=d)
         for name, d in defaults.items()
-        if name not in LEROBOT_POSITIONAL and name not in keep
+        if name not in LEROBOT_POSITIONAL and name not in keep and name not in LEROBOT_ONLY
     ]
     return own.replace(parameters=params)
 

@@ -309,3 +309,21 @@ def test_image_decode_equals_hf_and_lerobot(name):
     got = _image_value([decode_image(data, key="k")], False)
     assert got.dtype == want.dtype and got.shape == want.shape, (name, got.dtype, want.dtype, got.shape, want.shape)
     assert torch.equal(got, want), name
+
+
+def test_positional_arguments_are_lerobot_061s_streaming_dataset_order():
+    """The constructor's positional arguments after repo_id, root are LeRobot 0.6.1's
+    ``StreamingLeRobotDataset``'s, in its order; its arguments that are no option here have its defaults."""
+    import inspect
+
+    from lerobot.datasets.streaming_dataset import StreamingLeRobotDataset as LeRobots
+
+    from lerobotstream.options import LEROBOT_ONLY, LEROBOT_POSITIONAL
+
+    theirs = inspect.signature(LeRobots.__init__).parameters
+    positional = [n for n, p in theirs.items() if p.kind == p.POSITIONAL_OR_KEYWORD][3:]
+    assert tuple(positional) == LEROBOT_POSITIONAL
+    for name, arg in LEROBOT_ONLY.items():
+        assert theirs[name].default == arg.default, name
+    ours = inspect.signature(StreamingLeRobotDataset.__init__).parameters
+    assert [n for n, p in ours.items() if p.kind == p.POSITIONAL_OR_KEYWORD][3:] == positional

@@ -39,10 +39,16 @@ class StreamingLeRobotDataset(StreamCore):
         repo_id: ``OWNER/NAME`` on the Hub (also names local datasets' caches).
         root: local folder, ``hf://`` / ``hf://buckets/`` or any fsspec URL of the dataset.
         options: a :class:`~lerobotstream.options.StreamOptions`; keywords given beside it override it.
-        *args, **kwargs: the options (LeRobot's positional arguments in LeRobot's order: episodes,
-            delta_timestamps, image_transforms, revision, max_num_shards, tolerance_s, return_uint8,
-            video_backend, seed, repeat). Every option, its default, unit and rule:
-            :class:`~lerobotstream.options.StreamOptions` and ``docs/options.md`` (generated from it).
+        *args, **kwargs: the options. Positional arguments follow LeRobot 0.6.1's
+            ``StreamingLeRobotDataset``: episodes, image_transforms, delta_timestamps, tolerance_s,
+            revision, force_cache_sync, streaming, buffer_size, max_num_shards, seed, rng, shuffle,
+            return_uint8, depth_output_unit; every other option is keyword-only. LeRobot's
+            force_cache_sync, streaming, buffer_size, rng and shuffle are no options here: accepted
+            (by position or keyword) at LeRobot's defaults, the values that ask for what the stream
+            does; another value raises StreamingConfigError naming the option to use instead
+            (``shuffle=False``: ``sampling_strategy="sequential"``; ``rng``: ``seed``). Every option,
+            its default, unit and rule: :class:`~lerobotstream.options.StreamOptions` and
+            ``docs/options.md`` (generated from it).
     ``ds.options``: the resolved, frozen options every layer reads (``seed=None`` as 42,
     ``num_workers`` from ``max_num_shards`` when unset); each option is also a read-only attribute.
 

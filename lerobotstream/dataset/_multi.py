@@ -214,11 +214,15 @@ class StreamingMultiLeRobotDataset(StreamCore):
                     key,
                 )
         self.features = {k: feats[0][k] for k in common}
+        decoded = [sorted(set(c.video_keys) | set(c.image_keys)) for c in self.datasets]
+        uncommon = sorted({k for cams in decoded for k in cams} - set(common))
         self._refuse_differing(
-            [sorted((set(c.video_keys) | set(c.image_keys)) & set(common)) for c in self.datasets],
+            [[k for k in cams if k in common] for cams in decoded],  # the cameras items would have
             "the datasets decode different cameras: ",
-            "; items of a mixture have one key set: give every dataset the same camera_keys",
+            (f"; no item has {uncommon} (not a camera of every dataset)" if uncommon else "")
+            + "; items of a mixture have one key set: give every dataset the same camera_keys",
             "camera_keys",
+            shown=decoded,
         )
         lengths = [{k: len(v) for k, v in (c.options.delta_timestamps or {}).items()} for c in self.datasets]
         for key in sorted({k for w in lengths for k in w} & set(common)):
@@ -246,12 +250,16 @@ class StreamingMultiLeRobotDataset(StreamCore):
             _NOTED.add(note)
             log.warning(note)
 
-    def _refuse_differing(self, values: list, head: str, tail: str, option: str, show: Callable = str) -> None:
-        """Raise MixtureFeatureError naming dataset 0 and the first dataset whose value differs."""
+    def _refuse_differing(
+        self, values: list, head: str, tail: str, option: str, show: Callable = str, shown: list | None = None
+    ) -> None:
+        """Raise MixtureFeatureError naming dataset 0 and the first dataset whose value differs
+        (``shown``: what the message names for each dataset, when not ``values``)."""
+        shown = values if shown is None else shown
         for d in range(1, len(values)):
             if values[d] != values[0]:
                 raise MixtureFeatureError(
-                    f"{head}{show(values[0])} in dataset 0 ({self.repo_ids[0]}) but {show(values[d])} in dataset {d} "
+                    f"{head}{show(shown[0])} in dataset 0 ({self.repo_ids[0]}) but {show(shown[d])} in dataset {d} "
                     f"({self.repo_ids[d]}){tail}",
                     option=option,
                 )

@@ -263,9 +263,21 @@ class StreamCore(torch.utils.data.IterableDataset):
         ``drop_last``; 0 and 1 workers are one shard) is loaded again for them, elastic unless
         they are the checkpoint's, until the stream moves from the loaded position. A DataLoader
         worker count other than the options' warns (``state_dict()`` describes the options').
-        ResumeStateError: the state cannot be resumed with these settings.
+        ResumeStateError: the state cannot be resumed with these settings. StreamingConfigError:
+        ``equalize="drop"`` over 2 or more workers with no batch size (the option's, a loaded
+        state's or a ``StreamLoader``'s): the ranks' batch counts cannot be equalized without it.
         """
         ls, r = self.loader_settings(loader), self._resume
+        o = self.options
+        if o.equalize == "drop" and not o.repeat and ls.batch_size is None and ls.num_workers > 1:
+            raise StreamingConfigError(
+                f"equalize='drop' over {ls.num_workers} DataLoader workers needs the DataLoader's batch size, "
+                "which the dataset cannot see: pass batch_size=<the DataLoader's batch_size> to the dataset "
+                "(and drop_last=True when the DataLoader drops its last batches); the worker count is the "
+                "DataLoader's own",
+                option="batch_size",
+                value=None,
+            )
         t = r.planned_for
         if t is not None and (t[1], t[2]) == (r.at.epoch, r.at.samples) and not r.yielded and not ls.plays_as(t[0]):
             own = self.options.num_workers

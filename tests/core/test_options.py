@@ -12,7 +12,14 @@ import pytest
 
 from lerobotstream import StreamingLeRobotDataset, StreamingMultiLeRobotDataset
 from lerobotstream.errors import StreamingConfigError
-from lerobotstream.options import LEROBOT_POSITIONAL, StreamOptions, option_info, options_markdown, per_dataset_options
+from lerobotstream.options import (
+    LEROBOT_ONLY,
+    LEROBOT_POSITIONAL,
+    StreamOptions,
+    option_info,
+    options_markdown,
+    per_dataset_options,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 G1 = REPO / "data" / "g1_v30"
@@ -45,6 +52,85 @@ def test_the_constructor_signature_lists_every_option_with_its_default():
         assert params[name].default == default, name
     positional = [n for n, p in params.items() if p.kind == p.POSITIONAL_OR_KEYWORD][3:]
     assert tuple(positional) == LEROBOT_POSITIONAL  # LeRobot's order after self, repo_id, root
+    # LeRobot 0.6.1's StreamingLeRobotDataset.__init__ after repo_id, root (its keyword-only
+    # repo_type is an option, keyword-only here too; tests_lerobot compares with the installed class)
+    assert LEROBOT_POSITIONAL == (
+        "episodes",
+        "image_transforms",
+        "delta_timestamps",
+        "tolerance_s",
+        "revision",
+        "force_cache_sync",
+        "streaming",
+        "buffer_size",
+        "max_num_shards",
+        "seed",
+        "rng",
+        "shuffle",
+        "return_uint8",
+        "depth_output_unit",
+    )
+    for name, arg in LEROBOT_ONLY.items():  # no option, but in the signature at LeRobot's default
+        assert name not in defaults and params[name].default == arg.default, name
+    assert params["repo_type"].kind == params["repo_type"].KEYWORD_ONLY
+    # docs/options.md lists LeRobot's options in the same order
+    lerobot_group = [i.name for i in option_info() if i.group == "lerobot"]
+    assert [n for n in LEROBOT_POSITIONAL if n in defaults] == lerobot_group[: len(lerobot_group) - 2]
+
+
+def test_positional_arguments_follow_lerobot_streaming_dataset():
+    """Bug: positional arguments were mapped in another order (delta_timestamps second), so
+    LeRobot's ``StreamingLeRobotDataset(repo_id, root, episodes, image_transforms, delta_timestamps)``
+    raised ``delta_timestamps must be a dict ..., got <transform>``."""
+
+    def transform(x):
+        return x
+
+    ds = StreamingLeRobotDataset("local/g1", G1, [0], transform, {"action": [0.0, 0.1]})
+    assert ds.episodes == [0] and ds.image_transforms is transform
+    assert dict(ds.delta_timestamps) == {"action": (0.0, 0.1)}
+    # every positional argument, LeRobot's defaults for its arguments that are no option here
+    ds = StreamingLeRobotDataset(
+        "local/g1", G1, [1], None, None, 2e-4, None, False, True, 1000, 2, 5, None, True, True, "m"
+    )
+    assert (ds.episodes, ds.tolerance_s, ds.max_num_shards, ds.seed, ds.return_uint8, ds.depth_output_unit) == (
+        [1],
+        2e-4,
+        2,
+        5,
+        True,
+        "m",
+    )
+    assert "force_cache_sync" not in ds.options.as_dict()
+    keywords = StreamingLeRobotDataset(
+        root=G1, episodes=[1], force_cache_sync=False, streaming=True, buffer_size=1000, rng=None, shuffle=True
+    )
+    assert keywords.options == StreamingLeRobotDataset(root=G1, episodes=[1]).options
+
+
+@pytest.mark.parametrize(
+    "name, value, instead",
+    [
+        ("shuffle", False, "sampling_strategy='sequential'"),
+        ("rng", object(), "seed="),
+        ("buffer_size", 5000, "episode_pool_size"),
+        ("streaming", False, "LeRobotDataset"),
+        ("force_cache_sync", True, "hf://datasets/"),
+    ],
+)
+def test_lerobot_arguments_that_are_no_option_refuse_what_the_stream_cannot_honour(name, value, instead):
+    for build in (
+        lambda: StreamingLeRobotDataset("local/g1", G1, **{name: value}),
+        lambda: StreamingMultiLeRobotDataset(["a/x", "b/y"], roots=[G1, G1], **{name: value}),
+    ):
+        with pytest.raises(StreamingConfigError, match=rf"{name}=.*cannot be honoured: .*{instead}") as e:
+            build()
+        assert e.value.option == name and not isinstance(e.value, TypeError)
+    at = LEROBOT_POSITIONAL.index(name)  # by position too
+    args = [LEROBOT_ONLY[n].default if n in LEROBOT_ONLY else None for n in LEROBOT_POSITIONAL[:at]]
+    args = [1e-4 if n == "tolerance_s" else a for n, a in zip(LEROBOT_POSITIONAL, args)]
+    with pytest.raises(StreamingConfigError, match=rf"{name}="):
+        StreamingLeRobotDataset("local/g1", G1, *args, value)
 
 
 def test_options_object_and_keywords_are_the_same_dataset():
@@ -57,8 +143,8 @@ def test_options_object_and_keywords_are_the_same_dataset():
         assert ds.options.as_dict() == a.options.as_dict()
         assert (ds.decode_threads, ds.byte_budget_gb, ds.episodes) == (1, 2.0, [0, 1])
         assert isinstance(ds.byte_budget_gb, float) and isinstance(ds.decode_threads, int)
-    positional = StreamingLeRobotDataset("local/g1", G1, [0, 1], None, None, None, 1, 1e-4, True)
-    assert positional.episodes == [0, 1] and positional.return_uint8 is True
+    positional = StreamingLeRobotDataset("local/g1", G1, [0, 1], None, None, 1e-4, None, False, True, 1000, 1, 3)
+    assert positional.episodes == [0, 1] and positional.seed == 3
 
 
 @pytest.mark.parametrize("name", [i.name for i in option_info()])

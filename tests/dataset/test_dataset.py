@@ -157,14 +157,14 @@ def test_set_epoch_reaches_persistent_workers(root):
     assert pers[0] != pers[1] and pers[1] != pers[2]
 
 
-def _rank_anchors(root, monkeypatch, rank, equalize, nw=2, bs=2):
+def _rank_anchors(root, monkeypatch, rank, equalize, nw=2, bs=2, declare=("batch_size", "num_workers")):
     monkeypatch.setenv("RANK", str(rank))
     monkeypatch.setenv("WORLD_SIZE", "2")
+    declared = {"max_num_shards": max(1, nw), "num_workers": nw} if "num_workers" in declare else {}
+    declared |= {"batch_size": bs} if "batch_size" in declare else {}
     ds = StreamingLeRobotDataset(
         root=root,
-        max_num_shards=nw,
-        num_workers=nw,
-        batch_size=bs,
+        **declared,
         equalize=equalize,
         episode_pool_size=2,
         prefetch_episodes=1,
@@ -188,6 +188,22 @@ def test_equalize_drop_gives_every_rank_the_same_batch_count(root2cam, monkeypat
 
     with pytest.raises(StreamingConfigError, match="equalize"):
         StreamingLeRobotDataset(root=root2cam, equalize="pad")
+
+
+def test_equalize_drop_needs_the_batch_size_and_reads_the_worker_count_from_the_dataloader(root2cam, monkeypatch):
+    """Bug: ``equalize="drop"`` was accepted without ``batch_size`` though the docs said it needs
+    it (and ``num_workers``): over several DataLoader workers it then equalized samples, not
+    batches, so the ranks' batch counts could still differ by one (a DDP hang). The worker count
+    is the DataLoader's own (each worker reads it); the batch size the dataset cannot see."""
+    from lerobotstream.errors import StreamingConfigError
+
+    drop = [_rank_anchors(root2cam, monkeypatch, r, "drop") for r in (0, 1)]
+    batch_size_only = [_rank_anchors(root2cam, monkeypatch, r, "drop", declare=("batch_size",)) for r in (0, 1)]
+    assert batch_size_only == drop
+    with pytest.raises(StreamingConfigError, match=r"equalize='drop' over 2 DataLoader workers needs .*batch_size="):
+        _rank_anchors(root2cam, monkeypatch, 0, "drop", declare=("num_workers",))
+    in_process = [_rank_anchors(root2cam, monkeypatch, r, "drop", nw=0, declare=()) for r in (0, 1)]
+    assert len(in_process[0]) == len(in_process[1])  # one stream per rank: equal samples, equal batches
 
 
 @pytest.mark.parametrize(

@@ -122,6 +122,24 @@ def test_per_dataset_camera_keys_give_items_of_one_key_set(big, small):
     assert all(k in next(iter(keys)) for k in ds.camera_keys)
 
 
+def test_the_camera_error_names_the_cameras_each_dataset_decodes(big, small):
+    """Bug: ``camera_keys={"nu/big": [wrist]}`` (the small dataset has no wrist camera) said
+    ``decode different cameras: [] in dataset 0 (nu/big)``: the message showed only the cameras
+    common to every dataset, not the wrist camera dataset 0 decodes."""
+    from lerobotstream.errors import MixtureFeatureError
+
+    with pytest.raises(MixtureFeatureError) as info:
+        StreamingMultiLeRobotDataset(["nu/big", "nu/small"], roots=[big, small], camera_keys={"nu/big": [WRIST[0]]})
+    msg = str(info.value)
+    assert f"[{WRIST[0]!r}] in dataset 0 (nu/big) but [{FRONT[0]!r}] in dataset 1 (nu/small)" in msg, msg
+    assert f"no item has [{WRIST[0]!r}] (not a camera of every dataset)" in msg, msg
+    assert info.value.option == "camera_keys"
+    with pytest.raises(MixtureFeatureError) as info:  # both common: the sets as asked
+        StreamingMultiLeRobotDataset(["nu/big", "nu/small"], roots=[big, big], camera_keys={"nu/small": [FRONT[0]]})
+    assert f"{sorted([FRONT[0], WRIST[0]])} in dataset 0 (nu/big) but [{FRONT[0]!r}] in dataset 1" in str(info.value)
+    assert "no item has" not in str(info.value)
+
+
 def test_a_child_error_names_its_dataset_even_with_a_short_repo_id(big, small):
     """Repo id ``c`` for the 15 fps dataset: a 0.1 s window it cannot meet."""
     with pytest.raises(LeRobotStreamError) as info:
