@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobotstream.constants import INFO_PATH
+from lerobotstream.constants import INFO_PATH, STATS_PATH
 from lerobotstream.errors import MetadataError, Problem
 
 #: LeRobot 0.6.1's language columns (``lerobot.datasets.language.LANGUAGE_COLUMNS``)
@@ -51,15 +51,61 @@ class DepthQuantizer:
     use_log: bool
 
 
+#: the fields of a feature's ``info`` (and of the legacy ``video_info``) lerobotstream reads, with
+#: the JSON type LeRobot 0.6.1 writes each as: ``(what it must be, check)``; null is the field absent
+INFO_FIELDS: dict[str, tuple[str, Any]] = {
+    "is_depth_map": ("true or false", lambda v: isinstance(v, bool)),
+    "video.is_depth_map": ("true or false", lambda v: isinstance(v, bool)),
+    "video.height": ("a whole number >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+    "video.width": ("a whole number >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+    "video.codec": ("a string", lambda v: isinstance(v, str)),
+    "video.pix_fmt": ("a string", lambda v: isinstance(v, str)),
+    "depth_unit": ('"mm" or "m"', lambda v: v in ("mm", "m")),
+}
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def feature_fields_problem(feat: Mapping[str, Any]) -> str | None:
+    """Why a feature of ``meta/info.json`` declares a field lerobotstream reads with the wrong JSON
+    type, or None: ``names`` null, a list or an object; ``info`` and ``video_info`` null or
+    objects, their :data:`INFO_FIELDS` of their types (``"video.height": "abc"``, a string
+    ``"video.is_depth_map": "false"``, which LeRobot would read as true). The other functions of
+    this module read a feature only after it passed (``DatasetMeta.load`` checks every feature)."""
+    names = feat.get("names")
+    if names is not None and not isinstance(names, (list, dict)):
+        return f"has names {_show(names)}; names must be a list (or an object, or null)"
+    for part in ("info", "video_info"):
+        fields = feat.get(part)
+        if fields is None:
+            continue
+        if not isinstance(fields, dict):
+            return f"has {part} {_show(fields)}; {part} must be an object (or null)"
+        for name, (want, ok) in INFO_FIELDS.items():
+            value = fields.get(name)
+            if value is not None and not ok(value):
+                return f"has {part}[{name!r}] = {_show(value)}; it must be {want} (or null)"
+    return None
+
+
+def _info(feat: Mapping[str, Any], part: str = "info") -> Mapping[str, Any]:
+    """A feature's ``info`` (or ``video_info``) object; {} when absent (or not an object, which
+    :func:`feature_fields_problem` refuses at load)."""
+    fields = feat.get(part)
+    return fields if isinstance(fields, dict) else {}
+
+
 def is_depth_feature(feat: Mapping[str, Any]) -> bool:
     """LeRobot 0.6.1's rule: the feature's ``info`` has ``is_depth_map`` (or the legacy
-    ``video.is_depth_map`` in ``info`` or ``video_info``)."""
-    info = feat.get("info") or {}
-    video_info = feat.get("video_info") or {}
-    return bool(
-        info.get("is_depth_map", False)
-        or info.get("video.is_depth_map", False)
-        or video_info.get("video.is_depth_map", False)
+    ``video.is_depth_map`` in ``info`` or ``video_info``) true."""
+    info, video_info = _info(feat), _info(feat, "video_info")
+    return (
+        info.get("is_depth_map") is True
+        or info.get("video.is_depth_map") is True
+        or video_info.get("video.is_depth_map") is True
     )
 
 
@@ -115,7 +161,8 @@ def frame_hwc(feat: Mapping[str, Any]) -> tuple[int, int, int] | None:
     shape = tuple(int(s) for s in (feat.get("shape") or ()))
     if len(shape) != 3:
         return None
-    names = list(feat.get("names") or [])
+    names = feat.get("names")
+    names = list(names) if isinstance(names, (list, dict)) else []
     if names[:1] == ["channels"] or (shape[0] in (1, 3, 4) and shape[2] not in (1, 3, 4)):
         return shape[1], shape[2], shape[0]
     return shape
@@ -150,7 +197,15 @@ def data_columns_problem(
     if not missing:
         return None
     whose = " that meta/info.json features declare" if any(c in declared for c in missing) else ""
-    return Problem("data_columns", f"the data file lacks the column(s) {missing}{whose}", column=missing[0])
+    return Problem("data_columns", f"the data file lacks the column(s) {few(missing)}{whose}", column=missing[0])
+
+
+def few(values: Sequence[Any], shown: int = 8) -> str:
+    """``values`` as a list for a message: ``['a', 'b']``, or the first ``shown`` and how many more
+    (``['a', 'b', ... 49992 more]``), so a message stays one short line whatever the metadata holds."""
+    if len(values) <= shown:
+        return str(list(values))
+    return f"{str(list(values[:shown]))[:-1]}, ... {len(values) - shown} more]"
 
 
 def scale_stat(value: Any, factor: float) -> Any:
@@ -168,7 +223,7 @@ def depth_quantizer_of(features: Mapping[str, Any], key: str, repo_id: str) -> D
     feat = features.get(key)
     if feat is None or feat.get("dtype") != "video" or key not in depth_keys:
         raise MetadataError(f"{key!r} is not a depth video feature of {repo_id} (depth keys: {depth_keys})", camera=key)
-    info = feat.get("info") or {}
+    info = _info(feat)
     where = f"{repo_id}: depth camera {key!r} (meta/info.json features[{key!r}].info)"
     pix_fmt = info.get("video.pix_fmt")
     if pix_fmt is not None and pix_fmt not in DEPTH_PIX_FMTS:
@@ -225,39 +280,94 @@ def rescale_depth_stats(stats: dict[str, Any], features: Mapping[str, Any], outp
 
 def depth_unit(features: Mapping[str, Any], key: str) -> str | None:
     """The unit depth feature ``key`` was recorded in (``info["depth_unit"]``: ``"mm"`` / ``"m"``), or None."""
-    return ((features.get(key) or {}).get("info") or {}).get("depth_unit")
+    return _info(features.get(key) or {}).get("depth_unit")
+
+
+def _stat_array(value: Any, where: str) -> np.ndarray:
+    """A ``meta/stats.json`` statistic as float64: a number or a (nested, rectangular) list of
+    numbers; anything else (an object, a string, a ragged list, booleans) is a MetadataError
+    naming ``where`` (``"meta/stats.json of dataset 1: 'observation.state'/mean"``)."""
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError, OverflowError, RecursionError) as e:  # ragged lists, huge ints
+        raise MetadataError(f"{where} is not a numeric array: {_show(value)} ({e})", path=STATS_PATH) from None
+    if arr.dtype.kind not in "iuf":
+        raise MetadataError(f"{where} is not a numeric array: {_show(value)}", path=STATS_PATH)
+    return arr.astype(np.float64)
+
+
+def _same_shape(arr: np.ndarray, mean: np.ndarray, where: str) -> None:
+    """A statistic combined with the mean (std, a quantile) has the mean's shape (LeRobot's)."""
+    if arr.shape != mean.shape:
+        raise MetadataError(f"{where} has shape {list(arr.shape)}, the mean {list(mean.shape)}", path=STATS_PATH)
 
 
 def aggregate_stats(
-    stats_list: Sequence[Mapping[str, Mapping[str, Any]]], keys: Iterable[str] | None = None
+    stats_list: Sequence[Mapping[str, Mapping[str, Any]]],
+    keys: Iterable[str] | None = None,
+    names: Sequence[str] | None = None,
 ) -> dict[str, dict[str, list]]:
     """Stats of several datasets (each a ``meta/stats.json`` dict) combined, as LeRobot's
     ``aggregate_stats``: per feature, ``min``/``max`` elementwise, ``mean`` weighted by ``count``,
     ``std`` by the parallel-variance rule, ``count`` summed, quantiles (``q01``...) count-weighted
     when every dataset has them. ``keys``: features to aggregate (default: the union; a feature is
-    aggregated over the datasets that have it).
+    aggregated over the datasets that have it). ``names``: how errors name each dataset (default
+    ``dataset 0``, ``dataset 1``... in list order).
 
     Returns:
         ``{feature: {stat: list}}`` (float64 values; ``count`` as int).
 
     Raises:
-        MetadataError: a feature's stats have different shapes in two datasets.
+        MetadataError: a feature's stats are not an object, a statistic is not a number or a
+            (rectangular) list of numbers, a ``count`` is not one number >= 0, the counts of a
+            feature sum to 0 (LeRobot's mean would be NaN), a std or quantile is not of its mean's
+            shape, or a statistic has different shapes in two datasets (names the dataset, the
+            feature and the statistic).
     """
+    names = [f"dataset {i}" for i in range(len(stats_list))] if names is None else list(names)
     wanted = sorted({k for s in stats_list for k in s}) if keys is None else list(keys)
     out: dict[str, dict[str, list]] = {}
     for key in wanted:
-        parts = [s[key] for s in stats_list if key in s and all(n in s[key] for n in ("mean", "std", "count"))]
+        parts: list[tuple[str, Mapping[str, Any]]] = []  # (where, the feature's stats) per dataset that has it
+        for name, stats in zip(names, stats_list):
+            st = stats.get(key)
+            if st is not None and not isinstance(st, Mapping):
+                raise MetadataError(
+                    f"{STATS_PATH} of {name}: {key!r} is {_show(st)}, not an object of statistics", path=STATS_PATH
+                )
+            if st is not None and all(n in st for n in ("mean", "std", "count")):
+                parts.append((f"{STATS_PATH} of {name}: {key!r}", st))
         if not parts:
             continue
-        try:
-            means = np.stack([np.asarray(p["mean"], dtype=np.float64) for p in parts])
-            var = np.stack([np.asarray(p["std"], dtype=np.float64) ** 2 for p in parts])
-            mins = np.stack([np.asarray(p.get("min", p["mean"]), dtype=np.float64) for p in parts])
-            maxs = np.stack([np.asarray(p.get("max", p["mean"]), dtype=np.float64) for p in parts])
-        except ValueError as exc:
-            raise MetadataError(f"stats of {key!r} have different shapes in the mixed datasets: {exc}") from exc
-        counts = np.stack([np.asarray(p["count"], dtype=np.float64).reshape(-1)[:1] for p in parts]).reshape(-1)
+        arrays: dict[str, list[np.ndarray]] = {"mean": [], "std": [], "min": [], "max": [], "count": []}
+        for where, p in parts:
+            for stat in arrays:
+                arrays[stat].append(_stat_array(p.get(stat, p["mean"]), f"{where}/{stat}"))
+            _same_shape(arrays["std"][-1], arrays["mean"][-1], f"{where}/std")
+            count = arrays["count"][-1]
+            if count.size != 1 or not np.isfinite(count).all() or float(count.reshape(-1)[0]) < 0:
+                raise MetadataError(
+                    f"{where}/count is {_show(p['count'])}; it must be one number >= 0 (the frames the stats cover)",
+                    path=STATS_PATH,
+                )
+        stacked: dict[str, np.ndarray] = {}
+        for stat in ("mean", "std", "min", "max"):
+            shapes = [a.shape for a in arrays[stat]]
+            if len(set(shapes)) > 1:
+                shown = ", ".join(f"{list(sh)} in {where}" for (where, _), sh in zip(parts, shapes))
+                raise MetadataError(
+                    f"stats of {key!r} have different shapes in the mixed datasets: {stat} is {shown}", path=STATS_PATH
+                )
+            stacked[stat] = np.stack(arrays[stat])
+        means, var, mins, maxs = stacked["mean"], stacked["std"] ** 2, stacked["min"], stacked["max"]
+        counts = np.array([float(c.reshape(-1)[0]) for c in arrays["count"]])
         total = counts.sum()
+        if not 0 < total < np.inf:
+            raise MetadataError(
+                f"stats of {key!r}: its counts sum to {total:g} ({', '.join(f'{w}/count' for w, _ in parts)}), so no mean "
+                "or std can be combined (LeRobot's would be NaN); recompute meta/stats.json",
+                path=STATS_PATH,
+            )
         c = counts.reshape((-1,) + (1,) * (means.ndim - 1))
         mean = (means * c).sum(axis=0) / total
         variance = ((var + (means - mean) ** 2) * c).sum(axis=0) / total
@@ -268,10 +378,12 @@ def aggregate_stats(
             "std": np.sqrt(variance).tolist(),
             "count": [int(total)],
         }
-        for q in [k for k in parts[0] if k.startswith("q") and k[1:].isdigit()]:
-            if all(q in p for p in parts):
-                agg[q] = (
-                    (np.stack([np.asarray(p[q], dtype=np.float64) for p in parts]) * c).sum(axis=0) / total
-                ).tolist()
+        first = parts[0][1]
+        for q in [k for k in first if isinstance(k, str) and k.startswith("q") and k[1:].isdigit()]:
+            if all(q in p for _, p in parts):
+                qs = [_stat_array(p[q], f"{where}/{q}") for where, p in parts]
+                for (where, _), a, m in zip(parts, qs, arrays["mean"]):
+                    _same_shape(a, m, f"{where}/{q}")
+                agg[q] = ((np.stack(qs) * c).sum(axis=0) / total).tolist()
         out[key] = agg
     return out

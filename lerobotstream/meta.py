@@ -52,6 +52,8 @@ from lerobotstream.features import (
     DepthQuantizer,
     depth_quantizer_of,
     depth_unit,
+    feature_fields_problem,
+    few,
     is_depth_feature,
     rescale_depth_stats,
 )
@@ -223,7 +225,7 @@ def _feature_problem(key: str, feat: Any) -> str | None:
         return f"has the dtype {_show(feat['dtype'])}, not a string"
     shape = feat.get("shape")
     if shape is None:
-        return None
+        return feature_fields_problem(feat)
     if not isinstance(shape, (list, tuple)) or len(shape) > MAX_SHAPE_DIMS:
         return f"has the shape {_show(shape)}; a shape is a list of at most {MAX_SHAPE_DIMS} whole numbers"
     if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shape):
@@ -234,7 +236,7 @@ def _feature_problem(key: str, feat: Any) -> str | None:
         why = path_problem(key)
         if why is not None:
             return f"is a video key, which names its video folder, and it {why}"
-    return None
+    return feature_fields_problem(feat)
 
 
 def info_problem(info: dict[str, Any]) -> tuple[str, str] | None:
@@ -312,7 +314,12 @@ def _load_info(src: PrefetchedReads) -> dict[str, Any]:
     problem = info_problem(info)
     if problem is not None:
         field, why = problem
-        raise MetadataError(f"{_where(src, INFO_PATH)}: {field} {why}", path=INFO_PATH, field=field)
+        feat = info["features"].get(field[len("features.") :]) if field.startswith("features.") else None
+        camera = (
+            field[len("features.") :] if isinstance(feat, dict) and feat.get("dtype") in ("video", "image") else None
+        )
+        where = {"camera": camera} if camera is not None else {}
+        raise MetadataError(f"{_where(src, INFO_PATH)}: {field} {why}", path=INFO_PATH, field=field, **where)
     for feat in info["features"].values():
         if isinstance(feat.get("shape"), list):
             feat["shape"] = tuple(feat["shape"])
@@ -566,7 +573,9 @@ def _load_episode_rows(src: PrefetchedReads, info: Mapping[str, Any]) -> _Column
         )
         missing = [c for c in wanted if c not in table.column_names and c != "tasks"]
         if missing:
-            raise MetadataError(f"episode metadata shard {_where(src, shard)} lacks the columns {missing}", path=shard)
+            raise MetadataError(
+                f"episode metadata shard {_where(src, shard)} lacks the columns {few(missing)}", path=shard
+            )
         for c in wanted:
             col = table.column(c) if c in table.column_names else pa.chunked_array([pa.nulls(table.num_rows, types[c])])
             try:

@@ -444,6 +444,15 @@ def _column_index(md: pq.FileMetaData, name: str) -> int | None:
     return None
 
 
+def _non_integer_kind(values: np.ndarray) -> str | None:
+    """What a column that is not numbers holds (``str``, ``bool``), or None for numbers."""
+    if values.dtype.kind in "iuf":
+        return None
+    if values.dtype.kind == "O":
+        return "/".join(sorted({type(v).__name__ for v in values[:64].tolist()})) or "non-numeric"
+    return str(values.dtype)
+
+
 def episode_rows_problem(
     episode_index: np.ndarray, frame_index: np.ndarray | None, ep: int, length: int
 ) -> Problem | None:
@@ -452,8 +461,15 @@ def episode_rows_problem(
     ``frame_index`` is None when the file has no such column. Returns a
     :class:`~lerobotstream.errors.Problem`: ``data_rows`` ("expected 30 rows, found 29", or rows of
     another episode) or ``data_frame_index`` ("non-contiguous frame_index (row 10 has -1, expected
-    10)": it must be exactly ``0..length-1`` in row order).
+    10)": it must be exactly ``0..length-1`` in row order; "the frame_index column holds str values,
+    not integers": a column of another type than numbers).
     """
+    for name, col in (("episode_index", episode_index), ("frame_index", frame_index)):
+        kind = None if col is None else _non_integer_kind(np.asarray(col))
+        if kind is not None:
+            code = "data_rows" if name == "episode_index" else "data_frame_index"
+            reason = f"the {name} column holds {kind} values, not integers (LeRobot writes int64)"
+            return Problem(code, reason, episode_index=ep, column=name)
     n = int(episode_index.shape[0])
     if n != length:
         return Problem("data_rows", f"expected {length} rows, found {n}", episode_index=ep)

@@ -191,7 +191,13 @@ class StreamingMultiLeRobotDataset(StreamCore):
         self.weights = [float(w) for w in (weights if weights is not None else frames)]
         self.weights_given = weights is not None
         self._offsets = [0, *itertools.accumulate(int(max(c.meta.episode_indices)) + 1 for c in self.datasets[:-1])]
-        self.meta = self._mixture_meta(aggregate_stats([c.meta.stats for c in self.datasets], keys=self.features))
+        self.meta = self._mixture_meta(
+            aggregate_stats(
+                [c.meta.stats for c in self.datasets],
+                keys=self.features,
+                names=[f"dataset {d} ({r})" for d, r in enumerate(self.repo_ids)],
+            )
+        )
         if self.options.partitions is not None:  # its rules (>= ranks x workers, <= each dataset's episodes) first
             self._planner(self.loader_settings())
         self._setup_s = time.perf_counter() - t0

@@ -144,7 +144,10 @@ def read_npz_member(
 
 def _read_json(zf: zipfile.ZipFile, name: str, path: str = "") -> Any:
     raw = read_npz_member(zf, name, max_count=MAX_JSON_BYTES, kinds="u", path=path)
-    return json.loads(raw.astype(np.uint8).tobytes().decode("utf-8"))
+    try:
+        return json.loads(raw.astype(np.uint8).tobytes().decode("utf-8"))
+    except RecursionError:  # a hostile archive: its readers make it a SidecarSchemaError naming the file
+        raise ValueError(f"{name} nests arrays/objects deeper than the JSON parser allows") from None
 
 
 def read_manifest(zf: zipfile.ZipFile, path: str = "") -> dict[str, Any]:

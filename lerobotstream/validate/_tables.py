@@ -68,6 +68,7 @@ def stats_findings(meta: Any) -> list[Finding]:
 
     for key, st in sorted((meta.stats or {}).items()):
         if not isinstance(st, dict):
+            add("stats_shape", f"{key} is a {type(st).__name__}, not an object of statistics")
             continue
         feat = meta.features.get(key)
         if feat is None:
@@ -410,6 +411,10 @@ def file_rows(
     ep_col = _column(table, "episode_index")
     if ep_col is None:
         return [], [], {}  # the footer check reports the missing column
+    if ep_col.dtype.kind not in "iuf":  # no row can be matched to an episode (training: episode_rows_problem)
+        kind = table.column("episode_index").type
+        reason = f"the episode_index column is {kind}, not integers (LeRobot writes int64)"
+        return [Problem("data_rows", reason, path=path, episodes=tuple(eps), column="episode_index")], [], {}
     fi_col, ix_col, ti_col, ts_col = (_column(table, c) for c in ("frame_index", "index", "task_index", "timestamp"))
     order = np.argsort(ep_col, kind="stable")  # rows of each episode, in file order
     by_ep = ep_col[order]

@@ -90,6 +90,9 @@ CASES = [
     ("features", {"a": {"dtype": "float32", "shape": [1.5]}}),
     ("features", {"a": {"dtype": "float32", "shape": [2**40, 2**40]}}),
     ("features", {"a": {"dtype": "float32", "shape": [1] * 9}}),
+    ("features", {"a": {"dtype": "float32", "shape": [1], "names": 5}}),
+    ("features", {"a": {"dtype": "float32", "shape": [1], "info": "x"}}),
+    ("features", {"a": {"dtype": "float32", "names": "xyz"}}),
     ("repo_id", 5),
     ("repo_id", "a\\b"),
     ("splits", ["0:2"]),
@@ -183,3 +186,78 @@ def test_a_json_metadata_file_above_its_cap_is_not_parsed(tmp_path):
     (tmp_path / "meta/info.json").write_bytes(b"[" + b"{}," * (MAX_JSON_NBYTES // 3) + b"{}]")
     with pytest.raises(MetadataError, match=rf"info.json has \d+ bytes, more than the {MAX_JSON_NBYTES} bytes"):
         DatasetMeta.load(tmp_path)
+
+
+# --- a feature's own fields: names, info, video_info ----------------------------------------------------
+CAM = "observation.images.top"
+_BAD_FIELDS = [
+    ({"info": "nope"}, "has info 'nope'; info must be an object"),
+    ({"info": [1, 2]}, "has info [1, 2]; info must be an object"),
+    ({"video_info": "x"}, "has video_info 'x'; video_info must be an object"),
+    ({"names": 5}, "has names 5; names must be a list"),
+    ({"info": {"video.height": "abc"}}, "has info['video.height'] = 'abc'; it must be a whole number"),
+    ({"info": {"video.width": -3}}, "has info['video.width'] = -3; it must be a whole number"),
+    ({"info": {"video.codec": ["h264"]}}, "has info['video.codec'] = ['h264']; it must be a string"),
+    ({"info": {"video.pix_fmt": 420}}, "has info['video.pix_fmt'] = 420; it must be a string"),
+    # LeRobot reads any truthy value as a depth map: a string "false" would be one
+    ({"info": {"video.is_depth_map": "false"}}, "has info['video.is_depth_map'] = 'false'; it must be true or false"),
+    ({"info": {"is_depth_map": 1}}, "has info['is_depth_map'] = 1; it must be true or false"),
+    ({"video_info": {"video.is_depth_map": "true"}}, "has video_info['video.is_depth_map'] = 'true'"),
+    ({"info": {"depth_unit": {"x": 1}}}, "has info['depth_unit'] = {'x': 1}; it must be \"mm\" or \"m\""),
+]
+
+
+@pytest.mark.parametrize("dtype", ["video", "image"])
+@pytest.mark.parametrize("fields,said", _BAD_FIELDS, ids=lambda v: repr(v)[:40])
+def test_a_camera_field_of_the_wrong_type_is_refused_at_load_naming_the_camera(tmp_path, dtype, fields, said):
+    """Such fields once failed as an AttributeError/TypeError deep inside the constructor, the
+    validator, or (an image's ``names``) the first decoded image."""
+    feats = {CAM: {"dtype": dtype, "shape": [48, 64, 3], **fields}, "action": {"dtype": "float32", "shape": [6]}}
+    with pytest.raises(MetadataError) as e:
+        _load_info_only(tmp_path, features=feats)
+    err = e.value
+    assert type(err) is MetadataError
+    assert f"meta/info.json: features.{CAM} {said}" in str(err)
+    assert (err.path, err.field, err.camera) == ("meta/info.json", f"features.{CAM}", CAM)
+
+
+def test_the_declared_fields_of_the_types_lerobot_writes_pass(tmp_path):
+    info = {
+        "video.height": 48,
+        "video.width": 64,
+        "video.codec": "av1",
+        "video.pix_fmt": "yuv420p",
+        "video.is_depth_map": False,
+        "video.fps": 30.0,  # a field lerobotstream does not read is not checked
+        "has_audio": False,
+    }
+    feats = {
+        CAM: {"dtype": "video", "shape": [48, 64, 3], "names": ["height", "width", "channels"], "info": info},
+        "depth": {
+            "dtype": "image",
+            "shape": [48, 64, 1],
+            "names": None,
+            "info": {"is_depth_map": True, "depth_unit": "m"},
+        },
+        "action": {"dtype": "float32", "shape": [2], "names": {"motors": ["a", "b"]}, "info": None, "video_info": {}},
+    }
+    with pytest.raises(MetadataError, match="tasks file is missing"):  # past info.json
+        _load_info_only(tmp_path, features=feats)
+
+
+def test_fifty_thousand_declared_columns_the_data_file_lacks_make_one_short_message():
+    """Such an info.json once made a 1.29 MB EpisodeDataError message (and validator line)."""
+    from lerobotstream.features import data_columns_problem
+
+    feats = {f"observation.extra{k}": {"dtype": "float32", "shape": [1]} for k in range(50_000)}
+    problem = data_columns_problem(["timestamp", "task_index"], feats)
+    assert problem.column == "observation.extra0"
+    assert problem.message == (
+        "the data file lacks the column(s) ['observation.extra0', 'observation.extra1', 'observation.extra2', "
+        "'observation.extra3', 'observation.extra4', 'observation.extra5', 'observation.extra6', "
+        "'observation.extra7', ... 49992 more] that meta/info.json features declare"
+    )
+    few = data_columns_problem(["timestamp"], {"action": {"dtype": "float32"}})
+    assert (
+        few.message == "the data file lacks the column(s) ['task_index', 'action'] that meta/info.json features declare"
+    )

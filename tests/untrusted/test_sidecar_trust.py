@@ -367,3 +367,22 @@ def test_fetches_verify_once_the_first_item_is_served():
     spans.serving()
     spans.fetch_span(2, CAM)
     assert sorted(index.verified) == ["v0.mp4", "v0.mp4", "v1.mp4", "v2.mp4"]  # queued ones, then its own
+
+
+@pytest.mark.parametrize("member", ["manifest.json.npy", "sources.json.npy"])
+def test_sidecar_inspect_on_json_nested_100000_deep_is_a_schema_error(published, tmp_path, capsys, member):
+    """``python -m lerobotstream.sidecar inspect`` once printed ``error: RecursionError`` for such
+    an archive (the dataset path already fell back to a local build)."""
+    from lerobotstream.errors import SidecarSchemaError
+    from lerobotstream.sidecar.__main__ import main as sidecar_main
+
+    deep = _npy(np.frombuffer(("[" * 100_000 + "]" * 100_000).encode(), dtype=np.uint8))
+    npz = _edited_zip(published[3], tmp_path / "deep.npz", {member: deep})
+    name = member.removesuffix(".npy")
+    with pytest.raises(
+        SidecarSchemaError, match=rf"deep.npz: unreadable sidecar .*: {name} nests arrays/objects deeper"
+    ):
+        load_manifest(npz)
+    assert sidecar_main(["inspect", str(npz)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: SidecarSchemaError: ") and "RecursionError" not in err, err

@@ -534,3 +534,15 @@ def test_decode_sample_finds_a_damaged_payload_the_headers_hide(make_generated_d
     report = validate_dataset(root=root, decode_sample=2)
     assert [(f.code, f.file) for f in report.errors] == [("decode_failed", str(mp4.relative_to(root)))]
     assert report.errors[0].episode_index == 2
+
+
+def test_a_stats_entry_that_is_not_an_object_is_a_stats_shape_error():
+    """Such an entry was skipped without a word; a mixture refuses it (``aggregate_stats``)."""
+    from types import SimpleNamespace
+
+    from lerobotstream.validate._tables import stats_findings
+
+    meta = SimpleNamespace(stats={"observation.state": [1, 2]}, features={"observation.state": {"dtype": "float32"}})
+    (found,) = stats_findings(meta)
+    assert found.code == "stats_shape" and found.severity == "error" and found.file == "meta/stats.json"
+    assert "observation.state is a list, not an object of statistics" in found.message

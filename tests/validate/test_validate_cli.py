@@ -243,3 +243,26 @@ def test_cli_errors_name_the_flags_not_the_python_keywords(tmp_path, monkeypatch
         "--seed must be none or an int >= 0, got -1"
     )
     assert in_flag_words("the seed was None", flags, "none") == "the seed was None"  # names no flag: unchanged
+
+
+@pytest.mark.parametrize(
+    "entries,said",
+    [
+        ({"info": "nope"}, "has info 'nope'; info must be an object"),
+        ({"names": 5}, "has names 5; names must be a list"),
+        ({"info": {"video.height": "abc"}}, "has info['video.height'] = 'abc'; it must be a whole number"),
+    ],
+)
+def test_a_camera_field_of_the_wrong_type_is_one_typed_error_line(
+    make_generated_dataset, tmp_path, capsys, entries, said
+):
+    """These once ended the validator with ``error: AttributeError: 'str' object has no attribute
+    'get'`` (or a TypeError/ValueError): info.json is the dataset's description, so exit 2 with the
+    MetadataError training raises."""
+    from tests.validate._defects import CAM, set_feature
+
+    root = copy(Path(make_generated_dataset(episode_lengths=(5,))), tmp_path / "ds")
+    set_feature(root, CAM, **entries)
+    assert validate_main([str(root), "--no-progress"]) == 2
+    line = _err(capsys)
+    assert line.startswith("error: MetadataError: ") and f"meta/info.json: features.{CAM} {said}" in line, line

@@ -264,3 +264,34 @@ def test_data_shape_names_the_row_as_training_does(planted_source, tmp_path):
     assert named in str(info.value)
     (headers,) = validate_dataset(root=root, headers_only=True).errors
     assert headers.code == "data_shape" and "rows of different lengths" in headers.message
+
+
+@pytest.mark.parametrize("column", ["episode_index", "frame_index"])
+def test_an_index_column_stored_as_strings_is_named_by_its_type(planted_source, tmp_path, column):
+    """A string ``episode_index`` once crashed the validator (``TypeError: '<' not supported``,
+    exit 2) and read as "expected 30 rows, found 0" in training; a string ``frame_index`` read as
+    "non-contiguous frame_index (row 0 has 0, expected 0)". Both now say the column's type."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lerobotstream import StreamingLeRobotDataset
+    from lerobotstream.errors import EpisodeDataError
+    from tests.validate._defects import data_file
+
+    root = copy(planted_source, tmp_path / "ds")
+    path = data_file(root, 0)
+    table = pq.read_table(path)
+    i = table.column_names.index(column)
+    pq.write_table(table.set_column(i, column, pa.array([str(v) for v in table.column(column).to_pylist()])), path)
+    status, doc = _json_report(root, tmp_path)
+    assert status == 1
+    (found,) = [f for f in doc["findings"] if f["severity"] == "error"]
+    code = "data_rows" if column == "episode_index" else "data_frame_index"
+    assert found["code"] == code and f"the {column} column " in found["message"], found
+    assert "string" in found["message"] or "str values" in found["message"], found
+    assert found["episodes"] == [0, 1, 2, 3]
+    with pytest.raises(
+        EpisodeDataError, match=rf"episode 0 in data/chunk-000/file-000.parquet .*: the {column} column holds"
+    ):
+        for _ in StreamingLeRobotDataset(root=root, episodes=[0]):
+            pass
