@@ -12,7 +12,10 @@ Layout under ``cache_dir``::
 file's fingerprint: xet hash, ETag, mtime and size), its path and the range, so an entry never
 serves another revision; a file without a stable identity is not cached. An entry is a 64-byte
 header (magic, payload length, SHA-256 of the key) + the payload + its SHA-256; a truncated,
-corrupt or foreign entry is deleted and reported as a miss, never returned.
+corrupt or foreign entry is deleted and reported as a miss, never returned. Only regular files are
+read (``lerobotstream._cachefile``: a FIFO or device is refused without blocking) and no symbolic
+link inside the cache is followed: a linked ``<kk>`` folder is replaced by a real one on the next
+write, a linked or special entry is deleted (the name, never a link's target); sizes use ``lstat``.
 
 Writes are atomic (a temporary file, then ``os.replace``). Adding an entry takes the file lock and
 evicts the least recently used entries (modification time, refreshed on each hit) until it fits
