@@ -23,7 +23,7 @@ import torch
 from lerobotstream import _heap
 from lerobotstream.dataset._assemble import EpisodeRows, assemble_item, window_indices
 from lerobotstream.dataset._images import decode_image
-from lerobotstream.errors import EpisodeDataError
+from lerobotstream.errors import DecodeError, EpisodeDataError
 
 __all__ = ["DecodedGopCache", "Decoded", "EpisodeJob"]
 
@@ -231,7 +231,19 @@ class EpisodeJob:
 
     def decode(self, frames: np.ndarray) -> Decoded:
         """Decode, once each, every frame the anchors ``frames`` of the episode need (whole GOP
-        runs on first touch, kept in the :class:`DecodedGopCache` until the episode used them)."""
+        runs on first touch, kept in the :class:`DecodedGopCache` until the episode used them).
+
+        Raises:
+            DecodeError: the decoder failed; it names ``cache_dir`` when the bytes came from the
+                disk cache (whose entry is then deleted: ``DatasetReader.disk_failure``).
+        """
+        try:
+            return self._decode(frames)
+        except DecodeError as err:
+            self.reader.disk_failure(self.episode, err)
+            raise
+
+    def _decode(self, frames: np.ndarray) -> Decoded:
         ep, reader = self.episode, self.reader
         payload = self.cache.get(self.key)
         rows, serial, _ = payload.extra
