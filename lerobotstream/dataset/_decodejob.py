@@ -233,15 +233,22 @@ class EpisodeJob:
         """Decode, once each, every frame the anchors ``frames`` of the episode need (whole GOP
         runs on first touch, kept in the :class:`DecodedGopCache` until the episode used them).
 
+        Bytes served by the disk cache (``cache_dir``) that fail to decode are fetched once more
+        from the store and decoded again (``DatasetReader.refetch_from_store``).
+
         Raises:
-            DecodeError: the decoder failed; it names ``cache_dir`` when the bytes came from the
-                disk cache (whose entry is then deleted: ``DatasetReader.disk_failure``).
+            DecodeError: the decoder failed on the store's bytes.
         """
+        payload = self.cache.get(self.key)
+        serial = payload.extra[1]
         try:
             return self._decode(frames)
         except DecodeError as err:
-            self.reader.disk_failure(self.episode, err)
-            raise
+            with self.lock:  # one refetch, whichever decode thread of the episode failed first
+                again = payload.extra[1] != serial or self.reader.refetch_from_store(self.episode, err, payload)
+            if not again:
+                raise
+        return self._decode(frames)
 
     def _decode(self, frames: np.ndarray) -> Decoded:
         ep, reader = self.episode, self.reader

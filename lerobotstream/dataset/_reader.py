@@ -221,26 +221,33 @@ class DatasetReader:
                 path=path,
             ) from exc
 
-    def disk_failure(self, ep: int, err: DecodeError) -> None:
+    def refetch_from_store(self, ep: int, err: DecodeError, payload: EpisodePayload) -> bool:
         """A decode of episode ``ep`` failed with ``err``: when a camera's bytes came from the disk
-        cache, its entries are dropped (the next fetch reads the store) and ``err`` is raised again
-        naming ``cache_dir``; else nothing (the caller raises ``err``).
+        cache, its entry is deleted, its mini-MP4 fetched again from the store into ``payload`` (a
+        new serial: no decoder or decoded GOP of the refused bytes is reused) and True returned, for
+        the caller to decode once more; else False (the failure is the store's bytes'). Call it with
+        the episode's decode lock held.
 
         Raises:
-            DecodeError: ``err``'s message and fields, saying the bytes came from ``cache_dir``.
+            LeRobotStreamError: the fetch from the store failed (as :meth:`fetch`).
         """
         cam = err.fields.get("camera")
         served = [(c, k) for (e, c), k in list(self.disk_served.items()) if e == ep and cam in (None, c)]
         if not served:
-            return
+            return False
+        rows, serial, fetched = payload.extra
         for c, k in served:
+            log.warning(
+                "%s (bytes from the disk cache cache_dir=%s, which anyone who can write it can change): "
+                "the entry is deleted and the bytes fetched again from the store",
+                err,
+                self.cfg.options.cache_dir,
+            )
             self.disk.drop(k)
-            self.disk_served.pop((ep, c), None)
-        raise DecodeError(
-            f"bytes from the disk cache cache_dir={self.cfg.options.cache_dir} (anyone who can write it can change "
-            f"them; the entry was deleted, the next read fetches the store's): {err.message}",
-            **{**err.fields, "cache_dir": str(self.cfg.options.cache_dir)},
-        ) from err
+            payload.payloads[c] = self._fetch_camera(ep, c, fetched[c], None)
+            self.decoders.pop((ep, c, serial))
+        payload.extra = (rows, next(_SERIAL), fetched)
+        return True
 
     def checked_payload(self, ep: int, cam: str, payload: EpisodePayload) -> bytes:
         """The mini-MP4 of ``(ep, cam)`` to decode, its source verified against the MP4's moov first;
