@@ -23,7 +23,7 @@ import torch
 from lerobotstream import _heap
 from lerobotstream.dataset._assemble import EpisodeRows, assemble_item, window_indices
 from lerobotstream.dataset._images import decode_image
-from lerobotstream.errors import EpisodeDataError
+from lerobotstream.errors import DecodeError, EpisodeDataError
 
 __all__ = ["DecodedGopCache", "Decoded", "EpisodeJob"]
 
@@ -231,7 +231,26 @@ class EpisodeJob:
 
     def decode(self, frames: np.ndarray) -> Decoded:
         """Decode, once each, every frame the anchors ``frames`` of the episode need (whole GOP
-        runs on first touch, kept in the :class:`DecodedGopCache` until the episode used them)."""
+        runs on first touch, kept in the :class:`DecodedGopCache` until the episode used them).
+
+        Bytes served by the disk cache (``cache_dir``) that fail to decode are fetched once more
+        from the store and decoded again (``DatasetReader.refetch_from_store``).
+
+        Raises:
+            DecodeError: the decoder failed on the store's bytes.
+        """
+        payload = self.cache.get(self.key)
+        serial = payload.extra[1]
+        try:
+            return self._decode(frames)
+        except DecodeError as err:
+            with self.lock:  # one refetch, whichever decode thread of the episode failed first
+                again = payload.extra[1] != serial or self.reader.refetch_from_store(self.episode, err, payload)
+            if not again:
+                raise
+        return self._decode(frames)
+
+    def _decode(self, frames: np.ndarray) -> Decoded:
         ep, reader = self.episode, self.reader
         payload = self.cache.get(self.key)
         rows, serial, _ = payload.extra

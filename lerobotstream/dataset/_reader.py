@@ -11,6 +11,7 @@ episode jobs call it; it calls no one back.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import threading
 import time
@@ -22,6 +23,8 @@ from lerobotstream.dataset._assemble import episode_rows
 from lerobotstream.errors import DecodeError, FrameTimestampError, LeRobotStreamError, SidecarValidationError
 from lerobotstream.payload_cache import EpisodePayload
 from lerobotstream.sidecar._identity import explain_payload_failure
+
+log = logging.getLogger("lerobotstream.dataset")
 
 __all__ = ["DatasetReader", "EpisodeSpans", "ReaderConfig"]
 
@@ -95,6 +98,8 @@ class DatasetReader:
 
             self.disk = DiskCache(cfg.options.cache_dir, int(cfg.options.cache_limit_gb * constants.GIB))
         self._identity: dict[str, str | None] = {}  # path -> what pins its bytes (disk cache keys)
+        #: (episode, camera) -> the disk cache key its current payload was read from (absent: the store)
+        self.disk_served: dict[tuple[int, str], bytes] = {}
 
     def prepare(self, *, video_decoder_cache_size: int, epoch: int = 0) -> None:
         """Start an iterator: the open-decoder cap (this worker's share of
@@ -182,15 +187,29 @@ class DatasetReader:
         span, table, path, _ = s
         try:
             t1 = time.perf_counter()
-            data, from_disk, key = self._read(path, span.byte_start, span.byte_stop - span.byte_start)
+            data, key, from_disk = self._read(path, span.byte_start, span.byte_stop - span.byte_start)
             t2 = time.perf_counter()
-            check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
-            mini = synthesize(table, span, data)
+            try:
+                check_sample_framing(table, span, data, path=path)  # wrong sidecar offsets/sizes: fail before decoding
+                mini = synthesize(table, span, data)
+            except LeRobotStreamError as err:
+                if not from_disk:
+                    raise
+                # bytes from cache_dir the table refuses: the entry is dropped, the store read once
+                log.warning("%s (bytes from the disk cache cache_dir=%s): fetching them again", err, self.disk.root)
+                self.disk.drop(key)
+                data, from_disk = self.source.read(path, span.byte_start, span.byte_stop - span.byte_start), False
+                check_sample_framing(table, span, data, path=path)
+                mini = synthesize(table, span, data)
             self.add(fetch_s=t2 - t1, synthesize_s=time.perf_counter() - t2, bytes_needed=len(data))
             if origin is not None:
                 origin["disk_cache_bytes" if from_disk else "store_bytes"] += len(data)
-            if key is not None:  # checked bytes only
-                self.disk.put(key, data)
+            if from_disk:
+                self.disk_served[(ep, cam)] = key
+            else:
+                self.disk_served.pop((ep, cam), None)
+                if key is not None:  # checked bytes only
+                    self.disk.put(key, data)
             return mini
         except LeRobotStreamError as err:
             self._raise_explained(err, ep, cam, path)
@@ -201,6 +220,34 @@ class DatasetReader:
                 camera=cam,
                 path=path,
             ) from exc
+
+    def refetch_from_store(self, ep: int, err: DecodeError, payload: EpisodePayload) -> bool:
+        """A decode of episode ``ep`` failed with ``err``: when a camera's bytes came from the disk
+        cache, its entry is deleted, its mini-MP4 fetched again from the store into ``payload`` (a
+        new serial: no decoder or decoded GOP of the refused bytes is reused) and True returned, for
+        the caller to decode once more; else False (the failure is the store's bytes'). Call it with
+        the episode's decode lock held.
+
+        Raises:
+            LeRobotStreamError: the fetch from the store failed (as :meth:`fetch`).
+        """
+        cam = err.fields.get("camera")
+        served = [(c, k) for (e, c), k in list(self.disk_served.items()) if e == ep and cam in (None, c)]
+        if not served:
+            return False
+        rows, serial, fetched = payload.extra
+        for c, k in served:
+            log.warning(
+                "%s (bytes from the disk cache cache_dir=%s, which anyone who can write it can change): "
+                "the entry is deleted and the bytes fetched again from the store",
+                err,
+                self.cfg.options.cache_dir,
+            )
+            self.disk.drop(k)
+            payload.payloads[c] = self._fetch_camera(ep, c, fetched[c], None)
+            self.decoders.pop((ep, c, serial))
+        payload.extra = (rows, next(_SERIAL), fetched)
+        return True
 
     def checked_payload(self, ep: int, cam: str, payload: EpisodePayload) -> bytes:
         """The mini-MP4 of ``(ep, cam)`` to decode, its source verified against the MP4's moov first;
@@ -214,23 +261,23 @@ class DatasetReader:
         payload.extra[2][cam] = s
         return payload.payloads[cam]
 
-    def _read(self, path: str, offset: int, length: int) -> tuple[bytes, bool, bytes | None]:
-        """``(bytes, from_disk, key)``: the range from the disk cache, or from the store with the key to
-        keep it under (None: no disk cache, or a file without a stable identity)."""
+    def _read(self, path: str, offset: int, length: int) -> tuple[bytes, bytes | None, bool]:
+        """``(bytes, key, from_disk)``: the range from the disk cache or the store, with its disk cache
+        key (None: no disk cache, or a file without a stable identity)."""
         if self.disk is None:
-            return self.source.read(path, offset, length), False, None
+            return self.source.read(path, offset, length), None, False
         from lerobotstream.disk_cache import source_identity
 
         if path not in self._identity:
             self._identity[path] = source_identity(self.source, path)
         ident = self._identity[path]
         if ident is None:
-            return self.source.read(path, offset, length), False, None
+            return self.source.read(path, offset, length), None, False
         key = self.disk.key(ident, path, offset, length)
         data = self.disk.get(key, length)
         if data is not None:
-            return data, True, None
-        return self.source.read(path, offset, length), False, key
+            return data, key, True
+        return self.source.read(path, offset, length), key, False
 
     def video(self, ep: int, cam: str, mini: bytes, serial: int):
         from lerobotstream.decode._decoder import EpisodeVideo

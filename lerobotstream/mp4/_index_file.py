@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from lerobotstream._cachefile import open_regular, read_regular
 from lerobotstream.errors import LeRobotStreamError, SidecarLockTimeoutError, SidecarSchemaError, SidecarWriteError
 from lerobotstream.mp4._index_format import (
     INDEX_FIELDS,
@@ -78,7 +79,7 @@ class Mp4Index:
 
     def __init__(self, index_path: str | os.PathLike) -> None:
         self.index_path = Path(index_path)
-        with open(self.index_path, "rb") as f:
+        with os.fdopen(open_regular(self.index_path), "rb") as f:  # a FIFO is refused, never waited on
             size = os.fstat(f.fileno()).st_size
             if size == 0:
                 raise SidecarSchemaError(f"{self.index_path}: empty derived index", path=str(self.index_path))
@@ -376,6 +377,10 @@ class Mp4Index:
         return f"Mp4Index({str(self.index_path)!r}, num_sources={self.num_sources}, generation={self.generation[:12]})"
 
 
+#: a generation note is a few hundred bytes; a larger one is foreign (not parsed whole)
+_MAX_NOTE_BYTES = 1 << 16
+
+
 def _npz_note(npz_path: str, index_dir: Path) -> tuple[Path, dict[str, Any] | None]:
     """The generation note of an NPZ and its identity (path, size, mtime, ctime, inode, device; None
     when it cannot be stat'ed)."""
@@ -395,7 +400,7 @@ def _cached_generation(npz_path: str, index_dir: Path) -> str | None:
     if ident is None:
         return None
     try:
-        note = json.loads(note_path.read_text("utf-8"))
+        note = json.loads(read_regular(note_path, _MAX_NOTE_BYTES).decode("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     if not isinstance(note, dict) or {k: note.get(k) for k in ident} != ident:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobotstream import constants
+from lerobotstream._cachefile import read_regular
 from lerobotstream.errors import (
     LeRobotStreamError,
     SidecarLockTimeoutError,
@@ -127,7 +128,7 @@ def lock_timeout_message(lock_path: Path, timeout_s: float, waited_s: float) -> 
     holder = "an unknown process (no holder information was written)"
     stale = False
     try:
-        info = json.loads(Path(str(lock_path) + ".info").read_text())
+        info = json.loads(read_regular(str(lock_path) + ".info", 1 << 16).decode("utf-8"))
         holder = (
             f"pid {info.get('pid')} on host {info.get('host')}, holding it since {info.get('started')} "
             f"({info.get('what')})"
@@ -141,7 +142,7 @@ def lock_timeout_message(lock_path: Path, timeout_s: float, waited_s: float) -> 
                 stale = True
             except (PermissionError, KeyError, ValueError, TypeError):
                 pass
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):  # unreadable, not JSON, not an object: holder unknown
         pass
     return (
         f"timed out after {waited_s:.1f} s (limit {timeout_s:g} s) waiting for the MP4 sidecar lock {lock_path}; "

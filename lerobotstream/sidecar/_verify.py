@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from lerobotstream import constants
+from lerobotstream._cachefile import NotRegularFileError, open_regular, read_regular
 from lerobotstream.errors import LeRobotStreamError, SidecarSchemaError
 from lerobotstream.mp4._index_file import Mp4Index, write_note
 from lerobotstream.mp4._index_format import index_name
@@ -38,6 +39,8 @@ logger = logging.getLogger("lerobotstream.sidecar")
 _ARRAYS = ("offset", "size", "dts_ticks", "cts_ticks", "is_sync", "pts_ticks", "presentation_order")
 #: bytes of the record read at once (one line per source: 300,000 sources are 10 MB)
 _MAX_RECORD_READ = 64 << 20
+#: a rejection record is one short JSON object; read at most this much of it
+_MAX_REJECTED_READ = 1 << 16
 #: scalars compared (what the mini-MP4 and the timestamps are made of)
 _SCALARS = (
     "media_timescale",
@@ -178,9 +181,7 @@ class VerifiedTables:
             return True
         # another process of the node may have verified it since: read what was appended
         try:
-            with open(_beside(self.index.index_path, ".verified"), "rb") as f:
-                f.seek(self._record_pos)
-                tail = f.read(_MAX_RECORD_READ)
+            tail = read_regular(_beside(self.index.index_path, ".verified"), _MAX_RECORD_READ, offset=self._record_pos)
         except OSError:
             return False
         cut = tail.rfind(b"\n") + 1  # whole lines only (a writer may be mid-line)
@@ -234,9 +235,17 @@ def record_local_build(
 
 def _append_line(path: Path, line: str) -> None:
     """Append ``line`` (one or more lines) with one ``O_APPEND`` ``write`` (concurrent writers'
-    lines do not interleave); best effort."""
+    lines do not interleave); best effort. Anything but a regular file at ``path`` (a FIFO, a
+    symbolic link) is never opened through: it is removed (its name only) and the record started
+    again."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
     with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fd = open_regular(path, flags, follow_symlinks=False)
+        except NotRegularFileError:
+            logger.warning("%s is not a regular file: replacing it with a new verification record", path)
+            os.unlink(path)
+            fd = open_regular(path, flags | os.O_EXCL, follow_symlinks=False)
         try:
             os.write(fd, (line + "\n").encode("ascii"))
         finally:
@@ -246,8 +255,8 @@ def _append_line(path: Path, line: str) -> None:
 def rejected_reason(index_path: str | os.PathLike) -> str | None:
     """Why a first-use verification rejected this derived index's sidecar, or None when none did."""
     try:
-        text = _beside(index_path, ".rejected").read_text("utf-8")
-    except FileNotFoundError:
+        text = read_regular(_beside(index_path, ".rejected"), _MAX_REJECTED_READ).decode("utf-8", "replace")
+    except (FileNotFoundError, NotRegularFileError):  # a FIFO or device there is no record
         return None
     except OSError:
         text = ""

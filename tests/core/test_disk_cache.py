@@ -48,16 +48,15 @@ def test_an_oversized_entry_is_refused_without_being_read_whole(tmp_path, monkey
     with open(path, "r+b") as f:  # a shared cache entry grown to 1 GiB (sparse): never allocated
         f.truncate(1 << 30)
     asked = []
-    real_open = open
+    import lerobotstream.disk_cache as dc
 
-    def spy_open(p, mode="r", *a, **kw):
-        f = real_open(p, mode, *a, **kw)
-        if str(p) == str(path):
-            read = f.read
-            f.read = lambda n=-1: asked.append(n) or read(n)
-        return f
+    real_read = dc.read_regular
 
-    monkeypatch.setattr("builtins.open", spy_open)
+    def spy_read(p, limit=-1, **kw):  # every cache-file read goes through read_regular
+        asked.append(limit)
+        return real_read(p, limit, **kw)
+
+    monkeypatch.setattr(dc, "read_regular", spy_read)
     assert c.get(k, 10) is None and not path.exists()
     assert asked and all(0 <= n <= 1 << 16 for n in asked)
 

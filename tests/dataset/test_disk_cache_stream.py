@@ -70,3 +70,39 @@ def test_a_cache_limit_below_the_dataset_holds_and_every_frame_is_right(url, tmp
     st = _run(url, tmp_path / "half", epochs=2, cache_limit_gb=limit / 2**30)
     assert st["disk_cache"]["evictions"] > 0
     assert DiskCache(tmp_path / "half", limit).total_bytes() <= limit
+
+
+def _forge(cache) -> int:
+    """Rewrite every entry's payload to zeros with a matching checksum (what anyone who can write
+    ``cache_dir`` can do: the checksum is not keyed); returns how many."""
+    import hashlib
+
+    entries = sorted((cache / LAYOUT).rglob("*.bin"))
+    for e in entries:
+        blob = e.read_bytes()
+        payload = bytes(len(blob) - 96)
+        e.write_bytes(blob[:64] + payload + hashlib.sha256(payload).digest())
+    return len(entries)
+
+
+def test_forged_entries_the_framing_check_refuses_are_fetched_from_the_store(url, tmp_path):
+    first = _run(url, tmp_path)["bytes_by_epoch"][0]
+    assert _forge(tmp_path) > 0
+    st = _run(url, tmp_path)  # every frame right (asserted in _run)
+    assert st["disk_cache"]["corrupt"] > 0
+    assert st["bytes_by_epoch"][0]["store_bytes"] == first["needed_bytes"]
+    assert _run(url, tmp_path)["bytes_by_epoch"][0]["store_bytes"] == 0  # the store's bytes were cached again
+
+
+def test_disk_cache_bytes_that_fail_to_decode_are_fetched_from_the_store(url, tmp_path, monkeypatch, caplog):
+    from lerobotstream.mp4 import framing
+
+    first = _run(url, tmp_path)["bytes_by_epoch"][0]
+    assert _forge(tmp_path) > 0
+    monkeypatch.setattr(framing, "check_sample_framing", lambda *a, **kw: None)  # forged bytes reach the decoder
+    st = _run(url, tmp_path)  # every frame right (asserted in _run)
+    assert st["disk_cache"]["corrupt"] > 0
+    assert st["bytes_by_epoch"][0]["store_bytes"] == 0  # a refetch in place is not counted (as after a verification)
+    assert f"cache_dir={tmp_path}" in caplog.text and "fetched again from the store" in caplog.text
+    assert _run(url, tmp_path)["disk_cache"]["corrupt"] == 0  # the store's bytes were cached again
+    assert first["needed_bytes"] > 0
