@@ -539,6 +539,12 @@ def task_index_problem(task_index: np.ndarray, n_tasks: int, frame_index: np.nda
     )
 
 
+#: the columns every LeRobot v3 data file has, as LeRobot declares them (when meta/info.json does not)
+STANDARD_COLUMNS = {
+    "timestamp": {"dtype": "float32", "shape": [1]},
+    **{k: {"dtype": "int64", "shape": [1]} for k in ("frame_index", "episode_index", "index", "task_index")},
+}
+
 #: ``meta/info.json`` feature dtypes whose data columns hold numbers → the Arrow type of their values
 NUMERIC_DTYPES: dict[str, pa.DataType] = {
     name: pa.type_for_alias(name)
@@ -619,7 +625,7 @@ def data_column_problem(column: pa.ChunkedArray | pa.Array, dtype: object, name:
     Arrow types and null counts (vectorised); the row is searched for only when one is at fault.
 
     Returns:
-        ``Problem("data_shape", "column 'observation.state' row 1 (frame_index 1) holds a null value
+        ``Problem("data_dtype", "column 'observation.state' row 1 (frame_index 1) holds a null value
         where meta/info.json declares float32 values", column=name)``; or ``... holds values of Arrow
         type string where ...`` (a column of strings, structs, binary, dictionaries); or ``... holds a
         value (int64) that float32 cannot hold (Integer value 4611686018427387904 not in range: ...)``.
@@ -631,13 +637,13 @@ def data_column_problem(column: pa.ChunkedArray | pa.Array, dtype: object, name:
     declared = f"meta/info.json declares {dtype} values"
     leaf = _leaf_type(column.type)
     if not (pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf)):
-        return Problem("data_shape", f"{what} holds values of Arrow type {column.type} where {declared}", column=name)
+        return Problem("data_dtype", f"{what} holds values of Arrow type {column.type} where {declared}", column=name)
     values = column
     while True:
         if values.null_count:
             k = _first_null_row(column)
             return Problem(
-                "data_shape", f"{what} row {k} (frame_index {k}) holds a null value where {declared}", column=name
+                "data_dtype", f"{what} row {k} (frame_index {k}) holds a null value where {declared}", column=name
             )
         if not _is_list(values.type):
             break
@@ -649,7 +655,7 @@ def data_column_problem(column: pa.ChunkedArray | pa.Array, dtype: object, name:
         except pa.ArrowException as e:
             k = _first_uncastable_row(column, want)
             return Problem(
-                "data_shape",
+                "data_dtype",
                 f"{what} row {k} (frame_index {k}) holds a value ({leaf}) that {dtype} cannot hold ({_reason(e)}); {declared}",
                 column=name,
             )

@@ -23,7 +23,13 @@ from lerobotstream.dataset._images import LANGUAGE_COLUMNS, declared_chw, image_
 from lerobotstream.decode._frames import frames_to_float_chw, frames_to_u8_chw
 from lerobotstream.errors import DeltaTimestampsError, EpisodeDataError
 from lerobotstream.features import data_columns_problem, row_off_shape, row_shape_matches
-from lerobotstream.parquet import data_column_problem, declared_values, index_problem, task_index_problem
+from lerobotstream.parquet import (
+    STANDARD_COLUMNS,
+    data_column_problem,
+    declared_values,
+    index_problem,
+    task_index_problem,
+)
 
 __all__ = ["DeltaWindows", "EpisodeRows", "SlotFn", "assemble_item", "episode_rows", "window_indices"]
 
@@ -129,13 +135,6 @@ class EpisodeRows:
     image_shapes: dict[str, tuple[int, int, int] | None] = field(default_factory=dict)
 
 
-#: the columns every LeRobot v3 data file has, as LeRobot declares them (when meta/info.json does not)
-_STANDARD = {
-    "timestamp": {"dtype": "float32", "shape": [1]},
-    **{k: {"dtype": "int64", "shape": [1]} for k in ("frame_index", "episode_index", "index", "task_index")},
-}
-
-
 def _column_to_numpy(col: pa.ChunkedArray) -> np.ndarray | None:
     if col.null_count:
         return None
@@ -192,7 +191,7 @@ def episode_rows(
             path=path,
             column=problem.column,
         )
-    declared = {name: (features or {}).get(name) or _STANDARD.get(name) for name in table.column_names}
+    declared = {name: (features or {}).get(name) or STANDARD_COLUMNS.get(name) for name in table.column_names}
     declared = {k: f for k, f in declared.items() if features is not None and f is not None}
     for name, feat in declared.items():  # numbers of the declared dtype: Arrow types and null counts
         problem = data_column_problem(table.column(name), feat.get("dtype"), name)

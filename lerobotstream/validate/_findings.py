@@ -44,6 +44,7 @@ _ERRORS = {
     "data_task_index": "each row's task_index must name a task of meta/tasks.parquet (0 <= task_index < number of tasks): rewrite the column or add the tasks",
     "data_frame_index": "frame_index must run 0..length-1 in each episode's rows: rewrite the episode's rows",
     "data_shape": "a column's per-row shape must be info.json's shape for that feature: fix meta/info.json or the file",
+    "data_dtype": "a numeric feature's column must hold numbers its info.json dtype holds, with no null: fix meta/info.json or the file",
     "data_image": "an image feature's cells must be embedded PNG/JPEG bytes of its declared shape ({bytes, path} structs, as LeRobot writes them): re-encode the images or fix meta/info.json",
     "data_timestamps": "timestamp must be finite and frame_index / fps (LeRobot's writer) within tolerance_s: rewrite the column",
     "timestamp_shift": "the episode's timestamps must start at 0 and land on its own video frames (from_timestamp + timestamp): set timestamp = frame_index / fps",

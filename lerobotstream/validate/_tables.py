@@ -28,7 +28,16 @@ from lerobotstream.constants import INFO_PATH, STATS_PATH
 from lerobotstream.errors import LeRobotStreamError, MetadataError, Problem, SourceError
 from lerobotstream.features import REQUIRED_DATA_COLUMNS, data_columns_problem, frame_hwc
 from lerobotstream.mp4._tolerance import frames_within_tolerance, within_tolerance
-from lerobotstream.parquet import _column_index, _short, episode_rows_problem, index_problem, task_index_problem
+from lerobotstream.parquet import (
+    NUMERIC_DTYPES,
+    STANDARD_COLUMNS,
+    _column_index,
+    _short,
+    data_column_problem,
+    episode_rows_problem,
+    index_problem,
+    task_index_problem,
+)
 from lerobotstream.validate._findings import Finding, finding, read_code
 
 _STAT_NAMES = ("min", "max", "mean", "std")
@@ -168,6 +177,32 @@ def _shape_findings(md: Any, path: str, features: dict, eps: list[int], reader: 
     return out
 
 
+def _dtype_findings(md: Any, path: str, declared: dict, eps: list[int], skip: Sequence[str] = ()) -> list[Finding]:
+    """Each column of a numeric dtype (info.json's, or a standard column's: ``parquet.STANDARD_COLUMNS``)
+    but ``skip`` by training's rule (``parquet.data_column_problem``), from the footer: the column's
+    Arrow type, and null values from its column-chunk statistics."""
+    schema = md.schema.to_arrow_schema()
+    paths = [md.row_group(0).column(j).path_in_schema for j in range(md.num_columns)] if md.num_row_groups else []
+    out = []
+    for name in [n for n in schema.names if n not in skip]:
+        dtype = (declared.get(name) or STANDARD_COLUMNS.get(name) or {}).get("dtype")
+        problem = data_column_problem(pa.array([], type=schema.field(name).type), dtype, name)
+        leaves = [j for j, p in enumerate(paths) if p == name or p.startswith(name + ".")]
+        if problem is None and dtype in NUMERIC_DTYPES and len(leaves) == 1:
+            nulls = 0
+            for g in range(md.num_row_groups):
+                st = md.row_group(g).column(leaves[0]).statistics
+                nulls += int(st.null_count) if st is not None and st.has_null_count else 0
+            if nulls:
+                problem = Problem(
+                    "data_dtype",
+                    f"column {name!r} holds {nulls} null value(s) where meta/info.json declares {dtype} values",
+                )
+        if problem is not None:
+            out.append(finding("data_dtype", f"{path}: {problem.message}", file=path, episodes=eps))
+    return out
+
+
 def _image_type_findings(md: Any, path: str, images: Sequence[str], eps: list[int]) -> list[Finding]:
     """``image`` columns whose type is not the ``{bytes, path}`` struct item assembly reads
     (``features.is_image_column_type``), from the footer's schema."""
@@ -260,6 +295,8 @@ def data_findings(
     if problem is not None:
         text = f"{path}: {problem.message} (episodes {_short(eps)})"
         out.append(finding(problem.code, text, file=path, episodes=eps))
+    # with ``rows``, the row checks name an episode_index or frame_index column of another type
+    out += _dtype_findings(md, path, declared, eps, ("episode_index", "frame_index") if rows else ())
     if features:
         out += _shape_findings(md, path, features, eps, reader if rows else None)
     if images:

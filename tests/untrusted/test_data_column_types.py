@@ -148,3 +148,17 @@ def test_the_rule_checks_nulls_at_every_nesting_level():
     fractions = pa.chunked_array([pa.array([1.0, 2.0]), pa.array([3.0, 3.5, 4.0])])
     problem = data_column_problem(fractions, "int64", "x")
     assert problem.message.startswith("column 'x' row 3 (frame_index 3) holds a value (double) that int64 cannot hold")
+
+
+@pytest.mark.parametrize("case", ["null_cell", "null_element", "state_string", "state_struct", "timestamp_string"])
+def test_the_validator_reports_what_training_refuses_as_data_dtype(pristine, tmp_path, case):
+    """The same rule from the file's footer (Arrow types, null counts): one ``data_dtype`` error
+    naming the file and the column, where the validator found nothing before."""
+    from lerobotstream.validate import validate_dataset
+
+    column, make = {**NULLS, **{k: v[:2] for k, v in NOT_NUMBERS.items()}}[case]
+    root = _rewrite(pristine, tmp_path, column, make)
+    found = [f for f in validate_dataset(root=root).findings if f.code == "data_dtype"]
+    assert len(found) == 1 and found[0].severity == "error", found
+    assert found[0].message.startswith(f"{DATA}: column {column!r} holds "), found[0].message
+    assert not [f for f in validate_dataset(root=pristine).findings if f.code == "data_dtype"]
