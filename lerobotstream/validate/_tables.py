@@ -115,6 +115,26 @@ def _bounds(md: Any, col: int | None) -> list[tuple[int, int, int] | None]:
     return out
 
 
+def _leaf_counts(md: Any, name: str) -> tuple[int, int] | None:
+    """``(values, nulls)`` of column ``name`` over every row group, from the footer's column-chunk
+    metadata (``num_values``, statistics ``null_count``); None unless the column has one leaf."""
+    if md.num_row_groups == 0:
+        return None
+    rg0 = md.row_group(0)
+    leaves = [
+        j for j in range(rg0.num_columns) if (p := rg0.column(j).path_in_schema) == name or p.startswith(name + ".")
+    ]
+    if len(leaves) != 1:
+        return None
+    values, nulls = 0, 0
+    for g in range(md.num_row_groups):
+        c = md.row_group(g).column(leaves[0])
+        values += int(c.num_values)
+        st = c.statistics
+        nulls += int(st.null_count) if st is not None and st.has_null_count else 0
+    return values, nulls
+
+
 def _shape_findings(md: Any, path: str, features: dict, eps: list[int], reader: Any = None) -> list[Finding]:
     """Each numeric column's per-row shape against info.json's (``features.row_shape_matches``, item
     assembly's rule), from the footer: the list nesting of the column's type and its leaf values per
@@ -126,8 +146,6 @@ def _shape_findings(md: Any, path: str, features: dict, eps: list[int], reader: 
     if md.num_row_groups == 0 or md.num_rows == 0:
         return []
     schema = md.schema.to_arrow_schema()
-    rg0 = md.row_group(0)
-    leaf_of = {rg0.column(j).path_in_schema: j for j in range(rg0.num_columns)}
     out = []
     for name, feat in features.items():
         want = tuple(int(x) for x in (feat.get("shape") or ()))
@@ -139,17 +157,10 @@ def _shape_findings(md: Any, path: str, features: dict, eps: list[int], reader: 
             t, depth = t.value_type, depth + 1
         if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
             continue
-        leaves = [j for p, j in leaf_of.items() if p == name or p.startswith(name + ".")]
-        if len(leaves) != 1:
+        counts = _leaf_counts(md, name)
+        if counts is None or counts[1]:
             continue
-        values, nulls = 0, 0
-        for g in range(md.num_row_groups):
-            c = md.row_group(g).column(leaves[0])
-            values += int(c.num_values)
-            st = c.statistics
-            nulls += int(st.null_count) if st is not None and st.has_null_count else 0
-        if nulls:
-            continue
+        values = counts[0]
         per_row, rem = divmod(values, int(md.num_rows))
         got: tuple[int, ...] | None
         if rem:
@@ -182,17 +193,12 @@ def _dtype_findings(md: Any, path: str, declared: dict, eps: list[int], skip: Se
     but ``skip`` by training's rule (``parquet.data_column_problem``), from the footer: the column's
     Arrow type, and null values from its column-chunk statistics."""
     schema = md.schema.to_arrow_schema()
-    paths = [md.row_group(0).column(j).path_in_schema for j in range(md.num_columns)] if md.num_row_groups else []
     out = []
     for name in [n for n in schema.names if n not in skip]:
         dtype = (declared.get(name) or STANDARD_COLUMNS.get(name) or {}).get("dtype")
         problem = data_column_problem(pa.array([], type=schema.field(name).type), dtype, name)
-        leaves = [j for j, p in enumerate(paths) if p == name or p.startswith(name + ".")]
-        if problem is None and dtype in NUMERIC_DTYPES and len(leaves) == 1:
-            nulls = 0
-            for g in range(md.num_row_groups):
-                st = md.row_group(g).column(leaves[0]).statistics
-                nulls += int(st.null_count) if st is not None and st.has_null_count else 0
+        if problem is None and dtype in NUMERIC_DTYPES and (counts := _leaf_counts(md, name)) is not None:
+            nulls = counts[1]
             if nulls:
                 problem = Problem(
                     "data_dtype",

@@ -26,7 +26,7 @@ from lerobotstream.integrations.lerobot.factory import (
 __all__ = ["BatchCounters", "summarize", "format_summary", "rank_figures", "gather_ranks", "ORIGINS"]
 
 #: ``payload_bytes_by_origin``'s keys, in ``factory.ORIGIN_KEYS``' order
-ORIGINS = ("store", "disk_cache", "reused", "needed")
+ORIGINS = tuple(k.removesuffix("_bytes") for k in ORIGIN_KEYS)  # "store", "disk_cache", "reused", "needed"
 
 
 class BatchCounters:
