@@ -242,17 +242,16 @@ class EpisodeJob:
         payload = self.cache.get(self.key)
         serial = payload.extra[1]
         try:
-            return self._decode(frames)
+            return self._decode(frames, payload)
         except DecodeError as err:
             with self.lock:  # one refetch, whichever decode thread of the episode failed first
                 again = payload.extra[1] != serial or self.reader.refetch_from_store(self.episode, err, payload)
             if not again:
                 raise
-        return self._decode(frames)
+        return self._decode(frames, payload)  # the same payload, refetched in place
 
-    def _decode(self, frames: np.ndarray) -> Decoded:
+    def _decode(self, frames: np.ndarray, payload: Any) -> Decoded:
         ep, reader = self.episode, self.reader
-        payload = self.cache.get(self.key)
         rows, serial, _ = payload.extra
         if rows.episode_index != ep:
             raise EpisodeDataError(f"rows of episode {rows.episode_index} returned for episode {ep}", episode_index=ep)
